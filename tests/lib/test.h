@@ -16,43 +16,43 @@
 #define T_SKIP 77
 
 /* Print a reason and exit with the skip code; the runner shows the reason. */
-#define t_skip(...)                                                     \
-	do {                                                            \
-		printf("skip: " __VA_ARGS__);                           \
-		printf("\n");                                           \
-		exit(T_SKIP);                                           \
+#define t_skip(...)                           \
+	do {                                  \
+		printf("skip: " __VA_ARGS__); \
+		printf("\n");                 \
+		exit(T_SKIP);                 \
 	} while (0)
 
-#define t_fail(...)                                                     \
-	do {                                                            \
-		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);         \
-		fprintf(stderr, __VA_ARGS__);                           \
-		fprintf(stderr, "\n");                                  \
-		exit(T_FAIL);                                           \
+#define t_fail(...)                                             \
+	do {                                                    \
+		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__);                   \
+		fprintf(stderr, "\n");                          \
+		exit(T_FAIL);                                   \
 	} while (0)
 
-#define t_assert(cond)                                                  \
-	do {                                                            \
-		if (!(cond))                                            \
-			t_fail("assertion failed: %s", #cond);          \
+#define t_assert(cond)                                         \
+	do {                                                   \
+		if (!(cond))                                   \
+			t_fail("assertion failed: %s", #cond); \
 	} while (0)
 
 /* Compare two integers and print both values on mismatch. */
-#define t_assert_eq(a, b)                                               \
-	do {                                                            \
-		long long _a = (long long)(a), _b = (long long)(b);     \
-		if (_a != _b)                                           \
-			t_fail("%s == %lld, expected %s == %lld", #a,   \
-			       _a, #b, _b);                             \
+#define t_assert_eq(a, b)                                                     \
+	do {                                                                  \
+		long long _a = (long long)(a), _b = (long long)(b);           \
+		if (_a != _b)                                                 \
+			t_fail("%s == %lld, expected %s == %lld", #a, _a, #b, \
+			       _b);                                           \
 	} while (0)
 
 /* A call that must return 0; prints the -errno otherwise. */
-#define t_ok(call)                                                      \
-	do {                                                            \
-		long long _r = (long long)(call);                       \
-		if (_r != 0)                                            \
-			t_fail("%s returned %lld (%s)", #call, _r,      \
-			       _r < 0 ? strerror((int)-_r) : "");       \
+#define t_ok(call)                                                 \
+	do {                                                       \
+		long long _r = (long long)(call);                  \
+		if (_r != 0)                                       \
+			t_fail("%s returned %lld (%s)", #call, _r, \
+			       _r < 0 ? strerror((int)-_r) : "");  \
 	} while (0)
 
 #endif

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmm — the virtual/physical memory layer shared by kvmmd and libkvmm.
+ *
+ * A backend owns three kinds of object:
+ *   - virtual ranges, reserved in this process's address space and backed by
+ *     nothing until pages are mapped into them;
+ *   - physical pages of a fixed size (the backend's granularity), each
+ *     exportable as a file descriptor so another process can import exactly
+ *     that page and nothing else;
+ *   - mappings of a page at a page-aligned address inside a reserved range.
+ *
+ * Two backends implement struct vmm_ops:
+ *   host  memfd pages mapped MAP_SHARED into PROT_NONE reservations; the
+ *         embedded default, works everywhere, same semantics as cuda.
+ *   cuda  CUDA Driver API VMM (cuMemAddressReserve, cuMemCreate with POSIX
+ *         fd handles, cuMemMap, ...), libcuda loaded with dlopen.
+ *
+ * Every call returns 0 or a negative errno.  Driver error codes are turned
+ * into errno values in one place per backend and logged with their raw value.
+ *
+ * Addresses are uint64_t so the same type carries a host pointer and a
+ * CUdeviceptr.  A page handle (vmm_handle_t) is backend-private: the memfd
+ * on the host backend, a CUmemGenericAllocationHandle on cuda.
+ */
+#ifndef KVMM_VMM_H
+#define KVMM_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t vmm_handle_t;
+
+struct vmm_backend;
+
+enum vmm_backend_kind {
+	VMM_BACKEND_HOST = 0,
+	VMM_BACKEND_CUDA = 1,
+	VMM_BACKEND_AUTO = 2, /* cuda when a driver and GPU answer, else host */
+};
+
+/* Access rights for vmm_ops.set_access. */
+#define VMM_PROT_NONE 0
+#define VMM_PROT_READ 1
+#define VMM_PROT_RW 3
+
+struct vmm_config {
+	enum vmm_backend_kind kind;
+	size_t page_size; /* host: multiple of 4 KiB, 0 = 64 KiB; cuda: 0 */
+	int cuda_device; /* ordinal, used when gpu_uuid is empty */
+	char gpu_uuid[64]; /* "GPU-xxxxxxxx-..." selects a device by UUID */
+	const char *libcuda_path; /* NULL = "libcuda.so.1" */
+};
+
+/* Identifiers of the operations, used by the fault injector and in logs. */
+enum vmm_op {
+	VMM_OP_GRANULARITY,
+	VMM_OP_RESERVE,
+	VMM_OP_FREE_RANGE,
+	VMM_OP_PAGE_CREATE,
+	VMM_OP_PAGE_RELEASE,
+	VMM_OP_PAGE_EXPORT,
+	VMM_OP_PAGE_IMPORT,
+	VMM_OP_MAP,
+	VMM_OP_UNMAP,
+	VMM_OP_SET_ACCESS,
+	VMM_OP_COPY_TO_HOST,
+	VMM_OP_COPY_FROM_HOST,
+	VMM_OP_COUNT,
+};
+
+const char *vmm_op_string(enum vmm_op op);
+
+struct vmm_ops {
+	const char *name;
+	/* Page size every page of this backend has. */
+	int (*granularity)(struct vmm_backend *b, size_t *page_size);
+	/* Reserve size bytes (multiple of the page size) of address space. */
+	int (*reserve)(struct vmm_backend *b, size_t size, uint64_t *va);
+	int (*free_range)(struct vmm_backend *b, uint64_t va, size_t size);
+	/* A new physical page, contents unspecified. */
+	int (*page_create)(struct vmm_backend *b, vmm_handle_t *page);
+	/* Drop this process's reference; the memory goes when no process
+	 * holds a handle or a mapping any more. */
+	int (*page_release)(struct vmm_backend *b, vmm_handle_t page);
+	/* A new O_CLOEXEC fd for the page; the caller owns and closes it. */
+	int (*page_export)(struct vmm_backend *b, vmm_handle_t page, int *fd);
+	/* A handle for the page behind fd; fd stays owned by the caller. */
+	int (*page_import)(struct vmm_backend *b, int fd, vmm_handle_t *page);
+	/* Map one page at va (page aligned, inside a reserved range), then
+	 * vmm_ops.set_access decides who may touch it. */
+	int (*map)(struct vmm_backend *b, uint64_t va, vmm_handle_t page);
+	/* Unmap the page at va; the range stays reserved. */
+	int (*unmap)(struct vmm_backend *b, uint64_t va);
+	int (*set_access)(struct vmm_backend *b, uint64_t va, size_t size,
+			  int prot);
+	/* Copy bytes between a page and ordinary host memory, whether or not
+	 * the page is mapped in this process. */
+	int (*copy_to_host)(struct vmm_backend *b, void *dst, vmm_handle_t page,
+			    size_t offset, size_t len);
+	int (*copy_from_host)(struct vmm_backend *b, vmm_handle_t page,
+			      size_t offset, const void *src, size_t len);
+	void (*destroy)(struct vmm_backend *b);
+};
+
+struct vmm_backend {
+	const struct vmm_ops *ops;
+	enum vmm_backend_kind kind;
+	size_t page_size;
+	char device_name[128]; /* "host" or the GPU's name and UUID */
+	void *priv;
+};
+
+/*
+ * Open a backend.  kind AUTO tries cuda and falls back to host, logging one
+ * line that says why.  Returns 0 and sets *out, or -errno.
+ */
+int vmm_backend_open(const struct vmm_config *cfg, struct vmm_backend **out);
+void vmm_backend_close(struct vmm_backend *b);
+const char *vmm_backend_kind_string(enum vmm_backend_kind kind);
+
+int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out);
+int vmm_cuda_open(const struct vmm_config *cfg, struct vmm_backend **out);
+
+/*
+ * Fault injection: wraps a backend so that the nth call (1-based) of op
+ * returns err (a negative errno) instead of reaching the backend; every
+ * other call passes through.  nth = 0 disarms.  Used by tests to drive
+ * every unwind path without a GPU.
+ */
+int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
+void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
+		   unsigned int nth, int err);
+/* Calls of op seen by the wrapper so far (injected failures included). */
+unsigned int vmm_fault_calls(struct vmm_backend *wrapped, enum vmm_op op);
+
+/*
+ * Physical page pool on top of a backend.  Pages are created once (the slow
+ * call) and recycled through a free list.  Each page has an id (its index),
+ * a handle, one exported fd kept for handing the page to clients, a state
+ * and a count of processes that have it mapped.  The pool is not
+ * thread-safe: the daemon drives it from its event loop.
+ */
+enum vmm_page_state {
+	VMM_PAGE_UNUSED = 0, /* slot never created, or released */
+	VMM_PAGE_FREE, /* created, on the free list */
+	VMM_PAGE_ALLOCATED, /* handed to an owner (sequence, tier copy) */
+	VMM_PAGE_REVOKING, /* owner gave it up; waiting for unmaps */
+};
+
+const char *vmm_page_state_string(enum vmm_page_state state);
+
+struct vmm_pool_stats {
+	uint64_t page_size;
+	uint64_t capacity; /* max pages (the --gpu-mem budget) */
+	uint64_t created; /* pages that exist now (free + in use) */
+	uint64_t free; /* on the free list */
+	uint64_t allocated; /* ALLOCATED + REVOKING */
+	uint64_t mapped; /* pages with at least one process mapping */
+	uint64_t peak_allocated;
+	uint64_t create_calls;
+	uint64_t failures; /* backend calls that failed */
+};
+
+struct vmm_pool;
+
+int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
+		    struct vmm_pool **out);
+/* Releases every page; pages still allocated are counted as leaks and
+ * logged. */
+void vmm_pool_destroy(struct vmm_pool *pool);
+/* Create up to n pages now so later allocations are fast. */
+int vmm_pool_prefill(struct vmm_pool *pool, uint64_t n);
+/* A page for a new owner: from the free list, else created; -ENOMEM when
+ * the capacity is reached. */
+int vmm_pool_alloc(struct vmm_pool *pool, uint32_t *page_id);
+/* The owner gives the page back: FREE at once when no process maps it,
+ * otherwise REVOKING until the last vmm_pool_unmapped(). */
+int vmm_pool_free(struct vmm_pool *pool, uint32_t page_id);
+/* Count a process mapping / unmapping the page (the daemon's view). */
+int vmm_pool_mapped(struct vmm_pool *pool, uint32_t page_id);
+int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id);
+/* The pool's fd for the page (owned by the pool; dup or pass as is). */
+int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id);
+vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id);
+enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
+					uint32_t page_id);
+unsigned int vmm_pool_page_mappers(struct vmm_pool *pool, uint32_t page_id);
+void vmm_pool_get_stats(struct vmm_pool *pool, struct vmm_pool_stats *st);
+struct vmm_backend *vmm_pool_backend(struct vmm_pool *pool);
+
+/* Logging shared by vmm/, the daemon and the library. */
+enum vmm_log_level {
+	VMM_LOG_ERR = 0,
+	VMM_LOG_WARN,
+	VMM_LOG_INFO,
+	VMM_LOG_DEBUG,
+};
+void vmm_log_set_level(enum vmm_log_level level);
+void vmm_log(enum vmm_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif
