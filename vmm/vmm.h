@@ -22,6 +22,23 @@
  * Addresses are uint64_t so the same type carries a host pointer and a
  * CUdeviceptr.  A page handle (vmm_handle_t) is backend-private: the memfd
  * on the host backend, a CUmemGenericAllocationHandle on cuda.
+ *
+ * Both backends keep the same bookkeeping (vmm/track.c) and so reject bad
+ * arguments with the same errno before anything reaches the kernel or the
+ * driver:
+ *   -EINVAL  va or size not a multiple of the page size, size 0, offset or
+ *            length outside a page, unknown prot, free_range of a va/size
+ *            that is not exactly one reservation;
+ *   -EFAULT  va (or part of [va, va+size)) outside every reserved range;
+ *   -EBUSY   map over an address that already has a page, free_range of a
+ *            range that still has pages mapped;
+ *   -ENOENT  unmap or set_access where no page is mapped;
+ *   -EBADF   a page handle this backend did not create or import, or one
+ *            already released; an fd that is not a page of this backend.
+ *
+ * A mapped page is not accessible until set_access (as with cuMemMap +
+ * cuMemSetAccess); vmm_map_page() does both.  A mapping keeps the physical
+ * page alive on its own: a page may be released while still mapped.
  */
 #ifndef KVMM_VMM_H
 #define KVMM_VMM_H
@@ -33,6 +50,12 @@
 typedef uint64_t vmm_handle_t;
 
 struct vmm_backend;
+
+struct vmm_backend_usage {
+	uint64_t pages; /* handles created or imported, not yet released */
+	uint64_t ranges; /* reserved ranges not yet freed */
+	uint64_t mappings; /* pages mapped now */
+};
 
 enum vmm_backend_kind {
 	VMM_BACKEND_HOST = 0,
@@ -102,6 +125,24 @@ struct vmm_ops {
 	int (*copy_from_host)(struct vmm_backend *b, vmm_handle_t page,
 			      size_t offset, const void *src, size_t len);
 	void (*destroy)(struct vmm_backend *b);
+
+	/* Optional (NULL when a backend lacks them; check before calling). */
+
+	/* Pages, ranges and mappings this backend holds now (leak checks). */
+	int (*usage)(struct vmm_backend *b, struct vmm_backend_usage *u);
+	/* Copies between a mapped, accessible address of this process and
+	 * host memory, queued on the backend's stream (cuda: one stream per
+	 * backend, host memory should be registered for real overlap; host:
+	 * a plain memcpy, complete on return).  vmm_ops.synchronize waits for
+	 * everything queued. */
+	int (*copy_va_to_host_async)(struct vmm_backend *b, void *dst,
+				     uint64_t va, size_t len);
+	int (*copy_host_to_va_async)(struct vmm_backend *b, uint64_t va,
+				     const void *src, size_t len);
+	int (*synchronize)(struct vmm_backend *b);
+	/* Pin / unpin host memory used with the async copies (host: no-op). */
+	int (*host_register)(struct vmm_backend *b, void *ptr, size_t len);
+	int (*host_unregister)(struct vmm_backend *b, void *ptr);
 };
 
 struct vmm_backend {
@@ -121,13 +162,30 @@ void vmm_backend_close(struct vmm_backend *b);
 const char *vmm_backend_kind_string(enum vmm_backend_kind kind);
 
 int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out);
+/* -ENODEV (and one log line saying why) when libcuda cannot be loaded or no
+ * device answers; -ENOTSUP when built without cuda.h. */
 int vmm_cuda_open(const struct vmm_config *cfg, struct vmm_backend **out);
+
+/* map + set_access in one call; on failure nothing stays mapped. */
+int vmm_map_page(struct vmm_backend *b, uint64_t va, vmm_handle_t page,
+		 int prot);
+/* The backend's usage counters (all zero when it does not track them). */
+void vmm_backend_get_usage(struct vmm_backend *b, struct vmm_backend_usage *u);
+
+/* The one place a CUresult becomes an errno: logs call, the raw code and
+ * its cuGetErrorName (when libcuda is loaded) at ERR level unless it is 0.
+ * Exposed for tests. */
+int vmm_cuda_result_to_errno(int result, const char *call);
 
 /*
  * Fault injection: wraps a backend so that the nth call (1-based) of op
  * returns err (a negative errno) instead of reaching the backend; every
  * other call passes through.  nth = 0 disarms.  Used by tests to drive
  * every unwind path without a GPU.
+ *
+ * Arming resets op's call count, so nth counts from the arming.  The
+ * wrapper owns inner once vmm_fault_wrap succeeds: closing the wrapper
+ * closes inner.  Optional ops are passed through (and counted under no op).
  */
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
 void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
