@@ -12,8 +12,8 @@
 #define CAP 8
 #define CYCLES 500
 
-static void check_stats(struct vmm_pool *pool, uint64_t created,
-			uint64_t free, uint64_t allocated, uint64_t mapped)
+static void check_stats(struct vmm_pool *pool, uint64_t created, uint64_t free,
+			uint64_t allocated, uint64_t mapped)
 {
 	struct vmm_pool_stats st;
 
@@ -105,8 +105,8 @@ int main(void)
 	t_assert_eq(vmm_pool_mapped(pool, 1u << 30), -EINVAL);
 	t_assert_eq(vmm_pool_page_fd(pool, CAP + 1), -EINVAL);
 	t_assert_eq(vmm_pool_page_state(pool, CAP), VMM_PAGE_UNUSED);
-	t_assert(strcmp(vmm_page_state_string(VMM_PAGE_REVOKING),
-			"revoking") == 0);
+	t_assert(strcmp(vmm_page_state_string(VMM_PAGE_REVOKING), "revoking") ==
+		 0);
 
 	vmm_pool_destroy(pool);
 	t_ok(b->ops->free_range(b, va, CAP * b->page_size));

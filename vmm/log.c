@@ -86,9 +86,10 @@ void vmm_log(enum vmm_log_level level, const char *fmt, ...)
 	gmtime_r(&ts.tv_sec, &tm);
 	n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
 	off = n;
-	r = snprintf(buf + off, sizeof(buf) - off, ".%06ldZ %-5s %s[%d]: ",
-		     ts.tv_nsec / 1000, level_names[level],
-		     program_invocation_short_name, (int)getpid());
+	r = snprintf(buf + off, sizeof(buf) - off,
+		     ".%06ldZ %-5s %s[%d]: ", ts.tv_nsec / 1000,
+		     level_names[level], program_invocation_short_name,
+		     (int)getpid());
 	if (r > 0)
 		off += (size_t)r < sizeof(buf) - off ? (size_t)r :
 						       sizeof(buf) - off - 1;

@@ -255,8 +255,7 @@ vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id)
 	return p ? p->handle : 0;
 }
 
-enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
-					uint32_t page_id)
+enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool, uint32_t page_id)
 {
 	struct pool_page *p = lookup(pool, page_id);
 

@@ -228,8 +228,7 @@ static long key_find(const struct vmm_track *t, uint64_t key)
 	return -1;
 }
 
-static void key_insert(uint64_t *keys, uint8_t *state, size_t cap,
-		       uint64_t key)
+static void key_insert(uint64_t *keys, uint8_t *state, size_t cap, uint64_t key)
 {
 	size_t i = hash_slot(key, cap);
 
@@ -298,8 +297,8 @@ void vmm_track_remove_page(struct vmm_track *t, vmm_handle_t page)
 	t->nr_deleted++;
 }
 
-int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page,
-			 size_t offset, size_t len)
+int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page, size_t offset,
+			 size_t len)
 {
 	if (!vmm_track_page_live(t, page))
 		return -EBADF;

@@ -61,8 +61,8 @@ int vmm_track_add_page(struct vmm_track *t, vmm_handle_t page);
 bool vmm_track_page_live(const struct vmm_track *t, vmm_handle_t page);
 void vmm_track_remove_page(struct vmm_track *t, vmm_handle_t page);
 /* 0 when offset/len lie inside one page (len 0 allowed). */
-int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page,
-			 size_t offset, size_t len);
+int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page, size_t offset,
+			 size_t len);
 
 void vmm_track_usage(const struct vmm_track *t, struct vmm_backend_usage *u);
 
