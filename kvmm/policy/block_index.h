@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Block index: block hash -> block entry, the metadata of every block the
+ * cache knows (resident in a tier, or remembered as history by a policy).
+ *
+ * Entries live in one array and are named by a 32-bit id that stays valid
+ * until the entry is freed; the hash table maps a 64-bit hash to that id
+ * with open addressing (linear probing, backward-shift deletion, load
+ * factor <= 1/2), so lookup, insert and delete are O(1) and the index
+ * grows by doubling to any number of entries (tested at 1M and more).
+ * Every 64-bit value is a valid hash, including 0.
+ *
+ * The index is not thread-safe: its owner (pol_cache, hence the daemon's
+ * event loop or the replay) serialises access.
+ */
+#ifndef KVMM_POLICY_BLOCK_INDEX_H
+#define KVMM_POLICY_BLOCK_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POL_NONE UINT32_MAX
+
+enum pol_tier {
+	POL_TIER_GPU = 0,
+	POL_TIER_HOST = 1,
+	POL_TIER_NVME = 2,
+	POL_TIER_COUNT = 3,
+	POL_TIER_NONE = 0xff, /* in no tier: history only */
+};
+
+const char *pol_tier_string(unsigned tier);
+
+/* Per-tier policy bookkeeping, owned by the policy of that tier. */
+struct pol_slot {
+	uint32_t prev, next; /* list links (POL_NONE ends) */
+	uint32_t heap; /* position in the policy's heap, POL_NONE if absent */
+	uint8_t list; /* which of the policy's lists holds it (0 = none) */
+	uint8_t pad[3];
+	double key; /* policy priority (GDSF value, frequency, next use) */
+};
+
+enum pol_block_flags {
+	POL_BLOCK_HAS_PARENT = 1 << 0, /* parent_hash is meaningful */
+	POL_BLOCK_PARTIAL = 1 << 1, /* a partial tail block (never reused) */
+};
+
+struct pol_block {
+	uint64_t hash;
+	uint64_t parent_hash; /* valid with POL_BLOCK_HAS_PARENT */
+	uint64_t cookie; /* owner's location of the bytes (page, slot) */
+	uint64_t last_access; /* cache clock at the last access */
+	uint64_t ttl_expiry; /* pinned until this clock value (0: none) */
+	uint64_t next_use; /* offline knowledge (belady); UINT64_MAX never */
+	uint64_t bytes;
+	uint32_t position; /* block index in its sequence */
+	uint32_t refcount; /* sequences using it now (not evictable) */
+	uint32_t pins; /* in-flight steps (not evictable) */
+	uint32_t access_count; /* accesses since it was first seen */
+	uint32_t nchild[POL_TIER_COUNT]; /* resident children per tier */
+	uint8_t tier; /* enum pol_tier or POL_TIER_NONE */
+	uint8_t counted; /* tier in which it is counted in its parent */
+	uint8_t flags; /* enum pol_block_flags */
+	int8_t priority; /* client priority, higher = keep longer */
+	uint8_t holds; /* policies keeping it as history (ghost) */
+	uint8_t pad[3];
+	struct pol_slot slot[POL_TIER_COUNT];
+};
+
+struct pol_index {
+	struct pol_block *blocks; /* entry array, by id */
+	uint32_t nblocks; /* entries in use */
+	uint32_t cap_blocks; /* allocated entries */
+	uint32_t free_head; /* free entry list (linked through slot[0].next) */
+	uint32_t high_water; /* entries ever handed out */
+	struct pol_index_slot *table;
+	uint64_t mask; /* table size - 1 */
+};
+
+struct pol_index_slot {
+	uint64_t hash;
+	uint32_t id; /* POL_NONE: empty */
+	uint32_t pad;
+};
+
+/* expected: sizing hint (0 for a small default). */
+int pol_index_init(struct pol_index *ix, uint32_t expected);
+void pol_index_fini(struct pol_index *ix);
+
+/* Entry id for a hash, or POL_NONE. */
+uint32_t pol_index_find(const struct pol_index *ix, uint64_t hash);
+
+/*
+ * The entry for a hash, created zeroed (tier POL_TIER_NONE, no links) when
+ * missing.  *created tells which.  Returns the id or POL_NONE (-ENOMEM).
+ * Creating may move the entry array: pointers to entries are invalidated,
+ * ids are not.
+ */
+uint32_t pol_index_get(struct pol_index *ix, uint64_t hash, bool *created);
+
+/* Forget an entry; its id may be reused. */
+void pol_index_del(struct pol_index *ix, uint32_t id);
+
+static inline struct pol_block *pol_index_at(const struct pol_index *ix,
+					     uint32_t id)
+{
+	return &ix->blocks[id];
+}
+
+static inline uint32_t pol_index_id(const struct pol_index *ix,
+				    const struct pol_block *b)
+{
+	return (uint32_t)(b - ix->blocks);
+}
+
+#endif

@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tiered cache (see policy.h): index + per-tier policy instances +
+ * the bookkeeping every policy shares (tier membership, child counts for
+ * the prefix rule, pins, TTLs, move reporting).
+ *
+ * Admission inserts first and evicts after, so a policy may pick the
+ * block it was just given (a bypass, which belady needs to be optimal).
+ * Entry pointers are not kept across pol_index_get(), which may move the
+ * entry array; ids are.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/policy/policy.h"
+
+struct pol_cache {
+	struct pol_index ix;
+	enum pol_kind kind;
+	bool prefix_rule;
+	unsigned last_tier; /* lowest tier with a capacity */
+	uint64_t cap[POL_TIER_COUNT];
+	uint64_t count[POL_TIER_COUNT];
+	const struct pol_ops *ops;
+	void *priv[POL_TIER_COUNT];
+	pol_move_fn move_fn;
+	void *move_arg;
+	uint64_t now;
+	const struct pol_cost_model *cost;
+	uint64_t block_bytes;
+	struct pol_cache_stats st;
+};
+
+static const char *const kind_names[POL_KIND_COUNT] = {
+	[POL_LRU] = "lru",	 [POL_LFU] = "lfu",   [POL_ARC] = "arc",
+	[POL_BELADY] = "belady", [POL_ASYM] = "asym",
+};
+
+const char *pol_kind_string(enum pol_kind kind)
+{
+	return (unsigned)kind < POL_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+int pol_kind_parse(const char *name, enum pol_kind *kind)
+{
+	for (int k = 0; k < POL_KIND_COUNT; k++)
+		if (name && !strcmp(name, kind_names[k])) {
+			*kind = (enum pol_kind)k;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+extern const struct pol_ops pol_lru_ops, pol_lfu_ops, pol_arc_ops,
+	pol_belady_ops, pol_asym_ops;
+
+const struct pol_ops *pol_ops_get(enum pol_kind kind)
+{
+	switch (kind) {
+	case POL_LRU:
+		return &pol_lru_ops;
+	case POL_LFU:
+		return &pol_lfu_ops;
+	case POL_ARC:
+		return &pol_arc_ops;
+	case POL_BELADY:
+		return &pol_belady_ops;
+	case POL_ASYM:
+		return &pol_asym_ops;
+	default:
+		return NULL;
+	}
+}
+
+int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
+{
+	struct pol_cache *c;
+	int r;
+
+	if (!o || !out || o->size < sizeof(*o) || !pol_ops_get(o->kind))
+		return -EINVAL;
+	if (!o->capacity[POL_TIER_GPU])
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->kind = o->kind;
+	c->ops = pol_ops_get(o->kind);
+	c->prefix_rule = o->prefix_rule < 0 ?
+				 (o->kind == POL_ASYM || o->kind == POL_BELADY) :
+				 o->prefix_rule != 0;
+	c->cost = o->cost;
+	c->block_bytes = o->block_bytes ? o->block_bytes : 64ull << 20;
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
+		c->cap[t] = o->capacity[t];
+		if (c->cap[t])
+			c->last_tier = t;
+	}
+	r = pol_index_init(&c->ix, o->expected_blocks);
+	if (r)
+		goto err_free;
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
+		if (!c->cap[t])
+			continue;
+		r = c->ops->create(c, t, &c->priv[t]);
+		if (r)
+			goto err_policies;
+	}
+	*out = c;
+	return 0;
+
+err_policies:
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		if (c->priv[t])
+			c->ops->destroy(c->priv[t]);
+	pol_index_fini(&c->ix);
+err_free:
+	free(c);
+	return r;
+}
+
+void pol_cache_destroy(struct pol_cache *c)
+{
+	if (!c)
+		return;
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		if (c->priv[t])
+			c->ops->destroy(c->priv[t]);
+	pol_index_fini(&c->ix);
+	free(c);
+}
+
+void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn, void *arg)
+{
+	c->move_fn = fn;
+	c->move_arg = arg;
+}
+
+void pol_cache_set_clock(struct pol_cache *c, uint64_t now)
+{
+	c->now = now;
+}
+
+uint64_t pol_cache_clock(const struct pol_cache *c)
+{
+	return c->now;
+}
+
+struct pol_index *pol_cache_index(struct pol_cache *c)
+{
+	return &c->ix;
+}
+
+const struct pol_cost_model *pol_cache_cost(const struct pol_cache *c)
+{
+	return c->cost;
+}
+
+enum pol_kind pol_cache_kind(const struct pol_cache *c)
+{
+	return c->kind;
+}
+
+bool pol_cache_prefix_rule(const struct pol_cache *c)
+{
+	return c->prefix_rule;
+}
+
+uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier)
+{
+	return tier < POL_TIER_COUNT ? c->count[tier] : 0;
+}
+
+uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier)
+{
+	return tier < POL_TIER_COUNT ? c->cap[tier] : 0;
+}
+
+void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s)
+{
+	*s = c->st;
+}
+
+unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
+{
+	for (unsigned t = tier + 1; t < POL_TIER_COUNT; t++)
+		if (c->cap[t])
+			return t;
+	return POL_TIER_NONE;
+}
+
+bool pol_cache_is_leaf(const struct pol_cache *c, const struct pol_block *b)
+{
+	unsigned upto;
+
+	if (!c->prefix_rule || b->tier >= POL_TIER_COUNT)
+		return true;
+	/* From the last tier a block is dropped: no child may stay anywhere. */
+	upto = b->tier == c->last_tier ? POL_TIER_COUNT - 1 : b->tier;
+	for (unsigned t = 0; t <= upto; t++)
+		if (b->nchild[t])
+			return false;
+	return true;
+}
+
+bool pol_cache_evictable(const struct pol_cache *c, const struct pol_block *b)
+{
+	if (b->pins || b->refcount)
+		return false;
+	if (b->ttl_expiry && b->ttl_expiry > c->now)
+		return false;
+	return pol_cache_is_leaf(c, b);
+}
+
+void pol_cache_hold(struct pol_cache *c, struct pol_block *b)
+{
+	b->holds++;
+}
+
+static void maybe_free(struct pol_cache *c, struct pol_block *b)
+{
+	if (b->tier == POL_TIER_NONE && !b->holds)
+		pol_index_del(&c->ix, pol_index_id(&c->ix, b));
+}
+
+void pol_cache_release(struct pol_cache *c, struct pol_block *b)
+{
+	if (b->holds)
+		b->holds--;
+	maybe_free(c, b);
+}
+
+static void notify_change(struct pol_cache *c, struct pol_block *b)
+{
+	if (b->tier < POL_TIER_COUNT && c->ops->on_change)
+		c->ops->on_change(c->priv[b->tier], b);
+}
+
+/* Account b (now in tier t) in its parent's child counts. */
+static void count_in_parent(struct pol_cache *c, struct pol_block *b)
+{
+	uint32_t pid;
+	struct pol_block *p;
+
+	if (!c->prefix_rule || !(b->flags & POL_BLOCK_HAS_PARENT))
+		return;
+	pid = pol_index_find(&c->ix, b->parent_hash);
+	if (pid == POL_NONE)
+		return;
+	p = pol_index_at(&c->ix, pid);
+	if (p->tier == POL_TIER_NONE || p == b)
+		return;
+	p->nchild[b->tier]++;
+	b->counted = b->tier;
+	notify_change(c, p);
+}
+
+static void uncount_in_parent(struct pol_cache *c, struct pol_block *b)
+{
+	uint32_t pid;
+	struct pol_block *p;
+	unsigned t = b->counted;
+
+	if (t == POL_TIER_NONE)
+		return;
+	b->counted = POL_TIER_NONE;
+	pid = pol_index_find(&c->ix, b->parent_hash);
+	if (pid == POL_NONE)
+		return;
+	p = pol_index_at(&c->ix, pid);
+	if (p->nchild[t])
+		p->nchild[t]--;
+	notify_change(c, p);
+}
+
+/* Put b (in no tier) into tier t. */
+static void enter_tier(struct pol_cache *c, struct pol_block *b, unsigned t)
+{
+	b->tier = (uint8_t)t;
+	c->count[t]++;
+	c->ops->on_insert(c->priv[t], b);
+	count_in_parent(c, b);
+}
+
+static void leave_tier(struct pol_cache *c, struct pol_block *b)
+{
+	unsigned t = b->tier;
+
+	uncount_in_parent(c, b);
+	c->ops->on_remove(c->priv[t], b);
+	c->count[t]--;
+	b->tier = POL_TIER_NONE;
+}
+
+static void report(struct pol_cache *c, const struct pol_block *b,
+		   unsigned from, unsigned to)
+{
+	if (c->move_fn)
+		c->move_fn(c->move_arg, b, from, to);
+}
+
+/*
+ * Bring tier t back within its capacity by moving victims down (or
+ * dropping them from the last tier).  Victims go into the lower tier
+ * first, which then makes room the same way.
+ */
+static int make_room(struct pol_cache *c, unsigned t)
+{
+	while (c->count[t] > c->cap[t]) {
+		struct pol_block *v = c->ops->victim(c->priv[t]);
+		unsigned lower;
+
+		if (!v) {
+			c->st.no_victim++;
+			return -ENOSPC;
+		}
+		lower = pol_cache_lower_tier(c, t);
+		leave_tier(c, v);
+		if (lower == POL_TIER_NONE) {
+			c->st.drops++;
+			report(c, v, t, POL_TIER_NONE);
+			maybe_free(c, v);
+			continue;
+		}
+		c->st.demotions[t]++;
+		report(c, v, t, lower);
+		enter_tier(c, v, lower);
+		if (make_room(c, lower) == -ENOSPC && v->tier == lower) {
+			/* The lower tier is pinned full: drop the victim. */
+			leave_tier(c, v);
+			c->st.drops++;
+			report(c, v, lower, POL_TIER_NONE);
+			maybe_free(c, v);
+		}
+	}
+	return 0;
+}
+
+int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
+		     unsigned *was_tier)
+{
+	struct pol_block *b;
+	bool created;
+	uint32_t id;
+	unsigned from;
+
+	id = pol_index_get(&c->ix, d->hash, &created);
+	if (id == POL_NONE)
+		return -ENOMEM;
+	b = pol_index_at(&c->ix, id);
+	from = b->tier;
+	if (was_tier)
+		*was_tier = from;
+	if (from == POL_TIER_NONE) {
+		b->parent_hash = d->parent_hash;
+		b->position = d->position;
+		b->flags = (uint8_t)d->flags;
+		b->bytes = d->bytes ? d->bytes : c->block_bytes;
+	}
+	b->next_use = d->next_use;
+	b->last_access = c->now;
+	b->access_count++;
+	if (from == POL_TIER_GPU) {
+		c->st.hits[POL_TIER_GPU]++;
+		c->ops->on_access(c->priv[POL_TIER_GPU], b);
+		return 0;
+	}
+	if (from != POL_TIER_NONE) {
+		c->st.hits[from]++;
+		c->st.promotions++;
+		leave_tier(c, b);
+		report(c, b, from, POL_TIER_GPU);
+	} else {
+		c->st.inserts++;
+		report(c, b, POL_TIER_NONE, POL_TIER_GPU);
+	}
+	enter_tier(c, b, POL_TIER_GPU);
+	if (make_room(c, POL_TIER_GPU) == -ENOSPC) {
+		/* Everything else is pinned: the new block is not cached. */
+		if (b->tier == POL_TIER_GPU) {
+			leave_tier(c, b);
+			report(c, b, POL_TIER_GPU, POL_TIER_NONE);
+			maybe_free(c, b);
+		}
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash)
+{
+	uint32_t id = pol_index_find(&c->ix, hash);
+	struct pol_block *b;
+
+	if (id == POL_NONE)
+		return NULL;
+	b = pol_index_at(&c->ix, id);
+	return b->tier == POL_TIER_NONE ? NULL : b;
+}
+
+unsigned pol_cache_tier_of(struct pol_cache *c, uint64_t hash)
+{
+	struct pol_block *b = pol_cache_lookup(c, hash);
+
+	return b ? b->tier : POL_TIER_NONE;
+}
+
+size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n && pol_cache_lookup(c, hashes[k]))
+		k++;
+	return k;
+}
+
+int pol_cache_remove(struct pol_cache *c, uint64_t hash)
+{
+	struct pol_block *b = pol_cache_lookup(c, hash);
+	unsigned from;
+
+	if (!b)
+		return -ENOENT;
+	from = b->tier;
+	leave_tier(c, b);
+	report(c, b, from, POL_TIER_NONE);
+	maybe_free(c, b);
+	return 0;
+}
+
+#define RESIDENT_OR_ENOENT(c, hash, b)                \
+	struct pol_block *b = pol_cache_lookup(c, hash); \
+	if (!b)                                        \
+		return -ENOENT
+
+int pol_cache_pin(struct pol_cache *c, uint64_t hash)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	b->pins++;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_unpin(struct pol_cache *c, uint64_t hash)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	if (!b->pins)
+		return -EINVAL;
+	b->pins--;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_ref(struct pol_cache *c, uint64_t hash)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	b->refcount++;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_unref(struct pol_cache *c, uint64_t hash)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	if (!b->refcount)
+		return -EINVAL;
+	b->refcount--;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_set_ttl(struct pol_cache *c, uint64_t hash, uint64_t until)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	b->ttl_expiry = until;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_set_priority(struct pol_cache *c, uint64_t hash, int priority)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	if (priority < -128 || priority > 127)
+		return -ERANGE;
+	b->priority = (int8_t)priority;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_set_cookie(struct pol_cache *c, uint64_t hash, uint64_t cookie)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	b->cookie = cookie;
+	return 0;
+}
+
+void pol_cache_set_next_use(struct pol_cache *c, struct pol_block *b,
+			    uint64_t next_use)
+{
+	b->next_use = next_use;
+	notify_change(c, b);
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/* Heap-ranked policy skeleton (see pol_hpol.h), plus lfu and belady. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvmm/policy/pol_hpol.h"
+
+int hpol_create(struct pol_cache *c, unsigned tier, const struct hpol_kind *k,
+		void **priv)
+{
+	struct hpol *h = calloc(1, sizeof(*h) + k->priv_size);
+
+	if (!h)
+		return -ENOMEM;
+	h->c = c;
+	h->ix = pol_cache_index(c);
+	h->tier = tier;
+	h->kind = k;
+	h->priv = h + 1;
+	if (pol_heap_init(&h->heap, h->ix, tier, k->before)) {
+		free(h);
+		return -ENOMEM;
+	}
+	*priv = h;
+	return 0;
+}
+
+void hpol_destroy(void *priv)
+{
+	struct hpol *h = priv;
+
+	pol_heap_fini(&h->heap);
+	free(h->stash);
+	free(h);
+}
+
+static void sync_membership(struct hpol *h, struct pol_block *b)
+{
+	uint32_t id = pol_index_id(h->ix, b);
+
+	if (b->tier == h->tier && pol_cache_is_leaf(h->c, b))
+		pol_heap_push(&h->heap, id);
+	else
+		pol_heap_remove(&h->heap, id);
+}
+
+void hpol_insert(void *priv, struct pol_block *b)
+{
+	struct hpol *h = priv;
+
+	h->kind->rekey(h, b, HPOL_INSERT);
+	sync_membership(h, b);
+}
+
+void hpol_access(void *priv, struct pol_block *b)
+{
+	struct hpol *h = priv;
+
+	h->kind->rekey(h, b, HPOL_ACCESS);
+	pol_heap_update(&h->heap, pol_index_id(h->ix, b));
+	sync_membership(h, b);
+}
+
+void hpol_remove(void *priv, struct pol_block *b)
+{
+	struct hpol *h = priv;
+
+	pol_heap_remove(&h->heap, pol_index_id(h->ix, b));
+}
+
+void hpol_change(void *priv, struct pol_block *b)
+{
+	struct hpol *h = priv;
+
+	pol_heap_update(&h->heap, pol_index_id(h->ix, b));
+	sync_membership(h, b);
+}
+
+static int stash_push(struct hpol *h, uint32_t id)
+{
+	if (h->nstash == h->cap_stash) {
+		uint32_t ncap = h->cap_stash ? 2 * h->cap_stash : 64;
+		uint32_t *n = realloc(h->stash, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		h->stash = n;
+		h->cap_stash = ncap;
+	}
+	h->stash[h->nstash++] = id;
+	return 0;
+}
+
+struct pol_block *hpol_victim(void *priv)
+{
+	struct hpol *h = priv;
+	struct pol_block *v = NULL;
+	uint32_t id;
+
+	while ((id = pol_heap_top(&h->heap)) != POL_NONE) {
+		struct pol_block *b = pol_index_at(h->ix, id);
+
+		if (pol_cache_evictable(h->c, b)) {
+			v = b;
+			break;
+		}
+		/* Pinned for now: out of the way while we look further. */
+		if (stash_push(h, id))
+			break;
+		pol_heap_remove(&h->heap, id);
+	}
+	while (h->nstash)
+		pol_heap_push(&h->heap, h->stash[--h->nstash]);
+	if (v && h->kind->victim_chosen)
+		h->kind->victim_chosen(h, v);
+	return v;
+}
+
+/*
+ * LFU: fewest accesses since the block was first seen (the count survives
+ * demotion to a lower tier), least recently used first among equals.
+ */
+static bool lfu_before(const struct pol_block *a, const struct pol_block *b)
+{
+	if (a->access_count != b->access_count)
+		return a->access_count < b->access_count;
+	return a->last_access < b->last_access;
+}
+
+static void lfu_rekey(struct hpol *h, struct pol_block *b, enum hpol_event ev)
+{
+}
+
+static const struct hpol_kind lfu_kind = {
+	.before = lfu_before,
+	.rekey = lfu_rekey,
+};
+
+static int lfu_create(struct pol_cache *c, unsigned tier, void **priv)
+{
+	return hpol_create(c, tier, &lfu_kind, priv);
+}
+
+const struct pol_ops pol_lfu_ops = {
+	.name = "lfu",
+	.create = lfu_create,
+	.destroy = hpol_destroy,
+	.on_insert = hpol_insert,
+	.on_access = hpol_access,
+	.on_remove = hpol_remove,
+	.on_change = hpol_change,
+	.victim = hpol_victim,
+};
+
+/*
+ * Belady (offline): evict the block whose next use is farthest in the
+ * future; among equal next uses the deepest block, so a parent never
+ * goes before a child that is used no earlier.
+ */
+static bool belady_before(const struct pol_block *a, const struct pol_block *b)
+{
+	if (a->next_use != b->next_use)
+		return a->next_use > b->next_use;
+	return a->position > b->position;
+}
+
+static const struct hpol_kind belady_kind = {
+	.before = belady_before,
+	.rekey = lfu_rekey,
+};
+
+static int belady_create(struct pol_cache *c, unsigned tier, void **priv)
+{
+	return hpol_create(c, tier, &belady_kind, priv);
+}
+
+const struct pol_ops pol_belady_ops = {
+	.name = "belady",
+	.create = belady_create,
+	.destroy = hpol_destroy,
+	.on_insert = hpol_insert,
+	.on_access = hpol_access,
+	.on_remove = hpol_remove,
+	.on_change = hpol_change,
+	.victim = hpol_victim,
+};

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Building blocks for policy implementations: intrusive doubly linked
+ * lists and an indexed binary heap over block ids, both threaded through
+ * a block's per-tier slot (struct pol_slot) so a policy needs no memory
+ * of its own per block.  Ids, not pointers, because the entry array can
+ * move when the index grows.
+ */
+#ifndef KVMM_POLICY_POL_UTIL_H
+#define KVMM_POLICY_POL_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvmm/policy/block_index.h"
+
+struct pol_list {
+	uint32_t head, tail; /* head = most recent */
+	uint64_t len;
+};
+
+void pol_list_init(struct pol_list *l);
+void pol_list_push_head(struct pol_index *ix, unsigned tier,
+			struct pol_list *l, uint32_t id);
+void pol_list_unlink(struct pol_index *ix, unsigned tier, struct pol_list *l,
+		     uint32_t id);
+
+/* true when a should leave the heap before b (the heap's root is first). */
+typedef bool (*pol_heap_before)(const struct pol_block *a,
+				const struct pol_block *b);
+
+struct pol_heap {
+	uint32_t *ids;
+	uint32_t n, cap;
+	unsigned tier;
+	struct pol_index *ix;
+	pol_heap_before before;
+};
+
+int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
+		  pol_heap_before before);
+void pol_heap_fini(struct pol_heap *h);
+bool pol_heap_contains(const struct pol_heap *h, uint32_t id);
+int pol_heap_push(struct pol_heap *h, uint32_t id);
+void pol_heap_remove(struct pol_heap *h, uint32_t id);
+/* Restore order after the key of id changed. */
+void pol_heap_update(struct pol_heap *h, uint32_t id);
+static inline uint32_t pol_heap_top(const struct pol_heap *h)
+{
+	return h->n ? h->ids[0] : POL_NONE;
+}
+
+#endif

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Eviction policies and the tiered cache that drives them.
+ *
+ * A pol_cache holds the block index and up to three exclusive tiers (GPU,
+ * host, NVMe), each with a capacity in blocks and its own instance of one
+ * policy.  Blocks enter on the GPU tier.  When a tier is full its policy
+ * picks a victim, which moves to the next tier down (demotion) or, from
+ * the last tier, is dropped.  A block accessed in a lower tier moves back
+ * up to the GPU tier.  The cache only decides and does bookkeeping: every
+ * move is reported to a move handler, which in kvmmd performs the copy
+ * (and may fail it, see pol_move_fn) and in kvmm-replay only counts.
+ *
+ * Evictability, checked by the cache for every policy:
+ *   - refcount == 0 and pins == 0 (sequences and in-flight steps),
+ *   - ttl_expiry <= now (TTL pins from agents waiting on a tool call),
+ *   - with the prefix rule: no resident child in this tier or a tier
+ *     above it (a prefix hit stops at the first missing block, so a
+ *     parent evicted before its children makes them worthless).
+ * Policies rank the evictable blocks: lru, lfu, arc (baselines), belady
+ * (offline: needs next_use, the limit) and asym (cost-aware GDSF).
+ *
+ * Clock: pol_cache_set_clock() sets "now" in any unit the owner likes
+ * (ns in the daemon, request number in the replay); TTLs and
+ * last_access use the same unit.
+ */
+#ifndef KVMM_POLICY_POLICY_H
+#define KVMM_POLICY_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmm/policy/block_index.h"
+
+struct pol_cache;
+struct pol_cost_model;
+
+enum pol_kind {
+	POL_LRU,
+	POL_LFU,
+	POL_ARC,
+	POL_BELADY,
+	POL_ASYM,
+	POL_KIND_COUNT,
+};
+
+const char *pol_kind_string(enum pol_kind kind);
+/* 0 and *kind, or -EINVAL for an unknown name. */
+int pol_kind_parse(const char *name, enum pol_kind *kind);
+
+/*
+ * One policy instance per tier.  Callbacks get the instance's private
+ * state and the block; the tier is fixed at create time, and a policy uses
+ * only b->slot[tier] for its own bookkeeping.
+ */
+struct pol_ops {
+	const char *name;
+	int (*create)(struct pol_cache *c, unsigned tier, void **priv);
+	void (*destroy)(void *priv);
+	/* b entered the tier (new, promoted or demoted into it). */
+	void (*on_insert)(void *priv, struct pol_block *b);
+	/* b was used while in the tier. */
+	void (*on_access)(void *priv, struct pol_block *b);
+	/* b leaves the tier (moved away or dropped). */
+	void (*on_remove)(void *priv, struct pol_block *b);
+	/* b's structural evictability changed (children, pins): optional. */
+	void (*on_change)(void *priv, struct pol_block *b);
+	/* b is about to be freed from the index (drop the history): optional */
+	void (*on_forget)(void *priv, struct pol_block *b);
+	/*
+	 * The block to evict from the tier, or NULL when none is evictable.
+	 * Must return a block for which pol_cache_evictable() is true.
+	 */
+	struct pol_block *(*victim)(void *priv);
+};
+
+const struct pol_ops *pol_ops_get(enum pol_kind kind);
+
+/* Move handler: from/to are tiers, to == POL_TIER_NONE means dropped. */
+typedef void (*pol_move_fn)(void *arg, const struct pol_block *b,
+			    unsigned from, unsigned to);
+
+struct pol_cache_opts {
+	size_t size; /* sizeof(struct pol_cache_opts) */
+	enum pol_kind kind;
+	uint64_t capacity[POL_TIER_COUNT]; /* blocks; 0 = no such tier */
+	/* -1: the policy's default (on for asym and belady), 0 off, 1 on */
+	int prefix_rule;
+	/* Miss costs for cost-aware policies; NULL: the reference profile. */
+	const struct pol_cost_model *cost;
+	uint32_t expected_blocks; /* sizing hint for the index */
+	uint64_t block_bytes; /* default bytes of a block (for cost/bytes) */
+};
+
+/* What the owner knows about a block when it accesses it. */
+struct pol_block_desc {
+	uint64_t hash;
+	uint64_t parent_hash;
+	uint32_t position; /* index of the block in its sequence */
+	uint32_t flags; /* enum pol_block_flags */
+	uint64_t next_use; /* belady only; UINT64_MAX if never again */
+	uint64_t bytes; /* 0: opts.block_bytes */
+};
+
+struct pol_cache_stats {
+	uint64_t inserts; /* blocks admitted (new to every tier) */
+	uint64_t hits[POL_TIER_COUNT]; /* accesses found in each tier */
+	uint64_t demotions[POL_TIER_COUNT]; /* moves out of each tier, down */
+	uint64_t drops; /* blocks dropped from the last tier */
+	uint64_t promotions; /* moves up to the GPU tier */
+	uint64_t no_victim; /* times a full tier had nothing evictable */
+};
+
+int pol_cache_create(const struct pol_cache_opts *opts, struct pol_cache **out);
+void pol_cache_destroy(struct pol_cache *c);
+
+void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn,
+				void *arg);
+void pol_cache_set_clock(struct pol_cache *c, uint64_t now);
+uint64_t pol_cache_clock(const struct pol_cache *c);
+
+/* The resident block with this hash (any tier), or NULL. */
+struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash);
+
+/* The tier of a hash, or POL_TIER_NONE when in no tier. */
+unsigned pol_cache_tier_of(struct pol_cache *c, uint64_t hash);
+
+/*
+ * Longest run of leading hashes resident in any tier (a prefix hit stops
+ * at the first missing block).  Does not change any state.
+ */
+size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n);
+
+/*
+ * Use a block: touch it where it is and promote it to the GPU tier, or
+ * admit it to the GPU tier, evicting as needed.  *was_tier (may be NULL)
+ * gets the tier it was found in, POL_TIER_NONE for a new block.
+ * Returns 0, or -ENOSPC when the GPU tier is full of unevictable blocks
+ * (the block is then not cached; nothing else changed), or -ENOMEM.
+ */
+int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
+		     unsigned *was_tier);
+
+/* Drop a block from whichever tier holds it; -ENOENT if none. */
+int pol_cache_remove(struct pol_cache *c, uint64_t hash);
+
+/* Pins for in-flight steps and references from sequences; -ENOENT. */
+int pol_cache_pin(struct pol_cache *c, uint64_t hash);
+int pol_cache_unpin(struct pol_cache *c, uint64_t hash);
+int pol_cache_ref(struct pol_cache *c, uint64_t hash);
+int pol_cache_unref(struct pol_cache *c, uint64_t hash);
+/* TTL pin until clock value `until` (0 clears) and client priority. */
+int pol_cache_set_ttl(struct pol_cache *c, uint64_t hash, uint64_t until);
+int pol_cache_set_priority(struct pol_cache *c, uint64_t hash, int priority);
+/* Record where the owner keeps the bytes of a resident block. */
+int pol_cache_set_cookie(struct pol_cache *c, uint64_t hash, uint64_t cookie);
+
+/* Update the offline next use of a resident block (belady). */
+void pol_cache_set_next_use(struct pol_cache *c, struct pol_block *b,
+			    uint64_t next_use);
+
+uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier);
+uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier);
+void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
+enum pol_kind pol_cache_kind(const struct pol_cache *c);
+bool pol_cache_prefix_rule(const struct pol_cache *c);
+
+/* --- for policy implementations --- */
+
+struct pol_index *pol_cache_index(struct pol_cache *c);
+const struct pol_cost_model *pol_cache_cost(const struct pol_cache *c);
+/* Can b be evicted from its tier now (pins, refs, TTL, prefix rule)? */
+bool pol_cache_evictable(const struct pol_cache *c, const struct pol_block *b);
+/* Only the structural part: no resident child in its tier or above. */
+bool pol_cache_is_leaf(const struct pol_cache *c, const struct pol_block *b);
+/* The next tier below `tier` with a capacity, or POL_TIER_NONE. */
+unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier);
+/*
+ * Keep / release b as history after it leaves every tier (ARC ghosts,
+ * asym reuse counts); the entry is freed when no policy holds it and it
+ * is in no tier.
+ */
+void pol_cache_hold(struct pol_cache *c, struct pol_block *b);
+void pol_cache_release(struct pol_cache *c, struct pol_block *b);
+
+#endif
