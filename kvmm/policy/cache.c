@@ -87,9 +87,9 @@ int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
 		return -ENOMEM;
 	c->kind = o->kind;
 	c->ops = pol_ops_get(o->kind);
-	c->prefix_rule = o->prefix_rule < 0 ?
-				 (o->kind == POL_ASYM || o->kind == POL_BELADY) :
-				 o->prefix_rule != 0;
+	c->prefix_rule = o->prefix_rule < 0 ? (o->kind == POL_ASYM ||
+					       o->kind == POL_BELADY) :
+					      o->prefix_rule != 0;
 	c->cost = o->cost;
 	c->block_bytes = o->block_bytes ? o->block_bytes : 64ull << 20;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
@@ -429,10 +429,10 @@ int pol_cache_remove(struct pol_cache *c, uint64_t hash)
 	return 0;
 }
 
-#define RESIDENT_OR_ENOENT(c, hash, b)                \
+#define RESIDENT_OR_ENOENT(c, hash, b)                   \
 	struct pol_block *b = pol_cache_lookup(c, hash); \
-	if (!b)                                        \
-		return -ENOENT
+	if (!b)                                          \
+	return -ENOENT
 
 int pol_cache_pin(struct pol_cache *c, uint64_t hash)
 {

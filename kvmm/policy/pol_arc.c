@@ -128,7 +128,7 @@ static void arc_remove(void *priv, struct pol_block *b)
 	/* Ghost lists never exceed the capacity of the tier. */
 	while (a->l[ARC_B1].len + a->l[ARC_B2].len > a->cap)
 		drop_ghost(a, a->l[ARC_B1].len > a->l[ARC_B2].len ? ARC_B1 :
-								     ARC_B2);
+								    ARC_B2);
 }
 
 static struct pol_block *scan(struct arc *a, int list)

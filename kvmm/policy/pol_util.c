@@ -13,8 +13,8 @@ void pol_list_init(struct pol_list *l)
 	l->len = 0;
 }
 
-void pol_list_push_head(struct pol_index *ix, unsigned tier,
-			struct pol_list *l, uint32_t id)
+void pol_list_push_head(struct pol_index *ix, unsigned tier, struct pol_list *l,
+			uint32_t id)
 {
 	struct pol_slot *s = SLOT(ix, id, tier);
 

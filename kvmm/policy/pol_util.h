@@ -20,8 +20,8 @@ struct pol_list {
 };
 
 void pol_list_init(struct pol_list *l);
-void pol_list_push_head(struct pol_index *ix, unsigned tier,
-			struct pol_list *l, uint32_t id);
+void pol_list_push_head(struct pol_index *ix, unsigned tier, struct pol_list *l,
+			uint32_t id);
 void pol_list_unlink(struct pol_index *ix, unsigned tier, struct pol_list *l,
 		     uint32_t id);
 

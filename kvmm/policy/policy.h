@@ -78,8 +78,8 @@ struct pol_ops {
 const struct pol_ops *pol_ops_get(enum pol_kind kind);
 
 /* Move handler: from/to are tiers, to == POL_TIER_NONE means dropped. */
-typedef void (*pol_move_fn)(void *arg, const struct pol_block *b,
-			    unsigned from, unsigned to);
+typedef void (*pol_move_fn)(void *arg, const struct pol_block *b, unsigned from,
+			    unsigned to);
 
 struct pol_cache_opts {
 	size_t size; /* sizeof(struct pol_cache_opts) */
@@ -115,8 +115,7 @@ struct pol_cache_stats {
 int pol_cache_create(const struct pol_cache_opts *opts, struct pol_cache **out);
 void pol_cache_destroy(struct pol_cache *c);
 
-void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn,
-				void *arg);
+void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn, void *arg);
 void pol_cache_set_clock(struct pol_cache *c, uint64_t now);
 uint64_t pol_cache_clock(const struct pol_cache *c);
 
