@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tinylm engine: the serving loop on top of the model and a KV cache.
+ *
+ * A turn opens a sequence for its prompt; the cache says how many leading
+ * tokens it already holds (a prefix hit).  The rest of the prompt is
+ * prefilled in chunks, then tokens are decoded one at a time, each forward
+ * pass bracketed by step_begin/step_end so the cache can apply revocations
+ * only between passes.  Every generated token is printed with the FNV
+ * checksum of the logits it was sampled from.  Sampling randomness is a
+ * function of (sample seed, conversation, turn, index) only, so a run's
+ * output does not depend on what was cached.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+struct tlm_engine {
+	struct tlm_engine_opts o;
+	const struct tlm_model *m;
+	struct tlm_state *state;
+	struct tlm_kv *kv;
+	float *logits;
+	struct tlm_engine_stats st;
+	char err[256];
+};
+
+int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs,
+		       int max_tokens, const char *socket_path,
+		       struct tlm_kv **out, char *err, size_t errlen);
+
+int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
+		      char *err, size_t errlen)
+{
+	struct tlm_engine *e;
+	int ret;
+
+	if (o->size < sizeof(*o)) {
+		snprintf(err, errlen, "engine options too old");
+		return -EINVAL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->o = *o;
+	e->m = o->model;
+	if (!e->o.out)
+		e->o.out = stdout;
+	e->logits = malloc(e->m->cfg.vocab_size * sizeof(float));
+	if (!e->logits) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto err_free;
+	}
+	ret = tlm_state_create(e->m, o->chunk, &e->state);
+	if (ret) {
+		snprintf(err, errlen, "scratch buffers: %s", strerror(-ret));
+		goto err_free;
+	}
+	if (!strcmp(o->kv_kind, "kvmm")) {
+		ret = tlm_kv_kvmm_create(e->m, o->max_seqs, o->max_tokens,
+					 o->socket_path, &e->kv, err, errlen);
+	} else {
+		ret = tlm_kv_private_create(e->m, o->max_seqs, o->max_tokens,
+					    &e->kv);
+		if (ret)
+			snprintf(err, errlen, "private KV cache: %s",
+				 strerror(-ret));
+	}
+	if (ret)
+		goto err_state;
+	*out = e;
+	return 0;
+err_state:
+	tlm_state_destroy(e->state);
+err_free:
+	free(e->logits);
+	free(e);
+	return ret;
+}
+
+void tlm_engine_destroy(struct tlm_engine *e)
+{
+	if (!e)
+		return;
+	if (e->kv)
+		e->kv->ops->destroy(e->kv);
+	tlm_state_destroy(e->state);
+	free(e->logits);
+	free(e);
+}
+
+const char *tlm_engine_error(const struct tlm_engine *e)
+{
+	return e->err;
+}
+
+const struct tlm_engine_stats *tlm_engine_stats(const struct tlm_engine *e)
+{
+	return &e->st;
+}
+
+static int fail(struct tlm_engine *e, int ret, const char *what)
+{
+	snprintf(e->err, sizeof(e->err), "%s: %s", what, strerror(-ret));
+	return ret;
+}
+
+/* One forward pass of n tokens at pos0, bracketed as one engine step. */
+static int step(struct tlm_engine *e, int slot, const int *tokens, int pos0,
+		int n)
+{
+	struct tlm_kv *kv = e->kv;
+	int ret;
+
+	ret = kv->ops->extend(kv, slot, pos0 + n);
+	if (ret)
+		return fail(e, ret, "extending the sequence");
+	ret = kv->ops->step_begin(kv);
+	if (ret)
+		return fail(e, ret, "step begin");
+	ret = tlm_forward(e->m, e->state, kv, slot, tokens, pos0, n, e->logits,
+			  false);
+	int end = kv->ops->step_end(kv);
+	if (ret)
+		return fail(e, ret, "forward pass");
+	if (end)
+		return fail(e, end, "step end");
+	e->st.steps++;
+	return 0;
+}
+
+int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
+			int conv, int turn)
+{
+	struct tlm_kv *kv = e->kv;
+	int slot, cached, ret;
+
+	if (len <= 0 || gen <= 0 || len + gen > e->o.max_tokens) {
+		snprintf(e->err, sizeof(e->err),
+			 "turn of %d + %d tokens does not fit in %d", len, gen,
+			 e->o.max_tokens);
+		return -E2BIG;
+	}
+	ret = kv->ops->seq_open(kv, tokens, len, &slot, &cached);
+	if (ret)
+		return fail(e, ret, "opening a sequence");
+	/* The last prompt token is always computed: its logits are needed. */
+	if (cached > len - 1)
+		cached = len - 1;
+	e->st.sequences++;
+	e->st.prompt_tokens += len;
+	e->st.prefill_tokens_skipped += cached;
+	e->st.prefill_tokens += len - cached;
+	ret = step(e, slot, tokens + cached, cached, len - cached);
+	if (ret)
+		goto out_close;
+	for (int g = 0; g < gen; g++) {
+		int vocab = e->m->cfg.vocab_size;
+		uint64_t sum = tlm_checksum(e->logits, vocab);
+		uint64_t rs = e->o.sample_seed ^ ((uint64_t)conv << 40) ^
+			      ((uint64_t)turn << 24) ^ (uint64_t)g;
+		int tok = tlm_sample(e->logits, vocab, e->o.temperature,
+				     tlm_mix64(&rs));
+		tokens[len + g] = tok;
+		e->st.tokens_generated++;
+		if (!e->o.quiet)
+			fprintf(e->o.out, "tok %d %d %d %d %016" PRIx64 "\n",
+				conv, turn, g, tok, sum);
+		if (g + 1 < gen) {
+			ret = step(e, slot, &tokens[len + g], len + g, 1);
+			if (ret)
+				goto out_close;
+		}
+	}
+out_close:;
+	/* The last generated token was never fed, so its KV is not there. */
+	int close = kv->ops->seq_close(kv, slot, tokens, len + gen - 1);
+	if (!ret && close)
+		return fail(e, close, "closing the sequence");
+	return ret;
+}
+
+int tlm_engine_run_prompt(struct tlm_engine *e, const int *prompt, int len,
+			  int gen)
+{
+	int *buf = malloc((size_t)(len + gen) * sizeof(int));
+	int ret;
+
+	if (!buf)
+		return fail(e, -ENOMEM, "prompt buffer");
+	memcpy(buf, prompt, len * sizeof(int));
+	ret = tlm_engine_run_turn(e, buf, len, gen, 0, 0);
+	free(buf);
+	return ret;
+}
+
+int tlm_engine_run_workload(struct tlm_engine *e,
+			    const struct tlm_workload_params *wl, int client,
+			    int clients)
+{
+	int max = tlm_workload_max_tokens(wl);
+	int *buf = malloc((size_t)max * sizeof(int));
+	int ret = 0;
+
+	if (!buf)
+		return fail(e, -ENOMEM, "conversation buffer");
+	for (int c = client; c < wl->conversations && !ret; c += clients) {
+		int len = wl->system_tokens;
+		tlm_workload_system(wl, c, buf);
+		for (int k = 0; k < wl->turns && !ret; k++) {
+			tlm_workload_user(wl, c, k, buf + len);
+			len += wl->user_tokens;
+			ret = tlm_engine_run_turn(e, buf, len, wl->gen_tokens,
+						  c, k);
+			len += wl->gen_tokens;
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
+{
+	const struct tlm_engine_stats *s = &e->st;
+
+	fprintf(f,
+		"{\"kv\":\"%s\",\"sequences\":%ld,\"tokens_generated\":%ld,"
+		"\"prompt_tokens\":%ld,\"prefill_tokens\":%ld,"
+		"\"prefill_tokens_skipped\":%ld,\"steps\":%ld,"
+		"\"wall_s\":%.3f,\"tokens_per_s\":%.1f}\n",
+		e->kv->ops->name, s->sequences, s->tokens_generated,
+		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
+		s->steps, wall_s,
+		wall_s > 0 ? (s->prefill_tokens + s->tokens_generated) / wall_s :
+			     0.0);
+}
+
+void tlm_workload_print(const struct tlm_workload_params *wl, FILE *f)
+{
+	int *buf = malloc(((size_t)wl->system_tokens + wl->user_tokens + 1) *
+			  sizeof(int));
+
+	if (!buf)
+		return;
+	for (int c = 0; c < wl->conversations; c++) {
+		tlm_workload_system(wl, c, buf);
+		fprintf(f, "conv %d system %d:", c, c % wl->system_prompts);
+		for (int i = 0; i < wl->system_tokens; i++)
+			fprintf(f, " %d", buf[i]);
+		fputc('\n', f);
+		for (int k = 0; k < wl->turns; k++) {
+			tlm_workload_user(wl, c, k, buf);
+			fprintf(f, "conv %d turn %d user:", c, k);
+			for (int i = 0; i < wl->user_tokens; i++)
+				fprintf(f, " %d", buf[i]);
+			fprintf(f, " then %d generated tokens\n",
+				wl->gen_tokens);
+		}
+	}
+	free(buf);
+}

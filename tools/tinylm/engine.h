@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tinylm engine: runs prompts and multi-turn conversations over a model and
+ * a KV cache, the way a serving engine would: open a sequence (prefix
+ * lookup), prefill what is not cached, decode, close.  Prints one line per
+ * generated token and keeps the counters the demo reports.
+ */
+#ifndef TINYLM_ENGINE_H
+#define TINYLM_ENGINE_H
+
+#include <stdio.h>
+
+#include "tinylm.h"
+
+struct tlm_engine_opts {
+	size_t size; /* sizeof(struct tlm_engine_opts) */
+	const struct tlm_model *model;
+	int chunk; /* prefill chunk size */
+	int max_seqs, max_tokens;
+	const char *kv_kind; /* "private" or "kvmm" */
+	const char *socket_path; /* kvmm only; NULL = default */
+	float temperature;
+	uint64_t sample_seed;
+	bool quiet;
+	FILE *out;
+};
+
+struct tlm_engine_stats {
+	long sequences;
+	long tokens_generated;
+	long prefill_tokens; /* computed */
+	long prefill_tokens_skipped; /* prefix hits */
+	long prompt_tokens;
+	long steps;
+};
+
+struct tlm_engine;
+
+int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
+		      char *err, size_t errlen);
+void tlm_engine_destroy(struct tlm_engine *e);
+const char *tlm_engine_error(const struct tlm_engine *e);
+const struct tlm_engine_stats *tlm_engine_stats(const struct tlm_engine *e);
+
+/*
+ * One turn: tokens[0, len) is the prompt; gen tokens are generated and
+ * appended at tokens[len, len + gen) (the buffer must hold them).
+ */
+int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
+			int conv, int turn);
+int tlm_engine_run_prompt(struct tlm_engine *e, const int *prompt, int len,
+			  int gen);
+int tlm_engine_run_workload(struct tlm_engine *e,
+			    const struct tlm_workload_params *wl, int client,
+			    int clients);
+void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s,
+			    FILE *f);
+
+void tlm_workload_print(const struct tlm_workload_params *wl, FILE *f);
+
+#endif

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tinylm — a small Llama-style decoder whose KV cache lives behind an
+ * interface with the vAttention layout, so the same model runs on private
+ * memory (the reference) and on a kvmm region.
+ *
+ * Model: token embedding, per layer RMSNorm -> grouped-query attention with
+ * rotary embeddings -> residual -> RMSNorm -> SwiGLU MLP -> residual, final
+ * RMSNorm and a classifier.  The weight layout and the checkpoint file are
+ * those of karpathy/llama2.c (run.c): a header of 7 int32 then fp32 weights,
+ * a negative vocab_size meaning "classifier not shared with the embedding".
+ *
+ * Batch invariance: every token goes through exactly the same sequence of
+ * floating point operations whatever the chunk it is computed in (one dot
+ * product routine with a fixed 8-lane order, attention over positions in
+ * increasing order, no reduction whose order depends on the chunk).  So a
+ * block recomputed later, at its original positions and attending to the
+ * cached KV before it, produces bitwise the same K, V and logits.
+ *
+ * KV layout (vAttention): for every (layer, K|V) one contiguous range of
+ * max_seqs * max_tokens * kv_heads * head_dim floats; sequence slot s starts
+ * at s * max_tokens * kv_dim, token t of it at + t * kv_dim.
+ */
+#ifndef TINYLM_H
+#define TINYLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* llama2.c Config, in file order. */
+struct tlm_config {
+	int32_t dim; /* residual width */
+	int32_t hidden_dim; /* MLP width */
+	int32_t n_layers;
+	int32_t n_heads; /* query heads; head_dim = dim / n_heads */
+	int32_t n_kv_heads; /* key/value heads (GQA) */
+	int32_t vocab_size;
+	int32_t seq_len; /* max tokens per sequence */
+};
+
+struct tlm_weights {
+	float *token_embedding; /* vocab x dim */
+	float *rms_att; /* layers x dim */
+	float *wq; /* layers x dim x dim (out x in) */
+	float *wk; /* layers x kv_dim x dim */
+	float *wv; /* layers x kv_dim x dim */
+	float *wo; /* layers x dim x dim */
+	float *rms_ffn; /* layers x dim */
+	float *w1; /* layers x hidden x dim */
+	float *w2; /* layers x dim x hidden */
+	float *w3; /* layers x hidden x dim */
+	float *rms_final; /* dim */
+	float *wcls; /* vocab x dim; == token_embedding when shared */
+};
+
+struct tlm_model {
+	struct tlm_config cfg;
+	int head_dim, kv_dim;
+	bool shared_classifier;
+	struct tlm_weights w;
+	float *data; /* one allocation holding every tensor */
+	size_t data_floats;
+};
+
+/*
+ * The KV cache as the model sees it.  Sequences are identified by a slot in
+ * [0, max_seqs).  k()/v() return the base of the slot's range for a layer;
+ * token t lives at + t * kv_dim floats.
+ */
+struct tlm_kv;
+struct tlm_kv_ops {
+	const char *name;
+	/*
+	 * Open a sequence for a prompt: picks a slot and says how many leading
+	 * tokens already have their KV in it (a prefix hit; 0 on private
+	 * memory).  Close releases it; tokens is its full content then.
+	 */
+	int (*seq_open)(struct tlm_kv *kv, const int *tokens, int ntokens,
+			int *slot, int *cached);
+	int (*seq_close)(struct tlm_kv *kv, int slot, const int *tokens,
+			 int ntokens);
+	/* Make tokens [0, ntokens) of the slot addressable and writable. */
+	int (*extend)(struct tlm_kv *kv, int slot, int ntokens);
+	float *(*k)(struct tlm_kv *kv, int layer, int slot);
+	float *(*v)(struct tlm_kv *kv, int layer, int slot);
+	/* Around each forward pass: pointers are stable between the two. */
+	int (*step_begin)(struct tlm_kv *kv);
+	int (*step_end)(struct tlm_kv *kv);
+	void (*destroy)(struct tlm_kv *kv);
+};
+
+struct tlm_kv {
+	const struct tlm_kv_ops *ops;
+	int layers, kv_heads, head_dim, kv_dim;
+	int max_seqs, max_tokens;
+};
+
+/* Private-memory KV: the reference implementation. */
+int tlm_kv_private_create(const struct tlm_model *m, int max_seqs,
+			  int max_tokens, struct tlm_kv **out);
+
+/* Default model: small enough for a 2-core machine, GQA 8 q / 2 kv heads. */
+void tlm_config_default(struct tlm_config *cfg);
+/* 0 or -EINVAL with a message in err (size errlen). */
+int tlm_config_check(const struct tlm_config *cfg, char *err, size_t errlen);
+
+/* Weights generated deterministically from seed. */
+int tlm_model_generate(struct tlm_model *m, const struct tlm_config *cfg,
+		       bool shared_classifier, uint64_t seed);
+/* llama2.c checkpoint load/save.  0 or -errno; err gets a reason. */
+int tlm_model_load(struct tlm_model *m, const char *path, char *err,
+		   size_t errlen);
+int tlm_model_save(const struct tlm_model *m, const char *path);
+void tlm_model_free(struct tlm_model *m);
+
+/* Scratch buffers for a forward pass over up to max_chunk tokens. */
+struct tlm_state;
+int tlm_state_create(const struct tlm_model *m, int max_chunk,
+		     struct tlm_state **out);
+void tlm_state_destroy(struct tlm_state *s);
+
+/*
+ * Run n tokens at positions pos0.. of the sequence in slot through every
+ * layer, writing their K and V into kv and attending to positions
+ * [0, pos0 + i] for token i.  The caller has extended the slot to pos0 + n.
+ * logits: NULL, or n x vocab floats (all_logits) or vocab floats (the
+ * last token only).  Chunks larger than the state's max_chunk are split;
+ * the result is the same bitwise whatever the split.
+ */
+int tlm_forward(const struct tlm_model *m, struct tlm_state *s,
+		struct tlm_kv *kv, int slot, const int *tokens, int pos0, int n,
+		float *logits, bool all_logits);
+
+/* Greedy (temperature <= 0) or seeded sampling; ties go to the low id. */
+int tlm_sample(const float *logits, int vocab, float temperature,
+	       uint64_t rng_seed);
+
+/* FNV-1a 64 over the bit patterns of n floats. */
+uint64_t tlm_checksum(const float *v, size_t n);
+
+/* splitmix64: the generator behind weights, workloads and sampling. */
+static inline uint64_t tlm_mix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/*
+ * Workload: conversations that share system prompts, several turns each.
+ * Turn k's prompt is the whole conversation so far (system prompt, earlier
+ * user messages and generated answers) plus a new user message.
+ */
+struct tlm_workload_params {
+	uint64_t seed;
+	int conversations;
+	int turns;
+	int system_prompts; /* distinct system prompts shared by conversations */
+	int system_tokens;
+	int user_tokens;
+	int gen_tokens;
+	int vocab;
+};
+
+void tlm_workload_default(struct tlm_workload_params *p);
+int tlm_workload_max_tokens(const struct tlm_workload_params *p);
+/* Token ids of the system prompt used by conversation c (out: system_tokens). */
+void tlm_workload_system(const struct tlm_workload_params *p, int c, int *out);
+/* User message of turn k of conversation c (out: user_tokens). */
+void tlm_workload_user(const struct tlm_workload_params *p, int c, int k,
+		       int *out);
+
+#endif
