@@ -89,8 +89,8 @@ include vmm/build.mk
 include kvmm/build.mk
 include ebpf/build.mk
 include kernels/build.mk
-include tools/build.mk
 include tests/build.mk
+include tools/build.mk
 include bench/build.mk
 
 LINK_GROUP = -Wl,--start-group $(ARCHIVES) -Wl,--end-group $(EXTRA_LIBS) $(LDLIBS)

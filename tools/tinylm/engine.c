@@ -28,9 +28,9 @@ struct tlm_engine {
 	char err[256];
 };
 
-int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs,
-		       int max_tokens, const char *socket_path,
-		       struct tlm_kv **out, char *err, size_t errlen);
+int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
+		       const char *socket_path, struct tlm_kv **out, char *err,
+		       size_t errlen);
 
 int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
 		      char *err, size_t errlen)
@@ -235,8 +235,9 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
 		s->steps, wall_s,
-		wall_s > 0 ? (s->prefill_tokens + s->tokens_generated) / wall_s :
-			     0.0);
+		wall_s > 0 ?
+			(s->prefill_tokens + s->tokens_generated) / wall_s :
+			0.0);
 }
 
 void tlm_workload_print(const struct tlm_workload_params *wl, FILE *f)

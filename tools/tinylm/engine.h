@@ -53,8 +53,7 @@ int tlm_engine_run_prompt(struct tlm_engine *e, const int *prompt, int len,
 int tlm_engine_run_workload(struct tlm_engine *e,
 			    const struct tlm_workload_params *wl, int client,
 			    int clients);
-void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s,
-			    FILE *f);
+void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f);
 
 void tlm_workload_print(const struct tlm_workload_params *wl, FILE *f);
 

@@ -115,8 +115,8 @@ int tlm_kv_private_create(const struct tlm_model *m, int max_seqs,
 		.max_seqs = max_seqs,
 		.max_tokens = max_tokens,
 	};
-	p->range_bytes = (size_t)max_seqs * max_tokens * m->kv_dim *
-			 sizeof(float);
+	p->range_bytes =
+		(size_t)max_seqs * max_tokens * m->kv_dim * sizeof(float);
 	p->ranges = calloc(2 * (size_t)m->cfg.n_layers, sizeof(float *));
 	if (!p->ranges)
 		goto err_free;

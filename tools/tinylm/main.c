@@ -37,7 +37,9 @@ static const char usage[] =
 	"  --vocab N             vocabulary size (default 2048)\n"
 	"  --max-tokens N        max tokens per sequence (default: what the\n"
 	"                        workload needs, at most the model's seq_len)\n"
-	"  --unshared-classifier generated model gets its own classifier matrix\n"
+	"  --shared-classifier   generated model reuses the embedding as its\n"
+	"                        classifier (llama2.c's shared weights; default\n"
+	"                        is a separate classifier matrix)\n"
 	"\n"
 	"Inference:\n"
 	"  --chunk N             prefill chunk size in tokens (default 64); the\n"
@@ -77,7 +79,7 @@ enum {
 	OPT_KV_HEADS,
 	OPT_VOCAB,
 	OPT_MAX_TOKENS,
-	OPT_UNSHARED,
+	OPT_SHARED,
 	OPT_CHUNK,
 	OPT_TEMPERATURE,
 	OPT_SAMPLE_SEED,
@@ -111,7 +113,7 @@ static const struct option long_opts[] = {
 	{ "kv-heads", required_argument, NULL, OPT_KV_HEADS },
 	{ "vocab", required_argument, NULL, OPT_VOCAB },
 	{ "max-tokens", required_argument, NULL, OPT_MAX_TOKENS },
-	{ "unshared-classifier", no_argument, NULL, OPT_UNSHARED },
+	{ "shared-classifier", no_argument, NULL, OPT_SHARED },
 	{ "chunk", required_argument, NULL, OPT_CHUNK },
 	{ "temperature", required_argument, NULL, OPT_TEMPERATURE },
 	{ "sample-seed", required_argument, NULL, OPT_SAMPLE_SEED },
@@ -272,7 +274,7 @@ int main(int argc, char **argv)
 	const char *checkpoint = NULL, *save = NULL, *prompt = NULL;
 	const char *kv_kind = "private", *socket_path = NULL;
 	uint64_t seed = 1;
-	bool unshared = false, print_workload = false, bench = false;
+	bool shared = false, print_workload = false, bench = false;
 	int max_tokens = 0, chunk = 64, max_seqs = 4, client = 0, clients = 1;
 	char err[256];
 	int c, ret;
@@ -315,8 +317,8 @@ int main(int argc, char **argv)
 		case OPT_MAX_TOKENS:
 			max_tokens = parse_long(c, optarg, 1, 1 << 20);
 			break;
-		case OPT_UNSHARED:
-			unshared = true;
+		case OPT_SHARED:
+			shared = true;
 			break;
 		case OPT_CHUNK:
 			chunk = parse_long(c, optarg, 1, 4096);
@@ -410,7 +412,7 @@ int main(int argc, char **argv)
 	} else {
 		if (tlm_config_check(&cfg, err, sizeof(err)))
 			die_usage("bad model shape: %s%s", err, "");
-		ret = tlm_model_generate(&model, &cfg, !unshared, seed);
+		ret = tlm_model_generate(&model, &cfg, shared, seed);
 		if (ret) {
 			fprintf(stderr, "tinylm: generating weights: %s\n",
 				strerror(-ret));
@@ -422,16 +424,19 @@ int main(int argc, char **argv)
 		if (ret) {
 			fprintf(stderr, "tinylm: --save-checkpoint %s: %s\n",
 				save, strerror(-ret));
+			tlm_model_free(&model);
 			return 1;
 		}
 		tlm_model_free(&model);
 		return 0;
 	}
-	if (bench)
-		return run_bench(&model, chunk) ? 1 : 0;
+	int status = 0, *prompt_ids = NULL, prompt_len = 0;
+	if (bench) {
+		status = run_bench(&model, chunk) ? 1 : 0;
+		goto out_model;
+	}
 
 	wl.vocab = model.cfg.vocab_size;
-	int *prompt_ids = NULL, prompt_len = 0;
 	if (prompt) {
 		prompt_len = parse_prompt(prompt, &prompt_ids);
 		if (prompt_len <= 0)
@@ -450,13 +455,15 @@ int main(int argc, char **argv)
 	if (max_tokens > model.cfg.seq_len || need > max_tokens) {
 		fprintf(stderr,
 			"tinylm: the workload needs %d tokens per sequence; "
-			"--max-tokens is %d and the model's seq_len is %d\n",
+			"--max-tokens is %d and the model's seq_len is %d\n"
+			"Try 'tinylm --help'.\n",
 			need, max_tokens, model.cfg.seq_len);
-		return 2;
+		status = 2;
+		goto out_model;
 	}
 	if (print_workload) {
 		tlm_workload_print(&wl, stdout);
-		return 0;
+		goto out_model;
 	}
 
 	struct tlm_engine *eng;
@@ -469,7 +476,8 @@ int main(int argc, char **argv)
 	ret = tlm_engine_create(&eo, &eng, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "tinylm: %s\n", err);
-		return 1;
+		status = 1;
+		goto out_model;
 	}
 	double t0 = now_s();
 	if (prompt)
@@ -480,12 +488,13 @@ int main(int argc, char **argv)
 	double wall = now_s() - t0;
 	if (ret) {
 		fprintf(stderr, "tinylm: %s\n", tlm_engine_error(eng));
-		tlm_engine_destroy(eng);
-		return 1;
+		status = 1;
+	} else {
+		tlm_engine_print_stats(eng, wall, stdout);
 	}
-	tlm_engine_print_stats(eng, wall, stdout);
 	tlm_engine_destroy(eng);
+out_model:
 	tlm_model_free(&model);
 	free(prompt_ids);
-	return 0;
+	return status;
 }

@@ -73,10 +73,10 @@ static size_t layout(struct tlm_model *m, float *base)
 	size_t L = c->n_layers, d = c->dim, h = c->hidden_dim,
 	       kvd = (size_t)m->kv_dim, V = c->vocab_size;
 	size_t off = 0;
-#define TAKE(field, count)                               \
-	do {                                             \
-		m->w.field = base ? base + off : NULL;   \
-		off += (count);                          \
+#define TAKE(field, count)                             \
+	do {                                           \
+		m->w.field = base ? base + off : NULL; \
+		off += (count);                        \
 	} while (0)
 	TAKE(token_embedding, V * d);
 	TAKE(rms_att, L * d);
@@ -220,8 +220,7 @@ int tlm_model_load(struct tlm_model *m, const char *path, char *err,
 		goto err_free;
 	}
 	off_t off = sizeof(cfg);
-	size_t parts[2][2] = { { 0, before_cls },
-			       { before_cls, cls } };
+	size_t parts[2][2] = { { 0, before_cls }, { before_cls, cls } };
 	for (int p = 0; p < 2; p++) {
 		char *dst = (char *)(m->data + parts[p][0]);
 		size_t left = parts[p][1] * sizeof(float);
@@ -448,12 +447,12 @@ static void forward_chunk(const struct tlm_model *m, struct tlm_state *s,
 				int kh = (h / group) * hd;
 				float *out = s->xb + (size_t)t * d + h * hd;
 				for (int p = 0; p <= pos; p++)
-					s->att[p] = tlm_dot(
-							    q,
-							    kc + (size_t)p * kvd +
-								    kh,
-							    hd) *
-						    scale;
+					s->att[p] =
+						tlm_dot(q,
+							kc + (size_t)p * kvd +
+								kh,
+							hd) *
+						scale;
 				softmax(s->att, pos + 1);
 				memset(out, 0, hd * sizeof(float));
 				for (int p = 0; p <= pos; p++) {
@@ -515,8 +514,7 @@ int tlm_forward(const struct tlm_model *m, struct tlm_state *s,
 			lg = logits;
 		else if (logits && last)
 			lg = logits;
-		forward_chunk(m, s, kv, slot, tokens, pos0, k, lg,
-			      all_logits);
+		forward_chunk(m, s, kv, slot, tokens, pos0, k, lg, all_logits);
 		if (logits && all_logits)
 			logits += (size_t)k * c->vocab_size;
 		tokens += k;
