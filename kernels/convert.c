@@ -51,8 +51,8 @@ float kern_f16_to_float(uint16_t h)
 	if (exp == 0x1f) /* inf / NaN */
 		return bits_float(sign | 0x7f800000u | (man << 13));
 	if (exp == 0) /* zero / subnormal: man * 2^-24, exact in float */
-		return bits_float(sign) + (sign ? -1.0f : 1.0f) *
-						  ldexpf((float)man, -24);
+		return bits_float(sign) +
+		       (sign ? -1.0f : 1.0f) * ldexpf((float)man, -24);
 	return bits_float(sign | ((exp + 112) << 23) | (man << 13));
 }
 

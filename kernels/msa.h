@@ -141,9 +141,9 @@ long msa_gather_context(const struct msa_problem *p, uint32_t b, void *k_out,
  * Writes o_out [rows][head_dim] and lse_out [rows] (natural log; may be
  * NULL).  Rows whose every state has lse = -inf get O = 0, LSE = -inf.
  */
-int msa_merge_cpu_f32(const float *o_in, const float *lse_in,
-		      uint32_t n_states, uint32_t rows, uint32_t head_dim,
-		      float *o_out, float *lse_out);
+int msa_merge_cpu_f32(const float *o_in, const float *lse_in, uint32_t n_states,
+		      uint32_t rows, uint32_t head_dim, float *o_out,
+		      float *lse_out);
 int msa_merge_cpu_f64(const double *o_in, const double *lse_in,
 		      uint32_t n_states, uint32_t rows, uint32_t head_dim,
 		      double *o_out, double *lse_out);
@@ -192,9 +192,9 @@ int msa_run(const struct msa_problem *p, void *workspace,
 	    size_t workspace_bytes, void *stream);
 
 /* The merge above on the GPU (device pointers; natural log in and out). */
-int msa_merge_launch(const float *o_in, const float *lse_in,
-		     uint32_t n_states, uint32_t rows, uint32_t head_dim,
-		     float *o_out, float *lse_out, void *stream);
+int msa_merge_launch(const float *o_in, const float *lse_in, uint32_t n_states,
+		     uint32_t rows, uint32_t head_dim, float *o_out,
+		     float *lse_out, void *stream);
 
 /* ---- page gather / scatter ---- */
 
@@ -209,8 +209,8 @@ int kern_page_gather_cpu(void *staging, const void *const *pages, uint32_t n,
 			 size_t bytes);
 int kern_page_scatter_cpu(void *const *pages, const void *staging, uint32_t n,
 			  size_t bytes);
-int kern_page_gather_launch(void *staging, const void *const *pages,
-			    uint32_t n, size_t bytes, void *stream);
+int kern_page_gather_launch(void *staging, const void *const *pages, uint32_t n,
+			    size_t bytes, void *stream);
 int kern_page_scatter_launch(void *const *pages, const void *staging,
 			     uint32_t n, size_t bytes, void *stream);
 

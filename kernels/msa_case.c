@@ -85,9 +85,9 @@ int msa_case_make(const struct msa_case_spec *sp, struct msa_case *c)
 		goto err_free;
 	/* Counts first, so every array is allocated once. */
 	for (uint32_t b = 0; b < nseq; b++) {
-		uint32_t q = sp->exact_shape ? sp->q_per_seq :
-					       1 + rand_upto(&rs,
-							     sp->q_per_seq - 1);
+		uint32_t q = sp->exact_shape ?
+				     sp->q_per_seq :
+				     1 + rand_upto(&rs, sp->q_per_seq - 1);
 		uint32_t g = sp->exact_shape ? sp->segs_per_seq :
 					       rand_upto(&rs, sp->segs_per_seq);
 
@@ -121,8 +121,8 @@ int msa_case_make(const struct msa_case_spec *sp, struct msa_case *c)
 	}
 	for (size_t s = 0; s < ns; s++) {
 		c->seg_off[order[s]] = at;
-		at += c->segs[order[s]].len + (sp->exact_shape ? 0 :
-								 rand_upto(&rs, 3));
+		at += c->segs[order[s]].len +
+		      (sp->exact_shape ? 0 : rand_upto(&rs, 3));
 	}
 	c->arena_tokens = at ? at : 1;
 	c->k_arena = malloc(c->arena_tokens * row * esz);
@@ -146,14 +146,16 @@ int msa_case_make(const struct msa_case_spec *sp, struct msa_case *c)
 			sg->pos0 = pos;
 			/* Sometimes a hole: positions not present. */
 			pos += (int32_t)sg->len +
-			       (sp->exact_shape ? 0 : (int32_t)rand_upto(&rs, 2));
+			       (sp->exact_shape ? 0 :
+						  (int32_t)rand_upto(&rs, 2));
 		}
 		for (uint32_t i = q0; i < q1; i++) {
 			if (sp->random_pos)
-				c->q_pos[i] = first - 3 +
-					      (int32_t)rand_upto(
-						      &rs, (uint32_t)(pos - first) +
-								   6);
+				c->q_pos[i] =
+					first - 3 +
+					(int32_t)rand_upto(
+						&rs,
+						(uint32_t)(pos - first) + 6);
 			else if (sp->decode)
 				c->q_pos[i] = pos + (int32_t)(i - q0);
 			else /* prefill: the last q1-q0 positions, causal */

@@ -89,9 +89,8 @@ static inline MSA_HD size_t msa_smem_kv_tile(const struct msa_kcfg *c)
 static inline MSA_HD size_t msa_smem_kv(const struct msa_kcfg *c)
 {
 	size_t kv = 2 * msa_smem_kv_tile(c);
-	size_t red = c->ntg > 1 ?
-			     (size_t)c->ntg * msa_kcfg_rows(c) * c->d * 4 :
-			     0;
+	size_t red = c->ntg > 1 ? (size_t)c->ntg * msa_kcfg_rows(c) * c->d * 4 :
+				  0;
 	return kv > red ? kv : red;
 }
 

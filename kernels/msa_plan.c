@@ -150,11 +150,10 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 		want = MSA_MAX_SPLITS;
 	if (want < 1)
 		want = 1;
-	plan->split_len = div_up(div_up(p->max_kv_per_seq ? p->max_kv_per_seq :
-							    1,
-					 want),
-				 MSA_TILE) *
-			  MSA_TILE;
+	plan->split_len =
+		div_up(div_up(p->max_kv_per_seq ? p->max_kv_per_seq : 1, want),
+		       MSA_TILE) *
+		MSA_TILE;
 	plan->num_splits = div_up(p->max_kv_per_seq ? p->max_kv_per_seq : 1,
 				  plan->split_len);
 	plan->workspace_bytes = 0;

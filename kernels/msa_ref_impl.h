@@ -181,16 +181,13 @@ static int NAME(msa_dense)(const struct msa_dense *dn, REAL *o_out,
 			for (uint32_t d = 0; d < dim; d++)
 				q[d] = (REAL)kern_load(dn->dtype, dn->q,
 						       row * dim + d);
-			l = NAME(attend_row)(dn->dtype, dim, (REAL)dn->scale, q,
-					     dn->q_pos[i],
-					     dn->n_ctx ? (const char *)dn->k +
-								 off :
-							 NULL,
-					     dn->n_ctx ? (const char *)dn->v +
-								 off :
-							 NULL,
-					     stride, dn->n_ctx, dn->kv_pos, 0,
-					     o_out + row * dim, scores);
+			l = NAME(attend_row)(
+				dn->dtype, dim, (REAL)dn->scale, q,
+				dn->q_pos[i],
+				dn->n_ctx ? (const char *)dn->k + off : NULL,
+				dn->n_ctx ? (const char *)dn->v + off : NULL,
+				stride, dn->n_ctx, dn->kv_pos, 0,
+				o_out + row * dim, scores);
 			if (lse_out)
 				lse_out[row] = l;
 		}
@@ -215,8 +212,8 @@ int NAME(msa_merge_cpu_)(const REAL *o_in, const REAL *lse_in,
 		for (uint32_t j = 0; j < n_states; j++) {
 			size_t at = (size_t)j * rows + r;
 
-			NAME(merge_into)(o, &lse, o_in + at * head_dim,
-					 lse_in[at], head_dim);
+			NAME(merge_into)
+			(o, &lse, o_in + at * head_dim, lse_in[at], head_dim);
 		}
 		if (lse_out)
 			lse_out[r] = lse;

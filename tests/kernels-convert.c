@@ -27,11 +27,13 @@ int main(void)
 		float g = kern_f16_to_float((uint16_t)h);
 
 		if (isnan(f))
-			t_assert(isnan(kern_bf16_to_float(kern_bf16_from_float(f))));
+			t_assert(isnan(
+				kern_bf16_to_float(kern_bf16_from_float(f))));
 		else
 			t_assert_eq(kern_bf16_from_float(f), h);
 		if (isnan(g))
-			t_assert(isnan(kern_f16_to_float(kern_f16_from_float(g))));
+			t_assert(isnan(
+				kern_f16_to_float(kern_f16_from_float(g))));
 		else
 			t_assert_eq(kern_f16_from_float(g), h);
 	}

@@ -95,7 +95,8 @@ int main(void)
 		for (uint32_t j = 1; j < np; j++)
 			cut[j] = (uint32_t)(msa_rand01(&rs) * NCTX);
 		for (uint32_t j = 1; j < np; j++)
-			for (uint32_t i = j; i > 1 && cut[i] < cut[i - 1]; i--) {
+			for (uint32_t i = j; i > 1 && cut[i] < cut[i - 1];
+			     i--) {
 				uint32_t t = cut[i];
 
 				cut[i] = cut[i - 1];
@@ -141,7 +142,8 @@ int main(void)
 			l64[i] = perm_lse[i];
 		t_ok(msa_merge_cpu_f64(o64, l64, np, NQ * HQ, D, m64, ml64));
 		for (uint32_t r = 0; r < NQ * HQ; r++)
-			if (!isinf(ref_lse[r]) && fabs(ml64[r] - ref_lse[r]) >= 1e-5)
+			if (!isinf(ref_lse[r]) &&
+			    fabs(ml64[r] - ref_lse[r]) >= 1e-5)
 				t_fail("f64 merge lse row %u", r);
 	}
 	for (uint32_t r = 0; r < NQ * HQ; r++)

@@ -90,7 +90,9 @@ int main(void)
 			.num_seqs = 1 + (uint32_t)(msa_rand01(&rs) * 3),
 			.q_per_seq = 1 + (uint32_t)(msa_rand01(&rs) * 6),
 			.segs_per_seq = (uint32_t)(msa_rand01(&rs) * 9),
-			.seg_len = it % 5 == 0 ? 1 : 1 + (uint32_t)(msa_rand01(&rs) * 70),
+			.seg_len = it % 5 == 0 ?
+					   1 :
+					   1 + (uint32_t)(msa_rand01(&rs) * 70),
 			.random_pos = it % 2 == 0,
 			.decode = it % 4 == 1,
 			.seed = it,
@@ -118,7 +120,8 @@ int main(void)
 
 		for (uint32_t b = 0; b < p->num_seqs; b++) {
 			size_t n = msa_case_kv_len(&c, b), esz;
-			uint32_t q0 = p->q_start[b], nq = p->q_start[b + 1] - q0;
+			uint32_t q0 = p->q_start[b],
+				 nq = p->q_start[b + 1] - q0;
 			size_t rowb = (size_t)sp.num_kv_heads * dim;
 			void *k, *v;
 			int32_t *pos;
@@ -166,11 +169,14 @@ int main(void)
 				if (isinf(ld[r])) {
 					masked++;
 					t_assert(ld[r] < 0 && isinf(c.lse[g]) &&
-						 c.lse[g] < 0 && isinf(lse64[g]));
+						 c.lse[g] < 0 &&
+						 isinf(lse64[g]));
 					for (uint32_t i = 0; i < dim; i++)
 						t_assert(om[i] == 0.0f &&
-							 od[r * dim + i] == 0.0f &&
-							 o64[g * dim + i] == 0.0);
+							 od[r * dim + i] ==
+								 0.0f &&
+							 o64[g * dim + i] ==
+								 0.0);
 					continue;
 				}
 				e = row_err_f(om, od + (size_t)r * dim, dim);
@@ -191,8 +197,10 @@ int main(void)
 					       r, e);
 				/* fp32 and float64 references agree too. */
 				for (uint32_t i = 0; i < dim; i++)
-					if (fabs(om[i] - o64[g * dim + i]) > 1e-4)
-						t_fail("case %u: f32 vs f64", it);
+					if (fabs(om[i] - o64[g * dim + i]) >
+					    1e-4)
+						t_fail("case %u: f32 vs f64",
+						       it);
 			}
 			free(k);
 			free(v);

@@ -29,7 +29,8 @@ int main(void)
 			in[i] = src[(i * 11) % NP];
 			out[i] = dst[(i * 5) % NP];
 			for (size_t b = 0; b < PAGE; b++)
-				src[i][b] = (unsigned char)(msa_rand01(&rs) * 256);
+				src[i][b] =
+					(unsigned char)(msa_rand01(&rs) * 256);
 		}
 		memset(dst, 0xa5, sizeof(dst));
 		memset(staging, 0, sizeof(staging));

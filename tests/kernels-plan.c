@@ -28,11 +28,36 @@ static struct msa_problem shape(uint32_t hq, uint32_t hkv, uint32_t d,
 				     .scale = 0.1f };
 }
 
+static void check_one(uint32_t d, uint32_t kv, uint32_t q, uint32_t grp,
+		      uint32_t seqs)
+{
+	struct msa_problem p = shape(8 * grp, 8, d, seqs, q, kv);
+	struct msa_plan pl;
+	size_t ws;
+
+	t_ok(msa_plan_make(&p, 132, &pl));
+	/* The splits tile [0, kv) exactly. */
+	t_assert(pl.split_len % MSA_TILE == 0);
+	t_assert((uint64_t)pl.num_splits * pl.split_len >= kv);
+	t_assert((uint64_t)(pl.num_splits - 1) * pl.split_len < (kv ? kv : 1));
+	t_assert(pl.num_splits >= 1 && pl.num_splits <= MSA_MAX_SPLITS);
+	/* The query tiles cover every row. */
+	t_assert(pl.q_per_tile * grp <= pl.rows_max);
+	t_assert((uint64_t)pl.num_q_tiles * pl.q_per_tile >= q);
+	t_assert_eq(pl.grid_y, seqs * 8);
+	t_assert(pl.smem_bytes <= 227 * 1024);
+	if (!(d == 256 && pl.kind == MSA_PREFILL))
+		t_assert(pl.smem_bytes <= 163 * 1024);
+	t_assert_eq(pl.kind, q * grp <= 16 ? MSA_DECODE : MSA_PREFILL);
+	ws = (size_t)pl.num_splits * seqs * q * 8 * grp * (d + 1) * 4;
+	t_assert_eq(pl.workspace_bytes, pl.num_splits > 1 ? ws : 0);
+}
+
 int main(void)
 {
 	static const uint32_t dims[] = { 64, 128, 256 };
-	static const uint32_t kvs[] = { 0, 1, 63, 64, 65, 1000, 4096, 32768,
-					131072 };
+	static const uint32_t kvs[] = { 0,    1,    63,	   64,	  65,
+					1000, 4096, 32768, 131072 };
 	static const uint32_t qs[] = { 1, 2, 4, 7, 100, 2048 };
 	static const uint32_t groups[] = { 1, 4, 8, 16 };
 	struct msa_problem p;
@@ -42,49 +67,9 @@ int main(void)
 		for (uint32_t b = 0; b < 9; b++)
 			for (uint32_t c = 0; c < 6; c++)
 				for (uint32_t g = 0; g < 4; g++)
-					for (uint32_t seqs = 1; seqs <= 64;
-					     seqs *= 8) {
-						uint32_t kv = kvs[b], q = qs[c];
-						uint32_t grp = groups[g];
-
-						p = shape(8 * grp, 8, dims[a],
-							  seqs, q, kv);
-						t_ok(msa_plan_make(&p, 132, &pl));
-						/* splits tile [0, kv) exactly */
-						t_assert(pl.split_len % MSA_TILE == 0);
-						t_assert((uint64_t)pl.num_splits *
-								 pl.split_len >=
-							 kv);
-						t_assert((uint64_t)(pl.num_splits - 1) *
-								 pl.split_len <
-							 (kv ? kv : 1));
-						t_assert(pl.num_splits >= 1 &&
-							 pl.num_splits <= MSA_MAX_SPLITS);
-						/* query tiles cover all rows */
-						t_assert(pl.q_per_tile * grp <=
-							 pl.rows_max);
-						t_assert((uint64_t)pl.num_q_tiles *
-								 pl.q_per_tile >=
-							 q);
-						t_assert_eq(pl.grid_y, seqs * 8);
-						t_assert(pl.smem_bytes <= 227 * 1024);
-						if (!(dims[a] == 256 &&
-						      pl.kind == MSA_PREFILL))
-							t_assert(pl.smem_bytes <=
-								 163 * 1024);
-						t_assert_eq(pl.kind,
-							    q * grp <= 16 ?
-								    MSA_DECODE :
-								    MSA_PREFILL);
-						t_assert_eq(pl.workspace_bytes,
-							    pl.num_splits > 1 ?
-								    (size_t)pl.num_splits *
-									    seqs * q *
-									    8 * grp *
-									    (dims[a] + 1) *
-									    4 :
-								    0);
-					}
+					for (uint32_t n = 1; n <= 64; n *= 8)
+						check_one(dims[a], kvs[b],
+							  qs[c], groups[g], n);
 	/* One long decode sequence is spread over the SMs. */
 	p = shape(32, 8, 128, 1, 1, 32768);
 	t_ok(msa_plan_make(&p, 132, &pl));
