@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host tier: one slab of host memory on the GPU's NUMA node, cut into
+ * fixed-size slots, each holding one block (its 2L page payloads stored
+ * contiguously, page i at offset i * page_size).
+ *
+ * A slot goes FREE -> FILLING (tier_host_alloc: a copy into it is running,
+ * nobody may read it) -> READY (tier_host_publish: the copy completed, the
+ * block can be served from here) -> FREE (tier_host_free).  Keeping FILLING
+ * apart from READY is what makes "a block is never readable in a tier
+ * before its copy is complete" checkable: tier_host_read_addr() refuses a
+ * slot that is not READY.
+ *
+ * The slab is allocated with numa_alloc_onnode() and first touched by a
+ * thread bound to that node, so every page is placed there regardless of
+ * where the daemon's threads run.  On the cuda backend the caller supplies
+ * a pin hook (cuMemHostRegister through the vmm backend) so the GPU can DMA
+ * into it; the host backend needs none.
+ *
+ * Thread-safe: slot state changes take a mutex (the daemon's loop
+ * allocates and publishes, the migration worker copies into the memory).
+ */
+#ifndef KVMM_KVMMD_TIER_HOST_H
+#define KVMM_KVMMD_TIER_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tier_host;
+
+enum tier_slot_state {
+	TIER_SLOT_FREE = 0,
+	TIER_SLOT_FILLING, /* allocated, a copy into it is in flight */
+	TIER_SLOT_READY, /* holds a complete block; readable */
+};
+
+const char *tier_slot_state_string(enum tier_slot_state state);
+
+struct tier_host_config {
+	size_t size; /* sizeof(struct tier_host_config) */
+	uint64_t capacity_bytes; /* --host-mem; rounded down to slots */
+	size_t slot_bytes; /* one block: 2L * page size, multiple of 4 KiB */
+	/* NUMA placement: node >= 0 wins; else the node of the PCI device
+	 * pci_addr ("0000:3b:00.0") when given; else the node of the CPU the
+	 * caller runs on.  A node of -1 from sysfs (no affinity) means 0. */
+	int numa_node;
+	const char *pci_addr;
+	/* Optional DMA pinning (cuMemHostRegister on the cuda backend). */
+	int (*pin)(void *arg, void *addr, size_t len);
+	int (*unpin)(void *arg, void *addr);
+	void *pin_arg;
+};
+
+struct tier_host_stats {
+	uint64_t slot_bytes;
+	uint64_t capacity_slots;
+	uint64_t capacity_bytes;
+	uint64_t used_slots; /* FILLING + READY */
+	uint64_t ready_slots;
+	uint64_t peak_used_slots;
+	uint64_t allocs;
+	uint64_t alloc_failures; /* -ENOSPC: tier full */
+	uint64_t frees;
+	int numa_node; /* where the slab lives (-1: libnuma unavailable) */
+	bool pinned;
+};
+
+int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out);
+/* Frees the slab; slots still in use are logged as leaks. */
+void tier_host_close(struct tier_host *h);
+
+/* A FREE slot becomes FILLING; -ENOSPC when every slot is in use. */
+int tier_host_alloc(struct tier_host *h, uint32_t *slot);
+/* FILLING -> READY, tagging the slot with the block's hash and length. */
+int tier_host_publish(struct tier_host *h, uint32_t slot, uint64_t hash,
+		      uint64_t length);
+/* Any state -> FREE (a failed copy frees a FILLING slot). */
+int tier_host_free(struct tier_host *h, uint32_t slot);
+
+/* The slot's memory, for the copy that fills it (any state but FREE). */
+void *tier_host_slot_addr(struct tier_host *h, uint32_t slot);
+/* The slot's memory for reading: NULL unless READY (and, when hash != 0,
+ * tagged with that hash). */
+const void *tier_host_read_addr(struct tier_host *h, uint32_t slot,
+				uint64_t hash);
+enum tier_slot_state tier_host_slot_state(struct tier_host *h, uint32_t slot);
+uint64_t tier_host_slot_hash(struct tier_host *h, uint32_t slot);
+
+/* The whole slab (for registering it as io_uring fixed buffers). */
+void *tier_host_base(struct tier_host *h, size_t *len);
+void tier_host_get_stats(struct tier_host *h, struct tier_host_stats *st);
+
+/*
+ * The NUMA node of a PCI device from sysfs
+ * (/sys/bus/pci/devices/<addr>/numa_node, read under sysfs_root when it is
+ * not NULL, for tests).  -1 in sysfs (no affinity) gives 0.  -ENOENT when
+ * the device is unknown, -EINVAL for a malformed address.
+ */
+int tier_host_pci_numa_node(const char *sysfs_root, const char *pci_addr,
+			    int *node);
+
+/* Parse "64M", "2G", "4096", "1.5G" into bytes; -EINVAL when malformed. */
+int tier_parse_size(const char *s, uint64_t *bytes);
+
+#endif

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NVMe tier: a preallocated file (or a block device) cut into fixed-size
+ * slots, written and read with io_uring, O_DIRECT, registered buffers and
+ * several requests in flight.
+ *
+ * On-disk format (all integers little-endian, every offset 4 KiB aligned):
+ *
+ *   offset 0          superblock (4 KiB): magic "KVMMNVM1", version,
+ *                     slot stride, payload bytes, slot count, a random
+ *                     format id, CRC32C of the superblock
+ *   4096 + i*stride   slot i: a 4 KiB header (magic "KVMMSLOT", version,
+ *                     format id, slot index, block hash, payload length,
+ *                     generation, layout id, CRC32C of the payload, CRC32C
+ *                     of the header) followed by the payload
+ *
+ * A slot is FREE -> FILLING (its write is in flight; lookups do not see it)
+ * -> READY (header and payload written; served) -> FREE.  Opening an
+ * existing file with the same geometry rebuilds the index from the slot
+ * headers (restart recovery): a header is kept when its magic, version,
+ * format id, slot index and header CRC are right; of two slots with the
+ * same hash the newer generation wins.  The payload CRC is checked on
+ * every read; a slot that fails it is dropped, counted, and its read
+ * returns -EBADMSG: a corrupted block is a miss, never served.
+ *
+ * Eviction does not write to the disk; a block evicted before a restart
+ * may come back after it, which is harmless: it is still the exact block
+ * its hash names (the CRC proves the bytes are the ones written).
+ *
+ * Thread-safe: metadata under one mutex, the ring under another (one batch
+ * at a time).  Batches are synchronous for the caller; the migration
+ * engine runs them on its worker thread.
+ */
+#ifndef KVMM_KVMMD_TIER_NVME_H
+#define KVMM_KVMMD_TIER_NVME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tier_host.h" /* enum tier_slot_state */
+
+#define TIER_NVME_SB_MAGIC 0x314d564e4d4d564bull /* "KVMMNVM1" */
+#define TIER_NVME_SLOT_MAGIC 0x544f4c534d4d564bull /* "KVMMSLOT" */
+#define TIER_NVME_VERSION 1
+#define TIER_NVME_HEADER_BYTES 4096
+
+/* The slot header as stored (first bytes of the 4 KiB header block). */
+struct tier_nvme_slot_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_bytes; /* TIER_NVME_HEADER_BYTES */
+	uint64_t format_id; /* the superblock's; stale formats are ignored */
+	uint64_t slot; /* index of this slot */
+	uint64_t hash; /* block identity */
+	uint64_t length; /* payload bytes */
+	uint64_t generation; /* write order; newest copy of a hash wins */
+	uint64_t layout_id; /* region layout the block belongs to */
+	uint32_t payload_crc; /* CRC32C of the payload */
+	uint32_t header_crc; /* CRC32C of this struct with header_crc = 0 */
+	uint64_t reserved[6];
+};
+
+struct tier_nvme_config {
+	size_t size; /* sizeof(struct tier_nvme_config) */
+	const char *path; /* file (created, fallocated) or block device */
+	uint64_t capacity_bytes; /* --nvme-size; 0 = whole block device */
+	size_t payload_bytes; /* largest block, multiple of 4 KiB */
+	unsigned int queue_depth; /* I/Os in flight, 0 = 8 */
+	size_t io_bytes; /* largest single I/O, 0 = 1 MiB */
+	/* Memory the payloads live in (the host slab): registered as io_uring
+	 * fixed buffers so reads and writes into it skip the per-I/O page
+	 * pinning.  Payloads elsewhere still work, unregistered. */
+	void *reg_base;
+	size_t reg_len;
+	bool reformat; /* ignore what is on the disk */
+};
+
+struct tier_nvme_stats {
+	uint64_t slot_bytes; /* stride on disk, header included */
+	uint64_t payload_bytes;
+	uint64_t capacity_slots;
+	uint64_t capacity_bytes;
+	uint64_t used_slots; /* FILLING + READY */
+	uint64_t ready_slots;
+	uint64_t peak_used_slots;
+	uint64_t recovered_slots; /* READY after the last open */
+	uint64_t writes; /* blocks written */
+	uint64_t reads; /* blocks read and verified */
+	uint64_t bytes_written; /* payload bytes */
+	uint64_t bytes_read;
+	uint64_t dedup_hits; /* write of a hash already READY */
+	uint64_t alloc_failures; /* -ENOSPC: the disk cap */
+	uint64_t write_errors;
+	uint64_t read_errors; /* I/O errors, short reads */
+	uint64_t checksum_failures; /* payload CRC mismatch: slot dropped */
+	uint64_t header_failures; /* bad header on read or at recovery */
+	uint64_t frees;
+	uint64_t submits; /* io_uring_submit calls */
+	uint64_t sqes; /* I/Os issued */
+	bool registered_buffers;
+};
+
+/* One block in a batch. */
+struct tier_nvme_io {
+	uint64_t hash;
+	uint64_t layout_id; /* write: stored; read: returned */
+	void *buf; /* payload, 4 KiB aligned */
+	uint64_t length; /* payload bytes (read: from lookup) */
+	uint32_t slot; /* write: set; read: which slot to read */
+	int result; /* 0 or -errno: -ENOSPC full, -EBADMSG corrupt,
+		     * -EEXIST already being written, -EIO */
+};
+
+struct tier_nvme;
+
+/* -EOPNOTSUPP when O_DIRECT is impossible there (tmpfs); -ENOTSUP when
+ * built without liburing. */
+int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out);
+void tier_nvme_close(struct tier_nvme *t);
+
+/*
+ * Write n blocks.  Each gets a slot (a hash already READY is not written
+ * again: its slot is returned and dedup_hits counted), its header and
+ * payload are written with up to queue_depth I/Os in flight across the
+ * batch, and it becomes READY when both completed.  Returns how many
+ * blocks failed; each io's result says why.
+ */
+int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			  unsigned int n);
+/*
+ * Read n READY blocks (io.slot, io.hash set; io.length from lookup) into
+ * io.buf and verify header and payload CRC.  A block that fails is
+ * dropped from the tier (-EBADMSG).  Returns how many blocks failed.
+ */
+int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			 unsigned int n);
+
+/* READY slot holding hash: 0, or -ENOENT. */
+int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
+		     uint64_t *length, uint64_t *layout_id);
+/* READY -> FREE; -EBUSY while a read of the slot is in flight. */
+int tier_nvme_free(struct tier_nvme *t, uint32_t slot);
+enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot);
+/* Call fn for every READY slot (the daemon rebuilds its block index from
+ * this after a restart); stops early when fn returns non-zero. */
+int tier_nvme_foreach(struct tier_nvme *t,
+		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
+				uint64_t length, uint64_t layout_id),
+		      void *arg);
+/* Byte offset of a slot's header in the file (tests corrupt it). */
+uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot);
+void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st);
+
+#endif

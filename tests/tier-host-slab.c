@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host tier slab: capacity is whole slots of --host-mem, allocation runs out
+ * with -ENOSPC and never hands a slot out twice, a FILLING slot is not
+ * readable until published, freed slots are reused, the slab sits on the
+ * requested NUMA node, the pin hook sees the whole slab, and the sysfs
+ * lookup of a GPU's node handles -1 and malformed addresses.
+ */
+#include "kvmm/kvmmd/tier_host.h"
+#include "tests/lib/test.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if HAVE_LIBNUMA
+#include <numaif.h>
+#endif
+
+static size_t pinned_len;
+static void *pinned_at;
+static int unpins;
+
+static int fake_pin(void *arg, void *addr, size_t len)
+{
+	t_assert(arg == &pinned_len);
+	pinned_at = addr;
+	pinned_len = len;
+	return 0;
+}
+
+static int fake_unpin(void *arg, void *addr)
+{
+	t_assert(addr == pinned_at);
+	unpins++;
+	return 0;
+}
+
+static void write_file(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "w");
+
+	t_assert(f);
+	fputs(s, f);
+	fclose(f);
+}
+
+static void check_sysfs(void)
+{
+	char root[] = "/tmp/kvmm-sysfs-XXXXXX", dir[256], file[300];
+	int node = 99;
+
+	t_assert(mkdtemp(root));
+	snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices/0000:3b:00.0", root);
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", dir);
+	t_ok(system(cmd));
+	snprintf(file, sizeof(file), "%s/numa_node", dir);
+	write_file(file, "1\n");
+	t_ok(tier_host_pci_numa_node(root, "0000:3b:00.0", &node));
+	t_assert_eq(node, 1);
+	t_ok(tier_host_pci_numa_node(root, "3B:00.0", &node));
+	t_assert_eq(node, 1);
+	write_file(file, "-1\n");
+	t_ok(tier_host_pci_numa_node(root, "0000:3b:00.0", &node));
+	t_assert_eq(node, 0);
+	t_assert_eq(tier_host_pci_numa_node(root, "0000:3c:00.0", &node),
+		    -ENOENT);
+	t_assert_eq(tier_host_pci_numa_node(root, "../../etc", &node), -EINVAL);
+	t_assert_eq(tier_host_pci_numa_node(root, "0000:3b:00.0/x", &node),
+		    -EINVAL);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	t_ok(system(cmd));
+}
+
+int main(void)
+{
+	const size_t slot = 64 * 1024;
+	struct tier_host_config cfg = {
+		.size = sizeof(cfg),
+		.capacity_bytes = 10 * slot + 1000, /* rounds down to 10 */
+		.slot_bytes = slot,
+		.numa_node = 0,
+		.pin = fake_pin,
+		.unpin = fake_unpin,
+		.pin_arg = &pinned_len,
+	};
+	struct tier_host *h;
+	struct tier_host_stats st;
+	uint32_t s[11];
+	uint64_t v;
+
+	check_sysfs();
+	t_ok(tier_parse_size("64M", &v));
+	t_assert_eq(v, 64ull << 20);
+	t_ok(tier_parse_size("1.5GiB", &v));
+	t_assert_eq(v, 3ull << 29);
+	t_ok(tier_parse_size("4096", &v));
+	t_assert_eq(v, 4096);
+	t_assert_eq(tier_parse_size("12Q", &v), -EINVAL);
+	t_assert_eq(tier_parse_size("", &v), -EINVAL);
+
+	/* bad configs */
+	struct tier_host_config bad = cfg;
+	bad.slot_bytes = 1000;
+	t_assert_eq(tier_host_open(&bad, &h), -EINVAL);
+	bad = cfg;
+	bad.capacity_bytes = slot - 1;
+	t_assert_eq(tier_host_open(&bad, &h), -EINVAL);
+	bad = cfg;
+	bad.size = 4;
+	t_assert_eq(tier_host_open(&bad, &h), -EINVAL);
+
+	t_ok(tier_host_open(&cfg, &h));
+	tier_host_get_stats(h, &st);
+	t_assert_eq(st.capacity_slots, 10);
+	t_assert_eq(st.capacity_bytes, 10 * slot);
+	t_assert_eq(pinned_len, 10 * slot);
+	t_assert(st.pinned);
+
+	for (int i = 0; i < 10; i++) {
+		t_ok(tier_host_alloc(h, &s[i]));
+		t_assert_eq(tier_host_slot_state(h, s[i]), TIER_SLOT_FILLING);
+		for (int j = 0; j < i; j++)
+			t_assert(s[i] != s[j]);
+		memset(tier_host_slot_addr(h, s[i]), 'a' + i, slot);
+	}
+	t_assert_eq(tier_host_alloc(h, &s[10]), -ENOSPC);
+	/* FILLING is not readable */
+	t_assert(tier_host_read_addr(h, s[3], 0) == NULL);
+	t_ok(tier_host_publish(h, s[3], 0x1234, slot));
+	t_assert_eq(tier_host_publish(h, s[3], 0x1234, slot), -EBUSY);
+	const unsigned char *p = tier_host_read_addr(h, s[3], 0x1234);
+	t_assert(p != NULL);
+	t_assert_eq(p[0], 'd');
+	t_assert_eq(p[slot - 1], 'd');
+	t_assert(tier_host_read_addr(h, s[3], 0x9999) == NULL);
+	t_assert_eq(tier_host_slot_hash(h, s[3]), 0x1234);
+	/* slots do not overlap */
+	t_assert_eq(((unsigned char *)tier_host_slot_addr(h, s[4]))[0], 'e');
+	t_assert_eq(((unsigned char *)tier_host_slot_addr(h, s[2]))[slot - 1],
+		    'c');
+
+	tier_host_get_stats(h, &st);
+	t_assert_eq(st.used_slots, 10);
+	t_assert_eq(st.ready_slots, 1);
+	t_assert_eq(st.alloc_failures, 1);
+
+	t_ok(tier_host_free(h, s[3]));
+	t_assert_eq(tier_host_free(h, s[3]), -ENOENT);
+	t_assert(tier_host_read_addr(h, s[3], 0x1234) == NULL);
+	t_assert(tier_host_slot_addr(h, s[3]) == NULL);
+	t_assert_eq(tier_host_free(h, 10), -EINVAL);
+	uint32_t again;
+	t_ok(tier_host_alloc(h, &again));
+	t_assert_eq(again, s[3]);
+	s[3] = again;
+
+#if HAVE_LIBNUMA
+	{
+		int status = -1;
+		void *page = tier_host_slot_addr(h, s[0]);
+
+		t_ok(move_pages(0, 1, &page, NULL, &status, 0));
+		t_assert_eq(status, 0);
+		t_assert_eq(st.numa_node, 0);
+	}
+#endif
+	for (int i = 0; i < 10; i++)
+		t_ok(tier_host_free(h, s[i]));
+	tier_host_get_stats(h, &st);
+	t_assert_eq(st.used_slots, 0);
+	t_assert_eq(st.ready_slots, 0);
+	t_assert_eq(st.peak_used_slots, 10);
+	t_assert_eq(st.allocs, 11);
+	t_assert_eq(st.frees, 11);
+	tier_host_close(h);
+	t_assert_eq(unpins, 1);
+	printf("host slab ok\n");
+	return 0;
+}
