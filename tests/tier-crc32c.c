@@ -35,7 +35,7 @@ int main(void)
 		seed = seed * 1103515245u + 12345u;
 		buf[i] = (unsigned char)(seed >> 16);
 	}
-	size_t lens[] = { 1,	 7,	8,     9,     63,    4096,  24575,
+	size_t lens[] = { 1,	 7,	8,     9,     63,    4096, 24575,
 			  24576, 24577, 49152, 49159, 65536, 73000 };
 	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
 		for (size_t off = 0; off < 8; off++) {

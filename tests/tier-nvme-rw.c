@@ -91,9 +91,9 @@ int main(void)
 
 	/* full: the cap holds; a known hash is deduplicated, not refused */
 	fill(other + PAYLOAD, PAYLOAD, 99);
-	io[NSLOTS] = (struct tier_nvme_io){
-		.hash = 0xdead, .buf = other + PAYLOAD, .length = PAYLOAD
-	};
+	io[NSLOTS] = (struct tier_nvme_io){ .hash = 0xdead,
+					    .buf = other + PAYLOAD,
+					    .length = PAYLOAD };
 	t_assert_eq(tier_nvme_write_batch(t, &io[NSLOTS], 1), 1);
 	t_assert_eq(io[NSLOTS].result, -ENOSPC);
 	struct tier_nvme_io dup = { .hash = 0xabc002,
@@ -139,11 +139,13 @@ int main(void)
 	t_assert(memcmp(region, other, PAYLOAD) == 0);
 
 	/* wrong hash for the slot, unknown slot, bad buffers */
-	rio[0] = (struct tier_nvme_io){ .hash = 0x1, .slot = io[1].slot,
+	rio[0] = (struct tier_nvme_io){ .hash = 0x1,
+					.slot = io[1].slot,
 					.buf = rd };
 	t_assert_eq(tier_nvme_read_batch(t, rio, 1), 1);
 	t_assert_eq(rio[0].result, -ENOENT);
-	rio[0] = (struct tier_nvme_io){ .hash = io[1].hash, .slot = 99,
+	rio[0] = (struct tier_nvme_io){ .hash = io[1].hash,
+					.slot = 99,
 					.buf = rd };
 	t_assert_eq(tier_nvme_read_batch(t, rio, 1), 1);
 	t_assert_eq(rio[0].result, -EINVAL);
@@ -152,7 +154,8 @@ int main(void)
 					.buf = rd + 1 };
 	t_assert_eq(tier_nvme_read_batch(t, rio, 1), 1);
 	t_assert_eq(rio[0].result, -EINVAL);
-	struct tier_nvme_io big = { .hash = 5, .buf = rd,
+	struct tier_nvme_io big = { .hash = 5,
+				    .buf = rd,
 				    .length = PAYLOAD + 4096 };
 	t_assert_eq(tier_nvme_write_batch(t, &big, 1), 1);
 	t_assert_eq(big.result, -EINVAL);
@@ -160,8 +163,7 @@ int main(void)
 	/* free makes room for the refused block */
 	t_ok(tier_nvme_free(t, io[0].slot));
 	t_assert_eq(tier_nvme_free(t, io[0].slot), -ENOENT);
-	t_assert_eq(tier_nvme_lookup(t, io[0].hash, NULL, NULL, NULL),
-		    -ENOENT);
+	t_assert_eq(tier_nvme_lookup(t, io[0].hash, NULL, NULL, NULL), -ENOENT);
 	io[NSLOTS].result = 1;
 	t_assert_eq(tier_nvme_write_batch(t, &io[NSLOTS], 1), 0);
 	t_assert_eq(io[NSLOTS].slot, io[0].slot);

@@ -84,8 +84,9 @@ static void crc_init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-					  crc_table[0][crc_table[t - 1][i] & 0xff];
+			crc_table[t][i] =
+				(crc_table[t - 1][i] >> 8) ^
+				crc_table[0][crc_table[t - 1][i] & 0xff];
 	shift_table(crc_shift1, x_pow_8n(CRC_LANE));
 	shift_table(crc_shift2, x_pow_8n(2 * CRC_LANE));
 #if CRC32C_HAVE_X86

@@ -138,8 +138,8 @@ int tier_host_pci_numa_node(const char *sysfs_root, const char *pci_addr,
 
 	if (!pci_addr || !pci_addr_valid(pci_addr))
 		return -EINVAL;
-	snprintf(addr, sizeof(addr), "%s%s", strlen(pci_addr) == 7 ? "0000:" : "",
-		 pci_addr);
+	snprintf(addr, sizeof(addr), "%s%s",
+		 strlen(pci_addr) == 7 ? "0000:" : "", pci_addr);
 	for (char *p = addr; *p; p++)
 		*p = (char)tolower((unsigned char)*p);
 	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/numa_node",
@@ -325,7 +325,8 @@ void tier_host_close(struct tier_host *h)
 	if (!h)
 		return;
 	if (h->nfree != h->nslots)
-		vmm_log(VMM_LOG_WARN, "tier_host: %u slots still in use at close",
+		vmm_log(VMM_LOG_WARN,
+			"tier_host: %u slots still in use at close",
 			h->nslots - h->nfree);
 	if (h->pinned && h->unpin)
 		h->unpin(h->pin_arg, h->base);

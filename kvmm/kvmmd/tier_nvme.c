@@ -239,8 +239,8 @@ static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
 		if (t->registered && buf >= t->reg_base &&
 		    buf + len <= t->reg_base + t->reg_len) {
 			size_t roff = (size_t)(buf - t->reg_base);
-			size_t chunk_end = (roff / NVME_REG_CHUNK + 1) *
-					   NVME_REG_CHUNK;
+			size_t chunk_end =
+				(roff / NVME_REG_CHUNK + 1) * NVME_REG_CHUNK;
 
 			if (roff + len > chunk_end)
 				len = chunk_end - roff;
@@ -251,10 +251,11 @@ static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
 	}
 	if (write) {
 		if (fixed >= 0)
-			io_uring_prep_write_fixed(sqe, t->fd, buf, (unsigned)len,
-						  off, fixed);
+			io_uring_prep_write_fixed(sqe, t->fd, buf,
+						  (unsigned)len, off, fixed);
 		else
-			io_uring_prep_write(sqe, t->fd, buf, (unsigned)len, off);
+			io_uring_prep_write(sqe, t->fd, buf, (unsigned)len,
+					    off);
 	} else {
 		if (fixed >= 0)
 			io_uring_prep_read_fixed(sqe, t->fd, buf, (unsigned)len,
@@ -780,13 +781,14 @@ static int recover(struct tier_nvme *t)
 				break;
 			if (t->registered)
 				io_uring_prep_read_fixed(
-					sqe, t->fd, t->hdr_bufs + bi * NVME_ALIGN,
+					sqe, t->fd,
+					t->hdr_bufs + bi * NVME_ALIGN,
 					NVME_ALIGN, slot_offset(t, next), 0);
 			else
-				io_uring_prep_read(sqe, t->fd,
-						   t->hdr_bufs + bi * NVME_ALIGN,
-						   NVME_ALIGN,
-						   slot_offset(t, next));
+				io_uring_prep_read(
+					sqe, t->fd,
+					t->hdr_bufs + bi * NVME_ALIGN,
+					NVME_ALIGN, slot_offset(t, next));
 			io_uring_sqe_set_data64(sqe, next);
 			next++;
 			inflight++;
