@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "vmm/cuda_priv.h"
 #include "vmm/vmm.h"
 
 const char *vmm_op_string(enum vmm_op op)
@@ -64,15 +65,18 @@ int vmm_backend_open(const struct vmm_config *cfg, struct vmm_backend **out)
 	case VMM_BACKEND_CUDA:
 		err = vmm_cuda_open(cfg, out);
 		break;
-	case VMM_BACKEND_AUTO:
-		err = vmm_cuda_open(cfg, out);
+	case VMM_BACKEND_AUTO: {
+		char why[256] = "";
+
+		err = vmm_cuda_open_why(cfg, out, why, sizeof(why));
 		if (!err)
 			break;
 		vmm_log(VMM_LOG_INFO,
 			"vmm: backend auto: cuda unavailable (%s), using host",
-			strerror(-err));
+			why[0] ? why : strerror(-err));
 		err = vmm_host_open(cfg, out);
 		break;
+	}
 	default:
 		return -EINVAL;
 	}
