@@ -732,7 +732,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 	struct vmm_config def = { .kind = VMM_BACKEND_CUDA };
 	const char *path;
 	struct cuda_backend *c;
-	char name[96] = "", uuid[48] = "";
+	char name[72] = "", uuid[48] = "";
 	size_t gran = 0;
 	int err;
 

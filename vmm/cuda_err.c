@@ -19,46 +19,46 @@
 #include <cuda.h>
 #endif
 
-#define CUDA_ERRNO_TABLE(X)                                   \
-	X(CUDA_SUCCESS, 0, 0)                                 \
-	X(CUDA_ERROR_INVALID_VALUE, 1, -EINVAL)               \
-	X(CUDA_ERROR_OUT_OF_MEMORY, 2, -ENOMEM)               \
-	X(CUDA_ERROR_NOT_INITIALIZED, 3, -ENODEV)             \
-	X(CUDA_ERROR_DEINITIALIZED, 4, -ENODEV)               \
-	X(CUDA_ERROR_STUB_LIBRARY, 34, -ENODEV)               \
-	X(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, 36, -ENOSYS) \
-	X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46, -EBUSY)          \
-	X(CUDA_ERROR_NO_DEVICE, 100, -ENODEV)                 \
-	X(CUDA_ERROR_INVALID_DEVICE, 101, -ENODEV)            \
-	X(CUDA_ERROR_DEVICE_NOT_LICENSED, 102, -EPERM)        \
-	X(CUDA_ERROR_INVALID_CONTEXT, 201, -EINVAL)           \
-	X(CUDA_ERROR_MAP_FAILED, 205, -ENOMEM)                \
-	X(CUDA_ERROR_UNMAP_FAILED, 206, -EIO)                 \
-	X(CUDA_ERROR_ALREADY_MAPPED, 208, -EBUSY)             \
-	X(CUDA_ERROR_ALREADY_ACQUIRED, 210, -EBUSY)           \
-	X(CUDA_ERROR_NOT_MAPPED, 211, -ENOENT)                \
-	X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, -EIO)            \
-	X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, 216, -EBUSY)     \
-	X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, 217, -ENOTSUP)  \
-	X(CUDA_ERROR_FILE_NOT_FOUND, 301, -ENOENT)            \
-	X(CUDA_ERROR_OPERATING_SYSTEM, 304, -EIO)             \
-	X(CUDA_ERROR_INVALID_HANDLE, 400, -EBADF)             \
-	X(CUDA_ERROR_ILLEGAL_STATE, 401, -EINVAL)             \
-	X(CUDA_ERROR_NOT_FOUND, 500, -ENOENT)                 \
-	X(CUDA_ERROR_NOT_READY, 600, -EAGAIN)                 \
-	X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, -EFAULT)           \
-	X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, -EAGAIN)   \
-	X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, -ETIMEDOUT)         \
-	X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, -ENODEV)      \
+#define CUDA_ERRNO_TABLE(X)                                        \
+	X(CUDA_SUCCESS, 0, 0)                                      \
+	X(CUDA_ERROR_INVALID_VALUE, 1, -EINVAL)                    \
+	X(CUDA_ERROR_OUT_OF_MEMORY, 2, -ENOMEM)                    \
+	X(CUDA_ERROR_NOT_INITIALIZED, 3, -ENODEV)                  \
+	X(CUDA_ERROR_DEINITIALIZED, 4, -ENODEV)                    \
+	X(CUDA_ERROR_STUB_LIBRARY, 34, -ENODEV)                    \
+	X(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, 36, -ENOSYS)      \
+	X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46, -EBUSY)               \
+	X(CUDA_ERROR_NO_DEVICE, 100, -ENODEV)                      \
+	X(CUDA_ERROR_INVALID_DEVICE, 101, -ENODEV)                 \
+	X(CUDA_ERROR_DEVICE_NOT_LICENSED, 102, -EPERM)             \
+	X(CUDA_ERROR_INVALID_CONTEXT, 201, -EINVAL)                \
+	X(CUDA_ERROR_MAP_FAILED, 205, -ENOMEM)                     \
+	X(CUDA_ERROR_UNMAP_FAILED, 206, -EIO)                      \
+	X(CUDA_ERROR_ALREADY_MAPPED, 208, -EBUSY)                  \
+	X(CUDA_ERROR_ALREADY_ACQUIRED, 210, -EBUSY)                \
+	X(CUDA_ERROR_NOT_MAPPED, 211, -ENOENT)                     \
+	X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, -EIO)                 \
+	X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, 216, -EBUSY)          \
+	X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, 217, -ENOTSUP)       \
+	X(CUDA_ERROR_FILE_NOT_FOUND, 301, -ENOENT)                 \
+	X(CUDA_ERROR_OPERATING_SYSTEM, 304, -EIO)                  \
+	X(CUDA_ERROR_INVALID_HANDLE, 400, -EBADF)                  \
+	X(CUDA_ERROR_ILLEGAL_STATE, 401, -EINVAL)                  \
+	X(CUDA_ERROR_NOT_FOUND, 500, -ENOENT)                      \
+	X(CUDA_ERROR_NOT_READY, 600, -EAGAIN)                      \
+	X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, -EFAULT)                \
+	X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, -EAGAIN)        \
+	X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, -ETIMEDOUT)              \
+	X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, -ENODEV)           \
 	X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, -EEXIST) \
 	X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, -ENOENT)     \
-	X(CUDA_ERROR_LAUNCH_FAILED, 719, -EIO)                \
-	X(CUDA_ERROR_NOT_PERMITTED, 800, -EPERM)              \
-	X(CUDA_ERROR_NOT_SUPPORTED, 801, -ENOTSUP)            \
-	X(CUDA_ERROR_SYSTEM_NOT_READY, 802, -EAGAIN)          \
-	X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803, -ENODEV)    \
+	X(CUDA_ERROR_LAUNCH_FAILED, 719, -EIO)                     \
+	X(CUDA_ERROR_NOT_PERMITTED, 800, -EPERM)                   \
+	X(CUDA_ERROR_NOT_SUPPORTED, 801, -ENOTSUP)                 \
+	X(CUDA_ERROR_SYSTEM_NOT_READY, 802, -EAGAIN)               \
+	X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803, -ENODEV)         \
 	X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804, -ENODEV) \
-	X(CUDA_ERROR_TIMEOUT, 909, -ETIMEDOUT)                \
+	X(CUDA_ERROR_TIMEOUT, 909, -ETIMEDOUT)                     \
 	X(CUDA_ERROR_UNKNOWN, 999, -EIO)
 
 #if HAVE_CUDA_H
@@ -116,7 +116,8 @@ int vmm_cuda_result_to_errno_level(int result, const char *call, int level)
 		    driver_name)
 			name = driver_name;
 	}
-	vmm_log((enum vmm_log_level)level, "vmm cuda: %s failed: CUresult %d (%s) -> %d",
+	vmm_log((enum vmm_log_level)level,
+		"vmm cuda: %s failed: CUresult %d (%s) -> %d",
 		call ? call : "driver call", result, name ? name : "unknown",
 		err);
 	return err;

@@ -101,7 +101,11 @@ void vmm_pool_destroy(struct vmm_pool *pool)
 		if (p->state != VMM_PAGE_FREE)
 			leaked++;
 		close(p->fd);
-		if (b->ops->page_release(b, p->handle))
+		/* Teardown calls are retried once: a transient failure
+		 * (-EINTR, -ENOMEM for metadata) must not leak device memory;
+		 * a second failure is logged and the page is lost. */
+		if (b->ops->page_release(b, p->handle) &&
+		    b->ops->page_release(b, p->handle))
 			vmm_log(VMM_LOG_WARN,
 				"vmm pool: release of page %llu failed",
 				(unsigned long long)id);
@@ -139,7 +143,8 @@ static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
 	return 0;
 
 err_release:
-	if (b->ops->page_release(b, p->handle))
+	if (b->ops->page_release(b, p->handle) &&
+	    b->ops->page_release(b, p->handle))
 		pool->st.failures++;
 err_count:
 	pool->st.failures++;
