@@ -12,7 +12,10 @@ for b in "$build"/bench/*; do
 	[ -x "$b" ] || continue
 	case $(basename "$b") in *"$pattern"*) ;; *) continue ;; esac
 	echo "== $(basename "$b")"
-	"$b" || status=1
+	"$b"
+	rc=$?
+	# 77: the benchmark needs hardware this machine lacks (it said why).
+	[ $rc = 0 ] || [ $rc = 77 ] || status=1
 done
 for s in bench/*.sh; do
 	case $s in bench/run.sh | bench/gpu-check.sh) continue ;; esac

@@ -1,0 +1,58 @@
+#!/bin/bash
+# GPU check: on a machine with a GPU, build, run the cuda backend's tests
+# and time the CUDA VMM calls per 2 MiB page, then print one short table
+# (plus the kernels' table when bench/gpu-check-kernels.sh exists).
+# Without a GPU it builds, says so in one line and exits 77.
+#
+#   bench/gpu-check.sh            (KVMM_LIBCUDA=PATH to pick a libcuda)
+#
+# Exit: 0 all passed, 1 a build, test or timing failed, 77 no GPU.
+set -u
+cd "$(dirname "$0")/.."
+build=${KVMM_BUILD:-build}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+echo "== gpu-check: building"
+if ! make -s -j"$(nproc)" >"$log/make" 2>&1; then
+	tail -30 "$log/make"
+	echo "gpu-check: build failed"
+	exit 1
+fi
+
+# The timing program opens the cuda backend first: its skip is the
+# authoritative "no GPU" answer (no driver, stub driver, or no device).
+echo "== gpu-check: timing CUDA VMM calls per 2 MiB page"
+"$build"/bench/vmm-cuda-timing --pages "${KVMM_GPU_CHECK_PAGES:-256}" \
+	>"$log/timing" 2>"$log/timing.err"
+rc=$?
+if [ $rc = 77 ]; then
+	why=$(grep -m1 -o 'cuda: unavailable: .*' "$log/timing.err" | sed 's/^cuda: unavailable: //')
+	echo "gpu-check: no GPU on this machine, nothing to check (${why:-$(grep -m1 '^skip:' "$log/timing")})"
+	exit 77
+fi
+status=0
+[ $rc = 0 ] || { cat "$log/timing.err"; echo "gpu-check: timing failed (rc=$rc)"; status=1; }
+
+echo "== gpu-check: cuda backend tests"
+KVMM_BUILD=$build tests/run.sh vmm-cuda | tee "$log/tests"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+kernels=""
+if [ -f bench/gpu-check-kernels.sh ]; then
+	echo "== gpu-check: kernels (bench/gpu-check-kernels.sh)"
+	KVMM_BUILD=$build bash bench/gpu-check-kernels.sh | tee "$log/kernels"
+	[ "${PIPESTATUS[0]}" = 0 ] || status=1
+	kernels=yes
+fi
+
+echo
+echo "== gpu-check summary"
+echo "tests: $(tail -n 1 "$log/tests")"
+grep -v '^{' "$log/timing"
+grep '^{' "$log/timing"
+if [ -n "$kernels" ]; then
+	echo "kernels (last lines of bench/gpu-check-kernels.sh):"
+	tail -n 15 "$log/kernels"
+fi
+exit $status

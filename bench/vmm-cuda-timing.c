@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmm-cuda-timing: what one 2 MiB page costs through the cuda backend:
+ * cuMemCreate (page_create), cuMemMap (map), cuMemSetAccess (set_access),
+ * cuMemUnmap (unmap), cuMemRelease (page_release), plus export/import of
+ * the POSIX fd.  Each call is timed on its own, over many pages; the table
+ * shows the median and the 90th percentile in microseconds, and the ratio
+ * to the same operation on the host backend with the same page size (the
+ * baseline, measured in the same run).  Times include the backend's
+ * validation and the context push/pop around each call, i.e. what kvmm
+ * pays, not only the driver.
+ *
+ *   build/bench/vmm-cuda-timing [--pages N]     (exits 77 without a GPU)
+ *   build/bench/vmm-cuda-timing --backend host  (checks this program on a
+ *                                                machine without a GPU)
+ *
+ * KVMM_LIBCUDA overrides the libcuda path.  Ends with one JSON line.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vmm/vmm.h"
+
+#define PAGE_2M (2u << 20)
+
+enum step {
+	S_CREATE,
+	S_EXPORT,
+	S_IMPORT,
+	S_MAP,
+	S_ACCESS,
+	S_UNMAP,
+	S_RELEASE,
+	S_COUNT
+};
+static const char *const step_names[S_COUNT] = {
+	"cuMemCreate",
+	"cuMemExportToShareableHandle",
+	"cuMemImportFromShareableHandle",
+	"cuMemMap",
+	"cuMemSetAccess",
+	"cuMemUnmap",
+	"cuMemRelease",
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[(size_t)(p * (n - 1) + 0.5)];
+}
+
+#define TIMED(slot, call)                                                   \
+	do {                                                                \
+		double _t0 = now_us();                                      \
+		int _e = (call);                                            \
+		(slot) = now_us() - _t0;                                    \
+		if (_e) {                                                   \
+			fprintf(stderr, "vmm-cuda-timing: %s: %s\n", #call, \
+				strerror(-_e));                             \
+			return _e;                                          \
+		}                                                           \
+	} while (0)
+
+/* Time every step for n pages on b; t[step][i] in microseconds. */
+static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
+{
+	vmm_handle_t *pages = calloc(n, sizeof(*pages));
+	vmm_handle_t *imported = calloc(n, sizeof(*imported));
+	size_t ps = b->page_size;
+	uint64_t va;
+	int *fds = calloc(n, sizeof(*fds));
+
+	if (!pages || !imported || !fds)
+		return -ENOMEM;
+	TIMED(t[S_CREATE][0], b->ops->reserve(b, n * ps, &va));
+	for (size_t i = 0; i < n; i++)
+		TIMED(t[S_CREATE][i], b->ops->page_create(b, &pages[i]));
+	for (size_t i = 0; i < n; i++)
+		TIMED(t[S_EXPORT][i],
+		      b->ops->page_export(b, pages[i], &fds[i]));
+	for (size_t i = 0; i < n; i++) {
+		TIMED(t[S_IMPORT][i],
+		      b->ops->page_import(b, fds[i], &imported[i]));
+		close(fds[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		TIMED(t[S_MAP][i], b->ops->map(b, va + i * ps, pages[i]));
+	for (size_t i = 0; i < n; i++)
+		TIMED(t[S_ACCESS][i],
+		      b->ops->set_access(b, va + i * ps, ps, VMM_PROT_RW));
+	for (size_t i = 0; i < n; i++)
+		TIMED(t[S_UNMAP][i], b->ops->unmap(b, va + i * ps));
+	for (size_t i = 0; i < n; i++) {
+		if (imported[i] != pages[i])
+			b->ops->page_release(b, imported[i]);
+		TIMED(t[S_RELEASE][i], b->ops->page_release(b, pages[i]));
+	}
+	b->ops->free_range(b, va, n * ps);
+	free(pages);
+	free(imported);
+	free(fds);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct vmm_config cfg = { .kind = VMM_BACKEND_CUDA };
+	struct vmm_config hcfg = { .kind = VMM_BACKEND_HOST,
+				   .page_size = PAGE_2M };
+	double *tc[S_COUNT], *th[S_COUNT], med[S_COUNT], p90[S_COUNT],
+		hmed[S_COUNT];
+	struct vmm_backend *cuda, *host;
+	size_t n = 256;
+	int err;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--pages") && i + 1 < argc)
+			n = strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--backend") && i + 1 < argc &&
+			 !strcmp(argv[i + 1], "host"))
+			cfg = hcfg, i++;
+		else {
+			fprintf(stderr,
+				"usage: %s [--pages N] [--backend host]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (n < 2)
+		n = 2;
+	cfg.libcuda_path = getenv("KVMM_LIBCUDA");
+	err = vmm_backend_open(&cfg, &cuda);
+	if (err) {
+		printf("skip: no GPU (the cuda backend did not open: %s)\n",
+		       strerror(-err));
+		return 77;
+	}
+	if (cuda->page_size != PAGE_2M) {
+		/* Ask for 2 MiB pages when the granularity divides it. */
+		vmm_backend_close(cuda);
+		cfg.page_size = PAGE_2M;
+		err = vmm_backend_open(&cfg, &cuda);
+		if (err) {
+			printf("skip: granularity does not divide 2 MiB (%s)\n",
+			       strerror(-err));
+			return 77;
+		}
+	}
+	err = vmm_backend_open(&hcfg, &host);
+	if (err)
+		return 1;
+	for (int s = 0; s < S_COUNT; s++) {
+		tc[s] = calloc(n, sizeof(double));
+		th[s] = calloc(n, sizeof(double));
+		if (!tc[s] || !th[s])
+			return 1;
+	}
+	/* One warm-up pass each (driver lazy init, page tables). */
+	if (run(cuda, 2, tc) || run(host, 2, th))
+		return 1;
+	if (run(cuda, n, tc) || run(host, n, th))
+		return 1;
+
+	printf("vmm-cuda-timing: %s, %zu pages of %zu bytes, microseconds per page\n",
+	       cuda->device_name, n, cuda->page_size);
+	printf("  %-32s %10s %10s %12s %8s\n", "operation", "median", "p90",
+	       "host median", "ratio");
+	for (int s = 0; s < S_COUNT; s++) {
+		med[s] = pct(tc[s], n, 0.5);
+		p90[s] = pct(tc[s], n, 0.9);
+		hmed[s] = pct(th[s], n, 0.5);
+		printf("  %-32s %10.2f %10.2f %12.2f %8.2f\n", step_names[s],
+		       med[s], p90[s], hmed[s],
+		       hmed[s] > 0 ? med[s] / hmed[s] : 0.0);
+	}
+	printf("  (ratio = cuda median / host-backend median, same page size)\n");
+	printf("{\"bench\":\"vmm-cuda-timing\",\"device\":\"%s\",\"page_size\":%zu,"
+	       "\"pages\":%zu,\"baseline\":\"host backend\"",
+	       cuda->device_name, cuda->page_size, n);
+	for (int s = 0; s < S_COUNT; s++)
+		printf(",\"%s_median_us\":%.3f,\"%s_p90_us\":%.3f,\"%s_host_median_us\":%.3f",
+		       step_names[s], med[s], step_names[s], p90[s],
+		       step_names[s], hmed[s]);
+	printf("}\n");
+	vmm_backend_close(cuda);
+	vmm_backend_close(host);
+	return 0;
+}
