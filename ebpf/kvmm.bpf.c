@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * BPF side of kvmm telemetry: one USDT program per probe of ebpf/probes.h,
+ * aggregating into maps that the loader pins by name under
+ * /sys/fs/bpf/kvmm/v<KVMM_TEL_LAYOUT_VERSION>/ and that bpftool prints with
+ * named fields (the maps carry BTF):
+ *
+ *	kvmm_blocks	LRU hash, block hash -> struct kvmm_block_stats
+ *	kvmm_hist	hash, struct kvmm_hist_key -> struct kvmm_hist (log2 ns)
+ *	kvmm_counters	per-CPU array[1] of struct kvmm_counters
+ *	kvmm_events	ring buffer of struct kvmm_tel_event_rec for the daemon
+ *
+ * Block statistics and histograms are shared across CPUs, so counts are
+ * added atomically; the time fields are last-writer-wins, which is what an
+ * estimate needs.  The access probe carries a user pointer to an array of
+ * records; they are copied a chunk at a time and walked with bpf_loop() so
+ * a step with thousands of records still verifies and costs one probe hit.
+ */
+#include <stdbool.h>
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+
+#include "ebpf/kvmm_telemetry.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define KVMM_ACCESS_CHUNK 16
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct kvmm_block_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kvmm_blocks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kvmm_hist_key);
+	__type(value, struct kvmm_hist);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kvmm_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kvmm_counters);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kvmm_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} kvmm_events SEC(".maps");
+
+/* Scratch for copying access records out of the client (not pinned). */
+struct access_scratch {
+	struct kvmm_access_rec recs[KVMM_ACCESS_CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct access_scratch);
+} kvmm_scratch SEC(".maps");
+
+static __always_inline struct kvmm_counters *counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&kvmm_counters, &zero);
+}
+
+static __always_inline void count_event(__u32 kind)
+{
+	struct kvmm_counters *c = counters();
+
+	/* Keep the bound check where the verifier can see it. */
+	barrier_var(kind);
+	if (c && kind < KVMM_TEL_NR_EVENTS)
+		c->events[kind]++;
+}
+
+static __always_inline void hist_add(__u32 kind, __u32 tier, __u32 dst_tier,
+				     __u64 segments, __u64 latency_ns,
+				     __u64 bytes)
+{
+	struct kvmm_hist_key key = {
+		.kind = kind,
+		.tier = tier,
+		.dst_tier = dst_tier,
+		.segments = kvmm_tel_clamp_segments(segments),
+	};
+	struct kvmm_hist *h = bpf_map_lookup_elem(&kvmm_hist, &key);
+	__u32 b = kvmm_tel_log2_bucket(latency_ns);
+
+	if (!h) {
+		struct kvmm_hist zero = {};
+
+		/* Another CPU may insert the row first: then just look up. */
+		bpf_map_update_elem(&kvmm_hist, &key, &zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(&kvmm_hist, &key);
+		if (!h) {
+			struct kvmm_counters *c = counters();
+
+			if (c)
+				c->hist_dropped++;
+			return;
+		}
+	}
+	__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->sum_ns, latency_ns);
+	__sync_fetch_and_add(&h->sum_bytes, bytes);
+	if (b < KVMM_TEL_HIST_BUCKETS)
+		__sync_fetch_and_add(&h->buckets[b], 1);
+}
+
+static __always_inline void emit(__u32 kind, __u64 hash, __u32 tier,
+				 __u32 dst_tier, __u64 bytes, __u64 latency_ns,
+				 __u64 seq, __u32 segments)
+{
+	struct kvmm_tel_event_rec *e;
+
+	e = bpf_ringbuf_reserve(&kvmm_events, sizeof(*e), 0);
+	if (!e) {
+		struct kvmm_counters *c = counters();
+
+		if (c)
+			c->events_dropped++;
+		return;
+	}
+	e->ts_ns = bpf_ktime_get_ns();
+	e->hash = hash;
+	e->bytes = bytes;
+	e->latency_ns = latency_ns;
+	e->seq = seq;
+	e->kind = kind;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->segments = segments;
+	e->tier = tier;
+	e->dst_tier = dst_tier;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void block_access(const struct kvmm_access_rec *r,
+					 __u64 now, __u32 pid,
+					 struct kvmm_counters *c)
+{
+	struct kvmm_block_stats *s;
+	__u64 hash = r->hash;
+
+	c->accesses++;
+	if (r->tier < KVMM_TEL_NR_TIERS)
+		c->tier_accesses[r->tier]++;
+	s = bpf_map_lookup_elem(&kvmm_blocks, &hash);
+	if (!s) {
+		struct kvmm_block_stats init = {
+			.count = 1,
+			.first_ns = now,
+			.last_ns = now,
+			.last_seq = r->seq,
+			.last_tier = r->tier,
+			.last_pid = pid,
+		};
+
+		if (!bpf_map_update_elem(&kvmm_blocks, &hash, &init,
+					 BPF_NOEXIST))
+			return;
+		s = bpf_map_lookup_elem(&kvmm_blocks, &hash);
+		if (!s) {
+			c->blocks_dropped++;
+			return;
+		}
+	}
+	s->ewma_gap_ns =
+		kvmm_tel_ewma_next(s->count, s->ewma_gap_ns, s->last_ns, now);
+	s->last_ns = now;
+	s->last_seq = r->seq;
+	s->last_tier = r->tier;
+	s->last_pid = pid;
+	__sync_fetch_and_add(&s->count, 1);
+}
+
+struct access_ctx {
+	const struct kvmm_access_rec *user;
+	__u32 n;
+	__u32 pid;
+	__u64 now;
+	struct access_scratch *scratch;
+	struct kvmm_counters *c;
+};
+
+/* One chunk of up to KVMM_ACCESS_CHUNK records per bpf_loop iteration. */
+static long access_chunk(__u32 i, void *arg)
+{
+	struct access_ctx *ctx = arg;
+	__u32 first = i * KVMM_ACCESS_CHUNK;
+	__u32 left, k;
+
+	if (first >= ctx->n)
+		return 1;
+	left = ctx->n - first;
+	if (left > KVMM_ACCESS_CHUNK)
+		left = KVMM_ACCESS_CHUNK;
+	if (bpf_probe_read_user(ctx->scratch->recs,
+				sizeof(struct kvmm_access_rec) *
+					KVMM_ACCESS_CHUNK,
+				ctx->user + first)) {
+		/* The tail chunk may end at an unmapped page: go one by one. */
+		for (k = 0; k < KVMM_ACCESS_CHUNK; k++) {
+			if (k >= left)
+				break;
+			if (bpf_probe_read_user(&ctx->scratch->recs[k],
+						sizeof(struct kvmm_access_rec),
+						ctx->user + first + k)) {
+				ctx->c->access_dropped += left - k;
+				left = k;
+				break;
+			}
+		}
+	}
+	for (k = 0; k < KVMM_ACCESS_CHUNK; k++) {
+		if (k >= left)
+			break;
+		block_access(&ctx->scratch->recs[k], ctx->now, ctx->pid,
+			     ctx->c);
+	}
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_access, __u64 step, const struct kvmm_access_rec *recs,
+	     __u32 n)
+{
+	struct access_ctx a = {
+		.user = recs,
+		.n = n,
+		.pid = bpf_get_current_pid_tgid() >> 32,
+		.now = bpf_ktime_get_ns(),
+	};
+	__u32 zero = 0;
+
+	a.c = counters();
+	a.scratch = bpf_map_lookup_elem(&kvmm_scratch, &zero);
+	if (!a.c || !a.scratch)
+		return 0;
+	a.c->events[KVMM_TEL_ACCESS]++;
+	if (n > KVMM_TEL_MAX_ACCESS_RECORDS) {
+		a.c->access_dropped += n - KVMM_TEL_MAX_ACCESS_RECORDS;
+		a.n = KVMM_TEL_MAX_ACCESS_RECORDS;
+	}
+	bpf_loop((a.n + KVMM_ACCESS_CHUNK - 1) / KVMM_ACCESS_CHUNK,
+		 access_chunk, &a, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_kernel, __u32 kind, __u64 latency_ns, __u32 segments,
+	     __u64 tokens)
+{
+	kind = kind == KVMM_TEL_PREFILL ? KVMM_TEL_PREFILL : KVMM_TEL_ATTENTION;
+	count_event(kind);
+	hist_add(kind, KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_GPU, segments,
+		 latency_ns, 0);
+	emit(kind, 0, KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_GPU, 0, latency_ns,
+	     tokens, kvmm_tel_clamp_segments(segments));
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_extend, __u64 seq, __u64 tokens, __u32 pages,
+	     __u64 latency_ns)
+{
+	count_event(KVMM_TEL_EXTEND);
+	hist_add(KVMM_TEL_EXTEND, KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_GPU, 0,
+		 latency_ns, pages);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_restore, __u64 hash, __u32 tier, __u64 bytes,
+	     __u64 latency_ns)
+{
+	tier = tier < KVMM_TEL_NR_TIERS ? tier : KVMM_TEL_TIER_MISS;
+	count_event(KVMM_TEL_RESTORE);
+	hist_add(KVMM_TEL_RESTORE, tier, KVMM_TEL_TIER_GPU, 0, latency_ns,
+		 bytes);
+	emit(KVMM_TEL_RESTORE, hash, tier, KVMM_TEL_TIER_GPU, bytes, latency_ns,
+	     0, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_recompute, __u64 hash, __u64 position, __u32 tokens,
+	     __u64 latency_ns)
+{
+	count_event(KVMM_TEL_RECOMPUTE);
+	hist_add(KVMM_TEL_RECOMPUTE, KVMM_TEL_TIER_MISS, KVMM_TEL_TIER_GPU, 0,
+		 latency_ns, tokens);
+	emit(KVMM_TEL_RECOMPUTE, hash, KVMM_TEL_TIER_MISS, KVMM_TEL_TIER_GPU,
+	     tokens, latency_ns, position, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_revoke, __u64 session, __u64 hash, __u64 latency_ns)
+{
+	count_event(KVMM_TEL_REVOKE);
+	hist_add(KVMM_TEL_REVOKE, KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_GPU, 0,
+		 latency_ns, 0);
+	emit(KVMM_TEL_REVOKE, hash, KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_GPU, 0,
+	     latency_ns, session, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_migrate, __u64 hash, __u32 from, __u32 to, __u64 bytes,
+	     __u64 latency_ns)
+{
+	from = from < KVMM_TEL_NR_TIERS ? from : KVMM_TEL_TIER_MISS;
+	to = to < KVMM_TEL_NR_TIERS ? to : KVMM_TEL_TIER_MISS;
+	count_event(KVMM_TEL_MIGRATE);
+	hist_add(KVMM_TEL_MIGRATE, from, to, 0, latency_ns, bytes);
+	emit(KVMM_TEL_MIGRATE, hash, from, to, bytes, latency_ns, 0, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kvmm_evict, __u64 hash, __u32 tier, __u64 bytes)
+{
+	tier = tier < KVMM_TEL_NR_TIERS ? tier : KVMM_TEL_TIER_MISS;
+	count_event(KVMM_TEL_EVICT);
+	emit(KVMM_TEL_EVICT, hash, tier, tier, bytes, 0, 0, 0);
+	return 0;
+}

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Telemetry layout shared by the BPF programs (ebpf/kvmm.bpf.c), the loader
+ * (ebpf/telemetry.c), the shared-memory fallback (ebpf/telemetry_shm.h) and
+ * the probe sites (ebpf/probes.h).
+ *
+ * Everything here is part of the pinned-map layout: a change to any struct
+ * or enum below must bump KVMM_TEL_LAYOUT_VERSION, which names the pin
+ * directory (/sys/fs/bpf/kvmm/v<N>/), so a loader never reuses a map that an
+ * older layout created.  The header compiles both for the BPF target (no
+ * libc) and for user space, so it only uses __u* types and plain inlines.
+ */
+#ifndef KVMM_EBPF_TELEMETRY_LAYOUT_H
+#define KVMM_EBPF_TELEMETRY_LAYOUT_H
+
+#include <linux/types.h>
+
+#define KVMM_TEL_LAYOUT_VERSION 1
+
+/* Events: the probe that fired (also the histogram kind). */
+enum kvmm_tel_event {
+	KVMM_TEL_ACCESS = 0, /* step block accesses (no latency) */
+	KVMM_TEL_ATTENTION, /* attention (decode) kernel completed */
+	KVMM_TEL_PREFILL, /* prefill kernel completed */
+	KVMM_TEL_EXTEND, /* sequence grew by pages */
+	KVMM_TEL_RESTORE, /* block reloaded from a tier */
+	KVMM_TEL_RECOMPUTE, /* block recomputed (patched) */
+	KVMM_TEL_REVOKE, /* page revoked from a client */
+	KVMM_TEL_MIGRATE, /* block moved between tiers */
+	KVMM_TEL_EVICT, /* block dropped from a tier */
+	KVMM_TEL_NR_EVENTS,
+};
+
+/*
+ * Where an access found its block.  MISS means the block was not resident
+ * anywhere and had to be recomputed.
+ */
+enum kvmm_tel_tier {
+	KVMM_TEL_TIER_GPU = 0,
+	KVMM_TEL_TIER_HOST,
+	KVMM_TEL_TIER_NVME,
+	KVMM_TEL_TIER_REMOTE,
+	KVMM_TEL_TIER_MISS,
+	KVMM_TEL_NR_TIERS,
+};
+
+/* Histograms: log2(ns) buckets; bucket i holds [2^i, 2^(i+1)), 0 holds 0..1. */
+#define KVMM_TEL_HIST_BUCKETS 48
+/* Segment counts above this share the last histogram row. */
+#define KVMM_TEL_MAX_SEGMENTS 64
+/* Records one access probe may carry; the rest are counted as dropped. */
+#define KVMM_TEL_MAX_ACCESS_RECORDS 65536
+/* EWMA of the inter-access gap: new = old + (gap - old) / 2^SHIFT. */
+#define KVMM_TEL_EWMA_SHIFT 3
+
+/*
+ * One block access in a step, as the access probe passes them (pointer +
+ * count): the block's content hash, the sequence that read it and the tier
+ * it was found in.
+ */
+struct kvmm_access_rec {
+	__u64 hash;
+	__u64 seq;
+	__u32 tier; /* enum kvmm_tel_tier */
+	__u32 flags; /* reserved, 0 */
+};
+
+/* Per-block statistics (value of the kvmm_blocks LRU hash, key = hash). */
+struct kvmm_block_stats {
+	__u64 count; /* accesses seen */
+	__u64 first_ns; /* CLOCK_MONOTONIC of the first access */
+	__u64 last_ns; /* ... and of the latest */
+	__u64 ewma_gap_ns; /* inter-access time estimate (0 until 2 accesses) */
+	__u64 last_seq; /* sequence of the latest access */
+	__u32 last_tier; /* enum kvmm_tel_tier of the latest access */
+	__u32 last_pid; /* process of the latest access (0 in shm mode) */
+};
+
+/* Histogram key: event kind, tier (source tier for restore/migrate), the
+ * destination tier of a migration, the segment count of a kernel. */
+struct kvmm_hist_key {
+	__u16 kind; /* enum kvmm_tel_event */
+	__u8 tier;
+	__u8 dst_tier;
+	__u32 segments;
+};
+
+struct kvmm_hist {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 sum_bytes;
+	__u64 buckets[KVMM_TEL_HIST_BUCKETS];
+};
+
+/* Counters (per CPU in BPF, one copy in shared memory). */
+struct kvmm_counters {
+	__u64 events[KVMM_TEL_NR_EVENTS]; /* probe firings per event */
+	__u64 accesses; /* access records processed */
+	__u64 tier_accesses[KVMM_TEL_NR_TIERS]; /* ... by tier found */
+	__u64 access_dropped; /* records over the per-probe cap or unreadable */
+	__u64 blocks_dropped; /* block stats that could not be stored */
+	__u64 hist_dropped; /* histogram rows that could not be stored */
+	__u64 events_dropped; /* ring buffer full */
+};
+
+/* Ring buffer record for the daemon (everything but accesses). */
+struct kvmm_tel_event_rec {
+	__u64 ts_ns;
+	__u64 hash; /* block, 0 if the event is not about one block */
+	__u64 bytes;
+	__u64 latency_ns;
+	__u64 seq; /* sequence or session, when known */
+	__u32 kind; /* enum kvmm_tel_event */
+	__u32 pid;
+	__u32 segments;
+	__u8 tier;
+	__u8 dst_tier;
+	__u16 pad;
+};
+
+/* floor(log2(v)) clamped to the histogram; branchy but BPF-verifiable. */
+static inline __u32 kvmm_tel_log2_bucket(__u64 v)
+{
+	__u32 r = 0;
+
+	if (v >> 32) {
+		v >>= 32;
+		r += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		r += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		r += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		r += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		r += 2;
+	}
+	if (v >> 1)
+		r += 1;
+	return r < KVMM_TEL_HIST_BUCKETS ? r : KVMM_TEL_HIST_BUCKETS - 1;
+}
+
+static inline __u32 kvmm_tel_clamp_segments(__u64 s)
+{
+	return s < KVMM_TEL_MAX_SEGMENTS ? (__u32)s : KVMM_TEL_MAX_SEGMENTS;
+}
+
+/*
+ * The EWMA of the inter-access gap after an access at now_ns, given the
+ * block's count of earlier accesses (prev_count) and the latest one's time.
+ */
+static inline __u64 kvmm_tel_ewma_next(__u64 prev_count, __u64 ewma,
+				       __u64 last_ns, __u64 now_ns)
+{
+	__u64 gap = now_ns > last_ns ? now_ns - last_ns : 0;
+
+	if (prev_count == 0)
+		return 0;
+	if (prev_count == 1) /* the first gap seeds the estimate */
+		return gap;
+	if (gap >= ewma)
+		return ewma + ((gap - ewma) >> KVMM_TEL_EWMA_SHIFT);
+	return ewma - ((ewma - gap) >> KVMM_TEL_EWMA_SHIFT);
+}
+
+#endif

@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Telemetry core: the source-independent half of ebpf/telemetry.h.
+ *
+ * A snapshot is an open-addressing table of block statistics, a sorted
+ * array of histogram rows and the summed counters.  tel_poll() builds a
+ * new snapshot from the source (BPF maps through telemetry_bpf.c, or a
+ * merge of every registered shm region plus the totals of removed ones),
+ * compares it with the previous one to feed the sink, and swaps.  Merging
+ * the same block from several sessions adds counts and access rates (the
+ * gap EWMAs combine as 1/g = 1/g1 + 1/g2) and keeps the latest access.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebpf/telemetry_int.h"
+#include "ebpf/telemetry_shm.h"
+#include "vmm/vmm.h"
+
+/* vmm/ may not provide its logger in every link (tests of ebpf/ alone). */
+#pragma weak vmm_log
+
+struct tel_block_ent {
+	uint64_t hash;
+	uint64_t used;
+	struct kvmm_block_stats s;
+};
+
+struct tel_hist_row {
+	uint64_t packed; /* kvmm_tel_hist_key_pack(), the sort key */
+	struct kvmm_hist_key key;
+	struct kvmm_hist h;
+};
+
+struct tel_snapshot {
+	struct tel_block_ent *blocks;
+	size_t cap, nr_blocks; /* cap is a power of two */
+	struct tel_hist_row *rows;
+	size_t nr_rows, cap_rows;
+	struct kvmm_counters counters;
+};
+
+struct tel_shm_src {
+	uint64_t id;
+	struct kvmm_tel_shm *shm;
+	uint32_t nr_blocks; /* computed from the size we were given */
+};
+
+void tel_log(int level, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (vmm_log)
+		vmm_log(level, "telemetry: %s", buf);
+	else if (level <= VMM_LOG_INFO)
+		fprintf(stderr, "kvmm telemetry: %s\n", buf);
+}
+
+static const char *const event_names[KVMM_TEL_NR_EVENTS] = {
+	[KVMM_TEL_ACCESS] = "access",	[KVMM_TEL_ATTENTION] = "attention",
+	[KVMM_TEL_PREFILL] = "prefill", [KVMM_TEL_EXTEND] = "extend",
+	[KVMM_TEL_RESTORE] = "restore", [KVMM_TEL_RECOMPUTE] = "recompute",
+	[KVMM_TEL_REVOKE] = "revoke",	[KVMM_TEL_MIGRATE] = "migrate",
+	[KVMM_TEL_EVICT] = "evict",
+};
+
+static const char *const tier_names[KVMM_TEL_NR_TIERS] = {
+	[KVMM_TEL_TIER_GPU] = "gpu",   [KVMM_TEL_TIER_HOST] = "host",
+	[KVMM_TEL_TIER_NVME] = "nvme", [KVMM_TEL_TIER_REMOTE] = "remote",
+	[KVMM_TEL_TIER_MISS] = "miss",
+};
+
+const char *tel_event_string(uint32_t kind)
+{
+	return kind < KVMM_TEL_NR_EVENTS ? event_names[kind] : "unknown";
+}
+
+const char *tel_tier_string(uint32_t tier)
+{
+	return tier < KVMM_TEL_NR_TIERS ? tier_names[tier] : "unknown";
+}
+
+const char *tel_source_string(enum tel_source s)
+{
+	switch (s) {
+	case TEL_SOURCE_OFF:
+		return "off";
+	case TEL_SOURCE_BPF:
+		return "bpf";
+	case TEL_SOURCE_SHM:
+		return "shm";
+	}
+	return "unknown";
+}
+
+const char *tel_mode_string(enum tel_mode m)
+{
+	switch (m) {
+	case TEL_MODE_AUTO:
+		return "auto";
+	case TEL_MODE_BPF:
+		return "bpf";
+	case TEL_MODE_SHM:
+		return "shm";
+	case TEL_MODE_OFF:
+		return "off";
+	}
+	return "unknown";
+}
+
+int tel_mode_parse(const char *s, enum tel_mode *out)
+{
+	static const enum tel_mode all[] = { TEL_MODE_AUTO, TEL_MODE_BPF,
+					     TEL_MODE_SHM, TEL_MODE_OFF };
+	size_t i;
+
+	for (i = 0; s && i < sizeof(all) / sizeof(all[0]); i++) {
+		if (!strcmp(s, tel_mode_string(all[i]))) {
+			*out = all[i];
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* ---- snapshots ---- */
+
+static struct tel_snapshot *snap_new(size_t want_blocks)
+{
+	struct tel_snapshot *s = calloc(1, sizeof(*s));
+	size_t cap = 64;
+
+	if (!s)
+		return NULL;
+	while (cap < want_blocks * 2)
+		cap <<= 1;
+	s->blocks = calloc(cap, sizeof(*s->blocks));
+	if (!s->blocks) {
+		free(s);
+		return NULL;
+	}
+	s->cap = cap;
+	return s;
+}
+
+static void snap_free(struct tel_snapshot *s)
+{
+	if (!s)
+		return;
+	free(s->blocks);
+	free(s->rows);
+	free(s);
+}
+
+static size_t slot_of(uint64_t hash, size_t cap)
+{
+	return (size_t)((hash * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+}
+
+static const struct tel_block_ent *snap_find(const struct tel_snapshot *s,
+					     uint64_t hash)
+{
+	size_t i, n;
+
+	if (!s)
+		return NULL;
+	for (i = slot_of(hash, s->cap), n = 0; n < s->cap;
+	     i = (i + 1) & (s->cap - 1), n++) {
+		if (!s->blocks[i].used)
+			return NULL;
+		if (s->blocks[i].hash == hash)
+			return &s->blocks[i];
+	}
+	return NULL;
+}
+
+static int snap_grow(struct tel_snapshot *s)
+{
+	struct tel_block_ent *old = s->blocks, *nb;
+	size_t oldcap = s->cap, i, j;
+
+	nb = calloc(oldcap * 2, sizeof(*nb));
+	if (!nb)
+		return -ENOMEM;
+	s->blocks = nb;
+	s->cap = oldcap * 2;
+	for (i = 0; i < oldcap; i++) {
+		if (!old[i].used)
+			continue;
+		for (j = slot_of(old[i].hash, s->cap); nb[j].used;
+		     j = (j + 1) & (s->cap - 1))
+			;
+		nb[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+/* Combine two views of one block (see the header comment). */
+static void stats_merge(struct kvmm_block_stats *d,
+			const struct kvmm_block_stats *s)
+{
+	if (!d->count) {
+		*d = *s;
+		return;
+	}
+	if (d->ewma_gap_ns && s->ewma_gap_ns)
+		d->ewma_gap_ns =
+			(uint64_t)(1.0 / (1.0 / (double)d->ewma_gap_ns +
+					  1.0 / (double)s->ewma_gap_ns));
+	else if (!d->ewma_gap_ns)
+		d->ewma_gap_ns = s->ewma_gap_ns;
+	d->count += s->count;
+	if (s->first_ns < d->first_ns)
+		d->first_ns = s->first_ns;
+	if (s->last_ns > d->last_ns) {
+		d->last_ns = s->last_ns;
+		d->last_seq = s->last_seq;
+		d->last_tier = s->last_tier;
+		d->last_pid = s->last_pid;
+	}
+}
+
+static int snap_add_block(void *arg, uint64_t hash,
+			  const struct kvmm_block_stats *st)
+{
+	struct tel_snapshot *s = arg;
+	size_t i;
+
+	if (!st->count)
+		return 0;
+	if ((s->nr_blocks + 1) * 4 > s->cap * 3 && snap_grow(s))
+		return -ENOMEM;
+	for (i = slot_of(hash, s->cap);; i = (i + 1) & (s->cap - 1)) {
+		struct tel_block_ent *e = &s->blocks[i];
+
+		if (!e->used) {
+			e->used = 1;
+			e->hash = hash;
+			e->s = *st;
+			s->nr_blocks++;
+			return 0;
+		}
+		if (e->hash == hash) {
+			stats_merge(&e->s, st);
+			return 0;
+		}
+	}
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct tel_hist_row *x = a, *y = b;
+
+	return x->packed < y->packed ? -1 : x->packed > y->packed;
+}
+
+static struct tel_hist_row *snap_find_row(const struct tel_snapshot *s,
+					  uint64_t packed)
+{
+	struct tel_hist_row key = { .packed = packed };
+
+	if (!s || !s->nr_rows)
+		return NULL;
+	return bsearch(&key, s->rows, s->nr_rows, sizeof(key), row_cmp);
+}
+
+/* Rows are appended unsorted while building and sorted by snap_finish(). */
+static int snap_add_hist(void *arg, const struct kvmm_hist_key *key,
+			 const struct kvmm_hist *h)
+{
+	struct tel_snapshot *s = arg;
+	uint64_t packed = kvmm_tel_hist_key_pack(key);
+	struct tel_hist_row *r = NULL;
+	size_t i;
+
+	for (i = 0; i < s->nr_rows; i++) {
+		if (s->rows[i].packed == packed) {
+			r = &s->rows[i];
+			break;
+		}
+	}
+	if (!r) {
+		if (s->nr_rows == s->cap_rows) {
+			size_t cap = s->cap_rows ? s->cap_rows * 2 : 32;
+			void *p = realloc(s->rows, cap * sizeof(*s->rows));
+
+			if (!p)
+				return -ENOMEM;
+			s->rows = p;
+			s->cap_rows = cap;
+		}
+		r = &s->rows[s->nr_rows++];
+		memset(r, 0, sizeof(*r));
+		r->packed = packed;
+		r->key = *key;
+	}
+	r->h.count += h->count;
+	r->h.sum_ns += h->sum_ns;
+	r->h.sum_bytes += h->sum_bytes;
+	for (i = 0; i < KVMM_TEL_HIST_BUCKETS; i++)
+		r->h.buckets[i] += h->buckets[i];
+	return 0;
+}
+
+static void snap_finish(struct tel_snapshot *s)
+{
+	if (s->nr_rows)
+		qsort(s->rows, s->nr_rows, sizeof(*s->rows), row_cmp);
+}
+
+static void counters_add(struct kvmm_counters *d, const struct kvmm_counters *s)
+{
+	const uint64_t *src = (const uint64_t *)s;
+	uint64_t *dst = (uint64_t *)d;
+	size_t i;
+
+	for (i = 0; i < sizeof(*d) / sizeof(uint64_t); i++)
+		dst[i] += src[i];
+}
+
+/* Copy everything of one snapshot into another (merging blocks). */
+static int snap_merge(struct tel_snapshot *d, const struct tel_snapshot *s)
+{
+	size_t i;
+	int err;
+
+	for (i = 0; i < s->cap; i++) {
+		if (!s->blocks[i].used)
+			continue;
+		err = snap_add_block(d, s->blocks[i].hash, &s->blocks[i].s);
+		if (err)
+			return err;
+	}
+	for (i = 0; i < s->nr_rows; i++) {
+		err = snap_add_hist(d, &s->rows[i].key, &s->rows[i].h);
+		if (err)
+			return err;
+	}
+	counters_add(&d->counters, &s->counters);
+	return 0;
+}
+
+/* ---- shared-memory sources ---- */
+
+/* Read one region; what a client wrote is only ever copied, never trusted. */
+static int shm_read(const struct tel_shm_src *src, struct tel_snapshot *d)
+{
+	struct kvmm_tel_shm *shm = src->shm;
+	const char *base = (const char *)shm;
+	size_t boff = kvmm_tel_shm_align(sizeof(*shm));
+	size_t hoff =
+		boff + kvmm_tel_shm_align((size_t)src->nr_blocks *
+					  sizeof(struct kvmm_tel_shm_block));
+	const struct kvmm_tel_shm_block *b =
+		(const struct kvmm_tel_shm_block *)(base + boff);
+	const struct kvmm_tel_shm_hist *h =
+		(const struct kvmm_tel_shm_hist *)(base + hoff);
+	struct kvmm_counters c;
+	uint32_t i;
+	int err;
+
+	for (i = 0; i < src->nr_blocks; i++) {
+		uint64_t hash = __atomic_load_n(&b[i].hash, __ATOMIC_ACQUIRE);
+		struct kvmm_block_stats st;
+
+		if (!hash)
+			continue;
+		memcpy(&st, &b[i].stats, sizeof(st));
+		if (st.last_tier >= KVMM_TEL_NR_TIERS)
+			st.last_tier = KVMM_TEL_TIER_MISS;
+		err = snap_add_block(d, hash, &st);
+		if (err)
+			return err;
+	}
+	for (i = 0; i < KVMM_TEL_SHM_HIST_SLOTS; i++) {
+		uint64_t packed = __atomic_load_n(&h[i].key, __ATOMIC_ACQUIRE);
+		struct kvmm_hist_key key;
+		struct kvmm_hist hist;
+
+		if (!packed)
+			continue;
+		kvmm_tel_hist_key_unpack(packed, &key);
+		if (key.kind >= KVMM_TEL_NR_EVENTS ||
+		    key.tier >= KVMM_TEL_NR_TIERS ||
+		    key.dst_tier >= KVMM_TEL_NR_TIERS ||
+		    key.segments > KVMM_TEL_MAX_SEGMENTS)
+			continue;
+		memcpy(&hist, &h[i].hist, sizeof(hist));
+		err = snap_add_hist(d, &key, &hist);
+		if (err)
+			return err;
+	}
+	memcpy(&c, &shm->counters, sizeof(c));
+	counters_add(&d->counters, &c);
+	return 0;
+}
+
+int tel_shm_add(struct tel *t, uint64_t id, void *base, size_t size)
+{
+	uint32_t n = kvmm_tel_shm_nr_slots(size);
+	size_t i;
+	int err;
+
+	if (!t || !base || !n)
+		return -EINVAL;
+	for (i = 0; i < t->nr_srcs; i++)
+		if (t->srcs[i].id == id)
+			return -EEXIST;
+	if (t->nr_srcs == t->cap_srcs) {
+		size_t cap = t->cap_srcs ? t->cap_srcs * 2 : 8;
+		void *p = realloc(t->srcs, cap * sizeof(*t->srcs));
+
+		if (!p)
+			return -ENOMEM;
+		t->srcs = p;
+		t->cap_srcs = cap;
+	}
+	err = kvmm_tel_shm_init(base, size);
+	if (err)
+		return err;
+	/* Clients write only when the daemon reads shared memory. */
+	__atomic_store_n(&((struct kvmm_tel_shm *)base)->enabled,
+			 t->source == TEL_SOURCE_SHM, __ATOMIC_RELEASE);
+	t->srcs[t->nr_srcs++] = (struct tel_shm_src){
+		.id = id,
+		.shm = base,
+		.nr_blocks = n,
+	};
+	return 0;
+}
+
+void tel_shm_remove(struct tel *t, uint64_t id)
+{
+	size_t i;
+
+	for (i = 0; t && i < t->nr_srcs; i++) {
+		if (t->srcs[i].id != id)
+			continue;
+		/* Keep what the session measured in the totals. */
+		if (t->source == TEL_SOURCE_SHM && t->retired &&
+		    shm_read(&t->srcs[i], t->retired))
+			tel_log(VMM_LOG_WARN,
+				"session %llu: stats lost (ENOMEM)",
+				(unsigned long long)id);
+		t->srcs[i] = t->srcs[--t->nr_srcs];
+		return;
+	}
+}
+
+/* ---- open / close / poll ---- */
+
+int tel_open(const struct tel_opts *opts, struct tel **out)
+{
+	struct tel_opts o = { .size = sizeof(o) };
+	struct tel *t;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	if (opts) {
+		if (opts->size < offsetof(struct tel_opts, quiet) ||
+		    opts->size > sizeof(o))
+			return -EINVAL;
+		memcpy(&o, opts, opts->size);
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	if (o.pin_root && strlen(o.pin_root) >= TEL_PIN_ROOT_MAX) {
+		free(t);
+		return -ENAMETOOLONG;
+	}
+	t->mode = o.mode;
+	t->keep_pins = o.keep_pins;
+	snprintf(t->pin_root, sizeof(t->pin_root), "%s",
+		 o.pin_root ? o.pin_root : TEL_DEFAULT_PIN_ROOT);
+	t->snap = snap_new(64);
+	t->retired = snap_new(64);
+	if (!t->snap || !t->retired) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	switch (o.mode) {
+	case TEL_MODE_OFF:
+		t->source = TEL_SOURCE_OFF;
+		snprintf(t->reason, sizeof(t->reason), "telemetry is off");
+		break;
+	case TEL_MODE_SHM:
+		t->source = TEL_SOURCE_SHM;
+		snprintf(t->reason, sizeof(t->reason),
+			 "shared-memory telemetry requested");
+		break;
+	case TEL_MODE_AUTO:
+	case TEL_MODE_BPF:
+		err = tel_bpf_open(t, &o);
+		if (!err) {
+			t->source = TEL_SOURCE_BPF;
+			t->reason[0] = 0;
+			break;
+		}
+		if (o.mode == TEL_MODE_BPF) {
+			tel_log(VMM_LOG_ERR, "BPF unavailable: %s", t->reason);
+			goto err_free;
+		}
+		t->source = TEL_SOURCE_SHM;
+		if (!o.quiet)
+			tel_log(VMM_LOG_WARN,
+				"BPF unavailable (%s); using shared-memory counters",
+				t->reason);
+		break;
+	default:
+		err = -EINVAL;
+		goto err_free;
+	}
+	*out = t;
+	return 0;
+
+err_free:
+	snap_free(t->snap);
+	snap_free(t->retired);
+	free(t);
+	return err;
+}
+
+void tel_close(struct tel *t)
+{
+	if (!t)
+		return;
+	if (t->bpf)
+		tel_bpf_close(t, t->keep_pins);
+	snap_free(t->snap);
+	snap_free(t->retired);
+	free(t->srcs);
+	free(t);
+}
+
+/* Tell the sink what changed between two snapshots. */
+static void feed_sink(struct tel *t, const struct tel_snapshot *old,
+		      const struct tel_snapshot *cur)
+{
+	size_t i, b;
+
+	if (t->sink.block) {
+		for (i = 0; i < cur->cap; i++) {
+			const struct tel_block_ent *e = &cur->blocks[i], *p;
+
+			if (!e->used)
+				continue;
+			p = snap_find(old, e->hash);
+			if (!p || p->s.count != e->s.count ||
+			    p->s.last_ns != e->s.last_ns)
+				t->sink.block(t->sink.arg, e->hash, &e->s);
+		}
+	}
+	if (t->sink.latency) {
+		for (i = 0; i < cur->nr_rows; i++) {
+			const struct tel_hist_row *r = &cur->rows[i], *p;
+			struct kvmm_hist d = r->h;
+
+			p = snap_find_row(old, r->packed);
+			if (p) {
+				if (p->h.count >= d.count)
+					continue;
+				d.count -= p->h.count;
+				d.sum_ns -= p->h.sum_ns;
+				d.sum_bytes -= p->h.sum_bytes;
+				for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++)
+					d.buckets[b] -= p->h.buckets[b];
+			}
+			if (d.count)
+				t->sink.latency(t->sink.arg, &r->key, d.count,
+						d.sum_ns, d.sum_bytes);
+		}
+	}
+}
+
+int tel_poll(struct tel *t)
+{
+	struct tel_snapshot *s;
+	size_t i;
+	int err = 0;
+
+	if (!t)
+		return -EINVAL;
+	if (t->source == TEL_SOURCE_OFF)
+		return 0;
+	s = snap_new(t->snap->nr_blocks);
+	if (!s)
+		return -ENOMEM;
+	if (t->source == TEL_SOURCE_BPF) {
+		err = tel_bpf_read_blocks(t, snap_add_block, s);
+		if (!err)
+			err = tel_bpf_read_hist(t, snap_add_hist, s);
+		if (!err)
+			err = tel_bpf_read_counters(t, &s->counters);
+		if (!err)
+			err = tel_bpf_drain_events(t);
+	} else {
+		err = snap_merge(s, t->retired);
+		for (i = 0; !err && i < t->nr_srcs; i++)
+			err = shm_read(&t->srcs[i], s);
+	}
+	if (err) {
+		snap_free(s);
+		return err;
+	}
+	snap_finish(s);
+	feed_sink(t, t->snap, s);
+	snap_free(t->snap);
+	t->snap = s;
+	return 0;
+}
+
+/* ---- accessors ---- */
+
+enum tel_source tel_source(const struct tel *t)
+{
+	return t ? t->source : TEL_SOURCE_OFF;
+}
+
+const char *tel_unavailable_reason(const struct tel *t)
+{
+	return t ? t->reason : "no telemetry";
+}
+
+const char *tel_pin_dir(const struct tel *t)
+{
+	return t && t->source == TEL_SOURCE_BPF ? t->pin_dir : "";
+}
+
+unsigned int tel_attachments(const struct tel *t)
+{
+	return t && t->bpf ? tel_bpf_attachments(t) : 0;
+}
+
+void tel_set_sink(struct tel *t, const struct tel_sink *sink)
+{
+	if (!t)
+		return;
+	if (sink)
+		t->sink = *sink;
+	else
+		memset(&t->sink, 0, sizeof(t->sink));
+}
+
+int tel_block_lookup(const struct tel *t, uint64_t hash,
+		     struct kvmm_block_stats *out)
+{
+	const struct tel_block_ent *e = t ? snap_find(t->snap, hash) : NULL;
+
+	if (!e)
+		return -ENOENT;
+	if (out)
+		*out = e->s;
+	return 0;
+}
+
+size_t tel_block_count(const struct tel *t)
+{
+	return t ? t->snap->nr_blocks : 0;
+}
+
+int tel_block_foreach(const struct tel *t, tel_block_fn fn, void *arg)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; t && i < t->snap->cap; i++) {
+		if (!t->snap->blocks[i].used)
+			continue;
+		r = fn(arg, t->snap->blocks[i].hash, &t->snap->blocks[i].s);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int tel_hist_lookup(const struct tel *t, const struct kvmm_hist_key *key,
+		    struct kvmm_hist *out)
+{
+	const struct tel_hist_row *r;
+
+	if (!t || !key)
+		return -EINVAL;
+	r = snap_find_row(t->snap, kvmm_tel_hist_key_pack(key));
+	if (!r)
+		return -ENOENT;
+	if (out)
+		*out = r->h;
+	return 0;
+}
+
+int tel_hist_foreach(const struct tel *t, tel_hist_fn fn, void *arg)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; t && i < t->snap->nr_rows; i++) {
+		r = fn(arg, &t->snap->rows[i].key, &t->snap->rows[i].h);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+void tel_counters(const struct tel *t, struct kvmm_counters *out)
+{
+	if (t)
+		*out = t->snap->counters;
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+uint64_t tel_hist_percentile(const struct kvmm_hist *h, double pct)
+{
+	uint64_t want, seen = 0;
+	unsigned int b;
+
+	if (!h->count)
+		return 0;
+	want = (uint64_t)((double)h->count * pct / 100.0 + 0.5);
+	if (!want)
+		want = 1;
+	for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++) {
+		seen += h->buckets[b];
+		if (seen >= want)
+			return b >= 63 ? UINT64_MAX : (2ull << b) - 1;
+	}
+	return UINT64_MAX;
+}

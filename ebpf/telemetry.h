@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Telemetry for the daemon and the policy: one statistics API over two
+ * sources.
+ *
+ *  - BPF: ebpf/kvmm.bpf.c attached to the USDT probes of libkvmm (every
+ *    process, by library path) and of the daemon itself, maps pinned under
+ *    <pin_root>/v<KVMM_TEL_LAYOUT_VERSION>/.
+ *  - SHM: when BPF is not available (not root, no bpffs, no BTF, old
+ *    kernel, built without BPF) each session's client writes the same
+ *    statistics into a region of its shared memory (ebpf/telemetry_shm.h)
+ *    that the daemon registers here with tel_shm_add().
+ *
+ * tel_poll() takes a snapshot (batched map reads, or a merge of the shm
+ * regions), drains the BPF event ring, and tells the sink which blocks
+ * were accessed and which latency rows grew since the previous poll; the
+ * lookups and iterators read that snapshot, so they are cheap and
+ * consistent between polls.  Not thread-safe: the daemon calls it from its
+ * event loop.
+ */
+#ifndef KVMM_EBPF_TELEMETRY_H
+#define KVMM_EBPF_TELEMETRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ebpf/kvmm_telemetry.h"
+
+enum tel_mode {
+	TEL_MODE_AUTO = 0, /* BPF if it works, else shared memory */
+	TEL_MODE_BPF, /* BPF or fail */
+	TEL_MODE_SHM, /* shared memory only */
+	TEL_MODE_OFF,
+};
+
+enum tel_source {
+	TEL_SOURCE_OFF = 0,
+	TEL_SOURCE_BPF,
+	TEL_SOURCE_SHM,
+};
+
+#define TEL_DEFAULT_PIN_ROOT "/sys/fs/bpf/kvmm"
+#define TEL_MAX_TARGETS 8
+
+struct tel_opts {
+	size_t size; /* sizeof(struct tel_opts) */
+	enum tel_mode mode;
+	/* Pins go to <pin_root>/v<layout>/ (default TEL_DEFAULT_PIN_ROOT). */
+	const char *pin_root;
+	/*
+	 * Binaries and libraries whose kvmm probes to attach (NULL-terminated;
+	 * NULL = libkvmm.so.1 next to this executable and in the install
+	 * libdir, plus this executable).
+	 */
+	const char *const *targets;
+	pid_t pid; /* -1 (all processes) unless set; 0 means -1 too */
+	uint32_t max_blocks; /* LRU capacity, default 65536 */
+	bool keep_pins; /* leave the pins at close (debugging) */
+	bool quiet; /* no log line when falling back */
+};
+
+/* What the policy is told at each poll. */
+struct tel_sink {
+	/* A block was accessed since the previous poll (stats are totals). */
+	void (*block)(void *arg, uint64_t hash,
+		      const struct kvmm_block_stats *stats);
+	/*
+	 * A latency row grew: count, sum_ns, sum_bytes are the increments
+	 * since the previous poll (mean latency = sum_ns / count).
+	 */
+	void (*latency)(void *arg, const struct kvmm_hist_key *key,
+			uint64_t count, uint64_t sum_ns, uint64_t sum_bytes);
+	/* One ring-buffer event (BPF source only). */
+	void (*event)(void *arg, const struct kvmm_tel_event_rec *ev);
+	void *arg;
+};
+
+struct tel;
+
+/*
+ * Start telemetry.  In AUTO mode a BPF failure is not an error: the reason
+ * is logged once (tel_unavailable_reason()) and the source is SHM.
+ */
+int tel_open(const struct tel_opts *opts, struct tel **out);
+/* Detach, drop the maps and (unless keep_pins) remove the pins. */
+void tel_close(struct tel *t);
+
+enum tel_source tel_source(const struct tel *t);
+const char *tel_source_string(enum tel_source s);
+const char *tel_mode_string(enum tel_mode m);
+int tel_mode_parse(const char *s, enum tel_mode *out);
+const char *tel_event_string(uint32_t kind);
+const char *tel_tier_string(uint32_t tier);
+/* Why BPF is not in use ("" when it is). */
+const char *tel_unavailable_reason(const struct tel *t);
+/* The versioned pin directory ("" unless the source is BPF). */
+const char *tel_pin_dir(const struct tel *t);
+/* Probe attachments made (BPF source). */
+unsigned int tel_attachments(const struct tel *t);
+
+void tel_set_sink(struct tel *t, const struct tel_sink *sink);
+
+/*
+ * Shared-memory sources: the daemon registers each session's region (its
+ * own mapping and the size it created) and removes it when the session
+ * ends; a removed region's statistics stay in the totals.
+ */
+int tel_shm_add(struct tel *t, uint64_t id, void *base, size_t size);
+void tel_shm_remove(struct tel *t, uint64_t id);
+
+/* Refresh the snapshot and feed the sink. */
+int tel_poll(struct tel *t);
+
+/* Reads of the snapshot. */
+int tel_block_lookup(const struct tel *t, uint64_t hash,
+		     struct kvmm_block_stats *out);
+size_t tel_block_count(const struct tel *t);
+/* Calls fn for each block; a non-zero return stops and is returned. */
+int tel_block_foreach(const struct tel *t,
+		      int (*fn)(void *arg, uint64_t hash,
+				const struct kvmm_block_stats *stats),
+		      void *arg);
+int tel_hist_lookup(const struct tel *t, const struct kvmm_hist_key *key,
+		    struct kvmm_hist *out);
+int tel_hist_foreach(const struct tel *t,
+		     int (*fn)(void *arg, const struct kvmm_hist_key *key,
+			       const struct kvmm_hist *hist),
+		     void *arg);
+/* Counters summed over CPUs (BPF) or sessions (SHM). */
+void tel_counters(const struct tel *t, struct kvmm_counters *out);
+
+/* Percentile (0..100) of a histogram, as the upper edge of its bucket. */
+uint64_t tel_hist_percentile(const struct kvmm_hist *h, double pct);
+
+/* Remove every pin under pin_root (all layout versions); 0 or -errno. */
+int tel_pins_remove_all(const char *pin_root);
+
+#endif

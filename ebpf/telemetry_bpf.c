@@ -1,0 +1,568 @@
+// SPDX-License-Identifier: MIT
+/*
+ * BPF loader: the BPF half of ebpf/telemetry.h.
+ *
+ * tel_bpf_open() makes sure bpffs is mounted, removes pins another layout
+ * version (or a crashed loader of ours) left under the pin root, opens the
+ * skeleton with pin_root_path = <pin_root>/v<KVMM_TEL_LAYOUT_VERSION> so
+ * libbpf pins every map by name there, loads it and attaches each USDT
+ * program to every target that has the probe.  Failure at any step leaves
+ * a one-line reason in t->reason for the fallback message.  Reads use
+ * bpf_map_lookup_batch() so a poll of 64k blocks is a handful of syscalls.
+ * libbpf's own messages go to the debug log; the last warning is kept to
+ * explain a failure.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "ebpf/telemetry_int.h"
+#include "vmm/vmm.h"
+
+#if HAVE_BPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "ebpf/kvmm.skel.h"
+
+#define BPF_FS_MAGIC_NR 0xcafe4a11
+#define TRACEFS_MAGIC_NR 0x74726163
+#define TEL_BATCH 4096
+#define TEL_MAX_LINKS (TEL_MAX_TARGETS * 8)
+
+struct tel_bpf {
+	struct kvmm_bpf *skel;
+	struct bpf_link *links[TEL_MAX_LINKS];
+	unsigned int nr_links;
+	struct ring_buffer *rb;
+	struct tel *owner;
+	int ncpus;
+	void *keys, *vals; /* batch buffers */
+};
+
+static char libbpf_last[256];
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt,
+			va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	if (getenv("KVMM_TEL_DEBUG")) /* the verifier log, for developers */
+		return vfprintf(stderr, fmt, ap);
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = 0;
+	if (level == LIBBPF_WARN)
+		snprintf(libbpf_last, sizeof(libbpf_last), "%s", buf);
+	tel_log(VMM_LOG_DEBUG, "libbpf: %s", buf);
+	return 0;
+}
+
+static bool fs_is(const char *path, long magic)
+{
+	struct statfs st;
+
+	return !statfs(path, &st) && (long)st.f_type == magic;
+}
+
+/* Mount bpffs at /sys/fs/bpf if the pin root lives there and it is not. */
+static int ensure_bpffs(struct tel *t)
+{
+	const char *mnt = "/sys/fs/bpf";
+
+	if (strncmp(t->pin_root, mnt, strlen(mnt)) == 0 &&
+	    !fs_is(mnt, BPF_FS_MAGIC_NR) && mount("bpf", mnt, "bpf", 0, NULL) &&
+	    errno != EBUSY) {
+		int err = -errno;
+
+		snprintf(t->reason, sizeof(t->reason),
+			 "no bpffs at %s (mount: %s)", mnt, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* uprobes go through the perf PMU; tracefs only matters without it. */
+static void ensure_tracefs(void)
+{
+	const char *mnt = "/sys/kernel/tracing";
+
+	if (!access("/sys/bus/event_source/devices/uprobe/type", R_OK))
+		return;
+	if (!fs_is(mnt, TRACEFS_MAGIC_NR))
+		(void)mount("tracefs", mnt, "tracefs", 0, NULL);
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Remove a pin directory's entries (pins are files, no deeper levels). */
+static int rm_pin_dir(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int err = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (unlink(path) && !err)
+			err = -errno;
+	}
+	closedir(d);
+	if (rmdir(dir) && !err)
+		err = -errno;
+	return err;
+}
+
+int tel_pins_remove_all(const char *pin_root)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(pin_root);
+	int err = 0, r;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", pin_root, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		r = S_ISDIR(st.st_mode) ? rm_pin_dir(path) :
+					  (unlink(path) ? -errno : 0);
+		if (r && !err)
+			err = r;
+	}
+	closedir(d);
+	if (rmdir(pin_root) && !err)
+		err = -errno;
+	return err;
+}
+
+/*
+ * Everything under the pin root is stale at start: other versions were
+ * made for another layout, and our own version's pins belong to a loader
+ * that is gone (the daemon is the only loader on a node).
+ */
+static void remove_stale_pins(struct tel *t)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(t->pin_root);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", t->pin_root, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		if (S_ISDIR(st.st_mode) ? rm_pin_dir(path) : unlink(path))
+			tel_log(VMM_LOG_WARN, "cannot remove stale pin %s: %s",
+				path, strerror(errno));
+		else
+			tel_log(VMM_LOG_INFO, "removed stale pin %s", path);
+	}
+	closedir(d);
+}
+
+/* The default targets: libkvmm next to us, the installed one, and us. */
+static int default_targets(char paths[][PATH_MAX], int max)
+{
+	static const char *const installed[] = { "/usr/local/lib/libkvmm.so.1",
+						 "/usr/lib/libkvmm.so.1" };
+	char exe[PATH_MAX], cand[PATH_MAX + 32], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int nr = 0, i, j;
+
+	if (n <= 0)
+		return 0;
+	exe[n] = 0;
+	snprintf(cand, sizeof(cand), "%s", exe);
+	slash = strrchr(cand, '/');
+	if (slash)
+		strcpy(slash + 1, "libkvmm.so.1");
+	for (i = -1; i < (int)(sizeof(installed) / sizeof(installed[0])) &&
+		     nr < max - 1;
+	     i++) {
+		char real[PATH_MAX];
+
+		if (!realpath(i < 0 ? cand : installed[i], real))
+			continue;
+		for (j = 0; j < nr && strcmp(paths[j], real); j++)
+			;
+		if (j == nr)
+			snprintf(paths[nr++], PATH_MAX, "%s", real);
+	}
+	snprintf(paths[nr++], PATH_MAX, "%s", exe);
+	return nr;
+}
+
+static void attach_all(struct tel *t, const struct tel_opts *o)
+{
+	static char paths[TEL_MAX_TARGETS][PATH_MAX];
+	struct tel_bpf *b = t->bpf;
+	struct bpf_program *prog;
+	pid_t pid = o->pid > 0 ? o->pid : -1;
+	int nr = 0, i;
+
+	if (o->targets) {
+		for (; nr < TEL_MAX_TARGETS && o->targets[nr]; nr++)
+			snprintf(paths[nr], PATH_MAX, "%s", o->targets[nr]);
+	} else {
+		nr = default_targets(paths, TEL_MAX_TARGETS);
+	}
+	for (i = 0; i < nr; i++) {
+		unsigned int here = 0;
+
+		bpf_object__for_each_program(prog, b->skel->obj)
+		{
+			/* kvmm_access -> probe "access" */
+			const char *probe = bpf_program__name(prog) + 5;
+			struct bpf_link *l;
+
+			if (b->nr_links == TEL_MAX_LINKS)
+				break;
+			l = bpf_program__attach_usdt(prog, pid, paths[i],
+						     "kvmm", probe, NULL);
+			if (!l)
+				continue; /* that binary lacks the probe */
+			b->links[b->nr_links++] = l;
+			here++;
+		}
+		tel_log(VMM_LOG_INFO, "attached %u probes to %s", here,
+			paths[i]);
+	}
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct tel *t = ctx;
+
+	if (size >= sizeof(struct kvmm_tel_event_rec) && t->sink.event)
+		t->sink.event(t->sink.arg, data);
+	return 0;
+}
+
+int tel_bpf_open(struct tel *t, const struct tel_opts *o)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo);
+	struct tel_bpf *b;
+	int err;
+
+	libbpf_set_print(libbpf_print);
+	libbpf_last[0] = 0;
+	snprintf(t->pin_dir, sizeof(t->pin_dir), "%s/v%d", t->pin_root,
+		 KVMM_TEL_LAYOUT_VERSION);
+	err = ensure_bpffs(t);
+	if (err)
+		return err;
+	ensure_tracefs();
+	err = mkdir_p(t->pin_root);
+	if (err) {
+		snprintf(t->reason, sizeof(t->reason),
+			 "cannot create %.200s: %s", t->pin_root,
+			 strerror(-err));
+		return err;
+	}
+	remove_stale_pins(t);
+	err = mkdir_p(t->pin_dir);
+	if (err) {
+		snprintf(t->reason, sizeof(t->reason),
+			 "cannot create %.200s: %s", t->pin_dir,
+			 strerror(-err));
+		return err;
+	}
+
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		err = -ENOMEM;
+		goto err_pins;
+	}
+	b->owner = t;
+	b->ncpus = libbpf_num_possible_cpus();
+	b->keys = malloc(TEL_BATCH * sizeof(struct kvmm_hist_key));
+	b->vals = malloc(TEL_BATCH * sizeof(struct kvmm_hist));
+	if (b->ncpus <= 0 || !b->keys || !b->vals) {
+		err = b->ncpus <= 0 ? b->ncpus : -ENOMEM;
+		snprintf(t->reason, sizeof(t->reason), "out of memory");
+		goto err_free;
+	}
+	oo.pin_root_path = t->pin_dir;
+	b->skel = kvmm_bpf__open_opts(&oo);
+	if (!b->skel) {
+		err = -errno;
+		snprintf(t->reason, sizeof(t->reason), "BPF open failed: %s",
+			 strerror(-err));
+		goto err_free;
+	}
+	if (o->max_blocks)
+		bpf_map__set_max_entries(b->skel->maps.kvmm_blocks,
+					 o->max_blocks);
+	err = kvmm_bpf__load(b->skel);
+	if (err) {
+		snprintf(t->reason, sizeof(t->reason), "BPF load failed: %s%s",
+			 strerror(-err),
+			 err == -EPERM ?
+				 " (needs root or CAP_BPF+CAP_PERFMON)" :
+				 "");
+		if (libbpf_last[0] && err != -EPERM)
+			snprintf(t->reason + strlen(t->reason),
+				 sizeof(t->reason) - strlen(t->reason),
+				 " (%.120s)", libbpf_last);
+		goto err_skel;
+	}
+	t->bpf = b;
+	attach_all(t, o);
+	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.kvmm_events),
+				 on_event, t, NULL);
+	if (!b->rb) {
+		err = -errno;
+		snprintf(t->reason, sizeof(t->reason),
+			 "ring buffer setup failed: %s", strerror(-err));
+		goto err_detach;
+	}
+	tel_log(VMM_LOG_INFO, "BPF telemetry: %u attachments, maps in %s",
+		b->nr_links, t->pin_dir);
+	return 0;
+
+err_detach:
+	t->bpf = NULL;
+	while (b->nr_links)
+		bpf_link__destroy(b->links[--b->nr_links]);
+err_skel:
+	kvmm_bpf__destroy(b->skel);
+err_free:
+	free(b->keys);
+	free(b->vals);
+	free(b);
+err_pins:
+	rm_pin_dir(t->pin_dir);
+	rmdir(t->pin_root);
+	return err;
+}
+
+void tel_bpf_close(struct tel *t, bool keep_pins)
+{
+	struct tel_bpf *b = t->bpf;
+	struct bpf_map *m;
+
+	if (!b)
+		return;
+	ring_buffer__free(b->rb);
+	while (b->nr_links)
+		bpf_link__destroy(b->links[--b->nr_links]);
+	if (!keep_pins) {
+		bpf_object__for_each_map(m, b->skel->obj)
+		{
+			if (bpf_map__pin_path(m))
+				bpf_map__unpin(m, NULL);
+		}
+		rmdir(t->pin_dir);
+		rmdir(t->pin_root); /* fails while other versions live there */
+	}
+	kvmm_bpf__destroy(b->skel);
+	free(b->keys);
+	free(b->vals);
+	free(b);
+	t->bpf = NULL;
+}
+
+unsigned int tel_bpf_attachments(const struct tel *t)
+{
+	return t->bpf ? t->bpf->nr_links : 0;
+}
+
+/* Walk a hash map in batches of TEL_BATCH, calling emit per element. */
+static int read_batched(int fd, size_t ksz, size_t vsz, void *keys, void *vals,
+			int (*emit)(void *arg, const void *k, const void *v),
+			void *arg)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, bo);
+	uint64_t in[2], out[2];
+	bool first = true;
+	__u32 n, i;
+	int err, r;
+
+	for (;;) {
+		n = TEL_BATCH;
+		err = bpf_map_lookup_batch(fd, first ? NULL : in, out, keys,
+					   vals, &n, &bo);
+		if (err && errno != ENOENT)
+			return -errno;
+		for (i = 0; i < n; i++) {
+			r = emit(arg, (char *)keys + i * ksz,
+				 (char *)vals + i * vsz);
+			if (r)
+				return r;
+		}
+		if (err) /* ENOENT: that was the last batch */
+			return 0;
+		memcpy(in, out, sizeof(in));
+		first = false;
+	}
+}
+
+struct emit_ctx {
+	tel_block_fn bfn;
+	tel_hist_fn hfn;
+	void *arg;
+};
+
+static int emit_block(void *arg, const void *k, const void *v)
+{
+	struct emit_ctx *c = arg;
+	uint64_t hash;
+
+	memcpy(&hash, k, sizeof(hash));
+	return c->bfn(c->arg, hash, v);
+}
+
+static int emit_hist(void *arg, const void *k, const void *v)
+{
+	struct emit_ctx *c = arg;
+
+	return c->hfn(c->arg, k, v);
+}
+
+int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg)
+{
+	struct emit_ctx c = { .bfn = fn, .arg = arg };
+	struct tel_bpf *b = t->bpf;
+
+	return read_batched(bpf_map__fd(b->skel->maps.kvmm_blocks),
+			    sizeof(uint64_t), sizeof(struct kvmm_block_stats),
+			    b->keys, b->vals, emit_block, &c);
+}
+
+int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg)
+{
+	struct emit_ctx c = { .hfn = fn, .arg = arg };
+	struct tel_bpf *b = t->bpf;
+
+	return read_batched(bpf_map__fd(b->skel->maps.kvmm_hist),
+			    sizeof(struct kvmm_hist_key),
+			    sizeof(struct kvmm_hist), b->keys, b->vals,
+			    emit_hist, &c);
+}
+
+int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out)
+{
+	struct tel_bpf *b = t->bpf;
+	size_t stride = (sizeof(*out) + 7) & ~(size_t)7;
+	size_t words = sizeof(*out) / sizeof(uint64_t), w;
+	char *vals = calloc(b->ncpus, stride);
+	__u32 zero = 0;
+	int cpu;
+
+	if (!vals)
+		return -ENOMEM;
+	memset(out, 0, sizeof(*out));
+	if (bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.kvmm_counters), &zero,
+				vals)) {
+		int err = -errno;
+
+		free(vals);
+		return err;
+	}
+	for (cpu = 0; cpu < b->ncpus; cpu++) {
+		const uint64_t *v = (const uint64_t *)(vals + cpu * stride);
+
+		for (w = 0; w < words; w++)
+			((uint64_t *)out)[w] += v[w];
+	}
+	free(vals);
+	return 0;
+}
+
+int tel_bpf_drain_events(struct tel *t)
+{
+	int n = ring_buffer__consume(t->bpf->rb);
+
+	return n < 0 ? n : 0;
+}
+
+#else /* !HAVE_BPF */
+
+int tel_bpf_open(struct tel *t, const struct tel_opts *o)
+{
+	snprintf(t->reason, sizeof(t->reason),
+		 "built without BPF (clang -target bpf, bpftool or libbpf "
+		 "missing at configure time)");
+	return -ENOTSUP;
+}
+
+void tel_bpf_close(struct tel *t, bool keep_pins)
+{
+}
+
+unsigned int tel_bpf_attachments(const struct tel *t)
+{
+	return 0;
+}
+
+int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg)
+{
+	return -ENOTSUP;
+}
+
+int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg)
+{
+	return -ENOTSUP;
+}
+
+int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out)
+{
+	return -ENOTSUP;
+}
+
+int tel_bpf_drain_events(struct tel *t)
+{
+	return -ENOTSUP;
+}
+
+int tel_pins_remove_all(const char *pin_root)
+{
+	return -ENOTSUP;
+}
+
+#endif

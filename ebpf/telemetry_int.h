@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals shared by the telemetry core (telemetry.c: snapshot, shm
+ * sources, API) and the BPF loader (telemetry_bpf.c).
+ */
+#ifndef KVMM_EBPF_TELEMETRY_INT_H
+#define KVMM_EBPF_TELEMETRY_INT_H
+
+#include <limits.h>
+
+#include "ebpf/telemetry.h"
+
+typedef int (*tel_block_fn)(void *arg, uint64_t hash,
+			    const struct kvmm_block_stats *stats);
+typedef int (*tel_hist_fn)(void *arg, const struct kvmm_hist_key *key,
+			   const struct kvmm_hist *hist);
+
+struct tel_bpf;
+
+#define TEL_PIN_ROOT_MAX 256
+
+struct tel {
+	enum tel_mode mode;
+	enum tel_source source;
+	bool keep_pins;
+	char reason[256];
+	char pin_root[TEL_PIN_ROOT_MAX];
+	char pin_dir[TEL_PIN_ROOT_MAX + 32];
+	struct tel_sink sink;
+	struct tel_bpf *bpf;
+	struct tel_snapshot *snap; /* latest tel_poll() */
+	struct tel_snapshot *retired; /* removed shm sessions */
+	struct tel_shm_src *srcs;
+	size_t nr_srcs, cap_srcs;
+};
+
+void tel_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* BPF loader: 0, or -errno with t->reason set. */
+int tel_bpf_open(struct tel *t, const struct tel_opts *o);
+void tel_bpf_close(struct tel *t, bool keep_pins);
+unsigned int tel_bpf_attachments(const struct tel *t);
+int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg);
+int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg);
+int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out);
+int tel_bpf_drain_events(struct tel *t);
+
+#endif

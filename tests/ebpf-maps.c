@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/*
+ * BPF telemetry end to end: the loader attaches to this binary's kvmm
+ * probes (by path, every process), a forked client process drives a known
+ * workload, and the pinned maps hold exactly its counts and histogram
+ * buckets: through the telemetry API, through the sink deltas, and through
+ * `bpftool -j map dump pinned`.  Closing removes the pins.
+ * Skips (77) without root or BPF.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/ebpf-common.h"
+
+/* Run bpftool and return its stdout (malloc'ed), or NULL. */
+static char *run_bpftool(const char *args)
+{
+	char cmd[1024];
+	size_t cap = 1 << 20, len = 0, n;
+	char *buf = malloc(cap);
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "bpftool %s 2>/dev/null", args);
+	p = popen(cmd, "r");
+	if (!p || !buf) {
+		free(buf);
+		return NULL;
+	}
+	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+		len += n;
+		if (len + 1 == cap) {
+			char *nb = realloc(buf, cap * 2);
+
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	buf[len] = 0;
+	if (pclose(p) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/*
+ * In `bpftool -j map dump` of a BTF map each element has a "formatted"
+ * object with named fields.  Find the element whose formatted key is `key`
+ * and return the value of its `field`.
+ */
+static long long json_field_after(const char *json, const char *key_text,
+				  const char *field)
+{
+	const char *p = strstr(json, key_text), *f;
+	char pat[64];
+
+	if (!p)
+		return -1;
+	snprintf(pat, sizeof(pat), "\"%s\":", field);
+	f = strstr(p, pat);
+	if (!f)
+		return -1;
+	return strtoll(f + strlen(pat), NULL, 10);
+}
+
+int main(void)
+{
+	char self[4096], pin[256], path[512], args[600];
+	const char *targets[2] = { self, NULL };
+	struct ebpf_sink_counts sc = { 0 };
+	struct tel_sink sink = {
+		.block = ebpf_sink_block,
+		.latency = ebpf_sink_latency,
+		.event = ebpf_sink_event,
+		.arg = &sc,
+	};
+	struct tel_opts o = { .size = sizeof(o) };
+	struct kvmm_block_stats s;
+	uint64_t t0, t1;
+	struct tel *t;
+	struct stat st;
+	char *json, key[64];
+	ssize_t n;
+	pid_t pid;
+	int ws, err;
+
+	if (!HAVE_BPF || !HAVE_SDT)
+		t_skip("built without BPF or USDT support");
+	if (geteuid() != 0)
+		t_skip("BPF telemetry needs root");
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	t_assert(n > 0);
+	self[n] = 0;
+	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-test-%d", (int)getpid());
+	o.mode = TEL_MODE_BPF;
+	o.pin_root = pin;
+	o.targets = targets;
+	o.quiet = true;
+
+	t_assert(!KVMM_PROBE_ENABLED(access));
+	err = tel_open(&o, &t);
+	if (err)
+		t_skip("BPF unavailable: %s", strerror(-err));
+	t_assert_eq(tel_source(t), TEL_SOURCE_BPF);
+	t_assert_eq(tel_attachments(t), 8); /* every probe of ours */
+	/* The attach bumped the semaphores: costly arguments get built. */
+	t_assert(KVMM_PROBE_ENABLED(access));
+	t_assert(KVMM_PROBE_ENABLED(evict));
+	snprintf(path, sizeof(path), "%s/v%d/kvmm_blocks", pin,
+		 KVMM_TEL_LAYOUT_VERSION);
+	t_assert(!stat(path, &st));
+	tel_set_sink(t, &sink);
+
+	t0 = kvmm_tel_now_ns();
+	pid = fork();
+	t_assert(pid >= 0);
+	if (pid == 0) {
+		ebpf_drive(NULL);
+		_exit(0);
+	}
+	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
+		 WEXITSTATUS(ws) == 0);
+	t1 = kvmm_tel_now_ns();
+
+	t_ok(tel_poll(t));
+	ebpf_check(t, t0, t1);
+	t_ok(tel_block_lookup(t, H1, &s));
+	t_assert_eq(s.last_pid, pid);
+	t_assert_eq(sc.blocks, 3 + NBULK);
+	t_assert_eq(sc.h1_count, 5);
+	t_assert_eq(sc.latency_events, EBPF_NR_LATENCY_EVENTS);
+	t_assert_eq(sc.ring_events, EBPF_NR_RING_EVENTS);
+	/* Nothing new: the next poll reports nothing. */
+	memset(&sc, 0, sizeof(sc));
+	t_ok(tel_poll(t));
+	t_assert_eq(sc.blocks + sc.latency_events + sc.ring_events, 0);
+	ebpf_check(t, t0, t1);
+
+	/* bpftool sees the same numbers, with field names from BTF. */
+	snprintf(args, sizeof(args), "-j map dump pinned %s", path);
+	json = run_bpftool(args);
+	if (!json)
+		t_fail("bpftool %s failed", args);
+	snprintf(key, sizeof(key), "\"key\":%llu,", (unsigned long long)H1);
+	t_assert_eq(json_field_after(json, key, "count"), 5);
+	t_assert_eq(json_field_after(json, key, "last_seq"), 4);
+	snprintf(key, sizeof(key), "\"key\":%llu,", (unsigned long long)H2);
+	t_assert_eq(json_field_after(json, key, "count"), 3);
+	free(json);
+
+	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_hist", pin,
+		 KVMM_TEL_LAYOUT_VERSION);
+	json = run_bpftool(args);
+	if (!json)
+		t_fail("bpftool %s failed", args);
+	t_assert(strstr(json, "\"kind\":1,\"tier\":0,\"dst_tier\":0,"
+			      "\"segments\":3"));
+	t_assert_eq(json_field_after(json,
+				     "\"kind\":1,\"tier\":0,\"dst_tier\":0,"
+				     "\"segments\":3",
+				     "count"),
+		    2);
+	t_assert_eq(json_field_after(json,
+				     "\"kind\":4,\"tier\":1,\"dst_tier\":0,"
+				     "\"segments\":0",
+				     "sum_bytes"),
+		    3 * 65536);
+	free(json);
+
+	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_counters",
+		 pin, KVMM_TEL_LAYOUT_VERSION);
+	json = run_bpftool(args);
+	if (!json)
+		t_fail("bpftool %s failed", args);
+	t_assert(strstr(json, "\"tier_accesses\":"));
+	free(json);
+
+	tel_close(t);
+	t_assert(stat(path, &st) && errno == ENOENT);
+	t_assert(stat(pin, &st) && errno == ENOENT);
+	/* Detached: the semaphores are back to zero. */
+	t_assert(!KVMM_PROBE_ENABLED(access));
+	printf("ok: maps, sink and bpftool agree\n");
+	return 0;
+}
