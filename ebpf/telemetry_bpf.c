@@ -65,7 +65,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 	while (n && buf[n - 1] == '\n')
 		buf[--n] = 0;
 	if (level == LIBBPF_WARN)
-		snprintf(libbpf_last, sizeof(libbpf_last), "%s", buf);
+		snprintf(libbpf_last, sizeof(libbpf_last), "%.200s", buf);
 	tel_log(VMM_LOG_DEBUG, "libbpf: %s", buf);
 	return 0;
 }
