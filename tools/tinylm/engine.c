@@ -137,6 +137,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			int conv, int turn)
 {
 	struct tlm_kv *kv = e->kv;
+	struct tlm_restore r;
 	int slot, cached, ret;
 
 	if (len <= 0 || gen <= 0 || len + gen > e->o.max_tokens) {
@@ -145,19 +146,57 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			 e->o.max_tokens);
 		return -E2BIG;
 	}
-	ret = kv->ops->seq_open(kv, tokens, len, &slot, &cached);
+	ret = kv->ops->seq_open(kv, tokens, len, &r);
 	if (ret)
 		return fail(e, ret, "opening a sequence");
-	/* The last prompt token is always computed: its logits are needed. */
-	if (cached > len - 1)
-		cached = len - 1;
+	slot = r.slot;
+	cached = r.cached;
+	if (cached < 0 || cached >= len) {
+		snprintf(e->err, sizeof(e->err),
+			 "the KV cache claims %d of %d prompt tokens", cached,
+			 len);
+		ret = -EPROTO;
+		goto out_close;
+	}
 	e->st.sequences++;
 	e->st.prompt_tokens += len;
-	e->st.prefill_tokens_skipped += cached;
+	e->st.shared_blocks += r.shared_blocks;
+	e->st.restored_host += r.restored_host;
+	e->st.restored_nvme += r.restored_nvme;
+	/*
+	 * Patch the blocks nobody could reload: recompute each at its
+	 * original positions, attending to the KV before it.  Batch
+	 * invariance makes the result bitwise what was there.
+	 */
+	for (int i = 0; i < r.nrecompute; i++) {
+		int b0 = r.recompute[i] * r.tokens_per_block;
+		if (b0 < 0 || b0 + r.tokens_per_block > cached) {
+			snprintf(e->err, sizeof(e->err),
+				 "restore plan names block %d beyond the %d "
+				 "cached tokens",
+				 r.recompute[i], cached);
+			ret = -EPROTO;
+			goto out_close;
+		}
+		ret = step(e, slot, tokens + b0, b0, r.tokens_per_block);
+		if (ret)
+			goto out_close;
+		e->st.recomputed_blocks++;
+		e->st.recomputed_tokens += r.tokens_per_block;
+	}
+	e->st.prefill_tokens_skipped +=
+		cached - (long)r.nrecompute * r.tokens_per_block;
 	e->st.prefill_tokens += len - cached;
 	ret = step(e, slot, tokens + cached, cached, len - cached);
 	if (ret)
 		goto out_close;
+	if (kv->ops->publish) {
+		ret = kv->ops->publish(kv, slot, tokens, len);
+		if (ret) {
+			fail(e, ret, "publishing blocks");
+			goto out_close;
+		}
+	}
 	for (int g = 0; g < gen; g++) {
 		int vocab = e->m->cfg.vocab_size;
 		uint64_t sum = tlm_checksum(e->logits, vocab);
@@ -231,10 +270,14 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		"{\"kv\":\"%s\",\"sequences\":%ld,\"tokens_generated\":%ld,"
 		"\"prompt_tokens\":%ld,\"prefill_tokens\":%ld,"
 		"\"prefill_tokens_skipped\":%ld,\"steps\":%ld,"
+		"\"shared_blocks\":%ld,\"restored_host\":%ld,"
+		"\"restored_nvme\":%ld,\"recomputed_blocks\":%ld,"
+		"\"recomputed_tokens\":%ld,"
 		"\"wall_s\":%.3f,\"tokens_per_s\":%.1f}\n",
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
-		s->steps, wall_s,
+		s->steps, s->shared_blocks, s->restored_host, s->restored_nvme,
+		s->recomputed_blocks, s->recomputed_tokens, wall_s,
 		wall_s > 0 ?
 			(s->prefill_tokens + s->tokens_generated) / wall_s :
 			0.0);

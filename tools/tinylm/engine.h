@@ -32,6 +32,11 @@ struct tlm_engine_stats {
 	long prefill_tokens_skipped; /* prefix hits */
 	long prompt_tokens;
 	long steps;
+	long shared_blocks; /* prompt blocks mapped zero-copy */
+	long restored_host; /* ... reloaded from host memory */
+	long restored_nvme; /* ... reloaded from NVMe */
+	long recomputed_blocks; /* ... recomputed at their positions */
+	long recomputed_tokens;
 };
 
 struct tlm_engine;

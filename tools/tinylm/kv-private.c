@@ -25,15 +25,14 @@ static struct kv_private *to_private(struct tlm_kv *kv)
 
 /* Slots are handed out round robin; private memory never has a prefix hit. */
 static int private_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
-			    int *slot, int *cached)
+			    struct tlm_restore *r)
 {
 	struct kv_private *p = to_private(kv);
 
 	if (ntokens > kv->max_tokens)
 		return -E2BIG;
-	*slot = p->next_slot;
+	*r = (struct tlm_restore){ .slot = p->next_slot };
 	p->next_slot = (p->next_slot + 1) % kv->max_seqs;
-	*cached = 0;
 	return 0;
 }
 
@@ -87,6 +86,7 @@ static void private_destroy(struct tlm_kv *kv)
 static const struct tlm_kv_ops private_ops = {
 	.name = "private",
 	.seq_open = private_seq_open,
+	.publish = NULL,
 	.seq_close = private_seq_close,
 	.extend = private_extend,
 	.k = private_k,

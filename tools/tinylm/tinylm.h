@@ -69,15 +69,39 @@ struct tlm_model {
  * token t lives at + t * kv_dim floats.
  */
 struct tlm_kv;
+
+/*
+ * What opening a sequence found: slot is the sequence's slot; the first
+ * `cached` prompt tokens have their KV in it once the engine has
+ * recomputed the listed blocks (ascending block indexes of tokens_per_block
+ * tokens each, all below cached / tokens_per_block), at their original
+ * positions.  cached is always below the prompt length so the last prompt
+ * token, whose logits are needed, is computed.  The counters describe
+ * where the cached blocks came from.
+ */
+struct tlm_restore {
+	int slot;
+	int cached;
+	int tokens_per_block;
+	int nrecompute;
+	const int *recompute;
+	long shared_blocks; /* mapped zero-copy from the GPU tier */
+	long restored_host; /* reloaded from host memory */
+	long restored_nvme; /* reloaded from the NVMe tier */
+};
+
 struct tlm_kv_ops {
 	const char *name;
 	/*
-	 * Open a sequence for a prompt: picks a slot and says how many leading
-	 * tokens already have their KV in it (a prefix hit; 0 on private
-	 * memory).  Close releases it; tokens is its full content then.
+	 * Open a sequence for a prompt (prefix lookup and restore plan;
+	 * nothing cached on private memory).  Reloads are complete when this
+	 * returns.  Close releases the sequence; tokens is its content then.
 	 */
 	int (*seq_open)(struct tlm_kv *kv, const int *tokens, int ntokens,
-			int *slot, int *cached);
+			struct tlm_restore *r);
+	/* Offer the full blocks among tokens[0, ntokens) for sharing. */
+	int (*publish)(struct tlm_kv *kv, int slot, const int *tokens,
+		       int ntokens);
 	int (*seq_close)(struct tlm_kv *kv, int slot, const int *tokens,
 			 int ntokens);
 	/* Make tokens [0, ntokens) of the slot addressable and writable. */
