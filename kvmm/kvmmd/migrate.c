@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Migration engine: a FIFO of jobs under one mutex, worker threads that
+ * take a job (or a run of NVMe jobs of one direction, done as one batch),
+ * and a completion list signalled through an eventfd.  See migrate.h for
+ * the job life cycle and who owns what.
+ *
+ * job->state is written by workers and read by the loop thread (through
+ * migrate_evict_state()) with atomics; everything else in a job is only
+ * touched by whoever owns the job at the time.
+ */
+#include "migrate.h"
+
+#include "tier_host.h"
+#include "tier_nvme.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIGRATE_MAX_WORKERS 16
+
+struct migrate {
+	pthread_mutex_t lock; /* queue, done list, stats, stopping */
+	pthread_cond_t wake; /* queue not empty or stopping */
+	pthread_cond_t idle; /* running dropped */
+	struct migrate_job *queue_head, *queue_tail;
+	struct migrate_job *done_head, *done_tail;
+	bool stopping;
+	int efd;
+	struct vmm_backend *backend;
+	struct tier_host *host;
+	struct tier_nvme *nvme;
+	unsigned int nvme_batch;
+	unsigned int nworkers;
+	pthread_t workers[MIGRATE_MAX_WORKERS];
+	struct migrate_stats st;
+};
+
+const char *migrate_kind_string(enum migrate_kind kind)
+{
+	switch (kind) {
+	case MIGRATE_GPU_TO_HOST:
+		return "gpu_to_host";
+	case MIGRATE_HOST_TO_NVME:
+		return "host_to_nvme";
+	case MIGRATE_NVME_TO_HOST:
+		return "nvme_to_host";
+	case MIGRATE_HOST_TO_GPU:
+		return "host_to_gpu";
+	case MIGRATE_NVME_TO_GPU:
+		return "nvme_to_gpu";
+	case MIGRATE_KIND_COUNT:
+		break;
+	}
+	return "unknown";
+}
+
+const char *migrate_state_string(enum migrate_state state)
+{
+	switch (state) {
+	case MIGRATE_QUEUED:
+		return "queued";
+	case MIGRATE_RUNNING:
+		return "running";
+	case MIGRATE_DONE:
+		return "done";
+	case MIGRATE_FAILED:
+		return "failed";
+	case MIGRATE_CANCELLED:
+		return "cancelled";
+	}
+	return "unknown";
+}
+
+const char *migrate_evict_state_string(enum migrate_evict_state state)
+{
+	switch (state) {
+	case MIGRATE_EVICT_COPYING_MAPPED:
+		return "copying_mapped";
+	case MIGRATE_EVICT_COPYING:
+		return "copying";
+	case MIGRATE_EVICT_MAPPED:
+		return "mapped";
+	case MIGRATE_EVICT_REUSABLE:
+		return "reusable";
+	case MIGRATE_EVICT_ABORTED:
+		return "aborted";
+	}
+	return "unknown";
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_state(struct migrate_job *job, enum migrate_state s)
+{
+	__atomic_store_n(&job->state, s, __ATOMIC_RELEASE);
+}
+
+static enum migrate_state get_state(const struct migrate_job *job)
+{
+	return __atomic_load_n(&job->state, __ATOMIC_ACQUIRE);
+}
+
+struct migrate_job *migrate_job_new(enum migrate_kind kind, unsigned int npages)
+{
+	struct migrate_job *job;
+
+	job = calloc(1, sizeof(*job) + (size_t)npages * sizeof(job->pages[0]));
+	if (!job)
+		return NULL;
+	job->kind = kind;
+	job->npages = npages;
+	job->host_slot = MIGRATE_NO_SLOT;
+	job->nvme_slot = MIGRATE_NO_SLOT;
+	return job;
+}
+
+void migrate_job_free(struct migrate_job *job)
+{
+	free(job);
+}
+
+void migrate_job_revokes_posted(struct migrate_job *job, unsigned int n)
+{
+	job->revokes_posted = true;
+	job->revokes_pending += n;
+}
+
+void migrate_job_revoke_done(struct migrate_job *job)
+{
+	if (job->revokes_pending)
+		job->revokes_pending--;
+}
+
+enum migrate_evict_state migrate_evict_state(const struct migrate_job *job)
+{
+	enum migrate_state s = get_state(job);
+	bool mapped = !job->revokes_posted || job->revokes_pending;
+
+	if (s == MIGRATE_FAILED || s == MIGRATE_CANCELLED)
+		return MIGRATE_EVICT_ABORTED;
+	if (s != MIGRATE_DONE)
+		return mapped ? MIGRATE_EVICT_COPYING_MAPPED :
+				MIGRATE_EVICT_COPYING;
+	return mapped ? MIGRATE_EVICT_MAPPED : MIGRATE_EVICT_REUSABLE;
+}
+
+static bool host_is_dest(enum migrate_kind k)
+{
+	return k == MIGRATE_GPU_TO_HOST || k == MIGRATE_NVME_TO_HOST ||
+	       k == MIGRATE_NVME_TO_GPU;
+}
+
+static bool uses_pages(enum migrate_kind k)
+{
+	return k == MIGRATE_GPU_TO_HOST || k == MIGRATE_HOST_TO_GPU ||
+	       k == MIGRATE_NVME_TO_GPU;
+}
+
+static bool uses_nvme(enum migrate_kind k)
+{
+	return k == MIGRATE_HOST_TO_NVME || k == MIGRATE_NVME_TO_HOST ||
+	       k == MIGRATE_NVME_TO_GPU;
+}
+
+/* A finished job: release what a failure leaves, count, hand back. */
+static void complete_locked(struct migrate *m, struct migrate_job *job,
+			    enum migrate_state s)
+{
+	struct migrate_path_stats *p = &m->st.path[job->kind];
+
+	if (s != MIGRATE_DONE && host_is_dest(job->kind) &&
+	    job->host_slot != MIGRATE_NO_SLOT) {
+		tier_host_free(m->host, job->host_slot);
+		job->host_slot = MIGRATE_NO_SLOT;
+	}
+	job->end_ns = now_ns();
+	if (s == MIGRATE_DONE) {
+		p->jobs++;
+		p->bytes += job->length;
+		p->busy_ns += job->end_ns - job->start_ns;
+	} else if (s == MIGRATE_FAILED) {
+		p->failed++;
+	} else {
+		p->cancelled++;
+	}
+	job->next = NULL;
+	if (m->done_tail)
+		m->done_tail->next = job;
+	else
+		m->done_head = job;
+	m->done_tail = job;
+	m->st.completed_unreaped++;
+	set_state(job, s);
+}
+
+static void signal_done(struct migrate *m)
+{
+	uint64_t one = 1;
+
+	if (write(m->efd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated: the loop is reading anyway */
+	}
+}
+
+/* ---- copies (worker threads, no lock) ---- */
+
+static int copy_pages_out(struct migrate *m, struct migrate_job *job,
+			  unsigned char *dst)
+{
+	size_t ps = m->backend->page_size;
+
+	for (unsigned int i = 0; i < job->npages; i++) {
+		int r = m->backend->ops->copy_to_host(
+			m->backend, dst + i * ps, job->pages[i].handle, 0, ps);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int copy_pages_in(struct migrate *m, struct migrate_job *job,
+			 const unsigned char *src)
+{
+	size_t ps = m->backend->page_size;
+
+	for (unsigned int i = 0; i < job->npages; i++) {
+		int r = m->backend->ops->copy_from_host(
+			m->backend, job->pages[i].handle, 0, src + i * ps, ps);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int run_gpu_to_host(struct migrate *m, struct migrate_job *job)
+{
+	unsigned char *dst;
+	int r;
+
+	if (tier_host_slot_state(m->host, job->host_slot) != TIER_SLOT_FILLING)
+		return -EBUSY;
+	dst = tier_host_slot_addr(m->host, job->host_slot);
+	if (!dst)
+		return -ENOENT;
+	r = copy_pages_out(m, job, dst);
+	if (r)
+		return r;
+	return tier_host_publish(m->host, job->host_slot, job->hash,
+				 job->length);
+}
+
+static int run_host_to_gpu(struct migrate *m, struct migrate_job *job)
+{
+	const unsigned char *src =
+		tier_host_read_addr(m->host, job->host_slot, job->hash);
+
+	if (!src)
+		return -ENOENT;
+	return copy_pages_in(m, job, src);
+}
+
+/* n HOST_TO_NVME jobs as one batch. */
+static void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
+			    unsigned int n)
+{
+	struct tier_nvme_io ios[n];
+
+	for (unsigned int i = 0; i < n; i++) {
+		const void *src = tier_host_read_addr(
+			m->host, jobs[i]->host_slot, jobs[i]->hash);
+
+		ios[i] = (struct tier_nvme_io){
+			.hash = jobs[i]->hash,
+			.layout_id = jobs[i]->layout_id,
+			.buf = (void *)src,
+			.length = jobs[i]->length,
+		};
+	}
+	/* a NULL buf (source not READY) fails that io with -EINVAL */
+	(void)tier_nvme_write_batch(m->nvme, ios, n);
+	for (unsigned int i = 0; i < n; i++) {
+		jobs[i]->result = ios[i].buf ? ios[i].result : -ENOENT;
+		if (!jobs[i]->result)
+			jobs[i]->nvme_slot = ios[i].slot;
+	}
+}
+
+/* n NVME_TO_HOST or NVME_TO_GPU jobs as one batch. */
+static void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
+			   unsigned int n)
+{
+	struct tier_nvme_io ios[n];
+
+	for (unsigned int i = 0; i < n; i++) {
+		void *dst = NULL;
+
+		if (tier_host_slot_state(m->host, jobs[i]->host_slot) ==
+		    TIER_SLOT_FILLING)
+			dst = tier_host_slot_addr(m->host, jobs[i]->host_slot);
+		ios[i] = (struct tier_nvme_io){
+			.hash = jobs[i]->hash,
+			.slot = jobs[i]->nvme_slot,
+			.buf = dst,
+		};
+	}
+	(void)tier_nvme_read_batch(m->nvme, ios, n);
+	for (unsigned int i = 0; i < n; i++) {
+		struct migrate_job *job = jobs[i];
+		int r = ios[i].buf ? ios[i].result : -EBUSY;
+
+		if (!r && job->length && ios[i].length != job->length)
+			r = -EIO;
+		if (!r) {
+			job->length = ios[i].length;
+			job->layout_id = ios[i].layout_id;
+			r = tier_host_publish(m->host, job->host_slot,
+					      job->hash, job->length);
+		}
+		if (!r && job->kind == MIGRATE_NVME_TO_GPU)
+			r = run_host_to_gpu(m, job);
+		job->result = r;
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct migrate *m = arg;
+	struct migrate_job *batch[64];
+
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		unsigned int n = 0;
+
+		while (!m->stopping && !m->queue_head)
+			pthread_cond_wait(&m->wake, &m->lock);
+		if (!m->queue_head)
+			break; /* stopping and nothing left */
+		/* one job, or a run of NVMe jobs going the same way */
+		do {
+			struct migrate_job *job = m->queue_head;
+
+			m->queue_head = job->next;
+			if (!m->queue_head)
+				m->queue_tail = NULL;
+			job->next = NULL;
+			job->start_ns = now_ns();
+			set_state(job, MIGRATE_RUNNING);
+			batch[n++] = job;
+		} while (uses_nvme(batch[0]->kind) && m->queue_head &&
+			 n < m->nvme_batch &&
+			 (m->queue_head->kind == MIGRATE_HOST_TO_NVME) ==
+				 (batch[0]->kind == MIGRATE_HOST_TO_NVME) &&
+			 uses_nvme(m->queue_head->kind));
+		m->st.queued -= n;
+		m->st.running += n;
+		if (n > 1 || uses_nvme(batch[0]->kind))
+			m->st.nvme_batches++;
+		pthread_mutex_unlock(&m->lock);
+
+		switch (batch[0]->kind) {
+		case MIGRATE_GPU_TO_HOST:
+			batch[0]->result = run_gpu_to_host(m, batch[0]);
+			break;
+		case MIGRATE_HOST_TO_GPU:
+			batch[0]->result = run_host_to_gpu(m, batch[0]);
+			break;
+		case MIGRATE_HOST_TO_NVME:
+			run_nvme_writes(m, batch, n);
+			break;
+		case MIGRATE_NVME_TO_HOST:
+		case MIGRATE_NVME_TO_GPU:
+			run_nvme_reads(m, batch, n);
+			break;
+		default:
+			batch[0]->result = -EINVAL;
+			break;
+		}
+
+		pthread_mutex_lock(&m->lock);
+		for (unsigned int i = 0; i < n; i++)
+			complete_locked(m, batch[i],
+					batch[i]->result ? MIGRATE_FAILED :
+							   MIGRATE_DONE);
+		m->st.running -= n;
+		pthread_cond_broadcast(&m->idle);
+		signal_done(m);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+int migrate_open(const struct migrate_config *cfg, struct migrate **out)
+{
+	struct migrate *m;
+	int r;
+
+	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->host)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->wake, NULL);
+	pthread_cond_init(&m->idle, NULL);
+	m->backend = cfg->backend;
+	m->host = cfg->host;
+	m->nvme = cfg->nvme;
+	m->nvme_batch = cfg->nvme_batch ? cfg->nvme_batch : 8;
+	if (m->nvme_batch > 64)
+		m->nvme_batch = 64;
+	m->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (m->efd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	unsigned int nw = cfg->workers ? cfg->workers : 1;
+	if (nw > MIGRATE_MAX_WORKERS)
+		nw = MIGRATE_MAX_WORKERS;
+	for (m->nworkers = 0; m->nworkers < nw; m->nworkers++) {
+		r = -pthread_create(&m->workers[m->nworkers], NULL, worker, m);
+		if (r)
+			goto err_stop;
+	}
+	*out = m;
+	return 0;
+
+err_stop:
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->wake);
+	pthread_mutex_unlock(&m->lock);
+	for (unsigned int i = 0; i < m->nworkers; i++)
+		pthread_join(m->workers[i], NULL);
+	close(m->efd);
+err_free:
+	pthread_cond_destroy(&m->idle);
+	pthread_cond_destroy(&m->wake);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+	return r;
+}
+
+int migrate_eventfd(struct migrate *m)
+{
+	return m->efd;
+}
+
+int migrate_submit(struct migrate *m, struct migrate_job *job)
+{
+	if (!job || job->kind >= MIGRATE_KIND_COUNT)
+		return -EINVAL;
+	if (uses_pages(job->kind)) {
+		if (!m->backend || !job->npages ||
+		    job->length !=
+			    (uint64_t)job->npages * m->backend->page_size)
+			return -EINVAL;
+	}
+	if (uses_nvme(job->kind) && !m->nvme)
+		return -ENODEV;
+	if (job->host_slot == MIGRATE_NO_SLOT)
+		return -EINVAL;
+	if (job->kind != MIGRATE_NVME_TO_HOST &&
+	    job->kind != MIGRATE_NVME_TO_GPU && !job->length)
+		return -EINVAL;
+	if ((job->kind == MIGRATE_NVME_TO_HOST ||
+	     job->kind == MIGRATE_NVME_TO_GPU) &&
+	    job->nvme_slot == MIGRATE_NO_SLOT)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	if (m->stopping) {
+		pthread_mutex_unlock(&m->lock);
+		return -ESHUTDOWN;
+	}
+	job->result = 0;
+	job->next = NULL;
+	job->submit_ns = now_ns();
+	set_state(job, MIGRATE_QUEUED);
+	if (m->queue_tail)
+		m->queue_tail->next = job;
+	else
+		m->queue_head = job;
+	m->queue_tail = job;
+	m->st.queued++;
+	pthread_cond_signal(&m->wake);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+unsigned int migrate_reap(struct migrate *m, struct migrate_job **jobs,
+			  unsigned int max)
+{
+	unsigned int n = 0;
+	uint64_t v;
+
+	/* clear the eventfd first: a completion after this sets it again */
+	if (read(m->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing signalled, the list may still hold jobs */
+	}
+	pthread_mutex_lock(&m->lock);
+	while (n < max && m->done_head) {
+		struct migrate_job *job = m->done_head;
+
+		m->done_head = job->next;
+		if (!m->done_head)
+			m->done_tail = NULL;
+		job->next = NULL;
+		jobs[n++] = job;
+		m->st.completed_unreaped--;
+	}
+	if (m->done_head)
+		signal_done(m); /* more than max waiting: stay readable */
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+int migrate_cancel(struct migrate *m, struct migrate_job *job)
+{
+	struct migrate_job **p;
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&m->lock);
+	if (get_state(job) == MIGRATE_RUNNING) {
+		r = -EBUSY;
+		goto out;
+	}
+	for (p = &m->queue_head; *p; p = &(*p)->next) {
+		if (*p != job)
+			continue;
+		*p = job->next;
+		if (m->queue_tail == job) {
+			m->queue_tail = NULL;
+			for (struct migrate_job *q = m->queue_head; q;
+			     q = q->next)
+				m->queue_tail = q;
+		}
+		m->st.queued--;
+		job->result = -ECANCELED;
+		complete_locked(m, job, MIGRATE_CANCELLED);
+		signal_done(m);
+		r = 0;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+void migrate_shutdown(struct migrate *m)
+{
+	bool join;
+
+	pthread_mutex_lock(&m->lock);
+	join = !m->stopping;
+	m->stopping = true;
+	while (m->queue_head) {
+		struct migrate_job *job = m->queue_head;
+
+		m->queue_head = job->next;
+		m->st.queued--;
+		job->result = -ECANCELED;
+		complete_locked(m, job, MIGRATE_CANCELLED);
+	}
+	m->queue_tail = NULL;
+	signal_done(m);
+	pthread_cond_broadcast(&m->wake);
+	pthread_mutex_unlock(&m->lock);
+	if (!join)
+		return;
+	for (unsigned int i = 0; i < m->nworkers; i++)
+		pthread_join(m->workers[i], NULL);
+}
+
+void migrate_close(struct migrate *m)
+{
+	struct migrate_job *job;
+
+	if (!m)
+		return;
+	migrate_shutdown(m);
+	/* Jobs nobody reaped: a DONE destination host slot is known to no
+	 * index, so it goes back too. */
+	while ((job = m->done_head)) {
+		m->done_head = job->next;
+		if (host_is_dest(job->kind) &&
+		    job->host_slot != MIGRATE_NO_SLOT)
+			tier_host_free(m->host, job->host_slot);
+		if (job->kind == MIGRATE_HOST_TO_NVME &&
+		    job->nvme_slot != MIGRATE_NO_SLOT && m->nvme)
+			tier_nvme_free(m->nvme, job->nvme_slot);
+		free(job);
+	}
+	close(m->efd);
+	pthread_cond_destroy(&m->idle);
+	pthread_cond_destroy(&m->wake);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+void migrate_get_stats(struct migrate *m, struct migrate_stats *st)
+{
+	pthread_mutex_lock(&m->lock);
+	*st = m->st;
+	pthread_mutex_unlock(&m->lock);
+}

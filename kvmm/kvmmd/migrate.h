@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Migration engine: moves blocks between the GPU page pool, the host tier
+ * and the NVMe tier on worker threads, overlapped with the daemon's event
+ * loop, and reports completions through an eventfd the loop watches.
+ *
+ * A job is one block moving along one path:
+ *
+ *   GPU_TO_HOST   pool pages -> a FILLING host slot (demotion)
+ *   HOST_TO_NVME  a READY host slot -> a new NVMe slot (demotion)
+ *   NVME_TO_HOST  an NVMe slot -> a FILLING host slot (promotion)
+ *   HOST_TO_GPU   a READY host slot -> fresh pool pages (restore)
+ *   NVME_TO_GPU   an NVMe slot -> a FILLING host slot (staging) -> pages
+ *
+ * Job states: QUEUED -> RUNNING -> DONE | FAILED, or QUEUED -> CANCELLED.
+ * A job is the caller's from migrate_job_new() to migrate_submit(), the
+ * engine's until it is returned by migrate_reap(), then the caller's again
+ * (migrate_job_free()).  Ownership of what a job touches:
+ *   - sources (pages, READY slots) are read only, and must stay valid until
+ *     the job is reaped; the engine never frees them;
+ *   - a destination host slot is allocated FILLING by the caller; the
+ *     engine publishes it READY when the copy completed (so a block is
+ *     never readable in a tier before its copy is complete) and frees it
+ *     when the job fails or is cancelled (host_slot becomes
+ *     MIGRATE_NO_SLOT);
+ *   - an NVMe destination slot is allocated by the NVMe tier and set in
+ *     nvme_slot on success;
+ *   - destination pages belong to the caller throughout.
+ *
+ * GPU page reuse.  A page that held a demoted block may go back to the free
+ * list only when its copy-out is DONE and every client that mapped it has
+ * unmapped it (the revocation handshake).  The job carries that second
+ * condition too: the daemon calls migrate_job_revokes_posted() when it
+ * posts the revokes and migrate_job_revoke_done() for each acknowledgement
+ * (or session that died), and migrate_evict_state() says where the pages
+ * stand; only MIGRATE_EVICT_REUSABLE allows vmm_pool_free().
+ *
+ * Jobs run FIFO; consecutive NVMe jobs of the same direction are batched
+ * into one tier_nvme batch so several are in flight.
+ */
+#ifndef KVMM_KVMMD_MIGRATE_H
+#define KVMM_KVMMD_MIGRATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm/vmm.h"
+
+struct tier_host;
+struct tier_nvme;
+struct migrate;
+
+#define MIGRATE_NO_SLOT UINT32_MAX
+
+enum migrate_kind {
+	MIGRATE_GPU_TO_HOST = 0,
+	MIGRATE_HOST_TO_NVME,
+	MIGRATE_NVME_TO_HOST,
+	MIGRATE_HOST_TO_GPU,
+	MIGRATE_NVME_TO_GPU,
+	MIGRATE_KIND_COUNT,
+};
+
+enum migrate_state {
+	MIGRATE_QUEUED = 0,
+	MIGRATE_RUNNING,
+	MIGRATE_DONE,
+	MIGRATE_FAILED,
+	MIGRATE_CANCELLED,
+};
+
+enum migrate_evict_state {
+	MIGRATE_EVICT_COPYING_MAPPED, /* copy running, clients still map */
+	MIGRATE_EVICT_COPYING, /* copy running, every client unmapped */
+	MIGRATE_EVICT_MAPPED, /* copy done, waiting for unmaps */
+	MIGRATE_EVICT_REUSABLE, /* copy done, no mapper: pages may be freed */
+	MIGRATE_EVICT_ABORTED, /* copy failed: the block stays on the GPU */
+};
+
+const char *migrate_kind_string(enum migrate_kind kind);
+const char *migrate_state_string(enum migrate_state state);
+const char *migrate_evict_state_string(enum migrate_evict_state state);
+
+struct migrate_page {
+	uint32_t page_id; /* the pool's id (the engine does not use it) */
+	vmm_handle_t handle; /* what the copy uses */
+};
+
+struct migrate_job {
+	/* set by the caller */
+	enum migrate_kind kind;
+	uint64_t hash;
+	uint64_t layout_id;
+	uint64_t length; /* bytes: npages * page size */
+	uint32_t host_slot; /* source or destination (staging for NVME_TO_GPU) */
+	uint32_t nvme_slot; /* source; destination set on success */
+	void *owner; /* the caller's cookie */
+	/* set by the engine (read after reap, or under no lock when DONE) */
+	enum migrate_state state;
+	int result; /* 0 or -errno */
+	uint64_t submit_ns, start_ns, end_ns;
+	/* revocation gate (loop thread only) */
+	unsigned int revokes_pending;
+	bool revokes_posted;
+	/* engine internal */
+	struct migrate_job *next;
+	unsigned int npages;
+	struct migrate_page pages[];
+};
+
+struct migrate_config {
+	size_t size; /* sizeof(struct migrate_config) */
+	struct vmm_backend *backend; /* the pool's backend (GPU copies) */
+	struct tier_host *host;
+	struct tier_nvme *nvme; /* NULL: no NVMe tier */
+	unsigned int workers; /* 0 = 1 */
+	unsigned int nvme_batch; /* NVMe jobs per batch, 0 = 8 */
+};
+
+struct migrate_path_stats {
+	uint64_t jobs; /* completed DONE */
+	uint64_t failed;
+	uint64_t cancelled;
+	uint64_t bytes;
+	uint64_t busy_ns; /* sum of run times */
+};
+
+struct migrate_stats {
+	struct migrate_path_stats path[MIGRATE_KIND_COUNT];
+	uint64_t queued; /* now */
+	uint64_t running; /* now */
+	uint64_t completed_unreaped; /* now */
+	uint64_t nvme_batches;
+};
+
+int migrate_open(const struct migrate_config *cfg, struct migrate **out);
+/*
+ * Stop: queued jobs are cancelled, running ones finish, workers exit.
+ * Jobs not yet reaped are released (their destination host slots freed as
+ * for a failure) and freed.  Call migrate_reap() first to see them.
+ */
+void migrate_close(struct migrate *m);
+/* Cancel everything queued and wait for running jobs; completions stay
+ * reapable.  Submissions afterwards get -ESHUTDOWN. */
+void migrate_shutdown(struct migrate *m);
+
+/* Readable (EFD_NONBLOCK, EFD_CLOEXEC) while completions wait. */
+int migrate_eventfd(struct migrate *m);
+
+struct migrate_job *migrate_job_new(enum migrate_kind kind,
+				    unsigned int npages);
+void migrate_job_free(struct migrate_job *job);
+
+/* Checks the job against the engine's tiers; -EINVAL, -ENODEV (no NVMe
+ * tier), -ESHUTDOWN. */
+int migrate_submit(struct migrate *m, struct migrate_job *job);
+/* Up to max finished jobs (DONE, FAILED, CANCELLED); returns how many. */
+unsigned int migrate_reap(struct migrate *m, struct migrate_job **jobs,
+			  unsigned int max);
+/* A QUEUED job becomes CANCELLED (reaped like any other); -EBUSY when it
+ * already runs, -ENOENT when it is not queued. */
+int migrate_cancel(struct migrate *m, struct migrate_job *job);
+
+/* The revocation gate of a GPU_TO_HOST job. */
+void migrate_job_revokes_posted(struct migrate_job *job, unsigned int n);
+void migrate_job_revoke_done(struct migrate_job *job);
+enum migrate_evict_state migrate_evict_state(const struct migrate_job *job);
+
+void migrate_get_stats(struct migrate *m, struct migrate_stats *st);
+
+#endif
