@@ -817,8 +817,15 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 	snprintf(c->base.device_name, sizeof(c->base.device_name), "%s %s",
 		 name, uuid);
 	vmm_track_init(&c->track, c->base.page_size);
-	vmm_log(VMM_LOG_INFO, "vmm cuda: %s, page %zu bytes",
-		c->base.device_name, c->base.page_size);
+	{
+		int drv = 0;
+
+		c->api.p_cuDriverGetVersion(&drv);
+		vmm_log(VMM_LOG_INFO,
+			"vmm cuda: %s, driver API %d.%d, page %zu bytes",
+			c->base.device_name, drv / 1000, drv % 1000 / 10,
+			c->base.page_size);
+	}
 	*out = &c->base;
 	return 0;
 
