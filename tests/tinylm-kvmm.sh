@@ -9,6 +9,10 @@ B=${KVMM_BUILD:-build}
 bin=$B/tinylm
 [ -x "$bin" ] || { echo "skip: $bin not built"; exit 77; }
 [ -x "$B/kvmmd" ] || { echo "skip: $B/kvmmd not built"; exit 77; }
+if "$bin" --kv kvmm --socket /nonexistent --prompt 1 2>&1 | grep -q 'no kvmm client library'; then
+	echo "skip: tinylm was built without the kvmm client library"
+	exit 77
+fi
 tmp=$(mktemp -d)
 daemon=""
 cleanup() {
