@@ -9,7 +9,7 @@
 # Environment knobs (defaults in brackets):
 #   DEMO_CLIENTS [3]  DEMO_CONVERSATIONS [12]  DEMO_TURNS [4]
 #   DEMO_SYSTEM_TOKENS [256]  DEMO_USER_TOKENS [32]  DEMO_GEN_TOKENS [16]
-#   DEMO_GPU_MEM [2M]  DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]
+#   DEMO_GPU_MEM [2M with tiers, else 8M]  DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]
 #   DEMO_PAGE_SIZE [4096]  DEMO_POLICY [asym]  DEMO_KEEP=1 keeps the temp dir
 set -u
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ turns=${DEMO_TURNS:-4}
 sys_tokens=${DEMO_SYSTEM_TOKENS:-256}
 user_tokens=${DEMO_USER_TOKENS:-32}
 gen_tokens=${DEMO_GEN_TOKENS:-16}
-gpu_mem=${DEMO_GPU_MEM:-2M}
+gpu_mem=${DEMO_GPU_MEM:-}
 host_mem=${DEMO_HOST_MEM:-1M}
 nvme_size=${DEMO_NVME_SIZE:-64M}
 page_size=${DEMO_PAGE_SIZE:-4096}
@@ -112,12 +112,36 @@ fi
 mismatches=0
 wall_kvmm="n/a"
 if [ $have_kvmm = 1 ]; then
-	echo "2. kvmm: kvmmd on the host backend (GPU pool $gpu_mem, host tier $host_mem," \
-		"NVMe-tier file $nvme_size, policy $policy)"
 	sock=$tmp/kvmm.sock
-	"$B/kvmmd" --backend host --socket "$sock" --page-size "$page_size" \
-		--gpu-mem "$gpu_mem" --foreground \
-		>"$tmp/kvmmd.log" 2>&1 &
+	help=$("$B/kvmmd" --help 2>&1)
+	# Without lower tiers there is nowhere to evict to: give the pool room.
+	if [ -z "$gpu_mem" ]; then
+		gpu_mem=2M
+		grep -q -- --host-mem <<<"$help" || gpu_mem=8M
+	fi
+	echo "2. kvmm: kvmmd on the host backend, GPU pool $gpu_mem of $page_size-byte pages"
+	dargs=(--backend host --socket "$sock" --page-size "$page_size"
+		--gpu-mem "$gpu_mem" --foreground)
+	# Tiers and policies are used when this kvmmd has them.
+	if grep -q -- --host-mem <<<"$help"; then
+		dargs+=(--host-mem "$host_mem")
+		features="host tier"
+	else
+		features="no host tier in this kvmmd"
+	fi
+	if grep -q -- --nvme-path <<<"$help"; then
+		dargs+=(--nvme-path "$tmp/nvme.slots" --nvme-size "$nvme_size")
+		features="$features, NVMe tier"
+	else
+		features="$features, no NVMe tier"
+	fi
+	if grep -q -- --policy <<<"$help"; then
+		dargs+=(--policy "$policy")
+		features="$features, policy $policy"
+	fi
+	echo "   kvmmd ${dargs[*]}"
+	echo "   ($features)"
+	"$B/kvmmd" "${dargs[@]}" >"$tmp/kvmmd.log" 2>&1 &
 	daemon_pid=$!
 	for _ in $(seq 100); do
 		[ -S "$sock" ] && break
@@ -139,9 +163,14 @@ fi
 
 sequences=$(sum_json ref sequences)
 generated=$(sum_json ref tokens_generated)
+shared=0 restored_host=0 restored_nvme=0 recomputed=0 demoted=0
 if [ $have_kvmm = 1 ]; then
 	skipped=$(sum_json kv prefill_tokens_skipped)
 	prompt=$(sum_json kv prompt_tokens)
+	shared=$(sum_json kv shared_blocks)
+	restored_host=$(sum_json kv restored_host)
+	restored_nvme=$(sum_json kv restored_nvme)
+	recomputed=$(sum_json kv recomputed_blocks)
 else
 	skipped=0
 	prompt=$(sum_json ref prompt_tokens)
@@ -156,6 +185,8 @@ echo "  mismatches           $mismatches"
 echo "  prefix hit ratio     $hit_ratio ($skipped of $prompt prompt tokens not recomputed)"
 wk=$wall_kvmm
 [ "$wk" = n/a ] || wk=${wk}s
+echo "  blocks               $shared shared zero-copy, $demoted demoted," \
+	"$restored_host restored from host, $restored_nvme from NVMe, $recomputed recomputed"
 echo "  wall time            reference ${wall_ref}s, with kvmm $wk"
 if [ "$wall_kvmm" = n/a ]; then
 	wall_json=null
@@ -163,6 +194,7 @@ else
 	wall_json=$wall_kvmm
 fi
 printf '{"sequences":%d,"tokens_generated":%d,"prefix_hit_ratio":%s,"shared_blocks":%d,"demoted_blocks":%d,"restored_host":%d,"restored_nvme":%d,"recomputed_blocks":%d,"prefill_tokens_skipped":%d,"wall_s_with_kvmm":%s,"wall_s_reference":%s,"mismatches":%d}\n' \
-	"$sequences" "$generated" "$hit_ratio" 0 0 0 0 0 "$skipped" \
+	"$sequences" "$generated" "$hit_ratio" "$shared" "$demoted" \
+	"$restored_host" "$restored_nvme" "$recomputed" "$skipped" \
 	"$wall_json" "$wall_ref" "$mismatches"
 [ "$mismatches" = 0 ]
