@@ -15,7 +15,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "ebpf/probes.h"
 #include "engine.h"
 
 struct tlm_engine {
@@ -109,11 +111,24 @@ static int fail(struct tlm_engine *e, int ret, const char *what)
 	return ret;
 }
 
-/* One forward pass of n tokens at pos0, bracketed as one engine step. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/*
+ * One forward pass of n tokens at pos0, bracketed as one engine step.  The
+ * pass is this engine's "kernel": its latency goes to the kvmm:kernel probe
+ * (prefill for chunks, attention for single-token decode) that calibrates
+ * kvmm's recomputation cost model.
+ */
 static int step(struct tlm_engine *e, int slot, const int *tokens, int pos0,
 		int n)
 {
 	struct tlm_kv *kv = e->kv;
+	uint64_t t0 = 0;
 	int ret;
 
 	ret = kv->ops->extend(kv, slot, pos0 + n);
@@ -122,8 +137,13 @@ static int step(struct tlm_engine *e, int slot, const int *tokens, int pos0,
 	ret = kv->ops->step_begin(kv);
 	if (ret)
 		return fail(e, ret, "step begin");
+	if (KVMM_PROBE_ENABLED(kernel))
+		t0 = now_ns();
 	ret = tlm_forward(e->m, e->state, kv, slot, tokens, pos0, n, e->logits,
 			  false);
+	if (t0)
+		kvmm_probe_kernel(n > 1 ? KVMM_TEL_PREFILL : KVMM_TEL_ATTENTION,
+				  now_ns() - t0, 1, (uint64_t)pos0 + n);
 	int end = kv->ops->step_end(kv);
 	if (ret)
 		return fail(e, ret, "forward pass");
@@ -178,9 +198,14 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			ret = -EPROTO;
 			goto out_close;
 		}
+		uint64_t t0 = now_ns();
 		ret = step(e, slot, tokens + b0, b0, r.tokens_per_block);
 		if (ret)
 			goto out_close;
+		kvmm_probe_recompute(
+			r.recompute_hashes ? r.recompute_hashes[i] : 0,
+			(uint64_t)b0, (uint32_t)r.tokens_per_block,
+			now_ns() - t0);
 		e->st.recomputed_blocks++;
 		e->st.recomputed_tokens += r.tokens_per_block;
 	}

@@ -85,6 +85,7 @@ struct tlm_restore {
 	int tokens_per_block;
 	int nrecompute;
 	const int *recompute;
+	const uint64_t *recompute_hashes; /* their block hashes, or NULL */
 	long shared_blocks; /* mapped zero-copy from the GPU tier */
 	long restored_host; /* reloaded from host memory */
 	long restored_nvme; /* reloaded from the NVMe tier */
