@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cost model (formulas in cost_model.h and Documentation/policy.md):
+ * profile parsing, the per-block costs, and online correction.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/policy/cost_model.h"
+
+static const char reference_profile[] =
+	"name = h200-llama3-8b-ref\n"
+	"layers = 32\nq_heads = 32\nkv_heads = 8\nhead_dim = 128\n"
+	"dtype_bytes = 2\ntokens_per_block = 512\n"
+	"linear_flops_per_token = 13.96e9\npeak_flops = 989e12\n"
+	"efficiency = 0.6\ngpu_bandwidth = 4.8e12\ngpu_latency = 0\n"
+	"host_bandwidth = 55e9\nhost_latency = 10e-6\n"
+	"nvme_bandwidth = 7e9\nnvme_latency = 100e-6\nmsa_alpha = 0.05\n"
+	"min_chunk_tokens = 2048\nmax_chunk_tokens = 16384\n"
+	"ewma_weight = 0.1\n";
+
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t len,
+							  const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+struct key {
+	const char *name;
+	size_t off;
+	char type; /* 'u' uint32, 'd' double */
+	bool required;
+};
+
+#define U(f, req)                                                \
+	{                                                        \
+#f, offsetof(struct pol_cost_model, f), 'u', req \
+	}
+#define D(f, req)                                                \
+	{                                                        \
+#f, offsetof(struct pol_cost_model, f), 'd', req \
+	}
+#define T(n, f, i, req)                                                       \
+	{                                                                     \
+		n, offsetof(struct pol_cost_model, f) + (i) * sizeof(double), \
+			'd', req                                              \
+	}
+
+static const struct key keys[] = {
+	U(layers, true),
+	U(q_heads, true),
+	U(kv_heads, true),
+	U(head_dim, true),
+	U(dtype_bytes, true),
+	U(tokens_per_block, true),
+	D(linear_flops_per_token, true),
+	D(attn_coef, false),
+	D(peak_flops, true),
+	D(efficiency, true),
+	T("gpu_bandwidth", bandwidth, POL_TIER_GPU, false),
+	T("gpu_latency", latency, POL_TIER_GPU, false),
+	T("host_bandwidth", bandwidth, POL_TIER_HOST, true),
+	T("host_latency", latency, POL_TIER_HOST, false),
+	T("nvme_bandwidth", bandwidth, POL_TIER_NVME, true),
+	T("nvme_latency", latency, POL_TIER_NVME, false),
+	D(msa_alpha, false),
+	U(min_chunk_tokens, false),
+	U(max_chunk_tokens, false),
+	D(ewma_weight, false),
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
+		   char *err, size_t errlen)
+{
+	bool seen[NKEYS] = { false };
+	char *copy, *line, *save = NULL;
+	int lineno = 0, r = 0;
+
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "%s", name ? name : "unnamed");
+	m->bandwidth[POL_TIER_GPU] = 4.8e12;
+	m->min_chunk_tokens = 2048;
+	m->max_chunk_tokens = 16384;
+	m->ewma_weight = 0.1;
+	copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	for (line = strtok_r(copy, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *hash = strchr(line, '#'), *eq, *k, *v, *end;
+		size_t i;
+
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		k = trim(line);
+		if (!*k)
+			continue;
+		eq = strchr(k, '=');
+		if (!eq) {
+			set_err(err, errlen, "line %d: expected key = value",
+				lineno);
+			r = -EINVAL;
+			goto out;
+		}
+		*eq = '\0';
+		k = trim(k);
+		v = trim(eq + 1);
+		if (!strcmp(k, "name")) {
+			snprintf(m->name, sizeof(m->name), "%s", v);
+			continue;
+		}
+		for (i = 0; i < NKEYS; i++)
+			if (!strcmp(k, keys[i].name))
+				break;
+		if (i == NKEYS) {
+			set_err(err, errlen, "unknown key '%s' on line %d", k,
+				lineno);
+			r = -EINVAL;
+			goto out;
+		}
+		errno = 0;
+		double d = strtod(v, &end);
+		if (errno || end == v || *end || d < 0 ||
+		    (keys[i].type == 'u' && (d != (uint32_t)d))) {
+			set_err(err, errlen, "bad value for '%s' on line %d", k,
+				lineno);
+			r = -EINVAL;
+			goto out;
+		}
+		if (keys[i].type == 'u')
+			*(uint32_t *)((char *)m + keys[i].off) = (uint32_t)d;
+		else
+			*(double *)((char *)m + keys[i].off) = d;
+		seen[i] = true;
+	}
+	for (size_t i = 0; i < NKEYS; i++)
+		if (keys[i].required && !seen[i]) {
+			set_err(err, errlen, "missing key '%s'", keys[i].name);
+			r = -EINVAL;
+			goto out;
+		}
+	if (!m->layers || !m->tokens_per_block || !m->peak_flops ||
+	    !m->efficiency || m->efficiency > 1 || !m->bandwidth[0] ||
+	    !m->bandwidth[1] || !m->bandwidth[2] || m->ewma_weight > 1) {
+		set_err(err, errlen,
+			"inconsistent profile (zero rate or efficiency > 1)");
+		r = -EINVAL;
+		goto out;
+	}
+	for (int t = 0; t < POL_TIER_COUNT; t++)
+		m->base_bandwidth[t] = m->bandwidth[t];
+	m->base_efficiency = m->efficiency;
+out:
+	free(copy);
+	return r;
+}
+
+void pol_cost_reference(struct pol_cost_model *m)
+{
+	pol_cost_parse(reference_profile, "h200-llama3-8b-ref", m, NULL, 0);
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > (1 << 20) ||
+	    fseek(f, 0, SEEK_SET)) {
+		fclose(f);
+		return NULL;
+	}
+	buf = malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	if (buf)
+		buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
+		  size_t errlen)
+{
+	const char *dirs[4];
+	char path[4096];
+	char *text = NULL;
+	size_t nd = 0, len;
+	int r;
+
+	if (!what || !*what) {
+		set_err(err, errlen, "empty profile name");
+		return -EINVAL;
+	}
+	len = strlen(what);
+	if (strchr(what, '/') ||
+	    (len > 8 && !strcmp(what + len - 8, ".profile"))) {
+		text = read_file(what);
+		if (!text) {
+			set_err(err, errlen, "cannot read profile %s", what);
+			return -ENOENT;
+		}
+		snprintf(path, sizeof(path), "%s", what);
+	} else {
+		if (getenv("KVMM_PROFILE_DIR"))
+			dirs[nd++] = getenv("KVMM_PROFILE_DIR");
+		if (getenv("KVMM_SRC"))
+			dirs[nd++] = getenv("KVMM_SRC");
+		dirs[nd++] = ".";
+		for (size_t i = 0; i < nd && !text; i++) {
+			snprintf(path, sizeof(path), "%s/%s.profile", dirs[i],
+				 what);
+			text = read_file(path);
+			if (!text && i > 0) {
+				snprintf(path, sizeof(path),
+					 "%s/kvmm/policy/profiles/%s.profile",
+					 dirs[i], what);
+				text = read_file(path);
+			}
+		}
+		if (!text && !strcmp(what, "h200-llama3-8b-ref")) {
+			pol_cost_reference(m);
+			return 0;
+		}
+		if (!text) {
+			set_err(err, errlen,
+				"unknown profile '%s' (no %s.profile found; "
+				"set KVMM_PROFILE_DIR)",
+				what, what);
+			return -ENOENT;
+		}
+	}
+	r = pol_cost_parse(text, what, m, err, errlen);
+	free(text);
+	return r;
+}
+
+double pol_cost_kv_bytes_per_token(const struct pol_cost_model *m)
+{
+	return 2.0 * m->layers * m->kv_heads * m->head_dim * m->dtype_bytes;
+}
+
+double pol_cost_block_bytes(const struct pol_cost_model *m)
+{
+	return pol_cost_kv_bytes_per_token(m) * m->tokens_per_block;
+}
+
+double pol_cost_attn_coef(const struct pol_cost_model *m)
+{
+	if (m->attn_coef > 0)
+		return m->attn_coef;
+	return 4.0 * m->layers * m->q_heads * m->head_dim;
+}
+
+double pol_cost_flops(const struct pol_cost_model *m, double pos, double tokens)
+{
+	return m->linear_flops_per_token * tokens +
+	       pol_cost_attn_coef(m) * tokens * (pos + (tokens + 1) / 2);
+}
+
+double pol_cost_compute_s(const struct pol_cost_model *m, double flops)
+{
+	return flops / (m->peak_flops * m->efficiency);
+}
+
+double pol_cost_recompute_block_s(const struct pol_cost_model *m,
+				  uint32_t index)
+{
+	double b = m->tokens_per_block;
+
+	return pol_cost_compute_s(m, pol_cost_flops(m, b * index, b));
+}
+
+double pol_cost_reload_s(const struct pol_cost_model *m, unsigned tier,
+			 double bytes)
+{
+	if (tier >= POL_TIER_COUNT)
+		return 0;
+	return bytes / m->bandwidth[tier] + m->latency[tier];
+}
+
+double pol_cost_reload_block_s(const struct pol_cost_model *m, unsigned tier)
+{
+	return pol_cost_reload_s(m, tier, pol_cost_block_bytes(m));
+}
+
+double pol_cost_msa_factor(const struct pol_cost_model *m, unsigned k)
+{
+	return 1 + m->msa_alpha * (k > 1 ? k - 1 : 0);
+}
+
+static double clamp(double v, double base)
+{
+	if (v < base / 8)
+		return base / 8;
+	if (v > base * 8)
+		return base * 8;
+	return v;
+}
+
+void pol_cost_observe_transfer(struct pol_cost_model *m, unsigned tier,
+			       double bytes, double seconds)
+{
+	double busy, bw;
+
+	if (tier >= POL_TIER_COUNT || bytes <= 0 || seconds <= 0)
+		return;
+	/* The fixed latency is not bandwidth: take it out first. */
+	busy = seconds - m->latency[tier];
+	if (busy <= seconds / 100)
+		busy = seconds / 100;
+	bw = bytes / busy;
+	m->bandwidth[tier] = clamp((1 - m->ewma_weight) * m->bandwidth[tier] +
+					   m->ewma_weight * bw,
+				   m->base_bandwidth[tier]);
+}
+
+void pol_cost_observe_compute(struct pol_cost_model *m, double flops,
+			      double seconds)
+{
+	double eff;
+
+	if (flops <= 0 || seconds <= 0)
+		return;
+	eff = flops / seconds / m->peak_flops;
+	eff = (1 - m->ewma_weight) * m->efficiency + m->ewma_weight * eff;
+	if (eff > 1)
+		eff = 1;
+	m->efficiency = clamp(eff, m->base_efficiency);
+}

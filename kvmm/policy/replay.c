@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Trace replay engine (see replay.h).  A first pass computes, for belady,
+ * the next request that uses each block occurrence; the main pass runs
+ * the cache and the cost accounting; a last pass runs the FIFO queue.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvmm/policy/replay.h"
+
+/* A set / map of 64-bit hashes to 32-bit values, open addressing. */
+struct hmap {
+	uint64_t *keys;
+	uint32_t *vals; /* UINT32_MAX empty */
+	uint64_t mask;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ULL;
+	x ^= x >> 27;
+	x *= 0x81dadef4bc2dd44dULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int hmap_init(struct hmap *m, size_t n)
+{
+	uint64_t size = 1024;
+
+	while (size < 2 * n + 2)
+		size <<= 1;
+	m->mask = size - 1;
+	m->keys = malloc(size * sizeof(*m->keys));
+	m->vals = malloc(size * sizeof(*m->vals));
+	if (!m->keys || !m->vals) {
+		free(m->keys);
+		free(m->vals);
+		return -ENOMEM;
+	}
+	memset(m->vals, 0xff, size * sizeof(*m->vals));
+	return 0;
+}
+
+static void hmap_fini(struct hmap *m)
+{
+	free(m->keys);
+	free(m->vals);
+}
+
+/* The value slot for k, claimed (empty) if absent. */
+static uint32_t *hmap_slot(struct hmap *m, uint64_t k)
+{
+	uint64_t i = mix(k) & m->mask;
+
+	while (m->vals[i] != UINT32_MAX && m->keys[i] != k)
+		i = (i + 1) & m->mask;
+	m->keys[i] = k;
+	return &m->vals[i];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * next[j] for every input block occurrence j and nextout[j] for every
+ * output block: the index of the next request touching that hash.
+ */
+static int next_uses(const struct pol_trace *t, bool with_out, uint64_t *next,
+		     uint64_t *nextout)
+{
+	struct hmap m;
+
+	if (hmap_init(&m, t->nhashes + t->nout_hashes))
+		return -ENOMEM;
+	for (size_t r = t->nreqs; r-- > 0;) {
+		const struct pol_trace_req *q = &t->reqs[r];
+
+		if (with_out)
+			for (uint32_t i = 0; i < q->nout; i++) {
+				uint32_t *s = hmap_slot(
+					&m, t->out_hashes[q->out_first + i]);
+				nextout[q->out_first + i] =
+					*s == UINT32_MAX ? UINT64_MAX : *s;
+			}
+		for (uint32_t i = 0; i < q->nblocks; i++) {
+			uint32_t *s = hmap_slot(&m, t->hashes[q->first + i]);
+			next[q->first + i] = *s == UINT32_MAX ? UINT64_MAX : *s;
+		}
+		if (with_out)
+			for (uint32_t i = 0; i < q->nout; i++)
+				*hmap_slot(&m,
+					   t->out_hashes[q->out_first + i]) =
+					(uint32_t)r;
+		for (uint32_t i = 0; i < q->nblocks; i++)
+			*hmap_slot(&m, t->hashes[q->first + i]) = (uint32_t)r;
+	}
+	hmap_fini(&m);
+	return 0;
+}
+
+double pol_replay_hit_ratio(const struct pol_replay_result *r)
+{
+	return r->blocks ? (double)r->hit_blocks / (double)r->blocks : 0;
+}
+
+double pol_replay_token_ratio(const struct pol_replay_result *r)
+{
+	return r->tokens ? (double)r->hit_tokens / (double)r->tokens : 0;
+}
+
+int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
+		   struct pol_replay_result *res)
+{
+	struct pol_cost_model refm;
+	const struct pol_cost_model *m = o->cost;
+	struct pol_cache_opts co = { .size = sizeof(co) };
+	struct pol_cache *c = NULL;
+	struct pol_cache_stats st;
+	uint64_t *next = NULL, *nextout = NULL;
+	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
+	uint8_t *where = NULL;
+	struct hmap seen;
+	uint32_t maxblocks = 0;
+	struct timespec t0, t1;
+	unsigned servers = o->prefill_servers ? o->prefill_servers : 2;
+	uint64_t last_ms = UINT64_MAX, sub = 0;
+	int e;
+
+	if (!o || o->size < sizeof(*o) || !t || !res)
+		return -EINVAL;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!m) {
+		pol_cost_reference(&refm);
+		m = &refm;
+	}
+	memset(res, 0, sizeof(*res));
+	res->kind = o->kind;
+	res->prefill_servers = servers;
+	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
+	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
+	for (size_t r = 0; r < t->nreqs; r++)
+		if (t->reqs[r].nblocks + t->reqs[r].nout > maxblocks)
+			maxblocks = t->reqs[r].nblocks + t->reqs[r].nout;
+
+	co.kind = o->kind;
+	memcpy(co.capacity, o->capacity, sizeof(co.capacity));
+	co.prefix_rule = o->prefix_rule;
+	co.cost = m;
+	co.block_bytes = (uint64_t)pol_cost_block_bytes(m);
+	co.expected_blocks = 1024;
+	e = pol_cache_create(&co, &c);
+	if (e)
+		return e;
+	e = -ENOMEM;
+	next = malloc((t->nhashes + 1) * sizeof(*next));
+	nextout = malloc((t->nout_hashes + 1) * sizeof(*nextout));
+	prefill = malloc(t->nreqs * sizeof(*prefill));
+	ttft = malloc(t->nreqs * sizeof(*ttft));
+	rc = malloc((maxblocks + 1) * sizeof(*rc));
+	where = malloc(maxblocks + 1);
+	free_at = calloc(servers, sizeof(*free_at));
+	if (!next || !nextout || !prefill || !ttft || !rc || !where || !free_at)
+		goto out;
+	if (hmap_init(&seen, t->nhashes + t->nout_hashes))
+		goto out;
+	if (next_uses(t, o->cache_output, next, nextout))
+		goto out_seen;
+	for (uint32_t i = 0; i <= maxblocks; i++)
+		rc[i] = pol_cost_recompute_block_s(m, i);
+
+	for (size_t r = 0; r < t->nreqs; r++) {
+		const struct pol_trace_req *q = &t->reqs[r];
+		const uint64_t *h = pol_trace_blocks(t, q);
+		double cost = 0, nocache = 0;
+		uint32_t k = 0, n = q->nblocks;
+		uint64_t now;
+
+		/* Clock: trace milliseconds, file order within one. */
+		sub = q->timestamp_ms == last_ms ? sub + 1 : 0;
+		last_ms = q->timestamp_ms;
+		now = (q->timestamp_ms << 20) +
+		      (sub < (1 << 20) ? sub : 0xfffff);
+		pol_cache_set_clock(c, now);
+
+		while (k < n) {
+			unsigned tier = pol_cache_tier_of(c, h[k]);
+
+			if (tier == POL_TIER_NONE)
+				break;
+			where[k++] = (uint8_t)tier;
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			double bc = i < k ? (where[i] == POL_TIER_GPU ?
+						     0 :
+						     pol_cost_reload_block_s(
+							     m, where[i])) :
+					    rc[i];
+			uint32_t *s = hmap_slot(&seen, h[i]);
+
+			cost += bc;
+			nocache += rc[i];
+			if (*s != UINT32_MAX)
+				res->reuse_overhead_s += bc;
+			*s = 1;
+			if (i < k) {
+				res->hits[where[i]]++;
+				res->hit_tokens +=
+					i + 1 < n ?
+						POL_TRACE_BLOCK_TOKENS :
+						q->input_length -
+							(uint64_t)i *
+								POL_TRACE_BLOCK_TOKENS;
+			}
+		}
+		res->requests++;
+		res->blocks += n;
+		res->hit_blocks += k;
+		res->tokens += q->input_length;
+		res->recomputed_blocks += n - k;
+		res->modeled_prefill_s += cost;
+		res->modeled_prefill_nocache_s += nocache;
+		prefill[r] = cost;
+
+		for (uint32_t i = 0; i < n + q->nout; i++) {
+			bool out = i >= n;
+			uint64_t hash =
+				out ? t->out_hashes[q->out_first + i - n] :
+				      h[i];
+			uint64_t parent =
+				!i ? 0 :
+				out && i - 1 >= n ?
+				     t->out_hashes[q->out_first + i - 1 - n] :
+				out ? (n >= 2 ? h[n - 2] : 0) :
+				      h[i - 1];
+			struct pol_block_desc d = {
+				.hash = hash,
+				.parent_hash = parent,
+				.position = out ? i - 1 : i,
+				.flags = i ? POL_BLOCK_HAS_PARENT : 0,
+				.next_use =
+					out ? nextout[q->out_first + i - n] :
+					      next[q->first + i],
+			};
+
+			if (!out && i == n - 1 &&
+			    q->input_length % POL_TRACE_BLOCK_TOKENS)
+				d.flags |= POL_BLOCK_PARTIAL;
+			if (out && i == n)
+				/* replaces the partial input block */
+				d.parent_hash = n >= 2 ? h[n - 2] : 0,
+				d.flags = n >= 2 ? POL_BLOCK_HAS_PARENT : 0;
+			if (out)
+				*hmap_slot(&seen, hash) = 1;
+			e = pol_cache_access(c, &d, NULL);
+			if (e && e != -ENOSPC)
+				goto out_seen;
+			if (q->ttl_ms && !e)
+				pol_cache_set_ttl(c, hash,
+						  (q->timestamp_ms + q->ttl_ms)
+							  << 20);
+			if (q->priority && !e)
+				pol_cache_set_priority(c, hash, q->priority);
+		}
+		if (o->progress && (r % 1024 == 1023 || r + 1 == t->nreqs))
+			o->progress(o->progress_arg, r + 1, t->nreqs);
+	}
+
+	/* FIFO over identical servers, arrivals at the trace timestamps. */
+	double sum = 0;
+	for (size_t r = 0; r < t->nreqs; r++) {
+		double arrival = (double)t->reqs[r].timestamp_ms / 1000.0;
+		unsigned best = 0;
+
+		for (unsigned s = 1; s < servers; s++)
+			if (free_at[s] < free_at[best])
+				best = s;
+		double start = free_at[best] > arrival ? free_at[best] :
+							 arrival;
+		free_at[best] = start + prefill[r];
+		ttft[r] = free_at[best] - arrival;
+		sum += ttft[r];
+	}
+	qsort(ttft, t->nreqs, sizeof(*ttft), cmp_double);
+	res->ttft_mean_s = sum / (double)t->nreqs;
+	res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
+
+	pol_cache_get_stats(c, &st);
+	memcpy(res->demotions, st.demotions, sizeof(res->demotions));
+	res->drops = st.drops;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) +
+		      (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	e = 0;
+out_seen:
+	hmap_fini(&seen);
+out:
+	free(next);
+	free(nextout);
+	free(prefill);
+	free(ttft);
+	free(rc);
+	free(where);
+	free(free_at);
+	pol_cache_destroy(c);
+	return e;
+}
+
+static void json_cap(FILE *f, const char *key, uint64_t v)
+{
+	if (v >= POL_UNLIMITED)
+		fprintf(f, "\"%s\":null", key);
+	else
+		fprintf(f, "\"%s\":%llu", key, (unsigned long long)v);
+}
+
+void pol_replay_json(const struct pol_replay_result *r, FILE *f)
+{
+	fprintf(f, "{\"policy\":\"%s\",", pol_kind_string(r->kind));
+	json_cap(f, "gpu_blocks", r->capacity[POL_TIER_GPU]);
+	fputc(',', f);
+	json_cap(f, "host_blocks", r->capacity[POL_TIER_HOST]);
+	fputc(',', f);
+	json_cap(f, "nvme_blocks", r->capacity[POL_TIER_NVME]);
+	fprintf(f,
+		",\"profile\":\"%s\",\"prefill_servers\":%u,"
+		"\"requests\":%llu,\"blocks\":%llu,\"hit_blocks\":%llu,"
+		"\"hit_ratio_blocks\":%.6f,\"tokens\":%llu,"
+		"\"hit_tokens\":%llu,\"hit_ratio_tokens\":%.6f,"
+		"\"hits\":{\"gpu\":%llu,\"host\":%llu,\"nvme\":%llu},"
+		"\"recomputed_blocks\":%llu,"
+		"\"demotions\":{\"gpu\":%llu,\"host\":%llu},\"drops\":%llu,"
+		"\"modeled_prefill_s\":%.3f,"
+		"\"modeled_prefill_s_nocache\":%.3f,"
+		"\"reuse_overhead_s\":%.3f,\"ttft_mean_s\":%.4f,"
+		"\"ttft_p99_s\":%.4f,\"wall_s\":%.3f}",
+		r->profile, r->prefill_servers, (unsigned long long)r->requests,
+		(unsigned long long)r->blocks,
+		(unsigned long long)r->hit_blocks, pol_replay_hit_ratio(r),
+		(unsigned long long)r->tokens,
+		(unsigned long long)r->hit_tokens, pol_replay_token_ratio(r),
+		(unsigned long long)r->hits[0], (unsigned long long)r->hits[1],
+		(unsigned long long)r->hits[2],
+		(unsigned long long)r->recomputed_blocks,
+		(unsigned long long)r->demotions[0],
+		(unsigned long long)r->demotions[1],
+		(unsigned long long)r->drops, r->modeled_prefill_s,
+		r->modeled_prefill_nocache_s, r->reuse_overhead_s,
+		r->ttft_mean_s, r->ttft_p99_s, r->wall_s);
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-process trace replay: drives a pol_cache with a trace and models
+ * what serving it would cost (the engine behind kvmm-replay, the sweeps
+ * and the tests).
+ *
+ * Semantics (Documentation/policy.md has the formulas): one shared pool,
+ * cold start, requests in timestamp order.  A request hits on the longest
+ * run of leading blocks resident in any tier at its arrival; those are
+ * served (reloaded from a lower tier or used in place), every block from
+ * the first miss on is recomputed; then all its blocks are touched or
+ * admitted in order, moving to the GPU tier.  Prefill time is the sum of
+ * the reloads and recomputations; TTFT comes from a FIFO queue over
+ * `prefill_servers` identical servers fed at the trace timestamps.
+ */
+#ifndef KVMM_POLICY_REPLAY_H
+#define KVMM_POLICY_REPLAY_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "kvmm/policy/cost_model.h"
+#include "kvmm/policy/policy.h"
+#include "kvmm/policy/trace.h"
+
+#define POL_UNLIMITED (UINT64_MAX / 4)
+
+struct pol_replay_opts {
+	size_t size; /* sizeof(struct pol_replay_opts) */
+	enum pol_kind kind;
+	uint64_t capacity[POL_TIER_COUNT]; /* blocks; POL_UNLIMITED ok */
+	const struct pol_cost_model *cost; /* NULL: reference profile */
+	unsigned prefill_servers; /* 0: 2 */
+	bool cache_output; /* needs pol_trace_infer_outputs() first */
+	int prefix_rule; /* -1 policy default, 0 off, 1 on */
+	/* called every 1024 requests (may be NULL) */
+	void (*progress)(void *arg, size_t done, size_t total);
+	void *progress_arg;
+};
+
+struct pol_replay_result {
+	enum pol_kind kind;
+	uint64_t capacity[POL_TIER_COUNT];
+	uint64_t requests, blocks, hit_blocks;
+	uint64_t tokens, hit_tokens;
+	uint64_t hits[POL_TIER_COUNT];
+	uint64_t recomputed_blocks;
+	uint64_t demotions[POL_TIER_COUNT], drops;
+	double modeled_prefill_s, modeled_prefill_nocache_s, reuse_overhead_s;
+	double ttft_mean_s, ttft_p99_s;
+	unsigned prefill_servers;
+	char profile[64];
+	double wall_s;
+};
+
+int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
+		   struct pol_replay_result *res);
+
+double pol_replay_hit_ratio(const struct pol_replay_result *r);
+double pol_replay_token_ratio(const struct pol_replay_result *r);
+
+/* One JSON object (no newline). */
+void pol_replay_json(const struct pol_replay_result *r, FILE *f);
+
+#endif

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mooncake-format request traces: one JSON object per line,
+ *   {"timestamp": ms, "input_length": n, "output_length": n,
+ *    "hash_ids": [id, ...]}
+ * with prefix-chained 512-token block ids (len(hash_ids) ==
+ * ceil(input_length / 512)).  Optional agent fields written by
+ * kvmm-agentgen: "session" (id), "ttl_ms" (keep this request's blocks
+ * pinned that long after it: the agent is waiting on a tool call) and
+ * "priority" (-128..127).  Unknown keys are ignored.
+ *
+ * The loader sorts requests by timestamp, ties in file order, and
+ * rejects malformed lines with the line number and the reason.
+ */
+#ifndef KVMM_POLICY_TRACE_H
+#define KVMM_POLICY_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define POL_TRACE_BLOCK_TOKENS 512
+
+struct pol_trace_req {
+	uint64_t timestamp_ms;
+	uint32_t input_length, output_length;
+	uint32_t nblocks;
+	uint32_t nout; /* --cache-output: blocks decode produced */
+	uint64_t first; /* index of hash_ids[0] in pol_trace.hashes */
+	uint64_t out_first; /* index of the output blocks in out_hashes */
+	uint64_t session;
+	uint32_t ttl_ms;
+	int8_t priority;
+	uint32_t line; /* line number in the file */
+};
+
+struct pol_trace {
+	struct pol_trace_req *reqs;
+	size_t nreqs;
+	uint64_t *hashes;
+	size_t nhashes;
+	uint64_t *out_hashes;
+	size_t nout_hashes;
+};
+
+/* 0, or -errno with a message in err ("line N: ..."). */
+int pol_trace_load(const char *path, struct pol_trace *t, char *err,
+		   size_t errlen);
+/* Same from a NUL-terminated buffer. */
+int pol_trace_parse(const char *text, struct pol_trace *t, char *err,
+		    size_t errlen);
+void pol_trace_free(struct pol_trace *t);
+
+static inline const uint64_t *pol_trace_blocks(const struct pol_trace *t,
+					       const struct pol_trace_req *r)
+{
+	return t->hashes + r->first;
+}
+
+/*
+ * Infer the blocks decode writes (for --cache-output): request A's output
+ * continues its input, so a later request B of the same conversation whose
+ * block at A's last full input block matches A carries A's output blocks
+ * next: B's blocks nA-1 .. floor((inA + outA) / 512) - 1 are attributed to
+ * A and cached when A completes.  Returns 0 or -ENOMEM.
+ */
+int pol_trace_infer_outputs(struct pol_trace *t);
+
+#endif

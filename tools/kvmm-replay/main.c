@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvmm-replay: replay a Mooncake-format trace through the kvmm policy
+ * code (the same library kvmmd links) and report hit ratios per tier and
+ * the modelled prefill time and TTFT.  See Documentation/policy.md.
+ *
+ *   kvmm-replay --trace FILE --policy lru|lfu|arc|belady|asym
+ *               --gpu-blocks N [--host-blocks N] [--nvme-blocks N]
+ *               [--profile NAME|PATH] [--prefill-servers N]
+ *               [--cache-output] [--prefix-rule on|off]
+ *               [--sweep N1,N2,...] [--daemon SOCKET] [--progress] [--json]
+ *
+ * Exit status: 0 success, 1 runtime failure, 2 usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/policy/replay.h"
+
+#define MAX_SWEEP 64
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvmm-replay --trace FILE --policy lru|lfu|arc|belady|asym\n"
+		"                   --gpu-blocks N [--host-blocks N] [--nvme-blocks N]\n"
+		"                   [--profile NAME|PATH] [--prefill-servers N]\n"
+		"                   [--cache-output] [--prefix-rule on|off]\n"
+		"                   [--sweep N1,N2,...] [--daemon SOCKET]\n"
+		"                   [--progress] [--json]\n"
+		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n");
+}
+
+static int die_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "kvmm-replay: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	usage(stderr);
+	return 2;
+}
+
+static int parse_blocks(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long x;
+
+	if (!strcmp(s, "unlimited") || !strcmp(s, "inf")) {
+		*v = POL_UNLIMITED;
+		return 0;
+	}
+	if (*s == '-' || !*s)
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (errno || *end || x >= POL_UNLIMITED)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+static void progress(void *arg, size_t done, size_t total)
+{
+	fprintf(stderr, "kvmm-replay: %s: %zu/%zu requests\n",
+		(const char *)arg, done, total);
+}
+
+static void print_row(const struct pol_replay_result *r)
+{
+	char cap[32];
+
+	if (r->capacity[POL_TIER_GPU] >= POL_UNLIMITED)
+		snprintf(cap, sizeof(cap), "unlimited");
+	else
+		snprintf(cap, sizeof(cap), "%llu",
+			 (unsigned long long)r->capacity[POL_TIER_GPU]);
+	printf("%-8s %10s %8.4f %8.4f %10.1f %10.1f %8.3f %8.3f\n",
+	       pol_kind_string(r->kind), cap, pol_replay_hit_ratio(r),
+	       pol_replay_token_ratio(r), r->modeled_prefill_s,
+	       r->reuse_overhead_s, r->ttft_mean_s, r->ttft_p99_s);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "trace", required_argument, NULL, 't' },
+		{ "policy", required_argument, NULL, 'p' },
+		{ "gpu-blocks", required_argument, NULL, 'g' },
+		{ "host-blocks", required_argument, NULL, 'H' },
+		{ "nvme-blocks", required_argument, NULL, 'n' },
+		{ "profile", required_argument, NULL, 'P' },
+		{ "prefill-servers", required_argument, NULL, 's' },
+		{ "cache-output", no_argument, NULL, 'o' },
+		{ "prefix-rule", required_argument, NULL, 'r' },
+		{ "sweep", required_argument, NULL, 'S' },
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "progress", no_argument, NULL, 'q' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct pol_replay_opts o = { .size = sizeof(o), .prefix_rule = -1 };
+	const char *trace = NULL, *policy = NULL, *profile = NULL,
+		   *daemon = NULL;
+	uint64_t sweep[MAX_SWEEP];
+	size_t nsweep = 0;
+	bool json = false, have_gpu = false, want_progress = false;
+	struct pol_cost_model model;
+	struct pol_trace t;
+	char err[512];
+	int c, e;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			trace = optarg;
+			break;
+		case 'p':
+			policy = optarg;
+			break;
+		case 'g':
+			if (parse_blocks(optarg, &o.capacity[POL_TIER_GPU]) ||
+			    !o.capacity[POL_TIER_GPU])
+				return die_usage("bad --gpu-blocks '%s' "
+						 "(a positive block count)",
+						 optarg);
+			have_gpu = true;
+			break;
+		case 'H':
+			if (parse_blocks(optarg, &o.capacity[POL_TIER_HOST]))
+				return die_usage("bad --host-blocks '%s'",
+						 optarg);
+			break;
+		case 'n':
+			if (parse_blocks(optarg, &o.capacity[POL_TIER_NVME]))
+				return die_usage("bad --nvme-blocks '%s'",
+						 optarg);
+			break;
+		case 'P':
+			profile = optarg;
+			break;
+		case 's': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 1 || v > 4096)
+				return die_usage("bad --prefill-servers '%s' "
+						 "(1..4096)",
+						 optarg);
+			o.prefill_servers = (unsigned)v;
+			break;
+		}
+		case 'o':
+			o.cache_output = true;
+			break;
+		case 'r':
+			if (!strcmp(optarg, "on"))
+				o.prefix_rule = 1;
+			else if (!strcmp(optarg, "off"))
+				o.prefix_rule = 0;
+			else
+				return die_usage("bad --prefix-rule '%s' "
+						 "(on or off)",
+						 optarg);
+			break;
+		case 'S': {
+			char *dup = strdup(optarg), *tok, *save = NULL;
+
+			if (!dup)
+				return 1;
+			for (tok = strtok_r(dup, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (nsweep == MAX_SWEEP ||
+				    parse_blocks(tok, &sweep[nsweep]) ||
+				    !sweep[nsweep]) {
+					free(dup);
+					return die_usage("bad --sweep '%s' "
+							 "(up to 64 positive "
+							 "counts)",
+							 optarg);
+				}
+				nsweep++;
+			}
+			free(dup);
+			if (!nsweep)
+				return die_usage("empty --sweep '%s'", optarg);
+			break;
+		}
+		case 'd':
+			daemon = optarg;
+			break;
+		case 'q':
+			want_progress = true;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc)
+		return die_usage("unexpected argument '%s'", argv[optind]);
+	if (!trace)
+		return die_usage("%s", "--trace FILE is required");
+	if (!policy)
+		return die_usage("%s", "--policy NAME is required");
+	if (pol_kind_parse(policy, &o.kind))
+		return die_usage("unknown policy '%s' "
+				 "(lru, lfu, arc, belady or asym)",
+				 policy);
+	if (!have_gpu && !nsweep)
+		return die_usage("%s",
+				 "--gpu-blocks N (or --sweep) is required");
+	if (daemon) {
+		fprintf(stderr,
+			"kvmm-replay: --daemon %s: not supported by this build: "
+			"kvmmd has no block-index commands yet, so a daemon "
+			"replay cannot be compared with the in-process one; "
+			"run without --daemon\n",
+			daemon);
+		return 1;
+	}
+	if (profile) {
+		e = pol_cost_load(profile, &model, err, sizeof(err));
+		if (e) {
+			fprintf(stderr, "kvmm-replay: --profile: %s\n", err);
+			return 2;
+		}
+	} else {
+		pol_cost_reference(&model);
+	}
+	o.cost = &model;
+	e = pol_trace_load(trace, &t, err, sizeof(err));
+	if (e) {
+		fprintf(stderr, "kvmm-replay: %s: %s\n", trace, err);
+		return 1;
+	}
+	if (o.cache_output && pol_trace_infer_outputs(&t)) {
+		fprintf(stderr, "kvmm-replay: out of memory\n");
+		pol_trace_free(&t);
+		return 1;
+	}
+	if (want_progress || isatty(STDERR_FILENO)) {
+		o.progress = progress;
+		o.progress_arg = (void *)policy;
+	}
+	if (!nsweep)
+		sweep[nsweep++] = o.capacity[POL_TIER_GPU];
+	if (!json)
+		printf("%-8s %10s %8s %8s %10s %10s %8s %8s\n", "policy", "gpu",
+		       "hit_blk", "hit_tok", "prefill_s", "reuse_s", "ttft_s",
+		       "p99_s");
+	for (size_t i = 0; i < nsweep; i++) {
+		struct pol_replay_result r;
+
+		o.capacity[POL_TIER_GPU] = sweep[i];
+		e = pol_replay_run(&t, &o, &r);
+		if (e) {
+			fprintf(stderr, "kvmm-replay: replay failed: %s\n",
+				strerror(-e));
+			pol_trace_free(&t);
+			return 1;
+		}
+		if (json) {
+			pol_replay_json(&r, stdout);
+			putchar('\n');
+		} else {
+			print_row(&r);
+		}
+		fflush(stdout);
+	}
+	pol_trace_free(&t);
+	return 0;
+}
