@@ -44,6 +44,8 @@ struct pol_slot {
 enum pol_block_flags {
 	POL_BLOCK_HAS_PARENT = 1 << 0, /* parent_hash is meaningful */
 	POL_BLOCK_PARTIAL = 1 << 1, /* a partial tail block (never reused) */
+	/* admitted below a parent that had been used twice or more */
+	POL_BLOCK_WARM_LINEAGE = 1 << 2,
 };
 
 struct pol_block {
@@ -54,6 +56,8 @@ struct pol_block {
 	uint64_t ttl_expiry; /* pinned until this clock value (0: none) */
 	uint64_t next_use; /* offline knowledge (belady); UINT64_MAX never */
 	uint64_t bytes;
+	uint64_t tick; /* cache access counter at the last access */
+	float reuse; /* asym: estimated uses (frequency sketch), GPU tier */
 	uint32_t position; /* block index in its sequence */
 	uint32_t refcount; /* sequences using it now (not evictable) */
 	uint32_t pins; /* in-flight steps (not evictable) */

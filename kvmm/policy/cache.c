@@ -27,6 +27,7 @@ struct pol_cache {
 	pol_move_fn move_fn;
 	void *move_arg;
 	uint64_t now;
+	uint64_t ticks;
 	const struct pol_cost_model *cost;
 	uint64_t block_bytes;
 	struct pol_cache_stats st;
@@ -145,6 +146,11 @@ void pol_cache_set_clock(struct pol_cache *c, uint64_t now)
 uint64_t pol_cache_clock(const struct pol_cache *c)
 {
 	return c->now;
+}
+
+uint64_t pol_cache_ticks(const struct pol_cache *c)
+{
+	return c->ticks;
 }
 
 struct pol_index *pol_cache_index(struct pol_cache *c)
@@ -355,11 +361,19 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	if (from == POL_TIER_NONE) {
 		b->parent_hash = d->parent_hash;
 		b->position = d->position;
-		b->flags = (uint8_t)d->flags;
+		b->flags = (uint8_t)(d->flags & ~POL_BLOCK_WARM_LINEAGE);
 		b->bytes = d->bytes ? d->bytes : c->block_bytes;
+		if (b->flags & POL_BLOCK_HAS_PARENT) {
+			struct pol_block *p =
+				pol_cache_lookup(c, b->parent_hash);
+
+			if (p && p->access_count >= 2)
+				b->flags |= POL_BLOCK_WARM_LINEAGE;
+		}
 	}
 	b->next_use = d->next_use;
 	b->last_access = c->now;
+	b->tick = ++c->ticks;
 	b->access_count++;
 	if (from == POL_TIER_GPU) {
 		c->st.hits[POL_TIER_GPU]++;

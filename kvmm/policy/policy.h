@@ -118,6 +118,8 @@ void pol_cache_destroy(struct pol_cache *c);
 void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn, void *arg);
 void pol_cache_set_clock(struct pol_cache *c, uint64_t now);
 uint64_t pol_cache_clock(const struct pol_cache *c);
+/* Number of pol_cache_access() calls so far: the policies' age unit. */
+uint64_t pol_cache_ticks(const struct pol_cache *c);
 
 /* The resident block with this hash (any tier), or NULL. */
 struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash);
