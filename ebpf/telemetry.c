@@ -111,6 +111,8 @@ const char *tel_mode_string(enum tel_mode m)
 		return "shm";
 	case TEL_MODE_OFF:
 		return "off";
+	case TEL_MODE_PINNED:
+		return "pinned";
 	}
 	return "unknown";
 }
@@ -118,7 +120,8 @@ const char *tel_mode_string(enum tel_mode m)
 int tel_mode_parse(const char *s, enum tel_mode *out)
 {
 	static const enum tel_mode all[] = { TEL_MODE_AUTO, TEL_MODE_BPF,
-					     TEL_MODE_SHM, TEL_MODE_OFF };
+					     TEL_MODE_SHM, TEL_MODE_OFF,
+					     TEL_MODE_PINNED };
 	size_t i;
 
 	for (i = 0; s && i < sizeof(all) / sizeof(all[0]); i++) {
@@ -497,6 +500,13 @@ int tel_open(const struct tel_opts *opts, struct tel **out)
 		t->source = TEL_SOURCE_SHM;
 		snprintf(t->reason, sizeof(t->reason),
 			 "shared-memory telemetry requested");
+		break;
+	case TEL_MODE_PINNED:
+		err = tel_bpf_open_pinned(t);
+		if (err)
+			goto err_free;
+		t->source = TEL_SOURCE_BPF;
+		t->keep_pins = true;
 		break;
 	case TEL_MODE_AUTO:
 	case TEL_MODE_BPF:

@@ -33,6 +33,9 @@ enum tel_mode {
 	TEL_MODE_BPF, /* BPF or fail */
 	TEL_MODE_SHM, /* shared memory only */
 	TEL_MODE_OFF,
+	/* Read the maps kvmmd pinned (kvmmctl trace): no programs of our
+	 * own, the event ring left to the daemon, pins left alone. */
+	TEL_MODE_PINNED,
 };
 
 enum tel_source {

@@ -43,6 +43,9 @@ struct tel_bpf {
 	struct bpf_link *links[TEL_MAX_LINKS];
 	unsigned int nr_links;
 	struct ring_buffer *rb;
+	/* the maps we read: the skeleton's, or pins another loader made */
+	int blocks_fd, hist_fd, counters_fd;
+	bool own_fds; /* opened from pins (closed by us) */
 	struct tel *owner;
 	int ncpus;
 	void *keys, *vals; /* batch buffers */
@@ -351,6 +354,9 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 				 " (%.120s)", libbpf_last);
 		goto err_skel;
 	}
+	b->blocks_fd = bpf_map__fd(b->skel->maps.kvmm_blocks);
+	b->hist_fd = bpf_map__fd(b->skel->maps.kvmm_hist);
+	b->counters_fd = bpf_map__fd(b->skel->maps.kvmm_counters);
 	t->bpf = b;
 	attach_all(t, o);
 	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.kvmm_events),
@@ -381,6 +387,69 @@ err_pins:
 	return err;
 }
 
+static int open_pin(struct tel *t, const char *name, int *fd)
+{
+	char path[TEL_PIN_ROOT_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", t->pin_dir, name);
+	*fd = bpf_obj_get(path);
+	if (*fd < 0) {
+		int err = -errno;
+
+		snprintf(t->reason, sizeof(t->reason),
+			 "no pinned map %.200s: %s%s", path, strerror(-err),
+			 err == -ENOENT ? " (is kvmmd running with BPF "
+					  "telemetry?)" :
+					  "");
+		return err;
+	}
+	return 0;
+}
+
+int tel_bpf_open_pinned(struct tel *t)
+{
+	struct tel_bpf *b;
+	int err;
+
+	snprintf(t->pin_dir, sizeof(t->pin_dir), "%s/v%d", t->pin_root,
+		 KVMM_TEL_LAYOUT_VERSION);
+	err = ensure_bpffs(t);
+	if (err)
+		return err;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->blocks_fd = b->hist_fd = b->counters_fd = -1;
+	b->own_fds = true;
+	b->ncpus = libbpf_num_possible_cpus();
+	b->keys = malloc(TEL_BATCH * sizeof(struct kvmm_hist_key));
+	b->vals = malloc(TEL_BATCH * sizeof(struct kvmm_hist));
+	if (b->ncpus <= 0 || !b->keys || !b->vals) {
+		err = b->ncpus <= 0 ? b->ncpus : -ENOMEM;
+		goto err_free;
+	}
+	err = open_pin(t, "kvmm_blocks", &b->blocks_fd);
+	if (!err)
+		err = open_pin(t, "kvmm_hist", &b->hist_fd);
+	if (!err)
+		err = open_pin(t, "kvmm_counters", &b->counters_fd);
+	if (err)
+		goto err_close;
+	t->bpf = b;
+	return 0;
+
+err_close:
+	if (b->blocks_fd >= 0)
+		close(b->blocks_fd);
+	if (b->hist_fd >= 0)
+		close(b->hist_fd);
+err_free:
+	free(b->keys);
+	free(b->vals);
+	free(b);
+	return err;
+}
+
 void tel_bpf_close(struct tel *t, bool keep_pins)
 {
 	struct tel_bpf *b = t->bpf;
@@ -388,6 +457,12 @@ void tel_bpf_close(struct tel *t, bool keep_pins)
 
 	if (!b)
 		return;
+	if (b->own_fds) { /* a reader of someone else's pins */
+		close(b->blocks_fd);
+		close(b->hist_fd);
+		close(b->counters_fd);
+		goto out_free;
+	}
 	ring_buffer__free(b->rb);
 	while (b->nr_links)
 		bpf_link__destroy(b->links[--b->nr_links]);
@@ -401,6 +476,7 @@ void tel_bpf_close(struct tel *t, bool keep_pins)
 		rmdir(t->pin_root); /* fails while other versions live there */
 	}
 	kvmm_bpf__destroy(b->skel);
+out_free:
 	free(b->keys);
 	free(b->vals);
 	free(b);
@@ -469,9 +545,9 @@ int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg)
 	struct emit_ctx c = { .bfn = fn, .arg = arg };
 	struct tel_bpf *b = t->bpf;
 
-	return read_batched(bpf_map__fd(b->skel->maps.kvmm_blocks),
-			    sizeof(uint64_t), sizeof(struct kvmm_block_stats),
-			    b->keys, b->vals, emit_block, &c);
+	return read_batched(b->blocks_fd, sizeof(uint64_t),
+			    sizeof(struct kvmm_block_stats), b->keys, b->vals,
+			    emit_block, &c);
 }
 
 int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg)
@@ -479,8 +555,7 @@ int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg)
 	struct emit_ctx c = { .hfn = fn, .arg = arg };
 	struct tel_bpf *b = t->bpf;
 
-	return read_batched(bpf_map__fd(b->skel->maps.kvmm_hist),
-			    sizeof(struct kvmm_hist_key),
+	return read_batched(b->hist_fd, sizeof(struct kvmm_hist_key),
 			    sizeof(struct kvmm_hist), b->keys, b->vals,
 			    emit_hist, &c);
 }
@@ -497,8 +572,7 @@ int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out)
 	if (!vals)
 		return -ENOMEM;
 	memset(out, 0, sizeof(*out));
-	if (bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.kvmm_counters), &zero,
-				vals)) {
+	if (bpf_map_lookup_elem(b->counters_fd, &zero, vals)) {
 		int err = -errno;
 
 		free(vals);
@@ -516,12 +590,22 @@ int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out)
 
 int tel_bpf_drain_events(struct tel *t)
 {
-	int n = ring_buffer__consume(t->bpf->rb);
+	int n;
+
+	if (!t->bpf->rb) /* a pin reader leaves the events to the daemon */
+		return 0;
+	n = ring_buffer__consume(t->bpf->rb);
 
 	return n < 0 ? n : 0;
 }
 
 #else /* !HAVE_BPF */
+
+int tel_bpf_open_pinned(struct tel *t)
+{
+	snprintf(t->reason, sizeof(t->reason), "built without BPF");
+	return -ENOTSUP;
+}
 
 int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 {

@@ -39,6 +39,8 @@ void tel_log(int level, const char *fmt, ...)
 
 /* BPF loader: 0, or -errno with t->reason set. */
 int tel_bpf_open(struct tel *t, const struct tel_opts *o);
+/* Read the maps a running loader pinned (no programs, no event ring). */
+int tel_bpf_open_pinned(struct tel *t);
 void tel_bpf_close(struct tel *t, bool keep_pins);
 unsigned int tel_bpf_attachments(const struct tel *t);
 int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg);

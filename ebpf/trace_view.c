@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `kvmmctl trace`: reads the pinned telemetry maps through the same
+ * telemetry API the daemon uses (TEL_MODE_PINNED, so it never takes the
+ * daemon's ring-buffer events or touches its pins) and prints
+ *   - accesses per tier found and the hit rate of each tier (share of all
+ *     accesses; in live mode also over the last interval),
+ *   - the top blocks by access count with their reuse gap estimate,
+ *   - every latency histogram row: count, mean, p50, p99 and its buckets.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ebpf/telemetry.h"
+#include "ebpf/trace_view.h"
+
+struct top_blocks {
+	unsigned int n, max;
+	struct {
+		__u64 hash; /* __u64 so %llx fits on every ABI */
+		struct kvmm_block_stats s;
+	} * v;
+};
+
+/* Keep the `max` most accessed blocks, sorted by count (ties: hash). */
+static int collect_top(void *arg, uint64_t hash,
+		       const struct kvmm_block_stats *s)
+{
+	struct top_blocks *tb = arg;
+	unsigned int i;
+
+	for (i = tb->n; i > 0; i--) {
+		if (tb->v[i - 1].s.count > s->count ||
+		    (tb->v[i - 1].s.count == s->count &&
+		     tb->v[i - 1].hash < hash))
+			break;
+	}
+	if (i >= tb->max)
+		return 0;
+	if (tb->n < tb->max)
+		tb->n++;
+	memmove(&tb->v[i + 1], &tb->v[i], (tb->n - 1 - i) * sizeof(tb->v[0]));
+	tb->v[i].hash = hash;
+	tb->v[i].s = *s;
+	return 0;
+}
+
+struct hist_print {
+	FILE *out;
+	bool json;
+	unsigned int n;
+};
+
+static int print_hist(void *arg, const struct kvmm_hist_key *k,
+		      const struct kvmm_hist *h)
+{
+	struct hist_print *hp = arg;
+	double mean = h->count ? (double)h->sum_ns / (double)h->count : 0;
+	unsigned int b, first = 1;
+
+	if (hp->json) {
+		fprintf(hp->out,
+			"%s{\"kind\":\"%s\",\"tier\":\"%s\",\"dst_tier\":\"%s\","
+			"\"segments\":%u,\"count\":%llu,\"sum_ns\":%llu"
+			",\"sum_bytes\":%llu,\"mean_ns\":%.1f,"
+			"\"p50_ns\":%llu,\"p99_ns\":%llu"
+			",\"buckets\":{",
+			hp->n ? "," : "", tel_event_string(k->kind),
+			tel_tier_string(k->tier), tel_tier_string(k->dst_tier),
+			k->segments, h->count, h->sum_ns, h->sum_bytes, mean,
+			(unsigned long long)tel_hist_percentile(h, 50), (unsigned long long)tel_hist_percentile(h, 99));
+		for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++) {
+			if (!h->buckets[b])
+				continue;
+			fprintf(hp->out, "%s\"%u\":%llu", first ? "" : ",",
+				b, h->buckets[b]);
+			first = 0;
+		}
+		fprintf(hp->out, "}}");
+	} else {
+		fprintf(hp->out,
+			"  %-9s %-6s->%-6s segs %-3u n %-8llu"
+			" mean %10.0f ns  p50 <%-10llu p99 <%llu"
+			"\n    ",
+			tel_event_string(k->kind), tel_tier_string(k->tier),
+			tel_tier_string(k->dst_tier), k->segments, h->count,
+			mean, (unsigned long long)tel_hist_percentile(h, 50),
+			(unsigned long long)tel_hist_percentile(h, 99));
+		for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++)
+			if (h->buckets[b])
+				fprintf(hp->out, " 2^%u:%llu", b,
+					h->buckets[b]);
+		fprintf(hp->out, "\n");
+	}
+	hp->n++;
+	return 0;
+}
+
+int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
+		    double interval_s, const void *prev_counters)
+{
+	const struct kvmm_counters *prev = prev_counters;
+	struct hist_print hp = { .out = out, .json = json };
+	struct top_blocks tb = { .max = top };
+	struct kvmm_counters c;
+	uint64_t dsum = 0;
+	unsigned int i;
+
+	tel_counters(t, &c);
+	tb.v = calloc(top + 1, sizeof(*tb.v));
+	if (!tb.v)
+		return -ENOMEM;
+	tel_block_foreach(t, collect_top, &tb);
+	if (prev)
+		dsum = c.accesses - prev->accesses;
+
+	if (json) {
+		fprintf(out,
+			"{\"source\":\"%s\",\"pin_dir\":\"%s\",\"blocks\":%zu,"
+			"\"accesses\":%llu,\"tiers\":{",
+			tel_source_string(tel_source(t)), tel_pin_dir(t),
+			tel_block_count(t), c.accesses);
+		for (i = 0; i < KVMM_TEL_NR_TIERS; i++)
+			fprintf(out,
+				"%s\"%s\":{\"accesses\":%llu"
+				",\"hit_rate\":%.6f}",
+				i ? "," : "", tel_tier_string(i),
+				c.tier_accesses[i],
+				c.accesses ? (double)c.tier_accesses[i] /
+						     (double)c.accesses
+					   : 0.0);
+		fprintf(out, "},\"events\":{");
+		for (i = 0; i < KVMM_TEL_NR_EVENTS; i++)
+			fprintf(out, "%s\"%s\":%llu", i ? "," : "",
+				tel_event_string(i), c.events[i]);
+		fprintf(out,
+			"},\"dropped\":{\"access\":%llu"
+			",\"blocks\":%llu,\"hist\":%llu"
+			",\"events\":%llu},\"top_blocks\":[",
+			c.access_dropped, c.blocks_dropped, c.hist_dropped,
+			c.events_dropped);
+		for (i = 0; i < tb.n; i++)
+			fprintf(out,
+				"%s{\"hash\":\"0x%016llx"
+				"\",\"count\":%llu,\"ewma_gap_ns\":%llu"
+				",\"last_ns\":%llu,\"last_seq\":%llu"
+				",\"last_tier\":\"%s\"}",
+				i ? "," : "", tb.v[i].hash, tb.v[i].s.count,
+				tb.v[i].s.ewma_gap_ns, tb.v[i].s.last_ns,
+				tb.v[i].s.last_seq,
+				tel_tier_string(tb.v[i].s.last_tier));
+		fprintf(out, "],\"histograms\":[");
+		tel_hist_foreach(t, print_hist, &hp);
+		fprintf(out, "]}\n");
+	} else {
+		fprintf(out, "kvmm telemetry (%s, %s): %zu blocks, %llu"
+			     " accesses\n",
+			tel_source_string(tel_source(t)), tel_pin_dir(t),
+			tel_block_count(t), c.accesses);
+		fprintf(out, "tier     accesses     hit rate%s\n",
+			prev ? "  (last interval, /s)" : "");
+		for (i = 0; i < KVMM_TEL_NR_TIERS; i++) {
+			fprintf(out, "  %-6s %-12llu %6.2f%%",
+				tel_tier_string(i), c.tier_accesses[i],
+				c.accesses ? 100.0 * (double)c.tier_accesses[i] /
+						     (double)c.accesses
+					   : 0.0);
+			if (prev && dsum)
+				fprintf(out, "  %6.2f%%  %.0f/s",
+					100.0 *
+						(double)(c.tier_accesses[i] -
+							 prev->tier_accesses[i]) /
+						(double)dsum,
+					(double)(c.tier_accesses[i] -
+						 prev->tier_accesses[i]) /
+						interval_s);
+			fprintf(out, "\n");
+		}
+		fprintf(out, "dropped: access %llu blocks %llu"
+			     " hist %llu events %llu\n",
+			c.access_dropped, c.blocks_dropped, c.hist_dropped,
+			c.events_dropped);
+		fprintf(out, "top blocks:\n");
+		for (i = 0; i < tb.n; i++)
+			fprintf(out,
+				"  0x%016llx count %-8llu"
+				" gap %10.3f ms  last %s seq %llu\n",
+				tb.v[i].hash, tb.v[i].s.count,
+				(double)tb.v[i].s.ewma_gap_ns / 1e6,
+				tel_tier_string(tb.v[i].s.last_tier),
+				tb.v[i].s.last_seq);
+		fprintf(out, "latency histograms (log2 ns buckets):\n");
+		tel_hist_foreach(t, print_hist, &hp);
+	}
+	fflush(out);
+	free(tb.v);
+	return 0;
+}
+
+int tel_trace_run(const struct tel_trace_opts *opts)
+{
+	struct tel_trace_opts o = { .size = sizeof(o) };
+	struct tel_opts to = { .size = sizeof(to), .mode = TEL_MODE_PINNED };
+	struct kvmm_counters prev;
+	unsigned int n = 0;
+	struct tel *t;
+	int err;
+
+	if (opts) {
+		if (opts->size > sizeof(o) || opts->size < sizeof(size_t))
+			return -EINVAL;
+		memcpy(&o, opts, opts->size);
+	}
+	if (!o.out)
+		o.out = stdout;
+	if (!o.interval_ms)
+		o.interval_ms = 1000;
+	if (!o.top)
+		o.top = 10;
+	to.pin_root = o.pin_root;
+	err = tel_open(&to, &t);
+	if (err) {
+		fprintf(stderr, "trace: cannot read the telemetry maps under "
+				"%s: %s\n",
+			o.pin_root ? o.pin_root : TEL_DEFAULT_PIN_ROOT,
+			strerror(-err));
+		return err;
+	}
+	for (;;) {
+		err = tel_poll(t);
+		if (err) {
+			fprintf(stderr, "trace: reading maps: %s\n",
+				strerror(-err));
+			break;
+		}
+		err = tel_trace_print(t, o.out, o.json, o.top,
+				      o.interval_ms / 1000.0, n ? &prev : NULL);
+		if (err || o.once || (o.iterations && ++n >= o.iterations))
+			break;
+		n = n ? n : 1;
+		tel_counters(t, &prev);
+		nanosleep(&(struct timespec){ o.interval_ms / 1000,
+					      (o.interval_ms % 1000) *
+						      1000000L },
+			  NULL);
+	}
+	tel_close(t);
+	return err;
+}
