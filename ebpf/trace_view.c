@@ -70,12 +70,13 @@ static int print_hist(void *arg, const struct kvmm_hist_key *k,
 			hp->n ? "," : "", tel_event_string(k->kind),
 			tel_tier_string(k->tier), tel_tier_string(k->dst_tier),
 			k->segments, h->count, h->sum_ns, h->sum_bytes, mean,
-			(unsigned long long)tel_hist_percentile(h, 50), (unsigned long long)tel_hist_percentile(h, 99));
+			(unsigned long long)tel_hist_percentile(h, 50),
+			(unsigned long long)tel_hist_percentile(h, 99));
 		for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++) {
 			if (!h->buckets[b])
 				continue;
-			fprintf(hp->out, "%s\"%u\":%llu", first ? "" : ",",
-				b, h->buckets[b]);
+			fprintf(hp->out, "%s\"%u\":%llu", first ? "" : ",", b,
+				h->buckets[b]);
 			first = 0;
 		}
 		fprintf(hp->out, "}}");
@@ -129,8 +130,8 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 				i ? "," : "", tel_tier_string(i),
 				c.tier_accesses[i],
 				c.accesses ? (double)c.tier_accesses[i] /
-						     (double)c.accesses
-					   : 0.0);
+						     (double)c.accesses :
+					     0.0);
 		fprintf(out, "},\"events\":{");
 		for (i = 0; i < KVMM_TEL_NR_EVENTS; i++)
 			fprintf(out, "%s\"%s\":%llu", i ? "," : "",
@@ -155,8 +156,9 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 		tel_hist_foreach(t, print_hist, &hp);
 		fprintf(out, "]}\n");
 	} else {
-		fprintf(out, "kvmm telemetry (%s, %s): %zu blocks, %llu"
-			     " accesses\n",
+		fprintf(out,
+			"kvmm telemetry (%s, %s): %zu blocks, %llu"
+			" accesses\n",
 			tel_source_string(tel_source(t)), tel_pin_dir(t),
 			tel_block_count(t), c.accesses);
 		fprintf(out, "tier     accesses     hit rate%s\n",
@@ -164,9 +166,10 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 		for (i = 0; i < KVMM_TEL_NR_TIERS; i++) {
 			fprintf(out, "  %-6s %-12llu %6.2f%%",
 				tel_tier_string(i), c.tier_accesses[i],
-				c.accesses ? 100.0 * (double)c.tier_accesses[i] /
-						     (double)c.accesses
-					   : 0.0);
+				c.accesses ?
+					100.0 * (double)c.tier_accesses[i] /
+						(double)c.accesses :
+					0.0);
 			if (prev && dsum)
 				fprintf(out, "  %6.2f%%  %.0f/s",
 					100.0 *
@@ -178,8 +181,9 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 						interval_s);
 			fprintf(out, "\n");
 		}
-		fprintf(out, "dropped: access %llu blocks %llu"
-			     " hist %llu events %llu\n",
+		fprintf(out,
+			"dropped: access %llu blocks %llu"
+			" hist %llu events %llu\n",
 			c.access_dropped, c.blocks_dropped, c.hist_dropped,
 			c.events_dropped);
 		fprintf(out, "top blocks:\n");
@@ -222,8 +226,9 @@ int tel_trace_run(const struct tel_trace_opts *opts)
 	to.pin_root = o.pin_root;
 	err = tel_open(&to, &t);
 	if (err) {
-		fprintf(stderr, "trace: cannot read the telemetry maps under "
-				"%s: %s\n",
+		fprintf(stderr,
+			"trace: cannot read the telemetry maps under "
+			"%s: %s\n",
 			o.pin_root ? o.pin_root : TEL_DEFAULT_PIN_ROOT,
 			strerror(-err));
 		return err;
@@ -241,10 +246,10 @@ int tel_trace_run(const struct tel_trace_opts *opts)
 			break;
 		n = n ? n : 1;
 		tel_counters(t, &prev);
-		nanosleep(&(struct timespec){ o.interval_ms / 1000,
-					      (o.interval_ms % 1000) *
-						      1000000L },
-			  NULL);
+		nanosleep(
+			&(struct timespec){ o.interval_ms / 1000,
+					    (o.interval_ms % 1000) * 1000000L },
+			NULL);
 	}
 	tel_close(t);
 	return err;

@@ -82,7 +82,8 @@ int main(void)
 	printf("%s", out);
 	t_assert(strstr(out, "\"source\":\"bpf\""));
 	t_assert(strstr(out, "\"blocks\":1003,\"accesses\":1009,"));
-	t_assert(strstr(out, "\"gpu\":{\"accesses\":1005,\"hit_rate\":0.996036}"));
+	t_assert(strstr(out,
+			"\"gpu\":{\"accesses\":1005,\"hit_rate\":0.996036}"));
 	t_assert(strstr(out, "\"host\":{\"accesses\":2,"));
 	t_assert(strstr(out, "\"miss\":{\"accesses\":1,"));
 	t_assert(strstr(out, "\"top_blocks\":[{\"hash\":\"0x1111000000000001\","
@@ -93,8 +94,9 @@ int main(void)
 			     "\"sum_ns\":10000,"));
 	t_assert(strstr(out, "\"p50_ns\":8191,\"p99_ns\":8191,"
 			     "\"buckets\":{\"12\":2}}"));
-	t_assert(strstr(out, "\"kind\":\"restore\",\"tier\":\"host\","
-			     "\"dst_tier\":\"gpu\",\"segments\":0,\"count\":3,"));
+	t_assert(strstr(out,
+			"\"kind\":\"restore\",\"tier\":\"host\","
+			"\"dst_tier\":\"gpu\",\"segments\":0,\"count\":3,"));
 	t_assert(strstr(out, "\"evict\":1}"));
 	free(out);
 
