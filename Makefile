@@ -94,6 +94,8 @@ include tools/build.mk
 include bench/build.mk
 
 LINK_GROUP = -Wl,--start-group $(ARCHIVES) -Wl,--end-group $(EXTRA_LIBS) $(LDLIBS)
+# Programs defined before a later fragment added its archive still link it.
+$(filter-out %.a %.so,$(PROGRAMS)): $(ARCHIVES)
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/config.h
 	@mkdir -p $(@D)

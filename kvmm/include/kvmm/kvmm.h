@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libkvmm: the client side of kvmm, for inference engines.
+ *
+ * Connect to kvmmd, declare a region (one model's KV layout), open
+ * sequences in it and grow them; the library reserves one contiguous
+ * virtual range per (layer, K|V) and maps the daemon's physical pages into
+ * it on demand, so sequence s of layer l has its K cache at
+ * kvmm_seq_k_ptr(r, s, l) for max_tokens tokens, contiguous.
+ *
+ * Every call returns 0 or a negative errno (kvmm_strerror() names them).
+ * A connection may be used by several threads of one process.  Revocations
+ * (the daemon taking pages back) are applied at step boundaries
+ * (kvmm_step_begin / kvmm_step_end) or by kvmm_process_revocations() when
+ * kvmm_poll_fd() becomes readable.
+ */
+#ifndef KVMM_KVMM_H
+#define KVMM_KVMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvmm_conn;
+struct kvmm_region;
+
+struct kvmm_connect_opts {
+	size_t size; /* sizeof(struct kvmm_connect_opts) */
+	const char *socket_path; /* NULL: $KVMM_SOCKET or /run/kvmm/kvmm.sock */
+	const char *name; /* shown by kvmmctl, may be NULL */
+	uint32_t map_ahead_blocks; /* blocks mapped ahead per sequence; the
+				    * default 1 when map_ahead_set is 0 */
+	uint32_t map_ahead_set; /* 1: use map_ahead_blocks as given (0 off) */
+	uint32_t sq_entries; /* 0 = default */
+	uint32_t spin_us; /* CQ spin before sleeping; 0 = default */
+};
+
+int kvmm_connect(const struct kvmm_connect_opts *opts,
+		 struct kvmm_conn **out);
+/* Unmaps everything, says goodbye, frees the connection. */
+void kvmm_disconnect(struct kvmm_conn *conn);
+
+struct kvmm_region_opts {
+	size_t size; /* sizeof(struct kvmm_region_opts) */
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;
+	uint32_t dtype_bytes;
+	uint32_t max_seqs;
+	uint32_t max_tokens; /* per sequence */
+	uint64_t salt;
+};
+
+int kvmm_region_create(struct kvmm_conn *conn,
+		       const struct kvmm_region_opts *opts,
+		       struct kvmm_region **out);
+int kvmm_region_destroy(struct kvmm_region *region);
+uint32_t kvmm_region_tokens_per_block(const struct kvmm_region *region);
+
+int kvmm_seq_open(struct kvmm_region *region, uint32_t *seq);
+/* Grow to new_len tokens (<= max_tokens): every layer's K and V are backed
+ * up to new_len on return. */
+int kvmm_seq_extend(struct kvmm_region *region, uint32_t seq,
+		    uint32_t new_len);
+int kvmm_seq_truncate(struct kvmm_region *region, uint32_t seq,
+		      uint32_t new_len);
+int kvmm_seq_close(struct kvmm_region *region, uint32_t seq);
+/* Length in tokens, or -errno. */
+int64_t kvmm_seq_len(struct kvmm_region *region, uint32_t seq);
+/* Base address of the sequence's K (V) cache in layer; 0 on bad ids.
+ * A CUdeviceptr on the cuda backend, a host pointer on host. */
+uint64_t kvmm_seq_k_ptr(struct kvmm_region *region, uint32_t seq,
+			uint32_t layer);
+uint64_t kvmm_seq_v_ptr(struct kvmm_region *region, uint32_t seq,
+			uint32_t layer);
+/* Daemon page ids of one block: pages_per_block ids (layer 0 K, layer 0
+ * V, ...) into ids[n]; returns the count or -errno (-ENODATA: unbacked). */
+int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
+			 uint32_t block, uint32_t *ids, uint32_t n);
+
+/* A step uses every open sequence of the connection; revocations are
+ * applied before a step begins and after it ends. */
+int kvmm_step_begin(struct kvmm_conn *conn);
+int kvmm_step_end(struct kvmm_conn *conn);
+
+/* Readable when the daemon has posted revocations. */
+int kvmm_poll_fd(struct kvmm_conn *conn);
+/* Apply pending revocations now; returns how many pages were given back. */
+int kvmm_process_revocations(struct kvmm_conn *conn);
+
+/* A no-op round trip (through the ring, or the socket with via_socket). */
+int kvmm_nop(struct kvmm_conn *conn, int via_socket);
+
+struct kvmm_stats {
+	size_t size; /* sizeof(struct kvmm_stats), set by the caller */
+	uint32_t session_id;
+	uint32_t backend;
+	uint64_t page_size;
+	uint64_t extends; /* kvmm_seq_extend calls */
+	uint64_t extend_waits; /* ... that had to wait for mapping */
+	uint64_t pages_imported; /* fds received and imported */
+	uint64_t pages_mapped; /* mappings made */
+	uint64_t pages_revoked; /* given back on revocation */
+	uint64_t map_ahead_blocks; /* blocks mapped by the background thread */
+	uint64_t cmds_ring, cmds_socket;
+	uint64_t pages_held; /* daemon's view (one STATS round trip) */
+};
+
+int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
+const char *kvmm_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvmm wire ABI: what travels between kvmmd and its clients.
+ *
+ * Two channels, one session:
+ *   - a SOCK_SEQPACKET Unix socket for setup, fd passing (SCM_RIGHTS) and
+ *     slow commands: one message = struct kvmm_msg_hdr + one command struct;
+ *   - per-session shared memory (a memfd handed over by HELLO) holding a
+ *     submission ring (SQ), a completion ring (CQ) and a revocation ring
+ *     (RQ), io_uring style: power-of-two entries, free-running 32-bit
+ *     head/tail, offsets of every field published in struct
+ *     kvmm_ring_offsets so the layout can grow.  Doorbells are eventfds.
+ *
+ * Rules every struct follows: it starts with its own size (u32), uses only
+ * fixed-width types, has explicit padding, and reserved fields that must be
+ * zero.  A receiver accepts a struct larger than the one it knows when the
+ * extra bytes are zero (-E2BIG otherwise) and a smaller one down to the
+ * command's first published size (-EINVAL below that), like openat2().
+ *
+ * Commands are numbered like ioctls; the number ranges are fixed:
+ *   0x01-0x0f  session          0x10-0x1f  regions
+ *   0x20-0x2f  sequences        0x30-0x3f  steps and revocation
+ *   0x40-0x4f  statistics       0x50-0x6f  blocks, prefixes, tiers
+ *   0x80-0x9f  administration   (see Documentation/abi.md)
+ * Every reply carries 0 or a negative errno in kvmm_msg_hdr.status.
+ */
+#ifndef KVMM_UAPI_H
+#define KVMM_UAPI_H
+
+#include <stdint.h>
+
+#define KVMM_ABI_MAJOR 1
+#define KVMM_ABI_MINOR 0
+
+/* Largest socket message either side sends or accepts. */
+#define KVMM_MSG_MAX 65536
+/* Most fds in one message (the kernel's SCM_MAX_FD is 253). */
+#define KVMM_MSG_MAX_FDS 253
+
+enum kvmm_cmd {
+	/* session */
+	KVMM_CMD_HELLO = 0x01,
+	KVMM_CMD_BYE = 0x02,
+	KVMM_CMD_NOP = 0x03,
+	KVMM_CMD_FDS = 0x04, /* daemon -> client: more fds of a reply */
+	/* regions */
+	KVMM_CMD_REGION_CREATE = 0x10,
+	KVMM_CMD_REGION_DESTROY = 0x11,
+	/* sequences */
+	KVMM_CMD_SEQ_OPEN = 0x20,
+	KVMM_CMD_SEQ_EXTEND = 0x21,
+	KVMM_CMD_SEQ_TRUNCATE = 0x22,
+	KVMM_CMD_SEQ_CLOSE = 0x23,
+	/* steps and revocation (ring hot path) */
+	KVMM_CMD_STEP_BEGIN = 0x30,
+	KVMM_CMD_STEP_END = 0x31,
+	KVMM_CMD_REVOKE_ACK = 0x38,
+	/* statistics */
+	KVMM_CMD_STATS = 0x40,
+	/* reserved for content-addressed blocks and tiers (issue #4) */
+	KVMM_CMD_BLOCK_PUBLISH = 0x50,
+	KVMM_CMD_PREFIX_OPEN = 0x51,
+	KVMM_CMD_RESTORE_PLAN = 0x52,
+	KVMM_CMD_BLOCK_PIN = 0x53,
+	KVMM_CMD_BLOCK_UNPIN = 0x54,
+	KVMM_CMD_TIER_STATS = 0x58,
+	/* administration (root or the daemon's uid) */
+	KVMM_CMD_ADMIN_STATUS = 0x80,
+	KVMM_CMD_ADMIN_SESSIONS = 0x81,
+	KVMM_CMD_ADMIN_KILL_SESSION = 0x82,
+	KVMM_CMD_ADMIN_SET_QUOTA = 0x83,
+	KVMM_CMD_ADMIN_SET_LOG_LEVEL = 0x84,
+	KVMM_CMD_ADMIN_REVOKE = 0x85,
+	KVMM_CMD_MAX = 0xff,
+};
+
+/* kvmm_msg_hdr.flags */
+#define KVMM_MSG_F_REPLY 0x01 /* daemon -> client answer to id */
+#define KVMM_MSG_F_MORE_FDS 0x02 /* KVMM_CMD_FDS messages follow */
+
+/* Every socket message starts with this header. */
+struct kvmm_msg_hdr {
+	uint32_t size; /* whole message, header included */
+	uint16_t cmd; /* enum kvmm_cmd */
+	uint8_t version; /* KVMM_ABI_MAJOR */
+	uint8_t flags; /* KVMM_MSG_F_* */
+	uint32_t id; /* request id, echoed by the reply */
+	int32_t status; /* reply: 0 or -errno; request: 0 */
+};
+
+/* ---- session ---------------------------------------------------------- */
+
+/* kvmm_hello.flags */
+#define KVMM_HELLO_F_ADMIN 0x1 /* admin-only session: no rings */
+
+struct kvmm_hello {
+	uint32_t size;
+	uint16_t abi_major; /* must equal KVMM_ABI_MAJOR */
+	uint16_t abi_minor;
+	uint32_t flags; /* KVMM_HELLO_F_* */
+	uint32_t sq_entries; /* 0 = default; rounded up to a power of two */
+	uint32_t cq_entries; /* 0 = 2 * sq_entries */
+	uint32_t rq_entries; /* 0 = default */
+	char name[32]; /* free text for kvmmctl, NUL padded */
+	uint64_t reserved[4];
+};
+
+/* Where each ring field sits in the shared memfd, in bytes. */
+struct kvmm_ring_offsets {
+	uint32_t size;
+	uint32_t mmap_size; /* bytes to map */
+	uint32_t flags; /* u32 word: KVMM_RING_F_* (daemon sets, client reads) */
+	uint32_t client_flags; /* u32 word: KVMM_RING_CF_* */
+	uint32_t sq_head, sq_tail, sq_entries, sq_array;
+	uint32_t cq_head, cq_tail, cq_entries, cq_array;
+	uint32_t rq_head, rq_tail, rq_entries, rq_array;
+	uint32_t reserved[8];
+};
+
+/* Daemon -> client flag word: the daemon sleeps, write the SQ doorbell. */
+#define KVMM_RING_F_NEED_WAKEUP 0x1
+/* Client -> daemon flag word: the client sleeps, write the CQ doorbell. */
+#define KVMM_RING_CF_CQ_WAIT 0x1
+
+/*
+ * Reply to HELLO.  Fds attached, in order: ring memfd, SQ doorbell eventfd
+ * (client writes), CQ doorbell eventfd (daemon writes), revocation eventfd
+ * (daemon writes; kvmm_poll_fd()).  None for an admin session.
+ */
+struct kvmm_hello_reply {
+	uint32_t size;
+	uint16_t abi_major;
+	uint16_t abi_minor;
+	uint32_t session_id;
+	uint32_t backend; /* enum vmm_backend_kind */
+	uint64_t page_size;
+	uint64_t pages_total; /* pool capacity */
+	uint64_t quota_pages; /* this uid's quota, 0 = unlimited */
+	uint32_t revoke_timeout_ms;
+	uint32_t nr_fds;
+	struct kvmm_ring_offsets ring;
+	uint64_t reserved[4];
+};
+
+/* ---- regions ----------------------------------------------------------- */
+
+struct kvmm_region_create {
+	uint32_t size;
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;
+	uint32_t dtype_bytes;
+	uint32_t max_seqs;
+	uint32_t max_tokens; /* per sequence */
+	uint32_t flags; /* none yet, must be 0 */
+	uint64_t salt; /* tenant salt for block hashing (issue #4) */
+	uint64_t reserved[4];
+};
+
+struct kvmm_region_create_reply {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t tokens_per_block;
+	uint32_t max_blocks; /* per sequence */
+	uint32_t pages_per_block; /* 2 * layers */
+	uint32_t pad;
+	uint64_t seq_stride; /* bytes between sequences in one range */
+	uint64_t range_size; /* bytes of one (layer, K|V) range */
+	uint64_t reserved[4];
+};
+
+/* REGION_DESTROY, SEQ_OPEN, SEQ_CLOSE, STEP_*: an id pair. */
+struct kvmm_region_ref {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t seq_id; /* ignored where no sequence is meant */
+	uint32_t flags; /* must be 0 */
+	uint64_t reserved[2];
+};
+
+struct kvmm_seq_open_reply {
+	uint32_t size;
+	uint32_t seq_id; /* the sequence's slot in the region, < max_seqs */
+	uint64_t reserved[2];
+};
+
+/*
+ * SEQ_EXTEND / SEQ_TRUNCATE.  Extend sets the length to new_len tokens and
+ * makes sure blocks [0, max(ceil(new_len / tpb), want_blocks)) have pages;
+ * truncate shortens to new_len and gives back pages of blocks past it
+ * (the client has unmapped them before sending).
+ */
+struct kvmm_seq_extend {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t seq_id;
+	uint32_t new_len;
+	uint32_t want_blocks; /* map ahead: blocks wanted backed, >= needed */
+	uint32_t flags; /* must be 0 */
+	uint64_t reserved[2];
+};
+
+/*
+ * Reply: the blocks that got pages, block by block, each with
+ * pages_per_block page ids ordered layer 0 K, layer 0 V, layer 1 K, ...
+ * Fds follow (in this message and KVMM_CMD_FDS continuations) for the
+ * pages this process does not hold yet, in the order they appear, each
+ * page once.  KVMM_PAGE_HELD in a page id's top bit says "already held".
+ */
+struct kvmm_seq_extend_reply {
+	uint32_t size;
+	uint32_t first_block;
+	uint32_t nr_blocks;
+	uint32_t pages_per_block;
+	uint32_t nr_fds; /* total fds, over every message */
+	uint32_t len; /* the sequence's length now */
+	uint64_t reserved[2];
+	uint32_t page_ids[]; /* nr_blocks * pages_per_block */
+};
+
+#define KVMM_PAGE_HELD 0x80000000u
+/* Most blocks one extend may add (keeps a reply inside KVMM_MSG_MAX). */
+#define KVMM_EXTEND_MAX_PAGES 8192
+
+/* ---- revocation ---------------------------------------------------------- */
+
+struct kvmm_revoke_ack {
+	uint32_t size;
+	uint32_t pad;
+	uint64_t cookie; /* from the revocation entries being answered */
+	uint64_t reserved[2];
+};
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/* STATS: this session's view; ADMIN_STATUS: the daemon's. */
+struct kvmm_stats_reply {
+	uint32_t size;
+	uint32_t session_id;
+	uint64_t pages_held; /* pages this session's process has mapped */
+	uint64_t pages_owned; /* pages of this session's sequences */
+	uint64_t regions, sequences;
+	uint64_t cmds_socket, cmds_ring;
+	uint64_t revocations_posted, revocations_acked;
+	uint64_t reserved[8];
+};
+
+struct kvmm_status_reply {
+	uint32_t size;
+	uint32_t backend; /* enum vmm_backend_kind */
+	char device[64];
+	uint64_t page_size;
+	uint64_t pages_total; /* capacity */
+	uint64_t pages_created;
+	uint64_t pages_free; /* capacity - allocated */
+	uint64_t pages_allocated; /* owned by sequences or revoking */
+	uint64_t pages_mapped; /* mapped by at least one process */
+	uint64_t pages_revoking;
+	uint64_t pages_quarantined; /* held by cut-off, still-live processes */
+	uint64_t sessions;
+	uint64_t regions;
+	uint64_t sequences;
+	uint64_t sessions_total; /* since start */
+	uint64_t sessions_cut_off;
+	uint64_t cmds_socket, cmds_ring;
+	uint64_t revocations_posted, revocations_acked, revocations_timed_out;
+	uint64_t uptime_ms;
+	uint32_t pid;
+	uint32_t revoke_timeout_ms;
+	uint64_t reserved[8];
+};
+
+struct kvmm_session_info {
+	uint32_t size;
+	uint32_t session_id;
+	uint32_t pid, uid, gid;
+	uint32_t flags; /* KVMM_SESSION_F_* */
+	char name[32];
+	uint64_t pages_held, pages_owned;
+	uint64_t regions, sequences;
+	uint64_t quota_pages; /* of the uid, 0 = unlimited */
+	uint64_t reserved[2];
+};
+
+#define KVMM_SESSION_F_ADMIN 0x1
+#define KVMM_SESSION_F_IN_STEP 0x2
+#define KVMM_SESSION_F_REVOKING 0x4
+
+/* ADMIN_SESSIONS reply: a header then nr entries. */
+struct kvmm_sessions_reply {
+	uint32_t size;
+	uint32_t nr;
+	uint32_t entry_size; /* sizeof(struct kvmm_session_info) */
+	uint32_t pad;
+	struct kvmm_session_info sessions[];
+};
+
+struct kvmm_admin_session {
+	uint32_t size;
+	uint32_t session_id;
+	uint64_t reserved[2];
+};
+
+struct kvmm_admin_quota {
+	uint32_t size;
+	uint32_t uid;
+	uint64_t bytes; /* 0 = unlimited */
+	uint64_t reserved[2];
+};
+
+struct kvmm_admin_log_level {
+	uint32_t size;
+	uint32_t level; /* enum vmm_log_level */
+	uint64_t reserved[2];
+};
+
+/* Revoke blocks [first_block, end) of one sequence of one session. */
+struct kvmm_admin_revoke {
+	uint32_t size;
+	uint32_t session_id;
+	uint32_t region_id;
+	uint32_t seq_id;
+	uint32_t first_block;
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
+/* ---- rings ------------------------------------------------------------- */
+
+/*
+ * Submission entry.  Ring commands: NOP, SEQ_EXTEND (only within blocks
+ * that already have pages: arg0 = new_len), STEP_BEGIN, STEP_END,
+ * REVOKE_ACK (arg0 = cookie), STATS is not a ring command.
+ */
+struct kvmm_sqe {
+	uint16_t cmd;
+	uint16_t flags; /* must be 0 */
+	uint32_t region_id;
+	uint64_t user_data; /* echoed in the completion */
+	uint32_t seq_id;
+	uint32_t pad;
+	uint64_t arg0, arg1, arg2;
+	uint64_t reserved[2];
+};
+
+struct kvmm_cqe {
+	uint64_t user_data;
+	int32_t res; /* 0 / value, or -errno */
+	uint32_t flags;
+	uint64_t value; /* command-specific */
+	uint64_t reserved;
+};
+
+/* One page to take back: unmap it everywhere in the process, drop the
+ * handle, then acknowledge the cookie with REVOKE_ACK once every entry of
+ * the batch (the one flagged LAST) has been handled.  region/seq/block say
+ * where the daemon had placed it, as a hint. */
+struct kvmm_rqe {
+	uint64_t cookie;
+	uint32_t page_id;
+	uint32_t flags; /* KVMM_RQE_F_* */
+	uint32_t region_id;
+	uint32_t seq_id;
+	uint32_t block;
+	uint32_t reserved;
+};
+
+#define KVMM_RQE_F_LAST 0x1
+
+#endif

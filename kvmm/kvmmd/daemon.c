@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Daemon start and stop: opens the memory backend and the page pool,
+ * creates the listening socket (directory created, mode from the config,
+ * stale socket replaced only when nobody answers on it), turns SIGTERM and
+ * SIGINT into a loop stop through a signalfd, and on stop ends every
+ * session, releases every page and removes the socket.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+void kd_config_defaults(struct kd_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s",
+		 "/run/kvmm/kvmm.sock");
+	cfg->backend = VMM_BACKEND_AUTO;
+	cfg->log_level = VMM_LOG_INFO;
+	cfg->revoke_timeout_ms = 2000;
+	cfg->spin_us = 50;
+	cfg->socket_mode = 0660;
+}
+
+struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
+{
+	struct kd_config *c = &d->cfg;
+
+	for (uint32_t i = 0; i < c->nr_quotas; i++)
+		if (c->quotas[i].uid == uid)
+			return &c->quotas[i];
+	if (c->nr_quotas == KD_MAX_QUOTAS)
+		return NULL;
+	c->quotas[c->nr_quotas] = (struct kd_quota){ .uid = uid };
+	return &c->quotas[c->nr_quotas++];
+}
+
+int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages)
+{
+	struct kd_quota *q = kd_quota_for(d, uid);
+
+	if (!q)
+		return -ENOSPC;
+	q->limit_pages = pages;
+	vmm_log(VMM_LOG_INFO, "quota: uid %u limited to %llu pages%s", uid,
+		(unsigned long long)pages, pages ? "" : " (unlimited)");
+	return 0;
+}
+
+static void on_signal(struct kd_loop *loop, int fd, uint32_t events,
+		      void *data)
+{
+	struct signalfd_siginfo si;
+
+	if (read(fd, &si, sizeof(si)) != sizeof(si))
+		return;
+	vmm_log(VMM_LOG_INFO, "signal %u: shutting down", si.ssi_signo);
+	loop->stop = true;
+}
+
+/* Ring polling across all live sessions: the loop's spin hook. */
+static bool poll_rings(void *data)
+{
+	struct kd_daemon *d = data;
+	bool work = false;
+	struct kd_session *s, *next;
+
+	for (s = d->sessions; s; s = next) {
+		next = s->next;
+		if (s->ring && kd_ring_poll(s))
+			work = true;
+	}
+	return work;
+}
+
+static bool prepare_sleep(void *data, bool arm)
+{
+	struct kd_daemon *d = data;
+	struct kd_session *s;
+	bool pending = false;
+
+	for (s = d->sessions; s; s = s->next)
+		if (s->ring)
+			kd_ring_need_wakeup(s, arm);
+	if (!arm)
+		return false;
+	kr_full_barrier();
+	for (s = d->sessions; s; s = s->next)
+		if (s->ring && kd_ring_pending(s))
+			pending = true;
+	return pending;
+}
+
+int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
+{
+	struct vmm_config vc = { 0 };
+	sigset_t mask;
+	int err;
+
+	memset(d, 0, sizeof(*d));
+	d->cfg = *cfg;
+	d->listen_fd = d->signal_fd = -1;
+	d->next_session_id = 1;
+	d->next_region_id = 1;
+	d->next_cookie = 1;
+	d->start_ns = kd_now_ns();
+	d->uid = geteuid();
+	vmm_log_set_level(cfg->log_level);
+
+	err = kd_loop_init(&d->loop);
+	if (err)
+		return err;
+	d->loop.spin_ns = (uint64_t)cfg->spin_us * 1000;
+	d->loop.poll = poll_rings;
+	d->loop.prepare_sleep = prepare_sleep;
+	d->loop.hook_data = d;
+
+	vc.kind = cfg->backend;
+	vc.page_size = cfg->page_size;
+	vc.cuda_device = cfg->cuda_device;
+	err = vmm_backend_open(&vc, &d->backend);
+	if (err) {
+		vmm_log(VMM_LOG_ERR, "backend %s: %s",
+			vmm_backend_kind_string(cfg->backend), strerror(-err));
+		goto err_loop;
+	}
+	d->page_size = d->backend->page_size;
+	if (!d->page_size) {
+		err = d->backend->ops->granularity(d->backend, &d->page_size);
+		if (err)
+			goto err_backend;
+	}
+	/* Quotas were given in bytes: now the page size is known. */
+	for (uint32_t i = 0; i < d->cfg.nr_quotas; i++) {
+		struct kd_quota *q = &d->cfg.quotas[i];
+
+		q->limit_pages = (q->limit_pages + d->page_size - 1) /
+				 d->page_size;
+	}
+	d->capacity = cfg->gpu_mem ? cfg->gpu_mem / d->page_size : 4096;
+	if (!d->capacity) {
+		vmm_log(VMM_LOG_ERR, "--gpu-mem %llu is smaller than a page (%zu)",
+			(unsigned long long)cfg->gpu_mem, d->page_size);
+		err = -EINVAL;
+		goto err_backend;
+	}
+	if (d->capacity > 0xffffffu) {
+		err = -EINVAL;
+		vmm_log(VMM_LOG_ERR, "--gpu-mem: too many pages (%llu)",
+			(unsigned long long)d->capacity);
+		goto err_backend;
+	}
+	err = vmm_pool_create(d->backend, d->capacity, &d->pool);
+	if (err) {
+		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));
+		goto err_backend;
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (d->signal_fd < 0) {
+		err = -errno;
+		goto err_pool;
+	}
+	err = kd_loop_add(&d->loop, &d->signal_file, d->signal_fd, EPOLLIN,
+			  on_signal, d);
+	if (err)
+		goto err_signal;
+	err = kd_session_listen(d);
+	if (err)
+		goto err_signal;
+	vmm_log(VMM_LOG_INFO,
+		"kvmmd %s: backend %s (%s), page %zu bytes, %llu pages, socket %s",
+		KVMM_VERSION, vmm_backend_kind_string(d->backend->kind),
+		d->backend->device_name, d->page_size,
+		(unsigned long long)d->capacity, cfg->socket_path);
+	return 0;
+
+err_signal:
+	close(d->signal_fd);
+	d->signal_fd = -1;
+err_pool:
+	vmm_pool_destroy(d->pool);
+	d->pool = NULL;
+err_backend:
+	vmm_backend_close(d->backend);
+	d->backend = NULL;
+err_loop:
+	kd_loop_fini(&d->loop);
+	return err;
+}
+
+int kd_daemon_run(struct kd_daemon *d)
+{
+	return kd_loop_run(&d->loop);
+}
+
+void kd_daemon_stop(struct kd_daemon *d)
+{
+	struct vmm_pool_stats st;
+
+	kd_session_free_all(d);
+	if (d->listen_fd >= 0) {
+		close(d->listen_fd);
+		unlink(d->cfg.socket_path);
+		d->listen_fd = -1;
+	}
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
+	d->signal_fd = -1;
+	if (d->pool) {
+		vmm_pool_get_stats(d->pool, &st);
+		vmm_log(VMM_LOG_INFO,
+			"stopped: %llu pages allocated at exit, %llu created",
+			(unsigned long long)st.allocated,
+			(unsigned long long)st.created);
+		vmm_pool_destroy(d->pool);
+		d->pool = NULL;
+	}
+	if (d->backend)
+		vmm_backend_close(d->backend);
+	d->backend = NULL;
+	kd_loop_fini(&d->loop);
+}

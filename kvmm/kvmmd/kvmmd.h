@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvmmd internals: the objects the daemon keeps and which file owns them.
+ *
+ *   loop.c     epoll event loop: file events, timers, before-sleep hook
+ *              with bounded adaptive spinning over the session rings
+ *   daemon.c   daemon start/stop: backend, pool, listener, signals
+ *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off
+ *              (pages of a live cut-off process stay quarantined until its
+ *              pidfd says it exited)
+ *   region.c   regions, sequences, blocks (a block owns 2L pool pages and
+ *              is reference counted, so later sharing fits), held pages
+ *   ring.c     the session memfd rings, daemon side
+ *   proto.c    command validation and dispatch (socket and ring)
+ *   revoke.c   revocation: post, acknowledge, time out
+ *
+ * Everything runs on the one event-loop thread; nothing here is locked.
+ */
+#ifndef KVMM_KVMMD_H
+#define KVMM_KVMMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kvmm/lib/wire.h"
+#include "kvmm/uapi.h"
+#include "vmm/vmm.h"
+
+struct kd_loop;
+struct kd_daemon;
+
+/* ---- loop.c ---- */
+
+typedef void (*kd_file_fn)(struct kd_loop *loop, int fd, uint32_t events,
+			   void *data);
+
+/* A file event; embedded in the object that owns the fd. */
+struct kd_file {
+	int fd;
+	kd_file_fn fn;
+	void *data;
+};
+
+struct kd_timer {
+	uint64_t when_ns; /* CLOCK_MONOTONIC */
+	void (*fn)(struct kd_loop *loop, struct kd_timer *t);
+	void *data;
+	bool armed;
+	struct kd_timer *next;
+};
+
+struct kd_loop {
+	int epfd;
+	int timerfd;
+	struct kd_file timer_file;
+	struct kd_timer *timers; /* sorted by when_ns */
+	bool stop;
+	uint64_t spin_ns; /* keep polling this long after the last work */
+	/* Polls for work outside epoll (rings); true if it found some. */
+	bool (*poll)(void *data);
+	/* Before blocking: arm = true asks peers to ring doorbells and
+	 * returns true if work arrived meanwhile; arm = false after wake. */
+	bool (*prepare_sleep)(void *data, bool arm);
+	void *hook_data;
+	uint64_t spins, sleeps;
+};
+
+int kd_loop_init(struct kd_loop *loop);
+void kd_loop_fini(struct kd_loop *loop);
+int kd_loop_add(struct kd_loop *loop, struct kd_file *f, int fd,
+		uint32_t events, kd_file_fn fn, void *data);
+void kd_loop_del(struct kd_loop *loop, struct kd_file *f);
+void kd_timer_arm(struct kd_loop *loop, struct kd_timer *t, uint64_t when_ns);
+void kd_timer_cancel(struct kd_loop *loop, struct kd_timer *t);
+int kd_loop_run(struct kd_loop *loop);
+uint64_t kd_now_ns(void);
+
+/* ---- daemon.c ---- */
+
+struct kd_quota {
+	uint32_t uid;
+	uint64_t limit_pages; /* 0 = unlimited */
+	uint64_t used_pages; /* pages owned by this uid's blocks */
+};
+
+#define KD_MAX_QUOTAS 64
+
+struct kd_config {
+	char socket_path[108];
+	enum vmm_backend_kind backend;
+	size_t page_size; /* host backend; 0 = default */
+	uint64_t gpu_mem; /* bytes; 0 = default */
+	bool foreground;
+	int log_level;
+	uint32_t revoke_timeout_ms;
+	uint32_t spin_us;
+	uint32_t socket_mode;
+	int cuda_device;
+	char pid_file[256];
+	uint32_t nr_quotas;
+	struct kd_quota quotas[KD_MAX_QUOTAS];
+};
+
+void kd_config_defaults(struct kd_config *cfg);
+
+struct kd_session;
+struct kd_region;
+
+struct kd_counters {
+	uint64_t sessions_total, sessions_cut_off;
+	uint64_t cmds_socket, cmds_ring;
+	uint64_t revocations_posted, revocations_acked, revocations_timed_out;
+};
+
+struct kd_daemon {
+	struct kd_config cfg;
+	struct kd_loop loop;
+	struct vmm_backend *backend;
+	struct vmm_pool *pool;
+	uint64_t capacity; /* pages */
+	size_t page_size;
+	int listen_fd;
+	struct kd_file listen_file;
+	int signal_fd;
+	struct kd_file signal_file;
+	struct kd_session *sessions; /* live, doubly linked */
+	struct kd_session *zombies; /* cut off, waiting for process exit */
+	uint32_t nr_sessions;
+	uint32_t next_session_id;
+	uint32_t next_region_id;
+	uint64_t next_cookie;
+	uint64_t pages_quarantined;
+	struct kd_counters ctr;
+	uint64_t start_ns;
+	uid_t uid; /* the daemon's own uid: admin rights */
+};
+
+int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg);
+int kd_daemon_run(struct kd_daemon *d);
+void kd_daemon_stop(struct kd_daemon *d);
+struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid);
+int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages);
+
+/* ---- region.c ---- */
+
+/* A block: the pages backing one token span of a sequence in all 2L
+ * ranges.  Reference counted by the sequences that use it (one now; prefix
+ * sharing adds more). */
+struct kd_block {
+	uint32_t refcnt;
+	uint32_t nr_pages;
+	uint64_t hash; /* 0 until published (issue #4) */
+	struct kd_quota *charged; /* whose quota pays for the pages */
+	uint32_t pages[];
+};
+
+struct kd_seq {
+	bool open;
+	uint32_t len; /* tokens */
+	struct kd_block **blocks; /* max_blocks slots, NULL = no pages */
+};
+
+struct kd_region {
+	uint32_t id;
+	struct kd_session *owner;
+	struct kd_region *next; /* in owner's list */
+	uint32_t layers, kv_heads, head_dim, dtype_bytes;
+	uint32_t max_seqs, max_tokens;
+	uint64_t salt;
+	uint32_t tokens_per_block, max_blocks, pages_per_block;
+	uint32_t nr_open;
+	struct kd_seq *seqs; /* max_seqs */
+};
+
+int kd_region_create(struct kd_session *s, const struct kvmm_region_create *rc,
+		     struct kvmm_region_create_reply *rep);
+void kd_region_destroy(struct kd_region *r, bool unhold);
+/* The region with this id: -ENOENT when none, -EPERM when another
+ * session's. */
+int kd_region_lookup(struct kd_session *s, uint32_t id,
+		     struct kd_region **out);
+int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
+int kd_seq_open(struct kd_region *r, uint32_t *seq);
+/* unhold: the client has unmapped the pages (not so at session end, where
+ * holds are released or quarantined as a whole). */
+void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold);
+/* Allocate pages for blocks [from, to) that have none; on failure nothing
+ * changes.  New blocks are held by the session. */
+int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to);
+/* Drop blocks [from, end): the client unmapped them already. */
+void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
+			bool unhold);
+/* Detach block b of a sequence without releasing the session's hold (the
+ * revocation path: held until acknowledged). */
+struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
+				     uint32_t b);
+void kd_block_put(struct kd_daemon *d, struct kd_block *blk);
+
+/* The session's process maps (or unmaps) a page once more. */
+void kd_hold_page(struct kd_session *s, uint32_t page);
+void kd_unhold_page(struct kd_session *s, uint32_t page);
+
+/* ---- session.c ---- */
+
+struct kd_revoke {
+	uint64_t cookie;
+	uint64_t deadline_ns;
+	struct kd_revoke *next;
+	uint32_t nr_pages;
+	uint32_t pages[]; /* holds to drop on acknowledgement */
+};
+
+struct kd_ring;
+
+struct kd_session {
+	struct kd_daemon *d;
+	struct kd_session *prev, *next;
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char name[32];
+	int fd;
+	struct kd_file file;
+	int pidfd; /* -1 when unsupported */
+	struct kd_file pid_file;
+	bool hello_done;
+	bool admin; /* may run admin commands */
+	bool admin_only; /* no rings (kvmmctl) */
+	bool said_bye; /* unmapped everything before closing */
+	bool in_step;
+	bool zombie; /* cut off; waits for the process to exit */
+	bool doomed; /* end at the next safe point (hostile input) */
+	const char *doom_why;
+	struct kd_ring *ring;
+	struct kd_region *regions;
+	uint32_t nr_regions;
+	uint64_t nr_sequences;
+	/* Per pool page: how many places this process maps it (both sides
+	 * count the same way, see region.c). */
+	uint32_t *held;
+	uint64_t pages_held; /* pages with held[] > 0 */
+	uint64_t pages_owned; /* pages of this session's blocks */
+	struct kd_quota *quota;
+	struct kd_revoke *revokes; /* pending, oldest first */
+	struct kd_timer revoke_timer;
+	uint64_t cmds_socket, cmds_ring;
+	uint64_t revocations_posted, revocations_acked;
+};
+
+int kd_session_listen(struct kd_daemon *d);
+/* Tear down a session.  cut_off: the daemon ends it (timeout, admin);
+ * pages its process may still map are quarantined until it exits. */
+void kd_session_end(struct kd_session *s, bool cut_off, const char *why);
+void kd_session_free_all(struct kd_daemon *d);
+/* Mark the session to be cut off at the next safe point. */
+void kd_session_doom(struct kd_session *s, const char *why);
+/* Release every page hold of the session (its process unmapped them). */
+void kd_session_release_holds(struct kd_session *s);
+struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id);
+int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
+		     int status, const void *body, size_t len, const int *fds,
+		     unsigned int nfds);
+
+/* ---- ring.c ---- */
+
+/* Sets up the rings; fds[4] = memfd, sq doorbell, cq doorbell, revoke
+ * eventfd (dups the caller sends and closes). */
+int kd_ring_create(struct kd_session *s, const struct kvmm_hello *h,
+		   struct kvmm_ring_offsets *off, int fds[4]);
+void kd_ring_destroy(struct kd_session *s);
+/* Consume submissions; true if any were handled. */
+bool kd_ring_poll(struct kd_session *s);
+void kd_ring_need_wakeup(struct kd_session *s, bool on);
+bool kd_ring_pending(struct kd_session *s);
+/* Post n revocation entries; -EBUSY when they do not fit. */
+int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
+			 uint32_t n);
+
+/* ---- proto.c ---- */
+
+/* Handle one socket message (fds are closed unless consumed). */
+void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
+		     unsigned int nfds);
+/* Handle one submission; fills the completion's res and value. */
+void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
+		   struct kvmm_cqe *cqe);
+int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st);
+
+/* ---- revoke.c ---- */
+
+/* Take back blocks [first, end) of a sequence: post the pages, keep the
+ * holds until the client acknowledges or the timeout cuts it off. */
+int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
+		  uint32_t first_block);
+int kd_revoke_ack(struct kd_session *s, uint64_t cookie);
+void kd_revoke_free_all(struct kd_session *s, bool release_holds);
+
+#endif

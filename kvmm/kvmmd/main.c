@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmd: the kvmm daemon.  Parses options (a config file first, then the
+ * command line, which wins), daemonizes unless --foreground (the parent
+ * waits until the socket is ready, so "kvmmd && kvmmctl status" works),
+ * then runs the event loop until SIGTERM/SIGINT.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/options.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvmmd [OPTIONS]\n"
+		"  --socket PATH          control socket (default /run/kvmm/kvmm.sock)\n"
+		"  --backend host|cuda|auto  memory backend (default auto)\n"
+		"  --gpu-mem SIZE         pool capacity, e.g. 64G (default 4096 pages)\n"
+		"  --page-size SIZE       host backend page size (default 64K)\n"
+		"  --cuda-device N        GPU ordinal (cuda backend)\n"
+		"  --revoke-timeout MS    cut off clients that do not answer (2000)\n"
+		"  --quota UID=SIZE       memory quota of a uid (repeatable)\n"
+		"  --spin-us N            ring polling before sleeping (50)\n"
+		"  --socket-mode OCTAL    socket permissions (0660)\n"
+		"  --log-level err|warn|info|debug\n"
+		"  --config FILE          'option value' lines, '#' comments\n"
+		"  --pid-file PATH        write the daemon's pid there\n"
+		"  --foreground           do not daemonize, log to stderr\n"
+		"  --version, --help\n"
+		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
+}
+
+static const struct option long_opts[] = {
+	{ "socket", required_argument, NULL, 's' },
+	{ "backend", required_argument, NULL, 'b' },
+	{ "gpu-mem", required_argument, NULL, 'm' },
+	{ "page-size", required_argument, NULL, 'p' },
+	{ "cuda-device", required_argument, NULL, 'd' },
+	{ "revoke-timeout", required_argument, NULL, 'r' },
+	{ "quota", required_argument, NULL, 'q' },
+	{ "spin-us", required_argument, NULL, 'S' },
+	{ "socket-mode", required_argument, NULL, 'M' },
+	{ "log-level", required_argument, NULL, 'l' },
+	{ "config", required_argument, NULL, 'c' },
+	{ "pid-file", required_argument, NULL, 'P' },
+	{ "foreground", no_argument, NULL, 'f' },
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Apply one option; name is the long option's name. */
+static int apply(struct kd_config *cfg, const char *name, const char *val)
+{
+	const struct option *o;
+
+	for (o = long_opts; o->name; o++)
+		if (!strcmp(o->name, name))
+			break;
+	if (!o->name) {
+		fprintf(stderr, "kvmmd: unknown option '%s'\n", name);
+		return -EINVAL;
+	}
+	if (o->has_arg == required_argument && !val) {
+		fprintf(stderr, "kvmmd: option '%s' needs a value\n", name);
+		return -EINVAL;
+	}
+	return kd_option_apply(cfg, o->val, val);
+}
+
+static int read_config(struct kd_config *cfg, const char *path)
+{
+	char line[512];
+	int lineno = 0, err = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		fprintf(stderr, "kvmmd: config %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	while (!err && fgets(line, sizeof(line), f)) {
+		char *k, *v, *end;
+
+		lineno++;
+		k = line + strspn(line, " \t");
+		end = k + strcspn(k, "#\r\n");
+		*end = '\0';
+		while (end > k && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (!*k)
+			continue;
+		v = k + strcspn(k, " \t=");
+		if (*v) {
+			*v++ = '\0';
+			v += strspn(v, " \t=");
+		}
+		if (!strcmp(k, "config")) {
+			err = -EINVAL;
+		} else {
+			err = apply(cfg, k, *v ? v : NULL);
+		}
+		if (err)
+			fprintf(stderr, "kvmmd: %s:%d: bad line\n", path,
+				lineno);
+	}
+	fclose(f);
+	return err;
+}
+
+/* Fork into the background; the parent exits once the child reports. */
+static int daemonize(int *ready_fd)
+{
+	int p[2];
+	pid_t pid;
+	char c = 1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		_exit(c ? 1 : 0);
+	}
+	close(p[0]);
+	setsid();
+	if (fork() > 0)
+		_exit(0);
+	if (chdir("/") < 0) {
+		/* stay where we are */
+	}
+	*ready_fd = p[1];
+	return 0;
+}
+
+static void redirect_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct kd_config cfg;
+	struct kd_daemon d;
+	int c, err, ready_fd = -1;
+	char ok = 0;
+
+	kd_config_defaults(&cfg);
+	/* The config file first, so the command line overrides it. */
+	for (int i = 1; i < argc; i++) {
+		const char *v = NULL;
+
+		if (!strncmp(argv[i], "--config=", 9))
+			v = argv[i] + 9;
+		else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			v = argv[i + 1];
+		if (v && read_config(&cfg, v))
+			return 2;
+	}
+	while ((c = getopt_long(argc, argv, "fhV", long_opts, NULL)) != -1) {
+		if (c == 'c')
+			continue;
+		if (c == 'V') {
+			printf("kvmmd %s (ABI %d.%d)\n", KVMM_VERSION,
+			       KVMM_ABI_MAJOR, KVMM_ABI_MINOR);
+			return 0;
+		}
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == '?') {
+			usage(stderr);
+			return 2;
+		}
+		if (kd_option_apply(&cfg, c, optarg))
+			return 2;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvmmd: unexpected argument '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	if (!cfg.foreground && daemonize(&ready_fd)) {
+		perror("kvmmd: daemonize");
+		return 1;
+	}
+	err = kd_daemon_start(&d, &cfg);
+	if (err) {
+		fprintf(stderr, "kvmmd: cannot start: %s\n", strerror(-err));
+		if (ready_fd >= 0 && write(ready_fd, "\1", 1) < 0)
+			return 1;
+		return 1;
+	}
+	if (cfg.pid_file[0]) {
+		FILE *f = fopen(cfg.pid_file, "we");
+
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+	}
+	if (ready_fd >= 0) {
+		if (write(ready_fd, &ok, 1) < 0) {
+			/* parent gone; keep running */
+		}
+		close(ready_fd);
+		redirect_stdio();
+	}
+	err = kd_daemon_run(&d);
+	kd_daemon_stop(&d);
+	if (cfg.pid_file[0])
+		unlink(cfg.pid_file);
+	return err ? 1 : 0;
+}

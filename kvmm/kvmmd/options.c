@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Option parsing for kvmmd: sizes with K/M/G/T suffixes, backend and log
+ * level names, quotas "uid=SIZE".  Every error prints one line naming the
+ * option and what was wrong.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/options.h"
+
+int kd_parse_size(const char *what, const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned int shift = 0;
+
+	if (!s || !*s || *s == '-')
+		goto bad;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		goto bad;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	}
+	if (shift && (*end == 'i' || *end == 'I'))
+		end++;
+	if (*end == 'b' || *end == 'B')
+		end++;
+	if (*end)
+		goto bad;
+	if (shift && v > (~0ull >> shift)) {
+		fprintf(stderr, "kvmmd: %s: '%s' is too large\n", what, s);
+		return -ERANGE;
+	}
+	*out = v << shift;
+	return 0;
+bad:
+	fprintf(stderr,
+		"kvmmd: %s: '%s' is not a size (a number with an optional K, M, G or T suffix)\n",
+		what, s ? s : "");
+	return -EINVAL;
+}
+
+int kd_parse_log_level(const char *s)
+{
+	static const char *const names[] = { "err", "warn", "info", "debug" };
+
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	if (!strcmp(s, "error"))
+		return VMM_LOG_ERR;
+	if (!strcmp(s, "warning"))
+		return VMM_LOG_WARN;
+	if (s[0] >= '0' && s[0] <= '3' && !s[1])
+		return s[0] - '0';
+	return -EINVAL;
+}
+
+static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, base);
+	if (errno || end == s || *end || *s == '-' || v > 0xffffffffu) {
+		fprintf(stderr, "kvmmd: %s: '%s' is not a number\n", what, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int kd_option_apply(struct kd_config *cfg, int key, const char *val)
+{
+	uint64_t size;
+	uint32_t u;
+	int err;
+
+	switch (key) {
+	case 's':
+		if (strlen(val) >= sizeof(cfg->socket_path)) {
+			fprintf(stderr, "kvmmd: --socket: path too long\n");
+			return -ENAMETOOLONG;
+		}
+		snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", val);
+		return 0;
+	case 'b':
+		if (!strcmp(val, "host"))
+			cfg->backend = VMM_BACKEND_HOST;
+		else if (!strcmp(val, "cuda"))
+			cfg->backend = VMM_BACKEND_CUDA;
+		else if (!strcmp(val, "auto"))
+			cfg->backend = VMM_BACKEND_AUTO;
+		else {
+			fprintf(stderr,
+				"kvmmd: --backend: '%s' is not host, cuda or auto\n",
+				val);
+			return -EINVAL;
+		}
+		return 0;
+	case 'm':
+		return kd_parse_size("--gpu-mem", val, &cfg->gpu_mem);
+	case 'p':
+		err = kd_parse_size("--page-size", val, &size);
+		if (err)
+			return err;
+		if (!size || size % 4096) {
+			fprintf(stderr,
+				"kvmmd: --page-size: %s is not a multiple of 4K\n",
+				val);
+			return -EINVAL;
+		}
+		cfg->page_size = size;
+		return 0;
+	case 'd':
+		err = parse_u32("--cuda-device", val, &u, 10);
+		cfg->cuda_device = u;
+		return err;
+	case 'r':
+		err = parse_u32("--revoke-timeout", val, &u, 10);
+		if (!err && !u) {
+			fprintf(stderr, "kvmmd: --revoke-timeout: must be > 0\n");
+			return -EINVAL;
+		}
+		cfg->revoke_timeout_ms = u;
+		return err;
+	case 'S':
+		return parse_u32("--spin-us", val, &cfg->spin_us, 10);
+	case 'M':
+		err = parse_u32("--socket-mode", val, &u, 8);
+		if (!err && u > 0777) {
+			fprintf(stderr, "kvmmd: --socket-mode: %s\n", val);
+			return -EINVAL;
+		}
+		cfg->socket_mode = u;
+		return err;
+	case 'l':
+		err = kd_parse_log_level(val);
+		if (err < 0) {
+			fprintf(stderr,
+				"kvmmd: --log-level: '%s' is not err, warn, info or debug\n",
+				val);
+			return err;
+		}
+		cfg->log_level = err;
+		return 0;
+	case 'P':
+		snprintf(cfg->pid_file, sizeof(cfg->pid_file), "%s", val);
+		return 0;
+	case 'f':
+		cfg->foreground = true;
+		return 0;
+	case 'q': {
+		const char *eq = strchr(val, '=');
+		char uid[32];
+
+		if (!eq || eq == val || (size_t)(eq - val) >= sizeof(uid)) {
+			fprintf(stderr, "kvmmd: --quota: '%s' is not UID=SIZE\n",
+				val);
+			return -EINVAL;
+		}
+		memcpy(uid, val, eq - val);
+		uid[eq - val] = '\0';
+		err = parse_u32("--quota uid", uid, &u, 10);
+		if (!err)
+			err = kd_parse_size("--quota", eq + 1, &size);
+		if (err)
+			return err;
+		for (uint32_t i = 0; i < cfg->nr_quotas; i++) {
+			if (cfg->quotas[i].uid == u) {
+				/* bytes until the page size is known */
+				cfg->quotas[i].limit_pages = size;
+				return 0;
+			}
+		}
+		if (cfg->nr_quotas == KD_MAX_QUOTAS) {
+			fprintf(stderr, "kvmmd: --quota: too many\n");
+			return -ENOSPC;
+		}
+		cfg->quotas[cfg->nr_quotas++] =
+			(struct kd_quota){ .uid = u, .limit_pages = size };
+		return 0;
+	}
+	default:
+		return -EINVAL;
+	}
+}

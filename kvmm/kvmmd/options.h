@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Option values shared by the command line and the config file.
+ */
+#ifndef KVMM_KVMMD_OPTIONS_H
+#define KVMM_KVMMD_OPTIONS_H
+
+#include <stdint.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+/* "64K", "2M", "80G", "4096": bytes; -EINVAL with a message otherwise. */
+int kd_parse_size(const char *what, const char *s, uint64_t *out);
+/* Apply option key (the short code of kvmmd's long option) = val. */
+int kd_option_apply(struct kd_config *cfg, int key, const char *val);
+int kd_parse_log_level(const char *s);
+
+#endif

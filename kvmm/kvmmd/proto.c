@@ -1,0 +1,614 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Command validation and dispatch.
+ *
+ * Every socket message is checked in this order: header size and length,
+ * ABI version (-EPROTONOSUPPORT), flags/status zero, no fds (no command
+ * takes any: -EINVAL and they are closed), HELLO first (-ENOTCONN), then
+ * the command struct (kw_copy_struct: size rules of uapi.h), reserved
+ * fields zero, ids (-ENOENT for none, -EPERM for another session's),
+ * ranges (-EINVAL).  Unknown commands get -ENOTTY, reserved ones
+ * -EOPNOTSUPP, admin commands from non-admins -EPERM.  Nothing a client
+ * sends can stop the daemon; a reply that cannot be sent cuts the
+ * session off.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+struct req {
+	struct kd_session *s;
+	const struct kvmm_msg_hdr *h;
+	const void *p;
+	size_t len;
+};
+
+#define COPY_IN(rq, var)                                                   \
+	kw_copy_struct(&(var), sizeof(var), sizeof(var), (rq)->p, (rq)->len)
+
+static int reply(struct req *rq, int status, const void *body, size_t len,
+		 const int *fds, unsigned int nfds)
+{
+	return kd_session_reply(rq->s, rq->h, status, body, len, fds, nfds);
+}
+
+static int do_hello(struct req *rq)
+{
+	struct kd_session *s = rq->s;
+	struct kd_daemon *d = s->d;
+	struct kvmm_hello h;
+	struct kvmm_hello_reply rep = { 0 };
+	int fds[4], err;
+
+	if (s->hello_done)
+		return -EALREADY;
+	err = COPY_IN(rq, h);
+	if (err)
+		return err;
+	if (h.abi_major != KVMM_ABI_MAJOR)
+		return -EPROTONOSUPPORT;
+	if (h.flags & ~KVMM_HELLO_F_ADMIN ||
+	    !kw_all_zero(h.reserved, sizeof(h.reserved)))
+		return -EINVAL;
+	memcpy(s->name, h.name, sizeof(s->name));
+	s->name[sizeof(s->name) - 1] = '\0';
+	s->admin_only = h.flags & KVMM_HELLO_F_ADMIN;
+	rep.size = sizeof(rep);
+	if (!s->admin_only) {
+		err = kd_ring_create(s, &h, &rep.ring, fds);
+		if (err)
+			return err;
+		rep.nr_fds = 4;
+	}
+	s->hello_done = true;
+	rep.abi_major = KVMM_ABI_MAJOR;
+	rep.abi_minor = KVMM_ABI_MINOR;
+	rep.session_id = s->id;
+	rep.backend = d->backend->kind;
+	rep.page_size = d->page_size;
+	rep.pages_total = d->capacity;
+	rep.quota_pages = s->quota ? s->quota->limit_pages : 0;
+	rep.revoke_timeout_ms = d->cfg.revoke_timeout_ms;
+	reply(rq, 0, &rep, sizeof(rep), fds, rep.nr_fds);
+	return 1;
+}
+
+static int get_region_ref(struct req *rq, struct kvmm_region_ref *ref,
+			  struct kd_region **r)
+{
+	int err = COPY_IN(rq, *ref);
+
+	if (err)
+		return err;
+	if (ref->flags || !kw_all_zero(ref->reserved, sizeof(ref->reserved)))
+		return -EINVAL;
+	return kd_region_lookup(rq->s, ref->region_id, r);
+}
+
+static int do_region_create(struct req *rq)
+{
+	struct kvmm_region_create rc;
+	struct kvmm_region_create_reply rep;
+	int err = COPY_IN(rq, rc);
+
+	if (err)
+		return err;
+	err = kd_region_create(rq->s, &rc, &rep);
+	if (err)
+		return err;
+	reply(rq, 0, &rep, sizeof(rep), NULL, 0);
+	return 1;
+}
+
+static int do_region_destroy(struct req *rq)
+{
+	struct kvmm_region_ref ref;
+	struct kd_region *r;
+	int err = get_region_ref(rq, &ref, &r);
+
+	if (err)
+		return err;
+	kd_region_destroy(r, true);
+	return 0;
+}
+
+static int do_seq_open(struct req *rq)
+{
+	struct kvmm_region_ref ref;
+	struct kvmm_seq_open_reply rep = { .size = sizeof(rep) };
+	struct kd_region *r;
+	int err = get_region_ref(rq, &ref, &r);
+
+	if (err)
+		return err;
+	err = kd_seq_open(r, &rep.seq_id);
+	if (err)
+		return err;
+	reply(rq, 0, &rep, sizeof(rep), NULL, 0);
+	return 1;
+}
+
+static int do_seq_close(struct req *rq)
+{
+	struct kvmm_region_ref ref;
+	struct kd_region *r;
+	struct kd_seq *q;
+	int err = get_region_ref(rq, &ref, &r);
+
+	if (err)
+		return err;
+	err = kd_seq_lookup(r, ref.seq_id, &q);
+	if (err)
+		return err;
+	kd_seq_close(r, ref.seq_id, true);
+	return 0;
+}
+
+static uint32_t blocks_for(struct kd_region *r, uint32_t len)
+{
+	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
+}
+
+static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
+		      struct kd_region **r, struct kd_seq **q)
+{
+	int err = COPY_IN(rq, *ex);
+
+	if (err)
+		return err;
+	if (ex->flags || !kw_all_zero(ex->reserved, sizeof(ex->reserved)))
+		return -EINVAL;
+	err = kd_region_lookup(rq->s, ex->region_id, r);
+	if (err)
+		return err;
+	err = kd_seq_lookup(*r, ex->seq_id, q);
+	if (err)
+		return err;
+	if (ex->new_len > (*r)->max_tokens)
+		return -EINVAL;
+	return 0;
+}
+
+static int do_seq_extend(struct req *rq)
+{
+	struct kd_daemon *d = rq->s->d;
+	struct kvmm_seq_extend ex;
+	struct kvmm_seq_extend_reply *rep;
+	struct kd_region *r;
+	struct kd_seq *q;
+	uint32_t need, to, first, nr_pages, nfds = 0;
+	bool *was;
+	int *fds, err;
+	size_t rep_len;
+
+	err = get_extend(rq, &ex, &r, &q);
+	if (err)
+		return err;
+	need = blocks_for(r, ex.new_len);
+	to = ex.want_blocks > need ? ex.want_blocks : need;
+	if (to > r->max_blocks)
+		to = r->max_blocks;
+	for (first = 0; first < to && q->blocks[first]; first++)
+		;
+	nr_pages = (to - first) * r->pages_per_block;
+	if (nr_pages > KVMM_EXTEND_MAX_PAGES)
+		return -E2BIG;
+	rep_len = sizeof(*rep) + nr_pages * sizeof(uint32_t);
+	rep = calloc(1, rep_len);
+	fds = calloc(nr_pages + 1, sizeof(*fds));
+	was = calloc(to - first + 1, sizeof(*was));
+	if (!rep || !fds || !was) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t b = first; b < to; b++)
+		was[b - first] = q->blocks[b] != NULL;
+	err = kd_seq_fill(r, ex.seq_id, first, to);
+	if (err)
+		goto out;
+	/* Lengths only grow here: the ring and the socket may deliver a
+	 * client's extends out of order. */
+	if (ex.new_len > q->len)
+		q->len = ex.new_len;
+	rep->size = rep_len;
+	rep->first_block = first;
+	rep->nr_blocks = to - first;
+	rep->pages_per_block = r->pages_per_block;
+	rep->len = q->len;
+	for (uint32_t b = first, k = 0; b < to; b++) {
+		struct kd_block *blk = q->blocks[b];
+
+		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
+			rep->page_ids[k] = blk->pages[i];
+			if (was[b - first]) {
+				rep->page_ids[k] |= KVMM_PAGE_HELD;
+				continue;
+			}
+			fds[nfds++] = vmm_pool_page_fd(d->pool, blk->pages[i]);
+		}
+	}
+	rep->nr_fds = nfds;
+	reply(rq, 0, rep, rep_len, fds, nfds);
+	err = 1;
+out:
+	free(was);
+	free(fds);
+	free(rep);
+	return err;
+}
+
+static int do_seq_truncate(struct req *rq)
+{
+	struct kvmm_seq_extend ex;
+	struct kd_region *r;
+	struct kd_seq *q;
+	int err = get_extend(rq, &ex, &r, &q);
+
+	if (err)
+		return err;
+	if (ex.new_len > q->len || ex.want_blocks)
+		return -EINVAL;
+	kd_seq_drop_blocks(r, ex.seq_id, blocks_for(r, ex.new_len), true);
+	q->len = ex.new_len;
+	return 0;
+}
+
+static int do_step(struct req *rq, bool begin)
+{
+	struct kvmm_region_ref ref;
+	int err = COPY_IN(rq, ref);
+
+	if (err)
+		return err;
+	if (ref.flags || !kw_all_zero(ref.reserved, sizeof(ref.reserved)))
+		return -EINVAL;
+	rq->s->in_step = begin;
+	return 0;
+}
+
+static int do_revoke_ack(struct req *rq)
+{
+	struct kvmm_revoke_ack a;
+	int err = COPY_IN(rq, a);
+
+	if (err)
+		return err;
+	if (a.pad || !kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	return kd_revoke_ack(rq->s, a.cookie);
+}
+
+static int do_stats(struct req *rq)
+{
+	struct kd_session *s = rq->s;
+	struct kvmm_stats_reply st = { .size = sizeof(st) };
+
+	if (rq->len)
+		return -EINVAL;
+	st.session_id = s->id;
+	st.pages_held = s->pages_held;
+	st.pages_owned = s->pages_owned;
+	st.regions = s->nr_regions;
+	st.sequences = s->nr_sequences;
+	st.cmds_socket = s->cmds_socket;
+	st.cmds_ring = s->cmds_ring;
+	st.revocations_posted = s->revocations_posted;
+	st.revocations_acked = s->revocations_acked;
+	reply(rq, 0, &st, sizeof(st), NULL, 0);
+	return 1;
+}
+
+int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
+{
+	struct vmm_pool_stats ps;
+	uint64_t revoking = 0, regions = 0, seqs = 0;
+
+	vmm_pool_get_stats(d->pool, &ps);
+	for (uint64_t p = 0; p < ps.created && p < d->capacity; p++)
+		revoking += vmm_pool_page_state(d->pool, p) ==
+			    VMM_PAGE_REVOKING;
+	for (struct kd_session *s = d->sessions; s; s = s->next) {
+		regions += s->nr_regions;
+		seqs += s->nr_sequences;
+	}
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	st->backend = d->backend->kind;
+	snprintf(st->device, sizeof(st->device), "%.63s",
+		 d->backend->device_name);
+	st->page_size = d->page_size;
+	st->pages_total = d->capacity;
+	st->pages_created = ps.created;
+	st->pages_free = d->capacity - ps.allocated;
+	st->pages_allocated = ps.allocated;
+	st->pages_mapped = ps.mapped;
+	st->pages_revoking = revoking;
+	st->pages_quarantined = d->pages_quarantined;
+	st->sessions = d->nr_sessions;
+	st->regions = regions;
+	st->sequences = seqs;
+	st->sessions_total = d->ctr.sessions_total;
+	st->sessions_cut_off = d->ctr.sessions_cut_off;
+	st->cmds_socket = d->ctr.cmds_socket;
+	st->cmds_ring = d->ctr.cmds_ring;
+	st->revocations_posted = d->ctr.revocations_posted;
+	st->revocations_acked = d->ctr.revocations_acked;
+	st->revocations_timed_out = d->ctr.revocations_timed_out;
+	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
+	st->pid = getpid();
+	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;
+	return 0;
+}
+
+static int do_admin_status(struct req *rq)
+{
+	struct kvmm_status_reply st;
+
+	if (rq->len)
+		return -EINVAL;
+	kd_status(rq->s->d, &st);
+	reply(rq, 0, &st, sizeof(st), NULL, 0);
+	return 1;
+}
+
+static int do_admin_sessions(struct req *rq)
+{
+	struct kd_daemon *d = rq->s->d;
+	size_t max = (KVMM_MSG_MAX - sizeof(struct kvmm_msg_hdr) -
+		      sizeof(struct kvmm_sessions_reply)) /
+		     sizeof(struct kvmm_session_info);
+	struct kvmm_sessions_reply *rep;
+	size_t len;
+	uint32_t n = 0;
+
+	if (rq->len)
+		return -EINVAL;
+	rep = calloc(1, sizeof(*rep) + max * sizeof(rep->sessions[0]));
+	if (!rep)
+		return -ENOMEM;
+	for (struct kd_session *s = d->sessions; s && n < max; s = s->next) {
+		struct kvmm_session_info *i = &rep->sessions[n++];
+
+		i->size = sizeof(*i);
+		i->session_id = s->id;
+		i->pid = s->pid;
+		i->uid = s->uid;
+		i->gid = s->gid;
+		i->flags = (s->admin_only ? KVMM_SESSION_F_ADMIN : 0) |
+			   (s->in_step ? KVMM_SESSION_F_IN_STEP : 0) |
+			   (s->revokes ? KVMM_SESSION_F_REVOKING : 0);
+		memcpy(i->name, s->name, sizeof(i->name));
+		i->pages_held = s->pages_held;
+		i->pages_owned = s->pages_owned;
+		i->regions = s->nr_regions;
+		i->sequences = s->nr_sequences;
+		i->quota_pages = s->quota ? s->quota->limit_pages : 0;
+	}
+	len = sizeof(*rep) + n * sizeof(rep->sessions[0]);
+	rep->size = len;
+	rep->nr = n;
+	rep->entry_size = sizeof(rep->sessions[0]);
+	reply(rq, 0, rep, len, NULL, 0);
+	free(rep);
+	return 1;
+}
+
+static int do_admin_kill(struct req *rq)
+{
+	struct kvmm_admin_session a;
+	struct kd_session *t;
+	int err = COPY_IN(rq, a);
+
+	if (err)
+		return err;
+	if (!kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	t = kd_session_by_id(rq->s->d, a.session_id);
+	if (!t)
+		return -ENOENT;
+	if (t == rq->s)
+		return -EINVAL;
+	kd_session_end(t, true, "killed by admin");
+	return 0;
+}
+
+static int do_admin_quota(struct req *rq)
+{
+	struct kd_daemon *d = rq->s->d;
+	struct kvmm_admin_quota a;
+	int err = COPY_IN(rq, a);
+
+	if (err)
+		return err;
+	if (!kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	return kd_quota_set(d, a.uid,
+			    (a.bytes + d->page_size - 1) / d->page_size);
+}
+
+static int do_admin_log_level(struct req *rq)
+{
+	struct kvmm_admin_log_level a;
+	int err = COPY_IN(rq, a);
+
+	if (err)
+		return err;
+	if (a.level > VMM_LOG_DEBUG ||
+	    !kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	rq->s->d->cfg.log_level = a.level;
+	vmm_log_set_level(a.level);
+	return 0;
+}
+
+static int do_admin_revoke(struct req *rq)
+{
+	struct kvmm_admin_revoke a;
+	struct kd_session *t;
+	struct kd_region *r;
+	int err = COPY_IN(rq, a);
+
+	if (err)
+		return err;
+	if (a.pad || !kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	t = kd_session_by_id(rq->s->d, a.session_id);
+	if (!t)
+		return -ENOENT;
+	err = kd_region_lookup(t, a.region_id, &r);
+	if (err)
+		return err;
+	return kd_revoke_seq(t, r, a.seq_id, a.first_block);
+}
+
+/* Returns 1 when it replied itself, else the status to reply with. */
+static int dispatch(struct req *rq)
+{
+	struct kd_session *s = rq->s;
+	uint16_t cmd = rq->h->cmd;
+
+	if (!s->hello_done && cmd != KVMM_CMD_HELLO)
+		return -ENOTCONN;
+	if (cmd >= KVMM_CMD_ADMIN_STATUS && cmd <= 0x9f && !s->admin)
+		return -EPERM;
+	switch (cmd) {
+	case KVMM_CMD_HELLO:
+		return do_hello(rq);
+	case KVMM_CMD_BYE:
+		if (rq->len)
+			return -EINVAL;
+		s->said_bye = true;
+		return 0;
+	case KVMM_CMD_NOP:
+		return rq->len ? -EINVAL : 0;
+	case KVMM_CMD_REGION_CREATE:
+		return do_region_create(rq);
+	case KVMM_CMD_REGION_DESTROY:
+		return do_region_destroy(rq);
+	case KVMM_CMD_SEQ_OPEN:
+		return do_seq_open(rq);
+	case KVMM_CMD_SEQ_EXTEND:
+		return do_seq_extend(rq);
+	case KVMM_CMD_SEQ_TRUNCATE:
+		return do_seq_truncate(rq);
+	case KVMM_CMD_SEQ_CLOSE:
+		return do_seq_close(rq);
+	case KVMM_CMD_STEP_BEGIN:
+		return do_step(rq, true);
+	case KVMM_CMD_STEP_END:
+		return do_step(rq, false);
+	case KVMM_CMD_REVOKE_ACK:
+		return do_revoke_ack(rq);
+	case KVMM_CMD_STATS:
+		return do_stats(rq);
+	case KVMM_CMD_BLOCK_PUBLISH:
+	case KVMM_CMD_PREFIX_OPEN:
+	case KVMM_CMD_RESTORE_PLAN:
+	case KVMM_CMD_BLOCK_PIN:
+	case KVMM_CMD_BLOCK_UNPIN:
+	case KVMM_CMD_TIER_STATS:
+		return -EOPNOTSUPP;
+	case KVMM_CMD_ADMIN_STATUS:
+		return do_admin_status(rq);
+	case KVMM_CMD_ADMIN_SESSIONS:
+		return do_admin_sessions(rq);
+	case KVMM_CMD_ADMIN_KILL_SESSION:
+		return do_admin_kill(rq);
+	case KVMM_CMD_ADMIN_SET_QUOTA:
+		return do_admin_quota(rq);
+	case KVMM_CMD_ADMIN_SET_LOG_LEVEL:
+		return do_admin_log_level(rq);
+	case KVMM_CMD_ADMIN_REVOKE:
+		return do_admin_revoke(rq);
+	default:
+		return -ENOTTY;
+	}
+}
+
+void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
+		     unsigned int nfds)
+{
+	struct kvmm_msg_hdr h = { 0 };
+	struct req rq = { .s = s, .h = &h };
+	int ret;
+
+	if (len >= sizeof(h))
+		memcpy(&h, buf, sizeof(h));
+	if (len < sizeof(h) || h.size != len)
+		ret = -EINVAL;
+	else if (h.version != KVMM_ABI_MAJOR)
+		ret = -EPROTONOSUPPORT;
+	else if (h.flags || h.status)
+		ret = -EINVAL;
+	else if (nfds)
+		ret = -EINVAL; /* no command takes fds */
+	else {
+		rq.p = (char *)buf + sizeof(h);
+		rq.len = len - sizeof(h);
+		ret = dispatch(&rq);
+	}
+	kw_close_fds(fds, nfds);
+	if (ret != 1)
+		kd_session_reply(s, &h, ret, NULL, 0, NULL, 0);
+}
+
+void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
+		   struct kvmm_cqe *cqe)
+{
+	struct kd_region *r;
+	struct kd_seq *q;
+	int res = 0;
+
+	if (sqe->flags || sqe->pad ||
+	    !kw_all_zero(sqe->reserved, sizeof(sqe->reserved))) {
+		cqe->res = -EINVAL;
+		return;
+	}
+	switch (sqe->cmd) {
+	case KVMM_CMD_NOP:
+		break;
+	case KVMM_CMD_SEQ_EXTEND:
+		res = kd_region_lookup(s, sqe->region_id, &r);
+		if (!res)
+			res = kd_seq_lookup(r, sqe->seq_id, &q);
+		if (res)
+			break;
+		if (sqe->arg0 > r->max_tokens) {
+			res = -EINVAL;
+			break;
+		}
+		/* The ring never allocates: pages need the socket's fds.
+		 * Blocks below the current length always have pages
+		 * (revocation shortens the length), so only newer ones are
+		 * checked. */
+		for (uint32_t b = blocks_for(r, q->len);
+		     b < blocks_for(r, sqe->arg0); b++) {
+			if (!q->blocks[b]) {
+				res = -ENODATA;
+				break;
+			}
+		}
+		if (!res && sqe->arg0 > q->len)
+			q->len = sqe->arg0;
+		cqe->value = q->len;
+		break;
+	case KVMM_CMD_STEP_BEGIN:
+		s->in_step = true;
+		break;
+	case KVMM_CMD_STEP_END:
+		s->in_step = false;
+		break;
+	case KVMM_CMD_REVOKE_ACK:
+		res = kd_revoke_ack(s, sqe->arg0);
+		break;
+	default:
+		res = -ENOTTY;
+		break;
+	}
+	cqe->res = res;
+}

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Regions, sequences and blocks: the daemon's page tables.
+ *
+ * A region is one model's KV layout in one session.  Its sequences are
+ * slots 0..max_seqs-1; slot s owns, in each of the client's 2L virtual
+ * ranges, the slice at s * seq_stride.  A sequence is a table of block
+ * pointers; block b covers tokens [b * tpb, (b + 1) * tpb) and owns one
+ * pool page per (layer, K|V), ordered layer 0 K, layer 0 V, layer 1 K, ...
+ *
+ * Blocks are reference counted (by the sequences using them) and charge
+ * their pages to one uid's quota, so content-addressed sharing (issue #4)
+ * can hand one block to several sequences.  Separately, the session counts
+ * where its process maps each page (held[]); the client keeps the same
+ * count, and a page returns to the free list only when no block owns it
+ * and no process holds it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+#define KD_MAX_REGIONS_PER_SESSION 64
+
+void kd_hold_page(struct kd_session *s, uint32_t page)
+{
+	if (s->held[page]++ == 0) {
+		vmm_pool_mapped(s->d->pool, page);
+		s->pages_held++;
+	}
+}
+
+void kd_unhold_page(struct kd_session *s, uint32_t page)
+{
+	if (!s->held[page]) {
+		vmm_log(VMM_LOG_ERR, "session %u: page %u not held", s->id,
+			page);
+		return;
+	}
+	if (--s->held[page] == 0) {
+		vmm_pool_unmapped(s->d->pool, page);
+		s->pages_held--;
+	}
+}
+
+void kd_block_put(struct kd_daemon *d, struct kd_block *blk)
+{
+	if (--blk->refcnt)
+		return;
+	for (uint32_t i = 0; i < blk->nr_pages; i++)
+		vmm_pool_free(d->pool, blk->pages[i]);
+	if (blk->charged)
+		blk->charged->used_pages -= blk->nr_pages;
+	free(blk);
+}
+
+static uint32_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+int kd_region_create(struct kd_session *s, const struct kvmm_region_create *rc,
+		     struct kvmm_region_create_reply *rep)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_region *r;
+	uint64_t token_bytes;
+
+	if (rc->flags || !kw_all_zero(rc->reserved, sizeof(rc->reserved)))
+		return -EINVAL;
+	if (!rc->layers || rc->layers > 1024 || !rc->kv_heads ||
+	    rc->kv_heads > 4096 || !rc->head_dim || rc->head_dim > 65536 ||
+	    !rc->dtype_bytes || rc->dtype_bytes > 16 || !rc->max_seqs ||
+	    rc->max_seqs > 65536 || !rc->max_tokens ||
+	    rc->max_tokens > (1u << 24))
+		return -EINVAL;
+	token_bytes = (uint64_t)rc->kv_heads * rc->head_dim * rc->dtype_bytes;
+	/* A block must hold whole tokens and start on a page. */
+	if (token_bytes > d->page_size || d->page_size % token_bytes)
+		return -EINVAL;
+	if (2 * rc->layers > KVMM_EXTEND_MAX_PAGES)
+		return -EINVAL;
+	if (s->nr_regions >= KD_MAX_REGIONS_PER_SESSION)
+		return -EMFILE;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->seqs = calloc(rc->max_seqs, sizeof(*r->seqs));
+	if (!r->seqs) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->id = d->next_region_id++;
+	r->owner = s;
+	r->layers = rc->layers;
+	r->kv_heads = rc->kv_heads;
+	r->head_dim = rc->head_dim;
+	r->dtype_bytes = rc->dtype_bytes;
+	r->max_seqs = rc->max_seqs;
+	r->max_tokens = rc->max_tokens;
+	r->salt = rc->salt;
+	r->tokens_per_block = d->page_size / token_bytes;
+	r->max_blocks = div_up(rc->max_tokens, r->tokens_per_block);
+	r->pages_per_block = 2 * rc->layers;
+	r->next = s->regions;
+	s->regions = r;
+	s->nr_regions++;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->size = sizeof(*rep);
+	rep->region_id = r->id;
+	rep->tokens_per_block = r->tokens_per_block;
+	rep->max_blocks = r->max_blocks;
+	rep->pages_per_block = r->pages_per_block;
+	rep->seq_stride = (uint64_t)r->max_blocks * d->page_size;
+	rep->range_size = rep->seq_stride * r->max_seqs;
+	return 0;
+}
+
+void kd_region_destroy(struct kd_region *r, bool unhold)
+{
+	struct kd_session *s = r->owner;
+	struct kd_region **pp;
+
+	for (uint32_t i = 0; i < r->max_seqs; i++)
+		if (r->seqs[i].open)
+			kd_seq_close(r, i, unhold);
+	for (pp = &s->regions; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	s->nr_regions--;
+	free(r->seqs);
+	free(r);
+}
+
+int kd_region_lookup(struct kd_session *s, uint32_t id, struct kd_region **out)
+{
+	struct kd_region *r;
+
+	for (r = s->regions; r; r = r->next) {
+		if (r->id == id) {
+			*out = r;
+			return 0;
+		}
+	}
+	for (struct kd_session *o = s->d->sessions; o; o = o->next)
+		for (r = o->regions; r; r = r->next)
+			if (r->id == id)
+				return -EPERM;
+	return -ENOENT;
+}
+
+int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out)
+{
+	if (seq >= r->max_seqs)
+		return -EINVAL;
+	if (!r->seqs[seq].open)
+		return -ENOENT;
+	*out = &r->seqs[seq];
+	return 0;
+}
+
+int kd_seq_open(struct kd_region *r, uint32_t *seq)
+{
+	for (uint32_t i = 0; i < r->max_seqs; i++) {
+		struct kd_seq *q = &r->seqs[i];
+
+		if (q->open)
+			continue;
+		q->blocks = calloc(r->max_blocks, sizeof(*q->blocks));
+		if (!q->blocks)
+			return -ENOMEM;
+		q->open = true;
+		q->len = 0;
+		r->nr_open++;
+		r->owner->nr_sequences++;
+		*seq = i;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
+			bool unhold)
+{
+	struct kd_session *s = r->owner;
+	struct kd_seq *q = &r->seqs[seq];
+
+	for (uint32_t b = from; b < r->max_blocks; b++) {
+		struct kd_block *blk = q->blocks[b];
+
+		if (!blk)
+			continue;
+		if (unhold)
+			for (uint32_t i = 0; i < blk->nr_pages; i++)
+				kd_unhold_page(s, blk->pages[i]);
+		s->pages_owned -= blk->nr_pages;
+		q->blocks[b] = NULL;
+		kd_block_put(s->d, blk);
+	}
+}
+
+void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold)
+{
+	struct kd_seq *q = &r->seqs[seq];
+
+	kd_seq_drop_blocks(r, seq, 0, unhold);
+	free(q->blocks);
+	q->blocks = NULL;
+	q->open = false;
+	q->len = 0;
+	r->nr_open--;
+	r->owner->nr_sequences--;
+}
+
+struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
+				     uint32_t b)
+{
+	struct kd_seq *q = &r->seqs[seq];
+	struct kd_block *blk = q->blocks[b];
+
+	if (blk) {
+		q->blocks[b] = NULL;
+		r->owner->pages_owned -= blk->nr_pages;
+	}
+	return blk;
+}
+
+static int block_new(struct kd_session *s, uint32_t nr_pages,
+		     struct kd_block **out)
+{
+	struct kd_block *blk;
+	uint32_t i;
+	int err = 0;
+
+	blk = calloc(1, sizeof(*blk) + nr_pages * sizeof(blk->pages[0]));
+	if (!blk)
+		return -ENOMEM;
+	for (i = 0; i < nr_pages; i++) {
+		err = vmm_pool_alloc(s->d->pool, &blk->pages[i]);
+		if (err)
+			goto err_free_pages;
+	}
+	blk->refcnt = 1;
+	blk->nr_pages = nr_pages;
+	blk->charged = s->quota;
+	if (blk->charged)
+		blk->charged->used_pages += nr_pages;
+	*out = blk;
+	return 0;
+
+err_free_pages:
+	while (i--)
+		vmm_pool_free(s->d->pool, blk->pages[i]);
+	free(blk);
+	return err;
+}
+
+int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
+{
+	struct kd_session *s = r->owner;
+	struct kd_seq *q = &r->seqs[seq];
+	struct kd_block **made;
+	uint32_t missing = 0, n = 0;
+	uint64_t need;
+	int err = 0;
+
+	for (uint32_t b = from; b < to; b++)
+		missing += !q->blocks[b];
+	if (!missing)
+		return 0;
+	need = (uint64_t)missing * r->pages_per_block;
+	if (s->quota && s->quota->limit_pages &&
+	    s->quota->used_pages + need > s->quota->limit_pages)
+		return -EDQUOT;
+	made = calloc(missing, sizeof(*made));
+	if (!made)
+		return -ENOMEM;
+	for (n = 0; n < missing; n++) {
+		err = block_new(s, r->pages_per_block, &made[n]);
+		if (err)
+			goto err_put;
+	}
+	n = 0;
+	for (uint32_t b = from; b < to; b++) {
+		if (q->blocks[b])
+			continue;
+		q->blocks[b] = made[n++];
+		s->pages_owned += r->pages_per_block;
+		for (uint32_t i = 0; i < r->pages_per_block; i++)
+			kd_hold_page(s, q->blocks[b]->pages[i]);
+	}
+	free(made);
+	return 0;
+
+err_put:
+	while (n--)
+		kd_block_put(s->d, made[n]);
+	free(made);
+	return err;
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Revocation: the daemon taking pages back from a client.
+ *
+ * The daemon cannot unmap memory in another process, so it asks: it
+ * detaches the blocks from the sequence at once (ownership and quota come
+ * back now; the pool marks their pages REVOKING because the process still
+ * maps them), posts one RQ entry per page under one cookie, and keeps the
+ * session's holds on those pages.  The client unmaps them at its next step
+ * boundary and sends REVOKE_ACK(cookie); the holds drop and the pages
+ * become FREE.  If no ack comes within --revoke-timeout, the session is cut
+ * off and its holds are quarantined until the process exits.
+ *
+ * The request is generic ("take back these pages"): tiering and sharing
+ * reuse it for any set of pages a session holds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+static void rearm(struct kd_session *s)
+{
+	if (s->revokes)
+		kd_timer_arm(&s->d->loop, &s->revoke_timer,
+			     s->revokes->deadline_ns);
+	else
+		kd_timer_cancel(&s->d->loop, &s->revoke_timer);
+}
+
+static void on_timeout(struct kd_loop *loop, struct kd_timer *t)
+{
+	struct kd_session *s = t->data;
+
+	s->d->ctr.revocations_timed_out++;
+	vmm_log(VMM_LOG_WARN,
+		"session %u (pid %d): revocation %llu not acknowledged within %u ms",
+		s->id, (int)s->pid,
+		(unsigned long long)(s->revokes ? s->revokes->cookie : 0),
+		s->d->cfg.revoke_timeout_ms);
+	kd_session_end(s, true, "revocation timeout");
+}
+
+int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
+		  uint32_t first_block)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_revoke *rv, **pp;
+	struct kvmm_rqe *e;
+	struct kd_seq *q;
+	uint32_t n = 0, k = 0;
+	uint64_t cookie;
+	int err;
+
+	if (!s->ring)
+		return -EINVAL;
+	err = kd_seq_lookup(r, seq, &q);
+	if (err)
+		return err;
+	if (first_block >= r->max_blocks)
+		return -EINVAL;
+	for (uint32_t b = first_block; b < r->max_blocks; b++)
+		if (q->blocks[b])
+			n += q->blocks[b]->nr_pages;
+	if (!n)
+		return -ENODATA;
+	e = calloc(n, sizeof(*e));
+	rv = calloc(1, sizeof(*rv) + n * sizeof(rv->pages[0]));
+	if (!e || !rv) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	cookie = d->next_cookie++;
+	for (uint32_t b = first_block; b < r->max_blocks; b++) {
+		struct kd_block *blk = q->blocks[b];
+
+		if (!blk)
+			continue;
+		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
+			e[k].cookie = cookie;
+			e[k].page_id = blk->pages[i];
+			e[k].region_id = r->id;
+			e[k].seq_id = seq;
+			e[k].block = b;
+			rv->pages[k] = blk->pages[i];
+		}
+	}
+	e[n - 1].flags = KVMM_RQE_F_LAST;
+	err = kd_ring_post_revokes(s, e, n);
+	if (err)
+		goto err_free;
+	for (uint32_t b = first_block; b < r->max_blocks; b++) {
+		struct kd_block *blk = kd_seq_detach_block(r, seq, b);
+
+		if (blk)
+			kd_block_put(d, blk);
+	}
+	if (q->len > first_block * r->tokens_per_block)
+		q->len = first_block * r->tokens_per_block;
+	rv->cookie = cookie;
+	rv->nr_pages = n;
+	rv->deadline_ns =
+		kd_now_ns() + (uint64_t)d->cfg.revoke_timeout_ms * 1000000ull;
+	for (pp = &s->revokes; *pp; pp = &(*pp)->next)
+		;
+	*pp = rv;
+	s->revoke_timer.fn = on_timeout;
+	rearm(s);
+	s->revocations_posted++;
+	d->ctr.revocations_posted++;
+	vmm_log(VMM_LOG_DEBUG,
+		"session %u: revoking %u pages of region %u seq %u from block %u (cookie %llu)",
+		s->id, n, r->id, seq, first_block, (unsigned long long)cookie);
+	free(e);
+	return 0;
+
+err_free:
+	free(e);
+	free(rv);
+	return err;
+}
+
+int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
+{
+	struct kd_revoke **pp, *rv;
+
+	for (pp = &s->revokes; *pp; pp = &(*pp)->next)
+		if ((*pp)->cookie == cookie)
+			break;
+	rv = *pp;
+	if (!rv)
+		return -ENOENT;
+	*pp = rv->next;
+	for (uint32_t i = 0; i < rv->nr_pages; i++)
+		kd_unhold_page(s, rv->pages[i]);
+	free(rv);
+	rearm(s);
+	s->revocations_acked++;
+	s->d->ctr.revocations_acked++;
+	return 0;
+}
+
+void kd_revoke_free_all(struct kd_session *s, bool release_holds)
+{
+	while (s->revokes) {
+		struct kd_revoke *rv = s->revokes;
+
+		s->revokes = rv->next;
+		if (release_holds)
+			for (uint32_t i = 0; i < rv->nr_pages; i++)
+				kd_unhold_page(s, rv->pages[i]);
+		free(rv);
+	}
+	kd_timer_cancel(&s->d->loop, &s->revoke_timer);
+}

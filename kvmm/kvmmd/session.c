@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Sessions: one per client connection (one process).
+ *
+ * Accept takes the peer's pid/uid/gid from SO_PEERCRED and opens a pidfd
+ * on the pid, so the daemon can tell when the process is really gone.
+ * Each session counts, per pool page, how many places its process maps the
+ * page (held[]); the pool's mapper count is the number of sessions holding
+ * the page, so a page is reused only when every process that mapped it has
+ * unmapped it or died.
+ *
+ * A session ends in one of three ways:
+ *   - BYE then close: the client unmapped everything; holds released.
+ *   - EOF without BYE (a crash, SIGKILL): the process is dying; its
+ *     address space goes before its fds close, but to be sure the holds
+ *     are released when its pidfd becomes readable (or at once without a
+ *     pidfd).
+ *   - cut off by the daemon (revocation timeout, hostile input, admin
+ *     kill): the process may live on with the pages mapped, so the holds
+ *     stay quarantined until its pidfd says it exited.
+ * Ownership (sequences, blocks, quota) is given back at once in all cases.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+#define KD_MAX_SESSIONS 1024
+#define KD_MSGS_PER_WAKE 64
+
+static void list_add(struct kd_session **head, struct kd_session *s)
+{
+	s->prev = NULL;
+	s->next = *head;
+	if (*head)
+		(*head)->prev = s;
+	*head = s;
+}
+
+static void list_del(struct kd_session **head, struct kd_session *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		*head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+}
+
+struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id)
+{
+	for (struct kd_session *s = d->sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+void kd_session_doom(struct kd_session *s, const char *why)
+{
+	if (!s->doomed) {
+		s->doomed = true;
+		s->doom_why = why;
+	}
+}
+
+void kd_session_release_holds(struct kd_session *s)
+{
+	struct kd_daemon *d = s->d;
+
+	for (uint64_t p = 0; p < d->capacity && s->pages_held; p++) {
+		if (!s->held[p])
+			continue;
+		s->held[p] = 0;
+		vmm_pool_unmapped(d->pool, p);
+		s->pages_held--;
+	}
+	s->pages_held = 0;
+}
+
+static void session_free(struct kd_session *s)
+{
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	free(s->held);
+	free(s);
+}
+
+static void on_process_exit(struct kd_loop *loop, int fd, uint32_t events,
+			    void *data)
+{
+	struct kd_session *s = data;
+	struct kd_daemon *d = s->d;
+
+	vmm_log(VMM_LOG_DEBUG, "session %u: pid %d exited, %llu pages released",
+		s->id, (int)s->pid, (unsigned long long)s->pages_held);
+	kd_loop_del(loop, &s->pid_file);
+	d->pages_quarantined -= s->pages_held;
+	kd_session_release_holds(s);
+	list_del(&d->zombies, s);
+	session_free(s);
+}
+
+static bool process_gone(struct kd_session *s)
+{
+	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
+{
+	struct kd_daemon *d = s->d;
+	bool quarantine;
+
+	if (cut_off) {
+		d->ctr.sessions_cut_off++;
+		vmm_log(VMM_LOG_WARN, "session %u (pid %d uid %u): cut off: %s",
+			s->id, (int)s->pid, s->uid, why);
+	} else {
+		vmm_log(VMM_LOG_DEBUG, "session %u (pid %d): closed (%s)",
+			s->id, (int)s->pid, why);
+	}
+	kd_loop_del(&d->loop, &s->file);
+	close(s->fd);
+	s->fd = -1;
+	kd_timer_cancel(&d->loop, &s->revoke_timer);
+	kd_revoke_free_all(s, false);
+	while (s->regions)
+		kd_region_destroy(s->regions, false);
+	kd_ring_destroy(s);
+	list_del(&d->sessions, s);
+	d->nr_sessions--;
+
+	quarantine = s->pages_held && !s->said_bye && s->pidfd >= 0 &&
+		     !process_gone(s);
+	if (quarantine &&
+	    kd_loop_add(&d->loop, &s->pid_file, s->pidfd, EPOLLIN,
+			on_process_exit, s) == 0) {
+		s->zombie = true;
+		d->pages_quarantined += s->pages_held;
+		list_add(&d->zombies, s);
+		vmm_log(cut_off ? VMM_LOG_WARN : VMM_LOG_DEBUG,
+			"session %u: %llu pages quarantined until pid %d exits",
+			s->id, (unsigned long long)s->pages_held, (int)s->pid);
+		return;
+	}
+	kd_session_release_holds(s);
+	session_free(s);
+}
+
+void kd_session_free_all(struct kd_daemon *d)
+{
+	while (d->sessions) {
+		d->sessions->said_bye = true; /* shutting down: no quarantine */
+		kd_session_end(d->sessions, false, "daemon shutdown");
+	}
+	while (d->zombies) {
+		struct kd_session *s = d->zombies;
+
+		kd_loop_del(&d->loop, &s->pid_file);
+		d->pages_quarantined -= s->pages_held;
+		kd_session_release_holds(s);
+		list_del(&d->zombies, s);
+		session_free(s);
+	}
+}
+
+int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
+		     int status, const void *body, size_t len, const int *fds,
+		     unsigned int nfds)
+{
+	char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr h = { 0 };
+	unsigned int first = nfds > KVMM_MSG_MAX_FDS ? KVMM_MSG_MAX_FDS : nfds;
+	int err;
+
+	if (s->fd < 0 || s->doomed)
+		return -EPIPE;
+	if (sizeof(h) + len > sizeof(buf))
+		return -EMSGSIZE;
+	h.size = sizeof(h) + len;
+	h.cmd = req ? req->cmd : 0;
+	h.version = KVMM_ABI_MAJOR;
+	h.flags = KVMM_MSG_F_REPLY | (nfds > first ? KVMM_MSG_F_MORE_FDS : 0);
+	h.id = req ? req->id : 0;
+	h.status = status;
+	memcpy(buf, &h, sizeof(h));
+	if (len)
+		memcpy(buf + sizeof(h), body, len);
+	err = kw_send(s->fd, buf, h.size, fds, first, MSG_DONTWAIT);
+	for (unsigned int i = first; !err && i < nfds;
+	     i += KVMM_MSG_MAX_FDS) {
+		unsigned int n = nfds - i;
+
+		if (n > KVMM_MSG_MAX_FDS)
+			n = KVMM_MSG_MAX_FDS;
+		h.size = sizeof(h);
+		h.cmd = KVMM_CMD_FDS;
+		h.status = 0;
+		h.flags = KVMM_MSG_F_REPLY |
+			  (i + n < nfds ? KVMM_MSG_F_MORE_FDS : 0);
+		err = kw_send(s->fd, &h, sizeof(h), fds + i, n, MSG_DONTWAIT);
+	}
+	if (err) {
+		/* A client that does not read its replies is cut off rather
+		 * than allowed to block the daemon. */
+		kd_session_doom(s, err == -EAGAIN ? "not reading replies"
+						  : "reply failed");
+	}
+	return err;
+}
+
+static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
+			void *data)
+{
+	struct kd_session *s = data;
+	static char buf[KVMM_MSG_MAX];
+	int fds[8];
+
+	for (int i = 0; i < KD_MSGS_PER_WAKE; i++) {
+		unsigned int nfds = 0;
+		ssize_t n = kw_recv(fd, buf, sizeof(buf), fds, &nfds, 8,
+				    MSG_DONTWAIT);
+
+		if (n == -EAGAIN)
+			break;
+		if (n == 0 || n == -ECONNRESET) {
+			kd_session_end(s, false, s->said_bye ? "bye" : "eof");
+			return;
+		}
+		if (n == -EMSGSIZE || n == -EBADMSG) {
+			/* Truncated, or too many fds: answer and go on. */
+			struct kvmm_msg_hdr h = { 0 };
+
+			s->d->ctr.cmds_socket++;
+			kd_session_reply(s, &h, (int)n, NULL, 0, NULL, 0);
+		} else if (n < 0) {
+			kd_session_end(s, false, strerror((int)-n));
+			return;
+		} else {
+			s->d->ctr.cmds_socket++;
+			s->cmds_socket++;
+			kd_proto_socket(s, buf, n, fds, nfds);
+		}
+		if (s->doomed) {
+			kd_session_end(s, true, s->doom_why);
+			return;
+		}
+	}
+}
+
+static void on_accept(struct kd_loop *loop, int fd, uint32_t events,
+		      void *data)
+{
+	struct kd_daemon *d = data;
+	struct kd_session *s;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	int cfd;
+
+	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (cfd < 0)
+		return;
+	if (d->nr_sessions >= KD_MAX_SESSIONS) {
+		vmm_log(VMM_LOG_WARN, "refusing connection: %u sessions",
+			d->nr_sessions);
+		goto err_close;
+	}
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+		goto err_close;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto err_close;
+	s->held = calloc(d->capacity, sizeof(*s->held));
+	if (!s->held)
+		goto err_free;
+	s->d = d;
+	s->id = d->next_session_id++;
+	s->pid = cred.pid;
+	s->uid = cred.uid;
+	s->gid = cred.gid;
+	s->fd = cfd;
+	s->admin = cred.uid == 0 || cred.uid == d->uid;
+	s->quota = kd_quota_for(d, cred.uid);
+	s->revoke_timer.data = s;
+	/* pidfds are always close-on-exec. */
+	s->pidfd = syscall(SYS_pidfd_open, cred.pid, 0);
+	s->pid_file.fd = -1;
+	if (kd_loop_add(&d->loop, &s->file, cfd, EPOLLIN, on_readable, s))
+		goto err_pidfd;
+	list_add(&d->sessions, s);
+	d->nr_sessions++;
+	d->ctr.sessions_total++;
+	vmm_log(VMM_LOG_DEBUG, "session %u: pid %d uid %u connected", s->id,
+		(int)s->pid, s->uid);
+	return;
+
+err_pidfd:
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	free(s->held);
+err_free:
+	free(s);
+err_close:
+	close(cfd);
+}
+
+/* Create the socket's directory (one level) if it is missing. */
+static void make_parent_dir(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return;
+	*slash = '\0';
+	if (mkdir(dir, 0755) == 0)
+		vmm_log(VMM_LOG_INFO, "created %s", dir);
+}
+
+int kd_session_listen(struct kd_daemon *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = d->cfg.socket_path;
+	mode_t old;
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		vmm_log(VMM_LOG_ERR, "socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	make_parent_dir(path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* A socket file nobody answers on is stale: replace it. */
+	if (access(path, F_OK) == 0) {
+		int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+		if (probe >= 0 &&
+		    connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			close(fd);
+			vmm_log(VMM_LOG_ERR, "%s: another kvmmd is running",
+				path);
+			return -EADDRINUSE;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(path);
+	}
+	old = umask(~d->cfg.socket_mode & 0777);
+	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+	umask(old);
+	if (err) {
+		vmm_log(VMM_LOG_ERR, "bind %s: %s", path, strerror(-err));
+		goto err_close;
+	}
+	chmod(path, d->cfg.socket_mode);
+	if (listen(fd, 128) < 0) {
+		err = -errno;
+		goto err_unlink;
+	}
+	err = kd_loop_add(&d->loop, &d->listen_file, fd, EPOLLIN, on_accept,
+			  d);
+	if (err)
+		goto err_unlink;
+	d->listen_fd = fd;
+	return 0;
+
+err_unlink:
+	unlink(path);
+err_close:
+	close(fd);
+	return err;
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libkvmm internals.
+ *
+ * Locks, always taken in this order:
+ *   sock_lock  one socket request/reply at a time; also held while the
+ *              pages of a reply are mapped and while revocations are
+ *              applied, so a revocation never overtakes the mapping of the
+ *              pages it names;
+ *   lock       regions, sequences, the page import cache, statistics;
+ *   ring_lock  the submission/completion rings.
+ * kvmm_seq_k_ptr() and friends take no lock: bases never change.
+ */
+#ifndef KVMM_LIB_CLIENT_H
+#define KVMM_LIB_CLIENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/wire.h"
+#include "kvmm/uapi.h"
+#include "vmm/vmm.h"
+
+#define KC_NO_PAGE UINT32_MAX
+
+/* One imported page: mapped refs times in this process. */
+struct kc_page {
+	vmm_handle_t handle;
+	uint32_t refs; /* 0: not imported */
+};
+
+struct kc_seq {
+	bool open;
+	uint32_t len;
+	uint32_t backed; /* blocks [0, backed) are mapped */
+	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
+};
+
+struct kvmm_region {
+	struct kvmm_conn *conn;
+	struct kvmm_region *next;
+	uint32_t id;
+	uint32_t layers, max_seqs, max_tokens;
+	uint32_t tokens_per_block, max_blocks, pages_per_block;
+	uint64_t seq_stride, range_size;
+	uint64_t *k_base, *v_base; /* per layer */
+	struct kc_seq *seqs;
+};
+
+struct kvmm_conn {
+	int sock;
+	bool admin;
+	uint32_t next_id;
+	struct kvmm_hello_reply hello;
+	struct vmm_backend *backend;
+	size_t page_size;
+
+	/* rings */
+	void *ring_mem;
+	size_t ring_size;
+	struct kr_rings r;
+	int sq_efd, cq_efd, rv_efd;
+	uint32_t sq_tail, cq_head, rq_head; /* ours */
+	uint64_t next_user_data;
+	uint32_t spin_us;
+
+	pthread_mutex_t sock_lock, lock, ring_lock;
+	struct kvmm_region *regions;
+	struct kc_page *pages; /* indexed by page id, pages_total */
+	uint64_t nr_pages;
+
+	/* map-ahead thread */
+	uint32_t map_ahead;
+	pthread_t ma_thread;
+	bool ma_started, ma_stop, ma_kick;
+	pthread_cond_t ma_cond;
+
+	struct kvmm_stats st;
+};
+
+/* Socket request; caller holds sock_lock.  reply gets up to reply_cap
+ * bytes of the body (*reply_len the full length), fds up to max_fds. */
+int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
+		      size_t req_len, void *reply, size_t reply_cap,
+		      size_t *reply_len, int *fds, unsigned int max_fds,
+		      unsigned int *nfds);
+int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,
+	       size_t req_len, void *reply, size_t reply_cap,
+	       size_t *reply_len);
+
+/* Ring: submit n entries and wait for their n completions (in order of
+ * submission, matched by user_data). */
+int kc_ring_submit_wait(struct kvmm_conn *c, struct kvmm_sqe *sqes,
+			struct kvmm_cqe *cqes, uint32_t n);
+int kc_ring_cmd(struct kvmm_conn *c, uint16_t cmd, uint32_t region,
+		uint32_t seq, uint64_t arg0, uint64_t *value);
+bool kc_revocations_pending(struct kvmm_conn *c);
+
+/* A connection without rings or a backend, for kvmmctl. */
+int kc_connect_admin(const char *socket_path, struct kvmm_conn **out);
+const char *kc_default_socket(void);
+
+/* region.c: fetch pages for blocks up to want (sock_lock held). */
+int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
+	     uint32_t want);
+/* Unmap one page slot; lock held. */
+void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
+		   uint32_t i);
+void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from);
+void kc_region_free(struct kvmm_region *r);
+
+/* mapahead.c */
+int kc_mapahead_start(struct kvmm_conn *c);
+void kc_mapahead_stop(struct kvmm_conn *c);
+void kc_mapahead_kick(struct kvmm_conn *c);
+
+static inline uint32_t kc_blocks_for(const struct kvmm_region *r,
+				     uint32_t len)
+{
+	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
+}
+
+#endif

@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libkvmm connection: connect and HELLO (rings and doorbells arrive as
+ * fds), synchronous socket requests (a reply's fds may continue in
+ * KVMM_CMD_FDS messages), goodbye, statistics and error strings.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvmm/lib/client.h"
+
+const char *kc_default_socket(void)
+{
+	const char *env = getenv("KVMM_SOCKET");
+
+	return env && *env ? env : "/run/kvmm/kvmm.sock";
+}
+
+int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
+		      size_t req_len, void *reply, size_t reply_cap,
+		      size_t *reply_len, int *fds, unsigned int max_fds,
+		      unsigned int *nfds)
+{
+	static __thread char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr h = { 0 };
+	unsigned int got = 0, n;
+	ssize_t len;
+	int err;
+
+	if (nfds)
+		*nfds = 0;
+	if (sizeof(h) + req_len > KVMM_MSG_MAX)
+		return -EMSGSIZE;
+	h.size = sizeof(h) + req_len;
+	h.cmd = cmd;
+	h.version = KVMM_ABI_MAJOR;
+	h.id = ++c->next_id;
+	memcpy(buf, &h, sizeof(h));
+	if (req_len)
+		memcpy(buf + sizeof(h), req, req_len);
+	err = kw_send(c->sock, buf, h.size, NULL, 0, 0);
+	if (err)
+		return err == -EPIPE ? -ECONNRESET : err;
+	len = kw_recv(c->sock, buf, sizeof(buf), fds, &got, max_fds, 0);
+	if (len == 0)
+		return -ECONNRESET;
+	if (len < 0)
+		return len;
+	if ((size_t)len < sizeof(h))
+		goto err_proto;
+	memcpy(&h, buf, sizeof(h));
+	if (h.size != len || !(h.flags & KVMM_MSG_F_REPLY) ||
+	    h.id != c->next_id || h.cmd != cmd)
+		goto err_proto;
+	/* The rest of the fds, when more than one message holds them. */
+	while (h.flags & KVMM_MSG_F_MORE_FDS) {
+		struct kvmm_msg_hdr fh;
+
+		if (got >= max_fds)
+			goto err_proto;
+		len = kw_recv(c->sock, &fh, sizeof(fh), fds + got, &n,
+			      max_fds - got, 0);
+		if (len <= 0)
+			goto err_proto;
+		got += n;
+		if (len != sizeof(fh) || fh.cmd != KVMM_CMD_FDS)
+			goto err_proto;
+		h.flags = fh.flags;
+	}
+	if (nfds)
+		*nfds = got;
+	else
+		kw_close_fds(fds, got);
+	if (h.status) {
+		kw_close_fds(fds, got);
+		if (nfds)
+			*nfds = 0;
+		return h.status;
+	}
+	len -= sizeof(h);
+	if (reply_len)
+		*reply_len = len;
+	if (reply)
+		memcpy(reply, buf + sizeof(h),
+		       (size_t)len < reply_cap ? (size_t)len : reply_cap);
+	return 0;
+
+err_proto:
+	kw_close_fds(fds, got);
+	if (nfds)
+		*nfds = 0;
+	return -EPROTO;
+}
+
+int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,
+	       size_t req_len, void *reply, size_t reply_cap,
+	       size_t *reply_len)
+{
+	int err;
+
+	pthread_mutex_lock(&c->sock_lock);
+	err = kc_request_locked(c, cmd, req, req_len, reply, reply_cap,
+				reply_len, NULL, 0, NULL);
+	pthread_mutex_unlock(&c->sock_lock);
+	return err;
+}
+
+static int open_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static struct kvmm_conn *conn_alloc(void)
+{
+	struct kvmm_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->sock = c->sq_efd = c->cq_efd = c->rv_efd = -1;
+	pthread_mutex_init(&c->sock_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->ring_lock, NULL);
+	pthread_cond_init(&c->ma_cond, NULL);
+	return c;
+}
+
+static void conn_free(struct kvmm_conn *c)
+{
+	if (c->ring_mem)
+		munmap(c->ring_mem, c->ring_size);
+	if (c->sq_efd >= 0)
+		close(c->sq_efd);
+	if (c->cq_efd >= 0)
+		close(c->cq_efd);
+	if (c->rv_efd >= 0)
+		close(c->rv_efd);
+	if (c->sock >= 0)
+		close(c->sock);
+	if (c->backend)
+		vmm_backend_close(c->backend);
+	free(c->pages);
+	pthread_cond_destroy(&c->ma_cond);
+	pthread_mutex_destroy(&c->sock_lock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->ring_lock);
+	free(c);
+}
+
+static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
+		 uint32_t sq_entries, int fds[4], unsigned int *nfds)
+{
+	struct kvmm_hello h = { .size = sizeof(h) };
+
+	h.abi_major = KVMM_ABI_MAJOR;
+	h.abi_minor = KVMM_ABI_MINOR;
+	h.flags = flags;
+	h.sq_entries = sq_entries;
+	if (name)
+		snprintf(h.name, sizeof(h.name), "%s", name);
+	return kc_request_locked(c, KVMM_CMD_HELLO, &h, sizeof(h), &c->hello,
+				 sizeof(c->hello), NULL, fds, 4, nfds);
+}
+
+int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
+{
+	struct kvmm_conn *c = conn_alloc();
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	c->admin = true;
+	c->sock = open_socket(socket_path ? socket_path : kc_default_socket());
+	if (c->sock < 0) {
+		err = c->sock;
+		goto err_free;
+	}
+	err = hello(c, "kvmmctl", KVMM_HELLO_F_ADMIN, 0, NULL, NULL);
+	if (err)
+		goto err_free;
+	*out = c;
+	return 0;
+
+err_free:
+	conn_free(c);
+	return err;
+}
+
+static int setup_rings(struct kvmm_conn *c, int fds[4])
+{
+	struct stat stb;
+	int err;
+
+	if (fstat(fds[0], &stb) < 0)
+		return -errno;
+	c->ring_size = c->hello.ring.mmap_size;
+	if ((uint64_t)stb.st_size < c->ring_size || !c->ring_size)
+		return -EPROTO;
+	c->ring_mem = mmap(NULL, c->ring_size, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, fds[0], 0);
+	if (c->ring_mem == MAP_FAILED) {
+		c->ring_mem = NULL;
+		return -errno;
+	}
+	err = kr_attach(c->ring_mem, c->ring_size, &c->hello.ring, &c->r);
+	if (err)
+		return -EPROTO;
+	close(fds[0]);
+	c->sq_efd = fds[1];
+	c->cq_efd = fds[2];
+	c->rv_efd = fds[3];
+	c->sq_tail = kr_load_acquire(c->r.sq.tail);
+	c->cq_head = kr_load_acquire(c->r.cq.head);
+	c->rq_head = kr_load_acquire(c->r.rq.head);
+	return 0;
+}
+
+int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
+{
+	struct kvmm_connect_opts o = { 0 };
+	struct vmm_config vc = { 0 };
+	struct kvmm_conn *c;
+	int fds[4] = { -1, -1, -1, -1 };
+	unsigned int nfds = 0;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	if (opts) {
+		if (opts->size < offsetof(struct kvmm_connect_opts, map_ahead_blocks))
+			return -EINVAL;
+		memcpy(&o, opts,
+		       opts->size < sizeof(o) ? opts->size : sizeof(o));
+	}
+	c = conn_alloc();
+	if (!c)
+		return -ENOMEM;
+	c->map_ahead = o.map_ahead_set ? o.map_ahead_blocks : 1;
+	c->spin_us = o.spin_us ? o.spin_us : 20;
+	c->sock = open_socket(o.socket_path ? o.socket_path
+					    : kc_default_socket());
+	if (c->sock < 0) {
+		err = c->sock;
+		goto err_free;
+	}
+	err = hello(c, o.name, 0, o.sq_entries, fds, &nfds);
+	if (err)
+		goto err_free;
+	if (nfds != 4 || c->hello.nr_fds != 4) {
+		kw_close_fds(fds, nfds);
+		err = -EPROTO;
+		goto err_free;
+	}
+	err = setup_rings(c, fds);
+	if (err) {
+		kw_close_fds(fds, 4);
+		goto err_free;
+	}
+	vc.kind = c->hello.backend;
+	vc.page_size = c->hello.page_size;
+	err = vmm_backend_open(&vc, &c->backend);
+	if (err)
+		goto err_free;
+	c->page_size = c->hello.page_size;
+	c->nr_pages = c->hello.pages_total;
+	c->pages = calloc(c->nr_pages, sizeof(*c->pages));
+	if (!c->pages) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	c->st.session_id = c->hello.session_id;
+	c->st.backend = c->hello.backend;
+	c->st.page_size = c->page_size;
+	if (c->map_ahead) {
+		err = kc_mapahead_start(c);
+		if (err)
+			goto err_free;
+	}
+	*out = c;
+	return 0;
+
+err_free:
+	conn_free(c);
+	return err;
+}
+
+void kvmm_disconnect(struct kvmm_conn *c)
+{
+	if (!c)
+		return;
+	kc_mapahead_stop(c);
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	while (c->regions)
+		kc_region_free(c->regions);
+	pthread_mutex_unlock(&c->lock);
+	/* Everything is unmapped: the daemon may reuse the pages at once. */
+	kc_request_locked(c, KVMM_CMD_BYE, NULL, 0, NULL, 0, NULL, NULL, 0,
+			  NULL);
+	pthread_mutex_unlock(&c->sock_lock);
+	conn_free(c);
+}
+
+int kvmm_poll_fd(struct kvmm_conn *c)
+{
+	return c && c->rv_efd >= 0 ? c->rv_efd : -EINVAL;
+}
+
+int kvmm_nop(struct kvmm_conn *c, int via_socket)
+{
+	if (!c)
+		return -EINVAL;
+	if (via_socket || c->admin)
+		return kc_request(c, KVMM_CMD_NOP, NULL, 0, NULL, 0, NULL);
+	return kc_ring_cmd(c, KVMM_CMD_NOP, 0, 0, 0, NULL);
+}
+
+int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
+{
+	struct kvmm_stats_reply rep = { 0 };
+	struct kvmm_stats local;
+	size_t n;
+	int err;
+
+	if (!c || !st || st->size < sizeof(uint64_t))
+		return -EINVAL;
+	n = st->size < sizeof(local) ? st->size : sizeof(local);
+	err = kc_request(c, KVMM_CMD_STATS, NULL, 0, &rep, sizeof(rep), NULL);
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	local = c->st;
+	pthread_mutex_unlock(&c->lock);
+	local.size = n;
+	local.pages_held = rep.pages_held;
+	local.cmds_ring = rep.cmds_ring;
+	local.cmds_socket = rep.cmds_socket;
+	memcpy(st, &local, n);
+	return 0;
+}
+
+const char *kvmm_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case 0:
+		return "success";
+	case EDQUOT:
+		return "memory quota of this user exceeded";
+	case ENOMEM:
+		return "no memory left in the page pool";
+	case ENODATA:
+		return "sequence range has no pages (revoked?)";
+	case EPROTONOSUPPORT:
+		return "kvmmd speaks another ABI version";
+	case ECONNRESET:
+		return "connection to kvmmd lost";
+	case EPROTO:
+		return "protocol error talking to kvmmd";
+	default:
+		return strerror(err);
+	}
+}

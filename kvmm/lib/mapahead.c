@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libkvmm map-ahead thread: keeps map_ahead blocks beyond each open
+ * sequence's length mapped, so that kvmm_seq_extend() in steady state is
+ * one ring round trip and never waits for the daemon's pages or for mmap.
+ * Kicked by kvmm_seq_extend() when a sequence gets close to its mapped
+ * end; scans every region then sleeps.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvmm/lib/client.h"
+
+struct target {
+	struct kvmm_region *r;
+	uint32_t region_id;
+	uint32_t seq;
+	uint32_t want;
+};
+
+/* Collect sequences that need blocks (lock held). */
+static size_t collect(struct kvmm_conn *c, struct target *t, size_t max)
+{
+	size_t n = 0;
+
+	for (struct kvmm_region *r = c->regions; r; r = r->next) {
+		for (uint32_t s = 0; s < r->max_seqs && n < max; s++) {
+			struct kc_seq *q = &r->seqs[s];
+			uint32_t want;
+
+			if (!q->open)
+				continue;
+			want = kc_blocks_for(r, q->len) + c->map_ahead;
+			if (want > r->max_blocks)
+				want = r->max_blocks;
+			if (q->backed >= want)
+				continue;
+			t[n++] = (struct target){ r, r->id, s, want };
+		}
+	}
+	return n;
+}
+
+static bool region_alive(struct kvmm_conn *c, struct target *t)
+{
+	for (struct kvmm_region *r = c->regions; r; r = r->next)
+		if (r == t->r && r->id == t->region_id)
+			return true;
+	return false;
+}
+
+static void *mapahead_main(void *arg)
+{
+	struct kvmm_conn *c = arg;
+	struct target t[64];
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->ma_stop) {
+		size_t n;
+
+		if (!c->ma_kick) {
+			pthread_cond_wait(&c->ma_cond, &c->lock);
+			continue;
+		}
+		c->ma_kick = false;
+		n = collect(c, t, 64);
+		if (n == 64)
+			c->ma_kick = true; /* more next round */
+		pthread_mutex_unlock(&c->lock);
+		for (size_t i = 0; i < n; i++) {
+			bool go;
+
+			pthread_mutex_lock(&c->sock_lock);
+			pthread_mutex_lock(&c->lock);
+			go = !c->ma_stop && region_alive(c, &t[i]) &&
+			     t[i].r->seqs[t[i].seq].open &&
+			     t[i].r->seqs[t[i].seq].backed < t[i].want;
+			pthread_mutex_unlock(&c->lock);
+			if (go && kc_fetch(t[i].r, t[i].seq, 0, t[i].want) == 0) {
+				pthread_mutex_lock(&c->lock);
+				c->st.map_ahead_blocks++;
+				pthread_mutex_unlock(&c->lock);
+			}
+			pthread_mutex_unlock(&c->sock_lock);
+		}
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+int kc_mapahead_start(struct kvmm_conn *c)
+{
+	int err = pthread_create(&c->ma_thread, NULL, mapahead_main, c);
+
+	if (err)
+		return -err;
+	c->ma_started = true;
+	return 0;
+}
+
+void kc_mapahead_stop(struct kvmm_conn *c)
+{
+	if (!c->ma_started)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->ma_stop = true;
+	pthread_cond_signal(&c->ma_cond);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->ma_thread, NULL);
+	c->ma_started = false;
+}
+
+/* lock held */
+void kc_mapahead_kick(struct kvmm_conn *c)
+{
+	if (!c->ma_started || c->ma_kick)
+		return;
+	c->ma_kick = true;
+	pthread_cond_signal(&c->ma_cond);
+}

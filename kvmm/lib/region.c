@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libkvmm regions and sequences: the vAttention side.
+ *
+ * A region reserves, for each (layer, K|V), one virtual range of
+ * max_seqs * seq_stride bytes; sequence s of layer l starts at
+ * k_base[l] + s * seq_stride.  Block b of a sequence is one page at
+ * + b * page_size in all 2L ranges.  Extending past the mapped blocks asks
+ * the daemon for pages over the socket (fds arrive with the reply; each
+ * page is imported once per process and counted in c->pages[]), then maps
+ * them; extending within mapped blocks is a ring round trip.  A background
+ * thread keeps map_ahead blocks mapped beyond each sequence's length so
+ * the engine's extend normally never waits (st.extend_waits counts the
+ * times it did).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/lib/client.h"
+
+/* Map a page and make it read-write (cuMemMap + cuMemSetAccess). */
+static int map_rw(struct vmm_backend *b, uint64_t va, vmm_handle_t h)
+{
+	int err = b->ops->map(b, va, h);
+
+	if (err)
+		return err;
+	err = b->ops->set_access(b, va, b->page_size, VMM_PROT_RW);
+	if (err)
+		b->ops->unmap(b, va);
+	return err;
+}
+
+static uint64_t slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
+			uint32_t i)
+{
+	uint64_t base = (i & 1) ? r->v_base[i / 2] : r->k_base[i / 2];
+
+	return base + seq * r->seq_stride +
+	       (uint64_t)block * r->conn->page_size;
+}
+
+/* Drop one mapping of page id (lock held). */
+static void page_unref(struct kvmm_conn *c, uint32_t id)
+{
+	struct kc_page *p = &c->pages[id];
+
+	if (p->refs && --p->refs == 0)
+		c->backend->ops->page_release(c->backend, p->handle);
+}
+
+void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
+		   uint32_t i)
+{
+	struct kvmm_conn *c = r->conn;
+	uint32_t *ids = r->seqs[seq].block_pages[block];
+
+	if (!ids || ids[i] == KC_NO_PAGE)
+		return;
+	c->backend->ops->unmap(c->backend, slot_va(r, seq, block, i));
+	page_unref(c, ids[i]);
+	ids[i] = KC_NO_PAGE;
+}
+
+void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from)
+{
+	struct kc_seq *q = &r->seqs[seq];
+
+	for (uint32_t b = from; b < r->max_blocks; b++) {
+		if (!q->block_pages[b])
+			continue;
+		for (uint32_t i = 0; i < r->pages_per_block; i++)
+			kc_unmap_slot(r, seq, b, i);
+		free(q->block_pages[b]);
+		q->block_pages[b] = NULL;
+	}
+	if (q->backed > from)
+		q->backed = from;
+}
+
+static void seq_free(struct kvmm_region *r, uint32_t seq)
+{
+	struct kc_seq *q = &r->seqs[seq];
+
+	kc_unmap_blocks(r, seq, 0);
+	free(q->block_pages);
+	memset(q, 0, sizeof(*q));
+}
+
+/* Unmap and free everything of a region locally (lock held). */
+void kc_region_free(struct kvmm_region *r)
+{
+	struct kvmm_conn *c = r->conn;
+	struct kvmm_region **pp;
+
+	for (uint32_t s = 0; r->seqs && s < r->max_seqs; s++)
+		if (r->seqs[s].open)
+			seq_free(r, s);
+	for (uint32_t l = 0; l < r->layers; l++) {
+		if (r->k_base && r->k_base[l])
+			c->backend->ops->free_range(c->backend, r->k_base[l],
+						    r->range_size);
+		if (r->v_base && r->v_base[l])
+			c->backend->ops->free_range(c->backend, r->v_base[l],
+						    r->range_size);
+	}
+	for (pp = &c->regions; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	free(r->k_base);
+	free(r->v_base);
+	free(r->seqs);
+	free(r);
+}
+
+int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *o,
+		       struct kvmm_region **out)
+{
+	struct kvmm_region_create rc = { .size = sizeof(rc) };
+	struct kvmm_region_create_reply rep = { 0 };
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kvmm_region *r;
+	int err;
+
+	if (!c || c->admin || !o || !out ||
+	    o->size < offsetof(struct kvmm_region_opts, salt))
+		return -EINVAL;
+	rc.layers = o->layers;
+	rc.kv_heads = o->kv_heads;
+	rc.head_dim = o->head_dim;
+	rc.dtype_bytes = o->dtype_bytes;
+	rc.max_seqs = o->max_seqs;
+	rc.max_tokens = o->max_tokens;
+	if (o->size >= sizeof(*o))
+		rc.salt = o->salt;
+	err = kc_request(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
+			 sizeof(rep), NULL);
+	if (err)
+		return err;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		err = -ENOMEM;
+		goto err_destroy;
+	}
+	r->conn = c;
+	r->id = rep.region_id;
+	r->layers = o->layers;
+	r->max_seqs = o->max_seqs;
+	r->max_tokens = o->max_tokens;
+	r->tokens_per_block = rep.tokens_per_block;
+	r->max_blocks = rep.max_blocks;
+	r->pages_per_block = rep.pages_per_block;
+	r->seq_stride = rep.seq_stride;
+	r->range_size = rep.range_size;
+	if (r->pages_per_block != 2 * r->layers || !r->tokens_per_block ||
+	    r->seq_stride != (uint64_t)r->max_blocks * c->page_size) {
+		free(r);
+		err = -EPROTO;
+		goto err_destroy;
+	}
+	r->k_base = calloc(r->layers, sizeof(uint64_t));
+	r->v_base = calloc(r->layers, sizeof(uint64_t));
+	r->seqs = calloc(r->max_seqs, sizeof(*r->seqs));
+	pthread_mutex_lock(&c->lock);
+	r->next = c->regions;
+	c->regions = r;
+	if (!r->k_base || !r->v_base || !r->seqs) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	for (uint32_t l = 0; l < r->layers; l++) {
+		err = c->backend->ops->reserve(c->backend, r->range_size,
+					       &r->k_base[l]);
+		if (!err)
+			err = c->backend->ops->reserve(c->backend,
+						       r->range_size,
+						       &r->v_base[l]);
+		if (err)
+			goto err_free;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*out = r;
+	return 0;
+
+err_free:
+	kc_region_free(r);
+	pthread_mutex_unlock(&c->lock);
+err_destroy:
+	ref.region_id = rep.region_id;
+	kc_request(c, KVMM_CMD_REGION_DESTROY, &ref, sizeof(ref), NULL, 0,
+		   NULL);
+	return err;
+}
+
+int kvmm_region_destroy(struct kvmm_region *r)
+{
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kvmm_conn *c;
+	int err;
+
+	if (!r)
+		return -EINVAL;
+	c = r->conn;
+	ref.region_id = r->id;
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	kc_region_free(r);
+	pthread_mutex_unlock(&c->lock);
+	err = kc_request_locked(c, KVMM_CMD_REGION_DESTROY, &ref, sizeof(ref),
+				NULL, 0, NULL, NULL, 0, NULL);
+	pthread_mutex_unlock(&c->sock_lock);
+	return err;
+}
+
+uint32_t kvmm_region_tokens_per_block(const struct kvmm_region *r)
+{
+	return r ? r->tokens_per_block : 0;
+}
+
+int kvmm_seq_open(struct kvmm_region *r, uint32_t *seq)
+{
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kvmm_seq_open_reply rep = { 0 };
+	struct kvmm_conn *c;
+	struct kc_seq *q;
+	int err;
+
+	if (!r || !seq)
+		return -EINVAL;
+	c = r->conn;
+	ref.region_id = r->id;
+	err = kc_request(c, KVMM_CMD_SEQ_OPEN, &ref, sizeof(ref), &rep,
+			 sizeof(rep), NULL);
+	if (err)
+		return err;
+	if (rep.seq_id >= r->max_seqs)
+		return -EPROTO;
+	pthread_mutex_lock(&c->lock);
+	q = &r->seqs[rep.seq_id];
+	q->block_pages = calloc(r->max_blocks, sizeof(*q->block_pages));
+	if (q->block_pages) {
+		q->open = true;
+		q->len = 0;
+		q->backed = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!q->block_pages) {
+		ref.seq_id = rep.seq_id;
+		kc_request(c, KVMM_CMD_SEQ_CLOSE, &ref, sizeof(ref), NULL, 0,
+			   NULL);
+		return -ENOMEM;
+	}
+	*seq = rep.seq_id;
+	return 0;
+}
+
+static int seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q)
+{
+	if (!r || seq >= r->max_seqs || !r->seqs[seq].open)
+		return -EINVAL;
+	*q = &r->seqs[seq];
+	return 0;
+}
+
+/* Import (if new) and map the pages of one reply block (lock held). */
+static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		     const uint32_t *ids, int *fds, unsigned int nfds,
+		     unsigned int *fi)
+{
+	struct kvmm_conn *c = r->conn;
+	struct kc_seq *q = &r->seqs[seq];
+	uint32_t *slots = q->block_pages[b];
+	int err;
+
+	if (!slots) {
+		slots = malloc(r->pages_per_block * sizeof(*slots));
+		if (!slots)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < r->pages_per_block; i++)
+			slots[i] = KC_NO_PAGE;
+		q->block_pages[b] = slots;
+	}
+	for (uint32_t i = 0; i < r->pages_per_block; i++) {
+		uint32_t id = ids[i] & ~KVMM_PAGE_HELD;
+		struct kc_page *p;
+
+		if (id >= c->nr_pages)
+			return -EPROTO;
+		p = &c->pages[id];
+		if (ids[i] & KVMM_PAGE_HELD) {
+			if (slots[i] == id)
+				continue; /* mapped here already */
+			if (!p->refs)
+				return -EPROTO;
+		} else {
+			if (*fi >= nfds || p->refs)
+				return -EPROTO;
+			err = c->backend->ops->page_import(c->backend,
+							   fds[*fi],
+							   &p->handle);
+			close(fds[*fi]);
+			fds[(*fi)++] = -1;
+			if (err)
+				return err;
+			c->st.pages_imported++;
+		}
+		if (slots[i] != KC_NO_PAGE)
+			kc_unmap_slot(r, seq, b, i);
+		p->refs++;
+		err = map_rw(c->backend, slot_va(r, seq, b, i), p->handle);
+		if (err) {
+			page_unref(c, id);
+			return err;
+		}
+		slots[i] = id;
+		c->st.pages_mapped++;
+	}
+	return 0;
+}
+
+static bool block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b)
+{
+	uint32_t *s = q->block_pages[b];
+
+	if (!s)
+		return false;
+	for (uint32_t i = 0; i < r->pages_per_block; i++)
+		if (s[i] == KC_NO_PAGE)
+			return false;
+	return true;
+}
+
+int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
+	     uint32_t want)
+{
+	struct kvmm_conn *c = r->conn;
+	struct kvmm_seq_extend ex = { .size = sizeof(ex) };
+	size_t cap = sizeof(struct kvmm_seq_extend_reply) +
+		     KVMM_EXTEND_MAX_PAGES * sizeof(uint32_t);
+	struct kvmm_seq_extend_reply *rep;
+	unsigned int nfds = 0, fi = 0;
+	struct kc_seq *q;
+	size_t len = 0;
+	int *fds, err;
+
+	if (want > r->max_blocks)
+		want = r->max_blocks;
+	ex.region_id = r->id;
+	ex.seq_id = seq;
+	ex.new_len = new_len;
+	ex.want_blocks = want;
+	rep = malloc(cap);
+	fds = malloc(KVMM_EXTEND_MAX_PAGES * sizeof(int));
+	if (!rep || !fds) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = kc_request_locked(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), rep,
+				cap, &len, fds, KVMM_EXTEND_MAX_PAGES, &nfds);
+	if (err)
+		goto out;
+	if (len < sizeof(*rep) || rep->pages_per_block != r->pages_per_block ||
+	    rep->first_block + (uint64_t)rep->nr_blocks > r->max_blocks ||
+	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
+					   rep->pages_per_block *
+					   sizeof(uint32_t) ||
+	    rep->nr_fds != nfds) {
+		err = -EPROTO;
+		goto out;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (seq_get(r, seq, &q)) {
+		err = -ENOENT;
+	} else {
+		for (uint32_t k = 0; !err && k < rep->nr_blocks; k++)
+			err = map_block(r, seq, rep->first_block + k,
+					rep->page_ids + k * r->pages_per_block,
+					fds, nfds, &fi);
+		while (q->backed < r->max_blocks && block_mapped(r, q, q->backed))
+			q->backed++;
+		if (rep->len > q->len)
+			q->len = rep->len;
+	}
+	pthread_mutex_unlock(&c->lock);
+out:
+	if (fds) {
+		for (unsigned int i = fi; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	}
+	free(fds);
+	free(rep);
+	return err;
+}
+
+int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
+{
+	struct kvmm_conn *c;
+	struct kc_seq *q;
+	uint32_t need;
+	int err;
+
+	if (!r)
+		return -EINVAL;
+	c = r->conn;
+	if (new_len > r->max_tokens)
+		return -EINVAL;
+	need = kc_blocks_for(r, new_len);
+	pthread_mutex_lock(&c->lock);
+	err = seq_get(r, seq, &q);
+	if (err)
+		goto out_unlock;
+	if (new_len < q->len) {
+		err = -EINVAL;
+		goto out_unlock;
+	}
+	c->st.extends++;
+	if (need <= q->backed) {
+		if (c->map_ahead && q->backed < need + c->map_ahead &&
+		    q->backed < r->max_blocks)
+			kc_mapahead_kick(c);
+		pthread_mutex_unlock(&c->lock);
+		err = kc_ring_cmd(c, KVMM_CMD_SEQ_EXTEND, r->id, seq, new_len,
+				  NULL);
+		if (err != -ENODATA) {
+			if (!err) {
+				pthread_mutex_lock(&c->lock);
+				if (new_len > q->len)
+					q->len = new_len;
+				pthread_mutex_unlock(&c->lock);
+			}
+			return err;
+		}
+		/* Revoked under us: give the pages back, then fetch. */
+		kvmm_process_revocations(c);
+		pthread_mutex_lock(&c->lock);
+	}
+	c->st.extend_waits++;
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->sock_lock);
+	err = kc_fetch(r, seq, new_len, need + c->map_ahead);
+	pthread_mutex_unlock(&c->sock_lock);
+	return err;
+
+out_unlock:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
+		  uint16_t cmd)
+{
+	struct kvmm_conn *c;
+	struct kvmm_seq_extend ex = { .size = sizeof(ex) };
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kc_seq *q;
+	int err;
+
+	if (!r)
+		return -EINVAL;
+	c = r->conn;
+	/* sock_lock first: no fetch for this sequence may be in flight
+	 * while its pages are dropped on both sides. */
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	err = seq_get(r, seq, &q);
+	if (!err && cmd == KVMM_CMD_SEQ_TRUNCATE && new_len > q->len)
+		err = -EINVAL;
+	if (err) {
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->sock_lock);
+		return err;
+	}
+	if (cmd == KVMM_CMD_SEQ_CLOSE) {
+		seq_free(r, seq);
+	} else {
+		kc_unmap_blocks(r, seq, kc_blocks_for(r, new_len));
+		q->len = new_len;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (cmd == KVMM_CMD_SEQ_CLOSE) {
+		ref.region_id = r->id;
+		ref.seq_id = seq;
+		err = kc_request_locked(c, cmd, &ref, sizeof(ref), NULL, 0,
+					NULL, NULL, 0, NULL);
+	} else {
+		ex.region_id = r->id;
+		ex.seq_id = seq;
+		ex.new_len = new_len;
+		err = kc_request_locked(c, cmd, &ex, sizeof(ex), NULL, 0, NULL,
+					NULL, 0, NULL);
+	}
+	pthread_mutex_unlock(&c->sock_lock);
+	return err;
+}
+
+int kvmm_seq_truncate(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
+{
+	return shrink(r, seq, new_len, KVMM_CMD_SEQ_TRUNCATE);
+}
+
+int kvmm_seq_close(struct kvmm_region *r, uint32_t seq)
+{
+	return shrink(r, seq, 0, KVMM_CMD_SEQ_CLOSE);
+}
+
+int64_t kvmm_seq_len(struct kvmm_region *r, uint32_t seq)
+{
+	struct kc_seq *q;
+	int64_t len;
+
+	if (!r)
+		return -EINVAL;
+	pthread_mutex_lock(&r->conn->lock);
+	len = seq_get(r, seq, &q);
+	if (!len)
+		len = q->len;
+	pthread_mutex_unlock(&r->conn->lock);
+	return len;
+}
+
+uint64_t kvmm_seq_k_ptr(struct kvmm_region *r, uint32_t seq, uint32_t layer)
+{
+	if (!r || seq >= r->max_seqs || layer >= r->layers)
+		return 0;
+	return r->k_base[layer] + seq * r->seq_stride;
+}
+
+uint64_t kvmm_seq_v_ptr(struct kvmm_region *r, uint32_t seq, uint32_t layer)
+{
+	if (!r || seq >= r->max_seqs || layer >= r->layers)
+		return 0;
+	return r->v_base[layer] + seq * r->seq_stride;
+}
+
+int kvmm_seq_block_pages(struct kvmm_region *r, uint32_t seq, uint32_t block,
+			 uint32_t *ids, uint32_t n)
+{
+	struct kc_seq *q;
+	int err;
+
+	if (!r || !ids)
+		return -EINVAL;
+	pthread_mutex_lock(&r->conn->lock);
+	err = seq_get(r, seq, &q);
+	if (!err && block >= r->max_blocks)
+		err = -EINVAL;
+	if (!err && !block_mapped(r, q, block))
+		err = -ENODATA;
+	if (!err) {
+		if (n > r->pages_per_block)
+			n = r->pages_per_block;
+		memcpy(ids, q->block_pages[block], n * sizeof(*ids));
+		err = n;
+	}
+	pthread_mutex_unlock(&r->conn->lock);
+	return err;
+}

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libkvmm revocation handling and step boundaries.
+ *
+ * The daemon posts one RQ entry per page it wants back; the batch's last
+ * entry carries KVMM_RQE_F_LAST and its cookie is acknowledged once every
+ * entry before it has been applied.  Applying an entry unmaps the page at
+ * the place the daemon named (region, sequence, block), or wherever it is
+ * mapped when the hint does not match, and marks the sequence as mapped
+ * only up to that block.  Revocations are applied at step boundaries
+ * (no kernel of ours reads the pages then) or on request.
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include "kvmm/lib/client.h"
+
+/* Unmap every mapping of page id in the process (lock held). */
+static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
+{
+	int dropped = 0;
+
+	for (struct kvmm_region *r = c->regions; r; r = r->next) {
+		bool hinted = r->id == e->region_id;
+
+		for (uint32_t s = 0; s < r->max_seqs; s++) {
+			struct kc_seq *q = &r->seqs[s];
+			uint32_t b0 = 0, b1 = r->max_blocks;
+
+			if (!q->open)
+				continue;
+			if (hinted && s == e->seq_id && e->block < b1) {
+				b0 = e->block;
+				b1 = e->block + 1;
+			}
+			for (uint32_t b = b0; b < b1; b++) {
+				uint32_t *ids = q->block_pages[b];
+
+				if (!ids)
+					continue;
+				for (uint32_t i = 0; i < r->pages_per_block;
+				     i++) {
+					if (ids[i] != e->page_id)
+						continue;
+					kc_unmap_slot(r, s, b, i);
+					if (q->backed > b)
+						q->backed = b;
+					if (q->len > b * r->tokens_per_block)
+						q->len = b * r->tokens_per_block;
+					dropped++;
+				}
+			}
+			if (dropped && b1 - b0 == 1)
+				return dropped;
+		}
+	}
+	return dropped;
+}
+
+int kvmm_process_revocations(struct kvmm_conn *c)
+{
+	struct kvmm_rqe *rqes;
+	uint64_t cookies[64];
+	uint32_t nr_cookies = 0;
+	int pages = 0, err = 0;
+	uint64_t v;
+
+	if (!c || !c->ring_mem)
+		return -EINVAL;
+	if (read(c->rv_efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing signalled; look at the ring anyway */
+	}
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	rqes = c->r.rq.array;
+	for (;;) {
+		uint32_t tail = kr_load_acquire(c->r.rq.tail);
+
+		if (tail == c->rq_head || nr_cookies == 64)
+			break;
+		while (c->rq_head != tail && nr_cookies < 64) {
+			struct kvmm_rqe e = rqes[c->rq_head & c->r.rq.mask];
+
+			drop_page(c, &e);
+			pages++;
+			c->rq_head++;
+			if (e.flags & KVMM_RQE_F_LAST)
+				cookies[nr_cookies++] = e.cookie;
+		}
+		kr_store_release(c->r.rq.head, c->rq_head);
+	}
+	c->st.pages_revoked += pages;
+	pthread_mutex_unlock(&c->lock);
+	for (uint32_t i = 0; i < nr_cookies; i++) {
+		int e = kc_ring_cmd(c, KVMM_CMD_REVOKE_ACK, 0, 0, cookies[i],
+				    NULL);
+		if (e && !err)
+			err = e;
+	}
+	pthread_mutex_unlock(&c->sock_lock);
+	return err ? err : pages;
+}
+
+int kvmm_step_begin(struct kvmm_conn *c)
+{
+	int err;
+
+	if (!c || !c->ring_mem)
+		return -EINVAL;
+	if (kc_revocations_pending(c)) {
+		err = kvmm_process_revocations(c);
+		if (err < 0)
+			return err;
+	}
+	return kc_ring_cmd(c, KVMM_CMD_STEP_BEGIN, 0, 0, 0, NULL);
+}
+
+int kvmm_step_end(struct kvmm_conn *c)
+{
+	int err;
+
+	if (!c || !c->ring_mem)
+		return -EINVAL;
+	err = kc_ring_cmd(c, KVMM_CMD_STEP_END, 0, 0, 0, NULL);
+	if (err)
+		return err;
+	if (kc_revocations_pending(c)) {
+		err = kvmm_process_revocations(c);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
