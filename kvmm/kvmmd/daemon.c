@@ -54,8 +54,7 @@ int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages)
 	return 0;
 }
 
-static void on_signal(struct kd_loop *loop, int fd, uint32_t events,
-		      void *data)
+static void on_signal(struct kd_loop *loop, int fd, uint32_t events, void *data)
 {
 	struct signalfd_siginfo si;
 
@@ -141,12 +140,13 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	for (uint32_t i = 0; i < d->cfg.nr_quotas; i++) {
 		struct kd_quota *q = &d->cfg.quotas[i];
 
-		q->limit_pages = (q->limit_pages + d->page_size - 1) /
-				 d->page_size;
+		q->limit_pages =
+			(q->limit_pages + d->page_size - 1) / d->page_size;
 	}
 	d->capacity = cfg->gpu_mem ? cfg->gpu_mem / d->page_size : 4096;
 	if (!d->capacity) {
-		vmm_log(VMM_LOG_ERR, "--gpu-mem %llu is smaller than a page (%zu)",
+		vmm_log(VMM_LOG_ERR,
+			"--gpu-mem %llu is smaller than a page (%zu)",
 			(unsigned long long)cfg->gpu_mem, d->page_size);
 		err = -EINVAL;
 		goto err_backend;

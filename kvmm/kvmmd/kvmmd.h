@@ -179,8 +179,7 @@ int kd_region_create(struct kd_session *s, const struct kvmm_region_create *rc,
 void kd_region_destroy(struct kd_region *r, bool unhold);
 /* The region with this id: -ENOENT when none, -EPERM when another
  * session's. */
-int kd_region_lookup(struct kd_session *s, uint32_t id,
-		     struct kd_region **out);
+int kd_region_lookup(struct kd_session *s, uint32_t id, struct kd_region **out);
 int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
 int kd_seq_open(struct kd_region *r, uint32_t *seq);
 /* unhold: the client has unmapped the pages (not so at session end, where

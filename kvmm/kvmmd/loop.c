@@ -99,8 +99,8 @@ int kd_loop_init(struct kd_loop *loop)
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (loop->epfd < 0)
 		return -errno;
-	loop->timerfd = timerfd_create(CLOCK_MONOTONIC,
-				       TFD_CLOEXEC | TFD_NONBLOCK);
+	loop->timerfd =
+		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (loop->timerfd < 0) {
 		int err = -errno;
 

@@ -83,7 +83,8 @@ static int read_config(struct kd_config *cfg, const char *path)
 	FILE *f = fopen(path, "re");
 
 	if (!f) {
-		fprintf(stderr, "kvmmd: config %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "kvmmd: config %s: %s\n", path,
+			strerror(errno));
 		return -errno;
 	}
 	while (!err && fgets(line, sizeof(line), f)) {

@@ -144,7 +144,8 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'r':
 		err = parse_u32("--revoke-timeout", val, &u, 10);
 		if (!err && !u) {
-			fprintf(stderr, "kvmmd: --revoke-timeout: must be > 0\n");
+			fprintf(stderr,
+				"kvmmd: --revoke-timeout: must be > 0\n");
 			return -EINVAL;
 		}
 		cfg->revoke_timeout_ms = u;
@@ -180,8 +181,8 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		char uid[32];
 
 		if (!eq || eq == val || (size_t)(eq - val) >= sizeof(uid)) {
-			fprintf(stderr, "kvmmd: --quota: '%s' is not UID=SIZE\n",
-				val);
+			fprintf(stderr,
+				"kvmmd: --quota: '%s' is not UID=SIZE\n", val);
 			return -EINVAL;
 		}
 		memcpy(uid, val, eq - val);

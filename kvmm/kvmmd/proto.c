@@ -28,7 +28,7 @@ struct req {
 	size_t len;
 };
 
-#define COPY_IN(rq, var)                                                   \
+#define COPY_IN(rq, var) \
 	kw_copy_struct(&(var), sizeof(var), sizeof(var), (rq)->p, (rq)->len)
 
 static int reply(struct req *rq, int status, const void *body, size_t len,

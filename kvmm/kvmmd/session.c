@@ -147,9 +147,8 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 
 	quarantine = s->pages_held && !s->said_bye && s->pidfd >= 0 &&
 		     !process_gone(s);
-	if (quarantine &&
-	    kd_loop_add(&d->loop, &s->pid_file, s->pidfd, EPOLLIN,
-			on_process_exit, s) == 0) {
+	if (quarantine && kd_loop_add(&d->loop, &s->pid_file, s->pidfd, EPOLLIN,
+				      on_process_exit, s) == 0) {
 		s->zombie = true;
 		d->pages_quarantined += s->pages_held;
 		list_add(&d->zombies, s);
@@ -202,8 +201,7 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	if (len)
 		memcpy(buf + sizeof(h), body, len);
 	err = kw_send(s->fd, buf, h.size, fds, first, MSG_DONTWAIT);
-	for (unsigned int i = first; !err && i < nfds;
-	     i += KVMM_MSG_MAX_FDS) {
+	for (unsigned int i = first; !err && i < nfds; i += KVMM_MSG_MAX_FDS) {
 		unsigned int n = nfds - i;
 
 		if (n > KVMM_MSG_MAX_FDS)
@@ -218,8 +216,8 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	if (err) {
 		/* A client that does not read its replies is cut off rather
 		 * than allowed to block the daemon. */
-		kd_session_doom(s, err == -EAGAIN ? "not reading replies"
-						  : "reply failed");
+		kd_session_doom(s, err == -EAGAIN ? "not reading replies" :
+						    "reply failed");
 	}
 	return err;
 }
@@ -263,8 +261,7 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 	}
 }
 
-static void on_accept(struct kd_loop *loop, int fd, uint32_t events,
-		      void *data)
+static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 {
 	struct kd_daemon *d = data;
 	struct kd_session *s;
@@ -378,8 +375,7 @@ int kd_session_listen(struct kd_daemon *d)
 		err = -errno;
 		goto err_unlink;
 	}
-	err = kd_loop_add(&d->loop, &d->listen_file, fd, EPOLLIN, on_accept,
-			  d);
+	err = kd_loop_add(&d->loop, &d->listen_file, fd, EPOLLIN, on_accept, d);
 	if (err)
 		goto err_unlink;
 	d->listen_fd = fd;

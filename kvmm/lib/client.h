@@ -116,8 +116,7 @@ int kc_mapahead_start(struct kvmm_conn *c);
 void kc_mapahead_stop(struct kvmm_conn *c);
 void kc_mapahead_kick(struct kvmm_conn *c);
 
-static inline uint32_t kc_blocks_for(const struct kvmm_region *r,
-				     uint32_t len)
+static inline uint32_t kc_blocks_for(const struct kvmm_region *r, uint32_t len)
 {
 	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
 }

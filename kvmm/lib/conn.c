@@ -100,8 +100,7 @@ err_proto:
 }
 
 int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,
-	       size_t req_len, void *reply, size_t reply_cap,
-	       size_t *reply_len)
+	       size_t req_len, void *reply, size_t reply_cap, size_t *reply_len)
 {
 	int err;
 
@@ -248,7 +247,8 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	if (!out)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size < offsetof(struct kvmm_connect_opts, map_ahead_blocks))
+		if (opts->size <
+		    offsetof(struct kvmm_connect_opts, map_ahead_blocks))
 			return -EINVAL;
 		memcpy(&o, opts,
 		       opts->size < sizeof(o) ? opts->size : sizeof(o));
@@ -258,8 +258,8 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 		return -ENOMEM;
 	c->map_ahead = o.map_ahead_set ? o.map_ahead_blocks : 1;
 	c->spin_us = o.spin_us ? o.spin_us : 20;
-	c->sock = open_socket(o.socket_path ? o.socket_path
-					    : kc_default_socket());
+	c->sock = open_socket(o.socket_path ? o.socket_path :
+					      kc_default_socket());
 	if (c->sock < 0) {
 		err = c->sock;
 		goto err_free;

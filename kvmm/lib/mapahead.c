@@ -76,7 +76,8 @@ static void *mapahead_main(void *arg)
 			     t[i].r->seqs[t[i].seq].open &&
 			     t[i].r->seqs[t[i].seq].backed < t[i].want;
 			pthread_mutex_unlock(&c->lock);
-			if (go && kc_fetch(t[i].r, t[i].seq, 0, t[i].want) == 0) {
+			if (go &&
+			    kc_fetch(t[i].r, t[i].seq, 0, t[i].want) == 0) {
 				pthread_mutex_lock(&c->lock);
 				c->st.map_ahead_blocks++;
 				pthread_mutex_unlock(&c->lock);

@@ -177,9 +177,8 @@ int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *o,
 		err = c->backend->ops->reserve(c->backend, r->range_size,
 					       &r->k_base[l]);
 		if (!err)
-			err = c->backend->ops->reserve(c->backend,
-						       r->range_size,
-						       &r->v_base[l]);
+			err = c->backend->ops->reserve(
+				c->backend, r->range_size, &r->v_base[l]);
 		if (err)
 			goto err_free;
 	}
@@ -300,8 +299,7 @@ static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 		} else {
 			if (*fi >= nfds || p->refs)
 				return -EPROTO;
-			err = c->backend->ops->page_import(c->backend,
-							   fds[*fi],
+			err = c->backend->ops->page_import(c->backend, fds[*fi],
 							   &p->handle);
 			close(fds[*fi]);
 			fds[(*fi)++] = -1;
@@ -367,8 +365,8 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	if (len < sizeof(*rep) || rep->pages_per_block != r->pages_per_block ||
 	    rep->first_block + (uint64_t)rep->nr_blocks > r->max_blocks ||
 	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
-					   rep->pages_per_block *
-					   sizeof(uint32_t) ||
+					  rep->pages_per_block *
+					  sizeof(uint32_t) ||
 	    rep->nr_fds != nfds) {
 		err = -EPROTO;
 		goto out;
@@ -381,7 +379,8 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 			err = map_block(r, seq, rep->first_block + k,
 					rep->page_ids + k * r->pages_per_block,
 					fds, nfds, &fi);
-		while (q->backed < r->max_blocks && block_mapped(r, q, q->backed))
+		while (q->backed < r->max_blocks &&
+		       block_mapped(r, q, q->backed))
 			q->backed++;
 		if (rep->len > q->len)
 			q->len = rep->len;

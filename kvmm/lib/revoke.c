@@ -46,7 +46,8 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 					if (q->backed > b)
 						q->backed = b;
 					if (q->len > b * r->tokens_per_block)
-						q->len = b * r->tokens_per_block;
+						q->len =
+							b * r->tokens_per_block;
 					dropped++;
 				}
 			}

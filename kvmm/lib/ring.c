@@ -136,8 +136,9 @@ int kc_ring_submit_wait(struct kvmm_conn *c, struct kvmm_sqe *sqes,
 int kc_ring_cmd(struct kvmm_conn *c, uint16_t cmd, uint32_t region,
 		uint32_t seq, uint64_t arg0, uint64_t *value)
 {
-	struct kvmm_sqe sqe = { .cmd = cmd, .region_id = region,
-				.seq_id = seq, .arg0 = arg0 };
+	struct kvmm_sqe sqe = {
+		.cmd = cmd, .region_id = region, .seq_id = seq, .arg0 = arg0
+	};
 	struct kvmm_cqe cqe = { 0 };
 	int err;
 

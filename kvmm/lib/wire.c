@@ -62,7 +62,8 @@ ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = buf, .iov_len = cap };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
 			     .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	unsigned int got = 0;

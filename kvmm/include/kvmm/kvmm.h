@@ -38,8 +38,7 @@ struct kvmm_connect_opts {
 	uint32_t spin_us; /* CQ spin before sleeping; 0 = default */
 };
 
-int kvmm_connect(const struct kvmm_connect_opts *opts,
-		 struct kvmm_conn **out);
+int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out);
 /* Unmaps everything, says goodbye, frees the connection. */
 void kvmm_disconnect(struct kvmm_conn *conn);
 
@@ -63,8 +62,7 @@ uint32_t kvmm_region_tokens_per_block(const struct kvmm_region *region);
 int kvmm_seq_open(struct kvmm_region *region, uint32_t *seq);
 /* Grow to new_len tokens (<= max_tokens): every layer's K and V are backed
  * up to new_len on return. */
-int kvmm_seq_extend(struct kvmm_region *region, uint32_t seq,
-		    uint32_t new_len);
+int kvmm_seq_extend(struct kvmm_region *region, uint32_t seq, uint32_t new_len);
 int kvmm_seq_truncate(struct kvmm_region *region, uint32_t seq,
 		      uint32_t new_len);
 int kvmm_seq_close(struct kvmm_region *region, uint32_t seq);

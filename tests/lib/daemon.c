@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Real-daemon test helpers; see daemon.h.  The daemon is a child process
+ * of the test, started with the host backend so tests run anywhere.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+
+const char *td_build_path(const char *name, char *buf, size_t len)
+{
+	const char *b = getenv("KVMM_BUILD");
+
+	snprintf(buf, len, "%s/%s", b && *b ? b : "build", name);
+	return buf;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool socket_answers(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+int td_start(struct td_daemon *d, const char *const *extra)
+{
+	char bin[256];
+	const char *argv[64];
+	int n = 0;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/kvmm-test-XXXXXX");
+	if (!mkdtemp(d->dir))
+		return -errno;
+	snprintf(d->sock, sizeof(d->sock), "%s/kvmm.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/kvmmd.log", d->dir);
+	td_build_path("kvmmd", bin, sizeof(bin));
+	argv[n++] = bin;
+	argv[n++] = "--foreground";
+	argv[n++] = "--backend";
+	argv[n++] = "host";
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--page-size";
+	argv[n++] = "64K";
+	argv[n++] = "--gpu-mem";
+	argv[n++] = "64M";
+	for (int i = 0; extra && extra[i] && n < 62; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	d->pid = fork();
+	if (d->pid < 0)
+		return -errno;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+		}
+		execv(bin, (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	setenv("KVMM_SOCKET", d->sock, 1);
+	for (int i = 0; i < 500; i++) {
+		int st;
+
+		if (socket_answers(d->sock))
+			return 0;
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			td_dump_log(d);
+			return -ECHILD;
+		}
+		sleep_ms(10);
+	}
+	td_dump_log(d);
+	return -ETIMEDOUT;
+}
+
+void td_dump_log(const struct td_daemon *d)
+{
+	char line[512];
+	FILE *f = fopen(d->log, "r");
+
+	if (!f)
+		return;
+	fprintf(stderr, "---- kvmmd log ----\n");
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fprintf(stderr, "-------------------\n");
+	fclose(f);
+}
+
+int td_stop(struct td_daemon *d)
+{
+	int st = 0, ret = -ETIMEDOUT;
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		for (int i = 0; i < 500; i++) {
+			if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+				ret = WIFEXITED(st) ? WEXITSTATUS(st) :
+						      128 + WTERMSIG(st);
+				break;
+			}
+			sleep_ms(10);
+		}
+		if (ret == -ETIMEDOUT) {
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, &st, 0);
+		}
+		d->pid = 0;
+	}
+	unlink(d->log);
+	unlink(d->sock);
+	rmdir(d->dir);
+	return ret;
+}
+
+int td_status(const struct td_daemon *d, struct kvmm_status_reply *st)
+{
+	struct kvmm_conn *c;
+	int err = kc_connect_admin(d->sock, &c);
+
+	if (err)
+		return err;
+	memset(st, 0, sizeof(*st));
+	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, st, sizeof(*st),
+			 NULL);
+	kvmm_disconnect(c);
+	return err;
+}
+
+int td_wait_idle(const struct td_daemon *d, int timeout_ms,
+		 struct kvmm_status_reply *st)
+{
+	struct kvmm_status_reply tmp;
+
+	if (!st)
+		st = &tmp;
+	for (int t = 0; t <= timeout_ms; t += 10) {
+		int err = td_status(d, st);
+
+		if (err)
+			return err;
+		if (!st->pages_allocated && !st->pages_mapped &&
+		    !st->pages_quarantined && st->sessions <= 1 &&
+		    !st->sequences)
+			return 0;
+		sleep_ms(10);
+	}
+	return -ETIMEDOUT;
+}

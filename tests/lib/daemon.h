@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test helpers: run a real kvmmd (host backend) on a socket in a fresh
+ * temporary directory, ask it for its status, wait for its page accounting
+ * to settle, stop it.  Shared by every test that needs a daemon.
+ */
+#ifndef KVMM_TESTS_DAEMON_H
+#define KVMM_TESTS_DAEMON_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kvmm/uapi.h"
+
+struct td_daemon {
+	pid_t pid;
+	char dir[64]; /* temporary directory, removed by td_stop */
+	char sock[100]; /* dir/kvmm.sock */
+	char log[100]; /* dir/kvmmd.log: the daemon's stderr */
+};
+
+/*
+ * Start build/kvmmd --foreground --backend host --socket DIR/kvmm.sock
+ * --page-size 64K --gpu-mem 64M, then the extra arguments (NULL-terminated
+ * array, may be NULL; later options override earlier ones), and wait up to
+ * 5 s until the socket answers.  Sets KVMM_SOCKET for libkvmm.  0 or
+ * -errno.
+ */
+int td_start(struct td_daemon *d, const char *const *extra);
+/* SIGTERM, wait; returns the exit status (0 = clean), -ETIMEDOUT after 5 s
+ * (then SIGKILL).  Removes the directory. */
+int td_stop(struct td_daemon *d);
+/* Print the daemon's log to stderr (for failing tests). */
+void td_dump_log(const struct td_daemon *d);
+/* ADMIN_STATUS over a fresh admin connection. */
+int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
+/* Wait until no page is allocated, mapped or quarantined and no client
+ * session is open (only the status connection itself); 0 or -ETIMEDOUT
+ * (st then holds the last status). */
+int td_wait_idle(const struct td_daemon *d, int timeout_ms,
+		 struct kvmm_status_reply *st);
+/* Path of a built program: $KVMM_BUILD/NAME (default build/NAME). */
+const char *td_build_path(const char *name, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmctl log-level LEVEL: change the daemon's log level at run time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include "kvmm/kvmmd/options.h"
+
+#include "tools/kvmmctl/kvmmctl.h"
+
+int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx)
+{
+	struct kvmm_admin_log_level a = { .size = sizeof(a) };
+	int l = argc == 2 ? kd_parse_log_level(argv[1]) : -EINVAL;
+
+	if (l < 0) {
+		fprintf(stderr,
+			"usage: kvmmctl log-level err|warn|info|debug\n");
+		return 2;
+	}
+	a.level = l;
+	return kvmmctl_simple(ctx, KVMM_CMD_ADMIN_SET_LOG_LEVEL, &a, sizeof(a));
+}

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmctl sessions [--json]: every client session with its process,
+ * pages and sequences (ADMIN_SESSIONS).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tools/kvmmctl/kvmmctl.h"
+
+int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
+{
+	size_t cap = KVMM_MSG_MAX, len = 0;
+	struct kvmm_sessions_reply *rep;
+	struct kvmm_conn *c;
+	int err;
+
+	if (argc > 1) {
+		fprintf(stderr, "usage: kvmmctl sessions [--json]\n");
+		return 2;
+	}
+	rep = calloc(1, cap);
+	if (!rep || kvmmctl_connect(ctx, &c)) {
+		free(rep);
+		return 1;
+	}
+	err = kc_request(c, KVMM_CMD_ADMIN_SESSIONS, NULL, 0, rep, cap, &len);
+	kvmm_disconnect(c);
+	if (!err && (len < sizeof(*rep) ||
+		     rep->entry_size != sizeof(rep->sessions[0]) ||
+		     len < sizeof(*rep) + rep->nr * sizeof(rep->sessions[0])))
+		err = -EPROTO;
+	if (err) {
+		fprintf(stderr, "kvmmctl: sessions: %s\n", kvmm_strerror(err));
+		free(rep);
+		return 1;
+	}
+	if (ctx->json)
+		printf("[");
+	else
+		printf("%-8s %-8s %-6s %-16s %8s %8s %8s %s\n", "SESSION",
+		       "PID", "UID", "NAME", "HELD", "OWNED", "SEQS", "FLAGS");
+	for (uint32_t i = 0; i < rep->nr; i++) {
+		struct kvmm_session_info *s = &rep->sessions[i];
+
+		s->name[sizeof(s->name) - 1] = '\0';
+		if (ctx->json) {
+			printf("%s{\"session\":%u,\"pid\":%u,\"uid\":%u,\"name\":",
+			       i ? "," : "", s->session_id, s->pid, s->uid);
+			kvmmctl_json_str(s->name);
+			printf(",\"pages_held\":%llu,\"pages_owned\":%llu,"
+			       "\"regions\":%llu,\"sequences\":%llu,"
+			       "\"flags\":%u}",
+			       (unsigned long long)s->pages_held,
+			       (unsigned long long)s->pages_owned,
+			       (unsigned long long)s->regions,
+			       (unsigned long long)s->sequences, s->flags);
+		} else {
+			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %s%s%s\n",
+			       s->session_id, s->pid, s->uid,
+			       s->name[0] ? s->name : "-",
+			       (unsigned long long)s->pages_held,
+			       (unsigned long long)s->pages_owned,
+			       (unsigned long long)s->sequences,
+			       s->flags & KVMM_SESSION_F_ADMIN ? "admin " : "",
+			       s->flags & KVMM_SESSION_F_IN_STEP ? "step " : "",
+			       s->flags & KVMM_SESSION_F_REVOKING ? "revoking" :
+								    "");
+		}
+	}
+	if (ctx->json)
+		printf("]\n");
+	free(rep);
+	return 0;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvmmctl: one file per subcommand (cmd_NAME.c exposing cmd_NAME()), all
+ * listed in the table in main.c.  Each gets the arguments after its name
+ * and the global options.
+ */
+#ifndef KVMM_KVMMCTL_H
+#define KVMM_KVMMCTL_H
+
+#include <stdbool.h>
+
+#include "kvmm/lib/client.h"
+
+struct kvmmctl_ctx {
+	const char *socket; /* --socket, or NULL for the default */
+	bool json; /* --json anywhere on the line */
+};
+
+/* An admin connection to the daemon, with an error printed on failure. */
+int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out);
+/* A simple admin request whose reply has no body. */
+int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
+		   size_t len);
+/* A decimal u32 argument; prints an error and returns -EINVAL if not. */
+int kvmmctl_parse_u32(const char *s, uint32_t *out);
+/* Print s as a JSON string (quotes and escapes). */
+void kvmmctl_json_str(const char *s);
+
+int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx);
+
+#endif

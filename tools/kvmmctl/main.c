@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmctl: the operator's tool for kvmmd.
+ *
+ *   kvmmctl [--socket PATH] [--json] COMMAND [ARGS...]
+ *
+ * Commands live in a table; each is one cmd_NAME.c file.  Exit status 0 on
+ * success, 1 when the daemon refused or could not be reached, 2 on usage
+ * errors.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/kvmmctl/kvmmctl.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv, struct kvmmctl_ctx *ctx);
+	const char *help;
+};
+
+static const struct command commands[] = {
+	{ "status", cmd_status, "daemon status: backend, pages, sessions" },
+	{ "sessions", cmd_sessions, "list client sessions" },
+	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
+	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
+	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
+	{ "revoke", cmd_revoke,
+	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: kvmmctl [--socket PATH] [--json] COMMAND [ARGS]\n"
+		   "commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
+{
+	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
+	int err = kc_connect_admin(path, out);
+
+	if (err)
+		fprintf(stderr, "kvmmctl: %s: %s\n", path, kvmm_strerror(err));
+	return err;
+}
+
+int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
+		   size_t len)
+{
+	struct kvmm_conn *c;
+	int err = kvmmctl_connect(ctx, &c);
+
+	if (err)
+		return 1;
+	err = kc_request(c, cmd, req, len, NULL, 0, NULL);
+	kvmm_disconnect(c);
+	if (err) {
+		fprintf(stderr, "kvmmctl: %s\n", kvmm_strerror(err));
+		return 1;
+	}
+	return 0;
+}
+
+int kvmmctl_parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v > 0xffffffffu) {
+		fprintf(stderr, "kvmmctl: '%s' is not a number\n", s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+void kvmmctl_json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = *s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+int main(int argc, char **argv)
+{
+	struct kvmmctl_ctx ctx = { 0 };
+	char *args[64];
+	int n = 0, i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--socket") && i + 1 < argc)
+			ctx.socket = argv[++i];
+		else if (!strncmp(argv[i], "--socket=", 9))
+			ctx.socket = argv[i] + 9;
+		else if (!strcmp(argv[i], "--json"))
+			ctx.json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("kvmmctl %s (ABI %d.%d)\n", KVMM_VERSION,
+			       KVMM_ABI_MAJOR, KVMM_ABI_MINOR);
+			return 0;
+		} else if (n < 63)
+			args[n++] = argv[i];
+	}
+	args[n] = NULL;
+	if (!n) {
+		usage(stderr);
+		return 2;
+	}
+	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+		if (!strcmp(args[0], commands[k].name))
+			return commands[k].fn(n, args, &ctx);
+	fprintf(stderr, "kvmmctl: unknown command '%s'\n", args[0]);
+	usage(stderr);
+	return 2;
+}
