@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Revocation handshake, both outcomes.
+ *
+ * A cooperative client keeps stepping; the admin revokes blocks 1.. of its
+ * sequence.  Its poll fd becomes readable, it unmaps at the next step
+ * boundary and acknowledges; the daemon's pages go REVOKING -> FREE, the
+ * sequence's length is clamped to block 1, block 0's data is intact, and
+ * growing again gets fresh pages.
+ *
+ * A silent client never steps: after --revoke-timeout it is cut off (and
+ * the daemon says so in its log); its pages stay quarantined while its
+ * process lives and come back when it is killed.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+static struct kvmm_region_opts ro = {
+	.size = sizeof(ro),
+	.layers = 2,
+	.kv_heads = 2,
+	.head_dim = 64,
+	.dtype_bytes = 2,
+	.max_seqs = 4,
+	.max_tokens = 2048,
+};
+
+#define TPB 256 /* 64 KiB / (2 * 64 * 2) */
+
+struct ids {
+	uint32_t session, region, seq;
+};
+
+static int setup(const char *name, struct kvmm_conn **c, struct kvmm_region **r,
+		 uint32_t *s, int wr)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = name,
+					.map_ahead_set = 1 };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct ids ids;
+
+	if (kvmm_connect(&co, c) || kvmm_region_create(*c, &ro, r) ||
+	    kvmm_seq_open(*r, s) || kvmm_seq_extend(*r, *s, 3 * TPB) ||
+	    kvmm_get_stats(*c, &ks))
+		return -1;
+	for (uint32_t l = 0; l < 2; l++)
+		memset((void *)kvmm_seq_k_ptr(*r, *s, l), 0x40 + l,
+		       3 * TPB * 256);
+	ids.session = ks.session_id;
+	ids.region = (*r)->id;
+	ids.seq = *s;
+	return write(wr, &ids, sizeof(ids)) == sizeof(ids) ? 0 : -1;
+}
+
+static int cooperative(int wr, int rd)
+{
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	uint32_t s;
+	bool saw_poll = false;
+	char go;
+
+	if (setup("coop", &c, &r, &s, wr))
+		return 1;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = kvmm_poll_fd(c),
+					 .events = POLLIN },
+				       { .fd = rd, .events = POLLIN } };
+
+		if (poll(p, 2, 5) > 0) {
+			if (p[0].revents & POLLIN)
+				saw_poll = true;
+			if (p[1].revents & POLLIN)
+				break;
+		}
+		if (kvmm_step_begin(c) || kvmm_step_end(c))
+			return 2;
+	}
+	if (read(rd, &go, 1) != 1)
+		return 3;
+	if (!saw_poll)
+		return 4;
+	if (kvmm_seq_len(r, s) != TPB)
+		return 5;
+	if (kvmm_get_stats(c, &ks) || ks.pages_revoked != 8)
+		return 6;
+	for (uint32_t l = 0; l < 2; l++)
+		for (int i = 0; i < TPB * 256; i++)
+			if (((uint8_t *)kvmm_seq_k_ptr(r, s, l))[i] != 0x40 + l)
+				return 7;
+	/* Grow again: fresh pages for blocks 1 and 2. */
+	if (kvmm_seq_extend(r, s, 3 * TPB))
+		return 8;
+	memset((void *)(kvmm_seq_v_ptr(r, s, 1) + TPB * 256), 1, 2 * TPB * 256);
+	kvmm_disconnect(c);
+	return 0;
+}
+
+static int silent(int wr)
+{
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint32_t s;
+
+	if (setup("silent", &c, &r, &s, wr))
+		return 1;
+	for (;;)
+		pause();
+}
+
+static void admin_revoke(struct td_daemon *d, struct ids *ids, int expect)
+{
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	struct kvmm_conn *c;
+
+	t_ok(kc_connect_admin(d->sock, &c));
+	a.session_id = ids->session;
+	a.region_id = ids->region;
+	a.seq_id = ids->seq;
+	a.first_block = 1;
+	t_assert_eq(kc_request(c, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			       NULL),
+		    expect);
+	kvmm_disconnect(c);
+}
+
+static void read_ids(int fd, struct ids *ids)
+{
+	t_assert_eq(read(fd, ids, sizeof(*ids)), sizeof(*ids));
+}
+
+int main(void)
+{
+	const char *args[] = { "--revoke-timeout", "300", NULL };
+	struct td_daemon d;
+	struct kvmm_status_reply st;
+	struct ids ids;
+	int up[2], down[2], status, err;
+	pid_t p;
+	char line[256];
+	bool logged = false;
+	FILE *f;
+
+	err = td_start(&d, args);
+	if (err)
+		t_fail("daemon: %s", strerror(-err));
+
+	/* Cooperative client. */
+	t_ok(pipe(up));
+	t_ok(pipe(down));
+	p = fork();
+	if (p == 0)
+		_exit(cooperative(up[1], down[0]));
+	read_ids(up[0], &ids);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_allocated, 12); /* 3 blocks of 4 pages */
+	admin_revoke(&d, &ids, 0);
+	for (int i = 0; i < 200; i++) {
+		t_ok(td_status(&d, &st));
+		if (st.revocations_acked == 1)
+			break;
+		usleep(5000);
+	}
+	t_assert_eq(st.revocations_posted, 1);
+	t_assert_eq(st.revocations_acked, 1);
+	t_assert_eq(st.pages_allocated, 4);
+	t_assert_eq(st.pages_mapped, 4);
+	t_assert_eq(st.pages_revoking, 0);
+	/* A second revoke of the same blocks finds nothing to take. */
+	admin_revoke(&d, &ids, -ENODATA);
+	t_assert_eq(write(down[1], "g", 1), 1);
+	t_assert_eq(waitpid(p, &status, 0), p);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		t_fail("cooperative client failed: %d", WEXITSTATUS(status));
+	t_ok(td_wait_idle(&d, 2000, &st));
+
+	/* Silent client. */
+	p = fork();
+	if (p == 0)
+		_exit(silent(up[1]));
+	read_ids(up[0], &ids);
+	admin_revoke(&d, &ids, 0);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_revoking, 8);
+	t_assert_eq(st.pages_allocated, 12);
+	usleep(450 * 1000);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.revocations_timed_out, 1);
+	t_assert_eq(st.sessions_cut_off, 1);
+	t_assert_eq(st.sessions, 1);
+	t_assert_eq(st.sequences, 0);
+	/* Its process still maps the pages: quarantined, not reused. */
+	t_assert_eq(st.pages_quarantined, 12);
+	t_assert_eq(st.pages_mapped, 12);
+	kill(p, SIGKILL);
+	waitpid(p, &status, 0);
+	err = td_wait_idle(&d, 2000, &st);
+	if (err) {
+		td_dump_log(&d);
+		t_fail("not idle after the silent client died");
+	}
+	f = fopen(d.log, "r");
+	t_assert(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "not acknowledged within 300 ms"))
+			logged = true;
+	fclose(f);
+	t_assert(logged);
+	t_assert_eq(td_stop(&d), 0);
+	return 0;
+}
