@@ -1,0 +1,632 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A stand-in libcuda for machines without a GPU: the CUDA Driver API VMM
+ * calls vmm/cuda.c uses, implemented with memfds and mmap, strict about
+ * what the real driver is strict about (a current context for memory
+ * calls, the POSIX fd handle type, granularity-aligned sizes, exact
+ * reservations, unmapping before freeing a range), and checking at exit
+ * that every allocation, reservation, mapping, stream, registration and
+ * context reference was given back (exit status 3 and a message if not).
+ *
+ * Built by tests/vmm-cuda-mock.sh into $KVMM_BUILD/vmm-cuda-mock/ and
+ * loaded through KVMM_LIBCUDA, so the cuda backend's own code runs end to
+ * end in CI.  It proves the backend's bookkeeping and call sequence, not
+ * the real driver's behaviour: the GPU check (bench/gpu-check.sh) does
+ * that.  Every prototype is checked against cuda.h at compile time.
+ *
+ * KVMM_MOCK_DEVICES=N sets the device count (default 1).
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GRAN (2u << 20)
+#define MAX_OBJS 4096
+
+struct alloc {
+	int fd;
+	int refs; /* handles */
+	int maps; /* mappings */
+};
+
+struct mapping {
+	CUdeviceptr va;
+	struct alloc *a;
+};
+
+struct range {
+	CUdeviceptr va;
+	size_t size;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mapping maps[MAX_OBJS];
+static struct range ranges[MAX_OBJS];
+static int nr_allocs, nr_streams, nr_registered, ctx_refs;
+static bool initialized;
+static __thread int ctx_depth;
+static char dummy_ctx, dummy_stream;
+
+#define MOCK(name) static __typeof__(name) mock_##name
+
+static CUresult need_ctx(void)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return ctx_depth > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static int device_count(void)
+{
+	const char *s = getenv("KVMM_MOCK_DEVICES");
+
+	return s ? atoi(s) : 1;
+}
+
+MOCK(cuGetErrorName);
+CUresult mock_cuGetErrorName(CUresult error, const char **pStr)
+{
+	switch (error) {
+	case CUDA_SUCCESS:
+		*pStr = "CUDA_SUCCESS";
+		break;
+	case CUDA_ERROR_INVALID_VALUE:
+		*pStr = "CUDA_ERROR_INVALID_VALUE";
+		break;
+	case CUDA_ERROR_INVALID_CONTEXT:
+		*pStr = "CUDA_ERROR_INVALID_CONTEXT";
+		break;
+	case CUDA_ERROR_NOT_MAPPED:
+		*pStr = "CUDA_ERROR_NOT_MAPPED";
+		break;
+	default:
+		*pStr = "CUDA_ERROR_MOCK_OTHER";
+		break;
+	}
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuInit);
+CUresult mock_cuInit(unsigned int flags)
+{
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	initialized = true;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDriverGetVersion);
+CUresult mock_cuDriverGetVersion(int *v)
+{
+	*v = 12040;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDeviceGetCount);
+CUresult mock_cuDeviceGetCount(int *count)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	*count = device_count();
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDeviceGet);
+CUresult mock_cuDeviceGet(CUdevice *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= device_count())
+		return CUDA_ERROR_INVALID_DEVICE;
+	*dev = ordinal;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDeviceGetName);
+CUresult mock_cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	snprintf(name, (size_t)len, "Mock GPU %d", dev);
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDeviceGetUuid);
+CUresult mock_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	for (int i = 0; i < 16; i++)
+		uuid->bytes[i] = (char)(0x10 * dev + i);
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDevicePrimaryCtxRetain);
+CUresult mock_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+	pthread_mutex_lock(&lock);
+	ctx_refs++;
+	pthread_mutex_unlock(&lock);
+	*ctx = (CUcontext)&dummy_ctx;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuDevicePrimaryCtxRelease);
+CUresult mock_cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&lock);
+	if (ctx_refs > 0)
+		ctx_refs--;
+	else
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+MOCK(cuCtxPushCurrent);
+CUresult mock_cuCtxPushCurrent(CUcontext ctx)
+{
+	if (ctx != (CUcontext)&dummy_ctx || !ctx_refs)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ctx_depth++;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuCtxPopCurrent);
+CUresult mock_cuCtxPopCurrent(CUcontext *ctx)
+{
+	if (ctx_depth <= 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ctx_depth--;
+	if (ctx)
+		*ctx = (CUcontext)&dummy_ctx;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuMemGetAllocationGranularity);
+CUresult mock_cuMemGetAllocationGranularity(size_t *g,
+					    const CUmemAllocationProp *prop,
+					    CUmemAllocationGranularity_flags o)
+{
+	if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	*g = GRAN;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuMemAddressReserve);
+CUresult mock_cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
+				  size_t alignment, CUdeviceptr addr,
+				  unsigned long long flags)
+{
+	CUresult r = need_ctx();
+	uintptr_t p, al;
+	void *m;
+
+	if (r)
+		return r;
+	if (!size || size % GRAN || (alignment && alignment % GRAN) || addr ||
+	    flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = mmap(NULL, size + GRAN, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	p = (uintptr_t)m;
+	al = (p + GRAN - 1) / GRAN * GRAN;
+	if (al > p)
+		munmap(m, al - p);
+	munmap((void *)(al + size), p + size + GRAN - (al + size));
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OBJS; i++) {
+		if (!ranges[i].va) {
+			ranges[i].va = al;
+			ranges[i].size = size;
+			pthread_mutex_unlock(&lock);
+			*ptr = al;
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	munmap((void *)al, size);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+MOCK(cuMemAddressFree);
+CUresult mock_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	CUresult r = need_ctx();
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OBJS; i++) {
+		if (ranges[i].va != ptr)
+			continue;
+		if (ranges[i].size != size)
+			break;
+		for (int j = 0; j < MAX_OBJS; j++)
+			if (maps[j].a && maps[j].va >= ptr &&
+			    maps[j].va < ptr + size) {
+				pthread_mutex_unlock(&lock);
+				return CUDA_ERROR_INVALID_VALUE;
+			}
+		munmap((void *)ptr, size);
+		ranges[i].va = 0;
+		pthread_mutex_unlock(&lock);
+		return CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&lock);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult new_alloc(int fd, CUmemGenericAllocationHandle *h)
+{
+	struct alloc *a = calloc(1, sizeof(*a));
+
+	if (!a) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	a->fd = fd;
+	a->refs = 1;
+	pthread_mutex_lock(&lock);
+	nr_allocs++;
+	pthread_mutex_unlock(&lock);
+	*h = (CUmemGenericAllocationHandle)(uintptr_t)a;
+	return CUDA_SUCCESS;
+}
+
+/* Under lock. */
+static void maybe_free(struct alloc *a)
+{
+	if (a->refs || a->maps)
+		return;
+	close(a->fd);
+	free(a);
+	nr_allocs--;
+}
+
+MOCK(cuMemCreate);
+CUresult mock_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+			  const CUmemAllocationProp *prop,
+			  unsigned long long flags)
+{
+	CUresult r = need_ctx();
+	int fd;
+
+	if (r)
+		return r;
+	if (!size || size % GRAN || flags ||
+	    prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    prop->location.id >= device_count() ||
+	    prop->requestedHandleTypes !=
+		    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = memfd_create("mock-cuda-alloc", MFD_CLOEXEC);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (ftruncate(fd, (off_t)size)) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return new_alloc(fd, h);
+}
+
+MOCK(cuMemRelease);
+CUresult mock_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)h;
+
+	if (!a || a->refs <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	a->refs--;
+	maybe_free(a);
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuMemExportToShareableHandle);
+CUresult mock_cuMemExportToShareableHandle(void *out,
+					   CUmemGenericAllocationHandle h,
+					   CUmemAllocationHandleType type,
+					   unsigned long long flags)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)h;
+	int fd;
+
+	if (!a || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = dup(a->fd); /* no O_CLOEXEC, like the real driver */
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*(int *)out = fd;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuMemImportFromShareableHandle);
+CUresult mock_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
+					     void *os,
+					     CUmemAllocationHandleType type)
+{
+	int fd = (int)(uintptr_t)os, nfd;
+	struct stat st;
+
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !st.st_size ||
+	    st.st_size % GRAN)
+		return CUDA_ERROR_INVALID_VALUE;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (nfd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return new_alloc(nfd, h);
+}
+
+MOCK(cuMemMap);
+CUresult mock_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+		       CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)h;
+	CUresult r = need_ctx();
+	struct stat st;
+	bool in_range = false;
+
+	if (r)
+		return r;
+	if (!a || a->refs <= 0 || offset || flags || ptr % GRAN ||
+	    fstat(a->fd, &st) || (size_t)st.st_size != size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (ranges[i].va && ptr >= ranges[i].va &&
+		    ptr + size <= ranges[i].va + ranges[i].size)
+			in_range = true;
+	for (int i = 0; i < MAX_OBJS && in_range; i++)
+		if (maps[i].a && maps[i].va == ptr) {
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_ALREADY_MAPPED;
+		}
+	for (int i = 0; i < MAX_OBJS && in_range; i++) {
+		if (maps[i].a)
+			continue;
+		if (mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+			 a->fd, 0) == MAP_FAILED)
+			break;
+		maps[i].va = ptr;
+		maps[i].a = a;
+		a->maps++;
+		pthread_mutex_unlock(&lock);
+		return CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&lock);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+MOCK(cuMemUnmap);
+CUresult mock_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	CUresult r = need_ctx();
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OBJS; i++) {
+		if (!maps[i].a || maps[i].va != ptr)
+			continue;
+		mmap((void *)ptr, size, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+		     -1, 0);
+		maps[i].a->maps--;
+		maybe_free(maps[i].a);
+		maps[i].a = NULL;
+		pthread_mutex_unlock(&lock);
+		return CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&lock);
+	return CUDA_ERROR_NOT_MAPPED;
+}
+
+MOCK(cuMemSetAccess);
+CUresult mock_cuMemSetAccess(CUdeviceptr ptr, size_t size,
+			     const CUmemAccessDesc *desc, size_t count)
+{
+	CUresult r = need_ctx();
+	int prot;
+
+	if (r)
+		return r;
+	if (count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	for (CUdeviceptr p = ptr; p < ptr + size; p += GRAN) {
+		bool found = false;
+
+		for (int i = 0; i < MAX_OBJS && !found; i++)
+			found = maps[i].a && maps[i].va == p;
+		if (!found) {
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	prot = desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ?
+		       PROT_READ | PROT_WRITE :
+	       desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ :
+							      PROT_NONE;
+	return mprotect((void *)ptr, size, prot) ? CUDA_ERROR_INVALID_VALUE :
+						   CUDA_SUCCESS;
+}
+
+MOCK(cuMemcpyDtoH);
+CUresult mock_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
+{
+	CUresult r = need_ctx();
+
+	if (!r)
+		memcpy(dst, (const void *)src, n);
+	return r;
+}
+
+MOCK(cuMemcpyHtoD);
+CUresult mock_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
+{
+	CUresult r = need_ctx();
+
+	if (!r)
+		memcpy((void *)dst, src, n);
+	return r;
+}
+
+MOCK(cuMemcpyDtoHAsync);
+CUresult mock_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
+				CUstream s)
+{
+	if (s != (CUstream)&dummy_stream)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return mock_cuMemcpyDtoH(dst, src, n);
+}
+
+MOCK(cuMemcpyHtoDAsync);
+CUresult mock_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
+				CUstream s)
+{
+	if (s != (CUstream)&dummy_stream)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return mock_cuMemcpyHtoD(dst, src, n);
+}
+
+MOCK(cuStreamCreate);
+CUresult mock_cuStreamCreate(CUstream *s, unsigned int flags)
+{
+	CUresult r = need_ctx();
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&lock);
+	nr_streams++;
+	pthread_mutex_unlock(&lock);
+	*s = (CUstream)&dummy_stream;
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuStreamDestroy);
+CUresult mock_cuStreamDestroy(CUstream s)
+{
+	if (s != (CUstream)&dummy_stream || !nr_streams)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&lock);
+	nr_streams--;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuStreamSynchronize);
+CUresult mock_cuStreamSynchronize(CUstream s)
+{
+	CUresult r = need_ctx();
+
+	if (r)
+		return r;
+	return s == (CUstream)&dummy_stream ? CUDA_SUCCESS :
+					      CUDA_ERROR_INVALID_HANDLE;
+}
+
+MOCK(cuMemHostRegister);
+CUresult mock_cuMemHostRegister(void *p, size_t n, unsigned int flags)
+{
+	CUresult r = need_ctx();
+
+	if (r)
+		return r;
+	if (!p || !n)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	nr_registered++;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+MOCK(cuMemHostUnregister);
+CUresult mock_cuMemHostUnregister(void *p)
+{
+	CUresult r = need_ctx();
+
+	if (r)
+		return r;
+	if (!nr_registered)
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	pthread_mutex_lock(&lock);
+	nr_registered--;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+#define ENTRY(name) { #name, (void *)mock_##name },
+static const struct {
+	const char *name;
+	void *fn;
+} table[] = {
+	ENTRY(cuGetErrorName) ENTRY(cuInit) ENTRY(cuDriverGetVersion) ENTRY(
+		cuDeviceGetCount) ENTRY(cuDeviceGet) ENTRY(cuDeviceGetName)
+		ENTRY(cuDeviceGetUuid) ENTRY(cuDevicePrimaryCtxRetain) ENTRY(
+			cuDevicePrimaryCtxRelease) ENTRY(cuCtxPushCurrent) ENTRY(cuCtxPopCurrent)
+			ENTRY(cuMemGetAllocationGranularity) ENTRY(cuMemAddressReserve) ENTRY(
+				cuMemAddressFree) ENTRY(cuMemCreate) ENTRY(cuMemRelease)
+				ENTRY(cuMemExportToShareableHandle) ENTRY(
+					cuMemImportFromShareableHandle) ENTRY(cuMemMap)
+					ENTRY(cuMemUnmap) ENTRY(cuMemSetAccess) ENTRY(
+						cuMemcpyDtoH) ENTRY(cuMemcpyHtoD)
+						ENTRY(cuMemcpyDtoHAsync) ENTRY(
+							cuMemcpyHtoDAsync) ENTRY(cuStreamCreate)
+							ENTRY(cuStreamDestroy) ENTRY(
+								cuStreamSynchronize)
+								ENTRY(cuMemHostRegister)
+									ENTRY(cuMemHostUnregister)
+};
+
+/* The only exported entry point, as the backend finds everything else
+ * through it. */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+			     cuuint64_t flags,
+			     CUdriverProcAddressQueryResult *status)
+{
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		if (!strcmp(table[i].name, symbol)) {
+			*pfn = table[i].fn;
+			if (status)
+				*status = CU_GET_PROC_ADDRESS_SUCCESS;
+			return CUDA_SUCCESS;
+		}
+	}
+	*pfn = NULL;
+	if (status)
+		*status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+/* Everything given back?  Fail the process loudly if not. */
+__attribute__((destructor)) static void check_leaks(void)
+{
+	int nr_ranges = 0, nr_maps = 0;
+
+	for (int i = 0; i < MAX_OBJS; i++) {
+		nr_ranges += ranges[i].va != 0;
+		nr_maps += maps[i].a != NULL;
+	}
+	if (nr_allocs || nr_ranges || nr_maps || nr_streams || nr_registered ||
+	    ctx_refs || ctx_depth) {
+		fprintf(stderr,
+			"mock libcuda: leaked %d allocations, %d ranges, %d mappings, %d streams, %d registrations, %d context refs, context depth %d\n",
+			nr_allocs, nr_ranges, nr_maps, nr_streams,
+			nr_registered, ctx_refs, ctx_depth);
+		_exit(3);
+	}
+}
