@@ -1,4 +1,53 @@
 # kernels/: CUDA kernels and their CPU reference implementations.
+#
+# kernels/*.c (CPU references, planning, conversions, test cases) go into
+# libkernels.a, which every program links.  kernels/*.cu (the CUDA
+# kernels) go into libkernels_cuda.a only when nvcc is present; it is NOT
+# in ARCHIVES, so the rest of the tree links without libcudart.  The GPU
+# test/bench programs (kernels/gpu/*.c -> build/kernels/NAME) and the
+# calibration tool (tools/kvmm-calibrate -> build/kvmm-calibrate) link it
+# and libcudart explicitly.
 KERNELS_SRCS := $(wildcard kernels/*.c)
 $(eval $(call archive_rule,$(BUILD)/libkernels.a,$(KERNELS_SRCS)))
 ARCHIVES += $(BUILD)/libkernels.a
+
+ifeq ($(HAVE_NVCC),1)
+# sm_90 machine code plus compute_80 PTX that the driver JITs elsewhere.
+NVCC_GENCODE ?= -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_80,code=compute_80
+NVCCFLAGS := -std=c++17 -O3 -g $(NVCC_GENCODE) -I. -Ikvmm/include \
+	-Xcompiler -Wall,-Wextra,-fPIC -Werror all-warnings $(EXTRA_NVCCFLAGS)
+KERNELS_CU := $(wildcard kernels/*.cu)
+KERNELS_CU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(KERNELS_CU))
+KERNELS_CUDA_LINK := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+	-lcudart -lstdc++
+
+$(BUILD)/obj/kernels/%.cu.o: kernels/%.cu
+	@mkdir -p $(@D)
+	$(call msg,NVCC,$<)
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+
+$(BUILD)/libkernels_cuda.a: $(KERNELS_CU_OBJS)
+	@mkdir -p $(@D)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# $(call kernels_gpu_program,BINARY,SOURCES)
+define kernels_gpu_program
+$(call objs,$(2)): CPPFLAGS += -I$(CUDA_HOME)/include
+$(1): $(call objs,$(2)) $(BUILD)/libkernels_cuda.a $$(ARCHIVES)
+	@mkdir -p $$(@D)
+	$$(call msg,LD,$$@)
+	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $(call objs,$(2)) \
+		$(BUILD)/libkernels_cuda.a $$(LINK_GROUP) $$(KERNELS_CUDA_LINK)
+endef
+
+KERNELS_GPU_SRCS := $(wildcard kernels/gpu/gpu-*.c)
+KERNELS_GPU_COMMON := $(filter-out $(KERNELS_GPU_SRCS),$(wildcard kernels/gpu/*.c))
+KERNELS_GPU_BINS := $(patsubst kernels/gpu/%.c,$(BUILD)/kernels/%,$(KERNELS_GPU_SRCS))
+$(foreach s,$(KERNELS_GPU_SRCS),$(eval $(call kernels_gpu_program,$(patsubst kernels/gpu/%.c,$(BUILD)/kernels/%,$(s)),$(s) $(KERNELS_GPU_COMMON))))
+$(eval $(call kernels_gpu_program,$(BUILD)/kvmm-calibrate,$(wildcard tools/kvmm-calibrate/*.c) $(KERNELS_GPU_COMMON)))
+
+PROGRAMS += $(BUILD)/libkernels_cuda.a $(KERNELS_GPU_BINS) $(BUILD)/kvmm-calibrate
+INSTALL_BINS += $(BUILD)/kvmm-calibrate
+endif
