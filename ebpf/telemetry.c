@@ -20,9 +20,6 @@
 #include "ebpf/telemetry_shm.h"
 #include "vmm/vmm.h"
 
-/* vmm/ may not provide its logger in every link (tests of ebpf/ alone). */
-#pragma weak vmm_log
-
 struct tel_block_ent {
 	uint64_t hash;
 	uint64_t used;
@@ -57,10 +54,7 @@ void tel_log(int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	if (vmm_log)
-		vmm_log(level, "telemetry: %s", buf);
-	else if (level <= VMM_LOG_INFO)
-		fprintf(stderr, "kvmm telemetry: %s\n", buf);
+	vmm_log(level, "telemetry: %s", buf);
 }
 
 static const char *const event_names[KVMM_TEL_NR_EVENTS] = {
