@@ -117,7 +117,7 @@ int main(void)
 	tier_host_get_stats(h, &st);
 	t_assert_eq(st.capacity_slots, 10);
 	t_assert_eq(st.capacity_bytes, 10 * slot);
-	t_assert_eq(pinned_len, 10 * slot);
+	t_assert_eq(pinned_len, 10 * (slot + TIER_HOST_HEADROOM));
 	t_assert(st.pinned);
 
 	for (int i = 0; i < 10; i++) {

@@ -5,7 +5,8 @@
  * every copy is byte-identical to the original; a destination is not
  * readable until its job is DONE; completions wake the eventfd; the
  * eviction gate only allows page reuse when the copy is done and every
- * revoke was acknowledged; per-path counters add up.
+ * revoke was acknowledged; per-path counters add up.  Both copy paths:
+ * the backend's by-handle helpers and the daemon-side mapping cache.
  */
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
@@ -80,7 +81,7 @@ static struct migrate_job *job_for(enum migrate_kind k, struct vmm_pool *pool,
 	return job;
 }
 
-int main(void)
+static void run_mode(uint32_t map_pages)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	struct vmm_config vc = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
@@ -117,9 +118,11 @@ int main(void)
 	if (r == -EOPNOTSUPP)
 		t_skip("O_DIRECT not possible in %s", path);
 	t_ok(r);
-	struct migrate_config mc = {
-		.size = sizeof(mc), .backend = b, .host = host, .nvme = nvme
-	};
+	struct migrate_config mc = { .size = sizeof(mc),
+				     .backend = b,
+				     .host = host,
+				     .nvme = nvme,
+				     .map_pages = map_pages };
 	t_ok(migrate_open(&mc, &m));
 
 	for (int i = 0; i < NPAGES; i++)
@@ -230,6 +233,9 @@ int main(void)
 	t_assert_eq(ms.path[MIGRATE_HOST_TO_GPU].failed, 1);
 	t_assert_eq(ms.path[MIGRATE_NVME_TO_GPU].jobs, 1);
 	t_assert_eq(ms.queued + ms.running + ms.completed_unreaped, 0);
+	/* mapped copies: src's pages were freed and came back as dst, so
+	 * two distinct page sets were mapped, each once */
+	t_assert_eq(ms.pages_mapped, map_pages ? 2 * NPAGES : 0);
 
 	migrate_close(m);
 	struct tier_host_stats hs;
@@ -245,6 +251,13 @@ int main(void)
 	vmm_backend_close(b);
 	unlink(path);
 	free(expect);
-	printf("migration round trip ok\n");
+	printf("migration round trip ok (%s copies)\n",
+	       map_pages ? "mapped" : "by-handle");
+}
+
+int main(void)
+{
+	run_mode(0);
+	run_mode(64);
 	return 0;
 }

@@ -39,6 +39,12 @@ struct migrate {
 	unsigned int nworkers;
 	pthread_t workers[MIGRATE_MAX_WORKERS];
 	struct migrate_stats st;
+	/* mapping cache (map_pages > 0) */
+	pthread_mutex_t map_lock; /* map_handle, map_valid */
+	uint32_t map_pages;
+	uint64_t map_base;
+	vmm_handle_t *map_handle; /* what is mapped at each page id's va */
+	bool *map_valid;
 };
 
 const char *migrate_kind_string(enum migrate_kind kind)
@@ -216,11 +222,74 @@ static void signal_done(struct migrate *m)
 
 /* ---- copies (worker threads, no lock) ---- */
 
+/* The daemon-side address of a pool page, mapping it on first use (or
+ * again when the id now names another page). */
+static int page_va(struct migrate *m, const struct migrate_page *pg,
+		   uint64_t *va)
+{
+	uint64_t a;
+	int r = 0;
+
+	if (pg->page_id >= m->map_pages)
+		return -ERANGE;
+	a = m->map_base + (uint64_t)pg->page_id * m->backend->page_size;
+	pthread_mutex_lock(&m->map_lock);
+	if (m->map_valid[pg->page_id] &&
+	    m->map_handle[pg->page_id] != pg->handle) {
+		m->backend->ops->unmap(m->backend, a);
+		m->map_valid[pg->page_id] = false;
+		m->st.pages_mapped--;
+	}
+	if (!m->map_valid[pg->page_id]) {
+		r = vmm_map_page(m->backend, a, pg->handle, VMM_PROT_RW);
+		if (!r) {
+			m->map_valid[pg->page_id] = true;
+			m->map_handle[pg->page_id] = pg->handle;
+			m->st.pages_mapped++;
+		}
+	}
+	pthread_mutex_unlock(&m->map_lock);
+	*va = a;
+	return r;
+}
+
+static int copy_mapped(struct migrate *m, struct migrate_job *job,
+		       unsigned char *host, bool out)
+{
+	struct vmm_backend *b = m->backend;
+	size_t ps = b->page_size;
+	int r = 0;
+
+	for (unsigned int i = 0; i < job->npages && !r; i++) {
+		uint64_t va;
+
+		r = page_va(m, &job->pages[i], &va);
+		if (r)
+			break;
+		if (out)
+			r = b->ops->copy_va_to_host_async(b, host + i * ps, va,
+							  ps);
+		else
+			r = b->ops->copy_host_to_va_async(b, va, host + i * ps,
+							  ps);
+	}
+	/* the copy is complete only once the stream drained */
+	if (b->ops->synchronize) {
+		int s = b->ops->synchronize(b);
+
+		if (!r)
+			r = s;
+	}
+	return r;
+}
+
 static int copy_pages_out(struct migrate *m, struct migrate_job *job,
 			  unsigned char *dst)
 {
 	size_t ps = m->backend->page_size;
 
+	if (m->map_pages)
+		return copy_mapped(m, job, dst, true);
 	for (unsigned int i = 0; i < job->npages; i++) {
 		int r = m->backend->ops->copy_to_host(
 			m->backend, dst + i * ps, job->pages[i].handle, 0, ps);
@@ -236,6 +305,8 @@ static int copy_pages_in(struct migrate *m, struct migrate_job *job,
 {
 	size_t ps = m->backend->page_size;
 
+	if (m->map_pages)
+		return copy_mapped(m, job, (unsigned char *)src, false);
 	for (unsigned int i = 0; i < job->npages; i++) {
 		int r = m->backend->ops->copy_from_host(
 			m->backend, job->pages[i].handle, 0, src + i * ps, ps);
@@ -288,6 +359,7 @@ static void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 			.layout_id = jobs[i]->layout_id,
 			.buf = (void *)src,
 			.length = jobs[i]->length,
+			.headroom = true, /* host slots have it */
 		};
 	}
 	/* a NULL buf (source not READY) fails that io with -EINVAL */
@@ -315,6 +387,7 @@ static void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 			.hash = jobs[i]->hash,
 			.slot = jobs[i]->nvme_slot,
 			.buf = dst,
+			.headroom = true,
 		};
 	}
 	(void)tier_nvme_read_batch(m->nvme, ios, n);
@@ -422,10 +495,31 @@ int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 	m->nvme_batch = cfg->nvme_batch ? cfg->nvme_batch : 8;
 	if (m->nvme_batch > 64)
 		m->nvme_batch = 64;
+	pthread_mutex_init(&m->map_lock, NULL);
+	if (cfg->map_pages) {
+		struct vmm_backend *b = cfg->backend;
+
+		if (!b || !b->ops->copy_va_to_host_async ||
+		    !b->ops->copy_host_to_va_async) {
+			r = -ENOTSUP;
+			goto err_free;
+		}
+		m->map_handle = calloc(cfg->map_pages, sizeof(*m->map_handle));
+		m->map_valid = calloc(cfg->map_pages, sizeof(*m->map_valid));
+		if (!m->map_handle || !m->map_valid) {
+			r = -ENOMEM;
+			goto err_free;
+		}
+		r = b->ops->reserve(b, (size_t)cfg->map_pages * b->page_size,
+				    &m->map_base);
+		if (r)
+			goto err_free;
+		m->map_pages = cfg->map_pages;
+	}
 	m->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (m->efd < 0) {
 		r = -errno;
-		goto err_free;
+		goto err_unreserve;
 	}
 	unsigned int nw = cfg->workers ? cfg->workers : 1;
 	if (nw > MIGRATE_MAX_WORKERS)
@@ -446,7 +540,15 @@ err_stop:
 	for (unsigned int i = 0; i < m->nworkers; i++)
 		pthread_join(m->workers[i], NULL);
 	close(m->efd);
+err_unreserve:
+	if (m->map_pages)
+		cfg->backend->ops->free_range(cfg->backend, m->map_base,
+					      (size_t)m->map_pages *
+						      cfg->backend->page_size);
 err_free:
+	free(m->map_handle);
+	free(m->map_valid);
+	pthread_mutex_destroy(&m->map_lock);
 	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->wake);
 	pthread_mutex_destroy(&m->lock);
@@ -603,6 +705,20 @@ void migrate_close(struct migrate *m)
 			tier_nvme_free(m->nvme, job->nvme_slot);
 		free(job);
 	}
+	if (m->map_pages) {
+		struct vmm_backend *b = m->backend;
+
+		for (uint32_t i = 0; i < m->map_pages; i++)
+			if (m->map_valid[i])
+				b->ops->unmap(b, m->map_base +
+							 (uint64_t)i *
+								 b->page_size);
+		b->ops->free_range(b, m->map_base,
+				   (size_t)m->map_pages * b->page_size);
+	}
+	free(m->map_handle);
+	free(m->map_valid);
+	pthread_mutex_destroy(&m->map_lock);
 	close(m->efd);
 	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->wake);

@@ -116,6 +116,13 @@ struct migrate_config {
 	struct tier_nvme *nvme; /* NULL: no NVMe tier */
 	unsigned int workers; /* 0 = 1 */
 	unsigned int nvme_batch; /* NVMe jobs per batch, 0 = 8 */
+	/* > 0: copy through mappings of the pool's pages in the daemon's
+	 * own address space (one reservation of map_pages pages, indexed by
+	 * page id, each page mapped on first use and kept), with the
+	 * backend's VA copies (cuda: its stream; host: memcpy).  0: the
+	 * backend's by-handle copy helpers (no mapping; host: pread/pwrite
+	 * on the memfd, several times slower). */
+	uint32_t map_pages;
 };
 
 struct migrate_path_stats {
@@ -132,6 +139,7 @@ struct migrate_stats {
 	uint64_t running; /* now */
 	uint64_t completed_unreaped; /* now */
 	uint64_t nvme_batches;
+	uint64_t pages_mapped; /* mapping cache: pages mapped now */
 };
 
 int migrate_open(const struct migrate_config *cfg, struct migrate **out);

@@ -33,6 +33,7 @@ struct tier_host {
 	unsigned char *base;
 	size_t len;
 	size_t slot_bytes;
+	size_t stride; /* headroom + slot_bytes */
 	uint32_t nslots;
 	bool numa_allocated; /* base came from numa_alloc_onnode */
 	int node;
@@ -267,7 +268,8 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	pthread_mutex_init(&h->lock, NULL);
 	h->slot_bytes = cfg->slot_bytes;
 	h->nslots = (uint32_t)nslots;
-	h->len = (size_t)nslots * cfg->slot_bytes;
+	h->stride = TIER_HOST_HEADROOM + cfg->slot_bytes;
+	h->len = (size_t)nslots * h->stride;
 	h->slots = calloc(nslots, sizeof(*h->slots));
 	h->free_stack = calloc(nslots, sizeof(*h->free_stack));
 	if (!h->slots || !h->free_stack) {
@@ -300,7 +302,7 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	h->nfree = h->nslots;
 	h->st.slot_bytes = h->slot_bytes;
 	h->st.capacity_slots = h->nslots;
-	h->st.capacity_bytes = h->len;
+	h->st.capacity_bytes = (uint64_t)h->nslots * h->slot_bytes;
 	h->st.numa_node = h->node;
 	h->st.pinned = h->pinned;
 	vmm_log(VMM_LOG_INFO,
@@ -405,7 +407,7 @@ void *tier_host_slot_addr(struct tier_host *h, uint32_t slot)
 		return NULL;
 	pthread_mutex_lock(&h->lock);
 	if (h->slots[slot].state != TIER_SLOT_FREE)
-		p = h->base + (size_t)slot * h->slot_bytes;
+		p = h->base + (size_t)slot * h->stride + TIER_HOST_HEADROOM;
 	pthread_mutex_unlock(&h->lock);
 	return p;
 }
@@ -420,7 +422,7 @@ const void *tier_host_read_addr(struct tier_host *h, uint32_t slot,
 	pthread_mutex_lock(&h->lock);
 	if (h->slots[slot].state == TIER_SLOT_READY &&
 	    (hash == 0 || h->slots[slot].hash == hash))
-		p = h->base + (size_t)slot * h->slot_bytes;
+		p = h->base + (size_t)slot * h->stride + TIER_HOST_HEADROOM;
 	pthread_mutex_unlock(&h->lock);
 	return p;
 }

@@ -4,6 +4,10 @@
  * fixed-size slots, each holding one block (its 2L page payloads stored
  * contiguously, page i at offset i * page_size).
  *
+ * Each slot is preceded by TIER_HOST_HEADROOM bytes the NVMe tier uses for
+ * the slot header, so that header and payload go to disk and back in one
+ * I/O straight from the slab.
+ *
  * A slot goes FREE -> FILLING (tier_host_alloc: a copy into it is running,
  * nobody may read it) -> READY (tier_host_publish: the copy completed, the
  * block can be served from here) -> FREE (tier_host_free).  Keeping FILLING
@@ -28,6 +32,9 @@
 #include <stdint.h>
 
 struct tier_host;
+
+/* Bytes in front of every slot's payload, free for the NVMe slot header. */
+#define TIER_HOST_HEADROOM 4096
 
 enum tier_slot_state {
 	TIER_SLOT_FREE = 0,
@@ -55,7 +62,7 @@ struct tier_host_config {
 struct tier_host_stats {
 	uint64_t slot_bytes;
 	uint64_t capacity_slots;
-	uint64_t capacity_bytes;
+	uint64_t capacity_bytes; /* payload bytes (headroom not counted) */
 	uint64_t used_slots; /* FILLING + READY */
 	uint64_t ready_slots;
 	uint64_t peak_used_slots;
@@ -87,7 +94,8 @@ const void *tier_host_read_addr(struct tier_host *h, uint32_t slot,
 enum tier_slot_state tier_host_slot_state(struct tier_host *h, uint32_t slot);
 uint64_t tier_host_slot_hash(struct tier_host *h, uint32_t slot);
 
-/* The whole slab (for registering it as io_uring fixed buffers). */
+/* The whole slab, headroom included (registered as io_uring fixed
+ * buffers). */
 void *tier_host_base(struct tier_host *h, size_t *len);
 void tier_host_get_stats(struct tier_host *h, struct tier_host_stats *st);
 

@@ -64,6 +64,7 @@ struct nvme_slot {
 	uint64_t length;
 	uint64_t generation;
 	uint64_t layout_id;
+	uint32_t payload_crc; /* from the header written or recovered */
 };
 
 static const char *path_fs_note(int fd) __attribute__((unused));
@@ -203,39 +204,56 @@ static bool header_valid(struct tier_nvme *t,
 struct nvme_active {
 	int io; /* index in the batch, -1 when unused */
 	uint32_t slot;
-	uint64_t length;
-	uint64_t issued; /* payload bytes queued */
-	uint64_t done; /* payload bytes completed */
+	unsigned char *mem; /* where the extent starts in memory */
+	uint64_t disk_off; /* where it starts on disk */
+	uint64_t total; /* extent bytes: header (when in line) + payload */
+	uint64_t issued; /* extent bytes queued */
+	uint64_t done; /* extent bytes completed */
+	bool sep_hdr; /* header moves in its own I/O (no headroom) */
 	bool hdr_issued;
 	bool hdr_done;
 	unsigned int outstanding;
 	int err;
 };
 
-/* Queue the next I/O of a block: its header first, then payload pieces. */
-static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
-		     struct nvme_active *a, unsigned int ai,
-		     struct tier_nvme_io *io, bool write)
+/* The header of a block: in its headroom, or in its own buffer. */
+static unsigned char *hdr_mem(struct tier_nvme *t, struct nvme_active *a,
+			      unsigned int ai)
 {
-	uint64_t off = slot_offset(t, a->slot);
+	return a->sep_hdr ? t->hdr_bufs + (size_t)ai * NVME_ALIGN : a->mem;
+}
+
+static bool has_more(const struct nvme_active *a)
+{
+	return !a->err &&
+	       ((a->sep_hdr && !a->hdr_issued) || a->issued < a->total);
+}
+
+/* Queue the next I/O of a block: a separate header first, then the
+ * extent in pieces of at most io_bytes. */
+static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
+		     struct nvme_active *a, unsigned int ai, bool write)
+{
+	uint64_t off;
 	unsigned char *buf;
 	size_t len;
 	int fixed = -1;
 	uint64_t ud;
 
-	if (!a->hdr_issued) {
+	if (a->sep_hdr && !a->hdr_issued) {
 		buf = t->hdr_bufs + (size_t)ai * NVME_ALIGN;
 		len = NVME_ALIGN;
+		off = slot_offset(t, a->slot);
 		if (t->registered)
 			fixed = 0;
 		a->hdr_issued = true;
 		ud = ai | NVME_HDR_FLAG | ((uint64_t)len << 16);
 	} else {
-		buf = (unsigned char *)io->buf + a->issued;
-		len = a->length - a->issued;
-		if (len > t->io_bytes)
+		buf = a->mem + a->issued;
+		len = a->total - a->issued;
+		if (len > t->io_bytes + (a->sep_hdr ? 0 : NVME_ALIGN))
 			len = t->io_bytes;
-		off += TIER_NVME_HEADER_BYTES + a->issued;
+		off = a->disk_off + a->issued;
 		if (t->registered && buf >= t->reg_base &&
 		    buf + len <= t->reg_base + t->reg_len) {
 			size_t roff = (size_t)(buf - t->reg_base);
@@ -268,27 +286,56 @@ static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
 	t->st.sqes++;
 }
 
-static void fill_header(struct tier_nvme *t, struct nvme_active *a,
-			unsigned int ai, struct tier_nvme_io *io,
-			uint64_t generation)
+/* Set up block io of the batch in active slot ai. */
+static void start_block(struct tier_nvme *t, struct nvme_active *a,
+			unsigned int ai, int idx, struct tier_nvme_io *io,
+			uint64_t generation, bool write)
 {
-	unsigned char *hb = t->hdr_bufs + (size_t)ai * NVME_ALIGN;
+	*a = (struct nvme_active){ .io = idx, .slot = io->slot };
+	if (io->headroom) {
+		a->mem = (unsigned char *)io->buf - TIER_NVME_HEADER_BYTES;
+		a->disk_off = slot_offset(t, io->slot);
+		a->total = TIER_NVME_HEADER_BYTES + io->length;
+		a->hdr_issued = a->hdr_done = true; /* part of the extent */
+	} else {
+		a->mem = io->buf;
+		a->disk_off = slot_offset(t, io->slot) + TIER_NVME_HEADER_BYTES;
+		a->total = io->length;
+		a->sep_hdr = true;
+	}
+	if (!write)
+		return;
+
 	struct tier_nvme_slot_header h = {
 		.magic = TIER_NVME_SLOT_MAGIC,
 		.version = TIER_NVME_VERSION,
 		.header_bytes = TIER_NVME_HEADER_BYTES,
 		.format_id = t->format_id,
-		.slot = a->slot,
+		.slot = io->slot,
 		.hash = io->hash,
 		.length = io->length,
 		.generation = generation,
 		.layout_id = io->layout_id,
 		.payload_crc = tier_crc32c(0, io->buf, io->length),
 	};
+	unsigned char *hb = hdr_mem(t, a, ai);
 
 	h.header_crc = header_crc(&h);
 	memset(hb, 0, NVME_ALIGN);
 	memcpy(hb, &h, sizeof(h));
+	/* remembered so reads can be checked against what was written */
+	pthread_mutex_lock(&t->lock);
+	t->slots[io->slot].payload_crc = h.payload_crc;
+	pthread_mutex_unlock(&t->lock);
+}
+
+static bool block_complete(const struct nvme_active *a)
+{
+	if (a->outstanding)
+		return false;
+	if (a->err)
+		return true;
+	return a->hdr_done && a->done == a->total;
 }
 
 /* A block's I/Os all completed: publish a write, verify a read. */
@@ -316,13 +363,14 @@ static void finish_block(struct tier_nvme *t, struct nvme_active *a,
 	struct tier_nvme_slot_header h;
 	bool bad_crc = false, bad_hdr = false;
 
-	memcpy(&h, t->hdr_bufs + (size_t)ai * NVME_ALIGN, sizeof(h));
+	memcpy(&h, hdr_mem(t, a, ai), sizeof(h));
 	if (!a->err) {
-		/* s->hash etc. do not change while readers > 0 */
+		/* s's identity does not change while readers > 0 */
 		if (!header_valid(t, &h, a->slot) || h.hash != s->hash ||
 		    h.generation != s->generation || h.length != s->length)
 			bad_hdr = true;
-		else if (tier_crc32c(0, io->buf, h.length) != h.payload_crc)
+		else if (h.payload_crc != s->payload_crc ||
+			 tier_crc32c(0, io->buf, h.length) != h.payload_crc)
 			bad_crc = true;
 	}
 	pthread_mutex_lock(&t->lock);
@@ -352,9 +400,42 @@ static void finish_block(struct tier_nvme *t, struct nvme_active *a,
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* The ring failed: fail every block still in the batch so no slot stays
+ * FILLING or read-pinned.  Buffers of I/Os the kernel may still complete
+ * are the caller's and outlive the ring's teardown. */
+static void abort_batch(struct tier_nvme *t, struct nvme_active *act,
+			struct tier_nvme_io *ios, unsigned int n,
+			const bool *pending, unsigned int next, int err,
+			bool write)
+{
+	for (unsigned int i = 0; i < t->qd; i++) {
+		if (act[i].io < 0)
+			continue;
+		act[i].err = err;
+		act[i].outstanding = 0;
+		finish_block(t, &act[i], i, &ios[act[i].io], write);
+		act[i].io = -1;
+	}
+	pthread_mutex_lock(&t->lock);
+	for (; next < n; next++) {
+		if (!pending[next])
+			continue;
+		ios[next].result = err;
+		if (write) {
+			slot_release(t, ios[next].slot);
+		} else if (--t->slots[ios[next].slot].readers == 0 &&
+			   t->slots[ios[next].slot].bad) {
+			slot_release(t, ios[next].slot);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 /*
- * Run the I/O of every io whose pending[i] is set.  generations[i] is the
- * generation a write stamps.
+ * Run the I/O of every io whose pending[i] is set; generations[i] is what
+ * a write stamps.  Up to queue_depth payload I/Os are in flight (the
+ * same depth fio would use); a block without headroom adds its 4 KiB
+ * header I/O on top.
  */
 static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		      unsigned int n, const bool *pending,
@@ -362,37 +443,34 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 {
 	struct nvme_active act[t->qd];
 	unsigned int next = 0, inflight = 0, active = 0, unsubmitted = 0;
+	unsigned int cursor = 0;
 
 	for (unsigned int i = 0; i < t->qd; i++)
 		act[i].io = -1;
 	for (;;) {
-		/* queue as much as the depth allows */
+		/* queue as much as the depth allows, oldest block first */
 		while (inflight < t->qd) {
 			int pick = -1;
 
-			for (unsigned int i = 0; i < t->qd; i++) {
-				struct nvme_active *a = &act[i];
+			for (unsigned int k = 0; k < t->qd; k++) {
+				unsigned int i = (cursor + k) % t->qd;
 
-				if (a->io >= 0 && !a->err &&
-				    (!a->hdr_issued || a->issued < a->length)) {
+				if (act[i].io >= 0 && has_more(&act[i])) {
 					pick = (int)i;
 					break;
 				}
 			}
 			if (pick < 0) {
-				unsigned int free_a = t->qd;
+				unsigned int free_a = 0;
 
 				while (next < n && !pending[next])
 					next++;
 				if (next >= n || active == t->qd)
 					break;
-				for (unsigned int i = 0; i < t->qd; i++)
-					if (act[i].io < 0) {
-						free_a = i;
-						break;
-					}
+				while (act[free_a].io >= 0)
+					free_a++;
 				/* let the kernel start on what is queued
-				 * while the CRC of this block is computed */
+				 * while this block's CRC is computed */
 				if (unsubmitted && write) {
 					int r = io_uring_submit(&t->ring);
 
@@ -400,15 +478,12 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 					if (r > 0)
 						unsubmitted -= (unsigned)r;
 				}
-				act[free_a] = (struct nvme_active){
-					.io = (int)next,
-					.slot = ios[next].slot,
-					.length = ios[next].length,
-				};
-				if (write)
-					fill_header(t, &act[free_a], free_a,
-						    &ios[next],
-						    generations[next]);
+				if (active == 0)
+					cursor = free_a;
+				start_block(t, &act[free_a], free_a, (int)next,
+					    &ios[next],
+					    generations ? generations[next] : 0,
+					    write);
 				active++;
 				next++;
 				continue;
@@ -417,21 +492,29 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 			if (!sqe)
 				break;
-			queue_op(t, sqe, &act[pick], (unsigned int)pick,
-				 &ios[act[pick].io], write);
-			inflight++;
+			bool hdr_op = act[pick].sep_hdr &&
+				      !act[pick].hdr_issued;
+			queue_op(t, sqe, &act[pick], (unsigned int)pick, write);
+			if (!hdr_op)
+				inflight++;
 			unsubmitted++;
 		}
-		if (inflight == 0 && active == 0)
+		if (!unsubmitted && !inflight && active == 0)
 			break;
-		int r = io_uring_submit_and_wait(&t->ring, inflight ? 1 : 0);
+		int r = io_uring_submit_and_wait(&t->ring, 1);
 
 		t->st.submits++;
-		if (r >= 0)
+		if (r >= 0) {
 			unsubmitted = 0;
-		else if (r != -EINTR && r != -EAGAIN && r != -EBUSY)
+		} else if (r != -EINTR && r != -EAGAIN && r != -EBUSY) {
 			vmm_log(VMM_LOG_ERR, "tier_nvme: io_uring_submit: %s",
 				strerror(-r));
+			/* the ring is unusable: fail what has not been
+			 * queued and wait for the rest */
+			for (unsigned int i = 0; i < t->qd; i++)
+				if (act[i].io >= 0 && !act[i].err)
+					act[i].err = r;
+		}
 
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
@@ -445,7 +528,8 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			struct nvme_active *a = &act[ai];
 
 			seen++;
-			inflight--;
+			if (!hdr)
+				inflight--;
 			a->outstanding--;
 			if (cqe->res != want) {
 				if (!a->err)
@@ -457,24 +541,20 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			}
 		}
 		io_uring_cq_advance(&t->ring, seen);
-		/* blocks whose I/Os are all back */
-		for (unsigned int i = 0; i < t->qd; i++) {
+		/* blocks whose I/Os are all back, in the order they began */
+		for (unsigned int k = 0; k < t->qd; k++) {
+			unsigned int i = (cursor + k) % t->qd;
 			struct nvme_active *a = &act[i];
 
-			if (a->io < 0 || a->outstanding)
-				continue;
-			if (!a->err && (!a->hdr_done || a->done < a->length))
+			if (a->io < 0 || !block_complete(a))
 				continue;
 			finish_block(t, a, i, &ios[a->io], write);
 			a->io = -1;
 			active--;
 		}
-		if (r < 0 && inflight && r != -EINTR && r != -EAGAIN &&
-		    r != -EBUSY) {
-			/* the ring is unusable: fail what is left */
-			for (unsigned int i = 0; i < t->qd; i++)
-				if (act[i].io >= 0 && !act[i].err)
-					act[i].err = r;
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+			abort_batch(t, act, ios, n, pending, next, r, write);
+			return;
 		}
 	}
 }
@@ -758,6 +838,7 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 		.length = h->length,
 		.generation = h->generation,
 		.layout_id = h->layout_id,
+		.payload_crc = h->payload_crc,
 	};
 	idx_insert(t, slot);
 	t->st.ready_slots++;

@@ -108,6 +108,10 @@ struct tier_nvme_io {
 	void *buf; /* payload, 4 KiB aligned */
 	uint64_t length; /* payload bytes (read: from lookup) */
 	uint32_t slot; /* write: set; read: which slot to read */
+	/* buf is preceded by TIER_NVME_HEADER_BYTES this call may use (the
+	 * host tier's headroom): header and payload then move in one I/O.
+	 * Without it the header takes an I/O of its own. */
+	bool headroom;
 	int result; /* 0 or -errno: -ENOSPC full, -EBADMSG corrupt,
 		     * -EEXIST already being written, -EIO */
 };
