@@ -141,7 +141,8 @@ int main(int argc, char **argv)
 
 	struct tier_nvme_config nc = { .size = sizeof(nc),
 				       .path = file,
-				       .capacity_bytes = 4096 + nblocks * stride,
+				       .capacity_bytes =
+					       4096 + nblocks * stride,
 				       .payload_bytes = block,
 				       .queue_depth = qd,
 				       .io_bytes = block,
