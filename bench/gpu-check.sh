@@ -37,6 +37,14 @@ status=0
 echo "== gpu-check: cuda backend tests"
 KVMM_BUILD=$build tests/run.sh vmm-cuda | tee "$log/tests"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# Every injected failure unwinds on the real driver too.
+if KVMM_FAULT_BACKEND=cuda "$build"/tests/vmm-fault-unwind >"$log/fault" 2>&1; then
+	echo "fault sweep over cuda: $(tail -n 1 "$log/fault")" | tee -a "$log/tests.extra"
+else
+	tail -20 "$log/fault"
+	echo "fault sweep over cuda: FAILED" | tee -a "$log/tests.extra"
+	status=1
+fi
 
 kernels=""
 if [ -f bench/gpu-check-kernels.sh ]; then
@@ -49,6 +57,7 @@ fi
 echo
 echo "== gpu-check summary"
 echo "tests: $(tail -n 1 "$log/tests")"
+cat "$log/tests.extra"
 grep -v '^{' "$log/timing"
 grep '^{' "$log/timing"
 if [ -n "$kernels" ]; then

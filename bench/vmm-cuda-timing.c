@@ -203,5 +203,9 @@ int main(int argc, char **argv)
 	printf("}\n");
 	vmm_backend_close(cuda);
 	vmm_backend_close(host);
+	for (int s = 0; s < S_COUNT; s++) {
+		free(tc[s]);
+		free(th[s]);
+	}
 	return 0;
 }
