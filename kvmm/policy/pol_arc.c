@@ -24,6 +24,7 @@ struct arc {
 	uint64_t cap;
 	double p;
 	bool last_from_b2;
+	uint32_t incoming; /* block just inserted: REPLACE runs before it */
 	struct pol_list l[ARC_NLISTS];
 };
 
@@ -37,6 +38,7 @@ static int arc_create(struct pol_cache *c, unsigned tier, void **priv)
 	a->ix = pol_cache_index(c);
 	a->tier = tier;
 	a->cap = pol_cache_capacity(c, tier);
+	a->incoming = POL_NONE;
 	for (int i = 0; i < ARC_NLISTS; i++)
 		pol_list_init(&a->l[i]);
 	*priv = a;
@@ -80,6 +82,7 @@ static void arc_insert(void *priv, struct pol_block *b)
 	double c = (double)a->cap;
 
 	a->last_from_b2 = false;
+	a->incoming = pol_index_id(a->ix, b);
 	if (s->list == ARC_B1) {
 		double d = a->l[ARC_B1].len ? (double)a->l[ARC_B2].len /
 						      (double)a->l[ARC_B1].len :
@@ -115,7 +118,10 @@ static void arc_insert(void *priv, struct pol_block *b)
 
 static void arc_access(void *priv, struct pol_block *b)
 {
-	move_to(priv, b, ARC_T2);
+	struct arc *a = priv;
+
+	a->incoming = POL_NONE;
+	move_to(a, b, ARC_T2);
 }
 
 static void arc_remove(void *priv, struct pol_block *b)
@@ -136,7 +142,7 @@ static struct pol_block *scan(struct arc *a, int list)
 	for (uint32_t id = a->l[list].tail; id != POL_NONE;) {
 		struct pol_block *b = pol_index_at(a->ix, id);
 
-		if (pol_cache_evictable(a->c, b))
+		if (id != a->incoming && pol_cache_evictable(a->c, b))
 			return b;
 		id = b->slot[a->tier].prev;
 	}
@@ -149,12 +155,20 @@ static struct pol_block *arc_victim(void *priv)
 	double t1 = (double)a->l[ARC_T1].len;
 	struct pol_block *v;
 
-	if (t1 >= 1 && (t1 > a->p || (a->last_from_b2 && t1 == a->p))) {
-		v = scan(a, ARC_T1);
-		return v ? v : scan(a, ARC_T2);
+	int first = ARC_T2, second = ARC_T1;
+
+	/* ARC's REPLACE, which runs before the incoming block is placed. */
+	if (t1 >= 1 && (t1 > a->p || (a->last_from_b2 && t1 == a->p)))
+		first = ARC_T1, second = ARC_T2;
+	v = scan(a, first);
+	if (!v)
+		v = scan(a, second);
+	if (!v && a->incoming != POL_NONE) {
+		v = pol_index_at(a->ix, a->incoming);
+		if (v->tier != a->tier || !pol_cache_evictable(a->c, v))
+			v = NULL;
 	}
-	v = scan(a, ARC_T2);
-	return v ? v : scan(a, ARC_T1);
+	return v;
 }
 
 const struct pol_ops pol_arc_ops = {

@@ -137,8 +137,11 @@ size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n);
  * Use a block: touch it where it is and promote it to the GPU tier, or
  * admit it to the GPU tier, evicting as needed.  *was_tier (may be NULL)
  * gets the tier it was found in, POL_TIER_NONE for a new block.
- * Returns 0, or -ENOSPC when the GPU tier is full of unevictable blocks
- * (the block is then not cached; nothing else changed), or -ENOMEM.
+ * The policy may choose the block itself as the victim (a bypass: belady
+ * does when it is needed last; any policy does when every other block is
+ * pinned): it is then demoted or not cached, which pol_cache_tier_of()
+ * tells.  Returns 0, -ENOSPC when no block at all could be evicted (the
+ * block is not cached), or -ENOMEM.
  */
 int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		     unsigned *was_tier);
