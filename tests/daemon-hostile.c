@@ -75,7 +75,8 @@ static int cmd(int fd, uint16_t c, const void *p, size_t len, void *body,
 				  .id = next_id++ };
 
 	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), p, len);
+	if (len)
+		memcpy(buf + sizeof(h), p, len);
 	return send_raw(fd, buf, h.size, NULL, 0, body, cap);
 }
 

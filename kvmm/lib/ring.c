@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,8 @@ static int wait_cq(struct kvmm_conn *c)
 			kr_cpu_relax();
 			continue;
 		}
+		/* Let the daemon run if it shares our CPU. */
+		sched_yield();
 		if (!deadline)
 			deadline = now_ns() + c->spin_us * 1000ull;
 		if (now_ns() < deadline)
