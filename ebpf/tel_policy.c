@@ -80,13 +80,14 @@ static void on_event(void *arg, const struct kvmm_tel_event_rec *ev)
 
 	if (!tp->cost || !ev->latency_ns)
 		return;
-	if (ev->kind == KVMM_TEL_RECOMPUTE) /* bytes = tokens, seq = pos */
-		flops = pol_cost_flops(tp->cost, (double)ev->seq,
-				       (double)ev->bytes);
-	else if (ev->kind == KVMM_TEL_PREFILL) /* seq = tokens, from 0 */
-		flops = pol_cost_flops(tp->cost, 0, (double)ev->seq);
-	else
+	/*
+	 * Only recomputations say both where they start and how many tokens
+	 * they cover (bytes = tokens, seq = position), which is what the
+	 * FLOP count needs; a kernel event has one token figure only.
+	 */
+	if (ev->kind != KVMM_TEL_RECOMPUTE)
 		return;
+	flops = pol_cost_flops(tp->cost, (double)ev->seq, (double)ev->bytes);
 	pol_cost_observe_compute(tp->cost, flops, (double)ev->latency_ns / 1e9);
 	tp->computes++;
 }

@@ -11,10 +11,10 @@
  *    the latest traced access.
  *  - Measured latencies correct the cost model online: restores and
  *    migrations into the GPU give per-tier transfer rates (one averaged
- *    observation per histogram row per poll); recomputations and prefills
- *    give compute efficiency from the BPF event ring, where each carries
- *    its token count and position (the shm fallback has no event ring, so
- *    there only transfers are corrected).
+ *    observation per histogram row per poll); recomputations give compute
+ *    efficiency from the BPF event ring, where each carries its token
+ *    count and position (the shm fallback has no event ring, so there
+ *    only transfers are corrected).
  */
 #ifndef KVMM_EBPF_TEL_POLICY_H
 #define KVMM_EBPF_TEL_POLICY_H

@@ -18,8 +18,9 @@
 
 static void trace_usage(void)
 {
-	fprintf(stderr, "usage: kvmmctl [--json] trace [--once] [--interval MS] "
-			"[--count N] [--top N] [--pin-root DIR]\n");
+	fprintf(stderr,
+		"usage: kvmmctl [--json] trace [--once] [--interval MS] "
+		"[--count N] [--top N] [--pin-root DIR]\n");
 }
 
 int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
