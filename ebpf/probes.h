@@ -19,6 +19,7 @@
  *
  *	kvmm:access	(u64 step, struct kvmm_access_rec *recs, u32 n)
  *	kvmm:kernel	(u32 kind, u64 latency_ns, u32 segments, u64 tokens)
+ *			tokens = context length after the pass
  *			kind = KVMM_TEL_ATTENTION or KVMM_TEL_PREFILL
  *	kvmm:extend	(u64 seq, u64 tokens, u32 pages, u64 latency_ns)
  *	kvmm:restore	(u64 hash, u32 tier, u64 bytes, u64 latency_ns)
