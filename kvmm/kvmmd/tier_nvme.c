@@ -340,7 +340,8 @@ static bool block_complete(const struct nvme_active *a)
 
 /* A block's I/Os all completed: publish a write, verify a read. */
 static void finish_block(struct tier_nvme *t, struct nvme_active *a,
-			 unsigned int ai, struct tier_nvme_io *io, bool write)
+			 const struct tier_nvme_slot_header *hdr,
+			 struct tier_nvme_io *io, bool write)
 {
 	struct nvme_slot *s = &t->slots[a->slot];
 
@@ -363,7 +364,7 @@ static void finish_block(struct tier_nvme *t, struct nvme_active *a,
 	struct tier_nvme_slot_header h;
 	bool bad_crc = false, bad_hdr = false;
 
-	memcpy(&h, hdr_mem(t, a, ai), sizeof(h));
+	memcpy(&h, hdr, sizeof(h));
 	if (!a->err) {
 		/* s's identity does not change while readers > 0 */
 		if (!header_valid(t, &h, a->slot) || h.hash != s->hash ||
@@ -411,9 +412,11 @@ static void abort_batch(struct tier_nvme *t, struct nvme_active *act,
 	for (unsigned int i = 0; i < t->qd; i++) {
 		if (act[i].io < 0)
 			continue;
+		struct tier_nvme_slot_header h = { 0 };
+
 		act[i].err = err;
 		act[i].outstanding = 0;
-		finish_block(t, &act[i], i, &ios[act[i].io], write);
+		finish_block(t, &act[i], &h, &ios[act[i].io], write);
 		act[i].io = -1;
 	}
 	pthread_mutex_lock(&t->lock);
@@ -431,93 +434,112 @@ static void abort_batch(struct tier_nvme *t, struct nvme_active *act,
 	pthread_mutex_unlock(&t->lock);
 }
 
+struct batch {
+	struct tier_nvme *t;
+	struct tier_nvme_io *ios;
+	unsigned int n;
+	const bool *pending;
+	const uint64_t *generations;
+	bool write;
+	struct nvme_active *act; /* qd entries */
+	unsigned int next, inflight, active, unsubmitted;
+};
+
+/* Queue as many I/Os as the depth allows, starting blocks as needed. */
+static void fill_queue(struct batch *bt)
+{
+	struct tier_nvme *t = bt->t;
+
+	while (bt->inflight < t->qd) {
+		int pick = -1;
+
+		for (unsigned int i = 0; i < t->qd; i++) {
+			if (bt->act[i].io >= 0 && has_more(&bt->act[i])) {
+				pick = (int)i;
+				break;
+			}
+		}
+		if (pick < 0) {
+			unsigned int free_a = 0;
+
+			while (bt->next < bt->n && !bt->pending[bt->next])
+				bt->next++;
+			if (bt->next >= bt->n || bt->active == t->qd)
+				break;
+			while (bt->act[free_a].io >= 0)
+				free_a++;
+			/* let the kernel start on what is queued while
+			 * this block's CRC is computed */
+			if (bt->unsubmitted && bt->write) {
+				int r = io_uring_submit(&t->ring);
+
+				t->st.submits++;
+				if (r > 0)
+					bt->unsubmitted -= (unsigned int)r;
+			}
+			start_block(
+				t, &bt->act[free_a], free_a, (int)bt->next,
+				&bt->ios[bt->next],
+				bt->generations ? bt->generations[bt->next] : 0,
+				bt->write);
+			bt->active++;
+			bt->next++;
+			continue;
+		}
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+
+		if (!sqe)
+			break;
+		bool hdr_op = bt->act[pick].sep_hdr &&
+			      !bt->act[pick].hdr_issued;
+		queue_op(t, sqe, &bt->act[pick], (unsigned int)pick, bt->write);
+		if (!hdr_op)
+			bt->inflight++;
+		bt->unsubmitted++;
+	}
+}
+
 /*
  * Run the I/O of every io whose pending[i] is set; generations[i] is what
  * a write stamps.  Up to queue_depth payload I/Os are in flight (the
  * same depth fio would use); a block without headroom adds its 4 KiB
- * header I/O on top.
+ * header I/O on top.  Completed blocks leave the window before their CRC
+ * is checked, so the next I/Os are already queued while the CPU works.
  */
 static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		      unsigned int n, const bool *pending,
 		      const uint64_t *generations, bool write)
 {
-	struct nvme_active act[t->qd];
-	unsigned int next = 0, inflight = 0, active = 0, unsubmitted = 0;
-	unsigned int cursor = 0;
+	struct nvme_active act[t->qd], done[t->qd];
+	struct tier_nvme_slot_header hdrs[t->qd];
+	struct batch bt = { .t = t,
+			    .ios = ios,
+			    .n = n,
+			    .pending = pending,
+			    .generations = generations,
+			    .write = write,
+			    .act = act };
 
 	for (unsigned int i = 0; i < t->qd; i++)
 		act[i].io = -1;
 	for (;;) {
-		/* queue as much as the depth allows, oldest block first */
-		while (inflight < t->qd) {
-			int pick = -1;
-
-			for (unsigned int k = 0; k < t->qd; k++) {
-				unsigned int i = (cursor + k) % t->qd;
-
-				if (act[i].io >= 0 && has_more(&act[i])) {
-					pick = (int)i;
-					break;
-				}
-			}
-			if (pick < 0) {
-				unsigned int free_a = 0;
-
-				while (next < n && !pending[next])
-					next++;
-				if (next >= n || active == t->qd)
-					break;
-				while (act[free_a].io >= 0)
-					free_a++;
-				/* let the kernel start on what is queued
-				 * while this block's CRC is computed */
-				if (unsubmitted && write) {
-					int r = io_uring_submit(&t->ring);
-
-					t->st.submits++;
-					if (r > 0)
-						unsubmitted -= (unsigned)r;
-				}
-				if (active == 0)
-					cursor = free_a;
-				start_block(t, &act[free_a], free_a, (int)next,
-					    &ios[next],
-					    generations ? generations[next] : 0,
-					    write);
-				active++;
-				next++;
-				continue;
-			}
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
-
-			if (!sqe)
-				break;
-			bool hdr_op = act[pick].sep_hdr &&
-				      !act[pick].hdr_issued;
-			queue_op(t, sqe, &act[pick], (unsigned int)pick, write);
-			if (!hdr_op)
-				inflight++;
-			unsubmitted++;
-		}
-		if (!unsubmitted && !inflight && active == 0)
+		fill_queue(&bt);
+		if (!bt.unsubmitted && !bt.inflight && bt.active == 0)
 			break;
 		int r = io_uring_submit_and_wait(&t->ring, 1);
 
 		t->st.submits++;
 		if (r >= 0) {
-			unsubmitted = 0;
+			bt.unsubmitted = 0;
 		} else if (r != -EINTR && r != -EAGAIN && r != -EBUSY) {
 			vmm_log(VMM_LOG_ERR, "tier_nvme: io_uring_submit: %s",
 				strerror(-r));
-			/* the ring is unusable: fail what has not been
-			 * queued and wait for the rest */
-			for (unsigned int i = 0; i < t->qd; i++)
-				if (act[i].io >= 0 && !act[i].err)
-					act[i].err = r;
+			abort_batch(t, act, ios, n, pending, bt.next, r, write);
+			return;
 		}
 
 		struct io_uring_cqe *cqe;
-		unsigned int head, seen = 0;
+		unsigned int head, seen = 0, ndone = 0;
 
 		io_uring_for_each_cqe(&t->ring, head, cqe)
 		{
@@ -529,7 +551,7 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 			seen++;
 			if (!hdr)
-				inflight--;
+				bt.inflight--;
 			a->outstanding--;
 			if (cqe->res != want) {
 				if (!a->err)
@@ -541,21 +563,30 @@ static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			}
 		}
 		io_uring_cq_advance(&t->ring, seen);
-		/* blocks whose I/Os are all back, in the order they began */
-		for (unsigned int k = 0; k < t->qd; k++) {
-			unsigned int i = (cursor + k) % t->qd;
+		/* completed blocks leave the window (headers copied out) */
+		for (unsigned int i = 0; i < t->qd; i++) {
 			struct nvme_active *a = &act[i];
 
 			if (a->io < 0 || !block_complete(a))
 				continue;
-			finish_block(t, a, i, &ios[a->io], write);
+			memcpy(&hdrs[ndone], hdr_mem(t, a, i), sizeof(hdrs[0]));
+			done[ndone++] = *a;
 			a->io = -1;
-			active--;
+			bt.active--;
 		}
-		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-			abort_batch(t, act, ios, n, pending, next, r, write);
-			return;
+		if (ndone && bt.next < n) {
+			fill_queue(&bt);
+			if (bt.unsubmitted) {
+				int s2 = io_uring_submit(&t->ring);
+
+				t->st.submits++;
+				if (s2 > 0)
+					bt.unsubmitted -= (unsigned int)s2;
+			}
 		}
+		for (unsigned int k = 0; k < ndone; k++)
+			finish_block(t, &done[k], &hdrs[k], &ios[done[k].io],
+				     write);
 	}
 }
 
