@@ -338,10 +338,10 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 		"\"hits\":{\"gpu\":%llu,\"host\":%llu,\"nvme\":%llu},"
 		"\"recomputed_blocks\":%llu,"
 		"\"demotions\":{\"gpu\":%llu,\"host\":%llu},\"drops\":%llu,"
-		"\"modeled_prefill_s\":%.3f,"
-		"\"modeled_prefill_s_nocache\":%.3f,"
-		"\"reuse_overhead_s\":%.3f,\"ttft_mean_s\":%.4f,"
-		"\"ttft_p99_s\":%.4f,\"wall_s\":%.3f}",
+		"\"modeled_prefill_s\":%.6f,"
+		"\"modeled_prefill_s_nocache\":%.6f,"
+		"\"reuse_overhead_s\":%.6f,\"ttft_mean_s\":%.6f,"
+		"\"ttft_p99_s\":%.6f,\"wall_s\":%.3f}",
 		r->profile, r->prefill_servers, (unsigned long long)r->requests,
 		(unsigned long long)r->blocks,
 		(unsigned long long)r->hit_blocks, pol_replay_hit_ratio(r),
