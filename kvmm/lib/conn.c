@@ -62,15 +62,16 @@ int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	/* The rest of the fds, when more than one message holds them. */
 	while (h.flags & KVMM_MSG_F_MORE_FDS) {
 		struct kvmm_msg_hdr fh;
+		ssize_t flen;
 
 		if (got >= max_fds)
 			goto err_proto;
-		len = kw_recv(c->sock, &fh, sizeof(fh), fds + got, &n,
-			      max_fds - got, 0);
-		if (len <= 0)
+		flen = kw_recv(c->sock, &fh, sizeof(fh), fds + got, &n,
+			       max_fds - got, 0);
+		if (flen <= 0)
 			goto err_proto;
 		got += n;
-		if (len != sizeof(fh) || fh.cmd != KVMM_CMD_FDS)
+		if (flen != sizeof(fh) || fh.cmd != KVMM_CMD_FDS)
 			goto err_proto;
 		h.flags = fh.flags;
 	}
