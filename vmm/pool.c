@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -77,6 +78,23 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 		free(pool->free_ids);
 		free(pool);
 		return -ENOMEM;
+	}
+	{
+		/* Each page costs the pool one exported fd, plus the handle
+		 * itself on the host backend (a memfd).  Say so now rather
+		 * than fail with -EMFILE half way through the budget. */
+		uint64_t need =
+			capacity_pages * (b->kind == VMM_BACKEND_HOST ? 2 : 1);
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl) &&
+		    rl.rlim_cur != RLIM_INFINITY && need + 64 > rl.rlim_cur)
+			vmm_log(VMM_LOG_WARN,
+				"vmm pool: %llu pages need about %llu fds but RLIMIT_NOFILE is %llu (hard %llu); raise it before filling the pool",
+				(unsigned long long)capacity_pages,
+				(unsigned long long)need,
+				(unsigned long long)rl.rlim_cur,
+				(unsigned long long)rl.rlim_max);
 	}
 	pool->backend = b;
 	pool->st.page_size = b->page_size;
