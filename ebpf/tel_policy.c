@@ -56,13 +56,11 @@ static void on_latency(void *arg, const struct kvmm_hist_key *k, uint64_t count,
 
 	if (!tp->cost || !count || !sum_ns || !sum_bytes)
 		return;
-	if (k->kind == KVMM_TEL_RESTORE)
-		tier = k->tier;
-	else if (k->kind == KVMM_TEL_MIGRATE &&
-		 k->dst_tier == KVMM_TEL_TIER_GPU)
-		tier = k->tier;
-	else
+	/* Reloads into the GPU are restores (kvmmd fires one for every
+	 * *_TO_GPU migration too), so migrate rows would count them twice. */
+	if (k->kind != KVMM_TEL_RESTORE)
 		return;
+	tier = k->tier;
 	if (tier != KVMM_TEL_TIER_HOST && tier != KVMM_TEL_TIER_NVME)
 		return; /* the cost model knows gpu/host/nvme reloads only */
 	/* One averaged observation: the model subtracts a per-request

@@ -13,6 +13,7 @@
 
 #include "tier_host.h"
 #include "tier_nvme.h"
+#include "ebpf/probes.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -180,6 +181,26 @@ static bool uses_nvme(enum migrate_kind k)
 	       k == MIGRATE_NVME_TO_GPU;
 }
 
+/* USDT (ebpf/probes.h): every completed move, and each reload into the
+ * GPU as a restore from its source tier (what the cost model learns). */
+static void trace_done(const struct migrate_job *job)
+{
+	static const uint8_t from[MIGRATE_KIND_COUNT] = {
+		KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_HOST, KVMM_TEL_TIER_NVME,
+		KVMM_TEL_TIER_HOST, KVMM_TEL_TIER_NVME
+	};
+	static const uint8_t to[MIGRATE_KIND_COUNT] = {
+		KVMM_TEL_TIER_HOST, KVMM_TEL_TIER_NVME, KVMM_TEL_TIER_HOST,
+		KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_GPU
+	};
+	uint64_t ns = job->end_ns - job->start_ns;
+
+	kvmm_probe_migrate(job->hash, from[job->kind], to[job->kind],
+			   job->length, ns);
+	if (to[job->kind] == KVMM_TEL_TIER_GPU)
+		kvmm_probe_restore(job->hash, from[job->kind], job->length, ns);
+}
+
 /* A finished job: release what a failure leaves, count, hand back. */
 static void complete_locked(struct migrate *m, struct migrate_job *job,
 			    enum migrate_state s)
@@ -196,6 +217,7 @@ static void complete_locked(struct migrate *m, struct migrate_job *job,
 		p->jobs++;
 		p->bytes += job->length;
 		p->busy_ns += job->end_ns - job->start_ns;
+		trace_done(job);
 	} else if (s == MIGRATE_FAILED) {
 		p->failed++;
 	} else {
