@@ -43,8 +43,8 @@ static struct migrate_job *run_job(struct migrate_job *job)
 	return NULL;
 }
 
-static void check_row(struct tel *t, uint32_t kind, uint32_t from,
-		      uint32_t to, uint64_t bytes, uint64_t ns)
+static void check_row(struct tel *t, uint32_t kind, uint32_t from, uint32_t to,
+		      uint64_t bytes, uint64_t ns)
 {
 	struct kvmm_hist_key k = { .kind = (uint16_t)kind,
 				   .tier = (uint8_t)from,
