@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvmm-agentgen: synthetic agent and chat workloads in the Mooncake trace
+ * format (one JSON object per line: timestamp, input_length,
+ * output_length, hash_ids over 512-token blocks), plus the agent fields
+ * kvmm-replay honours: "session", "ttl_ms" (the request's blocks stay
+ * pinned while the agent waits on a tool call) and "priority".
+ *
+ * Model (deterministic for a given --seed):
+ *   - sessions start as a Poisson process (--rate per second) for
+ *     --duration seconds; a share --agent-share are tool-calling agents,
+ *     the rest multi-turn chats;
+ *   - every session starts with one of --system-prompts shared system
+ *     prompts (Zipf-popular, --system-blocks blocks each), then, with
+ *     probability --rag-prob, 1..3 retrieved documents drawn from a
+ *     Zipf-popular pool of --rag-docs documents (--rag-blocks blocks
+ *     each); these prefixes are shared between sessions;
+ *   - each turn appends the previous answer and a new user message (or
+ *     tool result) to the context; a session has a geometric number of
+ *     turns (mean --turns);
+ *   - chats come back after a think time (exponential, mean --think
+ *     seconds); agents call a tool with probability --tool-prob per turn
+ *     and come back after the tool's latency (log-normal, median
+ *     --tool-ms), and the request before a tool call carries ttl_ms =
+ *     2x that median so a cache can pin the prefix it will extend.
+ *
+ * Block ids are prefix-chained: equal ids mean equal prefixes.  A full
+ * block keeps its id as the context grows; a partial tail block gets a
+ * new id once more tokens are appended (it is a different block).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK 512
+
+struct opts {
+	uint64_t seed;
+	double rate, duration, agent_share, rag_prob, turns, think, tool_prob;
+	double tool_ms;
+	unsigned system_prompts, system_blocks, rag_docs, rag_blocks;
+	unsigned max_tokens;
+};
+
+static uint64_t rng_state;
+
+static uint64_t rnd64(void)
+{
+	/* xorshift64*: small, fast and the same everywhere */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static double uniform(void)
+{
+	return ((double)(rnd64() >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static double expo(double mean)
+{
+	return -mean * log(uniform());
+}
+
+static double normal(void)
+{
+	return sqrt(-2 * log(uniform())) * cos(2 * M_PI * uniform());
+}
+
+/* Zipf(1) over n items by inverse transform on the harmonic sums. */
+static unsigned zipf(unsigned n)
+{
+	double h = 0, u;
+
+	for (unsigned i = 1; i <= n; i++)
+		h += 1.0 / i;
+	u = uniform() * h;
+	for (unsigned i = 1; i <= n; i++) {
+		u -= 1.0 / i;
+		if (u <= 0)
+			return i - 1;
+	}
+	return n - 1;
+}
+
+static unsigned between(unsigned lo, unsigned hi)
+{
+	return lo + (unsigned)(rnd64() % (hi - lo + 1));
+}
+
+/* Prefix-chained ids: (parent id, content key) -> id. */
+struct idmap {
+	uint64_t *keys, *vals;
+	uint64_t mask, n, next_id;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static int idmap_grow(struct idmap *m)
+{
+	uint64_t size = m->mask ? 2 * (m->mask + 1) : 1 << 16;
+	uint64_t *k = calloc(size, sizeof(*k)), *v = calloc(size, sizeof(*v));
+
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; m->mask && i <= m->mask; i++) {
+		uint64_t j;
+
+		if (!m->vals[i])
+			continue;
+		for (j = mix(m->keys[i]) & (size - 1); v[j];
+		     j = (j + 1) & (size - 1))
+			;
+		k[j] = m->keys[i];
+		v[j] = m->vals[i];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = k;
+	m->vals = v;
+	m->mask = size - 1;
+	return 0;
+}
+
+/* id of a block: vals store id + 1 so 0 means empty */
+static int64_t block_id(struct idmap *m, uint64_t parent, uint64_t kind,
+			uint64_t a, uint64_t b)
+{
+	uint64_t key = mix(mix(mix(parent ^ 0x1234567) ^ kind) ^ a) ^
+		       mix(b + 0x9e3779b97f4a7c15ull),
+		 i;
+
+	if (2 * (m->n + 1) > m->mask + 1 && idmap_grow(m))
+		return -ENOMEM;
+	for (i = mix(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
+		if (m->keys[i] == key)
+			return (int64_t)m->vals[i] - 1;
+	m->keys[i] = key;
+	m->vals[i] = ++m->next_id; /* ids start at 0 */
+	m->n++;
+	return (int64_t)m->next_id - 1;
+}
+
+struct req {
+	double t;
+	uint64_t order;
+	uint64_t session;
+	unsigned input, output, ttl_ms;
+	int priority;
+	uint64_t *ids;
+	unsigned nids;
+};
+
+static int cmp_req(const void *x, const void *y)
+{
+	const struct req *a = x, *b = y;
+
+	if (a->t != b->t)
+		return a->t < b->t ? -1 : 1;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvmm-agentgen [--seed N] [--duration S] [--rate R]\n"
+		"         [--agent-share P] [--system-prompts N] [--system-blocks N]\n"
+		"         [--rag-docs N] [--rag-blocks N] [--rag-prob P]\n"
+		"         [--turns MEAN] [--think S] [--tool-prob P] [--tool-ms MS]\n"
+		"         [--max-tokens N]     (writes the trace to stdout)\n");
+}
+
+static int parse_num(const char *name, const char *s, double lo, double hi,
+		     double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	if (errno || *end || end == s || *v < lo || *v > hi) {
+		fprintf(stderr, "kvmm-agentgen: bad --%s '%s' (%g..%g)\n", name,
+			s, lo, hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "seed", 1, NULL, 's' },
+		{ "duration", 1, NULL, 'd' },
+		{ "rate", 1, NULL, 'r' },
+		{ "agent-share", 1, NULL, 'a' },
+		{ "system-prompts", 1, NULL, 'p' },
+		{ "system-blocks", 1, NULL, 'b' },
+		{ "rag-docs", 1, NULL, 'D' },
+		{ "rag-blocks", 1, NULL, 'B' },
+		{ "rag-prob", 1, NULL, 'R' },
+		{ "turns", 1, NULL, 't' },
+		{ "think", 1, NULL, 'k' },
+		{ "tool-prob", 1, NULL, 'T' },
+		{ "tool-ms", 1, NULL, 'm' },
+		{ "max-tokens", 1, NULL, 'x' },
+		{ "help", 0, NULL, 'h' },
+		{ 0 },
+	};
+	struct opts o = { .seed = 1,
+			  .rate = 2,
+			  .duration = 600,
+			  .agent_share = 0.5,
+			  .rag_prob = 0.3,
+			  .turns = 4,
+			  .think = 30,
+			  .tool_prob = 0.6,
+			  .tool_ms = 2000,
+			  .system_prompts = 8,
+			  .system_blocks = 4,
+			  .rag_docs = 200,
+			  .rag_blocks = 2,
+			  .max_tokens = 64 * 1024 };
+	struct idmap ids = { 0 };
+	struct req *reqs = NULL;
+	size_t nreq = 0, cap = 0;
+	uint64_t order = 0;
+	double v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		double *d = NULL;
+		unsigned *u = NULL;
+		double lo_v = 0, hi_v = 1e9;
+
+		switch (c) {
+		case 's':
+			d = &v;
+			break;
+		case 'd':
+			d = &o.duration;
+			lo_v = 1;
+			hi_v = 1e6;
+			break;
+		case 'r':
+			d = &o.rate;
+			lo_v = 1e-3;
+			hi_v = 1e4;
+			break;
+		case 'a':
+			d = &o.agent_share;
+			hi_v = 1;
+			break;
+		case 'R':
+			d = &o.rag_prob;
+			hi_v = 1;
+			break;
+		case 't':
+			d = &o.turns;
+			lo_v = 1;
+			hi_v = 1000;
+			break;
+		case 'k':
+			d = &o.think;
+			hi_v = 1e5;
+			break;
+		case 'T':
+			d = &o.tool_prob;
+			hi_v = 0.99;
+			break;
+		case 'm':
+			d = &o.tool_ms;
+			lo_v = 1;
+			hi_v = 1e7;
+			break;
+		case 'p':
+			u = &o.system_prompts;
+			lo_v = 1;
+			hi_v = 1e6;
+			break;
+		case 'b':
+			u = &o.system_blocks;
+			lo_v = 1;
+			hi_v = 1024;
+			break;
+		case 'D':
+			u = &o.rag_docs;
+			lo_v = 1;
+			hi_v = 1e6;
+			break;
+		case 'B':
+			u = &o.rag_blocks;
+			lo_v = 1;
+			hi_v = 1024;
+			break;
+		case 'x':
+			u = &o.max_tokens;
+			lo_v = 2048;
+			hi_v = 1 << 22;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		const char *name = "?";
+
+		for (const struct option *x = lo; x->name; x++)
+			if (x->val == c)
+				name = x->name;
+		if (parse_num(name, optarg, c == 's' ? 0 : lo_v,
+			      c == 's' ? 1.8e19 : hi_v, d ? d : &v))
+			return 2;
+		if (c == 's')
+			o.seed = (uint64_t)v;
+		if (u)
+			*u = (unsigned)v;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvmm-agentgen: unexpected argument '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	rng_state = mix(o.seed + 1) | 1;
+
+	uint64_t session = 0;
+	for (double start = expo(1 / o.rate); start < o.duration;
+	     start += expo(1 / o.rate), session++) {
+		bool agent = uniform() < o.agent_share;
+		unsigned sys = zipf(o.system_prompts), ctx = 0, nfull = 0;
+		uint64_t chain[1 << 13], parent = UINT64_MAX;
+		unsigned nchain = 0, turn = 0;
+		double t = start;
+		int64_t id;
+
+		/* Shared prefix: system prompt, then retrieved documents. */
+		for (unsigned j = 0; j < o.system_blocks; j++) {
+			id = block_id(&ids, parent, 1, sys, j);
+			if (id < 0)
+				return 1;
+			chain[nchain++] = parent = (uint64_t)id;
+		}
+		if (uniform() < o.rag_prob) {
+			unsigned ndocs = between(1, 3);
+
+			for (unsigned d = 0; d < ndocs; d++) {
+				unsigned doc = zipf(o.rag_docs);
+
+				for (unsigned j = 0; j < o.rag_blocks; j++) {
+					id = block_id(&ids, parent, 2, doc, j);
+					if (id < 0)
+						return 1;
+					chain[nchain++] = parent = (uint64_t)id;
+				}
+			}
+		}
+		nfull = nchain;
+		ctx = nchain * BLOCK;
+		for (;;) {
+			unsigned add = agent && turn ? between(200, 2000) :
+						       between(50, 800);
+			unsigned out = agent ? between(20, 300) :
+					       between(50, 600);
+			bool tool = agent && uniform() < o.tool_prob;
+			unsigned n;
+
+			ctx += add;
+			if (ctx + out > o.max_tokens ||
+			    nchain + 2 >= sizeof(chain) / sizeof(chain[0]))
+				break;
+			/* Full blocks of the session keep their ids. */
+			while ((nfull + 1) * BLOCK <= ctx) {
+				id = block_id(&ids,
+					      nfull ? chain[nfull - 1] :
+						      UINT64_MAX,
+					      3, session, nfull);
+				if (id < 0)
+					return 1;
+				chain[nfull++] = (uint64_t)id;
+			}
+			n = nfull;
+			if (ctx % BLOCK) {
+				/* the partial tail: a block of its own */
+				id = block_id(&ids,
+					      n ? chain[n - 1] : UINT64_MAX, 4,
+					      session, ctx);
+				if (id < 0)
+					return 1;
+				chain[n++] = (uint64_t)id;
+			}
+			if (nreq == cap) {
+				cap = cap ? 2 * cap : 4096;
+				reqs = realloc(reqs, cap * sizeof(*reqs));
+				if (!reqs)
+					return 1;
+			}
+			struct req *r = &reqs[nreq++];
+			r->t = t;
+			r->order = order++;
+			r->session = session;
+			r->input = ctx;
+			r->output = out;
+			r->ttl_ms = tool ? (unsigned)(2 * o.tool_ms) : 0;
+			r->priority = agent ? 1 : 0;
+			r->nids = n;
+			r->ids = malloc(n * sizeof(uint64_t));
+			if (!r->ids)
+				return 1;
+			memcpy(r->ids, chain, n * sizeof(uint64_t));
+			ctx += out;
+			turn++;
+			if (!tool && uniform() > 1 - 1 / o.turns)
+				break; /* the user is done */
+			t += tool ? o.tool_ms / 1000 * exp(0.5 * normal()) :
+				    expo(o.think);
+			if (t >= o.duration)
+				break;
+		}
+	}
+	qsort(reqs, nreq, sizeof(*reqs), cmp_req);
+	for (size_t i = 0; i < nreq; i++) {
+		struct req *r = &reqs[i];
+
+		printf("{\"timestamp\": %llu, \"input_length\": %u, "
+		       "\"output_length\": %u, \"session\": %llu, ",
+		       (unsigned long long)(r->t * 1000), r->input, r->output,
+		       (unsigned long long)r->session);
+		if (r->ttl_ms)
+			printf("\"ttl_ms\": %u, ", r->ttl_ms);
+		if (r->priority)
+			printf("\"priority\": %d, ", r->priority);
+		printf("\"hash_ids\": [");
+		for (unsigned j = 0; j < r->nids; j++)
+			printf(j ? ", %llu" : "%llu",
+			       (unsigned long long)r->ids[j]);
+		printf("]}\n");
+		free(r->ids);
+	}
+	free(reqs);
+	free(ids.keys);
+	free(ids.vals);
+	fprintf(stderr,
+		"kvmm-agentgen: %zu requests, %llu sessions, %llu blocks\n",
+		nreq, (unsigned long long)session,
+		(unsigned long long)ids.next_id);
+	return 0;
+}
