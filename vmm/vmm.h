@@ -228,7 +228,9 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 /* Releases every page; pages still allocated are counted as leaks and
  * logged. */
 void vmm_pool_destroy(struct vmm_pool *pool);
-/* Create up to n pages now so later allocations are fast. */
+/* Create n more pages now (fewer if the capacity is reached) onto the free
+ * list, so later allocations are fast.  On an error the pages created so
+ * far stay in the pool. */
 int vmm_pool_prefill(struct vmm_pool *pool, uint64_t n);
 /* A page for a new owner: from the free list, else created; -ENOMEM when
  * the capacity is reached. */
