@@ -21,7 +21,8 @@
  *	kvmm:kernel	(u32 kind, u64 latency_ns, u32 segments, u64 tokens)
  *			tokens = context length after the pass
  *			kind = KVMM_TEL_ATTENTION or KVMM_TEL_PREFILL
- *	kvmm:extend	(u64 seq, u64 tokens, u32 pages, u64 latency_ns)
+ *	kvmm:extend	(u64 region << 32 | seq, u64 tokens, u32 blocks,
+ *			 u64 latency_ns)
  *	kvmm:restore	(u64 hash, u32 tier, u64 bytes, u64 latency_ns)
  *	kvmm:recompute	(u64 hash, u64 position, u32 tokens, u64 latency_ns)
  *	kvmm:revoke	(u64 session, u64 hash, u64 latency_ns)
@@ -95,10 +96,10 @@ KVMM_PROBE_INLINE void kvmm_probe_kernel(uint32_t kind, uint64_t latency_ns,
 }
 
 KVMM_PROBE_INLINE void kvmm_probe_extend(uint64_t seq, uint64_t tokens,
-					 uint32_t pages, uint64_t latency_ns)
+					 uint32_t blocks, uint64_t latency_ns)
 {
-	KVMM_PROBE4(extend, seq, tokens, pages, latency_ns);
-	(void)seq, (void)tokens, (void)pages, (void)latency_ns;
+	KVMM_PROBE4(extend, seq, tokens, blocks, latency_ns);
+	(void)seq, (void)tokens, (void)blocks, (void)latency_ns;
 }
 
 KVMM_PROBE_INLINE void kvmm_probe_restore(uint64_t hash, uint32_t tier,

@@ -177,9 +177,12 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 			  on_signal, d);
 	if (err)
 		goto err_signal;
-	err = kd_session_listen(d);
+	err = kd_telemetry_start(d);
 	if (err)
 		goto err_signal;
+	err = kd_session_listen(d);
+	if (err)
+		goto err_telemetry;
 	vmm_log(VMM_LOG_INFO,
 		"kvmmd %s: backend %s (%s), page %zu bytes, %llu pages, socket %s",
 		KVMM_VERSION, vmm_backend_kind_string(d->backend->kind),
@@ -187,6 +190,8 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		(unsigned long long)d->capacity, cfg->socket_path);
 	return 0;
 
+err_telemetry:
+	kd_telemetry_stop(d);
 err_signal:
 	close(d->signal_fd);
 	d->signal_fd = -1;
@@ -219,6 +224,7 @@ void kd_daemon_stop(struct kd_daemon *d)
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
 	d->signal_fd = -1;
+	kd_telemetry_stop(d);
 	if (d->pool) {
 		vmm_pool_get_stats(d->pool, &st);
 		vmm_log(VMM_LOG_INFO,

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ebpf/tel_policy.h"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
 #include "vmm/vmm.h"
@@ -86,6 +87,7 @@ struct kd_quota {
 };
 
 #define KD_MAX_QUOTAS 64
+#define KD_MAX_TELEMETRY_ATTACH 4
 
 struct kd_config {
 	char socket_path[108];
@@ -101,6 +103,11 @@ struct kd_config {
 	char pid_file[256];
 	uint32_t nr_quotas;
 	struct kd_quota quotas[KD_MAX_QUOTAS];
+	/* telemetry (telemetry.c, ebpf/telemetry.h) */
+	int telemetry; /* enum tel_mode, default auto */
+	char telemetry_pin_root[128]; /* "" = /sys/fs/bpf/kvmm */
+	uint32_t nr_telemetry_attach; /* 0 = libkvmm.so.1 + kvmmd */
+	char telemetry_attach[KD_MAX_TELEMETRY_ATTACH][256];
 };
 
 void kd_config_defaults(struct kd_config *cfg);
@@ -135,6 +142,9 @@ struct kd_daemon {
 	struct kd_counters ctr;
 	uint64_t start_ns;
 	uid_t uid; /* the daemon's own uid: admin rights */
+	struct tel *tel; /* NULL when telemetry is off */
+	struct tel_policy tel_feed; /* set .cache/.cost to feed the policy */
+	struct kd_timer tel_timer;
 };
 
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg);
@@ -142,6 +152,10 @@ int kd_daemon_run(struct kd_daemon *d);
 void kd_daemon_stop(struct kd_daemon *d);
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid);
 int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages);
+
+/* ---- telemetry.c ---- */
+int kd_telemetry_start(struct kd_daemon *d);
+void kd_telemetry_stop(struct kd_daemon *d);
 
 /* ---- region.c ---- */
 

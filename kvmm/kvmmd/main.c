@@ -34,6 +34,10 @@ static void usage(FILE *f)
 		"  --config FILE          'option value' lines, '#' comments\n"
 		"  --pid-file PATH        write the daemon's pid there\n"
 		"  --foreground           do not daemonize, log to stderr\n"
+		"  --telemetry auto|bpf|shm|off  access telemetry source (auto)\n"
+		"  --telemetry-pin-root DIR  BPF map pins (/sys/fs/bpf/kvmm)\n"
+		"  --telemetry-attach PATH   trace this binary's kvmm probes\n"
+		"                         (repeatable; default libkvmm.so.1, kvmmd)\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -52,6 +56,9 @@ static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "pid-file", required_argument, NULL, 'P' },
 	{ "foreground", no_argument, NULL, 'f' },
+	{ "telemetry", required_argument, NULL, 'T' },
+	{ "telemetry-pin-root", required_argument, NULL, 'R' },
+	{ "telemetry-attach", required_argument, NULL, 'A' },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

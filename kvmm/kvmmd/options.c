@@ -207,6 +207,33 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 			(struct kd_quota){ .uid = u, .limit_pages = size };
 		return 0;
 	}
+	case 'T': {
+		enum tel_mode m;
+
+		if (tel_mode_parse(val, &m) || m == TEL_MODE_PINNED) {
+			fprintf(stderr,
+				"kvmmd: --telemetry: '%s' is not auto, bpf, shm or off\n",
+				val);
+			return -EINVAL;
+		}
+		cfg->telemetry = m;
+		return 0;
+	}
+	case 'R':
+		if (strlen(val) >= sizeof(cfg->telemetry_pin_root))
+			return -ENAMETOOLONG;
+		strcpy(cfg->telemetry_pin_root, val);
+		return 0;
+	case 'A':
+		if (cfg->nr_telemetry_attach == KD_MAX_TELEMETRY_ATTACH) {
+			fprintf(stderr,
+				"kvmmd: --telemetry-attach: too many\n");
+			return -ENOSPC;
+		}
+		if (strlen(val) >= sizeof(cfg->telemetry_attach[0]))
+			return -ENAMETOOLONG;
+		strcpy(cfg->telemetry_attach[cfg->nr_telemetry_attach++], val);
+		return 0;
 	default:
 		return -EINVAL;
 	}

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "ebpf/probes.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 static void rearm(struct kd_session *s)
@@ -133,6 +134,11 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 	*pp = rv->next;
 	for (uint32_t i = 0; i < rv->nr_pages; i++)
 		kd_unhold_page(s, rv->pages[i]);
+	/* kvmm:revoke (ebpf/probes.h): post -> acknowledgement time */
+	kvmm_probe_revoke(s->id, 0,
+			  kd_now_ns() - (rv->deadline_ns -
+					 (uint64_t)s->d->cfg.revoke_timeout_ms *
+						 1000000ull));
 	free(rv);
 	rearm(s);
 	s->revocations_acked++;

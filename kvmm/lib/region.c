@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
 
 /* Map a page and make it read-write (cuMemMap + cuMemSetAccess). */
@@ -397,7 +398,7 @@ out:
 	return err;
 }
 
-int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
+static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
 	struct kvmm_conn *c;
 	struct kc_seq *q;
@@ -448,6 +449,19 @@ int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 
 out_unlock:
 	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* The kvmm:extend probe (ebpf/probes.h) times every successful extend. */
+int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
+{
+	uint64_t t0 = KVMM_PROBE_ENABLED(extend) ? kvmm_tel_now_ns() : 0;
+	int err = seq_extend(r, seq, new_len);
+
+	if (t0 && !err)
+		kvmm_probe_extend((uint64_t)r->id << 32 | seq, new_len,
+				  kc_blocks_for(r, new_len),
+				  kvmm_tel_now_ns() - t0);
 	return err;
 }
 

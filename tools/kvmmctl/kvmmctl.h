@@ -32,5 +32,6 @@ int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx);
 
 #endif

@@ -29,6 +29,8 @@ static const struct command commands[] = {
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
 	{ "revoke", cmd_revoke,
 	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
+	{ "trace", cmd_trace,
+	  "live telemetry: tier hit rates, top blocks, latencies" },
 };
 
 static void usage(FILE *f)

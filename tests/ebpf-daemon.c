@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Telemetry through a real daemon and a real client process: kvmmd runs
+ * with --telemetry bpf and attaches to this binary's probes (it links
+ * libkvmm statically, as an engine may) and to its own; a forked client
+ * extends a sequence three times and acknowledges one revocation; then
+ * `kvmmctl --json trace --once` shows exactly three extends (kvmm:extend
+ * in libkvmm) and one revocation (kvmm:revoke in kvmmd) with their
+ * histograms, and stopping the daemon removes its pins.
+ * Skips (77) without root or BPF.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ebpf/telemetry.h"
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define TPB 256 /* 64 KiB / (2 * 64 * 2) */
+
+static const struct kvmm_region_opts ro = {
+	.size = sizeof(ro),
+	.layers = 2,
+	.kv_heads = 2,
+	.head_dim = 64,
+	.dtype_bytes = 2,
+	.max_seqs = 4,
+	.max_tokens = 2048,
+};
+
+struct ids {
+	uint32_t session, region, seq;
+};
+
+static int client(int wr, int rd)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "tel" };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	struct ids ids;
+	uint32_t s;
+
+	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
+	    kvmm_seq_open(r, &s))
+		return 1;
+	for (int i = 1; i <= 3; i++)
+		if (kvmm_seq_extend(r, s, i * TPB))
+			return 2;
+	if (kvmm_get_stats(c, &ks))
+		return 3;
+	ids = (struct ids){ ks.session_id, r->id, s };
+	if (write(wr, &ids, sizeof(ids)) != sizeof(ids))
+		return 4;
+	for (;;) { /* step until told to stop: acknowledges the revoke */
+		struct pollfd p = { .fd = rd, .events = POLLIN };
+
+		if (poll(&p, 1, 5) > 0)
+			break;
+		if (kvmm_step_begin(c) || kvmm_step_end(c))
+			return 5;
+	}
+	if (kvmm_get_stats(c, &ks) || ks.pages_revoked == 0)
+		return 6;
+	kvmm_disconnect(c);
+	return 0;
+}
+
+static char *run(const char *cmd)
+{
+	static char buf[1 << 16];
+	size_t n;
+	FILE *p = popen(cmd, "r");
+
+	t_assert(p);
+	n = fread(buf, 1, sizeof(buf) - 1, p);
+	buf[n] = 0;
+	t_assert_eq(pclose(p), 0);
+	return buf;
+}
+
+int main(void)
+{
+	char self[4096], pin[128], cmd[1024], kvmmctl[512];
+	const char *args[] = { "--telemetry",
+			       "bpf",
+			       "--telemetry-pin-root",
+			       pin,
+			       "--telemetry-attach",
+			       self,
+			       NULL };
+	const char *probe_targets[] = { self, NULL };
+	struct tel_opts o = { .size = sizeof(o), .mode = TEL_MODE_BPF };
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	struct td_daemon d;
+	struct kvmm_conn *admin;
+	struct ids ids;
+	struct stat st;
+	struct tel *t;
+	int to_parent[2], to_child[2], ws, err;
+	char *out;
+	ssize_t n;
+	pid_t pid;
+
+	if (!HAVE_BPF || !HAVE_SDT)
+		t_skip("built without BPF or USDT support");
+	if (geteuid() != 0)
+		t_skip("BPF telemetry needs root");
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	t_assert(n > 0);
+	self[n] = 0;
+	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-daemon-%d", (int)getpid());
+	o.pin_root = pin;
+	o.targets = probe_targets;
+	o.quiet = true;
+	err = tel_open(&o, &t); /* can this machine load BPF at all? */
+	if (err)
+		t_skip("BPF unavailable: %s", strerror(-err));
+	tel_close(t);
+
+	t_ok(td_start(&d, args));
+	t_assert(pipe(to_parent) == 0 && pipe(to_child) == 0);
+	pid = fork();
+	t_assert(pid >= 0);
+	if (pid == 0)
+		_exit(client(to_parent[1], to_child[0]));
+	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
+
+	t_ok(kc_connect_admin(d.sock, &admin));
+	a.session_id = ids.session;
+	a.region_id = ids.region;
+	a.seq_id = ids.seq;
+	a.first_block = 1;
+	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(admin);
+	usleep(200000); /* the client steps every 5 ms and acknowledges */
+	t_assert_eq(write(to_child[1], "x", 1), 1);
+	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
+	if (WEXITSTATUS(ws)) {
+		td_dump_log(&d);
+		t_fail("client exited with %d", WEXITSTATUS(ws));
+	}
+
+	td_build_path("kvmmctl", kvmmctl, sizeof(kvmmctl));
+	snprintf(cmd, sizeof(cmd), "%s --json trace --once --pin-root %s",
+		 kvmmctl, pin);
+	out = run(cmd);
+	printf("%s", out);
+	t_assert(strstr(out, "\"source\":\"bpf\""));
+	t_assert(strstr(out, "\"extend\":3,"));
+	t_assert(strstr(out, "\"revoke\":1,"));
+	t_assert(strstr(out, "{\"kind\":\"extend\",\"tier\":\"gpu\","
+			     "\"dst_tier\":\"gpu\",\"segments\":0,"
+			     "\"count\":3,"));
+	/* sum_bytes of extend rows = blocks after each: 1 + 2 + 3 */
+	t_assert(
+		strstr(out, "\"count\":3,") &&
+		strstr(strstr(out, "\"kind\":\"extend\""), "\"sum_bytes\":6,"));
+	t_assert(strstr(out, "{\"kind\":\"revoke\",\"tier\":\"gpu\","
+			     "\"dst_tier\":\"gpu\",\"segments\":0,"
+			     "\"count\":1,"));
+
+	t_assert_eq(td_stop(&d), 0);
+	t_assert(stat(pin, &st) && errno == ENOENT); /* pins removed */
+	printf("ok: daemon + client telemetry visible in kvmmctl trace\n");
+	return 0;
+}

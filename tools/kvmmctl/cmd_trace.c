@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmctl trace [--once] [--interval MS] [--count N] [--top N]
+ *               [--pin-root DIR]
+ *
+ * Live telemetry from the BPF maps kvmmd pinned: per-tier hit rates (and
+ * over the last interval), the top blocks by accesses with their reuse
+ * gap, and the latency histograms.  --once --json prints one JSON object
+ * (for scripts and tests).  Reads the pins directly, so it needs the
+ * rights to open them (root) but not the daemon's socket.  The work is in
+ * ebpf/trace_view.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ebpf/trace_view.h"
+#include "tools/kvmmctl/kvmmctl.h"
+
+static void trace_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvmmctl [--json] trace [--once] [--interval MS] "
+		"[--count N] [--top N] [--pin-root DIR]\n");
+}
+
+int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
+{
+	struct tel_trace_opts o = { .size = sizeof(o) };
+	uint32_t v;
+	int i;
+
+	o.json = ctx->json;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		bool has_val = i + 1 < argc;
+
+		if (!strcmp(a, "--once")) {
+			o.once = true;
+		} else if (!strcmp(a, "--pin-root") && has_val) {
+			o.pin_root = argv[++i];
+		} else if (!strcmp(a, "--interval") && has_val) {
+			if (kvmmctl_parse_u32(argv[++i], &v) || !v)
+				return 2;
+			o.interval_ms = v;
+		} else if (!strcmp(a, "--count") && has_val) {
+			if (kvmmctl_parse_u32(argv[++i], &v))
+				return 2;
+			o.iterations = v;
+		} else if (!strcmp(a, "--top") && has_val) {
+			if (kvmmctl_parse_u32(argv[++i], &v) || !v ||
+			    v > 100000)
+				return 2;
+			o.top = v;
+		} else {
+			trace_usage();
+			return 2;
+		}
+	}
+	return tel_trace_run(&o) ? 1 : 0;
+}
