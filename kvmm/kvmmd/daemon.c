@@ -7,6 +7,7 @@
  * session, releases every page and removes the socket.
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->revoke_timeout_ms = 2000;
 	cfg->spin_us = 50;
 	cfg->socket_mode = 0660;
+	cfg->cpu = -1;
 }
 
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
@@ -113,6 +115,17 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	d->uid = geteuid();
 	vmm_log_set_level(cfg->log_level);
 
+	if (cfg->cpu >= 0) {
+		cpu_set_t set;
+
+		/* Like io_uring's SQPOLL thread: a polling loop wants a core
+		 * of its own, not one it shares with the engines. */
+		CPU_ZERO(&set);
+		CPU_SET(cfg->cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set) < 0)
+			vmm_log(VMM_LOG_WARN, "--cpu %d: %s", cfg->cpu,
+				strerror(errno));
+	}
 	err = kd_loop_init(&d->loop);
 	if (err)
 		return err;

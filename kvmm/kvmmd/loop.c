@@ -184,10 +184,6 @@ int kd_loop_run(struct kd_loop *loop)
 			continue;
 		}
 		if (now - last_work < loop->spin_ns) {
-			/* On a busy machine the client may need our CPU to
-			 * submit: give it up briefly rather than spin it away. */
-			if (!work)
-				sched_yield();
 			err = dispatch(loop, 0);
 			if (err > 0)
 				last_work = kd_now_ns();

@@ -26,6 +26,7 @@ static void usage(FILE *f)
 		"  --gpu-mem SIZE         pool capacity, e.g. 64G (default 4096 pages)\n"
 		"  --page-size SIZE       host backend page size (default 64K)\n"
 		"  --cuda-device N        GPU ordinal (cuda backend)\n"
+		"  --cpu N                pin the event loop to CPU N\n"
 		"  --revoke-timeout MS    cut off clients that do not answer (2000)\n"
 		"  --quota UID=SIZE       memory quota of a uid (repeatable)\n"
 		"  --spin-us N            ring polling before sleeping (50)\n"
@@ -48,6 +49,7 @@ static const struct option long_opts[] = {
 	{ "gpu-mem", required_argument, NULL, 'm' },
 	{ "page-size", required_argument, NULL, 'p' },
 	{ "cuda-device", required_argument, NULL, 'd' },
+	{ "cpu", required_argument, NULL, 'C' },
 	{ "revoke-timeout", required_argument, NULL, 'r' },
 	{ "quota", required_argument, NULL, 'q' },
 	{ "spin-us", required_argument, NULL, 'S' },

@@ -5,6 +5,7 @@
  * option and what was wrong.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,15 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'd':
 		err = parse_u32("--cuda-device", val, &u, 10);
 		cfg->cuda_device = u;
+		return err;
+	case 'C':
+		err = parse_u32("--cpu", val, &u, 10);
+		if (!err && u >= CPU_SETSIZE) {
+			fprintf(stderr, "kvmmd: --cpu: %s is out of range\n",
+				val);
+			return -EINVAL;
+		}
+		cfg->cpu = u;
 		return err;
 	case 'r':
 		err = parse_u32("--revoke-timeout", val, &u, 10);

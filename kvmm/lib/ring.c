@@ -46,8 +46,6 @@ static int wait_cq(struct kvmm_conn *c)
 			kr_cpu_relax();
 			continue;
 		}
-		/* Let the daemon run if it shares our CPU. */
-		sched_yield();
 		if (!deadline)
 			deadline = now_ns() + c->spin_us * 1000ull;
 		if (now_ns() < deadline)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -78,6 +79,9 @@ int td_start(struct td_daemon *d, const char *const *extra)
 		return -errno;
 	if (d->pid == 0) {
 		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		/* A test that fails (exits) takes its daemon with it. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 
 		if (fd >= 0) {
 			dup2(fd, 2);
