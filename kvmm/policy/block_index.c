@@ -86,6 +86,11 @@ void pol_index_fini(struct pol_index *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
+void pol_index_prefetch(const struct pol_index *ix, uint64_t hash)
+{
+	__builtin_prefetch(&ix->table[mix64(hash) & ix->mask]);
+}
+
 uint32_t pol_index_find(const struct pol_index *ix, uint64_t hash)
 {
 	uint64_t i = mix64(hash) & ix->mask;
@@ -163,6 +168,8 @@ uint32_t pol_index_get(struct pol_index *ix, uint64_t hash, bool *created)
 	b->tier = POL_TIER_NONE;
 	b->counted = POL_TIER_NONE;
 	b->next_use = UINT64_MAX;
+	b->live = 1;
+	b->parent_id = POL_NONE;
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		b->slot[t].prev = b->slot[t].next = POL_NONE;
 		b->slot[t].heap = POL_NONE;
@@ -199,6 +206,7 @@ void pol_index_del(struct pol_index *ix, uint32_t id)
 	ix->table[i].id = POL_NONE;
 	ix->blocks[id].slot[0].next = ix->free_head;
 	ix->blocks[id].tier = POL_TIER_NONE;
+	ix->blocks[id].live = 0;
 	ix->free_head = id;
 	ix->nblocks--;
 }

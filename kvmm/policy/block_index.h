@@ -68,7 +68,9 @@ struct pol_block {
 	uint8_t flags; /* enum pol_block_flags */
 	int8_t priority; /* client priority, higher = keep longer */
 	uint8_t holds; /* policies keeping it as history (ghost) */
-	uint8_t pad[3];
+	uint8_t live; /* 1 while the entry is in the index */
+	uint8_t pad[2];
+	uint32_t parent_id; /* entry id of the parent when admitted (hint) */
 	struct pol_slot slot[POL_TIER_COUNT];
 };
 
@@ -102,6 +104,9 @@ uint32_t pol_index_find(const struct pol_index *ix, uint64_t hash);
  * ids are not.
  */
 uint32_t pol_index_get(struct pol_index *ix, uint64_t hash, bool *created);
+
+/* Start loading the table slot of a hash. */
+void pol_index_prefetch(const struct pol_index *ix, uint64_t hash);
 
 /* Forget an entry; its id may be reused. */
 void pol_index_del(struct pol_index *ix, uint32_t id);

@@ -243,18 +243,38 @@ static void notify_change(struct pol_cache *c, struct pol_block *b)
 		c->ops->on_change(c->priv[b->tier], b);
 }
 
+/*
+ * b's parent entry, or NULL.  b->parent_id is a hint that saves a table
+ * probe (the dominant cost at 1M blocks); it is checked against the hash
+ * because ids are reused.
+ */
+static struct pol_block *parent_of(struct pol_cache *c, struct pol_block *b)
+{
+	uint32_t pid = b->parent_id;
+	struct pol_block *p;
+
+	if (!(b->flags & POL_BLOCK_HAS_PARENT))
+		return NULL;
+	if (pid != POL_NONE && pid < c->ix.high_water) {
+		p = pol_index_at(&c->ix, pid);
+		if (p->live && p->hash == b->parent_hash)
+			return p;
+	}
+	pid = pol_index_find(&c->ix, b->parent_hash);
+	b->parent_id = pid;
+	return pid == POL_NONE ? NULL : pol_index_at(&c->ix, pid);
+}
+
 /* Account b (now in tier t) in its parent's child counts. */
 static void count_in_parent(struct pol_cache *c, struct pol_block *b)
 {
-	uint32_t pid;
 	struct pol_block *p;
 
-	if (!c->prefix_rule || !(b->flags & POL_BLOCK_HAS_PARENT))
+	if (!c->prefix_rule)
 		return;
-	pid = pol_index_find(&c->ix, b->parent_hash);
-	if (pid == POL_NONE)
+	p = parent_of(c, b);
+	if (!p)
 		return;
-	p = pol_index_at(&c->ix, pid);
 	if (p->tier == POL_TIER_NONE || p == b)
 		return;
 	p->nchild[b->tier]++;
@@ -264,17 +284,15 @@ static void count_in_parent(struct pol_cache *c, struct pol_block *b)
 
 static void uncount_in_parent(struct pol_cache *c, struct pol_block *b)
 {
-	uint32_t pid;
 	struct pol_block *p;
 	unsigned t = b->counted;
 
 	if (t == POL_TIER_NONE)
 		return;
 	b->counted = POL_TIER_NONE;
-	pid = pol_index_find(&c->ix, b->parent_hash);
-	if (pid == POL_NONE)
+	p = parent_of(c, b);
+	if (!p)
 		return;
-	p = pol_index_at(&c->ix, pid);
 	if (p->nchild[t])
 		p->nchild[t]--;
 	notify_change(c, p);
@@ -351,6 +369,8 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	uint32_t id;
 	unsigned from;
 
+	if (c->ops->prefetch)
+		c->ops->prefetch(c->priv[POL_TIER_GPU], d->hash);
 	id = pol_index_get(&c->ix, d->hash, &created);
 	if (id == POL_NONE)
 		return -ENOMEM;
@@ -363,11 +383,12 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		b->position = d->position;
 		b->flags = (uint8_t)(d->flags & ~POL_BLOCK_WARM_LINEAGE);
 		b->bytes = d->bytes ? d->bytes : c->block_bytes;
+		b->parent_id = POL_NONE;
 		if (b->flags & POL_BLOCK_HAS_PARENT) {
-			struct pol_block *p =
-				pol_cache_lookup(c, b->parent_hash);
+			struct pol_block *p = parent_of(c, b);
 
-			if (p && p->access_count >= 2)
+			if (p && p->tier != POL_TIER_NONE &&
+			    p->access_count >= 2)
 				b->flags |= POL_BLOCK_WARM_LINEAGE;
 		}
 	}

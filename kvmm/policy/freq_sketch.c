@@ -69,3 +69,8 @@ unsigned pol_sketch_add(struct pol_sketch *s, uint64_t hash)
 	}
 	return m < 255 ? m + 1 : m;
 }
+
+void pol_sketch_prefetch(const struct pol_sketch *s, uint64_t hash)
+{
+	__builtin_prefetch(&s->counters[slot(s, hash, 0)], 1);
+}

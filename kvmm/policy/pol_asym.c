@@ -45,15 +45,12 @@ struct asym {
 	struct pol_sketch sketch; /* GPU tier only: every access passes it */
 };
 
-static bool asym_before(const struct pol_block *a, const struct pol_block *b)
+static void asym_key(const struct pol_block *b, unsigned tier,
+		     struct pol_heap_node *n)
 {
-	double ka = a->slot[a->tier].key, kb = b->slot[b->tier].key;
-
-	if (ka != kb)
-		return ka < kb;
-	if (a->last_access != b->last_access)
-		return a->last_access < b->last_access;
-	return a->position > b->position;
+	n->k1 = b->slot[tier].key;
+	n->k2 = b->last_access;
+	n->k3 = UINT32_MAX - b->position;
 }
 
 static double weight(const struct asym *s, const struct pol_block *b)
@@ -88,7 +85,7 @@ static void asym_victim_chosen(struct hpol *h, struct pol_block *b)
 }
 
 static const struct hpol_kind asym_kind = {
-	.before = asym_before,
+	.key = asym_key,
 	.rekey = asym_rekey,
 	.victim_chosen = asym_victim_chosen,
 	.priv_size = sizeof(struct asym),
@@ -149,6 +146,15 @@ static void asym_destroy(void *priv)
 	hpol_destroy(priv);
 }
 
+static void asym_prefetch(void *priv, uint64_t hash)
+{
+	struct hpol *h = priv;
+	struct asym *s = h->priv;
+
+	if (s->sketch.counters)
+		pol_sketch_prefetch(&s->sketch, hash);
+}
+
 const struct pol_ops pol_asym_ops = {
 	.name = "asym",
 	.create = asym_create,
@@ -158,4 +164,5 @@ const struct pol_ops pol_asym_ops = {
 	.on_remove = hpol_remove,
 	.on_change = hpol_change,
 	.victim = hpol_victim,
+	.prefetch = asym_prefetch,
 };

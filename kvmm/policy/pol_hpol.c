@@ -17,7 +17,7 @@ int hpol_create(struct pol_cache *c, unsigned tier, const struct hpol_kind *k,
 	h->tier = tier;
 	h->kind = k;
 	h->priv = h + 1;
-	if (pol_heap_init(&h->heap, h->ix, tier, k->before)) {
+	if (pol_heap_init(&h->heap, h->ix, tier, k->key)) {
 		free(h);
 		return -ENOMEM;
 	}
@@ -120,11 +120,12 @@ struct pol_block *hpol_victim(void *priv)
  * LFU: fewest accesses since the block was first seen (the count survives
  * demotion to a lower tier), least recently used first among equals.
  */
-static bool lfu_before(const struct pol_block *a, const struct pol_block *b)
+static void lfu_key(const struct pol_block *b, unsigned tier,
+		    struct pol_heap_node *n)
 {
-	if (a->access_count != b->access_count)
-		return a->access_count < b->access_count;
-	return a->last_access < b->last_access;
+	n->k1 = b->access_count;
+	n->k2 = b->last_access;
+	n->k3 = 0;
 }
 
 static void lfu_rekey(struct hpol *h, struct pol_block *b, enum hpol_event ev)
@@ -132,7 +133,7 @@ static void lfu_rekey(struct hpol *h, struct pol_block *b, enum hpol_event ev)
 }
 
 static const struct hpol_kind lfu_kind = {
-	.before = lfu_before,
+	.key = lfu_key,
 	.rekey = lfu_rekey,
 };
 
@@ -157,15 +158,17 @@ const struct pol_ops pol_lfu_ops = {
  * future; among equal next uses the deepest block, so a parent never
  * goes before a child that is used no earlier.
  */
-static bool belady_before(const struct pol_block *a, const struct pol_block *b)
+static void belady_key(const struct pol_block *b, unsigned tier,
+		       struct pol_heap_node *n)
 {
-	if (a->next_use != b->next_use)
-		return a->next_use > b->next_use;
-	return a->position > b->position;
+	/* farthest next use first, exact in k2; then the deepest */
+	n->k1 = 0;
+	n->k2 = UINT64_MAX - b->next_use;
+	n->k3 = UINT32_MAX - b->position;
 }
 
 static const struct hpol_kind belady_kind = {
-	.before = belady_before,
+	.key = belady_key,
 	.rekey = lfu_rekey,
 };
 

@@ -18,7 +18,7 @@ struct hpol;
 enum hpol_event { HPOL_INSERT, HPOL_ACCESS };
 
 struct hpol_kind {
-	pol_heap_before before;
+	pol_heap_key key;
 	void (*rekey)(struct hpol *h, struct pol_block *b, enum hpol_event ev);
 	void (*victim_chosen)(struct hpol *h, struct pol_block *b);
 	size_t priv_size;

@@ -46,21 +46,21 @@ void pol_list_unlink(struct pol_index *ix, unsigned tier, struct pol_list *l,
 }
 
 int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
-		  pol_heap_before before)
+		  pol_heap_key key)
 {
 	h->n = 0;
 	h->cap = 1024;
-	h->ids = malloc(h->cap * sizeof(*h->ids));
+	h->nodes = malloc(h->cap * sizeof(*h->nodes));
 	h->tier = tier;
 	h->ix = ix;
-	h->before = before;
-	return h->ids ? 0 : -ENOMEM;
+	h->key = key;
+	return h->nodes ? 0 : -ENOMEM;
 }
 
 void pol_heap_fini(struct pol_heap *h)
 {
-	free(h->ids);
-	h->ids = NULL;
+	free(h->nodes);
+	h->nodes = NULL;
 	h->n = h->cap = 0;
 }
 
@@ -69,49 +69,61 @@ bool pol_heap_contains(const struct pol_heap *h, uint32_t id)
 	return SLOT(h->ix, id, h->tier)->heap != POL_NONE;
 }
 
-static void place(struct pol_heap *h, uint32_t pos, uint32_t id)
+static inline bool node_before(const struct pol_heap_node *a,
+			       const struct pol_heap_node *b)
 {
-	h->ids[pos] = id;
-	SLOT(h->ix, id, h->tier)->heap = pos;
+	if (a->k1 != b->k1)
+		return a->k1 < b->k1;
+	if (a->k2 != b->k2)
+		return a->k2 < b->k2;
+	return a->k3 < b->k3;
 }
 
-static bool before(const struct pol_heap *h, uint32_t a, uint32_t b)
+static inline void place(struct pol_heap *h, uint32_t pos,
+			 const struct pol_heap_node *n)
 {
-	return h->before(&h->ix->blocks[a], &h->ix->blocks[b]);
+	h->nodes[pos] = *n;
+	SLOT(h->ix, n->id, h->tier)->heap = pos;
 }
 
 static void sift_up(struct pol_heap *h, uint32_t pos)
 {
-	uint32_t id = h->ids[pos];
+	struct pol_heap_node n = h->nodes[pos];
 
 	while (pos) {
 		uint32_t parent = (pos - 1) / 2;
 
-		if (!before(h, id, h->ids[parent]))
+		if (!node_before(&n, &h->nodes[parent]))
 			break;
-		place(h, pos, h->ids[parent]);
+		place(h, pos, &h->nodes[parent]);
 		pos = parent;
 	}
-	place(h, pos, id);
+	place(h, pos, &n);
 }
 
 static void sift_down(struct pol_heap *h, uint32_t pos)
 {
-	uint32_t id = h->ids[pos];
+	struct pol_heap_node n = h->nodes[pos];
 
 	for (;;) {
 		uint32_t l = 2 * pos + 1, r = l + 1, best = l;
 
 		if (l >= h->n)
 			break;
-		if (r < h->n && before(h, h->ids[r], h->ids[l]))
+		if (r < h->n && node_before(&h->nodes[r], &h->nodes[l]))
 			best = r;
-		if (!before(h, h->ids[best], id))
+		if (!node_before(&h->nodes[best], &n))
 			break;
-		place(h, pos, h->ids[best]);
+		place(h, pos, &h->nodes[best]);
 		pos = best;
 	}
-	place(h, pos, id);
+	place(h, pos, &n);
+}
+
+static void fill(struct pol_heap *h, uint32_t id, struct pol_heap_node *n)
+{
+	h->key(&h->ix->blocks[id], h->tier, n);
+	n->id = id;
 }
 
 int pol_heap_push(struct pol_heap *h, uint32_t id)
@@ -121,32 +133,34 @@ int pol_heap_push(struct pol_heap *h, uint32_t id)
 		return 0;
 	}
 	if (h->n == h->cap) {
-		uint32_t *n = realloc(h->ids, 2 * (size_t)h->cap * sizeof(*n));
+		struct pol_heap_node *n =
+			realloc(h->nodes, 2 * (size_t)h->cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		h->ids = n;
+		h->nodes = n;
 		h->cap *= 2;
 	}
-	place(h, h->n++, id);
-	sift_up(h, h->n - 1);
+	fill(h, id, &h->nodes[h->n]);
+	SLOT(h->ix, id, h->tier)->heap = h->n;
+	sift_up(h, h->n++);
 	return 0;
 }
 
 void pol_heap_remove(struct pol_heap *h, uint32_t id)
 {
 	uint32_t pos = SLOT(h->ix, id, h->tier)->heap;
-	uint32_t last;
+	struct pol_heap_node last;
 
 	if (pos == POL_NONE)
 		return;
 	SLOT(h->ix, id, h->tier)->heap = POL_NONE;
-	last = h->ids[--h->n];
+	last = h->nodes[--h->n];
 	if (pos == h->n)
 		return;
-	place(h, pos, last);
+	place(h, pos, &last);
 	sift_up(h, pos);
-	sift_down(h, SLOT(h->ix, last, h->tier)->heap);
+	sift_down(h, SLOT(h->ix, last.id, h->tier)->heap);
 }
 
 void pol_heap_update(struct pol_heap *h, uint32_t id)
@@ -155,6 +169,7 @@ void pol_heap_update(struct pol_heap *h, uint32_t id)
 
 	if (pos == POL_NONE)
 		return;
+	fill(h, id, &h->nodes[pos]);
 	sift_up(h, pos);
 	sift_down(h, SLOT(h->ix, id, h->tier)->heap);
 }

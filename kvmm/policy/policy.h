@@ -73,6 +73,9 @@ struct pol_ops {
 	 * Must return a block for which pol_cache_evictable() is true.
 	 */
 	struct pol_block *(*victim)(void *priv);
+	/* A block is about to be accessed: start fetching what the policy
+	 * will read for it (optional; overlaps cache misses). */
+	void (*prefetch)(void *priv, uint64_t hash);
 };
 
 const struct pol_ops *pol_ops_get(enum pol_kind kind);
