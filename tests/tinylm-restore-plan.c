@@ -156,6 +156,11 @@ static int sim_extend(struct tlm_kv *kv, int slot, int n)
 	return to_sim(kv)->inner->ops->extend(to_sim(kv)->inner, slot, n);
 }
 
+static int sim_backed(struct tlm_kv *kv, int slot)
+{
+	return kv->max_tokens;
+}
+
 static float *sim_k(struct tlm_kv *kv, int l, int slot)
 {
 	return to_sim(kv)->inner->ops->k(to_sim(kv)->inner, l, slot);
@@ -188,6 +193,7 @@ static const struct tlm_kv_ops sim_ops = {
 	.publish = sim_publish,
 	.seq_close = sim_seq_close,
 	.extend = sim_extend,
+	.backed = sim_backed,
 	.k = sim_k,
 	.v = sim_v,
 	.step_begin = sim_step,

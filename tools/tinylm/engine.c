@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ebpf/probes.h"
 #include "engine.h"
@@ -118,38 +119,89 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* A sequence being served: its slot, tokens and how far its KV is valid. */
+struct turn {
+	int slot;
+	const int *tokens; /* the whole sequence */
+	int written; /* tokens [0, written) hold their KV */
+};
+
 /*
- * One forward pass of n tokens at pos0, bracketed as one engine step.  The
- * pass is this engine's "kernel": its latency goes to the kvmm:kernel probe
- * (prefill for chunks, attention for single-token decode) that calibrates
- * kvmm's recomputation cost model.
+ * One forward pass of tokens [pos0, pos0 + n), bracketed as one engine
+ * step.  Revocations are applied at step boundaries and may take back the
+ * sequence's pages from some block on: the cache then reports fewer backed
+ * tokens, and the lost tail before pos0 is recomputed at its original
+ * positions inside the same step (batch invariance makes it bitwise what
+ * was there) before the new tokens run.  The pass is this engine's
+ * "kernel": its latency goes to the kvmm:kernel probe (prefill for chunks,
+ * attention for single-token decode) that calibrates kvmm's cost model.
  */
-static int step(struct tlm_engine *e, int slot, const int *tokens, int pos0,
-		int n)
+/* Clamp t->written to what the cache still backs; returns the backed count. */
+static int lost_since(struct tlm_engine *e, struct turn *t)
+{
+	int backed = e->kv->ops->backed(e->kv, t->slot);
+
+	if (backed < t->written) {
+		e->st.revocations_seen++;
+		t->written = backed;
+	}
+	return backed;
+}
+
+static int step(struct tlm_engine *e, struct turn *t, int pos0, int n)
 {
 	struct tlm_kv *kv = e->kv;
 	uint64_t t0 = 0;
-	int ret;
+	int ret, tries = 0;
 
-	ret = kv->ops->extend(kv, slot, pos0 + n);
-	if (ret)
-		return fail(e, ret, "extending the sequence");
-	ret = kv->ops->step_begin(kv);
-	if (ret)
-		return fail(e, ret, "step begin");
+	for (;;) {
+		/* Revocations applied at the end of the last step ... */
+		lost_since(e, t);
+		ret = kv->ops->extend(kv, t->slot, pos0 + n);
+		if (ret)
+			return fail(e, ret, "extending the sequence");
+		ret = kv->ops->step_begin(kv);
+		if (ret)
+			return fail(e, ret, "step begin");
+		/* ... and at its beginning. */
+		if (lost_since(e, t) >= pos0 + n)
+			break;
+		/* Taken back between extend and step begin: grow again. */
+		kv->ops->step_end(kv);
+		if (++tries == 1000)
+			return fail(e, -EAGAIN, "pages revoked on every step");
+	}
+	if (t->written < pos0) {
+		int lost = pos0 - t->written;
+		ret = tlm_forward(e->m, e->state, kv, t->slot,
+				  t->tokens + t->written, t->written, lost,
+				  NULL, false);
+		if (ret)
+			goto out_end;
+		e->st.revoked_tokens_recomputed += lost;
+		if (kv->tokens_per_block > 0)
+			e->st.revoked_blocks_recomputed +=
+				(pos0 - 1) / kv->tokens_per_block -
+				t->written / kv->tokens_per_block + 1;
+	}
 	if (KVMM_PROBE_ENABLED(kernel))
 		t0 = now_ns();
-	ret = tlm_forward(e->m, e->state, kv, slot, tokens, pos0, n, e->logits,
-			  false);
+	ret = tlm_forward(e->m, e->state, kv, t->slot, t->tokens + pos0, pos0,
+			  n, e->logits, false);
 	if (t0)
 		kvmm_probe_kernel(n > 1 ? KVMM_TEL_PREFILL : KVMM_TEL_ATTENTION,
 				  now_ns() - t0, 1, (uint64_t)pos0 + n);
+	if (!ret && pos0 + n > t->written)
+		t->written = pos0 + n;
+out_end:;
 	int end = kv->ops->step_end(kv);
 	if (ret)
 		return fail(e, ret, "forward pass");
 	if (end)
 		return fail(e, end, "step end");
 	e->st.steps++;
+	if (e->o.step_delay_us)
+		usleep(e->o.step_delay_us);
 	return 0;
 }
 
@@ -171,6 +223,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 		return fail(e, ret, "opening a sequence");
 	slot = r.slot;
 	cached = r.cached;
+	struct turn t = { .slot = slot, .tokens = tokens, .written = cached };
 	if (cached < 0 || cached >= len) {
 		snprintf(e->err, sizeof(e->err),
 			 "the KV cache claims %d of %d prompt tokens", cached,
@@ -199,7 +252,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			goto out_close;
 		}
 		uint64_t t0 = now_ns();
-		ret = step(e, slot, tokens + b0, b0, r.tokens_per_block);
+		ret = step(e, &t, b0, r.tokens_per_block);
 		if (ret)
 			goto out_close;
 		kvmm_probe_recompute(
@@ -212,7 +265,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	e->st.prefill_tokens_skipped +=
 		cached - (long)r.nrecompute * r.tokens_per_block;
 	e->st.prefill_tokens += len - cached;
-	ret = step(e, slot, tokens + cached, cached, len - cached);
+	ret = step(e, &t, cached, len - cached);
 	if (ret)
 		goto out_close;
 	if (kv->ops->publish) {
@@ -235,7 +288,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			fprintf(e->o.out, "tok %d %d %d %d %016" PRIx64 "\n",
 				conv, turn, g, tok, sum);
 		if (g + 1 < gen) {
-			ret = step(e, slot, &tokens[len + g], len + g, 1);
+			ret = step(e, &t, len + g, 1);
 			if (ret)
 				goto out_close;
 		}
@@ -297,12 +350,16 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		"\"prefill_tokens_skipped\":%ld,\"steps\":%ld,"
 		"\"shared_blocks\":%ld,\"restored_host\":%ld,"
 		"\"restored_nvme\":%ld,\"recomputed_blocks\":%ld,"
-		"\"recomputed_tokens\":%ld,"
+		"\"recomputed_tokens\":%ld,\"revocations_seen\":%ld,"
+		"\"revoked_blocks_recomputed\":%ld,"
+		"\"revoked_tokens_recomputed\":%ld,"
 		"\"wall_s\":%.3f,\"tokens_per_s\":%.1f}\n",
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
 		s->steps, s->shared_blocks, s->restored_host, s->restored_nvme,
-		s->recomputed_blocks, s->recomputed_tokens, wall_s,
+		s->recomputed_blocks, s->recomputed_tokens, s->revocations_seen,
+		s->revoked_blocks_recomputed, s->revoked_tokens_recomputed,
+		wall_s,
 		wall_s > 0 ?
 			(s->prefill_tokens + s->tokens_generated) / wall_s :
 			0.0);

@@ -22,6 +22,7 @@ struct tlm_engine_opts {
 	float temperature;
 	uint64_t sample_seed;
 	bool quiet;
+	unsigned int step_delay_us; /* sleep after each step (tests) */
 	FILE *out;
 };
 
@@ -37,6 +38,9 @@ struct tlm_engine_stats {
 	long restored_nvme; /* ... reloaded from NVMe */
 	long recomputed_blocks; /* ... recomputed at their positions */
 	long recomputed_tokens;
+	long revocations_seen; /* steps that found pages taken back */
+	long revoked_blocks_recomputed; /* ... and the blocks recomputed */
+	long revoked_tokens_recomputed;
 };
 
 struct tlm_engine;

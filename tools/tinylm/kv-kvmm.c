@@ -33,6 +33,13 @@ struct kv_kvmm {
 	struct kvmm_conn *conn;
 	struct kvmm_region *region;
 	int poll_fd;
+	/*
+	 * Per slot: the fewest tokens seen backed since the engine last
+	 * asked (backed()).  libkvmm clamps a sequence's length when pages
+	 * are revoked, and an extend may apply a revocation and grow back
+	 * over it, so every observation point folds into this minimum.
+	 */
+	int *intact;
 };
 
 static struct kv_kvmm *to_kvmm(struct tlm_kv *kv)
@@ -49,6 +56,25 @@ static int answer_revocations(struct kv_kvmm *k)
 		return 0;
 	int ret = kvmm_process_revocations(k->conn);
 	return ret < 0 ? ret : 0;
+}
+
+/* Fold the sequence's current length into its intact watermark. */
+static int observe(struct kv_kvmm *k, int slot)
+{
+	int64_t len = kvmm_seq_len(k->region, (uint32_t)slot);
+
+	if (len < 0)
+		len = 0;
+	if (len < k->intact[slot])
+		k->intact[slot] = (int)len;
+	return (int)len;
+}
+
+static uint64_t pages_revoked(struct kv_kvmm *k)
+{
+	struct kvmm_stats st = { .size = sizeof(st) };
+
+	return kvmm_get_stats(k->conn, &st) ? 0 : st.pages_revoked;
 }
 
 static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
@@ -71,6 +97,7 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 		return -ERANGE;
 	}
 	*r = (struct tlm_restore){ .slot = (int)seq };
+	k->intact[seq] = kv->max_tokens;
 	return 0;
 }
 
@@ -83,17 +110,36 @@ static int kvmm_kv_seq_close(struct tlm_kv *kv, int slot, const int *tokens,
 static int kvmm_kv_extend(struct tlm_kv *kv, int slot, int ntokens)
 {
 	struct kv_kvmm *k = to_kvmm(kv);
-	int64_t len;
+	int len, ret;
 
 	if (slot < 0 || slot >= kv->max_seqs || ntokens < 0 ||
 	    ntokens > kv->max_tokens)
 		return -EINVAL;
-	len = kvmm_seq_len(k->region, (uint32_t)slot);
-	if (len < 0)
-		return (int)len;
+	ret = answer_revocations(k);
+	if (ret)
+		return ret;
+	len = observe(k, slot);
 	if (ntokens <= len)
 		return 0;
-	return kvmm_seq_extend(k->region, (uint32_t)slot, (uint32_t)ntokens);
+	/*
+	 * A revocation racing with the extend is applied inside it and the
+	 * range grown again with fresh pages: nothing says which blocks
+	 * lost their data, so assume all of them did (rare: recompute).
+	 */
+	uint64_t before = pages_revoked(k);
+	ret = kvmm_seq_extend(k->region, (uint32_t)slot, (uint32_t)ntokens);
+	if (pages_revoked(k) != before)
+		k->intact[slot] = 0;
+	return ret;
+}
+
+static int kvmm_kv_backed(struct tlm_kv *kv, int slot)
+{
+	struct kv_kvmm *k = to_kvmm(kv);
+	int len = observe(k, slot), intact = k->intact[slot];
+
+	k->intact[slot] = len;
+	return intact;
 }
 
 static float *kvmm_kv_k(struct tlm_kv *kv, int layer, int slot)
@@ -126,6 +172,7 @@ static void kvmm_kv_destroy(struct tlm_kv *kv)
 		kvmm_region_destroy(k->region);
 	if (k->conn)
 		kvmm_disconnect(k->conn);
+	free(k->intact);
 	free(k);
 }
 
@@ -134,6 +181,7 @@ static const struct tlm_kv_ops kvmm_kv_ops = {
 	.seq_open = kvmm_kv_seq_open,
 	.seq_close = kvmm_kv_seq_close,
 	.extend = kvmm_kv_extend,
+	.backed = kvmm_kv_backed,
 	.k = kvmm_kv_k,
 	.v = kvmm_kv_v,
 	.step_begin = kvmm_kv_step_begin,
@@ -153,6 +201,11 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 	k = calloc(1, sizeof(*k));
 	if (!k)
 		return -ENOMEM;
+	k->intact = calloc(max_seqs, sizeof(int));
+	if (!k->intact) {
+		free(k);
+		return -ENOMEM;
+	}
 	k->kv = (struct tlm_kv){
 		.ops = &kvmm_kv_ops,
 		.layers = m->cfg.n_layers,
@@ -186,11 +239,13 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 		goto err_disconnect;
 	}
 	k->poll_fd = kvmm_poll_fd(k->conn);
+	k->kv.tokens_per_block = kvmm_region_tokens_per_block(k->region);
 	*out = &k->kv;
 	return 0;
 err_disconnect:
 	kvmm_disconnect(k->conn);
 err_free:
+	free(k->intact);
 	free(k);
 	return ret;
 }

@@ -50,6 +50,11 @@ static int private_extend(struct tlm_kv *kv, int slot, int ntokens)
 	return 0;
 }
 
+static int private_backed(struct tlm_kv *kv, int slot)
+{
+	return kv->max_tokens;
+}
+
 static float *slot_base(struct tlm_kv *kv, int layer, int which, int slot)
 {
 	struct kv_private *p = to_private(kv);
@@ -89,6 +94,7 @@ static const struct tlm_kv_ops private_ops = {
 	.publish = NULL,
 	.seq_close = private_seq_close,
 	.extend = private_extend,
+	.backed = private_backed,
 	.k = private_k,
 	.v = private_v,
 	.step_begin = private_step,

@@ -50,6 +50,9 @@ static const char usage[] =
 	"  --socket PATH         kvmmd socket for --kv kvmm\n"
 	"                        (default $KVMM_SOCKET or /run/kvmm/kvmm.sock)\n"
 	"  --max-seqs N          sequences in the KV region (default 4)\n"
+	"  --step-delay-ms N     sleep N ms after every forward pass, like a\n"
+	"                        slower accelerator would (tests use it to land\n"
+	"                        revocations mid-run; default 0)\n"
 	"\n"
 	"Workload (multi-turn conversations over shared system prompts):\n"
 	"  --prompt \"IDS\"        run one prompt of token ids instead\n"
@@ -86,6 +89,7 @@ enum {
 	OPT_KV,
 	OPT_SOCKET,
 	OPT_MAX_SEQS,
+	OPT_STEP_DELAY,
 	OPT_PROMPT,
 	OPT_WSEED,
 	OPT_CONVS,
@@ -120,6 +124,7 @@ static const struct option long_opts[] = {
 	{ "kv", required_argument, NULL, OPT_KV },
 	{ "socket", required_argument, NULL, OPT_SOCKET },
 	{ "max-seqs", required_argument, NULL, OPT_MAX_SEQS },
+	{ "step-delay-ms", required_argument, NULL, OPT_STEP_DELAY },
 	{ "prompt", required_argument, NULL, OPT_PROMPT },
 	{ "workload-seed", required_argument, NULL, OPT_WSEED },
 	{ "conversations", required_argument, NULL, OPT_CONVS },
@@ -350,6 +355,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_MAX_SEQS:
 			max_seqs = parse_long(c, optarg, 1, 4096);
+			break;
+		case OPT_STEP_DELAY:
+			eo.step_delay_us =
+				parse_long(c, optarg, 0, 10000) * 1000;
 			break;
 		case OPT_PROMPT:
 			prompt = optarg;

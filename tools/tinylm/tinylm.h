@@ -107,6 +107,12 @@ struct tlm_kv_ops {
 			 int ntokens);
 	/* Make tokens [0, ntokens) of the slot addressable and writable. */
 	int (*extend)(struct tlm_kv *kv, int slot, int ntokens);
+	/*
+	 * How many leading tokens of the slot are still backed: fewer than
+	 * extended when the cache took pages back (revocation).  Valid inside
+	 * a step; those tokens' KV is intact, the rest must be recomputed.
+	 */
+	int (*backed)(struct tlm_kv *kv, int slot);
 	float *(*k)(struct tlm_kv *kv, int layer, int slot);
 	float *(*v)(struct tlm_kv *kv, int layer, int slot);
 	/* Around each forward pass: pointers are stable between the two. */
@@ -119,6 +125,7 @@ struct tlm_kv {
 	const struct tlm_kv_ops *ops;
 	int layers, kv_heads, head_dim, kv_dim;
 	int max_seqs, max_tokens;
+	int tokens_per_block; /* 0: no blocks (private memory) */
 };
 
 /* Private-memory KV: the reference implementation. */
