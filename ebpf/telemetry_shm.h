@@ -149,6 +149,22 @@ static inline int kvmm_tel_shm_check(const void *base, size_t size)
 	return 0;
 }
 
+/*
+ * Client side: the region the daemon published at `off` (`len` bytes) of
+ * a mapping of `size` bytes, or NULL when there is none or it does not
+ * check out (then the client simply writes no fallback counters).
+ */
+static inline struct kvmm_tel_shm *kvmm_tel_shm_at(void *mem, size_t size,
+						   uint32_t off, uint32_t len)
+{
+	void *p = (char *)mem + off;
+
+	if (!mem || !len || off % 64 || off > size || len > size - off ||
+	    kvmm_tel_shm_check(p, len))
+		return NULL;
+	return p;
+}
+
 static inline struct kvmm_tel_shm_block *
 kvmm_tel_shm_blocks(const struct kvmm_tel_shm *s)
 {

@@ -157,6 +157,13 @@ int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages);
 /* ---- telemetry.c ---- */
 int kd_telemetry_start(struct kd_daemon *d);
 void kd_telemetry_stop(struct kd_daemon *d);
+/* Shared-memory fallback: room after a session's rings, registered for
+ * reading; removal keeps what the session counted. */
+void kd_telemetry_ring_layout(struct kd_daemon *d,
+			      struct kvmm_ring_offsets *off);
+void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, void *mem,
+			      const struct kvmm_ring_offsets *off);
+void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id);
 
 /* ---- region.c ---- */
 

@@ -60,6 +60,7 @@ int kd_ring_create(struct kd_session *s, const struct kvmm_hello *h,
 	err = kr_layout(h->sq_entries, h->cq_entries, h->rq_entries, off);
 	if (err)
 		return err;
+	kd_telemetry_ring_layout(s->d, off);
 	kr = calloc(1, sizeof(*kr));
 	if (!kr)
 		return -ENOMEM;
@@ -86,6 +87,7 @@ int kd_ring_create(struct kd_session *s, const struct kvmm_hello *h,
 	err = kr_attach(kr->mem, kr->size, off, &kr->r);
 	if (err)
 		goto err_unmap;
+	kd_telemetry_session_add(s->d, s->id, kr->mem, off);
 	kr->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	kr->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	kr->rv_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -126,6 +128,7 @@ void kd_ring_destroy(struct kd_session *s)
 
 	if (!kr)
 		return;
+	kd_telemetry_session_remove(s->d, s->id);
 	kd_loop_del(&s->d->loop, &kr->sq_file);
 	close(kr->sq_efd);
 	close(kr->cq_efd);

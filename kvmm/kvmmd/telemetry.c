@@ -9,12 +9,16 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 #define KD_TEL_POLL_MS 250
+/* Block slots of a session's fallback region (~330 KiB with histograms). */
+#define KD_TEL_SHM_BLOCKS 4096
 
 static void on_tel_timer(struct kd_loop *loop, struct kd_timer *t)
 {
@@ -69,10 +73,64 @@ int kd_telemetry_start(struct kd_daemon *d)
 	return 0;
 }
 
+/* Only a daemon that reads shared memory gives sessions the room. */
+void kd_telemetry_ring_layout(struct kd_daemon *d,
+			      struct kvmm_ring_offsets *off)
+{
+	size_t len = (kvmm_tel_shm_size(KD_TEL_SHM_BLOCKS) + 4095) & ~4095ul;
+
+	if (!d->tel || tel_source(d->tel) != TEL_SOURCE_SHM)
+		return;
+	off->tel_off = off->mmap_size; /* page aligned */
+	off->tel_size = len;
+	off->mmap_size += len;
+}
+
+void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, void *mem,
+			      const struct kvmm_ring_offsets *off)
+{
+	int err;
+
+	if (!d->tel || !off->tel_size)
+		return;
+	err = tel_shm_add(d->tel, id, (char *)mem + off->tel_off,
+			  off->tel_size);
+	if (err)
+		vmm_log(VMM_LOG_WARN, "session %u: telemetry region: %s", id,
+			strerror(-err));
+}
+
+void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id)
+{
+	if (d->tel)
+		tel_shm_remove(d->tel, id);
+}
+
+/* One line with the totals, so a log shows what telemetry saw. */
+static void log_totals(struct kd_daemon *d)
+{
+	struct kvmm_counters c;
+	char ev[256];
+	size_t n = 0;
+
+	if (tel_poll(d->tel))
+		return;
+	tel_counters(d->tel, &c);
+	for (int i = 0; i < KVMM_TEL_NR_EVENTS && n < sizeof(ev); i++)
+		n += snprintf(ev + n, sizeof(ev) - n, " %s %llu",
+			      tel_event_string(i),
+			      (unsigned long long)c.events[i]);
+	vmm_log(VMM_LOG_INFO,
+		"telemetry totals (%s): %zu blocks, %llu accesses;%s",
+		tel_source_string(tel_source(d->tel)), tel_block_count(d->tel),
+		(unsigned long long)c.accesses, ev);
+}
+
 void kd_telemetry_stop(struct kd_daemon *d)
 {
 	if (!d->tel)
 		return;
+	log_totals(d);
 	kd_timer_cancel(&d->loop, &d->tel_timer);
 	tel_close(d->tel); /* detaches and removes the pins */
 	d->tel = NULL;

@@ -26,6 +26,8 @@
 #define KC_NO_PAGE UINT32_MAX
 
 /* One imported page: mapped refs times in this process. */
+struct kvmm_tel_shm;
+
 struct kc_page {
 	vmm_handle_t handle;
 	uint32_t refs; /* 0: not imported */
@@ -63,6 +65,8 @@ struct kvmm_conn {
 	struct kr_rings r;
 	int sq_efd, cq_efd, rv_efd;
 	uint32_t sq_tail, cq_head, rq_head; /* ours */
+	/* telemetry fallback counters in the ring memfd, NULL if none */
+	struct kvmm_tel_shm *tel;
 	uint64_t next_user_data;
 	uint32_t spin_us;
 

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
 
 const char *kc_default_socket(void)
@@ -226,6 +227,8 @@ static int setup_rings(struct kvmm_conn *c, int fds[4])
 	err = kr_attach(c->ring_mem, c->ring_size, &c->hello.ring, &c->r);
 	if (err)
 		return -EPROTO;
+	c->tel = kvmm_tel_shm_at(c->ring_mem, c->ring_size,
+				 c->hello.ring.tel_off, c->hello.ring.tel_size);
 	close(fds[0]);
 	c->sq_efd = fds[1];
 	c->cq_efd = fds[2];

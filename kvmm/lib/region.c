@@ -452,16 +452,18 @@ out_unlock:
 	return err;
 }
 
-/* The kvmm:extend probe (ebpf/probes.h) times every successful extend. */
+/* The kvmm:extend probe (ebpf/probes.h), and the shm fallback counters
+ * when the daemon reads those, time every successful extend. */
 int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
-	uint64_t t0 = KVMM_PROBE_ENABLED(extend) ? kvmm_tel_now_ns() : 0;
+	struct kvmm_tel_shm *tel = r ? r->conn->tel : NULL;
+	uint64_t t0 = kvmm_tel_want(tel, extend) ? kvmm_tel_now_ns() : 0;
 	int err = seq_extend(r, seq, new_len);
 
 	if (t0 && !err)
-		kvmm_probe_extend((uint64_t)r->id << 32 | seq, new_len,
-				  kc_blocks_for(r, new_len),
-				  kvmm_tel_now_ns() - t0);
+		kvmm_tel_extend(tel, (uint64_t)r->id << 32 | seq, new_len,
+				kc_blocks_for(r, new_len),
+				kvmm_tel_now_ns() - t0);
 	return err;
 }
 

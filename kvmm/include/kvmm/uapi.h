@@ -114,7 +114,10 @@ struct kvmm_ring_offsets {
 	uint32_t sq_head, sq_tail, sq_entries, sq_array;
 	uint32_t cq_head, cq_tail, cq_entries, cq_array;
 	uint32_t rq_head, rq_tail, rq_entries, rq_array;
-	uint32_t reserved[8];
+	/* telemetry fallback counters (ebpf/telemetry_shm.h) the client
+	 * writes when BPF is unavailable; tel_size 0 = none */
+	uint32_t tel_off, tel_size;
+	uint32_t reserved[6];
 };
 
 /* Daemon -> client flag word: the daemon sleeps, write the SQ doorbell. */

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shared-memory fallback through a real daemon and client process:
+ * kvmmd --telemetry shm publishes a telemetry region after each session's
+ * rings, libkvmm finds it and writes its extend counters there, and the
+ * daemon's totals (logged at shutdown, after the session ended) hold
+ * exactly the client's three extends.  With --telemetry off there is no
+ * region.  Needs neither root nor BPF.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define TPB 256
+
+static const struct kvmm_region_opts ro = {
+	.size = sizeof(ro),
+	.layers = 2,
+	.kv_heads = 2,
+	.head_dim = 64,
+	.dtype_bytes = 2,
+	.max_seqs = 4,
+	.max_tokens = 2048,
+};
+
+/* 0 when the client saw a region exactly when `want_region`. */
+static int client(bool want_region)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "shm" };
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint32_t s;
+
+	if (kvmm_connect(&co, &c))
+		return 1;
+	if (want_region != (c->tel != NULL))
+		return 2;
+	if (c->tel && !kvmm_tel_shm_enabled(c->tel))
+		return 3;
+	if (kvmm_region_create(c, &ro, &r) || kvmm_seq_open(r, &s))
+		return 4;
+	for (int i = 1; i <= 3; i++)
+		if (kvmm_seq_extend(r, s, i * TPB))
+			return 5;
+	if (c->tel && c->tel->counters.events[KVMM_TEL_EXTEND] != 3)
+		return 6;
+	kvmm_disconnect(c);
+	return 0;
+}
+
+static void run_client(struct td_daemon *d, bool want_region)
+{
+	pid_t pid = fork();
+	int ws;
+
+	t_assert(pid >= 0);
+	if (pid == 0)
+		_exit(client(want_region));
+	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
+	if (WEXITSTATUS(ws)) {
+		td_dump_log(d);
+		t_fail("client exited with %d", WEXITSTATUS(ws));
+	}
+}
+
+/* Stop the daemon ourselves so its log can be read before cleanup. */
+static char *stop_and_read_log(struct td_daemon *d)
+{
+	static char buf[1 << 16];
+	FILE *f;
+	size_t n;
+	int st;
+
+	kill(d->pid, SIGTERM);
+	t_assert(waitpid(d->pid, &st, 0) == d->pid);
+	t_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	d->pid = 0;
+	f = fopen(d->log, "r");
+	t_assert(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	td_stop(d);
+	return buf;
+}
+
+int main(void)
+{
+	const char *shm[] = { "--telemetry", "shm", NULL };
+	const char *off[] = { "--telemetry", "off", NULL };
+	struct td_daemon d;
+	char *log;
+
+	t_ok(td_start(&d, shm));
+	run_client(&d, true);
+	log = stop_and_read_log(&d);
+	if (!strstr(log, "telemetry: shm") ||
+	    !strstr(log, "telemetry totals (shm): 0 blocks, 0 accesses; "
+			 "access 0 attention 0 prefill 0 extend 3 restore 0")) {
+		fprintf(stderr, "%s", log);
+		t_fail("the daemon's totals do not show 3 extends");
+	}
+
+	t_ok(td_start(&d, off));
+	run_client(&d, false);
+	log = stop_and_read_log(&d);
+	t_assert(!strstr(log, "telemetry totals"));
+	printf("ok: shm fallback through kvmmd and libkvmm\n");
+	return 0;
+}
