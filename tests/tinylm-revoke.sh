@@ -34,7 +34,7 @@ sock=$tmp/kvmm.sock
 "$B/kvmmd" --backend host --socket "$sock" --page-size 4K --gpu-mem 16M \
 	--foreground >"$tmp/kvmmd.log" 2>&1 &
 daemon=$!
-for _ in $(seq 100); do
+for _ in $(seq 400); do
 	[ -S "$sock" ] && break
 	sleep 0.05
 done

@@ -143,7 +143,7 @@ if [ $have_kvmm = 1 ]; then
 	echo "   ($features)"
 	"$B/kvmmd" "${dargs[@]}" >"$tmp/kvmmd.log" 2>&1 &
 	daemon_pid=$!
-	for _ in $(seq 100); do
+	for _ in $(seq 400); do
 		[ -S "$sock" ] && break
 		sleep 0.05
 	done
