@@ -153,6 +153,11 @@ uint64_t pol_cache_ticks(const struct pol_cache *c)
 	return c->ticks;
 }
 
+void *pol_cache_gpu_policy(struct pol_cache *c)
+{
+	return c->priv[POL_TIER_GPU];
+}
+
 struct pol_index *pol_cache_index(struct pol_cache *c)
 {
 	return &c->ix;

@@ -3,11 +3,16 @@
  * asym: kernel-latency-aware eviction, GreedyDual-Size-Frequency with
  * aging over the leaves of the prefix tree.  A block's priority is
  *
- *   H(b) = L + f(b) * w(b) * 2^(priority(b) / 8)
+ *   H(b) = L + f(b) * r(depth(b)) * w(b) * 2^(priority(b) / 8)
  *
  *   f(b)  expected reuse: the times the block was used recently, even
  *         before an eviction (history), 0 for a partial tail block (its
  *         hash changes when the sequence grows, it cannot be hit again);
+ *   r(d)  learned reuse by depth: (uses of already-seen blocks at depth
+ *         bucket d + 1) / (first uses at d + 2), counted on every access
+ *         and halved with the sketch.  Deep blocks cost more to recompute
+ *         but are rarely reused; this is what weighs the two, instead of
+ *         a constant fitted to one trace;
  *   w(b)  miss cost per byte relative to the cheapest block of the same
  *         size: 1 where a lower tier catches the block (a reload costs
  *         the same for every block), recompute(position) / recompute(0)
@@ -37,13 +42,38 @@
 #include "kvmm/policy/pol_hpol.h"
 
 #define SKETCH_MIN_WIDTH (1u << 20)
+#define DEPTH_BUCKETS 24
+
+static unsigned depth_bucket(uint32_t position)
+{
+	unsigned b =
+		position < 8 ?
+			position :
+			8 + 2 * (31 - (unsigned)__builtin_clz(position) - 3) +
+				((position >>
+				  (31 - __builtin_clz(position) - 1)) &
+				 1);
+	return b < DEPTH_BUCKETS ? b : DEPTH_BUCKETS - 1;
+}
 
 struct asym {
 	double inflation; /* L */
 	double rc0, rc_step; /* recompute cost of block index 0, per index */
 	bool last_tier;
 	struct pol_sketch sketch; /* GPU tier only: every access passes it */
+	/* learned reuse by depth (shared through the GPU instance) */
+	struct asym *gpu;
+	double first[DEPTH_BUCKETS], again[DEPTH_BUCKETS];
+	uint64_t depth_events;
 };
+
+/* Expected further uses of a block at this depth, learned. */
+static double depth_reuse(const struct asym *g, uint32_t position)
+{
+	unsigned b = depth_bucket(position);
+
+	return (g->again[b] + 1) / (g->first[b] + 2);
+}
 
 static void asym_key(const struct pol_block *b, unsigned tier,
 		     struct pol_heap_node *n)
@@ -59,6 +89,7 @@ static double weight(const struct asym *s, const struct pol_block *b)
 
 	if (s->last_tier)
 		w = (s->rc0 + s->rc_step * b->position) / s->rc0;
+	w *= depth_reuse(s->gpu, b->position);
 	if (b->priority)
 		w *= exp2(b->priority / 8.0);
 	return w;
@@ -70,8 +101,22 @@ static void asym_rekey(struct hpol *h, struct pol_block *b, enum hpol_event ev)
 	double f;
 
 	/* Every access lands on the GPU tier: count it there. */
-	if (h->tier == POL_TIER_GPU)
+	if (h->tier == POL_TIER_GPU) {
+		unsigned db = depth_bucket(b->position);
+
 		b->reuse = (float)pol_sketch_add(&s->sketch, b->hash);
+		if (b->reuse <= 1)
+			s->first[db] += 1;
+		else
+			s->again[db] += 1;
+		if (++s->depth_events >= s->sketch.period) {
+			s->depth_events = 0;
+			for (unsigned i = 0; i < DEPTH_BUCKETS; i++) {
+				s->first[i] /= 2;
+				s->again[i] /= 2;
+			}
+		}
+	}
 	f = (b->flags & POL_BLOCK_PARTIAL) ? 0 : b->reuse;
 	b->slot[h->tier].key = s->inflation + f * weight(s, b);
 }
@@ -110,6 +155,10 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	s->rc0 = pol_cost_recompute_block_s(m, 0);
 	s->rc_step = pol_cost_recompute_block_s(m, 1) - s->rc0;
 	s->last_tier = pol_cache_lower_tier(c, tier) == POL_TIER_NONE;
+	if (tier != POL_TIER_GPU)
+		s->gpu = ((struct hpol *)pol_cache_gpu_policy(c))->priv;
+	else
+		s->gpu = s;
 	if (tier == POL_TIER_GPU) {
 		uint64_t total = 0;
 

@@ -176,6 +176,8 @@ bool pol_cache_prefix_rule(const struct pol_cache *c);
 /* --- for policy implementations --- */
 
 struct pol_index *pol_cache_index(struct pol_cache *c);
+/* Private state of the GPU tier's policy (tiers are created GPU first). */
+void *pol_cache_gpu_policy(struct pol_cache *c);
 const struct pol_cost_model *pol_cache_cost(const struct pol_cache *c);
 /* Can b be evicted from its tier now (pins, refs, TTL, prefix rule)? */
 bool pol_cache_evictable(const struct pol_cache *c, const struct pol_block *b);
