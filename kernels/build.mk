@@ -51,3 +51,44 @@ $(eval $(call kernels_gpu_program,$(BUILD)/kvmm-calibrate,$(wildcard tools/kvmm-
 PROGRAMS += $(BUILD)/libkernels_cuda.a $(KERNELS_GPU_BINS) $(BUILD)/kvmm-calibrate
 INSTALL_BINS += $(BUILD)/kvmm-calibrate
 endif
+
+# CUDA emulation (kernels/emu): the same kernels/*.cu and GPU test sources
+# built as C++/C against kernels/emu's runtime, which runs each block's
+# threads as fibers on the CPU.  Always built (no nvcc needed), so
+# `make check` executes the CUDA code here too (tests/kernels-emulated.sh).
+EMU_CPPFLAGS = -Ikernels/emu $(CPPFLAGS)
+EMU_CXXFLAGS = -std=gnu++17 -O2 -g -fPIC -pthread $(WARN) -Wno-unknown-pragmas -fno-strict-aliasing \
+	$(filter -fsanitize% -fno-sanitize% -fno-omit-frame-pointer -O1,$(CFLAGS))
+EMU_CU_OBJS := $(patsubst %.cu,$(BUILD)/obj/emu/%.o,$(wildcard kernels/*.cu)) \
+	$(BUILD)/obj/emu/kernels/emu/emu.o
+EMU_GPU_COMMON := $(patsubst %.c,$(BUILD)/obj/emu/%.o,$(wildcard kernels/gpu/gpu_*.c))
+
+$(BUILD)/obj/emu/kernels/%.o: kernels/%.cu $(BUILD)/config.h
+	@mkdir -p $(@D)
+	$(call msg,CXX,$<)
+	$(Q)$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/emu/kernels/emu/%.o: kernels/emu/%.cc $(BUILD)/config.h
+	@mkdir -p $(@D)
+	$(call msg,CXX,$<)
+	$(Q)$(CXX) $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/emu/kernels/gpu/%.o: kernels/gpu/%.c $(BUILD)/config.h
+	@mkdir -p $(@D)
+	$(call msg,CC,$<)
+	$(Q)$(CC) $(EMU_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# $(call kernels_emu_program,NAME): build/kernels/emu-NAME from gpu-NAME.c
+define kernels_emu_program
+$(BUILD)/kernels/emu-$(1): $(BUILD)/obj/emu/kernels/gpu/gpu-$(1).o \
+		$(EMU_GPU_COMMON) $(EMU_CU_OBJS) $$(ARCHIVES)
+	@mkdir -p $$(@D)
+	$$(call msg,LD,$$@)
+	$(Q)$$(CXX) $$(LDFLAGS) -o $$@ $$< $(EMU_GPU_COMMON) $(EMU_CU_OBJS) \
+		$$(LINK_GROUP)
+endef
+$(eval $(call kernels_emu_program,test-msa))
+$(eval $(call kernels_emu_program,test-copy-merge))
+
+KERNELS_EMU_BINS := $(BUILD)/kernels/emu-test-msa $(BUILD)/kernels/emu-test-copy-merge
+PROGRAMS += $(KERNELS_EMU_BINS)

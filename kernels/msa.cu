@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/msa.h"
 #include "kernels/msa_config.h"
@@ -68,6 +69,21 @@ struct MsaArgs {
 	float scale_log2;
 };
 
+#ifdef MSA_EMULATE
+/* CPU emulation (kernels/emu): copies complete at once. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+	memcpy(smem, gmem, 16);
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+}
+#else
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 {
 	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -86,6 +102,32 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 {
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+#endif
+
+/*
+ * Launch k(args...) with the argument types of k (no deduction from the
+ * call site): cudaLaunchKernel on a GPU, the fiber emulator otherwise.
+ * Not <<< >>>, which clang-format (Cpp03) would mangle.
+ */
+template <typename T> struct Same {
+	typedef T type;
+};
+
+template <typename... P>
+cudaError_t launch_kernel(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+			  cudaStream_t st, typename Same<P>::type... a)
+{
+#ifdef MSA_EMULATE
+	(void)st;
+	return emu_launch(reinterpret_cast<const void *>(k), grid, block, smem,
+			  [&]() { k(a...); });
+#else
+	void *args[] = { static_cast<void *>(&a)... };
+
+	return cudaLaunchKernel(reinterpret_cast<const void *>(k), grid, block,
+				args, smem, st);
+#endif
+}
 
 /* Eight 2-byte elements (one 16-byte chunk) to floats. */
 template <bool BF16> __device__ __forceinline__ void cvt8(uint4 raw, float *f)
@@ -98,8 +140,11 @@ template <bool BF16> __device__ __forceinline__ void cvt8(uint4 raw, float *f)
 			f[2 * i] = __uint_as_float(w[i] << 16);
 			f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
 		} else {
-			__half2 h = *reinterpret_cast<__half2 *>(&w[i]);
-			float2 v = __half22float2(h);
+			__half2 h;
+			float2 v;
+
+			memcpy(&h, &w[i], sizeof(h));
+			v = __half22float2(h);
 
 			f[2 * i] = v.x;
 			f[2 * i + 1] = v.y;
@@ -185,7 +230,11 @@ __global__ void __launch_bounds__(MSA_THREADS) msa_kernel(const MsaArgs a)
 	using C = Cfg<D, PREFILL>;
 	constexpr int DC = C::DC, NTG = C::NTG, NRG = C::NRG, RPT = C::RPT;
 	constexpr int ROWS = C::ROWS, KST = D + MSA_KV_PAD; /* K/V row stride */
+#ifdef MSA_EMULATE
+	unsigned char *smem = emu_dynamic_smem();
+#else
 	extern __shared__ __align__(16) unsigned char smem[];
+#endif
 	const struct msa_kcfg cfg = { D, NTG, NRG, RPT };
 	float *q_s = reinterpret_cast<float *>(smem);
 	unsigned char *kv = smem + msa_smem_q(&cfg);
@@ -523,14 +572,7 @@ int launch_one(const MsaArgs &a, const struct msa_plan *pl, cudaStream_t st)
 				 (int)pl->smem_bytes);
 	if (e != cudaSuccess)
 		return cuda_errno(e);
-	{
-		/* cudaLaunchKernel, not <<< >>>: clang-format-safe. */
-		void *args[] = { const_cast<MsaArgs *>(&a) };
-
-		e = cudaLaunchKernel(reinterpret_cast<const void *>(k), grid,
-				     dim3(MSA_THREADS), args, pl->smem_bytes,
-				     st);
-	}
+	e = launch_kernel(k, grid, dim3(MSA_THREADS), pl->smem_bytes, st, a);
 	return cuda_errno(e != cudaSuccess ? e : cudaGetLastError());
 }
 
@@ -570,15 +612,10 @@ extern "C" int msa_merge_launch(const float *o_in, const float *lse_in,
 		return 0;
 	if (!o_out || (n_states && (!o_in || !lse_in)))
 		return -EINVAL;
-	{
-		void *args[] = { &o_in,	    &lse_in, &n_states, &rows,
-				 &head_dim, &o_out,  &lse_out };
-
-		return cuda_errno(cudaLaunchKernel(
-			reinterpret_cast<const void *>(msa_merge_kernel),
-			dim3((rows + 7) / 8), dim3(256), args, 0,
-			static_cast<cudaStream_t>(stream)));
-	}
+	return cuda_errno(launch_kernel(
+		msa_merge_kernel, dim3((rows + 7) / 8), dim3(256), 0,
+		static_cast<cudaStream_t>(stream), o_in, lse_in, n_states, rows,
+		head_dim, o_out, lse_out));
 }
 
 extern "C" int msa_launch(const struct msa_problem *p,

@@ -46,6 +46,27 @@ __global__ void __launch_bounds__(KCOPY_THREADS)
 	}
 }
 
+/* As in msa.cu: cudaLaunchKernel on a GPU, the emulator otherwise. */
+template <typename T> struct Same {
+	typedef T type;
+};
+
+template <typename... P>
+cudaError_t launch_kernel(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+			  cudaStream_t st, typename Same<P>::type... a)
+{
+#ifdef MSA_EMULATE
+	(void)st;
+	return emu_launch(reinterpret_cast<const void *>(k), grid, block, smem,
+			  [&]() { k(a...); });
+#else
+	void *args[] = { static_cast<void *>(&a)... };
+
+	return cudaLaunchKernel(reinterpret_cast<const void *>(k), grid, block,
+				args, smem, st);
+#endif
+}
+
 int cuda_errno_copy(cudaError_t e)
 {
 	if (e == cudaSuccess)
@@ -86,14 +107,14 @@ int page_copy(char *const *pages, char *staging, uint32_t n, size_t bytes,
 
 		for (uint32_t i = 0; i < m; i++)
 			list.p[i] = pages[first + i];
-		void *args[] = { &list, &stage, &bytes, &to_pages };
-		/* cudaLaunchKernel, not <<< >>>: clang-format-safe. */
-		const void *fn = vec ? reinterpret_cast<const void *>(
-					       page_copy_kernel<true>) :
-				       reinterpret_cast<const void *>(
-					       page_copy_kernel<false>);
-		int err = cuda_errno_copy(cudaLaunchKernel(
-			fn, grid, dim3(KCOPY_THREADS), args, 0, st));
+		int err = cuda_errno_copy(
+			vec ? launch_kernel(page_copy_kernel<true>, grid,
+					    dim3(KCOPY_THREADS), 0, st, list,
+					    stage, bytes, to_pages) :
+			      launch_kernel(page_copy_kernel<false>, grid,
+					    dim3(KCOPY_THREADS), 0, st, list,
+					    stage, bytes, to_pages));
+
 		if (err)
 			return err;
 	}

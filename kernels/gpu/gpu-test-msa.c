@@ -105,8 +105,10 @@ static double run_case(const struct msa_case_spec *sp, uint32_t sms,
 	return e;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* --quick: fewer and smaller cases (the CPU emulator runs this). */
+	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
 	static const uint32_t dims[] = { 64, 128, 256 };
 	static const uint32_t groups[] = { 1, 2, 4, 8, 16 };
 	uint32_t sms = (uint32_t)gpu_require(stdout, 77), splits = 0;
@@ -114,7 +116,7 @@ int main(void)
 	char what[128];
 
 	/* Random small and medium shapes, splits forced both ways. */
-	for (uint32_t it = 0; it < 90; it++) {
+	for (uint32_t it = 0; it < (quick ? 30u : 90u); it++) {
 		uint64_t rs = 1000 + it;
 		struct msa_case_spec sp = {
 			.dtype = it % 2 ? MSA_BF16 : MSA_F16,
@@ -156,7 +158,7 @@ int main(void)
 					    .num_seqs = 4,
 					    .q_per_seq = 1,
 					    .segs_per_seq = 16,
-					    .seg_len = 1000,
+					    .seg_len = quick ? 100 : 1000,
 					    .exact_shape = true,
 					    .decode = true,
 					    .seed = 5 };
@@ -164,10 +166,10 @@ int main(void)
 		worst = fmax(worst,
 			     run_case(&sp, sms, &splits, "llama decode"));
 		/* Prefill chunk of 48 tokens at the end of 8 x 300. */
-		sp.q_per_seq = 48;
+		sp.q_per_seq = quick ? 20 : 48;
 		sp.num_seqs = 1;
 		sp.segs_per_seq = 8;
-		sp.seg_len = 300;
+		sp.seg_len = quick ? 40 : 300;
 		sp.decode = false;
 		worst = fmax(worst,
 			     run_case(&sp, sms, &splits, "llama prefill"));
