@@ -207,8 +207,10 @@ int main(void)
 	/* Unknown and reserved commands. */
 	t_assert_eq(cmd(fd, 0x77, NULL, 0, NULL, 0), -ENOTTY);
 	t_assert_eq(cmd(fd, 0xffff, NULL, 0, NULL, 0), -ENOTTY);
-	t_assert_eq(cmd(fd, KVMM_CMD_PREFIX_OPEN, NULL, 0, NULL, 0),
+	t_assert_eq(cmd(fd, KVMM_CMD_RESTORE_PLAN, NULL, 0, NULL, 0),
 		    -EOPNOTSUPP);
+	/* A block command with no payload. */
+	t_assert_eq(cmd(fd, KVMM_CMD_PREFIX_OPEN, NULL, 0, NULL, 0), -EINVAL);
 	/* A payload on a command that takes none. */
 	t_assert_eq(cmd(fd, KVMM_CMD_NOP, "x", 1, NULL, 0), -EINVAL);
 	/* Fds where none are expected (they are closed by the daemon). */

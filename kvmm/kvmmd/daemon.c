@@ -16,6 +16,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 void kd_config_defaults(struct kd_config *cfg)
@@ -175,6 +176,9 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));
 		goto err_backend;
 	}
+	err = kd_cache_init(d);
+	if (err)
+		goto err_pool;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -209,6 +213,7 @@ err_signal:
 	close(d->signal_fd);
 	d->signal_fd = -1;
 err_pool:
+	kd_cache_fini(d);
 	vmm_pool_destroy(d->pool);
 	d->pool = NULL;
 err_backend:
@@ -229,6 +234,7 @@ void kd_daemon_stop(struct kd_daemon *d)
 	struct vmm_pool_stats st;
 
 	kd_session_free_all(d);
+	kd_cache_fini(d);
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
 		unlink(d->cfg.socket_path);

@@ -13,6 +13,7 @@
  *   ring.c     the session memfd rings, daemon side
  *   proto.c    command validation and dispatch (socket and ring)
  *   revoke.c   revocation: post, acknowledge, time out
+ *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h)
  *
  * Everything runs on the one event-loop thread; nothing here is locked.
  */
@@ -31,6 +32,7 @@
 
 struct kd_loop;
 struct kd_daemon;
+struct kd_cache;
 
 /* ---- loop.c ---- */
 
@@ -109,6 +111,11 @@ struct kd_config {
 	char telemetry_pin_root[128]; /* "" = /sys/fs/bpf/kvmm */
 	uint32_t nr_telemetry_attach; /* 0 = libkvmm.so.1 + kvmmd */
 	char telemetry_attach[KD_MAX_TELEMETRY_ATTACH][256];
+	/* block cache and tiers (cache.c) */
+	uint64_t host_mem; /* --host-mem bytes, 0 = no host tier */
+	char nvme_path[256]; /* --nvme-path, "" = no NVMe tier */
+	uint64_t nvme_size; /* --nvme-size bytes */
+	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */
 };
 
 void kd_config_defaults(struct kd_config *cfg);
@@ -141,6 +148,7 @@ struct kd_daemon {
 	uint64_t next_cookie;
 	uint64_t pages_quarantined;
 	struct kd_counters ctr;
+	struct kd_cache *cache; /* cache.c */
 	uint64_t start_ns;
 	uid_t uid; /* the daemon's own uid: admin rights */
 	struct tel *tel; /* NULL when telemetry is off */

@@ -39,6 +39,10 @@ static void usage(FILE *f)
 		"  --telemetry-pin-root DIR  BPF map pins (/sys/fs/bpf/kvmm)\n"
 		"  --telemetry-attach PATH   trace this binary's kvmm probes\n"
 		"                         (repeatable; default libkvmm.so.1, kvmmd)\n"
+		"  --host-mem SIZE        host DRAM tier for evicted blocks (0: none)\n"
+		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT)\n"
+		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
+		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -61,6 +65,10 @@ static const struct option long_opts[] = {
 	{ "telemetry", required_argument, NULL, 'T' },
 	{ "telemetry-pin-root", required_argument, NULL, 'R' },
 	{ "telemetry-attach", required_argument, NULL, 'A' },
+	{ "host-mem", required_argument, NULL, 'H' },
+	{ "nvme-path", required_argument, NULL, 'N' },
+	{ "nvme-size", required_argument, NULL, 'Z' },
+	{ "cache-gpu-blocks", required_argument, NULL, 'G' },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -186,6 +186,20 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'f':
 		cfg->foreground = true;
 		return 0;
+	case 'H':
+		return kd_parse_size("--host-mem", val, &cfg->host_mem);
+	case 'N':
+		if (strlen(val) >= sizeof(cfg->nvme_path)) {
+			fprintf(stderr, "kvmmd: --nvme-path: path too long\n");
+			return -ENAMETOOLONG;
+		}
+		snprintf(cfg->nvme_path, sizeof(cfg->nvme_path), "%s", val);
+		return 0;
+	case 'Z':
+		return kd_parse_size("--nvme-size", val, &cfg->nvme_size);
+	case 'G':
+		return kd_parse_size("--cache-gpu-blocks", val,
+				     &cfg->cache_gpu_blocks);
 	case 'q': {
 		const char *eq = strchr(val, '=');
 		char uid[32];

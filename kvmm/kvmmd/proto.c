@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 struct req {
@@ -467,6 +468,20 @@ static int do_admin_revoke(struct req *rq)
 }
 
 /* Returns 1 when it replied itself, else the status to reply with. */
+static int do_tier_stats(struct req *rq)
+{
+	struct kvmm_tier_stats_reply st;
+	int err;
+
+	if (rq->len)
+		return -EINVAL;
+	err = kd_cache_tier_stats(rq->s->d, &st);
+	if (err)
+		return err;
+	reply(rq, 0, &st, sizeof(st), NULL, 0);
+	return 1;
+}
+
 static int dispatch(struct req *rq)
 {
 	struct kd_session *s = rq->s;
@@ -507,11 +522,14 @@ static int dispatch(struct req *rq)
 	case KVMM_CMD_STATS:
 		return do_stats(rq);
 	case KVMM_CMD_BLOCK_PUBLISH:
+		return kd_cache_publish(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_PREFIX_OPEN:
+		return kd_cache_prefix_open(s, rq->h, rq->p, rq->len) ?: 1;
+	case KVMM_CMD_TIER_STATS:
+		return do_tier_stats(rq);
 	case KVMM_CMD_RESTORE_PLAN:
 	case KVMM_CMD_BLOCK_PIN:
 	case KVMM_CMD_BLOCK_UNPIN:
-	case KVMM_CMD_TIER_STATS:
 		return -EOPNOTSUPP;
 	case KVMM_CMD_ADMIN_STATUS:
 		return do_admin_status(rq);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 #define KD_MAX_REGIONS_PER_SESSION 64
@@ -46,6 +47,7 @@ void kd_unhold_page(struct kd_session *s, uint32_t page)
 
 void kd_block_put(struct kd_daemon *d, struct kd_block *blk)
 {
+	kd_cache_block_unref(d, blk); /* a published block loses a user */
 	if (--blk->refcnt)
 		return;
 	for (uint32_t i = 0; i < blk->nr_pages; i++)

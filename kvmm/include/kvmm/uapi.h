@@ -328,6 +328,100 @@ struct kvmm_admin_revoke {
 	uint64_t reserved[2];
 };
 
+/* ---- blocks, prefixes, tiers (0x50-0x6f) --------------------------------- */
+
+/*
+ * BLOCK_PUBLISH: full blocks [first_block, first_block + nr_blocks) of a
+ * sequence are immutable from now on and are named by hashes[] (the chain
+ * h_i = XXH3_64(h_{i-1}, salt, tokens of block i), see
+ * kvmm/policy/block_hash.h).  Every block must be backed and full
+ * ((b + 1) * tokens_per_block <= the sequence's length); a hash of 0 is
+ * refused.  The message is this struct followed by nr_blocks u64 hashes
+ * (size covers the struct only).  Reply: kvmm_block_publish_reply.
+ */
+struct kvmm_block_publish {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t seq_id;
+	uint32_t first_block;
+	uint32_t nr_blocks; /* <= KVMM_PREFIX_MAX_BLOCKS */
+	uint32_t flags; /* must be 0 */
+	uint64_t parent_hash; /* hash of block first_block - 1, 0 for none */
+	uint64_t reserved[2];
+	uint64_t hashes[];
+};
+
+struct kvmm_block_publish_reply {
+	uint32_t size;
+	uint32_t published; /* now cached under their hash */
+	uint32_t duplicates; /* the cache already held that content */
+	uint32_t not_cached; /* no room (every cached block in use) */
+	uint64_t reserved[2];
+};
+
+#define KVMM_PREFIX_MAX_BLOCKS 4096
+
+/*
+ * PREFIX_OPEN: open a new sequence whose leading blocks are the longest
+ * cached prefix of hashes[] (the message: this struct, then nr_hashes
+ * u64).  GPU-resident blocks are mapped as they are (the same physical
+ * pages as every other sequence using them: read-only by contract);
+ * blocks in the host or NVMe tier are restored into fresh pages first.
+ * The sequence's length is nr_blocks * tokens_per_block; the client
+ * extends it from there (a tail block is never shared).  Reply:
+ * kvmm_prefix_open_reply, page ids and fds as for SEQ_EXTEND (blocks
+ * 0..nr_blocks-1).
+ */
+struct kvmm_prefix_open {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t nr_hashes; /* <= KVMM_PREFIX_MAX_BLOCKS */
+	uint32_t flags; /* must be 0 */
+	uint64_t reserved[2];
+	uint64_t hashes[];
+};
+
+struct kvmm_prefix_open_reply {
+	uint32_t size;
+	uint32_t seq_id;
+	uint32_t nr_blocks; /* cached prefix length in blocks */
+	uint32_t pages_per_block;
+	uint32_t nr_fds;
+	uint32_t len; /* tokens */
+	uint32_t from_gpu, from_host, from_nvme; /* where the blocks were */
+	uint32_t pad;
+	uint64_t reserved[2];
+	uint32_t page_ids[]; /* nr_blocks * pages_per_block, KVMM_PAGE_HELD */
+};
+
+/* TIER_STATS reply: one entry per tier (0 GPU, 1 host, 2 NVMe). */
+struct kvmm_tier_info {
+	uint64_t capacity_blocks; /* 0: no such tier */
+	uint64_t used_blocks;
+	uint64_t block_bytes;
+	uint64_t hits; /* prefix blocks found here */
+	uint64_t demotions_in; /* blocks moved down into this tier */
+	uint64_t promotions_out; /* blocks restored from here to the GPU */
+	uint64_t drops; /* blocks dropped from this tier */
+	uint64_t bytes_in, bytes_out; /* copied into / out of this tier */
+	uint64_t reserved[3];
+};
+
+struct kvmm_tier_stats_reply {
+	uint32_t size;
+	uint32_t nr_tiers; /* 3 */
+	uint64_t publishes, duplicates, not_cached;
+	uint64_t prefix_opens, prefix_blocks_asked, prefix_blocks_hit;
+	uint64_t misses; /* prefix lookups that stopped at a missing block */
+	uint64_t busy_misses; /* ... at a block being migrated */
+	uint64_t checksum_failures; /* NVMe slots dropped on a bad CRC32C */
+	uint64_t recovered_blocks; /* NVMe slots found at startup */
+	uint64_t migrations_failed;
+	uint64_t migrations_in_flight;
+	uint64_t reserved[6];
+	struct kvmm_tier_info tiers[3];
+};
+
 /* ---- rings ------------------------------------------------------------- */
 
 /*

@@ -1,0 +1,878 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmd's block cache: publish, prefix open with zero-copy sharing and
+ * restores, demotion through the policy's move handler and the migration
+ * engine, tier counters.  See cache.h for the model.
+ *
+ * Everything here runs on the event-loop thread; the migration workers
+ * only touch job memory and tier slots, and hand jobs back through the
+ * engine's eventfd.
+ */
+#include "kvmm/kvmmd/cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "kvmm/kvmmd/migrate.h"
+#include "kvmm/kvmmd/tier_host.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+#include "kvmm/policy/policy.h"
+
+#define KC_BUCKETS 4096u
+
+struct kc_entry {
+	uint64_t hash;
+	uint64_t parent;
+	uint32_t position;
+	uint8_t tier; /* enum pol_tier: where the bytes are (or go) */
+	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
+	bool dead; /* to be removed from the policy after its call */
+	bool then_nvme; /* moved on to NVMe while its host copy ran */
+	bool drop_after; /* dropped while a job ran */
+	struct kd_block *blk; /* GPU: the cache's reference */
+	uint32_t host_slot, nvme_slot;
+	struct migrate_job *job; /* migration in flight */
+	struct kc_entry *next; /* hash chain */
+	struct kc_entry *dead_next;
+};
+
+struct kd_cache {
+	struct kd_daemon *d;
+	struct kc_entry *buckets[KC_BUCKETS];
+	uint64_t nentries;
+	struct kc_entry *dead; /* removed from the policy after its call */
+	bool opened; /* tiers and policy set up */
+	bool open_failed;
+	uint32_t ppb; /* pages per block of the tiers */
+	size_t block_bytes;
+	struct pol_cache *pol;
+	struct tier_host *host;
+	struct tier_nvme *nvme;
+	struct migrate *mig;
+	struct kd_file mig_file;
+	struct kvmm_tier_stats_reply st;
+};
+
+static struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash)
+{
+	struct kc_entry *e = c->buckets[hash % KC_BUCKETS];
+
+	while (e && e->hash != hash)
+		e = e->next;
+	return e;
+}
+
+static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
+{
+	struct kc_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->hash = hash;
+	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
+	e->next = c->buckets[hash % KC_BUCKETS];
+	c->buckets[hash % KC_BUCKETS] = e;
+	c->nentries++;
+	return e;
+}
+
+static void kc_free(struct kd_cache *c, struct kc_entry *e)
+{
+	struct kc_entry **pp = &c->buckets[e->hash % KC_BUCKETS];
+
+	while (*pp && *pp != e)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = e->next;
+	c->nentries--;
+	free(e);
+}
+
+/* Drop the cache's reference on a GPU block (no policy callback: the
+ * hash is cleared first when no sequence uses it any more). */
+static void kc_put_block(struct kd_cache *c, struct kc_entry *e)
+{
+	struct kd_block *blk = e->blk;
+
+	if (!blk)
+		return;
+	e->blk = NULL; /* so the unref hook does not count it */
+	if (blk->refcnt == 1)
+		blk->hash = 0;
+	kd_block_put(c->d, blk);
+}
+
+/* Free whatever bytes the entry holds in every tier. */
+static void kc_release(struct kd_cache *c, struct kc_entry *e)
+{
+	kc_put_block(c, e);
+	if (e->host_slot != MIGRATE_NO_SLOT) {
+		tier_host_free(c->host, e->host_slot);
+		e->host_slot = MIGRATE_NO_SLOT;
+	}
+	if (e->nvme_slot != MIGRATE_NO_SLOT) {
+		tier_nvme_free(c->nvme, e->nvme_slot);
+		e->nvme_slot = MIGRATE_NO_SLOT;
+	}
+}
+
+/* An entry that lost its bytes: forget it after the policy call. */
+static void kc_kill(struct kd_cache *c, struct kc_entry *e)
+{
+	if (e->dead)
+		return;
+	e->dead = true;
+	e->dead_next = c->dead;
+	c->dead = e;
+}
+
+static void kc_reap_dead(struct kd_cache *c)
+{
+	while (c->dead) {
+		struct kc_entry *e = c->dead;
+
+		c->dead = e->dead_next;
+		if (e->in_pol)
+			pol_cache_remove(c->pol, e->hash);
+		kc_release(c, e);
+		if (e->job) {
+			e->drop_after = true; /* freed when the job ends */
+			e->dead = false;
+			continue;
+		}
+		kc_free(c, e);
+	}
+}
+
+static int kc_submit(struct kd_cache *c, struct kc_entry *e,
+		     enum migrate_kind kind)
+{
+	struct migrate_job *job;
+	int r;
+
+	job = migrate_job_new(kind, kind == MIGRATE_GPU_TO_HOST ? c->ppb : 0);
+	if (!job)
+		return -ENOMEM;
+	job->hash = e->hash;
+	job->layout_id = c->ppb;
+	job->length = c->block_bytes;
+	job->owner = e;
+	if (kind == MIGRATE_GPU_TO_HOST) {
+		for (uint32_t i = 0; i < c->ppb; i++) {
+			job->pages[i].page_id = e->blk->pages[i];
+			job->pages[i].handle =
+				vmm_pool_page_handle(c->d->pool, e->blk->pages[i]);
+		}
+		r = tier_host_alloc(c->host, &job->host_slot);
+		if (r)
+			goto err_free;
+		e->host_slot = job->host_slot;
+	} else {
+		job->host_slot = e->host_slot;
+	}
+	r = migrate_submit(c->mig, job);
+	if (r) {
+		if (kind == MIGRATE_GPU_TO_HOST) {
+			tier_host_free(c->host, job->host_slot);
+			e->host_slot = MIGRATE_NO_SLOT;
+		}
+		goto err_free;
+	}
+	e->job = job;
+	c->st.migrations_in_flight++;
+	return 0;
+
+err_free:
+	migrate_job_free(job);
+	return r;
+}
+
+/* Room on the NVMe tier for one more block: evict a cold block. */
+static void kc_nvme_room(struct kd_cache *c)
+{
+	struct tier_nvme_stats ns;
+
+	tier_nvme_get_stats(c->nvme, &ns);
+	if (ns.used_slots < ns.capacity_slots)
+		return;
+	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
+		for (struct kc_entry *e = c->buckets[b]; e; e = e->next) {
+			if (!e->in_pol && !e->job && e->tier == POL_TIER_NVME) {
+				c->st.tiers[POL_TIER_NVME].drops++;
+				kc_release(c, e);
+				kc_free(c, e);
+				return;
+			}
+		}
+	}
+}
+
+/* The policy decided a move; make it happen (or note that it failed). */
+static void kc_move(void *arg, const struct pol_block *b, unsigned from,
+		    unsigned to)
+{
+	struct kd_cache *c = arg;
+	struct kc_entry *e = kc_find(c, b->hash);
+
+	if (!e)
+		return;
+	if (to == POL_TIER_NONE) {
+		c->st.tiers[from].drops++;
+		e->in_pol = false;
+		if (e->job) {
+			e->drop_after = true;
+			return;
+		}
+		kc_release(c, e);
+		kc_free(c, e);
+		return;
+	}
+	if (to == POL_TIER_GPU)
+		return; /* a promotion: the restore code does the copy */
+	e->tier = (uint8_t)to;
+	c->st.tiers[to].demotions_in++;
+	if (from == POL_TIER_GPU && to == POL_TIER_HOST) {
+		if (!c->host || kc_submit(c, e, MIGRATE_GPU_TO_HOST))
+			kc_kill(c, e);
+		return;
+	}
+	if (from == POL_TIER_HOST && to == POL_TIER_NVME) {
+		if (e->job) {
+			e->then_nvme = true;
+			return;
+		}
+		kc_nvme_room(c);
+		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
+			kc_kill(c, e);
+		return;
+	}
+	kc_kill(c, e); /* GPU -> NVMe directly: not a path we take */
+}
+
+static void kc_job_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_entry *e = job->owner;
+	bool ok = job->state == MIGRATE_DONE;
+
+	c->st.migrations_in_flight--;
+	e->job = NULL;
+	if (!ok)
+		c->st.migrations_failed++;
+	if (job->kind == MIGRATE_GPU_TO_HOST) {
+		/* the copy is out (or failed): the pages may go back */
+		kc_put_block(c, e);
+		if (ok)
+			c->st.tiers[POL_TIER_HOST].bytes_in += job->length;
+		else
+			e->host_slot = MIGRATE_NO_SLOT; /* freed by the engine */
+	} else if (job->kind == MIGRATE_HOST_TO_NVME) {
+		if (e->host_slot != MIGRATE_NO_SLOT)
+			tier_host_free(c->host, e->host_slot);
+		e->host_slot = MIGRATE_NO_SLOT;
+		if (ok) {
+			e->nvme_slot = job->nvme_slot;
+			c->st.tiers[POL_TIER_NVME].bytes_in += job->length;
+		}
+	}
+	migrate_job_free(job);
+	if (e->drop_after) {
+		kc_release(c, e);
+		kc_free(c, e);
+		return;
+	}
+	if (!ok) {
+		kc_kill(c, e);
+		return;
+	}
+	if (e->then_nvme) {
+		e->then_nvme = false;
+		kc_nvme_room(c);
+		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
+			kc_kill(c, e);
+	}
+}
+
+static void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events,
+			  void *data)
+{
+	struct kd_cache *c = data;
+	struct migrate_job *jobs[32];
+	unsigned int n;
+
+	while ((n = migrate_reap(c->mig, jobs, 32)))
+		for (unsigned int i = 0; i < n; i++)
+			kc_job_done(c, jobs[i]);
+	kc_reap_dead(c);
+}
+
+static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
+			uint64_t length, uint64_t layout_id)
+{
+	struct kd_cache *c = arg;
+	struct kc_entry *e;
+
+	if (length != c->block_bytes || layout_id != c->ppb ||
+	    kc_find(c, hash))
+		return 0;
+	e = kc_add(c, hash);
+	if (!e)
+		return -ENOMEM;
+	e->tier = POL_TIER_NVME;
+	e->nvme_slot = slot;
+	c->st.recovered_blocks++;
+	return 0;
+}
+
+/* Set up tiers and policy for blocks of ppb pages (first use). */
+static int kc_open(struct kd_cache *c, uint32_t ppb)
+{
+	struct kd_daemon *d = c->d;
+	const struct kd_config *cfg = &d->cfg;
+	struct pol_cache_opts po = { .size = sizeof(po), .kind = POL_LRU };
+	int r;
+
+	if (c->opened)
+		return c->ppb == ppb ? 0 : -EXDEV;
+	if (c->open_failed)
+		return -EIO;
+	c->ppb = ppb;
+	c->block_bytes = (size_t)ppb * d->page_size;
+	po.capacity[POL_TIER_GPU] = cfg->cache_gpu_blocks ?
+					    cfg->cache_gpu_blocks :
+					    d->capacity / ppb / 2;
+	if (!po.capacity[POL_TIER_GPU])
+		po.capacity[POL_TIER_GPU] = 1;
+	po.prefix_rule = 0;
+	po.block_bytes = c->block_bytes;
+	if (cfg->host_mem >= c->block_bytes) {
+		struct tier_host_config hc = { .size = sizeof(hc),
+					       .capacity_bytes = cfg->host_mem,
+					       .slot_bytes = c->block_bytes,
+					       .numa_node = -1 };
+		struct tier_host_stats hs;
+
+		r = tier_host_open(&hc, &c->host);
+		if (r)
+			goto err;
+		tier_host_get_stats(c->host, &hs);
+		/* a few slots stay out of the policy's count: a block moving
+		 * on to NVMe keeps its host slot until the write is done */
+		po.capacity[POL_TIER_HOST] =
+			hs.capacity_slots > 4 ? hs.capacity_slots - 2 : 1;
+	}
+	if (c->host && cfg->nvme_path[0]) {
+		size_t reg_len;
+		void *reg = tier_host_base(c->host, &reg_len);
+		struct tier_nvme_config nc = { .size = sizeof(nc),
+					       .path = cfg->nvme_path,
+					       .capacity_bytes = cfg->nvme_size,
+					       .payload_bytes = c->block_bytes,
+					       .reg_base = reg,
+					       .reg_len = reg_len };
+		struct tier_nvme_stats ns;
+
+		r = tier_nvme_open(&nc, &c->nvme);
+		if (r)
+			goto err;
+		tier_nvme_get_stats(c->nvme, &ns);
+		po.capacity[POL_TIER_NVME] = ns.capacity_slots;
+		r = tier_nvme_foreach(c->nvme, kc_recovered, c);
+		if (r)
+			goto err;
+	}
+	r = pol_cache_create(&po, &c->pol);
+	if (r)
+		goto err;
+	pol_cache_set_move_handler(c->pol, kc_move, c);
+	if (c->host) {
+		struct migrate_config mc = { .size = sizeof(mc),
+					     .backend = d->backend,
+					     .host = c->host,
+					     .nvme = c->nvme,
+					     .map_pages = (uint32_t)d->capacity };
+
+		r = migrate_open(&mc, &c->mig);
+		if (r)
+			goto err;
+		r = kd_loop_add(&d->loop, &c->mig_file, migrate_eventfd(c->mig),
+				EPOLLIN, kc_on_migrate, c);
+		if (r)
+			goto err;
+	}
+	c->opened = true;
+	for (int t = 0; t < POL_TIER_COUNT; t++) {
+		c->st.tiers[t].capacity_blocks = po.capacity[t];
+		c->st.tiers[t].block_bytes = c->block_bytes;
+	}
+	vmm_log(VMM_LOG_INFO,
+		"cache: blocks of %u pages; GPU %llu, host %llu, NVMe %llu blocks (%llu recovered)",
+		ppb, (unsigned long long)po.capacity[POL_TIER_GPU],
+		(unsigned long long)po.capacity[POL_TIER_HOST],
+		(unsigned long long)po.capacity[POL_TIER_NVME],
+		(unsigned long long)c->st.recovered_blocks);
+	return 0;
+
+err:
+	vmm_log(VMM_LOG_ERR, "cache: setting up the tiers failed: %s",
+		strerror(-r));
+	c->open_failed = true;
+	return r;
+}
+
+int kd_cache_init(struct kd_daemon *d)
+{
+	struct kd_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->d = d;
+	c->st.size = sizeof(c->st);
+	c->st.nr_tiers = POL_TIER_COUNT;
+	d->cache = c;
+	return 0;
+}
+
+void kd_cache_fini(struct kd_daemon *d)
+{
+	struct kd_cache *c = d->cache;
+
+	if (!c)
+		return;
+	if (c->mig) {
+		struct migrate_job *jobs[32];
+		unsigned int n;
+
+		kd_loop_del(&d->loop, &c->mig_file);
+		migrate_shutdown(c->mig);
+		while ((n = migrate_reap(c->mig, jobs, 32)))
+			for (unsigned int i = 0; i < n; i++)
+				kc_job_done(c, jobs[i]);
+	}
+	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
+		while (c->buckets[b]) {
+			struct kc_entry *e = c->buckets[b];
+
+			/* NVMe blocks stay on disk for the next start */
+			e->nvme_slot = MIGRATE_NO_SLOT;
+			kc_release(c, e);
+			kc_free(c, e);
+		}
+	}
+	migrate_close(c->mig);
+	pol_cache_destroy(c->pol);
+	tier_nvme_close(c->nvme);
+	tier_host_close(c->host);
+	free(c);
+	d->cache = NULL;
+}
+
+void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk)
+{
+	struct kd_cache *c = d->cache;
+	struct kc_entry *e;
+
+	if (!c || !c->pol || !blk->hash)
+		return;
+	e = kc_find(c, blk->hash);
+	if (e && e->blk == blk && e->in_pol)
+		pol_cache_unref(c->pol, blk->hash);
+}
+
+/* A variable-length command: the struct, then n u64 (copied into a new
+ * array the caller frees: the message buffer need not be aligned). */
+static int copy_var(void *out, size_t known, const void *p, size_t len,
+		    uint32_t n_off, uint64_t **tail, uint32_t *n)
+{
+	uint32_t size, count;
+
+	if (len < known)
+		return -EINVAL;
+	memcpy(&size, p, sizeof(size));
+	if (size != known)
+		return -EINVAL;
+	memcpy(&count, (const char *)p + n_off, sizeof(count));
+	if (count > KVMM_PREFIX_MAX_BLOCKS || len != known + count * 8ull)
+		return -EINVAL;
+	memcpy(out, p, known);
+	*tail = malloc(count * sizeof(uint64_t) + 1);
+	if (!*tail)
+		return -ENOMEM;
+	memcpy(*tail, (const char *)p + known, count * sizeof(uint64_t));
+	*n = count;
+	return 0;
+}
+
+int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		     const void *p, size_t len)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kvmm_block_publish bp;
+	struct kvmm_block_publish_reply rep = { .size = sizeof(rep) };
+	uint64_t *hashes = NULL;
+	struct kd_region *r;
+	struct kd_seq *q;
+	uint32_t n;
+	int err;
+
+	err = copy_var(&bp, sizeof(bp), p, len,
+		       offsetof(struct kvmm_block_publish, nr_blocks), &hashes,
+		       &n);
+	if (err)
+		return err;
+	err = -EINVAL;
+	if (bp.flags || !kw_all_zero(bp.reserved, sizeof(bp.reserved)))
+		goto out;
+	err = kd_region_lookup(s, bp.region_id, &r);
+	if (err)
+		goto out;
+	err = kd_seq_lookup(r, bp.seq_id, &q);
+	if (err)
+		goto out;
+	err = -EINVAL;
+	if (!n || bp.first_block >= r->max_blocks ||
+	    n > r->max_blocks - bp.first_block)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t b = bp.first_block + i;
+
+		if (!hashes[i] || !q->blocks[b] ||
+		    (uint64_t)(b + 1) * r->tokens_per_block > q->len)
+			goto out;
+		if (q->blocks[b]->hash && q->blocks[b]->hash != hashes[i])
+			goto out;
+	}
+	err = kc_open(c, r->pages_per_block);
+	if (err == -EXDEV)
+		err = -EOPNOTSUPP; /* another block size owns the cache */
+	if (err)
+		goto out;
+	uint64_t parent = bp.parent_hash;
+
+	for (uint32_t i = 0; i < n; i++, parent = hashes[i - 1]) {
+		uint32_t b = bp.first_block + i;
+		struct kd_block *blk = q->blocks[b];
+		struct pol_block_desc desc = { .hash = hashes[i],
+					       .parent_hash = parent,
+					       .position = b };
+		struct kc_entry *e;
+
+		if (parent)
+			desc.flags = POL_BLOCK_HAS_PARENT;
+		c->st.publishes++;
+		if (blk->hash) { /* published before: the same block */
+			rep.duplicates++;
+			continue;
+		}
+		e = kc_find(c, hashes[i]);
+		if (e) {
+			/* same content cached already: keep that copy */
+			rep.duplicates++;
+			c->st.duplicates++;
+			continue;
+		}
+		e = kc_add(c, hashes[i]);
+		if (!e) {
+			err = -ENOMEM;
+			break;
+		}
+		e->parent = parent;
+		e->position = b;
+		e->tier = POL_TIER_GPU;
+		e->in_pol = true;
+		e->blk = blk;
+		blk->refcnt++; /* the cache's reference */
+		blk->hash = hashes[i];
+		err = pol_cache_access(c->pol, &desc, NULL);
+		if (!err)
+			err = pol_cache_ref(c->pol, hashes[i]);
+		if (err) {
+			/* no room: every cached GPU block is in use */
+			e->in_pol = false;
+			kc_put_block(c, e);
+			blk->hash = 0;
+			kc_free(c, e);
+			rep.not_cached++;
+			c->st.not_cached++;
+			continue;
+		}
+		rep.published++;
+	}
+	kc_reap_dead(c);
+	if (!err)
+		kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
+out:
+	free(hashes);
+	return err;
+}
+
+/* A fresh block of ppb pool pages charged to s. */
+static int kc_block_new(struct kd_session *s, uint32_t ppb,
+			struct kd_block **out)
+{
+	struct kd_block *blk = calloc(1, sizeof(*blk) + ppb * sizeof(uint32_t));
+	uint32_t i;
+	int err = 0;
+
+	if (!blk)
+		return -ENOMEM;
+	if (s->quota && s->quota->limit_pages &&
+	    s->quota->used_pages + ppb > s->quota->limit_pages) {
+		free(blk);
+		return -EDQUOT;
+	}
+	for (i = 0; i < ppb; i++) {
+		err = vmm_pool_alloc(s->d->pool, &blk->pages[i]);
+		if (err)
+			goto err_free;
+	}
+	blk->refcnt = 1;
+	blk->nr_pages = ppb;
+	blk->charged = s->quota;
+	if (blk->charged)
+		blk->charged->used_pages += ppb;
+	*out = blk;
+	return 0;
+
+err_free:
+	while (i--)
+		vmm_pool_free(s->d->pool, blk->pages[i]);
+	free(blk);
+	return err;
+}
+
+/* Bring e's bytes from the host or NVMe tier into fresh pages. */
+static int kc_restore(struct kd_cache *c, struct kd_session *s,
+		      struct kc_entry *e)
+{
+	struct vmm_backend *b = c->d->backend;
+	size_t ps = c->d->page_size;
+	const unsigned char *src;
+	struct kd_block *blk;
+	uint32_t staging = MIGRATE_NO_SLOT;
+	unsigned from = e->tier;
+	int err;
+
+	err = kc_block_new(s, c->ppb, &blk);
+	if (err)
+		return err;
+	if (from == POL_TIER_NVME) {
+		struct tier_nvme_io io = { .hash = e->hash,
+					   .slot = e->nvme_slot,
+					   .headroom = true };
+
+		err = tier_host_alloc(c->host, &staging);
+		if (err)
+			goto err_put;
+		io.buf = tier_host_slot_addr(c->host, staging);
+		if (tier_nvme_read_batch(c->nvme, &io, 1)) {
+			err = io.result;
+			if (err == -EBADMSG) {
+				/* the tier dropped the slot; a miss */
+				e->nvme_slot = MIGRATE_NO_SLOT;
+				c->st.checksum_failures++;
+			}
+			goto err_put;
+		}
+		tier_host_publish(c->host, staging, e->hash, c->block_bytes);
+		src = tier_host_read_addr(c->host, staging, e->hash);
+	} else {
+		src = tier_host_read_addr(c->host, e->host_slot, e->hash);
+	}
+	if (!src) {
+		err = -ENOENT;
+		goto err_put;
+	}
+	for (uint32_t i = 0; i < c->ppb && !err; i++)
+		err = b->ops->copy_from_host(
+			b, vmm_pool_page_handle(c->d->pool, blk->pages[i]), 0,
+			src + i * ps, ps);
+	if (err)
+		goto err_put;
+	if (staging != MIGRATE_NO_SLOT)
+		tier_host_free(c->host, staging);
+	/* the block is on the GPU now; the lower copy goes (exclusive) */
+	if (e->host_slot != MIGRATE_NO_SLOT)
+		tier_host_free(c->host, e->host_slot);
+	if (e->nvme_slot != MIGRATE_NO_SLOT)
+		tier_nvme_free(c->nvme, e->nvme_slot);
+	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
+	c->st.tiers[from].promotions_out++;
+	c->st.tiers[from].bytes_out += c->block_bytes;
+	e->blk = blk;
+	blk->hash = e->hash;
+	e->tier = POL_TIER_GPU;
+	return 0;
+
+err_put:
+	if (staging != MIGRATE_NO_SLOT)
+		tier_host_free(c->host, staging);
+	kd_block_put(c->d, blk);
+	return err;
+}
+
+static void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
+			  struct kd_block *blk)
+{
+	struct kd_session *s = r->owner;
+
+	q->blocks[b] = blk;
+	blk->refcnt++;
+	s->pages_owned += blk->nr_pages;
+}
+
+int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			 const void *p, size_t len)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_cache *c = d->cache;
+	struct kvmm_prefix_open po;
+	struct kvmm_prefix_open_reply *rep = NULL;
+	uint64_t *hashes = NULL;
+	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
+	struct kd_region *r;
+	struct kd_seq *q;
+	uint32_t n, seq, hit = 0, nfds = 0;
+	int *fds = NULL, err;
+	size_t rep_len;
+
+	err = copy_var(&po, sizeof(po), p, len,
+		       offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
+		       &n);
+	if (err)
+		return err;
+	err = -EINVAL;
+	if (po.flags || !kw_all_zero(po.reserved, sizeof(po.reserved)))
+		goto out;
+	err = kd_region_lookup(s, po.region_id, &r);
+	if (err)
+		goto out;
+	if (n > r->max_blocks)
+		n = r->max_blocks;
+	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
+		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	err = kd_seq_open(r, &seq);
+	if (err)
+		goto out;
+	q = &r->seqs[seq];
+	c->st.prefix_opens++;
+	c->st.prefix_blocks_asked += n;
+	if (n && kc_open(c, r->pages_per_block) == 0) {
+		for (; hit < n; hit++) {
+			struct kc_entry *e = kc_find(c, hashes[hit]);
+			struct pol_block_desc desc = { .hash = hashes[hit],
+						       .position = hit };
+			bool was_in_pol;
+			unsigned from;
+
+			if (!e || e->dead || e->drop_after) {
+				c->st.misses++;
+				break;
+			}
+			if (e->job) {
+				c->st.busy_misses++;
+				break;
+			}
+			from = e->tier;
+			if (from != POL_TIER_GPU && kc_restore(c, s, e)) {
+				c->st.misses++;
+				if (!e->in_pol && e->nvme_slot == MIGRATE_NO_SLOT)
+					kc_free(c, e); /* cold and corrupt */
+				else if (e->nvme_slot == MIGRATE_NO_SLOT &&
+					 e->host_slot == MIGRATE_NO_SLOT)
+					kc_kill(c, e);
+				break;
+			}
+			/* the policy: a use (a promotion for a restored
+			 * block, an admission for a recovered one) */
+			desc.parent_hash = e->parent;
+			if (e->parent)
+				desc.flags = POL_BLOCK_HAS_PARENT;
+			was_in_pol = e->in_pol;
+			if (pol_cache_access(c->pol, &desc, NULL) == 0 &&
+			    pol_cache_ref(c->pol, hashes[hit]) == 0) {
+				e->in_pol = true;
+			} else if (!was_in_pol) {
+				e->in_pol = false;
+			}
+			from_tier[from]++;
+			c->st.tiers[from].hits++;
+			prefix_attach(r, q, hit, e->blk);
+			if (!e->in_pol) {
+				/* no room to cache it: the sequence owns it */
+				kc_put_block(c, e);
+				kc_free(c, e);
+			}
+		}
+		kc_reap_dead(c);
+	}
+	c->st.prefix_blocks_hit += hit;
+	q->len = hit * r->tokens_per_block;
+
+	uint32_t npages = hit * r->pages_per_block;
+
+	rep_len = sizeof(*rep) + npages * sizeof(uint32_t);
+	rep = calloc(1, rep_len);
+	fds = calloc(npages + 1, sizeof(*fds));
+	if (!rep || !fds) {
+		kd_seq_close(r, seq, false);
+		err = -ENOMEM;
+		goto out;
+	}
+	rep->size = rep_len;
+	rep->seq_id = seq;
+	rep->nr_blocks = hit;
+	rep->pages_per_block = r->pages_per_block;
+	rep->len = q->len;
+	rep->from_gpu = from_tier[POL_TIER_GPU];
+	rep->from_host = from_tier[POL_TIER_HOST];
+	rep->from_nvme = from_tier[POL_TIER_NVME];
+	for (uint32_t b = 0, k = 0; b < hit; b++) {
+		struct kd_block *blk = q->blocks[b];
+
+		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
+			rep->page_ids[k] = blk->pages[i];
+			if (s->held[blk->pages[i]])
+				rep->page_ids[k] |= KVMM_PAGE_HELD;
+			else
+				fds[nfds++] = vmm_pool_page_fd(d->pool,
+							       blk->pages[i]);
+			kd_hold_page(s, blk->pages[i]);
+		}
+	}
+	rep->nr_fds = nfds;
+	kd_session_reply(s, h, 0, rep, rep_len, fds, nfds);
+	err = 0;
+out:
+	free(fds);
+	free(rep);
+	free(hashes);
+	return err;
+}
+
+int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
+{
+	struct kd_cache *c = d->cache;
+
+	if (!c)
+		return -ENODEV;
+	*st = c->st;
+	if (c->pol)
+		for (int t = 0; t < POL_TIER_COUNT; t++)
+			st->tiers[t].used_blocks = pol_cache_count(c->pol, t);
+	if (c->nvme) {
+		struct tier_nvme_stats ns;
+
+		tier_nvme_get_stats(c->nvme, &ns);
+		st->checksum_failures = ns.checksum_failures;
+		st->tiers[POL_TIER_NVME].used_blocks = ns.used_slots;
+	}
+	if (c->host) {
+		struct tier_host_stats hs;
+
+		tier_host_get_stats(c->host, &hs);
+		st->tiers[POL_TIER_HOST].used_blocks = hs.used_slots;
+	}
+	return 0;
+}

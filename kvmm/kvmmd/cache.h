@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvmmd's block cache: published blocks, their tiers, prefix sharing.
+ *
+ * Published blocks live in a hash -> entry map and, while resident in a
+ * tier the policy manages, in a pol_cache (LRU) that decides what moves
+ * down when a tier is over its capacity.  The policy's move handler turns
+ * its decisions into migrations:
+ *
+ *   GPU -> host   GPU_TO_HOST job; the cache's reference on the block's
+ *                 pages is dropped when the copy is DONE (the policy only
+ *                 evicts blocks no sequence uses, so no client maps them
+ *                 and no revocation is needed)
+ *   host -> NVMe  HOST_TO_NVME job; the host slot is freed when DONE
+ *   drop          resources freed at once, or when the job in flight ends
+ *
+ * Restores (host or NVMe -> fresh pages) happen when a sequence is opened
+ * on a cached prefix; they run synchronously on the loop thread (one
+ * block's copy, microseconds to milliseconds), which keeps a restore and
+ * its reply in one step.  A block with a migration in flight ends the
+ * prefix (busy_misses): its bytes are in two places and neither is final.
+ *
+ * The tiers are opened when the first block is published or looked up,
+ * with that region's block size (2L pages); blocks of other sizes are only
+ * cached on the GPU.  NVMe blocks found at startup (restart recovery) are
+ * kept in the map outside the policy ("cold") until a prefix uses them.
+ */
+#ifndef KVMM_KVMMD_CACHE_H
+#define KVMM_KVMMD_CACHE_H
+
+#include <stdint.h>
+
+#include "kvmm/kvmmd/kvmmd.h"
+
+struct kd_cache;
+
+int kd_cache_init(struct kd_daemon *d);
+void kd_cache_fini(struct kd_daemon *d);
+
+/* Socket commands (0 = replied, or -errno for the caller to reply). */
+int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		     const void *p, size_t len);
+int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			 const void *p, size_t len);
+int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
+
+/* Hooks: a sequence stops using a published block (region.c). */
+void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk);
+
+#endif

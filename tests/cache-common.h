@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A raw wire client for the cache tests: HELLO, REGION_CREATE, SEQ_OPEN,
+ * SEQ_EXTEND, BLOCK_PUBLISH, PREFIX_OPEN, TIER_STATS, SEQ_CLOSE over the
+ * socket, with the page fds of replies mapped into this process (host
+ * backend: each fd is a memfd of one page) so tests can write and compare
+ * the bytes of blocks directly.  libkvmm has no publish/prefix calls yet.
+ */
+#ifndef KVMM_TESTS_CACHE_COMMON_H
+#define KVMM_TESTS_CACHE_COMMON_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvmm/lib/wire.h"
+#include "kvmm/uapi.h"
+#include "tests/lib/test.h"
+
+#define CC_PAGE (64 * 1024)
+#define CC_L 2
+#define CC_PPB (2 * CC_L)
+#define CC_TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
+#define CC_MAX_PAGES 4096
+
+struct cc {
+	int sock;
+	uint32_t id;
+	int ring_fds[4];
+	uint32_t region;
+	unsigned char *map[CC_MAX_PAGES]; /* page id -> our mapping */
+};
+
+/* One request; reply body into rep (up to cap), fds (with continuations)
+ * mapped by page id when ids != NULL.  Returns the reply status. */
+static int cc_call(struct cc *c, uint16_t cmd, const void *body, size_t len,
+		   void *rep, size_t cap, int *fds_out, unsigned int *nfds_out)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr h = { .size = sizeof(h) + len,
+				  .cmd = cmd,
+				  .version = KVMM_ABI_MAJOR,
+				  .id = ++c->id };
+	unsigned int total = 0;
+	int fds[KVMM_MSG_MAX_FDS];
+	unsigned int nfds;
+	ssize_t n;
+
+	t_assert(sizeof(h) + len <= sizeof(buf));
+	memcpy(buf, &h, sizeof(h));
+	if (len)
+		memcpy(buf + sizeof(h), body, len);
+	t_ok(kw_send(c->sock, buf, h.size, NULL, 0, 0));
+	for (;;) {
+		n = kw_recv(c->sock, buf, sizeof(buf), fds, &nfds,
+			    KVMM_MSG_MAX_FDS, 0);
+		t_assert(n >= (ssize_t)sizeof(h));
+		memcpy(&h, buf, sizeof(h));
+		for (unsigned int i = 0; i < nfds; i++) {
+			if (fds_out)
+				fds_out[total++] = fds[i];
+			else
+				close(fds[i]);
+		}
+		if (h.cmd == KVMM_CMD_FDS) {
+			if (!(h.flags & KVMM_MSG_F_MORE_FDS))
+				break;
+			continue;
+		}
+		if (rep && n > (ssize_t)sizeof(h))
+			memcpy(rep, buf + sizeof(h),
+			       (size_t)n - sizeof(h) < cap ?
+				       (size_t)n - sizeof(h) :
+				       cap);
+		if (!(h.flags & KVMM_MSG_F_MORE_FDS))
+			break;
+	}
+	if (nfds_out)
+		*nfds_out = total;
+	return h.status;
+}
+
+static void cc_connect(struct cc *c, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct kvmm_hello hello = { .size = sizeof(hello),
+				    .abi_major = KVMM_ABI_MAJOR };
+	struct kvmm_hello_reply rep;
+	unsigned int n;
+
+	memset(c, 0, sizeof(*c));
+	c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	t_assert(c->sock >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	t_ok(connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)));
+	snprintf(hello.name, sizeof(hello.name), "cache-test");
+	t_ok(cc_call(c, KVMM_CMD_HELLO, &hello, sizeof(hello), &rep,
+		     sizeof(rep), c->ring_fds, &n));
+	t_assert_eq(n, 4);
+	t_assert_eq(rep.page_size, CC_PAGE);
+}
+
+static void cc_region(struct cc *c)
+{
+	struct kvmm_region_create rc = { .size = sizeof(rc),
+					 .layers = CC_L,
+					 .kv_heads = 2,
+					 .head_dim = 64,
+					 .dtype_bytes = 2,
+					 .max_seqs = 16,
+					 .max_tokens = 16 * CC_TPB };
+	struct kvmm_region_create_reply rep;
+
+	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
+		     sizeof(rep), NULL, NULL));
+	t_assert_eq(rep.tokens_per_block, CC_TPB);
+	t_assert_eq(rep.pages_per_block, CC_PPB);
+	c->region = rep.region_id;
+}
+
+/* Map the fds of a reply onto the page ids that lack the HELD bit. */
+static void cc_map(struct cc *c, const uint32_t *ids, uint32_t n,
+		   const int *fds, unsigned int nfds)
+{
+	unsigned int k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t id = ids[i] & ~KVMM_PAGE_HELD;
+
+		t_assert(id < CC_MAX_PAGES);
+		if (ids[i] & KVMM_PAGE_HELD) {
+			t_assert(c->map[id] != NULL);
+			continue;
+		}
+		t_assert(k < nfds);
+		c->map[id] = mmap(NULL, CC_PAGE, PROT_READ | PROT_WRITE,
+				  MAP_SHARED, fds[k], 0);
+		t_assert(c->map[id] != MAP_FAILED);
+		close(fds[k++]);
+	}
+	t_assert_eq(k, nfds);
+}
+
+static uint32_t cc_seq_open(struct cc *c)
+{
+	struct kvmm_region_ref ref = { .size = sizeof(ref),
+				       .region_id = c->region };
+	struct kvmm_seq_open_reply rep;
+
+	t_ok(cc_call(c, KVMM_CMD_SEQ_OPEN, &ref, sizeof(ref), &rep, sizeof(rep),
+		     NULL, NULL));
+	return rep.seq_id;
+}
+
+/* Extend to len tokens; ids gets the page ids of blocks [0, nblocks). */
+static void cc_extend(struct cc *c, uint32_t seq, uint32_t len, uint32_t *ids)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_seq_extend ex = { .size = sizeof(ex),
+				      .region_id = c->region,
+				      .seq_id = seq,
+				      .new_len = len };
+	struct kvmm_seq_extend_reply *rep = (void *)buf;
+	static int fds[CC_MAX_PAGES];
+	unsigned int nfds;
+
+	t_ok(cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
+		     fds, &nfds));
+	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
+	       nfds);
+	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
+		ids[rep->first_block * CC_PPB + i] =
+			rep->page_ids[i] & ~KVMM_PAGE_HELD;
+}
+
+static int cc_publish(struct cc *c, uint32_t seq, uint32_t first,
+		      const uint64_t *hashes, uint32_t n,
+		      struct kvmm_block_publish_reply *rep)
+{
+	char buf[sizeof(struct kvmm_block_publish) + 64 * 8];
+	struct kvmm_block_publish bp = { .size = sizeof(bp),
+					 .region_id = c->region,
+					 .seq_id = seq,
+					 .first_block = first,
+					 .nr_blocks = n,
+					 .parent_hash = first ? hashes[-1] : 0 };
+
+	t_assert(n <= 64);
+	memcpy(buf, &bp, sizeof(bp));
+	memcpy(buf + sizeof(bp), hashes, n * 8);
+	return cc_call(c, KVMM_CMD_BLOCK_PUBLISH, buf, sizeof(bp) + n * 8, rep,
+		       sizeof(*rep), NULL, NULL);
+}
+
+/* Prefix open: ids gets the page ids, the reply header in *rep. */
+static void cc_prefix(struct cc *c, const uint64_t *hashes, uint32_t n,
+		      struct kvmm_prefix_open_reply *out, uint32_t *ids)
+{
+	static char buf[KVMM_MSG_MAX];
+	char req[sizeof(struct kvmm_prefix_open) + 64 * 8];
+	struct kvmm_prefix_open po = { .size = sizeof(po),
+				       .region_id = c->region,
+				       .nr_hashes = n };
+	struct kvmm_prefix_open_reply *rep = (void *)buf;
+	static int fds[CC_MAX_PAGES];
+	unsigned int nfds;
+
+	t_assert(n <= 64);
+	memcpy(req, &po, sizeof(po));
+	memcpy(req + sizeof(po), hashes, n * 8);
+	t_ok(cc_call(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(po) + n * 8, buf,
+		     sizeof(buf), fds, &nfds));
+	*out = *rep;
+	t_assert_eq(rep->nr_fds, nfds);
+	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
+	       nfds);
+	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
+		ids[i] = rep->page_ids[i] & ~KVMM_PAGE_HELD;
+}
+
+static void cc_tier_stats(struct cc *c, struct kvmm_tier_stats_reply *st)
+{
+	t_ok(cc_call(c, KVMM_CMD_TIER_STATS, NULL, 0, st, sizeof(*st), NULL,
+		     NULL));
+}
+
+/* Close a sequence: unmap our mappings of its pages first. */
+static void cc_seq_close(struct cc *c, uint32_t seq, const uint32_t *ids,
+			 uint32_t npages)
+{
+	struct kvmm_region_ref ref = { .size = sizeof(ref),
+				       .region_id = c->region,
+				       .seq_id = seq };
+
+	for (uint32_t i = 0; i < npages; i++) {
+		if (c->map[ids[i]]) {
+			munmap(c->map[ids[i]], CC_PAGE);
+			c->map[ids[i]] = NULL;
+		}
+	}
+	t_ok(cc_call(c, KVMM_CMD_SEQ_CLOSE, &ref, sizeof(ref), NULL, 0, NULL,
+		     NULL));
+}
+
+static void cc_disconnect(struct cc *c)
+{
+	for (int i = 0; i < CC_MAX_PAGES; i++)
+		if (c->map[i])
+			munmap(c->map[i], CC_PAGE);
+	cc_call(c, KVMM_CMD_BYE, NULL, 0, NULL, 0, NULL, NULL);
+	close(c->sock);
+	for (int i = 0; i < 4; i++)
+		close(c->ring_fds[i]);
+}
+
+/* The byte pattern of block b of content "tag", page p, offset o. */
+static inline unsigned char cc_pat(uint64_t tag, uint32_t b, uint32_t p,
+				   uint32_t o)
+{
+	return (unsigned char)(tag * 131 + b * 31 + p * 7 + o * 13 + (o >> 9));
+}
+
+static void cc_fill(struct cc *c, const uint32_t *ids, uint32_t nblocks,
+		    uint64_t tag)
+{
+	for (uint32_t b = 0; b < nblocks; b++)
+		for (uint32_t p = 0; p < CC_PPB; p++)
+			for (uint32_t o = 0; o < CC_PAGE; o++)
+				c->map[ids[b * CC_PPB + p]][o] =
+					cc_pat(tag, b, p, o);
+}
+
+static void cc_check(struct cc *c, const uint32_t *ids, uint32_t nblocks,
+		     uint64_t tag)
+{
+	for (uint32_t b = 0; b < nblocks; b++)
+		for (uint32_t p = 0; p < CC_PPB; p++)
+			for (uint32_t o = 0; o < CC_PAGE; o++)
+				if (c->map[ids[b * CC_PPB + p]][o] !=
+				    cc_pat(tag, b, p, o))
+					t_fail("block %u page %u byte %u differs",
+					       b, p, o);
+}
+
+#endif
