@@ -174,8 +174,8 @@ static void cc_extend(struct cc *c, uint32_t seq, uint32_t len, uint32_t *ids)
 	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
 	       nfds);
 	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
-		ids[rep->first_block * CC_PPB + i] =
-			rep->page_ids[i] & ~KVMM_PAGE_HELD;
+		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
+						     ~KVMM_PAGE_HELD;
 }
 
 static int cc_publish(struct cc *c, uint32_t seq, uint32_t first,
@@ -188,7 +188,8 @@ static int cc_publish(struct cc *c, uint32_t seq, uint32_t first,
 					 .seq_id = seq,
 					 .first_block = first,
 					 .nr_blocks = n,
-					 .parent_hash = first ? hashes[-1] : 0 };
+					 .parent_hash = first ? hashes[-1] :
+								0 };
 
 	t_assert(n <= 64);
 	memcpy(buf, &bp, sizeof(bp));

@@ -162,8 +162,8 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 	if (kind == MIGRATE_GPU_TO_HOST) {
 		for (uint32_t i = 0; i < c->ppb; i++) {
 			job->pages[i].page_id = e->blk->pages[i];
-			job->pages[i].handle =
-				vmm_pool_page_handle(c->d->pool, e->blk->pages[i]);
+			job->pages[i].handle = vmm_pool_page_handle(
+				c->d->pool, e->blk->pages[i]);
 		}
 		r = tier_host_alloc(c->host, &job->host_slot);
 		if (r)
@@ -266,7 +266,8 @@ static void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		if (ok)
 			c->st.tiers[POL_TIER_HOST].bytes_in += job->length;
 		else
-			e->host_slot = MIGRATE_NO_SLOT; /* freed by the engine */
+			e->host_slot =
+				MIGRATE_NO_SLOT; /* freed by the engine */
 	} else if (job->kind == MIGRATE_HOST_TO_NVME) {
 		if (e->host_slot != MIGRATE_NO_SLOT)
 			tier_host_free(c->host, e->host_slot);
@@ -313,8 +314,7 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	struct kd_cache *c = arg;
 	struct kc_entry *e;
 
-	if (length != c->block_bytes || layout_id != c->ppb ||
-	    kc_find(c, hash))
+	if (length != c->block_bytes || layout_id != c->ppb || kc_find(c, hash))
 		return 0;
 	e = kc_add(c, hash);
 	if (!e)
@@ -391,7 +391,8 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 					     .backend = d->backend,
 					     .host = c->host,
 					     .nvme = c->nvme,
-					     .map_pages = (uint32_t)d->capacity };
+					     .map_pages =
+						     (uint32_t)d->capacity };
 
 		r = migrate_open(&mc, &c->mig);
 		if (r)
@@ -777,7 +778,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			from = e->tier;
 			if (from != POL_TIER_GPU && kc_restore(c, s, e)) {
 				c->st.misses++;
-				if (!e->in_pol && e->nvme_slot == MIGRATE_NO_SLOT)
+				if (!e->in_pol &&
+				    e->nvme_slot == MIGRATE_NO_SLOT)
 					kc_free(c, e); /* cold and corrupt */
 				else if (e->nvme_slot == MIGRATE_NO_SLOT &&
 					 e->host_slot == MIGRATE_NO_SLOT)
