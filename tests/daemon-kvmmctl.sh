@@ -56,4 +56,14 @@ PY
 kill -TERM $pid
 wait $pid || fail "kvmmd exit status $?"
 [ -e "$sock" ] && fail "socket left behind"
+
+# Without --foreground: the parent returns once the socket is ready.
+"$b/kvmmd" --backend host --socket "$sock" --pid-file "$dir/pid" 2>"$dir/bg.log" || fail "daemonize"
+[ -S "$sock" ] || fail "no socket after daemonizing"
+pid=$(cat "$dir/pid")
+"$b/kvmmctl" --socket "$sock" status >/dev/null || fail "status of the background daemon"
+kill -TERM "$pid"
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$pid" 2>/dev/null && fail "background daemon did not stop"
+[ -e "$sock" ] && fail "socket left behind by the background daemon"
 echo ok

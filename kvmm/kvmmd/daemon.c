@@ -78,6 +78,8 @@ static bool poll_rings(void *data)
 		next = s->next;
 		if (s->ring && kd_ring_poll(s))
 			work = true;
+		if (s->doomed)
+			kd_session_end(s, true, s->doom_why);
 	}
 	return work;
 }

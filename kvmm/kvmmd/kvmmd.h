@@ -68,6 +68,11 @@ struct kd_loop {
 	bool (*prepare_sleep)(void *data, bool arm);
 	void *hook_data;
 	uint64_t spins, sleeps;
+	/* Files deleted while a batch of events is dispatched: their later
+	 * events in the batch are stale (the object may be freed). */
+	bool dispatching;
+	unsigned int nr_dead;
+	struct kd_file *dead[64];
 };
 
 int kd_loop_init(struct kd_loop *loop);

@@ -139,6 +139,16 @@ void kd_loop_del(struct kd_loop *loop, struct kd_file *f)
 	if (f->fd >= 0)
 		epoll_ctl(loop->epfd, EPOLL_CTL_DEL, f->fd, NULL);
 	f->fd = -1;
+	if (loop->dispatching && loop->nr_dead < 64)
+		loop->dead[loop->nr_dead++] = f;
+}
+
+static bool is_dead(struct kd_loop *loop, struct kd_file *f)
+{
+	for (unsigned int i = 0; i < loop->nr_dead; i++)
+		if (loop->dead[i] == f)
+			return true;
+	return false;
 }
 
 #define KD_MAX_EVENTS 64
@@ -151,14 +161,20 @@ static int dispatch(struct kd_loop *loop, int timeout_ms)
 	n = epoll_wait(loop->epfd, ev, KD_MAX_EVENTS, timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
+	loop->dispatching = true;
+	loop->nr_dead = 0;
 	for (int i = 0; i < n && !loop->stop; i++) {
 		struct kd_file *f = ev[i].data.ptr;
 
-		/* A callback may have deleted a later file of this batch. */
-		if (f->fd < 0)
+		/* A callback may have deleted (and freed) a later file of
+		 * this batch; more deletions than we track end the batch. */
+		if (loop->nr_dead == 64)
+			break;
+		if (is_dead(loop, f))
 			continue;
 		f->fn(loop, f->fd, ev[i].events, f->data);
 	}
+	loop->dispatching = false;
 	return n;
 }
 
