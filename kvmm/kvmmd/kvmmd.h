@@ -242,6 +242,10 @@ struct kd_revoke {
 	uint64_t cookie;
 	uint64_t deadline_ns;
 	struct kd_revoke *next;
+	/* Runs once: 0 acknowledged, -ETIMEDOUT the session was cut off for
+	 * not answering, -ECONNRESET it ended otherwise. */
+	void (*done)(void *arg, int status);
+	void *arg;
 	uint32_t nr_pages;
 	uint32_t pages[]; /* holds to drop on acknowledgement */
 };
@@ -267,6 +271,7 @@ struct kd_session {
 	bool in_step;
 	bool zombie; /* cut off; waits for the process to exit */
 	bool doomed; /* end at the next safe point (hostile input) */
+	bool revoke_timed_out;
 	const char *doom_why;
 	struct kd_ring *ring;
 	struct kd_region *regions;
@@ -329,7 +334,19 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st);
  * holds until the client acknowledges or the timeout cuts it off. */
 int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 		  uint32_t first_block);
+/*
+ * The generic form: take back pages from one session's process.  The
+ * caller has already detached them from their owners (blocks), so the pool
+ * holds them REVOKING; hints[] are the RQ entries to post (page_id and the
+ * region/seq/block where the client mapped it; cookie and flags are filled
+ * in).  The session's holds drop on acknowledgement; done (may be NULL)
+ * reports how it ended.  -EBUSY when the RQ has no room (nothing posted).
+ */
+int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
+		    uint32_t n, void (*done)(void *arg, int status), void *arg,
+		    uint64_t *cookie);
 int kd_revoke_ack(struct kd_session *s, uint64_t cookie);
-void kd_revoke_free_all(struct kd_session *s, bool release_holds);
+/* Session end: drop pending revocations, calling done(status). */
+void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status);
 
 #endif

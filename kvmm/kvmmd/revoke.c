@@ -34,6 +34,7 @@ static void on_timeout(struct kd_loop *loop, struct kd_timer *t)
 	struct kd_session *s = t->data;
 
 	s->d->ctr.revocations_timed_out++;
+	s->revoke_timed_out = true;
 	vmm_log(VMM_LOG_WARN,
 		"session %u (pid %d): revocation %llu not acknowledged within %u ms",
 		s->id, (int)s->pid,
@@ -42,11 +43,59 @@ static void on_timeout(struct kd_loop *loop, struct kd_timer *t)
 	kd_session_end(s, true, "revocation timeout");
 }
 
+int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
+		    uint32_t n, void (*done)(void *arg, int status), void *arg,
+		    uint64_t *cookie)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_revoke *rv, **pp;
+	struct kvmm_rqe *e;
+	int err;
+
+	if (!s->ring || !n)
+		return -EINVAL;
+	e = calloc(n, sizeof(*e));
+	rv = calloc(1, sizeof(*rv) + n * sizeof(rv->pages[0]));
+	if (!e || !rv) {
+		err = -ENOMEM;
+		goto out;
+	}
+	rv->cookie = d->next_cookie++;
+	for (uint32_t k = 0; k < n; k++) {
+		e[k] = hints[k];
+		e[k].cookie = rv->cookie;
+		e[k].flags = k == n - 1 ? KVMM_RQE_F_LAST : 0;
+		e[k].reserved = 0;
+		rv->pages[k] = hints[k].page_id;
+	}
+	err = kd_ring_post_revokes(s, e, n);
+	if (err)
+		goto out;
+	rv->nr_pages = n;
+	rv->done = done;
+	rv->arg = arg;
+	rv->deadline_ns =
+		kd_now_ns() + (uint64_t)d->cfg.revoke_timeout_ms * 1000000ull;
+	for (pp = &s->revokes; *pp; pp = &(*pp)->next)
+		;
+	*pp = rv;
+	s->revoke_timer.fn = on_timeout;
+	rearm(s);
+	s->revocations_posted++;
+	d->ctr.revocations_posted++;
+	if (cookie)
+		*cookie = rv->cookie;
+	rv = NULL;
+out:
+	free(e);
+	free(rv);
+	return err;
+}
+
 int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 		  uint32_t first_block)
 {
 	struct kd_daemon *d = s->d;
-	struct kd_revoke *rv, **pp;
 	struct kvmm_rqe *e;
 	struct kd_seq *q;
 	uint32_t n = 0, k = 0;
@@ -66,30 +115,23 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	if (!n)
 		return -ENODATA;
 	e = calloc(n, sizeof(*e));
-	rv = calloc(1, sizeof(*rv) + n * sizeof(rv->pages[0]));
-	if (!e || !rv) {
-		err = -ENOMEM;
-		goto err_free;
-	}
-	cookie = d->next_cookie++;
+	if (!e)
+		return -ENOMEM;
 	for (uint32_t b = first_block; b < r->max_blocks; b++) {
 		struct kd_block *blk = q->blocks[b];
 
-		if (!blk)
-			continue;
-		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
-			e[k].cookie = cookie;
+		for (uint32_t i = 0; blk && i < blk->nr_pages; i++, k++) {
 			e[k].page_id = blk->pages[i];
 			e[k].region_id = r->id;
 			e[k].seq_id = seq;
 			e[k].block = b;
-			rv->pages[k] = blk->pages[i];
 		}
 	}
-	e[n - 1].flags = KVMM_RQE_F_LAST;
-	err = kd_ring_post_revokes(s, e, n);
+	err = kd_revoke_pages(s, e, n, NULL, NULL, &cookie);
+	free(e);
 	if (err)
-		goto err_free;
+		return err;
+	/* Posted: now give up ownership (pages go REVOKING, quota back). */
 	for (uint32_t b = first_block; b < r->max_blocks; b++) {
 		struct kd_block *blk = kd_seq_detach_block(r, seq, b);
 
@@ -98,27 +140,10 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	}
 	if (q->len > first_block * r->tokens_per_block)
 		q->len = first_block * r->tokens_per_block;
-	rv->cookie = cookie;
-	rv->nr_pages = n;
-	rv->deadline_ns =
-		kd_now_ns() + (uint64_t)d->cfg.revoke_timeout_ms * 1000000ull;
-	for (pp = &s->revokes; *pp; pp = &(*pp)->next)
-		;
-	*pp = rv;
-	s->revoke_timer.fn = on_timeout;
-	rearm(s);
-	s->revocations_posted++;
-	d->ctr.revocations_posted++;
 	vmm_log(VMM_LOG_DEBUG,
 		"session %u: revoking %u pages of region %u seq %u from block %u (cookie %llu)",
 		s->id, n, r->id, seq, first_block, (unsigned long long)cookie);
-	free(e);
 	return 0;
-
-err_free:
-	free(e);
-	free(rv);
-	return err;
 }
 
 int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
@@ -139,6 +164,8 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 			  kd_now_ns() - (rv->deadline_ns -
 					 (uint64_t)s->d->cfg.revoke_timeout_ms *
 						 1000000ull));
+	if (rv->done)
+		rv->done(rv->arg, 0);
 	free(rv);
 	rearm(s);
 	s->revocations_acked++;
@@ -146,7 +173,7 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 	return 0;
 }
 
-void kd_revoke_free_all(struct kd_session *s, bool release_holds)
+void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status)
 {
 	while (s->revokes) {
 		struct kd_revoke *rv = s->revokes;
@@ -155,6 +182,8 @@ void kd_revoke_free_all(struct kd_session *s, bool release_holds)
 		if (release_holds)
 			for (uint32_t i = 0; i < rv->nr_pages; i++)
 				kd_unhold_page(s, rv->pages[i]);
+		if (rv->done)
+			rv->done(rv->arg, status);
 		free(rv);
 	}
 	kd_timer_cancel(&s->d->loop, &s->revoke_timer);

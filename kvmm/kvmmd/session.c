@@ -138,7 +138,8 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	close(s->fd);
 	s->fd = -1;
 	kd_timer_cancel(&d->loop, &s->revoke_timer);
-	kd_revoke_free_all(s, false);
+	kd_revoke_free_all(s, false,
+			   s->revoke_timed_out ? -ETIMEDOUT : -ECONNRESET);
 	while (s->regions)
 		kd_region_destroy(s->regions, false);
 	kd_ring_destroy(s);
