@@ -2,11 +2,12 @@
 /*
  * Revocation handshake, both outcomes.
  *
- * A cooperative client keeps stepping; the admin revokes blocks 1.. of its
- * sequence.  Its poll fd becomes readable, it unmaps at the next step
- * boundary and acknowledges; the daemon's pages go REVOKING -> FREE, the
- * sequence's length is clamped to block 1, block 0's data is intact, and
- * growing again gets fresh pages.
+ * A cooperative client: the admin revokes blocks 2.. of its sequence; its
+ * poll fd becomes readable and kvmm_process_revocations() gives them back.
+ * Then it keeps stepping and the admin revokes blocks 1..: it unmaps at the
+ * next step boundary.  Each time it acknowledges; the daemon's pages go
+ * REVOKING -> FREE, the sequence's length is clamped to the first revoked
+ * block, block 0's data is intact, and growing again gets fresh pages.
  *
  * A silent client never steps: after --revoke-timeout it is cut off (and
  * the daemon says so in its log); its pages stay quarantined while its
@@ -70,30 +71,31 @@ static int cooperative(int wr, int rd)
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct pollfd p;
 	uint32_t s;
-	bool saw_poll = false;
 	char go;
 
 	if (setup("coop", &c, &r, &s, wr))
 		return 1;
+	/* Phase 1: no steps; the poll fd says a revocation is waiting. */
+	p = (struct pollfd){ .fd = kvmm_poll_fd(c), .events = POLLIN };
+	if (poll(&p, 1, 5000) != 1 || !(p.revents & POLLIN))
+		return 4;
+	if (kvmm_process_revocations(c) != 4)
+		return 9;
+	if (kvmm_seq_len(r, s) != 2 * TPB)
+		return 10;
+	/* Phase 2: keep stepping; the next one is applied at a boundary. */
 	for (;;) {
-		struct pollfd p[2] = { { .fd = kvmm_poll_fd(c),
-					 .events = POLLIN },
-				       { .fd = rd, .events = POLLIN } };
+		struct pollfd q = { .fd = rd, .events = POLLIN };
 
-		if (poll(p, 2, 5) > 0) {
-			if (p[0].revents & POLLIN)
-				saw_poll = true;
-			if (p[1].revents & POLLIN)
-				break;
-		}
+		if (poll(&q, 1, 2) > 0)
+			break;
 		if (kvmm_step_begin(c) || kvmm_step_end(c))
 			return 2;
 	}
 	if (read(rd, &go, 1) != 1)
 		return 3;
-	if (!saw_poll)
-		return 4;
 	if (kvmm_seq_len(r, s) != TPB)
 		return 5;
 	if (kvmm_get_stats(c, &ks) || ks.pages_revoked != 8)
@@ -122,7 +124,8 @@ static int silent(int wr)
 		pause();
 }
 
-static void admin_revoke(struct td_daemon *d, struct ids *ids, int expect)
+static void admin_revoke(struct td_daemon *d, struct ids *ids, uint32_t first,
+			 int expect)
 {
 	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kvmm_conn *c;
@@ -131,7 +134,7 @@ static void admin_revoke(struct td_daemon *d, struct ids *ids, int expect)
 	a.session_id = ids->session;
 	a.region_id = ids->region;
 	a.seq_id = ids->seq;
-	a.first_block = 1;
+	a.first_block = first;
 	t_assert_eq(kc_request(c, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
 			       NULL),
 		    expect);
@@ -168,20 +171,24 @@ int main(void)
 	read_ids(up[0], &ids);
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_allocated, 12); /* 3 blocks of 4 pages */
-	admin_revoke(&d, &ids, 0);
-	for (int i = 0; i < 200; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.revocations_acked == 1)
-			break;
-		usleep(5000);
+	for (uint32_t round = 1; round <= 2; round++) {
+		/* Blocks 2.. (answered via the poll fd), then 1.. (at a
+		 * step boundary). */
+		admin_revoke(&d, &ids, 3 - round, 0);
+		for (int i = 0; i < 400; i++) {
+			t_ok(td_status(&d, &st));
+			if (st.revocations_acked == round)
+				break;
+			usleep(5000);
+		}
+		t_assert_eq(st.revocations_posted, round);
+		t_assert_eq(st.revocations_acked, round);
+		t_assert_eq(st.pages_allocated, 12 - 4 * round);
+		t_assert_eq(st.pages_mapped, 12 - 4 * round);
+		t_assert_eq(st.pages_revoking, 0);
 	}
-	t_assert_eq(st.revocations_posted, 1);
-	t_assert_eq(st.revocations_acked, 1);
-	t_assert_eq(st.pages_allocated, 4);
-	t_assert_eq(st.pages_mapped, 4);
-	t_assert_eq(st.pages_revoking, 0);
-	/* A second revoke of the same blocks finds nothing to take. */
-	admin_revoke(&d, &ids, -ENODATA);
+	/* A third revoke of the same blocks finds nothing to take. */
+	admin_revoke(&d, &ids, 1, -ENODATA);
 	t_assert_eq(write(down[1], "g", 1), 1);
 	t_assert_eq(waitpid(p, &status, 0), p);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
@@ -193,7 +200,7 @@ int main(void)
 	if (p == 0)
 		_exit(silent(up[1]));
 	read_ids(up[0], &ids);
-	admin_revoke(&d, &ids, 0);
+	admin_revoke(&d, &ids, 1, 0);
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_revoking, 8);
 	t_assert_eq(st.pages_allocated, 12);
