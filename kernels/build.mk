@@ -89,6 +89,23 @@ $(BUILD)/kernels/emu-$(1): $(BUILD)/obj/emu/kernels/gpu/gpu-$(1).o \
 endef
 $(eval $(call kernels_emu_program,test-msa))
 $(eval $(call kernels_emu_program,test-copy-merge))
+$(eval $(call kernels_emu_program,bench-msa))
 
-KERNELS_EMU_BINS := $(BUILD)/kernels/emu-test-msa $(BUILD)/kernels/emu-test-copy-merge
+# kvmm-calibrate under the emulator: tests/kernels-calibrate-profile runs
+# it with --tiny and loads the profile it writes with the policy's parser.
+$(BUILD)/obj/emu/tools/kvmm-calibrate/%.o: tools/kvmm-calibrate/%.c $(BUILD)/config.h
+	@mkdir -p $(@D)
+	$(call msg,CC,$<)
+	$(Q)$(CC) $(EMU_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+EMU_CALIBRATE_OBJS := $(patsubst %.c,$(BUILD)/obj/emu/%.o,$(wildcard tools/kvmm-calibrate/*.c))
+$(BUILD)/kernels/emu-calibrate: $(EMU_CALIBRATE_OBJS) $(EMU_GPU_COMMON) \
+		$(EMU_CU_OBJS) $(ARCHIVES)
+	@mkdir -p $(@D)
+	$(call msg,LD,$@)
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $(EMU_CALIBRATE_OBJS) $(EMU_GPU_COMMON) \
+		$(EMU_CU_OBJS) $(LINK_GROUP)
+
+KERNELS_EMU_BINS := $(BUILD)/kernels/emu-test-msa \
+	$(BUILD)/kernels/emu-test-copy-merge $(BUILD)/kernels/emu-calibrate \
+	$(BUILD)/kernels/emu-bench-msa
 PROGRAMS += $(KERNELS_EMU_BINS)

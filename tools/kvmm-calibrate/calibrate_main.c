@@ -17,6 +17,9 @@
  *
  *   kvmm-calibrate [--out FILE] [--base PROFILE] [--name NAME] [--quick]
  *
+ * --tiny shrinks every size so the CUDA emulator (kernels/emu) can run it
+ * in a test; its figures mean nothing.
+ *
  * Without a GPU: prints why and exits 77, writing nothing.
  */
 #include <errno.h>
@@ -135,7 +138,7 @@ int main(int argc, char **argv)
 {
 	const char *out = "calibrated.profile", *base_path = NULL;
 	const char *name = NULL;
-	bool quick = false;
+	bool quick = false, tiny = false;
 	char *base = NULL, dev_name[256] = "";
 	static const double sizes[] = { 4096, 65536, 2 << 20, 32 << 20,
 					256 << 20 };
@@ -146,7 +149,7 @@ int main(int argc, char **argv)
 	struct gpu_bench b;
 	char *dev_a, *dev_b, *host;
 	FILE *f;
-	int n_sizes;
+	int n_sizes, warm, iters;
 	time_t now = time(NULL);
 	char stamp[64];
 
@@ -159,6 +162,8 @@ int main(int argc, char **argv)
 			name = argv[++i];
 		else if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--tiny"))
+			tiny = quick = true;
 		else {
 			fprintf(stderr,
 				"usage: kvmm-calibrate [--out FILE] [--base PROFILE] [--name NAME] [--quick]\n");
@@ -190,7 +195,9 @@ int main(int argc, char **argv)
 	dim = base_uint(base ? base : default_base, "head_dim", 128);
 
 	/* Transfers. */
-	n_sizes = quick ? 4 : 5;
+	n_sizes = tiny ? 3 : quick ? 4 : 5;
+	warm = tiny ? 0 : 3;
+	iters = tiny ? 1 : 20;
 	GPU_CK(cudaMalloc((void **)&dev_a, (size_t)sizes[n_sizes - 1]));
 	GPU_CK(cudaMalloc((void **)&dev_b, (size_t)sizes[n_sizes - 1]));
 	GPU_CK(cudaMallocHost((void **)&host, (size_t)sizes[n_sizes - 1]));
@@ -199,7 +206,7 @@ int main(int argc, char **argv)
 	table_add("# copies: bytes d2d_us h2d_us d2h_us\n");
 	for (int i = 0; i < n_sizes; i++) {
 		size_t s = (size_t)sizes[i];
-		int it = s > (32 << 20) ? 5 : 20;
+		int it = tiny ? 1 : s > (32 << 20) ? 5 : 20;
 
 		ms_d2d[i] = gpu_copy_ms(dev_b, dev_a, s,
 					cudaMemcpyDeviceToDevice, 2, it);
@@ -219,15 +226,26 @@ int main(int argc, char **argv)
 
 	/* MSA decode and prefill, per layer. */
 	{
-		static const uint32_t ctxs[] = { 1024, 4096, 16384, 32768 };
-		static const uint32_t batches[] = { 1, 8, 32 };
+		static const uint32_t big_ctxs[] = { 1024, 4096, 16384, 32768 };
+		static const uint32_t tiny_ctxs[] = { 128, 256, 512, 1024 };
+		static const uint32_t big_batches[] = { 1, 8, 32 };
+		static const uint32_t tiny_batches[] = { 1, 2, 4 };
+		const uint32_t *ctxs = tiny ? tiny_ctxs : big_ctxs;
+		const uint32_t *batches = tiny ? tiny_batches : big_batches;
 		static const uint32_t segs[] = { 1, 2, 4, 8, 16 };
-		static const uint32_t chunks[] = { 512, 2048 };
-		uint32_t nctx = quick ? 3 : 4, seg_ctx = quick ? 4096 : 16384;
+		static const uint32_t big_chunks[] = { 512, 2048 };
+		static const uint32_t tiny_chunks[] = { 32, 64 };
+		const uint32_t *chunks = tiny ? tiny_chunks : big_chunks;
+		uint32_t nctx = quick ? 3 : 4;
+		uint32_t seg_ctx = tiny ? 512 : quick ? 4096 : 16384;
+		uint32_t seg_batch = tiny ? 2 : 8;
 		double t1 = 0, num = 0, den = 0;
 
 		gpu_bench_init(&b, hq, hkv, dim, MSA_BF16,
-			       (size_t)32 * (quick ? 16384 : 32768), sms);
+			       (size_t)32 * (tiny  ? 1024 :
+					     quick ? 16384 :
+						     32768),
+			       sms);
 		table_add("# msa decode per layer: batch ctx us\n");
 		for (uint32_t i = 0; i < 3; i++)
 			for (uint32_t j = 0; j < nctx; j++) {
@@ -236,16 +254,17 @@ int main(int argc, char **argv)
 					continue;
 				table_add("#   %u %u %.2f\n", batches[i],
 					  ctxs[j],
-					  gpu_bench_time_ms(&b, 3, 20) * 1e3);
+					  gpu_bench_time_ms(&b, warm, iters) *
+						  1e3);
 			}
-		table_add("# msa decode, batch 8 x %u: segments us ratio\n",
-			  seg_ctx);
+		table_add("# msa decode, batch %u x %u: segments us ratio\n",
+			  seg_batch, seg_ctx);
 		for (uint32_t i = 0; i < 5; i++) {
 			double t;
 
-			GPU_OK(gpu_bench_setup(&b, 8, seg_ctx, segs[i], 1,
-					       true));
-			t = gpu_bench_time_ms(&b, 3, 20);
+			GPU_OK(gpu_bench_setup(&b, seg_batch, seg_ctx, segs[i],
+					       1, true));
+			t = gpu_bench_time_ms(&b, warm, iters);
 			if (i == 0)
 				t1 = t;
 			num += (segs[i] - 1.0) * (t / t1 - 1.0);
@@ -265,7 +284,10 @@ int main(int argc, char **argv)
 					continue;
 				table_add("#   %u %u %.2f\n", chunks[i],
 					  ctxs[j],
-					  gpu_bench_time_ms(&b, 2, 5) * 1e3);
+					  gpu_bench_time_ms(&b, warm,
+							    iters > 5 ? 5 :
+									iters) *
+						  1e3);
 			}
 		gpu_bench_free(&b);
 	}
