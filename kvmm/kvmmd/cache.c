@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 
 #include "kvmm/kvmmd/migrate.h"
@@ -146,6 +147,35 @@ static void kc_reap_dead(struct kd_cache *c)
 	}
 }
 
+static void kc_job_done(struct kd_cache *c, struct migrate_job *job);
+
+/*
+ * A host slot, waiting for migrations in flight when the tier is full: a
+ * block moving on to NVMe keeps its host slot until its write completes,
+ * so a burst of demotions can briefly need more slots than the policy
+ * counts.  Waits are short (one NVMe write) and counted.
+ */
+static int kc_host_slot(struct kd_cache *c, uint32_t *slot)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		struct migrate_job *jobs[32];
+		struct pollfd pfd = { .fd = migrate_eventfd(c->mig),
+				      .events = POLLIN };
+		unsigned int n;
+
+		if (tier_host_alloc(c->host, slot) == 0)
+			return 0;
+		if (!c->st.migrations_in_flight)
+			return -ENOSPC;
+		c->st.slot_waits++;
+		(void)poll(&pfd, 1, 10);
+		while ((n = migrate_reap(c->mig, jobs, 32)))
+			for (unsigned int i = 0; i < n; i++)
+				kc_job_done(c, jobs[i]);
+	}
+	return -ENOSPC;
+}
+
 static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 		     enum migrate_kind kind)
 {
@@ -165,7 +195,7 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 			job->pages[i].handle = vmm_pool_page_handle(
 				c->d->pool, e->blk->pages[i]);
 		}
-		r = tier_host_alloc(c->host, &job->host_slot);
+		r = kc_host_slot(c, &job->host_slot);
 		if (r)
 			goto err_free;
 		e->host_slot = job->host_slot;
@@ -663,7 +693,7 @@ static int kc_restore(struct kd_cache *c, struct kd_session *s,
 					   .slot = e->nvme_slot,
 					   .headroom = true };
 
-		err = tier_host_alloc(c->host, &staging);
+		err = kc_host_slot(c, &staging);
 		if (err)
 			goto err_put;
 		io.buf = tier_host_slot_addr(c->host, staging);

@@ -418,7 +418,8 @@ struct kvmm_tier_stats_reply {
 	uint64_t recovered_blocks; /* NVMe slots found at startup */
 	uint64_t migrations_failed;
 	uint64_t migrations_in_flight;
-	uint64_t reserved[6];
+	uint64_t slot_waits; /* demotions that waited for a host slot */
+	uint64_t reserved[5];
 	struct kvmm_tier_info tiers[3];
 };
 

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * Demotion and restore through every tier with a real kvmmd, several
+ * client processes and a daemon restart:
+ *   - four contents of three blocks each are written and published by
+ *     writer processes; with room for 3 cached blocks on the GPU and 6 in
+ *     host memory, the oldest are demoted GPU -> host -> NVMe (never
+ *     dropped while a lower tier has room), and no tier ever holds more
+ *     than its capacity;
+ *   - reader processes open sequences on those hashes and get the blocks
+ *     back from host and from NVMe, byte-identical, into fresh pages;
+ *   - after a restart of the daemon on the same NVMe file, a new client
+ *     hits the blocks that were on NVMe;
+ *   - a payload byte flipped in the file makes that block a miss (counted
+ *     as a checksum failure), never served.
+ */
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include "tests/cache-common.h"
+#include "tests/lib/daemon.h"
+
+#define NCONTENT 5
+#define NB 3
+
+static uint64_t hash_of(int content, int b)
+{
+	return 0x100000ull * (content + 1) + b + 1;
+}
+
+static int wait_child(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A writer process: content k into a new sequence, published, closed. */
+static void write_content(const char *sock, int k)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		struct cc c;
+		struct kvmm_block_publish_reply rep;
+		uint32_t ids[NB * CC_PPB];
+		uint64_t h[NB];
+		uint32_t seq;
+
+		for (int b = 0; b < NB; b++)
+			h[b] = hash_of(k, b);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, NB * CC_TPB, ids);
+		cc_fill(&c, ids, NB, 100 + k);
+		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
+		t_assert_eq(rep.published, NB);
+		cc_seq_close(&c, seq, ids, NB * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(wait_child(p), 0);
+}
+
+/* A reader process: open on content k, expect nb blocks from tier
+ * (0 gpu, 1 host, 2 nvme, -1 any), check the bytes. */
+static void read_content(const char *sock, int k, uint32_t nb, int tier)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		struct cc c;
+		struct kvmm_prefix_open_reply rep;
+		uint32_t ids[NB * CC_PPB];
+		uint64_t h[NB];
+
+		for (int b = 0; b < NB; b++)
+			h[b] = hash_of(k, b);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		cc_prefix(&c, h, NB, &rep, ids);
+		if (rep.nr_blocks != nb)
+			t_fail("content %d: %u blocks, expected %u (gpu %u host %u nvme %u)",
+			       k, rep.nr_blocks, nb, rep.from_gpu,
+			       rep.from_host, rep.from_nvme);
+		if (tier == 0)
+			t_assert_eq(rep.from_gpu, nb);
+		if (tier == 1)
+			t_assert_eq(rep.from_host, nb);
+		if (tier == 2)
+			t_assert_eq(rep.from_nvme, nb);
+		cc_check(&c, ids, nb, 100 + k);
+		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(wait_child(p), 0);
+}
+
+static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
+{
+	struct cc c;
+
+	cc_connect(&c, sock);
+	/* settle: no migration in flight */
+	for (int i = 0; i < 500; i++) {
+		cc_tier_stats(&c, ts);
+		if (!ts->migrations_in_flight)
+			break;
+		usleep(10000);
+	}
+	cc_disconnect(&c);
+	for (int t = 0; t < 3; t++)
+		if (ts->tiers[t].used_blocks > ts->tiers[t].capacity_blocks)
+			t_fail("tier %d holds %llu > capacity %llu", t,
+			       (unsigned long long)ts->tiers[t].used_blocks,
+			       (unsigned long long)ts->tiers[t].capacity_blocks);
+}
+
+int main(void)
+{
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	char nvme[256];
+	struct td_daemon d;
+	struct kvmm_tier_stats_reply ts;
+	int r;
+
+	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-tiers-%d",
+		 dir ? dir : "/var/tmp", getpid());
+	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 6 */
+	const char *args[] = { "--cache-gpu-blocks", "3", "--host-mem",
+			       "2M", "--nvme-path", nvme, "--nvme-size",
+			       "1601536", NULL };
+	r = td_start(&d, args);
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+
+	for (int k = 0; k < 4; k++)
+		write_content(d.sock, k);
+	stats(d.sock, &ts);
+	/* 3 on the GPU (content 3), 6 in host (1, 2), 3 on NVMe (0) */
+	t_assert_eq(ts.tiers[0].used_blocks, 3);
+	t_assert_eq(ts.tiers[1].used_blocks, 6);
+	t_assert_eq(ts.tiers[2].used_blocks, 3);
+	t_assert_eq(ts.tiers[0].drops + ts.tiers[1].drops + ts.tiers[2].drops,
+		    0);
+	t_assert_eq(ts.migrations_failed, 0);
+
+	read_content(d.sock, 3, NB, 0); /* GPU */
+	read_content(d.sock, 2, NB, 1); /* host -> new pages */
+	read_content(d.sock, 0, NB, 2); /* NVMe -> new pages */
+	stats(d.sock, &ts);
+	t_assert_eq(ts.tiers[1].promotions_out, NB);
+	t_assert_eq(ts.tiers[2].promotions_out, NB);
+	t_assert(ts.tiers[2].bytes_in >= NB * CC_PPB * CC_PAGE);
+
+	/* push more down so NVMe holds content 1 and 3 or so; then note
+	 * what is on NVMe, restart, and read it from a new daemon */
+	write_content(d.sock, 4);
+	stats(d.sock, &ts);
+	uint64_t on_nvme = ts.tiers[2].used_blocks;
+	t_assert(on_nvme >= NB);
+	r = td_stop(&d);
+	if (r)
+		td_dump_log(&d);
+	t_assert_eq(r, 0);
+
+	r = td_start(&d, args);
+	if (r)
+		t_fail("kvmmd did not restart: %d", r);
+	{
+		struct cc c;
+
+		cc_connect(&c, d.sock);
+		cc_region(&c);
+		/* the cache opens its tiers on first use: a miss does it */
+		struct kvmm_prefix_open_reply rep;
+		uint64_t none = 0x77;
+		uint32_t ids[1];
+		cc_prefix(&c, &none, 1, &rep, ids);
+		t_assert_eq(rep.nr_blocks, 0);
+		cc_tier_stats(&c, &ts);
+		cc_disconnect(&c);
+	}
+	t_assert_eq(ts.recovered_blocks, on_nvme);
+	/* content 1 went host -> NVMe when content 4 came in */
+	read_content(d.sock, 1, NB, 2);
+
+	/* corrupt: flip a payload byte of every slot of the file, restart */
+	r = td_stop(&d);
+	t_assert_eq(r, 0);
+	{
+		int fd = open(nvme, O_RDWR);
+		unsigned char ch;
+
+		t_assert(fd >= 0);
+		for (int i = 0; i < 6; i++) {
+			off_t off = 4096 + (off_t)i * (4096 + 4 * CC_PAGE) +
+				    4096 + 777;
+
+			t_assert_eq(pread(fd, &ch, 1, off), 1);
+			ch ^= 0x20;
+			t_assert_eq(pwrite(fd, &ch, 1, off), 1);
+		}
+		close(fd);
+	}
+	r = td_start(&d, args);
+	t_assert_eq(r, 0);
+	{
+		struct cc c;
+		struct kvmm_prefix_open_reply rep;
+		uint64_t h[NB];
+		uint32_t ids[NB * CC_PPB];
+		int hit_any = 0;
+
+		cc_connect(&c, d.sock);
+		cc_region(&c);
+		for (int k = 0; k < NCONTENT; k++) {
+			for (int b = 0; b < NB; b++)
+				h[b] = hash_of(k, b);
+			cc_prefix(&c, h, NB, &rep, ids);
+			hit_any += rep.nr_blocks;
+			cc_seq_close(&c, rep.seq_id, ids,
+				     rep.nr_blocks * CC_PPB);
+		}
+		cc_tier_stats(&c, &ts);
+		cc_disconnect(&c);
+		t_assert_eq(hit_any, 0); /* every slot was damaged */
+		t_assert(ts.checksum_failures >= 1);
+		t_assert(ts.recovered_blocks >= 1);
+	}
+	r = td_stop(&d);
+	if (r)
+		td_dump_log(&d);
+	t_assert_eq(r, 0);
+	unlink(nvme);
+	printf("tiers ok\n");
+	return 0;
+}
