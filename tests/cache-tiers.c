@@ -132,9 +132,15 @@ int main(void)
 	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-tiers-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 6 */
-	const char *args[] = { "--cache-gpu-blocks", "3", "--host-mem",
-			       "2M", "--nvme-path", nvme, "--nvme-size",
-			       "1601536", NULL };
+	const char *args[] = { "--cache-gpu-blocks",
+			       "3",
+			       "--host-mem",
+			       "2M",
+			       "--nvme-path",
+			       nvme,
+			       "--nvme-size",
+			       "1601536",
+			       NULL };
 	r = td_start(&d, args);
 	if (r)
 		t_fail("kvmmd did not start: %d", r);
