@@ -83,16 +83,18 @@ set title "Block hit ratio, Mooncake conversation trace (12,031 requests)"
 set ylabel "block hit ratio"
 colors = "#7b3294 #1b9e77 #2c7bb6 #777777 #d7191c"
 plot for [i=0:4] "$OUT/sweep.dat" using 1:(column(2+2*i)) with linespoints \
-	lc rgb word(colors, i+1) lw (i == 4 ? 3 : 1.5) dt (i == 3 ? 2 : 1) \
+	lc rgb word(colors, i+1) lw (i == 4 ? 3 : 1.5) \
 	title word("lru lfu arc belady asym", i+1)
 set output "$OUT/policy-prefill.png"
 set key right top
 set title "Modelled prefill time (H200 + Llama-3-8B reference profile)"
 set ylabel "modelled prefill, s (sum over requests)"
 plot for [i=0:4] "$OUT/sweep.dat" using 1:(column(3+2*i)) with linespoints \
-	lc rgb word(colors, i+1) lw (i == 4 ? 3 : 1.5) dt (i == 3 ? 2 : 1) \
+	lc rgb word(colors, i+1) lw (i == 4 ? 3 : 1.5) \
 	title word("lru lfu arc belady asym", i+1)
 G
+	[ -s "$OUT/policy-hit-ratio.png" ] && [ -s "$OUT/policy-prefill.png" ] ||
+		{ echo "policy-sweep: gnuplot failed" >&2; exit 1; }
 	echo "policy-sweep: plots in $OUT/policy-hit-ratio.png and $OUT/policy-prefill.png" >&2
 else
 	echo "policy-sweep: gnuplot missing (make deps): no plots" >&2
