@@ -54,19 +54,43 @@ int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
 	h->tier = tier;
 	h->ix = ix;
 	h->key = key;
+	h->pos = NULL;
+	h->npos = 0;
 	return h->nodes ? 0 : -ENOMEM;
 }
 
 void pol_heap_fini(struct pol_heap *h)
 {
 	free(h->nodes);
+	free(h->pos);
 	h->nodes = NULL;
-	h->n = h->cap = 0;
+	h->pos = NULL;
+	h->n = h->cap = h->npos = 0;
 }
+
+static int pos_reserve(struct pol_heap *h, uint32_t id)
+{
+	uint32_t n = h->npos ? h->npos : 1024, *p;
+
+	if (id < h->npos)
+		return 0;
+	while (n <= id)
+		n *= 2;
+	p = realloc(h->pos, (size_t)n * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	for (uint32_t i = h->npos; i < n; i++)
+		p[i] = POL_NONE;
+	h->pos = p;
+	h->npos = n;
+	return 0;
+}
+
+#define POS(h, id) ((h)->pos[id])
 
 bool pol_heap_contains(const struct pol_heap *h, uint32_t id)
 {
-	return SLOT(h->ix, id, h->tier)->heap != POL_NONE;
+	return id < h->npos && h->pos[id] != POL_NONE;
 }
 
 static inline bool node_before(const struct pol_heap_node *a,
@@ -83,7 +107,7 @@ static inline void place(struct pol_heap *h, uint32_t pos,
 			 const struct pol_heap_node *n)
 {
 	h->nodes[pos] = *n;
-	SLOT(h->ix, n->id, h->tier)->heap = pos;
+	POS(h, n->id) = pos;
 }
 
 static void sift_up(struct pol_heap *h, uint32_t pos)
@@ -132,6 +156,8 @@ int pol_heap_push(struct pol_heap *h, uint32_t id)
 		pol_heap_update(h, id);
 		return 0;
 	}
+	if (pos_reserve(h, id))
+		return -ENOMEM;
 	if (h->n == h->cap) {
 		struct pol_heap_node *n =
 			realloc(h->nodes, 2 * (size_t)h->cap * sizeof(*n));
@@ -142,34 +168,36 @@ int pol_heap_push(struct pol_heap *h, uint32_t id)
 		h->cap *= 2;
 	}
 	fill(h, id, &h->nodes[h->n]);
-	SLOT(h->ix, id, h->tier)->heap = h->n;
+	POS(h, id) = h->n;
 	sift_up(h, h->n++);
 	return 0;
 }
 
 void pol_heap_remove(struct pol_heap *h, uint32_t id)
 {
-	uint32_t pos = SLOT(h->ix, id, h->tier)->heap;
+	uint32_t pos;
 	struct pol_heap_node last;
 
-	if (pos == POL_NONE)
+	if (!pol_heap_contains(h, id))
 		return;
-	SLOT(h->ix, id, h->tier)->heap = POL_NONE;
+	pos = POS(h, id);
+	POS(h, id) = POL_NONE;
 	last = h->nodes[--h->n];
 	if (pos == h->n)
 		return;
 	place(h, pos, &last);
 	sift_up(h, pos);
-	sift_down(h, SLOT(h->ix, last.id, h->tier)->heap);
+	sift_down(h, POS(h, last.id));
 }
 
 void pol_heap_update(struct pol_heap *h, uint32_t id)
 {
-	uint32_t pos = SLOT(h->ix, id, h->tier)->heap;
+	uint32_t pos;
 
-	if (pos == POL_NONE)
+	if (!pol_heap_contains(h, id))
 		return;
+	pos = POS(h, id);
 	fill(h, id, &h->nodes[pos]);
 	sift_up(h, pos);
-	sift_down(h, SLOT(h->ix, id, h->tier)->heap);
+	sift_down(h, POS(h, id));
 }

@@ -45,6 +45,13 @@ typedef void (*pol_heap_key)(const struct pol_block *b, unsigned tier,
 struct pol_heap {
 	struct pol_heap_node *nodes;
 	uint32_t n, cap;
+	/*
+	 * Position of each block id in nodes (POL_NONE: absent): a dense
+	 * array rather than a field of the 200-byte block, so the writes
+	 * of every sift step stay within a few MB.
+	 */
+	uint32_t *pos;
+	uint32_t npos;
 	unsigned tier;
 	struct pol_index *ix;
 	pol_heap_key key;
