@@ -100,8 +100,7 @@ static void kc_put_block(struct kd_cache *c, struct kc_entry *e)
 	if (!blk)
 		return;
 	e->blk = NULL; /* so the unref hook does not count it */
-	if (blk->refcnt == 1)
-		blk->hash = 0;
+	blk->hash = 0; /* no longer the cache's copy */
 	kd_block_put(c->d, blk);
 }
 
@@ -135,8 +134,10 @@ static void kc_reap_dead(struct kd_cache *c)
 		struct kc_entry *e = c->dead;
 
 		c->dead = e->dead_next;
-		if (e->in_pol)
+		if (e->in_pol) {
+			e->in_pol = false;
 			pol_cache_remove(c->pol, e->hash);
+		}
 		kc_release(c, e);
 		if (e->job) {
 			e->drop_after = true; /* freed when the job ends */
@@ -246,8 +247,8 @@ static void kc_move(void *arg, const struct pol_block *b, unsigned from,
 	struct kd_cache *c = arg;
 	struct kc_entry *e = kc_find(c, b->hash);
 
-	if (!e)
-		return;
+	if (!e || e->dead)
+		return; /* being removed by kc_reap_dead() */
 	if (to == POL_TIER_NONE) {
 		c->st.tiers[from].drops++;
 		e->in_pol = false;
@@ -261,6 +262,13 @@ static void kc_move(void *arg, const struct pol_block *b, unsigned from,
 	}
 	if (to == POL_TIER_GPU)
 		return; /* a promotion: the restore code does the copy */
+	if (from == POL_TIER_GPU && e->blk && e->blk->refcnt > 1) {
+		/* the policy picked a block a sequence is using: only the
+		 * block just admitted can be (refcount 0 until its ref is
+		 * taken); it is not cached, not moved */
+		kc_kill(c, e);
+		return;
+	}
 	e->tier = (uint8_t)to;
 	c->st.tiers[to].demotions_in++;
 	if (from == POL_TIER_GPU && to == POL_TIER_HOST) {
@@ -616,16 +624,18 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		blk->refcnt++; /* the cache's reference */
 		blk->hash = hashes[i];
 		err = pol_cache_access(c->pol, &desc, NULL);
-		if (!err)
+		if (!err && !e->dead)
 			err = pol_cache_ref(c->pol, hashes[i]);
-		if (err) {
+		if (err || e->dead) {
 			/* no room: every cached GPU block is in use */
-			e->in_pol = false;
-			kc_put_block(c, e);
-			blk->hash = 0;
-			kc_free(c, e);
+			if (!e->dead) {
+				e->in_pol = false;
+				kc_put_block(c, e);
+				kc_free(c, e);
+			} /* else removed by kc_reap_dead() below */
 			rep.not_cached++;
 			c->st.not_cached++;
+			err = 0;
 			continue;
 		}
 		rep.published++;
@@ -816,6 +826,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 					kc_kill(c, e);
 				break;
 			}
+			/* the sequence takes the block first, so the policy
+			 * cannot pick it as its own victim */
+			prefix_attach(r, q, hit, e->blk);
+			from_tier[from]++;
+			c->st.tiers[from].hits++;
 			/* the policy: a use (a promotion for a restored
 			 * block, an admission for a recovered one) */
 			desc.parent_hash = e->parent;
@@ -823,16 +838,12 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				desc.flags = POL_BLOCK_HAS_PARENT;
 			was_in_pol = e->in_pol;
 			if (pol_cache_access(c->pol, &desc, NULL) == 0 &&
+			    !e->dead &&
 			    pol_cache_ref(c->pol, hashes[hit]) == 0) {
 				e->in_pol = true;
-			} else if (!was_in_pol) {
-				e->in_pol = false;
-			}
-			from_tier[from]++;
-			c->st.tiers[from].hits++;
-			prefix_attach(r, q, hit, e->blk);
-			if (!e->in_pol) {
+			} else if (!was_in_pol && !e->dead) {
 				/* no room to cache it: the sequence owns it */
+				e->in_pol = false;
 				kc_put_block(c, e);
 				kc_free(c, e);
 			}
