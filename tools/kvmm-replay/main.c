@@ -222,10 +222,12 @@ int main(int argc, char **argv)
 				 "--gpu-blocks N (or --sweep) is required");
 	if (daemon) {
 		fprintf(stderr,
-			"kvmm-replay: --daemon %s: not supported by this build: "
-			"kvmmd has no block-index commands yet, so a daemon "
-			"replay cannot be compared with the in-process one; "
-			"run without --daemon\n",
+			"kvmm-replay: --daemon %s: not supported yet: libkvmm "
+			"has no client calls for kvmmd's BLOCK_PUBLISH / "
+			"PREFIX_OPEN commands (and kvmmd's cache policy is "
+			"fixed to lru), so a daemon replay cannot be driven "
+			"through libkvmm; run without --daemon (the in-process "
+			"replay runs the same pol_cache code kvmmd links)\n",
 			daemon);
 		return 1;
 	}
