@@ -114,6 +114,14 @@ void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
 		   uint32_t i);
 void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from);
 void kc_region_free(struct kvmm_region *r);
+/* Import (if the id has no KVMM_PAGE_HELD bit) and map one block's pages
+ * from a reply; *fi walks fds[] (consumed fds are closed).  lock held. */
+int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		 const uint32_t *ids, int *fds, unsigned int nfds,
+		 unsigned int *fi);
+bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
+/* -EINVAL unless seq is an open sequence of r. */
+int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

@@ -259,7 +259,7 @@ int kvmm_seq_open(struct kvmm_region *r, uint32_t *seq)
 	return 0;
 }
 
-static int seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q)
+int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q)
 {
 	if (!r || seq >= r->max_seqs || !r->seqs[seq].open)
 		return -EINVAL;
@@ -268,9 +268,9 @@ static int seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q)
 }
 
 /* Import (if new) and map the pages of one reply block (lock held). */
-static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
-		     const uint32_t *ids, int *fds, unsigned int nfds,
-		     unsigned int *fi)
+int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		 const uint32_t *ids, int *fds, unsigned int nfds,
+		 unsigned int *fi)
 {
 	struct kvmm_conn *c = r->conn;
 	struct kc_seq *q = &r->seqs[seq];
@@ -322,7 +322,7 @@ static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 	return 0;
 }
 
-static bool block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b)
+bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b)
 {
 	uint32_t *s = q->block_pages[b];
 
@@ -373,15 +373,16 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		goto out;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (seq_get(r, seq, &q)) {
+	if (kc_seq_get(r, seq, &q)) {
 		err = -ENOENT;
 	} else {
 		for (uint32_t k = 0; !err && k < rep->nr_blocks; k++)
-			err = map_block(r, seq, rep->first_block + k,
-					rep->page_ids + k * r->pages_per_block,
-					fds, nfds, &fi);
+			err = kc_map_block(r, seq, rep->first_block + k,
+					   rep->page_ids +
+						   k * r->pages_per_block,
+					   fds, nfds, &fi);
 		while (q->backed < r->max_blocks &&
-		       block_mapped(r, q, q->backed))
+		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
 		if (rep->len > q->len)
 			q->len = rep->len;
@@ -412,7 +413,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		return -EINVAL;
 	need = kc_blocks_for(r, new_len);
 	pthread_mutex_lock(&c->lock);
-	err = seq_get(r, seq, &q);
+	err = kc_seq_get(r, seq, &q);
 	if (err)
 		goto out_unlock;
 	if (new_len < q->len) {
@@ -483,7 +484,7 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	 * while its pages are dropped on both sides. */
 	pthread_mutex_lock(&c->sock_lock);
 	pthread_mutex_lock(&c->lock);
-	err = seq_get(r, seq, &q);
+	err = kc_seq_get(r, seq, &q);
 	if (!err && cmd == KVMM_CMD_SEQ_TRUNCATE && new_len > q->len)
 		err = -EINVAL;
 	if (err) {
@@ -532,7 +533,7 @@ int64_t kvmm_seq_len(struct kvmm_region *r, uint32_t seq)
 	if (!r)
 		return -EINVAL;
 	pthread_mutex_lock(&r->conn->lock);
-	len = seq_get(r, seq, &q);
+	len = kc_seq_get(r, seq, &q);
 	if (!len)
 		len = q->len;
 	pthread_mutex_unlock(&r->conn->lock);
@@ -562,10 +563,10 @@ int kvmm_seq_block_pages(struct kvmm_region *r, uint32_t seq, uint32_t block,
 	if (!r || !ids)
 		return -EINVAL;
 	pthread_mutex_lock(&r->conn->lock);
-	err = seq_get(r, seq, &q);
+	err = kc_seq_get(r, seq, &q);
 	if (!err && block >= r->max_blocks)
 		err = -EINVAL;
-	if (!err && !block_mapped(r, q, block))
+	if (!err && !kc_block_mapped(r, q, block))
 		err = -ENODATA;
 	if (!err) {
 		if (n > r->pages_per_block)

@@ -2,12 +2,12 @@
 /*
  * libkvmm revocation handling and step boundaries.
  *
- * The daemon posts one RQ entry per page it wants back; the batch's last
- * entry carries KVMM_RQE_F_LAST and its cookie is acknowledged once every
- * entry before it has been applied.  Applying an entry unmaps the page at
- * the place the daemon named (region, sequence, block), or wherever it is
- * mapped when the hint does not match, and marks the sequence as mapped
- * only up to that block.  Revocations are applied at step boundaries
+ * The daemon posts one RQ entry per mapping it wants back; the batch's
+ * last entry carries KVMM_RQE_F_LAST and its cookie is acknowledged once
+ * every entry before it has been applied.  Applying an entry unmaps the
+ * page at the place the daemon named (region, sequence, block), or at the
+ * first place it is mapped when the hint does not match, and marks the
+ * sequence as mapped only up to that block.  Revocations are applied at step boundaries
  * (no kernel of ours reads the pages then) or on request.
  */
 #include <errno.h>
@@ -15,47 +15,61 @@
 
 #include "kvmm/lib/client.h"
 
-/* Unmap every mapping of page id in the process (lock held). */
+/* Unmap one slot and shorten its sequence to end before the block. */
+static void drop_slot(struct kvmm_region *r, uint32_t s, uint32_t b, uint32_t i)
+{
+	struct kc_seq *q = &r->seqs[s];
+
+	kc_unmap_slot(r, s, b, i);
+	if (q->backed > b)
+		q->backed = b;
+	if (q->len > b * r->tokens_per_block)
+		q->len = b * r->tokens_per_block;
+}
+
+/*
+ * One entry takes back one mapping of the page: at the place the daemon
+ * named when it is there, else the first place it is found (the daemon
+ * counts holds per mapping, so exactly one goes per entry).  A page not
+ * mapped any more (the sequence was closed meanwhile) is fine.  lock held.
+ */
 static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 {
-	int dropped = 0;
-
 	for (struct kvmm_region *r = c->regions; r; r = r->next) {
-		bool hinted = r->id == e->region_id;
+		struct kc_seq *q;
+		uint32_t *ids;
 
-		for (uint32_t s = 0; s < r->max_seqs; s++) {
-			struct kc_seq *q = &r->seqs[s];
-			uint32_t b0 = 0, b1 = r->max_blocks;
-
-			if (!q->open)
-				continue;
-			if (hinted && s == e->seq_id && e->block < b1) {
-				b0 = e->block;
-				b1 = e->block + 1;
+		if (r->id != e->region_id || e->seq_id >= r->max_seqs ||
+		    e->block >= r->max_blocks)
+			continue;
+		q = &r->seqs[e->seq_id];
+		ids = q->open ? q->block_pages[e->block] : NULL;
+		for (uint32_t i = 0; ids && i < r->pages_per_block; i++) {
+			if (ids[i] == e->page_id) {
+				drop_slot(r, e->seq_id, e->block, i);
+				return 1;
 			}
-			for (uint32_t b = b0; b < b1; b++) {
-				uint32_t *ids = q->block_pages[b];
-
-				if (!ids)
-					continue;
-				for (uint32_t i = 0; i < r->pages_per_block;
-				     i++) {
-					if (ids[i] != e->page_id)
-						continue;
-					kc_unmap_slot(r, s, b, i);
-					if (q->backed > b)
-						q->backed = b;
-					if (q->len > b * r->tokens_per_block)
-						q->len =
-							b * r->tokens_per_block;
-					dropped++;
-				}
-			}
-			if (dropped && b1 - b0 == 1)
-				return dropped;
 		}
 	}
-	return dropped;
+	for (struct kvmm_region *r = c->regions; r; r = r->next) {
+		for (uint32_t s = 0; s < r->max_seqs; s++) {
+			struct kc_seq *q = &r->seqs[s];
+
+			for (uint32_t b = 0; q->open && b < r->max_blocks;
+			     b++) {
+				uint32_t *ids = q->block_pages[b];
+
+				for (uint32_t i = 0;
+				     ids && i < r->pages_per_block; i++) {
+					if (ids[i] == e->page_id) {
+						drop_slot(r, s, b, i);
+						return 1;
+					}
+				}
+			}
+		}
+	}
+	return 0;
 }
 
 int kvmm_process_revocations(struct kvmm_conn *c)

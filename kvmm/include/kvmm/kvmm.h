@@ -79,6 +79,28 @@ uint64_t kvmm_seq_v_ptr(struct kvmm_region *region, uint32_t seq,
 int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
 			 uint32_t block, uint32_t *ids, uint32_t n);
 
+/*
+ * Content-addressed blocks (kvmmd's block cache).  Publish full blocks
+ * [first_block, first_block + nr_blocks) of a sequence under their hashes
+ * (the chain h_i = XXH3_64(h_{i-1}, salt, tokens of block i);
+ * parent_hash = h_{first_block-1}, 0 for block 0): they become immutable
+ * and other sequences, in any process, can share them.  Returns how many
+ * of them the cache now holds, or -errno.
+ */
+int kvmm_block_publish(struct kvmm_region *region, uint32_t seq,
+		       uint32_t first_block, uint32_t nr_blocks,
+		       uint64_t parent_hash, const uint64_t *hashes);
+/*
+ * Open a sequence whose leading blocks are the longest cached prefix of
+ * hashes[0..nr_hashes): blocks on the GPU are mapped as they are (the same
+ * physical pages: read them, never write them), blocks from lower tiers
+ * are restored first.  *nr_blocks gets the prefix length in blocks; the
+ * sequence's length is nr_blocks * tokens_per_block, extend it from there.
+ */
+int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
+			 uint32_t nr_hashes, uint32_t *seq,
+			 uint32_t *nr_blocks);
+
 /* A step uses every open sequence of the connection; revocations are
  * applied before a step begins and after it ends. */
 int kvmm_step_begin(struct kvmm_conn *conn);

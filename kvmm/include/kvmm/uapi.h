@@ -449,10 +449,11 @@ struct kvmm_cqe {
 	uint64_t reserved;
 };
 
-/* One page to take back: unmap it everywhere in the process, drop the
- * handle, then acknowledge the cookie with REVOKE_ACK once every entry of
- * the batch (the one flagged LAST) has been handled.  region/seq/block say
- * where the daemon had placed it, as a hint. */
+/* One mapping to take back: unmap the page at region/seq/block (or, if it
+ * is not there, at the first place this process maps it), drop the handle
+ * when no mapping is left, then acknowledge the cookie with REVOKE_ACK once
+ * every entry of the batch (up to the one flagged LAST) has been handled.
+ * A page mapped in n places comes in n entries. */
 struct kvmm_rqe {
 	uint64_t cookie;
 	uint32_t page_id;

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libkvmm side of the block cache: publishing full blocks under their
+ * content hashes and opening a sequence on the longest cached prefix.
+ * A prefix-open reply is mapped exactly like an extend reply: pages this
+ * process already holds (another of its sequences shares the block) come
+ * with KVMM_PAGE_HELD and are mapped once more from the import cache; the
+ * others come with an fd.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/lib/client.h"
+
+int kvmm_block_publish(struct kvmm_region *r, uint32_t seq,
+		       uint32_t first_block, uint32_t nr_blocks,
+		       uint64_t parent_hash, const uint64_t *hashes)
+{
+	struct kvmm_block_publish bp = { .size = sizeof(bp) };
+	struct kvmm_block_publish_reply rep = { 0 };
+	size_t len;
+	char *req;
+	int err;
+
+	if (!r || !hashes || !nr_blocks || nr_blocks > KVMM_PREFIX_MAX_BLOCKS)
+		return -EINVAL;
+	len = sizeof(bp) + (size_t)nr_blocks * sizeof(uint64_t);
+	if (len + sizeof(struct kvmm_msg_hdr) > KVMM_MSG_MAX)
+		return -E2BIG;
+	req = malloc(len);
+	if (!req)
+		return -ENOMEM;
+	bp.region_id = r->id;
+	bp.seq_id = seq;
+	bp.first_block = first_block;
+	bp.nr_blocks = nr_blocks;
+	bp.parent_hash = parent_hash;
+	memcpy(req, &bp, sizeof(bp));
+	memcpy(req + sizeof(bp), hashes, nr_blocks * sizeof(uint64_t));
+	err = kc_request(r->conn, KVMM_CMD_BLOCK_PUBLISH, req, len, &rep,
+			 sizeof(rep), NULL);
+	free(req);
+	return err ? err : (int)(rep.published + rep.duplicates);
+}
+
+int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
+			 uint32_t nr_hashes, uint32_t *seq, uint32_t *nr_blocks)
+{
+	struct kvmm_prefix_open po = { .size = sizeof(po) };
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kvmm_prefix_open_reply *rep = NULL;
+	unsigned int nfds = 0, fi = 0;
+	struct kvmm_conn *c;
+	struct kc_seq *q;
+	char *req = NULL;
+	size_t len = 0, rlen;
+	int *fds = NULL, err;
+
+	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
+	    nr_hashes > KVMM_PREFIX_MAX_BLOCKS)
+		return -EINVAL;
+	c = r->conn;
+	rlen = sizeof(po) + (size_t)nr_hashes * sizeof(uint64_t);
+	if (rlen + sizeof(struct kvmm_msg_hdr) > KVMM_MSG_MAX)
+		return -E2BIG;
+	req = malloc(rlen);
+	rep = malloc(KVMM_MSG_MAX);
+	fds = malloc(KVMM_EXTEND_MAX_PAGES * sizeof(int));
+	if (!req || !rep || !fds) {
+		err = -ENOMEM;
+		goto out;
+	}
+	po.region_id = r->id;
+	po.nr_hashes = nr_hashes;
+	memcpy(req, &po, sizeof(po));
+	memcpy(req + sizeof(po), hashes, nr_hashes * sizeof(uint64_t));
+	pthread_mutex_lock(&c->sock_lock);
+	err = kc_request_locked(c, KVMM_CMD_PREFIX_OPEN, req, rlen, rep,
+				KVMM_MSG_MAX, &len, fds, KVMM_EXTEND_MAX_PAGES,
+				&nfds);
+	if (err)
+		goto out_unlock;
+	if (len < sizeof(*rep) || rep->seq_id >= r->max_seqs ||
+	    rep->pages_per_block != r->pages_per_block ||
+	    rep->nr_blocks > r->max_blocks ||
+	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
+					   rep->pages_per_block *
+					   sizeof(uint32_t) ||
+	    rep->nr_fds != nfds) {
+		err = -EPROTO;
+		goto out_unlock;
+	}
+	pthread_mutex_lock(&c->lock);
+	q = &r->seqs[rep->seq_id];
+	if (q->open) {
+		err = -EPROTO;
+	} else {
+		q->block_pages = calloc(r->max_blocks, sizeof(*q->block_pages));
+		if (!q->block_pages)
+			err = -ENOMEM;
+	}
+	if (!err) {
+		q->open = true;
+		q->len = rep->len;
+		q->backed = 0;
+		for (uint32_t b = 0; !err && b < rep->nr_blocks; b++)
+			err = kc_map_block(r, rep->seq_id, b,
+					   rep->page_ids +
+						   b * r->pages_per_block,
+					   fds, nfds, &fi);
+		while (q->backed < r->max_blocks &&
+		       kc_block_mapped(r, q, q->backed))
+			q->backed++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (err && err != -EPROTO) {
+		/* Give the sequence back rather than leave it half mapped. */
+		pthread_mutex_lock(&c->lock);
+		if (q->open)
+			kc_unmap_blocks(r, rep->seq_id, 0);
+		free(q->block_pages);
+		memset(q, 0, sizeof(*q));
+		pthread_mutex_unlock(&c->lock);
+		ref.region_id = r->id;
+		ref.seq_id = rep->seq_id;
+		kc_request_locked(c, KVMM_CMD_SEQ_CLOSE, &ref, sizeof(ref),
+				  NULL, 0, NULL, NULL, 0, NULL);
+	} else if (!err) {
+		*seq = rep->seq_id;
+		*nr_blocks = rep->nr_blocks;
+	}
+out_unlock:
+	pthread_mutex_unlock(&c->sock_lock);
+out:
+	for (unsigned int i = fi; fds && i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	free(rep);
+	free(req);
+	return err;
+}
