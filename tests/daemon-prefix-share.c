@@ -22,8 +22,14 @@
 #define PPB 4
 
 static struct kvmm_region_opts ro = {
-	.size = sizeof(ro), .layers = 2, .kv_heads = 2, .head_dim = 64,
-	.dtype_bytes = 2, .max_seqs = 4, .max_tokens = 2048, .salt = 7,
+	.size = sizeof(ro),
+	.layers = 2,
+	.kv_heads = 2,
+	.head_dim = 64,
+	.dtype_bytes = 2,
+	.max_seqs = 4,
+	.max_tokens = 2048,
+	.salt = 7,
 };
 static const uint64_t hashes[3] = { 0x1111, 0x2222, 0x3333 };
 
@@ -39,8 +45,10 @@ static int writer(int wr, int rd)
 	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 2 * TPB + 10))
 		return 1;
 	for (uint32_t l = 0; l < 2; l++) {
-		memset((void *)kvmm_seq_k_ptr(r, s, l), 0xa0 + l, 2 * TPB * 256);
-		memset((void *)kvmm_seq_v_ptr(r, s, l), 0xb0 + l, 2 * TPB * 256);
+		memset((void *)kvmm_seq_k_ptr(r, s, l), 0xa0 + l,
+		       2 * TPB * 256);
+		memset((void *)kvmm_seq_v_ptr(r, s, l), 0xb0 + l,
+		       2 * TPB * 256);
 	}
 	if (kvmm_block_publish(r, s, 0, 2, 0, hashes) != 2)
 		return 2;
@@ -110,8 +118,7 @@ int main(void)
 	t_ok(kvmm_seq_open_prefix(r, hashes, 2, &s2, &n));
 	t_assert_eq(n, 2);
 	t_assert(s2 != s1);
-	t_assert_eq(((uint8_t *)kvmm_seq_v_ptr(r, s2, 1))[TPB * 256 + 5],
-		    0xb1);
+	t_assert_eq(((uint8_t *)kvmm_seq_v_ptr(r, s2, 1))[TPB * 256 + 5], 0xb1);
 	t_ok(kvmm_get_stats(c, &ks));
 	t_assert_eq(ks.pages_imported, imported);
 	/* Growing past the prefix: a private block. */

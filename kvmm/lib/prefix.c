@@ -86,8 +86,8 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 	    rep->pages_per_block != r->pages_per_block ||
 	    rep->nr_blocks > r->max_blocks ||
 	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
-					   rep->pages_per_block *
-					   sizeof(uint32_t) ||
+					  rep->pages_per_block *
+					  sizeof(uint32_t) ||
 	    rep->nr_fds != nfds) {
 		err = -EPROTO;
 		goto out_unlock;
