@@ -103,7 +103,8 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 		  struct msa_plan *plan)
 {
 	struct msa_kcfg c;
-	uint32_t group, rows, base, want, splits;
+	uint32_t group, rows, want, splits;
+	uint64_t base;
 	int err = check_shape(p, true);
 
 	if (err)
@@ -140,7 +141,7 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 	 * Aim for about four blocks per SM in total, but never split below
 	 * MSA_MIN_SPLIT tokens (a split must amortise its partial state).
 	 */
-	base = plan->grid_y * plan->num_q_tiles;
+	base = (uint64_t)plan->grid_y * plan->num_q_tiles;
 	want = base ? div_up(4ull * num_sms, base) : 1;
 	splits = div_up(p->max_kv_per_seq ? p->max_kv_per_seq : 1,
 			MSA_MIN_SPLIT);

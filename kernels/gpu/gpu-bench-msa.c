@@ -51,6 +51,8 @@ static double merge_ms(uint32_t n, uint32_t rows)
 	GPU_CK(cudaEventRecord(b, NULL));
 	GPU_CK(cudaEventSynchronize(b));
 	GPU_CK(cudaEventElapsedTime(&ms, a, b));
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
 	cudaFree(o);
 	cudaFree(l);
 	cudaFree(ro);
