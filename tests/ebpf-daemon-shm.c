@@ -2,12 +2,14 @@
 /*
  * The shared-memory fallback through a real daemon and client process:
  * kvmmd --telemetry shm publishes a telemetry region after each session's
- * rings, libkvmm finds it and writes its extend counters there, and the
- * daemon's totals (logged at shutdown, after the session ended) hold
- * exactly the client's three extends.  With --telemetry off there is no
- * region.  Needs neither root nor BPF.
+ * rings, libkvmm finds it and writes its extend counters there, the
+ * daemon counts its own events (a revocation acknowledged) in a region of
+ * its own, and the daemon's totals (logged at shutdown, after the session
+ * ended) hold exactly the client's three extends and the one revocation.
+ * With --telemetry off there is no region.  Needs neither root nor BPF.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +35,16 @@ static const struct kvmm_region_opts ro = {
 	.max_tokens = 2048,
 };
 
-/* 0 when the client saw a region exactly when `want_region`. */
-static int client(bool want_region)
+struct ids {
+	uint32_t session, region, seq;
+};
+
+/* 0 when the client saw a region exactly when `want_region`; steps until
+ * told to stop, acknowledging the revocation the parent posts. */
+static int client(bool want_region, int wr, int rd)
 {
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct ids ids;
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "shm" };
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
@@ -54,18 +63,49 @@ static int client(bool want_region)
 			return 5;
 	if (c->tel && c->tel->counters.events[KVMM_TEL_EXTEND] != 3)
 		return 6;
+	if (kvmm_get_stats(c, &ks))
+		return 7;
+	ids = (struct ids){ ks.session_id, r->id, s };
+	if (write(wr, &ids, sizeof(ids)) != sizeof(ids))
+		return 8;
+	for (;;) {
+		struct pollfd p = { .fd = rd, .events = POLLIN };
+
+		if (poll(&p, 1, 5) > 0)
+			break;
+		if (kvmm_step_begin(c) || kvmm_step_end(c))
+			return 9;
+	}
+	if (kvmm_get_stats(c, &ks) || ks.pages_revoked == 0)
+		return 10;
 	kvmm_disconnect(c);
 	return 0;
 }
 
 static void run_client(struct td_daemon *d, bool want_region)
 {
-	pid_t pid = fork();
-	int ws;
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	int to_parent[2], to_child[2], ws;
+	struct kvmm_conn *admin;
+	struct ids ids;
+	pid_t pid;
 
+	t_assert(pipe(to_parent) == 0 && pipe(to_child) == 0);
+	pid = fork();
 	t_assert(pid >= 0);
 	if (pid == 0)
-		_exit(client(want_region));
+		_exit(client(want_region, to_parent[1], to_child[0]));
+	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
+	t_ok(kc_connect_admin(d->sock, &admin));
+	a.session_id = ids.session;
+	a.region_id = ids.region;
+	a.seq_id = ids.seq;
+	a.first_block = 1;
+	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(admin);
+	usleep(200000); /* the client steps every 5 ms and acknowledges */
+	t_assert_eq(write(to_child[1], "x", 1), 1);
 	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
 	if (WEXITSTATUS(ws)) {
 		td_dump_log(d);
@@ -106,9 +146,10 @@ int main(void)
 	log = stop_and_read_log(&d);
 	if (!strstr(log, "telemetry: shm") ||
 	    !strstr(log, "telemetry totals (shm): 0 blocks, 0 accesses; "
-			 "access 0 attention 0 prefill 0 extend 3 restore 0")) {
+			 "access 0 attention 0 prefill 0 extend 3 restore 0 "
+			 "recompute 0 revoke 1 migrate 0 evict 0")) {
 		fprintf(stderr, "%s", log);
-		t_fail("the daemon's totals do not show 3 extends");
+		t_fail("the daemon's totals do not show 3 extends, 1 revoke");
 	}
 
 	t_ok(td_start(&d, off));

@@ -157,6 +157,9 @@ struct kd_daemon {
 	uint64_t start_ns;
 	uid_t uid; /* the daemon's own uid: admin rights */
 	struct tel *tel; /* NULL when telemetry is off */
+	/* the daemon's own fallback counters (kvmm_tel_*() recorders of
+	 * ebpf/telemetry_shm.h), NULL unless the source is shm */
+	struct kvmm_tel_shm *tel_local;
 	struct tel_policy tel_feed; /* set .cache/.cost to feed the policy */
 	struct kd_timer tel_timer;
 };

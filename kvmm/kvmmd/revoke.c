@@ -17,7 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "ebpf/probes.h"
+#include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 static void rearm(struct kd_session *s)
@@ -160,10 +160,10 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 	for (uint32_t i = 0; i < rv->nr_pages; i++)
 		kd_unhold_page(s, rv->pages[i]);
 	/* kvmm:revoke (ebpf/probes.h): post -> acknowledgement time */
-	kvmm_probe_revoke(s->id, 0,
-			  kd_now_ns() - (rv->deadline_ns -
-					 (uint64_t)s->d->cfg.revoke_timeout_ms *
-						 1000000ull));
+	kvmm_tel_revoke(s->d->tel_local, s->id, 0,
+			kd_now_ns() - (rv->deadline_ns -
+				       (uint64_t)s->d->cfg.revoke_timeout_ms *
+					       1000000ull));
 	if (rv->done)
 		rv->done(rv->arg, 0);
 	free(rv);

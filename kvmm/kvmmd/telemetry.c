@@ -19,6 +19,8 @@
 #define KD_TEL_POLL_MS 250
 /* Block slots of a session's fallback region (~330 KiB with histograms). */
 #define KD_TEL_SHM_BLOCKS 4096
+/* Source id of the daemon's own region (session ids are 32-bit). */
+#define KD_TEL_LOCAL_ID (1ull << 32)
 
 static void on_tel_timer(struct kd_loop *loop, struct kd_timer *t)
 {
@@ -63,6 +65,17 @@ int kd_telemetry_start(struct kd_daemon *d)
 		tel_source_string(tel_source(d->tel)),
 		tel_source(d->tel) == TEL_SOURCE_BPF ? ", maps in " : "",
 		tel_pin_dir(d->tel));
+	if (tel_source(d->tel) == TEL_SOURCE_SHM) {
+		/* the daemon's own events go through a region of its own */
+		size_t len = kvmm_tel_shm_size(KD_TEL_SHM_BLOCKS);
+
+		d->tel_local = aligned_alloc(64, len); /* laid out by _add */
+		if (d->tel_local &&
+		    tel_shm_add(d->tel, KD_TEL_LOCAL_ID, d->tel_local, len)) {
+			free(d->tel_local);
+			d->tel_local = NULL;
+		}
+	}
 	tel_policy_init(&d->tel_feed, NULL, NULL, true);
 	tel_policy_sink(&d->tel_feed, &sink);
 	tel_set_sink(d->tel, &sink);
@@ -134,4 +147,6 @@ void kd_telemetry_stop(struct kd_daemon *d)
 	kd_timer_cancel(&d->loop, &d->tel_timer);
 	tel_close(d->tel); /* detaches and removes the pins */
 	d->tel = NULL;
+	free(d->tel_local);
+	d->tel_local = NULL;
 }
