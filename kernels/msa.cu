@@ -26,6 +26,7 @@
  * Accumulation is fp32 throughout; inputs are converted from fp16/bf16 as
  * they leave shared memory.
  */
+#include <atomic>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -568,10 +569,26 @@ int launch_one(const MsaArgs &a, const struct msa_plan *pl, cudaStream_t st)
 	    pl->smem_bytes != msa_smem_bytes(&cfg))
 		return -EINVAL;
 
-	e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				 (int)pl->smem_bytes);
+	/*
+	 * Opt in to more than 48 KiB of shared memory once per device (the
+	 * attribute is per device; a repeated set is harmless, so a race
+	 * between threads only costs a redundant call).
+	 */
+	static std::atomic<uint64_t> smem_set(0);
+	int dev = 0;
+
+	e = cudaGetDevice(&dev);
 	if (e != cudaSuccess)
 		return cuda_errno(e);
+	if (dev >= 64 || !(smem_set.load() & (1ull << dev))) {
+		e = cudaFuncSetAttribute(
+			k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			(int)pl->smem_bytes);
+		if (e != cudaSuccess)
+			return cuda_errno(e);
+		if (dev < 64)
+			smem_set.fetch_or(1ull << dev);
+	}
 	e = launch_kernel(k, grid, dim3(MSA_THREADS), pl->smem_bytes, st, a);
 	return cuda_errno(e != cudaSuccess ? e : cudaGetLastError());
 }
