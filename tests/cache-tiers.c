@@ -131,7 +131,7 @@ int main(void)
 
 	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-tiers-%d",
 		 dir ? dir : "/var/tmp", getpid());
-	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 6 */
+	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 7 (6) */
 	const char *args[] = { "--cache-gpu-blocks",
 			       "3",
 			       "--host-mem",
@@ -139,7 +139,7 @@ int main(void)
 			       "--nvme-path",
 			       nvme,
 			       "--nvme-size",
-			       "1601536",
+			       "1867776",
 			       NULL };
 	r = td_start(&d, args);
 	if (r)
@@ -204,7 +204,7 @@ int main(void)
 		unsigned char ch;
 
 		t_assert(fd >= 0);
-		for (int i = 0; i < 6; i++) {
+		for (int i = 0; i < 7; i++) {
 			off_t off = 4096 + (off_t)i * (4096 + 4 * CC_PAGE) +
 				    4096 + 777;
 

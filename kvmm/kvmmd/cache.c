@@ -415,7 +415,10 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 		if (r)
 			goto err;
 		tier_nvme_get_stats(c->nvme, &ns);
-		po.capacity[POL_TIER_NVME] = ns.capacity_slots;
+		/* one slot spare: a block the policy dropped while its
+		 * write was in flight holds a slot until the write ends */
+		po.capacity[POL_TIER_NVME] =
+			ns.capacity_slots > 1 ? ns.capacity_slots - 1 : 1;
 		r = tier_nvme_foreach(c->nvme, kc_recovered, c);
 		if (r)
 			goto err;
@@ -909,13 +912,16 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 
 		tier_nvme_get_stats(c->nvme, &ns);
 		st->checksum_failures = ns.checksum_failures;
+		/* what the disk holds against what --nvme-size allows */
 		st->tiers[POL_TIER_NVME].used_blocks = ns.used_slots;
+		st->tiers[POL_TIER_NVME].capacity_blocks = ns.capacity_slots;
 	}
 	if (c->host) {
 		struct tier_host_stats hs;
 
 		tier_host_get_stats(c->host, &hs);
 		st->tiers[POL_TIER_HOST].used_blocks = hs.used_slots;
+		st->tiers[POL_TIER_HOST].capacity_blocks = hs.capacity_slots;
 	}
 	return 0;
 }

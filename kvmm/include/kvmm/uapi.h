@@ -396,6 +396,9 @@ struct kvmm_prefix_open_reply {
 
 /* TIER_STATS reply: one entry per tier (0 GPU, 1 host, 2 NVMe). */
 struct kvmm_tier_info {
+	/* GPU: cached blocks the policy keeps there; host, NVMe: the slots
+	 * --host-mem / --nvme-size hold (the policy keeps a few spare for
+	 * blocks moving on), used counting blocks still being written */
 	uint64_t capacity_blocks; /* 0: no such tier */
 	uint64_t used_blocks;
 	uint64_t block_bytes;
