@@ -24,7 +24,7 @@ revoke-timeout 1234
 CONF
 "$b/kvmmd" --foreground --config "$dir/conf" --socket "$sock" 2>"$dir/log" &
 pid=$!
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"
 [ "$(stat -c %a "$sock")" = 660 ] || fail "socket mode $(stat -c %a "$sock")"
 

@@ -92,7 +92,8 @@ int td_start(struct td_daemon *d, const char *const *extra)
 		_exit(127);
 	}
 	setenv("KVMM_SOCKET", d->sock, 1);
-	for (int i = 0; i < 500; i++) {
+	/* Up to 30 s: BPF telemetry setup takes seconds on a loaded box. */
+	for (int i = 0; i < 3000; i++) {
 		int st;
 
 		if (socket_answers(d->sock))
@@ -128,7 +129,7 @@ int td_stop(struct td_daemon *d)
 
 	if (d->pid > 0) {
 		kill(d->pid, SIGTERM);
-		for (int i = 0; i < 500; i++) {
+		for (int i = 0; i < 1500; i++) {
 			if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 				ret = WIFEXITED(st) ? WEXITSTATUS(st) :
 						      128 + WTERMSIG(st);

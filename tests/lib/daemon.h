@@ -23,11 +23,11 @@ struct td_daemon {
  * Start build/kvmmd --foreground --backend host --socket DIR/kvmm.sock
  * --page-size 64K --gpu-mem 64M, then the extra arguments (NULL-terminated
  * array, may be NULL; later options override earlier ones), and wait up to
- * 5 s until the socket answers.  Sets KVMM_SOCKET for libkvmm.  0 or
+ * 30 s until the socket answers.  Sets KVMM_SOCKET for libkvmm.  0 or
  * -errno.
  */
 int td_start(struct td_daemon *d, const char *const *extra);
-/* SIGTERM, wait; returns the exit status (0 = clean), -ETIMEDOUT after 5 s
+/* SIGTERM, wait; returns the exit status (0 = clean), -ETIMEDOUT after 15 s
  * (then SIGKILL).  Removes the directory. */
 int td_stop(struct td_daemon *d);
 /* Print the daemon's log to stderr (for failing tests). */
