@@ -51,7 +51,7 @@ int main(void)
 	/* Stop it by hand to look at the log before td_stop cleans up. */
 	pid = d.pid;
 	kill(pid, SIGTERM);
-	for (int i = 0; i < 500 && waitpid(pid, &status, WNOHANG) != pid; i++)
+	for (int i = 0; i < 1500 && waitpid(pid, &status, WNOHANG) != pid; i++)
 		usleep(10000);
 	t_assert(WIFEXITED(status));
 	t_assert_eq(WEXITSTATUS(status), 0);
