@@ -193,6 +193,22 @@ int main(void)
 	t_assert_eq(st.sessions, 1);
 	/* exactly the cached GPU blocks hold pages */
 	t_assert_eq(st.pages_allocated, ts.tiers[0].used_blocks * CC_PPB);
+	/* the same counters through kvmmctl status --json */
+	{
+		char bin[256], cmd[600], out[8192] = { 0 };
+		FILE *f;
+
+		snprintf(cmd, sizeof(cmd), "%s --socket %s status --json",
+			 td_build_path("kvmmctl", bin, sizeof(bin)), d.sock);
+		f = popen(cmd, "r");
+		t_assert(f != NULL);
+		size_t n = fread(out, 1, sizeof(out) - 1, f);
+		t_assert(n > 0);
+		t_assert_eq(pclose(f), 0);
+		t_assert(strstr(out, "\"nvme\":{\"capacity_blocks\":4,"
+				     "\"used_blocks\":3,") != NULL);
+		t_assert(strstr(out, "\"checksum_failures\":0") != NULL);
+	}
 	r = td_stop(&d);
 	if (r)
 		td_dump_log(&d);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * kvmmctl status [--json]: the daemon's backend, pool pages, sessions,
- * sequences and counters (ADMIN_STATUS).
+ * sequences and counters (ADMIN_STATUS), and the block cache's tiers
+ * (TIER_STATS: capacity, use, hits, moves, bytes per tier).
  */
 #include <stdio.h>
 
@@ -12,8 +13,55 @@ static const char *backend_name(uint32_t b)
 	return b == 0 ? "host" : b == 1 ? "cuda" : "unknown";
 }
 
+static const char *const tier_names[3] = { "gpu", "host", "nvme" };
+
+static void tiers_json(const struct kvmm_tier_stats_reply *ts)
+{
+	printf(",\"cache\":{\"publishes\":%llu,\"duplicates\":%llu,"
+	       "\"not_cached\":%llu,\"prefix_opens\":%llu,"
+	       "\"prefix_blocks_asked\":%llu,\"prefix_blocks_hit\":%llu,"
+	       "\"misses\":%llu,\"busy_misses\":%llu,"
+	       "\"checksum_failures\":%llu,\"recovered_blocks\":%llu,"
+	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
+	       "\"slot_waits\":%llu,\"tiers\":{",
+	       (unsigned long long)ts->publishes,
+	       (unsigned long long)ts->duplicates,
+	       (unsigned long long)ts->not_cached,
+	       (unsigned long long)ts->prefix_opens,
+	       (unsigned long long)ts->prefix_blocks_asked,
+	       (unsigned long long)ts->prefix_blocks_hit,
+	       (unsigned long long)ts->misses,
+	       (unsigned long long)ts->busy_misses,
+	       (unsigned long long)ts->checksum_failures,
+	       (unsigned long long)ts->recovered_blocks,
+	       (unsigned long long)ts->migrations_failed,
+	       (unsigned long long)ts->migrations_in_flight,
+	       (unsigned long long)ts->slot_waits);
+	for (int t = 0; t < 3; t++) {
+		const struct kvmm_tier_info *i = &ts->tiers[t];
+
+		printf("%s\"%s\":{\"capacity_blocks\":%llu,\"used_blocks\":%llu,"
+		       "\"block_bytes\":%llu,\"hits\":%llu,"
+		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
+		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu}",
+		       t ? "," : "", tier_names[t],
+		       (unsigned long long)i->capacity_blocks,
+		       (unsigned long long)i->used_blocks,
+		       (unsigned long long)i->block_bytes,
+		       (unsigned long long)i->hits,
+		       (unsigned long long)i->demotions_in,
+		       (unsigned long long)i->promotions_out,
+		       (unsigned long long)i->drops,
+		       (unsigned long long)i->bytes_in,
+		       (unsigned long long)i->bytes_out);
+	}
+	printf("}}");
+}
+
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
+	struct kvmm_tier_stats_reply ts = { 0 };
+	int ts_err;
 	struct kvmm_status_reply st = { 0 };
 	struct kvmm_conn *c;
 	int err;
@@ -26,6 +74,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 1;
 	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
 			 NULL);
+	ts_err = err ? err :
+		       kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
+				  sizeof(ts), NULL);
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));
@@ -44,7 +95,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
 		       "\"revocations\":{\"posted\":%llu,\"acked\":%llu,"
 		       "\"timed_out\":%llu},\"revoke_timeout_ms\":%u,"
-		       "\"pid\":%u,\"uptime_ms\":%llu}\n",
+		       "\"pid\":%u,\"uptime_ms\":%llu",
 		       (unsigned long long)st.page_size,
 		       (unsigned long long)st.pages_total,
 		       (unsigned long long)st.pages_created,
@@ -65,6 +116,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.revocations_timed_out,
 		       st.revoke_timeout_ms, st.pid,
 		       (unsigned long long)st.uptime_ms);
+		if (!ts_err)
+			tiers_json(&ts);
+		printf("}\n");
 		return 0;
 	}
 	printf("backend      %s (%s)\n", backend_name(st.backend), st.device);
@@ -94,5 +148,22 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       st.revoke_timeout_ms);
 	printf("pid          %u, up %llu ms\n", st.pid,
 	       (unsigned long long)st.uptime_ms);
+	if (ts_err)
+		return 0;
+	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",
+	       (unsigned long long)ts.publishes,
+	       (unsigned long long)ts.prefix_blocks_hit,
+	       (unsigned long long)ts.prefix_blocks_asked,
+	       (unsigned long long)ts.checksum_failures,
+	       (unsigned long long)ts.recovered_blocks);
+	for (int t = 0; t < 3; t++)
+		printf("tier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped\n",
+		       tier_names[t],
+		       (unsigned long long)ts.tiers[t].used_blocks,
+		       (unsigned long long)ts.tiers[t].capacity_blocks,
+		       (unsigned long long)ts.tiers[t].hits,
+		       (unsigned long long)ts.tiers[t].demotions_in,
+		       (unsigned long long)ts.tiers[t].promotions_out,
+		       (unsigned long long)ts.tiers[t].drops);
 	return 0;
 }
