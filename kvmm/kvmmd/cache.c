@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 
+#include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -232,6 +233,9 @@ static void kc_nvme_room(struct kd_cache *c)
 		for (struct kc_entry *e = c->buckets[b]; e; e = e->next) {
 			if (!e->in_pol && !e->job && e->tier == POL_TIER_NVME) {
 				c->st.tiers[POL_TIER_NVME].drops++;
+				kvmm_tel_evict(c->d->tel_local, e->hash,
+					       KVMM_TEL_TIER_NVME,
+					       c->block_bytes);
 				kc_release(c, e);
 				kc_free(c, e);
 				return;
@@ -251,6 +255,7 @@ static void kc_move(void *arg, const struct pol_block *b, unsigned from,
 		return; /* being removed by kc_reap_dead() */
 	if (to == POL_TIER_NONE) {
 		c->st.tiers[from].drops++;
+		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
 		e->in_pol = false;
 		if (e->job) {
 			e->drop_after = true;
@@ -427,6 +432,7 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 	if (r)
 		goto err;
 	pol_cache_set_move_handler(c->pol, kc_move, c);
+	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
 	if (c->host) {
 		struct migrate_config mc = { .size = sizeof(mc),
 					     .backend = d->backend,
@@ -503,6 +509,7 @@ void kd_cache_fini(struct kd_daemon *d)
 		}
 	}
 	migrate_close(c->mig);
+	d->tel_feed.cache = NULL;
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
 	tier_host_close(c->host);
@@ -696,6 +703,7 @@ static int kc_restore(struct kd_cache *c, struct kd_session *s,
 	struct kd_block *blk;
 	uint32_t staging = MIGRATE_NO_SLOT;
 	unsigned from = e->tier;
+	uint64_t t0 = kd_now_ns();
 	int err;
 
 	err = kc_block_new(s, c->ppb, &blk);
@@ -744,6 +752,8 @@ static int kc_restore(struct kd_cache *c, struct kd_session *s,
 	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
 	c->st.tiers[from].promotions_out++;
 	c->st.tiers[from].bytes_out += c->block_bytes;
+	kvmm_tel_restore(c->d->tel_local, e->hash, from, c->block_bytes,
+			 kd_now_ns() - t0);
 	e->blk = blk;
 	blk->hash = e->hash;
 	e->tier = POL_TIER_GPU;
@@ -777,7 +787,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
 	struct kd_region *r;
 	struct kd_seq *q;
-	uint32_t n, seq, hit = 0, nfds = 0;
+	uint32_t n, seq, hit = 0, nfds = 0, nrec = 0;
+	struct kvmm_access_rec *recs = NULL;
 	int *fds = NULL, err;
 	size_t rep_len;
 
@@ -802,6 +813,10 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	q = &r->seqs[seq];
 	c->st.prefix_opens++;
 	c->st.prefix_blocks_asked += n;
+	/* kvmm:access: each block the prefix found, and where, then the
+	 * first one it did not (to be recomputed) */
+	if (n && kvmm_tel_want(d->tel_local, access))
+		recs = calloc(n, sizeof(*recs));
 	if (n && kc_open(c, r->pages_per_block) == 0) {
 		for (; hit < n; hit++) {
 			struct kc_entry *e = kc_find(c, hashes[hit]);
@@ -833,6 +848,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			 * cannot pick it as its own victim */
 			prefix_attach(r, q, hit, e->blk);
 			from_tier[from]++;
+			if (recs)
+				recs[nrec++] = (struct kvmm_access_rec){
+					hashes[hit],
+					(uint64_t)s->id << 32 | seq, from, 0
+				};
 			c->st.tiers[from].hits++;
 			/* the policy: a use (a promotion for a restored
 			 * block, an admission for a recovered one) */
@@ -852,6 +872,15 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			}
 		}
 		kc_reap_dead(c);
+	}
+	if (recs) {
+		if (hit < n)
+			recs[nrec++] = (struct kvmm_access_rec){
+				hashes[hit], (uint64_t)s->id << 32 | seq,
+				KVMM_TEL_TIER_MISS, 0
+			};
+		kvmm_tel_access(d->tel_local, c->st.prefix_opens, recs, nrec);
+		free(recs);
 	}
 	c->st.prefix_blocks_hit += hit;
 	q->len = hit * r->tokens_per_block;

@@ -3,9 +3,10 @@
  * kvmmd's telemetry: starts the loader of ebpf/telemetry.h with the
  * --telemetry options (auto: BPF if it works, else the shared-memory
  * counters, with the reason logged once), polls it from a loop timer and
- * feeds each poll into d->tel_feed (ebpf/tel_policy.h).  The policy side
- * plugs in by setting d->tel_feed.cache / .cost once kvmmd owns a
- * pol_cache and a cost model; until then the feed only counts.
+ * feeds each poll into d->tel_feed (ebpf/tel_policy.h): cache.c points
+ * d->tel_feed.cache at its pol_cache when it opens its tiers, so traced
+ * reuse raises the policy's access counts; .cost is for a cost model once
+ * kvmmd keeps one.
  */
 #include <errno.h>
 #include <limits.h>
@@ -76,7 +77,9 @@ int kd_telemetry_start(struct kd_daemon *d)
 			d->tel_local = NULL;
 		}
 	}
-	tel_policy_init(&d->tel_feed, NULL, NULL, true);
+	/* The cache clock is not CLOCK_MONOTONIC ns: reuse counts only.
+	 * cache.c sets .cache when its policy exists. */
+	tel_policy_init(&d->tel_feed, NULL, NULL, false);
 	tel_policy_sink(&d->tel_feed, &sink);
 	tel_set_sink(d->tel, &sink);
 	d->tel_timer.fn = on_tel_timer;

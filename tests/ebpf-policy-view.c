@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The daemon's policy view of a block matches telemetry: kvmmd runs in
+ * this process (its event loop on a thread, so the test can look inside),
+ * with --telemetry bpf attached to this binary.  A client process
+ * publishes two blocks, opens them as a prefix twice (the daemon traces
+ * each block found, plus the first one missing) and, like an engine,
+ * traces that its 10 decode steps read them.  After the loop stops, one
+ * poll feeds the policy: for each block the pol_cache's access_count
+ * equals the telemetry count (10 steps + 2 prefix opens = 12, above the
+ * cache's own count), which equals the pinned map as kvmmctl's reader
+ * sees it.  Skips (77) without root or BPF.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmm.h"
+#include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/lib/client.h"
+#include "kvmm/policy/policy.h"
+#include "tests/lib/test.h"
+
+#define TPB 256
+#define STEPS 10
+
+static const struct kvmm_region_opts ro = {
+	.size = sizeof(ro),
+	.layers = 2,
+	.kv_heads = 2,
+	.head_dim = 64,
+	.dtype_bytes = 2,
+	.max_seqs = 4,
+	.max_tokens = 2048,
+};
+
+static const uint64_t hashes[3] = { 0x1111, 0x2222, 0x3333 };
+
+static int client(void)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "view" };
+	struct kvmm_access_rec recs[2];
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint32_t s, s1, s2, nb;
+
+	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
+	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 2 * TPB + 10))
+		return 1;
+	if (kvmm_block_publish(r, s, 0, 2, 0, hashes) != 2)
+		return 2;
+	/* hashes[2] was never published: each open finds 2 of 3 */
+	if (kvmm_seq_open_prefix(r, hashes, 3, &s1, &nb) || nb != 2 ||
+	    kvmm_seq_open_prefix(r, hashes, 3, &s2, &nb) || nb != 2)
+		return 3;
+	for (int step = 0; step < STEPS; step++) {
+		for (int b = 0; b < 2; b++)
+			recs[b] = (struct kvmm_access_rec){ hashes[b], s1,
+							    KVMM_TEL_TIER_GPU,
+							    0 };
+		if (kvmm_step_begin(c))
+			return 4;
+		if (kvmm_tel_want(c->tel, access))
+			kvmm_tel_access(c->tel, step, recs, 2);
+		if (kvmm_step_end(c))
+			return 5;
+	}
+	kvmm_disconnect(c);
+	return 0;
+}
+
+static void *loop_thread(void *arg)
+{
+	kd_daemon_run(arg);
+	return NULL;
+}
+
+int main(void)
+{
+	struct kd_daemon d;
+	struct kd_config cfg;
+	struct tel_opts po = { .size = sizeof(po), .mode = TEL_MODE_PINNED };
+	struct kvmm_block_stats ts, ms;
+	struct tel *maps;
+	pthread_t th;
+	char dir[64];
+	pid_t pid;
+	int ws;
+
+	if (!HAVE_BPF || !HAVE_SDT)
+		t_skip("built without BPF or USDT support");
+	if (geteuid() != 0)
+		t_skip("BPF telemetry needs root");
+	snprintf(dir, sizeof(dir), "/tmp/kvmm-view-%d", (int)getpid());
+	t_assert(mkdir(dir, 0700) == 0);
+	kd_config_defaults(&cfg);
+	snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s/kvmm.sock", dir);
+	cfg.backend = VMM_BACKEND_HOST;
+	cfg.page_size = 64 * 1024;
+	cfg.gpu_mem = 64 << 20;
+	cfg.foreground = true;
+	cfg.telemetry = TEL_MODE_BPF;
+	snprintf(cfg.telemetry_pin_root, sizeof(cfg.telemetry_pin_root),
+		 "/sys/fs/bpf/kvmm-view-%d", (int)getpid());
+	memset(&d, 0, sizeof(d));
+	if (kd_daemon_start(&d, &cfg)) {
+		rmdir(dir);
+		t_skip("kvmmd with BPF telemetry did not start");
+	}
+	t_assert(pthread_create(&th, NULL, loop_thread, &d) == 0);
+	setenv("KVMM_SOCKET", cfg.socket_path, 1);
+
+	pid = fork();
+	t_assert(pid >= 0);
+	if (pid == 0)
+		_exit(client());
+	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
+	t_assert_eq(WEXITSTATUS(ws), 0);
+
+	/* The timer tick wakes the loop, which then sees stop. */
+	__atomic_store_n(&d.loop.stop, true, __ATOMIC_RELEASE);
+	t_assert(pthread_join(th, NULL) == 0);
+	t_assert(d.tel_feed.cache); /* cache.c plugged its policy in */
+	t_ok(tel_poll(d.tel)); /* feeds the policy, as the timer would */
+
+	po.pin_root = cfg.telemetry_pin_root;
+	t_ok(tel_open(&po, &maps));
+	t_ok(tel_poll(maps));
+	for (int b = 0; b < 2; b++) {
+		struct pol_block *pb =
+			pol_cache_lookup(d.tel_feed.cache, hashes[b]);
+
+		t_ok(tel_block_lookup(d.tel, hashes[b], &ts));
+		t_ok(tel_block_lookup(maps, hashes[b], &ms));
+		t_assert_eq(ms.count, STEPS + 2);
+		t_assert_eq(ts.count, ms.count);
+		t_assert_eq(ts.last_ns, ms.last_ns);
+		t_assert(pb);
+		t_assert_eq(pb->access_count, ms.count);
+	}
+	/* the block every open missed: traced, not in the policy */
+	t_ok(tel_block_lookup(maps, hashes[2], &ms));
+	t_assert_eq(ms.count, 2);
+	t_assert_eq(ms.last_tier, KVMM_TEL_TIER_MISS);
+	t_assert(!pol_cache_lookup(d.tel_feed.cache, hashes[2]));
+	t_assert(d.tel_feed.blocks_updated >= 2);
+	tel_close(maps);
+
+	kd_daemon_stop(&d);
+	rmdir(dir);
+	printf("ok: the policy's view of each block equals the maps\n");
+	return 0;
+}
