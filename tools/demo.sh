@@ -9,8 +9,9 @@
 # Environment knobs (defaults in brackets):
 #   DEMO_CLIENTS [3]  DEMO_CONVERSATIONS [12]  DEMO_TURNS [4]
 #   DEMO_SYSTEM_TOKENS [256]  DEMO_USER_TOKENS [32]  DEMO_GEN_TOKENS [16]
-#   DEMO_GPU_MEM [2M with tiers, else 8M]  DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]
-#   DEMO_PAGE_SIZE [4096]  DEMO_POLICY [asym]  DEMO_KEEP=1 keeps the temp dir
+#   DEMO_GPU_MEM [4M with tiers, else 8M]  DEMO_CACHE_GPU_BLOCKS [24]
+#   DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]  DEMO_PAGE_SIZE [4096]
+#   DEMO_POLICY [asym, when kvmmd has --policy]  DEMO_KEEP=1 keeps the temp dir
 set -u
 cd "$(dirname "$0")/.."
 B=${KVMM_BUILD:-build}
@@ -27,6 +28,7 @@ host_mem=${DEMO_HOST_MEM:-1M}
 nvme_size=${DEMO_NVME_SIZE:-64M}
 page_size=${DEMO_PAGE_SIZE:-4096}
 policy=${DEMO_POLICY:-asym}
+cache_gpu_blocks=${DEMO_CACHE_GPU_BLOCKS:-24}
 
 tmp=$(mktemp -d /tmp/kvmm-demo.XXXXXX)
 daemon_pid=""
@@ -116,7 +118,7 @@ if [ $have_kvmm = 1 ]; then
 	help=$("$B/kvmmd" --help 2>&1)
 	# Without lower tiers there is nowhere to evict to: give the pool room.
 	if [ -z "$gpu_mem" ]; then
-		gpu_mem=2M
+		gpu_mem=4M
 		grep -q -- --host-mem <<<"$help" || gpu_mem=8M
 	fi
 	echo "2. kvmm: kvmmd on the host backend, GPU pool $gpu_mem of $page_size-byte pages"
@@ -135,6 +137,10 @@ if [ $have_kvmm = 1 ]; then
 	else
 		features="$features, no NVMe tier"
 	fi
+	if grep -q -- --cache-gpu-blocks <<<"$help"; then
+		dargs+=(--cache-gpu-blocks "$cache_gpu_blocks")
+		features="$features, $cache_gpu_blocks cached blocks on the GPU"
+	fi
 	if grep -q -- --policy <<<"$help"; then
 		dargs+=(--policy "$policy")
 		features="$features, policy $policy"
@@ -152,6 +158,9 @@ if [ $have_kvmm = 1 ]; then
 	run_clients kvmm kv --kv kvmm --socket "$sock" || exit 1
 	wall_kvmm=$(elapsed "$t0" "$(now)")
 	echo "   done in ${wall_kvmm}s"
+	# The daemon's block-cache counters, before it stops.
+	"$B/tinylm" --kvmm-stats --socket "$sock" >"$tmp/tiers.json" 2>"$tmp/tiers.err" ||
+		echo '{}' >"$tmp/tiers.json"
 	cat "$tmp"/ref.*.out | grep '^tok' | sort >"$tmp/ref.tok"
 	cat "$tmp"/kv.*.out | grep '^tok' | sort >"$tmp/kv.tok"
 	mismatches=$(diff "$tmp/ref.tok" "$tmp/kv.tok" | grep -c '^>')
@@ -167,10 +176,16 @@ shared=0 restored_host=0 restored_nvme=0 recomputed=0 demoted=0
 if [ $have_kvmm = 1 ]; then
 	skipped=$(sum_json kv prefill_tokens_skipped)
 	prompt=$(sum_json kv prompt_tokens)
-	shared=$(sum_json kv shared_blocks)
-	restored_host=$(sum_json kv restored_host)
-	restored_nvme=$(sum_json kv restored_nvme)
-	recomputed=$(sum_json kv recomputed_blocks)
+	tier() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], 0))' "$tmp/tiers.json" "$1"; }
+	# Blocks found on the GPU are mapped into the new sequence zero-copy.
+	shared=$(tier hits_gpu)
+	demoted=$(($(tier demoted_to_host) + $(tier demoted_to_nvme)))
+	restored_host=$(tier restored_host)
+	restored_nvme=$(tier restored_nvme)
+	# Patched by recomputation: blocks a client had published that the
+	# cache had dropped, blocks it lost to revocations, restore-plan ones.
+	recomputed=$(($(sum_json kv evicted_blocks_recomputed) +
+		$(sum_json kv revoked_blocks_recomputed) + $(sum_json kv recomputed_blocks)))
 else
 	skipped=0
 	prompt=$(sum_json ref prompt_tokens)

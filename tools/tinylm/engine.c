@@ -152,12 +152,23 @@ static int step(struct tlm_engine *e, struct turn *t, int pos0, int n)
 {
 	struct tlm_kv *kv = e->kv;
 	uint64_t t0 = 0;
-	int ret, tries = 0;
+	int ret, tries = 0, waits = 0;
 
 	for (;;) {
 		/* Revocations applied at the end of the last step ... */
 		lost_since(e, t);
 		ret = kv->ops->extend(kv, t->slot, pos0 + n);
+		/*
+		 * The pool is shared with other engines: when it is full of
+		 * their live sequences, wait for one to finish (up to 60 s)
+		 * rather than fail the request.
+		 */
+		if (ret == -ENOMEM && ++waits <= 6000) {
+			if (waits == 1)
+				e->st.pool_waits++;
+			usleep(10000);
+			continue;
+		}
 		if (ret)
 			return fail(e, ret, "extending the sequence");
 		ret = kv->ops->step_begin(kv);
@@ -236,6 +247,8 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	e->st.shared_blocks += r.shared_blocks;
 	e->st.restored_host += r.restored_host;
 	e->st.restored_nvme += r.restored_nvme;
+	e->st.prefix_blocks += r.prefix_blocks;
+	e->st.evicted_blocks_recomputed += r.evicted_blocks;
 	/*
 	 * Patch the blocks nobody could reload: recompute each at its
 	 * original positions, attending to the KV before it.  Batch
@@ -350,16 +363,19 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		"\"prefill_tokens_skipped\":%ld,\"steps\":%ld,"
 		"\"shared_blocks\":%ld,\"restored_host\":%ld,"
 		"\"restored_nvme\":%ld,\"recomputed_blocks\":%ld,"
-		"\"recomputed_tokens\":%ld,\"revocations_seen\":%ld,"
+		"\"recomputed_tokens\":%ld,\"prefix_blocks\":%ld,"
+		"\"evicted_blocks_recomputed\":%ld,\"pool_waits\":%ld,"
+		"\"revocations_seen\":%ld,"
 		"\"revoked_blocks_recomputed\":%ld,"
 		"\"revoked_tokens_recomputed\":%ld,"
 		"\"wall_s\":%.3f,\"tokens_per_s\":%.1f}\n",
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
 		s->steps, s->shared_blocks, s->restored_host, s->restored_nvme,
-		s->recomputed_blocks, s->recomputed_tokens, s->revocations_seen,
-		s->revoked_blocks_recomputed, s->revoked_tokens_recomputed,
-		wall_s,
+		s->recomputed_blocks, s->recomputed_tokens, s->prefix_blocks,
+		s->evicted_blocks_recomputed, s->pool_waits,
+		s->revocations_seen, s->revoked_blocks_recomputed,
+		s->revoked_tokens_recomputed, wall_s,
 		wall_s > 0 ?
 			(s->prefill_tokens + s->tokens_generated) / wall_s :
 			0.0);

@@ -37,7 +37,10 @@ struct tlm_engine_stats {
 	long restored_host; /* ... reloaded from host memory */
 	long restored_nvme; /* ... reloaded from NVMe */
 	long recomputed_blocks; /* ... recomputed at their positions */
+	long prefix_blocks; /* prompt blocks found cached */
+	long evicted_blocks_recomputed; /* published, evicted, recomputed */
 	long recomputed_tokens;
+	long pool_waits; /* steps that waited for a full pool */
 	long revocations_seen; /* steps that found pages taken back */
 	long revoked_blocks_recomputed; /* ... and the blocks recomputed */
 	long revoked_tokens_recomputed;

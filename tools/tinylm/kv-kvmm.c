@@ -10,8 +10,15 @@
  * reads K/V.  Between steps the revocation fd is polled too, so a client
  * that is between turns still answers promptly.
  *
- * The region's salt is derived from the weights, so two processes running
- * the same model can share blocks and two different models never can.
+ * Block cache: when a sequence opens, the hashes of the prompt's full
+ * blocks (the chain of kvmm/policy/block_hash.h, seeded with the layout
+ * and a checksum of the weights, so only identical models share) go to
+ * kvmm_seq_open_prefix, which maps the longest cached prefix (GPU blocks
+ * zero-copy, lower tiers restored first) and says how long it is.  The
+ * block holding the last prompt token is never asked for: its logits are
+ * needed, so it is computed.  Full blocks are published with
+ * kvmm_block_publish after the prefill and at close, so later turns and
+ * other processes find them.
  */
 #include <errno.h>
 #include <poll.h>
@@ -19,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/policy/block_hash.h"
 #include "tinylm.h"
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
@@ -40,6 +48,16 @@ struct kv_kvmm {
 	 * over it, so every observation point folds into this minimum.
 	 */
 	int *intact;
+	/* Block cache. */
+	int tpb; /* tokens per block */
+	int max_blocks; /* per sequence */
+	uint64_t hash_seed;
+	bool hashing; /* block hashes available (libxxhash) */
+	int *published; /* per slot: leading blocks the cache already has */
+	uint64_t *hashes; /* scratch: a sequence's chain */
+	uint32_t *tok32; /* scratch: token ids as u32 */
+	uint64_t *mine; /* open-addressing set of hashes we published */
+	size_t mine_cap, mine_n;
 };
 
 static struct kv_kvmm *to_kvmm(struct tlm_kv *kv)
@@ -70,6 +88,54 @@ static int observe(struct kv_kvmm *k, int slot)
 	return (int)len;
 }
 
+/* The chain of the first nblocks full blocks of tokens into k->hashes. */
+static int chain(struct kv_kvmm *k, const int *tokens, int nblocks)
+{
+	size_t n = (size_t)nblocks * k->tpb;
+
+	for (size_t i = 0; i < n; i++)
+		k->tok32[i] = (uint32_t)tokens[i];
+	int ret = pol_hash_chain(k->hash_seed, 0, k->tok32, n, k->tpb,
+				 k->hashes, k->max_blocks);
+	return ret < 0 ? ret : (ret == nblocks ? 0 : -EPROTO);
+}
+
+static bool mine_has(const struct kv_kvmm *k, uint64_t h)
+{
+	if (!k->mine_cap)
+		return false;
+	for (size_t i = h & (k->mine_cap - 1); k->mine[i];
+	     i = (i + 1) & (k->mine_cap - 1))
+		if (k->mine[i] == h)
+			return true;
+	return false;
+}
+
+static void mine_add(struct kv_kvmm *k, uint64_t h)
+{
+	if (!h || mine_has(k, h))
+		return;
+	if (2 * (k->mine_n + 1) > k->mine_cap) {
+		size_t cap = k->mine_cap ? 2 * k->mine_cap : 1024;
+		uint64_t *old = k->mine, *nw = calloc(cap, sizeof(*nw));
+		size_t oldcap = k->mine_cap;
+		if (!nw)
+			return; /* only a counter is lost */
+		k->mine = nw;
+		k->mine_cap = cap;
+		k->mine_n = 0;
+		for (size_t i = 0; i < oldcap; i++)
+			if (old[i])
+				mine_add(k, old[i]);
+		free(old);
+	}
+	size_t i = h & (k->mine_cap - 1);
+	while (k->mine[i])
+		i = (i + 1) & (k->mine_cap - 1);
+	k->mine[i] = h;
+	k->mine_n++;
+}
+
 static uint64_t pages_revoked(struct kv_kvmm *k)
 {
 	struct kvmm_stats st = { .size = sizeof(st) };
@@ -81,30 +147,96 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 			    struct tlm_restore *r)
 {
 	struct kv_kvmm *k = to_kvmm(kv);
-	uint32_t seq;
-	int ret;
+	uint32_t seq, nb = 0;
+	int ret, nfull;
 
 	if (ntokens > kv->max_tokens)
 		return -E2BIG;
 	ret = answer_revocations(k);
 	if (ret)
 		return ret;
-	ret = kvmm_seq_open(k->region, &seq);
+	/* Never the block of the last prompt token: it is computed. */
+	nfull = k->hashing && k->tpb ? (ntokens - 1) / k->tpb : 0;
+	if (nfull > 0) {
+		ret = chain(k, tokens, nfull);
+		if (ret)
+			return ret;
+		ret = kvmm_seq_open_prefix(k->region, k->hashes,
+					   (uint32_t)nfull, &seq, &nb);
+	} else {
+		ret = kvmm_seq_open(k->region, &seq);
+	}
 	if (ret)
 		return ret;
-	if ((int)seq >= kv->max_seqs) {
+	if ((int)seq >= kv->max_seqs || (int)nb > nfull) {
 		kvmm_seq_close(k->region, seq);
-		return -ERANGE;
+		return -EPROTO;
 	}
-	*r = (struct tlm_restore){ .slot = (int)seq };
+	*r = (struct tlm_restore){ .slot = (int)seq,
+				   .cached = (int)nb * k->tpb,
+				   .tokens_per_block = k->tpb,
+				   .prefix_blocks = nb };
+	for (int b = (int)nb; b < nfull; b++)
+		if (mine_has(k, k->hashes[b]))
+			r->evicted_blocks++;
+	k->published[seq] = (int)nb;
 	k->intact[seq] = kv->max_tokens;
+	return 0;
+}
+
+static int kvmm_kv_publish(struct tlm_kv *kv, int slot, const int *tokens,
+			   int ntokens)
+{
+	struct kv_kvmm *k = to_kvmm(kv);
+	int first = k->published[slot], nfull, len, ret;
+
+	if (!k->hashing || !k->tpb)
+		return 0;
+	for (int tries = 0;; tries++) {
+		/*
+		 * Only blocks still backed: a revocation applied at the end of
+		 * the last step may have taken the tail back.
+		 */
+		len = observe(k, slot);
+		nfull = (len < ntokens ? len : ntokens) / k->tpb;
+		if (nfull <= first)
+			return 0;
+		ret = chain(k, tokens, nfull);
+		if (ret)
+			return ret;
+		ret = kvmm_block_publish(k->region, (uint32_t)slot,
+					 (uint32_t)first,
+					 (uint32_t)(nfull - first),
+					 first ? k->hashes[first - 1] : 0,
+					 k->hashes + first);
+		/*
+		 * -EINVAL when a revocation was posted after we looked: the
+		 * daemon already detached those blocks.  Apply it and retry.
+		 */
+		if (ret != -EINVAL || tries == 3)
+			break;
+		int applied = kvmm_process_revocations(k->conn);
+		if (applied <= 0)
+			break;
+	}
+	/* A full cache is not an error: the blocks just are not shared. */
+	if (ret < 0 && ret != -ENOSPC && ret != -ENOMEM && ret != -EBUSY &&
+	    ret != -EAGAIN)
+		return ret;
+	for (int b = first; b < nfull; b++)
+		mine_add(k, k->hashes[b]);
+	k->published[slot] = nfull;
 	return 0;
 }
 
 static int kvmm_kv_seq_close(struct tlm_kv *kv, int slot, const int *tokens,
 			     int ntokens)
 {
-	return kvmm_seq_close(to_kvmm(kv)->region, (uint32_t)slot);
+	struct kv_kvmm *k = to_kvmm(kv);
+	int ret = kvmm_kv_publish(kv, slot, tokens, ntokens);
+	int close = kvmm_seq_close(k->region, (uint32_t)slot);
+
+	return ret ? ret : close;
 }
 
 static int kvmm_kv_extend(struct tlm_kv *kv, int slot, int ntokens)
@@ -173,12 +305,17 @@ static void kvmm_kv_destroy(struct tlm_kv *kv)
 	if (k->conn)
 		kvmm_disconnect(k->conn);
 	free(k->intact);
+	free(k->published);
+	free(k->hashes);
+	free(k->tok32);
+	free(k->mine);
 	free(k);
 }
 
 static const struct tlm_kv_ops kvmm_kv_ops = {
 	.name = "kvmm",
 	.seq_open = kvmm_kv_seq_open,
+	.publish = kvmm_kv_publish,
 	.seq_close = kvmm_kv_seq_close,
 	.extend = kvmm_kv_extend,
 	.backed = kvmm_kv_backed,
@@ -239,7 +376,31 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 		goto err_disconnect;
 	}
 	k->poll_fd = kvmm_poll_fd(k->conn);
-	k->kv.tokens_per_block = kvmm_region_tokens_per_block(k->region);
+	k->tpb = (int)kvmm_region_tokens_per_block(k->region);
+	k->kv.tokens_per_block = k->tpb;
+	if (k->tpb > 0) {
+		char name[64];
+		struct pol_hash_layout lay = { .size = sizeof(lay),
+					       .model = name,
+					       .layers = ro.layers,
+					       .kv_heads = ro.kv_heads,
+					       .head_dim = ro.head_dim,
+					       .dtype_bytes = ro.dtype_bytes,
+					       .tokens_per_block = k->tpb };
+		snprintf(name, sizeof(name), "tinylm/%016llx",
+			 (unsigned long long)ro.salt);
+		k->max_blocks = max_tokens / k->tpb + 1;
+		k->hashing = pol_hash_seed(&lay, &k->hash_seed) == 0;
+	}
+	k->published = calloc(max_seqs, sizeof(int));
+	k->hashes = calloc(k->max_blocks + 1, sizeof(uint64_t));
+	k->tok32 = calloc((size_t)max_tokens + 1, sizeof(uint32_t));
+	if (!k->published || !k->hashes || !k->tok32) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+		kvmm_kv_destroy(&k->kv);
+		return ret;
+	}
 	*out = &k->kv;
 	return 0;
 err_disconnect:

@@ -18,6 +18,8 @@
 #include "engine.h"
 #include "tinylm.h"
 
+int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f);
+
 static const char usage[] =
 	"usage: tinylm [OPTIONS]\n"
 	"A small Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU) whose KV cache\n"
@@ -68,6 +70,8 @@ static const char usage[] =
 	"\n"
 	"Other:\n"
 	"  --bench               measure prefill and decode tokens/s and exit\n"
+	"  --kvmm-stats          print kvmmd's block-cache counters (shared,\n"
+	"                        demoted, restored per tier) as JSON and exit\n"
 	"  --quiet               only the final JSON line\n"
 	"  --help                this text\n";
 
@@ -102,6 +106,7 @@ enum {
 	OPT_CLIENTS,
 	OPT_PRINT_WORKLOAD,
 	OPT_BENCH,
+	OPT_KVMM_STATS,
 	OPT_QUIET,
 	OPT_HELP,
 };
@@ -137,6 +142,7 @@ static const struct option long_opts[] = {
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
 	{ "print-workload", no_argument, NULL, OPT_PRINT_WORKLOAD },
 	{ "bench", no_argument, NULL, OPT_BENCH },
+	{ "kvmm-stats", no_argument, NULL, OPT_KVMM_STATS },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -280,6 +286,7 @@ int main(int argc, char **argv)
 	const char *kv_kind = "private", *socket_path = NULL;
 	uint64_t seed = 1;
 	bool shared = false, print_workload = false, bench = false;
+	bool kvmm_stats = false;
 	int max_tokens = 0, chunk = 64, max_seqs = 4, client = 0, clients = 1;
 	char err[256];
 	int c, ret;
@@ -396,6 +403,9 @@ int main(int argc, char **argv)
 		case OPT_BENCH:
 			bench = true;
 			break;
+		case OPT_KVMM_STATS:
+			kvmm_stats = true;
+			break;
 		case OPT_QUIET:
 			eo.quiet = true;
 			break;
@@ -412,6 +422,15 @@ int main(int argc, char **argv)
 		die_usage("unexpected argument '%s'", argv[optind], NULL);
 	if (client >= clients)
 		die_usage("--client must be below --clients%s%s", "", "");
+	if (kvmm_stats) {
+		ret = tlm_kvmm_print_tier_stats(socket_path, stdout);
+		if (ret) {
+			fprintf(stderr, "tinylm: --kvmm-stats: %s\n",
+				strerror(-ret));
+			return 1;
+		}
+		return 0;
+	}
 
 	struct tlm_model model;
 	if (checkpoint) {

@@ -89,6 +89,13 @@ struct tlm_restore {
 	long shared_blocks; /* mapped zero-copy from the GPU tier */
 	long restored_host; /* reloaded from host memory */
 	long restored_nvme; /* reloaded from the NVMe tier */
+	long prefix_blocks; /* cached blocks found, wherever they were */
+	/*
+	 * Blocks past the cached prefix that this process had published
+	 * before: the cache evicted them, so the prefill recomputes them at
+	 * their original positions (patching by recomputation).
+	 */
+	long evicted_blocks;
 };
 
 struct tlm_kv_ops {

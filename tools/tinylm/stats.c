@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tinylm --kvmm-stats: one JSON line with kvmmd's block-cache counters
+ * (TIER_STATS), for the demo's report: what was shared on the GPU, demoted
+ * to host and NVMe, and restored from each.  libkvmm has no public call
+ * for it yet, so this uses the client library's internal request helper
+ * (tinylm links the static archive).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "kvmm/uapi.h"
+
+int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f);
+
+int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co) };
+	struct kvmm_tier_stats_reply st = { 0 };
+	struct kvmm_conn *conn;
+	size_t len = 0;
+	int ret;
+
+	co.socket_path = socket_path;
+	co.name = "tinylm-stats";
+	ret = kvmm_connect(&co, &conn);
+	if (ret)
+		return ret;
+	ret = kc_request(conn, KVMM_CMD_TIER_STATS, NULL, 0, &st, sizeof(st),
+			 &len);
+	kvmm_disconnect(conn);
+	if (ret)
+		return ret;
+	if (len < sizeof(st))
+		return -EPROTO;
+	const struct kvmm_tier_info *g = &st.tiers[0], *h = &st.tiers[1],
+				    *n = &st.tiers[2];
+	fprintf(f,
+		"{\"publishes\":%" PRIu64 ",\"duplicates\":%" PRIu64
+		",\"prefix_opens\":%" PRIu64 ",\"prefix_blocks_asked\":%" PRIu64
+		",\"prefix_blocks_hit\":%" PRIu64 ",\"misses\":%" PRIu64
+		",\"checksum_failures\":%" PRIu64 ",\"hits_gpu\":%" PRIu64
+		",\"hits_host\":%" PRIu64 ",\"hits_nvme\":%" PRIu64
+		",\"demoted_to_host\":%" PRIu64 ",\"demoted_to_nvme\":%" PRIu64
+		",\"restored_host\":%" PRIu64 ",\"restored_nvme\":%" PRIu64
+		",\"dropped\":%" PRIu64 "}\n",
+		st.publishes, st.duplicates, st.prefix_opens,
+		st.prefix_blocks_asked, st.prefix_blocks_hit, st.misses,
+		st.checksum_failures, g->hits, h->hits, n->hits,
+		h->demotions_in, n->demotions_in, h->promotions_out,
+		n->promotions_out, g->drops + h->drops + n->drops);
+	return 0;
+}
