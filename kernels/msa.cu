@@ -44,14 +44,18 @@ namespace
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-/* Compile-time twin of msa_kcfg_get(); msa_launch checks they agree. */
-template <int D, bool PREFILL> struct Cfg {
+/*
+ * Compile-time twin of msa_kcfg_get() (KIND is enum msa_kind);
+ * launch_one checks they agree.
+ */
+template <int D, int KIND> struct Cfg {
 	static constexpr int DC = D / 8; /* 16-byte chunks per row */
-	static constexpr int NTG = PREFILL ? 1 :
-					     (D == 64  ? 8 :
-					      D == 128 ? 4 :
-							 2);
-	static constexpr int RPT = (PREFILL && D == 64) ? 4 : 8;
+	static constexpr int NTG =
+		KIND == MSA_PREFILL ?
+			1 :
+			(KIND == MSA_DECODE_NARROW ? 1024 / D : 512 / D);
+	static constexpr int RPT =
+		KIND == MSA_DECODE || (KIND == MSA_PREFILL && D != 64) ? 8 : 4;
 	static constexpr int NRG = MSA_THREADS / DC / NTG;
 	static constexpr int ROWS = NRG * RPT;
 	static_assert(DC *NTG *NRG == MSA_THREADS, "thread mapping");
@@ -225,10 +229,10 @@ score_pass(const float *q_s, const uint16_t *k_s, float *s_s,
 	}
 }
 
-template <bool BF16, int D, bool PREFILL>
+template <bool BF16, int D, int KIND>
 __global__ void __launch_bounds__(MSA_THREADS) msa_kernel(const MsaArgs a)
 {
-	using C = Cfg<D, PREFILL>;
+	using C = Cfg<D, KIND>;
 	constexpr int DC = C::DC, NTG = C::NTG, NRG = C::NRG, RPT = C::RPT;
 	constexpr int ROWS = C::ROWS, KST = D + MSA_KV_PAD; /* K/V row stride */
 #ifdef MSA_EMULATE
@@ -554,17 +558,17 @@ int cuda_errno(cudaError_t e)
 	}
 }
 
-template <bool BF16, int D, bool PREFILL>
+template <bool BF16, int D, int KIND>
 int launch_one(const MsaArgs &a, const struct msa_plan *pl, cudaStream_t st)
 {
-	using C = Cfg<D, PREFILL>;
-	auto k = msa_kernel<BF16, D, PREFILL>;
+	using C = Cfg<D, KIND>;
+	auto k = msa_kernel<BF16, D, KIND>;
 	dim3 grid(pl->num_splits, pl->grid_y, pl->num_q_tiles);
 	struct msa_kcfg cfg;
 	cudaError_t e;
 
 	/* msa_config.h (used by the planner) and Cfg<> must agree. */
-	if (!msa_kcfg_get(D, PREFILL, &cfg) || (int)cfg.ntg != C::NTG ||
+	if (!msa_kcfg_get(D, KIND, &cfg) || (int)cfg.ntg != C::NTG ||
 	    (int)cfg.nrg != C::NRG || (int)cfg.rpt != C::RPT ||
 	    pl->smem_bytes != msa_smem_bytes(&cfg))
 		return -EINVAL;
@@ -596,9 +600,15 @@ int launch_one(const MsaArgs &a, const struct msa_plan *pl, cudaStream_t st)
 template <bool BF16, int D>
 int launch_d(const MsaArgs &a, const struct msa_plan *pl, cudaStream_t st)
 {
-	if (pl->kind == MSA_PREFILL)
-		return launch_one<BF16, D, true>(a, pl, st);
-	return launch_one<BF16, D, false>(a, pl, st);
+	switch (pl->kind) {
+	case MSA_DECODE_NARROW:
+		return launch_one<BF16, D, MSA_DECODE_NARROW>(a, pl, st);
+	case MSA_DECODE:
+		return launch_one<BF16, D, MSA_DECODE>(a, pl, st);
+	case MSA_PREFILL:
+		return launch_one<BF16, D, MSA_PREFILL>(a, pl, st);
+	}
+	return -EINVAL;
 }
 
 template <bool BF16>
@@ -648,11 +658,11 @@ extern "C" int msa_launch(const struct msa_problem *p,
 
 	if (err)
 		return err;
-	if (!pl || pl->threads != MSA_THREADS || pl->kind > MSA_PREFILL)
+	if (!pl || pl->threads != MSA_THREADS || pl->kind > MSA_DECODE_NARROW)
 		return -EINVAL;
 	/* The plan must fit this problem (it may come from another call). */
 	group = p->num_q_heads / p->num_kv_heads;
-	if (!msa_kcfg_get(p->head_dim, pl->kind == MSA_PREFILL, &cfg) ||
+	if (!msa_kcfg_get(p->head_dim, (int)pl->kind, &cfg) ||
 	    pl->rows_max != msa_kcfg_rows(&cfg) ||
 	    pl->smem_bytes != msa_smem_bytes(&cfg) || !pl->q_per_tile ||
 	    pl->q_per_tile * group > pl->rows_max ||

@@ -153,6 +153,7 @@ int msa_merge_cpu_f64(const double *o_in, const double *lse_in,
 enum msa_kind {
 	MSA_DECODE = 0, /* few query rows per KV head: split-KV over the SMs */
 	MSA_PREFILL = 1, /* many query rows: tiles of query tokens */
+	MSA_DECODE_NARROW = 2, /* decode with <= 4 rows (GQA group <= 4) */
 };
 const char *msa_kind_string(enum msa_kind kind);
 

@@ -12,7 +12,8 @@
  * rows, over every ntg-th token of the tile:
  *     dc * ntg * nrg == MSA_THREADS.
  * Decode uses ntg > 1 (few rows, tokens spread over threads, summed at the
- * end); prefill uses ntg == 1 (many rows, each thread keeps its rows).
+ * end; the narrow variant, for <= 4 rows, puts every thread on tokens);
+ * prefill uses ntg == 1 (many rows, each thread keeps its rows).
  */
 #ifndef KVMM_KERNELS_MSA_CONFIG_H
 #define KVMM_KERNELS_MSA_CONFIG_H
@@ -36,24 +37,30 @@ struct msa_kcfg {
 	uint32_t d, ntg, nrg, rpt;
 };
 
-/* 0 when head_dim or kind is unsupported on the GPU. */
-static inline MSA_HD int msa_kcfg_get(uint32_t head_dim, int prefill,
+/*
+ * kind is enum msa_kind: MSA_DECODE_NARROW (<= 4 rows: all threads on
+ * tokens, few accumulators), MSA_DECODE (<= 16 rows), MSA_PREFILL.
+ * Returns 0 when head_dim or kind is unsupported on the GPU.
+ */
+static inline MSA_HD int msa_kcfg_get(uint32_t head_dim, int kind,
 				      struct msa_kcfg *c)
 {
 	c->d = head_dim;
 	c->ntg = 1;
 	c->nrg = 1;
-	c->rpt = 8;
+	c->rpt = kind == 2 ? 4 : 8;
+	if (kind < 0 || kind > 2)
+		return 0;
 	switch (head_dim) {
 	case 64:
-		c->ntg = prefill ? 1 : 8;
-		c->rpt = prefill ? 4 : 8;
+		c->ntg = kind == 1 ? 1 : kind == 2 ? 16 : 8;
+		c->rpt = kind == 0 ? 8 : 4;
 		break;
 	case 128:
-		c->ntg = prefill ? 1 : 4;
+		c->ntg = kind == 1 ? 1 : kind == 2 ? 8 : 4;
 		break;
 	case 256:
-		c->ntg = prefill ? 1 : 2;
+		c->ntg = kind == 1 ? 1 : kind == 2 ? 4 : 2;
 		break;
 	default:
 		return 0;

@@ -49,6 +49,8 @@ const char *msa_kind_string(enum msa_kind kind)
 		return "decode";
 	case MSA_PREFILL:
 		return "prefill";
+	case MSA_DECODE_NARROW:
+		return "decode-narrow";
 	}
 	return "unknown";
 }
@@ -104,7 +106,7 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 {
 	struct msa_kcfg c;
 	uint32_t group, rows, want, splits;
-	uint64_t base;
+	uint64_t base, need;
 	int err = check_shape(p, true);
 
 	if (err)
@@ -113,14 +115,21 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 		return -EINVAL;
 	group = p->num_q_heads / p->num_kv_heads;
 
-	/* Decode config while one block can hold every row of a sequence. */
-	if (!msa_kcfg_get(p->head_dim, 0, &c))
+	/*
+	 * The narrowest configuration whose block holds every row of a
+	 * sequence: decode-narrow (4 rows), decode (16), else prefill tiles.
+	 */
+	need = (uint64_t)(p->max_q_per_seq ? p->max_q_per_seq : 1) * group;
+	plan->kind = MSA_DECODE_NARROW;
+	if (!msa_kcfg_get(p->head_dim, MSA_DECODE_NARROW, &c))
 		return -ENOTSUP;
-	plan->kind = MSA_DECODE;
-	if ((uint64_t)(p->max_q_per_seq ? p->max_q_per_seq : 1) * group >
-	    msa_kcfg_rows(&c)) {
-		msa_kcfg_get(p->head_dim, 1, &c);
+	if (need > msa_kcfg_rows(&c)) {
+		plan->kind = MSA_DECODE;
+		msa_kcfg_get(p->head_dim, MSA_DECODE, &c);
+	}
+	if (need > msa_kcfg_rows(&c)) {
 		plan->kind = MSA_PREFILL;
+		msa_kcfg_get(p->head_dim, MSA_PREFILL, &c);
 	}
 	rows = msa_kcfg_rows(&c);
 	if (group > rows)

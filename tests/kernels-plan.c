@@ -48,7 +48,9 @@ static void check_one(uint32_t d, uint32_t kv, uint32_t q, uint32_t grp,
 	t_assert(pl.smem_bytes <= 227 * 1024);
 	if (!(d == 256 && pl.kind == MSA_PREFILL))
 		t_assert(pl.smem_bytes <= 163 * 1024);
-	t_assert_eq(pl.kind, q * grp <= 16 ? MSA_DECODE : MSA_PREFILL);
+	t_assert_eq(pl.kind, q * grp <= 4  ? MSA_DECODE_NARROW :
+			     q * grp <= 16 ? MSA_DECODE :
+					     MSA_PREFILL);
 	ws = (size_t)pl.num_splits * seqs * q * 8 * grp * (d + 1) * 4;
 	t_assert_eq(pl.workspace_bytes, pl.num_splits > 1 ? ws : 0);
 }
@@ -73,7 +75,7 @@ int main(void)
 	/* One long decode sequence is spread over the SMs. */
 	p = shape(32, 8, 128, 1, 1, 32768);
 	t_ok(msa_plan_make(&p, 132, &pl));
-	t_assert(pl.kind == MSA_DECODE && pl.num_splits >= 32);
+	t_assert(pl.kind == MSA_DECODE_NARROW && pl.num_splits >= 32);
 	t_assert(pl.num_splits * pl.grid_y >= 4 * 132 / 2);
 	/* Short contexts are not split below MSA_MIN_SPLIT tokens. */
 	p = shape(32, 8, 128, 1, 1, 300);
