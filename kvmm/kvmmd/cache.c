@@ -368,6 +368,22 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	return 0;
 }
 
+/* DMA pinning of the host slab through the backend (cuda:
+ * cuMemHostRegister; host: a no-op). */
+static int kc_pin(void *arg, void *addr, size_t len)
+{
+	struct vmm_backend *b = arg;
+
+	return b->ops->host_register ? b->ops->host_register(b, addr, len) : 0;
+}
+
+static int kc_unpin(void *arg, void *addr)
+{
+	struct vmm_backend *b = arg;
+
+	return b->ops->host_unregister ? b->ops->host_unregister(b, addr) : 0;
+}
+
 /* Set up tiers and policy for blocks of ppb pages (first use). */
 static int kc_open(struct kd_cache *c, uint32_t ppb)
 {
@@ -393,7 +409,10 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 		struct tier_host_config hc = { .size = sizeof(hc),
 					       .capacity_bytes = cfg->host_mem,
 					       .slot_bytes = c->block_bytes,
-					       .numa_node = -1 };
+					       .numa_node = -1,
+					       .pin = kc_pin,
+					       .unpin = kc_unpin,
+					       .pin_arg = d->backend };
 		struct tier_host_stats hs;
 
 		r = tier_host_open(&hc, &c->host);
