@@ -22,7 +22,7 @@ page-size 128K
 gpu-mem = 32M
 revoke-timeout 1234
 CONF
-"$b/kvmmd" --foreground --config "$dir/conf" --socket "$sock" 2>"$dir/log" &
+"$b/kvmmd" --foreground --telemetry off --config "$dir/conf" --socket "$sock" 2>"$dir/log" &
 pid=$!
 for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"
@@ -52,13 +52,13 @@ PY
 "$b/kvmmctl" --socket "$dir/nope.sock" status 2>/dev/null; [ $? = 1 ] || fail "missing socket"
 
 # A second daemon on the same live socket refuses to start.
-"$b/kvmmd" --foreground --backend host --socket "$sock" 2>/dev/null && fail "second daemon started"
+"$b/kvmmd" --foreground --telemetry off --backend host --socket "$sock" 2>/dev/null && fail "second daemon started"
 kill -TERM $pid
 wait $pid || fail "kvmmd exit status $?"
 [ -e "$sock" ] && fail "socket left behind"
 
 # Without --foreground: the parent returns once the socket is ready.
-"$b/kvmmd" --backend host --socket "$sock" --pid-file "$dir/pid" 2>"$dir/bg.log" || fail "daemonize"
+"$b/kvmmd" --telemetry off --backend host --socket "$sock" --pid-file "$dir/pid" 2>"$dir/bg.log" || fail "daemonize"
 [ -S "$sock" ] || fail "no socket after daemonizing"
 pid=$(cat "$dir/pid")
 "$b/kvmmctl" --socket "$sock" status >/dev/null || fail "status of the background daemon"

@@ -71,6 +71,9 @@ int td_start(struct td_daemon *d, const char *const *extra)
 	argv[n++] = "64K";
 	argv[n++] = "--gpu-mem";
 	argv[n++] = "64M";
+	/* BPF setup costs seconds; tests of telemetry ask for it. */
+	argv[n++] = "--telemetry";
+	argv[n++] = "off";
 	for (int i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;

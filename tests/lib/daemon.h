@@ -21,7 +21,7 @@ struct td_daemon {
 
 /*
  * Start build/kvmmd --foreground --backend host --socket DIR/kvmm.sock
- * --page-size 64K --gpu-mem 64M, then the extra arguments (NULL-terminated
+ * --page-size 64K --gpu-mem 64M --telemetry off, then the extra arguments (NULL-terminated
  * array, may be NULL; later options override earlier ones), and wait up to
  * 30 s until the socket answers.  Sets KVMM_SOCKET for libkvmm.  0 or
  * -errno.
