@@ -9,7 +9,8 @@
 # Environment knobs (defaults in brackets):
 #   DEMO_CLIENTS [3]  DEMO_CONVERSATIONS [12]  DEMO_TURNS [4]
 #   DEMO_SYSTEM_TOKENS [256]  DEMO_USER_TOKENS [32]  DEMO_GEN_TOKENS [16]
-#   DEMO_GPU_MEM [4M with tiers, else 8M]  DEMO_CACHE_GPU_BLOCKS [24]
+#   DEMO_GPU_MEM [4M with tiers, else 8M]  DEMO_CACHE_GPU_BLOCKS [48]
+#   DEMO_MODEL [default model] tinylm model options, e.g. "--dim 128 --layers 2"
 #   DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]  DEMO_PAGE_SIZE [4096]
 #   DEMO_POLICY [asym, when kvmmd has --policy]  DEMO_KEEP=1 keeps the temp dir
 set -u
@@ -28,7 +29,9 @@ host_mem=${DEMO_HOST_MEM:-1M}
 nvme_size=${DEMO_NVME_SIZE:-64M}
 page_size=${DEMO_PAGE_SIZE:-4096}
 policy=${DEMO_POLICY:-asym}
-cache_gpu_blocks=${DEMO_CACHE_GPU_BLOCKS:-24}
+cache_gpu_blocks=${DEMO_CACHE_GPU_BLOCKS:-48}
+# shellcheck disable=SC2206
+model=(${DEMO_MODEL:-})
 
 tmp=$(mktemp -d /tmp/kvmm-demo.XXXXXX)
 daemon_pid=""
@@ -45,7 +48,7 @@ trap cleanup EXIT
 
 [ -x "$B/tinylm" ] || { echo "demo: $B/tinylm not built (run make)"; exit 1; }
 
-workload=(--conversations "$convs" --turns "$turns" --system-prompts 2
+workload=("${model[@]}" --conversations "$convs" --turns "$turns" --system-prompts 2
 	--system-tokens "$sys_tokens" --user-tokens "$user_tokens"
 	--gen-tokens "$gen_tokens")
 total_tokens=$((convs * turns * gen_tokens))
@@ -96,7 +99,11 @@ print(sum(json.loads(l).get(key, 0) for l in sys.stdin))' "$2"
 
 echo "kvmm demo: $clients tinylm clients, $convs conversations x $turns turns," \
 	"$sys_tokens-token shared system prompts, $gen_tokens tokens per answer"
-echo "model: $("$B/tinylm" --help >/dev/null && echo 'dim 256, 4 layers, 8 q / 2 kv heads, vocab 2048 (seed 1)')"
+if [ ${#model[@]} = 0 ]; then
+	echo "model: dim 256, hidden 768, 4 layers, 8 q / 2 kv heads, vocab 2048, weights from seed 1"
+else
+	echo "model: tinylm ${model[*]}"
+fi
 
 echo "1. reference: KV in private memory, no reuse"
 t0=$(now)

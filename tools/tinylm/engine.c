@@ -328,28 +328,47 @@ int tlm_engine_run_prompt(struct tlm_engine *e, const int *prompt, int len,
 	return ret;
 }
 
+/*
+ * A client's conversations advance together, one turn of each per round
+ * (users think between turns), so a conversation's earlier blocks have
+ * aged in the cache by the time its next turn comes; the output does not
+ * depend on the order.
+ */
 int tlm_engine_run_workload(struct tlm_engine *e,
 			    const struct tlm_workload_params *wl, int client,
 			    int clients)
 {
 	int max = tlm_workload_max_tokens(wl);
-	int *buf = malloc((size_t)max * sizeof(int));
-	int ret = 0;
+	int mine = (wl->conversations - client + clients - 1) / clients;
+	int *buf, *len, ret = 0;
 
-	if (!buf)
-		return fail(e, -ENOMEM, "conversation buffer");
-	for (int c = client; c < wl->conversations && !ret; c += clients) {
-		int len = wl->system_tokens;
-		tlm_workload_system(wl, c, buf);
-		for (int k = 0; k < wl->turns && !ret; k++) {
-			tlm_workload_user(wl, c, k, buf + len);
-			len += wl->user_tokens;
-			ret = tlm_engine_run_turn(e, buf, len, wl->gen_tokens,
+	if (mine <= 0)
+		return 0;
+	buf = malloc((size_t)mine * max * sizeof(int));
+	len = calloc(mine, sizeof(int));
+	if (!buf || !len) {
+		free(buf);
+		free(len);
+		return fail(e, -ENOMEM, "conversation buffers");
+	}
+	for (int i = 0; i < mine; i++) {
+		tlm_workload_system(wl, client + i * clients,
+				    buf + (size_t)i * max);
+		len[i] = wl->system_tokens;
+	}
+	for (int k = 0; k < wl->turns && !ret; k++) {
+		for (int i = 0; i < mine && !ret; i++) {
+			int c = client + i * clients,
+			    *b = buf + (size_t)i * max;
+			tlm_workload_user(wl, c, k, b + len[i]);
+			len[i] += wl->user_tokens;
+			ret = tlm_engine_run_turn(e, b, len[i], wl->gen_tokens,
 						  c, k);
-			len += wl->gen_tokens;
+			len[i] += wl->gen_tokens;
 		}
 	}
 	free(buf);
+	free(len);
 	return ret;
 }
 

@@ -40,6 +40,7 @@ int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f)
 				    *n = &st.tiers[2];
 	fprintf(f,
 		"{\"publishes\":%" PRIu64 ",\"duplicates\":%" PRIu64
+		",\"not_cached\":%" PRIu64 ",\"busy_misses\":%" PRIu64
 		",\"prefix_opens\":%" PRIu64 ",\"prefix_blocks_asked\":%" PRIu64
 		",\"prefix_blocks_hit\":%" PRIu64 ",\"misses\":%" PRIu64
 		",\"checksum_failures\":%" PRIu64 ",\"hits_gpu\":%" PRIu64
@@ -47,9 +48,9 @@ int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f)
 		",\"demoted_to_host\":%" PRIu64 ",\"demoted_to_nvme\":%" PRIu64
 		",\"restored_host\":%" PRIu64 ",\"restored_nvme\":%" PRIu64
 		",\"dropped\":%" PRIu64 "}\n",
-		st.publishes, st.duplicates, st.prefix_opens,
-		st.prefix_blocks_asked, st.prefix_blocks_hit, st.misses,
-		st.checksum_failures, g->hits, h->hits, n->hits,
+		st.publishes, st.duplicates, st.not_cached, st.busy_misses,
+		st.prefix_opens, st.prefix_blocks_asked, st.prefix_blocks_hit,
+		st.misses, st.checksum_failures, g->hits, h->hits, n->hits,
 		h->demotions_in, n->demotions_in, h->promotions_out,
 		n->promotions_out, g->drops + h->drops + n->drops);
 	return 0;
