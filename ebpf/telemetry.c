@@ -497,8 +497,10 @@ int tel_open(const struct tel_opts *opts, struct tel **out)
 		break;
 	case TEL_MODE_PINNED:
 		err = tel_bpf_open_pinned(t);
-		if (err)
+		if (err) {
+			tel_log(VMM_LOG_WARN, "%s", t->reason);
 			goto err_free;
+		}
 		t->source = TEL_SOURCE_BPF;
 		t->keep_pins = true;
 		break;
