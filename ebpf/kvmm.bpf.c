@@ -13,8 +13,9 @@
  * Block statistics and histograms are shared across CPUs, so counts are
  * added atomically; the time fields are last-writer-wins, which is what an
  * estimate needs.  The access probe carries a user pointer to an array of
- * records; they are copied a chunk at a time and walked with bpf_loop() so
- * a step with thousands of records still verifies and costs one probe hit.
+ * records; they are walked with bpf_loop() and copied a chunk at a time,
+ * so a step with thousands of records still verifies quickly and costs
+ * one probe hit.
  */
 #include <stdbool.h>
 #include <linux/bpf.h>
@@ -196,43 +197,34 @@ struct access_ctx {
 	__u64 now;
 	struct access_scratch *scratch;
 	struct kvmm_counters *c;
+	bool chunk_ok; /* the current chunk was copied in one read */
 };
 
-/* One chunk of up to KVMM_ACCESS_CHUNK records per bpf_loop iteration. */
-static long access_chunk(__u32 i, void *arg)
+/*
+ * One record per bpf_loop iteration; every KVMM_ACCESS_CHUNK records the
+ * next chunk is copied in one read.  A single flat callback keeps the
+ * verifier's work (and so the loader's start-up time) small.
+ */
+static long access_one(__u32 i, void *arg)
 {
-	struct access_ctx *ctx = arg;
-	__u32 first = i * KVMM_ACCESS_CHUNK;
-	__u32 left, k;
+	struct access_ctx *a = arg;
+	__u32 k = i & (KVMM_ACCESS_CHUNK - 1);
 
-	if (first >= ctx->n)
+	if (i >= a->n)
 		return 1;
-	left = ctx->n - first;
-	if (left > KVMM_ACCESS_CHUNK)
-		left = KVMM_ACCESS_CHUNK;
-	if (bpf_probe_read_user(ctx->scratch->recs,
-				sizeof(struct kvmm_access_rec) *
-					KVMM_ACCESS_CHUNK,
-				ctx->user + first)) {
-		/* The tail chunk may end at an unmapped page: go one by one. */
-		for (k = 0; k < KVMM_ACCESS_CHUNK; k++) {
-			if (k >= left)
-				break;
-			if (bpf_probe_read_user(&ctx->scratch->recs[k],
-						sizeof(struct kvmm_access_rec),
-						ctx->user + first + k)) {
-				ctx->c->access_dropped += left - k;
-				left = k;
-				break;
-			}
-		}
+	if (k == 0)
+		a->chunk_ok = !bpf_probe_read_user(
+			a->scratch->recs,
+			sizeof(struct kvmm_access_rec) * KVMM_ACCESS_CHUNK,
+			a->user + i);
+	/* A tail chunk may end at an unmapped page: go one by one. */
+	if (!a->chunk_ok &&
+	    bpf_probe_read_user(&a->scratch->recs[k],
+				sizeof(struct kvmm_access_rec), a->user + i)) {
+		a->c->access_dropped += a->n - i;
+		return 1;
 	}
-	for (k = 0; k < KVMM_ACCESS_CHUNK; k++) {
-		if (k >= left)
-			break;
-		block_access(&ctx->scratch->recs[k], ctx->now, ctx->pid,
-			     ctx->c);
-	}
+	block_access(&a->scratch->recs[k], a->now, a->pid, a->c);
 	return 0;
 }
 
@@ -257,8 +249,7 @@ int BPF_USDT(kvmm_access, __u64 step, const struct kvmm_access_rec *recs,
 		a.c->access_dropped += n - KVMM_TEL_MAX_ACCESS_RECORDS;
 		a.n = KVMM_TEL_MAX_ACCESS_RECORDS;
 	}
-	bpf_loop((a.n + KVMM_ACCESS_CHUNK - 1) / KVMM_ACCESS_CHUNK,
-		 access_chunk, &a, 0);
+	bpf_loop(a.n, access_one, &a, 0);
 	return 0;
 }
 
