@@ -14,7 +14,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 # --help: exit 0, every documented knob is there.
 "$bin" --help >"$tmp/help" || fail "--help exited $?"
 for o in --seed --checkpoint --dim --layers --heads --kv-heads --vocab \
-	--chunk --temperature --kv --socket --conversations --clients; do
+	--chunk --temperature --kv --socket --conversations --clients \
+	DEMO_CLIENTS DEMO_GPU_MEM DEMO_POLICY; do
 	grep -q -- "$o" "$tmp/help" || fail "--help does not mention $o"
 done
 

@@ -73,7 +73,16 @@ static const char usage[] =
 	"  --kvmm-stats          print kvmmd's block-cache counters (shared,\n"
 	"                        demoted, restored per tier) as JSON and exit\n"
 	"  --quiet               only the final JSON line\n"
-	"  --help                this text\n";
+	"  --help                this text\n"
+	"\n"
+	"make demo (tools/demo.sh) runs several tinylm clients on kvmmd and on\n"
+	"private memory and compares them; its knobs are environment variables:\n"
+	"  DEMO_CLIENTS (3), DEMO_CONVERSATIONS (12), DEMO_TURNS (4),\n"
+	"  DEMO_SYSTEM_TOKENS (256), DEMO_USER_TOKENS (32), DEMO_GEN_TOKENS (16),\n"
+	"  DEMO_MODEL (tinylm model options), pressure: DEMO_GPU_MEM (4M),\n"
+	"  DEMO_CACHE_GPU_BLOCKS (48), DEMO_HOST_MEM (1M), DEMO_NVME_SIZE (64M),\n"
+	"  DEMO_PAGE_SIZE (4096), DEMO_POLICY (used when kvmmd has --policy).\n"
+	"See Documentation/tinylm.md.\n";
 
 enum {
 	OPT_SEED = 256,
