@@ -28,6 +28,7 @@ struct kc_entry {
 	uint64_t hash;
 	uint64_t parent;
 	uint32_t position;
+	uint32_t uses; /* publish + duplicates + prefix hits (NVMe admission) */
 	uint8_t tier; /* enum pol_tier: where the bytes are (or go) */
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
 	bool dead; /* to be removed from the policy after its call */
@@ -267,6 +268,22 @@ static void kc_move(void *arg, const struct pol_block *b, unsigned from,
 	}
 	if (to == POL_TIER_GPU)
 		return; /* a promotion: the restore code does the copy */
+	if (from == POL_TIER_HOST && to == POL_TIER_NVME &&
+	    e->uses < c->d->cfg.nvme_admit_uses) {
+		/* not used often enough to be worth a disk write (and a slot
+		 * another block could use): dropped from the host tier */
+		c->st.nvme_admission_rejects++;
+		c->st.tiers[from].drops++;
+		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
+		if (!e->job && e->host_slot != MIGRATE_NO_SLOT) {
+			/* free the slot now: the demotion that made this
+			 * move (same policy call) may need it */
+			tier_host_free(c->host, e->host_slot);
+			e->host_slot = MIGRATE_NO_SLOT;
+		}
+		kc_kill(c, e);
+		return;
+	}
 	if (from == POL_TIER_GPU && e->blk && e->blk->refcnt > 1) {
 		/* the policy picked a block a sequence is using: only the
 		 * block just admitted can be (refcount 0 until its ref is
@@ -636,6 +653,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		e = kc_find(c, hashes[i]);
 		if (e) {
 			/* same content cached already: keep that copy */
+			e->uses++;
 			rep.duplicates++;
 			c->st.duplicates++;
 			continue;
@@ -647,6 +665,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		}
 		e->parent = parent;
 		e->position = b;
+		e->uses = 1;
 		e->tier = POL_TIER_GPU;
 		e->in_pol = true;
 		e->blk = blk;
@@ -866,6 +885,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			/* the sequence takes the block first, so the policy
 			 * cannot pick it as its own victim */
 			prefix_attach(r, q, hit, e->blk);
+			e->uses++;
 			from_tier[from]++;
 			if (recs)
 				recs[nrec++] = (struct kvmm_access_rec){

@@ -43,6 +43,7 @@ static void usage(FILE *f)
 		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT)\n"
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
+		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -69,6 +70,7 @@ static const struct option long_opts[] = {
 	{ "nvme-path", required_argument, NULL, 'N' },
 	{ "nvme-size", required_argument, NULL, 'Z' },
 	{ "cache-gpu-blocks", required_argument, NULL, 'G' },
+	{ "nvme-admit-uses", required_argument, NULL, 'U' },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

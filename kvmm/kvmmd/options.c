@@ -200,6 +200,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'G':
 		return kd_parse_size("--cache-gpu-blocks", val,
 				     &cfg->cache_gpu_blocks);
+	case 'U':
+		return parse_u32("--nvme-admit-uses", val,
+				 &cfg->nvme_admit_uses, 10);
 	case 'q': {
 		const char *eq = strchr(val, '=');
 		char uid[32];

@@ -23,7 +23,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       "\"misses\":%llu,\"busy_misses\":%llu,"
 	       "\"checksum_failures\":%llu,\"recovered_blocks\":%llu,"
 	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
-	       "\"slot_waits\":%llu,\"tiers\":{",
+	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
+	       "\"tiers\":{",
 	       (unsigned long long)ts->publishes,
 	       (unsigned long long)ts->duplicates,
 	       (unsigned long long)ts->not_cached,
@@ -36,7 +37,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       (unsigned long long)ts->recovered_blocks,
 	       (unsigned long long)ts->migrations_failed,
 	       (unsigned long long)ts->migrations_in_flight,
-	       (unsigned long long)ts->slot_waits);
+	       (unsigned long long)ts->slot_waits,
+	       (unsigned long long)ts->nvme_admission_rejects);
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
 

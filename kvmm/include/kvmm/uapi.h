@@ -422,7 +422,10 @@ struct kvmm_tier_stats_reply {
 	uint64_t migrations_failed;
 	uint64_t migrations_in_flight;
 	uint64_t slot_waits; /* demotions that waited for a host slot */
-	uint64_t reserved[5];
+	/* blocks dropped instead of written to NVMe: used fewer times than
+	 * --nvme-admit-uses */
+	uint64_t nvme_admission_rejects;
+	uint64_t reserved[4];
 	struct kvmm_tier_info tiers[3];
 };
 
