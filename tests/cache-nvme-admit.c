@@ -115,17 +115,11 @@ int main(void)
 
 	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-admit-%d",
 		 dir ? dir : "/var/tmp", getpid());
-	const char *args[] = { "--cache-gpu-blocks",
-			       "3",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "1867776",
-			       "--nvme-admit-uses",
-			       "2",
-			       NULL };
+	const char *args[] = {
+		"--cache-gpu-blocks", "3",  "--host-mem",  "2M",
+		"--nvme-path",	      nvme, "--nvme-size", "1867776",
+		"--nvme-admit-uses",  "2",  NULL
+	};
 	r = td_start(&d, args);
 	if (r)
 		t_fail("kvmmd did not start: %d", r);
