@@ -565,6 +565,55 @@ void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk)
 		pol_cache_unref(c->pol, blk->hash);
 }
 
+static uint64_t kc_pool_free(struct kd_daemon *d)
+{
+	struct vmm_pool_stats ps;
+
+	vmm_pool_get_stats(d->pool, &ps);
+	return ps.capacity > ps.allocated ? ps.capacity - ps.allocated : 0;
+}
+
+int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
+{
+	struct kd_cache *c = d->cache;
+	uint64_t avail = kc_pool_free(d), gpu, cap, want;
+
+	if (avail >= pages)
+		return 0;
+	if (!c || !c->pol || !c->ppb)
+		return -ENOSPC;
+	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	if (!gpu)
+		return -ENOSPC;
+	want = (pages - avail + c->ppb - 1) / c->ppb;
+	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
+	/* the policy picks the victims (LRU, never a block a sequence
+	 * uses or a pinned one) and moves them down through kc_move(), as
+	 * an over-full GPU tier would; then the capacity comes back */
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
+				     gpu > want ? gpu - want : 0);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
+	c->st.pressure_reclaims += gpu - pol_cache_count(c->pol, POL_TIER_GPU);
+	kc_reap_dead(c);
+	/* a demoted block's pages come back when its copy to host memory
+	 * is done: wait for the copies (a block copy each, bounded) */
+	for (int tries = 0; tries < 500 && c->mig && kc_pool_free(d) < pages &&
+			    c->st.migrations_in_flight;
+	     tries++) {
+		struct migrate_job *jobs[32];
+		struct pollfd pfd = { .fd = migrate_eventfd(c->mig),
+				      .events = POLLIN };
+		unsigned int n;
+
+		(void)poll(&pfd, 1, 10);
+		while ((n = migrate_reap(c->mig, jobs, 32)))
+			for (unsigned int i = 0; i < n; i++)
+				kc_job_done(c, jobs[i]);
+		kc_reap_dead(c);
+	}
+	return kc_pool_free(d) >= pages ? 0 : -ENOSPC;
+}
+
 /* A variable-length command: the struct, then n u64 (copied into a new
  * array the caller frees: the message buffer need not be aligned). */
 static int copy_var(void *out, size_t known, const void *p, size_t len,

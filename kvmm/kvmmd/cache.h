@@ -47,4 +47,13 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 /* Hooks: a sequence stops using a published block (region.c). */
 void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk);
 
+/*
+ * Pool pressure (region.c before an extend allocates): when fewer than
+ * `pages` pool pages are free, demote cached GPU blocks that no sequence
+ * uses (the policy's victims; pins and references respected) to the host
+ * tier, or drop them when no lower tier has room, and wait for their
+ * copies so their pages are free.  0 when `pages` are free now, -ENOSPC.
+ */
+int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
+
 #endif

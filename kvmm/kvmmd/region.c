@@ -279,6 +279,9 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	if (s->quota && s->quota->limit_pages &&
 	    s->quota->used_pages + need > s->quota->limit_pages)
 		return -EDQUOT;
+	/* a full pool: cached blocks nobody uses make room (the allocation
+	 * below fails if they cannot) */
+	(void)kd_cache_reclaim(s->d, need);
 	made = calloc(missing, sizeof(*made));
 	if (!made)
 		return -ENOMEM;

@@ -188,6 +188,16 @@ uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier)
 	return tier < POL_TIER_COUNT ? c->cap[tier] : 0;
 }
 
+static int make_room(struct pol_cache *c, unsigned t);
+
+int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
+{
+	if (tier >= POL_TIER_COUNT || !c->cap[tier])
+		return -EINVAL;
+	c->cap[tier] = cap;
+	return make_room(c, tier);
+}
+
 void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s)
 {
 	*s = c->st;

@@ -24,6 +24,7 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       "\"checksum_failures\":%llu,\"recovered_blocks\":%llu,"
 	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
 	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
+	       "\"pressure_reclaims\":%llu,"
 	       "\"tiers\":{",
 	       (unsigned long long)ts->publishes,
 	       (unsigned long long)ts->duplicates,
@@ -38,7 +39,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       (unsigned long long)ts->migrations_failed,
 	       (unsigned long long)ts->migrations_in_flight,
 	       (unsigned long long)ts->slot_waits,
-	       (unsigned long long)ts->nvme_admission_rejects);
+	       (unsigned long long)ts->nvme_admission_rejects,
+	       (unsigned long long)ts->pressure_reclaims);
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
 

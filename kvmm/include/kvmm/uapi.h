@@ -425,7 +425,10 @@ struct kvmm_tier_stats_reply {
 	/* blocks dropped instead of written to NVMe: used fewer times than
 	 * --nvme-admit-uses */
 	uint64_t nvme_admission_rejects;
-	uint64_t reserved[4];
+	/* cached GPU blocks demoted or dropped to free pool pages for an
+	 * extend or a restore that found the pool full */
+	uint64_t pressure_reclaims;
+	uint64_t reserved[3];
 	struct kvmm_tier_info tiers[3];
 };
 
