@@ -61,8 +61,7 @@ static void write_content(const char *sock, int k)
 	t_assert_eq(wait_child(p), 0);
 }
 
-static void read_content(const char *sock, int k, uint32_t gpu,
-			 uint32_t host)
+static void read_content(const char *sock, int k, uint32_t gpu, uint32_t host)
 {
 	pid_t p = fork();
 
@@ -125,7 +124,7 @@ static int try_extend(struct cc *c, uint32_t seq, uint32_t nb)
 
 int main(void)
 {
-	const char *args[] = { "--gpu-mem", "2M",	 "--cache-gpu-blocks",
+	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
 			       "8",	    "--host-mem", "2M",
 			       NULL };
 	struct td_daemon d;
@@ -162,14 +161,16 @@ int main(void)
 	t_assert_eq(ts.tiers[0].used_blocks, 0);
 	t_assert_eq(try_extend(&c, seq2, 6), -ENOMEM); /* pool full */
 	cc_call(&c, KVMM_CMD_SEQ_CLOSE,
-		&(struct kvmm_region_ref){ .size = sizeof(struct kvmm_region_ref),
-					   .region_id = c.region,
-					   .seq_id = seq2 },
+		&(struct kvmm_region_ref){
+			.size = sizeof(struct kvmm_region_ref),
+			.region_id = c.region,
+			.seq_id = seq2 },
 		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
 	cc_call(&c, KVMM_CMD_SEQ_CLOSE,
-		&(struct kvmm_region_ref){ .size = sizeof(struct kvmm_region_ref),
-					   .region_id = c.region,
-					   .seq_id = seq },
+		&(struct kvmm_region_ref){
+			.size = sizeof(struct kvmm_region_ref),
+			.region_id = c.region,
+			.seq_id = seq },
 		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
 	cc_disconnect(&c);
 
