@@ -262,8 +262,12 @@ static void kc_move(void *arg, const struct pol_block *b, unsigned from,
 			e->drop_after = true;
 			return;
 		}
+		/* the slots go now (the next demotion needs one), the entry
+		 * after the policy call (kc_reap_dead): the victim may be
+		 * the block being admitted, which its caller still holds
+		 * (lfu and asym do pick it) */
 		kc_release(c, e);
-		kc_free(c, e);
+		kc_kill(c, e);
 		return;
 	}
 	if (to == POL_TIER_GPU)
@@ -406,7 +410,8 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 {
 	struct kd_daemon *d = c->d;
 	const struct kd_config *cfg = &d->cfg;
-	struct pol_cache_opts po = { .size = sizeof(po), .kind = POL_LRU };
+	struct pol_cache_opts po = { .size = sizeof(po),
+				     .kind = (enum pol_kind)cfg->cache_policy };
 	int r;
 
 	if (c->opened)
@@ -420,7 +425,7 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 					    d->capacity / ppb / 2;
 	if (!po.capacity[POL_TIER_GPU])
 		po.capacity[POL_TIER_GPU] = 1;
-	po.prefix_rule = 0;
+	po.prefix_rule = -1; /* the policy's default (off for lru) */
 	po.block_bytes = c->block_bytes;
 	if (cfg->host_mem >= c->block_bytes) {
 		struct tier_host_config hc = { .size = sizeof(hc),
@@ -684,6 +689,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		goto out;
 	uint64_t parent = bp.parent_hash;
 
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* tie-breaks by age */
 	for (uint32_t i = 0; i < n; i++, parent = hashes[i - 1]) {
 		uint32_t b = bp.first_block + i;
 		struct kd_block *blk = q->blocks[b];
@@ -905,6 +911,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (n && kvmm_tel_want(d->tel_local, access))
 		recs = calloc(n, sizeof(*recs));
 	if (n && kc_open(c, r->pages_per_block) == 0) {
+		pol_cache_set_clock(c->pol, kd_now_ns());
 		for (; hit < n; hit++) {
 			struct kc_entry *e = kc_find(c, hashes[hit]);
 			struct pol_block_desc desc = { .hash = hashes[hit],

@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
+		"  --cache-policy P       cache eviction: lru (default), lfu, arc, asym\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
 	{ "nvme-size", required_argument, NULL, 'Z' },
 	{ "cache-gpu-blocks", required_argument, NULL, 'G' },
 	{ "nvme-admit-uses", required_argument, NULL, 'U' },
+	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kvmm/kvmmd/options.h"
+#include "kvmm/policy/policy.h"
 
 int kd_parse_size(const char *what, const char *s, uint64_t *out)
 {
@@ -203,6 +204,20 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'U':
 		return parse_u32("--nvme-admit-uses", val,
 				 &cfg->nvme_admit_uses, 10);
+	case 'Y': {
+		enum pol_kind k;
+
+		if (pol_kind_parse(val, &k) || k == POL_BELADY) {
+			fprintf(stderr,
+				"kvmmd: --cache-policy: '%s' is not lru, lfu, "
+				"arc or asym (belady needs the future: "
+				"kvmm-replay only)\n",
+				val);
+			return -EINVAL;
+		}
+		cfg->cache_policy = (int)k;
+		return 0;
+	}
 	case 'q': {
 		const char *eq = strchr(val, '=');
 		char uid[32];

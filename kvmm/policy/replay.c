@@ -117,6 +117,46 @@ double pol_replay_token_ratio(const struct pol_replay_result *r)
 	return r->tokens ? (double)r->hit_tokens / (double)r->tokens : 0;
 }
 
+/* One block as kvmmd's cache.c touches it: access, then a reference
+ * from the sequence if the block stayed resident. */
+static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
+			 uint64_t *refd, uint32_t *nref)
+{
+	struct pol_block_desc d = { .hash = h[i],
+				    .parent_hash = i ? h[i - 1] : 0,
+				    .position = i,
+				    .flags = i ? POL_BLOCK_HAS_PARENT : 0 };
+
+	if (pol_cache_access(c, &d, NULL))
+		return;
+	/* the policy moved the block it just admitted out of the GPU tier:
+	 * kvmmd does not copy a block a sequence holds, it uncaches it */
+	if (pol_cache_tier_of(c, h[i]) != POL_TIER_GPU) {
+		if (pol_cache_tier_of(c, h[i]) != POL_TIER_NONE)
+			pol_cache_remove(c, h[i]);
+		return;
+	}
+	if (pol_cache_ref(c, h[i]) == 0)
+		refd[(*nref)++] = h[i];
+}
+
+/* A request as kvmmd sees it (pol_replay_opts.daemon_model). */
+static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
+			   uint32_t k, uint64_t clock, uint64_t *refd)
+{
+	uint32_t nref = 0;
+
+	pol_cache_set_clock(c, clock); /* PREFIX_OPEN */
+	for (uint32_t i = 0; i < k; i++)
+		daemon_touch(c, h, i, refd, &nref);
+	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
+	for (uint32_t i = k; i < n; i++)
+		if (pol_cache_tier_of(c, h[i]) == POL_TIER_NONE)
+			daemon_touch(c, h, i, refd, &nref);
+	for (uint32_t i = 0; i < nref; i++) /* SEQ_CLOSE */
+		pol_cache_unref(c, refd[i]);
+}
+
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		   struct pol_replay_result *res)
 {
@@ -128,6 +168,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	uint64_t *next = NULL, *nextout = NULL;
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
 	uint8_t *where = NULL;
+	uint64_t *refd = NULL;
 	struct hmap seen;
 	uint32_t maxblocks = 0;
 	struct timespec t0, t1;
@@ -137,6 +178,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 
 	if (!o || o->size < sizeof(*o) || !t || !res)
 		return -EINVAL;
+	if (o->daemon_model && o->cache_output)
+		return -EOPNOTSUPP;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!m) {
 		pol_cost_reference(&refm);
@@ -168,7 +211,9 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	where = malloc(maxblocks + 1);
 	free_at = calloc(servers, sizeof(*free_at));
-	if (!next || !nextout || !prefill || !ttft || !rc || !where || !free_at)
+	refd = malloc((maxblocks + 1) * sizeof(*refd));
+	if (!next || !nextout || !prefill || !ttft || !rc || !where ||
+	    !free_at || !refd)
 		goto out;
 	if (hmap_init(&seen, t->nhashes + t->nout_hashes))
 		goto out;
@@ -230,7 +275,9 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		res->modeled_prefill_nocache_s += nocache;
 		prefill[r] = cost;
 
-		for (uint32_t i = 0; i < n + q->nout; i++) {
+		if (o->daemon_model)
+			daemon_request(c, h, n, k, 2 * (uint64_t)r + 1, refd);
+		for (uint32_t i = 0; !o->daemon_model && i < n + q->nout; i++) {
 			bool out = i >= n;
 			uint64_t hash =
 				out ? t->out_hashes[q->out_first + i - n] :
@@ -310,6 +357,7 @@ out:
 	free(rc);
 	free(where);
 	free(free_at);
+	free(refd);
 	pol_cache_destroy(c);
 	return e;
 }

@@ -12,6 +12,7 @@
  * admitted in order, moving to the GPU tier.  Prefill time is the sum of
  * the reloads and recomputations; TTFT comes from a FIFO queue over
  * `prefill_servers` identical servers fed at the trace timestamps.
+ * With daemon_model the cache accesses are kvmmd's (see the option).
  */
 #ifndef KVMM_POLICY_REPLAY_H
 #define KVMM_POLICY_REPLAY_H
@@ -36,6 +37,17 @@ struct pol_replay_opts {
 	/* called every 1024 requests (may be NULL) */
 	void (*progress)(void *arg, size_t done, size_t total);
 	void *progress_arg;
+	/*
+	 * Model kvmmd's cache exactly (kvmm-replay --model-daemon; what
+	 * --daemon gives): a request's hits are touched, then only its
+	 * blocks in no tier are admitted (a block cached past the first
+	 * miss is a duplicate the daemon keeps as it is); every block the
+	 * request holds is referenced until it ends (its sequence is open);
+	 * no partial-block flag (kvmm blocks are whole); the clock ticks
+	 * once for the lookup and once for the publish.  No TTLs, no
+	 * --cache-output.
+	 */
+	bool daemon_model;
 };
 
 struct pol_replay_result {

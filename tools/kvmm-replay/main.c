@@ -8,7 +8,13 @@
  *               --gpu-blocks N [--host-blocks N] [--nvme-blocks N]
  *               [--profile NAME|PATH] [--prefill-servers N]
  *               [--cache-output] [--prefix-rule on|off]
- *               [--sweep N1,N2,...] [--daemon SOCKET] [--progress] [--json]
+ *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
+ *               [--model-daemon] [--progress] [--json]
+ *
+ * --daemon SOCKET replays through a running kvmmd (daemon_driver.c)
+ * instead of the in-process policy code; --model-daemon makes the
+ * in-process replay touch the cache as kvmmd does, and then the two give
+ * the same hit counts (Documentation/policy.md).
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -21,6 +27,8 @@
 
 #include "kvmm/policy/replay.h"
 
+#include "daemon_driver.h"
+
 #define MAX_SWEEP 64
 
 static void usage(FILE *f)
@@ -31,6 +39,7 @@ static void usage(FILE *f)
 		"                   [--profile NAME|PATH] [--prefill-servers N]\n"
 		"                   [--cache-output] [--prefix-rule on|off]\n"
 		"                   [--sweep N1,N2,...] [--daemon SOCKET]\n"
+		"                   [--max-requests N] [--model-daemon]\n"
 		"                   [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n");
 }
@@ -99,6 +108,8 @@ int main(int argc, char **argv)
 		{ "sweep", required_argument, NULL, 'S' },
 		{ "daemon", required_argument, NULL, 'd' },
 		{ "progress", no_argument, NULL, 'q' },
+		{ "max-requests", required_argument, NULL, 'm' },
+		{ "model-daemon", no_argument, NULL, 'M' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -106,7 +117,7 @@ int main(int argc, char **argv)
 	struct pol_replay_opts o = { .size = sizeof(o), .prefix_rule = -1 };
 	const char *trace = NULL, *policy = NULL, *profile = NULL,
 		   *daemon = NULL;
-	uint64_t sweep[MAX_SWEEP];
+	uint64_t sweep[MAX_SWEEP], max_requests = 0;
 	size_t nsweep = 0;
 	bool json = false, have_gpu = false, want_progress = false;
 	struct pol_cost_model model;
@@ -193,6 +204,15 @@ int main(int argc, char **argv)
 		case 'd':
 			daemon = optarg;
 			break;
+		case 'm':
+			if (parse_blocks(optarg, &max_requests) ||
+			    !max_requests)
+				return die_usage("bad --max-requests '%s'",
+						 optarg);
+			break;
+		case 'M':
+			o.daemon_model = true;
+			break;
 		case 'q':
 			want_progress = true;
 			break;
@@ -220,16 +240,11 @@ int main(int argc, char **argv)
 	if (!have_gpu && !nsweep)
 		return die_usage("%s",
 				 "--gpu-blocks N (or --sweep) is required");
-	if (daemon) {
-		fprintf(stderr,
-			"kvmm-replay: --daemon %s: not supported yet: libkvmm "
-			"has no client calls for kvmmd's BLOCK_PUBLISH / "
-			"PREFIX_OPEN commands (and kvmmd's cache policy is "
-			"fixed to lru), so a daemon replay cannot be driven "
-			"through libkvmm; run without --daemon (the in-process "
-			"replay runs the same pol_cache code kvmmd links)\n",
-			daemon);
-		return 1;
+	if (daemon && (o.kind == POL_BELADY || nsweep > 1)) {
+		fprintf(stderr, "kvmm-replay: --daemon replays one capacity "
+				"of an online policy (lru, lfu, arc or asym), "
+				"as kvmmd was started\n");
+		return 2;
 	}
 	if (profile) {
 		e = pol_cost_load(profile, &model, err, sizeof(err));
@@ -246,6 +261,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvmm-replay: %s: %s\n", trace, err);
 		return 1;
 	}
+	if (max_requests && max_requests < t.nreqs)
+		t.nreqs = max_requests; /* the first N in timestamp order */
 	if (o.cache_output && pol_trace_infer_outputs(&t)) {
 		fprintf(stderr, "kvmm-replay: out of memory\n");
 		pol_trace_free(&t);
@@ -265,7 +282,8 @@ int main(int argc, char **argv)
 		struct pol_replay_result r;
 
 		o.capacity[POL_TIER_GPU] = sweep[i];
-		e = pol_replay_run(&t, &o, &r);
+		e = daemon ? kr_daemon_run(daemon, &t, &o, &r) :
+			     pol_replay_run(&t, &o, &r);
 		if (e) {
 			fprintf(stderr, "kvmm-replay: replay failed: %s\n",
 				strerror(-e));

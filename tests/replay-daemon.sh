@@ -1,0 +1,95 @@
+#!/bin/bash
+# kvmm-replay --daemon drives a real kvmmd (host backend) and gives exactly
+# the hit counts, per tier, and the modelled times of the in-process replay
+# in its --model-daemon mode, on the first requests of the Mooncake
+# conversation trace: lru at three GPU capacities, lfu and asym at one, and
+# lru and asym with a host tier.  Also: a capacity the daemon was not
+# started with is refused, and kvmmd refuses --cache-policy belady.
+# Skips (77) without the trace.   timeout: 120
+set -u
+B=${KVMM_BUILD:-build}
+R=$B/kvmm-replay
+K=$B/kvmmd
+T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
+N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
+[ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
+[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
+D=$(mktemp -d /tmp/kvmm-replayd.XXXXXX)
+PID=
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	[ -r "$D/kvmmd.log" ] && tail -20 "$D/kvmmd.log"
+	exit 1
+}
+BLOCK=8192 # two 4 KiB pages: one trace block is one kvmm block
+
+start() { # policy gpu host
+	local extra=()
+	[ "$3" != 0 ] && extra=(--host-mem $((($3 + 2) * BLOCK)))
+	"$K" --foreground --backend host --socket "$D/s" --page-size 4K \
+		--gpu-mem 64M --telemetry off --log-level error \
+		--cache-policy "$1" --cache-gpu-blocks "$2" "${extra[@]}" \
+		2>"$D/kvmmd.log" &
+	PID=$!
+	for _ in $(seq 100); do
+		[ -S "$D/s" ] && return 0
+		kill -0 "$PID" 2>/dev/null || fail "kvmmd did not start"
+		sleep 0.05
+	done
+	fail "kvmmd socket did not appear"
+}
+stop() {
+	kill "$PID" && wait "$PID" || fail "kvmmd exit status $?"
+	PID=
+	rm -f "$D/s"
+}
+# the JSON without the counters the two count differently (demotions,
+# drops: the daemon counts copies made, the policy its decisions) and the
+# wall time
+strip() { sed -e 's/,"demotions":{[^}]*},"drops":[0-9]*//' -e 's/,"wall_s".*//'; }
+
+pair() { # policy gpu host [min-host-hits]
+	local a b
+	start "$1" "$2" "$3"
+	a=$("$R" --trace "$T" --policy "$1" --gpu-blocks "$2" --host-blocks "$3" \
+		--max-requests "$N" --daemon "$D/s" --json) || fail "daemon replay $*"
+	stop
+	b=$("$R" --trace "$T" --policy "$1" --gpu-blocks "$2" --host-blocks "$3" \
+		--max-requests "$N" --model-daemon --json) || fail "in-process replay $*"
+	a=$(echo "$a" | strip)
+	b=$(echo "$b" | strip)
+	[ "$a" == "$b" ] || fail "$*: daemon and in-process differ:
+daemon:     $a
+in-process: $b"
+	echo "$a" | grep -q "\"requests\":$N," || fail "$*: not $N requests: $a"
+	echo "$a" | grep -q '"hit_blocks":0,' && fail "$*: no hits at all: $a"
+	if [ "${4:-0}" != 0 ]; then
+		h=$(echo "$a" | sed 's/.*"host":\([0-9]*\).*/\1/')
+		[ "$h" -ge "$4" ] || fail "$*: only $h host hits: $a"
+	fi
+	echo "ok $1 gpu=$2 host=$3: $(echo "$a" | grep -o '"hits":{[^}]*}')"
+}
+
+pair lru 300 0
+pair lru 1000 0
+pair lru 2000 0
+pair lfu 1000 0
+pair asym 1000 0
+pair lru 300 600 20
+pair asym 300 600 20
+
+# a daemon started with other capacities is refused, with the reason
+start lru 300 0
+"$R" --trace "$T" --policy lru --gpu-blocks 400 --max-requests 10 \
+	--daemon "$D/s" --json >/dev/null 2>"$D/err" && fail "capacity mismatch accepted"
+grep -q "gpu-blocks 400 but kvmmd's cache has 300" "$D/err" || fail "no reason: $(cat "$D/err")"
+stop
+"$K" --foreground --backend host --socket "$D/s" --cache-policy belady \
+	2>"$D/err" && fail "kvmmd accepted --cache-policy belady"
+grep -q "belady" "$D/err" || fail "no reason for belady: $(cat "$D/err")"
+echo "ok: in-process and --daemon replays agree on $N requests"

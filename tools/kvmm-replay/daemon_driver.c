@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmm-replay --daemon SOCKET: the same replay, driven through libkvmm
+ * against a running kvmmd, so the daemon's block cache (its pol_cache,
+ * move handler, tiers and migrations) is what decides the hits.
+ *
+ * One trace block is one kvmm block: the region is 1 layer with tiny
+ * heads, so a block is two of the daemon's pages whatever the page size;
+ * the trace's 512 tokens per block only matter to the cost model.  Each
+ * request, in trace order:
+ *
+ *   kvmm_seq_open_prefix(hash_ids)   the daemon's prefix lookup; the tier
+ *                                    of every hit comes from the
+ *                                    TIER_STATS hit counters
+ *   kvmm_seq_extend(all blocks)      the missing blocks get fresh pages
+ *   kvmm_block_publish(the rest)     hash_ids + 1 are the block hashes
+ *                                    (0 is not a valid kvmm hash)
+ *   kvmm_seq_close
+ *   TIER_STATS until no migration is in flight, so the next request sees
+ *   the cache settled (the in-process replay has no copies in flight)
+ *
+ * The prefill model, reuse overhead and TTFT queue are computed from the
+ * hit pattern exactly as kvmm/policy/replay.c does.  Capacities are the
+ * daemon's: they are read from TIER_STATS and must match the command
+ * line (see Documentation/policy.md for how to start kvmmd).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "kvmm/policy/replay.h"
+#include "kvmm/uapi.h"
+
+#include "daemon_driver.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A set of 64-bit hashes (open addressing; the key 0 is stored as ~0). */
+struct kr_set {
+	uint64_t *keys;
+	uint64_t mask;
+};
+
+static int set_init(struct kr_set *s, size_t n)
+{
+	uint64_t size = 1024;
+
+	while (size < 2 * n + 2)
+		size <<= 1;
+	s->mask = size - 1;
+	s->keys = calloc(size, sizeof(*s->keys));
+	return s->keys ? 0 : -ENOMEM;
+}
+
+/* True if k was in the set already; adds it. */
+static bool set_add(struct kr_set *s, uint64_t k)
+{
+	uint64_t i;
+
+	k = k ? k : ~0ull;
+	i = (k * 0x9e3779b97f4a7c15ULL) >> 20 & s->mask;
+	while (s->keys[i] && s->keys[i] != k)
+		i = (i + 1) & s->mask;
+	if (s->keys[i])
+		return true;
+	s->keys[i] = k;
+	return false;
+}
+
+static int tier_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st)
+{
+	size_t len = 0;
+	int e;
+
+	memset(st, 0, sizeof(*st));
+	e = kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, st, sizeof(*st), &len);
+	if (!e && len < sizeof(*st))
+		e = -EPROTO;
+	return e;
+}
+
+/* TIER_STATS once no demotion is in flight (waits are short: one copy). */
+static int settled_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st)
+{
+	for (int tries = 0; tries < 100000; tries++) {
+		int e = tier_stats(c, st);
+
+		if (e || !st->migrations_in_flight)
+			return e;
+		usleep(100);
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * The policy capacities kvmmd's cache.c derives from its options: GPU =
+ * --cache-gpu-blocks; host = slots - 2 and NVMe = slots - 1 (slots kept
+ * for blocks moving on); TIER_STATS reports the slots.
+ */
+static uint64_t policy_cap(unsigned tier, uint64_t reported)
+{
+	if (tier == POL_TIER_HOST && reported)
+		return reported > 4 ? reported - 2 : 1;
+	if (tier == POL_TIER_NVME && reported)
+		return reported > 1 ? reported - 1 : 1;
+	return reported;
+}
+
+static int check_caps(const struct kvmm_tier_stats_reply *st,
+		      const struct pol_replay_opts *o)
+{
+	static const char *const name[] = { "gpu", "host", "nvme" };
+	static const unsigned extra[] = { 0, 2, 1 };
+	int bad = 0;
+
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
+		uint64_t have = policy_cap(t, st->tiers[t].capacity_blocks);
+
+		if (have == o->capacity[t])
+			continue;
+		fprintf(stderr,
+			"kvmm-replay: --%s-blocks %llu but kvmmd's cache has "
+			"%llu %s blocks\n",
+			name[t], (unsigned long long)o->capacity[t],
+			(unsigned long long)have, name[t]);
+		bad = 1;
+	}
+	if (!bad)
+		return 0;
+	fprintf(stderr,
+		"kvmm-replay: start kvmmd with --cache-policy P "
+		"--cache-gpu-blocks G [--host-mem (H+%u)*B] "
+		"[--nvme-path F --nvme-size for N+%u slots], B = %llu bytes "
+		"per block (two pages), and --gpu-mem holding G plus the "
+		"longest request's blocks\n",
+		extra[1], extra[2],
+		(unsigned long long)st->tiers[0].block_bytes);
+	return -EINVAL;
+}
+
+int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
+		  const struct pol_replay_opts *o,
+		  struct pol_replay_result *res)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.socket_path = socket_path,
+					.name = "kvmm-replay",
+					.map_ahead_set = 1 };
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = 1,
+				       .kv_heads = 1,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 1 };
+	struct pol_cost_model refm;
+	const struct pol_cost_model *m = o->cost;
+	struct kvmm_tier_stats_reply st0, st1;
+	struct kvmm_conn *conn = NULL;
+	struct kvmm_region *reg = NULL;
+	uint32_t maxblocks = 1, tpb, seq, k;
+	uint64_t *hashes = NULL, probe = ~0ull;
+	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
+	double t0 = now_s(), last_progress = t0;
+	unsigned servers = o->prefill_servers ? o->prefill_servers : 2;
+	struct kr_set seen = { 0 };
+	size_t cur = 0;
+	int e;
+
+	if (o->cache_output) {
+		fprintf(stderr, "kvmm-replay: --cache-output is not supported "
+				"with --daemon\n");
+		return -EOPNOTSUPP;
+	}
+	if (o->prefix_rule >= 0)
+		fprintf(stderr, "kvmm-replay: --prefix-rule is ignored with "
+				"--daemon (kvmmd uses the policy's default)\n");
+	if (!m) {
+		pol_cost_reference(&refm);
+		m = &refm;
+	}
+	memset(res, 0, sizeof(*res));
+	res->kind = o->kind;
+	res->prefill_servers = servers;
+	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
+	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
+	for (size_t r = 0; r < t->nreqs; r++) {
+		if (t->reqs[r].nblocks > maxblocks)
+			maxblocks = t->reqs[r].nblocks;
+		if (t->reqs[r].ttl_ms || t->reqs[r].priority) {
+			fprintf(stderr, "kvmm-replay: --daemon: the trace has "
+					"TTLs or priorities, which libkvmm "
+					"cannot set\n");
+			return -EOPNOTSUPP;
+		}
+	}
+	if (maxblocks > KVMM_PREFIX_MAX_BLOCKS)
+		return -E2BIG;
+
+	e = kvmm_connect(&co, &conn);
+	if (e) {
+		fprintf(stderr, "kvmm-replay: %s: %s\n", socket_path,
+			kvmm_strerror(e));
+		return e;
+	}
+	/* tokens per block depend on the daemon's page size: ask */
+	ro.max_tokens = 1;
+	e = kvmm_region_create(conn, &ro, &reg);
+	if (e)
+		goto out;
+	tpb = kvmm_region_tokens_per_block(reg);
+	kvmm_region_destroy(reg);
+	reg = NULL;
+	ro.max_tokens = maxblocks * tpb;
+	e = kvmm_region_create(conn, &ro, &reg);
+	if (e) {
+		fprintf(stderr, "kvmm-replay: region of %u blocks: %s\n",
+			maxblocks, kvmm_strerror(e));
+		goto out;
+	}
+	/* a lookup opens the cache's tiers; then its capacities are known */
+	e = kvmm_seq_open_prefix(reg, &probe, 1, &seq, &k);
+	if (!e)
+		e = kvmm_seq_close(reg, seq);
+	if (!e)
+		e = settled_stats(conn, &st0);
+	if (e)
+		goto out;
+	e = check_caps(&st0, o);
+	if (e)
+		goto out;
+
+	e = -ENOMEM;
+	hashes = malloc(maxblocks * sizeof(*hashes));
+	prefill = malloc((t->nreqs + 1) * sizeof(*prefill));
+	ttft = malloc((t->nreqs + 1) * sizeof(*ttft));
+	rc = malloc((maxblocks + 1) * sizeof(*rc));
+	free_at = calloc(servers, sizeof(*free_at));
+	if (!hashes || !prefill || !ttft || !rc || !free_at ||
+	    set_init(&seen, t->nhashes))
+		goto out;
+	for (uint32_t i = 0; i <= maxblocks; i++)
+		rc[i] = pol_cost_recompute_block_s(m, i);
+
+	for (size_t r = 0; r < t->nreqs; r++) {
+		const struct pol_trace_req *q = &t->reqs[r];
+		const uint64_t *h = pol_trace_blocks(t, q);
+		uint32_t n = q->nblocks;
+		uint64_t from[POL_TIER_COUNT], nfrom = 0;
+		double cost = 0, nocache = 0;
+
+		cur = r;
+		if (!n) {
+			prefill[r] = 0;
+			res->requests++;
+			continue;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			hashes[i] = h[i] + 1;
+		e = kvmm_seq_open_prefix(reg, hashes, n, &seq, &k);
+		if (e)
+			goto err_req;
+		e = kvmm_seq_extend(reg, seq, n * tpb);
+		if (!e && k < n) {
+			int p = kvmm_block_publish(reg, seq, k, n - k,
+						   k ? hashes[k - 1] : 0,
+						   hashes + k);
+			e = p < 0 ? p : 0;
+		}
+		if (!e)
+			e = kvmm_seq_close(reg, seq);
+		if (!e)
+			e = settled_stats(conn, &st1);
+		if (e)
+			goto err_req;
+		for (unsigned ti = 0; ti < POL_TIER_COUNT; ti++) {
+			from[ti] = st1.tiers[ti].hits - st0.tiers[ti].hits;
+			nfrom += from[ti];
+		}
+		if (nfrom != k) {
+			fprintf(stderr,
+				"kvmm-replay: request %zu: %u blocks hit but "
+				"the tiers count %llu (another client?)\n",
+				r, k, (unsigned long long)nfrom);
+			e = -EPROTO;
+			goto out;
+		}
+		st0 = st1;
+		/* the daemon does not say which hit came from where, only
+		 * how many: the cost needs only the counts (a reload costs
+		 * the same at every position) */
+		for (unsigned ti = 0; ti < POL_TIER_COUNT; ti++) {
+			res->hits[ti] += from[ti];
+			if (ti != POL_TIER_GPU)
+				cost += (double)from[ti] *
+					pol_cost_reload_block_s(m, ti);
+		}
+		/* every hit had been seen: its reload is reuse overhead */
+		res->reuse_overhead_s += cost;
+		for (uint32_t i = 0; i < n; i++) {
+			bool was = set_add(&seen, h[i]);
+
+			nocache += rc[i];
+			if (i >= k) {
+				cost += rc[i];
+				if (was)
+					res->reuse_overhead_s += rc[i];
+			}
+		}
+		if (k)
+			res->hit_tokens +=
+				k < n ? (uint64_t)k * POL_TRACE_BLOCK_TOKENS :
+					q->input_length;
+		res->requests++;
+		res->blocks += n;
+		res->hit_blocks += k;
+		res->tokens += q->input_length;
+		res->recomputed_blocks += n - k;
+		res->modeled_prefill_s += cost;
+		res->modeled_prefill_nocache_s += nocache;
+		prefill[r] = cost;
+		if (o->progress && (now_s() - last_progress >= 2 ||
+				    r + 1 == t->nreqs)) {
+			last_progress = now_s();
+			o->progress(o->progress_arg, r + 1, t->nreqs);
+		}
+	}
+
+	/* FIFO over identical servers, as replay.c */
+	double sum = 0;
+	for (size_t r = 0; r < t->nreqs; r++) {
+		double arrival = (double)t->reqs[r].timestamp_ms / 1000.0;
+		unsigned best = 0;
+
+		for (unsigned s = 1; s < servers; s++)
+			if (free_at[s] < free_at[best])
+				best = s;
+		double start = free_at[best] > arrival ? free_at[best] :
+							 arrival;
+		free_at[best] = start + prefill[r];
+		ttft[r] = free_at[best] - arrival;
+		sum += ttft[r];
+	}
+	if (t->nreqs) {
+		qsort(ttft, t->nreqs, sizeof(*ttft), cmp_double);
+		res->ttft_mean_s = sum / (double)t->nreqs;
+		res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
+	}
+	res->demotions[POL_TIER_GPU] = st0.tiers[POL_TIER_HOST].demotions_in;
+	res->demotions[POL_TIER_HOST] = st0.tiers[POL_TIER_NVME].demotions_in;
+	res->drops = st0.tiers[0].drops + st0.tiers[1].drops +
+		     st0.tiers[2].drops;
+	res->wall_s = now_s() - t0;
+	e = 0;
+	goto out;
+
+err_req:
+	fprintf(stderr,
+		"kvmm-replay: --daemon: request %zu (line %u, %u blocks): %s\n",
+		cur, t->reqs[cur].line, t->reqs[cur].nblocks, kvmm_strerror(e));
+out:
+	free(seen.keys);
+	free(hashes);
+	free(prefill);
+	free(ttft);
+	free(rc);
+	free(free_at);
+	if (reg)
+		kvmm_region_destroy(reg);
+	kvmm_disconnect(conn);
+	return e;
+}
