@@ -216,8 +216,9 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 
 	e = kvmm_connect(&co, &conn);
 	if (e) {
-		fprintf(stderr, "kvmm-replay: %s: %s\n", socket_path,
-			kvmm_strerror(e));
+		fprintf(stderr,
+			"kvmm-replay: --daemon %s: cannot reach kvmmd: %s\n",
+			socket_path, kvmm_strerror(e));
 		return e;
 	}
 	/* tokens per block depend on the daemon's page size: ask */
@@ -336,8 +337,8 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		res->modeled_prefill_s += cost;
 		res->modeled_prefill_nocache_s += nocache;
 		prefill[r] = cost;
-		if (o->progress && (now_s() - last_progress >= 2 ||
-				    r + 1 == t->nreqs)) {
+		if (o->progress &&
+		    (now_s() - last_progress >= 2 || r + 1 == t->nreqs)) {
 			last_progress = now_s();
 			o->progress(o->progress_arg, r + 1, t->nreqs);
 		}
@@ -365,8 +366,8 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	}
 	res->demotions[POL_TIER_GPU] = st0.tiers[POL_TIER_HOST].demotions_in;
 	res->demotions[POL_TIER_HOST] = st0.tiers[POL_TIER_NVME].demotions_in;
-	res->drops = st0.tiers[0].drops + st0.tiers[1].drops +
-		     st0.tiers[2].drops;
+	res->drops =
+		st0.tiers[0].drops + st0.tiers[1].drops + st0.tiers[2].drops;
 	res->wall_s = now_s() - t0;
 	e = 0;
 	goto out;
