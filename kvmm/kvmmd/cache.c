@@ -706,6 +706,8 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			continue;
 		}
 		e = kc_find(c, hashes[i]);
+		if (e && !e->in_pol && (e->dead || e->drop_after))
+			e = NULL; /* dropped (freed after this call): gone */
 		if (e) {
 			/* same content cached already: keep that copy */
 			e->uses++;
