@@ -29,6 +29,7 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/kvmm
 
 ifeq ($(V),1)
 Q :=
@@ -49,7 +50,8 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 CPPFLAGS := -D_GNU_SOURCE -I. -Ikvmm/include -I$(BUILD) \
-	-include $(BUILD)/config.h -DKVMM_VERSION='"$(KVMM_VERSION)"'
+	-include $(BUILD)/config.h -DKVMM_VERSION='"$(KVMM_VERSION)"' \
+	-DKVMM_PROFILE_DIR_DEFAULT='"$(DATADIR)/profiles"'
 CFLAGS := -std=gnu11 -O2 -g -fPIC -pthread $(WARN) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(EXTRA_LDFLAGS)
 LDLIBS := -ldl -lm -lrt
@@ -149,13 +151,14 @@ $(BUILD)/libkvmm.pc: Makefile
 
 install: all $(BUILD)/libkvmm.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
-		$(DESTDIR)$(INCLUDEDIR)/kvmm
+		$(DESTDIR)$(INCLUDEDIR)/kvmm $(DESTDIR)$(DATADIR)/profiles
 	install -m 755 $(INSTALL_BINS) $(DESTDIR)$(BINDIR)
 	install -m 644 $(BUILD)/libkvmm.a $(DESTDIR)$(LIBDIR)
 	install -m 755 $(BUILD)/libkvmm.so.$(KVMM_ABI_MAJOR) $(DESTDIR)$(LIBDIR)
 	ln -sf libkvmm.so.$(KVMM_ABI_MAJOR) $(DESTDIR)$(LIBDIR)/libkvmm.so
 	install -m 644 kvmm/include/kvmm/*.h $(DESTDIR)$(INCLUDEDIR)/kvmm
 	install -m 644 $(BUILD)/libkvmm.pc $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 kvmm/policy/profiles/*.profile $(DESTDIR)$(DATADIR)/profiles
 
 clean:
 	rm -rf build

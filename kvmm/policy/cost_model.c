@@ -212,7 +212,7 @@ static char *read_file(const char *path)
 int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		  size_t errlen)
 {
-	const char *dirs[4];
+	const char *dirs[5];
 	char path[4096];
 	char *text = NULL;
 	size_t nd = 0, len;
@@ -237,6 +237,8 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		if (getenv("KVMM_SRC"))
 			dirs[nd++] = getenv("KVMM_SRC");
 		dirs[nd++] = ".";
+		/* where make install puts them */
+		dirs[nd++] = KVMM_PROFILE_DIR_DEFAULT;
 		for (size_t i = 0; i < nd && !text; i++) {
 			snprintf(path, sizeof(path), "%s/%s.profile", dirs[i],
 				 what);
