@@ -27,6 +27,7 @@
 
 /* One imported page: mapped refs times in this process. */
 struct kvmm_tel_shm;
+struct kvmm_access_rec;
 
 struct kc_page {
 	vmm_handle_t handle;
@@ -38,6 +39,10 @@ struct kc_seq {
 	uint32_t len;
 	uint32_t backed; /* blocks [0, backed) are mapped */
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
+	/* Content hashes of blocks [0, nr_hashes) seen in prefix opens and
+	 * publishes (0 = unknown), for the step access probe (access.c). */
+	uint64_t *hashes;
+	uint32_t nr_hashes;
 };
 
 struct kvmm_region {
@@ -67,6 +72,9 @@ struct kvmm_conn {
 	uint32_t sq_tail, cq_head, rq_head; /* ours */
 	/* telemetry fallback counters in the ring memfd, NULL if none */
 	struct kvmm_tel_shm *tel;
+	uint64_t tel_step; /* kvmm_step_end() calls */
+	struct kvmm_access_rec *tel_recs; /* step batch, lock held */
+	uint32_t tel_recs_cap;
 	uint64_t next_user_data;
 	uint32_t spin_us;
 
@@ -122,6 +130,16 @@ int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
 /* -EINVAL unless seq is an open sequence of r. */
 int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
+
+/* access.c: remember hashes of blocks [first, first + n) of an open
+ * sequence (lock held; best effort, telemetry only); forget blocks from
+ * `from` on; free them with the sequence. */
+void kc_seq_hashes_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
+		       uint32_t n, const uint64_t *hashes);
+void kc_seq_hashes_trim(struct kc_seq *q, uint32_t from);
+/* Fire kvmm:access (and the shm counters) for the open sequences' known
+ * blocks; called by kvmm_step_end() when some reader wants it. */
+void kc_step_access(struct kvmm_conn *c);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

@@ -162,6 +162,7 @@ static void conn_free(struct kvmm_conn *c)
 	if (c->backend)
 		vmm_backend_close(c->backend);
 	free(c->pages);
+	free(c->tel_recs);
 	pthread_cond_destroy(&c->ma_cond);
 	pthread_mutex_destroy(&c->sock_lock);
 	pthread_mutex_destroy(&c->lock);

@@ -42,6 +42,14 @@ int kvmm_block_publish(struct kvmm_region *r, uint32_t seq,
 	err = kc_request(r->conn, KVMM_CMD_BLOCK_PUBLISH, req, len, &rep,
 			 sizeof(rep), NULL);
 	free(req);
+	if (!err) { /* remember them for the step access probe */
+		struct kc_seq *q;
+
+		pthread_mutex_lock(&r->conn->lock);
+		if (!kc_seq_get(r, seq, &q))
+			kc_seq_hashes_set(r, q, first_block, nr_blocks, hashes);
+		pthread_mutex_unlock(&r->conn->lock);
+	}
 	return err ? err : (int)(rep.published + rep.duplicates);
 }
 
@@ -113,6 +121,8 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
+		if (!err)
+			kc_seq_hashes_set(r, q, 0, rep->nr_blocks, hashes);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (err && err != -EPROTO) {
@@ -121,6 +131,7 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 		if (q->open)
 			kc_unmap_blocks(r, rep->seq_id, 0);
 		free(q->block_pages);
+		free(q->hashes);
 		memset(q, 0, sizeof(*q));
 		pthread_mutex_unlock(&c->lock);
 		ref.region_id = r->id;

@@ -87,6 +87,7 @@ static void seq_free(struct kvmm_region *r, uint32_t seq)
 
 	kc_unmap_blocks(r, seq, 0);
 	free(q->block_pages);
+	free(q->hashes);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -496,6 +497,7 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		seq_free(r, seq);
 	} else {
 		kc_unmap_blocks(r, seq, kc_blocks_for(r, new_len));
+		kc_seq_hashes_trim(q, new_len / r->tokens_per_block);
 		q->len = new_len;
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
 
 /* Unmap one slot and shorten its sequence to end before the block. */
@@ -136,6 +137,9 @@ int kvmm_step_end(struct kvmm_conn *c)
 
 	if (!c || !c->ring_mem)
 		return -EINVAL;
+	c->tel_step++;
+	if (kvmm_tel_want(c->tel, access))
+		kc_step_access(c);
 	err = kc_ring_cmd(c, KVMM_CMD_STEP_END, 0, 0, 0, NULL);
 	if (err)
 		return err;
