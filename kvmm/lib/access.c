@@ -26,8 +26,8 @@
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
 
-void kc_seq_hashes_set(struct kvmm_region *r, struct kc_seq *q,
-		       uint32_t first, uint32_t n, const uint64_t *hashes)
+void kc_seq_hashes_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
+		       uint32_t n, const uint64_t *hashes)
 {
 	if (first >= r->max_blocks || !n)
 		return;
@@ -47,8 +47,7 @@ void kc_seq_hashes_trim(struct kc_seq *q, uint32_t from)
 {
 	if (!q->hashes || q->nr_hashes <= from)
 		return;
-	memset(q->hashes + from, 0,
-	       (q->nr_hashes - from) * sizeof(*q->hashes));
+	memset(q->hashes + from, 0, (q->nr_hashes - from) * sizeof(*q->hashes));
 	q->nr_hashes = from;
 }
 
