@@ -11,7 +11,8 @@
  * memory full: its least recently used blocks are dropped); a block a
  * sequence uses is never taken: with every page in open sequences, a
  * further extend still fails.  After the sequences close, a reader gets
- * content 1 back from host memory, byte-identical.
+ * content 1 back from host memory, byte-identical.  Without a host tier
+ * the victims are dropped and the extend succeeds the same way.
  */
 #include <sys/wait.h>
 
@@ -183,6 +184,30 @@ int main(void)
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
 	read_content(d.sock, 1, 0, NB); /* byte-identical from host */
 
+	r = td_stop(&d);
+	if (r)
+		td_dump_log(&d);
+	t_assert_eq(r, 0);
+
+	/* no host tier: the victims are dropped, the extend still works */
+	const char *args_gpu[] = { "--gpu-mem", "2M", "--cache-gpu-blocks",
+				   "8", NULL };
+
+	r = td_start(&d, args_gpu);
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+	write_content(d.sock, 0);
+	write_content(d.sock, 1);
+	cc_connect(&c, d.sock);
+	cc_region(&c);
+	seq = cc_seq_open(&c);
+	t_ok(try_extend(&c, seq, 2));
+	cc_tier_stats(&c, &ts);
+	t_assert_eq(ts.pressure_reclaims, 2);
+	t_assert_eq(ts.tiers[0].drops, 2);
+	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB - 2);
+	cc_disconnect(&c);
+	read_content(d.sock, 1, NB, 0); /* untouched, shared from the GPU */
 	r = td_stop(&d);
 	if (r)
 		td_dump_log(&d);
