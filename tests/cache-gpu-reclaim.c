@@ -190,8 +190,8 @@ int main(void)
 	t_assert_eq(r, 0);
 
 	/* no host tier: the victims are dropped, the extend still works */
-	const char *args_gpu[] = { "--gpu-mem", "2M", "--cache-gpu-blocks",
-				   "8", NULL };
+	const char *args_gpu[] = { "--gpu-mem", "2M", "--cache-gpu-blocks", "8",
+				   NULL };
 
 	r = td_start(&d, args_gpu);
 	if (r)
@@ -208,6 +208,44 @@ int main(void)
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB - 2);
 	cc_disconnect(&c);
 	read_content(d.sock, 1, NB, 0); /* untouched, shared from the GPU */
+	r = td_stop(&d);
+	if (r)
+		td_dump_log(&d);
+	t_assert_eq(r, 0);
+
+	/* a restore into a full pool: room is made the same way, never
+	 * from the prefix's own GPU blocks */
+	r = td_start(&d, args);
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+	write_content(d.sock, 0);
+	write_content(d.sock, 1);
+	cc_connect(&c, d.sock);
+	cc_region(&c);
+	seq = cc_seq_open(&c);
+	t_ok(try_extend(&c, seq, 3)); /* content 0's blocks 0-2 to host */
+	cc_call(&c, KVMM_CMD_SEQ_CLOSE,
+		&(struct kvmm_region_ref){
+			.size = sizeof(struct kvmm_region_ref),
+			.region_id = c.region,
+			.seq_id = seq },
+		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
+	cc_disconnect(&c);
+	write_content(d.sock, 2); /* 3 free blocks, 4 needed: 0's block 3 */
+	stats(d.sock, &ts);
+	t_assert_eq(ts.pressure_reclaims, 4);
+	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* pool full again */
+	t_assert_eq(ts.tiers[1].used_blocks, NB);
+	/* content 0 from host needs 4 blocks: content 1 (LRU) makes room */
+	read_content(d.sock, 0, 0, NB);
+	stats(d.sock, &ts);
+	t_assert_eq(ts.pressure_reclaims, 8);
+	t_assert_eq(ts.tiers[1].promotions_out, NB);
+	/* host: content 0 was pinned there during the reclaim, so the
+	 * cascade dropped content 1's two least recently used blocks */
+	t_assert_eq(ts.tiers[1].drops, 2);
+	/* content 2 on the GPU, asked with content 2: pinned, not taken */
+	read_content(d.sock, 2, NB, 0);
 	r = td_stop(&d);
 	if (r)
 		td_dump_log(&d);

@@ -619,6 +619,40 @@ int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
 	return kc_pool_free(d) >= pages ? 0 : -ENOSPC;
 }
 
+/*
+ * Before a prefix open restores blocks: make room in a full pool for the
+ * restores, with the prefix's own blocks pinned so the reclaim does not
+ * demote (or push on, or drop) what the prefix is about to use.  Entries the reclaim's
+ * cascade moves or drops are found (or not) again by the hit loop.
+ */
+static void kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
+			   uint32_t n)
+{
+	bool *pinned = calloc(n, sizeof(*pinned));
+	uint64_t need = 0;
+
+	if (!pinned)
+		return; /* no reclaim: a restore may miss */
+	for (uint32_t i = 0; i < n; i++) {
+		struct kc_entry *e = kc_find(c, hashes[i]);
+
+		if (!e || e->dead || e->drop_after || e->job)
+			break;
+		if (e->tier != POL_TIER_GPU)
+			need += c->ppb;
+		/* host blocks too: the cascade from the demotions must not
+		 * push them on (or drop them) */
+		if (e->in_pol)
+			pinned[i] = pol_cache_pin(c->pol, hashes[i]) == 0;
+	}
+	if (need)
+		(void)kd_cache_reclaim(c->d, need);
+	for (uint32_t i = 0; i < n; i++)
+		if (pinned[i])
+			(void)pol_cache_unpin(c->pol, hashes[i]);
+	free(pinned);
+}
+
 /* A variable-length command: the struct, then n u64 (copied into a new
  * array the caller frees: the message buffer need not be aligned). */
 static int copy_var(void *out, size_t known, const void *p, size_t len,
@@ -914,6 +948,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		recs = calloc(n, sizeof(*recs));
 	if (n && kc_open(c, r->pages_per_block) == 0) {
 		pol_cache_set_clock(c->pol, kd_now_ns());
+		kc_prefix_room(c, hashes, n);
 		for (; hit < n; hit++) {
 			struct kc_entry *e = kc_find(c, hashes[hit]);
 			struct pol_block_desc desc = { .hash = hashes[hit],
