@@ -947,8 +947,19 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (n && kvmm_tel_want(d->tel_local, access))
 		recs = calloc(n, sizeof(*recs));
 	if (n && kc_open(c, r->pages_per_block) == 0) {
+		uint32_t npin = 0;
+
 		pol_cache_set_clock(c->pol, kd_now_ns());
 		kc_prefix_room(c, hashes, n);
+		/* pin the prefix first: restoring one of its blocks must not
+		 * demote or drop a later one (it would be a busy miss) */
+		for (; npin < n; npin++) {
+			struct kc_entry *pe = kc_find(c, hashes[npin]);
+
+			if (!pe || pe->dead || pe->drop_after || pe->job ||
+			    !pe->in_pol || pol_cache_ref(c->pol, hashes[npin]))
+				break;
+		}
 		for (; hit < n; hit++) {
 			struct kc_entry *e = kc_find(c, hashes[hit]);
 			struct pol_block_desc desc = { .hash = hashes[hit],
@@ -1003,6 +1014,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				kc_free(c, e);
 			}
 		}
+		for (uint32_t i = 0; i < npin; i++)
+			pol_cache_unref(c->pol, hashes[i]);
 		kc_reap_dead(c);
 	}
 	if (recs) {

@@ -146,9 +146,13 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 {
 	uint32_t nref = 0;
 
-	pol_cache_set_clock(c, clock); /* PREFIX_OPEN */
+	pol_cache_set_clock(c, clock); /* PREFIX_OPEN: pins the prefix */
+	for (uint32_t i = 0; i < k; i++)
+		pol_cache_ref(c, h[i]);
 	for (uint32_t i = 0; i < k; i++)
 		daemon_touch(c, h, i, refd, &nref);
+	for (uint32_t i = 0; i < k; i++)
+		pol_cache_unref(c, h[i]);
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
 	for (uint32_t i = k; i < n; i++)
 		if (pol_cache_tier_of(c, h[i]) == POL_TIER_NONE)
