@@ -26,6 +26,8 @@
 #include <sys/types.h>
 
 #include "ebpf/tel_policy.h"
+
+#define KD_DEFAULT_PROFILE "h200-llama3-8b"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
 #include "vmm/vmm.h"
@@ -116,6 +118,8 @@ struct kd_config {
 	char telemetry_pin_root[128]; /* "" = /sys/fs/bpf/kvmm */
 	uint32_t nr_telemetry_attach; /* 0 = libkvmm.so.1 + kvmmd */
 	char telemetry_attach[KD_MAX_TELEMETRY_ATTACH][256];
+	/* cost model profile, name or path ("" = KD_DEFAULT_PROFILE) */
+	char profile[256];
 	/* block cache and tiers (cache.c) */
 	uint64_t host_mem; /* --host-mem bytes, 0 = no host tier */
 	char nvme_path[256]; /* --nvme-path, "" = no NVMe tier */
@@ -163,6 +167,8 @@ struct kd_daemon {
 	 * ebpf/telemetry_shm.h), NULL unless the source is shm */
 	struct kvmm_tel_shm *tel_local;
 	struct tel_policy tel_feed; /* set .cache/.cost to feed the policy */
+	/* --profile, corrected online by telemetry (tel_feed.cost) */
+	struct pol_cost_model *cost;
 	struct kd_timer tel_timer;
 };
 

@@ -39,6 +39,8 @@ static void usage(FILE *f)
 		"  --telemetry-pin-root DIR  BPF map pins (/sys/fs/bpf/kvmm)\n"
 		"  --telemetry-attach PATH   trace this binary's kvmm probes\n"
 		"                         (repeatable; default libkvmm.so.1, kvmmd)\n"
+		"  --profile NAME|PATH    cost model that telemetry corrects\n"
+		"                         (h200-llama3-8b)\n"
 		"  --host-mem SIZE        host DRAM tier for evicted blocks (0: none)\n"
 		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT)\n"
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
@@ -67,6 +69,7 @@ static const struct option long_opts[] = {
 	{ "telemetry", required_argument, NULL, 'T' },
 	{ "telemetry-pin-root", required_argument, NULL, 'R' },
 	{ "telemetry-attach", required_argument, NULL, 'A' },
+	{ "profile", required_argument, NULL, 'W' },
 	{ "host-mem", required_argument, NULL, 'H' },
 	{ "nvme-path", required_argument, NULL, 'N' },
 	{ "nvme-size", required_argument, NULL, 'Z' },

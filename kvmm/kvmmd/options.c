@@ -276,6 +276,11 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 			return -ENAMETOOLONG;
 		strcpy(cfg->telemetry_attach[cfg->nr_telemetry_attach++], val);
 		return 0;
+	case 'W':
+		if (strlen(val) >= sizeof(cfg->profile))
+			return -ENAMETOOLONG;
+		strcpy(cfg->profile, val);
+		return 0;
 	default:
 		return -EINVAL;
 	}

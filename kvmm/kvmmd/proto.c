@@ -21,6 +21,7 @@
 
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/policy/cost_model.h"
 
 struct req {
 	struct kd_session *s;
@@ -343,6 +344,15 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;
+	if (d->cost) {
+		st->cost_host_bw = (uint64_t)d->cost->bandwidth[POL_TIER_HOST];
+		st->cost_host_bw_profile =
+			(uint64_t)d->cost->base_bandwidth[POL_TIER_HOST];
+		st->cost_nvme_bw = (uint64_t)d->cost->bandwidth[POL_TIER_NVME];
+		st->cost_nvme_bw_profile =
+			(uint64_t)d->cost->base_bandwidth[POL_TIER_NVME];
+		st->cost_transfers = d->tel_feed.transfers;
+	}
 	return 0;
 }
 

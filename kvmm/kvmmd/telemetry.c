@@ -5,8 +5,10 @@
  * counters, with the reason logged once), polls it from a loop timer and
  * feeds each poll into d->tel_feed (ebpf/tel_policy.h): cache.c points
  * d->tel_feed.cache at its pol_cache when it opens its tiers, so traced
- * reuse raises the policy's access counts; .cost is for a cost model once
- * kvmmd keeps one.
+ * reuse raises the policy's access counts.  .cost is the --profile cost
+ * model (kvmm/policy/cost_model.h): measured host/NVMe restores correct
+ * its bandwidths and recomputations its efficiency online; the corrected
+ * rates are logged at shutdown.
  */
 #include <errno.h>
 #include <limits.h>
@@ -16,12 +18,58 @@
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/policy/cost_model.h"
 
 #define KD_TEL_POLL_MS 250
 /* Block slots of a session's fallback region (~330 KiB with histograms). */
 #define KD_TEL_SHM_BLOCKS 4096
 /* Source id of the daemon's own region (session ids are 32-bit). */
 #define KD_TEL_LOCAL_ID (1ull << 32)
+
+static int load_cost(struct kd_daemon *d)
+{
+	const char *name = d->cfg.profile[0] ? d->cfg.profile :
+					       KD_DEFAULT_PROFILE;
+	char msg[256] = "";
+	int err;
+
+	d->cost = calloc(1, sizeof(*d->cost));
+	if (!d->cost)
+		return -ENOMEM;
+	err = pol_cost_load(name, d->cost, msg, sizeof(msg));
+	if (err && !d->cfg.profile[0]) {
+		/* no profile files installed: the built-in reference */
+		pol_cost_reference(d->cost);
+		err = 0;
+	}
+	if (err) {
+		vmm_log(VMM_LOG_ERR, "--profile %s: %s", name,
+			msg[0] ? msg : strerror(-err));
+		free(d->cost);
+		d->cost = NULL;
+		return err;
+	}
+	vmm_log(VMM_LOG_INFO, "cost model: %s", d->cost->name);
+	return 0;
+}
+
+static void log_cost(struct kd_daemon *d)
+{
+	const struct pol_cost_model *m = d->cost;
+
+	if (!m)
+		return;
+	vmm_log(VMM_LOG_INFO,
+		"cost model %s: host %.3f GB/s (profile %.3f), nvme %.3f GB/s "
+		"(profile %.3f), efficiency %.3f (profile %.3f); %llu "
+		"transfers, %llu recomputes observed",
+		m->name, m->bandwidth[POL_TIER_HOST] / 1e9,
+		m->base_bandwidth[POL_TIER_HOST] / 1e9,
+		m->bandwidth[POL_TIER_NVME] / 1e9,
+		m->base_bandwidth[POL_TIER_NVME] / 1e9, m->efficiency,
+		m->base_efficiency, (unsigned long long)d->tel_feed.transfers,
+		(unsigned long long)d->tel_feed.computes);
+}
 
 static void on_tel_timer(struct kd_loop *loop, struct kd_timer *t)
 {
@@ -45,6 +93,9 @@ int kd_telemetry_start(struct kd_daemon *d)
 	o.mode = (enum tel_mode)d->cfg.telemetry;
 	if (o.mode == TEL_MODE_OFF)
 		return 0;
+	err = load_cost(d);
+	if (err)
+		return err;
 	if (d->cfg.telemetry_pin_root[0])
 		o.pin_root = d->cfg.telemetry_pin_root;
 	if (d->cfg.nr_telemetry_attach) {
@@ -60,6 +111,8 @@ int kd_telemetry_start(struct kd_daemon *d)
 	if (err) {
 		vmm_log(VMM_LOG_ERR, "telemetry (%s): %s",
 			tel_mode_string(o.mode), strerror(-err));
+		free(d->cost);
+		d->cost = NULL;
 		return err;
 	}
 	vmm_log(VMM_LOG_INFO, "telemetry: %s%s%s",
@@ -79,7 +132,7 @@ int kd_telemetry_start(struct kd_daemon *d)
 	}
 	/* The cache clock is not CLOCK_MONOTONIC ns: reuse counts only.
 	 * cache.c sets .cache when its policy exists. */
-	tel_policy_init(&d->tel_feed, NULL, NULL, false);
+	tel_policy_init(&d->tel_feed, NULL, d->cost, false);
 	tel_policy_sink(&d->tel_feed, &sink);
 	tel_set_sink(d->tel, &sink);
 	d->tel_timer.fn = on_tel_timer;
@@ -147,9 +200,13 @@ void kd_telemetry_stop(struct kd_daemon *d)
 	if (!d->tel)
 		return;
 	log_totals(d);
+	log_cost(d);
 	kd_timer_cancel(&d->loop, &d->tel_timer);
 	tel_close(d->tel); /* detaches and removes the pins */
 	d->tel = NULL;
 	free(d->tel_local);
 	d->tel_local = NULL;
+	d->tel_feed.cost = NULL;
+	free(d->cost);
+	d->cost = NULL;
 }

@@ -122,6 +122,15 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.uptime_ms);
 		if (!ts_err)
 			tiers_json(&ts);
+		if (st.cost_host_bw)
+			printf(",\"cost_model\":{\"host_bw\":%llu,"
+			       "\"host_bw_profile\":%llu,\"nvme_bw\":%llu,"
+			       "\"nvme_bw_profile\":%llu,\"transfers\":%llu}",
+			       (unsigned long long)st.cost_host_bw,
+			       (unsigned long long)st.cost_host_bw_profile,
+			       (unsigned long long)st.cost_nvme_bw,
+			       (unsigned long long)st.cost_nvme_bw_profile,
+			       (unsigned long long)st.cost_transfers);
 		printf("}\n");
 		return 0;
 	}

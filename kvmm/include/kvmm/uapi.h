@@ -270,7 +270,12 @@ struct kvmm_status_reply {
 	uint64_t uptime_ms;
 	uint32_t pid;
 	uint32_t revoke_timeout_ms;
-	uint64_t reserved[8];
+	/* kvmmd --profile cost model (0 without telemetry): bytes/s into
+	 * the GPU, corrected online and as the profile says */
+	uint64_t cost_host_bw, cost_host_bw_profile;
+	uint64_t cost_nvme_bw, cost_nvme_bw_profile;
+	uint64_t cost_transfers; /* restore observations folded in */
+	uint64_t reserved[3];
 };
 
 struct kvmm_session_info {
