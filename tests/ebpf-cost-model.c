@@ -34,8 +34,8 @@ static int client(void)
 	if (kvmm_connect(&co, &c) || !kvmm_tel_shm_enabled(c->tel))
 		return 1;
 	for (int i = 0; i < 20; i++)
-		kvmm_tel_restore(c->tel, 0x100 + i, KVMM_TEL_TIER_HOST,
-				 1 << 20, 1000000);
+		kvmm_tel_restore(c->tel, 0x100 + i, KVMM_TEL_TIER_HOST, 1 << 20,
+				 1000000);
 	kvmm_disconnect(c);
 	return 0;
 }
