@@ -41,10 +41,14 @@ static unsigned long long field(const char *out, const char *name)
 
 int main(void)
 {
-	const char *args[] = { "--telemetry",	     "shm",
-			       "--profile",	     "h200-llama3-8b-ref",
-			       "--cache-gpu-blocks", "3",
-			       "--host-mem",	     "16M",
+	const char *args[] = { "--telemetry",
+			       "shm",
+			       "--profile",
+			       "h200-llama3-8b-ref",
+			       "--cache-gpu-blocks",
+			       "3",
+			       "--host-mem",
+			       "16M",
 			       NULL };
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "cost" };
 	char kvmmctl[512], cmd[1024], out[4096];
