@@ -21,6 +21,8 @@
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "kvmm/policy/policy.h"
+#include "kvmm/policy/restore_plan.h"
+#include "kvmm/kvmmd/cache_plan.h"
 
 #define KC_BUCKETS 4096u
 
@@ -918,8 +920,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	struct kd_seq *q;
 	uint32_t n, seq, hit = 0, nfds = 0, nrec = 0;
 	struct kvmm_access_rec *recs = NULL;
+	uint8_t *tiers = NULL, *plan = NULL, *acts = NULL;
+	uint32_t nplan = 0, nrecompute = 0;
+	bool want_acts;
 	int *fds = NULL, err;
-	size_t rep_len;
+	size_t rep_len, acts_len = 0;
 
 	err = copy_var(&po, sizeof(po), p, len,
 		       offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
@@ -927,8 +932,10 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (err)
 		return err;
 	err = -EINVAL;
-	if (po.flags || !kw_all_zero(po.reserved, sizeof(po.reserved)))
+	if ((po.flags & ~KVMM_PREFIX_OPEN_ACTIONS) ||
+	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
 		goto out;
+	want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
 	err = kd_region_lookup(s, po.region_id, &r);
 	if (err)
 		goto out;
@@ -946,6 +953,16 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	 * first one it did not (to be recomputed) */
 	if (n && kvmm_tel_want(d->tel_local, access))
 		recs = calloc(n, sizeof(*recs));
+	if (n) {
+		tiers = malloc(n);
+		plan = malloc(n);
+		acts = calloc(1, n + 4);
+		if (!tiers || !plan || !acts) {
+			kd_seq_close(r, seq, false);
+			err = -ENOMEM;
+			goto out;
+		}
+	}
 	if (n && kc_open(c, r->pages_per_block) == 0) {
 		uint32_t npin = 0;
 
@@ -960,6 +977,18 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    !pe->in_pol || pol_cache_ref(c->pol, hashes[npin]))
 				break;
 		}
+		/* the restore plan, for the blocks matched now; the loop below
+		 * looks each block up again (an unpinned one may have moved) */
+		for (; nplan < n; nplan++) {
+			struct kc_entry *e = kc_find(c, hashes[nplan]);
+
+			if (!e || e->dead || e->drop_after || e->job)
+				break;
+			tiers[nplan] = e->tier;
+		}
+		kd_cache_plan(want_acts ? d->cfg.restore_mode :
+					  KD_RESTORE_RELOAD,
+			      tiers, nplan, plan);
 		for (; hit < n; hit++) {
 			struct kc_entry *e = kc_find(c, hashes[hit]);
 			struct pol_block_desc desc = { .hash = hashes[hit],
@@ -967,6 +996,30 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			bool was_in_pol;
 			unsigned from;
 
+			if (hit < nplan && plan[hit] == POL_RESTORE_RECOMPUTE) {
+				struct kd_block *blk;
+
+				/* fresh pages the client fills; the cached
+				 * copy stays where it is */
+				if (kc_block_new(s, r->pages_per_block, &blk)) {
+					c->st.misses++;
+					break;
+				}
+				q->blocks[hit] = blk;
+				s->pages_owned += blk->nr_pages;
+				acts[hit] = KVMM_BLOCK_RECOMPUTE;
+				nrecompute++;
+				if (e)
+					e->uses++;
+				c->st.tiers[tiers[hit]].hits++;
+				if (recs)
+					recs[nrec++] = (struct kvmm_access_rec){
+						hashes[hit],
+						(uint64_t)s->id << 32 | seq,
+						tiers[hit], 0
+					};
+				continue;
+			}
 			if (!e || e->dead || e->drop_after) {
 				c->st.misses++;
 				break;
@@ -991,6 +1044,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			prefix_attach(r, q, hit, e->blk);
 			e->uses++;
 			from_tier[from]++;
+			acts[hit] = from == POL_TIER_HOST ?
+					    KVMM_BLOCK_RELOADED_HOST :
+				    from == POL_TIER_NVME ?
+					    KVMM_BLOCK_RELOADED_NVME :
+					    KVMM_BLOCK_GPU_SHARED;
 			if (recs)
 				recs[nrec++] = (struct kvmm_access_rec){
 					hashes[hit],
@@ -1032,7 +1090,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 
 	uint32_t npages = hit * r->pages_per_block;
 
-	rep_len = sizeof(*rep) + npages * sizeof(uint32_t);
+	if (want_acts)
+		acts_len = (hit + 3) & ~3u;
+	rep_len = sizeof(*rep) + npages * sizeof(uint32_t) + acts_len;
 	rep = calloc(1, rep_len);
 	fds = calloc(npages + 1, sizeof(*fds));
 	if (!rep || !fds) {
@@ -1048,6 +1108,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	rep->from_gpu = from_tier[POL_TIER_GPU];
 	rep->from_host = from_tier[POL_TIER_HOST];
 	rep->from_nvme = from_tier[POL_TIER_NVME];
+	rep->nr_recompute = nrecompute;
+	if (acts_len)
+		memcpy(rep->page_ids + npages, acts, acts_len);
 	for (uint32_t b = 0, k = 0; b < hit; b++) {
 		struct kd_block *blk = q->blocks[b];
 
@@ -1065,6 +1128,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	kd_session_reply(s, h, 0, rep, rep_len, fds, nfds);
 	err = 0;
 out:
+	free(acts);
+	free(plan);
+	free(tiers);
 	free(fds);
 	free(rep);
 	free(hashes);

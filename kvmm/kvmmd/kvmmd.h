@@ -127,6 +127,7 @@ struct kd_config {
 	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	int cache_policy; /* --cache-policy: enum pol_kind, default lru */
+	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 };
 
 void kd_config_defaults(struct kd_config *cfg);

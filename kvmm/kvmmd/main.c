@@ -15,6 +15,7 @@
 #include <fcntl.h>
 
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/options.h"
 
 static void usage(FILE *f)
@@ -47,6 +48,10 @@ static void usage(FILE *f)
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
 		"  --cache-policy P       cache eviction: lru (default), lfu, arc, asym\n"
+		"  --restore-mode plan|reload|recompute  lower-tier prefix blocks:\n"
+		"                         cost model, always reload, or client\n"
+		"                         recomputes (plan; only for clients that\n"
+		"                         ask for per-block actions)\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -76,6 +81,7 @@ static const struct option long_opts[] = {
 	{ "cache-gpu-blocks", required_argument, NULL, 'G' },
 	{ "nvme-admit-uses", required_argument, NULL, 'U' },
 	{ "cache-policy", required_argument, NULL, 'Y' },
+	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/options.h"
 #include "kvmm/policy/policy.h"
 
@@ -218,6 +219,8 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->cache_policy = (int)k;
 		return 0;
 	}
+	case KD_OPT_RESTORE_MODE:
+		return kd_restore_mode_parse(val, &cfg->restore_mode);
 	case 'q': {
 		const char *eq = strchr(val, '=');
 		char uid[32];

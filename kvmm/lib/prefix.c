@@ -53,8 +53,55 @@ int kvmm_block_publish(struct kvmm_region *r, uint32_t seq,
 	return err ? err : (int)(rep.published + rep.duplicates);
 }
 
+const char *kvmm_block_action_string(uint8_t action)
+{
+	switch (action) {
+	case KVMM_BLOCK_GPU_SHARED:
+		return "gpu-shared";
+	case KVMM_BLOCK_RELOADED_HOST:
+		return "reloaded-host";
+	case KVMM_BLOCK_RELOADED_NVME:
+		return "reloaded-nvme";
+	case KVMM_BLOCK_RECOMPUTE:
+		return "recompute";
+	}
+	return "unknown";
+}
+
 int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 			 uint32_t nr_hashes, uint32_t *seq, uint32_t *nr_blocks)
+{
+	return kvmm_seq_open_prefix_opts(r, hashes, nr_hashes, seq, nr_blocks,
+					 NULL);
+}
+
+/* Check the per-block actions against the reply's counts. */
+static int check_actions(const struct kvmm_prefix_open_reply *rep,
+			 const uint8_t *acts, struct kvmm_prefix_opts *o)
+{
+	uint32_t cnt[5] = { 0 };
+
+	for (uint32_t b = 0; b < rep->nr_blocks; b++) {
+		if (acts[b] < KVMM_BLOCK_GPU_SHARED ||
+		    acts[b] > KVMM_BLOCK_RECOMPUTE)
+			return -EPROTO;
+		cnt[acts[b]]++;
+	}
+	if (cnt[KVMM_BLOCK_GPU_SHARED] != rep->from_gpu ||
+	    cnt[KVMM_BLOCK_RELOADED_HOST] != rep->from_host ||
+	    cnt[KVMM_BLOCK_RELOADED_NVME] != rep->from_nvme ||
+	    cnt[KVMM_BLOCK_RECOMPUTE] != rep->nr_recompute)
+		return -EPROTO;
+	o->shared = rep->from_gpu;
+	o->reloaded_host = rep->from_host;
+	o->reloaded_nvme = rep->from_nvme;
+	o->recompute = rep->nr_recompute;
+	return 0;
+}
+
+int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
+			      uint32_t nr_hashes, uint32_t *seq,
+			      uint32_t *nr_blocks, struct kvmm_prefix_opts *o)
 {
 	struct kvmm_prefix_open po = { .size = sizeof(po) };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
@@ -64,10 +111,14 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 	struct kc_seq *q;
 	char *req = NULL;
 	size_t len = 0, rlen;
+	const uint8_t *acts = NULL;
+	size_t acts_len = 0;
 	int *fds = NULL, err;
 
 	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
 	    nr_hashes > KVMM_PREFIX_MAX_BLOCKS)
+		return -EINVAL;
+	if (o && (o->size < sizeof(*o) || o->flags))
 		return -EINVAL;
 	c = r->conn;
 	rlen = sizeof(po) + (size_t)nr_hashes * sizeof(uint64_t);
@@ -82,6 +133,8 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 	}
 	po.region_id = r->id;
 	po.nr_hashes = nr_hashes;
+	if (o)
+		po.flags = KVMM_PREFIX_OPEN_ACTIONS;
 	memcpy(req, &po, sizeof(po));
 	memcpy(req + sizeof(po), hashes, nr_hashes * sizeof(uint64_t));
 	pthread_mutex_lock(&c->sock_lock);
@@ -90,15 +143,26 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 				&nfds);
 	if (err)
 		goto out_unlock;
+	if (len >= sizeof(*rep) && o)
+		acts_len = ((size_t)rep->nr_blocks + 3) & ~(size_t)3;
 	if (len < sizeof(*rep) || rep->seq_id >= r->max_seqs ||
 	    rep->pages_per_block != r->pages_per_block ||
-	    rep->nr_blocks > r->max_blocks ||
-	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
-					  rep->pages_per_block *
-					  sizeof(uint32_t) ||
-	    rep->nr_fds != nfds) {
+	    rep->nr_blocks > r->max_blocks || rep->nr_blocks > nr_hashes ||
+	    len != sizeof(*rep) +
+			    (size_t)rep->nr_blocks * rep->pages_per_block *
+				    sizeof(uint32_t) +
+			    acts_len ||
+	    rep->nr_fds != nfds || (!o && rep->nr_recompute)) {
 		err = -EPROTO;
 		goto out_unlock;
+	}
+	if (o) {
+		acts = (const uint8_t *)(rep->page_ids +
+					 (size_t)rep->nr_blocks *
+						 rep->pages_per_block);
+		err = check_actions(rep, acts, o);
+		if (err)
+			goto out_unlock;
 	}
 	pthread_mutex_lock(&c->lock);
 	q = &r->seqs[rep->seq_id];
@@ -141,6 +205,8 @@ int kvmm_seq_open_prefix(struct kvmm_region *r, const uint64_t *hashes,
 	} else if (!err) {
 		*seq = rep->seq_id;
 		*nr_blocks = rep->nr_blocks;
+		if (o && o->actions)
+			memcpy(o->actions, acts, rep->nr_blocks);
 	}
 out_unlock:
 	pthread_mutex_unlock(&c->sock_lock);

@@ -101,6 +101,29 @@ int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
 			 uint32_t nr_hashes, uint32_t *seq,
 			 uint32_t *nr_blocks);
 
+/*
+ * The same, following the daemon's restore plan: a block in a lower tier
+ * may come back as KVMM_BLOCK_RECOMPUTE (fresh pages: the engine must
+ * recompute it at its original positions, through all layers, before
+ * reading it; it may then publish it).  actions (NULL: not wanted) gets
+ * one enum kvmm_block_action per prefix block (room for nr_hashes); the
+ * counts are filled on success.  opts may be NULL: kvmm_seq_open_prefix().
+ */
+struct kvmm_prefix_opts {
+	uint32_t size; /* sizeof(struct kvmm_prefix_opts) */
+	uint32_t flags; /* must be 0 */
+	uint8_t *actions; /* in: room for nr_hashes entries, or NULL */
+	/* out */
+	uint32_t shared, reloaded_host, reloaded_nvme, recompute;
+};
+
+int kvmm_seq_open_prefix_opts(struct kvmm_region *region,
+			      const uint64_t *hashes, uint32_t nr_hashes,
+			      uint32_t *seq, uint32_t *nr_blocks,
+			      struct kvmm_prefix_opts *opts);
+/* "gpu-shared", "reloaded-host", "reloaded-nvme", "recompute" */
+const char *kvmm_block_action_string(uint8_t action);
+
 /* A step uses every open sequence of the connection; revocations are
  * applied before a step begins and after it ends. */
 int kvmm_step_begin(struct kvmm_conn *conn);

@@ -376,12 +376,29 @@ struct kvmm_block_publish_reply {
  * extends it from there (a tail block is never shared).  Reply:
  * kvmm_prefix_open_reply, page ids and fds as for SEQ_EXTEND (blocks
  * 0..nr_blocks-1).
+ *
+ * With KVMM_PREFIX_OPEN_ACTIONS the daemon follows a restore plan
+ * (kvmmd --restore-mode): a lower-tier block is either restored as above
+ * or mapped on fresh pages the client must recompute (at its original
+ * positions) before reading them; the reply then carries one u8 enum
+ * kvmm_block_action per block after page_ids[], padded with zeros to a
+ * multiple of 4 bytes, and nr_recompute counts the RECOMPUTE ones.
+ * Without the flag every block comes back with its data (reloaded).
  */
+#define KVMM_PREFIX_OPEN_ACTIONS 0x1u
+
+enum kvmm_block_action {
+	KVMM_BLOCK_GPU_SHARED = 1, /* mapped as it is, zero-copy */
+	KVMM_BLOCK_RELOADED_HOST = 2, /* restored from the host tier */
+	KVMM_BLOCK_RELOADED_NVME = 3, /* restored from the NVMe tier */
+	KVMM_BLOCK_RECOMPUTE = 4, /* fresh pages: the client recomputes */
+};
+
 struct kvmm_prefix_open {
 	uint32_t size;
 	uint32_t region_id;
 	uint32_t nr_hashes; /* <= KVMM_PREFIX_MAX_BLOCKS */
-	uint32_t flags; /* must be 0 */
+	uint32_t flags; /* 0 or KVMM_PREFIX_OPEN_ACTIONS */
 	uint64_t reserved[2];
 	uint64_t hashes[];
 };
@@ -393,10 +410,14 @@ struct kvmm_prefix_open_reply {
 	uint32_t pages_per_block;
 	uint32_t nr_fds;
 	uint32_t len; /* tokens */
-	uint32_t from_gpu, from_host, from_nvme; /* where the blocks were */
-	uint32_t pad;
+	/* where the blocks were (reloaded ones only; recomputed blocks are
+	 * counted in nr_recompute) */
+	uint32_t from_gpu, from_host, from_nvme;
+	uint32_t nr_recompute; /* 0 unless KVMM_PREFIX_OPEN_ACTIONS */
 	uint64_t reserved[2];
 	uint32_t page_ids[]; /* nr_blocks * pages_per_block, KVMM_PAGE_HELD */
+	/* then, with KVMM_PREFIX_OPEN_ACTIONS: u8 actions[nr_blocks], padded
+	 * to 4 bytes */
 };
 
 /* TIER_STATS reply: one entry per tier (0 GPU, 1 host, 2 NVMe). */

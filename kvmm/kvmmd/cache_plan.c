@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Restore plans for PREFIX_OPEN.
+ *
+ * A prefix-open matches the longest run of leading blocks that are in some
+ * tier (a prefix stops at the first block in no tier: without Multi-Segment
+ * Attention a block after a gap is useless).  Blocks on the GPU are shared
+ * as they are; each block in the host or NVMe tier is either reloaded by
+ * the daemon into fresh pages or handed to the client as fresh pages to
+ * recompute at its original positions.  Both give the same bytes (a
+ * block's KV depends only on the tokens up to it, which its chained hash
+ * fixes); they differ in time, which the cost model decides
+ * (kvmm/policy/restore_plan.h: reloads from each tier overlapped with
+ * recomputation, blocks moved to recomputation while the makespan drops).
+ *
+ * The model is the built-in reference profile (h200-llama3-8b-ref): for
+ * the host link reload always wins, so the default behaviour is the old
+ * one (reload everything) unless many blocks queue on a slow NVMe tier.
+ * --restore-mode reload|recompute forces one answer, for tests and for
+ * engines that would rather compute than wait.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/cache_plan.h"
+#include "kvmm/policy/restore_plan.h"
+
+static const char *const mode_names[] = {
+	[KD_RESTORE_PLAN] = "plan",
+	[KD_RESTORE_RELOAD] = "reload",
+	[KD_RESTORE_RECOMPUTE] = "recompute",
+};
+
+const char *kd_restore_mode_string(uint32_t mode)
+{
+	if (mode < sizeof(mode_names) / sizeof(mode_names[0]))
+		return mode_names[mode];
+	return "unknown";
+}
+
+int kd_restore_mode_parse(const char *val, uint32_t *mode)
+{
+	for (uint32_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]);
+	     i++) {
+		if (val && !strcmp(val, mode_names[i])) {
+			*mode = i;
+			return 0;
+		}
+	}
+	fprintf(stderr,
+		"kvmmd: --restore-mode: '%s' is not plan, reload or recompute\n",
+		val ? val : "");
+	return -EINVAL;
+}
+
+static struct pol_cost_model ref_model;
+static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
+
+static void ref_init(void)
+{
+	pol_cost_reference(&ref_model);
+}
+
+void kd_cache_plan(uint32_t mode, const uint8_t *tiers, uint32_t n,
+		   uint8_t *act)
+{
+	struct pol_restore_opts o = { .size = sizeof(o) };
+	struct pol_restore_plan p;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (tiers[i] == POL_TIER_GPU)
+			act[i] = POL_RESTORE_USE;
+		else if (mode == KD_RESTORE_RECOMPUTE)
+			act[i] = POL_RESTORE_RECOMPUTE;
+		else
+			act[i] = POL_RESTORE_RELOAD;
+	}
+	if (mode != KD_RESTORE_PLAN || !n)
+		return;
+	pthread_once(&ref_once, ref_init);
+	memset(&p, 0, sizeof(p));
+	if (pol_restore_plan_build(&ref_model, tiers, n, &o, &p))
+		return; /* reload: always correct */
+	for (uint32_t i = 0; i < n && i < p.nblocks; i++)
+		if (tiers[i] != POL_TIER_GPU &&
+		    p.action[i] == POL_RESTORE_RECOMPUTE)
+			act[i] = POL_RESTORE_RECOMPUTE;
+	pol_restore_plan_free(&p);
+}
