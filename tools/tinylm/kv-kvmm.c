@@ -13,8 +13,12 @@
  * Block cache: when a sequence opens, the hashes of the prompt's full
  * blocks (the chain of kvmm/policy/block_hash.h, seeded with the layout
  * and a checksum of the weights, so only identical models share) go to
- * kvmm_seq_open_prefix, which maps the longest cached prefix (GPU blocks
- * zero-copy, lower tiers restored first) and says how long it is.  The
+ * kvmm_seq_open_prefix_opts, which maps the longest cached prefix and
+ * says what each block is: shared zero-copy from the GPU tier, reloaded
+ * by the daemon from host or NVMe, or fresh pages to recompute (the
+ * daemon's restore plan, kvmmd --restore-mode).  The engine recomputes
+ * the RECOMPUTE blocks at their original positions before the prefill and
+ * publishes them again afterwards.  The
  * block holding the last prompt token is never asked for: its logits are
  * needed, so it is computed.  Full blocks are published with
  * kvmm_block_publish after the prefill and at close, so later turns and
@@ -35,6 +39,7 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 
 #if __has_include(<kvmm/kvmm.h>)
 #include <kvmm/kvmm.h>
+#include <kvmm/uapi.h> /* enum kvmm_block_action */
 
 struct kv_kvmm {
 	struct tlm_kv kv;
@@ -55,6 +60,9 @@ struct kv_kvmm {
 	bool hashing; /* block hashes available (libxxhash) */
 	int *published; /* per slot: leading blocks the cache already has */
 	uint64_t *hashes; /* scratch: a sequence's chain */
+	uint8_t *actions; /* scratch: enum kvmm_block_action per block */
+	int *recompute; /* scratch: blocks the restore plan left to us */
+	uint64_t *recompute_hashes; /* ... and their hashes */
 	uint32_t *tok32; /* scratch: token ids as u32 */
 	uint64_t *mine; /* open-addressing set of hashes we published */
 	size_t mine_cap, mine_n;
@@ -147,8 +155,9 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 			    struct tlm_restore *r)
 {
 	struct kv_kvmm *k = to_kvmm(kv);
+	struct kvmm_prefix_opts po = { .size = sizeof(po) };
 	uint32_t seq, nb = 0;
-	int ret, nfull;
+	int ret, nfull, nrec = 0, first_pub;
 
 	if (ntokens > kv->max_tokens)
 		return -E2BIG;
@@ -161,8 +170,9 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 		ret = chain(k, tokens, nfull);
 		if (ret)
 			return ret;
-		ret = kvmm_seq_open_prefix(k->region, k->hashes,
-					   (uint32_t)nfull, &seq, &nb);
+		po.actions = k->actions;
+		ret = kvmm_seq_open_prefix_opts(
+			k->region, k->hashes, (uint32_t)nfull, &seq, &nb, &po);
 	} else {
 		ret = kvmm_seq_open(k->region, &seq);
 	}
@@ -172,14 +182,29 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 		kvmm_seq_close(k->region, seq);
 		return -EPROTO;
 	}
+	first_pub = (int)nb;
+	for (int b = 0; b < (int)nb; b++) {
+		if (k->actions[b] != KVMM_BLOCK_RECOMPUTE)
+			continue;
+		if (nrec == 0)
+			first_pub = b; /* publish them again once computed */
+		k->recompute[nrec] = b;
+		k->recompute_hashes[nrec++] = k->hashes[b];
+	}
 	*r = (struct tlm_restore){ .slot = (int)seq,
 				   .cached = (int)nb * k->tpb,
 				   .tokens_per_block = k->tpb,
+				   .nrecompute = nrec,
+				   .recompute = k->recompute,
+				   .recompute_hashes = k->recompute_hashes,
+				   .shared_blocks = po.shared,
+				   .restored_host = po.reloaded_host,
+				   .restored_nvme = po.reloaded_nvme,
 				   .prefix_blocks = nb };
 	for (int b = (int)nb; b < nfull; b++)
 		if (mine_has(k, k->hashes[b]))
 			r->evicted_blocks++;
-	k->published[seq] = (int)nb;
+	k->published[seq] = first_pub;
 	k->intact[seq] = kv->max_tokens;
 	return 0;
 }
@@ -307,6 +332,9 @@ static void kvmm_kv_destroy(struct tlm_kv *kv)
 	free(k->intact);
 	free(k->published);
 	free(k->hashes);
+	free(k->actions);
+	free(k->recompute);
+	free(k->recompute_hashes);
 	free(k->tok32);
 	free(k->mine);
 	free(k);
@@ -394,8 +422,12 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 	}
 	k->published = calloc(max_seqs, sizeof(int));
 	k->hashes = calloc(k->max_blocks + 1, sizeof(uint64_t));
+	k->actions = calloc(k->max_blocks + 1, 1);
+	k->recompute = calloc(k->max_blocks + 1, sizeof(int));
+	k->recompute_hashes = calloc(k->max_blocks + 1, sizeof(uint64_t));
 	k->tok32 = calloc((size_t)max_tokens + 1, sizeof(uint32_t));
-	if (!k->published || !k->hashes || !k->tok32) {
+	if (!k->published || !k->hashes || !k->actions || !k->recompute ||
+	    !k->recompute_hashes || !k->tok32) {
 		snprintf(err, errlen, "out of memory");
 		ret = -ENOMEM;
 		kvmm_kv_destroy(&k->kv);

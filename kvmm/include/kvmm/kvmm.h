@@ -106,7 +106,8 @@ int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
  * may come back as KVMM_BLOCK_RECOMPUTE (fresh pages: the engine must
  * recompute it at its original positions, through all layers, before
  * reading it; it may then publish it).  actions (NULL: not wanted) gets
- * one enum kvmm_block_action per prefix block (room for nr_hashes); the
+ * one enum kvmm_block_action (kvmm/uapi.h) per prefix block (room for
+ * nr_hashes); the
  * counts are filled on success.  opts may be NULL: kvmm_seq_open_prefix().
  */
 struct kvmm_prefix_opts {
