@@ -988,7 +988,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		}
 		kd_cache_plan(want_acts ? d->cfg.restore_mode :
 					  KD_RESTORE_RELOAD,
-			      tiers, nplan, plan);
+			      d->cost, tiers, nplan, plan);
 		for (; hit < n; hit++) {
 			struct kc_entry *e = kc_find(c, hashes[hit]);
 			struct pol_block_desc desc = { .hash = hashes[hit],

@@ -13,8 +13,9 @@
  * (kvmm/policy/restore_plan.h: reloads from each tier overlapped with
  * recomputation, blocks moved to recomputation while the makespan drops).
  *
- * The model is the built-in reference profile (h200-llama3-8b-ref): for
- * the host link reload always wins, so the default behaviour is the old
+ * The model is kvmmd's --profile cost model (h200-llama3-8b by default,
+ * its rates corrected online by measured restores; the built-in
+ * h200-llama3-8b-ref when there is none): for the host link reload wins, so the default behaviour is the old
  * one (reload everything) unless many blocks queue on a slow NVMe tier.
  * --restore-mode reload|recompute forces one answer, for tests and for
  * engines that would rather compute than wait.
@@ -63,8 +64,8 @@ static void ref_init(void)
 	pol_cost_reference(&ref_model);
 }
 
-void kd_cache_plan(uint32_t mode, const uint8_t *tiers, uint32_t n,
-		   uint8_t *act)
+void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
+		   const uint8_t *tiers, uint32_t n, uint8_t *act)
 {
 	struct pol_restore_opts o = { .size = sizeof(o) };
 	struct pol_restore_plan p;
@@ -79,9 +80,12 @@ void kd_cache_plan(uint32_t mode, const uint8_t *tiers, uint32_t n,
 	}
 	if (mode != KD_RESTORE_PLAN || !n)
 		return;
-	pthread_once(&ref_once, ref_init);
+	if (!m) {
+		pthread_once(&ref_once, ref_init);
+		m = &ref_model;
+	}
 	memset(&p, 0, sizeof(p));
-	if (pol_restore_plan_build(&ref_model, tiers, n, &o, &p))
+	if (pol_restore_plan_build(m, tiers, n, &o, &p))
 		return; /* reload: always correct */
 	for (uint32_t i = 0; i < n && i < p.nblocks; i++)
 		if (tiers[i] != POL_TIER_GPU &&

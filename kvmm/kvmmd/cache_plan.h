@@ -25,9 +25,11 @@ int kd_restore_mode_parse(const char *val, uint32_t *mode);
  * For n blocks whose tiers are tiers[0..n) (enum pol_tier, none
  * POL_TIER_NONE), fill act[0..n) with enum pol_restore_action: USE for the
  * GPU, RELOAD or RECOMPUTE for the others.  Never fails: when the plan
- * cannot be built every lower-tier block is reloaded.
+ * cannot be built every lower-tier block is reloaded.  m: kvmmd's
+ * --profile cost model (NULL: the built-in reference profile).
  */
-void kd_cache_plan(uint32_t mode, const uint8_t *tiers, uint32_t n,
-		   uint8_t *act);
+struct pol_cost_model;
+void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
+		   const uint8_t *tiers, uint32_t n, uint8_t *act);
 
 #endif
