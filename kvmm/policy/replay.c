@@ -161,6 +161,39 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		pol_cache_unref(c, refd[i]);
 }
 
+/*
+ * TTFT from a FIFO queue over identical prefill servers, requests arriving at
+ * their trace timestamps: time to first token = wait + modelled prefill.
+ * free_at (servers entries, zeroed) and ttft (nreqs entries) are scratch.
+ * Shared by the in-process replay and the --daemon driver so both model the
+ * queue identically.
+ */
+void pol_replay_queue(const struct pol_trace *t, const double *prefill,
+		      unsigned servers, double *free_at, double *ttft,
+		      struct pol_replay_result *res)
+{
+	double sum = 0;
+
+	for (size_t r = 0; r < t->nreqs; r++) {
+		double arrival = (double)t->reqs[r].timestamp_ms / 1000.0;
+		unsigned best = 0;
+
+		for (unsigned s = 1; s < servers; s++)
+			if (free_at[s] < free_at[best])
+				best = s;
+		double start = free_at[best] > arrival ? free_at[best] :
+							 arrival;
+		free_at[best] = start + prefill[r];
+		ttft[r] = free_at[best] - arrival;
+		sum += ttft[r];
+	}
+	if (!t->nreqs)
+		return;
+	qsort(ttft, t->nreqs, sizeof(*ttft), cmp_double);
+	res->ttft_mean_s = sum / (double)t->nreqs;
+	res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
+}
+
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		   struct pol_replay_result *res)
 {
@@ -325,24 +358,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 			o->progress(o->progress_arg, r + 1, t->nreqs);
 	}
 
-	/* FIFO over identical servers, arrivals at the trace timestamps. */
-	double sum = 0;
-	for (size_t r = 0; r < t->nreqs; r++) {
-		double arrival = (double)t->reqs[r].timestamp_ms / 1000.0;
-		unsigned best = 0;
-
-		for (unsigned s = 1; s < servers; s++)
-			if (free_at[s] < free_at[best])
-				best = s;
-		double start = free_at[best] > arrival ? free_at[best] :
-							 arrival;
-		free_at[best] = start + prefill[r];
-		ttft[r] = free_at[best] - arrival;
-		sum += ttft[r];
-	}
-	qsort(ttft, t->nreqs, sizeof(*ttft), cmp_double);
-	res->ttft_mean_s = sum / (double)t->nreqs;
-	res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
+	pol_replay_queue(t, prefill, servers, free_at, ttft, res);
 
 	pol_cache_get_stats(c, &st);
 	memcpy(res->demotions, st.demotions, sizeof(res->demotions));

@@ -68,6 +68,11 @@ struct pol_replay_result {
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		   struct pol_replay_result *res);
 
+/* Fill ttft_mean_s / ttft_p99_s from per-request modelled prefill times. */
+void pol_replay_queue(const struct pol_trace *t, const double *prefill,
+		      unsigned servers, double *free_at, double *ttft,
+		      struct pol_replay_result *res);
+
 double pol_replay_hit_ratio(const struct pol_replay_result *r);
 double pol_replay_token_ratio(const struct pol_replay_result *r);
 

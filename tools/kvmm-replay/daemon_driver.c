@@ -46,13 +46,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* A set of 64-bit hashes (open addressing; the key 0 is stored as ~0). */
 struct kr_set {
 	uint64_t *keys;
@@ -344,26 +337,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		}
 	}
 
-	/* FIFO over identical servers, as replay.c */
-	double sum = 0;
-	for (size_t r = 0; r < t->nreqs; r++) {
-		double arrival = (double)t->reqs[r].timestamp_ms / 1000.0;
-		unsigned best = 0;
-
-		for (unsigned s = 1; s < servers; s++)
-			if (free_at[s] < free_at[best])
-				best = s;
-		double start = free_at[best] > arrival ? free_at[best] :
-							 arrival;
-		free_at[best] = start + prefill[r];
-		ttft[r] = free_at[best] - arrival;
-		sum += ttft[r];
-	}
-	if (t->nreqs) {
-		qsort(ttft, t->nreqs, sizeof(*ttft), cmp_double);
-		res->ttft_mean_s = sum / (double)t->nreqs;
-		res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
-	}
+	pol_replay_queue(t, prefill, servers, free_at, ttft, res);
 	res->demotions[POL_TIER_GPU] = st0.tiers[POL_TIER_HOST].demotions_in;
 	res->demotions[POL_TIER_HOST] = st0.tiers[POL_TIER_NVME].demotions_in;
 	res->drops =
