@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * NVMe tier on-disk format: building and checking the 4 KiB slot header
+ * (magic, format id, slot index, identity, payload CRC32C, header CRC32C)
+ * and the superblock at offset 0.  See tier_nvme.h for the layout.  The
+ * superblock moves with plain pread/pwrite (once per open); slot headers
+ * move with their payloads through the batch engine.
+ */
+#include "tier_nvme_priv.h"
+
+#include "crc32c.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if HAVE_LIBURING
+
+uint32_t nvme_header_crc(const struct tier_nvme_slot_header *h)
+{
+	struct tier_nvme_slot_header c = *h;
+
+	c.header_crc = 0;
+	return tier_crc32c(0, &c, sizeof(c));
+}
+
+/* Header checks that need no payload: everything but payload_crc. */
+bool nvme_header_valid(const struct tier_nvme *t,
+		       const struct tier_nvme_slot_header *h, uint32_t slot)
+{
+	return h->magic == TIER_NVME_SLOT_MAGIC &&
+	       h->version == TIER_NVME_VERSION &&
+	       h->header_bytes == TIER_NVME_HEADER_BYTES &&
+	       h->format_id == t->format_id && h->slot == slot &&
+	       h->length <= t->payload_bytes &&
+	       h->header_crc == nvme_header_crc(h);
+}
+
+uint32_t nvme_header_fill(const struct tier_nvme *t, void *hb,
+			  const struct tier_nvme_io *io, uint64_t generation)
+{
+	struct tier_nvme_slot_header h = {
+		.magic = TIER_NVME_SLOT_MAGIC,
+		.version = TIER_NVME_VERSION,
+		.header_bytes = TIER_NVME_HEADER_BYTES,
+		.format_id = t->format_id,
+		.slot = io->slot,
+		.hash = io->hash,
+		.length = io->length,
+		.generation = generation,
+		.layout_id = io->layout_id,
+		.payload_crc = tier_crc32c(0, io->buf, io->length),
+	};
+
+	h.header_crc = nvme_header_crc(&h);
+	memset(hb, 0, TIER_NVME_HEADER_BYTES);
+	memcpy(hb, &h, sizeof(h));
+	return h.payload_crc;
+}
+
+int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb)
+{
+	void *buf;
+	ssize_t n;
+	int r = 0;
+
+	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
+		return -ENOMEM;
+	n = pread(t->fd, buf, NVME_ALIGN, 0);
+	if (n < 0)
+		r = -errno;
+	else if (n != NVME_ALIGN)
+		r = -ENODATA;
+	else
+		memcpy(sb, buf, sizeof(*sb));
+	free(buf);
+	return r;
+}
+
+int nvme_sb_write(struct tier_nvme *t)
+{
+	struct nvme_superblock sb = {
+		.magic = TIER_NVME_SB_MAGIC,
+		.version = TIER_NVME_VERSION,
+		.sb_bytes = sizeof(sb),
+		.stride = t->stride,
+		.payload_bytes = t->payload_bytes,
+		.slot_count = t->nslots,
+		.format_id = t->format_id,
+	};
+	void *buf;
+	ssize_t n;
+	int r = 0;
+
+	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
+	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
+		return -ENOMEM;
+	memset(buf, 0, NVME_ALIGN);
+	memcpy(buf, &sb, sizeof(sb));
+	n = pwrite(t->fd, buf, NVME_ALIGN, 0);
+	if (n < 0)
+		r = -errno;
+	else if (n != NVME_ALIGN)
+		r = -EIO;
+	else if (fdatasync(t->fd))
+		r = -errno;
+	free(buf);
+	return r;
+}
+
+bool nvme_sb_valid(const struct nvme_superblock *sb)
+{
+	struct nvme_superblock c = *sb;
+
+	c.crc = 0;
+	return sb->magic == TIER_NVME_SB_MAGIC &&
+	       sb->version == TIER_NVME_VERSION &&
+	       sb->sb_bytes == sizeof(*sb) &&
+	       tier_crc32c(0, &c, sizeof(c)) == sb->crc;
+}
+
+#endif /* HAVE_LIBURING */

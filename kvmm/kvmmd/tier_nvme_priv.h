@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NVMe tier internals, shared by the files that implement tier_nvme.h:
+ *
+ *   tier_nvme.c          open (file sizing, O_DIRECT, ring, registered
+ *                        buffers, format or recover) and close
+ *   tier_nvme_format.c   the on-disk format: slot header and superblock,
+ *                        their CRC32C, reading and writing the superblock
+ *   tier_nvme_slots.c    slot metadata: hash index, free stack, the
+ *                        FREE/FILLING/READY states, lookups and counters
+ *   tier_nvme_io.c       the io_uring batch engine behind write_batch and
+ *                        read_batch
+ *   tier_nvme_recover.c  the restart scan that rebuilds the index from the
+ *                        slot headers
+ *
+ * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
+ * the ring and hdr_bufs (one batch or recovery scan at a time).  io_lock
+ * is taken before lock when both are held.
+ */
+#ifndef KVMM_KVMMD_TIER_NVME_PRIV_H
+#define KVMM_KVMMD_TIER_NVME_PRIV_H
+
+#include "tier_nvme.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#if HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+#define NVME_ALIGN 4096u /* O_DIRECT alignment of offsets, lengths, memory */
+#define NVME_DATA_OFFSET 4096u /* slot 0 starts after the superblock */
+#define NVME_NONE UINT32_MAX /* no slot (index chains, lookups) */
+#define NVME_REG_CHUNK (1ull << 30) /* largest registered iovec */
+
+/* The superblock as stored at offset 0. */
+struct nvme_superblock {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t sb_bytes;
+	uint64_t stride;
+	uint64_t payload_bytes;
+	uint64_t slot_count;
+	uint64_t format_id;
+	uint32_t reserved32;
+	uint32_t crc; /* CRC32C of this struct with crc = 0 */
+	uint64_t reserved[8];
+};
+
+/* In-memory metadata of one slot (t->lock). */
+struct nvme_slot {
+	enum tier_slot_state state;
+	uint32_t readers; /* reads in flight */
+	bool bad; /* failed verification; freed when the last reader leaves */
+	uint32_t next; /* hash chain */
+	uint64_t hash;
+	uint64_t length;
+	uint64_t generation;
+	uint64_t layout_id;
+	uint32_t payload_crc; /* from the header written or recovered */
+};
+
+#if HAVE_LIBURING
+
+struct tier_nvme {
+	pthread_mutex_t lock; /* slots, index, free stack, counters */
+	pthread_mutex_t io_lock; /* the ring and header buffers */
+	int fd;
+	uint64_t stride;
+	uint64_t payload_bytes;
+	uint32_t nslots;
+	uint64_t format_id;
+	uint64_t next_generation;
+	struct nvme_slot *slots;
+	uint32_t *buckets;
+	uint32_t bucket_mask;
+	uint32_t *free_stack;
+	uint32_t nfree;
+	struct io_uring ring;
+	unsigned int qd;
+	size_t io_bytes;
+	unsigned char *hdr_bufs; /* qd * 4 KiB */
+	bool registered;
+	unsigned char *reg_base;
+	size_t reg_len;
+	struct tier_nvme_stats st;
+};
+
+static inline uint64_t nvme_slot_offset(const struct tier_nvme *t,
+					uint32_t slot)
+{
+	return NVME_DATA_OFFSET + (uint64_t)slot * t->stride;
+}
+
+/* tier_nvme_slots.c (t->lock held, except init/fini) */
+int nvme_slots_init(struct tier_nvme *t, uint32_t nslots);
+void nvme_slots_fini(struct tier_nvme *t);
+uint32_t nvme_idx_find(struct tier_nvme *t, uint64_t hash);
+void nvme_idx_insert(struct tier_nvme *t, uint32_t slot);
+int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot);
+void nvme_slot_claim(struct tier_nvme *t, uint32_t slot);
+void nvme_slot_release(struct tier_nvme *t, uint32_t slot);
+
+/* tier_nvme_format.c */
+uint32_t nvme_header_crc(const struct tier_nvme_slot_header *h);
+bool nvme_header_valid(const struct tier_nvme *t,
+		       const struct tier_nvme_slot_header *h, uint32_t slot);
+/* Fill the 4 KiB header block at hb for a write of io (payload CRC
+ * included); returns the payload CRC. */
+uint32_t nvme_header_fill(const struct tier_nvme *t, void *hb,
+			  const struct tier_nvme_io *io, uint64_t generation);
+int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb);
+int nvme_sb_write(struct tier_nvme *t);
+bool nvme_sb_valid(const struct nvme_superblock *sb);
+
+/* tier_nvme_recover.c (t->io_lock not needed: runs before open returns) */
+int nvme_recover(struct tier_nvme *t);
+
+#endif /* HAVE_LIBURING */
+#endif

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * NVMe tier restart recovery: when tier_nvme_open() finds a superblock of
+ * the same geometry, every slot header is read (queue_depth at a time,
+ * through the ring, into the header buffers) and each valid one makes its
+ * slot READY again.  A header is valid when magic, version, format id,
+ * slot index, length and header CRC are right; of two slots with one hash
+ * the newer generation wins.  Payloads are not read here: their CRC is
+ * checked on every read, so a damaged payload is found when it is used.
+ */
+#include "tier_nvme_priv.h"
+
+#include <errno.h>
+#include <string.h>
+
+#if HAVE_LIBURING
+
+/* Keep a recovered header: newest generation of each hash wins. */
+static void recover_one(struct tier_nvme *t, uint32_t slot,
+			const struct tier_nvme_slot_header *h)
+{
+	uint32_t old = nvme_idx_find(t, h->hash);
+
+	if (old != NVME_NONE) {
+		if (t->slots[old].generation >= h->generation)
+			return;
+		nvme_slot_release(t, old);
+		t->st.recovered_slots--;
+	}
+	nvme_slot_claim(t, slot);
+	t->st.used_slots++;
+	t->slots[slot] = (struct nvme_slot){
+		.state = TIER_SLOT_READY,
+		.hash = h->hash,
+		.length = h->length,
+		.generation = h->generation,
+		.layout_id = h->layout_id,
+		.payload_crc = h->payload_crc,
+	};
+	nvme_idx_insert(t, slot);
+	t->st.ready_slots++;
+	t->st.recovered_slots++;
+	if (h->generation >= t->next_generation)
+		t->next_generation = h->generation + 1;
+}
+
+/* One completed header read of slot, in buf. */
+static void recover_header(struct tier_nvme *t, uint32_t slot, int res,
+			   const unsigned char *buf)
+{
+	struct tier_nvme_slot_header h;
+
+	if (res != NVME_ALIGN)
+		return; /* unwritten tail of a sparse file */
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic == 0 && h.header_crc == 0)
+		return; /* never written */
+	if (!nvme_header_valid(t, &h, slot)) {
+		/* a slot of this format whose header is damaged; a stale
+		 * format is just empty */
+		if (h.magic == TIER_NVME_SLOT_MAGIC &&
+		    h.format_id == t->format_id)
+			t->st.header_failures++;
+		return;
+	}
+	pthread_mutex_lock(&t->lock);
+	recover_one(t, slot, &h);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Read every slot header, queue_depth at a time, through the ring. */
+int nvme_recover(struct tier_nvme *t)
+{
+	uint32_t next = 0, done = 0;
+	unsigned int inflight = 0;
+
+	while (done < t->nslots) {
+		while (inflight < t->qd && next < t->nslots) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+			unsigned char *buf =
+				t->hdr_bufs + (size_t)(next % t->qd) * NVME_ALIGN;
+
+			if (!sqe)
+				break;
+			if (t->registered)
+				io_uring_prep_read_fixed(
+					sqe, t->fd, buf, NVME_ALIGN,
+					nvme_slot_offset(t, next), 0);
+			else
+				io_uring_prep_read(sqe, t->fd, buf, NVME_ALIGN,
+						   nvme_slot_offset(t, next));
+			io_uring_sqe_set_data64(sqe, next);
+			next++;
+			inflight++;
+		}
+		int r = io_uring_submit_and_wait(&t->ring, 1);
+
+		if (r < 0 && r != -EINTR)
+			return r;
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+
+		io_uring_for_each_cqe(&t->ring, head, cqe)
+		{
+			uint32_t slot = (uint32_t)io_uring_cqe_get_data64(cqe);
+
+			seen++;
+			inflight--;
+			done++;
+			recover_header(t, slot, cqe->res,
+				       t->hdr_bufs +
+					       (size_t)(slot % t->qd) *
+						       NVME_ALIGN);
+		}
+		io_uring_cq_advance(&t->ring, seen);
+	}
+	return 0;
+}
+
+#endif /* HAVE_LIBURING */

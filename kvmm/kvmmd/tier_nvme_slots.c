@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+/*
+ * NVMe tier slot metadata: which slot holds which hash (a chained hash
+ * index), which slots are free (a stack), each slot's state, and the
+ * counters.  Nothing here touches the disk; the batch engine
+ * (tier_nvme_io.c) and the recovery scan (tier_nvme_recover.c) move slots
+ * between states, the public lookups below read them.  Everything runs
+ * under t->lock.
+ */
+#include "tier_nvme_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if HAVE_LIBURING
+
+int nvme_slots_init(struct tier_nvme *t, uint32_t nslots)
+{
+	uint32_t nb = 1;
+
+	/* about two buckets per slot; the cap keeps nb from wrapping */
+	while (nb < 2 * (uint64_t)nslots && nb < (1u << 31))
+		nb <<= 1;
+	t->slots = calloc(nslots, sizeof(*t->slots));
+	t->free_stack = calloc(nslots, sizeof(*t->free_stack));
+	t->buckets = malloc(nb * sizeof(*t->buckets));
+	if (!t->slots || !t->free_stack || !t->buckets) {
+		nvme_slots_fini(t);
+		return -ENOMEM;
+	}
+	t->nslots = nslots;
+	t->bucket_mask = nb - 1;
+	memset(t->buckets, 0xff, nb * sizeof(*t->buckets));
+	/* lowest slot on top: a fresh tier fills the file front to back */
+	for (uint32_t i = 0; i < nslots; i++) {
+		t->slots[i].next = NVME_NONE;
+		t->free_stack[i] = nslots - 1 - i;
+	}
+	t->nfree = nslots;
+	t->next_generation = 1;
+	return 0;
+}
+
+void nvme_slots_fini(struct tier_nvme *t)
+{
+	free(t->buckets);
+	free(t->free_stack);
+	free(t->slots);
+	t->buckets = NULL;
+	t->free_stack = NULL;
+	t->slots = NULL;
+}
+
+/* ---- index ---- */
+
+static uint32_t bucket_of(struct tier_nvme *t, uint64_t hash)
+{
+	hash ^= hash >> 33;
+	hash *= 0xff51afd7ed558ccdull;
+	hash ^= hash >> 33;
+	return (uint32_t)hash & t->bucket_mask;
+}
+
+uint32_t nvme_idx_find(struct tier_nvme *t, uint64_t hash)
+{
+	for (uint32_t s = t->buckets[bucket_of(t, hash)]; s != NVME_NONE;
+	     s = t->slots[s].next)
+		if (t->slots[s].hash == hash)
+			return s;
+	return NVME_NONE;
+}
+
+void nvme_idx_insert(struct tier_nvme *t, uint32_t slot)
+{
+	uint32_t b = bucket_of(t, t->slots[slot].hash);
+
+	t->slots[slot].next = t->buckets[b];
+	t->buckets[b] = slot;
+}
+
+static void idx_remove(struct tier_nvme *t, uint32_t slot)
+{
+	uint32_t *p = &t->buckets[bucket_of(t, t->slots[slot].hash)];
+
+	while (*p != NVME_NONE) {
+		if (*p == slot) {
+			*p = t->slots[slot].next;
+			return;
+		}
+		p = &t->slots[*p].next;
+	}
+}
+
+/* ---- free stack and states ---- */
+
+/* Take a specific slot off the free stack (recovery). */
+void nvme_slot_claim(struct tier_nvme *t, uint32_t slot)
+{
+	for (uint32_t i = 0; i < t->nfree; i++) {
+		if (t->free_stack[i] == slot) {
+			t->free_stack[i] = t->free_stack[--t->nfree];
+			return;
+		}
+	}
+}
+
+int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot)
+{
+	if (t->nfree == 0) {
+		t->st.alloc_failures++;
+		return -ENOSPC;
+	}
+	*slot = t->free_stack[--t->nfree];
+	t->st.used_slots++;
+	if (t->st.used_slots > t->st.peak_used_slots)
+		t->st.peak_used_slots = t->st.used_slots;
+	return 0;
+}
+
+/* Any state -> FREE, out of the index. */
+void nvme_slot_release(struct tier_nvme *t, uint32_t slot)
+{
+	struct nvme_slot *s = &t->slots[slot];
+
+	if (s->state == TIER_SLOT_FREE)
+		return;
+	idx_remove(t, slot);
+	if (s->state == TIER_SLOT_READY)
+		t->st.ready_slots--;
+	*s = (struct nvme_slot){ .state = TIER_SLOT_FREE, .next = NVME_NONE };
+	t->free_stack[t->nfree++] = slot;
+	t->st.used_slots--;
+	t->st.frees++;
+}
+
+/* ---- public lookups ---- */
+
+int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
+		     uint64_t *length, uint64_t *layout_id)
+{
+	uint32_t s;
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	s = nvme_idx_find(t, hash);
+	if (s != NVME_NONE && t->slots[s].state == TIER_SLOT_READY &&
+	    !t->slots[s].bad) {
+		if (slot)
+			*slot = s;
+		if (length)
+			*length = t->slots[s].length;
+		if (layout_id)
+			*layout_id = t->slots[s].layout_id;
+		r = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
+{
+	int r = 0;
+
+	if (slot >= t->nslots)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	if (t->slots[slot].state != TIER_SLOT_READY)
+		r = -ENOENT;
+	else if (t->slots[slot].readers)
+		r = -EBUSY;
+	else
+		nvme_slot_release(t, slot);
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot)
+{
+	enum tier_slot_state s;
+
+	if (slot >= t->nslots)
+		return TIER_SLOT_FREE;
+	pthread_mutex_lock(&t->lock);
+	s = t->slots[slot].state;
+	pthread_mutex_unlock(&t->lock);
+	return s;
+}
+
+int tier_nvme_foreach(struct tier_nvme *t,
+		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
+				uint64_t length, uint64_t layout_id),
+		      void *arg)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < t->nslots && !r; i++) {
+		struct nvme_slot s = t->slots[i];
+
+		if (s.state != TIER_SLOT_READY || s.bad)
+			continue;
+		r = fn(arg, i, s.hash, s.length, s.layout_id);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot)
+{
+	return nvme_slot_offset(t, slot);
+}
+
+void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st)
+{
+	pthread_mutex_lock(&t->lock);
+	*st = t->st;
+	pthread_mutex_unlock(&t->lock);
+}
+
+#endif /* HAVE_LIBURING */
