@@ -124,7 +124,8 @@ static void start_block(struct tier_nvme *t, struct nvme_active *a,
 		a->hdr_issued = a->hdr_done = true; /* part of the extent */
 	} else {
 		a->mem = io->buf;
-		a->disk_off = nvme_slot_offset(t, io->slot) + TIER_NVME_HEADER_BYTES;
+		a->disk_off =
+			nvme_slot_offset(t, io->slot) + TIER_NVME_HEADER_BYTES;
 		a->total = io->length;
 		a->sep_hdr = true;
 	}

@@ -78,7 +78,8 @@ int nvme_recover(struct tier_nvme *t)
 		while (inflight < t->qd && next < t->nslots) {
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
 			unsigned char *buf =
-				t->hdr_bufs + (size_t)(next % t->qd) * NVME_ALIGN;
+				t->hdr_bufs +
+				(size_t)(next % t->qd) * NVME_ALIGN;
 
 			if (!sqe)
 				break;
@@ -108,9 +109,8 @@ int nvme_recover(struct tier_nvme *t)
 			inflight--;
 			done++;
 			recover_header(t, slot, cqe->res,
-				       t->hdr_bufs +
-					       (size_t)(slot % t->qd) *
-						       NVME_ALIGN);
+				       t->hdr_bufs + (size_t)(slot % t->qd) *
+							     NVME_ALIGN);
 		}
 		io_uring_cq_advance(&t->ring, seen);
 	}
