@@ -192,7 +192,9 @@ static int make_room(struct pol_cache *c, unsigned t);
 
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 {
-	if (tier >= POL_TIER_COUNT || !c->cap[tier])
+	/* a tier exists when it had a capacity at create time (it has a
+	 * policy instance); 0 empties it for now, and it can come back */
+	if (tier >= POL_TIER_COUNT || !c->priv[tier])
 		return -EINVAL;
 	c->cap[tier] = cap;
 	return make_room(c, tier);

@@ -170,8 +170,9 @@ void pol_cache_set_next_use(struct pol_cache *c, struct pol_block *b,
 uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier);
 uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier);
 /*
- * Change a tier's capacity (blocks; the tier must exist): a smaller one
- * moves victims down at once, as an access would.  -ENOSPC when not
+ * Change a tier's capacity (blocks; the tier must exist, i.e. have had a
+ * capacity at create time; 0 is allowed and can be raised again): a
+ * smaller one moves victims down at once, as an access would.  -ENOSPC when not
  * enough blocks are evictable (the tier stays over its capacity).
  */
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap);
