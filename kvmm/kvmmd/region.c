@@ -27,7 +27,15 @@
 void kd_hold_page(struct kd_session *s, uint32_t page)
 {
 	if (s->held[page]++ == 0) {
-		vmm_pool_mapped(s->d->pool, page);
+		/* Only owned (ALLOCATED) pages are handed out; a REVOKING or
+		 * free one here would be a page reused before every holder
+		 * gave it back. */
+		if (vmm_pool_mapped(s->d->pool, page))
+			vmm_log(VMM_LOG_ERR,
+				"session %u: page %u handed out in state %s",
+				s->id, page,
+				vmm_page_state_string(
+					vmm_pool_page_state(s->d->pool, page)));
 		s->pages_held++;
 	}
 }

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * A page of a shared cached block is not reused until every client that
+ * maps it has given it back, with a real kvmmd (pool of 8 blocks, host
+ * tier) and real client processes.  A publisher writes a 2-block content;
+ * holder A (libkvmm) opens it as a prefix (the same physical pages);
+ * B (raw wire client) then asks for more pages than are free, so the cache
+ * demotes the content to host memory.
+ *
+ *   closed:  A closed its sequence (libkvmm unmapped first): A holds
+ *            nothing, no revocation is needed, the demoted pages go
+ *            straight to B.
+ *   delayed: A's sequence is revoked (the only way a session keeps pages
+ *            no open sequence of it references) and A holds back its ack.
+ *            A's revocation ring names exactly the content's pages; the
+ *            demoted block's pages stay REVOKING and B's allocation fails
+ *            (-ENOMEM) or gets other pages, never those; after A's ack
+ *            (kvmm_process_revocations: pages_revoked) B gets them.
+ *   silent:  A never acks: after --revoke-timeout it is cut off, its pages
+ *            are quarantined while its process lives, and come back to
+ *            the pool (and to B) when it is killed.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/cache-common.h"
+#include "tests/lib/daemon.h"
+
+#define NB 2
+#define NP (NB * CC_PPB)
+
+enum mode { CLOSED, DELAYED, SILENT };
+
+/* What A tells the parent. */
+struct amsg {
+	uint32_t session, region, seq, n;
+	uint32_t ids[NP];
+	int32_t val;
+	uint32_t pad;
+	uint64_t pages_revoked, revocations_posted;
+};
+
+static uint64_t hash_of(int content, int b)
+{
+	return 0x500000ull * (content + 1) + b + 1;
+}
+
+static int wait_child(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static struct td_daemon *g_d; /* for its log */
+
+static void publish(const char *sock, int k, uint32_t *ids)
+{
+	int fd[2];
+	pid_t p;
+
+	t_ok(pipe(fd));
+	p = fork();
+	if (p == 0) {
+		struct kvmm_block_publish_reply rep;
+		uint64_t h[NB];
+		struct cc c;
+		uint32_t seq;
+
+		for (int b = 0; b < NB; b++)
+			h[b] = hash_of(k, b);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, NB * CC_TPB, ids);
+		cc_fill(&c, ids, NB, 700 + k);
+		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
+		if (rep.published != NB)
+			t_fail("published %u, duplicates %u, not cached %u",
+			       rep.published, rep.duplicates, rep.not_cached);
+		cc_seq_close(&c, seq, ids, NP);
+		cc_disconnect(&c);
+		t_assert_eq(write(fd[1], ids, NP * 4), NP * 4);
+		_exit(0);
+	}
+	if (wait_child(p)) {
+		td_dump_log(g_d);
+		t_fail("publisher of content %d failed", k);
+	}
+	t_assert_eq(read(fd[0], ids, NP * 4), NP * 4);
+	close(fd[0]);
+	close(fd[1]);
+}
+
+static void send_msg(int fd, struct amsg *m)
+{
+	if (write(fd, m, sizeof(*m)) != sizeof(*m))
+		_exit(3);
+}
+
+static void recv_msg(int fd, struct amsg *m)
+{
+	t_assert_eq(read(fd, m, sizeof(*m)), sizeof(*m));
+}
+
+static char wait_cmd(int fd)
+{
+	char ch = 0;
+
+	if (read(fd, &ch, 1) != 1)
+		_exit(4);
+	return ch;
+}
+
+static void fill_stats(struct kvmm_conn *c, struct amsg *m)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_stats_reply st;
+
+	if (kvmm_get_stats(c, &ks) ||
+	    kc_request(c, KVMM_CMD_STATS, NULL, 0, &st, sizeof(st), NULL))
+		_exit(5);
+	m->session = ks.session_id;
+	m->pages_revoked = ks.pages_revoked;
+	m->revocations_posted = st.revocations_posted;
+}
+
+/* Holder A: opens content k as a prefix, then follows the parent. */
+static int holder(const char *sock, int k, enum mode mode, int wr, int rd)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.socket_path = sock,
+					.name = "holder",
+					.map_ahead_set = 1 };
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = CC_L,
+				       .kv_heads = 2,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 16,
+				       .max_tokens = 16 * CC_TPB };
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	struct amsg m = { 0 };
+	uint64_t h[NB];
+	uint32_t seq, nb;
+
+	for (int b = 0; b < NB; b++)
+		h[b] = hash_of(k, b);
+	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
+	    kvmm_seq_open_prefix(r, h, NB, &seq, &nb) || nb != NB)
+		return 2;
+	for (uint32_t b = 0; b < NB; b++)
+		if (kvmm_seq_block_pages(r, seq, b, m.ids + b * CC_PPB,
+					 CC_PPB) != CC_PPB)
+			return 2;
+	fill_stats(c, &m);
+	m.region = r->id;
+	m.seq = seq;
+	m.n = NP;
+	send_msg(wr, &m);
+	if (mode == SILENT)
+		for (;;)
+			pause();
+	if (mode == CLOSED) {
+		wait_cmd(rd);
+		m.val = kvmm_seq_close(r, seq);
+		send_msg(wr, &m);
+	} else {
+		/* peek at the revocation ring without consuming it */
+		struct kvmm_rqe *rq = c->r.rq.array;
+		uint32_t tail;
+
+		wait_cmd(rd);
+		tail = kr_load_acquire(c->r.rq.tail);
+		m.n = tail - c->rq_head;
+		for (uint32_t i = 0; i < m.n && i < NP; i++)
+			m.ids[i] = rq[(c->rq_head + i) & c->r.rq.mask].page_id;
+		send_msg(wr, &m);
+		wait_cmd(rd);
+		m.val = kvmm_process_revocations(c);
+		fill_stats(c, &m);
+		send_msg(wr, &m);
+	}
+	wait_cmd(rd);
+	fill_stats(c, &m);
+	send_msg(wr, &m);
+	kvmm_disconnect(c);
+	return 0;
+}
+
+struct holder_proc {
+	pid_t pid;
+	int up, down;
+};
+
+static void holder_start(struct holder_proc *hp, const char *sock, int k,
+			 enum mode mode, struct amsg *m)
+{
+	int up[2], down[2];
+
+	t_ok(pipe(up));
+	t_ok(pipe(down));
+	hp->pid = fork();
+	if (hp->pid == 0)
+		_exit(holder(sock, k, mode, up[1], down[0]));
+	close(up[1]);
+	close(down[0]);
+	hp->up = up[0];
+	hp->down = down[1];
+	recv_msg(hp->up, m);
+}
+
+static void holder_cmd(struct holder_proc *hp, char ch, struct amsg *m)
+{
+	t_assert_eq(write(hp->down, &ch, 1), 1);
+	recv_msg(hp->up, m);
+}
+
+static void holder_end(struct holder_proc *hp, struct amsg *m)
+{
+	holder_cmd(hp, 'q', m);
+	t_assert_eq(wait_child(hp->pid), 0);
+	close(hp->up);
+	close(hp->down);
+}
+
+/* Extend a sequence of B to nb blocks; ids gets all its page ids. */
+static int b_extend(struct cc *c, uint32_t seq, uint32_t nb, uint32_t *ids)
+{
+	static char buf[KVMM_MSG_MAX];
+	static int fds[CC_MAX_PAGES];
+	struct kvmm_seq_extend ex = { .size = sizeof(ex),
+				      .region_id = c->region,
+				      .seq_id = seq,
+				      .new_len = nb * CC_TPB };
+	struct kvmm_seq_extend_reply *rep = (void *)buf;
+	unsigned int nfds = 0;
+	int r;
+
+	r = cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
+		    fds, &nfds);
+	if (r) {
+		for (unsigned int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return r;
+	}
+	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
+	       nfds);
+	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
+		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
+						     ~KVMM_PAGE_HELD;
+	return 0;
+}
+
+static bool has(const uint32_t *ids, uint32_t n, uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* How many of want[0..nw) are among ids[0..n). */
+static uint32_t overlap(const uint32_t *ids, uint32_t n, const uint32_t *want,
+			uint32_t nw)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < nw; i++)
+		k += has(ids, n, want[i]);
+	return k;
+}
+
+static void admin_revoke(const struct td_daemon *d, const struct amsg *m)
+{
+	struct kvmm_admin_revoke a = { .size = sizeof(a),
+				       .session_id = m->session,
+				       .region_id = m->region,
+				       .seq_id = m->seq };
+	struct kvmm_conn *c;
+
+	t_ok(kc_connect_admin(d->sock, &c));
+	t_ok(kc_request(c, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(c);
+}
+
+static void status(const struct td_daemon *d, struct kvmm_status_reply *st)
+{
+	t_ok(td_status(d, st));
+}
+
+int main(void)
+{
+	const char *args[] = { "--gpu-mem",	   "2M", "--cache-gpu-blocks",
+			       "8",		   "--host-mem", "2M",
+			       "--revoke-timeout", "400",	 NULL };
+	uint32_t pub[NP], bids[8 * CC_PPB];
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st;
+	struct holder_proc hp;
+	struct td_daemon d;
+	struct amsg m;
+	struct cc b;
+	uint32_t seq;
+	int r;
+
+	g_d = &d;
+	r = td_start(&d, args);
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+
+	/* closed: nothing to revoke, the pages go to B at once */
+	publish(d.sock, 0, pub);
+	cc_connect(&b, d.sock);
+	cc_region(&b);
+	holder_start(&hp, d.sock, 0, CLOSED, &m);
+	t_assert(memcmp(m.ids, pub, sizeof(pub)) == 0); /* zero-copy */
+	holder_cmd(&hp, 'c', &m);
+	t_assert_eq(m.val, 0);
+	status(&d, &st);
+	t_assert_eq(st.pages_mapped, 0);
+	t_assert_eq(st.pages_allocated, NP); /* the cache's copy */
+	seq = cc_seq_open(&b);
+	t_ok(b_extend(&b, seq, 8, bids)); /* the whole pool */
+	t_assert_eq(overlap(bids, 8 * CC_PPB, pub, NP), NP);
+	cc_tier_stats(&b, &ts);
+	t_assert_eq(ts.pressure_reclaims, NB);
+	status(&d, &st);
+	t_assert_eq(st.revocations_posted, 0);
+	t_assert_eq(st.pages_revoking, 0);
+	holder_end(&hp, &m);
+	t_assert_eq(m.pages_revoked, 0);
+	t_assert_eq(m.revocations_posted, 0);
+	cc_seq_close(&b, seq, bids, 8 * CC_PPB);
+
+	/* delayed: the pages wait for A's ack */
+	publish(d.sock, 1, pub);
+	holder_start(&hp, d.sock, 1, DELAYED, &m);
+	t_assert(memcmp(m.ids, pub, sizeof(pub)) == 0);
+	admin_revoke(&d, &m);
+	status(&d, &st);
+	t_assert_eq(st.revocations_posted, 1);
+	t_assert_eq(st.pages_mapped, NP);
+	t_assert_eq(st.pages_revoking, 0); /* still the cache's */
+	holder_cmd(&hp, 'p', &m);
+	t_assert_eq(m.n, NP); /* exactly the content's pages */
+	t_assert(memcmp(m.ids, pub, sizeof(pub)) == 0);
+	seq = cc_seq_open(&b);
+	/* 24 pages free, 28 wanted: one block is demoted (copied out), its
+	 * pages stay REVOKING, and the extend fails rather than take them */
+	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
+	cc_tier_stats(&b, &ts);
+	t_assert_eq(ts.pressure_reclaims, NB + 1);
+	status(&d, &st);
+	t_assert_eq(st.pages_revoking, CC_PPB);
+	t_assert_eq(st.pages_free, 32 - NP);
+	t_ok(b_extend(&b, seq, 6, bids)); /* the other pages */
+	t_assert_eq(overlap(bids, 6 * CC_PPB, pub, NP), 0);
+	cc_seq_close(&b, seq, bids, 6 * CC_PPB);
+	holder_cmd(&hp, 'a', &m);
+	t_assert_eq(m.val, NP);
+	t_assert_eq(m.pages_revoked, NP);
+	status(&d, &st);
+	t_assert_eq(st.revocations_acked, 1);
+	t_assert_eq(st.pages_revoking, 0);
+	t_assert_eq(st.pages_mapped, 0);
+	seq = cc_seq_open(&b);
+	t_ok(b_extend(&b, seq, 7, bids)); /* now the demoted block's too */
+	t_assert_eq(overlap(bids, 7 * CC_PPB, pub, NP), CC_PPB);
+	holder_end(&hp, &m);
+	t_assert_eq(m.revocations_posted, 1);
+	t_ok(b_extend(&b, seq, 8, bids)); /* the last cached block goes */
+	cc_seq_close(&b, seq, bids, 8 * CC_PPB);
+	/* the block demoted while A still mapped it was copied out whole */
+	{
+		struct kvmm_prefix_open_reply rep;
+		uint64_t h[NB] = { hash_of(1, 0), hash_of(1, 1) };
+		uint32_t ids[NP];
+		struct cc rd;
+
+		cc_connect(&rd, d.sock);
+		cc_region(&rd);
+		cc_prefix(&rd, h, NB, &rep, ids);
+		t_assert_eq(rep.nr_blocks, NB);
+		t_assert_eq(rep.from_host, NB);
+		cc_check(&rd, ids, NB, 701);
+		cc_seq_close(&rd, rep.seq_id, ids, NP);
+		cc_disconnect(&rd);
+	}
+
+	/* silent: cut off, quarantined, reclaimed when the process exits */
+	publish(d.sock, 2, pub);
+	holder_start(&hp, d.sock, 2, SILENT, &m);
+	admin_revoke(&d, &m);
+	seq = cc_seq_open(&b);
+	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
+	for (int i = 0; i < 300; i++) {
+		status(&d, &st);
+		if (st.sessions_cut_off)
+			break;
+		usleep(10000);
+	}
+	t_assert_eq(st.sessions_cut_off, 1);
+	t_assert_eq(st.revocations_timed_out, 1);
+	t_assert_eq(st.pages_quarantined, NP);
+	t_assert_eq(st.pages_revoking, CC_PPB);
+	kill(hp.pid, SIGKILL);
+	t_assert_eq(wait_child(hp.pid), 128 + SIGKILL);
+	for (int i = 0; i < 300; i++) {
+		status(&d, &st);
+		if (!st.pages_quarantined && !st.pages_revoking)
+			break;
+		usleep(10000);
+	}
+	t_assert_eq(st.pages_quarantined, 0);
+	t_assert_eq(st.pages_revoking, 0);
+	t_ok(b_extend(&b, seq, 7, bids));
+	t_assert_eq(overlap(bids, 7 * CC_PPB, pub, NP), CC_PPB);
+	cc_seq_close(&b, seq, bids, 7 * CC_PPB);
+	close(hp.up);
+	close(hp.down);
+	cc_disconnect(&b);
+	/* no page was ever handed out while another process held it */
+	{
+		FILE *f = fopen(d.log, "re");
+		char line[512];
+
+		t_assert(f != NULL);
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "handed out in state"))
+				t_fail("kvmmd: %s", line);
+		fclose(f);
+	}
+	r = td_stop(&d);
+	if (r) {
+		td_dump_log(&d);
+		t_fail("kvmmd stop: %d", r);
+	}
+	return T_PASS;
+}
