@@ -7,15 +7,21 @@
  *
  * Writes and reads block-sized payloads through tier_nvme (io_uring,
  * O_DIRECT, registered buffers, headers and CRC32C included), then runs
- * fio (ioengine=io_uring, direct=1, fixed buffers, the same I/O size, depth,
- * file and region).  The tier moves each block as one I/O of its 4 KiB
- * header plus the payload, so fio's bs is that slot size; kvmm's figure
- * counts payload bytes only, fio's every byte (the header costs kvmm
- * 4096 / (4096 + block) of the ratio).  The file is written once before measuring so neither
- * side pays for converting unwritten extents.  Rounds alternate kvmm and
- * fio; the JSON has each side's best round and the median of the
- * per-round ratios (a shared or virtual disk is noisy: look at both).  Ends with one JSON
- * line: both throughputs and kvmm/fio ratios (target >= 0.9).
+ * fio (ioengine=io_uring, direct=1, fixed buffers and files, the same I/O
+ * size, depth, file, region and bytes).  The tier moves each block as one
+ * I/O of its 4 KiB header plus the payload, so fio's bs is that slot
+ * size; kvmm's figure counts payload bytes only, fio's every byte (the
+ * header costs kvmm 4096 / (4096 + block) of the ratio).  The file is
+ * written once before measuring so neither side pays for converting
+ * unwritten extents.  PATH may be a block device (a loop device over
+ * tmpfs shows the CPU side of both without a disk's noise).
+ *
+ * Round 0 warms up; then kvmm and fio alternate which goes first.  Each
+ * round gives a kvmm/fio ratio of neighbouring runs; the JSON line has
+ * the medians (throughputs, ratios, and CPU microseconds per MB of each
+ * side, which a shared machine disturbs much less than wall time), the
+ * smallest and largest ratio, and how many I/Os and io_uring_enter calls
+ * kvmm needed per block.  Target: ratios >= 0.9.
  */
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -26,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static double now_s(void)
@@ -36,14 +44,30 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* fio's bandwidth in bytes/s for one job, or -1. */
-static double run_fio(const char *file, const char *rw, size_t bs,
-		      unsigned int qd, uint64_t offset, uint64_t size)
+static double cpu_s(void)
 {
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/*
+ * One fio job: its bandwidth in bytes/s (or -1) and the CPU seconds its
+ * job thread used (user + system, from the terse line's percentages of
+ * its runtime).
+ */
+static double run_fio(const char *file, const char *rw, size_t bs,
+		      unsigned int qd, uint64_t offset, uint64_t size,
+		      double *cpu)
+{
+	bool rd = strcmp(rw, "read") == 0;
 	char cmd[1024], line[8192];
 	FILE *p;
 	double bw = -1;
 
+	*cpu = 0;
 	snprintf(cmd, sizeof(cmd),
 		 "fio --name=kvmm --filename=%s --rw=%s --bs=%zu --iodepth=%u "
 		 "--ioengine=io_uring --direct=1 --offset=%llu --size=%llu "
@@ -55,19 +79,21 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 	if (!p)
 		return -1;
 	while (fgets(line, sizeof(line), p)) {
+		/* terse v3 fields (1-based): 7/48 read/write KiB/s, 9/50
+		 * read/write runtime ms, 88/89 user/system CPU % */
+		double v[90] = { 0 };
 		char *f = line;
-		int field = 1, want = strcmp(rw, "read") == 0 ? 7 : 48;
 
 		if (strncmp(line, "3;", 2))
 			continue;
-		while (f && field < want) {
+		for (int field = 1; f && field < 90; field++) {
+			v[field] = strtod(f, NULL);
 			f = strchr(f, ';');
 			if (f)
 				f++;
-			field++;
 		}
-		if (f)
-			bw = strtod(f, NULL) * 1024.0;
+		bw = v[rd ? 7 : 48] * 1024.0;
+		*cpu = (v[88] + v[89]) / 100.0 * v[rd ? 9 : 50] / 1000.0;
 	}
 	if (pclose(p) != 0)
 		return -1;
@@ -79,6 +105,76 @@ static int cmp_double(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* Median of n values (sorts v). */
+static double median(double *v, unsigned int n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * One kvmm round: every slot written then read, in batches of the host
+ * slab's size.  Payload bytes per second in *wbw and *rbw.  The slots of
+ * the previous round are freed highest first so the free stack hands them
+ * out lowest first again: each round walks the file front to back, as
+ * fio's sequential job does.
+ */
+static int kvmm_round(struct tier_nvme *t, struct tier_host *h,
+		      struct tier_nvme_io *ios, uint32_t *slots,
+		      uint64_t nblocks, unsigned int batch, uint64_t block,
+		      unsigned int round, double *wbw, double *rbw,
+		      double *wcpu, double *rcpu)
+{
+	static uint64_t gen = 1;
+	int failures = 0;
+
+	for (uint64_t i = nblocks; round && i-- > 0;)
+		if (tier_nvme_free(t, slots[i]))
+			failures++;
+	double t0 = now_s(), c0 = cpu_s();
+	for (uint64_t i = 0; i < nblocks; i += batch) {
+		unsigned int n = (unsigned int)(nblocks - i < batch ?
+							nblocks - i :
+							batch);
+
+		for (unsigned int j = 0; j < n; j++)
+			ios[j] = (struct tier_nvme_io){
+				.hash = gen++,
+				.buf = tier_host_slot_addr(h, j),
+				.length = block,
+				.headroom = true,
+			};
+		failures += tier_nvme_write_batch(t, ios, n);
+		for (unsigned int j = 0; j < n; j++)
+			slots[i + j] = ios[j].slot;
+	}
+	double wt = now_s() - t0;
+	*wcpu = cpu_s() - c0;
+	t0 = now_s();
+	c0 = cpu_s();
+	for (uint64_t i = 0; i < nblocks; i += batch) {
+		unsigned int n = (unsigned int)(nblocks - i < batch ?
+							nblocks - i :
+							batch);
+
+		for (unsigned int j = 0; j < n; j++)
+			ios[j] = (struct tier_nvme_io){
+				.hash = gen - nblocks + i + j,
+				.slot = slots[i + j],
+				.buf = tier_host_slot_addr(h, j),
+				.headroom = true,
+			};
+		failures += tier_nvme_read_batch(t, ios, n);
+	}
+	double rt = now_s() - t0;
+	*rcpu = cpu_s() - c0;
+	*wbw = (double)(nblocks * block) / wt;
+	*rbw = (double)(nblocks * block) / rt;
+	return failures;
 }
 
 int main(int argc, char **argv)
@@ -160,106 +256,135 @@ int main(int argc, char **argv)
 	}
 	struct tier_nvme_io *ios = calloc(batch, sizeof(*ios));
 	uint32_t *slots = calloc(nblocks, sizeof(*slots));
-	uint64_t gen = 1;
-	double best_w = 0, best_r = 0, fio_w = 0, fio_r = 0;
-	double wratio[64], rratio[64];
+	double *wr = calloc(rounds, sizeof(*wr)),
+	       *rr = calloc(rounds, sizeof(*rr));
+	double *kw = calloc(rounds, sizeof(*kw)),
+	       *kr = calloc(rounds, sizeof(*kr));
+	double *fw = calloc(rounds, sizeof(*fw)),
+	       *fr = calloc(rounds, sizeof(*fr));
+	double *cw[2], *cr[2]; /* CPU us/MB, kvmm and fio */
+	double fio_cw;
+	struct tier_nvme_stats st0, st;
+	struct stat fst;
 	unsigned int nratio = 0;
 	int failures = 0;
 
+	for (int i = 0; i < 2; i++) {
+		cw[i] = calloc(rounds, sizeof(double));
+		cr[i] = calloc(rounds, sizeof(double));
+		if (!cw[i] || !cr[i])
+			return 1;
+	}
+	if (!ios || !slots || !wr || !rr || !kw || !kr || !fw || !fr)
+		return 1;
 	/* Warm the file: write every byte once (fio and us both overwrite
 	 * allocated, written extents afterwards). */
-	(void)run_fio(file, "write", stride, qd, 0, 4096 + nblocks * stride);
+	(void)run_fio(file, "write", stride, qd, 0, 4096 + nblocks * stride,
+		      &fio_cw);
 
+	/* Round 0 warms caches and the ring and is not counted.  Then the
+	 * order alternates, kvmm first in odd rounds and fio first in even
+	 * ones, so a drift of the shared disk over time weighs on both
+	 * sides alike; the ratios are per round (neighbouring runs) and the
+	 * JSON has their medians. */
 	for (unsigned int round = 0; round <= rounds; round++) {
-		/* free everything so this round writes every slot again */
-		for (uint64_t i = 0; round && i < nblocks; i++)
-			if (tier_nvme_free(t, slots[i]))
-				failures++;
-		double t0 = now_s();
-		for (uint64_t i = 0; i < nblocks; i += batch) {
-			unsigned int n = (unsigned int)(nblocks - i < batch ?
-								nblocks - i :
-								batch);
+		double kvmm_w, kvmm_r, fio_w = 0, fio_r = 0;
+		double kvmm_cw, kvmm_cr, fio_cw = 0, fio_cr = 0;
+		bool fio_first = round && round % 2 == 0;
 
-			for (unsigned int j = 0; j < n; j++)
-				ios[j] = (struct tier_nvme_io){
-					.hash = gen++,
-					.buf = tier_host_slot_addr(h, j),
-					.length = block,
-					.headroom = true,
-				};
-			failures += tier_nvme_write_batch(t, ios, n);
-			for (unsigned int j = 0; j < n; j++)
-				slots[i + j] = ios[j].slot;
+		if (round == 1)
+			tier_nvme_get_stats(t, &st0);
+		if (fio_first) {
+			fio_w = run_fio(file, "write", stride, qd, 4096,
+					nblocks * stride, &fio_cw);
+			fio_r = run_fio(file, "read", stride, qd, 4096,
+					nblocks * stride, &fio_cr);
 		}
-		double wt = now_s() - t0;
-		t0 = now_s();
-		for (uint64_t i = 0; i < nblocks; i += batch) {
-			unsigned int n = (unsigned int)(nblocks - i < batch ?
-								nblocks - i :
-								batch);
-
-			for (unsigned int j = 0; j < n; j++)
-				ios[j] = (struct tier_nvme_io){
-					.hash = gen - nblocks + i + j,
-					.slot = slots[i + j],
-					.buf = tier_host_slot_addr(h, j),
-					.headroom = true,
-				};
-			failures += tier_nvme_read_batch(t, ios, n);
+		failures += kvmm_round(t, h, ios, slots, nblocks, batch, block,
+				       round, &kvmm_w, &kvmm_r, &kvmm_cw,
+				       &kvmm_cr);
+		if (!fio_first && round) {
+			fio_w = run_fio(file, "write", stride, qd, 4096,
+					nblocks * stride, &fio_cw);
+			fio_r = run_fio(file, "read", stride, qd, 4096,
+					nblocks * stride, &fio_cr);
 		}
-		double rt = now_s() - t0;
 		if (round == 0)
-			continue; /* the first round warms caches and the ring */
-		double wbw = (double)(nblocks * block) / wt;
-		double rbw = (double)(nblocks * block) / rt;
-		if (wbw > best_w)
-			best_w = wbw;
-		if (rbw > best_r)
-			best_r = rbw;
-		/* fio: one I/O per slot (4 KiB header + payload), as the
-		 * tier does from the host slab; same depth, file, region */
-		double fw = run_fio(file, "write", stride, qd, 4096,
-				    nblocks * stride);
-		double fr = run_fio(file, "read", stride, qd, 4096,
-				    nblocks * stride);
-		if (fw > fio_w)
-			fio_w = fw;
-		if (fr > fio_r)
-			fio_r = fr;
-		if (fw > 0 && fr > 0 && nratio < 64) {
-			wratio[nratio] = wbw / fw;
-			rratio[nratio++] = rbw / fr;
-		}
-		printf("round %u: kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s\n",
-		       round, wbw / 1e6, rbw / 1e6, fw / 1e6, fr / 1e6);
+			continue;
+		kw[nratio] = kvmm_w;
+		kr[nratio] = kvmm_r;
+		fw[nratio] = fio_w;
+		fr[nratio] = fio_r;
+		wr[nratio] = fio_w > 0 ? kvmm_w / fio_w : 0;
+		rr[nratio] = fio_r > 0 ? kvmm_r / fio_r : 0;
+		/* CPU microseconds per MB moved (fio's bytes are slot
+		 * bytes, ours payload bytes: both per MB of their own) */
+		cw[0][nratio] = kvmm_cw * 1e12 / (double)(nblocks * block);
+		cr[0][nratio] = kvmm_cr * 1e12 / (double)(nblocks * block);
+		cw[1][nratio] = fio_cw * 1e12 / (double)(nblocks * stride);
+		cr[1][nratio] = fio_cr * 1e12 / (double)(nblocks * stride);
+		nratio++;
+		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f\n",
+		       round, fio_first ? "fio" : "kvmm", kvmm_w / 1e6,
+		       kvmm_r / 1e6, fio_w / 1e6, fio_r / 1e6, wr[nratio - 1],
+		       rr[nratio - 1], cw[0][nratio - 1], cr[0][nratio - 1],
+		       cw[1][nratio - 1], cr[1][nratio - 1]);
+		fflush(stdout);
 	}
-	struct tier_nvme_stats st;
 	tier_nvme_get_stats(t, &st);
 	tier_nvme_close(t);
 	for (unsigned int i = 0; i < batch; i++)
 		tier_host_free(h, i);
 	tier_host_close(h);
-	qsort(wratio, nratio, sizeof(double), cmp_double);
-	qsort(rratio, nratio, sizeof(double), cmp_double);
-	free(ios);
-	free(slots);
 
+	/* I/Os and io_uring_enter calls per block over the counted rounds:
+	 * 1 SQE per block means header and payload moved as one I/O */
+	double blocks_moved = 2.0 * (double)nblocks * nratio;
+	double med_kw = median(kw, nratio), med_fw = median(fw, nratio);
+	double med_kr = median(kr, nratio), med_fr = median(fr, nratio);
+	double med_wr = median(wr, nratio), med_rr = median(rr, nratio);
+	double med_cw[2], med_cr[2];
+
+	for (int i = 0; i < 2; i++) {
+		med_cw[i] = median(cw[i], nratio);
+		med_cr[i] = median(cr[i], nratio);
+	}
 	printf("{\"bench\":\"nvme-tier\",\"file\":\"%s\",\"block_bytes\":%llu,"
 	       "\"io_bytes\":%llu,\"qd\":%u,\"total_bytes\":%llu,"
 	       "\"rounds\":%u,\"kvmm_write_MBps\":%.1f,\"fio_write_MBps\":%.1f,"
 	       "\"write_ratio\":%.3f,\"kvmm_read_MBps\":%.1f,"
 	       "\"fio_read_MBps\":%.1f,\"read_ratio\":%.3f,"
-	       "\"median_round_write_ratio\":%.3f,"
-	       "\"median_round_read_ratio\":%.3f,\"checksum_failures\":%llu,\"failures\":%d,"
+	       "\"write_ratio_min\":%.3f,\"write_ratio_max\":%.3f,"
+	       "\"read_ratio_min\":%.3f,\"read_ratio_max\":%.3f,"
+	       "\"kvmm_write_cpu_us_per_MB\":%.0f,\"fio_write_cpu_us_per_MB\":%.0f,"
+	       "\"kvmm_read_cpu_us_per_MB\":%.0f,\"fio_read_cpu_us_per_MB\":%.0f,"
+	       "\"sqes_per_block\":%.2f,\"enters_per_block\":%.2f,"
+	       "\"checksum_failures\":%llu,\"failures\":%d,"
 	       "\"registered_buffers\":%s,\"target\":0.9}\n",
 	       file, (unsigned long long)block, (unsigned long long)stride, qd,
-	       (unsigned long long)(nblocks * block), rounds, best_w / 1e6,
-	       fio_w / 1e6, fio_w > 0 ? best_w / fio_w : 0, best_r / 1e6,
-	       fio_r / 1e6, fio_r > 0 ? best_r / fio_r : 0,
-	       nratio ? wratio[nratio / 2] : 0, nratio ? rratio[nratio / 2] : 0,
+	       (unsigned long long)(nblocks * block), rounds, med_kw / 1e6,
+	       med_fw / 1e6, med_wr, med_kr / 1e6, med_fr / 1e6, med_rr, wr[0],
+	       wr[nratio - 1], rr[0], rr[nratio - 1], med_cw[0], med_cw[1],
+	       med_cr[0], med_cr[1],
+	       (double)(st.sqes - st0.sqes) / blocks_moved,
+	       (double)(st.submits - st0.submits) / blocks_moved,
 	       (unsigned long long)st.checksum_failures, failures,
 	       st.registered_buffers ? "true" : "false");
-	unlink(file);
+	free(ios);
+	free(slots);
+	free(wr);
+	free(rr);
+	free(kw);
+	free(kr);
+	free(fw);
+	free(fr);
+	for (int i = 0; i < 2; i++) {
+		free(cw[i]);
+		free(cr[i]);
+	}
+	/* a regular file is ours (created for the run); a block device is
+	 * not to be removed */
+	if (!stat(file, &fst) && S_ISREG(fst.st_mode))
+		unlink(file);
 	return failures ? 1 : 0;
 }
