@@ -94,18 +94,20 @@ static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
 	}
 	if (write) {
 		if (fixed >= 0)
-			io_uring_prep_write_fixed(sqe, t->fd, buf,
+			io_uring_prep_write_fixed(sqe, nvme_sqe_fd(t), buf,
 						  (unsigned)len, off, fixed);
 		else
-			io_uring_prep_write(sqe, t->fd, buf, (unsigned)len,
-					    off);
+			io_uring_prep_write(sqe, nvme_sqe_fd(t), buf,
+					    (unsigned)len, off);
 	} else {
 		if (fixed >= 0)
-			io_uring_prep_read_fixed(sqe, t->fd, buf, (unsigned)len,
-						 off, fixed);
+			io_uring_prep_read_fixed(sqe, nvme_sqe_fd(t), buf,
+						 (unsigned)len, off, fixed);
 		else
-			io_uring_prep_read(sqe, t->fd, buf, (unsigned)len, off);
+			io_uring_prep_read(sqe, nvme_sqe_fd(t), buf,
+					   (unsigned)len, off);
 	}
+	nvme_sqe_file(t, sqe);
 	io_uring_sqe_set_data64(sqe, ud);
 	a->outstanding++;
 	t->st.sqes++;

@@ -82,7 +82,8 @@ struct tier_nvme {
 	unsigned int qd;
 	size_t io_bytes;
 	unsigned char *hdr_bufs; /* qd * 4 KiB */
-	bool registered;
+	bool registered; /* fixed buffers: 0 headers, 1.. the payload region */
+	bool fixed_file; /* fd registered as file 0 of the ring */
 	unsigned char *reg_base;
 	size_t reg_len;
 	struct tier_nvme_stats st;
@@ -92,6 +93,20 @@ static inline uint64_t nvme_slot_offset(const struct tier_nvme *t,
 					uint32_t slot)
 {
 	return NVME_DATA_OFFSET + (uint64_t)slot * t->stride;
+}
+
+/* The fd to put in an SQE: index 0 when the file is registered (the
+ * kernel then skips the per-I/O file reference); see nvme_sqe_file(). */
+static inline int nvme_sqe_fd(const struct tier_nvme *t)
+{
+	return t->fixed_file ? 0 : t->fd;
+}
+
+static inline void nvme_sqe_file(const struct tier_nvme *t,
+				 struct io_uring_sqe *sqe)
+{
+	if (t->fixed_file)
+		sqe->flags |= IOSQE_FIXED_FILE;
 }
 
 /* tier_nvme_slots.c (t->lock held, except init/fini) */

@@ -85,11 +85,13 @@ int nvme_recover(struct tier_nvme *t)
 				break;
 			if (t->registered)
 				io_uring_prep_read_fixed(
-					sqe, t->fd, buf, NVME_ALIGN,
+					sqe, nvme_sqe_fd(t), buf, NVME_ALIGN,
 					nvme_slot_offset(t, next), 0);
 			else
-				io_uring_prep_read(sqe, t->fd, buf, NVME_ALIGN,
+				io_uring_prep_read(sqe, nvme_sqe_fd(t), buf,
+						   NVME_ALIGN,
 						   nvme_slot_offset(t, next));
+			nvme_sqe_file(t, sqe);
 			io_uring_sqe_set_data64(sqe, next);
 			next++;
 			inflight++;
