@@ -36,11 +36,55 @@ struct kc_entry {
 	bool dead; /* to be removed from the policy after its call */
 	bool then_nvme; /* moved on to NVMe while its host copy ran */
 	bool drop_after; /* dropped while a job ran */
+	bool restore_pinned; /* pinned in the policy for its restore */
 	struct kd_block *blk; /* GPU: the cache's reference */
 	uint32_t host_slot, nvme_slot;
 	struct migrate_job *job; /* migration in flight */
+	/* restore in flight (job is HOST_TO_GPU or NVME_TO_GPU): the fresh
+	 * pages it fills, the cache's reference until it is settled */
+	struct kd_block *rblk;
 	struct kc_entry *next; /* hash chain */
 	struct kc_entry *dead_next;
+	struct kc_entry *restored_next; /* restore done, not yet settled */
+	struct kc_entry *staging_next; /* NVMe restore waiting for a slot */
+};
+
+/*
+ * A PREFIX_OPEN whose reply waits for restores.  Blocks [0, lim) of its
+ * sequence are each READY (attached to the sequence: shared GPU pages,
+ * fresh pages to recompute, or restored pages), WAIT (a restore in flight,
+ * its own or another open's) or FAILED (the restore failed).  The reply
+ * goes when no block before the first FAILED one waits.
+ */
+enum kc_slot {
+	KC_SLOT_WAIT = 0,
+	KC_SLOT_READY,
+	KC_SLOT_FAILED,
+};
+
+/* Why the walk of the prefix stopped at lim < n. */
+enum kc_stop {
+	KC_STOP_NONE = 0,
+	KC_STOP_MISS, /* no such block, or it could not be restored */
+	KC_STOP_BUSY, /* a demotion in flight */
+};
+
+struct kc_pending {
+	struct kc_pending *next; /* in kd_cache.pending */
+	struct kd_session *s;
+	struct kvmm_msg_hdr h; /* the request: the reply echoes its id */
+	uint32_t region_id, seq;
+	uint32_t n; /* hashes asked (after the clamps) */
+	uint32_t lim; /* blocks [0, lim) are READY, WAIT or FAILED */
+	uint32_t nwait; /* blocks WAIT */
+	uint8_t stop; /* enum kc_stop */
+	bool want_acts;
+	bool deferred; /* the session is deferred: reply from the loop */
+	uint64_t open_id; /* telemetry: the prefix_opens count at arrival */
+	uint64_t *hashes;
+	uint8_t *state; /* enum kc_slot per block */
+	uint8_t *from; /* tier each READY block came from */
+	uint8_t *acts; /* enum kvmm_block_action per block (n + 4) */
 };
 
 struct kd_cache {
@@ -49,6 +93,7 @@ struct kd_cache {
 	uint64_t nentries;
 	struct kc_entry *dead; /* removed from the policy after its call */
 	bool opened; /* tiers and policy set up */
+	bool closing; /* kd_cache_fini(): nothing new is submitted */
 	bool open_failed;
 	uint32_t ppb; /* pages per block of the tiers */
 	size_t block_bytes;
@@ -57,6 +102,12 @@ struct kd_cache {
 	struct tier_nvme *nvme;
 	struct migrate *mig;
 	struct kd_file mig_file;
+	struct kc_entry *restored; /* restores done, to settle */
+	uint64_t nr_restored; /* on that list (in flight for TIER_STATS) */
+	/* NVMe restores waiting for a free host slot to stage in (FIFO) */
+	struct kc_entry *staging_head, *staging_tail;
+	struct kd_timer settle_timer; /* settles those from the loop */
+	struct kc_pending *pending; /* PREFIX_OPENs waiting for restores */
 	struct kvmm_tier_stats_reply st;
 };
 
@@ -142,12 +193,14 @@ static void kc_reap_dead(struct kd_cache *c)
 			e->in_pol = false;
 			pol_cache_remove(c->pol, e->hash);
 		}
-		kc_release(c, e);
 		if (e->job) {
-			e->drop_after = true; /* freed when the job ends */
+			/* a job reads or fills these bytes: released and freed
+			 * when it ends */
+			e->drop_after = true;
 			e->dead = false;
 			continue;
 		}
+		kc_release(c, e);
 		kc_free(c, e);
 	}
 }
@@ -234,7 +287,8 @@ static void kc_nvme_room(struct kd_cache *c)
 		return;
 	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
 		for (struct kc_entry *e = c->buckets[b]; e; e = e->next) {
-			if (!e->in_pol && !e->job && e->tier == POL_TIER_NVME) {
+			if (!e->in_pol && !e->job && !e->rblk &&
+			    e->tier == POL_TIER_NVME) {
 				c->st.tiers[POL_TIER_NVME].drops++;
 				kvmm_tel_evict(c->d->tel_local, e->hash,
 					       KVMM_TEL_TIER_NVME,
@@ -317,11 +371,23 @@ static void kc_move(void *arg, const struct pol_block *b, unsigned from,
 	kc_kill(c, e); /* GPU -> NVMe directly: not a path we take */
 }
 
+static void kc_restore_done(struct kd_cache *c, struct migrate_job *job);
+
+static bool kc_restore_kind(enum migrate_kind kind)
+{
+	return kind == MIGRATE_HOST_TO_GPU || kind == MIGRATE_NVME_TO_GPU;
+}
+
 static void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 {
 	struct kc_entry *e = job->owner;
 	bool ok = job->state == MIGRATE_DONE;
 
+	if (kc_restore_kind(job->kind)) {
+		c->st.migrations_in_flight--;
+		kc_restore_done(c, job);
+		return;
+	}
 	c->st.migrations_in_flight--;
 	e->job = NULL;
 	if (!ok)
@@ -361,6 +427,8 @@ static void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 }
 
+static void kc_settle(struct kd_cache *c);
+
 static void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events,
 			  void *data)
 {
@@ -372,6 +440,12 @@ static void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events,
 		for (unsigned int i = 0; i < n; i++)
 			kc_job_done(c, jobs[i]);
 	kc_reap_dead(c);
+	kc_settle(c);
+}
+
+static void kc_on_settle_timer(struct kd_loop *loop, struct kd_timer *t)
+{
+	kc_settle(t->data);
 }
 
 static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
@@ -483,6 +557,14 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 					     .nvme = c->nvme,
 					     .map_pages =
 						     (uint32_t)d->capacity };
+		const char *delay = getenv("KVMMD_TEST_RESTORE_DELAY_MS");
+
+		if (delay && atoi(delay) > 0) {
+			mc.restore_delay_us = (uint32_t)atoi(delay) * 1000u;
+			vmm_log(VMM_LOG_WARN,
+				"cache: KVMMD_TEST_RESTORE_DELAY_MS: every restore waits %s ms (tests only)",
+				delay);
+		}
 
 		r = migrate_open(&mc, &c->mig);
 		if (r)
@@ -521,6 +603,8 @@ int kd_cache_init(struct kd_daemon *d)
 	c->d = d;
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;
+	c->settle_timer.fn = kc_on_settle_timer;
+	c->settle_timer.data = c;
 	d->cache = c;
 	return 0;
 }
@@ -536,11 +620,16 @@ void kd_cache_fini(struct kd_daemon *d)
 		unsigned int n;
 
 		kd_loop_del(&d->loop, &c->mig_file);
+		c->closing = true;
 		migrate_shutdown(c->mig);
 		while ((n = migrate_reap(c->mig, jobs, 32)))
 			for (unsigned int i = 0; i < n; i++)
 				kc_job_done(c, jobs[i]);
+		/* the sessions are gone: restores end in the cache (or are
+		 * freed when they were cancelled) */
+		kc_settle(c);
 	}
+	kd_timer_cancel(&d->loop, &c->settle_timer);
 	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
 		while (c->buckets[b]) {
 			struct kc_entry *e = c->buckets[b];
@@ -638,7 +727,11 @@ static void kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 	for (uint32_t i = 0; i < n; i++) {
 		struct kc_entry *e = kc_find(c, hashes[i]);
 
-		if (!e || e->dead || e->drop_after || e->job)
+		if (!e || e->dead || e->drop_after)
+			break;
+		if (e->rblk)
+			continue; /* being restored: pages taken, pinned */
+		if (e->job)
 			break;
 		if (e->tier != POL_TIER_GPU)
 			need += c->ppb;
@@ -824,77 +917,139 @@ err_free:
 	return err;
 }
 
-/* Bring e's bytes from the host or NVMe tier into fresh pages. */
-static int kc_restore(struct kd_cache *c, struct kd_session *s,
-		      struct kc_entry *e)
+/*
+ * Start bringing e's bytes from the host or NVMe tier into fresh pages
+ * charged to s: a HOST_TO_GPU job (the host slot is the source) or an
+ * NVME_TO_GPU job (read into a host staging slot, CRC checked, copied).
+ * Until kc_restore_settle() the entry owns the pages (rblk), is pinned in
+ * the policy and counts as busy for everything that would move or free
+ * its lower copy.
+ */
+static int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
+			     struct kc_entry *e)
 {
-	struct vmm_backend *b = c->d->backend;
-	size_t ps = c->d->page_size;
-	const unsigned char *src;
+	bool nvme = e->tier == POL_TIER_NVME;
+	struct migrate_job *job;
 	struct kd_block *blk;
-	uint32_t staging = MIGRATE_NO_SLOT;
-	unsigned from = e->tier;
-	uint64_t t0 = kd_now_ns();
 	int err;
 
+	if (!c->mig || (nvme ? e->nvme_slot : e->host_slot) == MIGRATE_NO_SLOT)
+		return -ENOENT;
 	err = kc_block_new(s, c->ppb, &blk);
 	if (err)
 		return err;
-	if (from == POL_TIER_NVME) {
-		struct tier_nvme_io io = { .hash = e->hash,
-					   .slot = e->nvme_slot,
-					   .headroom = true };
-
-		err = kc_host_slot(c, &staging);
-		if (err)
-			goto err_put;
-		io.buf = tier_host_slot_addr(c->host, staging);
-		if (tier_nvme_read_batch(c->nvme, &io, 1)) {
-			err = io.result;
-			if (err == -EBADMSG) {
-				/* the tier dropped the slot; a miss */
-				e->nvme_slot = MIGRATE_NO_SLOT;
-				c->st.checksum_failures++;
-			}
+	job = migrate_job_new(nvme ? MIGRATE_NVME_TO_GPU : MIGRATE_HOST_TO_GPU,
+			      c->ppb);
+	if (!job) {
+		err = -ENOMEM;
+		goto err_put;
+	}
+	job->hash = e->hash;
+	job->layout_id = c->ppb;
+	job->length = c->block_bytes;
+	job->owner = e;
+	for (uint32_t i = 0; i < c->ppb; i++) {
+		job->pages[i].page_id = blk->pages[i];
+		job->pages[i].handle =
+			vmm_pool_page_handle(c->d->pool, blk->pages[i]);
+	}
+	job->nvme_slot = e->nvme_slot;
+	job->host_slot = nvme ? MIGRATE_NO_SLOT : e->host_slot;
+	if (nvme &&
+	    (c->staging_head || tier_host_alloc(c->host, &job->host_slot))) {
+		/* no host slot to stage in now: queued, submitted by
+		 * kc_staging_pump() when a migration gives one back (the
+		 * loop does not wait) */
+		job->host_slot = MIGRATE_NO_SLOT;
+		e->staging_next = NULL;
+		if (c->staging_tail)
+			c->staging_tail->staging_next = e;
+		else
+			c->staging_head = e;
+		c->staging_tail = e;
+	} else {
+		err = migrate_submit(c->mig, job);
+		if (err) {
+			if (nvme)
+				tier_host_free(c->host, job->host_slot);
+			migrate_job_free(job);
 			goto err_put;
 		}
-		tier_host_publish(c->host, staging, e->hash, c->block_bytes);
-		src = tier_host_read_addr(c->host, staging, e->hash);
-	} else {
-		src = tier_host_read_addr(c->host, e->host_slot, e->hash);
+		c->st.migrations_in_flight++;
 	}
-	if (!src) {
-		err = -ENOENT;
-		goto err_put;
-	}
-	for (uint32_t i = 0; i < c->ppb && !err; i++)
-		err = b->ops->copy_from_host(
-			b, vmm_pool_page_handle(c->d->pool, blk->pages[i]), 0,
-			src + i * ps, ps);
-	if (err)
-		goto err_put;
-	if (staging != MIGRATE_NO_SLOT)
-		tier_host_free(c->host, staging);
-	/* the block is on the GPU now; the lower copy goes (exclusive) */
-	if (e->host_slot != MIGRATE_NO_SLOT)
-		tier_host_free(c->host, e->host_slot);
-	if (e->nvme_slot != MIGRATE_NO_SLOT)
-		tier_nvme_free(c->nvme, e->nvme_slot);
-	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
-	c->st.tiers[from].promotions_out++;
-	c->st.tiers[from].bytes_out += c->block_bytes;
-	kvmm_tel_restore(c->d->tel_local, e->hash, from, c->block_bytes,
-			 kd_now_ns() - t0);
-	e->blk = blk;
-	blk->hash = e->hash;
-	e->tier = POL_TIER_GPU;
+	e->job = job;
+	e->rblk = blk;
+	if (e->in_pol)
+		e->restore_pinned = pol_cache_pin(c->pol, e->hash) == 0;
 	return 0;
 
 err_put:
-	if (staging != MIGRATE_NO_SLOT)
-		tier_host_free(c->host, staging);
 	kd_block_put(c->d, blk);
 	return err;
+}
+
+/*
+ * Submit queued NVMe restores while host slots are free to stage them.
+ * When none is free and no migration is in flight, none will come back:
+ * the queued restores fail (misses), as a blocking wait would have.
+ * At shutdown (fail_all) every queued restore fails.
+ */
+static void kc_staging_pump(struct kd_cache *c, bool fail_all)
+{
+	while (c->staging_head) {
+		struct kc_entry *e = c->staging_head;
+		struct migrate_job *job = e->job;
+		int err = 0;
+
+		if (fail_all) {
+			err = -ESHUTDOWN;
+		} else if (tier_host_alloc(c->host, &job->host_slot)) {
+			job->host_slot = MIGRATE_NO_SLOT;
+			if (c->st.migrations_in_flight)
+				return;
+			err = -ENOSPC;
+		}
+		c->staging_head = e->staging_next;
+		if (!c->staging_head)
+			c->staging_tail = NULL;
+		e->staging_next = NULL;
+		if (!err)
+			err = migrate_submit(c->mig, job);
+		if (!err) {
+			c->st.migrations_in_flight++;
+			continue;
+		}
+		if (job->host_slot != MIGRATE_NO_SLOT)
+			tier_host_free(c->host, job->host_slot);
+		job->host_slot = MIGRATE_NO_SLOT;
+		job->state = MIGRATE_CANCELLED; /* never ran */
+		job->result = err;
+		kc_restore_done(c, job);
+	}
+}
+
+/*
+ * A restore job ended; called wherever jobs are reaped, even inside a
+ * wait for a host slot.  The staging slot goes back at once (a burst of
+ * NVMe restores needs the slots), the rest waits for kc_settle() on the
+ * loop, where the waiting PREFIX_OPENs get the block.
+ */
+static void kc_restore_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_entry *e = job->owner;
+
+	/* DONE: the staging copy is READY, the pages have the bytes; failed
+	 * or cancelled: the engine freed it already */
+	if (job->kind == MIGRATE_NVME_TO_GPU &&
+	    job->host_slot != MIGRATE_NO_SLOT) {
+		tier_host_free(c->host, job->host_slot);
+		job->host_slot = MIGRATE_NO_SLOT;
+	}
+	e->restored_next = c->restored;
+	c->restored = e;
+	c->nr_restored++;
+	if (!c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 }
 
 static void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
@@ -907,201 +1062,257 @@ static void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
 	s->pages_owned += blk->nr_pages;
 }
 
-int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
-			 const void *p, size_t len)
+/*
+ * Give a restored block (blk) to every pending open waiting for e, or
+ * fail their waits (blk NULL).  Returns how many sequences took it and
+ * the position of the first (for the policy).
+ */
+static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
+				    struct kd_block *blk, unsigned int from,
+				    uint32_t *pos)
 {
-	struct kd_daemon *d = s->d;
-	struct kd_cache *c = d->cache;
-	struct kvmm_prefix_open po;
-	struct kvmm_prefix_open_reply *rep = NULL;
-	uint64_t *hashes = NULL;
-	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
-	struct kd_region *r;
-	struct kd_seq *q;
-	uint32_t n, seq, hit = 0, nfds = 0, nrec = 0;
-	struct kvmm_access_rec *recs = NULL;
-	uint8_t *tiers = NULL, *plan = NULL, *acts = NULL;
-	uint32_t nplan = 0, nrecompute = 0;
-	bool want_acts;
-	int *fds = NULL, err;
-	size_t rep_len, acts_len = 0;
+	uint32_t taken = 0;
 
-	err = copy_var(&po, sizeof(po), p, len,
-		       offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
-		       &n);
-	if (err)
-		return err;
-	err = -EINVAL;
-	if ((po.flags & ~KVMM_PREFIX_OPEN_ACTIONS) ||
-	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
-		goto out;
-	want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
-	err = kd_region_lookup(s, po.region_id, &r);
-	if (err)
-		goto out;
-	if (n > r->max_blocks)
-		n = r->max_blocks;
-	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
-		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
-	err = kd_seq_open(r, &seq);
-	if (err)
-		goto out;
-	q = &r->seqs[seq];
-	c->st.prefix_opens++;
-	c->st.prefix_blocks_asked += n;
-	/* kvmm:access: each block the prefix found, and where, then the
-	 * first one it did not (to be recomputed) */
-	if (n && kvmm_tel_want(d->tel_local, access))
-		recs = calloc(n, sizeof(*recs));
-	if (n) {
-		tiers = malloc(n);
-		plan = malloc(n);
-		acts = calloc(1, n + 4);
-		if (!tiers || !plan || !acts) {
-			kd_seq_close(r, seq, false);
-			err = -ENOMEM;
-			goto out;
-		}
-	}
-	if (n && kc_open(c, r->pages_per_block) == 0) {
-		uint32_t npin = 0;
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
+		struct kd_region *r = NULL;
 
-		pol_cache_set_clock(c->pol, kd_now_ns());
-		kc_prefix_room(c, hashes, n);
-		/* pin the prefix first: restoring one of its blocks must not
-		 * demote or drop a later one (it would be a busy miss) */
-		for (; npin < n; npin++) {
-			struct kc_entry *pe = kc_find(c, hashes[npin]);
-
-			if (!pe || pe->dead || pe->drop_after || pe->job ||
-			    !pe->in_pol || pol_cache_ref(c->pol, hashes[npin]))
-				break;
-		}
-		/* the restore plan, for the blocks matched now; the loop below
-		 * looks each block up again (an unpinned one may have moved) */
-		for (; nplan < n; nplan++) {
-			struct kc_entry *e = kc_find(c, hashes[nplan]);
-
-			if (!e || e->dead || e->drop_after || e->job)
-				break;
-			tiers[nplan] = e->tier;
-		}
-		kd_cache_plan(want_acts ? d->cfg.restore_mode :
-					  KD_RESTORE_RELOAD,
-			      d->cost, tiers, nplan, plan);
-		for (; hit < n; hit++) {
-			struct kc_entry *e = kc_find(c, hashes[hit]);
-			struct pol_block_desc desc = { .hash = hashes[hit],
-						       .position = hit };
-			bool was_in_pol;
-			unsigned from;
-
-			if (hit < nplan && plan[hit] == POL_RESTORE_RECOMPUTE) {
-				struct kd_block *blk;
-
-				/* fresh pages the client fills; the cached
-				 * copy stays where it is */
-				if (kc_block_new(s, r->pages_per_block, &blk)) {
-					c->st.misses++;
-					break;
-				}
-				q->blocks[hit] = blk;
-				s->pages_owned += blk->nr_pages;
-				acts[hit] = KVMM_BLOCK_RECOMPUTE;
-				nrecompute++;
-				if (e)
-					e->uses++;
-				c->st.tiers[tiers[hit]].hits++;
-				if (recs)
-					recs[nrec++] = (struct kvmm_access_rec){
-						hashes[hit],
-						(uint64_t)s->id << 32 | seq,
-						tiers[hit], 0
-					};
+		if (blk && kd_region_lookup(pr->s, pr->region_id, &r))
+			r = NULL; /* cannot happen: the session is paused */
+		for (uint32_t i = 0; i < pr->lim; i++) {
+			if (pr->state[i] != KC_SLOT_WAIT ||
+			    pr->hashes[i] != e->hash)
+				continue;
+			pr->nwait--;
+			if (!r) {
+				pr->state[i] = KC_SLOT_FAILED;
 				continue;
 			}
-			if (!e || e->dead || e->drop_after) {
-				c->st.misses++;
-				break;
-			}
-			if (e->job) {
-				c->st.busy_misses++;
-				break;
-			}
-			from = e->tier;
-			if (from != POL_TIER_GPU && kc_restore(c, s, e)) {
-				c->st.misses++;
-				if (!e->in_pol &&
-				    e->nvme_slot == MIGRATE_NO_SLOT)
-					kc_free(c, e); /* cold and corrupt */
-				else if (e->nvme_slot == MIGRATE_NO_SLOT &&
-					 e->host_slot == MIGRATE_NO_SLOT)
-					kc_kill(c, e);
-				break;
-			}
-			/* the sequence takes the block first, so the policy
-			 * cannot pick it as its own victim */
-			prefix_attach(r, q, hit, e->blk);
+			prefix_attach(r, &r->seqs[pr->seq], i, blk);
+			pr->state[i] = KC_SLOT_READY;
+			pr->from[i] = (uint8_t)from;
+			pr->acts[i] = from == POL_TIER_HOST ?
+					      KVMM_BLOCK_RELOADED_HOST :
+					      KVMM_BLOCK_RELOADED_NVME;
 			e->uses++;
-			from_tier[from]++;
-			acts[hit] = from == POL_TIER_HOST ?
-					    KVMM_BLOCK_RELOADED_HOST :
-				    from == POL_TIER_NVME ?
-					    KVMM_BLOCK_RELOADED_NVME :
-					    KVMM_BLOCK_GPU_SHARED;
-			if (recs)
-				recs[nrec++] = (struct kvmm_access_rec){
-					hashes[hit],
-					(uint64_t)s->id << 32 | seq, from, 0
-				};
-			c->st.tiers[from].hits++;
-			/* the policy: a use (a promotion for a restored
-			 * block, an admission for a recovered one) */
-			desc.parent_hash = e->parent;
-			if (e->parent)
-				desc.flags = POL_BLOCK_HAS_PARENT;
-			was_in_pol = e->in_pol;
-			if (pol_cache_access(c->pol, &desc, NULL) == 0 &&
-			    !e->dead &&
-			    pol_cache_ref(c->pol, hashes[hit]) == 0) {
-				e->in_pol = true;
-			} else if (!was_in_pol && !e->dead) {
-				/* no room to cache it: the sequence owns it */
-				e->in_pol = false;
-				kc_put_block(c, e);
+			if (!taken++)
+				*pos = i;
+		}
+	}
+	return taken;
+}
+
+/* A restore job reaped: the block goes to the waiting opens and into the
+ * cache's GPU tier, or the waits fail (a miss for them). */
+static void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
+{
+	struct migrate_job *job = e->job;
+	struct kd_block *blk = e->rblk;
+	unsigned int from = e->tier;
+	uint32_t pos = e->position, taken;
+	uint64_t waited;
+	bool was_in_pol;
+
+	e->job = NULL;
+	e->rblk = NULL;
+	if (e->restore_pinned) {
+		e->restore_pinned = false;
+		if (e->in_pol)
+			(void)pol_cache_unpin(c->pol, e->hash);
+	}
+	if (job->state != MIGRATE_DONE) {
+		if (job->result == -EBADMSG)
+			e->nvme_slot =
+				MIGRATE_NO_SLOT; /* the tier dropped it */
+		else if (job->state == MIGRATE_FAILED)
+			c->st.migrations_failed++;
+		migrate_job_free(job);
+		kd_block_put(c->d, blk); /* never mapped by anyone */
+		kc_restore_hand_out(c, e, NULL, from, &pos);
+		if (e->dead)
+			return; /* kc_reap_dead() frees it */
+		if (e->drop_after || (e->nvme_slot == MIGRATE_NO_SLOT &&
+				      e->host_slot == MIGRATE_NO_SLOT)) {
+			if (e->in_pol) {
+				kc_kill(c, e);
+			} else {
+				kc_release(c, e);
 				kc_free(c, e);
 			}
 		}
-		for (uint32_t i = 0; i < npin; i++)
-			pol_cache_unref(c->pol, hashes[i]);
-		kc_reap_dead(c);
+		return;
 	}
-	if (recs) {
-		if (hit < n)
+	waited = job->end_ns - job->submit_ns;
+	c->st.tiers[from].promotions_out++;
+	c->st.tiers[from].bytes_out += c->block_bytes;
+	c->st.tiers[from].restore_ns += waited;
+	if (waited > c->st.tiers[from].restore_max_ns)
+		c->st.tiers[from].restore_max_ns = waited;
+	/* the shm fallback's restore record (the engine fired the USDT
+	 * probe when the job completed: not twice) */
+	kvmm_tel_shm_event(c->d->tel_local, KVMM_TEL_RESTORE, from,
+			   KVMM_TEL_TIER_GPU, 0, job->end_ns - job->start_ns,
+			   c->block_bytes, 1);
+	migrate_job_free(job);
+	/* the block is on the GPU now; the lower copy goes (exclusive) */
+	if (e->host_slot != MIGRATE_NO_SLOT)
+		tier_host_free(c->host, e->host_slot);
+	if (e->nvme_slot != MIGRATE_NO_SLOT)
+		tier_nvme_free(c->nvme, e->nvme_slot);
+	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
+	/* the sequences take the block first, so the policy cannot pick it
+	 * as its own victim while they hold it */
+	taken = kc_restore_hand_out(c, e, blk, from, &pos);
+	if (e->dead || e->drop_after) {
+		/* dropped while it was restored: the sequences keep their
+		 * pages, the cache does not */
+		kd_block_put(c->d, blk);
+		if (e->drop_after) {
+			kc_release(c, e);
+			kc_free(c, e);
+		}
+		return;
+	}
+	e->blk = blk;
+	blk->hash = e->hash;
+	e->tier = POL_TIER_GPU;
+	/* the policy: a promotion (an admission for a recovered block), and
+	 * a reference per sequence that took it */
+	struct pol_block_desc desc = { .hash = e->hash,
+				       .parent_hash = e->parent,
+				       .position = pos };
+
+	if (e->parent)
+		desc.flags = POL_BLOCK_HAS_PARENT;
+	was_in_pol = e->in_pol;
+	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead) {
+		e->in_pol = true;
+		for (uint32_t i = 0; i < taken; i++)
+			(void)pol_cache_ref(c->pol, e->hash);
+	} else if (!was_in_pol && !e->dead) {
+		/* no room to cache it: the sequences own it */
+		e->in_pol = false;
+		kc_put_block(c, e);
+		kc_free(c, e);
+	}
+}
+
+static struct kc_pending *kc_pending_new(uint32_t n)
+{
+	struct kc_pending *pr = calloc(1, sizeof(*pr));
+
+	if (!pr)
+		return NULL;
+	pr->state = calloc(1, n + 1);
+	pr->from = calloc(1, n + 1);
+	pr->acts = calloc(1, n + 4);
+	if (!pr->state || !pr->from || !pr->acts) {
+		free(pr->state);
+		free(pr->from);
+		free(pr->acts);
+		free(pr);
+		return NULL;
+	}
+	return pr;
+}
+
+static void kc_pending_free(struct kc_pending *pr)
+{
+	free(pr->hashes);
+	free(pr->state);
+	free(pr->from);
+	free(pr->acts);
+	free(pr);
+}
+
+/* The reply can go: no block before the first failed one still waits. */
+static bool kc_pending_ready(const struct kc_pending *pr)
+{
+	if (!pr->nwait)
+		return true;
+	for (uint32_t i = 0; i < pr->lim; i++) {
+		if (pr->state[i] == KC_SLOT_WAIT)
+			return false;
+		if (pr->state[i] == KC_SLOT_FAILED)
+			return true;
+	}
+	return true;
+}
+
+/*
+ * Answer a PREFIX_OPEN: the prefix is the leading READY blocks; what the
+ * sequence holds beyond it (blocks shared or restored after a failed one)
+ * goes back.  Frees pr; a deferred session reads its socket again (and
+ * may end, when the reply could not be sent).
+ */
+static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
+{
+	struct kd_session *s = pr->s;
+	struct kd_daemon *d = c->d;
+	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
+	struct kvmm_prefix_open_reply *rep = NULL;
+	uint32_t hit = 0, nrecompute = 0, nfds = 0, npages;
+	struct kd_region *r;
+	struct kd_seq *q;
+	size_t rep_len, acts_len = 0;
+	int *fds = NULL, err = -ENOENT;
+
+	if (pr->deferred)
+		c->st.prefix_opens_pending--;
+	if (kd_region_lookup(s, pr->region_id, &r))
+		goto err_reply; /* cannot happen: the session was paused */
+	q = &r->seqs[pr->seq];
+	while (hit < pr->lim && pr->state[hit] == KC_SLOT_READY &&
+	       q->blocks[hit])
+		hit++;
+	kd_seq_drop_blocks(r, pr->seq, hit, false);
+	for (uint32_t b = 0; b < hit; b++) {
+		c->st.tiers[pr->from[b]].hits++;
+		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE)
+			nrecompute++;
+		else
+			from_tier[pr->from[b]]++;
+	}
+	if (hit < pr->n) {
+		if (hit < pr->lim || pr->stop == KC_STOP_MISS)
+			c->st.misses++;
+		else if (pr->stop == KC_STOP_BUSY)
+			c->st.busy_misses++;
+	}
+	/* kvmm:access: each block the prefix found, and where, then the
+	 * first one it did not (to be recomputed) */
+	if (pr->n && kvmm_tel_want(d->tel_local, access)) {
+		struct kvmm_access_rec *recs = calloc(hit + 1, sizeof(*recs));
+		uint64_t who = (uint64_t)s->id << 32 | pr->seq;
+		uint32_t nrec = 0;
+
+		for (uint32_t b = 0; recs && b < hit; b++)
+			recs[nrec++] =
+				(struct kvmm_access_rec){ pr->hashes[b], who,
+							  pr->from[b], 0 };
+		if (recs && hit < pr->n)
 			recs[nrec++] = (struct kvmm_access_rec){
-				hashes[hit], (uint64_t)s->id << 32 | seq,
-				KVMM_TEL_TIER_MISS, 0
+				pr->hashes[hit], who, KVMM_TEL_TIER_MISS, 0
 			};
-		kvmm_tel_access(d->tel_local, c->st.prefix_opens, recs, nrec);
+		if (recs)
+			kvmm_tel_access(d->tel_local, pr->open_id, recs, nrec);
 		free(recs);
 	}
 	c->st.prefix_blocks_hit += hit;
 	q->len = hit * r->tokens_per_block;
 
-	uint32_t npages = hit * r->pages_per_block;
-
-	if (want_acts)
+	npages = hit * r->pages_per_block;
+	if (pr->want_acts)
 		acts_len = (hit + 3) & ~3u;
 	rep_len = sizeof(*rep) + npages * sizeof(uint32_t) + acts_len;
 	rep = calloc(1, rep_len);
 	fds = calloc(npages + 1, sizeof(*fds));
 	if (!rep || !fds) {
-		kd_seq_close(r, seq, false);
+		kd_seq_close(r, pr->seq, false);
 		err = -ENOMEM;
-		goto out;
+		goto err_reply;
 	}
 	rep->size = rep_len;
-	rep->seq_id = seq;
+	rep->seq_id = pr->seq;
 	rep->nr_blocks = hit;
 	rep->pages_per_block = r->pages_per_block;
 	rep->len = q->len;
@@ -1110,7 +1321,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	rep->from_nvme = from_tier[POL_TIER_NVME];
 	rep->nr_recompute = nrecompute;
 	if (acts_len)
-		memcpy(rep->page_ids + npages, acts, acts_len);
+		memcpy(rep->page_ids + npages, pr->acts, acts_len);
 	for (uint32_t b = 0, k = 0; b < hit; b++) {
 		struct kd_block *blk = q->blocks[b];
 
@@ -1125,14 +1336,271 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		}
 	}
 	rep->nr_fds = nfds;
-	kd_session_reply(s, h, 0, rep, rep_len, fds, nfds);
-	err = 0;
+	kd_session_reply(s, &pr->h, 0, rep, rep_len, fds, nfds);
+	goto out;
+
+err_reply:
+	kd_session_reply(s, &pr->h, err, NULL, 0, NULL, 0);
 out:
-	free(acts);
-	free(plan);
-	free(tiers);
 	free(fds);
 	free(rep);
+	if (pr->deferred)
+		kd_session_resume(s); /* last: it may end the session */
+	kc_pending_free(pr);
+}
+
+/*
+ * On the loop: settle the restores that ended, then answer the opens that
+ * no longer wait.  Replies go after every list walk (a reply that fails
+ * ends its session, which drops that session's pending open).
+ */
+static void kc_settle(struct kd_cache *c)
+{
+	struct kc_pending *done = NULL, **pp;
+
+	if (c->restored && c->pol)
+		pol_cache_set_clock(c->pol, kd_now_ns());
+	do {
+		while (c->restored) {
+			struct kc_entry *e = c->restored;
+
+			c->restored = e->restored_next;
+			e->restored_next = NULL;
+			c->nr_restored--;
+			kc_restore_settle(c, e);
+		}
+		/* settled restores and ended demotions gave slots back */
+		kc_staging_pump(c, !c->opened || c->closing);
+	} while (c->restored);
+	kc_reap_dead(c);
+	for (pp = &c->pending; *pp;) {
+		struct kc_pending *pr = *pp;
+
+		if (!kc_pending_ready(pr)) {
+			pp = &pr->next;
+			continue;
+		}
+		*pp = pr->next;
+		pr->next = done;
+		done = pr;
+	}
+	while (done) {
+		struct kc_pending *pr = done;
+
+		done = pr->next;
+		kc_pending_finish(c, pr);
+	}
+}
+
+void kd_cache_session_end(struct kd_session *s)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kc_pending **pp;
+
+	if (!c)
+		return;
+	for (pp = &c->pending; *pp;) {
+		struct kc_pending *pr = *pp;
+
+		if (pr->s != s) {
+			pp = &pr->next;
+			continue;
+		}
+		/* its sequence goes with the session's regions; restores
+		 * still in flight end in the cache (kc_restore_settle()) */
+		*pp = pr->next;
+		c->st.prefix_opens_pending--;
+		kc_pending_free(pr);
+	}
+}
+
+/*
+ * The synchronous part of a PREFIX_OPEN: walk the prefix once, sharing
+ * GPU blocks, handing out fresh pages for blocks the plan recomputes, and
+ * submitting a restore for every lower-tier block (all of them in flight
+ * together) or joining the restore another open started.  Stops at the
+ * first block in no tier, with a demotion in flight, or whose restore
+ * cannot start.
+ */
+static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
+			   struct kd_region *r, uint8_t *tiers, uint8_t *plan)
+{
+	struct kd_daemon *d = c->d;
+	struct kd_session *s = pr->s;
+	struct kd_seq *q = &r->seqs[pr->seq];
+	const uint64_t *hashes = pr->hashes;
+	uint32_t n = pr->n, npin = 0, nplan = 0, hit;
+
+	pol_cache_set_clock(c->pol, kd_now_ns());
+	kc_prefix_room(c, hashes, n);
+	/* pin the prefix first: restoring one of its blocks must not demote
+	 * or drop a later one (it would be a busy miss) */
+	for (; npin < n; npin++) {
+		struct kc_entry *pe = kc_find(c, hashes[npin]);
+
+		if (!pe || pe->dead || pe->drop_after ||
+		    (pe->job && !pe->rblk) || !pe->in_pol ||
+		    pol_cache_ref(c->pol, hashes[npin]))
+			break;
+	}
+	/* the restore plan, for the blocks matched now; the loop below
+	 * looks each block up again (an unpinned one may have moved) */
+	for (; nplan < n; nplan++) {
+		struct kc_entry *e = kc_find(c, hashes[nplan]);
+
+		if (!e || e->dead || e->drop_after || (e->job && !e->rblk))
+			break;
+		tiers[nplan] = e->tier;
+	}
+	kd_cache_plan(pr->want_acts ? d->cfg.restore_mode : KD_RESTORE_RELOAD,
+		      d->cost, tiers, nplan, plan);
+	for (hit = 0; hit < n; hit++) {
+		struct kc_entry *e = kc_find(c, hashes[hit]);
+		struct pol_block_desc desc = { .hash = hashes[hit],
+					       .position = hit };
+		bool was_in_pol;
+
+		if (hit < nplan && plan[hit] == POL_RESTORE_RECOMPUTE) {
+			struct kd_block *blk;
+
+			/* fresh pages the client fills; the cached copy
+			 * stays where it is */
+			if (kc_block_new(s, r->pages_per_block, &blk)) {
+				pr->stop = KC_STOP_MISS;
+				break;
+			}
+			q->blocks[hit] = blk;
+			s->pages_owned += blk->nr_pages;
+			pr->state[hit] = KC_SLOT_READY;
+			pr->acts[hit] = KVMM_BLOCK_RECOMPUTE;
+			pr->from[hit] = tiers[hit];
+			if (e)
+				e->uses++;
+			continue;
+		}
+		if (!e || e->dead || e->drop_after) {
+			pr->stop = KC_STOP_MISS;
+			break;
+		}
+		if (e->rblk) {
+			/* being restored (for another open, or for this
+			 * one's duplicate hash): wait for it, share it */
+			pr->state[hit] = KC_SLOT_WAIT;
+			pr->nwait++;
+			c->st.restores_waited++;
+			continue;
+		}
+		if (e->job) {
+			pr->stop = KC_STOP_BUSY;
+			break;
+		}
+		if (e->tier != POL_TIER_GPU) {
+			if (kc_restore_submit(c, s, e)) {
+				pr->stop = KC_STOP_MISS;
+				break;
+			}
+			pr->state[hit] = KC_SLOT_WAIT;
+			pr->nwait++;
+			continue;
+		}
+		/* the sequence takes the block first, so the policy cannot
+		 * pick it as its own victim */
+		prefix_attach(r, q, hit, e->blk);
+		e->uses++;
+		pr->state[hit] = KC_SLOT_READY;
+		pr->from[hit] = POL_TIER_GPU;
+		pr->acts[hit] = KVMM_BLOCK_GPU_SHARED;
+		desc.parent_hash = e->parent;
+		if (e->parent)
+			desc.flags = POL_BLOCK_HAS_PARENT;
+		was_in_pol = e->in_pol;
+		if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead &&
+		    pol_cache_ref(c->pol, hashes[hit]) == 0) {
+			e->in_pol = true;
+		} else if (!was_in_pol && !e->dead) {
+			/* no room to cache it: the sequence owns it */
+			e->in_pol = false;
+			kc_put_block(c, e);
+			kc_free(c, e);
+		}
+	}
+	pr->lim = hit;
+	kc_staging_pump(c, false);
+	for (uint32_t i = 0; i < npin; i++)
+		pol_cache_unref(c->pol, hashes[i]);
+	kc_reap_dead(c);
+}
+
+int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			 const void *p, size_t len)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_cache *c = d->cache;
+	struct kvmm_prefix_open po;
+	struct kc_pending *pr = NULL;
+	uint8_t *tiers = NULL, *plan = NULL;
+	uint64_t *hashes = NULL;
+	struct kd_region *r;
+	uint32_t n, seq;
+	int err;
+
+	err = copy_var(&po, sizeof(po), p, len,
+		       offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
+		       &n);
+	if (err)
+		return err;
+	err = -EINVAL;
+	if ((po.flags & ~KVMM_PREFIX_OPEN_ACTIONS) ||
+	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
+		goto out;
+	err = kd_region_lookup(s, po.region_id, &r);
+	if (err)
+		goto out;
+	if (n > r->max_blocks)
+		n = r->max_blocks;
+	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
+		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	err = -ENOMEM;
+	pr = kc_pending_new(n);
+	tiers = malloc(n + 1);
+	plan = malloc(n + 1);
+	if (!pr || !tiers || !plan)
+		goto out;
+	err = kd_seq_open(r, &seq);
+	if (err)
+		goto out;
+	pr->s = s;
+	pr->h = *h;
+	pr->region_id = po.region_id;
+	pr->seq = seq;
+	pr->n = n;
+	pr->want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
+	pr->hashes = hashes;
+	hashes = NULL;
+	c->st.prefix_opens++;
+	c->st.prefix_blocks_asked += n;
+	pr->open_id = c->st.prefix_opens;
+	if (n && kc_open(c, r->pages_per_block) == 0)
+		kc_prefix_walk(c, pr, r, tiers, plan);
+	free(tiers);
+	free(plan);
+	if (!pr->nwait) {
+		kc_pending_finish(c, pr); /* replies, frees pr */
+		return 0;
+	}
+	/* the reply waits for the restores: kc_settle() sends it */
+	pr->deferred = true;
+	pr->next = c->pending;
+	c->pending = pr;
+	c->st.prefix_opens_pending++;
+	kd_session_defer(s);
+	return 0;
+
+out:
+	if (pr)
+		kc_pending_free(pr);
+	free(tiers);
+	free(plan);
 	free(hashes);
 	return err;
 }
@@ -1144,6 +1612,8 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 	if (!c)
 		return -ENODEV;
 	*st = c->st;
+	/* reaped, not yet settled: still in flight for whoever waits */
+	st->migrations_in_flight += c->nr_restored;
 	if (c->pol)
 		for (int t = 0; t < POL_TIER_COUNT; t++)
 			st->tiers[t].used_blocks = pol_cache_count(c->pol, t);

@@ -15,10 +15,13 @@
  *   drop          resources freed at once, or when the job in flight ends
  *
  * Restores (host or NVMe -> fresh pages) happen when a sequence is opened
- * on a cached prefix; they run synchronously on the loop thread (one
- * block's copy, microseconds to milliseconds), which keeps a restore and
- * its reply in one step.  A block with a migration in flight ends the
- * prefix (busy_misses): its bytes are in two places and neither is final.
+ * on a cached prefix: HOST_TO_GPU / NVME_TO_GPU jobs, all the prefix's at
+ * once, while the loop serves everyone else; the PREFIX_OPEN's reply is
+ * deferred until they completed (kd_session_defer()).  A block being
+ * restored is pinned in the policy; a second PREFIX_OPEN that needs it
+ * waits for that restore (restores_waited) and shares the pages.  A block
+ * with a demotion in flight ends the prefix (busy_misses): its bytes are
+ * in two places and neither is final.
  *
  * The tiers are opened when the first block is published or looked up,
  * with that region's block size (2L pages); blocks of other sizes are only
@@ -44,8 +47,10 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			 const void *p, size_t len);
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 
-/* Hooks: a sequence stops using a published block (region.c). */
+/* Hooks: a sequence stops using a published block (region.c); a session
+ * ends (session.c: its PREFIX_OPEN waiting for restores is dropped). */
 void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk);
+void kd_cache_session_end(struct kd_session *s);
 
 /*
  * Pool pressure (region.c before an extend allocates): when fewer than

@@ -81,6 +81,8 @@ int kd_loop_init(struct kd_loop *loop);
 void kd_loop_fini(struct kd_loop *loop);
 int kd_loop_add(struct kd_loop *loop, struct kd_file *f, int fd,
 		uint32_t events, kd_file_fn fn, void *data);
+/* New event mask (0: only EPOLLHUP / EPOLLERR are reported). */
+int kd_loop_mod(struct kd_loop *loop, struct kd_file *f, uint32_t events);
 void kd_loop_del(struct kd_loop *loop, struct kd_file *f);
 void kd_timer_arm(struct kd_loop *loop, struct kd_timer *t, uint64_t when_ns);
 void kd_timer_cancel(struct kd_loop *loop, struct kd_timer *t);
@@ -284,6 +286,10 @@ struct kd_session {
 	bool zombie; /* cut off; waits for the process to exit */
 	bool doomed; /* end at the next safe point (hostile input) */
 	bool revoke_timed_out;
+	/* A command's reply is deferred (a PREFIX_OPEN waiting for its
+	 * restores, cache.c): the socket is not read until it is sent, so
+	 * replies stay in request order. */
+	bool reply_deferred;
 	const char *doom_why;
 	struct kd_ring *ring;
 	struct kd_region *regions;
@@ -310,6 +316,13 @@ void kd_session_free_all(struct kd_daemon *d);
 void kd_session_doom(struct kd_session *s, const char *why);
 /* Release every page hold of the session (its process unmapped them). */
 void kd_session_release_holds(struct kd_session *s);
+/* Stop reading the session's socket until kd_session_resume(): the
+ * current command is answered later.  The session may still end (EOF,
+ * cut off) meanwhile. */
+void kd_session_defer(struct kd_session *s);
+/* The deferred reply was sent: read the socket again.  Ends the session
+ * when the reply doomed it (call only outside its socket handler). */
+void kd_session_resume(struct kd_session *s);
 struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id);
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,

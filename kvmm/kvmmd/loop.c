@@ -134,6 +134,15 @@ int kd_loop_add(struct kd_loop *loop, struct kd_file *f, int fd,
 	return 0;
 }
 
+int kd_loop_mod(struct kd_loop *loop, struct kd_file *f, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = f };
+
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, f->fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
 void kd_loop_del(struct kd_loop *loop, struct kd_file *f)
 {
 	if (f->fd >= 0)

@@ -123,6 +123,10 @@ struct migrate_config {
 	 * backend's by-handle copy helpers (no mapping; host: pread/pwrite
 	 * on the memfd, several times slower). */
 	uint32_t map_pages;
+	/* Tests only: each batch of restores (HOST_TO_GPU, NVME_TO_GPU)
+	 * sleeps this long before it runs, so a test can hold a restore in
+	 * flight (kvmmd: KVMMD_TEST_RESTORE_DELAY_MS).  0 in production. */
+	uint32_t restore_delay_us;
 };
 
 struct migrate_path_stats {

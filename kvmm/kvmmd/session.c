@@ -32,6 +32,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 #ifndef SYS_pidfd_open
@@ -91,6 +92,28 @@ void kd_session_release_holds(struct kd_session *s)
 	s->pages_held = 0;
 }
 
+void kd_session_defer(struct kd_session *s)
+{
+	s->reply_deferred = true;
+	/* level-triggered: without EPOLLIN a queued message does not wake
+	 * the loop again and again; a hang-up still does */
+	(void)kd_loop_mod(&s->d->loop, &s->file, 0);
+}
+
+void kd_session_resume(struct kd_session *s)
+{
+	if (!s->reply_deferred)
+		return;
+	s->reply_deferred = false;
+	if (s->doomed) {
+		kd_session_end(s, true, s->doom_why);
+		return;
+	}
+	/* messages that arrived meanwhile wake the loop at once */
+	if (kd_loop_mod(&s->d->loop, &s->file, EPOLLIN))
+		kd_session_end(s, false, "epoll");
+}
+
 static void session_free(struct kd_session *s)
 {
 	if (s->pidfd >= 0)
@@ -137,6 +160,10 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	kd_loop_del(&d->loop, &s->file);
 	close(s->fd);
 	s->fd = -1;
+	/* a PREFIX_OPEN waiting for restores is forgotten (its sequence goes
+	 * with the regions below; the restores finish into the cache) */
+	kd_cache_session_end(s);
+	s->reply_deferred = false;
 	kd_timer_cancel(&d->loop, &s->revoke_timer);
 	kd_revoke_free_all(s, false,
 			   s->revoke_timed_out ? -ETIMEDOUT : -ECONNRESET);
@@ -230,7 +257,14 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 	static char buf[KVMM_MSG_MAX];
 	int fds[8];
 
-	for (int i = 0; i < KD_MSGS_PER_WAKE; i++) {
+	if (s->reply_deferred) {
+		/* not reading until the deferred reply is sent; a hang-up
+		 * (the process died) ends the session now */
+		if (events & (EPOLLHUP | EPOLLERR))
+			kd_session_end(s, false, "hang-up");
+		return;
+	}
+	for (int i = 0; i < KD_MSGS_PER_WAKE && !s->reply_deferred; i++) {
 		unsigned int nfds = 0;
 		ssize_t n = kw_recv(fd, buf, sizeof(buf), fds, &nfds, 8,
 				    MSG_DONTWAIT);

@@ -24,7 +24,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       "\"checksum_failures\":%llu,\"recovered_blocks\":%llu,"
 	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
 	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
-	       "\"pressure_reclaims\":%llu,"
+	       "\"pressure_reclaims\":%llu,\"restores_waited\":%llu,"
+	       "\"prefix_opens_pending\":%llu,"
 	       "\"tiers\":{",
 	       (unsigned long long)ts->publishes,
 	       (unsigned long long)ts->duplicates,
@@ -40,14 +41,17 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       (unsigned long long)ts->migrations_in_flight,
 	       (unsigned long long)ts->slot_waits,
 	       (unsigned long long)ts->nvme_admission_rejects,
-	       (unsigned long long)ts->pressure_reclaims);
+	       (unsigned long long)ts->pressure_reclaims,
+	       (unsigned long long)ts->restores_waited,
+	       (unsigned long long)ts->prefix_opens_pending);
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
 
 		printf("%s\"%s\":{\"capacity_blocks\":%llu,\"used_blocks\":%llu,"
 		       "\"block_bytes\":%llu,\"hits\":%llu,"
 		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
-		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu}",
+		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
+		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu}",
 		       t ? "," : "", tier_names[t],
 		       (unsigned long long)i->capacity_blocks,
 		       (unsigned long long)i->used_blocks,
@@ -57,7 +61,9 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)i->promotions_out,
 		       (unsigned long long)i->drops,
 		       (unsigned long long)i->bytes_in,
-		       (unsigned long long)i->bytes_out);
+		       (unsigned long long)i->bytes_out,
+		       (unsigned long long)i->restore_ns,
+		       (unsigned long long)i->restore_max_ns);
 	}
 	printf("}}");
 }
@@ -178,5 +184,15 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.tiers[t].demotions_in,
 		       (unsigned long long)ts.tiers[t].promotions_out,
 		       (unsigned long long)ts.tiers[t].drops);
+	printf("restores     %llu waited on, %llu opens pending",
+	       (unsigned long long)ts.restores_waited,
+	       (unsigned long long)ts.prefix_opens_pending);
+	for (int t = 1; t < 3; t++)
+		if (ts.tiers[t].promotions_out)
+			printf(", %s mean %.3f ms max %.3f ms", tier_names[t],
+			       ts.tiers[t].restore_ns / 1e6 /
+				       ts.tiers[t].promotions_out,
+			       ts.tiers[t].restore_max_ns / 1e6);
+	printf("\n");
 	return 0;
 }

@@ -433,7 +433,11 @@ struct kvmm_tier_info {
 	uint64_t promotions_out; /* blocks restored from here to the GPU */
 	uint64_t drops; /* blocks dropped from this tier */
 	uint64_t bytes_in, bytes_out; /* copied into / out of this tier */
-	uint64_t reserved[3];
+	/* restores from this tier to the GPU (promotions_out of them):
+	 * sum and largest time from submission to the copy's completion,
+	 * queueing included (what a waiting PREFIX_OPEN sees) */
+	uint64_t restore_ns, restore_max_ns;
+	uint64_t reserved[1];
 };
 
 struct kvmm_tier_stats_reply {
@@ -454,7 +458,12 @@ struct kvmm_tier_stats_reply {
 	/* cached GPU blocks demoted or dropped to free pool pages for an
 	 * extend or a restore that found the pool full */
 	uint64_t pressure_reclaims;
-	uint64_t reserved[3];
+	/* prefix blocks a PREFIX_OPEN found being restored for another one
+	 * and waited for (restored once, shared) */
+	uint64_t restores_waited;
+	/* now: PREFIX_OPENs whose reply waits for restores */
+	uint64_t prefix_opens_pending;
+	uint64_t reserved[1];
 	struct kvmm_tier_info tiers[3];
 };
 
