@@ -2,9 +2,10 @@
 /*
  * A raw wire client for the cache tests: HELLO, REGION_CREATE, SEQ_OPEN,
  * SEQ_EXTEND, BLOCK_PUBLISH, PREFIX_OPEN, TIER_STATS, SEQ_CLOSE over the
- * socket, with the page fds of replies mapped into this process (host
- * backend: each fd is a memfd of one page) so tests can write and compare
- * the bytes of blocks directly.  libkvmm has no publish/prefix calls yet.
+ * socket (a request may be sent first and its reply taken later), with
+ * the page fds of replies mapped into this process (host backend: each fd
+ * is a memfd of one page) so tests can write and compare the bytes of
+ * blocks directly.  libkvmm has no publish/prefix calls yet.
  */
 #ifndef KVMM_TESTS_CACHE_COMMON_H
 #define KVMM_TESTS_CACHE_COMMON_H
@@ -36,26 +37,34 @@ struct cc {
 	unsigned char *map[CC_MAX_PAGES]; /* page id -> our mapping */
 };
 
-/* One request; reply body into rep (up to cap), fds (with continuations)
- * mapped by page id when ids != NULL.  Returns the reply status. */
-static int cc_call(struct cc *c, uint16_t cmd, const void *body, size_t len,
-		   void *rep, size_t cap, int *fds_out, unsigned int *nfds_out)
+/* Send one request without waiting for its reply (cc_recv()). */
+static void cc_send(struct cc *c, uint16_t cmd, const void *body, size_t len)
 {
 	static char buf[KVMM_MSG_MAX];
 	struct kvmm_msg_hdr h = { .size = sizeof(h) + len,
 				  .cmd = cmd,
 				  .version = KVMM_ABI_MAJOR,
 				  .id = ++c->id };
-	unsigned int total = 0;
-	int fds[KVMM_MSG_MAX_FDS];
-	unsigned int nfds;
-	ssize_t n;
 
 	t_assert(sizeof(h) + len <= sizeof(buf));
 	memcpy(buf, &h, sizeof(h));
 	if (len)
 		memcpy(buf + sizeof(h), body, len);
 	t_ok(kw_send(c->sock, buf, h.size, NULL, 0, 0));
+}
+
+/* The reply: body into rep (up to cap), fds (with continuations) into
+ * fds_out, or closed when it is NULL.  Returns the reply status. */
+static int cc_recv(struct cc *c, void *rep, size_t cap, int *fds_out,
+		   unsigned int *nfds_out)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr h;
+	unsigned int total = 0;
+	int fds[KVMM_MSG_MAX_FDS];
+	unsigned int nfds;
+	ssize_t n;
+
 	for (;;) {
 		n = kw_recv(c->sock, buf, sizeof(buf), fds, &nfds,
 			    KVMM_MSG_MAX_FDS, 0);
@@ -82,7 +91,16 @@ static int cc_call(struct cc *c, uint16_t cmd, const void *body, size_t len,
 	}
 	if (nfds_out)
 		*nfds_out = total;
+	t_assert_eq(h.id, c->id);
 	return h.status;
+}
+
+/* One request and its reply (see cc_recv()). */
+static int cc_call(struct cc *c, uint16_t cmd, const void *body, size_t len,
+		   void *rep, size_t cap, int *fds_out, unsigned int *nfds_out)
+{
+	cc_send(c, cmd, body, len);
+	return cc_recv(c, rep, cap, fds_out, nfds_out);
 }
 
 static void cc_connect(struct cc *c, const char *path)
@@ -198,30 +216,44 @@ static int cc_publish(struct cc *c, uint32_t seq, uint32_t first,
 		       sizeof(*rep), NULL, NULL);
 }
 
-/* Prefix open: ids gets the page ids, the reply header in *rep. */
-static void cc_prefix(struct cc *c, const uint64_t *hashes, uint32_t n,
-		      struct kvmm_prefix_open_reply *out, uint32_t *ids)
+/* Send a PREFIX_OPEN of n hashes (cc_prefix_recv() takes the reply). */
+static void cc_prefix_send(struct cc *c, const uint64_t *hashes, uint32_t n)
 {
-	static char buf[KVMM_MSG_MAX];
 	char req[sizeof(struct kvmm_prefix_open) + 64 * 8];
 	struct kvmm_prefix_open po = { .size = sizeof(po),
 				       .region_id = c->region,
 				       .nr_hashes = n };
-	struct kvmm_prefix_open_reply *rep = (void *)buf;
-	static int fds[CC_MAX_PAGES];
-	unsigned int nfds;
 
 	t_assert(n <= 64);
 	memcpy(req, &po, sizeof(po));
 	memcpy(req + sizeof(po), hashes, n * 8);
-	t_ok(cc_call(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(po) + n * 8, buf,
-		     sizeof(buf), fds, &nfds));
+	cc_send(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(po) + n * 8);
+}
+
+/* Its reply: ids gets the page ids (mapped), the reply header *out. */
+static void cc_prefix_recv(struct cc *c, struct kvmm_prefix_open_reply *out,
+			   uint32_t *ids)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_prefix_open_reply *rep = (void *)buf;
+	static int fds[CC_MAX_PAGES];
+	unsigned int nfds;
+
+	t_ok(cc_recv(c, buf, sizeof(buf), fds, &nfds));
 	*out = *rep;
 	t_assert_eq(rep->nr_fds, nfds);
 	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
 	       nfds);
 	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
 		ids[i] = rep->page_ids[i] & ~KVMM_PAGE_HELD;
+}
+
+/* Prefix open: ids gets the page ids, the reply header in *rep. */
+static void cc_prefix(struct cc *c, const uint64_t *hashes, uint32_t n,
+		      struct kvmm_prefix_open_reply *out, uint32_t *ids)
+{
+	cc_prefix_send(c, hashes, n);
+	cc_prefix_recv(c, out, ids);
 }
 
 static void cc_tier_stats(struct cc *c, struct kvmm_tier_stats_reply *st)

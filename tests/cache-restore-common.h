@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by the tests of asynchronous restores (tests/cache-restore-*.c):
+ * a kvmmd with small GPU and host tiers and an NVMe file, whose restore
+ * jobs are slowed down by KVMMD_TEST_RESTORE_DELAY_MS so a PREFIX_OPEN
+ * stays pending long enough for other clients to act meanwhile; contents
+ * written by writer processes and pushed down to NVMe.
+ */
+#ifndef KVMM_TESTS_CACHE_RESTORE_COMMON_H
+#define KVMM_TESTS_CACHE_RESTORE_COMMON_H
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "tests/cache-common.h"
+#include "tests/lib/daemon.h"
+
+#define CR_NB 8 /* blocks per content */
+#define CR_SLOT (4096 + CC_PPB * CC_PAGE) /* NVMe slot stride */
+
+struct cr_env {
+	struct td_daemon d;
+	char nvme[256];
+	char nvme_size[32];
+	char delay[16];
+};
+
+static inline uint64_t cr_hash(int content, int b)
+{
+	return 0x7100000ull * (content + 1) + b + 1;
+}
+
+static inline uint64_t cr_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int cr_wait_child(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * Start kvmmd: 8 cached GPU blocks (one content), a host tier of 8 slots (6 for the
+ * policy), an NVMe file of nvme_slots slots, every restore delayed by
+ * delay_ms.  Skips (77) when O_DIRECT is impossible where the file goes.
+ */
+static void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
+{
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	int fd;
+
+	snprintf(env->nvme, sizeof(env->nvme), "%s/kvmm-restore-%d",
+		 dir ? dir : "/var/tmp", getpid());
+	fd = open(env->nvme, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		t_skip("O_DIRECT not possible for %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
+		       env->nvme, strerror(errno));
+	close(fd);
+	unlink(env->nvme);
+	snprintf(env->nvme_size, sizeof(env->nvme_size), "%llu",
+		 4096ull + (unsigned long long)nvme_slots * CR_SLOT);
+	snprintf(env->delay, sizeof(env->delay), "%d", delay_ms);
+	setenv("KVMMD_TEST_RESTORE_DELAY_MS", env->delay, 1);
+	const char *args[] = { "--cache-gpu-blocks", "8",	      "--host-mem",
+			       "2M",		     "--nvme-path",   env->nvme,
+			       "--nvme-size",	     env->nvme_size, NULL };
+	int r = td_start(&env->d, args);
+
+	unsetenv("KVMMD_TEST_RESTORE_DELAY_MS");
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+}
+
+static void cr_stop(struct cr_env *env)
+{
+	int r = td_stop(&env->d);
+
+	if (r)
+		td_dump_log(&env->d);
+	t_assert_eq(r, 0);
+	unlink(env->nvme);
+}
+
+/* A writer process: content k (CR_NB blocks) published, then closed. */
+static void cr_write_content(const char *sock, int k)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct kvmm_block_publish_reply rep;
+		uint32_t ids[CR_NB * CC_PPB];
+		uint64_t h[CR_NB];
+		struct cc c;
+		uint32_t seq;
+
+		for (int b = 0; b < CR_NB; b++)
+			h[b] = cr_hash(k, b);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, CR_NB * CC_TPB, ids);
+		cc_fill(&c, ids, CR_NB, 200 + k);
+		t_ok(cc_publish(&c, seq, 0, h, CR_NB, &rep));
+		t_assert_eq(rep.published, CR_NB);
+		cc_seq_close(&c, seq, ids, CR_NB * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cr_wait_child(p), 0);
+}
+
+/* Tier stats once no migration is in flight and no open is pending. */
+static void cr_settled_stats(const char *sock, struct kvmm_tier_stats_reply *ts)
+{
+	struct cc c;
+	int i;
+
+	cc_connect(&c, sock);
+	for (i = 0; i < 1000; i++) {
+		cc_tier_stats(&c, ts);
+		if (!ts->migrations_in_flight && !ts->prefix_opens_pending)
+			break;
+		usleep(10000);
+	}
+	cc_disconnect(&c);
+	if (i == 1000)
+		t_fail("migrations or opens still pending after 10 s");
+}
+
+/* Wait (up to 10 s) until pending PREFIX_OPENs reach n. */
+static void cr_wait_pending(struct cc *c, uint64_t n)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	for (int i = 0; i < 10000; i++) {
+		cc_tier_stats(c, &ts);
+		if (ts.prefix_opens_pending == n)
+			return;
+		usleep(1000);
+	}
+	t_fail("prefix_opens_pending never reached %llu (is %llu)",
+	       (unsigned long long)n,
+	       (unsigned long long)ts.prefix_opens_pending);
+}
+
+/*
+ * Write contents 0..3: with 8 GPU blocks and 6 host blocks, contents 0
+ * and 1 and the first 2 blocks of content 2 end on NVMe, nothing dropped.
+ */
+static void cr_fill_tiers(struct cr_env *env, struct kvmm_tier_stats_reply *ts)
+{
+	for (int k = 0; k < 4; k++)
+		cr_write_content(env->d.sock, k);
+	cr_settled_stats(env->d.sock, ts);
+	t_assert_eq(ts->tiers[0].used_blocks, 8);
+	t_assert_eq(ts->tiers[1].used_blocks, 6);
+	t_assert_eq(ts->tiers[2].used_blocks, 4 * CR_NB - 14);
+	t_assert_eq(ts->tiers[0].drops + ts->tiers[1].drops +
+			    ts->tiers[2].drops,
+		    0);
+}
+
+#endif
