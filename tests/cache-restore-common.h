@@ -73,9 +73,15 @@ static void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
 		 4096ull + (unsigned long long)nvme_slots * CR_SLOT);
 	snprintf(env->delay, sizeof(env->delay), "%d", delay_ms);
 	setenv("KVMMD_TEST_RESTORE_DELAY_MS", env->delay, 1);
-	const char *args[] = { "--cache-gpu-blocks", "8",	      "--host-mem",
-			       "2M",		     "--nvme-path",   env->nvme,
-			       "--nvme-size",	     env->nvme_size, NULL };
+	const char *args[] = { "--cache-gpu-blocks",
+			       "8",
+			       "--host-mem",
+			       "2M",
+			       "--nvme-path",
+			       env->nvme,
+			       "--nvme-size",
+			       env->nvme_size,
+			       NULL };
 	int r = td_start(&env->d, args);
 
 	unsetenv("KVMMD_TEST_RESTORE_DELAY_MS");

@@ -83,8 +83,7 @@ int main(void)
 	t_assert_eq(ts.busy_misses, 0);
 	t_assert_eq(ts.misses, 0);
 	printf("B waited for %llu of A's %d restores (shared %u already restored); NVMe restores %llu\n",
-	       (unsigned long long)ts.restores_waited, CR_NB,
-	       rb.rep.from_gpu,
+	       (unsigned long long)ts.restores_waited, CR_NB, rb.rep.from_gpu,
 	       (unsigned long long)(ts.tiers[2].promotions_out -
 				    ts0.tiers[2].promotions_out));
 
