@@ -2,7 +2,7 @@
 /*
  * CRC32C: published check values (RFC 3720 B.4, the "123456789" check),
  * the hardware and table paths agree on every length and alignment around
- * the 3-way interleave boundaries, and continuing a CRC over a split buffer
+ * the 3-way interleave and fused-chunk boundaries, and continuing a CRC over a split buffer
  * gives the same value as one pass.
  */
 #include "kvmm/kvmmd/crc32c.h"
@@ -35,8 +35,10 @@ int main(void)
 		seed = seed * 1103515245u + 12345u;
 		buf[i] = (unsigned char)(seed >> 16);
 	}
-	size_t lens[] = { 1,	 7,	8,     9,     63,    4096, 24575,
-			  24576, 24577, 49152, 49159, 65536, 73000 };
+	/* 15872 is one chunk of the fused crc32 + PCLMUL path */
+	size_t lens[] = { 1,	 7,	8,     9,     63,    4096,
+			  15871, 15872, 15873, 24575, 24576, 24577,
+			  31751, 47716, 49152, 49159, 65536, 73000 };
 	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
 		for (size_t off = 0; off < 8; off++) {
 			uint32_t sw = tier_crc32c_sw(0, buf + off, lens[l]);

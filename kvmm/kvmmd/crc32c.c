@@ -6,6 +6,15 @@
  * thirds of the unit idle) and merges them with a multiply in GF(2) by
  * x^(8*len) mod P, precomputed for the chunk size.  The table path is
  * slicing-by-8.  Both are reflected, init ~0, final ~0.
+ *
+ * Where the CPU has VPCLMULQDQ (AVX2 width), long buffers take a fused
+ * path: the crc32 unit and the carry-less multiplier are separate
+ * execution units, so each chunk is cut in two, three crc32 streams over
+ * the first part and a PCLMUL fold (four 256-bit accumulators, 128 bytes
+ * per step) over the second, both in one loop so the two units run at
+ * once; the parts are merged with the same shift-by-multiply.  On the
+ * Zen 3 development VM this is about twice the crc32-only speed, which
+ * matters because the NVMe tier checksums every byte it writes and reads.
  */
 #include "crc32c.h"
 
@@ -13,6 +22,7 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+#include <immintrin.h>
 #include <nmmintrin.h>
 #define CRC32C_HAVE_X86 1
 #else
@@ -30,6 +40,20 @@ static bool crc_hw;
 /* x^(8*CRC_LANE) and x^(16*CRC_LANE) mod P, as multiply tables. */
 static uint32_t crc_shift1[4][256];
 static uint32_t crc_shift2[4][256];
+
+/* Fused chunk: FUSED_STEPS steps of 3 x FUSED_LANE_STEP crc32 bytes and
+ * 128 folded bytes. */
+#define FUSED_LANE_STEP 40u
+#define FUSED_STEPS 64u
+#define FUSED_LANE (FUSED_LANE_STEP * FUSED_STEPS)
+#define FUSED_FOLD (128u * FUSED_STEPS)
+#define FUSED_CHUNK (3 * FUSED_LANE + FUSED_FOLD)
+static bool crc_fused;
+/* shift past what follows lane 0, lane 1, lane 2 in a chunk */
+static uint32_t fused_shift[3][4][256];
+/* fold constants: x^(D+32) and x^(D-32) mod P (reflected, << 1) for a fold
+ * distance D of 1024 bits (loop) and 128 bits (final reduction) */
+static uint64_t fold_k1024[2], fold_k128[2];
 
 /* a * b mod P in the reflected representation (bit 31 = x^0). */
 static uint32_t gf2_mul(uint32_t a, uint32_t b)
@@ -89,9 +113,19 @@ static void crc_init(void)
 				crc_table[0][crc_table[t - 1][i] & 0xff];
 	shift_table(crc_shift1, x_pow_8n(CRC_LANE));
 	shift_table(crc_shift2, x_pow_8n(2 * CRC_LANE));
+	shift_table(fused_shift[0], x_pow_8n(2 * FUSED_LANE + FUSED_FOLD));
+	shift_table(fused_shift[1], x_pow_8n(FUSED_LANE + FUSED_FOLD));
+	shift_table(fused_shift[2], x_pow_8n(FUSED_FOLD));
+	fold_k1024[0] = (uint64_t)x_pow_8n((1024 + 32) / 8) << 1;
+	fold_k1024[1] = (uint64_t)x_pow_8n((1024 - 32) / 8) << 1;
+	fold_k128[0] = (uint64_t)x_pow_8n((128 + 32) / 8) << 1;
+	fold_k128[1] = (uint64_t)x_pow_8n((128 - 32) / 8) << 1;
 #if CRC32C_HAVE_X86
 	__builtin_cpu_init();
 	crc_hw = __builtin_cpu_supports("sse4.2");
+	crc_fused = crc_hw && __builtin_cpu_supports("avx2") &&
+		    __builtin_cpu_supports("pclmul") &&
+		    __builtin_cpu_supports("vpclmulqdq");
 #endif
 }
 
@@ -177,12 +211,111 @@ crc_hw_raw(uint32_t crc, const unsigned char *p, size_t len)
 	}
 	return crc_hw_stream(crc, p, len);
 }
+
+/*
+ * Folding, in the reflected domain: a 128-bit lane X (low qword L first
+ * in the stream, high qword H) followed by D more bits is congruent mod P
+ * to clmul(L, K1) ^ clmul(H, K2) placed D bits later, with K1 =
+ * x^(D+32), K2 = x^(D-32) (reflected, shifted left by one so the 95-bit
+ * product lands aligned).  Folding leaves one lane congruent to the
+ * whole part; the crc32 instruction over its 16 bytes from state 0 then
+ * gives that part's raw CRC from state 0.
+ */
+__attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq"))) static inline __m256i
+fold256(__m256i x, __m256i k, const unsigned char *p)
+{
+	__m256i lo = _mm256_clmulepi64_epi128(x, k, 0x00);
+	__m256i hi = _mm256_clmulepi64_epi128(x, k, 0x11);
+
+	return _mm256_xor_si256(_mm256_xor_si256(lo, hi),
+				_mm256_loadu_si256((const __m256i *)p));
+}
+
+__attribute__((target("sse4.2,pclmul"))) static inline __m128i
+fold128(__m128i x, __m128i k, __m128i next)
+{
+	return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+					   _mm_clmulepi64_si128(x, k, 0x11)),
+			     next);
+}
+
+/* Raw CRC (state 0) of FUSED_FOLD bytes reduced to four accumulators. */
+__attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq"))) static uint32_t
+fold_finish(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
+{
+	__m128i k = _mm_set_epi64x((long long)fold_k128[1],
+				   (long long)fold_k128[0]);
+	__m128i lanes[8] = {
+		_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1),
+		_mm256_castsi256_si128(y1), _mm256_extracti128_si256(y1, 1),
+		_mm256_castsi256_si128(y2), _mm256_extracti128_si256(y2, 1),
+		_mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1),
+	};
+	__m128i x = lanes[0];
+
+	for (int i = 1; i < 8; i++)
+		x = fold128(x, k, lanes[i]);
+	uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
+
+	return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x, 1));
+}
+
+__attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq"))) static uint32_t
+crc_fused_raw(uint32_t crc, const unsigned char *p, size_t len)
+{
+	const __m256i k = _mm256_set_epi64x((long long)fold_k1024[1],
+					    (long long)fold_k1024[0],
+					    (long long)fold_k1024[1],
+					    (long long)fold_k1024[0]);
+
+	while (len >= FUSED_CHUNK) {
+		const unsigned char *pa = p, *pb = p + FUSED_LANE,
+				    *pc = p + 2 * FUSED_LANE,
+				    *pf = p + 3 * FUSED_LANE;
+		uint64_t a = crc, b = 0, c = 0;
+		__m256i y0 = _mm256_loadu_si256((const __m256i *)pf);
+		__m256i y1 = _mm256_loadu_si256((const __m256i *)(pf + 32));
+		__m256i y2 = _mm256_loadu_si256((const __m256i *)(pf + 64));
+		__m256i y3 = _mm256_loadu_si256((const __m256i *)(pf + 96));
+
+		for (unsigned int step = 0; step < FUSED_STEPS; step++) {
+			if (step) {
+				const unsigned char *q = pf + 128 * step;
+
+				y0 = fold256(y0, k, q);
+				y1 = fold256(y1, k, q + 32);
+				y2 = fold256(y2, k, q + 64);
+				y3 = fold256(y3, k, q + 96);
+			}
+			for (unsigned int i = 0; i < FUSED_LANE_STEP; i += 8) {
+				uint64_t wa, wb, wc;
+				size_t o = (size_t)step * FUSED_LANE_STEP + i;
+
+				memcpy(&wa, pa + o, 8);
+				memcpy(&wb, pb + o, 8);
+				memcpy(&wc, pc + o, 8);
+				a = _mm_crc32_u64(a, wa);
+				b = _mm_crc32_u64(b, wb);
+				c = _mm_crc32_u64(c, wc);
+			}
+		}
+		crc = shift_apply(fused_shift[0], (uint32_t)a) ^
+		      shift_apply(fused_shift[1], (uint32_t)b) ^
+		      shift_apply(fused_shift[2], (uint32_t)c) ^
+		      fold_finish(y0, y1, y2, y3);
+		p += FUSED_CHUNK;
+		len -= FUSED_CHUNK;
+	}
+	return crc_hw_raw(crc, p, len);
+}
 #endif
 
 uint32_t tier_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc_once, crc_init);
 #if CRC32C_HAVE_X86
+	if (crc_fused && len >= FUSED_CHUNK)
+		return ~crc_fused_raw(~crc, buf, len);
 	if (crc_hw)
 		return ~crc_hw_raw(~crc, buf, len);
 #endif
