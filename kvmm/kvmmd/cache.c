@@ -31,6 +31,7 @@ struct kc_entry {
 	uint64_t parent;
 	uint32_t position;
 	uint32_t uses; /* publish + duplicates + prefix hits (NVMe admission) */
+	uint64_t gen; /* tells pins (pin.c) this entry from a later one */
 	uint8_t tier; /* enum pol_tier: where the bytes are (or go) */
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
 	bool dead; /* to be removed from the policy after its call */
@@ -91,6 +92,7 @@ struct kd_cache {
 	struct kd_daemon *d;
 	struct kc_entry *buckets[KC_BUCKETS];
 	uint64_t nentries;
+	uint64_t next_gen;
 	struct kc_entry *dead; /* removed from the policy after its call */
 	bool opened; /* tiers and policy set up */
 	bool closing; /* kd_cache_fini(): nothing new is submitted */
@@ -127,6 +129,7 @@ static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
 	if (!e)
 		return NULL;
 	e->hash = hash;
+	e->gen = ++c->next_gen;
 	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
 	e->next = c->buckets[hash % KC_BUCKETS];
 	c->buckets[hash % KC_BUCKETS] = e;
@@ -661,6 +664,36 @@ void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk)
 		pol_cache_unref(c->pol, blk->hash);
 }
 
+int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
+			struct pol_cache **pol, unsigned *tier, uint64_t *gen)
+{
+	struct kd_cache *c = d->cache;
+	struct kc_entry *e = c && c->pol ? kc_find(c, hash) : NULL;
+
+	if (!e || !e->in_pol || e->dead || e->drop_after)
+		return -ENOENT;
+	*pol = c->pol;
+	*tier = e->tier;
+	*gen = e->gen;
+	return 0;
+}
+
+struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
+				      uint64_t gen)
+{
+	struct kd_cache *c = d->cache;
+	struct kc_entry *e = c && c->pol ? kc_find(c, hash) : NULL;
+
+	return e && e->gen == gen && e->in_pol ? c->pol : NULL;
+}
+
+uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
+{
+	struct kd_cache *c = d->cache;
+
+	return c && c->pol ? pol_cache_capacity(c->pol, POL_TIER_GPU) : 0;
+}
+
 static uint64_t kc_pool_free(struct kd_daemon *d)
 {
 	struct vmm_pool_stats ps;
@@ -683,6 +716,7 @@ int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
 		return -ENOSPC;
 	want = (pages - avail + c->ppb - 1) / c->ppb;
 	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
 	/* the policy picks the victims (LRU, never a block a sequence
 	 * uses or a pinned one) and moves them down through kc_move(), as
 	 * an over-full GPU tier would; then the capacity comes back */

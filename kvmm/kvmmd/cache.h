@@ -61,4 +61,20 @@ void kd_cache_session_end(struct kd_session *s);
  */
 int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
 
+/*
+ * Pins (pin.c).  kd_cache_pin_target(): the policy, the tier and the
+ * generation of a cached block the policy tracks; -ENOENT when the hash is
+ * not cached, is a cold NVMe block, or is on its way out.  The generation
+ * tells a later entry with the same hash from the one pinned:
+ * kd_cache_pin_policy() answers the policy only while that entry is still
+ * cached, NULL when it has gone (its policy state went with it).
+ */
+struct pol_cache;
+int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
+			struct pol_cache **pol, unsigned *tier, uint64_t *gen);
+struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
+				      uint64_t gen);
+/* Blocks the policy may keep on the GPU (0 before the first publish). */
+uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
+
 #endif

@@ -14,6 +14,7 @@
  *   proto.c    command validation and dispatch (socket and ring)
  *   revoke.c   revocation: post, acknowledge, time out
  *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h)
+ *   pin.c      BLOCK_PIN / BLOCK_UNPIN: per-session pins, TTLs, priorities
  *
  * Everything runs on the one event-loop thread; nothing here is locked.
  */
@@ -130,6 +131,8 @@ struct kd_config {
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	int cache_policy; /* --cache-policy: enum pol_kind, default lru */
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
+	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =
+			     * a quarter of the GPU cache (pin.c) */
 };
 
 void kd_config_defaults(struct kd_config *cfg);
@@ -302,6 +305,8 @@ struct kd_session {
 	uint64_t pages_owned; /* pages of this session's blocks */
 	struct kd_quota *quota;
 	struct kd_revoke *revokes; /* pending, oldest first */
+	struct kd_pin *pins; /* pin.c: this session's pin records */
+	uint32_t nr_pins;
 	struct kd_timer revoke_timer;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked;
@@ -352,6 +357,16 @@ void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
 void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 		   struct kvmm_cqe *cqe);
 int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st);
+
+/* ---- pin.c ---- */
+
+struct kd_pin;
+/* BLOCK_PIN / BLOCK_UNPIN (socket); 1 when replied, else the status. */
+int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
+	       const void *p, size_t len);
+int kd_unpin_cmd(struct kd_session *s, const void *p, size_t len);
+/* Session end: release every pin record of the session. */
+void kd_pin_release_all(struct kd_session *s);
 
 /* ---- revoke.c ---- */
 

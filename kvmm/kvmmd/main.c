@@ -52,6 +52,8 @@ static void usage(FILE *f)
 		"                         cost model, always reload, or client\n"
 		"                         recomputes (plan; only for clients that\n"
 		"                         ask for per-block actions)\n"
+		"  --pin-quota N          blocks one session may pin (a quarter\n"
+		"                         of the GPU cache)\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -82,6 +84,7 @@ static const struct option long_opts[] = {
 	{ "nvme-admit-uses", required_argument, NULL, 'U' },
 	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
+	{ "pin-quota", required_argument, NULL, KD_OPT_PIN_QUOTA },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

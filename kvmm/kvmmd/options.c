@@ -205,6 +205,8 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'U':
 		return parse_u32("--nvme-admit-uses", val,
 				 &cfg->nvme_admit_uses, 10);
+	case KD_OPT_PIN_QUOTA:
+		return parse_u32("--pin-quota", val, &cfg->pin_quota, 10);
 	case 'Y': {
 		enum pol_kind k;
 

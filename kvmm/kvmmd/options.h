@@ -15,4 +15,7 @@ int kd_parse_size(const char *what, const char *s, uint64_t *out);
 int kd_option_apply(struct kd_config *cfg, int key, const char *val);
 int kd_parse_log_level(const char *s);
 
+/* kvmmd's option number for --pin-quota (no short option) */
+#define KD_OPT_PIN_QUOTA 0x202
+
 #endif

@@ -537,9 +537,11 @@ static int dispatch(struct req *rq)
 		return kd_cache_prefix_open(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_TIER_STATS:
 		return do_tier_stats(rq);
-	case KVMM_CMD_RESTORE_PLAN:
 	case KVMM_CMD_BLOCK_PIN:
+		return kd_pin_cmd(s, rq->h, rq->p, rq->len);
 	case KVMM_CMD_BLOCK_UNPIN:
+		return kd_unpin_cmd(s, rq->p, rq->len);
+	case KVMM_CMD_RESTORE_PLAN:
 		return -EOPNOTSUPP;
 	case KVMM_CMD_ADMIN_STATUS:
 		return do_admin_status(rq);

@@ -167,6 +167,7 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	kd_timer_cancel(&d->loop, &s->revoke_timer);
 	kd_revoke_free_all(s, false,
 			   s->revoke_timed_out ? -ETIMEDOUT : -ECONNRESET);
+	kd_pin_release_all(s); /* pins end with the session, however */
 	while (s->regions)
 		kd_region_destroy(s->regions, false);
 	kd_ring_destroy(s);

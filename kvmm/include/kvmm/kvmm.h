@@ -125,6 +125,31 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *region,
 /* "gpu-shared", "reloaded-host", "reloaded-nvme", "recompute" */
 const char *kvmm_block_action_string(uint8_t action);
 
+/*
+ * Pin a cached block (by hash) where it is, for this connection: it is not
+ * demoted or dropped until kvmm_block_unpin(), the end of the connection,
+ * or, with KVMM_PIN_F_TTL in opts->flags, ttl_ns from now (an agent
+ * waiting on a tool call).  KVMM_PIN_F_PRIORITY sets the block's priority
+ * (-128..127) as well; KVMM_PIN_F_PRIORITY_ONLY sets only that (flags in
+ * kvmm/uapi.h).  Pinning a hash again replaces the earlier pin.  opts may
+ * be NULL (a plain pin).  -ENOENT: not cached; -EDQUOT: this connection
+ * holds its quota of pins (opts->pin_quota says how many).
+ */
+struct kvmm_pin_opts {
+	uint32_t size; /* sizeof(struct kvmm_pin_opts) */
+	uint32_t flags; /* KVMM_PIN_F_* */
+	uint64_t ttl_ns; /* with KVMM_PIN_F_TTL */
+	int32_t priority; /* with KVMM_PIN_F_PRIORITY */
+	/* out */
+	uint32_t tier; /* where the block is: 0 GPU, 1 host, 2 NVMe */
+	uint32_t pins, pin_quota; /* this connection's pins now, its quota */
+	uint64_t expires_ns; /* TTL pins: the daemon's CLOCK_MONOTONIC */
+};
+
+int kvmm_block_pin(struct kvmm_conn *conn, uint64_t hash,
+		   struct kvmm_pin_opts *opts);
+int kvmm_block_unpin(struct kvmm_conn *conn, uint64_t hash);
+
 /* A step uses every open sequence of the connection; revocations are
  * applied before a step begins and after it ends. */
 int kvmm_step_begin(struct kvmm_conn *conn);

@@ -420,6 +420,52 @@ struct kvmm_prefix_open_reply {
 	 * to 4 bytes */
 };
 
+/*
+ * BLOCK_PIN: keep a cached block where it is (in whichever tier holds it)
+ * for this session.  Without flags the pin lasts until BLOCK_UNPIN or the
+ * end of the session; with KVMM_PIN_F_TTL it ends by itself ttl_ns after
+ * the daemon received it (CLOCK_MONOTONIC: agents waiting on a tool call).
+ * KVMM_PIN_F_PRIORITY also gives the block a priority (-128..127: higher
+ * is kept longer by policies that rank by value, kvmmd --cache-policy
+ * asym); with KVMM_PIN_F_PRIORITY_ONLY it is only that, no pin.  One
+ * record per (session, hash): pinning a hash again replaces the record.
+ * Errors: -ENOENT the hash is not cached, -EINVAL bad flags/fields,
+ * -ERANGE ttl_ns > KVMM_PIN_TTL_MAX_NS or priority out of range, -EDQUOT
+ * the session holds its quota of records (kvmmd --pin-quota).
+ */
+#define KVMM_PIN_F_TTL 0x1u
+#define KVMM_PIN_F_PRIORITY 0x2u
+#define KVMM_PIN_F_PRIORITY_ONLY 0x4u /* with PRIORITY, without TTL */
+#define KVMM_PIN_TTL_MAX_NS (24ull * 3600 * 1000000000) /* one day */
+
+struct kvmm_block_pin {
+	uint32_t size;
+	uint32_t flags; /* KVMM_PIN_F_* */
+	uint64_t hash;
+	uint64_t ttl_ns; /* KVMM_PIN_F_TTL: 1..KVMM_PIN_TTL_MAX_NS; else 0 */
+	int32_t priority; /* KVMM_PIN_F_PRIORITY: -128..127; else 0 */
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
+struct kvmm_block_pin_reply {
+	uint32_t size;
+	uint32_t tier; /* where the block is: 0 GPU, 1 host, 2 NVMe */
+	uint32_t pins; /* this session's pin records now */
+	uint32_t pin_quota; /* ... and how many it may hold */
+	uint64_t expires_ns; /* TTL pins: the daemon's CLOCK_MONOTONIC; else 0 */
+	uint64_t reserved[2];
+};
+
+/* BLOCK_UNPIN: drop this session's record for a hash (-ENOENT: none, or
+ * its TTL has passed). */
+struct kvmm_block_unpin {
+	uint32_t size;
+	uint32_t flags; /* must be 0 */
+	uint64_t hash;
+	uint64_t reserved[2];
+};
+
 /* TIER_STATS reply: one entry per tier (0 GPU, 1 host, 2 NVMe). */
 struct kvmm_tier_info {
 	/* GPU: cached blocks the policy keeps there; host, NVMe: the slots
