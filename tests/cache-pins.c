@@ -162,8 +162,7 @@ static struct kvmm_conn *connect_lib(const char *sock, const char *name)
 	return c;
 }
 
-static void pinned_survives(struct cc *b, struct kvmm_conn *p,
-			    const char *sock)
+static void pinned_survives(struct cc *b, struct kvmm_conn *p, const char *sock)
 {
 	uint32_t pub[4 * CC_PPB], ids[8 * CC_PPB];
 	struct kvmm_pin_opts o;
@@ -253,8 +252,7 @@ static void death_releases(struct cc *b, const char *sock)
 		struct kvmm_pin_opts o;
 
 		t_ok(pin(c, hash_of(2, 0), 0, 0, &o));
-		t_ok(pin(c, hash_of(2, 1), KVMM_PIN_F_TTL, 60000000000ull,
-			 &o));
+		t_ok(pin(c, hash_of(2, 1), KVMM_PIN_F_TTL, 60000000000ull, &o));
 		t_assert_eq(write(fd[1], "p", 1), 1);
 		for (;;)
 			pause();
@@ -322,7 +320,8 @@ static void hostile(struct cc *h)
 	char big[sizeof(bp) + 8];
 	struct kvmm_block_pin_reply rep;
 
-#define FRESH() (bp = (struct kvmm_block_pin){ .size = sizeof(bp), .hash = hash })
+#define FRESH() \
+	(bp = (struct kvmm_block_pin){ .size = sizeof(bp), .hash = hash })
 	FRESH();
 	bp.flags = 0x8;
 	t_assert_eq(raw_pin(h, &bp), -EINVAL);
@@ -378,8 +377,8 @@ static void hostile(struct cc *h)
 			    sizeof(rep), NULL, NULL),
 		    -E2BIG);
 	big[sizeof(bp)] = 0;
-	t_ok(cc_call(h, KVMM_CMD_BLOCK_PIN, big, sizeof(big), &rep,
-		     sizeof(rep), NULL, NULL));
+	t_ok(cc_call(h, KVMM_CMD_BLOCK_PIN, big, sizeof(big), &rep, sizeof(rep),
+		     NULL, NULL));
 	t_assert_eq(rep.pins, 1);
 	bu = (struct kvmm_block_unpin){ .size = sizeof(bu),
 					.flags = 1,
@@ -424,8 +423,9 @@ static void set_quota(void)
 
 int main(void)
 {
-	const char *args[] = { "--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
-			       "--host-mem", "2M", NULL };
+	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
+			       "8",	    "--host-mem", "2M",
+			       NULL };
 	struct td_daemon d;
 	struct kvmm_conn *p;
 	struct cc b, h;

@@ -151,8 +151,7 @@ static int pin_check(const struct kvmm_block_pin *bp)
 	    !kw_all_zero(bp->reserved, sizeof(bp->reserved)) || !bp->hash)
 		return -EINVAL;
 	if (bp->flags & KVMM_PIN_F_PRIORITY_ONLY &&
-	    (!(bp->flags & KVMM_PIN_F_PRIORITY) ||
-	     bp->flags & KVMM_PIN_F_TTL))
+	    (!(bp->flags & KVMM_PIN_F_PRIORITY) || bp->flags & KVMM_PIN_F_TTL))
 		return -EINVAL;
 	if (bp->flags & KVMM_PIN_F_TTL) {
 		if (!bp->ttl_ns)

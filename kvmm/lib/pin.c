@@ -10,8 +10,7 @@
 
 #include "kvmm/lib/client.h"
 
-int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash,
-		   struct kvmm_pin_opts *o)
+int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 {
 	struct kvmm_block_pin bp = { .size = sizeof(bp), .hash = hash };
 	struct kvmm_block_pin_reply rep;

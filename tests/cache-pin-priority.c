@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 30
+ * A block's priority (BLOCK_PIN with KVMM_PIN_F_PRIORITY_ONLY: a priority,
+ * no pin) changes which block kvmmd's cost-aware policy (--cache-policy
+ * asym) evicts under pool pressure.  Two one-block contents X and Y are
+ * published; X is then used again through a prefix open, so it is worth
+ * more (asym: H = L + uses * reuse-by-depth * 2^(priority / 8)).  Another
+ * client's extend then needs exactly one cached block's pages.  Without a
+ * priority the victim is Y; with X at priority -128 (set before its second
+ * use: asym computes a block's value when it is used) the victim is X.
+ * The victim's pages are the ones the extend gets.
+ */
+#include <sys/wait.h>
+
+#include "kvmm/kvmm.h"
+#include "tests/cache-common.h"
+#include "tests/lib/daemon.h"
+
+static uint64_t hash_of(int content)
+{
+	return 0x900000ull * (content + 1) + 1;
+}
+
+static int wait_child(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A publisher process writes one block of content k; ids gets its pages. */
+static void publish(const char *sock, int k, uint32_t *ids)
+{
+	int fd[2];
+	pid_t p;
+
+	t_ok(pipe(fd));
+	p = fork();
+	if (p == 0) {
+		struct kvmm_block_publish_reply rep;
+		uint64_t h = hash_of(k);
+		struct cc c;
+		uint32_t seq;
+
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, CC_TPB, ids);
+		cc_fill(&c, ids, 1, 40 + k);
+		t_ok(cc_publish(&c, seq, 0, &h, 1, &rep));
+		t_assert_eq(rep.published, 1);
+		cc_seq_close(&c, seq, ids, CC_PPB);
+		cc_disconnect(&c);
+		t_assert_eq(write(fd[1], ids, CC_PPB * 4), CC_PPB * 4);
+		_exit(0);
+	}
+	t_assert_eq(wait_child(p), 0);
+	t_assert_eq(read(fd[0], ids, CC_PPB * 4), CC_PPB * 4);
+	close(fd[0]);
+	close(fd[1]);
+}
+
+static uint32_t overlap(const uint32_t *ids, uint32_t n, const uint32_t *want,
+			uint32_t nw)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < nw; i++)
+		for (uint32_t j = 0; j < n; j++)
+			k += ids[j] == want[i];
+	return k;
+}
+
+/* 1: X was the victim, 2: Y. */
+static int victim(int prio)
+{
+	const char *args[] = { "--gpu-mem",	     "2M",   "--cache-gpu-blocks",
+			       "8",		     "--cache-policy", "asym",
+			       NULL };
+	uint32_t x[CC_PPB], y[CC_PPB], ids[7 * CC_PPB];
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = "prio",
+					.map_ahead_set = 1 };
+	struct kvmm_prefix_open_reply rep;
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_conn *p;
+	struct td_daemon d;
+	uint64_t hx = hash_of(0);
+	uint32_t seq, got[CC_PPB];
+	struct cc b;
+	int r, v;
+
+	r = td_start(&d, args);
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+	publish(d.sock, 0, x);
+	publish(d.sock, 1, y);
+	co.socket_path = d.sock;
+	t_ok(kvmm_connect(&co, &p));
+	if (prio) {
+		struct kvmm_pin_opts o = {
+			.size = sizeof(o),
+			.flags = KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY,
+			.priority = -128
+		};
+
+		t_ok(kvmm_block_pin(p, hx, &o));
+		t_assert_eq(o.pins, 1);
+	}
+	/* X's second use */
+	cc_connect(&b, d.sock);
+	cc_region(&b);
+	cc_prefix(&b, &hx, 1, &rep, got);
+	t_assert_eq(rep.from_gpu, 1);
+	cc_check(&b, got, 1, 40);
+	cc_seq_close(&b, rep.seq_id, got, CC_PPB);
+	/* 24 pages free, 28 wanted: one cached block goes */
+	seq = cc_seq_open(&b);
+	cc_extend(&b, seq, 7 * CC_TPB, ids);
+	cc_tier_stats(&b, &ts);
+	t_assert_eq(ts.pressure_reclaims, 1);
+	t_assert_eq(ts.tiers[0].used_blocks, 1);
+	if (overlap(ids, 7 * CC_PPB, x, CC_PPB) == CC_PPB) {
+		t_assert_eq(overlap(ids, 7 * CC_PPB, y, CC_PPB), 0);
+		v = 1;
+	} else {
+		t_assert_eq(overlap(ids, 7 * CC_PPB, y, CC_PPB), CC_PPB);
+		t_assert_eq(overlap(ids, 7 * CC_PPB, x, CC_PPB), 0);
+		v = 2;
+	}
+	cc_seq_close(&b, seq, ids, 7 * CC_PPB);
+	cc_disconnect(&b);
+	kvmm_disconnect(p);
+	r = td_stop(&d);
+	if (r) {
+		td_dump_log(&d);
+		t_fail("kvmmd stop: %d", r);
+	}
+	return v;
+}
+
+int main(void)
+{
+	t_assert_eq(victim(0), 2); /* X, used twice, is kept */
+	t_assert_eq(victim(1), 1); /* unless its priority is -128 */
+	return T_PASS;
+}
