@@ -77,9 +77,10 @@ static uint32_t overlap(const uint32_t *ids, uint32_t n, const uint32_t *want,
 /* 1: X was the victim, 2: Y. */
 static int victim(int prio)
 {
-	const char *args[] = { "--gpu-mem",	     "2M",   "--cache-gpu-blocks",
-			       "8",		     "--cache-policy", "asym",
-			       NULL };
+	const char *args[] = {
+		"--gpu-mem", "2M", "--cache-gpu-blocks", "8", "--cache-policy",
+		"asym",	     NULL
+	};
 	uint32_t x[CC_PPB], y[CC_PPB], ids[7 * CC_PPB];
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "prio",
@@ -101,11 +102,10 @@ static int victim(int prio)
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &p));
 	if (prio) {
-		struct kvmm_pin_opts o = {
-			.size = sizeof(o),
-			.flags = KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY,
-			.priority = -128
-		};
+		struct kvmm_pin_opts o = { .size = sizeof(o),
+					   .flags = KVMM_PIN_F_PRIORITY |
+						    KVMM_PIN_F_PRIORITY_ONLY,
+					   .priority = -128 };
 
 		t_ok(kvmm_block_pin(p, hx, &o));
 		t_assert_eq(o.pins, 1);

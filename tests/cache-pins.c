@@ -28,6 +28,12 @@
 
 #define MAXB 4
 
+/* the wire ABI: sizes are fixed once published */
+_Static_assert(sizeof(struct kvmm_block_pin) == 48, "kvmm_block_pin");
+_Static_assert(sizeof(struct kvmm_block_pin_reply) == 40,
+	       "kvmm_block_pin_reply");
+_Static_assert(sizeof(struct kvmm_block_unpin) == 32, "kvmm_block_unpin");
+
 static uint64_t hash_of(int content, int b)
 {
 	return 0x700000ull * (content + 1) + b + 1;

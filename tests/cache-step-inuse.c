@@ -66,12 +66,13 @@ static int content_ok(struct kvmm_region *r, uint32_t seq)
 {
 	for (uint32_t b = 0; b < NB; b++) {
 		for (uint32_t pg = 0; pg < CC_PPB; pg++) {
-			uint64_t base = pg & 1 ? kvmm_seq_v_ptr(r, seq, pg / 2) :
-						 kvmm_seq_k_ptr(r, seq, pg / 2);
+			uint64_t base = pg & 1 ?
+						kvmm_seq_v_ptr(r, seq, pg / 2) :
+						kvmm_seq_k_ptr(r, seq, pg / 2);
 			const unsigned char *m =
-				(const unsigned char *)(uintptr_t)(base +
-								   (uint64_t)b *
-									   CC_PAGE);
+				(const unsigned char
+					 *)(uintptr_t)(base +
+						       (uint64_t)b * CC_PAGE);
 
 			for (uint32_t o = 0; o < CC_PAGE; o += 997)
 				if (m[o] != cc_pat(77, b, pg, o))
@@ -148,8 +149,9 @@ static int b_extend(struct cc *c, uint32_t seq, uint32_t nb, uint32_t *ids)
 
 int main(void)
 {
-	const char *args[] = { "--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
-			       "--host-mem", "2M", NULL };
+	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
+			       "8",	    "--host-mem", "2M",
+			       NULL };
 	struct kvmm_tier_stats_reply ts;
 	uint32_t ids[8 * CC_PPB], seq;
 	int up[2], down[2], r;

@@ -18,7 +18,8 @@
  *   - cut off by the daemon (revocation timeout, hostile input, admin
  *     kill): the process may live on with the pages mapped, so the holds
  *     stay quarantined until its pidfd says it exited.
- * Ownership (sequences, blocks, quota) is given back at once in all cases.
+ * Ownership (sequences, blocks, quota) and block pins are given back at
+ * once in all cases.
  */
 #include <errno.h>
 #include <poll.h>
