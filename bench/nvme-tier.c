@@ -3,7 +3,7 @@
  * NVMe tier throughput against fio on the same file.
  *
  *   build/bench/nvme-tier [--file PATH] [--block-bytes N] [--total-bytes N]
- *                         [--qd N] [--rounds N]
+ *                         [--qd N] [--batch N] [--rounds N]
  *
  * Writes and reads block-sized payloads through tier_nvme (io_uring,
  * O_DIRECT, registered buffers, headers and CRC32C included), then runs
@@ -195,17 +195,19 @@ int main(int argc, char **argv)
 			r = tier_parse_size(argv[++i], &total);
 		else if (!strcmp(argv[i], "--qd") && i + 1 < argc)
 			qd = (unsigned int)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+			batch = (unsigned int)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = (unsigned int)atoi(argv[++i]);
 		else {
 			fprintf(stderr,
-				"usage: %s [--file PATH] [--block-bytes N] [--total-bytes N] [--qd N] [--rounds N]\n",
+				"usage: %s [--file PATH] [--block-bytes N] [--total-bytes N] [--qd N] [--batch N] [--rounds N]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	vmm_log_set_level(VMM_LOG_WARN);
-	if (block % 4096 || !block || !qd || !rounds) {
+	if (block % 4096 || !block || !qd || !rounds || !batch) {
 		fprintf(stderr, "nvme-tier: bad parameters\n");
 		return 2;
 	}
