@@ -14,8 +14,9 @@
  *   delayed: A's sequence is revoked (the only way a session keeps pages
  *            no open sequence of it references) and A holds back its ack.
  *            A's revocation ring names exactly the content's pages; the
- *            demoted block's pages stay REVOKING and B's allocation fails
- *            (-ENOMEM) or gets other pages, never those; after A's ack
+ *            demoted blocks' pages stay REVOKING: the reclaim goes on to
+ *            a block nobody maps and B gets its pages, never those; with
+ *            nothing else left B's extend fails (-ENOMEM); after A's ack
  *            (kvmm_process_revocations: pages_revoked) B gets them.
  *   silent:  A never acks: after --revoke-timeout it is cut off, its pages
  *            are quarantined while its process lives, and come back to
@@ -59,7 +60,9 @@ static int wait_child(pid_t pid)
 
 static struct td_daemon *g_d; /* for its log */
 
-static void publish(const char *sock, int k, uint32_t *ids)
+/* A publisher process writes content k (nb blocks) and exits; ids gets
+ * its page ids. */
+static void publish_n(const char *sock, int k, uint32_t nb, uint32_t *ids)
 {
 	int fd[2];
 	pid_t p;
@@ -72,29 +75,35 @@ static void publish(const char *sock, int k, uint32_t *ids)
 		struct cc c;
 		uint32_t seq;
 
-		for (int b = 0; b < NB; b++)
+		for (uint32_t b = 0; b < nb; b++)
 			h[b] = hash_of(k, b);
 		cc_connect(&c, sock);
 		cc_region(&c);
 		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		cc_fill(&c, ids, NB, 700 + k);
-		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-		if (rep.published != NB)
+		cc_extend(&c, seq, nb * CC_TPB, ids);
+		cc_fill(&c, ids, nb, 700 + k);
+		t_ok(cc_publish(&c, seq, 0, h, nb, &rep));
+		if (rep.published != nb)
 			t_fail("published %u, duplicates %u, not cached %u",
 			       rep.published, rep.duplicates, rep.not_cached);
-		cc_seq_close(&c, seq, ids, NP);
+		cc_seq_close(&c, seq, ids, nb * CC_PPB);
 		cc_disconnect(&c);
-		t_assert_eq(write(fd[1], ids, NP * 4), NP * 4);
+		t_assert_eq(write(fd[1], ids, nb * CC_PPB * 4),
+			    nb * CC_PPB * 4);
 		_exit(0);
 	}
 	if (wait_child(p)) {
 		td_dump_log(g_d);
 		t_fail("publisher of content %d failed", k);
 	}
-	t_assert_eq(read(fd[0], ids, NP * 4), NP * 4);
+	t_assert_eq(read(fd[0], ids, nb * CC_PPB * 4), nb * CC_PPB * 4);
 	close(fd[0]);
 	close(fd[1]);
+}
+
+static void publish(const char *sock, int k, uint32_t *ids)
+{
+	publish_n(sock, k, NB, ids);
 }
 
 static void send_msg(int fd, struct amsg *m)
@@ -301,7 +310,7 @@ int main(void)
 	const char *args[] = { "--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
 			       "--host-mem", "2M", "--revoke-timeout",	 "400",
 			       NULL };
-	uint32_t pub[NP], bids[8 * CC_PPB];
+	uint32_t pub[NP], other[CC_PPB], bids[8 * CC_PPB];
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
 	struct holder_proc hp;
@@ -352,31 +361,35 @@ int main(void)
 	holder_cmd(&hp, 'p', &m);
 	t_assert_eq(m.n, NP); /* exactly the content's pages */
 	t_assert(memcmp(m.ids, pub, sizeof(pub)) == 0);
+	publish_n(d.sock, 3, 1, other); /* newer, and nobody maps it */
 	seq = cc_seq_open(&b);
-	/* 24 pages free, 28 wanted: one block is demoted (copied out), its
-	 * pages stay REVOKING, and the extend fails rather than take them */
-	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
-	cc_tier_stats(&b, &ts);
-	t_assert_eq(ts.pressure_reclaims, NB + 1);
-	status(&d, &st);
-	t_assert_eq(st.pages_revoking, CC_PPB);
-	t_assert_eq(st.pages_free, 32 - NP);
-	t_ok(b_extend(&b, seq, 6, bids)); /* the other pages */
+	/* 20 pages free, 24 wanted: the least recently used victims are the
+	 * content's blocks, copied out but their pages REVOKING; the reclaim
+	 * goes on to the block nobody maps, and the extend gets its pages */
+	t_ok(b_extend(&b, seq, 6, bids));
 	t_assert_eq(overlap(bids, 6 * CC_PPB, pub, NP), 0);
-	cc_seq_close(&b, seq, bids, 6 * CC_PPB);
+	t_assert_eq(overlap(bids, 6 * CC_PPB, other, CC_PPB), CC_PPB);
+	cc_tier_stats(&b, &ts);
+	t_assert_eq(ts.pressure_reclaims, NB + NB + 1);
+	status(&d, &st);
+	t_assert_eq(st.pages_revoking, NP);
+	t_assert_eq(st.pages_free, 0);
+	/* only REVOKING pages are left: fail rather than take them */
+	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
 	holder_cmd(&hp, 'a', &m);
 	t_assert_eq(m.val, NP);
 	t_assert_eq(m.pages_revoked, NP);
 	status(&d, &st);
 	t_assert_eq(st.revocations_acked, 1);
 	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(st.pages_mapped, 0);
-	seq = cc_seq_open(&b);
-	t_ok(b_extend(&b, seq, 7, bids)); /* now the demoted block's too */
+	t_assert_eq(st.pages_mapped, 6 * CC_PPB); /* B's own */
+	t_assert_eq(st.pages_free, NP);
+	t_ok(b_extend(&b, seq, 7, bids)); /* now they are free */
 	t_assert_eq(overlap(bids, 7 * CC_PPB, pub, NP), CC_PPB);
 	holder_end(&hp, &m);
 	t_assert_eq(m.revocations_posted, 1);
-	t_ok(b_extend(&b, seq, 8, bids)); /* the last cached block goes */
+	t_ok(b_extend(&b, seq, 8, bids));
+	t_assert_eq(overlap(bids, 8 * CC_PPB, pub, NP), NP);
 	cc_seq_close(&b, seq, bids, 8 * CC_PPB);
 	/* the block demoted while A still mapped it was copied out whole */
 	{
@@ -400,6 +413,7 @@ int main(void)
 	holder_start(&hp, d.sock, 2, SILENT, &m);
 	admin_revoke(&d, &m);
 	seq = cc_seq_open(&b);
+	/* the other cached blocks go, then the content's: still short */
 	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
 	for (int i = 0; i < 300; i++) {
 		status(&d, &st);
@@ -410,7 +424,7 @@ int main(void)
 	t_assert_eq(st.sessions_cut_off, 1);
 	t_assert_eq(st.revocations_timed_out, 1);
 	t_assert_eq(st.pages_quarantined, NP);
-	t_assert_eq(st.pages_revoking, CC_PPB);
+	t_assert_eq(st.pages_revoking, NP);
 	kill(hp.pid, SIGKILL);
 	t_assert_eq(wait_child(hp.pid), 128 + SIGKILL);
 	for (int i = 0; i < 300; i++) {
@@ -421,9 +435,9 @@ int main(void)
 	}
 	t_assert_eq(st.pages_quarantined, 0);
 	t_assert_eq(st.pages_revoking, 0);
-	t_ok(b_extend(&b, seq, 7, bids));
-	t_assert_eq(overlap(bids, 7 * CC_PPB, pub, NP), CC_PPB);
-	cc_seq_close(&b, seq, bids, 7 * CC_PPB);
+	t_ok(b_extend(&b, seq, 8, bids));
+	t_assert_eq(overlap(bids, 8 * CC_PPB, pub, NP), NP);
+	cc_seq_close(&b, seq, bids, 8 * CC_PPB);
 	close(hp.up);
 	close(hp.down);
 	cc_disconnect(&b);

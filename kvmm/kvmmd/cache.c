@@ -702,28 +702,27 @@ static uint64_t kc_pool_free(struct kd_daemon *d)
 	return ps.capacity > ps.allocated ? ps.capacity - ps.allocated : 0;
 }
 
-int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
+/* One round of kd_cache_reclaim(): demote enough victims for `pages`
+ * (if none of them is still mapped somewhere) and wait for their copies;
+ * returns how many blocks it took. */
+static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages)
 {
-	struct kd_cache *c = d->cache;
-	uint64_t avail = kc_pool_free(d), gpu, cap, want;
+	struct kd_daemon *d = c->d;
+	uint64_t avail = kc_pool_free(d), gpu, cap, want, taken;
 
-	if (avail >= pages)
-		return 0;
-	if (!c || !c->pol || !c->ppb)
-		return -ENOSPC;
 	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
 	if (!gpu)
-		return -ENOSPC;
+		return 0;
 	want = (pages - avail + c->ppb - 1) / c->ppb;
 	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
-	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
 	/* the policy picks the victims (LRU, never a block a sequence
 	 * uses or a pinned one) and moves them down through kc_move(), as
 	 * an over-full GPU tier would; then the capacity comes back */
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
 				     gpu > want ? gpu - want : 0);
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
-	c->st.pressure_reclaims += gpu - pol_cache_count(c->pol, POL_TIER_GPU);
+	taken = gpu - pol_cache_count(c->pol, POL_TIER_GPU);
+	c->st.pressure_reclaims += taken;
 	kc_reap_dead(c);
 	/* a demoted block's pages come back when its copy to host memory
 	 * is done: wait for the copies (a block copy each, bounded) */
@@ -741,6 +740,24 @@ int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
 				kc_job_done(c, jobs[i]);
 		kc_reap_dead(c);
 	}
+	return taken;
+}
+
+int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
+{
+	struct kd_cache *c = d->cache;
+
+	if (kc_pool_free(d) >= pages)
+		return 0;
+	if (!c || !c->pol || !c->ppb)
+		return -ENOSPC;
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
+	/* A victim whose pages a client still maps (its revocation is not
+	 * acknowledged yet) frees nothing now: they stay REVOKING.  Then
+	 * take more victims, while the policy has any, rather than fail
+	 * with evictable blocks left (every round takes at least one). */
+	while (kc_pool_free(d) < pages && kc_reclaim_round(c, pages))
+		;
 	return kc_pool_free(d) >= pages ? 0 : -ENOSPC;
 }
 
