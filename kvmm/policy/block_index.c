@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kvmm/policy/block_index.h"
+#include "kvmm/policy/pol_mem.h"
 
 const char *pol_tier_string(unsigned tier)
 {
@@ -42,6 +43,7 @@ static int table_alloc(struct pol_index *ix, uint64_t size)
 
 	if (!t)
 		return -ENOMEM;
+	pol_mem_advise_huge(t, size * sizeof(*t));
 	for (uint64_t i = 0; i < size; i++)
 		t[i].id = POL_NONE;
 	ix->table = t;
@@ -70,6 +72,7 @@ int pol_index_init(struct pol_index *ix, uint32_t expected)
 	ix->blocks = calloc(ix->cap_blocks, sizeof(*ix->blocks));
 	if (!ix->blocks)
 		return -ENOMEM;
+	pol_mem_advise_huge(ix->blocks, ix->cap_blocks * sizeof(*ix->blocks));
 	ix->free_head = POL_NONE;
 	if (table_alloc(ix, size)) {
 		free(ix->blocks);
@@ -142,6 +145,7 @@ static uint32_t entry_alloc(struct pol_index *ix)
 		nb = realloc(ix->blocks, ncap * sizeof(*nb));
 		if (!nb)
 			return POL_NONE;
+		pol_mem_advise_huge(nb, ncap * sizeof(*nb));
 		ix->blocks = nb;
 		ix->cap_blocks = (uint32_t)ncap;
 	}

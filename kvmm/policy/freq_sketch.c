@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "kvmm/policy/freq_sketch.h"
+#include "kvmm/policy/pol_mem.h"
 
 static const uint64_t seeds[4] = { 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
 				   0x165667b19e3779f9ull,
@@ -26,6 +27,7 @@ int pol_sketch_init(struct pol_sketch *s, uint64_t width, uint64_t period)
 	s->counters = calloc(4, w);
 	if (!s->counters)
 		return -ENOMEM;
+	pol_mem_advise_huge(s->counters, 4 * w);
 	s->mask = w - 1;
 	s->adds = 0;
 	s->period = period ? period : 8 * w;
@@ -72,5 +74,7 @@ unsigned pol_sketch_add(struct pol_sketch *s, uint64_t hash)
 
 void pol_sketch_prefetch(const struct pol_sketch *s, uint64_t hash)
 {
-	__builtin_prefetch(&s->counters[slot(s, hash, 0)], 1);
+	/* One line per row: start all four misses at once. */
+	for (int r = 0; r < 4; r++)
+		__builtin_prefetch(&s->counters[slot(s, hash, r)], 1);
 }

@@ -24,7 +24,7 @@ void pol_sketch_fini(struct pol_sketch *s);
 /* Count one use; returns the new estimate. */
 unsigned pol_sketch_add(struct pol_sketch *s, uint64_t hash);
 unsigned pol_sketch_estimate(const struct pol_sketch *s, uint64_t hash);
-/* Start loading the counters of a hash (they share one cache line). */
+/* Start loading the counters of a hash (one line in each row). */
 void pol_sketch_prefetch(const struct pol_sketch *s, uint64_t hash);
 
 #endif

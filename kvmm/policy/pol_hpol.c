@@ -34,6 +34,10 @@ void hpol_destroy(void *priv)
 	free(h);
 }
 
+/*
+ * In the heap exactly while b is a leaf of this tier, with its current
+ * keys: one heap operation (pol_heap_push() of a member re-sorts it).
+ */
 static void sync_membership(struct hpol *h, struct pol_block *b)
 {
 	uint32_t id = pol_index_id(h->ix, b);
@@ -57,7 +61,6 @@ void hpol_access(void *priv, struct pol_block *b)
 	struct hpol *h = priv;
 
 	h->kind->rekey(h, b, HPOL_ACCESS);
-	pol_heap_update(&h->heap, pol_index_id(h->ix, b));
 	sync_membership(h, b);
 }
 
@@ -72,7 +75,6 @@ void hpol_change(void *priv, struct pol_block *b)
 {
 	struct hpol *h = priv;
 
-	pol_heap_update(&h->heap, pol_index_id(h->ix, b));
 	sync_membership(h, b);
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "kvmm/policy/pol_mem.h"
 #include "kvmm/policy/pol_util.h"
 
 #define SLOT(ix, id, tier) (&(ix)->blocks[id].slot[tier])
@@ -79,6 +80,7 @@ static int pos_reserve(struct pol_heap *h, uint32_t id)
 	p = realloc(h->pos, (size_t)n * sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	pol_mem_advise_huge(p, (size_t)n * sizeof(*p));
 	for (uint32_t i = h->npos; i < n; i++)
 		p[i] = POL_NONE;
 	h->pos = p;
@@ -110,9 +112,11 @@ static inline void place(struct pol_heap *h, uint32_t pos,
 	POS(h, n->id) = pos;
 }
 
-static void sift_up(struct pol_heap *h, uint32_t pos)
+/* Returns true when the node moved (then it needs no sift down). */
+static bool sift_up(struct pol_heap *h, uint32_t pos)
 {
 	struct pol_heap_node n = h->nodes[pos];
+	uint32_t from = pos;
 
 	while (pos) {
 		uint32_t parent = (pos - 1) / 2;
@@ -123,6 +127,7 @@ static void sift_up(struct pol_heap *h, uint32_t pos)
 		pos = parent;
 	}
 	place(h, pos, &n);
+	return pos != from;
 }
 
 static void sift_down(struct pol_heap *h, uint32_t pos)
@@ -134,6 +139,16 @@ static void sift_down(struct pol_heap *h, uint32_t pos)
 
 		if (l >= h->n)
 			break;
+		/*
+		 * The grandchildren are the next level's children: start
+		 * loading them now, so the misses of a deep heap overlap
+		 * (the first one is enough when it is not cached yet, the
+		 * four nodes span at most three lines).
+		 */
+		if (4 * pos + 6 < h->n) {
+			__builtin_prefetch(&h->nodes[4 * pos + 3]);
+			__builtin_prefetch(&h->nodes[4 * pos + 6]);
+		}
 		if (r < h->n && node_before(&h->nodes[r], &h->nodes[l]))
 			best = r;
 		if (!node_before(&h->nodes[best], &n))
@@ -164,6 +179,7 @@ int pol_heap_push(struct pol_heap *h, uint32_t id)
 
 		if (!n)
 			return -ENOMEM;
+		pol_mem_advise_huge(n, 2 * (size_t)h->cap * sizeof(*n));
 		h->nodes = n;
 		h->cap *= 2;
 	}
@@ -186,18 +202,30 @@ void pol_heap_remove(struct pol_heap *h, uint32_t id)
 	if (pos == h->n)
 		return;
 	place(h, pos, &last);
-	sift_up(h, pos);
-	sift_down(h, POS(h, last.id));
+	/* A node that moved up is below its old parent: nothing to sink. */
+	if (!sift_up(h, pos))
+		sift_down(h, pos);
+}
+
+static inline bool same_keys(const struct pol_heap_node *a,
+			     const struct pol_heap_node *b)
+{
+	return a->k1 == b->k1 && a->k2 == b->k2 && a->k3 == b->k3;
 }
 
 void pol_heap_update(struct pol_heap *h, uint32_t id)
 {
+	struct pol_heap_node n;
 	uint32_t pos;
 
 	if (!pol_heap_contains(h, id))
 		return;
 	pos = POS(h, id);
-	fill(h, id, &h->nodes[pos]);
-	sift_up(h, pos);
-	sift_down(h, POS(h, id));
+	fill(h, id, &n);
+	/* Same keys: sifting would move nothing (most on_change calls). */
+	if (same_keys(&n, &h->nodes[pos]))
+		return;
+	h->nodes[pos] = n;
+	if (!sift_up(h, pos))
+		sift_down(h, pos);
 }
