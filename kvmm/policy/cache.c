@@ -357,6 +357,15 @@ static int make_room(struct pol_cache *c, unsigned t)
 			return -ENOSPC;
 		}
 		lower = pol_cache_lower_tier(c, t);
+		/*
+		 * Start the misses of what follows while the policy takes v
+		 * out of its structures: its parent's child counts and, for
+		 * a drop, v's slot in the index table.
+		 */
+		if (v->counted != POL_TIER_NONE && v->parent_id < c->ix.high_water)
+			__builtin_prefetch(pol_index_at(&c->ix, v->parent_id), 1);
+		if (lower == POL_TIER_NONE)
+			pol_index_prefetch(&c->ix, v->hash);
 		leave_tier(c, v);
 		if (lower == POL_TIER_NONE) {
 			c->st.drops++;

@@ -67,8 +67,12 @@ void hpol_access(void *priv, struct pol_block *b)
 void hpol_remove(void *priv, struct pol_block *b)
 {
 	struct hpol *h = priv;
+	uint32_t id = pol_index_id(h->ix, b), top = pol_heap_top(&h->heap);
 
-	pol_heap_remove(&h->heap, pol_index_id(h->ix, b));
+	pol_heap_remove(&h->heap, id);
+	/* The victim went: its successor at the top is likely the next. */
+	if (id == top && (top = pol_heap_top(&h->heap)) != POL_NONE)
+		__builtin_prefetch(pol_index_at(h->ix, top));
 }
 
 void hpol_change(void *priv, struct pol_block *b)
