@@ -37,6 +37,17 @@ static inline uint64_t mix64(uint64_t x)
 	return x;
 }
 
+/* Entries are cache-line aligned (see struct pol_block): no realloc. */
+static struct pol_block *blocks_alloc(uint64_t n)
+{
+	size_t bytes = n * sizeof(struct pol_block);
+	struct pol_block *b = aligned_alloc(_Alignof(struct pol_block), bytes);
+
+	if (b)
+		pol_mem_advise_huge(b, bytes);
+	return b;
+}
+
 static int table_alloc(struct pol_index *ix, uint64_t size)
 {
 	struct pol_index_slot *t = malloc(size * sizeof(*t));
@@ -69,10 +80,9 @@ int pol_index_init(struct pol_index *ix, uint32_t expected)
 	while (size < 2ull * expected)
 		size <<= 1;
 	ix->cap_blocks = expected > 32 ? expected : 32;
-	ix->blocks = calloc(ix->cap_blocks, sizeof(*ix->blocks));
+	ix->blocks = blocks_alloc(ix->cap_blocks);
 	if (!ix->blocks)
 		return -ENOMEM;
-	pol_mem_advise_huge(ix->blocks, ix->cap_blocks * sizeof(*ix->blocks));
 	ix->free_head = POL_NONE;
 	if (table_alloc(ix, size)) {
 		free(ix->blocks);
@@ -142,10 +152,11 @@ static uint32_t entry_alloc(struct pol_index *ix)
 			ncap = POL_NONE - 1;
 		if (ncap <= ix->cap_blocks)
 			return POL_NONE;
-		nb = realloc(ix->blocks, ncap * sizeof(*nb));
+		nb = blocks_alloc(ncap);
 		if (!nb)
 			return POL_NONE;
-		pol_mem_advise_huge(nb, ncap * sizeof(*nb));
+		memcpy(nb, ix->blocks, ix->high_water * sizeof(*nb));
+		free(ix->blocks);
 		ix->blocks = nb;
 		ix->cap_blocks = (uint32_t)ncap;
 	}
@@ -174,10 +185,8 @@ uint32_t pol_index_get(struct pol_index *ix, uint64_t hash, bool *created)
 	b->next_use = UINT64_MAX;
 	b->live = 1;
 	b->parent_id = POL_NONE;
-	for (int t = 0; t < POL_TIER_COUNT; t++) {
+	for (int t = 0; t < POL_TIER_COUNT; t++)
 		b->slot[t].prev = b->slot[t].next = POL_NONE;
-		b->slot[t].heap = POL_NONE;
-	}
 	table_put(ix, hash, id);
 	ix->nblocks++;
 	if (created)

@@ -35,9 +35,8 @@ const char *pol_tier_string(unsigned tier);
 /* Per-tier policy bookkeeping, owned by the policy of that tier. */
 struct pol_slot {
 	uint32_t prev, next; /* list links (POL_NONE ends) */
-	uint32_t heap; /* position in the policy's heap, POL_NONE if absent */
 	uint8_t list; /* which of the policy's lists holds it (0 = none) */
-	uint8_t pad[3];
+	uint8_t pad[7];
 	double key; /* policy priority (GDSF value, frequency, next use) */
 };
 
@@ -48,20 +47,27 @@ enum pol_block_flags {
 	POL_BLOCK_WARM_LINEAGE = 1 << 2,
 };
 
+/*
+ * One entry per block the cache knows.  At 1M blocks nearly every entry a
+ * decision touches is a cache miss, so the layout is by use: entries are
+ * 64-byte aligned and everything a decision on the GPU tier reads or
+ * writes (index, evictability, prefix rule, policy keys, slot[0]) sits
+ * in the first two cache lines; the slots of the lower tiers, bytes and
+ * the owner's cookie follow.
+ */
 struct pol_block {
+	/* line 0 */
 	uint64_t hash;
 	uint64_t parent_hash; /* valid with POL_BLOCK_HAS_PARENT */
-	uint64_t cookie; /* owner's location of the bytes (page, slot) */
 	uint64_t last_access; /* cache clock at the last access */
-	uint64_t ttl_expiry; /* pinned until this clock value (0: none) */
-	uint64_t next_use; /* offline knowledge (belady); UINT64_MAX never */
-	uint64_t bytes;
 	uint64_t tick; /* cache access counter at the last access */
-	float reuse; /* asym: estimated uses (frequency sketch), GPU tier */
+	uint64_t next_use; /* offline knowledge (belady); UINT64_MAX never */
+	uint64_t ttl_expiry; /* pinned until this clock value (0: none) */
 	uint32_t position; /* block index in its sequence */
 	uint32_t refcount; /* sequences using it now (not evictable) */
 	uint32_t pins; /* in-flight steps (not evictable) */
 	uint32_t access_count; /* accesses since it was first seen */
+	/* line 1 */
 	uint32_t nchild[POL_TIER_COUNT]; /* resident children per tier */
 	uint8_t tier; /* enum pol_tier or POL_TIER_NONE */
 	uint8_t counted; /* tier in which it is counted in its parent */
@@ -71,8 +77,17 @@ struct pol_block {
 	uint8_t live; /* 1 while the entry is in the index */
 	uint8_t pad[2];
 	uint32_t parent_id; /* entry id of the parent when admitted (hint) */
+	float reuse; /* asym: estimated uses (frequency sketch), GPU tier */
+	uint32_t pad2;
+	/* slot[POL_TIER_GPU] completes line 1 */
 	struct pol_slot slot[POL_TIER_COUNT];
-};
+	uint64_t bytes;
+	uint64_t cookie; /* owner's location of the bytes (page, slot) */
+} __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct pol_block) == 192, "pol_block: three lines");
+_Static_assert(offsetof(struct pol_block, slot[1]) == 120,
+	       "pol_block: hot fields in the first two lines");
 
 struct pol_index {
 	struct pol_block *blocks; /* entry array, by id */
@@ -115,6 +130,21 @@ static inline struct pol_block *pol_index_at(const struct pol_index *ix,
 					     uint32_t id)
 {
 	return &ix->blocks[id];
+}
+
+/* Start loading the hot lines of an entry (for write when `write`). */
+static inline void pol_index_prefetch_entry(const struct pol_index *ix,
+					    uint32_t id, int write)
+{
+	const char *p = (const char *)&ix->blocks[id];
+
+	if (write) {
+		__builtin_prefetch(p, 1);
+		__builtin_prefetch(p + 64, 1);
+	} else {
+		__builtin_prefetch(p);
+		__builtin_prefetch(p + 64);
+	}
 }
 
 static inline uint32_t pol_index_id(const struct pol_index *ix,

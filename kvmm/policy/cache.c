@@ -362,8 +362,9 @@ static int make_room(struct pol_cache *c, unsigned t)
 		 * out of its structures: its parent's child counts and, for
 		 * a drop, v's slot in the index table.
 		 */
-		if (v->counted != POL_TIER_NONE && v->parent_id < c->ix.high_water)
-			__builtin_prefetch(pol_index_at(&c->ix, v->parent_id), 1);
+		if (v->counted != POL_TIER_NONE &&
+		    v->parent_id < c->ix.high_water)
+			pol_index_prefetch_entry(&c->ix, v->parent_id, 1);
 		if (lower == POL_TIER_NONE)
 			pol_index_prefetch(&c->ix, v->hash);
 		leave_tier(c, v);

@@ -72,7 +72,7 @@ void hpol_remove(void *priv, struct pol_block *b)
 	pol_heap_remove(&h->heap, id);
 	/* The victim went: its successor at the top is likely the next. */
 	if (id == top && (top = pol_heap_top(&h->heap)) != POL_NONE)
-		__builtin_prefetch(pol_index_at(h->ix, top));
+		pol_index_prefetch_entry(h->ix, top, 0);
 }
 
 void hpol_change(void *priv, struct pol_block *b)
