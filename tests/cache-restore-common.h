@@ -42,7 +42,7 @@ static inline uint64_t cr_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int cr_wait_child(pid_t pid)
+static inline int cr_wait_child(pid_t pid)
 {
 	int st;
 
@@ -56,7 +56,7 @@ static int cr_wait_child(pid_t pid)
  * policy), an NVMe file of nvme_slots slots, every restore delayed by
  * delay_ms.  Skips (77) when O_DIRECT is impossible where the file goes.
  */
-static void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
+static inline void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	int fd;
@@ -89,7 +89,7 @@ static void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
 		t_fail("kvmmd did not start: %d", r);
 }
 
-static void cr_stop(struct cr_env *env)
+static inline void cr_stop(struct cr_env *env)
 {
 	int r = td_stop(&env->d);
 
@@ -100,7 +100,7 @@ static void cr_stop(struct cr_env *env)
 }
 
 /* A writer process: content k (CR_NB blocks) published, then closed. */
-static void cr_write_content(const char *sock, int k)
+static inline void cr_write_content(const char *sock, int k)
 {
 	pid_t p = fork();
 
@@ -129,7 +129,8 @@ static void cr_write_content(const char *sock, int k)
 }
 
 /* Tier stats once no migration is in flight and no open is pending. */
-static void cr_settled_stats(const char *sock, struct kvmm_tier_stats_reply *ts)
+static inline void cr_settled_stats(const char *sock,
+				    struct kvmm_tier_stats_reply *ts)
 {
 	struct cc c;
 	int i;
@@ -147,7 +148,7 @@ static void cr_settled_stats(const char *sock, struct kvmm_tier_stats_reply *ts)
 }
 
 /* Wait (up to 10 s) until pending PREFIX_OPENs reach n. */
-static void cr_wait_pending(struct cc *c, uint64_t n)
+static inline void cr_wait_pending(struct cc *c, uint64_t n)
 {
 	struct kvmm_tier_stats_reply ts;
 
@@ -166,7 +167,8 @@ static void cr_wait_pending(struct cc *c, uint64_t n)
  * Write contents 0..3: with 8 GPU blocks and 6 host blocks, contents 0
  * and 1 and the first 2 blocks of content 2 end on NVMe, nothing dropped.
  */
-static void cr_fill_tiers(struct cr_env *env, struct kvmm_tier_stats_reply *ts)
+static inline void cr_fill_tiers(struct cr_env *env,
+				 struct kvmm_tier_stats_reply *ts)
 {
 	for (int k = 0; k < 4; k++)
 		cr_write_content(env->d.sock, k);

@@ -54,20 +54,22 @@ struct kc_entry {
  * A PREFIX_OPEN whose reply waits for restores.  Blocks [0, lim) of its
  * sequence are each READY (attached to the sequence: shared GPU pages,
  * fresh pages to recompute, or restored pages), WAIT (a restore in flight,
- * its own or another open's) or FAILED (the restore failed).  The reply
- * goes when no block before the first FAILED one waits.
+ * its own or another open's), BUSY (a demotion in flight, to be restored
+ * when it ends) or FAILED.  The reply goes when no block before the first
+ * FAILED one waits.
  */
 enum kc_slot {
 	KC_SLOT_WAIT = 0,
 	KC_SLOT_READY,
 	KC_SLOT_FAILED,
+	KC_SLOT_BUSY, /* a demotion in flight: restored once it ended */
+	KC_SLOT_BUSY_FAILED, /* ... it ended in a drop (a busy miss) */
 };
 
 /* Why the walk of the prefix stopped at lim < n. */
 enum kc_stop {
 	KC_STOP_NONE = 0,
 	KC_STOP_MISS, /* no such block, or it could not be restored */
-	KC_STOP_BUSY, /* a demotion in flight */
 };
 
 struct kc_pending {
@@ -391,6 +393,10 @@ static void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		kc_restore_done(c, job);
 		return;
 	}
+	/* an open may wait for this block's move (kc_busy_retry()); reaped
+	 * inside a wait, the settle comes from the loop */
+	if (c->pending && !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 	c->st.migrations_in_flight--;
 	e->job = NULL;
 	if (!ok)
@@ -484,6 +490,20 @@ static int kc_unpin(void *arg, void *addr)
 	return b->ops->host_unregister ? b->ops->host_unregister(b, addr) : 0;
 }
 
+/* A test knob: microseconds each batch of migrations of a kind waits
+ * before it runs (Documentation/tiers.md), from kvmmd's environment. */
+static uint32_t kc_test_delay(const char *name)
+{
+	const char *v = getenv(name);
+	int ms = v ? atoi(v) : 0;
+
+	if (ms <= 0)
+		return 0;
+	vmm_log(VMM_LOG_WARN, "cache: %s=%d: migrations delayed (tests only)",
+		name, ms);
+	return (uint32_t)ms * 1000u;
+}
+
 /* Set up tiers and policy for blocks of ppb pages (first use). */
 static int kc_open(struct kd_cache *c, uint32_t ppb)
 {
@@ -560,14 +580,11 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 					     .nvme = c->nvme,
 					     .map_pages =
 						     (uint32_t)d->capacity };
-		const char *delay = getenv("KVMMD_TEST_RESTORE_DELAY_MS");
 
-		if (delay && atoi(delay) > 0) {
-			mc.restore_delay_us = (uint32_t)atoi(delay) * 1000u;
-			vmm_log(VMM_LOG_WARN,
-				"cache: KVMMD_TEST_RESTORE_DELAY_MS: every restore waits %s ms (tests only)",
-				delay);
-		}
+		mc.restore_delay_us =
+			kc_test_delay("KVMMD_TEST_RESTORE_DELAY_MS");
+		mc.demote_delay_us =
+			kc_test_delay("KVMMD_TEST_DEMOTE_DELAY_MS");
 
 		r = migrate_open(&mc, &c->mig);
 		if (r)
@@ -1247,6 +1264,79 @@ static void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	}
 }
 
+/* Block i of an open is a cached GPU block: shared as it is. */
+static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
+			    struct kd_region *r, uint32_t i, struct kc_entry *e)
+{
+	struct pol_block_desc desc = { .hash = e->hash,
+				       .parent_hash = e->parent,
+				       .position = i };
+	bool was_in_pol = e->in_pol;
+
+	/* the sequence takes the block first, so the policy cannot pick it
+	 * as its own victim */
+	prefix_attach(r, &r->seqs[pr->seq], i, e->blk);
+	e->uses++;
+	pr->state[i] = KC_SLOT_READY;
+	pr->from[i] = POL_TIER_GPU;
+	pr->acts[i] = KVMM_BLOCK_GPU_SHARED;
+	if (e->parent)
+		desc.flags = POL_BLOCK_HAS_PARENT;
+	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead &&
+	    pol_cache_ref(c->pol, e->hash) == 0) {
+		e->in_pol = true;
+	} else if (!was_in_pol && !e->dead) {
+		/* no room to cache it: the sequence owns it */
+		e->in_pol = false;
+		kc_put_block(c, e);
+		kc_free(c, e);
+	}
+}
+
+/*
+ * Blocks pending opens found being demoted: once the move ended, share
+ * the block (a failed copy left it on the GPU), restore it from where it
+ * landed, join a restore another open started meanwhile, or give up when
+ * it was dropped.
+ */
+static void kc_busy_retry(struct kd_cache *c)
+{
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
+		struct kd_region *r;
+
+		if (kd_region_lookup(pr->s, pr->region_id, &r))
+			r = NULL; /* cannot happen: the session is paused */
+		for (uint32_t i = 0; i < pr->lim; i++) {
+			struct kc_entry *e;
+
+			if (pr->state[i] != KC_SLOT_BUSY)
+				continue;
+			e = kc_find(c, pr->hashes[i]);
+			if (r && e && !e->dead && !e->drop_after && e->job &&
+			    !e->rblk)
+				continue; /* still moving */
+			if (r && e && !e->dead && !e->drop_after) {
+				if (e->rblk) {
+					pr->state[i] = KC_SLOT_WAIT;
+					c->st.restores_waited++;
+					continue;
+				}
+				if (e->tier == POL_TIER_GPU) {
+					kc_prefix_share(c, pr, r, i, e);
+					pr->nwait--;
+					continue;
+				}
+				if (kc_restore_submit(c, pr->s, e) == 0) {
+					pr->state[i] = KC_SLOT_WAIT;
+					continue;
+				}
+			}
+			pr->state[i] = KC_SLOT_BUSY_FAILED;
+			pr->nwait--;
+		}
+	}
+}
+
 static struct kc_pending *kc_pending_new(uint32_t n)
 {
 	struct kc_pending *pr = calloc(1, sizeof(*pr));
@@ -1281,9 +1371,10 @@ static bool kc_pending_ready(const struct kc_pending *pr)
 	if (!pr->nwait)
 		return true;
 	for (uint32_t i = 0; i < pr->lim; i++) {
-		if (pr->state[i] == KC_SLOT_WAIT)
+		if (pr->state[i] == KC_SLOT_WAIT ||
+		    pr->state[i] == KC_SLOT_BUSY)
 			return false;
-		if (pr->state[i] == KC_SLOT_FAILED)
+		if (pr->state[i] != KC_SLOT_READY)
 			return true;
 	}
 	return true;
@@ -1323,12 +1414,10 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 		else
 			from_tier[pr->from[b]]++;
 	}
-	if (hit < pr->n) {
-		if (hit < pr->lim || pr->stop == KC_STOP_MISS)
-			c->st.misses++;
-		else if (pr->stop == KC_STOP_BUSY)
-			c->st.busy_misses++;
-	}
+	if (hit < pr->lim && pr->state[hit] == KC_SLOT_BUSY_FAILED)
+		c->st.busy_misses++;
+	else if (hit < pr->lim || pr->stop == KC_STOP_MISS)
+		c->st.misses++;
 	/* kvmm:access: each block the prefix found, and where, then the
 	 * first one it did not (to be recomputed) */
 	if (pr->n && kvmm_tel_want(d->tel_local, access)) {
@@ -1420,6 +1509,7 @@ static void kc_settle(struct kd_cache *c)
 			c->nr_restored--;
 			kc_restore_settle(c, e);
 		}
+		kc_busy_retry(c);
 		/* settled restores and ended demotions gave slots back */
 		kc_staging_pump(c, !c->opened || c->closing);
 	} while (c->restored);
@@ -1469,9 +1559,9 @@ void kd_cache_session_end(struct kd_session *s)
  * The synchronous part of a PREFIX_OPEN: walk the prefix once, sharing
  * GPU blocks, handing out fresh pages for blocks the plan recomputes, and
  * submitting a restore for every lower-tier block (all of them in flight
- * together) or joining the restore another open started.  Stops at the
- * first block in no tier, with a demotion in flight, or whose restore
- * cannot start.
+ * together) or joining the restore another open started; a block being
+ * demoted is waited for.  Stops at the first block in no tier or whose
+ * restore cannot start.
  */
 static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			   struct kd_region *r, uint8_t *tiers, uint8_t *plan)
@@ -1499,17 +1589,14 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 	for (; nplan < n; nplan++) {
 		struct kc_entry *e = kc_find(c, hashes[nplan]);
 
-		if (!e || e->dead || e->drop_after || (e->job && !e->rblk))
+		if (!e || e->dead || e->drop_after)
 			break;
-		tiers[nplan] = e->tier;
+		tiers[nplan] = e->tier; /* where a demotion goes to */
 	}
 	kd_cache_plan(pr->want_acts ? d->cfg.restore_mode : KD_RESTORE_RELOAD,
 		      d->cost, tiers, nplan, plan);
 	for (hit = 0; hit < n; hit++) {
 		struct kc_entry *e = kc_find(c, hashes[hit]);
-		struct pol_block_desc desc = { .hash = hashes[hit],
-					       .position = hit };
-		bool was_in_pol;
 
 		if (hit < nplan && plan[hit] == POL_RESTORE_RECOMPUTE) {
 			struct kd_block *blk;
@@ -1542,8 +1629,12 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			continue;
 		}
 		if (e->job) {
-			pr->stop = KC_STOP_BUSY;
-			break;
+			/* being demoted: its bytes are in two places and
+			 * neither is final; restored once the move ended
+			 * (kc_busy_retry()) */
+			pr->state[hit] = KC_SLOT_BUSY;
+			pr->nwait++;
+			continue;
 		}
 		if (e->tier != POL_TIER_GPU) {
 			if (kc_restore_submit(c, s, e)) {
@@ -1554,26 +1645,7 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			pr->nwait++;
 			continue;
 		}
-		/* the sequence takes the block first, so the policy cannot
-		 * pick it as its own victim */
-		prefix_attach(r, q, hit, e->blk);
-		e->uses++;
-		pr->state[hit] = KC_SLOT_READY;
-		pr->from[hit] = POL_TIER_GPU;
-		pr->acts[hit] = KVMM_BLOCK_GPU_SHARED;
-		desc.parent_hash = e->parent;
-		if (e->parent)
-			desc.flags = POL_BLOCK_HAS_PARENT;
-		was_in_pol = e->in_pol;
-		if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead &&
-		    pol_cache_ref(c->pol, hashes[hit]) == 0) {
-			e->in_pol = true;
-		} else if (!was_in_pol && !e->dead) {
-			/* no room to cache it: the sequence owns it */
-			e->in_pol = false;
-			kc_put_block(c, e);
-			kc_free(c, e);
-		}
+		kc_prefix_share(c, pr, r, hit, e);
 	}
 	pr->lim = hit;
 	kc_staging_pump(c, false);

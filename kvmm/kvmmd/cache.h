@@ -20,8 +20,9 @@
  * deferred until they completed (kd_session_defer()).  A block being
  * restored is pinned in the policy; a second PREFIX_OPEN that needs it
  * waits for that restore (restores_waited) and shares the pages.  A block
- * with a demotion in flight ends the prefix (busy_misses): its bytes are
- * in two places and neither is final.
+ * with a demotion in flight (its bytes in two places, neither final) is
+ * waited for and restored from where it landed; busy_misses counts those
+ * dropped meanwhile.
  *
  * The tiers are opened when the first block is published or looked up,
  * with that region's block size (2L pages); blocks of other sizes are only

@@ -37,7 +37,7 @@ struct migrate {
 	struct tier_host *host;
 	struct tier_nvme *nvme;
 	unsigned int nvme_batch;
-	uint32_t restore_delay_us; /* tests: see migrate_config */
+	uint32_t restore_delay_us, demote_delay_us; /* tests: see .h */
 	unsigned int nworkers;
 	pthread_t workers[MIGRATE_MAX_WORKERS];
 	struct migrate_stats st;
@@ -467,10 +467,14 @@ static void *worker(void *arg)
 			m->st.nvme_batches++;
 		pthread_mutex_unlock(&m->lock);
 
-		if (m->restore_delay_us &&
-		    (batch[0]->kind == MIGRATE_HOST_TO_GPU ||
-		     batch[0]->kind == MIGRATE_NVME_TO_GPU))
-			usleep(m->restore_delay_us);
+		if (batch[0]->kind == MIGRATE_HOST_TO_GPU ||
+		    batch[0]->kind == MIGRATE_NVME_TO_GPU) {
+			if (m->restore_delay_us)
+				usleep(m->restore_delay_us);
+		} else if (batch[0]->kind != MIGRATE_NVME_TO_HOST &&
+			   m->demote_delay_us) {
+			usleep(m->demote_delay_us);
+		}
 		switch (batch[0]->kind) {
 		case MIGRATE_GPU_TO_HOST:
 			batch[0]->result = run_gpu_to_host(m, batch[0]);
@@ -521,6 +525,7 @@ int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 	m->nvme = cfg->nvme;
 	m->nvme_batch = cfg->nvme_batch ? cfg->nvme_batch : 8;
 	m->restore_delay_us = cfg->restore_delay_us;
+	m->demote_delay_us = cfg->demote_delay_us;
 	if (m->nvme_batch > 64)
 		m->nvme_batch = 64;
 	pthread_mutex_init(&m->map_lock, NULL);

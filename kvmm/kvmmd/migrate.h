@@ -123,10 +123,13 @@ struct migrate_config {
 	 * backend's by-handle copy helpers (no mapping; host: pread/pwrite
 	 * on the memfd, several times slower). */
 	uint32_t map_pages;
-	/* Tests only: each batch of restores (HOST_TO_GPU, NVME_TO_GPU)
-	 * sleeps this long before it runs, so a test can hold a restore in
-	 * flight (kvmmd: KVMMD_TEST_RESTORE_DELAY_MS).  0 in production. */
+	/* Tests only: each batch of restores (HOST_TO_GPU, NVME_TO_GPU),
+	 * or of demotions (GPU_TO_HOST, HOST_TO_NVME), sleeps this long
+	 * before it runs, so a test can hold one in flight (kvmmd:
+	 * KVMMD_TEST_RESTORE_DELAY_MS, KVMMD_TEST_DEMOTE_DELAY_MS).  0 in
+	 * production. */
 	uint32_t restore_delay_us;
+	uint32_t demote_delay_us;
 };
 
 struct migrate_path_stats {

@@ -492,7 +492,9 @@ struct kvmm_tier_stats_reply {
 	uint64_t publishes, duplicates, not_cached;
 	uint64_t prefix_opens, prefix_blocks_asked, prefix_blocks_hit;
 	uint64_t misses; /* prefix lookups that stopped at a missing block */
-	uint64_t busy_misses; /* ... at a block being migrated */
+	/* ... at a block that was being demoted when asked for and was
+	 * dropped before it could be restored (the open waits for moves) */
+	uint64_t busy_misses;
 	uint64_t checksum_failures; /* NVMe slots dropped on a bad CRC32C */
 	uint64_t recovered_blocks; /* NVMe slots found at startup */
 	uint64_t migrations_failed;
