@@ -1453,6 +1453,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	}
 	rep->size = rep_len;
 	rep->seq_id = pr->seq;
+	rep->seq_gen = q->gen;
 	rep->nr_blocks = hit;
 	rep->pages_per_block = r->pages_per_block;
 	rep->len = q->len;

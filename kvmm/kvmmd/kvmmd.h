@@ -210,6 +210,7 @@ struct kd_block {
 
 struct kd_seq {
 	bool open;
+	uint32_t gen; /* which opening of the slot (kvmm_rqe.seq_gen) */
 	uint32_t len; /* tokens */
 	struct kd_block **blocks; /* max_blocks slots, NULL = no pages */
 };
@@ -223,6 +224,7 @@ struct kd_region {
 	uint64_t salt;
 	uint32_t tokens_per_block, max_blocks, pages_per_block;
 	uint32_t nr_open;
+	uint32_t next_seq_gen;
 	struct kd_seq *seqs; /* max_seqs */
 };
 

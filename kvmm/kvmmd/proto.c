@@ -131,6 +131,7 @@ static int do_seq_open(struct req *rq)
 	err = kd_seq_open(r, &rep.seq_id);
 	if (err)
 		return err;
+	rep.seq_gen = r->seqs[rep.seq_id].gen;
 	reply(rq, 0, &rep, sizeof(rep), NULL, 0);
 	return 1;
 }

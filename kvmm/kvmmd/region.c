@@ -186,6 +186,9 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 			return -ENOMEM;
 		q->open = true;
 		q->len = 0;
+		if (!++r->next_seq_gen) /* 0 means unknown on the wire */
+			++r->next_seq_gen;
+		q->gen = r->next_seq_gen;
 		r->nr_open++;
 		r->owner->nr_sequences++;
 		*seq = i;

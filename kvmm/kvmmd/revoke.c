@@ -65,7 +65,6 @@ int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
 		e[k] = hints[k];
 		e[k].cookie = rv->cookie;
 		e[k].flags = k == n - 1 ? KVMM_RQE_F_LAST : 0;
-		e[k].reserved = 0;
 		rv->pages[k] = hints[k].page_id;
 	}
 	err = kd_ring_post_revokes(s, e, n);
@@ -124,6 +123,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 			e[k].page_id = blk->pages[i];
 			e[k].region_id = r->id;
 			e[k].seq_id = seq;
+			e[k].seq_gen = q->gen;
 			e[k].block = b;
 		}
 	}

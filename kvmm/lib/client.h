@@ -36,6 +36,7 @@ struct kc_page {
 
 struct kc_seq {
 	bool open;
+	uint32_t gen; /* the daemon's seq_gen of this opening, 0 = unknown */
 	uint32_t len;
 	uint32_t backed; /* blocks [0, backed) are mapped */
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */

@@ -175,6 +175,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	}
 	if (!err) {
 		q->open = true;
+		q->gen = rep->seq_gen;
 		q->len = rep->len;
 		q->backed = 0;
 		for (uint32_t b = 0; !err && b < rep->nr_blocks; b++)

@@ -246,6 +246,7 @@ int kvmm_seq_open(struct kvmm_region *r, uint32_t *seq)
 	q->block_pages = calloc(r->max_blocks, sizeof(*q->block_pages));
 	if (q->block_pages) {
 		q->open = true;
+		q->gen = rep.seq_gen;
 		q->len = 0;
 		q->backed = 0;
 	}

@@ -5,8 +5,8 @@
  * The daemon posts one RQ entry per mapping it wants back; the batch's
  * last entry carries KVMM_RQE_F_LAST and its cookie is acknowledged once
  * every entry before it has been applied.  Applying an entry unmaps the
- * page at the place the daemon named (region, sequence, block), or at the
- * first place it is mapped when the hint does not match, and marks the
+ * page at the place the daemon named (region, sequence and its opening,
+ * block), nowhere when that place let it go already, and marks the
  * sequence as mapped only up to that block.  Revocations are applied at step boundaries
  * (no kernel of ours reads the pages then) or on request.
  */
@@ -29,10 +29,13 @@ static void drop_slot(struct kvmm_region *r, uint32_t s, uint32_t b, uint32_t i)
 }
 
 /*
- * One entry takes back one mapping of the page: at the place the daemon
- * named when it is there, else the first place it is found (the daemon
- * counts holds per mapping, so exactly one goes per entry).  A page not
- * mapped any more (the sequence was closed meanwhile) is fine.  lock held.
+ * One entry takes back one mapping of the page, at the place the daemon
+ * named (the daemon counts holds per mapping, so exactly one goes per
+ * entry).  With the sequence's opening named too (seq_gen), a place that
+ * is closed, opened again since, or no longer maps the page means we
+ * unmapped it ourselves (close, truncate) and the entry takes nothing:
+ * another mapping of a shared page must not pay for it.  Without seq_gen
+ * (older daemons) the first place the page is found pays.  lock held.
  */
 static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 {
@@ -45,6 +48,8 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 			continue;
 		q = &r->seqs[e->seq_id];
 		ids = q->open ? q->block_pages[e->block] : NULL;
+		if (e->seq_gen && q->gen != e->seq_gen)
+			ids = NULL; /* an earlier opening of the slot */
 		for (uint32_t i = 0; ids && i < r->pages_per_block; i++) {
 			if (ids[i] == e->page_id) {
 				drop_slot(r, e->seq_id, e->block, i);
@@ -52,6 +57,8 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 			}
 		}
 	}
+	if (e->seq_gen)
+		return 0;
 	for (struct kvmm_region *r = c->regions; r; r = r->next) {
 		for (uint32_t s = 0; s < r->max_seqs; s++) {
 			struct kc_seq *q = &r->seqs[s];

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 0
+#define KVMM_ABI_MINOR 1
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -184,7 +184,11 @@ struct kvmm_region_ref {
 struct kvmm_seq_open_reply {
 	uint32_t size;
 	uint32_t seq_id; /* the sequence's slot in the region, < max_seqs */
-	uint64_t reserved[2];
+	/* this opening of the slot (never 0; 0 from daemons before ABI 1.1):
+	 * revocation entries name it (kvmm_rqe.seq_gen) */
+	uint32_t seq_gen;
+	uint32_t pad;
+	uint64_t reserved[1];
 };
 
 /*
@@ -414,7 +418,9 @@ struct kvmm_prefix_open_reply {
 	 * counted in nr_recompute) */
 	uint32_t from_gpu, from_host, from_nvme;
 	uint32_t nr_recompute; /* 0 unless KVMM_PREFIX_OPEN_ACTIONS */
-	uint64_t reserved[2];
+	uint32_t seq_gen; /* as in kvmm_seq_open_reply */
+	uint32_t pad;
+	uint64_t reserved[1];
 	uint32_t page_ids[]; /* nr_blocks * pages_per_block, KVMM_PAGE_HELD */
 	/* then, with KVMM_PREFIX_OPEN_ACTIONS: u8 actions[nr_blocks], padded
 	 * to 4 bytes */
@@ -541,11 +547,15 @@ struct kvmm_cqe {
 	uint64_t reserved;
 };
 
-/* One mapping to take back: unmap the page at region/seq/block (or, if it
- * is not there, at the first place this process maps it), drop the handle
- * when no mapping is left, then acknowledge the cookie with REVOKE_ACK once
- * every entry of the batch (up to the one flagged LAST) has been handled.
- * A page mapped in n places comes in n entries. */
+/* One mapping to take back: unmap the page at region/seq/block, drop the
+ * handle when no mapping is left, then acknowledge the cookie with
+ * REVOKE_ACK once every entry of the batch (up to the one flagged LAST) has
+ * been handled.  A page mapped in n places comes in n entries.  seq_gen
+ * names the opening of the sequence: when the slot was closed (and maybe
+ * opened again) since, or no longer maps the page there, the client
+ * unmapped it already and the entry takes nothing.  seq_gen 0 (daemons
+ * before ABI 1.1): a mapping not at the named place is taken at the first
+ * place this process maps the page. */
 struct kvmm_rqe {
 	uint64_t cookie;
 	uint32_t page_id;
@@ -553,7 +563,7 @@ struct kvmm_rqe {
 	uint32_t region_id;
 	uint32_t seq_id;
 	uint32_t block;
-	uint32_t reserved;
+	uint32_t seq_gen; /* kvmm_seq_open_reply.seq_gen of seq_id, 0 = unknown */
 };
 
 #define KVMM_RQE_F_LAST 0x1
