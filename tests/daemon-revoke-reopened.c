@@ -53,12 +53,13 @@ static int content_ok(struct kvmm_region *r, uint32_t seq)
 {
 	for (uint32_t b = 0; b < NB; b++) {
 		for (uint32_t pg = 0; pg < CC_PPB; pg++) {
-			uint64_t base = pg & 1 ? kvmm_seq_v_ptr(r, seq, pg / 2) :
-						 kvmm_seq_k_ptr(r, seq, pg / 2);
+			uint64_t base = pg & 1 ?
+						kvmm_seq_v_ptr(r, seq, pg / 2) :
+						kvmm_seq_k_ptr(r, seq, pg / 2);
 			const unsigned char *m =
-				(const unsigned char *)(uintptr_t)(base +
-								   (uint64_t)b *
-									   CC_PAGE);
+				(const unsigned char
+					 *)(uintptr_t)(base +
+						       (uint64_t)b * CC_PAGE);
 
 			for (uint32_t o = 0; o < CC_PAGE; o += 1013)
 				if (m[o] != cc_pat(33, b, pg, o))
