@@ -25,6 +25,8 @@
 #include "kvmm/kvmmd/cache_plan.h"
 
 #define KC_BUCKETS 4096u
+/* host slots kept for staging NVMe restores (one tier_nvme batch) */
+#define KC_STAGING_SLOTS 8u
 
 struct kc_entry {
 	uint64_t hash;
@@ -541,9 +543,14 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 			goto err;
 		tier_host_get_stats(c->host, &hs);
 		/* a few slots stay out of the policy's count: a block moving
-		 * on to NVMe keeps its host slot until the write is done */
+		 * on to NVMe keeps its host slot until the write is done; and
+		 * with an NVMe tier, in a tier that can spare them, a batch
+		 * of NVMe restores stages there (kc_staging_pump()) */
 		po.capacity[POL_TIER_HOST] =
 			hs.capacity_slots > 4 ? hs.capacity_slots - 2 : 1;
+		if (cfg->nvme_path[0] &&
+		    hs.capacity_slots >= 8 * KC_STAGING_SLOTS)
+			po.capacity[POL_TIER_HOST] -= KC_STAGING_SLOTS;
 	}
 	if (c->host && cfg->nvme_path[0]) {
 		size_t reg_len;

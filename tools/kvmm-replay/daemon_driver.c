@@ -106,12 +106,17 @@ static int settled_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st)
 /*
  * The policy capacities kvmmd's cache.c derives from its options: GPU =
  * --cache-gpu-blocks; host = slots - 2 and NVMe = slots - 1 (slots kept
- * for blocks moving on); TIER_STATS reports the slots.
+ * for blocks moving on), host 8 fewer again with an NVMe tier when it
+ * has at least 64 slots (staging for NVMe restores); TIER_STATS reports
+ * the slots.
  */
-static uint64_t policy_cap(unsigned tier, uint64_t reported)
+static uint64_t policy_cap(unsigned tier, uint64_t reported, bool nvme)
 {
-	if (tier == POL_TIER_HOST && reported)
-		return reported > 4 ? reported - 2 : 1;
+	if (tier == POL_TIER_HOST && reported) {
+		uint64_t cap = reported > 4 ? reported - 2 : 1;
+
+		return nvme && reported >= 64 ? cap - 8 : cap;
+	}
 	if (tier == POL_TIER_NVME && reported)
 		return reported > 1 ? reported - 1 : 1;
 	return reported;
@@ -125,7 +130,9 @@ static int check_caps(const struct kvmm_tier_stats_reply *st,
 	int bad = 0;
 
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
-		uint64_t have = policy_cap(t, st->tiers[t].capacity_blocks);
+		uint64_t have = policy_cap(
+			t, st->tiers[t].capacity_blocks,
+			st->tiers[POL_TIER_NVME].capacity_blocks > 0);
 
 		if (have == o->capacity[t])
 			continue;
@@ -140,7 +147,8 @@ static int check_caps(const struct kvmm_tier_stats_reply *st,
 		return 0;
 	fprintf(stderr,
 		"kvmm-replay: start kvmmd with --cache-policy P "
-		"--cache-gpu-blocks G [--host-mem (H+%u)*B] "
+		"--cache-gpu-blocks G [--host-mem (H+%u)*B, 8 more with "
+		"NVMe when that is 64 or more] "
 		"[--nvme-path F --nvme-size for N+%u slots], B = %llu bytes "
 		"per block (two pages), and --gpu-mem holding G plus the "
 		"longest request's blocks\n",
