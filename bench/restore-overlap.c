@@ -171,17 +171,11 @@ int main(int argc, char **argv)
 	unlink(nvme);
 	snprintf(size, sizeof(size), "%llu",
 		 4096ull + 100ull * (4096 + CC_PPB * CC_PAGE));
-	const char *args[] = { "--cache-gpu-blocks",
-			       "16",
-			       "--host-mem",
-			       host_mem,
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       size,
-			       "--log-level",
-			       "warn",
-			       NULL };
+	const char *args[] = {
+		"--cache-gpu-blocks", "16",   "--host-mem",  host_mem,
+		"--nvme-path",	      nvme,   "--nvme-size", size,
+		"--log-level",	      "warn", NULL
+	};
 	if (td_start(&d, args))
 		t_fail("kvmmd did not start");
 	/* oldest first down the tiers: once NVMe holds rounds contents,
@@ -237,8 +231,8 @@ int main(int argc, char **argv)
 	t_assert_eq(td_stop(&d), 0);
 	unlink(nvme);
 
-	uint64_t restored = ts.tiers[2].promotions_out -
-			    ts0.tiers[2].promotions_out;
+	uint64_t restored =
+		ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out;
 	double blk_ms = (ts.tiers[2].restore_ns - ts0.tiers[2].restore_ns) /
 			1e6 / (restored ? restored : 1);
 	double open_ms = open_ns / 1e6 / rounds;
@@ -264,8 +258,8 @@ int main(int argc, char **argv)
 	       "\"nop_p99_during_over_outside\":%.2f,"
 	       "\"nop_max_during_over_open\":%.3f}\n",
 	       (unsigned long long)ts.tiers[1].capacity_blocks, NBLK, open_ms,
-	       mbps, blk_ms, st[0].p50 / 1e3, st[0].p99 / 1e3,
-	       st[0].max / 1e6, st[1].p50 / 1e3, st[1].p99 / 1e3,
+	       mbps, blk_ms, st[0].p50 / 1e3, st[0].p99 / 1e3, st[0].max / 1e6,
+	       st[1].p50 / 1e3, st[1].p99 / 1e3,
 	       st[1].p99 ? (double)st[0].p99 / st[1].p99 : 0.0, ratio);
 	return 0;
 }
