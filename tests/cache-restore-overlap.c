@@ -12,11 +12,38 @@
  *     after at least the delay; the tier stats count 8 NVMe restores and
  *     their latency (sum and max, queueing included);
  *   - a content partly in the host tier comes back byte-identical too
- *     (HOST_TO_GPU jobs).
+ *     (HOST_TO_GPU jobs);
+ *   - a NOP sent right behind a pending PREFIX_OPEN on the same socket is
+ *     answered after it: replies keep request order.
  */
 #include "tests/cache-restore-common.h"
 
 #define DELAY_MS 150
+
+/* The next reply on c's socket (FDS continuations skipped, fds closed):
+ * its header, and the prefix-open reply body into rep when it is one. */
+static struct kvmm_msg_hdr next_reply(struct cc *c,
+				      struct kvmm_prefix_open_reply *rep)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr h;
+	int fds[KVMM_MSG_MAX_FDS];
+	unsigned int nfds;
+	ssize_t n;
+
+	do {
+		n = kw_recv(c->sock, buf, sizeof(buf), fds, &nfds,
+			    KVMM_MSG_MAX_FDS, 0);
+		t_assert(n >= (ssize_t)sizeof(h));
+		memcpy(&h, buf, sizeof(h));
+		for (unsigned int i = 0; i < nfds; i++)
+			close(fds[i]);
+	} while (h.cmd == KVMM_CMD_FDS);
+	if (rep && h.cmd == KVMM_CMD_PREFIX_OPEN &&
+	    n >= (ssize_t)(sizeof(h) + sizeof(*rep)))
+		memcpy(rep, buf + sizeof(h), sizeof(*rep));
+	return h;
+}
 
 int main(void)
 {
@@ -102,6 +129,33 @@ int main(void)
 	t_assert(rep.from_host >= 1);
 	cc_check(&a, ids, CR_NB, 203);
 	cc_seq_close(&a, rep.seq_id, ids, CR_NB * CC_PPB);
+
+	/* pipelined on one socket: the NOP's reply waits for the open's */
+	{
+		struct kvmm_region_ref ref = { .size = sizeof(ref),
+					       .region_id = a.region };
+		struct kvmm_msg_hdr rh;
+		uint32_t open_id;
+
+		for (int b = 0; b < CR_NB; b++)
+			h[b] = cr_hash(1, b);
+		cc_prefix_send(&a, h, CR_NB);
+		open_id = a.id;
+		cc_send(&a, KVMM_CMD_NOP, NULL, 0);
+		rh = next_reply(&a, &rep);
+		t_assert_eq(rh.id, open_id);
+		t_assert_eq(rh.cmd, KVMM_CMD_PREFIX_OPEN);
+		t_assert_eq(rh.status, 0);
+		t_assert(rep.from_nvme >= 1); /* it was deferred */
+		rh = next_reply(&a, NULL);
+		t_assert_eq(rh.id, open_id + 1);
+		t_assert_eq(rh.cmd, KVMM_CMD_NOP);
+		t_assert_eq(rh.status, 0);
+		/* nothing of it is mapped here: close without unmapping */
+		ref.seq_id = rep.seq_id;
+		t_ok(cc_call(&a, KVMM_CMD_SEQ_CLOSE, &ref, sizeof(ref), NULL, 0,
+			     NULL, NULL));
+	}
 	cc_disconnect(&a);
 
 	cr_settled_stats(env.d.sock, &ts);
