@@ -585,6 +585,11 @@ static int kc_open(struct kd_cache *c, uint32_t ppb)
 					     .backend = d->backend,
 					     .host = c->host,
 					     .nvme = c->nvme,
+					     /* two: one batch's copies into
+					      * the pages overlap the next
+					      * batch's NVMe reads (1.4x for a
+					      * 16-block NVMe prefix here) */
+					     .workers = 2,
 					     .map_pages =
 						     (uint32_t)d->capacity };
 
