@@ -54,9 +54,12 @@ static inline int cr_wait_child(pid_t pid)
 /*
  * Start kvmmd: 8 cached GPU blocks (one content), a host tier of 8 slots (6 for the
  * policy), an NVMe file of nvme_slots slots, every restore delayed by
- * delay_ms.  Skips (77) when O_DIRECT is impossible where the file goes.
+ * delay_ms, plus one option extra1 with its value extra2 (NULL: none).
+ * Skips (77) when O_DIRECT is impossible where the file goes.
  */
-static inline void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
+static inline void cr_start_args(struct cr_env *env, int nvme_slots,
+				 int delay_ms, const char *extra1,
+				 const char *extra2)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	int fd;
@@ -73,7 +76,9 @@ static inline void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
 		 4096ull + (unsigned long long)nvme_slots * CR_SLOT);
 	snprintf(env->delay, sizeof(env->delay), "%d", delay_ms);
 	setenv("KVMMD_TEST_RESTORE_DELAY_MS", env->delay, 1);
-	const char *args[] = { "--cache-gpu-blocks",
+	const char *args[] = { extra1 ? extra1 : "--log-level",
+			       extra1 ? extra2 : "info",
+			       "--cache-gpu-blocks",
 			       "8",
 			       "--host-mem",
 			       "2M",
@@ -87,6 +92,11 @@ static inline void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
 	unsetenv("KVMMD_TEST_RESTORE_DELAY_MS");
 	if (r)
 		t_fail("kvmmd did not start: %d", r);
+}
+
+static inline void cr_start(struct cr_env *env, int nvme_slots, int delay_ms)
+{
+	cr_start_args(env, nvme_slots, delay_ms, NULL, NULL);
 }
 
 static inline void cr_stop(struct cr_env *env)

@@ -295,6 +295,7 @@ struct kd_session {
 	 * restores, cache.c): the socket is not read until it is sent, so
 	 * replies stay in request order. */
 	bool reply_deferred;
+	uint64_t deferred_ns; /* when it was deferred */
 	const char *doom_why;
 	struct kd_ring *ring;
 	struct kd_region *regions;
@@ -325,7 +326,8 @@ void kd_session_doom(struct kd_session *s, const char *why);
 void kd_session_release_holds(struct kd_session *s);
 /* Stop reading the session's socket until kd_session_resume(): the
  * current command is answered later.  The session may still end (EOF,
- * cut off) meanwhile. */
+ * admin kill) meanwhile; its revocation deadlines stop, since the client
+ * cannot acknowledge while it waits (kd_revoke_resume()). */
 void kd_session_defer(struct kd_session *s);
 /* The deferred reply was sent: read the socket again.  Ends the session
  * when the reply doomed it (call only outside its socket handler). */
@@ -388,6 +390,9 @@ int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
 		    uint32_t n, void (*done)(void *arg, int status), void *arg,
 		    uint64_t *cookie);
 int kd_revoke_ack(struct kd_session *s, uint64_t cookie);
+/* A deferred reply was sent: the revocations' deadlines move by the time
+ * the client waited for it since since_ns (it could not acknowledge). */
+void kd_revoke_resume(struct kd_session *s, uint64_t since_ns);
 /* Session end: drop pending revocations, calling done(status). */
 void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status);
 

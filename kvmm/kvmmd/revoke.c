@@ -33,6 +33,10 @@ static void on_timeout(struct kd_loop *loop, struct kd_timer *t)
 {
 	struct kd_session *s = t->data;
 
+	/* the client waits for a deferred reply (and cannot acknowledge
+	 * while it does): its clock stops, kd_revoke_resume() re-arms */
+	if (s->reply_deferred)
+		return;
 	s->d->ctr.revocations_timed_out++;
 	s->revoke_timed_out = true;
 	vmm_log(VMM_LOG_WARN,
@@ -171,6 +175,22 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 	s->revocations_acked++;
 	s->d->ctr.revocations_acked++;
 	return 0;
+}
+
+void kd_revoke_resume(struct kd_session *s, uint64_t since_ns)
+{
+	uint64_t now = kd_now_ns(),
+		 timeout = (uint64_t)s->d->cfg.revoke_timeout_ms * 1000000ull;
+
+	/* each revocation gets back the time it waited for the reply */
+	for (struct kd_revoke *rv = s->revokes; rv; rv = rv->next) {
+		uint64_t posted = rv->deadline_ns - timeout;
+		uint64_t from = posted > since_ns ? posted : since_ns;
+
+		if (now > from)
+			rv->deadline_ns += now - from;
+	}
+	rearm(s);
 }
 
 void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status)

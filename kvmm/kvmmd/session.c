@@ -96,6 +96,7 @@ void kd_session_release_holds(struct kd_session *s)
 void kd_session_defer(struct kd_session *s)
 {
 	s->reply_deferred = true;
+	s->deferred_ns = kd_now_ns();
 	/* level-triggered: without EPOLLIN a queued message does not wake
 	 * the loop again and again; a hang-up still does */
 	(void)kd_loop_mod(&s->d->loop, &s->file, 0);
@@ -110,6 +111,7 @@ void kd_session_resume(struct kd_session *s)
 		kd_session_end(s, true, s->doom_why);
 		return;
 	}
+	kd_revoke_resume(s, s->deferred_ns);
 	/* messages that arrived meanwhile wake the loop at once */
 	if (kd_loop_mod(&s->d->loop, &s->file, EPOLLIN))
 		kd_session_end(s, false, "epoll");
