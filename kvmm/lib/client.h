@@ -39,6 +39,9 @@ struct kc_seq {
 	uint32_t gen; /* the daemon's seq_gen of this opening, 0 = unknown */
 	uint32_t len;
 	uint32_t backed; /* blocks [0, backed) are mapped */
+	/* kc_fetch(): the first block a reply mapped a different page into
+	 * than the one mapped there (UINT32_MAX: none) */
+	uint32_t replaced;
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
 	/* Content hashes of blocks [0, nr_hashes) seen in prefix opens and
 	 * publishes (0 = unknown), for the step access probe (access.c). */

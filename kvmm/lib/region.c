@@ -310,8 +310,15 @@ int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 				return err;
 			c->st.pages_imported++;
 		}
-		if (slots[i] != KC_NO_PAGE)
+		if (slots[i] != KC_NO_PAGE) {
+			/* the daemon took this block back (its revocation is
+			 * still in our ring) and gave fresh pages: what was
+			 * written here is gone */
 			kc_unmap_slot(r, seq, b, i);
+			if (b < q->replaced)
+				q->replaced = b;
+			c->st.pages_revoked++;
+		}
 		p->refs++;
 		err = map_rw(c->backend, slot_va(r, seq, b, i), p->handle);
 		if (err) {
@@ -378,6 +385,7 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	if (kc_seq_get(r, seq, &q)) {
 		err = -ENOENT;
 	} else {
+		q->replaced = UINT32_MAX;
 		for (uint32_t k = 0; !err && k < rep->nr_blocks; k++)
 			err = kc_map_block(r, seq, rep->first_block + k,
 					   rep->page_ids +
@@ -388,6 +396,18 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 			q->backed++;
 		if (rep->len > q->len)
 			q->len = rep->len;
+		/*
+		 * Blocks revoked after we last looked and backed again by
+		 * this reply hold fresh pages: the sequence is intact only up
+		 * to the first of them, as after applying the revocation
+		 * (whose entries then find nothing left to take).  The engine
+		 * sees the shorter length and recomputes.
+		 */
+		if (q->replaced != UINT32_MAX &&
+		    q->len > q->replaced * r->tokens_per_block) {
+			q->len = q->replaced * r->tokens_per_block;
+			kc_seq_hashes_trim(q, q->replaced);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 out:

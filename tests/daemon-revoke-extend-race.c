@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 30
+ * An extend that reaches the daemon after it revoked blocks of the
+ * sequence, but before the client applied the revocation, gets fresh pages
+ * for those blocks.  libkvmm then maps them in place of the old ones and
+ * clamps the sequence's length to the first replaced block, as applying
+ * the revocation would, so the engine knows their contents are gone; the
+ * revocation, applied afterwards, takes nothing more, and the daemon's and
+ * the client's page holds agree.
+ *
+ * A client extends a sequence to 2 blocks and writes them; the admin
+ * revokes block 1 on; the client, not having looked at its revocation
+ * ring, extends to 3 blocks (past what it has mapped: a socket extend).
+ */
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
+#define PPB 4 /* 2 layers, K and V */
+
+static uint64_t held(struct kvmm_conn *c)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+
+	t_ok(kvmm_get_stats(c, &ks));
+	return ks.pages_held;
+}
+
+int main(void)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = "race",
+					.map_ahead_set = 1 }; /* no map-ahead */
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = 2,
+				       .kv_heads = 2,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 4,
+				       .max_tokens = 8 * TPB };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	uint32_t before[PPB], after[PPB], seq;
+	struct kvmm_status_reply st;
+	struct kvmm_conn *c, *ac;
+	struct kvmm_region *r;
+	struct td_daemon d;
+	unsigned char *k0;
+	int err;
+
+	err = td_start(&d, NULL);
+	if (err)
+		t_fail("kvmmd did not start: %d", err);
+	co.socket_path = d.sock;
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &r));
+	t_ok(kvmm_seq_open(r, &seq));
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB));
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	memset(k0, 0x5a, 2 * 65536); /* layer 0 K of blocks 0 and 1 */
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 1, before, PPB), PPB);
+	t_assert_eq(held(c), 2 * PPB);
+
+	t_ok(kvmm_get_stats(c, &ks));
+	a.session_id = ks.session_id;
+	a.region_id = r->id;
+	a.seq_id = seq;
+	a.first_block = 1;
+	t_ok(kc_connect_admin(d.sock, &ac));
+	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(ac);
+
+	/* not applied yet: this extend goes to the daemon over the socket */
+	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 1, after, PPB), PPB);
+	for (int i = 0; i < PPB; i++)
+		t_assert(after[i] != before[i]); /* fresh pages */
+	t_assert_eq(kvmm_seq_len(r, seq), TPB); /* block 1 is lost */
+	t_ok(kvmm_get_stats(c, &ks));
+	t_assert_eq(ks.pages_revoked, PPB);
+	t_assert_eq(k0[100], 0x5a); /* block 0 kept its contents */
+	t_assert_eq(k0[65536 + 100], 0); /* block 1 is a fresh page */
+
+	t_assert_eq(kvmm_process_revocations(c), PPB);
+	t_assert_eq(kvmm_seq_len(r, seq), TPB);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.revocations_acked, 1);
+	t_assert_eq(st.pages_revoking, 0);
+	t_assert_eq(held(c), 3 * PPB);
+	/* growing again over the mapped blocks: the ring, no loss */
+	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
+	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
+	t_ok(kvmm_seq_close(r, seq));
+	t_assert_eq(held(c), 0);
+	kvmm_disconnect(c);
+	t_ok(td_wait_idle(&d, 2000, &st));
+	err = td_stop(&d);
+	if (err) {
+		td_dump_log(&d);
+		t_fail("kvmmd stop: %d", err);
+	}
+	return T_PASS;
+}
