@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The block index maps hashes (0 included) to stable ids through inserts
- * and deletes, at 1M entries; chained block hashes follow the documented
+ * and deletes, at 1M entries and through growth from a size that is not
+ * whole pages; chained block hashes follow the documented
  * byte layout and differ by seed, salt and parent.
  */
 #include <stdint.h>
@@ -52,6 +53,24 @@ int main(void)
 	for (uint32_t i = 1; i < N; i += 2)
 		t_assert(pol_index_get(&ix, key(i) + 1, &created) != POL_NONE);
 	t_assert_eq(ix.high_water, hw);
+	pol_index_fini(&ix);
+
+	/*
+	 * Sized for 100000 entries (an entry array of 19.2 MB, not whole
+	 * pages, big enough for huge pages) and grown past it twice: the
+	 * mapped arrays must grow in place of a copy and keep the entries.
+	 */
+	t_ok(pol_index_init(&ix, 100000));
+	for (uint32_t i = 0; i < 250000; i++) {
+		ids[i] = pol_index_get(&ix, key(i), &created);
+		t_assert(ids[i] != POL_NONE && created);
+		pol_index_at(&ix, ids[i])->position = i;
+	}
+	for (uint32_t i = 0; i < 250000; i += 997)
+		t_assert_eq(
+			pol_index_at(&ix, pol_index_find(&ix, key(i)))->position,
+			i);
+	t_assert_eq((uintptr_t)ix.blocks % 64, 0);
 	pol_index_fini(&ix);
 
 #if HAVE_LIBXXHASH

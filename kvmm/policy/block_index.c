@@ -37,24 +37,21 @@ static inline uint64_t mix64(uint64_t x)
 	return x;
 }
 
-/* Entries are cache-line aligned (see struct pol_block): no realloc. */
-static struct pol_block *blocks_alloc(uint64_t n)
+/*
+ * Entries are cache-line aligned (see struct pol_block): the array is
+ * mapped, so it is page aligned and grows without a copy.
+ */
+static size_t blocks_bytes(uint64_t n)
 {
-	size_t bytes = n * sizeof(struct pol_block);
-	struct pol_block *b = aligned_alloc(_Alignof(struct pol_block), bytes);
-
-	if (b)
-		pol_mem_advise_huge(b, bytes);
-	return b;
+	return n * sizeof(struct pol_block);
 }
 
 static int table_alloc(struct pol_index *ix, uint64_t size)
 {
-	struct pol_index_slot *t = malloc(size * sizeof(*t));
+	struct pol_index_slot *t = pol_mem_map(size * sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
-	pol_mem_advise_huge(t, size * sizeof(*t));
 	for (uint64_t i = 0; i < size; i++)
 		t[i].id = POL_NONE;
 	ix->table = t;
@@ -80,12 +77,12 @@ int pol_index_init(struct pol_index *ix, uint32_t expected)
 	while (size < 2ull * expected)
 		size <<= 1;
 	ix->cap_blocks = expected > 32 ? expected : 32;
-	ix->blocks = blocks_alloc(ix->cap_blocks);
+	ix->blocks = pol_mem_map(blocks_bytes(ix->cap_blocks));
 	if (!ix->blocks)
 		return -ENOMEM;
 	ix->free_head = POL_NONE;
 	if (table_alloc(ix, size)) {
-		free(ix->blocks);
+		pol_mem_unmap(ix->blocks, blocks_bytes(ix->cap_blocks));
 		ix->blocks = NULL;
 		return -ENOMEM;
 	}
@@ -94,8 +91,8 @@ int pol_index_init(struct pol_index *ix, uint32_t expected)
 
 void pol_index_fini(struct pol_index *ix)
 {
-	free(ix->blocks);
-	free(ix->table);
+	pol_mem_unmap(ix->blocks, blocks_bytes(ix->cap_blocks));
+	pol_mem_unmap(ix->table, (ix->mask + 1) * sizeof(*ix->table));
 	memset(ix, 0, sizeof(*ix));
 }
 
@@ -131,7 +128,7 @@ static int table_grow(struct pol_index *ix)
 	for (uint64_t i = 0; i < old_size; i++)
 		if (old[i].id != POL_NONE)
 			table_put(ix, old[i].hash, old[i].id);
-	free(old);
+	pol_mem_unmap(old, old_size * sizeof(*old));
 	return 0;
 }
 
@@ -152,11 +149,10 @@ static uint32_t entry_alloc(struct pol_index *ix)
 			ncap = POL_NONE - 1;
 		if (ncap <= ix->cap_blocks)
 			return POL_NONE;
-		nb = blocks_alloc(ncap);
+		nb = pol_mem_remap(ix->blocks, blocks_bytes(ix->cap_blocks),
+				   blocks_bytes(ncap));
 		if (!nb)
 			return POL_NONE;
-		memcpy(nb, ix->blocks, ix->high_water * sizeof(*nb));
-		free(ix->blocks);
 		ix->blocks = nb;
 		ix->cap_blocks = (uint32_t)ncap;
 	}

@@ -24,10 +24,9 @@ int pol_sketch_init(struct pol_sketch *s, uint64_t width, uint64_t period)
 
 	while (w < width && w < (1ull << 24))
 		w <<= 1;
-	s->counters = calloc(4, w);
+	s->counters = pol_mem_map(4 * w); /* zeroed */
 	if (!s->counters)
 		return -ENOMEM;
-	pol_mem_advise_huge(s->counters, 4 * w);
 	s->mask = w - 1;
 	s->adds = 0;
 	s->period = period ? period : 8 * w;
@@ -36,7 +35,7 @@ int pol_sketch_init(struct pol_sketch *s, uint64_t width, uint64_t period)
 
 void pol_sketch_fini(struct pol_sketch *s)
 {
-	free(s->counters);
+	pol_mem_unmap(s->counters, 4 * (s->mask + 1));
 	s->counters = NULL;
 }
 

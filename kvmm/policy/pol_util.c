@@ -51,7 +51,7 @@ int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
 {
 	h->n = 0;
 	h->cap = 1024;
-	h->nodes = malloc(h->cap * sizeof(*h->nodes));
+	h->nodes = pol_mem_map(h->cap * sizeof(*h->nodes));
 	h->tier = tier;
 	h->ix = ix;
 	h->key = key;
@@ -62,8 +62,8 @@ int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
 
 void pol_heap_fini(struct pol_heap *h)
 {
-	free(h->nodes);
-	free(h->pos);
+	pol_mem_unmap(h->nodes, h->cap * sizeof(*h->nodes));
+	pol_mem_unmap(h->pos, h->npos * sizeof(*h->pos));
 	h->nodes = NULL;
 	h->pos = NULL;
 	h->n = h->cap = h->npos = 0;
@@ -77,10 +77,10 @@ static int pos_reserve(struct pol_heap *h, uint32_t id)
 		return 0;
 	while (n <= id)
 		n *= 2;
-	p = realloc(h->pos, (size_t)n * sizeof(*p));
+	p = pol_mem_remap(h->pos, (size_t)h->npos * sizeof(*p),
+			  (size_t)n * sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	pol_mem_advise_huge(p, (size_t)n * sizeof(*p));
 	for (uint32_t i = h->npos; i < n; i++)
 		p[i] = POL_NONE;
 	h->pos = p;
@@ -175,11 +175,11 @@ int pol_heap_push(struct pol_heap *h, uint32_t id)
 		return -ENOMEM;
 	if (h->n == h->cap) {
 		struct pol_heap_node *n =
-			realloc(h->nodes, 2 * (size_t)h->cap * sizeof(*n));
+			pol_mem_remap(h->nodes, (size_t)h->cap * sizeof(*n),
+				      2 * (size_t)h->cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		pol_mem_advise_huge(n, 2 * (size_t)h->cap * sizeof(*n));
 		h->nodes = n;
 		h->cap *= 2;
 	}
