@@ -140,14 +140,17 @@ static void sift_down(struct pol_heap *h, uint32_t pos)
 		if (l >= h->n)
 			break;
 		/*
-		 * The grandchildren are the next level's children: start
-		 * loading them now, so the misses of a deep heap overlap
-		 * (the first one is enough when it is not cached yet, the
-		 * four nodes span at most three lines).
+		 * Start loading the level after next (8 nodes, 192 bytes)
+		 * now, so the misses of a deep heap overlap instead of
+		 * coming one level at a time.
 		 */
-		if (4 * pos + 6 < h->n) {
-			__builtin_prefetch(&h->nodes[4 * pos + 3]);
-			__builtin_prefetch(&h->nodes[4 * pos + 6]);
+		if (8 * pos + 14 < h->n) {
+			const char *g = (const char *)&h->nodes[8 * pos + 7];
+
+			__builtin_prefetch(g);
+			__builtin_prefetch(g + 64);
+			__builtin_prefetch(g + 128);
+			__builtin_prefetch(g + 191);
 		}
 		if (r < h->n && node_before(&h->nodes[r], &h->nodes[l]))
 			best = r;
