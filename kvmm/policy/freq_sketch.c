@@ -39,12 +39,19 @@ void pol_sketch_fini(struct pol_sketch *s)
 	s->counters = NULL;
 }
 
-unsigned pol_sketch_estimate(const struct pol_sketch *s, uint64_t hash)
+/* The counter of each row for a hash: four multiplications, done once. */
+static void slots(const struct pol_sketch *s, uint64_t hash, uint64_t idx[4])
+{
+	for (int r = 0; r < 4; r++)
+		idx[r] = slot(s, hash, r);
+}
+
+static unsigned min_of(const struct pol_sketch *s, const uint64_t idx[4])
 {
 	unsigned m = 255;
 
 	for (int r = 0; r < 4; r++) {
-		unsigned v = s->counters[slot(s, hash, r)];
+		unsigned v = s->counters[idx[r]];
 
 		if (v < m)
 			m = v;
@@ -52,13 +59,24 @@ unsigned pol_sketch_estimate(const struct pol_sketch *s, uint64_t hash)
 	return m;
 }
 
+unsigned pol_sketch_estimate(const struct pol_sketch *s, uint64_t hash)
+{
+	uint64_t idx[4];
+
+	slots(s, hash, idx);
+	return min_of(s, idx);
+}
+
 unsigned pol_sketch_add(struct pol_sketch *s, uint64_t hash)
 {
-	unsigned m = pol_sketch_estimate(s, hash);
+	uint64_t idx[4];
+	unsigned m;
 
+	slots(s, hash, idx);
+	m = min_of(s, idx);
 	/* Conservative update: raise only the counters at the minimum. */
 	for (int r = 0; r < 4 && m < 255; r++) {
-		uint8_t *c = &s->counters[slot(s, hash, r)];
+		uint8_t *c = &s->counters[idx[r]];
 
 		if (*c == m)
 			(*c)++;
