@@ -13,7 +13,9 @@
  *   ring.c     the session memfd rings, daemon side
  *   proto.c    command validation and dispatch (socket and ring)
  *   revoke.c   revocation: post, acknowledge, time out
- *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h)
+ *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h;
+ *              demotion, restores and prefix open in cache_demote.c,
+ *              cache_restore.c, cache_prefix.c: cache_priv.h)
  *   pin.c      BLOCK_PIN / BLOCK_UNPIN: per-session pins, TTLs, priorities
  *
  * Everything runs on the one event-loop thread; nothing here is locked.
@@ -292,7 +294,7 @@ struct kd_session {
 	bool doomed; /* end at the next safe point (hostile input) */
 	bool revoke_timed_out;
 	/* A command's reply is deferred (a PREFIX_OPEN waiting for its
-	 * restores, cache.c): the socket is not read until it is sent, so
+	 * restores, cache_prefix.c): the socket is not read until it is sent, so
 	 * replies stay in request order. */
 	bool reply_deferred;
 	uint64_t deferred_ns; /* when it was deferred */

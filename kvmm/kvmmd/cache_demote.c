@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The block cache's way down: the policy's move handler turns its
+ * decisions into demotion jobs (GPU -> host -> NVMe) or drops, every
+ * migration job's completion is handled here (restores are passed on to
+ * cache_restore.c), and pool pressure demotes victims on demand.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <poll.h>
+
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/tier_host.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+
+/*
+ * A host slot, waiting for migrations in flight when the tier is full: a
+ * block moving on to NVMe keeps its host slot until its write completes,
+ * so a burst of demotions can briefly need more slots than the policy
+ * counts.  Waits are short (one NVMe write) and counted.
+ */
+static int kc_host_slot(struct kd_cache *c, uint32_t *slot)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		struct migrate_job *jobs[32];
+		struct pollfd pfd = { .fd = migrate_eventfd(c->mig),
+				      .events = POLLIN };
+		unsigned int n;
+
+		if (tier_host_alloc(c->host, slot) == 0)
+			return 0;
+		if (!c->st.migrations_in_flight)
+			return -ENOSPC;
+		c->st.slot_waits++;
+		(void)poll(&pfd, 1, 10);
+		while ((n = migrate_reap(c->mig, jobs, 32)))
+			for (unsigned int i = 0; i < n; i++)
+				kc_job_done(c, jobs[i]);
+	}
+	return -ENOSPC;
+}
+
+static int kc_submit(struct kd_cache *c, struct kc_entry *e,
+		     enum migrate_kind kind)
+{
+	struct migrate_job *job;
+	int r;
+
+	job = migrate_job_new(kind, kind == MIGRATE_GPU_TO_HOST ? c->ppb : 0);
+	if (!job)
+		return -ENOMEM;
+	job->hash = e->hash;
+	job->layout_id = c->ppb;
+	job->length = c->block_bytes;
+	job->owner = e;
+	if (kind == MIGRATE_GPU_TO_HOST) {
+		for (uint32_t i = 0; i < c->ppb; i++) {
+			job->pages[i].page_id = e->blk->pages[i];
+			job->pages[i].handle = vmm_pool_page_handle(
+				c->d->pool, e->blk->pages[i]);
+		}
+		r = kc_host_slot(c, &job->host_slot);
+		if (r)
+			goto err_free;
+		e->host_slot = job->host_slot;
+	} else {
+		job->host_slot = e->host_slot;
+	}
+	r = migrate_submit(c->mig, job);
+	if (r) {
+		if (kind == MIGRATE_GPU_TO_HOST) {
+			tier_host_free(c->host, job->host_slot);
+			e->host_slot = MIGRATE_NO_SLOT;
+		}
+		goto err_free;
+	}
+	e->job = job;
+	c->st.migrations_in_flight++;
+	return 0;
+
+err_free:
+	migrate_job_free(job);
+	return r;
+}
+
+/* Room on the NVMe tier for one more block: evict a cold block. */
+static void kc_nvme_room(struct kd_cache *c)
+{
+	struct tier_nvme_stats ns;
+
+	tier_nvme_get_stats(c->nvme, &ns);
+	if (ns.used_slots < ns.capacity_slots)
+		return;
+	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
+		for (struct kc_entry *e = c->buckets[b]; e; e = e->next) {
+			if (!e->in_pol && !e->job && !e->rblk &&
+			    e->tier == POL_TIER_NVME) {
+				c->st.tiers[POL_TIER_NVME].drops++;
+				kvmm_tel_evict(c->d->tel_local, e->hash,
+					       KVMM_TEL_TIER_NVME,
+					       c->block_bytes);
+				kc_release(c, e);
+				kc_free(c, e);
+				return;
+			}
+		}
+	}
+}
+
+/* The policy decided a move; make it happen (or note that it failed). */
+void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
+{
+	struct kd_cache *c = arg;
+	struct kc_entry *e = kc_find(c, b->hash);
+
+	if (!e || e->dead)
+		return; /* being removed by kc_reap_dead() */
+	if (to == POL_TIER_NONE) {
+		c->st.tiers[from].drops++;
+		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
+		e->in_pol = false;
+		if (e->job) {
+			e->drop_after = true;
+			return;
+		}
+		/* the slots go now (the next demotion needs one), the entry
+		 * after the policy call (kc_reap_dead): the victim may be
+		 * the block being admitted, which its caller still holds
+		 * (lfu and asym do pick it) */
+		kc_release(c, e);
+		kc_kill(c, e);
+		return;
+	}
+	if (to == POL_TIER_GPU)
+		return; /* a promotion: the restore code does the copy */
+	if (from == POL_TIER_HOST && to == POL_TIER_NVME &&
+	    e->uses < c->d->cfg.nvme_admit_uses) {
+		/* not used often enough to be worth a disk write (and a slot
+		 * another block could use): dropped from the host tier */
+		c->st.nvme_admission_rejects++;
+		c->st.tiers[from].drops++;
+		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
+		if (!e->job && e->host_slot != MIGRATE_NO_SLOT) {
+			/* free the slot now: the demotion that made this
+			 * move (same policy call) may need it */
+			tier_host_free(c->host, e->host_slot);
+			e->host_slot = MIGRATE_NO_SLOT;
+		}
+		kc_kill(c, e);
+		return;
+	}
+	if (from == POL_TIER_GPU && e->blk && e->blk->refcnt > 1) {
+		/* the policy picked a block a sequence is using: only the
+		 * block just admitted can be (refcount 0 until its ref is
+		 * taken); it is not cached, not moved */
+		kc_kill(c, e);
+		return;
+	}
+	e->tier = (uint8_t)to;
+	c->st.tiers[to].demotions_in++;
+	if (from == POL_TIER_GPU && to == POL_TIER_HOST) {
+		if (!c->host || kc_submit(c, e, MIGRATE_GPU_TO_HOST))
+			kc_kill(c, e);
+		return;
+	}
+	if (from == POL_TIER_HOST && to == POL_TIER_NVME) {
+		if (e->job) {
+			e->then_nvme = true;
+			return;
+		}
+		kc_nvme_room(c);
+		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
+			kc_kill(c, e);
+		return;
+	}
+	kc_kill(c, e); /* GPU -> NVMe directly: not a path we take */
+}
+
+static bool kc_restore_kind(enum migrate_kind kind)
+{
+	return kind == MIGRATE_HOST_TO_GPU || kind == MIGRATE_NVME_TO_GPU;
+}
+
+void kc_job_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_entry *e = job->owner;
+	bool ok = job->state == MIGRATE_DONE;
+
+	if (kc_restore_kind(job->kind)) {
+		c->st.migrations_in_flight--;
+		kc_restore_done(c, job);
+		return;
+	}
+	/* an open may wait for this block's move (kc_busy_retry()); reaped
+	 * inside a wait, the settle comes from the loop */
+	if (c->pending && !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+	c->st.migrations_in_flight--;
+	e->job = NULL;
+	if (!ok)
+		c->st.migrations_failed++;
+	if (job->kind == MIGRATE_GPU_TO_HOST) {
+		/* the copy is out (or failed): the pages may go back */
+		kc_put_block(c, e);
+		if (ok)
+			c->st.tiers[POL_TIER_HOST].bytes_in += job->length;
+		else
+			e->host_slot =
+				MIGRATE_NO_SLOT; /* freed by the engine */
+	} else if (job->kind == MIGRATE_HOST_TO_NVME) {
+		if (e->host_slot != MIGRATE_NO_SLOT)
+			tier_host_free(c->host, e->host_slot);
+		e->host_slot = MIGRATE_NO_SLOT;
+		if (ok) {
+			e->nvme_slot = job->nvme_slot;
+			c->st.tiers[POL_TIER_NVME].bytes_in += job->length;
+		}
+	}
+	migrate_job_free(job);
+	if (e->drop_after) {
+		kc_release(c, e);
+		kc_free(c, e);
+		return;
+	}
+	if (!ok) {
+		kc_kill(c, e);
+		return;
+	}
+	if (e->then_nvme) {
+		e->then_nvme = false;
+		kc_nvme_room(c);
+		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
+			kc_kill(c, e);
+	}
+}
+
+static uint64_t kc_pool_free(struct kd_daemon *d)
+{
+	struct vmm_pool_stats ps;
+
+	vmm_pool_get_stats(d->pool, &ps);
+	return ps.capacity > ps.allocated ? ps.capacity - ps.allocated : 0;
+}
+
+/* One round of kd_cache_reclaim(): demote enough victims for `pages`
+ * (if none of them is still mapped somewhere) and wait for their copies;
+ * returns how many blocks it took. */
+static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages)
+{
+	struct kd_daemon *d = c->d;
+	uint64_t avail = kc_pool_free(d), gpu, cap, want, taken;
+
+	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	if (!gpu)
+		return 0;
+	want = (pages - avail + c->ppb - 1) / c->ppb;
+	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
+	/* the policy picks the victims (LRU, never a block a sequence
+	 * uses or a pinned one) and moves them down through kc_move(), as
+	 * an over-full GPU tier would; then the capacity comes back */
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
+				     gpu > want ? gpu - want : 0);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
+	taken = gpu - pol_cache_count(c->pol, POL_TIER_GPU);
+	c->st.pressure_reclaims += taken;
+	kc_reap_dead(c);
+	/* a demoted block's pages come back when its copy to host memory
+	 * is done: wait for the copies (a block copy each, bounded) */
+	for (int tries = 0; tries < 500 && c->mig && kc_pool_free(d) < pages &&
+			    c->st.migrations_in_flight;
+	     tries++) {
+		struct migrate_job *jobs[32];
+		struct pollfd pfd = { .fd = migrate_eventfd(c->mig),
+				      .events = POLLIN };
+		unsigned int n;
+
+		(void)poll(&pfd, 1, 10);
+		while ((n = migrate_reap(c->mig, jobs, 32)))
+			for (unsigned int i = 0; i < n; i++)
+				kc_job_done(c, jobs[i]);
+		kc_reap_dead(c);
+	}
+	return taken;
+}
+
+int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
+{
+	struct kd_cache *c = d->cache;
+
+	if (kc_pool_free(d) >= pages)
+		return 0;
+	if (!c || !c->pol || !c->ppb)
+		return -ENOSPC;
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
+	/* A victim whose pages a client still maps (its revocation is not
+	 * acknowledged yet) frees nothing now: they stay REVOKING.  Then
+	 * take more victims, while the policy has any, rather than fail
+	 * with evictable blocks left (every round takes at least one). */
+	while (kc_pool_free(d) < pages && kc_reclaim_round(c, pages))
+		;
+	return kc_pool_free(d) >= pages ? 0 : -ENOSPC;
+}

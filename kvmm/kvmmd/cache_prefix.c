@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: MIT
+/*
+ * PREFIX_OPEN: walk the asked prefix once (share GPU blocks, plan
+ * recomputes, start restores), keep the open pending while restores run,
+ * and reply from the loop when no block before the first failed one
+ * waits (kc_settle()).
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/policy/restore_plan.h"
+#include "kvmm/kvmmd/cache_plan.h"
+
+/*
+ * Before a prefix open restores blocks: make room in a full pool for the
+ * restores, with the prefix's own blocks pinned so the reclaim does not
+ * demote (or push on, or drop) what the prefix is about to use.  Entries the reclaim's
+ * cascade moves or drops are found (or not) again by the hit loop.
+ */
+static void kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
+			   uint32_t n)
+{
+	bool *pinned = calloc(n, sizeof(*pinned));
+	uint64_t need = 0;
+
+	if (!pinned)
+		return; /* no reclaim: a restore may miss */
+	for (uint32_t i = 0; i < n; i++) {
+		struct kc_entry *e = kc_find(c, hashes[i]);
+
+		if (!e || e->dead || e->drop_after)
+			break;
+		if (e->rblk)
+			continue; /* being restored: pages taken, pinned */
+		if (e->job)
+			break;
+		if (e->tier != POL_TIER_GPU)
+			need += c->ppb;
+		/* host blocks too: the cascade from the demotions must not
+		 * push them on (or drop them) */
+		if (e->in_pol)
+			pinned[i] = pol_cache_pin(c->pol, hashes[i]) == 0;
+	}
+	if (need)
+		(void)kd_cache_reclaim(c->d, need);
+	for (uint32_t i = 0; i < n; i++)
+		if (pinned[i])
+			(void)pol_cache_unpin(c->pol, hashes[i]);
+	free(pinned);
+}
+
+/* Block i of an open is a cached GPU block: shared as it is. */
+static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
+			    struct kd_region *r, uint32_t i, struct kc_entry *e)
+{
+	struct pol_block_desc desc = { .hash = e->hash,
+				       .parent_hash = e->parent,
+				       .position = i };
+	bool was_in_pol = e->in_pol;
+
+	/* the sequence takes the block first, so the policy cannot pick it
+	 * as its own victim */
+	prefix_attach(r, &r->seqs[pr->seq], i, e->blk);
+	e->uses++;
+	pr->state[i] = KC_SLOT_READY;
+	pr->from[i] = POL_TIER_GPU;
+	pr->acts[i] = KVMM_BLOCK_GPU_SHARED;
+	if (e->parent)
+		desc.flags = POL_BLOCK_HAS_PARENT;
+	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead &&
+	    pol_cache_ref(c->pol, e->hash) == 0) {
+		e->in_pol = true;
+	} else if (!was_in_pol && !e->dead) {
+		/* no room to cache it: the sequence owns it */
+		e->in_pol = false;
+		kc_put_block(c, e);
+		kc_free(c, e);
+	}
+}
+
+/*
+ * Blocks pending opens found being demoted: once the move ended, share
+ * the block (a failed copy left it on the GPU), restore it from where it
+ * landed, join a restore another open started meanwhile, or give up when
+ * it was dropped.
+ */
+static void kc_busy_retry(struct kd_cache *c)
+{
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
+		struct kd_region *r;
+
+		if (kd_region_lookup(pr->s, pr->region_id, &r))
+			r = NULL; /* cannot happen: the session is paused */
+		for (uint32_t i = 0; i < pr->lim; i++) {
+			struct kc_entry *e;
+
+			if (pr->state[i] != KC_SLOT_BUSY)
+				continue;
+			e = kc_find(c, pr->hashes[i]);
+			if (r && e && !e->dead && !e->drop_after && e->job &&
+			    !e->rblk)
+				continue; /* still moving */
+			if (r && e && !e->dead && !e->drop_after) {
+				if (e->rblk) {
+					pr->state[i] = KC_SLOT_WAIT;
+					c->st.restores_waited++;
+					continue;
+				}
+				if (e->tier == POL_TIER_GPU) {
+					kc_prefix_share(c, pr, r, i, e);
+					pr->nwait--;
+					continue;
+				}
+				if (kc_restore_submit(c, pr->s, e) == 0) {
+					pr->state[i] = KC_SLOT_WAIT;
+					continue;
+				}
+			}
+			pr->state[i] = KC_SLOT_BUSY_FAILED;
+			pr->nwait--;
+		}
+	}
+}
+
+static struct kc_pending *kc_pending_new(uint32_t n)
+{
+	struct kc_pending *pr = calloc(1, sizeof(*pr));
+
+	if (!pr)
+		return NULL;
+	pr->state = calloc(1, n + 1);
+	pr->from = calloc(1, n + 1);
+	pr->acts = calloc(1, n + 4);
+	if (!pr->state || !pr->from || !pr->acts) {
+		free(pr->state);
+		free(pr->from);
+		free(pr->acts);
+		free(pr);
+		return NULL;
+	}
+	return pr;
+}
+
+static void kc_pending_free(struct kc_pending *pr)
+{
+	free(pr->hashes);
+	free(pr->state);
+	free(pr->from);
+	free(pr->acts);
+	free(pr);
+}
+
+/* The reply can go: no block before the first failed one still waits. */
+static bool kc_pending_ready(const struct kc_pending *pr)
+{
+	if (!pr->nwait)
+		return true;
+	for (uint32_t i = 0; i < pr->lim; i++) {
+		if (pr->state[i] == KC_SLOT_WAIT ||
+		    pr->state[i] == KC_SLOT_BUSY)
+			return false;
+		if (pr->state[i] != KC_SLOT_READY)
+			return true;
+	}
+	return true;
+}
+
+/*
+ * Answer a PREFIX_OPEN: the prefix is the leading READY blocks; what the
+ * sequence holds beyond it (blocks shared or restored after a failed one)
+ * goes back.  Frees pr; a deferred session reads its socket again (and
+ * may end, when the reply could not be sent).
+ */
+static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
+{
+	struct kd_session *s = pr->s;
+	struct kd_daemon *d = c->d;
+	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
+	struct kvmm_prefix_open_reply *rep = NULL;
+	uint32_t hit = 0, nrecompute = 0, nfds = 0, npages;
+	struct kd_region *r;
+	struct kd_seq *q;
+	size_t rep_len, acts_len = 0;
+	int *fds = NULL, err = -ENOENT;
+
+	if (pr->deferred)
+		c->st.prefix_opens_pending--;
+	if (kd_region_lookup(s, pr->region_id, &r))
+		goto err_reply; /* cannot happen: the session was paused */
+	q = &r->seqs[pr->seq];
+	while (hit < pr->lim && pr->state[hit] == KC_SLOT_READY &&
+	       q->blocks[hit])
+		hit++;
+	kd_seq_drop_blocks(r, pr->seq, hit, false);
+	for (uint32_t b = 0; b < hit; b++) {
+		c->st.tiers[pr->from[b]].hits++;
+		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE)
+			nrecompute++;
+		else
+			from_tier[pr->from[b]]++;
+	}
+	if (hit < pr->lim && pr->state[hit] == KC_SLOT_BUSY_FAILED)
+		c->st.busy_misses++;
+	else if (hit < pr->lim || pr->stop == KC_STOP_MISS)
+		c->st.misses++;
+	/* kvmm:access: each block the prefix found, and where, then the
+	 * first one it did not (to be recomputed) */
+	if (pr->n && kvmm_tel_want(d->tel_local, access)) {
+		struct kvmm_access_rec *recs = calloc(hit + 1, sizeof(*recs));
+		uint64_t who = (uint64_t)s->id << 32 | pr->seq;
+		uint32_t nrec = 0;
+
+		for (uint32_t b = 0; recs && b < hit; b++)
+			recs[nrec++] =
+				(struct kvmm_access_rec){ pr->hashes[b], who,
+							  pr->from[b], 0 };
+		if (recs && hit < pr->n)
+			recs[nrec++] = (struct kvmm_access_rec){
+				pr->hashes[hit], who, KVMM_TEL_TIER_MISS, 0
+			};
+		if (recs)
+			kvmm_tel_access(d->tel_local, pr->open_id, recs, nrec);
+		free(recs);
+	}
+	c->st.prefix_blocks_hit += hit;
+	q->len = hit * r->tokens_per_block;
+
+	npages = hit * r->pages_per_block;
+	if (pr->want_acts)
+		acts_len = (hit + 3) & ~3u;
+	rep_len = sizeof(*rep) + npages * sizeof(uint32_t) + acts_len;
+	rep = calloc(1, rep_len);
+	fds = calloc(npages + 1, sizeof(*fds));
+	if (!rep || !fds) {
+		kd_seq_close(r, pr->seq, false);
+		err = -ENOMEM;
+		goto err_reply;
+	}
+	rep->size = rep_len;
+	rep->seq_id = pr->seq;
+	rep->seq_gen = q->gen;
+	rep->nr_blocks = hit;
+	rep->pages_per_block = r->pages_per_block;
+	rep->len = q->len;
+	rep->from_gpu = from_tier[POL_TIER_GPU];
+	rep->from_host = from_tier[POL_TIER_HOST];
+	rep->from_nvme = from_tier[POL_TIER_NVME];
+	rep->nr_recompute = nrecompute;
+	if (acts_len)
+		memcpy(rep->page_ids + npages, pr->acts, acts_len);
+	for (uint32_t b = 0, k = 0; b < hit; b++) {
+		struct kd_block *blk = q->blocks[b];
+
+		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
+			rep->page_ids[k] = blk->pages[i];
+			if (s->held[blk->pages[i]])
+				rep->page_ids[k] |= KVMM_PAGE_HELD;
+			else
+				fds[nfds++] = vmm_pool_page_fd(d->pool,
+							       blk->pages[i]);
+			kd_hold_page(s, blk->pages[i]);
+		}
+	}
+	rep->nr_fds = nfds;
+	kd_session_reply(s, &pr->h, 0, rep, rep_len, fds, nfds);
+	goto out;
+
+err_reply:
+	kd_session_reply(s, &pr->h, err, NULL, 0, NULL, 0);
+out:
+	free(fds);
+	free(rep);
+	if (pr->deferred)
+		kd_session_resume(s); /* last: it may end the session */
+	kc_pending_free(pr);
+}
+
+/*
+ * On the loop: settle the restores that ended, then answer the opens that
+ * no longer wait.  Replies go after every list walk (a reply that fails
+ * ends its session, which drops that session's pending open).
+ */
+void kc_settle(struct kd_cache *c)
+{
+	struct kc_pending *done = NULL, **pp;
+
+	if (c->restored && c->pol)
+		pol_cache_set_clock(c->pol, kd_now_ns());
+	do {
+		while (c->restored) {
+			struct kc_entry *e = c->restored;
+
+			c->restored = e->restored_next;
+			e->restored_next = NULL;
+			c->nr_restored--;
+			kc_restore_settle(c, e);
+		}
+		kc_busy_retry(c);
+		/* settled restores and ended demotions gave slots back */
+		kc_staging_pump(c, !c->opened || c->closing);
+	} while (c->restored);
+	kc_reap_dead(c);
+	for (pp = &c->pending; *pp;) {
+		struct kc_pending *pr = *pp;
+
+		if (!kc_pending_ready(pr)) {
+			pp = &pr->next;
+			continue;
+		}
+		*pp = pr->next;
+		pr->next = done;
+		done = pr;
+	}
+	while (done) {
+		struct kc_pending *pr = done;
+
+		done = pr->next;
+		kc_pending_finish(c, pr);
+	}
+}
+
+void kd_cache_session_end(struct kd_session *s)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kc_pending **pp;
+
+	if (!c)
+		return;
+	for (pp = &c->pending; *pp;) {
+		struct kc_pending *pr = *pp;
+
+		if (pr->s != s) {
+			pp = &pr->next;
+			continue;
+		}
+		/* its sequence goes with the session's regions; restores
+		 * still in flight end in the cache (kc_restore_settle()) */
+		*pp = pr->next;
+		c->st.prefix_opens_pending--;
+		kc_pending_free(pr);
+	}
+}
+
+/*
+ * The synchronous part of a PREFIX_OPEN: walk the prefix once, sharing
+ * GPU blocks, handing out fresh pages for blocks the plan recomputes, and
+ * submitting a restore for every lower-tier block (all of them in flight
+ * together) or joining the restore another open started; a block being
+ * demoted is waited for.  Stops at the first block in no tier or whose
+ * restore cannot start.
+ */
+static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
+			   struct kd_region *r, uint8_t *tiers, uint8_t *plan)
+{
+	struct kd_daemon *d = c->d;
+	struct kd_session *s = pr->s;
+	struct kd_seq *q = &r->seqs[pr->seq];
+	const uint64_t *hashes = pr->hashes;
+	uint32_t n = pr->n, npin = 0, nplan = 0, hit;
+
+	pol_cache_set_clock(c->pol, kd_now_ns());
+	kc_prefix_room(c, hashes, n);
+	/* pin the prefix first: restoring one of its blocks must not demote
+	 * or drop a later one (it would be a busy miss) */
+	for (; npin < n; npin++) {
+		struct kc_entry *pe = kc_find(c, hashes[npin]);
+
+		if (!pe || pe->dead || pe->drop_after ||
+		    (pe->job && !pe->rblk) || !pe->in_pol ||
+		    pol_cache_ref(c->pol, hashes[npin]))
+			break;
+	}
+	/* the restore plan, for the blocks matched now; the loop below
+	 * looks each block up again (an unpinned one may have moved) */
+	for (; nplan < n; nplan++) {
+		struct kc_entry *e = kc_find(c, hashes[nplan]);
+
+		if (!e || e->dead || e->drop_after)
+			break;
+		tiers[nplan] = e->tier; /* where a demotion goes to */
+	}
+	kd_cache_plan(pr->want_acts ? d->cfg.restore_mode : KD_RESTORE_RELOAD,
+		      d->cost, tiers, nplan, plan);
+	for (hit = 0; hit < n; hit++) {
+		struct kc_entry *e = kc_find(c, hashes[hit]);
+
+		if (hit < nplan && plan[hit] == POL_RESTORE_RECOMPUTE) {
+			struct kd_block *blk;
+
+			/* fresh pages the client fills; the cached copy
+			 * stays where it is */
+			if (kc_block_new(s, r->pages_per_block, &blk)) {
+				pr->stop = KC_STOP_MISS;
+				break;
+			}
+			q->blocks[hit] = blk;
+			s->pages_owned += blk->nr_pages;
+			pr->state[hit] = KC_SLOT_READY;
+			pr->acts[hit] = KVMM_BLOCK_RECOMPUTE;
+			pr->from[hit] = tiers[hit];
+			if (e)
+				e->uses++;
+			continue;
+		}
+		if (!e || e->dead || e->drop_after) {
+			pr->stop = KC_STOP_MISS;
+			break;
+		}
+		if (e->rblk) {
+			/* being restored (for another open, or for this
+			 * one's duplicate hash): wait for it, share it */
+			pr->state[hit] = KC_SLOT_WAIT;
+			pr->nwait++;
+			c->st.restores_waited++;
+			continue;
+		}
+		if (e->job) {
+			/* being demoted: its bytes are in two places and
+			 * neither is final; restored once the move ended
+			 * (kc_busy_retry()) */
+			pr->state[hit] = KC_SLOT_BUSY;
+			pr->nwait++;
+			continue;
+		}
+		if (e->tier != POL_TIER_GPU) {
+			if (kc_restore_submit(c, s, e)) {
+				pr->stop = KC_STOP_MISS;
+				break;
+			}
+			pr->state[hit] = KC_SLOT_WAIT;
+			pr->nwait++;
+			continue;
+		}
+		kc_prefix_share(c, pr, r, hit, e);
+	}
+	pr->lim = hit;
+	kc_staging_pump(c, false);
+	for (uint32_t i = 0; i < npin; i++)
+		pol_cache_unref(c->pol, hashes[i]);
+	kc_reap_dead(c);
+}
+
+int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			 const void *p, size_t len)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_cache *c = d->cache;
+	struct kvmm_prefix_open po;
+	struct kc_pending *pr = NULL;
+	uint8_t *tiers = NULL, *plan = NULL;
+	uint64_t *hashes = NULL;
+	struct kd_region *r;
+	uint32_t n, seq;
+	int err;
+
+	err = copy_var(&po, sizeof(po), p, len,
+		       offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
+		       &n);
+	if (err)
+		return err;
+	err = -EINVAL;
+	if ((po.flags & ~KVMM_PREFIX_OPEN_ACTIONS) ||
+	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
+		goto out;
+	err = kd_region_lookup(s, po.region_id, &r);
+	if (err)
+		goto out;
+	if (n > r->max_blocks)
+		n = r->max_blocks;
+	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
+		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	err = -ENOMEM;
+	pr = kc_pending_new(n);
+	tiers = malloc(n + 1);
+	plan = malloc(n + 1);
+	if (!pr || !tiers || !plan)
+		goto out;
+	err = kd_seq_open(r, &seq);
+	if (err)
+		goto out;
+	pr->s = s;
+	pr->h = *h;
+	pr->region_id = po.region_id;
+	pr->seq = seq;
+	pr->n = n;
+	pr->want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
+	pr->hashes = hashes;
+	hashes = NULL;
+	c->st.prefix_opens++;
+	c->st.prefix_blocks_asked += n;
+	pr->open_id = c->st.prefix_opens;
+	if (n && kc_open(c, r->pages_per_block) == 0)
+		kc_prefix_walk(c, pr, r, tiers, plan);
+	free(tiers);
+	free(plan);
+	if (!pr->nwait) {
+		kc_pending_finish(c, pr); /* replies, frees pr */
+		return 0;
+	}
+	/* the reply waits for the restores: kc_settle() sends it */
+	pr->deferred = true;
+	pr->next = c->pending;
+	c->pending = pr;
+	c->st.prefix_opens_pending++;
+	kd_session_defer(s);
+	return 0;
+
+out:
+	if (pr)
+		kc_pending_free(pr);
+	free(tiers);
+	free(plan);
+	free(hashes);
+	return err;
+}

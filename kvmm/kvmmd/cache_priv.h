@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Block cache internals, shared by the files that implement cache.h:
+ *
+ *   cache.c          the entry index (hash -> entry), setting up and
+ *                    closing the tiers and the policy, publish, pins,
+ *                    tier counters
+ *   cache_demote.c   the policy's move handler: demotion jobs (GPU ->
+ *                    host -> NVMe), every migration job's completion,
+ *                    pool-pressure reclaim
+ *   cache_restore.c  restore jobs (host or NVMe -> fresh pages): submit,
+ *                    NVMe staging, completion, settling into the GPU tier
+ *   cache_prefix.c   PREFIX_OPEN: the prefix walk, the opens waiting for
+ *                    restores (pending) and their replies (kc_settle())
+ *
+ * Everything here runs on the event-loop thread; the migration workers
+ * only touch job memory and tier slots, and hand jobs back through the
+ * engine's eventfd.
+ */
+#ifndef KVMM_KVMMD_CACHE_PRIV_H
+#define KVMM_KVMMD_CACHE_PRIV_H
+
+#include "kvmm/kvmmd/cache.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmm/kvmmd/migrate.h"
+#include "kvmm/policy/policy.h"
+
+#define KC_BUCKETS 4096u
+/* host slots kept for staging NVMe restores (one tier_nvme batch) */
+#define KC_STAGING_SLOTS 8u
+
+struct kc_entry {
+	uint64_t hash;
+	uint64_t parent;
+	uint32_t position;
+	uint32_t uses; /* publish + duplicates + prefix hits (NVMe admission) */
+	uint64_t gen; /* tells pins (pin.c) this entry from a later one */
+	uint8_t tier; /* enum pol_tier: where the bytes are (or go) */
+	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
+	bool dead; /* to be removed from the policy after its call */
+	bool then_nvme; /* moved on to NVMe while its host copy ran */
+	bool drop_after; /* dropped while a job ran */
+	bool restore_pinned; /* pinned in the policy for its restore */
+	struct kd_block *blk; /* GPU: the cache's reference */
+	uint32_t host_slot, nvme_slot;
+	struct migrate_job *job; /* migration in flight */
+	/* restore in flight (job is HOST_TO_GPU or NVME_TO_GPU): the fresh
+	 * pages it fills, the cache's reference until it is settled */
+	struct kd_block *rblk;
+	struct kc_entry *next; /* hash chain */
+	struct kc_entry *dead_next;
+	struct kc_entry *restored_next; /* restore done, not yet settled */
+	struct kc_entry *staging_next; /* NVMe restore waiting for a slot */
+};
+
+/*
+ * A PREFIX_OPEN whose reply waits for restores.  Blocks [0, lim) of its
+ * sequence are each READY (attached to the sequence: shared GPU pages,
+ * fresh pages to recompute, or restored pages), WAIT (a restore in flight,
+ * its own or another open's), BUSY (a demotion in flight, to be restored
+ * when it ends) or FAILED.  The reply goes when no block before the first
+ * FAILED one waits.
+ */
+enum kc_slot {
+	KC_SLOT_WAIT = 0,
+	KC_SLOT_READY,
+	KC_SLOT_FAILED,
+	KC_SLOT_BUSY, /* a demotion in flight: restored once it ended */
+	KC_SLOT_BUSY_FAILED, /* ... it ended in a drop (a busy miss) */
+};
+
+/* Why the walk of the prefix stopped at lim < n. */
+enum kc_stop {
+	KC_STOP_NONE = 0,
+	KC_STOP_MISS, /* no such block, or it could not be restored */
+};
+
+struct kc_pending {
+	struct kc_pending *next; /* in kd_cache.pending */
+	struct kd_session *s;
+	struct kvmm_msg_hdr h; /* the request: the reply echoes its id */
+	uint32_t region_id, seq;
+	uint32_t n; /* hashes asked (after the clamps) */
+	uint32_t lim; /* blocks [0, lim) are READY, WAIT or FAILED */
+	uint32_t nwait; /* blocks WAIT */
+	uint8_t stop; /* enum kc_stop */
+	bool want_acts;
+	bool deferred; /* the session is deferred: reply from the loop */
+	uint64_t open_id; /* telemetry: the prefix_opens count at arrival */
+	uint64_t *hashes;
+	uint8_t *state; /* enum kc_slot per block */
+	uint8_t *from; /* tier each READY block came from */
+	uint8_t *acts; /* enum kvmm_block_action per block (n + 4) */
+};
+
+struct kd_cache {
+	struct kd_daemon *d;
+	struct kc_entry *buckets[KC_BUCKETS];
+	uint64_t nentries;
+	uint64_t next_gen;
+	struct kc_entry *dead; /* removed from the policy after its call */
+	bool opened; /* tiers and policy set up */
+	bool closing; /* kd_cache_fini(): nothing new is submitted */
+	bool open_failed;
+	uint32_t ppb; /* pages per block of the tiers */
+	size_t block_bytes;
+	struct pol_cache *pol;
+	struct tier_host *host;
+	struct tier_nvme *nvme;
+	struct migrate *mig;
+	struct kd_file mig_file;
+	struct kc_entry *restored; /* restores done, to settle */
+	uint64_t nr_restored; /* on that list (in flight for TIER_STATS) */
+	/* NVMe restores waiting for a free host slot to stage in (FIFO) */
+	struct kc_entry *staging_head, *staging_tail;
+	struct kd_timer settle_timer; /* settles those from the loop */
+	struct kc_pending *pending; /* PREFIX_OPENs waiting for restores */
+	struct kvmm_tier_stats_reply st;
+};
+
+/* cache.c: the entry index and an entry's life */
+struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
+void kc_free(struct kd_cache *c, struct kc_entry *e);
+void kc_put_block(struct kd_cache *c, struct kc_entry *e);
+void kc_release(struct kd_cache *c, struct kc_entry *e);
+void kc_kill(struct kd_cache *c, struct kc_entry *e);
+void kc_reap_dead(struct kd_cache *c);
+int kc_open(struct kd_cache *c, uint32_t ppb);
+int copy_var(void *out, size_t known, const void *p, size_t len, uint32_t n_off,
+	     uint64_t **tail, uint32_t *n);
+
+/* cache_demote.c */
+void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to);
+void kc_job_done(struct kd_cache *c, struct migrate_job *job);
+
+/* cache_restore.c */
+int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out);
+int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
+		      struct kc_entry *e);
+void kc_staging_pump(struct kd_cache *c, bool fail_all);
+void kc_restore_done(struct kd_cache *c, struct migrate_job *job);
+void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
+		   struct kd_block *blk);
+void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
+
+/* cache_prefix.c */
+void kc_settle(struct kd_cache *c);
+
+#endif

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The block cache's way up: restore jobs that bring a block from the host
+ * or NVMe tier into fresh pool pages, the host slots NVMe restores stage
+ * in, and settling a finished restore: the waiting PREFIX_OPENs
+ * (cache_prefix.c) get the pages, the block joins the GPU tier.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/tier_host.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+
+/* A fresh block of ppb pool pages charged to s. */
+int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out)
+{
+	struct kd_block *blk = calloc(1, sizeof(*blk) + ppb * sizeof(uint32_t));
+	uint32_t i;
+	int err = 0;
+
+	if (!blk)
+		return -ENOMEM;
+	if (s->quota && s->quota->limit_pages &&
+	    s->quota->used_pages + ppb > s->quota->limit_pages) {
+		free(blk);
+		return -EDQUOT;
+	}
+	for (i = 0; i < ppb; i++) {
+		err = vmm_pool_alloc(s->d->pool, &blk->pages[i]);
+		if (err)
+			goto err_free;
+	}
+	blk->refcnt = 1;
+	blk->nr_pages = ppb;
+	blk->charged = s->quota;
+	if (blk->charged)
+		blk->charged->used_pages += ppb;
+	*out = blk;
+	return 0;
+
+err_free:
+	while (i--)
+		vmm_pool_free(s->d->pool, blk->pages[i]);
+	free(blk);
+	return err;
+}
+
+/*
+ * Start bringing e's bytes from the host or NVMe tier into fresh pages
+ * charged to s: a HOST_TO_GPU job (the host slot is the source) or an
+ * NVME_TO_GPU job (read into a host staging slot, CRC checked, copied).
+ * Until kc_restore_settle() the entry owns the pages (rblk), is pinned in
+ * the policy and counts as busy for everything that would move or free
+ * its lower copy.
+ */
+int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
+		      struct kc_entry *e)
+{
+	bool nvme = e->tier == POL_TIER_NVME;
+	struct migrate_job *job;
+	struct kd_block *blk;
+	int err;
+
+	if (!c->mig || (nvme ? e->nvme_slot : e->host_slot) == MIGRATE_NO_SLOT)
+		return -ENOENT;
+	err = kc_block_new(s, c->ppb, &blk);
+	if (err)
+		return err;
+	job = migrate_job_new(nvme ? MIGRATE_NVME_TO_GPU : MIGRATE_HOST_TO_GPU,
+			      c->ppb);
+	if (!job) {
+		err = -ENOMEM;
+		goto err_put;
+	}
+	job->hash = e->hash;
+	job->layout_id = c->ppb;
+	job->length = c->block_bytes;
+	job->owner = e;
+	for (uint32_t i = 0; i < c->ppb; i++) {
+		job->pages[i].page_id = blk->pages[i];
+		job->pages[i].handle =
+			vmm_pool_page_handle(c->d->pool, blk->pages[i]);
+	}
+	job->nvme_slot = e->nvme_slot;
+	job->host_slot = nvme ? MIGRATE_NO_SLOT : e->host_slot;
+	if (nvme &&
+	    (c->staging_head || tier_host_alloc(c->host, &job->host_slot))) {
+		/* no host slot to stage in now: queued, submitted by
+		 * kc_staging_pump() when a migration gives one back (the
+		 * loop does not wait) */
+		job->host_slot = MIGRATE_NO_SLOT;
+		e->staging_next = NULL;
+		if (c->staging_tail)
+			c->staging_tail->staging_next = e;
+		else
+			c->staging_head = e;
+		c->staging_tail = e;
+	} else {
+		err = migrate_submit(c->mig, job);
+		if (err) {
+			if (nvme)
+				tier_host_free(c->host, job->host_slot);
+			migrate_job_free(job);
+			goto err_put;
+		}
+		c->st.migrations_in_flight++;
+	}
+	e->job = job;
+	e->rblk = blk;
+	if (e->in_pol)
+		e->restore_pinned = pol_cache_pin(c->pol, e->hash) == 0;
+	return 0;
+
+err_put:
+	kd_block_put(c->d, blk);
+	return err;
+}
+
+/*
+ * Submit queued NVMe restores while host slots are free to stage them.
+ * When none is free and no migration is in flight, none will come back:
+ * the queued restores fail (misses), as a blocking wait would have.
+ * At shutdown (fail_all) every queued restore fails.
+ */
+void kc_staging_pump(struct kd_cache *c, bool fail_all)
+{
+	while (c->staging_head) {
+		struct kc_entry *e = c->staging_head;
+		struct migrate_job *job = e->job;
+		int err = 0;
+
+		if (fail_all) {
+			err = -ESHUTDOWN;
+		} else if (tier_host_alloc(c->host, &job->host_slot)) {
+			job->host_slot = MIGRATE_NO_SLOT;
+			if (c->st.migrations_in_flight)
+				return;
+			err = -ENOSPC;
+		}
+		c->staging_head = e->staging_next;
+		if (!c->staging_head)
+			c->staging_tail = NULL;
+		e->staging_next = NULL;
+		if (!err)
+			err = migrate_submit(c->mig, job);
+		if (!err) {
+			c->st.migrations_in_flight++;
+			continue;
+		}
+		if (job->host_slot != MIGRATE_NO_SLOT)
+			tier_host_free(c->host, job->host_slot);
+		job->host_slot = MIGRATE_NO_SLOT;
+		job->state = MIGRATE_CANCELLED; /* never ran */
+		job->result = err;
+		kc_restore_done(c, job);
+	}
+}
+
+/*
+ * A restore job ended; called wherever jobs are reaped, even inside a
+ * wait for a host slot.  The staging slot goes back at once (a burst of
+ * NVMe restores needs the slots), the rest waits for kc_settle() on the
+ * loop, where the waiting PREFIX_OPENs get the block.
+ */
+void kc_restore_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_entry *e = job->owner;
+
+	/* DONE: the staging copy is READY, the pages have the bytes; failed
+	 * or cancelled: the engine freed it already */
+	if (job->kind == MIGRATE_NVME_TO_GPU &&
+	    job->host_slot != MIGRATE_NO_SLOT) {
+		tier_host_free(c->host, job->host_slot);
+		job->host_slot = MIGRATE_NO_SLOT;
+	}
+	e->restored_next = c->restored;
+	c->restored = e;
+	c->nr_restored++;
+	if (!c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+}
+
+void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
+		   struct kd_block *blk)
+{
+	struct kd_session *s = r->owner;
+
+	q->blocks[b] = blk;
+	blk->refcnt++;
+	s->pages_owned += blk->nr_pages;
+}
+
+/*
+ * Give a restored block (blk) to every pending open waiting for e, or
+ * fail their waits (blk NULL).  Returns how many sequences took it and
+ * the position of the first (for the policy).
+ */
+static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
+				    struct kd_block *blk, unsigned int from,
+				    uint32_t *pos)
+{
+	uint32_t taken = 0;
+
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
+		struct kd_region *r = NULL;
+
+		if (blk && kd_region_lookup(pr->s, pr->region_id, &r))
+			r = NULL; /* cannot happen: the session is paused */
+		for (uint32_t i = 0; i < pr->lim; i++) {
+			if (pr->state[i] != KC_SLOT_WAIT ||
+			    pr->hashes[i] != e->hash)
+				continue;
+			pr->nwait--;
+			if (!r) {
+				pr->state[i] = KC_SLOT_FAILED;
+				continue;
+			}
+			prefix_attach(r, &r->seqs[pr->seq], i, blk);
+			pr->state[i] = KC_SLOT_READY;
+			pr->from[i] = (uint8_t)from;
+			pr->acts[i] = from == POL_TIER_HOST ?
+					      KVMM_BLOCK_RELOADED_HOST :
+					      KVMM_BLOCK_RELOADED_NVME;
+			e->uses++;
+			if (!taken++)
+				*pos = i;
+		}
+	}
+	return taken;
+}
+
+/* A restore job reaped: the block goes to the waiting opens and into the
+ * cache's GPU tier, or the waits fail (a miss for them). */
+void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
+{
+	struct migrate_job *job = e->job;
+	struct kd_block *blk = e->rblk;
+	unsigned int from = e->tier;
+	uint32_t pos = e->position, taken;
+	uint64_t waited;
+	bool was_in_pol;
+
+	e->job = NULL;
+	e->rblk = NULL;
+	if (e->restore_pinned) {
+		e->restore_pinned = false;
+		if (e->in_pol)
+			(void)pol_cache_unpin(c->pol, e->hash);
+	}
+	if (job->state != MIGRATE_DONE) {
+		if (job->result == -EBADMSG)
+			e->nvme_slot =
+				MIGRATE_NO_SLOT; /* the tier dropped it */
+		else if (job->state == MIGRATE_FAILED)
+			c->st.migrations_failed++;
+		migrate_job_free(job);
+		kd_block_put(c->d, blk); /* never mapped by anyone */
+		kc_restore_hand_out(c, e, NULL, from, &pos);
+		if (e->dead)
+			return; /* kc_reap_dead() frees it */
+		if (e->drop_after || (e->nvme_slot == MIGRATE_NO_SLOT &&
+				      e->host_slot == MIGRATE_NO_SLOT)) {
+			if (e->in_pol) {
+				kc_kill(c, e);
+			} else {
+				kc_release(c, e);
+				kc_free(c, e);
+			}
+		}
+		return;
+	}
+	waited = job->end_ns - job->submit_ns;
+	c->st.tiers[from].promotions_out++;
+	c->st.tiers[from].bytes_out += c->block_bytes;
+	c->st.tiers[from].restore_ns += waited;
+	if (waited > c->st.tiers[from].restore_max_ns)
+		c->st.tiers[from].restore_max_ns = waited;
+	/* the shm fallback's restore record (the engine fired the USDT
+	 * probe when the job completed: not twice) */
+	kvmm_tel_shm_event(c->d->tel_local, KVMM_TEL_RESTORE, from,
+			   KVMM_TEL_TIER_GPU, 0, job->end_ns - job->start_ns,
+			   c->block_bytes, 1);
+	migrate_job_free(job);
+	/* the block is on the GPU now; the lower copy goes (exclusive) */
+	if (e->host_slot != MIGRATE_NO_SLOT)
+		tier_host_free(c->host, e->host_slot);
+	if (e->nvme_slot != MIGRATE_NO_SLOT)
+		tier_nvme_free(c->nvme, e->nvme_slot);
+	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
+	/* the sequences take the block first, so the policy cannot pick it
+	 * as its own victim while they hold it */
+	taken = kc_restore_hand_out(c, e, blk, from, &pos);
+	if (e->dead || e->drop_after) {
+		/* dropped while it was restored: the sequences keep their
+		 * pages, the cache does not */
+		kd_block_put(c->d, blk);
+		if (e->drop_after) {
+			kc_release(c, e);
+			kc_free(c, e);
+		}
+		return;
+	}
+	e->blk = blk;
+	blk->hash = e->hash;
+	e->tier = POL_TIER_GPU;
+	/* the policy: a promotion (an admission for a recovered block), and
+	 * a reference per sequence that took it */
+	struct pol_block_desc desc = { .hash = e->hash,
+				       .parent_hash = e->parent,
+				       .position = pos };
+
+	if (e->parent)
+		desc.flags = POL_BLOCK_HAS_PARENT;
+	was_in_pol = e->in_pol;
+	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead) {
+		e->in_pol = true;
+		for (uint32_t i = 0; i < taken; i++)
+			(void)pol_cache_ref(c->pol, e->hash);
+	} else if (!was_in_pol && !e->dead) {
+		/* no room to cache it: the sequences own it */
+		e->in_pol = false;
+		kc_put_block(c, e);
+		kc_free(c, e);
+	}
+}
