@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 	do {
 		t_assert(contents < 64);
 		write_content(d.sock, contents++);
-		cr_settled_stats(d.sock, &ts0);
+		cc_settled_stats(d.sock, &ts0);
 	} while (ts0.tiers[2].used_blocks < (uint64_t)rounds * NBLK);
 
 	t_ok(pipe(ctl));
@@ -226,8 +226,8 @@ int main(int argc, char **argv)
 	t_assert_eq(write(ctl[1], &nwin, sizeof(nwin)), sizeof(nwin));
 	t_assert_eq(write(ctl[1], win, nwin * 16), (ssize_t)(nwin * 16));
 	t_assert_eq(read(res[0], st, sizeof(st)), sizeof(st));
-	t_assert_eq(cr_wait_child(p), 0);
-	cr_settled_stats(d.sock, &ts);
+	t_assert_eq(cc_wait_child(p), 0);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(td_stop(&d), 0);
 	unlink(nvme);
 

@@ -6,19 +6,27 @@
  * the page fds of replies mapped into this process (host backend: each fd
  * is a memfd of one page) so tests can write and compare the bytes of
  * blocks directly.  libkvmm has no publish/prefix calls yet.
+ *
+ * Below the wire client, the set-up the cache tests share: a publisher
+ * process, waiting for a child, settled tier counters, and the libkvmm
+ * side of a test (region options matching cc_region(), checking a
+ * sequence's bytes through its mapping).
  */
 #ifndef KVMM_TESTS_CACHE_COMMON_H
 #define KVMM_TESTS_CACHE_COMMON_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "kvmm/kvmm.h"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
 #include "tests/lib/test.h"
@@ -175,25 +183,40 @@ static uint32_t cc_seq_open(struct cc *c)
 	return rep.seq_id;
 }
 
-/* Extend to len tokens; ids gets the page ids of blocks [0, nblocks). */
-static void cc_extend(struct cc *c, uint32_t seq, uint32_t len, uint32_t *ids)
+/* Extend to len tokens (0 or -errno: the daemon's answer); ids gets the
+ * page ids of blocks [0, nblocks). */
+static inline int cc_try_extend(struct cc *c, uint32_t seq, uint32_t len,
+				uint32_t *ids)
 {
 	static char buf[KVMM_MSG_MAX];
+	static int fds[CC_MAX_PAGES];
 	struct kvmm_seq_extend ex = { .size = sizeof(ex),
 				      .region_id = c->region,
 				      .seq_id = seq,
 				      .new_len = len };
 	struct kvmm_seq_extend_reply *rep = (void *)buf;
-	static int fds[CC_MAX_PAGES];
-	unsigned int nfds;
+	unsigned int nfds = 0;
+	int r;
 
-	t_ok(cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
-		     fds, &nfds));
+	r = cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
+		    fds, &nfds);
+	if (r) {
+		for (unsigned int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return r;
+	}
 	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
 	       nfds);
 	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
 		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
 						     ~KVMM_PAGE_HELD;
+	return 0;
+}
+
+/* Extend to len tokens, which must succeed (cc_try_extend()). */
+static void cc_extend(struct cc *c, uint32_t seq, uint32_t len, uint32_t *ids)
+{
+	t_ok(cc_try_extend(c, seq, len, ids));
 }
 
 static int cc_publish(struct cc *c, uint32_t seq, uint32_t first,
@@ -318,6 +341,136 @@ static void cc_check(struct cc *c, const uint32_t *ids, uint32_t nblocks,
 				    cc_pat(tag, b, p, o))
 					t_fail("block %u page %u byte %u differs",
 					       b, p, o);
+}
+
+/* A child's exit status, 128 + the signal that killed it, or -1. */
+static inline int cc_wait_child(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * A publisher process: a new sequence of nb blocks (hashes h) filled with
+ * content tag (cc_fill()), every block published (asserted), the sequence
+ * closed, the process gone.  Returns its exit status (cc_wait_child());
+ * when it is 0, ids (may be NULL) has the blocks' page ids.
+ */
+static inline int cc_publish_content(const char *sock, const uint64_t *h,
+				     uint32_t nb, uint64_t tag, uint32_t *ids)
+{
+	int fd[2], st;
+	pid_t p;
+
+	t_assert(nb <= 64);
+	t_ok(pipe(fd));
+	p = fork();
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct kvmm_block_publish_reply rep;
+		uint32_t pages[64 * CC_PPB];
+		struct cc c;
+		uint32_t seq;
+
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, nb * CC_TPB, pages);
+		cc_fill(&c, pages, nb, tag);
+		t_ok(cc_publish(&c, seq, 0, h, nb, &rep));
+		if (rep.published != nb)
+			t_fail("published %u of %u, duplicates %u, not cached %u",
+			       rep.published, nb, rep.duplicates,
+			       rep.not_cached);
+		cc_seq_close(&c, seq, pages, nb * CC_PPB);
+		cc_disconnect(&c);
+		t_assert_eq(write(fd[1], pages, nb * CC_PPB * 4),
+			    nb * CC_PPB * 4);
+		_exit(0);
+	}
+	st = cc_wait_child(p);
+	if (!st && ids)
+		t_assert_eq(read(fd[0], ids, nb * CC_PPB * 4), nb * CC_PPB * 4);
+	close(fd[0]);
+	close(fd[1]);
+	return st;
+}
+
+/* Tier counters once no migration is in flight and no PREFIX_OPEN is
+ * pending (fails after 10 s). */
+static inline void cc_settled_stats(const char *sock,
+				    struct kvmm_tier_stats_reply *ts)
+{
+	struct cc c;
+	int i;
+
+	cc_connect(&c, sock);
+	for (i = 0; i < 1000; i++) {
+		cc_tier_stats(&c, ts);
+		if (!ts->migrations_in_flight && !ts->prefix_opens_pending)
+			break;
+		usleep(10000);
+	}
+	cc_disconnect(&c);
+	if (i == 1000)
+		t_fail("migrations or opens still pending after 10 s");
+}
+
+/* How many of want[0..nw) are among ids[0..n). */
+static inline uint32_t cc_overlap(const uint32_t *ids, uint32_t n,
+				  const uint32_t *want, uint32_t nw)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < nw; i++) {
+		for (uint32_t j = 0; j < n; j++) {
+			if (ids[j] == want[i]) {
+				k++;
+				break;
+			}
+		}
+	}
+	return k;
+}
+
+/* libkvmm region options with cc_region()'s geometry. */
+static inline struct kvmm_region_opts cc_region_opts(void)
+{
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = CC_L,
+				       .kv_heads = 2,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 16,
+				       .max_tokens = 16 * CC_TPB };
+
+	return ro;
+}
+
+/* Whether blocks [0, nb) of a libkvmm sequence hold content tag, every
+ * page sampled every stride bytes through the client's own mapping. */
+static inline bool cc_seq_content_ok(struct kvmm_region *r, uint32_t seq,
+				     uint32_t nb, uint64_t tag, uint32_t stride)
+{
+	for (uint32_t b = 0; b < nb; b++) {
+		for (uint32_t pg = 0; pg < CC_PPB; pg++) {
+			uint64_t base = pg & 1 ?
+						kvmm_seq_v_ptr(r, seq, pg / 2) :
+						kvmm_seq_k_ptr(r, seq, pg / 2);
+			const unsigned char *m =
+				(const unsigned char
+					 *)(uintptr_t)(base +
+						       (uint64_t)b * CC_PAGE);
+
+			for (uint32_t o = 0; o < CC_PAGE; o += stride)
+				if (m[o] != cc_pat(tag, b, pg, o))
+					return false;
+		}
+	}
+	return true;
 }
 
 #endif

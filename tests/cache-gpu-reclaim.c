@@ -26,40 +26,13 @@ static uint64_t hash_of(int content, int b)
 	return 0x300000ull * (content + 1) + b + 1;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static void write_content(const char *sock, int k)
 {
-	pid_t p = fork();
+	uint64_t h[NB];
 
-	if (p == 0) {
-		struct cc c;
-		struct kvmm_block_publish_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB];
-		uint32_t seq;
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		cc_fill(&c, ids, NB, 500 + k);
-		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, ids, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(wait_child(p), 0);
+	for (int b = 0; b < NB; b++)
+		h[b] = hash_of(k, b);
+	t_assert_eq(cc_publish_content(sock, h, NB, 500 + k, NULL), 0);
 }
 
 static void read_content(const char *sock, int k, uint32_t gpu, uint32_t host)
@@ -87,21 +60,7 @@ static void read_content(const char *sock, int k, uint32_t gpu, uint32_t host)
 		cc_disconnect(&c);
 		_exit(0);
 	}
-	t_assert_eq(wait_child(p), 0);
-}
-
-static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
-{
-	struct cc c;
-
-	cc_connect(&c, sock);
-	for (int i = 0; i < 500; i++) {
-		cc_tier_stats(&c, ts);
-		if (!ts->migrations_in_flight)
-			break;
-		usleep(10000);
-	}
-	cc_disconnect(&c);
+	t_assert_eq(cc_wait_child(p), 0);
 }
 
 /* Extend a new sequence to nb blocks: 0 or -errno. */
@@ -139,7 +98,7 @@ int main(void)
 		t_fail("kvmmd did not start: %d", r);
 	write_content(d.sock, 0);
 	write_content(d.sock, 1);
-	stats(d.sock, &ts);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* the whole pool */
 	t_assert_eq(ts.pressure_reclaims, 0);
 
@@ -178,7 +137,7 @@ int main(void)
 	/* host (6 slots for the policy) holds content 1 and content 0's
 	 * last 2 blocks; its first 2, the least recently used, were pushed
 	 * out (no NVMe tier: dropped) */
-	stats(d.sock, &ts);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.migrations_failed, 0);
 	t_assert_eq(ts.tiers[1].drops, 2);
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
@@ -232,13 +191,13 @@ int main(void)
 		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
 	cc_disconnect(&c);
 	write_content(d.sock, 2); /* 3 free blocks, 4 needed: 0's block 3 */
-	stats(d.sock, &ts);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.pressure_reclaims, 4);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* pool full again */
 	t_assert_eq(ts.tiers[1].used_blocks, NB);
 	/* content 0 from host needs 4 blocks: content 1 (LRU) makes room */
 	read_content(d.sock, 0, 0, NB);
-	stats(d.sock, &ts);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.pressure_reclaims, 8);
 	t_assert_eq(ts.tiers[1].promotions_out, NB);
 	/* host: content 0 was pinned there during the reclaim, so the

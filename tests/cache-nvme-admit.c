@@ -21,41 +21,14 @@ static uint64_t hash_of(int content, int b)
 	return 0x200000ull * (content + 1) + b + 1;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* A writer process: content k into a new sequence, published, closed. */
 static void write_content(const char *sock, int k)
 {
-	pid_t p = fork();
+	uint64_t h[NB];
 
-	if (p == 0) {
-		struct cc c;
-		struct kvmm_block_publish_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB];
-		uint32_t seq;
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		cc_fill(&c, ids, NB, 300 + k);
-		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, ids, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(wait_child(p), 0);
+	for (int b = 0; b < NB; b++)
+		h[b] = hash_of(k, b);
+	t_assert_eq(cc_publish_content(sock, h, NB, 300 + k, NULL), 0);
 }
 
 /* A reader process: open on content k, expect nb blocks from tier
@@ -88,21 +61,7 @@ static void read_content(const char *sock, int k, uint32_t nb, int tier)
 		cc_disconnect(&c);
 		_exit(0);
 	}
-	t_assert_eq(wait_child(p), 0);
-}
-
-static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
-{
-	struct cc c;
-
-	cc_connect(&c, sock);
-	for (int i = 0; i < 500; i++) {
-		cc_tier_stats(&c, ts);
-		if (!ts->migrations_in_flight)
-			break;
-		usleep(10000);
-	}
-	cc_disconnect(&c);
+	t_assert_eq(cc_wait_child(p), 0);
 }
 
 int main(void)
@@ -129,7 +88,7 @@ int main(void)
 	write_content(d.sock, 1); /* used once */
 	for (int k = 2; k < 6; k++)
 		write_content(d.sock, k);
-	stats(d.sock, &ts);
+	cc_settled_stats(d.sock, &ts);
 	/* GPU: 5; host: 3, 4; content 0 on NVMe; 1 and 2 (used once)
 	 * dropped when they left the host tier */
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
@@ -146,7 +105,7 @@ int main(void)
 	/* content 0 back on the GPU pushed 5 to host and 3 out (rejected) */
 	read_content(d.sock, 3, 0, -1);
 	read_content(d.sock, 4, NB, -1); /* still in host memory */
-	stats(d.sock, &ts);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[2].promotions_out, NB);
 	t_assert_eq(ts.tiers[2].hits, NB);
 	t_assert_eq(ts.tiers[1].promotions_out, NB);

@@ -22,56 +22,12 @@ static uint64_t hash_of(int content)
 	return 0x900000ull * (content + 1) + 1;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* A publisher process writes one block of content k; ids gets its pages. */
 static void publish(const char *sock, int k, uint32_t *ids)
 {
-	int fd[2];
-	pid_t p;
+	uint64_t h = hash_of(k);
 
-	t_ok(pipe(fd));
-	p = fork();
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint64_t h = hash_of(k);
-		struct cc c;
-		uint32_t seq;
-
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, CC_TPB, ids);
-		cc_fill(&c, ids, 1, 40 + k);
-		t_ok(cc_publish(&c, seq, 0, &h, 1, &rep));
-		t_assert_eq(rep.published, 1);
-		cc_seq_close(&c, seq, ids, CC_PPB);
-		cc_disconnect(&c);
-		t_assert_eq(write(fd[1], ids, CC_PPB * 4), CC_PPB * 4);
-		_exit(0);
-	}
-	t_assert_eq(wait_child(p), 0);
-	t_assert_eq(read(fd[0], ids, CC_PPB * 4), CC_PPB * 4);
-	close(fd[0]);
-	close(fd[1]);
-}
-
-static uint32_t overlap(const uint32_t *ids, uint32_t n, const uint32_t *want,
-			uint32_t nw)
-{
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < nw; i++)
-		for (uint32_t j = 0; j < n; j++)
-			k += ids[j] == want[i];
-	return k;
+	t_assert_eq(cc_publish_content(sock, &h, 1, 40 + k, ids), 0);
 }
 
 /* 1: X was the victim, 2: Y. */
@@ -123,12 +79,12 @@ static int victim(int prio)
 	cc_tier_stats(&b, &ts);
 	t_assert_eq(ts.pressure_reclaims, 1);
 	t_assert_eq(ts.tiers[0].used_blocks, 1);
-	if (overlap(ids, 7 * CC_PPB, x, CC_PPB) == CC_PPB) {
-		t_assert_eq(overlap(ids, 7 * CC_PPB, y, CC_PPB), 0);
+	if (cc_overlap(ids, 7 * CC_PPB, x, CC_PPB) == CC_PPB) {
+		t_assert_eq(cc_overlap(ids, 7 * CC_PPB, y, CC_PPB), 0);
 		v = 1;
 	} else {
-		t_assert_eq(overlap(ids, 7 * CC_PPB, y, CC_PPB), CC_PPB);
-		t_assert_eq(overlap(ids, 7 * CC_PPB, x, CC_PPB), 0);
+		t_assert_eq(cc_overlap(ids, 7 * CC_PPB, y, CC_PPB), CC_PPB);
+		t_assert_eq(cc_overlap(ids, 7 * CC_PPB, x, CC_PPB), 0);
 		v = 2;
 	}
 	cc_seq_close(&b, seq, ids, 7 * CC_PPB);

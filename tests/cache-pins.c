@@ -47,89 +47,15 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* A publisher process writes content k (nb blocks) and exits; ids gets
  * the blocks' page ids. */
 static void publish(const char *sock, int k, uint32_t nb, uint32_t *ids)
 {
-	int fd[2];
-	pid_t p;
+	uint64_t h[MAXB];
 
-	t_ok(pipe(fd));
-	p = fork();
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint64_t h[MAXB];
-		struct cc c;
-		uint32_t seq;
-
-		for (uint32_t b = 0; b < nb; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, nb * CC_TPB, ids);
-		cc_fill(&c, ids, nb, 900 + k);
-		t_ok(cc_publish(&c, seq, 0, h, nb, &rep));
-		t_assert_eq(rep.published, nb);
-		cc_seq_close(&c, seq, ids, nb * CC_PPB);
-		cc_disconnect(&c);
-		t_assert_eq(write(fd[1], ids, nb * CC_PPB * 4),
-			    nb * CC_PPB * 4);
-		_exit(0);
-	}
-	t_assert_eq(wait_child(p), 0);
-	t_assert_eq(read(fd[0], ids, nb * CC_PPB * 4), nb * CC_PPB * 4);
-	close(fd[0]);
-	close(fd[1]);
-}
-
-/* B: a new sequence of nb blocks (0 or -errno); ids gets its pages.  The
- * sequence stays open on success (closed by b_close). */
-static int b_extend(struct cc *c, uint32_t seq, uint32_t nb, uint32_t *ids)
-{
-	static char buf[KVMM_MSG_MAX];
-	static int fds[CC_MAX_PAGES];
-	struct kvmm_seq_extend ex = { .size = sizeof(ex),
-				      .region_id = c->region,
-				      .seq_id = seq,
-				      .new_len = nb * CC_TPB };
-	struct kvmm_seq_extend_reply *rep = (void *)buf;
-	unsigned int nfds = 0;
-	int r;
-
-	r = cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
-		    fds, &nfds);
-	if (r) {
-		for (unsigned int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return r;
-	}
-	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
-	       nfds);
-	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
-		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
-						     ~KVMM_PAGE_HELD;
-	return 0;
-}
-
-static uint32_t overlap(const uint32_t *ids, uint32_t n, const uint32_t *want,
-			uint32_t nw)
-{
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < nw; i++)
-		for (uint32_t j = 0; j < n; j++)
-			k += ids[j] == want[i];
-	return k;
+	for (uint32_t b = 0; b < nb; b++)
+		h[b] = hash_of(k, b);
+	t_assert_eq(cc_publish_content(sock, h, nb, 900 + k, ids), 0);
 }
 
 /* Cached blocks on the GPU, once the copies in flight are done. */
@@ -182,16 +108,17 @@ static void pinned_survives(struct cc *b, struct kvmm_conn *p, const char *sock)
 	t_assert_eq(o.pin_quota, 2); /* default: 8 GPU blocks / 4 */
 	t_assert_eq(o.expires_ns, 0);
 	seq = cc_seq_open(b);
-	t_ok(b_extend(b, seq, 7, ids)); /* the 3 other blocks go */
+	t_ok(cc_try_extend(b, seq, 7 * CC_TPB,
+			   ids)); /* the 3 other blocks go */
 	t_assert_eq(gpu_used(b), 1);
-	t_assert_eq(overlap(ids, 7 * CC_PPB, pub + CC_PPB, CC_PPB), 0);
-	t_assert_eq(b_extend(b, seq, 8, ids), -ENOMEM);
+	t_assert_eq(cc_overlap(ids, 7 * CC_PPB, pub + CC_PPB, CC_PPB), 0);
+	t_assert_eq(cc_try_extend(b, seq, 8 * CC_TPB, ids), -ENOMEM);
 	t_assert_eq(gpu_used(b), 1);
 	t_ok(kvmm_block_unpin(p, hash_of(0, 1)));
 	t_assert_eq(kvmm_block_unpin(p, hash_of(0, 1)), -ENOENT);
-	t_ok(b_extend(b, seq, 8, ids));
+	t_ok(cc_try_extend(b, seq, 8 * CC_TPB, ids));
 	t_assert_eq(gpu_used(b), 0);
-	t_assert_eq(overlap(ids, 8 * CC_PPB, pub + CC_PPB, CC_PPB), CC_PPB);
+	t_assert_eq(cc_overlap(ids, 8 * CC_PPB, pub + CC_PPB, CC_PPB), CC_PPB);
 	cc_seq_close(b, seq, ids, 8 * CC_PPB);
 	/* all four come back from host memory, byte-identical */
 	{
@@ -225,7 +152,7 @@ static void ttl_expires(struct cc *b, struct kvmm_conn *p, const char *sock)
 	t_assert(o.expires_ns > now_ns());
 	t_assert(o.expires_ns <= now_ns() + ttl);
 	seq = cc_seq_open(b);
-	r = b_extend(b, seq, 8, ids);
+	r = cc_try_extend(b, seq, 8 * CC_TPB, ids);
 	if (now_ns() < o.expires_ns) {
 		/* block 1 went, block 0 is TTL-pinned */
 		t_assert_eq(r, -ENOMEM);
@@ -235,9 +162,9 @@ static void ttl_expires(struct cc *b, struct kvmm_conn *p, const char *sock)
 	}
 	while (now_ns() <= o.expires_ns)
 		usleep(10000);
-	t_ok(b_extend(b, seq, 8, ids));
+	t_ok(cc_try_extend(b, seq, 8 * CC_TPB, ids));
 	t_assert_eq(gpu_used(b), 0);
-	t_assert_eq(overlap(ids, 8 * CC_PPB, pub, CC_PPB), CC_PPB);
+	t_assert_eq(cc_overlap(ids, 8 * CC_PPB, pub, CC_PPB), CC_PPB);
 	t_assert_eq(kvmm_block_unpin(p, hash_of(1, 0)), -ENOENT);
 	cc_seq_close(b, seq, ids, 8 * CC_PPB);
 }
@@ -265,18 +192,18 @@ static void death_releases(struct cc *b, const char *sock)
 	}
 	t_assert_eq(read(fd[0], &ch, 1), 1);
 	seq = cc_seq_open(b);
-	t_assert_eq(b_extend(b, seq, 8, ids), -ENOMEM);
+	t_assert_eq(cc_try_extend(b, seq, 8 * CC_TPB, ids), -ENOMEM);
 	t_assert_eq(gpu_used(b), 2);
 	kill(p, SIGKILL);
-	t_assert_eq(wait_child(p), 128 + SIGKILL);
+	t_assert_eq(cc_wait_child(p), 128 + SIGKILL);
 	for (int i = 0; i < 300 && r; i++) {
-		r = b_extend(b, seq, 8, ids);
+		r = cc_try_extend(b, seq, 8 * CC_TPB, ids);
 		if (r)
 			usleep(10000);
 	}
 	t_ok(r);
 	t_assert_eq(gpu_used(b), 0);
-	t_assert_eq(overlap(ids, 8 * CC_PPB, pub, 2 * CC_PPB), 2 * CC_PPB);
+	t_assert_eq(cc_overlap(ids, 8 * CC_PPB, pub, 2 * CC_PPB), 2 * CC_PPB);
 	cc_seq_close(b, seq, ids, 8 * CC_PPB);
 	close(fd[0]);
 	close(fd[1]);

@@ -18,15 +18,6 @@
 
 static const uint64_t hashes[4] = { 0x1111, 0x2222, 0x3333, 0x4444 };
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 int main(void)
 {
 	struct td_daemon d;
@@ -113,8 +104,8 @@ int main(void)
 		cc_disconnect(&c);
 		_exit(0);
 	}
-	t_assert_eq(wait_child(b), 0);
-	t_assert_eq(wait_child(a), 0);
+	t_assert_eq(cc_wait_child(b), 0);
+	t_assert_eq(cc_wait_child(a), 0);
 
 	/* A is gone, its tail block freed; the cache keeps the three */
 	cpid = fork();
@@ -139,7 +130,7 @@ int main(void)
 		cc_disconnect(&c);
 		_exit(0);
 	}
-	t_assert_eq(wait_child(cpid), 0);
+	t_assert_eq(cc_wait_child(cpid), 0);
 	for (int i = 0; i < 100; i++) {
 		t_ok(td_status(&d, &st));
 		if (st.pages_mapped == 0 && st.sessions == 1)

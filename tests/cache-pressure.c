@@ -21,15 +21,6 @@
 
 #define NB 2
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static void check_caps(const char *sock, struct kvmm_tier_stats_reply *ts,
 		       bool settle)
 {
@@ -134,7 +125,7 @@ int main(void)
 
 	/* 2. a stream of contents through every tier */
 	for (int k = 0; k < 8; k++) {
-		t_assert_eq(wait_child(writer(d.sock, k, pfd[1], false)), 0);
+		t_assert_eq(cc_wait_child(writer(d.sock, k, pfd[1], false)), 0);
 		check_caps(d.sock, &ts, k % 2);
 	}
 	check_caps(d.sock, &ts, true);
@@ -153,7 +144,7 @@ int main(void)
 
 		t_assert_eq(read(pfd[0], &ch, 1), 1);
 		kill(p, SIGKILL);
-		t_assert_eq(wait_child(p), 128 + SIGKILL);
+		t_assert_eq(cc_wait_child(p), 128 + SIGKILL);
 	}
 	pid_t rd = fork();
 	if (rd == 0) {
@@ -177,7 +168,7 @@ int main(void)
 
 		t_assert_eq(read(pfd[0], &ch, 1), 1);
 		kill(rd, SIGKILL);
-		t_assert_eq(wait_child(rd), 128 + SIGKILL);
+		t_assert_eq(cc_wait_child(rd), 128 + SIGKILL);
 	}
 	check_caps(d.sock, &ts, true);
 	t_assert_eq(ts.migrations_failed, 0);

@@ -59,8 +59,8 @@ int main(void)
 		cr_wait_pending(&m, 1); /* waiting for the demotions */
 		cc_disconnect(&m);
 	}
-	t_assert_eq(cr_wait_child(p), 0);
-	cr_settled_stats(d.sock, &ts);
+	t_assert_eq(cc_wait_child(p), 0);
+	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.busy_misses, 0);
 	t_assert_eq(ts.misses, 0);
 	t_assert_eq(ts.tiers[1].promotions_out, CR_NB);

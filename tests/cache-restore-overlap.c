@@ -88,7 +88,7 @@ int main(void)
 		_exit(0);
 	}
 	close(pfds[1]);
-	t_assert_eq(cr_wait_child(p), 0);
+	t_assert_eq(cc_wait_child(p), 0);
 	/* B has been answered; A's reply has not come yet */
 	pfd = (struct pollfd){ .fd = a.sock, .events = POLLIN };
 	t_assert_eq(poll(&pfd, 1, 0), 0);
@@ -107,7 +107,7 @@ int main(void)
 	t_assert(a_ms >= DELAY_MS);
 	t_assert(b_ms < a_ms);
 
-	cr_settled_stats(env.d.sock, &ts);
+	cc_settled_stats(env.d.sock, &ts);
 	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out,
 		    CR_NB);
 	t_assert_eq(ts.tiers[2].hits - ts0.tiers[2].hits, CR_NB);
@@ -158,7 +158,7 @@ int main(void)
 	}
 	cc_disconnect(&a);
 
-	cr_settled_stats(env.d.sock, &ts);
+	cc_settled_stats(env.d.sock, &ts);
 	t_assert(ts.tiers[1].promotions_out >= 1);
 	t_assert(ts.tiers[1].restore_ns > 0);
 	t_assert_eq(ts.migrations_failed, 0);

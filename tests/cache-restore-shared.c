@@ -65,8 +65,8 @@ int main(void)
 	cr_wait_pending(&m, 1);
 	b = opener(env.d.sock, pb[1]);
 	cr_wait_pending(&m, 2); /* both wait, neither missed */
-	t_assert_eq(cr_wait_child(a), 0);
-	t_assert_eq(cr_wait_child(b), 0);
+	t_assert_eq(cc_wait_child(a), 0);
+	t_assert_eq(cc_wait_child(b), 0);
 	cc_disconnect(&m);
 	t_assert_eq(read(pa[0], &ra, sizeof(ra)), sizeof(ra));
 	t_assert_eq(read(pb[0], &rb, sizeof(rb)), sizeof(rb));
@@ -75,7 +75,7 @@ int main(void)
 	t_assert_eq(memcmp(ra.ids, rb.ids, sizeof(ra.ids)), 0);
 	t_assert_eq(ra.rep.from_nvme, CR_NB);
 	t_assert_eq(rb.rep.from_nvme + rb.rep.from_gpu, CR_NB);
-	cr_settled_stats(env.d.sock, &ts);
+	cc_settled_stats(env.d.sock, &ts);
 	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out,
 		    CR_NB);
 	t_assert_eq(ts.restores_waited, rb.rep.from_nvme);

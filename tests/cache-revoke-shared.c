@@ -49,56 +49,20 @@ static uint64_t hash_of(int content, int b)
 	return 0x500000ull * (content + 1) + b + 1;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static struct td_daemon *g_d; /* for its log */
 
 /* A publisher process writes content k (nb blocks) and exits; ids gets
  * its page ids. */
 static void publish_n(const char *sock, int k, uint32_t nb, uint32_t *ids)
 {
-	int fd[2];
-	pid_t p;
+	uint64_t h[NB];
 
-	t_ok(pipe(fd));
-	p = fork();
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint64_t h[NB];
-		struct cc c;
-		uint32_t seq;
-
-		for (uint32_t b = 0; b < nb; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, nb * CC_TPB, ids);
-		cc_fill(&c, ids, nb, 700 + k);
-		t_ok(cc_publish(&c, seq, 0, h, nb, &rep));
-		if (rep.published != nb)
-			t_fail("published %u, duplicates %u, not cached %u",
-			       rep.published, rep.duplicates, rep.not_cached);
-		cc_seq_close(&c, seq, ids, nb * CC_PPB);
-		cc_disconnect(&c);
-		t_assert_eq(write(fd[1], ids, nb * CC_PPB * 4),
-			    nb * CC_PPB * 4);
-		_exit(0);
-	}
-	if (wait_child(p)) {
+	for (uint32_t b = 0; b < nb; b++)
+		h[b] = hash_of(k, b);
+	if (cc_publish_content(sock, h, nb, 700 + k, ids)) {
 		td_dump_log(g_d);
 		t_fail("publisher of content %d failed", k);
 	}
-	t_assert_eq(read(fd[0], ids, nb * CC_PPB * 4), nb * CC_PPB * 4);
-	close(fd[0]);
-	close(fd[1]);
 }
 
 static void publish(const char *sock, int k, uint32_t *ids)
@@ -146,13 +110,7 @@ static int holder(const char *sock, int k, enum mode mode, int wr, int rd)
 					.socket_path = sock,
 					.name = "holder",
 					.map_ahead_set = 1 };
-	struct kvmm_region_opts ro = { .size = sizeof(ro),
-				       .layers = CC_L,
-				       .kv_heads = 2,
-				       .head_dim = 64,
-				       .dtype_bytes = 2,
-				       .max_seqs = 16,
-				       .max_tokens = 16 * CC_TPB };
+	struct kvmm_region_opts ro = cc_region_opts();
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	struct amsg m = { 0 };
@@ -234,56 +192,9 @@ static void holder_cmd(struct holder_proc *hp, char ch, struct amsg *m)
 static void holder_end(struct holder_proc *hp, struct amsg *m)
 {
 	holder_cmd(hp, 'q', m);
-	t_assert_eq(wait_child(hp->pid), 0);
+	t_assert_eq(cc_wait_child(hp->pid), 0);
 	close(hp->up);
 	close(hp->down);
-}
-
-/* Extend a sequence of B to nb blocks; ids gets all its page ids. */
-static int b_extend(struct cc *c, uint32_t seq, uint32_t nb, uint32_t *ids)
-{
-	static char buf[KVMM_MSG_MAX];
-	static int fds[CC_MAX_PAGES];
-	struct kvmm_seq_extend ex = { .size = sizeof(ex),
-				      .region_id = c->region,
-				      .seq_id = seq,
-				      .new_len = nb * CC_TPB };
-	struct kvmm_seq_extend_reply *rep = (void *)buf;
-	unsigned int nfds = 0;
-	int r;
-
-	r = cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
-		    fds, &nfds);
-	if (r) {
-		for (unsigned int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return r;
-	}
-	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
-	       nfds);
-	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
-		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
-						     ~KVMM_PAGE_HELD;
-	return 0;
-}
-
-static bool has(const uint32_t *ids, uint32_t n, uint32_t id)
-{
-	for (uint32_t i = 0; i < n; i++)
-		if (ids[i] == id)
-			return true;
-	return false;
-}
-
-/* How many of want[0..nw) are among ids[0..n). */
-static uint32_t overlap(const uint32_t *ids, uint32_t n, const uint32_t *want,
-			uint32_t nw)
-{
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < nw; i++)
-		k += has(ids, n, want[i]);
-	return k;
 }
 
 static void admin_revoke(const struct td_daemon *d, const struct amsg *m)
@@ -337,8 +248,8 @@ int main(void)
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_allocated, NP); /* the cache's copy */
 	seq = cc_seq_open(&b);
-	t_ok(b_extend(&b, seq, 8, bids)); /* the whole pool */
-	t_assert_eq(overlap(bids, 8 * CC_PPB, pub, NP), NP);
+	t_ok(cc_try_extend(&b, seq, 8 * CC_TPB, bids)); /* the whole pool */
+	t_assert_eq(cc_overlap(bids, 8 * CC_PPB, pub, NP), NP);
 	cc_tier_stats(&b, &ts);
 	t_assert_eq(ts.pressure_reclaims, NB);
 	status(&d, &st);
@@ -366,16 +277,16 @@ int main(void)
 	/* 20 pages free, 24 wanted: the least recently used victims are the
 	 * content's blocks, copied out but their pages REVOKING; the reclaim
 	 * goes on to the block nobody maps, and the extend gets its pages */
-	t_ok(b_extend(&b, seq, 6, bids));
-	t_assert_eq(overlap(bids, 6 * CC_PPB, pub, NP), 0);
-	t_assert_eq(overlap(bids, 6 * CC_PPB, other, CC_PPB), CC_PPB);
+	t_ok(cc_try_extend(&b, seq, 6 * CC_TPB, bids));
+	t_assert_eq(cc_overlap(bids, 6 * CC_PPB, pub, NP), 0);
+	t_assert_eq(cc_overlap(bids, 6 * CC_PPB, other, CC_PPB), CC_PPB);
 	cc_tier_stats(&b, &ts);
 	t_assert_eq(ts.pressure_reclaims, NB + NB + 1);
 	status(&d, &st);
 	t_assert_eq(st.pages_revoking, NP);
 	t_assert_eq(st.pages_free, 0);
 	/* only REVOKING pages are left: fail rather than take them */
-	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
+	t_assert_eq(cc_try_extend(&b, seq, 7 * CC_TPB, bids), -ENOMEM);
 	holder_cmd(&hp, 'a', &m);
 	t_assert_eq(m.val, NP);
 	t_assert_eq(m.pages_revoked, NP);
@@ -384,12 +295,12 @@ int main(void)
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_mapped, 6 * CC_PPB); /* B's own */
 	t_assert_eq(st.pages_free, NP);
-	t_ok(b_extend(&b, seq, 7, bids)); /* now they are free */
-	t_assert_eq(overlap(bids, 7 * CC_PPB, pub, NP), CC_PPB);
+	t_ok(cc_try_extend(&b, seq, 7 * CC_TPB, bids)); /* now they are free */
+	t_assert_eq(cc_overlap(bids, 7 * CC_PPB, pub, NP), CC_PPB);
 	holder_end(&hp, &m);
 	t_assert_eq(m.revocations_posted, 1);
-	t_ok(b_extend(&b, seq, 8, bids));
-	t_assert_eq(overlap(bids, 8 * CC_PPB, pub, NP), NP);
+	t_ok(cc_try_extend(&b, seq, 8 * CC_TPB, bids));
+	t_assert_eq(cc_overlap(bids, 8 * CC_PPB, pub, NP), NP);
 	cc_seq_close(&b, seq, bids, 8 * CC_PPB);
 	/* the block demoted while A still mapped it was copied out whole */
 	{
@@ -414,7 +325,7 @@ int main(void)
 	admin_revoke(&d, &m);
 	seq = cc_seq_open(&b);
 	/* the other cached blocks go, then the content's: still short */
-	t_assert_eq(b_extend(&b, seq, 7, bids), -ENOMEM);
+	t_assert_eq(cc_try_extend(&b, seq, 7 * CC_TPB, bids), -ENOMEM);
 	for (int i = 0; i < 300; i++) {
 		status(&d, &st);
 		if (st.sessions_cut_off)
@@ -426,7 +337,7 @@ int main(void)
 	t_assert_eq(st.pages_quarantined, NP);
 	t_assert_eq(st.pages_revoking, NP);
 	kill(hp.pid, SIGKILL);
-	t_assert_eq(wait_child(hp.pid), 128 + SIGKILL);
+	t_assert_eq(cc_wait_child(hp.pid), 128 + SIGKILL);
 	for (int i = 0; i < 300; i++) {
 		status(&d, &st);
 		if (!st.pages_quarantined && !st.pages_revoking)
@@ -435,8 +346,8 @@ int main(void)
 	}
 	t_assert_eq(st.pages_quarantined, 0);
 	t_assert_eq(st.pages_revoking, 0);
-	t_ok(b_extend(&b, seq, 8, bids));
-	t_assert_eq(overlap(bids, 8 * CC_PPB, pub, NP), NP);
+	t_ok(cc_try_extend(&b, seq, 8 * CC_TPB, bids));
+	t_assert_eq(cc_overlap(bids, 8 * CC_PPB, pub, NP), NP);
 	cc_seq_close(&b, seq, bids, 8 * CC_PPB);
 	close(hp.up);
 	close(hp.down);

@@ -28,58 +28,17 @@ static uint64_t hash_of(int b)
 	return 0xb00000ull + b + 1;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static void publish(const char *sock)
 {
-	pid_t p = fork();
+	uint64_t h[NB] = { hash_of(0), hash_of(1) };
 
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint64_t h[NB] = { hash_of(0), hash_of(1) };
-		uint32_t ids[NB * CC_PPB], seq;
-		struct cc c;
-
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		cc_fill(&c, ids, NB, 77);
-		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, ids, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(wait_child(p), 0);
+	t_assert_eq(cc_publish_content(sock, h, NB, 77, NULL), 0);
 }
 
 /* A's view of the content: every page of both blocks, sampled. */
 static int content_ok(struct kvmm_region *r, uint32_t seq)
 {
-	for (uint32_t b = 0; b < NB; b++) {
-		for (uint32_t pg = 0; pg < CC_PPB; pg++) {
-			uint64_t base = pg & 1 ?
-						kvmm_seq_v_ptr(r, seq, pg / 2) :
-						kvmm_seq_k_ptr(r, seq, pg / 2);
-			const unsigned char *m =
-				(const unsigned char
-					 *)(uintptr_t)(base +
-						       (uint64_t)b * CC_PAGE);
-
-			for (uint32_t o = 0; o < CC_PAGE; o += 997)
-				if (m[o] != cc_pat(77, b, pg, o))
-					return 0;
-		}
-	}
-	return 1;
+	return cc_seq_content_ok(r, seq, NB, 77, 997);
 }
 
 static int stepper(const char *sock, int wr, int rd)
@@ -88,13 +47,7 @@ static int stepper(const char *sock, int wr, int rd)
 					.socket_path = sock,
 					.name = "stepper",
 					.map_ahead_set = 1 };
-	struct kvmm_region_opts ro = { .size = sizeof(ro),
-				       .layers = CC_L,
-				       .kv_heads = 2,
-				       .head_dim = 64,
-				       .dtype_bytes = 2,
-				       .max_seqs = 16,
-				       .max_tokens = 16 * CC_TPB };
+	struct kvmm_region_opts ro = cc_region_opts();
 	uint64_t h[NB] = { hash_of(0), hash_of(1) };
 	struct kvmm_region *r;
 	struct kvmm_conn *c;
@@ -117,33 +70,6 @@ static int stepper(const char *sock, int wr, int rd)
 	if (write(wr, &ch, 1) != 1 || read(rd, &ch, 1) != 1)
 		return 6;
 	kvmm_disconnect(c);
-	return 0;
-}
-
-static int b_extend(struct cc *c, uint32_t seq, uint32_t nb, uint32_t *ids)
-{
-	static char buf[KVMM_MSG_MAX];
-	static int fds[CC_MAX_PAGES];
-	struct kvmm_seq_extend ex = { .size = sizeof(ex),
-				      .region_id = c->region,
-				      .seq_id = seq,
-				      .new_len = nb * CC_TPB };
-	struct kvmm_seq_extend_reply *rep = (void *)buf;
-	unsigned int nfds = 0;
-	int r;
-
-	r = cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
-		    fds, &nfds);
-	if (r) {
-		for (unsigned int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return r;
-	}
-	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
-	       nfds);
-	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
-		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
-						     ~KVMM_PAGE_HELD;
 	return 0;
 }
 
@@ -176,7 +102,7 @@ int main(void)
 	cc_region(&b);
 	seq = cc_seq_open(&b);
 	for (int i = 0; i < 3; i++)
-		t_assert_eq(b_extend(&b, seq, 8, ids), -ENOMEM);
+		t_assert_eq(cc_try_extend(&b, seq, 8 * CC_TPB, ids), -ENOMEM);
 	cc_tier_stats(&b, &ts);
 	t_assert_eq(ts.pressure_reclaims, 0);
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
@@ -185,7 +111,7 @@ int main(void)
 	t_assert_eq(write(down[1], "g", 1), 1);
 	t_assert_eq(read(up[0], &ch, 1), 1);
 	t_assert_eq(ch, 'e');
-	t_ok(b_extend(&b, seq, 8, ids));
+	t_ok(cc_try_extend(&b, seq, 8 * CC_TPB, ids));
 	cc_tier_stats(&b, &ts);
 	t_assert_eq(ts.pressure_reclaims, NB);
 	t_assert_eq(ts.tiers[1].demotions_in, NB);
@@ -201,7 +127,7 @@ int main(void)
 		cc_seq_close(&b, rep.seq_id, ids, NB * CC_PPB);
 	}
 	t_assert_eq(write(down[1], "q", 1), 1);
-	t_assert_eq(wait_child(p), 0);
+	t_assert_eq(cc_wait_child(p), 0);
 	cc_disconnect(&b);
 	r = td_stop(&d);
 	if (r) {

@@ -29,41 +29,14 @@ static uint64_t hash_of(int content, int b)
 	return 0x100000ull * (content + 1) + b + 1;
 }
 
-static int wait_child(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* A writer process: content k into a new sequence, published, closed. */
 static void write_content(const char *sock, int k)
 {
-	pid_t p = fork();
+	uint64_t h[NB];
 
-	if (p == 0) {
-		struct cc c;
-		struct kvmm_block_publish_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB];
-		uint32_t seq;
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		cc_fill(&c, ids, NB, 100 + k);
-		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, ids, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(wait_child(p), 0);
+	for (int b = 0; b < NB; b++)
+		h[b] = hash_of(k, b);
+	t_assert_eq(cc_publish_content(sock, h, NB, 100 + k, NULL), 0);
 }
 
 /* A reader process: open on content k, expect nb blocks from tier
@@ -98,22 +71,12 @@ static void read_content(const char *sock, int k, uint32_t nb, int tier)
 		cc_disconnect(&c);
 		_exit(0);
 	}
-	t_assert_eq(wait_child(p), 0);
+	t_assert_eq(cc_wait_child(p), 0);
 }
 
 static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
 {
-	struct cc c;
-
-	cc_connect(&c, sock);
-	/* settle: no migration in flight */
-	for (int i = 0; i < 500; i++) {
-		cc_tier_stats(&c, ts);
-		if (!ts->migrations_in_flight)
-			break;
-		usleep(10000);
-	}
-	cc_disconnect(&c);
+	cc_settled_stats(sock, ts);
 	for (int t = 0; t < 3; t++)
 		if (ts->tiers[t].used_blocks > ts->tiers[t].capacity_blocks)
 			t_fail("tier %d holds %llu > capacity %llu", t,

@@ -27,46 +27,13 @@ static uint64_t hashes[NB] = { 0xd00001, 0xd00002 };
 
 static void publish(const char *sock)
 {
-	pid_t p = fork();
-
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint32_t ids[NB * CC_PPB], seq;
-		struct cc c;
-
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		cc_fill(&c, ids, NB, 33);
-		t_ok(cc_publish(&c, seq, 0, hashes, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, ids, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(waitpid(p, NULL, 0), p);
+	t_assert_eq(cc_publish_content(sock, hashes, NB, 33, NULL), 0);
 }
 
 /* Every page of the sequence's blocks holds the content (sampled). */
 static int content_ok(struct kvmm_region *r, uint32_t seq)
 {
-	for (uint32_t b = 0; b < NB; b++) {
-		for (uint32_t pg = 0; pg < CC_PPB; pg++) {
-			uint64_t base = pg & 1 ?
-						kvmm_seq_v_ptr(r, seq, pg / 2) :
-						kvmm_seq_k_ptr(r, seq, pg / 2);
-			const unsigned char *m =
-				(const unsigned char
-					 *)(uintptr_t)(base +
-						       (uint64_t)b * CC_PAGE);
-
-			for (uint32_t o = 0; o < CC_PAGE; o += 1013)
-				if (m[o] != cc_pat(33, b, pg, o))
-					return 0;
-		}
-	}
-	return 1;
+	return cc_seq_content_ok(r, seq, NB, 33, 1013);
 }
 
 static uint64_t held(struct kvmm_conn *c)
@@ -83,13 +50,7 @@ int main(void)
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "reopen",
 					.map_ahead_set = 1 };
-	struct kvmm_region_opts ro = { .size = sizeof(ro),
-				       .layers = CC_L,
-				       .kv_heads = 2,
-				       .head_dim = 64,
-				       .dtype_bytes = 2,
-				       .max_seqs = 16,
-				       .max_tokens = 16 * CC_TPB };
+	struct kvmm_region_opts ro = cc_region_opts();
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kvmm_status_reply st;
