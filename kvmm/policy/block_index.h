@@ -75,7 +75,8 @@ struct pol_block {
 	int8_t priority; /* client priority, higher = keep longer */
 	uint8_t holds; /* policies keeping it as history (ghost) */
 	uint8_t live; /* 1 while the entry is in the index */
-	uint8_t pad[2];
+	uint8_t turn; /* conversation turn that created it (asym) */
+	uint8_t pad;
 	uint32_t parent_id; /* entry id of the parent when admitted (hint) */
 	float reuse; /* asym: estimated uses (frequency sketch), GPU tier */
 	uint32_t pad2;

@@ -411,12 +411,22 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		b->flags = (uint8_t)(d->flags & ~POL_BLOCK_WARM_LINEAGE);
 		b->bytes = d->bytes ? d->bytes : c->block_bytes;
 		b->parent_id = POL_NONE;
+		if (!b->access_count)
+			b->turn = 1;
 		if (b->flags & POL_BLOCK_HAS_PARENT) {
 			struct pol_block *p = parent_of(c, b);
 
 			if (p && p->tier != POL_TIER_NONE &&
 			    p->access_count >= 2)
 				b->flags |= POL_BLOCK_WARM_LINEAGE;
+			/* a block created under a parent that an earlier
+			 * request made starts the next turn of its chain */
+			if (p && !b->access_count)
+				b->turn =
+					p->turn + (p->access_count >= 2) < 255 ?
+						p->turn +
+							(p->access_count >= 2) :
+						255;
 		}
 	}
 	b->next_use = d->next_use;
