@@ -1,217 +1,594 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * asym: kernel-latency-aware eviction, GreedyDual-Size-Frequency with
- * aging over the leaves of the prefix tree.  A block's priority is
+ * asym: eviction by learned return hazard over the leaves of the prefix
+ * tree.
  *
- *   H(b) = L + f(b) * r(depth(b)) * w(b) * 2^(priority(b) / 8)
+ * Every block is in one class: the conversation turn of the request that
+ * last used it (turn + access_count - 1, b->turn being the turn that
+ * created it; for a linear session every block of a request gets the
+ * request's turn), capped at NCLASS.  Later turns come back more often:
+ * the longer a conversation, the likelier its next turn.
  *
- *   f(b)  expected reuse: the times the block was used recently, even
- *         before an eviction (history), 0 for a partial tail block (its
- *         hash changes when the sequence grows, it cannot be hit again);
- *   r(d)  learned reuse by depth: (uses of already-seen blocks at depth
- *         bucket d + 1) / (first uses at d + 2), counted on every access
- *         and halved with the sketch.  Deep blocks cost more to recompute
- *         but are rarely reused; this is what weighs the two, instead of
- *         a constant fitted to one trace;
- *   w(b)  miss cost per byte relative to the cheapest block of the same
- *         size: 1 where a lower tier catches the block (a reload costs
- *         the same for every block), recompute(position) / recompute(0)
- *         from the last tier, because recomputation grows with depth;
- *   L     the inflation value: the priority of the last victim.  New
- *         blocks start at L, so blocks not used for a while fall behind
- *         (aging) and frequency cannot lock stale blocks in forever.
+ * Per class asym learns online how long blocks stay away: the hazard of a
+ * return at age x (in ticks, i.e. cache accesses, since the block's last
+ * use), in log-spaced age buckets.  Every use starts a "life", recorded in
+ * a ring indexed by tick that spans the last `history` uses; a use of a
+ * block whose life is still in the ring ends that life as a return at its
+ * age, whether the block was still cached or not (blocks stay in the
+ * index as history while their life is in the ring), so the estimate does
+ * not depend on what the policy kept.  A life counts as having reached
+ * age x once the ring passes x ticks beyond it without a return before x
+ * (lives still running are not counted as survivors early, which would
+ * make every class look like it never comes back):
  *
- * The victim is the block with the lowest H among the tier's leaves (no
- * resident child: the prefix rule, a hit stops at the first missing
- * block, so a parent is worth nothing without its prefix and its children
- * are worth nothing without it).  A chain is eaten from its end, its
- * prefix keeps serving hits, and a parent becomes a candidate once the
- * subtree it guards is gone.  Ties go to the least recently used block.
+ *   h_c(x) = (returns_c(x) + m * h_all(x)) / (reached_c(x) + m)
  *
- * History: blocks dropped from the last tier stay in the index as ghosts
- * (FIFO, at most as many as the cache holds blocks), so a block that
- * comes back resumes its count: the second use of a block is what tells
- * a one-shot prefix from a reused one.
+ * with h_all the hazard of all classes pooled (m = SMOOTH: a class with
+ * few lives borrows the pooled shape).  The value of keeping a block of
+ * class c at age a is its Gittins index, the best rate of hits per unit
+ * of cache time it can still bring:
+ *
+ *   v_c(a) = max over T >= a of
+ *            sum_{x=a..T} S(x) h(x) / sum_{x=a..T} S(x) (1 - h(x)/2) width(x)
+ *   S(x)   = prod_{y=a..x-1} (1 - h(y))     (still away at the start of x)
+ *
+ * so a young chain whose class usually comes back after a few minutes
+ * keeps its value through the quiet first minute, and an old chain that
+ * should have come back by now loses it.  Ages past the history have no
+ * data and value 0.  The victim is the block with the lowest
+ *
+ *   v_c(age(b)) * 2^(priority(b) / 8),   -1 for a partial tail block
+ *
+ * (its hash changes when the sequence grows, it cannot be hit again);
+ * among equals the cheaper miss (from the last tier the shallower block,
+ * recomputation grows with the position), then the least recent.  The
+ * miss cost is deliberately not a weight: weighting the leaves by their
+ * recompute cost protects the deep leaves of long chains and lets short
+ * chains go first, which loses hits and prefill time (Documentation/
+ * policy.md has the figures).
+ *
+ * Ranking: each tier keeps one list per class in the order of last use
+ * (the least recent at the tail); within one request a block goes right
+ * behind its parent, so the deepest block of a chain is nearest the tail,
+ * and a block demoted into a lower tier is put in order of its last use.
+ * The candidates are the first evictable block from the tail of each list
+ * (with the prefix rule, leaves only: a hit stops at the first missing
+ * block, so a chain is eaten from its end): O(classes) per eviction.
+ * Nothing is fitted to one trace: the hazards are learned, the classes
+ * come from the prefix tree.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
-#include "kvmm/policy/cost_model.h"
-#include "kvmm/policy/freq_sketch.h"
-#include "kvmm/policy/pol_hpol.h"
+#include "kvmm/policy/policy.h"
 
-#define SKETCH_MIN_WIDTH (1u << 20)
-#define DEPTH_BUCKETS 24
+#define NCLASS 8 /* turn classes: 1..7, 8 and later */
+#define AGE_BUCKETS 128 /* 4 per octave: ages up to 2^33 ticks */
+#define SMOOTH 4.0 /* pseudo-lives of the pooled hazard per class */
+/* history kept whatever the capacity (index entries, ~200 bytes each) */
+#define HISTORY_MIN (1u << 17)
+#define REBUILD_MIN 1024 /* uses between two rebuilds of the values */
+#define SORT_MAX 256 /* list steps to place a demoted block in order */
+#define SCAN_MAX 32 /* non-evictable blocks skipped per list */
 
-static unsigned depth_bucket(uint32_t position)
+/* Age bucket: exact below 4, then 4 sub-buckets per power of two. */
+static unsigned age_bucket(uint64_t a)
 {
-	unsigned b =
-		position < 8 ?
-			position :
-			8 + 2 * (31 - (unsigned)__builtin_clz(position) - 3) +
-				((position >>
-				  (31 - __builtin_clz(position) - 1)) &
-				 1);
-	return b < DEPTH_BUCKETS ? b : DEPTH_BUCKETS - 1;
+	unsigned e, b;
+
+	if (a < 4)
+		return (unsigned)a;
+	e = 63 - (unsigned)__builtin_clzll(a);
+	b = 4 * (e - 1) + (unsigned)((a >> (e - 2)) & 3);
+	return b < AGE_BUCKETS ? b : AGE_BUCKETS - 1;
 }
 
-struct asym {
-	double inflation; /* L */
-	double rc0, rc_step; /* recompute cost of block index 0, per index */
-	bool last_tier;
-	struct pol_sketch sketch; /* GPU tier only: every access passes it */
-	/* learned reuse by depth (shared through the GPU instance) */
-	struct asym *gpu;
-	double first[DEPTH_BUCKETS], again[DEPTH_BUCKETS];
-	uint64_t depth_events;
+static double bucket_width(unsigned b)
+{
+	return b < 4 ? 1 : ldexp(1, (int)(b / 4) - 1);
+}
+
+static uint64_t bucket_start(unsigned b)
+{
+	return b < 4 ? b : (uint64_t)(4 + b % 4) << (b / 4 - 1);
+}
+
+/*
+ * One record per use (tick): the life that the use started.  Lives are
+ * indexed by tick modulo the history length, so the life of a block's
+ * last use is found from its tick alone.
+ */
+enum { LIFE_NONE, LIFE_OPEN, LIFE_ENDED };
+
+struct asym_life {
+	uint32_t id; /* block entry */
+	uint32_t tick; /* low bits of the tick that started it */
+	uint32_t end_age; /* LIFE_ENDED: age at the return */
+	uint8_t cls, state;
+	uint8_t pad[2];
 };
 
-/* Expected further uses of a block at this depth, learned. */
-static double depth_reuse(const struct asym *g, uint32_t position)
-{
-	unsigned b = depth_bucket(position);
+/* Learned statistics, shared by the tiers (owned by the GPU instance). */
+struct asym_stats {
+	double ret[NCLASS][AGE_BUCKETS]; /* lives that came back at age x */
+	double reach[NCLASS][AGE_BUCKETS]; /* lives that reached age x */
+	double value[NCLASS][AGE_BUCKETS]; /* Gittins index v_c(x) */
+	struct asym_life *life; /* history: a ring of `history` lives */
+	uint64_t history; /* a power of two */
+	unsigned hist_buckets; /* age buckets below `history` */
+	uint64_t counted[AGE_BUCKETS]; /* lives counted in reach[][x] up to */
+	uint64_t period, next_decay, next_rebuild;
+	uint64_t rebuild_every;
+};
 
-	return (g->again[b] + 1) / (g->first[b] + 2);
+struct asym_list {
+	uint32_t head, tail; /* head = most recent */
+};
+
+struct asym {
+	struct pol_cache *c;
+	struct pol_index *ix;
+	unsigned tier;
+	bool last_tier;
+	struct asym_list list[NCLASS];
+	struct asym_stats *st; /* the GPU instance's */
+};
+
+#define SLOT(s, id) (&(s)->ix->blocks[id].slot[(s)->tier])
+
+/*
+ * The class of a block: the turn of the request that last used it
+ * (turn + access_count - 1 for linear sessions), capped at NCLASS.
+ */
+static unsigned block_class(const struct pol_block *b)
+{
+	uint64_t t = (uint64_t)b->turn + b->access_count;
+
+	t = t > 1 ? t - 1 : 1;
+	return t < NCLASS ? (unsigned)t - 1 : NCLASS - 1;
 }
 
-static void asym_key(const struct pol_block *b, unsigned tier,
-		     struct pol_heap_node *n)
+/*
+ * 1 + the tick of the use that started the block's open life (0: none),
+ * kept in the GPU slot's key (every use lands on the GPU tier; the cache
+ * has already overwritten b->tick when the policy hears of it).
+ */
+static uint64_t seen_tick(const struct pol_block *b)
 {
-	n->k1 = b->slot[tier].key;
-	n->k2 = b->last_access;
-	n->k3 = UINT32_MAX - b->position;
+	return (uint64_t)b->slot[POL_TIER_GPU].key;
 }
 
-static double weight(const struct asym *s, const struct pol_block *b)
+static void list_unlink(struct asym *s, uint32_t id)
 {
-	double w = 1;
+	struct pol_slot *x = SLOT(s, id);
+	struct asym_list *l = &s->list[x->list - 1];
 
-	if (s->last_tier)
-		w = (s->rc0 + s->rc_step * b->position) / s->rc0;
-	w *= depth_reuse(s->gpu, b->position);
-	if (b->priority)
-		w *= exp2(b->priority / 8.0);
-	return w;
+	if (x->prev != POL_NONE)
+		SLOT(s, x->prev)->next = x->next;
+	else
+		l->head = x->next;
+	if (x->next != POL_NONE)
+		SLOT(s, x->next)->prev = x->prev;
+	else
+		l->tail = x->prev;
+	x->prev = x->next = POL_NONE;
+	x->list = 0;
 }
 
-static void asym_rekey(struct hpol *h, struct pol_block *b, enum hpol_event ev)
+/* Insert id into list k after `after` (toward the tail), or at the head. */
+static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 {
-	struct asym *s = h->priv;
-	double f;
+	struct pol_slot *x = SLOT(s, id);
+	struct asym_list *l = &s->list[k];
 
-	/* Every access lands on the GPU tier: count it there. */
-	if (h->tier == POL_TIER_GPU) {
-		unsigned db = depth_bucket(b->position);
-
-		b->reuse = (float)pol_sketch_add(&s->sketch, b->hash);
-		if (b->reuse <= 1)
-			s->first[db] += 1;
+	x->list = (uint8_t)(k + 1);
+	if (after == POL_NONE) {
+		x->prev = POL_NONE;
+		x->next = l->head;
+		if (l->head != POL_NONE)
+			SLOT(s, l->head)->prev = id;
 		else
-			s->again[db] += 1;
-		if (++s->depth_events >= s->sketch.period) {
-			s->depth_events = 0;
-			for (unsigned i = 0; i < DEPTH_BUCKETS; i++) {
-				s->first[i] /= 2;
-				s->again[i] /= 2;
+			l->tail = id;
+		l->head = id;
+		return;
+	}
+	x->prev = after;
+	x->next = SLOT(s, after)->next;
+	if (x->next != POL_NONE)
+		SLOT(s, x->next)->prev = id;
+	else
+		l->tail = id;
+	SLOT(s, after)->next = id;
+}
+
+/* b's parent entry from the cache's hint, or NULL (no probe: a hint). */
+static const struct pol_block *parent_of(struct asym *s,
+					 const struct pol_block *b)
+{
+	uint32_t pid = b->parent_id;
+	const struct pol_block *p;
+
+	if (!(b->flags & POL_BLOCK_HAS_PARENT) || pid == POL_NONE ||
+	    pid >= s->ix->high_water)
+		return NULL;
+	p = pol_index_at(s->ix, pid);
+	return p->live && p->hash == b->parent_hash ? p : NULL;
+}
+
+/*
+ * b's parent if it was the use just before b's in this tier's list k
+ * (same request, same class): b then goes right behind it.
+ */
+static uint32_t parent_just_used(struct asym *s, const struct pol_block *b,
+				 unsigned k)
+{
+	const struct pol_block *p = parent_of(s, b);
+
+	if (!p || p->tier != s->tier || p->slot[s->tier].list != k + 1 ||
+	    p->tick + 1 != b->tick)
+		return POL_NONE;
+	return pol_index_id(s->ix, p);
+}
+
+/* --- statistics --- */
+
+static struct asym_life *life_at(struct asym_stats *st, uint64_t tick)
+{
+	struct asym_life *l = &st->life[tick & (st->history - 1)];
+
+	return l->state != LIFE_NONE && l->tick == (uint32_t)tick ? l : NULL;
+}
+
+/*
+ * Count in reach[][x] the lives that have reached the start of age
+ * bucket x since the last call: the lives started at ticks up to
+ * now - start(x), still away or back no sooner than that.
+ */
+static void count_reach(struct asym_stats *st, uint64_t now)
+{
+	for (unsigned x = 1; x < st->hist_buckets; x++) {
+		uint64_t age = bucket_start(x), upto;
+
+		if (now < age)
+			break;
+		upto = now - age;
+		for (uint64_t t = st->counted[x]; t <= upto; t++) {
+			struct asym_life *l = life_at(st, t);
+
+			if (l && (l->state == LIFE_OPEN || l->end_age >= age))
+				st->reach[l->cls][x] += 1;
+		}
+		st->counted[x] = upto + 1;
+	}
+}
+
+static void rebuild(struct asym_stats *st)
+{
+	double hall[AGE_BUCKETS], h[AGE_BUCKETS];
+
+	for (unsigned x = 0; x < AGE_BUCKETS; x++) {
+		double r = 0, n = 0;
+
+		for (unsigned k = 0; k < NCLASS; k++) {
+			r += st->ret[k][x];
+			n += st->reach[k][x];
+		}
+		hall[x] = n > 0 ? r / n : 0;
+	}
+	for (unsigned k = 0; k < NCLASS; k++) {
+		for (unsigned x = 0; x < AGE_BUCKETS; x++) {
+			double hx = (st->ret[k][x] + SMOOTH * hall[x]) /
+				    (st->reach[k][x] + SMOOTH);
+
+			h[x] = x < st->hist_buckets && hx < 1 ? hx : 0;
+			if (x < st->hist_buckets && hx >= 1)
+				h[x] = 1;
+		}
+		for (unsigned a = 0; a < AGE_BUCKETS; a++) {
+			double num = 0, den = 0, surv = 1, best = 0;
+			unsigned end = st->hist_buckets;
+
+			for (unsigned x = a; x < end; x++) {
+				num += surv * h[x];
+				den += surv * (1 - h[x] / 2) * bucket_width(x);
+				surv *= 1 - h[x];
+				if (den > 0 && num / den > best)
+					best = num / den;
+				if (surv < 1e-4)
+					break;
+			}
+			st->value[k][a] = best;
+		}
+	}
+}
+
+static void periodic(struct asym_stats *st, uint64_t now)
+{
+	if (now >= st->next_decay) {
+		st->next_decay = now + st->period;
+		for (unsigned i = 0; i < NCLASS; i++)
+			for (unsigned j = 0; j < AGE_BUCKETS; j++) {
+				st->ret[i][j] /= 2;
+				st->reach[i][j] /= 2;
+			}
+	}
+	if (now >= st->next_rebuild) {
+		st->next_rebuild = now + st->rebuild_every;
+		count_reach(st, now);
+		rebuild(st);
+	}
+}
+
+/* A use of b at tick now (GPU instance: every use lands there). */
+static void learn(struct asym *s, struct pol_block *b)
+{
+	struct asym_stats *st = s->st;
+	uint64_t now = b->tick, seen = seen_tick(b);
+	uint32_t id = pol_index_id(s->ix, b);
+	struct asym_life *l;
+
+	/*
+	 * The slot of this use holds the life started `history` ticks ago
+	 * (or earlier, if some tick did not reach the policy): if it is
+	 * still open, it ends unresolved and the block is no longer
+	 * history (b itself stays: it is in a tier now).
+	 */
+	l = &st->life[now & (st->history - 1)];
+	if (l->state == LIFE_OPEN) {
+		struct pol_block *o = pol_index_at(s->ix, l->id);
+
+		o->slot[POL_TIER_GPU].key = 0;
+		if (o == b)
+			seen = 0;
+		pol_cache_release(s->c, o);
+	}
+	l->state = LIFE_NONE;
+	/* the previous life of b came back */
+	if (seen && (l = life_at(st, seen - 1)) && l->state == LIFE_OPEN) {
+		l->state = LIFE_ENDED;
+		l->end_age = (uint32_t)(now - (seen - 1));
+		st->ret[l->cls][age_bucket(now - (seen - 1))] += 1;
+	} else if (!(b->flags & POL_BLOCK_PARTIAL)) {
+		pol_cache_hold(s->c, b);
+	}
+	b->slot[POL_TIER_GPU].key = 0;
+	if (!(b->flags & POL_BLOCK_PARTIAL)) {
+		/* a partial block never comes back under this hash */
+		l = &st->life[now & (st->history - 1)];
+		*l = (struct asym_life){ .id = id,
+					 .tick = (uint32_t)now,
+					 .cls = (uint8_t)block_class(b),
+					 .state = LIFE_OPEN };
+		st->reach[l->cls][0] += 1;
+		b->slot[POL_TIER_GPU].key = (double)(now + 1);
+	} else if (seen) {
+		pol_cache_release(s->c, b);
+	}
+	periodic(st, now);
+}
+
+/* --- pol_ops --- */
+
+/*
+ * Does a come before b in a list (more recent, or same request and nearer
+ * the root)?  A request uses its blocks at consecutive ticks from the
+ * root on, so tick - position is the same for all of them and grows from
+ * one request to the next.  Ticks, not the owner's clock: the order must
+ * be the same in kvmmd (ns) and in a replay.
+ */
+static bool newer(const struct pol_block *a, const struct pol_block *b)
+{
+	int64_t ka = (int64_t)(a->tick - a->position);
+	int64_t kb = (int64_t)(b->tick - b->position);
+
+	return ka > kb || (ka == kb && a->position < b->position);
+}
+
+/*
+ * A demoted block keeps its place by last use among the tier's blocks of
+ * its class (lists then stay in age order, which the victim choice
+ * relies on): search from both ends, a few steps each.
+ */
+static uint32_t sorted_place(struct asym *s, unsigned k,
+			     const struct pol_block *b)
+{
+	uint32_t x, after = POL_NONE;
+	unsigned n = 0;
+
+	for (x = s->list[k].tail; x != POL_NONE && n < SORT_MAX;
+	     x = SLOT(s, x)->prev, n++)
+		if (newer(pol_index_at(s->ix, x), b))
+			return x;
+	if (x == POL_NONE)
+		return POL_NONE; /* newer than all */
+	for (x = s->list[k].head, n = 0; x != POL_NONE && n < SORT_MAX;
+	     x = SLOT(s, x)->next, n++) {
+		if (!newer(pol_index_at(s->ix, x), b))
+			return after;
+		after = x;
+	}
+	return after; /* somewhere in the middle: near enough */
+}
+
+static void place(struct asym *s, struct pol_block *b, bool used)
+{
+	uint32_t id = pol_index_id(s->ix, b);
+	unsigned k = block_class(b);
+
+	list_insert(s, k, id,
+		    used ? parent_just_used(s, b, k) : sorted_place(s, k, b));
+}
+
+static void asym_insert(void *priv, struct pol_block *b)
+{
+	struct asym *s = priv;
+	bool used = s->tier == POL_TIER_GPU;
+
+	if (used)
+		learn(s, b);
+	place(s, b, used);
+}
+
+static void asym_access(void *priv, struct pol_block *b)
+{
+	struct asym *s = priv;
+
+	learn(s, b);
+	list_unlink(s, pol_index_id(s->ix, b));
+	place(s, b, true);
+}
+
+static void asym_remove(void *priv, struct pol_block *b)
+{
+	struct asym *s = priv;
+
+	if (b->slot[s->tier].list)
+		list_unlink(s, pol_index_id(s->ix, b));
+}
+
+/*
+ * Expected hits per unit of cache time the block can still bring (its
+ * class's Gittins index at its age), -1 for a partial tail block: its
+ * hash changes when the sequence grows, it cannot be hit again.
+ */
+static double block_value(const struct asym *s, const struct pol_block *b,
+			  uint64_t now)
+{
+	double v;
+
+	if (b->flags & POL_BLOCK_PARTIAL)
+		return -1;
+	v = s->st->value[block_class(b)][age_bucket(now - b->tick)];
+	if (b->priority)
+		v *= exp2(b->priority / 8.0);
+	return v;
+}
+
+/*
+ * Is a (value va) a better victim than b (vb)?  The lower value; among
+ * equals the cheaper miss (from the last tier recomputation grows with
+ * the position; a reload costs the same for every block), then the less
+ * recently used.
+ */
+static bool better_victim(const struct asym *s, const struct pol_block *a,
+			  double va, const struct pol_block *b, double vb)
+{
+	if (va != vb)
+		return va < vb;
+	if (s->last_tier && a->position != b->position)
+		return a->position < b->position;
+	return a->tick < b->tick;
+}
+
+static struct pol_block *asym_victim(void *priv)
+{
+	struct asym *s = priv;
+	uint64_t now = pol_cache_ticks(s->c);
+	struct pol_block *best = NULL;
+	double best_v = 0;
+
+	for (unsigned pass = 0; pass < 2 && !best; pass++) {
+		for (unsigned k = 0; k < NCLASS; k++) {
+			uint32_t id = s->list[k].tail;
+			unsigned skipped = 0;
+			struct pol_block *b = NULL;
+			double v;
+
+			while (id != POL_NONE) {
+				b = pol_index_at(s->ix, id);
+				if (pol_cache_evictable(s->c, b))
+					break;
+				b = NULL;
+				/* a bounded look first, all of it if need be */
+				if (!pass && ++skipped > SCAN_MAX)
+					break;
+				id = SLOT(s, id)->prev;
+			}
+			if (!b)
+				continue;
+			v = block_value(s, b, now);
+			if (!best || better_victim(s, b, v, best, best_v)) {
+				best = b;
+				best_v = v;
 			}
 		}
 	}
-	f = (b->flags & POL_BLOCK_PARTIAL) ? 0 : b->reuse;
-	b->slot[h->tier].key = s->inflation + f * weight(s, b);
+	return best;
 }
-
-static void asym_victim_chosen(struct hpol *h, struct pol_block *b)
-{
-	struct asym *s = h->priv;
-
-	if (b->slot[h->tier].key > s->inflation)
-		s->inflation = b->slot[h->tier].key;
-}
-
-static const struct hpol_kind asym_kind = {
-	.key = asym_key,
-	.rekey = asym_rekey,
-	.victim_chosen = asym_victim_chosen,
-	.priv_size = sizeof(struct asym),
-};
 
 static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 {
-	const struct pol_cost_model *m = pol_cache_cost(c);
-	struct pol_cost_model ref;
-	struct asym *s;
-	struct hpol *h;
-	int e = hpol_create(c, tier, &asym_kind, priv);
+	struct asym *s = calloc(1, sizeof(*s));
 
-	if (e)
-		return e;
-	if (!m) {
-		pol_cost_reference(&ref);
-		m = &ref;
-	}
-	h = *priv;
-	s = h->priv;
-	s->rc0 = pol_cost_recompute_block_s(m, 0);
-	s->rc_step = pol_cost_recompute_block_s(m, 1) - s->rc0;
+	if (!s)
+		return -ENOMEM;
+	s->c = c;
+	s->ix = pol_cache_index(c);
+	s->tier = tier;
+	for (unsigned k = 0; k < NCLASS; k++)
+		s->list[k].head = s->list[k].tail = POL_NONE;
 	s->last_tier = pol_cache_lower_tier(c, tier) == POL_TIER_NONE;
-	if (tier != POL_TIER_GPU)
-		s->gpu = ((struct hpol *)pol_cache_gpu_policy(c))->priv;
-	else
-		s->gpu = s;
-	if (tier == POL_TIER_GPU) {
+	if (tier != POL_TIER_GPU) {
+		s->st = ((struct asym *)pol_cache_gpu_policy(c))->st;
+	} else {
 		uint64_t total = 0;
 
+		s->st = calloc(1, sizeof(*s->st));
+		if (!s->st) {
+			free(s);
+			return -ENOMEM;
+		}
 		for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
 			uint64_t cap = pol_cache_capacity(c, t);
 
 			total += cap < (1ull << 24) ? cap : 1ull << 24;
 		}
-		uint64_t w = 4 * total;
-
 		/*
-		 * History is cheap (4 bytes per counter column) next to a KV
-		 * block: remember at least 1M recent uses whatever the
-		 * capacity, so a small cache still learns which prefixes
-		 * come back; forget half every `w` uses.
+		 * History is cheap next to a KV block (an index entry per
+		 * block and 16 bytes per use): follow every life for at
+		 * least HISTORY_MIN uses whatever the capacity, so a small
+		 * cache still sees the returns that come minutes later, and
+		 * for twice the capacity in a large one; halve the counts
+		 * every 4 x that many uses, so they follow the workload.
 		 */
-		if (w < SKETCH_MIN_WIDTH)
-			w = SKETCH_MIN_WIDTH;
-		e = pol_sketch_init(&s->sketch, w, w);
-		if (e) {
-			hpol_destroy(h);
-			return e;
+		s->st->history = HISTORY_MIN;
+		while (s->st->history < 2 * total)
+			s->st->history *= 2;
+		s->st->hist_buckets = age_bucket(s->st->history);
+		s->st->period = 4 * s->st->history;
+		s->st->rebuild_every = s->st->history / 64 > REBUILD_MIN ?
+					       s->st->history / 64 :
+					       REBUILD_MIN;
+		s->st->next_decay = s->st->period;
+		s->st->life = calloc(s->st->history, sizeof(*s->st->life));
+		if (!s->st->life) {
+			free(s->st);
+			free(s);
+			return -ENOMEM;
 		}
 	}
+	*priv = s;
 	return 0;
 }
 
 static void asym_destroy(void *priv)
 {
-	struct hpol *h = priv;
-	struct asym *s = h->priv;
+	struct asym *s = priv;
 
-	pol_sketch_fini(&s->sketch);
-	hpol_destroy(priv);
-}
-
-static void asym_prefetch(void *priv, uint64_t hash)
-{
-	struct hpol *h = priv;
-	struct asym *s = h->priv;
-
-	if (s->sketch.counters)
-		pol_sketch_prefetch(&s->sketch, hash);
+	if (s->tier == POL_TIER_GPU) {
+		free(s->st->life);
+		free(s->st);
+	}
+	free(s);
 }
 
 const struct pol_ops pol_asym_ops = {
 	.name = "asym",
 	.create = asym_create,
 	.destroy = asym_destroy,
-	.on_insert = hpol_insert,
-	.on_access = hpol_access,
-	.on_remove = hpol_remove,
-	.on_change = hpol_change,
-	.victim = hpol_victim,
-	.prefetch = asym_prefetch,
+	.on_insert = asym_insert,
+	.on_access = asym_access,
+	.on_remove = asym_remove,
+	.victim = asym_victim,
 };
