@@ -202,25 +202,33 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 	SLOT(s, after)->next = id;
 }
 
-/* b's parent entry from the cache's hint, or NULL (no probe: a hint). */
-static const struct pol_block *parent_of(struct asym *s,
-					 const struct pol_block *b)
+/*
+ * b's parent entry, or NULL.  b->parent_id is the cache's hint; when it
+ * is stale (ids are reused) the hash decides, so the answer does not
+ * depend on how ids were handed out (kvmmd and a replay must agree).
+ */
+static const struct pol_block *parent_of(struct asym *s, struct pol_block *b)
 {
 	uint32_t pid = b->parent_id;
 	const struct pol_block *p;
 
-	if (!(b->flags & POL_BLOCK_HAS_PARENT) || pid == POL_NONE ||
-	    pid >= s->ix->high_water)
+	if (!(b->flags & POL_BLOCK_HAS_PARENT))
 		return NULL;
-	p = pol_index_at(s->ix, pid);
-	return p->live && p->hash == b->parent_hash ? p : NULL;
+	if (pid != POL_NONE && pid < s->ix->high_water) {
+		p = pol_index_at(s->ix, pid);
+		if (p->live && p->hash == b->parent_hash)
+			return p;
+	}
+	pid = pol_index_find(s->ix, b->parent_hash);
+	b->parent_id = pid;
+	return pid == POL_NONE ? NULL : pol_index_at(s->ix, pid);
 }
 
 /*
  * b's parent if it was the use just before b's in this tier's list k
  * (same request, same class): b then goes right behind it.
  */
-static uint32_t parent_just_used(struct asym *s, const struct pol_block *b,
+static uint32_t parent_just_used(struct asym *s, struct pol_block *b,
 				 unsigned k)
 {
 	const struct pol_block *p = parent_of(s, b);

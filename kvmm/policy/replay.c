@@ -120,7 +120,8 @@ double pol_replay_token_ratio(const struct pol_replay_result *r)
 /* One block as kvmmd's cache.c touches it: access, then a reference
  * from the sequence if the block stayed resident. */
 static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
-			 uint64_t *refd, uint32_t *nref)
+			 uint64_t *refd, uint32_t *nref, uint64_t *dead,
+			 uint32_t *ndead)
 {
 	struct pol_block_desc d = { .hash = h[i],
 				    .parent_hash = i ? h[i - 1] : 0,
@@ -130,33 +131,47 @@ static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
 	if (pol_cache_access(c, &d, NULL))
 		return;
 	/* the policy moved the block it just admitted out of the GPU tier:
-	 * kvmmd does not copy a block a sequence holds, it uncaches it */
+	 * kvmmd does not copy a block a sequence holds, it uncaches it, at
+	 * the end of the command (kc_reap_dead): until then the block
+	 * still counts in the tier it was moved to */
 	if (pol_cache_tier_of(c, h[i]) != POL_TIER_GPU) {
 		if (pol_cache_tier_of(c, h[i]) != POL_TIER_NONE)
-			pol_cache_remove(c, h[i]);
+			dead[(*ndead)++] = h[i];
 		return;
 	}
 	if (pol_cache_ref(c, h[i]) == 0)
 		refd[(*nref)++] = h[i];
 }
 
-/* A request as kvmmd sees it (pol_replay_opts.daemon_model). */
+static void daemon_reap(struct pol_cache *c, const uint64_t *dead,
+			uint32_t *ndead)
+{
+	for (uint32_t i = 0; i < *ndead; i++)
+		pol_cache_remove(c, dead[i]);
+	*ndead = 0;
+}
+
+/* A request as kvmmd sees it (pol_replay_opts.daemon_model); refd has
+ * room for 2 * n hashes. */
 static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			   uint32_t k, uint64_t clock, uint64_t *refd)
 {
-	uint32_t nref = 0;
+	uint64_t *dead = refd + n;
+	uint32_t nref = 0, ndead = 0;
 
 	pol_cache_set_clock(c, clock); /* PREFIX_OPEN: pins the prefix */
 	for (uint32_t i = 0; i < k; i++)
 		pol_cache_ref(c, h[i]);
 	for (uint32_t i = 0; i < k; i++)
-		daemon_touch(c, h, i, refd, &nref);
+		daemon_touch(c, h, i, refd, &nref, dead, &ndead);
 	for (uint32_t i = 0; i < k; i++)
 		pol_cache_unref(c, h[i]);
+	daemon_reap(c, dead, &ndead);
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
 	for (uint32_t i = k; i < n; i++)
 		if (pol_cache_tier_of(c, h[i]) == POL_TIER_NONE)
-			daemon_touch(c, h, i, refd, &nref);
+			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+	daemon_reap(c, dead, &ndead);
 	for (uint32_t i = 0; i < nref; i++) /* SEQ_CLOSE */
 		pol_cache_unref(c, refd[i]);
 }
@@ -248,7 +263,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	where = malloc(maxblocks + 1);
 	free_at = calloc(servers, sizeof(*free_at));
-	refd = malloc((maxblocks + 1) * sizeof(*refd));
+	refd = malloc(2 * (maxblocks + 1) * sizeof(*refd));
 	if (!next || !nextout || !prefill || !ttft || !rc || !where ||
 	    !free_at || !refd)
 		goto out;
