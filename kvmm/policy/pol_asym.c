@@ -47,13 +47,15 @@
  * chains go first, which loses hits and prefill time (Documentation/
  * policy.md has the figures).
  *
- * Ranking: each tier keeps one list per class in the order of last use
- * (the least recent at the tail); within one request a block goes right
- * behind its parent, so the deepest block of a chain is nearest the tail,
- * and a block demoted into a lower tier is put in order of its last use.
- * The candidates are the first evictable block from the tail of each list
- * (with the prefix rule, leaves only: a hit stops at the first missing
- * block, so a chain is eaten from its end): O(classes) per eviction.
+ * Ranking: each tier keeps one list per class of the blocks that may be
+ * evicted structurally (with the prefix rule, the leaves: a hit stops at
+ * the first missing block, so a chain is eaten from its end), in the
+ * order of last use, the least recent at the tail; a block that joins a
+ * list later (a parent whose last child went, a block demoted into a
+ * lower tier) is put in order of its last use.  The candidates are the
+ * first evictable block (pins, TTLs) from the tail of each list:
+ * O(classes) per eviction.
+ *
  * Nothing is fitted to one trace: the hazards are learned, the classes
  * come from the prefix tree.
  */
@@ -419,11 +421,21 @@ static uint32_t sorted_place(struct asym *s, unsigned k,
 	return after; /* somewhere in the middle: near enough */
 }
 
+/*
+ * Only the blocks that may be evicted structurally are in the lists (with
+ * the prefix rule, the leaves): a parent never sits at a tail waiting for
+ * its children, and a scan for a victim stops at once.  A parent enters
+ * its list when its last resident child goes (asym_change).
+ */
 static void place(struct asym *s, struct pol_block *b, bool used)
 {
 	uint32_t id = pol_index_id(s->ix, b);
 	unsigned k = block_class(b);
 
+	if (!pol_cache_is_leaf(s->c, b)) {
+		SLOT(s, id)->list = 0;
+		return;
+	}
 	list_insert(s, k, id,
 		    used ? parent_just_used(s, b, k) : sorted_place(s, k, b));
 }
@@ -443,8 +455,23 @@ static void asym_access(void *priv, struct pol_block *b)
 	struct asym *s = priv;
 
 	learn(s, b);
-	list_unlink(s, pol_index_id(s->ix, b));
+	if (b->slot[s->tier].list)
+		list_unlink(s, pol_index_id(s->ix, b));
 	place(s, b, true);
+}
+
+/* b gained or lost its last resident child (or a pin: nothing to do). */
+static void asym_change(void *priv, struct pol_block *b)
+{
+	struct asym *s = priv;
+	bool leaf = pol_cache_is_leaf(s->c, b);
+
+	if (b->tier != s->tier || leaf == (b->slot[s->tier].list != 0))
+		return;
+	if (leaf)
+		place(s, b, false);
+	else
+		list_unlink(s, pol_index_id(s->ix, b));
 }
 
 static void asym_remove(void *priv, struct pol_block *b)
@@ -598,5 +625,6 @@ const struct pol_ops pol_asym_ops = {
 	.on_insert = asym_insert,
 	.on_access = asym_access,
 	.on_remove = asym_remove,
+	.on_change = asym_change,
 	.victim = asym_victim,
 };
