@@ -152,7 +152,7 @@ static void daemon_reap(struct pol_cache *c, const uint64_t *dead,
 }
 
 /* A request as kvmmd sees it (pol_replay_opts.daemon_model); refd has
- * room for 2 * n hashes. */
+ * room for 3 * n hashes. */
 static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			   uint32_t k, uint64_t clock, uint64_t *refd)
 {
@@ -162,10 +162,24 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 	pol_cache_set_clock(c, clock); /* PREFIX_OPEN: pins the prefix */
 	for (uint32_t i = 0; i < k; i++)
 		pol_cache_ref(c, h[i]);
+	/* kvmmd shares the GPU blocks at once and releases its pins on the
+	 * prefix; the blocks it restores from a lower tier stay pinned while
+	 * their copies run and are touched when the copies complete, after
+	 * the pin is released (kc_restore_settle) */
 	for (uint32_t i = 0; i < k; i++)
-		daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+		dead[n + i] = pol_cache_tier_of(c, h[i]) == POL_TIER_GPU;
 	for (uint32_t i = 0; i < k; i++)
-		pol_cache_unref(c, h[i]);
+		if (dead[n + i])
+			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+	for (uint32_t i = 0; i < k; i++)
+		if (dead[n + i])
+			pol_cache_unref(c, h[i]);
+	daemon_reap(c, dead, &ndead);
+	for (uint32_t i = 0; i < k; i++)
+		if (!dead[n + i]) {
+			pol_cache_unref(c, h[i]);
+			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+		}
 	daemon_reap(c, dead, &ndead);
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
 	for (uint32_t i = k; i < n; i++)
@@ -263,7 +277,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	where = malloc(maxblocks + 1);
 	free_at = calloc(servers, sizeof(*free_at));
-	refd = malloc(2 * (maxblocks + 1) * sizeof(*refd));
+	refd = malloc(3 * (maxblocks + 1) * sizeof(*refd));
 	if (!next || !nextout || !prefill || !ttft || !rc || !where ||
 	    !free_at || !refd)
 		goto out;
