@@ -4,11 +4,11 @@
  * A block's priority (BLOCK_PIN with KVMM_PIN_F_PRIORITY_ONLY: a priority,
  * no pin) changes which block kvmmd's cost-aware policy (--cache-policy
  * asym) evicts under pool pressure.  Two one-block contents X and Y are
- * published; X is then used again through a prefix open, so it is worth
- * more (asym: H = L + uses * reuse-by-depth * 2^(priority / 8)).  Another
+ * published; X is then used again through a prefix open, so it is the
+ * more recent (asym has no return statistics yet: every value is 0 and
+ * ties go to the lower priority, then the least recent).  Another
  * client's extend then needs exactly one cached block's pages.  Without a
- * priority the victim is Y; with X at priority -128 (set before its second
- * use: asym computes a block's value when it is used) the victim is X.
+ * priority the victim is Y; with X at priority -128 the victim is X.
  * The victim's pages are the ones the extend gets.
  */
 #include <sys/wait.h>

@@ -502,15 +502,19 @@ static double block_value(const struct asym *s, const struct pol_block *b,
 
 /*
  * Is a (value va) a better victim than b (vb)?  The lower value; among
- * equals the cheaper miss (from the last tier recomputation grows with
- * the position; a reload costs the same for every block), then the less
- * recently used.
+ * equals (without statistics yet every value is 0) the lower client
+ * priority, then the cheaper miss (from the last tier recomputation grows
+ * with the position; a reload costs the same for every block), then the
+ * less recently used.
  */
 static bool better_victim(const struct asym *s, const struct pol_block *a,
 			  double va, const struct pol_block *b, double vb)
 {
 	if (va != vb)
 		return va < vb;
+	/* without statistics yet values tie at 0: the priority still ranks */
+	if (a->priority != b->priority)
+		return a->priority < b->priority;
 	if (s->last_tier && a->position != b->position)
 		return a->position < b->position;
 	return a->tick < b->tick;
