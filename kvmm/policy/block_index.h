@@ -78,8 +78,7 @@ struct pol_block {
 	uint8_t turn; /* conversation turn that created it (asym) */
 	uint8_t pad;
 	uint32_t parent_id; /* entry id of the parent when admitted (hint) */
-	float reuse; /* asym: estimated uses (frequency sketch), GPU tier */
-	uint32_t pad2;
+	uint32_t pad2[2];
 	/* slot[POL_TIER_GPU] completes line 1 */
 	struct pol_slot slot[POL_TIER_COUNT];
 	uint64_t bytes;
