@@ -400,8 +400,8 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
 
 /* A variable-length command: the struct, then n u64 (copied into a new
  * array the caller frees: the message buffer need not be aligned). */
-int copy_var(void *out, size_t known, const void *p, size_t len, uint32_t n_off,
-	     uint64_t **tail, uint32_t *n)
+int kc_copy_var(void *out, size_t known, const void *p, size_t len,
+		uint32_t n_off, uint64_t **tail, uint32_t *n)
 {
 	uint32_t size, count;
 
@@ -434,9 +434,9 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	uint32_t n;
 	int err;
 
-	err = copy_var(&bp, sizeof(bp), p, len,
-		       offsetof(struct kvmm_block_publish, nr_blocks), &hashes,
-		       &n);
+	err = kc_copy_var(&bp, sizeof(bp), p, len,
+			  offsetof(struct kvmm_block_publish, nr_blocks),
+			  &hashes, &n);
 	if (err)
 		return err;
 	err = -EINVAL;

@@ -64,7 +64,7 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
 
 	/* the sequence takes the block first, so the policy cannot pick it
 	 * as its own victim */
-	prefix_attach(r, &r->seqs[pr->seq], i, e->blk);
+	kc_prefix_attach(r, &r->seqs[pr->seq], i, e->blk);
 	e->uses++;
 	pr->state[i] = KC_SLOT_READY;
 	pr->from[i] = POL_TIER_GPU;
@@ -457,9 +457,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	uint32_t n, seq;
 	int err;
 
-	err = copy_var(&po, sizeof(po), p, len,
-		       offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
-		       &n);
+	err = kc_copy_var(&po, sizeof(po), p, len,
+			  offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
+			  &n);
 	if (err)
 		return err;
 	err = -EINVAL;

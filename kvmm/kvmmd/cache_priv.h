@@ -130,8 +130,8 @@ void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
 void kc_reap_dead(struct kd_cache *c);
 int kc_open(struct kd_cache *c, uint32_t ppb);
-int copy_var(void *out, size_t known, const void *p, size_t len, uint32_t n_off,
-	     uint64_t **tail, uint32_t *n);
+int kc_copy_var(void *out, size_t known, const void *p, size_t len,
+		uint32_t n_off, uint64_t **tail, uint32_t *n);
 
 /* cache_demote.c */
 void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to);
@@ -143,8 +143,8 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 		      struct kc_entry *e);
 void kc_staging_pump(struct kd_cache *c, bool fail_all);
 void kc_restore_done(struct kd_cache *c, struct migrate_job *job);
-void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
-		   struct kd_block *blk);
+void kc_prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
+		      struct kd_block *blk);
 void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
 
 /* cache_prefix.c */

@@ -183,8 +183,8 @@ void kc_restore_done(struct kd_cache *c, struct migrate_job *job)
 		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 }
 
-void prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
-		   struct kd_block *blk)
+void kc_prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
+		      struct kd_block *blk)
 {
 	struct kd_session *s = r->owner;
 
@@ -218,7 +218,7 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 				pr->state[i] = KC_SLOT_FAILED;
 				continue;
 			}
-			prefix_attach(r, &r->seqs[pr->seq], i, blk);
+			kc_prefix_attach(r, &r->seqs[pr->seq], i, blk);
 			pr->state[i] = KC_SLOT_READY;
 			pr->from[i] = (uint8_t)from;
 			pr->acts[i] = from == POL_TIER_HOST ?
