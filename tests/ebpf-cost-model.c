@@ -24,6 +24,7 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/lib/client.h"
 #include "kvmm/policy/cost_model.h"
+#include "tests/lib/inproc_daemon.h"
 #include "tests/lib/test.h"
 
 static int client(void)
@@ -38,12 +39,6 @@ static int client(void)
 				 1000000);
 	kvmm_disconnect(c);
 	return 0;
-}
-
-static void *loop_thread(void *arg)
-{
-	kd_daemon_run(arg);
-	return NULL;
 }
 
 static void setup(struct kd_config *cfg, struct kd_daemon *d, const char *dir,
@@ -67,10 +62,7 @@ int main(int argc, char **argv)
 	struct kd_config cfg;
 	struct kvmm_status_reply st;
 	double host0, nvme0, host1, measured = (1 << 20) / 1e-3;
-	pthread_t th;
 	char dir[64];
-	pid_t pid;
-	int ws;
 
 	if (argc > 1 && !strcmp(argv[1], "client"))
 		return client();
@@ -87,18 +79,7 @@ int main(int argc, char **argv)
 	host0 = d.cost->bandwidth[POL_TIER_HOST];
 	nvme0 = d.cost->bandwidth[POL_TIER_NVME];
 	t_assert(host0 > 4 * measured);
-	t_assert(pthread_create(&th, NULL, loop_thread, &d) == 0);
-	setenv("KVMM_SOCKET", cfg.socket_path, 1);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0) { /* exec: a fork of a threaded process may deadlock */
-		execl("/proc/self/exe", "client", "client", (char *)NULL);
-		_exit(127);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
-	t_assert_eq(WEXITSTATUS(ws), 0);
-	__atomic_store_n(&d.loop.stop, true, __ATOMIC_RELEASE);
-	t_assert(pthread_join(th, NULL) == 0);
+	inproc_run_client(&d, cfg.socket_path);
 	t_ok(tel_poll(d.tel));
 	host1 = d.cost->bandwidth[POL_TIER_HOST];
 	printf("host bandwidth: profile %.3g B/s, measured %.3g B/s, "

@@ -25,6 +25,7 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/lib/client.h"
 #include "kvmm/policy/policy.h"
+#include "tests/lib/inproc_daemon.h"
 #include "tests/lib/test.h"
 
 #define TPB 256
@@ -67,12 +68,6 @@ static int client(void)
 	return 0;
 }
 
-static void *loop_thread(void *arg)
-{
-	kd_daemon_run(arg);
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "client"))
@@ -82,10 +77,7 @@ int main(int argc, char **argv)
 	struct tel_opts po = { .size = sizeof(po), .mode = TEL_MODE_PINNED };
 	struct kvmm_block_stats ts, ms;
 	struct tel *maps;
-	pthread_t th;
 	char dir[64];
-	pid_t pid;
-	int ws;
 
 	if (!HAVE_BPF || !HAVE_SDT)
 		t_skip("built without BPF or USDT support");
@@ -107,21 +99,7 @@ int main(int argc, char **argv)
 		rmdir(dir);
 		t_skip("kvmmd with BPF telemetry did not start");
 	}
-	t_assert(pthread_create(&th, NULL, loop_thread, &d) == 0);
-	setenv("KVMM_SOCKET", cfg.socket_path, 1);
-
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0) { /* exec: a fork of a threaded process may deadlock */
-		execl("/proc/self/exe", "client", "client", (char *)NULL);
-		_exit(127);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
-	t_assert_eq(WEXITSTATUS(ws), 0);
-
-	/* The timer tick wakes the loop, which then sees stop. */
-	__atomic_store_n(&d.loop.stop, true, __ATOMIC_RELEASE);
-	t_assert(pthread_join(th, NULL) == 0);
+	inproc_run_client(&d, cfg.socket_path);
 	t_assert(d.tel_feed.cache); /* cache.c plugged its policy in */
 	t_ok(tel_poll(d.tel)); /* feeds the policy, as the timer would */
 

@@ -26,6 +26,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/inproc_daemon.h"
 #include "tests/lib/test.h"
 
 #define TPB 256
@@ -68,12 +69,6 @@ static int client(void)
 	return 0;
 }
 
-static void *loop_thread(void *arg)
-{
-	kd_daemon_run(arg);
-	return NULL;
-}
-
 static const uint64_t want[3] = { 2 * STEPS + TAIL + 1, 2 * STEPS + TAIL + 1,
 				  STEPS + TAIL };
 
@@ -83,10 +78,7 @@ static int run(enum tel_mode mode)
 	struct kd_daemon d;
 	struct kd_config cfg;
 	struct kvmm_block_stats ts, ms;
-	pthread_t th;
 	char dir[64];
-	pid_t pid;
-	int ws;
 
 	snprintf(dir, sizeof(dir), "/tmp/kvmm-step-%d", (int)getpid());
 	t_assert(mkdir(dir, 0700) == 0);
@@ -104,20 +96,7 @@ static int run(enum tel_mode mode)
 		rmdir(dir);
 		return 77;
 	}
-	t_assert(pthread_create(&th, NULL, loop_thread, &d) == 0);
-	setenv("KVMM_SOCKET", cfg.socket_path, 1);
-
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0) { /* exec: a fork of a threaded process may deadlock */
-		execl("/proc/self/exe", "client", "client", (char *)NULL);
-		_exit(127);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
-	t_assert_eq(WEXITSTATUS(ws), 0);
-
-	__atomic_store_n(&d.loop.stop, true, __ATOMIC_RELEASE);
-	t_assert(pthread_join(th, NULL) == 0);
+	inproc_run_client(&d, cfg.socket_path);
 	t_ok(tel_poll(d.tel));
 	t_assert_eq(tel_source(d.tel),
 		    mode == TEL_MODE_BPF ? TEL_SOURCE_BPF : TEL_SOURCE_SHM);
