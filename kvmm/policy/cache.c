@@ -261,11 +261,11 @@ static void notify_change(struct pol_cache *c, struct pol_block *b)
 }
 
 /*
- * b's parent entry, or NULL.  b->parent_id is a hint that saves a table
- * probe (the dominant cost at 1M blocks); it is checked against the hash
- * because ids are reused.
+ * b->parent_id is a hint that saves a table probe (the dominant cost at
+ * 1M blocks); it is checked against the hash because ids are reused, so
+ * the answer does not depend on how ids were handed out.
  */
-static struct pol_block *parent_of(struct pol_cache *c, struct pol_block *b)
+struct pol_block *pol_cache_parent(struct pol_cache *c, struct pol_block *b)
 {
 	uint32_t pid = b->parent_id;
 	struct pol_block *p;
@@ -289,7 +289,7 @@ static void count_in_parent(struct pol_cache *c, struct pol_block *b)
 
 	if (!c->prefix_rule)
 		return;
-	p = parent_of(c, b);
+	p = pol_cache_parent(c, b);
 	if (!p)
 		return;
 	if (p->tier == POL_TIER_NONE || p == b)
@@ -307,7 +307,7 @@ static void uncount_in_parent(struct pol_cache *c, struct pol_block *b)
 	if (t == POL_TIER_NONE)
 		return;
 	b->counted = POL_TIER_NONE;
-	p = parent_of(c, b);
+	p = pol_cache_parent(c, b);
 	if (!p)
 		return;
 	if (p->nchild[t])
@@ -414,19 +414,19 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		if (!b->access_count)
 			b->turn = 1;
 		if (b->flags & POL_BLOCK_HAS_PARENT) {
-			struct pol_block *p = parent_of(c, b);
+			struct pol_block *p = pol_cache_parent(c, b);
 
 			if (p && p->tier != POL_TIER_NONE &&
 			    p->access_count >= 2)
 				b->flags |= POL_BLOCK_WARM_LINEAGE;
 			/* a block created under a parent that an earlier
 			 * request made starts the next turn of its chain */
-			if (p && !b->access_count)
-				b->turn =
-					p->turn + (p->access_count >= 2) < 255 ?
-						p->turn +
-							(p->access_count >= 2) :
-						255;
+			if (p && !b->access_count) {
+				unsigned turn =
+					p->turn + (p->access_count >= 2);
+
+				b->turn = turn < 255 ? turn : 255;
+			}
 		}
 	}
 	b->next_use = d->next_use;

@@ -205,35 +205,13 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 }
 
 /*
- * b's parent entry, or NULL.  b->parent_id is the cache's hint; when it
- * is stale (ids are reused) the hash decides, so the answer does not
- * depend on how ids were handed out (kvmmd and a replay must agree).
- */
-static const struct pol_block *parent_of(struct asym *s, struct pol_block *b)
-{
-	uint32_t pid = b->parent_id;
-	const struct pol_block *p;
-
-	if (!(b->flags & POL_BLOCK_HAS_PARENT))
-		return NULL;
-	if (pid != POL_NONE && pid < s->ix->high_water) {
-		p = pol_index_at(s->ix, pid);
-		if (p->live && p->hash == b->parent_hash)
-			return p;
-	}
-	pid = pol_index_find(s->ix, b->parent_hash);
-	b->parent_id = pid;
-	return pid == POL_NONE ? NULL : pol_index_at(s->ix, pid);
-}
-
-/*
  * b's parent if it was the use just before b's in this tier's list k
  * (same request, same class): b then goes right behind it.
  */
 static uint32_t parent_just_used(struct asym *s, struct pol_block *b,
 				 unsigned k)
 {
-	const struct pol_block *p = parent_of(s, b);
+	const struct pol_block *p = pol_cache_parent(s->c, b);
 
 	if (!p || p->tier != s->tier || p->slot[s->tier].list != k + 1 ||
 	    p->tick + 1 != b->tick)
@@ -291,9 +269,7 @@ static void rebuild(struct asym_stats *st)
 			double hx = (st->ret[k][x] + SMOOTH * hall[x]) /
 				    (st->reach[k][x] + SMOOTH);
 
-			h[x] = x < st->hist_buckets && hx < 1 ? hx : 0;
-			if (x < st->hist_buckets && hx >= 1)
-				h[x] = 1;
+			h[x] = x < st->hist_buckets ? fmin(hx, 1) : 0;
 		}
 		for (unsigned a = 0; a < AGE_BUCKETS; a++) {
 			double num = 0, den = 0, surv = 1, best = 0;

@@ -188,6 +188,8 @@ void *pol_cache_gpu_policy(struct pol_cache *c);
 const struct pol_cost_model *pol_cache_cost(const struct pol_cache *c);
 /* Can b be evicted from its tier now (pins, refs, TTL, prefix rule)? */
 bool pol_cache_evictable(const struct pol_cache *c, const struct pol_block *b);
+/* b's parent entry (resident or history), or NULL. */
+struct pol_block *pol_cache_parent(struct pol_cache *c, struct pol_block *b);
 /* Only the structural part: no resident child in its tier or above. */
 bool pol_cache_is_leaf(const struct pol_cache *c, const struct pol_block *b);
 /* The next tier below `tier` with a capacity, or POL_TIER_NONE. */
