@@ -14,38 +14,13 @@
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
-/* A fresh block of ppb pool pages charged to s. */
+/* A fresh block of ppb pool pages charged to s, within its quota. */
 int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out)
 {
-	struct kd_block *blk = calloc(1, sizeof(*blk) + ppb * sizeof(uint32_t));
-	uint32_t i;
-	int err = 0;
-
-	if (!blk)
-		return -ENOMEM;
 	if (s->quota && s->quota->limit_pages &&
-	    s->quota->used_pages + ppb > s->quota->limit_pages) {
-		free(blk);
+	    s->quota->used_pages + ppb > s->quota->limit_pages)
 		return -EDQUOT;
-	}
-	for (i = 0; i < ppb; i++) {
-		err = vmm_pool_alloc(s->d->pool, &blk->pages[i]);
-		if (err)
-			goto err_free;
-	}
-	blk->refcnt = 1;
-	blk->nr_pages = ppb;
-	blk->charged = s->quota;
-	if (blk->charged)
-		blk->charged->used_pages += ppb;
-	*out = blk;
-	return 0;
-
-err_free:
-	while (i--)
-		vmm_pool_free(s->d->pool, blk->pages[i]);
-	free(blk);
-	return err;
+	return kd_block_new(s, ppb, out);
 }
 
 /*

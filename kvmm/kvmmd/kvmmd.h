@@ -251,6 +251,10 @@ void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
  * revocation path: held until acknowledged). */
 struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 				     uint32_t b);
+/* A fresh block of nr_pages pool pages charged to s's quota (not checked
+ * against its limit: the caller does); refcnt 1.  0, -ENOMEM, -ENOSPC. */
+int kd_block_new(struct kd_session *s, uint32_t nr_pages,
+		 struct kd_block **out);
 void kd_block_put(struct kd_daemon *d, struct kd_block *blk);
 
 /* The session's process maps (or unmaps) a page once more. */

@@ -243,8 +243,7 @@ struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 	return blk;
 }
 
-static int block_new(struct kd_session *s, uint32_t nr_pages,
-		     struct kd_block **out)
+int kd_block_new(struct kd_session *s, uint32_t nr_pages, struct kd_block **out)
 {
 	struct kd_block *blk;
 	uint32_t i;
@@ -297,7 +296,7 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	if (!made)
 		return -ENOMEM;
 	for (n = 0; n < missing; n++) {
-		err = block_new(s, r->pages_per_block, &made[n]);
+		err = kd_block_new(s, r->pages_per_block, &made[n]);
 		if (err)
 			goto err_put;
 	}
