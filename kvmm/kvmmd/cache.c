@@ -103,7 +103,8 @@ void kc_reap_dead(struct kd_cache *c)
 			e->in_pol = false;
 			pol_cache_remove(c->pol, e->hash);
 		}
-		if (e->job) {
+		/* a demotion waiting for a host slot never started */
+		if (e->job && !kc_demote_unqueue(c, e)) {
 			/* a job reads or fills these bytes: released and freed
 			 * when it ends */
 			e->drop_after = true;
@@ -132,6 +133,11 @@ static void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events,
 static void kc_on_settle_timer(struct kd_loop *loop, struct kd_timer *t)
 {
 	kc_settle(t->data);
+}
+
+static void kc_on_park_timer(struct kd_loop *loop, struct kd_timer *t)
+{
+	kc_park_run(t->data);
 }
 
 static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
@@ -312,6 +318,8 @@ int kd_cache_init(struct kd_daemon *d)
 	c->st.nr_tiers = POL_TIER_COUNT;
 	c->settle_timer.fn = kc_on_settle_timer;
 	c->settle_timer.data = c;
+	c->park_timer.fn = kc_on_park_timer;
+	c->park_timer.data = c;
 	d->cache = c;
 	return 0;
 }
@@ -337,6 +345,7 @@ void kd_cache_fini(struct kd_daemon *d)
 		kc_settle(c);
 	}
 	kd_timer_cancel(&d->loop, &c->settle_timer);
+	kc_park_fini(c); /* the sessions are gone: nothing is parked */
 	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
 		while (c->buckets[b]) {
 			struct kc_entry *e = c->buckets[b];

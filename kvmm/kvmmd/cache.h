@@ -49,18 +49,40 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 
 /* Hooks: a sequence stops using a published block (region.c); a session
- * ends (session.c: its PREFIX_OPEN waiting for restores is dropped). */
+ * ends (session.c: its PREFIX_OPEN waiting for restores, or its command
+ * parked for pages, is dropped; restores nobody waits for any more are
+ * cancelled when they have not started). */
 void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk);
 void kd_cache_session_end(struct kd_session *s);
 
 /*
- * Pool pressure (region.c before an extend allocates): when fewer than
- * `pages` pool pages are free, demote cached GPU blocks that no sequence
- * uses (the policy's victims; pins and references respected) to the host
- * tier, or drop them when no lower tier has room, and wait for their
- * copies so their pages are free.  0 when `pages` are free now, -ENOSPC.
+ * Pool pressure (region.c before an extend allocates, cache_prefix.c
+ * before restores): when fewer than `pages` pool pages are free, demote
+ * cached GPU blocks that no sequence uses (the policy's victims; pins and
+ * references respected) to the host tier, or drop them when no lower tier
+ * has room.  0 when `pages` are free now; -EINPROGRESS when migrations in
+ * flight (the victims' copies) are to give pages back first: the caller
+ * parks its command (kd_cache_park()) rather than wait; -ENOSPC when
+ * nothing will.  A parked command run again finds the copies still in
+ * flight (-EINPROGRESS, no new victims), its pages, more victims once
+ * none is in flight, or -ENOSPC once its time (KD_PARK_MAX_MS) is up.
  */
 int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
+
+/*
+ * Park the command s is handling (header h, body p of len bytes) after
+ * kd_cache_reclaim() said -EINPROGRESS: the session is deferred and the
+ * request runs again from the loop, as if just received, whenever
+ * migrations complete, until it no longer parks (it replied) or at the
+ * latest KD_PARK_MAX_MS after it was first parked.  The loop serves other
+ * sessions meanwhile.  0 (the reply comes later) or -ENOMEM.
+ */
+#define KD_PARK_MAX_MS 5000
+int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		  const void *p, size_t len);
+/* ADMIN_STATUS: commands parked since start and now, demotions waiting
+ * for a host slot now. */
+void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /*
  * Pins (pin.c).  kd_cache_pin_target(): the policy, the tier and the

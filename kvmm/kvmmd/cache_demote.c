@@ -8,37 +8,38 @@
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
-#include <poll.h>
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
-/*
- * A host slot, waiting for migrations in flight when the tier is full: a
- * block moving on to NVMe keeps its host slot until its write completes,
- * so a burst of demotions can briefly need more slots than the policy
- * counts.  Waits are short (one NVMe write) and counted.
- */
-static int kc_host_slot(struct kd_cache *c, uint32_t *slot)
+static void kc_slotq_append(struct kd_cache *c, struct kc_entry *e)
 {
-	for (int tries = 0; tries < 1000; tries++) {
-		struct migrate_job *jobs[32];
-		struct pollfd pfd = { .fd = migrate_eventfd(c->mig),
-				      .events = POLLIN };
-		unsigned int n;
+	e->slotq_next = NULL;
+	e->slot_queued = true;
+	if (c->slotq_tail)
+		c->slotq_tail->slotq_next = e;
+	else
+		c->slotq_head = e;
+	c->slotq_tail = e;
+	c->demotions_queued++;
+}
 
-		if (tier_host_alloc(c->host, slot) == 0)
-			return 0;
-		if (!c->st.migrations_in_flight)
-			return -ENOSPC;
-		c->st.slot_waits++;
-		(void)poll(&pfd, 1, 10);
-		while ((n = migrate_reap(c->mig, jobs, 32)))
-			for (unsigned int i = 0; i < n; i++)
-				kc_job_done(c, jobs[i]);
+static void kc_slotq_del(struct kd_cache *c, struct kc_entry *e)
+{
+	struct kc_entry **pp, *prev = NULL;
+
+	for (pp = &c->slotq_head; *pp; prev = *pp, pp = &(*pp)->slotq_next) {
+		if (*pp != e)
+			continue;
+		*pp = e->slotq_next;
+		if (c->slotq_tail == e)
+			c->slotq_tail = prev;
+		break;
 	}
-	return -ENOSPC;
+	e->slotq_next = NULL;
+	e->slot_queued = false;
+	c->demotions_queued--;
 }
 
 static int kc_submit(struct kd_cache *c, struct kc_entry *e,
@@ -60,9 +61,26 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 			job->pages[i].handle = vmm_pool_page_handle(
 				c->d->pool, e->blk->pages[i]);
 		}
-		r = kc_host_slot(c, &job->host_slot);
-		if (r)
-			goto err_free;
+		/*
+		 * A block moving on to NVMe keeps its host slot until its
+		 * write completes, so a burst of demotions can briefly need
+		 * more slots than the policy counts.  Then the demotion
+		 * waits in line for a slot (kc_demote_pump()) while the loop
+		 * goes on; its bytes stay in its GPU pages meanwhile.  With
+		 * no migration in flight no slot will come back: it fails.
+		 */
+		if (c->slotq_head ||
+		    tier_host_alloc(c->host, &job->host_slot)) {
+			if (!c->st.migrations_in_flight) {
+				r = -ENOSPC;
+				goto err_free;
+			}
+			job->host_slot = MIGRATE_NO_SLOT;
+			e->job = job;
+			kc_slotq_append(c, e);
+			c->st.slot_waits++;
+			return 0;
+		}
 		e->host_slot = job->host_slot;
 	} else {
 		job->host_slot = e->host_slot;
@@ -82,6 +100,67 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 err_free:
 	migrate_job_free(job);
 	return r;
+}
+
+/*
+ * A demotion waiting for a host slot is called off (its block is dropped
+ * or removed): the copy never started, the bytes are still only in the
+ * GPU pages, which the caller releases.  False when e has no queued
+ * demotion.
+ */
+bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e)
+{
+	if (!e->slot_queued)
+		return false;
+	kc_slotq_del(c, e);
+	migrate_job_free(e->job);
+	e->job = NULL;
+	return true;
+}
+
+/*
+ * Start queued demotions while host slots are free.  When none is free and
+ * no migration is in flight, none will come back: the queued demotions
+ * fail and their blocks are dropped, as a demotion that found no slot
+ * always was.  At shutdown (fail_all) every queued one fails.
+ */
+void kc_demote_pump(struct kd_cache *c, bool fail_all)
+{
+	while (c->slotq_head) {
+		struct kc_entry *e = c->slotq_head;
+		struct migrate_job *job = e->job;
+		int err = 0;
+
+		if (fail_all) {
+			err = -ESHUTDOWN;
+		} else if (tier_host_alloc(c->host, &job->host_slot)) {
+			job->host_slot = MIGRATE_NO_SLOT;
+			if (c->st.migrations_in_flight)
+				return;
+			err = -ENOSPC;
+		}
+		kc_slotq_del(c, e);
+		if (!err) {
+			e->host_slot = job->host_slot;
+			err = migrate_submit(c->mig, job);
+			if (!err) {
+				c->st.migrations_in_flight++;
+				continue;
+			}
+			tier_host_free(c->host, job->host_slot);
+			e->host_slot = MIGRATE_NO_SLOT;
+		}
+		/* never copied: the block goes, as when kc_submit() failed */
+		migrate_job_free(job);
+		e->job = NULL;
+		e->then_nvme = false;
+		if (e->drop_after) {
+			kc_release(c, e);
+			kc_free(c, e);
+		} else {
+			kc_kill(c, e);
+		}
+	}
 }
 
 /* Room on the NVMe tier for one more block: evict a cold block. */
@@ -120,7 +199,8 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		c->st.tiers[from].drops++;
 		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
 		e->in_pol = false;
-		if (e->job) {
+		/* a demotion still waiting for a host slot is called off */
+		if (e->job && !kc_demote_unqueue(c, e)) {
 			e->drop_after = true;
 			return;
 		}
@@ -244,8 +324,8 @@ static uint64_t kc_pool_free(struct kd_daemon *d)
 }
 
 /* One round of kd_cache_reclaim(): demote enough victims for `pages`
- * (if none of them is still mapped somewhere) and wait for their copies;
- * returns how many blocks it took. */
+ * (the policy's LRU ones); returns how many blocks it took.  Their pages
+ * come back when their copies are done (dropped ones at once). */
 static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages)
 {
 	struct kd_daemon *d = c->d;
@@ -265,23 +345,13 @@ static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages)
 	taken = gpu - pol_cache_count(c->pol, POL_TIER_GPU);
 	c->st.pressure_reclaims += taken;
 	kc_reap_dead(c);
-	/* a demoted block's pages come back when its copy to host memory
-	 * is done: wait for the copies (a block copy each, bounded) */
-	for (int tries = 0; tries < 500 && c->mig && kc_pool_free(d) < pages &&
-			    c->st.migrations_in_flight;
-	     tries++) {
-		struct migrate_job *jobs[32];
-		struct pollfd pfd = { .fd = migrate_eventfd(c->mig),
-				      .events = POLLIN };
-		unsigned int n;
-
-		(void)poll(&pfd, 1, 10);
-		while ((n = migrate_reap(c->mig, jobs, 32)))
-			for (unsigned int i = 0; i < n; i++)
-				kc_job_done(c, jobs[i]);
-		kc_reap_dead(c);
-	}
 	return taken;
+}
+
+/* Copies in flight (or waiting for a slot) that may give pages back. */
+static bool kc_copies_pending(struct kd_cache *c)
+{
+	return c->mig && (c->st.migrations_in_flight || c->demotions_queued);
 }
 
 int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
@@ -292,12 +362,28 @@ int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
 		return 0;
 	if (!c || !c->pol || !c->ppb)
 		return -ENOSPC;
+	if (c->rerun) {
+		/* a parked command run again: its time is up, or the copies
+		 * it waits for are not all done (no new victims meanwhile,
+		 * as the blocking wait took none) */
+		if (c->rerun_final)
+			return -ENOSPC;
+		if (kc_copies_pending(c))
+			return -EINPROGRESS;
+	}
 	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
 	/* A victim whose pages a client still maps (its revocation is not
 	 * acknowledged yet) frees nothing now: they stay REVOKING.  Then
 	 * take more victims, while the policy has any, rather than fail
 	 * with evictable blocks left (every round takes at least one). */
-	while (kc_pool_free(d) < pages && kc_reclaim_round(c, pages))
-		;
-	return kc_pool_free(d) >= pages ? 0 : -ENOSPC;
+	for (;;) {
+		uint64_t taken = kc_reclaim_round(c, pages);
+
+		if (kc_pool_free(d) >= pages)
+			return 0;
+		if (kc_copies_pending(c))
+			return -EINPROGRESS; /* the caller parks */
+		if (!taken)
+			return -ENOSPC;
+	}
 }

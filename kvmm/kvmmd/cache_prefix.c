@@ -18,17 +18,21 @@
 /*
  * Before a prefix open restores blocks: make room in a full pool for the
  * restores, with the prefix's own blocks pinned so the reclaim does not
- * demote (or push on, or drop) what the prefix is about to use.  Entries the reclaim's
- * cascade moves or drops are found (or not) again by the hit loop.
+ * demote (or push on, or drop) what the prefix is about to use.  Entries
+ * the reclaim's cascade moves or drops are found (or not) again by the
+ * hit loop.  kd_cache_reclaim()'s answer: -EINPROGRESS parks the open
+ * until the victims' copies are done; otherwise the walk goes on (a
+ * restore without pages is a miss).
  */
-static void kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
-			   uint32_t n)
+static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
+			  uint32_t n)
 {
 	bool *pinned = calloc(n, sizeof(*pinned));
 	uint64_t need = 0;
+	int err = 0;
 
 	if (!pinned)
-		return; /* no reclaim: a restore may miss */
+		return -ENOMEM; /* no reclaim: a restore may miss */
 	for (uint32_t i = 0; i < n; i++) {
 		struct kc_entry *e = kc_find(c, hashes[i]);
 
@@ -46,11 +50,12 @@ static void kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 			pinned[i] = pol_cache_pin(c->pol, hashes[i]) == 0;
 	}
 	if (need)
-		(void)kd_cache_reclaim(c->d, need);
+		err = kd_cache_reclaim(c->d, need);
 	for (uint32_t i = 0; i < n; i++)
 		if (pinned[i])
 			(void)pol_cache_unpin(c->pol, hashes[i]);
 	free(pinned);
+	return err;
 }
 
 /* Block i of an open is a cached GPU block: shared as it is. */
@@ -299,8 +304,12 @@ void kc_settle(struct kd_cache *c)
 			c->nr_restored--;
 			kc_restore_settle(c, e);
 		}
+		/* settled restores and ended demotions gave slots back:
+		 * restores (a client waits) first, then demotions (one that
+		 * cannot get a slot ever is dropped: a busy open sees it) */
+		kc_staging_pump(c, !c->opened || c->closing);
+		kc_demote_pump(c, !c->opened || c->closing);
 		kc_busy_retry(c);
-		/* settled restores and ended demotions gave slots back */
 		kc_staging_pump(c, !c->opened || c->closing);
 	} while (c->restored);
 	kc_reap_dead(c);
@@ -321,15 +330,31 @@ void kc_settle(struct kd_cache *c)
 		done = pr->next;
 		kc_pending_finish(c, pr);
 	}
+	/* copies that ended gave pool pages back: the commands parked for
+	 * them run again */
+	if (c->parked_head)
+		kc_park_run(c);
+}
+
+/* Does a pending open still wait for the restore of hash? */
+static bool kc_restore_wanted(struct kd_cache *c, uint64_t hash)
+{
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
+		for (uint32_t i = 0; i < pr->lim; i++)
+			if (pr->state[i] == KC_SLOT_WAIT &&
+			    pr->hashes[i] == hash)
+				return true;
+	return false;
 }
 
 void kd_cache_session_end(struct kd_session *s)
 {
 	struct kd_cache *c = s->d->cache;
-	struct kc_pending **pp;
+	struct kc_pending **pp, *gone = NULL;
 
 	if (!c)
 		return;
+	kc_park_session_end(c, s);
 	for (pp = &c->pending; *pp;) {
 		struct kc_pending *pr = *pp;
 
@@ -337,10 +362,28 @@ void kd_cache_session_end(struct kd_session *s)
 			pp = &pr->next;
 			continue;
 		}
-		/* its sequence goes with the session's regions; restores
-		 * still in flight end in the cache (kc_restore_settle()) */
+		/* its sequence goes with the session's regions */
 		*pp = pr->next;
 		c->st.prefix_opens_pending--;
+		pr->next = gone;
+		gone = pr;
+	}
+	/* the restores it waited for that no other open waits for: called
+	 * off when they have not started, else they end in the cache
+	 * (kc_restore_settle()) */
+	while (gone) {
+		struct kc_pending *pr = gone;
+
+		gone = pr->next;
+		for (uint32_t i = 0; i < pr->lim; i++) {
+			struct kc_entry *e;
+
+			if (pr->state[i] != KC_SLOT_WAIT)
+				continue;
+			e = kc_find(c, pr->hashes[i]);
+			if (e && e->rblk && !kc_restore_wanted(c, e->hash))
+				kc_restore_cancel(c, e);
+		}
 		kc_pending_free(pr);
 	}
 }
@@ -362,9 +405,8 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 	const uint64_t *hashes = pr->hashes;
 	uint32_t n = pr->n, npin = 0, nplan = 0, hit;
 
-	pol_cache_set_clock(c->pol, kd_now_ns());
-	kc_prefix_room(c, hashes, n);
-	/* pin the prefix first: restoring one of its blocks must not demote
+	/* the clock was set and room made (kc_prefix_room()) just before:
+	 * pin the prefix first: restoring one of its blocks must not demote
 	 * or drop a later one (it would be a busy miss) */
 	for (; npin < n; npin++) {
 		struct kc_entry *pe = kc_find(c, hashes[npin]);
@@ -455,7 +497,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	uint64_t *hashes = NULL;
 	struct kd_region *r;
 	uint32_t n, seq;
-	int err;
+	int err, opened;
 
 	err = kc_copy_var(&po, sizeof(po), p, len,
 			  offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
@@ -473,6 +515,17 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		n = r->max_blocks;
 	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
 		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
+	if (!opened) {
+		pol_cache_set_clock(c->pol, kd_now_ns());
+		if (kc_prefix_room(c, hashes, n) == -EINPROGRESS) {
+			/* the restores' pages come back when demotion copies
+			 * end: the open runs again from the loop then
+			 * (cache_park.c), nothing of it done yet */
+			err = kd_cache_park(s, h, p, len);
+			goto out;
+		}
+	}
 	err = -ENOMEM;
 	pr = kc_pending_new(n);
 	tiers = malloc(n + 1);
@@ -493,7 +546,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	c->st.prefix_opens++;
 	c->st.prefix_blocks_asked += n;
 	pr->open_id = c->st.prefix_opens;
-	if (n && kc_open(c, r->pages_per_block) == 0)
+	if (!opened)
 		kc_prefix_walk(c, pr, r, tiers, plan);
 	free(tiers);
 	free(plan);

@@ -12,6 +12,8 @@
  *                    NVMe staging, completion, settling into the GPU tier
  *   cache_prefix.c   PREFIX_OPEN: the prefix walk, the opens waiting for
  *                    restores (pending) and their replies (kc_settle())
+ *   cache_park.c     commands parked until demotion copies give pool
+ *                    pages back: run again from the loop
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
@@ -45,6 +47,7 @@ struct kc_entry {
 	bool then_nvme; /* moved on to NVMe while its host copy ran */
 	bool drop_after; /* dropped while a job ran */
 	bool restore_pinned; /* pinned in the policy for its restore */
+	bool restore_cancelled; /* nobody waits: called off before it ran */
 	struct kd_block *blk; /* GPU: the cache's reference */
 	uint32_t host_slot, nvme_slot;
 	struct migrate_job *job; /* migration in flight */
@@ -55,6 +58,10 @@ struct kc_entry {
 	struct kc_entry *dead_next;
 	struct kc_entry *restored_next; /* restore done, not yet settled */
 	struct kc_entry *staging_next; /* NVMe restore waiting for a slot */
+	/* a demotion waiting for a host slot (job not submitted: the bytes
+	 * are only in the GPU pages, e->blk) */
+	struct kc_entry *slotq_next;
+	bool slot_queued;
 };
 
 /*
@@ -97,6 +104,21 @@ struct kc_pending {
 	uint8_t *acts; /* enum kvmm_block_action per block (n + 4) */
 };
 
+/*
+ * A SEQ_EXTEND or PREFIX_OPEN parked (cache_park.c): the pool was short,
+ * the reclaim demoted victims whose pages come back when their copies are
+ * done.  The session is deferred; the request is run again from the loop
+ * when migrations complete (or its time is up), and answered then.
+ */
+struct kc_park {
+	struct kc_park *next; /* in kd_cache.parked (FIFO) */
+	struct kd_session *s;
+	uint64_t deadline_ns; /* then it runs without waiting any more */
+	uint64_t round; /* the kc_park_run() pass that ran it last */
+	size_t len;
+	uint64_t msg[]; /* the request as received: header, then body */
+};
+
 struct kd_cache {
 	struct kd_daemon *d;
 	struct kc_entry *buckets[KC_BUCKETS];
@@ -119,6 +141,18 @@ struct kd_cache {
 	struct kc_entry *staging_head, *staging_tail;
 	struct kd_timer settle_timer; /* settles those from the loop */
 	struct kc_pending *pending; /* PREFIX_OPENs waiting for restores */
+	/* demotions waiting for a host slot (FIFO; slot_waits counts them) */
+	struct kc_entry *slotq_head, *slotq_tail;
+	uint64_t demotions_queued;
+	/* commands waiting for pool pages (FIFO), the one run again now
+	 * (kd_cache_reclaim() and kd_cache_park() look at it) */
+	struct kc_park *parked_head, *parked_tail;
+	struct kc_park *rerun;
+	bool rerun_final; /* its time is up: no more waiting */
+	bool rerun_parked; /* it parked again */
+	struct kd_timer park_timer; /* the earliest deadline */
+	uint64_t park_round;
+	uint64_t cmds_parked, cmds_parked_now;
 	struct kvmm_tier_stats_reply st;
 };
 
@@ -136,6 +170,8 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 /* cache_demote.c */
 void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to);
 void kc_job_done(struct kd_cache *c, struct migrate_job *job);
+void kc_demote_pump(struct kd_cache *c, bool fail_all);
+bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e);
 
 /* cache_restore.c */
 int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out);
@@ -143,11 +179,17 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 		      struct kc_entry *e);
 void kc_staging_pump(struct kd_cache *c, bool fail_all);
 void kc_restore_done(struct kd_cache *c, struct migrate_job *job);
+void kc_restore_cancel(struct kd_cache *c, struct kc_entry *e);
 void kc_prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
 		      struct kd_block *blk);
 void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
 
 /* cache_prefix.c */
 void kc_settle(struct kd_cache *c);
+
+/* cache_park.c */
+void kc_park_run(struct kd_cache *c);
+void kc_park_session_end(struct kd_cache *c, struct kd_session *s);
+void kc_park_fini(struct kd_cache *c);
 
 #endif

@@ -135,6 +135,42 @@ void kc_staging_pump(struct kd_cache *c, bool fail_all)
 }
 
 /*
+ * Nobody waits for e's restore any more (the PREFIX_OPENs that did went
+ * away): call it off if it has not started.  One waiting for a staging
+ * slot never reached the engine; one queued in the engine is cancelled
+ * there (reaped as CANCELLED).  Either way it settles as a restore that
+ * did not happen: the fresh pages go back, the block stays where it was.
+ * A restore already running ends normally and its block is cached.
+ */
+void kc_restore_cancel(struct kd_cache *c, struct kc_entry *e)
+{
+	struct migrate_job *job = e->job;
+	struct kc_entry **pp, *prev = NULL;
+
+	if (!e->rblk || !job || e->restore_cancelled)
+		return;
+	for (pp = &c->staging_head; *pp;
+	     prev = *pp, pp = &(*pp)->staging_next) {
+		if (*pp != e)
+			continue;
+		*pp = e->staging_next;
+		if (c->staging_tail == e)
+			c->staging_tail = prev;
+		e->staging_next = NULL;
+		e->restore_cancelled = true;
+		c->st.restores_cancelled++;
+		job->state = MIGRATE_CANCELLED; /* never ran */
+		job->result = -ECANCELED;
+		kc_restore_done(c, job);
+		return;
+	}
+	if (c->mig && migrate_cancel(c->mig, job) == 0) {
+		e->restore_cancelled = true;
+		c->st.restores_cancelled++;
+	}
+}
+
+/*
  * A restore job ended; called wherever jobs are reaped, even inside a
  * wait for a host slot.  The staging slot goes back at once (a burst of
  * NVMe restores needs the slots), the rest waits for kc_settle() on the
@@ -220,6 +256,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 
 	e->job = NULL;
 	e->rblk = NULL;
+	e->restore_cancelled = false;
 	if (e->restore_pinned) {
 		e->restore_pinned = false;
 		if (e->in_pol)

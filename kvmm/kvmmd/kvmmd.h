@@ -242,7 +242,9 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq);
  * holds are released or quarantined as a whole). */
 void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold);
 /* Allocate pages for blocks [from, to) that have none; on failure nothing
- * changes.  New blocks are held by the session. */
+ * changes.  New blocks are held by the session.  -EINPROGRESS: the pool
+ * is short until demotion copies in flight end (the caller parks its
+ * command, kd_cache_park()). */
 int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to);
 /* Drop blocks [from, end): the client unmapped them already. */
 void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
@@ -338,6 +340,11 @@ void kd_session_defer(struct kd_session *s);
 /* The deferred reply was sent: read the socket again.  Ends the session
  * when the reply doomed it (call only outside its socket handler). */
 void kd_session_resume(struct kd_session *s);
+/* Handle a deferred session's command msg again (a command parked for
+ * pool pages, cache_park.c) as if just read.  The session stays deferred:
+ * true when the command deferred it again (parked again, or waiting for
+ * restores), false when it replied (then the caller resumes it). */
+bool kd_session_rerun(struct kd_session *s, void *msg, size_t len);
 struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id);
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,

@@ -212,6 +212,13 @@ static int do_seq_extend(struct req *rq)
 	for (uint32_t b = first; b < to; b++)
 		was[b - first] = q->blocks[b] != NULL;
 	err = kd_seq_fill(r, ex.seq_id, first, to);
+	if (err == -EINPROGRESS) {
+		/* the pages come back when demotion copies end: run again
+		 * and answered from the loop (cache_park.c), which serves
+		 * other sessions meanwhile */
+		err = kd_cache_park(rq->s, rq->h, rq->p, rq->len) ?: 1;
+		goto out;
+	}
 	if (err)
 		goto out;
 	/* Lengths only grow here: the ring and the socket may deliver a
@@ -354,6 +361,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 			(uint64_t)d->cost->base_bandwidth[POL_TIER_NVME];
 		st->cost_transfers = d->tel_feed.transfers;
 	}
+	kd_cache_park_stats(d, st);
 	return 0;
 }
 

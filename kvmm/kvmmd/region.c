@@ -290,8 +290,12 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	    s->quota->used_pages + need > s->quota->limit_pages)
 		return -EDQUOT;
 	/* a full pool: cached blocks nobody uses make room (the allocation
-	 * below fails if they cannot) */
-	(void)kd_cache_reclaim(s->d, need);
+	 * below fails if they cannot); when their pages come back only once
+	 * their copies are done, the caller parks the command */
+	err = kd_cache_reclaim(s->d, need);
+	if (err == -EINPROGRESS)
+		return err;
+	err = 0;
 	made = calloc(missing, sizeof(*made));
 	if (!made)
 		return -ENOMEM;

@@ -117,6 +117,22 @@ void kd_session_resume(struct kd_session *s)
 		kd_session_end(s, false, "epoll");
 }
 
+bool kd_session_rerun(struct kd_session *s, void *msg, size_t len)
+{
+	uint64_t since = s->deferred_ns;
+	bool still;
+
+	/* as if just read: the command may defer the session again */
+	s->reply_deferred = false;
+	kd_proto_socket(s, msg, len, NULL, 0);
+	still = s->reply_deferred;
+	/* deferred until the caller's kd_session_resume() either way; the
+	 * client has waited since the first deferral (revocation clocks) */
+	s->reply_deferred = true;
+	s->deferred_ns = since;
+	return still;
+}
+
 static void session_free(struct kd_session *s)
 {
 	if (s->pidfd >= 0)

@@ -25,7 +25,7 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
 	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
 	       "\"pressure_reclaims\":%llu,\"restores_waited\":%llu,"
-	       "\"prefix_opens_pending\":%llu,"
+	       "\"prefix_opens_pending\":%llu,\"restores_cancelled\":%llu,"
 	       "\"tiers\":{",
 	       (unsigned long long)ts->publishes,
 	       (unsigned long long)ts->duplicates,
@@ -43,7 +43,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       (unsigned long long)ts->nvme_admission_rejects,
 	       (unsigned long long)ts->pressure_reclaims,
 	       (unsigned long long)ts->restores_waited,
-	       (unsigned long long)ts->prefix_opens_pending);
+	       (unsigned long long)ts->prefix_opens_pending,
+	       (unsigned long long)ts->restores_cancelled);
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
 
@@ -105,7 +106,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
 		       "\"revocations\":{\"posted\":%llu,\"acked\":%llu,"
 		       "\"timed_out\":%llu},\"revoke_timeout_ms\":%u,"
-		       "\"pid\":%u,\"uptime_ms\":%llu",
+		       "\"pid\":%u,\"uptime_ms\":%llu,"
+		       "\"cmds_parked\":%llu,\"cmds_parked_now\":%llu,"
+		       "\"demotions_queued\":%llu",
 		       (unsigned long long)st.page_size,
 		       (unsigned long long)st.pages_total,
 		       (unsigned long long)st.pages_created,
@@ -125,7 +128,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.revocations_acked,
 		       (unsigned long long)st.revocations_timed_out,
 		       st.revoke_timeout_ms, st.pid,
-		       (unsigned long long)st.uptime_ms);
+		       (unsigned long long)st.uptime_ms,
+		       (unsigned long long)st.cmds_parked,
+		       (unsigned long long)st.cmds_parked_now,
+		       (unsigned long long)st.demotions_queued);
 		if (!ts_err)
 			tiers_json(&ts);
 		if (st.cost_host_bw)
@@ -157,9 +163,11 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	printf("regions      %llu\nsequences    %llu\n",
 	       (unsigned long long)st.regions,
 	       (unsigned long long)st.sequences);
-	printf("commands     %llu socket, %llu ring\n",
+	printf("commands     %llu socket, %llu ring, %llu parked for pages (%llu now)\n",
 	       (unsigned long long)st.cmds_socket,
-	       (unsigned long long)st.cmds_ring);
+	       (unsigned long long)st.cmds_ring,
+	       (unsigned long long)st.cmds_parked,
+	       (unsigned long long)st.cmds_parked_now);
 	printf("revocations  %llu posted, %llu acked, %llu timed out (timeout %u ms)\n",
 	       (unsigned long long)st.revocations_posted,
 	       (unsigned long long)st.revocations_acked,
@@ -184,9 +192,13 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.tiers[t].demotions_in,
 		       (unsigned long long)ts.tiers[t].promotions_out,
 		       (unsigned long long)ts.tiers[t].drops);
-	printf("restores     %llu waited on, %llu opens pending",
+	printf("demotions    %llu waited for a host slot (%llu now)\n",
+	       (unsigned long long)ts.slot_waits,
+	       (unsigned long long)st.demotions_queued);
+	printf("restores     %llu waited on, %llu opens pending, %llu cancelled",
 	       (unsigned long long)ts.restores_waited,
-	       (unsigned long long)ts.prefix_opens_pending);
+	       (unsigned long long)ts.prefix_opens_pending,
+	       (unsigned long long)ts.restores_cancelled);
 	for (int t = 1; t < 3; t++)
 		if (ts.tiers[t].promotions_out)
 			printf(", %s mean %.3f ms max %.3f ms", tier_names[t],

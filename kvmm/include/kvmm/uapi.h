@@ -279,7 +279,13 @@ struct kvmm_status_reply {
 	uint64_t cost_host_bw, cost_host_bw_profile;
 	uint64_t cost_nvme_bw, cost_nvme_bw_profile;
 	uint64_t cost_transfers; /* restore observations folded in */
-	uint64_t reserved[3];
+	/* SEQ_EXTENDs and PREFIX_OPENs whose reply waited for demotion
+	 * copies to give pool pages back (parked, the loop serving others
+	 * meanwhile): since start, and now */
+	uint64_t cmds_parked, cmds_parked_now;
+	/* now: demotions waiting for a free host slot (their blocks stay in
+	 * their GPU pages until the copy can start) */
+	uint64_t demotions_queued;
 };
 
 struct kvmm_session_info {
@@ -517,7 +523,9 @@ struct kvmm_tier_stats_reply {
 	uint64_t restores_waited;
 	/* now: PREFIX_OPENs whose reply waits for restores */
 	uint64_t prefix_opens_pending;
-	uint64_t reserved[1];
+	/* restores cancelled before they started: every PREFIX_OPEN
+	 * waiting for them went away (its client closed or died) */
+	uint64_t restores_cancelled;
 	struct kvmm_tier_info tiers[3];
 };
 
