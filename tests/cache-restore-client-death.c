@@ -5,10 +5,13 @@
  * nothing: a real kvmmd whose restore jobs each wait 200 ms, content 0 (8
  * blocks) on its NVMe tier.
  *   - a client process sends the PREFIX_OPEN and is killed (SIGKILL)
- *     while it is pending; the restores finish into the cache (the blocks
- *     are valid): no open pending, nothing in flight, as many blocks
- *     cached over all tiers as before, none dropped, the pool holding
- *     exactly the cached GPU blocks, nothing mapped or quarantined;
+ *     while it is pending; the restores that had started finish into the
+ *     cache (the blocks are valid), the others (waiting for a staging
+ *     slot, or queued in the engine) are cancelled: every one of the 8
+ *     either promoted or cancelled, no open pending, nothing in flight,
+ *     as many blocks cached over all tiers as before, none dropped, the
+ *     pool holding exactly the cached GPU blocks, nothing mapped or
+ *     quarantined;
  *   - the daemon goes on serving: a new client opens the same content and
  *     gets it byte-identical;
  *   - a daemon stopped (SIGTERM) while another open is pending exits
@@ -84,8 +87,17 @@ int main(void)
 	t_assert_eq(cached(&ts), cached(&ts0));
 	t_assert_eq(drops(&ts), 0);
 	t_assert_eq(ts.migrations_failed, 0);
-	/* the restores that had started ended in the cache */
+	/* the restores that had started ended in the cache, the others
+	 * were called off (2 staging slots: at most 6 waited for one) */
 	t_assert(ts.tiers[2].promotions_out > ts0.tiers[2].promotions_out);
+	t_assert(ts.restores_cancelled >= 1);
+	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out +
+			    ts.restores_cancelled,
+		    CR_NB);
+	printf("after the death: %llu restores ended, %llu cancelled\n",
+	       (unsigned long long)(ts.tiers[2].promotions_out -
+				    ts0.tiers[2].promotions_out),
+	       (unsigned long long)ts.restores_cancelled);
 	t_ok(td_status(&env.d, &st));
 	t_assert_eq(st.pages_allocated, ts.tiers[0].used_blocks * CC_PPB);
 	t_assert_eq(st.pages_mapped, 0);
