@@ -272,8 +272,9 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		kc_restore_done(c, job);
 		return;
 	}
-	/* an open may wait for this block's move (kc_busy_retry()); reaped
-	 * inside a wait, the settle comes from the loop */
+	/* an open may wait for this block's move (kc_busy_retry()): the
+	 * settle runs after the reap (kc_on_migrate()), or from the loop
+	 * when reaped elsewhere (shutdown) */
 	if (c->pending && !c->settle_timer.armed)
 		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 	c->st.migrations_in_flight--;

@@ -171,8 +171,8 @@ void kc_restore_cancel(struct kd_cache *c, struct kc_entry *e)
 }
 
 /*
- * A restore job ended; called wherever jobs are reaped, even inside a
- * wait for a host slot.  The staging slot goes back at once (a burst of
+ * A restore job ended (reaped, or cancelled before it reached the
+ * engine).  The staging slot goes back at once (a burst of
  * NVMe restores needs the slots), the rest waits for kc_settle() on the
  * loop, where the waiting PREFIX_OPENs get the block.
  */
