@@ -3,8 +3,11 @@
 # the hit counts, per tier, and the modelled times of the in-process replay
 # in its --model-daemon mode, on the first requests of the Mooncake
 # conversation trace: lru at three GPU capacities, lfu and asym at one, and
-# lru and asym with a host tier.  Also: a capacity the daemon was not
-# started with is refused, and kvmmd refuses --cache-policy belady.
+# lru and asym with a host tier; asym at 1000 GPU + 2000 host on the first
+# 768 requests, where the hits once differed at request 767 (kvmmd touched
+# a prefix's restored blocks in the order their copies were settled, not
+# in prefix order).  Also: a capacity the daemon was not started with is
+# refused, and kvmmd refuses --cache-policy belady.
 # Skips (77) without the trace.   timeout: 120
 set -u
 B=${KVMM_BUILD:-build}
@@ -82,6 +85,10 @@ pair lfu 1000 0
 pair asym 1000 0
 pair lru 300 600 20
 pair asym 300 600 20
+# restores settle in submission order (prefix order), whatever order the
+# copies end in: asym learns from the order of uses (Documentation/
+# policy.md, --model-daemon)
+N=768 pair asym 1000 2000
 
 # a daemon started with other capacities is refused, with the reason
 start lru 300 0

@@ -285,6 +285,43 @@ out:
 }
 
 /*
+ * The next ended restore to settle, unlinked if `take`: the one submitted
+ * next after the last settled (or one that never ran).  The engine's
+ * workers end copies in any order, but each settle is a use for the
+ * policy, and the order of uses is what asym learns from (a prefix's
+ * blocks at consecutive ticks from the root): in submission order, which
+ * is prefix order, the policy sees the same uses whatever the timing, as
+ * in kvmm-replay --model-daemon.  The wait is for copies already running
+ * (the engine needs nothing from the loop to end them); at shutdown any
+ * order goes.
+ */
+static struct kc_entry *kc_restored_next(struct kd_cache *c, bool take)
+{
+	struct kc_entry **pp, **found = NULL;
+
+	for (pp = &c->restored; *pp; pp = &(*pp)->restored_next) {
+		uint64_t no = (*pp)->restore_no;
+
+		if (!no || no == c->restores_settled + 1 || c->closing) {
+			found = pp;
+			break;
+		}
+	}
+	if (found && take) {
+		struct kc_entry *e = *found;
+
+		*found = e->restored_next;
+		e->restored_next = NULL;
+		c->nr_restored--;
+		if (e->restore_no > c->restores_settled)
+			c->restores_settled = e->restore_no;
+		e->restore_no = 0;
+		return e;
+	}
+	return found ? *found : NULL;
+}
+
+/*
  * On the loop: settle the restores that ended, then answer the opens that
  * no longer wait.  Replies go after every list walk (a reply that fails
  * ends its session, which drops that session's pending open).
@@ -292,17 +329,16 @@ out:
 void kc_settle(struct kd_cache *c)
 {
 	struct kc_pending *done = NULL, **pp;
+	struct kc_entry *e;
 
 	if (c->restored && c->pol)
 		pol_cache_set_clock(c->pol, kd_now_ns());
 	do {
-		while (c->restored) {
-			struct kc_entry *e = c->restored;
-
-			c->restored = e->restored_next;
-			e->restored_next = NULL;
-			c->nr_restored--;
+		while ((e = kc_restored_next(c, true))) {
 			kc_restore_settle(c, e);
+			/* what its policy call killed goes now, not whenever
+			 * the next copy ends */
+			kc_reap_dead(c);
 		}
 		/* settled restores and ended demotions gave slots back:
 		 * restores (a client waits) first, then demotions (one that
@@ -311,7 +347,7 @@ void kc_settle(struct kd_cache *c)
 		kc_demote_pump(c, !c->opened || c->closing);
 		kc_busy_retry(c);
 		kc_staging_pump(c, !c->opened || c->closing);
-	} while (c->restored);
+	} while (kc_restored_next(c, false));
 	kc_reap_dead(c);
 	for (pp = &c->pending; *pp;) {
 		struct kc_pending *pr = *pp;

@@ -57,6 +57,9 @@ struct kc_entry {
 	struct kc_entry *next; /* hash chain */
 	struct kc_entry *dead_next;
 	struct kc_entry *restored_next; /* restore done, not yet settled */
+	/* 1 + the restores handed to the engine before this one's: restores
+	 * settle in that order (0: never ran, settles at once) */
+	uint64_t restore_no;
 	struct kc_entry *staging_next; /* NVMe restore waiting for a slot */
 	/* a demotion waiting for a host slot (job not submitted: the bytes
 	 * are only in the GPU pages, e->blk) */
@@ -137,6 +140,8 @@ struct kd_cache {
 	struct kd_file mig_file;
 	struct kc_entry *restored; /* restores done, to settle */
 	uint64_t nr_restored; /* on that list (in flight for TIER_STATS) */
+	uint64_t restores_submitted; /* restore_no of the latest */
+	uint64_t restores_settled; /* all up to this restore_no are */
 	/* NVMe restores waiting for a free host slot to stage in (FIFO) */
 	struct kc_entry *staging_head, *staging_tail;
 	struct kd_timer settle_timer; /* settles those from the loop */

@@ -82,6 +82,7 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 			goto err_put;
 		}
 		c->st.migrations_in_flight++;
+		e->restore_no = ++c->restores_submitted;
 	}
 	e->job = job;
 	e->rblk = blk;
@@ -123,6 +124,7 @@ void kc_staging_pump(struct kd_cache *c, bool fail_all)
 			err = migrate_submit(c->mig, job);
 		if (!err) {
 			c->st.migrations_in_flight++;
+			e->restore_no = ++c->restores_submitted;
 			continue;
 		}
 		if (job->host_slot != MIGRATE_NO_SLOT)

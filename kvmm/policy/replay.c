@@ -143,12 +143,12 @@ static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
 		refd[(*nref)++] = h[i];
 }
 
+/* Last killed first, as kvmmd's kc_reap_dead() takes its list. */
 static void daemon_reap(struct pol_cache *c, const uint64_t *dead,
 			uint32_t *ndead)
 {
-	for (uint32_t i = 0; i < *ndead; i++)
-		pol_cache_remove(c, dead[i]);
-	*ndead = 0;
+	while (*ndead)
+		pol_cache_remove(c, dead[--*ndead]);
 }
 
 /* A request as kvmmd sees it (pol_replay_opts.daemon_model); refd has
@@ -164,8 +164,10 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		pol_cache_ref(c, h[i]);
 	/* kvmmd shares the GPU blocks at once and releases its pins on the
 	 * prefix; the blocks it restores from a lower tier stay pinned while
-	 * their copies run and are touched when the copies complete, after
-	 * the pin is released (kc_restore_settle) */
+	 * their copies run and are touched when the restores are settled,
+	 * after the pin is released (kc_restore_settle), in prefix order
+	 * (the order it submitted them, kc_restored_next), each followed by
+	 * a reap */
 	for (uint32_t i = 0; i < k; i++)
 		dead[n + i] = pol_cache_tier_of(c, h[i]) == POL_TIER_GPU;
 	for (uint32_t i = 0; i < k; i++)
@@ -179,8 +181,8 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		if (!dead[n + i]) {
 			pol_cache_unref(c, h[i]);
 			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+			daemon_reap(c, dead, &ndead);
 		}
-	daemon_reap(c, dead, &ndead);
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
 	for (uint32_t i = k; i < n; i++)
 		if (pol_cache_tier_of(c, h[i]) == POL_TIER_NONE)
