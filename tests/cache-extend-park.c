@@ -12,10 +12,12 @@
  *      checked), asks for the tier counters and closes, all well within
  *      DELAY_MS, while A's extend is still parked (cmds_parked_now 1).
  *      Then A gets its 3 blocks; counters: one command parked, none now.
+ *      Two clients parked at once both get their pages.
  *   2. A client killed while its extend is parked leaves nothing: the
  *      parked command goes with its session at once, the copies end in
  *      the host tier, the pool holds exactly the cached GPU blocks, and
  *      a new client's extend then finds its pages without parking.
+ *      kvmmd stopped while an extend is parked exits cleanly.
  *   3. A PREFIX_OPEN whose restores need room in the full pool parks the
  *      same way (the victims' copies), then waits for its restores, and
  *      gets its prefix (3 blocks from the host tier, 1 shared),
@@ -255,6 +257,61 @@ static void death_while_parked(void)
 	t_assert_eq(td_stop(&d), 0);
 }
 
+/* Two clients parked at once: both get their pages. */
+static void two_parked(void)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st;
+	struct td_daemon d;
+	int64_t res[2];
+	int fd[2];
+	pid_t a, b;
+
+	start(&d, DELAY_MS);
+	t_ok(pipe(fd));
+	a = extender(d.sock, 3, fd[1], false);
+	wait_parked(&d, 1);
+	b = extender(d.sock, 3, fd[1], false);
+	wait_parked(&d, 2);
+	t_assert_eq(cc_wait_child(a), 0);
+	t_assert_eq(cc_wait_child(b), 0);
+	for (int i = 0; i < 2; i++) {
+		t_assert_eq(read(fd[0], res, sizeof(res)), sizeof(res));
+		t_assert_eq(res[0], 0);
+	}
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.cmds_parked, 2);
+	t_assert_eq(st.cmds_parked_now, 0);
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.pressure_reclaims, 6);
+	t_assert_eq(ts.tiers[1].used_blocks, 6);
+	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB - 6);
+	close(fd[0]);
+	close(fd[1]);
+	t_assert_eq(td_stop(&d), 0);
+}
+
+/* kvmmd stopped while an extend is parked exits cleanly (under ASan: no
+ * leak of the parked request). */
+static void shutdown_while_parked(void)
+{
+	struct td_daemon d;
+	int fd[2];
+	char ch;
+	pid_t a;
+
+	start(&d, DELAY_MS);
+	t_ok(pipe(fd));
+	a = extender(d.sock, 2, fd[1], true);
+	t_assert_eq(read(fd[0], &ch, 1), 1);
+	wait_parked(&d, 1);
+	t_assert_eq(td_stop(&d), 0);
+	t_ok(kill(a, SIGKILL));
+	t_assert_eq(cc_wait_child(a), 128 + SIGKILL);
+	close(fd[0]);
+	close(fd[1]);
+}
+
 /* A PREFIX_OPEN that must make room for its restores parks the same
  * way, then waits for its restores, and gets the prefix. */
 static void prefix_open_parked(void)
@@ -346,7 +403,9 @@ static void parked_too_long(void)
 int main(void)
 {
 	served_meanwhile();
+	two_parked();
 	death_while_parked();
+	shutdown_while_parked();
 	prefix_open_parked();
 	parked_too_long();
 	printf("extends parked for demotions ok\n");
