@@ -60,15 +60,25 @@ pair() { # policy gpu host [min-host-hits]
 	local a b
 	start "$1" "$2" "$3"
 	a=$("$R" --trace "$T" --policy "$1" --gpu-blocks "$2" --host-blocks "$3" \
-		--max-requests "$N" --daemon "$D/s" --json) || fail "daemon replay $*"
+		--max-requests "$N" --daemon "$D/s" --per-request "$D/a.req" \
+		--json) || fail "daemon replay $*"
 	stop
 	b=$("$R" --trace "$T" --policy "$1" --gpu-blocks "$2" --host-blocks "$3" \
-		--max-requests "$N" --model-daemon --json) || fail "in-process replay $*"
+		--max-requests "$N" --model-daemon --per-request "$D/b.req" \
+		--json) || fail "in-process replay $*"
 	a=$(echo "$a" | strip)
 	b=$(echo "$b" | strip)
 	[ "$a" == "$b" ] || fail "$*: daemon and in-process differ:
 daemon:     $a
-in-process: $b"
+in-process: $b
+first request whose hits differ (request hits gpu host nvme):
+$(paste -d'|' "$D/a.req" "$D/b.req" |
+		awk -F'|' '$1 != $2 { print "daemon: " $1 "; in-process: " $2; exit }')"
+	# --per-request: a line per request, adding up to the hits
+	[ "$(wc -l <"$D/a.req")" == "$N" ] || fail "$*: --per-request lines"
+	h=$(awk '{ s += $2 } END { print s }' "$D/a.req")
+	echo "$a" | grep -q "\"hit_blocks\":$h," ||
+		fail "$*: --per-request adds up to $h hits: $a"
 	echo "$a" | grep -q "\"requests\":$N," || fail "$*: not $N requests: $a"
 	echo "$a" | grep -q '"hit_blocks":0,' && fail "$*: no hits at all: $a"
 	if [ "${4:-0}" != 0 ] && [ "$N" -ge 1500 ]; then

@@ -342,6 +342,13 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		res->modeled_prefill_s += cost;
 		res->modeled_prefill_nocache_s += nocache;
 		prefill[r] = cost;
+		if (o->request_hits) {
+			uint64_t by_tier[POL_TIER_COUNT] = { 0 };
+
+			for (uint32_t i = 0; i < k; i++)
+				by_tier[where[i]]++;
+			o->request_hits(o->request_hits_arg, r, by_tier);
+		}
 
 		if (o->daemon_model)
 			daemon_request(c, h, n, k, 2 * (uint64_t)r + 1, refd);

@@ -48,6 +48,10 @@ struct pol_replay_opts {
 	 * --cache-output.
 	 */
 	bool daemon_model;
+	/* called after each request's lookup with its hits per tier (may be
+	 * NULL; kvmm-replay --per-request) */
+	void (*request_hits)(void *arg, size_t r, const uint64_t *hits);
+	void *request_hits_arg;
 };
 
 struct pol_replay_result {

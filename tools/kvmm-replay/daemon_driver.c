@@ -270,8 +270,12 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 
 		cur = r;
 		if (!n) {
+			uint64_t none[POL_TIER_COUNT] = { 0 };
+
 			prefill[r] = 0;
 			res->requests++;
+			if (o->request_hits)
+				o->request_hits(o->request_hits_arg, r, none);
 			continue;
 		}
 		for (uint32_t i = 0; i < n; i++)
@@ -305,6 +309,8 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 			goto out;
 		}
 		st0 = st1;
+		if (o->request_hits)
+			o->request_hits(o->request_hits_arg, r, from);
 		/* the daemon does not say which hit came from where, only
 		 * how many: the cost needs only the counts (a reload costs
 		 * the same at every position) */

@@ -9,12 +9,14 @@
  *               [--profile NAME|PATH] [--prefill-servers N]
  *               [--cache-output] [--prefix-rule on|off]
  *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
- *               [--model-daemon] [--progress] [--json]
+ *               [--model-daemon] [--per-request FILE] [--progress]
+ *               [--json]
  *
  * --daemon SOCKET replays through a running kvmmd (daemon_driver.c)
  * instead of the in-process policy code; --model-daemon makes the
  * in-process replay touch the cache as kvmmd does, and then the two give
- * the same hit counts (Documentation/policy.md).
+ * the same hit counts (Documentation/policy.md).  --per-request FILE
+ * writes each request's hits per tier, to find where two replays part.
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -40,7 +42,7 @@ static void usage(FILE *f)
 		"                   [--cache-output] [--prefix-rule on|off]\n"
 		"                   [--sweep N1,N2,...] [--daemon SOCKET]\n"
 		"                   [--max-requests N] [--model-daemon]\n"
-		"                   [--progress] [--json]\n"
+		"                   [--per-request FILE] [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n");
 }
 
@@ -78,6 +80,17 @@ static void progress(void *arg, size_t done, size_t total)
 		(const char *)arg, done, total);
 }
 
+/* --per-request: "request hit_blocks gpu host nvme", request from 0 */
+static void request_hits(void *arg, size_t r, const uint64_t *hits)
+{
+	fprintf(arg, "%zu %llu %llu %llu %llu\n", r,
+		(unsigned long long)(hits[POL_TIER_GPU] + hits[POL_TIER_HOST] +
+				     hits[POL_TIER_NVME]),
+		(unsigned long long)hits[POL_TIER_GPU],
+		(unsigned long long)hits[POL_TIER_HOST],
+		(unsigned long long)hits[POL_TIER_NVME]);
+}
+
 static void print_row(const struct pol_replay_result *r)
 {
 	char cap[32];
@@ -110,13 +123,15 @@ int main(int argc, char **argv)
 		{ "progress", no_argument, NULL, 'q' },
 		{ "max-requests", required_argument, NULL, 'm' },
 		{ "model-daemon", no_argument, NULL, 'M' },
+		{ "per-request", required_argument, NULL, 'R' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct pol_replay_opts o = { .size = sizeof(o), .prefix_rule = -1 };
 	const char *trace = NULL, *policy = NULL, *profile = NULL,
-		   *daemon = NULL;
+		   *daemon = NULL, *per_request = NULL;
+	FILE *per_request_f = NULL;
 	uint64_t sweep[MAX_SWEEP], max_requests = 0;
 	size_t nsweep = 0;
 	bool json = false, have_gpu = false, want_progress = false;
@@ -213,6 +228,9 @@ int main(int argc, char **argv)
 		case 'M':
 			o.daemon_model = true;
 			break;
+		case 'R':
+			per_request = optarg;
+			break;
 		case 'q':
 			want_progress = true;
 			break;
@@ -246,6 +264,9 @@ int main(int argc, char **argv)
 				"as kvmmd was started\n");
 		return 2;
 	}
+	if (per_request && nsweep > 1)
+		return die_usage("%s", "--per-request takes one capacity, "
+				       "not a --sweep");
 	if (profile) {
 		e = pol_cost_load(profile, &model, err, sizeof(err));
 		if (e) {
@@ -268,6 +289,17 @@ int main(int argc, char **argv)
 		pol_trace_free(&t);
 		return 1;
 	}
+	if (per_request) {
+		per_request_f = fopen(per_request, "w");
+		if (!per_request_f) {
+			fprintf(stderr, "kvmm-replay: --per-request %s: %s\n",
+				per_request, strerror(errno));
+			pol_trace_free(&t);
+			return 1;
+		}
+		o.request_hits = request_hits;
+		o.request_hits_arg = per_request_f;
+	}
 	if (want_progress || isatty(STDERR_FILENO)) {
 		o.progress = progress;
 		o.progress_arg = (void *)policy;
@@ -287,6 +319,8 @@ int main(int argc, char **argv)
 		if (e) {
 			fprintf(stderr, "kvmm-replay: replay failed: %s\n",
 				strerror(-e));
+			if (per_request_f)
+				fclose(per_request_f);
 			pol_trace_free(&t);
 			return 1;
 		}
@@ -299,5 +333,10 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	pol_trace_free(&t);
+	if (per_request_f && fclose(per_request_f)) {
+		fprintf(stderr, "kvmm-replay: --per-request %s: %s\n",
+			per_request, strerror(errno));
+		return 1;
+	}
 	return 0;
 }
