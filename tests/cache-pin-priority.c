@@ -10,6 +10,12 @@
  * client's extend then needs exactly one cached block's pages.  Without a
  * priority the victim is Y; with X at priority -128 the victim is X.
  * The victim's pages are the ones the extend gets.
+ *
+ * Several sessions' priorities on one block: the highest counts.  A
+ * second session giving X priority 0 keeps it (the victim is Y again);
+ * when that session ends, X's priority falls back to the first
+ * session's -128 and X is the victim (kvmmd keeps the block's highest
+ * priority per block and recomputes it when its holder goes).
  */
 #include <sys/wait.h>
 
@@ -30,8 +36,26 @@ static void publish(const char *sock, int k, uint32_t *ids)
 	t_assert_eq(cc_publish_content(sock, &h, 1, 40 + k, ids), 0);
 }
 
+enum prio_mode {
+	NO_PRIO, /* no priority */
+	LOW, /* X at -128 */
+	LOW_AND_ZERO, /* X at -128 from one session, 0 from another */
+	LOW_ZERO_GONE, /* ... and the other session ended */
+};
+
+static void set_prio(struct kvmm_conn *c, uint64_t hash, int prio)
+{
+	struct kvmm_pin_opts o = { .size = sizeof(o),
+				   .flags = KVMM_PIN_F_PRIORITY |
+					    KVMM_PIN_F_PRIORITY_ONLY,
+				   .priority = prio };
+
+	t_ok(kvmm_block_pin(c, hash, &o));
+	t_assert_eq(o.pins, 1);
+}
+
 /* 1: X was the victim, 2: Y. */
-static int victim(int prio)
+static int victim(enum prio_mode mode)
 {
 	const char *args[] = {
 		"--gpu-mem", "2M", "--cache-gpu-blocks", "8", "--cache-policy",
@@ -43,7 +67,7 @@ static int victim(int prio)
 					.map_ahead_set = 1 };
 	struct kvmm_prefix_open_reply rep;
 	struct kvmm_tier_stats_reply ts;
-	struct kvmm_conn *p;
+	struct kvmm_conn *p, *q = NULL;
 	struct td_daemon d;
 	uint64_t hx = hash_of(0);
 	uint32_t seq, got[CC_PPB];
@@ -57,14 +81,25 @@ static int victim(int prio)
 	publish(d.sock, 1, y);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &p));
-	if (prio) {
-		struct kvmm_pin_opts o = { .size = sizeof(o),
-					   .flags = KVMM_PIN_F_PRIORITY |
-						    KVMM_PIN_F_PRIORITY_ONLY,
-					   .priority = -128 };
+	if (mode != NO_PRIO)
+		set_prio(p, hx, -128);
+	if (mode == LOW_AND_ZERO || mode == LOW_ZERO_GONE) {
+		t_ok(kvmm_connect(&co, &q));
+		set_prio(q, hx, 0);
+		if (mode == LOW_ZERO_GONE) {
+			struct kvmm_status_reply st;
 
-		t_ok(kvmm_block_pin(p, hx, &o));
-		t_assert_eq(o.pins, 1);
+			kvmm_disconnect(q);
+			q = NULL;
+			/* the session's end has run once it is not counted */
+			for (int i = 0; i < 500; i++) {
+				t_ok(td_status(&d, &st));
+				if (st.pins == 1)
+					break;
+				usleep(10000);
+			}
+			t_assert_eq(st.pins, 1);
+		}
 	}
 	/* X's second use */
 	cc_connect(&b, d.sock);
@@ -89,6 +124,8 @@ static int victim(int prio)
 	}
 	cc_seq_close(&b, seq, ids, 7 * CC_PPB);
 	cc_disconnect(&b);
+	if (q)
+		kvmm_disconnect(q);
 	kvmm_disconnect(p);
 	r = td_stop(&d);
 	if (r) {
@@ -100,7 +137,9 @@ static int victim(int prio)
 
 int main(void)
 {
-	t_assert_eq(victim(0), 2); /* X, used twice, is kept */
-	t_assert_eq(victim(1), 1); /* unless its priority is -128 */
+	t_assert_eq(victim(NO_PRIO), 2); /* X, used twice, is kept */
+	t_assert_eq(victim(LOW), 1); /* unless its priority is -128 */
+	t_assert_eq(victim(LOW_AND_ZERO), 2); /* the highest counts */
+	t_assert_eq(victim(LOW_ZERO_GONE), 1); /* ... while it is held */
 	return T_PASS;
 }

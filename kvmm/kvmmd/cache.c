@@ -102,6 +102,7 @@ void kc_reap_dead(struct kd_cache *c)
 		if (e->in_pol) {
 			e->in_pol = false;
 			pol_cache_remove(c->pol, e->hash);
+			kd_pin_block_gone(c->d, e->hash, e->gen);
 		}
 		/* a demotion waiting for a host slot never started */
 		if (e->job && !kc_demote_unqueue(c, e)) {
@@ -405,6 +406,11 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
 	struct kd_cache *c = d->cache;
 
 	return c && c->pol ? pol_cache_capacity(c->pol, POL_TIER_GPU) : 0;
+}
+
+uint64_t kd_cache_block_bytes(struct kd_daemon *d)
+{
+	return d->cache ? d->cache->block_bytes : 0;
 }
 
 /* A variable-length command: the struct, then n u64 (copied into a new

@@ -199,6 +199,7 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		c->st.tiers[from].drops++;
 		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
 		e->in_pol = false;
+		kd_pin_block_gone(c->d, e->hash, e->gen);
 		/* a demotion still waiting for a host slot is called off */
 		if (e->job && !kc_demote_unqueue(c, e)) {
 			e->drop_after = true;

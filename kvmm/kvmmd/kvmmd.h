@@ -178,6 +178,7 @@ struct kd_daemon {
 	/* --profile, corrected online by telemetry (tel_feed.cost) */
 	struct pol_cost_model *cost;
 	struct kd_timer tel_timer;
+	struct kd_pins *pins; /* pin.c: NULL while no session pins */
 };
 
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg);
@@ -378,12 +379,19 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 /* ---- pin.c ---- */
 
 struct kd_pin;
+struct kd_pins;
 /* BLOCK_PIN / BLOCK_UNPIN (socket); 1 when replied, else the status. */
 int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	       const void *p, size_t len);
 int kd_unpin_cmd(struct kd_session *s, const void *p, size_t len);
 /* Session end: release every pin record of the session. */
 void kd_pin_release_all(struct kd_session *s);
+/* The cache entry (hash, gen) left the policy (dropped, failed copy): its
+ * pin records go with it (cache.c, cache_demote.c). */
+void kd_pin_block_gone(struct kd_daemon *d, uint64_t hash, uint64_t gen);
+/* ADMIN_SESSIONS, ADMIN_STATUS: the pin fields. */
+void kd_pin_session_info(struct kd_session *s, struct kvmm_session_info *i);
+void kd_pin_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /* ---- revoke.c ---- */
 

@@ -9,16 +9,29 @@
  *                   evicted from its tier while any is held);
  *   TTL pin         the block's TTL is the latest expiry among the live
  *                   TTL records (pol_cache_set_ttl(): the policy compares
- *                   it with its clock, kd_now_ns(), so nothing has to
- *                   run when a TTL passes);
+ *                   it with its clock, so its decisions are right even
+ *                   before the record is dropped);
  *   priority        the highest priority among the records that carry
  *                   one, 0 when none does (pol_cache_set_priority()).
+ *
+ * Those two are kept per block (struct pin_block, one per pinned cache
+ * entry, with the list of its records), so a pin, an unpin or an expiry
+ * costs O(1) (O(log n) for a TTL record: the heap below), plus, when the
+ * record that set the block's latest expiry or highest priority goes, a
+ * walk of that block's own records (one per session pinning it).  A
+ * session's end costs O(its records), not O(its records * all records).
+ * Records are found by (session, hash) and blocks by (hash, generation)
+ * in two hash tables; TTL records are also in a min-heap on their expiry,
+ * and one loop timer armed at the earliest drops each record when its
+ * TTL passes, so the quota and kvmmctl tell the truth without waiting for
+ * the session's next call.
  *
  * Records name the cache entry by hash and generation: a block that left
  * the cache (dropped, failed copy) took its policy state with it, and a
  * later block with the same hash is a new entry the old records must not
- * touch.  Expired TTL records are purged when their session next pins or
- * unpins and at its end; until then they count against its quota.  Every
+ * touch.  The cache tells pin.c when an entry leaves the policy
+ * (kd_pin_block_gone(): its records are dropped then); lookups still
+ * check the entry, so a record is never applied to another one.  Every
  * record of a session is released when it ends, however it ends.
  *
  * The quota (records per session, kvmmd --pin-quota, default a quarter of
@@ -32,17 +45,262 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/policy/policy.h"
 
+/* A chained hash table of intrusive nodes; the caller compares keys. */
+struct pin_hnode {
+	struct pin_hnode *next;
+	uint64_t key;
+};
+
+struct pin_tab {
+	struct pin_hnode **b;
+	uint64_t mask; /* buckets - 1 */
+	uint64_t n;
+};
+
+struct pin_block;
+
 struct kd_pin {
-	struct kd_pin *next;
+	struct pin_hnode node; /* kd_pins.recs: key (session, hash) */
+	struct kd_session *s;
+	struct kd_pin *s_prev, *s_next; /* the session's records */
+	struct kd_pin *b_prev, *b_next; /* the block's records */
+	struct pin_block *blk;
 	uint64_t hash;
-	uint64_t gen; /* the cache entry pinned (cache.c) */
 	uint64_t expires; /* TTL pins: kd_now_ns() deadline, else 0 */
 	uint32_t flags; /* KVMM_PIN_F_* as asked */
 	int32_t priority;
+	uint32_t heap; /* index in kd_pins.heap, PIN_NO_HEAP if not TTL */
 };
+
+/* The records on one cache entry, and what they told the policy. */
+struct pin_block {
+	struct pin_hnode node; /* kd_pins.blocks: key (hash, gen) */
+	uint64_t hash, gen;
+	struct kd_pin *recs;
+	uint32_t nr_prio; /* records with KVMM_PIN_F_PRIORITY */
+	uint64_t ttl; /* latest expiry of its TTL records, 0 none */
+	int prio; /* highest priority of those with one, 0 none */
+};
+
+/* The daemon's pins (d->pins); freed when a session ends and none is
+ * left. */
+struct kd_pins {
+	struct kd_daemon *d;
+	struct pin_tab recs, blocks;
+	struct kd_pin **heap; /* TTL records, earliest expiry at [0] */
+	uint32_t heap_n, heap_cap;
+	uint64_t nr_recs;
+	struct kd_timer timer; /* at heap[0]'s expiry */
+};
+
+#define PIN_NO_HEAP UINT32_MAX
+#define PIN_TAB_MIN 64u
 
 #define PIN_FLAGS \
 	(KVMM_PIN_F_TTL | KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY)
+
+/* ---- hash tables ---- */
+
+static uint64_t pin_mix(uint64_t a, uint64_t b)
+{
+	uint64_t x = a ^ (b * 0x9e3779b97f4a7c15ull);
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
+static int tab_init(struct pin_tab *t)
+{
+	t->b = calloc(PIN_TAB_MIN, sizeof(*t->b));
+	if (!t->b)
+		return -ENOMEM;
+	t->mask = PIN_TAB_MIN - 1;
+	t->n = 0;
+	return 0;
+}
+
+static struct pin_hnode *tab_first(const struct pin_tab *t, uint64_t key)
+{
+	return t->b[key & t->mask];
+}
+
+/* Double the buckets past one node per bucket; a failed grow only makes
+ * the chains longer. */
+static void tab_grow(struct pin_tab *t)
+{
+	uint64_t nb = (t->mask + 1) * 2;
+	struct pin_hnode **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;
+	for (uint64_t i = 0; i <= t->mask; i++) {
+		while (t->b[i]) {
+			struct pin_hnode *n = t->b[i];
+
+			t->b[i] = n->next;
+			n->next = b[n->key & (nb - 1)];
+			b[n->key & (nb - 1)] = n;
+		}
+	}
+	free(t->b);
+	t->b = b;
+	t->mask = nb - 1;
+}
+
+static void tab_add(struct pin_tab *t, struct pin_hnode *n)
+{
+	if (t->n > t->mask)
+		tab_grow(t);
+	n->next = t->b[n->key & t->mask];
+	t->b[n->key & t->mask] = n;
+	t->n++;
+}
+
+static void tab_del(struct pin_tab *t, struct pin_hnode *n)
+{
+	struct pin_hnode **pp = &t->b[n->key & t->mask];
+
+	while (*pp != n)
+		pp = &(*pp)->next;
+	*pp = n->next;
+	t->n--;
+}
+
+/* ---- the TTL heap ---- */
+
+static void heap_set(struct kd_pins *ps, uint32_t i, struct kd_pin *p)
+{
+	ps->heap[i] = p;
+	p->heap = i;
+}
+
+static void heap_up(struct kd_pins *ps, uint32_t i)
+{
+	struct kd_pin *p = ps->heap[i];
+
+	while (i) {
+		uint32_t up = (i - 1) / 2;
+
+		if (ps->heap[up]->expires <= p->expires)
+			break;
+		heap_set(ps, i, ps->heap[up]);
+		i = up;
+	}
+	heap_set(ps, i, p);
+}
+
+static void heap_down(struct kd_pins *ps, uint32_t i)
+{
+	struct kd_pin *p = ps->heap[i];
+
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+
+		if (c >= ps->heap_n)
+			break;
+		if (c + 1 < ps->heap_n &&
+		    ps->heap[c + 1]->expires < ps->heap[c]->expires)
+			c++;
+		if (p->expires <= ps->heap[c]->expires)
+			break;
+		heap_set(ps, i, ps->heap[c]);
+		i = c;
+	}
+	heap_set(ps, i, p);
+}
+
+/* After heap_reserve(). */
+static void heap_add(struct kd_pins *ps, struct kd_pin *p)
+{
+	heap_set(ps, ps->heap_n++, p);
+	heap_up(ps, p->heap);
+}
+
+static void heap_del(struct kd_pins *ps, struct kd_pin *p)
+{
+	uint32_t i = p->heap;
+	struct kd_pin *last = ps->heap[--ps->heap_n];
+
+	p->heap = PIN_NO_HEAP;
+	if (last == p)
+		return;
+	heap_set(ps, i, last);
+	heap_up(ps, i);
+	heap_down(ps, last->heap);
+}
+
+/* Room for one more TTL record, so that adding one cannot fail later. */
+static int heap_reserve(struct kd_pins *ps)
+{
+	uint32_t cap = ps->heap_cap ? 2 * ps->heap_cap : 64;
+	struct kd_pin **h;
+
+	if (ps->heap_n < ps->heap_cap)
+		return 0;
+	h = realloc(ps->heap, cap * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	ps->heap = h;
+	ps->heap_cap = cap;
+	return 0;
+}
+
+/* ---- state ---- */
+
+static void pin_on_timer(struct kd_loop *loop, struct kd_timer *t);
+
+static struct kd_pins *pins_get(struct kd_daemon *d)
+{
+	struct kd_pins *ps = d->pins;
+
+	if (ps)
+		return ps;
+	ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return NULL;
+	if (tab_init(&ps->recs) || tab_init(&ps->blocks)) {
+		free(ps->recs.b);
+		free(ps);
+		return NULL;
+	}
+	ps->d = d;
+	ps->timer.fn = pin_on_timer;
+	ps->timer.data = ps;
+	d->pins = ps;
+	return ps;
+}
+
+static void pins_put_if_empty(struct kd_daemon *d)
+{
+	struct kd_pins *ps = d->pins;
+
+	if (!ps || ps->nr_recs)
+		return;
+	kd_timer_cancel(&d->loop, &ps->timer);
+	free(ps->recs.b);
+	free(ps->blocks.b);
+	free(ps->heap);
+	free(ps);
+	d->pins = NULL;
+}
+
+/* Arm the timer at the earliest TTL (none: disarm). */
+static void pins_rearm(struct kd_pins *ps)
+{
+	struct kd_loop *loop = &ps->d->loop;
+
+	if (!ps->heap_n) {
+		if (ps->timer.armed)
+			kd_timer_cancel(loop, &ps->timer);
+		return;
+	}
+	if (!ps->timer.armed || ps->timer.when_ns != ps->heap[0]->expires)
+		kd_timer_arm(loop, &ps->timer, ps->heap[0]->expires);
+}
+
+/* ---- records and blocks ---- */
 
 /* A record that holds one pol_cache_pin(). */
 static bool pin_is_hard(const struct kd_pin *p)
@@ -66,83 +324,214 @@ static uint32_t pin_quota(struct kd_daemon *d)
 	return q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
 }
 
-/* Recompute the block's TTL and priority from every live record. */
-static void pin_apply(struct kd_daemon *d, uint64_t hash, uint64_t gen)
+static struct pol_cache *block_policy(struct kd_daemon *d,
+				      const struct pin_block *b)
 {
-	struct pol_cache *pol = kd_cache_pin_policy(d, hash, gen);
-	uint64_t now = kd_now_ns(), ttl = 0;
-	int prio = 0;
-	bool any_prio = false;
-
-	if (!pol)
-		return;
-	for (struct kd_session *s = d->sessions; s; s = s->next) {
-		for (struct kd_pin *p = s->pins; p; p = p->next) {
-			if (p->hash != hash || p->gen != gen ||
-			    !pin_live(p, now))
-				continue;
-			if ((p->flags & KVMM_PIN_F_TTL) && p->expires > ttl)
-				ttl = p->expires;
-			if (p->flags & KVMM_PIN_F_PRIORITY) {
-				if (!any_prio || p->priority > prio)
-					prio = p->priority;
-				any_prio = true;
-			}
-		}
-	}
-	(void)pol_cache_set_ttl(pol, hash, ttl);
-	(void)pol_cache_set_priority(pol, hash, prio);
+	return kd_cache_pin_policy(d, b->hash, b->gen);
 }
 
-/* Unlink and free a record, giving back what it held in the policy.  The
- * caller calls pin_apply() (after the record is gone). */
-static void pin_drop(struct kd_session *s, struct kd_pin **pp)
+static struct pin_block *block_find(struct kd_pins *ps, uint64_t hash,
+				    uint64_t gen)
 {
-	struct kd_pin *p = *pp;
-	struct pol_cache *pol = kd_cache_pin_policy(s->d, p->hash, p->gen);
+	uint64_t key = pin_mix(hash, gen);
 
-	if (pol && pin_is_hard(p))
-		(void)pol_cache_unpin(pol, p->hash);
-	*pp = p->next;
+	for (struct pin_hnode *n = tab_first(&ps->blocks, key); n;
+	     n = n->next) {
+		struct pin_block *b = (struct pin_block *)n;
+
+		if (n->key == key && b->hash == hash && b->gen == gen)
+			return b;
+	}
+	return NULL;
+}
+
+static struct kd_pin *rec_find(struct kd_pins *ps, struct kd_session *s,
+			       uint64_t hash)
+{
+	uint64_t key = pin_mix(hash, (uintptr_t)s);
+
+	for (struct pin_hnode *n = tab_first(&ps->recs, key); n; n = n->next) {
+		struct kd_pin *p = (struct kd_pin *)n;
+
+		if (n->key == key && p->s == s && p->hash == hash)
+			return p;
+	}
+	return NULL;
+}
+
+/* A record's share of its block's TTL and priority. */
+static void block_add_share(struct pin_block *b, const struct kd_pin *p)
+{
+	if ((p->flags & KVMM_PIN_F_TTL) && p->expires > b->ttl)
+		b->ttl = p->expires;
+	if (p->flags & KVMM_PIN_F_PRIORITY) {
+		if (!b->nr_prio++ || p->priority > b->prio)
+			b->prio = p->priority;
+	}
+}
+
+/* Take p's share back (p is off the block's list already): only when p
+ * set the latest expiry or the highest priority are the others walked. */
+static void block_drop_share(struct pin_block *b, const struct kd_pin *p)
+{
+	bool ttl = (p->flags & KVMM_PIN_F_TTL) && p->expires == b->ttl;
+	bool prio = false, any = false;
+
+	if (p->flags & KVMM_PIN_F_PRIORITY) {
+		b->nr_prio--;
+		prio = p->priority == b->prio;
+	}
+	if (!ttl && !prio)
+		return;
+	if (ttl)
+		b->ttl = 0;
+	for (const struct kd_pin *q = b->recs; q; q = q->b_next) {
+		if (ttl && (q->flags & KVMM_PIN_F_TTL) && q->expires > b->ttl)
+			b->ttl = q->expires;
+		if (prio && (q->flags & KVMM_PIN_F_PRIORITY) &&
+		    (!any || q->priority > b->prio)) {
+			b->prio = q->priority;
+			any = true;
+		}
+	}
+	if (prio && !any)
+		b->prio = 0;
+}
+
+/* Tell the policy the block's TTL and priority when they changed. */
+static void block_push(struct kd_daemon *d, const struct pin_block *b,
+		       uint64_t old_ttl, int old_prio)
+{
+	struct pol_cache *pol;
+
+	if (b->ttl == old_ttl && b->prio == old_prio)
+		return;
+	pol = block_policy(d, b);
+	if (!pol)
+		return;
+	if (b->ttl != old_ttl)
+		(void)pol_cache_set_ttl(pol, b->hash, b->ttl);
+	if (b->prio != old_prio)
+		(void)pol_cache_set_priority(pol, b->hash, b->prio);
+}
+
+static void block_link(struct pin_block *b, struct kd_pin *p)
+{
+	p->blk = b;
+	p->b_prev = NULL;
+	p->b_next = b->recs;
+	if (b->recs)
+		b->recs->b_prev = p;
+	b->recs = p;
+}
+
+static void block_unlink(struct pin_block *b, struct kd_pin *p)
+{
+	if (p->b_prev)
+		p->b_prev->b_next = p->b_next;
+	else
+		b->recs = p->b_next;
+	if (p->b_next)
+		p->b_next->b_prev = p->b_prev;
+	p->blk = NULL;
+}
+
+/* Unlink and free a record, giving back what it held in the policy. */
+static void pin_drop(struct kd_pins *ps, struct kd_pin *p)
+{
+	struct kd_session *s = p->s;
+	struct pin_block *b = p->blk;
+	uint64_t ttl = b->ttl;
+	int prio = b->prio;
+
+	if (pin_is_hard(p)) {
+		struct pol_cache *pol = block_policy(ps->d, b);
+
+		if (pol)
+			(void)pol_cache_unpin(pol, b->hash);
+	}
+	block_unlink(b, p);
+	block_drop_share(b, p);
+	block_push(ps->d, b, ttl, prio);
+	if (!b->recs) {
+		tab_del(&ps->blocks, &b->node);
+		free(b);
+	}
+	if (p->heap != PIN_NO_HEAP)
+		heap_del(ps, p);
+	tab_del(&ps->recs, &p->node);
+	if (p->s_prev)
+		p->s_prev->s_next = p->s_next;
+	else
+		s->pins = p->s_next;
+	if (p->s_next)
+		p->s_next->s_prev = p->s_prev;
 	s->nr_pins--;
+	ps->nr_recs--;
 	free(p);
 }
 
-static void pin_drop_and_apply(struct kd_session *s, struct kd_pin **pp)
-{
-	uint64_t hash = (*pp)->hash, gen = (*pp)->gen;
-
-	pin_drop(s, pp);
-	pin_apply(s->d, hash, gen);
-}
-
-/* Drop the session's expired TTL records and records of blocks that left
- * the cache. */
-static void pin_purge(struct kd_session *s)
+/* At the quota: drop the session's records past their TTL that the timer
+ * has not dropped yet (it was busy) and any of a block that left the
+ * cache.  O(its records), only when a pin would be refused. */
+static void pin_purge(struct kd_pins *ps, struct kd_session *s)
 {
 	uint64_t now = kd_now_ns();
-	struct kd_pin **pp = &s->pins;
+	struct kd_pin *p = s->pins, *next;
 
-	while (*pp) {
-		struct kd_pin *p = *pp;
-
-		if (pin_live(p, now) &&
-		    kd_cache_pin_policy(s->d, p->hash, p->gen)) {
-			pp = &p->next;
-			continue;
-		}
-		pin_drop_and_apply(s, pp);
+	for (; p; p = next) {
+		next = p->s_next;
+		if (!pin_live(p, now) || !block_policy(ps->d, p->blk))
+			pin_drop(ps, p);
 	}
 }
 
-static struct kd_pin **pin_find(struct kd_session *s, uint64_t hash)
+static void pin_on_timer(struct kd_loop *loop, struct kd_timer *t)
 {
-	struct kd_pin **pp;
+	struct kd_pins *ps = t->data;
+	uint64_t now = kd_now_ns();
 
-	for (pp = &s->pins; *pp; pp = &(*pp)->next)
-		if ((*pp)->hash == hash)
-			break;
-	return pp;
+	(void)loop;
+	while (ps->heap_n && ps->heap[0]->expires <= now)
+		pin_drop(ps, ps->heap[0]);
+	pins_rearm(ps);
+	pins_put_if_empty(ps->d); /* the loop is done with t */
+}
+
+/* A new record of s on (hash, gen), with no share yet. */
+static int pin_new(struct kd_pins *ps, struct kd_session *s, uint64_t hash,
+		   uint64_t gen, struct kd_pin **out)
+{
+	struct pin_block *b = block_find(ps, hash, gen);
+	struct kd_pin *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b) {
+			free(p);
+			return -ENOMEM;
+		}
+		b->hash = hash;
+		b->gen = gen;
+		b->node.key = pin_mix(hash, gen);
+		tab_add(&ps->blocks, &b->node);
+	}
+	p->s = s;
+	p->hash = hash;
+	p->heap = PIN_NO_HEAP;
+	p->node.key = pin_mix(hash, (uintptr_t)s);
+	tab_add(&ps->recs, &p->node);
+	block_link(b, p);
+	p->s_next = s->pins;
+	if (s->pins)
+		s->pins->s_prev = p;
+	s->pins = p;
+	s->nr_pins++;
+	ps->nr_recs++;
+	*out = p;
+	return 0;
 }
 
 static int pin_check(const struct kvmm_block_pin *bp)
@@ -170,6 +559,20 @@ static int pin_check(const struct kvmm_block_pin *bp)
 	return 0;
 }
 
+/* The session's live record for hash (one of a block that left the cache,
+ * or past its TTL, is dropped first), or NULL. */
+static struct kd_pin *pin_lookup(struct kd_pins *ps, struct kd_session *s,
+				 uint64_t hash, uint64_t now)
+{
+	struct kd_pin *p = rec_find(ps, s, hash);
+
+	if (p && (!pin_live(p, now) || !block_policy(ps->d, p->blk))) {
+		pin_drop(ps, p);
+		p = NULL;
+	}
+	return p;
+}
+
 int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	       const void *buf, size_t len)
 {
@@ -177,11 +580,13 @@ int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	struct kvmm_block_pin bp;
 	struct kvmm_block_pin_reply rep = { .size = sizeof(rep) };
 	struct pol_cache *pol;
-	struct kd_pin **pp, *p;
-	uint64_t gen, now = kd_now_ns();
+	struct kd_pins *ps;
+	struct pin_block *b;
+	struct kd_pin *p;
+	uint64_t gen, now = kd_now_ns(), ttl;
 	unsigned tier;
 	bool was_hard;
-	int err;
+	int prio, err;
 
 	err = kw_copy_struct(&bp, sizeof(bp), sizeof(bp), buf, len);
 	if (err)
@@ -194,45 +599,67 @@ int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = kd_cache_pin_target(d, bp.hash, &pol, &tier, &gen);
 	if (err)
 		return err;
-	pin_purge(s);
-	pp = pin_find(s, bp.hash);
-	p = *pp;
+	ps = pins_get(d);
+	if (!ps)
+		return -ENOMEM;
+	if (bp.flags & KVMM_PIN_F_TTL) {
+		err = heap_reserve(ps);
+		if (err)
+			goto out;
+	}
+	p = pin_lookup(ps, s, bp.hash, now);
 	if (!p) {
 		if (s->nr_pins >= pin_quota(d))
-			return -EDQUOT;
-		p = calloc(1, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		p->hash = bp.hash;
-		p->gen = gen;
-		p->next = s->pins;
-		s->pins = p;
-		s->nr_pins++;
+			pin_purge(ps, s);
+		err = s->nr_pins >= pin_quota(d) ?
+			      -EDQUOT :
+			      pin_new(ps, s, bp.hash, gen, &p);
+		if (err)
+			goto out;
 		was_hard = false;
 	} else {
-		was_hard = pin_is_hard(p); /* purge kept it: same gen */
+		/* a live record names the current entry: same gen */
+		was_hard = pin_is_hard(p);
 	}
+	b = p->blk;
+	ttl = b->ttl;
+	prio = b->prio;
+	/* the old share goes (a walk of the block's records at most) */
+	block_unlink(b, p);
+	block_drop_share(b, p);
+	if (p->heap != PIN_NO_HEAP)
+		heap_del(ps, p);
 	p->flags = bp.flags;
 	p->priority = bp.priority;
 	p->expires = bp.flags & KVMM_PIN_F_TTL ? now + bp.ttl_ns : 0;
+	block_link(b, p);
+	block_add_share(b, p);
+	if (p->expires)
+		heap_add(ps, p); /* room reserved above */
 	if (pin_is_hard(p) && !was_hard)
 		(void)pol_cache_pin(pol, bp.hash);
 	else if (!pin_is_hard(p) && was_hard)
 		(void)pol_cache_unpin(pol, bp.hash);
 	pol_cache_set_clock(pol, now);
-	pin_apply(d, bp.hash, gen);
+	block_push(d, b, ttl, prio);
+	pins_rearm(ps);
 	rep.tier = tier;
 	rep.pins = s->nr_pins;
 	rep.pin_quota = pin_quota(d);
 	rep.expires_ns = p->expires;
 	kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
 	return 1;
+out:
+	pins_rearm(ps);
+	pins_put_if_empty(d);
+	return err;
 }
 
 int kd_unpin_cmd(struct kd_session *s, const void *buf, size_t len)
 {
 	struct kvmm_block_unpin bu;
-	struct kd_pin **pp;
+	struct kd_pins *ps = s->d->pins;
+	struct kd_pin *p;
 	int err;
 
 	err = kw_copy_struct(&bu, sizeof(bu), sizeof(bu), buf, len);
@@ -241,16 +668,56 @@ int kd_unpin_cmd(struct kd_session *s, const void *buf, size_t len)
 	if (bu.flags || !kw_all_zero(bu.reserved, sizeof(bu.reserved)) ||
 	    !bu.hash)
 		return -EINVAL;
-	pin_purge(s);
-	pp = pin_find(s, bu.hash);
-	if (!*pp)
+	p = ps ? pin_lookup(ps, s, bu.hash, kd_now_ns()) : NULL;
+	if (!p) {
+		if (ps)
+			pins_rearm(ps);
 		return -ENOENT;
-	pin_drop_and_apply(s, pp);
+	}
+	pin_drop(ps, p);
+	pins_rearm(ps);
 	return 0;
 }
 
 void kd_pin_release_all(struct kd_session *s)
 {
+	struct kd_pins *ps = s->d->pins;
+
+	if (!ps)
+		return;
 	while (s->pins)
-		pin_drop_and_apply(s, &s->pins);
+		pin_drop(ps, s->pins);
+	pins_rearm(ps);
+	pins_put_if_empty(s->d);
+}
+
+void kd_pin_block_gone(struct kd_daemon *d, uint64_t hash, uint64_t gen)
+{
+	struct kd_pins *ps = d->pins;
+	struct pin_block *b = ps ? block_find(ps, hash, gen) : NULL;
+
+	if (!b)
+		return;
+	/* the entry is out of the policy: pin_drop() tells it nothing */
+	while (b->recs->b_next)
+		pin_drop(ps, b->recs);
+	pin_drop(ps, b->recs); /* the last one frees b */
+	pins_rearm(ps);
+}
+
+void kd_pin_session_info(struct kd_session *s, struct kvmm_session_info *i)
+{
+	i->pins = s->nr_pins;
+	i->pin_quota = pin_quota(s->d);
+	i->pinned_bytes = (uint64_t)s->nr_pins * kd_cache_block_bytes(s->d);
+}
+
+void kd_pin_status(struct kd_daemon *d, struct kvmm_status_reply *st)
+{
+	struct kd_pins *ps = d->pins;
+
+	if (!ps)
+		return;
+	st->pins = ps->nr_recs;
+	st->pinned_bytes = ps->blocks.n * kd_cache_block_bytes(d);
 }

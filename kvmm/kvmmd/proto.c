@@ -362,6 +362,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 		st->cost_transfers = d->tel_feed.transfers;
 	}
 	kd_cache_park_stats(d, st);
+	kd_pin_status(d, st);
 	return 0;
 }
 
@@ -408,6 +409,7 @@ static int do_admin_sessions(struct req *rq)
 		i->regions = s->nr_regions;
 		i->sequences = s->nr_sequences;
 		i->quota_pages = s->quota ? s->quota->limit_pages : 0;
+		kd_pin_session_info(s, i);
 	}
 	len = sizeof(*rep) + n * sizeof(rep->sessions[0]);
 	rep->size = len;

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 1
+#define KVMM_ABI_MINOR 2
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -286,6 +286,11 @@ struct kvmm_status_reply {
 	/* now: demotions waiting for a free host slot (their blocks stay in
 	 * their GPU pages until the copy can start) */
 	uint64_t demotions_queued;
+	/* ABI 1.2, which made the struct 16 bytes longer (older daemons send
+	 * the shorter one: these read 0; older clients read a prefix):
+	 * BLOCK_PIN records of every session, and the bytes of the distinct
+	 * cached blocks they name */
+	uint64_t pins, pinned_bytes;
 };
 
 struct kvmm_session_info {
@@ -297,7 +302,11 @@ struct kvmm_session_info {
 	uint64_t pages_held, pages_owned;
 	uint64_t regions, sequences;
 	uint64_t quota_pages; /* of the uid, 0 = unlimited */
-	uint64_t reserved[2];
+	/* ABI 1.2 (all 0 from older daemons; pin_quota is never 0 from a
+	 * newer one): the session's BLOCK_PIN records, its quota of them
+	 * (kvmmd --pin-quota) and the bytes of the blocks they name */
+	uint32_t pins, pin_quota;
+	uint64_t pinned_bytes;
 };
 
 #define KVMM_SESSION_F_ADMIN 0x1
