@@ -1,7 +1,8 @@
 #!/bin/bash
 # kvmmctl against a real kvmmd: status --json has the documented fields
-# with the configured values, sessions lists a connected client, quota and
-# log-level are accepted, bad arguments are usage errors (exit 2), and
+# with the configured values (pins 0), sessions lists a connected client
+# (with its pin count and quota), quota and log-level are accepted, bad
+# arguments are usage errors (exit 2), and
 # SIGTERM removes the socket.  Also checks kvmmd's option errors.
 set -u
 b=${KVMM_BUILD:-build}
@@ -41,9 +42,11 @@ for k in ("free", "mapped", "allocated"):
 assert j["pages"]["free"] == 256 and j["pages"]["mapped"] == 0, j
 assert j["sessions"] == 1 and j["sequences"] == 0, j
 assert j["revoke_timeout_ms"] == 1234, j
+assert j["pins"] == 0 and j["pinned_bytes"] == 0, j
 PY
 "$b/kvmmctl" --socket "$sock" status | grep -q '^backend *host' || fail "text status"
-"$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl", s' || fail "sessions"
+"$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl" and s[0]["pins"]==0 and s[0]["pin_quota"]>=1 and s[0]["pinned_bytes"]==0, s' || fail "sessions"
+"$b/kvmmctl" --socket "$sock" sessions | grep -q '^SESSION .* PINS  *PINNED FLAGS$' || fail "sessions text header"
 "$b/kvmmctl" --socket "$sock" quota 4242 1G || fail "quota"
 "$b/kvmmctl" --socket "$sock" log-level debug || fail "log-level"
 "$b/kvmmctl" --socket "$sock" log-level loud 2>/dev/null; [ $? = 2 ] || fail "bad level not a usage error"

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * kvmmctl sessions [--json]: every client session with its process,
- * pages and sequences (ADMIN_SESSIONS).
+ * pages, sequences and block pins (ADMIN_SESSIONS).  Daemons before ABI
+ * 1.2 send no pin fields (pin_quota 0): "-" in the text, absent in JSON.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,8 +40,9 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (ctx->json)
 		printf("[");
 	else
-		printf("%-8s %-8s %-6s %-16s %8s %8s %8s %s\n", "SESSION",
-		       "PID", "UID", "NAME", "HELD", "OWNED", "SEQS", "FLAGS");
+		printf("%-8s %-8s %-6s %-16s %8s %8s %8s %13s %12s %s\n",
+		       "SESSION", "PID", "UID", "NAME", "HELD", "OWNED", "SEQS",
+		       "PINS", "PINNED", "FLAGS");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		struct kvmm_session_info *s = &rep->sessions[i];
 
@@ -50,19 +52,32 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			       i ? "," : "", s->session_id, s->pid, s->uid);
 			kvmmctl_json_str(s->name);
 			printf(",\"pages_held\":%llu,\"pages_owned\":%llu,"
-			       "\"regions\":%llu,\"sequences\":%llu,"
-			       "\"flags\":%u}",
+			       "\"regions\":%llu,\"sequences\":%llu,",
 			       (unsigned long long)s->pages_held,
 			       (unsigned long long)s->pages_owned,
 			       (unsigned long long)s->regions,
-			       (unsigned long long)s->sequences, s->flags);
+			       (unsigned long long)s->sequences);
+			if (s->pin_quota)
+				printf("\"pins\":%u,\"pin_quota\":%u,"
+				       "\"pinned_bytes\":%llu,",
+				       s->pins, s->pin_quota,
+				       (unsigned long long)s->pinned_bytes);
+			printf("\"flags\":%u}", s->flags);
 		} else {
-			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %s%s%s\n",
+			char pins[24] = "-", bytes[24] = "-";
+
+			if (s->pin_quota) {
+				snprintf(pins, sizeof(pins), "%u/%u", s->pins,
+					 s->pin_quota);
+				snprintf(bytes, sizeof(bytes), "%llu",
+					 (unsigned long long)s->pinned_bytes);
+			}
+			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s %s%s%s\n",
 			       s->session_id, s->pid, s->uid,
 			       s->name[0] ? s->name : "-",
 			       (unsigned long long)s->pages_held,
 			       (unsigned long long)s->pages_owned,
-			       (unsigned long long)s->sequences,
+			       (unsigned long long)s->sequences, pins, bytes,
 			       s->flags & KVMM_SESSION_F_ADMIN ? "admin " : "",
 			       s->flags & KVMM_SESSION_F_IN_STEP ? "step " : "",
 			       s->flags & KVMM_SESSION_F_REVOKING ? "revoking" :

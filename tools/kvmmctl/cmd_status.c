@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * kvmmctl status [--json]: the daemon's backend, pool pages, sessions,
- * sequences and counters (ADMIN_STATUS), and the block cache's tiers
- * (TIER_STATS: capacity, use, hits, moves, bytes per tier).
+ * sequences, block pins and counters (ADMIN_STATUS), and the block
+ * cache's tiers (TIER_STATS: capacity, use, hits, moves, bytes per tier).
  */
 #include <stdio.h>
 
@@ -108,7 +108,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "\"timed_out\":%llu},\"revoke_timeout_ms\":%u,"
 		       "\"pid\":%u,\"uptime_ms\":%llu,"
 		       "\"cmds_parked\":%llu,\"cmds_parked_now\":%llu,"
-		       "\"demotions_queued\":%llu",
+		       "\"demotions_queued\":%llu,"
+		       "\"pins\":%llu,\"pinned_bytes\":%llu",
 		       (unsigned long long)st.page_size,
 		       (unsigned long long)st.pages_total,
 		       (unsigned long long)st.pages_created,
@@ -131,7 +132,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.uptime_ms,
 		       (unsigned long long)st.cmds_parked,
 		       (unsigned long long)st.cmds_parked_now,
-		       (unsigned long long)st.demotions_queued);
+		       (unsigned long long)st.demotions_queued,
+		       (unsigned long long)st.pins,
+		       (unsigned long long)st.pinned_bytes);
 		if (!ts_err)
 			tiers_json(&ts);
 		if (st.cost_host_bw)
@@ -175,6 +178,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       st.revoke_timeout_ms);
 	printf("pid          %u, up %llu ms\n", st.pid,
 	       (unsigned long long)st.uptime_ms);
+	printf("pins         %llu records, %llu bytes of blocks pinned\n",
+	       (unsigned long long)st.pins,
+	       (unsigned long long)st.pinned_bytes);
 	if (ts_err)
 		return 0;
 	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",
