@@ -133,6 +133,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->io_lock, NULL);
+	pthread_cond_init(&t->io_cond, NULL);
 	t->qd = cfg->queue_depth ? cfg->queue_depth : 8;
 	if (t->qd > 1024)
 		t->qd = 1024;
@@ -181,6 +182,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		goto err_close;
 	}
 	memset(t->hdr_bufs, 0, (size_t)t->qd * NVME_ALIGN);
+	r = nvme_engine_init(t);
+	if (r)
+		goto err_close;
 	r = io_uring_queue_init(2 * t->qd, &t->ring, 0);
 	if (r) {
 		vmm_log(VMM_LOG_ERR, "tier_nvme: io_uring_queue_init: %s",
@@ -238,7 +242,9 @@ err_close:
 	close(t->fd);
 err_free:
 	free(t->hdr_bufs);
+	nvme_engine_fini(t);
 	nvme_slots_fini(t);
+	pthread_cond_destroy(&t->io_cond);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -252,7 +258,9 @@ void tier_nvme_close(struct tier_nvme *t)
 	io_uring_queue_exit(&t->ring);
 	close(t->fd);
 	free(t->hdr_bufs);
+	nvme_engine_fini(t);
 	nvme_slots_fini(t);
+	pthread_cond_destroy(&t->io_cond);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

@@ -37,8 +37,9 @@ bool nvme_header_valid(const struct tier_nvme *t,
 	       h->header_crc == nvme_header_crc(h);
 }
 
-uint32_t nvme_header_fill(const struct tier_nvme *t, void *hb,
-			  const struct tier_nvme_io *io, uint64_t generation)
+void nvme_header_fill(const struct tier_nvme *t, void *hb,
+		      const struct tier_nvme_io *io, uint64_t generation,
+		      uint32_t payload_crc)
 {
 	struct tier_nvme_slot_header h = {
 		.magic = TIER_NVME_SLOT_MAGIC,
@@ -50,13 +51,12 @@ uint32_t nvme_header_fill(const struct tier_nvme *t, void *hb,
 		.length = io->length,
 		.generation = generation,
 		.layout_id = io->layout_id,
-		.payload_crc = tier_crc32c(0, io->buf, io->length),
+		.payload_crc = payload_crc,
 	};
 
 	h.header_crc = nvme_header_crc(&h);
 	memset(hb, 0, TIER_NVME_HEADER_BYTES);
 	memcpy(hb, &h, sizeof(h));
-	return h.payload_crc;
 }
 
 int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb)

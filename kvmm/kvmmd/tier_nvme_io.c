@@ -3,15 +3,30 @@
  * NVMe tier batch engine: the io_uring side of tier_nvme_write_batch() and
  * tier_nvme_read_batch().
  *
- * The engine keeps up to queue_depth I/Os in flight across the blocks of
- * a batch.  Each block in progress owns one 4 KiB header buffer
- * (registered, fixed buffer 0), so at most queue_depth blocks are in
- * progress; its payload goes in I/Os of at most io_bytes straight from or
- * into the caller's memory (fixed buffers 1.. when it lies in the
- * registered region, cut at the 1 GiB registration boundaries).  The
- * payload CRC of a write is computed before its I/Os are queued; the CRC
- * of a read is checked when its last I/O completes, while the other
- * blocks' I/Os are in flight.  One batch at a time (t->io_lock).
+ * One queue for the whole tier.  Every batch in progress, from any thread
+ * (kvmmd's migration engine runs two workers), adds its blocks to
+ * t->batches, and up to queue_depth payload I/Os are in flight across all
+ * of them, blocks starting in the order their batches came.  A completion
+ * frees a place that the next block, of this batch or of the next one,
+ * takes at once: the queue does not drain at batch boundaries.
+ *
+ * Each block in progress owns one entry of t->act and, when it has no
+ * headroom, that entry's 4 KiB header buffer (registered, fixed buffer 0);
+ * its payload goes in I/Os of at most io_bytes straight from or into the
+ * caller's memory (fixed buffers 1.. when it lies in the registered
+ * region, cut at the 1 GiB registration boundaries).
+ *
+ * The CPU work is done by the thread that owns the batch, outside io_lock,
+ * while the device works on what is queued:
+ *   - a write's payload CRC32C is computed up to queue_depth blocks ahead
+ *     of its I/O (a block starts only once its CRC is known);
+ *   - a read's header and payload CRC are checked once the block left the
+ *     queue (its place already refilled); only then is it counted as read
+ *     and its result 0, so nothing is served unverified.
+ * One thread at a time is the driver: it waits for completions without
+ * io_lock (others queue and submit meanwhile), reaps them, hands completed
+ * blocks to their batches, refills the queue, then gives the role up to
+ * check its own blocks while another waiting thread takes it over.
  */
 #include "tier_nvme_priv.h"
 
@@ -19,6 +34,7 @@
 #include "vmm/vmm.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +42,10 @@
 
 #define NVME_HDR_FLAG 0x8000u /* user_data: this I/O is a separate header */
 
+/* A block in progress (t->act[i], io_lock). */
 struct nvme_active {
-	int io; /* index in the batch, -1 when unused */
+	struct nvme_batch *b; /* NULL when the entry is unused */
+	unsigned int io; /* index in b */
 	uint32_t slot;
 	unsigned char *mem; /* where the extent starts in memory */
 	uint64_t disk_off; /* where it starts on disk */
@@ -40,6 +58,49 @@ struct nvme_active {
 	unsigned int outstanding;
 	int err;
 };
+
+/*
+ * One caller's batch, on its stack.  Fields below "io_lock" are shared with
+ * the driver; crcs[i] for i >= prepared and what the owner finishes belong
+ * to the owner alone.
+ */
+struct nvme_batch {
+	struct tier_nvme_io *ios;
+	unsigned int n;
+	bool write;
+	bool *pending; /* io i takes part */
+	uint64_t *gens; /* write: generation stamped */
+	uint32_t *crcs; /* write: payload CRC32C, known below prepared */
+	struct tier_nvme_slot_header *hdrs; /* read: header as read */
+	int *errs; /* I/O result of each completed io */
+	unsigned int *ready; /* completed, not finished: [ready_head, tail) */
+	/* io_lock */
+	unsigned int ready_head, ready_tail;
+	unsigned int next; /* first pending io not started (n: none) */
+	unsigned int prepared; /* pending ios below it may start */
+	unsigned int left; /* pending ios not finished */
+	struct nvme_batch *link; /* t->batches while next < n */
+};
+
+int nvme_engine_init(struct tier_nvme *t)
+{
+	t->act = calloc(t->qd, sizeof(*t->act));
+	return t->act ? 0 : -ENOMEM;
+}
+
+void nvme_engine_fini(struct tier_nvme *t)
+{
+	free(t->act);
+	t->act = NULL;
+}
+
+/* The first io at or after i that takes part in the batch. */
+static unsigned int skip_idle(const struct nvme_batch *b, unsigned int i)
+{
+	while (i < b->n && !b->pending[i])
+		i++;
+	return i;
+}
 
 /* The header of a block: in its headroom, or in its own buffer. */
 static unsigned char *hdr_mem(struct tier_nvme *t, struct nvme_active *a,
@@ -113,12 +174,14 @@ static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
 	t->st.sqes++;
 }
 
-/* Set up block io of the batch in active slot ai. */
-static void start_block(struct tier_nvme *t, struct nvme_active *a,
-			unsigned int ai, int idx, struct tier_nvme_io *io,
-			uint64_t generation, bool write)
+/* Start io idx of b in the free entry ai (a write's CRC is known). */
+static void start_block(struct tier_nvme *t, unsigned int ai,
+			struct nvme_batch *b, unsigned int idx)
 {
-	*a = (struct nvme_active){ .io = idx, .slot = io->slot };
+	struct nvme_active *a = &t->act[ai];
+	struct tier_nvme_io *io = &b->ios[idx];
+
+	*a = (struct nvme_active){ .b = b, .io = idx, .slot = io->slot };
 	if (io->headroom) {
 		a->mem = (unsigned char *)io->buf - TIER_NVME_HEADER_BYTES;
 		a->disk_off = nvme_slot_offset(t, io->slot);
@@ -131,15 +194,88 @@ static void start_block(struct tier_nvme *t, struct nvme_active *a,
 		a->total = io->length;
 		a->sep_hdr = true;
 	}
-	if (!write)
-		return;
+	if (b->write)
+		nvme_header_fill(t, hdr_mem(t, a, ai), io, b->gens[idx],
+				 b->crcs[idx]);
+	t->active++;
+}
 
-	uint32_t crc = nvme_header_fill(t, hdr_mem(t, a, ai), io, generation);
+static void unlink_batch(struct tier_nvme *t, struct nvme_batch *b)
+{
+	struct nvme_batch **p = &t->batches;
 
-	/* remembered so reads can be checked against what was written */
-	pthread_mutex_lock(&t->lock);
-	t->slots[io->slot].payload_crc = crc;
-	pthread_mutex_unlock(&t->lock);
+	while (*p && *p != b)
+		p = &(*p)->link;
+	if (*p)
+		*p = b->link;
+	b->link = NULL;
+}
+
+/* The oldest batch with a block that may start, or NULL. */
+static struct nvme_batch *startable(struct tier_nvme *t)
+{
+	for (struct nvme_batch *b = t->batches; b; b = b->link)
+		if (b->next < b->prepared)
+			return b;
+	return NULL;
+}
+
+/* Queue as many I/Os as the depth allows, starting blocks as needed. */
+static void fill_queue(struct tier_nvme *t)
+{
+	while (!t->ring_err && t->inflight < t->qd) {
+		int pick = -1;
+
+		for (unsigned int i = 0; i < t->qd; i++) {
+			if (t->act[i].b && has_more(&t->act[i])) {
+				pick = (int)i;
+				break;
+			}
+		}
+		if (pick < 0) {
+			struct nvme_batch *b;
+			unsigned int ai = 0;
+
+			if (t->active == t->qd)
+				break;
+			b = startable(t);
+			if (!b)
+				break;
+			while (t->act[ai].b)
+				ai++;
+			start_block(t, ai, b, b->next);
+			b->next = skip_idle(b, b->next + 1);
+			if (b->next >= b->n)
+				unlink_batch(t, b);
+			continue;
+		}
+		struct nvme_active *a = &t->act[pick];
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+
+		if (!sqe)
+			break;
+		bool hdr_op = a->sep_hdr && !a->hdr_issued;
+
+		queue_op(t, sqe, a, (unsigned int)pick, a->b->write);
+		if (!hdr_op)
+			t->inflight++;
+		t->queued++;
+		t->unsubmitted++;
+	}
+}
+
+/* A block's I/Os are over: hand it to its batch's owner. */
+static void complete_block(struct tier_nvme *t, unsigned int ai)
+{
+	struct nvme_active *a = &t->act[ai];
+	struct nvme_batch *b = a->b;
+
+	b->errs[a->io] = a->err;
+	if (!b->write && !a->err)
+		memcpy(&b->hdrs[a->io], hdr_mem(t, a, ai), sizeof(b->hdrs[0]));
+	b->ready[b->ready_tail++] = a->io;
+	a->b = NULL;
+	t->active--;
 }
 
 static bool block_complete(const struct nvme_active *a)
@@ -151,47 +287,173 @@ static bool block_complete(const struct nvme_active *a)
 	return a->hdr_done && a->done == a->total;
 }
 
-/* A block's I/Os all completed: publish a write, verify a read. */
-static void finish_block(struct tier_nvme *t, struct nvme_active *a,
-			 const struct tier_nvme_slot_header *hdr,
-			 struct tier_nvme_io *io, bool write)
+/*
+ * The ring failed: fail every block in progress and every block not yet
+ * started, of every batch, so no slot stays FILLING or read-pinned, and
+ * every later batch.  Buffers of I/Os the kernel may still complete are
+ * the callers' and outlive the ring's teardown.
+ */
+static void fail_all(struct tier_nvme *t, int err)
 {
-	struct nvme_slot *s = &t->slots[a->slot];
+	vmm_log(VMM_LOG_ERR, "tier_nvme: io_uring: %s", strerror(-err));
+	t->ring_err = err;
+	for (unsigned int i = 0; i < t->qd; i++) {
+		if (!t->act[i].b)
+			continue;
+		t->act[i].err = err;
+		complete_block(t, i);
+	}
+	while (t->batches) {
+		struct nvme_batch *b = t->batches;
 
-	if (write) {
-		pthread_mutex_lock(&t->lock);
-		if (a->err) {
-			t->st.write_errors++;
-			nvme_slot_release(t, a->slot);
+		for (unsigned int i = b->next; i < b->n;
+		     i = skip_idle(b, i + 1)) {
+			b->errs[i] = err;
+			b->ready[b->ready_tail++] = i;
+		}
+		b->next = b->n;
+		unlink_batch(t, b);
+	}
+	t->inflight = t->queued = t->unsubmitted = 0;
+	pthread_cond_broadcast(&t->io_cond);
+}
+
+static void submit(struct tier_nvme *t)
+{
+	int r;
+
+	if (!t->unsubmitted || t->ring_err)
+		return;
+	r = io_uring_submit(&t->ring);
+	t->st.submits++;
+	if (r > 0)
+		t->unsubmitted -= (unsigned int)r < t->unsubmitted ?
+					  (unsigned int)r :
+					  t->unsubmitted;
+	else if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+		fail_all(t, r);
+}
+
+/* Take the completions in the CQ; completed blocks go to their batches. */
+static void reap(struct tier_nvme *t)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int head, seen = 0;
+
+	io_uring_for_each_cqe(&t->ring, head, cqe)
+	{
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		unsigned int ai = ud & 0x7fff;
+		bool hdr = ud & NVME_HDR_FLAG;
+		int64_t want = (int64_t)(ud >> 16);
+		struct nvme_active *a = &t->act[ai];
+
+		seen++;
+		if (t->ring_err || !a->b)
+			continue; /* failed already (fail_all) */
+		if (!hdr)
+			t->inflight--;
+		t->queued--;
+		a->outstanding--;
+		if (cqe->res != want) {
+			if (!a->err)
+				a->err = cqe->res < 0 ? cqe->res : -EIO;
+		} else if (hdr) {
+			a->hdr_done = true;
 		} else {
+			a->done += (uint64_t)want;
+		}
+	}
+	io_uring_cq_advance(&t->ring, seen);
+	for (unsigned int i = 0; i < t->qd; i++)
+		if (t->act[i].b && block_complete(&t->act[i]))
+			complete_block(t, i);
+}
+
+/*
+ * One round as the driver (io_lock held, released while waiting): queue
+ * and submit what may go, wait for a completion, reap, refill.  False
+ * when there was nothing in the kernel to wait for.
+ */
+static bool drive(struct tier_nvme *t)
+{
+	struct io_uring_cqe *cqe;
+	bool entered = false;
+	int r = 0;
+
+	fill_queue(t);
+	submit(t);
+	if (t->ring_err || t->queued == t->unsubmitted)
+		return false;
+	t->driving = true;
+	pthread_mutex_unlock(&t->io_lock);
+	if (io_uring_peek_cqe(&t->ring, &cqe)) {
+		entered = true;
+		do
+			r = io_uring_wait_cqe(&t->ring, &cqe);
+		while (r == -EINTR);
+	}
+	pthread_mutex_lock(&t->io_lock);
+	if (entered)
+		t->st.submits++; /* counts io_uring_enter calls */
+	if (r && r != -EINTR && r != -EAGAIN && r != -ETIME) {
+		fail_all(t, r);
+	} else {
+		reap(t);
+		fill_queue(t);
+		submit(t);
+	}
+	t->driving = false;
+	pthread_cond_broadcast(&t->io_cond);
+	return true;
+}
+
+/*
+ * A block's I/O is over (owner, without io_lock): publish a write; verify
+ * a read's header and payload CRC before it counts as read.
+ */
+static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
+			 unsigned int idx)
+{
+	struct tier_nvme_io *io = &b->ios[idx];
+	struct nvme_slot *s = &t->slots[io->slot];
+	int err = b->errs[idx];
+
+	if (b->write) {
+		pthread_mutex_lock(&t->lock);
+		if (err) {
+			t->st.write_errors++;
+			nvme_slot_release(t, io->slot);
+		} else {
+			/* remembered so reads are checked against it */
+			s->payload_crc = b->crcs[idx];
 			s->state = TIER_SLOT_READY;
 			t->st.ready_slots++;
 			t->st.writes++;
 			t->st.bytes_written += io->length;
 		}
 		pthread_mutex_unlock(&t->lock);
-		io->result = a->err;
+		io->result = err;
 		return;
 	}
 
-	struct tier_nvme_slot_header h;
+	const struct tier_nvme_slot_header *h = &b->hdrs[idx];
 	bool bad_crc = false, bad_hdr = false;
 
-	memcpy(&h, hdr, sizeof(h));
-	if (!a->err) {
+	if (!err) {
 		/* s's identity does not change while readers > 0 */
-		if (!nvme_header_valid(t, &h, a->slot) || h.hash != s->hash ||
-		    h.generation != s->generation || h.length != s->length)
+		if (!nvme_header_valid(t, h, io->slot) || h->hash != s->hash ||
+		    h->generation != s->generation || h->length != s->length)
 			bad_hdr = true;
-		else if (h.payload_crc != s->payload_crc ||
-			 tier_crc32c(0, io->buf, h.length) != h.payload_crc)
+		else if (h->payload_crc != s->payload_crc ||
+			 tier_crc32c(0, io->buf, h->length) != h->payload_crc)
 			bad_crc = true;
 	}
 	pthread_mutex_lock(&t->lock);
 	s->readers--;
-	if (a->err) {
+	if (err) {
 		t->st.read_errors++;
-		io->result = a->err;
+		io->result = err;
 	} else if (bad_hdr || bad_crc) {
 		if (bad_crc)
 			t->st.checksum_failures++;
@@ -201,227 +463,137 @@ static void finish_block(struct tier_nvme *t, struct nvme_active *a,
 		io->result = -EBADMSG;
 		vmm_log(VMM_LOG_WARN,
 			"tier_nvme: slot %u (hash %016llx) failed its %s check; dropped",
-			a->slot, (unsigned long long)s->hash,
+			io->slot, (unsigned long long)s->hash,
 			bad_crc ? "payload CRC32C" : "header");
 	} else {
 		t->st.reads++;
-		t->st.bytes_read += h.length;
-		io->layout_id = h.layout_id;
+		t->st.bytes_read += h->length;
+		io->layout_id = h->layout_id;
 		io->result = 0;
 	}
 	if (s->bad && s->readers == 0)
-		nvme_slot_release(t, a->slot);
+		nvme_slot_release(t, io->slot);
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* The ring failed: fail every block still in the batch so no slot stays
- * FILLING or read-pinned.  Buffers of I/Os the kernel may still complete
- * are the caller's and outlive the ring's teardown. */
-static void abort_batch(struct tier_nvme *t, struct nvme_active *act,
-			struct tier_nvme_io *ios, unsigned int n,
-			const bool *pending, unsigned int next, int err,
-			bool write)
+static void batch_free(struct nvme_batch *b)
 {
-	for (unsigned int i = 0; i < t->qd; i++) {
-		if (act[i].io < 0)
-			continue;
-		struct tier_nvme_slot_header h = { 0 };
-
-		act[i].err = err;
-		act[i].outstanding = 0;
-		finish_block(t, &act[i], &h, &ios[act[i].io], write);
-		act[i].io = -1;
-	}
-	pthread_mutex_lock(&t->lock);
-	for (; next < n; next++) {
-		if (!pending[next])
-			continue;
-		ios[next].result = err;
-		if (write) {
-			nvme_slot_release(t, ios[next].slot);
-		} else if (--t->slots[ios[next].slot].readers == 0 &&
-			   t->slots[ios[next].slot].bad) {
-			nvme_slot_release(t, ios[next].slot);
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
+	free(b->pending);
+	free(b->gens);
+	free(b->crcs);
+	free(b->hdrs);
+	free(b->errs);
+	free(b->ready);
 }
 
-struct batch {
-	struct tier_nvme *t;
-	struct tier_nvme_io *ios;
-	unsigned int n;
-	const bool *pending;
-	const uint64_t *generations;
-	bool write;
-	struct nvme_active *act; /* qd entries */
-	unsigned int next, inflight, active, unsubmitted;
-};
-
-/* Queue as many I/Os as the depth allows, starting blocks as needed. */
-static void fill_queue(struct batch *bt)
+static int batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
+		       unsigned int n, bool write)
 {
-	struct tier_nvme *t = bt->t;
-
-	while (bt->inflight < t->qd) {
-		int pick = -1;
-
-		for (unsigned int i = 0; i < t->qd; i++) {
-			if (bt->act[i].io >= 0 && has_more(&bt->act[i])) {
-				pick = (int)i;
-				break;
-			}
-		}
-		if (pick < 0) {
-			unsigned int free_a = 0;
-
-			while (bt->next < bt->n && !bt->pending[bt->next])
-				bt->next++;
-			if (bt->next >= bt->n || bt->active == t->qd)
-				break;
-			while (bt->act[free_a].io >= 0)
-				free_a++;
-			/* let the kernel start on what is queued while
-			 * this block's CRC is computed */
-			if (bt->unsubmitted && bt->write) {
-				int r = io_uring_submit(&t->ring);
-
-				t->st.submits++;
-				if (r > 0)
-					bt->unsubmitted -= (unsigned int)r;
-			}
-			start_block(
-				t, &bt->act[free_a], free_a, (int)bt->next,
-				&bt->ios[bt->next],
-				bt->generations ? bt->generations[bt->next] : 0,
-				bt->write);
-			bt->active++;
-			bt->next++;
-			continue;
-		}
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
-
-		if (!sqe)
-			break;
-		bool hdr_op = bt->act[pick].sep_hdr &&
-			      !bt->act[pick].hdr_issued;
-		queue_op(t, sqe, &bt->act[pick], (unsigned int)pick, bt->write);
-		if (!hdr_op)
-			bt->inflight++;
-		bt->unsubmitted++;
+	*b = (struct nvme_batch){ .ios = ios, .n = n, .write = write };
+	b->pending = calloc(n, sizeof(*b->pending));
+	b->errs = calloc(n, sizeof(*b->errs));
+	b->ready = calloc(n, sizeof(*b->ready));
+	if (write) {
+		b->gens = calloc(n, sizeof(*b->gens));
+		b->crcs = calloc(n, sizeof(*b->crcs));
+	} else {
+		b->hdrs = calloc(n, sizeof(*b->hdrs));
 	}
+	if (!b->pending || !b->errs || !b->ready ||
+	    (write ? !b->gens || !b->crcs : !b->hdrs)) {
+		batch_free(b);
+		for (unsigned int i = 0; i < n; i++)
+			ios[i].result = -ENOMEM;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /*
- * Run the I/O of every io whose pending[i] is set; generations[i] is what
- * a write stamps.  Up to queue_depth payload I/Os are in flight (the
- * same depth fio would use); a block without headroom adds its 4 KiB
- * header I/O on top.  Completed blocks leave the window before their CRC
- * is checked, so the next I/Os are already queued while the CPU works.
+ * Run the I/O of every pending io of b, sharing the queue with the other
+ * batches in progress: up to queue_depth payload I/Os in flight (the same
+ * depth fio would use; a block without headroom adds its 4 KiB header I/O
+ * on top).  Returns when every pending io is finished.
  */
-static void run_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
-		      unsigned int n, const bool *pending,
-		      const uint64_t *generations, bool write)
+static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 {
-	struct nvme_active act[t->qd], done[t->qd];
-	struct tier_nvme_slot_header hdrs[t->qd];
-	struct batch bt = { .t = t,
-			    .ios = ios,
-			    .n = n,
-			    .pending = pending,
-			    .generations = generations,
-			    .write = write,
-			    .act = act };
-
-	for (unsigned int i = 0; i < t->qd; i++)
-		act[i].io = -1;
-	for (;;) {
-		fill_queue(&bt);
-		if (!bt.unsubmitted && !bt.inflight && bt.active == 0)
-			break;
-		int r = io_uring_submit_and_wait(&t->ring, 1);
-
-		t->st.submits++;
-		if (r >= 0) {
-			bt.unsubmitted = 0;
-		} else if (r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-			vmm_log(VMM_LOG_ERR, "tier_nvme: io_uring_submit: %s",
-				strerror(-r));
-			abort_batch(t, act, ios, n, pending, bt.next, r, write);
-			return;
+	pthread_mutex_lock(&t->io_lock);
+	for (unsigned int i = 0; i < b->n; i++)
+		b->left += b->pending[i];
+	b->next = skip_idle(b, 0);
+	b->prepared = b->write ? b->next : b->n;
+	if (t->ring_err) {
+		for (unsigned int i = b->next; i < b->n;
+		     i = skip_idle(b, i + 1)) {
+			b->errs[i] = t->ring_err;
+			b->ready[b->ready_tail++] = i;
 		}
+		b->next = b->n;
+	} else if (b->next < b->n) {
+		struct nvme_batch **p = &t->batches;
 
-		struct io_uring_cqe *cqe;
-		unsigned int head, seen = 0, ndone = 0;
-
-		io_uring_for_each_cqe(&t->ring, head, cqe)
-		{
-			uint64_t ud = io_uring_cqe_get_data64(cqe);
-			unsigned int ai = ud & 0x7fff;
-			bool hdr = ud & NVME_HDR_FLAG;
-			int64_t want = (int64_t)(ud >> 16);
-			struct nvme_active *a = &act[ai];
-
-			seen++;
-			if (!hdr)
-				bt.inflight--;
-			a->outstanding--;
-			if (cqe->res != want) {
-				if (!a->err)
-					a->err = cqe->res < 0 ? cqe->res : -EIO;
-			} else if (hdr) {
-				a->hdr_done = true;
-			} else {
-				a->done += (uint64_t)want;
-			}
+		while (*p)
+			p = &(*p)->link;
+		*p = b;
+		if (t->inflight < t->qd) {
+			fill_queue(t);
+			submit(t);
 		}
-		io_uring_cq_advance(&t->ring, seen);
-		/* completed blocks leave the window (headers copied out) */
-		for (unsigned int i = 0; i < t->qd; i++) {
-			struct nvme_active *a = &act[i];
-
-			if (a->io < 0 || !block_complete(a))
-				continue;
-			memcpy(&hdrs[ndone], hdr_mem(t, a, i), sizeof(hdrs[0]));
-			done[ndone++] = *a;
-			a->io = -1;
-			bt.active--;
-		}
-		if (ndone && bt.next < n) {
-			fill_queue(&bt);
-			if (bt.unsubmitted) {
-				int s2 = io_uring_submit(&t->ring);
-
-				t->st.submits++;
-				if (s2 > 0)
-					bt.unsubmitted -= (unsigned int)s2;
-			}
-		}
-		for (unsigned int k = 0; k < ndone; k++)
-			finish_block(t, &done[k], &hdrs[k], &ios[done[k].io],
-				     write);
 	}
+	for (;;) {
+		if (b->ready_head < b->ready_tail) {
+			unsigned int from = b->ready_head, to = b->ready_tail;
+
+			b->ready_head = to;
+			pthread_mutex_unlock(&t->io_lock);
+			for (unsigned int k = from; k < to; k++)
+				finish_block(t, b, b->ready[k]);
+			pthread_mutex_lock(&t->io_lock);
+			b->left -= to - from;
+			continue;
+		}
+		if (!b->left)
+			break;
+		/* a write's CRC, while the queued I/Os run */
+		if (b->next < b->n && b->prepared < b->n &&
+		    b->prepared < b->next + t->qd) {
+			unsigned int i = b->prepared;
+			struct tier_nvme_io *io = &b->ios[i];
+
+			pthread_mutex_unlock(&t->io_lock);
+			b->crcs[i] = tier_crc32c(0, io->buf, io->length);
+			pthread_mutex_lock(&t->io_lock);
+			b->prepared = skip_idle(b, i + 1);
+			if (t->inflight < t->qd) {
+				fill_queue(t);
+				submit(t);
+			}
+			continue;
+		}
+		if (t->driving) {
+			pthread_cond_wait(&t->io_cond, &t->io_lock);
+			continue;
+		}
+		if (!drive(t)) {
+			/* nothing in the kernel (a submit to retry) */
+			pthread_mutex_unlock(&t->io_lock);
+			sched_yield();
+			pthread_mutex_lock(&t->io_lock);
+		}
+	}
+	pthread_mutex_unlock(&t->io_lock);
 }
 
 int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			  unsigned int n)
 {
-	bool *pending;
-	uint64_t *gens;
+	struct nvme_batch b;
 	int failed = 0;
 
 	if (n == 0)
 		return 0;
-	pending = calloc(n, sizeof(*pending));
-	gens = calloc(n, sizeof(*gens));
-	if (!pending || !gens) {
-		free(pending);
-		free(gens);
-		for (unsigned int i = 0; i < n; i++)
-			ios[i].result = -ENOMEM;
+	if (batch_alloc(&b, ios, n, true))
 		return (int)n;
-	}
-	pthread_mutex_lock(&t->io_lock);
 	pthread_mutex_lock(&t->lock);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
@@ -455,35 +627,28 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			.layout_id = io->layout_id,
 		};
 		nvme_idx_insert(t, io->slot);
-		gens[i] = t->slots[io->slot].generation;
-		pending[i] = true;
+		b.gens[i] = t->slots[io->slot].generation;
+		b.pending[i] = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	run_batch(t, ios, n, pending, gens, true);
-	pthread_mutex_unlock(&t->io_lock);
+	run_batch(t, &b);
 	for (unsigned int i = 0; i < n; i++)
 		if (ios[i].result)
 			failed++;
-	free(pending);
-	free(gens);
+	batch_free(&b);
 	return failed;
 }
 
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n)
 {
-	bool *pending;
+	struct nvme_batch b;
 	int failed = 0;
 
 	if (n == 0)
 		return 0;
-	pending = calloc(n, sizeof(*pending));
-	if (!pending) {
-		for (unsigned int i = 0; i < n; i++)
-			ios[i].result = -ENOMEM;
+	if (batch_alloc(&b, ios, n, false))
 		return (int)n;
-	}
-	pthread_mutex_lock(&t->io_lock);
 	pthread_mutex_lock(&t->lock);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
@@ -505,15 +670,14 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		}
 		io->length = s->length;
 		s->readers++;
-		pending[i] = true;
+		b.pending[i] = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	run_batch(t, ios, n, pending, NULL, false);
-	pthread_mutex_unlock(&t->io_lock);
+	run_batch(t, &b);
 	for (unsigned int i = 0; i < n; i++)
 		if (ios[i].result)
 			failed++;
-	free(pending);
+	batch_free(&b);
 	return failed;
 }
 

@@ -14,8 +14,11 @@
  *                        slot headers
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
- * the ring and hdr_bufs (one batch or recovery scan at a time).  io_lock
- * is taken before lock when both are held.
+ * the engine: the ring's submission side and completion side, the blocks
+ * in progress, hdr_bufs and the list of batches (several batches, from
+ * several threads, share the ring; see tier_nvme_io.c).  One thread at a
+ * time (the driver) waits for completions, without io_lock.  io_lock is
+ * taken before lock when both are held.
  */
 #ifndef KVMM_KVMMD_TIER_NVME_PRIV_H
 #define KVMM_KVMMD_TIER_NVME_PRIV_H
@@ -64,9 +67,13 @@ struct nvme_slot {
 
 #if HAVE_LIBURING
 
+struct nvme_active;
+struct nvme_batch;
+
 struct tier_nvme {
 	pthread_mutex_t lock; /* slots, index, free stack, counters */
-	pthread_mutex_t io_lock; /* the ring and header buffers */
+	pthread_mutex_t io_lock; /* the engine (below), ring, header buffers */
+	pthread_cond_t io_cond; /* a block completed; the driver role freed */
 	int fd;
 	uint64_t stride;
 	uint64_t payload_bytes;
@@ -87,6 +94,15 @@ struct tier_nvme {
 	unsigned char *reg_base;
 	size_t reg_len;
 	struct tier_nvme_stats st;
+	/* the batch engine (io_lock) */
+	struct nvme_active *act; /* qd blocks in progress */
+	struct nvme_batch *batches; /* batches with blocks not yet started */
+	unsigned int active; /* entries of act in use */
+	unsigned int inflight; /* payload I/Os queued, not completed */
+	unsigned int queued; /* SQEs queued, not completed (headers too) */
+	unsigned int unsubmitted; /* SQEs queued, not yet submitted */
+	bool driving; /* a thread waits for or reaps completions */
+	int ring_err; /* the ring failed: every later I/O fails with it */
 };
 
 static inline uint64_t nvme_slot_offset(const struct tier_nvme *t,
@@ -122,13 +138,18 @@ void nvme_slot_release(struct tier_nvme *t, uint32_t slot);
 uint32_t nvme_header_crc(const struct tier_nvme_slot_header *h);
 bool nvme_header_valid(const struct tier_nvme *t,
 		       const struct tier_nvme_slot_header *h, uint32_t slot);
-/* Fill the 4 KiB header block at hb for a write of io (payload CRC
- * included); returns the payload CRC. */
-uint32_t nvme_header_fill(const struct tier_nvme *t, void *hb,
-			  const struct tier_nvme_io *io, uint64_t generation);
+/* Fill the 4 KiB header block at hb for a write of io whose payload has
+ * CRC32C payload_crc (computed by the caller, outside the engine's lock). */
+void nvme_header_fill(const struct tier_nvme *t, void *hb,
+		      const struct tier_nvme_io *io, uint64_t generation,
+		      uint32_t payload_crc);
 int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb);
 int nvme_sb_write(struct tier_nvme *t);
 bool nvme_sb_valid(const struct nvme_superblock *sb);
+
+/* tier_nvme_io.c: the engine's state, set up after the ring (open) */
+int nvme_engine_init(struct tier_nvme *t);
+void nvme_engine_fini(struct tier_nvme *t);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns) */
 int nvme_recover(struct tier_nvme *t);
