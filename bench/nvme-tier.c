@@ -29,13 +29,53 @@
 #include "bench/bench.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+/*
+ * The disk under the file, from /sys/dev/block/MAJ:MIN/stat: io_ticks
+ * (ms with at least one request in flight) and time_in_queue (requests x
+ * ms).  Their ratio over a run is the queue depth the disk saw while it
+ * was busy, whoever started the run (fio's start-up is idle time, not
+ * counted): the check that kvmm keeps it as full as fio does.  Other
+ * processes' I/O on the same disk shows up in it too.
+ */
+static char disk_stat[96];
+
+struct disk_snap {
+	double busy_ms, queue_ms;
+};
+
+static void disk_snap(struct disk_snap *d)
+{
+	unsigned long long v[11] = { 0 };
+	FILE *f = disk_stat[0] ? fopen(disk_stat, "r") : NULL;
+
+	*d = (struct disk_snap){ 0 };
+	if (!f)
+		return;
+	if (fscanf(f, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+		   &v[8], &v[9], &v[10]) == 11) {
+		d->busy_ms = (double)v[9];
+		d->queue_ms = (double)v[10];
+	}
+	fclose(f);
+}
+
+static double disk_depth(const struct disk_snap *a, const struct disk_snap *b)
+{
+	double busy = b->busy_ms - a->busy_ms;
+
+	return busy > 0 ? (b->queue_ms - a->queue_ms) / busy : 0;
+}
 
 /*
  * One fio job: its bandwidth in bytes/s (or -1) and the CPU seconds its
@@ -44,9 +84,10 @@
  */
 static double run_fio(const char *file, const char *rw, size_t bs,
 		      unsigned int qd, uint64_t offset, uint64_t size,
-		      double *cpu)
+		      double *cpu, double *depth)
 {
 	bool rd = strcmp(rw, "read") == 0;
+	struct disk_snap d0, d1;
 	char cmd[1024], line[8192];
 	FILE *p;
 	double bw = -1;
@@ -59,6 +100,7 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 		 "--terse-version=3 2>/dev/null",
 		 file, rw, bs, qd, (unsigned long long)offset,
 		 (unsigned long long)size);
+	disk_snap(&d0);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -81,67 +123,129 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 	}
 	if (pclose(p) != 0)
 		return -1;
+	disk_snap(&d1);
+	*depth = disk_depth(&d0, &d1);
 	return bw;
 }
 
+/* The four runs of a round. */
+enum { K_WRITE, K_READ, F_WRITE, F_READ, NRUNS };
+
+/* One thread's share of a kvmm phase: batches tid, tid + nthreads, ... */
+struct kvmm_worker {
+	pthread_t thread;
+	struct tier_nvme *t;
+	struct tier_host *h;
+	struct tier_nvme_io *ios; /* batch entries */
+	uint32_t *slots; /* every block's slot (shared, disjoint entries) */
+	uint64_t nblocks, block, hash0;
+	unsigned int batch, tid, nthreads;
+	bool write;
+	int failures;
+};
+
+static void *kvmm_worker_run(void *arg)
+{
+	struct kvmm_worker *w = arg;
+	uint64_t step = (uint64_t)w->batch * w->nthreads;
+
+	for (uint64_t i = (uint64_t)w->batch * w->tid; i < w->nblocks;
+	     i += step) {
+		unsigned int n = (unsigned int)(w->nblocks - i < w->batch ?
+							w->nblocks - i :
+							w->batch);
+
+		for (unsigned int j = 0; j < n; j++)
+			w->ios[j] = (struct tier_nvme_io){
+				.hash = w->hash0 + i + j,
+				.slot = w->write ? 0 : w->slots[i + j],
+				.buf = tier_host_slot_addr(
+					w->h, w->tid * w->batch + j),
+				.length = w->write ? w->block : 0,
+				.headroom = true,
+			};
+		if (w->write)
+			w->failures += tier_nvme_write_batch(w->t, w->ios, n);
+		else
+			w->failures += tier_nvme_read_batch(w->t, w->ios, n);
+		for (unsigned int j = 0; w->write && j < n; j++)
+			w->slots[i + j] = w->ios[j].slot;
+	}
+	return NULL;
+}
+
+/* One phase (every block written, or read) on nthreads threads, as
+ * kvmmd's migration workers call the tier; its wall and CPU seconds. */
+static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
+		      double *wall, double *cpu, double *depth)
+{
+	int failures = 0;
+	struct disk_snap d0, d1;
+
+	disk_snap(&d0);
+	double t0 = now_s(), c0 = cpu_s();
+
+	for (unsigned int k = 0; k < nthreads; k++) {
+		w[k].write = write;
+		w[k].failures = 0;
+		if (pthread_create(&w[k].thread, NULL, kvmm_worker_run,
+				   &w[k])) {
+			fprintf(stderr, "nvme-tier: pthread_create failed\n");
+			exit(1);
+		}
+	}
+	for (unsigned int k = 0; k < nthreads; k++) {
+		pthread_join(w[k].thread, NULL);
+		failures += w[k].failures;
+	}
+	*wall = now_s() - t0;
+	*cpu = cpu_s() - c0;
+	disk_snap(&d1);
+	*depth = disk_depth(&d0, &d1);
+	return failures;
+}
+
+/* Let the previous run's writes leave the disk's cache before the next
+ * run starts, as fio's own start-up does for it. */
+static void settle(unsigned int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (ms && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
 /*
- * One kvmm round: every slot written then read, in batches of the host
- * slab's size.  Payload bytes per second in *wbw and *rbw.  The slots of
- * the previous round are freed highest first so the free stack hands them
- * out lowest first again: each round walks the file front to back, as
- * fio's sequential job does.
+ * One kvmm round: every block written then read, each phase on the
+ * worker threads; v[K_WRITE] and v[K_READ] get payload bytes per second,
+ * CPU seconds and the disk's busy depth.  The slots
+ * of the previous round are freed highest first so the free stack hands
+ * them out lowest first again: each round walks the file front to back,
+ * as fio's sequential job does.
  */
-static int kvmm_round(struct tier_nvme *t, struct tier_host *h,
-		      struct tier_nvme_io *ios, uint32_t *slots,
-		      uint64_t nblocks, unsigned int batch, uint64_t block,
-		      unsigned int round, double *wbw, double *rbw,
-		      double *wcpu, double *rcpu)
+static int kvmm_round(struct kvmm_worker *w, unsigned int nthreads,
+		      uint32_t *slots, uint64_t nblocks, uint64_t block,
+		      unsigned int round, unsigned int settle_ms,
+		      double v[NRUNS][3])
 {
 	static uint64_t gen = 1;
 	int failures = 0;
 
 	for (uint64_t i = nblocks; round && i-- > 0;)
-		if (tier_nvme_free(t, slots[i]))
+		if (tier_nvme_free(w[0].t, slots[i]))
 			failures++;
-	double t0 = now_s(), c0 = cpu_s();
-	for (uint64_t i = 0; i < nblocks; i += batch) {
-		unsigned int n = (unsigned int)(nblocks - i < batch ?
-							nblocks - i :
-							batch);
+	for (unsigned int k = 0; k < nthreads; k++)
+		w[k].hash0 = gen;
+	gen += nblocks;
+	for (int r = K_WRITE; r <= K_READ; r++) {
+		double wall;
 
-		for (unsigned int j = 0; j < n; j++)
-			ios[j] = (struct tier_nvme_io){
-				.hash = gen++,
-				.buf = tier_host_slot_addr(h, j),
-				.length = block,
-				.headroom = true,
-			};
-		failures += tier_nvme_write_batch(t, ios, n);
-		for (unsigned int j = 0; j < n; j++)
-			slots[i + j] = ios[j].slot;
+		settle(settle_ms);
+		failures += kvmm_phase(w, nthreads, r == K_WRITE, &wall,
+				       &v[r][1], &v[r][2]);
+		v[r][0] = (double)(nblocks * block) / wall;
 	}
-	double wt = now_s() - t0;
-	*wcpu = cpu_s() - c0;
-	t0 = now_s();
-	c0 = cpu_s();
-	for (uint64_t i = 0; i < nblocks; i += batch) {
-		unsigned int n = (unsigned int)(nblocks - i < batch ?
-							nblocks - i :
-							batch);
-
-		for (unsigned int j = 0; j < n; j++)
-			ios[j] = (struct tier_nvme_io){
-				.hash = gen - nblocks + i + j,
-				.slot = slots[i + j],
-				.buf = tier_host_slot_addr(h, j),
-				.headroom = true,
-			};
-		failures += tier_nvme_read_batch(t, ios, n);
-	}
-	double rt = now_s() - t0;
-	*rcpu = cpu_s() - c0;
-	*wbw = (double)(nblocks * block) / wt;
-	*rbw = (double)(nblocks * block) / rt;
 	return failures;
 }
 
@@ -149,7 +253,8 @@ int main(int argc, char **argv)
 {
 	const char *file = "/var/tmp/kvmm-nvme-bench";
 	uint64_t block = 256 * 1024, total = 512ull << 20;
-	unsigned int qd = 8, rounds = 3, batch = 256;
+	unsigned int qd = 8, rounds = 3, batch = 8, nthreads = 2,
+		     settle_ms = 300;
 	struct tier_nvme *t;
 	struct tier_host *h;
 	int r;
@@ -167,15 +272,20 @@ int main(int argc, char **argv)
 			batch = (unsigned int)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = (unsigned int)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			nthreads = (unsigned int)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--settle-ms") && i + 1 < argc)
+			settle_ms = (unsigned int)atoi(argv[++i]);
 		else {
 			fprintf(stderr,
-				"usage: %s [--file PATH] [--block-bytes N] [--total-bytes N] [--qd N] [--batch N] [--rounds N]\n",
+				"usage: %s [--file PATH] [--block-bytes N] [--total-bytes N] [--qd N] [--batch N] [--threads N] [--rounds N] [--settle-ms N]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	vmm_log_set_level(VMM_LOG_WARN);
-	if (block % 4096 || !block || !qd || !rounds || !batch) {
+	if (block % 4096 || !block || !qd || !rounds || !batch || !nthreads ||
+	    nthreads > 64) {
 		fprintf(stderr, "nvme-tier: bad parameters\n");
 		return 2;
 	}
@@ -183,10 +293,12 @@ int main(int argc, char **argv)
 	uint64_t stride = 4096 + block;
 	if (batch > nblocks)
 		batch = (unsigned int)nblocks;
+	unsigned int hslots = batch * nthreads; /* each thread its own */
 
 	/* source/destination payloads: a host-tier slab, registered */
 	struct tier_host_config hc = { .size = sizeof(hc),
-				       .capacity_bytes = batch * block,
+				       .capacity_bytes =
+					       (uint64_t)hslots * block,
 				       .slot_bytes = block,
 				       .numa_node = -1 };
 	r = tier_host_open(&hc, &h);
@@ -196,7 +308,7 @@ int main(int argc, char **argv)
 	}
 	size_t reg_len;
 	unsigned char *reg = tier_host_base(h, &reg_len);
-	for (unsigned int i = 0; i < batch; i++) {
+	for (unsigned int i = 0; i < hslots; i++) {
 		uint32_t s;
 
 		if (tier_host_alloc(h, &s))
@@ -224,134 +336,163 @@ int main(int argc, char **argv)
 		tier_host_close(h);
 		return r == -EOPNOTSUPP ? 0 : 1;
 	}
-	struct tier_nvme_io *ios = calloc(batch, sizeof(*ios));
+	struct tier_nvme_io *ios = calloc(hslots, sizeof(*ios));
+	struct kvmm_worker w[64];
 	uint32_t *slots = calloc(nblocks, sizeof(*slots));
-	double *wr = calloc(rounds, sizeof(*wr)),
-	       *rr = calloc(rounds, sizeof(*rr));
-	double *kw = calloc(rounds, sizeof(*kw)),
-	       *kr = calloc(rounds, sizeof(*kr));
-	double *fw = calloc(rounds, sizeof(*fw)),
-	       *fr = calloc(rounds, sizeof(*fr));
-	double *cw[2], *cr[2]; /* CPU us/MB, kvmm and fio */
-	double fio_cw;
+	/* per counted round, for each run (kvmm write, kvmm read, fio
+	 * write, fio read): MB/s, CPU us per MB, the disk's busy depth */
+	double *bw[NRUNS], *cpu[NRUNS], *depth[NRUNS], *ratio[2];
+	double dummy_cpu, dummy_depth;
 	struct tier_nvme_stats st0, st;
 	struct stat fst;
 	unsigned int nratio = 0;
 	int failures = 0;
 
-	for (int i = 0; i < 2; i++) {
-		cw[i] = calloc(rounds, sizeof(double));
-		cr[i] = calloc(rounds, sizeof(double));
-		if (!cw[i] || !cr[i])
+	if (!ios || !slots)
+		return 1;
+	if (!stat(file, &fst)) {
+		dev_t dev = S_ISBLK(fst.st_mode) ? fst.st_rdev : fst.st_dev;
+
+		snprintf(disk_stat, sizeof(disk_stat),
+			 "/sys/dev/block/%u:%u/stat", major(dev), minor(dev));
+	}
+	for (int i = 0; i < NRUNS; i++) {
+		bw[i] = calloc(rounds, sizeof(double));
+		cpu[i] = calloc(rounds, sizeof(double));
+		depth[i] = calloc(rounds, sizeof(double));
+		if (!bw[i] || !cpu[i] || !depth[i])
 			return 1;
 	}
-	if (!ios || !slots || !wr || !rr || !kw || !kr || !fw || !fr)
-		return 1;
+	for (int i = 0; i < 2; i++) {
+		ratio[i] = calloc(rounds, sizeof(double));
+		if (!ratio[i])
+			return 1;
+	}
+	for (unsigned int k = 0; k < nthreads; k++)
+		w[k] = (struct kvmm_worker){ .t = t,
+					     .h = h,
+					     .ios = ios + (size_t)k * batch,
+					     .slots = slots,
+					     .nblocks = nblocks,
+					     .block = block,
+					     .batch = batch,
+					     .tid = k,
+					     .nthreads = nthreads };
 	/* Warm the file: write every byte once (fio and us both overwrite
 	 * allocated, written extents afterwards). */
 	(void)run_fio(file, "write", stride, qd, 0, 4096 + nblocks * stride,
-		      &fio_cw);
+		      &dummy_cpu, &dummy_depth);
 
 	/* Round 0 warms caches and the ring and is not counted.  Then the
 	 * order alternates, kvmm first in odd rounds and fio first in even
 	 * ones, so a drift of the shared disk over time weighs on both
 	 * sides alike; the ratios are per round (neighbouring runs) and the
-	 * JSON has their medians. */
+	 * JSON has their medians.  Every run starts settle_ms after the
+	 * previous one ended (fio's start-up adds about 0.3 s more). */
 	for (unsigned int round = 0; round <= rounds; round++) {
-		double kvmm_w, kvmm_r, fio_w = 0, fio_r = 0;
-		double kvmm_cw, kvmm_cr, fio_cw = 0, fio_cr = 0;
+		double v[NRUNS][3] = { { 0 } }; /* bytes/s, CPU s, depth */
 		bool fio_first = round && round % 2 == 0;
 
 		if (round == 1)
 			tier_nvme_get_stats(t, &st0);
-		if (fio_first) {
-			fio_w = run_fio(file, "write", stride, qd, 4096,
-					nblocks * stride, &fio_cw);
-			fio_r = run_fio(file, "read", stride, qd, 4096,
-					nblocks * stride, &fio_cr);
-		}
-		failures += kvmm_round(t, h, ios, slots, nblocks, batch, block,
-				       round, &kvmm_w, &kvmm_r, &kvmm_cw,
-				       &kvmm_cr);
-		if (!fio_first && round) {
-			fio_w = run_fio(file, "write", stride, qd, 4096,
-					nblocks * stride, &fio_cw);
-			fio_r = run_fio(file, "read", stride, qd, 4096,
-					nblocks * stride, &fio_cr);
+		for (int side = 0; side < 2; side++) {
+			if ((side == 1) == fio_first) {
+				failures += kvmm_round(w, nthreads, slots,
+						       nblocks, block, round,
+						       settle_ms, v);
+				continue;
+			}
+			if (!round)
+				continue;
+			for (int r = F_WRITE; r <= F_READ; r++) {
+				settle(settle_ms);
+				v[r][0] = run_fio(
+					file, r == F_WRITE ? "write" : "read",
+					stride, qd, 4096, nblocks * stride,
+					&v[r][1], &v[r][2]);
+			}
 		}
 		if (round == 0)
 			continue;
-		kw[nratio] = kvmm_w;
-		kr[nratio] = kvmm_r;
-		fw[nratio] = fio_w;
-		fr[nratio] = fio_r;
-		wr[nratio] = fio_w > 0 ? kvmm_w / fio_w : 0;
-		rr[nratio] = fio_r > 0 ? kvmm_r / fio_r : 0;
-		/* CPU microseconds per MB moved (fio's bytes are slot
-		 * bytes, ours payload bytes: both per MB of their own) */
-		cw[0][nratio] = kvmm_cw * 1e12 / (double)(nblocks * block);
-		cr[0][nratio] = kvmm_cr * 1e12 / (double)(nblocks * block);
-		cw[1][nratio] = fio_cw * 1e12 / (double)(nblocks * stride);
-		cr[1][nratio] = fio_cr * 1e12 / (double)(nblocks * stride);
-		nratio++;
-		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f\n",
-		       round, fio_first ? "fio" : "kvmm", kvmm_w / 1e6,
-		       kvmm_r / 1e6, fio_w / 1e6, fio_r / 1e6, wr[nratio - 1],
-		       rr[nratio - 1], cw[0][nratio - 1], cr[0][nratio - 1],
-		       cw[1][nratio - 1], cr[1][nratio - 1]);
+		for (int r = 0; r < NRUNS; r++) {
+			/* fio's bytes are slot bytes, ours payload bytes:
+			 * both per MB of their own */
+			double bytes = (double)(nblocks *
+						(r < F_WRITE ? block : stride));
+
+			bw[r][nratio] = v[r][0];
+			cpu[r][nratio] = v[r][1] * 1e12 / bytes;
+			depth[r][nratio] = v[r][2];
+		}
+		for (int i = 0; i < 2; i++)
+			ratio[i][nratio] =
+				v[F_WRITE + i][0] > 0 ?
+					v[K_WRITE + i][0] / v[F_WRITE + i][0] :
+					0;
+		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f\n",
+		       round, fio_first ? "fio" : "kvmm", v[K_WRITE][0] / 1e6,
+		       v[K_READ][0] / 1e6, v[F_WRITE][0] / 1e6,
+		       v[F_READ][0] / 1e6, ratio[0][nratio], ratio[1][nratio],
+		       cpu[K_WRITE][nratio], cpu[K_READ][nratio],
+		       cpu[F_WRITE][nratio], cpu[F_READ][nratio], v[K_WRITE][2],
+		       v[K_READ][2], v[F_WRITE][2], v[F_READ][2]);
 		fflush(stdout);
+		nratio++;
 	}
 	tier_nvme_get_stats(t, &st);
 	tier_nvme_close(t);
-	for (unsigned int i = 0; i < batch; i++)
+	for (unsigned int i = 0; i < hslots; i++)
 		tier_host_free(h, i);
 	tier_host_close(h);
 
 	/* I/Os and io_uring_enter calls per block over the counted rounds:
 	 * 1 SQE per block means header and payload moved as one I/O */
 	double blocks_moved = 2.0 * (double)nblocks * nratio;
-	double med_kw = median(kw, nratio), med_fw = median(fw, nratio);
-	double med_kr = median(kr, nratio), med_fr = median(fr, nratio);
-	double med_wr = median(wr, nratio), med_rr = median(rr, nratio);
-	double med_cw[2], med_cr[2];
+	double mb[NRUNS], mc[NRUNS], md[NRUNS], mr[2];
 
-	for (int i = 0; i < 2; i++) {
-		med_cw[i] = median(cw[i], nratio);
-		med_cr[i] = median(cr[i], nratio);
+	for (int r = 0; r < NRUNS; r++) {
+		mb[r] = median(bw[r], nratio);
+		mc[r] = median(cpu[r], nratio);
+		md[r] = median(depth[r], nratio);
 	}
+	for (int i = 0; i < 2; i++)
+		mr[i] = median(ratio[i],
+			       nratio); /* sorts: [0] min, [n-1] max */
 	printf("{\"bench\":\"nvme-tier\",\"file\":\"%s\",\"block_bytes\":%llu,"
-	       "\"io_bytes\":%llu,\"qd\":%u,\"total_bytes\":%llu,"
-	       "\"rounds\":%u,\"kvmm_write_MBps\":%.1f,\"fio_write_MBps\":%.1f,"
+	       "\"io_bytes\":%llu,\"qd\":%u,\"batch\":%u,\"threads\":%u,"
+	       "\"total_bytes\":%llu,\"rounds\":%u,\"settle_ms\":%u,"
+	       "\"kvmm_write_MBps\":%.1f,\"fio_write_MBps\":%.1f,"
 	       "\"write_ratio\":%.3f,\"kvmm_read_MBps\":%.1f,"
 	       "\"fio_read_MBps\":%.1f,\"read_ratio\":%.3f,"
 	       "\"write_ratio_min\":%.3f,\"write_ratio_max\":%.3f,"
 	       "\"read_ratio_min\":%.3f,\"read_ratio_max\":%.3f,"
 	       "\"kvmm_write_cpu_us_per_MB\":%.0f,\"fio_write_cpu_us_per_MB\":%.0f,"
 	       "\"kvmm_read_cpu_us_per_MB\":%.0f,\"fio_read_cpu_us_per_MB\":%.0f,"
+	       "\"kvmm_write_disk_depth\":%.2f,\"fio_write_disk_depth\":%.2f,"
+	       "\"kvmm_read_disk_depth\":%.2f,\"fio_read_disk_depth\":%.2f,"
 	       "\"sqes_per_block\":%.2f,\"enters_per_block\":%.2f,"
 	       "\"checksum_failures\":%llu,\"failures\":%d,"
 	       "\"registered_buffers\":%s,\"target\":0.9}\n",
 	       file, (unsigned long long)block, (unsigned long long)stride, qd,
-	       (unsigned long long)(nblocks * block), rounds, med_kw / 1e6,
-	       med_fw / 1e6, med_wr, med_kr / 1e6, med_fr / 1e6, med_rr, wr[0],
-	       wr[nratio - 1], rr[0], rr[nratio - 1], med_cw[0], med_cw[1],
-	       med_cr[0], med_cr[1],
+	       batch, nthreads, (unsigned long long)(nblocks * block), rounds,
+	       settle_ms, mb[K_WRITE] / 1e6, mb[F_WRITE] / 1e6, mr[0],
+	       mb[K_READ] / 1e6, mb[F_READ] / 1e6, mr[1], ratio[0][0],
+	       ratio[0][nratio - 1], ratio[1][0], ratio[1][nratio - 1],
+	       mc[K_WRITE], mc[F_WRITE], mc[K_READ], mc[F_READ], md[K_WRITE],
+	       md[F_WRITE], md[K_READ], md[F_READ],
 	       (double)(st.sqes - st0.sqes) / blocks_moved,
 	       (double)(st.submits - st0.submits) / blocks_moved,
 	       (unsigned long long)st.checksum_failures, failures,
 	       st.registered_buffers ? "true" : "false");
 	free(ios);
 	free(slots);
-	free(wr);
-	free(rr);
-	free(kw);
-	free(kr);
-	free(fw);
-	free(fr);
-	for (int i = 0; i < 2; i++) {
-		free(cw[i]);
-		free(cr[i]);
+	for (int i = 0; i < NRUNS; i++) {
+		free(bw[i]);
+		free(cpu[i]);
+		free(depth[i]);
 	}
+	for (int i = 0; i < 2; i++)
+		free(ratio[i]);
 	/* a regular file is ours (created for the run); a block device is
 	 * not to be removed */
 	if (!stat(file, &fst) && S_ISREG(fst.st_mode))
