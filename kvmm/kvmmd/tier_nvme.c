@@ -133,7 +133,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->io_lock, NULL);
-	pthread_cond_init(&t->io_cond, NULL);
+	pthread_cond_init(&t->io_wake, NULL);
 	t->qd = cfg->queue_depth ? cfg->queue_depth : 8;
 	if (t->qd > 1024)
 		t->qd = 1024;
@@ -233,6 +233,12 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			"tier_nvme: %s: formatted %u slots of %llu bytes",
 			cfg->path, t->nslots, (unsigned long long)t->stride);
 	}
+	r = nvme_engine_start(t);
+	if (r) {
+		vmm_log(VMM_LOG_ERR, "tier_nvme: completion thread: %s",
+			strerror(-r));
+		goto err_ring;
+	}
 	*out = t;
 	return 0;
 
@@ -244,7 +250,7 @@ err_free:
 	free(t->hdr_bufs);
 	nvme_engine_fini(t);
 	nvme_slots_fini(t);
-	pthread_cond_destroy(&t->io_cond);
+	pthread_cond_destroy(&t->io_wake);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -255,12 +261,12 @@ void tier_nvme_close(struct tier_nvme *t)
 {
 	if (!t)
 		return;
+	nvme_engine_fini(t); /* stops the completion thread first */
 	io_uring_queue_exit(&t->ring);
 	close(t->fd);
 	free(t->hdr_bufs);
-	nvme_engine_fini(t);
 	nvme_slots_fini(t);
-	pthread_cond_destroy(&t->io_cond);
+	pthread_cond_destroy(&t->io_wake);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

@@ -23,10 +23,12 @@
  *   - a read's header and payload CRC are checked once the block left the
  *     queue (its place already refilled); only then is it counted as read
  *     and its result 0, so nothing is served unverified.
- * One thread at a time is the driver: it waits for completions without
- * io_lock (others queue and submit meanwhile), reaps them, hands completed
- * blocks to their batches, refills the queue, then gives the role up to
- * check its own blocks while another waiting thread takes it over.
+ * Completions are reaped by the tier's own thread (io_thread), which does
+ * nothing else: it waits for them without io_lock (callers queue and
+ * submit meanwhile), hands completed blocks to their batches and refills
+ * the queue at once.  Using little CPU, it is woken promptly even on a
+ * busy machine, where a thread that also spent its time on checksums
+ * would wait for a core while the disk's queue ran dry.
  */
 #include "tier_nvme_priv.h"
 
@@ -34,9 +36,9 @@
 #include "vmm/vmm.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if HAVE_LIBURING
 
@@ -74,7 +76,9 @@ struct nvme_batch {
 	struct tier_nvme_slot_header *hdrs; /* read: header as read */
 	int *errs; /* I/O result of each completed io */
 	unsigned int *ready; /* completed, not finished: [ready_head, tail) */
+	pthread_cond_t done; /* the owner: an io of this batch completed */
 	/* io_lock */
+	bool sleeping; /* the owner waits on done */
 	unsigned int ready_head, ready_tail;
 	unsigned int next; /* first pending io not started (n: none) */
 	unsigned int prepared; /* pending ios below it may start */
@@ -86,12 +90,6 @@ int nvme_engine_init(struct tier_nvme *t)
 {
 	t->act = calloc(t->qd, sizeof(*t->act));
 	return t->act ? 0 : -ENOMEM;
-}
-
-void nvme_engine_fini(struct tier_nvme *t)
-{
-	free(t->act);
-	t->act = NULL;
 }
 
 /* The first io at or after i that takes part in the batch. */
@@ -264,16 +262,24 @@ static void fill_queue(struct tier_nvme *t)
 	}
 }
 
+/* Hand completed io idx (I/O result err) to its batch's owner. */
+static void hand_over(struct nvme_batch *b, unsigned int idx, int err)
+{
+	b->errs[idx] = err;
+	b->ready[b->ready_tail++] = idx;
+	if (b->sleeping)
+		pthread_cond_signal(&b->done);
+}
+
 /* A block's I/Os are over: hand it to its batch's owner. */
 static void complete_block(struct tier_nvme *t, unsigned int ai)
 {
 	struct nvme_active *a = &t->act[ai];
 	struct nvme_batch *b = a->b;
 
-	b->errs[a->io] = a->err;
 	if (!b->write && !a->err)
 		memcpy(&b->hdrs[a->io], hdr_mem(t, a, ai), sizeof(b->hdrs[0]));
-	b->ready[b->ready_tail++] = a->io;
+	hand_over(b, a->io, a->err);
 	a->b = NULL;
 	t->active--;
 }
@@ -307,15 +313,12 @@ static void fail_all(struct tier_nvme *t, int err)
 		struct nvme_batch *b = t->batches;
 
 		for (unsigned int i = b->next; i < b->n;
-		     i = skip_idle(b, i + 1)) {
-			b->errs[i] = err;
-			b->ready[b->ready_tail++] = i;
-		}
+		     i = skip_idle(b, i + 1))
+			hand_over(b, i, err);
 		b->next = b->n;
 		unlink_batch(t, b);
 	}
 	t->inflight = t->queued = t->unsubmitted = 0;
-	pthread_cond_broadcast(&t->io_cond);
 }
 
 static void submit(struct tier_nvme *t)
@@ -371,41 +374,89 @@ static void reap(struct tier_nvme *t)
 }
 
 /*
- * One round as the driver (io_lock held, released while waiting): queue
- * and submit what may go, wait for a completion, reap, refill.  False
- * when there was nothing in the kernel to wait for.
+ * The completion thread: whenever I/Os are in the kernel, wait for one
+ * (without io_lock), reap, refill the queue and wake the callers; else
+ * sleep until a caller queues work (t->io_wake).
  */
-static bool drive(struct tier_nvme *t)
+static void *io_thread(void *arg)
 {
-	struct io_uring_cqe *cqe;
-	bool entered = false;
-	int r = 0;
+	struct tier_nvme *t = arg;
 
-	fill_queue(t);
-	submit(t);
-	if (t->ring_err || t->queued == t->unsubmitted)
-		return false;
-	t->driving = true;
-	pthread_mutex_unlock(&t->io_lock);
-	if (io_uring_peek_cqe(&t->ring, &cqe)) {
-		entered = true;
-		do
-			r = io_uring_wait_cqe(&t->ring, &cqe);
-		while (r == -EINTR);
-	}
 	pthread_mutex_lock(&t->io_lock);
-	if (entered)
-		t->st.submits++; /* counts io_uring_enter calls */
-	if (r && r != -EINTR && r != -EAGAIN && r != -ETIME) {
-		fail_all(t, r);
-	} else {
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		bool entered = false;
+		int r = 0;
+
+		fill_queue(t);
+		submit(t);
+		if (t->ring_err || t->queued == t->unsubmitted) {
+			/* nothing in the kernel to wait for */
+			if (t->io_stop)
+				break;
+			if (t->unsubmitted && !t->ring_err) {
+				/* a submit to retry (-EAGAIN, -EBUSY) */
+				struct timespec ts;
+
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += 1000000;
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				pthread_cond_timedwait(&t->io_wake, &t->io_lock,
+						       &ts);
+			} else {
+				pthread_cond_wait(&t->io_wake, &t->io_lock);
+			}
+			continue;
+		}
+		pthread_mutex_unlock(&t->io_lock);
+		if (io_uring_peek_cqe(&t->ring, &cqe)) {
+			entered = true;
+			do
+				r = io_uring_wait_cqe(&t->ring, &cqe);
+			while (r == -EINTR);
+		}
+		pthread_mutex_lock(&t->io_lock);
+		if (entered)
+			t->st.submits++; /* counts io_uring_enter calls */
+		if (r && r != -EAGAIN && r != -ETIME) {
+			fail_all(t, r);
+			continue;
+		}
 		reap(t);
 		fill_queue(t);
 		submit(t);
 	}
-	t->driving = false;
-	pthread_cond_broadcast(&t->io_cond);
-	return true;
+	pthread_mutex_unlock(&t->io_lock);
+	return NULL;
+}
+
+int nvme_engine_start(struct tier_nvme *t)
+{
+	int r = pthread_create(&t->io_thread, NULL, io_thread, t);
+
+	if (r)
+		return -r;
+	t->io_started = true;
+	return 0;
+}
+
+/* Stops the thread once nothing is in the kernel (no batch may be in
+ * progress when the tier closes). */
+void nvme_engine_fini(struct tier_nvme *t)
+{
+	if (t->io_started) {
+		pthread_mutex_lock(&t->io_lock);
+		t->io_stop = true;
+		pthread_cond_signal(&t->io_wake);
+		pthread_mutex_unlock(&t->io_lock);
+		pthread_join(t->io_thread, NULL);
+		t->io_started = false;
+	}
+	free(t->act);
+	t->act = NULL;
 }
 
 /*
@@ -484,12 +535,14 @@ static void batch_free(struct nvme_batch *b)
 	free(b->hdrs);
 	free(b->errs);
 	free(b->ready);
+	pthread_cond_destroy(&b->done);
 }
 
 static int batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
 		       unsigned int n, bool write)
 {
 	*b = (struct nvme_batch){ .ios = ios, .n = n, .write = write };
+	pthread_cond_init(&b->done, NULL);
 	b->pending = calloc(n, sizeof(*b->pending));
 	b->errs = calloc(n, sizeof(*b->errs));
 	b->ready = calloc(n, sizeof(*b->ready));
@@ -524,10 +577,8 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 	b->prepared = b->write ? b->next : b->n;
 	if (t->ring_err) {
 		for (unsigned int i = b->next; i < b->n;
-		     i = skip_idle(b, i + 1)) {
-			b->errs[i] = t->ring_err;
-			b->ready[b->ready_tail++] = i;
-		}
+		     i = skip_idle(b, i + 1))
+			hand_over(b, i, t->ring_err);
 		b->next = b->n;
 	} else if (b->next < b->n) {
 		struct nvme_batch **p = &t->batches;
@@ -539,6 +590,7 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 			fill_queue(t);
 			submit(t);
 		}
+		pthread_cond_signal(&t->io_wake);
 	}
 	for (;;) {
 		if (b->ready_head < b->ready_tail) {
@@ -567,19 +619,13 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 			if (t->inflight < t->qd) {
 				fill_queue(t);
 				submit(t);
+				pthread_cond_signal(&t->io_wake);
 			}
 			continue;
 		}
-		if (t->driving) {
-			pthread_cond_wait(&t->io_cond, &t->io_lock);
-			continue;
-		}
-		if (!drive(t)) {
-			/* nothing in the kernel (a submit to retry) */
-			pthread_mutex_unlock(&t->io_lock);
-			sched_yield();
-			pthread_mutex_lock(&t->io_lock);
-		}
+		b->sleeping = true;
+		pthread_cond_wait(&b->done, &t->io_lock);
+		b->sleeping = false;
 	}
 	pthread_mutex_unlock(&t->io_lock);
 }

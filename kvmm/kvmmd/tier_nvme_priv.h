@@ -16,8 +16,8 @@
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
  * in progress, hdr_bufs and the list of batches (several batches, from
- * several threads, share the ring; see tier_nvme_io.c).  One thread at a
- * time (the driver) waits for completions, without io_lock.  io_lock is
+ * several threads, share the ring; see tier_nvme_io.c).  The tier's
+ * completion thread waits for completions without io_lock.  io_lock is
  * taken before lock when both are held.
  */
 #ifndef KVMM_KVMMD_TIER_NVME_PRIV_H
@@ -73,7 +73,7 @@ struct nvme_batch;
 struct tier_nvme {
 	pthread_mutex_t lock; /* slots, index, free stack, counters */
 	pthread_mutex_t io_lock; /* the engine (below), ring, header buffers */
-	pthread_cond_t io_cond; /* a block completed; the driver role freed */
+	pthread_cond_t io_wake; /* io_thread: work queued, or stop */
 	int fd;
 	uint64_t stride;
 	uint64_t payload_bytes;
@@ -101,7 +101,9 @@ struct tier_nvme {
 	unsigned int inflight; /* payload I/Os queued, not completed */
 	unsigned int queued; /* SQEs queued, not completed (headers too) */
 	unsigned int unsubmitted; /* SQEs queued, not yet submitted */
-	bool driving; /* a thread waits for or reaps completions */
+	pthread_t io_thread; /* reaps completions (tier_nvme_io.c) */
+	bool io_started;
+	bool io_stop;
 	int ring_err; /* the ring failed: every later I/O fails with it */
 };
 
@@ -147,8 +149,10 @@ int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb);
 int nvme_sb_write(struct tier_nvme *t);
 bool nvme_sb_valid(const struct nvme_superblock *sb);
 
-/* tier_nvme_io.c: the engine's state, set up after the ring (open) */
+/* tier_nvme_io.c: the engine's state, set up with the ring (open); its
+ * completion thread, started once recovery no longer uses the ring */
 int nvme_engine_init(struct tier_nvme *t);
+int nvme_engine_start(struct tier_nvme *t);
 void nvme_engine_fini(struct tier_nvme *t);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns) */
