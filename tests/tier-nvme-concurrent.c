@@ -9,6 +9,9 @@
  * counters add up.  Then one slot's payload is corrupted on disk and the
  * threads read everything again at once: that block alone fails with
  * -EBADMSG, is counted once and dropped; every other read is served.
+ * Last, two threads write the same hashes in opposite orders at once:
+ * each hash is written once and the other writer gets it as a dedup hit
+ * (no -EEXIST, no deadlock), as when batches ran one at a time.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/test.h"
@@ -109,6 +112,34 @@ static void *run(void *arg)
 			}
 		}
 	}
+	return NULL;
+}
+
+/* Writes the same hashes as its twin, in the other order. */
+struct twin {
+	pthread_t thread;
+	pthread_barrier_t *start;
+	struct tier_nvme *t;
+	unsigned char *buf; /* 8 payloads */
+	bool reverse;
+	struct tier_nvme_io io[8];
+	int failed;
+};
+
+static void *twin_run(void *arg)
+{
+	struct twin *w = arg;
+
+	for (int k = 0; k < 8; k++) {
+		int h = w->reverse ? 7 - k : k;
+
+		w->io[k] = (struct tier_nvme_io){ .hash = 0x7700 + (uint64_t)h,
+						  .buf = w->buf +
+							 (size_t)h * PAYLOAD,
+						  .length = PAYLOAD };
+	}
+	pthread_barrier_wait(w->start);
+	w->failed = tier_nvme_write_batch(w->t, w->io, 8);
 	return NULL;
 }
 
@@ -225,6 +256,38 @@ int main(void)
 		    -ENOENT);
 	t_assert_eq(tier_nvme_lookup(t, hash_of(1, 6), &slot, &len, &layout),
 		    0);
+
+	/* room for 8 more blocks, then the twins */
+	struct tier_nvme_stats before;
+	struct twin tw[2];
+	pthread_barrier_t two;
+	unsigned char *tbuf;
+
+	for (int b = 0; b < 8; b++)
+		t_ok(tier_nvme_free(t, w[0].slots[b]));
+	t_ok(posix_memalign((void **)&tbuf, 4096, 8 * PAYLOAD));
+	fill(tbuf, 8 * PAYLOAD, 77);
+	t_assert_eq(pthread_barrier_init(&two, NULL, 2), 0);
+	tier_nvme_get_stats(t, &before);
+	for (int i = 0; i < 2; i++) {
+		tw[i] = (struct twin){
+			.start = &two, .t = t, .buf = tbuf, .reverse = i == 1
+		};
+		t_assert_eq(pthread_create(&tw[i].thread, NULL, twin_run,
+					   &tw[i]),
+			    0);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(tw[i].thread, NULL);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(tw[0].failed, 0);
+	t_assert_eq(tw[1].failed, 0);
+	t_assert_eq(st.writes - before.writes, 8);
+	t_assert_eq(st.dedup_hits - before.dedup_hits, 8);
+	for (int k = 0; k < 8; k++)
+		t_assert_eq(tw[0].io[k].slot, tw[1].io[7 - k].slot);
+	pthread_barrier_destroy(&two);
+	free(tbuf);
 
 	tier_nvme_close(t);
 	pthread_barrier_destroy(&start);

@@ -134,6 +134,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->io_lock, NULL);
 	pthread_cond_init(&t->io_wake, NULL);
+	pthread_cond_init(&t->slot_cond, NULL);
 	t->qd = cfg->queue_depth ? cfg->queue_depth : 8;
 	if (t->qd > 1024)
 		t->qd = 1024;
@@ -251,6 +252,7 @@ err_free:
 	nvme_engine_fini(t);
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
+	pthread_cond_destroy(&t->slot_cond);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -267,6 +269,7 @@ void tier_nvme_close(struct tier_nvme *t)
 	free(t->hdr_bufs);
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
+	pthread_cond_destroy(&t->slot_cond);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

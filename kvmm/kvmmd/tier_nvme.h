@@ -27,9 +27,11 @@
  * may come back after it, which is harmless: it is still the exact block
  * its hash names (the CRC proves the bytes are the ones written).
  *
- * Thread-safe: metadata under one mutex, the ring under another (one batch
- * at a time).  Batches are synchronous for the caller; the migration
- * engine runs them on its worker thread.
+ * Thread-safe: metadata under one mutex, the I/O engine under another.
+ * Batches are synchronous for the caller, and several callers' batches run
+ * at once, sharing one queue of queue_depth I/Os (the migration engine's
+ * workers each run theirs); the tier's own thread reaps completions and
+ * refills the queue, callers compute and check their blocks' CRC32C.
  */
 #ifndef KVMM_KVMMD_TIER_NVME_H
 #define KVMM_KVMMD_TIER_NVME_H
@@ -125,9 +127,10 @@ void tier_nvme_close(struct tier_nvme *t);
 
 /*
  * Write n blocks.  Each gets a slot (a hash already READY is not written
- * again: its slot is returned and dedup_hits counted), its header and
- * payload are written with up to queue_depth I/Os in flight across the
- * batch, and it becomes READY when both completed.  Returns how many
+ * again: its slot is returned and dedup_hits counted; one still being
+ * written by another batch fails with -EEXIST), its header and payload
+ * are written with up to queue_depth I/Os in flight across this and the
+ * other batches in progress, and it becomes READY when both completed.  Returns how many
  * blocks failed; each io's result says why.
  */
 int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,

@@ -483,6 +483,8 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 			t->st.writes++;
 			t->st.bytes_written += io->length;
 		}
+		if (t->slot_waiters)
+			pthread_cond_broadcast(&t->slot_cond);
 		pthread_mutex_unlock(&t->lock);
 		io->result = err;
 		return;
@@ -522,8 +524,11 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 		io->layout_id = h->layout_id;
 		io->result = 0;
 	}
-	if (s->bad && s->readers == 0)
+	if (s->bad && s->readers == 0) {
 		nvme_slot_release(t, io->slot);
+		if (t->slot_waiters)
+			pthread_cond_broadcast(&t->slot_cond);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -630,6 +635,35 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 	pthread_mutex_unlock(&t->io_lock);
 }
 
+/*
+ * Wait (t->lock held, no slot of this batch taken yet, so batches cannot
+ * wait for each other in a cycle) until none of the batch's hashes is
+ * being written by another batch or dropped after a failed check: its
+ * outcome decides (dedup, or a fresh slot), as when batches ran one at a
+ * time.
+ */
+static void wait_hashes_settled(struct tier_nvme *t,
+				const struct tier_nvme_io *ios, unsigned int n)
+{
+	bool busy;
+
+	do {
+		busy = false;
+		for (unsigned int i = 0; i < n && !busy; i++) {
+			uint32_t slot = nvme_idx_find(t, ios[i].hash);
+
+			busy = slot != NVME_NONE &&
+			       (t->slots[slot].state == TIER_SLOT_FILLING ||
+				t->slots[slot].bad);
+		}
+		if (busy) {
+			t->slot_waiters++;
+			pthread_cond_wait(&t->slot_cond, &t->lock);
+			t->slot_waiters--;
+		}
+	} while (busy);
+}
+
 int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			  unsigned int n)
 {
@@ -641,6 +675,7 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	if (batch_alloc(&b, ios, n, true))
 		return (int)n;
 	pthread_mutex_lock(&t->lock);
+	wait_hashes_settled(t, ios, n);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
 		uint32_t slot = nvme_idx_find(t, io->hash);

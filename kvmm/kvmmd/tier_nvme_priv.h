@@ -72,6 +72,8 @@ struct nvme_batch;
 
 struct tier_nvme {
 	pthread_mutex_t lock; /* slots, index, free stack, counters */
+	pthread_cond_t slot_cond; /* a FILLING slot finished, a bad one left */
+	unsigned int slot_waiters; /* writers waiting on slot_cond (lock) */
 	pthread_mutex_t io_lock; /* the engine (below), ring, header buffers */
 	pthread_cond_t io_wake; /* io_thread: work queued, or stop */
 	int fd;
