@@ -63,8 +63,8 @@ struct nvme_active {
 
 /*
  * One caller's batch, on its stack.  Fields below "io_lock" are shared with
- * the driver; crcs[i] for i >= prepared and what the owner finishes belong
- * to the owner alone.
+ * the completion thread and other callers; crcs[i] for i >= prepared and
+ * the blocks it took from ready belong to the owner alone.
  */
 struct nvme_batch {
 	struct tier_nvme_io *ios;
