@@ -23,12 +23,15 @@
  *   - a read's header and payload CRC are checked once the block left the
  *     queue (its place already refilled); only then is it counted as read
  *     and its result 0, so nothing is served unverified.
- * Completions are reaped by the tier's own thread (io_thread), which does
- * nothing else: it waits for them without io_lock (callers queue and
- * submit meanwhile), hands completed blocks to their batches and refills
- * the queue at once.  Using little CPU, it is woken promptly even on a
- * busy machine, where a thread that also spent its time on checksums
- * would wait for a core while the disk's queue ran dry.
+ * The ring belongs to the tier's own thread (io_thread), which does
+ * nothing else: it submits and waits for completions in one call, without
+ * io_lock (callers queue blocks meanwhile and wake it through an eventfd
+ * it polls), hands completed blocks to their batches and refills the
+ * queue at once.  Using little CPU, it is woken promptly even on a busy
+ * machine, where a thread that also spent its time on checksums would wait
+ * for a core while the disk's queue ran dry; and as the only submitter it
+ * gets every completion directly (io_uring posts a read's completion from
+ * the submitting task).
  */
 #include "tier_nvme_priv.h"
 
@@ -36,13 +39,16 @@
 #include "vmm/vmm.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 
 #if HAVE_LIBURING
 
 #define NVME_HDR_FLAG 0x8000u /* user_data: this I/O is a separate header */
+#define NVME_WAKE_UD 0x7fffull /* user_data: the poll on wake_fd */
 
 /* A block in progress (t->act[i], io_lock). */
 struct nvme_active {
@@ -88,6 +94,7 @@ struct nvme_batch {
 
 int nvme_engine_init(struct tier_nvme *t)
 {
+	t->wake_fd = -1;
 	t->act = calloc(t->qd, sizeof(*t->act));
 	return t->act ? 0 : -ENOMEM;
 }
@@ -321,22 +328,6 @@ static void fail_all(struct tier_nvme *t, int err)
 	t->inflight = t->queued = t->unsubmitted = 0;
 }
 
-static void submit(struct tier_nvme *t)
-{
-	int r;
-
-	if (!t->unsubmitted || t->ring_err)
-		return;
-	r = io_uring_submit(&t->ring);
-	t->st.submits++;
-	if (r > 0)
-		t->unsubmitted -= (unsigned int)r < t->unsubmitted ?
-					  (unsigned int)r :
-					  t->unsubmitted;
-	else if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
-		fail_all(t, r);
-}
-
 /* Take the completions in the CQ; completed blocks go to their batches. */
 static void reap(struct tier_nvme *t)
 {
@@ -346,12 +337,19 @@ static void reap(struct tier_nvme *t)
 	io_uring_for_each_cqe(&t->ring, head, cqe)
 	{
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
-		unsigned int ai = ud & 0x7fff;
 		bool hdr = ud & NVME_HDR_FLAG;
 		int64_t want = (int64_t)(ud >> 16);
-		struct nvme_active *a = &t->act[ai];
+		struct nvme_active *a;
 
 		seen++;
+		if (ud == NVME_WAKE_UD) {
+			uint64_t v;
+
+			t->wake_armed = false;
+			(void)!read(t->wake_fd, &v, sizeof(v));
+			continue;
+		}
+		a = &t->act[ud & 0x7fff];
 		if (t->ring_err || !a->b)
 			continue; /* failed already (fail_all) */
 		if (!hdr)
@@ -373,10 +371,48 @@ static void reap(struct tier_nvme *t)
 			complete_block(t, i);
 }
 
+/* Arm a poll on wake_fd, so that a caller's kick() ends the thread's wait
+ * in the kernel (io_lock held). */
+static void arm_wake(struct tier_nvme *t)
+{
+	struct io_uring_sqe *sqe;
+
+	if (t->wake_armed || t->wake_fd < 0)
+		return;
+	sqe = io_uring_get_sqe(&t->ring);
+	if (!sqe)
+		return;
+	io_uring_prep_poll_add(sqe, t->wake_fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, NVME_WAKE_UD);
+	t->wake_armed = true;
+	t->unsubmitted++;
+}
+
 /*
- * The completion thread: whenever I/Os are in the kernel, wait for one
- * (without io_lock), reap, refill the queue and wake the callers; else
- * sleep until a caller queues work (t->io_wake).
+ * Callers (io_lock held): blocks may start.  Only the completion thread
+ * submits, so that every completion is posted in its context (io_uring
+ * completes a read through task work of the task that submitted it: a
+ * caller busy with checksums, or asleep, would delay it).  Wake the thread
+ * from its condition variable, or from its wait in the kernel.
+ */
+static void kick(struct tier_nvme *t)
+{
+	if (t->io_sleeping) {
+		pthread_cond_signal(&t->io_wake);
+	} else if (t->io_in_kernel && !t->kicked && t->wake_fd >= 0) {
+		uint64_t one = 1;
+
+		t->kicked = true;
+		(void)!write(t->wake_fd, &one, sizeof(one));
+	}
+	/* else the thread is between waits and fills the queue next */
+}
+
+/*
+ * The completion thread, the only one that touches the ring after open:
+ * queue what may start, submit it and wait for a completion in one call
+ * (without io_lock: callers queue and check meanwhile), reap, repeat;
+ * sleep on io_wake when nothing is in flight.
  */
 static void *io_thread(void *arg)
 {
@@ -384,50 +420,37 @@ static void *io_thread(void *arg)
 
 	pthread_mutex_lock(&t->io_lock);
 	for (;;) {
-		struct io_uring_cqe *cqe;
-		bool entered = false;
-		int r = 0;
-
 		fill_queue(t);
-		submit(t);
-		if (t->ring_err || t->queued == t->unsubmitted) {
-			/* nothing in the kernel to wait for */
-			if (t->io_stop)
-				break;
-			if (t->unsubmitted && !t->ring_err) {
-				/* a submit to retry (-EAGAIN, -EBUSY) */
-				struct timespec ts;
+		if (!t->ring_err && (t->queued || t->unsubmitted)) {
+			unsigned int n;
+			int r;
 
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += 1000000;
-				if (ts.tv_nsec >= 1000000000) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000;
-				}
-				pthread_cond_timedwait(&t->io_wake, &t->io_lock,
-						       &ts);
-			} else {
-				pthread_cond_wait(&t->io_wake, &t->io_lock);
-			}
-			continue;
-		}
-		pthread_mutex_unlock(&t->io_lock);
-		if (io_uring_peek_cqe(&t->ring, &cqe)) {
-			entered = true;
-			do
-				r = io_uring_wait_cqe(&t->ring, &cqe);
-			while (r == -EINTR);
-		}
-		pthread_mutex_lock(&t->io_lock);
-		if (entered)
+			arm_wake(t);
+			n = t->unsubmitted;
+			t->io_in_kernel = true;
+			t->kicked = false;
+			pthread_mutex_unlock(&t->io_lock);
+			r = io_uring_submit_and_wait(&t->ring, 1);
+			pthread_mutex_lock(&t->io_lock);
+			t->io_in_kernel = false;
 			t->st.submits++; /* counts io_uring_enter calls */
-		if (r && r != -EAGAIN && r != -ETIME) {
-			fail_all(t, r);
+			if (r > 0)
+				t->unsubmitted -= (unsigned int)r < n ?
+							  (unsigned int)r :
+							  n;
+			if (r < 0 && r != -EINTR && r != -EAGAIN &&
+			    r != -EBUSY && r != -ETIME) {
+				fail_all(t, r);
+				continue;
+			}
+			reap(t);
 			continue;
 		}
-		reap(t);
-		fill_queue(t);
-		submit(t);
+		if (t->io_stop)
+			break;
+		t->io_sleeping = true;
+		pthread_cond_wait(&t->io_wake, &t->io_lock);
+		t->io_sleeping = false;
 	}
 	pthread_mutex_unlock(&t->io_lock);
 	return NULL;
@@ -435,16 +458,23 @@ static void *io_thread(void *arg)
 
 int nvme_engine_start(struct tier_nvme *t)
 {
-	int r = pthread_create(&t->io_thread, NULL, io_thread, t);
+	int r;
 
-	if (r)
+	/* without it a caller's new blocks wait for the next completion */
+	t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	r = pthread_create(&t->io_thread, NULL, io_thread, t);
+	if (r) {
+		if (t->wake_fd >= 0)
+			close(t->wake_fd);
+		t->wake_fd = -1;
 		return -r;
+	}
 	t->io_started = true;
 	return 0;
 }
 
-/* Stops the thread once nothing is in the kernel (no batch may be in
- * progress when the tier closes). */
+/* Stops the thread once nothing is in flight (no batch may be in progress
+ * when the tier closes). */
 void nvme_engine_fini(struct tier_nvme *t)
 {
 	if (t->io_started) {
@@ -454,6 +484,9 @@ void nvme_engine_fini(struct tier_nvme *t)
 		pthread_mutex_unlock(&t->io_lock);
 		pthread_join(t->io_thread, NULL);
 		t->io_started = false;
+		if (t->wake_fd >= 0)
+			close(t->wake_fd);
+		t->wake_fd = -1;
 	}
 	free(t->act);
 	t->act = NULL;
@@ -591,11 +624,8 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 		while (*p)
 			p = &(*p)->link;
 		*p = b;
-		if (t->inflight < t->qd) {
-			fill_queue(t);
-			submit(t);
-		}
-		pthread_cond_signal(&t->io_wake);
+		if (t->inflight < t->qd)
+			kick(t);
 	}
 	for (;;) {
 		if (b->ready_head < b->ready_tail) {
@@ -621,11 +651,8 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 			b->crcs[i] = tier_crc32c(0, io->buf, io->length);
 			pthread_mutex_lock(&t->io_lock);
 			b->prepared = skip_idle(b, i + 1);
-			if (t->inflight < t->qd) {
-				fill_queue(t);
-				submit(t);
-				pthread_cond_signal(&t->io_wake);
-			}
+			if (t->inflight < t->qd)
+				kick(t);
 			continue;
 		}
 		b->sleeping = true;

@@ -16,9 +16,10 @@
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
  * in progress, hdr_bufs and the list of batches (several batches, from
- * several threads, share the ring; see tier_nvme_io.c).  The tier's
- * completion thread waits for completions without io_lock.  io_lock is
- * taken before lock when both are held.
+ * several threads, share one queue; see tier_nvme_io.c).  After open only
+ * the tier's completion thread touches the ring, and it waits for
+ * completions without io_lock.  io_lock is taken before lock when both
+ * are held.
  */
 #ifndef KVMM_KVMMD_TIER_NVME_PRIV_H
 #define KVMM_KVMMD_TIER_NVME_PRIV_H
@@ -103,9 +104,14 @@ struct tier_nvme {
 	unsigned int inflight; /* payload I/Os queued, not completed */
 	unsigned int queued; /* SQEs queued, not completed (headers too) */
 	unsigned int unsubmitted; /* SQEs queued, not yet submitted */
-	pthread_t io_thread; /* reaps completions (tier_nvme_io.c) */
+	pthread_t io_thread; /* owns the ring after open (tier_nvme_io.c) */
 	bool io_started;
 	bool io_stop;
+	bool io_sleeping; /* io_thread waits on io_wake */
+	bool io_in_kernel; /* io_thread waits in io_uring_enter */
+	bool kicked; /* wake_fd written during this wait */
+	int wake_fd; /* eventfd io_thread polls through the ring */
+	bool wake_armed; /* that poll is queued */
 	int ring_err; /* the ring failed: every later I/O fails with it */
 };
 
