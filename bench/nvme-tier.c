@@ -3,25 +3,31 @@
  * NVMe tier throughput against fio on the same file.
  *
  *   build/bench/nvme-tier [--file PATH] [--block-bytes N] [--total-bytes N]
- *                         [--qd N] [--batch N] [--rounds N]
+ *                         [--qd N] [--batch N] [--threads N] [--rounds N]
+ *                         [--settle-ms N]
  *
  * Writes and reads block-sized payloads through tier_nvme (io_uring,
- * O_DIRECT, registered buffers, headers and CRC32C included), then runs
- * fio (ioengine=io_uring, direct=1, fixed buffers and files, the same I/O
- * size, depth, file, region and bytes).  The tier moves each block as one
- * I/O of its 4 KiB header plus the payload, so fio's bs is that slot
- * size; kvmm's figure counts payload bytes only, fio's every byte (the
- * header costs kvmm 4096 / (4096 + block) of the ratio).  The file is
- * written once before measuring so neither side pays for converting
- * unwritten extents.  PATH may be a block device (a loop device over
- * tmpfs shows the CPU side of both without a disk's noise).
+ * O_DIRECT, registered buffers, headers and CRC32C included) the way
+ * kvmmd's migration engine does: --threads workers (2) each calling the
+ * tier with batches of --batch blocks (8, migrate's nvme_batch), each
+ * with its own host-slab buffers.  Then fio runs (ioengine=io_uring,
+ * direct=1, fixed buffers and files, the same I/O size, depth, file,
+ * region and bytes).  The tier moves each block as one I/O of its 4 KiB
+ * header plus the payload, so fio's bs is that slot size; kvmm's figure
+ * counts payload bytes only, fio's every byte (the header costs kvmm
+ * 4096 / (4096 + block) of the ratio).  The file is written once before
+ * measuring so neither side pays for converting unwritten extents.  PATH
+ * may be a block device (a loop device over tmpfs shows the CPU side of
+ * both without a disk's noise).
  *
- * Round 0 warms up; then kvmm and fio alternate which goes first.  Each
- * round gives a kvmm/fio ratio of neighbouring runs; the JSON line has
- * the medians (throughputs, ratios, and CPU microseconds per MB of each
- * side, which a shared machine disturbs much less than wall time), the
- * smallest and largest ratio, and how many I/Os and io_uring_enter calls
- * kvmm needed per block.  Target: ratios >= 0.9.
+ * Round 0 warms up; then kvmm and fio alternate which goes first, and
+ * every run starts --settle-ms (300) after the previous one ended (fio's
+ * own start-up adds about 0.3 s).  Each round gives a kvmm/fio ratio of
+ * neighbouring runs; the JSON line has the medians (throughputs, ratios,
+ * CPU microseconds per MB of each side, and the disk's queue depth while
+ * busy, from /sys/dev/block/MAJ:MIN/stat), the smallest and largest
+ * ratio, and how many I/Os and io_uring_enter calls kvmm needed per
+ * block.  Target: ratios >= 0.9.
  */
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
