@@ -20,13 +20,48 @@
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
+static inline uint32_t kc_bucket(const struct kd_cache *c, uint64_t hash)
+{
+	return (uint32_t)(hash & (c->nbuckets - 1));
+}
+
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash)
 {
-	struct kc_entry *e = c->buckets[hash % KC_BUCKETS];
+	struct kc_entry *e = c->buckets[kc_bucket(c, hash)];
 
 	while (e && e->hash != hash)
 		e = e->next;
 	return e;
+}
+
+/*
+ * Twice as many buckets once there are more entries than buckets, so a
+ * lookup stays a short chain however many blocks the tiers hold.  Block
+ * hashes are XXH3 output: the low bits are as good as any.  When the
+ * bigger table cannot be had, the old one goes on working (longer chains).
+ */
+static void kc_grow(struct kd_cache *c)
+{
+	uint32_t n = c->nbuckets * 2;
+	struct kc_entry **b;
+
+	if (c->nentries <= c->nbuckets || n < c->nbuckets)
+		return;
+	b = calloc(n, sizeof(*b));
+	if (!b)
+		return;
+	for (uint32_t i = 0; i < c->nbuckets; i++) {
+		while (c->buckets[i]) {
+			struct kc_entry *e = c->buckets[i];
+
+			c->buckets[i] = e->next;
+			e->next = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+		}
+	}
+	free(c->buckets);
+	c->buckets = b;
+	c->nbuckets = n;
 }
 
 static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
@@ -38,15 +73,16 @@ static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
 	e->hash = hash;
 	e->gen = ++c->next_gen;
 	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
-	e->next = c->buckets[hash % KC_BUCKETS];
-	c->buckets[hash % KC_BUCKETS] = e;
+	e->next = c->buckets[kc_bucket(c, hash)];
+	c->buckets[kc_bucket(c, hash)] = e;
 	c->nentries++;
+	kc_grow(c);
 	return e;
 }
 
 void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
-	struct kc_entry **pp = &c->buckets[e->hash % KC_BUCKETS];
+	struct kc_entry **pp = &c->buckets[kc_bucket(c, e->hash)];
 
 	while (*pp && *pp != e)
 		pp = &(*pp)->next;
@@ -314,6 +350,12 @@ int kd_cache_init(struct kd_daemon *d)
 
 	if (!c)
 		return -ENOMEM;
+	c->nbuckets = KC_BUCKETS_MIN;
+	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return -ENOMEM;
+	}
 	c->d = d;
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;
@@ -347,7 +389,7 @@ void kd_cache_fini(struct kd_daemon *d)
 	}
 	kd_timer_cancel(&d->loop, &c->settle_timer);
 	kc_park_fini(c); /* the sessions are gone: nothing is parked */
-	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
+	for (uint32_t b = 0; b < c->nbuckets; b++) {
 		while (c->buckets[b]) {
 			struct kc_entry *e = c->buckets[b];
 
@@ -362,6 +404,7 @@ void kd_cache_fini(struct kd_daemon *d)
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
 	tier_host_close(c->host);
+	free(c->buckets);
 	free(c);
 	d->cache = NULL;
 }

@@ -171,7 +171,7 @@ static void kc_nvme_room(struct kd_cache *c)
 	tier_nvme_get_stats(c->nvme, &ns);
 	if (ns.used_slots < ns.capacity_slots)
 		return;
-	for (uint32_t b = 0; b < KC_BUCKETS; b++) {
+	for (uint32_t b = 0; b < c->nbuckets; b++) {
 		for (struct kc_entry *e = c->buckets[b]; e; e = e->next) {
 			if (!e->in_pol && !e->job && !e->rblk &&
 			    e->tier == POL_TIER_NVME) {

@@ -31,7 +31,9 @@
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/policy/policy.h"
 
-#define KC_BUCKETS 4096u
+/* the hash index starts with this many buckets and doubles when it holds
+ * more entries than buckets (an NVMe tier can hold hundreds of thousands) */
+#define KC_BUCKETS_MIN 4096u
 /* host slots kept for staging NVMe restores (one tier_nvme batch) */
 #define KC_STAGING_SLOTS 8u
 
@@ -124,7 +126,8 @@ struct kc_park {
 
 struct kd_cache {
 	struct kd_daemon *d;
-	struct kc_entry *buckets[KC_BUCKETS];
+	struct kc_entry **buckets; /* nbuckets, a power of two */
+	uint32_t nbuckets;
 	uint64_t nentries;
 	uint64_t next_gen;
 	struct kc_entry *dead; /* removed from the policy after its call */
