@@ -433,6 +433,8 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	b->last_access = c->now;
 	b->tick = ++c->ticks;
 	b->access_count++;
+	if (from != POL_TIER_NONE && from != POL_TIER_GPU && c->ops->on_touch)
+		c->ops->on_touch(c->priv[from], b);
 	if (from == POL_TIER_GPU) {
 		c->st.hits[POL_TIER_GPU]++;
 		c->ops->on_access(c->priv[POL_TIER_GPU], b);

@@ -124,8 +124,33 @@ struct asym_stats {
 	uint64_t rebuild_every;
 };
 
+/*
+ * The first and the last SORT_MAX blocks of a list, in list order from
+ * the head (hw) and from the tail (tw), with the keys that order them
+ * (see newer()): sorted_place() walks up to SORT_MAX blocks from each end,
+ * and through these it reads a few KB kept in cache instead of chasing
+ * links through the entries (one cache miss a step at 1M blocks).  The
+ * result is the same as the walk's, block for block.  A deque: most
+ * changes are near the ends.
+ */
+#define WIN SORT_MAX
+#define WIN_HEAD 1 /* pol_slot.flags: in the list's head window */
+#define WIN_TAIL 2 /* ... in its tail window */
+
+struct asym_wslot {
+	int64_t key; /* tick - position */
+	uint32_t id, pos;
+};
+
+struct asym_win {
+	uint32_t start, n;
+	struct asym_wslot e[WIN];
+};
+
 struct asym_list {
 	uint32_t head, tail; /* head = most recent */
+	uint64_t len;
+	struct asym_win hw, tw; /* blocks from the head, from the tail */
 };
 
 struct asym {
@@ -161,11 +186,132 @@ static uint64_t seen_tick(const struct pol_block *b)
 	return (uint64_t)b->slot[POL_TIER_GPU].key;
 }
 
+/* --- list end windows --- */
+
+static struct asym_wslot *win_at(struct asym_win *w, uint32_t i)
+{
+	return &w->e[(w->start + i) & (WIN - 1)];
+}
+
+static uint32_t win_find(struct asym_win *w, uint32_t id)
+{
+	uint32_t i = 0;
+
+	while (win_at(w, i)->id != id)
+		i++;
+	return i;
+}
+
+/* Insert at index i (<= n < WIN), moving the shorter side. */
+static void win_insert(struct asym_win *w, uint32_t i,
+		       const struct asym_wslot *e)
+{
+	if (i < w->n - i) {
+		w->start = (w->start - 1) & (WIN - 1);
+		for (uint32_t j = 0; j < i; j++)
+			*win_at(w, j) = *win_at(w, j + 1);
+	} else {
+		for (uint32_t j = w->n; j > i; j--)
+			*win_at(w, j) = *win_at(w, j - 1);
+	}
+	*win_at(w, i) = *e;
+	w->n++;
+}
+
+static void win_remove(struct asym_win *w, uint32_t i)
+{
+	if (i < w->n - 1 - i) {
+		for (uint32_t j = i; j > 0; j--)
+			*win_at(w, j) = *win_at(w, j - 1);
+		w->start = (w->start + 1) & (WIN - 1);
+	} else {
+		for (uint32_t j = i; j + 1 < w->n; j++)
+			*win_at(w, j) = *win_at(w, j + 1);
+	}
+	w->n--;
+}
+
+static void win_slot(const struct pol_block *b, uint32_t id,
+		     struct asym_wslot *e)
+{
+	e->key = (int64_t)(b->tick - b->position);
+	e->id = id;
+	e->pos = b->position;
+}
+
+/*
+ * Put id at index i of window w (flag f) unless i is past the window;
+ * a full window drops its last block.
+ */
+static void win_enter(struct asym *s, struct asym_win *w, unsigned f,
+		      uint32_t i, const struct asym_wslot *e)
+{
+	if (i >= WIN)
+		return;
+	if (w->n == WIN)
+		SLOT(s, win_at(w, --w->n)->id)->flags &= (uint8_t)~f;
+	win_insert(w, i, e);
+	SLOT(s, e->id)->flags |= (uint8_t)f;
+}
+
+/* Append block id (the next one past a window that lost a block). */
+static void win_refill(struct asym *s, struct asym_win *w, unsigned f,
+		       uint32_t id)
+{
+	struct asym_wslot e;
+
+	win_slot(pol_index_at(s->ix, id), id, &e);
+	*win_at(w, w->n++) = e;
+	SLOT(s, id)->flags |= (uint8_t)f;
+}
+
+#ifdef POL_ASYM_CHECK
+#include <assert.h>
+/* Windows against a walk of the list (test builds, -DPOL_ASYM_CHECK). */
+static void win_check(struct asym *s, struct asym_list *l)
+{
+	uint32_t x = l->head, n = 0;
+	struct asym_wslot e;
+
+	for (; x != POL_NONE && n < WIN; x = SLOT(s, x)->next, n++) {
+		win_slot(pol_index_at(s->ix, x), x, &e);
+		assert(n < l->hw.n && win_at(&l->hw, n)->id == x);
+		assert(win_at(&l->hw, n)->key == e.key &&
+		       win_at(&l->hw, n)->pos == e.pos);
+		assert(SLOT(s, x)->flags & WIN_HEAD);
+	}
+	assert(n == l->hw.n);
+	assert(x == POL_NONE || !(SLOT(s, x)->flags & WIN_HEAD));
+	for (x = l->tail, n = 0; x != POL_NONE && n < WIN;
+	     x = SLOT(s, x)->prev, n++) {
+		win_slot(pol_index_at(s->ix, x), x, &e);
+		assert(n < l->tw.n && win_at(&l->tw, n)->id == x);
+		assert(win_at(&l->tw, n)->key == e.key &&
+		       win_at(&l->tw, n)->pos == e.pos);
+		assert(SLOT(s, x)->flags & WIN_TAIL);
+	}
+	assert(n == l->tw.n);
+	assert(x == POL_NONE || !(SLOT(s, x)->flags & WIN_TAIL));
+	assert(l->len >= n && (l->len <= WIN) == (x == POL_NONE));
+}
+#else
+static inline void win_check(struct asym *s, struct asym_list *l)
+{
+	(void)s;
+	(void)l;
+}
+#endif
+
 static void list_unlink(struct asym *s, uint32_t id)
 {
 	struct pol_slot *x = SLOT(s, id);
 	struct asym_list *l = &s->list[x->list - 1];
+	bool refill = l->len > WIN;
 
+	if (x->flags & WIN_HEAD)
+		win_remove(&l->hw, win_find(&l->hw, id));
+	if (x->flags & WIN_TAIL)
+		win_remove(&l->tw, win_find(&l->tw, id));
 	if (x->prev != POL_NONE)
 		SLOT(s, x->prev)->next = x->next;
 	else
@@ -174,8 +320,18 @@ static void list_unlink(struct asym *s, uint32_t id)
 		SLOT(s, x->next)->prev = x->prev;
 	else
 		l->tail = x->prev;
+	/* a window that lost a block takes the next one beyond it */
+	if (refill && (x->flags & WIN_HEAD))
+		win_refill(s, &l->hw, WIN_HEAD,
+			   SLOT(s, win_at(&l->hw, WIN - 2)->id)->next);
+	if (refill && (x->flags & WIN_TAIL))
+		win_refill(s, &l->tw, WIN_TAIL,
+			   SLOT(s, win_at(&l->tw, WIN - 2)->id)->prev);
+	l->len--;
 	x->prev = x->next = POL_NONE;
 	x->list = 0;
+	x->flags = 0;
+	win_check(s, l);
 }
 
 /* Insert id into list k after `after` (toward the tail), or at the head. */
@@ -183,7 +339,24 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 {
 	struct pol_slot *x = SLOT(s, id);
 	struct asym_list *l = &s->list[k];
+	struct asym_wslot e;
+	uint32_t hi, ti;
 
+	/* its index from the head and from the tail, if in the windows */
+	if (after == POL_NONE) {
+		hi = 0;
+		ti = l->len < WIN ? (uint32_t)l->len : WIN;
+	} else {
+		uint8_t af = SLOT(s, after)->flags;
+
+		hi = af & WIN_HEAD ? win_find(&l->hw, after) + 1 : WIN;
+		ti = af & WIN_TAIL ? win_find(&l->tw, after) : WIN;
+	}
+	win_slot(pol_index_at(s->ix, id), id, &e);
+	x->flags = 0;
+	win_enter(s, &l->hw, WIN_HEAD, hi, &e);
+	win_enter(s, &l->tw, WIN_TAIL, ti, &e);
+	l->len++;
 	x->list = (uint8_t)(k + 1);
 	if (after == POL_NONE) {
 		x->prev = POL_NONE;
@@ -193,6 +366,7 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 		else
 			l->tail = id;
 		l->head = id;
+		win_check(s, l);
 		return;
 	}
 	x->prev = after;
@@ -202,6 +376,7 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 	else
 		l->tail = id;
 	SLOT(s, after)->next = id;
+	win_check(s, l);
 }
 
 /*
@@ -357,42 +532,46 @@ static void learn(struct asym *s, struct pol_block *b)
 /* --- pol_ops --- */
 
 /*
- * Does a come before b in a list (more recent, or same request and nearer
- * the root)?  A request uses its blocks at consecutive ticks from the
- * root on, so tick - position is the same for all of them and grows from
- * one request to the next.  Ticks, not the owner's clock: the order must
- * be the same in kvmmd (ns) and in a replay.
+ * Does a block with key ka, position pa come before b in a list (more
+ * recent, or same request and nearer the root)?  A request uses its
+ * blocks at consecutive ticks from the root on, so the key tick -
+ * position is the same for all of them and grows from one request to the
+ * next.  Ticks, not the owner's clock: the order must be the same in
+ * kvmmd (ns) and in a replay.
  */
-static bool newer(const struct pol_block *a, const struct pol_block *b)
+static bool newer(int64_t ka, uint32_t pa, const struct pol_block *b)
 {
-	int64_t ka = (int64_t)(a->tick - a->position);
 	int64_t kb = (int64_t)(b->tick - b->position);
 
-	return ka > kb || (ka == kb && a->position < b->position);
+	return ka > kb || (ka == kb && pa < b->position);
 }
 
 /*
  * A demoted block keeps its place by last use among the tier's blocks of
  * its class (lists then stay in age order, which the victim choice
- * relies on): search from both ends, a few steps each.
+ * relies on): search from both ends, SORT_MAX steps each (in the end
+ * windows, which hold just the blocks these steps would visit).
  */
 static uint32_t sorted_place(struct asym *s, unsigned k,
 			     const struct pol_block *b)
 {
-	uint32_t x, after = POL_NONE;
-	unsigned n = 0;
+	struct asym_list *l = &s->list[k];
+	uint32_t after = POL_NONE;
 
-	for (x = s->list[k].tail; x != POL_NONE && n < SORT_MAX;
-	     x = SLOT(s, x)->prev, n++)
-		if (newer(pol_index_at(s->ix, x), b))
-			return x;
-	if (x == POL_NONE)
+	for (uint32_t i = 0; i < l->tw.n; i++) {
+		const struct asym_wslot *e = win_at(&l->tw, i);
+
+		if (newer(e->key, e->pos, b))
+			return e->id;
+	}
+	if (l->len <= WIN)
 		return POL_NONE; /* newer than all */
-	for (x = s->list[k].head, n = 0; x != POL_NONE && n < SORT_MAX;
-	     x = SLOT(s, x)->next, n++) {
-		if (!newer(pol_index_at(s->ix, x), b))
+	for (uint32_t i = 0; i < WIN; i++) {
+		const struct asym_wslot *e = win_at(&l->hw, i);
+
+		if (!newer(e->key, e->pos, b))
 			return after;
-		after = x;
+		after = e->id;
 	}
 	return after; /* somewhere in the middle: near enough */
 }
@@ -448,6 +627,28 @@ static void asym_change(void *priv, struct pol_block *b)
 		place(s, b, false);
 	else
 		list_unlink(s, pol_index_id(s->ix, b));
+}
+
+/*
+ * b, in this tier, was used: its tick changed and it is about to leave
+ * the tier.  Until then its window keys must follow, as a walk over the
+ * list would read its new tick (a parent placed meanwhile).
+ */
+static void asym_touch(void *priv, struct pol_block *b)
+{
+	struct asym *s = priv;
+	struct pol_slot *x = &b->slot[s->tier];
+	uint32_t id = pol_index_id(s->ix, b);
+	struct asym_list *l;
+
+	if (!x->flags)
+		return;
+	l = &s->list[x->list - 1];
+	if (x->flags & WIN_HEAD)
+		win_slot(b, id, win_at(&l->hw, win_find(&l->hw, id)));
+	if (x->flags & WIN_TAIL)
+		win_slot(b, id, win_at(&l->tw, win_find(&l->tw, id)));
+	win_check(s, l);
 }
 
 static void asym_remove(void *priv, struct pol_block *b)
@@ -606,5 +807,6 @@ const struct pol_ops pol_asym_ops = {
 	.on_access = asym_access,
 	.on_remove = asym_remove,
 	.on_change = asym_change,
+	.on_touch = asym_touch,
 	.victim = asym_victim,
 };

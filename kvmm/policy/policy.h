@@ -66,6 +66,11 @@ struct pol_ops {
 	void (*on_remove)(void *priv, struct pol_block *b);
 	/* b's structural evictability changed (children, pins): optional. */
 	void (*on_change)(void *priv, struct pol_block *b);
+	/*
+	 * b, in this tier (not the GPU tier), was used: its tick and access
+	 * count changed, and it leaves the tier next (promotion): optional.
+	 */
+	void (*on_touch)(void *priv, struct pol_block *b);
 	/* b is about to be freed from the index (drop the history): optional */
 	void (*on_forget)(void *priv, struct pol_block *b);
 	/*
