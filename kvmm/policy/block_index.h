@@ -37,7 +37,8 @@ struct pol_slot {
 	uint32_t prev, next; /* list links (POL_NONE ends) */
 	uint8_t list; /* which of the policy's lists holds it (0 = none) */
 	uint8_t flags; /* the policy's own (asym: in a list's end windows) */
-	uint8_t pad[6];
+	uint8_t aux; /* the policy's own (asym: class of the open life) */
+	uint8_t pad[5];
 	double key; /* policy priority (GDSF value, frequency, next use) */
 };
 

@@ -62,6 +62,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#ifdef POL_ASYM_CHECK
+#include <assert.h>
+#endif
 
 #include "kvmm/policy/policy.h"
 
@@ -97,26 +100,40 @@ static uint64_t bucket_start(unsigned b)
 }
 
 /*
- * One record per use (tick): the life that the use started.  Lives are
+ * One record per use (tick): the life that the use started, in a ring
  * indexed by tick modulo the history length, so the life of a block's
- * last use is found from its tick alone.
+ * last use is found from its tick alone.  Every tick reaches the policy
+ * (pol_cache_access ticks once and always inserts into or touches the GPU
+ * tier), so slot t & (history - 1) holds the life of tick t for the
+ * `history` ticks after t.  A life is its block's entry id and a 16-bit
+ * code: its class and how far it got,
+ *
+ *   0                       no life (a partial block, or not yet used)
+ *   LIFE_OPEN << 3 | class  still away
+ *   (b + 1) << 3 | class    came back at an age in bucket b,
+ *
+ * so "reached the start of bucket x" is code >> 3 > x, and counting the
+ * lives that reached an age scans 2 bytes a life.
  */
-enum { LIFE_NONE, LIFE_OPEN, LIFE_ENDED };
+#define LIFE_OPEN 255u
 
-struct asym_life {
-	uint32_t id; /* block entry */
-	uint32_t tick; /* low bits of the tick that started it */
-	uint32_t end_age; /* LIFE_ENDED: age at the return */
-	uint8_t cls, state;
-	uint8_t pad[2];
-};
+static unsigned life_reach(uint16_t code)
+{
+	return code >> 3;
+}
+
+static unsigned life_cls(uint16_t code)
+{
+	return code & 7;
+}
 
 /* Learned statistics, shared by the tiers (owned by the GPU instance). */
 struct asym_stats {
 	double ret[NCLASS][AGE_BUCKETS]; /* lives that came back at age x */
 	double reach[NCLASS][AGE_BUCKETS]; /* lives that reached age x */
 	double value[NCLASS][AGE_BUCKETS]; /* Gittins index v_c(x) */
-	struct asym_life *life; /* history: a ring of `history` lives */
+	uint32_t *life_id; /* history: a ring of `history` lives */
+	uint16_t *life_code;
 	uint64_t history; /* a power of two */
 	unsigned hist_buckets; /* age buckets below `history` */
 	uint64_t counted[AGE_BUCKETS]; /* lives counted in reach[][x] up to */
@@ -266,7 +283,6 @@ static void win_refill(struct asym *s, struct asym_win *w, unsigned f,
 }
 
 #ifdef POL_ASYM_CHECK
-#include <assert.h>
 /* Windows against a walk of the list (test builds, -DPOL_ASYM_CHECK). */
 static void win_check(struct asym *s, struct asym_list *l)
 {
@@ -396,11 +412,60 @@ static uint32_t parent_just_used(struct asym *s, struct pol_block *b,
 
 /* --- statistics --- */
 
-static struct asym_life *life_at(struct asym_stats *st, uint64_t tick)
+/*
+ * *r += 1, n times: one addition when every partial sum is exact (always,
+ * in practice: the counts are far below 2^53 times their finest bit), so
+ * the result is the same as adding one life at a time.
+ */
+static void add_ones(double *r, uint64_t n)
 {
-	struct asym_life *l = &st->life[tick & (st->history - 1)];
+	double limit;
+	int e;
 
-	return l->state != LIFE_NONE && l->tick == (uint32_t)tick ? l : NULL;
+	if (*r > 0) {
+		/* *r = m 2^(e - 53): its lowest set bit is 2^low */
+		uint64_t m = (uint64_t)ldexp(frexp(*r, &e), 53);
+		int low = e - 53 + __builtin_ctzll(m);
+
+		limit = ldexp(1, 53 + (low < 0 ? low : 0));
+	} else {
+		limit = ldexp(1, 53);
+	}
+	if (*r >= 0 && *r < limit && (double)n < limit - *r) {
+		*r += (double)n;
+		return;
+	}
+	while (n--)
+		*r += 1;
+}
+
+/*
+ * Count the lives of ticks lo..hi that reached bucket x, per class: 8
+ * byte-wide counters in one register, emptied before they can overflow.
+ */
+static void count_range(const struct asym_stats *st, unsigned x, uint64_t lo,
+			uint64_t hi, uint64_t n[NCLASS])
+{
+	const uint16_t *code = st->life_code;
+	uint64_t mask = st->history - 1;
+
+	while (lo <= hi) {
+		uint64_t i = lo & mask, end = i + (hi - lo), acc = 0;
+
+		if (end > mask)
+			end = mask;
+		if (end - i > 254)
+			end = i + 254;
+		lo += end - i + 1;
+		for (; i <= end; i++) {
+			unsigned c = code[i];
+
+			acc += (uint64_t)(life_reach((uint16_t)c) > x)
+			       << (8 * life_cls((uint16_t)c));
+		}
+		for (unsigned k = 0; k < NCLASS; k++)
+			n[k] += (acc >> (8 * k)) & 0xff;
+	}
 }
 
 /*
@@ -411,17 +476,15 @@ static struct asym_life *life_at(struct asym_stats *st, uint64_t tick)
 static void count_reach(struct asym_stats *st, uint64_t now)
 {
 	for (unsigned x = 1; x < st->hist_buckets; x++) {
-		uint64_t age = bucket_start(x), upto;
+		uint64_t age = bucket_start(x), upto, n[NCLASS] = { 0 };
 
 		if (now < age)
 			break;
 		upto = now - age;
-		for (uint64_t t = st->counted[x]; t <= upto; t++) {
-			struct asym_life *l = life_at(st, t);
-
-			if (l && (l->state == LIFE_OPEN || l->end_age >= age))
-				st->reach[l->cls][x] += 1;
-		}
+		if (st->counted[x] <= upto)
+			count_range(st, x, st->counted[x], upto, n);
+		for (unsigned k = 0; k < NCLASS; k++)
+			add_ones(&st->reach[k][x], n[k]);
 		st->counted[x] = upto + 1;
 	}
 }
@@ -481,48 +544,72 @@ static void periodic(struct asym_stats *st, uint64_t now)
 	}
 }
 
+/* Ticks ahead at which learn() starts loading an expiring life's entry,
+ * and then that block's index slot (freed if it is in no tier). */
+#define EXPIRE_AHEAD 8
+#define EXPIRE_AHEAD_SLOT 4
+
 /* A use of b at tick now (GPU instance: every use lands there). */
 static void learn(struct asym *s, struct pol_block *b)
 {
 	struct asym_stats *st = s->st;
-	uint64_t now = b->tick, seen = seen_tick(b);
-	uint32_t id = pol_index_id(s->ix, b);
-	struct asym_life *l;
+	uint64_t now = b->tick, seen = seen_tick(b), mask = st->history - 1;
+	uint32_t id = pol_index_id(s->ix, b), slot = (uint32_t)(now & mask);
+	uint16_t *code = st->life_code;
 
+	/* the lives that end unresolved a few uses from now */
+	if (life_reach(code[(now + EXPIRE_AHEAD) & mask]) == LIFE_OPEN)
+		pol_index_prefetch_entry(
+			s->ix, st->life_id[(now + EXPIRE_AHEAD) & mask], 1);
+	if (life_reach(code[(now + EXPIRE_AHEAD_SLOT) & mask]) == LIFE_OPEN)
+		pol_index_prefetch(
+			s->ix,
+			pol_index_at(
+				s->ix,
+				st->life_id[(now + EXPIRE_AHEAD_SLOT) & mask])
+				->hash);
 	/*
-	 * The slot of this use holds the life started `history` ticks ago
-	 * (or earlier, if some tick did not reach the policy): if it is
-	 * still open, it ends unresolved and the block is no longer
-	 * history (b itself stays: it is in a tier now).
+	 * The slot of this use holds the life started `history` ticks ago:
+	 * if it is still open, it ends unresolved and the block is no
+	 * longer history (b itself stays: it is in a tier now).
 	 */
-	l = &st->life[now & (st->history - 1)];
-	if (l->state == LIFE_OPEN) {
-		struct pol_block *o = pol_index_at(s->ix, l->id);
+	if (life_reach(code[slot]) == LIFE_OPEN) {
+		struct pol_block *o = pol_index_at(s->ix, st->life_id[slot]);
 
 		o->slot[POL_TIER_GPU].key = 0;
 		if (o == b)
 			seen = 0;
 		pol_cache_release(s->c, o);
 	}
-	l->state = LIFE_NONE;
-	/* the previous life of b came back */
-	if (seen && (l = life_at(st, seen - 1)) && l->state == LIFE_OPEN) {
-		l->state = LIFE_ENDED;
-		l->end_age = (uint32_t)(now - (seen - 1));
-		st->ret[l->cls][age_bucket(now - (seen - 1))] += 1;
+	code[slot] = 0;
+	/*
+	 * The previous life of b came back: a block's last life is open
+	 * until it ends here or at its slot's turn above, which clears the
+	 * block's seen tick; its class is kept in the block.
+	 */
+	if (seen) {
+		uint64_t age = now - (seen - 1);
+		unsigned cls = b->slot[POL_TIER_GPU].aux, x = age_bucket(age);
+
+#ifdef POL_ASYM_CHECK
+		assert(code[(seen - 1) & mask] == (LIFE_OPEN << 3 | cls) &&
+		       st->life_id[(seen - 1) & mask] == id);
+#endif
+		code[(seen - 1) & mask] = (uint16_t)((x + 1) << 3 | cls);
+		st->ret[cls][x] += 1;
 	} else if (!(b->flags & POL_BLOCK_PARTIAL)) {
 		pol_cache_hold(s->c, b);
 	}
 	b->slot[POL_TIER_GPU].key = 0;
 	if (!(b->flags & POL_BLOCK_PARTIAL)) {
 		/* a partial block never comes back under this hash */
-		l = &st->life[now & (st->history - 1)];
-		*l = (struct asym_life){ .id = id,
-					 .tick = (uint32_t)now,
-					 .cls = (uint8_t)block_class(b),
-					 .state = LIFE_OPEN };
-		st->reach[l->cls][0] += 1;
+		unsigned cls = block_class(b);
+
+		st->life_id[slot] = id;
+		code[slot] = (uint16_t)(LIFE_OPEN << 3 | cls);
+		st->reach[cls][0] += 1;
 		b->slot[POL_TIER_GPU].key = (double)(now + 1);
+		b->slot[POL_TIER_GPU].aux = (uint8_t)cls;
 	} else if (seen) {
 		pol_cache_release(s->c, b);
 	}
@@ -762,7 +849,7 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 		}
 		/*
 		 * History is cheap next to a KV block (an index entry per
-		 * block and 16 bytes per use): follow every life for at
+		 * block and 6 bytes per use): follow every life for at
 		 * least HISTORY_MIN uses whatever the capacity, so a small
 		 * cache still sees the returns that come minutes later, and
 		 * for twice the capacity in a large one; halve the counts
@@ -777,8 +864,13 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 					       s->st->history / 64 :
 					       REBUILD_MIN;
 		s->st->next_decay = s->st->period;
-		s->st->life = calloc(s->st->history, sizeof(*s->st->life));
-		if (!s->st->life) {
+		s->st->life_id =
+			calloc(s->st->history, sizeof(*s->st->life_id));
+		s->st->life_code =
+			calloc(s->st->history, sizeof(*s->st->life_code));
+		if (!s->st->life_id || !s->st->life_code) {
+			free(s->st->life_id);
+			free(s->st->life_code);
 			free(s->st);
 			free(s);
 			return -ENOMEM;
@@ -793,7 +885,8 @@ static void asym_destroy(void *priv)
 	struct asym *s = priv;
 
 	if (s->tier == POL_TIER_GPU) {
-		free(s->st->life);
+		free(s->st->life_id);
+		free(s->st->life_code);
 		free(s->st);
 	}
 	free(s);
