@@ -62,6 +62,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef POL_ASYM_CHECK
 #include <assert.h>
 #endif
@@ -177,6 +178,9 @@ struct asym {
 	bool last_tier;
 	struct asym_list list[NCLASS];
 	struct asym_stats *st; /* the GPU instance's */
+	/* GPU instance: the blocks used at the last two ticks (learn()) */
+	uint32_t used_id[2];
+	uint64_t used_tick[2];
 };
 
 #define SLOT(s, id) (&(s)->ix->blocks[id].slot[(s)->tier])
@@ -271,15 +275,29 @@ static void win_enter(struct asym *s, struct asym_win *w, unsigned f,
 	SLOT(s, e->id)->flags |= (uint8_t)f;
 }
 
-/* Append block id (the next one past a window that lost a block). */
+/* Start loading what the windows read and write of block id. */
+static void win_prefetch(struct asym *s, uint32_t id)
+{
+	if (id != POL_NONE) {
+		__builtin_prefetch(pol_index_at(s->ix, id), 1);
+		__builtin_prefetch(SLOT(s, id), 1);
+	}
+}
+
+/*
+ * Append block id (the next one past a window that lost a block) and
+ * start loading the one after it, which the next refill takes.
+ */
 static void win_refill(struct asym *s, struct asym_win *w, unsigned f,
 		       uint32_t id)
 {
+	struct pol_slot *x = SLOT(s, id);
 	struct asym_wslot e;
 
 	win_slot(pol_index_at(s->ix, id), id, &e);
 	*win_at(w, w->n++) = e;
-	SLOT(s, id)->flags |= (uint8_t)f;
+	x->flags |= (uint8_t)f;
+	win_prefetch(s, f == WIN_TAIL ? x->prev : x->next);
 }
 
 #ifdef POL_ASYM_CHECK
@@ -343,6 +361,19 @@ static void list_unlink(struct asym *s, uint32_t id)
 	if (refill && (x->flags & WIN_TAIL))
 		win_refill(s, &l->tw, WIN_TAIL,
 			   SLOT(s, win_at(&l->tw, WIN - 2)->id)->prev);
+	/*
+	 * A new tail is the next victim of this list: start loading its
+	 * parent (whose child counts its eviction changes) and the block
+	 * before it (the tail after it).
+	 */
+	if (x->next == POL_NONE && l->tw.n > 0) {
+		uint32_t pid = pol_index_at(s->ix, l->tail)->parent_id;
+
+		if (pid < s->ix->high_water)
+			pol_index_prefetch_entry(s->ix, pid, 1);
+		if (l->tw.n > 1)
+			win_prefetch(s, win_at(&l->tw, 1)->id);
+	}
 	l->len--;
 	x->prev = x->next = POL_NONE;
 	x->list = 0;
@@ -402,7 +433,21 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
 static uint32_t parent_just_used(struct asym *s, struct pol_block *b,
 				 unsigned k)
 {
-	const struct pol_block *p = pol_cache_parent(s->c, b);
+	const struct pol_block *p;
+
+	/*
+	 * Only the block used at the tick before b's can qualify, and it is
+	 * b's parent when it has the parent's hash (one entry per hash):
+	 * that saves reading the parent's entry when b is hit alone.
+	 */
+	if (s->used_tick[1] + 1 == b->tick && s->used_id[1] != POL_NONE) {
+		p = pol_index_at(s->ix, s->used_id[1]);
+		if (!(b->flags & POL_BLOCK_HAS_PARENT) || !p->live ||
+		    p->hash != b->parent_hash)
+			return POL_NONE;
+	} else {
+		p = pol_cache_parent(s->c, b);
+	}
 
 	if (!p || p->tier != s->tier || p->slot[s->tier].list != k + 1 ||
 	    p->tick + 1 != b->tick)
@@ -439,53 +484,83 @@ static void add_ones(double *r, uint64_t n)
 		*r += 1;
 }
 
-/*
- * Count the lives of ticks lo..hi that reached bucket x, per class: 8
- * byte-wide counters in one register, emptied before they can overflow.
- */
-static void count_range(const struct asym_stats *st, unsigned x, uint64_t lo,
-			uint64_t hi, uint64_t n[NCLASS])
+/* Add d to hist[class][how far] for the lives of ticks lo..hi. */
+static void hist_range(const struct asym_stats *st, uint32_t hist[][256],
+		       uint64_t lo, uint64_t hi, uint32_t d)
 {
 	const uint16_t *code = st->life_code;
 	uint64_t mask = st->history - 1;
 
-	while (lo <= hi) {
-		uint64_t i = lo & mask, end = i + (hi - lo), acc = 0;
+	for (uint64_t t = lo; t <= hi; t++) {
+		uint16_t c = code[t & mask];
 
-		if (end > mask)
-			end = mask;
-		if (end - i > 254)
-			end = i + 254;
-		lo += end - i + 1;
-		for (; i <= end; i++) {
-			unsigned c = code[i];
-
-			acc += (uint64_t)(life_reach((uint16_t)c) > x)
-			       << (8 * life_cls((uint16_t)c));
-		}
-		for (unsigned k = 0; k < NCLASS; k++)
-			n[k] += (acc >> (8 * k)) & 0xff;
+		hist[life_cls(c)][life_reach(c)] += d;
 	}
 }
 
 /*
  * Count in reach[][x] the lives that have reached the start of age
  * bucket x since the last call: the lives started at ticks up to
- * now - start(x), still away or back no sooner than that.
+ * now - start(x), still away or back no sooner than that.  The tick
+ * ranges of neighbouring buckets overlap (all but the oldest buckets are
+ * narrower than the time between two calls), so one histogram of the
+ * lives by class and how far they got follows the range from bucket to
+ * bucket, which reads each life a few times instead of once per bucket.
  */
 static void count_reach(struct asym_stats *st, uint64_t now)
 {
+	uint32_t hist[NCLASS][256];
+	uint64_t wlo = 0, whi = 0; /* the histogram's ticks, when valid */
+	bool valid = false;
+
 	for (unsigned x = 1; x < st->hist_buckets; x++) {
-		uint64_t age = bucket_start(x), upto, n[NCLASS] = { 0 };
+		uint64_t age = bucket_start(x), lo = st->counted[x], hi;
 
 		if (now < age)
 			break;
-		upto = now - age;
-		if (st->counted[x] <= upto)
-			count_range(st, x, st->counted[x], upto, n);
-		for (unsigned k = 0; k < NCLASS; k++)
-			add_ones(&st->reach[k][x], n[k]);
-		st->counted[x] = upto + 1;
+		hi = now - age;
+		st->counted[x] = hi + 1;
+		if (lo > hi)
+			continue;
+		if (valid && lo <= whi && wlo <= hi &&
+		    (lo > wlo ? lo - wlo : wlo - lo) +
+				    (hi > whi ? hi - whi : whi - hi) <
+			    hi - lo) {
+			/* move the histogram's range to lo..hi */
+			if (lo < wlo)
+				hist_range(st, hist, lo, wlo - 1, 1);
+			else if (lo > wlo)
+				hist_range(st, hist, wlo, lo - 1, UINT32_MAX);
+			if (hi > whi)
+				hist_range(st, hist, whi + 1, hi, 1);
+			else if (hi < whi)
+				hist_range(st, hist, hi + 1, whi, UINT32_MAX);
+		} else {
+			memset(hist, 0, sizeof(hist));
+			hist_range(st, hist, lo, hi, 1);
+		}
+		valid = true;
+		wlo = lo;
+		whi = hi;
+		for (unsigned k = 0; k < NCLASS; k++) {
+			/* how far: LIFE_OPEN, or a bucket + 1 <= AGE_BUCKETS */
+			uint64_t n = hist[k][LIFE_OPEN];
+
+			for (unsigned r = x + 1; r <= AGE_BUCKETS; r++)
+				n += hist[k][r];
+#ifdef POL_ASYM_CHECK
+			uint64_t m = 0;
+
+			for (uint64_t t = lo; t <= hi; t++) {
+				uint16_t c =
+					st->life_code[t & (st->history - 1)];
+
+				m += life_cls(c) == k && life_reach(c) > x;
+			}
+			assert(m == n);
+#endif
+			add_ones(&st->reach[k][x], n);
+		}
 	}
 }
 
@@ -613,6 +688,10 @@ static void learn(struct asym *s, struct pol_block *b)
 	} else if (seen) {
 		pol_cache_release(s->c, b);
 	}
+	s->used_id[1] = s->used_id[0];
+	s->used_tick[1] = s->used_tick[0];
+	s->used_id[0] = id;
+	s->used_tick[0] = now;
 	periodic(st, now);
 }
 
@@ -831,6 +910,7 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	s->tier = tier;
 	for (unsigned k = 0; k < NCLASS; k++)
 		s->list[k].head = s->list[k].tail = POL_NONE;
+	s->used_id[0] = s->used_id[1] = POL_NONE;
 	s->last_tier = pol_cache_lower_tier(c, tier) == POL_TIER_NONE;
 	if (tier != POL_TIER_GPU) {
 		s->st = ((struct asym *)pol_cache_gpu_policy(c))->st;
