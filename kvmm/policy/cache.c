@@ -462,6 +462,11 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	return 0;
 }
 
+void pol_cache_prefetch(const struct pol_cache *c, uint64_t hash)
+{
+	pol_index_prefetch(&c->ix, hash);
+}
+
 struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash)
 {
 	uint32_t id = pol_index_find(&c->ix, hash);
@@ -480,12 +485,22 @@ unsigned pol_cache_tier_of(struct pol_cache *c, uint64_t hash)
 	return b ? b->tier : POL_TIER_NONE;
 }
 
+/* Index slots loaded ahead of a prefix lookup (the request's blocks are
+ * all accessed after it, so none is loaded in vain). */
+#define PREFIX_AHEAD 8
+
 size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n)
 {
 	size_t k = 0;
 
-	while (k < n && pol_cache_lookup(c, hashes[k]))
+	/* the slots of the next few hashes load while one is looked up */
+	for (size_t i = 0; i < n && i < PREFIX_AHEAD; i++)
+		pol_index_prefetch(&c->ix, hashes[i]);
+	while (k < n && pol_cache_lookup(c, hashes[k])) {
+		if (k + PREFIX_AHEAD < n)
+			pol_index_prefetch(&c->ix, hashes[k + PREFIX_AHEAD]);
 		k++;
+	}
 	return k;
 }
 

@@ -129,6 +129,13 @@ uint64_t pol_cache_clock(const struct pol_cache *c);
 /* Number of pol_cache_access() calls so far: the policies' age unit. */
 uint64_t pol_cache_ticks(const struct pol_cache *c);
 
+/*
+ * The owner will access a block with this hash soon (the next block of a
+ * request, while it accesses this one): start loading its slot in the
+ * index, so that the access does not wait for it.  Changes nothing.
+ */
+void pol_cache_prefetch(const struct pol_cache *c, uint64_t hash);
+
 /* The resident block with this hash (any tier), or NULL. */
 struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash);
 

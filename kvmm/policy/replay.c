@@ -11,6 +11,9 @@
 
 #include "kvmm/policy/replay.h"
 
+/* Index slots loaded ahead of the prefix lookup (pol_cache_prefetch). */
+#define REPLAY_AHEAD 4
+
 /* A set / map of 64-bit hashes to 32-bit values, open addressing. */
 struct hmap {
 	uint64_t *keys;
@@ -304,9 +307,15 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		      (sub < (1 << 20) ? sub : 0xfffff);
 		pol_cache_set_clock(c, now);
 
+		/* all of the request's blocks are accessed below */
+		for (uint32_t i = 0; i < n && i < REPLAY_AHEAD; i++)
+			pol_cache_prefetch(c, h[i]);
 		while (k < n) {
-			unsigned tier = pol_cache_tier_of(c, h[k]);
+			unsigned tier;
 
+			if (k + REPLAY_AHEAD < n)
+				pol_cache_prefetch(c, h[k + REPLAY_AHEAD]);
+			tier = pol_cache_tier_of(c, h[k]);
 			if (tier == POL_TIER_NONE)
 				break;
 			where[k++] = (uint8_t)tier;
@@ -382,6 +391,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				d.flags = n >= 2 ? POL_BLOCK_HAS_PARENT : 0;
 			if (out)
 				*hmap_slot(&seen, hash) = 1;
+			if (i + 1 < n)
+				pol_cache_prefetch(c, h[i + 1]);
 			e = pol_cache_access(c, &d, NULL);
 			if (e && e != -ENOSPC)
 				goto out_seen;
