@@ -67,6 +67,7 @@
 #include <assert.h>
 #endif
 
+#include "kvmm/policy/pol_mem.h"
 #include "kvmm/policy/policy.h"
 
 #define NCLASS 8 /* turn classes: 1..7, 8 and later */
@@ -899,6 +900,12 @@ static struct pol_block *asym_victim(void *priv)
 	return best;
 }
 
+static void life_unmap(struct asym_stats *st)
+{
+	pol_mem_unmap(st->life_id, st->history * sizeof(*st->life_id));
+	pol_mem_unmap(st->life_code, st->history * sizeof(*st->life_code));
+}
+
 static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 {
 	struct asym *s = calloc(1, sizeof(*s));
@@ -944,13 +951,13 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 					       s->st->history / 64 :
 					       REBUILD_MIN;
 		s->st->next_decay = s->st->period;
+		/* read and written at random by returns: huge pages */
 		s->st->life_id =
-			calloc(s->st->history, sizeof(*s->st->life_id));
+			pol_mem_map(s->st->history * sizeof(*s->st->life_id));
 		s->st->life_code =
-			calloc(s->st->history, sizeof(*s->st->life_code));
+			pol_mem_map(s->st->history * sizeof(*s->st->life_code));
 		if (!s->st->life_id || !s->st->life_code) {
-			free(s->st->life_id);
-			free(s->st->life_code);
+			life_unmap(s->st);
 			free(s->st);
 			free(s);
 			return -ENOMEM;
@@ -965,8 +972,7 @@ static void asym_destroy(void *priv)
 	struct asym *s = priv;
 
 	if (s->tier == POL_TIER_GPU) {
-		free(s->st->life_id);
-		free(s->st->life_code);
+		life_unmap(s->st);
 		free(s->st);
 	}
 	free(s);
