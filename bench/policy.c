@@ -7,7 +7,12 @@
  * run.  Every 4th access is a hit on a resident block, so the rankings
  * move as they do under a real workload.  Target: >= 1M decisions/s.
  * Rates are per second of this thread's CPU time, so other load on the
- * machine does not count against them.
+ * machine does not count against them.  Before timing, 2 x RESIDENT
+ * untimed accesses bring the cache to its steady state (asym's history
+ * full, the index at its final size), and the bench tells the cache the
+ * next block of a chain before it accesses the current one
+ * (pol_cache_prefetch), as kvmm-replay and a daemon knowing the request
+ * do.
  *   bench/policy [RESIDENT] [DECISIONS] [POLICY...]
  * With POLICY names only those run (the ratios need lru among them).  The timed
  * loop is decide(), so `valgrind --tool=callgrind --collect-atstart=no

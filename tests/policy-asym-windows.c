@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * asym's shortcuts against what they stand for.  pol_asym.c is built into
+ * this test with POL_ASYM_CHECK, which asserts after every list change
+ * that the end windows hold the blocks (and keys) a walk of the list
+ * would visit, at every recount that the histogram counts what a direct
+ * count of the lives gives, and at every return that the life record is
+ * the open life of that block.  The workload (three tiers, conversations
+ * that grow, hits, pins, TTLs, priorities) must then move the same blocks
+ * as the code before the shortcuts: the digest of every move (hash, from,
+ * to) was recorded with main at 81a52e5, before issue #8's speed work.
+ */
+#define POL_ASYM_CHECK
+#include "kvmm/policy/pol_asym.c"
+
+#include "tests/lib/test.h"
+
+/* recorded with main at 81a52e5 */
+#ifndef EXPECT_MOVES
+#define EXPECT_MOVES 782983
+#define EXPECT_DIGEST 0xdb099f31f9a1e77full
+#endif
+
+static uint64_t digest = 1469598103934665603ull, moves;
+
+static void mix(uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		digest ^= (v >> (8 * i)) & 0xff;
+		digest *= 1099511628211ull;
+	}
+}
+
+static void on_move(void *arg, const struct pol_block *b, unsigned from,
+		    unsigned to)
+{
+	(void)arg;
+	mix(b->hash);
+	mix(from);
+	mix(to);
+	moves++;
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+#define CONVS 3000
+
+int main(void)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = POL_ASYM,
+				    .capacity = { 1500, 2500, 4000 },
+				    .prefix_rule = -1 };
+	static uint64_t len[CONVS], gen[CONVS];
+	uint64_t pinned[4] = { 0 }, hits = 0;
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	pol_cache_set_move_handler(c, on_move, NULL);
+	for (uint64_t r = 0; r < 8000; r++) {
+		/* a conversation comes back (a few of them often) and grows */
+		uint64_t k = next() % 2 ? next() % 64 : next() % CONVS;
+		uint64_t base, n;
+
+		/* a long one ends; a new one starts in its place */
+		if (len[k] > 160) {
+			len[k] = 0;
+			gen[k]++;
+		}
+		base = (gen[k] * CONVS + k + 1) << 20;
+		len[k] += 1 + next() % 12;
+		n = len[k];
+		pol_cache_set_clock(c, r);
+		for (uint64_t i = 0; i < n; i++) {
+			struct pol_block_desc d = {
+				.hash = base + i,
+				.parent_hash = base + i - 1,
+				.position = (uint32_t)i,
+				.flags = i ? POL_BLOCK_HAS_PARENT : 0,
+			};
+			unsigned was;
+			int e;
+
+			if (i + 1 == n && next() % 3 == 0)
+				d.flags |= POL_BLOCK_PARTIAL;
+			if (i + 1 < n)
+				pol_cache_prefetch(c, base + i + 1);
+			e = pol_cache_access(c, &d, &was);
+			t_assert(e == 0 || e == -ENOSPC);
+			hits += was != POL_TIER_NONE;
+		}
+		/* a block used alone, wherever it is (its parent may be in
+		 * its tier: asym_touch keeps the windows right) */
+		k = next() % CONVS;
+		if (len[k]) {
+			uint64_t i = next() % len[k];
+			struct pol_block_desc d = {
+				.hash = ((gen[k] * CONVS + k + 1) << 20) + i,
+				.parent_hash = d.hash - 1,
+				.position = (uint32_t)i,
+				.flags = i ? POL_BLOCK_HAS_PARENT : 0,
+			};
+
+			if (pol_cache_lookup(c, d.hash)) {
+				int e = pol_cache_access(c, &d, NULL);
+
+				t_assert(e == 0 || e == -ENOSPC);
+			}
+		}
+		/* agents: a TTL pin while a tool runs, a priority */
+		if (next() % 8 == 0)
+			pol_cache_set_ttl(c, base + n - 1, r + 5);
+		if (next() % 16 == 0)
+			pol_cache_set_priority(c, base, 1);
+		/* in-flight steps pin a block for four requests */
+		pol_cache_unpin(c, pinned[r % 4]);
+		pinned[r % 4] = base + next() % n;
+		if (pol_cache_pin(c, pinned[r % 4]))
+			pinned[r % 4] = 0;
+	}
+	printf("asym: %llu moves, %llu hits, digest %016llx\n",
+	       (unsigned long long)moves, (unsigned long long)hits,
+	       (unsigned long long)digest);
+	t_assert(hits > 0);
+	t_assert_eq(moves, EXPECT_MOVES);
+	t_assert(digest == EXPECT_DIGEST);
+	pol_cache_destroy(c);
+	return T_PASS;
+}
