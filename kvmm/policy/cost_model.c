@@ -185,7 +185,7 @@ void pol_cost_reference(struct pol_cost_model *m)
 	pol_cost_parse(reference_profile, "h200-llama3-8b-ref", m, NULL, 0);
 }
 
-static char *read_file(const char *path)
+char *pol_cost_read_text(const char *path)
 {
 	FILE *f = fopen(path, "re");
 	char *buf;
@@ -225,7 +225,7 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 	len = strlen(what);
 	if (strchr(what, '/') ||
 	    (len > 8 && !strcmp(what + len - 8, ".profile"))) {
-		text = read_file(what);
+		text = pol_cost_read_text(what);
 		if (!text) {
 			set_err(err, errlen, "cannot read profile %s", what);
 			return -ENOENT;
@@ -242,12 +242,12 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		for (size_t i = 0; i < nd && !text; i++) {
 			snprintf(path, sizeof(path), "%s/%s.profile", dirs[i],
 				 what);
-			text = read_file(path);
+			text = pol_cost_read_text(path);
 			if (!text && i > 0) {
 				snprintf(path, sizeof(path),
 					 "%s/kvmm/policy/profiles/%s.profile",
 					 dirs[i], what);
-				text = read_file(path);
+				text = pol_cost_read_text(path);
 			}
 		}
 		if (!text && !strcmp(what, "h200-llama3-8b-ref")) {

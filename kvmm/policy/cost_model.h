@@ -69,6 +69,12 @@ int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 		   char *err, size_t errlen);
 /* The built-in h200-llama3-8b-ref profile. */
 void pol_cost_reference(struct pol_cost_model *m);
+/*
+ * The whole of a profile-sized text file (at most 1 MiB), NUL-terminated,
+ * for the caller to free(); NULL if it cannot be opened, read or is larger.
+ * kvmm-calibrate reads its --base profile with it.
+ */
+char *pol_cost_read_text(const char *path);
 
 double pol_cost_kv_bytes_per_token(const struct pol_cost_model *m);
 double pol_cost_block_bytes(const struct pol_cost_model *m);

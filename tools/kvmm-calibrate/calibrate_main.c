@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "kernels/gpu/gpu_util.h"
+#include "kvmm/policy/cost_model.h"
 
 static const char default_base[] =
 	"layers = 32\nq_heads = 32\nkv_heads = 8\nhead_dim = 128\n"
@@ -42,30 +43,6 @@ static const char default_base[] =
 static const char *const measured_keys[] = { "name",	     "gpu_bandwidth",
 					     "gpu_latency",  "host_bandwidth",
 					     "host_latency", "msa_alpha" };
-
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > (1 << 20) ||
-	    fseek(f, 0, SEEK_SET)) {
-		fclose(f);
-		return NULL;
-	}
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	if (buf)
-		buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
 
 /* The key of a "key = value" line (into key, trimmed), or "" if none. */
 static void line_key(const char *line, char *key, size_t len)
@@ -170,7 +147,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (base_path && !(base = read_text(base_path))) {
+	if (base_path && !(base = pol_cost_read_text(base_path))) {
 		fprintf(stderr, "kvmm-calibrate: cannot read %s: %s\n",
 			base_path, strerror(errno));
 		return 1;
