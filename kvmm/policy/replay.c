@@ -9,62 +9,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "kvmm/policy/hmap.h"
 #include "kvmm/policy/replay.h"
 
 /* Index slots loaded ahead of the prefix lookup (pol_cache_prefetch). */
 #define REPLAY_AHEAD 4
-
-/* A set / map of 64-bit hashes to 32-bit values, open addressing. */
-struct hmap {
-	uint64_t *keys;
-	uint32_t *vals; /* UINT32_MAX empty */
-	uint64_t mask;
-};
-
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x7fb5d329728ea185ULL;
-	x ^= x >> 27;
-	x *= 0x81dadef4bc2dd44dULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static int hmap_init(struct hmap *m, size_t n)
-{
-	uint64_t size = 1024;
-
-	while (size < 2 * n + 2)
-		size <<= 1;
-	m->mask = size - 1;
-	m->keys = malloc(size * sizeof(*m->keys));
-	m->vals = malloc(size * sizeof(*m->vals));
-	if (!m->keys || !m->vals) {
-		free(m->keys);
-		free(m->vals);
-		return -ENOMEM;
-	}
-	memset(m->vals, 0xff, size * sizeof(*m->vals));
-	return 0;
-}
-
-static void hmap_fini(struct hmap *m)
-{
-	free(m->keys);
-	free(m->vals);
-}
-
-/* The value slot for k, claimed (empty) if absent. */
-static uint32_t *hmap_slot(struct hmap *m, uint64_t k)
-{
-	uint64_t i = mix(k) & m->mask;
-
-	while (m->vals[i] != UINT32_MAX && m->keys[i] != k)
-		i = (i + 1) & m->mask;
-	m->keys[i] = k;
-	return &m->vals[i];
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -80,33 +29,35 @@ static int cmp_double(const void *a, const void *b)
 static int next_uses(const struct pol_trace *t, bool with_out, uint64_t *next,
 		     uint64_t *nextout)
 {
-	struct hmap m;
+	struct pol_hmap m;
 
-	if (hmap_init(&m, t->nhashes + t->nout_hashes))
+	if (pol_hmap_init(&m, t->nhashes + t->nout_hashes))
 		return -ENOMEM;
 	for (size_t r = t->nreqs; r-- > 0;) {
 		const struct pol_trace_req *q = &t->reqs[r];
 
 		if (with_out)
 			for (uint32_t i = 0; i < q->nout; i++) {
-				uint32_t *s = hmap_slot(
+				uint32_t *s = pol_hmap_slot(
 					&m, t->out_hashes[q->out_first + i]);
 				nextout[q->out_first + i] =
 					*s == UINT32_MAX ? UINT64_MAX : *s;
 			}
 		for (uint32_t i = 0; i < q->nblocks; i++) {
-			uint32_t *s = hmap_slot(&m, t->hashes[q->first + i]);
+			uint32_t *s =
+				pol_hmap_slot(&m, t->hashes[q->first + i]);
 			next[q->first + i] = *s == UINT32_MAX ? UINT64_MAX : *s;
 		}
 		if (with_out)
 			for (uint32_t i = 0; i < q->nout; i++)
-				*hmap_slot(&m,
-					   t->out_hashes[q->out_first + i]) =
+				*pol_hmap_slot(
+					&m, t->out_hashes[q->out_first + i]) =
 					(uint32_t)r;
 		for (uint32_t i = 0; i < q->nblocks; i++)
-			*hmap_slot(&m, t->hashes[q->first + i]) = (uint32_t)r;
+			*pol_hmap_slot(&m, t->hashes[q->first + i]) =
+				(uint32_t)r;
 	}
-	hmap_fini(&m);
+	pol_hmap_fini(&m);
 	return 0;
 }
 
@@ -195,6 +146,46 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		pol_cache_unref(c, refd[i]);
 }
 
+const struct pol_cost_model *pol_replay_begin(const struct pol_replay_opts *o,
+					      unsigned servers,
+					      struct pol_cost_model *ref,
+					      struct pol_replay_result *res)
+{
+	const struct pol_cost_model *m = o->cost;
+
+	if (!m) {
+		pol_cost_reference(ref);
+		m = ref;
+	}
+	memset(res, 0, sizeof(*res));
+	res->kind = o->kind;
+	res->prefill_servers = servers;
+	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
+	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
+	return m;
+}
+
+void pol_replay_count(struct pol_replay_result *res,
+		      const struct pol_trace_req *q, uint32_t k, double cost,
+		      double nocache)
+{
+	uint32_t n = q->nblocks;
+
+	/* the hit blocks' tokens: whole blocks, or the whole input when
+	 * every block hit (the last one may be partial) */
+	if (k)
+		res->hit_tokens +=
+			k < n ? (uint64_t)k * POL_TRACE_BLOCK_TOKENS :
+				q->input_length;
+	res->requests++;
+	res->blocks += n;
+	res->hit_blocks += k;
+	res->tokens += q->input_length;
+	res->recomputed_blocks += n - k;
+	res->modeled_prefill_s += cost;
+	res->modeled_prefill_nocache_s += nocache;
+}
+
 /*
  * TTFT from a FIFO queue over identical prefill servers, requests arriving at
  * their trace timestamps: time to first token = wait + modelled prefill.
@@ -232,7 +223,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		   struct pol_replay_result *res)
 {
 	struct pol_cost_model refm;
-	const struct pol_cost_model *m = o->cost;
+	const struct pol_cost_model *m;
 	struct pol_cache_opts co = { .size = sizeof(co) };
 	struct pol_cache *c = NULL;
 	struct pol_cache_stats st;
@@ -240,7 +231,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
 	uint8_t *where = NULL;
 	uint64_t *refd = NULL;
-	struct hmap seen;
+	struct pol_hmap seen;
 	uint32_t maxblocks = 0;
 	struct timespec t0, t1;
 	unsigned servers = o->prefill_servers ? o->prefill_servers : 2;
@@ -252,15 +243,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	if (o->daemon_model && o->cache_output)
 		return -EOPNOTSUPP;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (!m) {
-		pol_cost_reference(&refm);
-		m = &refm;
-	}
-	memset(res, 0, sizeof(*res));
-	res->kind = o->kind;
-	res->prefill_servers = servers;
-	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
-	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
+	m = pol_replay_begin(o, servers, &refm, res);
 	for (size_t r = 0; r < t->nreqs; r++)
 		if (t->reqs[r].nblocks + t->reqs[r].nout > maxblocks)
 			maxblocks = t->reqs[r].nblocks + t->reqs[r].nout;
@@ -286,7 +269,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	if (!next || !nextout || !prefill || !ttft || !rc || !where ||
 	    !free_at || !refd)
 		goto out;
-	if (hmap_init(&seen, t->nhashes + t->nout_hashes))
+	if (pol_hmap_init(&seen, t->nhashes + t->nout_hashes))
 		goto out;
 	if (next_uses(t, o->cache_output, next, nextout))
 		goto out_seen;
@@ -326,30 +309,17 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 						     pol_cost_reload_block_s(
 							     m, where[i])) :
 					    rc[i];
-			uint32_t *s = hmap_slot(&seen, h[i]);
+			uint32_t *s = pol_hmap_slot(&seen, h[i]);
 
 			cost += bc;
 			nocache += rc[i];
 			if (*s != UINT32_MAX)
 				res->reuse_overhead_s += bc;
 			*s = 1;
-			if (i < k) {
+			if (i < k)
 				res->hits[where[i]]++;
-				res->hit_tokens +=
-					i + 1 < n ?
-						POL_TRACE_BLOCK_TOKENS :
-						q->input_length -
-							(uint64_t)i *
-								POL_TRACE_BLOCK_TOKENS;
-			}
 		}
-		res->requests++;
-		res->blocks += n;
-		res->hit_blocks += k;
-		res->tokens += q->input_length;
-		res->recomputed_blocks += n - k;
-		res->modeled_prefill_s += cost;
-		res->modeled_prefill_nocache_s += nocache;
+		pol_replay_count(res, q, k, cost, nocache);
 		prefill[r] = cost;
 		if (o->request_hits) {
 			uint64_t by_tier[POL_TIER_COUNT] = { 0 };
@@ -390,7 +360,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				d.parent_hash = n >= 2 ? h[n - 2] : 0,
 				d.flags = n >= 2 ? POL_BLOCK_HAS_PARENT : 0;
 			if (out)
-				*hmap_slot(&seen, hash) = 1;
+				*pol_hmap_slot(&seen, hash) = 1;
 			if (i + 1 < n)
 				pol_cache_prefetch(c, h[i + 1]);
 			e = pol_cache_access(c, &d, NULL);
@@ -417,7 +387,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		      (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	e = 0;
 out_seen:
-	hmap_fini(&seen);
+	pol_hmap_fini(&seen);
 out:
 	free(next);
 	free(nextout);

@@ -72,6 +72,21 @@ struct pol_replay_result {
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		   struct pol_replay_result *res);
 
+/*
+ * Shared by pol_replay_run() and kvmm-replay's --daemon driver so both
+ * account identically.  pol_replay_begin: zero res and fill in what the
+ * options say; returns the cost model to use (o->cost, or the reference
+ * profile loaded into ref).  pol_replay_count: add one request with k of
+ * its blocks hit, its modelled prefill cost and its cost with no cache.
+ */
+const struct pol_cost_model *pol_replay_begin(const struct pol_replay_opts *o,
+					      unsigned servers,
+					      struct pol_cost_model *ref,
+					      struct pol_replay_result *res);
+void pol_replay_count(struct pol_replay_result *res,
+		      const struct pol_trace_req *q, uint32_t k, double cost,
+		      double nocache);
+
 /* Fill ttft_mean_s / ttft_p99_s from per-request modelled prefill times. */
 void pol_replay_queue(const struct pol_trace *t, const double *prefill,
 		      unsigned servers, double *free_at, double *ttft,

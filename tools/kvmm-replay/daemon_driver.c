@@ -33,6 +33,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "kvmm/policy/hmap.h"
 #include "kvmm/policy/replay.h"
 #include "kvmm/uapi.h"
 
@@ -44,38 +45,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A set of 64-bit hashes (open addressing; the key 0 is stored as ~0). */
-struct kr_set {
-	uint64_t *keys;
-	uint64_t mask;
-};
-
-static int set_init(struct kr_set *s, size_t n)
-{
-	uint64_t size = 1024;
-
-	while (size < 2 * n + 2)
-		size <<= 1;
-	s->mask = size - 1;
-	s->keys = calloc(size, sizeof(*s->keys));
-	return s->keys ? 0 : -ENOMEM;
-}
-
-/* True if k was in the set already; adds it. */
-static bool set_add(struct kr_set *s, uint64_t k)
-{
-	uint64_t i;
-
-	k = k ? k : ~0ull;
-	i = (k * 0x9e3779b97f4a7c15ULL) >> 20 & s->mask;
-	while (s->keys[i] && s->keys[i] != k)
-		i = (i + 1) & s->mask;
-	if (s->keys[i])
-		return true;
-	s->keys[i] = k;
-	return false;
 }
 
 static int tier_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st)
@@ -172,7 +141,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 				       .dtype_bytes = 2,
 				       .max_seqs = 1 };
 	struct pol_cost_model refm;
-	const struct pol_cost_model *m = o->cost;
+	const struct pol_cost_model *m;
 	struct kvmm_tier_stats_reply st0, st1;
 	struct kvmm_conn *conn = NULL;
 	struct kvmm_region *reg = NULL;
@@ -181,7 +150,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
 	double t0 = now_s(), last_progress = t0;
 	unsigned servers = o->prefill_servers ? o->prefill_servers : 2;
-	struct kr_set seen = { 0 };
+	struct pol_hmap seen = { 0 };
 	size_t cur = 0;
 	int e;
 
@@ -193,15 +162,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	if (o->prefix_rule >= 0)
 		fprintf(stderr, "kvmm-replay: --prefix-rule is ignored with "
 				"--daemon (kvmmd uses the policy's default)\n");
-	if (!m) {
-		pol_cost_reference(&refm);
-		m = &refm;
-	}
-	memset(res, 0, sizeof(*res));
-	res->kind = o->kind;
-	res->prefill_servers = servers;
-	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
-	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
+	m = pol_replay_begin(o, servers, &refm, res);
 	for (size_t r = 0; r < t->nreqs; r++) {
 		if (t->reqs[r].nblocks > maxblocks)
 			maxblocks = t->reqs[r].nblocks;
@@ -256,7 +217,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	free_at = calloc(servers, sizeof(*free_at));
 	if (!hashes || !prefill || !ttft || !rc || !free_at ||
-	    set_init(&seen, t->nhashes))
+	    pol_hmap_init(&seen, t->nhashes))
 		goto out;
 	for (uint32_t i = 0; i <= maxblocks; i++)
 		rc[i] = pol_cost_recompute_block_s(m, i);
@@ -323,8 +284,10 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		/* every hit had been seen: its reload is reuse overhead */
 		res->reuse_overhead_s += cost;
 		for (uint32_t i = 0; i < n; i++) {
-			bool was = set_add(&seen, h[i]);
+			uint32_t *s = pol_hmap_slot(&seen, h[i]);
+			bool was = *s != UINT32_MAX;
 
+			*s = 1;
 			nocache += rc[i];
 			if (i >= k) {
 				cost += rc[i];
@@ -332,17 +295,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 					res->reuse_overhead_s += rc[i];
 			}
 		}
-		if (k)
-			res->hit_tokens +=
-				k < n ? (uint64_t)k * POL_TRACE_BLOCK_TOKENS :
-					q->input_length;
-		res->requests++;
-		res->blocks += n;
-		res->hit_blocks += k;
-		res->tokens += q->input_length;
-		res->recomputed_blocks += n - k;
-		res->modeled_prefill_s += cost;
-		res->modeled_prefill_nocache_s += nocache;
+		pol_replay_count(res, q, k, cost, nocache);
 		prefill[r] = cost;
 		if (o->progress &&
 		    (now_s() - last_progress >= 2 || r + 1 == t->nreqs)) {
@@ -365,7 +318,7 @@ err_req:
 		"kvmm-replay: --daemon: request %zu (line %u, %u blocks): %s\n",
 		cur, t->reqs[cur].line, t->reqs[cur].nblocks, kvmm_strerror(e));
 out:
-	free(seen.keys);
+	pol_hmap_fini(&seen);
 	free(hashes);
 	free(prefill);
 	free(ttft);
