@@ -473,4 +473,76 @@ static inline bool cc_seq_content_ok(struct kvmm_region *r, uint32_t seq,
 	return true;
 }
 
+/*
+ * Contents as the tier tests write them: content k is nb (<= 64) blocks
+ * with hashes base * (k + 1) + b + 1 holding cc_fill()'s bytes for tag
+ * tag0 + k.
+ */
+struct cc_contents {
+	uint64_t base;
+	uint64_t tag0;
+	uint32_t nb;
+};
+
+static inline void cc_content_hashes(const struct cc_contents *cs, int k,
+				     uint64_t *h)
+{
+	for (uint32_t b = 0; b < cs->nb; b++)
+		h[b] = cs->base * (uint64_t)(k + 1) + b + 1;
+}
+
+/* A writer process: content k published (cc_publish_content()). */
+static inline void cc_write_content(const char *sock,
+				    const struct cc_contents *cs, int k)
+{
+	uint64_t h[64];
+
+	t_assert(cs->nb <= 64);
+	cc_content_hashes(cs, k, h);
+	t_assert_eq(cc_publish_content(sock, h, cs->nb, cs->tag0 + k, NULL), 0);
+}
+
+/*
+ * A reader process: a prefix open on content k must find nb blocks, all
+ * of them from tier (0 gpu, 1 host, 2 nvme; -1 any), holding content k's
+ * bytes; the sequence is closed and the process gone when this returns.
+ */
+static inline void cc_read_content(const char *sock,
+				   const struct cc_contents *cs, int k,
+				   uint32_t nb, int tier)
+{
+	pid_t p;
+
+	t_assert(cs->nb <= 64);
+	p = fork();
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct kvmm_prefix_open_reply rep;
+		uint32_t ids[64 * CC_PPB];
+		uint64_t h[64];
+		uint32_t from[3];
+		struct cc c;
+
+		cc_content_hashes(cs, k, h);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		cc_prefix(&c, h, cs->nb, &rep, ids);
+		from[0] = rep.from_gpu;
+		from[1] = rep.from_host;
+		from[2] = rep.from_nvme;
+		if (rep.nr_blocks != nb)
+			t_fail("content %d: %u blocks, expected %u (gpu %u host %u nvme %u)",
+			       k, rep.nr_blocks, nb, from[0], from[1], from[2]);
+		for (int t = 0; tier >= 0 && t < 3; t++)
+			if (from[t] != (t == tier ? nb : 0))
+				t_fail("content %d: gpu %u host %u nvme %u, expected all %u from tier %d",
+				       k, from[0], from[1], from[2], nb, tier);
+		cc_check(&c, ids, nb, cs->tag0 + k);
+		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
 #endif

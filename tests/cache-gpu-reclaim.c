@@ -21,65 +21,28 @@
 
 #define NB 4
 
-static uint64_t hash_of(int content, int b)
+static const struct cc_contents contents = { .base = 0x300000,
+					     .tag0 = 500,
+					     .nb = NB };
+
+/* A daemon with contents 0 and 1 published: the whole pool. */
+static void start_with_two(struct td_daemon *d, const char *const *args)
 {
-	return 0x300000ull * (content + 1) + b + 1;
+	int r = td_start(d, args);
+
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+	cc_write_content(d->sock, &contents, 0);
+	cc_write_content(d->sock, &contents, 1);
 }
 
-static void write_content(const char *sock, int k)
+static void stop(struct td_daemon *d)
 {
-	uint64_t h[NB];
+	int r = td_stop(d);
 
-	for (int b = 0; b < NB; b++)
-		h[b] = hash_of(k, b);
-	t_assert_eq(cc_publish_content(sock, h, NB, 500 + k, NULL), 0);
-}
-
-static void read_content(const char *sock, int k, uint32_t gpu, uint32_t host)
-{
-	pid_t p = fork();
-
-	if (p == 0) {
-		struct cc c;
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB];
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, NB, &rep, ids);
-		if (rep.nr_blocks != NB || rep.from_gpu != gpu ||
-		    rep.from_host != host)
-			t_fail("content %d: %u blocks (gpu %u host %u nvme %u), expected gpu %u host %u",
-			       k, rep.nr_blocks, rep.from_gpu, rep.from_host,
-			       rep.from_nvme, gpu, host);
-		cc_check(&c, ids, NB, 500 + k);
-		cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* Extend a new sequence to nb blocks: 0 or -errno. */
-static int try_extend(struct cc *c, uint32_t seq, uint32_t nb)
-{
-	static char buf[KVMM_MSG_MAX];
-	static int fds[CC_MAX_PAGES];
-	struct kvmm_seq_extend ex = { .size = sizeof(ex),
-				      .region_id = c->region,
-				      .seq_id = seq,
-				      .new_len = nb * CC_TPB };
-	unsigned int nfds = 0;
-	int r;
-
-	r = cc_call(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), buf, sizeof(buf),
-		    fds, &nfds);
-	for (unsigned int i = 0; i < nfds; i++)
-		close(fds[i]);
-	return r;
+	if (r)
+		td_dump_log(d);
+	t_assert_eq(r, 0);
 }
 
 int main(void)
@@ -90,14 +53,9 @@ int main(void)
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
 	struct cc c;
-	uint32_t seq, seq2;
-	int r;
+	uint32_t seq, seq2, ids_seq[8 * CC_PPB], ids_seq2[8 * CC_PPB];
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
-	write_content(d.sock, 0);
-	write_content(d.sock, 1);
+	start_with_two(&d, args);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* the whole pool */
 	t_assert_eq(ts.pressure_reclaims, 0);
@@ -105,7 +63,7 @@ int main(void)
 	cc_connect(&c, d.sock);
 	cc_region(&c);
 	seq = cc_seq_open(&c);
-	t_ok(try_extend(&c, seq, 3));
+	t_ok(cc_try_extend(&c, seq, 3 * CC_TPB, ids_seq));
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.pressure_reclaims, 3);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB - 3);
@@ -115,23 +73,14 @@ int main(void)
 	/* 5 cached + 3 in use: the cached ones go for another 5, but then
 	 * nothing is left that no sequence uses */
 	seq2 = cc_seq_open(&c);
-	t_ok(try_extend(&c, seq2, 5));
+	t_ok(cc_try_extend(&c, seq2, 5 * CC_TPB, ids_seq2));
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.pressure_reclaims, 8);
 	t_assert_eq(ts.tiers[0].used_blocks, 0);
-	t_assert_eq(try_extend(&c, seq2, 6), -ENOMEM); /* pool full */
-	cc_call(&c, KVMM_CMD_SEQ_CLOSE,
-		&(struct kvmm_region_ref){
-			.size = sizeof(struct kvmm_region_ref),
-			.region_id = c.region,
-			.seq_id = seq2 },
-		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
-	cc_call(&c, KVMM_CMD_SEQ_CLOSE,
-		&(struct kvmm_region_ref){
-			.size = sizeof(struct kvmm_region_ref),
-			.region_id = c.region,
-			.seq_id = seq },
-		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
+	/* pool full */
+	t_assert_eq(cc_try_extend(&c, seq2, 6 * CC_TPB, ids_seq2), -ENOMEM);
+	cc_seq_close(&c, seq2, ids_seq2, 5 * CC_PPB);
+	cc_seq_close(&c, seq, ids_seq, 3 * CC_PPB);
 	cc_disconnect(&c);
 
 	/* host (6 slots for the policy) holds content 1 and content 0's
@@ -141,62 +90,47 @@ int main(void)
 	t_assert_eq(ts.migrations_failed, 0);
 	t_assert_eq(ts.tiers[1].drops, 2);
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
-	read_content(d.sock, 1, 0, NB); /* byte-identical from host */
+	/* byte-identical from host */
+	cc_read_content(d.sock, &contents, 1, NB, 1);
 
-	r = td_stop(&d);
-	if (r)
-		td_dump_log(&d);
-	t_assert_eq(r, 0);
+	stop(&d);
 
 	/* no host tier: the victims are dropped, the extend still works */
 	const char *args_gpu[] = { "--gpu-mem", "2M", "--cache-gpu-blocks", "8",
 				   NULL };
 
-	r = td_start(&d, args_gpu);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
-	write_content(d.sock, 0);
-	write_content(d.sock, 1);
+	start_with_two(&d, args_gpu);
 	cc_connect(&c, d.sock);
 	cc_region(&c);
 	seq = cc_seq_open(&c);
-	t_ok(try_extend(&c, seq, 2));
+	t_ok(cc_try_extend(&c, seq, 2 * CC_TPB, ids_seq));
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.pressure_reclaims, 2);
 	t_assert_eq(ts.tiers[0].drops, 2);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB - 2);
 	cc_disconnect(&c);
-	read_content(d.sock, 1, NB, 0); /* untouched, shared from the GPU */
-	r = td_stop(&d);
-	if (r)
-		td_dump_log(&d);
-	t_assert_eq(r, 0);
+	/* untouched, shared from the GPU */
+	cc_read_content(d.sock, &contents, 1, NB, 0);
+	stop(&d);
 
 	/* a restore into a full pool: room is made the same way, never
 	 * from the prefix's own GPU blocks */
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
-	write_content(d.sock, 0);
-	write_content(d.sock, 1);
+	start_with_two(&d, args);
 	cc_connect(&c, d.sock);
 	cc_region(&c);
 	seq = cc_seq_open(&c);
-	t_ok(try_extend(&c, seq, 3)); /* content 0's blocks 0-2 to host */
-	cc_call(&c, KVMM_CMD_SEQ_CLOSE,
-		&(struct kvmm_region_ref){
-			.size = sizeof(struct kvmm_region_ref),
-			.region_id = c.region,
-			.seq_id = seq },
-		sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL);
+	/* content 0's blocks 0-2 to host */
+	t_ok(cc_try_extend(&c, seq, 3 * CC_TPB, ids_seq));
+	cc_seq_close(&c, seq, ids_seq, 3 * CC_PPB);
 	cc_disconnect(&c);
-	write_content(d.sock, 2); /* 3 free blocks, 4 needed: 0's block 3 */
+	/* 3 free blocks, 4 needed: 0's block 3 */
+	cc_write_content(d.sock, &contents, 2);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.pressure_reclaims, 4);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* pool full again */
 	t_assert_eq(ts.tiers[1].used_blocks, NB);
 	/* content 0 from host needs 4 blocks: content 1 (LRU) makes room */
-	read_content(d.sock, 0, 0, NB);
+	cc_read_content(d.sock, &contents, 0, NB, 1);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.pressure_reclaims, 8);
 	t_assert_eq(ts.tiers[1].promotions_out, NB);
@@ -204,11 +138,8 @@ int main(void)
 	 * cascade dropped content 1's two least recently used blocks */
 	t_assert_eq(ts.tiers[1].drops, 2);
 	/* content 2 on the GPU, asked with content 2: pinned, not taken */
-	read_content(d.sock, 2, NB, 0);
-	r = td_stop(&d);
-	if (r)
-		td_dump_log(&d);
-	t_assert_eq(r, 0);
+	cc_read_content(d.sock, &contents, 2, NB, 0);
+	stop(&d);
 	printf("gpu reclaim ok\n");
 	return 0;
 }

@@ -16,53 +16,9 @@
 
 #define NB 3
 
-static uint64_t hash_of(int content, int b)
-{
-	return 0x200000ull * (content + 1) + b + 1;
-}
-
-/* A writer process: content k into a new sequence, published, closed. */
-static void write_content(const char *sock, int k)
-{
-	uint64_t h[NB];
-
-	for (int b = 0; b < NB; b++)
-		h[b] = hash_of(k, b);
-	t_assert_eq(cc_publish_content(sock, h, NB, 300 + k, NULL), 0);
-}
-
-/* A reader process: open on content k, expect nb blocks from tier
- * (0 gpu, 1 host, 2 nvme, -1 any), check the bytes. */
-static void read_content(const char *sock, int k, uint32_t nb, int tier)
-{
-	pid_t p = fork();
-
-	if (p == 0) {
-		struct cc c;
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB];
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, NB, &rep, ids);
-		if (rep.nr_blocks != nb)
-			t_fail("content %d: %u blocks, expected %u (gpu %u host %u nvme %u)",
-			       k, rep.nr_blocks, nb, rep.from_gpu,
-			       rep.from_host, rep.from_nvme);
-		if (tier == 0)
-			t_assert_eq(rep.from_gpu, nb);
-		if (tier == 2)
-			t_assert_eq(rep.from_nvme, nb);
-		cc_check(&c, ids, nb, 300 + k);
-		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
+static const struct cc_contents contents = { .base = 0x200000,
+					     .tag0 = 300,
+					     .nb = NB };
 
 int main(void)
 {
@@ -83,11 +39,12 @@ int main(void)
 	if (r)
 		t_fail("kvmmd did not start: %d", r);
 
-	write_content(d.sock, 0);
-	read_content(d.sock, 0, NB, 0); /* the second use, from the GPU */
-	write_content(d.sock, 1); /* used once */
+	cc_write_content(d.sock, &contents, 0);
+	/* the second use, from the GPU */
+	cc_read_content(d.sock, &contents, 0, NB, 0);
+	cc_write_content(d.sock, &contents, 1); /* used once */
 	for (int k = 2; k < 6; k++)
-		write_content(d.sock, k);
+		cc_write_content(d.sock, &contents, k);
 	cc_settled_stats(d.sock, &ts);
 	/* GPU: 5; host: 3, 4; content 0 on NVMe; 1 and 2 (used once)
 	 * dropped when they left the host tier */
@@ -99,12 +56,14 @@ int main(void)
 	t_assert_eq(ts.tiers[2].drops, 0);
 	t_assert_eq(ts.migrations_failed, 0);
 
-	read_content(d.sock, 0, NB, 2); /* byte-identical from NVMe */
-	read_content(d.sock, 1, 0, -1); /* not kept anywhere */
-	read_content(d.sock, 2, 0, -1);
+	/* byte-identical from NVMe */
+	cc_read_content(d.sock, &contents, 0, NB, 2);
+	cc_read_content(d.sock, &contents, 1, 0, -1); /* not kept anywhere */
+	cc_read_content(d.sock, &contents, 2, 0, -1);
 	/* content 0 back on the GPU pushed 5 to host and 3 out (rejected) */
-	read_content(d.sock, 3, 0, -1);
-	read_content(d.sock, 4, NB, -1); /* still in host memory */
+	cc_read_content(d.sock, &contents, 3, 0, -1);
+	/* still in host memory */
+	cc_read_content(d.sock, &contents, 4, NB, -1);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[2].promotions_out, NB);
 	t_assert_eq(ts.tiers[2].hits, NB);

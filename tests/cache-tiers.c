@@ -24,55 +24,9 @@
 #define NCONTENT 5
 #define NB 3
 
-static uint64_t hash_of(int content, int b)
-{
-	return 0x100000ull * (content + 1) + b + 1;
-}
-
-/* A writer process: content k into a new sequence, published, closed. */
-static void write_content(const char *sock, int k)
-{
-	uint64_t h[NB];
-
-	for (int b = 0; b < NB; b++)
-		h[b] = hash_of(k, b);
-	t_assert_eq(cc_publish_content(sock, h, NB, 100 + k, NULL), 0);
-}
-
-/* A reader process: open on content k, expect nb blocks from tier
- * (0 gpu, 1 host, 2 nvme, -1 any), check the bytes. */
-static void read_content(const char *sock, int k, uint32_t nb, int tier)
-{
-	pid_t p = fork();
-
-	if (p == 0) {
-		struct cc c;
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB];
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, NB, &rep, ids);
-		if (rep.nr_blocks != nb)
-			t_fail("content %d: %u blocks, expected %u (gpu %u host %u nvme %u)",
-			       k, rep.nr_blocks, nb, rep.from_gpu,
-			       rep.from_host, rep.from_nvme);
-		if (tier == 0)
-			t_assert_eq(rep.from_gpu, nb);
-		if (tier == 1)
-			t_assert_eq(rep.from_host, nb);
-		if (tier == 2)
-			t_assert_eq(rep.from_nvme, nb);
-		cc_check(&c, ids, nb, 100 + k);
-		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
+static const struct cc_contents contents = { .base = 0x100000,
+					     .tag0 = 100,
+					     .nb = NB };
 
 static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
 {
@@ -109,7 +63,7 @@ int main(void)
 		t_fail("kvmmd did not start: %d", r);
 
 	for (int k = 0; k < 4; k++)
-		write_content(d.sock, k);
+		cc_write_content(d.sock, &contents, k);
 	stats(d.sock, &ts);
 	/* 3 on the GPU (content 3), 6 in host (1, 2), 3 on NVMe (0) */
 	t_assert_eq(ts.tiers[0].used_blocks, 3);
@@ -119,9 +73,9 @@ int main(void)
 		    0);
 	t_assert_eq(ts.migrations_failed, 0);
 
-	read_content(d.sock, 3, NB, 0); /* GPU */
-	read_content(d.sock, 2, NB, 1); /* host -> new pages */
-	read_content(d.sock, 0, NB, 2); /* NVMe -> new pages */
+	cc_read_content(d.sock, &contents, 3, NB, 0); /* GPU */
+	cc_read_content(d.sock, &contents, 2, NB, 1); /* host -> new pages */
+	cc_read_content(d.sock, &contents, 0, NB, 2); /* NVMe -> new pages */
 	stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[1].promotions_out, NB);
 	t_assert_eq(ts.tiers[2].promotions_out, NB);
@@ -129,7 +83,7 @@ int main(void)
 
 	/* push more down so NVMe holds content 1 and 3 or so; then note
 	 * what is on NVMe, restart, and read it from a new daemon */
-	write_content(d.sock, 4);
+	cc_write_content(d.sock, &contents, 4);
 	stats(d.sock, &ts);
 	uint64_t on_nvme = ts.tiers[2].used_blocks;
 	t_assert(on_nvme >= NB);
@@ -157,7 +111,7 @@ int main(void)
 	}
 	t_assert_eq(ts.recovered_blocks, on_nvme);
 	/* content 1 went host -> NVMe when content 4 came in */
-	read_content(d.sock, 1, NB, 2);
+	cc_read_content(d.sock, &contents, 1, NB, 2);
 
 	/* corrupt: flip a payload byte of every slot of the file, restart */
 	r = td_stop(&d);
@@ -189,8 +143,7 @@ int main(void)
 		cc_connect(&c, d.sock);
 		cc_region(&c);
 		for (int k = 0; k < NCONTENT; k++) {
-			for (int b = 0; b < NB; b++)
-				h[b] = hash_of(k, b);
+			cc_content_hashes(&contents, k, h);
 			cc_prefix(&c, h, NB, &rep, ids);
 			hit_any += rep.nr_blocks;
 			cc_seq_close(&c, rep.seq_id, ids,
