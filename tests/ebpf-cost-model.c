@@ -44,16 +44,8 @@ static int client(void)
 static void setup(struct kd_config *cfg, struct kd_daemon *d, const char *dir,
 		  const char *profile)
 {
-	kd_config_defaults(cfg);
-	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s/kvmm.sock",
-		 dir);
-	cfg->backend = VMM_BACKEND_HOST;
-	cfg->page_size = 64 * 1024;
-	cfg->gpu_mem = 64 << 20;
-	cfg->foreground = true;
-	cfg->telemetry = TEL_MODE_SHM;
+	inproc_config(d, cfg, dir, "cost", TEL_MODE_SHM);
 	snprintf(cfg->profile, sizeof(cfg->profile), "%s", profile);
-	memset(d, 0, sizeof(*d));
 }
 
 int main(int argc, char **argv)
@@ -66,8 +58,7 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "client"))
 		return client();
-	snprintf(dir, sizeof(dir), "/tmp/kvmm-cost-%d", (int)getpid());
-	t_assert(mkdir(dir, 0700) == 0);
+	inproc_mkdir(dir, sizeof(dir), "cost");
 
 	setup(&cfg, &d, dir, "no-such-profile");
 	t_assert(kd_daemon_start(&d, &cfg) != 0);

@@ -16,19 +16,8 @@
 
 #include "kvmm/kvmm.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
-
-#define TPB 256
-
-static const struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = 4,
-	.max_tokens = 2048,
-};
 
 static unsigned long long field(const char *out, const char *name)
 {
@@ -64,12 +53,12 @@ int main(void)
 	t_ok(td_start(&d, args));
 	setenv("KVMM_SOCKET", d.sock, 1);
 	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
+	t_ok(kvmm_region_create(c, &tr_small_region, &r));
 	for (int k = 0; k < 4; k++) {
 		for (int b = 0; b < 3; b++)
 			h[k][b] = 0x5000ull * (k + 1) + b + 1;
 		t_ok(kvmm_seq_open(r, &s));
-		t_ok(kvmm_seq_extend(r, s, 3 * TPB));
+		t_ok(kvmm_seq_extend(r, s, 3 * TR_TPB));
 		t_assert_eq(kvmm_block_publish(r, s, 0, 3, 0, h[k]), 3);
 		t_ok(kvmm_seq_close(r, s));
 	}

@@ -21,19 +21,8 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
-
-#define TPB 256
-
-static const struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = 4,
-	.max_tokens = 2048,
-};
 
 struct ids {
 	uint32_t session, region, seq;
@@ -56,10 +45,10 @@ static int client(bool want_region, int wr, int rd)
 		return 2;
 	if (c->tel && !kvmm_tel_shm_enabled(c->tel))
 		return 3;
-	if (kvmm_region_create(c, &ro, &r) || kvmm_seq_open(r, &s))
+	if (kvmm_region_create(c, &tr_small_region, &r) || kvmm_seq_open(r, &s))
 		return 4;
 	for (int i = 1; i <= 3; i++)
-		if (kvmm_seq_extend(r, s, i * TPB))
+		if (kvmm_seq_extend(r, s, i * TR_TPB))
 			return 5;
 	if (c->tel && c->tel->counters.events[KVMM_TEL_EXTEND] != 3)
 		return 6;

@@ -21,20 +21,10 @@
 #include "ebpf/telemetry.h"
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/bpf_test.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
-
-#define TPB 256 /* 64 KiB / (2 * 64 * 2) */
-
-static const struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = 4,
-	.max_tokens = 2048,
-};
 
 struct ids {
 	uint32_t session, region, seq;
@@ -49,11 +39,11 @@ static int client(int wr, int rd)
 	struct ids ids;
 	uint32_t s;
 
-	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
-	    kvmm_seq_open(r, &s))
+	if (kvmm_connect(&co, &c) ||
+	    kvmm_region_create(c, &tr_small_region, &r) || kvmm_seq_open(r, &s))
 		return 1;
 	for (int i = 1; i <= 3; i++)
-		if (kvmm_seq_extend(r, s, i * TPB))
+		if (kvmm_seq_extend(r, s, i * TR_TPB))
 			return 2;
 	if (kvmm_get_stats(c, &ks))
 		return 3;
@@ -89,41 +79,27 @@ static char *run(const char *cmd)
 
 int main(void)
 {
-	char self[4096], pin[128], cmd[1024], kvmmctl[512];
+	struct bpf_test b;
+	char cmd[1024], kvmmctl[512];
 	const char *args[] = { "--telemetry",
 			       "bpf",
 			       "--telemetry-pin-root",
-			       pin,
+			       b.pin,
 			       "--telemetry-attach",
-			       self,
+			       b.self,
 			       NULL };
-	const char *probe_targets[] = { self, NULL };
-	struct tel_opts o = { .size = sizeof(o), .mode = TEL_MODE_BPF };
 	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct td_daemon d;
 	struct kvmm_conn *admin;
 	struct ids ids;
 	struct stat st;
 	struct tel *t;
-	int to_parent[2], to_child[2], ws, err;
+	int to_parent[2], to_child[2], ws;
 	char *out;
-	ssize_t n;
 	pid_t pid;
 
-	if (!HAVE_BPF || !HAVE_SDT)
-		t_skip("built without BPF or USDT support");
-	if (geteuid() != 0)
-		t_skip("BPF telemetry needs root");
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	t_assert(n > 0);
-	self[n] = 0;
-	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-daemon-%d", (int)getpid());
-	o.pin_root = pin;
-	o.targets = probe_targets;
-	o.quiet = true;
-	err = tel_open(&o, &t); /* can this machine load BPF at all? */
-	if (err)
-		t_skip("BPF unavailable: %s", strerror(-err));
+	bpf_test_init(&b, "daemon");
+	t = bpf_test_open(&b); /* can this machine load BPF at all? */
 	tel_close(t);
 
 	t_ok(td_start(&d, args));
@@ -152,7 +128,7 @@ int main(void)
 
 	td_build_path("kvmmctl", kvmmctl, sizeof(kvmmctl));
 	snprintf(cmd, sizeof(cmd), "%s --json trace --once --pin-root %s",
-		 kvmmctl, pin);
+		 kvmmctl, b.pin);
 	out = run(cmd);
 	printf("%s", out);
 	t_assert(strstr(out, "\"source\":\"bpf\""));
@@ -170,7 +146,7 @@ int main(void)
 			     "\"count\":1,"));
 
 	t_assert_eq(td_stop(&d), 0);
-	t_assert(stat(pin, &st) && errno == ENOENT); /* pins removed */
+	t_assert(stat(b.pin, &st) && errno == ENOENT); /* pins removed */
 	printf("ok: daemon + client telemetry visible in kvmmctl trace\n");
 	return 0;
 }

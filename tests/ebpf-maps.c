@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tests/ebpf-common.h"
+#include "tests/lib/bpf_test.h"
 
 /* Run bpftool and return its stdout (malloc'ed), or NULL. */
 static char *run_bpftool(const char *args)
@@ -72,8 +73,7 @@ static long long json_field_after(const char *json, const char *key_text,
 
 int main(void)
 {
-	char self[4096], pin[256], path[512], args[600];
-	const char *targets[2] = { self, NULL };
+	char path[512], args[600];
 	struct ebpf_sink_counts sc = { 0 };
 	struct tel_sink sink = {
 		.block = ebpf_sink_block,
@@ -81,39 +81,24 @@ int main(void)
 		.event = ebpf_sink_event,
 		.arg = &sc,
 	};
-	struct tel_opts o = { .size = sizeof(o) };
+	struct bpf_test b;
 	struct kvmm_block_stats s;
 	uint64_t t0, t1;
 	struct tel *t;
 	struct stat st;
 	char *json, key[64];
-	ssize_t n;
 	pid_t pid;
-	int ws, err;
+	int ws;
 
-	if (!HAVE_BPF || !HAVE_SDT)
-		t_skip("built without BPF or USDT support");
-	if (geteuid() != 0)
-		t_skip("BPF telemetry needs root");
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	t_assert(n > 0);
-	self[n] = 0;
-	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-test-%d", (int)getpid());
-	o.mode = TEL_MODE_BPF;
-	o.pin_root = pin;
-	o.targets = targets;
-	o.quiet = true;
-
+	bpf_test_init(&b, "test");
 	t_assert(!KVMM_PROBE_ENABLED(access));
-	err = tel_open(&o, &t);
-	if (err)
-		t_skip("BPF unavailable: %s", strerror(-err));
+	t = bpf_test_open(&b);
 	t_assert_eq(tel_source(t), TEL_SOURCE_BPF);
 	t_assert_eq(tel_attachments(t), 8); /* every probe of ours */
 	/* The attach bumped the semaphores: costly arguments get built. */
 	t_assert(KVMM_PROBE_ENABLED(access));
 	t_assert(KVMM_PROBE_ENABLED(evict));
-	snprintf(path, sizeof(path), "%s/v%d/kvmm_blocks", pin,
+	snprintf(path, sizeof(path), "%s/v%d/kvmm_blocks", b.pin,
 		 KVMM_TEL_LAYOUT_VERSION);
 	t_assert(!stat(path, &st));
 	tel_set_sink(t, &sink);
@@ -155,8 +140,8 @@ int main(void)
 	t_assert_eq(json_field_after(json, key, "count"), 3);
 	free(json);
 
-	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_hist", pin,
-		 KVMM_TEL_LAYOUT_VERSION);
+	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_hist",
+		 b.pin, KVMM_TEL_LAYOUT_VERSION);
 	json = run_bpftool(args);
 	if (!json)
 		t_fail("bpftool %s failed", args);
@@ -175,7 +160,7 @@ int main(void)
 	free(json);
 
 	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_counters",
-		 pin, KVMM_TEL_LAYOUT_VERSION);
+		 b.pin, KVMM_TEL_LAYOUT_VERSION);
 	json = run_bpftool(args);
 	if (!json)
 		t_fail("bpftool %s failed", args);
@@ -184,7 +169,7 @@ int main(void)
 
 	tel_close(t);
 	t_assert(stat(path, &st) && errno == ENOENT);
-	t_assert(stat(pin, &st) && errno == ENOENT);
+	t_assert(stat(b.pin, &st) && errno == ENOENT);
 	/* Detached: the semaphores are back to zero. */
 	t_assert(!KVMM_PROBE_ENABLED(access));
 	printf("ok: maps, sink and bpftool agree\n");

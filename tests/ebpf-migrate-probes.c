@@ -18,6 +18,7 @@
 #include "ebpf/telemetry.h"
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
+#include "tests/lib/bpf_test.h"
 #include "tests/lib/test.h"
 
 #define PAGE (64 * 1024)
@@ -68,9 +69,7 @@ int main(void)
 				       .slot_bytes = BLOCK,
 				       .numa_node = -1 };
 	struct migrate_config mc = { .size = sizeof(mc) };
-	char self[4096], pin[128];
-	const char *targets[2] = { self, NULL };
-	struct tel_opts o = { .size = sizeof(o) };
+	struct bpf_test bt;
 	struct vmm_backend *b;
 	struct vmm_pool *pool;
 	struct tier_host *host;
@@ -79,24 +78,10 @@ int main(void)
 	uint32_t src[NPAGES], dst[NPAGES], hslot;
 	uint64_t down_ns, up_ns;
 	struct tel *t;
-	ssize_t n;
-	int err, i;
+	int i;
 
-	if (!HAVE_BPF || !HAVE_SDT)
-		t_skip("built without BPF or USDT support");
-	if (geteuid() != 0)
-		t_skip("BPF telemetry needs root");
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	t_assert(n > 0);
-	self[n] = 0;
-	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-migr-%d", (int)getpid());
-	o.mode = TEL_MODE_BPF;
-	o.pin_root = pin;
-	o.targets = targets;
-	o.quiet = true;
-	err = tel_open(&o, &t);
-	if (err)
-		t_skip("BPF unavailable: %s", strerror(-err));
+	bpf_test_init(&bt, "migr");
+	t = bpf_test_open(&bt);
 	t_assert(tel_attachments(t) >= 2); /* migrate and restore sites */
 
 	t_ok(vmm_backend_open(&vc, &b));

@@ -26,20 +26,10 @@
 #include "kvmm/lib/client.h"
 #include "kvmm/policy/policy.h"
 #include "tests/lib/inproc_daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
-#define TPB 256
 #define STEPS 10
-
-static const struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = 4,
-	.max_tokens = 2048,
-};
 
 static const uint64_t hashes[3] = { 0x1111, 0x2222, 0x3333 };
 
@@ -50,8 +40,9 @@ static int client(void)
 	struct kvmm_region *r;
 	uint32_t s, s1, s2, nb;
 
-	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
-	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 2 * TPB + 10))
+	if (kvmm_connect(&co, &c) ||
+	    kvmm_region_create(c, &tr_small_region, &r) ||
+	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 2 * TR_TPB + 10))
 		return 1;
 	if (kvmm_block_publish(r, s, 0, 2, 0, hashes) != 2)
 		return 2;
@@ -83,18 +74,8 @@ int main(int argc, char **argv)
 		t_skip("built without BPF or USDT support");
 	if (geteuid() != 0)
 		t_skip("BPF telemetry needs root");
-	snprintf(dir, sizeof(dir), "/tmp/kvmm-view-%d", (int)getpid());
-	t_assert(mkdir(dir, 0700) == 0);
-	kd_config_defaults(&cfg);
-	snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s/kvmm.sock", dir);
-	cfg.backend = VMM_BACKEND_HOST;
-	cfg.page_size = 64 * 1024;
-	cfg.gpu_mem = 64 << 20;
-	cfg.foreground = true;
-	cfg.telemetry = TEL_MODE_BPF;
-	snprintf(cfg.telemetry_pin_root, sizeof(cfg.telemetry_pin_root),
-		 "/sys/fs/bpf/kvmm-view-%d", (int)getpid());
-	memset(&d, 0, sizeof(d));
+	inproc_mkdir(dir, sizeof(dir), "view");
+	inproc_config(&d, &cfg, dir, "view", TEL_MODE_BPF);
 	if (kd_daemon_start(&d, &cfg)) {
 		rmdir(dir);
 		t_skip("kvmmd with BPF telemetry did not start");

@@ -27,21 +27,11 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/inproc_daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
-#define TPB 256
 #define STEPS 7
 #define TAIL 3
-
-static const struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = 4,
-	.max_tokens = 2048,
-};
 
 static const uint64_t hashes[3] = { 0xa1, 0xa2, 0xa3 };
 
@@ -52,8 +42,9 @@ static int client(void)
 	struct kvmm_region *r;
 	uint32_t s, s1, nb;
 
-	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
-	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 3 * TPB + 10))
+	if (kvmm_connect(&co, &c) ||
+	    kvmm_region_create(c, &tr_small_region, &r) ||
+	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 3 * TR_TPB + 10))
 		return 1;
 	if (kvmm_block_publish(r, s, 0, 3, 0, hashes) != 3)
 		return 2;
@@ -80,18 +71,8 @@ static int run(enum tel_mode mode)
 	struct kvmm_block_stats ts, ms;
 	char dir[64];
 
-	snprintf(dir, sizeof(dir), "/tmp/kvmm-step-%d", (int)getpid());
-	t_assert(mkdir(dir, 0700) == 0);
-	kd_config_defaults(&cfg);
-	snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s/kvmm.sock", dir);
-	cfg.backend = VMM_BACKEND_HOST;
-	cfg.page_size = 64 * 1024;
-	cfg.gpu_mem = 64 << 20;
-	cfg.foreground = true;
-	cfg.telemetry = mode;
-	snprintf(cfg.telemetry_pin_root, sizeof(cfg.telemetry_pin_root),
-		 "/sys/fs/bpf/kvmm-step-%d", (int)getpid());
-	memset(&d, 0, sizeof(d));
+	inproc_mkdir(dir, sizeof(dir), "step");
+	inproc_config(&d, &cfg, dir, "step", mode);
 	if (kd_daemon_start(&d, &cfg)) {
 		rmdir(dir);
 		return 77;

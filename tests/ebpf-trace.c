@@ -16,6 +16,7 @@
 
 #include "ebpf/trace_view.h"
 #include "tests/ebpf-common.h"
+#include "tests/lib/bpf_test.h"
 
 static char *run_trace(const char *pin, bool json, int *err)
 {
@@ -37,36 +38,20 @@ static char *run_trace(const char *pin, bool json, int *err)
 
 int main(void)
 {
-	char self[4096], pin[128], *out;
-	const char *targets[2] = { self, NULL };
-	struct tel_opts o = { .size = sizeof(o) };
+	struct bpf_test b;
+	char *out;
 	struct ebpf_sink_counts sc = { 0 };
 	struct tel_sink sink = { .event = ebpf_sink_event, .arg = &sc };
 	struct tel *t;
-	ssize_t n;
 	pid_t pid;
 	int ws, err;
 
-	if (!HAVE_BPF || !HAVE_SDT)
-		t_skip("built without BPF or USDT support");
-	if (geteuid() != 0)
-		t_skip("BPF telemetry needs root");
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	t_assert(n > 0);
-	self[n] = 0;
-	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-trace-%d", (int)getpid());
-
-	out = run_trace(pin, true, &err);
+	bpf_test_init(&b, "trace");
+	out = run_trace(b.pin, true, &err);
 	t_assert_eq(err, -ENOENT); /* nothing pinned yet */
 	free(out);
 
-	o.mode = TEL_MODE_BPF;
-	o.pin_root = pin;
-	o.targets = targets;
-	o.quiet = true;
-	err = tel_open(&o, &t);
-	if (err)
-		t_skip("BPF unavailable: %s", strerror(-err));
+	t = bpf_test_open(&b);
 	tel_set_sink(t, &sink);
 	pid = fork();
 	t_assert(pid >= 0);
@@ -77,7 +62,7 @@ int main(void)
 	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
 		 WEXITSTATUS(ws) == 0);
 
-	out = run_trace(pin, true, &err);
+	out = run_trace(b.pin, true, &err);
 	t_ok(err);
 	printf("%s", out);
 	t_assert(strstr(out, "\"source\":\"bpf\""));
@@ -100,7 +85,7 @@ int main(void)
 	t_assert(strstr(out, "\"evict\":1}"));
 	free(out);
 
-	out = run_trace(pin, false, &err); /* the text view, for the log */
+	out = run_trace(b.pin, false, &err); /* the text view, for the log */
 	t_ok(err);
 	printf("%s", out);
 	t_assert(strstr(out, "top blocks:\n  0x1111000000000001 count 5"));

@@ -9,12 +9,45 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/kvmmd.h"
 #include "tests/lib/test.h"
+
+/* A fresh directory /tmp/kvmm-NAME-PID for the socket (rmdir it after). */
+static inline void inproc_mkdir(char *dir, size_t len, const char *name)
+{
+	snprintf(dir, len, "/tmp/kvmm-%s-%d", name, (int)getpid());
+	t_assert(mkdir(dir, 0700) == 0);
+}
+
+/*
+ * kvmmd's configuration for these tests, d zeroed for kd_daemon_start():
+ * host backend, 64 KiB pages, 64 MiB of GPU memory, in the foreground,
+ * telemetry `mode`, its socket in dir and its BPF pins (if any) under
+ * /sys/fs/bpf/kvmm-NAME-PID.
+ */
+static inline void inproc_config(struct kd_daemon *d, struct kd_config *cfg,
+				 const char *dir, const char *name,
+				 enum tel_mode mode)
+{
+	kd_config_defaults(cfg);
+	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s/kvmm.sock",
+		 dir);
+	cfg->backend = VMM_BACKEND_HOST;
+	cfg->page_size = 64 * 1024;
+	cfg->gpu_mem = 64 << 20;
+	cfg->foreground = true;
+	cfg->telemetry = mode;
+	snprintf(cfg->telemetry_pin_root, sizeof(cfg->telemetry_pin_root),
+		 "/sys/fs/bpf/kvmm-%s-%d", name, (int)getpid());
+	memset(d, 0, sizeof(*d));
+}
 
 static inline void *inproc_loop_thread(void *arg)
 {
