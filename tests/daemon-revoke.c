@@ -26,19 +26,8 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
-
-static struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = 4,
-	.max_tokens = 2048,
-};
-
-#define TPB 256 /* 64 KiB / (2 * 64 * 2) */
 
 struct ids {
 	uint32_t session, region, seq;
@@ -53,13 +42,14 @@ static int setup(const char *name, struct kvmm_conn **c, struct kvmm_region **r,
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct ids ids;
 
-	if (kvmm_connect(&co, c) || kvmm_region_create(*c, &ro, r) ||
-	    kvmm_seq_open(*r, s) || kvmm_seq_extend(*r, *s, 3 * TPB) ||
+	if (kvmm_connect(&co, c) ||
+	    kvmm_region_create(*c, &tr_small_region, r) ||
+	    kvmm_seq_open(*r, s) || kvmm_seq_extend(*r, *s, 3 * TR_TPB) ||
 	    kvmm_get_stats(*c, &ks))
 		return -1;
 	for (uint32_t l = 0; l < 2; l++)
 		memset((void *)kvmm_seq_k_ptr(*r, *s, l), 0x40 + l,
-		       3 * TPB * 256);
+		       3 * TR_TPB * 256);
 	ids.session = ks.session_id;
 	ids.region = (*r)->id;
 	ids.seq = *s;
@@ -83,7 +73,7 @@ static int cooperative(int wr, int rd)
 		return 4;
 	if (kvmm_process_revocations(c) != 4)
 		return 9;
-	if (kvmm_seq_len(r, s) != 2 * TPB)
+	if (kvmm_seq_len(r, s) != 2 * TR_TPB)
 		return 10;
 	/* Phase 2: keep stepping; the next one is applied at a boundary. */
 	for (;;) {
@@ -96,18 +86,19 @@ static int cooperative(int wr, int rd)
 	}
 	if (read(rd, &go, 1) != 1)
 		return 3;
-	if (kvmm_seq_len(r, s) != TPB)
+	if (kvmm_seq_len(r, s) != TR_TPB)
 		return 5;
 	if (kvmm_get_stats(c, &ks) || ks.pages_revoked != 8)
 		return 6;
 	for (uint32_t l = 0; l < 2; l++)
-		for (int i = 0; i < TPB * 256; i++)
+		for (int i = 0; i < TR_TPB * 256; i++)
 			if (((uint8_t *)kvmm_seq_k_ptr(r, s, l))[i] != 0x40 + l)
 				return 7;
 	/* Grow again: fresh pages for blocks 1 and 2. */
-	if (kvmm_seq_extend(r, s, 3 * TPB))
+	if (kvmm_seq_extend(r, s, 3 * TR_TPB))
 		return 8;
-	memset((void *)(kvmm_seq_v_ptr(r, s, 1) + TPB * 256), 1, 2 * TPB * 256);
+	memset((void *)(kvmm_seq_v_ptr(r, s, 1) + TR_TPB * 256), 1,
+	       2 * TR_TPB * 256);
 	kvmm_disconnect(c);
 	return 0;
 }
