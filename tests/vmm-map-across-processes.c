@@ -9,29 +9,15 @@
 
 #define PAGE (64 * 1024)
 
-static struct vmm_backend *open_host(void)
-{
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
-	struct vmm_backend *b;
-
-	t_ok(vmm_backend_open(&cfg, &b));
-	return b;
-}
-
 static int child(int sock)
 {
-	struct vmm_backend *b = open_host();
+	struct vmm_backend *b = vt_open_host(PAGE);
 	vmm_handle_t page;
 	uint64_t tag, va;
 	char *p;
-	int fd;
 
-	t_ok(vt_recv_fd(sock, &fd, &tag));
-	t_assert(fd >= 0);
+	page = vt_import_page(b, sock, &tag);
 	t_assert_eq(tag, PAGE);
-	t_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
-	t_ok(b->ops->page_import(b, fd, &page));
-	close(fd);
 	/* Slot 2 of the child's own range: a different address than the
 	 * parent's, same physical page. */
 	t_ok(b->ops->reserve(b, 4 * PAGE, &va));
@@ -67,7 +53,7 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "child"))
 		return child(atoi(argv[3]));
 
-	b = open_host();
+	b = vt_open_host(PAGE);
 	t_ok(b->ops->page_create(b, &page));
 	t_ok(b->ops->reserve(b, 2 * PAGE, &va));
 	t_ok(vmm_map_page(b, va, page, VMM_PROT_RW));

@@ -10,20 +10,11 @@
 
 #define PAGE (16 * 1024)
 
-static struct vmm_backend *open_host(void)
-{
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
-	struct vmm_backend *b;
-
-	t_ok(vmm_backend_open(&cfg, &b));
-	return b;
-}
-
 /* The creator: maps the page, lets the peer map it, unmaps its own
  * mapping while the peer is using it, then drops everything and exits. */
 static int creator(int sock)
 {
-	struct vmm_backend *b = open_host();
+	struct vmm_backend *b = vt_open_host(PAGE);
 	vmm_handle_t page;
 	uint64_t va;
 	int fd;
@@ -57,7 +48,7 @@ int main(int argc, char **argv)
 	struct vmm_backend *b;
 	vmm_handle_t page;
 	uint64_t va, tag;
-	int sv[2], fd;
+	int sv[2];
 	pid_t pid;
 	volatile char *p;
 
@@ -69,10 +60,8 @@ int main(int argc, char **argv)
 	t_assert(pid > 0);
 	close(sv[1]);
 
-	b = open_host();
-	t_ok(vt_recv_fd(sv[0], &fd, &tag));
-	t_ok(b->ops->page_import(b, fd, &page));
-	close(fd);
+	b = vt_open_host(PAGE);
+	page = vt_import_page(b, sv[0], &tag);
 	t_ok(b->ops->reserve(b, 2 * PAGE, &va));
 	t_ok(vmm_map_page(b, va + PAGE, page, VMM_PROT_RW));
 	p = (volatile char *)(uintptr_t)(va + PAGE);

@@ -3,7 +3,8 @@
  * Helpers for the vmm tests: passing an fd over a Unix socket with
  * SCM_RIGHTS, counting this process's open fds, re-running the test binary
  * as a child process (fork + exec, so the child inherits no mappings and
- * only the fds it is meant to have), and probing whether an address faults.
+ * only the fds it is meant to have), probing whether an address faults,
+ * and the host backend and its pages passed between processes.
  */
 #ifndef KVMM_TESTS_VMM_UTIL_H
 #define KVMM_TESTS_VMM_UTIL_H
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "tests/lib/test.h"
+#include "vmm/vmm.h"
 
 static inline int vt_send_fd(int sock, int fd, uint64_t tag)
 {
@@ -173,6 +175,33 @@ static inline int vt_read_faults(const volatile char *addr)
 	sigaction(SIGSEGV, &old_segv, NULL);
 	sigaction(SIGBUS, &old_bus, NULL);
 	return faulted;
+}
+
+/* The host backend with pages of page_size bytes. */
+static inline struct vmm_backend *vt_open_host(uint64_t page_size)
+{
+	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST,
+				  .page_size = page_size };
+	struct vmm_backend *b;
+
+	t_ok(vmm_backend_open(&cfg, &b));
+	return b;
+}
+
+/* A page sent over sock (vt_send_fd()) imported into b: its fd, which
+ * must have come close-on-exec, is closed; *tag gets the message's tag. */
+static inline vmm_handle_t vt_import_page(struct vmm_backend *b, int sock,
+					  uint64_t *tag)
+{
+	vmm_handle_t page;
+	int fd;
+
+	t_ok(vt_recv_fd(sock, &fd, tag));
+	t_assert(fd >= 0);
+	t_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	t_ok(b->ops->page_import(b, fd, &page));
+	close(fd);
+	return page;
 }
 
 #endif
