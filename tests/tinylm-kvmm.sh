@@ -5,36 +5,11 @@
 # running at once and one prompt-only run; the daemon stays up throughout.
 # timeout: 120
 set -u
-B=${KVMM_BUILD:-build}
-bin=$B/tinylm
-[ -x "$bin" ] || { echo "skip: $bin not built"; exit 77; }
-[ -x "$B/kvmmd" ] || { echo "skip: $B/kvmmd not built"; exit 77; }
-if "$bin" --kv kvmm --socket /nonexistent --prompt 1 2>&1 | grep -q 'no kvmm client library'; then
-	echo "skip: tinylm was built without the kvmm client library"
-	exit 77
-fi
-tmp=$(mktemp -d)
-daemon=""
-cleanup() {
-	[ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*"
-	[ -f "$tmp/kvmmd.log" ] && tail -n 20 "$tmp/kvmmd.log"
-	exit 1
-}
+# shellcheck source=tests/lib/tinylm-daemon.sh
+. "$(dirname "$0")/lib/tinylm-daemon.sh"
 
 sock=$tmp/kvmm.sock
-"$B/kvmmd" --backend host --socket "$sock" --page-size 4K --gpu-mem 16M \
-	--foreground >"$tmp/kvmmd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 400); do
-	[ -S "$sock" ] && break
-	sleep 0.05
-done
-[ -S "$sock" ] || fail "kvmmd did not create $sock"
+start_daemon "$sock" --page-size 4K --gpu-mem 16M
 
 small=(--dim 64 --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 300
 	--conversations 4 --turns 3 --system-tokens 70 --user-tokens 13

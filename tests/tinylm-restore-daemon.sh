@@ -7,32 +7,9 @@
 # tokens and logit checksums equal the private-memory reference bitwise.
 # timeout: 120
 set -u
-B=${KVMM_BUILD:-build}
-bin=$B/tinylm
-for p in "$bin" "$B/kvmmd"; do
-	[ -x "$p" ] || { echo "skip: $p not built"; exit 77; }
-done
-if "$bin" --kv kvmm --socket /nonexistent --prompt 1 2>&1 | grep -q 'no kvmm client library'; then
-	echo "skip: tinylm was built without the kvmm client library"
-	exit 77
-fi
+# shellcheck source=tests/lib/tinylm-daemon.sh
+. "$(dirname "$0")/lib/tinylm-daemon.sh"
 "$B/kvmmd" --help 2>&1 | grep -q -- --nvme-path || { echo "skip: kvmmd has no NVMe tier"; exit 77; }
-tmp=$(mktemp -d)
-daemon=""
-stop_daemon() {
-	[ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-	daemon=""
-}
-cleanup() {
-	stop_daemon
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*"
-	[ -f "$tmp/kvmmd.log" ] && tail -n 20 "$tmp/kvmmd.log"
-	exit 1
-}
 
 # Bad modes are refused.
 "$B/kvmmd" --restore-mode sometimes --socket "$tmp/x.sock" --foreground \
@@ -49,16 +26,10 @@ work=(--dim 64 --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 300
 run() {
 	local mode=$1 sock=$tmp/kvmm-$1.sock
 	rm -f "$tmp/nvme.slots"
-	"$B/kvmmd" --backend host --socket "$sock" --page-size 4096 \
+	start_daemon "$sock" --page-size 4096 \
 		--gpu-mem 512K --cache-gpu-blocks 4 --host-mem 96K \
 		--nvme-path "$tmp/nvme.slots" --nvme-size 4M \
-		${mode:+--restore-mode $mode} --foreground >"$tmp/kvmmd.log" 2>&1 &
-	daemon=$!
-	for _ in $(seq 400); do
-		[ -S "$sock" ] && break
-		sleep 0.05
-	done
-	[ -S "$sock" ] || fail "kvmmd did not create $sock"
+		${mode:+--restore-mode $mode}
 	"$bin" "${work[@]}" --kv kvmm --socket "$sock" >"$tmp/kv-$mode" 2>"$tmp/err-$mode" ||
 		fail "$mode: tinylm: $(tail -n 5 "$tmp/err-$mode")"
 	kill -0 "$daemon" || fail "$mode: kvmmd died"

@@ -7,38 +7,12 @@
 # and logit checksums of the private-memory reference.
 # timeout: 150
 set -u
-B=${KVMM_BUILD:-build}
-bin=$B/tinylm
-ctl=$B/kvmmctl
-for p in "$bin" "$B/kvmmd" "$ctl"; do
-	[ -x "$p" ] || { echo "skip: $p not built"; exit 77; }
-done
-if "$bin" --kv kvmm --socket /nonexistent --prompt 1 2>&1 | grep -q 'no kvmm client library'; then
-	echo "skip: tinylm was built without the kvmm client library"
-	exit 77
-fi
-tmp=$(mktemp -d)
-daemon=""
-cleanup() {
-	[ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*"
-	tail -n 20 "$tmp/kvmmd.log"
-	exit 1
-}
+ctl=${KVMM_BUILD:-build}/kvmmctl
+# shellcheck source=tests/lib/tinylm-daemon.sh
+. "$(dirname "$0")/lib/tinylm-daemon.sh" "$ctl"
 
 sock=$tmp/kvmm.sock
-"$B/kvmmd" --backend host --socket "$sock" --page-size 4K --gpu-mem 16M \
-	--foreground >"$tmp/kvmmd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 400); do
-	[ -S "$sock" ] && break
-	sleep 0.05
-done
-[ -S "$sock" ] || fail "kvmmd did not create $sock"
+start_daemon "$sock" --page-size 4K --gpu-mem 16M
 
 # A 20 ms pause after every step (like slower kernels) leaves time to
 # revoke many times during the run.

@@ -1,0 +1,48 @@
+# shellcheck shell=bash
+# Sourced by the tinylm tests that run a real kvmmd, with the paths of any
+# further programs they need as arguments.  Skips (77) unless tinylm,
+# kvmmd and those are built and tinylm has the kvmm client library; then
+# sets B, bin (tinylm) and a fresh $tmp that is removed on exit, after
+# the daemon is stopped, and defines:
+#   fail MESSAGE             print it and kvmmd's log tail, exit 1
+#   start_daemon SOCK ARGS   kvmmd --backend host --socket SOCK ARGS in the
+#                            foreground (log $tmp/kvmmd.log, pid $daemon),
+#                            waiting up to 20 s for its socket
+#   stop_daemon              stop it and wait for it
+B=${KVMM_BUILD:-build}
+bin=$B/tinylm
+for p in "$bin" "$B/kvmmd" "$@"; do
+	[ -x "$p" ] || { echo "skip: $p not built"; exit 77; }
+done
+if "$bin" --kv kvmm --socket /nonexistent --prompt 1 2>&1 | grep -q 'no kvmm client library'; then
+	echo "skip: tinylm was built without the kvmm client library"
+	exit 77
+fi
+tmp=$(mktemp -d)
+daemon=""
+stop_daemon() {
+	[ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+	daemon=""
+}
+cleanup() {
+	stop_daemon
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	[ -f "$tmp/kvmmd.log" ] && tail -n 20 "$tmp/kvmmd.log"
+	exit 1
+}
+start_daemon() {
+	local sock=$1
+	shift
+	"$B/kvmmd" --backend host --socket "$sock" "$@" --foreground \
+		>"$tmp/kvmmd.log" 2>&1 &
+	daemon=$!
+	for _ in $(seq 400); do
+		[ -S "$sock" ] && break
+		sleep 0.05
+	done
+	[ -S "$sock" ] || fail "kvmmd did not create $sock"
+}
