@@ -32,6 +32,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,26 +203,53 @@ static int parse_num(const char *name, const char *s, double lo, double hi,
 	return 0;
 }
 
+/* The options, all numbers: where each goes in struct opts, its range. */
+static const struct num_opt {
+	const char *name;
+	size_t off;
+	char type; /* 'd' double, 'u' unsigned, 's' the 64-bit seed */
+	double lo, hi;
+} num_opts[] = {
+	{ "seed", offsetof(struct opts, seed), 's', 0, 1.8e19 },
+	{ "duration", offsetof(struct opts, duration), 'd', 1, 1e6 },
+	{ "rate", offsetof(struct opts, rate), 'd', 1e-3, 1e4 },
+	{ "agent-share", offsetof(struct opts, agent_share), 'd', 0, 1 },
+	{ "system-prompts", offsetof(struct opts, system_prompts), 'u', 1,
+	  1e6 },
+	{ "system-blocks", offsetof(struct opts, system_blocks), 'u', 1, 1024 },
+	{ "rag-docs", offsetof(struct opts, rag_docs), 'u', 1, 1e6 },
+	{ "rag-blocks", offsetof(struct opts, rag_blocks), 'u', 1, 1024 },
+	{ "rag-prob", offsetof(struct opts, rag_prob), 'd', 0, 1 },
+	{ "turns", offsetof(struct opts, turns), 'd', 1, 1000 },
+	{ "think", offsetof(struct opts, think), 'd', 0, 1e5 },
+	{ "tool-prob", offsetof(struct opts, tool_prob), 'd', 0, 0.99 },
+	{ "tool-ms", offsetof(struct opts, tool_ms), 'd', 1, 1e7 },
+	{ "max-tokens", offsetof(struct opts, max_tokens), 'u', 2048, 1 << 22 },
+};
+#define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
+#define OPT_NUM 0x100 /* getopt value of num_opts[i]: OPT_NUM + i */
+
+/* Parse optarg for num_opts[i] into o; 0 or -EINVAL (said). */
+static int set_num(struct opts *o, size_t i, const char *arg)
+{
+	const struct num_opt *n = &num_opts[i];
+	char *field = (char *)o + n->off;
+	double v;
+
+	if (parse_num(n->name, arg, n->lo, n->hi, &v))
+		return -EINVAL;
+	if (n->type == 's')
+		*(uint64_t *)field = (uint64_t)v;
+	else if (n->type == 'u')
+		*(unsigned *)field = (unsigned)v;
+	else
+		*(double *)field = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "seed", 1, NULL, 's' },
-		{ "duration", 1, NULL, 'd' },
-		{ "rate", 1, NULL, 'r' },
-		{ "agent-share", 1, NULL, 'a' },
-		{ "system-prompts", 1, NULL, 'p' },
-		{ "system-blocks", 1, NULL, 'b' },
-		{ "rag-docs", 1, NULL, 'D' },
-		{ "rag-blocks", 1, NULL, 'B' },
-		{ "rag-prob", 1, NULL, 'R' },
-		{ "turns", 1, NULL, 't' },
-		{ "think", 1, NULL, 'k' },
-		{ "tool-prob", 1, NULL, 'T' },
-		{ "tool-ms", 1, NULL, 'm' },
-		{ "max-tokens", 1, NULL, 'x' },
-		{ "help", 0, NULL, 'h' },
-		{ 0 },
-	};
+	struct option lo[NUM_OPTS + 2] = { { 0 } };
 	struct opts o = { .seed = 1,
 			  .rate = 2,
 			  .duration = 600,
@@ -240,98 +268,23 @@ int main(int argc, char **argv)
 	struct req *reqs = NULL;
 	size_t nreq = 0, cap = 0;
 	uint64_t order = 0;
-	double v;
 	int c;
 
+	for (size_t i = 0; i < NUM_OPTS; i++)
+		lo[i] = (struct option){ num_opts[i].name, required_argument,
+					 NULL, OPT_NUM + (int)i };
+	lo[NUM_OPTS] = (struct option){ "help", no_argument, NULL, 'h' };
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		double *d = NULL;
-		unsigned *u = NULL;
-		double lo_v = 0, hi_v = 1e9;
-
-		switch (c) {
-		case 's':
-			d = &v;
-			break;
-		case 'd':
-			d = &o.duration;
-			lo_v = 1;
-			hi_v = 1e6;
-			break;
-		case 'r':
-			d = &o.rate;
-			lo_v = 1e-3;
-			hi_v = 1e4;
-			break;
-		case 'a':
-			d = &o.agent_share;
-			hi_v = 1;
-			break;
-		case 'R':
-			d = &o.rag_prob;
-			hi_v = 1;
-			break;
-		case 't':
-			d = &o.turns;
-			lo_v = 1;
-			hi_v = 1000;
-			break;
-		case 'k':
-			d = &o.think;
-			hi_v = 1e5;
-			break;
-		case 'T':
-			d = &o.tool_prob;
-			hi_v = 0.99;
-			break;
-		case 'm':
-			d = &o.tool_ms;
-			lo_v = 1;
-			hi_v = 1e7;
-			break;
-		case 'p':
-			u = &o.system_prompts;
-			lo_v = 1;
-			hi_v = 1e6;
-			break;
-		case 'b':
-			u = &o.system_blocks;
-			lo_v = 1;
-			hi_v = 1024;
-			break;
-		case 'D':
-			u = &o.rag_docs;
-			lo_v = 1;
-			hi_v = 1e6;
-			break;
-		case 'B':
-			u = &o.rag_blocks;
-			lo_v = 1;
-			hi_v = 1024;
-			break;
-		case 'x':
-			u = &o.max_tokens;
-			lo_v = 2048;
-			hi_v = 1 << 22;
-			break;
-		case 'h':
+		if (c == 'h') {
 			usage(stdout);
 			return 0;
-		default:
+		}
+		if (c < OPT_NUM || c >= OPT_NUM + (int)NUM_OPTS) {
 			usage(stderr);
 			return 2;
 		}
-		const char *name = "?";
-
-		for (const struct option *x = lo; x->name; x++)
-			if (x->val == c)
-				name = x->name;
-		if (parse_num(name, optarg, c == 's' ? 0 : lo_v,
-			      c == 's' ? 1.8e19 : hi_v, d ? d : &v))
+		if (set_num(&o, (size_t)(c - OPT_NUM), optarg))
 			return 2;
-		if (c == 's')
-			o.seed = (uint64_t)v;
-		if (u)
-			*u = (unsigned)v;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "kvmm-agentgen: unexpected argument '%s'\n",
