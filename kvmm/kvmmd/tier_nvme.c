@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -81,6 +82,51 @@ static int size_file(struct tier_nvme *t, const struct tier_nvme_config *cfg,
 		}
 	}
 	return 0;
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+#define NVME_HUGE (2ull << 20)
+
+/*
+ * Back the caller's region with 2 MiB pages where the kernel can, before
+ * registering it (registration pins the pages: khugepaged cannot collapse
+ * them afterwards).  A block's I/O into 4 KiB pages scattered in physical
+ * memory is one DMA segment per page, 65 for a 256 KiB payload and its
+ * header, and a virtio disk without indirect descriptors spends a ring
+ * descriptor on each: its 256-entry ring then holds 3 such reads at once
+ * whatever the queue depth, the other I/Os wait in the I/O scheduler
+ * (where neighbours merge into bigger requests, which hold even fewer).
+ * In huge pages a block is 1-2 segments and the whole depth reaches the
+ * disk.  Best effort: the memory stays as it is where the kernel has no
+ * huge page to give (or predates MADV_COLLAPSE); reg_huge_bytes says how
+ * much was collapsed.  The contents do not change.
+ */
+static void region_huge_pages(struct tier_nvme *t)
+{
+	uintptr_t a = ((uintptr_t)t->reg_base + NVME_HUGE - 1) &
+		      ~(uintptr_t)(NVME_HUGE - 1);
+	uintptr_t end = ((uintptr_t)t->reg_base + t->reg_len) &
+			~(uintptr_t)(NVME_HUGE - 1);
+
+	if (!t->reg_base || end <= a)
+		return;
+	/* later faults of this range (none for a touched slab) and
+	 * khugepaged get huge pages too; MADV_COLLAPSE works without it */
+	(void)madvise((void *)a, end - a, MADV_HUGEPAGE);
+	for (; a < end; a += NVME_HUGE) {
+		/* per 2 MiB, so that one page the kernel cannot give does
+		 * not stop the rest, and the count is exact */
+		if (madvise((void *)a, NVME_HUGE, MADV_COLLAPSE) == 0)
+			t->st.reg_huge_bytes += NVME_HUGE;
+		else if (errno == EINVAL)
+			break; /* kernel without MADV_COLLAPSE */
+	}
+	if (t->st.reg_huge_bytes < t->reg_len / 2)
+		vmm_log(VMM_LOG_INFO,
+			"tier_nvme: %llu of %zu registered bytes in huge pages; NVMe I/O into the rest needs a DMA segment per 4 KiB page",
+			(unsigned long long)t->st.reg_huge_bytes, t->reg_len);
 }
 
 static int register_buffers(struct tier_nvme *t)
@@ -192,6 +238,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_close;
 	}
+	region_huge_pages(t);
 	(void)register_buffers(t);
 	/* as fio's registerfiles: no file reference taken per I/O */
 	t->fixed_file = io_uring_register_files(&t->ring, &t->fd, 1) == 0;

@@ -100,6 +100,9 @@ struct tier_nvme_stats {
 	uint64_t frees;
 	uint64_t submits; /* io_uring_submit calls */
 	uint64_t sqes; /* I/Os issued */
+	/* of the caller's registered region (reg_base): bytes in 2 MiB pages
+	 * after open, so that an I/O is a few DMA segments (tier_nvme.c) */
+	uint64_t reg_huge_bytes;
 	bool registered_buffers;
 };
 
