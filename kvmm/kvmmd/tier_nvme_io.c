@@ -225,8 +225,12 @@ static struct nvme_batch *startable(struct tier_nvme *t)
 	return NULL;
 }
 
-/* Queue as many I/Os as the depth allows, starting blocks as needed. */
-static void fill_queue(struct tier_nvme *t)
+/*
+ * Queue the next I/O if the depth allows, starting a block as needed.
+ * Returns whether it queued one.  One at a time: io_thread submits each
+ * in its own io_uring_enter (see there).
+ */
+static bool queue_one(struct tier_nvme *t)
 {
 	while (!t->ring_err && t->inflight < t->qd) {
 		int pick = -1;
@@ -242,10 +246,10 @@ static void fill_queue(struct tier_nvme *t)
 			unsigned int ai = 0;
 
 			if (t->active == t->qd)
-				break;
+				return false;
 			b = startable(t);
 			if (!b)
-				break;
+				return false;
 			while (t->act[ai].b)
 				ai++;
 			start_block(t, ai, b, b->next);
@@ -258,7 +262,7 @@ static void fill_queue(struct tier_nvme *t)
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
 
 		if (!sqe)
-			break;
+			return false;
 		bool hdr_op = a->sep_hdr && !a->hdr_issued;
 
 		queue_op(t, sqe, a, (unsigned int)pick, a->b->write);
@@ -266,7 +270,21 @@ static void fill_queue(struct tier_nvme *t)
 			t->inflight++;
 		t->queued++;
 		t->unsubmitted++;
+		return true;
 	}
+	return false;
+}
+
+static void fail_all(struct tier_nvme *t, int err);
+
+/* The ring's answer to io_uring_enter: r SQEs of n taken, or an error. */
+static void submitted(struct tier_nvme *t, int r, unsigned int n)
+{
+	t->st.submits++; /* counts io_uring_enter calls */
+	if (r > 0)
+		t->unsubmitted -= (unsigned int)r < n ? (unsigned int)r : n;
+	if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME)
+		fail_all(t, r);
 }
 
 /* Hand completed io idx (I/O result err) to its batch's owner. */
@@ -410,9 +428,20 @@ static void kick(struct tier_nvme *t)
 
 /*
  * The completion thread, the only one that touches the ring after open:
- * queue what may start, submit it and wait for a completion in one call
- * (without io_lock: callers queue and check meanwhile), reap, repeat;
- * sleep on io_wake when nothing is in flight.
+ * queue what may start, submit it, wait for a completion (without
+ * io_lock: callers queue and check meanwhile), reap, repeat; sleep on
+ * io_wake when nothing is in flight.
+ *
+ * Each I/O goes to the kernel in its own io_uring_enter, as fio's do
+ * (iodepth_batch_submit=1), the last one together with the wait.  Three
+ * or more SQEs in one call are submitted under a block plug, and slots
+ * that lie next to each other on disk (the blocks of a batch, refilled
+ * together when their completions arrive together) then merge into one
+ * request of up to max_sectors_kb: measured on the virtio disk here, the
+ * queue of 8 I/Os went to the disk as about one 2 MiB request (7.9 I/Os
+ * per request, busy depth 1.0) where fio's went as 8 (1.0, depth 7.8),
+ * and every later refill came as a burst again.  One I/O per call costs
+ * about one io_uring_enter per block instead of 0.13-0.44.
  */
 static void *io_thread(void *arg)
 {
@@ -420,7 +449,19 @@ static void *io_thread(void *arg)
 
 	pthread_mutex_lock(&t->io_lock);
 	for (;;) {
-		fill_queue(t);
+		bool more = queue_one(t);
+
+		if (more && !t->ring_err && t->inflight < t->qd) {
+			unsigned int n = t->unsubmitted;
+			int r;
+
+			/* room for another: submit this one alone first */
+			pthread_mutex_unlock(&t->io_lock);
+			r = io_uring_submit(&t->ring);
+			pthread_mutex_lock(&t->io_lock);
+			submitted(t, r, n);
+			continue;
+		}
 		if (!t->ring_err && (t->queued || t->unsubmitted)) {
 			unsigned int n;
 			int r;
@@ -433,17 +474,9 @@ static void *io_thread(void *arg)
 			r = io_uring_submit_and_wait(&t->ring, 1);
 			pthread_mutex_lock(&t->io_lock);
 			t->io_in_kernel = false;
-			t->st.submits++; /* counts io_uring_enter calls */
-			if (r > 0)
-				t->unsubmitted -= (unsigned int)r < n ?
-							  (unsigned int)r :
-							  n;
-			if (r < 0 && r != -EINTR && r != -EAGAIN &&
-			    r != -EBUSY && r != -ETIME) {
-				fail_all(t, r);
-				continue;
-			}
-			reap(t);
+			submitted(t, r, n);
+			if (!t->ring_err)
+				reap(t);
 			continue;
 		}
 		if (t->io_stop)
