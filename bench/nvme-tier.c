@@ -35,6 +35,7 @@
 #include "bench/bench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static char disk_stat[96];
 
 struct disk_snap {
 	double busy_ms, queue_ms;
+	double reqs[2], merges[2]; /* [0] reads, [1] writes */
 };
 
 static void disk_snap(struct disk_snap *d)
@@ -72,6 +74,10 @@ static void disk_snap(struct disk_snap *d)
 		   &v[8], &v[9], &v[10]) == 11) {
 		d->busy_ms = (double)v[9];
 		d->queue_ms = (double)v[10];
+		d->reqs[0] = (double)v[0];
+		d->merges[0] = (double)v[1];
+		d->reqs[1] = (double)v[4];
+		d->merges[1] = (double)v[5];
 	}
 	fclose(f);
 }
@@ -84,13 +90,31 @@ static double disk_depth(const struct disk_snap *a, const struct disk_snap *b)
 }
 
 /*
+ * I/Os per disk request over a run, reads or writes: above 1 when the
+ * block layer merged neighbouring I/Os into one request (in a plug, or
+ * while they waited in the I/O scheduler), so that the disk saw fewer,
+ * larger requests than the program submitted.
+ */
+static double disk_ios_per_req(const struct disk_snap *a,
+			       const struct disk_snap *b, bool write)
+{
+	double reqs = b->reqs[write] - a->reqs[write];
+
+	return reqs > 0 ? (reqs + b->merges[write] - a->merges[write]) / reqs :
+			  0;
+}
+
+/* fio's --mem (its I/O buffers): NULL for fio's default, malloc. */
+static const char *fio_mem;
+
+/*
  * One fio job: its bandwidth in bytes/s (or -1) and the CPU seconds its
  * job thread used (user + system, from the terse line's percentages of
  * its runtime).
  */
 static double run_fio(const char *file, const char *rw, size_t bs,
 		      unsigned int qd, uint64_t offset, uint64_t size,
-		      double *cpu, double *depth)
+		      double *cpu, double depth[2])
 {
 	bool rd = strcmp(rw, "read") == 0;
 	struct disk_snap d0, d1;
@@ -103,9 +127,10 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 		 "fio --name=kvmm --filename=%s --rw=%s --bs=%zu --iodepth=%u "
 		 "--ioengine=io_uring --direct=1 --offset=%llu --size=%llu "
 		 "--fixedbufs=1 --registerfiles=1 --output-format=terse "
-		 "--terse-version=3 2>/dev/null",
+		 "--terse-version=3 %s%s 2>/dev/null",
 		 file, rw, bs, qd, (unsigned long long)offset,
-		 (unsigned long long)size);
+		 (unsigned long long)size, fio_mem ? "--mem=" : "",
+		 fio_mem ? fio_mem : "");
 	disk_snap(&d0);
 	p = popen(cmd, "r");
 	if (!p)
@@ -130,8 +155,60 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 	if (pclose(p) != 0)
 		return -1;
 	disk_snap(&d1);
-	*depth = disk_depth(&d0, &d1);
+	depth[0] = disk_depth(&d0, &d1);
+	depth[1] = disk_ios_per_req(&d0, &d1, !rd);
 	return bw;
+}
+
+/*
+ * How many physically contiguous pieces [p, p + len) is made of, from
+ * /proc/self/pagemap (page frame numbers need CAP_SYS_ADMIN; -1 when they
+ * cannot be read): the scatter-gather segments one I/O into it needs.
+ * A virtio disk without indirect descriptors spends a ring descriptor per
+ * segment, so this bounds how many such I/Os it can hold at once.
+ */
+static int phys_segments(const void *p, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)p & ~((uintptr_t)pg - 1);
+	uintptr_t end = (uintptr_t)p + len;
+	uint64_t prev = 0;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	int segs = 0;
+
+	if (fd < 0)
+		return -1;
+	for (; a < end; a += (uintptr_t)pg) {
+		uint64_t e, pfn;
+
+		if (pread(fd, &e, sizeof(e), (off_t)(a / (uintptr_t)pg * 8)) !=
+			    sizeof(e) ||
+		    !(e & (1ull << 63)) || !(pfn = e & ((1ull << 55) - 1))) {
+			segs = -1;
+			break;
+		}
+		if (!segs || pfn != prev + 1)
+			segs++;
+		prev = pfn;
+	}
+	close(fd);
+	return segs;
+}
+
+/* HugePages_Free from /proc/meminfo (-1: unknown). */
+static long long hugetlb_free(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	long long n = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "HugePages_Free: %lld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
 }
 
 /* The four runs of a round. */
@@ -142,6 +219,7 @@ struct kvmm_worker {
 	pthread_t thread;
 	struct tier_nvme *t;
 	struct tier_host *h;
+	void **bufs; /* host slots: batch per thread */
 	struct tier_nvme_io *ios; /* batch entries */
 	uint32_t *slots; /* every block's slot (shared, disjoint entries) */
 	uint64_t nblocks, block, hash0;
@@ -165,8 +243,7 @@ static void *kvmm_worker_run(void *arg)
 			w->ios[j] = (struct tier_nvme_io){
 				.hash = w->hash0 + i + j,
 				.slot = w->write ? 0 : w->slots[i + j],
-				.buf = tier_host_slot_addr(
-					w->h, w->tid * w->batch + j),
+				.buf = w->bufs[w->tid * w->batch + j],
 				.length = w->write ? w->block : 0,
 				.headroom = true,
 			};
@@ -183,7 +260,7 @@ static void *kvmm_worker_run(void *arg)
 /* One phase (every block written, or read) on nthreads threads, as
  * kvmmd's migration workers call the tier; its wall and CPU seconds. */
 static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
-		      double *wall, double *cpu, double *depth)
+		      double *wall, double *cpu, double depth[2])
 {
 	int failures = 0;
 	struct disk_snap d0, d1;
@@ -207,7 +284,8 @@ static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
 	*wall = now_s() - t0;
 	*cpu = cpu_s() - c0;
 	disk_snap(&d1);
-	*depth = disk_depth(&d0, &d1);
+	depth[0] = disk_depth(&d0, &d1);
+	depth[1] = disk_ios_per_req(&d0, &d1, write);
 	return failures;
 }
 
@@ -233,7 +311,7 @@ static void settle(unsigned int ms)
 static int kvmm_round(struct kvmm_worker *w, unsigned int nthreads,
 		      uint32_t *slots, uint64_t nblocks, uint64_t block,
 		      unsigned int round, unsigned int settle_ms,
-		      double v[NRUNS][3])
+		      double v[NRUNS][4])
 {
 	static uint64_t gen = 1;
 	int failures = 0;
@@ -258,7 +336,8 @@ static int kvmm_round(struct kvmm_worker *w, unsigned int nthreads,
 int main(int argc, char **argv)
 {
 	const char *file = "/var/tmp/kvmm-nvme-bench";
-	uint64_t block = 256 * 1024, total = 512ull << 20;
+	uint64_t block = 256 * 1024, total = 512ull << 20,
+		 host_bytes = 128ull << 20;
 	unsigned int qd = 8, rounds = 3, batch = 8, nthreads = 2,
 		     settle_ms = 300;
 	struct tier_nvme *t;
@@ -272,6 +351,8 @@ int main(int argc, char **argv)
 			r = tier_parse_size(argv[++i], &block);
 		else if (!strcmp(argv[i], "--total-bytes") && i + 1 < argc)
 			r = tier_parse_size(argv[++i], &total);
+		else if (!strcmp(argv[i], "--host-bytes") && i + 1 < argc)
+			r = tier_parse_size(argv[++i], &host_bytes);
 		else if (!strcmp(argv[i], "--qd") && i + 1 < argc)
 			qd = (unsigned int)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
@@ -280,11 +361,13 @@ int main(int argc, char **argv)
 			rounds = (unsigned int)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
 			nthreads = (unsigned int)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--fio-mem") && i + 1 < argc)
+			fio_mem = argv[++i];
 		else if (!strcmp(argv[i], "--settle-ms") && i + 1 < argc)
 			settle_ms = (unsigned int)atoi(argv[++i]);
 		else {
 			fprintf(stderr,
-				"usage: %s [--file PATH] [--block-bytes N] [--total-bytes N] [--qd N] [--batch N] [--threads N] [--rounds N] [--settle-ms N]\n",
+				"usage: %s [--file PATH] [--block-bytes N] [--total-bytes N] [--host-bytes N] [--qd N] [--batch N] [--threads N] [--rounds N] [--settle-ms N] [--fio-mem malloc|shmhuge]\n",
 				argv[0]);
 			return 2;
 		}
@@ -295,16 +378,40 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nvme-tier: bad parameters\n");
 		return 2;
 	}
+	if (fio_mem && strcmp(fio_mem, "malloc") &&
+	    strcmp(fio_mem, "shmhuge")) {
+		fprintf(stderr, "nvme-tier: --fio-mem is malloc or shmhuge\n");
+		return 2;
+	}
+	if (fio_mem && !strcmp(fio_mem, "shmhuge")) {
+		/* fio's buffers: qd slots, in 2 MiB hugetlb pages */
+		uint64_t need = (qd * (4096 + block) + (2u << 20) - 1) >> 21;
+		long long free_pages = hugetlb_free();
+
+		if (free_pages < (long long)need + 1) {
+			fprintf(stderr,
+				"nvme-tier: --fio-mem shmhuge needs %llu free 2 MiB hugetlb pages, there are %lld (sysctl vm.nr_hugepages)\n",
+				(unsigned long long)need + 1, free_pages);
+			return 2;
+		}
+	}
 	uint64_t nblocks = total / block;
 	uint64_t stride = 4096 + block;
 	if (batch > nblocks)
 		batch = (unsigned int)nblocks;
 	unsigned int hslots = batch * nthreads; /* each thread its own */
 
-	/* source/destination payloads: a host-tier slab, registered */
+	/*
+	 * Source/destination payloads: host-tier slots, registered, as in
+	 * kvmmd.  The slab is --host-bytes (128 MiB), much more than the
+	 * slots used, and these are spread over it like the slots kvmmd's
+	 * policy hands out: a slab's first and last 2 MiB cannot be huge
+	 * pages (tier_nvme.c) and should weigh no more than in a real one.
+	 */
+	if (host_bytes < (uint64_t)hslots * block)
+		host_bytes = (uint64_t)hslots * block;
 	struct tier_host_config hc = { .size = sizeof(hc),
-				       .capacity_bytes =
-					       (uint64_t)hslots * block,
+				       .capacity_bytes = host_bytes,
 				       .slot_bytes = block,
 				       .numa_node = -1 };
 	r = tier_host_open(&hc, &h);
@@ -314,12 +421,17 @@ int main(int argc, char **argv)
 	}
 	size_t reg_len;
 	unsigned char *reg = tier_host_base(h, &reg_len);
-	for (unsigned int i = 0; i < hslots; i++) {
-		uint32_t s;
+	uint32_t host_slots = 0, s;
+	void **bufs = calloc(hslots, sizeof(*bufs));
 
-		if (tier_host_alloc(h, &s))
-			return 1;
-	}
+	while (tier_host_alloc(h, &s) == 0)
+		host_slots++;
+	if (!bufs || host_slots < hslots)
+		return 1;
+	for (unsigned int i = 0; i < hslots; i++)
+		bufs[i] = tier_host_slot_addr(
+			h,
+			(uint32_t)((2ull * i + 1) * host_slots / (2 * hslots)));
 	for (size_t i = 0; i < reg_len; i++)
 		reg[i] = (unsigned char)(i * 131 + (i >> 13));
 
@@ -342,13 +454,25 @@ int main(int argc, char **argv)
 		tier_host_close(h);
 		return r == -EOPNOTSUPP ? 0 : 1;
 	}
+	/* what the disk gets per I/O, after the tier asked for huge pages */
+	double segs = 0;
+
+	for (unsigned int i = 0; i < hslots && segs >= 0; i++) {
+		int n = phys_segments((unsigned char *)bufs[i] -
+					      TIER_NVME_HEADER_BYTES,
+				      stride);
+
+		segs = n < 0 ? -1 : segs + n;
+	}
+	if (segs > 0)
+		segs /= hslots;
 	struct tier_nvme_io *ios = calloc(hslots, sizeof(*ios));
 	struct kvmm_worker w[64];
 	uint32_t *slots = calloc(nblocks, sizeof(*slots));
 	/* per counted round, for each run (kvmm write, kvmm read, fio
 	 * write, fio read): MB/s, CPU us per MB, the disk's busy depth */
-	double *bw[NRUNS], *cpu[NRUNS], *depth[NRUNS], *ratio[2];
-	double dummy_cpu, dummy_depth;
+	double *bw[NRUNS], *cpu[NRUNS], *depth[NRUNS], *ioreq[NRUNS], *ratio[2];
+	double dummy_cpu, dummy_depth[2];
 	struct tier_nvme_stats st0, st;
 	struct stat fst;
 	unsigned int nratio = 0;
@@ -366,7 +490,8 @@ int main(int argc, char **argv)
 		bw[i] = calloc(rounds, sizeof(double));
 		cpu[i] = calloc(rounds, sizeof(double));
 		depth[i] = calloc(rounds, sizeof(double));
-		if (!bw[i] || !cpu[i] || !depth[i])
+		ioreq[i] = calloc(rounds, sizeof(double));
+		if (!bw[i] || !cpu[i] || !depth[i] || !ioreq[i])
 			return 1;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -377,6 +502,7 @@ int main(int argc, char **argv)
 	for (unsigned int k = 0; k < nthreads; k++)
 		w[k] = (struct kvmm_worker){ .t = t,
 					     .h = h,
+					     .bufs = bufs,
 					     .ios = ios + (size_t)k * batch,
 					     .slots = slots,
 					     .nblocks = nblocks,
@@ -387,7 +513,7 @@ int main(int argc, char **argv)
 	/* Warm the file: write every byte once (fio and us both overwrite
 	 * allocated, written extents afterwards). */
 	(void)run_fio(file, "write", stride, qd, 0, 4096 + nblocks * stride,
-		      &dummy_cpu, &dummy_depth);
+		      &dummy_cpu, dummy_depth);
 
 	/* Round 0 warms caches and the ring and is not counted.  Then the
 	 * order alternates, kvmm first in odd rounds and fio first in even
@@ -396,7 +522,8 @@ int main(int argc, char **argv)
 	 * JSON has their medians.  Every run starts settle_ms after the
 	 * previous one ended (fio's start-up adds about 0.3 s more). */
 	for (unsigned int round = 0; round <= rounds; round++) {
-		double v[NRUNS][3] = { { 0 } }; /* bytes/s, CPU s, depth */
+		/* bytes/s, CPU s, depth, I/Os per disk request */
+		double v[NRUNS][4] = { { 0 } };
 		bool fio_first = round && round % 2 == 0;
 
 		if (round == 1)
@@ -429,37 +556,40 @@ int main(int argc, char **argv)
 			bw[r][nratio] = v[r][0];
 			cpu[r][nratio] = v[r][1] * 1e12 / bytes;
 			depth[r][nratio] = v[r][2];
+			ioreq[r][nratio] = v[r][3];
 		}
 		for (int i = 0; i < 2; i++)
 			ratio[i][nratio] =
 				v[F_WRITE + i][0] > 0 ?
 					v[K_WRITE + i][0] / v[F_WRITE + i][0] :
 					0;
-		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f\n",
+		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f | I/Os per request kvmm %.2f/%.2f fio %.2f/%.2f\n",
 		       round, fio_first ? "fio" : "kvmm", v[K_WRITE][0] / 1e6,
 		       v[K_READ][0] / 1e6, v[F_WRITE][0] / 1e6,
 		       v[F_READ][0] / 1e6, ratio[0][nratio], ratio[1][nratio],
 		       cpu[K_WRITE][nratio], cpu[K_READ][nratio],
 		       cpu[F_WRITE][nratio], cpu[F_READ][nratio], v[K_WRITE][2],
-		       v[K_READ][2], v[F_WRITE][2], v[F_READ][2]);
+		       v[K_READ][2], v[F_WRITE][2], v[F_READ][2], v[K_WRITE][3],
+		       v[K_READ][3], v[F_WRITE][3], v[F_READ][3]);
 		fflush(stdout);
 		nratio++;
 	}
 	tier_nvme_get_stats(t, &st);
 	tier_nvme_close(t);
-	for (unsigned int i = 0; i < hslots; i++)
+	for (uint32_t i = 0; i < host_slots; i++)
 		tier_host_free(h, i);
 	tier_host_close(h);
 
 	/* I/Os and io_uring_enter calls per block over the counted rounds:
 	 * 1 SQE per block means header and payload moved as one I/O */
 	double blocks_moved = 2.0 * (double)nblocks * nratio;
-	double mb[NRUNS], mc[NRUNS], md[NRUNS], mr[2];
+	double mb[NRUNS], mc[NRUNS], md[NRUNS], mq[NRUNS], mr[2];
 
 	for (int r = 0; r < NRUNS; r++) {
 		mb[r] = median(bw[r], nratio);
 		mc[r] = median(cpu[r], nratio);
 		md[r] = median(depth[r], nratio);
+		mq[r] = median(ioreq[r], nratio);
 	}
 	for (int i = 0; i < 2; i++)
 		mr[i] = median(ratio[i],
@@ -476,26 +606,35 @@ int main(int argc, char **argv)
 	       "\"kvmm_read_cpu_us_per_MB\":%.0f,\"fio_read_cpu_us_per_MB\":%.0f,"
 	       "\"kvmm_write_disk_depth\":%.2f,\"fio_write_disk_depth\":%.2f,"
 	       "\"kvmm_read_disk_depth\":%.2f,\"fio_read_disk_depth\":%.2f,"
+	       "\"kvmm_write_ios_per_req\":%.2f,\"fio_write_ios_per_req\":%.2f,"
+	       "\"kvmm_read_ios_per_req\":%.2f,\"fio_read_ios_per_req\":%.2f,"
 	       "\"sqes_per_block\":%.2f,\"enters_per_block\":%.2f,"
 	       "\"checksum_failures\":%llu,\"failures\":%d,"
-	       "\"registered_buffers\":%s,\"target\":0.9}\n",
+	       "\"registered_buffers\":%s,\"reg_huge_bytes\":%llu,"
+	       "\"kvmm_segments_per_io\":%.1f,\"fio_mem\":\"%s\","
+	       "\"target\":0.9}\n",
 	       file, (unsigned long long)block, (unsigned long long)stride, qd,
 	       batch, nthreads, (unsigned long long)(nblocks * block), rounds,
 	       settle_ms, mb[K_WRITE] / 1e6, mb[F_WRITE] / 1e6, mr[0],
 	       mb[K_READ] / 1e6, mb[F_READ] / 1e6, mr[1], ratio[0][0],
 	       ratio[0][nratio - 1], ratio[1][0], ratio[1][nratio - 1],
 	       mc[K_WRITE], mc[F_WRITE], mc[K_READ], mc[F_READ], md[K_WRITE],
-	       md[F_WRITE], md[K_READ], md[F_READ],
+	       md[F_WRITE], md[K_READ], md[F_READ], mq[K_WRITE], mq[F_WRITE],
+	       mq[K_READ], mq[F_READ],
 	       (double)(st.sqes - st0.sqes) / blocks_moved,
 	       (double)(st.submits - st0.submits) / blocks_moved,
 	       (unsigned long long)st.checksum_failures, failures,
-	       st.registered_buffers ? "true" : "false");
+	       st.registered_buffers ? "true" : "false",
+	       (unsigned long long)st.reg_huge_bytes, segs,
+	       fio_mem ? fio_mem : "malloc");
 	free(ios);
 	free(slots);
+	free(bufs);
 	for (int i = 0; i < NRUNS; i++) {
 		free(bw[i]);
 		free(cpu[i]);
 		free(depth[i]);
+		free(ioreq[i]);
 	}
 	for (int i = 0; i < 2; i++)
 		free(ratio[i]);
