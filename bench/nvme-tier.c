@@ -3,14 +3,17 @@
  * NVMe tier throughput against fio on the same file.
  *
  *   build/bench/nvme-tier [--file PATH] [--block-bytes N] [--total-bytes N]
- *                         [--qd N] [--batch N] [--threads N] [--rounds N]
- *                         [--settle-ms N]
+ *                         [--host-bytes N] [--qd N] [--batch N]
+ *                         [--threads N] [--rounds N] [--settle-ms N]
+ *                         [--fio-mem malloc|shmhuge]
  *
  * Writes and reads block-sized payloads through tier_nvme (io_uring,
  * O_DIRECT, registered buffers, headers and CRC32C included) the way
  * kvmmd's migration engine does: --threads workers (2) each calling the
  * tier with batches of --batch blocks (8, migrate's nvme_batch), each
- * with its own host-slab buffers.  Then fio runs (ioengine=io_uring,
+ * with its own host-slab buffers (slots spread over a --host-bytes slab,
+ * 128 MiB, which the tier backs with 2 MiB pages as in kvmmd).  Then fio
+ * runs (ioengine=io_uring,
  * direct=1, fixed buffers and files, the same I/O size, depth, file,
  * region and bytes).  The tier moves each block as one I/O of its 4 KiB
  * header plus the payload, so fio's bs is that slot size; kvmm's figure
@@ -26,8 +29,15 @@
  * neighbouring runs; the JSON line has the medians (throughputs, ratios,
  * CPU microseconds per MB of each side, and the disk's queue depth while
  * busy, from /sys/dev/block/MAJ:MIN/stat), the smallest and largest
- * ratio, and how many I/Os and io_uring_enter calls kvmm needed per
- * block.  Target: ratios >= 0.9.
+ * ratio, how many I/Os and io_uring_enter calls kvmm needed per block,
+ * how many I/Os the block layer merged into each disk request
+ * (*_ios_per_req) and how many physically contiguous pieces (DMA
+ * segments) each of kvmm's I/O buffers is (kvmm_segments_per_io).
+ * fio's buffers are malloc'd 4 KiB pages, as scattered as chance makes
+ * them: on a virtio disk without indirect descriptors that alone halves
+ * its reads (Documentation/tiers.md).  --fio-mem shmhuge gives fio 2 MiB
+ * pages too (it needs free hugetlb pages: sysctl vm.nr_hugepages=8), the
+ * like-for-like comparison.  Target: ratios >= 0.9.
  */
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
