@@ -9,7 +9,6 @@
  * With --telemetry off there is no region.  Needs neither root nor BPF.
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,23 +20,20 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/revoke_client.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
-struct ids {
-	uint32_t session, region, seq;
-};
-
 /* 0 when the client saw a region exactly when `want_region`; steps until
  * told to stop, acknowledging the revocation the parent posts. */
-static int client(bool want_region, int wr, int rd)
+static int client(void *arg, int wr, int rd)
 {
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct ids ids;
+	bool want_region = *(const bool *)arg;
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "shm" };
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	uint32_t s;
+	int e;
 
 	if (kvmm_connect(&co, &c))
 		return 1;
@@ -52,54 +48,8 @@ static int client(bool want_region, int wr, int rd)
 			return 5;
 	if (c->tel && c->tel->counters.events[KVMM_TEL_EXTEND] != 3)
 		return 6;
-	if (kvmm_get_stats(c, &ks))
-		return 7;
-	ids = (struct ids){ ks.session_id, r->id, s };
-	if (write(wr, &ids, sizeof(ids)) != sizeof(ids))
-		return 8;
-	for (;;) {
-		struct pollfd p = { .fd = rd, .events = POLLIN };
-
-		if (poll(&p, 1, 5) > 0)
-			break;
-		if (kvmm_step_begin(c) || kvmm_step_end(c))
-			return 9;
-	}
-	if (kvmm_get_stats(c, &ks) || ks.pages_revoked == 0)
-		return 10;
-	kvmm_disconnect(c);
-	return 0;
-}
-
-static void run_client(struct td_daemon *d, bool want_region)
-{
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
-	int to_parent[2], to_child[2], ws;
-	struct kvmm_conn *admin;
-	struct ids ids;
-	pid_t pid;
-
-	t_assert(pipe(to_parent) == 0 && pipe(to_child) == 0);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0)
-		_exit(client(want_region, to_parent[1], to_child[0]));
-	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
-	t_ok(kc_connect_admin(d->sock, &admin));
-	a.session_id = ids.session;
-	a.region_id = ids.region;
-	a.seq_id = ids.seq;
-	a.first_block = 1;
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
-	usleep(200000); /* the client steps every 5 ms and acknowledges */
-	t_assert_eq(write(to_child[1], "x", 1), 1);
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
-	if (WEXITSTATUS(ws)) {
-		td_dump_log(d);
-		t_fail("client exited with %d", WEXITSTATUS(ws));
-	}
+	e = rc_client_steps(c, r, s, wr, rd);
+	return e ? 6 + e : 0;
 }
 
 /* Stop the daemon ourselves so its log can be read before cleanup. */
@@ -127,11 +77,12 @@ int main(void)
 {
 	const char *shm[] = { "--telemetry", "shm", NULL };
 	const char *off[] = { "--telemetry", "off", NULL };
+	bool want_region = true;
 	struct td_daemon d;
 	char *log;
 
 	t_ok(td_start(&d, shm));
-	run_client(&d, true);
+	rc_run_client(&d, client, &want_region);
 	log = stop_and_read_log(&d);
 	if (!strstr(log, "telemetry: shm") ||
 	    !strstr(log, "telemetry totals (shm): 0 blocks, 0 accesses; "
@@ -142,7 +93,8 @@ int main(void)
 	}
 
 	t_ok(td_start(&d, off));
-	run_client(&d, false);
+	want_region = false;
+	rc_run_client(&d, client, &want_region);
 	log = stop_and_read_log(&d);
 	t_assert(!strstr(log, "telemetry totals"));
 	printf("ok: shm fallback through kvmmd and libkvmm\n");

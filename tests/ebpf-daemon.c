@@ -10,12 +10,10 @@
  * Skips (77) without root or BPF.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ebpf/telemetry.h"
@@ -23,21 +21,17 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/bpf_test.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/revoke_client.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
-struct ids {
-	uint32_t session, region, seq;
-};
-
-static int client(int wr, int rd)
+static int client(void *arg, int wr, int rd)
 {
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "tel" };
-	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
-	struct ids ids;
 	uint32_t s;
+	int e;
 
 	if (kvmm_connect(&co, &c) ||
 	    kvmm_region_create(c, &tr_small_region, &r) || kvmm_seq_open(r, &s))
@@ -45,23 +39,8 @@ static int client(int wr, int rd)
 	for (int i = 1; i <= 3; i++)
 		if (kvmm_seq_extend(r, s, i * TR_TPB))
 			return 2;
-	if (kvmm_get_stats(c, &ks))
-		return 3;
-	ids = (struct ids){ ks.session_id, r->id, s };
-	if (write(wr, &ids, sizeof(ids)) != sizeof(ids))
-		return 4;
-	for (;;) { /* step until told to stop: acknowledges the revoke */
-		struct pollfd p = { .fd = rd, .events = POLLIN };
-
-		if (poll(&p, 1, 5) > 0)
-			break;
-		if (kvmm_step_begin(c) || kvmm_step_end(c))
-			return 5;
-	}
-	if (kvmm_get_stats(c, &ks) || ks.pages_revoked == 0)
-		return 6;
-	kvmm_disconnect(c);
-	return 0;
+	e = rc_client_steps(c, r, s, wr, rd);
+	return e ? 2 + e : 0;
 }
 
 static char *run(const char *cmd)
@@ -88,43 +67,17 @@ int main(void)
 			       "--telemetry-attach",
 			       b.self,
 			       NULL };
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct td_daemon d;
-	struct kvmm_conn *admin;
-	struct ids ids;
 	struct stat st;
 	struct tel *t;
-	int to_parent[2], to_child[2], ws;
 	char *out;
-	pid_t pid;
 
 	bpf_test_init(&b, "daemon");
 	t = bpf_test_open(&b); /* can this machine load BPF at all? */
 	tel_close(t);
 
 	t_ok(td_start(&d, args));
-	t_assert(pipe(to_parent) == 0 && pipe(to_child) == 0);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0)
-		_exit(client(to_parent[1], to_child[0]));
-	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
-
-	t_ok(kc_connect_admin(d.sock, &admin));
-	a.session_id = ids.session;
-	a.region_id = ids.region;
-	a.seq_id = ids.seq;
-	a.first_block = 1;
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
-	usleep(200000); /* the client steps every 5 ms and acknowledges */
-	t_assert_eq(write(to_child[1], "x", 1), 1);
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
-	if (WEXITSTATUS(ws)) {
-		td_dump_log(&d);
-		t_fail("client exited with %d", WEXITSTATUS(ws));
-	}
+	rc_run_client(&d, client, NULL);
 
 	td_build_path("kvmmctl", kvmmctl, sizeof(kvmmctl));
 	snprintf(cmd, sizeof(cmd), "%s --json trace --once --pin-root %s",

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client process that has one sequence revoked by the admin while it
+ * steps, and the parent that posts the revocation: the telemetry tests
+ * count the client's extends and the daemon's revocation this way.
+ */
+#ifndef KVMM_TESTS_REVOKE_CLIENT_H
+#define KVMM_TESTS_REVOKE_CLIENT_H
+
+#include <poll.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+/* Where the client's sequence is, for the admin's revocation. */
+struct rc_ids {
+	uint32_t session, region, seq;
+};
+
+/*
+ * The client's part once its sequence s of region r is set up: tell the
+ * parent where it is (wr), step until the parent says stop (rd), which
+ * acknowledges the revocation, and check that pages were revoked.
+ * 0, or which of these failed (1..4); disconnects c on success.
+ */
+static inline int rc_client_steps(struct kvmm_conn *c, struct kvmm_region *r,
+				  uint32_t s, int wr, int rd)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct rc_ids ids;
+
+	if (kvmm_get_stats(c, &ks))
+		return 1;
+	ids = (struct rc_ids){ ks.session_id, r->id, s };
+	if (write(wr, &ids, sizeof(ids)) != sizeof(ids))
+		return 2;
+	for (;;) {
+		struct pollfd p = { .fd = rd, .events = POLLIN };
+
+		if (poll(&p, 1, 5) > 0)
+			break;
+		if (kvmm_step_begin(c) || kvmm_step_end(c))
+			return 3;
+	}
+	if (kvmm_get_stats(c, &ks) || ks.pages_revoked == 0)
+		return 4;
+	kvmm_disconnect(c);
+	return 0;
+}
+
+/*
+ * Fork client(arg, wr, rd) (its return value is its exit status), revoke
+ * its sequence from block 1 on through an admin connection to d once it
+ * says where it is, let it step 200 ms to acknowledge, tell it to stop,
+ * and fail (with d's log) unless it exits 0.
+ */
+static inline void rc_run_client(struct td_daemon *d,
+				 int (*client)(void *arg, int wr, int rd),
+				 void *arg)
+{
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	int to_parent[2], to_child[2], ws;
+	struct kvmm_conn *admin;
+	struct rc_ids ids;
+	pid_t pid;
+
+	t_assert(pipe(to_parent) == 0 && pipe(to_child) == 0);
+	pid = fork();
+	t_assert(pid >= 0);
+	if (pid == 0)
+		_exit(client(arg, to_parent[1], to_child[0]));
+	/* the child's ends: a client that dies early is an EOF, not a hang */
+	close(to_parent[1]);
+	close(to_child[0]);
+	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
+	t_ok(kc_connect_admin(d->sock, &admin));
+	a.session_id = ids.session;
+	a.region_id = ids.region;
+	a.seq_id = ids.seq;
+	a.first_block = 1;
+	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(admin);
+	usleep(200000); /* the client steps every 5 ms and acknowledges */
+	t_assert_eq(write(to_child[1], "x", 1), 1);
+	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
+	if (WEXITSTATUS(ws)) {
+		td_dump_log(d);
+		t_fail("client exited with %d", WEXITSTATUS(ws));
+	}
+	close(to_parent[0]);
+	close(to_child[1]);
+}
+
+#endif
