@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,6 +30,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 #define CC_PAGE (64 * 1024)
@@ -543,6 +545,35 @@ static inline void cc_read_content(const char *sock,
 		_exit(0);
 	}
 	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* kvmmd started with args (td_start()), or the test fails. */
+static inline void cc_start(struct td_daemon *d, const char *const *args)
+{
+	int r = td_start(d, args);
+
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+}
+
+/* kvmmd stopped, which must be clean (its log is printed if not). */
+static inline void cc_stop(struct td_daemon *d)
+{
+	int r = td_stop(d);
+
+	if (r)
+		td_dump_log(d);
+	t_assert_eq(r, 0);
+}
+
+/* A path for an NVMe tier file: $KVMM_NVME_TEST_DIR (default /var/tmp)
+ * /kvmm-NAME-PID; the test unlinks it. */
+static inline void cc_nvme_path(char *buf, size_t len, const char *name)
+{
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+
+	snprintf(buf, len, "%s/kvmm-%s-%d", dir ? dir : "/var/tmp", name,
+		 (int)getpid());
 }
 
 #endif

@@ -28,21 +28,9 @@ static const struct cc_contents contents = { .base = 0x300000,
 /* A daemon with contents 0 and 1 published: the whole pool. */
 static void start_with_two(struct td_daemon *d, const char *const *args)
 {
-	int r = td_start(d, args);
-
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	cc_start(d, args);
 	cc_write_content(d->sock, &contents, 0);
 	cc_write_content(d->sock, &contents, 1);
-}
-
-static void stop(struct td_daemon *d)
-{
-	int r = td_stop(d);
-
-	if (r)
-		td_dump_log(d);
-	t_assert_eq(r, 0);
 }
 
 int main(void)
@@ -93,7 +81,7 @@ int main(void)
 	/* byte-identical from host */
 	cc_read_content(d.sock, &contents, 1, NB, 1);
 
-	stop(&d);
+	cc_stop(&d);
 
 	/* no host tier: the victims are dropped, the extend still works */
 	const char *args_gpu[] = { "--gpu-mem", "2M", "--cache-gpu-blocks", "8",
@@ -111,7 +99,7 @@ int main(void)
 	cc_disconnect(&c);
 	/* untouched, shared from the GPU */
 	cc_read_content(d.sock, &contents, 1, NB, 0);
-	stop(&d);
+	cc_stop(&d);
 
 	/* a restore into a full pool: room is made the same way, never
 	 * from the prefix's own GPU blocks */
@@ -139,7 +127,7 @@ int main(void)
 	t_assert_eq(ts.tiers[1].drops, 2);
 	/* content 2 on the GPU, asked with content 2: pinned, not taken */
 	cc_read_content(d.sock, &contents, 2, NB, 0);
-	stop(&d);
+	cc_stop(&d);
 	printf("gpu reclaim ok\n");
 	return 0;
 }

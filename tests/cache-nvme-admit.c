@@ -22,22 +22,17 @@ static const struct cc_contents contents = { .base = 0x200000,
 
 int main(void)
 {
-	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	char nvme[256];
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
-	int r;
 
-	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-admit-%d",
-		 dir ? dir : "/var/tmp", getpid());
+	cc_nvme_path(nvme, sizeof(nvme), "cache-admit");
 	const char *args[] = {
 		"--cache-gpu-blocks", "3",  "--host-mem",  "2M",
 		"--nvme-path",	      nvme, "--nvme-size", "1867776",
 		"--nvme-admit-uses",  "2",  NULL
 	};
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	cc_start(&d, args);
 
 	cc_write_content(d.sock, &contents, 0);
 	/* the second use, from the GPU */
@@ -70,10 +65,7 @@ int main(void)
 	t_assert_eq(ts.tiers[1].promotions_out, NB);
 	t_assert_eq(ts.nvme_admission_rejects, 3 * NB);
 
-	r = td_stop(&d);
-	if (r)
-		td_dump_log(&d);
-	t_assert_eq(r, 0);
+	cc_stop(&d);
 	unlink(nvme);
 	printf("nvme admission ok\n");
 	return 0;

@@ -40,14 +40,11 @@ static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
 
 int main(void)
 {
-	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	char nvme[256];
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
-	int r;
 
-	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-tiers-%d",
-		 dir ? dir : "/var/tmp", getpid());
+	cc_nvme_path(nvme, sizeof(nvme), "cache-tiers");
 	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 7 (6) */
 	const char *args[] = { "--cache-gpu-blocks",
 			       "3",
@@ -58,9 +55,7 @@ int main(void)
 			       "--nvme-size",
 			       "1867776",
 			       NULL };
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	cc_start(&d, args);
 
 	for (int k = 0; k < 4; k++)
 		cc_write_content(d.sock, &contents, k);
@@ -87,14 +82,9 @@ int main(void)
 	stats(d.sock, &ts);
 	uint64_t on_nvme = ts.tiers[2].used_blocks;
 	t_assert(on_nvme >= NB);
-	r = td_stop(&d);
-	if (r)
-		td_dump_log(&d);
-	t_assert_eq(r, 0);
+	cc_stop(&d);
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not restart: %d", r);
+	cc_start(&d, args);
 	{
 		struct cc c;
 
@@ -114,8 +104,7 @@ int main(void)
 	cc_read_content(d.sock, &contents, 1, NB, 2);
 
 	/* corrupt: flip a payload byte of every slot of the file, restart */
-	r = td_stop(&d);
-	t_assert_eq(r, 0);
+	cc_stop(&d);
 	{
 		int fd = open(nvme, O_RDWR);
 		unsigned char ch;
@@ -131,8 +120,7 @@ int main(void)
 		}
 		close(fd);
 	}
-	r = td_start(&d, args);
-	t_assert_eq(r, 0);
+	cc_start(&d, args);
 	{
 		struct cc c;
 		struct kvmm_prefix_open_reply rep;
@@ -155,10 +143,7 @@ int main(void)
 		t_assert(ts.checksum_failures >= 1);
 		t_assert(ts.recovered_blocks >= 1);
 	}
-	r = td_stop(&d);
-	if (r)
-		td_dump_log(&d);
-	t_assert_eq(r, 0);
+	cc_stop(&d);
 	unlink(nvme);
 	printf("tiers ok\n");
 	return 0;

@@ -10,6 +10,7 @@
 #define KVMM_TESTS_EBPF_COMMON_H
 
 #include <stdint.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +81,29 @@ static inline void ebpf_drive(struct kvmm_tel_shm *shm)
 	kvmm_tel_revoke(shm, 7, H1, 40000);
 	kvmm_tel_extend(shm, 1, 16, 2, 1500);
 	kvmm_tel_evict(shm, H3, KVMM_TEL_TIER_HOST, 65536);
+}
+
+/*
+ * ebpf_drive(shm) in a client process; with check_size, the child first
+ * checks that shm is a telemetry region of that size (exit 2 if not).
+ * Returns the child's pid once it exited 0.
+ */
+static inline pid_t ebpf_drive_process(struct kvmm_tel_shm *shm,
+				       size_t check_size)
+{
+	pid_t pid = fork();
+	int ws;
+
+	t_assert(pid >= 0);
+	if (pid == 0) {
+		if (check_size && kvmm_tel_shm_check(shm, check_size))
+			_exit(2);
+		ebpf_drive(shm);
+		_exit(0);
+	}
+	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
+		 WEXITSTATUS(ws) == 0);
+	return pid;
 }
 
 #define EBPF_NR_LATENCY_EVENTS 15 /* everything above with a latency */

@@ -18,22 +18,6 @@
 
 #include "tests/ebpf-common.h"
 
-static void run_client(struct kvmm_tel_shm *shm, size_t size)
-{
-	pid_t pid = fork();
-	int ws;
-
-	t_assert(pid >= 0);
-	if (pid == 0) {
-		if (kvmm_tel_shm_check(shm, size))
-			_exit(2);
-		ebpf_drive(shm);
-		_exit(0);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
-		 WEXITSTATUS(ws) == 0);
-}
-
 int main(void)
 {
 	size_t size = kvmm_tel_shm_size(4096);
@@ -67,7 +51,7 @@ int main(void)
 	t_assert(kvmm_tel_shm_enabled(a));
 
 	t0 = kvmm_tel_now_ns();
-	run_client(a, size);
+	ebpf_drive_process(a, size);
 	t1 = kvmm_tel_now_ns();
 	t_ok(tel_poll(t));
 	ebpf_check(t, t0, t1);
@@ -81,7 +65,7 @@ int main(void)
 
 	/* A second session doing the same: counts add, rates add. */
 	t_ok(tel_shm_add(t, 2, b, size));
-	run_client(b, size);
+	ebpf_drive_process(b, size);
 	t_ok(tel_poll(t));
 	t_ok(tel_block_lookup(t, H1, &s));
 	t_assert_eq(s.count, 10);
@@ -113,7 +97,7 @@ int main(void)
 	t_assert_eq(tel_source(t), TEL_SOURCE_OFF);
 	t_ok(tel_shm_add(t, 3, a, size));
 	t_assert(!kvmm_tel_shm_enabled(a));
-	run_client(a, size);
+	ebpf_drive_process(a, size);
 	t_assert_eq(a->counters.accesses, 0);
 	t_ok(tel_poll(t));
 	t_assert_eq(tel_block_count(t), 0);

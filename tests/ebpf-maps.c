@@ -88,7 +88,6 @@ int main(void)
 	struct stat st;
 	char *json, key[64];
 	pid_t pid;
-	int ws;
 
 	bpf_test_init(&b, "test");
 	t_assert(!KVMM_PROBE_ENABLED(access));
@@ -104,14 +103,7 @@ int main(void)
 	tel_set_sink(t, &sink);
 
 	t0 = kvmm_tel_now_ns();
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0) {
-		ebpf_drive(NULL);
-		_exit(0);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
-		 WEXITSTATUS(ws) == 0);
+	pid = ebpf_drive_process(NULL, 0);
 	t1 = kvmm_tel_now_ns();
 
 	t_ok(tel_poll(t));

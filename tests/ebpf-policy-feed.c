@@ -41,20 +41,6 @@ static struct pol_cache *make_cache(struct pol_cost_model *cost)
 	return c;
 }
 
-static void run_client(struct kvmm_tel_shm *shm)
-{
-	pid_t pid = fork();
-	int ws;
-
-	t_assert(pid >= 0);
-	if (pid == 0) {
-		ebpf_drive(shm);
-		_exit(0);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
-		 WEXITSTATUS(ws) == 0);
-}
-
 /* Feed one poll into a fresh cache and model; check the policy's view. */
 static void check_feed(struct tel *t, bool bpf)
 {
@@ -125,7 +111,7 @@ int main(void)
 	t_assert(shm != MAP_FAILED);
 	t_ok(tel_open(&o, &t));
 	t_ok(tel_shm_add(t, 1, shm, size));
-	run_client(shm);
+	ebpf_drive_process(shm, 0);
 	check_feed(t, false);
 	tel_close(t);
 	printf("ok: shm source feeds the policy\n");
@@ -147,7 +133,7 @@ int main(void)
 		printf("BPF part skipped: %s\n", strerror(-err));
 		return 0;
 	}
-	run_client(NULL);
+	ebpf_drive_process(NULL, 0);
 	check_feed(t, true);
 	tel_close(t);
 	printf("ok: BPF source feeds the policy\n");

@@ -43,8 +43,7 @@ int main(void)
 	struct ebpf_sink_counts sc = { 0 };
 	struct tel_sink sink = { .event = ebpf_sink_event, .arg = &sc };
 	struct tel *t;
-	pid_t pid;
-	int ws, err;
+	int err;
 
 	bpf_test_init(&b, "trace");
 	out = run_trace(b.pin, true, &err);
@@ -53,14 +52,7 @@ int main(void)
 
 	t = bpf_test_open(&b);
 	tel_set_sink(t, &sink);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0) {
-		ebpf_drive(NULL);
-		_exit(0);
-	}
-	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
-		 WEXITSTATUS(ws) == 0);
+	ebpf_drive_process(NULL, 0);
 
 	out = run_trace(b.pin, true, &err);
 	t_ok(err);
