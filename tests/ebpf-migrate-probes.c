@@ -44,6 +44,22 @@ static struct migrate_job *run_job(struct migrate_job *job)
 	return NULL;
 }
 
+/* A job moving block `hash` (BLOCK bytes) through pages ids of pool. */
+static struct migrate_job *new_job(enum migrate_kind kind, uint64_t hash,
+				   struct vmm_pool *pool, const uint32_t *ids)
+{
+	struct migrate_job *job = migrate_job_new(kind, NPAGES);
+
+	t_assert(job);
+	job->hash = hash;
+	job->length = BLOCK;
+	for (int i = 0; i < NPAGES; i++) {
+		job->pages[i].page_id = ids[i];
+		job->pages[i].handle = vmm_pool_page_handle(pool, ids[i]);
+	}
+	return job;
+}
+
 static void check_row(struct tel *t, uint32_t kind, uint32_t from, uint32_t to,
 		      uint64_t bytes, uint64_t ns)
 {
@@ -96,14 +112,7 @@ int main(void)
 	}
 
 	/* GPU -> host (a demotion) */
-	job = migrate_job_new(MIGRATE_GPU_TO_HOST, NPAGES);
-	t_assert(job);
-	job->hash = 0xabc;
-	job->length = BLOCK;
-	for (i = 0; i < NPAGES; i++) {
-		job->pages[i].page_id = src[i];
-		job->pages[i].handle = vmm_pool_page_handle(pool, src[i]);
-	}
+	job = new_job(MIGRATE_GPU_TO_HOST, 0xabc, pool, src);
 	t_ok(tier_host_alloc(host, &job->host_slot));
 	hslot = job->host_slot;
 	run_job(job);
@@ -112,30 +121,16 @@ int main(void)
 	migrate_job_free(job);
 
 	/* host -> GPU (a restore) */
-	job = migrate_job_new(MIGRATE_HOST_TO_GPU, NPAGES);
-	t_assert(job);
-	job->hash = 0xabc;
-	job->length = BLOCK;
+	job = new_job(MIGRATE_HOST_TO_GPU, 0xabc, pool, dst);
 	job->host_slot = hslot;
-	for (i = 0; i < NPAGES; i++) {
-		job->pages[i].page_id = dst[i];
-		job->pages[i].handle = vmm_pool_page_handle(pool, dst[i]);
-	}
 	run_job(job);
 	t_assert_eq(job->state, MIGRATE_DONE);
 	up_ns = job->end_ns - job->start_ns;
 	migrate_job_free(job);
 
 	/* A job that fails (no such host slot) fires nothing. */
-	job = migrate_job_new(MIGRATE_HOST_TO_GPU, NPAGES);
-	t_assert(job);
-	job->hash = 0xdef;
-	job->length = BLOCK;
+	job = new_job(MIGRATE_HOST_TO_GPU, 0xdef, pool, dst);
 	job->host_slot = 3; /* never filled */
-	for (i = 0; i < NPAGES; i++) {
-		job->pages[i].page_id = dst[i];
-		job->pages[i].handle = vmm_pool_page_handle(pool, dst[i]);
-	}
 	run_job(job);
 	t_assert(job->state != MIGRATE_DONE);
 	migrate_job_free(job);
