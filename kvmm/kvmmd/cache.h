@@ -66,6 +66,10 @@ void kd_cache_session_end(struct kd_session *s);
  * nothing will.  A parked command run again finds the copies still in
  * flight (-EINPROGRESS, no new victims), its pages, more victims once
  * none is in flight, or -ENOSPC once its time (KD_PARK_MAX_MS) is up.
+ * While commands are parked, the free pages they wait for are theirs, in
+ * line order: a later caller counts as free only the pages beyond those,
+ * and short of them takes victims for its own pages and parks behind
+ * them (-EINPROGRESS).
  */
 int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
 
@@ -73,13 +77,19 @@ int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
  * Park the command s is handling (header h, body p of len bytes) after
  * kd_cache_reclaim() said -EINPROGRESS: the session is deferred and the
  * request runs again from the loop, as if just received, whenever
- * migrations complete, until it no longer parks (it replied) or at the
- * latest KD_PARK_MAX_MS after it was first parked.  The loop serves other
- * sessions meanwhile.  0 (the reply comes later) or -ENOMEM.
+ * migrations complete or pages come back to the pool for the first
+ * parked command (kd_cache_pages_back()), until it no longer parks (it
+ * replied) or at the latest KD_PARK_MAX_MS after it was first parked.
+ * The loop serves other sessions meanwhile.  0 (the reply comes later)
+ * or -ENOMEM.
  */
 #define KD_PARK_MAX_MS 5000
 int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		  const void *p, size_t len);
+/* Pool pages may have come back (a block put, a hold released): when the
+ * first parked command's pages are free, the parked commands run again
+ * from the loop.  Cheap when nothing is parked. */
+void kd_cache_pages_back(struct kd_daemon *d);
 /* ADMIN_STATUS: commands parked since start and now, demotions waiting
  * for a host slot now. */
 void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st);

@@ -317,7 +317,7 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 }
 
-static uint64_t kc_pool_free(struct kd_daemon *d)
+uint64_t kc_pool_free(struct kd_daemon *d)
 {
 	struct vmm_pool_stats ps;
 
@@ -326,15 +326,18 @@ static uint64_t kc_pool_free(struct kd_daemon *d)
 }
 
 /* One round of kd_cache_reclaim(): demote enough victims for `pages`
+ * beyond the free pages not earmarked (`reserved`) for parked commands
  * (the policy's LRU ones); returns how many blocks it took.  Their pages
  * come back when their copies are done (dropped ones at once). */
-static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages)
+static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages,
+				 uint64_t reserved)
 {
 	struct kd_daemon *d = c->d;
-	uint64_t avail = kc_pool_free(d), gpu, cap, want, taken;
+	uint64_t free = kc_pool_free(d), avail, gpu, cap, want, taken;
 
+	avail = free > reserved ? free - reserved : 0;
 	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
-	if (!gpu)
+	if (!gpu || avail >= pages)
 		return 0;
 	want = (pages - avail + c->ppb - 1) / c->ppb;
 	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
@@ -356,36 +359,63 @@ static bool kc_copies_pending(struct kd_cache *c)
 	return c->mig && (c->st.migrations_in_flight || c->demotions_queued);
 }
 
-int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
+/* The command parks for `pages` (kd_cache_park() records them). */
+static int kc_reclaim_park(struct kd_cache *c, uint64_t pages)
+{
+	c->park_need = pages;
+	return -EINPROGRESS;
+}
+
+int kc_reclaim_check(struct kd_daemon *d, uint64_t pages)
 {
 	struct kd_cache *c = d->cache;
+	uint64_t reserved = c ? kc_reserved(c) : 0;
 
-	if (kc_pool_free(d) >= pages)
+	/* without parked commands (reserved 0) the test it always was */
+	if (kc_pool_free(d) >= pages + reserved)
 		return 0;
 	if (!c || !c->pol || !c->ppb)
 		return -ENOSPC;
 	if (c->rerun) {
 		/* a parked command run again: its time is up, or the copies
 		 * it waits for are not all done (no new victims meanwhile,
-		 * as the blocking wait took none) */
+		 * as the blocking wait took none), or commands parked before
+		 * it still wait for the free pages */
 		if (c->rerun_final)
 			return -ENOSPC;
-		if (kc_copies_pending(c))
-			return -EINPROGRESS;
+		if (reserved || kc_copies_pending(c))
+			return kc_reclaim_park(c, pages);
 	}
+	return 1;
+}
+
+int kc_reclaim_take(struct kd_cache *c, uint64_t pages)
+{
+	struct kd_daemon *d = c->d;
+	uint64_t reserved = kc_reserved(c);
+
 	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
 	/* A victim whose pages a client still maps (its revocation is not
 	 * acknowledged yet) frees nothing now: they stay REVOKING.  Then
 	 * take more victims, while the policy has any, rather than fail
 	 * with evictable blocks left (every round takes at least one). */
 	for (;;) {
-		uint64_t taken = kc_reclaim_round(c, pages);
+		uint64_t taken = kc_reclaim_round(c, pages, reserved);
 
-		if (kc_pool_free(d) >= pages)
+		if (kc_pool_free(d) >= pages + reserved)
 			return 0;
-		if (kc_copies_pending(c))
-			return -EINPROGRESS; /* the caller parks */
+		/* commands parked before this one are served first: it
+		 * waits in line behind them (they end within their time) */
+		if (reserved || kc_copies_pending(c))
+			return kc_reclaim_park(c, pages); /* the caller parks */
 		if (!taken)
 			return -ENOSPC;
 	}
+}
+
+int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages)
+{
+	int r = kc_reclaim_check(d, pages);
+
+	return r == 1 ? kc_reclaim_take(d->cache, pages) : r;
 }

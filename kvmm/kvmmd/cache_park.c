@@ -6,10 +6,20 @@
  * than wait for those copies on the loop (every other client would wait
  * too), the command is parked: its session is deferred (its socket is not
  * read, so replies keep request order) and the request, kept as received,
- * runs again from the loop whenever migrations complete (kc_settle()) and
- * at its deadline.  Running it again makes every decision again: it finds
- * its pages, parks again while copies are still in flight, or fails as a
- * blocking wait would have.
+ * runs again from the loop whenever migrations complete (kc_settle()),
+ * whenever pages come back to the pool otherwise and the first parked
+ * command's need is free (kd_cache_pages_back(): a sequence closed, a
+ * session ended, a restore called off), and at its deadline.  Running it
+ * again makes every decision again: it finds its pages, parks again while
+ * copies are still in flight, or fails as a blocking wait would have.
+ *
+ * The line is fair: free pages are earmarked for the parked commands in
+ * the order they parked (each for the pages its last run asked), so a
+ * later command that needs pages from the pool, parked or new, gets only
+ * what is free beyond the earmarks of the commands ahead of it; short of
+ * that it takes victims for its own need and parks behind them
+ * (kc_reclaim_check(), kc_reclaim_take()).  Without parked commands
+ * nothing is earmarked and the reclaim decides as it always did.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -42,14 +52,46 @@ static void kc_park_unlink(struct kd_cache *c, struct kc_park *pk)
 	}
 }
 
-/* The timer goes off at the earliest deadline of the parked commands. */
+static void kc_park_drop(struct kd_cache *c, struct kc_park *pk)
+{
+	kc_park_unlink(c, pk);
+	c->cmds_parked_now--;
+	free(pk);
+}
+
+uint64_t kc_reserved(struct kd_cache *c)
+{
+	uint64_t sum = 0;
+
+	for (struct kc_park *pk = c->parked_head; pk && pk != c->rerun;
+	     pk = pk->next)
+		if (pk->s)
+			sum += pk->need;
+	return sum;
+}
+
+/* The first parked command's pages are free: it can be served now. */
+static bool kc_park_head_fits(struct kd_cache *c)
+{
+	return c->parked_head && kc_pool_free(c->d) >= c->parked_head->need;
+}
+
+/*
+ * The timer goes off at once when pages came back for the first parked
+ * command (kd_cache_pages_back()), else at the earliest deadline of the
+ * parked commands.
+ */
 static void kc_park_arm(struct kd_cache *c)
 {
 	uint64_t when = UINT64_MAX;
 
+	if (c->park_kicked && !kc_park_head_fits(c))
+		c->park_kicked = false;
 	for (struct kc_park *pk = c->parked_head; pk; pk = pk->next)
 		if (pk->deadline_ns < when)
 			when = pk->deadline_ns;
+	if (when != UINT64_MAX && c->park_kicked)
+		when = 0;
 	if (when == UINT64_MAX)
 		kd_timer_cancel(&c->d->loop, &c->park_timer);
 	else if (!c->park_timer.armed || c->park_timer.when_ns != when)
@@ -64,7 +106,8 @@ int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 
 	if (c->rerun && c->rerun->s == s) {
 		/* run again and still waiting: same place in line, same
-		 * deadline */
+		 * deadline, the pages it asked this time */
+		c->rerun->need = c->park_need;
 		c->rerun_parked = true;
 		kd_session_defer(s);
 		return 0;
@@ -74,6 +117,7 @@ int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return -ENOMEM;
 	pk->s = s;
 	pk->round = 0;
+	pk->need = c->park_need;
 	pk->deadline_ns = kd_now_ns() + KD_PARK_MAX_MS * 1000000ull;
 	pk->len = sizeof(*h) + len;
 	memcpy(pk->msg, h, sizeof(*h));
@@ -87,15 +131,16 @@ int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 }
 
 /*
- * Run every parked command again, oldest first.  One still waiting goes
- * back in line behind the others.  The list is searched from its head
- * each time: a reply that fails ends its session, which takes that
- * session's record off the list.
+ * Run every parked command again, oldest first.  One still waiting keeps
+ * its place in line (and its earmark before the later ones).  The list is
+ * searched from its head each time: a reply that fails ends its session,
+ * which takes that session's record off the list.
  */
 void kc_park_run(struct kd_cache *c)
 {
 	uint64_t now = kd_now_ns(), round = ++c->park_round;
 
+	c->park_kicked = false;
 	for (;;) {
 		struct kc_park *pk = c->parked_head;
 		struct kd_session *s;
@@ -107,25 +152,40 @@ void kc_park_run(struct kd_cache *c)
 			break;
 		s = pk->s;
 		pk->round = round;
-		kc_park_unlink(c, pk);
 		c->rerun = pk;
 		c->rerun_final = now >= pk->deadline_ns;
 		c->rerun_parked = false;
 		deferred = kd_session_rerun(s, pk->msg, pk->len);
 		parked = c->rerun_parked;
 		c->rerun = NULL;
-		if (parked) {
-			kc_park_append(c, pk);
+		if (!pk->s) {
+			/* its session ended meanwhile (kc_park_session_end()
+			 * left the record to us): nothing to resume */
+			kc_park_drop(c, pk);
 			continue;
 		}
-		c->cmds_parked_now--;
-		free(pk);
+		if (parked)
+			continue;
+		kc_park_drop(c, pk);
 		/* a PREFIX_OPEN now waiting for restores resumes the session
 		 * when it replies (kc_pending_finish()) */
 		if (!deferred)
 			kd_session_resume(s); /* last: may end the session */
 	}
 	kc_park_arm(c);
+}
+
+void kd_cache_pages_back(struct kd_daemon *d)
+{
+	struct kd_cache *c = d->cache;
+
+	if (!c || !c->parked_head || c->park_kicked || !kc_park_head_fits(c))
+		return;
+	c->park_kicked = true;
+	/* from the loop, not from inside whatever freed the pages; during
+	 * a pass, kc_park_run() arms it when the pass ends */
+	if (!c->rerun)
+		kc_park_arm(c);
 }
 
 /* The session ends (kd_cache_session_end()): its parked command goes. */
@@ -137,24 +197,21 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 		struct kc_park *next = pk->next;
 
 		if (pk->s == s) {
-			kc_park_unlink(c, pk);
-			c->cmds_parked_now--;
-			free(pk);
+			if (pk == c->rerun)
+				pk->s = NULL; /* kc_park_run() frees it */
+			else
+				kc_park_drop(c, pk);
 		}
 		pk = next;
 	}
-	kc_park_arm(c);
+	if (!c->rerun)
+		kc_park_arm(c);
 }
 
 void kc_park_fini(struct kd_cache *c)
 {
-	while (c->parked_head) {
-		struct kc_park *pk = c->parked_head;
-
-		kc_park_unlink(c, pk);
-		c->cmds_parked_now--;
-		free(pk);
-	}
+	while (c->parked_head)
+		kc_park_drop(c, c->parked_head);
 	kd_timer_cancel(&c->d->loop, &c->park_timer);
 }
 

@@ -22,19 +22,20 @@
  * the reclaim's cascade moves or drops are found (or not) again by the
  * hit loop.  kd_cache_reclaim()'s answer: -EINPROGRESS parks the open
  * until the victims' copies are done; otherwise the walk goes on (a
- * restore without pages is a miss).
+ * restore without pages is a miss).  The prefix is pinned only when
+ * victims are taken: not when the pages are free, nor on each run of a
+ * parked open that still waits (kc_reclaim_check()).
  */
 static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 			  uint32_t n)
 {
-	bool *pinned = calloc(n, sizeof(*pinned));
 	uint64_t need = 0;
-	int err = 0;
+	uint32_t lim;
+	bool *pinned;
+	int err;
 
-	if (!pinned)
-		return -ENOMEM; /* no reclaim: a restore may miss */
-	for (uint32_t i = 0; i < n; i++) {
-		struct kc_entry *e = kc_find(c, hashes[i]);
+	for (lim = 0; lim < n; lim++) {
+		struct kc_entry *e = kc_find(c, hashes[lim]);
 
 		if (!e || e->dead || e->drop_after)
 			break;
@@ -44,14 +45,25 @@ static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 			break;
 		if (e->tier != POL_TIER_GPU)
 			need += c->ppb;
+	}
+	if (!need)
+		return 0;
+	err = kc_reclaim_check(c->d, need);
+	if (err != 1)
+		return err;
+	pinned = calloc(n, sizeof(*pinned));
+	if (!pinned)
+		return -ENOMEM; /* no reclaim: a restore may miss */
+	for (uint32_t i = 0; i < lim; i++) {
+		struct kc_entry *e = kc_find(c, hashes[i]);
+
 		/* host blocks too: the cascade from the demotions must not
 		 * push them on (or drop them) */
-		if (e->in_pol)
+		if (!e->rblk && e->in_pol)
 			pinned[i] = pol_cache_pin(c->pol, hashes[i]) == 0;
 	}
-	if (need)
-		err = kd_cache_reclaim(c->d, need);
-	for (uint32_t i = 0; i < n; i++)
+	err = kc_reclaim_take(c, need);
+	for (uint32_t i = 0; i < lim; i++)
 		if (pinned[i])
 			(void)pol_cache_unpin(c->pol, hashes[i]);
 	free(pinned);
@@ -551,6 +563,18 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		n = r->max_blocks;
 	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
 		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	/* what can fail cheaply fails before any room is made: a region
+	 * with no free sequence slot answers kd_seq_open()'s -ENOSPC
+	 * without demoting anything */
+	err = -ENOSPC;
+	if (r->nr_open >= r->max_seqs)
+		goto out;
+	err = -ENOMEM;
+	pr = kc_pending_new(n);
+	tiers = malloc(n + 1);
+	plan = malloc(n + 1);
+	if (!pr || !tiers || !plan)
+		goto out;
 	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
 	if (!opened) {
 		pol_cache_set_clock(c->pol, kd_now_ns());
@@ -562,12 +586,6 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			goto out;
 		}
 	}
-	err = -ENOMEM;
-	pr = kc_pending_new(n);
-	tiers = malloc(n + 1);
-	plan = malloc(n + 1);
-	if (!pr || !tiers || !plan)
-		goto out;
 	err = kd_seq_open(r, &seq);
 	if (err)
 		goto out;

@@ -112,14 +112,18 @@ struct kc_pending {
 /*
  * A SEQ_EXTEND or PREFIX_OPEN parked (cache_park.c): the pool was short,
  * the reclaim demoted victims whose pages come back when their copies are
- * done.  The session is deferred; the request is run again from the loop
- * when migrations complete (or its time is up), and answered then.
+ * done (or commands parked before it wait for free pages).  The session
+ * is deferred; the request is run again from the loop when migrations
+ * complete, when pages come back to the pool otherwise, or when its time
+ * is up, and answered then.  Free pages are earmarked for the parked
+ * commands in line order: `need` pages for each (kc_reserved()).
  */
 struct kc_park {
 	struct kc_park *next; /* in kd_cache.parked (FIFO) */
-	struct kd_session *s;
+	struct kd_session *s; /* NULL: its session ended while it ran */
 	uint64_t deadline_ns; /* then it runs without waiting any more */
 	uint64_t round; /* the kc_park_run() pass that ran it last */
+	uint64_t need; /* pool pages it waits for (its last run's count) */
 	size_t len;
 	uint64_t msg[]; /* the request as received: header, then body */
 };
@@ -158,7 +162,11 @@ struct kd_cache {
 	struct kc_park *rerun;
 	bool rerun_final; /* its time is up: no more waiting */
 	bool rerun_parked; /* it parked again */
-	struct kd_timer park_timer; /* the earliest deadline */
+	/* pages came back and the first parked command's need is free: run
+	 * the parked commands from the loop at once (kd_cache_pages_back()) */
+	bool park_kicked;
+	uint64_t park_need; /* pages of the last -EINPROGRESS (the park) */
+	struct kd_timer park_timer; /* the earliest deadline, or now */
 	uint64_t park_round;
 	uint64_t cmds_parked, cmds_parked_now;
 	struct kvmm_tier_stats_reply st;
@@ -180,6 +188,16 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to);
 void kc_job_done(struct kd_cache *c, struct migrate_job *job);
 void kc_demote_pump(struct kd_cache *c, bool fail_all);
 bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e);
+uint64_t kc_pool_free(struct kd_daemon *d);
+/*
+ * kd_cache_reclaim() in two steps, so a PREFIX_OPEN pins its prefix only
+ * when victims are really taken: kc_reclaim_check() answers 0 (the pages
+ * are free beyond those earmarked for parked commands ahead), -EINPROGRESS
+ * (park: copies in flight or commands ahead still wait), -ENOSPC, or 1:
+ * victims are to be taken, by kc_reclaim_take() (same answers).
+ */
+int kc_reclaim_check(struct kd_daemon *d, uint64_t pages);
+int kc_reclaim_take(struct kd_cache *c, uint64_t pages);
 
 /* cache_restore.c */
 int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out);
@@ -197,6 +215,9 @@ void kc_settle(struct kd_cache *c);
 
 /* cache_park.c */
 void kc_park_run(struct kd_cache *c);
+/* Pages earmarked for the parked commands ahead of the one running (all
+ * of them for a new command). */
+uint64_t kc_reserved(struct kd_cache *c);
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s);
 void kc_park_fini(struct kd_cache *c);
 

@@ -50,6 +50,9 @@ void kd_unhold_page(struct kd_session *s, uint32_t page)
 	if (--s->held[page] == 0) {
 		vmm_pool_unmapped(s->d->pool, page);
 		s->pages_held--;
+		/* the last holder of a freed (REVOKING) page: it is free now,
+		 * maybe for a parked command */
+		kd_cache_pages_back(s->d);
 	}
 }
 
@@ -63,6 +66,7 @@ void kd_block_put(struct kd_daemon *d, struct kd_block *blk)
 	if (blk->charged)
 		blk->charged->used_pages -= blk->nr_pages;
 	free(blk);
+	kd_cache_pages_back(d); /* a parked command may wait for them */
 }
 
 static uint32_t div_up(uint64_t a, uint64_t b)

@@ -91,6 +91,8 @@ void kd_session_release_holds(struct kd_session *s)
 		s->pages_held--;
 	}
 	s->pages_held = 0;
+	/* pages nobody else held are free now (a parked command's?) */
+	kd_cache_pages_back(d);
 }
 
 void kd_session_defer(struct kd_session *s)
