@@ -15,6 +15,8 @@
  *      back are A's first: A is served with its own victims' pages (2
  *      rounds of copies), before the stream's second extend, and the
  *      reclaim took exactly the 3 + 5 victims the 8 blocks needed.
+ *      And when the first in line goes away (killed) while part of its
+ *      pages are free, the next one gets them at once.
  *   3. A PREFIX_OPEN into a region with no free sequence slot fails at
  *      once with the slot's -ENOSPC, although its restores would need
  *      room in the full pool: nothing is demoted or parked for it.
@@ -275,6 +277,65 @@ static void no_starvation(void)
 	t_assert_eq(td_stop(&d), 0);
 }
 
+/*
+ * 2b. The first parked command goes away (its client is killed) while the
+ * pages it waited for are partly free: the next one in line gets them at
+ * once, not when the remaining copies end.
+ */
+static void head_dies(void)
+{
+	const int delay = 1000;
+	struct kvmm_status_reply st;
+	struct td_daemon d;
+	int64_t rb[2];
+	uint64_t t_kill;
+	int fa[2], fb[2], hold[2];
+	pid_t a, b;
+	int i;
+
+	start(&d, delay);
+	publish(&d, 0, 4);
+	publish(&d, 1, 4);
+	t_ok(pipe(fa));
+	t_ok(pipe(fb));
+	t_ok(pipe(hold));
+	a = extender(d.sock, 3, false, fa[1], hold[0]);
+	wait_parked(&d, 1);
+	b = extender(d.sock, 1, false, fb[1], -1);
+	wait_parked(&d, 2);
+	/* the first two of A's three copies end (two workers): 2 blocks
+	 * free, earmarked for A, which needs 3 */
+	for (i = 0; i < 5000; i++) {
+		t_ok(td_status(&d, &st));
+		if (st.pages_free >= 2 * CC_PPB)
+			break;
+		usleep(1000);
+	}
+	t_assert_eq(st.pages_free, 2 * CC_PPB);
+	t_assert_eq(st.cmds_parked_now, 2);
+	t_kill = now_ms();
+	t_ok(kill(a, SIGKILL));
+	t_assert_eq(cc_wait_child(a), 128 + SIGKILL);
+	t_assert_eq(cc_wait_child(b), 0);
+	t_assert_eq(read(fb[0], rb, sizeof(rb)), sizeof(rb));
+	t_assert_eq(rb[0], 0);
+	printf("first in line killed: the next served %lld ms later (copies end %d ms later)\n",
+	       (long long)(rb[1] - (int64_t)t_kill), delay);
+	if (rb[1] - (int64_t)t_kill > 300)
+		t_fail("the next in line waited %lld ms",
+		       (long long)(rb[1] - (int64_t)t_kill));
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.cmds_parked, 2);
+	t_assert_eq(st.cmds_parked_now, 0);
+	close(fa[0]);
+	close(fa[1]);
+	close(fb[0]);
+	close(fb[1]);
+	close(hold[0]);
+	close(hold[1]);
+	t_assert_eq(td_stop(&d), 0);
+}
+
 /* 3. A PREFIX_OPEN into a full region: its slot error, nothing demoted. */
 static void prefix_open_full_region(void)
 {
@@ -352,6 +413,7 @@ int main(void)
 	wake_on_free(false);
 	wake_on_free(true);
 	no_starvation();
+	head_dies();
 	prefix_open_full_region();
 	printf("parked commands served fairly ok\n");
 	return 0;

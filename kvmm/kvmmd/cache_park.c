@@ -204,6 +204,9 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 		}
 		pk = next;
 	}
+	/* the pages it waited for may be enough for the next in line */
+	if (kc_park_head_fits(c))
+		c->park_kicked = true;
 	if (!c->rerun)
 		kc_park_arm(c);
 }
