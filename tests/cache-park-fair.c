@@ -23,6 +23,7 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "tests/cache-common.h"
@@ -101,6 +102,8 @@ static pid_t extender(const char *sock, uint32_t nb, bool steps, int out_fd,
 		uint32_t seq, got = 0, n = 0;
 		struct cc c;
 
+		/* a failed test does not leave it waiting */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		cc_connect(&c, sock);
 		cc_region(&c);
 		seq = cc_seq_open(&c);
@@ -151,6 +154,7 @@ static void wake_on_free(bool kill_c)
 		uint32_t seq;
 		struct cc c;
 
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		cc_connect(&c, d.sock);
 		cc_region(&c);
 		seq = cc_seq_open(&c);

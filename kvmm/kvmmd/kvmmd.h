@@ -244,8 +244,9 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq);
 void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold);
 /* Allocate pages for blocks [from, to) that have none; on failure nothing
  * changes.  New blocks are held by the session.  -EINPROGRESS: the pool
- * is short until demotion copies in flight end (the caller parks its
- * command, kd_cache_park()). */
+ * is short until demotion copies in flight end, or its free pages are
+ * earmarked for commands parked before (the caller parks its command,
+ * kd_cache_park()). */
 int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to);
 /* Drop blocks [from, end): the client unmapped them already. */
 void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,

@@ -295,7 +295,8 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 		return -EDQUOT;
 	/* a full pool: cached blocks nobody uses make room (the allocation
 	 * below fails if they cannot); when their pages come back only once
-	 * their copies are done, the caller parks the command */
+	 * their copies are done, or commands parked before this one wait for
+	 * the free pages, the caller parks the command */
 	err = kd_cache_reclaim(s->d, need);
 	if (err == -EINPROGRESS)
 		return err;
