@@ -4,13 +4,17 @@
  * with -ENOSPC and never hands a slot out twice, a FILLING slot is not
  * readable until published, freed slots are reused, the slab sits on the
  * requested NUMA node, the pin hook sees the whole slab, and the sysfs
- * lookup of a GPU's node handles -1 and malformed addresses.
+ * lookup of a GPU's node handles -1 and malformed addresses.  Where
+ * transparent huge pages are not off, a 32 MiB slab is faulted in 2 MiB
+ * pages (it asks for them before its first touch).
  */
 #include "kvmm/kvmmd/tier_host.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -75,6 +79,62 @@ static void check_sysfs(void)
 	t_ok(system(cmd));
 }
 
+/* AnonHugePages of the whole process, in bytes (-1: unknown). */
+static long long anon_huge_bytes(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+static bool thp_off(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	char line[128] = "";
+	bool off;
+
+	if (!f)
+		return true;
+	off = !fgets(line, sizeof(line), f) || strstr(line, "[never]");
+	fclose(f);
+	return off;
+}
+
+/*
+ * The slab's whole 2 MiB pages are huge after the open (at least half of
+ * them: the kernel falls back to 4 KiB pages where it has no huge page to
+ * give, which direct compaction makes rare for a madvised range).
+ */
+static void check_huge_pages(void)
+{
+	struct tier_host_config cfg = {
+		.size = sizeof(cfg),
+		.capacity_bytes = 32u << 20,
+		.slot_bytes = 256 * 1024,
+		.numa_node = -1,
+	};
+	struct tier_host *h;
+	long long before = anon_huge_bytes(), after;
+
+	if (thp_off() || before < 0) {
+		printf("transparent huge pages off: slab page size not checked\n");
+		return;
+	}
+	t_ok(tier_host_open(&cfg, &h));
+	after = anon_huge_bytes();
+	printf("32 MiB slab: %lld MiB in huge pages\n", (after - before) >> 20);
+	t_assert(after - before >= 8ll << 20);
+	tier_host_close(h);
+}
+
 int main(void)
 {
 	const size_t slot = 64 * 1024;
@@ -93,6 +153,7 @@ int main(void)
 	uint64_t v;
 
 	check_sysfs();
+	check_huge_pages();
 	t_ok(tier_parse_size("64M", &v));
 	t_assert_eq(v, 64ull << 20);
 	t_ok(tier_parse_size("1.5GiB", &v));
