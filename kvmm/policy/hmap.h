@@ -2,7 +2,9 @@
 /*
  * A fixed-size map of 64-bit hashes to 32-bit values (open addressing,
  * linear probing, no deletion) for one pass over a trace: the replay's
- * next-use pass and its set of blocks seen, and the --daemon driver's.
+ * next-use pass and its set of blocks seen, the --daemon driver's, and
+ * pol_trace_infer_outputs()'s block -> request map.  A lookup that
+ * misses claims the slot's key but leaves it empty (UINT32_MAX).
  * Sized at init for at most n keys (load factor <= 1/2), so it never
  * grows; every 64-bit key is valid, including 0.
  */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/policy/hmap.h"
 #include "kvmm/policy/trace.h"
 
 struct parser {
@@ -428,54 +429,18 @@ void pol_trace_free(struct pol_trace *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* A small hash -> request map for pol_trace_infer_outputs(). */
-struct u64map {
-	uint64_t *keys;
-	uint32_t *vals; /* UINT32_MAX: empty */
-	uint64_t mask;
-};
-
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint32_t *map_slot(struct u64map *m, uint64_t k)
-{
-	uint64_t i = mix(k) & m->mask;
-
-	while (m->vals[i] != UINT32_MAX && m->keys[i] != k)
-		i = (i + 1) & m->mask;
-	m->keys[i] = k;
-	return &m->vals[i];
-}
-
 int pol_trace_infer_outputs(struct pol_trace *t)
 {
-	struct u64map m;
+	struct pol_hmap m;
 	struct growbuf out = { 0 };
-	uint64_t size = 1024;
 
 	/* m: last full input block -> the request whose output follows it */
-	while (size < 2 * t->nreqs + 2)
-		size <<= 1;
-	m.mask = size - 1;
-	m.keys = calloc(size, sizeof(*m.keys));
-	m.vals = malloc(size * sizeof(*m.vals));
-	if (!m.keys || !m.vals) {
-		free(m.keys);
-		free(m.vals);
+	if (pol_hmap_init(&m, t->nreqs))
 		return -ENOMEM;
-	}
-	memset(m.vals, 0xff, size * sizeof(*m.vals));
 	/* Output block lists, filled in request order (stable offsets). */
 	uint64_t **lists = calloc(t->nreqs, sizeof(*lists));
 	if (!lists) {
-		free(m.keys);
-		free(m.vals);
+		pol_hmap_fini(&m);
 		return -ENOMEM;
 	}
 	for (size_t b = 0; b < t->nreqs; b++) {
@@ -488,9 +453,9 @@ int pol_trace_infer_outputs(struct pol_trace *t)
 			struct pol_trace_req *ra;
 			uint32_t a, end, n;
 
-			slot = map_slot(&m, hb[j]);
+			slot = pol_hmap_slot(&m, hb[j]);
 			if (*slot == UINT32_MAX) {
-				/* map_slot claimed it: give it back empty */
+				/* pol_hmap_slot claimed it: it stays empty */
 				continue;
 			}
 			a = *slot;
@@ -511,7 +476,7 @@ int pol_trace_infer_outputs(struct pol_trace *t)
 		}
 		/* b's own output continues after its last full block. */
 		if (rb->nblocks >= 2) {
-			uint32_t *slot = map_slot(&m, hb[rb->nblocks - 2]);
+			uint32_t *slot = pol_hmap_slot(&m, hb[rb->nblocks - 2]);
 			if (*slot == UINT32_MAX)
 				*slot = (uint32_t)b;
 		}
@@ -523,15 +488,13 @@ int pol_trace_infer_outputs(struct pol_trace *t)
 		for (uint32_t i = 0; i < ra->nout; i++)
 			if (push(&out, lists[a][i])) {
 				free(lists);
-				free(m.keys);
-				free(m.vals);
+				pol_hmap_fini(&m);
 				free(out.v);
 				return -ENOMEM;
 			}
 	}
 	free(lists);
-	free(m.keys);
-	free(m.vals);
+	pol_hmap_fini(&m);
 	free(t->out_hashes);
 	t->out_hashes = out.v;
 	t->nout_hashes = out.n;
