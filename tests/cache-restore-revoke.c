@@ -15,10 +15,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/cache-restore-common.h"
-
-struct ids {
-	uint32_t session, region, seq;
-};
+#include "tests/lib/revoke_client.h"
 
 static int client(const char *sock, int wr, int rd)
 {
@@ -38,14 +35,14 @@ static int client(const char *sock, int wr, int rd)
 	struct kvmm_conn *c;
 	uint32_t s, s2, nb;
 	uint64_t h[CR_NB];
-	struct ids ids;
+	struct rc_ids ids;
 	char go;
 
 	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &ro, &r) ||
 	    kvmm_seq_open(r, &s) || kvmm_seq_extend(r, s, 3 * CC_TPB) ||
 	    kvmm_get_stats(c, &ks))
 		return 1;
-	ids = (struct ids){ ks.session_id, r->id, s };
+	ids = (struct rc_ids){ ks.session_id, r->id, s };
 	if (write(wr, &ids, sizeof(ids)) != sizeof(ids) ||
 	    read(rd, &go, 1) != 1)
 		return 2;
@@ -65,13 +62,11 @@ static int client(const char *sock, int wr, int rd)
 
 int main(void)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kvmm_tier_stats_reply ts0;
 	struct kvmm_status_reply st;
 	int to_parent[2], to_child[2];
-	struct kvmm_conn *admin;
 	struct cr_env env;
-	struct ids ids;
+	struct rc_ids ids;
 	struct cc m;
 	pid_t p;
 
@@ -91,14 +86,7 @@ int main(void)
 	cc_disconnect(&m);
 
 	/* revoke blocks 1.. of the client's own sequence while it waits */
-	t_ok(kc_connect_admin(env.d.sock, &admin));
-	a.session_id = ids.session;
-	a.region_id = ids.region;
-	a.seq_id = ids.seq;
-	a.first_block = 1;
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
+	rc_admin_revoke(env.d.sock, &ids, 1);
 
 	t_assert_eq(cc_wait_child(p), 0);
 	t_ok(td_status(&env.d, &st));

@@ -23,6 +23,26 @@ struct rc_ids {
 };
 
 /*
+ * Revoke sequence ids->seq of ids->region from first_block on, as the
+ * admin on d's socket sock; fails the test if the daemon refuses.
+ */
+static inline void rc_admin_revoke(const char *sock, const struct rc_ids *ids,
+				   uint32_t first_block)
+{
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	struct kvmm_conn *admin;
+
+	t_ok(kc_connect_admin(sock, &admin));
+	a.session_id = ids->session;
+	a.region_id = ids->region;
+	a.seq_id = ids->seq;
+	a.first_block = first_block;
+	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(admin);
+}
+
+/*
  * The client's part once its sequence s of region r is set up: tell the
  * parent where it is (wr), step until the parent says stop (rd), which
  * acknowledges the revocation, and check that pages were revoked.
@@ -63,9 +83,7 @@ static inline void rc_run_client(struct td_daemon *d,
 				 int (*client)(void *arg, int wr, int rd),
 				 void *arg)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	int to_parent[2], to_child[2], ws;
-	struct kvmm_conn *admin;
 	struct rc_ids ids;
 	pid_t pid;
 
@@ -78,14 +96,7 @@ static inline void rc_run_client(struct td_daemon *d,
 	close(to_parent[1]);
 	close(to_child[0]);
 	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
-	t_ok(kc_connect_admin(d->sock, &admin));
-	a.session_id = ids.session;
-	a.region_id = ids.region;
-	a.seq_id = ids.seq;
-	a.first_block = 1;
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
+	rc_admin_revoke(d->sock, &ids, 1);
 	usleep(200000); /* the client steps every 5 ms and acknowledges */
 	t_assert_eq(write(to_child[1], "x", 1), 1);
 	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
