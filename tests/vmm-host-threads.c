@@ -52,11 +52,10 @@ static void *worker(void *arg)
 
 int main(void)
 {
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
 	struct vmm_backend_usage u;
 	pthread_t th[THREADS];
 
-	t_ok(vmm_backend_open(&cfg, &b));
+	b = vt_open_host(PAGE);
 	t_ok(b->ops->reserve(b, THREADS * SLOTS * PAGE, &base));
 	for (long t = 0; t < THREADS; t++)
 		t_ok(pthread_create(&th[t], NULL, worker, (void *)t));

@@ -43,14 +43,13 @@ static int count_page_maps(uint64_t ino)
 
 static int receiver(int sock)
 {
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
 	struct vmm_backend *b;
 	struct stat secret = { 0 }, st;
 	vmm_handle_t page;
 	uint64_t va, tag;
 	int fd;
 
-	t_ok(vmm_backend_open(&cfg, &b));
+	b = vt_open_host(PAGE);
 	t_ok(vt_recv_fd(sock, &fd, &tag));
 	t_assert(fd >= 0);
 	t_ok(fstat(fd, &st));
@@ -92,7 +91,6 @@ static int receiver(int sock)
 
 int main(int argc, char **argv)
 {
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
 	struct vmm_backend *b;
 	vmm_handle_t secret, shared;
 	struct stat sst, hst;
@@ -102,7 +100,7 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "child"))
 		return receiver(atoi(argv[3]));
 
-	t_ok(vmm_backend_open(&cfg, &b));
+	b = vt_open_host(PAGE);
 	t_ok(b->ops->page_create(b, &secret));
 	t_ok(b->ops->page_create(b, &shared));
 	t_ok(b->ops->copy_from_host(b, secret, 0, "secret", 7));

@@ -27,7 +27,6 @@ static void check_stats(struct vmm_pool *pool, uint64_t created, uint64_t free,
 
 int main(void)
 {
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = 8192 };
 	struct vmm_backend_usage u;
 	struct vmm_pool_stats st;
 	struct vmm_backend *b;
@@ -36,7 +35,7 @@ int main(void)
 	uint64_t va;
 	int fds_before = vt_count_fds();
 
-	t_ok(vmm_backend_open(&cfg, &b));
+	b = vt_open_host(8192);
 	t_assert_eq(vmm_pool_create(b, 0, &pool), -EINVAL);
 	t_ok(vmm_pool_create(b, CAP, &pool));
 	t_ok(b->ops->reserve(b, CAP * b->page_size, &va));
