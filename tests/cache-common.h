@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvmm/kvmm.h"
@@ -574,6 +575,46 @@ static inline void cc_nvme_path(char *buf, size_t len, const char *name)
 
 	snprintf(buf, len, "%s/kvmm-%s-%d", dir ? dir : "/var/tmp", name,
 		 (int)getpid());
+}
+
+/* Milliseconds on the monotonic clock. */
+static inline uint64_t cc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Start kvmmd with args and the test knob env_name (e.g.
+ * KVMMD_TEST_DEMOTE_DELAY_MS) set to delay_ms for it alone. */
+static inline void cc_start_with_delay(struct td_daemon *d, const char **args,
+				       const char *env_name, int delay_ms)
+{
+	char delay[16];
+	int r;
+
+	snprintf(delay, sizeof(delay), "%d", delay_ms);
+	setenv(env_name, delay, 1);
+	r = td_start(d, args);
+	unsetenv(env_name);
+	if (r)
+		t_fail("kvmmd did not start: %d", r);
+}
+
+/* Wait (up to 10 s) until kvmmd has n commands parked. */
+static inline void cc_wait_parked(struct td_daemon *d, uint64_t n)
+{
+	struct kvmm_status_reply st;
+
+	for (int i = 0; i < 10000; i++) {
+		t_ok(td_status(d, &st));
+		if (st.cmds_parked_now == n)
+			return;
+		usleep(1000);
+	}
+	t_fail("cmds_parked_now never reached %llu (is %llu)",
+	       (unsigned long long)n, (unsigned long long)st.cmds_parked_now);
 }
 
 #endif

@@ -47,9 +47,9 @@ static uint64_t write_timed(const char *sock, int k)
 		seq = cc_seq_open(&c);
 		cc_extend(&c, seq, CR_NB * CC_TPB, pages);
 		cc_fill(&c, pages, CR_NB, 200 + k);
-		t0 = cr_now_ms();
+		t0 = cc_now_ms();
 		t_ok(cc_publish(&c, seq, 0, h, CR_NB, &rep));
-		ms = cr_now_ms() - t0;
+		ms = cc_now_ms() - t0;
 		t_assert_eq(rep.published, CR_NB);
 		cc_seq_close(&c, seq, pages, CR_NB * CC_PPB);
 		cc_disconnect(&c);
@@ -71,9 +71,9 @@ static uint64_t stats_timed(const char *sock)
 	struct cc c;
 
 	cc_connect(&c, sock);
-	t0 = cr_now_ms();
+	t0 = cc_now_ms();
 	cc_tier_stats(&c, &ts);
-	t0 = cr_now_ms() - t0;
+	t0 = cc_now_ms() - t0;
 	cc_disconnect(&c);
 	return t0;
 }

@@ -41,14 +41,6 @@ static uint64_t hash_of(int content, int b)
 	return 0x8100000ull * (content + 1) + b + 1;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* kvmmd with a pool of 8 blocks, all cached (contents 0 and 1). */
 static void start(struct td_daemon *d, int delay_ms)
 {
@@ -56,15 +48,8 @@ static void start(struct td_daemon *d, int delay_ms)
 			       "8",	    "--host-mem", "2M",
 			       NULL };
 	struct kvmm_tier_stats_reply ts;
-	char delay[16];
-	int r;
 
-	snprintf(delay, sizeof(delay), "%d", delay_ms);
-	setenv("KVMMD_TEST_DEMOTE_DELAY_MS", delay, 1);
-	r = td_start(d, args);
-	unsetenv("KVMMD_TEST_DEMOTE_DELAY_MS");
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	cc_start_with_delay(d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", delay_ms);
 	for (int k = 0; k < 2; k++) {
 		uint64_t h[NB];
 
@@ -75,21 +60,6 @@ static void start(struct td_daemon *d, int delay_ms)
 	}
 	cc_settled_stats(d->sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* the whole pool */
-}
-
-/* Wait (up to 10 s) until kvmmd has n commands parked. */
-static void wait_parked(struct td_daemon *d, uint64_t n)
-{
-	struct kvmm_status_reply st;
-
-	for (int i = 0; i < 10000; i++) {
-		t_ok(td_status(d, &st));
-		if (st.cmds_parked_now == n)
-			return;
-		usleep(1000);
-	}
-	t_fail("cmds_parked_now never reached %llu (is %llu)",
-	       (unsigned long long)n, (unsigned long long)st.cmds_parked_now);
 }
 
 /*
@@ -120,9 +90,9 @@ static pid_t extender(const char *sock, uint32_t nb, int out_fd, bool linger)
 			for (;;)
 				pause();
 		}
-		t0 = now_ms();
+		t0 = cc_now_ms();
 		res[0] = cc_try_extend(&c, ex.seq_id, nb * CC_TPB, ids);
-		res[1] = (int64_t)(now_ms() - t0);
+		res[1] = (int64_t)(cc_now_ms() - t0);
 		if (!res[0]) {
 			cc_fill(&c, ids, nb, 9);
 			cc_check(&c, ids, nb, 9);
@@ -150,7 +120,7 @@ static uint64_t other_client(const char *sock, int k)
 		struct kvmm_prefix_open_reply rep;
 		struct kvmm_tier_stats_reply ts;
 		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB], t0 = now_ms(), dt;
+		uint64_t h[NB], t0 = cc_now_ms(), dt;
 		struct cc c;
 
 		for (int b = 0; b < NB; b++)
@@ -164,7 +134,7 @@ static uint64_t other_client(const char *sock, int k)
 		cc_tier_stats(&c, &ts);
 		cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
 		cc_disconnect(&c);
-		dt = now_ms() - t0;
+		dt = cc_now_ms() - t0;
 		t_assert_eq(write(fd[1], &dt, sizeof(dt)), sizeof(dt));
 		_exit(0);
 	}
@@ -188,7 +158,7 @@ static void served_meanwhile(void)
 	start(&d, DELAY_MS);
 	t_ok(pipe(fd));
 	a = extender(d.sock, 3, fd[1], false);
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	b_ms = other_client(d.sock, 1);
 	/* A still waits for its copies: B was served meanwhile */
 	t_ok(td_status(&d, &st));
@@ -232,10 +202,10 @@ static void death_while_parked(void)
 	t_ok(pipe(fd));
 	a = extender(d.sock, 3, fd[1], true);
 	t_assert_eq(read(fd[0], &ch, 1), 1);
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	t_ok(kill(a, SIGKILL));
 	t_assert_eq(cc_wait_child(a), 128 + SIGKILL);
-	wait_parked(&d, 0);
+	cc_wait_parked(&d, 0);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[1].used_blocks, 3); /* the copies ended there */
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB - 3);
@@ -270,9 +240,9 @@ static void two_parked(void)
 	start(&d, DELAY_MS);
 	t_ok(pipe(fd));
 	a = extender(d.sock, 3, fd[1], false);
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	b = extender(d.sock, 3, fd[1], false);
-	wait_parked(&d, 2);
+	cc_wait_parked(&d, 2);
 	t_assert_eq(cc_wait_child(a), 0);
 	t_assert_eq(cc_wait_child(b), 0);
 	for (int i = 0; i < 2; i++) {
@@ -304,7 +274,7 @@ static void shutdown_while_parked(void)
 	t_ok(pipe(fd));
 	a = extender(d.sock, 2, fd[1], true);
 	t_assert_eq(read(fd[0], &ch, 1), 1);
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	t_assert_eq(td_stop(&d), 0);
 	t_ok(kill(a, SIGKILL));
 	t_assert_eq(cc_wait_child(a), 128 + SIGKILL);
@@ -340,7 +310,7 @@ static void prefix_open_parked(void)
 	t_assert(p >= 0);
 	if (p == 0) {
 		uint32_t ids[NB * CC_PPB];
-		uint64_t h[NB], t0 = now_ms(), dt;
+		uint64_t h[NB], t0 = cc_now_ms(), dt;
 		struct cc c;
 
 		for (int b = 0; b < NB; b++)
@@ -348,7 +318,7 @@ static void prefix_open_parked(void)
 		cc_connect(&c, d.sock);
 		cc_region(&c);
 		cc_prefix(&c, h, NB, &rep, ids);
-		dt = now_ms() - t0;
+		dt = cc_now_ms() - t0;
 		t_assert_eq(rep.nr_blocks, NB);
 		t_assert_eq(rep.from_host, 3);
 		t_assert_eq(rep.from_gpu, 1);
@@ -358,7 +328,7 @@ static void prefix_open_parked(void)
 		t_assert_eq(write(fd[1], &dt, sizeof(dt)), sizeof(dt));
 		_exit(0);
 	}
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	t_assert_eq(cc_wait_child(p), 0);
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.cmds_parked, 2); /* the extend, then the open */

@@ -34,28 +34,13 @@ static uint64_t hash_of(int content, int b)
 	return 0x8300000ull * (content + 1) + b + 1;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void start(struct td_daemon *d, int delay_ms)
 {
 	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
 			       "8",	    "--host-mem", "2M",
 			       NULL };
-	char delay[16];
-	int r;
 
-	snprintf(delay, sizeof(delay), "%d", delay_ms);
-	setenv("KVMMD_TEST_DEMOTE_DELAY_MS", delay, 1);
-	r = td_start(d, args);
-	unsetenv("KVMMD_TEST_DEMOTE_DELAY_MS");
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	cc_start_with_delay(d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", delay_ms);
 }
 
 /* Content k: nb cached blocks (a publisher process). */
@@ -68,25 +53,10 @@ static void publish(struct td_daemon *d, int k, uint32_t nb)
 	t_assert_eq(cc_publish_content(d->sock, h, nb, 800 + k, NULL), 0);
 }
 
-/* Wait (up to 10 s) until kvmmd has n commands parked. */
-static void wait_parked(struct td_daemon *d, uint64_t n)
-{
-	struct kvmm_status_reply st;
-
-	for (int i = 0; i < 10000; i++) {
-		t_ok(td_status(d, &st));
-		if (st.cmds_parked_now == n)
-			return;
-		usleep(1000);
-	}
-	t_fail("cmds_parked_now never reached %llu (is %llu)",
-	       (unsigned long long)n, (unsigned long long)st.cmds_parked_now);
-}
-
 /*
  * A process that extends a new sequence by nb blocks, one block at a
  * time when `steps`, else at once.  For each extend it writes to out_fd
- * its status and the time (now_ms()) its reply came; then it checks the
+ * its status and the time (cc_now_ms()) its reply came; then it checks the
  * pages' bytes, keeps them until it reads a byte from hold_fd (when not
  * -1), closes the sequence and exits.
  */
@@ -109,7 +79,7 @@ static pid_t extender(const char *sock, uint32_t nb, bool steps, int out_fd,
 		seq = cc_seq_open(&c);
 		for (uint32_t to = steps ? 1 : nb; to <= nb; to++) {
 			res[2 * n] = cc_try_extend(&c, seq, to * CC_TPB, ids);
-			res[2 * n + 1] = (int64_t)now_ms();
+			res[2 * n + 1] = (int64_t)cc_now_ms();
 			if (!res[2 * n])
 				got = to;
 			n++;
@@ -178,8 +148,8 @@ static void wake_on_free(bool kill_c)
 
 	t_ok(pipe(fd));
 	a = extender(d.sock, 2, false, fd[1], -1);
-	wait_parked(&d, 1);
-	t_free = now_ms();
+	cc_wait_parked(&d, 1);
+	t_free = cc_now_ms();
 	if (kill_c) {
 		t_ok(kill(cp, SIGKILL));
 		t_assert_eq(cc_wait_child(cp), 128 + SIGKILL);
@@ -238,10 +208,10 @@ static void no_starvation(void)
 	t_ok(pipe(fa));
 	t_ok(pipe(fs));
 	t_ok(pipe(hold));
-	t0 = now_ms();
+	t0 = cc_now_ms();
 	/* A keeps its pages until the stream is done */
 	a = extender(d.sock, 3, false, fa[1], hold[0]);
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	s = extender(d.sock, 5, true, fs[1], -1);
 	t_assert_eq(read(fa[0], ra, sizeof(ra)), sizeof(ra));
 	t_assert_eq(cc_wait_child(s), 0);
@@ -304,9 +274,9 @@ static void head_dies(void)
 	t_ok(pipe(fb));
 	t_ok(pipe(hold));
 	a = extender(d.sock, 3, false, fa[1], hold[0]);
-	wait_parked(&d, 1);
+	cc_wait_parked(&d, 1);
 	b = extender(d.sock, 1, false, fb[1], -1);
-	wait_parked(&d, 2);
+	cc_wait_parked(&d, 2);
 	/* the first two of A's three copies end (two workers): 2 blocks
 	 * free, earmarked for A, which needs 3 */
 	for (i = 0; i < 5000; i++) {
@@ -317,7 +287,7 @@ static void head_dies(void)
 	}
 	t_assert_eq(st.pages_free, 2 * CC_PPB);
 	t_assert_eq(st.cmds_parked_now, 2);
-	t_kill = now_ms();
+	t_kill = cc_now_ms();
 	t_ok(kill(a, SIGKILL));
 	t_assert_eq(cc_wait_child(a), 128 + SIGKILL);
 	t_assert_eq(cc_wait_child(b), 0);
@@ -381,10 +351,10 @@ static void prefix_open_full_region(void)
 	/* content 0 would restore 3 blocks into the full pool */
 	for (int b = 0; b < 4; b++)
 		h[b] = hash_of(0, b);
-	t0 = now_ms();
+	t0 = cc_now_ms();
 	cc_prefix_send(&c, h, 4);
 	t_assert_eq(cc_recv(&c, NULL, 0, NULL, NULL), -ENOSPC);
-	dt = now_ms() - t0;
+	dt = cc_now_ms() - t0;
 	printf("prefix open into a full region: -ENOSPC in %llu ms\n",
 	       (unsigned long long)dt);
 	if (dt >= delay / 2)

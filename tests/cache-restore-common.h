@@ -34,14 +34,6 @@ static inline uint64_t cr_hash(int content, int b)
 	return 0x7100000ull * (content + 1) + b + 1;
 }
 
-static inline uint64_t cr_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * Start kvmmd: 8 cached GPU blocks (one content), a host tier of 8 slots (6 for the
  * policy), an NVMe file of nvme_slots slots, every restore delayed by

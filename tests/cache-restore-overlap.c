@@ -64,7 +64,7 @@ int main(void)
 		h[b] = cr_hash(0, b);
 	cc_connect(&a, env.d.sock);
 	cc_region(&a);
-	t0 = cr_now_ms();
+	t0 = cc_now_ms();
 	cc_prefix_send(&a, h, CR_NB);
 
 	/* another client process, while A's restores run */
@@ -76,12 +76,12 @@ int main(void)
 		uint64_t t;
 
 		close(pfds[0]);
-		t = cr_now_ms();
+		t = cc_now_ms();
 		cc_connect(&b, env.d.sock);
 		t_ok(cc_call(&b, KVMM_CMD_NOP, NULL, 0, NULL, 0, NULL, NULL));
 		cr_wait_pending(&b, 1);
 		cc_tier_stats(&b, &bs);
-		t = cr_now_ms() - t;
+		t = cc_now_ms() - t;
 		cc_disconnect(&b);
 		t_assert_eq(write(pfds[1], &t, sizeof(t)), sizeof(t));
 		t_assert_eq(write(pfds[1], &bs, sizeof(bs)), sizeof(bs));
@@ -99,7 +99,7 @@ int main(void)
 	t_assert(bs.migrations_in_flight >= 1);
 
 	cc_prefix_recv(&a, &rep, ids);
-	a_ms = cr_now_ms() - t0;
+	a_ms = cc_now_ms() - t0;
 	t_assert_eq(rep.nr_blocks, CR_NB);
 	t_assert_eq(rep.from_nvme, CR_NB);
 	t_assert_eq(rep.len, CR_NB * CC_TPB);

@@ -79,22 +79,6 @@ static void check_sysfs(void)
 	t_ok(system(cmd));
 }
 
-/* AnonHugePages of the whole process, in bytes (-1: unknown). */
-static long long anon_huge_bytes(void)
-{
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
-	long long kb = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb < 0 ? -1 : kb * 1024;
-}
-
 static bool thp_off(void)
 {
 	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -122,14 +106,14 @@ static void check_huge_pages(void)
 		.numa_node = -1,
 	};
 	struct tier_host *h;
-	long long before = anon_huge_bytes(), after;
+	long long before = t_anon_huge_bytes(), after;
 
 	if (thp_off() || before < 0) {
 		printf("transparent huge pages off: slab page size not checked\n");
 		return;
 	}
 	t_ok(tier_host_open(&cfg, &h));
-	after = anon_huge_bytes();
+	after = t_anon_huge_bytes();
 	printf("32 MiB slab: %lld MiB in huge pages\n", (after - before) >> 20);
 	t_assert(after - before >= 8ll << 20);
 	tier_host_close(h);

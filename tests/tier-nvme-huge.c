@@ -29,22 +29,6 @@ static uint64_t pattern(size_t i)
 	return i * 0x9e3779b97f4a7c15ull + 17;
 }
 
-/* AnonHugePages of the whole process, in bytes (-1: unknown). */
-static long long anon_huge_bytes(void)
-{
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
-	long long kb = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb < 0 ? -1 : kb * 1024;
-}
-
 int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
@@ -104,7 +88,7 @@ int main(void)
 	/* only the 3 whole 2 MiB pages inside [region, region + 8 MiB) */
 	t_assert_eq(st.reg_huge_bytes % HUGE, 0);
 	t_assert(st.reg_huge_bytes <= REGION - HUGE);
-	huge = anon_huge_bytes();
+	huge = t_anon_huge_bytes();
 	if (st.reg_huge_bytes && huge >= 0)
 		t_assert(huge >= (long long)st.reg_huge_bytes);
 	printf("reg_huge_bytes %llu of %u, AnonHugePages %lld\n",

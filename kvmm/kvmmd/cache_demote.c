@@ -119,6 +119,23 @@ bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e)
 }
 
 /*
+ * A host slot for the job at the head of a queue (demotions waiting for a
+ * slot, NVMe restores waiting for staging): 0 with job->host_slot set;
+ * -EAGAIN when none is free but migrations in flight will give one back
+ * (the job stays queued); -ENOSPC when none will come back, -ESHUTDOWN
+ * at shutdown (fail_all): the job fails.
+ */
+int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all)
+{
+	if (fail_all)
+		return -ESHUTDOWN;
+	if (tier_host_alloc(c->host, &job->host_slot) == 0)
+		return 0;
+	job->host_slot = MIGRATE_NO_SLOT;
+	return c->st.migrations_in_flight ? -EAGAIN : -ENOSPC;
+}
+
+/*
  * Start queued demotions while host slots are free.  When none is free and
  * no migration is in flight, none will come back: the queued demotions
  * fail and their blocks are dropped, as a demotion that found no slot
@@ -129,16 +146,10 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 	while (c->slotq_head) {
 		struct kc_entry *e = c->slotq_head;
 		struct migrate_job *job = e->job;
-		int err = 0;
+		int err = kc_queued_slot(c, job, fail_all);
 
-		if (fail_all) {
-			err = -ESHUTDOWN;
-		} else if (tier_host_alloc(c->host, &job->host_slot)) {
-			job->host_slot = MIGRATE_NO_SLOT;
-			if (c->st.migrations_in_flight)
-				return;
-			err = -ENOSPC;
-		}
+		if (err == -EAGAIN)
+			return;
 		kc_slotq_del(c, e);
 		if (!err) {
 			e->host_slot = job->host_slot;

@@ -186,6 +186,7 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 /* cache_demote.c */
 void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to);
 void kc_job_done(struct kd_cache *c, struct migrate_job *job);
+int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all);
 void kc_demote_pump(struct kd_cache *c, bool fail_all);
 bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e);
 uint64_t kc_pool_free(struct kd_daemon *d);

@@ -106,16 +106,10 @@ void kc_staging_pump(struct kd_cache *c, bool fail_all)
 	while (c->staging_head) {
 		struct kc_entry *e = c->staging_head;
 		struct migrate_job *job = e->job;
-		int err = 0;
+		int err = kc_queued_slot(c, job, fail_all);
 
-		if (fail_all) {
-			err = -ESHUTDOWN;
-		} else if (tier_host_alloc(c->host, &job->host_slot)) {
-			job->host_slot = MIGRATE_NO_SLOT;
-			if (c->st.migrations_in_flight)
-				return;
-			err = -ENOSPC;
-		}
+		if (err == -EAGAIN)
+			return;
 		c->staging_head = e->staging_next;
 		if (!c->staging_head)
 			c->staging_tail = NULL;

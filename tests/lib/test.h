@@ -55,4 +55,20 @@
 			       _r < 0 ? strerror((int)-_r) : "");  \
 	} while (0)
 
+/* AnonHugePages of the whole process, in bytes (-1: unknown). */
+static inline long long t_anon_huge_bytes(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
 #endif
