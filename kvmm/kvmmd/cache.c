@@ -20,48 +20,13 @@
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
-static inline uint32_t kc_bucket(const struct kd_cache *c, uint64_t hash)
-{
-	return (uint32_t)(hash & (c->nbuckets - 1));
-}
-
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash)
 {
-	struct kc_entry *e = c->buckets[kc_bucket(c, hash)];
-
-	while (e && e->hash != hash)
-		e = e->next;
-	return e;
-}
-
-/*
- * Twice as many buckets once there are more entries than buckets, so a
- * lookup stays a short chain however many blocks the tiers hold.  Block
- * hashes are XXH3 output: the low bits are as good as any.  When the
- * bigger table cannot be had, the old one goes on working (longer chains).
- */
-static void kc_grow(struct kd_cache *c)
-{
-	uint32_t n = c->nbuckets * 2;
-	struct kc_entry **b;
-
-	if (c->nentries <= c->nbuckets || n < c->nbuckets)
-		return;
-	b = calloc(n, sizeof(*b));
-	if (!b)
-		return;
-	for (uint32_t i = 0; i < c->nbuckets; i++) {
-		while (c->buckets[i]) {
-			struct kc_entry *e = c->buckets[i];
-
-			c->buckets[i] = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-		}
-	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
+	for (struct kd_hnode *n = kd_htab_first(&c->index, hash); n;
+	     n = n->next)
+		if (n->key == hash)
+			return kc_of(n);
+	return NULL;
 }
 
 static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
@@ -73,22 +38,15 @@ static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
 	e->hash = hash;
 	e->gen = ++c->next_gen;
 	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
-	e->next = c->buckets[kc_bucket(c, hash)];
-	c->buckets[kc_bucket(c, hash)] = e;
-	c->nentries++;
-	kc_grow(c);
+	/* block hashes are XXH3 output: the low bits are as good as any */
+	e->node.key = hash;
+	kd_htab_add(&c->index, &e->node);
 	return e;
 }
 
 void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
-	struct kc_entry **pp = &c->buckets[kc_bucket(c, e->hash)];
-
-	while (*pp && *pp != e)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = e->next;
-	c->nentries--;
+	kd_htab_del(&c->index, &e->node);
 	free(e);
 }
 
@@ -350,9 +308,7 @@ int kd_cache_init(struct kd_daemon *d)
 
 	if (!c)
 		return -ENOMEM;
-	c->nbuckets = KC_BUCKETS_MIN;
-	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
-	if (!c->buckets) {
+	if (kd_htab_init(&c->index, KC_BUCKETS_MIN)) {
 		free(c);
 		return -ENOMEM;
 	}
@@ -389,9 +345,9 @@ void kd_cache_fini(struct kd_daemon *d)
 	}
 	kd_timer_cancel(&d->loop, &c->settle_timer);
 	kc_park_fini(c); /* the sessions are gone: nothing is parked */
-	for (uint32_t b = 0; b < c->nbuckets; b++) {
-		while (c->buckets[b]) {
-			struct kc_entry *e = c->buckets[b];
+	for (uint64_t b = 0; b <= c->index.mask; b++) {
+		while (c->index.b[b]) {
+			struct kc_entry *e = kc_of(c->index.b[b]);
 
 			/* NVMe blocks stay on disk for the next start */
 			e->nvme_slot = MIGRATE_NO_SLOT;
@@ -404,7 +360,7 @@ void kd_cache_fini(struct kd_daemon *d)
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
 	tier_host_close(c->host);
-	free(c->buckets);
+	kd_htab_fini(&c->index);
 	free(c);
 	d->cache = NULL;
 }

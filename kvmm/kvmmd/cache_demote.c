@@ -182,8 +182,10 @@ static void kc_nvme_room(struct kd_cache *c)
 	tier_nvme_get_stats(c->nvme, &ns);
 	if (ns.used_slots < ns.capacity_slots)
 		return;
-	for (uint32_t b = 0; b < c->nbuckets; b++) {
-		for (struct kc_entry *e = c->buckets[b]; e; e = e->next) {
+	for (uint64_t b = 0; b <= c->index.mask; b++) {
+		for (struct kd_hnode *n = c->index.b[b]; n; n = n->next) {
+			struct kc_entry *e = kc_of(n);
+
 			if (!e->in_pol && !e->job && !e->rblk &&
 			    e->tier == POL_TIER_NVME) {
 				c->st.tiers[POL_TIER_NVME].drops++;

@@ -28,11 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/policy/policy.h"
 
-/* the hash index starts with this many buckets and doubles when it holds
- * more entries than buckets (an NVMe tier can hold hundreds of thousands) */
+/* the hash index starts with this many buckets (it doubles as it fills:
+ * an NVMe tier can hold hundreds of thousands) */
 #define KC_BUCKETS_MIN 4096u
 /* host slots kept for staging NVMe restores (one tier_nvme batch) */
 #define KC_STAGING_SLOTS 8u
@@ -56,7 +57,7 @@ struct kc_entry {
 	/* restore in flight (job is HOST_TO_GPU or NVME_TO_GPU): the fresh
 	 * pages it fills, the cache's reference until it is settled */
 	struct kd_block *rblk;
-	struct kc_entry *next; /* hash chain */
+	struct kd_hnode node; /* in kd_cache.index, key = hash */
 	struct kc_entry *dead_next;
 	struct kc_entry *restored_next; /* restore done, not yet settled */
 	/* 1 + the restores handed to the engine before this one's: restores
@@ -128,11 +129,14 @@ struct kc_park {
 	uint64_t msg[]; /* the request as received: header, then body */
 };
 
+static inline struct kc_entry *kc_of(struct kd_hnode *n)
+{
+	return (struct kc_entry *)((char *)n - offsetof(struct kc_entry, node));
+}
+
 struct kd_cache {
 	struct kd_daemon *d;
-	struct kc_entry **buckets; /* nbuckets, a power of two */
-	uint32_t nbuckets;
-	uint64_t nentries;
+	struct kd_htab index; /* kc_entry.node, key = the block hash */
 	uint64_t next_gen;
 	struct kc_entry *dead; /* removed from the policy after its call */
 	bool opened; /* tiers and policy set up */

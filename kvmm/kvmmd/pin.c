@@ -42,25 +42,14 @@
 #include <stdlib.h>
 
 #include "kvmm/kvmmd/cache.h"
+#include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/policy/policy.h"
-
-/* A chained hash table of intrusive nodes; the caller compares keys. */
-struct pin_hnode {
-	struct pin_hnode *next;
-	uint64_t key;
-};
-
-struct pin_tab {
-	struct pin_hnode **b;
-	uint64_t mask; /* buckets - 1 */
-	uint64_t n;
-};
 
 struct pin_block;
 
 struct kd_pin {
-	struct pin_hnode node; /* kd_pins.recs: key (session, hash) */
+	struct kd_hnode node; /* kd_pins.recs: key (session, hash) */
 	struct kd_session *s;
 	struct kd_pin *s_prev, *s_next; /* the session's records */
 	struct kd_pin *b_prev, *b_next; /* the block's records */
@@ -74,7 +63,7 @@ struct kd_pin {
 
 /* The records on one cache entry, and what they told the policy. */
 struct pin_block {
-	struct pin_hnode node; /* kd_pins.blocks: key (hash, gen) */
+	struct kd_hnode node; /* kd_pins.blocks: key (hash, gen) */
 	uint64_t hash, gen;
 	struct kd_pin *recs;
 	uint32_t nr_prio; /* records with KVMM_PIN_F_PRIORITY */
@@ -86,7 +75,7 @@ struct pin_block {
  * left. */
 struct kd_pins {
 	struct kd_daemon *d;
-	struct pin_tab recs, blocks;
+	struct kd_htab recs, blocks;
 	struct kd_pin **heap; /* TTL records, earliest expiry at [0] */
 	uint32_t heap_n, heap_cap;
 	uint64_t nr_recs;
@@ -109,63 +98,6 @@ static uint64_t pin_mix(uint64_t a, uint64_t b)
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
 	return x;
-}
-
-static int tab_init(struct pin_tab *t)
-{
-	t->b = calloc(PIN_TAB_MIN, sizeof(*t->b));
-	if (!t->b)
-		return -ENOMEM;
-	t->mask = PIN_TAB_MIN - 1;
-	t->n = 0;
-	return 0;
-}
-
-static struct pin_hnode *tab_first(const struct pin_tab *t, uint64_t key)
-{
-	return t->b[key & t->mask];
-}
-
-/* Double the buckets past one node per bucket; a failed grow only makes
- * the chains longer. */
-static void tab_grow(struct pin_tab *t)
-{
-	uint64_t nb = (t->mask + 1) * 2;
-	struct pin_hnode **b = calloc(nb, sizeof(*b));
-
-	if (!b)
-		return;
-	for (uint64_t i = 0; i <= t->mask; i++) {
-		while (t->b[i]) {
-			struct pin_hnode *n = t->b[i];
-
-			t->b[i] = n->next;
-			n->next = b[n->key & (nb - 1)];
-			b[n->key & (nb - 1)] = n;
-		}
-	}
-	free(t->b);
-	t->b = b;
-	t->mask = nb - 1;
-}
-
-static void tab_add(struct pin_tab *t, struct pin_hnode *n)
-{
-	if (t->n > t->mask)
-		tab_grow(t);
-	n->next = t->b[n->key & t->mask];
-	t->b[n->key & t->mask] = n;
-	t->n++;
-}
-
-static void tab_del(struct pin_tab *t, struct pin_hnode *n)
-{
-	struct pin_hnode **pp = &t->b[n->key & t->mask];
-
-	while (*pp != n)
-		pp = &(*pp)->next;
-	*pp = n->next;
-	t->n--;
 }
 
 /* ---- the TTL heap ---- */
@@ -260,8 +192,9 @@ static struct kd_pins *pins_get(struct kd_daemon *d)
 	ps = calloc(1, sizeof(*ps));
 	if (!ps)
 		return NULL;
-	if (tab_init(&ps->recs) || tab_init(&ps->blocks)) {
-		free(ps->recs.b);
+	if (kd_htab_init(&ps->recs, PIN_TAB_MIN) ||
+	    kd_htab_init(&ps->blocks, PIN_TAB_MIN)) {
+		kd_htab_fini(&ps->recs); /* calloc'd: NULL when not made */
 		free(ps);
 		return NULL;
 	}
@@ -279,8 +212,8 @@ static void pins_put_if_empty(struct kd_daemon *d)
 	if (!ps || ps->nr_recs)
 		return;
 	kd_timer_cancel(&d->loop, &ps->timer);
-	free(ps->recs.b);
-	free(ps->blocks.b);
+	kd_htab_fini(&ps->recs);
+	kd_htab_fini(&ps->blocks);
 	free(ps->heap);
 	free(ps);
 	d->pins = NULL;
@@ -335,7 +268,7 @@ static struct pin_block *block_find(struct kd_pins *ps, uint64_t hash,
 {
 	uint64_t key = pin_mix(hash, gen);
 
-	for (struct pin_hnode *n = tab_first(&ps->blocks, key); n;
+	for (struct kd_hnode *n = kd_htab_first(&ps->blocks, key); n;
 	     n = n->next) {
 		struct pin_block *b = (struct pin_block *)n;
 
@@ -350,7 +283,8 @@ static struct kd_pin *rec_find(struct kd_pins *ps, struct kd_session *s,
 {
 	uint64_t key = pin_mix(hash, (uintptr_t)s);
 
-	for (struct pin_hnode *n = tab_first(&ps->recs, key); n; n = n->next) {
+	for (struct kd_hnode *n = kd_htab_first(&ps->recs, key); n;
+	     n = n->next) {
 		struct kd_pin *p = (struct kd_pin *)n;
 
 		if (n->key == key && p->s == s && p->hash == hash)
@@ -454,12 +388,12 @@ static void pin_drop(struct kd_pins *ps, struct kd_pin *p)
 	block_drop_share(b, p);
 	block_push(ps->d, b, ttl, prio);
 	if (!b->recs) {
-		tab_del(&ps->blocks, &b->node);
+		kd_htab_del(&ps->blocks, &b->node);
 		free(b);
 	}
 	if (p->heap != PIN_NO_HEAP)
 		heap_del(ps, p);
-	tab_del(&ps->recs, &p->node);
+	kd_htab_del(&ps->recs, &p->node);
 	if (p->s_prev)
 		p->s_prev->s_next = p->s_next;
 	else
@@ -516,13 +450,13 @@ static int pin_new(struct kd_pins *ps, struct kd_session *s, uint64_t hash,
 		b->hash = hash;
 		b->gen = gen;
 		b->node.key = pin_mix(hash, gen);
-		tab_add(&ps->blocks, &b->node);
+		kd_htab_add(&ps->blocks, &b->node);
 	}
 	p->s = s;
 	p->hash = hash;
 	p->heap = PIN_NO_HEAP;
 	p->node.key = pin_mix(hash, (uintptr_t)s);
-	tab_add(&ps->recs, &p->node);
+	kd_htab_add(&ps->recs, &p->node);
 	block_link(b, p);
 	p->s_next = s->pins;
 	if (s->pins)
