@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kvmm/policy/block_index.h"
+#include "kvmm/policy/hmap.h"
 #include "kvmm/policy/pol_mem.h"
 
 const char *pol_tier_string(unsigned tier)
@@ -25,16 +26,6 @@ const char *pol_tier_string(unsigned tier)
 		return "none";
 	}
 	return "?";
-}
-
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
 }
 
 /*
@@ -61,7 +52,7 @@ static int table_alloc(struct pol_index *ix, uint64_t size)
 
 static void table_put(struct pol_index *ix, uint64_t hash, uint32_t id)
 {
-	uint64_t i = mix64(hash) & ix->mask;
+	uint64_t i = pol_mix64(hash) & ix->mask;
 
 	while (ix->table[i].id != POL_NONE)
 		i = (i + 1) & ix->mask;
@@ -98,12 +89,12 @@ void pol_index_fini(struct pol_index *ix)
 
 void pol_index_prefetch(const struct pol_index *ix, uint64_t hash)
 {
-	__builtin_prefetch(&ix->table[mix64(hash) & ix->mask]);
+	__builtin_prefetch(&ix->table[pol_mix64(hash) & ix->mask]);
 }
 
 uint32_t pol_index_find(const struct pol_index *ix, uint64_t hash)
 {
-	uint64_t i = mix64(hash) & ix->mask;
+	uint64_t i = pol_mix64(hash) & ix->mask;
 
 	for (;;) {
 		const struct pol_index_slot *s = &ix->table[i];
@@ -193,7 +184,7 @@ uint32_t pol_index_get(struct pol_index *ix, uint64_t hash, bool *created)
 void pol_index_del(struct pol_index *ix, uint32_t id)
 {
 	uint64_t hash = ix->blocks[id].hash;
-	uint64_t i = mix64(hash) & ix->mask, j;
+	uint64_t i = pol_mix64(hash) & ix->mask, j;
 
 	while (ix->table[i].id != id)
 		i = (i + 1) & ix->mask;
@@ -205,7 +196,7 @@ void pol_index_del(struct pol_index *ix, uint32_t id)
 		j = (j + 1) & ix->mask;
 		if (ix->table[j].id == POL_NONE)
 			break;
-		home = mix64(ix->table[j].hash) & ix->mask;
+		home = pol_mix64(ix->table[j].hash) & ix->mask;
 		/* Move j into the hole at i when its home is not in (i, j]. */
 		if (((j - home) & ix->mask) >= ((j - i) & ix->mask)) {
 			ix->table[i] = ix->table[j];

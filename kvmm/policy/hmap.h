@@ -22,13 +22,18 @@ struct pol_hmap {
 	uint64_t mask;
 };
 
-static inline uint64_t pol_hmap_mix(uint64_t x)
+/*
+ * The 64-bit finaliser of splitmix64: spreads structured ids (sequential
+ * trace ids, block hashes) over every bit, so the low bits can pick a
+ * slot.  The policy's block index and kvmm-agentgen use it too.
+ */
+static inline uint64_t pol_mix64(uint64_t x)
 {
-	x ^= x >> 31;
-	x *= 0x7fb5d329728ea185ULL;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
 	x ^= x >> 27;
-	x *= 0x81dadef4bc2dd44dULL;
-	x ^= x >> 33;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
 	return x;
 }
 
@@ -62,7 +67,7 @@ static inline void pol_hmap_fini(struct pol_hmap *m)
 /* The value slot for k, claimed (UINT32_MAX: was absent) if absent. */
 static inline uint32_t *pol_hmap_slot(struct pol_hmap *m, uint64_t k)
 {
-	uint64_t i = pol_hmap_mix(k) & m->mask;
+	uint64_t i = pol_mix64(k) & m->mask;
 
 	while (m->vals[i] != UINT32_MAX && m->keys[i] != k)
 		i = (i + 1) & m->mask;

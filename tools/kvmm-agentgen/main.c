@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/policy/hmap.h"
+
 #define BLOCK 512
 
 struct opts {
@@ -101,16 +103,6 @@ struct idmap {
 	uint64_t mask, n, next_id;
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
 static int idmap_grow(struct idmap *m)
 {
 	uint64_t size = m->mask ? 2 * (m->mask + 1) : 1 << 16;
@@ -126,7 +118,7 @@ static int idmap_grow(struct idmap *m)
 
 		if (!m->vals[i])
 			continue;
-		for (j = mix(m->keys[i]) & (size - 1); v[j];
+		for (j = pol_mix64(m->keys[i]) & (size - 1); v[j];
 		     j = (j + 1) & (size - 1))
 			;
 		k[j] = m->keys[i];
@@ -144,13 +136,15 @@ static int idmap_grow(struct idmap *m)
 static int64_t block_id(struct idmap *m, uint64_t parent, uint64_t kind,
 			uint64_t a, uint64_t b)
 {
-	uint64_t key = mix(mix(mix(parent ^ 0x1234567) ^ kind) ^ a) ^
-		       mix(b + 0x9e3779b97f4a7c15ull),
+	uint64_t key = pol_mix64(
+			       pol_mix64(pol_mix64(parent ^ 0x1234567) ^ kind) ^
+			       a) ^
+		       pol_mix64(b + 0x9e3779b97f4a7c15ull),
 		 i;
 
 	if (2 * (m->n + 1) > m->mask + 1 && idmap_grow(m))
 		return -ENOMEM;
-	for (i = mix(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
+	for (i = pol_mix64(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
 		if (m->keys[i] == key)
 			return (int64_t)m->vals[i] - 1;
 	m->keys[i] = key;
@@ -291,7 +285,7 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
-	rng_state = mix(o.seed + 1) | 1;
+	rng_state = pol_mix64(o.seed + 1) | 1;
 
 	uint64_t session = 0;
 	for (double start = expo(1 / o.rate); start < o.duration;
