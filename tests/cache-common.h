@@ -617,4 +617,30 @@ static inline void cc_wait_parked(struct td_daemon *d, uint64_t n)
 	       (unsigned long long)n, (unsigned long long)st.cmds_parked_now);
 }
 
+/* A libkvmm connection (map-ahead off) named name. */
+static inline struct kvmm_conn *cc_connect_lib(const char *sock,
+					       const char *name)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.socket_path = sock,
+					.name = name,
+					.map_ahead_set = 1 };
+	struct kvmm_conn *c;
+
+	t_ok(kvmm_connect(&co, &c));
+	return c;
+}
+
+/* kvmm_block_pin() with the options filled in o. */
+static inline int cc_pin(struct kvmm_conn *c, uint64_t hash, uint32_t flags,
+			 uint64_t ttl_ns, int prio, struct kvmm_pin_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->flags = flags;
+	o->ttl_ns = ttl_ns;
+	o->priority = prio;
+	return kvmm_block_pin(c, hash, o);
+}
+
 #endif

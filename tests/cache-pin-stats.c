@@ -45,29 +45,6 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static struct kvmm_conn *connect_lib(const char *sock, const char *name)
-{
-	struct kvmm_connect_opts co = { .size = sizeof(co),
-					.socket_path = sock,
-					.name = name,
-					.map_ahead_set = 1 };
-	struct kvmm_conn *c;
-
-	t_ok(kvmm_connect(&co, &c));
-	return c;
-}
-
-static int pin(struct kvmm_conn *c, uint64_t hash, uint32_t flags,
-	       uint64_t ttl_ns, int prio, struct kvmm_pin_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->size = sizeof(*o);
-	o->flags = flags;
-	o->ttl_ns = ttl_ns;
-	o->priority = prio;
-	return kvmm_block_pin(c, hash, o);
-}
-
 /* The session of process pid, from ADMIN_SESSIONS; fails if none. */
 static void session_of(struct cc *adm, pid_t pid, struct kvmm_session_info *out)
 {
@@ -146,23 +123,23 @@ static void kvmmctl_shows(const char *sock, const char *jkey, const char *json,
  * 3, answer its pin count) and otherwise sleeps; no other call. */
 static void pinner(const char *sock, int cmd, int res)
 {
-	struct kvmm_conn *c = connect_lib(sock, "pinner");
+	struct kvmm_conn *c = cc_connect_lib(sock, "pinner");
 	struct kvmm_pin_opts o;
 	uint64_t expires;
 	char ch;
 
-	t_ok(pin(c, hash_of(0), 0, 0, 0, &o));
-	t_ok(pin(c, hash_of(1), KVMM_PIN_F_TTL, TTL_NS, 0, &o));
+	t_ok(cc_pin(c, hash_of(0), 0, 0, 0, &o));
+	t_ok(cc_pin(c, hash_of(1), KVMM_PIN_F_TTL, TTL_NS, 0, &o));
 	expires = o.expires_ns;
-	t_ok(pin(c, hash_of(2), KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY,
-		 0, 5, &o));
+	t_ok(cc_pin(c, hash_of(2),
+		    KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY, 0, 5, &o));
 	t_assert_eq(o.pins, 3);
 	t_assert_eq(o.pin_quota, 3);
 	t_assert_eq(write(res, &expires, sizeof(expires)), sizeof(expires));
 	while (read(cmd, &ch, 1) == 1) {
 		uint32_t n = 0;
 
-		if (ch == 'p' && pin(c, hash_of(3), 0, 0, 0, &o) == 0)
+		if (ch == 'p' && cc_pin(c, hash_of(3), 0, 0, 0, &o) == 0)
 			n = o.pins;
 		t_assert_eq(write(res, &n, sizeof(n)), sizeof(n));
 	}
@@ -208,8 +185,8 @@ int main(void)
 	close(res[1]);
 	t_assert_eq(read(res[0], &expires, sizeof(expires)), sizeof(expires));
 
-	q = connect_lib(d.sock, "second");
-	t_ok(pin(q, hash_of(0), 0, 0, 0, &o));
+	q = cc_connect_lib(d.sock, "second");
+	t_ok(cc_pin(q, hash_of(0), 0, 0, 0, &o));
 	t_assert_eq(o.pins, 1);
 	if (now_ns() + 100000000ull < expires) {
 		session_of(&adm, p, &si);
@@ -267,8 +244,9 @@ int main(void)
 	expect_status(&adm, 1, 1);
 
 	/* a priority-only record goes with its block */
-	t_ok(pin(q, hash_of(2), KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY,
-		 0, 100, &o));
+	t_ok(cc_pin(q, hash_of(2),
+		    KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY, 0, 100,
+		    &o));
 	t_assert_eq(o.pins, 2);
 	expect_status(&adm, 2, 2);
 	cc_connect(&b, d.sock);

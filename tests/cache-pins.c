@@ -72,28 +72,6 @@ static uint64_t gpu_used(struct cc *c)
 	return ts.tiers[0].used_blocks;
 }
 
-static int pin(struct kvmm_conn *c, uint64_t hash, uint32_t flags,
-	       uint64_t ttl_ns, struct kvmm_pin_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->size = sizeof(*o);
-	o->flags = flags;
-	o->ttl_ns = ttl_ns;
-	return kvmm_block_pin(c, hash, o);
-}
-
-static struct kvmm_conn *connect_lib(const char *sock, const char *name)
-{
-	struct kvmm_connect_opts co = { .size = sizeof(co),
-					.socket_path = sock,
-					.name = name,
-					.map_ahead_set = 1 };
-	struct kvmm_conn *c;
-
-	t_ok(kvmm_connect(&co, &c));
-	return c;
-}
-
 static void pinned_survives(struct cc *b, struct kvmm_conn *p, const char *sock)
 {
 	uint32_t pub[4 * CC_PPB], ids[8 * CC_PPB];
@@ -102,7 +80,7 @@ static void pinned_survives(struct cc *b, struct kvmm_conn *p, const char *sock)
 
 	publish(sock, 0, 4, pub);
 	t_assert_eq(gpu_used(b), 4);
-	t_ok(pin(p, hash_of(0, 1), 0, 0, &o));
+	t_ok(cc_pin(p, hash_of(0, 1), 0, 0, 0, &o));
 	t_assert_eq(o.tier, 0);
 	t_assert_eq(o.pins, 1);
 	t_assert_eq(o.pin_quota, 2); /* default: 8 GPU blocks / 4 */
@@ -148,7 +126,7 @@ static void ttl_expires(struct cc *b, struct kvmm_conn *p, const char *sock)
 	int r;
 
 	publish(sock, 1, 2, pub);
-	t_ok(pin(p, hash_of(1, 0), KVMM_PIN_F_TTL, ttl, &o));
+	t_ok(cc_pin(p, hash_of(1, 0), KVMM_PIN_F_TTL, ttl, 0, &o));
 	t_assert(o.expires_ns > now_ns());
 	t_assert(o.expires_ns <= now_ns() + ttl);
 	seq = cc_seq_open(b);
@@ -181,11 +159,12 @@ static void death_releases(struct cc *b, const char *sock)
 	t_ok(pipe(fd));
 	p = fork();
 	if (p == 0) {
-		struct kvmm_conn *c = connect_lib(sock, "pinner");
+		struct kvmm_conn *c = cc_connect_lib(sock, "pinner");
 		struct kvmm_pin_opts o;
 
-		t_ok(pin(c, hash_of(2, 0), 0, 0, &o));
-		t_ok(pin(c, hash_of(2, 1), KVMM_PIN_F_TTL, 60000000000ull, &o));
+		t_ok(cc_pin(c, hash_of(2, 0), 0, 0, 0, &o));
+		t_ok(cc_pin(c, hash_of(2, 1), KVMM_PIN_F_TTL, 60000000000ull, 0,
+			    &o));
 		t_assert_eq(write(fd[1], "p", 1), 1);
 		for (;;)
 			pause();
@@ -217,24 +196,24 @@ static void quota(struct cc *b, struct kvmm_conn *p, const char *sock)
 	struct kvmm_pin_opts o;
 
 	publish(sock, 3, 3, pub);
-	t_ok(pin(p, hash_of(3, 0), 0, 0, &o));
-	t_ok(pin(p, hash_of(3, 1), 0, 0, &o));
+	t_ok(cc_pin(p, hash_of(3, 0), 0, 0, 0, &o));
+	t_ok(cc_pin(p, hash_of(3, 1), 0, 0, 0, &o));
 	t_assert_eq(o.pins, 2);
-	t_assert_eq(pin(p, hash_of(3, 2), 0, 0, &o), -EDQUOT);
+	t_assert_eq(cc_pin(p, hash_of(3, 2), 0, 0, 0, &o), -EDQUOT);
 	/* the same hash again replaces its record */
-	t_ok(pin(p, hash_of(3, 0), KVMM_PIN_F_TTL, 1000000000ull, &o));
+	t_ok(cc_pin(p, hash_of(3, 0), KVMM_PIN_F_TTL, 1000000000ull, 0, &o));
 	t_assert_eq(o.pins, 2);
 	/* pins are per session: B has none to drop */
 	t_assert_eq(cc_call(b, KVMM_CMD_BLOCK_UNPIN, &bu, sizeof(bu), NULL, 0,
 			    NULL, NULL),
 		    -ENOENT);
 	t_ok(kvmm_block_unpin(p, hash_of(3, 1)));
-	t_ok(pin(p, hash_of(3, 2), 0, 0, &o));
+	t_ok(cc_pin(p, hash_of(3, 2), 0, 0, 0, &o));
 	t_assert_eq(o.pins, 2);
 	t_ok(kvmm_block_unpin(p, hash_of(3, 0)));
 	t_ok(kvmm_block_unpin(p, hash_of(3, 2)));
 	/* not cached */
-	t_assert_eq(pin(p, hash_of(9, 0), 0, 0, &o), -ENOENT);
+	t_assert_eq(cc_pin(p, hash_of(9, 0), 0, 0, 0, &o), -ENOENT);
 }
 
 static int raw_pin(struct cc *c, const struct kvmm_block_pin *bp)
@@ -346,10 +325,10 @@ static void set_quota(void)
 	if (r)
 		t_fail("kvmmd did not start: %d", r);
 	publish(d.sock, 0, 2, pub);
-	p = connect_lib(d.sock, "pinner");
-	t_ok(pin(p, hash_of(0, 0), 0, 0, &o));
+	p = cc_connect_lib(d.sock, "pinner");
+	t_ok(cc_pin(p, hash_of(0, 0), 0, 0, 0, &o));
 	t_assert_eq(o.pin_quota, 1);
-	t_assert_eq(pin(p, hash_of(0, 1), 0, 0, &o), -EDQUOT);
+	t_assert_eq(cc_pin(p, hash_of(0, 1), 0, 0, 0, &o), -EDQUOT);
 	kvmm_disconnect(p);
 	t_ok(td_stop(&d));
 }
@@ -369,7 +348,7 @@ int main(void)
 		t_fail("kvmmd did not start: %d", r);
 	cc_connect(&b, d.sock);
 	cc_region(&b);
-	p = connect_lib(d.sock, "pinner");
+	p = cc_connect_lib(d.sock, "pinner");
 
 	pinned_survives(&b, p, d.sock);
 	ttl_expires(&b, p, d.sock);
