@@ -2,7 +2,7 @@
 /*
  * Exclusive tiers (demote down, drop from the last, promote on use), the
  * moves reported to the owner, and what blocks eviction: pins,
- * references and TTL pins.
+ * references and TTL pins, held in their tier or demotable.
  */
 #include <errno.h>
 
@@ -150,6 +150,60 @@ int main(void)
 	t_assert_eq(pol_cache_count(c, POL_TIER_GPU), 0);
 	t_assert_eq(pol_cache_remove(c, 2), -ENOENT);
 	pol_cache_destroy(c);
+
+	/*
+	 * TTLs under pressure, every policy: GPU 2 + host 1, both GPU
+	 * blocks TTL'd, and the GPU shrinks to 1 (as kvmmd shrinks it when
+	 * the pool runs short).  Held TTLs refuse; a demotable TTL lets its
+	 * block go down a tier, never out of the last one.
+	 */
+	for (int k = 0; k < POL_KIND_COUNT; k++) {
+		struct pol_cache_opts to = { .size = sizeof(to),
+					     .kind = (enum pol_kind)k,
+					     .capacity = { 2, 1 },
+					     .prefix_rule = -1 };
+		struct pol_cache_stats st;
+
+		t_ok(pol_cache_create(&to, &c));
+		future = 1000;
+		t_ok(touch(c, 1, NULL));
+		t_ok(touch(c, 2, NULL));
+		t_ok(pol_cache_set_ttl(c, 1, 500));
+		t_ok(pol_cache_set_ttl(c, 2, 500));
+		t_assert_eq(pol_cache_set_capacity(c, POL_TIER_GPU, 1),
+			    -ENOSPC);
+		t_assert_eq(pol_cache_count(c, POL_TIER_GPU), 2);
+		t_ok(pol_cache_set_ttl_demotable(c, 2, true));
+		t_ok(pol_cache_set_capacity(c, POL_TIER_GPU, 1));
+		t_assert_eq(pol_cache_tier_of(c, 2), POL_TIER_HOST);
+		t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_GPU);
+		pol_cache_get_stats(c, &st);
+		t_assert_eq(st.ttl_demotions, 1);
+		t_assert_eq(st.no_victim, 1);
+		/* from the last tier a TTL'd block is not dropped */
+		t_assert_eq(pol_cache_set_capacity(c, POL_TIER_HOST, 0),
+			    -ENOSPC);
+		t_assert_eq(pol_cache_tier_of(c, 2), POL_TIER_HOST);
+		/* an untouched block with no TTL still goes first */
+		t_ok(pol_cache_set_capacity(c, POL_TIER_HOST, 1));
+		t_ok(pol_cache_set_ttl_demotable(c, 1, true));
+		t_ok(pol_cache_set_capacity(c, POL_TIER_GPU, 2));
+		t_ok(touch(c, 3, NULL)); /* clock 3: both TTLs live */
+		t_ok(pol_cache_set_capacity(c, POL_TIER_GPU, 1));
+		t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_GPU);
+		t_assert(pol_cache_tier_of(c, 3) != POL_TIER_GPU);
+		pol_cache_get_stats(c, &st);
+		t_assert_eq(st.ttl_demotions, 1);
+		/* the mode goes with the block: re-admitted, it holds */
+		t_ok(pol_cache_remove(c, 1));
+		t_ok(touch(c, 1, NULL));
+		t_ok(pol_cache_set_ttl(c, 1, 500));
+		t_assert_eq(pol_cache_set_capacity(c, POL_TIER_GPU, 0),
+			    -ENOSPC);
+		t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_GPU);
+		t_assert_eq(pol_cache_set_ttl_demotable(c, 99, true), -ENOENT);
+		pol_cache_destroy(c);
+	}
 
 	/* Bad options. */
 	struct pol_cache_opts bad = { .size = sizeof(bad), .kind = POL_LRU };

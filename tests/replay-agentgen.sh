@@ -1,7 +1,7 @@
 #!/bin/bash
 # kvmm-agentgen writes valid, deterministic, prefix-consistent traces with
 # shared system prompts, multi-turn sessions and tool-call TTL pins, and
-# kvmm-replay accepts them.
+# kvmm-replay accepts them and applies the TTLs (held or demotable).
 set -u
 B=${KVMM_BUILD:-build}
 G=$B/kvmm-agentgen
@@ -51,6 +51,29 @@ j=$("$R" --trace "$tmp/a" --policy asym --gpu-blocks 500 --json) ||
 	fail "replay of a generated trace"
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['hit_ratio_blocks'] > 0.3, j" "$j" ||
 	fail "generated trace has little reuse: $j"
+# TTL pins under a small GPU tier: held in their tier they keep running
+# requests' blocks out (--ttl-pins hold); demotable (the default) they go
+# down a tier when nothing else can, and more of the trace is served.
+for t in hold demote; do
+	"$R" --trace "$tmp/a" --policy lru --gpu-blocks 100 --host-blocks 400 \
+		--ttl-pins $t --json >"$tmp/ttl-$t" || fail "replay --ttl-pins $t"
+done
+"$R" --trace "$tmp/a" --policy lru --gpu-blocks 100 --host-blocks 400 \
+	--json >"$tmp/ttl-default" || fail "replay, default TTL mode"
+sed 's/"wall_s":[0-9.]*//' "$tmp/ttl-demote" |
+	cmp -s - <(sed 's/"wall_s":[0-9.]*//' "$tmp/ttl-default") ||
+	fail "the default is not --ttl-pins demote"
+python3 - "$tmp/ttl-hold" "$tmp/ttl-demote" <<'P' || fail "TTL modes: $(cat "$tmp/ttl-hold" "$tmp/ttl-demote")"
+import json, sys
+h, d = (json.load(open(f)) for f in sys.argv[1:3])
+assert h["ttl_demotions"] == 0, h
+assert d["ttl_demotions"] > 1000, d
+assert d["hit_blocks"] > h["hit_blocks"] * 1.1, (h["hit_blocks"], d["hit_blocks"])
+assert d["reuse_overhead_s"] < h["reuse_overhead_s"], (h, d)
+P
+"$R" --trace "$tmp/a" --policy lru --gpu-blocks 5 --ttl-pins soft \
+	>/dev/null 2>"$tmp/err" && fail "accepted --ttl-pins soft"
+grep -q "bad --ttl-pins" "$tmp/err" || fail "no message for --ttl-pins soft"
 "$G" --rate -1 >/dev/null 2>"$tmp/err" && fail "accepted --rate -1"
 grep -q "bad --rate" "$tmp/err" || fail "no message for --rate -1"
 echo "agentgen ok"

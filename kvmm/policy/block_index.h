@@ -47,6 +47,8 @@ enum pol_block_flags {
 	POL_BLOCK_PARTIAL = 1 << 1, /* a partial tail block (never reused) */
 	/* admitted below a parent that had been used twice or more */
 	POL_BLOCK_WARM_LINEAGE = 1 << 2,
+	/* its TTL may move it down a tier (pol_cache_set_ttl_demotable) */
+	POL_BLOCK_TTL_DEMOTE = 1 << 3,
 };
 
 /*

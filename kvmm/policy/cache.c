@@ -30,6 +30,8 @@ struct pol_cache {
 	uint64_t ticks;
 	const struct pol_cost_model *cost;
 	uint64_t block_bytes;
+	/* make_room's second pass: demotable TTLs do not hold a block */
+	bool ttl_demoting;
 	struct pol_cache_stats st;
 };
 
@@ -231,7 +233,8 @@ bool pol_cache_evictable(const struct pol_cache *c, const struct pol_block *b)
 {
 	if (b->pins || b->refcount)
 		return false;
-	if (b->ttl_expiry && b->ttl_expiry > c->now)
+	if (b->ttl_expiry && b->ttl_expiry > c->now &&
+	    !(c->ttl_demoting && (b->flags & POL_BLOCK_TTL_DEMOTE)))
 		return false;
 	return pol_cache_is_leaf(c, b);
 }
@@ -350,13 +353,25 @@ static int make_room(struct pol_cache *c, unsigned t)
 {
 	while (c->count[t] > c->cap[t]) {
 		struct pol_block *v = c->ops->victim(c->priv[t]);
-		unsigned lower;
+		unsigned lower = pol_cache_lower_tier(c, t);
 
+		if (!v && lower != POL_TIER_NONE) {
+			/*
+			 * Nothing else can go: rather than refuse the block
+			 * that needs the room (a running request's), move a
+			 * block whose TTL allows it down a tier.  It stays
+			 * cached and comes back by a reload, not a recompute.
+			 */
+			c->ttl_demoting = true;
+			v = c->ops->victim(c->priv[t]);
+			c->ttl_demoting = false;
+			if (v)
+				c->st.ttl_demotions++;
+		}
 		if (!v) {
 			c->st.no_victim++;
 			return -ENOSPC;
 		}
-		lower = pol_cache_lower_tier(c, t);
 		/*
 		 * Start the misses of what follows while the policy takes v
 		 * out of its structures: its parent's child counts and, for
@@ -408,7 +423,8 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	if (from == POL_TIER_NONE) {
 		b->parent_hash = d->parent_hash;
 		b->position = d->position;
-		b->flags = (uint8_t)(d->flags & ~POL_BLOCK_WARM_LINEAGE);
+		b->flags = (uint8_t)(d->flags & ~(POL_BLOCK_WARM_LINEAGE |
+						  POL_BLOCK_TTL_DEMOTE));
 		b->bytes = d->bytes ? d->bytes : c->block_bytes;
 		b->parent_id = POL_NONE;
 		if (!b->access_count)
@@ -563,6 +579,18 @@ int pol_cache_set_ttl(struct pol_cache *c, uint64_t hash, uint64_t until)
 {
 	RESIDENT_OR_ENOENT(c, hash, b);
 	b->ttl_expiry = until;
+	notify_change(c, b);
+	return 0;
+}
+
+int pol_cache_set_ttl_demotable(struct pol_cache *c, uint64_t hash,
+				bool demotable)
+{
+	RESIDENT_OR_ENOENT(c, hash, b);
+	if (demotable)
+		b->flags |= POL_BLOCK_TTL_DEMOTE;
+	else
+		b->flags &= (uint8_t)~POL_BLOCK_TTL_DEMOTE;
 	notify_change(c, b);
 	return 0;
 }

@@ -118,6 +118,8 @@ struct pol_cache_stats {
 	uint64_t drops; /* blocks dropped from the last tier */
 	uint64_t promotions; /* moves up to the GPU tier */
 	uint64_t no_victim; /* times a full tier had nothing evictable */
+	/* victims that only a demotable TTL held (pol_cache_set_ttl_demotable) */
+	uint64_t ttl_demotions;
 };
 
 int pol_cache_create(const struct pol_cache_opts *opts, struct pol_cache **out);
@@ -171,6 +173,15 @@ int pol_cache_ref(struct pol_cache *c, uint64_t hash);
 int pol_cache_unref(struct pol_cache *c, uint64_t hash);
 /* TTL pin until clock value `until` (0 clears) and client priority. */
 int pol_cache_set_ttl(struct pol_cache *c, uint64_t hash, uint64_t until);
+/*
+ * How the TTL holds the block: by default (false) in its tier, like a pin;
+ * demotable, it holds the block cached but lets it move down a tier when
+ * its tier has no other block that may go (it is never dropped from the
+ * last tier before the TTL passes, unless every lower tier is pinned
+ * full).  Cleared when the block leaves the cache.
+ */
+int pol_cache_set_ttl_demotable(struct pol_cache *c, uint64_t hash,
+				bool demotable);
 int pol_cache_set_priority(struct pol_cache *c, uint64_t hash, int priority);
 /* Record where the owner keeps the bytes of a resident block. */
 int pol_cache_set_cookie(struct pol_cache *c, uint64_t hash, uint64_t cookie);

@@ -366,10 +366,14 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 			e = pol_cache_access(c, &d, NULL);
 			if (e && e != -ENOSPC)
 				goto out_seen;
-			if (q->ttl_ms && !e)
+			if (q->ttl_ms && !e) {
 				pol_cache_set_ttl(c, hash,
 						  (q->timestamp_ms + q->ttl_ms)
 							  << 20);
+				if (!o->ttl_hold)
+					pol_cache_set_ttl_demotable(c, hash,
+								    true);
+			}
 			if (q->priority && !e)
 				pol_cache_set_priority(c, hash, q->priority);
 		}
@@ -382,6 +386,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	pol_cache_get_stats(c, &st);
 	memcpy(res->demotions, st.demotions, sizeof(res->demotions));
 	res->drops = st.drops;
+	res->ttl_demotions = st.ttl_demotions;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) +
 		      (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -425,6 +430,7 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 		"\"hits\":{\"gpu\":%llu,\"host\":%llu,\"nvme\":%llu},"
 		"\"recomputed_blocks\":%llu,"
 		"\"demotions\":{\"gpu\":%llu,\"host\":%llu},\"drops\":%llu,"
+		"\"ttl_demotions\":%llu,"
 		"\"modeled_prefill_s\":%.6f,"
 		"\"modeled_prefill_s_nocache\":%.6f,"
 		"\"reuse_overhead_s\":%.6f,\"ttft_mean_s\":%.6f,"
@@ -439,7 +445,8 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 		(unsigned long long)r->recomputed_blocks,
 		(unsigned long long)r->demotions[0],
 		(unsigned long long)r->demotions[1],
-		(unsigned long long)r->drops, r->modeled_prefill_s,
+		(unsigned long long)r->drops,
+		(unsigned long long)r->ttl_demotions, r->modeled_prefill_s,
 		r->modeled_prefill_nocache_s, r->reuse_overhead_s,
 		r->ttft_mean_s, r->ttft_p99_s, r->wall_s);
 }

@@ -52,6 +52,13 @@ struct pol_replay_opts {
 	 * NULL; kvmm-replay --per-request) */
 	void (*request_hits)(void *arg, size_t r, const uint64_t *hits);
 	void *request_hits_arg;
+	/*
+	 * The trace's TTLs (ttl_ms) hold blocks in their tier like pins
+	 * (kvmm-replay --ttl-pins hold); by default they are demotable
+	 * (pol_cache_set_ttl_demotable): a block may move down a tier when
+	 * its tier has nothing else to evict.
+	 */
+	bool ttl_hold;
 };
 
 struct pol_replay_result {
@@ -62,6 +69,7 @@ struct pol_replay_result {
 	uint64_t hits[POL_TIER_COUNT];
 	uint64_t recomputed_blocks;
 	uint64_t demotions[POL_TIER_COUNT], drops;
+	uint64_t ttl_demotions; /* victims that only a demotable TTL held */
 	double modeled_prefill_s, modeled_prefill_nocache_s, reuse_overhead_s;
 	double ttft_mean_s, ttft_p99_s;
 	unsigned prefill_servers;

@@ -8,6 +8,7 @@
  *               --gpu-blocks N [--host-blocks N] [--nvme-blocks N]
  *               [--profile NAME|PATH] [--prefill-servers N]
  *               [--cache-output] [--prefix-rule on|off]
+ *               [--ttl-pins demote|hold]
  *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
  *               [--model-daemon] [--per-request FILE] [--progress]
  *               [--json]
@@ -40,6 +41,7 @@ static void usage(FILE *f)
 		"                   --gpu-blocks N [--host-blocks N] [--nvme-blocks N]\n"
 		"                   [--profile NAME|PATH] [--prefill-servers N]\n"
 		"                   [--cache-output] [--prefix-rule on|off]\n"
+		"                   [--ttl-pins demote|hold]\n"
 		"                   [--sweep N1,N2,...] [--daemon SOCKET]\n"
 		"                   [--max-requests N] [--model-daemon]\n"
 		"                   [--per-request FILE] [--progress] [--json]\n"
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
 		{ "prefill-servers", required_argument, NULL, 's' },
 		{ "cache-output", no_argument, NULL, 'o' },
 		{ "prefix-rule", required_argument, NULL, 'r' },
+		{ "ttl-pins", required_argument, NULL, 'T' },
 		{ "sweep", required_argument, NULL, 'S' },
 		{ "daemon", required_argument, NULL, 'd' },
 		{ "progress", no_argument, NULL, 'q' },
@@ -191,6 +194,16 @@ int main(int argc, char **argv)
 			else
 				return die_usage("bad --prefix-rule '%s' "
 						 "(on or off)",
+						 optarg);
+			break;
+		case 'T':
+			if (!strcmp(optarg, "hold"))
+				o.ttl_hold = true;
+			else if (!strcmp(optarg, "demote"))
+				o.ttl_hold = false;
+			else
+				return die_usage("bad --ttl-pins '%s' "
+						 "(demote or hold)",
 						 optarg);
 			break;
 		case 'S': {
