@@ -12,6 +12,9 @@
  *   - a TTL pin holds until the daemon's clock passes its expiry (same
  *     CLOCK_MONOTONIC as ours), then the block is a victim like any other,
  *     and unpinning it answers -ENOENT;
+ *   - a TTL pin with KVMM_PIN_F_DEMOTE does not hold its tier: the same
+ *     extend succeeds at once, the block moves to host memory, keeps its
+ *     record and comes back byte-identical;
  *   - pins end with their session: a client killed while pinning;
  *   - the quota: by default a quarter of the GPU cache's blocks per
  *     session, --pin-quota N otherwise; re-pinning replaces a record;
@@ -147,6 +150,41 @@ static void ttl_expires(struct cc *b, struct kvmm_conn *p, const char *sock)
 	cc_seq_close(b, seq, ids, 8 * CC_PPB);
 }
 
+static void ttl_demotes(struct cc *b, struct kvmm_conn *p, const char *sock)
+{
+	uint32_t pub[2 * CC_PPB], ids[8 * CC_PPB];
+	struct kvmm_prefix_open_reply rep;
+	struct kvmm_pin_opts o;
+	uint64_t h = hash_of(5, 0);
+	uint32_t seq;
+	struct cc rd;
+
+	publish(sock, 5, 2, pub);
+	t_ok(cc_pin(p, h, KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE, 60000000000ull, 0,
+		    &o));
+	t_assert_eq(o.tier, 0);
+	seq = cc_seq_open(b);
+	/* a held TTL refuses this extend (ttl_expires); this one moves */
+	t_ok(cc_try_extend(b, seq, 8 * CC_TPB, ids));
+	t_assert_eq(gpu_used(b), 0);
+	cc_seq_close(b, seq, ids, 8 * CC_PPB);
+	/* still cached, in host memory, still pinned: re-pinning says so */
+	t_ok(cc_pin(p, h, KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE, 60000000000ull, 0,
+		    &o));
+	t_assert_eq(o.tier, 1);
+	t_assert_eq(o.pins, 1);
+	cc_connect(&rd, sock);
+	cc_region(&rd);
+	cc_prefix(&rd, &h, 1, &rep, pub);
+	t_assert_eq(rep.nr_blocks, 1);
+	t_assert_eq(rep.from_host, 1);
+	cc_check(&rd, pub, 1, 905);
+	cc_seq_close(&rd, rep.seq_id, pub, CC_PPB);
+	cc_disconnect(&rd);
+	t_ok(kvmm_block_unpin(p, h));
+	t_assert_eq(kvmm_block_unpin(p, h), -ENOENT);
+}
+
 static void death_releases(struct cc *b, const char *sock)
 {
 	uint32_t pub[2 * CC_PPB], ids[8 * CC_PPB];
@@ -235,7 +273,14 @@ static void hostile(struct cc *h)
 #define FRESH() \
 	(bp = (struct kvmm_block_pin){ .size = sizeof(bp), .hash = hash })
 	FRESH();
-	bp.flags = 0x8;
+	bp.flags = 0x10; /* unknown */
+	t_assert_eq(raw_pin(h, &bp), -EINVAL);
+	FRESH();
+	bp.flags = KVMM_PIN_F_DEMOTE; /* only with TTL */
+	t_assert_eq(raw_pin(h, &bp), -EINVAL);
+	FRESH();
+	bp.flags = KVMM_PIN_F_DEMOTE | KVMM_PIN_F_PRIORITY;
+	bp.priority = 3;
 	t_assert_eq(raw_pin(h, &bp), -EINVAL);
 	FRESH();
 	bp.hash = 0;
@@ -352,6 +397,7 @@ int main(void)
 
 	pinned_survives(&b, p, d.sock);
 	ttl_expires(&b, p, d.sock);
+	ttl_demotes(&b, p, d.sock);
 	death_releases(&b, d.sock);
 	quota(&b, p, d.sock);
 	cc_connect(&h, d.sock);

@@ -11,10 +11,14 @@
  *                   TTL records (pol_cache_set_ttl(): the policy compares
  *                   it with its clock, so its decisions are right even
  *                   before the record is dropped);
+ *   TTL mode        the TTL holds the block in its tier while any live
+ *                   TTL record lacks KVMM_PIN_F_DEMOTE; when all have it,
+ *                   the block may move down a tier when its tier has
+ *                   nothing else to evict (pol_cache_set_ttl_demotable());
  *   priority        the highest priority among the records that carry
  *                   one, 0 when none does (pol_cache_set_priority()).
  *
- * Those two are kept per block (struct pin_block, one per pinned cache
+ * Those are kept per block (struct pin_block, one per pinned cache
  * entry, with the list of its records), so a pin, an unpin or an expiry
  * costs O(1) (O(log n) for a TTL record: the heap below), plus, when the
  * record that set the block's latest expiry or highest priority goes, a
@@ -67,8 +71,10 @@ struct pin_block {
 	uint64_t hash, gen;
 	struct kd_pin *recs;
 	uint32_t nr_prio; /* records with KVMM_PIN_F_PRIORITY */
+	uint32_t nr_hold; /* TTL records without KVMM_PIN_F_DEMOTE */
 	uint64_t ttl; /* latest expiry of its TTL records, 0 none */
 	int prio; /* highest priority of those with one, 0 none */
+	bool demote; /* told the policy: its TTL may move it down a tier */
 };
 
 /* The daemon's pins (d->pins); freed when a session ends and none is
@@ -85,8 +91,9 @@ struct kd_pins {
 #define PIN_NO_HEAP UINT32_MAX
 #define PIN_TAB_MIN 64u
 
-#define PIN_FLAGS \
-	(KVMM_PIN_F_TTL | KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY)
+#define PIN_FLAGS                                                          \
+	(KVMM_PIN_F_TTL | KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY | \
+	 KVMM_PIN_F_DEMOTE)
 
 /* ---- hash tables ---- */
 
@@ -293,11 +300,20 @@ static struct kd_pin *rec_find(struct kd_pins *ps, struct kd_session *s,
 	return NULL;
 }
 
+/* A TTL record that holds its block in its tier (not KVMM_PIN_F_DEMOTE). */
+static bool pin_holds_tier(const struct kd_pin *p)
+{
+	return (p->flags & (KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE)) ==
+	       KVMM_PIN_F_TTL;
+}
+
 /* A record's share of its block's TTL and priority. */
 static void block_add_share(struct pin_block *b, const struct kd_pin *p)
 {
 	if ((p->flags & KVMM_PIN_F_TTL) && p->expires > b->ttl)
 		b->ttl = p->expires;
+	if (pin_holds_tier(p))
+		b->nr_hold++;
 	if (p->flags & KVMM_PIN_F_PRIORITY) {
 		if (!b->nr_prio++ || p->priority > b->prio)
 			b->prio = p->priority;
@@ -311,6 +327,8 @@ static void block_drop_share(struct pin_block *b, const struct kd_pin *p)
 	bool ttl = (p->flags & KVMM_PIN_F_TTL) && p->expires == b->ttl;
 	bool prio = false, any = false;
 
+	if (pin_holds_tier(p))
+		b->nr_hold--;
 	if (p->flags & KVMM_PIN_F_PRIORITY) {
 		b->nr_prio--;
 		prio = p->priority == b->prio;
@@ -332,19 +350,27 @@ static void block_drop_share(struct pin_block *b, const struct kd_pin *p)
 		b->prio = 0;
 }
 
-/* Tell the policy the block's TTL and priority when they changed. */
-static void block_push(struct kd_daemon *d, const struct pin_block *b,
+/*
+ * Tell the policy the block's TTL, how it holds (in its tier while any
+ * live TTL record lacks KVMM_PIN_F_DEMOTE) and its priority, when they
+ * changed.
+ */
+static void block_push(struct kd_daemon *d, struct pin_block *b,
 		       uint64_t old_ttl, int old_prio)
 {
+	bool demote = b->ttl && !b->nr_hold;
 	struct pol_cache *pol;
 
-	if (b->ttl == old_ttl && b->prio == old_prio)
+	if (b->ttl == old_ttl && b->prio == old_prio && demote == b->demote)
 		return;
 	pol = block_policy(d, b);
 	if (!pol)
 		return;
 	if (b->ttl != old_ttl)
 		(void)pol_cache_set_ttl(pol, b->hash, b->ttl);
+	if (demote != b->demote)
+		(void)pol_cache_set_ttl_demotable(pol, b->hash, demote);
+	b->demote = demote;
 	if (b->prio != old_prio)
 		(void)pol_cache_set_priority(pol, b->hash, b->prio);
 }
@@ -475,6 +501,8 @@ static int pin_check(const struct kvmm_block_pin *bp)
 		return -EINVAL;
 	if (bp->flags & KVMM_PIN_F_PRIORITY_ONLY &&
 	    (!(bp->flags & KVMM_PIN_F_PRIORITY) || bp->flags & KVMM_PIN_F_TTL))
+		return -EINVAL;
+	if (bp->flags & KVMM_PIN_F_DEMOTE && !(bp->flags & KVMM_PIN_F_TTL))
 		return -EINVAL;
 	if (bp->flags & KVMM_PIN_F_TTL) {
 		if (!bp->ttl_ns)

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 2
+#define KVMM_ABI_MINOR 3
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -448,7 +448,12 @@ struct kvmm_prefix_open_reply {
  * the daemon received it (CLOCK_MONOTONIC: agents waiting on a tool call).
  * KVMM_PIN_F_PRIORITY also gives the block a priority (-128..127: higher
  * is kept longer by policies that rank by value, kvmmd --cache-policy
- * asym); with KVMM_PIN_F_PRIORITY_ONLY it is only that, no pin.  One
+ * asym); with KVMM_PIN_F_PRIORITY_ONLY it is only that, no pin.  A TTL
+ * record with KVMM_PIN_F_DEMOTE (ABI 1.3) keeps the block cached but not
+ * in place: when its tier has nothing else to evict, the block may move
+ * down a tier (a reload later, not a recompute) instead of the tier
+ * refusing a running request's pages; it is not dropped from the last
+ * tier before the TTL passes, unless every lower tier is pinned full.  One
  * record per (session, hash): pinning a hash again replaces the record.
  * Errors: -ENOENT the hash is not cached, -EINVAL bad flags/fields,
  * -ERANGE ttl_ns > KVMM_PIN_TTL_MAX_NS or priority out of range, -EDQUOT
@@ -457,6 +462,7 @@ struct kvmm_prefix_open_reply {
 #define KVMM_PIN_F_TTL 0x1u
 #define KVMM_PIN_F_PRIORITY 0x2u
 #define KVMM_PIN_F_PRIORITY_ONLY 0x4u /* with PRIORITY, without TTL */
+#define KVMM_PIN_F_DEMOTE 0x8u /* with TTL: may move down a tier (ABI 1.3) */
 #define KVMM_PIN_TTL_MAX_NS (24ull * 3600 * 1000000000) /* one day */
 
 struct kvmm_block_pin {
