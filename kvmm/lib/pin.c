@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * libkvmm block pins: keep a cached block where it is for this session
- * (until unpinned, until a TTL passes, or with a priority only).  Thin
+ * (until unpinned, until a TTL passes, or with a priority only), or with
+ * a demotable TTL only cached.  Thin
  * wrappers over BLOCK_PIN / BLOCK_UNPIN; the semantics are the daemon's
  * (kvmm/kvmmd/pin.c, Documentation/abi.md).
  */

@@ -129,7 +129,10 @@ const char *kvmm_block_action_string(uint8_t action);
  * Pin a cached block (by hash) where it is, for this connection: it is not
  * demoted or dropped until kvmm_block_unpin(), the end of the connection,
  * or, with KVMM_PIN_F_TTL in opts->flags, ttl_ns from now (an agent
- * waiting on a tool call).  KVMM_PIN_F_PRIORITY sets the block's priority
+ * waiting on a tool call).  With KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE (ABI
+ * 1.3; an older daemon answers -EINVAL) the block stays cached but may move
+ * down a tier when its tier has nothing else to evict, rather than hold
+ * pages a running request needs.  KVMM_PIN_F_PRIORITY sets the block's priority
  * (-128..127) as well; KVMM_PIN_F_PRIORITY_ONLY sets only that (flags in
  * kvmm/uapi.h).  Pinning a hash again replaces the earlier pin.  opts may
  * be NULL (a plain pin).  -ENOENT: not cached; -EDQUOT: this connection
