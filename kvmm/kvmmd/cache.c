@@ -313,6 +313,9 @@ int kd_cache_init(struct kd_daemon *d)
 		return -ENOMEM;
 	}
 	c->d = d;
+	kd_fifo_init(&c->parked);
+	kd_fifo_init(&c->slotq);
+	kd_fifo_init(&c->staging);
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;
 	c->settle_timer.fn = kc_on_settle_timer;

@@ -15,31 +15,19 @@
 
 static void kc_slotq_append(struct kd_cache *c, struct kc_entry *e)
 {
-	e->slotq_next = NULL;
-	e->slot_queued = true;
-	if (c->slotq_tail)
-		c->slotq_tail->slotq_next = e;
-	else
-		c->slotq_head = e;
-	c->slotq_tail = e;
+	kd_fifo_push_tail(&c->slotq, &e->slotq);
 	c->demotions_queued++;
 }
 
 static void kc_slotq_del(struct kd_cache *c, struct kc_entry *e)
 {
-	struct kc_entry **pp, *prev = NULL;
-
-	for (pp = &c->slotq_head; *pp; prev = *pp, pp = &(*pp)->slotq_next) {
-		if (*pp != e)
-			continue;
-		*pp = e->slotq_next;
-		if (c->slotq_tail == e)
-			c->slotq_tail = prev;
-		break;
-	}
-	e->slotq_next = NULL;
-	e->slot_queued = false;
+	kd_fifo_unlink(&c->slotq, &e->slotq);
 	c->demotions_queued--;
+}
+
+static struct kc_entry *kc_slotq_of(struct kd_fifo_node *n)
+{
+	return kd_fifo_entry(n, struct kc_entry, slotq);
 }
 
 static int kc_submit(struct kd_cache *c, struct kc_entry *e,
@@ -69,7 +57,7 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 		 * goes on; its bytes stay in its GPU pages meanwhile.  With
 		 * no migration in flight no slot will come back: it fails.
 		 */
-		if (c->slotq_head ||
+		if (!kd_fifo_empty(&c->slotq) ||
 		    tier_host_alloc(c->host, &job->host_slot)) {
 			if (!c->st.migrations_in_flight) {
 				r = -ENOSPC;
@@ -110,7 +98,7 @@ err_free:
  */
 bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e)
 {
-	if (!e->slot_queued)
+	if (!kd_fifo_linked(&c->slotq, &e->slotq))
 		return false;
 	kc_slotq_del(c, e);
 	migrate_job_free(e->job);
@@ -143,8 +131,8 @@ int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all)
  */
 void kc_demote_pump(struct kd_cache *c, bool fail_all)
 {
-	while (c->slotq_head) {
-		struct kc_entry *e = c->slotq_head;
+	while (!kd_fifo_empty(&c->slotq)) {
+		struct kc_entry *e = kc_slotq_of(kd_fifo_first(&c->slotq));
 		struct migrate_job *job = e->job;
 		int err = kc_queued_slot(c, job, fail_all);
 

@@ -27,34 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void kc_park_append(struct kd_cache *c, struct kc_park *pk)
-{
-	pk->next = NULL;
-	if (c->parked_tail)
-		c->parked_tail->next = pk;
-	else
-		c->parked_head = pk;
-	c->parked_tail = pk;
-}
-
-static void kc_park_unlink(struct kd_cache *c, struct kc_park *pk)
-{
-	struct kc_park **pp, *prev = NULL;
-
-	for (pp = &c->parked_head; *pp; prev = *pp, pp = &(*pp)->next) {
-		if (*pp != pk)
-			continue;
-		*pp = pk->next;
-		if (c->parked_tail == pk)
-			c->parked_tail = prev;
-		pk->next = NULL;
-		return;
-	}
-}
-
 static void kc_park_drop(struct kd_cache *c, struct kc_park *pk)
 {
-	kc_park_unlink(c, pk);
+	kd_fifo_unlink(&c->parked, &pk->link);
 	c->cmds_parked_now--;
 	free(pk);
 }
@@ -63,8 +38,8 @@ uint64_t kc_reserved(struct kd_cache *c)
 {
 	uint64_t sum = 0;
 
-	for (struct kc_park *pk = c->parked_head; pk && pk != c->rerun;
-	     pk = pk->next)
+	for (struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked));
+	     pk && pk != c->rerun; pk = kc_park_of(kd_fifo_next(&pk->link)))
 		if (pk->s)
 			sum += pk->need;
 	return sum;
@@ -73,7 +48,9 @@ uint64_t kc_reserved(struct kd_cache *c)
 /* The first parked command's pages are free: it can be served now. */
 static bool kc_park_head_fits(struct kd_cache *c)
 {
-	return c->parked_head && kc_pool_free(c->d) >= c->parked_head->need;
+	struct kc_park *head = kc_park_of(kd_fifo_first(&c->parked));
+
+	return head && kc_pool_free(c->d) >= head->need;
 }
 
 /*
@@ -87,7 +64,8 @@ static void kc_park_arm(struct kd_cache *c)
 
 	if (c->park_kicked && !kc_park_head_fits(c))
 		c->park_kicked = false;
-	for (struct kc_park *pk = c->parked_head; pk; pk = pk->next)
+	for (struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked)); pk;
+	     pk = kc_park_of(kd_fifo_next(&pk->link)))
 		if (pk->deadline_ns < when)
 			when = pk->deadline_ns;
 	if (when != UINT64_MAX && c->park_kicked)
@@ -122,7 +100,7 @@ int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pk->len = sizeof(*h) + len;
 	memcpy(pk->msg, h, sizeof(*h));
 	memcpy((char *)pk->msg + sizeof(*h), p, len);
-	kc_park_append(c, pk);
+	kd_fifo_push_tail(&c->parked, &pk->link);
 	c->cmds_parked++;
 	c->cmds_parked_now++;
 	kc_park_arm(c);
@@ -142,12 +120,12 @@ void kc_park_run(struct kd_cache *c)
 
 	c->park_kicked = false;
 	for (;;) {
-		struct kc_park *pk = c->parked_head;
+		struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked));
 		struct kd_session *s;
 		bool parked, deferred;
 
 		while (pk && pk->round == round)
-			pk = pk->next;
+			pk = kc_park_of(kd_fifo_next(&pk->link));
 		if (!pk)
 			break;
 		s = pk->s;
@@ -179,7 +157,8 @@ void kd_cache_pages_back(struct kd_daemon *d)
 {
 	struct kd_cache *c = d->cache;
 
-	if (!c || !c->parked_head || c->park_kicked || !kc_park_head_fits(c))
+	if (!c || kd_fifo_empty(&c->parked) || c->park_kicked ||
+	    !kc_park_head_fits(c))
 		return;
 	c->park_kicked = true;
 	/* from the loop, not from inside whatever freed the pages; during
@@ -191,10 +170,10 @@ void kd_cache_pages_back(struct kd_daemon *d)
 /* The session ends (kd_cache_session_end()): its parked command goes. */
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 {
-	struct kc_park *pk = c->parked_head;
+	struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked));
 
 	while (pk) {
-		struct kc_park *next = pk->next;
+		struct kc_park *next = kc_park_of(kd_fifo_next(&pk->link));
 
 		if (pk->s == s) {
 			if (pk == c->rerun)
@@ -213,8 +192,8 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 
 void kc_park_fini(struct kd_cache *c)
 {
-	while (c->parked_head)
-		kc_park_drop(c, c->parked_head);
+	while (!kd_fifo_empty(&c->parked))
+		kc_park_drop(c, kc_park_of(kd_fifo_first(&c->parked)));
 	kd_timer_cancel(&c->d->loop, &c->park_timer);
 }
 

@@ -380,7 +380,7 @@ void kc_settle(struct kd_cache *c)
 	}
 	/* copies that ended gave pool pages back: the commands parked for
 	 * them run again */
-	if (c->parked_head)
+	if (!kd_fifo_empty(&c->parked))
 		kc_park_run(c);
 }
 

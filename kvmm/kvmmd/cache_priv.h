@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvmm/kvmmd/fifo.h"
 #include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/policy/policy.h"
@@ -63,11 +64,10 @@ struct kc_entry {
 	/* 1 + the restores handed to the engine before this one's: restores
 	 * settle in that order (0: never ran, settles at once) */
 	uint64_t restore_no;
-	struct kc_entry *staging_next; /* NVMe restore waiting for a slot */
-	/* a demotion waiting for a host slot (job not submitted: the bytes
-	 * are only in the GPU pages, e->blk) */
-	struct kc_entry *slotq_next;
-	bool slot_queued;
+	struct kd_fifo_node staging; /* NVMe restore waiting for a slot */
+	/* in kd_cache.slotq: a demotion waiting for a host slot (job not
+	 * submitted: the bytes are only in the GPU pages, e->blk) */
+	struct kd_fifo_node slotq;
 };
 
 /*
@@ -120,7 +120,7 @@ struct kc_pending {
  * commands in line order: `need` pages for each (kc_reserved()).
  */
 struct kc_park {
-	struct kc_park *next; /* in kd_cache.parked (FIFO) */
+	struct kd_fifo_node link; /* in kd_cache.parked */
 	struct kd_session *s; /* NULL: its session ended while it ran */
 	uint64_t deadline_ns; /* then it runs without waiting any more */
 	uint64_t round; /* the kc_park_run() pass that ran it last */
@@ -132,6 +132,11 @@ struct kc_park {
 static inline struct kc_entry *kc_of(struct kd_hnode *n)
 {
 	return (struct kc_entry *)((char *)n - offsetof(struct kc_entry, node));
+}
+
+static inline struct kc_park *kc_park_of(struct kd_fifo_node *n)
+{
+	return kd_fifo_entry(n, struct kc_park, link);
 }
 
 struct kd_cache {
@@ -153,16 +158,18 @@ struct kd_cache {
 	uint64_t nr_restored; /* on that list (in flight for TIER_STATS) */
 	uint64_t restores_submitted; /* restore_no of the latest */
 	uint64_t restores_settled; /* all up to this restore_no are */
-	/* NVMe restores waiting for a free host slot to stage in (FIFO) */
-	struct kc_entry *staging_head, *staging_tail;
+	/* NVMe restores waiting for a free host slot to stage in
+	 * (kc_entry.staging) */
+	struct kd_fifo staging;
 	struct kd_timer settle_timer; /* settles those from the loop */
 	struct kc_pending *pending; /* PREFIX_OPENs waiting for restores */
-	/* demotions waiting for a host slot (FIFO; slot_waits counts them) */
-	struct kc_entry *slotq_head, *slotq_tail;
+	/* demotions waiting for a host slot (kc_entry.slotq; slot_waits
+	 * counts them) */
+	struct kd_fifo slotq;
 	uint64_t demotions_queued;
-	/* commands waiting for pool pages (FIFO), the one run again now
-	 * (kd_cache_reclaim() and kd_cache_park() look at it) */
-	struct kc_park *parked_head, *parked_tail;
+	/* commands waiting for pool pages (kc_park.link), the one run again
+	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
+	struct kd_fifo parked;
 	struct kc_park *rerun;
 	bool rerun_final; /* its time is up: no more waiting */
 	bool rerun_parked; /* it parked again */

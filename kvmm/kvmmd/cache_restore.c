@@ -61,18 +61,13 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 	}
 	job->nvme_slot = e->nvme_slot;
 	job->host_slot = nvme ? MIGRATE_NO_SLOT : e->host_slot;
-	if (nvme &&
-	    (c->staging_head || tier_host_alloc(c->host, &job->host_slot))) {
+	if (nvme && (!kd_fifo_empty(&c->staging) ||
+		     tier_host_alloc(c->host, &job->host_slot))) {
 		/* no host slot to stage in now: queued, submitted by
 		 * kc_staging_pump() when a migration gives one back (the
 		 * loop does not wait) */
 		job->host_slot = MIGRATE_NO_SLOT;
-		e->staging_next = NULL;
-		if (c->staging_tail)
-			c->staging_tail->staging_next = e;
-		else
-			c->staging_head = e;
-		c->staging_tail = e;
+		kd_fifo_push_tail(&c->staging, &e->staging);
 	} else {
 		err = migrate_submit(c->mig, job);
 		if (err) {
@@ -103,17 +98,15 @@ err_put:
  */
 void kc_staging_pump(struct kd_cache *c, bool fail_all)
 {
-	while (c->staging_head) {
-		struct kc_entry *e = c->staging_head;
+	while (!kd_fifo_empty(&c->staging)) {
+		struct kc_entry *e = kd_fifo_entry(kd_fifo_first(&c->staging),
+						   struct kc_entry, staging);
 		struct migrate_job *job = e->job;
 		int err = kc_queued_slot(c, job, fail_all);
 
 		if (err == -EAGAIN)
 			return;
-		c->staging_head = e->staging_next;
-		if (!c->staging_head)
-			c->staging_tail = NULL;
-		e->staging_next = NULL;
+		kd_fifo_unlink(&c->staging, &e->staging);
 		if (!err)
 			err = migrate_submit(c->mig, job);
 		if (!err) {
@@ -141,18 +134,11 @@ void kc_staging_pump(struct kd_cache *c, bool fail_all)
 void kc_restore_cancel(struct kd_cache *c, struct kc_entry *e)
 {
 	struct migrate_job *job = e->job;
-	struct kc_entry **pp, *prev = NULL;
 
 	if (!e->rblk || !job || e->restore_cancelled)
 		return;
-	for (pp = &c->staging_head; *pp;
-	     prev = *pp, pp = &(*pp)->staging_next) {
-		if (*pp != e)
-			continue;
-		*pp = e->staging_next;
-		if (c->staging_tail == e)
-			c->staging_tail = prev;
-		e->staging_next = NULL;
+	if (kd_fifo_linked(&c->staging, &e->staging)) {
+		kd_fifo_unlink(&c->staging, &e->staging);
 		e->restore_cancelled = true;
 		c->st.restores_cancelled++;
 		job->state = MIGRATE_CANCELLED; /* never ran */
