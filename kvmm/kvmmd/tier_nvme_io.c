@@ -176,7 +176,7 @@ static void queue_op(struct tier_nvme *t, struct io_uring_sqe *sqe,
 	nvme_sqe_file(t, sqe);
 	io_uring_sqe_set_data64(sqe, ud);
 	a->outstanding++;
-	t->st.sqes++;
+	nvme_count(&t->io_sqes);
 }
 
 /* Start io idx of b in the free entry ai (a write's CRC is known). */
@@ -280,7 +280,7 @@ static void fail_all(struct tier_nvme *t, int err);
 /* The ring's answer to io_uring_enter: r SQEs of n taken, or an error. */
 static void submitted(struct tier_nvme *t, int r, unsigned int n)
 {
-	t->st.submits++; /* counts io_uring_enter calls */
+	nvme_count(&t->io_submits); /* io_uring_enter calls */
 	if (r > 0)
 		t->unsubmitted -= (unsigned int)r < n ? (unsigned int)r : n;
 	if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME)

@@ -19,7 +19,8 @@
  * several threads, share one queue; see tier_nvme_io.c).  After open only
  * the tier's completion thread touches the ring, and it waits for
  * completions without io_lock.  io_lock is taken before lock when both
- * are held.
+ * are held.  Two counters are outside both: io_sqes and io_submits (see
+ * nvme_count()).
  */
 #ifndef KVMM_KVMMD_TIER_NVME_PRIV_H
 #define KVMM_KVMMD_TIER_NVME_PRIV_H
@@ -96,7 +97,7 @@ struct tier_nvme {
 	bool fixed_file; /* fd registered as file 0 of the ring */
 	unsigned char *reg_base;
 	size_t reg_len;
-	struct tier_nvme_stats st;
+	struct tier_nvme_stats st; /* lock; sqes and submits unused (io_*) */
 	/* the batch engine (io_lock) */
 	struct nvme_active *act; /* qd blocks in progress */
 	struct nvme_batch *batches; /* batches with blocks not yet started */
@@ -113,7 +114,33 @@ struct tier_nvme {
 	int wake_fd; /* eventfd io_thread polls through the ring */
 	bool wake_armed; /* that poll is queued */
 	int ring_err; /* the ring failed: every later I/O fails with it */
+	/* stats.sqes and stats.submits: written by io_thread alone, read by
+	 * tier_nvme_get_stats() (nvme_count()) */
+	uint64_t io_sqes;
+	uint64_t io_submits;
 };
+
+/*
+ * One more on a counter of the engine's (io_sqes, io_submits).  They
+ * change on io_thread's fast path, once per I/O, and tier_nvme_get_stats()
+ * reads them without io_lock: relaxed atomics, not a lock.  Taking
+ * io_lock in tier_nvme_get_stats() would make every reader (kvmmd asks
+ * for the stats before each HOST_TO_NVME demotion, and on TIER_STATS)
+ * wait for, and delay, the completion thread's work under io_lock; they
+ * used to be part of st and were read under lock while io_thread wrote
+ * them under io_lock: a data race (ThreadSanitizer).  Their only writer
+ * is io_thread, so a relaxed load and store is a plain increment (no
+ * locked instruction); a reader sees each counter whole and never going
+ * back, with no ordering against the other counters (none is needed:
+ * st's own fields are a snapshot under lock, these two may be a few I/Os
+ * ahead of or behind it).
+ */
+static inline void nvme_count(uint64_t *counter)
+{
+	__atomic_store_n(counter,
+			 __atomic_load_n(counter, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
 
 static inline uint64_t nvme_slot_offset(const struct tier_nvme *t,
 					uint32_t slot)

@@ -5,7 +5,8 @@
  * counters.  Nothing here touches the disk; the batch engine
  * (tier_nvme_io.c) and the recovery scan (tier_nvme_recover.c) move slots
  * between states, the public lookups below read them.  Everything runs
- * under t->lock.
+ * under t->lock (tier_nvme_get_stats() reads the engine's two counters
+ * without it: nvme_count()).
  */
 #include "tier_nvme_priv.h"
 
@@ -216,6 +217,9 @@ void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st)
 	pthread_mutex_lock(&t->lock);
 	*st = t->st;
 	pthread_mutex_unlock(&t->lock);
+	/* the engine's own two, without io_lock (nvme_count()) */
+	st->sqes = __atomic_load_n(&t->io_sqes, __ATOMIC_RELAXED);
+	st->submits = __atomic_load_n(&t->io_submits, __ATOMIC_RELAXED);
 }
 
 #endif /* HAVE_LIBURING */
