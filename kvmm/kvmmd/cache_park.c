@@ -45,6 +45,21 @@ uint64_t kc_reserved(struct kd_cache *c)
 	return sum;
 }
 
+bool kc_pages_in_line(struct kd_cache *c, uint64_t pages)
+{
+	return kc_pool_free(c->d) >= pages + kc_reserved(c);
+}
+
+/*
+ * A command left the line: restores of pending opens that waited for the
+ * earmarks ahead of them (kc_busy_retry()) are tried again, from the loop.
+ */
+static void kc_park_line_moved(struct kd_cache *c)
+{
+	if (c->busy_in_line && !c->closing && !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+}
+
 /* The first parked command's pages are free: it can be served now. */
 static bool kc_park_head_fits(struct kd_cache *c)
 {
@@ -117,6 +132,7 @@ int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 void kc_park_run(struct kd_cache *c)
 {
 	uint64_t now = kd_now_ns(), round = ++c->park_round;
+	bool moved = false;
 
 	c->park_kicked = false;
 	for (;;) {
@@ -140,17 +156,21 @@ void kc_park_run(struct kd_cache *c)
 			/* its session ended meanwhile (kc_park_session_end()
 			 * left the record to us): nothing to resume */
 			kc_park_drop(c, pk);
+			moved = true;
 			continue;
 		}
 		if (parked)
 			continue;
 		kc_park_drop(c, pk);
+		moved = true;
 		/* a PREFIX_OPEN now waiting for restores resumes the session
 		 * when it replies (kc_pending_finish()) */
 		if (!deferred)
 			kd_session_resume(s); /* last: may end the session */
 	}
 	kc_park_arm(c);
+	if (moved)
+		kc_park_line_moved(c);
 }
 
 void kd_cache_pages_back(struct kd_daemon *d)
@@ -176,10 +196,12 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 		struct kc_park *next = kc_park_of(kd_fifo_next(&pk->link));
 
 		if (pk->s == s) {
-			if (pk == c->rerun)
+			if (pk == c->rerun) {
 				pk->s = NULL; /* kc_park_run() frees it */
-			else
+			} else {
 				kc_park_drop(c, pk);
+				kc_park_line_moved(c);
+			}
 		}
 		pk = next;
 	}

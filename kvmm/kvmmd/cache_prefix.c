@@ -16,18 +16,39 @@
 #include "kvmm/kvmmd/cache_plan.h"
 
 /*
- * Before a prefix open restores blocks: make room in a full pool for the
- * restores, with the prefix's own blocks pinned so the reclaim does not
- * demote (or push on, or drop) what the prefix is about to use.  Entries
- * the reclaim's cascade moves or drops are found (or not) again by the
- * hit loop.  kd_cache_reclaim()'s answer: -EINPROGRESS parks the open
- * until the victims' copies are done; otherwise the walk goes on (a
- * restore without pages is a miss).  The prefix is pinned only when
- * victims are taken: not when the pages are free, nor on each run of a
- * parked open that still waits (kc_reclaim_check()).
+ * Does the walk (kc_prefix_walk()) take fresh pool pages for e, planned
+ * `act`?  A block to recompute always does (e may be in any state, even
+ * missing); a lower-tier block it restores does, unless it is being
+ * restored already (the open waits for that restore and shares it) or
+ * being demoted (restored once the move ended, by kc_busy_retry(), which
+ * takes its pages then, in line: kc_pages_in_line()).
+ */
+static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
+{
+	if (act == POL_RESTORE_RECOMPUTE)
+		return true;
+	return !e->rblk && !e->job && e->tier != POL_TIER_GPU;
+}
+
+/*
+ * Before a prefix open takes pool pages (restores, blocks to recompute):
+ * make room in a full pool for them, with the prefix's own blocks pinned
+ * so the reclaim does not demote (or push on, or drop) what the prefix is
+ * about to use.  The pages counted are those the walk takes, block by
+ * block, with the walk's own plan (`mode`; tiers and plan are the
+ * caller's buffers of n + 1), past a block being demoted too: they are
+ * free beyond the earmarks of the commands parked before, or the open
+ * parks behind them.  Entries the reclaim's cascade moves or drops are
+ * found (or not) again by the hit loop, which plans again, and takes
+ * pages only in line as well.  kd_cache_reclaim()'s answer: -EINPROGRESS
+ * parks the open until the victims' copies are done; otherwise the walk
+ * goes on (a restore without pages is a miss).  The prefix is pinned only
+ * when victims are taken: not when the pages are free, nor on each run of
+ * a parked open that still waits (kc_reclaim_check()).
  */
 static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
-			  uint32_t n)
+			  uint32_t n, uint32_t mode, uint8_t *tiers,
+			  uint8_t *plan)
 {
 	uint64_t need = 0;
 	uint32_t lim;
@@ -39,13 +60,12 @@ static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 
 		if (!e || e->dead || e->drop_after)
 			break;
-		if (e->rblk)
-			continue; /* being restored: pages taken, pinned */
-		if (e->job)
-			break;
-		if (e->tier != POL_TIER_GPU)
-			need += c->ppb;
+		tiers[lim] = e->tier; /* where a demotion goes to */
 	}
+	kd_cache_plan(mode, c->d->cost, tiers, lim, plan);
+	for (uint32_t i = 0; i < lim; i++)
+		if (kc_walk_takes_pages(kc_find(c, hashes[i]), plan[i]))
+			need += c->ppb;
 	if (!need)
 		return 0;
 	err = kc_reclaim_check(c->d, need);
@@ -107,6 +127,7 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
  */
 static void kc_busy_retry(struct kd_cache *c)
 {
+	c->busy_in_line = 0;
 	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
 		struct kd_region *r;
 
@@ -130,6 +151,16 @@ static void kc_busy_retry(struct kd_cache *c)
 				if (e->tier == POL_TIER_GPU) {
 					kc_prefix_share(c, pr, r, i, e);
 					pr->nwait--;
+					continue;
+				}
+				if (kc_reserved(c) &&
+				    !kc_pages_in_line(c, c->ppb)) {
+					/* the free pages are earmarked for
+					 * commands parked before: wait until
+					 * they left the line (then it is
+					 * restored, or misses as it always
+					 * did in a full pool) */
+					c->busy_in_line++;
 					continue;
 				}
 				if (kc_restore_submit(c, pr->s, e) == 0) {
@@ -483,7 +514,8 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 
 			/* fresh pages the client fills; the cached copy
 			 * stays where it is */
-			if (kc_block_new(s, r->pages_per_block, &blk)) {
+			if (!kc_pages_in_line(c, r->pages_per_block) ||
+			    kc_block_new(s, r->pages_per_block, &blk)) {
 				pr->stop = KC_STOP_MISS;
 				break;
 			}
@@ -517,7 +549,8 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			continue;
 		}
 		if (e->tier != POL_TIER_GPU) {
-			if (kc_restore_submit(c, s, e)) {
+			if (!kc_pages_in_line(c, c->ppb) ||
+			    kc_restore_submit(c, s, e)) {
 				pr->stop = KC_STOP_MISS;
 				break;
 			}
@@ -578,7 +611,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
 	if (!opened) {
 		pol_cache_set_clock(c->pol, kd_now_ns());
-		if (kc_prefix_room(c, hashes, n) == -EINPROGRESS) {
+		if (kc_prefix_room(c, hashes, n,
+				   po.flags & KVMM_PREFIX_OPEN_ACTIONS ?
+					   d->cfg.restore_mode :
+					   KD_RESTORE_RELOAD,
+				   tiers, plan) == -EINPROGRESS) {
 			/* the restores' pages come back when demotion copies
 			 * end: the open runs again from the loop then
 			 * (cache_park.c), nothing of it done yet */

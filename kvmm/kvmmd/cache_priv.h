@@ -177,6 +177,9 @@ struct kd_cache {
 	 * the parked commands from the loop at once (kd_cache_pages_back()) */
 	bool park_kicked;
 	uint64_t park_need; /* pages of the last -EINPROGRESS (the park) */
+	/* blocks of pending opens whose restore waits for the commands
+	 * parked before it to leave the line (kc_busy_retry()) */
+	uint64_t busy_in_line;
 	struct kd_timer park_timer; /* the earliest deadline, or now */
 	uint64_t park_round;
 	uint64_t cmds_parked, cmds_parked_now;
@@ -230,6 +233,9 @@ void kc_park_run(struct kd_cache *c);
 /* Pages earmarked for the parked commands ahead of the one running (all
  * of them for a new command). */
 uint64_t kc_reserved(struct kd_cache *c);
+/* `pages` are free beyond those earmarks: what a path that allocates
+ * outside kd_cache_reclaim() checks before it takes pool pages. */
+bool kc_pages_in_line(struct kd_cache *c, uint64_t pages);
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s);
 void kc_park_fini(struct kd_cache *c);
 
