@@ -124,6 +124,18 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
  * the block (a failed copy left it on the GPU), restore it from where it
  * landed, join a restore another open started meanwhile, or give up when
  * it was dropped.
+ *
+ * The restore's fresh pages are taken in line, like every other
+ * command's: not while the free pages are earmarked for commands parked
+ * before (kc_reserved()).  It cannot park as they do: its open is half
+ * done (sequence open, blocks attached, restores in flight, reply
+ * deferred) and cannot run again from the start.  So the block stays
+ * BUSY, counted in busy_in_line, and is tried again whenever a command
+ * leaves the line (kc_park_line_moved() arms the settle).  This cannot
+ * deadlock: the line never waits for it (its earmarks do not count it),
+ * and every parked command leaves within KD_PARK_MAX_MS.  Once nothing
+ * earmarked stands before it, it is restored or, in a pool still short,
+ * a busy miss, as it always was (it takes no victims).
  */
 static void kc_busy_retry(struct kd_cache *c)
 {
