@@ -88,6 +88,20 @@ static int fault_page_export(struct vmm_backend *b, vmm_handle_t page, int *fd)
 	return err ? err : INNER(b)->ops->page_export(INNER(b), page, fd);
 }
 
+/* Counted and injectable like the required ops: the pool's page creation
+ * calls it, and its failure must unwind too.  An inner backend without it
+ * answers -EOPNOTSUPP, as a backend whose handle is not an fd would. */
+static int fault_page_fd(struct vmm_backend *b, vmm_handle_t page, int *fd)
+{
+	int err = fault_hit(b, VMM_OP_PAGE_FD);
+
+	if (err)
+		return err;
+	if (!INNER(b)->ops->page_fd)
+		return -EOPNOTSUPP;
+	return INNER(b)->ops->page_fd(INNER(b), page, fd);
+}
+
 static int fault_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 {
 	int err = fault_hit(b, VMM_OP_PAGE_IMPORT);
@@ -201,6 +215,7 @@ static const struct vmm_ops fault_ops = {
 	.copy_to_host = fault_copy_to_host,
 	.copy_from_host = fault_copy_from_host,
 	.destroy = fault_destroy,
+	.page_fd = fault_page_fd,
 	.usage = fault_usage,
 	.copy_va_to_host_async = fault_copy_va_to_host_async,
 	.copy_host_to_va_async = fault_copy_host_to_va_async,

@@ -10,6 +10,9 @@
  *                ftruncate it would SIGBUS every other mapper
  *   export       fcntl(F_DUPFD_CLOEXEC); import checks the fd is a sealed
  *                memfd of exactly one page, then dups it
+ *   page_fd      the memfd itself: a dup would share its open file anyway,
+ *                so the pool sends this one and holds one fd per page, not
+ *                two
  *   map          mmap(MAP_FIXED|MAP_SHARED, PROT_NONE) of the memfd over the
  *                slot; set_access (mprotect) opens it, as cuMemSetAccess does
  *   unmap        mmap(MAP_FIXED, PROT_NONE, anonymous) over the slot, so the
@@ -185,6 +188,21 @@ static int host_page_export(struct vmm_backend *b, vmm_handle_t page, int *fd)
 	}
 	*fd = nfd;
 out:
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
+/* The handle is the page's memfd: what an export would dup. */
+static int host_page_fd(struct vmm_backend *b, vmm_handle_t page, int *fd)
+{
+	struct host_backend *h = to_host(b);
+	int err = 0;
+
+	pthread_mutex_lock(&h->lock);
+	if (vmm_track_page_live(&h->track, page))
+		*fd = (int)page;
+	else
+		err = -EBADF;
 	pthread_mutex_unlock(&h->lock);
 	return err;
 }
@@ -452,6 +470,7 @@ static const struct vmm_ops host_ops = {
 	.copy_to_host = host_copy_to_host,
 	.copy_from_host = host_copy_from_host,
 	.destroy = host_destroy,
+	.page_fd = host_page_fd,
 	.usage = host_usage,
 	.copy_va_to_host_async = host_copy_va_to_host_async,
 	.copy_host_to_va_async = host_copy_host_to_va_async,

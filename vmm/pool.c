@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Physical page pool.  Creating a page is the slow backend call (~200 us
- * for a 2 MiB cuMemCreate), so pages are created once, each with one
- * exported fd the daemon hands to clients, and recycled through a LIFO free
- * list (the most recently freed page is the one most likely still warm).
+ * for a 2 MiB cuMemCreate), so pages are created once, each with one fd
+ * the daemon hands to clients, and recycled through a LIFO free list (the
+ * most recently freed page is the one most likely still warm).
+ *
+ * The fd is the backend's own where the handle is an fd (host: the memfd,
+ * vmm_ops.page_fd), since SCM_RIGHTS duplicates it into the receiver
+ * anyway; else one exported at creation, which the pool owns and closes
+ * (cuda: cuMemExportToShareableHandle, once per page).  Either way a page
+ * costs this process one fd (VMM_POOL_FDS_PER_PAGE).
  *
  * Page states (metadata out of band, one struct per page id):
  *
@@ -32,7 +38,8 @@
 
 struct pool_page {
 	vmm_handle_t handle;
-	int fd; /* exported once at creation, owned by the pool */
+	int fd; /* what clients get: the backend's, or exported (fd_owned) */
+	bool fd_owned; /* exported at creation: the pool closes it */
 	enum vmm_page_state state;
 	unsigned int mappers;
 };
@@ -80,11 +87,11 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 		return -ENOMEM;
 	}
 	{
-		/* Each page costs the pool one exported fd, plus the handle
-		 * itself on the host backend (a memfd).  Say so now rather
-		 * than fail with -EMFILE half way through the budget. */
-		uint64_t need =
-			capacity_pages * (b->kind == VMM_BACKEND_HOST ? 2 : 1);
+		/* Say so now rather than fail with -EMFILE half way through
+		 * the budget.  Programs raise the limit before creating the
+		 * pool (kvmmd: vmm_nofile_raise with its sessions' fds on top),
+		 * so this fires only when they could not. */
+		uint64_t need = capacity_pages * VMM_POOL_FDS_PER_PAGE;
 		struct rlimit rl;
 
 		if (!getrlimit(RLIMIT_NOFILE, &rl) &&
@@ -92,7 +99,7 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 			vmm_log(VMM_LOG_WARN,
 				"vmm pool: %llu pages need about %llu fds but RLIMIT_NOFILE is %llu (hard %llu); raise it before filling the pool",
 				(unsigned long long)capacity_pages,
-				(unsigned long long)need,
+				(unsigned long long)need + 64,
 				(unsigned long long)rl.rlim_cur,
 				(unsigned long long)rl.rlim_max);
 	}
@@ -118,7 +125,8 @@ void vmm_pool_destroy(struct vmm_pool *pool)
 			continue;
 		if (p->state != VMM_PAGE_FREE)
 			leaked++;
-		close(p->fd);
+		if (p->fd_owned)
+			close(p->fd);
 		/* Teardown calls are retried once: a transient failure
 		 * (-EINTR, -ENOMEM for metadata) must not leak device memory;
 		 * a second failure is logged and the page is lost. */
@@ -137,6 +145,22 @@ void vmm_pool_destroy(struct vmm_pool *pool)
 	free(pool);
 }
 
+/* The fd clients get for a new page: the backend's own when it has one,
+ * else a fresh export the pool owns. */
+static int pool_page_fd(struct vmm_backend *b, struct pool_page *p)
+{
+	int err = -EOPNOTSUPP;
+
+	if (b->ops->page_fd)
+		err = b->ops->page_fd(b, p->handle, &p->fd);
+	p->fd_owned = false;
+	if (err != -EOPNOTSUPP)
+		return err;
+	err = b->ops->page_export(b, p->handle, &p->fd);
+	p->fd_owned = !err;
+	return err;
+}
+
 /* Create the next page (id = created) with its fd; it starts FREE but is
  * not pushed on the free list, the caller decides. */
 static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
@@ -152,7 +176,7 @@ static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
 	err = b->ops->page_create(b, &p->handle);
 	if (err)
 		goto err_count;
-	err = b->ops->page_export(b, p->handle, &p->fd);
+	err = pool_page_fd(b, p);
 	if (err)
 		goto err_release;
 	p->state = VMM_PAGE_FREE;

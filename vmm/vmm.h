@@ -90,6 +90,7 @@ enum vmm_op {
 	VMM_OP_SET_ACCESS,
 	VMM_OP_COPY_TO_HOST,
 	VMM_OP_COPY_FROM_HOST,
+	VMM_OP_PAGE_FD,
 	VMM_OP_COUNT,
 };
 
@@ -128,6 +129,14 @@ struct vmm_ops {
 
 	/* Optional (NULL when a backend lacks them; check before calling). */
 
+	/* The fd the backend itself keeps open for the page until
+	 * page_release (host: the memfd that is the handle).  SCM_RIGHTS
+	 * gives a receiver of this fd exactly what page_export's would (the
+	 * same open file; the export is a dup of it), so a pool may hand
+	 * this one out instead of holding a second fd per page.  The caller
+	 * must not close it.  NULL or -EOPNOTSUPP: the handle is not an fd
+	 * (cuda), use page_export. */
+	int (*page_fd)(struct vmm_backend *b, vmm_handle_t page, int *fd);
 	/* Pages, ranges and mappings this backend holds now (leak checks). */
 	int (*usage)(struct vmm_backend *b, struct vmm_backend_usage *u);
 	/* Copies between a mapped, accessible address of this process and
@@ -185,7 +194,9 @@ int vmm_cuda_result_to_errno(int result, const char *call);
  *
  * Arming resets op's call count, so nth counts from the arming.  The
  * wrapper owns inner once vmm_fault_wrap succeeds: closing the wrapper
- * closes inner.  Optional ops are passed through (and counted under no op).
+ * closes inner.  Optional ops are passed through (and counted under no op),
+ * except page_fd, counted and injectable as VMM_OP_PAGE_FD (-EOPNOTSUPP
+ * when inner has none).
  */
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
 void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
@@ -196,10 +207,18 @@ unsigned int vmm_fault_calls(struct vmm_backend *wrapped, enum vmm_op op);
 /*
  * Physical page pool on top of a backend.  Pages are created once (the slow
  * call) and recycled through a free list.  Each page has an id (its index),
- * a handle, one exported fd kept for handing the page to clients, a state
- * and a count of processes that have it mapped.  The pool is not
- * thread-safe: the daemon drives it from its event loop.
+ * a handle, one fd for handing the page to clients (the backend's own,
+ * vmm_ops.page_fd, where the handle is an fd; else exported once at
+ * creation and owned by the pool), a state and a count of processes that
+ * have it mapped.  The pool is not thread-safe: the daemon drives it from
+ * its event loop.
  */
+
+/* Fds one created pool page keeps open in the pool's process, on both
+ * backends: host, the page's memfd (the handle, also what clients get);
+ * cuda, the exported fd (the handle is not an fd).  A full pool of N pages
+ * holds N fds; size RLIMIT_NOFILE from this (vmm_nofile_raise). */
+#define VMM_POOL_FDS_PER_PAGE 1
 enum vmm_page_state {
 	VMM_PAGE_UNUSED = 0, /* slot never created, or released */
 	VMM_PAGE_FREE, /* created, on the free list */
@@ -241,7 +260,8 @@ int vmm_pool_free(struct vmm_pool *pool, uint32_t page_id);
 /* Count a process mapping / unmapping the page (the daemon's view). */
 int vmm_pool_mapped(struct vmm_pool *pool, uint32_t page_id);
 int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id);
-/* The pool's fd for the page (owned by the pool; dup or pass as is). */
+/* The pool's fd for the page (owned by the pool or the backend, valid
+ * while the pool lives: dup it or pass it as is, never close it). */
 int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id);
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id);
 enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
@@ -249,6 +269,25 @@ enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
 unsigned int vmm_pool_page_mappers(struct vmm_pool *pool, uint32_t page_id);
 void vmm_pool_get_stats(struct vmm_pool *pool, struct vmm_pool_stats *st);
 struct vmm_backend *vmm_pool_backend(struct vmm_pool *pool);
+
+/*
+ * RLIMIT_NOFILE for a process that will hold about need fds (the daemon's
+ * pool, a client mapping many pages).  When the soft limit is below need:
+ * if the hard limit is below need too, try hard = soft = min(need,
+ * fs.nr_open) (needs CAP_SYS_RESOURCE; -EPERM otherwise); else, or when
+ * that is refused, soft = hard.  Never lowers a limit.  Only programs call
+ * this (kvmmd, kvmm-replay): libkvmm never changes its process's limits.
+ * Returns 0 when need fds fit now, -EMFILE when they still do not (r says
+ * what the limits are and why), or -errno from getrlimit.
+ */
+struct vmm_nofile {
+	uint64_t need;
+	uint64_t old_soft, old_hard; /* before */
+	uint64_t soft, hard; /* now */
+	uint64_t nr_open; /* /proc/sys/fs/nr_open (1048576 if unreadable) */
+	int hard_err; /* 0, or why raising the hard limit failed (-EPERM) */
+};
+int vmm_nofile_raise(uint64_t need, struct vmm_nofile *r);
 
 /* Logging shared by vmm/, the daemon and the library. */
 enum vmm_log_level {
