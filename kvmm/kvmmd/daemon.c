@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Daemon start and stop: opens the memory backend and the page pool,
- * creates the listening socket (directory created, mode from the config,
- * stale socket replaced only when nobody answers on it), turns SIGTERM and
- * SIGINT into a loop stop through a signalfd, and on stop ends every
- * session, releases every page and removes the socket.
+ * Daemon start and stop: opens the memory backend, raises RLIMIT_NOFILE
+ * for a full pool and every session, opens the page pool, creates the
+ * listening socket (directory created, mode from the config, stale socket
+ * replaced only when nobody answers on it), turns SIGTERM and SIGINT into
+ * a loop stop through a signalfd, and on stop ends every session,
+ * releases every page and removes the socket.
  */
 #include <errno.h>
 #include <sched.h>
@@ -102,6 +103,59 @@ static bool prepare_sleep(void *data, bool arm)
 	return pending;
 }
 
+/* Fds besides the pool's and the sessions': the listening socket, signalfd,
+ * epoll, timers, the tiers' files, io_uring and eventfds, telemetry's BPF
+ * objects, stdio. */
+#define KD_FIXED_FDS 256
+
+/*
+ * Size RLIMIT_NOFILE for a full pool and every session before the pool
+ * exists (so its own warning stays quiet when this worked): one line says
+ * what was done, or what is missing and how to get it.
+ */
+static void raise_nofile(struct kd_daemon *d)
+{
+	uint64_t pool_fds = d->capacity * VMM_POOL_FDS_PER_PAGE;
+	uint64_t need = pool_fds + (uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS +
+			KD_FIXED_FDS;
+	struct vmm_nofile r;
+	int err = vmm_nofile_raise(need, &r);
+
+	if (err && err != -EMFILE) {
+		vmm_log(VMM_LOG_WARN, "fds: RLIMIT_NOFILE: %s", strerror(-err));
+		return;
+	}
+	if (!err && r.soft == r.old_soft && r.hard == r.old_hard) {
+		vmm_log(VMM_LOG_INFO,
+			"fds: need about %llu (%llu pages, %u sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
+			(unsigned long long)need,
+			(unsigned long long)d->capacity, KD_MAX_SESSIONS,
+			(unsigned long long)r.soft, (unsigned long long)r.hard);
+		return;
+	}
+	if (!err) {
+		vmm_log(VMM_LOG_INFO,
+			"fds: need about %llu (%llu pages, %u sessions); RLIMIT_NOFILE raised from %llu (hard %llu) to %llu (hard %llu)",
+			(unsigned long long)need,
+			(unsigned long long)d->capacity, KD_MAX_SESSIONS,
+			(unsigned long long)r.old_soft,
+			(unsigned long long)r.old_hard,
+			(unsigned long long)r.soft, (unsigned long long)r.hard);
+		return;
+	}
+	vmm_log(VMM_LOG_WARN,
+		"fds: need about %llu (%llu pages, %u sessions) but RLIMIT_NOFILE is %llu (hard %llu; was %llu), %llu short%s%s%s: start kvmmd with LimitNOFILE=%llu (systemd) or after ulimit -n %llu%s",
+		(unsigned long long)need, (unsigned long long)d->capacity,
+		KD_MAX_SESSIONS, (unsigned long long)r.soft,
+		(unsigned long long)r.hard, (unsigned long long)r.old_soft,
+		(unsigned long long)(need - r.soft),
+		r.hard_err ? "; raising the hard limit: " : "",
+		r.hard_err ? strerror(-r.hard_err) : "",
+		r.hard_err == -EPERM ? " (needs CAP_SYS_RESOURCE)" : "",
+		(unsigned long long)need, (unsigned long long)need,
+		need > r.nr_open ? ", and sysctl fs.nr_open above it" : "");
+}
+
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 {
 	struct vmm_config vc = { 0 };
@@ -173,6 +227,7 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 			(unsigned long long)d->capacity);
 		goto err_backend;
 	}
+	raise_nofile(d);
 	err = vmm_pool_create(d->backend, d->capacity, &d->pool);
 	if (err) {
 		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));

@@ -281,6 +281,12 @@ struct kd_revoke {
 
 struct kd_ring;
 
+/* At most this many client sessions (accept refuses more). */
+#define KD_MAX_SESSIONS 1024
+/* Fds a live session holds: its socket, its pidfd, the ring's memfd and
+ * three eventfds (ring.c).  Sizes RLIMIT_NOFILE at start (daemon.c). */
+#define KD_SESSION_FDS 6
+
 struct kd_session {
 	struct kd_daemon *d;
 	struct kd_session *prev, *next;

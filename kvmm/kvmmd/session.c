@@ -40,7 +40,6 @@
 #define SYS_pidfd_open 434
 #endif
 
-#define KD_MAX_SESSIONS 1024
 #define KD_MSGS_PER_WAKE 64
 
 static void list_add(struct kd_session **head, struct kd_session *s)
