@@ -22,7 +22,8 @@
  * The prefill model, reuse overhead and TTFT queue are computed from the
  * hit pattern exactly as kvmm/policy/replay.c does.  Capacities are the
  * daemon's: they are read from TIER_STATS and must match the command
- * line (see Documentation/policy.md for how to start kvmmd).
+ * line (see Documentation/policy.md for how to start kvmmd).  Every
+ * mapped page costs this process an fd: raise_nofile() sizes its limit.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -126,6 +127,28 @@ static int check_caps(const struct kvmm_tier_stats_reply *st,
 	return -EINVAL;
 }
 
+/*
+ * This process imports every page it maps (host backend: one fd each, kept
+ * while mapped): up to the longest request's blocks of two pages at once,
+ * plus fds in flight.  Raise our own RLIMIT_NOFILE for that before
+ * connecting, soft to hard and hard too when privileged (libkvmm leaves a
+ * program's limits alone; Documentation/admin.md).
+ */
+static void raise_nofile(uint32_t maxblocks)
+{
+	uint64_t need = 2ull * maxblocks + 256;
+	struct vmm_nofile r;
+
+	if (vmm_nofile_raise(need, &r) == -EMFILE)
+		fprintf(stderr,
+			"kvmm-replay: --daemon: requests of %u blocks map "
+			"%llu pages, about %llu fds, but RLIMIT_NOFILE is "
+			"%llu (hard %llu): run ulimit -n %llu first\n",
+			maxblocks, 2ull * maxblocks, (unsigned long long)need,
+			(unsigned long long)r.soft, (unsigned long long)r.hard,
+			(unsigned long long)need);
+}
+
 int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		  const struct pol_replay_opts *o,
 		  struct pol_replay_result *res)
@@ -176,6 +199,7 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	if (maxblocks > KVMM_PREFIX_MAX_BLOCKS)
 		return -E2BIG;
 
+	raise_nofile(maxblocks);
 	e = kvmm_connect(&co, &conn);
 	if (e) {
 		fprintf(stderr,
