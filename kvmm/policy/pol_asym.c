@@ -93,7 +93,7 @@ static unsigned age_bucket(uint64_t a)
 
 static double bucket_width(unsigned b)
 {
-	return b < 4 ? 1 : ldexp(1, (int)(b / 4) - 1);
+	return b < 4 ? 1 : (double)(1ull << (b / 4 - 1)); /* exact */
 }
 
 static uint64_t bucket_start(unsigned b)
@@ -124,7 +124,7 @@ static unsigned life_reach(uint16_t code)
 	return code >> 3;
 }
 
-static unsigned life_cls(uint16_t code)
+static inline unsigned life_cls(uint16_t code)
 {
 	return code & 7;
 }
@@ -485,17 +485,33 @@ static void add_ones(double *r, uint64_t n)
 		*r += 1;
 }
 
-/* Add d to hist[class][how far] for the lives of ticks lo..hi. */
-static void hist_range(const struct asym_stats *st, uint32_t hist[][256],
+/*
+ * Add d to hist[code] for the lives of ticks lo..hi: a life's code is its
+ * how far << 3 | class, so the histogram is indexed by the code itself.
+ * The ring is read in runs without wrapping (4 lives a step), the
+ * innermost loop of the recount.
+ */
+static void hist_range(const struct asym_stats *st, uint32_t *hist,
 		       uint64_t lo, uint64_t hi, uint32_t d)
 {
-	const uint16_t *code = st->life_code;
 	uint64_t mask = st->history - 1;
 
-	for (uint64_t t = lo; t <= hi; t++) {
-		uint16_t c = code[t & mask];
+	while (lo <= hi) {
+		uint64_t i = lo & mask, n = hi - lo + 1;
+		const uint16_t *p = st->life_code + i, *end;
 
-		hist[life_cls(c)][life_reach(c)] += d;
+		if (n > st->history - i)
+			n = st->history - i;
+		end = p + n;
+		for (; end - p >= 4; p += 4) {
+			hist[p[0]] += d;
+			hist[p[1]] += d;
+			hist[p[2]] += d;
+			hist[p[3]] += d;
+		}
+		for (; p < end; p++)
+			hist[*p] += d;
+		lo += n;
 	}
 }
 
@@ -510,7 +526,7 @@ static void hist_range(const struct asym_stats *st, uint32_t hist[][256],
  */
 static void count_reach(struct asym_stats *st, uint64_t now)
 {
-	uint32_t hist[NCLASS][256];
+	uint32_t hist[256 << 3]; /* by life code (how far << 3 | class) */
 	uint64_t wlo = 0, whi = 0; /* the histogram's ticks, when valid */
 	bool valid = false;
 
@@ -545,10 +561,10 @@ static void count_reach(struct asym_stats *st, uint64_t now)
 		whi = hi;
 		for (unsigned k = 0; k < NCLASS; k++) {
 			/* how far: LIFE_OPEN, or a bucket + 1 <= AGE_BUCKETS */
-			uint64_t n = hist[k][LIFE_OPEN];
+			uint64_t n = hist[LIFE_OPEN << 3 | k];
 
 			for (unsigned r = x + 1; r <= AGE_BUCKETS; r++)
-				n += hist[k][r];
+				n += hist[r << 3 | k];
 #ifdef POL_ASYM_CHECK
 			uint64_t m = 0;
 
