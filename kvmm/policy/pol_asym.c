@@ -163,6 +163,12 @@ struct asym_wslot {
 
 struct asym_win {
 	uint32_t start, n;
+	/*
+	 * No block of the window is newer than top (it only rises while
+	 * blocks come and go): sorted_place() skips a window when the block
+	 * it places is not older than top.
+	 */
+	struct asym_wslot top;
 	struct asym_wslot e[WIN];
 };
 
@@ -210,6 +216,43 @@ static uint64_t seen_tick(const struct pol_block *b)
 
 /* --- list end windows --- */
 
+/*
+ * Does a block with key ka, position pa come before one with kb, pb in a
+ * list (more recent, or same request and nearer the root)?  A request
+ * uses its blocks at consecutive ticks from the root on, so the key
+ * tick - position is the same for all of them and grows from one request
+ * to the next.  Ticks, not the owner's clock: the order must be the same
+ * in kvmmd (ns) and in a replay.
+ */
+static bool newer_key(int64_t ka, uint32_t pa, int64_t kb, uint32_t pb)
+{
+	return ka > kb || (ka == kb && pa < pb);
+}
+
+static int64_t block_key(const struct pol_block *b)
+{
+	return (int64_t)(b->tick - b->position);
+}
+
+static bool newer(int64_t ka, uint32_t pa, const struct pol_block *b)
+{
+	return newer_key(ka, pa, block_key(b), b->position);
+}
+
+/* e entered window w, or its key changed: raise w's top to it. */
+static void win_raise(struct asym_win *w, const struct asym_wslot *e)
+{
+	if (newer_key(e->key, e->pos, w->top.key, w->top.pos))
+		w->top = *e;
+}
+
+static void win_init(struct asym_win *w)
+{
+	w->top.key = INT64_MIN;
+	w->top.pos = UINT32_MAX; /* older than any block */
+	w->top.id = POL_NONE;
+}
+
 static struct asym_wslot *win_at(struct asym_win *w, uint32_t i)
 {
 	return &w->e[(w->start + i) & (WIN - 1)];
@@ -238,6 +281,7 @@ static void win_insert(struct asym_win *w, uint32_t i,
 	}
 	*win_at(w, i) = *e;
 	w->n++;
+	win_raise(w, e);
 }
 
 static void win_remove(struct asym_win *w, uint32_t i)
@@ -256,7 +300,7 @@ static void win_remove(struct asym_win *w, uint32_t i)
 static void win_slot(const struct pol_block *b, uint32_t id,
 		     struct asym_wslot *e)
 {
-	e->key = (int64_t)(b->tick - b->position);
+	e->key = block_key(b);
 	e->id = id;
 	e->pos = b->position;
 }
@@ -297,6 +341,7 @@ static void win_refill(struct asym *s, struct asym_win *w, unsigned f,
 
 	win_slot(pol_index_at(s->ix, id), id, &e);
 	*win_at(w, w->n++) = e;
+	win_raise(w, &e);
 	x->flags |= (uint8_t)f;
 	win_prefetch(s, f == WIN_TAIL ? x->prev : x->next);
 }
@@ -324,6 +369,7 @@ static void win_check(struct asym *s, struct asym_list *l)
 		assert(win_at(&l->tw, n)->key == e.key &&
 		       win_at(&l->tw, n)->pos == e.pos);
 		assert(SLOT(s, x)->flags & WIN_TAIL);
+		assert(!newer_key(e.key, e.pos, l->tw.top.key, l->tw.top.pos));
 	}
 	assert(n == l->tw.n);
 	assert(x == POL_NONE || !(SLOT(s, x)->flags & WIN_TAIL));
@@ -382,23 +428,56 @@ static void list_unlink(struct asym *s, uint32_t id)
 	win_check(s, l);
 }
 
-/* Insert id into list k after `after` (toward the tail), or at the head. */
-static void list_insert(struct asym *s, unsigned k, uint32_t id, uint32_t after)
+/*
+ * Where a block goes in list k: after block `after` (toward the tail), or
+ * at the head (POL_NONE).  `at` is after's place from the head when the
+ * caller knows it (UINT64_MAX: not known).
+ */
+struct asym_place {
+	uint32_t after;
+	uint64_t at;
+};
+
+/* Insert id into list k at p. */
+static void list_insert(struct asym *s, unsigned k, uint32_t id,
+			struct asym_place p)
 {
 	struct pol_slot *x = SLOT(s, id);
 	struct asym_list *l = &s->list[k];
+	uint32_t after = p.after;
 	struct asym_wslot e;
 	uint32_t hi, ti;
 
-	/* its index from the head and from the tail, if in the windows */
+	/*
+	 * its index from the head and from the tail, if in the windows: the
+	 * windows hold the first and the last WIN blocks, so one index
+	 * gives the other
+	 */
 	if (after == POL_NONE) {
 		hi = 0;
 		ti = l->len < WIN ? (uint32_t)l->len : WIN;
 	} else {
-		uint8_t af = SLOT(s, after)->flags;
+		uint64_t at = p.at, back;
 
-		hi = af & WIN_HEAD ? win_find(&l->hw, after) + 1 : WIN;
-		ti = af & WIN_TAIL ? win_find(&l->tw, after) : WIN;
+		if (at == UINT64_MAX) {
+			uint8_t af = SLOT(s, after)->flags;
+
+			if (af & WIN_HEAD)
+				at = win_find(&l->hw, after);
+			else if (af & WIN_TAIL)
+				at = l->len - 1 - win_find(&l->tw, after);
+		}
+		back = l->len - 1 - at; /* from the tail (at known) */
+		hi = at < WIN ? (uint32_t)at + 1 : WIN;
+		ti = at != UINT64_MAX && back < WIN ? (uint32_t)back : WIN;
+#ifdef POL_ASYM_CHECK
+		assert(hi == (SLOT(s, after)->flags & WIN_HEAD ?
+				      win_find(&l->hw, after) + 1 :
+				      WIN));
+		assert(ti == (SLOT(s, after)->flags & WIN_TAIL ?
+				      win_find(&l->tw, after) :
+				      WIN));
+#endif
 	}
 	win_slot(pol_index_at(s->ix, id), id, &e);
 	x->flags = 0;
@@ -715,48 +794,45 @@ static void learn(struct asym *s, struct pol_block *b)
 /* --- pol_ops --- */
 
 /*
- * Does a block with key ka, position pa come before b in a list (more
- * recent, or same request and nearer the root)?  A request uses its
- * blocks at consecutive ticks from the root on, so the key tick -
- * position is the same for all of them and grows from one request to the
- * next.  Ticks, not the owner's clock: the order must be the same in
- * kvmmd (ns) and in a replay.
- */
-static bool newer(int64_t ka, uint32_t pa, const struct pol_block *b)
-{
-	int64_t kb = (int64_t)(b->tick - b->position);
-
-	return ka > kb || (ka == kb && pa < b->position);
-}
-
-/*
  * A demoted block keeps its place by last use among the tier's blocks of
  * its class (lists then stay in age order, which the victim choice
  * relies on): search from both ends, SORT_MAX steps each (in the end
  * windows, which hold just the blocks these steps would visit).
  */
-static uint32_t sorted_place(struct asym *s, unsigned k,
-			     const struct pol_block *b)
+static struct asym_place sorted_place(struct asym *s, unsigned k,
+				      const struct pol_block *b)
 {
 	struct asym_list *l = &s->list[k];
-	uint32_t after = POL_NONE;
+	struct asym_place p = { POL_NONE, UINT64_MAX };
+	int64_t kb = block_key(b);
 
-	for (uint32_t i = 0; i < l->tw.n; i++) {
-		const struct asym_wslot *e = win_at(&l->tw, i);
+	/* the tail window's top is not newer: none of its blocks is */
+	if (newer_key(l->tw.top.key, l->tw.top.pos, kb, b->position)) {
+		for (uint32_t i = 0; i < l->tw.n; i++) {
+			const struct asym_wslot *e = win_at(&l->tw, i);
 
-		if (newer(e->key, e->pos, b))
-			return e->id;
+			if (newer(e->key, e->pos, b)) {
+				p.after = e->id;
+				p.at = l->len - 1 - i;
+				return p;
+			}
+		}
+		/* b is newer than all of them: a tighter top */
+		l->tw.top.key = kb;
+		l->tw.top.pos = b->position;
+		l->tw.top.id = POL_NONE;
 	}
 	if (l->len <= WIN)
-		return POL_NONE; /* newer than all */
+		return p; /* newer than all */
 	for (uint32_t i = 0; i < WIN; i++) {
 		const struct asym_wslot *e = win_at(&l->hw, i);
 
 		if (!newer(e->key, e->pos, b))
-			return after;
-		after = e->id;
+			return p;
+		p.after = e->id;
+		p.at = i;
 	}
-	return after; /* somewhere in the middle: near enough */
+	return p; /* somewhere in the middle: near enough */
 }
 
 /*
@@ -774,8 +850,13 @@ static void place(struct asym *s, struct pol_block *b, bool used)
 		SLOT(s, id)->list = 0;
 		return;
 	}
-	list_insert(s, k, id,
-		    used ? parent_just_used(s, b, k) : sorted_place(s, k, b));
+	if (used) {
+		struct asym_place p = { parent_just_used(s, b, k), UINT64_MAX };
+
+		list_insert(s, k, id, p);
+	} else {
+		list_insert(s, k, id, sorted_place(s, k, b));
+	}
 }
 
 static void asym_insert(void *priv, struct pol_block *b)
@@ -827,10 +908,18 @@ static void asym_touch(void *priv, struct pol_block *b)
 	if (!x->flags)
 		return;
 	l = &s->list[x->list - 1];
-	if (x->flags & WIN_HEAD)
-		win_slot(b, id, win_at(&l->hw, win_find(&l->hw, id)));
-	if (x->flags & WIN_TAIL)
-		win_slot(b, id, win_at(&l->tw, win_find(&l->tw, id)));
+	if (x->flags & WIN_HEAD) {
+		struct asym_wslot *e = win_at(&l->hw, win_find(&l->hw, id));
+
+		win_slot(b, id, e);
+		win_raise(&l->hw, e);
+	}
+	if (x->flags & WIN_TAIL) {
+		struct asym_wslot *e = win_at(&l->tw, win_find(&l->tw, id));
+
+		win_slot(b, id, e);
+		win_raise(&l->tw, e);
+	}
 	win_check(s, l);
 }
 
@@ -931,8 +1020,11 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	s->c = c;
 	s->ix = pol_cache_index(c);
 	s->tier = tier;
-	for (unsigned k = 0; k < NCLASS; k++)
+	for (unsigned k = 0; k < NCLASS; k++) {
 		s->list[k].head = s->list[k].tail = POL_NONE;
+		win_init(&s->list[k].hw);
+		win_init(&s->list[k].tw);
+	}
 	s->used_id[0] = s->used_id[1] = POL_NONE;
 	s->last_tier = pol_cache_lower_tier(c, tier) == POL_TIER_NONE;
 	if (tier != POL_TIER_GPU) {
