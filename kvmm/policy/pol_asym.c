@@ -164,11 +164,11 @@ struct asym_wslot {
 struct asym_win {
 	uint32_t start, n;
 	/*
-	 * No block of the window is newer than top (it only rises while
-	 * blocks come and go): sorted_place() skips a window when the block
-	 * it places is not older than top.
+	 * No block of the window is newer than top or older than bottom
+	 * (bounds that only widen while blocks come and go): sorted_place()
+	 * skips a window that cannot hold the place it looks for.
 	 */
-	struct asym_wslot top;
+	struct asym_wslot top, bottom;
 	struct asym_wslot e[WIN];
 };
 
@@ -239,11 +239,13 @@ static bool newer(int64_t ka, uint32_t pa, const struct pol_block *b)
 	return newer_key(ka, pa, block_key(b), b->position);
 }
 
-/* e entered window w, or its key changed: raise w's top to it. */
-static void win_raise(struct asym_win *w, const struct asym_wslot *e)
+/* e entered window w, or its key changed: widen w's bounds to it. */
+static void win_bound(struct asym_win *w, const struct asym_wslot *e)
 {
 	if (newer_key(e->key, e->pos, w->top.key, w->top.pos))
 		w->top = *e;
+	if (newer_key(w->bottom.key, w->bottom.pos, e->key, e->pos))
+		w->bottom = *e;
 }
 
 static void win_init(struct asym_win *w)
@@ -251,6 +253,9 @@ static void win_init(struct asym_win *w)
 	w->top.key = INT64_MIN;
 	w->top.pos = UINT32_MAX; /* older than any block */
 	w->top.id = POL_NONE;
+	w->bottom.key = INT64_MAX;
+	w->bottom.pos = 0; /* newer than any block */
+	w->bottom.id = POL_NONE;
 }
 
 static struct asym_wslot *win_at(struct asym_win *w, uint32_t i)
@@ -281,7 +286,7 @@ static void win_insert(struct asym_win *w, uint32_t i,
 	}
 	*win_at(w, i) = *e;
 	w->n++;
-	win_raise(w, e);
+	win_bound(w, e);
 }
 
 static void win_remove(struct asym_win *w, uint32_t i)
@@ -341,7 +346,7 @@ static void win_refill(struct asym *s, struct asym_win *w, unsigned f,
 
 	win_slot(pol_index_at(s->ix, id), id, &e);
 	*win_at(w, w->n++) = e;
-	win_raise(w, &e);
+	win_bound(w, &e);
 	x->flags |= (uint8_t)f;
 	win_prefetch(s, f == WIN_TAIL ? x->prev : x->next);
 }
@@ -359,6 +364,8 @@ static void win_check(struct asym *s, struct asym_list *l)
 		assert(win_at(&l->hw, n)->key == e.key &&
 		       win_at(&l->hw, n)->pos == e.pos);
 		assert(SLOT(s, x)->flags & WIN_HEAD);
+		assert(!newer_key(l->hw.bottom.key, l->hw.bottom.pos, e.key,
+				  e.pos));
 	}
 	assert(n == l->hw.n);
 	assert(x == POL_NONE || !(SLOT(s, x)->flags & WIN_HEAD));
@@ -824,15 +831,25 @@ static struct asym_place sorted_place(struct asym *s, unsigned k,
 	}
 	if (l->len <= WIN)
 		return p; /* newer than all */
-	for (uint32_t i = 0; i < WIN; i++) {
-		const struct asym_wslot *e = win_at(&l->hw, i);
+	/* the head window's bottom is newer: all of its blocks are */
+	if (!newer_key(l->hw.bottom.key, l->hw.bottom.pos, kb, b->position)) {
+		for (uint32_t i = 0; i < WIN; i++) {
+			const struct asym_wslot *e = win_at(&l->hw, i);
 
-		if (!newer(e->key, e->pos, b))
-			return p;
-		p.after = e->id;
-		p.at = i;
+			if (!newer(e->key, e->pos, b))
+				return p;
+			p.after = e->id;
+			p.at = i;
+		}
+		/* b is older than all of them: a tighter bottom */
+		l->hw.bottom.key = kb;
+		l->hw.bottom.pos = b->position;
+		l->hw.bottom.id = POL_NONE;
 	}
-	return p; /* somewhere in the middle: near enough */
+	/* somewhere in the middle: near enough (the window is full) */
+	p.after = win_at(&l->hw, WIN - 1)->id;
+	p.at = WIN - 1;
+	return p;
 }
 
 /*
@@ -912,13 +929,13 @@ static void asym_touch(void *priv, struct pol_block *b)
 		struct asym_wslot *e = win_at(&l->hw, win_find(&l->hw, id));
 
 		win_slot(b, id, e);
-		win_raise(&l->hw, e);
+		win_bound(&l->hw, e);
 	}
 	if (x->flags & WIN_TAIL) {
 		struct asym_wslot *e = win_at(&l->tw, win_find(&l->tw, id));
 
 		win_slot(b, id, e);
-		win_raise(&l->tw, e);
+		win_bound(&l->tw, e);
 	}
 	win_check(s, l);
 }
