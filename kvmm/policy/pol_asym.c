@@ -986,10 +986,30 @@ static bool better_victim(const struct asym *s, const struct pol_block *a,
 	return a->tick < b->tick;
 }
 
+/*
+ * pol_cache_evictable() for a block in a list: the lists hold only the
+ * blocks that may go structurally (asym_change keeps them so), which
+ * leaves the pins, references and TTLs to check, without two calls per
+ * list at every decision.
+ */
+static bool list_evictable(const struct asym *s, const struct pol_block *b,
+			   uint64_t clock)
+{
+	bool e = !b->pins && !b->refcount &&
+		 !(b->ttl_expiry && b->ttl_expiry > clock);
+
+#ifdef POL_ASYM_CHECK
+	assert(e == pol_cache_evictable(s->c, b));
+#else
+	(void)s;
+#endif
+	return e;
+}
+
 static struct pol_block *asym_victim(void *priv)
 {
 	struct asym *s = priv;
-	uint64_t now = pol_cache_ticks(s->c);
+	uint64_t now = pol_cache_ticks(s->c), clock = pol_cache_clock(s->c);
 	struct pol_block *best = NULL;
 	double best_v = 0;
 
@@ -1002,7 +1022,7 @@ static struct pol_block *asym_victim(void *priv)
 
 			while (id != POL_NONE) {
 				b = pol_index_at(s->ix, id);
-				if (pol_cache_evictable(s->c, b))
+				if (list_evictable(s, b, clock))
 					break;
 				b = NULL;
 				/* a bounded look first, all of it if need be */
