@@ -900,14 +900,22 @@ static void asym_access(void *priv, struct pol_block *b)
 static void asym_change(void *priv, struct pol_block *b)
 {
 	struct asym *s = priv;
-	bool leaf = pol_cache_is_leaf(s->c, b);
+	uint32_t id = pol_index_id(s->ix, b);
+	unsigned k;
+	bool leaf;
 
-	if (b->tier != s->tier || leaf == (b->slot[s->tier].list != 0))
+	if (b->tier != s->tier)
 		return;
-	if (leaf)
-		place(s, b, false);
-	else
-		list_unlink(s, pol_index_id(s->ix, b));
+	leaf = pol_cache_is_leaf(s->c, b);
+	if (leaf == (b->slot[s->tier].list != 0))
+		return;
+	if (!leaf) {
+		list_unlink(s, id);
+		return;
+	}
+	/* place(), knowing that b is a leaf */
+	k = block_class(b);
+	list_insert(s, k, id, sorted_place(s, k, b));
 }
 
 /*
