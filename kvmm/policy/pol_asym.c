@@ -801,6 +801,19 @@ static void learn(struct asym *s, struct pol_block *b)
 /* --- pol_ops --- */
 
 /*
+ * pol_cache_is_leaf(), without the call for a block with no resident
+ * child (a new block, most of the time): that one is a leaf whatever the
+ * prefix rule and the tier.
+ */
+static bool is_leaf(const struct asym *s, const struct pol_block *b)
+{
+	_Static_assert(POL_TIER_COUNT == 3, "is_leaf: three tiers");
+	if (!(b->nchild[0] | b->nchild[1] | b->nchild[2]))
+		return true;
+	return pol_cache_is_leaf(s->c, b);
+}
+
+/*
  * A demoted block keeps its place by last use among the tier's blocks of
  * its class (lists then stay in age order, which the victim choice
  * relies on): search from both ends, SORT_MAX steps each (in the end
@@ -863,7 +876,7 @@ static void place(struct asym *s, struct pol_block *b, bool used)
 	uint32_t id = pol_index_id(s->ix, b);
 	unsigned k = block_class(b);
 
-	if (!pol_cache_is_leaf(s->c, b)) {
+	if (!is_leaf(s, b)) {
 		SLOT(s, id)->list = 0;
 		return;
 	}
@@ -906,7 +919,7 @@ static void asym_change(void *priv, struct pol_block *b)
 
 	if (b->tier != s->tier)
 		return;
-	leaf = pol_cache_is_leaf(s->c, b);
+	leaf = is_leaf(s, b);
 	if (leaf == (b->slot[s->tier].list != 0))
 		return;
 	if (!leaf) {
