@@ -183,6 +183,7 @@ struct asym {
 	struct pol_index *ix;
 	unsigned tier;
 	bool last_tier;
+	bool prefix_rule; /* the cache's (fixed when it is created) */
 	struct asym_list list[NCLASS];
 	struct asym_stats *st; /* the GPU instance's */
 	/* GPU instance: the blocks used at the last two ticks (learn()) */
@@ -510,6 +511,45 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id,
 	else
 		l->tail = id;
 	SLOT(s, after)->next = id;
+	win_check(s, l);
+}
+
+/*
+ * Put id in the place of pid in list k: what inserting id right behind
+ * pid and then unlinking pid does, in one step (same links, same
+ * windows with id's key in pid's slots, same length), without the
+ * window shifts and refills of the two.
+ */
+static void list_replace(struct asym *s, unsigned k, uint32_t pid, uint32_t id)
+{
+	struct pol_slot *x = SLOT(s, id), *y = SLOT(s, pid);
+	struct asym_list *l = &s->list[k];
+	struct asym_wslot e;
+
+	win_slot(pol_index_at(s->ix, id), id, &e);
+	if (y->flags & WIN_HEAD) {
+		*win_at(&l->hw, win_find(&l->hw, pid)) = e;
+		win_bound(&l->hw, &e);
+	}
+	if (y->flags & WIN_TAIL) {
+		*win_at(&l->tw, win_find(&l->tw, pid)) = e;
+		win_bound(&l->tw, &e);
+	}
+	x->prev = y->prev;
+	x->next = y->next;
+	x->list = (uint8_t)(k + 1);
+	x->flags = y->flags;
+	if (x->prev != POL_NONE)
+		SLOT(s, x->prev)->next = id;
+	else
+		l->head = id;
+	if (x->next != POL_NONE)
+		SLOT(s, x->next)->prev = id;
+	else
+		l->tail = id;
+	y->prev = y->next = POL_NONE;
+	y->list = 0;
+	y->flags = 0;
 	win_check(s, l);
 }
 
@@ -871,7 +911,8 @@ static struct asym_place sorted_place(struct asym *s, unsigned k,
  * its children, and a scan for a victim stops at once.  A parent enters
  * its list when its last resident child goes (asym_change).
  */
-static void place(struct asym *s, struct pol_block *b, bool used)
+static void place(struct asym *s, struct pol_block *b, bool used,
+		  bool entering)
 {
 	uint32_t id = pol_index_id(s->ix, b);
 	unsigned k = block_class(b);
@@ -883,7 +924,16 @@ static void place(struct asym *s, struct pol_block *b, bool used)
 	if (used) {
 		struct asym_place p = { parent_just_used(s, b, k), UINT64_MAX };
 
-		list_insert(s, k, id, p);
+		/*
+		 * b enters the tier behind its parent: with the prefix rule
+		 * the cache then counts b in the parent, which stops being
+		 * a leaf and leaves the list (asym_change finds it out
+		 * already).  Most new blocks go this way.
+		 */
+		if (entering && s->prefix_rule && p.after != POL_NONE)
+			list_replace(s, k, p.after, id);
+		else
+			list_insert(s, k, id, p);
 	} else {
 		list_insert(s, k, id, sorted_place(s, k, b));
 	}
@@ -896,7 +946,7 @@ static void asym_insert(void *priv, struct pol_block *b)
 
 	if (used)
 		learn(s, b);
-	place(s, b, used);
+	place(s, b, used, true);
 }
 
 static void asym_access(void *priv, struct pol_block *b)
@@ -906,7 +956,7 @@ static void asym_access(void *priv, struct pol_block *b)
 	learn(s, b);
 	if (b->slot[s->tier].list)
 		list_unlink(s, pol_index_id(s->ix, b));
-	place(s, b, true);
+	place(s, b, true, false);
 }
 
 /* b gained or lost its last resident child (or a pin: nothing to do). */
@@ -1085,6 +1135,7 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	}
 	s->used_id[0] = s->used_id[1] = POL_NONE;
 	s->last_tier = pol_cache_lower_tier(c, tier) == POL_TIER_NONE;
+	s->prefix_rule = pol_cache_prefix_rule(c);
 	if (tier != POL_TIER_GPU) {
 		s->st = ((struct asym *)pol_cache_gpu_policy(c))->st;
 	} else {
