@@ -141,6 +141,7 @@ struct asym_stats {
 	uint64_t counted[AGE_BUCKETS]; /* lives counted in reach[][x] up to */
 	uint64_t period, next_decay, next_rebuild;
 	uint64_t rebuild_every;
+	uint64_t gen; /* rebuilds of value[][] so far */
 };
 
 /*
@@ -172,9 +173,24 @@ struct asym_win {
 	struct asym_wslot e[WIN];
 };
 
+/*
+ * The tail of a list as asym_victim() last valued it: block cand at the
+ * use of tick cand_tick (a block and a tick name one state of a block:
+ * any use changes the tick), evictable with no TTL, of value cand_v while
+ * the ticks stay below cand_until (its age bucket) and the values are
+ * those of rebuild cand_gen.  A pin, a reference, a TTL or a priority
+ * goes through asym_change(), which forgets it.
+ */
+struct asym_cand {
+	uint32_t id; /* POL_NONE: none */
+	uint64_t tick, until, gen;
+	double v;
+};
+
 struct asym_list {
 	uint32_t head, tail; /* head = most recent */
 	uint64_t len;
+	struct asym_cand cand;
 	struct asym_win hw, tw; /* blocks from the head, from the tail */
 };
 
@@ -709,6 +725,7 @@ static void count_reach(struct asym_stats *st, uint64_t now)
 
 static void rebuild(struct asym_stats *st)
 {
+	st->gen++;
 	double hall[AGE_BUCKETS], h[AGE_BUCKETS];
 
 	for (unsigned x = 0; x < AGE_BUCKETS; x++) {
@@ -969,6 +986,9 @@ static void asym_change(void *priv, struct pol_block *b)
 
 	if (b->tier != s->tier)
 		return;
+	/* a pin, a reference, a TTL or a priority: value it again */
+	if (s->list[block_class(b)].cand.id == id)
+		s->list[block_class(b)].cand.id = POL_NONE;
 	leaf = is_leaf(s, b);
 	if (leaf == (b->slot[s->tier].list != 0))
 		return;
@@ -1086,11 +1106,25 @@ static struct pol_block *asym_victim(void *priv)
 
 	for (unsigned pass = 0; pass < 2 && !best; pass++) {
 		for (unsigned k = 0; k < NCLASS; k++) {
+			struct asym_cand *cand = &s->list[k].cand;
 			uint32_t id = s->list[k].tail;
 			unsigned skipped = 0;
 			struct pol_block *b = NULL;
 			double v;
 
+			if (id == POL_NONE)
+				continue;
+			b = pol_index_at(s->ix, id);
+			if (id == cand->id && b->tick == cand->tick &&
+			    now < cand->until && cand->gen == s->st->gen) {
+				/* valued before, and nothing changed since */
+				v = cand->v;
+#ifdef POL_ASYM_CHECK
+				assert(list_evictable(s, b, clock) &&
+				       v == block_value(s, b, now));
+#endif
+				goto compare;
+			}
 			while (id != POL_NONE) {
 				b = pol_index_at(s->ix, id);
 				if (list_evictable(s, b, clock))
@@ -1104,6 +1138,18 @@ static struct pol_block *asym_victim(void *priv)
 			if (!b)
 				continue;
 			v = block_value(s, b, now);
+			if (!skipped && !b->ttl_expiry) {
+				unsigned x = age_bucket(now - b->tick);
+
+				cand->id = id;
+				cand->tick = b->tick;
+				cand->v = v;
+				cand->gen = s->st->gen;
+				cand->until = x + 1 < AGE_BUCKETS ?
+						      b->tick + bucket_start(x + 1) :
+						      UINT64_MAX;
+			}
+compare:
 			if (!best || better_victim(s, b, v, best, best_v)) {
 				best = b;
 				best_v = v;
@@ -1130,6 +1176,7 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	s->tier = tier;
 	for (unsigned k = 0; k < NCLASS; k++) {
 		s->list[k].head = s->list[k].tail = POL_NONE;
+		s->list[k].cand.id = POL_NONE;
 		win_init(&s->list[k].hw);
 		win_init(&s->list[k].tw);
 	}
