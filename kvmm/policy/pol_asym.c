@@ -257,7 +257,7 @@ static bool newer(int64_t ka, uint32_t pa, const struct pol_block *b)
 }
 
 /* e entered window w, or its key changed: widen w's bounds to it. */
-static void win_bound(struct asym_win *w, const struct asym_wslot *e)
+static inline void win_bound(struct asym_win *w, const struct asym_wslot *e)
 {
 	if (newer_key(e->key, e->pos, w->top.key, w->top.pos))
 		w->top = *e;
@@ -633,8 +633,8 @@ static void add_ones(double *r, uint64_t n)
  * The ring is read in runs without wrapping (4 lives a step), the
  * innermost loop of the recount.
  */
-static void hist_range(const struct asym_stats *st, uint32_t *hist,
-		       uint64_t lo, uint64_t hi, uint32_t d)
+static void hist_range(const struct asym_stats *st, uint32_t *hist, uint64_t lo,
+		       uint64_t hi, uint32_t d)
 {
 	uint64_t mask = st->history - 1;
 
@@ -928,8 +928,7 @@ static struct asym_place sorted_place(struct asym *s, unsigned k,
  * its children, and a scan for a victim stops at once.  A parent enters
  * its list when its last resident child goes (asym_change).
  */
-static void place(struct asym *s, struct pol_block *b, bool used,
-		  bool entering)
+static void place(struct asym *s, struct pol_block *b, bool used, bool entering)
 {
 	uint32_t id = pol_index_id(s->ix, b);
 	unsigned k = block_class(b);
@@ -1145,9 +1144,10 @@ static struct pol_block *asym_victim(void *priv)
 				cand->tick = b->tick;
 				cand->v = v;
 				cand->gen = s->st->gen;
-				cand->until = x + 1 < AGE_BUCKETS ?
-						      b->tick + bucket_start(x + 1) :
-						      UINT64_MAX;
+				cand->until =
+					x + 1 < AGE_BUCKETS ?
+						b->tick + bucket_start(x + 1) :
+						UINT64_MAX;
 			}
 compare:
 			if (!best || better_victim(s, b, v, best, best_v)) {
