@@ -54,16 +54,20 @@ python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['hit_ratio_bloc
 # TTL pins under a small GPU tier: held in their tier they keep running
 # requests' blocks out (--ttl-pins hold); demotable (the default) they go
 # down a tier when nothing else can, and more of the trace is served.
-for t in hold demote; do
-	"$R" --trace "$tmp/a" --policy lru --gpu-blocks 100 --host-blocks 400 \
-		--ttl-pins $t --json >"$tmp/ttl-$t" || fail "replay --ttl-pins $t"
+for p in lru asym; do
+	for t in hold demote; do
+		"$R" --trace "$tmp/a" --policy $p --gpu-blocks 100 \
+			--host-blocks 400 --ttl-pins $t --json >"$tmp/ttl-$p-$t" ||
+			fail "replay --policy $p --ttl-pins $t"
+	done
 done
 "$R" --trace "$tmp/a" --policy lru --gpu-blocks 100 --host-blocks 400 \
 	--json >"$tmp/ttl-default" || fail "replay, default TTL mode"
-sed 's/"wall_s":[0-9.]*//' "$tmp/ttl-demote" |
+sed 's/"wall_s":[0-9.]*//' "$tmp/ttl-lru-demote" |
 	cmp -s - <(sed 's/"wall_s":[0-9.]*//' "$tmp/ttl-default") ||
 	fail "the default is not --ttl-pins demote"
-python3 - "$tmp/ttl-hold" "$tmp/ttl-demote" <<'P' || fail "TTL modes: $(cat "$tmp/ttl-hold" "$tmp/ttl-demote")"
+for p in lru asym; do
+python3 - "$tmp/ttl-$p-hold" "$tmp/ttl-$p-demote" <<'P' || fail "TTL modes, $p: $(cat "$tmp/ttl-$p-hold" "$tmp/ttl-$p-demote")"
 import json, sys
 h, d = (json.load(open(f)) for f in sys.argv[1:3])
 assert h["ttl_demotions"] == 0, h
@@ -71,6 +75,7 @@ assert d["ttl_demotions"] > 1000, d
 assert d["hit_blocks"] > h["hit_blocks"] * 1.1, (h["hit_blocks"], d["hit_blocks"])
 assert d["reuse_overhead_s"] < h["reuse_overhead_s"], (h, d)
 P
+done
 "$R" --trace "$tmp/a" --policy lru --gpu-blocks 5 --ttl-pins soft \
 	>/dev/null 2>"$tmp/err" && fail "accepted --ttl-pins soft"
 grep -q "bad --ttl-pins" "$tmp/err" || fail "no message for --ttl-pins soft"

@@ -1085,13 +1085,14 @@ static bool better_victim(const struct asym *s, const struct pol_block *a,
 static bool list_evictable(const struct asym *s, const struct pol_block *b,
 			   uint64_t clock)
 {
+	/* a live TTL may still let the block go down a tier (a demotable
+	 * TTL in make_room's second pass): the cache decides those */
 	bool e = !b->pins && !b->refcount &&
-		 !(b->ttl_expiry && b->ttl_expiry > clock);
+		 (!(b->ttl_expiry && b->ttl_expiry > clock) ||
+		  pol_cache_evictable(s->c, b));
 
 #ifdef POL_ASYM_CHECK
 	assert(e == pol_cache_evictable(s->c, b));
-#else
-	(void)s;
 #endif
 	return e;
 }
@@ -1115,7 +1116,8 @@ static struct pol_block *asym_victim(void *priv)
 				continue;
 			b = pol_index_at(s->ix, id);
 			if (id == cand->id && b->tick == cand->tick &&
-			    now < cand->until && cand->gen == s->st->gen) {
+			    now < cand->until && cand->gen == s->st->gen &&
+			    !(b->ttl_expiry && b->ttl_expiry > clock)) {
 				/* valued before, and nothing changed since */
 				v = cand->v;
 #ifdef POL_ASYM_CHECK
