@@ -496,6 +496,8 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 
 		if (parent)
 			desc.flags = POL_BLOCK_HAS_PARENT;
+		if (q->few_new)
+			desc.flags |= POL_BLOCK_FEW_NEW;
 		c->st.publishes++;
 		if (blk->hash) { /* published before: the same block */
 			rep.duplicates++;

@@ -108,6 +108,8 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
 	pr->acts[i] = KVMM_BLOCK_GPU_SHARED;
 	if (e->parent)
 		desc.flags = POL_BLOCK_HAS_PARENT;
+	if (r->seqs[pr->seq].few_new)
+		desc.flags |= POL_BLOCK_FEW_NEW;
 	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead &&
 	    pol_cache_ref(c->pol, e->hash) == 0) {
 		e->in_pol = true;
@@ -590,6 +592,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	uint64_t *hashes = NULL;
 	struct kd_region *r;
 	uint32_t n, seq;
+	bool few_new = false;
 	int err, opened;
 
 	err = kc_copy_var(&po, sizeof(po), p, len,
@@ -623,6 +626,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
 	if (!opened) {
 		pol_cache_set_clock(c->pol, kd_now_ns());
+		/* before anything of the open touches the policy */
+		few_new = pol_cache_few_new(c->pol, hashes, n);
 		if (kc_prefix_room(c, hashes, n,
 				   po.flags & KVMM_PREFIX_OPEN_ACTIONS ?
 					   d->cfg.restore_mode :
@@ -638,6 +643,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = kd_seq_open(r, &seq);
 	if (err)
 		goto out;
+	r->seqs[seq].few_new = few_new;
 	pr->s = s;
 	pr->h = *h;
 	pr->region_id = po.region_id;

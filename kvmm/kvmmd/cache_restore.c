@@ -188,12 +188,13 @@ void kc_prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
 
 /*
  * Give a restored block (blk) to every pending open waiting for e, or
- * fail their waits (blk NULL).  Returns how many sequences took it and
- * the position of the first (for the policy).
+ * fail their waits (blk NULL).  Returns how many sequences took it, and
+ * the position in the first and whether its request was short
+ * (POL_BLOCK_FEW_NEW or 0), for the policy.
  */
 static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 				    struct kd_block *blk, unsigned int from,
-				    uint32_t *pos)
+				    uint32_t *pos, unsigned int *few)
 {
 	uint32_t taken = 0;
 
@@ -218,8 +219,12 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 					      KVMM_BLOCK_RELOADED_HOST :
 					      KVMM_BLOCK_RELOADED_NVME;
 			e->uses++;
-			if (!taken++)
+			if (!taken++) {
 				*pos = i;
+				*few = r->seqs[pr->seq].few_new ?
+					       POL_BLOCK_FEW_NEW :
+					       0;
+			}
 		}
 	}
 	return taken;
@@ -233,6 +238,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	struct kd_block *blk = e->rblk;
 	unsigned int from = e->tier;
 	uint32_t pos = e->position, taken;
+	unsigned int few = 0;
 	uint64_t waited;
 	bool was_in_pol;
 
@@ -252,7 +258,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 			c->st.migrations_failed++;
 		migrate_job_free(job);
 		kd_block_put(c->d, blk); /* never mapped by anyone */
-		kc_restore_hand_out(c, e, NULL, from, &pos);
+		kc_restore_hand_out(c, e, NULL, from, &pos, &few);
 		if (e->dead)
 			return; /* kc_reap_dead() frees it */
 		if (e->drop_after || (e->nvme_slot == MIGRATE_NO_SLOT &&
@@ -286,7 +292,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
 	/* the sequences take the block first, so the policy cannot pick it
 	 * as its own victim while they hold it */
-	taken = kc_restore_hand_out(c, e, blk, from, &pos);
+	taken = kc_restore_hand_out(c, e, blk, from, &pos, &few);
 	if (e->dead || e->drop_after) {
 		/* dropped while it was restored: the sequences keep their
 		 * pages, the cache does not */
@@ -308,6 +314,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 
 	if (e->parent)
 		desc.flags = POL_BLOCK_HAS_PARENT;
+	desc.flags |= few;
 	was_in_pol = e->in_pol;
 	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead) {
 		e->in_pol = true;

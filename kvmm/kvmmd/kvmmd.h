@@ -215,6 +215,9 @@ struct kd_seq {
 	bool open;
 	uint32_t gen; /* which opening of the slot (kvmm_rqe.seq_gen) */
 	uint32_t len; /* tokens */
+	/* opened by a PREFIX_OPEN whose hashes brought few blocks the cache
+	 * did not know (pol_cache_few_new): its blocks' accesses say so */
+	bool few_new;
 	struct kd_block **blocks; /* max_blocks slots, NULL = no pages */
 };
 

@@ -190,6 +190,7 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 			return -ENOMEM;
 		q->open = true;
 		q->len = 0;
+		q->few_new = false;
 		if (!++r->next_seq_gen) /* 0 means unknown on the wire */
 			++r->next_seq_gen;
 		q->gen = r->next_seq_gen;

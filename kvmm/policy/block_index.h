@@ -49,6 +49,12 @@ enum pol_block_flags {
 	POL_BLOCK_WARM_LINEAGE = 1 << 2,
 	/* its TTL may move it down a tier (pol_cache_set_ttl_demotable) */
 	POL_BLOCK_TTL_DEMOTE = 1 << 3,
+	/*
+	 * pol_block_desc only: the request using the block brought few
+	 * blocks the cache did not know (pol_cache_few_new()); kept per
+	 * block in few_new, from its latest access
+	 */
+	POL_BLOCK_FEW_NEW = 1 << 4,
 };
 
 /*
@@ -80,7 +86,7 @@ struct pol_block {
 	uint8_t holds; /* policies keeping it as history (ghost) */
 	uint8_t live; /* 1 while the entry is in the index */
 	uint8_t turn; /* conversation turn that created it (asym) */
-	uint8_t pad;
+	uint8_t few_new; /* its latest request was short (POL_BLOCK_FEW_NEW) */
 	uint32_t parent_id; /* entry id of the parent when admitted (hint) */
 	uint32_t pad2[2];
 	/* slot[POL_TIER_GPU] completes line 1 */

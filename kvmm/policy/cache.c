@@ -417,6 +417,7 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	if (id == POL_NONE)
 		return -ENOMEM;
 	b = pol_index_at(&c->ix, id);
+	b->few_new = (d->flags & POL_BLOCK_FEW_NEW) ? 1 : 0;
 	from = b->tier;
 	if (was_tier)
 		*was_tier = from;
@@ -424,7 +425,8 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		b->parent_hash = d->parent_hash;
 		b->position = d->position;
 		b->flags = (uint8_t)(d->flags & ~(POL_BLOCK_WARM_LINEAGE |
-						  POL_BLOCK_TTL_DEMOTE));
+						  POL_BLOCK_TTL_DEMOTE |
+						  POL_BLOCK_FEW_NEW));
 		b->bytes = d->bytes ? d->bytes : c->block_bytes;
 		b->parent_id = POL_NONE;
 		if (!b->access_count)
@@ -481,6 +483,15 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 void pol_cache_prefetch(const struct pol_cache *c, uint64_t hash)
 {
 	pol_index_prefetch(&c->ix, hash);
+}
+
+bool pol_cache_few_new(struct pol_cache *c, const uint64_t *hashes, uint32_t n)
+{
+	uint32_t unknown = 0;
+
+	for (uint32_t i = 0; i < n && unknown <= POL_FEW_NEW_MAX; i++)
+		unknown += pol_index_find(&c->ix, hashes[i]) == POL_NONE;
+	return unknown >= 1 && unknown <= POL_FEW_NEW_MAX;
 }
 
 struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash)

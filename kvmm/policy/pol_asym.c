@@ -6,8 +6,13 @@
  * Every block is in one class: the conversation turn of the request that
  * last used it (turn + access_count - 1, b->turn being the turn that
  * created it; for a linear session every block of a request gets the
- * request's turn), capped at NCLASS.  Later turns come back more often:
- * the longer a conversation, the likelier its next turn.
+ * request's turn), capped at TURNS, and whether that request was short
+ * (brought at most POL_FEW_NEW_MAX blocks the cache did not know:
+ * pol_cache_few_new(), b->few_new).  Later turns come back more often:
+ * the longer a conversation, the likelier its next turn; and a short
+ * follow-up message means a conversation in progress more often than a
+ * new long document does.  Both are learned, not assumed: a split that
+ * tells nothing gives two classes with the same hazard.
  *
  * Per class asym learns online how long blocks stay away: the hazard of a
  * return at age x (in ticks, i.e. cache accesses, since the block's last
@@ -70,7 +75,10 @@
 #include "kvmm/policy/pol_mem.h"
 #include "kvmm/policy/policy.h"
 
-#define NCLASS 8 /* turn classes: 1..7, 8 and later */
+#define TURNS 8 /* turn classes: 1..7, 8 and later */
+#define NCLASS (2 * TURNS) /* x the request was short or not */
+#define CLS_BITS 4 /* a class in a life code */
+_Static_assert(NCLASS <= 1 << CLS_BITS && NCLASS <= 32, "asym classes");
 #define AGE_BUCKETS 128 /* 4 per octave: ages up to 2^33 ticks */
 #define SMOOTH 4.0 /* pseudo-lives of the pooled hazard per class */
 /* history kept whatever the capacity (index entries, ~200 bytes each) */
@@ -111,22 +119,22 @@ static uint64_t bucket_start(unsigned b)
  * code: its class and how far it got,
  *
  *   0                       no life (a partial block, or not yet used)
- *   LIFE_OPEN << 3 | class  still away
- *   (b + 1) << 3 | class    came back at an age in bucket b,
+ *   LIFE_OPEN << 4 | class  still away
+ *   (b + 1) << 4 | class    came back at an age in bucket b,
  *
- * so "reached the start of bucket x" is code >> 3 > x, and counting the
+ * so "reached the start of bucket x" is code >> 4 > x, and counting the
  * lives that reached an age scans 2 bytes a life.
  */
 #define LIFE_OPEN 255u
 
 static unsigned life_reach(uint16_t code)
 {
-	return code >> 3;
+	return code >> CLS_BITS;
 }
 
 static inline unsigned life_cls(uint16_t code)
 {
-	return code & 7;
+	return code & (NCLASS - 1);
 }
 
 /* Learned statistics, shared by the tiers (owned by the GPU instance). */
@@ -201,6 +209,9 @@ struct asym {
 	bool last_tier;
 	bool prefix_rule; /* the cache's (fixed when it is created) */
 	struct asym_list list[NCLASS];
+	/* bit k: list[k] holds blocks; the victim scan visits only those
+	 * (a list is 16 KB with its windows: its tail is a miss) */
+	uint32_t nonempty;
 	struct asym_stats *st; /* the GPU instance's */
 	/* GPU instance: the blocks used at the last two ticks (learn()) */
 	uint32_t used_id[2];
@@ -211,14 +222,16 @@ struct asym {
 
 /*
  * The class of a block: the turn of the request that last used it
- * (turn + access_count - 1 for linear sessions), capped at NCLASS.
+ * (turn + access_count - 1 for linear sessions), capped at TURNS, then
+ * TURNS more classes for the same turns when that request was short.
  */
 static unsigned block_class(const struct pol_block *b)
 {
 	uint64_t t = (uint64_t)b->turn + b->access_count;
 
 	t = t > 1 ? t - 1 : 1;
-	return t < NCLASS ? (unsigned)t - 1 : NCLASS - 1;
+	return (t < TURNS ? (unsigned)t - 1 : TURNS - 1) +
+	       (b->few_new ? TURNS : 0);
 }
 
 /*
@@ -445,7 +458,8 @@ static void list_unlink(struct asym *s, uint32_t id)
 		if (l->tw.n > 1)
 			win_prefetch(s, win_at(&l->tw, 1)->id);
 	}
-	l->len--;
+	if (!--l->len)
+		s->nonempty &= ~(1u << (x->list - 1));
 	x->prev = x->next = POL_NONE;
 	x->list = 0;
 	x->flags = 0;
@@ -508,6 +522,7 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id,
 	win_enter(s, &l->hw, WIN_HEAD, hi, &e);
 	win_enter(s, &l->tw, WIN_TAIL, ti, &e);
 	l->len++;
+	s->nonempty |= 1u << k;
 	x->list = (uint8_t)(k + 1);
 	if (after == POL_NONE) {
 		x->prev = POL_NONE;
@@ -629,7 +644,7 @@ static void add_ones(double *r, uint64_t n)
 
 /*
  * Add d to hist[code] for the lives of ticks lo..hi: a life's code is its
- * how far << 3 | class, so the histogram is indexed by the code itself.
+ * how far << CLS_BITS | class, so the histogram is indexed by the code itself.
  * The ring is read in runs without wrapping (4 lives a step), the
  * innermost loop of the recount.
  */
@@ -668,7 +683,8 @@ static void hist_range(const struct asym_stats *st, uint32_t *hist, uint64_t lo,
  */
 static void count_reach(struct asym_stats *st, uint64_t now)
 {
-	uint32_t hist[256 << 3]; /* by life code (how far << 3 | class) */
+	uint32_t hist[256
+		      << CLS_BITS]; /* by life code (how far << CLS_BITS | class) */
 	uint64_t wlo = 0, whi = 0; /* the histogram's ticks, when valid */
 	bool valid = false;
 
@@ -703,10 +719,10 @@ static void count_reach(struct asym_stats *st, uint64_t now)
 		whi = hi;
 		for (unsigned k = 0; k < NCLASS; k++) {
 			/* how far: LIFE_OPEN, or a bucket + 1 <= AGE_BUCKETS */
-			uint64_t n = hist[LIFE_OPEN << 3 | k];
+			uint64_t n = hist[LIFE_OPEN << CLS_BITS | k];
 
 			for (unsigned r = x + 1; r <= AGE_BUCKETS; r++)
-				n += hist[r << 3 | k];
+				n += hist[r << CLS_BITS | k];
 #ifdef POL_ASYM_CHECK
 			uint64_t m = 0;
 
@@ -827,10 +843,11 @@ static void learn(struct asym *s, struct pol_block *b)
 		unsigned cls = b->slot[POL_TIER_GPU].aux, x = age_bucket(age);
 
 #ifdef POL_ASYM_CHECK
-		assert(code[(seen - 1) & mask] == (LIFE_OPEN << 3 | cls) &&
+		assert(code[(seen - 1) & mask] ==
+			       (LIFE_OPEN << CLS_BITS | cls) &&
 		       st->life_id[(seen - 1) & mask] == id);
 #endif
-		code[(seen - 1) & mask] = (uint16_t)((x + 1) << 3 | cls);
+		code[(seen - 1) & mask] = (uint16_t)((x + 1) << CLS_BITS | cls);
 		st->ret[cls][x] += 1;
 	} else if (!(b->flags & POL_BLOCK_PARTIAL)) {
 		pol_cache_hold(s->c, b);
@@ -841,7 +858,7 @@ static void learn(struct asym *s, struct pol_block *b)
 		unsigned cls = block_class(b);
 
 		st->life_id[slot] = id;
-		code[slot] = (uint16_t)(LIFE_OPEN << 3 | cls);
+		code[slot] = (uint16_t)(LIFE_OPEN << CLS_BITS | cls);
 		st->reach[cls][0] += 1;
 		b->slot[POL_TIER_GPU].key = (double)(now + 1);
 		b->slot[POL_TIER_GPU].aux = (uint8_t)cls;
@@ -1105,7 +1122,9 @@ static struct pol_block *asym_victim(void *priv)
 	double best_v = 0;
 
 	for (unsigned pass = 0; pass < 2 && !best; pass++) {
-		for (unsigned k = 0; k < NCLASS; k++) {
+		/* the lists with blocks, in class order as before */
+		for (uint32_t m = s->nonempty; m; m &= m - 1) {
+			unsigned k = (unsigned)__builtin_ctz(m);
 			struct asym_cand *cand = &s->list[k].cand;
 			uint32_t id = s->list[k].tail;
 			unsigned skipped = 0;

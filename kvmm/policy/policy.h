@@ -141,6 +141,18 @@ void pol_cache_prefetch(const struct pol_cache *c, uint64_t hash);
 /* The resident block with this hash (any tier), or NULL. */
 struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash);
 
+/*
+ * Does a request with these block hashes bring few blocks the cache does
+ * not know (1..POL_FEW_NEW_MAX not in its index, neither cached nor kept
+ * as history)?  A short turn of a conversation (a follow-up message)
+ * rather than a new document: asym learns the two kinds' return hazards
+ * apart.  Ask before the request's first access, and pass
+ * POL_BLOCK_FEW_NEW in the flags of its accesses when true.  Changes
+ * nothing.
+ */
+#define POL_FEW_NEW_MAX 8
+bool pol_cache_few_new(struct pol_cache *c, const uint64_t *hashes, uint32_t n);
+
 /* The tier of a hash, or POL_TIER_NONE when in no tier. */
 unsigned pol_cache_tier_of(struct pol_cache *c, uint64_t hash);
 

@@ -74,13 +74,14 @@ double pol_replay_token_ratio(const struct pol_replay_result *r)
 /* One block as kvmmd's cache.c touches it: access, then a reference
  * from the sequence if the block stayed resident. */
 static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
-			 uint64_t *refd, uint32_t *nref, uint64_t *dead,
-			 uint32_t *ndead)
+			 unsigned few, uint64_t *refd, uint32_t *nref,
+			 uint64_t *dead, uint32_t *ndead)
 {
 	struct pol_block_desc d = { .hash = h[i],
 				    .parent_hash = i ? h[i - 1] : 0,
 				    .position = i,
-				    .flags = i ? POL_BLOCK_HAS_PARENT : 0 };
+				    .flags = (i ? POL_BLOCK_HAS_PARENT : 0) |
+					     few };
 
 	if (pol_cache_access(c, &d, NULL))
 		return;
@@ -112,6 +113,9 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 {
 	uint64_t *dead = refd + n;
 	uint32_t nref = 0, ndead = 0;
+	/* kvmmd asks at PREFIX_OPEN, before it touches anything, and keeps
+	 * the answer with the sequence for its publishes */
+	unsigned few = pol_cache_few_new(c, h, n) ? POL_BLOCK_FEW_NEW : 0;
 
 	pol_cache_set_clock(c, clock); /* PREFIX_OPEN: pins the prefix */
 	for (uint32_t i = 0; i < k; i++)
@@ -126,7 +130,7 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		dead[n + i] = pol_cache_tier_of(c, h[i]) == POL_TIER_GPU;
 	for (uint32_t i = 0; i < k; i++)
 		if (dead[n + i])
-			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
 	for (uint32_t i = 0; i < k; i++)
 		if (dead[n + i])
 			pol_cache_unref(c, h[i]);
@@ -134,13 +138,13 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 	for (uint32_t i = 0; i < k; i++)
 		if (!dead[n + i]) {
 			pol_cache_unref(c, h[i]);
-			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
 			daemon_reap(c, dead, &ndead);
 		}
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
 	for (uint32_t i = k; i < n; i++)
 		if (pol_cache_tier_of(c, h[i]) == POL_TIER_NONE)
-			daemon_touch(c, h, i, refd, &nref, dead, &ndead);
+			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
 	daemon_reap(c, dead, &ndead);
 	for (uint32_t i = 0; i < nref; i++) /* SEQ_CLOSE */
 		pol_cache_unref(c, refd[i]);
@@ -281,6 +285,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		const uint64_t *h = pol_trace_blocks(t, q);
 		double cost = 0, nocache = 0;
 		uint32_t k = 0, n = q->nblocks;
+		unsigned few = 0;
 		uint64_t now;
 
 		/* Clock: trace milliseconds, file order within one. */
@@ -289,6 +294,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		now = (q->timestamp_ms << 20) +
 		      (sub < (1 << 20) ? sub : 0xfffff);
 		pol_cache_set_clock(c, now);
+		if (!o->daemon_model && pol_cache_few_new(c, h, n))
+			few = POL_BLOCK_FEW_NEW;
 
 		/* all of the request's blocks are accessed below */
 		for (uint32_t i = 0; i < n && i < REPLAY_AHEAD; i++)
@@ -346,7 +353,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				.hash = hash,
 				.parent_hash = parent,
 				.position = out ? i - 1 : i,
-				.flags = i ? POL_BLOCK_HAS_PARENT : 0,
+				.flags = (i ? POL_BLOCK_HAS_PARENT : 0) | few,
 				.next_use =
 					out ? nextout[q->out_first + i - n] :
 					      next[q->first + i],
@@ -358,7 +365,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 			if (out && i == n)
 				/* replaces the partial input block */
 				d.parent_hash = n >= 2 ? h[n - 2] : 0,
-				d.flags = n >= 2 ? POL_BLOCK_HAS_PARENT : 0;
+				d.flags = (n >= 2 ? POL_BLOCK_HAS_PARENT : 0) |
+					  few;
 			if (out)
 				*pol_hmap_slot(&seen, hash) = 1;
 			if (i + 1 < n)
