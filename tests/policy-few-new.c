@@ -102,7 +102,7 @@ int main(void)
 		uint64_t g[15];
 
 		for (int i = 0; i < 15; i++)
-			g[i] = i < 12 ? h[i] : 500 + i;
+			g[i] = i < 12 ? h[i] : (uint64_t)500 + (uint64_t)i;
 		t_assert(pol_cache_few_new(c, g, 15));
 	}
 	pol_cache_destroy(c);
