@@ -35,12 +35,15 @@ static double now(void)
 
 static void access_block(struct pol_cache *c, uint64_t n, uint64_t next)
 {
-	/* block n: chain n / 16, position n % 16 */
+	/* block n: chain n / 16, position n % 16; every other chain comes
+	 * from a short request (asym's second set of classes, which a
+	 * replay fills too) */
 	struct pol_block_desc d = {
 		.hash = n,
 		.parent_hash = n - 1,
 		.position = (uint32_t)(n % 16),
-		.flags = n % 16 ? POL_BLOCK_HAS_PARENT : 0,
+		.flags = (n % 16 ? POL_BLOCK_HAS_PARENT : 0) |
+			 ((n / 16) % 2 ? POL_BLOCK_FEW_NEW : 0),
 		.next_use = next,
 	};
 
