@@ -105,14 +105,10 @@ static bool has_cap_sys_resource(pid_t pid)
 static void log_has(const struct td_daemon *d, const char *what, bool want)
 {
 	char buf[16384];
-	size_t n;
-	FILE *f = fopen(d->log, "r");
+	int n = td_read_log(d, buf, sizeof(buf));
 
-	if (!f)
-		t_fail("%s: %s", d->log, strerror(errno));
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
+	if (n < 0)
+		t_fail("%s: %s", d->log, strerror(-n));
 	if (!strstr(buf, what) != !want) {
 		td_dump_log(d);
 		t_fail("kvmmd's log %s '%s'", want ? "lacks" : "has", what);

@@ -56,19 +56,13 @@ static int client(void *arg, int wr, int rd)
 static char *stop_and_read_log(struct td_daemon *d)
 {
 	static char buf[1 << 16];
-	FILE *f;
-	size_t n;
 	int st;
 
 	kill(d->pid, SIGTERM);
 	t_assert(waitpid(d->pid, &st, 0) == d->pid);
 	t_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	d->pid = 0;
-	f = fopen(d->log, "r");
-	t_assert(f);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = 0;
-	fclose(f);
+	t_assert(td_read_log(d, buf, sizeof(buf)) >= 0);
 	td_stop(d);
 	return buf;
 }

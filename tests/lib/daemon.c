@@ -126,6 +126,19 @@ void td_dump_log(const struct td_daemon *d)
 	fclose(f);
 }
 
+int td_read_log(const struct td_daemon *d, char *buf, size_t len)
+{
+	FILE *f = fopen(d->log, "r");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return (int)n;
+}
+
 int td_stop(struct td_daemon *d)
 {
 	int st = 0, ret = -ETIMEDOUT;

@@ -32,6 +32,9 @@ int td_start(struct td_daemon *d, const char *const *extra);
 int td_stop(struct td_daemon *d);
 /* Print the daemon's log to stderr (for failing tests). */
 void td_dump_log(const struct td_daemon *d);
+/* Read the daemon's log (its first len - 1 bytes) into buf as a string;
+ * the bytes read, or -errno. */
+int td_read_log(const struct td_daemon *d, char *buf, size_t len);
 /* ADMIN_STATUS over a fresh admin connection. */
 int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
 /* Wait until no page is allocated, mapped or quarantined and no client
