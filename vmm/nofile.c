@@ -41,7 +41,6 @@ int vmm_nofile_raise(uint64_t need, struct vmm_nofile *r)
 	struct rlimit rl;
 
 	memset(r, 0, sizeof(*r));
-	r->need = need;
 	r->nr_open = nr_open();
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return -errno;

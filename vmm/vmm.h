@@ -281,7 +281,6 @@ struct vmm_backend *vmm_pool_backend(struct vmm_pool *pool);
  * what the limits are and why), or -errno from getrlimit.
  */
 struct vmm_nofile {
-	uint64_t need;
 	uint64_t old_soft, old_hard; /* before */
 	uint64_t soft, hard; /* now */
 	uint64_t nr_open; /* /proc/sys/fs/nr_open (1048576 if unreadable) */
