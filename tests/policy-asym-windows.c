@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * asym's shortcuts against what they stand for.  pol_asym.c is built into
- * this test with POL_ASYM_CHECK, which asserts after every list change
- * that the end windows hold the blocks (and keys) a walk of the list
- * would visit, at every recount that the histogram counts what a direct
+ * asym's shortcuts against what they stand for.  All of asym
+ * (pol_asym.c, pol_asym_stats.c) is built into this test
+ * with POL_ASYM_CHECK, which asserts after every list change that the
+ * end windows hold the blocks (and keys) a walk of the list would visit, at every recount that the histogram counts what a direct
  * count of the lives gives, and at every return that the life record is
  * the open life of that block.  The workload (three tiers, conversations
  * that grow, hits, pins, TTLs, priorities) must then move the same blocks
@@ -11,7 +11,9 @@
  * to) was recorded with main at 81a52e5, before issue #8's speed work.
  */
 #define POL_ASYM_CHECK
+/* every file of asym: the linker then takes none from the library */
 #include "kvmm/policy/pol_asym.c"
+#include "kvmm/policy/pol_asym_stats.c"
 
 #include "tests/lib/test.h"
 
