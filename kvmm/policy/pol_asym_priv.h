@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the asym policy: the state its files share and the calls
- * between them.  pol_asym.c keeps the lists and their end windows and
- * chooses the victims (its top comment is the overview), pol_asym_stats.c
- * learns the return hazards and values the blocks.  What one file runs at every decision on another's data is
+ * between them.  pol_asym.c keeps the lists and chooses the victims (its
+ * top comment is the overview), pol_asym_stats.c learns the return
+ * hazards and values the blocks, pol_asym_win.c keeps the end windows of
+ * the lists.  What one file runs at every decision on another's data is
  * static inline here: the class and age of a block, and the windows'
  * deque steps that every list change takes.
  */
@@ -68,7 +69,7 @@ struct asym_stats {
 /*
  * The first and the last SORT_MAX blocks of a list, in list order from
  * the head (hw) and from the tail (tw), with the keys that order them
- * (see newer_key()); pol_asym.c says why.
+ * (see newer_key()); pol_asym_win.c says why.
  */
 #define WIN SORT_MAX
 #define WIN_HEAD 1 /* pol_slot.flags: in the list's head window */
@@ -213,7 +214,7 @@ static inline void win_prefetch(struct asym *s, uint32_t id)
 
 /*
  * The windows' deque steps.  The list code in pol_asym.c takes them at
- * every change of a list; called out of line in another file they cost
+ * every change of a list; called out of line in pol_asym_win.c they cost
  * about 1 % more instructions a decision (bench/policy under callgrind).
  */
 
@@ -284,7 +285,7 @@ int asym_stats_create(struct pol_cache *c, struct asym_stats **st);
 void asym_stats_destroy(struct asym_stats *st);
 void asym_learn(struct asym *s, struct pol_block *b);
 
-/* pol_asym.c: the end windows */
+/* pol_asym_win.c */
 void asym_win_init(struct asym_win *w);
 struct asym_place asym_sorted_place(struct asym *s, unsigned k,
 				    const struct pol_block *b);
