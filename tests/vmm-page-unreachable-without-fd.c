@@ -60,9 +60,11 @@ static int receiver(int sock)
 
 	t_ok(b->ops->page_import(b, fd, &page));
 	close(fd);
-	/* Only the shared page's file is held; the secret one nowhere. */
-	t_assert(vt_holds_file(&st));
+	/* The import keeps no fd, only the shared page's anchor mapping
+	 * (PROT_NONE); the secret page is held nowhere. */
+	t_assert(!vt_holds_file(&st));
 	t_assert(!vt_holds_file(&secret));
+	t_assert_eq(count_page_maps(st.st_ino), 1);
 
 	t_ok(b->ops->reserve(b, 4 * PAGE, &va));
 	for (int i = 0; i < 4; i++)
@@ -78,14 +80,15 @@ static int receiver(int sock)
 		t_assert_eq(vt_read_faults((char *)(uintptr_t)(va + i * PAGE)),
 			    1);
 	t_assert_eq(count_page_maps(secret.st_ino), 0);
-	t_assert_eq(count_page_maps(st.st_ino), 1);
-	t_assert_eq(count_page_maps(0), 1);
+	t_assert_eq(count_page_maps(st.st_ino), 2); /* anchor + slot */
+	t_assert_eq(count_page_maps(0), 2);
 
 	t_ok(b->ops->unmap(b, va));
 	t_ok(b->ops->page_release(b, page));
 	t_ok(b->ops->free_range(b, va, 4 * PAGE));
 	vmm_backend_close(b);
 	t_assert(!vt_holds_file(&st));
+	t_assert_eq(count_page_maps(0), 0);
 	return 0;
 }
 

@@ -8,18 +8,39 @@
  *   page_create  one memfd per page, sized, then sealed against shrink and
  *                grow: the fd is what a client gets, and a client that could
  *                ftruncate it would SIGBUS every other mapper
- *   export       fcntl(F_DUPFD_CLOEXEC); import checks the fd is a sealed
- *                memfd of exactly one page, then dups it
+ *   export       fcntl(F_DUPFD_CLOEXEC) of a created page; -EOPNOTSUPP for
+ *                an imported one (it has no fd left; nothing re-exports)
  *   page_fd      the memfd itself: a dup would share its open file anyway,
  *                so the pool sends this one and holds one fd per page, not
- *                two
- *   map          mmap(MAP_FIXED|MAP_SHARED, PROT_NONE) of the memfd over the
- *                slot; set_access (mprotect) opens it, as cuMemSetAccess does
+ *                two (-EOPNOTSUPP for an imported page)
+ *   import       checks the fd is a sealed memfd of exactly one page, maps
+ *                it once MAP_SHARED, PROT_NONE wherever the kernel likes
+ *                (never inside a reservation: those are mapped already):
+ *                the page's "anchor".  The fd is not kept, so a client
+ *                holds no fd per page, as with cuda, where the handle is
+ *                not an fd either; the anchor is one VMA instead
+ *                (vm.max_map_count, 65530 by default, counts VMAs: an
+ *                imported page costs 1 plus 1 per mapping, against 1 fd
+ *                plus 1 per mapping before)
+ *   map          created page: mmap(MAP_FIXED|MAP_SHARED, PROT_NONE) of the
+ *                memfd over the slot; imported page: mremap(anchor, 0,
+ *                page size, MREMAP_MAYMOVE|MREMAP_FIXED, slot), which with
+ *                an old size of 0 duplicates a shared mapping (mremap(2)),
+ *                PROT_NONE like its anchor.  set_access (mprotect) opens
+ *                it, as cuMemSetAccess does
  *   unmap        mmap(MAP_FIXED, PROT_NONE, anonymous) over the slot, so the
  *                address stays reserved and the page's reference goes
- *   copies       pread/pwrite on the memfd: no mapping needed
+ *   release      close(memfd), or munmap(anchor); mappings keep the page
+ *   copies       created page: pread/pwrite on the memfd, no mapping
+ *                needed; imported page: memcpy through the anchor, opened
+ *                by mprotect for the copy and closed again, under the lock
+ *                (rare: libkvmm never copies, kvmmd copies its own pages)
  *
- * A page handle is the memfd number.  The handle set and the range bitmaps
+ * A page handle is the memfd number (0..INT_MAX) for a created page, and
+ * HOST_ANCHOR_TAG | generation | anchor address / 4096 for an imported
+ * one: bit 63 keeps the two kinds apart, and the generation (18 bits,
+ * counted per import) keeps a stale handle from naming a later anchor the
+ * kernel put at the same address.  The handle set and the range bitmaps
  * (vmm/track.c) reject stale handles, misaligned or out-of-range addresses
  * and double unmaps before any syscall.  A mutex makes the backend safe to
  * share between threads.
@@ -41,15 +62,36 @@
 #define HOST_MIN_PAGE_SIZE 4096
 #define HOST_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
+/* Imported-page handles: bit 63, an 18-bit generation in bits 45..62, the
+ * anchor's address / 4096 in bits 0..44 (user addresses stay below 2^57,
+ * also with 5-level page tables).  An fd never has bit 63 set. */
+#define HOST_ANCHOR_TAG (1ULL << 63)
+#define HOST_ANCHOR_SHIFT 12
+#define HOST_ANCHOR_ADDR_BITS 45
+#define HOST_ANCHOR_GEN_MASK ((1ULL << 18) - 1)
+
 struct host_backend {
 	struct vmm_backend base;
-	pthread_mutex_t lock; /* protects track */
+	pthread_mutex_t lock; /* protects track and anchor_gen */
 	struct vmm_track track;
+	uint64_t anchor_gen; /* imports so far: the next handle's generation */
 };
 
 static struct host_backend *to_host(struct vmm_backend *b)
 {
 	return (struct host_backend *)b;
+}
+
+static bool is_anchor(vmm_handle_t page)
+{
+	return page & HOST_ANCHOR_TAG;
+}
+
+static void *anchor_addr(vmm_handle_t page)
+{
+	return (void *)(uintptr_t)((page &
+				    ((1ULL << HOST_ANCHOR_ADDR_BITS) - 1))
+				   << HOST_ANCHOR_SHIFT);
 }
 
 static int host_granularity(struct vmm_backend *b, size_t *page_size)
@@ -164,8 +206,15 @@ static int host_page_release(struct vmm_backend *b, vmm_handle_t page)
 		err = -EBADF;
 		goto out;
 	}
+	if (is_anchor(page) && munmap(anchor_addr(page), b->page_size)) {
+		err = -errno;
+		vmm_log(VMM_LOG_ERR, "vmm host: unmap anchor %p: %s",
+			anchor_addr(page), strerror(errno));
+		goto out;
+	}
 	vmm_track_remove_page(&h->track, page);
-	close((int)page);
+	if (!is_anchor(page))
+		close((int)page);
 out:
 	pthread_mutex_unlock(&h->lock);
 	return err;
@@ -181,6 +230,11 @@ static int host_page_export(struct vmm_backend *b, vmm_handle_t page, int *fd)
 		err = -EBADF;
 		goto out;
 	}
+	if (is_anchor(page)) {
+		/* No fd is kept for an imported page. */
+		err = -EOPNOTSUPP;
+		goto out;
+	}
 	nfd = fcntl((int)page, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0) {
 		err = -errno;
@@ -192,17 +246,20 @@ out:
 	return err;
 }
 
-/* The handle is the page's memfd: what an export would dup. */
+/* A created page's handle is its memfd: what an export would dup.  An
+ * imported page has none. */
 static int host_page_fd(struct vmm_backend *b, vmm_handle_t page, int *fd)
 {
 	struct host_backend *h = to_host(b);
 	int err = 0;
 
 	pthread_mutex_lock(&h->lock);
-	if (vmm_track_page_live(&h->track, page))
-		*fd = (int)page;
-	else
+	if (!vmm_track_page_live(&h->track, page))
 		err = -EBADF;
+	else if (is_anchor(page))
+		err = -EOPNOTSUPP;
+	else
+		*fd = (int)page;
 	pthread_mutex_unlock(&h->lock);
 	return err;
 }
@@ -227,22 +284,39 @@ static int host_check_page_fd(struct vmm_backend *b, int fd)
 static int host_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 {
 	struct host_backend *h = to_host(b);
-	int nfd, err;
+	vmm_handle_t handle;
+	void *p;
+	int err;
 
 	err = host_check_page_fd(b, fd);
 	if (err)
 		return err;
-	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (nfd < 0)
-		return -errno;
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_add_page(&h->track, (vmm_handle_t)nfd);
-	pthread_mutex_unlock(&h->lock);
-	if (err) {
-		close(nfd);
+	p = mmap(NULL, b->page_size, PROT_NONE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		vmm_log(VMM_LOG_ERR, "vmm host: map anchor of fd %d: %s", fd,
+			strerror(errno));
 		return err;
 	}
-	*page = (vmm_handle_t)nfd;
+	if ((uint64_t)(uintptr_t)p >>
+	    (HOST_ANCHOR_SHIFT + HOST_ANCHOR_ADDR_BITS)) {
+		vmm_log(VMM_LOG_ERR,
+			"vmm host: anchor %p above 2^57 has no handle", p);
+		munmap(p, b->page_size);
+		return -EOVERFLOW;
+	}
+	pthread_mutex_lock(&h->lock);
+	handle = HOST_ANCHOR_TAG |
+		 (h->anchor_gen++ & HOST_ANCHOR_GEN_MASK)
+			 << HOST_ANCHOR_ADDR_BITS |
+		 (uintptr_t)p >> HOST_ANCHOR_SHIFT;
+	err = vmm_track_add_page(&h->track, handle);
+	pthread_mutex_unlock(&h->lock);
+	if (err) {
+		munmap(p, b->page_size);
+		return err;
+	}
+	*page = handle;
 	return 0;
 }
 
@@ -260,12 +334,20 @@ static int host_map(struct vmm_backend *b, uint64_t va, vmm_handle_t page)
 		err = -EBADF;
 		goto out;
 	}
-	p = mmap((void *)(uintptr_t)va, b->page_size, PROT_NONE,
-		 MAP_SHARED | MAP_FIXED, (int)page, 0);
+	if (is_anchor(page))
+		/* A second mapping of the anchor's pages, PROT_NONE as it is;
+		 * MREMAP_FIXED replaces the reserved slot as MAP_FIXED does. */
+		p = mremap(anchor_addr(page), 0, b->page_size,
+			   MREMAP_MAYMOVE | MREMAP_FIXED,
+			   (void *)(uintptr_t)va);
+	else
+		p = mmap((void *)(uintptr_t)va, b->page_size, PROT_NONE,
+			 MAP_SHARED | MAP_FIXED, (int)page, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: map page %d at %#llx: %s",
-			(int)page, (unsigned long long)va, strerror(errno));
+		vmm_log(VMM_LOG_ERR, "vmm host: map page %#llx at %#llx: %s",
+			(unsigned long long)page, (unsigned long long)va,
+			strerror(errno));
 		goto out;
 	}
 	vmm_track_set_mapped(&h->track, va, true);
@@ -323,6 +405,34 @@ out:
 	return err;
 }
 
+/*
+ * Copy through an imported page's anchor (lock held): open it, copy, close
+ * it again, so that the anchor faults at any other time and a concurrent
+ * release cannot unmap it under the memcpy.
+ */
+static int anchor_copy(struct vmm_backend *b, vmm_handle_t page, void *dst,
+		       const void *src, size_t len, int prot)
+{
+	void *a = anchor_addr(page);
+	int err = 0;
+
+	if (!len)
+		return 0;
+	if (mprotect(a, b->page_size, prot)) {
+		err = -errno;
+		vmm_log(VMM_LOG_ERR, "vmm host: open anchor %p: %s", a,
+			strerror(errno));
+		return err;
+	}
+	memcpy(dst, src, len);
+	if (mprotect(a, b->page_size, PROT_NONE)) {
+		err = -errno;
+		vmm_log(VMM_LOG_ERR, "vmm host: close anchor %p: %s", a,
+			strerror(errno));
+	}
+	return err;
+}
+
 static int host_copy_to_host(struct vmm_backend *b, void *dst,
 			     vmm_handle_t page, size_t offset, size_t len)
 {
@@ -332,6 +442,13 @@ static int host_copy_to_host(struct vmm_backend *b, void *dst,
 
 	pthread_mutex_lock(&h->lock);
 	err = vmm_track_check_copy(&h->track, page, offset, len);
+	if (!err && is_anchor(page)) {
+		err = anchor_copy(b, page, dst,
+				  (const char *)anchor_addr(page) + offset, len,
+				  PROT_READ);
+		pthread_mutex_unlock(&h->lock);
+		return err;
+	}
 	pthread_mutex_unlock(&h->lock);
 	while (!err && done < len) {
 		ssize_t r = pread((int)page, (char *)dst + done, len - done,
@@ -356,6 +473,12 @@ static int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page,
 
 	pthread_mutex_lock(&h->lock);
 	err = vmm_track_check_copy(&h->track, page, offset, len);
+	if (!err && is_anchor(page)) {
+		err = anchor_copy(b, page, (char *)anchor_addr(page) + offset,
+				  src, len, PROT_READ | PROT_WRITE);
+		pthread_mutex_unlock(&h->lock);
+		return err;
+	}
 	pthread_mutex_unlock(&h->lock);
 	while (!err && done < len) {
 		ssize_t r = pwrite((int)page, (const char *)src + done,
