@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * RLIMIT_NOFILE for programs that hold an fd per page: kvmmd's pool (one
- * per created page) and a client that maps many pages (one per imported
- * page on the host backend).  Distributions start processes with a soft
+ * per created page).  A client holds none per page it imports (the host
+ * backend keeps a mapping instead), only the fds one reply brings until
+ * they are imported.  Distributions start processes with a soft
  * limit of 1024 and a much higher hard one, which a process may take
  * without privilege; past the hard limit it needs CAP_SYS_RESOURCE and
  * stays under fs.nr_open.  Called by programs only (kvmmd, kvmm-replay):

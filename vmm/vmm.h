@@ -20,8 +20,10 @@
  * into errno values in one place per backend and logged with their raw value.
  *
  * Addresses are uint64_t so the same type carries a host pointer and a
- * CUdeviceptr.  A page handle (vmm_handle_t) is backend-private: the memfd
- * on the host backend, a CUmemGenericAllocationHandle on cuda.
+ * CUdeviceptr.  A page handle (vmm_handle_t) is backend-private: on the
+ * host backend the memfd of a page it created, or, for an imported page,
+ * a tagged reference to the one mapping it keeps instead of an fd (see
+ * vmm/host.c); a CUmemGenericAllocationHandle on cuda.
  *
  * Both backends keep the same bookkeeping (vmm/track.c) and so reject bad
  * arguments with the same errno before anything reaches the kernel or the
@@ -108,9 +110,11 @@ struct vmm_ops {
 	/* Drop this process's reference; the memory goes when no process
 	 * holds a handle or a mapping any more. */
 	int (*page_release)(struct vmm_backend *b, vmm_handle_t page);
-	/* A new O_CLOEXEC fd for the page; the caller owns and closes it. */
+	/* A new O_CLOEXEC fd for the page; the caller owns and closes it.
+	 * Host: -EOPNOTSUPP for an imported page (it keeps no fd). */
 	int (*page_export)(struct vmm_backend *b, vmm_handle_t page, int *fd);
-	/* A handle for the page behind fd; fd stays owned by the caller. */
+	/* A handle for the page behind fd; fd stays owned by the caller, and
+	 * the handle holds no fd of its own (host: one mapping instead). */
 	int (*page_import)(struct vmm_backend *b, int fd, vmm_handle_t *page);
 	/* Map one page at va (page aligned, inside a reserved range), then
 	 * vmm_ops.set_access decides who may touch it. */
@@ -135,7 +139,8 @@ struct vmm_ops {
 	 * same open file; the export is a dup of it), so a pool may hand
 	 * this one out instead of holding a second fd per page.  The caller
 	 * must not close it.  NULL or -EOPNOTSUPP: the handle is not an fd
-	 * (cuda), use page_export. */
+	 * (cuda), use page_export; host: -EOPNOTSUPP for an imported page,
+	 * which has no fd at all. */
 	int (*page_fd)(struct vmm_backend *b, vmm_handle_t page, int *fd);
 	/* Pages, ranges and mappings this backend holds now (leak checks). */
 	int (*usage)(struct vmm_backend *b, struct vmm_backend_usage *u);
