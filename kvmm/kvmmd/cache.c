@@ -63,10 +63,9 @@ void kc_put_block(struct kd_cache *c, struct kc_entry *e)
 	kd_block_put(c->d, blk);
 }
 
-/* Free whatever bytes the entry holds in every tier. */
-void kc_release(struct kd_cache *c, struct kc_entry *e)
+/* Free the entry's host and NVMe slots (its GPU copy, if any, stays). */
+void kc_release_lower(struct kd_cache *c, struct kc_entry *e)
 {
-	kc_put_block(c, e);
 	if (e->host_slot != MIGRATE_NO_SLOT) {
 		tier_host_free(c->host, e->host_slot);
 		e->host_slot = MIGRATE_NO_SLOT;
@@ -75,6 +74,13 @@ void kc_release(struct kd_cache *c, struct kc_entry *e)
 		tier_nvme_free(c->nvme, e->nvme_slot);
 		e->nvme_slot = MIGRATE_NO_SLOT;
 	}
+}
+
+/* Free whatever bytes the entry holds in every tier. */
+void kc_release(struct kd_cache *c, struct kc_entry *e)
+{
+	kc_put_block(c, e);
+	kc_release_lower(c, e);
 }
 
 /* An entry that lost its bytes: forget it after the policy call. */
@@ -439,6 +445,95 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 	return 0;
 }
 
+/* blk (a sequence's block) becomes e's GPU copy: the cache's reference */
+static void kc_take_block(struct kc_entry *e, struct kd_block *blk)
+{
+	e->tier = POL_TIER_GPU;
+	e->blk = blk;
+	blk->refcnt++;
+	blk->hash = e->hash;
+}
+
+/*
+ * A sequence publishes, from its own GPU pages, content the cache holds
+ * in the host or NVMe tier (typically a block a restore plan handed out
+ * to recompute, KVMM_BLOCK_RECOMPUTE): those pages become the block's GPU
+ * copy, as a restore's would when it settles (kc_restore_settle()), and
+ * the lower copy is freed, so the tiers stay exclusive and the next open
+ * shares the block instead of reloading it again.  Returns 1 when it did,
+ * 0 when e stays where it is (the publish is a duplicate, as before), or
+ * -ENOSPC when the policy refused the GPU tier after all (e is then
+ * dropped, as a fresh block it refuses is not cached).
+ */
+static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
+			      struct kd_block *blk,
+			      const struct pol_block_desc *desc)
+{
+	unsigned int from = e->tier;
+	uint64_t cap, n;
+	int r;
+
+	if (from != POL_TIER_HOST && from != POL_TIER_NVME)
+		return 0;
+	/*
+	 * Only an idle lower copy.  A demotion in flight (or waiting for a
+	 * host slot) still writes that copy, and its end decides the
+	 * entry's tier and slots (kc_job_done()); a restore in flight reads
+	 * it into pages of its own that waiting opens will share and that
+	 * kc_restore_settle() makes the GPU copy.  Taking the published
+	 * pages under either would give the entry two GPU copies or free a
+	 * slot a worker is using: they keep today's duplicate.  Cold NVMe
+	 * blocks (found at startup, not in the policy) are left alone too:
+	 * making room below may drop a cold block to make room on NVMe
+	 * (kc_nvme_room()), which could be this one.
+	 */
+	if (e->job || e->rblk || e->dead || e->drop_after || !e->in_pol)
+		return 0;
+	n = pol_cache_count(c->pol, POL_TIER_GPU);
+	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
+	if (n >= cap) {
+		/*
+		 * Room first, as kc_reclaim_round() takes victims, while the
+		 * lower copy is still the block's: should nothing on the GPU
+		 * be evictable (every block in use or pinned), the block stays
+		 * where it is.  pol_cache_access() would instead drop it,
+		 * lower copy and all, after having moved it up.  Pinned
+		 * meanwhile, the block is not the victim of the cascade into
+		 * its own tier.
+		 */
+		if (!cap || pol_cache_pin(c->pol, e->hash))
+			return 0;
+		r = pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap - 1);
+		(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
+		(void)pol_cache_unpin(c->pol, e->hash);
+		if (r)
+			return 0;
+	}
+	kc_take_block(e, blk);
+	/* the policy's promotion (kc_move() leaves moves up to their
+	 * caller); with the room made it evicts nothing, so it cannot pick
+	 * the block itself nor refuse it */
+	r = pol_cache_access(c->pol, desc, NULL);
+	if (!r && !e->dead && e->in_pol)
+		r = pol_cache_ref(c->pol, e->hash);
+	if (r || e->dead || !e->in_pol) {
+		/* should not happen: kc_move() dropped it (the cache's
+		 * reference and both copies went), the sequence keeps its
+		 * pages */
+		if (!e->dead)
+			kc_kill(c, e);
+		return -ENOSPC;
+	}
+	kc_release_lower(c, e);
+	c->st.tiers[from].promotions_by_publish++;
+	/* a demotion waiting for a host slot may take the one freed */
+	if (from == POL_TIER_HOST &&
+	    (!kd_fifo_empty(&c->slotq) || !kd_fifo_empty(&c->staging)) &&
+	    !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+	return 1;
+}
+
 int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		     const void *p, size_t len)
 {
@@ -507,10 +602,21 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		if (e && !e->in_pol && (e->dead || e->drop_after))
 			e = NULL; /* dropped (freed after this call): gone */
 		if (e) {
-			/* same content cached already: keep that copy */
+			int r = kc_publish_promote(c, e, blk, &desc);
+
 			e->uses++;
-			rep.duplicates++;
-			c->st.duplicates++;
+			if (r > 0) { /* the pages are its GPU copy now */
+				rep.published++;
+				rep.promoted++;
+			} else if (r < 0) {
+				rep.not_cached++;
+				c->st.not_cached++;
+			} else {
+				/* same content cached already: keep that
+				 * copy */
+				rep.duplicates++;
+				c->st.duplicates++;
+			}
 			continue;
 		}
 		e = kc_add(c, hashes[i]);
@@ -521,11 +627,8 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		e->parent = parent;
 		e->position = b;
 		e->uses = 1;
-		e->tier = POL_TIER_GPU;
 		e->in_pol = true;
-		e->blk = blk;
-		blk->refcnt++; /* the cache's reference */
-		blk->hash = hashes[i];
+		kc_take_block(e, blk); /* the cache's reference */
 		err = pol_cache_access(c->pol, &desc, NULL);
 		if (!err && !e->dead)
 			err = pol_cache_ref(c->pol, hashes[i]);

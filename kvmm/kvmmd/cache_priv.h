@@ -190,6 +190,7 @@ struct kd_cache {
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
 void kc_free(struct kd_cache *c, struct kc_entry *e);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);
+void kc_release_lower(struct kd_cache *c, struct kc_entry *e);
 void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
 void kc_reap_dead(struct kd_cache *c);

@@ -285,11 +285,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 			   c->block_bytes, 1);
 	migrate_job_free(job);
 	/* the block is on the GPU now; the lower copy goes (exclusive) */
-	if (e->host_slot != MIGRATE_NO_SLOT)
-		tier_host_free(c->host, e->host_slot);
-	if (e->nvme_slot != MIGRATE_NO_SLOT)
-		tier_nvme_free(c->nvme, e->nvme_slot);
-	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
+	kc_release_lower(c, e);
 	/* the sequences take the block first, so the policy cannot pick it
 	 * as its own victim while they hold it */
 	taken = kc_restore_hand_out(c, e, blk, from, &pos, &few);

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 3
+#define KVMM_ABI_MINOR 4
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -380,7 +380,13 @@ struct kvmm_block_publish_reply {
 	uint32_t published; /* now cached under their hash */
 	uint32_t duplicates; /* the cache already held that content */
 	uint32_t not_cached; /* no room (every cached block in use) */
-	uint64_t reserved[2];
+	/* ABI 1.4 (was reserved, 0 before): of `published`, the blocks whose
+	 * content was cached idle in the host or NVMe tier: the published
+	 * pages became its GPU copy and the lower copy was freed (a block a
+	 * restore plan had the client recompute) */
+	uint32_t promoted;
+	uint32_t pad;
+	uint64_t reserved[1];
 };
 
 #define KVMM_PREFIX_MAX_BLOCKS 4096
@@ -510,7 +516,11 @@ struct kvmm_tier_info {
 	 * sum and largest time from submission to the copy's completion,
 	 * queueing included (what a waiting PREFIX_OPEN sees) */
 	uint64_t restore_ns, restore_max_ns;
-	uint64_t reserved[1];
+	/* ABI 1.4 (was reserved, 0 before): blocks cached here that a
+	 * BLOCK_PUBLISH of the same content moved to the GPU tier (the
+	 * published pages became the copy, this tier's was freed; not in
+	 * promotions_out, which counts restores) */
+	uint64_t promotions_by_publish;
 };
 
 struct kvmm_tier_stats_reply {
