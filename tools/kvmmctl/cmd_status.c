@@ -52,7 +52,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       "\"block_bytes\":%llu,\"hits\":%llu,"
 		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
 		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu}",
+		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu,"
+		       "\"promotions_by_publish\":%llu}",
 		       t ? "," : "", tier_names[t],
 		       (unsigned long long)i->capacity_blocks,
 		       (unsigned long long)i->used_blocks,
@@ -64,7 +65,8 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)i->bytes_in,
 		       (unsigned long long)i->bytes_out,
 		       (unsigned long long)i->restore_ns,
-		       (unsigned long long)i->restore_max_ns);
+		       (unsigned long long)i->restore_max_ns,
+		       (unsigned long long)i->promotions_by_publish);
 	}
 	printf("}}");
 }
@@ -189,8 +191,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)ts.prefix_blocks_asked,
 	       (unsigned long long)ts.checksum_failures,
 	       (unsigned long long)ts.recovered_blocks);
-	for (int t = 0; t < 3; t++)
-		printf("tier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped\n",
+	for (int t = 0; t < 3; t++) {
+		printf("tier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped",
 		       tier_names[t],
 		       (unsigned long long)ts.tiers[t].used_blocks,
 		       (unsigned long long)ts.tiers[t].capacity_blocks,
@@ -198,6 +200,13 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.tiers[t].demotions_in,
 		       (unsigned long long)ts.tiers[t].promotions_out,
 		       (unsigned long long)ts.tiers[t].drops);
+		/* blocks a publish moved up from here (ABI 1.4) */
+		if (t)
+			printf(", %llu up by publish",
+			       (unsigned long long)ts.tiers[t]
+				       .promotions_by_publish);
+		printf("\n");
+	}
 	printf("demotions    %llu waited for a host slot (%llu now)\n",
 	       (unsigned long long)ts.slot_waits,
 	       (unsigned long long)st.demotions_queued);
