@@ -186,10 +186,31 @@ static void publish_again(const char *sock, const uint64_t *h, uint32_t n,
 	cc_disconnect(&c);
 }
 
+/* kvmmctl status (--json when json) has every string in want. */
+static void kvmmctl_shows(const char *sock, bool json, const char *const *want)
+{
+	char bin[256], cmd[700], out[16384];
+	size_t len;
+	FILE *f;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %sstatus", bin, sock,
+		 json ? "--json " : "");
+	f = popen(cmd, "r");
+	t_assert(f != NULL);
+	len = fread(out, 1, sizeof(out) - 1, f);
+	out[len] = '\0';
+	t_assert_eq(pclose(f), 0);
+	for (int i = 0; want[i]; i++)
+		if (!strstr(out, want[i]))
+			t_fail("kvmmctl %sstatus lacks \"%s\":\n%s",
+			       json ? "--json " : "", want[i], out);
+}
+
 static void promote_host_and_nvme(const char *nvme)
 {
-	/* a pool of 8 blocks; host: 3 slots of 260 KiB, the policy keeps 1
-	 * there; NVMe: 7 slots */
+	/* a pool of 8 blocks; host: 4 slots, the policy keeps 1 there;
+	 * NVMe: 7 slots */
 	const char *args[] = {
 		"--gpu-mem",   "2M",	  "--cache-gpu-blocks", "4",
 		"--host-mem",  "1M",	  "--nvme-path",	nvme,
@@ -255,6 +276,17 @@ static void promote_host_and_nvme(const char *nvme)
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.duplicates, NB);
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
+
+	/* kvmmctl shows the counters */
+	const char *json[] = {
+		"\"restore_max_ns\":0,\"promotions_by_publish\":1}",
+		"\"duplicates\":2,", NULL
+	};
+	const char *text[] = { "tier host    0/4 blocks",
+			       "0 dropped, 1 up by publish\ntier nvme", NULL };
+
+	kvmmctl_shows(d.sock, true, json);
+	kvmmctl_shows(d.sock, false, text);
 	cc_stop(&d);
 	unlink(nvme);
 }
