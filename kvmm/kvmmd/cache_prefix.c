@@ -527,7 +527,9 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			struct kd_block *blk;
 
 			/* fresh pages the client fills; the cached copy
-			 * stays where it is */
+			 * stays where it is until the client publishes
+			 * them (kc_publish_promote() then makes them the
+			 * GPU copy) */
 			if (!kc_pages_in_line(c, r->pages_per_block) ||
 			    kc_block_new(s, r->pages_per_block, &blk)) {
 				pr->stop = KC_STOP_MISS;

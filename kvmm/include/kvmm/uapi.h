@@ -361,7 +361,10 @@ struct kvmm_admin_revoke {
  * kvmm/policy/block_hash.h).  Every block must be backed and full
  * ((b + 1) * tokens_per_block <= the sequence's length); a hash of 0 is
  * refused.  The message is this struct followed by nr_blocks u64 hashes
- * (size covers the struct only).  Reply: kvmm_block_publish_reply.
+ * (size covers the struct only).  Reply: kvmm_block_publish_reply.  A
+ * hash cached on the GPU already is a duplicate; one cached idle in the
+ * host or NVMe tier (ABI 1.4) takes the published pages as its GPU copy
+ * and its lower copy is freed (published and promoted).
  */
 struct kvmm_block_publish {
 	uint32_t size;
