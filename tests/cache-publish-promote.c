@@ -361,15 +361,19 @@ static void restore_keeps_duplicate(void)
 static const struct cc_contents cs = { .base = 0xc0000, .tag0 = 77, .nb = NB };
 
 /*
- * With the GPU tier full the promotion demotes the policy's victim first;
- * when nothing there may go (every GPU block in use by a sequence) the
- * block stays in the host tier and the publish is a duplicate.
+ * With the GPU tier full the promoted block moves up and the policy's
+ * victim goes down into the host slot it left: with the host tier full
+ * too (3 blocks: 5 slots, 2 kept spare), nothing is dropped (making room
+ * on the GPU first would push a fourth block into the host tier and drop
+ * one).  When nothing on the GPU may go (every GPU block in use by a
+ * sequence) the block stays in the host tier and the publish is a
+ * duplicate.
  */
 static void promote_into_full_gpu(void)
 {
 	const char *args[] = {
-		"--gpu-mem",  "2M", "--cache-gpu-blocks", "2",
-		"--host-mem", "2M", "--restore-mode",	  "recompute",
+		"--gpu-mem",  "2M",    "--cache-gpu-blocks", "2",
+		"--host-mem", "1280K", "--restore-mode",     "recompute",
 		NULL
 	};
 	struct kvmm_block_publish_reply pr;
@@ -382,7 +386,8 @@ static void promote_into_full_gpu(void)
 
 	cc_start(&d, args);
 	t_assert_eq(cc_publish_content(d.sock, ha, NB, TAG, NULL), 0);
-	/* content C, kept open: A goes to host, C's blocks are in use */
+	t_assert_eq(cc_publish_content(d.sock, hb, 1, TAG + 2, NULL), 0);
+	/* content C, kept open: A and B go to host, C's blocks are in use */
 	cc_content_hashes(&cs, 0, hc);
 	cc_connect(&c, d.sock);
 	cc_region(&c);
@@ -393,7 +398,9 @@ static void promote_into_full_gpu(void)
 	t_assert_eq(pr.published, NB);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
-	t_assert_eq(ts.tiers[1].used_blocks, NB);
+	/* A and B fill the host tier */
+	t_assert_eq(ts.tiers[1].capacity_blocks, 5);
+	t_assert_eq(ts.tiers[1].used_blocks, NB + 1);
 
 	/* no room: A stays in host memory, the publish is a duplicate */
 	t_assert_eq(recompute_publish(d.sock, ha, NB, TAG, &pr, ids), 0);
@@ -402,7 +409,7 @@ static void promote_into_full_gpu(void)
 	t_assert_eq(pr.not_cached, 0);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
-	t_assert_eq(ts.tiers[1].used_blocks, NB);
+	t_assert_eq(ts.tiers[1].used_blocks, NB + 1);
 	t_assert_eq(ts.tiers[1].promotions_by_publish, 0);
 	t_assert_eq(ts.tiers[1].drops, 0);
 
@@ -414,8 +421,8 @@ static void promote_into_full_gpu(void)
 	t_assert_eq(pr.promoted, NB);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, NB); /* A */
-	t_assert_eq(ts.tiers[1].used_blocks, NB); /* C */
-	t_assert_eq(ts.tiers[1].demotions_in, 2 * NB);
+	t_assert_eq(ts.tiers[1].used_blocks, NB + 1); /* C and B */
+	t_assert_eq(ts.tiers[1].demotions_in, 2 * NB + 1);
 	t_assert_eq(ts.tiers[1].promotions_by_publish, NB);
 	t_assert_eq(ts.tiers[1].promotions_out, 0);
 	t_assert_eq(ts.tiers[0].drops + ts.tiers[1].drops, 0);

@@ -470,7 +470,6 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 			      const struct pol_block_desc *desc)
 {
 	unsigned int from = e->tier;
-	uint64_t cap, n;
 	int r;
 
 	if (from != POL_TIER_HOST && from != POL_TIER_NVME)
@@ -489,42 +488,34 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	 */
 	if (e->job || e->rblk || e->dead || e->drop_after || !e->in_pol)
 		return 0;
-	n = pol_cache_count(c->pol, POL_TIER_GPU);
-	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
-	if (n >= cap) {
-		/*
-		 * Room first, as kc_reclaim_round() takes victims, while the
-		 * lower copy is still the block's: should nothing on the GPU
-		 * be evictable (every block in use or pinned), the block stays
-		 * where it is.  pol_cache_access() would instead drop it,
-		 * lower copy and all, after having moved it up.  Pinned
-		 * meanwhile, the block is not the victim of the cascade into
-		 * its own tier.
-		 */
-		if (!cap || pol_cache_pin(c->pol, e->hash))
-			return 0;
-		r = pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap - 1);
-		(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
-		(void)pol_cache_unpin(c->pol, e->hash);
-		if (r)
-			return 0;
-	}
+	/*
+	 * Should nothing on the GPU be evictable (every block in use or
+	 * pinned), the block stays where it is: pol_cache_access() would
+	 * move it up and then drop it, lower copy and all.  Otherwise it
+	 * moves up first and the GPU's victim goes down into the room it
+	 * leaves, as a reload's would (kc_restore_settle()): making room
+	 * first would push the victim into a lower tier that the block
+	 * still fills, and evict one more block there for nothing.  The
+	 * slot goes before the policy call, so the victim's demotion finds
+	 * it free; pinned meanwhile, the block is not its own victim.
+	 */
+	if (!pol_cache_can_admit(c->pol, POL_TIER_GPU) ||
+	    pol_cache_pin(c->pol, e->hash))
+		return 0;
 	kc_take_block(e, blk);
-	/* the policy's promotion (kc_move() leaves moves up to their
-	 * caller); with the room made it evicts nothing, so it cannot pick
-	 * the block itself nor refuse it */
+	kc_release_lower(c, e);
 	r = pol_cache_access(c->pol, desc, NULL);
+	(void)pol_cache_unpin(c->pol, e->hash);
 	if (!r && !e->dead && e->in_pol)
 		r = pol_cache_ref(c->pol, e->hash);
 	if (r || e->dead || !e->in_pol) {
-		/* should not happen: kc_move() dropped it (the cache's
-		 * reference and both copies went), the sequence keeps its
+		/* should not happen (there was room): kc_move() dropped it
+		 * (the cache's reference went), the sequence keeps its
 		 * pages */
 		if (!e->dead)
 			kc_kill(c, e);
 		return -ENOSPC;
 	}
-	kc_release_lower(c, e);
 	c->st.tiers[from].promotions_by_publish++;
 	/* a demotion waiting for a host slot may take the one freed */
 	if (from == POL_TIER_HOST &&

@@ -349,25 +349,49 @@ static void report(struct pol_cache *c, const struct pol_block *b,
  * dropping them from the last tier).  Victims go into the lower tier
  * first, which then makes room the same way.
  */
+/* make_room()'s choice: the policy's victim, or with a lower tier one
+ * that only a demotable TTL holds (counted by the caller). */
+static struct pol_block *room_victim(struct pol_cache *c, unsigned t, bool *ttl)
+{
+	struct pol_block *v = c->ops->victim(c->priv[t]);
+
+	*ttl = false;
+	if (!v && pol_cache_lower_tier(c, t) != POL_TIER_NONE) {
+		/*
+		 * Nothing else can go: rather than refuse the block that
+		 * needs the room (a running request's), move a block whose
+		 * TTL allows it down a tier.  It stays cached and comes back
+		 * by a reload, not a recompute.
+		 */
+		c->ttl_demoting = true;
+		v = c->ops->victim(c->priv[t]);
+		c->ttl_demoting = false;
+		*ttl = v != NULL;
+	}
+	return v;
+}
+
+bool pol_cache_can_admit(struct pol_cache *c, unsigned tier)
+{
+	bool ttl;
+
+	if (tier >= POL_TIER_COUNT || !c->priv[tier])
+		return false;
+	/* a victim choice has no side effect in any policy: asym only
+	 * remembers the values it computed */
+	return c->count[tier] < c->cap[tier] ||
+	       room_victim(c, tier, &ttl) != NULL;
+}
+
 static int make_room(struct pol_cache *c, unsigned t)
 {
 	while (c->count[t] > c->cap[t]) {
-		struct pol_block *v = c->ops->victim(c->priv[t]);
 		unsigned lower = pol_cache_lower_tier(c, t);
+		bool ttl;
+		struct pol_block *v = room_victim(c, t, &ttl);
 
-		if (!v && lower != POL_TIER_NONE) {
-			/*
-			 * Nothing else can go: rather than refuse the block
-			 * that needs the room (a running request's), move a
-			 * block whose TTL allows it down a tier.  It stays
-			 * cached and comes back by a reload, not a recompute.
-			 */
-			c->ttl_demoting = true;
-			v = c->ops->victim(c->priv[t]);
-			c->ttl_demoting = false;
-			if (v)
-				c->st.ttl_demotions++;
-		}
+		if (ttl)
+			c->st.ttl_demotions++;
 		if (!v) {
 			c->st.no_victim++;
 			return -ENOSPC;

@@ -174,6 +174,14 @@ size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n);
  */
 int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		     unsigned *was_tier);
+/*
+ * Would one more block fit in `tier` now: is it below its capacity, or
+ * would make_room find a victim (with a lower tier, one that only a
+ * demotable TTL holds counts)?  Asks the policy without moving anything,
+ * so an owner can promote a block whose lower copy it would otherwise
+ * lose: pol_cache_access() of a block that finds no room drops it.
+ */
+bool pol_cache_can_admit(struct pol_cache *c, unsigned tier);
 
 /* Drop a block from whichever tier holds it; -ENOENT if none. */
 int pol_cache_remove(struct pol_cache *c, uint64_t hash);

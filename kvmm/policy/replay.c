@@ -142,9 +142,21 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			daemon_reap(c, dead, &ndead);
 		}
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
-	for (uint32_t i = k; i < n; i++)
-		if (pol_cache_tier_of(c, h[i]) == POL_TIER_NONE)
+	for (uint32_t i = k; i < n; i++) {
+		unsigned t = pol_cache_tier_of(c, h[i]);
+
+		if (t == POL_TIER_NONE) {
 			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
+		} else if (t != POL_TIER_GPU &&
+			   pol_cache_can_admit(c, POL_TIER_GPU) &&
+			   !pol_cache_pin(c, h[i])) {
+			/* cached below past the first miss: the published
+			 * pages become its GPU copy (kc_publish_promote(),
+			 * pinned while it moves up) */
+			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
+			(void)pol_cache_unpin(c, h[i]);
+		}
+	}
 	daemon_reap(c, dead, &ndead);
 	for (uint32_t i = 0; i < nref; i++) /* SEQ_CLOSE */
 		pol_cache_unref(c, refd[i]);
