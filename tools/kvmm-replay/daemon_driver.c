@@ -22,8 +22,9 @@
  * The prefill model, reuse overhead and TTFT queue are computed from the
  * hit pattern exactly as kvmm/policy/replay.c does.  Capacities are the
  * daemon's: they are read from TIER_STATS and must match the command
- * line (see Documentation/policy.md for how to start kvmmd).  Every
- * mapped page costs this process an fd: raise_nofile() sizes its limit.
+ * line (see Documentation/policy.md for how to start kvmmd).  A reply's
+ * new pages arrive as fds: raise_nofile() sizes the limit for the
+ * largest.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -128,9 +129,11 @@ static int check_caps(const struct kvmm_tier_stats_reply *st,
 }
 
 /*
- * This process imports every page it maps (host backend: one fd each, kept
- * while mapped): up to the longest request's blocks of two pages at once,
- * plus fds in flight.  Raise our own RLIMIT_NOFILE for that before
+ * Each reply brings the pages it maps as fds, all of them before libkvmm
+ * imports any (host backend: an imported page then keeps no fd, only an
+ * anchor mapping; Documentation/vmm.md): up to the longest request's
+ * blocks of two pages in one reply, plus the fds the process holds
+ * anyway.  Raise our own RLIMIT_NOFILE for that before
  * connecting, soft to hard and hard too when privileged (libkvmm leaves a
  * program's limits alone; Documentation/admin.md).
  */
