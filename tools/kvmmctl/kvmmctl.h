@@ -33,5 +33,14 @@ int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_calibrate(int argc, char **argv, struct kvmmctl_ctx *ctx);
+
+/*
+ * calibrate_report.c: after `kvmmctl calibrate` wrote the profile at path,
+ * print how the cost model of the kvmmd on ctx->socket compares with it
+ * and the command that restarts that kvmmd on it.  0, or -errno with a
+ * message printed.
+ */
+int calibrate_report(struct kvmmctl_ctx *ctx, const char *path);
 
 #endif

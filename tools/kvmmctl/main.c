@@ -3,6 +3,7 @@
  * kvmmctl: the operator's tool for kvmmd.
  *
  *   kvmmctl [--socket PATH] [--json] COMMAND [ARGS...]
+ *   kvmmctl help
  *
  * Commands live in a table; each is one cmd_NAME.c file.  Exit status 0 on
  * success, 1 when the daemon refused or could not be reached, 2 on usage
@@ -19,6 +20,9 @@ struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv, struct kvmmctl_ctx *ctx);
 	const char *help;
+	/* options after the name are the command's own (only --socket is
+	 * still kvmmctl's): a wrapped program's --help reaches it */
+	bool pass_options;
 };
 
 static const struct command commands[] = {
@@ -31,6 +35,10 @@ static const struct command commands[] = {
 	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
 	{ "trace", cmd_trace,
 	  "live telemetry: tier hit rates, top blocks, latencies" },
+	{ "calibrate", cmd_calibrate,
+	  "[kvmm-calibrate options]: measure a cost-model profile on this\n"
+	  "             GPU; with --socket, compare it with kvmmd's model",
+	  true },
 };
 
 static void usage(FILE *f)
@@ -39,6 +47,14 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(name, commands[i].name))
+			return &commands[i];
+	return NULL;
 }
 
 int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
@@ -102,6 +118,7 @@ void kvmmctl_json_str(const char *s)
 int main(int argc, char **argv)
 {
 	struct kvmmctl_ctx ctx = { 0 };
+	const struct command *cmd = NULL;
 	char *args[64];
 	int n = 0, i;
 
@@ -110,7 +127,10 @@ int main(int argc, char **argv)
 			ctx.socket = argv[++i];
 		else if (!strncmp(argv[i], "--socket=", 9))
 			ctx.socket = argv[i] + 9;
-		else if (!strcmp(argv[i], "--json"))
+		else if (cmd && cmd->pass_options) {
+			if (n < 63)
+				args[n++] = argv[i];
+		} else if (!strcmp(argv[i], "--json"))
 			ctx.json = true;
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
@@ -119,17 +139,23 @@ int main(int argc, char **argv)
 			printf("kvmmctl %s (ABI %d.%d)\n", KVMM_VERSION,
 			       KVMM_ABI_MAJOR, KVMM_ABI_MINOR);
 			return 0;
-		} else if (n < 63)
+		} else if (n < 63) {
 			args[n++] = argv[i];
+			if (n == 1)
+				cmd = find_command(argv[i]);
+		}
 	}
 	args[n] = NULL;
 	if (!n) {
 		usage(stderr);
 		return 2;
 	}
-	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
-		if (!strcmp(args[0], commands[k].name))
-			return commands[k].fn(n, args, &ctx);
+	if (cmd)
+		return cmd->fn(n, args, &ctx);
+	if (!strcmp(args[0], "help")) {
+		usage(stdout);
+		return 0;
+	}
 	fprintf(stderr, "kvmmctl: unknown command '%s'\n", args[0]);
 	usage(stderr);
 	return 2;
