@@ -54,8 +54,11 @@ void kw_close_fds(int *fds, unsigned int nfds)
 	}
 }
 
-ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
-		unsigned int maxfds, int flags)
+/* recvmsg() one message; *ctrunc: the kernel dropped fds (MSG_CTRUNC),
+ * an error unless keep_ctrunc. */
+static ssize_t recv_msg(int sock, void *buf, size_t cap, int *fds,
+			unsigned int *nfds, unsigned int maxfds, int flags,
+			bool keep_ctrunc, bool *ctrunc)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * KVMM_MSG_MAX_FDS)];
@@ -71,6 +74,7 @@ ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 	ssize_t n;
 
 	*nfds = 0;
+	*ctrunc = false;
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
 	while (n < 0 && errno == EINTR);
@@ -96,7 +100,8 @@ ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 		}
 	}
 	*nfds = got;
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+	*ctrunc = mh.msg_flags & MSG_CTRUNC;
+	if ((mh.msg_flags & MSG_TRUNC) || (*ctrunc && !keep_ctrunc)) {
 		kw_close_fds(fds, got);
 		*nfds = 0;
 		return -EMSGSIZE;
@@ -107,6 +112,22 @@ ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 		return -EBADMSG;
 	}
 	return n;
+}
+
+ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
+		unsigned int maxfds, int flags)
+{
+	bool ctrunc;
+
+	return recv_msg(sock, buf, cap, fds, nfds, maxfds, flags, false,
+			&ctrunc);
+}
+
+ssize_t kw_recv_fds_lost(int sock, void *buf, size_t cap, int *fds,
+			 unsigned int *nfds, unsigned int maxfds,
+			 bool *fds_lost)
+{
+	return recv_msg(sock, buf, cap, fds, nfds, maxfds, 0, true, fds_lost);
 }
 
 int kw_copy_struct(void *out, size_t known, size_t min, const void *payload,

@@ -28,6 +28,13 @@ int kw_send(int sock, const void *buf, size_t len, const int *fds,
  * -EBADMSG: more fds than maxfds); *nfds = fds stored. */
 ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 		unsigned int maxfds, int flags);
+/* As kw_recv(), except that a message whose fds the kernel cut short
+ * (MSG_CTRUNC: the receiver's fd table is full, RLIMIT_NOFILE) is returned
+ * all the same, with the fds that did arrive and *fds_lost set: its body is
+ * whole, so the receiver can still follow the conversation. */
+ssize_t kw_recv_fds_lost(int sock, void *buf, size_t cap, int *fds,
+			 unsigned int *nfds, unsigned int maxfds,
+			 bool *fds_lost);
 void kw_close_fds(int *fds, unsigned int nfds);
 
 /*
