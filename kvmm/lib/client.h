@@ -31,7 +31,10 @@ struct kvmm_access_rec;
 
 struct kc_page {
 	vmm_handle_t handle;
-	uint32_t refs; /* 0: not imported */
+	uint32_t refs; /* 0: not mapped (imported only when staged) */
+	/* imported from the reply being received, not mapped yet
+	 * (import.c); only while sock_lock is held for that reply */
+	bool staged;
 };
 
 struct kc_seq {
@@ -83,6 +86,10 @@ struct kvmm_conn {
 	uint32_t spin_us;
 
 	pthread_mutex_t sock_lock, lock, ring_lock;
+	/* sock_lock: a reply could not be followed to its end (a malformed
+	 * or missing KVMM_CMD_FDS message): what comes next on the socket
+	 * is no reply to anything we ask, so every request fails -EPROTO */
+	bool broken;
 	struct kvmm_region *regions;
 	struct kc_page *pages; /* indexed by page id, pages_total */
 	uint64_t nr_pages;
@@ -96,6 +103,29 @@ struct kvmm_conn {
 	struct kvmm_stats st;
 };
 
+/*
+ * Takes a reply's fds message by message as they arrive (the reply
+ * message, then each KVMM_CMD_FDS continuation, KVMM_MSG_MAX_FDS at most
+ * each), so that a reply of any size needs room for one message's fds.
+ * body() sees the reply body (status 0) before any fd; fds() gets each
+ * message's fds in order and owns them: it closes every one, on error
+ * too.  Once either returns an error neither is called again; the rest
+ * of the reply is still received (its fds closed) and the request
+ * returns that error.  body may be NULL.
+ */
+struct kc_fd_sink {
+	int (*body)(struct kc_fd_sink *s, const void *body, size_t len);
+	int (*fds)(struct kc_fd_sink *s, int *fds, unsigned int n);
+};
+
+/* Socket request; caller holds sock_lock.  The body goes to reply (a body
+ * longer than reply_cap is -EPROTO), *reply_len its length; fds to sink
+ * (none allowed when sink is NULL: -EPROTO).  A reply whose fds the kernel
+ * cut short (the fd table is full: RLIMIT_NOFILE) is -EMFILE.  Unless the
+ * connection is broken, the whole reply has been read when this returns. */
+int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
+		    size_t req_len, void *reply, size_t reply_cap,
+		    size_t *reply_len, struct kc_fd_sink *sink);
 /* Socket request; caller holds sock_lock.  reply gets up to reply_cap
  * bytes of the body (*reply_len the full length), fds up to max_fds. */
 int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
@@ -126,14 +156,43 @@ void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
 		   uint32_t i);
 void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from);
 void kc_region_free(struct kvmm_region *r);
-/* Import (if the id has no KVMM_PAGE_HELD bit) and map one block's pages
- * from a reply; *fi walks fds[] (consumed fds are closed).  lock held. */
+/* Map one block's pages from a reply: ids with KVMM_PAGE_HELD from the
+ * import cache, the others staged by the reply's kc_import.  lock held. */
 int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
-		 const uint32_t *ids, int *fds, unsigned int nfds,
-		 unsigned int *fi);
+		 const uint32_t *ids);
 bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
 /* -EINVAL unless seq is an open sequence of r. */
 int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
+
+/*
+ * import.c: the pages a SEQ_EXTEND or PREFIX_OPEN reply brings new,
+ * imported into c->pages[] (staged) as each message's fds arrive.  The
+ * caller's check() validates the reply body and points ids at its page
+ * ids (nr_ids of them, nr_fds announced by the body).  Run the request
+ * with kc_import_request() (sock_lock held), map with kc_map_block(),
+ * then kc_import_end() (lock held) releases every page this reply staged
+ * and nothing mapped: on success none, on any error all of them.
+ */
+struct kc_import {
+	struct kc_fd_sink sink;
+	struct kvmm_conn *c;
+	int (*check)(struct kc_import *im, const void *body, size_t len);
+	void *arg; /* for check() */
+	bool body_ok; /* check() accepted the body */
+	const uint32_t *ids;
+	uint32_t nr_ids, nr_fds;
+	uint32_t nr_new; /* ids without KVMM_PAGE_HELD */
+	uint32_t next; /* ids[] index where the next new page is looked for */
+	uint32_t imported; /* new ids staged, in order */
+};
+void kc_import_init(struct kc_import *im, struct kvmm_conn *c,
+		    int (*check)(struct kc_import *im, const void *body,
+				 size_t len),
+		    void *arg);
+int kc_import_request(struct kc_import *im, uint16_t cmd, const void *req,
+		      size_t req_len, void *reply, size_t reply_cap,
+		      size_t *reply_len);
+void kc_import_end(struct kc_import *im);
 
 /* access.c: remember hashes of blocks [first, first + n) of an open
  * sequence (lock held; best effort, telemetry only); forget blocks from

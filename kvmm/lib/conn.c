@@ -24,19 +24,39 @@ const char *kc_default_socket(void)
 	return env && *env ? env : "/run/kvmm/kvmm.sock";
 }
 
-int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
-		      size_t req_len, void *reply, size_t reply_cap,
-		      size_t *reply_len, int *fds, unsigned int max_fds,
-		      unsigned int *nfds)
+/* Hand one message's fds to the sink, or close them once the reply has
+ * failed (or the message lost some: the reply fails with -EMFILE). */
+static void deliver(struct kc_fd_sink *sink, int *err, bool lost, int *fds,
+		    unsigned int n)
+{
+	if (!*err && lost)
+		*err = -EMFILE;
+	if (*err || !n) {
+		kw_close_fds(fds, n);
+		return;
+	}
+	if (!sink || !sink->fds) {
+		kw_close_fds(fds, n);
+		*err = -EPROTO; /* fds with a reply that takes none */
+		return;
+	}
+	*err = sink->fds(sink, fds, n);
+}
+
+int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
+		    size_t req_len, void *reply, size_t reply_cap,
+		    size_t *reply_len, struct kc_fd_sink *sink)
 {
 	static __thread char buf[KVMM_MSG_MAX];
+	int fds[KVMM_MSG_MAX_FDS];
 	struct kvmm_msg_hdr h = { 0 };
-	unsigned int got = 0, n;
+	unsigned int n = 0;
+	bool lost;
 	ssize_t len;
 	int err;
 
-	if (nfds)
-		*nfds = 0;
+	if (c->broken)
+		return -EPROTO;
 	if (sizeof(h) + req_len > KVMM_MSG_MAX)
 		return -EMSGSIZE;
 	h.size = sizeof(h) + req_len;
@@ -49,56 +69,105 @@ int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	err = kw_send(c->sock, buf, h.size, NULL, 0, 0);
 	if (err)
 		return err == -EPIPE ? -ECONNRESET : err;
-	len = kw_recv(c->sock, buf, sizeof(buf), fds, &got, max_fds, 0);
-	if (len == 0)
-		return -ECONNRESET;
-	if (len < 0)
-		return len;
+	len = kw_recv_fds_lost(c->sock, buf, sizeof(buf), fds, &n,
+			       KVMM_MSG_MAX_FDS, &lost);
+	if (len <= 0) {
+		/* a reply too long for KVMM_MSG_MAX would leave its
+		 * continuations behind: nothing after it can be trusted */
+		c->broken = true;
+		return len ? len : -ECONNRESET;
+	}
 	if ((size_t)len < sizeof(h))
-		goto err_proto;
+		goto err_broken;
 	memcpy(&h, buf, sizeof(h));
 	if (h.size != len || !(h.flags & KVMM_MSG_F_REPLY) ||
 	    h.id != c->next_id || h.cmd != cmd)
-		goto err_proto;
-	/* The rest of the fds, when more than one message holds them. */
+		goto err_broken;
+	len -= sizeof(h);
+	err = h.status;
+	if (!err && sink && sink->body && (size_t)len > reply_cap)
+		err = -EPROTO; /* body() needs the whole body */
+	if (!err) {
+		if (reply_len)
+			*reply_len = len;
+		if (reply)
+			memcpy(reply, buf + sizeof(h),
+			       (size_t)len < reply_cap ? (size_t)len :
+							 reply_cap);
+		if (sink && sink->body)
+			err = sink->body(sink, reply, len);
+	}
+	deliver(sink, &err, lost, fds, n);
+	/*
+	 * The rest of the fds, message by message: each batch is imported
+	 * and closed before the next is received.  After an error the
+	 * messages are still read (their fds closed) so that the next
+	 * request reads its own reply.
+	 */
 	while (h.flags & KVMM_MSG_F_MORE_FDS) {
 		struct kvmm_msg_hdr fh;
-		ssize_t flen;
 
-		if (got >= max_fds)
-			goto err_proto;
-		flen = kw_recv(c->sock, &fh, sizeof(fh), fds + got, &n,
-			       max_fds - got, 0);
-		if (flen <= 0)
-			goto err_proto;
-		got += n;
-		if (flen != sizeof(fh) || fh.cmd != KVMM_CMD_FDS)
-			goto err_proto;
+		len = kw_recv_fds_lost(c->sock, &fh, sizeof(fh), fds, &n,
+				       KVMM_MSG_MAX_FDS, &lost);
+		if (len != sizeof(fh) || fh.cmd != KVMM_CMD_FDS ||
+		    fh.id != c->next_id || !(fh.flags & KVMM_MSG_F_REPLY)) {
+			kw_close_fds(fds, n);
+			if (len == 0)
+				return -ECONNRESET;
+			goto err_broken;
+		}
+		deliver(sink, &err, lost, fds, n);
 		h.flags = fh.flags;
 	}
-	if (nfds)
-		*nfds = got;
-	else
-		kw_close_fds(fds, got);
-	if (h.status) {
-		kw_close_fds(fds, got);
-		if (nfds)
-			*nfds = 0;
-		return h.status;
-	}
-	len -= sizeof(h);
-	if (reply_len)
-		*reply_len = len;
-	if (reply)
-		memcpy(reply, buf + sizeof(h),
-		       (size_t)len < reply_cap ? (size_t)len : reply_cap);
-	return 0;
+	return err;
 
-err_proto:
-	kw_close_fds(fds, got);
+err_broken:
+	/* Not the reply to this request, or it stops in the middle: where
+	 * the next reply starts is unknown. */
+	kw_close_fds(fds, n);
+	c->broken = true;
+	return -EPROTO;
+}
+
+/* kc_request_locked(): the fds of the whole reply into one array. */
+struct fd_array {
+	struct kc_fd_sink sink;
+	int *fds;
+	unsigned int max, got;
+};
+
+static int fd_array_add(struct kc_fd_sink *s, int *fds, unsigned int n)
+{
+	struct fd_array *a = (struct fd_array *)s;
+
+	if (n > a->max - a->got) {
+		kw_close_fds(fds, n);
+		return -EPROTO;
+	}
+	memcpy(a->fds + a->got, fds, n * sizeof(*fds));
+	a->got += n;
+	return 0;
+}
+
+int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
+		      size_t req_len, void *reply, size_t reply_cap,
+		      size_t *reply_len, int *fds, unsigned int max_fds,
+		      unsigned int *nfds)
+{
+	struct fd_array a = { .sink.fds = fd_array_add,
+			      .fds = fds,
+			      .max = fds && nfds ? max_fds : 0 };
+	int err;
+
 	if (nfds)
 		*nfds = 0;
-	return -EPROTO;
+	err = kc_request_sink(c, cmd, req, req_len, reply, reply_cap, reply_len,
+			      &a.sink);
+	if (err)
+		kw_close_fds(fds, a.got);
+	else if (nfds)
+		*nfds = a.got;
+	return err;
 }
 
 int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,

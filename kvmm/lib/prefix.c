@@ -99,6 +99,40 @@ static int check_actions(const struct kvmm_prefix_open_reply *rep,
 	return 0;
 }
 
+/* What prefix_check() needs besides the body. */
+struct prefix_args {
+	struct kvmm_region *r;
+	uint32_t nr_hashes;
+	bool actions;
+};
+
+/* kc_import check() of a PREFIX_OPEN reply. */
+static int prefix_check(struct kc_import *im, const void *body, size_t len)
+{
+	const struct kvmm_prefix_open_reply *rep = body;
+	const struct prefix_args *a = im->arg;
+	struct kvmm_region *r = a->r;
+	size_t acts_len = 0;
+
+	if (len < sizeof(*rep))
+		return -EPROTO;
+	if (a->actions)
+		acts_len = ((size_t)rep->nr_blocks + 3) & ~(size_t)3;
+	if (rep->seq_id >= r->max_seqs ||
+	    rep->pages_per_block != r->pages_per_block ||
+	    rep->nr_blocks > r->max_blocks || rep->nr_blocks > a->nr_hashes ||
+	    len != sizeof(*rep) +
+			    (size_t)rep->nr_blocks * rep->pages_per_block *
+				    sizeof(uint32_t) +
+			    acts_len ||
+	    (!a->actions && rep->nr_recompute))
+		return -EPROTO;
+	im->ids = rep->page_ids;
+	im->nr_ids = rep->nr_blocks * rep->pages_per_block;
+	im->nr_fds = rep->nr_fds;
+	return 0;
+}
+
 int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 			      uint32_t nr_hashes, uint32_t *seq,
 			      uint32_t *nr_blocks, struct kvmm_prefix_opts *o)
@@ -106,14 +140,17 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	struct kvmm_prefix_open po = { .size = sizeof(po) };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
 	struct kvmm_prefix_open_reply *rep = NULL;
-	unsigned int nfds = 0, fi = 0;
+	struct prefix_args pa = { .r = r,
+				  .nr_hashes = nr_hashes,
+				  .actions = o != NULL };
+	struct kc_import im;
 	struct kvmm_conn *c;
-	struct kc_seq *q;
+	struct kc_seq *q = NULL;
 	char *req = NULL;
 	size_t len = 0, rlen;
 	const uint8_t *acts = NULL;
-	size_t acts_len = 0;
-	int *fds = NULL, err;
+	bool clash = false;
+	int err;
 
 	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
 	    nr_hashes > KVMM_PREFIX_MAX_BLOCKS)
@@ -126,8 +163,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 		return -E2BIG;
 	req = malloc(rlen);
 	rep = malloc(KVMM_MSG_MAX);
-	fds = malloc(KVMM_EXTEND_MAX_PAGES * sizeof(int));
-	if (!req || !rep || !fds) {
+	if (!req || !rep) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -138,37 +174,27 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	memcpy(req, &po, sizeof(po));
 	memcpy(req + sizeof(po), hashes, nr_hashes * sizeof(uint64_t));
 	pthread_mutex_lock(&c->sock_lock);
-	err = kc_request_locked(c, KVMM_CMD_PREFIX_OPEN, req, rlen, rep,
-				KVMM_MSG_MAX, &len, fds, KVMM_EXTEND_MAX_PAGES,
-				&nfds);
-	if (err)
-		goto out_unlock;
-	if (len >= sizeof(*rep) && o)
-		acts_len = ((size_t)rep->nr_blocks + 3) & ~(size_t)3;
-	if (len < sizeof(*rep) || rep->seq_id >= r->max_seqs ||
-	    rep->pages_per_block != r->pages_per_block ||
-	    rep->nr_blocks > r->max_blocks || rep->nr_blocks > nr_hashes ||
-	    len != sizeof(*rep) +
-			    (size_t)rep->nr_blocks * rep->pages_per_block *
-				    sizeof(uint32_t) +
-			    acts_len ||
-	    rep->nr_fds != nfds || (!o && rep->nr_recompute)) {
-		err = -EPROTO;
-		goto out_unlock;
-	}
-	if (o) {
+	/* Each message's pages are imported as its fds arrive. */
+	kc_import_init(&im, c, prefix_check, &pa);
+	err = kc_import_request(&im, KVMM_CMD_PREFIX_OPEN, req, rlen, rep,
+				KVMM_MSG_MAX, &len);
+	if (err && !im.body_ok)
+		goto out_unlock; /* no sequence opened that we know of */
+	/* From here on the daemon has opened rep->seq_id for us. */
+	if (!err && o) {
 		acts = (const uint8_t *)(rep->page_ids +
 					 (size_t)rep->nr_blocks *
 						 rep->pages_per_block);
 		err = check_actions(rep, acts, o);
-		if (err)
-			goto out_unlock;
 	}
 	pthread_mutex_lock(&c->lock);
 	q = &r->seqs[rep->seq_id];
 	if (q->open) {
-		err = -EPROTO;
-	} else {
+		clash = true; /* ours already: not the daemon's to reopen */
+		if (!err)
+			err = -EPROTO;
+	}
+	if (!err) {
 		q->block_pages = calloc(r->max_blocks, sizeof(*q->block_pages));
 		if (!q->block_pages)
 			err = -ENOMEM;
@@ -181,24 +207,25 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 		for (uint32_t b = 0; !err && b < rep->nr_blocks; b++)
 			err = kc_map_block(r, rep->seq_id, b,
 					   rep->page_ids +
-						   b * r->pages_per_block,
-					   fds, nfds, &fi);
+						   b * r->pages_per_block);
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
 		if (!err)
 			kc_seq_hashes_set(r, q, 0, rep->nr_blocks, hashes);
 	}
-	pthread_mutex_unlock(&c->lock);
-	if (err && err != -EPROTO) {
+	if (err && !clash) {
 		/* Give the sequence back rather than leave it half mapped. */
-		pthread_mutex_lock(&c->lock);
 		if (q->open)
 			kc_unmap_blocks(r, rep->seq_id, 0);
 		free(q->block_pages);
 		free(q->hashes);
 		memset(q, 0, sizeof(*q));
-		pthread_mutex_unlock(&c->lock);
+	}
+	/* whatever this reply imported and nothing maps goes back */
+	kc_import_end(&im);
+	pthread_mutex_unlock(&c->lock);
+	if (err && !clash) {
 		ref.region_id = r->id;
 		ref.seq_id = rep->seq_id;
 		kc_request_locked(c, KVMM_CMD_SEQ_CLOSE, &ref, sizeof(ref),
@@ -212,10 +239,6 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 out_unlock:
 	pthread_mutex_unlock(&c->sock_lock);
 out:
-	for (unsigned int i = fi; fds && i < nfds; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	free(fds);
 	free(rep);
 	free(req);
 	return err;

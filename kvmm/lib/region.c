@@ -269,10 +269,9 @@ int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q)
 	return 0;
 }
 
-/* Import (if new) and map the pages of one reply block (lock held). */
+/* Map the pages of one reply block, imported already (lock held). */
 int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
-		 const uint32_t *ids, int *fds, unsigned int nfds,
-		 unsigned int *fi)
+		 const uint32_t *ids)
 {
 	struct kvmm_conn *c = r->conn;
 	struct kc_seq *q = &r->seqs[seq];
@@ -300,15 +299,10 @@ int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 			if (!p->refs)
 				return -EPROTO;
 		} else {
-			if (*fi >= nfds || p->refs)
+			/* staged by this reply's kc_import as its fd came */
+			if (!p->staged)
 				return -EPROTO;
-			err = c->backend->ops->page_import(c->backend, fds[*fi],
-							   &p->handle);
-			close(fds[*fi]);
-			fds[(*fi)++] = -1;
-			if (err)
-				return err;
-			c->st.pages_imported++;
+			p->staged = false;
 		}
 		if (slots[i] != KC_NO_PAGE) {
 			/* the daemon took this block back (its revocation is
@@ -343,6 +337,24 @@ bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b)
 	return true;
 }
 
+/* kc_import check() of a SEQ_EXTEND reply; arg is the region. */
+static int extend_check(struct kc_import *im, const void *body, size_t len)
+{
+	const struct kvmm_seq_extend_reply *rep = body;
+	struct kvmm_region *r = im->arg;
+
+	if (len < sizeof(*rep) || rep->pages_per_block != r->pages_per_block ||
+	    rep->first_block + (uint64_t)rep->nr_blocks > r->max_blocks ||
+	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
+					  rep->pages_per_block *
+					  sizeof(uint32_t))
+		return -EPROTO;
+	im->ids = rep->page_ids;
+	im->nr_ids = rep->nr_blocks * rep->pages_per_block;
+	im->nr_fds = rep->nr_fds;
+	return 0;
+}
+
 int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	     uint32_t want)
 {
@@ -351,10 +363,10 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	size_t cap = sizeof(struct kvmm_seq_extend_reply) +
 		     KVMM_EXTEND_MAX_PAGES * sizeof(uint32_t);
 	struct kvmm_seq_extend_reply *rep;
-	unsigned int nfds = 0, fi = 0;
+	struct kc_import im;
 	struct kc_seq *q;
 	size_t len = 0;
-	int *fds, err;
+	int err;
 
 	if (want > r->max_blocks)
 		want = r->max_blocks;
@@ -363,38 +375,27 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	ex.new_len = new_len;
 	ex.want_blocks = want;
 	rep = malloc(cap);
-	fds = malloc(KVMM_EXTEND_MAX_PAGES * sizeof(int));
-	if (!rep || !fds) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = kc_request_locked(c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), rep,
-				cap, &len, fds, KVMM_EXTEND_MAX_PAGES, &nfds);
-	if (err)
-		goto out;
-	if (len < sizeof(*rep) || rep->pages_per_block != r->pages_per_block ||
-	    rep->first_block + (uint64_t)rep->nr_blocks > r->max_blocks ||
-	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
-					  rep->pages_per_block *
-					  sizeof(uint32_t) ||
-	    rep->nr_fds != nfds) {
-		err = -EPROTO;
-		goto out;
-	}
+	if (!rep)
+		return -ENOMEM;
+	/* Each message's pages are imported as its fds arrive. */
+	kc_import_init(&im, c, extend_check, r);
+	err = kc_import_request(&im, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), rep,
+				cap, &len);
 	pthread_mutex_lock(&c->lock);
-	if (kc_seq_get(r, seq, &q)) {
+	if (err) {
+		/* nothing to map */
+	} else if (kc_seq_get(r, seq, &q)) {
 		err = -ENOENT;
 	} else {
 		q->replaced = UINT32_MAX;
 		for (uint32_t k = 0; !err && k < rep->nr_blocks; k++)
 			err = kc_map_block(r, seq, rep->first_block + k,
 					   rep->page_ids +
-						   k * r->pages_per_block,
-					   fds, nfds, &fi);
+						   k * r->pages_per_block);
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
-		if (rep->len > q->len)
+		if (!err && rep->len > q->len)
 			q->len = rep->len;
 		/*
 		 * Blocks revoked after we last looked and backed again by
@@ -409,14 +410,9 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 			kc_seq_hashes_trim(q, q->replaced);
 		}
 	}
+	/* whatever this reply imported and nothing maps goes back */
+	kc_import_end(&im);
 	pthread_mutex_unlock(&c->lock);
-out:
-	if (fds) {
-		for (unsigned int i = fi; i < nfds; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-	}
-	free(fds);
 	free(rep);
 	return err;
 }
