@@ -463,6 +463,16 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sock_lock);
 	err = kc_fetch(r, seq, new_len, need + c->map_ahead);
+	if (!err) {
+		/* The daemon sends only blocks it had not backed: those an
+		 * earlier failed reply gave stay unmapped here until the
+		 * sequence is truncated or closed.  Never report them
+		 * usable. */
+		pthread_mutex_lock(&c->lock);
+		if (!kc_seq_get(r, seq, &q) && q->backed < need)
+			err = -ENODATA;
+		pthread_mutex_unlock(&c->lock);
+	}
 	pthread_mutex_unlock(&c->sock_lock);
 	return err;
 
