@@ -365,6 +365,7 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	struct kvmm_seq_extend_reply *rep;
 	struct kc_import im;
 	struct kc_seq *q;
+	uint64_t mapped_len;
 	size_t len = 0;
 	int err;
 
@@ -395,8 +396,13 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
-		if (!err && rep->len > q->len)
-			q->len = rep->len;
+		/* never a length over blocks not mapped here (those a
+		 * failed reply gave the daemon's sequence) */
+		mapped_len = (uint64_t)q->backed * r->tokens_per_block;
+		if (rep->len < mapped_len)
+			mapped_len = rep->len;
+		if (!err && mapped_len > q->len)
+			q->len = mapped_len;
 		/*
 		 * Blocks revoked after we last looked and backed again by
 		 * this reply hold fresh pages: the sequence is intact only up
