@@ -2,13 +2,15 @@
 /*
  * libkvmm connection: connect and HELLO (rings and doorbells arrive as
  * fds), synchronous socket requests (a reply's fds may continue in
- * KVMM_CMD_FDS messages), goodbye, statistics and error strings.
+ * KVMM_CMD_FDS messages, handed to the request's fd sink one message at a
+ * time), goodbye, statistics and error strings.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -29,8 +31,15 @@ const char *kc_default_socket(void)
 static void deliver(struct kc_fd_sink *sink, int *err, bool lost, int *fds,
 		    unsigned int n)
 {
-	if (!*err && lost)
+	if (!*err && lost) {
+		struct rlimit rl = { 0 };
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		vmm_log(VMM_LOG_WARN,
+			"libkvmm: the fds of a reply did not fit under RLIMIT_NOFILE %llu (the kernel dropped some): a client needs room for its own fds + %d; the request fails with EMFILE",
+			(unsigned long long)rl.rlim_cur, KVMM_MSG_MAX_FDS);
 		*err = -EMFILE;
+	}
 	if (*err || !n) {
 		kw_close_fds(fds, n);
 		return;

@@ -23,8 +23,8 @@
  * hit pattern exactly as kvmm/policy/replay.c does.  Capacities are the
  * daemon's: they are read from TIER_STATS and must match the command
  * line (see Documentation/policy.md for how to start kvmmd).  A reply's
- * new pages arrive as fds: raise_nofile() sizes the limit for the
- * largest.
+ * new pages arrive as fds, imported one message (253) at a time:
+ * raise_nofile() sizes the limit for one message.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -129,25 +129,31 @@ static int check_caps(const struct kvmm_tier_stats_reply *st,
 }
 
 /*
- * Each reply brings the pages it maps as fds, all of them before libkvmm
- * imports any (host backend: an imported page then keeps no fd, only an
- * anchor mapping; Documentation/vmm.md): up to the longest request's
- * blocks of two pages in one reply, plus the fds the process holds
- * anyway.  Raise our own RLIMIT_NOFILE for that before
- * connecting, soft to hard and hard too when privileged (libkvmm leaves a
- * program's limits alone; Documentation/admin.md).
+ * Each reply brings the pages it maps new as fds, and libkvmm imports and
+ * closes each message's fds (at most KVMM_MSG_MAX_FDS, 253) before it
+ * receives the next (an imported page keeps no fd on either backend;
+ * Documentation/admin.md): what must fit is one message of the longest
+ * request's reply, two pages per block, plus the fds the process holds
+ * anyway (256 is plenty).  That is 509 at most, under the usual soft limit
+ * of 1024, so this normally changes nothing; when the limit is lower,
+ * raise our own RLIMIT_NOFILE before connecting, soft to hard and hard too
+ * when privileged (libkvmm leaves a program's limits alone).
  */
 static void raise_nofile(uint32_t maxblocks)
 {
-	uint64_t need = 2ull * maxblocks + 256;
+	uint64_t per_msg = 2ull * maxblocks < KVMM_MSG_MAX_FDS ?
+				   2ull * maxblocks :
+				   KVMM_MSG_MAX_FDS;
+	uint64_t need = per_msg + 256;
 	struct vmm_nofile r;
 
 	if (vmm_nofile_raise(need, &r) == -EMFILE)
 		fprintf(stderr,
-			"kvmm-replay: --daemon: requests of %u blocks map "
-			"%llu pages, about %llu fds, but RLIMIT_NOFILE is "
-			"%llu (hard %llu): run ulimit -n %llu first\n",
-			maxblocks, 2ull * maxblocks, (unsigned long long)need,
+			"kvmm-replay: --daemon: a reply brings up to %llu "
+			"page fds at a time, about %llu fds with ours, but "
+			"RLIMIT_NOFILE is %llu (hard %llu): run ulimit -n "
+			"%llu first\n",
+			(unsigned long long)per_msg, (unsigned long long)need,
 			(unsigned long long)r.soft, (unsigned long long)r.hard,
 			(unsigned long long)need);
 }
