@@ -80,11 +80,15 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 		return err == -EPIPE ? -ECONNRESET : err;
 	len = kw_recv_fds_lost(c->sock, buf, sizeof(buf), fds, &n,
 			       KVMM_MSG_MAX_FDS, &lost);
-	if (len <= 0) {
-		/* a reply too long for KVMM_MSG_MAX would leave its
-		 * continuations behind: nothing after it can be trusted */
-		c->broken = true;
-		return len ? len : -ECONNRESET;
+	if (len == 0)
+		return -ECONNRESET;
+	if (len < 0) {
+		/* a reply too long for KVMM_MSG_MAX (or with more fds than
+		 * one message holds) may leave continuations behind: nothing
+		 * after it can be trusted */
+		if (len == -EMSGSIZE || len == -EBADMSG)
+			c->broken = true;
+		return len;
 	}
 	if ((size_t)len < sizeof(h))
 		goto err_broken;
