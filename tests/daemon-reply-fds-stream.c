@@ -15,7 +15,11 @@
  * once connected.  While a call runs it may hold those plus one
  * message's 253, which the limit of 280 allows and the kernel enforces.
  * When libkvmm received a whole reply before importing any page, both
- * calls failed here (-EMSGSIZE: recvmsg() cut the fds short, MSG_CTRUNC).
+ * calls failed here (-EPROTO: recvmsg() cut the second message's fds
+ * short, MSG_CTRUNC).  Under a limit below its own fds + 253 no message
+ * of 253 fds fits at all, however it is handled (the kernel delivers a
+ * message's fds in one go): tests/daemon-reply-fds-error.c shows that
+ * extend failing -EMFILE and leaving the client as it was.
  */
 #include <dirent.h>
 #include <errno.h>
