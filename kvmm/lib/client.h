@@ -178,7 +178,7 @@ struct kc_import {
 	struct kvmm_conn *c;
 	int (*check)(struct kc_import *im, const void *body, size_t len);
 	void *arg; /* for check() */
-	bool body_ok; /* check() accepted the body */
+	bool body_ok; /* check() accepted the body: what it says happened */
 	const uint32_t *ids;
 	uint32_t nr_ids, nr_fds;
 	uint32_t nr_new; /* ids without KVMM_PAGE_HELD */

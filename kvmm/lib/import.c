@@ -28,14 +28,12 @@ static int import_body(struct kc_fd_sink *s, const void *body, size_t len)
 
 	if (err)
 		return err;
+	im->body_ok = true; /* what the reply did (opened) is known */
 	im->nr_new = 0;
 	for (uint32_t k = 0; k < im->nr_ids; k++)
 		if (!(im->ids[k] & KVMM_PAGE_HELD))
 			im->nr_new++;
-	if (im->nr_new != im->nr_fds)
-		return -EPROTO;
-	im->body_ok = true;
-	return 0;
+	return im->nr_new == im->nr_fds ? 0 : -EPROTO;
 }
 
 /* Import one message's fds into the next new ids (lock taken per batch:
@@ -48,10 +46,6 @@ static int import_fds(struct kc_fd_sink *s, int *fds, unsigned int n)
 	unsigned int i;
 	int err = 0;
 
-	if (!im->body_ok) { /* fds before a body that announced them */
-		kw_close_fds(fds, n);
-		return -EPROTO;
-	}
 	pthread_mutex_lock(&c->lock);
 	for (i = 0; i < n; i++) {
 		struct kc_page *p;
