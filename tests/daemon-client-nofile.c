@@ -9,8 +9,9 @@
  * grows to 64 blocks, C grows to 8.  Every page is filled and read back,
  * bytes written through B's prefix appear in A's, and between extends
  * the process holds exactly the fds it held once connected (the fds of
- * one reply are in flight only until imported).  The maps show what it costs instead: one anchor per
- * imported page plus one mapping per mapped page.  When an imported page
+ * one reply are in flight only until imported).  The maps show what it
+ * costs instead: one anchor per imported page plus one mapping per mapped
+ * page.  When an imported page
  * kept its fd, A's second extend failed: with 9 + 32 fds held, the next
  * reply's 32 did not fit under 64 (recvmsg truncated them: -EMSGSIZE).
  */

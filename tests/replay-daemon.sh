@@ -118,7 +118,8 @@ echo "ok: in-process and --daemon replays agree on $N requests"
 
 # 5000 GPU blocks, the whole trace: 10000 pages of cache and the longest
 # request's, an fd each in kvmmd (which raises its soft limit to the hard
-# one; see Documentation/admin.md) and in kvmm-replay for the pages it maps
+# one; see Documentation/admin.md); kvmm-replay holds no fd per page it
+# maps, only one reply message's fds at a time (253)
 FDS=12000
 H=$(ulimit -Hn)
 if [ "$H" != unlimited ] && [ "$H" -lt "$FDS" ]; then
