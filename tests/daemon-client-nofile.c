@@ -15,26 +15,21 @@
  * kept its fd, A's second extend failed: with 9 + 32 fds held, the next
  * reply's 32 did not fit under 64 (recvmsg truncated them: -EMSGSIZE).
  */
-#include <dirent.h>
-#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kvmm/kvmm.h"
+#include "tests/lib/client_fds.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
-#define PAGE 4096
 #define LIMIT 64
 #define BLOCKS 64 /* per long sequence */
 #define STEP 8 /* blocks per extend: 32 fds in flight */
 #define PREFIX 8
-#define PPB 4 /* 2 layers x K,V */
-#define IMPORTED ((BLOCKS + (BLOCKS - PREFIX) + STEP) * PPB) /* 512 */
-#define MAPPED ((2 * BLOCKS + STEP) * PPB) /* 544 */
+#define IMPORTED ((BLOCKS + (BLOCKS - PREFIX) + STEP) * CF_PPB) /* 512 */
+#define MAPPED ((2 * BLOCKS + STEP) * CF_PPB) /* 544 */
 
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "4M",
 				    NULL };
@@ -53,73 +48,14 @@ static struct kvmm_region_opts ro = {
 static struct td_daemon d;
 static int max_fds;
 
+/* The fds held now; records the most seen in max_fds. */
 static int count_fds(void)
 {
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
+	int n = cf_count_fds();
 
-	t_assert(dir != NULL);
-	while ((e = readdir(dir)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	n--; /* the DIR's own */
 	if (n > max_fds)
 		max_fds = n;
 	return n;
-}
-
-/* Mappings in /proc/self/maps, and how many are kvmm pages. */
-static int count_maps(int *pages)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
-	int n = 0;
-
-	t_assert(f != NULL);
-	*pages = 0;
-	while (fgets(line, sizeof(line), f)) {
-		n++;
-		if (strstr(line, "memfd:kvmm-page"))
-			(*pages)++;
-	}
-	fclose(f);
-	return n;
-}
-
-static uint8_t *page_of(struct kvmm_region *r, uint32_t s, uint32_t i,
-			uint32_t b)
-{
-	uint64_t base = (i & 1) ? kvmm_seq_v_ptr(r, s, i / 2) :
-				  kvmm_seq_k_ptr(r, s, i / 2);
-
-	return (uint8_t *)(uintptr_t)(base + (uint64_t)b * PAGE);
-}
-
-static uint8_t val(uint32_t s, uint32_t i, uint32_t b)
-{
-	return (uint8_t)(s * 101 + i * 37 + b * 7 + 1);
-}
-
-static void fill(struct kvmm_region *r, uint32_t s, uint32_t from, uint32_t to)
-{
-	for (uint32_t b = from; b < to; b++)
-		for (uint32_t i = 0; i < PPB; i++)
-			memset(page_of(r, s, i, b), val(s, i, b), PAGE);
-}
-
-static void check(struct kvmm_region *r, uint32_t s, uint32_t from, uint32_t to,
-		  uint32_t as)
-{
-	for (uint32_t b = from; b < to; b++)
-		for (uint32_t i = 0; i < PPB; i++) {
-			const uint8_t *p = page_of(r, s, i, b);
-
-			for (int o = 0; o < PAGE; o += 61)
-				t_assert_eq(p[o], val(as, i, b));
-			t_assert_eq(p[PAGE - 1], val(as, i, b));
-		}
 }
 
 /* Extend s from block `from` to `to`, STEP blocks per request. */
@@ -151,11 +87,9 @@ static int client(void)
 	uint32_t a, b, cs, n;
 	int before, connected, after, maps0, maps, pages;
 
-	t_ok(getrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0);
-	rl.rlim_cur = LIMIT;
-	t_ok(setrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0);
+	cf_set_nofile(LIMIT, &rl);
 	before = count_fds();
-	maps0 = count_maps(&pages);
+	maps0 = cf_count_maps(&pages);
 	t_assert_eq(pages, 0);
 
 	t_ok(kvmm_connect(&co, &c));
@@ -165,7 +99,7 @@ static int client(void)
 
 	t_ok(kvmm_seq_open(r, &a));
 	grow(r, a, 0, BLOCKS);
-	fill(r, a, 0, BLOCKS);
+	cf_fill(r, a, 0, BLOCKS, a);
 	for (int i = 0; i < PREFIX; i++)
 		hashes[i] = 0x5100 + i;
 	t_assert_eq(kvmm_block_publish(r, a, 0, PREFIX, 0, hashes), PREFIX);
@@ -174,20 +108,20 @@ static int client(void)
 	t_ok(kvmm_seq_open_prefix(r, hashes, PREFIX, &b, &n));
 	t_assert_eq(n, PREFIX);
 	count_fds();
-	check(r, b, 0, PREFIX, a);
+	cf_check(r, b, 0, PREFIX, a);
 	grow(r, b, PREFIX, BLOCKS);
-	fill(r, b, PREFIX, BLOCKS);
+	cf_fill(r, b, PREFIX, BLOCKS, b);
 	t_ok(kvmm_seq_open(r, &cs));
 	grow(r, cs, 0, STEP);
-	fill(r, cs, 0, STEP);
+	cf_fill(r, cs, 0, STEP, cs);
 
-	check(r, a, 0, BLOCKS, a);
-	check(r, b, 0, PREFIX, a);
-	check(r, b, PREFIX, BLOCKS, b);
-	check(r, cs, 0, STEP, cs);
+	cf_check(r, a, 0, BLOCKS, a);
+	cf_check(r, b, 0, PREFIX, a);
+	cf_check(r, b, PREFIX, BLOCKS, b);
+	cf_check(r, cs, 0, STEP, cs);
 	/* One physical page behind A's and B's prefix slots. */
-	memcpy(page_of(r, b, 3, 5) + 100, "via B", 6);
-	t_assert(!strcmp((const char *)page_of(r, a, 3, 5) + 100, "via B"));
+	memcpy(cf_page(r, b, 3, 5) + 100, "via B", 6);
+	t_assert(!strcmp((const char *)cf_page(r, a, 3, 5) + 100, "via B"));
 
 	t_ok(kvmm_get_stats(c, &ks));
 	t_assert_eq(ks.pages_imported, IMPORTED);
@@ -196,7 +130,7 @@ static int client(void)
 	t_assert_eq(st.pages_allocated, IMPORTED);
 	t_assert_eq(st.pages_mapped, IMPORTED);
 	after = count_fds();
-	maps = count_maps(&pages);
+	maps = cf_count_maps(&pages);
 	/* No fd per page: what connect opened, nothing per page. */
 	t_assert_eq(after, connected);
 	t_assert_eq(max_fds, connected);
@@ -207,10 +141,10 @@ static int client(void)
 	       maps0, pages);
 
 	t_ok(kvmm_seq_close(r, b));
-	t_assert(!strcmp((const char *)page_of(r, a, 3, 5) + 100, "via B"));
+	t_assert(!strcmp((const char *)cf_page(r, a, 3, 5) + 100, "via B"));
 	t_ok(kvmm_seq_close(r, a));
 	t_ok(kvmm_seq_close(r, cs));
-	count_maps(&pages);
+	cf_count_maps(&pages);
 	t_assert_eq(pages, 0);
 	t_ok(kvmm_region_destroy(r));
 	kvmm_disconnect(c);
@@ -220,34 +154,7 @@ static int client(void)
 
 int main(void)
 {
-	struct kvmm_status_reply st;
-	pid_t pid;
-	int status, err;
-
-	err = td_start(&d, args);
-	if (err)
-		t_fail("daemon: %s", strerror(-err));
-	fflush(stdout);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0)
-		exit(client());
-	t_assert_eq(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		td_dump_log(&d);
-		t_fail("client failed (status %#x)", status);
-	}
-	/* Nothing mapped once the client is gone (the cache keeps owning
-	 * the published prefix, so pages stay allocated). */
-	for (int i = 0; i < 500; i++) {
-		t_ok(td_status(&d, &st));
-		if (!st.pages_mapped && !st.sequences && st.sessions == 1)
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.sequences, 0);
-	t_assert_eq(td_stop(&d), 0);
+	cf_run_daemon(&d, args, NULL, client);
 	printf("ok\n");
 	return 0;
 }

@@ -25,24 +25,20 @@
  * again fails -ENODATA until it is truncated to its length; then the
  * same extend (A: 8 blocks under the limit of 64) maps and holds bytes.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/client_fds.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
-#define PAGE 4096
 #define BLOCKS 128 /* one extend: 512 pages */
 #define PREFIX 80 /* 320 pages */
-#define PPB 4
 
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "8M",
 				    NULL };
@@ -64,35 +60,6 @@ static const struct kvmm_connect_opts co = { .size = sizeof(co),
 					     .map_ahead_blocks = 0 };
 
 static struct td_daemon d;
-
-static int count_fds(void)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	t_assert(dir != NULL);
-	while ((e = readdir(dir)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n - 1; /* the DIR's own */
-}
-
-/* kvmm page VMAs: one anchor per imported page, one per mapping. */
-static int page_vmas(void)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
-	int n = 0;
-
-	t_assert(f != NULL);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "memfd:kvmm-page"))
-			n++;
-	fclose(f);
-	return n;
-}
 
 /* The client's page table: pages mapped (sum of refs) and staged. */
 static void table(struct kvmm_conn *c, uint64_t *imported, uint64_t *refs,
@@ -119,49 +86,17 @@ static void clean(struct kvmm_conn *c, uint64_t mapped, int fds,
 	table(c, &imported, &refs, &staged);
 	printf("%s: page table %llu imported, %llu mappings, %llu staged; %d fds (%d expected), %d page VMAs\n",
 	       what, (unsigned long long)imported, (unsigned long long)refs,
-	       (unsigned long long)staged, count_fds(), fds, page_vmas());
+	       (unsigned long long)staged, cf_count_fds(), fds, cf_page_vmas());
 	t_assert_eq(staged, 0);
 	t_assert_eq(imported, mapped);
 	t_assert_eq(refs, mapped);
-	t_assert_eq(page_vmas(), 2 * mapped);
-	t_assert_eq(count_fds(), fds);
+	t_assert_eq(cf_page_vmas(), 2 * mapped);
+	t_assert_eq(cf_count_fds(), fds);
 	/* the socket is in step: the next request reads its own reply */
 	t_ok(kvmm_nop(c, 1));
 	t_ok(kvmm_nop(c, 0));
 	t_ok(td_status(&d, &st));
-	t_assert_eq(count_fds(), fds);
-}
-
-static uint8_t *page_of(struct kvmm_region *r, uint32_t s, uint32_t i,
-			uint32_t b)
-{
-	uint64_t base = (i & 1) ? kvmm_seq_v_ptr(r, s, i / 2) :
-				  kvmm_seq_k_ptr(r, s, i / 2);
-
-	return (uint8_t *)(uintptr_t)(base + (uint64_t)b * PAGE);
-}
-
-static uint8_t val(uint32_t who, uint32_t i, uint32_t b)
-{
-	return (uint8_t)(who * 101 + i * 37 + b * 7 + 1);
-}
-
-static void fill(struct kvmm_region *r, uint32_t s, uint32_t to, uint32_t who)
-{
-	for (uint32_t b = 0; b < to; b++)
-		for (uint32_t i = 0; i < PPB; i++)
-			memset(page_of(r, s, i, b), val(who, i, b), PAGE);
-}
-
-static void check(struct kvmm_region *r, uint32_t s, uint32_t to, uint32_t who)
-{
-	for (uint32_t b = 0; b < to; b++)
-		for (uint32_t i = 0; i < PPB; i++) {
-			const uint8_t *p = page_of(r, s, i, b);
-
-			t_assert_eq(p[0], val(who, i, b));
-			t_assert_eq(p[PAGE - 1], val(who, i, b));
-		}
+	t_assert_eq(cf_count_fds(), fds);
 }
 
 static void hashes_of(uint64_t *h)
@@ -173,20 +108,9 @@ static void hashes_of(uint64_t *h)
 static int publisher(void)
 {
 	uint64_t hashes[PREFIX];
-	struct kvmm_conn *c;
-	struct kvmm_region *r;
-	uint32_t s;
 
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &s));
-	t_ok(kvmm_seq_extend(r, s, PREFIX * 32));
-	fill(r, s, PREFIX, 1);
 	hashes_of(hashes);
-	t_assert_eq(kvmm_block_publish(r, s, 0, PREFIX, 0, hashes), PREFIX);
-	t_ok(kvmm_seq_close(r, s));
-	t_ok(kvmm_region_destroy(r));
-	kvmm_disconnect(c);
+	cf_publish(&co, &ro, hashes, PREFIX, 1);
 	return 0;
 }
 
@@ -198,8 +122,8 @@ static void repair(struct kvmm_region *r, uint32_t s, uint32_t blocks,
 	t_assert_eq(kvmm_seq_extend(r, s, blocks * 32), -ENODATA);
 	t_ok(kvmm_seq_truncate(r, s, (uint32_t)kvmm_seq_len(r, s)));
 	t_ok(kvmm_seq_extend(r, s, blocks * 32));
-	fill(r, s, blocks, who);
-	check(r, s, blocks, who);
+	cf_fill(r, s, 0, blocks, who);
+	cf_check(r, s, 0, blocks, who);
 }
 
 static int client(void)
@@ -210,32 +134,29 @@ static int client(void)
 	struct vmm_backend *w;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
-	struct rlimit rl, low;
+	struct rlimit rl;
 	uint32_t a, b, p, n;
 	uint64_t mapped = 0;
 	int fds, err;
 
-	t_ok(getrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0);
 	t_ok(kvmm_connect(&co, &c));
 	/* the fault injector between libkvmm and its host backend */
 	t_ok(vmm_fault_wrap(c->backend, &w));
 	c->backend = w;
 	t_ok(kvmm_region_create(c, &ro, &r));
-	fds = count_fds();
+	fds = cf_count_fds();
 
 	/* A: no message's fds fit under 64. */
-	low = rl;
-	low.rlim_cur = 64;
-	t_ok(setrlimit(RLIMIT_NOFILE, &low) ? -errno : 0);
+	cf_set_nofile(64, &rl);
 	t_ok(kvmm_seq_open(r, &a));
 	err = kvmm_seq_extend(r, a, BLOCKS * 32);
 	printf("A: extend by %d pages under RLIMIT_NOFILE 64: %s\n",
-	       BLOCKS * PPB, kvmm_strerror(err));
+	       BLOCKS * CF_PPB, kvmm_strerror(err));
 	t_assert_eq(err, -EMFILE);
 	t_assert_eq(vmm_fault_calls(w, VMM_OP_PAGE_IMPORT), 0);
 	clean(c, 0, fds, "A");
 	repair(r, a, 8, 2); /* 32 fds fit under 64 */
-	mapped += 8 * PPB;
+	mapped += 8 * CF_PPB;
 	clean(c, mapped, fds, "A repaired");
 	t_ok(setrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0);
 
@@ -245,7 +166,7 @@ static int client(void)
 	vmm_fault_arm(w, VMM_OP_PAGE_IMPORT, 300, -EIO);
 	err = kvmm_seq_extend(r, b, BLOCKS * 32);
 	printf("B: extend by %d pages, import 300 failing: %s; %u imports, %u releases\n",
-	       BLOCKS * PPB, kvmm_strerror(err),
+	       BLOCKS * CF_PPB, kvmm_strerror(err),
 	       vmm_fault_calls(w, VMM_OP_PAGE_IMPORT),
 	       vmm_fault_calls(w, VMM_OP_PAGE_RELEASE));
 	t_assert_eq(err, -EIO);
@@ -254,9 +175,9 @@ static int client(void)
 	clean(c, mapped, fds, "B");
 	vmm_fault_arm(w, VMM_OP_PAGE_IMPORT, 0, 0);
 	repair(r, b, 16, 3);
-	mapped += 16 * PPB;
+	mapped += 16 * CF_PPB;
 	clean(c, mapped, fds, "B repaired");
-	check(r, a, 8, 2);
+	cf_check(r, a, 0, 8, 2);
 
 	/* C: a prefix open whose 260th import fails. */
 	hashes_of(hashes);
@@ -264,7 +185,7 @@ static int client(void)
 	vmm_fault_arm(w, VMM_OP_PAGE_IMPORT, 260, -EIO);
 	err = kvmm_seq_open_prefix(r, hashes, PREFIX, &p, &n);
 	printf("C: prefix open of %d pages, import 260 failing: %s; %u imports, %u releases\n",
-	       PREFIX * PPB, kvmm_strerror(err),
+	       PREFIX * CF_PPB, kvmm_strerror(err),
 	       vmm_fault_calls(w, VMM_OP_PAGE_IMPORT),
 	       vmm_fault_calls(w, VMM_OP_PAGE_RELEASE));
 	t_assert_eq(err, -EIO);
@@ -275,8 +196,8 @@ static int client(void)
 	vmm_fault_arm(w, VMM_OP_PAGE_IMPORT, 0, 0);
 	t_ok(kvmm_seq_open_prefix(r, hashes, PREFIX, &p, &n));
 	t_assert_eq(n, PREFIX);
-	check(r, p, PREFIX, 1);
-	mapped += PREFIX * PPB;
+	cf_check(r, p, 0, PREFIX, 1);
+	mapped += PREFIX * CF_PPB;
 	clean(c, mapped, fds, "C again");
 
 	t_ok(kvmm_get_stats(c, &ks));
@@ -286,48 +207,15 @@ static int client(void)
 	t_ok(kvmm_seq_close(r, p));
 	t_ok(kvmm_seq_close(r, b));
 	t_ok(kvmm_seq_close(r, a));
-	t_assert_eq(page_vmas(), 0);
+	t_assert_eq(cf_page_vmas(), 0);
 	t_ok(kvmm_region_destroy(r));
 	kvmm_disconnect(c);
 	return 0;
 }
 
-static void run(int (*fn)(void), const char *what)
-{
-	int status;
-	pid_t pid;
-
-	fflush(stdout);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0)
-		exit(fn());
-	t_assert_eq(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		td_dump_log(&d);
-		t_fail("%s failed (status %#x)", what, status);
-	}
-}
-
 int main(void)
 {
-	struct kvmm_status_reply st;
-	int err;
-
-	err = td_start(&d, args);
-	if (err)
-		t_fail("daemon: %s", strerror(-err));
-	run(publisher, "publisher");
-	run(client, "client");
-	for (int i = 0; i < 500; i++) {
-		t_ok(td_status(&d, &st));
-		if (!st.pages_mapped && !st.sequences && st.sessions == 1)
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.sequences, 0);
-	t_assert_eq(td_stop(&d), 0);
+	cf_run_daemon(&d, args, publisher, client);
 	printf("ok\n");
 	return 0;
 }

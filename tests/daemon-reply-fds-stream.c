@@ -21,23 +21,18 @@
  * message's fds in one go): tests/daemon-reply-fds-error.c shows that
  * extend failing -EMFILE and leaving the client as it was.
  */
-#include <dirent.h>
-#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kvmm/kvmm.h"
+#include "tests/lib/client_fds.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
-#define PAGE 4096
 #define LIMIT 280
 #define BLOCKS 160 /* one extend: 640 pages */
 #define PREFIX 80 /* one prefix open: 320 pages */
-#define PPB 4 /* 2 layers x K,V */
 
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "8M",
 				    NULL };
@@ -60,53 +55,6 @@ static const struct kvmm_connect_opts co = { .size = sizeof(co),
 
 static struct td_daemon d;
 
-static int count_fds(void)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	t_assert(dir != NULL);
-	while ((e = readdir(dir)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return n - 1; /* the DIR's own */
-}
-
-static uint8_t *page_of(struct kvmm_region *r, uint32_t s, uint32_t i,
-			uint32_t b)
-{
-	uint64_t base = (i & 1) ? kvmm_seq_v_ptr(r, s, i / 2) :
-				  kvmm_seq_k_ptr(r, s, i / 2);
-
-	return (uint8_t *)(uintptr_t)(base + (uint64_t)b * PAGE);
-}
-
-static uint8_t val(uint32_t who, uint32_t i, uint32_t b)
-{
-	return (uint8_t)(who * 101 + i * 37 + b * 7 + 1);
-}
-
-static void fill(struct kvmm_region *r, uint32_t s, uint32_t to, uint32_t who)
-{
-	for (uint32_t b = 0; b < to; b++)
-		for (uint32_t i = 0; i < PPB; i++)
-			memset(page_of(r, s, i, b), val(who, i, b), PAGE);
-}
-
-static void check(struct kvmm_region *r, uint32_t s, uint32_t to, uint32_t who)
-{
-	for (uint32_t b = 0; b < to; b++)
-		for (uint32_t i = 0; i < PPB; i++) {
-			const uint8_t *p = page_of(r, s, i, b);
-
-			for (int o = 0; o < PAGE; o += 61)
-				t_assert_eq(p[o], val(who, i, b));
-			t_assert_eq(p[PAGE - 1], val(who, i, b));
-		}
-}
-
 static void hashes_of(uint64_t *h)
 {
 	for (int i = 0; i < PREFIX; i++)
@@ -117,20 +65,9 @@ static void hashes_of(uint64_t *h)
 static int publisher(void)
 {
 	uint64_t hashes[PREFIX];
-	struct kvmm_conn *c;
-	struct kvmm_region *r;
-	uint32_t s;
 
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &s));
-	t_ok(kvmm_seq_extend(r, s, PREFIX * 32));
-	fill(r, s, PREFIX, 1);
 	hashes_of(hashes);
-	t_assert_eq(kvmm_block_publish(r, s, 0, PREFIX, 0, hashes), PREFIX);
-	t_ok(kvmm_seq_close(r, s));
-	t_ok(kvmm_region_destroy(r));
-	kvmm_disconnect(c);
+	cf_publish(&co, &ro, hashes, PREFIX, 1);
 	return 0;
 }
 
@@ -144,89 +81,54 @@ static int client(void)
 	uint32_t a, p, n;
 	int before, connected, err;
 
-	t_ok(getrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0);
-	rl.rlim_cur = LIMIT;
-	t_ok(setrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0);
-	before = count_fds();
+	cf_set_nofile(LIMIT, &rl);
+	before = cf_count_fds();
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
-	connected = count_fds();
+	connected = cf_count_fds();
 	/* room for its own fds and one message's, not for either reply */
 	t_assert(connected + KVMM_MSG_MAX_FDS <= LIMIT);
-	t_assert(BLOCKS * PPB > LIMIT && PREFIX * PPB > LIMIT);
+	t_assert(BLOCKS * CF_PPB > LIMIT && PREFIX * CF_PPB > LIMIT);
 
 	t_ok(kvmm_seq_open(r, &a));
 	err = kvmm_seq_extend(r, a, BLOCKS * 32);
 	if (err)
 		t_fail("one extend of %d pages under RLIMIT_NOFILE %d: %s",
-		       BLOCKS * PPB, LIMIT, strerror(-err));
-	t_assert_eq(count_fds(), connected);
+		       BLOCKS * CF_PPB, LIMIT, strerror(-err));
+	t_assert_eq(cf_count_fds(), connected);
 	t_assert_eq(kvmm_seq_len(r, a), BLOCKS * 32);
-	fill(r, a, BLOCKS, 2);
-	check(r, a, BLOCKS, 2);
+	cf_fill(r, a, 0, BLOCKS, 2);
+	cf_check(r, a, 0, BLOCKS, 2);
 
 	hashes_of(hashes);
 	err = kvmm_seq_open_prefix(r, hashes, PREFIX, &p, &n);
 	if (err)
 		t_fail("one prefix open of %d pages under RLIMIT_NOFILE %d: %s",
-		       PREFIX * PPB, LIMIT, strerror(-err));
+		       PREFIX * CF_PPB, LIMIT, strerror(-err));
 	t_assert_eq(n, PREFIX);
-	t_assert_eq(count_fds(), connected);
-	check(r, p, PREFIX, 1); /* the publisher's bytes */
-	check(r, a, BLOCKS, 2);
-	memset(page_of(r, p, 3, PREFIX - 1), 0x5a, PAGE);
-	t_assert_eq(page_of(r, p, 3, PREFIX - 1)[PAGE - 1], 0x5a);
+	t_assert_eq(cf_count_fds(), connected);
+	cf_check(r, p, 0, PREFIX, 1); /* the publisher's bytes */
+	cf_check(r, a, 0, BLOCKS, 2);
+	memset(cf_page(r, p, 3, PREFIX - 1), 0x5a, CF_PAGE);
+	t_assert_eq(cf_page(r, p, 3, PREFIX - 1)[CF_PAGE - 1], 0x5a);
 
 	t_ok(kvmm_get_stats(c, &ks));
-	t_assert_eq(ks.pages_imported, (BLOCKS + PREFIX) * PPB);
-	t_assert_eq(ks.pages_mapped, (BLOCKS + PREFIX) * PPB);
+	t_assert_eq(ks.pages_imported, (BLOCKS + PREFIX) * CF_PPB);
+	t_assert_eq(ks.pages_mapped, (BLOCKS + PREFIX) * CF_PPB);
 	printf("client under RLIMIT_NOFILE %d: one extend of %d new pages, one prefix open of %d; fds %d before connect, %d connected, %d after each\n",
-	       LIMIT, BLOCKS * PPB, PREFIX * PPB, before, connected,
-	       count_fds());
+	       LIMIT, BLOCKS * CF_PPB, PREFIX * CF_PPB, before, connected,
+	       cf_count_fds());
 	t_ok(kvmm_seq_close(r, p));
 	t_ok(kvmm_seq_close(r, a));
 	t_ok(kvmm_region_destroy(r));
 	kvmm_disconnect(c);
-	t_assert_eq(count_fds(), before);
+	t_assert_eq(cf_count_fds(), before);
 	return 0;
-}
-
-static void run(int (*fn)(void), const char *what)
-{
-	int status;
-	pid_t pid;
-
-	fflush(stdout);
-	pid = fork();
-	t_assert(pid >= 0);
-	if (pid == 0)
-		exit(fn());
-	t_assert_eq(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		td_dump_log(&d);
-		t_fail("%s failed (status %#x)", what, status);
-	}
 }
 
 int main(void)
 {
-	struct kvmm_status_reply st;
-	int err;
-
-	err = td_start(&d, args);
-	if (err)
-		t_fail("daemon: %s", strerror(-err));
-	run(publisher, "publisher");
-	run(client, "client");
-	for (int i = 0; i < 500; i++) {
-		t_ok(td_status(&d, &st));
-		if (!st.pages_mapped && !st.sequences && st.sessions == 1)
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.sequences, 0);
-	t_assert_eq(td_stop(&d), 0);
+	cf_run_daemon(&d, args, publisher, client);
 	printf("ok\n");
 	return 0;
 }
