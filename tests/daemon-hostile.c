@@ -22,6 +22,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "kvmm/lib/wire.h"
+#include "tests/lib/client_seq.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -102,9 +103,7 @@ static void check_good_client(void)
 	struct kvmm_region *r;
 	uint32_t s;
 
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &s));
+	cs_open(&co, &ro, &c, &r, &s);
 	t_ok(kvmm_seq_extend(r, s, 300));
 	memset((void *)kvmm_seq_k_ptr(r, s, 0), 7, 300 * 256);
 	t_ok(kvmm_nop(c, 0));

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmm.h"
+#include "tests/lib/client_seq.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -39,9 +40,7 @@ static uint64_t grow(uint32_t ahead, uint64_t *extends)
 	struct kvmm_region *r;
 	uint32_t s;
 
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &s));
+	cs_open(&co, &ro, &c, &r, &s);
 	for (uint32_t len = 4; len <= 2048; len += 4) {
 		t_ok(kvmm_seq_extend(r, s, len));
 		((char *)kvmm_seq_k_ptr(r, s, 1))[(len - 1) * 256] = 1;
@@ -81,9 +80,7 @@ int main(void)
 	t_assert_eq(waits, 8); /* 2048 tokens = 8 blocks of 256 */
 
 	big.layers = 64;
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &big, &r));
-	t_ok(kvmm_seq_open(r, &s));
+	cs_open(&co, &big, &c, &r, &s);
 	err = kvmm_seq_extend(r, s, 3 * 256);
 	if (err)
 		td_dump_log(&d);
