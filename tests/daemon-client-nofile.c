@@ -34,16 +34,7 @@
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "4M",
 				    NULL };
 
-static struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 1,
-	.head_dim = 64,
-	.dtype_bytes = 2, /* 32 tokens per 4 KiB block */
-	.max_seqs = 4,
-	.max_tokens = BLOCKS * 32,
-	.salt = 11,
-};
+static struct kvmm_region_opts ro = CF_REGION(BLOCKS, 11);
 
 static struct td_daemon d;
 static int max_fds;
@@ -74,10 +65,7 @@ static void grow(struct kvmm_region *r, uint32_t s, uint32_t from, uint32_t to)
 
 static int client(void)
 {
-	struct kvmm_connect_opts co = { .size = sizeof(co),
-					.name = "nofile",
-					.map_ahead_set = 1,
-					.map_ahead_blocks = 0 };
+	struct kvmm_connect_opts co = CF_CONNECT("nofile");
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_status_reply st;
 	uint64_t hashes[PREFIX];

@@ -43,21 +43,9 @@
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "8M",
 				    NULL };
 
-static struct kvmm_region_opts ro = {
-	.size = sizeof(ro),
-	.layers = 2,
-	.kv_heads = 1,
-	.head_dim = 64,
-	.dtype_bytes = 2, /* 32 tokens per 4 KiB block */
-	.max_seqs = 4,
-	.max_tokens = BLOCKS * 32,
-	.salt = 29,
-};
+static struct kvmm_region_opts ro = CF_REGION(BLOCKS, 29);
 
-static const struct kvmm_connect_opts co = { .size = sizeof(co),
-					     .name = "fd-error",
-					     .map_ahead_set = 1,
-					     .map_ahead_blocks = 0 };
+static const struct kvmm_connect_opts co = CF_CONNECT("fd-error");
 
 static struct td_daemon d;
 

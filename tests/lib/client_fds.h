@@ -27,6 +27,27 @@
 
 #define CF_PAGE 4096
 #define CF_PPB 4 /* 2 layers x K,V */
+#define CF_TPB 32 /* tokens per block */
+
+/*
+ * The region these helpers assume: 2 layers of one KV head of 64 dims in
+ * 2-byte elements, so a block of 4 KiB pages holds CF_TPB tokens; room
+ * for 4 sequences of `blocks` blocks.
+ */
+#define CF_REGION(blocks, region_salt)                                \
+	{                                                             \
+		.size = sizeof(struct kvmm_region_opts), .layers = 2, \
+		.kv_heads = 1, .head_dim = 64, .dtype_bytes = 2,      \
+		.max_seqs = 4, .max_tokens = CF_TPB * (blocks),       \
+		.salt = (region_salt)                                 \
+	}
+
+/* A connection without map-ahead: it maps only the pages asked for. */
+#define CF_CONNECT(conn_name)                                                  \
+	{                                                                      \
+		.size = sizeof(struct kvmm_connect_opts), .name = (conn_name), \
+		.map_ahead_set = 1, .map_ahead_blocks = 0                      \
+	}
 
 /* The fds this process holds (not counting the one that lists them). */
 static inline int cf_count_fds(void)
