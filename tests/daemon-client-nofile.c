@@ -88,8 +88,7 @@ static int client(void)
 	t_ok(kvmm_seq_open(r, &a));
 	grow(r, a, 0, BLOCKS);
 	cf_fill(r, a, 0, BLOCKS, a);
-	for (int i = 0; i < PREFIX; i++)
-		hashes[i] = 0x5100 + i;
+	cf_hashes(hashes, PREFIX, 0x5100);
 	t_assert_eq(kvmm_block_publish(r, a, 0, PREFIX, 0, hashes), PREFIX);
 
 	/* B: A's prefix, mapped here a second time, then its own blocks. */

@@ -38,6 +38,7 @@
 #include "vmm/vmm.h"
 
 #define BLOCKS 128 /* one extend: 512 pages */
+#define HASH0 0x8800 /* the prefix's first block hash */
 #define PREFIX 80 /* 320 pages */
 
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "8M",
@@ -87,18 +88,9 @@ static void clean(struct kvmm_conn *c, uint64_t mapped, int fds,
 	t_assert_eq(cf_count_fds(), fds);
 }
 
-static void hashes_of(uint64_t *h)
-{
-	for (int i = 0; i < PREFIX; i++)
-		h[i] = 0x8800 + i;
-}
-
 static int publisher(void)
 {
-	uint64_t hashes[PREFIX];
-
-	hashes_of(hashes);
-	cf_publish(&co, &ro, hashes, PREFIX, 1);
+	cf_publish(&co, &ro, HASH0, PREFIX, 1);
 	return 0;
 }
 
@@ -168,7 +160,7 @@ static int client(void)
 	cf_check(r, a, 0, 8, 2);
 
 	/* C: a prefix open whose 260th import fails. */
-	hashes_of(hashes);
+	cf_hashes(hashes, PREFIX, HASH0);
 	vmm_fault_arm(w, VMM_OP_PAGE_RELEASE, 0, 0);
 	vmm_fault_arm(w, VMM_OP_PAGE_IMPORT, 260, -EIO);
 	err = kvmm_seq_open_prefix(r, hashes, PREFIX, &p, &n);

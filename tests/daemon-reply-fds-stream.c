@@ -32,6 +32,7 @@
 
 #define LIMIT 280
 #define BLOCKS 160 /* one extend: 640 pages */
+#define HASH0 0x7700 /* the prefix's first block hash */
 #define PREFIX 80 /* one prefix open: 320 pages */
 
 static const char *const args[] = { "--page-size", "4K", "--gpu-mem", "8M",
@@ -43,19 +44,10 @@ static const struct kvmm_connect_opts co = CF_CONNECT("fd-stream");
 
 static struct td_daemon d;
 
-static void hashes_of(uint64_t *h)
-{
-	for (int i = 0; i < PREFIX; i++)
-		h[i] = 0x7700 + i;
-}
-
 /* Fills PREFIX blocks with its bytes and publishes them. */
 static int publisher(void)
 {
-	uint64_t hashes[PREFIX];
-
-	hashes_of(hashes);
-	cf_publish(&co, &ro, hashes, PREFIX, 1);
+	cf_publish(&co, &ro, HASH0, PREFIX, 1);
 	return 0;
 }
 
@@ -88,7 +80,7 @@ static int client(void)
 	cf_fill(r, a, 0, BLOCKS, 2);
 	cf_check(r, a, 0, BLOCKS, 2);
 
-	hashes_of(hashes);
+	cf_hashes(hashes, PREFIX, HASH0);
 	err = kvmm_seq_open_prefix(r, hashes, PREFIX, &p, &n);
 	if (err)
 		t_fail("one prefix open of %d pages under RLIMIT_NOFILE %d: %s",

@@ -143,19 +143,32 @@ static inline void cf_check(struct kvmm_region *r, uint32_t s, uint32_t from,
 		}
 }
 
+/* The hashes of an n-block prefix: hash0, hash0 + 1, ... */
+static inline void cf_hashes(uint64_t *h, uint32_t n, uint64_t hash0)
+{
+	for (uint32_t i = 0; i < n; i++)
+		h[i] = hash0 + i;
+}
+
+#define CF_MAX_PREFIX 256
+
 /*
- * Over a connection of its own (co), fill n blocks of a fresh sequence of
- * region ro with who's bytes, publish them under hashes, and close it all
- * again: the daemon's cache keeps the blocks.
+ * Over a connection of its own (co), fill n blocks (at most
+ * CF_MAX_PREFIX) of a fresh sequence of region ro with who's bytes,
+ * publish them under cf_hashes(hash0), and close it all again: the
+ * daemon's cache keeps the blocks.
  */
 static inline void cf_publish(const struct kvmm_connect_opts *co,
-			      const struct kvmm_region_opts *ro,
-			      const uint64_t *hashes, uint32_t n, uint32_t who)
+			      const struct kvmm_region_opts *ro, uint64_t hash0,
+			      uint32_t n, uint32_t who)
 {
+	uint64_t hashes[CF_MAX_PREFIX];
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	uint32_t s;
 
+	t_assert(n <= CF_MAX_PREFIX);
+	cf_hashes(hashes, n, hash0);
 	cs_open(co, ro, &c, &r, &s);
 	t_ok(kvmm_seq_extend(r, s, n * kvmm_region_tokens_per_block(r)));
 	cf_fill(r, s, 0, n, who);
