@@ -10,7 +10,15 @@
  * makes the page usable (cuMemSetAccess's counterpart).  Nothing is
  * touched, so neither side pays for page faults.
  *
+ * Then imported against created pages: the same pages, exported and
+ * imported into a second host backend in this process (a client's side),
+ * so map is mremap of the page's PROT_NONE anchor instead of mmap of its
+ * memfd.  Both run the full map + set_access + unmap cycle in --rounds
+ * rounds, one trial each per round, the order alternating; the figure is
+ * the median of the per-round ratios imported/created, with its range.
+ *
  *   build/bench/vmm-map [--pages N] [--page-size BYTES] [--seconds S]
+ *                       [--rounds R]
  *
  * Prints a table, the ratios, and one JSON line last.
  */
@@ -20,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vmm/vmm.h"
 
@@ -96,17 +105,35 @@ static void baseline_round(void **ptrs, size_t n, size_t ps)
 			(rate) = _r;              \
 	} while (0)
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v). */
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* Trials of the three paths are interleaved and the best of each kept, so
  * a burst of load from elsewhere on the machine hits all three alike. */
 #define TRIALS 5
+#define MAX_ROUNDS 99
 
 int main(int argc, char **argv)
 {
 	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST };
 	double seconds = 3, vmm_rate, vmm_acc_rate, base_rate;
-	struct setup s = { .n = 256 };
+	double created[MAX_ROUNDS], imported[MAX_ROUNDS], ratio[MAX_ROUNDS];
+	double created_med, imported_med, ratio_med, ratio_min, ratio_max;
+	struct setup s = { .n = 256 }, imp = { 0 };
+	int rounds = 7;
 	void **ptrs;
-	int err;
+	int err, fd;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--pages") && i + 1 < argc)
@@ -115,14 +142,16 @@ int main(int argc, char **argv)
 			cfg.page_size = strtoul(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
 			seconds = strtod(argv[++i], NULL);
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			rounds = atoi(argv[++i]);
 		else {
 			fprintf(stderr,
-				"usage: %s [--pages N] [--page-size BYTES] [--seconds S]\n",
-				argv[0]);
+				"usage: %s [--pages N] [--page-size BYTES] [--seconds S] [--rounds R (1..%d)]\n",
+				argv[0], MAX_ROUNDS);
 			return 2;
 		}
 	}
-	if (!s.n || seconds <= 0)
+	if (!s.n || seconds <= 0 || rounds < 1 || rounds > MAX_ROUNDS)
 		die("arguments", -EINVAL);
 	err = vmm_backend_open(&cfg, &s.b);
 	if (err)
@@ -140,6 +169,28 @@ int main(int argc, char **argv)
 	if (err)
 		die("reserve", err);
 
+	/* The importer: a second backend, as a client's libkvmm is to kvmmd;
+	 * each page crosses as an fd that the import does not keep. */
+	err = vmm_backend_open(&cfg, &imp.b);
+	if (err)
+		die("open importing host backend", err);
+	imp.n = s.n;
+	imp.pages = calloc(imp.n, sizeof(*imp.pages));
+	if (!imp.pages)
+		die("calloc", -ENOMEM);
+	for (size_t i = 0; i < imp.n; i++) {
+		err = s.b->ops->page_export(s.b, s.pages[i], &fd);
+		if (err)
+			die("page_export", err);
+		err = imp.b->ops->page_import(imp.b, fd, &imp.pages[i]);
+		if (err)
+			die("page_import", err);
+		close(fd);
+	}
+	err = imp.b->ops->reserve(imp.b, imp.n * imp.b->page_size, &imp.va);
+	if (err)
+		die("reserve (importer)", err);
+
 	/* Warm up both paths once (page tables, VMA slab caches). */
 	vmm_round(&s, true);
 	baseline_round(ptrs, s.n, s.b->page_size);
@@ -154,6 +205,33 @@ int main(int argc, char **argv)
 		      vmm_round(&s, true));
 	}
 
+	/* Imported vs created: one trial of each per round, of the same
+	 * length as above, the order alternating so that neither always
+	 * runs second (after the other warmed the caches, or in its load). */
+	vmm_round(&imp, true);
+	for (int r = 0; r < rounds; r++) {
+		created[r] = imported[r] = 0;
+		for (int k = 0; k < 2; k++) {
+			if ((k == 0) == (r % 2 == 0))
+				TRIAL(created[r], seconds / (3 * TRIALS), s.n,
+				      vmm_round(&s, true));
+			else
+				TRIAL(imported[r], seconds / (3 * TRIALS),
+				      imp.n, vmm_round(&imp, true));
+		}
+		ratio[r] = imported[r] / created[r];
+	}
+	ratio_min = ratio_max = ratio[0];
+	for (int r = 1; r < rounds; r++) {
+		if (ratio[r] < ratio_min)
+			ratio_min = ratio[r];
+		if (ratio[r] > ratio_max)
+			ratio_max = ratio[r];
+	}
+	created_med = median(created, rounds);
+	imported_med = median(imported, rounds);
+	ratio_med = median(ratio, rounds);
+
 	printf("vmm-map: host backend, %zu pages of %zu bytes\n", s.n,
 	       s.b->page_size);
 	printf("  %-36s %12.0f pages/s  %7.2f us/page\n",
@@ -164,14 +242,34 @@ int main(int argc, char **argv)
 	       "vmm map+set_access+unmap", vmm_acc_rate, 1e6 / vmm_acc_rate);
 	printf("  ratio vmm/baseline: %.2f (map+unmap), %.2f (with access)\n",
 	       vmm_rate / base_rate, vmm_acc_rate / base_rate);
+	printf("imported vs created pages, map+set_access+unmap, median of %d rounds:\n",
+	       rounds);
+	printf("  %-36s %12.0f pages/s  %7.2f us/page\n",
+	       "created (mmap of the memfd)", created_med, 1e6 / created_med);
+	printf("  %-36s %12.0f pages/s  %7.2f us/page\n",
+	       "imported (mremap of the anchor)", imported_med,
+	       1e6 / imported_med);
+	printf("  ratio imported/created: %.2f (median of per-round ratios; range %.2f-%.2f)\n",
+	       ratio_med, ratio_min, ratio_max);
 	printf("{\"bench\":\"vmm-map\",\"backend\":\"host\",\"page_size\":%zu,"
 	       "\"pages\":%zu,\"baseline\":\"anonymous mmap+munmap\","
 	       "\"baseline_pages_per_s\":%.0f,\"vmm_map_unmap_pages_per_s\":%.0f,"
 	       "\"vmm_map_access_unmap_pages_per_s\":%.0f,\"ratio\":%.3f,"
-	       "\"ratio_with_access\":%.3f}\n",
+	       "\"ratio_with_access\":%.3f,\"import_rounds\":%d,"
+	       "\"created_map_access_unmap_pages_per_s\":%.0f,"
+	       "\"imported_map_access_unmap_pages_per_s\":%.0f,"
+	       "\"ratio_imported_vs_created\":%.3f,"
+	       "\"ratio_imported_vs_created_min\":%.3f,"
+	       "\"ratio_imported_vs_created_max\":%.3f}\n",
 	       s.b->page_size, s.n, base_rate, vmm_rate, vmm_acc_rate,
-	       vmm_rate / base_rate, vmm_acc_rate / base_rate);
+	       vmm_rate / base_rate, vmm_acc_rate / base_rate, rounds,
+	       created_med, imported_med, ratio_med, ratio_min, ratio_max);
 
+	imp.b->ops->free_range(imp.b, imp.va, imp.n * imp.b->page_size);
+	for (size_t i = 0; i < imp.n; i++)
+		imp.b->ops->page_release(imp.b, imp.pages[i]);
+	vmm_backend_close(imp.b);
+	free(imp.pages);
 	s.b->ops->free_range(s.b, s.va, s.n * s.b->page_size);
 	for (size_t i = 0; i < s.n; i++)
 		s.b->ops->page_release(s.b, s.pages[i]);
