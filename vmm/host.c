@@ -31,6 +31,9 @@
  *   unmap        mmap(MAP_FIXED, PROT_NONE, anonymous) over the slot, so the
  *                address stays reserved and the page's reference goes
  *   release      close(memfd), or munmap(anchor); mappings keep the page
+ *   ENOMEM       from mmap, mremap or mprotect is also what the kernel says
+ *                at vm.max_map_count; callers get -ENOMEM either way, and
+ *                the log line says which (map_count_log, failure path only)
  *   copies       created page: pread/pwrite on the memfd, no mapping
  *                needed; imported page: memcpy through the anchor, opened
  *                by mprotect for the copy and closed again, under the lock
@@ -48,6 +51,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +98,95 @@ static void *anchor_addr(vmm_handle_t page)
 				   << HOST_ANCHOR_SHIFT);
 }
 
+/* Read fd to its end: the number of newlines in it, or -1; its first
+ * first_len - 1 bytes go to first when given.  No allocation: at the
+ * mapping limit, malloc may need a VMA too. */
+static long count_lines(int fd, char *first, size_t first_len)
+{
+	char buf[4096];
+	size_t have = 0;
+	long lines = 0;
+	ssize_t r;
+
+	for (;;) {
+		r = read(fd, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (!r)
+			return lines;
+		for (ssize_t i = 0; i < r; i++)
+			lines += buf[i] == '\n';
+		if (first && have + 1 < first_len) {
+			size_t n = (size_t)r < first_len - 1 - have ?
+					   (size_t)r :
+					   first_len - 1 - have;
+
+			memcpy(first + have, buf, n);
+			have += n;
+			first[have] = 0;
+		}
+	}
+}
+
+/* /proc/sys/vm/max_map_count and the VMAs this process holds (the lines of
+ * /proc/self/maps, near enough: it adds [vsyscall] where there is one). */
+static int map_count(long *count, long *max)
+{
+	char num[32] = "";
+	int fd;
+
+	fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (count_lines(fd, num, sizeof(num)) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	*max = strtol(num, NULL, 10);
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	*count = count_lines(fd, NULL, 0);
+	close(fd);
+	return *count < 0 || *max <= 0 ? -EIO : 0;
+}
+
+/* How close to vm.max_map_count counts as "at" it: a MAP_FIXED in the middle
+ * of a range needs 2 VMAs, mremap wants 3 spare (mremap_to), and other
+ * threads may map meanwhile. */
+#define HOST_MAP_COUNT_SLACK 16
+
+/*
+ * Log a failed mmap, mremap or mprotect (err: its errno; fmt: what was
+ * being done).  ENOMEM from these is also the kernel's answer at
+ * vm.max_map_count, which no caller can tell from a full pool or real
+ * memory pressure: when the process is at (or within a few VMAs of) the
+ * limit, say so and what to do instead of "Cannot allocate memory".  Only
+ * ever on a failure path: it reads all of /proc/self/maps.
+ */
+static void __attribute__((format(printf, 2, 3)))
+map_err_log(int err, const char *fmt, ...)
+{
+	char what[160];
+	long count = 0, max = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (err == ENOMEM && !map_count(&count, &max) &&
+	    count + HOST_MAP_COUNT_SLACK >= max) {
+		vmm_log(VMM_LOG_ERR,
+			"vmm host: %s: out of mappings: %ld VMAs in this process, vm.max_map_count is %ld (an imported page takes 1, each mapping 1 more); raise it (sysctl vm.max_map_count=N, root) or use fewer or larger pages",
+			what, count, max);
+		return;
+	}
+	vmm_log(VMM_LOG_ERR, "vmm host: %s: %s", what, strerror(err));
+}
+
 static int host_granularity(struct vmm_backend *b, size_t *page_size)
 {
 	*page_size = b->page_size;
@@ -116,8 +209,7 @@ static int host_reserve(struct vmm_backend *b, size_t size, uint64_t *va)
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: reserve %zu bytes: %s", size,
-			strerror(errno));
+		map_err_log(-err, "reserve %zu bytes", size);
 		goto out;
 	}
 	{
@@ -294,8 +386,7 @@ static int host_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 	p = mmap(NULL, b->page_size, PROT_NONE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: map anchor of fd %d: %s", fd,
-			strerror(errno));
+		map_err_log(-err, "import fd %d (map its anchor)", fd);
 		return err;
 	}
 	if ((uint64_t)(uintptr_t)p >>
@@ -345,9 +436,8 @@ static int host_map(struct vmm_backend *b, uint64_t va, vmm_handle_t page)
 			 MAP_SHARED | MAP_FIXED, (int)page, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: map page %#llx at %#llx: %s",
-			(unsigned long long)page, (unsigned long long)va,
-			strerror(errno));
+		map_err_log(-err, "map page %#llx at %#llx",
+			    (unsigned long long)page, (unsigned long long)va);
 		goto out;
 	}
 	vmm_track_set_mapped(&h->track, va, true);
@@ -371,8 +461,7 @@ static int host_unmap(struct vmm_backend *b, uint64_t va)
 		 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: unmap at %#llx: %s",
-			(unsigned long long)va, strerror(errno));
+		map_err_log(-err, "unmap at %#llx", (unsigned long long)va);
 		goto out;
 	}
 	vmm_track_set_mapped(&h->track, va, false);
@@ -397,8 +486,8 @@ static int host_set_access(struct vmm_backend *b, uint64_t va, size_t size,
 		mprot = PROT_READ | PROT_WRITE;
 	if (mprotect((void *)(uintptr_t)va, size, mprot)) {
 		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: mprotect %#llx+%zu: %s",
-			(unsigned long long)va, size, strerror(errno));
+		map_err_log(-err, "mprotect %#llx+%zu", (unsigned long long)va,
+			    size);
 	}
 out:
 	pthread_mutex_unlock(&h->lock);
