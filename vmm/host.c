@@ -180,7 +180,7 @@ map_err_log(int err, const char *fmt, ...)
 	if (err == ENOMEM && !map_count(&count, &max) &&
 	    count + HOST_MAP_COUNT_SLACK >= max) {
 		vmm_log(VMM_LOG_ERR,
-			"vmm host: %s: out of mappings: %ld VMAs in this process, vm.max_map_count is %ld (an imported page takes 1, each mapping 1 more); raise it (sysctl vm.max_map_count=N, root) or use fewer or larger pages",
+			"vmm host: %s: out of mappings: %ld in /proc/self/maps, vm.max_map_count is %ld (an imported page takes 1, each mapping 1 more); raise it (sysctl vm.max_map_count=N, root) or use fewer or larger pages",
 			what, count, max);
 		return;
 	}
