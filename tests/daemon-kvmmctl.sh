@@ -52,6 +52,9 @@ PY
 "$b/kvmmctl" --socket "$sock" log-level loud 2>/dev/null; [ $? = 2 ] || fail "bad level not a usage error"
 "$b/kvmmctl" --socket "$sock" kill 99999 2>/dev/null; [ $? = 1 ] || fail "kill of unknown session should fail"
 "$b/kvmmctl" --socket "$sock" frob 2>/dev/null; [ $? = 2 ] || fail "unknown command"
+# past 63 arguments a command is refused, not run with part of them
+"$b/kvmmctl" --socket "$sock" kill $(seq 1 70) 2>"$dir/err"; [ $? = 2 ] || fail "too many arguments not a usage error"
+grep -q "too many arguments (at most 63" "$dir/err" || fail "no reason for too many arguments: $(cat "$dir/err")"
 "$b/kvmmctl" --socket "$dir/nope.sock" status 2>/dev/null; [ $? = 1 ] || fail "missing socket"
 
 # A second daemon on the same live socket refuses to start.

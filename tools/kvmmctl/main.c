@@ -115,11 +115,26 @@ void kvmmctl_json_str(const char *s)
 	putchar('"');
 }
 
+#define KVMMCTL_MAX_ARGS 63
+
+/* Never run a command with part of what was asked: too many is an error. */
+static int push_arg(char **args, int *n, char *arg)
+{
+	if (*n >= KVMMCTL_MAX_ARGS) {
+		fprintf(stderr,
+			"kvmmctl: too many arguments (at most %d, the command included)\n",
+			KVMMCTL_MAX_ARGS);
+		return -E2BIG;
+	}
+	args[(*n)++] = arg;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct kvmmctl_ctx ctx = { 0 };
 	const struct command *cmd = NULL;
-	char *args[64];
+	char *args[KVMMCTL_MAX_ARGS + 1];
 	int n = 0, i;
 
 	for (i = 1; i < argc; i++) {
@@ -128,8 +143,8 @@ int main(int argc, char **argv)
 		else if (!strncmp(argv[i], "--socket=", 9))
 			ctx.socket = argv[i] + 9;
 		else if (cmd && cmd->pass_options) {
-			if (n < 63)
-				args[n++] = argv[i];
+			if (push_arg(args, &n, argv[i]))
+				return 2;
 		} else if (!strcmp(argv[i], "--json"))
 			ctx.json = true;
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -139,8 +154,9 @@ int main(int argc, char **argv)
 			printf("kvmmctl %s (ABI %d.%d)\n", KVMM_VERSION,
 			       KVMM_ABI_MAJOR, KVMM_ABI_MINOR);
 			return 0;
-		} else if (n < 63) {
-			args[n++] = argv[i];
+		} else {
+			if (push_arg(args, &n, argv[i]))
+				return 2;
 			if (n == 1)
 				cmd = find_command(argv[i]);
 		}
