@@ -522,26 +522,36 @@ static int anchor_copy(struct vmm_backend *b, vmm_handle_t page, void *dst,
 	return err;
 }
 
-static int host_copy_to_host(struct vmm_backend *b, void *dst,
-			     vmm_handle_t page, size_t offset, size_t len)
+/*
+ * Copy between a page and host memory: through the anchor for an imported
+ * page (under the lock: a release must not unmap it meanwhile), with
+ * pread/pwrite on the memfd for a created one.  With write, buf is only
+ * read.
+ */
+static int page_rw(struct vmm_backend *b, vmm_handle_t page, size_t offset,
+		   void *buf, size_t len, bool write)
 {
 	struct host_backend *h = to_host(b);
+	char *at, *p = buf;
 	size_t done = 0;
 	int err;
 
 	pthread_mutex_lock(&h->lock);
 	err = vmm_track_check_copy(&h->track, page, offset, len);
 	if (!err && is_anchor(page)) {
-		err = anchor_copy(b, page, dst,
-				  (const char *)anchor_addr(page) + offset, len,
-				  PROT_READ);
+		at = (char *)anchor_addr(page) + offset;
+		err = write ? anchor_copy(b, page, at, buf, len,
+					  PROT_READ | PROT_WRITE) :
+			      anchor_copy(b, page, buf, at, len, PROT_READ);
 		pthread_mutex_unlock(&h->lock);
 		return err;
 	}
 	pthread_mutex_unlock(&h->lock);
 	while (!err && done < len) {
-		ssize_t r = pread((int)page, (char *)dst + done, len - done,
-				  (off_t)(offset + done));
+		off_t off = (off_t)(offset + done);
+		ssize_t r =
+			write ? pwrite((int)page, p + done, len - done, off) :
+				pread((int)page, p + done, len - done, off);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -553,34 +563,16 @@ static int host_copy_to_host(struct vmm_backend *b, void *dst,
 	return err;
 }
 
+static int host_copy_to_host(struct vmm_backend *b, void *dst,
+			     vmm_handle_t page, size_t offset, size_t len)
+{
+	return page_rw(b, page, offset, dst, len, false);
+}
+
 static int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page,
 			       size_t offset, const void *src, size_t len)
 {
-	struct host_backend *h = to_host(b);
-	size_t done = 0;
-	int err;
-
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_copy(&h->track, page, offset, len);
-	if (!err && is_anchor(page)) {
-		err = anchor_copy(b, page, (char *)anchor_addr(page) + offset,
-				  src, len, PROT_READ | PROT_WRITE);
-		pthread_mutex_unlock(&h->lock);
-		return err;
-	}
-	pthread_mutex_unlock(&h->lock);
-	while (!err && done < len) {
-		ssize_t r = pwrite((int)page, (const char *)src + done,
-				   len - done, (off_t)(offset + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			err = r < 0 ? -errno : -EIO;
-		else
-			done += (size_t)r;
-	}
-	return err;
+	return page_rw(b, page, offset, (void *)src, len, true);
 }
 
 static int host_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
