@@ -1,0 +1,861 @@
+# SPDX-License-Identifier: MIT
+"""kvmm: the Python binding of libkvmm (Documentation/python.md).
+
+A thin layer over the C client API (kvmm/include/kvmm/kvmm.h), with the
+standard library only: ctypes calls build/libkvmm.so.1 (or KVMM_LIB, or
+the system's), structs are mirrored field for field (tests/python-layout.sh
+compares them with the C compiler's layout), and every call checks its
+result: a negative errno becomes KvmmError (an OSError carrying that errno
+and kvmm_strerror()'s text), so nothing fails silently.
+
+Arguments are checked here only for what C cannot see: a wrong type is a
+TypeError, a value that does not fit the C parameter (a negative length, a
+hash over 64 bits, a name longer than the daemon keeps) a ValueError, and
+a connection or region already closed a ValueError, as for a closed file
+(libkvmm has freed it: calling C would use freed memory).  Everything about
+the daemon's state (sequence ids, lengths, cached hashes) is left to
+libkvmm and comes back as its errno.
+
+On the host backend a sequence's K or V bytes of one layer are offered as
+a writable memoryview over the mapped range.  The binding releases such a
+view when the range behind it may go away (close, truncate, the end of a
+step or revocation processing that shortened the sequence, region destroy,
+disconnect): using it then raises ValueError instead of touching unmapped
+memory.  Slices of a view and objects built on it (numpy.frombuffer) are
+not tracked: drop them by then.  On the cuda backend the pointers are
+device addresses (ints, k_ptr()/v_ptr()) for torch or cupy; no view.
+
+Use a Connection from one thread at a time while it is being closed; other
+calls may come from several threads (libkvmm locks; ctypes drops the GIL).
+"""
+
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import errno as _errno
+import os
+import sys
+
+__all__ = [
+    "KvmmError", "Connection", "Region", "Sequence", "PrefixResult",
+    "PinInfo", "Stats", "strerror", "block_action_string", "library_path",
+    "BLOCK_GPU_SHARED", "BLOCK_RELOADED_HOST", "BLOCK_RELOADED_NVME",
+    "BLOCK_RECOMPUTE", "PIN_F_TTL", "PIN_F_PRIORITY", "PIN_F_PRIORITY_ONLY",
+    "PIN_F_DEMOTE", "PREFIX_MAX_BLOCKS", "BACKEND_HOST", "BACKEND_CUDA",
+]
+
+# kvmm/include/kvmm/uapi.h
+BLOCK_GPU_SHARED = 1
+BLOCK_RELOADED_HOST = 2
+BLOCK_RELOADED_NVME = 3
+BLOCK_RECOMPUTE = 4
+PIN_F_TTL = 0x1
+PIN_F_PRIORITY = 0x2
+PIN_F_PRIORITY_ONLY = 0x4
+PIN_F_DEMOTE = 0x8
+PREFIX_MAX_BLOCKS = 4096
+# vmm/vmm.h enum vmm_backend_kind
+BACKEND_HOST = 0
+BACKEND_CUDA = 1
+_BACKEND_NAMES = {BACKEND_HOST: "host", BACKEND_CUDA: "cuda"}
+# struct kvmm_hello.name: 32 bytes, NUL padded
+_NAME_MAX = 31
+
+_U32_MAX = (1 << 32) - 1
+_U64_MAX = (1 << 64) - 1
+
+
+# ---- struct mirrors (kvmm.h) ------------------------------------------------
+
+class ConnectOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("socket_path", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("map_ahead_blocks", ctypes.c_uint32),
+        ("map_ahead_set", ctypes.c_uint32),
+        ("sq_entries", ctypes.c_uint32),
+        ("spin_us", ctypes.c_uint32),
+    ]
+
+
+class RegionOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("layers", ctypes.c_uint32),
+        ("kv_heads", ctypes.c_uint32),
+        ("head_dim", ctypes.c_uint32),
+        ("dtype_bytes", ctypes.c_uint32),
+        ("max_seqs", ctypes.c_uint32),
+        ("max_tokens", ctypes.c_uint32),
+        ("salt", ctypes.c_uint64),
+    ]
+
+
+class PrefixOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("actions", ctypes.POINTER(ctypes.c_uint8)),
+        ("shared", ctypes.c_uint32),
+        ("reloaded_host", ctypes.c_uint32),
+        ("reloaded_nvme", ctypes.c_uint32),
+        ("recompute", ctypes.c_uint32),
+    ]
+
+
+class PinOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("ttl_ns", ctypes.c_uint64),
+        ("priority", ctypes.c_int32),
+        ("tier", ctypes.c_uint32),
+        ("pins", ctypes.c_uint32),
+        ("pin_quota", ctypes.c_uint32),
+        ("expires_ns", ctypes.c_uint64),
+    ]
+
+
+class StatsStruct(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("session_id", ctypes.c_uint32),
+        ("backend", ctypes.c_uint32),
+        ("page_size", ctypes.c_uint64),
+        ("extends", ctypes.c_uint64),
+        ("extend_waits", ctypes.c_uint64),
+        ("pages_imported", ctypes.c_uint64),
+        ("pages_mapped", ctypes.c_uint64),
+        ("pages_revoked", ctypes.c_uint64),
+        ("map_ahead_blocks", ctypes.c_uint64),
+        ("cmds_ring", ctypes.c_uint64),
+        ("cmds_socket", ctypes.c_uint64),
+        ("pages_held", ctypes.c_uint64),
+    ]
+
+
+# C struct name -> mirror, for the layout test.
+STRUCTS = {
+    "kvmm_connect_opts": ConnectOpts,
+    "kvmm_region_opts": RegionOpts,
+    "kvmm_prefix_opts": PrefixOpts,
+    "kvmm_pin_opts": PinOpts,
+    "kvmm_stats": StatsStruct,
+}
+
+
+# ---- finding and binding the library -----------------------------------------
+
+def _candidates():
+    """Where to look, in order: (description, path or soname)."""
+    env = os.environ.get("KVMM_LIB")
+    if env:
+        # asked for explicitly: nothing else is tried
+        return [("KVMM_LIB", env)]
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.path.join(os.path.dirname(os.path.dirname(here)), "build",
+                         "libkvmm.so.1")
+    out = []
+    if os.path.exists(build):
+        out.append(("the build tree", build))
+    found = ctypes.util.find_library("kvmm")
+    if found:
+        out.append(("the system loader", found))
+    out.append(("the system loader", "libkvmm.so.1"))
+    return out
+
+
+def _load():
+    tried = []
+    for where, path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s): %s" % (path, where, e))
+    raise ImportError(
+        "kvmm: libkvmm.so.1 not found; set KVMM_LIB to its path, build it "
+        "with 'make' next to this module, or install it ('make install'). "
+        "Tried: " + "; ".join(tried))
+
+
+_lib, _lib_path = _load()
+
+_vp = ctypes.c_void_p
+_u32 = ctypes.c_uint32
+_u64 = ctypes.c_uint64
+_int = ctypes.c_int
+_P = ctypes.POINTER
+
+# name: (restype, argtypes)
+_PROTOS = {
+    "kvmm_connect": (_int, [_P(ConnectOpts), _P(_vp)]),
+    "kvmm_disconnect": (None, [_vp]),
+    "kvmm_region_create": (_int, [_vp, _P(RegionOpts), _P(_vp)]),
+    "kvmm_region_destroy": (_int, [_vp]),
+    "kvmm_region_tokens_per_block": (_u32, [_vp]),
+    "kvmm_seq_open": (_int, [_vp, _P(_u32)]),
+    "kvmm_seq_extend": (_int, [_vp, _u32, _u32]),
+    "kvmm_seq_truncate": (_int, [_vp, _u32, _u32]),
+    "kvmm_seq_close": (_int, [_vp, _u32]),
+    "kvmm_seq_len": (ctypes.c_int64, [_vp, _u32]),
+    "kvmm_seq_k_ptr": (_u64, [_vp, _u32, _u32]),
+    "kvmm_seq_v_ptr": (_u64, [_vp, _u32, _u32]),
+    "kvmm_seq_block_pages": (_int, [_vp, _u32, _u32, _P(_u32), _u32]),
+    "kvmm_block_publish": (_int, [_vp, _u32, _u32, _u32, _u64, _P(_u64)]),
+    "kvmm_seq_open_prefix": (_int, [_vp, _P(_u64), _u32, _P(_u32),
+                                    _P(_u32)]),
+    "kvmm_seq_open_prefix_opts": (_int, [_vp, _P(_u64), _u32, _P(_u32),
+                                         _P(_u32), _P(PrefixOpts)]),
+    "kvmm_block_action_string": (ctypes.c_char_p, [ctypes.c_uint8]),
+    "kvmm_block_pin": (_int, [_vp, _u64, _P(PinOpts)]),
+    "kvmm_block_unpin": (_int, [_vp, _u64]),
+    "kvmm_step_begin": (_int, [_vp]),
+    "kvmm_step_end": (_int, [_vp]),
+    "kvmm_poll_fd": (_int, [_vp]),
+    "kvmm_process_revocations": (_int, [_vp]),
+    "kvmm_nop": (_int, [_vp, _int]),
+    "kvmm_get_stats": (_int, [_vp, _P(StatsStruct)]),
+    "kvmm_strerror": (ctypes.c_char_p, [_int]),
+}
+
+
+class _Funcs:
+    pass
+
+
+_c = _Funcs()
+for _name, (_res, _args) in _PROTOS.items():
+    try:
+        _f = getattr(_lib, _name)
+    except AttributeError:
+        raise ImportError("kvmm: %s has no %s (an older libkvmm?)"
+                          % (_lib_path, _name)) from None
+    _f.restype = _res
+    _f.argtypes = _args
+    setattr(_c, _name[len("kvmm_"):], _f)
+del _name, _res, _args, _f
+
+
+def library_path():
+    """The path (or soname) libkvmm was loaded from."""
+    return _lib_path
+
+
+# ---- errors and argument checks ----------------------------------------------
+
+def strerror(err):
+    """kvmm_strerror(): the text for an errno (either sign)."""
+    err = _int_arg("err", err, -(1 << 31), (1 << 31) - 1)
+    return _c.strerror(err).decode("utf-8", "replace")
+
+
+def block_action_string(action):
+    """kvmm_block_action_string(): "gpu-shared", ... or "unknown"."""
+    action = _int_arg("action", action, 0, 255)
+    return _c.block_action_string(action).decode("ascii", "replace")
+
+
+class KvmmError(OSError):
+    """A libkvmm call failed: .errno is the positive errno, .strerror
+    kvmm_strerror()'s text, .function the C function."""
+
+    def __init__(self, err, function, detail=None):
+        text = strerror(err)
+        if detail:
+            text = "%s (%s)" % (text, detail)
+        super().__init__(err, text)
+        self.function = function
+
+    def __str__(self):
+        return "[Errno %d] %s: %s" % (self.errno, self.function,
+                                      self.strerror)
+
+
+def _check(rc, function):
+    if rc < 0:
+        raise KvmmError(-rc, function)
+    return rc
+
+
+def _int_arg(name, v, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("%s must be an int, not %s" % (name, type(v).__name__))
+    if v < lo or v > hi:
+        raise ValueError("%s=%d is out of range [%d, %d]" % (name, v, lo, hi))
+    return v
+
+
+def _u32_arg(name, v):
+    return _int_arg(name, v, 0, _U32_MAX)
+
+
+def _u64_arg(name, v):
+    return _int_arg(name, v, 0, _U64_MAX)
+
+
+def _bytes_arg(name, v, max_len=None):
+    """A str/bytes/PathLike argument as NUL-free bytes, or None."""
+    if v is None:
+        return None
+    if isinstance(v, str) or isinstance(v, os.PathLike):
+        b = os.fsencode(v)
+    elif isinstance(v, bytes):
+        b = v
+    else:
+        raise TypeError("%s must be str, bytes or a path, not %s"
+                        % (name, type(v).__name__))
+    if b"\0" in b:
+        raise ValueError("%s contains a NUL byte" % name)
+    if max_len is not None and len(b) > max_len:
+        raise ValueError("%s is %d bytes; at most %d are kept"
+                         % (name, len(b), max_len))
+    return b
+
+
+def _hash_array(name, hashes):
+    if isinstance(hashes, (str, bytes)) or not hasattr(hashes, "__iter__"):
+        raise TypeError("%s must be a sequence of ints" % name)
+    hs = list(hashes)
+    for i, h in enumerate(hs):
+        _u64_arg("%s[%d]" % (name, i), h)
+    return (ctypes.c_uint64 * max(len(hs), 1))(*hs), len(hs)
+
+
+# ---- result objects -----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """struct kvmm_stats (kvmm_get_stats())."""
+    session_id: int
+    backend: int
+    page_size: int
+    extends: int
+    extend_waits: int
+    pages_imported: int
+    pages_mapped: int
+    pages_revoked: int
+    map_ahead_blocks: int
+    cmds_ring: int
+    cmds_socket: int
+    pages_held: int
+
+    @property
+    def backend_name(self):
+        return _BACKEND_NAMES.get(self.backend, "unknown")
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PinInfo:
+    """The out fields of struct kvmm_pin_opts after kvmm_block_pin()."""
+    tier: int  # 0 GPU, 1 host, 2 NVMe
+    pins: int  # this connection's pins now
+    pin_quota: int
+    expires_ns: int  # TTL pins: the daemon's CLOCK_MONOTONIC, else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefixResult:
+    """What Region.open_prefix() opened: the sequence and its cached
+    prefix length in blocks.  With plan=True also the per-block actions
+    (kvmm_block_action_string() names, and their codes) and the counts
+    of struct kvmm_prefix_opts; None without."""
+    seq: "Sequence"
+    nr_blocks: int
+    actions: list = None
+    action_codes: list = None
+    shared: int = None
+    reloaded_host: int = None
+    reloaded_nvme: int = None
+    recompute: int = None
+
+
+# ---- connection ---------------------------------------------------------------
+
+class Connection:
+    """kvmm_connect() .. kvmm_disconnect(); a context manager.
+
+    socket_path: None for $KVMM_SOCKET or /run/kvmm/kvmm.sock.
+    map_ahead_blocks: None for libkvmm's default (1); 0 turns it off.
+    """
+
+    def __init__(self, socket_path=None, name=None, *, map_ahead_blocks=None,
+                 sq_entries=0, spin_us=0):
+        o = ConnectOpts()
+        o.size = ctypes.sizeof(o)
+        o.socket_path = _bytes_arg("socket_path", socket_path)
+        o.name = _bytes_arg("name", name, _NAME_MAX)
+        if map_ahead_blocks is not None:
+            o.map_ahead_blocks = _u32_arg("map_ahead_blocks",
+                                          map_ahead_blocks)
+            o.map_ahead_set = 1
+        o.sq_entries = _u32_arg("sq_entries", sq_entries)
+        o.spin_us = _u32_arg("spin_us", spin_us)
+        h = ctypes.c_void_p()
+        self._h = None
+        self._regions = []
+        _check(_c.connect(ctypes.byref(o), ctypes.byref(h)), "kvmm_connect")
+        self._h = h
+        try:
+            st = self.stats()
+        except BaseException:
+            self.close()
+            raise
+        self.session_id = st.session_id
+        self.backend = st.backend_name
+        self.page_size = st.page_size
+
+    # -- life cycle
+    @property
+    def closed(self):
+        return self._h is None
+
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("kvmm connection is closed")
+        return self._h
+
+    def close(self):
+        """kvmm_disconnect(): unmaps everything; every Region and view of
+        this connection becomes unusable.  A second close does nothing."""
+        if self._h is None:
+            return
+        for r in self._regions:
+            r._forget()
+        self._regions = []
+        h, self._h = self._h, None
+        _c.disconnect(h)
+
+    disconnect = close
+
+    def __enter__(self):
+        self._handle()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        # a Connection dropped without close(): say goodbye (as a file does)
+        try:
+            if getattr(self, "_h", None) is not None and _c is not None:
+                self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        if self._h is None:
+            return "<kvmm.Connection closed>"
+        return "<kvmm.Connection session %d, %s backend>" % (
+            self.session_id, self.backend)
+
+    # -- regions
+    def region(self, layers, kv_heads, head_dim, dtype_bytes, max_seqs,
+               max_tokens, salt=0):
+        """kvmm_region_create(): a Region (a context manager)."""
+        o = RegionOpts()
+        o.size = ctypes.sizeof(o)
+        o.layers = _u32_arg("layers", layers)
+        o.kv_heads = _u32_arg("kv_heads", kv_heads)
+        o.head_dim = _u32_arg("head_dim", head_dim)
+        o.dtype_bytes = _u32_arg("dtype_bytes", dtype_bytes)
+        o.max_seqs = _u32_arg("max_seqs", max_seqs)
+        o.max_tokens = _u32_arg("max_tokens", max_tokens)
+        o.salt = _u64_arg("salt", salt)
+        h = ctypes.c_void_p()
+        _check(_c.region_create(self._handle(), ctypes.byref(o),
+                                ctypes.byref(h)), "kvmm_region_create")
+        r = Region(self, h, o)
+        self._regions.append(r)
+        return r
+
+    create_region = region
+
+    # -- steps and revocations
+    def step_begin(self):
+        _check(_c.step_begin(self._handle()), "kvmm_step_begin")
+        self._revalidate_views()
+
+    def step_end(self):
+        try:
+            _check(_c.step_end(self._handle()), "kvmm_step_end")
+        finally:
+            self._revalidate_views()
+
+    @contextlib.contextmanager
+    def step(self):
+        """step_begin(), the body, step_end() (also when the body raises;
+        the body's exception wins)."""
+        self.step_begin()
+        try:
+            yield self
+        except BaseException:
+            try:
+                self.step_end()
+            except KvmmError:
+                pass
+            raise
+        self.step_end()
+
+    def poll_fd(self):
+        """kvmm_poll_fd(): readable when the daemon posted revocations
+        (poll it, then process_revocations())."""
+        return _check(_c.poll_fd(self._handle()), "kvmm_poll_fd")
+
+    fileno = poll_fd
+
+    def process_revocations(self):
+        """kvmm_process_revocations(): pages given back now."""
+        try:
+            return _check(_c.process_revocations(self._handle()),
+                          "kvmm_process_revocations")
+        finally:
+            self._revalidate_views()
+
+    def _revalidate_views(self):
+        for r in self._regions:
+            r._revalidate_views()
+
+    # -- misc
+    def nop(self, via_socket=False):
+        """kvmm_nop(): one round trip through the ring (or the socket)."""
+        if not isinstance(via_socket, bool):
+            raise TypeError("via_socket must be a bool")
+        _check(_c.nop(self._handle(), int(via_socket)), "kvmm_nop")
+
+    def stats(self):
+        """kvmm_get_stats() as a Stats (frozen dataclass; .as_dict())."""
+        st = StatsStruct()
+        st.size = ctypes.sizeof(st)
+        _check(_c.get_stats(self._handle(), ctypes.byref(st)),
+               "kvmm_get_stats")
+        if st.size != ctypes.sizeof(st):
+            # libkvmm copies min(its size, ours) and says how much
+            raise KvmmError(_errno.EPROTO, "kvmm_get_stats",
+                            "libkvmm's struct kvmm_stats is %d bytes, this "
+                            "binding's %d" % (st.size, ctypes.sizeof(st)))
+        return Stats(*(getattr(st, f) for f, _ in StatsStruct._fields_[1:]))
+
+    get_stats = stats
+
+    # -- pins
+    def pin(self, hash, *, ttl_ns=None, priority=None, priority_only=False,
+            demote=False):
+        """kvmm_block_pin(): ttl_ns sets KVMM_PIN_F_TTL, priority
+        KVMM_PIN_F_PRIORITY (with priority_only: only that), demote
+        KVMM_PIN_F_DEMOTE.  Returns a PinInfo."""
+        o = PinOpts()
+        o.size = ctypes.sizeof(o)
+        hash = _u64_arg("hash", hash)
+        if ttl_ns is not None:
+            o.flags |= PIN_F_TTL
+            o.ttl_ns = _u64_arg("ttl_ns", ttl_ns)
+        if priority is not None:
+            o.flags |= PIN_F_PRIORITY
+            o.priority = _int_arg("priority", priority, -(1 << 31),
+                                  (1 << 31) - 1)
+        if priority_only:
+            o.flags |= PIN_F_PRIORITY_ONLY
+        if demote:
+            o.flags |= PIN_F_DEMOTE
+        _check(_c.block_pin(self._handle(), hash, ctypes.byref(o)),
+               "kvmm_block_pin")
+        return PinInfo(o.tier, o.pins, o.pin_quota, o.expires_ns)
+
+    def unpin(self, hash):
+        """kvmm_block_unpin()."""
+        _check(_c.block_unpin(self._handle(), _u64_arg("hash", hash)),
+               "kvmm_block_unpin")
+
+
+# ---- regions and sequences ---------------------------------------------------
+
+class Region:
+    """kvmm_region_create() .. kvmm_region_destroy(); a context manager.
+
+    Methods taking a sequence id mirror the C calls; Sequence objects
+    (open_seq(), open_prefix(), seq()) call them for one id.
+    """
+
+    def __init__(self, conn, handle, o):
+        self.conn = conn
+        self._h = handle
+        self.layers = o.layers
+        self.kv_heads = o.kv_heads
+        self.head_dim = o.head_dim
+        self.dtype_bytes = o.dtype_bytes
+        self.max_seqs = o.max_seqs
+        self.max_tokens = o.max_tokens
+        self.salt = o.salt
+        self.tokens_per_block = _c.region_tokens_per_block(handle)
+        # bytes of one token in one layer's K (or V)
+        self.token_bytes = o.kv_heads * o.head_dim * o.dtype_bytes
+        self.pages_per_block = 2 * o.layers
+        # [seq, tokens, memoryview] of views handed out
+        self._views = []
+
+    @property
+    def destroyed(self):
+        return self._h is None
+
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("kvmm region is destroyed")
+        self.conn._handle()  # (a closed connection clears _h too)
+        return self._h
+
+    def _forget(self):
+        self._release_views(lambda v: True)
+        self._h = None
+
+    def destroy(self):
+        """kvmm_region_destroy(): closes its sequences, unmaps its ranges.
+        A second destroy does nothing."""
+        if self._h is None:
+            return
+        h = self._handle()
+        self._forget()
+        if self in self.conn._regions:
+            self.conn._regions.remove(self)
+        _check(_c.region_destroy(h), "kvmm_region_destroy")
+
+    close = destroy
+
+    def __enter__(self):
+        self._handle()
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+        return False
+
+    def __repr__(self):
+        return "<kvmm.Region %s%d layers, %d tokens per block>" % (
+            "destroyed, " if self._h is None else "", self.layers,
+            self.tokens_per_block)
+
+    # -- sequences by id (the C calls)
+    def seq(self, seq_id):
+        """A Sequence object for an id (no call: libkvmm checks it on use)."""
+        return Sequence(self, _u32_arg("seq_id", seq_id))
+
+    def open_seq(self):
+        """kvmm_seq_open(): a new, empty Sequence."""
+        s = ctypes.c_uint32()
+        _check(_c.seq_open(self._handle(), ctypes.byref(s)), "kvmm_seq_open")
+        return Sequence(self, s.value)
+
+    def seq_extend(self, seq, new_len):
+        _check(_c.seq_extend(self._handle(), _u32_arg("seq", seq),
+                             _u32_arg("new_len", new_len)), "kvmm_seq_extend")
+
+    def seq_truncate(self, seq, new_len):
+        h = self._handle()
+        seq = _u32_arg("seq", seq)
+        new_len = _u32_arg("new_len", new_len)
+        # the unmapping happens before the daemon answers, error or not
+        self._release_views(lambda v: v[0] == seq and v[1] > new_len)
+        _check(_c.seq_truncate(h, seq, new_len), "kvmm_seq_truncate")
+
+    def seq_close(self, seq):
+        h = self._handle()
+        seq = _u32_arg("seq", seq)
+        self._release_views(lambda v: v[0] == seq)
+        _check(_c.seq_close(h, seq), "kvmm_seq_close")
+
+    def seq_len(self, seq):
+        """kvmm_seq_len(): length in tokens."""
+        return _check(_c.seq_len(self._handle(), _u32_arg("seq", seq)),
+                      "kvmm_seq_len")
+
+    def _ptr(self, fn, name, seq, layer):
+        p = fn(self._handle(), _u32_arg("seq", seq),
+               _u32_arg("layer", layer))
+        if not p:
+            raise KvmmError(_errno.EINVAL, name,
+                            "sequence %d or layer %d out of range"
+                            % (seq, layer))
+        return p
+
+    def k_ptr(self, seq, layer):
+        """kvmm_seq_k_ptr(): the address of the sequence's K in layer (a
+        host address, or a CUdeviceptr on the cuda backend)."""
+        return self._ptr(_c.seq_k_ptr, "kvmm_seq_k_ptr", seq, layer)
+
+    def v_ptr(self, seq, layer):
+        """kvmm_seq_v_ptr(): as k_ptr(), for V."""
+        return self._ptr(_c.seq_v_ptr, "kvmm_seq_v_ptr", seq, layer)
+
+    def _view(self, which, seq, layer, tokens):
+        seq = _u32_arg("seq", seq)
+        layer = _u32_arg("layer", layer)
+        if self.conn.backend != "host":
+            raise KvmmError(_errno.EOPNOTSUPP, "%s_view" % which,
+                            "the %s backend's pointers are device addresses:"
+                            " use %s_ptr() with torch or cupy"
+                            % (self.conn.backend, which))
+        length = self.seq_len(seq)
+        if tokens is None:
+            tokens = length
+        tokens = _u32_arg("tokens", tokens)
+        if tokens > length:
+            raise ValueError("tokens=%d is past the sequence's length %d "
+                             "(extend it first)" % (tokens, length))
+        if which == "k":
+            p = self.k_ptr(seq, layer)
+        else:
+            p = self.v_ptr(seq, layer)
+        n = tokens * self.token_bytes
+        mv = memoryview((ctypes.c_ubyte * n).from_address(p)).cast("B")
+        # views only our list holds are gone: forget them
+        self._views = [v for v in self._views if sys.getrefcount(v[2]) > 2]
+        self._views.append([seq, tokens, mv])
+        return mv
+
+    def k_view(self, seq, layer, tokens=None):
+        """The first tokens (default: all) tokens of the sequence's K in
+        layer as a writable memoryview (host backend only; see the module
+        documentation for how long it stays valid)."""
+        return self._view("k", seq, layer, tokens)
+
+    def v_view(self, seq, layer, tokens=None):
+        """As k_view(), for V."""
+        return self._view("v", seq, layer, tokens)
+
+    def _release_views(self, doomed):
+        keep = []
+        for v in self._views:
+            if doomed(v):
+                try:
+                    v[2].release()
+                except BufferError:
+                    pass  # exported (numpy...): documented, can't help
+            else:
+                keep.append(v)
+        self._views = keep
+
+    def _revalidate_views(self):
+        """Release views past their sequence's length now (revoked)."""
+        if self._h is None or not self._views:
+            return
+        lens = {}
+        for v in self._views:
+            if v[0] not in lens:
+                lens[v[0]] = _c.seq_len(self._h, v[0])
+        self._release_views(lambda v: lens[v[0]] < v[1])
+
+    def block_pages(self, seq, block):
+        """kvmm_seq_block_pages(): the daemon page ids of one block (layer
+        0 K, layer 0 V, ...), a list of pages_per_block ints."""
+        ids = (ctypes.c_uint32 * self.pages_per_block)()
+        n = _check(_c.seq_block_pages(self._handle(), _u32_arg("seq", seq),
+                                      _u32_arg("block", block), ids,
+                                      self.pages_per_block),
+                   "kvmm_seq_block_pages")
+        return list(ids[:n])
+
+    def publish(self, seq, first_block, hashes, parent_hash=0):
+        """kvmm_block_publish(): publish blocks first_block.. under hashes
+        (one per block); returns how many of them the cache now holds."""
+        h = self._handle()
+        seq = _u32_arg("seq", seq)
+        first_block = _u32_arg("first_block", first_block)
+        parent_hash = _u64_arg("parent_hash", parent_hash)
+        arr, n = _hash_array("hashes", hashes)
+        return _check(_c.block_publish(h, seq, first_block, n, parent_hash,
+                                       arr), "kvmm_block_publish")
+
+    def open_prefix(self, hashes, plan=False):
+        """kvmm_seq_open_prefix(), or with plan=True
+        kvmm_seq_open_prefix_opts() with per-block actions: a
+        PrefixResult."""
+        h = self._handle()
+        if not isinstance(plan, bool):
+            raise TypeError("plan must be a bool")
+        arr, n = _hash_array("hashes", hashes)
+        seq = ctypes.c_uint32()
+        nr = ctypes.c_uint32()
+        if not plan:
+            _check(_c.seq_open_prefix(h, arr, n, ctypes.byref(seq),
+                                      ctypes.byref(nr)),
+                   "kvmm_seq_open_prefix")
+            return PrefixResult(Sequence(self, seq.value), nr.value)
+        acts = (ctypes.c_uint8 * max(n, 1))()
+        o = PrefixOpts()
+        o.size = ctypes.sizeof(o)
+        o.actions = ctypes.cast(acts, ctypes.POINTER(ctypes.c_uint8))
+        _check(_c.seq_open_prefix_opts(h, arr, n, ctypes.byref(seq),
+                                       ctypes.byref(nr), ctypes.byref(o)),
+               "kvmm_seq_open_prefix_opts")
+        codes = list(acts[:nr.value])
+        return PrefixResult(Sequence(self, seq.value), nr.value,
+                            [block_action_string(a) for a in codes], codes,
+                            o.shared, o.reloaded_host, o.reloaded_nvme,
+                            o.recompute)
+
+
+class Sequence:
+    """One sequence of a Region, by id; a context manager that closes it.
+
+    len(seq) is kvmm_seq_len(); the methods are Region's for this id.
+    """
+
+    def __init__(self, region, seq_id):
+        self.region = region
+        self.id = seq_id
+        self._closed = False
+
+    def extend(self, new_len):
+        self.region.seq_extend(self.id, new_len)
+
+    def truncate(self, new_len):
+        self.region.seq_truncate(self.id, new_len)
+
+    def close(self):
+        """kvmm_seq_close(); closing an already closed sequence raises the
+        errno libkvmm gives (EINVAL)."""
+        self.region.seq_close(self.id)
+        self._closed = True
+
+    def __len__(self):
+        return self.region.seq_len(self.id)
+
+    @property
+    def length(self):
+        return self.region.seq_len(self.id)
+
+    def k_ptr(self, layer):
+        return self.region.k_ptr(self.id, layer)
+
+    def v_ptr(self, layer):
+        return self.region.v_ptr(self.id, layer)
+
+    def k_view(self, layer, tokens=None):
+        return self.region.k_view(self.id, layer, tokens)
+
+    def v_view(self, layer, tokens=None):
+        return self.region.v_view(self.id, layer, tokens)
+
+    def block_pages(self, block):
+        return self.region.block_pages(self.id, block)
+
+    def publish(self, first_block, hashes, parent_hash=0):
+        return self.region.publish(self.id, first_block, hashes, parent_hash)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        # only if still open through this object and its region
+        if not self._closed and not self.region.destroyed:
+            self.close()
+        return False
+
+    def __repr__(self):
+        return "<kvmm.Sequence %d%s>" % (self.id,
+                                         " closed" if self._closed else "")

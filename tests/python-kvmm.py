@@ -1,0 +1,578 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The Python binding (kvmm/python/kvmm.py) against a real kvmmd.
+
+Run by the tests/python-*.sh wrappers, one case each:
+  python-kvmm.py share    a writer process fills and publishes two blocks,
+                          this process opens the prefix and reads them
+  python-kvmm.py errors   each C error raises its errno, each bad Python
+                          argument its TypeError/ValueError; the
+                          connection keeps working after every one
+  python-kvmm.py layout   every mirrored struct's size and field offsets
+                          against the C compiler's
+  python-kvmm.py stats    kvmm_get_stats() values after known operations
+  python-kvmm.py revoke   an admin revocation: poll_fd readable,
+                          process_revocations() count, views released
+Each starts its own kvmmd (host backend, 64 KiB pages) on a socket in a
+temporary directory and stops it (exit status 0) at the end.
+"""
+import errno
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.environ.get("KVMM_SRC") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("KVMM_BUILD") or os.path.join(SRC, "build")
+os.environ.setdefault("KVMM_LIB", os.path.join(BUILD, "libkvmm.so.1"))
+
+
+def asan_reexec():
+    """The ASan build's libkvmm (make SANITIZE=1) loads into python3 only
+    with the ASan runtime preloaded: run again that way.  Leak checking is
+    off (the interpreter itself keeps memory to the end)."""
+    if os.environ.get("KVMM_PY_ASAN"):
+        return
+    try:
+        ldd = subprocess.run(["ldd", os.environ["KVMM_LIB"]],
+                             capture_output=True, text=True).stdout
+    except OSError:
+        return
+    if "libasan" not in ldd:
+        return
+    rt = subprocess.run([os.environ.get("CC", "cc"),
+                         "-print-file-name=libasan.so"],
+                        capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(rt):
+        print("skip: the ASan runtime (libasan.so) is not found for "
+              "LD_PRELOAD")
+        sys.exit(77)
+    env = dict(os.environ, KVMM_PY_ASAN="1", LD_PRELOAD=rt,
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=0")
+    print("ASan build: LD_PRELOAD=%s" % rt, flush=True)
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+asan_reexec()
+sys.path.insert(0, os.path.join(SRC, "kvmm", "python"))
+import kvmm  # noqa: E402
+
+# the region of tests/daemon-prefix-share.c: 2 layers, 256 bytes a token
+# per layer and K|V, so 256 tokens (one 64 KiB page each) per block
+REGION = dict(layers=2, kv_heads=2, head_dim=64, dtype_bytes=2, max_seqs=4,
+              max_tokens=2048, salt=7)
+TPB = 256
+PPB = 4
+HASHES = [0x1111, 0x2222, 0x3333]
+
+
+def fail(msg):
+    print("FAIL:", msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def check_eq(got, want, what):
+    if got != want:
+        fail("%s: got %r, want %r" % (what, got, want))
+
+
+def raises(exc, err, fn, *args, **kw):
+    """fn(*args) raises exc (with .errno err when err is not None)."""
+    try:
+        fn(*args, **kw)
+    except exc as e:
+        if err is not None and e.errno != err:
+            fail("%s%r: errno %s (%s), want %s" % (
+                getattr(fn, "__name__", fn), args, e.errno, e,
+                errno.errorcode.get(err, err)))
+        return e
+    fail("%s%r did not raise %s" % (getattr(fn, "__name__", fn), args,
+                                     exc.__name__))
+
+
+def pattern(tag, n):
+    """n bytes that differ per tag and per position."""
+    row = bytes((tag * 37 + i * 11) & 0xff for i in range(251))
+    return (row * (n // len(row) + 1))[:n]
+
+
+class Daemon:
+    def __init__(self, *extra):
+        self.dir = tempfile.mkdtemp(prefix="kvmm-py-")
+        self.sock = os.path.join(self.dir, "kvmm.sock")
+        self.log = os.path.join(self.dir, "kvmmd.log")
+        argv = [os.path.join(BUILD, "kvmmd"), "--foreground", "--backend",
+                "host", "--socket", self.sock, "--page-size", "64K",
+                "--gpu-mem", "64M", "--telemetry", "off"] + list(extra)
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log,
+                                         stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.dump()
+                fail("kvmmd exited with %d" % self.proc.returncode)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                s.connect(self.sock)
+                return
+            except OSError:
+                time.sleep(0.02)
+            finally:
+                s.close()
+        self.dump()
+        fail("kvmmd socket did not answer")
+
+    def dump(self):
+        with open(self.log, errors="replace") as f:
+            sys.stdout.write(f.read()[-4000:])
+
+    def ctl(self, *args):
+        out = subprocess.run([os.path.join(BUILD, "kvmmctl"), "--socket",
+                              self.sock] + list(args), capture_output=True,
+                             text=True, timeout=30)
+        if out.returncode:
+            fail("kvmmctl %s: %d %s" % (args, out.returncode, out.stderr))
+        return out.stdout
+
+    def status(self):
+        return json.loads(self.ctl("status", "--json"))
+
+    def wait_idle(self):
+        """No page mapped, no sequence open (the status session only)."""
+        for _ in range(300):
+            st = self.status()
+            if not st["pages"]["mapped"] and not st["sequences"] and \
+               st["sessions"] == 1:
+                return st
+            time.sleep(0.01)
+        fail("daemon not idle: %r" % st)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = "timeout"
+        if rc != 0:
+            self.dump()
+            fail("kvmmd exit status %s" % rc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        if exc_type is None:
+            self.stop()
+            return False
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.dump()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+# ---- share ---------------------------------------------------------------------
+
+def writer(sock):
+    """The other process: fill a sequence, publish its two full blocks,
+    say their page ids on stdout, wait for a line on stdin."""
+    with kvmm.Connection(sock, "py-writer") as c, \
+            c.region(**REGION) as r, r.open_seq() as s:
+        s.extend(2 * TPB + 10)
+        for layer in range(REGION["layers"]):
+            s.k_view(layer, 2 * TPB)[:] = pattern(2 * layer, 2 * TPB * 256)
+            s.v_view(layer, 2 * TPB)[:] = pattern(2 * layer + 1,
+                                                  2 * TPB * 256)
+        n = s.publish(0, HASHES[:2])
+        ids = [s.block_pages(0), s.block_pages(1)]
+        print(json.dumps({"published": n, "ids": ids,
+                          "session": c.session_id}), flush=True)
+        sys.stdin.readline()
+    return 0
+
+
+def case_share():
+    with Daemon() as d:
+        w = subprocess.Popen([sys.executable, __file__, "writer", d.sock],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        line = w.stdout.readline()
+        if not line:
+            w.wait()
+            d.dump()
+            fail("writer failed: %d" % w.returncode)
+        a = json.loads(line)
+        check_eq(a["published"], 2, "blocks the writer published")
+        check(a["session"] != 0, "writer session id")
+
+        c = kvmm.Connection(d.sock, "py-reader")
+        check(c.session_id != a["session"], "a session of its own")
+        check_eq(c.backend, "host", "backend")
+        check_eq(c.page_size, 64 * 1024, "page size")
+        r = c.region(**REGION)
+        check_eq(r.tokens_per_block, TPB, "tokens per block")
+        p = r.open_prefix(HASHES)
+        check_eq(p.nr_blocks, 2, "prefix blocks")
+        check_eq(p.actions, None, "no actions without plan")
+        s1 = p.seq
+        check_eq(len(s1), 2 * TPB, "prefix sequence length")
+        for b in range(2):
+            check_eq(s1.block_pages(b), a["ids"][b],
+                     "block %d page ids (the writer's pages)" % b)
+        for layer in range(REGION["layers"]):
+            check(s1.k_view(layer).tobytes() ==
+                  pattern(2 * layer, 2 * TPB * 256),
+                  "layer %d K bytes differ from the writer's" % layer)
+            check(s1.v_view(layer).tobytes() ==
+                  pattern(2 * layer + 1, 2 * TPB * 256),
+                  "layer %d V bytes differ from the writer's" % layer)
+        imported = c.stats().pages_imported
+        check_eq(imported, 2 * PPB, "pages imported for the prefix")
+
+        # the plan variant: both blocks shared on the GPU tier, nothing
+        # imported again (this process holds the pages)
+        q = r.open_prefix(HASHES, plan=True)
+        check_eq(q.nr_blocks, 2, "plan prefix blocks")
+        check(q.seq.id != s1.id, "a second sequence")
+        check_eq(q.actions, ["gpu-shared", "gpu-shared"], "actions")
+        check_eq(q.action_codes, [kvmm.BLOCK_GPU_SHARED] * 2, "action codes")
+        check_eq((q.shared, q.reloaded_host, q.reloaded_nvme, q.recompute),
+                 (2, 0, 0, 0), "plan counts")
+        check_eq(c.stats().pages_imported, imported, "no new import")
+        s2 = q.seq
+        check_eq(s2.v_view(1)[TPB * 256 + 5],
+                 pattern(3, 2 * TPB * 256)[TPB * 256 + 5], "s2 V byte")
+        # past the prefix: a private block, writable, on pages of its own
+        s2.extend(2 * TPB + 1)
+        own = s2.block_pages(2)
+        check_eq(len(own), PPB, "private block pages")
+        check(not set(own) & set(a["ids"][0] + a["ids"][1]),
+              "private block on shared pages")
+        tail = s2.k_view(0)[2 * TPB * 256:]
+        tail[:] = b"\x5a" * 256
+        check_eq(s2.k_view(0)[2 * TPB * 256 + 255], 0x5a, "private write")
+        del tail
+
+        st = d.status()
+        check_eq(st["cache"]["publishes"], 2, "daemon: blocks published")
+        check_eq(st["cache"]["prefix_blocks_asked"], 6,
+                 "daemon: prefix blocks asked")
+        check_eq(st["cache"]["prefix_blocks_hit"], 4,
+                 "daemon: prefix blocks hit")
+        check_eq(st["sessions"], 3, "daemon: sessions (writer, reader, ctl)")
+
+        s1.close()
+        # s2 still reads the shared pages after s1 unmapped them
+        check_eq(s2.k_view(0)[77], pattern(0, 78)[77], "s2 after s1 closed")
+        s2.close()
+        w.stdin.write("go\n")
+        w.stdin.close()
+        check_eq(w.wait(30), 0, "writer exit status")
+        r.destroy()
+        c.close()
+        st = d.wait_idle()
+        check_eq(st["pages"]["mapped"], 0, "pages mapped at the end")
+
+
+# ---- errors ----------------------------------------------------------------------
+
+def case_errors():
+    with Daemon() as d:
+        c = kvmm.Connection(d.sock, "py-errors", map_ahead_blocks=0)
+
+        def still_works():
+            c.nop()
+            c.nop(via_socket=True)
+            with r.open_seq() as t:
+                t.extend(TPB + 1)
+                v = t.v_view(1)
+                v[-1] = 0xee
+                check_eq(t.v_view(1)[(TPB + 1) * 256 - 1], 0xee,
+                         "write after an error")
+
+        # C errors: each raises its errno, the connection goes on
+        e = raises(kvmm.KvmmError, errno.EINVAL, c.region, layers=0,
+                   kv_heads=2, head_dim=64, dtype_bytes=2, max_seqs=4,
+                   max_tokens=2048)
+        check(isinstance(e, OSError), "KvmmError is an OSError")
+        check_eq(e.function, "kvmm_region_create", "function")
+        check_eq(e.strerror, kvmm.strerror(errno.EINVAL), "strerror text")
+        r = c.region(**REGION)
+        still_works()
+        s = r.open_seq()
+        raises(kvmm.KvmmError, errno.EINVAL, s.extend, 2049)
+        still_works()
+        s.extend(TPB)
+        raises(kvmm.KvmmError, errno.EINVAL, s.extend, 10)  # shrink
+        raises(kvmm.KvmmError, errno.EINVAL, s.truncate, TPB + 1)
+        raises(kvmm.KvmmError, errno.ENODATA, s.block_pages, 3)  # unbacked
+        raises(kvmm.KvmmError, errno.EINVAL, s.block_pages, 8)  # past max
+        # publishing a block that is not full is refused
+        raises(kvmm.KvmmError, errno.EINVAL, s.publish, 1, [0x77])
+        raises(kvmm.KvmmError, errno.EINVAL, s.publish, 0, [0])  # hash 0
+        raises(kvmm.KvmmError, errno.EINVAL, s.publish, 0, [])
+        raises(kvmm.KvmmError, errno.EINVAL, r.open_prefix, [])
+        raises(kvmm.KvmmError, errno.ENOENT, c.pin, 0x4242)
+        raises(kvmm.KvmmError, errno.ENOENT, c.unpin, 0x4242)
+        raises(kvmm.KvmmError, errno.EINVAL, c.pin, 0)
+        still_works()
+        # a bad sequence id
+        bad = r.seq(99)
+        raises(kvmm.KvmmError, errno.EINVAL, bad.extend, 10)
+        raises(kvmm.KvmmError, errno.EINVAL, len, bad)
+        raises(kvmm.KvmmError, errno.EINVAL, bad.k_ptr, 0)
+        raises(kvmm.KvmmError, errno.EINVAL, bad.close)
+        raises(kvmm.KvmmError, errno.EINVAL, r.seq_extend, 3, 10)  # not open
+        raises(kvmm.KvmmError, errno.EINVAL, s.v_ptr, 2)  # bad layer
+        still_works()
+        # a publish, a pin on it, its info
+        check_eq(s.publish(0, [0x9999]), 1, "published")
+        pin = c.pin(0x9999, ttl_ns=10**9, priority=3)
+        check_eq((pin.tier, pin.pins), (0, 1), "pin tier and count")
+        check(pin.pin_quota >= 1 and pin.expires_ns > 0, "pin quota, expiry")
+        raises(kvmm.KvmmError, errno.ERANGE, c.pin, 0x9999, priority=200)
+        c.unpin(0x9999)
+        raises(kvmm.KvmmError, errno.ENOENT, c.unpin, 0x9999)
+        # an unknown prefix: a sequence with no blocks
+        p = r.open_prefix([0xabc, 0xdef])
+        check_eq((p.nr_blocks, len(p.seq)), (0, 0), "empty prefix")
+        p.seq.close()
+        # use after close: libkvmm's EINVAL, views released
+        view = s.k_view(0)
+        view[0] = 1
+        s.close()
+        raises(ValueError, None, view.__getitem__, 0)
+        raises(kvmm.KvmmError, errno.EINVAL, s.extend, 10)
+        raises(kvmm.KvmmError, errno.EINVAL, len, s)
+        raises(kvmm.KvmmError, errno.EINVAL, s.k_view, 0)
+        raises(kvmm.KvmmError, errno.EINVAL, s.close)
+        still_works()
+        # truncate releases the views it cuts, keeps the others
+        with r.open_seq() as t:
+            t.extend(2 * TPB)
+            short, long_ = t.k_view(0, TPB), t.k_view(0)
+            t.truncate(TPB)
+            short[0] = 3
+            raises(ValueError, None, long_.__getitem__, 0)
+            raises(ValueError, None, t.k_view, 0, TPB + 1)  # past len
+        # bad Python arguments: nothing reaches C
+        raises(TypeError, None, r.seq_extend, 0, "10")
+        raises(TypeError, None, r.seq_extend, 0, 1.5)
+        raises(TypeError, None, r.seq_extend, 0, True)
+        raises(ValueError, None, r.seq_extend, 0, -1)
+        raises(ValueError, None, r.seq_extend, 0, 1 << 32)
+        raises(ValueError, None, r.publish, 0, 0, [1 << 64])
+        raises(TypeError, None, r.publish, 0, 0, 0x1111)
+        raises(TypeError, None, r.open_prefix, ["x"])
+        raises(ValueError, None, kvmm.Connection, d.sock, "n" * 32)
+        raises(ValueError, None, kvmm.Connection, d.sock + "\0x")
+        raises(TypeError, None, kvmm.Connection, 5)
+        raises(TypeError, None, c.nop, 1)
+        # a socket nobody listens on: connect's errno
+        raises(kvmm.KvmmError, errno.ENOENT, kvmm.Connection,
+               os.path.join(d.dir, "nope.sock"))
+        still_works()
+        # a destroyed region, a closed connection: ValueError, not C
+        r2 = c.region(**REGION)
+        t = r2.open_seq()
+        t.extend(1)
+        v = t.k_view(0)
+        r2.destroy()
+        r2.destroy()  # again: nothing
+        raises(ValueError, None, v.__getitem__, 0)
+        raises(ValueError, None, t.extend, 2)
+        raises(ValueError, None, r2.open_seq)
+        still_works()
+        view = r.open_seq().k_view(0, 0)
+        c.close()
+        c.close()
+        check(c.closed and r.destroyed, "closed")
+        raises(ValueError, None, view.__getitem__, 0)
+        raises(ValueError, None, c.nop)
+        raises(ValueError, None, c.stats)
+        raises(ValueError, None, r.open_seq)
+        # strerror: kvmm's own texts
+        check_eq(kvmm.strerror(-errno.ENODATA),
+                 "sequence range has no pages (revoked?)", "strerror")
+        check_eq(kvmm.strerror(errno.ENOMEM),
+                 "no memory left in the page pool", "strerror")
+        check_eq(kvmm.block_action_string(4), "recompute", "action string")
+        check_eq(kvmm.block_action_string(9), "unknown", "action string")
+        d.wait_idle()
+
+
+# ---- layout ------------------------------------------------------------------------
+
+def case_layout():
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    check(cc is not None, "no C compiler (cc)")
+    lines = ["#include <stddef.h>", "#include <stdio.h>",
+             '#include "kvmm/kvmm.h"', "int main(void) {"]
+    ours = []
+    for name, cls in kvmm.STRUCTS.items():
+        lines.append('printf("%s %%zu\\n", sizeof(struct %s));'
+                     % (name, name))
+        ours.append("%s %d" % (name, kvmm.ctypes.sizeof(cls)))
+        for f, _ in cls._fields_:
+            lines.append('printf("%s.%s %%zu %%zu\\n", '
+                         'offsetof(struct %s, %s), '
+                         'sizeof(((struct %s *)0)->%s));'
+                         % (name, f, name, f, name, f))
+            fd = getattr(cls, f)
+            ours.append("%s.%s %d %d" % (name, f, fd.offset, fd.size))
+    lines += ["return 0;", "}"]
+    tmp = tempfile.mkdtemp(prefix="kvmm-py-layout-")
+    try:
+        src = os.path.join(tmp, "layout.c")
+        exe = os.path.join(tmp, "layout")
+        with open(src, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        out = subprocess.run([cc, "-I", os.path.join(SRC, "kvmm", "include"),
+                              "-o", exe, src], capture_output=True, text=True)
+        if out.returncode:
+            fail("layout program: %s" % out.stderr)
+        theirs = subprocess.run([exe], capture_output=True, text=True,
+                             check=True).stdout.split("\n")[:-1]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for o, t in zip(ours, theirs):
+        check_eq(o, t, "ctypes mirror (got) vs the C compiler (want)")
+    check_eq(len(ours), len(theirs), "lines")
+    # every field of the C structs is mirrored: the sizes above match and
+    # the last field ends where the struct (less its tail padding) does
+    print("%d structs, %d fields match" % (len(kvmm.STRUCTS),
+                                           len(ours) - len(kvmm.STRUCTS)))
+
+
+# ---- stats ---------------------------------------------------------------------------
+
+def case_stats():
+    with Daemon() as d:
+        # map-ahead off: every count below is exact
+        c = kvmm.Connection(d.sock, "py-stats", map_ahead_blocks=0)
+        st = c.stats()
+        check_eq(st.session_id, c.session_id, "session id")
+        check_eq((st.backend, st.backend_name), (kvmm.BACKEND_HOST, "host"),
+                 "backend")
+        check_eq(st.page_size, 64 * 1024, "page size")
+        # HELLO, the STATS of the constructor and this one
+        check_eq(st.cmds_socket, 3, "socket commands after connect")
+        check_eq((st.extends, st.extend_waits, st.pages_imported,
+                  st.pages_mapped, st.pages_revoked, st.map_ahead_blocks,
+                  st.cmds_ring, st.pages_held), (0,) * 8, "fresh counters")
+        keys = list(st.as_dict())
+        check_eq(keys, [f for f, _ in kvmm.StatsStruct._fields_[1:]],
+                 "dict keys in C order")
+
+        r = c.region(**REGION)  # socket: REGION_CREATE
+        s = r.open_seq()  # socket: SEQ_OPEN
+        s.extend(2 * TPB + 10)  # socket: SEQ_EXTEND, 3 blocks fetched
+        s.extend(3 * TPB)  # within the blocks: the ring
+        c.nop()  # ring
+        c.nop(via_socket=True)  # socket
+        with c.step():  # ring: STEP_BEGIN, STEP_END
+            pass
+        st = c.stats()
+        check_eq(st.extends, 2, "extends")
+        check_eq(st.extend_waits, 1, "extend waits")
+        check_eq(st.pages_imported, 3 * PPB, "pages imported")
+        check_eq(st.pages_mapped, 3 * PPB, "pages mapped")
+        check_eq(st.pages_held, 3 * PPB, "pages held (the daemon's view)")
+        check_eq(st.pages_revoked, 0, "pages revoked")
+        check_eq(st.map_ahead_blocks, 0, "map-ahead blocks")
+        check_eq(st.cmds_ring, 4, "ring commands")
+        # 3 + REGION_CREATE, SEQ_OPEN, SEQ_EXTEND, NOP, STATS
+        check_eq(st.cmds_socket, 3 + 5, "socket commands")
+        s.truncate(TPB)  # socket: 2 blocks go back
+        st = c.stats()
+        check_eq(st.pages_held, PPB, "pages held after truncate")
+        # + SEQ_TRUNCATE, STATS
+        check_eq(st.cmds_socket, 3 + 5 + 2, "socket commands")
+        check_eq(st.cmds_ring, 4, "ring commands")
+        s.close()
+        check_eq(c.stats().pages_held, 0, "pages held after close")
+        r.destroy()
+        c.close()
+
+        # with map-ahead on, the background thread maps blocks ahead
+        with kvmm.Connection(d.sock, "py-ahead", map_ahead_blocks=2) as c2, \
+                c2.region(**REGION) as r2, r2.open_seq() as s2:
+            s2.extend(1)
+            st = c2.stats()
+            check_eq(st.pages_held, 3 * PPB, "1 block + 2 ahead held")
+            check_eq(st.extend_waits, 1, "first extend waits")
+            for n in range(2, 3 * TPB + 1, 64):
+                s2.extend(n)
+            for _ in range(500):
+                st = c2.stats()
+                if st.pages_held == 5 * PPB:
+                    break
+                time.sleep(0.01)
+            check_eq(st.pages_held, 5 * PPB, "3 blocks + 2 ahead held")
+            check_eq(st.extend_waits, 1, "later extends did not wait")
+            # (libkvmm counts the thread's fetches, one or two here, as
+            # "map_ahead_blocks")
+            check(st.map_ahead_blocks >= 1, "map-ahead fetches counted")
+        d.wait_idle()
+
+
+# ---- revoke ----------------------------------------------------------------------------
+
+def case_revoke():
+    with Daemon() as d:
+        c = kvmm.Connection(d.sock, "py-revoke", map_ahead_blocks=0)
+        r = c.region(**REGION)  # the daemon's first region: id 1
+        s = r.open_seq()
+        s.extend(3 * TPB)
+        head, whole = s.k_view(0, TPB), s.k_view(0)
+        whole[:] = pattern(9, 3 * TPB * 256)
+        fd = c.poll_fd()
+        check(fd >= 0 and c.fileno() == fd, "poll fd")
+        check_eq(select.select([fd], [], [], 0)[0], [], "nothing posted yet")
+        # blocks 1 and 2 of the sequence; kvmmctl answers once posted
+        d.ctl("revoke", str(c.session_id), "1", str(s.id), "1")
+        check_eq(select.select([c], [], [], 10)[0], [c],
+                 "poll fd readable after the revocation")
+        check_eq(c.process_revocations(), 2 * PPB, "pages given back")
+        check_eq(len(s), TPB, "length cut to the kept block")
+        check_eq(head[:256].tobytes(), pattern(9, 256), "kept block intact")
+        raises(ValueError, None, whole.__getitem__, 0)
+        check_eq(c.stats().pages_revoked, 2 * PPB, "pages revoked")
+        check_eq(c.process_revocations(), 0, "nothing more")
+        # the sequence grows again on fresh pages
+        s.extend(3 * TPB)
+        check_eq(s.block_pages(2) != [], True, "backed again")
+        with c.step():
+            pass
+        c.close()
+        d.wait_idle()
+
+
+CASES = {"share": case_share, "errors": case_errors, "layout": case_layout,
+         "stats": case_stats, "revoke": case_revoke}
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "writer":
+        sys.exit(writer(sys.argv[2]))
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print("usage: python-kvmm.py %s" % "|".join(CASES), file=sys.stderr)
+        sys.exit(2)
+    CASES[sys.argv[1]]()
+    print("ok")
