@@ -5,7 +5,7 @@
 #   make demo         the main job: tinylm clients on a real kvmmd
 #   make bench        build and run the benchmarks (each prints a ratio)
 #   make deps         install the Debian packages the build and tests need
-#   make install      PREFIX=/usr/local DESTDIR=
+#   make install      PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py)
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
 #   make WERROR=1     warnings are errors (CI)
@@ -30,6 +30,10 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/kvmm
+# The Python binding (kvmm/python/kvmm.py): where Debian's python3 looks,
+# /usr/lib/python3/dist-packages for PREFIX=/usr, else
+# PREFIX/lib/python3.X/dist-packages (Documentation/python.md).
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
 
 ifeq ($(V),1)
 Q :=
@@ -159,6 +163,10 @@ install: all $(BUILD)/libkvmm.pc
 	install -m 644 kvmm/include/kvmm/*.h $(DESTDIR)$(INCLUDEDIR)/kvmm
 	install -m 644 $(BUILD)/libkvmm.pc $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 kvmm/policy/profiles/*.profile $(DESTDIR)$(DATADIR)/profiles
+	install -d $(DESTDIR)$(PYTHONDIR)
+	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvmm.so.$(KVMM_ABI_MAJOR)"|' \
+		kvmm/python/kvmm.py >$(DESTDIR)$(PYTHONDIR)/kvmm.py
+	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvmm.py
 
 clean:
 	rm -rf build

@@ -13,9 +13,12 @@ Run by the tests/python-*.sh wrappers, one case each:
   python-kvmm.py stats    kvmm_get_stats() values after known operations
   python-kvmm.py revoke   an admin revocation: poll_fd readable,
                           process_revocations() count, views released
+  python-kvmm.py example  the example of Documentation/python.md runs and
+                          prints what the document says
 Each starts its own kvmmd (host backend, 64 KiB pages) on a socket in a
 temporary directory and stops it (exit status 0) at the end.
 """
+import ast
 import errno
 import json
 import os
@@ -565,7 +568,31 @@ def case_revoke():
         d.wait_idle()
 
 
-CASES = {"share": case_share, "errors": case_errors, "layout": case_layout,
+# ---- example ---------------------------------------------------------------------------
+
+def case_example():
+    with open(os.path.join(SRC, "Documentation", "python.md")) as f:
+        doc = f.read()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    check('"/tmp/k.sock"' in code, "the example's socket path")
+    with Daemon() as d:
+        code = code.replace('"/tmp/k.sock"', repr(d.sock))
+        env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "kvmm",
+                                                        "python"))
+        out = subprocess.run([sys.executable, "-c", code], env=env,
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode:
+            fail("example: %d\n%s%s" % (out.returncode, out.stdout,
+                                        out.stderr))
+        lines = out.stdout.splitlines()
+        check_eq(lines[0], "1 ['gpu-shared']", "the example's first line")
+        st = ast.literal_eval(lines[1])
+        check_eq((st["backend"], st["pages_imported"], st["pages_held"]),
+                 (kvmm.BACKEND_HOST, 4 * PPB, PPB), "the example's stats")
+        d.wait_idle()
+
+
+CASES = {"example": case_example, "share": case_share, "errors": case_errors, "layout": case_layout,
          "stats": case_stats, "revoke": case_revoke}
 
 if __name__ == "__main__":

@@ -62,6 +62,9 @@ _BACKEND_NAMES = {BACKEND_HOST: "host", BACKEND_CUDA: "cuda"}
 # struct kvmm_hello.name: 32 bytes, NUL padded
 _NAME_MAX = 31
 
+# 'make install' writes $(LIBDIR)/libkvmm.so.1 here in the installed copy
+_INSTALLED_LIB = None
+
 _U32_MAX = (1 << 32) - 1
 _U64_MAX = (1 << 64) - 1
 
@@ -160,6 +163,8 @@ def _candidates():
     out = []
     if os.path.exists(build):
         out.append(("the build tree", build))
+    if _INSTALLED_LIB and os.path.exists(_INSTALLED_LIB):
+        out.append(("make install's LIBDIR", _INSTALLED_LIB))
     found = ctypes.util.find_library("kvmm")
     if found:
         out.append(("the system loader", found))
