@@ -561,7 +561,21 @@ def case_revoke():
         check_eq(c.process_revocations(), 0, "nothing more")
         # the sequence grows again on fresh pages
         s.extend(3 * TPB)
-        check_eq(s.block_pages(2) != [], True, "backed again")
+        check_eq(len(s.block_pages(2)), PPB, "backed again")
+        # revoked again, and this time an extend inside the old length
+        # meets it (ENODATA from the ring), applies it and fetches again:
+        # the range is mapped again (fresh pages), so the view stays
+        whole = s.k_view(0)
+        waits = c.stats().extend_waits
+        d.ctl("revoke", str(c.session_id), "1", str(s.id), "1")
+        check_eq(select.select([c], [], [], 10)[0], [c], "readable again")
+        s.extend(3 * TPB)
+        check_eq(len(s), 3 * TPB, "length after the extend")
+        st = c.stats()
+        check_eq(st.pages_revoked, 4 * PPB, "pages revoked by the extend")
+        check_eq(st.extend_waits, waits + 1, "the extend fetched again")
+        whole[-1] = 7  # mapped: writable
+        check_eq(s.k_view(0)[-1], 7, "the fresh pages")
         with c.step():
             pass
         c.close()

@@ -36,6 +36,7 @@ import dataclasses
 import errno as _errno
 import os
 import sys
+import threading
 
 __all__ = [
     "KvmmError", "Connection", "Region", "Sequence", "PrefixResult",
@@ -483,8 +484,10 @@ class Connection:
 
     # -- steps and revocations
     def step_begin(self):
-        _check(_c.step_begin(self._handle()), "kvmm_step_begin")
-        self._revalidate_views()
+        try:
+            _check(_c.step_begin(self._handle()), "kvmm_step_begin")
+        finally:
+            self._revalidate_views()
 
     def step_end(self):
         try:
@@ -601,8 +604,10 @@ class Region:
         # bytes of one token in one layer's K (or V)
         self.token_bytes = o.kv_heads * o.head_dim * o.dtype_bytes
         self.pages_per_block = 2 * o.layers
-        # [seq, tokens, memoryview] of views handed out
-        self._views = []
+        # views handed out: seq -> [most tokens any covers, [[tokens,
+        # memoryview], ...]], under _views_lock
+        self._views = {}
+        self._views_lock = threading.Lock()
 
     @property
     def destroyed(self):
@@ -615,7 +620,9 @@ class Region:
         return self._h
 
     def _forget(self):
-        self._release_views(lambda v: True)
+        with self._views_lock:
+            for seq in list(self._views):
+                self._release_views_locked(seq, -1)
         self._h = None
 
     def destroy(self):
@@ -656,22 +663,34 @@ class Region:
         return Sequence(self, s.value)
 
     def seq_extend(self, seq, new_len):
-        _check(_c.seq_extend(self._handle(), _u32_arg("seq", seq),
-                             _u32_arg("new_len", new_len)), "kvmm_seq_extend")
+        h = self._handle()
+        seq = _u32_arg("seq", seq)
+        new_len = _u32_arg("new_len", new_len)
+        try:
+            _check(_c.seq_extend(h, seq, new_len), "kvmm_seq_extend")
+        finally:
+            # an extend that finds its blocks revoked applies the pending
+            # revocations of every sequence of the connection
+            self.conn._revalidate_views()
 
     def seq_truncate(self, seq, new_len):
         h = self._handle()
         seq = _u32_arg("seq", seq)
         new_len = _u32_arg("new_len", new_len)
-        # the unmapping happens before the daemon answers, error or not
-        self._release_views(lambda v: v[0] == seq and v[1] > new_len)
-        _check(_c.seq_truncate(h, seq, new_len), "kvmm_seq_truncate")
+        try:
+            _check(_c.seq_truncate(h, seq, new_len), "kvmm_seq_truncate")
+        finally:
+            # libkvmm unmaps before asking the daemon: error or not, the
+            # length says what is still mapped
+            self._revalidate_views(seq)
 
     def seq_close(self, seq):
         h = self._handle()
         seq = _u32_arg("seq", seq)
-        self._release_views(lambda v: v[0] == seq)
-        _check(_c.seq_close(h, seq), "kvmm_seq_close")
+        try:
+            _check(_c.seq_close(h, seq), "kvmm_seq_close")
+        finally:
+            self._revalidate_views(seq)
 
     def seq_len(self, seq):
         """kvmm_seq_len(): length in tokens."""
@@ -717,9 +736,13 @@ class Region:
             p = self.v_ptr(seq, layer)
         n = tokens * self.token_bytes
         mv = memoryview((ctypes.c_ubyte * n).from_address(p)).cast("B")
-        # views only our list holds are gone: forget them
-        self._views = [v for v in self._views if sys.getrefcount(v[2]) > 2]
-        self._views.append([seq, tokens, mv])
+        with self._views_lock:
+            ent = self._views.setdefault(seq, [0, []])
+            # views nobody but this list holds are gone: forget them
+            # (2: the list's reference and getrefcount's argument)
+            ent[1] = [v for v in ent[1] if sys.getrefcount(v[1]) > 2]
+            ent[1].append([tokens, mv])
+            ent[0] = max(v[0] for v in ent[1])
         return mv
 
     def k_view(self, seq, layer, tokens=None):
@@ -732,27 +755,36 @@ class Region:
         """As k_view(), for V."""
         return self._view("v", seq, layer, tokens)
 
-    def _release_views(self, doomed):
-        keep = []
-        for v in self._views:
-            if doomed(v):
-                try:
-                    v[2].release()
-                except BufferError:
-                    pass  # exported (numpy...): documented, can't help
-            else:
-                keep.append(v)
-        self._views = keep
-
-    def _revalidate_views(self):
-        """Release views past their sequence's length now (revoked)."""
-        if self._h is None or not self._views:
+    def _release_views_locked(self, seq, length):
+        """Release the views of seq that reach past length tokens."""
+        ent = self._views.get(seq)
+        if ent is None or ent[0] <= length:
             return
-        lens = {}
-        for v in self._views:
-            if v[0] not in lens:
-                lens[v[0]] = _c.seq_len(self._h, v[0])
-        self._release_views(lambda v: lens[v[0]] < v[1])
+        keep = []
+        for v in ent[1]:
+            if v[0] <= length:
+                keep.append(v)
+                continue
+            try:
+                v[1].release()
+            except BufferError:
+                pass  # exported (numpy...): documented, nothing to do
+        if keep:
+            self._views[seq] = [max(v[0] for v in keep), keep]
+        else:
+            del self._views[seq]
+
+    def _revalidate_views(self, only=None):
+        """Release the views (of sequence only, or all) that reach past
+        their sequence's length now: closed, truncated, revoked."""
+        h = self._h
+        if h is None or not self._views:
+            return
+        with self._views_lock:
+            for seq in [only] if only is not None else list(self._views):
+                if seq in self._views:
+                    # -errno (closed) is below every view
+                    self._release_views_locked(seq, _c.seq_len(h, seq))
 
     def block_pages(self, seq, block):
         """kvmm_seq_block_pages(): the daemon page ids of one block (layer
