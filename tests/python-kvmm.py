@@ -22,6 +22,7 @@ import ast
 import errno
 import json
 import os
+import pickle
 import select
 import shutil
 import signal
@@ -294,6 +295,17 @@ def case_share():
         check_eq(st["pages"]["mapped"], 0, "pages mapped at the end")
 
 
+class Three:
+    def __index__(self):
+        return 3
+
+
+def s2_len_after_index(r):
+    with r.open_seq() as t:
+        t.extend(Three())
+        return len(t)
+
+
 # ---- errors ----------------------------------------------------------------------
 
 def case_errors():
@@ -320,7 +332,9 @@ def case_errors():
         r = c.region(**REGION)
         still_works()
         s = r.open_seq()
-        raises(kvmm.KvmmError, errno.EINVAL, s.extend, 2049)
+        e = raises(kvmm.KvmmError, errno.EINVAL, s.extend, 2049)
+        check_eq(str(e), "[Errno %d] kvmm_seq_extend: %s" % (
+            errno.EINVAL, os.strerror(errno.EINVAL)), "the message")
         still_works()
         s.extend(TPB)
         raises(kvmm.KvmmError, errno.EINVAL, s.extend, 10)  # shrink
@@ -388,6 +402,12 @@ def case_errors():
         raises(ValueError, None, kvmm.Connection, d.sock + "\0x")
         raises(TypeError, None, kvmm.Connection, 5)
         raises(TypeError, None, c.nop, 1)
+        # an exact integer type other than int is taken (numpy's are)
+        check_eq(s2_len_after_index(r), 3, "an __index__ length")
+        e = pickle.loads(pickle.dumps(kvmm.KvmmError(errno.ENODATA, "f")))
+        check_eq((type(e), e.errno, e.function, e.strerror),
+                 (kvmm.KvmmError, errno.ENODATA, "f",
+                  kvmm.strerror(errno.ENODATA)), "a pickled KvmmError")
         # a socket nobody listens on: connect's errno
         raises(kvmm.KvmmError, errno.ENOENT, kvmm.Connection,
                os.path.join(d.dir, "nope.sock"))

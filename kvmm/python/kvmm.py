@@ -34,6 +34,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import errno as _errno
+import operator
 import os
 import sys
 import threading
@@ -273,6 +274,10 @@ class KvmmError(OSError):
             text = "%s (%s)" % (text, detail)
         super().__init__(err, text)
         self.function = function
+        self.detail = detail
+
+    def __reduce__(self):  # pickling (multiprocessing) keeps every field
+        return (KvmmError, (self.errno, self.function, self.detail))
 
     def __str__(self):
         return "[Errno %d] %s: %s" % (self.errno, self.function,
@@ -286,8 +291,15 @@ def _check(rc, function):
 
 
 def _int_arg(name, v, lo, hi):
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError("%s must be an int, not %s" % (name, type(v).__name__))
+    # ints and what converts to one exactly (numpy integers), never bools
+    # or floats
+    if isinstance(v, bool):
+        raise TypeError("%s must be an int, not bool" % name)
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s"
+                        % (name, type(v).__name__)) from None
     if v < lo or v > hi:
         raise ValueError("%s=%d is out of range [%d, %d]" % (name, v, lo, hi))
     return v
@@ -323,9 +335,7 @@ def _bytes_arg(name, v, max_len=None):
 def _hash_array(name, hashes):
     if isinstance(hashes, (str, bytes)) or not hasattr(hashes, "__iter__"):
         raise TypeError("%s must be a sequence of ints" % name)
-    hs = list(hashes)
-    for i, h in enumerate(hs):
-        _u64_arg("%s[%d]" % (name, i), h)
+    hs = [_u64_arg("%s[%d]" % (name, i), h) for i, h in enumerate(hashes)]
     return (ctypes.c_uint64 * max(len(hs), 1))(*hs), len(hs)
 
 
