@@ -439,6 +439,15 @@ def case_errors():
         check_eq(kvmm.block_action_string(4), "recompute", "action string")
         check_eq(kvmm.block_action_string(9), "unknown", "action string")
         d.wait_idle()
+    # no library: ImportError naming what was tried
+    env = dict(os.environ, KVMM_LIB=os.path.join(BUILD, "nope.so"),
+               PYTHONPATH=os.path.join(SRC, "kvmm", "python"))
+    env.pop("LD_PRELOAD", None)
+    out = subprocess.run([sys.executable, "-c", "import kvmm"], env=env,
+                         capture_output=True, text=True, timeout=30)
+    check(out.returncode != 0 and "ImportError: kvmm: libkvmm.so.1 not "
+          "found" in out.stderr and "nope.so (KVMM_LIB)" in out.stderr,
+          "ImportError without the library: %s" % out.stderr)
 
 
 # ---- layout ------------------------------------------------------------------------
