@@ -192,7 +192,7 @@ class Daemon:
         return False
 
 
-# ---- share ---------------------------------------------------------------------
+# ---- share -----------------------------------------------------------------
 
 def writer(sock):
     """The other process: fill a sequence, publish its two full blocks,
@@ -306,7 +306,7 @@ def s2_len_after_index(r):
         return len(t)
 
 
-# ---- errors ----------------------------------------------------------------------
+# ---- errors ----------------------------------------------------------------
 
 def case_errors():
     with Daemon() as d:
@@ -450,7 +450,7 @@ def case_errors():
           "ImportError without the library: %s" % out.stderr)
 
 
-# ---- layout ------------------------------------------------------------------------
+# ---- layout ----------------------------------------------------------------
 
 def case_layout():
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -493,7 +493,7 @@ def case_layout():
                                            len(ours) - len(kvmm.STRUCTS)))
 
 
-# ---- stats ---------------------------------------------------------------------------
+# ---- stats -----------------------------------------------------------------
 
 def case_stats():
     with Daemon() as d:
@@ -565,7 +565,7 @@ def case_stats():
         d.wait_idle()
 
 
-# ---- revoke ----------------------------------------------------------------------------
+# ---- revoke ----------------------------------------------------------------
 
 def case_revoke():
     with Daemon() as d:
@@ -611,7 +611,7 @@ def case_revoke():
         d.wait_idle()
 
 
-# ---- example ---------------------------------------------------------------------------
+# ---- example ---------------------------------------------------------------
 
 def case_example():
     with open(os.path.join(SRC, "Documentation", "python.md")) as f:
@@ -635,8 +635,8 @@ def case_example():
         d.wait_idle()
 
 
-CASES = {"example": case_example, "share": case_share, "errors": case_errors, "layout": case_layout,
-         "stats": case_stats, "revoke": case_revoke}
+CASES = {"example": case_example, "share": case_share, "errors": case_errors,
+         "layout": case_layout, "stats": case_stats, "revoke": case_revoke}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":

@@ -25,8 +25,9 @@ memory.  Slices of a view and objects built on it (numpy.frombuffer) are
 not tracked: drop them by then.  On the cuda backend the pointers are
 device addresses (ints, k_ptr()/v_ptr()) for torch or cupy; no view.
 
-Use a Connection from one thread at a time while it is being closed; other
-calls may come from several threads (libkvmm locks; ctypes drops the GIL).
+close() of a Connection or Region must not race other calls on it (the
+C object is freed); other calls may come from several threads at once
+(libkvmm locks; ctypes drops the GIL during each call).
 """
 
 import contextlib
@@ -71,7 +72,7 @@ _U32_MAX = (1 << 32) - 1
 _U64_MAX = (1 << 64) - 1
 
 
-# ---- struct mirrors (kvmm.h) ------------------------------------------------
+# ---- struct mirrors (kvmm.h) -----------------------------------------------
 
 class ConnectOpts(ctypes.Structure):
     _fields_ = [
@@ -151,7 +152,7 @@ STRUCTS = {
 }
 
 
-# ---- finding and binding the library -----------------------------------------
+# ---- finding and binding the library ---------------------------------------
 
 def _candidates():
     """Where to look, in order: (description, path or soname)."""
@@ -250,7 +251,7 @@ def library_path():
     return _lib_path
 
 
-# ---- errors and argument checks ----------------------------------------------
+# ---- errors and argument checks --------------------------------------------
 
 def strerror(err):
     """kvmm_strerror(): the text for an errno (either sign)."""
@@ -339,7 +340,7 @@ def _hash_array(name, hashes):
     return (ctypes.c_uint64 * max(len(hs), 1))(*hs), len(hs)
 
 
-# ---- result objects -----------------------------------------------------------
+# ---- result objects --------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Stats:
@@ -390,7 +391,7 @@ class PrefixResult:
     recompute: int = None
 
 
-# ---- connection ---------------------------------------------------------------
+# ---- connection ------------------------------------------------------------
 
 class Connection:
     """kvmm_connect() .. kvmm_disconnect(); a context manager.
@@ -591,7 +592,7 @@ class Connection:
                "kvmm_block_unpin")
 
 
-# ---- regions and sequences ---------------------------------------------------
+# ---- regions and sequences -------------------------------------------------
 
 class Region:
     """kvmm_region_create() .. kvmm_region_destroy(); a context manager.
