@@ -380,8 +380,13 @@ static void set_quota(void)
 
 int main(void)
 {
-	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
-			       "8",	    "--host-mem", "2M",
+	/*
+	 * lru: the cases pin a block in the middle of a chain and expect its
+	 * parent to go; the prefix rule of the default policy (asym) keeps a
+	 * pinned block's parents.
+	 */
+	const char *args[] = { "--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
+			       "--host-mem", "2M", "--cache-policy",	 "lru",
 			       NULL };
 	struct td_daemon d;
 	struct kvmm_conn *p;

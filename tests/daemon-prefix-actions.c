@@ -46,10 +46,19 @@ static bool block0_is(struct kvmm_region *r, uint32_t s, unsigned char v)
 
 int main(void)
 {
-	const char *args[] = {
-		"--cache-gpu-blocks", "2",	   "--host-mem", "4M",
-		"--restore-mode",     "recompute", NULL
-	};
+	/*
+	 * lru: the case needs block 0 demoted while its child stays on the
+	 * GPU, which the prefix rule of the default policy (asym) forbids.
+	 */
+	const char *args[] = { "--cache-gpu-blocks",
+			       "2",
+			       "--host-mem",
+			       "4M",
+			       "--restore-mode",
+			       "recompute",
+			       "--cache-policy",
+			       "lru",
+			       NULL };
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "A" };
 	struct kvmm_prefix_opts po = { .size = sizeof(po) };
 	uint8_t acts[2] = { 0 };

@@ -12,7 +12,7 @@
 #   DEMO_GPU_MEM [4M with tiers, else 8M]  DEMO_CACHE_GPU_BLOCKS [48]
 #   DEMO_MODEL [default model] tinylm model options, e.g. "--dim 128 --layers 2"
 #   DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]  DEMO_PAGE_SIZE [4096]
-#   DEMO_POLICY [asym, when kvmmd has --policy]  DEMO_KEEP=1 keeps the temp dir
+#   DEMO_POLICY [asym] kvmmd --cache-policy  DEMO_KEEP=1 keeps the temp dir
 set -u
 cd "$(dirname "$0")/.."
 B=${KVMM_BUILD:-build}
@@ -148,8 +148,8 @@ if [ $have_kvmm = 1 ]; then
 		dargs+=(--cache-gpu-blocks "$cache_gpu_blocks")
 		features="$features, $cache_gpu_blocks cached blocks on the GPU"
 	fi
-	if grep -q -- --policy <<<"$help"; then
-		dargs+=(--policy "$policy")
+	if grep -q -- --cache-policy <<<"$help"; then
+		dargs+=(--cache-policy "$policy")
 		features="$features, policy $policy"
 	fi
 	echo "   kvmmd ${dargs[*]}"

@@ -19,6 +19,7 @@
 
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/policy/policy.h"
 
 void kd_config_defaults(struct kd_config *cfg)
 {
@@ -31,6 +32,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->spin_us = 50;
 	cfg->socket_mode = 0660;
 	cfg->cpu = -1;
+	cfg->cache_policy = POL_ASYM;
 }
 
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)

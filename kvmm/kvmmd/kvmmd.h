@@ -131,7 +131,7 @@ struct kd_config {
 	uint64_t nvme_size; /* --nvme-size bytes */
 	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
-	int cache_policy; /* --cache-policy: enum pol_kind, default lru */
+	int cache_policy; /* --cache-policy: enum pol_kind, default asym */
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =
 			     * a quarter of the GPU cache (pin.c) */

@@ -47,7 +47,7 @@ static void usage(FILE *f)
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
-		"  --cache-policy P       cache eviction: lru (default), lfu, arc, asym\n"
+		"  --cache-policy P       cache eviction: asym (default), lru, lfu, arc\n"
 		"  --restore-mode plan|reload|recompute  lower-tier prefix blocks:\n"
 		"                         cost model, always reload, or client\n"
 		"                         recomputes (plan; only for clients that\n"
