@@ -453,18 +453,6 @@ static int cuda_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 	return 0;
 }
 
-/* [va, va+len) must lie in mapped pages of one range. */
-static int check_va_span(struct cuda_backend *c, uint64_t va, size_t len,
-			 int prot)
-{
-	size_t ps = c->base.page_size;
-
-	if (len == 0)
-		return 0;
-	return vmm_track_check_access(&c->track, va / ps * ps,
-				      (va % ps + len + ps - 1) / ps * ps, prot);
-}
-
 static int cuda_copy_va_to_host_async(struct vmm_backend *b, void *dst,
 				      uint64_t va, size_t len)
 {
@@ -474,7 +462,7 @@ static int cuda_copy_va_to_host_async(struct vmm_backend *b, void *dst,
 	err = enter(c);
 	if (err)
 		return err;
-	err = check_va_span(c, va, len, VMM_PROT_READ);
+	err = vmm_track_check_span(&c->track, va, len, VMM_PROT_READ);
 	if (!err && len)
 		err = CUCHECK(c->api.p_cuMemcpyDtoHAsync(dst, va, len,
 							 c->stream),
@@ -492,7 +480,7 @@ static int cuda_copy_host_to_va_async(struct vmm_backend *b, uint64_t va,
 	err = enter(c);
 	if (err)
 		return err;
-	err = check_va_span(c, va, len, VMM_PROT_RW);
+	err = vmm_track_check_span(&c->track, va, len, VMM_PROT_RW);
 	if (!err && len)
 		err = CUCHECK(c->api.p_cuMemcpyHtoDAsync(va, src, len,
 							 c->stream),

@@ -585,23 +585,26 @@ static int host_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 	return 0;
 }
 
+/* Whether [va, va + len) lies in mapped pages that allow prot (the
+ * whole pages it touches). */
+static int check_va_span(struct host_backend *h, uint64_t va, size_t len,
+			 int prot)
+{
+	int err;
+
+	pthread_mutex_lock(&h->lock);
+	err = vmm_track_check_span(&h->track, va, len, prot);
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
 /* The async copies are plain memcpy here: the caller's mapping must allow
  * the access, exactly as a device copy would need it to. */
 static int host_copy_va_to_host_async(struct vmm_backend *b, void *dst,
 				      uint64_t va, size_t len)
 {
-	struct host_backend *h = to_host(b);
-	int err = 0;
+	int err = check_va_span(to_host(b), va, len, VMM_PROT_READ);
 
-	if (len) {
-		pthread_mutex_lock(&h->lock);
-		err = vmm_track_check_access(
-			&h->track, va / b->page_size * b->page_size,
-			(va % b->page_size + len + b->page_size - 1) /
-				b->page_size * b->page_size,
-			VMM_PROT_READ);
-		pthread_mutex_unlock(&h->lock);
-	}
 	if (!err)
 		memcpy(dst, (const void *)(uintptr_t)va, len);
 	return err;
@@ -610,18 +613,8 @@ static int host_copy_va_to_host_async(struct vmm_backend *b, void *dst,
 static int host_copy_host_to_va_async(struct vmm_backend *b, uint64_t va,
 				      const void *src, size_t len)
 {
-	struct host_backend *h = to_host(b);
-	int err = 0;
+	int err = check_va_span(to_host(b), va, len, VMM_PROT_RW);
 
-	if (len) {
-		pthread_mutex_lock(&h->lock);
-		err = vmm_track_check_access(
-			&h->track, va / b->page_size * b->page_size,
-			(va % b->page_size + len + b->page_size - 1) /
-				b->page_size * b->page_size,
-			VMM_PROT_RW);
-		pthread_mutex_unlock(&h->lock);
-	}
 	if (!err)
 		memcpy((void *)(uintptr_t)va, src, len);
 	return err;

@@ -206,6 +206,16 @@ int vmm_track_check_access(struct vmm_track *t, uint64_t va, size_t size,
 	return 0;
 }
 
+int vmm_track_check_span(struct vmm_track *t, uint64_t va, size_t len, int prot)
+{
+	size_t ps = t->page_size;
+
+	if (len == 0)
+		return 0;
+	return vmm_track_check_access(t, va / ps * ps,
+				      (va % ps + len + ps - 1) / ps * ps, prot);
+}
+
 static size_t hash_slot(uint64_t key, size_t cap)
 {
 	key ^= key >> 33;

@@ -55,6 +55,10 @@ void vmm_track_set_mapped(struct vmm_track *t, uint64_t va, bool mapped);
 /* [va, va+size) page aligned, inside one range, every page mapped. */
 int vmm_track_check_access(struct vmm_track *t, uint64_t va, size_t size,
 			   int prot);
+/* Any [va, va+len): the whole pages it touches, as above; 0 if len is 0
+ * (the copy calls take byte spans). */
+int vmm_track_check_span(struct vmm_track *t, uint64_t va, size_t len,
+			 int prot);
 
 /* Page handles. */
 int vmm_track_add_page(struct vmm_track *t, vmm_handle_t page);
