@@ -27,6 +27,7 @@ int kvmmctl_parse_u32(const char *s, uint32_t *out);
 void kvmmctl_json_str(const char *s);
 
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx);

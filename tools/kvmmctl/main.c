@@ -27,6 +27,8 @@ struct command {
 
 static const struct command commands[] = {
 	{ "status", cmd_status, "daemon status: backend, pages, sessions" },
+	{ "metrics", cmd_metrics,
+	  "status in the Prometheus text format (textfile collector)" },
 	{ "sessions", cmd_sessions, "list client sessions" },
 	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
 	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmd's state in the Prometheus text format (metrics_text.h).
+ *
+ * Metrics are rows of tables: a name, a type, the help line and where the
+ * value sits in the reply struct.  Rows that continue a family (same name,
+ * another label set) have no help, so HELP and TYPE are printed once per
+ * family and before its first sample.  Counters end in _total; sizes and
+ * what is in flight now are gauges.  Times are printed in seconds as exact
+ * decimals of the integer milli- or nanoseconds the daemon keeps, so a
+ * reader can compare them with `kvmmctl status --json` digit for digit.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/metrics_text.h"
+
+enum kd_mtype { KD_GAUGE, KD_COUNTER };
+
+/* how a u64 of the reply becomes the sample's value */
+enum kd_munit {
+	KD_AS_IS, /* integer */
+	KD_MS, /* milliseconds printed as seconds */
+	KD_NS, /* nanoseconds printed as seconds */
+	KD_MS32, /* a u32 of milliseconds printed as seconds */
+};
+
+struct kd_metric {
+	const char *name;
+	enum kd_mtype type;
+	const char *help; /* NULL: another series of the row above's family */
+	const char *labels; /* "" or 'key="value"' without braces */
+	size_t off; /* offset of the u64 in the reply */
+	enum kd_munit unit;
+};
+
+#define ST(f) offsetof(struct kvmm_status_reply, f)
+#define TS(f) offsetof(struct kvmm_tier_stats_reply, f)
+#define TI(f) offsetof(struct kvmm_tier_info, f)
+
+static const struct kd_metric status_metrics[] = {
+	{ "kvmm_page_size_bytes", KD_GAUGE, "Bytes of one pool page.", "",
+	  ST(page_size) },
+	{ "kvmm_pool_capacity_pages", KD_GAUGE,
+	  "Pages the pool may hold (--gpu-mem / page size).", "",
+	  ST(pages_total) },
+	{ "kvmm_pool_created_pages", KD_GAUGE,
+	  "Pages the backend has created so far (the pool grows lazily).", "",
+	  ST(pages_created) },
+	{ "kvmm_pool_free_pages", KD_GAUGE,
+	  "Pages not owned by any block (capacity - allocated).", "",
+	  ST(pages_free) },
+	{ "kvmm_pool_allocated_pages", KD_GAUGE,
+	  "Pages owned by blocks of sequences or cache, or being revoked.", "",
+	  ST(pages_allocated) },
+	{ "kvmm_pool_mapped_pages", KD_GAUGE,
+	  "Pages mapped by at least one client process.", "",
+	  ST(pages_mapped) },
+	{ "kvmm_pool_revoking_pages", KD_GAUGE,
+	  "Pages posted for revocation and not yet acknowledged.", "",
+	  ST(pages_revoking) },
+	{ "kvmm_pool_quarantined_pages", KD_GAUGE,
+	  "Pages still mapped by cut-off processes that have not exited.", "",
+	  ST(pages_quarantined) },
+	{ "kvmm_sessions", KD_GAUGE,
+	  "Open client sessions (kvmmctl's own connections included).", "",
+	  ST(sessions) },
+	{ "kvmm_regions", KD_GAUGE, "Regions of all sessions.", "",
+	  ST(regions) },
+	{ "kvmm_sequences", KD_GAUGE, "Open sequences of all sessions.", "",
+	  ST(sequences) },
+	{ "kvmm_sessions_opened_total", KD_COUNTER,
+	  "Sessions accepted since the daemon started.", "",
+	  ST(sessions_total) },
+	{ "kvmm_sessions_cut_off_total", KD_COUNTER,
+	  "Sessions the daemon ended (revocation timeout, admin kill, bad input).",
+	  "", ST(sessions_cut_off) },
+	{ "kvmm_commands_total", KD_COUNTER,
+	  "Commands handled, by the path they came on.", "path=\"socket\"",
+	  ST(cmds_socket) },
+	{ "kvmm_commands_total", KD_COUNTER, NULL, "path=\"ring\"",
+	  ST(cmds_ring) },
+	{ "kvmm_commands_parked_total", KD_COUNTER,
+	  "SEQ_EXTENDs and PREFIX_OPENs that waited for demotions to free pool pages.",
+	  "", ST(cmds_parked) },
+	{ "kvmm_commands_parked", KD_GAUGE,
+	  "Commands waiting for pool pages now.", "", ST(cmds_parked_now) },
+	{ "kvmm_revocations_posted_total", KD_COUNTER,
+	  "Revocations posted to clients.", "", ST(revocations_posted) },
+	{ "kvmm_revocations_acked_total", KD_COUNTER,
+	  "Revocations clients acknowledged.", "", ST(revocations_acked) },
+	{ "kvmm_revocations_timed_out_total", KD_COUNTER,
+	  "Revocations not acknowledged in time (the session was cut off).", "",
+	  ST(revocations_timed_out) },
+	{ "kvmm_revoke_timeout_seconds", KD_GAUGE,
+	  "How long a client may take to acknowledge a revocation (--revoke-timeout).",
+	  "", ST(revoke_timeout_ms), KD_MS32 },
+	{ "kvmm_uptime_seconds", KD_GAUGE, "Time since the daemon started.", "",
+	  ST(uptime_ms), KD_MS },
+	{ "kvmm_demotions_queued", KD_GAUGE,
+	  "Demotions waiting for a free host slot now.", "",
+	  ST(demotions_queued) },
+	{ "kvmm_pins", KD_GAUGE, "BLOCK_PIN records of all sessions.", "",
+	  ST(pins) },
+	{ "kvmm_pinned_bytes", KD_GAUGE,
+	  "Bytes of the distinct cached blocks pin records name.", "",
+	  ST(pinned_bytes) },
+};
+
+/* only when the daemon runs a cost model (telemetry on) */
+static const struct kd_metric cost_metrics[] = {
+	{ "kvmm_cost_model_bandwidth_bytes_per_second", KD_GAUGE,
+	  "Restore bandwidth into the GPU of the --profile cost model: as measured online and as the profile says.",
+	  "tier=\"host\",source=\"measured\"", ST(cost_host_bw) },
+	{ "kvmm_cost_model_bandwidth_bytes_per_second", KD_GAUGE, NULL,
+	  "tier=\"host\",source=\"profile\"", ST(cost_host_bw_profile) },
+	{ "kvmm_cost_model_bandwidth_bytes_per_second", KD_GAUGE, NULL,
+	  "tier=\"nvme\",source=\"measured\"", ST(cost_nvme_bw) },
+	{ "kvmm_cost_model_bandwidth_bytes_per_second", KD_GAUGE, NULL,
+	  "tier=\"nvme\",source=\"profile\"", ST(cost_nvme_bw_profile) },
+	{ "kvmm_cost_model_transfers_total", KD_COUNTER,
+	  "Restore transfers the cost model folded in.", "",
+	  ST(cost_transfers) },
+};
+
+static const struct kd_metric cache_metrics[] = {
+	{ "kvmm_cache_publishes_total", KD_COUNTER,
+	  "Blocks BLOCK_PUBLISH added to the cache.", "", TS(publishes) },
+	{ "kvmm_cache_duplicates_total", KD_COUNTER,
+	  "Published blocks whose content was cached already.", "",
+	  TS(duplicates) },
+	{ "kvmm_cache_not_cached_total", KD_COUNTER,
+	  "Published blocks the cache did not take.", "", TS(not_cached) },
+	{ "kvmm_cache_prefix_opens_total", KD_COUNTER, "PREFIX_OPEN commands.",
+	  "", TS(prefix_opens) },
+	{ "kvmm_cache_prefix_blocks_asked_total", KD_COUNTER,
+	  "Block hashes PREFIX_OPENs asked for.", "", TS(prefix_blocks_asked) },
+	{ "kvmm_cache_prefix_blocks_hit_total", KD_COUNTER,
+	  "Prefix blocks found in some tier.", "", TS(prefix_blocks_hit) },
+	{ "kvmm_cache_misses_total", KD_COUNTER,
+	  "Prefix lookups that stopped at a missing block.", "", TS(misses) },
+	{ "kvmm_cache_busy_misses_total", KD_COUNTER,
+	  "Prefix lookups that stopped at a block dropped while being demoted.",
+	  "", TS(busy_misses) },
+	{ "kvmm_cache_checksum_failures_total", KD_COUNTER,
+	  "NVMe slots dropped on a bad CRC32C.", "", TS(checksum_failures) },
+	{ "kvmm_cache_recovered_blocks_total", KD_COUNTER,
+	  "NVMe slots found valid at start-up.", "", TS(recovered_blocks) },
+	{ "kvmm_cache_migrations_failed_total", KD_COUNTER,
+	  "Block copies between tiers that failed.", "",
+	  TS(migrations_failed) },
+	{ "kvmm_cache_migrations_in_flight", KD_GAUGE,
+	  "Block copies between tiers in progress now.", "",
+	  TS(migrations_in_flight) },
+	{ "kvmm_cache_slot_waits_total", KD_COUNTER,
+	  "Demotions that waited for a free host slot.", "", TS(slot_waits) },
+	{ "kvmm_cache_nvme_admission_rejects_total", KD_COUNTER,
+	  "Blocks dropped instead of written to NVMe (--nvme-admit-uses).", "",
+	  TS(nvme_admission_rejects) },
+	{ "kvmm_cache_pressure_reclaims_total", KD_COUNTER,
+	  "Cached GPU blocks demoted or dropped to free pages for a full pool.",
+	  "", TS(pressure_reclaims) },
+	{ "kvmm_cache_restores_waited_total", KD_COUNTER,
+	  "Prefix blocks found being restored for another PREFIX_OPEN and waited for.",
+	  "", TS(restores_waited) },
+	{ "kvmm_cache_prefix_opens_pending", KD_GAUGE,
+	  "PREFIX_OPENs whose reply waits for restores now.", "",
+	  TS(prefix_opens_pending) },
+	{ "kvmm_cache_restores_cancelled_total", KD_COUNTER,
+	  "Restores cancelled before they started (every waiter went away).",
+	  "", TS(restores_cancelled) },
+};
+
+/* per tier, with a tier label */
+static const struct kd_metric tier_metrics[] = {
+	{ "kvmm_tier_capacity_blocks", KD_GAUGE,
+	  "Blocks the tier may hold (0: no such tier).", "",
+	  TI(capacity_blocks) },
+	{ "kvmm_tier_used_blocks", KD_GAUGE,
+	  "Blocks in the tier now (still being written included).", "",
+	  TI(used_blocks) },
+	{ "kvmm_tier_block_bytes", KD_GAUGE, "Bytes of one block in the tier.",
+	  "", TI(block_bytes) },
+	{ "kvmm_tier_hits_total", KD_COUNTER,
+	  "Prefix blocks found in the tier.", "", TI(hits) },
+	{ "kvmm_tier_demotions_in_total", KD_COUNTER,
+	  "Blocks moved down into the tier.", "", TI(demotions_in) },
+	{ "kvmm_tier_promotions_out_total", KD_COUNTER,
+	  "Blocks restored from the tier to the GPU.", "", TI(promotions_out) },
+	{ "kvmm_tier_promotions_by_publish_total", KD_COUNTER,
+	  "Blocks of the tier a publish of the same content moved to the GPU.",
+	  "", TI(promotions_by_publish) },
+	{ "kvmm_tier_drops_total", KD_COUNTER, "Blocks dropped from the tier.",
+	  "", TI(drops) },
+	{ "kvmm_tier_bytes_in_total", KD_COUNTER, "Bytes copied into the tier.",
+	  "", TI(bytes_in) },
+	{ "kvmm_tier_bytes_out_total", KD_COUNTER,
+	  "Bytes copied out of the tier.", "", TI(bytes_out) },
+	{ "kvmm_tier_restore_seconds_total", KD_COUNTER,
+	  "Time restores from the tier took, submission to completion, summed.",
+	  "", TI(restore_ns), KD_NS },
+	{ "kvmm_tier_restore_max_seconds", KD_GAUGE,
+	  "Longest restore from the tier since start.", "", TI(restore_max_ns),
+	  KD_NS },
+};
+
+static const char *const tier_names[3] = { "gpu", "host", "nvme" };
+
+static const char *type_string(enum kd_mtype t)
+{
+	return t == KD_COUNTER ? "counter" : "gauge";
+}
+
+static void value(FILE *f, uint64_t v, enum kd_munit unit)
+{
+	switch (unit) {
+	case KD_MS:
+	case KD_MS32:
+		fprintf(f, "%llu.%03llu", (unsigned long long)(v / 1000),
+			(unsigned long long)(v % 1000));
+		break;
+	case KD_NS:
+		fprintf(f, "%llu.%09llu", (unsigned long long)(v / 1000000000),
+			(unsigned long long)(v % 1000000000));
+		break;
+	default:
+		fprintf(f, "%llu", (unsigned long long)v);
+	}
+}
+
+static void family(FILE *f, const char *name, enum kd_mtype type,
+		   const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+		type_string(type));
+}
+
+/* labels (may be NULL or "") and an extra pair (may be NULL) */
+static void sample(FILE *f, const char *name, const char *labels,
+		   const char *extra, uint64_t v, enum kd_munit unit)
+{
+	bool l = labels && *labels;
+
+	fputs(name, f);
+	if (l || extra)
+		fprintf(f, "{%s%s%s}", l ? labels : "", l && extra ? "," : "",
+			extra ? extra : "");
+	fputc(' ', f);
+	value(f, v, unit);
+	fputc('\n', f);
+}
+
+static uint64_t field(const void *base, const struct kd_metric *m)
+{
+	const char *p = (const char *)base + m->off;
+	uint64_t v;
+	uint32_t v32;
+
+	if (m->unit == KD_MS32) {
+		memcpy(&v32, p, sizeof(v32));
+		return v32;
+	}
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static void table(FILE *f, const struct kd_metric *m, size_t n,
+		  const void *base)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].help)
+			family(f, m[i].name, m[i].type, m[i].help);
+		sample(f, m[i].name, m[i].labels, NULL, field(base, &m[i]),
+		       m[i].unit);
+	}
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void label_value(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static const char *backend_name(uint32_t b)
+{
+	return b == 0 ? "host" : b == 1 ? "cuda" : "unknown";
+}
+
+static void info(FILE *f, const struct kd_metrics_src *src)
+{
+	const struct kvmm_status_reply *st = src->st;
+	char device[sizeof(st->device) + 1];
+
+	family(f, "kvmm_up", KD_GAUGE,
+	       "1 when the daemon answered (kvmmctl metrics prints nothing and fails when it does not).");
+	fputs("kvmm_up 1\n", f);
+	family(f, "kvmm_build_info", KD_GAUGE,
+	       "Always 1; the exporter's version and the daemon's wire ABI as labels.");
+	fprintf(f, "kvmm_build_info{version=\"");
+	label_value(f, KVMM_VERSION);
+	fprintf(f, "\",abi=\"%u.%u\"} 1\n", src->abi_major, src->abi_minor);
+	family(f, "kvmm_backend_info", KD_GAUGE,
+	       "Always 1; the memory backend and its device as labels.");
+	memcpy(device, st->device, sizeof(st->device));
+	device[sizeof(st->device)] = '\0';
+	fprintf(f, "kvmm_backend_info{backend=\"%s\",device=\"",
+		backend_name(st->backend));
+	label_value(f, device);
+	fputs("\"} 1\n", f);
+	if (src->policy && src->restore_mode) {
+		family(f, "kvmm_cache_policy_info", KD_GAUGE,
+		       "Always 1; --cache-policy and --restore-mode as labels (HTTP endpoint only).");
+		fputs("kvmm_cache_policy_info{policy=\"", f);
+		label_value(f, src->policy);
+		fputs("\",restore_mode=\"", f);
+		label_value(f, src->restore_mode);
+		fputs("\"} 1\n", f);
+	}
+}
+
+static void tiers(FILE *f, const struct kvmm_tier_stats_reply *ts)
+{
+	const size_t n = sizeof(tier_metrics) / sizeof(tier_metrics[0]);
+	char label[32];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kd_metric *m = &tier_metrics[i];
+
+		family(f, m->name, m->type, m->help);
+		for (int t = 0; t < 3; t++) {
+			snprintf(label, sizeof(label), "tier=\"%s\"",
+				 tier_names[t]);
+			sample(f, m->name, NULL, label, field(&ts->tiers[t], m),
+			       m->unit);
+		}
+	}
+}
+
+int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
+{
+	const struct kvmm_status_reply *st = src->st;
+
+	info(f, src);
+	table(f, status_metrics,
+	      sizeof(status_metrics) / sizeof(status_metrics[0]), st);
+	if (st->cost_host_bw)
+		table(f, cost_metrics,
+		      sizeof(cost_metrics) / sizeof(cost_metrics[0]), st);
+	if (src->ts) {
+		table(f, cache_metrics,
+		      sizeof(cache_metrics) / sizeof(cache_metrics[0]),
+		      src->ts);
+		tiers(f, src->ts);
+	}
+	if (fflush(f) || ferror(f))
+		return -EIO;
+	return 0;
+}

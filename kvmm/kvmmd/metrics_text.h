@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Prometheus text exposition format (version 0.0.4) of kvmmd's state,
+ * written from the two replies `kvmmctl status` reads (ADMIN_STATUS and
+ * TIER_STATS).  One formatter for both exporters: `kvmmctl metrics` (over
+ * the control socket) and kvmmd --metrics-listen (GET /metrics,
+ * metrics_http.c), so the two print the same families with the same
+ * values.  Every metric is listed in Documentation/admin.md.
+ */
+#ifndef KVMM_KVMMD_METRICS_TEXT_H
+#define KVMM_KVMMD_METRICS_TEXT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvmm/uapi.h"
+
+/* Content-Type of the format, for an HTTP reply. */
+#define KD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct kd_metrics_src {
+	const struct kvmm_status_reply *st;
+	/* NULL: the daemon has no block cache stats (no cache families) */
+	const struct kvmm_tier_stats_reply *ts;
+	uint32_t abi_major, abi_minor; /* the daemon's wire ABI */
+	/* --cache-policy and --restore-mode names; NULL when not known
+	 * (kvmmctl: the status replies do not carry them), and then
+	 * kvmm_cache_policy_info is left out */
+	const char *policy;
+	const char *restore_mode;
+};
+
+/* Write the exposition to f: 0, or -EIO when f reports an error. */
+int kd_metrics_write(FILE *f, const struct kd_metrics_src *src);
+
+#endif

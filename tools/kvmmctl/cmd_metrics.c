@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmctl metrics: the daemon's status (ADMIN_STATUS, TIER_STATS: what
+ * `kvmmctl status` reads) in the Prometheus text format, by the formatter
+ * kvmmd's own --metrics-listen endpoint uses (kvmm/kvmmd/metrics_text.c).
+ * For node_exporter's textfile collector, write it to a temporary file
+ * and rename it into place (Documentation/admin.md).  Nothing is printed
+ * unless the whole exposition was built, and a failed write of stdout
+ * (a full disk) is an error, so a caller's "&& mv" never installs half a
+ * file.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/metrics_text.h"
+#include "tools/kvmmctl/kvmmctl.h"
+
+int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
+{
+	struct kvmm_tier_stats_reply ts = { 0 };
+	struct kvmm_status_reply st = { 0 };
+	struct kd_metrics_src src = { .st = &st };
+	struct kvmm_conn *c;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int err;
+
+	if (argc > 1) {
+		fprintf(stderr, "usage: kvmmctl metrics\n");
+		return 2;
+	}
+	if (kvmmctl_connect(ctx, &c)) {
+		fprintf(stderr, "kvmmctl: metrics: is kvmmd running?\n");
+		return 1;
+	}
+	src.abi_major = c->hello.abi_major;
+	src.abi_minor = c->hello.abi_minor;
+	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
+			 NULL);
+	/* a daemon without the block cache answers TIER_STATS with an
+	 * error: its families are left out, as in `status` */
+	if (!err &&
+	    !kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts, sizeof(ts), NULL))
+		src.ts = &ts;
+	kvmm_disconnect(c);
+	if (err) {
+		fprintf(stderr, "kvmmctl: metrics: %s\n", kvmm_strerror(err));
+		return 1;
+	}
+	f = open_memstream(&text, &len);
+	if (!f) {
+		perror("kvmmctl: metrics");
+		return 1;
+	}
+	err = kd_metrics_write(f, &src);
+	if (fclose(f))
+		err = err ? err : -EIO;
+	if (!err && (fwrite(text, 1, len, stdout) != len || fflush(stdout)))
+		err = -EIO;
+	free(text);
+	if (err) {
+		fprintf(stderr, "kvmmctl: metrics: writing: %s\n",
+			strerror(-err));
+		return 1;
+	}
+	return 0;
+}
