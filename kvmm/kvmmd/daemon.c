@@ -19,6 +19,7 @@
 
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/policy/policy.h"
 
 void kd_config_defaults(struct kd_config *cfg)
@@ -256,9 +257,14 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	err = kd_telemetry_start(d);
 	if (err)
 		goto err_signal;
-	err = kd_session_listen(d);
+	/* before the control socket exists: a bad address fails the start
+	 * with nothing to undo there, and the socket still means ready */
+	err = kd_metrics_start(d);
 	if (err)
 		goto err_telemetry;
+	err = kd_session_listen(d);
+	if (err)
+		goto err_metrics;
 	vmm_log(VMM_LOG_INFO,
 		"kvmmd %s: backend %s (%s), page %zu bytes, %llu pages, socket %s",
 		KVMM_VERSION, vmm_backend_kind_string(d->backend->kind),
@@ -266,6 +272,8 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		(unsigned long long)d->capacity, cfg->socket_path);
 	return 0;
 
+err_metrics:
+	kd_metrics_stop(d);
 err_telemetry:
 	kd_telemetry_stop(d);
 err_signal:
@@ -292,6 +300,7 @@ void kd_daemon_stop(struct kd_daemon *d)
 {
 	struct vmm_pool_stats st;
 
+	kd_metrics_stop(d);
 	kd_session_free_all(d);
 	kd_cache_fini(d);
 	if (d->listen_fd >= 0) {

@@ -135,6 +135,8 @@ struct kd_config {
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =
 			     * a quarter of the GPU cache (pin.c) */
+	/* --metrics-listen [HOST:]PORT, "" = off (metrics_http.c) */
+	char metrics_listen[80];
 };
 
 void kd_config_defaults(struct kd_config *cfg);
@@ -179,6 +181,7 @@ struct kd_daemon {
 	struct pol_cost_model *cost;
 	struct kd_timer tel_timer;
 	struct kd_pins *pins; /* pin.c: NULL while no session pins */
+	struct kd_metrics *metrics; /* metrics_http.c: NULL when off */
 };
 
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg);

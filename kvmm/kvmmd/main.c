@@ -16,6 +16,7 @@
 
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/cache_plan.h"
+#include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
 
 static void usage(FILE *f)
@@ -54,6 +55,10 @@ static void usage(FILE *f)
 		"                         ask for per-block actions)\n"
 		"  --pin-quota N          blocks one session may pin (a quarter\n"
 		"                         of the GPU cache)\n"
+		"  --metrics-listen [HOST:]PORT  serve Prometheus GET /metrics\n"
+		"                         over HTTP (off; PORT alone binds\n"
+		"                         127.0.0.1; [IPv6]:PORT; port 0 picks\n"
+		"                         one and logs it); unauthenticated\n"
 		"  --version, --help\n"
 		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
 }
@@ -85,6 +90,7 @@ static const struct option long_opts[] = {
 	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
 	{ "pin-quota", required_argument, NULL, KD_OPT_PIN_QUOTA },
+	{ "metrics-listen", required_argument, NULL, KD_OPT_METRICS_LISTEN },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kvmm/kvmmd/cache_plan.h"
+#include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
 #include "kvmm/policy/policy.h"
 
@@ -223,6 +224,22 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	}
 	case KD_OPT_RESTORE_MODE:
 		return kd_restore_mode_parse(val, &cfg->restore_mode);
+	case KD_OPT_METRICS_LISTEN: {
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		if (strlen(val) >= sizeof(cfg->metrics_listen)) {
+			fprintf(stderr,
+				"kvmmd: --metrics-listen: '%s' is too long\n",
+				val);
+			return -ENAMETOOLONG;
+		}
+		err = kd_metrics_parse_listen(val, &ss, &len);
+		if (err)
+			return err;
+		strcpy(cfg->metrics_listen, val);
+		return 0;
+	}
 	case 'q': {
 		const char *eq = strchr(val, '=');
 		char uid[32];

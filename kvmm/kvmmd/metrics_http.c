@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The Prometheus endpoint: kvmmd --metrics-listen [HOST:]PORT serves
+ * GET /metrics (the text of metrics_text.c) from the daemon's one event
+ * loop, so it needs no thread and no lock: the reply is a snapshot taken
+ * between two commands.
+ *
+ * A scrape connection is a small state machine, every fd non-blocking:
+ *
+ *   READ   the request head (request line and headers, up to
+ *          KD_METRICS_REQ_MAX bytes, within KD_METRICS_READ_MS of the
+ *          accept); the body, if any, is never read
+ *   WRITE  the whole reply, built at once (a few KiB), within
+ *          KD_METRICS_WRITE_MS
+ *   DRAIN  after shutdown(SHUT_WR): what the client still sends is read
+ *          and dropped until it closes, for KD_METRICS_DRAIN_MS at most,
+ *          so closing with unread bytes does not turn into a reset that
+ *          loses the reply (an oversized or POSTed request)
+ *
+ * Every connection answers once and is closed (Connection: close).  At
+ * most KD_METRICS_MAX_CONNS are open; while that many are, the listener
+ * is taken out of epoll and new connections wait in the kernel's backlog,
+ * so a scraper that connects and sends nothing holds one slot for
+ * KD_METRICS_READ_MS and never blocks the loop, its clients or, for long,
+ * the next scrape.  Answers: 200 (GET, HEAD), 404 (a path other than
+ * /metrics), 405 (another method), 400 (not HTTP), 408 (the head did not
+ * come in time), 431 (the head is too long), 505 (not HTTP/1.x).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/cache.h"
+#include "kvmm/kvmmd/cache_plan.h"
+#include "kvmm/kvmmd/metrics_http.h"
+#include "kvmm/kvmmd/metrics_text.h"
+#include "kvmm/policy/policy.h"
+
+#define KD_METRICS_MAX_CONNS 8
+#define KD_METRICS_REQ_MAX 4096
+#define KD_METRICS_READ_MS 2000
+#define KD_METRICS_WRITE_MS 10000
+#define KD_METRICS_DRAIN_MS 1000
+#define KD_METRICS_DRAIN_MAX (256 * 1024)
+/* accepts per listener event, so a burst cannot hog one loop turn */
+#define KD_METRICS_ACCEPT_BATCH 16
+/* accept failing for want of fds: try again after this */
+#define KD_METRICS_RETRY_MS 1000
+
+enum kd_mconn_state { KD_MC_READ, KD_MC_WRITE, KD_MC_DRAIN };
+
+struct kd_mconn {
+	struct kd_metrics *m;
+	struct kd_mconn *prev, *next;
+	int fd;
+	struct kd_file file;
+	struct kd_timer timer; /* the deadline of the current state */
+	enum kd_mconn_state state;
+	size_t req_len;
+	char *out; /* the reply */
+	size_t out_len, out_off;
+	size_t drained;
+	char req[KD_METRICS_REQ_MAX + 1]; /* NUL-terminated */
+};
+
+struct kd_metrics {
+	struct kd_daemon *d;
+	int fd;
+	struct kd_file file;
+	bool accepting; /* the listener is in epoll */
+	struct kd_timer retry; /* re-enables accepting after EMFILE */
+	struct kd_mconn *conns;
+	unsigned int nr_conns;
+};
+
+/* ---- address ---- */
+
+static int parse_port(const char *s, uint16_t *port)
+{
+	unsigned long v = 0;
+
+	if (!*s || strlen(s) > 5)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		v = v * 10 + (*p - '0');
+	}
+	if (v > 65535)
+		return -EINVAL;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int kd_metrics_parse_listen(const char *s, struct sockaddr_storage *ss,
+			    socklen_t *len)
+{
+	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	char host[64];
+	const char *port, *colon;
+	uint16_t p;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!s || !*s)
+		goto bad;
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+
+		if (!end || end[1] != ':' ||
+		    (size_t)(end - s - 1) >= sizeof(host))
+			goto bad;
+		memcpy(host, s + 1, end - s - 1);
+		host[end - s - 1] = '\0';
+		if (parse_port(end + 2, &p) ||
+		    inet_pton(AF_INET6, host, &in6->sin6_addr) != 1)
+			goto bad;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(p);
+		*len = sizeof(*in6);
+		return 0;
+	}
+	colon = strrchr(s, ':');
+	if (!colon) {
+		strcpy(host, "127.0.0.1");
+		port = s;
+	} else {
+		if (colon == s || (size_t)(colon - s) >= sizeof(host))
+			goto bad;
+		memcpy(host, s, colon - s);
+		host[colon - s] = '\0';
+		port = colon + 1;
+		if (!strcmp(host, "localhost"))
+			strcpy(host, "127.0.0.1");
+	}
+	if (parse_port(port, &p) ||
+	    inet_pton(AF_INET, host, &in4->sin_addr) != 1)
+		goto bad;
+	in4->sin_family = AF_INET;
+	in4->sin_port = htons(p);
+	*len = sizeof(*in4);
+	return 0;
+bad:
+	fprintf(stderr,
+		"kvmmd: --metrics-listen: '%s' is not [HOST:]PORT (PORT alone binds 127.0.0.1; HOST an IPv4 address, localhost or [IPv6])\n",
+		s ? s : "");
+	return -EINVAL;
+}
+
+/* "127.0.0.1:9400" or "[::1]:9400" */
+static void addr_string(const struct sockaddr_storage *ss, char *buf,
+			size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, a, sizeof(a));
+		snprintf(buf, len, "[%s]:%u", a, ntohs(in6->sin6_port));
+	} else {
+		const struct sockaddr_in *in4 = (const void *)ss;
+
+		inet_ntop(AF_INET, &in4->sin_addr, a, sizeof(a));
+		snprintf(buf, len, "%s:%u", a, ntohs(in4->sin_port));
+	}
+}
+
+/* ---- connections ---- */
+
+static void set_accepting(struct kd_metrics *m, bool on)
+{
+	if (m->accepting == on)
+		return;
+	if (!kd_loop_mod(&m->d->loop, &m->file, on ? EPOLLIN : 0))
+		m->accepting = on;
+}
+
+static void conn_close(struct kd_mconn *c)
+{
+	struct kd_metrics *m = c->m;
+
+	kd_timer_cancel(&m->d->loop, &c->timer);
+	kd_loop_del(&m->d->loop, &c->file);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		m->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	m->nr_conns--;
+	free(c->out);
+	free(c);
+	if (!m->retry.armed)
+		set_accepting(m, true);
+}
+
+static void conn_deadline(struct kd_mconn *c, unsigned int ms)
+{
+	kd_timer_arm(&c->m->d->loop, &c->timer,
+		     kd_now_ns() + (uint64_t)ms * 1000000ull);
+}
+
+static void conn_drain(struct kd_mconn *c)
+{
+	char buf[4096];
+	ssize_t n;
+
+	for (;;) {
+		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			conn_close(c); /* EOF or an error: done */
+			return;
+		}
+		c->drained += n;
+		if (c->drained > KD_METRICS_DRAIN_MAX) {
+			conn_close(c);
+			return;
+		}
+	}
+}
+
+static void conn_write(struct kd_mconn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off,
+				 c->out_len - c->out_off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return; /* EPOLLOUT brings us back */
+		if (n <= 0) {
+			conn_close(c);
+			return;
+		}
+		c->out_off += n;
+	}
+	free(c->out);
+	c->out = NULL;
+	shutdown(c->fd, SHUT_WR);
+	c->state = KD_MC_DRAIN;
+	if (kd_loop_mod(&c->m->d->loop, &c->file, EPOLLIN)) {
+		conn_close(c);
+		return;
+	}
+	conn_deadline(c, KD_METRICS_DRAIN_MS);
+	conn_drain(c);
+}
+
+static const char *reason(int code)
+{
+	switch (code) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 505:
+		return "HTTP Version Not Supported";
+	}
+	return "Error";
+}
+
+/*
+ * Queue the reply: the status line, headers and (unless head_only) body;
+ * for an error the body is the reason.  Then write what the socket takes.
+ */
+static void conn_reply(struct kd_mconn *c, int code, const char *type,
+		       const char *body, size_t body_len, bool head_only)
+{
+	char err_body[64];
+	char head[256];
+	int n;
+
+	if (code != 200) {
+		body_len = snprintf(err_body, sizeof(err_body), "%d %s\n", code,
+				    reason(code));
+		body = err_body;
+		type = "text/plain; charset=utf-8";
+	}
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+		     "Content-Length: %zu\r\n%sConnection: close\r\n\r\n",
+		     code, reason(code), type, body_len,
+		     code == 405 ? "Allow: GET, HEAD\r\n" : "");
+	if (head_only)
+		body_len = 0;
+	free(c->out);
+	c->out = malloc(n + body_len);
+	if (!c->out) {
+		conn_close(c);
+		return;
+	}
+	memcpy(c->out, head, n);
+	memcpy(c->out + n, body, body_len);
+	c->out_len = n + body_len;
+	c->out_off = 0;
+	c->state = KD_MC_WRITE;
+	if (kd_loop_mod(&c->m->d->loop, &c->file, EPOLLOUT)) {
+		conn_close(c);
+		return;
+	}
+	conn_deadline(c, KD_METRICS_WRITE_MS);
+	conn_write(c);
+}
+
+/* The exposition, as of now. */
+static void reply_metrics(struct kd_mconn *c, bool head_only)
+{
+	struct kd_daemon *d = c->m->d;
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st;
+	struct kd_metrics_src src = {
+		.st = &st,
+		.abi_major = KVMM_ABI_MAJOR,
+		.abi_minor = KVMM_ABI_MINOR,
+		.policy = pol_kind_string((enum pol_kind)d->cfg.cache_policy),
+		.restore_mode = kd_restore_mode_string(d->cfg.restore_mode),
+	};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int err;
+
+	kd_status(d, &st);
+	if (!kd_cache_tier_stats(d, &ts))
+		src.ts = &ts;
+	f = open_memstream(&text, &len);
+	if (!f) {
+		conn_reply(c, 500, NULL, NULL, 0, head_only);
+		return;
+	}
+	err = kd_metrics_write(f, &src);
+	if (fclose(f))
+		err = -EIO;
+	if (err)
+		conn_reply(c, 500, NULL, NULL, 0, head_only);
+	else
+		conn_reply(c, 200, KD_METRICS_CONTENT_TYPE, text, len,
+			   head_only);
+	free(text);
+}
+
+static bool is_tchar(char ch)
+{
+	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+	       (ch >= '0' && ch <= '9') || strchr("!#$%&'*+-.^_`|~", ch);
+}
+
+/*
+ * The head is complete (req[0..end) up to the blank line): answer it.
+ * Request line "METHOD SP TARGET SP HTTP/1.x", then "Name: value" lines.
+ */
+static void conn_request(struct kd_mconn *c, size_t end)
+{
+	char *line = c->req, *eol, *sp1, *sp2, *target;
+	size_t mlen, tlen;
+	bool get, head;
+
+	c->req[end] = '\0';
+	for (size_t i = 0; i < end; i++) {
+		unsigned char ch = c->req[i];
+
+		/* a head is ASCII text; control bytes besides CR LF TAB
+		 * (a NUL) mean it is not HTTP */
+		if ((ch < 0x20 && ch != '\r' && ch != '\n' && ch != '\t') ||
+		    ch == 0x7f)
+			goto bad;
+	}
+	eol = strchr(line, '\n');
+	if (!eol)
+		goto bad;
+	*eol = '\0';
+	if (eol > line && eol[-1] == '\r')
+		eol[-1] = '\0';
+	sp1 = strchr(line, ' ');
+	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || strchr(sp2 + 1, ' '))
+		goto bad;
+	mlen = sp1 - line;
+	target = sp1 + 1;
+	tlen = sp2 - target;
+	if (!mlen || !tlen)
+		goto bad;
+	for (size_t i = 0; i < mlen; i++)
+		if (!is_tchar(line[i]))
+			goto bad;
+	if (strncmp(sp2 + 1, "HTTP/", 5) || sp2[6] < '0' || sp2[6] > '9' ||
+	    sp2[7] != '.' || sp2[8] < '0' || sp2[8] > '9' || sp2[9])
+		goto bad;
+	if (sp2[6] != '1') {
+		conn_reply(c, 505, NULL, NULL, 0, false);
+		return;
+	}
+	/* every header line must be "Name: value" */
+	for (char *h = eol + 1; *h;) {
+		char *next = strchr(h, '\n');
+		char *colon = strchr(h, ':');
+
+		if (next)
+			*next = '\0';
+		if (*h && strcmp(h, "\r") && (!colon || colon == h))
+			goto bad;
+		if (!next)
+			break;
+		h = next + 1;
+	}
+	*sp2 = '\0';
+	/* absolute-form (RFC 9112 3.2.2): the path after the authority */
+	if (!strncmp(target, "http://", 7)) {
+		target = strchr(target + 7, '/');
+		if (!target)
+			target = "/";
+	}
+	if (target[0] != '/')
+		goto bad;
+	tlen = strcspn(target, "?#");
+	if (tlen != 8 || strncmp(target, "/metrics", 8)) {
+		conn_reply(c, 404, NULL, NULL, 0, false);
+		return;
+	}
+	line[mlen] = '\0';
+	get = !strcmp(line, "GET");
+	head = !strcmp(line, "HEAD");
+	if (!get && !head) {
+		conn_reply(c, 405, NULL, NULL, 0, false);
+		return;
+	}
+	reply_metrics(c, head);
+	return;
+bad:
+	conn_reply(c, 400, NULL, NULL, 0, false);
+}
+
+/* The end of the head (after its blank line), or 0 when not there yet. */
+static size_t head_end(const char *buf, size_t len)
+{
+	for (size_t i = 1; i < len; i++) {
+		if (buf[i] != '\n')
+			continue;
+		if (buf[i - 1] == '\n')
+			return i + 1;
+		if (i >= 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n')
+			return i + 1;
+	}
+	return 0;
+}
+
+static void conn_read(struct kd_mconn *c)
+{
+	size_t end;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(c->fd, c->req + c->req_len,
+			 KD_METRICS_REQ_MAX - c->req_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			/* gone before a whole request: nobody to answer */
+			conn_close(c);
+			return;
+		}
+		c->req_len += n;
+		end = head_end(c->req, c->req_len);
+		if (end) {
+			conn_request(c, end);
+			return;
+		}
+		if (c->req_len == KD_METRICS_REQ_MAX) {
+			conn_reply(c, 431, NULL, NULL, 0, false);
+			return;
+		}
+	}
+}
+
+static void on_conn(struct kd_loop *loop, int fd, uint32_t events, void *data)
+{
+	struct kd_mconn *c = data;
+
+	switch (c->state) {
+	case KD_MC_READ:
+		conn_read(c);
+		break;
+	case KD_MC_WRITE:
+		conn_write(c);
+		break;
+	case KD_MC_DRAIN:
+		conn_drain(c);
+		break;
+	}
+}
+
+static void on_conn_timeout(struct kd_loop *loop, struct kd_timer *t)
+{
+	struct kd_mconn *c = t->data;
+
+	if (c->state == KD_MC_READ) {
+		/* tell it why, if the socket takes it at once; then close */
+		static const char msg[] =
+			"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
+			"Connection: close\r\n\r\n";
+
+		if (send(c->fd, msg, sizeof(msg) - 1,
+			 MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+			/* it learns from the close */
+		}
+	}
+	conn_close(c);
+}
+
+static void on_retry(struct kd_loop *loop, struct kd_timer *t)
+{
+	struct kd_metrics *m = t->data;
+
+	if (m->nr_conns < KD_METRICS_MAX_CONNS)
+		set_accepting(m, true);
+}
+
+static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
+{
+	struct kd_metrics *m = data;
+
+	for (int i = 0; i < KD_METRICS_ACCEPT_BATCH; i++) {
+		struct kd_mconn *c;
+		int cfd;
+
+		if (m->nr_conns >= KD_METRICS_MAX_CONNS) {
+			/* the rest wait in the backlog for a free slot */
+			set_accepting(m, false);
+			return;
+		}
+		cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (cfd < 0) {
+			if (errno == EAGAIN || errno == EINTR ||
+			    errno == ECONNABORTED)
+				return;
+			/* EMFILE and the like: the listener stays readable,
+			 * so stop looking at it for a while */
+			vmm_log(VMM_LOG_WARN, "metrics: accept: %s",
+				strerror(errno));
+			set_accepting(m, false);
+			kd_timer_arm(loop, &m->retry,
+				     kd_now_ns() +
+					     KD_METRICS_RETRY_MS * 1000000ull);
+			return;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(cfd);
+			return;
+		}
+		c->m = m;
+		c->fd = cfd;
+		c->state = KD_MC_READ;
+		c->timer.fn = on_conn_timeout;
+		c->timer.data = c;
+		if (kd_loop_add(loop, &c->file, cfd, EPOLLIN, on_conn, c)) {
+			close(cfd);
+			free(c);
+			return;
+		}
+		c->next = m->conns;
+		if (m->conns)
+			m->conns->prev = c;
+		m->conns = c;
+		m->nr_conns++;
+		conn_deadline(c, KD_METRICS_READ_MS);
+	}
+}
+
+/* ---- start, stop ---- */
+
+int kd_metrics_start(struct kd_daemon *d)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct kd_metrics *m;
+	char addr[80];
+	int one = 1, err;
+
+	if (!d->cfg.metrics_listen[0])
+		return 0;
+	err = kd_metrics_parse_listen(d->cfg.metrics_listen, &ss, &len);
+	if (err)
+		return err;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->d = d;
+	m->retry.fn = on_retry;
+	m->retry.data = m;
+	m->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		       0);
+	if (m->fd < 0) {
+		err = -errno;
+		goto err_log;
+	}
+	/* a restart must not wait for the last scrapes' TIME_WAIT */
+	setsockopt(m->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(m->fd, (struct sockaddr *)&ss, len) < 0 ||
+	    listen(m->fd, 16) < 0) {
+		err = -errno;
+		goto err_close;
+	}
+	len = sizeof(ss);
+	if (getsockname(m->fd, (struct sockaddr *)&ss, &len) < 0) {
+		err = -errno;
+		goto err_close;
+	}
+	err = kd_loop_add(&d->loop, &m->file, m->fd, EPOLLIN, on_accept, m);
+	if (err)
+		goto err_close;
+	m->accepting = true;
+	d->metrics = m;
+	addr_string(&ss, addr, sizeof(addr));
+	vmm_log(VMM_LOG_INFO, "metrics: serving http://%s/metrics", addr);
+	return 0;
+
+err_close:
+	close(m->fd);
+err_log:
+	vmm_log(VMM_LOG_ERR, "--metrics-listen %s: %s", d->cfg.metrics_listen,
+		strerror(-err));
+	free(m);
+	return err;
+}
+
+void kd_metrics_stop(struct kd_daemon *d)
+{
+	struct kd_metrics *m = d->metrics;
+
+	if (!m)
+		return;
+	while (m->conns)
+		conn_close(m->conns);
+	kd_timer_cancel(&d->loop, &m->retry);
+	kd_loop_del(&d->loop, &m->file);
+	close(m->fd);
+	free(m);
+	d->metrics = NULL;
+}
