@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmd --metrics-listen against a real daemon after known client work:
+ * a libkvmm client creates a region, extends a sequence by 2 blocks and
+ * publishes them (content A), closes it, does the same with content B
+ * (the GPU cache keeps 2 blocks, so A goes down to the host tier), then
+ * opens A's prefix again (restored from the host, B going down).  GET
+ * /metrics over TCP is a valid exposition (tests/lib/metrics.h), has the
+ * counts that work implies, and every series equals the field of
+ * `kvmmctl status --json` it comes from (the status command's own
+ * session and commands accounted for); `kvmmctl metrics` prints the same
+ * series with the same values.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kvmm/kvmm.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/metrics.h"
+#include "tests/lib/small_region.h"
+#include "tests/lib/test.h"
+
+/* The number after "key": of the object path "a.b.key" in json. */
+static unsigned long long json_u64(const char *json, const char *path)
+{
+	char part[64], key[80];
+	const char *p = json, *dot;
+	char *end;
+	unsigned long long v;
+
+	while ((dot = strchr(path, '.'))) {
+		snprintf(part, sizeof(part), "%.*s", (int)(dot - path), path);
+		snprintf(key, sizeof(key), "\"%s\":{", part);
+		p = strstr(p, key);
+		if (!p)
+			t_fail("status --json has no object %s", part);
+		p += strlen(key);
+		path = dot + 1;
+	}
+	snprintf(key, sizeof(key), "\"%s\":", path);
+	p = strstr(p, key);
+	if (!p)
+		t_fail("status --json has no %s", path);
+	v = strtoull(p + strlen(key), &end, 10);
+	if (end == p + strlen(key))
+		t_fail("status --json: %s is not a number", path);
+	return v;
+}
+
+enum unit { AS_IS, MS, NS };
+
+struct map {
+	const char *name, *labels, *json;
+	enum unit unit;
+	int delta; /* the status command's own session and commands */
+};
+
+static const struct map status_map[] = {
+	{ "kvmm_page_size_bytes", "", "page_size" },
+	{ "kvmm_pool_capacity_pages", "", "pages.total" },
+	{ "kvmm_pool_created_pages", "", "pages.created" },
+	{ "kvmm_pool_free_pages", "", "pages.free" },
+	{ "kvmm_pool_allocated_pages", "", "pages.allocated" },
+	{ "kvmm_pool_mapped_pages", "", "pages.mapped" },
+	{ "kvmm_pool_revoking_pages", "", "pages.revoking" },
+	{ "kvmm_pool_quarantined_pages", "", "pages.quarantined" },
+	/* kvmmctl's session is open when it asks */
+	{ "kvmm_sessions", "", "sessions", AS_IS, 1 },
+	{ "kvmm_regions", "", "regions" },
+	{ "kvmm_sequences", "", "sequences" },
+	{ "kvmm_sessions_opened_total", "", "sessions_total", AS_IS, 1 },
+	{ "kvmm_sessions_cut_off_total", "", "sessions_cut_off" },
+	/* its HELLO and ADMIN_STATUS are counted before the snapshot */
+	{ "kvmm_commands_total", "path=\"socket\"", "cmds_socket", AS_IS, 2 },
+	{ "kvmm_commands_total", "path=\"ring\"", "cmds_ring" },
+	{ "kvmm_commands_parked_total", "", "cmds_parked" },
+	{ "kvmm_commands_parked", "", "cmds_parked_now" },
+	{ "kvmm_revocations_posted_total", "", "revocations.posted" },
+	{ "kvmm_revocations_acked_total", "", "revocations.acked" },
+	{ "kvmm_revocations_timed_out_total", "", "revocations.timed_out" },
+	{ "kvmm_revoke_timeout_seconds", "", "revoke_timeout_ms", MS },
+	{ "kvmm_demotions_queued", "", "demotions_queued" },
+	{ "kvmm_pins", "", "pins" },
+	{ "kvmm_pinned_bytes", "", "pinned_bytes" },
+	{ "kvmm_cache_publishes_total", "", "cache.publishes" },
+	{ "kvmm_cache_duplicates_total", "", "cache.duplicates" },
+	{ "kvmm_cache_not_cached_total", "", "cache.not_cached" },
+	{ "kvmm_cache_prefix_opens_total", "", "cache.prefix_opens" },
+	{ "kvmm_cache_prefix_blocks_asked_total", "",
+	  "cache.prefix_blocks_asked" },
+	{ "kvmm_cache_prefix_blocks_hit_total", "", "cache.prefix_blocks_hit" },
+	{ "kvmm_cache_misses_total", "", "cache.misses" },
+	{ "kvmm_cache_busy_misses_total", "", "cache.busy_misses" },
+	{ "kvmm_cache_checksum_failures_total", "", "cache.checksum_failures" },
+	{ "kvmm_cache_recovered_blocks_total", "", "cache.recovered_blocks" },
+	{ "kvmm_cache_migrations_failed_total", "", "cache.migrations_failed" },
+	{ "kvmm_cache_migrations_in_flight", "", "cache.migrations_in_flight" },
+	{ "kvmm_cache_slot_waits_total", "", "cache.slot_waits" },
+	{ "kvmm_cache_nvme_admission_rejects_total", "",
+	  "cache.nvme_admission_rejects" },
+	{ "kvmm_cache_pressure_reclaims_total", "", "cache.pressure_reclaims" },
+	{ "kvmm_cache_restores_waited_total", "", "cache.restores_waited" },
+	{ "kvmm_cache_prefix_opens_pending", "", "cache.prefix_opens_pending" },
+	{ "kvmm_cache_restores_cancelled_total", "",
+	  "cache.restores_cancelled" },
+};
+
+static const struct map tier_map[] = {
+	{ "kvmm_tier_capacity_blocks", NULL, "capacity_blocks" },
+	{ "kvmm_tier_used_blocks", NULL, "used_blocks" },
+	{ "kvmm_tier_block_bytes", NULL, "block_bytes" },
+	{ "kvmm_tier_hits_total", NULL, "hits" },
+	{ "kvmm_tier_demotions_in_total", NULL, "demotions_in" },
+	{ "kvmm_tier_promotions_out_total", NULL, "promotions_out" },
+	{ "kvmm_tier_promotions_by_publish_total", NULL,
+	  "promotions_by_publish" },
+	{ "kvmm_tier_drops_total", NULL, "drops" },
+	{ "kvmm_tier_bytes_in_total", NULL, "bytes_in" },
+	{ "kvmm_tier_bytes_out_total", NULL, "bytes_out" },
+	{ "kvmm_tier_restore_seconds_total", NULL, "restore_ns", NS },
+	{ "kvmm_tier_restore_max_seconds", NULL, "restore_max_ns", NS },
+};
+
+static const char *const tiers[3] = { "gpu", "host", "nvme" };
+
+/* v as the formatter prints it in unit */
+static void expect_text(unsigned long long v, enum unit u, char *buf,
+			size_t len)
+{
+	if (u == MS)
+		snprintf(buf, len, "%llu.%03llu", v / 1000, v % 1000);
+	else if (u == NS)
+		snprintf(buf, len, "%llu.%09llu", v / 1000000000,
+			 v % 1000000000);
+	else
+		snprintf(buf, len, "%llu", v);
+}
+
+/* Every mapped series of e equals json (less the deltas when asked);
+ * returns how many series were compared. */
+static size_t compare(const struct tm_expo *e, const char *json, bool deltas)
+{
+	char want[64], labels[64], path[96];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(status_map) / sizeof(status_map[0]);
+	     i++) {
+		const struct map *m = &status_map[i];
+		unsigned long long v = json_u64(json, m->json);
+
+		if (deltas) {
+			if (v < (unsigned long long)m->delta)
+				t_fail("%s = %llu in the status", m->json, v);
+			v -= m->delta;
+		}
+		expect_text(v, m->unit, want, sizeof(want));
+		if (strcmp(tm_get(e, m->name, m->labels), want))
+			t_fail("%s{%s} = %s, status --json %s says %s", m->name,
+			       m->labels, tm_get(e, m->name, m->labels),
+			       m->json, want);
+		n++;
+	}
+	for (size_t i = 0; i < sizeof(tier_map) / sizeof(tier_map[0]); i++) {
+		for (int t = 0; t < 3; t++) {
+			const struct map *m = &tier_map[i];
+
+			snprintf(path, sizeof(path), "cache.tiers.%s.%s",
+				 tiers[t], m->json);
+			snprintf(labels, sizeof(labels), "tier=\"%s\"",
+				 tiers[t]);
+			expect_text(json_u64(json, path), m->unit, want,
+				    sizeof(want));
+			if (strcmp(tm_get(e, m->name, labels), want))
+				t_fail("%s{%s} = %s, status --json %s says %s",
+				       m->name, labels,
+				       tm_get(e, m->name, labels), path, want);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Scrape until the daemon is quiet: only our client's session (the start
+ * probe's ended), no copy between tiers in flight. */
+static void settled_scrape(int port, struct tm_resp *r, struct tm_expo *e)
+{
+	for (int i = 0; i < 1000; i++) {
+		tm_scrape(port, r);
+		tm_parse(r->body, e);
+		if (tm_u64(e, "kvmm_sessions", NULL) == 1 &&
+		    !tm_u64(e, "kvmm_cache_migrations_in_flight", NULL) &&
+		    !tm_u64(e, "kvmm_demotions_queued", NULL))
+			return;
+		tm_resp_free(r);
+		usleep(10000);
+	}
+	t_fail("the daemon did not settle");
+}
+
+int main(void)
+{
+	static const char *const extra[] = { "--metrics-listen", "127.0.0.1:0",
+					     "--host-mem", "16M",
+					     "--cache-gpu-blocks", "2",
+					     "--revoke-timeout", "1500",
+					     /* the tier counts below are LRU's
+					      * (asym is the default) */
+					     "--cache-policy", "lru", NULL };
+	static struct tm_expo e, e2;
+	struct kvmm_connect_opts co = { .size = sizeof(co) };
+	uint64_t hashes[4] = { 0x1111, 0x2222, 0x3333, 0x4444 };
+	struct tm_resp r;
+	struct td_daemon d;
+	struct kvmm_conn *c;
+	struct kvmm_region *reg;
+	uint32_t seq, pseq, nb;
+	char cmd[512], *json, *text;
+	size_t n;
+	int port, st, err;
+
+	err = td_start(&d, extra);
+	if (err)
+		t_fail("daemon did not start: %s", strerror(-err));
+	port = tm_port(&d);
+	t_assert(port > 0 && port < 65536);
+
+	co.name = "metrics-test";
+	co.map_ahead_set = 1;
+	co.map_ahead_blocks = 0; /* nothing happens behind our back */
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &tr_small_region, &reg));
+	/* content A, then B: with room for 2 cached GPU blocks, A goes
+	 * down to the host tier when B is published */
+	for (int k = 0; k < 2; k++) {
+		t_ok(kvmm_seq_open(reg, &seq));
+		t_ok(kvmm_seq_extend(reg, seq, 2 * TR_TPB));
+		t_assert_eq(kvmm_block_publish(reg, seq, 0, 2, 0,
+					       hashes + 2 * k),
+			    2);
+		t_ok(kvmm_seq_close(reg, seq));
+		settled_scrape(port, &r, &e);
+		tm_resp_free(&r);
+	}
+	/* A again: restored from the host */
+	t_ok(kvmm_seq_open_prefix(reg, hashes, 2, &pseq, &nb));
+	t_assert_eq(nb, 2);
+	settled_scrape(port, &r, &e);
+
+	/* what the work implies */
+	t_assert_eq(tm_u64(&e, "kvmm_up", NULL), 1);
+	t_assert(tm_value(&e, "kvmm_build_info",
+			  "version=\"" KVMM_VERSION "\",abi=\"1.4\""));
+	t_assert(tm_value(&e, "kvmm_backend_info",
+			  "backend=\"host\",device=\"host\""));
+	t_assert(tm_value(&e, "kvmm_cache_policy_info",
+			  "policy=\"lru\",restore_mode=\"plan\""));
+	t_assert_eq(tm_u64(&e, "kvmm_page_size_bytes", NULL), 65536);
+	t_assert_eq(tm_u64(&e, "kvmm_pool_capacity_pages", NULL), 1024);
+	t_assert_eq(tm_u64(&e, "kvmm_regions", NULL), 1);
+	t_assert_eq(tm_u64(&e, "kvmm_sequences", NULL), 1);
+	t_assert_eq(tm_u64(&e, "kvmm_cache_publishes_total", NULL), 4);
+	t_assert_eq(tm_u64(&e, "kvmm_cache_prefix_opens_total", NULL), 1);
+	t_assert_eq(tm_u64(&e, "kvmm_cache_prefix_blocks_asked_total", NULL),
+		    2);
+	t_assert_eq(tm_u64(&e, "kvmm_cache_prefix_blocks_hit_total", NULL), 2);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_capacity_blocks", "tier=\"gpu\""), 2);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_capacity_blocks", "tier=\"nvme\""),
+		    0);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_block_bytes", "tier=\"host\""),
+		    4 * 65536);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_hits_total", "tier=\"gpu\""), 0);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_hits_total", "tier=\"host\""), 2);
+	/* A went down for B, then B for A's restore */
+	t_assert_eq(tm_u64(&e, "kvmm_tier_demotions_in_total", "tier=\"host\""),
+		    4);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_bytes_in_total", "tier=\"host\""),
+		    4 * 4 * 65536);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_promotions_out_total",
+			   "tier=\"host\""),
+		    2);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_bytes_out_total", "tier=\"host\""),
+		    2 * 4 * 65536);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_used_blocks", "tier=\"gpu\""), 2);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_used_blocks", "tier=\"host\""), 2);
+	t_assert(strcmp(tm_get(&e, "kvmm_tier_restore_seconds_total",
+			       "tier=\"host\""),
+			"0.000000000"));
+	t_assert(!strcmp(tm_get(&e, "kvmm_revoke_timeout_seconds", NULL),
+			 "1.500"));
+	/* the prefix sequence: 2 blocks of 2 layers' K and V, 8 pages, all
+	 * mapped by us */
+	t_assert_eq(tm_u64(&e, "kvmm_pool_allocated_pages", NULL), 8);
+	t_assert_eq(tm_u64(&e, "kvmm_pool_mapped_pages", NULL), 8);
+	t_assert_eq(tm_u64(&e, "kvmm_pool_free_pages", NULL), 1024 - 8);
+
+	/* every series equals what status --json says right after */
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json",
+		 td_build_path("kvmmctl", (char[256]){ 0 }, 256), d.sock);
+	json = tm_run(cmd, &st);
+	t_assert_eq(st, 0);
+	n = compare(&e, json, true);
+	if (strtod(tm_get(&e, "kvmm_uptime_seconds", NULL), NULL) * 1000 >
+	    json_u64(json, "uptime_ms") + 1)
+		t_fail("uptime went back");
+	/* all of them: the mapped ones, up, build, backend, policy, uptime */
+	t_assert_eq(e.n, n + 5);
+	printf("GET /metrics: %zu series, %zu bytes, all equal to status --json\n",
+	       e.n, r.body_len);
+	free(json);
+
+	/* kvmmctl metrics: the same series (the policy is HTTP's only),
+	 * the same values once both are quiet */
+	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics",
+		 td_build_path("kvmmctl", (char[256]){ 0 }, 256), d.sock);
+	tm_resp_free(&r);
+	settled_scrape(port, &r, &e);
+	text = tm_run(cmd, &st);
+	t_assert_eq(st, 0);
+	tm_parse(text, &e2);
+	t_assert_eq(e2.n, e.n - 1);
+	t_assert(!tm_value(&e2, "kvmm_cache_policy_info",
+			   "policy=\"lru\",restore_mode=\"plan\""));
+	for (size_t i = 0; i < e.n; i++) {
+		const struct tm_sample *s = &e.s[i];
+		const char *v = tm_value(&e2, s->name, s->labels);
+		unsigned long long a, b;
+
+		if (!strcmp(s->name, "kvmm_cache_policy_info") ||
+		    !strcmp(s->name, "kvmm_uptime_seconds"))
+			continue;
+		if (!v)
+			t_fail("kvmmctl metrics lacks %s{%s}", s->name,
+			       s->labels);
+		a = strtoull(s->value, NULL, 10);
+		b = strtoull(v, NULL, 10);
+		/* kvmmctl's own session and its HELLO + ADMIN_STATUS */
+		if (!strcmp(s->name, "kvmm_sessions") ||
+		    !strcmp(s->name, "kvmm_sessions_opened_total"))
+			a += 1;
+		if (!strcmp(s->name, "kvmm_commands_total") &&
+		    strstr(s->labels, "socket"))
+			a += 2;
+		if (strchr(s->value, '.') ? strcmp(s->value, v) : a != b)
+			t_fail("%s{%s}: HTTP %s, kvmmctl metrics %s", s->name,
+			       s->labels, s->value, v);
+	}
+	printf("kvmmctl metrics: the same %zu series\n", e2.n);
+	free(text);
+	tm_resp_free(&r);
+
+	kvmm_disconnect(c);
+	t_assert_eq(td_stop(&d), 0);
+	return 0;
+}
