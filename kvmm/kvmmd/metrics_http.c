@@ -12,10 +12,13 @@
  *          accept); the body, if any, is never read
  *   WRITE  the whole reply, built at once (a few KiB), within
  *          KD_METRICS_WRITE_MS
- *   DRAIN  after shutdown(SHUT_WR): what the client still sends is read
- *          and dropped until it closes, for KD_METRICS_DRAIN_MS at most,
- *          so closing with unread bytes does not turn into a reset that
- *          loses the reply (an oversized or POSTed request)
+ *   DRAIN  after shutdown(SHUT_WR), only when the client sent or may
+ *          still send more than the head (bytes after it, a head over the
+ *          cap, a method other than GET or HEAD, which may have a body):
+ *          what it sends is read and dropped until it closes, for
+ *          KD_METRICS_DRAIN_MS at most, so closing with unread bytes does
+ *          not turn into a reset that loses the reply; a plain GET is
+ *          closed as soon as its reply is written
  *
  * Every connection answers once and is closed (Connection: close).  At
  * most KD_METRICS_MAX_CONNS are open; while that many are, the listener
@@ -66,6 +69,7 @@ struct kd_mconn {
 	char *out; /* the reply */
 	size_t out_len, out_off;
 	size_t drained;
+	bool linger; /* drain before closing (see DRAIN above) */
 	char req[KD_METRICS_REQ_MAX + 1]; /* NUL-terminated */
 };
 
@@ -248,6 +252,10 @@ static void conn_write(struct kd_mconn *c)
 	}
 	free(c->out);
 	c->out = NULL;
+	if (!c->linger) {
+		conn_close(c);
+		return;
+	}
 	shutdown(c->fd, SHUT_WR);
 	c->state = KD_MC_DRAIN;
 	if (kd_loop_mod(&c->m->d->loop, &c->file, EPOLLIN)) {
@@ -377,6 +385,7 @@ static void conn_request(struct kd_mconn *c, size_t end)
 	size_t mlen, tlen;
 	bool get, head;
 
+	c->linger = c->req_len > end; /* more than the head came */
 	c->req[end] = '\0';
 	for (size_t i = 0; i < end; i++) {
 		unsigned char ch = c->req[i];
@@ -443,6 +452,7 @@ static void conn_request(struct kd_mconn *c, size_t end)
 	get = !strcmp(line, "GET");
 	head = !strcmp(line, "HEAD");
 	if (!get && !head) {
+		c->linger = true; /* a body may be on its way */
 		conn_reply(c, 405, NULL, NULL, 0, false);
 		return;
 	}
@@ -490,6 +500,7 @@ static void conn_read(struct kd_mconn *c)
 			return;
 		}
 		if (c->req_len == KD_METRICS_REQ_MAX) {
+			c->linger = true;
 			conn_reply(c, 431, NULL, NULL, 0, false);
 			return;
 		}
@@ -621,7 +632,7 @@ int kd_metrics_start(struct kd_daemon *d)
 	/* a restart must not wait for the last scrapes' TIME_WAIT */
 	setsockopt(m->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(m->fd, (struct sockaddr *)&ss, len) < 0 ||
-	    listen(m->fd, 16) < 0) {
+	    listen(m->fd, 64) < 0) {
 		err = -errno;
 		goto err_close;
 	}
