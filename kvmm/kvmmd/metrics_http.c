@@ -345,6 +345,7 @@ static void reply_metrics(struct kd_mconn *c, bool head_only)
 		.policy = pol_kind_string((enum pol_kind)d->cfg.cache_policy),
 		.restore_mode = kd_restore_mode_string(d->cfg.restore_mode),
 	};
+	uint64_t t0 = kd_now_ns();
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
@@ -361,6 +362,9 @@ static void reply_metrics(struct kd_mconn *c, bool head_only)
 	err = kd_metrics_write(f, &src);
 	if (fclose(f))
 		err = -EIO;
+	/* what the scrape cost the loop (Documentation/admin.md) */
+	vmm_log(VMM_LOG_DEBUG, "metrics: %zu bytes built in %llu us", len,
+		(unsigned long long)(kd_now_ns() - t0) / 1000);
 	if (err)
 		conn_reply(c, 500, NULL, NULL, 0, head_only);
 	else
