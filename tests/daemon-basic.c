@@ -66,6 +66,12 @@ int main(void)
 	err = td_start(&d, NULL);
 	if (err)
 		t_fail("daemon did not start: %s", strerror(-err));
+	/* a name kvmmctl would show cut short is refused, before any I/O */
+	co.name = "basic-0123456789abcdef0123456789";
+	t_assert_eq(kvmm_connect(&co, &c), -ENAMETOOLONG);
+	co.name = "basic-0123456789abcdef012345678"; /* 31 bytes */
+	t_ok(kvmm_connect(&co, &c));
+	kvmm_disconnect(c);
 	co.name = "basic";
 	co.map_ahead_set = 1;
 	co.map_ahead_blocks = 0; /* exact accounting: no blocks ahead */

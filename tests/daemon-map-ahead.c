@@ -52,6 +52,39 @@ static uint64_t grow(uint32_t ahead, uint64_t *extends)
 	return ks.extend_waits;
 }
 
+/*
+ * map_ahead_blocks counts blocks, not fetches: with 4 blocks ahead, an
+ * extend to one token maps 5 blocks itself (it waits), and a jump to 4
+ * blocks (no wait: all 4 are mapped) leaves the thread 3 to map in one
+ * fetch.
+ */
+static void count_blocks(void)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.map_ahead_set = 1,
+					.map_ahead_blocks = 4 };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint32_t s;
+
+	cs_open(&co, &ro, &c, &r, &s);
+	t_ok(kvmm_seq_extend(r, s, 1));
+	t_ok(kvmm_seq_extend(r, s, 4 * 256));
+	for (int i = 0; i < 500; i++) {
+		t_ok(kvmm_get_stats(c, &ks));
+		if (ks.map_ahead_blocks >= 3)
+			break;
+		usleep(10000);
+	}
+	usleep(50000); /* nothing more may come */
+	t_ok(kvmm_get_stats(c, &ks));
+	t_assert_eq(ks.extend_waits, 1);
+	t_assert_eq(ks.map_ahead_blocks, 3);
+	t_assert_eq(ks.pages_imported, 8 * 4); /* 2 layers x K, V */
+	kvmm_disconnect(c);
+}
+
 int main(void)
 {
 	struct kvmm_connect_opts co = { .size = sizeof(co),
@@ -78,6 +111,7 @@ int main(void)
 	printf("map-ahead off: %llu of %llu extends waited\n",
 	       (unsigned long long)waits, (unsigned long long)extends);
 	t_assert_eq(waits, 8); /* 2048 tokens = 8 blocks of 256 */
+	count_blocks();
 
 	big.layers = 64;
 	cs_open(&co, &big, &c, &r, &s);

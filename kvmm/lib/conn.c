@@ -340,6 +340,9 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 		memcpy(&o, opts,
 		       opts->size < sizeof(o) ? opts->size : sizeof(o));
 	}
+	/* kvmmctl shows the name: refuse one it would show cut short */
+	if (o.name && strlen(o.name) >= sizeof(((struct kvmm_hello *)0)->name))
+		return -ENAMETOOLONG;
 	c = conn_alloc();
 	if (!c)
 		return -ENOMEM;

@@ -68,6 +68,7 @@ static void *mapahead_main(void *arg)
 			c->ma_kick = true; /* more next round */
 		pthread_mutex_unlock(&c->lock);
 		for (size_t i = 0; i < n; i++) {
+			uint32_t before = 0;
 			bool go;
 
 			pthread_mutex_lock(&c->sock_lock);
@@ -75,11 +76,19 @@ static void *mapahead_main(void *arg)
 			go = !c->ma_stop && region_alive(c, &t[i]) &&
 			     t[i].r->seqs[t[i].seq].open &&
 			     t[i].r->seqs[t[i].seq].backed < t[i].want;
+			if (go)
+				before = t[i].r->seqs[t[i].seq].backed;
 			pthread_mutex_unlock(&c->lock);
 			if (go &&
 			    kc_fetch(t[i].r, t[i].seq, 0, t[i].want) == 0) {
+				/* what this fetch mapped, in blocks; a
+				 * revocation may have cut the sequence since */
+				uint32_t now;
+
 				pthread_mutex_lock(&c->lock);
-				c->st.map_ahead_blocks++;
+				now = t[i].r->seqs[t[i].seq].backed;
+				if (now > before)
+					c->st.map_ahead_blocks += now - before;
 				pthread_mutex_unlock(&c->lock);
 			}
 			pthread_mutex_unlock(&c->sock_lock);

@@ -446,17 +446,25 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	}
 	c->st.extends++;
 	if (need <= q->backed) {
-		if (c->map_ahead && q->backed < need + c->map_ahead &&
-		    q->backed < r->max_blocks)
-			kc_mapahead_kick(c);
+		bool kick = c->map_ahead && q->backed < need + c->map_ahead &&
+			    q->backed < r->max_blocks;
+
 		pthread_mutex_unlock(&c->lock);
 		err = kc_ring_cmd(c, KVMM_CMD_SEQ_EXTEND, r->id, seq, new_len,
 				  NULL);
 		if (err != -ENODATA) {
 			if (!err) {
+				/*
+				 * The thread is kicked once the new length
+				 * is set: kicked before, it could look at
+				 * the old one, find nothing to map and wait
+				 * for the next extend.
+				 */
 				pthread_mutex_lock(&c->lock);
 				if (new_len > q->len)
 					q->len = new_len;
+				if (kick)
+					kc_mapahead_kick(c);
 				pthread_mutex_unlock(&c->lock);
 			}
 			return err;

@@ -30,7 +30,8 @@ struct kvmm_region;
 struct kvmm_connect_opts {
 	size_t size; /* sizeof(struct kvmm_connect_opts) */
 	const char *socket_path; /* NULL: $KVMM_SOCKET or /run/kvmm/kvmm.sock */
-	const char *name; /* shown by kvmmctl, may be NULL */
+	const char *name; /* shown by kvmmctl, may be NULL; at most 31
+			   * bytes (longer: -ENAMETOOLONG) */
 	uint32_t map_ahead_blocks; /* blocks mapped ahead per sequence; the
 				    * default 1 when map_ahead_set is 0 */
 	uint32_t map_ahead_set; /* 1: use map_ahead_blocks as given (0 off) */
@@ -69,7 +70,9 @@ int kvmm_seq_close(struct kvmm_region *region, uint32_t seq);
 /* Length in tokens, or -errno. */
 int64_t kvmm_seq_len(struct kvmm_region *region, uint32_t seq);
 /* Base address of the sequence's K (V) cache in layer; 0 on bad ids.
- * A CUdeviceptr on the cuda backend, a host pointer on host. */
+ * A CUdeviceptr on the cuda backend, a host pointer on host.  Every slot
+ * below max_seqs has its range reserved, open or not: the address is
+ * given either way, and only its first kvmm_seq_len() tokens are backed. */
 uint64_t kvmm_seq_k_ptr(struct kvmm_region *region, uint32_t seq,
 			uint32_t layer);
 uint64_t kvmm_seq_v_ptr(struct kvmm_region *region, uint32_t seq,
@@ -176,7 +179,7 @@ struct kvmm_stats {
 	uint64_t pages_imported; /* fds received and imported */
 	uint64_t pages_mapped; /* mappings made */
 	uint64_t pages_revoked; /* given back on revocation */
-	uint64_t map_ahead_blocks; /* blocks mapped by the background thread */
+	uint64_t map_ahead_blocks; /* blocks the background thread mapped */
 	uint64_t cmds_ring, cmds_socket;
 	uint64_t pages_held; /* daemon's view (one STATS round trip) */
 };
