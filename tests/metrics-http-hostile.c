@@ -74,7 +74,10 @@ int main(void)
 {
 	static const char *const extra[] = { "--metrics-listen", "127.0.0.1:0",
 					     NULL };
-	struct kvmm_connect_opts co = { .size = sizeof(co) };
+	/* no map-ahead: the pages allocated are exactly the sequence's */
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.map_ahead_set = 1,
+					.map_ahead_blocks = 0 };
 	struct kvmm_region *reg;
 	struct kvmm_conn *c;
 	struct td_daemon d;

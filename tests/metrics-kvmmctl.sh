@@ -127,7 +127,8 @@ for t in ("gpu", "host", "nvme"):
     for k in ("capacity_blocks", "used_blocks", "hits", "drops"):
         name = "kvmm_tier_%s%s" % (k, "_total" if k in ("hits", "drops") else "")
         assert int(get(name, tier=t)) == st["cache"]["tiers"][t][k], (name, t)
-assert ("kvmm_cache_policy_info", (("policy", "lru"), ("restore_mode", "plan"))) not in series
+assert ("kvmm_cache_policy_info", (("policy", "asym"), ("restore_mode", "plan"))) in series  # the defaults
+assert st["cache_policy"] == "asym" and st["restore_mode"] == "plan", st
 print(len(series), "series")
 PY
 grep -q "^kvmm_build_info{version=\"$("$b/kvmmctl" --version | sed 's/kvmmctl \([^ ]*\) .*/\1/')\",abi=\"1\.[0-9]*\"} 1$" "$dir/m.prom" || fail "build_info"

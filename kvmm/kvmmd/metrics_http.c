@@ -40,10 +40,8 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache.h"
-#include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/metrics_text.h"
-#include "kvmm/policy/policy.h"
 
 #define KD_METRICS_MAX_CONNS 8
 #define KD_METRICS_REQ_MAX 4096
@@ -342,8 +340,6 @@ static void reply_metrics(struct kd_mconn *c, bool head_only)
 		.st = &st,
 		.abi_major = KVMM_ABI_MAJOR,
 		.abi_minor = KVMM_ABI_MINOR,
-		.policy = pol_kind_string((enum pol_kind)d->cfg.cache_policy),
-		.restore_mode = kd_restore_mode_string(d->cfg.restore_mode),
 	};
 	uint64_t t0 = kd_now_ns();
 	char *text = NULL;

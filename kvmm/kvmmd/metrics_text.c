@@ -316,13 +316,21 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 		backend_name(st->backend));
 	label_value(f, device);
 	fputs("\"} 1\n", f);
-	if (src->policy && src->restore_mode) {
+	/* a daemon before ABI 1.5 does not say (the fields read "") */
+	if (st->cache_policy[0] && st->restore_mode[0]) {
+		char policy[sizeof(st->cache_policy) + 1];
+		char mode[sizeof(st->restore_mode) + 1];
+
+		memcpy(policy, st->cache_policy, sizeof(st->cache_policy));
+		policy[sizeof(st->cache_policy)] = '\0';
+		memcpy(mode, st->restore_mode, sizeof(st->restore_mode));
+		mode[sizeof(st->restore_mode)] = '\0';
 		family(f, "kvmm_cache_policy_info", KD_GAUGE,
-		       "Always 1; --cache-policy and --restore-mode as labels (HTTP endpoint only).");
+		       "Always 1; --cache-policy and --restore-mode as labels.");
 		fputs("kvmm_cache_policy_info{policy=\"", f);
-		label_value(f, src->policy);
+		label_value(f, policy);
 		fputs("\",restore_mode=\"", f);
-		label_value(f, src->restore_mode);
+		label_value(f, mode);
 		fputs("\"} 1\n", f);
 	}
 }

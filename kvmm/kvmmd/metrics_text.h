@@ -23,11 +23,6 @@ struct kd_metrics_src {
 	/* NULL: the daemon has no block cache stats (no cache families) */
 	const struct kvmm_tier_stats_reply *ts;
 	uint32_t abi_major, abi_minor; /* the daemon's wire ABI */
-	/* --cache-policy and --restore-mode names; NULL when not known
-	 * (kvmmctl: the status replies do not carry them), and then
-	 * kvmm_cache_policy_info is left out */
-	const char *policy;
-	const char *restore_mode;
 };
 
 /* Write the exposition to f: 0, or -EIO when f reports an error. */

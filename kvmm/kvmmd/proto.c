@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache.h"
+#include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/policy/cost_model.h"
+#include "kvmm/policy/policy.h"
 
 struct req {
 	struct kd_session *s;
@@ -352,6 +354,10 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;
+	snprintf(st->cache_policy, sizeof(st->cache_policy), "%s",
+		 pol_kind_string((enum pol_kind)d->cfg.cache_policy));
+	snprintf(st->restore_mode, sizeof(st->restore_mode), "%s",
+		 kd_restore_mode_string(d->cfg.restore_mode));
 	if (d->cost) {
 		st->cost_host_bw = (uint64_t)d->cost->bandwidth[POL_TIER_HOST];
 		st->cost_host_bw_profile =

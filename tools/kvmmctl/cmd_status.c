@@ -5,6 +5,7 @@
  * cache's tiers (TIER_STATS: capacity, use, hits, moves, bytes per tier).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/kvmmctl/kvmmctl.h"
 
@@ -76,6 +77,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_tier_stats_reply ts = { 0 };
 	int ts_err;
 	struct kvmm_status_reply st = { 0 };
+	char policy[sizeof(st.cache_policy) + 1] = "";
+	char mode[sizeof(st.restore_mode) + 1] = "";
 	struct kvmm_conn *c;
 	int err;
 
@@ -96,6 +99,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 1;
 	}
 	st.device[sizeof(st.device) - 1] = '\0';
+	/* NUL padded, not terminated when full; "" from a daemon < ABI 1.5 */
+	memcpy(policy, st.cache_policy, sizeof(st.cache_policy));
+	memcpy(mode, st.restore_mode, sizeof(st.restore_mode));
 	if (ctx->json) {
 		printf("{\"backend\":\"%s\",\"device\":",
 		       backend_name(st.backend));
@@ -137,6 +143,12 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.demotions_queued,
 		       (unsigned long long)st.pins,
 		       (unsigned long long)st.pinned_bytes);
+		if (st.cache_policy[0]) {
+			printf(",\"cache_policy\":");
+			kvmmctl_json_str(policy);
+			printf(",\"restore_mode\":");
+			kvmmctl_json_str(mode);
+		}
 		if (!ts_err)
 			tiers_json(&ts);
 		if (st.cost_host_bw)
@@ -183,6 +195,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	printf("pins         %llu records, %llu bytes of blocks pinned\n",
 	       (unsigned long long)st.pins,
 	       (unsigned long long)st.pinned_bytes);
+	if (st.cache_policy[0])
+		printf("policy       %s, restore mode %s\n", policy, mode);
 	if (ts_err)
 		return 0;
 	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",

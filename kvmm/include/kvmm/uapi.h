@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 4
+#define KVMM_ABI_MINOR 5
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -291,6 +291,11 @@ struct kvmm_status_reply {
 	 * BLOCK_PIN records of every session, and the bytes of the distinct
 	 * cached blocks they name */
 	uint64_t pins, pinned_bytes;
+	/* ABI 1.5 (32 more bytes; older daemons send the shorter struct:
+	 * these read "", older clients read a prefix): kvmmd's
+	 * --cache-policy and --restore-mode, NUL padded */
+	char cache_policy[16];
+	char restore_mode[16];
 };
 
 struct kvmm_session_info {
