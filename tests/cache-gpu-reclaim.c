@@ -35,8 +35,8 @@ static void start_with_two(struct td_daemon *d, const char *const *args)
 
 int main(void)
 {
-	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
-			       "8",	    "--host-mem", "2M",
+	const char *args[] = { "--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
+			       "--host-mem", "2M", "--cache-policy",	 "lru",
 			       NULL };
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;

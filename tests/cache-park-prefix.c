@@ -107,11 +107,17 @@ static void prefix_send_flags(struct cc *c, const uint64_t *hashes, uint32_t n,
  */
 static pid_t setup(struct td_daemon *d, int *fa, int *hold, uint64_t *t0)
 {
-	const char *args[] = {
-		"--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
-		"--host-mem", "4M", "--restore-mode",	  "recompute",
-		NULL
-	};
+	const char *args[] = { "--gpu-mem",
+			       "2M",
+			       "--cache-gpu-blocks",
+			       "8",
+			       "--host-mem",
+			       "4M",
+			       "--restore-mode",
+			       "recompute",
+			       "--cache-policy",
+			       "lru",
+			       NULL };
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
 	uint64_t fill[5];

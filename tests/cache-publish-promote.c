@@ -211,12 +211,21 @@ static void promote_host_and_nvme(const char *nvme)
 {
 	/* a pool of 8 blocks; host: 4 slots, the policy keeps 1 there;
 	 * NVMe: 7 slots */
-	const char *args[] = {
-		"--gpu-mem",   "2M",	  "--cache-gpu-blocks", "4",
-		"--host-mem",  "1M",	  "--nvme-path",	nvme,
-		"--nvme-size", "1867776", "--restore-mode",	"recompute",
-		NULL
-	};
+	const char *args[] = { "--gpu-mem",
+			       "2M",
+			       "--cache-gpu-blocks",
+			       "4",
+			       "--host-mem",
+			       "1M",
+			       "--nvme-path",
+			       nvme,
+			       "--nvme-size",
+			       "1867776",
+			       "--restore-mode",
+			       "recompute",
+			       "--cache-policy",
+			       "lru",
+			       NULL };
 	struct kvmm_block_publish_reply pr;
 	struct kvmm_tier_stats_reply ts;
 	uint32_t ids[NB * CC_PPB];
@@ -312,11 +321,17 @@ static void wait_pending(const char *sock)
 
 static void restore_keeps_duplicate(void)
 {
-	const char *args[] = {
-		"--gpu-mem",  "2M", "--cache-gpu-blocks", "4",
-		"--host-mem", "2M", "--restore-mode",	  "recompute",
-		NULL
-	};
+	const char *args[] = { "--gpu-mem",
+			       "2M",
+			       "--cache-gpu-blocks",
+			       "4",
+			       "--host-mem",
+			       "2M",
+			       "--restore-mode",
+			       "recompute",
+			       "--cache-policy",
+			       "lru",
+			       NULL };
 	struct kvmm_block_publish_reply pr;
 	struct kvmm_prefix_open_reply rep;
 	struct kvmm_tier_stats_reply ts;
@@ -371,11 +386,17 @@ static const struct cc_contents cs = { .base = 0xc0000, .tag0 = 77, .nb = NB };
  */
 static void promote_into_full_gpu(void)
 {
-	const char *args[] = {
-		"--gpu-mem",  "2M",    "--cache-gpu-blocks", "2",
-		"--host-mem", "1280K", "--restore-mode",     "recompute",
-		NULL
-	};
+	const char *args[] = { "--gpu-mem",
+			       "2M",
+			       "--cache-gpu-blocks",
+			       "2",
+			       "--host-mem",
+			       "1280K",
+			       "--restore-mode",
+			       "recompute",
+			       "--cache-policy",
+			       "lru",
+			       NULL };
 	struct kvmm_block_publish_reply pr;
 	struct kvmm_tier_stats_reply ts;
 	uint32_t ids[NB * CC_PPB], cids[NB * CC_PPB];

@@ -35,7 +35,8 @@ static inline uint64_t cr_hash(int content, int b)
 }
 
 /*
- * Start kvmmd: 8 cached GPU blocks (one content), a host tier of 8 slots (6 for the
+ * Start kvmmd (lru: the placements below are its; asym's prefix rule
+ * evicts a chain from its end): 8 cached GPU blocks (one content), a host tier of 8 slots (6 for the
  * policy), an NVMe file of nvme_slots slots, every restore delayed by
  * delay_ms, plus one option extra1 with its value extra2 (NULL: none).
  * Skips (77) when O_DIRECT is impossible where the file goes.
@@ -63,6 +64,8 @@ static inline void cr_start_args(struct cr_env *env, int nvme_slots,
 			       extra1 ? extra2 : "info",
 			       "--cache-gpu-blocks",
 			       "8",
+			       "--cache-policy",
+			       "lru",
 			       "--host-mem",
 			       "2M",
 			       "--nvme-path",

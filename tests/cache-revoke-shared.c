@@ -218,8 +218,16 @@ static void status(const struct td_daemon *d, struct kvmm_status_reply *st)
 
 int main(void)
 {
-	const char *args[] = { "--gpu-mem",  "2M", "--cache-gpu-blocks", "8",
-			       "--host-mem", "2M", "--revoke-timeout",	 "400",
+	const char *args[] = { "--gpu-mem",
+			       "2M",
+			       "--cache-gpu-blocks",
+			       "8",
+			       "--host-mem",
+			       "2M",
+			       "--revoke-timeout",
+			       "400",
+			       "--cache-policy",
+			       "lru",
 			       NULL };
 	uint32_t pub[NP], other[CC_PPB], bids[8 * CC_PPB];
 	struct kvmm_tier_stats_reply ts;
