@@ -59,10 +59,12 @@ int main(void)
 		check_stats(pool, c < CAP ? (n > 3 ? n : 3) : CAP,
 			    (c < CAP ? (n > 3 ? n : 3) : CAP) - n, n, n);
 		/* Half the pages are freed while mapped (REVOKING), half after
-		 * their unmap. */
+		 * their unmap; the count of REVOKING pages follows. */
 		for (int i = 0; i < n; i++) {
 			if (i % 2) {
 				t_ok(vmm_pool_free(pool, ids[i]));
+				vmm_pool_get_stats(pool, &st);
+				t_assert_eq(st.revoking, 1);
 				t_assert_eq(vmm_pool_page_state(pool, ids[i]),
 					    VMM_PAGE_REVOKING);
 				t_assert_eq(vmm_pool_mapped(pool, ids[i]),
@@ -72,6 +74,8 @@ int main(void)
 			}
 			t_ok(b->ops->unmap(b, va + i * b->page_size));
 			t_ok(vmm_pool_unmapped(pool, ids[i]));
+			vmm_pool_get_stats(pool, &st);
+			t_assert_eq(st.revoking, 0);
 			t_assert_eq(vmm_pool_unmapped(pool, ids[i]), -EINVAL);
 			if (i % 2 == 0) {
 				t_assert_eq(vmm_pool_page_state(pool, ids[i]),

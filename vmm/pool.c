@@ -251,6 +251,7 @@ int vmm_pool_free(struct vmm_pool *pool, uint32_t page_id)
 		return -EINVAL;
 	if (p->mappers) {
 		p->state = VMM_PAGE_REVOKING;
+		pool->st.revoking++;
 		return 0;
 	}
 	pool->st.allocated--;
@@ -282,6 +283,7 @@ int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id)
 		return 0;
 	pool->st.mapped--;
 	if (p->state == VMM_PAGE_REVOKING) {
+		pool->st.revoking--;
 		pool->st.allocated--;
 		push_free(pool, page_id);
 	}

@@ -239,6 +239,7 @@ struct vmm_pool_stats {
 	uint64_t created; /* pages that exist now (free + in use) */
 	uint64_t free; /* on the free list */
 	uint64_t allocated; /* ALLOCATED + REVOKING */
+	uint64_t revoking; /* REVOKING: freed, some process still maps it */
 	uint64_t mapped; /* pages with at least one process mapping */
 	uint64_t peak_allocated;
 	uint64_t create_calls;
