@@ -12,7 +12,10 @@
  * A connection may be used by several threads of one process.  Revocations
  * (the daemon taking pages back) are applied at step boundaries
  * (kvmm_step_begin / kvmm_step_end) or by kvmm_process_revocations() when
- * kvmm_poll_fd() becomes readable.
+ * kvmm_poll_fd() becomes readable; also by a kvmm_seq_extend() that finds
+ * blocks it would use revoked (it applies every pending revocation of the
+ * connection, then maps fresh pages).  Call them only where no kernel reads
+ * the connection's KV: outside a step.
  */
 #ifndef KVMM_KVMM_H
 #define KVMM_KVMM_H
