@@ -13,9 +13,10 @@
  * (the daemon taking pages back) are applied at step boundaries
  * (kvmm_step_begin / kvmm_step_end) or by kvmm_process_revocations() when
  * kvmm_poll_fd() becomes readable; also by a kvmm_seq_extend() that finds
- * blocks it would use revoked (it applies every pending revocation of the
- * connection, then maps fresh pages).  Call them only where no kernel reads
- * the connection's KV: outside a step.
+ * blocks it needs revoked: it applies every pending revocation of the
+ * connection (other sequences' too), then maps fresh pages.  An engine
+ * that extends while kernels may still read its KV should therefore
+ * extend before launching the step's kernels, as a decoder does.
  */
 #ifndef KVMM_KVMM_H
 #define KVMM_KVMM_H
