@@ -5,7 +5,8 @@
 #   make demo         the main job: tinylm clients on a real kvmmd
 #   make bench        build and run the benchmarks (each prints a ratio)
 #   make deps         install the Debian packages the build and tests need
-#   make install      PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py)
+#   make install      PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py,
+#                     SYSCONFDIR= SYSTEMDUNITDIR= for kvmmd.conf, kvmmd.service)
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
 #   make WERROR=1     warnings are errors (CI)
@@ -30,6 +31,8 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/kvmm
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 # The Python binding (kvmm/python/kvmm.py): where Debian's python3 looks,
 # /usr/lib/python3/dist-packages for PREFIX=/usr, else
 # PREFIX/lib/python3.X/dist-packages (Documentation/python.md).
@@ -167,6 +170,15 @@ install: all $(BUILD)/libkvmm.pc
 	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvmm.so.$(KVMM_ABI_MAJOR)"|' \
 		kvmm/python/kvmm.py >$(DESTDIR)$(PYTHONDIR)/kvmm.py
 	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvmm.py
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/kvmm
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		kvmm/kvmmd/systemd/kvmmd.service.in \
+		>$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service
+	@# an operator's configuration is never overwritten
+	[ -e $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf ] || \
+		install -m 644 kvmm/kvmmd/systemd/kvmmd.conf \
+			$(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf
 
 clean:
 	rm -rf build

@@ -18,6 +18,7 @@
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
+#include "kvmm/kvmmd/sd_notify.h"
 
 static void usage(FILE *f)
 {
@@ -196,6 +197,46 @@ static void redirect_stdio(void)
 	close(fd);
 }
 
+/* 0, or -1 with errno set */
+static int write_pid_file(const char *path)
+{
+	FILE *f = fopen(path, "we");
+	int e;
+
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", (int)getpid());
+	if (ferror(f)) {
+		e = errno;
+		fclose(f);
+		unlink(path);
+		errno = e;
+		return -1;
+	}
+	if (fclose(f)) {
+		e = errno;
+		unlink(path);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+/* Under a Type=notify systemd unit: the control socket accepts now. */
+static void notify_ready(const struct kd_config *cfg)
+{
+	char state[256];
+	int err;
+
+	snprintf(state, sizeof(state), "READY=1\nMAINPID=%d\nSTATUS=serving %s",
+		 (int)getpid(), cfg->socket_path);
+	err = kd_sd_notify(state);
+	if (err)
+		vmm_log(VMM_LOG_WARN,
+			"NOTIFY_SOCKET: %s (systemd is not told that kvmmd is ready)",
+			strerror(-err));
+}
+
 int main(int argc, char **argv)
 {
 	struct kd_config cfg;
@@ -250,14 +291,19 @@ int main(int argc, char **argv)
 			return 1;
 		return 1;
 	}
-	if (cfg.pid_file[0]) {
-		FILE *f = fopen(cfg.pid_file, "we");
+	/* a pid file that cannot be written fails the start: whoever asked
+	 * for it (an init script) would otherwise lose track of us */
+	if (cfg.pid_file[0] && write_pid_file(cfg.pid_file)) {
+		int e = errno;
 
-		if (f) {
-			fprintf(f, "%d\n", (int)getpid());
-			fclose(f);
-		}
+		kd_daemon_stop(&d);
+		fprintf(stderr, "kvmmd: cannot start: --pid-file %s: %s\n",
+			cfg.pid_file, strerror(e));
+		if (ready_fd >= 0 && write(ready_fd, "\1", 1) < 0)
+			return 1;
+		return 1;
 	}
+	notify_ready(&cfg);
 	if (ready_fd >= 0) {
 		if (write(ready_fd, &ok, 1) < 0) {
 			/* parent gone; keep running */
@@ -266,6 +312,7 @@ int main(int argc, char **argv)
 		redirect_stdio();
 	}
 	err = kd_daemon_run(&d);
+	kd_sd_notify("STOPPING=1");
 	kd_daemon_stop(&d);
 	if (cfg.pid_file[0])
 		unlink(cfg.pid_file);

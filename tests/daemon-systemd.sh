@@ -1,0 +1,111 @@
+#!/bin/bash
+# kvmmd as a systemd service, without systemd running:
+#   - readiness: with $NOTIFY_SOCKET (a path, or an abstract '@' name)
+#     kvmmd sends READY=1 with its MAINPID once the control socket accepts
+#     (kvmmctl status works the moment it arrives) and STOPPING=1 on
+#     SIGTERM, then exits 0; a bad $NOTIFY_SOCKET is a WARN line, not a
+#     failure; without it nothing is sent;
+#   - the shipped unit passes `systemd-analyze verify` once its paths are
+#     filled in as `make install` fills them, and every option line of the
+#     shipped kvmmd.conf is accepted when uncommented;
+#   - a --pid-file that cannot be written fails the start (exit 1, a
+#     message) and leaves no socket behind.
+# timeout: 60
+set -u
+b=${KVMM_BUILD:-build}
+src=${KVMM_SRC:-.}
+dir=$(mktemp -d /tmp/kvmm-sysd-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; cat "$dir"/log* 2>/dev/null; exit 1; }
+command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+
+# One daemon under a notify socket at $1 ('@name': abstract): READY=1
+# with the right MAINPID while the control socket answers, STOPPING=1
+# after SIGTERM, exit 0.
+notify_run() {
+	python3 - "$b" "$dir" "$1" <<'PY' || fail "notify ($1)"
+import os, signal, socket, subprocess, sys, time
+b, d, name = sys.argv[1:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind("\0" + name[1:] if name.startswith("@") else name)
+s.settimeout(30)
+sock = d + "/kvmm.sock"
+env = dict(os.environ, NOTIFY_SOCKET=name)
+log = open(d + "/log." + name.replace("/", "_"), "w")
+p = subprocess.Popen([b + "/kvmmd", "--foreground", "--backend", "host",
+                      "--telemetry", "off", "--socket", sock],
+                     env=env, stderr=log)
+msg = s.recv(4096).decode()
+fields = dict(l.split("=", 1) for l in msg.split("\n"))
+assert fields["READY"] == "1", msg
+assert int(fields["MAINPID"]) == p.pid, (msg, p.pid)
+assert fields["STATUS"] == "serving " + sock, msg
+# ready means ready: the socket accepts now, not a little later
+st = subprocess.run([b + "/kvmmctl", "--socket", sock, "status", "--json"],
+                    capture_output=True, text=True)
+assert st.returncode == 0, st.stderr
+p.send_signal(signal.SIGTERM)
+assert s.recv(4096).decode() == "STOPPING=1"
+assert p.wait(timeout=30) == 0
+assert not os.path.exists(sock)
+print("notify", name, "ok:", msg.replace("\n", " "))
+PY
+}
+notify_run "$dir/notify"
+notify_run "@kvmm-test-notify-$$"
+
+# A bad NOTIFY_SOCKET: a WARN line, the daemon serves all the same.
+NOTIFY_SOCKET=relative/path "$b/kvmmd" --foreground --backend host \
+	--telemetry off --socket "$dir/s2" 2>"$dir/log.bad" &
+pid=$!
+for _ in $(seq 600); do [ -S "$dir/s2" ] && break; sleep 0.05; done
+"$b/kvmmctl" --socket "$dir/s2" status >/dev/null || fail "status with a bad NOTIFY_SOCKET"
+kill -TERM $pid
+wait $pid || fail "exit status $? with a bad NOTIFY_SOCKET"
+grep -q "WARN .*NOTIFY_SOCKET: Invalid argument (systemd is not told that kvmmd is ready)" "$dir/log.bad" ||
+	fail "no WARN line for a bad NOTIFY_SOCKET"
+
+# The unit, with its paths filled in as make install does.
+sed -e "s|@BINDIR@|$(cd "$b" && pwd)|g" -e "s|@SYSCONFDIR@|$dir/etc|g" \
+	"$src/kvmm/kvmmd/systemd/kvmmd.service.in" >"$dir/kvmmd.service"
+grep -q "^ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf$" \
+	"$dir/kvmmd.service" || fail "ExecStart: $(grep ExecStart "$dir/kvmmd.service")"
+grep -q '^Type=notify$' "$dir/kvmmd.service" || fail "not Type=notify"
+if command -v systemd-analyze >/dev/null; then
+	# it exits 0 over unknown keys and bad values: its lines about the
+	# unit are the verdict
+	systemd-analyze verify "$dir/kvmmd.service" >"$dir/log.verify" 2>&1 ||
+		fail "systemd-analyze verify: $(cat "$dir/log.verify")"
+	grep -q "kvmmd.service:" "$dir/log.verify" &&
+		fail "systemd-analyze verify: $(cat "$dir/log.verify")"
+	echo "systemd-analyze verify: ok"
+else
+	echo "note: no systemd-analyze here; the unit was not verified"
+fi
+
+# Every option line of the shipped config, uncommented, is accepted.
+sed -n '/^#$/,$p' "$src/kvmm/kvmmd/systemd/kvmmd.conf" | sed -n 's/^# \([a-z]\)/\1/p' >"$dir/all.conf"
+[ "$(wc -l <"$dir/all.conf")" -ge 10 ] || fail "too few option lines: $(cat "$dir/all.conf")"
+"$b/kvmmd" --config "$dir/all.conf" --help >/dev/null 2>"$dir/log.conf" ||
+	fail "shipped config lines refused: $(cat "$dir/log.conf")"
+"$b/kvmmd" --config "$src/kvmm/kvmmd/systemd/kvmmd.conf" --help >/dev/null ||
+	fail "shipped config refused"
+
+# A pid file that cannot be written fails the start.
+"$b/kvmmd" --foreground --backend host --telemetry off --socket "$dir/s3" \
+	--pid-file "$dir/no/such/dir/kvmmd.pid" 2>"$dir/log.pid"
+rc=$?
+[ $rc = 1 ] || fail "unwritable --pid-file: exit $rc"
+grep -q "cannot start: --pid-file $dir/no/such/dir/kvmmd.pid: No such file or directory" "$dir/log.pid" ||
+	fail "pid file message: $(tail -1 "$dir/log.pid")"
+[ -e "$dir/s3" ] && fail "the refused start left its socket"
+# ... and a writable one holds the pid while it runs, and goes at exit.
+"$b/kvmmd" --foreground --backend host --telemetry off --socket "$dir/s4" \
+	--pid-file "$dir/kvmmd.pid" 2>"$dir/log.pid2" &
+pid=$!
+for _ in $(seq 600); do [ -S "$dir/s4" ] && break; sleep 0.05; done
+[ "$(cat "$dir/kvmmd.pid")" = "$pid" ] || fail "pid file holds '$(cat "$dir/kvmmd.pid")', not $pid"
+kill -TERM $pid
+wait $pid || fail "exit status $?"
+[ -e "$dir/kvmmd.pid" ] && fail "pid file left behind"
+echo "ok"
