@@ -188,6 +188,20 @@ static uint32_t kc_test_delay(const char *name)
 	return (uint32_t)ms * 1000u;
 }
 
+void kc_say_uncached(struct kd_cache *c, struct kd_region *r)
+{
+	uint32_t ppb = c->opened ? c->ppb : c->d->cfg.cache_block_pages;
+
+	if (r->uncached_logged)
+		return;
+	r->uncached_logged = true;
+	vmm_log(VMM_LOG_WARN,
+		"cache: region %u of session %u (%s) has blocks of %u pages, the cache's have %u (%s): its blocks are not cached",
+		r->id, r->owner->id, r->owner->name, r->pages_per_block, ppb,
+		c->d->cfg.cache_block_pages ? "--cache-block-pages" :
+					      "the first region to use it");
+}
+
 /* Set up tiers and policy for blocks of ppb pages (first use). */
 int kc_open(struct kd_cache *c, uint32_t ppb)
 {
@@ -201,6 +215,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		return c->ppb == ppb ? 0 : -EXDEV;
 	if (c->open_failed)
 		return -EIO;
+	/* the operator named the size: no other region may claim the tiers */
+	if (cfg->cache_block_pages && ppb != cfg->cache_block_pages)
+		return -EXDEV;
 	c->ppb = ppb;
 	c->block_bytes = (size_t)ppb * d->page_size;
 	po.capacity[POL_TIER_GPU] = cfg->cache_gpu_blocks ?
@@ -294,8 +311,11 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		c->st.tiers[t].block_bytes = c->block_bytes;
 	}
 	vmm_log(VMM_LOG_INFO,
-		"cache: blocks of %u pages; GPU %llu, host %llu, NVMe %llu blocks (%llu recovered)",
-		ppb, (unsigned long long)po.capacity[POL_TIER_GPU],
+		"cache: blocks of %u pages (%s); GPU %llu, host %llu, NVMe %llu blocks (%llu recovered)",
+		ppb,
+		cfg->cache_block_pages ? "--cache-block-pages" :
+					 "the first region to use the cache",
+		(unsigned long long)po.capacity[POL_TIER_GPU],
 		(unsigned long long)po.capacity[POL_TIER_HOST],
 		(unsigned long long)po.capacity[POL_TIER_NVME],
 		(unsigned long long)c->st.recovered_blocks);
@@ -565,8 +585,10 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			goto out;
 	}
 	err = kc_open(c, r->pages_per_block);
-	if (err == -EXDEV)
+	if (err == -EXDEV) {
+		kc_say_uncached(c, r);
 		err = -EOPNOTSUPP; /* another block size owns the cache */
+	}
 	if (err)
 		goto out;
 	uint64_t parent = bp.parent_hash;

@@ -626,6 +626,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (!pr || !tiers || !plan)
 		goto out;
 	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
+	if (opened == -EXDEV)
+		kc_say_uncached(c, r);
 	if (!opened) {
 		pol_cache_set_clock(c->pol, kd_now_ns());
 		/* before anything of the open touches the policy */

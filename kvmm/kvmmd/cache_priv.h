@@ -195,6 +195,8 @@ void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
 void kc_reap_dead(struct kd_cache *c);
 int kc_open(struct kd_cache *c, uint32_t ppb);
+/* kc_open() said -EXDEV for r: a WARN line, once per region. */
+void kc_say_uncached(struct kd_cache *c, struct kd_region *r);
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 		uint32_t n_off, uint64_t **tail, uint32_t *n);
 

@@ -130,6 +130,9 @@ struct kd_config {
 	char nvme_path[256]; /* --nvme-path, "" = no NVMe tier */
 	uint64_t nvme_size; /* --nvme-size bytes */
 	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */
+	/* --cache-block-pages: the block size (pages) the cache serves; 0 =
+	 * that of the first region to publish or look up a prefix */
+	uint32_t cache_block_pages;
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	int cache_policy; /* --cache-policy: enum pol_kind, default asym */
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
@@ -234,6 +237,7 @@ struct kd_region {
 	uint32_t tokens_per_block, max_blocks, pages_per_block;
 	uint32_t nr_open;
 	uint32_t next_seq_gen;
+	bool uncached_logged; /* its block size is not the cache's: said once */
 	struct kd_seq *seqs; /* max_seqs */
 };
 

@@ -49,6 +49,9 @@ static void usage(FILE *f)
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
+		"  --cache-block-pages N  cache blocks of N pages only (2 x layers of\n"
+		"                         the model to cache; default: the first\n"
+		"                         region to publish or open a prefix)\n"
 		"  --cache-policy P       cache eviction: asym (default), lru, lfu, arc\n"
 		"  --restore-mode plan|reload|recompute  lower-tier prefix blocks:\n"
 		"                         cost model, always reload, or client\n"
@@ -91,6 +94,8 @@ static const struct option long_opts[] = {
 	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
 	{ "pin-quota", required_argument, NULL, KD_OPT_PIN_QUOTA },
+	{ "cache-block-pages", required_argument, NULL,
+	  KD_OPT_CACHE_BLOCK_PAGES },
 	{ "metrics-listen", required_argument, NULL, KD_OPT_METRICS_LISTEN },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },

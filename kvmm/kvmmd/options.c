@@ -208,6 +208,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 				 &cfg->nvme_admit_uses, 10);
 	case KD_OPT_PIN_QUOTA:
 		return parse_u32("--pin-quota", val, &cfg->pin_quota, 10);
+	case KD_OPT_CACHE_BLOCK_PAGES:
+		return parse_u32("--cache-block-pages", val,
+				 &cfg->cache_block_pages, 10);
 	case 'Y': {
 		enum pol_kind k;
 

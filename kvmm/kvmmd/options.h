@@ -17,5 +17,7 @@ int kd_parse_log_level(const char *s);
 
 /* kvmmd's option number for --pin-quota (no short option) */
 #define KD_OPT_PIN_QUOTA 0x202
+/* ... and for --cache-block-pages */
+#define KD_OPT_CACHE_BLOCK_PAGES 0x204
 
 #endif
