@@ -227,6 +227,43 @@ void kd_session_free_all(struct kd_daemon *d)
 	}
 }
 
+/*
+ * A test knob: KVMMD_TEST_FDS_FAULT=cmd|id|flags|hangup in kvmmd's
+ * environment spoils the first KVMM_CMD_FDS continuation of every reply
+ * (another command, another request id, no REPLY flag) or ends the
+ * session instead of sending it, so tests see what libkvmm does with a
+ * daemon that breaks the protocol (Documentation/abi.md).  Never set it
+ * in production; it is logged as a warning.
+ */
+enum fds_fault {
+	FDS_FAULT_NONE,
+	FDS_FAULT_CMD,
+	FDS_FAULT_ID,
+	FDS_FAULT_FLAGS,
+	FDS_FAULT_HANGUP
+};
+
+static enum fds_fault fds_fault(void)
+{
+	static const char *const names[] = { "", "cmd", "id", "flags",
+					     "hangup" };
+	static int fault = -1;
+	const char *v;
+
+	if (fault >= 0)
+		return (enum fds_fault)fault;
+	fault = FDS_FAULT_NONE;
+	v = getenv("KVMMD_TEST_FDS_FAULT");
+	for (int i = 1; v && i < 5; i++)
+		if (!strcmp(v, names[i]))
+			fault = i;
+	if (fault != FDS_FAULT_NONE)
+		vmm_log(VMM_LOG_WARN,
+			"KVMMD_TEST_FDS_FAULT=%s: fd continuations are broken on purpose (tests only)",
+			v);
+	return (enum fds_fault)fault;
+}
+
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,
 		     unsigned int nfds)
@@ -260,6 +297,20 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		h.status = 0;
 		h.flags = KVMM_MSG_F_REPLY |
 			  (i + n < nfds ? KVMM_MSG_F_MORE_FDS : 0);
+		if (i == first && fds_fault() != FDS_FAULT_NONE) {
+			enum fds_fault f = fds_fault();
+
+			if (f == FDS_FAULT_HANGUP) {
+				kd_session_doom(s, "KVMMD_TEST_FDS_FAULT");
+				return -EPIPE;
+			}
+			if (f == FDS_FAULT_CMD)
+				h.cmd = KVMM_CMD_NOP;
+			else if (f == FDS_FAULT_ID)
+				h.id++;
+			else
+				h.flags &= ~KVMM_MSG_F_REPLY;
+		}
 		err = kw_send(s->fd, &h, sizeof(h), fds + i, n, MSG_DONTWAIT);
 	}
 	if (err) {
