@@ -87,10 +87,76 @@ int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
 			 uint32_t block, uint32_t *ids, uint32_t n);
 
 /*
+ * Block identity: the hashes that name full blocks in kvmmd's cache.  Two
+ * engines share a block only if they name it with the same hash, so they
+ * must compute it exactly this way; these functions are the one
+ * implementation (the daemon's, kvmm/policy/block_hash.c).
+ *
+ *   seed = XXH3_64bits(le32(layers) || le32(kv_heads) || le32(head_dim) ||
+ *                      le32(dtype_bytes) || le32(tokens_per_block) ||
+ *                      model name bytes, without the NUL; none for NULL)
+ *   h_i  = XXH3_64bits_withSeed(le64(h_{i-1}) || le64(salt) ||
+ *                               le32(tok_0) || ... || le32(tok_{n-1}), seed)
+ *
+ * with h_{-1} = 0 for the first block of a sequence, tok_0..tok_{n-1} the
+ * n = tokens_per_block token ids (32-bit) of block i, `salt` a per-tenant
+ * value (0: shared between tenants; e.g. the region's salt) and leN(x)
+ * the N-bit integer x in little-endian byte order, whatever the host.
+ * Different models, layouts or salts therefore never name each other's
+ * blocks, and equal hashes mean an equal prefix up to and including that
+ * block.  XXH3 is libxxhash's (XXH3_64bits, 64-bit output).
+ *
+ * These values are part of the ABI: blocks kept in kvmmd's NVMe tier
+ * persist under their hashes across restarts of the daemon and of the
+ * engines, so the byte layout above never changes within KVMM_ABI_MAJOR
+ * (Documentation/abi.md pins golden values; tests/hash-golden.c checks
+ * them).
+ *
+ * Every function returns 0 (kvmm_hash_chain: a count) or -errno: -EINVAL
+ * for a NULL output, a size below the struct's, a zero layout field or
+ * tokens_per_block, a block of no tokens, NULL tokens with a count;
+ * -E2BIG for a larger struct (a newer caller's) with nonzero bytes past
+ * this one; -ENOTSUP when libkvmm was built without libxxhash (a hash
+ * computed otherwise would share nothing).  None needs a connection.  A
+ * hash of 0 (probability 2^-64) is refused by kvmm_block_publish().
+ */
+struct kvmm_hash_layout {
+	size_t size; /* sizeof(struct kvmm_hash_layout) */
+	const char *model; /* model name, e.g. "llama-3-8b"; NULL = "" */
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;
+	uint32_t dtype_bytes;
+	uint32_t tokens_per_block; /* kvmm_region_tokens_per_block() */
+};
+
+int kvmm_hash_seed(const struct kvmm_hash_layout *layout, uint64_t *seed);
+/* The seed of a region's layout (its layers, kv_heads, head_dim,
+ * dtype_bytes and tokens_per_block) and model: the layout cannot differ
+ * from the region's. */
+int kvmm_region_hash_seed(const struct kvmm_region *region, const char *model,
+			  uint64_t *seed);
+/* One block of ntokens (>= 1) tokens whose previous block is parent (0
+ * for block 0). */
+int kvmm_block_hash(uint64_t seed, uint64_t parent, uint64_t salt,
+		    const uint32_t *tokens, size_t ntokens, uint64_t *hash);
+/*
+ * The chain of a token sequence: the hashes of its full blocks of
+ * tokens_per_block tokens, in order (a partial tail block is not hashed:
+ * only full blocks are published).  Writes at most max hashes; returns
+ * how many it wrote, min(ntokens / tokens_per_block, max), or -errno
+ * (-EOVERFLOW past INT32_MAX).  hashes may be NULL when max is 0.
+ */
+int kvmm_hash_chain(uint64_t seed, uint64_t salt, const uint32_t *tokens,
+		    size_t ntokens, uint32_t tokens_per_block, uint64_t *hashes,
+		    size_t max);
+
+/*
  * Content-addressed blocks (kvmmd's block cache).  Publish full blocks
  * [first_block, first_block + nr_blocks) of a sequence under their hashes
- * (the chain h_i = XXH3_64(h_{i-1}, salt, tokens of block i);
- * parent_hash = h_{first_block-1}, 0 for block 0): they become immutable
+ * (the chain h_i = XXH3_64(h_{i-1}, salt, tokens of block i), computed by
+ * kvmm_hash_chain() below; parent_hash = h_{first_block-1}, 0 for block
+ * 0): they become immutable
  * and other sequences, in any process, can share them.  Returns how many
  * of them the cache now holds, or -errno.
  */
