@@ -15,10 +15,18 @@ Run by the tests/python-*.sh wrappers, one case each:
                           process_revocations() count, views released
   python-kvmm.py example  the example of Documentation/python.md runs and
                           prints what the document says
+  python-kvmm.py hash     hash_seed/block_hash/hash_chain give the golden
+                          values of tests/hash-golden.c (and of the byte
+                          layout packed here, hashed by libxxhash itself);
+                          a writer process publishes under its own chain,
+                          this process opens the prefix with its own
 Each starts its own kvmmd (host backend, 64 KiB pages) on a socket in a
 temporary directory and stops it (exit status 0) at the end.
 """
+import array
 import ast
+import ctypes
+import ctypes.util
 import errno
 import json
 import os
@@ -27,6 +35,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -612,6 +621,170 @@ def case_revoke():
         d.wait_idle()
 
 
+# ---- hash ------------------------------------------------------------------
+
+# tests/hash-golden.c and Documentation/abi.md
+SEED_LLAMA = 0xf234da226931a53d  # 32, 8, 128, 2, 16, "llama-3-8b"
+SEED_NONAME = 0x949cc5b8f5a0bbba  # 2, 2, 64, 2, 256, no model
+CHAIN_SALT0 = [0x9b181b5d6511112f, 0xbde7f21ef799c998, 0x20e531c6ba1f825f]
+CHAIN_SALT7 = [0x723cd10a9bb80fff, 0xe9f77681e7d98748, 0x58a161e40377d114]
+GOLDEN_TOKENS = [(i * 2654435761) & 0xffffffff for i in range(50)]
+HASH_MODEL = "py-hash-model"
+
+
+def hash_prompt(n, variant=0):
+    return [((i * 40503 + 11) & 0xffffffff) ^ (variant if i >= 2 * TPB
+                                               else 0) for i in range(n)]
+
+
+def independent_chain():
+    """The golden values from the documented byte layout alone: packed
+    here, hashed by libxxhash (not libkvmm).  None without libxxhash."""
+    path = ctypes.util.find_library("xxhash")
+    if not path:
+        return None
+    x = ctypes.CDLL(path)
+    x.XXH3_64bits.restype = ctypes.c_uint64
+    x.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    x.XXH3_64bits_withSeed.restype = ctypes.c_uint64
+    x.XXH3_64bits_withSeed.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                       ctypes.c_uint64]
+    b = struct.pack("<5I", 32, 8, 128, 2, 16) + b"llama-3-8b"
+    seed = x.XXH3_64bits(b, len(b))
+    b = struct.pack("<5I", 2, 2, 64, 2, 256)
+    noname = x.XXH3_64bits(b, len(b))
+    chains = []
+    for salt in (0, 7):
+        parent, chain = 0, []
+        for blk in range(3):
+            toks = GOLDEN_TOKENS[blk * 16:(blk + 1) * 16]
+            b = struct.pack("<QQ16I", parent, salt, *toks)
+            parent = x.XXH3_64bits_withSeed(b, len(b), seed)
+            chain.append(parent)
+        chains.append(chain)
+    return seed, noname, chains[0], chains[1]
+
+
+def hash_writer(sock):
+    """The other process: publish three blocks under its own chain, say
+    their page ids (never the hashes), wait for a line on stdin."""
+    with kvmm.Connection(sock, "py-hash-writer") as c, \
+            c.region(**REGION) as r, r.open_seq() as s:
+        toks = hash_prompt(3 * TPB + 10)
+        hs = kvmm.hash_chain(r.hash_seed(HASH_MODEL), toks,
+                             r.tokens_per_block)
+        s.extend(len(toks))
+        for layer in range(REGION["layers"]):
+            s.k_view(layer, 3 * TPB)[:] = pattern(layer, 3 * TPB * 256)
+        n = s.publish(0, hs)
+        print(json.dumps({"published": n, "nhashes": len(hs),
+                          "ids": [s.block_pages(b) for b in range(3)]}),
+              flush=True)
+        sys.stdin.readline()
+    return 0
+
+
+def case_hash():
+    # golden values, three ways to pass tokens
+    try:
+        seed = kvmm.hash_seed(32, 8, 128, 2, 16, "llama-3-8b")
+    except kvmm.KvmmError as e:
+        if e.errno != errno.ENOTSUP:
+            raise
+        print("skip: libkvmm built without libxxhash")
+        sys.exit(77)
+    check_eq(seed, SEED_LLAMA, "seed")
+    check_eq(kvmm.hash_seed(32, 8, 128, 2, 16, b"llama-3-8b"), SEED_LLAMA,
+             "seed of a bytes name")
+    check_eq(kvmm.hash_seed(2, 2, 64, 2, 256), SEED_NONAME, "unnamed seed")
+    check_eq(kvmm.hash_seed(2, 2, 64, 2, 256, ""), SEED_NONAME, "'' seed")
+    check_eq(kvmm.hash_chain(seed, GOLDEN_TOKENS, 16), CHAIN_SALT0, "chain")
+    check_eq(kvmm.hash_chain(seed, tuple(GOLDEN_TOKENS), 16, salt=7),
+             CHAIN_SALT7, "salted chain")
+    check_eq(kvmm.hash_chain(seed, array.array("I", GOLDEN_TOKENS), 16),
+             CHAIN_SALT0, "chain of an array")
+    check_eq(kvmm.hash_chain(seed, GOLDEN_TOKENS[:47], 16), CHAIN_SALT0[:2],
+             "a partial tail block is not hashed")
+    check_eq(kvmm.hash_chain(seed, [], 16), [], "no tokens")
+    check_eq(kvmm.hash_chain(seed, range(5), 16), [], "no full block")
+    parent = 0
+    for b in range(3):
+        parent = kvmm.block_hash(seed, parent, GOLDEN_TOKENS[16 * b:
+                                                           16 * (b + 1)])
+        check_eq(parent, CHAIN_SALT0[b], "block %d" % b)
+    check_eq(kvmm.block_hash(seed, CHAIN_SALT7[0], GOLDEN_TOKENS[16:32],
+                             salt=7), CHAIN_SALT7[1], "salted block")
+    ind = independent_chain()
+    if ind is None:
+        print("note: no libxxhash for the independent computation")
+    else:
+        check_eq(ind, (SEED_LLAMA, SEED_NONAME, CHAIN_SALT0, CHAIN_SALT7),
+                 "the byte layout hashed by libxxhash itself")
+        print("golden values equal the layout hashed by libxxhash itself")
+
+    # bad arguments: Python's errors before C, C's errno after
+    raises(ValueError, None, kvmm.hash_chain, seed, [1, 1 << 32], 1)
+    raises(ValueError, None, kvmm.hash_chain, seed, [-1], 1)
+    raises(TypeError, None, kvmm.hash_chain, seed, [1.0], 1)
+    raises(TypeError, None, kvmm.hash_chain, seed, [True], 1)
+    raises(TypeError, None, kvmm.hash_chain, seed, "abc", 1)
+    raises(TypeError, None, kvmm.hash_chain, seed, b"abc", 1)
+    raises(TypeError, None, kvmm.hash_chain, seed, 5, 1)
+    raises(ValueError, None, kvmm.hash_chain, 1 << 64, [1], 1)
+    raises(ValueError, None, kvmm.hash_chain, seed, [1], 1, salt=-1)
+    raises(ValueError, None, kvmm.block_hash, seed, 0, [1 << 32])
+    raises(ValueError, None, kvmm.hash_seed, 1, 1, 1, 1, 1, "a\0b")
+    raises(TypeError, None, kvmm.hash_seed, 1, 1, 1, 1, 1, 5)
+    raises(ValueError, None, kvmm.hash_seed, 1, 1, 1, 1, -1)
+    e = raises(kvmm.KvmmError, errno.EINVAL, kvmm.hash_chain, seed,
+               [1, 2], 0)
+    check_eq(e.function, "kvmm_hash_chain", "function")
+    raises(kvmm.KvmmError, errno.EINVAL, kvmm.block_hash, seed, 0, [])
+    for i in range(5):
+        args = [1] * 5
+        args[i] = 0
+        raises(kvmm.KvmmError, errno.EINVAL, kvmm.hash_seed, *args)
+
+    # Region.hash_seed, and sharing between two processes' own chains
+    with Daemon() as d:
+        w = subprocess.Popen([sys.executable, __file__, "hashwriter",
+                              d.sock], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        line = w.stdout.readline()
+        if not line:
+            w.wait()
+            d.dump()
+            fail("hash writer failed: %d" % w.returncode)
+        a = json.loads(line)
+        check_eq((a["published"], a["nhashes"]), (3, 3), "writer's blocks")
+        with kvmm.Connection(d.sock, "py-hash") as c:
+            r = c.region(**REGION)
+            check_eq(r.hash_seed(), SEED_NONAME, "region seed, no model")
+            rs = r.hash_seed(HASH_MODEL)
+            check_eq(rs, kvmm.hash_seed(2, 2, 64, 2, TPB, HASH_MODEL),
+                     "region seed")
+            for variant, want in ((0, 3), (0x5a5a, 2)):
+                hs = kvmm.hash_chain(rs, hash_prompt(3 * TPB + 3, variant),
+                                     TPB)
+                with r.open_prefix(hs).seq as s:
+                    check_eq(len(s), want * TPB, "prefix of variant %#x"
+                             % variant)
+                    for b in range(want):
+                        check_eq(s.block_pages(b), a["ids"][b],
+                                 "block %d: the writer's pages" % b)
+                    check(s.k_view(1).tobytes() ==
+                          pattern(1, want * TPB * 256), "the writer's K")
+            other = kvmm.hash_chain(r.hash_seed("other"),
+                                    hash_prompt(3 * TPB), TPB)
+            with r.open_prefix(other).seq as s:
+                check_eq(len(s), 0, "another model's chain shares nothing")
+            r.destroy()
+            raises(ValueError, None, r.hash_seed)
+        w.stdin.write("go\n")
+        w.stdin.close()
+        check_eq(w.wait(30), 0, "writer exit status")
+
+
 # ---- example ---------------------------------------------------------------
 
 def case_example():
@@ -637,11 +810,14 @@ def case_example():
 
 
 CASES = {"example": case_example, "share": case_share, "errors": case_errors,
-         "layout": case_layout, "stats": case_stats, "revoke": case_revoke}
+         "layout": case_layout, "stats": case_stats, "revoke": case_revoke,
+         "hash": case_hash}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":
         sys.exit(writer(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] == "hashwriter":
+        sys.exit(hash_writer(sys.argv[2]))
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:
         print("usage: python-kvmm.py %s" % "|".join(CASES), file=sys.stderr)
         sys.exit(2)

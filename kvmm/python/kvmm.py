@@ -43,6 +43,7 @@ import threading
 __all__ = [
     "KvmmError", "Connection", "Region", "Sequence", "PrefixResult",
     "PinInfo", "Stats", "strerror", "block_action_string", "library_path",
+    "hash_seed", "block_hash", "hash_chain",
     "BLOCK_GPU_SHARED", "BLOCK_RELOADED_HOST", "BLOCK_RELOADED_NVME",
     "BLOCK_RECOMPUTE", "PIN_F_TTL", "PIN_F_PRIORITY", "PIN_F_PRIORITY_ONLY",
     "PIN_F_DEMOTE", "PREFIX_MAX_BLOCKS", "BACKEND_HOST", "BACKEND_CUDA",
@@ -142,6 +143,18 @@ class StatsStruct(ctypes.Structure):
     ]
 
 
+class HashLayout(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("model", ctypes.c_char_p),
+        ("layers", ctypes.c_uint32),
+        ("kv_heads", ctypes.c_uint32),
+        ("head_dim", ctypes.c_uint32),
+        ("dtype_bytes", ctypes.c_uint32),
+        ("tokens_per_block", ctypes.c_uint32),
+    ]
+
+
 # C struct name -> mirror, for the layout test.
 STRUCTS = {
     "kvmm_connect_opts": ConnectOpts,
@@ -149,6 +162,7 @@ STRUCTS = {
     "kvmm_prefix_opts": PrefixOpts,
     "kvmm_pin_opts": PinOpts,
     "kvmm_stats": StatsStruct,
+    "kvmm_hash_layout": HashLayout,
 }
 
 
@@ -226,6 +240,12 @@ _PROTOS = {
     "kvmm_nop": (_int, [_vp, _int]),
     "kvmm_get_stats": (_int, [_vp, _P(StatsStruct)]),
     "kvmm_strerror": (ctypes.c_char_p, [_int]),
+    "kvmm_hash_seed": (_int, [_P(HashLayout), _P(_u64)]),
+    "kvmm_region_hash_seed": (_int, [_vp, ctypes.c_char_p, _P(_u64)]),
+    "kvmm_block_hash": (_int, [_u64, _u64, _u64, _P(_u32), ctypes.c_size_t,
+                               _P(_u64)]),
+    "kvmm_hash_chain": (_int, [_u64, _u64, _P(_u32), ctypes.c_size_t, _u32,
+                               _P(_u64), ctypes.c_size_t]),
 }
 
 
@@ -338,6 +358,76 @@ def _hash_array(name, hashes):
         raise TypeError("%s must be a sequence of ints" % name)
     hs = [_u64_arg("%s[%d]" % (name, i), h) for i, h in enumerate(hashes)]
     return (ctypes.c_uint64 * max(len(hs), 1))(*hs), len(hs)
+
+
+def _token_array(tokens):
+    """A sequence of token ids (ints of 32 bits) as a ctypes uint32 array
+    and its length."""
+    if isinstance(tokens, (str, bytes, bytearray)) or \
+            not hasattr(tokens, "__iter__"):
+        raise TypeError("tokens must be a sequence of ints, not %s"
+                        % type(tokens).__name__)
+    ts = [_u32_arg("tokens[%d]" % i, t) for i, t in enumerate(tokens)]
+    return (ctypes.c_uint32 * max(len(ts), 1))(*ts), len(ts)
+
+
+def _model_arg(model):
+    """A model name as the bytes hashed into the seed: str as UTF-8."""
+    if isinstance(model, str):
+        model = model.encode("utf-8")
+    elif model is not None and not isinstance(model, bytes):
+        raise TypeError("model must be str, bytes or None, not %s"
+                        % type(model).__name__)
+    return _bytes_arg("model", model)
+
+
+# ---- block identity (kvmm_hash_*) ------------------------------------------
+
+def hash_seed(layers, kv_heads, head_dim, dtype_bytes, tokens_per_block,
+              model=None):
+    """kvmm_hash_seed(): the seed of a model's KV layout (an int).  model:
+    str (hashed as UTF-8), bytes or None (no name).  Region.hash_seed()
+    takes the layout from a region."""
+    lay = HashLayout()
+    lay.size = ctypes.sizeof(lay)
+    lay.model = _model_arg(model)
+    lay.layers = _u32_arg("layers", layers)
+    lay.kv_heads = _u32_arg("kv_heads", kv_heads)
+    lay.head_dim = _u32_arg("head_dim", head_dim)
+    lay.dtype_bytes = _u32_arg("dtype_bytes", dtype_bytes)
+    lay.tokens_per_block = _u32_arg("tokens_per_block", tokens_per_block)
+    seed = ctypes.c_uint64()
+    _check(_c.hash_seed(ctypes.byref(lay), ctypes.byref(seed)),
+           "kvmm_hash_seed")
+    return seed.value
+
+
+def block_hash(seed, parent, tokens, salt=0):
+    """kvmm_block_hash(): the hash of one block of tokens whose previous
+    block's hash is parent (0 for block 0)."""
+    seed = _u64_arg("seed", seed)
+    parent = _u64_arg("parent", parent)
+    salt = _u64_arg("salt", salt)
+    arr, n = _token_array(tokens)
+    h = ctypes.c_uint64()
+    _check(_c.block_hash(seed, parent, salt, arr, n, ctypes.byref(h)),
+           "kvmm_block_hash")
+    return h.value
+
+
+def hash_chain(seed, tokens, tokens_per_block, salt=0):
+    """kvmm_hash_chain(): the hashes of the full blocks of tokens (a list
+    of ints, len(tokens) // tokens_per_block of them; a partial tail block
+    is not hashed), for Region.publish() and Region.open_prefix()."""
+    seed = _u64_arg("seed", seed)
+    salt = _u64_arg("salt", salt)
+    tpb = _u32_arg("tokens_per_block", tokens_per_block)
+    arr, n = _token_array(tokens)
+    nblocks = n // tpb if tpb else 0
+    out = (ctypes.c_uint64 * max(nblocks, 1))()
+    got = _check(_c.hash_chain(seed, salt, arr, n, tpb, out, nblocks),
+                 "kvmm_hash_chain")
+    return list(out[:got])
 
 
 # ---- result objects --------------------------------------------------------
@@ -796,6 +886,16 @@ class Region:
                 if seq in self._views:
                     # -errno (closed) is below every view
                     self._release_views_locked(seq, _c.seq_len(h, seq))
+
+    def hash_seed(self, model=None):
+        """kvmm_region_hash_seed(): the seed of this region's layout
+        (layers, kv_heads, head_dim, dtype_bytes, tokens_per_block) and
+        model (str as UTF-8, bytes or None), for hash_chain()."""
+        h = self._handle()
+        seed = ctypes.c_uint64()
+        _check(_c.region_hash_seed(h, _model_arg(model), ctypes.byref(seed)),
+               "kvmm_region_hash_seed")
+        return seed.value
 
     def block_pages(self, seq, block):
         """kvmm_seq_block_pages(): the daemon page ids of one block (layer
