@@ -11,8 +11,9 @@
  * that is between turns still answers promptly.
  *
  * Block cache: when a sequence opens, the hashes of the prompt's full
- * blocks (the chain of kvmm/policy/block_hash.h, seeded with the layout
- * and a checksum of the weights, so only identical models share) go to
+ * blocks (libkvmm's kvmm_hash_chain, seeded by kvmm_region_hash_seed with
+ * the region's layout and a model name holding a checksum of the weights,
+ * so only identical models share) go to
  * kvmm_seq_open_prefix_opts, which maps the longest cached prefix and
  * says what each block is: shared zero-copy from the GPU tier, reloaded
  * by the daemon from host or NVMe, or fresh pages to recompute (the
@@ -30,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvmm/policy/block_hash.h"
 #include "tinylm.h"
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
@@ -103,8 +103,8 @@ static int chain(struct kv_kvmm *k, const int *tokens, int nblocks)
 
 	for (size_t i = 0; i < n; i++)
 		k->tok32[i] = (uint32_t)tokens[i];
-	int ret = pol_hash_chain(k->hash_seed, 0, k->tok32, n, k->tpb,
-				 k->hashes, k->max_blocks);
+	int ret = kvmm_hash_chain(k->hash_seed, 0, k->tok32, n, k->tpb,
+				  k->hashes, k->max_blocks);
 	return ret < 0 ? ret : (ret == nblocks ? 0 : -EPROTO);
 }
 
@@ -408,17 +408,12 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 	k->kv.tokens_per_block = k->tpb;
 	if (k->tpb > 0) {
 		char name[64];
-		struct pol_hash_layout lay = { .size = sizeof(lay),
-					       .model = name,
-					       .layers = ro.layers,
-					       .kv_heads = ro.kv_heads,
-					       .head_dim = ro.head_dim,
-					       .dtype_bytes = ro.dtype_bytes,
-					       .tokens_per_block = k->tpb };
+
 		snprintf(name, sizeof(name), "tinylm/%016llx",
 			 (unsigned long long)ro.salt);
 		k->max_blocks = max_tokens / k->tpb + 1;
-		k->hashing = pol_hash_seed(&lay, &k->hash_seed) == 0;
+		k->hashing = kvmm_region_hash_seed(k->region, name,
+						   &k->hash_seed) == 0;
 	}
 	k->published = calloc(max_seqs, sizeof(int));
 	k->hashes = calloc(k->max_blocks + 1, sizeof(uint64_t));
