@@ -30,6 +30,7 @@ C object is freed); other calls may come from several threads at once
 (libkvmm locks; ctypes drops the GIL during each call).
 """
 
+import array
 import contextlib
 import ctypes
 import ctypes.util
@@ -367,8 +368,21 @@ def _token_array(tokens):
             not hasattr(tokens, "__iter__"):
         raise TypeError("tokens must be a sequence of ints, not %s"
                         % type(tokens).__name__)
-    ts = [_u32_arg("tokens[%d]" % i, t) for i, t in enumerate(tokens)]
-    return (ctypes.c_uint32 * max(len(ts), 1))(*ts), len(ts)
+    ts = list(tokens)
+    n = len(ts)
+    if not all(type(t) is int for t in ts):
+        # bools, floats, numpy integers: one by one
+        ts = [_u32_arg("tokens[%d]" % i, t) for i, t in enumerate(ts)]
+    try:
+        # plain ints (the usual prompt): array checks the range in C
+        arr = array.array("I", ts or [0])
+    except OverflowError:
+        for i, t in enumerate(ts):
+            _u32_arg("tokens[%d]" % i, t)
+        raise
+    if arr.itemsize != 4:  # (unsigned int is 32 bits wherever libkvmm is)
+        return (ctypes.c_uint32 * max(n, 1))(*ts), n
+    return (ctypes.c_uint32 * len(arr)).from_buffer(arr), n
 
 
 def _model_arg(model):
