@@ -19,6 +19,10 @@
  * Built without libxxhash (HAVE_LIBXXHASH == 0) every function returns
  * -ENOTSUP: a cache that hashes differently from its clients would share
  * nothing, which is worse than refusing.
+ *
+ * Engines use the public wrappers in kvmm.h (kvmm_hash_seed(),
+ * kvmm_region_hash_seed(), kvmm_block_hash(), kvmm_hash_chain(),
+ * kvmm/lib/hash.c); the values are ABI (tests/hash-golden.c pins them).
  */
 #ifndef KVMM_POLICY_BLOCK_HASH_H
 #define KVMM_POLICY_BLOCK_HASH_H

@@ -362,8 +362,9 @@ struct kvmm_admin_revoke {
 /*
  * BLOCK_PUBLISH: full blocks [first_block, first_block + nr_blocks) of a
  * sequence are immutable from now on and are named by hashes[] (the chain
- * h_i = XXH3_64(h_{i-1}, salt, tokens of block i), see
- * kvmm/policy/block_hash.h).  Every block must be backed and full
+ * h_i = XXH3_64(h_{i-1}, salt, tokens of block i): kvmm_hash_chain() and
+ * kvmm_region_hash_seed() in kvmm.h compute it; Documentation/abi.md,
+ * "Block identity").  Every block must be backed and full
  * ((b + 1) * tokens_per_block <= the sequence's length); a hash of 0 is
  * refused.  The message is this struct followed by nr_blocks u64 hashes
  * (size covers the struct only).  Reply: kvmm_block_publish_reply.  A
