@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kvmm/kvmmd/metrics_text.h"
+#include "vmm/vmm.h"
 
 enum kd_mtype { KD_GAUGE, KD_COUNTER };
 
@@ -290,11 +291,6 @@ static void label_value(FILE *f, const char *s)
 	}
 }
 
-static const char *backend_name(uint32_t b)
-{
-	return b == 0 ? "host" : b == 1 ? "cuda" : "unknown";
-}
-
 static void info(FILE *f, const struct kd_metrics_src *src)
 {
 	const struct kvmm_status_reply *st = src->st;
@@ -313,7 +309,7 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 	memcpy(device, st->device, sizeof(st->device));
 	device[sizeof(st->device)] = '\0';
 	fprintf(f, "kvmm_backend_info{backend=\"%s\",device=\"",
-		backend_name(st->backend));
+		vmm_backend_kind_string((enum vmm_backend_kind)st->backend));
 	label_value(f, device);
 	fputs("\"} 1\n", f);
 	/* a daemon before ABI 1.5 does not say (the fields read "") */

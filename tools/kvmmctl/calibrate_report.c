@@ -180,8 +180,7 @@ int calibrate_report(struct kvmmctl_ctx *ctx, const char *path)
 	err = kvmmctl_connect(ctx, &c);
 	if (err)
 		return err;
-	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
-			 NULL);
+	err = kvmmctl_fetch_status(c, &st, NULL, NULL);
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));

@@ -137,8 +137,7 @@ static int check_daemon(struct kvmmctl_ctx *ctx)
 
 	if (kvmmctl_connect(ctx, &c))
 		return -ENOTCONN;
-	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
-			 NULL);
+	err = kvmmctl_fetch_status(c, &st, NULL, NULL);
 	kvmm_disconnect(c);
 	if (err)
 		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));

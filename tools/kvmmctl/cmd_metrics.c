@@ -25,8 +25,8 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	char *text = NULL;
 	size_t len = 0;
+	int err, ts_err;
 	FILE *f;
-	int err;
 
 	if (argc > 1) {
 		fprintf(stderr, "usage: kvmmctl metrics\n");
@@ -38,12 +38,10 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	}
 	src.abi_major = c->hello.abi_major;
 	src.abi_minor = c->hello.abi_minor;
-	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
-			 NULL);
+	err = kvmmctl_fetch_status(c, &st, &ts, &ts_err);
 	/* a daemon without the block cache answers TIER_STATS with an
 	 * error: its families are left out, as in `status` */
-	if (!err &&
-	    !kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts, sizeof(ts), NULL))
+	if (!ts_err)
 		src.ts = &ts;
 	kvmm_disconnect(c);
 	if (err) {

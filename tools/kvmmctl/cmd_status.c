@@ -9,11 +9,6 @@
 
 #include "tools/kvmmctl/kvmmctl.h"
 
-static const char *backend_name(uint32_t b)
-{
-	return b == 0 ? "host" : b == 1 ? "cuda" : "unknown";
-}
-
 static const char *const tier_names[3] = { "gpu", "host", "nvme" };
 
 static void tiers_json(const struct kvmm_tier_stats_reply *ts)
@@ -88,11 +83,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	}
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
-	err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
-			 NULL);
-	ts_err = err ? err :
-		       kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
-				  sizeof(ts), NULL);
+	err = kvmmctl_fetch_status(c, &st, &ts, &ts_err);
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));
@@ -104,7 +95,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	memcpy(mode, st.restore_mode, sizeof(st.restore_mode));
 	if (ctx->json) {
 		printf("{\"backend\":\"%s\",\"device\":",
-		       backend_name(st.backend));
+		       vmm_backend_kind_string(
+			       (enum vmm_backend_kind)st.backend));
 		kvmmctl_json_str(st.device);
 		printf(",\"page_size\":%llu,\"pages\":{\"total\":%llu,"
 		       "\"created\":%llu,\"free\":%llu,\"allocated\":%llu,"
@@ -163,7 +155,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		printf("}\n");
 		return 0;
 	}
-	printf("backend      %s (%s)\n", backend_name(st.backend), st.device);
+	printf("backend      %s (%s)\n",
+	       vmm_backend_kind_string((enum vmm_backend_kind)st.backend),
+	       st.device);
 	printf("page size    %llu bytes\n", (unsigned long long)st.page_size);
 	printf("pages        %llu total, %llu free, %llu allocated, %llu mapped, %llu revoking, %llu quarantined (%llu created)\n",
 	       (unsigned long long)st.pages_total,

@@ -18,6 +18,14 @@ struct kvmmctl_ctx {
 
 /* An admin connection to the daemon, with an error printed on failure. */
 int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out);
+/*
+ * The daemon's state over c: ADMIN_STATUS into *st (its result returned)
+ * and then, when that worked and ts is not NULL, TIER_STATS into *ts with
+ * its result in *ts_err (a daemon without the block cache refuses it);
+ * *ts_err is the status error when there was one.
+ */
+int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
+			 struct kvmm_tier_stats_reply *ts, int *ts_err);
 /* A simple admin request whose reply has no body. */
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len);

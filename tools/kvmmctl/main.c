@@ -69,6 +69,19 @@ int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
 	return err;
 }
 
+int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
+			 struct kvmm_tier_stats_reply *ts, int *ts_err)
+{
+	int err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, st, sizeof(*st),
+			     NULL);
+
+	if (ts)
+		*ts_err = err ? err :
+				kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, ts,
+					   sizeof(*ts), NULL);
+	return err;
+}
+
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len)
 {
