@@ -39,9 +39,8 @@ int kvmm_hash_seed(const struct kvmm_hash_layout *l, uint64_t *seed)
 		return -EINVAL;
 	/* A newer caller's struct: its extra fields would change the seed,
 	 * so they must be zero (the openat2() rule). */
-	for (size_t i = sizeof(*l); i < l->size; i++)
-		if (((const unsigned char *)l)[i])
-			return -E2BIG;
+	if (!kw_all_zero((const char *)l + sizeof(*l), l->size - sizeof(*l)))
+		return -E2BIG;
 	return layout_seed(l->model, l->layers, l->kv_heads, l->head_dim,
 			   l->dtype_bytes, l->tokens_per_block, seed);
 }
