@@ -206,19 +206,13 @@ static void redirect_stdio(void)
 static int write_pid_file(const char *path)
 {
 	FILE *f = fopen(path, "we");
-	int e;
+	int bad, e;
 
 	if (!f)
 		return -1;
 	fprintf(f, "%d\n", (int)getpid());
-	if (ferror(f)) {
-		e = errno;
-		fclose(f);
-		unlink(path);
-		errno = e;
-		return -1;
-	}
-	if (fclose(f)) {
+	bad = ferror(f);
+	if (fclose(f) || bad) {
 		e = errno;
 		unlink(path);
 		errno = e;
