@@ -3,7 +3,9 @@
  * The cuda backend picks its GPU by UUID ("GPU-..." as nvidia-smi -L
  * prints it, with or without the prefix, any case) or by ordinal, and
  * refuses an unknown UUID or an ordinal past the last device with -ENODEV,
- * leaking nothing.  Skips (77) without a driver and a GPU.
+ * leaking nothing.  The backend knows the GPU's PCI address in the
+ * driver's "DDDD:BB:DD.F" form (the host tier's NUMA node follows it).
+ * Skips (77) without a driver and a GPU.
  */
 #include <ctype.h>
 
@@ -29,6 +31,11 @@ int main(void)
 	t_assert(p != NULL);
 	snprintf(uuid, sizeof(uuid), "%s", p + 1);
 	t_assert_eq(strlen(uuid), 40);
+	t_assert_eq(strlen(b->pci_bus_id), 12);
+	for (size_t i = 0; i < 12; i++)
+		t_assert(i == 4 || i == 7 ? b->pci_bus_id[i] == ':' :
+			 i == 10	  ? b->pci_bus_id[i] == '.' :
+				   isxdigit((unsigned char)b->pci_bus_id[i]));
 	vmm_backend_close(b);
 	fds = vt_count_fds();
 

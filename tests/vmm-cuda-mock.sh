@@ -39,6 +39,9 @@ run 0 "vmm-cuda-pages on the mock" "$build/tests/vmm-cuda-pages"
 run 0 "vmm-cuda-device-select on the mock" "$build/tests/vmm-cuda-device-select"
 run 0 "fault-injection sweep over the cuda backend" \
 	env KVMM_FAULT_BACKEND=cuda "$build/tests/vmm-fault-unwind"
+run 0 "kvmmd and a client on the mock: host tier placed by the GPU's PCI address" \
+	env KVMM_TEST_GPU_PCI=1 LD_LIBRARY_PATH="$(dirname "$mock")" \
+	"$build/tests/cache-host-numa"
 run 77 "no device: the cuda tests skip" \
 	env KVMM_MOCK_DEVICES=0 "$build/tests/vmm-cuda-pages"
 run 0 "timing program on the mock" \

@@ -58,6 +58,7 @@
 	X(cuDeviceGet)                    \
 	X(cuDeviceGetName)                \
 	X(cuDeviceGetUuid)                \
+	X(cuDeviceGetPCIBusId)            \
 	X(cuDevicePrimaryCtxRetain)       \
 	X(cuDevicePrimaryCtxRelease)      \
 	X(cuCtxPushCurrent)               \
@@ -755,6 +756,13 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 		goto err_free;
 	CUCHECK(c->api.p_cuDeviceGetName(name, sizeof(name), c->dev),
 		"cuDeviceGetName");
+	/* only where the host tier's slab goes depends on it: a failure
+	 * leaves it empty (the CPU's node) */
+	if (CUCHECK(c->api.p_cuDeviceGetPCIBusId(c->base.pci_bus_id,
+						 sizeof(c->base.pci_bus_id),
+						 c->dev),
+		    "cuDeviceGetPCIBusId"))
+		c->base.pci_bus_id[0] = '\0';
 	err = CUCHECK(c->api.p_cuDevicePrimaryCtxRetain(&c->ctx, c->dev),
 		      "cuDevicePrimaryCtxRetain");
 	if (err)

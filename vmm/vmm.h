@@ -164,6 +164,10 @@ struct vmm_backend {
 	enum vmm_backend_kind kind;
 	size_t page_size;
 	char device_name[128]; /* "host" or the GPU's name and UUID */
+	/* The GPU's PCI address as cuDeviceGetPCIBusId gives it
+	 * ("0000:3B:00.0"), so host memory can go on its NUMA node; "" for the
+	 * host backend or when the driver does not say. */
+	char pci_bus_id[32];
 	void *priv;
 };
 

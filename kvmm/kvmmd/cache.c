@@ -231,7 +231,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		struct tier_host_config hc = { .size = sizeof(hc),
 					       .capacity_bytes = cfg->host_mem,
 					       .slot_bytes = c->block_bytes,
-					       .numa_node = -1,
+					       .numa_node = cfg->host_numa_node,
+					       .pci_addr =
+						       d->backend->pci_bus_id,
 					       .pin = kc_pin,
 					       .unpin = kc_unpin,
 					       .pin_arg = d->backend };

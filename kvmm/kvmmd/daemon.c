@@ -34,6 +34,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->socket_mode = 0660;
 	cfg->cpu = -1;
 	cfg->cache_policy = POL_ASYM;
+	cfg->host_numa_node = -1;
 }
 
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)

@@ -127,6 +127,9 @@ struct kd_config {
 	char profile[256];
 	/* block cache and tiers (cache.c) */
 	uint64_t host_mem; /* --host-mem bytes, 0 = no host tier */
+	/* --host-numa-node: where the host tier's slab goes; -1 = the GPU's
+	 * node (its PCI address), else the node of the CPU kvmmd runs on */
+	int host_numa_node;
 	char nvme_path[256]; /* --nvme-path, "" = no NVMe tier */
 	uint64_t nvme_size; /* --nvme-size bytes */
 	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */

@@ -45,6 +45,8 @@ static void usage(FILE *f)
 		"  --profile NAME|PATH    cost model that telemetry corrects\n"
 		"                         (h200-llama3-8b)\n"
 		"  --host-mem SIZE        host DRAM tier for evicted blocks (0: none)\n"
+		"  --host-numa-node N     put it on NUMA node N (default: the\n"
+		"                         GPU's node, else the CPU's)\n"
 		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT)\n"
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
@@ -87,6 +89,7 @@ static const struct option long_opts[] = {
 	{ "telemetry-attach", required_argument, NULL, 'A' },
 	{ "profile", required_argument, NULL, 'W' },
 	{ "host-mem", required_argument, NULL, 'H' },
+	{ "host-numa-node", required_argument, NULL, KD_OPT_HOST_NUMA_NODE },
 	{ "nvme-path", required_argument, NULL, 'N' },
 	{ "nvme-size", required_argument, NULL, 'Z' },
 	{ "cache-gpu-blocks", required_argument, NULL, 'G' },

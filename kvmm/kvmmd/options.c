@@ -13,6 +13,7 @@
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
+#include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/policy/policy.h"
 
 int kd_parse_size(const char *what, const char *s, uint64_t *out)
@@ -208,6 +209,18 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 				 &cfg->nvme_admit_uses, 10);
 	case KD_OPT_PIN_QUOTA:
 		return parse_u32("--pin-quota", val, &cfg->pin_quota, 10);
+	case KD_OPT_HOST_NUMA_NODE:
+		err = parse_u32("--host-numa-node", val, &u, 10);
+		if (err)
+			return err;
+		if (u > (uint32_t)tier_host_max_node()) {
+			fprintf(stderr,
+				"kvmmd: --host-numa-node %u: this machine's NUMA nodes are 0 to %d\n",
+				u, tier_host_max_node());
+			return -EINVAL;
+		}
+		cfg->host_numa_node = (int)u;
+		return 0;
 	case KD_OPT_CACHE_BLOCK_PAGES:
 		return parse_u32("--cache-block-pages", val,
 				 &cfg->cache_block_pages, 10);

@@ -19,5 +19,7 @@ int kd_parse_log_level(const char *s);
 #define KD_OPT_PIN_QUOTA 0x202
 /* ... and for --cache-block-pages */
 #define KD_OPT_CACHE_BLOCK_PAGES 0x204
+/* ... and for --host-numa-node */
+#define KD_OPT_HOST_NUMA_NODE 0x205
 
 #endif

@@ -160,21 +160,29 @@ int tier_host_pci_numa_node(const char *sysfs_root, const char *pci_addr,
 	return 0;
 }
 
-static int pick_node(const struct tier_host_config *cfg)
+/* The slab's node; why (for the log) says whose: asked for, the GPU's or
+ * the CPU's. */
+static int pick_node(const struct tier_host_config *cfg, char *why,
+		     size_t why_len)
 {
 	int node;
 
-	if (cfg->numa_node >= 0)
+	if (cfg->numa_node >= 0) {
+		snprintf(why, why_len, "asked for");
 		return cfg->numa_node;
+	}
 	if (cfg->pci_addr && cfg->pci_addr[0]) {
 		int r = tier_host_pci_numa_node(NULL, cfg->pci_addr, &node);
 
-		if (r == 0)
+		if (r == 0) {
+			snprintf(why, why_len, "the GPU's, %s", cfg->pci_addr);
 			return node;
+		}
 		vmm_log(VMM_LOG_WARN,
 			"tier_host: NUMA node of GPU %s unknown (%s); using the current CPU's node",
 			cfg->pci_addr, strerror(-r));
 	}
+	snprintf(why, why_len, "the CPU's");
 #if HAVE_LIBNUMA
 	if (numa_available() >= 0) {
 		int cpu = sched_getcpu();
@@ -182,6 +190,15 @@ static int pick_node(const struct tier_host_config *cfg)
 		node = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
 		return node < 0 ? 0 : node;
 	}
+#endif
+	return 0;
+}
+
+int tier_host_max_node(void)
+{
+#if HAVE_LIBNUMA
+	if (numa_available() >= 0)
+		return numa_max_node();
 #endif
 	return 0;
 }
@@ -273,6 +290,7 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	struct touch_arg ta;
 	pthread_t th;
 	uint64_t nslots;
+	char why[64];
 	int r;
 
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->slot_bytes ||
@@ -295,7 +313,7 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 		r = -ENOMEM;
 		goto err_free_meta;
 	}
-	r = slab_alloc(h, pick_node(cfg));
+	r = slab_alloc(h, pick_node(cfg, why, sizeof(why)));
 	if (r)
 		goto err_free_meta;
 	slab_want_huge_pages(h);
@@ -326,9 +344,9 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	h->st.numa_node = h->node;
 	h->st.pinned = h->pinned;
 	vmm_log(VMM_LOG_INFO,
-		"tier_host: %u slots of %zu bytes (%zu MiB) on NUMA node %d%s",
+		"tier_host: %u slots of %zu bytes (%zu MiB) on NUMA node %d (%s)%s",
 		h->nslots, h->slot_bytes, h->len >> 20, h->node,
-		h->pinned ? ", pinned" : "");
+		h->node < 0 ? "no libnuma" : why, h->pinned ? ", pinned" : "");
 	*out = h;
 	return 0;
 

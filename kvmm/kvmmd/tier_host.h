@@ -74,6 +74,8 @@ struct tier_host_stats {
 };
 
 int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out);
+/* The highest NUMA node of this machine (0 without libnuma). */
+int tier_host_max_node(void);
 /* Frees the slab; slots still in use are logged as leaks. */
 void tier_host_close(struct tier_host *h);
 

@@ -143,6 +143,16 @@ CUresult mock_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/* Device d sits at 0000:3B+d:00.0, in the 13-byte form the driver gives. */
+MOCK(cuDeviceGetPCIBusId);
+CUresult mock_cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
+{
+	if (len < 13)
+		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(id, (size_t)len, "0000:%02X:00.0", 0x3b + dev);
+	return CUDA_SUCCESS;
+}
+
 MOCK(cuDevicePrimaryCtxRetain);
 CUresult mock_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {
@@ -575,8 +585,8 @@ static const struct {
 	void *fn;
 } table[] = {
 	ENTRY(cuGetErrorName) ENTRY(cuInit) ENTRY(cuDriverGetVersion) ENTRY(
-		cuDeviceGetCount) ENTRY(cuDeviceGet) ENTRY(cuDeviceGetName)
-		ENTRY(cuDeviceGetUuid) ENTRY(cuDevicePrimaryCtxRetain) ENTRY(
+		cuDeviceGetCount) ENTRY(cuDeviceGet) ENTRY(cuDeviceGetName) ENTRY(cuDeviceGetUuid)
+		ENTRY(cuDeviceGetPCIBusId) ENTRY(cuDevicePrimaryCtxRetain) ENTRY(
 			cuDevicePrimaryCtxRelease) ENTRY(cuCtxPushCurrent) ENTRY(cuCtxPopCurrent)
 			ENTRY(cuMemGetAllocationGranularity) ENTRY(cuMemAddressReserve) ENTRY(
 				cuMemAddressFree) ENTRY(cuMemCreate) ENTRY(cuMemRelease)
