@@ -19,6 +19,7 @@ struct pol_cache {
 	struct pol_index ix;
 	enum pol_kind kind;
 	bool prefix_rule;
+	bool msa; /* pol_cache_opts.msa */
 	unsigned last_tier; /* lowest tier with a capacity */
 	uint64_t cap[POL_TIER_COUNT];
 	uint64_t count[POL_TIER_COUNT];
@@ -90,9 +91,12 @@ int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
 		return -ENOMEM;
 	c->kind = o->kind;
 	c->ops = pol_ops_get(o->kind);
-	c->prefix_rule = o->prefix_rule < 0 ? (o->kind == POL_ASYM ||
-					       o->kind == POL_BELADY) :
-					      o->prefix_rule != 0;
+	/* with MSA a block after a missing one is still served: no rule */
+	c->prefix_rule = o->prefix_rule < 0 ?
+				 !o->msa && (o->kind == POL_ASYM ||
+					     o->kind == POL_BELADY) :
+				 o->prefix_rule != 0;
+	c->msa = o->msa;
 	c->cost = o->cost;
 	c->block_bytes = o->block_bytes ? o->block_bytes : 64ull << 20;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
@@ -178,6 +182,11 @@ enum pol_kind pol_cache_kind(const struct pol_cache *c)
 bool pol_cache_prefix_rule(const struct pol_cache *c)
 {
 	return c->prefix_rule;
+}
+
+bool pol_cache_msa(const struct pol_cache *c)
+{
+	return c->msa;
 }
 
 uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier)

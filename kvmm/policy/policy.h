@@ -99,6 +99,14 @@ struct pol_cache_opts {
 	const struct pol_cost_model *cost;
 	uint32_t expected_blocks; /* sizing hint for the index */
 	uint64_t block_bytes; /* default bytes of a block (for cost/bytes) */
+	/*
+	 * The owner serves blocks with Multi-Segment Attention (the replay's
+	 * --msa): a cached block after a missing one is still used, so any
+	 * block may go (prefix_rule -1 means off for every policy) and a
+	 * miss costs the recomputation of that block alone, which grows with
+	 * its position: asym weighs its candidates by it.
+	 */
+	bool msa;
 };
 
 /* What the owner knows about a block when it accesses it. */
@@ -222,6 +230,8 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap);
 void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
 enum pol_kind pol_cache_kind(const struct pol_cache *c);
 bool pol_cache_prefix_rule(const struct pol_cache *c);
+/* Created with pol_cache_opts.msa. */
+bool pol_cache_msa(const struct pol_cache *c);
 
 /* --- for policy implementations --- */
 

@@ -175,6 +175,7 @@ const struct pol_cost_model *pol_replay_begin(const struct pol_replay_opts *o,
 	}
 	memset(res, 0, sizeof(*res));
 	res->kind = o->kind;
+	res->msa = o->msa;
 	res->prefill_servers = servers;
 	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
 	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
@@ -196,10 +197,68 @@ void pol_replay_count(struct pol_replay_result *res,
 	res->requests++;
 	res->blocks += n;
 	res->hit_blocks += k;
+	res->leading_hit_blocks += k;
 	res->tokens += q->input_length;
 	res->recomputed_blocks += n - k;
 	res->modeled_prefill_s += cost;
 	res->modeled_prefill_nocache_s += nocache;
+}
+
+/*
+ * The cost of each block of a request under MSA (pol_replay_opts.msa):
+ * where[i] is block i's tier at the request's arrival, POL_TIER_NONE when
+ * it is in no tier.  With k the number of maximal runs of served blocks
+ * (at least 1; restore_plan.c's count of the segments of the context),
+ *
+ *   bc[i] = 0                                 on the GPU
+ *         = reload(tier)                      in a lower tier
+ *         = lin + attn[i] * msa(k)            in no tier (recomputed)
+ *
+ * lin and attn[i] the linear and the attention part of recompute(i).
+ * A prefix hit is one segment and costs what the reference rule gives.
+ * Returns the number of served blocks.
+ */
+static uint32_t msa_costs(const struct pol_cost_model *m, const uint8_t *where,
+			  uint32_t n, double lin, const double *attn,
+			  double *bc)
+{
+	uint32_t served = 0;
+	unsigned k = 0;
+	double f;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (where[i] != POL_TIER_NONE) {
+			served++;
+			k += !i || where[i - 1] == POL_TIER_NONE;
+		}
+	f = pol_cost_msa_factor(m, k ? k : 1);
+	for (uint32_t i = 0; i < n; i++)
+		bc[i] = where[i] == POL_TIER_GPU ?
+				0 :
+			where[i] != POL_TIER_NONE ?
+				pol_cost_reload_block_s(m, where[i]) :
+				lin + attn[i] * f;
+	return served;
+}
+
+/* pol_replay_count() for a request served under MSA: `served` blocks
+ * hit, `lead` of them the leading run; the last block counts its real
+ * tokens. */
+static void msa_count(struct pol_replay_result *res,
+		      const struct pol_trace_req *q, const uint8_t *where,
+		      uint32_t lead, uint32_t served, double cost,
+		      double nocache)
+{
+	uint32_t n = q->nblocks;
+
+	pol_replay_count(res, q, 0, cost, nocache);
+	res->hit_blocks += served;
+	res->leading_hit_blocks += lead;
+	res->recomputed_blocks -= served;
+	res->hit_tokens += (uint64_t)served * POL_TRACE_BLOCK_TOKENS;
+	if (n && where[n - 1] != POL_TIER_NONE)
+		res->hit_tokens -=
+			(uint64_t)n * POL_TRACE_BLOCK_TOKENS - q->input_length;
 }
 
 /*
@@ -245,6 +304,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	struct pol_cache_stats st;
 	uint64_t *next = NULL, *nextout = NULL;
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
+	double *attn = NULL, *bcost = NULL, lin = 0;
 	uint8_t *where = NULL;
 	uint64_t *refd = NULL;
 	struct pol_hmap seen;
@@ -256,8 +316,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 
 	if (!o || o->size < sizeof(*o) || !t || !res)
 		return -EINVAL;
-	if (o->daemon_model && o->cache_output)
-		return -EOPNOTSUPP;
+	if (o->daemon_model && (o->cache_output || o->msa))
+		return -EOPNOTSUPP; /* kvmmd makes no MSA plans */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	m = pol_replay_begin(o, servers, &refm, res);
 	for (size_t r = 0; r < t->nreqs; r++)
@@ -267,6 +327,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	co.kind = o->kind;
 	memcpy(co.capacity, o->capacity, sizeof(co.capacity));
 	co.prefix_rule = o->prefix_rule;
+	co.msa = o->msa;
 	co.cost = m;
 	co.block_bytes = (uint64_t)pol_cost_block_bytes(m);
 	co.expected_blocks = 1024;
@@ -282,8 +343,10 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	where = malloc(maxblocks + 1);
 	free_at = calloc(servers, sizeof(*free_at));
 	refd = malloc(3 * (maxblocks + 1) * sizeof(*refd));
+	attn = malloc((maxblocks + 1) * sizeof(*attn));
+	bcost = malloc((maxblocks + 1) * sizeof(*bcost));
 	if (!next || !nextout || !prefill || !ttft || !rc || !where ||
-	    !free_at || !refd)
+	    !free_at || !refd || !attn || !bcost)
 		goto out;
 	if (pol_hmap_init(&seen, t->nhashes + t->nout_hashes))
 		goto out;
@@ -291,12 +354,17 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		goto out_seen;
 	for (uint32_t i = 0; i <= maxblocks; i++)
 		rc[i] = pol_cost_recompute_block_s(m, i);
+	/* MSA: recompute(i) = lin + attn[i], the attention part scaled */
+	lin = pol_cost_compute_s(m, m->linear_flops_per_token *
+					    m->tokens_per_block);
+	for (uint32_t i = 0; i <= maxblocks; i++)
+		attn[i] = rc[i] - lin;
 
 	for (size_t r = 0; r < t->nreqs; r++) {
 		const struct pol_trace_req *q = &t->reqs[r];
 		const uint64_t *h = pol_trace_blocks(t, q);
 		double cost = 0, nocache = 0;
-		uint32_t k = 0, n = q->nblocks;
+		uint32_t k = 0, n = q->nblocks, served = 0;
 		unsigned few = 0;
 		uint64_t now;
 
@@ -322,12 +390,22 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				break;
 			where[k++] = (uint8_t)tier;
 		}
+		/* MSA: a gap does not end the hits, every block's tier */
+		for (uint32_t i = k; o->msa && i < n; i++) {
+			if (i + REPLAY_AHEAD < n)
+				pol_cache_prefetch(c, h[i + REPLAY_AHEAD]);
+			where[i] = (uint8_t)pol_cache_tier_of(c, h[i]);
+		}
+		if (o->msa)
+			served = msa_costs(m, where, n, lin, attn, bcost);
 		for (uint32_t i = 0; i < n; i++) {
-			double bc = i < k ? (where[i] == POL_TIER_GPU ?
-						     0 :
-						     pol_cost_reload_block_s(
-							     m, where[i])) :
-					    rc[i];
+			bool hit = o->msa ? where[i] != POL_TIER_NONE : i < k;
+			double bc = o->msa ? bcost[i] :
+				    i < k  ? (where[i] == POL_TIER_GPU ?
+						      0 :
+						      pol_cost_reload_block_s(
+							      m, where[i])) :
+					     rc[i];
 			uint32_t *s = pol_hmap_slot(&seen, h[i]);
 
 			cost += bc;
@@ -335,16 +413,20 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 			if (*s != UINT32_MAX)
 				res->reuse_overhead_s += bc;
 			*s = 1;
-			if (i < k)
+			if (hit)
 				res->hits[where[i]]++;
 		}
-		pol_replay_count(res, q, k, cost, nocache);
+		if (o->msa)
+			msa_count(res, q, where, k, served, cost, nocache);
+		else
+			pol_replay_count(res, q, k, cost, nocache);
 		prefill[r] = cost;
 		if (o->request_hits) {
 			uint64_t by_tier[POL_TIER_COUNT] = { 0 };
 
-			for (uint32_t i = 0; i < k; i++)
-				by_tier[where[i]]++;
+			for (uint32_t i = 0; i < (o->msa ? n : k); i++)
+				if (where[i] != POL_TIER_NONE)
+					by_tier[where[i]]++;
 			o->request_hits(o->request_hits_arg, r, by_tier);
 		}
 
@@ -422,6 +504,8 @@ out:
 	free(where);
 	free(free_at);
 	free(refd);
+	free(attn);
+	free(bcost);
 	pol_cache_destroy(c);
 	return e;
 }
@@ -443,9 +527,10 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 	fputc(',', f);
 	json_cap(f, "nvme_blocks", r->capacity[POL_TIER_NVME]);
 	fprintf(f,
-		",\"profile\":\"%s\",\"prefill_servers\":%u,"
+		",\"profile\":\"%s\",\"prefill_servers\":%u,\"msa\":%s,"
 		"\"requests\":%llu,\"blocks\":%llu,\"hit_blocks\":%llu,"
-		"\"hit_ratio_blocks\":%.6f,\"tokens\":%llu,"
+		"\"hit_ratio_blocks\":%.6f,\"leading_hit_blocks\":%llu,"
+		"\"tokens\":%llu,"
 		"\"hit_tokens\":%llu,\"hit_ratio_tokens\":%.6f,"
 		"\"hits\":{\"gpu\":%llu,\"host\":%llu,\"nvme\":%llu},"
 		"\"recomputed_blocks\":%llu,"
@@ -455,9 +540,10 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 		"\"modeled_prefill_s_nocache\":%.6f,"
 		"\"reuse_overhead_s\":%.6f,\"ttft_mean_s\":%.6f,"
 		"\"ttft_p99_s\":%.6f,\"wall_s\":%.3f}",
-		r->profile, r->prefill_servers, (unsigned long long)r->requests,
-		(unsigned long long)r->blocks,
+		r->profile, r->prefill_servers, r->msa ? "true" : "false",
+		(unsigned long long)r->requests, (unsigned long long)r->blocks,
 		(unsigned long long)r->hit_blocks, pol_replay_hit_ratio(r),
+		(unsigned long long)r->leading_hit_blocks,
 		(unsigned long long)r->tokens,
 		(unsigned long long)r->hit_tokens, pol_replay_token_ratio(r),
 		(unsigned long long)r->hits[0], (unsigned long long)r->hits[1],

@@ -13,6 +13,9 @@
  * the reloads and recomputations; TTFT comes from a FIFO queue over
  * `prefill_servers` identical servers fed at the trace timestamps.
  * With daemon_model the cache accesses are kvmmd's (see the option).
+ * With msa (Multi-Segment Attention) every block is served from the tier
+ * that holds it, wherever it is in the request, and only the blocks in
+ * no tier are recomputed (see the option).
  */
 #ifndef KVMM_POLICY_REPLAY_H
 #define KVMM_POLICY_REPLAY_H
@@ -59,12 +62,30 @@ struct pol_replay_opts {
 	 * its tier has nothing else to evict.
 	 */
 	bool ttl_hold;
+	/*
+	 * Multi-Segment Attention (kvmm-replay --msa; replay only, kvmmd
+	 * makes no MSA plans): a block's KV depends only on the tokens up
+	 * to it, so a cached block after a missing one is still exact.
+	 * Every block of a request in a tier at its arrival is served from
+	 * it (a hit), every block in no tier is recomputed at its position,
+	 * with the attention part of its cost times msa(k), k the number of
+	 * maximal runs of served blocks in the request (at least 1, as
+	 * restore_plan.c counts segments).  The cache is created with
+	 * pol_cache_opts.msa: the prefix rule is off unless prefix_rule is
+	 * 1, and asym weighs its candidates by their position.  Not with
+	 * daemon_model (-EOPNOTSUPP).
+	 */
+	bool msa;
 };
 
 struct pol_replay_result {
 	enum pol_kind kind;
 	uint64_t capacity[POL_TIER_COUNT];
+	bool msa;
 	uint64_t requests, blocks, hit_blocks;
+	/* hits in the leading run of each request (a prefix cache's hits;
+	 * hit_blocks without msa) */
+	uint64_t leading_hit_blocks;
 	uint64_t tokens, hit_tokens;
 	uint64_t hits[POL_TIER_COUNT];
 	uint64_t recomputed_blocks;

@@ -10,14 +10,17 @@
  *               [--cache-output] [--prefix-rule on|off]
  *               [--ttl-pins demote|hold]
  *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
- *               [--model-daemon] [--per-request FILE] [--progress]
- *               [--json]
+ *               [--model-daemon] [--per-request FILE] [--msa]
+ *               [--progress] [--json]
  *
  * --daemon SOCKET replays through a running kvmmd (daemon_driver.c)
  * instead of the in-process policy code; --model-daemon makes the
  * in-process replay touch the cache as kvmmd does, and then the two give
  * the same hit counts (Documentation/policy.md).  --per-request FILE
  * writes each request's hits per tier, to find where two replays part.
+ * --msa replays with Multi-Segment Attention: every cached block of a
+ * request is served, only the blocks in no tier are recomputed (in
+ * process only: kvmmd makes no MSA plans).
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -44,8 +47,12 @@ static void usage(FILE *f)
 		"                   [--ttl-pins demote|hold]\n"
 		"                   [--sweep N1,N2,...] [--daemon SOCKET]\n"
 		"                   [--max-requests N] [--model-daemon]\n"
-		"                   [--per-request FILE] [--progress] [--json]\n"
-		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n");
+		"                   [--per-request FILE] [--msa] [--progress] [--json]\n"
+		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n"
+		"--msa: Multi-Segment Attention, in process only: every block of a\n"
+		"request in a tier is served (a gap does not end the hits), only\n"
+		"the blocks in no tier are recomputed, their attention x msa(k);\n"
+		"the prefix rule is off unless --prefix-rule on.\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)
@@ -127,6 +134,7 @@ int main(int argc, char **argv)
 		{ "max-requests", required_argument, NULL, 'm' },
 		{ "model-daemon", no_argument, NULL, 'M' },
 		{ "per-request", required_argument, NULL, 'R' },
+		{ "msa", no_argument, NULL, 'A' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -244,6 +252,9 @@ int main(int argc, char **argv)
 		case 'R':
 			per_request = optarg;
 			break;
+		case 'A':
+			o.msa = true;
+			break;
 		case 'q':
 			want_progress = true;
 			break;
@@ -275,6 +286,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvmm-replay: --daemon replays one capacity "
 				"of an online policy (lru, lfu, arc or asym), "
 				"as kvmmd was started\n");
+		return 2;
+	}
+	if (o.msa && (daemon || o.daemon_model)) {
+		fprintf(stderr,
+			"kvmm-replay: --msa is not supported with %s: "
+			"kvmmd does not make or execute MSA restore plans "
+			"(Documentation/policy.md, Restore plans); --msa "
+			"replays in process only\n",
+			daemon ? "--daemon" : "--model-daemon");
 		return 2;
 	}
 	if (per_request && nsweep > 1)
