@@ -408,11 +408,28 @@ static double block_value(const struct asym *s, const struct pol_block *b,
 }
 
 /*
+ * Does a miss of a cost less than one of b, both in this tier?  From the
+ * last tier recomputation grows with the position; in a tier with a
+ * lower tier a reload costs the same for every block, except with
+ * Multi-Segment Attention (pol_cache_msa(), kvmm-replay --msa), where a
+ * miss costs what the block's own recomputation, at its position, costs
+ * beyond the reload: the shallower block is the cheaper one in every
+ * tier.  (Without MSA a miss also costs every block after it in the
+ * request, which the prefix rule's leaves make the same thing from the
+ * last tier.)  Only a tie-break: as a weight of the value the position
+ * loses, with and without MSA (Documentation/policy.md has the figures).
+ */
+static bool cheaper_miss(const struct asym *s, const struct pol_block *a,
+			 const struct pol_block *b)
+{
+	return (s->last_tier || s->msa) && a->position < b->position;
+}
+
+/*
  * Is a (value va) a better victim than b (vb)?  The lower value; among
  * equals (without statistics yet every value is 0) the lower client
- * priority, then the cheaper miss (from the last tier recomputation grows
- * with the position; a reload costs the same for every block), then the
- * less recently used.
+ * priority, then the cheaper miss (cheaper_miss()), then the less
+ * recently used.
  */
 static bool better_victim(const struct asym *s, const struct pol_block *a,
 			  double va, const struct pol_block *b, double vb)
@@ -422,8 +439,8 @@ static bool better_victim(const struct asym *s, const struct pol_block *a,
 	/* without statistics yet values tie at 0: the priority still ranks */
 	if (a->priority != b->priority)
 		return a->priority < b->priority;
-	if (s->last_tier && a->position != b->position)
-		return a->position < b->position;
+	if (cheaper_miss(s, a, b) || cheaper_miss(s, b, a))
+		return cheaper_miss(s, a, b);
 	return a->tick < b->tick;
 }
 
@@ -532,6 +549,7 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	s->used_id[0] = s->used_id[1] = POL_NONE;
 	s->last_tier = pol_cache_lower_tier(c, tier) == POL_TIER_NONE;
 	s->prefix_rule = pol_cache_prefix_rule(c);
+	s->msa = pol_cache_msa(c);
 	if (tier != POL_TIER_GPU) {
 		s->st = ((struct asym *)pol_cache_gpu_policy(c))->st;
 	} else {

@@ -118,6 +118,7 @@ struct asym {
 	unsigned tier;
 	bool last_tier;
 	bool prefix_rule; /* the cache's (fixed when it is created) */
+	bool msa; /* pol_cache_msa(): a miss costs its own position */
 	struct asym_list list[NCLASS];
 	/* bit k: list[k] holds blocks; the victim scan visits only those
 	 * (a list is 16 KB with its windows: its tail is a miss) */

@@ -178,9 +178,30 @@ static const struct hpol_kind belady_kind = {
 	.rekey = lfu_rekey,
 };
 
+/*
+ * With Multi-Segment Attention (pol_cache_msa()) a miss costs the
+ * recomputation of that block alone, which grows with its position, and
+ * a cached child is used without its parent: among equal next uses the
+ * shallowest block goes first (the same hits, the cheaper misses).
+ */
+static void belady_msa_key(const struct pol_block *b, unsigned tier,
+			   struct pol_heap_node *n)
+{
+	n->k1 = 0;
+	n->k2 = UINT64_MAX - b->next_use;
+	n->k3 = b->position;
+}
+
+static const struct hpol_kind belady_msa_kind = {
+	.key = belady_msa_key,
+	.rekey = lfu_rekey,
+};
+
 static int belady_create(struct pol_cache *c, unsigned tier, void **priv)
 {
-	return hpol_create(c, tier, &belady_kind, priv);
+	return hpol_create(c, tier,
+			   pol_cache_msa(c) ? &belady_msa_kind : &belady_kind,
+			   priv);
 }
 
 const struct pol_ops pol_belady_ops = {
