@@ -251,7 +251,7 @@ int main(void)
 	/* what the work implies */
 	t_assert_eq(tm_u64(&e, "kvmm_up", NULL), 1);
 	t_assert(tm_value(&e, "kvmm_build_info",
-			  "version=\"" KVMM_VERSION "\",abi=\"1.5\""));
+			  "version=\"" KVMM_VERSION "\",abi=\"1.6\""));
 	t_assert(tm_value(&e, "kvmm_backend_info",
 			  "backend=\"host\",device=\"host\""));
 	t_assert(tm_value(&e, "kvmm_cache_policy_info",

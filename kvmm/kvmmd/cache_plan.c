@@ -4,7 +4,9 @@
  *
  * A prefix-open matches the longest run of leading blocks that are in some
  * tier (a prefix stops at the first block in no tier: without Multi-Segment
- * Attention a block after a gap is useless).  Blocks on the GPU are shared
+ * Attention a block after a gap is useless); with PREFIX_OPEN_SEGMENTS it
+ * goes on to the last block in some tier, the holes recomputed by the
+ * client, and the plan is made with allow_segments.  Blocks on the GPU are shared
  * as they are; each block in the host or NVMe tier is either reloaded by
  * the daemon into fresh pages or handed to the client as fresh pages to
  * recompute at its original positions.  Both give the same bytes (a
@@ -65,13 +67,17 @@ static void ref_init(void)
 }
 
 void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
-		   const uint8_t *tiers, uint32_t n, uint8_t *act)
+		   const uint8_t *tiers, uint32_t n, bool segments,
+		   uint8_t *act)
 {
-	struct pol_restore_opts o = { .size = sizeof(o) };
+	struct pol_restore_opts o = { .size = sizeof(o),
+				      .allow_segments = segments };
 	struct pol_restore_plan p;
 
 	for (uint32_t i = 0; i < n; i++) {
-		if (tiers[i] == POL_TIER_GPU)
+		if (tiers[i] >= POL_TIER_COUNT)
+			act[i] = POL_RESTORE_RECOMPUTE; /* a hole */
+		else if (tiers[i] == POL_TIER_GPU)
 			act[i] = POL_RESTORE_USE;
 		else if (mode == KD_RESTORE_RECOMPUTE)
 			act[i] = POL_RESTORE_RECOMPUTE;

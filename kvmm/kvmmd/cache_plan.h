@@ -6,6 +6,7 @@
 #ifndef KVMM_KVMMD_CACHE_PLAN_H
 #define KVMM_KVMMD_CACHE_PLAN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum kd_restore_mode {
@@ -24,12 +25,16 @@ int kd_restore_mode_parse(const char *val, uint32_t *mode);
 /*
  * For n blocks whose tiers are tiers[0..n) (enum pol_tier, none
  * POL_TIER_NONE), fill act[0..n) with enum pol_restore_action: USE for the
- * GPU, RELOAD or RECOMPUTE for the others.  Never fails: when the plan
- * cannot be built every lower-tier block is reloaded.  m: kvmmd's
- * --profile cost model (NULL: the built-in reference profile).
+ * GPU, RELOAD or RECOMPUTE for the others (always RECOMPUTE for a block
+ * in no tier).  Never fails: when the plan cannot be built every
+ * lower-tier block is reloaded.  m: kvmmd's --profile cost model (NULL:
+ * the built-in reference profile).  segments: the plan may reuse blocks
+ * after a hole (Multi-Segment Attention, PREFIX_OPEN_SEGMENTS), and may
+ * move any reloaded block to recomputation.
  */
 struct pol_cost_model;
 void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
-		   const uint8_t *tiers, uint32_t n, uint8_t *act);
+		   const uint8_t *tiers, uint32_t n, bool segments,
+		   uint8_t *act);
 
 #endif

@@ -3,7 +3,10 @@
  * PREFIX_OPEN: walk the asked prefix once (share GPU blocks, plan
  * recomputes, start restores), keep the open pending while restores run,
  * and reply from the loop when no block before the first failed one
- * waits (kc_settle()).
+ * waits (kc_settle()).  With KVMM_PREFIX_OPEN_SEGMENTS the walk goes on
+ * past blocks in no tier (holes): each comes back as a RECOMPUTE block on
+ * fresh pages, like a block the plan recomputes, and the reply ends at
+ * the last block found.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -15,10 +18,41 @@
 #include "kvmm/policy/restore_plan.h"
 #include "kvmm/kvmmd/cache_plan.h"
 
+/* A hash the walk finds in no tier (a hole, with _SEGMENTS) */
+static bool kc_gone(const struct kc_entry *e)
+{
+	return !e || e->dead || e->drop_after;
+}
+
+/*
+ * The tiers of the blocks an open plans for, into tiers[]: the leading
+ * blocks in some tier or, with segments, every block up to the last one
+ * in some tier (POL_TIER_NONE for the holes).  Returns how many.
+ */
+static uint32_t kc_prefix_tiers(struct kd_cache *c, const uint64_t *hashes,
+				uint32_t n, bool segments, uint8_t *tiers)
+{
+	uint32_t lim = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct kc_entry *e = kc_find(c, hashes[i]);
+
+		if (kc_gone(e)) {
+			if (!segments)
+				break;
+			tiers[i] = POL_TIER_NONE;
+			continue;
+		}
+		tiers[i] = e->tier; /* where a demotion goes to */
+		lim = i + 1;
+	}
+	return lim;
+}
+
 /*
  * Does the walk (kc_prefix_walk()) take fresh pool pages for e, planned
  * `act`?  A block to recompute always does (e may be in any state, even
- * missing); a lower-tier block it restores does, unless it is being
+ * missing: a hole); a lower-tier block it restores does, unless it is being
  * restored already (the open waits for that restore and shares it) or
  * being demoted (restored once the move ended, by kc_busy_retry(), which
  * takes its pages then, in line: kc_pages_in_line()).
@@ -47,22 +81,16 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
  * a parked open that still waits (kc_reclaim_check()).
  */
 static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
-			  uint32_t n, uint32_t mode, uint8_t *tiers,
-			  uint8_t *plan)
+			  uint32_t n, uint32_t mode, bool segments,
+			  uint8_t *tiers, uint8_t *plan)
 {
 	uint64_t need = 0;
 	uint32_t lim;
 	bool *pinned;
 	int err;
 
-	for (lim = 0; lim < n; lim++) {
-		struct kc_entry *e = kc_find(c, hashes[lim]);
-
-		if (!e || e->dead || e->drop_after)
-			break;
-		tiers[lim] = e->tier; /* where a demotion goes to */
-	}
-	kd_cache_plan(mode, c->d->cost, tiers, lim, plan);
+	lim = kc_prefix_tiers(c, hashes, n, segments, tiers);
+	kd_cache_plan(mode, c->d->cost, tiers, lim, segments, plan);
 	for (uint32_t i = 0; i < lim; i++)
 		if (kc_walk_takes_pages(kc_find(c, hashes[i]), plan[i]))
 			need += c->ppb;
@@ -78,8 +106,8 @@ static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 		struct kc_entry *e = kc_find(c, hashes[i]);
 
 		/* host blocks too: the cascade from the demotions must not
-		 * push them on (or drop them) */
-		if (!e->rblk && e->in_pol)
+		 * push them on (or drop them); not the holes */
+		if (!kc_gone(e) && !e->rblk && e->in_pol)
 			pinned[i] = pol_cache_pin(c->pol, hashes[i]) == 0;
 	}
 	err = kc_reclaim_take(c, need);
@@ -243,7 +271,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	struct kd_daemon *d = c->d;
 	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
 	struct kvmm_prefix_open_reply *rep = NULL;
-	uint32_t hit = 0, nrecompute = 0, nfds = 0, npages;
+	uint32_t hit = 0, nrecompute = 0, nholes = 0, nfds = 0, npages;
 	struct kd_region *r;
 	struct kd_seq *q;
 	size_t rep_len, acts_len = 0;
@@ -257,8 +285,17 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	while (hit < pr->lim && pr->state[hit] == KC_SLOT_READY &&
 	       q->blocks[hit])
 		hit++;
+	/* the prefix ends with a block found (holes only between them):
+	 * when a later block failed, the holes before it go back too */
+	while (hit && pr->from[hit - 1] >= POL_TIER_COUNT)
+		hit--;
 	kd_seq_drop_blocks(r, pr->seq, hit, false);
 	for (uint32_t b = 0; b < hit; b++) {
+		if (pr->from[b] >= POL_TIER_COUNT) {
+			nholes++; /* a hole: RECOMPUTE, no hit */
+			nrecompute++;
+			continue;
+		}
 		c->st.tiers[pr->from[b]].hits++;
 		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE)
 			nrecompute++;
@@ -267,19 +304,23 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	}
 	if (hit < pr->lim && pr->state[hit] == KC_SLOT_BUSY_FAILED)
 		c->st.busy_misses++;
-	else if (hit < pr->lim || pr->stop == KC_STOP_MISS)
+	else if (hit < pr->lim || pr->stop == KC_STOP_MISS || nholes)
 		c->st.misses++;
-	/* kvmm:access: each block the prefix found, and where, then the
-	 * first one it did not (to be recomputed) */
+	/* kvmm:access: each block the prefix found, and where (a hole: a
+	 * miss), then the first one it did not (to be recomputed) */
 	if (pr->n && kvmm_tel_want(d->tel_local, access)) {
 		struct kvmm_access_rec *recs = calloc(hit + 1, sizeof(*recs));
 		uint64_t who = (uint64_t)s->id << 32 | pr->seq;
 		uint32_t nrec = 0;
 
 		for (uint32_t b = 0; recs && b < hit; b++)
-			recs[nrec++] =
-				(struct kvmm_access_rec){ pr->hashes[b], who,
-							  pr->from[b], 0 };
+			recs[nrec++] = (struct kvmm_access_rec){
+				pr->hashes[b], who,
+				pr->from[b] < POL_TIER_COUNT ?
+					pr->from[b] :
+					KVMM_TEL_TIER_MISS,
+				0
+			};
 		if (recs && hit < pr->n)
 			recs[nrec++] = (struct kvmm_access_rec){
 				pr->hashes[hit], who, KVMM_TEL_TIER_MISS, 0
@@ -288,7 +329,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			kvmm_tel_access(d->tel_local, pr->open_id, recs, nrec);
 		free(recs);
 	}
-	c->st.prefix_blocks_hit += hit;
+	c->st.prefix_blocks_hit += hit - nholes;
 	q->len = hit * r->tokens_per_block;
 
 	npages = hit * r->pages_per_block;
@@ -486,40 +527,38 @@ void kd_cache_session_end(struct kd_session *s)
  * GPU blocks, handing out fresh pages for blocks the plan recomputes, and
  * submitting a restore for every lower-tier block (all of them in flight
  * together) or joining the restore another open started; a block being
- * demoted is waited for.  Stops at the first block in no tier or whose
- * restore cannot start.
+ * demoted is waited for.  Stops at the first block in no tier (with
+ * segments: after the last block in some tier; the holes before it get
+ * fresh pages to recompute) or whose restore cannot start.  pinned: the
+ * caller's buffer of n + 1.
  */
 static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
-			   struct kd_region *r, uint8_t *tiers, uint8_t *plan)
+			   struct kd_region *r, uint8_t *tiers, uint8_t *plan,
+			   bool *pinned)
 {
 	struct kd_daemon *d = c->d;
 	struct kd_session *s = pr->s;
 	struct kd_seq *q = &r->seqs[pr->seq];
 	const uint64_t *hashes = pr->hashes;
-	uint32_t n = pr->n, npin = 0, nplan = 0, hit;
+	uint32_t n = pr->n, nplan, hit;
 
 	/* the clock was set and room made (kc_prefix_room()) just before:
 	 * pin the prefix first: restoring one of its blocks must not demote
-	 * or drop a later one (it would be a busy miss) */
-	for (; npin < n; npin++) {
-		struct kc_entry *pe = kc_find(c, hashes[npin]);
+	 * or drop a later one (it would be a busy miss); with segments every
+	 * block that can be pinned, past holes and blocks on the move */
+	for (uint32_t i = 0; i < n; i++) {
+		struct kc_entry *pe = kc_find(c, hashes[i]);
 
-		if (!pe || pe->dead || pe->drop_after ||
-		    (pe->job && !pe->rblk) || !pe->in_pol ||
-		    pol_cache_ref(c->pol, hashes[npin]))
+		pinned[i] = !kc_gone(pe) && !(pe->job && !pe->rblk) &&
+			    pe->in_pol && !pol_cache_ref(c->pol, hashes[i]);
+		if (!pinned[i] && !pr->segments)
 			break;
 	}
 	/* the restore plan, for the blocks matched now; the loop below
 	 * looks each block up again (an unpinned one may have moved) */
-	for (; nplan < n; nplan++) {
-		struct kc_entry *e = kc_find(c, hashes[nplan]);
-
-		if (!e || e->dead || e->drop_after)
-			break;
-		tiers[nplan] = e->tier; /* where a demotion goes to */
-	}
+	nplan = kc_prefix_tiers(c, hashes, n, pr->segments, tiers);
 	kd_cache_plan(pr->want_acts ? d->cfg.restore_mode : KD_RESTORE_RELOAD,
-		      d->cost, tiers, nplan, plan);
+		      d->cost, tiers, nplan, pr->segments, plan);
 	for (hit = 0; hit < n; hit++) {
 		struct kc_entry *e = kc_find(c, hashes[hit]);
 
@@ -539,8 +578,8 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			s->pages_owned += blk->nr_pages;
 			pr->state[hit] = KC_SLOT_READY;
 			pr->acts[hit] = KVMM_BLOCK_RECOMPUTE;
-			pr->from[hit] = tiers[hit];
-			if (e)
+			pr->from[hit] = tiers[hit]; /* POL_TIER_NONE: a hole */
+			if (!kc_gone(e) && tiers[hit] < POL_TIER_COUNT)
 				e->uses++;
 			continue;
 		}
@@ -578,8 +617,9 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 	}
 	pr->lim = hit;
 	kc_staging_pump(c, false);
-	for (uint32_t i = 0; i < npin; i++)
-		pol_cache_unref(c->pol, hashes[i]);
+	for (uint32_t i = 0; i < n; i++)
+		if (pinned[i])
+			pol_cache_unref(c->pol, hashes[i]);
 	kc_reap_dead(c);
 }
 
@@ -594,7 +634,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	uint64_t *hashes = NULL;
 	struct kd_region *r;
 	uint32_t n, seq;
-	bool few_new = false;
+	bool few_new = false, segments, *pinned = NULL;
 	int err, opened;
 
 	err = kc_copy_var(&po, sizeof(po), p, len,
@@ -603,8 +643,14 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (err)
 		return err;
 	err = -EINVAL;
-	if ((po.flags & ~KVMM_PREFIX_OPEN_ACTIONS) ||
+	if ((po.flags &
+	     ~(KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS)) ||
 	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
+		goto out;
+	/* holes come back as RECOMPUTE: only to a client that reads the
+	 * actions */
+	segments = po.flags & KVMM_PREFIX_OPEN_SEGMENTS;
+	if (segments && !(po.flags & KVMM_PREFIX_OPEN_ACTIONS))
 		goto out;
 	err = kd_region_lookup(s, po.region_id, &r);
 	if (err)
@@ -623,7 +669,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr = kc_pending_new(n);
 	tiers = malloc(n + 1);
 	plan = malloc(n + 1);
-	if (!pr || !tiers || !plan)
+	pinned = calloc(n + 1, sizeof(*pinned));
+	if (!pr || !tiers || !plan || !pinned)
 		goto out;
 	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
 	if (opened == -EXDEV)
@@ -636,7 +683,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				   po.flags & KVMM_PREFIX_OPEN_ACTIONS ?
 					   d->cfg.restore_mode :
 					   KD_RESTORE_RELOAD,
-				   tiers, plan) == -EINPROGRESS) {
+				   segments, tiers, plan) == -EINPROGRESS) {
 			/* the restores' pages come back when demotion copies
 			 * end: the open runs again from the loop then
 			 * (cache_park.c), nothing of it done yet */
@@ -654,15 +701,17 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->seq = seq;
 	pr->n = n;
 	pr->want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
+	pr->segments = segments;
 	pr->hashes = hashes;
 	hashes = NULL;
 	c->st.prefix_opens++;
 	c->st.prefix_blocks_asked += n;
 	pr->open_id = c->st.prefix_opens;
 	if (!opened)
-		kc_prefix_walk(c, pr, r, tiers, plan);
+		kc_prefix_walk(c, pr, r, tiers, plan, pinned);
 	free(tiers);
 	free(plan);
+	free(pinned);
 	if (!pr->nwait) {
 		kc_pending_finish(c, pr); /* replies, frees pr */
 		return 0;
@@ -680,6 +729,7 @@ out:
 		kc_pending_free(pr);
 	free(tiers);
 	free(plan);
+	free(pinned);
 	free(hashes);
 	return err;
 }

@@ -102,6 +102,7 @@ struct kc_pending {
 	uint32_t nwait; /* blocks WAIT */
 	uint8_t stop; /* enum kc_stop */
 	bool want_acts;
+	bool segments; /* KVMM_PREFIX_OPEN_SEGMENTS: holes recomputed */
 	bool deferred; /* the session is deferred: reply from the loop */
 	uint64_t open_id; /* telemetry: the prefix_opens count at arrival */
 	uint64_t *hashes;

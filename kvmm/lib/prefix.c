@@ -155,9 +155,15 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
 	    nr_hashes > KVMM_PREFIX_MAX_BLOCKS)
 		return -EINVAL;
-	if (o && (o->size < sizeof(*o) || o->flags))
+	if (o && (o->size < sizeof(*o) ||
+		  (o->flags & ~(uint32_t)KVMM_PREFIX_OPEN_SEGMENTS)))
 		return -EINVAL;
 	c = r->conn;
+	/* a daemon before ABI 1.6 would answer -EINVAL (unknown flag): say
+	 * what is missing instead */
+	if (o && (o->flags & KVMM_PREFIX_OPEN_SEGMENTS) &&
+	    c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 6)
+		return -EOPNOTSUPP;
 	rlen = sizeof(po) + (size_t)nr_hashes * sizeof(uint64_t);
 	if (rlen + sizeof(struct kvmm_msg_hdr) > KVMM_MSG_MAX)
 		return -E2BIG;
@@ -170,7 +176,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	po.region_id = r->id;
 	po.nr_hashes = nr_hashes;
 	if (o)
-		po.flags = KVMM_PREFIX_OPEN_ACTIONS;
+		po.flags = KVMM_PREFIX_OPEN_ACTIONS | o->flags;
 	memcpy(req, &po, sizeof(po));
 	memcpy(req + sizeof(po), hashes, nr_hashes * sizeof(uint64_t));
 	pthread_mutex_lock(&c->sock_lock);

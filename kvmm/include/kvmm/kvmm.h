@@ -182,10 +182,19 @@ int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
  * one enum kvmm_block_action (kvmm/uapi.h) per prefix block (room for
  * nr_hashes); the
  * counts are filled on success.  opts may be NULL: kvmm_seq_open_prefix().
+ *
+ * flags: 0 or KVMM_PREFIX_OPEN_SEGMENTS (kvmm/uapi.h, ABI 1.6): the
+ * prefix goes on past blocks in no tier, up to the last block cached in
+ * some tier; each block in no tier before it comes back as
+ * KVMM_BLOCK_RECOMPUTE (a hole), so the blocks after a hole are reused.
+ * Recompute the RECOMPUTE blocks in ascending order (each attends over
+ * the blocks before it, which are then all valid) before reading any
+ * block after them.  -EOPNOTSUPP from a daemon older than ABI 1.6; any
+ * other bit -EINVAL.
  */
 struct kvmm_prefix_opts {
 	uint32_t size; /* sizeof(struct kvmm_prefix_opts) */
-	uint32_t flags; /* must be 0 */
+	uint32_t flags; /* 0 or KVMM_PREFIX_OPEN_SEGMENTS */
 	uint8_t *actions; /* in: room for nr_hashes entries, or NULL */
 	/* out */
 	uint32_t shared, reloaded_host, reloaded_nvme, recompute;

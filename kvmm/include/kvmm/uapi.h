@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 5
+#define KVMM_ABI_MINOR 6
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -418,8 +418,18 @@ struct kvmm_block_publish_reply {
  * kvmm_block_action per block after page_ids[], padded with zeros to a
  * multiple of 4 bytes, and nr_recompute counts the RECOMPUTE ones.
  * Without the flag every block comes back with its data (reloaded).
+ *
+ * KVMM_PREFIX_OPEN_SEGMENTS (ABI 1.6, only with KVMM_PREFIX_OPEN_ACTIONS,
+ * alone -EINVAL; a daemon before 1.6 answers it -EINVAL): the walk goes on
+ * past blocks in no tier.  The reply covers blocks 0..the last one found
+ * in some tier; each block in no tier among them comes back as
+ * KVMM_BLOCK_RECOMPUTE on fresh pages (a hole the client recomputes at
+ * its original positions, attending over the blocks before it), the
+ * others as without it.  The plan is made with Multi-Segment Attention
+ * allowed, so a cached block after a hole may come back as RECOMPUTE too.
  */
 #define KVMM_PREFIX_OPEN_ACTIONS 0x1u
+#define KVMM_PREFIX_OPEN_SEGMENTS 0x2u
 
 enum kvmm_block_action {
 	KVMM_BLOCK_GPU_SHARED = 1, /* mapped as it is, zero-copy */
@@ -432,7 +442,7 @@ struct kvmm_prefix_open {
 	uint32_t size;
 	uint32_t region_id;
 	uint32_t nr_hashes; /* <= KVMM_PREFIX_MAX_BLOCKS */
-	uint32_t flags; /* 0 or KVMM_PREFIX_OPEN_ACTIONS */
+	uint32_t flags; /* 0 or KVMM_PREFIX_OPEN_ACTIONS [| _SEGMENTS] */
 	uint64_t reserved[2];
 	uint64_t hashes[];
 };
@@ -440,7 +450,8 @@ struct kvmm_prefix_open {
 struct kvmm_prefix_open_reply {
 	uint32_t size;
 	uint32_t seq_id;
-	uint32_t nr_blocks; /* cached prefix length in blocks */
+	uint32_t nr_blocks; /* cached prefix length in blocks (with
+			     * _SEGMENTS: holes included) */
 	uint32_t pages_per_block;
 	uint32_t nr_fds;
 	uint32_t len; /* tokens */
