@@ -32,8 +32,8 @@ struct tlm_engine {
 };
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, struct tlm_kv **out, char *err,
-		       size_t errlen);
+		       const char *socket_path, bool segments,
+		       struct tlm_kv **out, char *err, size_t errlen);
 
 int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
 		      char *err, size_t errlen)
@@ -65,7 +65,8 @@ int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
 	}
 	if (!strcmp(o->kv_kind, "kvmm")) {
 		ret = tlm_kv_kvmm_create(e->m, o->max_seqs, o->max_tokens,
-					 o->socket_path, &e->kv, err, errlen);
+					 o->socket_path, o->prefix_segments,
+					 &e->kv, err, errlen);
 	} else {
 		ret = tlm_kv_private_create(e->m, o->max_seqs, o->max_tokens,
 					    &e->kv);
@@ -248,6 +249,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	e->st.restored_host += r.restored_host;
 	e->st.restored_nvme += r.restored_nvme;
 	e->st.prefix_blocks += r.prefix_blocks;
+	e->st.reused_after_hole += r.reused_after_hole;
 	e->st.evicted_blocks_recomputed += r.evicted_blocks;
 	/*
 	 * Patch the blocks nobody could reload: recompute each at its
@@ -382,6 +384,7 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		"\"prefill_tokens_skipped\":%ld,\"steps\":%ld,"
 		"\"shared_blocks\":%ld,\"restored_host\":%ld,"
 		"\"restored_nvme\":%ld,\"recomputed_blocks\":%ld,"
+		"\"reused_after_hole\":%ld,"
 		"\"recomputed_tokens\":%ld,\"prefix_blocks\":%ld,"
 		"\"evicted_blocks_recomputed\":%ld,\"pool_waits\":%ld,"
 		"\"revocations_seen\":%ld,"
@@ -391,7 +394,8 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
 		s->steps, s->shared_blocks, s->restored_host, s->restored_nvme,
-		s->recomputed_blocks, s->recomputed_tokens, s->prefix_blocks,
+		s->recomputed_blocks, s->reused_after_hole,
+		s->recomputed_tokens, s->prefix_blocks,
 		s->evicted_blocks_recomputed, s->pool_waits,
 		s->revocations_seen, s->revoked_blocks_recomputed,
 		s->revoked_tokens_recomputed, wall_s,

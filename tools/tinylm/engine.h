@@ -23,6 +23,9 @@ struct tlm_engine_opts {
 	uint64_t sample_seed;
 	bool quiet;
 	unsigned int step_delay_us; /* sleep after each step (tests) */
+	/* kvmm only: prefix opens reuse cached blocks after a hole
+	 * (KVMM_PREFIX_OPEN_SEGMENTS; the holes are recomputed) */
+	bool prefix_segments;
 	FILE *out;
 };
 
@@ -37,6 +40,7 @@ struct tlm_engine_stats {
 	long restored_host; /* ... reloaded from host memory */
 	long restored_nvme; /* ... reloaded from NVMe */
 	long recomputed_blocks; /* ... recomputed at their positions */
+	long reused_after_hole; /* ... reused after a recomputed block */
 	long prefix_blocks; /* prompt blocks found cached */
 	long evicted_blocks_recomputed; /* published, evicted, recomputed */
 	long recomputed_tokens;

@@ -34,8 +34,8 @@
 #include "tinylm.h"
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, struct tlm_kv **out, char *err,
-		       size_t errlen);
+		       const char *socket_path, bool segments,
+		       struct tlm_kv **out, char *err, size_t errlen);
 
 #if __has_include(<kvmm/kvmm.h>)
 #include <kvmm/kvmm.h>
@@ -58,6 +58,7 @@ struct kv_kvmm {
 	int max_blocks; /* per sequence */
 	uint64_t hash_seed;
 	bool hashing; /* block hashes available (libxxhash) */
+	bool segments; /* KVMM_PREFIX_OPEN_SEGMENTS (--prefix-segments) */
 	int *published; /* per slot: leading blocks the cache already has */
 	uint64_t *hashes; /* scratch: a sequence's chain */
 	uint8_t *actions; /* scratch: enum kvmm_block_action per block */
@@ -157,7 +158,7 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 	struct kv_kvmm *k = to_kvmm(kv);
 	struct kvmm_prefix_opts po = { .size = sizeof(po) };
 	uint32_t seq, nb = 0;
-	int ret, nfull, nrec = 0, first_pub;
+	int ret, nfull, nrec = 0, first_pub, after = 0;
 
 	if (ntokens > kv->max_tokens)
 		return -E2BIG;
@@ -171,6 +172,8 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 		if (ret)
 			return ret;
 		po.actions = k->actions;
+		if (k->segments)
+			po.flags = KVMM_PREFIX_OPEN_SEGMENTS;
 		ret = kvmm_seq_open_prefix_opts(
 			k->region, k->hashes, (uint32_t)nfull, &seq, &nb, &po);
 	} else {
@@ -184,8 +187,11 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 	}
 	first_pub = (int)nb;
 	for (int b = 0; b < (int)nb; b++) {
-		if (k->actions[b] != KVMM_BLOCK_RECOMPUTE)
+		if (k->actions[b] != KVMM_BLOCK_RECOMPUTE) {
+			if (nrec)
+				after++; /* reused past a hole */
 			continue;
+		}
 		if (nrec == 0)
 			first_pub = b; /* publish them again once computed */
 		k->recompute[nrec] = b;
@@ -200,7 +206,8 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 				   .shared_blocks = po.shared,
 				   .restored_host = po.reloaded_host,
 				   .restored_nvme = po.reloaded_nvme,
-				   .prefix_blocks = nb };
+				   .prefix_blocks = nb,
+				   .reused_after_hole = after };
 	for (int b = (int)nb; b < nfull; b++)
 		if (mine_has(k, k->hashes[b]))
 			r->evicted_blocks++;
@@ -355,8 +362,8 @@ static const struct tlm_kv_ops kvmm_kv_ops = {
 };
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, struct tlm_kv **out, char *err,
-		       size_t errlen)
+		       const char *socket_path, bool segments,
+		       struct tlm_kv **out, char *err, size_t errlen)
 {
 	struct kvmm_connect_opts co = { .size = sizeof(co) };
 	struct kvmm_region_opts ro = { .size = sizeof(ro) };
@@ -397,6 +404,7 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 	ro.max_seqs = max_seqs;
 	ro.max_tokens = max_tokens;
 	ro.salt = tlm_checksum(m->data, m->data_floats);
+	k->segments = segments;
 	ret = kvmm_region_create(k->conn, &ro, &k->region);
 	if (ret) {
 		snprintf(err, errlen, "creating the kvmm region: %s",
@@ -441,8 +449,8 @@ err_free:
 #else /* no kvmm client library in this tree */
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, struct tlm_kv **out, char *err,
-		       size_t errlen)
+		       const char *socket_path, bool segments,
+		       struct tlm_kv **out, char *err, size_t errlen)
 {
 	snprintf(err, errlen,
 		 "--kv kvmm: this build has no kvmm client library");

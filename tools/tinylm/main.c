@@ -52,6 +52,9 @@ static const char usage[] =
 	"  --socket PATH         kvmmd socket for --kv kvmm\n"
 	"                        (default $KVMM_SOCKET or /run/kvmm/kvmm.sock)\n"
 	"  --max-seqs N          sequences in the KV region (default 4)\n"
+	"  --prefix-segments     --kv kvmm: also reuse the cached blocks after\n"
+	"                        a block the cache lost (the hole is recomputed\n"
+	"                        at its positions; kvmmd ABI 1.6)\n"
 	"  --step-delay-ms N     sleep N ms after every forward pass, like a\n"
 	"                        slower accelerator would (tests use it to land\n"
 	"                        revocations mid-run; default 0)\n"
@@ -103,6 +106,7 @@ enum {
 	OPT_SOCKET,
 	OPT_MAX_SEQS,
 	OPT_STEP_DELAY,
+	OPT_PREFIX_SEGMENTS,
 	OPT_PROMPT,
 	OPT_WSEED,
 	OPT_CONVS,
@@ -139,6 +143,7 @@ static const struct option long_opts[] = {
 	{ "socket", required_argument, NULL, OPT_SOCKET },
 	{ "max-seqs", required_argument, NULL, OPT_MAX_SEQS },
 	{ "step-delay-ms", required_argument, NULL, OPT_STEP_DELAY },
+	{ "prefix-segments", no_argument, NULL, OPT_PREFIX_SEGMENTS },
 	{ "prompt", required_argument, NULL, OPT_PROMPT },
 	{ "workload-seed", required_argument, NULL, OPT_WSEED },
 	{ "conversations", required_argument, NULL, OPT_CONVS },
@@ -372,6 +377,9 @@ int main(int argc, char **argv)
 		case OPT_MAX_SEQS:
 			max_seqs = parse_long(c, optarg, 1, 4096);
 			break;
+		case OPT_PREFIX_SEGMENTS:
+			eo.prefix_segments = true;
+			break;
 		case OPT_STEP_DELAY:
 			eo.step_delay_us =
 				parse_long(c, optarg, 0, 10000) * 1000;
@@ -431,6 +439,8 @@ int main(int argc, char **argv)
 		die_usage("unexpected argument '%s'", argv[optind], NULL);
 	if (client >= clients)
 		die_usage("--client must be below --clients%s%s", "", "");
+	if (eo.prefix_segments && strcmp(kv_kind, "kvmm"))
+		die_usage("--prefix-segments needs --kv kvmm%s%s", "", "");
 	if (kvmm_stats) {
 		ret = tlm_kvmm_print_tier_stats(socket_path, stdout);
 		if (ret) {

@@ -91,6 +91,12 @@ struct tlm_restore {
 	long restored_nvme; /* reloaded from the NVMe tier */
 	long prefix_blocks; /* cached blocks found, wherever they were */
 	/*
+	 * Blocks shared or reloaded after a block to recompute: with
+	 * --prefix-segments, the cached blocks after a hole (0 without: a
+	 * plan without MSA reuses a prefix only)
+	 */
+	long reused_after_hole;
+	/*
 	 * Blocks past the cached prefix that this process had published
 	 * before: the cache evicted them, so the prefill recomputes them at
 	 * their original positions (patching by recomputation).
