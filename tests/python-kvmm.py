@@ -291,6 +291,17 @@ def case_share():
                  "daemon: prefix blocks hit")
         check_eq(st["sessions"], 3, "daemon: sessions (writer, reader, ctl)")
 
+        # segments: a hash in no tier between the two is a hole to
+        # recompute, the block after it is shared all the same
+        g = r.open_prefix([HASHES[0], 0x5e6, HASHES[1]], segments=True)
+        check_eq(g.actions, ["gpu-shared", "recompute", "gpu-shared"],
+                 "segments actions")
+        check_eq((g.nr_blocks, g.shared, g.recompute), (3, 2, 1),
+                 "segments counts")
+        check(not set(g.seq.block_pages(1)) & set(a["ids"][0] + a["ids"][1]),
+              "the hole on pages of its own")
+        g.seq.close()
+
         s1.close()
         # s2 still reads the shared pages after s1 unmapped them
         check_eq(s2.k_view(0)[77], pattern(0, 78)[77], "s2 after s1 closed")

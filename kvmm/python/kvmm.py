@@ -47,7 +47,8 @@ __all__ = [
     "hash_seed", "block_hash", "hash_chain",
     "BLOCK_GPU_SHARED", "BLOCK_RELOADED_HOST", "BLOCK_RELOADED_NVME",
     "BLOCK_RECOMPUTE", "PIN_F_TTL", "PIN_F_PRIORITY", "PIN_F_PRIORITY_ONLY",
-    "PIN_F_DEMOTE", "PREFIX_MAX_BLOCKS", "BACKEND_HOST", "BACKEND_CUDA",
+    "PIN_F_DEMOTE", "PREFIX_MAX_BLOCKS", "PREFIX_OPEN_SEGMENTS",
+    "BACKEND_HOST", "BACKEND_CUDA",
 ]
 
 # kvmm/include/kvmm/uapi.h
@@ -60,6 +61,7 @@ PIN_F_PRIORITY = 0x2
 PIN_F_PRIORITY_ONLY = 0x4
 PIN_F_DEMOTE = 0x8
 PREFIX_MAX_BLOCKS = 4096
+PREFIX_OPEN_SEGMENTS = 0x2  # kvmm_prefix_opts.flags (ABI 1.6)
 # vmm/vmm.h enum vmm_backend_kind
 BACKEND_HOST = 0
 BACKEND_CUDA = 1
@@ -932,13 +934,18 @@ class Region:
         return _check(_c.block_publish(h, seq, first_block, n, parent_hash,
                                        arr), "kvmm_block_publish")
 
-    def open_prefix(self, hashes, plan=False):
+    def open_prefix(self, hashes, plan=False, segments=False):
         """kvmm_seq_open_prefix(), or with plan=True
         kvmm_seq_open_prefix_opts() with per-block actions: a
-        PrefixResult."""
+        PrefixResult.  segments=True (implies plan=True) sets
+        PREFIX_OPEN_SEGMENTS: blocks cached after a hole are reused, each
+        hole a "recompute" block."""
         h = self._handle()
         if not isinstance(plan, bool):
             raise TypeError("plan must be a bool")
+        if not isinstance(segments, bool):
+            raise TypeError("segments must be a bool")
+        plan = plan or segments
         arr, n = _hash_array("hashes", hashes)
         seq = ctypes.c_uint32()
         nr = ctypes.c_uint32()
@@ -950,6 +957,7 @@ class Region:
         acts = (ctypes.c_uint8 * max(n, 1))()
         o = PrefixOpts()
         o.size = ctypes.sizeof(o)
+        o.flags = PREFIX_OPEN_SEGMENTS if segments else 0
         o.actions = ctypes.cast(acts, ctypes.POINTER(ctypes.c_uint8))
         _check(_c.seq_open_prefix_opts(h, arr, n, ctypes.byref(seq),
                                        ctypes.byref(nr), ctypes.byref(o)),
