@@ -6,7 +6,10 @@
  * tier.  kvmm_seq_open_prefix_opts() then reports block 0 as
  * RECOMPUTE (fresh pages, not the cached bytes) and block 1 as
  * GPU_SHARED, with counts that agree; an old-style kvmm_seq_open_prefix()
- * on the same prefix still gets block 0 reloaded with its bytes.
+ * on the same prefix still gets block 0 reloaded with its bytes.  With
+ * KVMM_PREFIX_OPEN_SEGMENTS a hash cached nowhere between the two is a
+ * hole to recompute and block 1 behind it is still shared, its bytes
+ * intact (block 0 is on the GPU again by then); an unknown flag is -EINVAL.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -119,6 +122,34 @@ int main(void)
 	t_ok(kvmm_seq_open_prefix(r, hashes, 2, &s, &n));
 	t_assert_eq(n, 2);
 	t_assert(block0_is(r, s, 0xa0));
+	t_ok(kvmm_seq_close(r, s));
+
+	/* segments: block 0 (on the GPU since the reload), a hole, block
+	 * 1 (GPU) */
+	const uint64_t holed[3] = { hashes[0], 0x9999, hashes[1] };
+	uint8_t acts3[3] = { 0 };
+
+	po.flags = 0x4;
+	t_assert_eq(kvmm_seq_open_prefix_opts(r, holed, 3, &s, &n, &po),
+		    -EINVAL);
+	po.flags = KVMM_PREFIX_OPEN_SEGMENTS;
+	po.actions = acts3;
+	t_ok(kvmm_seq_open_prefix_opts(r, holed, 3, &s, &n, &po));
+	t_assert_eq(n, 3);
+	t_assert_eq(acts3[0], KVMM_BLOCK_GPU_SHARED);
+	t_assert_eq(acts3[1], KVMM_BLOCK_RECOMPUTE);
+	t_assert_eq(acts3[2], KVMM_BLOCK_GPU_SHARED);
+	t_assert_eq(po.recompute, 1);
+	t_assert_eq(po.shared, 2);
+	t_assert(block0_is(r, s, 0xa0));
+	t_assert_eq(kvmm_seq_len(r, s), 3 * TPB);
+	{
+		const unsigned char *k = (const void *)kvmm_seq_k_ptr(r, s, 0);
+
+		for (size_t i = 2 * TPB * 256; i < 3 * TPB * 256; i++)
+			if (k[i] != 0xa0)
+				t_fail("block 2 byte %zu: %#x", i, k[i]);
+	}
 	t_ok(kvmm_seq_close(r, s));
 
 	kvmm_disconnect(c);
