@@ -11,6 +11,7 @@
 
 #include "kvmm/policy/hmap.h"
 #include "kvmm/policy/replay.h"
+#include "kvmm/policy/restore_plan.h"
 
 /* Index slots loaded ahead of the prefix lookup (pol_cache_prefetch). */
 #define REPLAY_AHEAD 4
@@ -106,53 +107,145 @@ static void daemon_reap(struct pol_cache *c, const uint64_t *dead,
 		pol_cache_remove(c, dead[--*ndead]);
 }
 
-/* A request as kvmmd sees it (pol_replay_opts.daemon_model); refd has
- * room for 3 * n hashes. */
+/*
+ * What kvmmd does with block i of a request's open (pol_replay_opts.
+ * daemon_model), decided at the lookup: the blocks it shares or restores
+ * (hits), a cached one the restore plan hands out to recompute, a hole
+ * (in no tier, before the last cached block: KVMM_PREFIX_OPEN_SEGMENTS),
+ * and the blocks past the matched prefix.
+ */
+enum dm_act {
+	DM_NEW = 0,
+	DM_USE, /* on the GPU: shared */
+	DM_RELOAD, /* below: restored */
+	DM_RECOMPUTE, /* below: the plan recomputes it */
+	DM_HOLE, /* in no tier: recomputed */
+};
+
+/*
+ * kvmmd's plan for an open with KVMM_PREFIX_OPEN_ACTIONS |
+ * KVMM_PREFIX_OPEN_SEGMENTS in restore mode "plan" (kd_cache_plan() over
+ * kc_prefix_tiers()): the blocks up to the last one in some tier, where[]
+ * their tiers; a lower-tier block the plan (with allow_segments, cost
+ * model m) recomputes becomes DM_RECOMPUTE and in no tier in where[] (the
+ * client recomputes it: a miss).  Even on the reference profile, where a
+ * host reload always beats recomputing its block, the plan recomputes an
+ * early host block when that overlaps the copies of the later ones and
+ * ends sooner (allow_segments lets it take any block, not only the last
+ * ones).  A plan that cannot be built reloads everything, as kvmmd's.
+ */
+static void daemon_plan(const struct pol_cost_model *m, uint8_t *where,
+			uint32_t n, uint8_t *act)
+{
+	struct pol_restore_opts o = { .size = sizeof(o),
+				      .allow_segments = true };
+	struct pol_restore_plan p;
+	uint32_t lim = 0;
+	bool lower = false;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (where[i] != POL_TIER_NONE) {
+			lim = i + 1;
+			lower |= where[i] != POL_TIER_GPU;
+		}
+	for (uint32_t i = 0; i < n; i++)
+		act[i] = i >= lim		   ? DM_NEW :
+			 where[i] == POL_TIER_NONE ? DM_HOLE :
+			 where[i] == POL_TIER_GPU  ? DM_USE :
+						     DM_RELOAD;
+	if (!lower)
+		return; /* shares and holes: nothing to decide */
+	memset(&p, 0, sizeof(p));
+	if (pol_restore_plan_build(m, where, lim, &o, &p))
+		return;
+	for (uint32_t i = 0; i < lim && i < p.nblocks; i++)
+		if (act[i] == DM_RELOAD &&
+		    p.action[i] == POL_RESTORE_RECOMPUTE) {
+			act[i] = DM_RECOMPUTE;
+			where[i] = POL_TIER_NONE;
+		}
+	pol_restore_plan_free(&p);
+}
+
+/*
+ * A request as kvmmd sees it (pol_replay_opts.daemon_model): act[0..n)
+ * says what its open did with each block (the hits a leading run without
+ * msa); refd has room for 2 * n hashes.  The order of the policy calls
+ * is kvmmd's (cache_prefix.c, cache_restore.c, cache.c):
+ *
+ *   PREFIX_OPEN (kc_prefix_walk)  pin every cached block of the matched
+ *                                 prefix (past holes); share the GPU
+ *                                 blocks in prefix order; submit the
+ *                                 restores; unpin (the restored blocks
+ *                                 stay pinned while their copies run);
+ *                                 reap
+ *   restores settle               in submission (prefix) order, each
+ *                                 unpinned, touched, reaped
+ *   BLOCK_PUBLISH                 from the first block recomputed (hole,
+ *                                 planned recompute) or new on: a block
+ *                                 on the GPU is a duplicate, one in no
+ *                                 tier admitted (a shared or restored
+ *                                 block too, when its own touch lost
+ *                                 it), one below promoted when the GPU
+ *                                 can take it
+ *   SEQ_CLOSE                     the sequence's references go
+ */
 static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
-			   uint32_t k, uint64_t clock, uint64_t *refd)
+			   const uint8_t *act, uint64_t clock, uint64_t *refd)
 {
 	uint64_t *dead = refd + n;
-	uint32_t nref = 0, ndead = 0;
+	uint32_t nref = 0, ndead = 0, p0 = n;
 	/* kvmmd asks at PREFIX_OPEN, before it touches anything, and keeps
 	 * the answer with the sequence for its publishes */
 	unsigned few = pol_cache_few_new(c, h, n) ? POL_BLOCK_FEW_NEW : 0;
 
 	pol_cache_set_clock(c, clock); /* PREFIX_OPEN: pins the prefix */
-	for (uint32_t i = 0; i < k; i++)
-		pol_cache_ref(c, h[i]);
+	for (uint32_t i = 0; i < n; i++)
+		if (act[i] == DM_USE || act[i] == DM_RELOAD ||
+		    act[i] == DM_RECOMPUTE)
+			pol_cache_ref(c, h[i]);
 	/* kvmmd shares the GPU blocks at once and releases its pins on the
 	 * prefix; the blocks it restores from a lower tier stay pinned while
 	 * their copies run and are touched when the restores are settled,
 	 * after the pin is released (kc_restore_settle), in prefix order
 	 * (the order it submitted them, kc_restored_next), each followed by
-	 * a reap */
-	for (uint32_t i = 0; i < k; i++)
-		dead[n + i] = pol_cache_tier_of(c, h[i]) == POL_TIER_GPU;
-	for (uint32_t i = 0; i < k; i++)
-		if (dead[n + i])
+	 * a reap; a block the plan recomputes is left where it is */
+	for (uint32_t i = 0; i < n; i++)
+		if (act[i] == DM_USE)
 			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
-	for (uint32_t i = 0; i < k; i++)
-		if (dead[n + i])
+	for (uint32_t i = 0; i < n; i++)
+		if (act[i] == DM_USE || act[i] == DM_RECOMPUTE)
 			pol_cache_unref(c, h[i]);
 	daemon_reap(c, dead, &ndead);
-	for (uint32_t i = 0; i < k; i++)
-		if (!dead[n + i]) {
+	for (uint32_t i = 0; i < n; i++)
+		if (act[i] == DM_RELOAD) {
 			pol_cache_unref(c, h[i]);
 			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
 			daemon_reap(c, dead, &ndead);
 		}
+	/* one publish, from the first block the client fills on (as
+	 * tinylm does, and kvmm-replay --daemon) */
+	for (uint32_t i = 0; i < n && p0 == n; i++)
+		if (act[i] != DM_USE && act[i] != DM_RELOAD)
+			p0 = i;
 	pol_cache_set_clock(c, clock + 1); /* BLOCK_PUBLISH */
-	for (uint32_t i = k; i < n; i++) {
+	for (uint32_t i = p0; i < n; i++) {
 		unsigned t = pol_cache_tier_of(c, h[i]);
 
+		/* a block it shared or restored is still on the GPU, held,
+		 * and a duplicate; or the policy gave it up in the call
+		 * that took it (daemon_touch() above) and the cache let go
+		 * of the pages (kc_put_block()): the publish caches them
+		 * again, like any block in no tier */
 		if (t == POL_TIER_NONE) {
 			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
 		} else if (t != POL_TIER_GPU &&
 			   pol_cache_can_admit(c, POL_TIER_GPU) &&
 			   !pol_cache_pin(c, h[i])) {
-			/* cached below past the first miss: the published
-			 * pages become its GPU copy (kc_publish_promote(),
-			 * pinned while it moves up) */
+			/* cached below past the first miss (or handed out
+			 * to recompute): the published pages become its
+			 * GPU copy (kc_publish_promote(), pinned while it
+			 * moves up) */
 			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
 			(void)pol_cache_unpin(c, h[i]);
 		}
@@ -261,6 +354,48 @@ static void msa_count(struct pol_replay_result *res,
 			(uint64_t)n * POL_TRACE_BLOCK_TOKENS - q->input_length;
 }
 
+double pol_replay_msa_terms(const struct pol_cost_model *m, uint32_t nblocks,
+			    double *rc, double *attn)
+{
+	/* recompute(i) = lin + attn[i], the attention part scaled */
+	double lin = pol_cost_compute_s(m, m->linear_flops_per_token *
+						   m->tokens_per_block);
+
+	for (uint32_t i = 0; i <= nblocks; i++) {
+		rc[i] = pol_cost_recompute_block_s(m, i);
+		attn[i] = rc[i] - lin;
+	}
+	return lin;
+}
+
+double pol_replay_msa_request(const struct pol_cost_model *m,
+			      struct pol_replay_result *res,
+			      const struct pol_trace_req *q, const uint64_t *h,
+			      const uint8_t *where, double lin,
+			      const double *rc, const double *attn,
+			      struct pol_hmap *seen, double *bcost)
+{
+	uint32_t n = q->nblocks, served, lead = 0;
+	double cost = 0, nocache = 0;
+
+	served = msa_costs(m, where, n, lin, attn, bcost);
+	while (lead < n && where[lead] != POL_TIER_NONE)
+		lead++;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t *s = pol_hmap_slot(seen, h[i]);
+
+		cost += bcost[i];
+		nocache += rc[i];
+		if (*s != UINT32_MAX)
+			res->reuse_overhead_s += bcost[i];
+		*s = 1;
+		if (where[i] != POL_TIER_NONE)
+			res->hits[where[i]]++;
+	}
+	msa_count(res, q, where, lead, served, cost, nocache);
+	return cost;
+}
+
 /*
  * TTFT from a FIFO queue over identical prefill servers, requests arriving at
  * their trace timestamps: time to first token = wait + modelled prefill.
@@ -305,7 +440,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	uint64_t *next = NULL, *nextout = NULL;
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
 	double *attn = NULL, *bcost = NULL, lin = 0;
-	uint8_t *where = NULL;
+	uint8_t *where = NULL, *act = NULL;
 	uint64_t *refd = NULL;
 	struct pol_hmap seen;
 	uint32_t maxblocks = 0;
@@ -316,8 +451,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 
 	if (!o || o->size < sizeof(*o) || !t || !res)
 		return -EINVAL;
-	if (o->daemon_model && (o->cache_output || o->msa))
-		return -EOPNOTSUPP; /* kvmmd makes no MSA plans */
+	if (o->daemon_model && o->cache_output)
+		return -EOPNOTSUPP;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	m = pol_replay_begin(o, servers, &refm, res);
 	for (size_t r = 0; r < t->nreqs; r++)
@@ -327,7 +462,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	co.kind = o->kind;
 	memcpy(co.capacity, o->capacity, sizeof(co.capacity));
 	co.prefix_rule = o->prefix_rule;
-	co.msa = o->msa;
+	/* kvmmd's cache is made without it (the policy's prefix rule) */
+	co.msa = o->msa && !o->daemon_model;
 	co.cost = m;
 	co.block_bytes = (uint64_t)pol_cost_block_bytes(m);
 	co.expected_blocks = 1024;
@@ -342,29 +478,24 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	where = malloc(maxblocks + 1);
 	free_at = calloc(servers, sizeof(*free_at));
-	refd = malloc(3 * (maxblocks + 1) * sizeof(*refd));
+	act = malloc(maxblocks + 1);
+	refd = malloc(2 * (maxblocks + 1) * sizeof(*refd));
 	attn = malloc((maxblocks + 1) * sizeof(*attn));
 	bcost = malloc((maxblocks + 1) * sizeof(*bcost));
-	if (!next || !nextout || !prefill || !ttft || !rc || !where ||
+	if (!next || !nextout || !prefill || !ttft || !rc || !where || !act ||
 	    !free_at || !refd || !attn || !bcost)
 		goto out;
 	if (pol_hmap_init(&seen, t->nhashes + t->nout_hashes))
 		goto out;
 	if (next_uses(t, o->cache_output, next, nextout))
 		goto out_seen;
-	for (uint32_t i = 0; i <= maxblocks; i++)
-		rc[i] = pol_cost_recompute_block_s(m, i);
-	/* MSA: recompute(i) = lin + attn[i], the attention part scaled */
-	lin = pol_cost_compute_s(m, m->linear_flops_per_token *
-					    m->tokens_per_block);
-	for (uint32_t i = 0; i <= maxblocks; i++)
-		attn[i] = rc[i] - lin;
+	lin = pol_replay_msa_terms(m, maxblocks, rc, attn);
 
 	for (size_t r = 0; r < t->nreqs; r++) {
 		const struct pol_trace_req *q = &t->reqs[r];
 		const uint64_t *h = pol_trace_blocks(t, q);
 		double cost = 0, nocache = 0;
-		uint32_t k = 0, n = q->nblocks, served = 0;
+		uint32_t k = 0, n = q->nblocks;
 		unsigned few = 0;
 		uint64_t now;
 
@@ -396,16 +527,24 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				pol_cache_prefetch(c, h[i + REPLAY_AHEAD]);
 			where[i] = (uint8_t)pol_cache_tier_of(c, h[i]);
 		}
+		if (o->daemon_model && o->msa)
+			/* kvmmd's segmented open: what it hands out to
+			 * recompute is a miss */
+			daemon_plan(m, where, n, act);
+		else if (o->daemon_model)
+			for (uint32_t i = 0; i < n; i++)
+				act[i] = i >= k			  ? DM_NEW :
+					 where[i] == POL_TIER_GPU ? DM_USE :
+								    DM_RELOAD;
 		if (o->msa)
-			served = msa_costs(m, where, n, lin, attn, bcost);
-		for (uint32_t i = 0; i < n; i++) {
-			bool hit = o->msa ? where[i] != POL_TIER_NONE : i < k;
-			double bc = o->msa ? bcost[i] :
-				    i < k  ? (where[i] == POL_TIER_GPU ?
-						      0 :
-						      pol_cost_reload_block_s(
-							      m, where[i])) :
-					     rc[i];
+			cost = pol_replay_msa_request(m, res, q, h, where, lin,
+						      rc, attn, &seen, bcost);
+		for (uint32_t i = 0; !o->msa && i < n; i++) {
+			double bc = i < k ? (where[i] == POL_TIER_GPU ?
+						     0 :
+						     pol_cost_reload_block_s(
+							     m, where[i])) :
+					    rc[i];
 			uint32_t *s = pol_hmap_slot(&seen, h[i]);
 
 			cost += bc;
@@ -413,12 +552,10 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 			if (*s != UINT32_MAX)
 				res->reuse_overhead_s += bc;
 			*s = 1;
-			if (hit)
+			if (i < k)
 				res->hits[where[i]]++;
 		}
-		if (o->msa)
-			msa_count(res, q, where, k, served, cost, nocache);
-		else
+		if (!o->msa)
 			pol_replay_count(res, q, k, cost, nocache);
 		prefill[r] = cost;
 		if (o->request_hits) {
@@ -431,7 +568,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		}
 
 		if (o->daemon_model)
-			daemon_request(c, h, n, k, 2 * (uint64_t)r + 1, refd);
+			daemon_request(c, h, n, act, 2 * (uint64_t)r + 1, refd);
 		for (uint32_t i = 0; !o->daemon_model && i < n + q->nout; i++) {
 			bool out = i >= n;
 			uint64_t hash =
@@ -502,6 +639,7 @@ out:
 	free(ttft);
 	free(rc);
 	free(where);
+	free(act);
 	free(free_at);
 	free(refd);
 	free(attn);

@@ -15,7 +15,8 @@
  * With daemon_model the cache accesses are kvmmd's (see the option).
  * With msa (Multi-Segment Attention) every block is served from the tier
  * that holds it, wherever it is in the request, and only the blocks in
- * no tier are recomputed (see the option).
+ * no tier are recomputed (see the option); with both, the opens are
+ * kvmmd's PREFIX_OPEN with KVMM_PREFIX_OPEN_SEGMENTS.
  */
 #ifndef KVMM_POLICY_REPLAY_H
 #define KVMM_POLICY_REPLAY_H
@@ -48,7 +49,13 @@ struct pol_replay_opts {
 	 * request holds is referenced until it ends (its sequence is open);
 	 * no partial-block flag (kvmm blocks are whole); the clock ticks
 	 * once for the lookup and once for the publish.  No TTLs, no
-	 * --cache-output.
+	 * --cache-output.  With msa too, each open is one with
+	 * KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS (what
+	 * kvmm-replay --daemon --msa sends): the blocks up to the last one
+	 * cached are planned as kvmmd's restore mode "plan" does, with this
+	 * cost model (a lower-tier block the plan recomputes is a miss), the
+	 * holes are published with the new blocks, and the cache is created
+	 * without pol_cache_opts.msa (kvmmd's is: the policy's prefix rule).
 	 */
 	bool daemon_model;
 	/* called after each request's lookup with its hits per tier (may be
@@ -63,17 +70,16 @@ struct pol_replay_opts {
 	 */
 	bool ttl_hold;
 	/*
-	 * Multi-Segment Attention (kvmm-replay --msa; replay only, kvmmd
-	 * makes no MSA plans): a block's KV depends only on the tokens up
-	 * to it, so a cached block after a missing one is still exact.
-	 * Every block of a request in a tier at its arrival is served from
-	 * it (a hit), every block in no tier is recomputed at its position,
-	 * with the attention part of its cost times msa(k), k the number of
-	 * maximal runs of served blocks in the request (at least 1, as
-	 * restore_plan.c counts segments).  The cache is created with
-	 * pol_cache_opts.msa: the prefix rule is off unless prefix_rule is
-	 * 1, and asym weighs its candidates by their position.  Not with
-	 * daemon_model (-EOPNOTSUPP).
+	 * Multi-Segment Attention (kvmm-replay --msa): a block's KV depends
+	 * only on the tokens up to it, so a cached block after a missing
+	 * one is still exact.  Every block of a request in a tier at its
+	 * arrival is served from it (a hit), every block in no tier is
+	 * recomputed at its position, with the attention part of its cost
+	 * times msa(k), k the number of maximal runs of served blocks in
+	 * the request (at least 1, as restore_plan.c counts segments).  The
+	 * cache is created with pol_cache_opts.msa: the prefix rule is off
+	 * unless prefix_rule is 1, and asym breaks ties by the cheaper
+	 * miss.  With daemon_model: kvmmd's segmented opens (above).
 	 */
 	bool msa;
 };
@@ -116,6 +122,25 @@ void pol_replay_count(struct pol_replay_result *res,
 		      const struct pol_trace_req *q, uint32_t k, double cost,
 		      double nocache);
 
+/*
+ * Multi-Segment Attention accounting, shared the same way.
+ * pol_replay_msa_terms: rc[i] = recompute(i) and attn[i] its attention
+ * part for i in 0..nblocks; returns the linear part (the same for every
+ * block).  pol_replay_msa_request: add one request whose blocks are
+ * served from where[0..n) (POL_TIER_NONE: recomputed) to res (hits per
+ * tier, segments, tokens, modelled prefill, reuse overhead: a block
+ * whose hash is in seen was in an earlier request; marks them); returns
+ * its modelled prefill.  bcost is scratch of n.
+ */
+double pol_replay_msa_terms(const struct pol_cost_model *m, uint32_t nblocks,
+			    double *rc, double *attn);
+struct pol_hmap;
+double pol_replay_msa_request(const struct pol_cost_model *m,
+			      struct pol_replay_result *res,
+			      const struct pol_trace_req *q, const uint64_t *h,
+			      const uint8_t *where, double lin,
+			      const double *rc, const double *attn,
+			      struct pol_hmap *seen, double *bcost);
 /* Fill ttft_mean_s / ttft_p99_s from per-request modelled prefill times. */
 void pol_replay_queue(const struct pol_trace *t, const double *prefill,
 		      unsigned servers, double *free_at, double *ttft,

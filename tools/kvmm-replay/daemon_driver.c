@@ -19,8 +19,22 @@
  *   TIER_STATS until no migration is in flight, so the next request sees
  *   the cache settled (the in-process replay has no copies in flight)
  *
+ * With --msa the prefix is opened with KVMM_PREFIX_OPEN_ACTIONS |
+ * KVMM_PREFIX_OPEN_SEGMENTS (kvmm_seq_open_prefix_opts): kvmmd matches up
+ * to the last block it has in some tier and says per block what it did:
+ * shared from the GPU or reloaded from the host or NVMe tier (a hit of
+ * that tier), or RECOMPUTE (a hole, or a cached block its restore plan
+ * would rather have recomputed: a miss).  The driver recomputes those as
+ * an engine would: like the request's new blocks (the driver writes no
+ * bytes into either), published with them from the first RECOMPUTE block
+ * on, in one BLOCK_PUBLISH (the blocks shared or reloaded among them are
+ * duplicates kvmmd skips).  The tiers come from the actions, the
+ * TIER_STATS counters only check them (kvmmd counts a planned recompute
+ * as a hit of its tier).
+ *
  * The prefill model, reuse overhead and TTFT queue are computed from the
- * hit pattern exactly as kvmm/policy/replay.c does.  Capacities are the
+ * hit pattern exactly as kvmm/policy/replay.c does (with --msa by the
+ * same function, pol_replay_msa_request()).  Capacities are the
  * daemon's: they are read from TIER_STATS and must match the command
  * line (see Documentation/policy.md for how to start kvmmd).  A reply's
  * new pages arrive as fds, imported one message (253) at a time:
@@ -158,6 +172,78 @@ static void raise_nofile(uint32_t maxblocks)
 			(unsigned long long)need);
 }
 
+/*
+ * Account one request that hit its first k blocks, from[] of them from
+ * each tier, as pol_replay_run() does; returns its modelled prefill.
+ * The daemon does not say which hit came from where, only how many: the
+ * cost needs only the counts (a reload costs the same at every
+ * position).
+ */
+static double prefix_request(const struct pol_cost_model *m,
+			     struct pol_replay_result *res,
+			     const struct pol_trace_req *q, const uint64_t *h,
+			     uint32_t k, const uint64_t *from, const double *rc,
+			     struct pol_hmap *seen)
+{
+	double cost = 0, nocache = 0;
+
+	for (unsigned ti = 0; ti < POL_TIER_COUNT; ti++) {
+		res->hits[ti] += from[ti];
+		if (ti != POL_TIER_GPU)
+			cost += (double)from[ti] *
+				pol_cost_reload_block_s(m, ti);
+	}
+	/* every hit had been seen: its reload is reuse overhead */
+	res->reuse_overhead_s += cost;
+	for (uint32_t i = 0; i < q->nblocks; i++) {
+		uint32_t *s = pol_hmap_slot(seen, h[i]);
+		bool was = *s != UINT32_MAX;
+
+		*s = 1;
+		nocache += rc[i];
+		if (i >= k) {
+			cost += rc[i];
+			if (was)
+				res->reuse_overhead_s += rc[i];
+		}
+	}
+	pol_replay_count(res, q, k, cost, nocache);
+	return cost;
+}
+
+/* Where kvmmd served each block of an --msa open from: the tier of a
+ * shared or reloaded block, none for RECOMPUTE and past the prefix. */
+static void msa_where(const uint8_t *acts, uint32_t k, uint32_t n,
+		      uint8_t *where)
+{
+	for (uint32_t i = 0; i < n; i++)
+		where[i] = i >= k			       ? POL_TIER_NONE :
+			   acts[i] == KVMM_BLOCK_GPU_SHARED    ? POL_TIER_GPU :
+			   acts[i] == KVMM_BLOCK_RELOADED_HOST ? POL_TIER_HOST :
+			   acts[i] == KVMM_BLOCK_RELOADED_NVME ? POL_TIER_NVME :
+								 POL_TIER_NONE;
+}
+
+/*
+ * The TIER_STATS hits of an --msa open (from[]) against its actions:
+ * every GPU hit shared, at least the reloads of each tier counted there
+ * (the rest of a tier's hits are blocks the plan recomputes), and no
+ * more hits than blocks the prefix has besides its holes.
+ */
+static bool msa_stats_agree(const uint64_t *from,
+			    const struct kvmm_prefix_opts *po, uint32_t k)
+{
+	uint64_t served =
+		(uint64_t)po->shared + po->reloaded_host + po->reloaded_nvme;
+	uint64_t all =
+		from[POL_TIER_GPU] + from[POL_TIER_HOST] + from[POL_TIER_NVME];
+
+	return from[POL_TIER_GPU] == po->shared &&
+	       from[POL_TIER_HOST] >= po->reloaded_host &&
+	       from[POL_TIER_NVME] >= po->reloaded_nvme &&
+	       all - served <= po->recompute && all <= k;
+}
+
 int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		  const struct pol_replay_opts *o,
 		  struct pol_replay_result *res)
@@ -180,6 +266,10 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	uint32_t maxblocks = 1, tpb, seq, k;
 	uint64_t *hashes = NULL, probe = ~0ull;
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
+	double *attn = NULL, *bcost = NULL, lin = 0;
+	uint8_t *acts = NULL, *where = NULL, probe_act;
+	struct kvmm_prefix_opts po = { .size = sizeof(po),
+				       .flags = KVMM_PREFIX_OPEN_SEGMENTS };
 	double t0 = now_s(), last_progress = t0;
 	unsigned servers = o->prefill_servers ? o->prefill_servers : 2;
 	struct pol_hmap seen = { 0 };
@@ -231,8 +321,18 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 			maxblocks, kvmm_strerror(e));
 		goto out;
 	}
-	/* a lookup opens the cache's tiers; then its capacities are known */
-	e = kvmm_seq_open_prefix(reg, &probe, 1, &seq, &k);
+	/* a lookup opens the cache's tiers; then its capacities are known
+	 * (with --msa it is one with segments: a daemon before ABI 1.6
+	 * says so here) */
+	po.actions = &probe_act;
+	e = o->msa ? kvmm_seq_open_prefix_opts(reg, &probe, 1, &seq, &k, &po) :
+		     kvmm_seq_open_prefix(reg, &probe, 1, &seq, &k);
+	if (e == -EOPNOTSUPP && o->msa) {
+		fprintf(stderr, "kvmm-replay: --daemon --msa: kvmmd has no "
+				"KVMM_PREFIX_OPEN_SEGMENTS (ABI 1.6 or later "
+				"needed)\n");
+		goto out;
+	}
 	if (!e)
 		e = kvmm_seq_close(reg, seq);
 	if (!e)
@@ -249,18 +349,22 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	ttft = malloc((t->nreqs + 1) * sizeof(*ttft));
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	free_at = calloc(servers, sizeof(*free_at));
-	if (!hashes || !prefill || !ttft || !rc || !free_at ||
-	    pol_hmap_init(&seen, t->nhashes))
+	attn = malloc((maxblocks + 1) * sizeof(*attn));
+	bcost = malloc((maxblocks + 1) * sizeof(*bcost));
+	acts = malloc(maxblocks + 1);
+	where = malloc(maxblocks + 1);
+	if (!hashes || !prefill || !ttft || !rc || !free_at || !attn ||
+	    !bcost || !acts || !where || pol_hmap_init(&seen, t->nhashes))
 		goto out;
-	for (uint32_t i = 0; i <= maxblocks; i++)
-		rc[i] = pol_cost_recompute_block_s(m, i);
+	lin = pol_replay_msa_terms(m, maxblocks, rc, attn);
+	po.actions = acts;
 
 	for (size_t r = 0; r < t->nreqs; r++) {
 		const struct pol_trace_req *q = &t->reqs[r];
 		const uint64_t *h = pol_trace_blocks(t, q);
 		uint32_t n = q->nblocks;
 		uint64_t from[POL_TIER_COUNT], nfrom = 0;
-		double cost = 0, nocache = 0;
+		uint32_t p0;
 
 		cur = r;
 		if (!n) {
@@ -274,14 +378,23 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		}
 		for (uint32_t i = 0; i < n; i++)
 			hashes[i] = h[i] + 1;
-		e = kvmm_seq_open_prefix(reg, hashes, n, &seq, &k);
+		e = o->msa ? kvmm_seq_open_prefix_opts(reg, hashes, n, &seq, &k,
+						       &po) :
+			     kvmm_seq_open_prefix(reg, hashes, n, &seq, &k);
 		if (e)
 			goto err_req;
+		/* the client fills the blocks from the first one to
+		 * recompute on (a hole, with --msa) and publishes them */
+		for (p0 = 0; o->msa && p0 < k; p0++)
+			if (acts[p0] == KVMM_BLOCK_RECOMPUTE)
+				break;
+		if (!o->msa)
+			p0 = k;
 		e = kvmm_seq_extend(reg, seq, n * tpb);
-		if (!e && k < n) {
-			int p = kvmm_block_publish(reg, seq, k, n - k,
-						   k ? hashes[k - 1] : 0,
-						   hashes + k);
+		if (!e && p0 < n) {
+			int p = kvmm_block_publish(reg, seq, p0, n - p0,
+						   p0 ? hashes[p0 - 1] : 0,
+						   hashes + p0);
 			e = p < 0 ? p : 0;
 		}
 		if (!e)
@@ -294,7 +407,21 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 			from[ti] = st1.tiers[ti].hits - st0.tiers[ti].hits;
 			nfrom += from[ti];
 		}
-		if (nfrom != k) {
+		if (o->msa && !msa_stats_agree(from, &po, k)) {
+			fprintf(stderr,
+				"kvmm-replay: request %zu: %u blocks, %u "
+				"shared, %u + %u reloaded, %u to recompute, "
+				"but the tiers count %llu + %llu + %llu hits "
+				"(another client?)\n",
+				r, k, po.shared, po.reloaded_host,
+				po.reloaded_nvme, po.recompute,
+				(unsigned long long)from[POL_TIER_GPU],
+				(unsigned long long)from[POL_TIER_HOST],
+				(unsigned long long)from[POL_TIER_NVME]);
+			e = -EPROTO;
+			goto out;
+		}
+		if (!o->msa && nfrom != k) {
 			fprintf(stderr,
 				"kvmm-replay: request %zu: %u blocks hit but "
 				"the tiers count %llu (another client?)\n",
@@ -303,33 +430,20 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 			goto out;
 		}
 		st0 = st1;
+		if (o->msa) {
+			msa_where(acts, k, n, where);
+			from[POL_TIER_GPU] = po.shared;
+			from[POL_TIER_HOST] = po.reloaded_host;
+			from[POL_TIER_NVME] = po.reloaded_nvme;
+		}
 		if (o->request_hits)
 			o->request_hits(o->request_hits_arg, r, from);
-		/* the daemon does not say which hit came from where, only
-		 * how many: the cost needs only the counts (a reload costs
-		 * the same at every position) */
-		for (unsigned ti = 0; ti < POL_TIER_COUNT; ti++) {
-			res->hits[ti] += from[ti];
-			if (ti != POL_TIER_GPU)
-				cost += (double)from[ti] *
-					pol_cost_reload_block_s(m, ti);
-		}
-		/* every hit had been seen: its reload is reuse overhead */
-		res->reuse_overhead_s += cost;
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t *s = pol_hmap_slot(&seen, h[i]);
-			bool was = *s != UINT32_MAX;
-
-			*s = 1;
-			nocache += rc[i];
-			if (i >= k) {
-				cost += rc[i];
-				if (was)
-					res->reuse_overhead_s += rc[i];
-			}
-		}
-		pol_replay_count(res, q, k, cost, nocache);
-		prefill[r] = cost;
+		prefill[r] = o->msa ?
+				     pol_replay_msa_request(m, res, q, h, where,
+							    lin, rc, attn,
+							    &seen, bcost) :
+				     prefix_request(m, res, q, h, k, from, rc,
+						    &seen);
 		if (o->progress &&
 		    (now_s() - last_progress >= 2 || r + 1 == t->nreqs)) {
 			last_progress = now_s();
@@ -357,6 +471,10 @@ out:
 	free(ttft);
 	free(rc);
 	free(free_at);
+	free(attn);
+	free(bcost);
+	free(acts);
+	free(where);
 	if (reg)
 		kvmm_region_destroy(reg);
 	kvmm_disconnect(conn);

@@ -19,8 +19,10 @@
  * the same hit counts (Documentation/policy.md).  --per-request FILE
  * writes each request's hits per tier, to find where two replays part.
  * --msa replays with Multi-Segment Attention: every cached block of a
- * request is served, only the blocks in no tier are recomputed (in
- * process only: kvmmd makes no MSA plans).
+ * request is served, only the blocks in no tier are recomputed; with
+ * --daemon the prefixes are opened with KVMM_PREFIX_OPEN_SEGMENTS (kvmmd
+ * serves the blocks after a hole, the driver recomputes the holes) and
+ * --model-daemon --msa models those opens.
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -49,10 +51,12 @@ static void usage(FILE *f)
 		"                   [--max-requests N] [--model-daemon]\n"
 		"                   [--per-request FILE] [--msa] [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n"
-		"--msa: Multi-Segment Attention, in process only: every block of a\n"
-		"request in a tier is served (a gap does not end the hits), only\n"
-		"the blocks in no tier are recomputed, their attention x msa(k);\n"
-		"the prefix rule is off unless --prefix-rule on.\n");
+		"--msa: Multi-Segment Attention: every block of a request in a\n"
+		"tier is served (a gap does not end the hits), only the blocks in\n"
+		"no tier are recomputed, their attention x msa(k); the prefix rule\n"
+		"is off unless --prefix-rule on.  With --daemon: prefix opens with\n"
+		"KVMM_PREFIX_OPEN_SEGMENTS (kvmmd ABI 1.6), the hits and holes\n"
+		"kvmmd's restore plan gives; --model-daemon --msa models them.\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)
@@ -286,15 +290,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvmm-replay: --daemon replays one capacity "
 				"of an online policy (lru, lfu, arc or asym), "
 				"as kvmmd was started\n");
-		return 2;
-	}
-	if (o.msa && (daemon || o.daemon_model)) {
-		fprintf(stderr,
-			"kvmm-replay: --msa is not supported with %s: "
-			"kvmmd does not make or execute MSA restore plans "
-			"(Documentation/policy.md, Restore plans); --msa "
-			"replays in process only\n",
-			daemon ? "--daemon" : "--model-daemon");
 		return 2;
 	}
 	if (per_request && nsweep > 1)

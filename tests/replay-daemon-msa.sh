@@ -1,0 +1,143 @@
+#!/bin/bash
+# kvmm-replay --daemon --msa drives a real kvmmd (host backend) with
+# segmented prefix opens (KVMM_PREFIX_OPEN_ACTIONS | _SEGMENTS, ABI 1.6:
+# blocks after a hole are shared or reloaded, the holes recomputed and
+# published again), and gives exactly the hit counts, per tier and per
+# request, and the modelled times of the in-process --model-daemon --msa.
+# First a hand trace (lru, 4 GPU blocks) whose third request finds its
+# first block gone and the next two on the GPU: 2 hits after a hole, none
+# in the leading run, the same from both.  Then the first 1500 requests of
+# the Mooncake conversation trace: lru at 2000 GPU blocks and at 1000 GPU
+# + 4000 host, asym at 1000 GPU and at 1000 GPU + 2000 host, lru at 300 +
+# 600; lru must make holes there (hit_blocks > leading_hit_blocks).  With a host tier the daemon's restore
+# plan hands some host blocks after a hole out to recompute (their
+# reloads would queue behind the others); the model makes the same plan.
+# Skips (77) without the trace (after the hand trace).   timeout: 150
+set -u
+B=${KVMM_BUILD:-build}
+R=$B/kvmm-replay
+K=$B/kvmmd
+T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
+N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
+[ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
+command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+D=$(mktemp -d /tmp/kvmm-replaydm.XXXXXX)
+PID=
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	[ -r "$D/kvmmd.log" ] && tail -20 "$D/kvmmd.log"
+	exit 1
+}
+BLOCK=8192 # two 4 KiB pages: one trace block is one kvmm block
+
+start() { # policy gpu host
+	local extra=()
+	[ "$3" != 0 ] && extra=(--host-mem $((($3 + 2) * BLOCK)))
+	"$K" --foreground --backend host --socket "$D/s" --page-size 4K \
+		--gpu-mem 64M --telemetry off --log-level error \
+		--cache-policy "$1" --cache-gpu-blocks "$2" "${extra[@]}" \
+		2>"$D/kvmmd.log" &
+	PID=$!
+	for _ in $(seq 100); do
+		[ -S "$D/s" ] && return 0
+		kill -0 "$PID" 2>/dev/null || fail "kvmmd did not start"
+		sleep 0.05
+	done
+	fail "kvmmd socket did not appear"
+}
+stop() {
+	kill "$PID" && wait "$PID" || fail "kvmmd exit status $?"
+	PID=
+	rm -f "$D/s"
+}
+# the JSON without the counters the two count differently (demotions,
+# drops) and the wall time
+strip() { sed -e 's/,"demotions":{[^}]*},"drops":[0-9]*//' -e 's/,"wall_s".*//'; }
+
+pair() { # trace policy gpu host requests: the daemon's JSON in $D/a
+	local tr=$1 p=$2 g=$3 h=$4 n=$5 a b
+	start "$p" "$g" "$h"
+	a=$("$R" --trace "$tr" --policy "$p" --gpu-blocks "$g" --host-blocks "$h" \
+		--max-requests "$n" --msa --daemon "$D/s" --per-request "$D/a.req" \
+		--json) || fail "daemon --msa replay $p $g $h"
+	echo "$a" >"$D/a"
+	stop
+	b=$("$R" --trace "$tr" --policy "$p" --gpu-blocks "$g" --host-blocks "$h" \
+		--max-requests "$n" --msa --model-daemon --per-request "$D/b.req" \
+		--json) || fail "--model-daemon --msa replay $p $g $h"
+	a=$(echo "$a" | strip)
+	b=$(echo "$b" | strip)
+	[ "$a" == "$b" ] || fail "$p gpu=$g host=$h: --daemon --msa and --model-daemon --msa differ:
+daemon:     $a
+in-process: $b
+first request whose hits differ (request hits gpu host nvme):
+$(paste -d'|' "$D/a.req" "$D/b.req" |
+		awk -F'|' '$1 != $2 { print "daemon: " $1 "; in-process: " $2; exit }')"
+	cmp -s "$D/a.req" "$D/b.req" || fail "$p $g $h: --per-request files differ"
+}
+
+# --- a hand trace: lru, 4 GPU blocks (oldest first) ------------------
+# r0 [1 2 3]: admitted: {1 2 3}.  r1 [4 5]: 5 evicts 1: {2 3 4 5}.
+# r2 [1 2 3]: 1 is in no tier, 2 and 3 on the GPU: the open returns
+# RECOMPUTE, GPU_SHARED, GPU_SHARED (kvmmd touches 2 and 3: {4 5 2 3});
+# the driver publishes blocks 0-2, 1 is admitted again (evicts 4), 2 and
+# 3 are duplicates.  MSA: 2 hits, both after the hole; one served run.
+# Without --msa: no hit (the prefix stops at the missing first block).
+cat >"$D/hole.jsonl" <<'EOF'
+{"timestamp": 0, "input_length": 1536, "output_length": 10, "hash_ids": [1, 2, 3]}
+{"timestamp": 1000, "input_length": 1024, "output_length": 10, "hash_ids": [4, 5]}
+{"timestamp": 2000, "input_length": 1536, "output_length": 10, "hash_ids": [1, 2, 3]}
+EOF
+pair "$D/hole.jsonl" lru 4 0 3
+python3 - "$(cat "$D/a")" "$D/a.req" <<'P' || fail "hand trace: $(cat "$D/a")"
+import json, sys
+m = json.loads(sys.argv[1])
+rate = 0.6 * 989e12
+lin = 512 * 13.96e9 / rate
+rc = lambda i: lin + 524288 * 512 * (512 * i + 256.5) / rate
+assert m["msa"] is True and m["requests"] == 3 and m["blocks"] == 8, m
+assert m["hit_blocks"] == 2 and m["leading_hit_blocks"] == 0, m
+assert m["hits"] == {"gpu": 2, "host": 0, "nvme": 0}, m
+assert m["recomputed_blocks"] == 6 and m["hit_tokens"] == 1024, m
+# r2 recomputes its block 0 only, one served run: msa(1) = 1
+p = 2 * (rc(0) + rc(1) + rc(2)) - rc(2) + rc(0)
+assert abs(m["modeled_prefill_s"] - p) < 1e-6, (m, p)
+assert abs(m["reuse_overhead_s"] - rc(0)) < 1e-6, m
+assert [l.split() for l in open(sys.argv[2])] == [
+    ["0", "0", "0", "0", "0"], ["1", "0", "0", "0", "0"],
+    ["2", "2", "2", "0", "0"]]
+P
+start lru 4 0
+"$R" --trace "$D/hole.jsonl" --policy lru --gpu-blocks 4 --daemon "$D/s" \
+	--json >"$D/plain" || fail "daemon replay without --msa"
+stop
+grep -q '"hit_blocks":0,' "$D/plain" || fail "without --msa a hit: $(cat "$D/plain")"
+echo "ok: hand trace, 2 hits after a hole through kvmmd and in process"
+
+# --- the conversation trace ---------------------------------------------
+[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
+conv() { # policy gpu host holes|-
+	local hit lead
+	pair "$T" "$1" "$2" "$3" "$N"
+	hit=$(grep -o '"hit_blocks":[0-9]*' "$D/a" | grep -o '[0-9]*$')
+	lead=$(grep -o '"leading_hit_blocks":[0-9]*' "$D/a" | grep -o '[0-9]*$')
+	grep -q "\"requests\":$N," "$D/a" || fail "$*: not $N requests: $(cat "$D/a")"
+	[ "$hit" -gt 0 ] || fail "$*: no hits: $(cat "$D/a")"
+	[ "$(awk '{ s += $2 } END { print s }' "$D/a.req")" == "$hit" ] ||
+		fail "$*: --per-request does not add up to $hit"
+	if [ "$4" == holes ]; then
+		[ "$hit" -gt "$lead" ] || fail "$*: no hit after a hole ($hit hits, $lead leading)"
+	fi
+	echo "ok $1 gpu=$2 host=$3: $hit hits ($lead leading) $(grep -o '"hits":{[^}]*}' "$D/a")"
+}
+conv lru 2000 0 holes
+conv lru 1000 4000 holes
+conv lru 300 600 holes
+conv asym 1000 0 -
+conv asym 1000 2000 -
+echo "ok: --daemon --msa and --model-daemon --msa agree on $N requests"
