@@ -54,9 +54,11 @@ static void usage(FILE *f)
 		"--msa: Multi-Segment Attention: every block of a request in a\n"
 		"tier is served (a gap does not end the hits), only the blocks in\n"
 		"no tier are recomputed, their attention x msa(k); the prefix rule\n"
-		"is off unless --prefix-rule on.  With --daemon: prefix opens with\n"
-		"KVMM_PREFIX_OPEN_SEGMENTS (kvmmd ABI 1.6), the hits and holes\n"
-		"kvmmd's restore plan gives; --model-daemon --msa models them.\n");
+		"is off unless --prefix-rule on.  With --daemon the prefixes are\n"
+		"opened with KVMM_PREFIX_OPEN_SEGMENTS (kvmmd ABI 1.6): hits are\n"
+		"the blocks kvmmd shares or reloads, misses its holes and the\n"
+		"blocks its restore plan hands out to recompute; --model-daemon\n"
+		"--msa models those opens (the policy's own prefix rule, as kvmmd).\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)
