@@ -8,7 +8,8 @@
  * the open life of that block.  The workload (three tiers, conversations
  * that grow, hits, pins, TTLs, priorities) must then move the same blocks
  * as the code before the shortcuts: the digest of every move (hash, from,
- * to) was recorded with main at 81a52e5, before issue #8's speed work.
+ * to) was recorded with main at 81a52e5, before issue #8's speed work,
+ * and again when the victim scan widened (below).
  */
 #define POL_ASYM_CHECK
 /* every file of asym: the linker then takes none from the library */
@@ -18,10 +19,16 @@
 
 #include "tests/lib/test.h"
 
-/* recorded with main at 81a52e5 */
+/*
+ * Recorded when the victim scan took the lowest value among the
+ * SCAN_TAIL = 64 least recent blocks of each list instead of the tail
+ * alone (a change of decisions, by design).  The same code built with
+ * -DSCAN_TAIL=1 gives the digest recorded with main at 81a52e5, 782983
+ * moves and 0xdb099f31f9a1e77f: the scan changed nothing else.
+ */
 #ifndef EXPECT_MOVES
-#define EXPECT_MOVES 782983
-#define EXPECT_DIGEST 0xdb099f31f9a1e77full
+#define EXPECT_MOVES 788811
+#define EXPECT_DIGEST 0xb11c60a2a409d9ffull
 #endif
 
 static uint64_t digest = 1469598103934665603ull, moves;

@@ -41,9 +41,14 @@
  * order of last use, the least recent at the tail; a block that joins a
  * list later (a parent whose last child went, a block demoted into a
  * lower tier) is put in order of its last use, found through the
- * lists' end windows (pol_asym_win.c).  The candidates are the first
- * evictable block (pins, TTLs) from the tail of each list: O(classes)
- * per eviction.
+ * lists' end windows (pol_asym_win.c).  The candidate of a list is the
+ * block of the lowest value among its SCAN_TAIL least recent ones (the
+ * value of a class is not monotone in age: it rises through the quiet
+ * time before the class's usual return, so the tail is not always the
+ * lowest), valued from the tail window's keys alone and kept while
+ * nothing it was chosen among changes; if that block may not go (pins,
+ * TTLs), the first evictable block from the tail: O(classes) per
+ * eviction, plus O(1) upkeep when a block enters or leaves the reach.
  *
  * Nothing is fitted to one trace: the hazards are learned, the classes
  * come from the prefix tree.
@@ -58,6 +63,117 @@
 
 #include "kvmm/policy/pol_asym_priv.h"
 
+/* --- the candidates: the lowest value near each list's tail --- */
+
+/*
+ * The value of the block in window slot e of list k at tick now (of its
+ * class at its age; -1 for a partial block), read from the slot alone
+ * (a block's tick is its key + position), and in *bound the tick at which
+ * its age bucket changes.
+ */
+static double slot_value(const struct asym *s, unsigned k,
+			 const struct asym_wslot *e, uint64_t now,
+			 uint64_t *bound)
+{
+	uint64_t tick = (uint64_t)(e->key + (int64_t)(e->pos & ~WPOS_PARTIAL));
+	unsigned x = age_bucket(now - tick);
+
+	*bound = x + 1 < AGE_BUCKETS ? tick + bucket_start(x + 1) : UINT64_MAX;
+	return e->pos & WPOS_PARTIAL ? -1 : x ? s->st->value[k][x] : HUGE_VAL;
+}
+
+/* Is l's candidate still the one chosen at this change of its window? */
+static bool cand_valid(const struct asym *s, const struct asym_list *l,
+		       uint64_t now)
+{
+	return l->cand.id != POL_NONE && l->cand.ver == l->tw_ver &&
+	       now < l->cand.until && l->cand.gen == s->st->gen;
+}
+
+static void cand_set(struct asym_cand *c, struct asym_win *w, uint32_t i,
+		     double v)
+{
+	const struct asym_wslot *e = win_at(w, i);
+
+	c->id = e->id;
+	c->idx = i;
+	c->valued = false;
+	c->tick = (uint64_t)(e->key + (int64_t)(e->pos & ~WPOS_PARTIAL));
+	c->v = v;
+}
+
+/*
+ * Block id left index i (< SCAN_TAIL) of list l's tail window: keep the
+ * candidate up to date without a new scan where that is certain (true).
+ * The block that comes into reach at the far end is the new candidate if
+ * it is lower; otherwise the candidate stays, or, if it was the block
+ * that left, the next block in its place takes over if it has the same
+ * value (the candidate was the first lowest from the tail: none before
+ * it is as low, none after it lower).
+ */
+static bool cand_removed(struct asym *s, struct asym_list *l, uint32_t id,
+			 uint32_t i)
+{
+	struct asym_cand *c = &l->cand;
+	uint64_t now = pol_cache_ticks(s->c), bi, be;
+	uint32_t n = l->tw.n;
+	double vi, ve;
+
+	if (!cand_valid(s, l, now))
+		return false;
+	if (n >= SCAN_TAIL) {
+		const struct asym_wslot *e = win_at(&l->tw, SCAN_TAIL - 1);
+
+		ve = slot_value(s, l - s->list, e, now, &be);
+		if (ve < c->v) {
+			c->until = be < c->until ? be : c->until;
+			cand_set(c, &l->tw, SCAN_TAIL - 1, ve);
+			return true;
+		}
+		if (be < c->until)
+			c->until = be;
+	}
+	/* another block left: the candidate stays the first lowest */
+	if (c->id != id) {
+		c->idx -= i < c->idx;
+		return true;
+	}
+	if (i < n && i < SCAN_TAIL) {
+		const struct asym_wslot *e = win_at(&l->tw, i);
+
+		vi = slot_value(s, l - s->list, e, now, &bi);
+		if (vi == c->v) {
+			c->until = bi < c->until ? bi : c->until;
+			cand_set(c, &l->tw, i, vi);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A block entered index i (< SCAN_TAIL) of list l's tail window: the new
+ * candidate if it is lower than the one there, or as low and before it.
+ */
+static bool cand_inserted(struct asym *s, struct asym_list *l, uint32_t i)
+{
+	struct asym_cand *c = &l->cand;
+	uint64_t now = pol_cache_ticks(s->c), b;
+	double v;
+
+	if (!cand_valid(s, l, now))
+		return false;
+	c->idx += i <= c->idx;
+	if (c->idx >= SCAN_TAIL)
+		return false; /* pushed out of reach */
+	v = slot_value(s, l - s->list, win_at(&l->tw, i), now, &b);
+	if (b < c->until)
+		c->until = b;
+	if (v < c->v || (v == c->v && i < c->idx))
+		cand_set(c, &l->tw, i, v);
+	return true;
+}
+
 /* --- lists --- */
 
 static void list_unlink(struct asym *s, uint32_t id)
@@ -68,8 +184,13 @@ static void list_unlink(struct asym *s, uint32_t id)
 
 	if (x->flags & WIN_HEAD)
 		win_remove(&l->hw, win_find(&l->hw, id));
-	if (x->flags & WIN_TAIL)
-		win_remove(&l->tw, win_find(&l->tw, id));
+	if (x->flags & WIN_TAIL) {
+		uint32_t i = win_find(&l->tw, id);
+
+		win_remove(&l->tw, i);
+		if (i < SCAN_TAIL && !cand_removed(s, l, id, i))
+			l->tw_ver++;
+	}
 	if (x->prev != POL_NONE)
 		SLOT(s, x->prev)->next = x->next;
 	else
@@ -151,6 +272,8 @@ static void list_insert(struct asym *s, unsigned k, uint32_t id,
 	x->flags = 0;
 	win_enter(s, &l->hw, WIN_HEAD, hi, &e);
 	win_enter(s, &l->tw, WIN_TAIL, ti, &e);
+	if (ti < SCAN_TAIL && !cand_inserted(s, l, ti))
+		l->tw_ver++;
 	l->len++;
 	s->nonempty |= 1u << k;
 	x->list = (uint8_t)(k + 1);
@@ -193,8 +316,11 @@ static void list_replace(struct asym *s, unsigned k, uint32_t pid, uint32_t id)
 		win_bound(&l->hw, &e);
 	}
 	if (y->flags & WIN_TAIL) {
-		*win_at(&l->tw, win_find(&l->tw, pid)) = e;
+		uint32_t i = win_find(&l->tw, pid);
+
+		*win_at(&l->tw, i) = e;
 		win_bound(&l->tw, &e);
+		l->tw_ver += i < SCAN_TAIL;
 	}
 	x->prev = y->prev;
 	x->next = y->next;
@@ -338,7 +464,7 @@ static void asym_change(void *priv, struct pol_block *b)
 		return;
 	/* a pin, a reference, a TTL or a priority: value it again */
 	if (s->list[block_class(b)].cand.id == id)
-		s->list[block_class(b)].cand.id = POL_NONE;
+		s->list[block_class(b)].cand.valued = false;
 	leaf = is_leaf(s, b);
 	if (leaf == (b->slot[s->tier].list != 0))
 		return;
@@ -373,10 +499,12 @@ static void asym_touch(void *priv, struct pol_block *b)
 		win_bound(&l->hw, e);
 	}
 	if (x->flags & WIN_TAIL) {
-		struct asym_wslot *e = win_at(&l->tw, win_find(&l->tw, id));
+		uint32_t i = win_find(&l->tw, id);
+		struct asym_wslot *e = win_at(&l->tw, i);
 
 		win_slot(b, id, e);
 		win_bound(&l->tw, e);
+		l->tw_ver += i < SCAN_TAIL;
 	}
 	asym_win_check(s, l);
 }
@@ -465,6 +593,67 @@ static bool list_evictable(const struct asym *s, const struct pol_block *b,
 	return e;
 }
 
+/*
+ * The least recent SCAN_TAIL blocks of list k (its tail window, index 0
+ * the tail): the index of the one with the lowest value of the class at
+ * its age (the first from the tail among equals), read from the window's
+ * keys alone (a block's tick is its key + position), and in *until the
+ * first tick at which one of them changes its age bucket.  The value of
+ * a class is not monotone in age: it rises through the quiet time before
+ * the class's usual return, so a block a little younger than the tail
+ * can be worth less (Documentation/policy.md has the figures).
+ */
+static uint32_t tail_lowest(const struct asym *s, unsigned k, uint64_t now,
+			    uint64_t *until)
+{
+	const struct asym_win *w = &s->list[k].tw;
+	const double *value = s->st->value[k];
+	uint32_t n = w->n < SCAN_TAIL ? w->n : SCAN_TAIL, best = 0;
+	/* the ticks lo..hi of age bucket x, and the oldest seen in it */
+	uint64_t u = UINT64_MAX, lo = 1, hi = 0, first = UINT64_MAX;
+	unsigned x = 0;
+	double v = 0, best_v = 0;
+
+	/*
+	 * Ticks grow from the tail but for the blocks of one request, so the
+	 * bucket (and the value) is found again only where it changes.
+	 */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct asym_wslot *e = &w->e[(w->start + i) & (WIN - 1)];
+		uint64_t tick =
+			(uint64_t)(e->key + (int64_t)(e->pos & ~WPOS_PARTIAL));
+		double ve;
+
+		if (tick < lo || tick > hi) {
+			if (first != UINT64_MAX && x + 1 < AGE_BUCKETS &&
+			    first + bucket_start(x + 1) < u)
+				u = first + bucket_start(x + 1);
+			x = age_bucket(now - tick);
+			v = x ? value[x] : HUGE_VAL;
+			hi = now - bucket_start(x);
+			lo = x + 1 < AGE_BUCKETS && bucket_start(x + 1) <= now ?
+				     now - bucket_start(x + 1) + 1 :
+				     0;
+			first = tick;
+		} else if (tick < first) {
+			first = tick;
+		}
+#ifdef POL_ASYM_CHECK
+		assert(age_bucket(now - tick) == x);
+#endif
+		ve = e->pos & WPOS_PARTIAL ? -1 : v;
+		if (!i || ve < best_v) {
+			best = i;
+			best_v = ve;
+		}
+	}
+	if (first != UINT64_MAX && x + 1 < AGE_BUCKETS &&
+	    first + bucket_start(x + 1) < u)
+		u = first + bucket_start(x + 1);
+	*until = u;
+	return best;
+}
+
 static struct pol_block *asym_victim(void *priv)
 {
 	struct asym *s = priv;
@@ -476,27 +665,76 @@ static struct pol_block *asym_victim(void *priv)
 		/* the lists with blocks, in class order as before */
 		for (uint32_t m = s->nonempty; m; m &= m - 1) {
 			unsigned k = (unsigned)__builtin_ctz(m);
-			struct asym_cand *cand = &s->list[k].cand;
-			uint32_t id = s->list[k].tail;
+			struct asym_list *l = &s->list[k];
+			struct asym_cand *cand = &l->cand;
 			unsigned skipped = 0;
 			struct pol_block *b = NULL;
+			uint32_t id;
 			double v;
 
-			if (id == POL_NONE)
+			if (l->tail == POL_NONE)
 				continue;
-			b = pol_index_at(s->ix, id);
-			if (id == cand->id && b->tick == cand->tick &&
-			    now < cand->until && cand->gen == s->st->gen &&
-			    !(b->ttl_expiry && b->ttl_expiry > clock)) {
-				/* valued before, and nothing changed since */
-				v = cand->v;
+			if (cand_valid(s, l, now)) {
+				/* chosen before, nothing changed since */
+				id = cand->id;
+				b = pol_index_at(s->ix, id);
 #ifdef POL_ASYM_CHECK
-				assert(list_evictable(s, b, clock) &&
-				       v == block_value(s, b, now));
+				uint64_t u;
+
+				assert(b->tick == cand->tick &&
+				       win_at(&l->tw,
+					      tail_lowest(s, k, now, &u))
+						       ->id == id &&
+				       win_at(&l->tw, cand->idx)->id == id);
 #endif
+				if (cand->valued &&
+				    !(b->ttl_expiry && b->ttl_expiry > clock)) {
+					/* and valued, evictable */
+					v = cand->bv;
+#ifdef POL_ASYM_CHECK
+					assert(list_evictable(s, b, clock) &&
+					       v == block_value(s, b, now));
+#endif
+					goto compare;
+				}
+			} else {
+				uint32_t i =
+					tail_lowest(s, k, now, &cand->until);
+				uint64_t bound;
+
+				cand_set(cand, &l->tw, i,
+					 slot_value(s, k, win_at(&l->tw, i),
+						    now, &bound));
+				cand->gen = s->st->gen;
+				cand->ver = l->tw_ver;
+				id = cand->id;
+				b = pol_index_at(s->ix, id);
+			}
+			/* the lowest value near the tail, if it may go */
+			if (list_evictable(s, b, clock)) {
+				const struct pol_slot *x = SLOT(s, id);
+
+				v = block_value(s, b, now);
+				if (!b->ttl_expiry) {
+					cand->bv = v;
+					cand->valued = true;
+				}
+				/*
+				 * what its eviction changes (its list
+				 * neighbours, its parent's child counts):
+				 * a candidate valued anew is often the
+				 * victim of this decision or the next
+				 */
+				win_prefetch(s, x->prev);
+				win_prefetch(s, x->next);
+				if (b->parent_id < s->ix->high_water)
+					pol_index_prefetch_entry(
+						s->ix, b->parent_id, 1);
 				goto compare;
 			}
-			while (id != POL_NONE) {
+			/* it may not: the first evictable block from the tail */
+			for (id = l->tail; id != POL_NONE;
+			     id = SLOT(s, id)->prev) {
 				b = pol_index_at(s->ix, id);
 				if (list_evictable(s, b, clock))
 					break;
@@ -504,23 +742,10 @@ static struct pol_block *asym_victim(void *priv)
 				/* a bounded look first, all of it if need be */
 				if (!pass && ++skipped > SCAN_MAX)
 					break;
-				id = SLOT(s, id)->prev;
 			}
 			if (!b)
 				continue;
 			v = block_value(s, b, now);
-			if (!skipped && !b->ttl_expiry) {
-				unsigned x = age_bucket(now - b->tick);
-
-				cand->id = id;
-				cand->tick = b->tick;
-				cand->v = v;
-				cand->gen = s->st->gen;
-				cand->until =
-					x + 1 < AGE_BUCKETS ?
-						b->tick + bucket_start(x + 1) :
-						UINT64_MAX;
-			}
 compare:
 			if (!best || better_victim(s, b, v, best, best_v)) {
 				best = b;
@@ -543,6 +768,7 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	for (unsigned k = 0; k < NCLASS; k++) {
 		s->list[k].head = s->list[k].tail = POL_NONE;
 		s->list[k].cand.id = POL_NONE;
+		s->list[k].cand.ver = UINT64_MAX;
 		asym_win_init(&s->list[k].hw);
 		asym_win_init(&s->list[k].tw);
 	}

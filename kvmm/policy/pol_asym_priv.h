@@ -30,6 +30,9 @@ _Static_assert(NCLASS <= 1 << CLS_BITS && NCLASS <= 32, "asym classes");
 #define REBUILD_MIN 1024 /* uses between two rebuilds of the values */
 #define SORT_MAX 256 /* list steps to place a demoted block in order */
 #define SCAN_MAX 32 /* non-evictable blocks skipped per list */
+#ifndef SCAN_TAIL /* tests/policy-asym-windows.c: 1 is the tail alone */
+#define SCAN_TAIL 64 /* least recent blocks of a list valued for a victim */
+#endif
 
 /* Age bucket: exact below 4, then 4 sub-buckets per power of two. */
 static inline unsigned age_bucket(uint64_t a)
@@ -72,6 +75,7 @@ struct asym_stats {
  * (see newer_key()); pol_asym_win.c says why.
  */
 #define WIN SORT_MAX
+_Static_assert(SCAN_TAIL < WIN, "asym: the victim scan stays in the window");
 #define WIN_HEAD 1 /* pol_slot.flags: in the list's head window */
 #define WIN_TAIL 2 /* ... in its tail window */
 
@@ -92,22 +96,28 @@ struct asym_win {
 };
 
 /*
- * The tail of a list as asym_victim() last valued it: block cand at the
- * use of tick cand_tick (a block and a tick name one state of a block:
- * any use changes the tick), evictable with no TTL, of value cand_v while
- * the ticks stay below cand_until (its age bucket) and the values are
- * those of rebuild cand_gen.  A pin, a reference, a TTL or a priority
- * goes through asym_change(), which forgets it.
+ * The candidate of a list as asym_victim() last chose it: block id at
+ * the use of tick `tick` (a block and a tick name one state of a block:
+ * any use changes the tick), evictable with no TTL, of value v while the
+ * ticks stay below `until` (the first tick at which one of the blocks it
+ * was chosen among changes its age bucket), the values are those of
+ * rebuild `gen` and the tail window is at change `ver` of the list's
+ * tw_ver.  A pin, a reference, a TTL or a priority goes through
+ * asym_change(), which forgets it.
  */
 struct asym_cand {
 	uint32_t id; /* POL_NONE: none */
-	uint64_t tick, until, gen;
-	double v;
+	uint32_t idx; /* its index in the tail window (< SCAN_TAIL) */
+	bool valued; /* bv is its block_value(), and it may be evicted */
+	uint64_t tick, until, gen, ver;
+	double v; /* its class's value at its age (-1: partial) */
+	double bv;
 };
 
 struct asym_list {
 	uint32_t head, tail; /* head = most recent */
 	uint64_t len;
+	uint64_t tw_ver; /* changes of the tail window (tw) so far */
 	struct asym_cand cand;
 	struct asym_win hw, tw; /* blocks from the head, from the tail */
 };
@@ -173,6 +183,19 @@ static inline int64_t block_key(const struct pol_block *b)
 	return (int64_t)(b->tick - b->position);
 }
 
+/*
+ * A block's position in the windows, with a bit for a partial block (the
+ * victim scan reads the windows alone).  A partial block is the last of
+ * its request, the deepest of its key, so the bit keeps every order.
+ */
+#define WPOS_PARTIAL (1u << 31)
+
+static inline uint32_t win_pos(const struct pol_block *b)
+{
+	return (b->position & ~WPOS_PARTIAL) |
+	       (b->flags & POL_BLOCK_PARTIAL ? WPOS_PARTIAL : 0);
+}
+
 /* e entered window w, or its key changed: widen w's bounds to it. */
 static inline void win_bound(struct asym_win *w, const struct asym_wslot *e)
 {
@@ -201,7 +224,7 @@ static inline void win_slot(const struct pol_block *b, uint32_t id,
 {
 	e->key = block_key(b);
 	e->id = id;
-	e->pos = b->position;
+	e->pos = win_pos(b);
 }
 
 /* Start loading what the windows read and write of block id. */

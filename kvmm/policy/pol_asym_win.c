@@ -22,7 +22,7 @@
 
 static bool newer(int64_t ka, uint32_t pa, const struct pol_block *b)
 {
-	return newer_key(ka, pa, block_key(b), b->position);
+	return newer_key(ka, pa, block_key(b), win_pos(b));
 }
 
 void asym_win_init(struct asym_win *w)
@@ -82,7 +82,7 @@ struct asym_place asym_sorted_place(struct asym *s, unsigned k,
 	int64_t kb = block_key(b);
 
 	/* the tail window's top is not newer: none of its blocks is */
-	if (newer_key(l->tw.top.key, l->tw.top.pos, kb, b->position)) {
+	if (newer_key(l->tw.top.key, l->tw.top.pos, kb, win_pos(b))) {
 		for (uint32_t i = 0; i < l->tw.n; i++) {
 			const struct asym_wslot *e = win_at(&l->tw, i);
 
@@ -94,13 +94,13 @@ struct asym_place asym_sorted_place(struct asym *s, unsigned k,
 		}
 		/* b is newer than all of them: a tighter top */
 		l->tw.top.key = kb;
-		l->tw.top.pos = b->position;
+		l->tw.top.pos = win_pos(b);
 		l->tw.top.id = POL_NONE;
 	}
 	if (l->len <= WIN)
 		return p; /* newer than all */
 	/* the head window's bottom is newer: all of its blocks are */
-	if (!newer_key(l->hw.bottom.key, l->hw.bottom.pos, kb, b->position)) {
+	if (!newer_key(l->hw.bottom.key, l->hw.bottom.pos, kb, win_pos(b))) {
 		for (uint32_t i = 0; i < WIN; i++) {
 			const struct asym_wslot *e = win_at(&l->hw, i);
 
@@ -111,7 +111,7 @@ struct asym_place asym_sorted_place(struct asym *s, unsigned k,
 		}
 		/* b is older than all of them: a tighter bottom */
 		l->hw.bottom.key = kb;
-		l->hw.bottom.pos = b->position;
+		l->hw.bottom.pos = win_pos(b);
 		l->hw.bottom.id = POL_NONE;
 	}
 	/* somewhere in the middle: near enough (the window is full) */
