@@ -65,21 +65,48 @@
 
 /* --- the candidates: the lowest value near each list's tail --- */
 
-/*
- * The value of the block in window slot e of list k at tick now (of its
- * class at its age; -1 for a partial block), read from the slot alone
- * (a block's tick is its key + position), and in *bound the tick at which
- * its age bucket changes.
- */
-static double slot_value(const struct asym *s, unsigned k,
-			 const struct asym_wslot *e, uint64_t now,
-			 uint64_t *bound)
+static inline uint64_t slot_tick(const struct asym_wslot *e)
 {
-	uint64_t tick = (uint64_t)(e->key + (int64_t)(e->pos & ~WPOS_PARTIAL));
-	unsigned x = age_bucket(now - tick);
+	return (uint64_t)(e->key + (int64_t)(e->pos & ~WPOS_PARTIAL));
+}
 
-	*bound = x + 1 < AGE_BUCKETS ? tick + bucket_start(x + 1) : UINT64_MAX;
-	return e->pos & WPOS_PARTIAL ? -1 : x ? s->st->value[k][x] : HUGE_VAL;
+/*
+ * The value of a whole block of class k in age bucket x: infinite at
+ * age 0, so that the block being admitted (kvmmd holds it for its
+ * sequence and would drop it, not demote it) is never a candidate.
+ */
+static inline double class_value(const struct asym *s, unsigned k, unsigned x)
+{
+	return x ? s->st->value[k][x] : HUGE_VAL;
+}
+
+/*
+ * The value of the block in window slot e of list l at tick now (of its
+ * class at its age; -1 for a partial block), read from the slot alone (a
+ * block's tick is its key + position), and in *bound the tick at which
+ * its age bucket changes.  For a valid candidate only: an age in the
+ * candidate's bucket, most of the reach, is valued without finding its
+ * bucket.
+ */
+static inline double slot_value(const struct asym *s, const struct asym_list *l,
+				const struct asym_wslot *e, uint64_t now,
+				uint64_t *bound)
+{
+	const struct asym_cand *c = &l->cand;
+	uint64_t tick = slot_tick(e), a = now - tick;
+	double v;
+
+	if (a - c->alo < c->awid) {
+		*bound = tick + c->alo + c->awid;
+		v = c->xv;
+	} else {
+		unsigned x = age_bucket(a);
+
+		*bound = x + 1 < AGE_BUCKETS ? tick + bucket_start(x + 1) :
+					       UINT64_MAX;
+		v = class_value(s, (unsigned)(l - s->list), x);
+	}
+	return e->pos & WPOS_PARTIAL ? -1 : v;
 }
 
 /* Is l's candidate still the one chosen at this change of its window? */
@@ -90,16 +117,33 @@ static bool cand_valid(const struct asym *s, const struct asym_list *l,
 	       now < l->cand.until && l->cand.gen == s->st->gen;
 }
 
-static void cand_set(struct asym_cand *c, struct asym_win *w, uint32_t i,
-		     double v)
+/*
+ * Make index i of l's tail window, of value v, the candidate; `fresh`:
+ * its bucket must be found (the values were rebuilt, or the candidate
+ * was not valid), else only if it is not the old candidate's.
+ */
+static void cand_set(const struct asym *s, struct asym_list *l, uint32_t i,
+		     double v, uint64_t now, bool fresh)
 {
-	const struct asym_wslot *e = win_at(w, i);
+	struct asym_cand *c = &l->cand;
+	const struct asym_wslot *e = win_at(&l->tw, i);
+	uint64_t a;
 
 	c->id = e->id;
 	c->idx = i;
 	c->valued = false;
-	c->tick = (uint64_t)(e->key + (int64_t)(e->pos & ~WPOS_PARTIAL));
+	c->tick = slot_tick(e);
 	c->v = v;
+	a = now - c->tick;
+	if (fresh || a - c->alo >= c->awid) {
+		unsigned x = age_bucket(a);
+
+		c->x = x;
+		c->alo = bucket_start(x);
+		c->awid = x + 1 < AGE_BUCKETS ? bucket_start(x + 1) - c->alo :
+						0;
+		c->xv = class_value(s, (unsigned)(l - s->list), x);
+	}
 }
 
 /*
@@ -124,10 +168,10 @@ static bool cand_removed(struct asym *s, struct asym_list *l, uint32_t id,
 	if (n >= SCAN_TAIL) {
 		const struct asym_wslot *e = win_at(&l->tw, SCAN_TAIL - 1);
 
-		ve = slot_value(s, l - s->list, e, now, &be);
+		ve = slot_value(s, l, e, now, &be);
 		if (ve < c->v) {
 			c->until = be < c->until ? be : c->until;
-			cand_set(c, &l->tw, SCAN_TAIL - 1, ve);
+			cand_set(s, l, SCAN_TAIL - 1, ve, now, false);
 			return true;
 		}
 		if (be < c->until)
@@ -141,10 +185,10 @@ static bool cand_removed(struct asym *s, struct asym_list *l, uint32_t id,
 	if (i < n && i < SCAN_TAIL) {
 		const struct asym_wslot *e = win_at(&l->tw, i);
 
-		vi = slot_value(s, l - s->list, e, now, &bi);
+		vi = slot_value(s, l, e, now, &bi);
 		if (vi == c->v) {
 			c->until = bi < c->until ? bi : c->until;
-			cand_set(c, &l->tw, i, vi);
+			cand_set(s, l, i, vi, now, false);
 			return true;
 		}
 	}
@@ -166,11 +210,11 @@ static bool cand_inserted(struct asym *s, struct asym_list *l, uint32_t i)
 	c->idx += i <= c->idx;
 	if (c->idx >= SCAN_TAIL)
 		return false; /* pushed out of reach */
-	v = slot_value(s, l - s->list, win_at(&l->tw, i), now, &b);
+	v = slot_value(s, l, win_at(&l->tw, i), now, &b);
 	if (b < c->until)
 		c->until = b;
 	if (v < c->v || (v == c->v && i < c->idx))
-		cand_set(c, &l->tw, i, v);
+		cand_set(s, l, i, v, now, false);
 	return true;
 }
 
@@ -462,9 +506,11 @@ static void asym_change(void *priv, struct pol_block *b)
 
 	if (b->tier != s->tier)
 		return;
-	/* a pin, a reference, a TTL or a priority: value it again */
-	if (s->list[block_class(b)].cand.id == id)
-		s->list[block_class(b)].cand.valued = false;
+	/* a pin, a reference, a TTL or a priority: value it again (a
+	 * candidate is in its list) */
+	if (b->slot[s->tier].list &&
+	    s->list[b->slot[s->tier].list - 1].cand.id == id)
+		s->list[b->slot[s->tier].list - 1].cand.valued = false;
 	leaf = is_leaf(s, b);
 	if (leaf == (b->slot[s->tier].list != 0))
 		return;
@@ -700,11 +746,13 @@ static struct pol_block *asym_victim(void *priv)
 			} else {
 				uint32_t i =
 					tail_lowest(s, k, now, &cand->until);
-				uint64_t bound;
 
-				cand_set(cand, &l->tw, i,
-					 slot_value(s, k, win_at(&l->tw, i),
-						    now, &bound));
+				cand_set(s, l, i, 0, now, true);
+				/* the slot's value, from the bucket just found */
+				cand->v = win_at(&l->tw, i)->pos &
+							  WPOS_PARTIAL ?
+						  -1 :
+						  cand->xv;
 				cand->gen = s->st->gen;
 				cand->ver = l->tw_ver;
 				id = cand->id;
@@ -714,7 +762,14 @@ static struct pol_block *asym_victim(void *priv)
 			if (list_evictable(s, b, clock)) {
 				const struct pol_slot *x = SLOT(s, id);
 
-				v = block_value(s, b, now);
+				/* the slot's value is the block's but at age
+				 * 0 or with a priority */
+				v = cand->x && !b->priority ?
+					    cand->v :
+					    block_value(s, b, now);
+#ifdef POL_ASYM_CHECK
+				assert(v == block_value(s, b, now));
+#endif
 				if (!b->ttl_expiry) {
 					cand->bv = v;
 					cand->valued = true;

@@ -109,7 +109,15 @@ struct asym_cand {
 	uint32_t id; /* POL_NONE: none */
 	uint32_t idx; /* its index in the tail window (< SCAN_TAIL) */
 	bool valued; /* bv is its block_value(), and it may be evicted */
+	unsigned x; /* its age bucket */
 	uint64_t tick, until, gen, ver;
+	/*
+	 * Ages alo .. alo + awid - 1 are bucket x (awid 0 for the last
+	 * bucket), of value xv for a whole block: a slot of that age is
+	 * valued without finding its bucket (most of the reach is there).
+	 */
+	uint64_t alo, awid;
+	double xv;
 	double v; /* its class's value at its age (-1: partial) */
 	double bv;
 };
