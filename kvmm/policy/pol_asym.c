@@ -109,12 +109,16 @@ static inline double slot_value(const struct asym *s, const struct asym_list *l,
 	return e->pos & WPOS_PARTIAL ? -1 : v;
 }
 
-/* Is l's candidate still the one chosen at this change of its window? */
-static bool cand_valid(const struct asym *s, const struct asym_list *l,
-		       uint64_t now)
+/*
+ * Is l's candidate still the one chosen at this change of its window and
+ * rebuild `gen` of the values, before tick `until`?  (No candidate yet:
+ * its ver, UINT64_MAX, is no change of the window.)
+ */
+static inline bool cand_valid(const struct asym_list *l, uint64_t gen,
+			      uint64_t now)
 {
-	return l->cand.id != POL_NONE && l->cand.ver == l->tw_ver &&
-	       now < l->cand.until && l->cand.gen == s->st->gen;
+	return l->cand.ver == l->tw_ver && l->cand.gen == gen &&
+	       now < l->cand.until;
 }
 
 /*
@@ -159,11 +163,15 @@ static bool cand_removed(struct asym *s, struct asym_list *l, uint32_t id,
 			 uint32_t i)
 {
 	struct asym_cand *c = &l->cand;
-	uint64_t now = pol_cache_ticks(s->c), bi, be;
 	uint32_t n = l->tw.n;
+	uint64_t now, bi, be;
 	double vi, ve;
 
-	if (!cand_valid(s, l, now))
+	/* the tick only if the rest holds (a call) */
+	if (c->ver != l->tw_ver || c->gen != s->st->gen)
+		return false;
+	now = pol_cache_ticks(s->c);
+	if (now >= c->until)
 		return false;
 	if (n >= SCAN_TAIL) {
 		const struct asym_wslot *e = win_at(&l->tw, SCAN_TAIL - 1);
@@ -202,10 +210,13 @@ static bool cand_removed(struct asym *s, struct asym_list *l, uint32_t id,
 static bool cand_inserted(struct asym *s, struct asym_list *l, uint32_t i)
 {
 	struct asym_cand *c = &l->cand;
-	uint64_t now = pol_cache_ticks(s->c), b;
+	uint64_t now, b;
 	double v;
 
-	if (!cand_valid(s, l, now))
+	if (c->ver != l->tw_ver || c->gen != s->st->gen)
+		return false;
+	now = pol_cache_ticks(s->c);
+	if (now >= c->until)
 		return false;
 	c->idx += i <= c->idx;
 	if (c->idx >= SCAN_TAIL)
@@ -704,6 +715,7 @@ static struct pol_block *asym_victim(void *priv)
 {
 	struct asym *s = priv;
 	uint64_t now = pol_cache_ticks(s->c), clock = pol_cache_clock(s->c);
+	uint64_t gen = s->st->gen;
 	struct pol_block *best = NULL;
 	double best_v = 0;
 
@@ -718,9 +730,10 @@ static struct pol_block *asym_victim(void *priv)
 			uint32_t id;
 			double v;
 
-			if (l->tail == POL_NONE)
-				continue;
-			if (cand_valid(s, l, now)) {
+#ifdef POL_ASYM_CHECK
+			assert(l->tail != POL_NONE); /* nonempty */
+#endif
+			if (cand_valid(l, gen, now)) {
 				/* chosen before, nothing changed since */
 				id = cand->id;
 				b = pol_index_at(s->ix, id);
@@ -733,9 +746,13 @@ static struct pol_block *asym_victim(void *priv)
 						       ->id == id &&
 				       win_at(&l->tw, cand->idx)->id == id);
 #endif
-				if (cand->valued &&
-				    !(b->ttl_expiry && b->ttl_expiry > clock)) {
-					/* and valued, evictable */
+				if (cand->valued) {
+					/*
+					 * and valued, evictable: valued only
+					 * without a TTL, and a pin, a
+					 * reference, a TTL or a priority
+					 * unvalues it (asym_change)
+					 */
 					v = cand->bv;
 #ifdef POL_ASYM_CHECK
 					assert(list_evictable(s, b, clock) &&
@@ -753,7 +770,7 @@ static struct pol_block *asym_victim(void *priv)
 							  WPOS_PARTIAL ?
 						  -1 :
 						  cand->xv;
-				cand->gen = s->st->gen;
+				cand->gen = gen;
 				cand->ver = l->tw_ver;
 				id = cand->id;
 				b = pol_index_at(s->ix, id);
