@@ -95,6 +95,8 @@ static void add_ones(double *r, uint64_t n)
 	double limit;
 	int e;
 
+	if (!n)
+		return; /* most classes, most buckets: no frexp() */
 	if (*r > 0) {
 		/* *r = m 2^(e - 53): its lowest set bit is 2^low */
 		uint64_t m = (uint64_t)ldexp(frexp(*r, &e), 53);
@@ -157,6 +159,14 @@ static void count_reach(struct asym_stats *st, uint64_t now)
 		      << CLS_BITS]; /* by life code (how far << CLS_BITS | class) */
 	uint64_t wlo = 0, whi = 0; /* the histogram's ticks, when valid */
 	bool valid = false;
+	/*
+	 * A life comes back within the history (its slot is reused after
+	 * `history` ticks): at an age below history, in a bucket <=
+	 * hist_buckets, so no code reaches further than this.
+	 */
+	unsigned rmax = st->hist_buckets + 1 < AGE_BUCKETS ?
+				st->hist_buckets + 1 :
+				AGE_BUCKETS;
 
 	for (unsigned x = 1; x < st->hist_buckets; x++) {
 		uint64_t age = bucket_start(x), lo = st->counted[x], hi;
@@ -181,17 +191,21 @@ static void count_reach(struct asym_stats *st, uint64_t now)
 			else if (hi < whi)
 				hist_range(st, hist, hi + 1, whi, UINT32_MAX);
 		} else {
-			memset(hist, 0, sizeof(hist));
+			/* the codes that occur: reach 0 .. rmax, LIFE_OPEN */
+			memset(hist, 0,
+			       sizeof(hist[0]) * (rmax + 1) << CLS_BITS);
+			memset(&hist[LIFE_OPEN << CLS_BITS], 0,
+			       sizeof(hist[0]) << CLS_BITS);
 			hist_range(st, hist, lo, hi, 1);
 		}
 		valid = true;
 		wlo = lo;
 		whi = hi;
 		for (unsigned k = 0; k < NCLASS; k++) {
-			/* how far: LIFE_OPEN, or a bucket + 1 <= AGE_BUCKETS */
+			/* how far: LIFE_OPEN, or a bucket + 1 <= rmax */
 			uint64_t n = hist[LIFE_OPEN << CLS_BITS | k];
 
-			for (unsigned r = x + 1; r <= AGE_BUCKETS; r++)
+			for (unsigned r = x + 1; r <= rmax; r++)
 				n += hist[r << CLS_BITS | k];
 #ifdef POL_ASYM_CHECK
 			uint64_t m = 0;
@@ -209,10 +223,23 @@ static void count_reach(struct asym_stats *st, uint64_t now)
 	}
 }
 
+/* No life of class k counted yet (its hazard is the pooled one)? */
+static bool class_unseen(const struct asym_stats *st, unsigned k)
+{
+	for (unsigned x = 0; x < AGE_BUCKETS; x++)
+		if (st->ret[k][x] != 0 || st->reach[k][x] != 0)
+			return false;
+	return true;
+}
+
 static void rebuild(struct asym_stats *st)
 {
+	double hall[AGE_BUCKETS], h[AGE_BUCKETS], width[AGE_BUCKETS];
+	int unseen = -1; /* a class without lives, valued */
+
 	st->gen++;
-	double hall[AGE_BUCKETS], h[AGE_BUCKETS];
+	for (unsigned x = 0; x < AGE_BUCKETS; x++)
+		width[x] = bucket_width(x);
 
 	for (unsigned x = 0; x < AGE_BUCKETS; x++) {
 		double r = 0, n = 0;
@@ -224,6 +251,16 @@ static void rebuild(struct asym_stats *st)
 		hall[x] = n > 0 ? r / n : 0;
 	}
 	for (unsigned k = 0; k < NCLASS; k++) {
+		bool none = class_unseen(st, k);
+
+		/* the classes without lives have the same values */
+		if (none && unseen >= 0) {
+			memcpy(st->value[k], st->value[unseen],
+			       sizeof(st->value[k]));
+			continue;
+		}
+		if (none)
+			unseen = (int)k;
 		for (unsigned x = 0; x < AGE_BUCKETS; x++) {
 			double hx = (st->ret[k][x] + SMOOTH * hall[x]) /
 				    (st->reach[k][x] + SMOOTH);
@@ -236,7 +273,7 @@ static void rebuild(struct asym_stats *st)
 
 			for (unsigned x = a; x < end; x++) {
 				num += surv * h[x];
-				den += surv * (1 - h[x] / 2) * bucket_width(x);
+				den += surv * (1 - h[x] / 2) * width[x];
 				surv *= 1 - h[x];
 				if (den > 0 && num / den > best)
 					best = num / den;
