@@ -110,15 +110,16 @@ static inline double slot_value(const struct asym *s, const struct asym_list *l,
 }
 
 /*
- * Is l's candidate still the one chosen at this change of its window and
- * rebuild `gen` of the values, before tick `until`?  (No candidate yet:
- * its ver, UINT64_MAX, is no change of the window.)
+ * Is l's candidate still the one chosen at this change of its window,
+ * before tick `until`?  (No candidate yet: its ver, UINT64_MAX, is no
+ * change of the window.)  Between a rebuild of the values and the next
+ * victim choice, which counts the rebuild as a change of every window,
+ * the upkeep may keep a candidate that choice drops: it costs nothing
+ * but the upkeep.
  */
-static inline bool cand_valid(const struct asym_list *l, uint64_t gen,
-			      uint64_t now)
+static inline bool cand_valid(const struct asym_list *l, uint64_t now)
 {
-	return l->cand.ver == l->tw_ver && l->cand.gen == gen &&
-	       now < l->cand.until;
+	return l->cand.ver == l->tw_ver && now < l->cand.until;
 }
 
 /*
@@ -167,8 +168,8 @@ static bool cand_removed(struct asym *s, struct asym_list *l, uint32_t id,
 	uint64_t now, bi, be;
 	double vi, ve;
 
-	/* the tick only if the rest holds (a call) */
-	if (c->ver != l->tw_ver || c->gen != s->st->gen)
+	/* the tick (a call) only for a candidate of this window */
+	if (c->ver != l->tw_ver)
 		return false;
 	now = pol_cache_ticks(s->c);
 	if (now >= c->until)
@@ -213,7 +214,7 @@ static bool cand_inserted(struct asym *s, struct asym_list *l, uint32_t i)
 	uint64_t now, b;
 	double v;
 
-	if (c->ver != l->tw_ver || c->gen != s->st->gen)
+	if (c->ver != l->tw_ver)
 		return false;
 	now = pol_cache_ticks(s->c);
 	if (now >= c->until)
@@ -715,9 +716,15 @@ static struct pol_block *asym_victim(void *priv)
 {
 	struct asym *s = priv;
 	uint64_t now = pol_cache_ticks(s->c), clock = pol_cache_clock(s->c);
-	uint64_t gen = s->st->gen;
 	struct pol_block *best = NULL;
 	double best_v = 0;
+
+	/* the values were rebuilt: every candidate is chosen anew */
+	if (s->gen != s->st->gen) {
+		s->gen = s->st->gen;
+		for (unsigned k = 0; k < NCLASS; k++)
+			s->list[k].tw_ver++;
+	}
 
 	for (unsigned pass = 0; pass < 2 && !best; pass++) {
 		/* the lists with blocks, in class order as before */
@@ -733,7 +740,7 @@ static struct pol_block *asym_victim(void *priv)
 #ifdef POL_ASYM_CHECK
 			assert(l->tail != POL_NONE); /* nonempty */
 #endif
-			if (cand_valid(l, gen, now)) {
+			if (cand_valid(l, now)) {
 				/* chosen before, nothing changed since */
 				id = cand->id;
 				b = pol_index_at(s->ix, id);
@@ -770,7 +777,6 @@ static struct pol_block *asym_victim(void *priv)
 							  WPOS_PARTIAL ?
 						  -1 :
 						  cand->xv;
-				cand->gen = gen;
 				cand->ver = l->tw_ver;
 				id = cand->id;
 				b = pol_index_at(s->ix, id);

@@ -100,17 +100,17 @@ struct asym_win {
  * the use of tick `tick` (a block and a tick name one state of a block:
  * any use changes the tick), evictable with no TTL, of value v while the
  * ticks stay below `until` (the first tick at which one of the blocks it
- * was chosen among changes its age bucket), the values are those of
- * rebuild `gen` and the tail window is at change `ver` of the list's
- * tw_ver.  A pin, a reference, a TTL or a priority goes through
- * asym_change(), which forgets it.
+ * was chosen among changes its age bucket) and the tail window is at
+ * change `ver` of the list's tw_ver (a rebuild of the values counts as a
+ * change of every window: asym_victim()).  A pin, a reference, a TTL or
+ * a priority goes through asym_change(), which unvalues it.
  */
 struct asym_cand {
 	uint32_t id; /* POL_NONE: none */
 	uint32_t idx; /* its index in the tail window (< SCAN_TAIL) */
 	bool valued; /* bv is its block_value(), and it may be evicted */
 	unsigned x; /* its age bucket */
-	uint64_t tick, until, gen, ver;
+	uint64_t tick, until, ver;
 	/*
 	 * Ages alo .. alo + awid - 1 are bucket x (awid 0 for the last
 	 * bucket), of value xv for a whole block: a slot of that age is
@@ -142,6 +142,7 @@ struct asym {
 	 * (a list is 16 KB with its windows: its tail is a miss) */
 	uint32_t nonempty;
 	struct asym_stats *st; /* the GPU instance's */
+	uint64_t gen; /* st->gen when the candidates were last chosen */
 	/* GPU instance: the blocks used at the last two ticks (note_use()) */
 	uint32_t used_id[2];
 	uint64_t used_tick[2];
