@@ -660,9 +660,13 @@ static bool list_evictable(const struct asym *s, const struct pol_block *b,
  * a class is not monotone in age: it rises through the quiet time before
  * the class's usual return, so a block a little younger than the tail
  * can be worth less (Documentation/policy.md has the figures).
+ *
+ * Out of line: a rescan is rare (a window change the upkeep could not
+ * follow, a bucket change, a rebuild), and inlined into asym_victim() it
+ * costs the loop over the lists 26 instructions a decision (callgrind).
  */
-static uint32_t tail_lowest(const struct asym *s, unsigned k, uint64_t now,
-			    uint64_t *until)
+static __attribute__((noinline)) uint32_t
+tail_lowest(const struct asym *s, unsigned k, uint64_t now, uint64_t *until)
 {
 	const struct asym_win *w = &s->list[k].tw;
 	const double *value = s->st->value[k];
