@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A cache created for Multi-Segment Attention (pol_cache_opts.msa, what
- * kvmm-replay --msa makes): the prefix rule is off unless asked for, so
- * asym may evict an inner block of a chain (its children stay usable);
+ * kvmm-replay --msa makes): the prefix rule is off unless asked for,
+ * except for asym, which keeps it by default (it loses hits without it);
+ * without it asym may evict an inner block of a chain (its children stay
+ * usable);
  * asym, among equally valued candidates, evicts the shallower one, the
  * cheaper miss, in every tier; belady, among equal next uses, the
  * shallowest.  Each case is worked out in its comment, against the same
@@ -58,10 +60,12 @@ static unsigned tier(uint64_t h)
 
 int main(void)
 {
-	/* The prefix rule: off by default with MSA, on when asked. */
+	/* The prefix rule: off by default with MSA but for asym, on when
+	 * asked. */
 	for (int k = 0; k < POL_KIND_COUNT; k++) {
 		c = mk((enum pol_kind)k, 4, 0, -1, true);
-		t_assert(pol_cache_msa(c) && !pol_cache_prefix_rule(c));
+		t_assert(pol_cache_msa(c) &&
+			 pol_cache_prefix_rule(c) == (k == POL_ASYM));
 		pol_cache_destroy(c);
 		c = mk((enum pol_kind)k, 4, 0, 1, true);
 		t_assert(pol_cache_prefix_rule(c));
@@ -77,14 +81,15 @@ int main(void)
 	 * asym, 3 GPU blocks, no statistics yet (every value 0, so the
 	 * candidates tie): [1 2 3], then [1] again (1 moves to the class of
 	 * a second use), then [9].  The candidates are the tails of the
-	 * class lists: 3 (position 2) and 1 (position 0).  With MSA (no
-	 * prefix rule) the shallower goes, 1, an inner block: 2 and 3 stay,
+	 * class lists: 3 (position 2) and 1 (position 0).  With MSA and the
+	 * prefix rule off (asked for: asym's default keeps it) the shallower
+	 * goes, 1, an inner block: 2 and 3 stay,
 	 * and a request [1 2 3] would be served 2 and 3 and recompute 1.
 	 * With the prefix rule 1 is no candidate (2 is its resident child)
 	 * and the leaf 3 goes.
 	 */
 	for (int msa = 1; msa >= 0; msa--) {
-		c = mk(POL_ASYM, 3, 0, msa ? -1 : 1, true);
+		c = mk(POL_ASYM, 3, 0, msa ? 0 : 1, true);
 		REQ(0, 1, 2, 3);
 		REQ(0, 1);
 		REQ(0, 9);

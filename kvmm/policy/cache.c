@@ -91,10 +91,12 @@ int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
 		return -ENOMEM;
 	c->kind = o->kind;
 	c->ops = pol_ops_get(o->kind);
-	/* with MSA a block after a missing one is still served: no rule */
+	/* with MSA a block after a missing one is still served: belady
+	 * needs no rule; asym keeps it (a parent is worth at least what its
+	 * child is, which its per-class values do not see) */
 	c->prefix_rule = o->prefix_rule < 0 ?
-				 !o->msa && (o->kind == POL_ASYM ||
-					     o->kind == POL_BELADY) :
+				 o->kind == POL_ASYM ||
+					 (!o->msa && o->kind == POL_BELADY) :
 				 o->prefix_rule != 0;
 	c->msa = o->msa;
 	c->cost = o->cost;

@@ -93,7 +93,8 @@ struct pol_cache_opts {
 	size_t size; /* sizeof(struct pol_cache_opts) */
 	enum pol_kind kind;
 	uint64_t capacity[POL_TIER_COUNT]; /* blocks; 0 = no such tier */
-	/* -1: the policy's default (on for asym and belady), 0 off, 1 on */
+	/* -1: the policy's default (on for asym, and for belady without
+	 * msa), 0 off, 1 on */
 	int prefix_rule;
 	/* Miss costs for cost-aware policies; NULL: the reference profile. */
 	const struct pol_cost_model *cost;
@@ -102,9 +103,13 @@ struct pol_cache_opts {
 	/*
 	 * The owner serves blocks with Multi-Segment Attention (the replay's
 	 * --msa): a cached block after a missing one is still used, so any
-	 * block may go (prefix_rule -1 means off for every policy) and a
-	 * miss costs the recomputation of that block alone, which grows with
-	 * its position: asym weighs its candidates by it.
+	 * block may go, and a miss costs the recomputation of that block
+	 * alone, which grows with its position: asym and belady break ties
+	 * by the cheaper miss (the shallower block), and belady's default
+	 * is without the prefix rule.  asym keeps its rule by default: a
+	 * parent is used by every request that uses its child, so it is
+	 * worth at least as much, which asym's per-class values cannot tell
+	 * (policy.md, Multi-Segment Attention).
 	 */
 	bool msa;
 };
