@@ -22,44 +22,8 @@ T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.json
 N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
 [ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
 [ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
-D=$(mktemp -d /tmp/kvmm-replayd.XXXXXX)
-PID=
-cleanup() {
-	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-	rm -rf "$D"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*"
-	[ -r "$D/kvmmd.log" ] && tail -20 "$D/kvmmd.log"
-	exit 1
-}
-BLOCK=8192 # two 4 KiB pages: one trace block is one kvmm block
-
-start() { # policy gpu host
-	local extra=()
-	[ "$3" != 0 ] && extra=(--host-mem $((($3 + 2) * BLOCK)))
-	"$K" --foreground --backend host --socket "$D/s" --page-size 4K \
-		--gpu-mem 64M --telemetry off --log-level error \
-		--cache-policy "$1" --cache-gpu-blocks "$2" "${extra[@]}" \
-		2>"$D/kvmmd.log" &
-	PID=$!
-	for _ in $(seq 100); do
-		[ -S "$D/s" ] && return 0
-		kill -0 "$PID" 2>/dev/null || fail "kvmmd did not start"
-		sleep 0.05
-	done
-	fail "kvmmd socket did not appear"
-}
-stop() {
-	kill "$PID" && wait "$PID" || fail "kvmmd exit status $?"
-	PID=
-	rm -f "$D/s"
-}
-# the JSON without the counters the two count differently (demotions,
-# drops: the daemon counts copies made, the policy its decisions) and the
-# wall time
-strip() { sed -e 's/,"demotions":{[^}]*},"drops":[0-9]*//' -e 's/,"wall_s".*//'; }
+# shellcheck source=tests/lib/replay-daemon.sh
+. "$(dirname "$0")/lib/replay-daemon.sh"
 
 pair() { # policy gpu host [min-host-hits]
 	local a b
