@@ -9,7 +9,7 @@
  *   - no option, host backend (no PCI address): the CPU's node;
  *   - with KVMM_TEST_GPU_PCI=1 (vmm-cuda-mock.sh runs the test so, with
  *     the mock libcuda on LD_LIBRARY_PATH for kvmmd and the client; its
- *     GPU is 0000:3B:00.0, a device this machine does not have): kvmmd,
+ *     GPU is FFFF:F0:1F.7, a device no machine has): kvmmd,
  *     on the cuda backend, looks the GPU's address up in sysfs, says that
  *     it is unknown and falls back to the CPU's node;
  *   - a node past the machine's last one is refused at start, with the
@@ -91,7 +91,7 @@ int main(void)
 		run(cuda, log, sizeof(log));
 		t_assert(strstr(
 			log,
-			"tier_host: NUMA node of GPU 0000:3B:00.0 unknown (No such file or directory); using the current CPU's node"));
+			"tier_host: NUMA node of GPU FFFF:F0:1F.7 unknown (No such file or directory); using the current CPU's node"));
 		t_assert(strstr(log, "(the CPU's)") ||
 			 strstr(log, "(no libnuma)"));
 		return 0;

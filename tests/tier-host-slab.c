@@ -67,9 +67,9 @@ static void check_sysfs(void)
 	t_assert_eq(node, 1);
 	t_ok(tier_host_pci_numa_node(root, "3B:00.0", &node));
 	t_assert_eq(node, 1);
-	write_file(file, "-1\n");
-	t_ok(tier_host_pci_numa_node(root, "0000:3b:00.0", &node));
-	t_assert_eq(node, 0);
+	write_file(file, "-1\n"); /* no affinity */
+	t_assert_eq(tier_host_pci_numa_node(root, "0000:3b:00.0", &node),
+		    -ENODATA);
 	t_assert_eq(tier_host_pci_numa_node(root, "0000:3c:00.0", &node),
 		    -ENOENT);
 	t_assert_eq(tier_host_pci_numa_node(root, "../../etc", &node), -EINVAL);

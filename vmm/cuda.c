@@ -758,10 +758,11 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 		"cuDeviceGetName");
 	/* only where the host tier's slab goes depends on it: a failure
 	 * leaves it empty (the CPU's node) */
-	if (CUCHECK(c->api.p_cuDeviceGetPCIBusId(c->base.pci_bus_id,
-						 sizeof(c->base.pci_bus_id),
-						 c->dev),
-		    "cuDeviceGetPCIBusId"))
+	if (vmm_cuda_result_to_errno_level((int)c->api.p_cuDeviceGetPCIBusId(
+						   c->base.pci_bus_id,
+						   sizeof(c->base.pci_bus_id),
+						   c->dev),
+					   "cuDeviceGetPCIBusId", VMM_LOG_WARN))
 		c->base.pci_bus_id[0] = '\0';
 	err = CUCHECK(c->api.p_cuDevicePrimaryCtxRetain(&c->ctx, c->dev),
 		      "cuDevicePrimaryCtxRetain");

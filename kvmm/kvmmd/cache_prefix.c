@@ -78,13 +78,18 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
  * parks the open until the victims' copies are done; otherwise the walk
  * goes on (a restore without pages is a miss).  The prefix is pinned only
  * when victims are taken: not when the pages are free, nor on each run of
- * a parked open that still waits (kc_reclaim_check()).
+ * a parked open that still waits (kc_reclaim_check()).  The holes (with
+ * segments) count only as far as the session's quota has room for them:
+ * the walk stops at -EDQUOT there anyway, and made-up hashes before one
+ * cached block must not push other users' blocks out of the GPU.
+ * (Restores count in full, as before segments: reclaiming the session's
+ * own cached blocks gives its quota back.)
  */
-static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
-			  uint32_t n, uint32_t mode, bool segments,
-			  uint8_t *tiers, uint8_t *plan)
+static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
+			  const uint64_t *hashes, uint32_t n, uint32_t mode,
+			  bool segments, uint8_t *tiers, uint8_t *plan)
 {
-	uint64_t need = 0;
+	uint64_t need = 0, holes = 0;
 	uint32_t lim;
 	bool *pinned;
 	int err;
@@ -92,8 +97,20 @@ static int kc_prefix_room(struct kd_cache *c, const uint64_t *hashes,
 	lim = kc_prefix_tiers(c, hashes, n, segments, tiers);
 	kd_cache_plan(mode, c->d->cost, tiers, lim, segments, plan);
 	for (uint32_t i = 0; i < lim; i++)
-		if (kc_walk_takes_pages(kc_find(c, hashes[i]), plan[i]))
+		if (tiers[i] >= POL_TIER_COUNT) /* a hole */
+			holes += c->ppb;
+		else if (kc_walk_takes_pages(kc_find(c, hashes[i]), plan[i]))
 			need += c->ppb;
+	if (holes && s->quota && s->quota->limit_pages) {
+		uint64_t used = s->quota->used_pages + need;
+		uint64_t left = used < s->quota->limit_pages ?
+					s->quota->limit_pages - used :
+					0;
+
+		if (holes > left)
+			holes = left - left % c->ppb;
+	}
+	need += holes;
 	if (!need)
 		return 0;
 	err = kc_reclaim_check(c->d, need);
@@ -583,7 +600,7 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 				e->uses++;
 			continue;
 		}
-		if (!e || e->dead || e->drop_after) {
+		if (kc_gone(e)) {
 			pr->stop = KC_STOP_MISS;
 			break;
 		}
@@ -679,7 +696,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		pol_cache_set_clock(c->pol, kd_now_ns());
 		/* before anything of the open touches the policy */
 		few_new = pol_cache_few_new(c->pol, hashes, n);
-		if (kc_prefix_room(c, hashes, n,
+		if (kc_prefix_room(c, s, hashes, n,
 				   po.flags & KVMM_PREFIX_OPEN_ACTIONS ?
 					   d->cfg.restore_mode :
 					   KD_RESTORE_RELOAD,

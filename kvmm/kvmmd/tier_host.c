@@ -156,7 +156,9 @@ int tier_host_pci_numa_node(const char *sysfs_root, const char *pci_addr,
 	v = strtol(buf, &end, 10);
 	if (end == buf)
 		return -EIO;
-	*node = v < 0 ? 0 : (int)v;
+	if (v < 0)
+		return -ENODATA; /* no affinity: the caller's fallback */
+	*node = (int)v;
 	return 0;
 }
 
@@ -180,7 +182,9 @@ static int pick_node(const struct tier_host_config *cfg, char *why,
 		}
 		vmm_log(VMM_LOG_WARN,
 			"tier_host: NUMA node of GPU %s unknown (%s); using the current CPU's node",
-			cfg->pci_addr, strerror(-r));
+			cfg->pci_addr,
+			r == -ENODATA ? "sysfs says no affinity" :
+					strerror(-r));
 	}
 	snprintf(why, why_len, "the CPU's");
 #if HAVE_LIBNUMA

@@ -50,7 +50,7 @@ struct tier_host_config {
 	size_t slot_bytes; /* one block: 2L * page size, multiple of 4 KiB */
 	/* NUMA placement: node >= 0 wins; else the node of the PCI device
 	 * pci_addr ("0000:3b:00.0") when given; else the node of the CPU the
-	 * caller runs on.  A node of -1 from sysfs (no affinity) means 0. */
+	 * caller runs on (also when sysfs says -1: no affinity). */
 	int numa_node;
 	const char *pci_addr;
 	/* Optional DMA pinning (cuMemHostRegister on the cuda backend). */
@@ -104,7 +104,7 @@ void tier_host_get_stats(struct tier_host *h, struct tier_host_stats *st);
 /*
  * The NUMA node of a PCI device from sysfs
  * (/sys/bus/pci/devices/<addr>/numa_node, read under sysfs_root when it is
- * not NULL, for tests).  -1 in sysfs (no affinity) gives 0.  -ENOENT when
+ * not NULL, for tests).  -1 in sysfs (no affinity) gives -ENODATA.  -ENOENT when
  * the device is unknown, -EINVAL for a malformed address.
  */
 int tier_host_pci_numa_node(const char *sysfs_root, const char *pci_addr,

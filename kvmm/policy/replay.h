@@ -78,8 +78,10 @@ struct pol_replay_opts {
 	 * times msa(k), k the number of maximal runs of served blocks in
 	 * the request (at least 1, as restore_plan.c counts segments).  The
 	 * cache is created with pol_cache_opts.msa: the prefix rule is off
-	 * unless prefix_rule is 1, and asym breaks ties by the cheaper
-	 * miss.  With daemon_model: kvmmd's segmented opens (above).
+	 * (asym: on) unless prefix_rule says, and asym and belady break ties
+	 * by the cheaper miss.  With daemon_model: kvmmd's segmented opens
+	 * (above), on a cache without msa (the policy's own prefix rule, as
+	 * in kvmmd).
 	 */
 	bool msa;
 };

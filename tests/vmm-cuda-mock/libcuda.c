@@ -143,13 +143,14 @@ CUresult mock_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-/* Device d sits at 0000:3B+d:00.0, in the 13-byte form the driver gives. */
+/* Device d sits at FFFF:F0+d:1F.7 (no real machine has that domain), in
+ * the 13-byte form the driver gives. */
 MOCK(cuDeviceGetPCIBusId);
 CUresult mock_cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
 {
 	if (len < 13)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(id, (size_t)len, "0000:%02X:00.0", 0x3b + dev);
+	snprintf(id, (size_t)len, "FFFF:%02X:1F.7", 0xf0 + dev);
 	return CUDA_SUCCESS;
 }
 

@@ -54,11 +54,15 @@ static void usage(FILE *f)
 		"--msa: Multi-Segment Attention: every block of a request in a\n"
 		"tier is served (a gap does not end the hits), only the blocks in\n"
 		"no tier are recomputed, their attention x msa(k); the prefix rule\n"
-		"is off (asym: on) unless --prefix-rule says.  With --daemon the prefixes are\n"
+		"is off (asym: on; --model-daemon: the policy's own) unless\n"
+		"--prefix-rule says.  With --daemon the prefixes are\n"
 		"opened with KVMM_PREFIX_OPEN_SEGMENTS (kvmmd ABI 1.6): hits are\n"
 		"the blocks kvmmd shares or reloads, misses its holes and the\n"
 		"blocks its restore plan hands out to recompute; --model-daemon\n"
-		"--msa models those opens (the policy's own prefix rule, as kvmmd).\n");
+		"--msa models those opens (the policy's own prefix rule, as kvmmd);\n"
+		"they agree when kvmmd plans as the replay does: --restore-mode\n"
+		"plan (the default) and --telemetry off (the reference profile,\n"
+		"not corrected online).\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)

@@ -92,8 +92,10 @@ struct tlm_restore {
 	long prefix_blocks; /* cached blocks found, wherever they were */
 	/*
 	 * Blocks shared or reloaded after a block to recompute: with
-	 * --prefix-segments, the cached blocks after a hole (0 without: a
-	 * plan without MSA reuses a prefix only)
+	 * --prefix-segments, the cached blocks after a hole.  Without it,
+	 * only GPU blocks after a lower-tier block that kvmmd handed out to
+	 * recompute (--restore-mode recompute); the actions do not tell a
+	 * hole from a planned recompute.
 	 */
 	long reused_after_hole;
 	/*
