@@ -20,7 +20,8 @@
  *     open finds all four blocks on the GPU, byte-identical;
  *   - a pool short of pages (demotions slowed down by the test knob): the
  *     open parks until its victim's copy is done, then comes back with
- *     the hole to recompute and the blocks after it shared.
+ *     the hole to recompute and the blocks after it shared;
+ *   - a session at its quota: the holes make no room (quota_holes()).
  */
 #include <sys/wait.h>
 
@@ -367,10 +368,78 @@ static void parked(void)
 	cc_stop(&d);
 }
 
+/*
+ * A session at its quota: the holes of a segmented open make no room.
+ * --quota UID=1M and a pool of 1M (4 blocks of 4 pages, the GPU tier's 4
+ * blocks): a writer publishes A0..A3, which stay charged to its uid while
+ * cached, so the uid's quota is used up and the pool is full.  An open
+ * of [X, Y, A3] (X and Y never cached: two holes before a cached block)
+ * must not demote or drop anything to make room for the holes: the
+ * quota would refuse their pages anyway, so the open ends before the
+ * first hole (0 blocks) and the four cached blocks stay on the GPU.
+ * (Made-up hashes in front of one cached block would otherwise push
+ * other users' blocks out of the GPU.)
+ */
+static void quota_holes(void)
+{
+	char quota[64];
+	const char *args[] = { "--gpu-mem",
+			       "1M",
+			       "--cache-gpu-blocks",
+			       "4",
+			       "--cache-policy",
+			       "lru",
+			       "--quota",
+			       quota,
+			       NULL };
+	const uint64_t h[3] = { hx, hy, ha[3] };
+	struct kvmm_prefix_open_reply rep;
+	struct kvmm_tier_stats_reply ts;
+	uint32_t ids[NB * CC_PPB];
+	uint8_t acts[NB + 4];
+	struct td_daemon d;
+	struct cc c, w;
+	uint32_t seq;
+
+	snprintf(quota, sizeof(quota), "%u=1M", (unsigned)getuid());
+	t_ok(td_start(&d, args));
+	cc_connect(&w, d.sock);
+	cc_region(&w);
+	seq = cc_seq_open(&w);
+	cc_extend(&w, seq, NB * CC_TPB, ids);
+	cc_fill(&w, ids, NB, TAG);
+	t_ok(cc_publish(&w, seq, 0, ha, NB,
+			&(struct kvmm_block_publish_reply){ 0 }));
+	cc_seq_close(&w, seq, ids, NB * CC_PPB);
+	cc_disconnect(&w);
+	settled(d.sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, NB);
+
+	cc_connect(&c, d.sock);
+	cc_region(&c);
+	t_ok(open_flags(&c, h, 3,
+			KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS,
+			&rep, ids, acts));
+	printf("open at the quota: %u blocks\n", rep.nr_blocks);
+	t_assert_eq(rep.nr_blocks, 0);
+	cc_seq_close(&c, rep.seq_id, ids, 0);
+	settled(d.sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, NB);
+	t_assert_eq(ts.tiers[0].drops, 0);
+	/* A0..A3 are all still there */
+	cc_prefix(&c, ha, NB, &rep, ids);
+	t_assert_eq(rep.nr_blocks, NB);
+	cc_check(&c, ids, NB, TAG);
+	cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
+	cc_disconnect(&c);
+	t_assert_eq(td_stop(&d), 0);
+}
+
 int main(void)
 {
 	holes();
 	parked();
+	quota_holes();
 	printf("ok\n");
 	return 0;
 }
