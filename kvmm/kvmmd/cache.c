@@ -63,6 +63,20 @@ void kc_put_block(struct kd_cache *c, struct kc_entry *e)
 	kd_block_put(c->d, blk);
 }
 
+/* Drop the cache's reference on a GPU block whose pages sequences hold
+ * once its copy went down (cache_demote.c, held_copy): they keep its
+ * hash, so their publish of it again is a duplicate; the unref hook finds
+ * no GPU copy of that entry and tells the policy nothing. */
+void kc_leave_block(struct kd_cache *c, struct kc_entry *e)
+{
+	struct kd_block *blk = e->blk;
+
+	if (!blk)
+		return;
+	e->blk = NULL;
+	kd_block_put(c->d, blk);
+}
+
 /* Free the entry's host and NVMe slots (its GPU copy, if any, stays). */
 void kc_release_lower(struct kd_cache *c, struct kc_entry *e)
 {
@@ -404,7 +418,9 @@ void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk)
 	if (!c || !c->pol || !blk->hash)
 		return;
 	e = kc_find(c, blk->hash);
-	if (e && e->blk == blk && e->in_pol)
+	/* a held block being copied down (held_copy) is not the policy's
+	 * GPU block any more: its references were never taken */
+	if (e && e->blk == blk && e->in_pol && e->tier == POL_TIER_GPU)
 		pol_cache_unref(c->pol, blk->hash);
 }
 
@@ -645,7 +661,9 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		e->in_pol = true;
 		kc_take_block(e, blk); /* the cache's reference */
 		err = pol_cache_access(c->pol, &desc, NULL);
-		if (!err && !e->dead)
+		/* the policy may have sent it down at once: copied from
+		 * these pages (kc_move()), cached below, not referenced */
+		if (!err && !e->dead && e->tier == POL_TIER_GPU)
 			err = pol_cache_ref(c->pol, hashes[i]);
 		if (err || e->dead) {
 			/* no room: every cached GPU block is in use */

@@ -233,11 +233,23 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		return;
 	}
 	if (from == POL_TIER_GPU && e->blk && e->blk->refcnt > 1) {
-		/* the policy picked a block a sequence is using: only the
-		 * block just admitted can be (refcount 0 until its ref is
-		 * taken); it is not cached, not moved */
-		kc_kill(c, e);
-		return;
+		/*
+		 * The policy picked a block a sequence is using: only the
+		 * block just admitted (published, or restored and handed
+		 * out) can be, its policy reference is taken after the
+		 * call.  A cached block is immutable, so its pages are
+		 * copied down while the sequence keeps them: the entry
+		 * moves to the host tier (the tiers stay exclusive), the
+		 * pages become the sequence's own when the copy is done
+		 * (kc_job_done()), freed when it lets them go.  This makes
+		 * no GPU room, but the block is not lost.  Without a host
+		 * tier it is not cached, not moved.
+		 */
+		if (to != POL_TIER_HOST || !c->host) {
+			kc_kill(c, e);
+			return;
+		}
+		e->held_copy = true;
 	}
 	e->tier = (uint8_t)to;
 	c->st.tiers[to].demotions_in++;
@@ -284,8 +296,15 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	if (!ok)
 		c->st.migrations_failed++;
 	if (job->kind == MIGRATE_GPU_TO_HOST) {
-		/* the copy is out (or failed): the pages may go back */
-		kc_put_block(c, e);
+		/* the copy is out (or failed): the pages may go back; held
+		 * ones stay with their sequences, which keep the hash (a
+		 * publish of them again is a duplicate) unless the block
+		 * is gone from the cache */
+		if (e->held_copy && ok && !e->drop_after)
+			kc_leave_block(c, e);
+		else
+			kc_put_block(c, e);
+		e->held_copy = false;
 		if (ok)
 			c->st.tiers[POL_TIER_HOST].bytes_in += job->length;
 		else

@@ -50,6 +50,9 @@ struct kc_entry {
 	bool dead; /* to be removed from the policy after its call */
 	bool then_nvme; /* moved on to NVMe while its host copy ran */
 	bool drop_after; /* dropped while a job ran */
+	/* its GPU demotion copies pages a sequence holds (kc_move()): they
+	 * stay with it, uncached, when the copy is done */
+	bool held_copy;
 	bool restore_pinned; /* pinned in the policy for its restore */
 	bool restore_cancelled; /* nobody waits: called off before it ran */
 	struct kd_block *blk; /* GPU: the cache's reference */
@@ -191,6 +194,7 @@ struct kd_cache {
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
 void kc_free(struct kd_cache *c, struct kc_entry *e);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);
+void kc_leave_block(struct kd_cache *c, struct kc_entry *e);
 void kc_release_lower(struct kd_cache *c, struct kc_entry *e);
 void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);

@@ -314,7 +314,9 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	was_in_pol = e->in_pol;
 	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead) {
 		e->in_pol = true;
-		for (uint32_t i = 0; i < taken; i++)
+		/* unless the policy sent it straight down (copied from the
+		 * sequences' pages, kc_move()) */
+		for (uint32_t i = 0; e->tier == POL_TIER_GPU && i < taken; i++)
 			(void)pol_cache_ref(c->pol, e->hash);
 	} else if (!was_in_pol && !e->dead) {
 		/* no room to cache it: the sequences own it */

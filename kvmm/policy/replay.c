@@ -76,7 +76,7 @@ double pol_replay_token_ratio(const struct pol_replay_result *r)
  * from the sequence if the block stayed resident. */
 static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
 			 unsigned few, uint64_t *refd, uint32_t *nref,
-			 uint64_t *dead, uint32_t *ndead)
+			 uint64_t *down, uint32_t *ndown)
 {
 	struct pol_block_desc d = { .hash = h[i],
 				    .parent_hash = i ? h[i - 1] : 0,
@@ -87,24 +87,27 @@ static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
 	if (pol_cache_access(c, &d, NULL))
 		return;
 	/* the policy moved the block it just admitted out of the GPU tier:
-	 * kvmmd does not copy a block a sequence holds, it uncaches it, at
-	 * the end of the command (kc_reap_dead): until then the block
-	 * still counts in the tier it was moved to */
+	 * kvmmd copies the pages the sequence holds down (kc_move(),
+	 * held_copy), the block stays cached below, unreferenced, and the
+	 * sequence's publish of it is a duplicate; in the last tier it was
+	 * dropped (in no tier) */
 	if (pol_cache_tier_of(c, h[i]) != POL_TIER_GPU) {
 		if (pol_cache_tier_of(c, h[i]) != POL_TIER_NONE)
-			dead[(*ndead)++] = h[i];
+			down[(*ndown)++] = h[i];
 		return;
 	}
 	if (pol_cache_ref(c, h[i]) == 0)
 		refd[(*nref)++] = h[i];
 }
 
-/* Last killed first, as kvmmd's kc_reap_dead() takes its list. */
-static void daemon_reap(struct pol_cache *c, const uint64_t *dead,
-			uint32_t *ndead)
+/* The block went down from the pages this request holds (daemon_touch). */
+static bool daemon_went_down(const uint64_t *down, uint32_t ndown,
+			     uint64_t hash)
 {
-	while (*ndead)
-		pol_cache_remove(c, dead[--*ndead]);
+	for (uint32_t j = 0; j < ndown; j++)
+		if (down[j] == hash)
+			return true;
+	return false;
 }
 
 /*
@@ -193,8 +196,8 @@ static void daemon_plan(const struct pol_cost_model *m, uint8_t *where,
 static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			   const uint8_t *act, uint64_t clock, uint64_t *refd)
 {
-	uint64_t *dead = refd + n;
-	uint32_t nref = 0, ndead = 0, p0 = n;
+	uint64_t *down = refd + n;
+	uint32_t nref = 0, ndown = 0, p0 = n;
 	/* kvmmd asks at PREFIX_OPEN, before it touches anything, and keeps
 	 * the answer with the sequence for its publishes */
 	unsigned few = pol_cache_few_new(c, h, n) ? POL_BLOCK_FEW_NEW : 0;
@@ -212,16 +215,14 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 	 * a reap; a block the plan recomputes is left where it is */
 	for (uint32_t i = 0; i < n; i++)
 		if (act[i] == DM_USE)
-			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
+			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
 	for (uint32_t i = 0; i < n; i++)
 		if (act[i] == DM_USE || act[i] == DM_RECOMPUTE)
 			pol_cache_unref(c, h[i]);
-	daemon_reap(c, dead, &ndead);
 	for (uint32_t i = 0; i < n; i++)
 		if (act[i] == DM_RELOAD) {
 			pol_cache_unref(c, h[i]);
-			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
-			daemon_reap(c, dead, &ndead);
+			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
 		}
 	/* one publish, from the first block the client fills on (as
 	 * tinylm does, and kvmm-replay --daemon) */
@@ -237,8 +238,13 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		 * that took it (daemon_touch() above) and the cache let go
 		 * of the pages (kc_put_block()): the publish caches them
 		 * again, like any block in no tier */
-		if (t == POL_TIER_NONE) {
-			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
+		if (daemon_went_down(down, ndown, h[i])) {
+			/* copied down from these very pages (held_copy):
+			 * the sequence's block keeps the hash, a
+			 * duplicate */
+			continue;
+		} else if (t == POL_TIER_NONE) {
+			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
 		} else if (t != POL_TIER_GPU &&
 			   pol_cache_can_admit(c, POL_TIER_GPU) &&
 			   !pol_cache_pin(c, h[i])) {
@@ -246,11 +252,10 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			 * to recompute): the published pages become its
 			 * GPU copy (kc_publish_promote(), pinned while it
 			 * moves up) */
-			daemon_touch(c, h, i, few, refd, &nref, dead, &ndead);
+			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
 			(void)pol_cache_unpin(c, h[i]);
 		}
 	}
-	daemon_reap(c, dead, &ndead);
 	for (uint32_t i = 0; i < nref; i++) /* SEQ_CLOSE */
 		pol_cache_unref(c, refd[i]);
 }
