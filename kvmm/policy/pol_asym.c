@@ -652,30 +652,6 @@ static bool list_evictable(const struct asym *s, const struct pol_block *b,
 }
 
 /*
- * Is b, in a tier with a tier below, the block being placed (used at
- * this tick, now) under a parent that a sequence holds?  Then it is the
- * newest block of a request being served, and its value is above every
- * other block's.  In kvmmd a served request's blocks are referenced by
- * its sequence, and with the prefix rule its only block in a list is
- * the leaf just placed: often alone in its class's list, it was valued
- * at its class's age-0 value and could be the victim of its own
- * placement.  kvmmd does not copy a block a sequence holds: it uncaches
- * it (kc_reap_dead()), and the rest of the publish is cached behind
- * that hole, where no prefix hit reaches it.  Demoted in a cache whose
- * owner does not hold the request (kvmm-replay without --model-daemon),
- * the block is only a reload away: there the values decide, and from
- * the last tier a drop of the block is what they decide everywhere.
- */
-static inline bool serving(const struct asym *s, const struct pol_block *b,
-			   uint64_t now)
-{
-	return !s->last_tier && b->tick == now &&
-	       !(b->flags & POL_BLOCK_PARTIAL) &&
-	       b->parent_id < s->ix->high_water &&
-	       pol_index_at(s->ix, b->parent_id)->refcount;
-}
-
-/*
  * The least recent SCAN_TAIL blocks of list k (its tail window, index 0
  * the tail): the index of the one with the lowest value of the class at
  * its age (the first from the tail among equals), read from the window's
@@ -821,11 +797,7 @@ static struct pol_block *asym_victim(void *priv)
 #ifdef POL_ASYM_CHECK
 				assert(v == block_value(s, b, now));
 #endif
-				/* at age 0 only (the reference can change
-				 * within a tick): never kept as valued */
-				if (!cand->x && serving(s, b, now))
-					v = HUGE_VAL;
-				else if (!b->ttl_expiry) {
+				if (!b->ttl_expiry) {
 					cand->bv = v;
 					cand->valued = true;
 				}
@@ -855,8 +827,7 @@ static struct pol_block *asym_victim(void *priv)
 			}
 			if (!b)
 				continue;
-			v = serving(s, b, now) ? HUGE_VAL :
-						 block_value(s, b, now);
+			v = block_value(s, b, now);
 compare:
 			if (!best || better_victim(s, b, v, best, best_v)) {
 				best = b;
