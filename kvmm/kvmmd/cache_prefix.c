@@ -70,9 +70,10 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
  * so the reclaim does not demote (or push on, or drop) what the prefix is
  * about to use.  The pages counted are those the walk takes, block by
  * block, with the walk's own plan (`mode`; tiers and plan are the
- * caller's buffers of n + 1), past a block being demoted too: they are
- * free beyond the earmarks of the commands parked before, or the open
- * parks behind them.  Entries the reclaim's cascade moves or drops are
+ * caller's buffers of n + 1, as is pinned, all false on entry and on
+ * return), past a block being demoted too: they are free beyond the
+ * earmarks of the commands parked before, or the open parks behind
+ * them.  Entries the reclaim's cascade moves or drops are
  * found (or not) again by the hit loop, which plans again, and takes
  * pages only in line as well.  kd_cache_reclaim()'s answer: -EINPROGRESS
  * parks the open until the victims' copies are done; otherwise the walk
@@ -87,11 +88,11 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
  */
 static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 			  const uint64_t *hashes, uint32_t n, uint32_t mode,
-			  bool segments, uint8_t *tiers, uint8_t *plan)
+			  bool segments, uint8_t *tiers, uint8_t *plan,
+			  bool *pinned)
 {
 	uint64_t need = 0, holes = 0;
 	uint32_t lim;
-	bool *pinned;
 	int err;
 
 	lim = kc_prefix_tiers(c, hashes, n, segments, tiers);
@@ -116,22 +117,20 @@ static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 	err = kc_reclaim_check(c->d, need);
 	if (err != 1)
 		return err;
-	pinned = calloc(n, sizeof(*pinned));
-	if (!pinned)
-		return -ENOMEM; /* no reclaim: a restore may miss */
 	for (uint32_t i = 0; i < lim; i++) {
 		struct kc_entry *e = kc_find(c, hashes[i]);
 
 		/* host blocks too: the cascade from the demotions must not
 		 * push them on (or drop them); not the holes */
-		if (!kc_gone(e) && !e->rblk && e->in_pol)
-			pinned[i] = pol_cache_pin(c->pol, hashes[i]) == 0;
+		pinned[i] = !kc_gone(e) && !e->rblk && e->in_pol &&
+			    pol_cache_pin(c->pol, hashes[i]) == 0;
 	}
 	err = kc_reclaim_take(c, need);
 	for (uint32_t i = 0; i < lim; i++)
 		if (pinned[i])
 			(void)pol_cache_unpin(c->pol, hashes[i]);
-	free(pinned);
+	/* all false again: kc_prefix_walk() sets only what it pins */
+	memset(pinned, 0, lim * sizeof(*pinned));
 	return err;
 }
 
@@ -700,7 +699,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				   po.flags & KVMM_PREFIX_OPEN_ACTIONS ?
 					   d->cfg.restore_mode :
 					   KD_RESTORE_RELOAD,
-				   segments, tiers, plan) == -EINPROGRESS) {
+				   segments, tiers, plan,
+				   pinned) == -EINPROGRESS) {
 			/* the restores' pages come back when demotion copies
 			 * end: the open runs again from the loop then
 			 * (cache_park.c), nothing of it done yet */
