@@ -72,8 +72,10 @@ static inline uint64_t slot_tick(const struct asym_wslot *e)
 
 /*
  * The value of a whole block of class k in age bucket x: infinite at
- * age 0, so that the block being admitted (kvmmd holds it for its
- * sequence and would drop it, not demote it) is never a candidate.
+ * age 0, so that within a list's window the block being admitted is
+ * never chosen over an older one (in kvmmd its sequence holds it, and
+ * demoting it means a copy of pages in use); alone in its window it is
+ * still the list's candidate, valued by block_value().
  */
 static inline double class_value(const struct asym *s, unsigned k, unsigned x)
 {
