@@ -105,6 +105,14 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_prefix_opens_pending", "", "cache.prefix_opens_pending" },
 	{ "kvmm_cache_restores_cancelled_total", "",
 	  "cache.restores_cancelled" },
+	{ "kvmm_cache_prefix_holes_total", "", "cache.prefix_holes" },
+	{ "kvmm_cache_prefix_blocks_after_hole_total", "",
+	  "cache.prefix_blocks_after_hole" },
+	{ "kvmm_cache_plan_recomputes_total", "tier=\"host\"",
+	  "cache.plan_recomputes.host" },
+	{ "kvmm_cache_plan_recomputes_total", "tier=\"nvme\"",
+	  "cache.plan_recomputes.nvme" },
+	{ "kvmm_cache_held_copies_total", "", "cache.held_copies" },
 };
 
 static const struct map tier_map[] = {
@@ -251,7 +259,7 @@ int main(void)
 	/* what the work implies */
 	t_assert_eq(tm_u64(&e, "kvmm_up", NULL), 1);
 	t_assert(tm_value(&e, "kvmm_build_info",
-			  "version=\"" KVMM_VERSION "\",abi=\"1.6\""));
+			  "version=\"" KVMM_VERSION "\",abi=\"1.7\""));
 	t_assert(tm_value(&e, "kvmm_backend_info",
 			  "backend=\"host\",device=\"host\""));
 	t_assert(tm_value(&e, "kvmm_cache_policy_info",

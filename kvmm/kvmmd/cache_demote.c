@@ -250,6 +250,7 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 			return;
 		}
 		e->held_copy = true;
+		c->st.held_copies++;
 	}
 	e->tier = (uint8_t)to;
 	c->st.tiers[to].demotions_in++;

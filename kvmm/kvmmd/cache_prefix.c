@@ -313,11 +313,20 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			continue;
 		}
 		c->st.tiers[pr->from[b]].hits++;
-		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE)
+		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE) {
+			/* cached below the GPU, recomputed all the same */
 			nrecompute++;
-		else
-			from_tier[pr->from[b]]++;
+			if (pr->from[b] == POL_TIER_HOST)
+				c->st.plan_recomputes_host++;
+			else if (pr->from[b] == POL_TIER_NVME)
+				c->st.plan_recomputes_nvme++;
+			continue;
+		}
+		from_tier[pr->from[b]]++;
+		if (nholes) /* what the segments bought */
+			c->st.prefix_blocks_after_hole++;
 	}
+	c->st.prefix_holes += nholes;
 	if (hit < pr->lim && pr->state[hit] == KC_SLOT_BUSY_FAILED)
 		c->st.busy_misses++;
 	else if (hit < pr->lim || pr->stop == KC_STOP_MISS || nholes)

@@ -172,6 +172,21 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_restores_cancelled_total", KD_COUNTER,
 	  "Restores cancelled before they started (every waiter went away).",
 	  "", TS(restores_cancelled) },
+	/* ABI 1.7: left out when the daemon's reply ends before them */
+	{ "kvmm_cache_prefix_holes_total", KD_COUNTER,
+	  "Blocks of segmented PREFIX_OPENs in no tier, handed out to recompute (holes).",
+	  "", TS(prefix_holes) },
+	{ "kvmm_cache_prefix_blocks_after_hole_total", KD_COUNTER,
+	  "Blocks of segmented PREFIX_OPENs shared or reloaded after a hole.",
+	  "", TS(prefix_blocks_after_hole) },
+	{ "kvmm_cache_plan_recomputes_total", KD_COUNTER,
+	  "Host and NVMe prefix blocks handed out to recompute instead of reloaded (restore plan or mode).",
+	  "tier=\"host\"", TS(plan_recomputes_host) },
+	{ "kvmm_cache_plan_recomputes_total", KD_COUNTER, NULL, "tier=\"nvme\"",
+	  TS(plan_recomputes_nvme) },
+	{ "kvmm_cache_held_copies_total", KD_COUNTER,
+	  "GPU victims a sequence held, copied down to the host tier instead of freed.",
+	  "", TS(held_copies) },
 };
 
 /* per tier, with a tier label */
@@ -267,10 +282,14 @@ static uint64_t field(const void *base, const struct kd_metric *m)
 	return v;
 }
 
+/* The rows of m whose field lies within the reply's first len bytes (a
+ * shorter reply is an older daemon's: what it lacks is left out). */
 static void table(FILE *f, const struct kd_metric *m, size_t n,
-		  const void *base)
+		  const void *base, size_t len)
 {
 	for (size_t i = 0; i < n; i++) {
+		if (m[i].off + sizeof(uint64_t) > len)
+			continue;
 		if (m[i].help)
 			family(f, m[i].name, m[i].type, m[i].help);
 		sample(f, m[i].name, m[i].labels, NULL, field(base, &m[i]),
@@ -355,14 +374,16 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 
 	info(f, src);
 	table(f, status_metrics,
-	      sizeof(status_metrics) / sizeof(status_metrics[0]), st);
+	      sizeof(status_metrics) / sizeof(status_metrics[0]), st,
+	      sizeof(*st));
 	if (st->cost_host_bw)
 		table(f, cost_metrics,
-		      sizeof(cost_metrics) / sizeof(cost_metrics[0]), st);
+		      sizeof(cost_metrics) / sizeof(cost_metrics[0]), st,
+		      sizeof(*st));
 	if (src->ts) {
 		table(f, cache_metrics,
-		      sizeof(cache_metrics) / sizeof(cache_metrics[0]),
-		      src->ts);
+		      sizeof(cache_metrics) / sizeof(cache_metrics[0]), src->ts,
+		      src->ts->size);
 		tiers(f, src->ts);
 	}
 	if (fflush(f) || ferror(f))

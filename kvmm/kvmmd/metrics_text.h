@@ -20,7 +20,9 @@
 
 struct kd_metrics_src {
 	const struct kvmm_status_reply *st;
-	/* NULL: the daemon has no block cache stats (no cache families) */
+	/* NULL: the daemon has no block cache stats (no cache families);
+	 * ts->size: the bytes of it the daemon filled (an older daemon's
+	 * shorter reply: the families it lacks are left out) */
 	const struct kvmm_tier_stats_reply *ts;
 	uint32_t abi_major, abi_minor; /* the daemon's wire ABI */
 };

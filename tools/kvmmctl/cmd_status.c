@@ -21,8 +21,7 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
 	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
 	       "\"pressure_reclaims\":%llu,\"restores_waited\":%llu,"
-	       "\"prefix_opens_pending\":%llu,\"restores_cancelled\":%llu,"
-	       "\"tiers\":{",
+	       "\"prefix_opens_pending\":%llu,\"restores_cancelled\":%llu,",
 	       (unsigned long long)ts->publishes,
 	       (unsigned long long)ts->duplicates,
 	       (unsigned long long)ts->not_cached,
@@ -41,6 +40,17 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	       (unsigned long long)ts->restores_waited,
 	       (unsigned long long)ts->prefix_opens_pending,
 	       (unsigned long long)ts->restores_cancelled);
+	/* ABI 1.7; absent from an older daemon */
+	if (KVMMCTL_TS_HAS(ts, held_copies))
+		printf("\"prefix_holes\":%llu,\"prefix_blocks_after_hole\":%llu,"
+		       "\"plan_recomputes\":{\"host\":%llu,\"nvme\":%llu},"
+		       "\"held_copies\":%llu,",
+		       (unsigned long long)ts->prefix_holes,
+		       (unsigned long long)ts->prefix_blocks_after_hole,
+		       (unsigned long long)ts->plan_recomputes_host,
+		       (unsigned long long)ts->plan_recomputes_nvme,
+		       (unsigned long long)ts->held_copies);
+	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
 
@@ -215,9 +225,20 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				       .promotions_by_publish);
 		printf("\n");
 	}
-	printf("demotions    %llu waited for a host slot (%llu now)\n",
+	printf("demotions    %llu waited for a host slot (%llu now)",
 	       (unsigned long long)ts.slot_waits,
 	       (unsigned long long)st.demotions_queued);
+	/* ABI 1.7: not from an older daemon */
+	if (KVMMCTL_TS_HAS(&ts, held_copies))
+		printf(", %llu held blocks copied down",
+		       (unsigned long long)ts.held_copies);
+	printf("\n");
+	if (KVMMCTL_TS_HAS(&ts, held_copies))
+		printf("recompute    %llu holes, %llu blocks reused after one; %llu host, %llu NVMe blocks recomputed instead of reloaded\n",
+		       (unsigned long long)ts.prefix_holes,
+		       (unsigned long long)ts.prefix_blocks_after_hole,
+		       (unsigned long long)ts.plan_recomputes_host,
+		       (unsigned long long)ts.plan_recomputes_nvme);
 	printf("restores     %llu waited on, %llu opens pending, %llu cancelled",
 	       (unsigned long long)ts.restores_waited,
 	       (unsigned long long)ts.prefix_opens_pending,

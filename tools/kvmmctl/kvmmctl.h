@@ -8,6 +8,7 @@
 #define KVMM_KVMMCTL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "kvmm/lib/client.h"
 
@@ -22,10 +23,16 @@ int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out);
  * The daemon's state over c: ADMIN_STATUS into *st (its result returned)
  * and then, when that worked and ts is not NULL, TIER_STATS into *ts with
  * its result in *ts_err (a daemon without the block cache refuses it);
- * *ts_err is the status error when there was one.
+ * *ts_err is the status error when there was one.  ts->size then says
+ * how many bytes of *ts the daemon filled: less than sizeof(*ts) from a
+ * daemon older than the reply's last fields (KVMMCTL_TS_HAS()).
  */
 int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 			 struct kvmm_tier_stats_reply *ts, int *ts_err);
+/* Does the TIER_STATS reply ts (of kvmmctl_fetch_status()) have field f? */
+#define KVMMCTL_TS_HAS(ts, f) \
+	((ts)->size >=        \
+	 offsetof(struct kvmm_tier_stats_reply, f) + sizeof((ts)->f))
 /* A simple admin request whose reply has no body. */
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len);

@@ -74,11 +74,17 @@ int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 {
 	int err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, st, sizeof(*st),
 			     NULL);
+	size_t len = 0;
 
-	if (ts)
-		*ts_err = err ? err :
-				kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, ts,
-					   sizeof(*ts), NULL);
+	if (!ts)
+		return err;
+	*ts_err = err ? err :
+			kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, ts,
+				   sizeof(*ts), &len);
+	/* what the daemon filled: an older one's reply is shorter (the
+	 * fields it ends before are 0 here, and absent) */
+	if (!*ts_err && ts->size > len)
+		ts->size = len;
 	return err;
 }
 

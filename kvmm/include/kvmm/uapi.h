@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 6
+#define KVMM_ABI_MINOR 7
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -572,6 +572,23 @@ struct kvmm_tier_stats_reply {
 	 * waiting for them went away (its client closed or died) */
 	uint64_t restores_cancelled;
 	struct kvmm_tier_info tiers[3];
+	/*
+	 * ABI 1.7: the reply grew here (size says how far a daemon's goes:
+	 * an older one's ends before prefix_holes).  Blocks of segmented
+	 * PREFIX_OPENs (KVMM_PREFIX_OPEN_SEGMENTS) in no tier, handed out as
+	 * RECOMPUTE (holes), and blocks of them after their first hole that
+	 * were shared or reloaded (neither a hole nor recomputed)
+	 */
+	uint64_t prefix_holes;
+	uint64_t prefix_blocks_after_hole;
+	/* host and NVMe blocks a PREFIX_OPEN handed out as RECOMPUTE (the
+	 * restore plan or --restore-mode recompute) instead of reloading
+	 * them; each is also a hit of its tier */
+	uint64_t plan_recomputes_host, plan_recomputes_nvme;
+	/* GPU victims a sequence held that were copied down to the host
+	 * tier instead of freed (counted in tiers[1].demotions_in too) */
+	uint64_t held_copies;
+	uint64_t reserved[3];
 };
 
 /* ---- rings ------------------------------------------------------------- */
