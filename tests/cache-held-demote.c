@@ -18,7 +18,10 @@
  *     away while block 8's copy still runs, comes back whole too;
  *   - nothing leaks: once the holders are gone the pool holds exactly the
  *     cached GPU blocks, nothing mapped, no sequence, nothing dropped or
- *     failed, and kvmmd stops cleanly.
+ *     failed, and kvmmd stops cleanly;
+ *   - TIER_STATS' held_copies (ABI 1.7) counts each copy of a held block:
+ *     1 after the first publish, 5 in the end (the 2 publishes and the
+ *     3 opens each held 9 blocks with 8 on the GPU).
  * Before kvmmd copied held blocks, block 8 was uncached (published 8 of 9,
  * not cached 1) and the opens stopped at 8 blocks.
  */
@@ -122,6 +125,7 @@ int main(void)
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.migrations_in_flight, 1); /* block 8 goes down */
 	t_assert_eq(ts.tiers[1].demotions_in, 1);
+	t_assert_eq(ts.held_copies, 1); /* that one (ABI 1.7) */
 	t_assert_eq(ts.not_cached, 0);
 	cc_check(&c, pages, NB, 200);
 	hashes(0, h);
@@ -162,11 +166,16 @@ int main(void)
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_allocated, ts.tiers[0].used_blocks * CC_PPB);
-	printf("held block copied down: GPU %llu, host %llu, NVMe %llu blocks, %llu host demotions\n",
+	/* each time a sequence held all 9 blocks with 8 on the GPU, the
+	 * ninth was the victim and copied down while held: the 2 publishes
+	 * and the 3 opens (whose last restore is admitted held) */
+	t_assert_eq(ts.held_copies, 5);
+	printf("held block copied down: GPU %llu, host %llu, NVMe %llu blocks, %llu host demotions, %llu held copies\n",
 	       (unsigned long long)ts.tiers[0].used_blocks,
 	       (unsigned long long)ts.tiers[1].used_blocks,
 	       (unsigned long long)ts.tiers[2].used_blocks,
-	       (unsigned long long)ts.tiers[1].demotions_in);
+	       (unsigned long long)ts.tiers[1].demotions_in,
+	       (unsigned long long)ts.held_copies);
 	cr_stop(&env);
 	printf("held blocks demoted by copy ok\n");
 	return 0;

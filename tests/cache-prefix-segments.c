@@ -21,7 +21,10 @@
  *   - a pool short of pages (demotions slowed down by the test knob): the
  *     open parks until its victim's copy is done, then comes back with
  *     the hole to recompute and the blocks after it shared;
- *   - a session at its quota: the holes make no room (quota_holes()).
+ *   - a session at its quota: the holes make no room (quota_holes());
+ *   - TIER_STATS (ABI 1.7) counts each open's holes and the blocks shared
+ *     or reloaded after them: 1 and 2, also when the open parked; none
+ *     for the open at the quota.
  */
 #include <sys/wait.h>
 
@@ -230,6 +233,11 @@ static void holes(void)
 	t_assert_eq(ts.tiers[0].hits - ts0.tiers[0].hits, 2);
 	t_assert_eq(ts.tiers[1].hits - ts0.tiers[1].hits, 1);
 	t_assert_eq(ts.misses - ts0.misses, 1);
+	/* ABI 1.7: the hole, and A2 (reloaded) and A3 (shared) after it */
+	t_assert_eq(ts.prefix_holes - ts0.prefix_holes, 1);
+	t_assert_eq(ts.prefix_blocks_after_hole - ts0.prefix_blocks_after_hole,
+		    2);
+	t_assert_eq(ts.plan_recomputes_host + ts.plan_recomputes_nvme, 0);
 
 	/* the client recomputes the hole (the same bytes) and publishes */
 	fill_block(&c, ids, 1, TAG);
@@ -348,6 +356,10 @@ static void parked(void)
 	t_assert(block_ok(&c, ids, 0, TAG));
 	t_assert(block_ok(&c, ids, 2, TAG));
 	t_assert(block_ok(&c, ids, 3, TAG));
+	/* the parked open counts its hole and A2, A3 after it once */
+	cc_tier_stats(&c, &ts);
+	t_assert_eq(ts.prefix_holes, 1);
+	t_assert_eq(ts.prefix_blocks_after_hole, 2);
 	t_assert_eq(write(hold[1], &b, 1), 1);
 	t_assert_eq(cc_wait_child(p), 0);
 
@@ -422,6 +434,10 @@ static void quota_holes(void)
 			&rep, ids, acts));
 	printf("open at the quota: %u blocks\n", rep.nr_blocks);
 	t_assert_eq(rep.nr_blocks, 0);
+	/* the reply ends before the holes: none counted */
+	cc_tier_stats(&c, &ts);
+	t_assert_eq(ts.prefix_holes, 0);
+	t_assert_eq(ts.prefix_blocks_after_hole, 0);
 	cc_seq_close(&c, rep.seq_id, ids, 0);
 	settled(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, NB);

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * TIER_STATS grew at its end in ABI 1.7: prefix_holes,
+ * prefix_blocks_after_hole, plan_recomputes_host/_nvme, held_copies (the
+ * holes and held copies are counted in tests/cache-prefix-segments.c and
+ * tests/cache-held-demote.c).  Real kvmmd, real kvmmctl processes:
+ *   - kvmmd --restore-mode recompute with contents in all three tiers
+ *     (cr_fill_tiers(): content 2 has 2 blocks on NVMe and 6 on the
+ *     host): a libkvmm open of content 2 with actions gets all 8 blocks as
+ *     RECOMPUTE, counted as 6 host and 2 NVMe plan recomputes and still
+ *     as hits of their tiers; an open of content 1 without actions
+ *     reloads its 8 NVMe blocks (no plan recompute); a segmented open
+ *     of [never cached, a GPU block, a host block] is a hole, a block
+ *     shared after it and one more host plan recompute (not a block
+ *     reused after the hole).  kvmmctl status (text and --json) and
+ *     kvmmctl metrics print 7, 2, 1 hole and 1 block after it;
+ *   - the reply is sizeof(struct kvmm_tier_stats_reply) bytes and its size
+ *     says so; a client built for 1.6 (a buffer of the 1.6 size: the
+ *     request has no body, so the client cannot choose a size, as with
+ *     ADMIN_STATUS) reads the same leading fields; a request with a body
+ *     is -EINVAL, as before;
+ *   - kvmmctl against a 1.6 daemon (a stand-in process: no such daemon
+ *     runs here) that answers HELLO with ABI 1.6 and TIER_STATS with the
+ *     1.6 reply (440 bytes, known values): status, status --json and
+ *     metrics print the old fields with their values and none of the new
+ *     ones (absent, not 0).
+ */
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "kvmm/lib/client.h"
+#include "tests/cache-restore-common.h"
+#include "tests/lib/metrics.h"
+
+/* The reply's size before ABI 1.7. */
+#define TS_SIZE_1_6 offsetof(struct kvmm_tier_stats_reply, prefix_holes)
+
+/* stdout of `kvmmctl --socket sock args` (which must exit 0), malloc'd */
+static char *kvmmctl(const char *sock, const char *args)
+{
+	char bin[256], cmd[512];
+	char *out;
+	int st;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
+	out = tm_run(cmd, &st);
+	if (st)
+		t_fail("%s: exit %d", cmd, st);
+	return out;
+}
+
+static void has(const char *text, const char *what)
+{
+	if (!strstr(text, what))
+		t_fail("no '%s' in:\n%s", what, text);
+}
+
+static void lacks(const char *text, const char *what)
+{
+	if (strstr(text, what))
+		t_fail("'%s' in:\n%s", what, text);
+}
+
+static void plan_recomputes(void)
+{
+	struct kvmm_tier_stats_reply ts0, ts;
+	struct kvmm_region_opts ro = cc_region_opts();
+	struct kvmm_connect_opts co = { .size = sizeof(co) };
+	uint8_t acts[CR_NB];
+	struct kvmm_prefix_opts po = { .size = sizeof(po), .actions = acts };
+	struct kvmm_region *reg;
+	struct kvmm_conn *c;
+	struct cr_env env;
+	uint64_t h[CR_NB];
+	uint32_t seq, nb;
+	char *out;
+
+	cr_start_args(&env, 40, 0, "--restore-mode", "recompute");
+	cr_fill_tiers(&env, &ts0);
+	t_assert_eq(ts0.plan_recomputes_host + ts0.plan_recomputes_nvme, 0);
+
+	co.socket_path = env.d.sock;
+	co.name = "tier-stats-grow";
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &reg));
+	for (int b = 0; b < CR_NB; b++)
+		h[b] = cr_hash(2, b);
+	t_ok(kvmm_seq_open_prefix_opts(reg, h, CR_NB, &seq, &nb, &po));
+	printf("recompute mode, content 2: %u blocks, %u shared, %u reloaded, %u to recompute\n",
+	       nb, po.shared, po.reloaded_host + po.reloaded_nvme,
+	       po.recompute);
+	t_assert_eq(nb, CR_NB);
+	t_assert_eq(po.recompute, CR_NB);
+	t_ok(kvmm_seq_close(reg, seq));
+	/* segmented: a hole, a GPU block shared after it, a host block
+	 * recomputed (a plan recompute, not a block reused after the hole) */
+	h[0] = 0x7fff0001ull; /* never cached */
+	h[1] = cr_hash(3, 0);
+	h[2] = cr_hash(2, 2);
+	po.flags = KVMM_PREFIX_OPEN_SEGMENTS;
+	t_ok(kvmm_seq_open_prefix_opts(reg, h, 3, &seq, &nb, &po));
+	printf("segmented: %u blocks: %s %s %s\n", nb,
+	       kvmm_block_action_string(acts[0]),
+	       kvmm_block_action_string(acts[1]),
+	       kvmm_block_action_string(acts[2]));
+	t_assert_eq(nb, 3);
+	t_assert_eq(acts[0], KVMM_BLOCK_RECOMPUTE);
+	t_assert_eq(acts[1], KVMM_BLOCK_GPU_SHARED);
+	t_assert_eq(acts[2], KVMM_BLOCK_RECOMPUTE);
+	t_ok(kvmm_seq_close(reg, seq));
+	/* without actions every block is reloaded */
+	for (int b = 0; b < CR_NB; b++)
+		h[b] = cr_hash(1, b);
+	t_ok(kvmm_seq_open_prefix(reg, h, CR_NB, &seq, &nb));
+	t_assert_eq(nb, CR_NB);
+	t_ok(kvmm_seq_close(reg, seq));
+	kvmm_disconnect(c);
+
+	cc_settled_stats(env.d.sock, &ts);
+	printf("plan recomputes: host %llu, nvme %llu; hits host +%llu, nvme +%llu\n",
+	       (unsigned long long)ts.plan_recomputes_host,
+	       (unsigned long long)ts.plan_recomputes_nvme,
+	       (unsigned long long)(ts.tiers[1].hits - ts0.tiers[1].hits),
+	       (unsigned long long)(ts.tiers[2].hits - ts0.tiers[2].hits));
+	t_assert_eq(ts.size, sizeof(ts));
+	t_assert_eq(ts.plan_recomputes_host, 6 + 1);
+	t_assert_eq(ts.plan_recomputes_nvme, 2);
+	t_assert_eq(ts.prefix_holes, 1);
+	t_assert_eq(ts.prefix_blocks_after_hole, 1);
+	/* hits all the same: content 2's 6 host + 2 NVMe, the segmented
+	 * open's GPU and host blocks (not the hole), content 1's 8 */
+	t_assert_eq(ts.tiers[0].hits - ts0.tiers[0].hits, 1);
+	t_assert_eq(ts.tiers[1].hits - ts0.tiers[1].hits, 6 + 1);
+	t_assert_eq(ts.tiers[2].hits - ts0.tiers[2].hits, 2 + CR_NB);
+	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out,
+		    CR_NB);
+	t_assert_eq(ts.tiers[1].promotions_out - ts0.tiers[1].promotions_out,
+		    0);
+	t_assert_eq(ts.held_copies, 0);
+
+	out = kvmmctl(env.d.sock, "status --json");
+	has(out, "\"plan_recomputes\":{\"host\":7,\"nvme\":2}");
+	has(out, "\"prefix_holes\":1,\"prefix_blocks_after_hole\":1,");
+	has(out, "\"held_copies\":0,");
+	free(out);
+	out = kvmmctl(env.d.sock, "status");
+	has(out,
+	    "recompute    1 holes, 1 blocks reused after one; 7 host, 2 NVMe blocks recomputed instead of reloaded\n");
+	has(out, ", 0 held blocks copied down\n");
+	free(out);
+	out = kvmmctl(env.d.sock, "metrics");
+	has(out, "\nkvmm_cache_plan_recomputes_total{tier=\"host\"} 7\n");
+	has(out, "\nkvmm_cache_plan_recomputes_total{tier=\"nvme\"} 2\n");
+	has(out, "\nkvmm_cache_prefix_holes_total 1\n");
+	has(out, "\nkvmm_cache_prefix_blocks_after_hole_total 1\n");
+	has(out, "\nkvmm_cache_held_copies_total 0\n");
+	free(out);
+
+	/* the reply's length, and a 1.6 client's view of it */
+	{
+		struct kvmm_tier_stats_reply full;
+		char old[TS_SIZE_1_6];
+		struct kvmm_conn *a;
+		uint32_t body = 4;
+		size_t len = 0;
+
+		t_ok(kc_connect_admin(env.d.sock, &a));
+		t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, &full,
+				sizeof(full), &len));
+		t_assert_eq(len, sizeof(full));
+		t_assert_eq(full.size, sizeof(full));
+		t_assert_eq(TS_SIZE_1_6, 440);
+		len = 0;
+		t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old,
+				sizeof(old), &len));
+		t_assert_eq(len, sizeof(full));
+		/* the same counters where a 1.6 client has them (nothing
+		 * moves: the daemon settled, only this session is open) */
+		t_assert(!memcmp(old, &full, sizeof(old)));
+		t_assert_eq(kc_request(a, KVMM_CMD_TIER_STATS, &body,
+				       sizeof(body), NULL, 0, NULL),
+			    -EINVAL);
+		kvmm_disconnect(a);
+		printf("TIER_STATS: %zu bytes (1.6: %zu), a 1.6 client reads the same prefix\n",
+		       sizeof(full), (size_t)TS_SIZE_1_6);
+	}
+	cr_stop(&env);
+}
+
+/* ---- a daemon of ABI 1.6, for kvmmctl ----------------------------------- */
+
+static void old_reply(int s, const struct kvmm_msg_hdr *rq, int status,
+		      const void *body, size_t len)
+{
+	char buf[4096];
+	struct kvmm_msg_hdr h = { .size = sizeof(h) + len,
+				  .cmd = rq->cmd,
+				  .version = KVMM_ABI_MAJOR,
+				  .flags = KVMM_MSG_F_REPLY,
+				  .id = rq->id,
+				  .status = status };
+
+	t_assert(sizeof(h) + len <= sizeof(buf));
+	memcpy(buf, &h, sizeof(h));
+	if (len)
+		memcpy(buf + sizeof(h), body, len);
+	t_ok(kw_send(s, buf, h.size, NULL, 0, 0));
+}
+
+/* The 1.6 TIER_STATS reply's values (the 1.7 fields garbage, not sent). */
+static void old_stats(struct kvmm_tier_stats_reply *ts)
+{
+	memset(ts, 0xa5, sizeof(*ts));
+	memset(ts, 0, TS_SIZE_1_6);
+	ts->size = TS_SIZE_1_6;
+	ts->nr_tiers = 3;
+	ts->publishes = 11;
+	ts->prefix_opens = 4;
+	ts->prefix_blocks_asked = 9;
+	ts->prefix_blocks_hit = 5;
+	ts->restores_cancelled = 2;
+	for (int t = 0; t < 3; t++) {
+		ts->tiers[t].capacity_blocks = 8;
+		ts->tiers[t].block_bytes = CC_PPB * CC_PAGE;
+		ts->tiers[t].hits = 3 + t;
+	}
+}
+
+/* Serve nconn connections on the listening socket l, one at a time. */
+static void old_daemon(int l, int nconn)
+{
+	for (int k = 0; k < nconn; k++) {
+		int s = accept(l, NULL, NULL);
+
+		t_assert(s >= 0);
+		for (;;) {
+			char buf[4096];
+			struct kvmm_msg_hdr h;
+			unsigned int nfds;
+			int fds[4];
+			ssize_t n =
+				kw_recv(s, buf, sizeof(buf), fds, &nfds, 4, 0);
+
+			if (n < (ssize_t)sizeof(h))
+				break;
+			memcpy(&h, buf, sizeof(h));
+			if (h.cmd == KVMM_CMD_HELLO) {
+				struct kvmm_hello_reply r = {
+					.size = sizeof(r),
+					.abi_major = 1,
+					.abi_minor = 6,
+					.session_id = 1 + k,
+					.page_size = CC_PAGE,
+					.pages_total = 64
+				};
+
+				old_reply(s, &h, 0, &r, sizeof(r));
+			} else if (h.cmd == KVMM_CMD_ADMIN_STATUS) {
+				struct kvmm_status_reply r = {
+					.size = sizeof(r),
+					.page_size = CC_PAGE,
+					.pages_total = 64,
+					.pages_free = 64,
+					.sessions = 1,
+					.pid = (uint32_t)getpid()
+				};
+
+				snprintf(r.device, sizeof(r.device), "host");
+				old_reply(s, &h, 0, &r, sizeof(r));
+			} else if (h.cmd == KVMM_CMD_TIER_STATS) {
+				struct kvmm_tier_stats_reply r;
+
+				old_stats(&r);
+				old_reply(s, &h, 0, &r, TS_SIZE_1_6);
+			} else if (h.cmd == KVMM_CMD_BYE) {
+				old_reply(s, &h, 0, NULL, 0);
+				break;
+			} else {
+				old_reply(s, &h, -ENOTTY, NULL, 0);
+			}
+		}
+		close(s);
+	}
+}
+
+static void old_daemon_kvmmctl(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[64], *out;
+	int l;
+	pid_t p;
+
+	snprintf(dir, sizeof(dir), "/tmp/kvmm-tsgrow-%d", (int)getpid());
+	t_ok(mkdir(dir, 0700));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/kvmm.sock", dir);
+	l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	t_assert(l >= 0);
+	t_ok(bind(l, (struct sockaddr *)&sa, sizeof(sa)));
+	t_ok(listen(l, 4));
+	p = fork();
+	t_assert(p >= 0);
+	if (p == 0) {
+		old_daemon(l, 3);
+		_exit(0);
+	}
+	close(l);
+
+	out = kvmmctl(sa.sun_path, "status --json");
+	has(out, "\"cache\":{\"publishes\":11,");
+	has(out, "\"prefix_blocks_hit\":5,");
+	has(out, "\"restores_cancelled\":2,\"tiers\":{");
+	has(out, "\"host\":{\"capacity_blocks\":8,");
+	lacks(out, "prefix_holes");
+	lacks(out, "after_hole");
+	lacks(out, "plan_recomputes");
+	lacks(out, "held_copies");
+	free(out);
+	out = kvmmctl(sa.sun_path, "status");
+	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
+	has(out, "demotions    0 waited for a host slot (0 now)\n");
+	lacks(out, "held blocks");
+	lacks(out, "\nrecompute ");
+	free(out);
+	out = kvmmctl(sa.sun_path, "metrics");
+	has(out, ",abi=\"1.6\"} 1\n");
+	has(out, "\nkvmm_cache_publishes_total 11\n");
+	has(out, "\nkvmm_cache_restores_cancelled_total 2\n");
+	has(out, "\nkvmm_tier_hits_total{tier=\"nvme\"} 5\n");
+	lacks(out, "kvmm_cache_prefix_holes");
+	lacks(out, "kvmm_cache_prefix_blocks_after_hole");
+	lacks(out, "kvmm_cache_plan_recomputes");
+	lacks(out, "kvmm_cache_held_copies");
+	free(out);
+	t_assert_eq(cc_wait_child(p), 0);
+	unlink(sa.sun_path);
+	rmdir(dir);
+	printf("kvmmctl against a 1.6 daemon: the 1.7 fields absent\n");
+}
+
+int main(void)
+{
+	plan_recomputes();
+	old_daemon_kvmmctl();
+	printf("ok\n");
+	return 0;
+}
