@@ -41,6 +41,7 @@
  * raise_nofile() sizes the limit for one message.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,9 @@ static int tier_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st)
 
 	memset(st, 0, sizeof(*st));
 	e = kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, st, sizeof(*st), &len);
-	if (!e && len < sizeof(*st))
+	/* a 1.6 daemon's reply ends before prefix_holes (left 0): the
+	 * driver reads none of the 1.7 fields */
+	if (!e && len < offsetof(struct kvmm_tier_stats_reply, prefix_holes))
 		e = -EPROTO;
 	return e;
 }
