@@ -195,7 +195,7 @@ static void holes(void)
 	t_assert_eq(open_flags(&c, ha, NB, KVMM_PREFIX_OPEN_SEGMENTS, &rep, ids,
 			       acts),
 		    -EINVAL);
-	t_assert_eq(open_flags(&c, ha, NB, KVMM_PREFIX_OPEN_ACTIONS | 0x4, &rep,
+	t_assert_eq(open_flags(&c, ha, NB, KVMM_PREFIX_OPEN_ACTIONS | 0x8, &rep,
 			       ids, acts),
 		    -EINVAL);
 

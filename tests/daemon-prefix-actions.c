@@ -10,6 +10,9 @@
  * KVMM_PREFIX_OPEN_SEGMENTS a hash cached nowhere between the two is a
  * hole to recompute and block 1 behind it is still shared, its bytes
  * intact (block 0 is on the GPU again by then); an unknown flag is -EINVAL.
+ * With KVMM_PREFIX_OPEN_EARLY too the same open comes back the same, and
+ * kvmm_seq_wait_ready() finds nothing loading (-ERANGE past the sequence,
+ * -EINVAL for bad arguments, -ENOENT once it is closed).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -129,7 +132,7 @@ int main(void)
 	const uint64_t holed[3] = { hashes[0], 0x9999, hashes[1] };
 	uint8_t acts3[3] = { 0 };
 
-	po.flags = 0x4;
+	po.flags = 0x8;
 	t_assert_eq(kvmm_seq_open_prefix_opts(r, holed, 3, &s, &n, &po),
 		    -EINVAL);
 	po.flags = KVMM_PREFIX_OPEN_SEGMENTS;
@@ -151,6 +154,31 @@ int main(void)
 				t_fail("block 2 byte %zu: %#x", i, k[i]);
 	}
 	t_ok(kvmm_seq_close(r, s));
+
+	/* early (ABI 1.8): nothing to reload here, so ready at once */
+	{
+		uint32_t failed[4], pending = 99;
+
+		po.flags = KVMM_PREFIX_OPEN_SEGMENTS | KVMM_PREFIX_OPEN_EARLY;
+		t_ok(kvmm_seq_open_prefix_opts(r, holed, 3, &s, &n, &po));
+		t_assert_eq(n, 3);
+		t_assert_eq(acts3[1], KVMM_BLOCK_RECOMPUTE);
+		t_assert_eq(kvmm_seq_wait_ready(r, s, 3, KVMM_WAIT_READY_POLL,
+						failed, 4, &pending),
+			    0);
+		t_assert_eq(pending, 0);
+		t_assert_eq(kvmm_seq_wait_ready(r, s, 3, 0, failed, 4, NULL),
+			    0);
+		t_assert_eq(kvmm_seq_wait_ready(r, s, 4, 0, failed, 4, NULL),
+			    -ERANGE);
+		t_assert_eq(kvmm_seq_wait_ready(r, s, 3, 0x2, failed, 4, NULL),
+			    -EINVAL);
+		t_assert_eq(kvmm_seq_wait_ready(r, s, 3, 0, NULL, 4, NULL),
+			    -EINVAL);
+		t_ok(kvmm_seq_close(r, s));
+		t_assert_eq(kvmm_seq_wait_ready(r, s, 0, 0, NULL, 0, NULL),
+			    -ENOENT);
+	}
 
 	kvmm_disconnect(c);
 	t_ok(td_stop(&d));

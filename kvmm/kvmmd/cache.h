@@ -47,6 +47,19 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			 const void *p, size_t len);
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
+int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			    const void *p, size_t len);
+/* BLOCK_PUBLISH (body p, len bytes) names a block of an early open still
+ * loading: -EBUSY, else 0 (kd_cache_publish() checks the rest). */
+int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len);
+/*
+ * Blocks [from, ...) of sequence seq of r are about to leave it (SEQ_CLOSE
+ * and region destroy: from 0, seq UINT32_MAX for every sequence of r;
+ * SEQ_TRUNCATE; a revocation): an early open's reloads of them nobody else
+ * waits for are called off when they have not started, its SEQ_WAIT_READY
+ * no longer waits for them.
+ */
+void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from);
 
 /* Hooks: a sequence stops using a published block (region.c); a session
  * ends (session.c: its PREFIX_OPEN waiting for restores, or its command

@@ -6,7 +6,10 @@
  * waits (kc_settle()).  With KVMM_PREFIX_OPEN_SEGMENTS the walk goes on
  * past blocks in no tier (holes): each comes back as a RECOMPUTE block on
  * fresh pages, like a block the plan recomputes, and the reply ends at
- * the last block found.
+ * the last block found.  With KVMM_PREFIX_OPEN_EARLY the sequence takes
+ * each restore's fresh pages as soon as it is submitted and the reply goes
+ * once every block has pages; the record stays for SEQ_WAIT_READY
+ * (cache_ready.c) until the reloads are done.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -166,6 +169,43 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
 }
 
 /*
+ * An early open's block i waits for e's restore: its sequence takes the
+ * restore's pages now (the reply hands them out before they are filled),
+ * unless another early sequence holds them already: when a reload fails
+ * its pages are left to one client to recompute, never to two, so this
+ * one waits for the restore to end, as without the flag.
+ */
+static void kc_early_attach(struct kc_pending *pr, struct kd_region *r,
+			    uint32_t i, struct kc_entry *e)
+{
+	if (!pr->early || !r || !e->rblk || e->rblk_lent)
+		return;
+	kc_prefix_attach(r, &r->seqs[pr->seq], i, e->rblk);
+	e->rblk_lent = true;
+	pr->att[i] = 1;
+	pr->from[i] = e->tier; /* where the restore comes from */
+	pr->acts[i] = e->tier == POL_TIER_HOST ? KVMM_BLOCK_RELOADED_HOST :
+						 KVMM_BLOCK_RELOADED_NVME;
+}
+
+/* Block i of an early open no longer holds the pages of the restore it
+ * waits for (the sequence let them go): another early open may take
+ * them. */
+void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i)
+{
+	struct kc_entry *e;
+
+	if (!pr->att[i])
+		return;
+	pr->att[i] = 0;
+	if (pr->state[i] != KC_SLOT_WAIT)
+		return;
+	e = kc_find(c, pr->hashes[i]);
+	if (e && e->rblk)
+		e->rblk_lent = false;
+}
+
+/*
  * Blocks pending opens found being demoted: once the move ended, share
  * the block (a failed copy left it on the GPU), restore it from where it
  * landed, join a restore another open started meanwhile, or give up when
@@ -189,6 +229,8 @@ static void kc_busy_retry(struct kd_cache *c)
 	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
 		struct kd_region *r;
 
+		if (pr->replied)
+			continue; /* no BUSY block left */
 		if (kd_region_lookup(pr->s, pr->region_id, &r))
 			r = NULL; /* cannot happen: the session is paused */
 		for (uint32_t i = 0; i < pr->lim; i++) {
@@ -204,6 +246,7 @@ static void kc_busy_retry(struct kd_cache *c)
 				if (e->rblk) {
 					pr->state[i] = KC_SLOT_WAIT;
 					c->st.restores_waited++;
+					kc_early_attach(pr, r, i, e);
 					continue;
 				}
 				if (e->tier == POL_TIER_GPU) {
@@ -223,6 +266,7 @@ static void kc_busy_retry(struct kd_cache *c)
 				}
 				if (kc_restore_submit(c, pr->s, e) == 0) {
 					pr->state[i] = KC_SLOT_WAIT;
+					kc_early_attach(pr, r, i, e);
 					continue;
 				}
 			}
@@ -241,34 +285,36 @@ static struct kc_pending *kc_pending_new(uint32_t n)
 	pr->state = calloc(1, n + 1);
 	pr->from = calloc(1, n + 1);
 	pr->acts = calloc(1, n + 4);
-	if (!pr->state || !pr->from || !pr->acts) {
-		free(pr->state);
-		free(pr->from);
-		free(pr->acts);
-		free(pr);
+	pr->att = calloc(1, n + 1);
+	if (!pr->state || !pr->from || !pr->acts || !pr->att) {
+		kc_pending_free(pr);
 		return NULL;
 	}
 	return pr;
 }
 
-static void kc_pending_free(struct kc_pending *pr)
+void kc_pending_free(struct kc_pending *pr)
 {
 	free(pr->hashes);
 	free(pr->state);
 	free(pr->from);
 	free(pr->acts);
+	free(pr->att);
 	free(pr);
 }
 
-/* The reply can go: no block before the first failed one still waits. */
+/* The reply can go: no block before the first failed one still waits
+ * (early: still waits without its pages). */
 static bool kc_pending_ready(const struct kc_pending *pr)
 {
 	if (!pr->nwait)
 		return true;
 	for (uint32_t i = 0; i < pr->lim; i++) {
-		if (pr->state[i] == KC_SLOT_WAIT ||
+		if ((pr->state[i] == KC_SLOT_WAIT && !pr->att[i]) ||
 		    pr->state[i] == KC_SLOT_BUSY)
 			return false;
+		if (pr->state[i] == KC_SLOT_WAIT)
+			continue; /* attached: the reply does not wait */
 		if (pr->state[i] != KC_SLOT_READY)
 			return true;
 	}
@@ -276,15 +322,37 @@ static bool kc_pending_ready(const struct kc_pending *pr)
 }
 
 /*
- * Answer a PREFIX_OPEN: the prefix is the leading READY blocks; what the
- * sequence holds beyond it (blocks shared or restored after a failed one)
- * goes back.  Frees pr; a deferred session reads its socket again (and
- * may end, when the reply could not be sent).
+ * After an early reply that handed out blocks [0, hit): the blocks past
+ * them left the sequence; the record is kept (true) while some of those
+ * blocks still load.
+ */
+static bool kc_early_keep(struct kd_cache *c, struct kc_pending *pr,
+			  uint32_t hit)
+{
+	for (uint32_t i = hit; i < pr->lim; i++)
+		kc_early_unlend(c, pr, i);
+	pr->lim = hit;
+	pr->nwait = 0;
+	for (uint32_t i = 0; i < hit; i++)
+		if (pr->state[i] == KC_SLOT_WAIT)
+			pr->nwait++;
+	pr->replied = true;
+	return pr->nwait > 0;
+}
+
+/*
+ * Answer a PREFIX_OPEN: the prefix is the leading READY blocks (early:
+ * and attached WAIT ones); what the sequence holds beyond it (blocks
+ * shared or restored after a failed one) goes back.  Frees pr, or keeps
+ * it in the pending list (an early open whose reloads still run); a
+ * deferred session reads its socket again (and may end, when the reply
+ * could not be sent).
  */
 static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 {
 	struct kd_session *s = pr->s;
 	struct kd_daemon *d = c->d;
+	bool deferred = pr->deferred, keep = false;
 	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
 	struct kvmm_prefix_open_reply *rep = NULL;
 	uint32_t hit = 0, nrecompute = 0, nholes = 0, nfds = 0, npages;
@@ -298,7 +366,9 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	if (kd_region_lookup(s, pr->region_id, &r))
 		goto err_reply; /* cannot happen: the session was paused */
 	q = &r->seqs[pr->seq];
-	while (hit < pr->lim && pr->state[hit] == KC_SLOT_READY &&
+	while (hit < pr->lim &&
+	       (pr->state[hit] == KC_SLOT_READY ||
+		(pr->state[hit] == KC_SLOT_WAIT && pr->att[hit])) &&
 	       q->blocks[hit])
 		hit++;
 	/* the prefix ends with a block found (holes only between them):
@@ -395,6 +465,8 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	}
 	rep->nr_fds = nfds;
 	kd_session_reply(s, &pr->h, 0, rep, rep_len, fds, nfds);
+	if (pr->early)
+		keep = kc_early_keep(c, pr, hit);
 	goto out;
 
 err_reply:
@@ -402,9 +474,16 @@ err_reply:
 out:
 	free(fds);
 	free(rep);
-	if (pr->deferred)
+	pr->deferred = false;
+	if (keep) {
+		/* SEQ_WAIT_READY finds it (the session's end drops it) */
+		pr->next = c->pending;
+		c->pending = pr;
+	} else {
+		kc_pending_free(pr);
+	}
+	if (deferred)
 		kd_session_resume(s); /* last: it may end the session */
-	kc_pending_free(pr);
 }
 
 /*
@@ -475,7 +554,7 @@ void kc_settle(struct kd_cache *c)
 	for (pp = &c->pending; *pp;) {
 		struct kc_pending *pr = *pp;
 
-		if (!kc_pending_ready(pr)) {
+		if (pr->replied || !kc_pending_ready(pr)) {
 			pp = &pr->next;
 			continue;
 		}
@@ -489,14 +568,17 @@ void kc_settle(struct kd_cache *c)
 		done = pr->next;
 		kc_pending_finish(c, pr);
 	}
+	/* early opens: SEQ_WAIT_READYs answered, records done with */
+	kc_ready_sweep(c);
 	/* copies that ended gave pool pages back: the commands parked for
 	 * them run again */
 	if (!kd_fifo_empty(&c->parked))
 		kc_park_run(c);
 }
 
-/* Does a pending open still wait for the restore of hash? */
-static bool kc_restore_wanted(struct kd_cache *c, uint64_t hash)
+/* Does a pending open (or an early one after its reply) still wait for
+ * the restore of hash? */
+bool kc_restore_wanted(struct kd_cache *c, uint64_t hash)
 {
 	for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
 		for (uint32_t i = 0; i < pr->lim; i++)
@@ -523,7 +605,8 @@ void kd_cache_session_end(struct kd_session *s)
 		}
 		/* its sequence goes with the session's regions */
 		*pp = pr->next;
-		c->st.prefix_opens_pending--;
+		if (pr->deferred)
+			c->st.prefix_opens_pending--;
 		pr->next = gone;
 		gone = pr;
 	}
@@ -539,6 +622,7 @@ void kd_cache_session_end(struct kd_session *s)
 
 			if (pr->state[i] != KC_SLOT_WAIT)
 				continue;
+			kc_early_unlend(c, pr, i);
 			e = kc_find(c, pr->hashes[i]);
 			if (e && e->rblk && !kc_restore_wanted(c, e->hash))
 				kc_restore_cancel(c, e);
@@ -618,6 +702,7 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			pr->state[hit] = KC_SLOT_WAIT;
 			pr->nwait++;
 			c->st.restores_waited++;
+			kc_early_attach(pr, r, hit, e);
 			continue;
 		}
 		if (e->job) {
@@ -636,6 +721,7 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			}
 			pr->state[hit] = KC_SLOT_WAIT;
 			pr->nwait++;
+			kc_early_attach(pr, r, hit, e);
 			continue;
 		}
 		kc_prefix_share(c, pr, r, hit, e);
@@ -668,14 +754,15 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (err)
 		return err;
 	err = -EINVAL;
-	if ((po.flags &
-	     ~(KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS)) ||
+	if ((po.flags & ~(KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS |
+			  KVMM_PREFIX_OPEN_EARLY)) ||
 	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
 		goto out;
-	/* holes come back as RECOMPUTE: only to a client that reads the
-	 * actions */
+	/* holes come back as RECOMPUTE, and an early reply's reloads may
+	 * fail: only to a client that reads the actions */
 	segments = po.flags & KVMM_PREFIX_OPEN_SEGMENTS;
-	if (segments && !(po.flags & KVMM_PREFIX_OPEN_ACTIONS))
+	if ((po.flags & (KVMM_PREFIX_OPEN_SEGMENTS | KVMM_PREFIX_OPEN_EARLY)) &&
+	    !(po.flags & KVMM_PREFIX_OPEN_ACTIONS))
 		goto out;
 	err = kd_region_lookup(s, po.region_id, &r);
 	if (err)
@@ -728,6 +815,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->n = n;
 	pr->want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
 	pr->segments = segments;
+	pr->early = po.flags & KVMM_PREFIX_OPEN_EARLY;
+	pr->gen = r->seqs[seq].gen;
 	pr->hashes = hashes;
 	hashes = NULL;
 	c->st.prefix_opens++;
@@ -738,10 +827,12 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	free(tiers);
 	free(plan);
 	free(pinned);
-	if (!pr->nwait) {
-		kc_pending_finish(c, pr); /* replies, frees pr */
+	if (kc_pending_ready(pr)) {
+		/* replies, frees pr (or, early, keeps it for the reloads) */
+		kc_pending_finish(c, pr);
 		return 0;
 	}
+
 	/* the reply waits for the restores: kc_settle() sends it */
 	pr->deferred = true;
 	pr->next = c->pending;

@@ -14,6 +14,9 @@
  *                    restores (pending) and their replies (kc_settle())
  *   cache_park.c     commands parked until demotion copies give pool
  *                    pages back: run again from the loop
+ *   cache_ready.c    early opens after their reply: SEQ_WAIT_READY, the
+ *                    sequence cut or closed while its reloads run, the
+ *                    publish of a block still loading
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
@@ -55,6 +58,9 @@ struct kc_entry {
 	bool held_copy;
 	bool restore_pinned; /* pinned in the policy for its restore */
 	bool restore_cancelled; /* nobody waits: called off before it ran */
+	/* rblk is attached to an early open's sequence already (at most one:
+	 * a failed reload leaves its pages to that client to recompute) */
+	bool rblk_lent;
 	struct kd_block *blk; /* GPU: the cache's reference */
 	uint32_t host_slot, nvme_slot;
 	struct migrate_job *job; /* migration in flight */
@@ -107,6 +113,22 @@ struct kc_pending {
 	bool want_acts;
 	bool segments; /* KVMM_PREFIX_OPEN_SEGMENTS: holes recomputed */
 	bool deferred; /* the session is deferred: reply from the loop */
+	/*
+	 * KVMM_PREFIX_OPEN_EARLY: a WAIT block whose restore's pages (rblk)
+	 * the sequence holds already is attached (att[i]); the reply goes
+	 * when every block before the first FAILED one is READY or attached.
+	 * After it (replied) the record stays in kd_cache.pending while
+	 * blocks [0, lim) still load, or as long as one of them FAILED to
+	 * (SEQ_WAIT_READY reports it), until the sequence is cut below them
+	 * or closed (kd_cache_seq_cut()) or the session ends.
+	 */
+	bool early;
+	bool replied;
+	bool waiting; /* a SEQ_WAIT_READY (wh, wupto) waits: session deferred */
+	uint32_t gen; /* the sequence's kd_seq.gen */
+	uint32_t wupto;
+	struct kvmm_msg_hdr wh;
+	uint8_t *att;
 	uint64_t open_id; /* telemetry: the prefix_opens count at arrival */
 	uint64_t *hashes;
 	uint8_t *state; /* enum kc_slot per block */
@@ -235,6 +257,14 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
 
 /* cache_prefix.c */
 void kc_settle(struct kd_cache *c);
+void kc_pending_free(struct kc_pending *pr);
+bool kc_restore_wanted(struct kd_cache *c, uint64_t hash);
+void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i);
+
+/* cache_ready.c: the records of early opens after their reply (replied):
+ * answer the SEQ_WAIT_READYs that no longer wait, free the records that
+ * have nothing left to say; from kc_settle() */
+void kc_ready_sweep(struct kd_cache *c);
 
 /* cache_park.c */
 void kc_park_run(struct kd_cache *c);

@@ -186,9 +186,23 @@ void kc_prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
 	s->pages_owned += blk->nr_pages;
 }
 
+/* Sequence pr->seq still holds blk at block i (an early open's attached
+ * restore: the sequence may have been cut or revoked since). */
+static bool kc_early_holds(struct kc_pending *pr, struct kd_region *r,
+			   uint32_t i, struct kd_block *blk)
+{
+	struct kd_seq *q;
+
+	if (!r || kd_seq_lookup(r, pr->seq, &q))
+		return false;
+	return q->gen == pr->gen && q->blocks[i] == blk;
+}
+
 /*
  * Give a restored block (blk) to every pending open waiting for e, or
- * fail their waits (blk NULL).  Returns how many sequences took it, and
+ * fail their waits (blk NULL).  An early open's sequence holds the pages
+ * already (att): they are READY now, or FAILED: the client recomputes
+ * them (SEQ_WAIT_READY says so).  Returns how many sequences took it, and
  * the position in the first and whether its request was short
  * (POL_BLOCK_FEW_NEW or 0), for the policy.
  */
@@ -201,8 +215,12 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
 		struct kd_region *r = NULL;
 
+		if (!pr->nwait)
+			continue;
+		/* an early open's session is not paused after the reply:
+		 * its region may be gone (kd_cache_seq_cut() said so) */
 		if (blk && kd_region_lookup(pr->s, pr->region_id, &r))
-			r = NULL; /* cannot happen: the session is paused */
+			r = NULL;
 		for (uint32_t i = 0; i < pr->lim; i++) {
 			if (pr->state[i] != KC_SLOT_WAIT ||
 			    pr->hashes[i] != e->hash)
@@ -210,6 +228,19 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 			pr->nwait--;
 			if (!r) {
 				pr->state[i] = KC_SLOT_FAILED;
+				continue;
+			}
+			if (pr->att[i]) {
+				pr->state[i] = KC_SLOT_READY;
+				if (!kc_early_holds(pr, r, i, blk))
+					continue; /* let go of meanwhile */
+				e->uses++;
+				if (!taken++) {
+					*pos = i;
+					*few = r->seqs[pr->seq].few_new ?
+						       POL_BLOCK_FEW_NEW :
+						       0;
+				}
 				continue;
 			}
 			kc_prefix_attach(r, &r->seqs[pr->seq], i, blk);
@@ -244,7 +275,9 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 
 	e->job = NULL;
 	e->rblk = NULL;
+	e->rblk_lent = false;
 	e->restore_cancelled = false;
+
 	if (e->restore_pinned) {
 		e->restore_pinned = false;
 		if (e->in_pol)

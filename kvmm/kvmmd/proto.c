@@ -117,6 +117,7 @@ static int do_region_destroy(struct req *rq)
 
 	if (err)
 		return err;
+	kd_cache_seq_cut(r, UINT32_MAX, 0); /* early opens' reloads */
 	kd_region_destroy(r, true);
 	return 0;
 }
@@ -150,6 +151,7 @@ static int do_seq_close(struct req *rq)
 	err = kd_seq_lookup(r, ref.seq_id, &q);
 	if (err)
 		return err;
+	kd_cache_seq_cut(r, ref.seq_id, 0); /* an early open's reloads */
 	kd_seq_close(r, ref.seq_id, true);
 	return 0;
 }
@@ -265,6 +267,7 @@ static int do_seq_truncate(struct req *rq)
 		return err;
 	if (ex.new_len > q->len || ex.want_blocks)
 		return -EINVAL;
+	kd_cache_seq_cut(r, ex.seq_id, blocks_for(r, ex.new_len));
 	kd_seq_drop_blocks(r, ex.seq_id, blocks_for(r, ex.new_len), true);
 	q->len = ex.new_len;
 	return 0;
@@ -489,7 +492,10 @@ static int do_admin_revoke(struct req *rq)
 	err = kd_region_lookup(t, a.region_id, &r);
 	if (err)
 		return err;
-	return kd_revoke_seq(t, r, a.seq_id, a.first_block);
+	err = kd_revoke_seq(t, r, a.seq_id, a.first_block);
+	if (!err) /* an early open's reloads of those blocks */
+		kd_cache_seq_cut(r, a.seq_id, a.first_block);
+	return err;
 }
 
 /* Returns 1 when it replied itself, else the status to reply with. */
@@ -536,7 +542,10 @@ static int dispatch(struct req *rq)
 		return do_seq_extend(rq);
 	case KVMM_CMD_SEQ_TRUNCATE:
 		return do_seq_truncate(rq);
+	case KVMM_CMD_SEQ_WAIT_READY:
+		return kd_cache_seq_wait_ready(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_SEQ_CLOSE:
+
 		return do_seq_close(rq);
 	case KVMM_CMD_STEP_BEGIN:
 		return do_step(rq, true);
@@ -547,7 +556,11 @@ static int dispatch(struct req *rq)
 	case KVMM_CMD_STATS:
 		return do_stats(rq);
 	case KVMM_CMD_BLOCK_PUBLISH:
-		return kd_cache_publish(s, rq->h, rq->p, rq->len) ?: 1;
+		/* a block an early open still loads is not the client's to
+		 * publish yet */
+		return kd_cache_publish_busy(s, rq->p, rq->len)		  ?:
+			       kd_cache_publish(s, rq->h, rq->p, rq->len) ?:
+									    1;
 	case KVMM_CMD_PREFIX_OPEN:
 		return kd_cache_prefix_open(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_TIER_STATS:

@@ -156,14 +156,19 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	    nr_hashes > KVMM_PREFIX_MAX_BLOCKS)
 		return -EINVAL;
 	if (o && (o->size < sizeof(*o) ||
-		  (o->flags & ~(uint32_t)KVMM_PREFIX_OPEN_SEGMENTS)))
+		  (o->flags & ~(uint32_t)(KVMM_PREFIX_OPEN_SEGMENTS |
+					  KVMM_PREFIX_OPEN_EARLY))))
 		return -EINVAL;
 	c = r->conn;
-	/* a daemon before ABI 1.6 would answer -EINVAL (unknown flag): say
-	 * what is missing instead */
+	/* a daemon before ABI 1.6 (1.8 for EARLY) would answer -EINVAL
+	 * (unknown flag): say what is missing instead */
 	if (o && (o->flags & KVMM_PREFIX_OPEN_SEGMENTS) &&
 	    c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 6)
 		return -EOPNOTSUPP;
+	if (o && (o->flags & KVMM_PREFIX_OPEN_EARLY) &&
+	    c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 8)
+		return -EOPNOTSUPP;
+
 	rlen = sizeof(po) + (size_t)nr_hashes * sizeof(uint64_t);
 	if (rlen + sizeof(struct kvmm_msg_hdr) > KVMM_MSG_MAX)
 		return -E2BIG;
@@ -247,5 +252,53 @@ out_unlock:
 out:
 	free(rep);
 	free(req);
+	return err;
+}
+
+int kvmm_seq_wait_ready(struct kvmm_region *r, uint32_t seq,
+			uint32_t upto_block, uint32_t flags, uint32_t *failed,
+			uint32_t max_failed, uint32_t *pending)
+{
+	struct kvmm_seq_wait_ready w = { .size = sizeof(w) };
+	struct kvmm_seq_wait_ready_reply *rep;
+	struct kvmm_conn *c;
+	size_t len = 0, cap;
+	int err;
+
+	if (!r || (flags & ~KVMM_WAIT_READY_POLL) || (max_failed && !failed))
+		return -EINVAL;
+	c = r->conn;
+	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 8)
+		return -EOPNOTSUPP; /* it would answer -ENOTTY */
+	if (upto_block > r->max_blocks)
+		return -EINVAL;
+	cap = sizeof(*rep) + (size_t)upto_block * sizeof(uint32_t);
+	rep = malloc(cap);
+	if (!rep)
+		return -ENOMEM;
+	w.region_id = r->id;
+	w.seq_id = seq;
+	w.upto_block = upto_block;
+	w.flags = flags;
+	err = kc_request(c, KVMM_CMD_SEQ_WAIT_READY, &w, sizeof(w), rep, cap,
+			 &len);
+	if (!err &&
+	    (len < sizeof(*rep) ||
+	     len != sizeof(*rep) + (size_t)rep->nr_failed * 4 ||
+	     rep->upto_block != upto_block || rep->nr_failed > upto_block ||
+	     rep->nr_pending > upto_block))
+		err = -EPROTO;
+	for (uint32_t i = 0; !err && i < rep->nr_failed; i++)
+		if (rep->failed[i] >= upto_block ||
+		    (i && rep->failed[i] <= rep->failed[i - 1]))
+			err = -EPROTO;
+	if (!err) {
+		for (uint32_t i = 0; i < rep->nr_failed && i < max_failed; i++)
+			failed[i] = rep->failed[i];
+		if (pending)
+			*pending = rep->nr_pending;
+		err = (int)rep->nr_failed;
+	}
+	free(rep);
 	return err;
 }

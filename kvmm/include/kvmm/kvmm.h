@@ -191,10 +191,20 @@ int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
  * the blocks before it, which are then all valid) before reading any
  * block after them.  -EOPNOTSUPP from a daemon older than ABI 1.6; any
  * other bit -EINVAL.
+ *
+ * KVMM_PREFIX_OPEN_EARLY (ABI 1.8, with or without SEGMENTS): the call
+ * returns once every block has its pages and the reloads are under way;
+ * the KVMM_BLOCK_RELOADED_* blocks are not valid until
+ * kvmm_seq_wait_ready() says so, and one whose reload failed is to be
+ * recomputed like a RECOMPUTE block.  So a client can recompute the early
+ * RECOMPUTE blocks while the later ones still load, waiting only for the
+ * blocks below each one it computes.  -EOPNOTSUPP from a daemon older
+ * than ABI 1.8.
  */
 struct kvmm_prefix_opts {
 	uint32_t size; /* sizeof(struct kvmm_prefix_opts) */
-	uint32_t flags; /* 0 or KVMM_PREFIX_OPEN_SEGMENTS */
+	/* 0 or KVMM_PREFIX_OPEN_SEGMENTS and/or KVMM_PREFIX_OPEN_EARLY */
+	uint32_t flags;
 	uint8_t *actions; /* in: room for nr_hashes entries, or NULL */
 	/* out */
 	uint32_t shared, reloaded_host, reloaded_nvme, recompute;
@@ -206,6 +216,24 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *region,
 			      struct kvmm_prefix_opts *opts);
 /* "gpu-shared", "reloaded-host", "reloaded-nvme", "recompute" */
 const char *kvmm_block_action_string(uint8_t action);
+
+/*
+ * After a KVMM_PREFIX_OPEN_EARLY open: wait until no block below
+ * upto_block of the sequence is still being reloaded (with
+ * KVMM_WAIT_READY_POLL in flags: do not wait; *pending, if not NULL, gets
+ * how many still are).  Returns how many blocks below upto_block failed to
+ * reload (their pages hold garbage: recompute them, in ascending order,
+ * before reading past them; asking again reports them again), their
+ * numbers in failed[0..max_failed), ascending; or -errno: -ERANGE when a
+ * block below upto_block has no pages, -ENOENT no such sequence, -EINVAL
+ * upto_block past the region's blocks, -EOPNOTSUPP a daemon older than
+ * ABI 1.8.  A sequence not opened early is ready at once (0).  The
+ * connection's socket is busy while it waits (other threads' socket
+ * calls wait for it; the ring is not).
+ */
+int kvmm_seq_wait_ready(struct kvmm_region *region, uint32_t seq,
+			uint32_t upto_block, uint32_t flags, uint32_t *failed,
+			uint32_t max_failed, uint32_t *pending);
 
 /*
  * Pin a cached block (by hash) where it is, for this connection: it is not

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 7
+#define KVMM_ABI_MINOR 8
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -51,6 +51,7 @@ enum kvmm_cmd {
 	KVMM_CMD_SEQ_EXTEND = 0x21,
 	KVMM_CMD_SEQ_TRUNCATE = 0x22,
 	KVMM_CMD_SEQ_CLOSE = 0x23,
+	KVMM_CMD_SEQ_WAIT_READY = 0x24,
 	/* steps and revocation (ring hot path) */
 	KVMM_CMD_STEP_BEGIN = 0x30,
 	KVMM_CMD_STEP_END = 0x31,
@@ -430,6 +431,18 @@ struct kvmm_block_publish_reply {
  */
 #define KVMM_PREFIX_OPEN_ACTIONS 0x1u
 #define KVMM_PREFIX_OPEN_SEGMENTS 0x2u
+/*
+ * KVMM_PREFIX_OPEN_EARLY (ABI 1.8, only with KVMM_PREFIX_OPEN_ACTIONS,
+ * alone -EINVAL): the reply comes as soon as every block of the prefix has
+ * its pages and its reloads are submitted, not when they are done.  The
+ * RELOADED_* blocks' pages are not valid yet: SEQ_WAIT_READY says when
+ * they are and which reloads failed (those blocks are the client's to
+ * recompute, like holes).  Until a block's reload is done a BLOCK_PUBLISH
+ * naming it is -EBUSY; SEQ_EXTEND, SEQ_TRUNCATE and SEQ_CLOSE work as
+ * usual (a truncated or closed sequence's reloads nobody else waits for
+ * are called off when they have not started).
+ */
+#define KVMM_PREFIX_OPEN_EARLY 0x4u
 
 enum kvmm_block_action {
 	KVMM_BLOCK_GPU_SHARED = 1, /* mapped as it is, zero-copy */
@@ -442,7 +455,8 @@ struct kvmm_prefix_open {
 	uint32_t size;
 	uint32_t region_id;
 	uint32_t nr_hashes; /* <= KVMM_PREFIX_MAX_BLOCKS */
-	uint32_t flags; /* 0 or KVMM_PREFIX_OPEN_ACTIONS [| _SEGMENTS] */
+	/* 0 or KVMM_PREFIX_OPEN_ACTIONS [| _SEGMENTS] [| _EARLY] */
+	uint32_t flags;
 	uint64_t reserved[2];
 	uint64_t hashes[];
 };
@@ -465,6 +479,39 @@ struct kvmm_prefix_open_reply {
 	uint32_t page_ids[]; /* nr_blocks * pages_per_block, KVMM_PAGE_HELD */
 	/* then, with KVMM_PREFIX_OPEN_ACTIONS: u8 actions[nr_blocks], padded
 	 * to 4 bytes */
+};
+
+/*
+ * SEQ_WAIT_READY (ABI 1.8): the reply comes when no block below upto_block
+ * of the sequence is still being reloaded for a KVMM_PREFIX_OPEN_EARLY
+ * (at once when none is; with KVMM_WAIT_READY_POLL at once anyway, saying
+ * how many still are).  It lists the blocks below upto_block whose reload
+ * failed (every time it is asked, until the sequence is closed or cut
+ * below them): their pages hold garbage, the client recomputes them at
+ * their original positions.  Every block below upto_block must have pages
+ * (-ERANGE otherwise, also when a revocation took one while the call
+ * waited); upto_block > the region's max_blocks is -EINVAL.  The session's
+ * socket is not read while the call waits (replies keep request order).
+ */
+#define KVMM_WAIT_READY_POLL 0x1u
+
+struct kvmm_seq_wait_ready {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t seq_id;
+	uint32_t upto_block;
+	uint32_t flags; /* 0 or KVMM_WAIT_READY_POLL */
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
+struct kvmm_seq_wait_ready_reply {
+	uint32_t size;
+	uint32_t upto_block; /* as asked */
+	uint32_t nr_pending; /* blocks below it still loading (POLL only) */
+	uint32_t nr_failed;
+	uint64_t reserved[1];
+	uint32_t failed[]; /* nr_failed block numbers, ascending */
 };
 
 /*

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Early opens after their reply (KVMM_PREFIX_OPEN_EARLY): the client has
+ * the pages of its RELOAD blocks before the reloads are done, and asks
+ * SEQ_WAIT_READY when it needs some of them.  The open's record
+ * (struct kc_pending, replied) stays in kd_cache.pending while blocks
+ * [0, lim) still load, so the reloads stay wanted (kc_restore_wanted())
+ * and kc_restore_hand_out() marks each block READY or FAILED when its
+ * restore settles; it stays after that as long as a block FAILED (every
+ * SEQ_WAIT_READY over it says so).  The sequence letting blocks go
+ * (truncate, close, region destroy, revocation: kd_cache_seq_cut()) lowers
+ * lim: the reloads of those blocks that nobody else waits for are called
+ * off when they have not started, as when a client dies
+ * (kd_cache_session_end()).
+ *
+ * A SEQ_WAIT_READY that has to wait defers its session (the socket is not
+ * read meanwhile: replies keep request order) and is answered from
+ * kc_settle() (kc_ready_sweep()) once no block below its upto_block still
+ * loads.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The record of an early open of s's sequence (region, seq, gen), if it
+ * has one after its reply. */
+static struct kc_pending *kc_ready_find(struct kd_cache *c,
+					struct kd_session *s,
+					uint32_t region_id, uint32_t seq,
+					uint32_t gen)
+{
+	if (!c)
+		return NULL;
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
+		if (pr->replied && pr->s == s && pr->region_id == region_id &&
+		    pr->seq == seq && pr->gen == gen)
+			return pr;
+	return NULL;
+}
+
+/* Blocks below upto still loading. */
+static uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; pr && i < pr->lim && i < upto; i++)
+		n += pr->state[i] == KC_SLOT_WAIT;
+	return n;
+}
+
+static bool kc_ready_failed(const struct kc_pending *pr)
+{
+	for (uint32_t i = 0; i < pr->lim; i++)
+		if (pr->state[i] == KC_SLOT_FAILED)
+			return true;
+	return false;
+}
+
+/*
+ * Reply to a SEQ_WAIT_READY (header h) of s over blocks [0, upto) of
+ * sequence seq of region r: the blocks still loading (nonzero only for a
+ * poll) and those whose reload failed.  -ERANGE when one of the blocks has
+ * no pages (any more).  0 when it replied, else -errno to reply.
+ */
+static int kc_ready_reply(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			  struct kd_region *r, uint32_t seq, uint32_t upto,
+			  const struct kc_pending *pr)
+{
+	struct kvmm_seq_wait_ready_reply *rep;
+	uint32_t nfailed = 0, k = 0;
+	struct kd_seq *q;
+	size_t len;
+	int err;
+
+	err = kd_seq_lookup(r, seq, &q);
+	if (err)
+		return err;
+	for (uint32_t b = 0; b < upto; b++)
+		if (!q->blocks[b])
+			return -ERANGE;
+	for (uint32_t i = 0; pr && i < pr->lim && i < upto; i++)
+		nfailed += pr->state[i] == KC_SLOT_FAILED;
+	len = sizeof(*rep) + (size_t)nfailed * sizeof(uint32_t);
+	rep = calloc(1, len);
+	if (!rep)
+		return -ENOMEM;
+	rep->size = len;
+	rep->upto_block = upto;
+	rep->nr_pending = kc_ready_pending(pr, upto);
+	rep->nr_failed = nfailed;
+	for (uint32_t i = 0; pr && i < pr->lim && i < upto; i++)
+		if (pr->state[i] == KC_SLOT_FAILED)
+			rep->failed[k++] = i;
+	kd_session_reply(s, h, 0, rep, len, NULL, 0);
+	free(rep);
+	return 0;
+}
+
+int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			    const void *p, size_t len)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kvmm_seq_wait_ready w;
+	struct kc_pending *pr;
+	struct kd_region *r;
+	struct kd_seq *q;
+	int err;
+
+	err = kw_copy_struct(&w, sizeof(w), sizeof(w), p, len);
+	if (err)
+		return err;
+	if ((w.flags & ~KVMM_WAIT_READY_POLL) || w.pad ||
+	    !kw_all_zero(w.reserved, sizeof(w.reserved)))
+		return -EINVAL;
+	err = kd_region_lookup(s, w.region_id, &r);
+	if (err)
+		return err;
+	err = kd_seq_lookup(r, w.seq_id, &q);
+	if (err)
+		return err;
+	if (w.upto_block > r->max_blocks)
+		return -EINVAL;
+	pr = kc_ready_find(c, s, w.region_id, w.seq_id, q->gen);
+	if (!pr || (w.flags & KVMM_WAIT_READY_POLL) ||
+	    !kc_ready_pending(pr, w.upto_block))
+		return kc_ready_reply(s, h, r, w.seq_id, w.upto_block, pr);
+	/* but first the cheap error: a block without pages */
+	for (uint32_t b = 0; b < w.upto_block; b++)
+		if (!q->blocks[b])
+			return -ERANGE;
+	pr->waiting = true;
+	pr->wh = *h;
+	pr->wupto = w.upto_block;
+	kd_session_defer(s);
+	return 0;
+}
+
+/* Answer pr's SEQ_WAIT_READY; the session reads its socket again (and
+ * may end, which frees its records, pr among them). */
+static void kc_ready_answer(struct kc_pending *pr)
+{
+	struct kd_session *s = pr->s;
+	struct kd_region *r;
+	int err;
+
+	pr->waiting = false;
+	err = kd_region_lookup(s, pr->region_id, &r);
+	if (!err)
+		err = kc_ready_reply(s, &pr->wh, r, pr->seq, pr->wupto, pr);
+	if (err)
+		kd_session_reply(s, &pr->wh, err, NULL, 0, NULL, 0);
+	kd_session_resume(s); /* last */
+}
+
+void kc_ready_sweep(struct kd_cache *c)
+{
+	struct kc_pending **pp;
+
+again:
+	for (pp = &c->pending; *pp;) {
+		struct kc_pending *pr = *pp;
+
+		if (!pr->replied) {
+			pp = &pr->next;
+			continue;
+		}
+		if (pr->waiting && !kc_ready_pending(pr, pr->wupto)) {
+			/* a session that ends frees its records: look again
+			 * from the start */
+			kc_ready_answer(pr);
+			goto again;
+		}
+		if (!pr->waiting && !pr->nwait && !kc_ready_failed(pr)) {
+			/* every block is ready: no record says the same */
+			*pp = pr->next;
+			kc_pending_free(pr);
+			continue;
+		}
+		pp = &pr->next;
+	}
+}
+
+int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kvmm_block_publish bp;
+	struct kc_pending *pr;
+	struct kd_region *r;
+	struct kd_seq *q;
+
+	if (!c || !c->pending || len < sizeof(bp))
+		return 0; /* kd_cache_publish() answers what is wrong */
+	memcpy(&bp, p, sizeof(bp));
+	if (kd_region_lookup(s, bp.region_id, &r) ||
+	    kd_seq_lookup(r, bp.seq_id, &q))
+		return 0;
+	pr = kc_ready_find(c, s, bp.region_id, bp.seq_id, q->gen);
+	for (uint32_t i = bp.first_block;
+	     pr && i < pr->lim && i - bp.first_block < bp.nr_blocks; i++)
+		if (pr->state[i] == KC_SLOT_WAIT)
+			return -EBUSY;
+	return 0;
+}
+
+void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from)
+{
+	struct kd_session *s = r->owner;
+	struct kd_cache *c = s->d->cache;
+	bool cut = false;
+
+	if (!c)
+		return;
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
+		uint32_t lim = pr->lim;
+
+		if (!pr->replied || pr->s != s || pr->region_id != r->id)
+			continue;
+		if (seq != UINT32_MAX &&
+		    (pr->seq != seq || pr->gen != r->seqs[seq].gen))
+			continue;
+		if (from >= lim)
+			continue;
+		/* first out of the record, so kc_restore_wanted() does not
+		 * count these blocks */
+		pr->lim = from;
+		pr->nwait = kc_ready_pending(pr, from);
+		for (uint32_t i = from; i < lim; i++) {
+			struct kc_entry *e;
+
+			if (pr->state[i] != KC_SLOT_WAIT)
+				continue;
+			kc_early_unlend(c, pr, i);
+			e = kc_find(c, pr->hashes[i]);
+			if (e && e->rblk && !kc_restore_wanted(c, e->hash))
+				kc_restore_cancel(c, e);
+		}
+		cut = true;
+	}
+	/* a record with nothing left goes, a SEQ_WAIT_READY (a revocation
+	 * from another session) is answered: from the loop */
+	if (cut && !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+}
