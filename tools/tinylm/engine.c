@@ -32,7 +32,7 @@ struct tlm_engine {
 };
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, bool segments,
+		       const char *socket_path, bool segments, bool early,
 		       struct tlm_kv **out, char *err, size_t errlen);
 
 int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
@@ -66,7 +66,7 @@ int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
 	if (!strcmp(o->kv_kind, "kvmm")) {
 		ret = tlm_kv_kvmm_create(e->m, o->max_seqs, o->max_tokens,
 					 o->socket_path, o->prefix_segments,
-					 &e->kv, err, errlen);
+					 o->prefix_early, &e->kv, err, errlen);
 	} else {
 		ret = tlm_kv_private_create(e->m, o->max_seqs, o->max_tokens,
 					    &e->kv);
@@ -217,12 +217,60 @@ out_end:;
 	return 0;
 }
 
+/* Recompute block b of the turn at its original positions. */
+static int recompute_block(struct tlm_engine *e, struct turn *t,
+			   const struct tlm_restore *r, int b, uint64_t hash)
+{
+	int b0 = b * r->tokens_per_block, ret;
+	uint64_t t0 = now_ns();
+
+	ret = step(e, t, b0, r->tokens_per_block);
+	if (ret)
+		return ret;
+	kvmm_probe_recompute(hash, (uint64_t)b0, (uint32_t)r->tokens_per_block,
+			     now_ns() - t0);
+	e->st.recomputed_blocks++;
+	e->st.recomputed_tokens += r->tokens_per_block;
+	return 0;
+}
+
+/*
+ * After an early open: blocks [*done, upto) are needed (the next block to
+ * recompute attends over them, or the prefill over all): wait for their
+ * reloads, and recompute those that failed, in ascending order (each
+ * attends over the blocks before it, which are valid by then).  The
+ * reloads of later blocks go on meanwhile.
+ */
+static int ready_upto(struct tlm_engine *e, struct turn *t,
+		      const struct tlm_restore *r, int *done, int upto)
+{
+	const int *failed = NULL;
+	int n, ret;
+
+	if (upto <= *done)
+		return 0;
+	n = e->kv->ops->wait_ready(e->kv, t->slot, upto, &failed);
+	if (n < 0)
+		return fail(e, n, "waiting for reloads");
+	for (int i = 0; i < n; i++) {
+		if (failed[i] < *done)
+			continue; /* recomputed after an earlier wait */
+		ret = recompute_block(e, t, r, failed[i], 0);
+		if (ret)
+			return ret;
+		e->st.reload_failures++;
+	}
+	*done = upto;
+	return 0;
+}
+
 int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			int conv, int turn)
 {
 	struct tlm_kv *kv = e->kv;
 	struct tlm_restore r;
-	int slot, cached, ret;
+	int slot, cached, ret, done = 0, nfailed;
+	uint64_t t_open = now_ns();
 
 	if (len <= 0 || gen <= 0 || len + gen > e->o.max_tokens) {
 		snprintf(e->err, sizeof(e->err),
@@ -251,10 +299,18 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	e->st.prefix_blocks += r.prefix_blocks;
 	e->st.reused_after_hole += r.reused_after_hole;
 	e->st.evicted_blocks_recomputed += r.evicted_blocks;
+	if (r.early && !kv->ops->wait_ready) {
+		ret = -EPROTO;
+		goto out_close;
+	}
+	e->st.early_opens += r.early;
+	nfailed = (int)e->st.reload_failures;
 	/*
 	 * Patch the blocks nobody could reload: recompute each at its
 	 * original positions, attending to the KV before it.  Batch
-	 * invariance makes the result bitwise what was there.
+	 * invariance makes the result bitwise what was there.  After an
+	 * early open, only the reloads below each block are waited for:
+	 * the later ones load while it is recomputed.
 	 */
 	for (int i = 0; i < r.nrecompute; i++) {
 		int b0 = r.recompute[i] * r.tokens_per_block;
@@ -266,19 +322,29 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 			ret = -EPROTO;
 			goto out_close;
 		}
-		uint64_t t0 = now_ns();
-		ret = step(e, &t, b0, r.tokens_per_block);
+		if (r.early) {
+			ret = ready_upto(e, &t, &r, &done, r.recompute[i]);
+			if (ret)
+				goto out_close;
+			done = r.recompute[i] + 1;
+		}
+		ret = recompute_block(
+			e, &t, &r, r.recompute[i],
+			r.recompute_hashes ? r.recompute_hashes[i] : 0);
 		if (ret)
 			goto out_close;
-		kvmm_probe_recompute(
-			r.recompute_hashes ? r.recompute_hashes[i] : 0,
-			(uint64_t)b0, (uint32_t)r.tokens_per_block,
-			now_ns() - t0);
-		e->st.recomputed_blocks++;
-		e->st.recomputed_tokens += r.tokens_per_block;
 	}
+	/* the prefill attends over the whole prefix */
+	if (r.early) {
+		ret = ready_upto(e, &t, &r, &done, cached / r.tokens_per_block);
+		if (ret)
+			goto out_close;
+	}
+	nfailed = (int)e->st.reload_failures - nfailed;
+	e->st.prefix_ready_ns += now_ns() - t_open;
 	e->st.prefill_tokens_skipped +=
-		cached - (long)r.nrecompute * r.tokens_per_block;
+		cached - (long)(r.nrecompute + nfailed) * r.tokens_per_block;
+
 	e->st.prefill_tokens += len - cached;
 	ret = step(e, &t, cached, len - cached);
 	if (ret)
@@ -385,6 +451,8 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		"\"shared_blocks\":%ld,\"restored_host\":%ld,"
 		"\"restored_nvme\":%ld,\"recomputed_blocks\":%ld,"
 		"\"reused_after_hole\":%ld,"
+		"\"early_opens\":%ld,\"reload_failures\":%ld,"
+		"\"prefix_ready_s\":%.4f,"
 		"\"recomputed_tokens\":%ld,\"prefix_blocks\":%ld,"
 		"\"evicted_blocks_recomputed\":%ld,\"pool_waits\":%ld,"
 		"\"revocations_seen\":%ld,"
@@ -394,7 +462,8 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
 		s->steps, s->shared_blocks, s->restored_host, s->restored_nvme,
-		s->recomputed_blocks, s->reused_after_hole,
+		s->recomputed_blocks, s->reused_after_hole, s->early_opens,
+		s->reload_failures, s->prefix_ready_ns / 1e9,
 		s->recomputed_tokens, s->prefix_blocks,
 		s->evicted_blocks_recomputed, s->pool_waits,
 		s->revocations_seen, s->revoked_blocks_recomputed,

@@ -26,6 +26,10 @@ struct tlm_engine_opts {
 	/* kvmm only: prefix opens reuse cached blocks after a hole
 	 * (KVMM_PREFIX_OPEN_SEGMENTS; the holes are recomputed) */
 	bool prefix_segments;
+	/* ... and, with it, return from the open before the reloads are
+	 * done (KVMM_PREFIX_OPEN_EARLY where kvmmd has it): each hole is
+	 * recomputed once the blocks before it are ready */
+	bool prefix_early;
 	FILE *out;
 };
 
@@ -41,6 +45,12 @@ struct tlm_engine_stats {
 	long restored_nvme; /* ... reloaded from NVMe */
 	long recomputed_blocks; /* ... recomputed at their positions */
 	long reused_after_hole; /* ... reused after a recomputed block */
+	long reload_failures; /* ... reloads that failed: recomputed */
+	long early_opens; /* opens answered before their reloads were done */
+	/* from each open to its whole prefix valid (reloads waited for, the
+	 * plan's blocks and the holes recomputed): the restore's makespan */
+	uint64_t prefix_ready_ns;
+
 	long prefix_blocks; /* prompt blocks found cached */
 	long evicted_blocks_recomputed; /* published, evicted, recomputed */
 	long recomputed_tokens;

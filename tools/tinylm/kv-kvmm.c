@@ -34,7 +34,7 @@
 #include "tinylm.h"
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, bool segments,
+		       const char *socket_path, bool segments, bool early,
 		       struct tlm_kv **out, char *err, size_t errlen);
 
 #if __has_include(<kvmm/kvmm.h>)
@@ -59,6 +59,11 @@ struct kv_kvmm {
 	uint64_t hash_seed;
 	bool hashing; /* block hashes available (libxxhash) */
 	bool segments; /* KVMM_PREFIX_OPEN_SEGMENTS (--prefix-segments) */
+	/* KVMM_PREFIX_OPEN_EARLY with it (off: --no-prefix-early, or kvmmd
+	 * before ABI 1.8) */
+	bool early;
+	uint32_t *failed32; /* scratch: kvmm_seq_wait_ready()'s answer */
+	int *failed; /* ... as ints */
 	int *published; /* per slot: leading blocks the cache already has */
 	uint64_t *hashes; /* scratch: a sequence's chain */
 	uint8_t *actions; /* scratch: enum kvmm_block_action per block */
@@ -174,8 +179,18 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 		po.actions = k->actions;
 		if (k->segments)
 			po.flags = KVMM_PREFIX_OPEN_SEGMENTS;
+		if (k->early)
+			po.flags |= KVMM_PREFIX_OPEN_EARLY;
 		ret = kvmm_seq_open_prefix_opts(
 			k->region, k->hashes, (uint32_t)nfull, &seq, &nb, &po);
+		if (ret == -EOPNOTSUPP && k->early) {
+			/* kvmmd before ABI 1.8: reloads done before the reply */
+			k->early = false;
+			po.flags &= ~KVMM_PREFIX_OPEN_EARLY;
+			ret = kvmm_seq_open_prefix_opts(k->region, k->hashes,
+							(uint32_t)nfull, &seq,
+							&nb, &po);
+		}
 	} else {
 		ret = kvmm_seq_open(k->region, &seq);
 	}
@@ -207,7 +222,10 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 				   .restored_host = po.reloaded_host,
 				   .restored_nvme = po.reloaded_nvme,
 				   .prefix_blocks = nb,
-				   .reused_after_hole = after };
+				   .reused_after_hole = after,
+				   .early = k->early && nfull > 0 &&
+					    po.reloaded_host +
+						    po.reloaded_nvme };
 	for (int b = (int)nb; b < nfull; b++)
 		if (mine_has(k, k->hashes[b]))
 			r->evicted_blocks++;
@@ -318,6 +336,28 @@ static float *kvmm_kv_v(struct tlm_kv *kv, int layer, int slot)
 		to_kvmm(kv)->region, (uint32_t)slot, (uint32_t)layer);
 }
 
+static int kvmm_kv_wait_ready(struct tlm_kv *kv, int slot, int upto_block,
+			      const int **failed)
+{
+	struct kv_kvmm *k = to_kvmm(kv);
+	int n = kvmm_seq_wait_ready(k->region, (uint32_t)slot,
+				    (uint32_t)upto_block, 0, k->failed32,
+				    (uint32_t)k->max_blocks, NULL);
+
+	if (n < 0)
+		return n;
+	if (n > k->max_blocks)
+		return -EPROTO;
+	for (int i = 0; i < n; i++) {
+		k->failed[i] = (int)k->failed32[i];
+		/* recomputed: publish it again with the blocks after it */
+		if (k->failed[i] < k->published[slot])
+			k->published[slot] = k->failed[i];
+	}
+	*failed = k->failed;
+	return n;
+}
+
 static int kvmm_kv_step_begin(struct tlm_kv *kv)
 {
 	return kvmm_step_begin(to_kvmm(kv)->conn);
@@ -342,6 +382,8 @@ static void kvmm_kv_destroy(struct tlm_kv *kv)
 	free(k->actions);
 	free(k->recompute);
 	free(k->recompute_hashes);
+	free(k->failed32);
+	free(k->failed);
 	free(k->tok32);
 	free(k->mine);
 	free(k);
@@ -359,10 +401,11 @@ static const struct tlm_kv_ops kvmm_kv_ops = {
 	.step_begin = kvmm_kv_step_begin,
 	.step_end = kvmm_kv_step_end,
 	.destroy = kvmm_kv_destroy,
+	.wait_ready = kvmm_kv_wait_ready,
 };
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, bool segments,
+		       const char *socket_path, bool segments, bool early,
 		       struct tlm_kv **out, char *err, size_t errlen)
 {
 	struct kvmm_connect_opts co = { .size = sizeof(co) };
@@ -405,6 +448,7 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 	ro.max_tokens = max_tokens;
 	ro.salt = tlm_checksum(m->data, m->data_floats);
 	k->segments = segments;
+	k->early = segments && early;
 	ret = kvmm_region_create(k->conn, &ro, &k->region);
 	if (ret) {
 		snprintf(err, errlen, "creating the kvmm region: %s",
@@ -429,8 +473,10 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 	k->recompute = calloc(k->max_blocks + 1, sizeof(int));
 	k->recompute_hashes = calloc(k->max_blocks + 1, sizeof(uint64_t));
 	k->tok32 = calloc((size_t)max_tokens + 1, sizeof(uint32_t));
+	k->failed32 = calloc(k->max_blocks + 1, sizeof(uint32_t));
+	k->failed = calloc(k->max_blocks + 1, sizeof(int));
 	if (!k->published || !k->hashes || !k->actions || !k->recompute ||
-	    !k->recompute_hashes || !k->tok32) {
+	    !k->recompute_hashes || !k->tok32 || !k->failed32 || !k->failed) {
 		snprintf(err, errlen, "out of memory");
 		ret = -ENOMEM;
 		kvmm_kv_destroy(&k->kv);
@@ -449,7 +495,7 @@ err_free:
 #else /* no kvmm client library in this tree */
 
 int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
-		       const char *socket_path, bool segments,
+		       const char *socket_path, bool segments, bool early,
 		       struct tlm_kv **out, char *err, size_t errlen)
 {
 	snprintf(err, errlen,

@@ -54,7 +54,11 @@ static const char usage[] =
 	"  --max-seqs N          sequences in the KV region (default 4)\n"
 	"  --prefix-segments     --kv kvmm: also reuse the cached blocks after\n"
 	"                        a block the cache lost (the hole is recomputed\n"
-	"                        at its positions; kvmmd ABI 1.6)\n"
+	"                        at its positions; kvmmd ABI 1.6); with kvmmd\n"
+	"                        ABI 1.8 the open returns before its reloads\n"
+	"                        are done and holes are recomputed meanwhile\n"
+	"  --no-prefix-early     with --prefix-segments: wait for every reload\n"
+	"                        before recomputing (the baseline of the overlap)\n"
 	"  --step-delay-ms N     sleep N ms after every forward pass, like a\n"
 	"                        slower accelerator would (tests use it to land\n"
 	"                        revocations mid-run; default 0)\n"
@@ -107,6 +111,7 @@ enum {
 	OPT_MAX_SEQS,
 	OPT_STEP_DELAY,
 	OPT_PREFIX_SEGMENTS,
+	OPT_NO_PREFIX_EARLY,
 	OPT_PROMPT,
 	OPT_WSEED,
 	OPT_CONVS,
@@ -144,6 +149,7 @@ static const struct option long_opts[] = {
 	{ "max-seqs", required_argument, NULL, OPT_MAX_SEQS },
 	{ "step-delay-ms", required_argument, NULL, OPT_STEP_DELAY },
 	{ "prefix-segments", no_argument, NULL, OPT_PREFIX_SEGMENTS },
+	{ "no-prefix-early", no_argument, NULL, OPT_NO_PREFIX_EARLY },
 	{ "prompt", required_argument, NULL, OPT_PROMPT },
 	{ "workload-seed", required_argument, NULL, OPT_WSEED },
 	{ "conversations", required_argument, NULL, OPT_CONVS },
@@ -300,7 +306,7 @@ int main(int argc, char **argv)
 	const char *kv_kind = "private", *socket_path = NULL;
 	uint64_t seed = 1;
 	bool shared = false, print_workload = false, bench = false;
-	bool kvmm_stats = false;
+	bool kvmm_stats = false, no_early = false;
 	int max_tokens = 0, chunk = 64, max_seqs = 4, client = 0, clients = 1;
 	char err[256];
 	int c, ret;
@@ -380,6 +386,9 @@ int main(int argc, char **argv)
 		case OPT_PREFIX_SEGMENTS:
 			eo.prefix_segments = true;
 			break;
+		case OPT_NO_PREFIX_EARLY:
+			no_early = true;
+			break;
 		case OPT_STEP_DELAY:
 			eo.step_delay_us =
 				parse_long(c, optarg, 0, 10000) * 1000;
@@ -441,6 +450,11 @@ int main(int argc, char **argv)
 		die_usage("--client must be below --clients%s%s", "", "");
 	if (eo.prefix_segments && strcmp(kv_kind, "kvmm"))
 		die_usage("--prefix-segments needs --kv kvmm%s%s", "", "");
+	if (no_early && !eo.prefix_segments)
+		die_usage("--no-prefix-early needs --prefix-segments%s%s", "",
+			  "");
+	eo.prefix_early = eo.prefix_segments && !no_early;
+
 	if (kvmm_stats) {
 		ret = tlm_kvmm_print_tier_stats(socket_path, stdout);
 		if (ret) {

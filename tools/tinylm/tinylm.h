@@ -91,6 +91,12 @@ struct tlm_restore {
 	long restored_nvme; /* reloaded from the NVMe tier */
 	long prefix_blocks; /* cached blocks found, wherever they were */
 	/*
+	 * The open returned before its reloads were done (--prefix-segments
+	 * with kvmmd ABI 1.8): the engine calls wait_ready() for the blocks
+	 * below each one it computes.
+	 */
+	bool early;
+	/*
 	 * Blocks shared or reloaded after a block to recompute: with
 	 * --prefix-segments, the cached blocks after a hole.  Without it,
 	 * only GPU blocks after a lower-tier block that kvmmd handed out to
@@ -134,6 +140,14 @@ struct tlm_kv_ops {
 	int (*step_begin)(struct tlm_kv *kv);
 	int (*step_end)(struct tlm_kv *kv);
 	void (*destroy)(struct tlm_kv *kv);
+	/*
+	 * After an early open (tlm_restore.early): wait until the slot's
+	 * blocks below upto_block are loaded.  Returns how many of them
+	 * failed to load (*failed: their numbers, ascending; they are to be
+	 * recomputed like the plan's blocks), or -errno.  NULL: not early.
+	 */
+	int (*wait_ready)(struct tlm_kv *kv, int slot, int upto_block,
+			  const int **failed);
 };
 
 struct tlm_kv {
