@@ -301,6 +301,16 @@ def case_share():
         check(not set(g.seq.block_pages(1)) & set(a["ids"][0] + a["ids"][1]),
               "the hole on pages of its own")
         g.seq.close()
+        # early (ABI 1.8): the same blocks, nothing to reload: ready
+        g = r.open_prefix([HASHES[0], 0x5e6, HASHES[1]], segments=True,
+                          early=True)
+        check_eq(g.actions, ["gpu-shared", "recompute", "gpu-shared"],
+                 "early actions")
+        rd = g.seq.wait_ready(3, poll=True)
+        check_eq((rd.failed, rd.pending), ([], 0), "early: nothing loading")
+        check_eq(g.seq.wait_ready(3).failed, [], "early: ready")
+        raises(kvmm.KvmmError, errno.ERANGE, g.seq.wait_ready, 4)
+        g.seq.close()
 
         s1.close()
         # s2 still reads the shared pages after s1 unmapped them

@@ -48,6 +48,7 @@ __all__ = [
     "BLOCK_GPU_SHARED", "BLOCK_RELOADED_HOST", "BLOCK_RELOADED_NVME",
     "BLOCK_RECOMPUTE", "PIN_F_TTL", "PIN_F_PRIORITY", "PIN_F_PRIORITY_ONLY",
     "PIN_F_DEMOTE", "PREFIX_MAX_BLOCKS", "PREFIX_OPEN_SEGMENTS",
+    "PREFIX_OPEN_EARLY", "WAIT_READY_POLL", "Readiness",
     "BACKEND_HOST", "BACKEND_CUDA",
 ]
 
@@ -62,6 +63,8 @@ PIN_F_PRIORITY_ONLY = 0x4
 PIN_F_DEMOTE = 0x8
 PREFIX_MAX_BLOCKS = 4096
 PREFIX_OPEN_SEGMENTS = 0x2  # kvmm_prefix_opts.flags (ABI 1.6)
+PREFIX_OPEN_EARLY = 0x4  # kvmm_prefix_opts.flags (ABI 1.8)
+WAIT_READY_POLL = 0x1  # kvmm_seq_wait_ready() flags (ABI 1.8)
 # vmm/vmm.h enum vmm_backend_kind
 BACKEND_HOST = 0
 BACKEND_CUDA = 1
@@ -234,6 +237,8 @@ _PROTOS = {
     "kvmm_seq_open_prefix_opts": (_int, [_vp, _P(_u64), _u32, _P(_u32),
                                          _P(_u32), _P(PrefixOpts)]),
     "kvmm_block_action_string": (ctypes.c_char_p, [ctypes.c_uint8]),
+    "kvmm_seq_wait_ready": (_int, [_vp, _u32, _u32, _u32, _P(_u32), _u32,
+                                   _P(_u32)]),
     "kvmm_block_pin": (_int, [_vp, _u64, _P(PinOpts)]),
     "kvmm_block_unpin": (_int, [_vp, _u64]),
     "kvmm_step_begin": (_int, [_vp]),
@@ -495,6 +500,15 @@ class PrefixResult:
     reloaded_host: int = None
     reloaded_nvme: int = None
     recompute: int = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Readiness:
+    """What Region.wait_ready() found below upto_block: the blocks whose
+    reload failed (to recompute, ascending) and, for a poll, how many
+    still load (0 after a wait)."""
+    failed: list
+    pending: int
 
 
 # ---- connection ------------------------------------------------------------
@@ -934,18 +948,38 @@ class Region:
         return _check(_c.block_publish(h, seq, first_block, n, parent_hash,
                                        arr), "kvmm_block_publish")
 
-    def open_prefix(self, hashes, plan=False, segments=False):
+    def wait_ready(self, seq, upto_block, poll=False):
+        """kvmm_seq_wait_ready() (ABI 1.8): after an early open, wait until
+        no block below upto_block still loads (poll=True: do not wait); a
+        Readiness with the blocks whose reload failed."""
+        if not isinstance(poll, bool):
+            raise TypeError("poll must be a bool")
+        upto = _u32_arg("upto_block", upto_block)
+        cap = max(min(upto, PREFIX_MAX_BLOCKS), 1)
+        failed = (ctypes.c_uint32 * cap)()
+        pending = ctypes.c_uint32()
+        n = _check(_c.seq_wait_ready(self._handle(), _u32_arg("seq", seq),
+                                     upto, WAIT_READY_POLL if poll else 0,
+                                     failed, cap, ctypes.byref(pending)),
+                   "kvmm_seq_wait_ready")
+        return Readiness(list(failed[:min(n, cap)]), pending.value)
+
+    def open_prefix(self, hashes, plan=False, segments=False, early=False):
         """kvmm_seq_open_prefix(), or with plan=True
         kvmm_seq_open_prefix_opts() with per-block actions: a
         PrefixResult.  segments=True (implies plan=True) sets
         PREFIX_OPEN_SEGMENTS: blocks cached after a hole are reused, each
-        hole a "recompute" block."""
+        hole a "recompute" block.  early=True (implies plan=True) sets
+        PREFIX_OPEN_EARLY (ABI 1.8): it returns before the reloads are done;
+        wait_ready() says when they are."""
         h = self._handle()
         if not isinstance(plan, bool):
             raise TypeError("plan must be a bool")
         if not isinstance(segments, bool):
             raise TypeError("segments must be a bool")
-        plan = plan or segments
+        if not isinstance(early, bool):
+            raise TypeError("early must be a bool")
+        plan = plan or segments or early
         arr, n = _hash_array("hashes", hashes)
         seq = ctypes.c_uint32()
         nr = ctypes.c_uint32()
@@ -957,7 +991,8 @@ class Region:
         acts = (ctypes.c_uint8 * max(n, 1))()
         o = PrefixOpts()
         o.size = ctypes.sizeof(o)
-        o.flags = PREFIX_OPEN_SEGMENTS if segments else 0
+        o.flags = ((PREFIX_OPEN_SEGMENTS if segments else 0) |
+                   (PREFIX_OPEN_EARLY if early else 0))
         o.actions = ctypes.cast(acts, ctypes.POINTER(ctypes.c_uint8))
         _check(_c.seq_open_prefix_opts(h, arr, n, ctypes.byref(seq),
                                        ctypes.byref(nr), ctypes.byref(o)),
@@ -1013,6 +1048,9 @@ class Sequence:
 
     def block_pages(self, block):
         return self.region.block_pages(self.id, block)
+
+    def wait_ready(self, upto_block, poll=False):
+        return self.region.wait_ready(self.id, upto_block, poll)
 
     def publish(self, first_block, hashes, parent_hash=0):
         return self.region.publish(self.id, first_block, hashes, parent_hash)
