@@ -20,6 +20,12 @@
  *   - a reload that fails (a payload byte of block 3's NVMe slot flipped:
  *     its CRC32C fails) is reported by SEQ_WAIT_READY as block 3, every
  *     time; the client writes the block (a recompute) and publishes it;
+ *   - a sequence truncated to 4 blocks right after its early reply: the
+ *     reloads past the cut are called off, a wait for 8 blocks is -ERANGE,
+ *     the first 4 load intact;
+ *   - a second early open of a content whose reloads another early open
+ *     started waits for them (its reply comes when they are done) and
+ *     shares the pages (restores_waited);
  *   - a client killed after its early reply while it waits in
  *     SEQ_WAIT_READY leaks nothing: every reload ends in the cache or is
  *     cancelled, nothing mapped, allocated beyond the cached GPU blocks,
@@ -372,7 +378,79 @@ int main(void)
 	cc_disconnect(&c);
 	cr_check_content(env.d.sock, 3);
 
-	/* 4. a client killed while it waits for its reloads */
+	/* 4. truncated while loading: the reloads past the cut are called
+	 * off, the blocks before it load */
+	cc_connect(&c, env.d.sock);
+	cc_region(&c);
+	cc_settled_stats(env.d.sock, &ts0);
+	open_send(&c, 6, EARLY);
+	open_recv(&c, &rep, ids, acts);
+	t_assert_eq(rep.nr_blocks, CR_NB);
+	t_assert_eq(rep.from_host + rep.from_nvme, CR_NB);
+	{
+		struct kvmm_seq_extend ex = { .size = sizeof(ex),
+					      .region_id = c.region,
+					      .seq_id = rep.seq_id,
+					      .new_len = 4 * CC_TPB };
+
+		for (uint32_t i = 4 * CC_PPB; i < CR_NB * CC_PPB; i++) {
+			munmap(c.map[ids[i]], CC_PAGE);
+			c.map[ids[i]] = NULL;
+		}
+		t_ok(cc_call(&c, KVMM_CMD_SEQ_TRUNCATE, &ex, sizeof(ex), NULL,
+			     0, NULL, NULL));
+	}
+	t_assert_eq(wait_ready(&c, rep.seq_id, CR_NB, 0, NULL, NULL), -ERANGE);
+	t_ok(wait_ready(&c, rep.seq_id, 4, 0, &wr, NULL));
+	t_assert_eq(wr.nr_failed, 0);
+	cc_check(&c, ids, 4, 200 + 6);
+	cc_seq_close(&c, rep.seq_id, ids, 4 * CC_PPB);
+	check_clean(&env, &ts);
+	printf("truncated to 4 blocks while loading: %llu restores cancelled\n",
+	       (unsigned long long)(ts.restores_cancelled -
+				    ts0.restores_cancelled));
+	t_assert(ts.restores_cancelled > ts0.restores_cancelled);
+	t_assert_eq(cached(&ts), cached(&ts0));
+	t_assert_eq(drops(&ts), 0);
+
+	/* 5. two early opens of one content: the first takes the reloads'
+	 * pages, the second waits for them (a failed reload's pages are one
+	 * client's to recompute) and shares them */
+	{
+		static uint32_t ids2[CR_NB * CC_PPB];
+		struct kvmm_prefix_open_reply rep2;
+		struct cc c2;
+
+		cc_connect(&c2, env.d.sock);
+		cc_region(&c2);
+		open_send(&c, 7, EARLY);
+		open_recv(&c, &rep, ids, acts);
+		t_assert_eq(rep.from_host + rep.from_nvme, CR_NB);
+		t_ok(wait_ready(&c, rep.seq_id, CR_NB, KVMM_WAIT_READY_POLL,
+				&wr, NULL));
+		t_assert(wr.nr_pending > 0);
+		open_send(&c2, 7, EARLY);
+		open_recv(&c2, &rep2, ids2, NULL);
+		t_assert_eq(rep2.nr_blocks, CR_NB);
+		t_assert_eq(rep2.from_host + rep2.from_nvme, CR_NB);
+		/* its reply waited for the reloads */
+		t_ok(wait_ready(&c2, rep2.seq_id, CR_NB, KVMM_WAIT_READY_POLL,
+				&wr, NULL));
+		t_assert_eq(wr.nr_pending, 0);
+		cc_check(&c2, ids2, CR_NB, 200 + 7);
+		t_ok(wait_ready(&c, rep.seq_id, CR_NB, 0, &wr, NULL));
+		t_assert_eq(wr.nr_failed, 0);
+		cc_check(&c, ids, CR_NB, 200 + 7);
+		t_assert_eq(memcmp(ids, ids2, sizeof(ids2)), 0); /* shared */
+		cc_tier_stats(&c, &ts);
+		t_assert_eq(ts.restores_waited - ts0.restores_waited, CR_NB);
+		cc_seq_close(&c2, rep2.seq_id, ids2, CR_NB * CC_PPB);
+		cc_disconnect(&c2);
+		cc_seq_close(&c, rep.seq_id, ids, CR_NB * CC_PPB);
+		cc_disconnect(&c);
+	}
+
+	/* 6. a client killed while it waits for its reloads */
 	cc_settled_stats(env.d.sock, &ts0);
 	p = early_client(env.d.sock, 4, true);
 	t_ok(kill(p, SIGKILL));
@@ -390,7 +468,7 @@ int main(void)
 	t_assert_eq(drops(&ts), 0);
 	cr_check_content(env.d.sock, 4);
 
-	/* 5. shutdown with an early open loading and its client waiting */
+	/* 7. shutdown with an early open loading and its client waiting */
 	p = early_client(env.d.sock, 5, true);
 	cr_stop(&env);
 	t_ok(kill(p, SIGKILL));
