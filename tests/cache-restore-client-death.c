@@ -5,9 +5,10 @@
  * nothing: a real kvmmd whose restore jobs each wait 200 ms, content 0 (8
  * blocks) on its NVMe tier.
  *   - a client process sends the PREFIX_OPEN and is killed (SIGKILL)
- *     while it is pending; the restores that had started finish into the
- *     cache (the blocks are valid), the others (waiting for a staging
- *     slot, or queued in the engine) are cancelled: every one of the 8
+ *     while it is pending; the restores that had started (a worker took
+ *     them) finish into the cache (the blocks are valid), the others
+ *     (waiting for a staging slot, or queued in the engine: under CPU
+ *     load maybe all 8) are cancelled: every one of the 8
  *     either promoted or cancelled, no open pending, nothing in flight,
  *     as many blocks cached over all tiers as before, none dropped, the
  *     pool holding exactly the cached GPU blocks, nothing mapped or
@@ -79,6 +80,9 @@ int main(void)
 	cc_tier_stats(&m, &ts);
 	t_assert(ts.migrations_in_flight >= 1);
 	cc_disconnect(&m);
+	/* time for the engine's workers to take the 2 submitted restores
+	 * (each then runs 200 ms): usually some have started by the kill */
+	usleep(50 * 1000);
 	t_ok(kill(p, SIGKILL));
 	t_assert_eq(cc_wait_child(p), 128 + SIGKILL);
 
@@ -88,8 +92,11 @@ int main(void)
 	t_assert_eq(drops(&ts), 0);
 	t_assert_eq(ts.migrations_failed, 0);
 	/* the restores that had started ended in the cache, the others
-	 * were called off (2 staging slots: at most 6 waited for one) */
-	t_assert(ts.tiers[2].promotions_out > ts0.tiers[2].promotions_out);
+	 * were called off (2 staging slots: at most 6 waited for one).
+	 * Maybe none had started: a submitted restore waits in the
+	 * engine's queue until a worker takes it, and on a loaded machine
+	 * the kill can come first; then it is cancelled there, 8 of 8
+	 * (nothing observable says a worker took it, so no wait for that) */
 	t_assert(ts.restores_cancelled >= 1);
 	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out +
 			    ts.restores_cancelled,
