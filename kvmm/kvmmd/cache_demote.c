@@ -54,12 +54,24 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 		 * write completes, so a burst of demotions can briefly need
 		 * more slots than the policy counts.  Then the demotion
 		 * waits in line for a slot (kc_demote_pump()) while the loop
-		 * goes on; its bytes stay in its GPU pages meanwhile.  With
-		 * no migration in flight no slot will come back: it fails.
+		 * goes on; its bytes stay in its GPU pages meanwhile.  It
+		 * fails only when no slot is free and none will come back:
+		 * nothing in line before it, no migration in flight and no
+		 * reaped restore left to settle (a host one frees its slot
+		 * then).  Behind demotions already in line it always waits:
+		 * a restore settled (kc_settle()) between the reap of the
+		 * copies that freed slots and the pump (a loaded loop reaps
+		 * them in one batch) sees the line with no migration in
+		 * flight, yet slots free; failing there lost the block,
+		 * counted nowhere.  The pump decides for the line, soon:
+		 * with nothing in flight to run it, the settle timer does.
 		 */
 		if (!kd_fifo_empty(&c->slotq) ||
 		    tier_host_alloc(c->host, &job->host_slot)) {
-			if (!c->st.migrations_in_flight) {
+			bool coming = c->st.migrations_in_flight ||
+				      c->nr_restored;
+
+			if (kd_fifo_empty(&c->slotq) && !coming) {
 				r = -ENOSPC;
 				goto err_free;
 			}
@@ -67,6 +79,9 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 			e->job = job;
 			kc_slotq_append(c, e);
 			c->st.slot_waits++;
+			if (!c->st.migrations_in_flight &&
+			    !c->settle_timer.armed)
+				kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 			return 0;
 		}
 		e->host_slot = job->host_slot;
