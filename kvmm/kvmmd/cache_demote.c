@@ -30,6 +30,19 @@ static struct kc_entry *kc_slotq_of(struct kd_fifo_node *n)
 	return kd_fifo_entry(n, struct kc_entry, slotq);
 }
 
+/*
+ * A block the policy moved down but whose copy could not be made (no slot
+ * will come, the engine refused the job): it is gone, and counted as a
+ * drop from the tier the move counted it into (demotions_in), so that
+ * blocks in minus blocks out still adds up to what a tier holds.
+ */
+static void kc_lose(struct kd_cache *c, struct kc_entry *e)
+{
+	c->st.tiers[e->tier].drops++;
+	kvmm_tel_evict(c->d->tel_local, e->hash, e->tier, c->block_bytes);
+	kc_kill(c, e);
+}
+
 static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 		     enum migrate_kind kind)
 {
@@ -164,7 +177,8 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 			tier_host_free(c->host, job->host_slot);
 			e->host_slot = MIGRATE_NO_SLOT;
 		}
-		/* never copied: the block goes, as when kc_submit() failed */
+		/* never copied: the block goes, as when kc_submit() failed
+		 * (a drop_after one was counted when the policy dropped it) */
 		migrate_job_free(job);
 		e->job = NULL;
 		e->then_nvme = false;
@@ -172,7 +186,7 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 			kc_release(c, e);
 			kc_free(c, e);
 		} else {
-			kc_kill(c, e);
+			kc_lose(c, e);
 		}
 	}
 }
@@ -271,7 +285,7 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	c->st.tiers[to].demotions_in++;
 	if (from == POL_TIER_GPU && to == POL_TIER_HOST) {
 		if (!c->host || kc_submit(c, e, MIGRATE_GPU_TO_HOST))
-			kc_kill(c, e);
+			kc_lose(c, e);
 		return;
 	}
 	if (from == POL_TIER_HOST && to == POL_TIER_NVME) {
@@ -281,10 +295,10 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		}
 		kc_nvme_room(c);
 		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
-			kc_kill(c, e);
+			kc_lose(c, e);
 		return;
 	}
-	kc_kill(c, e); /* GPU -> NVMe directly: not a path we take */
+	kc_lose(c, e); /* GPU -> NVMe directly: not a path we take */
 }
 
 static bool kc_restore_kind(enum migrate_kind kind)
@@ -342,14 +356,14 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		return;
 	}
 	if (!ok) {
-		kc_kill(c, e);
+		kc_lose(c, e); /* and in migrations_failed */
 		return;
 	}
 	if (e->then_nvme) {
 		e->then_nvme = false;
 		kc_nvme_room(c);
 		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
-			kc_kill(c, e);
+			kc_lose(c, e);
 	}
 }
 

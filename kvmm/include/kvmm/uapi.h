@@ -577,7 +577,9 @@ struct kvmm_tier_info {
 	uint64_t hits; /* prefix blocks found here */
 	uint64_t demotions_in; /* blocks moved down into this tier */
 	uint64_t promotions_out; /* blocks restored from here to the GPU */
-	uint64_t drops; /* blocks dropped from this tier */
+	/* blocks dropped from this tier (also those moved down into it
+	 * whose copy failed or never got a slot) */
+	uint64_t drops;
 	uint64_t bytes_in, bytes_out; /* copied into / out of this tier */
 	/* restores from this tier to the GPU (promotions_out of them):
 	 * sum and largest time from submission to the copy's completion,
