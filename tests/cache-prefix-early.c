@@ -34,6 +34,11 @@
  *     or quarantined;
  *   - a daemon stopped (SIGTERM) while an early open's reloads run and its
  *     client waits in SEQ_WAIT_READY exits cleanly (under ASan: no leak).
+ * TIER_STATS counts each case exactly: early_opens and early_reloads at the
+ * reply, early_reload_failures for the corrupted block (also in
+ * checksum_failures), and a block handed out loading as a hit of its tier
+ * (and in prefix_blocks_hit) only once its reload landed in the sequence:
+ * not the failed one, nor those of the sequence closed before they landed.
  */
 #include <fcntl.h>
 
@@ -134,6 +139,28 @@ static uint64_t cached(const struct kvmm_tier_stats_reply *ts)
 static uint64_t drops(const struct kvmm_tier_stats_reply *ts)
 {
 	return ts->tiers[0].drops + ts->tiers[1].drops + ts->tiers[2].drops;
+}
+
+/* The early counters and the hits went up from a to b by exactly this. */
+static void early_delta(const struct kvmm_tier_stats_reply *a,
+			const struct kvmm_tier_stats_reply *b, uint64_t opens,
+			uint64_t reloads, uint64_t failures, uint64_t nvme_hits,
+			uint64_t blocks_hit)
+{
+	printf("early opens +%llu, blocks loading at the reply +%llu, failed after it +%llu; NVMe hits +%llu, prefix blocks hit +%llu\n",
+	       (unsigned long long)(b->early_opens - a->early_opens),
+	       (unsigned long long)(b->early_reloads - a->early_reloads),
+	       (unsigned long long)(b->early_reload_failures -
+				    a->early_reload_failures),
+	       (unsigned long long)(b->tiers[2].hits - a->tiers[2].hits),
+	       (unsigned long long)(b->prefix_blocks_hit -
+				    a->prefix_blocks_hit));
+	t_assert_eq(b->early_opens - a->early_opens, opens);
+	t_assert_eq(b->early_reloads - a->early_reloads, reloads);
+	t_assert_eq(b->early_reload_failures - a->early_reload_failures,
+		    failures);
+	t_assert_eq(b->tiers[2].hits - a->tiers[2].hits, nvme_hits);
+	t_assert_eq(b->prefix_blocks_hit - a->prefix_blocks_hit, blocks_hit);
 }
 
 /* Nothing leaked: only the cached GPU blocks hold pool pages, nothing is
@@ -277,8 +304,12 @@ int main(void)
 	cc_connect(&c, env.d.sock);
 	cc_region(&c);
 	bad_input(&c);
+	t_assert_eq(ts0.early_opens, 0);
+	t_assert_eq(ts0.early_reloads, 0);
+	t_assert_eq(ts0.early_reload_failures, 0);
 
 	/* 1. the early reply comes before the reloads are done */
+	cc_settled_stats(env.d.sock, &ts0);
 	t0 = now_ms();
 	open_send(&c, 0, EARLY);
 	open_recv(&c, &rep, ids, acts);
@@ -313,17 +344,24 @@ int main(void)
 	t_assert_eq(wr.nr_failed, 0);
 	t_assert_eq(wr.nr_pending, 0);
 	t_assert(t_ready >= DELAY_MS);
+	/* the reply came before any reload ended (t_reply < DELAY_MS): all
+	 * 8 were handed out loading, and each became a hit when it landed */
+	cc_tier_stats(&c, &ts);
+	early_delta(&ts0, &ts, 1, CR_NB, 0, CR_NB, CR_NB);
 	cc_check(&c, ids, CR_NB, 200 + 0);
 	t_ok(cc_publish(&c, rep.seq_id, 0, h, CR_NB, &pub));
 	t_assert_eq(pub.duplicates, CR_NB);
 	cc_seq_close(&c, rep.seq_id, ids, (CR_NB + 1) * CC_PPB);
 
 	/* the baseline: the same shape without the flag */
+	cc_settled_stats(env.d.sock, &ts0);
 	t0 = now_ms();
 	open_send(&c, 1, KVMM_PREFIX_OPEN_ACTIONS);
 	open_recv(&c, &rep, ids, acts);
 	t_full = now_ms() - t0;
 	t_assert_eq(rep.from_nvme, CR_NB);
+	cc_tier_stats(&c, &ts);
+	early_delta(&ts0, &ts, 0, 0, 0, CR_NB, CR_NB);
 	cc_check(&c, ids, CR_NB, 200 + 1);
 	cc_seq_close(&c, rep.seq_id, ids, CR_NB * CC_PPB);
 	printf("8 NVMe blocks, %d ms a restore: early reply %.1f ms, all ready %.1f ms; reply without the flag %.1f ms; early/without %.3f\n",
@@ -348,8 +386,11 @@ int main(void)
 		    CR_NB);
 	t_assert_eq(cached(&ts), cached(&ts0));
 	t_assert_eq(drops(&ts), 0);
+	/* handed out, but let go of before they landed: no hit */
+	early_delta(&ts0, &ts, 1, CR_NB, 0, 0, 0);
 
 	/* 3. a reload that fails is reported, and recomputed */
+	ts0 = ts;
 	corrupt_slot(env.nvme, cr_hash(3, 3));
 	open_send(&c, 3, EARLY);
 	open_recv(&c, &rep, ids, acts);
@@ -367,6 +408,10 @@ int main(void)
 	t_assert_eq(wr.nr_failed, 0);
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.checksum_failures, 1);
+	t_assert_eq(ts.migrations_failed, ts0.migrations_failed);
+	/* 8 handed out loading (every reload waits DELAY_MS), 7 landed (hits),
+	 * block 3's failed: not a hit */
+	early_delta(&ts0, &ts, 1, CR_NB, 1, CR_NB - 1, CR_NB - 1);
 	/* the client recomputes block 3 (here: writes its bytes) */
 	for (uint32_t pg = 0; pg < CC_PPB; pg++)
 		for (uint32_t o = 0; o < CC_PAGE; o++)
@@ -426,6 +471,7 @@ int main(void)
 
 		cc_connect(&c2, env.d.sock);
 		cc_region(&c2);
+		cc_settled_stats(env.d.sock, &ts0);
 		open_send(&c, 7, EARLY);
 		open_recv(&c, &rep, ids, acts);
 		t_assert_eq(rep.from_host + rep.from_nvme, CR_NB);
@@ -447,6 +493,13 @@ int main(void)
 		t_assert_eq(memcmp(ids, ids2, sizeof(ids2)), 0); /* shared */
 		cc_tier_stats(&c, &ts);
 		t_assert_eq(ts.restores_waited - ts0.restores_waited, CR_NB);
+		/* only the first replied early; both prefixes are hits */
+		t_assert_eq(ts.early_opens - ts0.early_opens, 1);
+		t_assert(ts.early_reloads > ts0.early_reloads);
+		t_assert_eq(ts.early_reload_failures,
+			    ts0.early_reload_failures);
+		t_assert_eq(ts.prefix_blocks_hit - ts0.prefix_blocks_hit,
+			    2 * CR_NB);
 		cc_seq_close(&c2, rep2.seq_id, ids2, CR_NB * CC_PPB);
 		cc_disconnect(&c2);
 		cc_seq_close(&c, rep.seq_id, ids, CR_NB * CC_PPB);

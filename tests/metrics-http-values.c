@@ -117,6 +117,10 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_plan_recomputes_total", "tier=\"nvme\"",
 	  "cache.plan_recomputes.nvme" },
 	{ "kvmm_cache_held_copies_total", "", "cache.held_copies" },
+	{ "kvmm_cache_early_opens_total", "", "cache.early_opens" },
+	{ "kvmm_cache_early_reloads_total", "", "cache.early_reloads" },
+	{ "kvmm_cache_early_reload_failures_total", "",
+	  "cache.early_reload_failures" },
 };
 
 static const struct map tier_map[] = {

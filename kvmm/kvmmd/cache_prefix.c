@@ -356,6 +356,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
 	struct kvmm_prefix_open_reply *rep = NULL;
 	uint32_t hit = 0, nrecompute = 0, nholes = 0, nfds = 0, npages;
+	uint32_t nloading = 0;
 	struct kd_region *r;
 	struct kd_seq *q;
 	size_t rep_len, acts_len = 0;
@@ -382,7 +383,13 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			nrecompute++;
 			continue;
 		}
-		c->st.tiers[pr->from[b]].hits++;
+		if (pr->state[b] == KC_SLOT_WAIT) {
+			/* handed out still loading: a hit once it lands
+			 * (kc_restore_hand_out()), never when it fails */
+			nloading++;
+		} else {
+			c->st.tiers[pr->from[b]].hits++;
+		}
 		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE) {
 			/* cached below the GPU, recomputed all the same */
 			nrecompute++;
@@ -424,7 +431,11 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			kvmm_tel_access(d->tel_local, pr->open_id, recs, nrec);
 		free(recs);
 	}
-	c->st.prefix_blocks_hit += hit - nholes;
+	c->st.prefix_blocks_hit += hit - nholes - nloading;
+	if (nloading) {
+		c->st.early_opens++;
+		c->st.early_reloads += nloading;
+	}
 	q->len = hit * r->tokens_per_block;
 
 	npages = hit * r->pages_per_block;

@@ -228,12 +228,21 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 			pr->nwait--;
 			if (!r) {
 				pr->state[i] = KC_SLOT_FAILED;
+				/* after an early reply: the client recomputes
+				 * it (before, the prefix stops there) */
+				if (!blk && pr->replied)
+					c->st.early_reload_failures++;
 				continue;
 			}
 			if (pr->att[i]) {
 				pr->state[i] = KC_SLOT_READY;
 				if (!kc_early_holds(pr, r, i, blk))
 					continue; /* let go of meanwhile */
+				if (pr->replied) {
+					/* handed out loading: a hit now */
+					c->st.tiers[pr->from[i]].hits++;
+					c->st.prefix_blocks_hit++;
+				}
 				e->uses++;
 				if (!taken++) {
 					*pos = i;

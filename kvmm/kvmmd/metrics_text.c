@@ -187,6 +187,16 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_held_copies_total", KD_COUNTER,
 	  "GPU victims a sequence held, copied down to the host tier instead of freed.",
 	  "", TS(held_copies) },
+	/* former reserved words: 0 from an older daemon */
+	{ "kvmm_cache_early_opens_total", KD_COUNTER,
+	  "Early PREFIX_OPENs (KVMM_PREFIX_OPEN_EARLY) that replied while some of their blocks were still being reloaded.",
+	  "", TS(early_opens) },
+	{ "kvmm_cache_early_reloads_total", KD_COUNTER,
+	  "Prefix blocks early replies handed out while still being reloaded.",
+	  "", TS(early_reloads) },
+	{ "kvmm_cache_early_reload_failures_total", KD_COUNTER,
+	  "Reloads that failed after an early reply (the client recomputed the block; not a hit).",
+	  "", TS(early_reload_failures) },
 };
 
 /* per tier, with a tier label */

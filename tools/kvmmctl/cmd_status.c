@@ -50,6 +50,13 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)ts->plan_recomputes_host,
 		       (unsigned long long)ts->plan_recomputes_nvme,
 		       (unsigned long long)ts->held_copies);
+	/* former reserved words: an older daemon's 0 (absent before 1.7) */
+	if (KVMMCTL_TS_HAS(ts, early_reload_failures))
+		printf("\"early_opens\":%llu,\"early_reloads\":%llu,"
+		       "\"early_reload_failures\":%llu,",
+		       (unsigned long long)ts->early_opens,
+		       (unsigned long long)ts->early_reloads,
+		       (unsigned long long)ts->early_reload_failures);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -250,5 +257,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				       ts.tiers[t].promotions_out,
 			       ts.tiers[t].restore_max_ns / 1e6);
 	printf("\n");
+	if (KVMMCTL_TS_HAS(&ts, early_reload_failures))
+		printf("early opens  %llu replied while reloading, %llu blocks handed out loading, %llu reloads failed after the reply\n",
+		       (unsigned long long)ts.early_opens,
+		       (unsigned long long)ts.early_reloads,
+		       (unsigned long long)ts.early_reload_failures);
 	return 0;
 }

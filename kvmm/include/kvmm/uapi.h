@@ -637,7 +637,19 @@ struct kvmm_tier_stats_reply {
 	/* GPU victims a sequence held that were copied down to the host
 	 * tier instead of freed (counted in tiers[1].demotions_in too) */
 	uint64_t held_copies;
-	uint64_t reserved[3];
+	/*
+	 * Were reserved[0..2] (0 from an older daemon).  PREFIX_OPENs with
+	 * KVMM_PREFIX_OPEN_EARLY whose reply went while some of their blocks
+	 * were still being reloaded, those blocks, and of them the reloads
+	 * that failed after the reply (reported by SEQ_WAIT_READY, recomputed
+	 * by the client; also in checksum_failures or migrations_failed).  A
+	 * block handed out still loading becomes a hit of its tier (and of
+	 * prefix_blocks_hit) when its reload lands in the sequence: a failed
+	 * one never does, nor one the sequence let go of before it landed.
+	 */
+	uint64_t early_opens;
+	uint64_t early_reloads;
+	uint64_t early_reload_failures;
 };
 
 /* ---- rings ------------------------------------------------------------- */
