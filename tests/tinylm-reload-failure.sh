@@ -95,7 +95,7 @@ with open(path, "r+b") as f:
     os.fsync(f.fileno())
 print(n)
 PY
-echo "corrupted $(cat "$tmp/corrupted") NVMe slots"
+echo "corrupted $(cat "$tmp/corrupted") NVMe slots ($(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cache"]["tiers"]["nvme"]["used_blocks"])' "$tmp/after-fill") blocks on the NVMe tier)"
 [ "$(cat "$tmp/corrupted")" -gt 0 ] || fail "no block on the NVMe tier after the first run"
 
 run failed
@@ -161,6 +161,8 @@ for src, prom in (("kvmmctl metrics", open(d + "/metrics.prom").read()), ("http"
     for k, v in want.items():
         m = re.search(r"^kvmm_cache_%s_total (\d+)$" % k, prom, re.M)
         assert m and int(m.group(1)) == v, (src, k, v, m and m.group(0))
+print("run 2: NVMe tier: %d blocks moved up by a publish of the same content, %d dropped"
+      % (delta("failed", "promotions_by_publish", "nvme"), delta("failed", "drops", "nvme")))
 print("run 2: %d early opens, %d NVMe reloads of which %d failed and were recomputed (checksum_failures +%d, early_reload_failures +%d, NVMe hits +%d); run 3: %d blocks reused, none recomputed"
       % (failed["early_opens"], failed["restored_nvme"], n,
          delta("failed", "checksum_failures"),
