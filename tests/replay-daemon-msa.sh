@@ -84,6 +84,28 @@ stop
 grep -q '"hit_blocks":0,' "$D/plain" || fail "without --msa a hit: $(cat "$D/plain")"
 echo "ok: hand trace, 2 hits after a hole through kvmmd and in process"
 
+# a kvmmd that does not plan as the replay models it: refused at once
+# where this process may ask kvmmd (its admin: root here), not a
+# mismatch later
+if [ "$(id -u)" = 0 ]; then
+	KVMMD_EXTRA="--restore-mode reload" start lru 4 0
+	if "$R" --trace "$D/hole.jsonl" --policy lru --gpu-blocks 4 --msa \
+		--daemon "$D/s" --json >"$D/out" 2>"$D/err"; then
+		fail "--msa against --restore-mode reload ran: $(cat "$D/out")"
+	fi
+	grep -q "runs with --restore-mode reload" "$D/err" ||
+		fail "no clear error: $(cat "$D/err")"
+	stop
+	KVMMD_EXTRA="--telemetry shm" start lru 4 0
+	"$R" --trace "$D/hole.jsonl" --policy lru --gpu-blocks 4 --msa \
+		--daemon "$D/s" --json >"$D/out" 2>"$D/err" ||
+		fail "--msa with telemetry on: $(cat "$D/err")"
+	grep -q "corrects its cost model from telemetry" "$D/err" ||
+		fail "no telemetry warning: $(cat "$D/err")"
+	stop
+	echo "ok: a forced restore mode refused, telemetry warned about"
+fi
+
 # --- the conversation trace ---------------------------------------------
 [ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
 conv() { # policy gpu host holes|-

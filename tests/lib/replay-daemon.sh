@@ -8,7 +8,8 @@
 #                         trace block = one kvmm block of BLOCK bytes),
 #                         telemetry off (the reference cost model, which
 #                         the in-process replay uses too), GPU blocks
-#                         GPU and HOST host blocks (0: no host tier)
+#                         GPU and HOST host blocks (0: no host tier),
+#                         then the words of $KVMMD_EXTRA if set
 #   stop                  stop it, failing on a non-zero exit
 #   strip                 filter a replay's JSON down to what both
 #                         replays count alike
@@ -29,6 +30,8 @@ BLOCK=8192 # two 4 KiB pages: one trace block is one kvmm block
 start() { # policy gpu host
 	local extra=()
 	[ "$3" != 0 ] && extra=(--host-mem $((($3 + 2) * BLOCK)))
+	# shellcheck disable=SC2206 # words on purpose
+	[ -n "${KVMMD_EXTRA:-}" ] && extra+=($KVMMD_EXTRA)
 	"$K" --foreground --backend host --socket "$D/s" --page-size 4K \
 		--gpu-mem 64M --telemetry off --log-level error \
 		--cache-policy "$1" --cache-gpu-blocks "$2" "${extra[@]}" \

@@ -247,6 +247,53 @@ static bool msa_stats_agree(const uint64_t *from,
 	       all - served <= po->recompute && all <= k;
 }
 
+/*
+ * --msa agrees with the in-process replay only when kvmmd plans as the
+ * replay does: --restore-mode plan, and the profile's rates as they are
+ * (--telemetry off: with telemetry it corrects them from the copies it
+ * times).  Ask ADMIN_STATUS where this process may (root, or kvmmd's
+ * admin uid): a forced mode is an error here rather than a mismatch
+ * request after request; telemetry gets a warning, since the plans only
+ * move once a correction changes a choice.  Not allowed to ask: say so
+ * and go on.
+ */
+static int check_daemon_plans(const char *socket_path)
+{
+	struct kvmm_status_reply st = { 0 };
+	struct kvmm_conn *admin;
+	size_t len = 0;
+	int e;
+
+	if (kc_connect_admin(socket_path, &admin)) {
+		fprintf(stderr, "kvmm-replay: --daemon --msa: cannot ask kvmmd "
+				"how it plans (not its admin); the figures "
+				"agree only with --restore-mode plan and "
+				"--telemetry off\n");
+		return 0;
+	}
+	e = kc_request(admin, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
+		       &len);
+	kvmm_disconnect(admin);
+	if (e || len < offsetof(struct kvmm_status_reply, restore_mode) +
+				 sizeof(st.restore_mode))
+		return 0; /* an older daemon: nothing to check against */
+	st.restore_mode[sizeof(st.restore_mode) - 1] = 0;
+	if (strcmp(st.restore_mode, "plan")) {
+		fprintf(stderr,
+			"kvmm-replay: --daemon --msa: kvmmd runs with "
+			"--restore-mode %s; the replay models its plans "
+			"(--restore-mode plan)\n",
+			st.restore_mode);
+		return -EINVAL;
+	}
+	if (st.cost_host_bw || st.cost_nvme_bw)
+		fprintf(stderr, "kvmm-replay: --daemon --msa: kvmmd corrects "
+				"its cost model from telemetry; its plans may "
+				"leave the replay's (start it with "
+				"--telemetry off)\n");
+	return 0;
+}
+
 int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		  const struct pol_replay_opts *o,
 		  struct pol_replay_result *res)
@@ -301,6 +348,11 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	if (maxblocks > KVMM_PREFIX_MAX_BLOCKS)
 		return -E2BIG;
 
+	if (o->msa) {
+		e = check_daemon_plans(socket_path);
+		if (e)
+			return e;
+	}
 	raise_nofile(maxblocks);
 	e = kvmm_connect(&co, &conn);
 	if (e) {

@@ -62,7 +62,8 @@ static void usage(FILE *f)
 		"--msa models those opens (the policy's own prefix rule, as kvmmd);\n"
 		"they agree when kvmmd plans as the replay does: --restore-mode\n"
 		"plan (the default) and --telemetry off (the reference profile,\n"
-		"not corrected online).\n");
+		"not corrected online); as kvmmd's admin the replay checks the\n"
+		"first (an error) and the second (a warning).\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)
