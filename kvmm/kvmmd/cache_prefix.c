@@ -191,7 +191,8 @@ static void kc_early_attach(struct kc_pending *pr, struct kd_region *r,
 /* Block i of an early open no longer holds the pages of the restore it
  * waits for (the sequence let them go): another early open may take
  * them. */
-void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i)
+static void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr,
+			    uint32_t i)
 {
 	struct kc_entry *e;
 
@@ -203,6 +204,29 @@ void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i)
 	e = kc_find(c, pr->hashes[i]);
 	if (e && e->rblk)
 		e->rblk_lent = false;
+}
+
+/*
+ * Blocks [from, to) of pr no longer want their reloads (the open went
+ * away, or its sequence let them go): the pages lent to them may go to
+ * another early open, and a restore that no other open waits for is
+ * called off if it has not started (else it ends in the cache,
+ * kc_restore_settle()).  pr must no longer count them (out of the pending
+ * list, or its lim lowered) or kc_restore_wanted() would find it.
+ */
+void kc_pending_call_off(struct kd_cache *c, struct kc_pending *pr,
+			 uint32_t from, uint32_t to)
+{
+	for (uint32_t i = from; i < to; i++) {
+		struct kc_entry *e;
+
+		if (pr->state[i] != KC_SLOT_WAIT)
+			continue;
+		kc_early_unlend(c, pr, i);
+		e = kc_find(c, pr->hashes[i]);
+		if (e && e->rblk && !kc_restore_wanted(c, e->hash))
+			kc_restore_cancel(c, e);
+	}
 }
 
 /*
@@ -621,23 +645,12 @@ void kd_cache_session_end(struct kd_session *s)
 		pr->next = gone;
 		gone = pr;
 	}
-	/* the restores it waited for that no other open waits for: called
-	 * off when they have not started, else they end in the cache
-	 * (kc_restore_settle()) */
+	/* the restores it waited for that no other open waits for */
 	while (gone) {
 		struct kc_pending *pr = gone;
 
 		gone = pr->next;
-		for (uint32_t i = 0; i < pr->lim; i++) {
-			struct kc_entry *e;
-
-			if (pr->state[i] != KC_SLOT_WAIT)
-				continue;
-			kc_early_unlend(c, pr, i);
-			e = kc_find(c, pr->hashes[i]);
-			if (e && e->rblk && !kc_restore_wanted(c, e->hash))
-				kc_restore_cancel(c, e);
-		}
+		kc_pending_call_off(c, pr, 0, pr->lim);
 		kc_pending_free(pr);
 	}
 }

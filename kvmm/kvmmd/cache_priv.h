@@ -259,7 +259,8 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
 void kc_settle(struct kd_cache *c);
 void kc_pending_free(struct kc_pending *pr);
 bool kc_restore_wanted(struct kd_cache *c, uint64_t hash);
-void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i);
+void kc_pending_call_off(struct kd_cache *c, struct kc_pending *pr,
+			 uint32_t from, uint32_t to);
 
 /* cache_ready.c: the records of early opens after their reply (replied):
  * answer the SEQ_WAIT_READYs that no longer wait, free the records that

@@ -226,16 +226,7 @@ void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from)
 		 * count these blocks */
 		pr->lim = from;
 		pr->nwait = kc_ready_pending(pr, from);
-		for (uint32_t i = from; i < lim; i++) {
-			struct kc_entry *e;
-
-			if (pr->state[i] != KC_SLOT_WAIT)
-				continue;
-			kc_early_unlend(c, pr, i);
-			e = kc_find(c, pr->hashes[i]);
-			if (e && e->rblk && !kc_restore_wanted(c, e->hash))
-				kc_restore_cancel(c, e);
-		}
+		kc_pending_call_off(c, pr, from, lim);
 		cut = true;
 	}
 	/* a record with nothing left goes, a SEQ_WAIT_READY (a revocation
