@@ -202,6 +202,31 @@ static uint32_t kc_test_delay(const char *name)
 	return (uint32_t)ms * 1000u;
 }
 
+/*
+ * A test knob: KVMMD_TEST_MIGRATE_FAIL=KIND:N[,KIND:N...] makes the N-th
+ * migration job of a kind fail with -EIO in the engine (migrate.h,
+ * Documentation/tiers.md).  Checked when kvmmd starts (a bad value stops
+ * it: -EINVAL), applied when the tiers open.  0 when unset.
+ */
+static int kc_test_faults(struct migrate_config *mc, bool say)
+{
+	const char *v = getenv("KVMMD_TEST_MIGRATE_FAIL");
+	char err[160];
+
+	if (!v)
+		return 0;
+	if (migrate_fault_parse(v, mc->faults, &mc->nfaults, err,
+				sizeof(err))) {
+		vmm_log(VMM_LOG_ERR, "KVMMD_TEST_MIGRATE_FAIL=%s: %s", v, err);
+		return -EINVAL;
+	}
+	if (say)
+		vmm_log(VMM_LOG_WARN,
+			"cache: KVMMD_TEST_MIGRATE_FAIL=%s: migrations fail on purpose (tests only)",
+			v);
+	return 0;
+}
+
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r)
 {
 	uint32_t ppb = c->opened ? c->ppb : c->d->cfg.cache_block_pages;
@@ -312,6 +337,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 			kc_test_delay("KVMMD_TEST_RESTORE_DELAY_MS");
 		mc.demote_delay_us =
 			kc_test_delay("KVMMD_TEST_DEMOTE_DELAY_MS");
+		r = kc_test_faults(&mc, true);
+		if (r)
+			goto err;
 
 		r = migrate_open(&mc, &c->mig);
 		if (r)
@@ -346,8 +374,12 @@ err:
 
 int kd_cache_init(struct kd_daemon *d)
 {
-	struct kd_cache *c = calloc(1, sizeof(*c));
+	struct migrate_config mc = { .size = sizeof(mc) };
+	struct kd_cache *c;
 
+	if (kc_test_faults(&mc, false))
+		return -EINVAL; /* refuse to start rather than ignore it */
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	if (kd_htab_init(&c->index, KC_BUCKETS_MIN)) {

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -38,6 +39,9 @@ struct migrate {
 	struct tier_nvme *nvme;
 	unsigned int nvme_batch;
 	uint32_t restore_delay_us, demote_delay_us; /* tests: see .h */
+	struct migrate_fault faults[MIGRATE_FAULTS_MAX]; /* tests: see .h */
+	unsigned int nfaults;
+	uint64_t taken[MIGRATE_KIND_COUNT]; /* jobs workers took, per kind */
 	unsigned int nworkers;
 	pthread_t workers[MIGRATE_MAX_WORKERS];
 	struct migrate_stats st;
@@ -66,6 +70,76 @@ const char *migrate_kind_string(enum migrate_kind kind)
 		break;
 	}
 	return "unknown";
+}
+
+/* The knob's names for the kinds (KVMMD_TEST_MIGRATE_FAIL). */
+static const char *const fault_names[MIGRATE_KIND_COUNT] = {
+	[MIGRATE_GPU_TO_HOST] = "gpu-host",
+	[MIGRATE_HOST_TO_NVME] = "host-nvme",
+	[MIGRATE_NVME_TO_HOST] = "nvme-host",
+	[MIGRATE_HOST_TO_GPU] = "host-gpu",
+	[MIGRATE_NVME_TO_GPU] = "nvme-gpu",
+};
+
+int migrate_fault_parse(const char *spec, struct migrate_fault *f,
+			unsigned int *n, char *err, size_t errlen)
+{
+	const char *p = spec;
+
+	*n = 0;
+	if (!*p) {
+		snprintf(err, errlen, "empty (expected KIND:N[,KIND:N...])");
+		return -EINVAL;
+	}
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		unsigned long long nth;
+		char *end;
+		int k;
+
+		for (k = 0; k < MIGRATE_KIND_COUNT; k++)
+			if (strlen(fault_names[k]) == len &&
+			    !strncmp(p, fault_names[k], len))
+				break;
+		if (k == MIGRATE_KIND_COUNT || !colon) {
+			snprintf(
+				err, errlen,
+				"'%.*s': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu",
+				(int)strcspn(p, ","), p);
+			return -EINVAL;
+		}
+		errno = 0;
+		nth = strtoull(colon + 1, &end, 10);
+		if (colon[1] < '0' || colon[1] > '9' || errno || !nth ||
+		    (*end && *end != ',')) {
+			snprintf(err, errlen,
+				 "'%.*s': N must be a whole number >= 1",
+				 (int)strcspn(p, ","), p);
+			return -EINVAL;
+		}
+		if (*n == MIGRATE_FAULTS_MAX) {
+			snprintf(err, errlen, "more than %d entries",
+				 MIGRATE_FAULTS_MAX);
+			return -EINVAL;
+		}
+		f[*n].kind = (enum migrate_kind)k;
+		f[(*n)++].nth = nth;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* Whether the job a worker just took is one the test knob fails. */
+static bool fault_take(struct migrate *m, struct migrate_job *job)
+{
+	uint64_t nth = ++m->taken[job->kind];
+
+	for (unsigned int i = 0; i < m->nfaults; i++)
+		if (m->faults[i].kind == job->kind && m->faults[i].nth == nth)
+			return true;
+	return false;
 }
 
 const char *migrate_state_string(enum migrate_state state)
@@ -350,7 +424,7 @@ static int run_gpu_to_host(struct migrate *m, struct migrate_job *job)
 	dst = tier_host_slot_addr(m->host, job->host_slot);
 	if (!dst)
 		return -ENOENT;
-	r = copy_pages_out(m, job, dst);
+	r = job->fault ? -EIO : copy_pages_out(m, job, dst);
 	if (r)
 		return r;
 	return tier_host_publish(m->host, job->host_slot, job->hash,
@@ -364,20 +438,24 @@ static int run_host_to_gpu(struct migrate *m, struct migrate_job *job)
 
 	if (!src)
 		return -ENOENT;
-	return copy_pages_in(m, job, src);
+	return job->fault ? -EIO : copy_pages_in(m, job, src);
 }
 
-/* n HOST_TO_NVME jobs as one batch. */
+/* n HOST_TO_NVME jobs as one batch (a job the test knob fails is left
+ * out of it: its write fails with -EIO, as a failed I/O would). */
 static void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 			    unsigned int n)
 {
 	struct tier_nvme_io ios[n];
+	unsigned int k = 0;
 
 	for (unsigned int i = 0; i < n; i++) {
 		const void *src = tier_host_read_addr(
 			m->host, jobs[i]->host_slot, jobs[i]->hash);
 
-		ios[i] = (struct tier_nvme_io){
+		if (jobs[i]->fault)
+			continue;
+		ios[k++] = (struct tier_nvme_io){
 			.hash = jobs[i]->hash,
 			.layout_id = jobs[i]->layout_id,
 			.buf = (void *)src,
@@ -386,43 +464,65 @@ static void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 		};
 	}
 	/* a NULL buf (source not READY) fails that io with -EINVAL */
-	(void)tier_nvme_write_batch(m->nvme, ios, n);
+	if (k)
+		(void)tier_nvme_write_batch(m->nvme, ios, k);
+	k = 0;
 	for (unsigned int i = 0; i < n; i++) {
-		jobs[i]->result = ios[i].buf ? ios[i].result : -ENOENT;
+		struct tier_nvme_io *io;
+
+		if (jobs[i]->fault) {
+			jobs[i]->result = -EIO;
+			continue;
+		}
+		io = &ios[k++];
+		jobs[i]->result = io->buf ? io->result : -ENOENT;
 		if (!jobs[i]->result)
-			jobs[i]->nvme_slot = ios[i].slot;
+			jobs[i]->nvme_slot = io->slot;
 	}
 }
 
-/* n NVME_TO_HOST or NVME_TO_GPU jobs as one batch. */
+/* n NVME_TO_HOST or NVME_TO_GPU jobs as one batch (a job the test knob
+ * fails is left out of it: its read fails with -EIO). */
 static void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 			   unsigned int n)
 {
 	struct tier_nvme_io ios[n];
+	unsigned int k = 0;
 
 	for (unsigned int i = 0; i < n; i++) {
 		void *dst = NULL;
 
+		if (jobs[i]->fault)
+			continue;
 		if (tier_host_slot_state(m->host, jobs[i]->host_slot) ==
 		    TIER_SLOT_FILLING)
 			dst = tier_host_slot_addr(m->host, jobs[i]->host_slot);
-		ios[i] = (struct tier_nvme_io){
+		ios[k++] = (struct tier_nvme_io){
 			.hash = jobs[i]->hash,
 			.slot = jobs[i]->nvme_slot,
 			.buf = dst,
 			.headroom = true,
 		};
 	}
-	(void)tier_nvme_read_batch(m->nvme, ios, n);
+	if (k)
+		(void)tier_nvme_read_batch(m->nvme, ios, k);
+	k = 0;
 	for (unsigned int i = 0; i < n; i++) {
 		struct migrate_job *job = jobs[i];
-		int r = ios[i].buf ? ios[i].result : -EBUSY;
+		struct tier_nvme_io *io;
+		int r;
 
-		if (!r && job->length && ios[i].length != job->length)
+		if (job->fault) {
+			job->result = -EIO;
+			continue;
+		}
+		io = &ios[k++];
+		r = io->buf ? io->result : -EBUSY;
+		if (!r && job->length && io->length != job->length)
 			r = -EIO;
 		if (!r) {
-			job->length = ios[i].length;
-			job->layout_id = ios[i].layout_id;
+			job->length = io->length;
+			job->layout_id = io->layout_id;
 			r = tier_host_publish(m->host, job->host_slot,
 					      job->hash, job->length);
 		}
@@ -454,6 +554,7 @@ static void *worker(void *arg)
 				m->queue_tail = NULL;
 			job->next = NULL;
 			job->start_ns = now_ns();
+			job->fault = m->nfaults && fault_take(m, job);
 			set_state(job, MIGRATE_RUNNING);
 			batch[n++] = job;
 		} while (uses_nvme(batch[0]->kind) && m->queue_head &&
@@ -526,6 +627,9 @@ int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 	m->nvme_batch = cfg->nvme_batch ? cfg->nvme_batch : 8;
 	m->restore_delay_us = cfg->restore_delay_us;
 	m->demote_delay_us = cfg->demote_delay_us;
+	m->nfaults = cfg->nfaults < MIGRATE_FAULTS_MAX ? cfg->nfaults :
+							 MIGRATE_FAULTS_MAX;
+	memcpy(m->faults, cfg->faults, sizeof(m->faults));
 	if (m->nvme_batch > 64)
 		m->nvme_batch = 64;
 	pthread_mutex_init(&m->map_lock, NULL);

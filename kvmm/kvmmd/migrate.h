@@ -79,6 +79,30 @@ enum migrate_evict_state {
 };
 
 const char *migrate_kind_string(enum migrate_kind kind);
+
+/*
+ * Tests only (kvmmd: KVMMD_TEST_MIGRATE_FAIL, Documentation/tiers.md): the
+ * nth job of a kind a worker takes (1 for the first, counted from
+ * migrate_open(); a job cancelled before it ran is not counted) ends
+ * FAILED with -EIO where that kind's copy would have failed (the GPU copy,
+ * the NVMe write or read), copying nothing; the rest of the job's path
+ * (freeing a destination host slot, the reap) runs as for a real error.
+ */
+#define MIGRATE_FAULTS_MAX 8
+
+struct migrate_fault {
+	enum migrate_kind kind;
+	uint64_t nth; /* >= 1 */
+};
+
+/*
+ * Parse "KIND:N[,KIND:N...]" (KIND: gpu-host, host-nvme, nvme-host,
+ * host-gpu, nvme-gpu; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
+ * f[] and *n.  -EINVAL with a message in err (errlen bytes) for anything
+ * else, an empty string included.
+ */
+int migrate_fault_parse(const char *spec, struct migrate_fault *f,
+			unsigned int *n, char *err, size_t errlen);
 const char *migrate_state_string(enum migrate_state state);
 const char *migrate_evict_state_string(enum migrate_evict_state state);
 
@@ -105,6 +129,7 @@ struct migrate_job {
 	bool revokes_posted;
 	/* engine internal */
 	struct migrate_job *next;
+	bool fault; /* tests: fails with -EIO, nothing copied */
 	unsigned int npages;
 	struct migrate_page pages[];
 };
@@ -130,6 +155,9 @@ struct migrate_config {
 	 * production. */
 	uint32_t restore_delay_us;
 	uint32_t demote_delay_us;
+	/* Tests only: jobs made to fail (see migrate_fault_parse()). */
+	struct migrate_fault faults[MIGRATE_FAULTS_MAX];
+	unsigned int nfaults;
 };
 
 struct migrate_path_stats {
