@@ -12,7 +12,10 @@
  *   - a GPU->host copy fails (block 1 of content 0): migrations_failed 1,
  *     the host tier's drops 1, cached = 8 + 3 - 1, an open of content 0
  *     stops before block 1 (a miss, not wrong bytes), blocks 2-7 open
- *     byte-identical, new content is served;
+ *     byte-identical, new content is served; the same with the copies
+ *     slowed and an open waiting for them: a busy miss at block 1; a
+ *     failed copy of a block the policy moved on to NVMe meanwhile: an
+ *     NVMe drop;
  *   - a host->NVMe write fails (block 0): the NVMe tier's drops 1, the
  *     block is gone (its host copy was freed with it), the rest intact;
  *   - a host->GPU or NVMe->GPU restore fails (block 1): a plain open's
@@ -213,6 +216,63 @@ static void gpu_host(void)
 	open_from(env.d.sock, 2, 0, 3);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
+	t_assert_eq(drops(&ts), 1);
+	cr_stop(&env);
+}
+
+/* An open waits for content 0's blocks 0-2 being demoted (each copy 400
+ * ms) and block 1's copy fails meanwhile: the prefix ends before it, at
+ * a block dropped while the open waited for its move (a busy miss). */
+static void gpu_host_waited(void)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct cr_env env;
+
+	setenv("KVMMD_TEST_DEMOTE_DELAY_MS", "400", 1);
+	start(&env, "gpu-host:2", 0, false);
+	unsetenv("KVMMD_TEST_DEMOTE_DELAY_MS");
+	publish(env.d.sock, 0, CR_NB);
+	publish(env.d.sock, 1, 3); /* replies while the copies run */
+	open_from(env.d.sock, 0, 0, 1);
+	check_clean(&env, &ts, 0, 0);
+	say("GPU->host copy failed while an open waited", &ts);
+	t_assert_eq(ts.busy_misses, 1);
+	t_assert_eq(ts.migrations_failed, 1);
+	t_assert_eq(ts.tiers[1].drops, 1);
+	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cached(&ts), CR_NB + 3 - 1);
+	open_from(env.d.sock, 0, 2, CR_NB - 2);
+	check_clean(&env, &ts, 0, 0);
+	t_assert_eq(ts.migrations_failed, 1);
+	t_assert_eq(drops(&ts), 1);
+	cr_stop(&env);
+}
+
+/* Content 0's block 0's copy to host (slowed to 300 ms) fails after the
+ * policy moved the block on to NVMe (host full): an NVMe drop. */
+static void gpu_host_then_nvme(void)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct cr_env env;
+
+	setenv("KVMMD_TEST_DEMOTE_DELAY_MS", "300", 1);
+	start(&env, "gpu-host:1", 0, false);
+	unsetenv("KVMMD_TEST_DEMOTE_DELAY_MS");
+	publish(env.d.sock, 0, CR_NB);
+	publish(env.d.sock, 1, 7); /* blocks 0-6 down, 0 on to NVMe */
+	check_clean(&env, &ts, 0, 0);
+	say("GPU->host copy failed, block moved on to NVMe", &ts);
+	t_assert_eq(ts.migrations_failed, 1);
+	t_assert_eq(ts.tiers[1].demotions_in, 7);
+	t_assert_eq(ts.tiers[2].demotions_in, 1);
+	t_assert_eq(ts.tiers[2].drops, 1); /* where the last move put it */
+	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cached(&ts), CR_NB + 7 - 1);
+	t_assert_eq(ts.tiers[1].used_blocks, 6);
+	t_assert_eq(ts.tiers[2].used_blocks, 0);
+	open_from(env.d.sock, 0, 0, 0);
+	open_from(env.d.sock, 0, 1, CR_NB - 1);
+	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(drops(&ts), 1);
 	cr_stop(&env);
 }
@@ -459,6 +519,8 @@ int main(void)
 {
 	bad_knobs();
 	gpu_host();
+	gpu_host_waited();
+	gpu_host_then_nvme();
 	host_nvme();
 	restore_fails(1, false);
 	restore_fails(1, true);
