@@ -35,17 +35,6 @@
 #define EARLY (KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_EARLY)
 #define NVME_SLOTS 40
 
-static uint64_t cached(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].used_blocks + ts->tiers[1].used_blocks +
-	       ts->tiers[2].used_blocks;
-}
-
-static uint64_t drops(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].drops + ts->tiers[1].drops + ts->tiers[2].drops;
-}
-
 /* kvmmd with the knob set to spec; restores delayed delay_ms; --restore-mode
  * reload when reload (early opens need actions). */
 static void start(struct cr_env *env, const char *spec, int delay_ms,
@@ -203,8 +192,8 @@ static void gpu_host(void)
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(ts.tiers[1].demotions_in, 3);
 	t_assert_eq(ts.tiers[1].drops, 1); /* counted where the move put it */
-	t_assert_eq(drops(&ts), 1);
-	t_assert_eq(cached(&ts), CR_NB + 3 - 1);
+	t_assert_eq(cr_drops(&ts), 1);
+	t_assert_eq(cr_cached(&ts), CR_NB + 3 - 1);
 	t_assert_eq(ts.tiers[0].used_blocks, 8);
 	t_assert_eq(ts.tiers[1].used_blocks, 2);
 	/* block 1 is a miss: the prefix is block 0; the rest is intact */
@@ -216,7 +205,7 @@ static void gpu_host(void)
 	open_from(env.d.sock, 2, 0, 3);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
-	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);
 }
 
@@ -239,12 +228,12 @@ static void gpu_host_waited(void)
 	t_assert_eq(ts.busy_misses, 1);
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(ts.tiers[1].drops, 1);
-	t_assert_eq(drops(&ts), 1);
-	t_assert_eq(cached(&ts), CR_NB + 3 - 1);
+	t_assert_eq(cr_drops(&ts), 1);
+	t_assert_eq(cr_cached(&ts), CR_NB + 3 - 1);
 	open_from(env.d.sock, 0, 2, CR_NB - 2);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
-	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);
 }
 
@@ -266,14 +255,14 @@ static void gpu_host_then_nvme(void)
 	t_assert_eq(ts.tiers[1].demotions_in, 7);
 	t_assert_eq(ts.tiers[2].demotions_in, 1);
 	t_assert_eq(ts.tiers[2].drops, 1); /* where the last move put it */
-	t_assert_eq(drops(&ts), 1);
-	t_assert_eq(cached(&ts), CR_NB + 7 - 1);
+	t_assert_eq(cr_drops(&ts), 1);
+	t_assert_eq(cr_cached(&ts), CR_NB + 7 - 1);
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
 	t_assert_eq(ts.tiers[2].used_blocks, 0);
 	open_from(env.d.sock, 0, 0, 0);
 	open_from(env.d.sock, 0, 1, CR_NB - 1);
 	check_clean(&env, &ts, 0, 0);
-	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);
 }
 
@@ -291,15 +280,15 @@ static void host_nvme(void)
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(ts.tiers[2].demotions_in, 1);
 	t_assert_eq(ts.tiers[2].drops, 1);
-	t_assert_eq(drops(&ts), 1);
-	t_assert_eq(cached(&ts), CR_NB + 7 - 1);
+	t_assert_eq(cr_drops(&ts), 1);
+	t_assert_eq(cr_cached(&ts), CR_NB + 7 - 1);
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
 	t_assert_eq(ts.tiers[2].used_blocks, 0);
 	open_from(env.d.sock, 0, 0, 0); /* block 0: a miss */
 	open_from(env.d.sock, 0, 1, CR_NB - 1);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
-	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);
 }
 
@@ -373,7 +362,7 @@ static void restore_fails(int tier, bool early)
 	publish(env.d.sock, 0, CR_NB);
 	publish(env.d.sock, 1, nb1);
 	check_clean(&env, &ts0, 0, 0);
-	t_assert_eq(drops(&ts0), 0);
+	t_assert_eq(cr_drops(&ts0), 0);
 	t_assert_eq(ts0.tiers[2].used_blocks, tier == 2 ? 2 : 0);
 	if (!early) {
 		/* the prefix ends at block 1; block 0 and those after 1
@@ -447,8 +436,8 @@ static void restore_fails(int tier, bool early)
 	}
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(ts.checksum_failures, 0);
-	t_assert_eq(drops(&ts), 0);
-	t_assert_eq(cached(&ts), cached(&ts0)); /* nothing lost */
+	t_assert_eq(cr_drops(&ts), 0);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0)); /* nothing lost */
 	t_assert_eq(ts.tiers[0].promotions_out + ts.tiers[1].promotions_out +
 			    ts.tiers[2].promotions_out -
 			    ts0.tiers[0].promotions_out -
@@ -459,8 +448,8 @@ static void restore_fails(int tier, bool early)
 	open_from(env.d.sock, 0, 0, CR_NB);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
-	t_assert_eq(drops(&ts), 0);
-	t_assert_eq(cached(&ts), cached(&ts0));
+	t_assert_eq(cr_drops(&ts), 0);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0));
 	cr_stop(&env);
 }
 
@@ -493,8 +482,8 @@ static void held(void)
 	t_assert_eq(ts.held_copies, 1);
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(ts.tiers[1].drops, 1);
-	t_assert_eq(drops(&ts), 1);
-	t_assert_eq(cached(&ts), CR_NB);
+	t_assert_eq(cr_drops(&ts), 1);
+	t_assert_eq(cr_cached(&ts), CR_NB);
 	cc_check(&c, pages, CR_NB + 1, 200); /* the holder's: untouched */
 	/* block 8 is no longer cached: published again, copied again (this
 	 * copy works) */
@@ -504,14 +493,14 @@ static void held(void)
 	check_clean(&env, &ts, CC_PPB, 1);
 	t_assert_eq(ts.held_copies, 2);
 	t_assert_eq(ts.migrations_failed, 1);
-	t_assert_eq(cached(&ts), CR_NB + 1);
+	t_assert_eq(cr_cached(&ts), CR_NB + 1);
 	cc_check(&c, pages, CR_NB + 1, 200);
 	cc_seq_close(&c, seq, pages, (CR_NB + 1) * CC_PPB);
 	cc_disconnect(&c);
 	check_clean(&env, &ts, 0, 0);
 	open_from(env.d.sock, 0, 0, CR_NB); /* 8 of the 9 asked: whole */
 	check_clean(&env, &ts, 0, 0);
-	t_assert_eq(drops(&ts), 1);
+	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);
 }
 

@@ -130,17 +130,6 @@ static int wait_ready(struct cc *c, uint32_t seq, uint32_t upto, uint32_t flags,
 	return 0;
 }
 
-static uint64_t cached(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].used_blocks + ts->tiers[1].used_blocks +
-	       ts->tiers[2].used_blocks;
-}
-
-static uint64_t drops(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].drops + ts->tiers[1].drops + ts->tiers[2].drops;
-}
-
 /* The early counters and the hits went up from a to b by exactly this. */
 static void early_delta(const struct kvmm_tier_stats_reply *a,
 			const struct kvmm_tier_stats_reply *b, uint64_t opens,
@@ -299,7 +288,7 @@ int main(void)
 	t_assert_eq(ts0.tiers[0].used_blocks, 8);
 	t_assert_eq(ts0.tiers[1].used_blocks, 6);
 	t_assert_eq(ts0.tiers[2].used_blocks, NCONTENT * CR_NB - 14);
-	t_assert_eq(drops(&ts0), 0);
+	t_assert_eq(cr_drops(&ts0), 0);
 
 	cc_connect(&c, env.d.sock);
 	cc_region(&c);
@@ -384,8 +373,8 @@ int main(void)
 	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out +
 			    ts.restores_cancelled - ts0.restores_cancelled,
 		    CR_NB);
-	t_assert_eq(cached(&ts), cached(&ts0));
-	t_assert_eq(drops(&ts), 0);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0));
+	t_assert_eq(cr_drops(&ts), 0);
 	/* handed out, but let go of before they landed: no hit */
 	early_delta(&ts0, &ts, 1, CR_NB, 0, 0, 0);
 
@@ -458,8 +447,8 @@ int main(void)
 	       (unsigned long long)(ts.restores_cancelled -
 				    ts0.restores_cancelled));
 	t_assert(ts.restores_cancelled > ts0.restores_cancelled);
-	t_assert_eq(cached(&ts), cached(&ts0));
-	t_assert_eq(drops(&ts), 0);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0));
+	t_assert_eq(cr_drops(&ts), 0);
 
 	/* 5. two early opens of one content: the first takes the reloads'
 	 * pages, the second waits for them (a failed reload's pages are one
@@ -546,8 +535,8 @@ int main(void)
 	t_assert_eq(ts.tiers[2].promotions_out - ts0.tiers[2].promotions_out +
 			    ts.restores_cancelled - ts0.restores_cancelled,
 		    CR_NB);
-	t_assert_eq(cached(&ts), cached(&ts0));
-	t_assert_eq(drops(&ts), 0);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0));
+	t_assert_eq(cr_drops(&ts), 0);
 	cr_check_content(env.d.sock, 4);
 
 	/* 8. shutdown with an early open loading and its client waiting */

@@ -31,17 +31,6 @@
 
 #define DELAY_MS 400
 
-static uint64_t cached(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].used_blocks + ts->tiers[1].used_blocks +
-	       ts->tiers[2].used_blocks;
-}
-
-static uint64_t drops(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].drops + ts->tiers[1].drops + ts->tiers[2].drops;
-}
-
 /* Stop kvmmd's loop thread (its main thread) alone: its migration
  * workers go on.  Skips when ptrace is not permitted here. */
 static void freeze_loop(struct cr_env *env)
@@ -115,12 +104,12 @@ int main(void)
 	/* nothing lost: every block cached somewhere, none dropped */
 	cc_settled_stats(env.d.sock, &ts);
 	printf("after the batch: %llu + 1 blocks cached before, %llu now, %llu slot waits\n",
-	       (unsigned long long)cached(&ts0),
-	       (unsigned long long)cached(&ts),
+	       (unsigned long long)cr_cached(&ts0),
+	       (unsigned long long)cr_cached(&ts),
 	       (unsigned long long)(ts.slot_waits - ts0.slot_waits));
-	t_assert_eq(drops(&ts), 0);
+	t_assert_eq(cr_drops(&ts), 0);
 	t_assert_eq(ts.migrations_failed, 0);
-	t_assert_eq(cached(&ts), cached(&ts0) + 1);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0) + 1);
 	t_assert(ts.slot_waits > ts0.slot_waits);
 	t_ok(td_status(&env.d, &st));
 	t_assert_eq(st.demotions_queued, 0);

@@ -52,17 +52,6 @@ static pid_t doomed_opener(const char *sock, int k)
 	return p;
 }
 
-static uint64_t cached(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].used_blocks + ts->tiers[1].used_blocks +
-	       ts->tiers[2].used_blocks;
-}
-
-static uint64_t drops(const struct kvmm_tier_stats_reply *ts)
-{
-	return ts->tiers[0].drops + ts->tiers[1].drops + ts->tiers[2].drops;
-}
-
 int main(void)
 {
 	struct kvmm_tier_stats_reply ts0, ts;
@@ -88,8 +77,8 @@ int main(void)
 
 	cc_settled_stats(env.d.sock, &ts);
 	t_assert_eq(ts.prefix_opens_pending, 0);
-	t_assert_eq(cached(&ts), cached(&ts0));
-	t_assert_eq(drops(&ts), 0);
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0));
+	t_assert_eq(cr_drops(&ts), 0);
 	t_assert_eq(ts.migrations_failed, 0);
 	/* the restores that had started ended in the cache, the others
 	 * were called off (2 staging slots: at most 6 waited for one).
@@ -117,7 +106,7 @@ int main(void)
 	cc_settled_stats(env.d.sock, &ts);
 	t_ok(td_status(&env.d, &st));
 	t_assert_eq(st.pages_allocated, ts.tiers[0].used_blocks * CC_PPB);
-	t_assert_eq(cached(&ts), cached(&ts0));
+	t_assert_eq(cr_cached(&ts), cr_cached(&ts0));
 
 	/* shutdown with an open pending: a clean exit */
 	p = doomed_opener(env.d.sock, 1);

@@ -29,6 +29,18 @@ struct cr_env {
 	char delay[16];
 };
 
+/* Blocks cached over all tiers, and dropped from any. */
+static inline uint64_t cr_cached(const struct kvmm_tier_stats_reply *ts)
+{
+	return ts->tiers[0].used_blocks + ts->tiers[1].used_blocks +
+	       ts->tiers[2].used_blocks;
+}
+
+static inline uint64_t cr_drops(const struct kvmm_tier_stats_reply *ts)
+{
+	return ts->tiers[0].drops + ts->tiers[1].drops + ts->tiers[2].drops;
+}
+
 static inline uint64_t cr_hash(int content, int b)
 {
 	return 0x7100000ull * (content + 1) + b + 1;
