@@ -24,7 +24,13 @@
  *     runs here) that answers HELLO with ABI 1.6 and TIER_STATS with the
  *     1.6 reply (440 bytes, known values): status, status --json and
  *     metrics print the old fields with their values and none of the new
- *     ones (absent, not 0).
+ *     ones (absent, not 0);
+ *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
+ *     two host blocks], restores slowed to 200 ms, the first host->GPU
+ *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
+ *     hole and no block reused after it (both still load); once they
+ *     settled, 1 (the one that landed; the failed one is recomputed, no
+ *     block reused after the hole), as with their hits.
  */
 #include <stddef.h>
 #include <sys/socket.h>
@@ -341,9 +347,71 @@ static void old_daemon_kvmmctl(void)
 	printf("kvmmctl against a 1.6 daemon: the 1.7 fields absent\n");
 }
 
+static void early_after_hole(void)
+{
+	struct kvmm_tier_stats_reply ts0, ts;
+	struct kvmm_region_opts ro = cc_region_opts();
+	struct kvmm_connect_opts co = { .size = sizeof(co) };
+	uint8_t acts[3];
+	struct kvmm_prefix_opts po = { .size = sizeof(po),
+				       .flags = KVMM_PREFIX_OPEN_SEGMENTS |
+						KVMM_PREFIX_OPEN_EARLY,
+				       .actions = acts };
+	uint32_t seq, nb, failed[3], pending = 0;
+	struct kvmm_region *reg;
+	struct kvmm_conn *c;
+	struct cr_env env;
+	uint64_t h[3];
+	struct cc m;
+	int nfailed;
+
+	setenv("KVMMD_TEST_MIGRATE_FAIL", "host-gpu:1", 1);
+	cr_start(&env, 40, 200);
+	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+	cr_fill_tiers(&env, &ts0);
+
+	co.socket_path = env.d.sock;
+	co.name = "tier-stats-grow-early";
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &reg));
+	h[0] = 0x7fff0002ull; /* never cached */
+	h[1] = cr_hash(2, 2); /* content 2's blocks 2.. are on the host */
+	h[2] = cr_hash(2, 3);
+	t_ok(kvmm_seq_open_prefix_opts(reg, h, 3, &seq, &nb, &po));
+	printf("early segmented: %u blocks: %s %s %s\n", nb,
+	       kvmm_block_action_string(acts[0]),
+	       kvmm_block_action_string(acts[1]),
+	       kvmm_block_action_string(acts[2]));
+	t_assert_eq(nb, 3);
+	t_assert_eq(acts[0], KVMM_BLOCK_RECOMPUTE);
+	t_assert_eq(acts[1], KVMM_BLOCK_RELOADED_HOST);
+	t_assert_eq(acts[2], KVMM_BLOCK_RELOADED_HOST);
+	cc_connect(&m, env.d.sock);
+	cc_tier_stats(&m, &ts);
+	cc_disconnect(&m);
+	t_assert_eq(ts.early_reloads - ts0.early_reloads, 2);
+	t_assert_eq(ts.prefix_holes - ts0.prefix_holes, 1);
+	t_assert_eq(ts.prefix_blocks_after_hole - ts0.prefix_blocks_after_hole,
+		    0);
+	nfailed = kvmm_seq_wait_ready(reg, seq, 3, 0, failed, 3, &pending);
+	printf("ready: %d failed (block %u), %u pending\n", nfailed,
+	       nfailed > 0 ? failed[0] : 0, pending);
+	t_assert_eq(nfailed, 1);
+	t_assert_eq(pending, 0);
+	t_ok(kvmm_seq_close(reg, seq));
+	kvmm_disconnect(c);
+	cc_settled_stats(env.d.sock, &ts);
+	t_assert_eq(ts.early_reload_failures - ts0.early_reload_failures, 1);
+	t_assert_eq(ts.tiers[1].hits - ts0.tiers[1].hits, 1);
+	t_assert_eq(ts.prefix_blocks_after_hole - ts0.prefix_blocks_after_hole,
+		    1);
+	cr_stop(&env);
+}
+
 int main(void)
 {
 	plan_recomputes();
+	early_after_hole();
 	old_daemon_kvmmctl();
 	printf("ok\n");
 	return 0;

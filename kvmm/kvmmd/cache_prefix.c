@@ -424,7 +424,9 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			continue;
 		}
 		from_tier[pr->from[b]]++;
-		if (nholes) /* what the segments bought */
+		/* what the segments bought (a block still loading when it
+		 * lands, as its hit) */
+		if (nholes && pr->state[b] != KC_SLOT_WAIT)
 			c->st.prefix_blocks_after_hole++;
 	}
 	c->st.prefix_holes += nholes;

@@ -198,6 +198,15 @@ static bool kc_early_holds(struct kc_pending *pr, struct kd_region *r,
 	return q->gen == pr->gen && q->blocks[i] == blk;
 }
 
+/* Is there a hole (a block in no tier) before block i of pr? */
+static bool kc_after_hole(const struct kc_pending *pr, uint32_t i)
+{
+	for (uint32_t j = 0; j < i; j++)
+		if (pr->from[j] >= POL_TIER_COUNT)
+			return true;
+	return false;
+}
+
 /*
  * Give a restored block (blk) to every pending open waiting for e, or
  * fail their waits (blk NULL).  An early open's sequence holds the pages
@@ -242,6 +251,8 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 					/* handed out loading: a hit now */
 					c->st.tiers[pr->from[i]].hits++;
 					c->st.prefix_blocks_hit++;
+					if (kc_after_hole(pr, i))
+						c->st.prefix_blocks_after_hole++;
 				}
 				e->uses++;
 				if (!taken++) {
