@@ -104,6 +104,8 @@ run again
 ctl status >"$tmp/status.txt" || fail "kvmmctl status"
 ctl status --json >"$tmp/status.json" || fail "kvmmctl status --json"
 ctl metrics >"$tmp/metrics.prom" || fail "kvmmctl metrics"
+"$bin" --kvmm-stats --socket "$sock" >"$tmp/kvmm-stats.json" ||
+	fail "tinylm --kvmm-stats"
 port=$(grep -o 'metrics: serving http://[^ ]*' "$tmp/kvmmd.log" | sed 's/.*:\([0-9]*\)\/metrics$/\1/')
 [ -n "$port" ] || fail "no 'metrics: serving' line"
 
@@ -156,6 +158,9 @@ text = open(d + "/status.txt").read()
 line = "early opens  %d replied while reloading, %d blocks handed out loading, %d reloads failed after the reply\n" % (
     want["early_opens"], want["early_reloads"], want["early_reload_failures"])
 assert line in text, (line, text)
+ks = js("kvmm-stats.json")  # tinylm --kvmm-stats, one JSON line
+for k, v in want.items():
+    assert ks[k] == v, ("tinylm --kvmm-stats", k, ks[k], v)
 http = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).read().decode()
 for src, prom in (("kvmmctl metrics", open(d + "/metrics.prom").read()), ("http", http)):
     for k, v in want.items():

@@ -50,11 +50,24 @@ int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f)
 		",\"hits_host\":%" PRIu64 ",\"hits_nvme\":%" PRIu64
 		",\"demoted_to_host\":%" PRIu64 ",\"demoted_to_nvme\":%" PRIu64
 		",\"restored_host\":%" PRIu64 ",\"restored_nvme\":%" PRIu64
-		",\"dropped\":%" PRIu64 "}\n",
+		",\"dropped\":%" PRIu64,
 		st.publishes, st.duplicates, st.not_cached, st.busy_misses,
 		st.prefix_opens, st.prefix_blocks_asked, st.prefix_blocks_hit,
 		st.misses, st.checksum_failures, g->hits, h->hits, n->hits,
 		h->demotions_in, n->demotions_in, h->promotions_out,
 		n->promotions_out, g->drops + h->drops + n->drops);
+	/* ABI 1.7 and later: what segmented and early opens did (absent
+	 * from an older daemon's reply, so absent here) */
+	if (len >= sizeof(st))
+		fprintf(f,
+			",\"prefix_holes\":%" PRIu64
+			",\"prefix_blocks_after_hole\":%" PRIu64
+			",\"held_copies\":%" PRIu64 ",\"early_opens\":%" PRIu64
+			",\"early_reloads\":%" PRIu64
+			",\"early_reload_failures\":%" PRIu64,
+			st.prefix_holes, st.prefix_blocks_after_hole,
+			st.held_copies, st.early_opens, st.early_reloads,
+			st.early_reload_failures);
+	fputs("}\n", f);
 	return 0;
 }
