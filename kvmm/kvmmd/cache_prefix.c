@@ -356,10 +356,7 @@ static bool kc_early_keep(struct kd_cache *c, struct kc_pending *pr,
 	for (uint32_t i = hit; i < pr->lim; i++)
 		kc_early_unlend(c, pr, i);
 	pr->lim = hit;
-	pr->nwait = 0;
-	for (uint32_t i = 0; i < hit; i++)
-		if (pr->state[i] == KC_SLOT_WAIT)
-			pr->nwait++;
+	pr->nwait = kc_ready_pending(pr, hit);
 	pr->replied = true;
 	return pr->nwait > 0;
 }
@@ -858,7 +855,6 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		kc_pending_finish(c, pr);
 		return 0;
 	}
-
 	/* the reply waits for the restores: kc_settle() sends it */
 	pr->deferred = true;
 	pr->next = c->pending;

@@ -266,6 +266,7 @@ void kc_pending_call_off(struct kd_cache *c, struct kc_pending *pr,
  * answer the SEQ_WAIT_READYs that no longer wait, free the records that
  * have nothing left to say; from kc_settle() */
 void kc_ready_sweep(struct kd_cache *c);
+uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto);
 
 /* cache_park.c */
 void kc_park_run(struct kd_cache *c);

@@ -41,7 +41,7 @@ static struct kc_pending *kc_ready_find(struct kd_cache *c,
 }
 
 /* Blocks below upto still loading. */
-static uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto)
+uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto)
 {
 	uint32_t n = 0;
 

@@ -297,7 +297,6 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	e->rblk = NULL;
 	e->rblk_lent = false;
 	e->restore_cancelled = false;
-
 	if (e->restore_pinned) {
 		e->restore_pinned = false;
 		if (e->in_pol)

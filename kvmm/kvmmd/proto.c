@@ -545,7 +545,6 @@ static int dispatch(struct req *rq)
 	case KVMM_CMD_SEQ_WAIT_READY:
 		return kd_cache_seq_wait_ready(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_SEQ_CLOSE:
-
 		return do_seq_close(rq);
 	case KVMM_CMD_STEP_BEGIN:
 		return do_step(rq, true);

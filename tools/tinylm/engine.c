@@ -344,7 +344,6 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	e->st.prefix_ready_ns += now_ns() - t_open;
 	e->st.prefill_tokens_skipped +=
 		cached - (long)(r.nrecompute + nfailed) * r.tokens_per_block;
-
 	e->st.prefill_tokens += len - cached;
 	ret = step(e, &t, cached, len - cached);
 	if (ret)
