@@ -14,12 +14,6 @@
 # reloads would queue behind the others); the model makes the same plan.
 # Skips (77) without the trace (after the hand trace).   timeout: 150
 set -u
-B=${KVMM_BUILD:-build}
-R=$B/kvmm-replay
-K=$B/kvmmd
-T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
-N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
-[ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
 command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
 # shellcheck source=tests/lib/replay-daemon.sh
 . "$(dirname "$0")/lib/replay-daemon.sh"

@@ -15,15 +15,9 @@
 # its own soft limit; skips (77) there when the hard limit is too low.
 # Skips (77) without the trace.   timeout: 180
 set -u
-B=${KVMM_BUILD:-build}
-R=$B/kvmm-replay
-K=$B/kvmmd
-T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
-N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
-[ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
-[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
 # shellcheck source=tests/lib/replay-daemon.sh
 . "$(dirname "$0")/lib/replay-daemon.sh"
+[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
 
 pair() { # policy gpu host [min-host-hits]
 	local a b

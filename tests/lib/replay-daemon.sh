@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # Sourced by the tests that replay a trace through a real kvmmd
-# (replay-daemon.sh, replay-daemon-msa.sh), after they set K (kvmmd).
-# Sets a fresh $D, removed on exit after the daemon is stopped, and
-# defines:
+# (replay-daemon.sh, replay-daemon-msa.sh).  Sets B (the build), R
+# (kvmm-replay), K (kvmmd), T (the conversation trace, $KVMM_TRACE) and N
+# ($KVMM_REPLAY_DAEMON_REQUESTS, 1500), skips (77) when R or K is not
+# built, sets a fresh $D, removed on exit after the daemon is stopped,
+# and defines:
 #   fail MESSAGE          print it and kvmmd's log tail, exit 1
 #   start POLICY GPU HOST kvmmd on $D/s, host backend, 4 KiB pages (one
 #                         trace block = one kvmm block of BLOCK bytes),
@@ -13,6 +15,12 @@
 #   stop                  stop it, failing on a non-zero exit
 #   strip                 filter a replay's JSON down to what both
 #                         replays count alike
+B=${KVMM_BUILD:-build}
+R=$B/kvmm-replay
+K=$B/kvmmd
+T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
+N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
+[ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
 D=$(mktemp -d /tmp/kvmm-replayd.XXXXXX)
 PID=
 cleanup() {
