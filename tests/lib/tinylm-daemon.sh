@@ -9,6 +9,10 @@
 #                            foreground (log $tmp/kvmmd.log, pid $daemon),
 #                            waiting up to 20 s for its socket
 #   stop_daemon              stop it and wait for it
+#   check_output NAME        the tokens of tinylm's output $tmp/kv-NAME
+#                            must equal $tmp/ref (sorted '^tok' lines of
+#                            the private-memory reference); its last JSON
+#                            line goes to $tmp/json-NAME
 B=${KVMM_BUILD:-build}
 bin=$B/tinylm
 for p in "$bin" "$B/kvmmd" "$@"; do
@@ -45,4 +49,13 @@ start_daemon() {
 		sleep 0.05
 	done
 	[ -S "$sock" ] || fail "kvmmd did not create $sock"
+}
+check_output() {
+	local name=$1
+	grep '^tok' "$tmp/kv-$name" | sort >"$tmp/tok-$name"
+	diff -q "$tmp/ref" "$tmp/tok-$name" >/dev/null || {
+		diff "$tmp/ref" "$tmp/tok-$name" | head
+		fail "$name: output differs from the private-memory reference"
+	}
+	grep '^{' "$tmp/kv-$name" | tail -n 1 >"$tmp/json-$name"
 }
