@@ -1,0 +1,600 @@
+#!/bin/bash
+# The documentation (README.md, Documentation/*.md) against the tree:
+# every name it mentions in `code` or in a link exists, and the values it
+# states about the ABI match the code.
+#   - paths (tests/..., kvmm/..., build/...), bare file names (cache.c),
+#     Markdown links and their #anchors;
+#   - test names (also `make check T=...`), make targets, bench names
+#     (`make bench B=...`);
+#   - command-line options: of a named tool (kvmmd, kvmmctl and its
+#     subcommands, kvmm-replay, kvmm-agentgen, kvmm-calibrate, tinylm,
+#     build/bench/*) against that tool's --help, any other `--option`
+#     against the union of them all (and a short list of other programs'
+#     options: fio, node_exporter);
+#   - C names with a project prefix (kvmm_*, kc_*, pol_*, KVMM_*, DEMO_*,
+#     ...), environment variables, USDT probes (kvmm:NAME) and BPF maps:
+#     in the sources, or (kvmm_* metric names) in `kvmmctl metrics` of a
+#     running kvmmd;
+#   - status fields (cache.NAME, pages.NAME, ...) in `kvmmctl --json
+#     status`; Python names (kvmm.NAME, region.NAME(), ...) in kvmm.py;
+#   - abi.md: the command table against enum kvmm_cmd, every "/* N bytes
+#     */" struct comment against sizeof (a C program built here), the
+#     current ABI version; admin.md's kvmmd option block against kvmmd
+#     --help (each option, each stated default), and every kvmmd option
+#     documented there.
+# It first checks itself: a document of wrong names must fail on each.
+# A name that is deliberately not in the tree (an example, a placeholder)
+# is written so: NAME, PATH, N, <x>, ... are placeholders and skipped.
+set -u
+cd "$(dirname "$0")/.."
+b=${KVMM_BUILD:-build}
+case "$b" in /*) ;; *) b=$PWD/$b ;; esac
+command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+command -v "${CC:-cc}" >/dev/null || { echo "skip: no C compiler"; exit 77; }
+for t in kvmmd kvmmctl kvmm-replay kvmm-agentgen kvmm-calibrate tinylm; do
+	[ -x "$b/$t" ] || { echo "skip: $b/$t not built"; exit 77; }
+done
+d=$(mktemp -d /tmp/kvmm-docnames.XXXXXX)
+pid=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$d"' EXIT
+
+# Every tool's --help, one file each.
+mkdir "$d/help"
+for t in kvmmd kvmmctl kvmm-replay kvmm-agentgen kvmm-calibrate tinylm; do
+	"$b/$t" --help >"$d/help/$t" 2>&1
+	grep -q -- '--' "$d/help/$t" || { echo "FAIL: $t --help lists no option"; exit 1; }
+done
+for t in "$b"/bench/*; do
+	[ -x "$t" ] || continue
+	case $(basename "$t") in # these run their benchmark on any argument
+	ipc | probes | restore-overlap | policy) : >"$d/help/bench-$(basename "$t")"; continue ;;
+	esac
+	timeout 10 "$t" --help >"$d/help/bench-$(basename "$t")" 2>&1
+done
+
+# A live kvmmd with every tier, for the metric and status names.
+"$b/kvmmd" --foreground --backend host --telemetry off --socket "$d/s" \
+	--host-mem 1M --nvme-path "$d/nvme" --nvme-size 16M 2>"$d/kvmmd.log" &
+pid=$!
+for _ in $(seq 200); do [ -S "$d/s" ] && break; sleep 0.05; done
+"$b/kvmmctl" --socket "$d/s" --json status >"$d/status.json" &&
+	"$b/kvmmctl" --socket "$d/s" metrics >"$d/metrics.txt" ||
+	{ echo "FAIL: kvmmctl against kvmmd"; cat "$d/kvmmd.log"; exit 1; }
+kill $pid && wait $pid
+pid=
+
+# sizeof every struct of the wire ABI.
+{
+	echo '#include <stdio.h>'
+	echo '#include "kvmm/uapi.h"'
+	echo 'int main(void) {'
+	grep -o '^struct kvmm_[a-z0-9_]* {' kvmm/include/kvmm/uapi.h |
+		awk '{ printf "\tprintf(\"%s %%zu\\n\", sizeof(struct %s));\n", $2, $2 }'
+	echo '	return 0; }'
+} >"$d/sizes.c"
+"${CC:-cc}" -Ikvmm/include -o "$d/sizes" "$d/sizes.c" && "$d/sizes" >"$d/sizes.txt" ||
+	{ echo "FAIL: cannot build the sizeof program"; exit 1; }
+
+python3 - "$d" "$b" <<'PY'
+import glob, json, os, re, subprocess, sys
+
+tmp, build = sys.argv[1], sys.argv[2]
+DOCS = ["README.md"] + sorted(glob.glob("Documentation/*.md"))
+
+# ---- what the tree has --------------------------------------------------
+tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True,
+                         check=True).stdout.split()
+tracked = [f for f in tracked if os.path.exists(f)]
+untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"],
+                           capture_output=True, text=True).stdout.split()
+files = sorted(set(tracked) | set(untracked))
+dirs = {os.path.dirname(f) for f in files}
+for f in list(dirs):
+    while f:
+        f = os.path.dirname(f)
+        dirs.add(f)
+basenames = {os.path.basename(f) for f in files}
+sources = [f for f in files if not f.startswith("Documentation/")
+           and f != "README.md" and f != "tests/doc-names.sh"
+           and not f.endswith((".png", ".svg", ".jsonl"))]
+words = set()
+for f in sources + [os.path.join(build, "config.h")]:
+    try:
+        with open(f, errors="replace") as fh:
+            words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", fh.read()))
+    except OSError:
+        pass
+
+tests = {os.path.basename(f)[:-2] for f in files
+         if re.fullmatch(r"tests/[^/]+\.c", f)}
+tests |= {os.path.basename(f)[:-3] for f in files
+          if re.fullmatch(r"tests/[^/]+\.sh", f)} - {"run"}
+benches = {os.path.basename(f)[:-2] for f in files
+           if re.fullmatch(r"bench/[^/]+\.c", f)}
+benches |= {os.path.basename(f)[:-3] for f in files
+            if re.fullmatch(r"bench/[^/]+\.sh", f)} - {"run"}
+
+make_targets = set()
+for mk in ["Makefile"] + glob.glob("*/build.mk"):
+    for line in open(mk):
+        m = re.match(r"^([A-Za-z][\w. -]*?)\s*:(?!=)", line)
+        if m:
+            make_targets.update(m.group(1).split())
+        if line.startswith(".PHONY:"):
+            make_targets.update(line.split()[1:])
+
+def opts(text):
+    return set(re.findall(r"(?<![\w-])--[A-Za-z][\w.-]*[\w]", text))
+
+helps = {}
+for f in glob.glob(os.path.join(tmp, "help", "*")):
+    name = os.path.basename(f)
+    text = open(f).read()
+    if name.startswith("bench-"):
+        src = "bench/%s.c" % name[6:]
+        # a benchmark without --help: its options are its sources' strings
+        text += open(src).read() if os.path.exists(src) else ""
+    tool_dir = "tools/%s" % name
+    for src in glob.glob(tool_dir + "/*.c") if os.path.isdir(tool_dir) else []:
+        text += "\n".join(re.findall(r'"(--[\w.-]+)', open(src).read()))
+    helps[name] = opts(text)
+for s in glob.glob("bench/*.sh"):
+    helps["bench-" + os.path.basename(s)[:-3]] = opts(open(s).read())
+helps["kvmmctl-calibrate"] = helps["kvmm-calibrate"]
+for src in glob.glob("tools/kvmmctl/cmd_*.c"):  # kvmmctl SUBCOMMAND --option
+    sub = os.path.basename(src)[4:-2].replace("_", "-")
+    helps.setdefault("kvmmctl-" + sub, set()).update(
+        re.findall(r'"(--[\w.-]+)', open(src).read()))
+all_opts = set().union(*helps.values())
+# Other programs' options the docs quote (fio, node_exporter, bpftool).
+FOREIGN_OPTS = {"--collector.textfile.directory", "--registerfiles",
+                "--mem", "--rw", "--bs", "--iodepth", "--direct",
+                "--ioengine", "--filename", "--size", "--name"}
+# Files of other projects the docs name (CUDA headers, llama2.c's run.c).
+FOREIGN_FILES = {"cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_bf16.h",
+                 "cuda_fp16.h", "run.c", "prometheus.yml"}
+# Names the docs mention as removed or as living on an experiment branch
+# only, each said so where it is mentioned; each must still be mentioned.
+HISTORICAL = {
+    "freq_sketch.[ch]": "policy.md: the old asym's sketch, removed",
+    "AFT_MODE": "policy.md: branch aft-exp", "AFT_RUN": "branch aft-exp",
+    "AFT_LEAF": "branch aft-exp", "AFT_SCAN": "branch aft-exp",
+    "ASYM_TIME": "policy.md: branch clock-exp", "ASYM_DUMP": "branch clock-exp",
+    "ASYM_PROTECT_UPPER": "branch clock-exp", "ASYM_PROTECT_CLOCK": "branch clock-exp",
+}
+kvmmctl_cmds = set(re.findall(r"^  ([a-z-]+) ", open(os.path.join(
+    tmp, "help", "kvmmctl")).read(), re.M))
+
+metrics = set()
+for line in open(os.path.join(tmp, "metrics.txt")):
+    m = re.match(r"^(?:# (?:HELP|TYPE) )?([a-z_:][a-z0-9_:]*)", line)
+    if m:
+        metrics.add(m.group(1))
+
+status_keys = set()
+def flatten(prefix, v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            p = prefix + "." + k if prefix else k
+            status_keys.add(p)
+            flatten(p, x)
+flatten("", json.load(open(os.path.join(tmp, "status.json"))))
+for k in list(status_keys):  # cache.tiers.T.NAME stands for every tier
+    status_keys.add(re.sub(r"\.tiers\.(gpu|host|nvme)\b", ".tiers.T", k))
+# Present only with telemetry on or in other JSON documents (kvmm-replay
+# --json, tinylm's counters): checked by the source words instead.
+STATUS_HEADS = ("cache.", "pages.", "revocations.")
+
+py = open("kvmm/python/kvmm.py").read()
+py_names = set(re.findall(r"^\s*(?:def|class)\s+(\w+)", py, re.M))
+py_names |= set(re.findall(r"^\s*(\w+)\s*=", py, re.M))
+py_names |= set(re.findall(r"self\.(\w+)\s*=", py))
+
+probes = set(re.findall(r"\bKVMM_PROBE\w*\(\s*(\w+)", open("ebpf/probes.h").read()))
+probes |= set(re.findall(r"usdt/[^\"]*:kvmm:(\w+)", open("ebpf/kvmm.bpf.c").read()))
+
+# ---- the checks ---------------------------------------------------------
+PLACEHOLDER = re.compile(r"\b(NAME|PATH|PATTERN|FILE|N|M|X|Y|MAJ|MIN|PID|PORT|"
+                         r"HOST|SIZE|KIND|ADDR|SOCKET|PROFILE|BUILD|LIBDIR|"
+                         r"PREFIX|DESTDIR|SYSCONFDIR)\b|<[^>]*>|\.\.\.")
+PREFIXES = r"(?:kvmm|kvmmd|kc|kd|pol|migrate|msa|vmm|kern|kr|tel|inproc|cc|cs|vt|cf|tier_nvme|tier_host|sd)_"
+CAPS = r"(?:KVMM|KVMMD|DEMO|ASYM|AFT|VMM|POL|TEL|HAVE|KD|CACHE|SCAN|LIBKVMM)_"
+TOOLS = {"kvmmd", "kvmmctl", "kvmm-replay", "kvmm-agentgen", "kvmm-calibrate", "tinylm"}
+TEST_RE = re.compile(r"(?:cache|daemon|ebpf|hash|kernels|kvmmctl|metrics|policy|"
+                     r"python|replay|tier|tinylm|vmm|code|doc)-[a-z0-9][a-z0-9-]*")
+PATH_RE = re.compile(r"(?:\$KVMM_SRC/|\./)?((?:\.ci|Documentation|bench|ebpf|kernels|"
+                     r"kvmm|tests|tools|vmm|build)/[\w.*\[\]/<>-]*)")
+
+errors = []
+counts = {}
+
+def bad(where, what):
+    errors.append("%s: %s" % (where, what))
+
+def count(kind):
+    counts[kind] = counts.get(kind, 0) + 1
+
+def exists_path(p):
+    if p.endswith("/"):
+        p = p[:-1]
+    if "[" in p or "*" in p:
+        rx = re.compile(re.escape(p).replace(r"\*", "[^/]*")
+                        .replace(r"\[ch\]", "[ch]").replace(r"\[", "[").replace(r"\]", "]"))
+        return any(rx.fullmatch(f) for f in files) or any(rx.fullmatch(x) for x in dirs)
+    return p in files or p in dirs
+
+def check_build_path(where, p):
+    p = p.rstrip("/")
+    q = re.sub(r"NAME|PATTERN", "*", p)
+    q = re.sub(r"^build/?", "", q)
+    if q in ("", "asan", "test-logs") or q.startswith("test-logs/"):
+        return
+    count("build path")
+    hits = glob.glob(os.path.join(build, q))
+    if not hits:
+        bad(where, "`%s` is not built (no %s)" % (p, os.path.join(build, q)))
+
+def check_path(where, p):
+    p = p.rstrip(".,:;)")
+    if p.startswith("build/"):
+        return check_build_path(where, p)
+    p = re.sub(r"NAME|PATTERN", "*", p)
+    if "<" in p or "..." in p:
+        return
+    p = os.path.normpath(p) + ("/" if p.endswith("/") else "")
+    if p.startswith("build/") or p == "build":
+        return check_build_path(where, p)
+    count("path")
+    if re.fullmatch(r"tests/[\w-]+", p) and p[6:] in tests:
+        return
+    if p in HISTORICAL:
+        return
+    if not exists_path(p):
+        bad(where, "`%s` does not exist" % p)
+
+def check_test(where, t):
+    count("test")
+    if t not in tests:
+        bad(where, "`%s` is not a test (tests/%s.c or .sh)" % (t, t))
+
+def check_option(where, tool, o):
+    o = o.split("=")[0]
+    count("option")
+    if tool is not None:
+        known = helps.get(tool, set())
+        if tool.startswith("kvmmctl"):  # kvmmctl takes these anywhere
+            known = known | {"--socket", "--json", "--version"}
+        if o not in known and o not in ("--help",):
+            bad(where, "`%s` is not an option of %s (its --help)" % (o, tool))
+    elif o not in all_opts and o not in FOREIGN_OPTS:
+        bad(where, "`%s` is not an option of any tool" % o)
+
+def check_ident(where, w):
+    if w.endswith("_") or re.search(r"_(NAME|N|T|X)$|_NAME_", w):
+        return
+    count("name")
+    if w in HISTORICAL:
+        return
+    if w in words or w in metrics or w in py_names:
+        return
+    bad(where, "`%s` is not in the sources (nor a metric)" % w)
+
+def tool_of(word):
+    w = os.path.basename(word)
+    if w in TOOLS:
+        return w
+    if word.startswith("build/bench/") or word.startswith("bench/"):
+        return "bench-" + re.sub(r"\.sh$", "", w)
+    return None
+
+def check_command(where, words_):
+    """A shell command: make, a tool, or a build/ program."""
+    if not words_:
+        return
+    while words_ and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words_[0]):
+        check_ident(where, words_[0].split("=")[0]) if re.match(CAPS, words_[0]) else None
+        words_ = words_[1:]
+    if words_ and words_[0] == "sudo":
+        words_ = words_[1:]
+    if not words_:
+        return
+    head = words_[0]
+    if head == "make":
+        skip = False
+        for w in words_[1:]:
+            if skip:
+                skip = False
+                continue
+            if w in ("-C", "-f"):
+                skip = True
+                continue
+            if w.startswith("-") or PLACEHOLDER.search(w):
+                continue
+            if w.startswith("T="):
+                count("test pattern")
+                if not any(w[2:] in t for t in tests):
+                    bad(where, "`make check %s` runs no test" % w)
+            elif w.startswith("B="):
+                count("bench pattern")
+                if not any(w[2:] in x for x in benches):
+                    bad(where, "`make bench %s` runs no benchmark" % w)
+            elif "=" in w:
+                continue
+            elif w.startswith("build/"):
+                check_build_path(where, w)
+            else:
+                count("make target")
+                if w not in make_targets:
+                    bad(where, "`make %s`: no such target" % w)
+        return
+    tool = tool_of(head)
+    if tool is None:
+        return
+    if head.startswith(("build/", "bench/")):
+        check_path(where, head)
+    rest = words_[1:]
+    if tool == "kvmmctl":
+        i = 0
+        while i < len(rest) and rest[i].startswith("-"):
+            if rest[i] not in ("--json",):
+                check_option(where, "kvmmctl", rest[i])
+            i += 1 + (rest[i] == "--socket")
+        if i < len(rest) and not PLACEHOLDER.search(rest[i]) and re.fullmatch(r"[a-z-]+", rest[i]):
+            count("kvmmctl command")
+            if rest[i] not in kvmmctl_cmds:
+                bad(where, "`kvmmctl %s`: no such command" % rest[i])
+            else:
+                tool = "kvmmctl-" + rest[i]
+        rest = rest[i + 1:]
+    for w in rest:
+        if re.fullmatch(r"--[A-Za-z][\w.-]*(=\S*)?", w):
+            check_option(where, tool, w)
+        elif re.fullmatch(r"\[--[A-Za-z][\w.-]*", w):
+            check_option(where, tool, w[1:])
+
+def check_span(where, s):
+    s = s.strip()
+    if not s:
+        return
+    # commands, split at && ; |
+    for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", s):
+        ws = part.split()
+        if ws and (ws[0] in ("make", "sudo") or tool_of(ws[0]) or
+                   re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", ws[0])):
+            check_command(where, ws)
+    ws = s.split()
+    # options quoted alone: `--foo`, `--foo N`, `--foo a|b`
+    if ws and re.fullmatch(r"--[A-Za-z][\w.-]*(=\S*)?", ws[0]) and tool_of(ws[0]) is None:
+        for w in ws:
+            if re.fullmatch(r"--[A-Za-z][\w.-]*(=\S*)?", w):
+                check_option(where, None, w)
+    for w in ws:
+        w2 = w.strip(".,;:()\"'")
+        m = PATH_RE.fullmatch(w2)
+        if m and "/" in w2 and not w2.startswith("build/bench/NAME") :
+            check_path(where, m.group(1))
+        elif re.fullmatch(r"[\w.-]+\.(?:c|h|cu|cuh|sh|py|mk|map|profile|md|\[ch\])", w2):
+            count("file name")
+            if w2 in FOREIGN_FILES or w2 in HISTORICAL:
+                continue
+            rx = re.compile(re.escape(w2).replace(r"\[ch\]", "[ch]"))
+            if not any(rx.fullmatch(x) for x in basenames):
+                bad(where, "`%s`: no such file in the tree" % w2)
+    if len(ws) == 1 and TEST_RE.fullmatch(s) and s not in benches:
+        check_test(where, s)
+    # project identifiers anywhere in the span
+    for w in re.findall(r"(?<![\w./$-])[A-Za-z_][A-Za-z0-9_]*(?!\w|\.(?:c|h|cu|sh|py|so|md|\[ch\])\b)", re.sub(r"\[[^\]]*\]", " ", s)):
+        if re.match(PREFIXES, w) or re.match(CAPS, w):
+            check_ident(where, w)
+    for part in re.findall(r"\[(_\w+)\]", s):  # kvmm_seq_open[_prefix]
+        base = re.match(r"(\w+)\[", s[:s.index("[" + part)] + "[")
+        if base:
+            check_ident(where, base.group(1) + part)
+    for w in re.findall(r"(?<![\w$])\$\{?([A-Z][A-Z0-9_]*)", s):
+        count("variable")
+        if w not in words and w not in ("PATH", "PWD", "HOME"):
+            bad(where, "`$%s`: no such variable in the sources" % w)
+    # status --json fields
+    for w in re.findall(r"(?<![\w.])((?:cache|pages|revocations)\.[a-z_.]+[a-z_])", s):
+        count("status field")
+        if w not in status_keys:
+            bad(where, "`%s` is not a field of `kvmmctl --json status`" % w)
+    # Python names
+    for obj, attr in re.findall(r"(?<![\w.])(kvmm|conn|region|seq)\.(\w+)", s):
+        if obj == "kvmm" and w2.endswith((".py", ".h", ".so", ".c")):
+            continue
+        if attr in ("sock", "py", "h", "c", "so", "pc", "md", "conf", "service"):
+            continue
+        count("python name")
+        if attr not in py_names:
+            bad(where, "`%s.%s`: not in kvmm/python/kvmm.py" % (obj, attr))
+    for p in re.findall(r"\bkvmm:(\w+)", s):
+        count("probe")
+        if p not in probes:
+            bad(where, "`kvmm:%s`: no such USDT probe" % p)
+
+def slug(h):
+    h = re.sub(r"[`*_]", lambda m: "_" if m.group(0) == "_" else "", h.strip().lower())
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+anchors = {}
+def anchors_of(path):
+    if path not in anchors:
+        seen = {}
+        out = set()
+        fence = False
+        for line in open(path):
+            if line.startswith("```"):
+                fence = not fence
+            m = re.match(r"^#+\s+(.*)", line)
+            if m and not fence:
+                s = slug(m.group(1))
+                n = seen.get(s, 0)
+                seen[s] = n + 1
+                out.add(s if n == 0 else "%s-%d" % (s, n))
+        anchors[path] = out
+    return anchors[path]
+
+def check_link(where, doc, target):
+    if re.match(r"[a-z]+:", target):
+        return
+    path, _, frag = target.partition("#")
+    full = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+    count("link")
+    if not os.path.exists(full):
+        bad(where, "link to `%s`: no such file" % target)
+    elif frag and full.endswith(".md") and frag not in anchors_of(full):
+        bad(where, "link to `%s`: no such heading in %s" % (target, full))
+
+def check_doc(doc, text):
+    fence = None
+    for n, line in enumerate(text.split("\n"), 1):
+        where = "%s:%d" % (doc, n)
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+            continue
+        if fence is not None:
+            if fence in ("sh", "") :
+                code = line.split("#")[0] if fence == "sh" else line
+                for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", code):
+                    check_command(where, part.split())
+                for p in re.findall(r"(?<![\w/])((?:\.ci|bench|ebpf|kernels|kvmm|tests|tools|vmm|build)/[\w./*-]+)", code):
+                    if fence == "sh":
+                        check_path(where, p)
+            continue
+        for s in re.findall(r"``?([^`]+)``?", line):
+            check_span(where, s)
+        for t in re.findall(r"\]\(([^)\s]+)\)", line):
+            check_link(where, doc, t)
+
+# ---- values -------------------------------------------------------------
+uapi = open("kvmm/include/kvmm/uapi.h").read()
+sizes = dict(l.split() for l in open(os.path.join(tmp, "sizes.txt")))
+cmds = {m[0]: int(m[1], 16) for m in re.findall(r"KVMM_CMD_(\w+)\s*=\s*(0x[0-9a-fA-F]+)", uapi)}
+abi = "%s.%s" % (re.search(r"KVMM_ABI_MAJOR (\d+)", uapi).group(1),
+                 re.search(r"KVMM_ABI_MINOR (\d+)", uapi).group(1))
+
+def check_abi(doc, text):
+    lines = text.split("\n")
+    cur = None
+    for n, line in enumerate(lines, 1):
+        where = "%s:%d" % (doc, n)
+        m = re.match(r"^\| (0x[0-9a-f]{2}) \| ([A-Z_]+) \|", line)
+        if m:
+            count("command number")
+            if cmds.get(m.group(2)) != int(m.group(1), 16):
+                bad(where, "command %s is %s in uapi.h, not %s" % (
+                    m.group(2), hex(cmds[m.group(2)]) if m.group(2) in cmds else "absent",
+                    m.group(1)))
+        m = re.search(r"\bstruct (kvmm_\w+) \{", line)
+        if m:
+            cur = m.group(1)
+        m = re.search(r"/\* (\d+) bytes", line)
+        if m and cur:
+            count("struct size")
+            if sizes.get(cur) != m.group(1):
+                bad(where, "struct %s is %s bytes, not %s" % (cur, sizes.get(cur), m.group(1)))
+        if line.strip().startswith("}") or line.strip().endswith("};") or "};" in line:
+            if not re.search(r"/\* (\d+) bytes", line):
+                pass
+            cur = None if "};" in line and not re.search(r"/\* \d+ bytes", line) else cur
+        if m and "};" in line:
+            cur = None
+    for n, line in enumerate(lines, 1):
+        for v in re.findall(r"\bABI (\d+\.\d+)", line):
+            count("ABI version")
+            if tuple(map(int, v.split("."))) > tuple(map(int, abi.split("."))):
+                bad("%s:%d" % (doc, n), "ABI %s is newer than uapi.h's %s" % (v, abi))
+
+def check_admin(doc, text):
+    m = re.search(r"```\nkvmmd \[OPTIONS\]\n(.*?)```", text, re.S)
+    if not m:
+        bad(doc, "no kvmmd option block (```kvmmd [OPTIONS]```)")
+        return
+    block = m.group(1)
+    khelp = open(os.path.join(tmp, "help", "kvmmd")).read()
+    entries = re.split(r"\n(?=  --)", "\n" + block)
+    documented = set()
+    for e in entries:
+        mo = re.match(r"\s*(--[\w-]+)", e)
+        if not mo:
+            continue
+        o = mo.group(1)
+        documented.add(o)
+        count("kvmmd option")
+        if o not in helps["kvmmd"]:
+            bad(doc, "kvmmd option block: `%s` not in kvmmd --help" % o)
+            continue
+        hm = re.search(r"^  %s\b(.*?)(?=^  --|^SIZE|\Z)" % re.escape(o), khelp, re.S | re.M)
+        hd = re.search(r"\((?:default )?([^()]*?)\)", hm.group(1)) if hm else None
+        dd = re.search(r"\(default ([^;),]*)", e.replace("\n", " "))
+        if dd and hd:
+            count("kvmmd default")
+            hv, dv = hd.group(1).split(",")[0].strip(), dd.group(1).strip()
+            norm = lambda x: re.sub(r"\s+", " ", x.split(":")[0]).strip()
+            if norm(hv) not in norm(dv) and norm(dv) not in norm(hv):
+                bad(doc, "kvmmd %s: default `%s` here, `%s` in --help" % (o, dv, hv))
+    for o in sorted(helps["kvmmd"] - documented - {"--help", "--version"}):
+        count("kvmmd option documented")
+        if not any(re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(o), open(x).read())
+                   for x in DOCS):
+            bad(doc, "kvmmd %s is not documented" % o)
+
+def run_all(texts):
+    for doc, text in texts:
+        check_doc(doc, text)
+        if doc.endswith("abi.md"):
+            check_abi(doc, text)
+        if doc.endswith("admin.md"):
+            check_admin(doc, text)
+
+# ---- self-check: each wrong name must be reported -----------------------
+NEGATIVE = [
+    "`tests/no-such-test.c`", "`make check T=no-such-test`", "`vmm-no-such-test`",
+    "`kvmmd --no-such-option`", "`--no-such-option N`", "`kvmm_no_such_function()`",
+    "`KVMM_NO_SUCH_FLAG`", "`kvmm_no_such_series_total`", "`cache.no_such_field`",
+    "`region.no_such_method()`", "`kvmmctl no-such-command`", "`make no-such-target`",
+    "`build/no-such-program`", "`no_such_file.c`", "[x](no-such.md)",
+    "[x](admin.md#no-such-heading)", "`kvmm:no_such_probe`", "`$KVMM_NO_SUCH_VAR`",
+    "`kvmm-replay --no-such-flag`", "`make bench B=no-such-bench`",
+    "`kvmmctl calibrate --no-such-flag`",
+]
+POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
+            "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
+            "[x](admin.md#kvmmd)", "`kvmm-replay --msa`", "`build/kvmmctl`"]
+for i, t in enumerate(NEGATIVE):
+    errors.clear()
+    check_doc("Documentation/self-check.md", t)
+    if not errors:
+        print("FAIL: self-check: %s was not reported" % t)
+        sys.exit(1)
+for t in POSITIVE:
+    errors.clear()
+    check_doc("Documentation/self-check.md", t)
+    if errors:
+        print("FAIL: self-check: %s was reported: %s" % (t, errors))
+        sys.exit(1)
+errors.clear()
+counts.clear()
+
+texts = [(d, open(d).read()) for d in DOCS]
+run_all(texts)
+for h in HISTORICAL:
+    if not any(h in t for _, t in texts):
+        bad("tests/doc-names.sh", "HISTORICAL lists `%s`, which no document names" % h)
+for e in errors:
+    print(e)
+# A kind that matched nothing means the parsing broke, not that all is well.
+for kind in ("path", "build path", "test", "test pattern", "option", "name",
+             "make target", "kvmmctl command", "status field", "python name",
+             "link", "command number", "struct size", "kvmmd option",
+             "kvmmd default", "file name", "variable"):
+    if not counts.get(kind):
+        bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
+print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
+if errors:
+    print("FAIL: %d wrong names or values in the documentation" % len(errors))
+    sys.exit(1)
+print("ok: every name and value checked is true")
+PY
