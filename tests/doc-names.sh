@@ -26,7 +26,7 @@
 # A name that is deliberately not in the tree (an example, a placeholder)
 # is written so: NAME, PATH, N, <x>, ... are placeholders and skipped.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 b=${KVMM_BUILD:-build}
 case "$b" in /*) ;; *) b=$PWD/$b ;; esac
 command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
