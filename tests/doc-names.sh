@@ -475,6 +475,43 @@ cmds = {m[0]: int(m[1], 16) for m in re.findall(r"KVMM_CMD_(\w+)\s*=\s*(0x[0-9a-
 abi = "%s.%s" % (re.search(r"KVMM_ABI_MAJOR (\d+)", uapi).group(1),
                  re.search(r"KVMM_ABI_MINOR (\d+)", uapi).group(1))
 
+def fields_of(body):
+    """Field names of a struct body, C ("u32 a, b; u64 c[2];") or a bare
+    list ("size, flags, ...")."""
+    body = re.sub(r"/\*.*?\*/|//[^\n]*", " ", body, flags=re.S)
+    names = []
+    for decl in body.split(";"):
+        for i, part in enumerate(decl.split(",")):
+            part = re.sub(r"\[[^\]]*\]", "", part).strip()
+            if not part:
+                continue
+            m = re.search(r"([A-Za-z_]\w*)\s*$", part)
+            if m:
+                names.append(m.group(1))
+    return names
+
+c_structs = {}
+for hdr in ("kvmm/include/kvmm/uapi.h", "kvmm/include/kvmm/kvmm.h"):
+    for name, body in re.findall(r"^struct (kvmm_\w+) \{(.*?)^\};", open(hdr).read(), re.S | re.M):
+        c_structs[name] = fields_of(body)
+
+def check_struct_fields(doc, text):
+    """Every `struct kvmm_X { fields }` the docs spell out has the fields
+    of the header's, in its order."""
+    flat = re.sub(r"`", " ", text)
+    for m in re.finditer(r"struct (kvmm_\w+) \{([^{}]*)\}", flat):
+        name = m.group(1)
+        line = text.count("\n", 0, m.start()) + 1
+        where = "%s:%d" % (doc, line)
+        count("struct fields")
+        if name not in c_structs:
+            bad(where, "struct %s is in neither uapi.h nor kvmm.h" % name)
+            continue
+        got = fields_of(m.group(2))
+        if got != c_structs[name]:
+            bad(where, "struct %s fields %s, the header has %s" % (
+                name, " ".join(got), " ".join(c_structs[name])))
+
 def check_abi(doc, text):
     lines = text.split("\n")
     cur = None
@@ -541,13 +578,40 @@ def check_admin(doc, text):
                    for x in DOCS):
             bad(doc, "kvmmd %s is not documented" % o)
 
+families = {}
+for line in open(os.path.join(tmp, "metrics.txt")):
+    m = re.match(r"^# TYPE (\S+) (\S+)", line)
+    if m:
+        families[m.group(1)] = m.group(2)
+
+def check_metric_table(doc, text):
+    """admin.md's table lists every family `kvmmctl metrics` prints, with
+    its type; a row of a family absent here (telemetry-only) must at
+    least be named in the sources."""
+    rows = {}
+    for n, line in enumerate(text.split("\n"), 1):
+        m = re.match(r"^\| `(kvmm_\w+)[^`]*` \| (\w+) \|", line)
+        if m:
+            rows[m.group(1)] = (n, m.group(2))
+    for f, t in sorted(families.items()):
+        count("metric family")
+        if f not in rows:
+            bad(doc, "metric %s (%s) is not in the metrics table" % (f, t))
+        elif rows[f][1] != t:
+            bad("%s:%d" % (doc, rows[f][0]), "metric %s is a %s, not a %s" % (f, t, rows[f][1]))
+    for f, (n, t) in sorted(rows.items()):
+        if f not in families and f not in words:
+            bad("%s:%d" % (doc, n), "metric %s: no such family" % f)
+
 def run_all(texts):
     for doc, text in texts:
         check_doc(doc, text)
+        check_struct_fields(doc, text)
         if doc.endswith("abi.md"):
             check_abi(doc, text)
         if doc.endswith("admin.md"):
             check_admin(doc, text)
+            check_metric_table(doc, text)
 
 # ---- self-check: each wrong name must be reported -----------------------
 NEGATIVE = [
@@ -559,6 +623,7 @@ NEGATIVE = [
     "[x](admin.md#no-such-heading)", "`kvmm:no_such_probe`", "`$KVMM_NO_SUCH_VAR`",
     "`kvmm-replay --no-such-flag`", "`make bench B=no-such-bench`",
     "`kvmmctl calibrate --no-such-flag`",
+    "`struct kvmm_block_unpin { u32 size, flags; u64 hash, extra; }`",
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
@@ -566,12 +631,14 @@ POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
 for i, t in enumerate(NEGATIVE):
     errors.clear()
     check_doc("Documentation/self-check.md", t)
+    check_struct_fields("Documentation/self-check.md", t)
     if not errors:
         print("FAIL: self-check: %s was not reported" % t)
         sys.exit(1)
 for t in POSITIVE:
     errors.clear()
     check_doc("Documentation/self-check.md", t)
+    check_struct_fields("Documentation/self-check.md", t)
     if errors:
         print("FAIL: self-check: %s was reported: %s" % (t, errors))
         sys.exit(1)
@@ -589,7 +656,8 @@ for e in errors:
 for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "make target", "kvmmctl command", "status field", "python name",
              "link", "command number", "struct size", "kvmmd option",
-             "kvmmd default", "file name", "variable"):
+             "kvmmd default", "file name", "variable", "struct fields",
+             "metric family"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
 print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
