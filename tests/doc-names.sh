@@ -22,6 +22,9 @@
 #     current ABI version; admin.md's kvmmd option block against kvmmd
 #     --help (each option, each stated default), and every kvmmd option
 #     documented there.
+#   - README.md's fresh-machine set-up is exactly `make demo`, `make check`;
+#     telemetry.md's probe tables name the probes of ebpf/probes.h with
+#     the argument sizes of the binaries' USDT notes.
 # It first checks itself: a document of wrong names must fail on each.
 # A name that is deliberately not in the tree (an example, a placeholder)
 # is written so: NAME, PATH, N, <x>, ... are placeholders and skipped.
@@ -74,6 +77,13 @@ pid=
 } >"$d/sizes.c"
 "${CC:-cc}" -Ikvmm/include -o "$d/sizes" "$d/sizes.c" && "$d/sizes" >"$d/sizes.txt" ||
 	{ echo "FAIL: cannot build the sizeof program"; exit 1; }
+
+# The USDT probes in the binaries: "NAME SIZE SIZE ..." per probe site.
+readelf -n "$b/libkvmm.so.1" "$b/kvmmd" "$b/tinylm" 2>/dev/null |
+	awk '/Provider: kvmm/ { p = 1; next }
+	     p && /Name:/ { name = $2; next }
+	     p && /Arguments:/ { line = name; for (i = 2; i <= NF; i++) { split($i, a, "@"); sub("-", "", a[1]); line = line " " a[1] }; print line; p = 0 }' |
+	sort -u >"$d/probes.txt"
 
 python3 - "$d" "$b" <<'PY'
 import glob, json, os, re, subprocess, sys
@@ -190,8 +200,14 @@ py_names = set(re.findall(r"^\s*(?:def|class)\s+(\w+)", py, re.M))
 py_names |= set(re.findall(r"^\s*(\w+)\s*=", py, re.M))
 py_names |= set(re.findall(r"self\.(\w+)\s*=", py))
 
-probes = set(re.findall(r"\bKVMM_PROBE\w*\(\s*(\w+)", open("ebpf/probes.h").read()))
-probes |= set(re.findall(r"usdt/[^\"]*:kvmm:(\w+)", open("ebpf/kvmm.bpf.c").read()))
+probes = set(re.findall(r"\bKVMM_PROBE_SEMAPHORE\((\w+)\)", open("ebpf/probes.h").read()))
+probe_args = {}  # name -> set of argument-size tuples, from the binaries' notes
+for line in open(os.path.join(tmp, "probes.txt")):
+    w = line.split()
+    probe_args.setdefault(w[0], set()).add(tuple(int(x) for x in w[1:]))
+if not probe_args:
+    print("note: no kvmm USDT notes in the binaries (HAVE_SDT=0?): "
+          "probe names checked against ebpf/probes.h, argument sizes not")
 
 # ---- the checks ---------------------------------------------------------
 PLACEHOLDER = re.compile(r"\b(NAME|PATH|PATTERN|FILE|N|M|X|Y|MAJ|MIN|PID|PORT|"
@@ -603,12 +619,60 @@ def check_metric_table(doc, text):
         if f not in families and f not in words:
             bad("%s:%d" % (doc, n), "metric %s: no such family" % f)
 
+SIZES = {"u64": 8, "s64": 8, "u32": 4, "s32": 4, "u16": 2, "u8": 1}
+
+def check_probe_tables(doc, text):
+    """telemetry.md's probe tables: each probe exists (a semaphore in
+    ebpf/probes.h, a note in the binaries) and its arguments have the
+    sizes the notes say."""
+    in_table = False
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.startswith("|"):
+            in_table = False
+            continue
+        if re.match(r"^\|\s*probe\s*\|", line):
+            in_table = True
+            continue
+        m = re.match(r"^\| ((?:`\w+`(?:, )?)+)\s*\| (.*)\|\s*$", line)
+        if not in_table or not m:
+            continue
+        names = re.findall(r"`(\w+)`", m.group(1))
+        where = "%s:%d" % (doc, n)
+        for x in names:
+            count("probe")
+            if x not in probes:
+                bad(where, "`%s`: no such probe in ebpf/probes.h" % x)
+            elif probe_args and x not in probe_args:
+                bad(where, "probe `%s` is in no binary's USDT notes" % x)
+        args = re.match(r"`([^`]*)`", m.group(2).strip())
+        if len(names) == 1 and args and names[0] in probe_args:
+            sizes = []
+            for a in re.sub(r"\([^)]*\)", "", args.group(1)).split(","):
+                a = a.strip()
+                sizes.append(8 if "*" in a else SIZES.get(a.split()[0], 0))
+            count("probe arguments")
+            if tuple(sizes) not in probe_args[names[0]]:
+                bad(where, "probe `%s` takes arguments of %s bytes, not %s" % (
+                    names[0], sorted(probe_args[names[0]]), sizes))
+
+def check_readme_setup(doc, text):
+    """README.md sets a fresh machine up with exactly two commands."""
+    m = re.search(r"^## Set up on a fresh machine.*?\n```sh\n(.*?)```", text, re.S | re.M)
+    cmds = [l.split("#")[0].strip() for l in m.group(1).split("\n")] if m else []
+    count("set-up command")
+    if [c for c in cmds if c] != ["make demo", "make check"]:
+        bad(doc, "the fresh-machine set-up is not exactly `make demo`, `make check`: %s" % cmds)
+
 def run_all(texts):
     for doc, text in texts:
         check_doc(doc, text)
         check_struct_fields(doc, text)
+        if doc == "README.md":
+            check_readme_setup(doc, text)
         if doc.endswith("abi.md"):
             check_abi(doc, text)
+        if doc.endswith("telemetry.md"):
+            check_probe_tables(doc, text)
         if doc.endswith("admin.md"):
             check_admin(doc, text)
             check_metric_table(doc, text)
@@ -624,6 +688,8 @@ NEGATIVE = [
     "`kvmm-replay --no-such-flag`", "`make bench B=no-such-bench`",
     "`kvmmctl calibrate --no-such-flag`",
     "`struct kvmm_block_unpin { u32 size, flags; u64 hash, extra; }`",
+    "| probe | arguments |\n|---|---|\n| `evict` | `u64 hash, u64 tier, u64 bytes` |",
+    "| probe | arguments |\n|---|---|\n| `no_such_probe` | `u64 hash` |",
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
@@ -632,6 +698,7 @@ for i, t in enumerate(NEGATIVE):
     errors.clear()
     check_doc("Documentation/self-check.md", t)
     check_struct_fields("Documentation/self-check.md", t)
+    check_probe_tables("Documentation/self-check.md", t)
     if not errors:
         print("FAIL: self-check: %s was not reported" % t)
         sys.exit(1)
@@ -657,7 +724,7 @@ for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "make target", "kvmmctl command", "status field", "python name",
              "link", "command number", "struct size", "kvmmd option",
              "kvmmd default", "file name", "variable", "struct fields",
-             "metric family"):
+             "metric family", "probe", "probe arguments", "set-up command"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
 print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
