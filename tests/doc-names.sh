@@ -55,9 +55,12 @@ for t in "$b"/bench/*; do
 	timeout 10 "$t" --help >"$d/help/bench-$(basename "$t")" 2>&1
 done
 
-# A live kvmmd with every tier, for the metric and status names.
+# A live kvmmd with every tier it was built with, for the metric and
+# status names (the NVMe tier needs liburing).
+nvme=()
+grep -q '^#define HAVE_LIBURING 1' "$b/config.h" && nvme=(--nvme-path "$d/nvme" --nvme-size 16M)
 "$b/kvmmd" --foreground --backend host --telemetry off --socket "$d/s" \
-	--host-mem 1M --nvme-path "$d/nvme" --nvme-size 16M 2>"$d/kvmmd.log" &
+	--host-mem 1M "${nvme[@]}" 2>"$d/kvmmd.log" &
 pid=$!
 for _ in $(seq 200); do [ -S "$d/s" ] && break; sleep 0.05; done
 "$b/kvmmctl" --socket "$d/s" --json status >"$d/status.json" &&
