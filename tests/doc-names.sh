@@ -202,6 +202,7 @@ py = open("kvmm/python/kvmm.py").read()
 py_names = set(re.findall(r"^\s*(?:def|class)\s+(\w+)", py, re.M))
 py_names |= set(re.findall(r"^\s*(\w+)\s*=", py, re.M))
 py_names |= set(re.findall(r"self\.(\w+)\s*=", py))
+py_words = set(re.findall(r"\w+", py))
 
 probes = set(re.findall(r"\bKVMM_PROBE_SEMAPHORE\((\w+)\)", open("ebpf/probes.h").read()))
 probe_args = {}  # name -> set of argument-size tuples, from the binaries' notes
@@ -427,6 +428,11 @@ def check_span(where, s):
         count("python name")
         if attr not in py_names:
             bad(where, "`%s.%s`: not in kvmm/python/kvmm.py" % (obj, attr))
+    for call in re.findall(r"(?<![\w.])(?:kvmm|conn|region|seq)\.\w+\(([^()]*)\)", s):
+        for kw in re.findall(r"(\w+)=", call):  # keyword arguments
+            count("python name")
+            if kw not in py_words:
+                bad(where, "`%s=`: no such parameter in kvmm/python/kvmm.py" % kw)
     for p in re.findall(r"\bkvmm:(\w+)", s):
         count("probe")
         if p not in probes:
@@ -693,6 +699,7 @@ NEGATIVE = [
     "`struct kvmm_block_unpin { u32 size, flags; u64 hash, extra; }`",
     "| probe | arguments |\n|---|---|\n| `evict` | `u64 hash, u64 tier, u64 bytes` |",
     "| probe | arguments |\n|---|---|\n| `no_such_probe` | `u64 hash` |",
+    "`region.open_prefix(hashes, no_such_kw=True)`",
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
