@@ -472,6 +472,19 @@ def check_link(where, doc, target):
     elif frag and full.endswith(".md") and frag not in anchors_of(full):
         bad(where, "link to `%s`: no such heading in %s" % (target, full))
 
+def check_section_refs(doc, text):
+    """`other.md, "Title"` names a section: a heading or a paragraph of
+    other.md starts with Title."""
+    for m in re.finditer(r"([\w-]+\.md)(?:\]\([^)]*\))?, \"([^\"]+)\"", text):
+        target = os.path.join(os.path.dirname(doc), m.group(1))
+        where = "%s:%d" % (doc, text.count("\n", 0, m.start()) + 1)
+        count("section reference")
+        if not os.path.exists(target):
+            bad(where, "%s: no such document" % m.group(1))
+        elif not re.search(r"^(?:#+ |\*\*)?%s" % r"\s+".join(map(re.escape, m.group(2).split())),
+                           open(target).read(), re.M):
+            bad(where, "%s has no section \"%s\"" % (m.group(1), m.group(2)))
+
 def check_doc(doc, text):
     fence = None
     for n, line in enumerate(text.split("\n"), 1):
@@ -676,6 +689,7 @@ def run_all(texts):
     for doc, text in texts:
         check_doc(doc, text)
         check_struct_fields(doc, text)
+        check_section_refs(doc, text)
         if doc == "README.md":
             check_readme_setup(doc, text)
         if doc.endswith("abi.md"):
@@ -700,6 +714,7 @@ NEGATIVE = [
     "| probe | arguments |\n|---|---|\n| `evict` | `u64 hash, u64 tier, u64 bytes` |",
     "| probe | arguments |\n|---|---|\n| `no_such_probe` | `u64 hash` |",
     "`region.open_prefix(hashes, no_such_kw=True)`",
+    'see [tiers.md](tiers.md), "No such section"',
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
@@ -708,6 +723,7 @@ for i, t in enumerate(NEGATIVE):
     errors.clear()
     check_doc("Documentation/self-check.md", t)
     check_struct_fields("Documentation/self-check.md", t)
+    check_section_refs("Documentation/self-check.md", t)
     check_probe_tables("Documentation/self-check.md", t)
     if not errors:
         print("FAIL: self-check: %s was not reported" % t)
@@ -716,6 +732,7 @@ for t in POSITIVE:
     errors.clear()
     check_doc("Documentation/self-check.md", t)
     check_struct_fields("Documentation/self-check.md", t)
+    check_section_refs("Documentation/self-check.md", t)
     if errors:
         print("FAIL: self-check: %s was reported: %s" % (t, errors))
         sys.exit(1)
@@ -734,7 +751,8 @@ for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "make target", "kvmmctl command", "status field", "python name",
              "link", "command number", "struct size", "kvmmd option",
              "kvmmd default", "file name", "variable", "struct fields",
-             "metric family", "probe", "probe arguments", "set-up command"):
+             "metric family", "probe", "probe arguments", "set-up command",
+             "section reference"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
 print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
