@@ -485,6 +485,20 @@ def check_section_refs(doc, text):
                            open(target).read(), re.M):
             bad(where, "%s has no section \"%s\"" % (m.group(1), m.group(2)))
 
+def check_tables(doc, text):
+    """A table row after a blank line starts a table, so a header and a
+    |---| line must follow; else a blank line broke a table in two."""
+    lines = text.split("\n")
+    fence = False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fence = not fence
+        if fence or not line.startswith("|") or (i and lines[i - 1].strip()):
+            continue
+        count("table")
+        if i + 1 >= len(lines) or not re.fullmatch(r"\|[-:| ]+\|", lines[i + 1].strip()):
+            bad("%s:%d" % (doc, i + 1), "a table row without a header: a blank line broke the table")
+
 def check_doc(doc, text):
     fence = None
     for n, line in enumerate(text.split("\n"), 1):
@@ -690,6 +704,7 @@ def run_all(texts):
         check_doc(doc, text)
         check_struct_fields(doc, text)
         check_section_refs(doc, text)
+        check_tables(doc, text)
         if doc == "README.md":
             check_readme_setup(doc, text)
         if doc.endswith("abi.md"):
@@ -715,6 +730,7 @@ NEGATIVE = [
     "| probe | arguments |\n|---|---|\n| `no_such_probe` | `u64 hash` |",
     "`region.open_prefix(hashes, no_such_kw=True)`",
     'see [tiers.md](tiers.md), "No such section"',
+    "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |",
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
@@ -724,6 +740,7 @@ for i, t in enumerate(NEGATIVE):
     check_doc("Documentation/self-check.md", t)
     check_struct_fields("Documentation/self-check.md", t)
     check_section_refs("Documentation/self-check.md", t)
+    check_tables("Documentation/self-check.md", t)
     check_probe_tables("Documentation/self-check.md", t)
     if not errors:
         print("FAIL: self-check: %s was not reported" % t)
@@ -733,6 +750,7 @@ for t in POSITIVE:
     check_doc("Documentation/self-check.md", t)
     check_struct_fields("Documentation/self-check.md", t)
     check_section_refs("Documentation/self-check.md", t)
+    check_tables("Documentation/self-check.md", t)
     if errors:
         print("FAIL: self-check: %s was reported: %s" % (t, errors))
         sys.exit(1)
@@ -752,7 +770,7 @@ for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "link", "command number", "struct size", "kvmmd option",
              "kvmmd default", "file name", "variable", "struct fields",
              "metric family", "probe", "probe arguments", "set-up command",
-             "section reference"):
+             "section reference", "table"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
 print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
