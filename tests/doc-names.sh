@@ -590,6 +590,10 @@ def check_abi(doc, text):
             cur = None if "};" in line and not re.search(r"/\* \d+ bytes", line) else cur
         if m and "};" in line:
             cur = None
+    m = re.search(r"It describes ABI (\d+\.\d+)", text)
+    count("ABI version")
+    if not m or m.group(1) != abi:
+        bad(doc, "does not say it describes ABI %s (uapi.h's version)" % abi)
     for n, line in enumerate(lines, 1):
         for v in re.findall(r"\bABI (\d+\.\d+)", line):
             count("ABI version")
