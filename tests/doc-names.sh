@@ -159,6 +159,10 @@ for src in glob.glob("tools/kvmmctl/cmd_*.c"):  # kvmmctl SUBCOMMAND --option
     helps.setdefault("kvmmctl-" + sub, set()).update(
         re.findall(r'"(--[\w.-]+)', open(src).read()))
 all_opts = set().union(*helps.values())
+# Options of the test programs and scripts (a test's own knobs).
+for f in files:
+    if f.startswith("tests/") and f.endswith((".c", ".sh", ".py")) and f != "tests/doc-names.sh":
+        all_opts |= set(re.findall(r"(?<![\w-])(--[A-Za-z][\w-]*\w)", open(f, errors="replace").read()))
 # Other programs' options the docs quote (fio, node_exporter, bpftool).
 FOREIGN_OPTS = {"--collector.textfile.directory", "--registerfiles",
                 "--mem", "--rw", "--bs", "--iodepth", "--direct",
@@ -722,7 +726,7 @@ def run_all(texts):
 # ---- self-check: each wrong name must be reported -----------------------
 NEGATIVE = [
     "`tests/no-such-test.c`", "`make check T=no-such-test`", "`vmm-no-such-test`",
-    "`kvmmd --no-such-option`", "`--no-such-option N`", "`kvmm_no_such_function()`",
+    "`kvmmd --no-such-doc-option`", "`--no-such-doc-option N`", "`kvmm_no_such_function()`",
     "`KVMM_NO_SUCH_FLAG`", "`kvmm_no_such_series_total`", "`cache.no_such_field`",
     "`region.no_such_method()`", "`kvmmctl no-such-command`", "`make no-such-target`",
     "`build/no-such-program`", "`no_such_file.c`", "[x](no-such.md)",
