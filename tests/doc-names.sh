@@ -231,6 +231,7 @@ PATH_RE = re.compile(r"(?:\$KVMM_SRC/|\./)?((?:\.ci|Documentation|bench|ebpf|ker
 
 errors = []
 counts = {}
+shared_missing = set()  # ../shared paths not checked: no ../shared here
 
 def bad(where, what):
     errors.append("%s: %s" % (where, what))
@@ -387,6 +388,14 @@ def check_span(where, s):
                    re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", ws[0])):
             check_command(where, ws)
     ws = s.split()
+    for w in ws:  # the shared data next to the tree (traces)
+        m = re.fullmatch(r"(\.\./shared/[\w./-]*[\w/])[.,;:)]*", w)
+        if m:
+            count("shared path")
+            if not os.path.isdir("../shared"):
+                shared_missing.add(m.group(1))
+            elif not os.path.exists(m.group(1)):
+                bad(where, "`%s` does not exist" % m.group(1))
     # options quoted alone: `--foo`, `--foo N`, `--foo a|b`
     if ws and re.fullmatch(r"--[A-Za-z][\w.-]*(=\S*)?", ws[0]) and tool_of(ws[0]) is None:
         for w in ws:
@@ -739,6 +748,7 @@ NEGATIVE = [
     "`region.open_prefix(hashes, no_such_kw=True)`",
     'see [tiers.md](tiers.md), "No such section"',
     "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |",
+    "`../shared/traces/no-such-trace.jsonl`",
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
@@ -770,6 +780,8 @@ run_all(texts)
 for h in HISTORICAL:
     if not any(h in t for _, t in texts):
         bad("tests/doc-names.sh", "HISTORICAL lists `%s`, which no document names" % h)
+if shared_missing:
+    print("note: no ../shared next to the tree: %d paths in it not checked" % len(shared_missing))
 for e in errors:
     print(e)
 # A kind that matched nothing means the parsing broke, not that all is well.
