@@ -1,33 +1,38 @@
 #!/bin/bash
 # The documentation (README.md, Documentation/*.md) against the tree:
 # every name it mentions in `code` or in a link exists, and the values it
-# states about the ABI match the code.
-#   - paths (tests/..., kvmm/..., build/...), bare file names (cache.c),
-#     Markdown links and their #anchors;
+# states about the ABI, the metrics and the probes match the code.
+#   - paths (tests/..., kvmm/..., build/..., ../shared/...), bare file
+#     names (cache.c), Markdown links and their #anchors, quoted section
+#     references (tiers.md, "Title"), tables a blank line broke in two;
 #   - test names (also `make check T=...`), make targets, bench names
 #     (`make bench B=...`);
-#   - command-line options: of a named tool (kvmmd, kvmmctl and its
-#     subcommands, kvmm-replay, kvmm-agentgen, kvmm-calibrate, tinylm,
-#     build/bench/*) against that tool's --help, any other `--option`
-#     against the union of them all (and a short list of other programs'
-#     options: fio, node_exporter);
+#   - command-line options: of a named tool (kvmmd, kvmmctl and each
+#     subcommand, kvmm-replay, kvmm-agentgen, kvmm-calibrate, tinylm,
+#     build/bench/*) against that tool's --help and its own option
+#     strings, any other `--option` against all of them, the tests'
+#     options and a short list of other programs' (fio, node_exporter);
 #   - C names with a project prefix (kvmm_*, kc_*, pol_*, KVMM_*, DEMO_*,
-#     ...), environment variables, USDT probes (kvmm:NAME) and BPF maps:
-#     in the sources, or (kvmm_* metric names) in `kvmmctl metrics` of a
-#     running kvmmd;
-#   - status fields (cache.NAME, pages.NAME, ...) in `kvmmctl --json
-#     status`; Python names (kvmm.NAME, region.NAME(), ...) in kvmm.py;
-#   - abi.md: the command table against enum kvmm_cmd, every "/* N bytes
+#     ...), $VARIABLES and BPF maps in the sources, kvmm_* metric names
+#     in `kvmmctl metrics` of a running kvmmd; status fields (cache.NAME,
+#     pages.NAME, ...) in its `kvmmctl --json status`; Python names and
+#     keyword arguments (kvmm.NAME, region.NAME(x=...)) in kvmm.py;
+#   - struct field lists the docs spell out against uapi.h / kvmm.h;
+#     abi.md: the command table against enum kvmm_cmd, every "/* N bytes
 #     */" struct comment against sizeof (a C program built here), the
-#     current ABI version; admin.md's kvmmd option block against kvmmd
-#     --help (each option, each stated default), and every kvmmd option
-#     documented there.
-#   - README.md's fresh-machine set-up is exactly `make demo`, `make check`;
-#     telemetry.md's probe tables name the probes of ebpf/probes.h with
-#     the argument sizes of the binaries' USDT notes.
-# It first checks itself: a document of wrong names must fail on each.
-# A name that is deliberately not in the tree (an example, a placeholder)
-# is written so: NAME, PATH, N, <x>, ... are placeholders and skipped.
+#     ABI version it says it describes; admin.md: the kvmmd option block
+#     against kvmmd --help (each option, each stated default), every
+#     kvmmd option documented somewhere, the metrics table against the
+#     families `kvmmctl metrics` prints (each one, its type);
+#     telemetry.md: the probe tables against ebpf/probes.h and the
+#     binaries' USDT notes (names, argument sizes); README.md: the
+#     fresh-machine set-up is exactly `make demo`, `make check`.
+# It first checks itself: each of a list of wrong names and values (and
+# a few wrong values put into a copy of admin.md) must be reported, and
+# each kind of check must have found something to check.
+# A name that is deliberately not in the tree is either a placeholder
+# (NAME, PATH, N, <x>, ...: skipped) or listed in HISTORICAL below (gone
+# or on an experiment branch, which the document says).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 b=${KVMM_BUILD:-build}
@@ -577,7 +582,9 @@ def check_struct_fields(doc, text):
             bad(where, "struct %s fields %s, the header has %s" % (
                 name, " ".join(got), " ".join(c_structs[name])))
 
-def check_abi(doc, text):
+def check_abi_tables(doc, text):
+    """The command table against enum kvmm_cmd, "/* N bytes */" after a
+    struct against its sizeof."""
     lines = text.split("\n")
     cur = None
     for n, line in enumerate(lines, 1):
@@ -597,12 +604,12 @@ def check_abi(doc, text):
             count("struct size")
             if sizes.get(cur) != m.group(1):
                 bad(where, "struct %s is %s bytes, not %s" % (cur, sizes.get(cur), m.group(1)))
-        if line.strip().startswith("}") or line.strip().endswith("};") or "};" in line:
-            if not re.search(r"/\* (\d+) bytes", line):
-                pass
-            cur = None if "};" in line and not re.search(r"/\* \d+ bytes", line) else cur
-        if m and "};" in line:
+        if "};" in line:  # the struct ends (its size, if any, was on this line)
             cur = None
+
+def check_abi(doc, text):
+    check_abi_tables(doc, text)
+    lines = text.split("\n")
     m = re.search(r"It describes ABI (\d+\.\d+)", text)
     count("ABI version")
     if not m or m.group(1) != abi:
@@ -743,12 +750,14 @@ NEGATIVE = [
     "`kvmm-replay --no-such-flag`", "`make bench B=no-such-bench`",
     "`kvmmctl calibrate --no-such-flag`",
     "`struct kvmm_block_unpin { u32 size, flags; u64 hash, extra; }`",
+    "```\nstruct kvmm_block_pin_reply { u32 size, tier, pins, pin_quota;\n\tu64 expires_ns; u64 reserved[2]; };  /* 48 bytes */\n```",
     "| probe | arguments |\n|---|---|\n| `evict` | `u64 hash, u64 tier, u64 bytes` |",
     "| probe | arguments |\n|---|---|\n| `no_such_probe` | `u64 hash` |",
     "`region.open_prefix(hashes, no_such_kw=True)`",
     'see [tiers.md](tiers.md), "No such section"',
     "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |",
     "`../shared/traces/no-such-trace.jsonl`",
+    "| cmd | name |\n|---|---|\n| 0x25 | SEQ_WAIT_READY |",
 ]
 POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
@@ -759,6 +768,7 @@ for i, t in enumerate(NEGATIVE):
     check_struct_fields("Documentation/self-check.md", t)
     check_section_refs("Documentation/self-check.md", t)
     check_tables("Documentation/self-check.md", t)
+    check_abi_tables("Documentation/self-check.md", t)
     check_probe_tables("Documentation/self-check.md", t)
     if not errors:
         print("FAIL: self-check: %s was not reported" % t)
@@ -769,8 +779,22 @@ for t in POSITIVE:
     check_struct_fields("Documentation/self-check.md", t)
     check_section_refs("Documentation/self-check.md", t)
     check_tables("Documentation/self-check.md", t)
+    check_abi_tables("Documentation/self-check.md", t)
     if errors:
         print("FAIL: self-check: %s was reported: %s" % (t, errors))
+        sys.exit(1)
+# ... and so must a wrong value in a copy of the real admin.md.
+admin = open("Documentation/admin.md").read()
+for fn, old, new in ((check_admin, "(default 2000)", "(default 2001)"),
+                     (check_metric_table, "| `kvmm_up` | gauge |", "| `kvmm_up` | counter |"),
+                     (check_metric_table, "| `kvmm_pins` | gauge |", "| `kvmm_no_such_pins` | gauge |")):
+    errors.clear()
+    if old not in admin:
+        print("FAIL: self-check: admin.md has no %r to alter" % old)
+        sys.exit(1)
+    fn("Documentation/admin.md", admin.replace(old, new))
+    if not errors:
+        print("FAIL: self-check: admin.md with %r for %r was not reported" % (new, old))
         sys.exit(1)
 errors.clear()
 counts.clear()
