@@ -6,6 +6,10 @@
 #
 #   bench/gpu-check.sh            (KVMM_LIBCUDA=PATH to pick a libcuda)
 #
+# KVMM_GPU_CHECK_PREBUILT=1 skips the build and runs what KVMM_BUILD holds
+# (a machine without the build tools: bench/gpu-bundle.sh makes the
+# directory to carry there).
+#
 # Exit: 0 all passed, 1 a build, test or timing failed, 77 no GPU.
 set -u
 cd "$(dirname "$0")/.."
@@ -14,7 +18,9 @@ log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 echo "== gpu-check: building"
-if ! make -s -j"$(nproc)" >"$log/make" 2>&1; then
+if [ "${KVMM_GPU_CHECK_PREBUILT:-0}" = 1 ]; then
+	echo "prebuilt: $build"
+elif ! make -s -j"$(nproc)" >"$log/make" 2>&1; then
 	tail -30 "$log/make"
 	echo "gpu-check: build failed"
 	exit 1
@@ -43,6 +49,21 @@ if KVMM_FAULT_BACKEND=cuda "$build"/tests/vmm-fault-unwind >"$log/fault" 2>&1; t
 else
 	tail -20 "$log/fault"
 	echo "fault sweep over cuda: FAILED" | tee -a "$log/tests.extra"
+	status=1
+fi
+
+# kvmmd on the cuda backend with clients in other processes: blocks
+# written through cuMemcpy, shared zero-copy, demoted to host and NVMe and
+# restored byte-identical.
+echo "== gpu-check: kvmmd on the cuda backend (cache-backend-roundtrip)"
+KVMM_TEST_BACKEND=cuda KVMM_BUILD=$build tests/run.sh cache-backend-roundtrip |
+	tee "$log/daemon"
+if [ "${PIPESTATUS[0]}" = 0 ]; then
+	echo "kvmmd on cuda: $(grep -h 'roundtrip ok' "$build/test-logs/cache-backend-roundtrip.log")" |
+		tee -a "$log/tests.extra"
+else
+	tail -30 "$build/test-logs/cache-backend-roundtrip.log"
+	echo "kvmmd on cuda: FAILED" | tee -a "$log/tests.extra"
 	status=1
 fi
 

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 120
+ * The whole cache path on the backend the machine has: a real kvmmd on the
+ * cuda backend when a GPU answers (GPU memory, 2 MiB pages), else on the
+ * host backend, with libkvmm clients in separate processes that touch the
+ * blocks only through the backend's copies (cuMemcpy*Async on cuda), as an
+ * engine's kernels would:
+ *   - writer processes fill two blocks per content through the mapped
+ *     K/V ranges and publish them; with 2 cached blocks on the GPU, 8 host
+ *     slots and 7 NVMe slots the older contents go GPU -> host -> NVMe;
+ *   - reader processes open each content by its hashes and read every
+ *     byte back: shared zero-copy from the GPU (the writer's physical
+ *     pages imported into another process), restored from host and from
+ *     NVMe into fresh pages, all byte-identical;
+ *   - with every client gone no page is mapped or quarantined, only the
+ *     cached GPU blocks hold pages, and the daemon stops cleanly.
+ * KVMM_TEST_BACKEND=cuda requires the cuda backend (fails without it;
+ * bench/gpu-check.sh sets it), =host forces the host backend; unset, the
+ * test takes cuda when it opens and host otherwise.  The NVMe part is left
+ * out (said in the output) when $KVMM_NVME_TEST_DIR (default /var/tmp)
+ * does not take O_DIRECT.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+#include "vmm/vmm.h"
+
+#define LAYERS 2
+#define KV_HEADS 8
+#define HEAD_DIM 128
+#define DTYPE 2
+#define TOKEN_BYTES (KV_HEADS * HEAD_DIM * DTYPE) /* per layer, K or V */
+#define NB 2 /* blocks per content */
+#define NCONTENT 5
+#define PPB (2 * LAYERS) /* pages per block */
+
+/* What the children report back (MAP_SHARED, set up before any fork). */
+struct shared {
+	size_t page_size; /* from the probe */
+	int probe_err;
+	uint32_t shared[NCONTENT], host[NCONTENT], nvme[NCONTENT];
+	double open_ms[NCONTENT];
+};
+
+static struct shared *sh;
+static const char *sock;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static uint64_t hash_of(int k, uint32_t b)
+{
+	return 0x6b766d6d00000000ull + (uint64_t)k * 64 + b + 1;
+}
+
+/* The 64-bit word i of content k, block b, page pg (layer pg / 2, K or
+ * V): every word of every page differs from every other's. */
+static uint64_t word(int k, uint32_t b, uint32_t pg, size_t i)
+{
+	uint64_t x = ((uint64_t)k << 56) ^ ((uint64_t)b << 48) ^
+		     ((uint64_t)pg << 40) ^ i;
+
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	return x ^ (x >> 29);
+}
+
+static uint64_t page_va(struct kvmm_region *r, uint32_t seq, uint32_t b,
+			uint32_t pg)
+{
+	uint64_t base = pg & 1 ? kvmm_seq_v_ptr(r, seq, pg / 2) :
+				 kvmm_seq_k_ptr(r, seq, pg / 2);
+
+	return base + (uint64_t)b * sh->page_size;
+}
+
+/* Runs fn(k) in a child process (no CUDA state in the parent, which CUDA
+ * needs for the child to use it); its exit status must be 0. */
+static void in_child(void (*fn)(int), int k)
+{
+	pid_t p = fork();
+	int st;
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		fn(k);
+		_exit(0);
+	}
+	t_assert_eq(waitpid(p, &st, 0), p);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		t_fail("child for content %d: status %#x", k, st);
+}
+
+static void probe_cuda(int unused)
+{
+	struct vmm_config cfg = { .kind = VMM_BACKEND_CUDA };
+	struct vmm_backend *b;
+
+	sh->probe_err = vmm_backend_open(&cfg, &b);
+	if (sh->probe_err)
+		return;
+	sh->page_size = b->page_size;
+	vmm_backend_close(b);
+}
+
+static void open_region(struct kvmm_conn **c, struct kvmm_region **r)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.socket_path = sock,
+					.name = "roundtrip" };
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = LAYERS,
+				       .kv_heads = KV_HEADS,
+				       .head_dim = HEAD_DIM,
+				       .dtype_bytes = DTYPE,
+				       .max_seqs = 4,
+				       .max_tokens = NB * (sh->page_size /
+							   TOKEN_BYTES) };
+
+	t_ok(kvmm_connect(&co, c));
+	t_assert_eq((*c)->page_size, sh->page_size);
+	t_ok(kvmm_region_create(*c, &ro, r));
+	t_assert_eq(kvmm_region_tokens_per_block(*r),
+		    sh->page_size / TOKEN_BYTES);
+}
+
+static void writer(int k)
+{
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	struct vmm_backend *be;
+	uint64_t h[NB], *buf;
+	uint32_t seq, tpb;
+	size_t words = sh->page_size / 8;
+
+	open_region(&c, &r);
+	be = c->backend;
+	tpb = kvmm_region_tokens_per_block(r);
+	t_ok(kvmm_seq_open(r, &seq));
+	t_ok(kvmm_seq_extend(r, seq, NB * tpb));
+	buf = malloc(sh->page_size * PPB);
+	t_assert(buf);
+	/* one host buffer per page: the async copies read it later */
+	for (uint32_t b = 0; b < NB; b++) {
+		for (uint32_t pg = 0; pg < PPB; pg++) {
+			uint64_t *w = buf + (size_t)pg * words;
+
+			for (size_t i = 0; i < words; i++)
+				w[i] = word(k, b, pg, i);
+			t_ok(be->ops->copy_host_to_va_async(
+				be, page_va(r, seq, b, pg), w, sh->page_size));
+		}
+		t_ok(be->ops->synchronize(be));
+		h[b] = hash_of(k, b);
+	}
+	free(buf);
+	t_assert_eq(kvmm_block_publish(r, seq, 0, NB, 0, h), NB);
+	t_ok(kvmm_seq_close(r, seq));
+	t_ok(kvmm_region_destroy(r));
+	kvmm_disconnect(c);
+}
+
+static void reader(int k)
+{
+	uint8_t actions[NB];
+	struct kvmm_prefix_opts po = { .size = sizeof(po), .actions = actions };
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	struct vmm_backend *be;
+	uint64_t h[NB], *buf;
+	uint32_t seq, nb;
+	size_t words = sh->page_size / 8;
+	double t0;
+
+	open_region(&c, &r);
+	be = c->backend;
+	for (uint32_t b = 0; b < NB; b++)
+		h[b] = hash_of(k, b);
+	t0 = now_ms();
+	t_ok(kvmm_seq_open_prefix_opts(r, h, NB, &seq, &nb, &po));
+	sh->open_ms[k] = now_ms() - t0;
+	if (nb != NB)
+		t_fail("content %d: a prefix of %u blocks, expected %u", k, nb,
+		       NB);
+	for (uint32_t b = 0; b < NB; b++)
+		if (actions[b] == KVMM_BLOCK_RECOMPUTE)
+			t_fail("content %d block %u: recompute, expected a reload",
+			       k, b);
+	sh->shared[k] = po.shared;
+	sh->host[k] = po.reloaded_host;
+	sh->nvme[k] = po.reloaded_nvme;
+	buf = malloc(sh->page_size);
+	t_assert(buf);
+	for (uint32_t b = 0; b < NB; b++)
+		for (uint32_t pg = 0; pg < PPB; pg++) {
+			memset(buf, 0, sh->page_size);
+			t_ok(be->ops->copy_va_to_host_async(
+				be, buf, page_va(r, seq, b, pg),
+				sh->page_size));
+			t_ok(be->ops->synchronize(be));
+			for (size_t i = 0; i < words; i++)
+				if (buf[i] != word(k, b, pg, i))
+					t_fail("content %d (%s) block %u page %u word %zu: %#llx, expected %#llx",
+					       k,
+					       kvmm_block_action_string(
+						       actions[b]),
+					       b, pg, i,
+					       (unsigned long long)buf[i],
+					       (unsigned long long)word(k, b,
+									pg, i));
+		}
+	free(buf);
+	t_ok(kvmm_seq_close(r, seq));
+	t_ok(kvmm_region_destroy(r));
+	kvmm_disconnect(c);
+}
+
+/* Whether dir takes an O_DIRECT file (the NVMe tier needs it). */
+static bool direct_io_ok(const char *dir)
+{
+	char path[256];
+	void *blk = NULL;
+	bool ok;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/kvmm-roundtrip-probe-%d", dir,
+		 (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC,
+		  0600);
+	if (fd < 0)
+		return false;
+	ok = posix_memalign(&blk, 4096, 4096) == 0;
+	if (ok) {
+		memset(blk, 0, 4096);
+		ok = pwrite(fd, blk, 4096, 0) == 4096;
+	}
+	free(blk);
+	close(fd);
+	unlink(path);
+	return ok;
+}
+
+int main(void)
+{
+	const char *want = getenv("KVMM_TEST_BACKEND");
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	char ps[32], gpu_mem[32], host_mem[32], nvme_size[32], nvme[256];
+	const char *args[16];
+	struct kvmm_status_reply st;
+	struct td_daemon d;
+	bool cuda, use_nvme;
+	size_t block_bytes;
+	uint32_t tot_shared = 0, tot_host = 0, tot_nvme = 0;
+	int n = 0, r, ncontent;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	t_assert(sh != MAP_FAILED);
+	if (want && strcmp(want, "host") && strcmp(want, "cuda"))
+		t_fail("KVMM_TEST_BACKEND=%s: not host or cuda", want);
+	cuda = false;
+	if (!want || !strcmp(want, "cuda")) {
+		in_child(probe_cuda, 0);
+		cuda = sh->probe_err == 0;
+		if (!cuda && want)
+			t_fail("KVMM_TEST_BACKEND=cuda but the cuda backend does not open: %s",
+			       strerror(-sh->probe_err));
+	}
+	if (!cuda)
+		sh->page_size = 64 * 1024;
+	block_bytes = PPB * sh->page_size;
+	dir = dir && *dir ? dir : "/var/tmp";
+	use_nvme = direct_io_ok(dir);
+	printf("backend %s, %zu KiB pages, %zu KiB blocks, NVMe tier %s\n",
+	       cuda ? "cuda" : "host", sh->page_size >> 10, block_bytes >> 10,
+	       use_nvme ? dir : "left out (no O_DIRECT there)");
+
+	snprintf(ps, sizeof(ps), "%zu", sh->page_size);
+	snprintf(gpu_mem, sizeof(gpu_mem), "%zu", 64 * sh->page_size);
+	snprintf(host_mem, sizeof(host_mem), "%zu", 8 * block_bytes);
+	/* a 4 KiB file header, then 7 slots of a 4 KiB header + a block */
+	snprintf(nvme_size, sizeof(nvme_size), "%zu",
+		 4096 + 7 * (4096 + block_bytes));
+	snprintf(nvme, sizeof(nvme), "%s/kvmm-roundtrip-%d", dir,
+		 (int)getpid());
+	args[n++] = "--backend";
+	args[n++] = cuda ? "cuda" : "host";
+	args[n++] = "--page-size";
+	args[n++] = ps;
+	args[n++] = "--gpu-mem";
+	args[n++] = gpu_mem;
+	args[n++] = "--cache-gpu-blocks";
+	args[n++] = "2";
+	args[n++] = "--host-mem";
+	args[n++] = host_mem;
+	if (use_nvme) {
+		args[n++] = "--nvme-path";
+		args[n++] = nvme;
+		args[n++] = "--nvme-size";
+		args[n++] = nvme_size;
+	}
+	args[n] = NULL;
+	r = td_start(&d, args);
+	if (r)
+		t_fail("kvmmd did not start: %s", strerror(-r));
+	sock = d.sock;
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.backend, cuda ? VMM_BACKEND_CUDA : VMM_BACKEND_HOST);
+	t_assert_eq(st.page_size, sh->page_size);
+	printf("device: %s\n", st.device);
+
+	/* without NVMe, a fifth content would push the first out of the cache */
+	ncontent = use_nvme ? NCONTENT : NCONTENT - 1;
+	for (int k = 0; k < ncontent; k++)
+		in_child(writer, k);
+	/* newest first: the GPU's, then host's three, then NVMe's */
+	for (int k = ncontent - 1; k >= 0; k--) {
+		in_child(reader, k);
+		printf("content %d: %u shared, %u from host, %u from NVMe, open %.2f ms\n",
+		       k, sh->shared[k], sh->host[k], sh->nvme[k],
+		       sh->open_ms[k]);
+		tot_shared += sh->shared[k];
+		tot_host += sh->host[k];
+		tot_nvme += sh->nvme[k];
+	}
+	/* the newest content is still on the GPU and read in place; the
+	 * next three come from host, the oldest from NVMe */
+	for (int k = 0; k < ncontent; k++) {
+		uint32_t want_tier = k == ncontent - 1 ? 0 :
+				     k >= ncontent - 4 ? 1 :
+							 2;
+
+		t_assert_eq(sh->shared[k], want_tier == 0 ? NB : 0);
+		t_assert_eq(sh->host[k], want_tier == 1 ? NB : 0);
+		t_assert_eq(sh->nvme[k], want_tier == 2 ? NB : 0);
+	}
+
+	/* every client gone: only the 2 cached GPU blocks hold pages */
+	for (int i = 0;; i++) {
+		t_ok(td_status(&d, &st));
+		if (!st.pages_mapped && !st.pages_quarantined &&
+		    !st.sequences && st.pages_allocated <= 2 * PPB)
+			break;
+		if (i == 1000)
+			t_fail("daemon not idle: %llu pages allocated, %llu mapped, %llu quarantined, %llu sequences",
+			       (unsigned long long)st.pages_allocated,
+			       (unsigned long long)st.pages_mapped,
+			       (unsigned long long)st.pages_quarantined,
+			       (unsigned long long)st.sequences);
+		usleep(10000);
+	}
+	r = td_stop(&d);
+	if (r)
+		td_dump_log(&d);
+	t_assert_eq(r, 0);
+	unlink(nvme);
+	printf("roundtrip ok on %s: %u blocks shared, %u from host, %u from NVMe\n",
+	       cuda ? "cuda" : "host", tot_shared, tot_host, tot_nvme);
+	return 0;
+}
