@@ -19,7 +19,7 @@ command -v "${CC:-cc}" >/dev/null 2>&1 ||
 mock=$build/vmm-cuda-mock/libcuda.so.1
 mkdir -p "$(dirname "$mock")"
 ${CC:-cc} -std=gnu11 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter \
-	-D_GNU_SOURCE -I"$cuda_inc" -shared -fPIC \
+	-D_GNU_SOURCE -I"$cuda_inc" -shared -fPIC -pthread \
 	"$src/tests/vmm-cuda-mock/libcuda.c" -o "$mock" || { echo "mock libcuda did not build"; exit 1; }
 export KVMM_LIBCUDA=$mock
 fail=0

@@ -176,6 +176,18 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	d->uid = geteuid();
 	vmm_log_set_level(cfg->log_level);
 
+	/* Block the stop signals before anything can start a thread: the
+	 * CUDA driver starts its own in cuInit (vmm_backend_open), and a
+	 * thread inherits the mask it is born with.  A SIGTERM that lands on
+	 * a thread that does not block it takes its default action and kills
+	 * the daemon on the spot, without the orderly stop the signalfd
+	 * below gives (seen on an H200: kvmmd died of SIGTERM, status 143). */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
 	if (cfg->cpu >= 0) {
 		cpu_set_t set;
 
@@ -241,11 +253,6 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	if (err)
 		goto err_pool;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (d->signal_fd < 0) {
 		err = -errno;

@@ -95,10 +95,38 @@ CUresult mock_cuGetErrorName(CUresult error, const char **pStr)
 }
 
 MOCK(cuInit);
+/* The real driver starts threads of its own in cuInit that live as long
+ * as the process, with the signal mask the caller had then; so does the
+ * mock, so that a process-directed signal the caller blocks only later
+ * lands there and kills it as it would on a GPU ... */
+static void *driver_thread(void *arg)
+{
+	for (;;)
+		pause();
+	return arg;
+}
+
+/* ... and keeps its device files (/dev/nvidiactl, /dev/nvidia0, ...) open
+ * until the process ends, whatever is released: so does the mock, so
+ * that fd-leak checks learn to count from after the first cuInit. */
+static void start_driver_thread(void)
+{
+	pthread_t th;
+
+	if (open("/dev/null", O_RDONLY | O_CLOEXEC) < 0)
+		abort();
+
+	if (pthread_create(&th, NULL, driver_thread, NULL) == 0)
+		pthread_detach(th);
+}
+
 CUresult mock_cuInit(unsigned int flags)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
+	pthread_once(&once, start_driver_thread);
 	initialized = true;
 	return CUDA_SUCCESS;
 }
