@@ -24,6 +24,11 @@
  * failed extend was given stay with the daemon's sequence: extending it
  * again fails -ENODATA until it is truncated to its length; then the
  * same extend (A: 8 blocks under the limit of 64) maps and holds bytes.
+ * Then the pages' read-write access, set in one call per run of pages:
+ *   D. the call for one run fails once: that run's pages are opened one
+ *      by one and the extend succeeds with every byte in place;
+ *   E. the run and its first page fail: -EIO, none of the extend's pages
+ *      stays mapped, and the sequence is repaired as in A.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -115,7 +120,7 @@ static int client(void)
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	struct rlimit rl;
-	uint32_t a, b, p, n;
+	uint32_t a, b, p, e, n;
 	uint64_t mapped = 0;
 	int fds, err;
 
@@ -180,10 +185,42 @@ static int client(void)
 	mapped += PREFIX * CF_PPB;
 	clean(c, mapped, fds, "C again");
 
+	/* D: the one read-write call over a run of pages fails: its pages
+	 * are opened one by one and the extend succeeds. */
+	t_ok(kvmm_seq_open(r, &e));
+	vmm_fault_arm(w, VMM_OP_SET_ACCESS, 1, -EIO);
+	t_ok(kvmm_seq_extend(r, e, 16 * 32));
+	printf("D: extend by 16 blocks, the first run's access failing: %u set_access calls\n",
+	       vmm_fault_calls(w, VMM_OP_SET_ACCESS));
+	/* one call per slot's run of 16 pages, then 16 for the failed run */
+	t_assert_eq(vmm_fault_calls(w, VMM_OP_SET_ACCESS), CF_PPB + 16);
+	cf_fill(r, e, 0, 16, 4);
+	cf_check(r, e, 0, 16, 4);
+	clean(c, mapped + 16 * CF_PPB, fds, "D");
+	t_ok(kvmm_seq_close(r, e));
+	clean(c, mapped, fds, "D closed");
+
+	/* E: the first page of that run fails on its own too: no page of
+	 * the extend stays mapped, and the sequence is repaired as in A. */
+	t_ok(kvmm_seq_open(r, &e));
+	vmm_fault_arm_count(w, VMM_OP_SET_ACCESS, 1, 2, -EIO);
+	err = kvmm_seq_extend(r, e, 16 * 32);
+	printf("E: extend by 16 blocks, a run and its first page failing: %s\n",
+	       kvmm_strerror(err));
+	t_assert_eq(err, -EIO);
+	t_assert_eq(kvmm_seq_len(r, e), 0);
+	clean(c, mapped, fds, "E");
+	vmm_fault_arm(w, VMM_OP_SET_ACCESS, 0, 0);
+	repair(r, e, 16, 5);
+	mapped += 16 * CF_PPB;
+	clean(c, mapped, fds, "E repaired");
+
 	t_ok(kvmm_get_stats(c, &ks));
-	t_assert_eq(ks.pages_mapped, mapped);
+	/* mappings made: D's count, though closed since */
+	t_assert_eq(ks.pages_mapped, mapped + 16 * CF_PPB);
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_mapped, mapped);
+	t_ok(kvmm_seq_close(r, e));
 	t_ok(kvmm_seq_close(r, p));
 	t_ok(kvmm_seq_close(r, b));
 	t_ok(kvmm_seq_close(r, a));

@@ -15,6 +15,7 @@
 
 struct fault_arm {
 	unsigned int nth; /* 0 = disarmed */
+	unsigned int count; /* calls nth .. nth + count - 1 fail */
 	int err;
 	unsigned int calls;
 };
@@ -36,7 +37,7 @@ static int fault_hit(struct vmm_backend *b, enum vmm_op op)
 	struct fault_arm *a = &to_fault(b)->arm[op];
 
 	a->calls++;
-	if (a->nth && a->calls == a->nth) {
+	if (a->nth && a->calls >= a->nth && a->calls - a->nth < a->count) {
 		vmm_log(VMM_LOG_DEBUG, "vmm fault: %s call %u fails with %d",
 			vmm_op_string(op), a->calls, a->err);
 		return a->err;
@@ -249,17 +250,24 @@ static bool is_fault(struct vmm_backend *b)
 	return b && b->ops == &fault_ops;
 }
 
-void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
-		   unsigned int nth, int err)
+void vmm_fault_arm_count(struct vmm_backend *wrapped, enum vmm_op op,
+			 unsigned int nth, unsigned int count, int err)
 {
 	struct fault_arm *a;
 
 	if (!is_fault(wrapped) || (unsigned int)op >= VMM_OP_COUNT)
 		return;
 	a = &to_fault(wrapped)->arm[op];
-	a->nth = nth;
+	a->nth = count ? nth : 0;
+	a->count = count;
 	a->err = err < 0 ? err : -EIO;
 	a->calls = 0;
+}
+
+void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
+		   unsigned int nth, int err)
+{
+	vmm_fault_arm_count(wrapped, op, nth, 1, err);
 }
 
 unsigned int vmm_fault_calls(struct vmm_backend *wrapped, enum vmm_op op)

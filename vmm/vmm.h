@@ -210,6 +210,9 @@ int vmm_cuda_result_to_errno(int result, const char *call);
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
 void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
 		   unsigned int nth, int err);
+/* The same for count calls in a row from the nth (count 0 disarms). */
+void vmm_fault_arm_count(struct vmm_backend *wrapped, enum vmm_op op,
+			 unsigned int nth, unsigned int count, int err);
 /* Calls of op seen by the wrapper so far (injected failures included). */
 unsigned int vmm_fault_calls(struct vmm_backend *wrapped, enum vmm_op op);
 

@@ -157,10 +157,13 @@ void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
 		   uint32_t i);
 void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from);
 void kc_region_free(struct kvmm_region *r);
-/* Map one block's pages from a reply: ids with KVMM_PAGE_HELD from the
- * import cache, the others staged by the reply's kc_import.  lock held. */
-int kc_map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
-		 const uint32_t *ids);
+/* Map blocks [first, first + n) from a reply, ids[] pages_per_block per
+ * block: ids with KVMM_PAGE_HELD from the import cache, the others staged
+ * by the reply's kc_import.  Every page mapped is read-write on return.
+ * On an error the blocks before the first that failed stay mapped and
+ * nothing from it on does.  lock held. */
+int kc_map_blocks(struct kvmm_region *r, uint32_t seq, uint32_t first,
+		  uint32_t n, const uint32_t *ids);
 bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
 /* -EINVAL unless seq is an open sequence of r. */
 int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
@@ -170,7 +173,7 @@ int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
  * imported into c->pages[] (staged) as each message's fds arrive.  The
  * caller's check() validates the reply body and points ids at its page
  * ids (nr_ids of them, nr_fds announced by the body).  Run the request
- * with kc_import_request() (sock_lock held), map with kc_map_block(),
+ * with kc_import_request() (sock_lock held), map with kc_map_blocks(),
  * then kc_import_end() (lock held) releases every page this reply staged
  * and nothing mapped: on success none, on any error all of them.
  */

@@ -10,7 +10,7 @@
  * the next message is received, so however many pages a reply brings
  * (up to KVMM_EXTEND_MAX_PAGES), the process holds one message's fds at
  * most, and an imported page holds none.  A page imported here is
- * *staged* until kc_map_block() maps it; kc_import_end() releases every
+ * *staged* until kc_map_blocks() maps it; kc_import_end() releases every
  * staged page of the reply left unmapped, so a reply that fails at any
  * point (a bad fd, a short or malformed reply, an import or map error)
  * leaves no page imported and no fd open.

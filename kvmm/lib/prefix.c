@@ -215,10 +215,8 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 		q->gen = rep->seq_gen;
 		q->len = rep->len;
 		q->backed = 0;
-		for (uint32_t b = 0; !err && b < rep->nr_blocks; b++)
-			err = kc_map_block(r, rep->seq_id, b,
-					   rep->page_ids +
-						   b * r->pages_per_block);
+		err = kc_map_blocks(r, rep->seq_id, 0, rep->nr_blocks,
+				    rep->page_ids);
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
