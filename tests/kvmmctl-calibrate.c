@@ -18,7 +18,8 @@
  *   - a kvmmctl alone with an empty $PATH: one line naming kvmm-calibrate
  *     and nvcc, exit 1, nothing written; with $PATH holding it, found;
  *   - a socket nobody answers on: exit 1 before measuring anything;
- *     kvmm-calibrate's own usage error (2) and --help reach the operator.
+ *     kvmm-calibrate's own usage error (2) and --help (0, the options
+ *     explained) reach the operator.
  * Skips when the emulated calibration is not built.
  * timeout: 300
  */
@@ -224,8 +225,9 @@ int main(void)
 	/* kvmm-calibrate's usage error and --help reach the operator */
 	t_assert_eq(run(dir, "PATH= %s/bin/kvmmctl calibrate --frob", dir), 2);
 	t_assert(strstr(out, "usage: kvmm-calibrate"));
-	t_assert_eq(run(dir, "PATH= %s/bin/kvmmctl calibrate --help", dir), 2);
+	t_assert_eq(run(dir, "PATH= %s/bin/kvmmctl calibrate --help", dir), 0);
 	t_assert(strstr(out, "usage: kvmm-calibrate"));
+	t_assert(strstr(out, "--quick"));
 
 	/* a dead socket: refused before measuring */
 	rc = run(

@@ -18,6 +18,8 @@ for o in --seed --checkpoint --dim --layers --heads --kv-heads --vocab \
 	DEMO_CLIENTS DEMO_GPU_MEM DEMO_POLICY; do
 	grep -q -- "$o" "$tmp/help" || fail "--help does not mention $o"
 done
+# printed as it reads: no printf escape left in it
+grep -q '%' "$tmp/help" && fail "--help prints a literal %: $(grep '%' "$tmp/help")"
 
 # Bad options: exit 2, a message that names the problem.
 bad() { # expected-substring args...

@@ -111,6 +111,17 @@ static void fit(const double *bytes, const double *ms, int n, double *bw,
 		*lat = 0;
 }
 
+static const char usage[] =
+	"usage: kvmm-calibrate [--out FILE] [--base PROFILE] [--name NAME] [--quick]\n"
+	"  --out FILE      profile to write (default calibrated.profile)\n"
+	"  --base PROFILE  model lines from this profile (default: built-in\n"
+	"                  Llama-3-8B); the measured keys replace its own\n"
+	"  --name NAME     the profile's name line (default calibrated)\n"
+	"  --quick         fewer sizes and contexts: faster, rougher\n"
+	"  --help          this text\n"
+	"Needs a GPU: without one it says why and exits 77, writing nothing.\n"
+	"See Documentation/kernels.md#calibration.\n";
+
 int main(int argc, char **argv)
 {
 	const char *out = "calibrated.profile", *base_path = NULL;
@@ -141,9 +152,12 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (!strcmp(argv[i], "--tiny"))
 			tiny = quick = true;
-		else {
-			fprintf(stderr,
-				"usage: kvmm-calibrate [--out FILE] [--base PROFILE] [--name NAME] [--quick]\n");
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "kvmm-calibrate: bad option '%s'\n%s",
+				argv[i], usage);
 			return 2;
 		}
 	}

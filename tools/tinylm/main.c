@@ -72,7 +72,7 @@ static const char usage[] =
 	"  --system-tokens N     system prompt length (default 192)\n"
 	"  --user-tokens N       user message length per turn (default 24)\n"
 	"  --gen-tokens N        tokens generated per turn (default 16)\n"
-	"  --client I --clients C  run conversations c with c %% C == I\n"
+	"  --client I --clients C  run conversations c with c mod C == I\n"
 	"  --print-workload      print the prompts' token ids and exit\n"
 	"\n"
 	"Other:\n"
@@ -88,7 +88,7 @@ static const char usage[] =
 	"  DEMO_SYSTEM_TOKENS (256), DEMO_USER_TOKENS (32), DEMO_GEN_TOKENS (16),\n"
 	"  DEMO_MODEL (tinylm model options), pressure: DEMO_GPU_MEM (4M),\n"
 	"  DEMO_CACHE_GPU_BLOCKS (48), DEMO_HOST_MEM (1M), DEMO_NVME_SIZE (64M),\n"
-	"  DEMO_PAGE_SIZE (4096), DEMO_POLICY (used when kvmmd has --policy).\n"
+	"  DEMO_PAGE_SIZE (4096), DEMO_POLICY (kvmmd --cache-policy, asym).\n"
 	"See Documentation/tinylm.md.\n";
 
 enum {
