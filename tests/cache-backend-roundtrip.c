@@ -15,6 +15,9 @@
  *     NVMe into fresh pages, all byte-identical;
  *   - with every client gone no page is mapped or quarantined, only the
  *     cached GPU blocks hold pages, and the daemon stops cleanly.
+ * KVMM_ROUNDTRIP_LAYERS (default 2) sets the region's layers, so blocks
+ * of a real model's size (32: 64 pages a block) can be timed; each open's
+ * time is printed.
  * KVMM_TEST_BACKEND=cuda requires the cuda backend (fails without it;
  * bench/gpu-check.sh sets it), =host forces the host backend; unset, the
  * test takes cuda when it opens and host otherwise.  The NVMe part is left
@@ -38,18 +41,18 @@
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
-#define LAYERS 2
 #define KV_HEADS 8
 #define HEAD_DIM 128
 #define DTYPE 2
 #define TOKEN_BYTES (KV_HEADS * HEAD_DIM * DTYPE) /* per layer, K or V */
 #define NB 2 /* blocks per content */
 #define NCONTENT 5
-#define PPB (2 * LAYERS) /* pages per block */
+#define PPB (2 * sh->layers) /* pages per block */
 
 /* What the children report back (MAP_SHARED, set up before any fork). */
 struct shared {
 	size_t page_size; /* from the probe */
+	uint32_t layers; /* KVMM_ROUNDTRIP_LAYERS, default 2 */
 	int probe_err;
 	uint32_t shared[NCONTENT], host[NCONTENT], nvme[NCONTENT];
 	double open_ms[NCONTENT];
@@ -127,7 +130,7 @@ static void open_region(struct kvmm_conn **c, struct kvmm_region **r)
 					.socket_path = sock,
 					.name = "roundtrip" };
 	struct kvmm_region_opts ro = { .size = sizeof(ro),
-				       .layers = LAYERS,
+				       .layers = sh->layers,
 				       .kv_heads = KV_HEADS,
 				       .head_dim = HEAD_DIM,
 				       .dtype_bytes = DTYPE,
@@ -286,15 +289,23 @@ int main(void)
 	}
 	if (!cuda)
 		sh->page_size = 64 * 1024;
+	sh->layers = 2;
+	if (getenv("KVMM_ROUNDTRIP_LAYERS")) {
+		sh->layers = (uint32_t)atoi(getenv("KVMM_ROUNDTRIP_LAYERS"));
+		if (sh->layers < 1 || sh->layers > 128)
+			t_fail("KVMM_ROUNDTRIP_LAYERS=%s: not 1..128",
+			       getenv("KVMM_ROUNDTRIP_LAYERS"));
+	}
 	block_bytes = PPB * sh->page_size;
 	dir = dir && *dir ? dir : "/var/tmp";
 	use_nvme = direct_io_ok(dir);
-	printf("backend %s, %zu KiB pages, %zu KiB blocks, NVMe tier %s\n",
-	       cuda ? "cuda" : "host", sh->page_size >> 10, block_bytes >> 10,
+	printf("backend %s, %zu KiB pages, %u layers, %zu KiB blocks, NVMe tier %s\n",
+	       cuda ? "cuda" : "host", sh->page_size >> 10, sh->layers,
+	       block_bytes >> 10,
 	       use_nvme ? dir : "left out (no O_DIRECT there)");
 
 	snprintf(ps, sizeof(ps), "%zu", sh->page_size);
-	snprintf(gpu_mem, sizeof(gpu_mem), "%zu", 64 * sh->page_size);
+	snprintf(gpu_mem, sizeof(gpu_mem), "%zu", 16 * block_bytes);
 	snprintf(host_mem, sizeof(host_mem), "%zu", 8 * block_bytes);
 	/* a 4 KiB file header, then 7 slots of a 4 KiB header + a block */
 	snprintf(nvme_size, sizeof(nvme_size), "%zu",
@@ -334,9 +345,10 @@ int main(void)
 	/* newest first: the GPU's, then host's three, then NVMe's */
 	for (int k = ncontent - 1; k >= 0; k--) {
 		in_child(reader, k);
-		printf("content %d: %u shared, %u from host, %u from NVMe, open %.2f ms\n",
+		printf("content %d: %u shared, %u from host, %u from NVMe, open %.2f ms (%.1f GB/s of blocks)\n",
 		       k, sh->shared[k], sh->host[k], sh->nvme[k],
-		       sh->open_ms[k]);
+		       sh->open_ms[k],
+		       NB * block_bytes / (sh->open_ms[k] * 1e6));
 		tot_shared += sh->shared[k];
 		tot_host += sh->host[k];
 		tot_nvme += sh->nvme[k];
