@@ -14,14 +14,17 @@
  *   build/bench/vmm-cuda-timing --backend host  (checks this program on a
  *                                                machine without a GPU)
  *
- * One more line times cuMemSetAccess once over all N mapped pages (one
- * call for the range), per page: whether a client that maps a run of
- * pages gains by setting their access in one call rather than N.
+ * "fd over a Unix socket" is one exported fd sent to this process over a
+ * socketpair with SCM_RIGHTS and received, as kvmmd hands a page to a
+ * client.  One more line times cuMemSetAccess once over all N pages,
+ * mapped afresh (one call for the range), per page: whether a client that
+ * maps a run of pages gains by setting their access in one call.
  *
  * KVMM_LIBCUDA overrides the libcuda path.  Ends with one JSON line.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +37,7 @@
 enum step {
 	S_CREATE,
 	S_EXPORT,
+	S_PASS,
 	S_IMPORT,
 	S_MAP,
 	S_ACCESS,
@@ -44,6 +48,7 @@ enum step {
 static const char *const step_names[S_COUNT] = {
 	"cuMemCreate",
 	"cuMemExportToShareableHandle",
+	"fd over a Unix socket",
 	"cuMemImportFromShareableHandle",
 	"cuMemMap",
 	"cuMemSetAccess",
@@ -84,6 +89,47 @@ static double pct(double *v, size_t n, double p)
 		}                                                           \
 	} while (0)
 
+/* Send fd to ourselves over sv[0] with SCM_RIGHTS and receive it on
+ * sv[1], as kvmmd hands a page to a client: the received fd, or -errno. */
+static int pass_fd(const int sv[2], int fd)
+{
+	char c = 0, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { .iov_base = &c, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &io,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl,
+			    .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	int out;
+
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	if (sendmsg(sv[0], &m, 0) != 1)
+		return -errno;
+	m.msg_controllen = sizeof(ctl);
+	if (recvmsg(sv[1], &m, MSG_CMSG_CLOEXEC) != 1)
+		return -errno;
+	h = CMSG_FIRSTHDR(&m);
+	if (!h || h->cmsg_type != SCM_RIGHTS)
+		return -EPROTO;
+	memcpy(&out, CMSG_DATA(h), sizeof(int));
+	return out;
+}
+
+/* pass_fd() in place: *fd becomes the received copy (0 or -errno). */
+static int pass_one(const int sv[2], int *fd)
+{
+	int r = pass_fd(sv, *fd);
+
+	if (r < 0)
+		return r;
+	close(*fd);
+	*fd = r;
+	return 0;
+}
+
 /* cuMemSetAccess over a whole range of pages, one call (microseconds). */
 static double range_access_us;
 
@@ -94,7 +140,7 @@ static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
 	vmm_handle_t *imported = calloc(n, sizeof(*imported));
 	size_t ps = b->page_size;
 	uint64_t va;
-	int *fds = calloc(n, sizeof(*fds));
+	int *fds = calloc(n, sizeof(*fds)), sv[2];
 
 	if (!pages || !imported || !fds)
 		return -ENOMEM;
@@ -104,6 +150,12 @@ static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
 	for (size_t i = 0; i < n; i++)
 		TIMED(t[S_EXPORT][i],
 		      b->ops->page_export(b, pages[i], &fds[i]));
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	for (size_t i = 0; i < n; i++)
+		TIMED(t[S_PASS][i], pass_one(sv, &fds[i]));
+	close(sv[0]);
+	close(sv[1]);
 	for (size_t i = 0; i < n; i++) {
 		TIMED(t[S_IMPORT][i],
 		      b->ops->page_import(b, fds[i], &imported[i]));
@@ -114,9 +166,18 @@ static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
 	for (size_t i = 0; i < n; i++)
 		TIMED(t[S_ACCESS][i],
 		      b->ops->set_access(b, va + i * ps, ps, VMM_PROT_RW));
-	TIMED(range_access_us, b->ops->set_access(b, va, n * ps, VMM_PROT_RW));
 	for (size_t i = 0; i < n; i++)
 		TIMED(t[S_UNMAP][i], b->ops->unmap(b, va + i * ps));
+	/* the same pages mapped afresh, their access set by one call */
+	for (size_t i = 0; i < n; i++) {
+		int e = b->ops->map(b, va + i * ps, pages[i]);
+
+		if (e)
+			return e;
+	}
+	TIMED(range_access_us, b->ops->set_access(b, va, n * ps, VMM_PROT_RW));
+	for (size_t i = 0; i < n; i++)
+		b->ops->unmap(b, va + i * ps);
 	for (size_t i = 0; i < n; i++) {
 		if (imported[i] != pages[i])
 			b->ops->page_release(b, imported[i]);

@@ -12,7 +12,11 @@
  *   - reader processes open each content by its hashes and read every
  *     byte back: shared zero-copy from the GPU (the writer's physical
  *     pages imported into another process), restored from host and from
- *     NVMe into fresh pages, all byte-identical;
+ *     NVMe into fresh pages, all byte-identical; each reader then opens
+ *     the same blocks in a second sequence, shared from the GPU with the
+ *     pages it imported already (mapped again, not imported), and reads
+ *     them too; the reader's import, map and access calls are counted
+ *     (access: one call per (layer, K|V) range) and timed;
  *   - with every client gone no page is mapped or quarantined, only the
  *     cached GPU blocks hold pages, and the daemon stops cleanly.
  * KVMM_ROUNDTRIP_LAYERS (default 2) sets the region's layers, so blocks
@@ -31,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +62,15 @@ struct shared {
 	int probe_err;
 	uint32_t shared[NCONTENT], host[NCONTENT], nvme[NCONTENT];
 	double open_ms[NCONTENT];
+	/* a second open of the same blocks in the same process (pages
+	 * imported already): its time and what it shared */
+	double open2_ms[NCONTENT];
+	uint32_t shared2[NCONTENT];
+	/* the reader's backend calls during each open (microseconds) */
+	struct vmm_time {
+		double import_us, map_us, access_us, close_us, recv_us;
+		uint32_t imports, maps, accesses, closes, recvs;
+	} vt[NCONTENT], vt2[NCONTENT];
 };
 
 static struct shared *sh;
@@ -93,6 +108,86 @@ static uint64_t page_va(struct kvmm_region *r, uint32_t seq, uint32_t b,
 				 kvmm_seq_k_ptr(r, seq, pg / 2);
 
 	return base + (uint64_t)b * sh->page_size;
+}
+
+/*
+ * The reader's backend with its import, map and access calls timed, so
+ * the open's time splits into this process's VMM calls and the rest (the
+ * daemon's work, the socket, the fds).
+ */
+static const struct vmm_ops *plain_ops;
+static struct vmm_ops timed_ops;
+static struct vmm_time *vt_now;
+
+static int timed_import(struct vmm_backend *b, int fd, vmm_handle_t *h)
+{
+	double t0 = now_ms();
+	int r = plain_ops->page_import(b, fd, h);
+
+	vt_now->import_us += (now_ms() - t0) * 1e3;
+	vt_now->imports++;
+	return r;
+}
+
+static int timed_map(struct vmm_backend *b, uint64_t va, vmm_handle_t h)
+{
+	double t0 = now_ms();
+	int r = plain_ops->map(b, va, h);
+
+	vt_now->map_us += (now_ms() - t0) * 1e3;
+	vt_now->maps++;
+	return r;
+}
+
+static int timed_access(struct vmm_backend *b, uint64_t va, size_t size,
+			int prot)
+{
+	double t0 = now_ms();
+	int r = plain_ops->set_access(b, va, size, prot);
+
+	vt_now->access_us += (now_ms() - t0) * 1e3;
+	vt_now->accesses++;
+	return r;
+}
+
+/*
+ * close() and recvmsg() of this program (libkvmm is linked in) timed
+ * during the opens as well: the fds of new pages arrive by recvmsg and
+ * each is closed once imported, and on a GPU those are the other costs a
+ * first open pays per page.  The calls go straight to the kernel.
+ */
+int close(int fd)
+{
+	double t0 = vt_now ? now_ms() : 0;
+	int r = (int)syscall(SYS_close, fd);
+
+	if (vt_now) {
+		vt_now->close_us += (now_ms() - t0) * 1e3;
+		vt_now->closes++;
+	}
+	return r;
+}
+
+ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	double t0 = vt_now ? now_ms() : 0;
+	ssize_t r = syscall(SYS_recvmsg, fd, msg, flags);
+
+	if (vt_now) {
+		vt_now->recv_us += (now_ms() - t0) * 1e3;
+		vt_now->recvs++;
+	}
+	return r;
+}
+
+static void time_backend(struct vmm_backend *b)
+{
+	plain_ops = b->ops;
+	timed_ops = *b->ops;
+	timed_ops.page_import = timed_import;
+	timed_ops.map = timed_map;
+	timed_ops.set_access = timed_access;
+	b->ops = &timed_ops;
 }
 
 /* Runs fn(k) in a child process (no CUDA state in the parent, which CUDA
@@ -181,36 +276,13 @@ static void writer(int k)
 	kvmm_disconnect(c);
 }
 
-static void reader(int k)
+/* Every word of blocks [0, NB) of seq holds content k's. */
+static void check_seq(struct vmm_backend *be, struct kvmm_region *r,
+		      uint32_t seq, int k, const uint8_t *actions)
 {
-	uint8_t actions[NB];
-	struct kvmm_prefix_opts po = { .size = sizeof(po), .actions = actions };
-	struct kvmm_conn *c;
-	struct kvmm_region *r;
-	struct vmm_backend *be;
-	uint64_t h[NB], *buf;
-	uint32_t seq, nb;
 	size_t words = sh->page_size / 8;
-	double t0;
+	uint64_t *buf = malloc(sh->page_size);
 
-	open_region(&c, &r);
-	be = c->backend;
-	for (uint32_t b = 0; b < NB; b++)
-		h[b] = hash_of(k, b);
-	t0 = now_ms();
-	t_ok(kvmm_seq_open_prefix_opts(r, h, NB, &seq, &nb, &po));
-	sh->open_ms[k] = now_ms() - t0;
-	if (nb != NB)
-		t_fail("content %d: a prefix of %u blocks, expected %u", k, nb,
-		       NB);
-	for (uint32_t b = 0; b < NB; b++)
-		if (actions[b] == KVMM_BLOCK_RECOMPUTE)
-			t_fail("content %d block %u: recompute, expected a reload",
-			       k, b);
-	sh->shared[k] = po.shared;
-	sh->host[k] = po.reloaded_host;
-	sh->nvme[k] = po.reloaded_nvme;
-	buf = malloc(sh->page_size);
 	t_assert(buf);
 	for (uint32_t b = 0; b < NB; b++)
 		for (uint32_t pg = 0; pg < PPB; pg++) {
@@ -231,9 +303,90 @@ static void reader(int k)
 									pg, i));
 		}
 	free(buf);
+}
+
+static void reader(int k)
+{
+	uint8_t actions[NB], actions2[NB];
+	struct kvmm_prefix_opts po = { .size = sizeof(po), .actions = actions };
+	struct kvmm_prefix_opts po2 = { .size = sizeof(po2),
+					.actions = actions2 };
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	struct vmm_backend *be;
+	uint64_t h[NB];
+	uint32_t seq, seq2, nb;
+	double t0;
+
+	open_region(&c, &r);
+	be = c->backend;
+	time_backend(be);
+	for (uint32_t b = 0; b < NB; b++)
+		h[b] = hash_of(k, b);
+	vt_now = &sh->vt[k];
+	t0 = now_ms();
+	t_ok(kvmm_seq_open_prefix_opts(r, h, NB, &seq, &nb, &po));
+	sh->open_ms[k] = now_ms() - t0;
+	vt_now = NULL;
+	if (nb != NB)
+		t_fail("content %d: a prefix of %u blocks, expected %u", k, nb,
+		       NB);
+	for (uint32_t b = 0; b < NB; b++)
+		if (actions[b] == KVMM_BLOCK_RECOMPUTE)
+			t_fail("content %d block %u: recompute, expected a reload",
+			       k, b);
+	sh->shared[k] = po.shared;
+	sh->host[k] = po.reloaded_host;
+	sh->nvme[k] = po.reloaded_nvme;
+	check_seq(be, r, seq, k, actions);
+
+	/* the same blocks again, in a second sequence of this process:
+	 * shared from the GPU, the pages imported already */
+	vt_now = &sh->vt2[k];
+	t0 = now_ms();
+	t_ok(kvmm_seq_open_prefix_opts(r, h, NB, &seq2, &nb, &po2));
+	sh->open2_ms[k] = now_ms() - t0;
+	vt_now = NULL;
+	t_assert_eq(nb, NB);
+	sh->shared2[k] = po2.shared;
+	t_assert_eq(sh->vt2[k].imports, 0);
+	check_seq(be, r, seq2, k, actions2);
+	t_ok(kvmm_seq_close(r, seq2));
 	t_ok(kvmm_seq_close(r, seq));
 	t_ok(kvmm_region_destroy(r));
 	kvmm_disconnect(c);
+}
+
+/*
+ * Wait until nothing moves between tiers (no migration in flight, no
+ * open pending, no demotion queued for a host slot), so that each open is
+ * timed alone rather than against the moves the one before it started;
+ * the wait in ms.  Over an admin connection: no backend opens here.
+ */
+static double settle(const struct td_daemon *d)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st;
+	struct kvmm_conn *c;
+	double t0 = now_ms();
+
+	t_ok(kc_connect_admin(d->sock, &c));
+	for (int i = 0;; i++) {
+		t_ok(kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st,
+				sizeof(st), NULL));
+		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
+				sizeof(ts), NULL));
+		if (!ts.migrations_in_flight && !ts.prefix_opens_pending &&
+		    !st.demotions_queued)
+			break;
+		if (i == 3000)
+			t_fail("after 30 s: %llu migrations in flight, %llu demotions queued",
+			       (unsigned long long)ts.migrations_in_flight,
+			       (unsigned long long)st.demotions_queued);
+		usleep(10000);
+	}
+	kvmm_disconnect(c);
+	return now_ms() - t0;
 }
 
 /* Whether dir takes an O_DIRECT file (the NVMe tier needs it). */
@@ -344,11 +497,36 @@ int main(void)
 		in_child(writer, k);
 	/* newest first: the GPU's, then host's three, then NVMe's */
 	for (int k = ncontent - 1; k >= 0; k--) {
+		double wait_ms = settle(&d);
+		uint64_t parked;
+
+		t_ok(td_status(&d, &st));
+		parked = st.cmds_parked;
 		in_child(reader, k);
-		printf("content %d: %u shared, %u from host, %u from NVMe, open %.2f ms (%.1f GB/s of blocks)\n",
+		t_ok(td_status(&d, &st));
+		printf("content %d: the moves before it took %.1f ms; its open %s\n",
+		       k, wait_ms,
+		       st.cmds_parked > parked ?
+			       "waited for demotions to give pages back" :
+			       "did not wait for demotions");
+		printf("content %d: %u shared, %u from host, %u from NVMe, open %.2f ms (%.1f GB/s of blocks; here %u imports %.2f ms, %u maps %.2f ms, %u access calls %.2f ms, %u recvmsg %.2f ms, %u close %.2f ms); again in the same process: %u shared, %.2f ms (%u maps %.2f ms, %u access calls %.2f ms)\n",
 		       k, sh->shared[k], sh->host[k], sh->nvme[k],
 		       sh->open_ms[k],
-		       NB * block_bytes / (sh->open_ms[k] * 1e6));
+		       NB * block_bytes / (sh->open_ms[k] * 1e6),
+		       sh->vt[k].imports, sh->vt[k].import_us / 1e3,
+		       sh->vt[k].maps, sh->vt[k].map_us / 1e3,
+		       sh->vt[k].accesses, sh->vt[k].access_us / 1e3,
+		       sh->vt[k].recvs, sh->vt[k].recv_us / 1e3,
+		       sh->vt[k].closes, sh->vt[k].close_us / 1e3,
+		       sh->shared2[k], sh->open2_ms[k], sh->vt2[k].maps,
+		       sh->vt2[k].map_us / 1e3, sh->vt2[k].accesses,
+		       sh->vt2[k].access_us / 1e3);
+		t_assert_eq(sh->shared2[k], NB);
+		t_assert_eq(sh->vt[k].imports, NB * PPB);
+		t_assert_eq(sh->vt2[k].maps, NB * PPB);
+		/* access is set once per (layer, K|V) range: its run of NB */
+		t_assert_eq(sh->vt[k].accesses, PPB);
+		t_assert_eq(sh->vt2[k].accesses, PPB);
 		tot_shared += sh->shared[k];
 		tot_host += sh->host[k];
 		tot_nvme += sh->nvme[k];
