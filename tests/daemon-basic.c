@@ -4,12 +4,16 @@
  * sequences, grow them block by block, write a pattern through every
  * layer's K and V pointers and read it back, truncate, close; the daemon's
  * page accounting follows exactly (2L pages per block) and returns to zero.
+ * Both fd tables are grown ahead of use (client: a reply's fds; kvmmd:
+ * one per page it may create).
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kvmm/kvmm.h"
+#include "kvmm/uapi.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -22,6 +26,25 @@
 static uint8_t pat(uint32_t seq, uint32_t layer, int kv, uint64_t off)
 {
 	return (uint8_t)(seq * 131 + layer * 17 + kv * 7 + off * 3 + 1);
+}
+
+/* The fd table's size (FDSize in /proc/PID/status; pid 0: this process). */
+static long fd_table_size(pid_t pid)
+{
+	char path[64], line[128];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "FDSize: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
 }
 
 static void fill(struct kvmm_region *r, uint32_t s, uint32_t from, uint32_t to)
@@ -76,6 +99,18 @@ int main(void)
 	co.map_ahead_set = 1;
 	co.map_ahead_blocks = 0; /* exact accounting: no blocks ahead */
 	t_ok(kvmm_connect(&co, &c));
+	/*
+	 * Both fd tables are grown ahead (vmm_fd_table_reserve()): the
+	 * client's holds a whole reply's fds (KVMM_MSG_MAX_FDS) past its
+	 * connection's, kvmmd's an fd for every page it may create (1024
+	 * here) before it created one, so neither grows inside a call later.
+	 */
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_created, 0);
+	printf("fd tables: client %ld, kvmmd %ld\n", fd_table_size(0),
+	       fd_table_size(d.pid));
+	t_assert(fd_table_size(0) >= KVMM_MSG_MAX_FDS + 16);
+	t_assert(fd_table_size(d.pid) >= (long)st.pages_total);
 	ro.layers = L;
 	ro.kv_heads = H;
 	ro.head_dim = D;

@@ -10,9 +10,11 @@
  * a library must not change its host process's limits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "vmm/vmm.h"
 
@@ -74,4 +76,28 @@ out:
 	r->soft = lim(rl.rlim_cur);
 	r->hard = lim(rl.rlim_max);
 	return r->soft >= need ? 0 : -EMFILE;
+}
+
+int vmm_fd_table_reserve(uint64_t upto)
+{
+	struct rlimit rl;
+	int fd, hi, err = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return -errno;
+	if (lim(rl.rlim_cur) <= upto)
+		upto = lim(rl.rlim_cur) - 1;
+	if (upto > INT32_MAX)
+		upto = INT32_MAX;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* the lowest free number at or above upto: the table grows to it */
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)upto);
+	if (hi < 0)
+		err = -errno;
+	else
+		close(hi);
+	close(fd);
+	return err;
 }

@@ -301,6 +301,18 @@ struct vmm_nofile {
 };
 int vmm_nofile_raise(uint64_t need, struct vmm_nofile *r);
 
+/*
+ * Grow this process's fd table now so that fd numbers up to upto (capped
+ * below RLIMIT_NOFILE) need no growth later.  The kernel grows the table
+ * when it hands out a number past its end, and in a process with several
+ * threads (every CUDA process: the driver starts its own) each growth
+ * waits for an RCU grace period, 20-30 ms on the H200 machine measured,
+ * inside whatever call took the fd: a recvmsg bringing a reply's page
+ * fds, a page creation.  Growing it once, early, takes that wait out of
+ * the calls that matter.  The table never shrinks.  0 or -errno.
+ */
+int vmm_fd_table_reserve(uint64_t upto);
+
 /* Logging shared by vmm/, the daemon and the library. */
 enum vmm_log_level {
 	VMM_LOG_ERR = 0,

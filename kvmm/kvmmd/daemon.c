@@ -125,6 +125,12 @@ static void raise_nofile(struct kd_daemon *d)
 	struct vmm_nofile r;
 	int err = vmm_nofile_raise(need, &r);
 
+	/* Every created page holds an fd: grow the fd table for all of them
+	 * now, once, rather than page creation by page creation, each growth
+	 * waiting for an RCU grace period in a process with threads (the
+	 * CUDA driver's): vmm_fd_table_reserve(). */
+	vmm_fd_table_reserve(need);
+
 	if (err && err != -EMFILE) {
 		vmm_log(VMM_LOG_WARN, "fds: RLIMIT_NOFILE: %s", strerror(-err));
 		return;

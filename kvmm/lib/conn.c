@@ -382,6 +382,22 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	c->st.session_id = c->hello.session_id;
 	c->st.backend = c->hello.backend;
 	c->st.page_size = c->page_size;
+	/*
+	 * A reply brings up to KVMM_MSG_MAX_FDS page fds at once, taken at
+	 * the lowest free numbers: make room for them in the fd table now
+	 * rather than inside the recvmsg of a first prefix open, where
+	 * growing the table of a CUDA process waits for an RCU grace period
+	 * (20-30 ms of a 30 ms open on an H200: Documentation/vmm.md).
+	 * Best effort: a table that cannot grow now grows later.
+	 */
+	{
+		int top = c->sock;
+
+		for (int i = 0; i < 4; i++)
+			if (fds[i] > top)
+				top = fds[i];
+		vmm_fd_table_reserve((uint64_t)top + KVMM_MSG_MAX_FDS + 16);
+	}
 	if (c->map_ahead) {
 		err = kc_mapahead_start(c);
 		if (err)
