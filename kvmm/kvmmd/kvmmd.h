@@ -340,6 +340,9 @@ struct kd_session {
 	struct kd_pin *pins; /* pin.c: this session's pin records */
 	uint32_t nr_pins;
 	struct kd_timer revoke_timer;
+	/* time in sendmsg of replies since the command now served began
+	 * (KVMMD_SLOW_CMD_US) */
+	uint64_t reply_send_ns;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked;
 };
