@@ -23,8 +23,11 @@
  * KVMM_LIBCUDA overrides the libcuda path.  Ends with one JSON line.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -132,6 +135,114 @@ static int pass_one(const int sv[2], int *fd)
 
 /* cuMemSetAccess over a whole range of pages, one call (microseconds). */
 static double range_access_us;
+/* All n fds sent to another process in messages of up to 253, as kvmmd
+ * sends a reply's pages, until it has them all (microseconds); that
+ * process a plain one, and one that opened the cuda backend first, as an
+ * engine has. */
+static double batch_pass_us, batch_pass_cuda_us;
+
+/* The receiving process (this program run again with --receive-fds):
+ * open the backend if asked, say ready, take n fds, close them, say done. */
+static int receive_fds(int sock, size_t n, bool cuda)
+{
+	struct vmm_config cfg = { .kind = VMM_BACKEND_CUDA };
+	struct vmm_backend *b = NULL;
+	size_t got = 0;
+	char c = 0;
+
+	if (cuda) {
+		cfg.libcuda_path = getenv("KVMM_LIBCUDA");
+		if (vmm_backend_open(&cfg, &b))
+			return 1;
+	}
+	if (write(sock, &c, 1) != 1)
+		return 1;
+	while (got < n) {
+		char ctl[CMSG_SPACE(253 * sizeof(int))], byte;
+		struct iovec io = { .iov_base = &byte, .iov_len = 1 };
+		struct msghdr m = { .msg_iov = &io,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *h;
+
+		if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+			return 1;
+		h = CMSG_FIRSTHDR(&m);
+		if (!h || h->cmsg_type != SCM_RIGHTS)
+			return 1;
+		for (size_t k = 0;
+		     k < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		     k++, got++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(h) + k * sizeof(int),
+			       sizeof(int));
+			close(fd);
+		}
+	}
+	if (write(sock, &c, 1) != 1)
+		return 1;
+	if (b)
+		vmm_backend_close(b);
+	return 0;
+}
+
+static int pass_batch(const int *fds, size_t n, bool cuda, double *us)
+{
+	char arg_n[32], arg_fd[16], c = 0;
+	double t0;
+	int sv[2], st = 0;
+	pid_t p;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	snprintf(arg_n, sizeof(arg_n), "%zu", n);
+	snprintf(arg_fd, sizeof(arg_fd), "%d", sv[1]);
+	p = fork();
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		/* a fresh process: CUDA cannot be used after a fork */
+		fcntl(sv[1], F_SETFD, 0);
+		execl("/proc/self/exe", "vmm-cuda-timing", "--receive-fds",
+		      arg_n, arg_fd, cuda ? "cuda" : "plain", (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	if (read(sv[0], &c, 1) != 1) { /* ready */
+		st = -EPROTO;
+		goto out;
+	}
+	t0 = now_us();
+	for (size_t i = 0; i < n; i += 253) {
+		size_t k = n - i < 253 ? n - i : 253;
+		char ctl[CMSG_SPACE(253 * sizeof(int))];
+		struct iovec io = { .iov_base = &c, .iov_len = 1 };
+		struct msghdr m = { .msg_iov = &io,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen =
+					    CMSG_SPACE(k * sizeof(int)) };
+		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(k * sizeof(int));
+		memcpy(CMSG_DATA(h), fds + i, k * sizeof(int));
+		if (sendmsg(sv[0], &m, 0) != 1) {
+			st = -errno;
+			goto out;
+		}
+	}
+	if (read(sv[0], &c, 1) != 1) /* done */
+		st = -EPROTO;
+	*us = now_us() - t0;
+out:
+	close(sv[0]);
+	waitpid(p, NULL, 0);
+	return st;
+}
 
 /* Time every step for n pages on b; t[step][i] in microseconds. */
 static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
@@ -156,6 +267,14 @@ static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
 		TIMED(t[S_PASS][i], pass_one(sv, &fds[i]));
 	close(sv[0]);
 	close(sv[1]);
+	{
+		int e = pass_batch(fds, n, false, &batch_pass_us);
+
+		if (!e && b->kind == VMM_BACKEND_CUDA)
+			e = pass_batch(fds, n, true, &batch_pass_cuda_us);
+		if (e)
+			return e;
+	}
 	for (size_t i = 0; i < n; i++) {
 		TIMED(t[S_IMPORT][i],
 		      b->ops->page_import(b, fds[i], &imported[i]));
@@ -198,10 +317,13 @@ int main(int argc, char **argv)
 	double *tc[S_COUNT], *th[S_COUNT], med[S_COUNT], p90[S_COUNT],
 		hmed[S_COUNT];
 	struct vmm_backend *cuda, *host;
-	double range_us;
+	double range_us, batch_us, batch_cuda_us;
 	size_t n = 256;
 	int err;
 
+	if (argc == 5 && !strcmp(argv[1], "--receive-fds"))
+		return receive_fds(atoi(argv[3]), strtoul(argv[2], NULL, 0),
+				   !strcmp(argv[4], "cuda"));
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--pages") && i + 1 < argc)
 			n = strtoul(argv[++i], NULL, 0);
@@ -250,6 +372,8 @@ int main(int argc, char **argv)
 	if (run(cuda, n, tc))
 		return 1;
 	range_us = range_access_us;
+	batch_us = batch_pass_us;
+	batch_cuda_us = batch_pass_cuda_us;
 	if (run(host, n, th))
 		return 1;
 
@@ -269,8 +393,16 @@ int main(int argc, char **argv)
 	       "cuMemSetAccess, one call for all", range_us / n, "-",
 	       range_access_us / n,
 	       range_access_us > 0 ? range_us / range_access_us : 0.0);
+	printf("  %-32s %10.2f %10s %12.2f %8.2f\n",
+	       "fds to a process, 253 a message", batch_us / n, "-",
+	       batch_pass_us / n,
+	       batch_pass_us > 0 ? batch_us / batch_pass_us : 0.0);
+	printf("  %-32s %10.2f %10s %12s %8s\n",
+	       "  the same, to a CUDA process", batch_cuda_us / n, "-", "-",
+	       "-");
 	printf("  (ratio = cuda median / host-backend median, same page size;\n"
-	       "   the last line: one call over the %zu pages, per page)\n",
+	       "   the last two: one call over the %zu pages, and all their fds\n"
+	       "   sent to another process, per page)\n",
 	       n);
 	printf("{\"bench\":\"vmm-cuda-timing\",\"device\":\"%s\",\"page_size\":%zu,"
 	       "\"pages\":%zu,\"baseline\":\"host backend\"",
@@ -279,7 +411,8 @@ int main(int argc, char **argv)
 		printf(",\"%s_median_us\":%.3f,\"%s_p90_us\":%.3f,\"%s_host_median_us\":%.3f",
 		       step_names[s], med[s], step_names[s], p90[s],
 		       step_names[s], hmed[s]);
-	printf(",\"cuMemSetAccess_range_per_page_us\":%.3f}\n", range_us / n);
+	printf(",\"cuMemSetAccess_range_per_page_us\":%.3f,\"fd_batch_per_fd_us\":%.3f,\"fd_batch_to_cuda_process_per_fd_us\":%.3f}\n",
+	       range_us / n, batch_us / n, batch_cuda_us / n);
 	vmm_backend_close(cuda);
 	vmm_backend_close(host);
 	for (int s = 0; s < S_COUNT; s++) {

@@ -65,6 +65,9 @@ struct shared {
 	/* a second open of the same blocks in the same process (pages
 	 * imported already): its time and what it shared */
 	double open2_ms[NCONTENT];
+	/* wall clock (CLOCK_REALTIME, us) when the first open began and
+	 * when its reply's recvmsg returned, to set beside kvmmd's log */
+	uint64_t open_wall_us[NCONTENT], recv_wall_us[NCONTENT];
 	uint32_t shared2[NCONTENT];
 	/* the reader's backend calls during each open (microseconds) */
 	struct vmm_time {
@@ -116,6 +119,16 @@ static uint64_t page_va(struct kvmm_region *r, uint32_t seq, uint32_t b,
  * daemon's work, the socket, the fds).
  */
 static const struct vmm_ops *plain_ops;
+static uint64_t recv_wall;
+
+static uint64_t wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static struct vmm_ops timed_ops;
 static struct vmm_time *vt_now;
 
@@ -176,6 +189,7 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	if (vt_now) {
 		vt_now->recv_us += (now_ms() - t0) * 1e3;
 		vt_now->recvs++;
+		recv_wall = wall_us();
 	}
 	return r;
 }
@@ -324,10 +338,12 @@ static void reader(int k)
 	for (uint32_t b = 0; b < NB; b++)
 		h[b] = hash_of(k, b);
 	vt_now = &sh->vt[k];
+	sh->open_wall_us[k] = wall_us();
 	t0 = now_ms();
 	t_ok(kvmm_seq_open_prefix_opts(r, h, NB, &seq, &nb, &po));
 	sh->open_ms[k] = now_ms() - t0;
 	vt_now = NULL;
+	sh->recv_wall_us[k] = recv_wall;
 	if (nb != NB)
 		t_fail("content %d: a prefix of %u blocks, expected %u", k, nb,
 		       NB);
@@ -521,6 +537,17 @@ int main(void)
 		       sh->shared2[k], sh->open2_ms[k], sh->vt2[k].maps,
 		       sh->vt2[k].map_us / 1e3, sh->vt2[k].accesses,
 		       sh->vt2[k].access_us / 1e3);
+		if (getenv("KVMMD_SLOW_CMD_US"))
+			printf("content %d: open sent at %llu.%06llu, its reply received at %llu.%06llu (CLOCK_REALTIME)\n",
+			       k,
+			       (unsigned long long)sh->open_wall_us[k] /
+				       1000000,
+			       (unsigned long long)sh->open_wall_us[k] %
+				       1000000,
+			       (unsigned long long)sh->recv_wall_us[k] /
+				       1000000,
+			       (unsigned long long)sh->recv_wall_us[k] %
+				       1000000);
 		t_assert_eq(sh->shared2[k], NB);
 		t_assert_eq(sh->vt[k].imports, NB * PPB);
 		t_assert_eq(sh->vt2[k].maps, NB * PPB);
@@ -556,6 +583,17 @@ int main(void)
 			       (unsigned long long)st.pages_quarantined,
 			       (unsigned long long)st.sequences);
 		usleep(10000);
+	}
+	if (getenv("KVMMD_SLOW_CMD_US")) {
+		/* kvmmd's slow-command lines (a diagnostic: see session.c) */
+		static char log[1 << 20];
+
+		if (td_read_log(&d, log, sizeof(log)) > 0)
+			for (char *l = strtok(log, "\n"); l;
+			     l = strtok(NULL, "\n"))
+				if (strstr(l, " took ") &&
+				    (strstr(l, "0x51") || strstr(l, "0x50")))
+					printf("kvmmd: %s\n", l);
 	}
 	r = td_stop(&d);
 	if (r)
