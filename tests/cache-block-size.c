@@ -4,7 +4,9 @@
  * layers) per daemon run.  Two models on one kvmmd, as a draft model next
  * to its target: a 1-layer region (2 pages a block) and a 2-layer one (4).
  *
- *   - with --cache-block-pages 4 the small model's publish, even the very
+ *   - with --cache-block-pages 4 the tiers open at start (the log says so
+ *     before any client; a tier that cannot open stops the start, its
+ *     reason logged); the small model's publish, even the very
  *     first, is refused (-EOPNOTSUPP) and cannot claim the tiers; the big
  *     model's blocks are cached and shared with another process' prefix
  *     open; the small model's prefix open finds nothing; one WARN line
@@ -103,10 +105,15 @@ int main(void)
 	struct model small, big;
 	int err;
 
-	/* the operator names the size */
+	/* the operator names the size: the tiers open at start, before any
+	 * client (not in the first publish) */
 	err = td_start(&d, named);
 	if (err)
 		t_fail("daemon: %s", strerror(-err));
+	read_log(&d, log, sizeof(log));
+	t_assert_eq(count(log,
+			  "cache: blocks of 4 pages (--cache-block-pages)"),
+		    1);
 	model_open(&small, d.sock, "draft", 1);
 	model_open(&big, d.sock, "target", 2);
 	t_assert_eq(publish(&small, small_h), -EOPNOTSUPP);
@@ -126,6 +133,26 @@ int main(void)
 	kvmm_disconnect(small.c);
 	kvmm_disconnect(big.c);
 	t_assert_eq(td_stop(&d), 0);
+
+	/* ... so a tier that cannot open stops the start, with its reason */
+	{
+		const char *bad[] = { "--cache-block-pages",
+				      "4",
+				      "--host-mem",
+				      "1M",
+				      "--nvme-path",
+				      "/nonexistent-kvmm-dir/tier",
+				      "--nvme-size",
+				      "4M",
+				      NULL };
+
+		t_assert_eq(td_start(&d, bad), -ECHILD);
+		read_log(&d, log, sizeof(log));
+		t_assert_eq(count(log, "cache: setting up the tiers failed"),
+			    1);
+		unlink(d.log);
+		rmdir(d.dir);
+	}
 
 	/* by default the first region to publish sets the size */
 	err = td_start(&d, NULL);

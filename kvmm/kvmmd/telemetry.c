@@ -131,8 +131,9 @@ int kd_telemetry_start(struct kd_daemon *d)
 		}
 	}
 	/* The cache clock is not CLOCK_MONOTONIC ns: reuse counts only.
-	 * cache.c sets .cache when its policy exists. */
-	tel_policy_init(&d->tel_feed, NULL, d->cost, false);
+	 * cache.c sets .cache when its policy exists: already, when
+	 * --cache-block-pages opened the tiers at start. */
+	tel_policy_init(&d->tel_feed, d->tel_feed.cache, d->cost, false);
 	tel_policy_sink(&d->tel_feed, &sink);
 	tel_set_sink(d->tel, &sink);
 	d->tel_timer.fn = on_tel_timer;
