@@ -203,7 +203,16 @@ static void kc_nvme_room(struct kd_cache *c)
 		for (struct kd_hnode *n = c->index.b[b]; n; n = n->next) {
 			struct kc_entry *e = kc_of(n);
 
-			if (!e->in_pol && !e->job && !e->rblk &&
+			/*
+			 * A cold block holds its slot.  An entry the policy
+			 * dropped from the NVMe tier earlier in this policy
+			 * call (a publish of several blocks) is out of the
+			 * policy too, but its slot is free already and it
+			 * waits on c->dead for kc_reap_dead(), which would
+			 * read it after a kc_free() here.
+			 */
+			if (!e->in_pol && !e->job && !e->rblk && !e->dead &&
+			    e->nvme_slot != MIGRATE_NO_SLOT &&
 			    e->tier == POL_TIER_NVME) {
 				c->st.tiers[POL_TIER_NVME].drops++;
 				kvmm_tel_evict(c->d->tel_local, e->hash,
