@@ -281,6 +281,28 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 	return taken;
 }
 
+/*
+ * Whether a restored block stays cached in its lower tier: the GPU tier
+ * has no victim to make room with (every block there in use, pinned or
+ * held by a TTL) and the block cannot be its own victim either (a
+ * client's pin or TTL holds it).  pol_cache_access() would move it up
+ * and then drop it, lower copy and pins and all, as kc_publish_promote()
+ * says.  A block that can be its own victim goes back down as before,
+ * copied from the sequences' pages.
+ */
+static bool kc_restore_stays_below(struct kd_cache *c, struct kc_entry *e)
+{
+	struct pol_block *b;
+
+	if (!e->in_pol)
+		return false;
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs against now */
+	if (pol_cache_can_admit(c->pol, POL_TIER_GPU))
+		return false;
+	b = pol_cache_lookup(c->pol, e->hash);
+	return b && !pol_cache_evictable(c->pol, b);
+}
+
 /* A restore job reaped: the block goes to the waiting opens and into the
  * cache's GPU tier, or the waits fail (a miss for them). */
 void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
@@ -336,6 +358,13 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 			   KVMM_TEL_TIER_GPU, 0, job->end_ns - job->start_ns,
 			   c->block_bytes, 1);
 	migrate_job_free(job);
+	if (!e->dead && !e->drop_after && kc_restore_stays_below(c, e)) {
+		/* the sequences keep the pages as their own (no hash on
+		 * them: not the cache's copy), the block its lower copy */
+		kc_restore_hand_out(c, e, blk, from, &pos, &few);
+		kd_block_put(c->d, blk);
+		return;
+	}
 	/* the block is on the GPU now; the lower copy goes (exclusive) */
 	kc_release_lower(c, e);
 	/* the sequences take the block first, so the policy cannot pick it
