@@ -11,6 +11,7 @@
 #include "tier_nvme_priv.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if HAVE_LIBURING
@@ -68,21 +69,38 @@ static void recover_header(struct tier_nvme *t, uint32_t slot, int res,
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* Read every slot header, queue_depth at a time, through the ring. */
+/*
+ * Read every slot header, queue_depth at a time, through the ring.
+ * Reads complete in any order (one of a never-written slot at once, one
+ * that goes to the disk later), so each takes a header buffer that no
+ * read in flight uses and gives it back when it completes; its user data
+ * names both.  A buffer picked by slot number could be one a read still
+ * in flight fills: two headers in one buffer, a written slot parsed from
+ * another slot's bytes (lost as never written, or counted as damaged).
+ */
 int nvme_recover(struct tier_nvme *t)
 {
-	uint32_t next = 0, done = 0;
-	unsigned int inflight = 0;
+	uint32_t next = 0, done = 0, *free_bufs;
+	unsigned int nfree = 0;
+	int err = 0;
 
+	free_bufs = malloc(t->qd * sizeof(*free_bufs));
+	if (!free_bufs)
+		return -ENOMEM;
+	while (nfree < t->qd) {
+		free_bufs[nfree] = nfree;
+		nfree++;
+	}
 	while (done < t->nslots) {
-		while (inflight < t->qd && next < t->nslots) {
+		while (nfree && next < t->nslots) {
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
-			unsigned char *buf =
-				t->hdr_bufs +
-				(size_t)(next % t->qd) * NVME_ALIGN;
+			uint32_t bi;
+			unsigned char *buf;
 
 			if (!sqe)
 				break;
+			bi = free_bufs[--nfree];
+			buf = t->hdr_bufs + (size_t)bi * NVME_ALIGN;
 			if (t->registered)
 				io_uring_prep_read_fixed(
 					sqe, nvme_sqe_fd(t), buf, NVME_ALIGN,
@@ -92,31 +110,33 @@ int nvme_recover(struct tier_nvme *t)
 						   NVME_ALIGN,
 						   nvme_slot_offset(t, next));
 			nvme_sqe_file(t, sqe);
-			io_uring_sqe_set_data64(sqe, next);
+			io_uring_sqe_set_data64(sqe, (uint64_t)bi << 32 | next);
 			next++;
-			inflight++;
 		}
 		int r = io_uring_submit_and_wait(&t->ring, 1);
 
-		if (r < 0 && r != -EINTR)
-			return r;
+		if (r < 0 && r != -EINTR) {
+			err = r;
+			break;
+		}
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 
 		io_uring_for_each_cqe(&t->ring, head, cqe)
 		{
-			uint32_t slot = (uint32_t)io_uring_cqe_get_data64(cqe);
+			uint64_t data = io_uring_cqe_get_data64(cqe);
+			uint32_t slot = (uint32_t)data, bi = data >> 32;
 
 			seen++;
-			inflight--;
 			done++;
 			recover_header(t, slot, cqe->res,
-				       t->hdr_bufs + (size_t)(slot % t->qd) *
-							     NVME_ALIGN);
+				       t->hdr_bufs + (size_t)bi * NVME_ALIGN);
+			free_bufs[nfree++] = bi;
 		}
 		io_uring_cq_advance(&t->ring, seen);
 	}
-	return 0;
+	free(free_bufs);
+	return err;
 }
 
 #endif /* HAVE_LIBURING */
