@@ -570,8 +570,10 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 		return 0;
 	/*
 	 * Should nothing on the GPU be evictable (every block in use or
-	 * pinned), the block stays where it is: pol_cache_access() would
-	 * move it up and then drop it, lower copy and all.  Otherwise it
+	 * pinned), or only the block's parent (which stops being a leaf
+	 * once the block is there: pol_cache_can_promote()), the block
+	 * stays where it is: pol_cache_access() would move it up and then
+	 * drop it, lower copy and all.  Otherwise it
 	 * moves up first and the GPU's victim goes down into the room it
 	 * leaves, as a reload's would (kc_restore_settle()): making room
 	 * first would push the victim into a lower tier that the block
@@ -579,7 +581,7 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	 * slot goes before the policy call, so the victim's demotion finds
 	 * it free; pinned meanwhile, the block is not its own victim.
 	 */
-	if (!pol_cache_can_admit(c->pol, POL_TIER_GPU) ||
+	if (!pol_cache_can_promote(c->pol, POL_TIER_GPU, e->hash) ||
 	    pol_cache_pin(c->pol, e->hash))
 		return 0;
 	kc_take_block(e, blk);

@@ -284,8 +284,9 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 /*
  * Whether a restored block stays cached in its lower tier: the GPU tier
  * has no victim to make room with (every block there in use, pinned or
- * held by a TTL) and the block cannot be its own victim either (a
- * client's pin or TTL holds it).  pol_cache_access() would move it up
+ * held by a TTL, or only the block's parent: pol_cache_can_promote())
+ * and the block cannot be its own victim either (a client's pin or TTL
+ * holds it).  pol_cache_access() would move it up
  * and then drop it, lower copy and pins and all, as kc_publish_promote()
  * says.  A block that can be its own victim goes back down as before,
  * copied from the sequences' pages.
@@ -297,7 +298,7 @@ static bool kc_restore_stays_below(struct kd_cache *c, struct kc_entry *e)
 	if (!e->in_pol)
 		return false;
 	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs against now */
-	if (pol_cache_can_admit(c->pol, POL_TIER_GPU))
+	if (pol_cache_can_promote(c->pol, POL_TIER_GPU, e->hash))
 		return false;
 	b = pol_cache_lookup(c->pol, e->hash);
 	return b && !pol_cache_evictable(c->pol, b);

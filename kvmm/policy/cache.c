@@ -394,6 +394,22 @@ bool pol_cache_can_admit(struct pol_cache *c, unsigned tier)
 	       room_victim(c, tier, &ttl) != NULL;
 }
 
+bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash)
+{
+	struct pol_block *b, *v;
+	bool ttl;
+
+	if (tier >= POL_TIER_COUNT || !c->priv[tier])
+		return false;
+	if (c->count[tier] < c->cap[tier])
+		return true;
+	v = room_victim(c, tier, &ttl);
+	if (!v)
+		return false;
+	b = pol_cache_lookup(c, hash);
+	return !b || !c->prefix_rule || v != pol_cache_parent(c, b);
+}
+
 static int make_room(struct pol_cache *c, unsigned t)
 {
 	while (c->count[t] > c->cap[t]) {

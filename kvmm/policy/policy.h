@@ -195,6 +195,15 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
  * lose: pol_cache_access() of a block that finds no room drops it.
  */
 bool pol_cache_can_admit(struct pol_cache *c, unsigned tier);
+/*
+ * The same for a block already cached in a lower tier (hash) moving up
+ * into `tier`: also false when the victim would be its parent.  Under
+ * the prefix rule the block's arrival makes its parent a non-leaf there,
+ * so make_room would no longer find that victim and would drop the block
+ * it just moved up (pol_cache_can_admit() answers before the move).
+ * Conservative: another victim may exist behind the parent.
+ */
+bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash);
 
 /* Drop a block from whichever tier holds it; -ENOENT if none. */
 int pol_cache_remove(struct pol_cache *c, uint64_t hash);
