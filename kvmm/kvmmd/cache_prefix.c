@@ -263,9 +263,11 @@ static void kc_busy_retry(struct kd_cache *c)
 			if (pr->state[i] != KC_SLOT_BUSY)
 				continue;
 			e = kc_find(c, pr->hashes[i]);
+			/* still moving, or a restore called off that has
+			 * not settled yet (kc_prefix_walk()) */
 			if (r && e && !e->dead && !e->drop_after && e->job &&
-			    !e->rblk)
-				continue; /* still moving */
+			    (!e->rblk || e->restore_cancelled))
+				continue;
 			if (r && e && !e->dead && !e->drop_after) {
 				if (e->rblk) {
 					pr->state[i] = KC_SLOT_WAIT;
@@ -719,9 +721,13 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			pr->stop = KC_STOP_MISS;
 			break;
 		}
-		if (e->rblk) {
+		if (e->rblk && !e->restore_cancelled) {
 			/* being restored (for another open, or for this
-			 * one's duplicate hash): wait for it, share it */
+			 * one's duplicate hash): wait for it, share it.  One
+			 * called off (every open that wanted it went away)
+			 * will not land: this open waits for it to settle
+			 * like a block on the move below, and restores it
+			 * then (kc_busy_retry()) */
 			pr->state[hit] = KC_SLOT_WAIT;
 			pr->nwait++;
 			c->st.restores_waited++;
