@@ -461,7 +461,9 @@ static void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 			.buf = (void *)src,
 			.length = jobs[i]->length,
 			.headroom = true, /* host slots have it */
+			.reserved = jobs[i]->nvme_reserved,
 		};
+		jobs[i]->nvme_reserved = false; /* the write uses it up */
 	}
 	/* a NULL buf (source not READY) fails that io with -EINVAL */
 	if (k)
@@ -840,6 +842,8 @@ void migrate_close(struct migrate *m)
 		if (job->kind == MIGRATE_HOST_TO_NVME &&
 		    job->nvme_slot != MIGRATE_NO_SLOT && m->nvme)
 			tier_nvme_free(m->nvme, job->nvme_slot);
+		if (job->nvme_reserved && m->nvme)
+			tier_nvme_unreserve(m->nvme);
 		free(job);
 	}
 	if (m->map_pages) {

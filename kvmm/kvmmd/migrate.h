@@ -24,7 +24,8 @@
  *     when the job fails or is cancelled (host_slot becomes
  *     MIGRATE_NO_SLOT);
  *   - an NVMe destination slot is allocated by the NVMe tier and set in
- *     nvme_slot on success;
+ *     nvme_slot on success (from the caller's reservation when
+ *     nvme_reserved);
  *   - destination pages belong to the caller throughout.
  *
  * GPU page reuse.  A page that held a demoted block may go back to the free
@@ -119,6 +120,11 @@ struct migrate_job {
 	uint64_t length; /* bytes: npages * page size */
 	uint32_t host_slot; /* source or destination (staging for NVME_TO_GPU) */
 	uint32_t nvme_slot; /* source; destination set on success */
+	/* HOST_TO_NVME: the caller reserved the destination slot
+	 * (tier_nvme_reserve()); the engine's write uses it up and clears
+	 * this.  Still set when reaped: the job never wrote (failed before,
+	 * cancelled): the caller gives the reservation back. */
+	bool nvme_reserved;
 	void *owner; /* the caller's cookie */
 	/* set by the engine (read after reap, or under no lock when DONE) */
 	enum migrate_state state;

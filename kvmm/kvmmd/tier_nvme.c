@@ -356,6 +356,15 @@ int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 	return -ENOENT;
 }
 
+int tier_nvme_reserve(struct tier_nvme *t)
+{
+	return -ENOSPC;
+}
+
+void tier_nvme_unreserve(struct tier_nvme *t)
+{
+}
+
 int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
 {
 	return -ENOTSUP;

@@ -84,6 +84,7 @@ struct tier_nvme_stats {
 	uint64_t capacity_slots;
 	uint64_t capacity_bytes;
 	uint64_t used_slots; /* FILLING + READY */
+	uint64_t reserved_slots; /* free, set aside: tier_nvme_reserve() */
 	uint64_t ready_slots;
 	uint64_t peak_used_slots;
 	uint64_t recovered_slots; /* READY after the last open */
@@ -117,6 +118,9 @@ struct tier_nvme_io {
 	 * host tier's headroom): header and payload then move in one I/O.
 	 * Without it the header takes an I/O of its own. */
 	bool headroom;
+	/* write: takes a slot tier_nvme_reserve() set aside (the reservation
+	 * is used up whatever the write does: dedup, failure) */
+	bool reserved;
 	int result; /* 0 or -errno: -ENOSPC full, -EBADMSG corrupt,
 		     * -EEXIST already being written, -EIO */
 };
@@ -146,6 +150,15 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n);
 
+/*
+ * Set a free slot aside for a write to come (tier_nvme_io.reserved), so
+ * the caller decides when the write is queued whether it will find a
+ * slot: 0, or -ENOSPC when every free slot is taken or set aside.  A
+ * write without a reservation never takes a slot set aside.  A
+ * reservation no write used goes back with tier_nvme_unreserve().
+ */
+int tier_nvme_reserve(struct tier_nvme *t);
+void tier_nvme_unreserve(struct tier_nvme *t);
 /* READY slot holding hash: 0, or -ENOENT. */
 int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 		     uint64_t *length, uint64_t *layout_id);

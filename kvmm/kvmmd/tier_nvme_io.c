@@ -740,6 +740,10 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		struct tier_nvme_io *io = &ios[i];
 		uint32_t slot = nvme_idx_find(t, io->hash);
 
+		/* used up whatever happens below: its slot is free now for
+		 * nvme_slot_alloc() (nfree > reserved) */
+		if (io->reserved && t->reserved)
+			t->reserved--;
 		if (!io->buf || (uintptr_t)io->buf % NVME_ALIGN ||
 		    io->length == 0 || io->length % NVME_ALIGN ||
 		    io->length > t->payload_bytes) {

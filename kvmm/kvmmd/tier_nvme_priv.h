@@ -89,6 +89,8 @@ struct tier_nvme {
 	uint32_t bucket_mask;
 	uint32_t *free_stack;
 	uint32_t nfree;
+	/* of the nfree, set aside for reserved writes (never more) */
+	uint32_t reserved;
 	struct io_uring ring;
 	unsigned int qd;
 	size_t io_bytes;

@@ -106,9 +106,11 @@ void nvme_slot_claim(struct tier_nvme *t, uint32_t slot)
 	}
 }
 
+/* A free slot not set aside (a reserved write gives its reservation up
+ * first: then one is). */
 int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot)
 {
-	if (t->nfree == 0) {
+	if (t->nfree <= t->reserved) {
 		t->st.alloc_failures++;
 		return -ENOSPC;
 	}
@@ -136,6 +138,27 @@ void nvme_slot_release(struct tier_nvme *t, uint32_t slot)
 }
 
 /* ---- public lookups ---- */
+
+int tier_nvme_reserve(struct tier_nvme *t)
+{
+	int r = -ENOSPC;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->nfree > t->reserved) {
+		t->reserved++;
+		r = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+void tier_nvme_unreserve(struct tier_nvme *t)
+{
+	pthread_mutex_lock(&t->lock);
+	if (t->reserved)
+		t->reserved--;
+	pthread_mutex_unlock(&t->lock);
+}
 
 int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 		     uint64_t *length, uint64_t *layout_id)
@@ -216,6 +239,7 @@ void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st)
 {
 	pthread_mutex_lock(&t->lock);
 	*st = t->st;
+	st->reserved_slots = t->reserved;
 	pthread_mutex_unlock(&t->lock);
 	/* the engine's own two, without io_lock (nvme_count()) */
 	st->sqes = __atomic_load_n(&t->io_sqes, __ATOMIC_RELAXED);
