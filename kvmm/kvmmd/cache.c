@@ -87,6 +87,7 @@ void kc_release_lower(struct kd_cache *c, struct kc_entry *e)
 	if (e->nvme_slot != MIGRATE_NO_SLOT) {
 		tier_nvme_free(c->nvme, e->nvme_slot);
 		e->nvme_slot = MIGRATE_NO_SLOT;
+		kc_nvme_kick(c);
 	}
 }
 
@@ -308,7 +309,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 			goto err;
 		tier_nvme_get_stats(c->nvme, &ns);
 		/* one slot spare: a block the policy dropped while its
-		 * write was in flight holds a slot until the write ends */
+		 * write (or a restore's read) was in flight holds a slot
+		 * until the I/O ends; when more do, writes wait for them
+		 * (kc_nvme_slot()) */
 		po.capacity[POL_TIER_NVME] =
 			ns.capacity_slots > 1 ? ns.capacity_slots - 1 : 1;
 		r = tier_nvme_foreach(c->nvme, kc_recovered, c);
@@ -389,6 +392,7 @@ int kd_cache_init(struct kd_daemon *d)
 	c->d = d;
 	kd_fifo_init(&c->parked);
 	kd_fifo_init(&c->slotq);
+	kd_fifo_init(&c->nvmeq);
 	kd_fifo_init(&c->staging);
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;

@@ -43,6 +43,56 @@ static void kc_lose(struct kd_cache *c, struct kc_entry *e)
 	kc_kill(c, e);
 }
 
+/* Will an NVMe slot come back without the loop doing anything?  An NVMe
+ * job in the engine (a write, a restore's read) ends, and frees its
+ * block's slot when the block was dropped meanwhile (or the write
+ * failed); a restore reaped, not yet settled, frees its block's slot when
+ * it settles.  NVMe restores waiting for a staging slot do not count: they
+ * wait for host slots, which writes waiting here hold. */
+static bool kc_nvme_coming(struct kd_cache *c)
+{
+	return c->nvme_in_flight || c->nr_restored;
+}
+
+/* A free NVMe slot set aside for job's write: 0, or -ENOSPC. */
+static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
+{
+	if (tier_nvme_reserve(c->nvme))
+		return -ENOSPC;
+	job->nvme_reserved = true;
+	return 0;
+}
+
+/*
+ * An NVMe slot for e's write (job, HOST_TO_NVME), decided here on the loop
+ * where the line is: 0 with a slot reserved in the tier (the write cannot
+ * find the tier full when a worker runs it), 1 when the write waits in
+ * line (c->nvmeq, e->job set, not submitted), or -ENOSPC.
+ *
+ * The policy counts one slot less than the tier has: a block it dropped
+ * while an NVMe I/O of it runs (its write, or a restore's read) holds its
+ * slot until the I/O ends.  Under churn several such I/Os are in flight,
+ * and a write found no free slot: it failed (-ENOSPC, migrations_failed)
+ * and its block was lost with nothing wrong.  Now it waits for one of
+ * those slots, with its bytes in its host slot, and kc_nvme_pump() starts
+ * it.  It fails only when no slot is free and none will come back
+ * (kc_nvme_coming()) with nothing in line before it; behind writes
+ * already in line it always waits, for the pump to decide.
+ */
+static int kc_nvme_slot(struct kd_cache *c, struct kc_entry *e,
+			struct migrate_job *job)
+{
+	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_reserve(c, job))
+		return 0;
+	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_coming(c))
+		return -ENOSPC;
+	e->job = job;
+	kd_fifo_push_tail(&c->nvmeq, &e->nvmeq);
+	if (!kc_nvme_coming(c) && !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+	return 1;
+}
+
 static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 		     enum migrate_kind kind)
 {
@@ -100,17 +150,26 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 		e->host_slot = job->host_slot;
 	} else {
 		job->host_slot = e->host_slot;
+		r = kc_nvme_slot(c, e, job);
+		if (r < 0)
+			goto err_free;
+		if (r > 0)
+			return 0; /* waits in line */
 	}
 	r = migrate_submit(c->mig, job);
 	if (r) {
 		if (kind == MIGRATE_GPU_TO_HOST) {
 			tier_host_free(c->host, job->host_slot);
 			e->host_slot = MIGRATE_NO_SLOT;
+		} else {
+			tier_nvme_unreserve(c->nvme);
 		}
 		goto err_free;
 	}
 	e->job = job;
 	c->st.migrations_in_flight++;
+	if (kind == MIGRATE_HOST_TO_NVME)
+		c->nvme_in_flight++;
 	return 0;
 
 err_free:
@@ -119,16 +178,19 @@ err_free:
 }
 
 /*
- * A demotion waiting for a host slot is called off (its block is dropped
- * or removed): the copy never started, the bytes are still only in the
- * GPU pages, which the caller releases.  False when e has no queued
- * demotion.
+ * A demotion waiting for a host slot, or a host -> NVMe write waiting for
+ * an NVMe slot, is called off (its block is dropped or removed): the copy
+ * never started, the bytes are still only in the GPU pages or the host
+ * slot, which the caller releases.  False when e has no queued demotion.
  */
 bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e)
 {
-	if (!kd_fifo_linked(&c->slotq, &e->slotq))
+	if (kd_fifo_linked(&c->nvmeq, &e->nvmeq))
+		kd_fifo_unlink(&c->nvmeq, &e->nvmeq);
+	else if (kd_fifo_linked(&c->slotq, &e->slotq))
+		kc_slotq_del(c, e);
+	else
 		return false;
-	kc_slotq_del(c, e);
 	migrate_job_free(e->job);
 	e->job = NULL;
 	return true;
@@ -197,7 +259,8 @@ static void kc_nvme_room(struct kd_cache *c)
 	struct tier_nvme_stats ns;
 
 	tier_nvme_get_stats(c->nvme, &ns);
-	if (ns.used_slots < ns.capacity_slots)
+	/* slots set aside for writes in flight are not free */
+	if (ns.used_slots + ns.reserved_slots < ns.capacity_slots)
 		return;
 	for (uint64_t b = 0; b <= c->index.mask; b++) {
 		for (struct kd_hnode *n = c->index.b[b]; n; n = n->next) {
@@ -224,6 +287,63 @@ static void kc_nvme_room(struct kd_cache *c)
 			}
 		}
 	}
+}
+
+/*
+ * Start the writes waiting for an NVMe slot (kc_nvme_slot()), in line
+ * order, while slots are free.  When none is free and none will come back
+ * (kc_nvme_coming()), a cold block may still give its slot
+ * (kc_nvme_room()); else the writes in line fail and their blocks are
+ * dropped, as a write that found no slot always was.  At shutdown
+ * (fail_all) every one in line fails.
+ */
+void kc_nvme_pump(struct kd_cache *c, bool fail_all)
+{
+	while (!kd_fifo_empty(&c->nvmeq)) {
+		struct kc_entry *e = kd_fifo_entry(kd_fifo_first(&c->nvmeq),
+						   struct kc_entry, nvmeq);
+		struct migrate_job *job = e->job;
+		int err = -ESHUTDOWN;
+
+		if (!fail_all) {
+			err = kc_nvme_reserve(c, job);
+			if (err && kc_nvme_coming(c))
+				return;
+			if (err) {
+				kc_nvme_room(c);
+				err = kc_nvme_reserve(c, job);
+			}
+		}
+		kd_fifo_unlink(&c->nvmeq, &e->nvmeq);
+		if (!err) {
+			err = migrate_submit(c->mig, job);
+			if (!err) {
+				c->st.migrations_in_flight++;
+				c->nvme_in_flight++;
+				continue;
+			}
+			tier_nvme_unreserve(c->nvme);
+		}
+		/* never written: the block goes, as when kc_submit() failed;
+		 * its host slot is freed with it (kc_reap_dead()) */
+		migrate_job_free(job);
+		e->job = NULL;
+		if (e->drop_after) {
+			kc_release(c, e);
+			kc_free(c, e);
+		} else {
+			kc_lose(c, e);
+		}
+	}
+}
+
+/* An NVMe slot came back on the loop (a block dropped or moved up): the
+ * writes waiting for one take it from the settle, soon, not at the next
+ * migration's end. */
+void kc_nvme_kick(struct kd_cache *c)
+{
+	if (!kd_fifo_empty(&c->nvmeq) && !c->settle_timer.armed)
+		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 }
 
 /* The policy decided a move; make it happen (or note that it failed). */
@@ -320,6 +440,9 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	struct kc_entry *e = job->owner;
 	bool ok = job->state == MIGRATE_DONE;
 
+	if (job->kind == MIGRATE_HOST_TO_NVME ||
+	    job->kind == MIGRATE_NVME_TO_GPU)
+		c->nvme_in_flight--; /* kc_nvme_pump() runs after the reap */
 	if (kc_restore_kind(job->kind)) {
 		c->st.migrations_in_flight--;
 		kc_restore_done(c, job);
@@ -332,6 +455,11 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 	c->st.migrations_in_flight--;
 	e->job = NULL;
+	if (job->nvme_reserved) {
+		/* never written (failed before, cancelled): unused */
+		tier_nvme_unreserve(c->nvme);
+		job->nvme_reserved = false;
+	}
 	if (!ok)
 		c->st.migrations_failed++;
 	if (job->kind == MIGRATE_GPU_TO_HOST) {

@@ -579,8 +579,12 @@ void kc_settle(struct kd_cache *c)
 			kc_reap_dead(c);
 		}
 		/* settled restores and ended demotions gave slots back:
-		 * restores (a client waits) first, then demotions (one that
-		 * cannot get a slot ever is dropped: a busy open sees it) */
+		 * NVMe slots to writes waiting for them first (once they
+		 * run, the host slots they hold count as coming back for
+		 * the lines below), restores (a client waits), then
+		 * demotions (one that cannot get a slot ever is dropped: a
+		 * busy open sees it) */
+		kc_nvme_pump(c, !c->opened || c->closing);
 		kc_staging_pump(c, !c->opened || c->closing);
 		kc_demote_pump(c, !c->opened || c->closing);
 		kc_busy_retry(c);

@@ -6,7 +6,8 @@
  *                    closing the tiers and the policy, publish, pins,
  *                    tier counters
  *   cache_demote.c   the policy's move handler: demotion jobs (GPU ->
- *                    host -> NVMe), every migration job's completion,
+ *                    host -> NVMe) and their waits for host or NVMe
+ *                    slots, every migration job's completion,
  *                    pool-pressure reclaim
  *   cache_restore.c  restore jobs (host or NVMe -> fresh pages): submit,
  *                    NVMe staging, completion, settling into the GPU tier
@@ -77,6 +78,10 @@ struct kc_entry {
 	/* in kd_cache.slotq: a demotion waiting for a host slot (job not
 	 * submitted: the bytes are only in the GPU pages, e->blk) */
 	struct kd_fifo_node slotq;
+	/* in kd_cache.nvmeq: a host -> NVMe write waiting for an NVMe slot
+	 * (job not submitted: the bytes are only in its host slot, which it
+	 * keeps) */
+	struct kd_fifo_node nvmeq;
 };
 
 /*
@@ -193,6 +198,11 @@ struct kd_cache {
 	 * counts them) */
 	struct kd_fifo slotq;
 	uint64_t demotions_queued;
+	/* host -> NVMe writes waiting for an NVMe slot (kc_entry.nvmeq),
+	 * and the NVMe jobs (writes, restore reads) in the engine, whose end
+	 * may give one back (kc_nvme_pump()) */
+	struct kd_fifo nvmeq;
+	uint64_t nvme_in_flight;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -233,6 +243,8 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job);
 int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all);
 void kc_demote_pump(struct kd_cache *c, bool fail_all);
 bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e);
+void kc_nvme_pump(struct kd_cache *c, bool fail_all);
+void kc_nvme_kick(struct kd_cache *c);
 uint64_t kc_pool_free(struct kd_daemon *d);
 /*
  * kd_cache_reclaim() in two steps, so a PREFIX_OPEN pins its prefix only

@@ -77,6 +77,8 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 			goto err_put;
 		}
 		c->st.migrations_in_flight++;
+		if (nvme)
+			c->nvme_in_flight++;
 		e->restore_no = ++c->restores_submitted;
 	}
 	e->job = job;
@@ -111,6 +113,7 @@ void kc_staging_pump(struct kd_cache *c, bool fail_all)
 			err = migrate_submit(c->mig, job);
 		if (!err) {
 			c->st.migrations_in_flight++;
+			c->nvme_in_flight++;
 			e->restore_no = ++c->restores_submitted;
 			continue;
 		}
