@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+/*
+ * NVMe tier: a slot set aside by tier_nvme_reserve() goes to a reserved
+ * write and to no other.  With 4 slots, 1 written and 3 reserved, a write
+ * without a reservation finds the tier full (-ENOSPC) and a fourth
+ * reservation is refused; reserved writes get the slots, and a reserved
+ * write that is not written (a hash already on disk, a bad buffer) uses
+ * its reservation up all the same; tier_nvme_unreserve() gives one back.
+ */
+#include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/test.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PAYLOAD (64 * 1024)
+#define NSLOTS 4
+
+static struct tier_nvme_io wio(unsigned char *buf, uint64_t hash, bool reserved)
+{
+	memset(buf, (int)(hash & 0xff), PAYLOAD);
+	return (struct tier_nvme_io){ .hash = hash,
+				      .layout_id = 1,
+				      .buf = buf,
+				      .length = PAYLOAD,
+				      .reserved = reserved };
+}
+
+int main(void)
+{
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	char path[256];
+	unsigned char *buf;
+	struct tier_nvme *t;
+	struct tier_nvme_stats st;
+	struct tier_nvme_io io[2];
+	int r;
+
+	if (!dir)
+		dir = "/var/tmp";
+	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-reserve-%d", dir,
+		 getpid());
+	t_ok(posix_memalign((void **)&buf, 4096, 2 * PAYLOAD));
+	struct tier_nvme_config cfg = {
+		.size = sizeof(cfg),
+		.path = path,
+		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
+		.payload_bytes = PAYLOAD,
+	};
+	r = tier_nvme_open(&cfg, &t);
+	if (r == -EOPNOTSUPP || r == -EINVAL)
+		t_skip("O_DIRECT not possible in %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
+		       dir, strerror(-r));
+	t_ok(r);
+
+	io[0] = wio(buf, 0x100, false);
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 0);
+	for (int i = 0; i < NSLOTS - 1; i++)
+		t_ok(tier_nvme_reserve(t));
+	t_assert_eq(tier_nvme_reserve(t), -ENOSPC);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.used_slots, 1);
+	t_assert_eq(st.reserved_slots, NSLOTS - 1);
+
+	/* the free slots are all set aside */
+	io[0] = wio(buf, 0x101, false);
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 1);
+	t_assert_eq(io[0].result, -ENOSPC);
+
+	/* two reserved writes in one batch get two of them */
+	io[0] = wio(buf, 0x102, true);
+	io[1] = wio(buf + PAYLOAD, 0x103, true);
+	t_assert_eq(tier_nvme_write_batch(t, io, 2), 0);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.used_slots, 3);
+	t_assert_eq(st.reserved_slots, 1);
+
+	/* a reserved write of a hash on disk is a dedup hit: its
+	 * reservation is used up, its slot free for anyone */
+	io[0] = wio(buf, 0x100, true);
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 0);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.dedup_hits, 1);
+	t_assert_eq(st.reserved_slots, 0);
+	t_ok(tier_nvme_reserve(t));
+	tier_nvme_unreserve(t);
+	io[0] = wio(buf, 0x104, false);
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 0);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.used_slots, NSLOTS);
+
+	/* full: nothing to reserve; a slot freed can be, and a reserved
+	 * write refused for a bad buffer gives it up too */
+	t_assert_eq(tier_nvme_reserve(t), -ENOSPC);
+	t_ok(tier_nvme_free(t, io[0].slot));
+	t_ok(tier_nvme_reserve(t));
+	io[0] = wio(buf, 0x105, true);
+	io[0].buf = buf + 1;
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 1);
+	t_assert_eq(io[0].result, -EINVAL);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.reserved_slots, 0);
+	t_assert_eq(st.used_slots, NSLOTS - 1);
+
+	tier_nvme_close(t);
+	unlink(path);
+	free(buf);
+	printf("NVMe slot reservations ok\n");
+	return 0;
+}
