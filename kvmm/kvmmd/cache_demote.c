@@ -214,6 +214,25 @@ int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all)
 }
 
 /*
+ * A queued move that will never run (no slot will come, or shutdown): its
+ * block goes, as when kc_submit() failed; a drop_after one was counted
+ * when the policy dropped it.
+ */
+static void kc_unrun(struct kd_cache *c, struct kc_entry *e,
+		     struct migrate_job *job)
+{
+	migrate_job_free(job);
+	e->job = NULL;
+	e->then_nvme = false;
+	if (e->drop_after) {
+		kc_release(c, e);
+		kc_free(c, e);
+	} else {
+		kc_lose(c, e);
+	}
+}
+
+/*
  * Start queued demotions while host slots are free.  When none is free and
  * no migration is in flight, none will come back: the queued demotions
  * fail and their blocks are dropped, as a demotion that found no slot
@@ -239,17 +258,7 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 			tier_host_free(c->host, job->host_slot);
 			e->host_slot = MIGRATE_NO_SLOT;
 		}
-		/* never copied: the block goes, as when kc_submit() failed
-		 * (a drop_after one was counted when the policy dropped it) */
-		migrate_job_free(job);
-		e->job = NULL;
-		e->then_nvme = false;
-		if (e->drop_after) {
-			kc_release(c, e);
-			kc_free(c, e);
-		} else {
-			kc_lose(c, e);
-		}
+		kc_unrun(c, e, job); /* never copied */
 	}
 }
 
@@ -324,16 +333,9 @@ void kc_nvme_pump(struct kd_cache *c, bool fail_all)
 			}
 			tier_nvme_unreserve(c->nvme);
 		}
-		/* never written: the block goes, as when kc_submit() failed;
-		 * its host slot is freed with it (kc_reap_dead()) */
-		migrate_job_free(job);
-		e->job = NULL;
-		if (e->drop_after) {
-			kc_release(c, e);
-			kc_free(c, e);
-		} else {
-			kc_lose(c, e);
-		}
+		/* never written; the host slot goes with the block
+		 * (kc_reap_dead()) */
+		kc_unrun(c, e, job);
 	}
 }
 
