@@ -26,13 +26,15 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "kvmm/lib/wire.h"
+#include "kvmm/uapi.h"
 #include "vmm/vmm.h"
 
 #define PAGE_2M (2u << 20)
@@ -93,32 +95,22 @@ static double pct(double *v, size_t n, double p)
 	} while (0)
 
 /* Send fd to ourselves over sv[0] with SCM_RIGHTS and receive it on
- * sv[1], as kvmmd hands a page to a client: the received fd, or -errno. */
+ * sv[1] (kvmm's wire helpers, as kvmmd hands a page to a client): the
+ * received fd, or -errno. */
 static int pass_fd(const int sv[2], int fd)
 {
-	char c = 0, ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec io = { .iov_base = &c, .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &io,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl,
-			    .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	unsigned int nfds = 0;
+	char c = 0;
 	int out;
+	ssize_t r;
 
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &fd, sizeof(int));
-	if (sendmsg(sv[0], &m, 0) != 1)
-		return -errno;
-	m.msg_controllen = sizeof(ctl);
-	if (recvmsg(sv[1], &m, MSG_CMSG_CLOEXEC) != 1)
-		return -errno;
-	h = CMSG_FIRSTHDR(&m);
-	if (!h || h->cmsg_type != SCM_RIGHTS)
-		return -EPROTO;
-	memcpy(&out, CMSG_DATA(h), sizeof(int));
-	return out;
+	r = kw_send(sv[0], &c, 1, &fd, 1, 0);
+	if (r)
+		return (int)r;
+	r = kw_recv(sv[1], &c, 1, &out, &nfds, 1, 0);
+	if (r < 0)
+		return (int)r;
+	return r == 1 && nfds == 1 ? out : -EPROTO;
 }
 
 /* pass_fd() in place: *fd becomes the received copy (0 or -errno). */
@@ -158,28 +150,16 @@ static int receive_fds(int sock, size_t n, bool cuda)
 	if (write(sock, &c, 1) != 1)
 		return 1;
 	while (got < n) {
-		char ctl[CMSG_SPACE(253 * sizeof(int))], byte;
-		struct iovec io = { .iov_base = &byte, .iov_len = 1 };
-		struct msghdr m = { .msg_iov = &io,
-				    .msg_iovlen = 1,
-				    .msg_control = ctl,
-				    .msg_controllen = sizeof(ctl) };
-		struct cmsghdr *h;
+		int fds[KVMM_MSG_MAX_FDS];
+		unsigned int nfds = 0;
+		char byte;
 
-		if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+		if (kw_recv(sock, &byte, 1, fds, &nfds, KVMM_MSG_MAX_FDS, 0) !=
+			    1 ||
+		    !nfds)
 			return 1;
-		h = CMSG_FIRSTHDR(&m);
-		if (!h || h->cmsg_type != SCM_RIGHTS)
-			return 1;
-		for (size_t k = 0;
-		     k < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		     k++, got++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(h) + k * sizeof(int),
-			       sizeof(int));
-			close(fd);
-		}
+		kw_close_fds(fds, nfds);
+		got += nfds;
 	}
 	if (write(sock, &c, 1) != 1)
 		return 1;
@@ -215,25 +195,12 @@ static int pass_batch(const int *fds, size_t n, bool cuda, double *us)
 		goto out;
 	}
 	t0 = now_us();
-	for (size_t i = 0; i < n; i += 253) {
-		size_t k = n - i < 253 ? n - i : 253;
-		char ctl[CMSG_SPACE(253 * sizeof(int))];
-		struct iovec io = { .iov_base = &c, .iov_len = 1 };
-		struct msghdr m = { .msg_iov = &io,
-				    .msg_iovlen = 1,
-				    .msg_control = ctl,
-				    .msg_controllen =
-					    CMSG_SPACE(k * sizeof(int)) };
-		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	for (size_t i = 0; i < n; i += KVMM_MSG_MAX_FDS) {
+		size_t k = n - i < KVMM_MSG_MAX_FDS ? n - i : KVMM_MSG_MAX_FDS;
 
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(k * sizeof(int));
-		memcpy(CMSG_DATA(h), fds + i, k * sizeof(int));
-		if (sendmsg(sv[0], &m, 0) != 1) {
-			st = -errno;
+		st = kw_send(sv[0], &c, 1, fds + i, (unsigned int)k, 0);
+		if (st)
 			goto out;
-		}
 	}
 	if (read(sv[0], &c, 1) != 1) /* done */
 		st = -EPROTO;
