@@ -264,6 +264,23 @@ static enum fds_fault fds_fault(void)
 	return (enum fds_fault)fault;
 }
 
+/*
+ * KVMMD_SLOW_CMD_US=N in kvmmd's environment logs (INFO) every socket
+ * command whose handling took N microseconds or more, with the part spent
+ * in sendmsg of its reply: a diagnostic for where an open's time goes.
+ */
+static uint64_t slow_cmd_ns(void)
+{
+	static uint64_t ns = UINT64_MAX;
+
+	if (ns == UINT64_MAX) {
+		const char *v = getenv("KVMMD_SLOW_CMD_US");
+
+		ns = v && *v ? strtoull(v, NULL, 10) * 1000 : 0;
+	}
+	return ns;
+}
+
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,
 		     unsigned int nfds)
@@ -287,7 +304,7 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	memcpy(buf, &h, sizeof(h));
 	if (len)
 		memcpy(buf + sizeof(h), body, len);
-	t0 = kd_now_ns();
+	t0 = slow_cmd_ns() ? kd_now_ns() : 0; /* the clock only when asked */
 	err = kw_send(s->fd, buf, h.size, fds, first, MSG_DONTWAIT);
 	for (unsigned int i = first; !err && i < nfds; i += KVMM_MSG_MAX_FDS) {
 		unsigned int n = nfds - i;
@@ -315,7 +332,8 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		}
 		err = kw_send(s->fd, &h, sizeof(h), fds + i, n, MSG_DONTWAIT);
 	}
-	s->reply_send_ns += kd_now_ns() - t0;
+	if (t0)
+		s->reply_send_ns += kd_now_ns() - t0;
 	if (err) {
 		/* A client that does not read its replies is cut off rather
 		 * than allowed to block the daemon. */
@@ -323,23 +341,6 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 						    "reply failed");
 	}
 	return err;
-}
-
-/*
- * KVMMD_SLOW_CMD_US=N in kvmmd's environment logs (INFO) every socket
- * command whose handling took N microseconds or more, with the part spent
- * in sendmsg of its reply: a diagnostic for where an open's time goes.
- */
-static uint64_t slow_cmd_ns(void)
-{
-	static uint64_t ns = UINT64_MAX;
-
-	if (ns == UINT64_MAX) {
-		const char *v = getenv("KVMMD_SLOW_CMD_US");
-
-		ns = v && *v ? strtoull(v, NULL, 10) * 1000 : 0;
-	}
-	return ns;
 }
 
 static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
@@ -377,15 +378,15 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			kd_session_end(s, false, strerror((int)-n));
 			return;
 		} else {
-			uint64_t t0 = kd_now_ns(), dt;
+			uint64_t t0 = slow_cmd_ns() ? kd_now_ns() : 0, dt;
 			uint16_t cmd = ((const struct kvmm_msg_hdr *)buf)->cmd;
 
 			s->d->ctr.cmds_socket++;
 			s->cmds_socket++;
 			s->reply_send_ns = 0;
 			kd_proto_socket(s, buf, n, fds, nfds);
-			dt = kd_now_ns() - t0;
-			if (slow_cmd_ns() && dt >= slow_cmd_ns())
+			dt = t0 ? kd_now_ns() - t0 : 0;
+			if (t0 && dt >= slow_cmd_ns())
 				vmm_log(VMM_LOG_INFO,
 					"session %u: command 0x%x took %llu us, %llu us of it sending the reply",
 					s->id, cmd,
