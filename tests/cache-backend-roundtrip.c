@@ -43,6 +43,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
@@ -373,35 +374,15 @@ static void reader(int k)
 	kvmm_disconnect(c);
 }
 
-/*
- * Wait until nothing moves between tiers (no migration in flight, no
- * open pending, no demotion queued for a host slot), so that each open is
- * timed alone rather than against the moves the one before it started;
- * the wait in ms.  Over an admin connection: no backend opens here.
- */
+/* Wait until nothing moves between tiers (cc_settled_stats()), so that
+ * each open is timed alone rather than against the moves the one before
+ * it started; the wait in ms. */
 static double settle(const struct td_daemon *d)
 {
 	struct kvmm_tier_stats_reply ts;
-	struct kvmm_status_reply st;
-	struct kvmm_conn *c;
 	double t0 = now_ms();
 
-	t_ok(kc_connect_admin(d->sock, &c));
-	for (int i = 0;; i++) {
-		t_ok(kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st,
-				sizeof(st), NULL));
-		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
-				sizeof(ts), NULL));
-		if (!ts.migrations_in_flight && !ts.prefix_opens_pending &&
-		    !st.demotions_queued)
-			break;
-		if (i == 3000)
-			t_fail("after 30 s: %llu migrations in flight, %llu demotions queued",
-			       (unsigned long long)ts.migrations_in_flight,
-			       (unsigned long long)st.demotions_queued);
-		usleep(10000);
-	}
-	kvmm_disconnect(c);
+	cc_settled_stats(d->sock, &ts);
 	return now_ms() - t0;
 }
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
 #include "tests/lib/daemon.h"
@@ -282,7 +283,7 @@ static void cc_prefix(struct cc *c, const uint64_t *hashes, uint32_t n,
 	cc_prefix_recv(c, out, ids);
 }
 
-static void cc_tier_stats(struct cc *c, struct kvmm_tier_stats_reply *st)
+static inline void cc_tier_stats(struct cc *c, struct kvmm_tier_stats_reply *st)
 {
 	t_ok(cc_call(c, KVMM_CMD_TIER_STATS, NULL, 0, st, sizeof(*st), NULL,
 		     NULL));
@@ -414,26 +415,28 @@ static inline int cc_publish_content(const char *sock, const uint64_t *h,
 static inline void cc_settled_stats(const char *sock,
 				    struct kvmm_tier_stats_reply *ts)
 {
-	struct td_daemon d = { 0 };
 	struct kvmm_status_reply st;
+	struct kvmm_conn *c;
 	uint64_t queued = 0;
-	struct cc c;
 	int i;
 
-	snprintf(d.sock, sizeof(d.sock), "%s", sock);
-	cc_connect(&c, sock);
+	/* an admin session, as kvmmctl's: any backend and page size */
+	t_ok(kc_connect_admin(sock, &c));
 	for (i = 0; i < 1000; i++) {
-		t_ok(td_status(&d, &st));
+		t_ok(kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st,
+				sizeof(st), NULL));
 		queued = st.demotions_queued;
-		cc_tier_stats(&c, ts);
-		t_ok(td_status(&d, &st));
+		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, ts,
+				sizeof(*ts), NULL));
+		t_ok(kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st,
+				sizeof(st), NULL));
 		queued += st.demotions_queued;
 		if (!ts->migrations_in_flight && !ts->prefix_opens_pending &&
 		    !queued)
 			break;
 		usleep(10000);
 	}
-	cc_disconnect(&c);
+	kvmm_disconnect(c);
 	if (i == 1000)
 		t_fail("after 10 s: %llu migrations in flight, %llu opens pending, %llu demotions queued",
 		       (unsigned long long)ts->migrations_in_flight,
