@@ -26,7 +26,7 @@
  * bench/gpu-check.sh sets it), =host forces the host backend; unset, the
  * test takes cuda when it opens and host otherwise.  The NVMe part is left
  * out (said in the output) when $KVMM_NVME_TEST_DIR (default /var/tmp)
- * does not take O_DIRECT.
+ * does not take O_DIRECT io_uring (tests/lib/nvme_probe.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +45,7 @@
 #include "kvmm/lib/client.h"
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
@@ -386,29 +387,14 @@ static double settle(const struct td_daemon *d)
 	return now_ms() - t0;
 }
 
-/* Whether dir takes an O_DIRECT file (the NVMe tier needs it). */
+/* Whether dir takes the NVMe tier (an O_DIRECT file and io_uring). */
 static bool direct_io_ok(const char *dir)
 {
 	char path[256];
-	void *blk = NULL;
-	bool ok;
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/kvmm-roundtrip-probe-%d", dir,
 		 (int)getpid());
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC,
-		  0600);
-	if (fd < 0)
-		return false;
-	ok = posix_memalign(&blk, 4096, 4096) == 0;
-	if (ok) {
-		memset(blk, 0, 4096);
-		ok = pwrite(fd, blk, 4096, 0) == 4096;
-	}
-	free(blk);
-	close(fd);
-	unlink(path);
-	return ok;
+	return t_nvme_usable(path);
 }
 
 int main(void)

@@ -18,6 +18,7 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_probe.h"
 
 #define CR_NB 8 /* blocks per content */
 #define CR_SLOT (4096 + CC_PPB * CC_PAGE) /* NVMe slot stride */
@@ -51,23 +52,17 @@ static inline uint64_t cr_hash(int content, int b)
  * evicts a chain from its end): 8 cached GPU blocks (one content), a host tier of 8 slots (6 for the
  * policy), an NVMe file of nvme_slots slots, every restore delayed by
  * delay_ms, plus one option extra1 with its value extra2 (NULL: none).
- * Skips (77) when O_DIRECT is impossible where the file goes.
+ * Skips (77) when O_DIRECT io_uring is impossible where the file goes.
  */
 static inline void cr_start_args(struct cr_env *env, int nvme_slots,
 				 int delay_ms, const char *extra1,
 				 const char *extra2)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
-	int fd;
 
 	snprintf(env->nvme, sizeof(env->nvme), "%s/kvmm-restore-%d",
 		 dir ? dir : "/var/tmp", getpid());
-	fd = open(env->nvme, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		t_skip("O_DIRECT not possible for %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       env->nvme, strerror(errno));
-	close(fd);
-	unlink(env->nvme);
+	t_nvme_require(env->nvme);
 	snprintf(env->nvme_size, sizeof(env->nvme_size), "%llu",
 		 4096ull + (unsigned long long)nvme_slots * CR_SLOT);
 	snprintf(env->delay, sizeof(env->delay), "%d", delay_ms);

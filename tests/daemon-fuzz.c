@@ -52,6 +52,7 @@
 #include "kvmm/kvmm.h"
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_probe.h"
 
 #define FZ_CLIENTS 4
 #define FZ_CHAINS 12
@@ -1042,19 +1043,13 @@ int main(void)
 	char nvme[256], spec[256];
 	struct fz_counts *cnt;
 	uint64_t rng = seed, on_nvme;
-	int fd;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	fz_tracing = getenv("KVMM_FUZZ_TRACE") != NULL;
 	printf("daemon-fuzz: seed %llu, %llu s (KVMM_FUZZ_SEED, KVMM_FUZZ_SECONDS)\n",
 	       (unsigned long long)seed, (unsigned long long)ms / 1000);
 	cc_nvme_path(nvme, sizeof(nvme), "fuzz");
-	fd = open(nvme, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		t_skip("O_DIRECT not possible for %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       nvme, strerror(errno));
-	close(fd);
-	unlink(nvme);
+	t_nvme_require(nvme);
 	cnt = mmap(NULL, 3 * sizeof(*cnt), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(cnt != MAP_FAILED);

@@ -11,6 +11,7 @@
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -115,8 +116,7 @@ static void run_mode(uint32_t map_pages)
 				       .reg_base = reg,
 				       .reg_len = reg_len };
 	r = tier_nvme_open(&nc, &nvme);
-	if (r == -EOPNOTSUPP)
-		t_skip("O_DIRECT not possible in %s", path);
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 	struct migrate_config mc = { .size = sizeof(mc),
 				     .backend = b,

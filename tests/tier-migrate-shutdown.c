@@ -11,6 +11,7 @@
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -132,8 +133,7 @@ int main(void)
 					       4096 + NJOBS * (4096 + BLOCK),
 				       .payload_bytes = BLOCK };
 	r = tier_nvme_open(&nc, &nvme);
-	if (r == -EOPNOTSUPP)
-		t_skip("O_DIRECT not possible in %s", path);
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 	struct migrate_config mc = { .size = sizeof(mc),
 				     .backend = &gated,

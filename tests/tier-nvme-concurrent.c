@@ -14,6 +14,7 @@
  * (no -EEXIST, no deadlock), as when batches ran one at a time.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -189,9 +190,7 @@ int main(void)
 		.reformat = true,
 	};
 	r = tier_nvme_open(&cfg, &t);
-	if (r == -EOPNOTSUPP || r == -EINVAL)
-		t_skip("O_DIRECT not possible in %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       dir, strerror(-r));
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 	t_assert_eq(pthread_barrier_init(&start, NULL, NTHREADS), 0);
 	for (int i = 0; i < NTHREADS; i++) {

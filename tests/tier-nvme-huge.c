@@ -9,6 +9,7 @@
  * huge page to give, reg_huge_bytes is 0 and the data checks still run.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -70,9 +71,7 @@ int main(void)
 		.reg_len = REGION,
 	};
 	r = tier_nvme_open(&cfg, &t);
-	if (r == -EOPNOTSUPP || r == -EINVAL)
-		t_skip("O_DIRECT not possible in %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       dir, strerror(-r));
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 	tier_nvme_get_stats(t, &st);
 

@@ -17,6 +17,7 @@
  * recovered 49-51 of the 52-54 blocks its NVMe tier held).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -43,9 +44,7 @@ static struct tier_nvme *open_tier(const char *path)
 	struct tier_nvme *t;
 	int r = tier_nvme_open(&cfg, &t);
 
-	if (r == -EOPNOTSUPP)
-		t_skip("O_DIRECT not possible for %s; set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       path);
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 	return t;
 }

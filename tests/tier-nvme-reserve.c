@@ -8,6 +8,7 @@
  * its reservation up all the same; tier_nvme_unreserve() gives one back.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -51,9 +52,7 @@ int main(void)
 		.payload_bytes = PAYLOAD,
 	};
 	r = tier_nvme_open(&cfg, &t);
-	if (r == -EOPNOTSUPP || r == -EINVAL)
-		t_skip("O_DIRECT not possible in %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       dir, strerror(-r));
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 
 	io[0] = wio(buf, 0x100, false);

@@ -8,6 +8,7 @@
  * preallocated to exactly the configured size.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -56,9 +57,7 @@ int main(void)
 		.reg_len = NSLOTS * PAYLOAD,
 	};
 	r = tier_nvme_open(&cfg, &t);
-	if (r == -EOPNOTSUPP || r == -EINVAL)
-		t_skip("O_DIRECT not possible in %s (%s); set KVMM_NVME_TEST_DIR to a disk-backed directory",
-		       dir, strerror(-r));
+	t_nvme_skip_if_unsupported(r, path);
 	t_ok(r);
 	t_ok(stat(path, &sb));
 	t_assert_eq(sb.st_size, cfg.capacity_bytes);
