@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/daemon-fuzz: one client process.  It connects with libkvmm and
+ * does operations chosen by a PRNG seeded from the phase's seed and its
+ * own number (so they are a function of the two): sequences opened fresh
+ * or on a cached prefix, extended, truncated, closed, published; pins and
+ * unpins; steps.  It writes its own and RECOMPUTE blocks as an engine
+ * would and compares every block it is handed or still holds, byte for
+ * byte, with what its hash says (fz_check()).  Any other byte, or any
+ * call that fails where it may not, ends the process with status 1 and a
+ * line naming the seed, the phase and the block.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "tests/daemon-fuzz/fuzz.h"
+
+void fz_fail(const struct fz_client *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr,
+		"daemon-fuzz: FAIL seed %llu phase %d client %d (pid %d): ",
+		(unsigned long long)c->ph->seed, c->ph->num, c->num,
+		(int)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	_exit(1);
+}
+
+bool fz_tracing;
+
+static void __attribute__((format(printf, 2, 3)))
+fz_trace(const struct fz_client *c, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	if (!fz_tracing)
+		return;
+	/* one write per line: the clients' lines do not interleave */
+	n = snprintf(line, sizeof(line), "[%llu client %d] ",
+		     (unsigned long long)cc_now_ms(), c->num);
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(2, line, n) < 0)
+		return;
+}
+
+static unsigned char *fz_page(struct fz_client *c, uint32_t seq, uint32_t b,
+			      uint32_t pg)
+{
+	uint64_t base = pg & 1 ? kvmm_seq_v_ptr(c->r, seq, pg / 2) :
+				 kvmm_seq_k_ptr(c->r, seq, pg / 2);
+
+	return (unsigned char *)(uintptr_t)(base + (uint64_t)b * CC_PAGE);
+}
+
+/* Write block b of s as an engine computing it would. */
+static void fz_write(struct fz_client *c, const struct fz_seq *s, uint32_t b)
+{
+	for (uint32_t pg = 0; pg < CC_PPB; pg++) {
+		fz_page_fill(fz_hash(s->chain, b), pg, c->want);
+		memcpy(fz_page(c, s->id, b, pg), c->want, CC_PAGE);
+	}
+}
+
+void fz_check(struct fz_client *c, const struct fz_seq *s, uint32_t b, int from)
+{
+	uint64_t h = fz_hash(s->chain, b);
+
+	for (uint32_t pg = 0; pg < CC_PPB; pg++) {
+		const unsigned char *m = fz_page(c, s->id, b, pg);
+		const unsigned char *w = (const unsigned char *)c->want;
+
+		fz_page_fill(h, pg, c->want);
+		if (!memcmp(m, w, CC_PAGE))
+			continue;
+		for (uint32_t o = 0; o < CC_PAGE; o++)
+			if (m[o] != w[o])
+				fz_fail(c,
+					"chain %d block %u (hash %#llx, seq %u) page %u byte %u is %#x, expected %#x; the block came %s",
+					s->chain, b, (unsigned long long)h,
+					s->id, pg, o, m[o], w[o],
+					from == FZ_FROM_CLIENT ?
+						"from this client's own writes" :
+					from == FZ_FROM_PREFIX ?
+						"from a prefix open without actions" :
+						kvmm_block_action_string(
+							(uint8_t)from));
+	}
+	fz_add(&c->ph->cnt->checked[from], 1);
+}
+
+static struct fz_seq *fz_free_slot(struct fz_client *c)
+{
+	for (int i = 0; i < FZ_SEQS; i++)
+		if (!c->seqs[i].open)
+			return &c->seqs[i];
+	return NULL;
+}
+
+static struct fz_seq *fz_open_seq(struct fz_client *c)
+{
+	int i = (int)fz_below(&c->rng, FZ_SEQS);
+
+	for (int n = 0; n < FZ_SEQS; n++, i = (i + 1) % FZ_SEQS)
+		if (c->seqs[i].open)
+			return &c->seqs[i];
+	return NULL;
+}
+
+/* A length for a sequence of chain blocks: whole blocks, or sometimes a
+ * partial tail block (never published). */
+static uint32_t fz_len(struct fz_client *c, uint32_t min_blocks)
+{
+	uint32_t nb = min_blocks +
+		      fz_below(&c->rng, FZ_CHAIN_BLOCKS - min_blocks + 1);
+	uint32_t len = nb * CC_TPB;
+
+	if (len && !fz_below(&c->rng, 4))
+		len -= fz_below(&c->rng, CC_TPB);
+	return len;
+}
+
+/* Publish some of s's full blocks: [first, full). */
+static void fz_publish(struct fz_client *c, struct fz_seq *s)
+{
+	uint32_t full = s->len / CC_TPB, first;
+	uint64_t h[FZ_CHAIN_BLOCKS];
+	int n;
+
+	if (!full)
+		return;
+	first = fz_below(&c->rng, full);
+	fz_chain(s->chain, h);
+	n = kvmm_block_publish(c->r, s->id, first, full - first,
+			       first ? h[first - 1] : 0, h + first);
+	fz_trace(c, "publish seq %u chain %d blocks %u..%u: %d", s->id,
+		 s->chain, first, full - 1, n);
+	if (n < 0 || n > (int)(full - first))
+		fz_fail(c, "publish of blocks %u..%u of chain %d: %d", first,
+			full - 1, s->chain, n);
+	fz_add(&c->ph->cnt->ops[OP_PUBLISH], 1);
+}
+
+/* Grow s to len tokens (> s->len) and write the new blocks; false when
+ * the pool had no room (-ENOMEM: s unchanged). */
+static bool fz_extend(struct fz_client *c, struct fz_seq *s, uint32_t len)
+{
+	uint32_t from = fz_blocks(s->len);
+	int err = kvmm_seq_extend(c->r, s->id, len);
+
+	fz_trace(c, "extend seq %u chain %d %u -> %u tokens: %d", s->id,
+		 s->chain, s->len, len, err);
+	if (err == -ENOMEM) {
+		fz_add(&c->ph->cnt->enomem, 1);
+		if (kvmm_seq_len(c->r, s->id) != s->len)
+			fz_fail(c,
+				"seq %u: length %lld after a refused extend, was %u",
+				s->id, (long long)kvmm_seq_len(c->r, s->id),
+				s->len);
+		return false;
+	}
+	if (err)
+		fz_fail(c, "extend of seq %u from %u to %u tokens: %d", s->id,
+			s->len, len, err);
+	s->len = len;
+	for (uint32_t b = from; b < fz_blocks(len); b++)
+		fz_write(c, s, b);
+	return true;
+}
+
+static void fz_close(struct fz_client *c, struct fz_seq *s)
+{
+	fz_trace(c, "close seq %u", s->id);
+	fz_ok(c, kvmm_seq_close(c->r, s->id));
+	s->open = false;
+}
+
+static void op_open(struct fz_client *c)
+{
+	struct fz_seq *s = fz_free_slot(c);
+	uint32_t len;
+
+	if (!s)
+		return;
+	fz_ok(c, kvmm_seq_open(c->r, &s->id));
+	s->open = true;
+	s->chain = (int)fz_below(&c->rng, FZ_CHAINS);
+	fz_trace(c, "open seq %u chain %d", s->id, s->chain);
+	s->len = 0;
+	len = fz_len(c, 1);
+	if (!fz_extend(c, s, len)) {
+		fz_close(c, s);
+		return;
+	}
+	if (fz_below(&c->rng, 4))
+		fz_publish(c, s);
+	fz_add(&c->ph->cnt->ops[OP_OPEN], 1);
+}
+
+/*
+ * An early open's reloads: maybe work on the sequence first (extend, cut,
+ * close: the daemon calls off what nobody waits for), then wait and
+ * recompute what failed.  False when the sequence was closed.
+ */
+static bool fz_early_wait(struct fz_client *c, struct fz_seq *s,
+			  uint32_t nr_blocks, uint8_t *acts)
+{
+	uint32_t failed[FZ_CHAIN_BLOCKS], upto;
+	int n;
+
+	switch (fz_below(&c->rng, 6)) {
+	case 0:
+		fz_close(c, s);
+		fz_add(&c->ph->cnt->early_cut, 1);
+		return false;
+	case 1:
+		if (s->len) {
+			uint32_t len = fz_below(&c->rng, s->len);
+
+			fz_trace(c, "truncate seq %u to %u tokens", s->id, len);
+			fz_ok(c, kvmm_seq_truncate(c->r, s->id, len));
+			s->len = len;
+			fz_add(&c->ph->cnt->early_cut, 1);
+		}
+		break;
+	case 2:
+		if (s->len < FZ_CHAIN_BLOCKS * CC_TPB)
+			fz_extend(c, s,
+				  s->len + 1 +
+					  fz_below(&c->rng,
+						   FZ_CHAIN_BLOCKS * CC_TPB -
+							   s->len));
+		break;
+	}
+	upto = fz_blocks(s->len) < nr_blocks ? fz_blocks(s->len) : nr_blocks;
+	n = kvmm_seq_wait_ready(c->r, s->id, upto, 0, failed, FZ_CHAIN_BLOCKS,
+				NULL);
+	fz_trace(c, "wait_ready seq %u upto %u: %d", s->id, upto, n);
+	if (n < 0 || (uint32_t)n > upto)
+		fz_fail(c, "wait_ready of seq %u upto %u: %d", s->id, upto, n);
+	if (n && c->ph->strict)
+		fz_fail(c,
+			"wait_ready of seq %u (chain %d): %d reloads failed, block %u first, with no fault injected",
+			s->id, s->chain, n, failed[0]);
+	for (int i = 0; i < n; i++) {
+		if (failed[i] >= upto ||
+		    (acts[failed[i]] != KVMM_BLOCK_RELOADED_HOST &&
+		     acts[failed[i]] != KVMM_BLOCK_RELOADED_NVME))
+			fz_fail(c,
+				"wait_ready of seq %u: block %u failed, its action %s",
+				s->id, failed[i],
+				failed[i] < upto ? kvmm_block_action_string(
+							   acts[failed[i]]) :
+						   "(past upto)");
+		acts[failed[i]] = KVMM_BLOCK_RECOMPUTE;
+		fz_add(&c->ph->cnt->reload_failed, 1);
+	}
+	return true;
+}
+
+/*
+ * Open a sequence on a prefix of a chain: mode 0 without actions (every
+ * block comes with its bytes), 1 with actions, 2 SEGMENTS, 3 EARLY, 4 both.
+ * Shared and reloaded blocks are checked, RECOMPUTE ones written (in
+ * ascending order, before anything after them is read).
+ */
+static void op_prefix(struct fz_client *c, int mode)
+{
+	static const uint32_t flags[5] = { 0, 0, KVMM_PREFIX_OPEN_SEGMENTS,
+					   KVMM_PREFIX_OPEN_EARLY,
+					   KVMM_PREFIX_OPEN_EARLY |
+						   KVMM_PREFIX_OPEN_SEGMENTS };
+	struct kvmm_prefix_opts o = { .size = sizeof(o), .flags = flags[mode] };
+	struct fz_seq *s = fz_free_slot(c);
+	uint8_t acts[FZ_CHAIN_BLOCKS];
+	uint64_t h[FZ_CHAIN_BLOCKS];
+	uint32_t n, nr = 0;
+	int err;
+
+	if (!s)
+		return;
+	s->chain = (int)fz_below(&c->rng, FZ_CHAINS);
+	n = 1 + fz_below(&c->rng, FZ_CHAIN_BLOCKS);
+	fz_chain(s->chain, h);
+	memset(acts, KVMM_BLOCK_RELOADED_HOST, sizeof(acts));
+	o.actions = acts;
+	err = kvmm_seq_open_prefix_opts(c->r, h, n, &s->id, &nr,
+					mode ? &o : NULL);
+	fz_trace(
+		c,
+		"prefix open (mode %d) chain %d of %u blocks: %d, seq %u, %u blocks, actions %u%u%u%u%u%u%u%u",
+		mode, s->chain, n, err, s->id, nr, acts[0], acts[1], acts[2],
+		acts[3], acts[4], acts[5], acts[6], acts[7]);
+	if (err == -ENOMEM) {
+		fz_add(&c->ph->cnt->enomem, 1);
+		return;
+	}
+	if (err)
+		fz_fail(c, "prefix open (mode %d) of %u blocks of chain %d: %d",
+			mode, n, s->chain, err);
+	if (nr > n)
+		fz_fail(c, "prefix open of %u blocks gave %u", n, nr);
+	s->open = true;
+	s->len = nr * CC_TPB;
+	if (kvmm_seq_len(c->r, s->id) != s->len)
+		fz_fail(c, "prefix open: seq %u has length %lld, %u blocks",
+			s->id, (long long)kvmm_seq_len(c->r, s->id), nr);
+	if (!mode)
+		memset(acts, KVMM_BLOCK_RELOADED_HOST, sizeof(acts));
+	if (mode >= 3 && !fz_early_wait(c, s, nr, acts))
+		goto done;
+	for (uint32_t b = 0; b < fz_blocks(s->len) && b < nr; b++) {
+		if (acts[b] == KVMM_BLOCK_RECOMPUTE) {
+			fz_write(c, s, b);
+			fz_add(&c->ph->cnt->recomputed, 1);
+		} else {
+			fz_check(c, s, b, mode ? acts[b] : FZ_FROM_PREFIX);
+		}
+	}
+	if (fz_below(&c->rng, 2))
+		fz_publish(c, s);
+done:
+	fz_add(&c->ph->cnt->ops[mode < 2  ? OP_PREFIX :
+				mode == 2 ? OP_PREFIX_SEGMENTS :
+					    OP_PREFIX_EARLY],
+	       1);
+}
+
+static void op_extend(struct fz_client *c)
+{
+	struct fz_seq *s = fz_open_seq(c);
+	uint32_t max = FZ_CHAIN_BLOCKS * CC_TPB;
+
+	if (!s || s->len >= max)
+		return;
+	if (fz_extend(c, s, s->len + 1 + fz_below(&c->rng, max - s->len)) &&
+	    fz_below(&c->rng, 2))
+		fz_publish(c, s);
+	fz_add(&c->ph->cnt->ops[OP_EXTEND], 1);
+}
+
+static void op_truncate(struct fz_client *c)
+{
+	struct fz_seq *s = fz_open_seq(c);
+	uint32_t len;
+
+	if (!s || !s->len)
+		return;
+	len = fz_below(&c->rng, s->len);
+	fz_trace(c, "truncate seq %u to %u tokens", s->id, len);
+	fz_ok(c, kvmm_seq_truncate(c->r, s->id, len));
+	s->len = len;
+	fz_add(&c->ph->cnt->ops[OP_TRUNCATE], 1);
+}
+
+/* Every block of an open sequence still holds its bytes. */
+static void fz_verify(struct fz_client *c, struct fz_seq *s)
+{
+	for (uint32_t b = 0; b < fz_blocks(s->len); b++)
+		fz_check(c, s, b, FZ_FROM_CLIENT);
+}
+
+static void op_verify(struct fz_client *c)
+{
+	struct fz_seq *s = fz_open_seq(c);
+
+	if (!s)
+		return;
+	fz_verify(c, s);
+	fz_add(&c->ph->cnt->ops[OP_VERIFY], 1);
+}
+
+/* A step over every open sequence, reading them as its kernels would. */
+static void op_step(struct fz_client *c)
+{
+	fz_ok(c, kvmm_step_begin(c->conn));
+	for (int i = 0; i < FZ_SEQS; i++)
+		if (c->seqs[i].open)
+			fz_verify(c, &c->seqs[i]);
+	fz_ok(c, kvmm_step_end(c->conn));
+	fz_add(&c->ph->cnt->ops[OP_STEP], 1);
+}
+
+/*
+ * Pin a block of some chain: plain (kept until unpinned; one at a time,
+ * so the GPU tier is not pinned full), TTL, TTL that may demote,
+ * priority only, TTL with priority.  The block need not be cached.
+ */
+static void op_pin(struct fz_client *c)
+{
+	static const uint32_t kinds[5] = {
+		0, KVMM_PIN_F_TTL, KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE,
+		KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY,
+		KVMM_PIN_F_TTL | KVMM_PIN_F_PRIORITY
+	};
+	uint32_t flags = kinds[fz_below(&c->rng, 5)];
+	uint64_t h = fz_hash((int)fz_below(&c->rng, FZ_CHAINS),
+			     fz_below(&c->rng, FZ_CHAIN_BLOCKS));
+	struct kvmm_pin_opts o;
+	int err;
+
+	if (!flags && c->pinned)
+		return;
+	err = cc_pin(c->conn, h, flags,
+		     flags & KVMM_PIN_F_TTL ?
+			     (1 + fz_below(&c->rng, 50)) * 1000000ull :
+			     0,
+		     flags & KVMM_PIN_F_PRIORITY ?
+			     (int)fz_below(&c->rng, 256) - 128 :
+			     0,
+		     &o);
+	fz_trace(c, "pin %#llx flags %#x: %d, tier %u", (unsigned long long)h,
+		 flags, err, o.tier);
+	if (err == -ENOENT) {
+		fz_add(&c->ph->cnt->pin_missing, 1);
+	} else if (err == -EDQUOT) {
+		fz_add(&c->ph->cnt->pin_quota, 1);
+	} else if (err) {
+		fz_fail(c, "pin of %#llx (flags %#x): %d",
+			(unsigned long long)h, flags, err);
+	} else {
+		if (o.tier > 2)
+			fz_fail(c, "pin of %#llx: tier %u",
+				(unsigned long long)h, o.tier);
+		if (h == c->pinned)
+			c->pinned = 0; /* replaced by this record */
+		if (!flags)
+			c->pinned = h;
+	}
+	fz_add(&c->ph->cnt->ops[OP_PIN], 1);
+}
+
+/* A plain pin lasts until unpinned: the record must be there. */
+static void op_unpin(struct fz_client *c)
+{
+	if (!c->pinned)
+		return;
+	fz_trace(c, "unpin %#llx", (unsigned long long)c->pinned);
+	fz_ok(c, kvmm_block_unpin(c->conn, c->pinned));
+	c->pinned = 0;
+	fz_add(&c->ph->cnt->ops[OP_UNPIN], 1);
+}
+
+static void fz_step_once(struct fz_client *c)
+{
+	uint32_t x = fz_below(&c->rng, 100);
+
+	if (x < 12)
+		op_open(c);
+	else if (x < 24)
+		op_prefix(c, (int)fz_below(&c->rng, 2));
+	else if (x < 32)
+		op_prefix(c, 2);
+	else if (x < 42)
+		op_prefix(c, 3 + (int)fz_below(&c->rng, 2));
+	else if (x < 52)
+		op_extend(c);
+	else if (x < 58)
+		op_truncate(c);
+	else if (x < 70) {
+		struct fz_seq *s = fz_open_seq(c);
+
+		if (s) {
+			fz_close(c, s);
+			fz_add(&c->ph->cnt->ops[OP_CLOSE], 1);
+		}
+	} else if (x < 76) {
+		struct fz_seq *s = fz_open_seq(c);
+
+		if (s)
+			fz_publish(c, s);
+	} else if (x < 82)
+		op_verify(c);
+	else if (x < 90)
+		op_pin(c);
+	else if (x < 94)
+		op_unpin(c);
+	else
+		op_step(c);
+}
+
+void fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.socket_path = ph->sock,
+					.name = "fuzz",
+					.map_ahead_set = 1 };
+	struct kvmm_region_opts ro = cc_region_opts();
+	struct fz_client c = { .ph = ph, .num = num };
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	c.rng = ph->seed * 0x100000001b3ull + ((uint64_t)ph->num << 40) +
+		(uint64_t)num;
+	fz_next(&c.rng);
+	co.map_ahead_blocks = fz_below(&c.rng, 3);
+	fz_ok(&c, kvmm_connect(&co, &c.conn));
+	fz_ok(&c, kvmm_region_create(c.conn, &ro, &c.r));
+	for (uint32_t i = 0; i < ops && cc_now_ms() < ph->deadline_ms; i++)
+		fz_step_once(&c);
+	if (end == 1)
+		_exit(0);
+	if (fz_below(&c.rng, 2))
+		for (int i = 0; i < FZ_SEQS; i++)
+			if (c.seqs[i].open)
+				fz_close(&c, &c.seqs[i]);
+	kvmm_disconnect(c.conn);
+	_exit(0);
+}
