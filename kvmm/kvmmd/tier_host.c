@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Host tier slab: placement, first touch, optional pinning and a free-slot
- * stack.  See tier_host.h for the slot state machine.
+ * Host tier slots: a slab (tier_host_slab.c) cut into block-sized slots,
+ * and a free-slot stack.  See tier_host.h for the slot state machine.
  */
 #include "tier_host.h"
 
@@ -9,18 +9,10 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#if HAVE_LIBNUMA
-#include <numa.h>
-#endif
 
 struct tier_host_slot {
 	enum tier_slot_state state;
@@ -30,16 +22,12 @@ struct tier_host_slot {
 
 struct tier_host {
 	pthread_mutex_t lock; /* protects slots, free stack and counters */
+	struct tier_host_slab *slab;
 	unsigned char *base;
-	size_t len;
+	size_t len; /* the slots' part of the slab */
 	size_t slot_bytes;
 	size_t stride; /* headroom + slot_bytes */
 	uint32_t nslots;
-	bool numa_allocated; /* base came from numa_alloc_onnode */
-	int node;
-	bool pinned;
-	int (*unpin)(void *arg, void *addr);
-	void *pin_arg;
 	struct tier_host_slot *slots;
 	uint32_t *free_stack;
 	uint32_t nfree;
@@ -104,208 +92,55 @@ int tier_parse_size(const char *s, uint64_t *bytes)
 	return 0;
 }
 
-static bool pci_addr_valid(const char *a)
+/* The caller's slab, or one made here from the placement fields. */
+static int take_slab(const struct tier_host_config *cfg, size_t need,
+		     struct tier_host_slab **out)
 {
-	size_t n = strlen(a);
+	struct tier_host_slab_config sc = { .size = sizeof(sc),
+					    .len = need,
+					    .numa_node = cfg->numa_node,
+					    .pci_addr = cfg->pci_addr,
+					    .pin = cfg->pin,
+					    .unpin = cfg->unpin,
+					    .pin_arg = cfg->pin_arg };
+	struct tier_host_slab_info si;
 
-	/* dddd:bb:dd.f or bb:dd.f */
-	if (n != 12 && n != 7)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = a[i];
-		size_t j = n == 12 ? i : i + 5;
-
-		if (j == 4 || j == 7) {
-			if (c != ':')
-				return false;
-		} else if (j == 10) {
-			if (c != '.')
-				return false;
-		} else if (!isxdigit((unsigned char)c)) {
-			return false;
-		}
-	}
-	return true;
-}
-
-int tier_host_pci_numa_node(const char *sysfs_root, const char *pci_addr,
-			    int *node)
-{
-	char path[512], buf[32], addr[32];
-	int fd;
-	ssize_t n;
-	long v;
-	char *end;
-
-	if (!pci_addr || !pci_addr_valid(pci_addr))
+	if (!cfg->slab)
+		return tier_host_slab_open(&sc, out);
+	tier_host_slab_get_info(cfg->slab, &si);
+	if (si.len < need) {
+		vmm_log(VMM_LOG_ERR,
+			"tier_host: slab of %zu bytes, %zu needed for its slots",
+			si.len, need);
+		tier_host_slab_close(cfg->slab);
 		return -EINVAL;
-	snprintf(addr, sizeof(addr), "%s%s",
-		 strlen(pci_addr) == 7 ? "0000:" : "", pci_addr);
-	for (char *p = addr; *p; p++)
-		*p = (char)tolower((unsigned char)*p);
-	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/numa_node",
-		 sysfs_root ? sysfs_root : "", addr);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -errno : -EIO;
-	buf[n] = '\0';
-	v = strtol(buf, &end, 10);
-	if (end == buf)
-		return -EIO;
-	if (v < 0)
-		return -ENODATA; /* no affinity: the caller's fallback */
-	*node = (int)v;
+	}
+	*out = cfg->slab;
 	return 0;
-}
-
-/* The slab's node; why (for the log) says whose: asked for, the GPU's or
- * the CPU's. */
-static int pick_node(const struct tier_host_config *cfg, char *why,
-		     size_t why_len)
-{
-	int node;
-
-	if (cfg->numa_node >= 0) {
-		snprintf(why, why_len, "asked for");
-		return cfg->numa_node;
-	}
-	if (cfg->pci_addr && cfg->pci_addr[0]) {
-		int r = tier_host_pci_numa_node(NULL, cfg->pci_addr, &node);
-
-		if (r == 0) {
-			snprintf(why, why_len, "the GPU's, %s", cfg->pci_addr);
-			return node;
-		}
-		vmm_log(VMM_LOG_WARN,
-			"tier_host: NUMA node of GPU %s unknown (%s); using the current CPU's node",
-			cfg->pci_addr,
-			r == -ENODATA ? "sysfs says no affinity" :
-					strerror(-r));
-	}
-	snprintf(why, why_len, "the CPU's");
-#if HAVE_LIBNUMA
-	if (numa_available() >= 0) {
-		int cpu = sched_getcpu();
-
-		node = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
-		return node < 0 ? 0 : node;
-	}
-#endif
-	return 0;
-}
-
-int tier_host_max_node(void)
-{
-#if HAVE_LIBNUMA
-	if (numa_available() >= 0)
-		return numa_max_node();
-#endif
-	return 0;
-}
-
-struct touch_arg {
-	unsigned char *base;
-	size_t len;
-	int node;
-};
-
-/* Runs bound to the slab's node so the kernel places each page there on
- * the first write, whatever the allocation policy of the caller. */
-static void *touch_thread(void *p)
-{
-	struct touch_arg *a = p;
-	long pg = sysconf(_SC_PAGESIZE);
-
-#if HAVE_LIBNUMA
-	if (a->node >= 0 && numa_available() >= 0)
-		(void)numa_run_on_node(a->node);
-#endif
-	for (size_t off = 0; off < a->len; off += (size_t)pg)
-		a->base[off] = 0;
-	return NULL;
-}
-
-static int slab_alloc(struct tier_host *h, int node)
-{
-#if HAVE_LIBNUMA
-	if (numa_available() >= 0) {
-		if (node > numa_max_node()) {
-			vmm_log(VMM_LOG_WARN,
-				"tier_host: NUMA node %d does not exist; using node 0",
-				node);
-			node = 0;
-		}
-		h->base = numa_alloc_onnode(h->len, node);
-		if (!h->base)
-			return -ENOMEM;
-		h->numa_allocated = true;
-		h->node = node;
-		return 0;
-	}
-#endif
-	(void)node;
-	h->base = mmap(NULL, h->len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (h->base == MAP_FAILED) {
-		h->base = NULL;
-		return -ENOMEM;
-	}
-	h->node = -1;
-	return 0;
-}
-
-/*
- * Ask for 2 MiB pages before the first touch, so the touch faults them in
- * huge: fewer TLB misses on block copies, and a block's DMA (NVMe I/O
- * from a registered slab, cuMemHostRegister'd copies) is one or two
- * segments instead of one per 4 KiB page.  Done afterwards instead (the
- * NVMe tier collapses its registered region), the conversion costs
- * seconds per GiB at start-up.  Best effort: with transparent huge pages
- * off the slab stays in 4 KiB pages and works the same.
- */
-static void slab_want_huge_pages(struct tier_host *h)
-{
-	const uintptr_t huge = 2u << 20;
-	uintptr_t a = ((uintptr_t)h->base + huge - 1) & ~(huge - 1);
-	uintptr_t end = ((uintptr_t)h->base + h->len) & ~(huge - 1);
-
-	if (end > a)
-		(void)madvise((void *)a, end - a, MADV_HUGEPAGE);
-}
-
-static void slab_free(struct tier_host *h)
-{
-#if HAVE_LIBNUMA
-	if (h->numa_allocated) {
-		numa_free(h->base, h->len);
-		return;
-	}
-#endif
-	munmap(h->base, h->len);
 }
 
 int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 {
+	struct tier_host_slab_info si;
 	struct tier_host *h;
-	struct touch_arg ta;
-	pthread_t th;
 	uint64_t nslots;
-	char why[64];
 	int r;
 
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->slot_bytes ||
-	    cfg->slot_bytes % 4096)
-		return -EINVAL;
+	    cfg->slot_bytes % 4096) {
+		r = -EINVAL;
+		goto err_slab;
+	}
 	nslots = cfg->capacity_bytes / cfg->slot_bytes;
-	if (nslots == 0 || nslots > UINT32_MAX)
-		return -EINVAL;
+	if (nslots == 0 || nslots > UINT32_MAX) {
+		r = -EINVAL;
+		goto err_slab;
+	}
 	h = calloc(1, sizeof(*h));
-	if (!h)
-		return -ENOMEM;
+	if (!h) {
+		r = -ENOMEM;
+		goto err_slab;
+	}
 	pthread_mutex_init(&h->lock, NULL);
 	h->slot_bytes = cfg->slot_bytes;
 	h->nslots = (uint32_t)nslots;
@@ -315,29 +150,15 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	h->free_stack = calloc(nslots, sizeof(*h->free_stack));
 	if (!h->slots || !h->free_stack) {
 		r = -ENOMEM;
-		goto err_free_meta;
+		goto err_free_meta_slab;
 	}
-	r = slab_alloc(h, pick_node(cfg, why, sizeof(why)));
+	r = take_slab(cfg, h->len, &h->slab);
 	if (r)
 		goto err_free_meta;
-	slab_want_huge_pages(h);
-	ta = (struct touch_arg){ h->base, h->len, h->node };
-	if (pthread_create(&th, NULL, touch_thread, &ta) == 0)
-		pthread_join(th, NULL);
-	else
-		touch_thread(&ta);
-	if (cfg->pin) {
-		r = cfg->pin(cfg->pin_arg, h->base, h->len);
-		if (r) {
-			vmm_log(VMM_LOG_ERR,
-				"tier_host: pinning %zu bytes for DMA failed: %s",
-				h->len, strerror(-r));
-			goto err_free_slab;
-		}
-		h->pinned = true;
-		h->unpin = cfg->unpin;
-		h->pin_arg = cfg->pin_arg;
-	}
+	tier_host_slab_get_info(h->slab, &si);
+	h->base = si.base;
+	/* made for any block size: what the slots do not use goes back */
+	tier_host_slab_trim(h->slab, h->len);
 	/* Lowest slot on top so allocation order is predictable. */
 	for (uint32_t i = 0; i < h->nslots; i++)
 		h->free_stack[i] = h->nslots - 1 - i;
@@ -345,22 +166,27 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	h->st.slot_bytes = h->slot_bytes;
 	h->st.capacity_slots = h->nslots;
 	h->st.capacity_bytes = (uint64_t)h->nslots * h->slot_bytes;
-	h->st.numa_node = h->node;
-	h->st.pinned = h->pinned;
+	h->st.numa_node = si.node;
+	h->st.pinned = si.pinned;
 	vmm_log(VMM_LOG_INFO,
 		"tier_host: %u slots of %zu bytes (%zu MiB) on NUMA node %d (%s)%s",
-		h->nslots, h->slot_bytes, h->len >> 20, h->node,
-		h->node < 0 ? "no libnuma" : why, h->pinned ? ", pinned" : "");
+		h->nslots, h->slot_bytes, h->len >> 20, si.node,
+		si.node < 0 ? "no libnuma" : si.why,
+		si.pinned ? ", pinned" : "");
 	*out = h;
 	return 0;
 
-err_free_slab:
-	slab_free(h);
+err_free_meta_slab:
+	tier_host_slab_close(cfg->slab);
 err_free_meta:
 	free(h->free_stack);
 	free(h->slots);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
+	return r;
+err_slab:
+	if (cfg && cfg->size >= sizeof(*cfg))
+		tier_host_slab_close(cfg->slab);
 	return r;
 }
 
@@ -372,9 +198,7 @@ void tier_host_close(struct tier_host *h)
 		vmm_log(VMM_LOG_WARN,
 			"tier_host: %u slots still in use at close",
 			h->nslots - h->nfree);
-	if (h->pinned && h->unpin)
-		h->unpin(h->pin_arg, h->base);
-	slab_free(h);
+	tier_host_slab_close(h->slab);
 	free(h->free_stack);
 	free(h->slots);
 	pthread_mutex_destroy(&h->lock);

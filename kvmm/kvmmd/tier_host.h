@@ -44,19 +44,75 @@ enum tier_slot_state {
 
 const char *tier_slot_state_string(enum tier_slot_state state);
 
-struct tier_host_config {
-	size_t size; /* sizeof(struct tier_host_config) */
-	uint64_t capacity_bytes; /* --host-mem; rounded down to slots */
-	size_t slot_bytes; /* one block: 2L * page size, multiple of 4 KiB */
+/*
+ * The slab: host memory placed on a NUMA node, touched and pinned.  It is
+ * made apart from the slots so that the daemon can pay for it at start,
+ * before it knows the block size (the first region to use the cache
+ * names it): touching and pinning take about 0.1-0.3 s per GiB, which a
+ * client's first publish would otherwise wait for with the loop held.
+ */
+struct tier_host_slab;
+
+struct tier_host_slab_config {
+	size_t size; /* sizeof(struct tier_host_slab_config) */
+	size_t len; /* bytes; rounded up to 4 KiB */
 	/* NUMA placement: node >= 0 wins; else the node of the PCI device
 	 * pci_addr ("0000:3b:00.0") when given; else the node of the CPU the
 	 * caller runs on (also when sysfs says -1: no affinity). */
 	int numa_node;
 	const char *pci_addr;
-	/* Optional DMA pinning (cuMemHostRegister on the cuda backend). */
+	/* Optional DMA pinning (cuMemHostRegister on the cuda backend).
+	 * Without it the part of the slab the slots do not use goes back
+	 * to the kernel when the tier opens. */
 	int (*pin)(void *arg, void *addr, size_t len);
 	int (*unpin)(void *arg, void *addr);
 	void *pin_arg;
+	/* Optional: called about once a second while the slab is touched,
+	 * and before a pin of 1 GiB or more ("touching", "pinning"; bytes
+	 * done of total), for the log and the service manager. */
+	void (*progress)(void *arg, const char *what, uint64_t done,
+			 uint64_t total);
+	void *progress_arg;
+};
+
+struct tier_host_slab_info {
+	void *base;
+	size_t len;
+	int node; /* -1: libnuma unavailable */
+	bool pinned;
+	char why[64]; /* whose node: "asked for", "the GPU's, ...", ... */
+};
+
+int tier_host_slab_open(const struct tier_host_slab_config *cfg,
+			struct tier_host_slab **out);
+/* Unpins and frees it (a tier that took it closes it itself). */
+void tier_host_slab_close(struct tier_host_slab *s);
+void tier_host_slab_get_info(const struct tier_host_slab *s,
+			     struct tier_host_slab_info *info);
+/* Give bytes from off to the end back to the kernel (an unpinned slab
+ * only; the address range stays, reads of it see zeros). */
+void tier_host_slab_trim(struct tier_host_slab *s, size_t off);
+/* The bytes a tier of capacity_bytes in slots of slot_bytes uses: what to
+ * make the slab when the block size is known.  0 when no slot fits. */
+size_t tier_host_slab_len(uint64_t capacity_bytes, size_t slot_bytes);
+/* Enough for any slot size of at least min_slot_bytes (the headroom
+ * per slot is what varies): the slab to make before the size is known. */
+size_t tier_host_slab_len_max(uint64_t capacity_bytes, size_t min_slot_bytes);
+
+struct tier_host_config {
+	size_t size; /* sizeof(struct tier_host_config) */
+	uint64_t capacity_bytes; /* --host-mem; rounded down to slots */
+	size_t slot_bytes; /* one block: 2L * page size, multiple of 4 KiB */
+	/* Where a slab is made here: as in tier_host_slab_config. */
+	int numa_node;
+	const char *pci_addr;
+	int (*pin)(void *arg, void *addr, size_t len);
+	int (*unpin)(void *arg, void *addr);
+	void *pin_arg;
+	/* A slab made beforehand (tier_host_slab_open()), at least
+	 * tier_host_slab_len() long: the tier takes it, also when the open
+	 * fails, and the placement and pin fields above are not used. */
+	struct tier_host_slab *slab;
 };
 
 struct tier_host_stats {
