@@ -181,6 +181,9 @@ struct kd_cache {
 	uint32_t ppb; /* pages per block of the tiers */
 	size_t block_bytes;
 	struct pol_cache *pol;
+	/* the host tier's memory, made at start (kc_make_slab()) until the
+	 * tier takes it when it opens */
+	struct tier_host_slab *slab;
 	struct tier_host *host;
 	struct tier_nvme *nvme;
 	struct migrate *mig;
