@@ -291,7 +291,8 @@ static void promote_host_and_nvme(const char *nvme)
 		"\"restore_max_ns\":0,\"promotions_by_publish\":1}",
 		"\"duplicates\":2,", NULL
 	};
-	const char *text[] = { "tier host    0/4 blocks",
+	const char *text[] = { "block size   262144 bytes (4 pages)\n",
+			       "tier host    0/4 blocks",
 			       "0 dropped, 1 up by publish\ntier nvme", NULL };
 
 	kvmmctl_shows(d.sock, true, json);

@@ -47,6 +47,8 @@ assert j["cache_policy"] == "asym" and j["restore_mode"] == "plan", j  # default
 PY
 "$b/kvmmctl" --socket "$sock" status | grep -q '^backend *host' || fail "text status"
 "$b/kvmmctl" --socket "$sock" status | grep -q '^policy *asym, restore mode plan$' || fail "text status: policy"
+# no region used the cache yet: the tiers have no block size
+"$b/kvmmctl" --socket "$sock" status | grep -q '^block size   not known yet: the first region to publish' || fail "text status: block size"
 "$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl" and s[0]["pins"]==0 and s[0]["pin_quota"]>=1 and s[0]["pinned_bytes"]==0, s' || fail "sessions"
 "$b/kvmmctl" --socket "$sock" sessions | grep -q '^SESSION .* PINS  *PINNED FLAGS$' || fail "sessions text header"
 "$b/kvmmctl" --socket "$sock" quota 4242 1G || fail "quota"

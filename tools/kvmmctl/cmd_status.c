@@ -216,6 +216,14 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)ts.prefix_blocks_asked,
 	       (unsigned long long)ts.checksum_failures,
 	       (unsigned long long)ts.recovered_blocks);
+	/* the tiers are sized in blocks once the block size is known */
+	if (!ts.tiers[0].block_bytes)
+		printf("block size   not known yet: the first region to publish or open a prefix sets it (kvmmd --cache-block-pages names it at start)\n");
+	else if (st.page_size)
+		printf("block size   %llu bytes (%llu pages)\n",
+		       (unsigned long long)ts.tiers[0].block_bytes,
+		       (unsigned long long)(ts.tiers[0].block_bytes /
+					    st.page_size));
 	for (int t = 0; t < 3; t++) {
 		printf("tier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped",
 		       tier_names[t],
