@@ -4,7 +4,8 @@
 #     kvmmd sends READY=1 with its MAINPID once the control socket accepts
 #     (kvmmctl status works the moment it arrives) and STOPPING=1 on
 #     SIGTERM, then exits 0; a bad $NOTIFY_SOCKET is a WARN line, not a
-#     failure; without it nothing is sent;
+#     failure; without it nothing is sent; while a host tier is made at
+#     start, STATUS= progress that extends the start timeout comes first;
 #   - the shipped unit passes `systemd-analyze verify` once its paths are
 #     filled in as `make install` fills them, and every option line of the
 #     shipped kvmmd.conf is accepted when uncommented;
@@ -53,6 +54,40 @@ PY
 }
 notify_run "$dir/notify"
 notify_run "@kvmm-test-notify-$$"
+
+# While the host tier's memory is made at start: STATUS lines that say how
+# far, each extending the start timeout, then READY=1 (reports every 1 ms
+# here instead of every second, so a 256 MiB tier makes a few).
+python3 - "$b" "$dir" <<'PY' || fail "progress before READY"
+import os, signal, socket, subprocess, sys
+b, d = sys.argv[1:]
+name = d + "/notify-progress"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(name)
+s.settimeout(30)
+env = dict(os.environ, NOTIFY_SOCKET=name, KVMMD_TEST_SLAB_PROGRESS_MS="1")
+log = open(d + "/log.progress", "w")
+p = subprocess.Popen([b + "/kvmmd", "--foreground", "--backend", "host",
+                      "--telemetry", "off", "--socket", d + "/kvmm-p.sock",
+                      "--host-mem", "256M"], env=env, stderr=log)
+progress = []
+while True:
+    msg = s.recv(4096).decode()
+    fields = dict(l.split("=", 1) for l in msg.split("\n"))
+    if "READY" in fields:
+        break
+    assert fields["STATUS"].startswith("host tier: touching "), msg
+    assert fields["STATUS"].endswith(" of 0.3 GiB"), msg
+    assert fields["EXTEND_TIMEOUT_USEC"] == "30000000", msg
+    progress.append(float(fields["STATUS"].split()[3]))
+assert progress, "no progress message before READY=1"
+assert progress == sorted(progress), progress
+p.send_signal(signal.SIGTERM)
+assert p.wait(timeout=30) == 0
+print("progress before READY:", len(progress), "messages, last", progress[-1], "GiB")
+PY
+grep -q "INFO  kvmmd.*host tier: touching .* of 0.3 GiB" "$dir/log.progress" ||
+	fail "no progress line in the log"
 
 # A bad NOTIFY_SOCKET: a WARN line, the daemon serves all the same.
 NOTIFY_SOCKET=relative/path "$b/kvmmd" --foreground --backend host \

@@ -439,6 +439,16 @@ static int kc_make_slab(struct kd_cache *c)
 		sc.unpin = kc_unpin;
 		sc.pin_arg = d->backend;
 	}
+	/* a test knob: report progress this often (a small slab is
+	 * touched in well under the second between reports) */
+	if (getenv("KVMMD_TEST_SLAB_PROGRESS_MS")) {
+		int ms = atoi(getenv("KVMMD_TEST_SLAB_PROGRESS_MS"));
+
+		sc.progress_ms = ms > 0 ? (unsigned int)ms : 0;
+		vmm_log(VMM_LOG_WARN,
+			"host tier: KVMMD_TEST_SLAB_PROGRESS_MS=%d (tests only)",
+			ms);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = tier_host_slab_open(&sc, &c->slab);
 	if (r) {

@@ -67,12 +67,13 @@ struct tier_host_slab_config {
 	int (*pin)(void *arg, void *addr, size_t len);
 	int (*unpin)(void *arg, void *addr);
 	void *pin_arg;
-	/* Optional: called about once a second while the slab is touched,
+	/* Optional: called every progress_ms while the slab is touched,
 	 * and before a pin of 1 GiB or more ("touching", "pinning"; bytes
 	 * done of total), for the log and the service manager. */
 	void (*progress)(void *arg, const char *what, uint64_t done,
 			 uint64_t total);
 	void *progress_arg;
+	unsigned int progress_ms; /* between touch reports; 0: 1000 */
 };
 
 struct tier_host_slab_info {

@@ -273,7 +273,7 @@ static unsigned int touch_threads(const struct tier_host_slab *s)
  * Fault every page in, in shares cut on 2 MiB boundaries (so no huge page
  * is split between two threads), one thread per share up to the node's
  * CPUs: one thread writes a few GB/s of fresh pages, a slab of hundreds
- * of GiB wants them all.  Reports progress about once a second.
+ * of GiB wants them all.  Reports progress every progress_ms (a second).
  */
 static void slab_touch(struct tier_host_slab *s,
 		       const struct tier_host_slab_config *cfg)
@@ -283,6 +283,7 @@ static void slab_touch(struct tier_host_slab *s,
 	size_t cut = ((s->len / n) + (2u << 20) - 1) &
 		     ~(size_t)((2u << 20) - 1);
 	_Atomic uint64_t done = 0;
+	unsigned int every_ms = cfg->progress_ms ? cfg->progress_ms : 1000;
 	unsigned int i;
 
 	memset(share, 0, sizeof(share));
@@ -309,7 +310,10 @@ static void slab_touch(struct tier_host_slab *s,
 			struct timespec when;
 
 			clock_gettime(CLOCK_REALTIME, &when);
-			when.tv_sec += 1;
+			when.tv_nsec += (long)(every_ms % 1000) * 1000000;
+			when.tv_sec +=
+				every_ms / 1000 + when.tv_nsec / 1000000000;
+			when.tv_nsec %= 1000000000;
 			if (pthread_timedjoin_np(share[i].thread, NULL,
 						 &when) != ETIMEDOUT)
 				break;
