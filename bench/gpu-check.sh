@@ -61,6 +61,9 @@ KVMM_TEST_BACKEND=cuda KVMM_BUILD=$build tests/run.sh cache-backend-roundtrip |
 if [ "${PIPESTATUS[0]}" = 0 ]; then
 	echo "kvmmd on cuda: $(grep -h 'roundtrip ok' "$build/test-logs/cache-backend-roundtrip.log")" |
 		tee -a "$log/tests.extra"
+	# the host slab, made and pinned at kvmmd's start
+	echo "kvmmd on cuda: $(grep -h '^host tier: .*made in' "$build/test-logs/cache-backend-roundtrip.log")" |
+		tee -a "$log/tests.extra"
 else
 	tail -30 "$build/test-logs/cache-backend-roundtrip.log"
 	echo "kvmmd on cuda: FAILED" | tee -a "$log/tests.extra"

@@ -473,6 +473,18 @@ int main(void)
 	t_assert_eq(st.backend, cuda ? VMM_BACKEND_CUDA : VMM_BACKEND_HOST);
 	t_assert_eq(st.page_size, sh->page_size);
 	printf("device: %s\n", st.device);
+	{
+		/* the host slab was made (and on cuda pinned) at start: its
+		 * size and time, for bench/gpu-check.sh's summary */
+		static char log[1 << 16];
+		const char *m, *e;
+
+		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
+		m = strstr(log, "host tier: ");
+		t_assert(m != NULL && strstr(m, "made in"));
+		e = strchr(m, '\n');
+		printf("%.*s\n", e ? (int)(e - m) : (int)strlen(m), m);
+	}
 
 	/* without NVMe, a fifth content would push the first out of the cache */
 	ncontent = use_nvme ? NCONTENT : NCONTENT - 1;
