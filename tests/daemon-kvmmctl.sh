@@ -3,7 +3,8 @@
 # with the configured values (pins 0), sessions lists a connected client
 # (with its pin count and quota), quota and log-level are accepted, bad
 # arguments are usage errors (exit 2), and
-# SIGTERM removes the socket.  Also checks kvmmd's option errors.
+# SIGTERM removes the socket.  Also checks kvmmd's option errors (bad
+# values, over-long paths, options that need another).
 set -u
 b=${KVMM_BUILD:-build}
 dir=$(mktemp -d /tmp/kvmm-ctl-XXXXXX)
@@ -15,6 +16,25 @@ fail() { echo "FAIL: $*"; cat "$dir/log" 2>/dev/null; exit 1; }
 "$b/kvmmd" --foreground --gpu-mem 12X --socket "$sock" 2>"$dir/err" && fail "bad size accepted"
 grep -q "gpu-mem: '12X' is not a size" "$dir/err" || fail "size error message: $(cat "$dir/err")"
 "$b/kvmmd" --foreground --backend tpu --socket "$sock" 2>/dev/null && fail "bad backend accepted"
+# refused with exit 2 and one line naming the option, never cut short
+# or ignored: an over-long path or name, a block count with a size suffix,
+# an NVMe tier without the host tier it is written through
+long=$(printf '%0300d' 0)
+bad() { # expected-line option...
+	local want=$1 rc
+	shift
+	"$b/kvmmd" --foreground --telemetry off --socket "$sock" "$@" 2>"$dir/err"
+	rc=$?
+	[ $rc = 2 ] || fail "$*: exit $rc, expected 2"
+	grep -qF "$want" "$dir/err" || fail "$*: message $(cat "$dir/err")"
+	[ -e "$sock" ] && fail "$*: left a socket"
+}
+bad "kvmmd: --pid-file: '/tmp/000" --pid-file "/tmp/$long"
+bad "is too long (300 bytes, at most 255)" --profile "$long"
+bad "kvmmd: --telemetry-pin-root: '000" --telemetry-pin-root "$long"
+bad "kvmmd: --telemetry-attach: '000" --telemetry-attach "$long"
+bad "kvmmd: --cache-gpu-blocks: '1K' is not a number" --cache-gpu-blocks 1K
+bad "kvmmd: --nvme-path $dir/nvme needs --host-mem" --nvme-path "$dir/nvme"
 
 cat >"$dir/conf" <<CONF
 # test config

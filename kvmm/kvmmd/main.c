@@ -47,7 +47,8 @@ static void usage(FILE *f)
 		"  --host-mem SIZE        host DRAM tier for evicted blocks (0: none)\n"
 		"  --host-numa-node N     put it on NUMA node N (default: the\n"
 		"                         GPU's node, else the CPU's)\n"
-		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT)\n"
+		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT;\n"
+		"                         needs --host-mem)\n"
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
@@ -282,6 +283,8 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
+	if (kd_config_check(&cfg))
+		return 2;
 	if (!cfg.foreground && daemonize(&ready_fd)) {
 		perror("kvmmd: daemonize");
 		return 1;

@@ -100,6 +100,22 @@ static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 	return 0;
 }
 
+/* A path or name option into its fixed buffer: refused, with one line
+ * naming the option, when it does not fit (never cut short). */
+static int copy_path(const char *what, char *dst, size_t len, const char *val)
+{
+	size_t n = strlen(val);
+
+	if (n >= len) {
+		fprintf(stderr,
+			"kvmmd: %s: '%.40s...' is too long (%zu bytes, at most %zu)\n",
+			what, val, n, len - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(dst, val, n + 1);
+	return 0;
+}
+
 int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 {
 	uint64_t size;
@@ -108,12 +124,8 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 
 	switch (key) {
 	case 's':
-		if (strlen(val) >= sizeof(cfg->socket_path)) {
-			fprintf(stderr, "kvmmd: --socket: path too long\n");
-			return -ENAMETOOLONG;
-		}
-		snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", val);
-		return 0;
+		return copy_path("--socket", cfg->socket_path,
+				 sizeof(cfg->socket_path), val);
 	case 'b':
 		if (!strcmp(val, "host"))
 			cfg->backend = VMM_BACKEND_HOST;
@@ -185,25 +197,23 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->log_level = err;
 		return 0;
 	case 'P':
-		snprintf(cfg->pid_file, sizeof(cfg->pid_file), "%s", val);
-		return 0;
+		return copy_path("--pid-file", cfg->pid_file,
+				 sizeof(cfg->pid_file), val);
 	case 'f':
 		cfg->foreground = true;
 		return 0;
 	case 'H':
 		return kd_parse_size("--host-mem", val, &cfg->host_mem);
 	case 'N':
-		if (strlen(val) >= sizeof(cfg->nvme_path)) {
-			fprintf(stderr, "kvmmd: --nvme-path: path too long\n");
-			return -ENAMETOOLONG;
-		}
-		snprintf(cfg->nvme_path, sizeof(cfg->nvme_path), "%s", val);
-		return 0;
+		return copy_path("--nvme-path", cfg->nvme_path,
+				 sizeof(cfg->nvme_path), val);
 	case 'Z':
 		return kd_parse_size("--nvme-size", val, &cfg->nvme_size);
 	case 'G':
-		return kd_parse_size("--cache-gpu-blocks", val,
-				     &cfg->cache_gpu_blocks);
+		/* a count of blocks, not a size */
+		err = parse_u32("--cache-gpu-blocks", val, &u, 10);
+		cfg->cache_gpu_blocks = u;
+		return err;
 	case 'U':
 		return parse_u32("--nvme-admit-uses", val,
 				 &cfg->nvme_admit_uses, 10);
@@ -300,26 +310,37 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		return 0;
 	}
 	case 'R':
-		if (strlen(val) >= sizeof(cfg->telemetry_pin_root))
-			return -ENAMETOOLONG;
-		strcpy(cfg->telemetry_pin_root, val);
-		return 0;
+		return copy_path("--telemetry-pin-root",
+				 cfg->telemetry_pin_root,
+				 sizeof(cfg->telemetry_pin_root), val);
 	case 'A':
 		if (cfg->nr_telemetry_attach == KD_MAX_TELEMETRY_ATTACH) {
 			fprintf(stderr,
 				"kvmmd: --telemetry-attach: too many\n");
 			return -ENOSPC;
 		}
-		if (strlen(val) >= sizeof(cfg->telemetry_attach[0]))
-			return -ENAMETOOLONG;
-		strcpy(cfg->telemetry_attach[cfg->nr_telemetry_attach++], val);
-		return 0;
+		err = copy_path("--telemetry-attach",
+				cfg->telemetry_attach[cfg->nr_telemetry_attach],
+				sizeof(cfg->telemetry_attach[0]), val);
+		if (!err)
+			cfg->nr_telemetry_attach++;
+		return err;
 	case 'W':
-		if (strlen(val) >= sizeof(cfg->profile))
-			return -ENAMETOOLONG;
-		strcpy(cfg->profile, val);
-		return 0;
+		return copy_path("--profile", cfg->profile,
+				 sizeof(cfg->profile), val);
 	default:
 		return -EINVAL;
 	}
+}
+
+int kd_config_check(const struct kd_config *cfg)
+{
+	/* blocks reach NVMe only through host slots (tiers.md) */
+	if (cfg->nvme_path[0] && !cfg->host_mem) {
+		fprintf(stderr,
+			"kvmmd: --nvme-path %s needs --host-mem: blocks reach the NVMe tier through the host tier\n",
+			cfg->nvme_path);
+		return -EINVAL;
+	}
+	return 0;
 }

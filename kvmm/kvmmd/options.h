@@ -13,6 +13,9 @@
 int kd_parse_size(const char *what, const char *s, uint64_t *out);
 /* Apply option key (the short code of kvmmd's long option) = val. */
 int kd_option_apply(struct kd_config *cfg, int key, const char *val);
+/* Options that make sense only together, checked once all are read:
+ * 0, or -EINVAL with one line on stderr naming them. */
+int kd_config_check(const struct kd_config *cfg);
 int kd_parse_log_level(const char *s);
 
 /* kvmmd's option number for --pin-quota (no short option) */
