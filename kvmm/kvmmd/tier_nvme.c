@@ -162,6 +162,37 @@ static int register_buffers(struct tier_nvme *t)
 	return 0;
 }
 
+/*
+ * One tier per file: two daemons (one per GPU, say) on the same file would
+ * write each other's slots and serve each other's bytes under their own
+ * headers.  A POSIX record lock on the whole file, not flock(): the ring
+ * holds the file registered and lets it go only when its teardown runs,
+ * after close() and even after the process is gone, so a lock that lives
+ * with the file (flock, OFD) would outlast the tier and refuse a quick
+ * restart; a POSIX lock ends with close() of the fd or the process.
+ */
+static int lock_file(int fd, const char *path)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int r;
+
+	if (!fcntl(fd, F_SETLK, &fl))
+		return 0;
+	r = -errno;
+	if (r == -EACCES || r == -EAGAIN) {
+		struct flock who = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+		if (fcntl(fd, F_GETLK, &who) || who.l_type == F_UNLCK)
+			who.l_pid = 0;
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s is in use by another NVMe tier (process %d): each kvmmd needs its own --nvme-path",
+			path, (int)who.l_pid);
+		return -EBUSY;
+	}
+	vmm_log(VMM_LOG_ERR, "tier_nvme: %s: locking: %s", path, strerror(-r));
+	return r;
+}
+
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
@@ -200,6 +231,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_free;
 	}
+	r = lock_file(t->fd, cfg->path);
+	if (r)
+		goto err_close;
 	r = enable_direct(t->fd, cfg->path);
 	if (r)
 		goto err_close;
