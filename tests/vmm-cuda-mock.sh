@@ -48,6 +48,31 @@ run 0 "kvmmd and a client on the mock: host tier placed by the GPU's PCI address
 run 0 "kvmmd on the cuda backend: blocks written, shared, demoted and restored through cuMemcpy" \
 	env KVMM_TEST_BACKEND=cuda LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/cache-backend-roundtrip"
+# kvmmd --cuda-device by UUID (as a unit per GPU names it): the second of
+# two mock GPUs is the one served; an unknown UUID stops the start
+mockenv=(env KVMM_MOCK_DEVICES=2 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+uuid1=GPU-10111213-1415-1617-1819-1a1b1c1d1e1f
+ddir=$(mktemp -d /tmp/kvmm-mockdev-XXXXXX)
+"${mockenv[@]}" "$build/kvmmd" --foreground --backend cuda --telemetry off \
+	--gpu-mem 64M --socket "$ddir/s" --cuda-device "$uuid1" 2>"$ddir/log" &
+dpid=$!
+for _ in $(seq 200); do [ -S "$ddir/s" ] && break; sleep 0.05; done
+if "$build/kvmmctl" --socket "$ddir/s" status --json 2>/dev/null | grep -q "$uuid1"; then
+	echo "ok: kvmmd --cuda-device $uuid1 serves that GPU"
+else
+	echo "FAIL: kvmmd --cuda-device $uuid1"; tail -5 "$ddir/log"; fail=1
+fi
+kill $dpid; wait $dpid || { echo "FAIL: kvmmd on the mock exited $?"; fail=1; }
+"${mockenv[@]}" "$build/kvmmd" --foreground --backend cuda --telemetry off \
+	--gpu-mem 64M --socket "$ddir/s2" \
+	--cuda-device GPU-99999999-1415-1617-1819-1a1b1c1d1e1f 2>"$ddir/log2"
+rc=$?
+if [ $rc = 1 ] && grep -q "no device with UUID GPU-99999999" "$ddir/log2"; then
+	echo "ok: an unknown --cuda-device UUID stops the start"
+else
+	echo "FAIL: unknown UUID: rc=$rc"; tail -5 "$ddir/log2"; fail=1
+fi
+rm -rf "$ddir"
 run 77 "no device: the cuda tests skip" \
 	env KVMM_MOCK_DEVICES=0 "$build/tests/vmm-cuda-pages"
 run 0 "timing program on the mock" \

@@ -216,6 +216,7 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	vc.kind = cfg->backend;
 	vc.page_size = cfg->page_size;
 	vc.cuda_device = cfg->cuda_device;
+	snprintf(vc.gpu_uuid, sizeof(vc.gpu_uuid), "%s", cfg->gpu_uuid);
 	err = vmm_backend_open(&vc, &d->backend);
 	if (err) {
 		vmm_log(VMM_LOG_ERR, "backend %s: %s",

@@ -114,6 +114,7 @@ struct kd_config {
 	uint32_t spin_us;
 	uint32_t socket_mode;
 	int cuda_device;
+	char gpu_uuid[64]; /* --cuda-device GPU-...: wins over the ordinal */
 	int cpu; /* pin the event loop to this CPU; -1 = no */
 	char pid_file[256];
 	uint32_t nr_quotas;

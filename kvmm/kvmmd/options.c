@@ -4,11 +4,13 @@
  * level names, quotas "uid=SIZE".  Every error prints one line naming the
  * option and what was wrong.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/metrics_http.h"
@@ -116,6 +118,46 @@ static int copy_path(const char *what, char *dst, size_t len, const char *val)
 	return 0;
 }
 
+/*
+ * --cuda-device: an ordinal (as CUDA numbers the visible devices) or a
+ * UUID as nvidia-smi -L prints it ("GPU-" optional), which stays the same
+ * GPU whatever CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER say: what a
+ * unit per GPU should name.  Whether such a GPU exists is the backend's
+ * to say at start.
+ */
+static int parse_device(struct kd_config *cfg, const char *val)
+{
+	const char *hex = strncasecmp(val, "GPU-", 4) ? val : val + 4;
+	size_t digits = 0;
+	uint32_t u;
+
+	if (val[0] >= '0' && val[0] <= '9' && !strchr(val, '-')) {
+		int err = parse_u32("--cuda-device", val, &u, 10);
+
+		if (!err && u > INT32_MAX)
+			err = -EINVAL;
+		if (err)
+			return err;
+		cfg->cuda_device = (int)u;
+		cfg->gpu_uuid[0] = '\0';
+		return 0;
+	}
+	for (const char *p = hex; *p; p++) {
+		if (isxdigit((unsigned char)*p))
+			digits++;
+		else if (*p != '-')
+			digits = 1000; /* not a UUID */
+	}
+	if (digits != 32 || strlen(val) >= sizeof(cfg->gpu_uuid)) {
+		fprintf(stderr,
+			"kvmmd: --cuda-device: '%s' is not a GPU ordinal or UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints it)\n",
+			val);
+		return -EINVAL;
+	}
+	memcpy(cfg->gpu_uuid, val, strlen(val) + 1);
+	return 0;
+}
+
 int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 {
 	uint64_t size;
@@ -155,9 +197,7 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->page_size = size;
 		return 0;
 	case 'd':
-		err = parse_u32("--cuda-device", val, &u, 10);
-		cfg->cuda_device = u;
-		return err;
+		return parse_device(cfg, val);
 	case 'C':
 		err = parse_u32("--cpu", val, &u, 10);
 		if (!err && u >= CPU_SETSIZE) {
