@@ -6,7 +6,8 @@
 #   make bench        build and run the benchmarks (each prints a ratio)
 #   make deps         install the Debian packages the build and tests need
 #   make install      PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py,
-#                     SYSCONFDIR= SYSTEMDUNITDIR= for kvmmd.conf, kvmmd.service)
+#                     SYSCONFDIR= SYSTEMDUNITDIR= for kvmmd.conf,
+#                     kvmmd.service and kvmmd@.service, one per GPU)
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
 #   make WERROR=1     warnings are errors (CI)
@@ -175,6 +176,10 @@ install: all $(BUILD)/libkvmm.pc
 		kvmm/kvmmd/systemd/kvmmd.service.in \
 		>$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service
 	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		kvmm/kvmmd/systemd/kvmmd@.service.in \
+		>$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd@.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd@.service
 	@# an operator's configuration is never overwritten
 	[ -e $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf ] || \
 		install -m 644 kvmm/kvmmd/systemd/kvmmd.conf \

@@ -6,9 +6,12 @@
 #     SIGTERM, then exits 0; a bad $NOTIFY_SOCKET is a WARN line, not a
 #     failure; without it nothing is sent; while a host tier is made at
 #     start, STATUS= progress that extends the start timeout comes first;
-#   - the shipped unit passes `systemd-analyze verify` once its paths are
-#     filled in as `make install` fills them, and every option line of the
-#     shipped kvmmd.conf is accepted when uncommented;
+#   - the shipped unit and the per-GPU template (kvmmd@.service: the
+#     instance is the GPU, its socket /run/kvmm/<instance>/kvmm.sock) pass
+#     `systemd-analyze verify` once their paths are filled in as `make
+#     install` fills them, the template's command line with a UUID for %i
+#     is accepted, and every option line of the shipped kvmmd.conf is
+#     accepted when uncommented;
 #   - a --pid-file that cannot be written fails the start (exit 1, a
 #     message) and leaves no socket behind.
 # timeout: 60
@@ -116,6 +119,37 @@ if command -v systemd-analyze >/dev/null; then
 	echo "systemd-analyze verify: ok"
 else
 	echo "note: no systemd-analyze here; the unit was not verified"
+fi
+
+# The per-GPU template, filled in the same way: instance = the GPU (an
+# ordinal or a UUID), its own socket under /run/kvmm/<instance>/, its own
+# runtime directory, per-GPU options from an optional environment file.
+sed -e "s|@BINDIR@|$(cd "$b" && pwd)|g" -e "s|@SYSCONFDIR@|$dir/etc|g" \
+	"$src/kvmm/kvmmd/systemd/kvmmd@.service.in" >"$dir/kvmmd@.service"
+exec_start="ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --backend cuda --cuda-device %i --socket /run/kvmm/%i/kvmm.sock \$KVMMD_OPTS"
+grep -qxF "$exec_start" "$dir/kvmmd@.service" ||
+	fail "template ExecStart: $(grep ExecStart "$dir/kvmmd@.service")"
+grep -qx "EnvironmentFile=-$dir/etc/kvmm/kvmmd@%i.env" "$dir/kvmmd@.service" ||
+	fail "template EnvironmentFile: $(grep EnvironmentFile "$dir/kvmmd@.service")"
+grep -qx 'RuntimeDirectory=kvmm/%i' "$dir/kvmmd@.service" || fail "template RuntimeDirectory"
+grep -qx 'Type=notify' "$dir/kvmmd@.service" || fail "template not Type=notify"
+# the instance's command line as systemd makes it (%i a UUID, the options
+# of an env file) is one kvmmd accepts
+mkdir -p "$dir/etc/kvmm"
+: >"$dir/etc/kvmm/kvmmd.conf"
+uuid=GPU-8d3c2b1e-0a1b-4c2d-9e3f-0123456789ab
+args=$(sed -n 's/^ExecStart=//p' "$dir/kvmmd@.service" |
+	sed -e "s|%i|$uuid|g" -e "s|\$KVMMD_OPTS|--nvme-path /mnt/nvme0/kvmm.slots --host-mem 1G|")
+# shellcheck disable=SC2086 # words on purpose, as systemd splits them
+$args --help >/dev/null 2>"$dir/log.template" ||
+	fail "the template's command line is refused: $(cat "$dir/log.template")"
+if command -v systemd-analyze >/dev/null; then
+	cp "$dir/kvmmd@.service" "$dir/kvmmd@0.service"
+	systemd-analyze verify "$dir/kvmmd@0.service" >"$dir/log.verify2" 2>&1 ||
+		fail "systemd-analyze verify kvmmd@0: $(cat "$dir/log.verify2")"
+	grep -q "kvmmd@" "$dir/log.verify2" &&
+		fail "systemd-analyze verify kvmmd@0: $(cat "$dir/log.verify2")"
+	echo "systemd-analyze verify kvmmd@0: ok"
 fi
 
 # Every option line of the shipped config, uncommented, is accepted.
