@@ -245,6 +245,24 @@ void kc_say_uncached(struct kd_cache *c, struct kd_region *r)
 					      "the first region to use it");
 }
 
+/* Physical slots of a lower tier (0: none). */
+static uint64_t kc_slots(struct kd_cache *c, int tier)
+{
+	if (tier == POL_TIER_HOST && c->host) {
+		struct tier_host_stats hs;
+
+		tier_host_get_stats(c->host, &hs);
+		return hs.capacity_slots;
+	}
+	if (tier == POL_TIER_NVME && c->nvme) {
+		struct tier_nvme_stats ns;
+
+		tier_nvme_get_stats(c->nvme, &ns);
+		return ns.capacity_slots;
+	}
+	return 0;
+}
+
 /* Set up tiers and policy for blocks of ppb pages (first use). */
 int kc_open(struct kd_cache *c, uint32_t ppb)
 {
@@ -359,14 +377,18 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
 		c->st.tiers[t].block_bytes = c->block_bytes;
 	}
+	/* the policy's counts, and the slots they leave for moves in
+	 * flight and staging (what TIER_STATS reports as capacity) */
 	vmm_log(VMM_LOG_INFO,
-		"cache: blocks of %u pages (%s); GPU %llu, host %llu, NVMe %llu blocks (%llu recovered)",
+		"cache: blocks of %u pages (%s); GPU %llu, host %llu of %llu slots, NVMe %llu of %llu slots (%llu recovered)",
 		ppb,
 		cfg->cache_block_pages ? "--cache-block-pages" :
 					 "the first region to use the cache",
 		(unsigned long long)po.capacity[POL_TIER_GPU],
 		(unsigned long long)po.capacity[POL_TIER_HOST],
+		(unsigned long long)kc_slots(c, POL_TIER_HOST),
 		(unsigned long long)po.capacity[POL_TIER_NVME],
+		(unsigned long long)kc_slots(c, POL_TIER_NVME),
 		(unsigned long long)c->st.recovered_blocks);
 	return 0;
 
