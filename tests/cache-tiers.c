@@ -46,15 +46,12 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-tiers");
 	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 7 (6) */
-	const char *args[] = { "--cache-gpu-blocks",
-			       "3",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "1867776",
-			       NULL };
+	const char *args[] = { "--cache-gpu-blocks", "3", "--host-mem", "2M",
+			       "--nvme-path", nvme, "--nvme-size", "1867776",
+			       /* a restart finds what the tiers had put on
+			        * NVMe, nothing more (cache-save-on-stop
+			        * tests the save at a stop) */
+			       "--nvme-save-on-stop", "0", NULL };
 	cc_start(&d, args);
 
 	for (int k = 0; k < 4; k++)

@@ -13,6 +13,7 @@
 #include "kvmm/kvmmd/sd_notify.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,12 +534,77 @@ int kd_cache_init(struct kd_daemon *d)
 	return 0;
 }
 
+/* Moves that have not ended: jobs in the engine, demotions waiting for a
+ * host slot, writes waiting for an NVMe slot. */
+static bool kc_moves_pending(struct kd_cache *c)
+{
+	return c->st.migrations_in_flight || c->demotions_queued ||
+	       c->nvme_in_flight || !kd_fifo_empty(&c->nvmeq);
+}
+
+/*
+ * A stop keeps what it can: the blocks of the GPU and host tiers go with
+ * the process, the NVMe tier's stay on disk and come back at the next
+ * start.  So, the sessions gone, push every block down as far as the
+ * policy takes it: with the GPU and host tiers' capacity at 0 it demotes
+ * all of them through the usual copies, and the NVMe tier keeps the ones
+ * it ranks highest (dropping its lowest, as it would for room).  The
+ * loop no longer runs: the engine's completions are taken here, for at
+ * most --nvme-save-on-stop ms; a move that has not ended by then is
+ * lost, as every block was before.
+ */
+static void kc_save_on_stop(struct kd_cache *c)
+{
+	uint32_t ms = c->d->cfg.nvme_save_ms;
+	uint64_t gpu, host, in0, t0, now;
+	struct tier_nvme_stats ns;
+	int fd;
+
+	if (!ms || !c->nvme || !c->pol || !c->mig)
+		return;
+	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	host = pol_cache_count(c->pol, POL_TIER_HOST);
+	if (!gpu && !host && !kc_moves_pending(c))
+		return;
+	in0 = c->st.tiers[POL_TIER_NVME].bytes_in;
+	t0 = kd_now_ns();
+	vmm_log(VMM_LOG_INFO,
+		"cache: stopping: moving %llu GPU and %llu host blocks to NVMe (up to %u ms)",
+		(unsigned long long)gpu, (unsigned long long)host, ms);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, 0);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_HOST, 0);
+	kc_reap_dead(c);
+	fd = migrate_eventfd(c->mig);
+	while (kc_moves_pending(c)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		now = kd_now_ns();
+		if (now - t0 >= (uint64_t)ms * 1000000ull)
+			break;
+		(void)poll(&p, 1, 100);
+		kc_on_migrate(NULL, fd, POLLIN, c);
+	}
+	now = kd_now_ns();
+	tier_nvme_get_stats(c->nvme, &ns);
+	vmm_log(kc_moves_pending(c) ? VMM_LOG_WARN : VMM_LOG_INFO,
+		"cache: stopping: %llu blocks written to NVMe in %llu ms, %llu blocks on it%s",
+		(unsigned long long)((c->st.tiers[POL_TIER_NVME].bytes_in -
+				      in0) /
+				     c->block_bytes),
+		(unsigned long long)((now - t0) / 1000000),
+		(unsigned long long)ns.ready_slots,
+		kc_moves_pending(c) ?
+			"; out of time (--nvme-save-on-stop), the moves still running are lost" :
+			"");
+}
+
 void kd_cache_fini(struct kd_daemon *d)
 {
 	struct kd_cache *c = d->cache;
 
 	if (!c)
 		return;
+	kc_save_on_stop(c);
 	if (c->mig) {
 		struct migrate_job *jobs[32];
 		unsigned int n;

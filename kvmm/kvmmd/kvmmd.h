@@ -138,6 +138,9 @@ struct kd_config {
 	 * that of the first region to publish or look up a prefix */
 	uint32_t cache_block_pages;
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
+	/* --nvme-save-on-stop: ms a stop may spend moving the GPU and host
+	 * tiers' blocks to NVMe (cache.c), 0 = none */
+	uint32_t nvme_save_ms;
 	int cache_policy; /* --cache-policy: enum pol_kind, default asym */
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =

@@ -53,6 +53,9 @@ static void usage(FILE *f)
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
+		"  --nvme-save-on-stop MS at a stop, move the GPU and host tiers'\n"
+		"                         blocks to NVMe for up to MS ms, so the\n"
+		"                         next start finds them (10000; 0: off)\n"
 		"  --cache-block-pages N  cache blocks of N pages only (2 x layers of\n"
 		"                         the model to cache; default: the first\n"
 		"                         region to publish or open a prefix)\n"
@@ -98,6 +101,7 @@ static const struct option long_opts[] = {
 	{ "nvme-admit-uses", required_argument, NULL, 'U' },
 	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
+	{ "nvme-save-on-stop", required_argument, NULL, KD_OPT_NVME_SAVE },
 	{ "pin-quota", required_argument, NULL, KD_OPT_PIN_QUOTA },
 	{ "cache-block-pages", required_argument, NULL,
 	  KD_OPT_CACHE_BLOCK_PAGES },

@@ -257,6 +257,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'U':
 		return parse_u32("--nvme-admit-uses", val,
 				 &cfg->nvme_admit_uses, 10);
+	case KD_OPT_NVME_SAVE:
+		return parse_u32("--nvme-save-on-stop", val, &cfg->nvme_save_ms,
+				 10);
 	case KD_OPT_PIN_QUOTA:
 		return parse_u32("--pin-quota", val, &cfg->pin_quota, 10);
 	case KD_OPT_HOST_NUMA_NODE:

@@ -141,6 +141,11 @@ int td_read_log(const struct td_daemon *d, char *buf, size_t len)
 
 int td_stop(struct td_daemon *d)
 {
+	return td_stop_log(d, NULL, 0);
+}
+
+int td_stop_log(struct td_daemon *d, char *log, size_t len)
+{
 	int st = 0, ret = -ETIMEDOUT;
 
 	if (d->pid > 0) {
@@ -159,6 +164,8 @@ int td_stop(struct td_daemon *d)
 		}
 		d->pid = 0;
 	}
+	if (log && len && td_read_log(d, log, len) < 0)
+		log[0] = '\0';
 	unlink(d->log);
 	unlink(d->sock);
 	rmdir(d->dir);

@@ -30,6 +30,9 @@ int td_start(struct td_daemon *d, const char *const *extra);
 /* SIGTERM, wait; returns the exit status (0 = clean), -ETIMEDOUT after 15 s
  * (then SIGKILL).  Removes the directory. */
 int td_stop(struct td_daemon *d);
+/* td_stop(), and the daemon's whole log (its first len - 1 bytes) read
+ * into log before it is removed: what kvmmd said while it stopped. */
+int td_stop_log(struct td_daemon *d, char *log, size_t len);
 /* Print the daemon's log to stderr (for failing tests). */
 void td_dump_log(const struct td_daemon *d);
 /* Read the daemon's log (its first len - 1 bytes) into buf as a string;

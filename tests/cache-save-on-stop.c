@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * A planned stop keeps the cache: kvmmd moves the blocks of its GPU and
+ * host tiers to NVMe before it exits (--nvme-save-on-stop, 10 s by
+ * default), so the next start finds them there.
+ *
+ *   - 4 contents of 2 blocks, 2 cached on the GPU and 6 in host memory,
+ *     none on NVMe; SIGTERM; the log says what moved; a new kvmmd on the
+ *     same file recovers all 8, and each content reads back from NVMe
+ *     byte-identical;
+ *   - with --nvme-save-on-stop 0 nothing moves: the next start recovers
+ *     nothing and every content is a miss;
+ *   - an NVMe tier of 6 slots (5 for the policy) keeps 5 or 6 (the policy
+ *     drops what does not fit, as it would for room; a block dropped
+ *     while its write ran is still on disk);
+ *   - out of time (copies slowed to 300 ms a batch, 100 ms allowed): a
+ *     WARN line, the moves still running are lost, and kvmmd still
+ *     stops cleanly (exit 0, every page back).
+ */
+#include "tests/cache-common.h"
+#include "tests/lib/nvme_probe.h"
+
+#define NCONTENT 4
+#define NB 2
+/* a 4 KiB file header, then slots of a 4 KiB header + a 256 KiB block */
+#define NVME_BYTES(slots) (4096 + (slots) * (4096 + 4 * CC_PAGE))
+
+static const struct cc_contents contents = { .base = 0x5a7e000,
+					     .tag0 = 60,
+					     .nb = NB };
+
+/* Print the log's lines that hold needle (the test's output). */
+static void show(const char *log, const char *needle)
+{
+	for (const char *p = log; (p = strstr(p, needle));) {
+		const char *b = p, *e = strchr(p, '\n');
+
+		while (b > log && b[-1] != '\n')
+			b--;
+		printf("%.*s\n", (int)(e ? e - b : (long)strlen(b)), b);
+		p = e ? e : p + strlen(p);
+	}
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* A prefix open of content k finds how many blocks, from NVMe. */
+static uint32_t found(const char *sock, int k)
+{
+	struct kvmm_prefix_open_reply rep;
+	uint32_t ids[NB * CC_PPB];
+	uint64_t h[NB];
+	struct cc c;
+
+	cc_content_hashes(&contents, k, h);
+	cc_connect(&c, sock);
+	cc_region(&c);
+	cc_prefix(&c, h, NB, &rep, ids);
+	t_assert_eq(rep.from_nvme, rep.nr_blocks);
+	if (rep.nr_blocks)
+		cc_check(&c, ids, rep.nr_blocks, contents.tag0 + k);
+	cc_seq_close(&c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
+	cc_disconnect(&c);
+	return rep.nr_blocks;
+}
+
+/*
+ * Write the contents into a kvmmd started with args, stop it (its log
+ * into log), start another on the same file; returns the blocks it
+ * recovered and leaves it running in d.
+ */
+static uint64_t stop_and_restart(struct td_daemon *d, const char **args,
+				 const char **args2, char *log, size_t len)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cc_start(d, args);
+	for (int k = 0; k < NCONTENT; k++)
+		cc_write_content(d->sock, &contents, k);
+	cc_settled_stats(d->sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, 2);
+	t_assert_eq(ts.tiers[1].used_blocks, 6);
+	t_assert_eq(ts.tiers[2].used_blocks, 0);
+	/* SIGTERM: the save runs here */
+	t_assert_eq(td_stop_log(d, log, len), 0);
+	show(log, "cache: stopping");
+	cc_start(d, args2);
+	/* the tiers opened at start: the recovery is done */
+	cc_settled_stats(d->sock, &ts);
+	return ts.recovered_blocks;
+}
+
+int main(void)
+{
+	static char log[1 << 16];
+	char nvme[256], size16[32], size5[32];
+	struct td_daemon d;
+	uint32_t hits;
+
+	cc_nvme_path(nvme, sizeof(nvme), "cache-save-on-stop");
+	t_nvme_require(nvme);
+	snprintf(size16, sizeof(size16), "%d", NVME_BYTES(16));
+	snprintf(size5, sizeof(size5), "%d", NVME_BYTES(6)); /* policy: 5 */
+	{
+		const char *args[] = { "--cache-block-pages",
+				       "4",
+				       "--cache-gpu-blocks",
+				       "2",
+				       "--host-mem",
+				       "2M",
+				       "--nvme-path",
+				       nvme,
+				       "--nvme-size",
+				       size16,
+				       NULL };
+
+		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
+			    NCONTENT * NB);
+		t_assert_eq(
+			count(log,
+			      "cache: stopping: moving 2 GPU and 6 host blocks to NVMe"),
+			1);
+		t_assert_eq(
+			count(log,
+			      "cache: stopping: 8 blocks written to NVMe in"),
+			1);
+		for (int k = 0; k < NCONTENT; k++)
+			t_assert_eq(found(d.sock, k), NB);
+		cc_stop(&d);
+		unlink(nvme);
+	}
+	{
+		const char *args[] = { "--cache-block-pages",
+				       "4",
+				       "--cache-gpu-blocks",
+				       "2",
+				       "--host-mem",
+				       "2M",
+				       "--nvme-path",
+				       nvme,
+				       "--nvme-size",
+				       size16,
+				       "--nvme-save-on-stop",
+				       "0",
+				       NULL };
+
+		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
+			    0);
+		t_assert_eq(count(log, "cache: stopping"), 0);
+		for (int k = 0; k < NCONTENT; k++)
+			t_assert_eq(found(d.sock, k), 0);
+		cc_stop(&d);
+		unlink(nvme);
+	}
+	{
+		const char *args[] = { "--cache-block-pages",
+				       "4",
+				       "--cache-gpu-blocks",
+				       "2",
+				       "--host-mem",
+				       "2M",
+				       "--nvme-path",
+				       nvme,
+				       "--nvme-size",
+				       size5,
+				       NULL };
+
+		uint64_t r = stop_and_restart(&d, args, args, log, sizeof(log));
+
+		/* the policy keeps 5; a block it dropped while its write ran
+		 * stays on disk in the sixth slot (eviction writes nothing) */
+		t_assert(r >= 5 && r <= 6);
+		hits = 0;
+		for (int k = 0; k < NCONTENT; k++)
+			hits += found(d.sock, k);
+		t_assert(hits >= 1 && hits <= r); /* a prefix stops at a miss */
+		cc_stop(&d);
+		unlink(nvme);
+	}
+	{
+		const char *args[] = { "--cache-block-pages",
+				       "4",
+				       "--cache-gpu-blocks",
+				       "2",
+				       "--host-mem",
+				       "2M",
+				       "--nvme-path",
+				       nvme,
+				       "--nvme-size",
+				       size16,
+				       "--nvme-save-on-stop",
+				       "100",
+				       NULL };
+		struct kvmm_tier_stats_reply ts;
+
+		/* its copies slowed down: 300 ms a batch */
+		cc_start_with_delay(&d, args, "KVMMD_TEST_DEMOTE_DELAY_MS",
+				    300);
+		for (int k = 0; k < NCONTENT; k++)
+			cc_write_content(d.sock, &contents, k);
+		cc_settled_stats(d.sock, &ts);
+		t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+		show(log, "cache: stopping");
+		t_assert_eq(
+			count(log,
+			      "out of time (--nvme-save-on-stop), the moves still running are lost"),
+			1);
+		/* every page went back to the pool all the same */
+		t_assert_eq(count(log, "stopped: 0 pages allocated at exit"),
+			    1);
+		unlink(nvme);
+	}
+	return 0;
+}
