@@ -52,6 +52,35 @@ static int count(const char *hay, const char *needle)
 	return n;
 }
 
+/*
+ * kvmmd's options: the tiers open at start, 2 cached GPU blocks, 8 host
+ * slots (6 for the policy), an NVMe file of nvme_size bytes, and
+ * --nvme-save-on-stop save (NULL: the default).
+ */
+static const char **args_for(const char *nvme, const char *nvme_size,
+			     const char *save)
+{
+	static const char *a[16];
+	int n = 0;
+
+	a[n++] = "--cache-block-pages";
+	a[n++] = "4";
+	a[n++] = "--cache-gpu-blocks";
+	a[n++] = "2";
+	a[n++] = "--host-mem";
+	a[n++] = "2M";
+	a[n++] = "--nvme-path";
+	a[n++] = nvme;
+	a[n++] = "--nvme-size";
+	a[n++] = nvme_size;
+	if (save) {
+		a[n++] = "--nvme-save-on-stop";
+		a[n++] = save;
+	}
+	a[n] = NULL;
+	return a;
+}
+
 /* A prefix open of content k finds how many blocks, from NVMe. */
 static uint32_t found(const char *sock, int k)
 {
@@ -110,17 +139,7 @@ int main(void)
 	snprintf(size16, sizeof(size16), "%d", NVME_BYTES(16));
 	snprintf(size5, sizeof(size5), "%d", NVME_BYTES(6)); /* policy: 5 */
 	{
-		const char *args[] = { "--cache-block-pages",
-				       "4",
-				       "--cache-gpu-blocks",
-				       "2",
-				       "--host-mem",
-				       "2M",
-				       "--nvme-path",
-				       nvme,
-				       "--nvme-size",
-				       size16,
-				       NULL };
+		const char **args = args_for(nvme, size16, NULL);
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    NCONTENT * NB);
@@ -138,19 +157,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *args[] = { "--cache-block-pages",
-				       "4",
-				       "--cache-gpu-blocks",
-				       "2",
-				       "--host-mem",
-				       "2M",
-				       "--nvme-path",
-				       nvme,
-				       "--nvme-size",
-				       size16,
-				       "--nvme-save-on-stop",
-				       "0",
-				       NULL };
+		const char **args = args_for(nvme, size16, "0");
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    0);
@@ -161,17 +168,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *args[] = { "--cache-block-pages",
-				       "4",
-				       "--cache-gpu-blocks",
-				       "2",
-				       "--host-mem",
-				       "2M",
-				       "--nvme-path",
-				       nvme,
-				       "--nvme-size",
-				       size5,
-				       NULL };
+		const char **args = args_for(nvme, size5, NULL);
 
 		uint64_t r = stop_and_restart(&d, args, args, log, sizeof(log));
 
@@ -186,19 +183,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *args[] = { "--cache-block-pages",
-				       "4",
-				       "--cache-gpu-blocks",
-				       "2",
-				       "--host-mem",
-				       "2M",
-				       "--nvme-path",
-				       nvme,
-				       "--nvme-size",
-				       size16,
-				       "--nvme-save-on-stop",
-				       "100",
-				       NULL };
+		const char **args = args_for(nvme, size16, "100");
 		struct kvmm_tier_stats_reply ts;
 
 		/* its copies slowed down: 300 ms a batch */

@@ -324,22 +324,24 @@ static void slab_touch(struct tier_host_slab *s,
 	}
 }
 
+/* Whole slots of slot_bytes in capacity_bytes, as many as a tier may have. */
+static uint64_t slots_in(uint64_t capacity_bytes, size_t slot_bytes)
+{
+	uint64_t n = capacity_bytes / slot_bytes;
+
+	return n > UINT32_MAX ? UINT32_MAX : n;
+}
+
 size_t tier_host_slab_len(uint64_t capacity_bytes, size_t slot_bytes)
 {
-	uint64_t nslots;
-
 	if (!slot_bytes)
 		return 0;
-	nslots = capacity_bytes / slot_bytes;
-	if (nslots > UINT32_MAX)
-		nslots = UINT32_MAX;
-	return (size_t)nslots * (TIER_HOST_HEADROOM + slot_bytes);
+	return (size_t)slots_in(capacity_bytes, slot_bytes) *
+	       (TIER_HOST_HEADROOM + slot_bytes);
 }
 
 size_t tier_host_slab_len_max(uint64_t capacity_bytes, size_t min_slot_bytes)
 {
-	uint64_t nslots;
-
 	if (!min_slot_bytes)
 		return 0;
 	/*
@@ -347,10 +349,9 @@ size_t tier_host_slab_len_max(uint64_t capacity_bytes, size_t min_slot_bytes)
 	 * never pass the capacity, the headroom grows with the number of
 	 * slots, largest for the smallest slot.
 	 */
-	nslots = capacity_bytes / min_slot_bytes;
-	if (nslots > UINT32_MAX)
-		nslots = UINT32_MAX;
-	return (size_t)capacity_bytes + (size_t)nslots * TIER_HOST_HEADROOM;
+	return (size_t)capacity_bytes +
+	       (size_t)slots_in(capacity_bytes, min_slot_bytes) *
+		       TIER_HOST_HEADROOM;
 }
 
 int tier_host_slab_open(const struct tier_host_slab_config *cfg,
