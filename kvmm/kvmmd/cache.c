@@ -558,7 +558,7 @@ static void kc_save_on_stop(struct kd_cache *c)
 	uint32_t ms = c->d->cfg.nvme_save_ms;
 	uint64_t gpu, host, in0, t0, now;
 	struct tier_nvme_stats ns;
-	int fd;
+	int fd, r;
 
 	if (!ms || !c->nvme || !c->pol || !c->mig)
 		return;
@@ -584,6 +584,13 @@ static void kc_save_on_stop(struct kd_cache *c)
 		(void)poll(&p, 1, 100);
 		kc_on_migrate(NULL, fd, POLLIN, c);
 	}
+	/* a stop is often followed by a reboot: make the saved blocks
+	 * durable (the writes themselves are never synced) */
+	r = tier_nvme_sync(c->nvme);
+	if (r)
+		vmm_log(VMM_LOG_WARN,
+			"cache: stopping: syncing the NVMe tier: %s",
+			strerror(-r));
 	now = kd_now_ns();
 	tier_nvme_get_stats(c->nvme, &ns);
 	vmm_log(kc_moves_pending(c) ? VMM_LOG_WARN : VMM_LOG_INFO,

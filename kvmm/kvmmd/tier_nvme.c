@@ -340,6 +340,11 @@ err_free:
 	return r;
 }
 
+int tier_nvme_sync(struct tier_nvme *t)
+{
+	return fdatasync(t->fd) ? -errno : 0;
+}
+
 void tier_nvme_close(struct tier_nvme *t)
 {
 	if (!t)
@@ -374,6 +379,11 @@ void tier_nvme_close(struct tier_nvme *t)
 
 int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			  unsigned int n)
+{
+	return -ENOTSUP;
+}
+
+int tier_nvme_sync(struct tier_nvme *t)
 {
 	return -ENOTSUP;
 }

@@ -171,6 +171,10 @@ int tier_nvme_foreach(struct tier_nvme *t,
 		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
 				uint64_t length, uint64_t layout_id),
 		      void *arg);
+/* Make what was written durable (fdatasync: the device's write cache, and
+ * the file's extents that O_DIRECT writes turned from preallocated to
+ * written): writes are not synced one by one; a daemon's stop is. */
+int tier_nvme_sync(struct tier_nvme *t);
 /* Byte offset of a slot's header in the file (tests corrupt it). */
 uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot);
 void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st);
