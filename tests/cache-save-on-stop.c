@@ -16,7 +16,11 @@
  *     while its write ran is still on disk);
  *   - out of time (copies slowed to 300 ms a batch, 100 ms allowed): a
  *     WARN line, the moves still running are lost, and kvmmd still
- *     stops cleanly (exit 0, every page back).
+ *     stops cleanly (exit 0, every page back);
+ *   - without --cache-block-pages the NVMe tier opens and recovers at
+ *     start, for the block size its file held (no client's command waits
+ *     for the recovery), and keeps its blocks when the first region's
+ *     are that size; a region of another size has it formatted anew.
  */
 #include "tests/cache-common.h"
 #include "tests/lib/nvme_probe.h"
@@ -53,18 +57,22 @@ static int count(const char *hay, const char *needle)
 }
 
 /*
- * kvmmd's options: the tiers open at start, 2 cached GPU blocks, 8 host
+ * kvmmd's options (into a[16]): the tiers open at start, 2 cached GPU blocks, 8 host
  * slots (6 for the policy), an NVMe file of nvme_size bytes, and
- * --nvme-save-on-stop save (NULL: the default).
+ * --nvme-save-on-stop save (NULL: the default; "unnamed": the default
+ * and no --cache-block-pages).
  */
-static const char **args_for(const char *nvme, const char *nvme_size,
-			     const char *save)
+static const char **args_for(const char **a, const char *nvme,
+			     const char *nvme_size, const char *save)
 {
-	static const char *a[16];
 	int n = 0;
 
-	a[n++] = "--cache-block-pages";
-	a[n++] = "4";
+	if (save && !strcmp(save, "unnamed")) {
+		save = NULL; /* the first region names the block size */
+	} else {
+		a[n++] = "--cache-block-pages";
+		a[n++] = "4";
+	}
 	a[n++] = "--cache-gpu-blocks";
 	a[n++] = "2";
 	a[n++] = "--host-mem";
@@ -99,6 +107,34 @@ static uint32_t found(const char *sock, int k)
 	cc_seq_close(&c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
 	cc_disconnect(&c);
 	return rep.nr_blocks;
+}
+
+/* A 1-layer model's region (blocks of 2 pages) publishes one block. */
+static int publish_small(const char *sock)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.socket_path = sock,
+					.name = "small" };
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = 1,
+				       .kv_heads = 2,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 2,
+				       .max_tokens = 2 * CC_TPB };
+	const uint64_t h = 0x5a7e5a11;
+	struct kvmm_region *r;
+	struct kvmm_conn *c;
+	uint32_t s;
+	int n;
+
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &r));
+	t_ok(kvmm_seq_open(r, &s));
+	t_ok(kvmm_seq_extend(r, s, CC_TPB));
+	n = kvmm_block_publish(r, s, 0, 1, 0, &h);
+	kvmm_disconnect(c);
+	return n;
 }
 
 /*
@@ -139,7 +175,7 @@ int main(void)
 	snprintf(size16, sizeof(size16), "%d", NVME_BYTES(16));
 	snprintf(size5, sizeof(size5), "%d", NVME_BYTES(6)); /* policy: 5 */
 	{
-		const char **args = args_for(nvme, size16, NULL);
+		const char *a[16], **args = args_for(a, nvme, size16, NULL);
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    NCONTENT * NB);
@@ -157,7 +193,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char **args = args_for(nvme, size16, "0");
+		const char *a[16], **args = args_for(a, nvme, size16, "0");
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    0);
@@ -168,7 +204,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char **args = args_for(nvme, size5, NULL);
+		const char *a[16], **args = args_for(a, nvme, size5, NULL);
 
 		uint64_t r = stop_and_restart(&d, args, args, log, sizeof(log));
 
@@ -183,7 +219,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char **args = args_for(nvme, size16, "100");
+		const char *a[16], **args = args_for(a, nvme, size16, "100");
 		struct kvmm_tier_stats_reply ts;
 
 		/* its copies slowed down: 300 ms a batch */
@@ -201,6 +237,53 @@ int main(void)
 		/* every page went back to the pool all the same */
 		t_assert_eq(count(log, "stopped: 0 pages allocated at exit"),
 			    1);
+		unlink(nvme);
+	}
+	/*
+	 * Without --cache-block-pages: the tier file says its blocks had 4
+	 * pages, so the NVMe tier opens (and recovers) at start, before any
+	 * client; the first region's blocks have 4 pages too, and they are
+	 * all there.  Then one of 2 pages: the tier is formatted anew.
+	 */
+	{
+		const char *a[16], **args = args_for(a, nvme, size16, NULL);
+		const char *b[16];
+		const char **unnamed = args_for(b, nvme, size16, "unnamed");
+		struct kvmm_tier_stats_reply ts;
+
+		/* the recovered blocks join the index at the first use */
+		t_assert_eq(stop_and_restart(&d, args, unnamed, log,
+					     sizeof(log)),
+			    0);
+		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
+		t_assert_eq(
+			count(log,
+			      "cache: NVMe tier opened at start for blocks of 4 pages"),
+			1);
+		t_assert_eq(count(log, "recovered 8 of 16 slots"), 1);
+		t_assert_eq(count(log, "cache: blocks of"),
+			    0); /* no client yet */
+		for (int k = 0; k < NCONTENT; k++)
+			t_assert_eq(found(d.sock, k), NB);
+		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
+		t_assert_eq(
+			count(log,
+			      "cache: blocks of 4 pages (the first region to use the cache)"),
+			1);
+		t_assert_eq(count(log, "formatting it anew"), 0);
+		cc_settled_stats(d.sock, &ts);
+		t_assert_eq(ts.recovered_blocks, NCONTENT * NB);
+		cc_stop(&d);
+
+		cc_start(&d, unnamed);
+		t_assert_eq(publish_small(d.sock), 1);
+		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
+		t_assert_eq(
+			count(log,
+			      "the NVMe tier's blocks from the last run have 262144 bytes, the cache's 131072: formatting it anew"),
+			1);
+		t_assert_eq(count(log, "cache: blocks of 2 pages"), 1);
+		cc_stop(&d);
 		unlink(nvme);
 	}
 	return 0;

@@ -325,9 +325,23 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 					       .reg_len = reg_len };
 		struct tier_nvme_stats ns;
 
-		r = tier_nvme_open(&nc, &c->nvme);
-		if (r)
-			goto err;
+		if (c->nvme) {
+			/* opened at start for the size its blocks had */
+			tier_nvme_get_stats(c->nvme, &ns);
+			if (ns.payload_bytes != c->block_bytes) {
+				vmm_log(VMM_LOG_INFO,
+					"cache: the NVMe tier's blocks from the last run have %llu bytes, the cache's %zu: formatting it anew",
+					(unsigned long long)ns.payload_bytes,
+					c->block_bytes);
+				tier_nvme_close(c->nvme);
+				c->nvme = NULL;
+			}
+		}
+		if (!c->nvme) {
+			r = tier_nvme_open(&nc, &c->nvme);
+			if (r)
+				goto err;
+		}
 		tier_nvme_get_stats(c->nvme, &ns);
 		/* one slot spare: a block the policy dropped while its
 		 * write (or a restore's read) was in flight holds a slot
@@ -491,6 +505,53 @@ static int kc_make_slab(struct kd_cache *c)
 	return 0;
 }
 
+/*
+ * Without --cache-block-pages the tiers open with the first region that
+ * uses the cache, and the NVMe tier's recovery (a header read per slot)
+ * would run inside that client's command, holding up the loop.  The
+ * file's superblock says what size its blocks had: open the tier for that
+ * size now, and keep it if the first region's blocks are the same (a
+ * restart with the same model, whose blocks a stop saved there); else it
+ * is formatted anew then.  A file another kvmmd holds stops the start.
+ */
+static int kc_open_nvme_early(struct kd_cache *c)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+	struct tier_host_slab_info si;
+	struct tier_nvme_config nc = { .size = sizeof(nc),
+				       .path = cfg->nvme_path,
+				       .capacity_bytes = cfg->nvme_size };
+	uint64_t payload;
+	int r;
+
+	if (cfg->cache_block_pages || !cfg->nvme_path[0] || !c->slab ||
+	    tier_nvme_peek_payload(cfg->nvme_path, &payload))
+		return 0; /* nothing saved there: formatted at first use */
+	tier_host_slab_get_info(c->slab, &si);
+	if (!payload || payload % c->d->page_size || payload > cfg->host_mem ||
+	    tier_host_slab_len(cfg->host_mem, payload) > si.len)
+		return 0;
+	nc.payload_bytes = payload;
+	/* the host tier's slots for blocks of this size: the same region
+	 * its own open would register */
+	nc.reg_base = si.base;
+	nc.reg_len = tier_host_slab_len(cfg->host_mem, payload);
+	r = tier_nvme_open(&nc, &c->nvme);
+	if (r == -EBUSY)
+		return r;
+	if (r) {
+		vmm_log(VMM_LOG_WARN,
+			"cache: opening the NVMe tier at start: %s (again when the block size is known)",
+			strerror(-r));
+		c->nvme = NULL;
+		return 0;
+	}
+	vmm_log(VMM_LOG_INFO,
+		"cache: NVMe tier opened at start for blocks of %llu pages, the size it held",
+		(unsigned long long)(payload / c->d->page_size));
+	return 0;
+}
+
 int kd_cache_init(struct kd_daemon *d)
 {
 	struct migrate_config mc = { .size = sizeof(mc) };
@@ -519,6 +580,9 @@ int kd_cache_init(struct kd_daemon *d)
 	c->park_timer.data = c;
 	d->cache = c;
 	r = kc_make_slab(c);
+	if (r)
+		return r;
+	r = kc_open_nvme_early(c);
 	if (r)
 		return r;
 	/*

@@ -388,6 +388,11 @@ int tier_nvme_sync(struct tier_nvme *t)
 	return -ENOTSUP;
 }
 
+int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes)
+{
+	return -ENOTSUP;
+}
+
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n)
 {

@@ -130,6 +130,13 @@ struct tier_nvme;
 /* -EOPNOTSUPP when O_DIRECT is impossible there (tmpfs); -ENOTSUP when
  * built without liburing. */
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out);
+/*
+ * The payload size of the blocks a tier file holds, from its superblock
+ * (no O_DIRECT, nothing written): 0, -ENOENT (no file), -ENODATA (no
+ * valid superblock).  Call it before this process opens the tier: the
+ * close of its own fd would drop the open tier's lock.
+ */
+int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes);
 void tier_nvme_close(struct tier_nvme *t);
 
 /*

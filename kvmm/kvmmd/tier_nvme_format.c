@@ -11,6 +11,7 @@
 #include "crc32c.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,6 +108,23 @@ int nvme_sb_write(struct tier_nvme *t)
 		r = -errno;
 	free(buf);
 	return r;
+}
+
+int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes)
+{
+	struct nvme_superblock sb;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = pread(fd, &sb, sizeof(sb), 0);
+	close(fd);
+	if (n != (ssize_t)sizeof(sb) || !nvme_sb_valid(&sb) ||
+	    sb.stride != TIER_NVME_HEADER_BYTES + sb.payload_bytes)
+		return -ENODATA;
+	*payload_bytes = sb.payload_bytes;
+	return 0;
 }
 
 bool nvme_sb_valid(const struct nvme_superblock *sb)
