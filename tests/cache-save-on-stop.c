@@ -16,7 +16,8 @@
  *     while its write ran is still on disk);
  *   - out of time (copies slowed to 300 ms a batch, 100 ms allowed): a
  *     WARN line, the moves still running are lost, and kvmmd still
- *     stops cleanly (exit 0, every page back);
+ *     stops cleanly (exit 0, every page back); a save of more than a
+ *     second logs how far it is every second;
  *   - without --cache-block-pages the NVMe tier opens and recovers at
  *     start, for the block size its file held (no client's command waits
  *     for the recovery), and keeps its blocks when the first region's
@@ -237,6 +238,26 @@ int main(void)
 		/* every page went back to the pool all the same */
 		t_assert_eq(count(log, "stopped: 0 pages allocated at exit"),
 			    1);
+		unlink(nvme);
+	}
+	/* a save longer than a second says how far it is (copies slowed
+	 * to 600 ms a batch, 5 s allowed) and still ends complete */
+	{
+		const char *a[16], **args = args_for(a, nvme, size16, "5000");
+		struct kvmm_tier_stats_reply ts;
+
+		cc_start_with_delay(&d, args, "KVMMD_TEST_DEMOTE_DELAY_MS",
+				    600);
+		for (int k = 0; k < NCONTENT; k++)
+			cc_write_content(d.sock, &contents, k);
+		cc_settled_stats(d.sock, &ts);
+		t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+		show(log, "cache: stopping");
+		t_assert(count(log, " of 8 blocks written to NVMe") >= 1);
+		t_assert_eq(
+			count(log,
+			      "cache: stopping: 8 blocks written to NVMe in"),
+			1);
 		unlink(nvme);
 	}
 	/*

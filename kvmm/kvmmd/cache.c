@@ -620,7 +620,7 @@ static bool kc_moves_pending(struct kd_cache *c)
 static void kc_save_on_stop(struct kd_cache *c)
 {
 	uint32_t ms = c->d->cfg.nvme_save_ms;
-	uint64_t gpu, host, in0, t0, now;
+	uint64_t gpu, host, in0, t0, now, next;
 	struct tier_nvme_stats ns;
 	int fd, r;
 
@@ -639,12 +639,32 @@ static void kc_save_on_stop(struct kd_cache *c)
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_HOST, 0);
 	kc_reap_dead(c);
 	fd = migrate_eventfd(c->mig);
+	next = t0 + 1000000000ull;
 	while (kc_moves_pending(c)) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
 		now = kd_now_ns();
 		if (now - t0 >= (uint64_t)ms * 1000000ull)
 			break;
+		if (now >= next) {
+			/* a long save says how far it is, to systemd too */
+			uint64_t done =
+				(c->st.tiers[POL_TIER_NVME].bytes_in - in0) /
+				c->block_bytes;
+			char state[128];
+
+			vmm_log(VMM_LOG_INFO,
+				"cache: stopping: %llu of %llu blocks written to NVMe",
+				(unsigned long long)done,
+				(unsigned long long)(gpu + host));
+			snprintf(
+				state, sizeof(state),
+				"STATUS=saving the cache: %llu of %llu blocks written to NVMe",
+				(unsigned long long)done,
+				(unsigned long long)(gpu + host));
+			(void)kd_sd_notify(state);
+			next = now + 1000000000ull;
+		}
 		(void)poll(&p, 1, 100);
 		kc_on_migrate(NULL, fd, POLLIN, c);
 	}
