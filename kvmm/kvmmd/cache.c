@@ -50,6 +50,8 @@ static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
 
 void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
+	if (kd_fifo_linked(&c->cold, &e->cold))
+		kd_fifo_unlink(&c->cold, &e->cold);
 	kd_htab_del(&c->index, &e->node);
 	free(e);
 }
@@ -174,6 +176,58 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	e->tier = POL_TIER_NVME;
 	e->nvme_slot = slot;
 	c->st.recovered_blocks++;
+	return 0;
+}
+
+struct kc_cold_ref {
+	uint64_t generation;
+	struct kc_entry *e;
+};
+
+static int kc_cold_cmp(const void *a, const void *b)
+{
+	const struct kc_cold_ref *x = a, *y = b;
+
+	return x->generation < y->generation ? -1 :
+	       x->generation > y->generation ? 1 :
+					       0;
+}
+
+/*
+ * The recovered blocks, oldest written first, on c->cold: when the NVMe
+ * tier needs a slot, the oldest goes (kc_nvme_room()).  A stop saves the
+ * blocks in the policy's eviction order, the ones it values most last,
+ * so they are the last to go; and for blocks demoted in normal running
+ * the write order is about the order of last use.  (It used to be the
+ * first cold block of the hash index: no order at all, and a scan of the
+ * index for each slot.)
+ */
+static int kc_order_cold(struct kd_cache *c)
+{
+	struct kc_cold_ref *v;
+	uint64_t n = 0;
+
+	if (!c->st.recovered_blocks)
+		return 0;
+	v = calloc(c->st.recovered_blocks, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint64_t b = 0; b <= c->index.mask; b++)
+		for (struct kd_hnode *h = c->index.b[b]; h; h = h->next) {
+			struct kc_entry *e = kc_of(h);
+
+			if (!e->in_pol && e->tier == POL_TIER_NVME &&
+			    n < c->st.recovered_blocks)
+				v[n++] = (struct kc_cold_ref){
+					.generation = tier_nvme_slot_generation(
+						c->nvme, e->nvme_slot),
+					.e = e
+				};
+		}
+	qsort(v, n, sizeof(*v), kc_cold_cmp);
+	for (uint64_t i = 0; i < n; i++)
+		kd_fifo_push_tail(&c->cold, &v[i].e->cold);
+	free(v);
 	return 0;
 }
 
@@ -350,6 +404,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		po.capacity[POL_TIER_NVME] =
 			ns.capacity_slots > 1 ? ns.capacity_slots - 1 : 1;
 		r = tier_nvme_foreach(c->nvme, kc_recovered, c);
+		if (r)
+			goto err;
+		r = kc_order_cold(c);
 		if (r)
 			goto err;
 	}
@@ -571,6 +628,7 @@ int kd_cache_init(struct kd_daemon *d)
 	kd_fifo_init(&c->parked);
 	kd_fifo_init(&c->slotq);
 	kd_fifo_init(&c->nvmeq);
+	kd_fifo_init(&c->cold);
 	kd_fifo_init(&c->staging);
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;

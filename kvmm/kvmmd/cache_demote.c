@@ -262,39 +262,43 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 	}
 }
 
-/* Room on the NVMe tier for one more block: evict a cold block. */
+/* Room on the NVMe tier for one more block: evict a cold block, the
+ * oldest written (c->cold, kc_order_cold()). */
 static void kc_nvme_room(struct kd_cache *c)
 {
+	struct kd_fifo_node *n, *next;
 	struct tier_nvme_stats ns;
 
 	tier_nvme_get_stats(c->nvme, &ns);
 	/* slots set aside for writes in flight are not free */
 	if (ns.used_slots + ns.reserved_slots < ns.capacity_slots)
 		return;
-	for (uint64_t b = 0; b <= c->index.mask; b++) {
-		for (struct kd_hnode *n = c->index.b[b]; n; n = n->next) {
-			struct kc_entry *e = kc_of(n);
+	for (n = c->cold.head; n; n = next) {
+		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
 
-			/*
-			 * A cold block holds its slot.  An entry the policy
-			 * dropped from the NVMe tier earlier in this policy
-			 * call (a publish of several blocks) is out of the
-			 * policy too, but its slot is free already and it
-			 * waits on c->dead for kc_reap_dead(), which would
-			 * read it after a kc_free() here.
-			 */
-			if (!e->in_pol && !e->job && !e->rblk && !e->dead &&
-			    e->nvme_slot != MIGRATE_NO_SLOT &&
-			    e->tier == POL_TIER_NVME) {
-				c->st.tiers[POL_TIER_NVME].drops++;
-				kvmm_tel_evict(c->d->tel_local, e->hash,
-					       KVMM_TEL_TIER_NVME,
-					       c->block_bytes);
-				kc_release(c, e);
-				kc_free(c, e);
-				return;
-			}
+		next = n->next;
+		/* a prefix used it: the policy's now (or on its way) */
+		if (e->in_pol || e->tier != POL_TIER_NVME ||
+		    e->nvme_slot == MIGRATE_NO_SLOT) {
+			kd_fifo_unlink(&c->cold, n);
+			continue;
 		}
+		/*
+		 * A cold block holds its slot.  One being read stays (its
+		 * restore needs it), and so does one the policy dropped
+		 * earlier in this policy call (a publish of several
+		 * blocks): its slot is free already and it waits on
+		 * c->dead for kc_reap_dead(), which would read it after a
+		 * kc_free() here.
+		 */
+		if (e->job || e->rblk || e->dead)
+			continue;
+		c->st.tiers[POL_TIER_NVME].drops++;
+		kvmm_tel_evict(c->d->tel_local, e->hash, KVMM_TEL_TIER_NVME,
+			       c->block_bytes);
+		kc_release(c, e);
+		kc_free(c, e);
+		return;
 	}
 }
 

@@ -82,6 +82,9 @@ struct kc_entry {
 	 * (job not submitted: the bytes are only in its host slot, which it
 	 * keeps) */
 	struct kd_fifo_node nvmeq;
+	/* in kd_cache.cold: recovered from NVMe at start, outside the
+	 * policy (unlinked lazily once it is not cold any more) */
+	struct kd_fifo_node cold;
 };
 
 /*
@@ -206,6 +209,9 @@ struct kd_cache {
 	 * may give one back (kc_nvme_pump()) */
 	struct kd_fifo nvmeq;
 	uint64_t nvme_in_flight;
+	/* the blocks recovered from NVMe at start, in the order they were
+	 * written (kc_nvme_room() gives the oldest's slot first) */
+	struct kd_fifo cold;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;

@@ -424,6 +424,11 @@ enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot)
 	return TIER_SLOT_FREE;
 }
 
+uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot)
+{
+	return 0;
+}
+
 int tier_nvme_foreach(struct tier_nvme *t,
 		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
 				uint64_t length, uint64_t layout_id),

@@ -172,6 +172,9 @@ int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 /* READY -> FREE; -EBUSY while a read of the slot is in flight. */
 int tier_nvme_free(struct tier_nvme *t, uint32_t slot);
 enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot);
+/* The write order of a READY slot's block (its header's generation,
+ * recovered at open; later writes have larger ones), 0 otherwise. */
+uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot);
 /* Call fn for every READY slot (the daemon rebuilds its block index from
  * this after a restart); stops early when fn returns non-zero. */
 int tier_nvme_foreach(struct tier_nvme *t,

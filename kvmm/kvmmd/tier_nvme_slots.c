@@ -211,6 +211,20 @@ enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot)
 	return s;
 }
 
+uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot)
+{
+	uint64_t g;
+
+	if (slot >= t->nslots)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	g = t->slots[slot].state == TIER_SLOT_READY ?
+		    t->slots[slot].generation :
+		    0;
+	pthread_mutex_unlock(&t->lock);
+	return g;
+}
+
 int tier_nvme_foreach(struct tier_nvme *t,
 		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
 				uint64_t length, uint64_t layout_id),
