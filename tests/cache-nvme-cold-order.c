@@ -67,6 +67,8 @@ int main(void)
 			       nvme,
 			       "--nvme-size",
 			       size,
+			       "--nvme-save-on-stop",
+			       "10000",
 			       NULL };
 
 	cc_start(&d, args);

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * timeout: 60
- * A planned stop keeps the cache: kvmmd moves the blocks of its GPU and
- * host tiers to NVMe before it exits (--nvme-save-on-stop, 10 s by
- * default), so the next start finds them there.
+ * A planned stop can keep the cache: with --nvme-save-on-stop MS kvmmd
+ * moves the blocks of its GPU and host tiers to NVMe before it exits (for
+ * up to MS ms), so the next start finds them there.
  *
  *   - 4 contents of 2 blocks, 2 cached on the GPU and 6 in host memory,
  *     none on NVMe; SIGTERM; the log says what moved; a new kvmmd on the
  *     same file recovers all 8, and each content reads back from NVMe
  *     byte-identical;
- *   - with --nvme-save-on-stop 0 nothing moves: the next start recovers
- *     nothing and every content is a miss;
+ *   - by default nothing moves: the next start recovers nothing and
+ *     every content is a miss;
  *   - an NVMe tier of 6 slots (5 for the policy) keeps 5 or 6 (the policy
  *     drops what does not fit, as it would for room; a block dropped
  *     while its write ran is still on disk);
@@ -60,8 +60,8 @@ static int count(const char *hay, const char *needle)
 /*
  * kvmmd's options (into a[16]): the tiers open at start, 2 cached GPU blocks, 8 host
  * slots (6 for the policy), an NVMe file of nvme_size bytes, and
- * --nvme-save-on-stop save (NULL: the default; "unnamed": the default
- * and no --cache-block-pages).
+ * --nvme-save-on-stop save (NULL: the default, off; "unnamed": that and
+ * no --cache-block-pages).
  */
 static const char **args_for(const char **a, const char *nvme,
 			     const char *nvme_size, const char *save)
@@ -176,7 +176,7 @@ int main(void)
 	snprintf(size16, sizeof(size16), "%d", NVME_BYTES(16));
 	snprintf(size5, sizeof(size5), "%d", NVME_BYTES(6)); /* policy: 5 */
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, NULL);
+		const char *a[16], **args = args_for(a, nvme, size16, "10000");
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    NCONTENT * NB);
@@ -194,7 +194,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, "0");
+		const char *a[16], **args = args_for(a, nvme, size16, NULL);
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    0);
@@ -205,7 +205,7 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *a[16], **args = args_for(a, nvme, size5, NULL);
+		const char *a[16], **args = args_for(a, nvme, size5, "10000");
 
 		uint64_t r = stop_and_restart(&d, args, args, log, sizeof(log));
 
@@ -267,7 +267,7 @@ int main(void)
 	 * all there.  Then one of 2 pages: the tier is formatted anew.
 	 */
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, NULL);
+		const char *a[16], **args = args_for(a, nvme, size16, "10000");
 		const char *b[16];
 		const char **unnamed = args_for(b, nvme, size16, "unnamed");
 		struct kvmm_tier_stats_reply ts;

@@ -35,7 +35,6 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->cpu = -1;
 	cfg->cache_policy = POL_ASYM;
 	cfg->host_numa_node = -1;
-	cfg->nvme_save_ms = 10000;
 }
 
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)

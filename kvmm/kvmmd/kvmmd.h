@@ -139,7 +139,7 @@ struct kd_config {
 	uint32_t cache_block_pages;
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	/* --nvme-save-on-stop: ms a stop may spend moving the GPU and host
-	 * tiers' blocks to NVMe (cache.c), 0 = none */
+	 * tiers' blocks to NVMe (cache.c), 0 (the default) = none */
 	uint32_t nvme_save_ms;
 	int cache_policy; /* --cache-policy: enum pol_kind, default asym */
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */

@@ -55,7 +55,7 @@ static void usage(FILE *f)
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
 		"  --nvme-save-on-stop MS at a stop, move the GPU and host tiers'\n"
 		"                         blocks to NVMe for up to MS ms, so the\n"
-		"                         next start finds them (10000; 0: off)\n"
+		"                         next start finds them (0: off, default)\n"
 		"  --cache-block-pages N  cache blocks of N pages only (2 x layers of\n"
 		"                         the model to cache; default: the first\n"
 		"                         region to publish or open a prefix)\n"
