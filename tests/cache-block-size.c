@@ -83,15 +83,6 @@ static int prefix_blocks(const char *sock, uint32_t layers, const uint64_t *h)
 	return WEXITSTATUS(st);
 }
 
-static int count(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = hay; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
-
 static void read_log(const struct td_daemon *d, char *buf, size_t len)
 {
 	t_assert(td_read_log(d, buf, len) >= 0);
@@ -111,8 +102,8 @@ int main(void)
 	if (err)
 		t_fail("daemon: %s", strerror(-err));
 	read_log(&d, log, sizeof(log));
-	t_assert_eq(count(log,
-			  "cache: blocks of 4 pages (--cache-block-pages)"),
+	t_assert_eq(t_count(log,
+			    "cache: blocks of 4 pages (--cache-block-pages)"),
 		    1);
 	model_open(&small, d.sock, "draft", 1);
 	model_open(&big, d.sock, "target", 2);
@@ -122,14 +113,14 @@ int main(void)
 	t_assert_eq(prefix_blocks(d.sock, 2, big_h), 2);
 	t_assert_eq(prefix_blocks(d.sock, 1, small_h), 0);
 	read_log(&d, log, sizeof(log));
-	t_assert_eq(count(log,
-			  "cache: blocks of 4 pages (--cache-block-pages)"),
+	t_assert_eq(t_count(log,
+			    "cache: blocks of 4 pages (--cache-block-pages)"),
 		    1);
 	t_assert_eq(
-		count(log,
-		      "has blocks of 2 pages, the cache's have 4 (--cache-block-pages): its blocks are not cached"),
+		t_count(log,
+			"has blocks of 2 pages, the cache's have 4 (--cache-block-pages): its blocks are not cached"),
 		2); /* draft's region, and the reader's */
-	t_assert_eq(count(log, "(draft) has blocks of 2 pages"), 1);
+	t_assert_eq(t_count(log, "(draft) has blocks of 2 pages"), 1);
 	kvmm_disconnect(small.c);
 	kvmm_disconnect(big.c);
 	t_assert_eq(td_stop(&d), 0);
@@ -148,7 +139,7 @@ int main(void)
 
 		t_assert_eq(td_start(&d, bad), -ECHILD);
 		read_log(&d, log, sizeof(log));
-		t_assert_eq(count(log, "cache: setting up the tiers failed"),
+		t_assert_eq(t_count(log, "cache: setting up the tiers failed"),
 			    1);
 		unlink(d.log);
 		rmdir(d.dir);
@@ -166,12 +157,12 @@ int main(void)
 	t_assert_eq(prefix_blocks(d.sock, 2, big_h), 0);
 	read_log(&d, log, sizeof(log));
 	t_assert_eq(
-		count(log,
-		      "cache: blocks of 2 pages (the first region to use the cache)"),
+		t_count(log,
+			"cache: blocks of 2 pages (the first region to use the cache)"),
 		1);
 	t_assert_eq(
-		count(log,
-		      "(target) has blocks of 4 pages, the cache's have 2 (the first region to use it): its blocks are not cached"),
+		t_count(log,
+			"(target) has blocks of 4 pages, the cache's have 2 (the first region to use it): its blocks are not cached"),
 		1);
 	kvmm_disconnect(small.c);
 	kvmm_disconnect(big.c);

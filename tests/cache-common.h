@@ -570,6 +570,32 @@ static inline void cc_read_content(const char *sock,
 	t_assert_eq(cc_wait_child(p), 0);
 }
 
+/*
+ * A prefix open of content k in this process: how many of its blocks it
+ * finds, each of which must come from NVMe and hold content k's bytes;
+ * the sequence is closed again.
+ */
+static inline uint32_t cc_found_on_nvme(const char *sock,
+					const struct cc_contents *cs, int k)
+{
+	struct kvmm_prefix_open_reply rep;
+	uint32_t ids[64 * CC_PPB];
+	uint64_t h[64];
+	struct cc c;
+
+	t_assert(cs->nb <= 64);
+	cc_content_hashes(cs, k, h);
+	cc_connect(&c, sock);
+	cc_region(&c);
+	cc_prefix(&c, h, cs->nb, &rep, ids);
+	t_assert_eq(rep.from_nvme, rep.nr_blocks);
+	if (rep.nr_blocks)
+		cc_check(&c, ids, rep.nr_blocks, cs->tag0 + k);
+	cc_seq_close(&c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
+	cc_disconnect(&c);
+	return rep.nr_blocks;
+}
+
 /* kvmmd started with args (td_start()), or the test fails. */
 static inline void cc_start(struct td_daemon *d, const char *const *args)
 {

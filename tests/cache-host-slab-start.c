@@ -41,15 +41,6 @@ static unsigned long long rss_anon_kib(pid_t pid)
 	return kib;
 }
 
-static int count(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = hay; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
-
 static void made_at_start(void)
 {
 	const char *args[] = { "--host-mem", "32M", "--cache-gpu-blocks", "2",
@@ -69,9 +60,9 @@ static void made_at_start(void)
 		t_fail("RssAnon %llu KiB before any client, want >= 32 MiB",
 		       kib);
 	t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
-	t_assert_eq(count(log, "host tier: 33 MiB on NUMA node"), 1);
-	t_assert_eq(count(log, "made in"), 1);
-	t_assert_eq(count(log, "tier_host:"), 0); /* no slots yet */
+	t_assert_eq(t_count(log, "host tier: 33 MiB on NUMA node"), 1);
+	t_assert_eq(t_count(log, "made in"), 1);
+	t_assert_eq(t_count(log, "tier_host:"), 0); /* no slots yet */
 
 	for (int k = 0; k < 4; k++)
 		cc_write_content(d.sock, &cs, k);
@@ -82,7 +73,7 @@ static void made_at_start(void)
 	/* content 0 went down first: all of it from the host tier */
 	cc_read_content(d.sock, &cs, 0, cs.nb, 1);
 	t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
-	t_assert_eq(count(log, "tier_host: 128 slots of 262144 bytes"), 1);
+	t_assert_eq(t_count(log, "tier_host: 128 slots of 262144 bytes"), 1);
 	cc_stop(&d);
 }
 
@@ -94,9 +85,10 @@ static void cannot_make(void)
 
 	t_assert_eq(td_start(&d, args), -ECHILD);
 	t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
-	if (count(log, "of host memory failed: Cannot allocate memory") != 1)
+	if (t_count(log, "of host memory failed: Cannot allocate memory") != 1)
 		td_dump_log(&d);
-	t_assert_eq(count(log, "of host memory failed: Cannot allocate memory"),
+	t_assert_eq(t_count(log,
+			    "of host memory failed: Cannot allocate memory"),
 		    1);
 	unlink(d.log);
 	rmdir(d.dir);
@@ -118,7 +110,7 @@ static void too_small(void)
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[1].capacity_blocks, 0);
 	t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
-	t_assert_eq(count(log, "host tier:"), 0);
+	t_assert_eq(t_count(log, "host tier:"), 0);
 	cc_stop(&d);
 }
 

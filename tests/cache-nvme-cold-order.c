@@ -29,21 +29,7 @@ static const struct cc_contents fresh = { .base = 0xf7e5000,
 /* How many blocks of old content k a prefix open finds (from NVMe). */
 static uint32_t found(const char *sock, int k)
 {
-	struct kvmm_prefix_open_reply rep;
-	uint32_t ids[NB * CC_PPB];
-	uint64_t h[NB];
-	struct cc c;
-
-	cc_content_hashes(&old, k, h);
-	cc_connect(&c, sock);
-	cc_region(&c);
-	cc_prefix(&c, h, NB, &rep, ids);
-	t_assert_eq(rep.from_nvme, rep.nr_blocks);
-	if (rep.nr_blocks)
-		cc_check(&c, ids, rep.nr_blocks, old.tag0 + k);
-	cc_seq_close(&c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
-	cc_disconnect(&c);
-	return rep.nr_blocks;
+	return cc_found_on_nvme(sock, &old, k);
 }
 
 int main(void)

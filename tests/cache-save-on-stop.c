@@ -48,15 +48,6 @@ static void show(const char *log, const char *needle)
 	}
 }
 
-static int count(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = hay; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
-
 /*
  * kvmmd's options (into a[16]): the tiers open at start, 2 cached GPU blocks, 8 host
  * slots (6 for the policy), an NVMe file of nvme_size bytes, and
@@ -90,24 +81,10 @@ static const char **args_for(const char **a, const char *nvme,
 	return a;
 }
 
-/* A prefix open of content k finds how many blocks, from NVMe. */
+/* How many blocks of content k a prefix open finds (from NVMe). */
 static uint32_t found(const char *sock, int k)
 {
-	struct kvmm_prefix_open_reply rep;
-	uint32_t ids[NB * CC_PPB];
-	uint64_t h[NB];
-	struct cc c;
-
-	cc_content_hashes(&contents, k, h);
-	cc_connect(&c, sock);
-	cc_region(&c);
-	cc_prefix(&c, h, NB, &rep, ids);
-	t_assert_eq(rep.from_nvme, rep.nr_blocks);
-	if (rep.nr_blocks)
-		cc_check(&c, ids, rep.nr_blocks, contents.tag0 + k);
-	cc_seq_close(&c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
-	cc_disconnect(&c);
-	return rep.nr_blocks;
+	return cc_found_on_nvme(sock, &contents, k);
 }
 
 /* A 1-layer model's region (blocks of 2 pages) publishes one block. */
@@ -181,12 +158,12 @@ int main(void)
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    NCONTENT * NB);
 		t_assert_eq(
-			count(log,
-			      "cache: stopping: moving 2 GPU and 6 host blocks to NVMe"),
+			t_count(log,
+				"cache: stopping: moving 2 GPU and 6 host blocks to NVMe"),
 			1);
 		t_assert_eq(
-			count(log,
-			      "cache: stopping: 8 blocks written to NVMe in"),
+			t_count(log,
+				"cache: stopping: 8 blocks written to NVMe in"),
 			1);
 		for (int k = 0; k < NCONTENT; k++)
 			t_assert_eq(found(d.sock, k), NB);
@@ -198,7 +175,7 @@ int main(void)
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    0);
-		t_assert_eq(count(log, "cache: stopping"), 0);
+		t_assert_eq(t_count(log, "cache: stopping"), 0);
 		for (int k = 0; k < NCONTENT; k++)
 			t_assert_eq(found(d.sock, k), 0);
 		cc_stop(&d);
@@ -232,11 +209,11 @@ int main(void)
 		t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 		show(log, "cache: stopping");
 		t_assert_eq(
-			count(log,
-			      "out of time (--nvme-save-on-stop), the moves still running are lost"),
+			t_count(log,
+				"out of time (--nvme-save-on-stop), the moves still running are lost"),
 			1);
 		/* every page went back to the pool all the same */
-		t_assert_eq(count(log, "stopped: 0 pages allocated at exit"),
+		t_assert_eq(t_count(log, "stopped: 0 pages allocated at exit"),
 			    1);
 		unlink(nvme);
 	}
@@ -253,10 +230,10 @@ int main(void)
 		cc_settled_stats(d.sock, &ts);
 		t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 		show(log, "cache: stopping");
-		t_assert(count(log, " of 8 blocks written to NVMe") >= 1);
+		t_assert(t_count(log, " of 8 blocks written to NVMe") >= 1);
 		t_assert_eq(
-			count(log,
-			      "cache: stopping: 8 blocks written to NVMe in"),
+			t_count(log,
+				"cache: stopping: 8 blocks written to NVMe in"),
 			1);
 		unlink(nvme);
 	}
@@ -278,20 +255,20 @@ int main(void)
 			    0);
 		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
 		t_assert_eq(
-			count(log,
-			      "cache: NVMe tier opened at start for blocks of 4 pages"),
+			t_count(log,
+				"cache: NVMe tier opened at start for blocks of 4 pages"),
 			1);
-		t_assert_eq(count(log, "recovered 8 of 16 slots"), 1);
-		t_assert_eq(count(log, "cache: blocks of"),
+		t_assert_eq(t_count(log, "recovered 8 of 16 slots"), 1);
+		t_assert_eq(t_count(log, "cache: blocks of"),
 			    0); /* no client yet */
 		for (int k = 0; k < NCONTENT; k++)
 			t_assert_eq(found(d.sock, k), NB);
 		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
 		t_assert_eq(
-			count(log,
-			      "cache: blocks of 4 pages (the first region to use the cache)"),
+			t_count(log,
+				"cache: blocks of 4 pages (the first region to use the cache)"),
 			1);
-		t_assert_eq(count(log, "formatting it anew"), 0);
+		t_assert_eq(t_count(log, "formatting it anew"), 0);
 		cc_settled_stats(d.sock, &ts);
 		t_assert_eq(ts.recovered_blocks, NCONTENT * NB);
 		cc_stop(&d);
@@ -300,10 +277,10 @@ int main(void)
 		t_assert_eq(publish_small(d.sock), 1);
 		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
 		t_assert_eq(
-			count(log,
-			      "the NVMe tier's blocks from the last run have 262144 bytes, the cache's 131072: formatting it anew"),
+			t_count(log,
+				"the NVMe tier's blocks from the last run have 262144 bytes, the cache's 131072: formatting it anew"),
 			1);
-		t_assert_eq(count(log, "cache: blocks of 2 pages"), 1);
+		t_assert_eq(t_count(log, "cache: blocks of 2 pages"), 1);
 		cc_stop(&d);
 		unlink(nvme);
 	}

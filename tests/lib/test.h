@@ -55,6 +55,16 @@
 			       _r < 0 ? strerror((int)-_r) : "");  \
 	} while (0)
 
+/* How often needle occurs in hay (a daemon's log, say). */
+static inline int t_count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
 /* AnonHugePages of the whole process, in bytes (-1: unknown). */
 static inline long long t_anon_huge_bytes(void)
 {
