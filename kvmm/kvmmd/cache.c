@@ -175,6 +175,7 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 		return -ENOMEM;
 	e->tier = POL_TIER_NVME;
 	e->nvme_slot = slot;
+	kd_fifo_push_tail(&c->cold, &e->cold); /* kc_order_cold() sorts */
 	c->st.recovered_blocks++;
 	return 0;
 }
@@ -194,8 +195,9 @@ static int kc_cold_cmp(const void *a, const void *b)
 }
 
 /*
- * The recovered blocks, oldest written first, on c->cold: when the NVMe
- * tier needs a slot, the oldest goes (kc_nvme_room()).  A stop saves the
+ * The recovered blocks on c->cold (kc_recovered() put them there in slot
+ * order), sorted oldest written first: when the NVMe tier needs a slot,
+ * the oldest goes (kc_nvme_room()).  A stop saves the
  * blocks in the policy's eviction order, the ones it values most last,
  * so they are the last to go; and for blocks demoted in normal running
  * the write order is about the order of last use.  (It used to be the
@@ -205,27 +207,26 @@ static int kc_cold_cmp(const void *a, const void *b)
 static int kc_order_cold(struct kd_cache *c)
 {
 	struct kc_cold_ref *v;
-	uint64_t n = 0;
+	struct kd_fifo_node *n;
+	uint64_t k = 0;
 
 	if (!c->st.recovered_blocks)
 		return 0;
 	v = calloc(c->st.recovered_blocks, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (uint64_t b = 0; b <= c->index.mask; b++)
-		for (struct kd_hnode *h = c->index.b[b]; h; h = h->next) {
-			struct kc_entry *e = kc_of(h);
+	while ((n = kd_fifo_first(&c->cold))) {
+		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
 
-			if (!e->in_pol && e->tier == POL_TIER_NVME &&
-			    n < c->st.recovered_blocks)
-				v[n++] = (struct kc_cold_ref){
-					.generation = tier_nvme_slot_generation(
-						c->nvme, e->nvme_slot),
-					.e = e
-				};
-		}
-	qsort(v, n, sizeof(*v), kc_cold_cmp);
-	for (uint64_t i = 0; i < n; i++)
+		kd_fifo_unlink(&c->cold, n);
+		v[k++] = (struct kc_cold_ref){
+			.generation = tier_nvme_slot_generation(c->nvme,
+								e->nvme_slot),
+			.e = e
+		};
+	}
+	qsort(v, k, sizeof(*v), kc_cold_cmp);
+	for (uint64_t i = 0; i < k; i++)
 		kd_fifo_push_tail(&c->cold, &v[i].e->cold);
 	free(v);
 	return 0;
