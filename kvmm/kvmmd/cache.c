@@ -516,6 +516,7 @@ static int kc_make_slab(struct kd_cache *c)
 		.pci_addr = d->backend->pci_bus_id,
 		.progress = kc_slab_progress,
 	};
+	const char *knob = getenv("KVMMD_TEST_SLAB_PROGRESS_MS");
 	struct tier_host_slab_info si;
 	struct timespec t0, t1;
 	int r;
@@ -536,8 +537,8 @@ static int kc_make_slab(struct kd_cache *c)
 	}
 	/* a test knob: report progress this often (a small slab is
 	 * touched in well under the second between reports) */
-	if (getenv("KVMMD_TEST_SLAB_PROGRESS_MS")) {
-		int ms = atoi(getenv("KVMMD_TEST_SLAB_PROGRESS_MS"));
+	if (knob) {
+		int ms = atoi(knob);
 
 		sc.progress_ms = ms > 0 ? (unsigned int)ms : 0;
 		vmm_log(VMM_LOG_WARN,
@@ -585,15 +586,16 @@ static int kc_open_nvme_early(struct kd_cache *c)
 	if (cfg->cache_block_pages || !cfg->nvme_path[0] || !c->slab ||
 	    tier_nvme_peek_payload(cfg->nvme_path, &payload))
 		return 0; /* nothing saved there: formatted at first use */
-	tier_host_slab_get_info(c->slab, &si);
-	if (!payload || payload % c->d->page_size || payload > cfg->host_mem ||
-	    tier_host_slab_len(cfg->host_mem, payload) > si.len)
+	if (!payload || payload % c->d->page_size || payload > cfg->host_mem)
 		return 0;
-	nc.payload_bytes = payload;
+	tier_host_slab_get_info(c->slab, &si);
 	/* the host tier's slots for blocks of this size: the same region
 	 * its own open would register */
+	nc.payload_bytes = payload;
 	nc.reg_base = si.base;
 	nc.reg_len = tier_host_slab_len(cfg->host_mem, payload);
+	if (nc.reg_len > si.len)
+		return 0;
 	r = tier_nvme_open(&nc, &c->nvme);
 	if (r == -EBUSY)
 		return r;
