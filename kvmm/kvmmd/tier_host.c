@@ -145,7 +145,7 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	h->slot_bytes = cfg->slot_bytes;
 	h->nslots = (uint32_t)nslots;
 	h->stride = TIER_HOST_HEADROOM + cfg->slot_bytes;
-	h->len = (size_t)nslots * h->stride;
+	h->len = tier_host_slab_len(cfg->capacity_bytes, cfg->slot_bytes);
 	h->slots = calloc(nslots, sizeof(*h->slots));
 	h->free_stack = calloc(nslots, sizeof(*h->free_stack));
 	if (!h->slots || !h->free_stack) {
