@@ -73,7 +73,9 @@ struct kvmm_block_stats {
 	__u64 ewma_gap_ns; /* inter-access time estimate (0 until 2 accesses) */
 	__u64 last_seq; /* sequence of the latest access */
 	__u32 last_tier; /* enum kvmm_tel_tier of the latest access */
-	__u32 last_pid; /* process of the latest access (0 in shm mode) */
+	/* process of the latest access (shm mode: the session's peer, as
+	 * the daemon registered its region; 0 if unknown) */
+	__u32 last_pid;
 };
 
 /* Histogram key: event kind, tier (source tier for restore/migrate), the

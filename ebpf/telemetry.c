@@ -44,6 +44,7 @@ struct tel_shm_src {
 	uint64_t id;
 	struct kvmm_tel_shm *shm;
 	uint32_t nr_blocks; /* computed from the size we were given */
+	uint32_t pid; /* the writer, as the daemon knows it (0: unknown) */
 };
 
 void tel_log(int level, const char *fmt, ...)
@@ -373,6 +374,8 @@ static int shm_read(const struct tel_shm_src *src, struct tel_snapshot *d)
 		memcpy(&st, &b[i].stats, sizeof(st));
 		if (st.last_tier >= KVMM_TEL_NR_TIERS)
 			st.last_tier = KVMM_TEL_TIER_MISS;
+		/* who wrote it is the daemon's to say, not the client's */
+		st.last_pid = src->pid;
 		err = snap_add_block(d, hash, &st);
 		if (err)
 			return err;
@@ -400,7 +403,8 @@ static int shm_read(const struct tel_shm_src *src, struct tel_snapshot *d)
 	return 0;
 }
 
-int tel_shm_add(struct tel *t, uint64_t id, void *base, size_t size)
+int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
+		size_t size)
 {
 	uint32_t n = kvmm_tel_shm_nr_slots(size);
 	size_t i;
@@ -430,6 +434,7 @@ int tel_shm_add(struct tel *t, uint64_t id, void *base, size_t size)
 		.id = id,
 		.shm = base,
 		.nr_blocks = n,
+		.pid = pid,
 	};
 	return 0;
 }

@@ -108,9 +108,12 @@ void tel_set_sink(struct tel *t, const struct tel_sink *sink);
 /*
  * Shared-memory sources: the daemon registers each session's region (its
  * own mapping and the size it created) and removes it when the session
- * ends; a removed region's statistics stay in the totals.
+ * ends; a removed region's statistics stay in the totals.  pid is the
+ * process that writes the region (the session's peer): its blocks'
+ * last_pid reads pid, whatever the client wrote there (0: unknown).
  */
-int tel_shm_add(struct tel *t, uint64_t id, void *base, size_t size);
+int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
+		size_t size);
 void tel_shm_remove(struct tel *t, uint64_t id);
 
 /* Refresh the snapshot and feed the sink. */

@@ -45,8 +45,8 @@ int main(void)
 	t_assert_eq(tel_source(t), TEL_SOURCE_SHM);
 	t_assert(!strcmp(tel_pin_dir(t), ""));
 	tel_set_sink(t, &sink);
-	t_ok(tel_shm_add(t, 1, a, size));
-	t_assert(tel_shm_add(t, 1, a, size) == -EEXIST);
+	t_ok(tel_shm_add(t, 1, 0, a, size));
+	t_assert(tel_shm_add(t, 1, 0, a, size) == -EEXIST);
 	t_ok(kvmm_tel_shm_check(a, size));
 	t_assert(kvmm_tel_shm_enabled(a));
 
@@ -64,7 +64,7 @@ int main(void)
 	t_assert_eq(sc.blocks + sc.latency_events, 0);
 
 	/* A second session doing the same: counts add, rates add. */
-	t_ok(tel_shm_add(t, 2, b, size));
+	t_ok(tel_shm_add(t, 2, 0, b, size));
 	ebpf_drive_process(b, size);
 	t_ok(tel_poll(t));
 	t_ok(tel_block_lookup(t, H1, &s));
@@ -95,7 +95,7 @@ int main(void)
 	o.mode = TEL_MODE_OFF;
 	t_ok(tel_open(&o, &t));
 	t_assert_eq(tel_source(t), TEL_SOURCE_OFF);
-	t_ok(tel_shm_add(t, 3, a, size));
+	t_ok(tel_shm_add(t, 3, 0, a, size));
 	t_assert(!kvmm_tel_shm_enabled(a));
 	ebpf_drive_process(a, size);
 	t_assert_eq(a->counters.accesses, 0);

@@ -110,7 +110,7 @@ int main(void)
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(shm != MAP_FAILED);
 	t_ok(tel_open(&o, &t));
-	t_ok(tel_shm_add(t, 1, shm, size));
+	t_ok(tel_shm_add(t, 1, 0, shm, size));
 	ebpf_drive_process(shm, 0);
 	check_feed(t, false);
 	tel_close(t);

@@ -10,7 +10,14 @@
  * pol_cache's access_count equals the telemetry count (3 * 10 steps + 2
  * prefix opens = 32, above the
  * cache's own count), which equals the pinned map as kvmmctl's reader
- * sees it.  Skips (77) without root or BPF.
+ * sees it.
+ *
+ * The same with --cache-scope uid: the probes carry the client's hashes,
+ * the cache its own names for them (scope.c), and the feed renames each
+ * block by the uid of the session that accessed it, so the counts land
+ * on the cache's blocks (the client lingers past a poll: a report whose
+ * process has no session left is skipped).  Skips (77) without root or
+ * BPF.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -55,14 +62,21 @@ static int client(void)
 		if (kvmm_step_begin(c) || kvmm_step_end(c))
 			return 4;
 	}
+	/* the uid scope: let a telemetry poll (every 250 ms) find us */
+	if (getenv("VIEW_LINGER"))
+		usleep(1000 * 1000);
 	kvmm_disconnect(c);
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* The cache's name for a hash this (root) client sent. */
+static uint64_t cached_as(const struct kd_daemon *d, uint64_t hash)
 {
-	if (argc > 1 && !strcmp(argv[1], "client"))
-		return client();
+	return kd_scope_hash(&d->scope, 0, hash);
+}
+
+static void view(uint32_t scope)
+{
 	struct kd_daemon d;
 	struct kd_config cfg;
 	struct tel_opts po = { .size = sizeof(po), .mode = TEL_MODE_PINNED };
@@ -70,12 +84,12 @@ int main(int argc, char **argv)
 	struct tel *maps;
 	char dir[64];
 
-	if (!HAVE_BPF || !HAVE_SDT)
-		t_skip("built without BPF or USDT support");
-	if (geteuid() != 0)
-		t_skip("BPF telemetry needs root");
-	inproc_mkdir(dir, sizeof(dir), "view");
-	inproc_config(&d, &cfg, dir, "view", TEL_MODE_BPF);
+	inproc_mkdir(dir, sizeof(dir), scope ? "view-uid" : "view");
+	inproc_config(&d, &cfg, dir, scope ? "view-uid" : "view",
+		      TEL_MODE_BPF);
+	cfg.cache_scope = scope;
+	if (scope)
+		setenv("VIEW_LINGER", "1", 1);
 	if (kd_daemon_start(&d, &cfg)) {
 		rmdir(dir);
 		t_skip("kvmmd with BPF telemetry did not start");
@@ -88,27 +102,52 @@ int main(int argc, char **argv)
 	t_ok(tel_open(&po, &maps));
 	t_ok(tel_poll(maps));
 	for (int b = 0; b < 2; b++) {
-		struct pol_block *pb =
-			pol_cache_lookup(d.tel_feed.cache, hashes[b]);
+		struct pol_block *pb = pol_cache_lookup(
+			d.tel_feed.cache, cached_as(&d, hashes[b]));
 
 		t_ok(tel_block_lookup(d.tel, hashes[b], &ts));
 		t_ok(tel_block_lookup(maps, hashes[b], &ms));
-		t_assert_eq(ms.count, 3 * STEPS + 2);
 		t_assert_eq(ts.count, ms.count);
 		t_assert_eq(ts.last_ns, ms.last_ns);
 		t_assert(pb);
 		t_assert_eq(pb->access_count, ms.count);
+		if (!scope) {
+			t_assert_eq(ms.count, 3 * STEPS + 2);
+			continue;
+		}
+		/* the uid scope: the client's steps under its hash, the
+		 * daemon's prefix opens under the cache's name (the feed
+		 * takes the larger count, as for any two reports) */
+		t_assert_eq(ms.count, 3 * STEPS);
+		t_ok(tel_block_lookup(maps, cached_as(&d, hashes[b]), &ms));
+		t_assert_eq(ms.count, 2);
+		/* the client's own hash names nothing in the cache */
+		t_assert(!pol_cache_lookup(d.tel_feed.cache, hashes[b]));
 	}
 	/* the block every open missed: traced, not in the policy */
-	t_ok(tel_block_lookup(maps, hashes[2], &ms));
+	t_ok(tel_block_lookup(maps, cached_as(&d, hashes[2]), &ms));
 	t_assert_eq(ms.count, 2);
 	t_assert_eq(ms.last_tier, KVMM_TEL_TIER_MISS);
-	t_assert(!pol_cache_lookup(d.tel_feed.cache, hashes[2]));
+	t_assert(!pol_cache_lookup(d.tel_feed.cache, cached_as(&d, hashes[2])));
 	t_assert(d.tel_feed.blocks_updated >= 2);
 	tel_close(maps);
 
 	kd_daemon_stop(&d);
 	rmdir(dir);
-	printf("ok: the policy's view of each block equals the maps\n");
+	unsetenv("VIEW_LINGER");
+	printf("ok (cache scope %s): the policy's view of each block equals the maps\n",
+	       kd_scope_string(scope));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "client"))
+		return client();
+	if (!HAVE_BPF || !HAVE_SDT)
+		t_skip("built without BPF or USDT support");
+	if (geteuid() != 0)
+		t_skip("BPF telemetry needs root");
+	view(KD_SCOPE_SHARED);
+	view(KD_SCOPE_UID);
 	return 0;
 }

@@ -274,6 +274,7 @@ int main(void)
 			  "backend=\"host\",device=\"host\""));
 	t_assert(tm_value(&e, "kvmm_cache_policy_info",
 			  "policy=\"lru\",restore_mode=\"plan\""));
+	t_assert(tm_value(&e, "kvmm_cache_scope_info", "scope=\"shared\""));
 	t_assert_eq(tm_u64(&e, "kvmm_page_size_bytes", NULL), 65536);
 	t_assert_eq(tm_u64(&e, "kvmm_pool_capacity_pages", NULL), 1024);
 	t_assert_eq(tm_u64(&e, "kvmm_regions", NULL), 1);
@@ -322,8 +323,9 @@ int main(void)
 	if (strtod(tm_get(&e, "kvmm_uptime_seconds", NULL), NULL) * 1000 >
 	    json_u64(json, "uptime_ms") + 1)
 		t_fail("uptime went back");
-	/* all of them: the mapped ones, up, build, backend, policy, uptime */
-	t_assert_eq(e.n, n + 5);
+	/* all of them: the mapped ones, up, build, backend, policy, scope,
+	 * uptime */
+	t_assert_eq(e.n, n + 6);
 	printf("GET /metrics: %zu series, %zu bytes, all equal to status --json\n",
 	       e.n, r.body_len);
 	free(json);

@@ -129,6 +129,8 @@ for t in ("gpu", "host", "nvme"):
         assert int(get(name, tier=t)) == st["cache"]["tiers"][t][k], (name, t)
 assert ("kvmm_cache_policy_info", (("policy", "asym"), ("restore_mode", "plan"))) in series  # the defaults
 assert st["cache_policy"] == "asym" and st["restore_mode"] == "plan", st
+assert ("kvmm_cache_scope_info", (("scope", "shared"),)) in series  # the default
+assert st["cache_scope"] == "shared", st
 print(len(series), "series")
 PY
 grep -q "^kvmm_build_info{version=\"$("$b/kvmmctl" --version | sed 's/kvmmctl \([^ ]*\) .*/\1/')\",abi=\"1\.[0-9]*\"} 1$" "$dir/m.prom" || fail "build_info"

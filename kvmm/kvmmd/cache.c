@@ -319,6 +319,15 @@ static uint64_t kc_slots(struct kd_cache *c, int tier)
 	return 0;
 }
 
+
+/* The NVMe tier names its slots by the cache's hashes: it keeps their
+ * scope and key, and a file of another scope is formatted anew. */
+static void kc_nvme_scope(const struct kd_daemon *d,
+			  struct tier_nvme_config *nc)
+{
+	nc->scope = d->scope.mode;
+	memcpy(nc->scope_key, d->scope.key, sizeof(nc->scope_key));
+}
 /* Set up tiers and policy for blocks of ppb pages (first use). */
 int kc_open(struct kd_cache *c, uint32_t ppb)
 {
@@ -379,6 +388,8 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 					       .reg_base = reg,
 					       .reg_len = reg_len };
 		struct tier_nvme_stats ns;
+
+		kc_nvme_scope(c->d, &nc);
 
 		if (c->nvme) {
 			/* opened at start for the size its blocks had */
@@ -580,12 +591,15 @@ static int kc_open_nvme_early(struct kd_cache *c)
 	struct tier_nvme_config nc = { .size = sizeof(nc),
 				       .path = cfg->nvme_path,
 				       .capacity_bytes = cfg->nvme_size };
+	struct tier_nvme_peek pk;
 	uint64_t payload;
 	int r;
 
 	if (cfg->cache_block_pages || !cfg->nvme_path[0] || !c->slab ||
-	    tier_nvme_peek_payload(cfg->nvme_path, &payload))
+	    tier_nvme_peek(cfg->nvme_path, &pk))
 		return 0; /* nothing saved there: formatted at first use */
+	payload = pk.payload_bytes;
+	kc_nvme_scope(c->d, &nc);
 	if (!payload || payload % c->d->page_size || payload > cfg->host_mem)
 		return 0;
 	tier_host_slab_get_info(c->slab, &si);

@@ -256,6 +256,9 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));
 		goto err_backend;
 	}
+	err = kd_scope_init(d);
+	if (err)
+		goto err_pool;
 	err = kd_cache_init(d);
 	if (err)
 		goto err_pool;

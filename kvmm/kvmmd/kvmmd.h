@@ -31,6 +31,7 @@
 #include "ebpf/tel_policy.h"
 
 #define KD_DEFAULT_PROFILE "h200-llama3-8b"
+#include "kvmm/kvmmd/scope.h"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
 #include "vmm/vmm.h"
@@ -142,6 +143,7 @@ struct kd_config {
 	 * tiers' blocks to NVMe (cache.c), 0 (the default) = none */
 	uint32_t nvme_save_ms;
 	int cache_policy; /* --cache-policy: enum pol_kind, default asym */
+	uint32_t cache_scope; /* --cache-scope: enum kd_scope_mode */
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =
 			     * a quarter of the GPU cache (pin.c) */
@@ -180,6 +182,7 @@ struct kd_daemon {
 	uint64_t pages_quarantined;
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
+	struct kd_scope scope; /* scope.c: whose hashes meet in the cache */
 	uint64_t start_ns;
 	uid_t uid; /* the daemon's own uid: admin rights */
 	struct tel *tel; /* NULL when telemetry is off */
@@ -207,8 +210,8 @@ void kd_telemetry_stop(struct kd_daemon *d);
  * reading; removal keeps what the session counted. */
 void kd_telemetry_ring_layout(struct kd_daemon *d,
 			      struct kvmm_ring_offsets *off);
-void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, void *mem,
-			      const struct kvmm_ring_offsets *off);
+void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, pid_t pid,
+			      void *mem, const struct kvmm_ring_offsets *off);
 void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id);
 
 /* ---- region.c ---- */

@@ -64,6 +64,9 @@ static void usage(FILE *f)
 		"                         cost model, always reload, or client\n"
 		"                         recomputes (plan; only for clients that\n"
 		"                         ask for per-block actions)\n"
+		"  --cache-scope shared|uid  who shares cached blocks: every\n"
+		"                         client (shared, default) or only the\n"
+		"                         processes of one uid\n"
 		"  --pin-quota N          blocks one session may pin (a quarter\n"
 		"                         of the GPU cache)\n"
 		"  --metrics-listen [HOST:]PORT  serve Prometheus GET /metrics\n"
@@ -101,6 +104,7 @@ static const struct option long_opts[] = {
 	{ "nvme-admit-uses", required_argument, NULL, 'U' },
 	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
+	{ "cache-scope", required_argument, NULL, KD_OPT_CACHE_SCOPE },
 	{ "nvme-save-on-stop", required_argument, NULL, KD_OPT_NVME_SAVE },
 	{ "pin-quota", required_argument, NULL, KD_OPT_PIN_QUOTA },
 	{ "cache-block-pages", required_argument, NULL,

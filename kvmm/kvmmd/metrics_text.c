@@ -359,6 +359,18 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 		label_value(f, mode);
 		fputs("\"} 1\n", f);
 	}
+	/* ABI 1.9 */
+	if (st->cache_scope[0]) {
+		char scope[sizeof(st->cache_scope) + 1];
+
+		memcpy(scope, st->cache_scope, sizeof(st->cache_scope));
+		scope[sizeof(st->cache_scope)] = '\0';
+		family(f, "kvmm_cache_scope_info", KD_GAUGE,
+		       "Always 1; --cache-scope as a label.");
+		fputs("kvmm_cache_scope_info{scope=\"", f);
+		label_value(f, scope);
+		fputs("\"} 1\n", f);
+	}
 }
 
 static void tiers(FILE *f, const struct kvmm_tier_stats_reply *ts)

@@ -15,6 +15,7 @@
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
+#include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/policy/policy.h"
 
@@ -291,6 +292,8 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->cache_policy = (int)k;
 		return 0;
 	}
+	case KD_OPT_CACHE_SCOPE:
+		return kd_scope_parse(val, &cfg->cache_scope);
 	case KD_OPT_RESTORE_MODE:
 		return kd_restore_mode_parse(val, &cfg->restore_mode);
 	case KD_OPT_METRICS_LISTEN: {

@@ -26,5 +26,7 @@ int kd_parse_log_level(const char *s);
 #define KD_OPT_HOST_NUMA_NODE 0x205
 /* ... and for --nvme-save-on-stop */
 #define KD_OPT_NVME_SAVE 0x206
+/* ... and for --cache-scope */
+#define KD_OPT_CACHE_SCOPE 0x207
 
 #endif

@@ -359,6 +359,8 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 		 pol_kind_string((enum pol_kind)d->cfg.cache_policy));
 	snprintf(st->restore_mode, sizeof(st->restore_mode), "%s",
 		 kd_restore_mode_string(d->cfg.restore_mode));
+	snprintf(st->cache_scope, sizeof(st->cache_scope), "%s",
+		 kd_scope_string(d->scope.mode));
 	if (d->cost) {
 		st->cost_host_bw = (uint64_t)d->cost->bandwidth[POL_TIER_HOST];
 		st->cost_host_bw_profile =
@@ -607,6 +609,8 @@ void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
 	else {
 		rq.p = (char *)buf + sizeof(h);
 		rq.len = len - sizeof(h);
+		/* before any handler (or its early checks) reads a hash */
+		kd_scope_request(s, h.cmd, (char *)buf + sizeof(h), rq.len);
 		ret = dispatch(&rq);
 	}
 	kw_close_fds(fds, nfds);

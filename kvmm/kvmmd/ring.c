@@ -87,7 +87,7 @@ int kd_ring_create(struct kd_session *s, const struct kvmm_hello *h,
 	err = kr_attach(kr->mem, kr->size, off, &kr->r);
 	if (err)
 		goto err_unmap;
-	kd_telemetry_session_add(s->d, s->id, kr->mem, off);
+	kd_telemetry_session_add(s->d, s->id, s->pid, kr->mem, off);
 	kr->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	kr->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	kr->rv_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

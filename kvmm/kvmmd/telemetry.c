@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/kvmmd.h"
@@ -125,7 +126,8 @@ int kd_telemetry_start(struct kd_daemon *d)
 
 		d->tel_local = aligned_alloc(64, len); /* laid out by _add */
 		if (d->tel_local &&
-		    tel_shm_add(d->tel, KD_TEL_LOCAL_ID, d->tel_local, len)) {
+		    tel_shm_add(d->tel, KD_TEL_LOCAL_ID, (uint32_t)getpid(),
+				d->tel_local, len)) {
 			free(d->tel_local);
 			d->tel_local = NULL;
 		}
@@ -134,6 +136,11 @@ int kd_telemetry_start(struct kd_daemon *d)
 	 * cache.c sets .cache when its policy exists: already, when
 	 * --cache-block-pages opened the tiers at start. */
 	tel_policy_init(&d->tel_feed, d->tel_feed.cache, d->cost, false);
+	if (d->scope.mode != KD_SCOPE_SHARED) {
+		/* the probes carry the clients' hashes, the cache its own */
+		d->tel_feed.rename = kd_scope_tel_rename;
+		d->tel_feed.rename_arg = d;
+	}
 	tel_policy_sink(&d->tel_feed, &sink);
 	tel_set_sink(d->tel, &sink);
 	d->tel_timer.fn = on_tel_timer;
@@ -156,14 +163,14 @@ void kd_telemetry_ring_layout(struct kd_daemon *d,
 	off->mmap_size += len;
 }
 
-void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, void *mem,
-			      const struct kvmm_ring_offsets *off)
+void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, pid_t pid,
+			      void *mem, const struct kvmm_ring_offsets *off)
 {
 	int err;
 
 	if (!d->tel || !off->tel_size)
 		return;
-	err = tel_shm_add(d->tel, id, (char *)mem + off->tel_off,
+	err = tel_shm_add(d->tel, id, (uint32_t)pid, (char *)mem + off->tel_off,
 			  off->tel_size);
 	if (err)
 		vmm_log(VMM_LOG_WARN, "session %u: telemetry region: %s", id,

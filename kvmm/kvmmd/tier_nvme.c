@@ -220,6 +220,8 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	if (t->io_bytes > (64u << 20))
 		t->io_bytes = 64u << 20;
 	t->payload_bytes = cfg->payload_bytes;
+	t->scope = cfg->scope;
+	memcpy(t->scope_key, cfg->scope_key, sizeof(t->scope_key));
 	t->stride = TIER_NVME_HEADER_BYTES + cfg->payload_bytes;
 	t->reg_base = cfg->reg_base;
 	t->reg_len = cfg->reg_len;
@@ -284,6 +286,14 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->st.registered_buffers = t->registered;
 
 	r = cfg->reformat ? -ENODATA : nvme_sb_read(t, &sb);
+	if (r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
+	    sb.payload_bytes == t->payload_bytes &&
+	    !nvme_sb_same_scope(&sb, t->scope, t->scope_key)) {
+		vmm_log(VMM_LOG_INFO,
+			"tier_nvme: %s: its blocks were cached under another cache scope or key: formatting it anew",
+			cfg->path);
+		r = -ESTALE;
+	}
 	if (r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
 	    sb.payload_bytes == t->payload_bytes) {
 		t->format_id = sb.format_id;
@@ -388,7 +398,7 @@ int tier_nvme_sync(struct tier_nvme *t)
 	return -ENOTSUP;
 }
 
-int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes)
+int tier_nvme_peek(const char *path, struct tier_nvme_peek *out)
 {
 	return -ENOTSUP;
 }

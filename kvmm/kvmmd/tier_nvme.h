@@ -76,6 +76,14 @@ struct tier_nvme_config {
 	void *reg_base;
 	size_t reg_len;
 	bool reformat; /* ignore what is on the disk */
+	/*
+	 * The cache scope whose hashes the slots are named by (kvmmd's
+	 * --cache-scope, scope.h: 0 = shared, the raw client hashes) and its
+	 * key.  Kept in the superblock; a file written under another scope or
+	 * key is formatted anew, since its hashes name nothing in this one.
+	 */
+	uint32_t scope;
+	uint8_t scope_key[16];
 };
 
 struct tier_nvme_stats {
@@ -130,13 +138,20 @@ struct tier_nvme;
 /* -EOPNOTSUPP when O_DIRECT is impossible there (tmpfs); -ENOTSUP when
  * built without liburing. */
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out);
+/* What a tier file's superblock says (tier_nvme_peek). */
+struct tier_nvme_peek {
+	uint64_t payload_bytes; /* the size of the blocks it holds */
+	uint32_t scope; /* tier_nvme_config.scope it was written under */
+	uint8_t scope_key[16];
+};
+
 /*
- * The payload size of the blocks a tier file holds, from its superblock
- * (no O_DIRECT, nothing written): 0, -ENOENT (no file), -ENODATA (no
- * valid superblock).  Call it before this process opens the tier: the
- * close of its own fd would drop the open tier's lock.
+ * Read a tier file's superblock (no O_DIRECT, nothing written): 0,
+ * -ENOENT (no file), -ENODATA (no valid superblock).  Call it before this
+ * process opens the tier: the close of its own fd would drop the open
+ * tier's lock.
  */
-int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes);
+int tier_nvme_peek(const char *path, struct tier_nvme_peek *out);
 void tier_nvme_close(struct tier_nvme *t);
 
 /*

@@ -89,11 +89,13 @@ int nvme_sb_write(struct tier_nvme *t)
 		.payload_bytes = t->payload_bytes,
 		.slot_count = t->nslots,
 		.format_id = t->format_id,
+		.scope = t->scope,
 	};
 	void *buf;
 	ssize_t n;
 	int r = 0;
 
+	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
 	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
 	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
 		return -ENOMEM;
@@ -110,7 +112,7 @@ int nvme_sb_write(struct tier_nvme *t)
 	return r;
 }
 
-int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes)
+int tier_nvme_peek(const char *path, struct tier_nvme_peek *out)
 {
 	struct nvme_superblock sb;
 	ssize_t n;
@@ -123,8 +125,17 @@ int tier_nvme_peek_payload(const char *path, uint64_t *payload_bytes)
 	if (n != (ssize_t)sizeof(sb) || !nvme_sb_valid(&sb) ||
 	    sb.stride != TIER_NVME_HEADER_BYTES + sb.payload_bytes)
 		return -ENODATA;
-	*payload_bytes = sb.payload_bytes;
+	out->payload_bytes = sb.payload_bytes;
+	out->scope = sb.scope;
+	memcpy(out->scope_key, sb.scope_key, sizeof(out->scope_key));
 	return 0;
+}
+
+bool nvme_sb_same_scope(const struct nvme_superblock *sb, uint32_t scope,
+			const uint8_t key[16])
+{
+	return sb->scope == scope &&
+	       !memcmp(sb->scope_key, key, sizeof(sb->scope_key));
 }
 
 bool nvme_sb_valid(const struct nvme_superblock *sb)

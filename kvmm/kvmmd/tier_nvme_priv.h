@@ -49,9 +49,12 @@ struct nvme_superblock {
 	uint64_t payload_bytes;
 	uint64_t slot_count;
 	uint64_t format_id;
-	uint32_t reserved32;
+	/* tier_nvme_config.scope and .scope_key (0 and zeros in files
+	 * written before they existed: the shared scope, as then) */
+	uint32_t scope;
 	uint32_t crc; /* CRC32C of this struct with crc = 0 */
-	uint64_t reserved[8];
+	uint8_t scope_key[16];
+	uint64_t reserved[6];
 };
 
 /* In-memory metadata of one slot (t->lock). */
@@ -83,6 +86,8 @@ struct tier_nvme {
 	uint64_t payload_bytes;
 	uint32_t nslots;
 	uint64_t format_id;
+	uint32_t scope; /* the superblock's scope and key (cfg) */
+	uint8_t scope_key[16];
 	uint64_t next_generation;
 	struct nvme_slot *slots;
 	uint32_t *buckets;
@@ -185,6 +190,9 @@ void nvme_header_fill(const struct tier_nvme *t, void *hb,
 int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb);
 int nvme_sb_write(struct tier_nvme *t);
 bool nvme_sb_valid(const struct nvme_superblock *sb);
+/* Whether sb was written under this scope and key. */
+bool nvme_sb_same_scope(const struct nvme_superblock *sb, uint32_t scope,
+			const uint8_t key[16]);
 
 /* tier_nvme_io.c: the engine's state, set up with the ring (open); its
  * completion thread, started once recovery no longer uses the ring */

@@ -64,6 +64,9 @@ struct fz_phase {
 	const char *sock;
 	uint64_t deadline_ms; /* clients stop starting new work */
 	bool strict; /* no reload may fail (fz_setup) */
+	/* --cache-scope of every phase's daemon: uid for odd seeds (the
+	 * clients are all one uid, so every invariant holds as in shared) */
+	const char *scope;
 	struct fz_counts *cnt;
 };
 

@@ -91,6 +91,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_status_reply st = { 0 };
 	char policy[sizeof(st.cache_policy) + 1] = "";
 	char mode[sizeof(st.restore_mode) + 1] = "";
+	char scope[sizeof(st.cache_scope) + 1] = "";
 	struct kvmm_conn *c;
 	int err;
 
@@ -110,6 +111,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	/* NUL padded, not terminated when full; "" from a daemon < ABI 1.5 */
 	memcpy(policy, st.cache_policy, sizeof(st.cache_policy));
 	memcpy(mode, st.restore_mode, sizeof(st.restore_mode));
+	/* "" from a daemon < ABI 1.9 */
+	memcpy(scope, st.cache_scope, sizeof(st.cache_scope));
 	if (ctx->json) {
 		printf("{\"backend\":\"%s\",\"device\":",
 		       vmm_backend_kind_string(
@@ -157,6 +160,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			kvmmctl_json_str(policy);
 			printf(",\"restore_mode\":");
 			kvmmctl_json_str(mode);
+		}
+		if (st.cache_scope[0]) {
+			printf(",\"cache_scope\":");
+			kvmmctl_json_str(scope);
 		}
 		if (!ts_err)
 			tiers_json(&ts);
@@ -207,7 +214,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)st.pins,
 	       (unsigned long long)st.pinned_bytes);
 	if (st.cache_policy[0])
-		printf("policy       %s, restore mode %s\n", policy, mode);
+		printf("policy       %s, restore mode %s%s%s\n", policy, mode,
+		       scope[0] ? ", cache scope " : "", scope);
 	if (ts_err)
 		return 0;
 	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 8
+#define KVMM_ABI_MINOR 9
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -297,6 +297,9 @@ struct kvmm_status_reply {
 	 * --cache-policy and --restore-mode, NUL padded */
 	char cache_policy[16];
 	char restore_mode[16];
+	/* ABI 1.9 (16 more bytes; older daemons send the shorter struct:
+	 * reads ""): kvmmd's --cache-scope ("shared" or "uid"), NUL padded */
+	char cache_scope[16];
 };
 
 struct kvmm_session_info {

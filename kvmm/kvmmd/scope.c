@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Cache scopes (see scope.h): the mode names, the key's origin, and the
+ * renaming of the hashes in the four requests that carry them.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "ebpf/kvmm_telemetry.h"
+#include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/scope.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+
+static const char *const mode_names[] = {
+	[KD_SCOPE_SHARED] = "shared",
+	[KD_SCOPE_UID] = "uid",
+};
+
+const char *kd_scope_string(uint32_t mode)
+{
+	if (mode < sizeof(mode_names) / sizeof(mode_names[0]))
+		return mode_names[mode];
+	return "unknown";
+}
+
+int kd_scope_parse(const char *val, uint32_t *mode)
+{
+	for (uint32_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]);
+	     i++) {
+		if (val && !strcmp(val, mode_names[i])) {
+			*mode = i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "kvmmd: --cache-scope: '%s' is not shared or uid\n",
+		val ? val : "");
+	return -EINVAL;
+}
+
+static bool key_is_zero(const uint8_t *key)
+{
+	for (size_t i = 0; i < KD_SIPHASH_KEY_BYTES; i++)
+		if (key[i])
+			return false;
+	return true;
+}
+
+int kd_scope_init(struct kd_daemon *d)
+{
+	struct kd_scope *sc = &d->scope;
+	struct tier_nvme_peek pk;
+
+	memset(sc, 0, sizeof(*sc));
+	sc->mode = d->cfg.cache_scope;
+	if (sc->mode == KD_SCOPE_SHARED) {
+		vmm_log(VMM_LOG_INFO, "cache scope: shared");
+		return 0;
+	}
+	/* the blocks a stop left on NVMe are named under that file's key */
+	if (d->cfg.nvme_path[0] && d->cfg.host_mem &&
+	    !tier_nvme_peek(d->cfg.nvme_path, &pk) && pk.scope == sc->mode &&
+	    !key_is_zero(pk.scope_key)) {
+		memcpy(sc->key, pk.scope_key, sizeof(sc->key));
+		vmm_log(VMM_LOG_INFO,
+			"cache scope: %s, with the key of the NVMe tier's file %s",
+			kd_scope_string(sc->mode), d->cfg.nvme_path);
+		return 0;
+	}
+	do {
+		if (getrandom(sc->key, sizeof(sc->key), 0) !=
+		    (ssize_t)sizeof(sc->key)) {
+			int err = -errno;
+
+			vmm_log(VMM_LOG_ERR, "cache scope: no random key: %s",
+				strerror(-err));
+			return err;
+		}
+	} while (key_is_zero(sc->key)); /* zero means "no key" on disk */
+	vmm_log(VMM_LOG_INFO, "cache scope: %s, with a new key",
+		kd_scope_string(sc->mode));
+	return 0;
+}
+
+uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t uid, uint64_t hash)
+{
+	uint8_t msg[12];
+	uint32_t u = htole32(uid);
+	uint64_t h = htole64(hash), r;
+
+	if (sc->mode == KD_SCOPE_SHARED || !hash)
+		return hash;
+	memcpy(msg, &u, sizeof(u));
+	memcpy(msg + sizeof(u), &h, sizeof(h));
+	r = kd_siphash24(sc->key, msg, sizeof(msg));
+	return r ? r : 1;
+}
+
+/* Rename n hashes stored (maybe unaligned) from p on. */
+static void rename_at(const struct kd_session *s, char *p, size_t n)
+{
+	const struct kd_scope *sc = &s->d->scope;
+
+	for (size_t i = 0; i < n; i++, p += sizeof(uint64_t)) {
+		uint64_t h;
+
+		memcpy(&h, p, sizeof(h));
+		h = kd_scope_hash(sc, s->uid, h);
+		memcpy(p, &h, sizeof(h));
+	}
+}
+
+/* The hashes from offset off to the end of the payload (at most max). */
+static void rename_tail(const struct kd_session *s, char *p, size_t len,
+			size_t off, size_t max)
+{
+	size_t n;
+
+	if (len < off)
+		return;
+	n = (len - off) / sizeof(uint64_t);
+	rename_at(s, p + off, n < max ? n : max);
+}
+
+void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
+		      size_t len)
+{
+	char *b = p;
+
+	if (s->d->scope.mode == KD_SCOPE_SHARED)
+		return;
+	switch (cmd) {
+	case KVMM_CMD_BLOCK_PUBLISH:
+		/* parent_hash, then hashes[] */
+		rename_tail(s, b, len,
+			    offsetof(struct kvmm_block_publish, parent_hash),
+			    1);
+		rename_tail(s, b, len, offsetof(struct kvmm_block_publish, hashes),
+			    SIZE_MAX);
+		break;
+	case KVMM_CMD_PREFIX_OPEN:
+		rename_tail(s, b, len, offsetof(struct kvmm_prefix_open, hashes),
+			    SIZE_MAX);
+		break;
+	case KVMM_CMD_BLOCK_PIN:
+		rename_tail(s, b, len, offsetof(struct kvmm_block_pin, hash), 1);
+		break;
+	case KVMM_CMD_BLOCK_UNPIN:
+		rename_tail(s, b, len, offsetof(struct kvmm_block_unpin, hash),
+			    1);
+		break;
+	}
+}
+
+bool kd_scope_tel_rename(void *arg, uint64_t *hash,
+			 const struct kvmm_block_stats *stats)
+{
+	struct kd_daemon *d = arg;
+	const struct kd_session *s;
+
+	if (d->scope.mode == KD_SCOPE_SHARED ||
+	    stats->last_pid == (uint32_t)getpid())
+		return true;
+	for (s = d->sessions; s; s = s->next) {
+		if ((uint32_t)s->pid == stats->last_pid) {
+			*hash = kd_scope_hash(&d->scope, s->uid, *hash);
+			return true;
+		}
+	}
+	return false;
+}

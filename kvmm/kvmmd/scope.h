@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cache scopes: whose block hashes meet in the cache.
+ *
+ * kvmmd never sees tokens; a block is named by the 64-bit hash its client
+ * computed.  In the shared scope (the default) every session's hashes
+ * name one cache: whoever can connect can open any block and publish
+ * under any hash, so a client that publishes wrong bytes under a popular
+ * hash changes the outputs of every engine that opens it.  With
+ * --cache-scope uid the daemon renames every hash a client sends
+ * (BLOCK_PUBLISH, PREFIX_OPEN, BLOCK_PIN, BLOCK_UNPIN) to
+ * SipHash-2-4(key, uid || hash) before anything looks at it: processes of
+ * one uid still share blocks, those of different uids cannot reach each
+ * other's, and without the key no client can pick a hash that lands on
+ * another uid's.  The key is random; the NVMe tier's superblock keeps it
+ * so that saved blocks are found again after a restart.
+ *
+ * Inside the daemon (index, policy, tiers, telemetry probes) every hash
+ * is the renamed one; nothing is renamed back, since no reply carries a
+ * hash.
+ */
+#ifndef KVMM_KVMMD_SCOPE_H
+#define KVMM_KVMMD_SCOPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmm/kvmmd/siphash.h"
+
+enum kd_scope_mode {
+	KD_SCOPE_SHARED = 0, /* the clients' hashes as they are */
+	KD_SCOPE_UID = 1, /* renamed per peer uid (SO_PEERCRED) */
+};
+
+struct kd_scope {
+	uint32_t mode; /* enum kd_scope_mode */
+	uint8_t key[KD_SIPHASH_KEY_BYTES]; /* all zero in the shared scope */
+};
+
+struct kd_daemon;
+struct kd_session;
+
+const char *kd_scope_string(uint32_t mode);
+/* --cache-scope: 0, or -EINVAL with one line on stderr. */
+int kd_scope_parse(const char *val, uint32_t *mode);
+/*
+ * Set d->scope from d->cfg.cache_scope: in the uid scope, the key the
+ * NVMe tier's file was written under if it was written in this scope (its
+ * blocks stay reachable), else a new random one (the file is then
+ * formatted anew when the tier opens).  0 or -errno (no randomness).
+ */
+int kd_scope_init(struct kd_daemon *d);
+/* The cache's name for hash as a client of uid sends it (0 stays 0: "no
+ * hash" where the ABI has one; nothing else becomes 0). */
+uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t uid, uint64_t hash);
+/*
+ * Rename in place the hashes of a request of s (cmd, payload p of len
+ * bytes) before it is handled.  Only hashes that lie whole inside the
+ * payload are touched; a malformed request is left for its handler to
+ * refuse.
+ */
+void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
+		      size_t len);
+
+struct kvmm_block_stats;
+/*
+ * The telemetry feed's rename hook (tel_policy.rename, arg the daemon):
+ * a block the probes saw under a client's hash gets the cache's name
+ * for it in the scope of the session whose process accessed it last
+ * (stats->last_pid; the daemon's own probes already carry the cache's
+ * names).  False, skip it, when no live session has that pid.
+ */
+bool kd_scope_tel_rename(void *arg, uint64_t *hash,
+			 const struct kvmm_block_stats *stats);
+
+#endif

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 90
+ * --cache-scope uid: processes of one uid share cached blocks, those of
+ * different uids cannot reach or overwrite each other's, across a restart
+ * too.  Real processes under real uids (setresuid), one real kvmmd.
+ *
+ *   - shared (the default), what the scope guards against: a process of
+ *     uid B opens the blocks a process of uid A published, and B's own
+ *     bytes under the same hashes are refused as duplicates;
+ *   - uid: B's open of A's hashes misses; B publishes its bytes under
+ *     them (cached, not duplicates); a new process of A gets A's bytes,
+ *     one of B B's, one of root nothing; B cannot pin a hash only A
+ *     published, A can; the status, kvmmctl and TIER_STATS say so;
+ *   - with an NVMe tier and --nvme-save-on-stop: the blocks saved at a
+ *     stop are A's again after a restart (the file keeps the key), still
+ *     not B's; a restart in the shared scope formats the file anew, so
+ *     no raw hash reaches what the uid scope wrote.
+ *
+ * Needs root (to be two uids); skips otherwise.
+ */
+#include <grp.h>
+#include <sys/stat.h>
+
+#include "tests/cache-common.h"
+#include "tests/lib/nvme_probe.h"
+
+#define UID_A 61001
+#define UID_B 61002
+#define NB 3
+#define TAG_A 7
+#define TAG_B 9
+
+static const uint64_t hashes[NB] = { 0x5c09e001, 0x5c09e002, 0x5c09e003 };
+static const uint64_t only_a = 0x5c09e0aa; /* published by A alone */
+
+/* This (child) process becomes uid (its group too, no others). */
+static void become(uid_t uid)
+{
+	t_ok(setgroups(0, NULL));
+	t_ok(setresgid(uid, uid, uid));
+	t_ok(setresuid(uid, uid, uid));
+}
+
+/* A process of uid publishes hashes h[0..n) holding tag's bytes; it must
+ * find `published` of them new to its cache (the rest duplicates). */
+static void publish_as(const char *sock, uid_t uid, const uint64_t *h,
+		       uint32_t n, uint64_t tag, uint32_t published)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct kvmm_block_publish_reply rep;
+		uint32_t pages[NB * CC_PPB];
+		struct cc c;
+		uint32_t seq;
+
+		become(uid);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, n * CC_TPB, pages);
+		cc_fill(&c, pages, n, tag);
+		t_ok(cc_publish(&c, seq, 0, h, n, &rep));
+		if (rep.published != published || rep.duplicates != n - published)
+			t_fail("uid %u: published %u, duplicates %u; expected %u and %u",
+			       (unsigned)uid, rep.published, rep.duplicates,
+			       published, n - published);
+		cc_seq_close(&c, seq, pages, n * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* A process of uid opens hashes h[0..n): it must get nb blocks (from
+ * tier, -1 any) holding tag's bytes. */
+static void open_as(const char *sock, uid_t uid, const uint64_t *h,
+		    uint32_t n, uint32_t nb, uint64_t tag, int tier)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct kvmm_prefix_open_reply rep;
+		uint32_t ids[NB * CC_PPB];
+		struct cc c;
+
+		become(uid);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		cc_prefix(&c, h, n, &rep, ids);
+		if (rep.nr_blocks != nb)
+			t_fail("uid %u: %u blocks, expected %u", (unsigned)uid,
+			       rep.nr_blocks, nb);
+		if (tier == 2)
+			t_assert_eq(rep.from_nvme, nb);
+		if (nb)
+			cc_check(&c, ids, nb, tag);
+		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* A process of uid pins hash: BLOCK_PIN must return want. */
+static void pin_as(const char *sock, uid_t uid, uint64_t hash, int want)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct kvmm_pin_opts o;
+		struct kvmm_conn *c;
+
+		become(uid);
+		c = cc_connect_lib(sock, "pin");
+		t_assert_eq(cc_pin(c, hash, 0, 0, 0, &o), want);
+		kvmm_disconnect(c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* Start kvmmd with args, its socket open to every uid. */
+static void start(struct td_daemon *d, const char *const *args)
+{
+	cc_start(d, args);
+	/* mkdtemp made it 0700: let the other uids reach the socket */
+	t_ok(chmod(d->dir, 0711));
+}
+
+static void kvmmctl_status(const char *sock, const char *args, char *out,
+			   size_t cap)
+{
+	char bin[256], cmd[512];
+	size_t n;
+	FILE *f;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
+	f = popen(cmd, "r");
+	t_assert(f != NULL);
+	n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	t_assert_eq(pclose(f), 0);
+}
+
+static void shared_scope(void)
+{
+	const char *args[] = { "--socket-mode", "0666", NULL };
+	struct kvmm_status_reply st;
+	struct td_daemon d;
+
+	start(&d, args);
+	t_ok(td_status(&d, &st));
+	t_assert(!strcmp(st.cache_scope, "shared"));
+	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
+	/* B reads A's bytes, and cannot put its own under those hashes */
+	open_as(d.sock, UID_B, hashes, NB, NB, TAG_A, -1);
+	publish_as(d.sock, UID_B, hashes, NB, TAG_B, 0);
+	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, -1);
+	cc_stop(&d);
+	printf("shared scope: uid %d reads uid %d's blocks\n", UID_B, UID_A);
+}
+
+static void uid_scope(void)
+{
+	const char *args[] = { "--socket-mode", "0666", "--cache-scope", "uid",
+			       NULL };
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st;
+	struct td_daemon d;
+	char out[8192];
+
+	start(&d, args);
+	t_ok(td_status(&d, &st));
+	t_assert(!strcmp(st.cache_scope, "uid"));
+	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
+	publish_as(d.sock, UID_A, &only_a, 1, TAG_A, 1);
+	/* B sees nothing of A's, and its bytes are its own blocks */
+	open_as(d.sock, UID_B, hashes, NB, 0, 0, -1);
+	publish_as(d.sock, UID_B, hashes, NB, TAG_B, NB);
+	/* each uid gets its own bytes; another uid (root) nothing */
+	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 0);
+	open_as(d.sock, UID_B, hashes, NB, NB, TAG_B, 0);
+	open_as(d.sock, 0, hashes, NB, 0, 0, -1);
+	/* pins name blocks in the pinner's scope */
+	pin_as(d.sock, UID_B, only_a, -ENOENT);
+	pin_as(d.sock, UID_A, only_a, 0);
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB + 1);
+	kvmmctl_status(d.sock, "status", out, sizeof(out));
+	t_assert(strstr(out, "cache scope uid") != NULL);
+	kvmmctl_status(d.sock, "status --json", out, sizeof(out));
+	t_assert(strstr(out, "\"cache_scope\":\"uid\"") != NULL);
+	cc_stop(&d);
+	printf("uid scope: uids %d and %d keep their own bytes under one hash\n",
+	       UID_A, UID_B);
+}
+
+/* kvmmd's options for a restart test (into a[16]). */
+static const char **nvme_args(const char **a, const char *nvme,
+			      const char *scope)
+{
+	int n = 0;
+
+	a[n++] = "--socket-mode";
+	a[n++] = "0666";
+	a[n++] = "--cache-scope";
+	a[n++] = scope;
+	a[n++] = "--cache-block-pages";
+	a[n++] = "4";
+	a[n++] = "--cache-gpu-blocks";
+	a[n++] = "2";
+	a[n++] = "--host-mem";
+	a[n++] = "2M";
+	a[n++] = "--nvme-path";
+	a[n++] = nvme;
+	a[n++] = "--nvme-size";
+	a[n++] = "16M";
+	a[n++] = "--nvme-save-on-stop";
+	a[n++] = "10000";
+	a[n] = NULL;
+	return a;
+}
+
+static void restart(void)
+{
+	static char log[1 << 16];
+	const char *a[20];
+	struct td_daemon d;
+	char nvme[256];
+
+	cc_nvme_path(nvme, sizeof(nvme), "cache-scope-uid");
+	t_nvme_require(nvme);
+	start(&d, nvme_args(a, nvme, "uid"));
+	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, "cache scope: uid, with a new key"), 1);
+	t_assert_eq(t_count(log, "cache: stopping: 3 blocks written to NVMe"),
+		    1);
+
+	start(&d, nvme_args(a, nvme, "uid"));
+	open_as(d.sock, UID_B, hashes, NB, 0, 0, -1);
+	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 2);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, "cache scope: uid, with the key of the NVMe tier's file"),
+		    1);
+
+	/* the shared scope cannot name what the uid scope wrote */
+	start(&d, nvme_args(a, nvme, "shared"));
+	open_as(d.sock, UID_A, hashes, NB, 0, 0, -1);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, "cached under another cache scope or key: formatting it anew"),
+		    1);
+	unlink(nvme);
+	printf("uid scope: saved blocks are uid %d's again after a restart\n",
+	       UID_A);
+}
+
+int main(void)
+{
+	if (geteuid() != 0)
+		t_skip("needs root, to run processes of two uids");
+	shared_scope();
+	uid_scope();
+	restart();
+	return 0;
+}
