@@ -64,10 +64,10 @@ assert j["pages"]["free"] == 256 and j["pages"]["mapped"] == 0, j
 assert j["sessions"] == 1 and j["sequences"] == 0, j
 assert j["revoke_timeout_ms"] == 1234, j
 assert j["pins"] == 0 and j["pinned_bytes"] == 0, j
-assert j["cache_policy"] == "asym" and j["restore_mode"] == "plan", j  # defaults
+assert j["cache_policy"] == "asym" and j["restore_mode"] == "plan" and j["cache_scope"] == "shared", j  # defaults
 PY
 "$b/kvmmctl" --socket "$sock" status | grep -q '^backend *host' || fail "text status"
-"$b/kvmmctl" --socket "$sock" status | grep -q '^policy *asym, restore mode plan$' || fail "text status: policy"
+"$b/kvmmctl" --socket "$sock" status | grep -q '^policy *asym, restore mode plan, cache scope shared$' || fail "text status: policy"
 # no region used the cache yet: the tiers have no block size
 "$b/kvmmctl" --socket "$sock" status | grep -q '^block size   not known yet: the first region to publish' || fail "text status: block size"
 "$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl" and s[0]["pins"]==0 and s[0]["pin_quota"]>=1 and s[0]["pinned_bytes"]==0, s' || fail "sessions"
