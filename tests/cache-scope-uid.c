@@ -63,7 +63,8 @@ static void publish_as(const char *sock, uid_t uid, const uint64_t *h,
 		cc_extend(&c, seq, n * CC_TPB, pages);
 		cc_fill(&c, pages, n, tag);
 		t_ok(cc_publish(&c, seq, 0, h, n, &rep));
-		if (rep.published != published || rep.duplicates != n - published)
+		if (rep.published != published ||
+		    rep.duplicates != n - published)
 			t_fail("uid %u: published %u, duplicates %u; expected %u and %u",
 			       (unsigned)uid, rep.published, rep.duplicates,
 			       published, n - published);
@@ -76,8 +77,8 @@ static void publish_as(const char *sock, uid_t uid, const uint64_t *h,
 
 /* A process of uid opens hashes h[0..n): it must get nb blocks (from
  * tier, -1 any) holding tag's bytes. */
-static void open_as(const char *sock, uid_t uid, const uint64_t *h,
-		    uint32_t n, uint32_t nb, uint64_t tag, int tier)
+static void open_as(const char *sock, uid_t uid, const uint64_t *h, uint32_t n,
+		    uint32_t nb, uint64_t tag, int tier)
 {
 	pid_t p = fork();
 
@@ -247,15 +248,19 @@ static void restart(void)
 	open_as(d.sock, UID_B, hashes, NB, 0, 0, -1);
 	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 2);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
-	t_assert_eq(t_count(log, "cache scope: uid, with the key of the NVMe tier's file"),
-		    1);
+	t_assert_eq(
+		t_count(log,
+			"cache scope: uid, with the key of the NVMe tier's file"),
+		1);
 
 	/* the shared scope cannot name what the uid scope wrote */
 	start(&d, nvme_args(a, nvme, "shared"));
 	open_as(d.sock, UID_A, hashes, NB, 0, 0, -1);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
-	t_assert_eq(t_count(log, "cached under another cache scope or key: formatting it anew"),
-		    1);
+	t_assert_eq(
+		t_count(log,
+			"cached under another cache scope or key: formatting it anew"),
+		1);
 	unlink(nvme);
 	printf("uid scope: saved blocks are uid %d's again after a restart\n",
 	       UID_A);

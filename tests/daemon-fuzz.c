@@ -398,7 +398,8 @@ int main(void)
 	const char *secs_env = getenv("KVMM_FUZZ_SECONDS");
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 1;
 	uint64_t ms = (secs_env ? strtoull(secs_env, NULL, 0) : 10) * 1000;
-	struct fz_phase ph = { .seed = seed, .scope = seed & 1 ? "uid" : "shared" };
+	struct fz_phase ph = { .seed = seed,
+			       .scope = seed & 1 ? "uid" : "shared" };
 	struct fz_setup su;
 	char nvme[256], spec[256];
 	struct fz_counts *cnt;

@@ -85,8 +85,7 @@ static void view(uint32_t scope)
 	char dir[64];
 
 	inproc_mkdir(dir, sizeof(dir), scope ? "view-uid" : "view");
-	inproc_config(&d, &cfg, dir, scope ? "view-uid" : "view",
-		      TEL_MODE_BPF);
+	inproc_config(&d, &cfg, dir, scope ? "view-uid" : "view", TEL_MODE_BPF);
 	cfg.cache_scope = scope;
 	if (scope)
 		setenv("VIEW_LINGER", "1", 1);

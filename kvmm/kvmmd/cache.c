@@ -319,7 +319,6 @@ static uint64_t kc_slots(struct kd_cache *c, int tier)
 	return 0;
 }
 
-
 /* The NVMe tier names its slots by the cache's hashes: it keeps their
  * scope and key, and a file of another scope is formatted anew. */
 static void kc_nvme_scope(const struct kd_daemon *d,

@@ -138,15 +138,18 @@ void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
 		rename_tail(s, b, len,
 			    offsetof(struct kvmm_block_publish, parent_hash),
 			    1);
-		rename_tail(s, b, len, offsetof(struct kvmm_block_publish, hashes),
+		rename_tail(s, b, len,
+			    offsetof(struct kvmm_block_publish, hashes),
 			    SIZE_MAX);
 		break;
 	case KVMM_CMD_PREFIX_OPEN:
-		rename_tail(s, b, len, offsetof(struct kvmm_prefix_open, hashes),
+		rename_tail(s, b, len,
+			    offsetof(struct kvmm_prefix_open, hashes),
 			    SIZE_MAX);
 		break;
 	case KVMM_CMD_BLOCK_PIN:
-		rename_tail(s, b, len, offsetof(struct kvmm_block_pin, hash), 1);
+		rename_tail(s, b, len, offsetof(struct kvmm_block_pin, hash),
+			    1);
 		break;
 	case KVMM_CMD_BLOCK_UNPIN:
 		rename_tail(s, b, len, offsetof(struct kvmm_block_unpin, hash),

@@ -52,7 +52,8 @@ uint64_t kd_siphash24(const uint8_t key[KD_SIPHASH_KEY_BYTES], const void *msg,
 {
 	const uint8_t *p = msg;
 	uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
-	uint64_t v[4] = { k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull,
+	uint64_t v[4] = { k0 ^ 0x736f6d6570736575ull,
+			  k1 ^ 0x646f72616e646f6dull,
 			  k0 ^ 0x6c7967656e657261ull,
 			  k1 ^ 0x7465646279746573ull };
 	uint8_t tail[8] = { 0 };
