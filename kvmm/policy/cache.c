@@ -161,6 +161,71 @@ uint64_t pol_cache_ticks(const struct pol_cache *c)
 	return c->ticks;
 }
 
+/* pol_cache_learned_save()'s header, little-endian. */
+struct pol_learned_hdr {
+	char magic[8]; /* "KVMMLRN1" */
+	uint32_t version; /* 1 */
+	uint32_t kind; /* enum pol_kind */
+	uint64_t payload_bytes; /* the policy's bytes after the header */
+	uint64_t checksum; /* FNV-1a 64 of those bytes */
+};
+
+static const char learned_magic[8] = "KVMMLRN1";
+
+/* FNV-1a 64: catches a torn or damaged file, not a forged one (the file
+ * is the daemon's own, like its NVMe tier). */
+static uint64_t fnv1a64(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len)
+{
+	struct pol_learned_hdr h = { .version = 1, .kind = c->kind };
+	size_t n;
+
+	if (!c->ops->learned_save)
+		return 0;
+	n = c->ops->learned_save(c->priv[POL_TIER_GPU], NULL, 0);
+	if (!n || len < sizeof(h) + n)
+		return n ? sizeof(h) + n : 0;
+	c->ops->learned_save(c->priv[POL_TIER_GPU], (char *)buf + sizeof(h),
+			     n);
+	memcpy(h.magic, learned_magic, sizeof(h.magic));
+	h.payload_bytes = n;
+	h.checksum = fnv1a64((char *)buf + sizeof(h), n);
+	memcpy(buf, &h, sizeof(h));
+	return sizeof(h) + n;
+}
+
+int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
+			   uint64_t *lives)
+{
+	struct pol_learned_hdr h;
+
+	if (!c->ops->learned_load)
+		return -EOPNOTSUPP;
+	if (!buf || len < sizeof(h))
+		return -EINVAL;
+	memcpy(&h, buf, sizeof(h));
+	if (memcmp(h.magic, learned_magic, sizeof(h.magic)) ||
+	    h.payload_bytes != len - sizeof(h) ||
+	    h.checksum != fnv1a64((const char *)buf + sizeof(h), len - sizeof(h)))
+		return -EINVAL;
+	if (h.version != 1 || h.kind != (uint32_t)c->kind)
+		return -ESTALE;
+	return c->ops->learned_load(c->priv[POL_TIER_GPU],
+				    (const char *)buf + sizeof(h),
+				    len - sizeof(h), lives);
+}
+
 void *pol_cache_gpu_policy(struct pol_cache *c)
 {
 	return c->priv[POL_TIER_GPU];

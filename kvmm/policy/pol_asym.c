@@ -874,6 +874,23 @@ static int asym_create(struct pol_cache *c, unsigned tier, void **priv)
 	return 0;
 }
 
+static size_t asym_learned_save(void *priv, void *buf, size_t len)
+{
+	struct asym *s = priv;
+
+	return asym_stats_save(s->st, pol_cache_ticks(s->c), buf, len);
+}
+
+static int asym_learned_load(void *priv, const void *buf, size_t len,
+			     uint64_t *lives)
+{
+	struct asym *s = priv;
+
+	/* its rebuild of the values moves st->gen: every tier's instance
+	 * chooses its candidates again */
+	return asym_stats_load(s->st, buf, len, lives);
+}
+
 static void asym_destroy(void *priv)
 {
 	struct asym *s = priv;
@@ -893,4 +910,6 @@ const struct pol_ops pol_asym_ops = {
 	.on_change = asym_change,
 	.on_touch = asym_touch,
 	.victim = asym_victim,
+	.learned_save = asym_learned_save,
+	.learned_load = asym_learned_load,
 };

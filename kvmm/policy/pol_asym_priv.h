@@ -317,6 +317,12 @@ static inline void win_refill(struct asym *s, struct asym_win *w, unsigned f,
 int asym_stats_create(struct pol_cache *c, struct asym_stats **st);
 void asym_stats_destroy(struct asym_stats *st);
 void asym_learn(struct asym *s, struct pol_block *b);
+/* pol_ops.learned_save / learned_load of the GPU instance's statistics
+ * (now: the cache's tick, to count the lives the ring has passed). */
+size_t asym_stats_save(struct asym_stats *st, uint64_t now, void *buf,
+		       size_t len);
+int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
+		    uint64_t *lives);
 
 /* pol_asym_win.c */
 void asym_win_init(struct asym_win *w);

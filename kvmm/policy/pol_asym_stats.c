@@ -34,6 +34,7 @@
  * they follow the workload, and the values are rebuilt from them every
  * history/64 uses.
  */
+#include <endian.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -300,6 +301,113 @@ static void periodic(struct asym_stats *st, uint64_t now)
 		count_reach(st, now);
 		rebuild(st);
 	}
+}
+
+/*
+ * The learned state: the counts the hazards come from, ret[][] and
+ * reach[][] (values are rebuilt from them), as
+ *
+ *   u32 classes, u32 age buckets, u64 ticks to the next halving of the
+ *   counts, then ret and reach row by row, each count the IEEE-754 bits
+ *   of its double as a little-endian u64,
+ *
+ * so that a build with other classes or buckets refuses it (-ESTALE)
+ * instead of reading it wrong, and the halvings keep their pace across a
+ * restart (a restart before each one would otherwise make the counts
+ * remember the whole past alike).  The ring of open lives is not kept:
+ * the blocks it follows are gone with the cache.
+ */
+#define STATE_COUNTS (2 * NCLASS * AGE_BUCKETS)
+#define STATE_BYTES (16 + 8 * STATE_COUNTS)
+
+size_t asym_stats_save(struct asym_stats *st, uint64_t now, void *buf,
+		       size_t len)
+{
+	unsigned char *p = buf;
+	uint32_t dims[2] = { htole32(NCLASS), htole32(AGE_BUCKETS) };
+	uint64_t decay_in;
+
+	if (len < STATE_BYTES)
+		return STATE_BYTES;
+	count_reach(st, now); /* the lives the ring passed since a rebuild */
+	decay_in = htole64(st->next_decay > now ? st->next_decay - now : 1);
+	memcpy(p, dims, sizeof(dims));
+	p += sizeof(dims);
+	memcpy(p, &decay_in, sizeof(decay_in));
+	p += sizeof(decay_in);
+	for (unsigned i = 0; i < 2; i++) {
+		double(*m)[AGE_BUCKETS] = i ? st->reach : st->ret;
+
+		for (unsigned k = 0; k < NCLASS; k++) {
+			for (unsigned x = 0; x < AGE_BUCKETS; x++) {
+				uint64_t u;
+
+				memcpy(&u, &m[k][x], sizeof(u));
+				u = htole64(u);
+				memcpy(p, &u, sizeof(u));
+				p += sizeof(u);
+			}
+		}
+	}
+	return STATE_BYTES;
+}
+
+int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
+		    uint64_t *lives)
+{
+	double(*m)[NCLASS][AGE_BUCKETS];
+	const unsigned char *p = buf;
+	uint32_t dims[2];
+	uint64_t decay_in;
+	double n = 0;
+
+	if (len < sizeof(dims))
+		return -EINVAL;
+	memcpy(dims, p, sizeof(dims));
+	if (le32toh(dims[0]) != NCLASS || le32toh(dims[1]) != AGE_BUCKETS)
+		return -ESTALE;
+	if (len != STATE_BYTES)
+		return -EINVAL;
+	p += sizeof(dims);
+	memcpy(&decay_in, p, sizeof(decay_in));
+	p += sizeof(decay_in);
+	decay_in = le64toh(decay_in);
+	if (!decay_in)
+		return -EINVAL;
+	m = malloc(2 * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	for (unsigned i = 0; i < 2; i++) {
+		for (unsigned k = 0; k < NCLASS; k++) {
+			for (unsigned x = 0; x < AGE_BUCKETS; x++) {
+				uint64_t u;
+				double v;
+
+				memcpy(&u, p, sizeof(u));
+				p += sizeof(u);
+				u = le64toh(u);
+				memcpy(&v, &u, sizeof(v));
+				/* counts: finite, not negative */
+				if (!(v >= 0 && v <= 1e300)) {
+					free(m);
+					return -EINVAL;
+				}
+				m[i][k][x] = v;
+			}
+		}
+	}
+	memcpy(st->ret, m[0], sizeof(st->ret));
+	memcpy(st->reach, m[1], sizeof(st->reach));
+	free(m);
+	/* the same pace (a shorter period, another capacity: at most one) */
+	st->next_decay = decay_in < st->period ? decay_in : st->period;
+	rebuild(st);
+	/* every life is counted at age 0 when it starts */
+	for (unsigned k = 0; k < NCLASS; k++)
+		n += st->reach[k][0];
+	if (lives)
+		*lives = (uint64_t)n;
+	return 0;
 }
 
 /* Ticks ahead at which asym_learn() starts loading an expiring life's

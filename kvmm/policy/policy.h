@@ -81,6 +81,18 @@ struct pol_ops {
 	/* A block is about to be accessed: start fetching what the policy
 	 * will read for it (optional; overlaps cache misses). */
 	void (*prefetch)(void *priv, uint64_t hash);
+	/*
+	 * What the policy learned from the workload, so that a restarted
+	 * owner need not learn it again (optional; called on the GPU tier's
+	 * instance; pol_cache_learned_save() below wraps it).  save: the
+	 * bytes it needs, written to buf when len allows.  load: replace what
+	 * the instance learned with bytes save wrote: 0, -EINVAL (damaged),
+	 * -ESTALE (another layout); lives (may be NULL) gets how many block
+	 * lives the state was learned from.
+	 */
+	size_t (*learned_save)(void *priv, void *buf, size_t len);
+	int (*learned_load)(void *priv, const void *buf, size_t len,
+			    uint64_t *lives);
 };
 
 const struct pol_ops *pol_ops_get(enum pol_kind kind);
@@ -137,6 +149,25 @@ struct pol_cache_stats {
 
 int pol_cache_create(const struct pol_cache_opts *opts, struct pol_cache **out);
 void pol_cache_destroy(struct pol_cache *c);
+
+/*
+ * What the cache's policy learned from the workload (asym: its return
+ * hazards per class and age), as bytes an owner keeps across its restart
+ * (kvmmd --policy-state, kvmm-replay --restart-every): a header (magic,
+ * version, policy, length, FNV-1a 64 checksum), then the policy's own
+ * bytes.  The cache's blocks are not in it, only what ranks them.
+ *
+ * pol_cache_learned_save: the bytes needed, written to buf when len is
+ * at least that; 0 when the policy learns nothing (lru, lfu, arc, belady).
+ * pol_cache_learned_load: 0; -EOPNOTSUPP (the policy learns nothing),
+ * -EINVAL (not such bytes, or damaged), -ESTALE (written by another
+ * policy or layout).  Call it before the first access: the loaded state
+ * replaces what was learned.  lives (may be NULL): how many block lives
+ * the state was learned from.
+ */
+size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len);
+int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
+			   uint64_t *lives);
 
 void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn, void *arg);
 void pol_cache_set_clock(struct pol_cache *c, uint64_t now);

@@ -434,6 +434,49 @@ void pol_replay_queue(const struct pol_trace *t, const double *prefill,
 	res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
 }
 
+/*
+ * Restart the cache: a new one with the same options, every tier empty,
+ * loaded with what the old one's policy learned unless o->restart_forget.
+ * The old cache's move statistics go into res first.
+ */
+static int replay_restart(const struct pol_replay_opts *o,
+			  const struct pol_cache_opts *co, struct pol_cache **c,
+			  struct pol_replay_result *res)
+{
+	struct pol_cache_stats st;
+	struct pol_cache *n = NULL;
+	size_t len = 0;
+	void *buf = NULL;
+	int e;
+
+	pol_cache_get_stats(*c, &st);
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		res->demotions[t] += st.demotions[t];
+	res->drops += st.drops;
+	res->ttl_demotions += st.ttl_demotions;
+	if (!o->restart_forget)
+		len = pol_cache_learned_save(*c, NULL, 0);
+	if (len) {
+		buf = malloc(len);
+		if (!buf)
+			return -ENOMEM;
+		pol_cache_learned_save(*c, buf, len);
+	}
+	e = pol_cache_create(co, &n);
+	if (!e && buf)
+		e = pol_cache_learned_load(n, buf, len, &res->restart_lives);
+	free(buf);
+	if (e) {
+		if (n)
+			pol_cache_destroy(n);
+		return e;
+	}
+	pol_cache_destroy(*c);
+	*c = n;
+	res->restarts++;
+	return 0;
+}
+
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		   struct pol_replay_result *res)
 {
@@ -457,6 +500,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	if (!o || o->size < sizeof(*o) || !t || !res)
 		return -EINVAL;
 	if (o->daemon_model && o->cache_output)
+		return -EOPNOTSUPP;
+	if (o->restart_every && o->kind == POL_BELADY)
 		return -EOPNOTSUPP;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	m = pol_replay_begin(o, servers, &refm, res);
@@ -503,6 +548,12 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		uint32_t k = 0, n = q->nblocks;
 		unsigned few = 0;
 		uint64_t now;
+
+		if (o->restart_every && r && r % o->restart_every == 0) {
+			e = replay_restart(o, &co, &c, res);
+			if (e)
+				goto out_seen;
+		}
 
 		/* Clock: trace milliseconds, file order within one. */
 		sub = q->timestamp_ms == last_ms ? sub + 1 : 0;
@@ -628,9 +679,11 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	pol_replay_queue(t, prefill, servers, free_at, ttft, res);
 
 	pol_cache_get_stats(c, &st);
-	memcpy(res->demotions, st.demotions, sizeof(res->demotions));
-	res->drops = st.drops;
-	res->ttl_demotions = st.ttl_demotions;
+	for (unsigned i = 0; i < POL_TIER_COUNT; i++)
+		res->demotions[i] += st.demotions[i]; /* restarts added theirs */
+	res->drops += st.drops;
+	res->ttl_demotions += st.ttl_demotions;
+	res->restart_forget = o->restart_forget;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) +
 		      (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -682,7 +735,7 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 		"\"modeled_prefill_s\":%.6f,"
 		"\"modeled_prefill_s_nocache\":%.6f,"
 		"\"reuse_overhead_s\":%.6f,\"ttft_mean_s\":%.6f,"
-		"\"ttft_p99_s\":%.6f,\"wall_s\":%.3f}",
+		"\"ttft_p99_s\":%.6f,\"wall_s\":%.3f",
 		r->profile, r->prefill_servers, r->msa ? "true" : "false",
 		(unsigned long long)r->requests, (unsigned long long)r->blocks,
 		(unsigned long long)r->hit_blocks, pol_replay_hit_ratio(r),
@@ -698,4 +751,12 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 		(unsigned long long)r->ttl_demotions, r->modeled_prefill_s,
 		r->modeled_prefill_nocache_s, r->reuse_overhead_s,
 		r->ttft_mean_s, r->ttft_p99_s, r->wall_s);
+	if (r->restarts)
+		fprintf(f,
+			",\"restarts\":%llu,\"restart_learned\":\"%s\","
+			"\"restart_lives\":%llu",
+			(unsigned long long)r->restarts,
+			r->restart_forget ? "forgotten" : "kept",
+			(unsigned long long)r->restart_lives);
+	fputc('}', f);
 }

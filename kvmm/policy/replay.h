@@ -84,6 +84,17 @@ struct pol_replay_opts {
 	 * in kvmmd).
 	 */
 	bool msa;
+	/*
+	 * The cache restarts every restart_every requests (kvmm-replay
+	 * --restart-every; 0: never): before request N, 2N, ... every tier
+	 * is emptied, as a kvmmd restart without an NVMe tier to recover
+	 * leaves it, and the policy keeps what it learned from the workload
+	 * (pol_cache_learned_save/load: kvmmd --policy-state) unless
+	 * restart_forget (then it starts as new, kvmmd without the option).
+	 * Not with belady (its future does not restart).
+	 */
+	uint64_t restart_every;
+	bool restart_forget;
 };
 
 struct pol_replay_result {
@@ -104,6 +115,10 @@ struct pol_replay_result {
 	unsigned prefill_servers;
 	char profile[64];
 	double wall_s;
+	/* restarts (opts.restart_every), and the lives the learned state
+	 * carried at the last one (0 when forgotten or nothing learned) */
+	uint64_t restarts, restart_lives;
+	bool restart_forget;
 };
 
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,

@@ -11,6 +11,7 @@
  *               [--ttl-pins demote|hold]
  *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
  *               [--model-daemon] [--per-request FILE] [--msa]
+ *               [--restart-every N [--restart-forget]]
  *               [--progress] [--json]
  *
  * --daemon SOCKET replays through a running kvmmd (daemon_driver.c)
@@ -22,7 +23,9 @@
  * request is served, only the blocks in no tier are recomputed; with
  * --daemon the prefixes are opened with KVMM_PREFIX_OPEN_SEGMENTS (kvmmd
  * serves the blocks after a hole, the driver recomputes the holes) and
- * --model-daemon --msa models those opens.
+ * --model-daemon --msa models those opens.  --restart-every N empties
+ * the cache every N requests, as a kvmmd restart does, keeping what the
+ * policy learned (kvmmd --policy-state) unless --restart-forget.
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -49,7 +52,9 @@ static void usage(FILE *f)
 		"                   [--ttl-pins demote|hold]\n"
 		"                   [--sweep N1,N2,...] [--daemon SOCKET]\n"
 		"                   [--max-requests N] [--model-daemon]\n"
-		"                   [--per-request FILE] [--msa] [--progress] [--json]\n"
+		"                   [--per-request FILE] [--msa]\n"
+		"                   [--restart-every N [--restart-forget]]\n"
+		"                   [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n"
 		"--msa: Multi-Segment Attention: every block of a request in a\n"
 		"tier is served (a gap does not end the hits), only the blocks in\n"
@@ -63,7 +68,10 @@ static void usage(FILE *f)
 		"they agree when kvmmd plans as the replay does: --restore-mode\n"
 		"plan (the default) and --telemetry off (the reference profile,\n"
 		"not corrected online); as kvmmd's admin the replay checks the\n"
-		"first (an error) and the second (a warning).\n");
+		"first (an error) and the second (a warning).\n"
+		"--restart-every N: before every N-th request the cache restarts\n"
+		"empty, as kvmmd without an NVMe tier to recover; the policy keeps\n"
+		"what it learned (kvmmd --policy-state) unless --restart-forget.\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)
@@ -146,6 +154,8 @@ int main(int argc, char **argv)
 		{ "model-daemon", no_argument, NULL, 'M' },
 		{ "per-request", required_argument, NULL, 'R' },
 		{ "msa", no_argument, NULL, 'A' },
+		{ "restart-every", required_argument, NULL, 'E' },
+		{ "restart-forget", no_argument, NULL, 'F' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -266,6 +276,16 @@ int main(int argc, char **argv)
 		case 'A':
 			o.msa = true;
 			break;
+		case 'E':
+			if (parse_blocks(optarg, &o.restart_every) ||
+			    !o.restart_every)
+				return die_usage("bad --restart-every '%s' "
+						 "(a positive request count)",
+						 optarg);
+			break;
+		case 'F':
+			o.restart_forget = true;
+			break;
 		case 'q':
 			want_progress = true;
 			break;
@@ -299,6 +319,12 @@ int main(int argc, char **argv)
 				"as kvmmd was started\n");
 		return 2;
 	}
+	if (o.restart_forget && !o.restart_every)
+		return die_usage("%s", "--restart-forget needs --restart-every");
+	if (o.restart_every && (daemon || o.kind == POL_BELADY))
+		return die_usage("%s", "--restart-every replays in process an "
+				       "online policy (not --daemon, not "
+				       "belady)");
 	if (per_request && nsweep > 1)
 		return die_usage("%s", "--per-request takes one capacity, "
 				       "not a --sweep");

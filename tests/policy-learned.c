@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What asym learned survives its cache: pol_cache_learned_save() in one
+ * cache and pol_cache_learned_load() in a new, empty one (kvmmd's
+ * --policy-state across a restart, kvmm-replay's --restart-every).
+ *
+ *   - on a workload where short requests come back and long ones never
+ *     do, a new cache loaded with the old one's state gets more hits in
+ *     its first requests than a new cache that has to learn again, and
+ *     exactly as many as a second cache loaded with the same bytes;
+ *   - save, load, save gives the same bytes, and the lives it reports
+ *     are those of the first cache;
+ *   - bytes that are damaged, cut short or not a state are -EINVAL; a
+ *     state of another policy or version is -ESTALE; lru, lfu and arc
+ *     learn nothing (save 0 bytes, load -EOPNOTSUPP).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/policy/policy.h"
+#include "tests/lib/test.h"
+
+static struct pol_cache *mk(enum pol_kind kind, uint64_t cap)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = kind,
+				    .capacity = { cap },
+				    .prefix_rule = -1 };
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	return c;
+}
+
+/* One request: its prefix hits, then every block accessed in order. */
+static size_t req(struct pol_cache *c, uint64_t clk, const uint64_t *h,
+		  uint32_t n)
+{
+	unsigned few = pol_cache_few_new(c, h, n) ? POL_BLOCK_FEW_NEW : 0;
+	size_t k;
+
+	pol_cache_set_clock(c, clk);
+	k = pol_cache_prefix(c, h, n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct pol_block_desc d = {
+			.hash = h[i],
+			.parent_hash = i ? h[i - 1] : 0,
+			.position = i,
+			.flags = (i ? POL_BLOCK_HAS_PARENT : 0) | few,
+			.next_use = UINT64_MAX,
+		};
+
+		t_ok(pol_cache_access(c, &d, NULL));
+	}
+	return k;
+}
+
+/*
+ * nreq requests into c from hash `first` on: fresh 3-block chains that
+ * come back once, 16 short requests later, and fresh 12-block chains
+ * that never come back, interleaved.  Returns the hits of the comebacks.
+ */
+static size_t workload(struct pol_cache *c, uint64_t first, int nreq)
+{
+	uint64_t next = first, shortc[16][3];
+	size_t hits = 0;
+
+	for (int r = 0; r < nreq; r++) {
+		uint64_t h[12];
+
+		if (r % 2 == 0) {
+			uint64_t *s = shortc[(r / 2) % 16];
+
+			if (r >= 32) /* the chain made 16 short ones ago */
+				hits += req(c, (uint64_t)r + 1, s, 3);
+			for (int i = 0; i < 3; i++)
+				s[i] = next++;
+			req(c, (uint64_t)r + 1, s, 3);
+		} else {
+			for (int i = 0; i < 12; i++)
+				h[i] = next++;
+			req(c, (uint64_t)r + 1, h, 12);
+		}
+	}
+	return hits;
+}
+
+/* The saved state of c (malloc'd, *len its size). */
+static void *save(struct pol_cache *c, size_t *len)
+{
+	void *buf;
+
+	*len = pol_cache_learned_save(c, NULL, 0);
+	t_assert(*len > 0);
+	buf = malloc(*len);
+	t_assert(buf != NULL);
+	t_assert_eq(pol_cache_learned_save(c, buf, *len), *len);
+	return buf;
+}
+
+int main(void)
+{
+	struct pol_cache *old = mk(POL_ASYM, 100), *a, *b, *fresh, *lru;
+	size_t len, len2, hits_a, hits_b, hits_fresh;
+	uint64_t lives = 0, lives2 = 0;
+	unsigned char *buf, *buf2, *bad;
+
+	/* learn: 3000 requests */
+	workload(old, 1, 3000);
+	buf = save(old, &len);
+	/* a save asked with too little room writes nothing, says how much */
+	t_assert_eq(pol_cache_learned_save(old, buf, len - 1), len);
+
+	/* restart: two caches loaded with the same bytes, one not */
+	a = mk(POL_ASYM, 100);
+	b = mk(POL_ASYM, 100);
+	fresh = mk(POL_ASYM, 100);
+	t_ok(pol_cache_learned_load(a, buf, len, &lives));
+	t_ok(pol_cache_learned_load(b, buf, len, NULL));
+	/* every use starts a life: 1500 short chains of 3 blocks and 1500
+	 * long ones of 12, and 1484 comebacks of 3 */
+	t_assert_eq(lives, 1500 * 3 + 1500 * 12 + 1484 * 3);
+	printf("learned state: %zu bytes, %llu lives\n", len,
+	       (unsigned long long)lives);
+
+	/* save, load, save: the same bytes */
+	buf2 = save(a, &len2);
+	t_assert_eq(len2, len);
+	t_assert(!memcmp(buf, buf2, len));
+	free(buf2);
+
+	/* the first 200 requests after the restart, on new chains */
+	hits_a = workload(a, 1u << 30, 200);
+	hits_b = workload(b, 1u << 30, 200);
+	hits_fresh = workload(fresh, 1u << 30, 200);
+	printf("hits of the comebacks after a restart: loaded %zu, learning again %zu\n",
+	       hits_a, hits_fresh);
+	t_assert_eq(hits_a, hits_b);
+	t_assert(hits_a > hits_fresh);
+
+	/* damaged, cut short, or not a state at all */
+	bad = malloc(len);
+	t_assert(bad != NULL);
+	memcpy(bad, buf, len);
+	bad[len - 3] ^= 0x40; /* a count's bits */
+	t_assert_eq(pol_cache_learned_load(fresh, bad, len, NULL), -EINVAL);
+	t_assert_eq(pol_cache_learned_load(fresh, buf, len - 8, NULL),
+		    -EINVAL);
+	t_assert_eq(pol_cache_learned_load(fresh, buf, 10, NULL), -EINVAL);
+	t_assert_eq(pol_cache_learned_load(fresh, NULL, 0, NULL), -EINVAL);
+	memcpy(bad, buf, len);
+	bad[0] ^= 1; /* the magic */
+	t_assert_eq(pol_cache_learned_load(fresh, bad, len, NULL), -EINVAL);
+	/* another version, another policy: the header after the magic */
+	memcpy(bad, buf, len);
+	bad[8] = 2; /* version */
+	t_assert_eq(pol_cache_learned_load(fresh, bad, len, NULL), -ESTALE);
+	memcpy(bad, buf, len);
+	bad[12] = POL_LRU; /* kind */
+	t_assert_eq(pol_cache_learned_load(fresh, bad, len, NULL), -ESTALE);
+	free(bad);
+
+	/* the policies that learn nothing */
+	for (enum pol_kind k = POL_LRU; k <= POL_ARC; k++) {
+		lru = mk(k, 100);
+		workload(lru, 1, 100);
+		t_assert_eq(pol_cache_learned_save(lru, NULL, 0), 0);
+		t_assert_eq(pol_cache_learned_load(lru, buf, len, NULL),
+			    -EOPNOTSUPP);
+		pol_cache_destroy(lru);
+	}
+
+	/* the loaded cache's state was not shared with the old one */
+	pol_cache_destroy(old);
+	t_ok(pol_cache_learned_load(b, buf, len, &lives2));
+	t_assert_eq(lives2, lives);
+	free(buf);
+	pol_cache_destroy(a);
+	pol_cache_destroy(b);
+	pol_cache_destroy(fresh);
+	return 0;
+}
