@@ -106,9 +106,10 @@ grep -q "WARN .*NOTIFY_SOCKET: Invalid argument (systemd is not told that kvmmd 
 # The unit, with its paths filled in as make install does.
 sed -e "s|@BINDIR@|$(cd "$b" && pwd)|g" -e "s|@SYSCONFDIR@|$dir/etc|g" \
 	"$src/kvmm/kvmmd/systemd/kvmmd.service.in" >"$dir/kvmmd.service"
-grep -q "^ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf$" \
+grep -q "^ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --policy-state /var/lib/kvmm/policy.state$" \
 	"$dir/kvmmd.service" || fail "ExecStart: $(grep ExecStart "$dir/kvmmd.service")"
 grep -q '^Type=notify$' "$dir/kvmmd.service" || fail "not Type=notify"
+grep -qx 'StateDirectory=kvmm' "$dir/kvmmd.service" || fail "StateDirectory"
 if command -v systemd-analyze >/dev/null; then
 	# it exits 0 over unknown keys and bad values: its lines about the
 	# unit are the verdict
@@ -126,12 +127,13 @@ fi
 # runtime directory, per-GPU options from an optional environment file.
 sed -e "s|@BINDIR@|$(cd "$b" && pwd)|g" -e "s|@SYSCONFDIR@|$dir/etc|g" \
 	"$src/kvmm/kvmmd/systemd/kvmmd@.service.in" >"$dir/kvmmd@.service"
-exec_start="ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --backend cuda --cuda-device %i --socket /run/kvmm/%i/kvmm.sock \$KVMMD_OPTS"
+exec_start="ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --backend cuda --cuda-device %i --socket /run/kvmm/%i/kvmm.sock --policy-state /var/lib/kvmm/%i/policy.state \$KVMMD_OPTS"
 grep -qxF "$exec_start" "$dir/kvmmd@.service" ||
 	fail "template ExecStart: $(grep ExecStart "$dir/kvmmd@.service")"
 grep -qx "EnvironmentFile=-$dir/etc/kvmm/kvmmd@%i.env" "$dir/kvmmd@.service" ||
 	fail "template EnvironmentFile: $(grep EnvironmentFile "$dir/kvmmd@.service")"
 grep -qx 'RuntimeDirectory=kvmm/%i' "$dir/kvmmd@.service" || fail "template RuntimeDirectory"
+grep -qx 'StateDirectory=kvmm/%i' "$dir/kvmmd@.service" || fail "template StateDirectory"
 grep -qx 'Type=notify' "$dir/kvmmd@.service" || fail "template not Type=notify"
 # the instance's command line as systemd makes it (%i a UUID, the options
 # of an env file) is one kvmmd accepts

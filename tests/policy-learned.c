@@ -145,8 +145,7 @@ int main(void)
 	memcpy(bad, buf, len);
 	bad[len - 3] ^= 0x40; /* a count's bits */
 	t_assert_eq(pol_cache_learned_load(fresh, bad, len, NULL), -EINVAL);
-	t_assert_eq(pol_cache_learned_load(fresh, buf, len - 8, NULL),
-		    -EINVAL);
+	t_assert_eq(pol_cache_learned_load(fresh, buf, len - 8, NULL), -EINVAL);
 	t_assert_eq(pol_cache_learned_load(fresh, buf, 10, NULL), -EINVAL);
 	t_assert_eq(pol_cache_learned_load(fresh, NULL, 0, NULL), -EINVAL);
 	memcpy(bad, buf, len);

@@ -425,6 +425,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 	if (r)
 		goto err;
 	pol_cache_set_move_handler(c->pol, kc_move, c);
+	kc_learned_load(c); /* before its first block */
 	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
 	if (c->host) {
 		struct migrate_config mc = { .size = sizeof(mc),
@@ -798,6 +799,8 @@ void kd_cache_fini(struct kd_daemon *d)
 	}
 	migrate_close(c->mig);
 	d->tel_feed.cache = NULL;
+	if (c->pol)
+		kc_learned_fini(c);
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
 	tier_host_close(c->host);

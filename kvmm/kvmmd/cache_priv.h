@@ -18,6 +18,8 @@
  *   cache_ready.c    early opens after their reply: SEQ_WAIT_READY, the
  *                    sequence cut or closed while its reloads run, the
  *                    publish of a block still loading
+ *   cache_learned.c  --policy-state: what the policy learned, loaded when
+ *                    it is made, saved periodically and at the stop
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
@@ -184,6 +186,7 @@ struct kd_cache {
 	uint32_t ppb; /* pages per block of the tiers */
 	size_t block_bytes;
 	struct pol_cache *pol;
+	struct kd_timer learned_timer; /* cache_learned.c: periodic save */
 	/* the host tier's memory, made at start (kc_make_slab()) until the
 	 * tier takes it when it opens */
 	struct tier_host_slab *slab;
@@ -299,5 +302,11 @@ uint64_t kc_reserved(struct kd_cache *c);
 bool kc_pages_in_line(struct kd_cache *c, uint64_t pages);
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s);
 void kc_park_fini(struct kd_cache *c);
+
+/* cache_learned.c: --policy-state (load right after the policy is made,
+ * fini before it is destroyed: cancels the periodic save, saves) */
+void kc_learned_load(struct kd_cache *c);
+int kc_learned_save(struct kd_cache *c, const char *why);
+void kc_learned_fini(struct kd_cache *c);
 
 #endif

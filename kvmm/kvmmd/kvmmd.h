@@ -127,6 +127,7 @@ struct kd_config {
 	char telemetry_attach[KD_MAX_TELEMETRY_ATTACH][256];
 	/* cost model profile, name or path ("" = KD_DEFAULT_PROFILE) */
 	char profile[256];
+	char policy_state[256]; /* --policy-state, "" = none (cache_learned.c) */
 	/* block cache and tiers (cache.c) */
 	uint64_t host_mem; /* --host-mem bytes, 0 = no host tier */
 	/* --host-numa-node: where the host tier's slab goes; -1 = the GPU's

@@ -60,6 +60,8 @@ static void usage(FILE *f)
 		"                         the model to cache; default: the first\n"
 		"                         region to publish or open a prefix)\n"
 		"  --cache-policy P       cache eviction: asym (default), lru, lfu, arc\n"
+		"  --policy-state FILE    keep what the policy learned in FILE across\n"
+		"                         restarts (saved every 10 min and at stop)\n"
 		"  --restore-mode plan|reload|recompute  lower-tier prefix blocks:\n"
 		"                         cost model, always reload, or client\n"
 		"                         recomputes (plan; only for clients that\n"
@@ -105,6 +107,7 @@ static const struct option long_opts[] = {
 	{ "cache-policy", required_argument, NULL, 'Y' },
 	{ "restore-mode", required_argument, NULL, KD_OPT_RESTORE_MODE },
 	{ "cache-scope", required_argument, NULL, KD_OPT_CACHE_SCOPE },
+	{ "policy-state", required_argument, NULL, KD_OPT_POLICY_STATE },
 	{ "nvme-save-on-stop", required_argument, NULL, KD_OPT_NVME_SAVE },
 	{ "pin-quota", required_argument, NULL, KD_OPT_PIN_QUOTA },
 	{ "cache-block-pages", required_argument, NULL,

@@ -292,6 +292,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->cache_policy = (int)k;
 		return 0;
 	}
+	case KD_OPT_POLICY_STATE:
+		return copy_path("--policy-state", cfg->policy_state,
+				 sizeof(cfg->policy_state), val);
 	case KD_OPT_CACHE_SCOPE:
 		return kd_scope_parse(val, &cfg->cache_scope);
 	case KD_OPT_RESTORE_MODE:

@@ -28,5 +28,7 @@ int kd_parse_log_level(const char *s);
 #define KD_OPT_NVME_SAVE 0x206
 /* ... and for --cache-scope */
 #define KD_OPT_CACHE_SCOPE 0x207
+/* ... and for --policy-state */
+#define KD_OPT_POLICY_STATE 0x208
 
 #endif

@@ -196,8 +196,7 @@ size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len)
 	n = c->ops->learned_save(c->priv[POL_TIER_GPU], NULL, 0);
 	if (!n || len < sizeof(h) + n)
 		return n ? sizeof(h) + n : 0;
-	c->ops->learned_save(c->priv[POL_TIER_GPU], (char *)buf + sizeof(h),
-			     n);
+	c->ops->learned_save(c->priv[POL_TIER_GPU], (char *)buf + sizeof(h), n);
 	memcpy(h.magic, learned_magic, sizeof(h.magic));
 	h.payload_bytes = n;
 	h.checksum = fnv1a64((char *)buf + sizeof(h), n);
@@ -217,7 +216,8 @@ int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
 	memcpy(&h, buf, sizeof(h));
 	if (memcmp(h.magic, learned_magic, sizeof(h.magic)) ||
 	    h.payload_bytes != len - sizeof(h) ||
-	    h.checksum != fnv1a64((const char *)buf + sizeof(h), len - sizeof(h)))
+	    h.checksum !=
+		    fnv1a64((const char *)buf + sizeof(h), len - sizeof(h)))
 		return -EINVAL;
 	if (h.version != 1 || h.kind != (uint32_t)c->kind)
 		return -ESTALE;

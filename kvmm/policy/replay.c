@@ -680,7 +680,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 
 	pol_cache_get_stats(c, &st);
 	for (unsigned i = 0; i < POL_TIER_COUNT; i++)
-		res->demotions[i] += st.demotions[i]; /* restarts added theirs */
+		res->demotions[i] +=
+			st.demotions[i]; /* restarts added theirs */
 	res->drops += st.drops;
 	res->ttl_demotions += st.ttl_demotions;
 	res->restart_forget = o->restart_forget;

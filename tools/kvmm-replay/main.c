@@ -320,7 +320,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (o.restart_forget && !o.restart_every)
-		return die_usage("%s", "--restart-forget needs --restart-every");
+		return die_usage("%s",
+				 "--restart-forget needs --restart-every");
 	if (o.restart_every && (daemon || o.kind == POL_BELADY))
 		return die_usage("%s", "--restart-every replays in process an "
 				       "online policy (not --daemon, not "

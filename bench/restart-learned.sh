@@ -1,0 +1,43 @@
+#!/bin/bash
+# What keeping the policy's learned state across restarts is worth
+# (kvmmd --policy-state): the conversation trace replayed in process
+# with the cache restarted empty every R requests, asym keeping what it
+# learned against asym forgetting it (--restart-forget, kvmmd without
+# the option), both in this run; lru with the same restarts, and asym
+# without restarts, for scale.  Hit blocks and reuse overhead
+# (Documentation/policy.md, "Restarts").
+#   bench/restart-learned.sh   (KVMM_RESTART_EVERY, default "1000 2000 4000")
+set -u
+cd "$(dirname "$0")/.."
+B=${KVMM_BUILD:-build}
+T=${KVMM_TRACE:-../shared/traces/mooncake/conversation_trace.jsonl}
+EVERY=${KVMM_RESTART_EVERY:-1000 2000 4000}
+[ -r "$T" ] || { echo "restart-learned: trace $T absent"; exit 77; }
+[ -x "$B/kvmm-replay" ] || { echo "restart-learned: $B/kvmm-replay not built"; exit 1; }
+one() { "$B/kvmm-replay" --trace "$T" --json "$@" |
+	python3 -c "import json,sys; j=json.load(sys.stdin); print(j['hit_blocks'], '%.1f' % j['reuse_overhead_s'])"; }
+rows=
+printf "%-24s %7s %21s %21s %8s %8s %21s\n" configuration restart \
+	"asym kept: hits, s" "asym forgot: hits, s" "hits" "overhead" \
+	"lru: hits, s"
+for cap in "--gpu-blocks 1000" "--gpu-blocks 5000" "--gpu-blocks 20000" \
+	"--gpu-blocks 1000 --host-blocks 4000"; do
+	name=$(echo "$cap" | sed 's/--gpu-blocks /gpu /; s/ --host-blocks / + host /')
+	# shellcheck disable=SC2086
+	read -r h0 o0 < <(one --policy asym $cap --profile h200-llama3-8b-ref)
+	printf "%-24s %7s %21s\n" "$name" never "$h0, $o0"
+	for r in $EVERY; do
+		# shellcheck disable=SC2086
+		read -r hk ok < <(one --policy asym $cap --profile h200-llama3-8b-ref --restart-every "$r")
+		# shellcheck disable=SC2086
+		read -r hf of < <(one --policy asym $cap --profile h200-llama3-8b-ref --restart-every "$r" --restart-forget)
+		# shellcheck disable=SC2086
+		read -r hl ol < <(one --policy lru $cap --profile h200-llama3-8b-ref --restart-every "$r")
+		printf "%-24s %7s %21s %21s %8.3f %8.3f %21s\n" "$name" "$r" \
+			"$hk, $ok" "$hf, $of" "$(echo "$hk / $hf" | bc -l)" \
+			"$(echo "$ok / $of" | bc -l)" "$hl, $ol"
+		rows="$rows${rows:+,}{\"config\":\"$name\",\"restart_every\":$r,\"hits_kept\":$hk,\"hits_forgot\":$hf,\"hits_lru\":$hl,\"ratio_hits\":$(printf %.4f "$(echo "$hk / $hf" | bc -l)"),\"ratio_overhead\":$(printf %.4f "$(echo "$ok / $of" | bc -l)")}"
+	done
+done
+echo "(hits, overhead: asym kept / asym forgot, this run)"
+echo "{\"bench\":\"restart-learned\",\"rows\":[$rows]}"

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+/*
+ * --policy-state FILE: what the cache's policy learned from the workload
+ * (asym: its return hazards per class and age, pol_cache_learned_save())
+ * outlives kvmmd.  It is loaded when the policy is made, before the first
+ * block, saved every KC_LEARNED_SAVE_MS and at the stop, each time to
+ * FILE.tmp, synced, then renamed over FILE (and the directory synced), so
+ * a crash leaves the old file or the new one, never half of one.
+ *
+ * Why: asym learns how long the blocks of each class stay away from what
+ * it sees, which takes a few hundred thousand block uses; a restarted
+ * kvmmd that starts from nothing ranks blocks by the pooled guess until
+ * then.  kvmm-replay --restart-every measures the difference
+ * (Documentation/policy.md, "Restarts").
+ *
+ * The blocks are not in the file: the host tier is gone at a restart and
+ * the NVMe tier recovers its own (tiers.md).  A file that is missing,
+ * damaged or of another policy is logged and left alone (the next save
+ * replaces it); it never stops the start.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/cache_priv.h"
+#include "kvmm/kvmmd/kvmmd.h"
+
+/* ten minutes: a crash loses at most that much learning */
+#define KC_LEARNED_SAVE_MS (10 * 60 * 1000u)
+/* far above any state (asym's is 32 KiB): a bigger file is not one */
+#define KC_LEARNED_MAX (1u << 20)
+
+/* Read all of path (at most KC_LEARNED_MAX bytes) into a new buffer. */
+static int read_file(const char *path, void **out, size_t *len)
+{
+	struct stat sb;
+	char *buf;
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb)) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode) || sb.st_size > KC_LEARNED_MAX) {
+		r = -EFBIG;
+		goto out;
+	}
+	buf = malloc(sb.st_size ? (size_t)sb.st_size : 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (got < (size_t)sb.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			free(buf);
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	*out = buf;
+	*len = got;
+out:
+	close(fd);
+	return r;
+}
+
+/* Write buf to path through path.tmp: fsync, rename, fsync the dir. */
+static int write_file(const char *path, const void *buf, size_t len)
+{
+	char tmp[sizeof(((struct kd_config *)0)->policy_state) + 8];
+	char dir[sizeof(tmp)];
+	size_t done = 0;
+	int fd, r = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	if (!r && fsync(fd))
+		r = -errno;
+	close(fd);
+	if (!r && rename(tmp, path))
+		r = -errno;
+	if (r) {
+		unlink(tmp);
+		return r;
+	}
+	/* the rename itself must reach the disk */
+	snprintf(dir, sizeof(dir), "%s", path);
+	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+	return 0;
+}
+
+int kc_learned_save(struct kd_cache *c, const char *why)
+{
+	const char *path = c->d->cfg.policy_state;
+	size_t len;
+	void *buf;
+	int r;
+
+	if (!path[0] || !c->pol)
+		return 0;
+	len = pol_cache_learned_save(c->pol, NULL, 0);
+	if (!len)
+		return 0; /* learns nothing: said at load */
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	pol_cache_learned_save(c->pol, buf, len);
+	r = write_file(path, buf, len);
+	free(buf);
+	if (r)
+		vmm_log(VMM_LOG_WARN, "policy state %s: saving (%s): %s", path,
+			why, strerror(-r));
+	else
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: saved what %s learned (%s, %zu bytes)",
+			path, pol_kind_string((enum pol_kind)c->d->cfg.cache_policy),
+			why, len);
+	return r;
+}
+
+static uint64_t save_every_ns(void)
+{
+	const char *v = getenv("KVMMD_TEST_POLICY_SAVE_MS");
+	long ms = v ? atol(v) : 0;
+
+	return (ms > 0 ? (uint64_t)ms : KC_LEARNED_SAVE_MS) * 1000000ull;
+}
+
+static void kc_on_learned_timer(struct kd_loop *loop, struct kd_timer *t)
+{
+	struct kd_cache *c = t->data;
+
+	kc_learned_save(c, "periodic");
+	kd_timer_arm(loop, t, kd_now_ns() + save_every_ns());
+}
+
+void kc_learned_load(struct kd_cache *c)
+{
+	const char *path = c->d->cfg.policy_state;
+	const char *kind =
+		pol_kind_string((enum pol_kind)c->d->cfg.cache_policy);
+	uint64_t lives = 0;
+	size_t len = 0;
+	void *buf = NULL;
+	int r;
+
+	if (!path[0])
+		return;
+	if (!pol_cache_learned_save(c->pol, NULL, 0)) {
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: %s learns nothing to keep: not used",
+			path, kind);
+		return;
+	}
+	r = read_file(path, &buf, &len);
+	if (!r)
+		r = pol_cache_learned_load(c->pol, buf, len, &lives);
+	free(buf);
+	switch (r) {
+	case 0:
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: loaded what %s learned before (%llu block lives)",
+			path, kind, (unsigned long long)lives);
+		break;
+	case -ENOENT:
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: none yet: %s learns from the start",
+			path, kind);
+		break;
+	case -ESTALE:
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: written by another policy or version: not used, %s learns anew",
+			path, kind);
+		break;
+	default:
+		vmm_log(VMM_LOG_WARN,
+			"policy state %s: %s: not used, %s learns anew (the next save replaces it)",
+			path, r == -EINVAL ? "damaged" : strerror(-r), kind);
+		break;
+	}
+	c->learned_timer.fn = kc_on_learned_timer;
+	c->learned_timer.data = c;
+	kd_timer_arm(&c->d->loop, &c->learned_timer,
+		     kd_now_ns() + save_every_ns());
+}
+
+void kc_learned_fini(struct kd_cache *c)
+{
+	kd_timer_cancel(&c->d->loop, &c->learned_timer);
+	kc_learned_save(c, "stop");
+}

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * kvmmd --policy-state FILE keeps what asym learned across a restart.
+ *
+ *   - the first start finds no file and says so; 8 contents of 2 blocks
+ *     published and read back are 32 block uses, each a life for asym;
+ *     the stop saves the state (32,816 bytes) and the next start loads
+ *     it: "32 block lives";
+ *   - with KVMMD_TEST_POLICY_SAVE_MS the state is also saved while
+ *     kvmmd runs (a crash loses at most that much);
+ *   - a damaged file is logged and not used, kvmmd starts and serves,
+ *     and its stop writes a good file again, which the next start loads;
+ *   - --cache-policy lru learns nothing: the file is not used or changed;
+ *   - a file that cannot be written is a WARN at the stop, which still
+ *     ends cleanly.
+ */
+#include <sys/stat.h>
+
+#include "tests/cache-common.h"
+
+#define NCONTENT 8
+#define NB 2
+#define STATE_BYTES 32816 /* header 32 + asym's 16 + 2 x 16 x 128 x 8 */
+
+static const struct cc_contents contents = { .base = 0x9e5700,
+					     .tag0 = 30,
+					     .nb = NB };
+
+static char state[128];
+static char log[1 << 16];
+
+static const char **args_for(const char **a, const char *policy,
+			     const char *path)
+{
+	int n = 0;
+
+	a[n++] = "--cache-block-pages";
+	a[n++] = "4";
+	a[n++] = "--cache-policy";
+	a[n++] = policy;
+	a[n++] = "--policy-state";
+	a[n++] = path;
+	a[n] = NULL;
+	return a;
+}
+
+/* Publish every content, then read each back from the GPU tier. */
+static void work(const char *sock)
+{
+	for (int k = 0; k < NCONTENT; k++)
+		cc_write_content(sock, &contents, k);
+	for (int k = 0; k < NCONTENT; k++)
+		cc_read_content(sock, &contents, k, NB, 0);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) ? -1 : sb.st_size;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/kvmm-pstate-XXXXXX", bad[256];
+	const char *a[16];
+	struct td_daemon d;
+	FILE *f;
+
+	t_assert(mkdtemp(dir) != NULL);
+	snprintf(state, sizeof(state), "%s/policy.state", dir);
+
+	/* a first start, some work, a stop */
+	cc_start(&d, args_for(a, "asym", state));
+	work(d.sock);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, ": none yet: asym learns from the start"), 1);
+	t_assert_eq(t_count(log, ": saved what asym learned (stop, 32816 bytes)"),
+		    1);
+	t_assert_eq(file_size(state), STATE_BYTES);
+
+	/* the restart loads it; the periodic save runs */
+	setenv("KVMMD_TEST_POLICY_SAVE_MS", "100", 1);
+	cc_start(&d, args_for(a, "asym", state));
+	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
+	for (int i = 0; i < 500; i++) {
+		td_read_log(&d, log, sizeof(log));
+		if (t_count(log, "(periodic, 32816 bytes)"))
+			break;
+		usleep(10000);
+	}
+	t_assert(t_count(log, "(periodic, 32816 bytes)") >= 1);
+	t_assert_eq(t_count(log,
+			    ": loaded what asym learned before (32 block lives)"),
+		    1);
+	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	printf("restart: loaded the state of 32 block lives\n");
+
+	/* damaged: not used, replaced at the stop */
+	f = fopen(state, "r+");
+	t_assert(f != NULL);
+	t_assert_eq(fseek(f, 1000, SEEK_SET), 0);
+	t_assert_eq(fputc(0x5a, f), 0x5a);
+	t_assert_eq(fclose(f), 0);
+	cc_start(&d, args_for(a, "asym", state));
+	work(d.sock);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, ": damaged: not used, asym learns anew"), 1);
+	t_assert_eq(t_count(log, "(stop, 32816 bytes)"), 1);
+	cc_start(&d, args_for(a, "asym", state));
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, ": loaded what asym learned before (32 block lives)"),
+		    1);
+	printf("damaged file: not used, then replaced\n");
+
+	/* lru learns nothing: the file stays as it is */
+	cc_start(&d, args_for(a, "lru", state));
+	work(d.sock);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, ": lru learns nothing to keep: not used"), 1);
+	t_assert_eq(t_count(log, "saved what"), 0);
+	t_assert_eq(file_size(state), STATE_BYTES);
+
+	/* nowhere to write: a WARN, a clean stop */
+	snprintf(bad, sizeof(bad), "%s/no-such-dir/policy.state", dir);
+	cc_start(&d, args_for(a, "asym", bad));
+	work(d.sock);
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, "saving (stop): No such file or directory"),
+		    1);
+
+	unlink(state);
+	t_ok(rmdir(dir));
+	return 0;
+}
