@@ -76,7 +76,8 @@ int main(void)
 	work(d.sock);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(t_count(log, ": none yet: asym learns from the start"), 1);
-	t_assert_eq(t_count(log, ": saved what asym learned (stop, 32816 bytes)"),
+	t_assert_eq(t_count(log,
+			    ": saved what asym learned (stop, 32816 bytes)"),
 		    1);
 	t_assert_eq(file_size(state), STATE_BYTES);
 
@@ -91,9 +92,10 @@ int main(void)
 		usleep(10000);
 	}
 	t_assert(t_count(log, "(periodic, 32816 bytes)") >= 1);
-	t_assert_eq(t_count(log,
-			    ": loaded what asym learned before (32 block lives)"),
-		    1);
+	t_assert_eq(
+		t_count(log,
+			": loaded what asym learned before (32 block lives)"),
+		1);
 	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	printf("restart: loaded the state of 32 block lives\n");
@@ -111,8 +113,10 @@ int main(void)
 	t_assert_eq(t_count(log, "(stop, 32816 bytes)"), 1);
 	cc_start(&d, args_for(a, "asym", state));
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
-	t_assert_eq(t_count(log, ": loaded what asym learned before (32 block lives)"),
-		    1);
+	t_assert_eq(
+		t_count(log,
+			": loaded what asym learned before (32 block lives)"),
+		1);
 	printf("damaged file: not used, then replaced\n");
 
 	/* lru learns nothing: the file stays as it is */

@@ -143,7 +143,8 @@ int kc_learned_save(struct kd_cache *c, const char *why)
 	else
 		vmm_log(VMM_LOG_INFO,
 			"policy state %s: saved what %s learned (%s, %zu bytes)",
-			path, pol_kind_string((enum pol_kind)c->d->cfg.cache_policy),
+			path,
+			pol_kind_string((enum pol_kind)c->d->cfg.cache_policy),
 			why, len);
 	return r;
 }
