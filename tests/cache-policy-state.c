@@ -8,12 +8,14 @@
  *     the stop saves the state (32,816 bytes) and the next start loads
  *     it: "32 block lives";
  *   - with KVMMD_TEST_POLICY_SAVE_MS the state is also saved while
- *     kvmmd runs (a crash loses at most that much);
+ *     kvmmd runs (a crash loses at most that much), and ADMIN_STATUS,
+ *     kvmmctl status and kvmmctl metrics say so: on, 32 lives loaded,
+ *     the saves that worked and failed, the age of the last;
  *   - a damaged file is logged and not used, kvmmd starts and serves,
  *     and its stop writes a good file again, which the next start loads;
  *   - --cache-policy lru learns nothing: the file is not used or changed;
  *   - a file that cannot be written is a WARN at the stop, which still
- *     ends cleanly.
+ *     ends cleanly, and counts as a failed save in the status.
  */
 #include <sys/stat.h>
 
@@ -54,6 +56,22 @@ static void work(const char *sock)
 		cc_read_content(sock, &contents, k, NB, 0);
 }
 
+/* The output of kvmmctl --socket sock ARGS (it must exit 0). */
+static void kvmmctl(const char *sock, const char *args, char *out, size_t cap)
+{
+	char bin[256], cmd[512];
+	size_t n;
+	FILE *f;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
+	f = popen(cmd, "r");
+	t_assert(f != NULL);
+	n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	t_assert_eq(pclose(f), 0);
+}
+
 static off_t file_size(const char *path)
 {
 	struct stat sb;
@@ -64,6 +82,8 @@ static off_t file_size(const char *path)
 int main(void)
 {
 	char dir[] = "/tmp/kvmm-pstate-XXXXXX", bad[256];
+	static char out[1 << 16];
+	struct kvmm_status_reply st;
 	const char *a[16];
 	struct td_daemon d;
 	FILE *f;
@@ -96,6 +116,30 @@ int main(void)
 		t_count(log,
 			": loaded what asym learned before (32 block lives)"),
 		1);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.policy_state, KVMM_POLICY_STATE_ON);
+	t_assert_eq(st.policy_state_lives, 32);
+	t_assert(st.policy_state_saves >= 1);
+	t_assert_eq(st.policy_state_save_errors, 0);
+	t_assert(st.policy_state_save_age_ms < 10000);
+	kvmmctl(d.sock, "status", out, sizeof(out));
+	t_assert(strstr(out,
+			"policy state on: loaded 32 block lives at start; ") !=
+		 NULL);
+	t_assert(strstr(out, " failed), the last ") != NULL);
+	kvmmctl(d.sock, "status --json", out, sizeof(out));
+	t_assert(
+		strstr(out,
+		       "\"policy_state\":{\"mode\":\"on\",\"loaded_lives\":32,") !=
+		NULL);
+	kvmmctl(d.sock, "metrics", out, sizeof(out));
+	t_assert(strstr(out, "\nkvmm_policy_state_loaded_lives 32\n") != NULL);
+	t_assert(
+		strstr(out,
+		       "\nkvmm_policy_state_saves_total{result=\"failed\"} 0\n") !=
+		NULL);
+	t_assert(strstr(out, "\nkvmm_policy_state_last_save_age_seconds ") !=
+		 NULL);
 	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	printf("restart: loaded the state of 32 block lives\n");
@@ -122,6 +166,8 @@ int main(void)
 	/* lru learns nothing: the file stays as it is */
 	cc_start(&d, args_for(a, "lru", state));
 	work(d.sock);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.policy_state, KVMM_POLICY_STATE_UNUSED);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(t_count(log, ": lru learns nothing to keep: not used"), 1);
 	t_assert_eq(t_count(log, "saved what"), 0);
@@ -129,11 +175,26 @@ int main(void)
 
 	/* nowhere to write: a WARN, a clean stop */
 	snprintf(bad, sizeof(bad), "%s/no-such-dir/policy.state", dir);
+	setenv("KVMMD_TEST_POLICY_SAVE_MS", "50", 1);
 	cc_start(&d, args_for(a, "asym", bad));
+	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
 	work(d.sock);
+	for (int i = 0; i < 500; i++) {
+		t_ok(td_status(&d, &st));
+		if (st.policy_state_save_errors)
+			break;
+		usleep(10000);
+	}
+	t_assert(st.policy_state_save_errors >= 1);
+	t_assert_eq(st.policy_state_saves, 0);
+	t_assert_eq(st.policy_state_save_age_ms, UINT64_MAX);
+	kvmmctl(d.sock, "status", out, sizeof(out));
+	t_assert(strstr(out, " failed), none yet\n") != NULL);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(t_count(log, "saving (stop): No such file or directory"),
 		    1);
+	t_assert(t_count(log, "saving (periodic): No such file or directory") >=
+		 1);
 
 	unlink(state);
 	t_ok(rmdir(dir));

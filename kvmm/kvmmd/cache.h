@@ -106,6 +106,8 @@ void kd_cache_pages_back(struct kd_daemon *d);
 /* ADMIN_STATUS: commands parked since start and now, demotions waiting
  * for a host slot now. */
 void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
+/* --policy-state's fields of ADMIN_STATUS (cache_learned.c) */
+void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /*
  * Pins (pin.c).  kd_cache_pin_target(): the policy, the tier and the

@@ -137,6 +137,12 @@ int kc_learned_save(struct kd_cache *c, const char *why)
 	pol_cache_learned_save(c->pol, buf, len);
 	r = write_file(path, buf, len);
 	free(buf);
+	if (r) {
+		c->learned_save_errors++;
+	} else {
+		c->learned_saves++;
+		c->learned_saved_ns = kd_now_ns();
+	}
 	if (r)
 		vmm_log(VMM_LOG_WARN, "policy state %s: saving (%s): %s", path,
 			why, strerror(-r));
@@ -178,6 +184,7 @@ void kc_learned_load(struct kd_cache *c)
 	if (!path[0])
 		return;
 	if (!pol_cache_learned_save(c->pol, NULL, 0)) {
+		c->learned_unused = true;
 		vmm_log(VMM_LOG_INFO,
 			"policy state %s: %s learns nothing to keep: not used",
 			path, kind);
@@ -189,6 +196,7 @@ void kc_learned_load(struct kd_cache *c)
 	free(buf);
 	switch (r) {
 	case 0:
+		c->learned_lives = lives;
 		vmm_log(VMM_LOG_INFO,
 			"policy state %s: loaded what %s learned before (%llu block lives)",
 			path, kind, (unsigned long long)lives);
@@ -219,4 +227,26 @@ void kc_learned_fini(struct kd_cache *c)
 {
 	kd_timer_cancel(&c->d->loop, &c->learned_timer);
 	kc_learned_save(c, "stop");
+}
+
+void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
+{
+	const struct kd_cache *c = d->cache;
+
+	st->policy_state_save_age_ms = UINT64_MAX;
+	if (!d->cfg.policy_state[0]) {
+		st->policy_state = KVMM_POLICY_STATE_OFF;
+		return;
+	}
+	st->policy_state = KVMM_POLICY_STATE_ON;
+	if (!c)
+		return;
+	if (c->learned_unused)
+		st->policy_state = KVMM_POLICY_STATE_UNUSED;
+	st->policy_state_lives = c->learned_lives;
+	st->policy_state_saves = c->learned_saves;
+	st->policy_state_save_errors = c->learned_save_errors;
+	if (c->learned_saves)
+		st->policy_state_save_age_ms =
+			(kd_now_ns() - c->learned_saved_ns) / 1000000;
 }

@@ -187,6 +187,12 @@ struct kd_cache {
 	size_t block_bytes;
 	struct pol_cache *pol;
 	struct kd_timer learned_timer; /* cache_learned.c: periodic save */
+	/* cache_learned.c, for ADMIN_STATUS: the policy learns nothing;
+	 * lives of the state loaded; saves; when the last good one ended */
+	bool learned_unused;
+	uint64_t learned_lives;
+	uint64_t learned_saves, learned_save_errors;
+	uint64_t learned_saved_ns;
 	/* the host tier's memory, made at start (kc_make_slab()) until the
 	 * tier takes it when it opens */
 	struct tier_host_slab *slab;

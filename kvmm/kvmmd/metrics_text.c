@@ -110,6 +110,18 @@ static const struct kd_metric status_metrics[] = {
 	  ST(pinned_bytes) },
 };
 
+/* only when kvmmd keeps a --policy-state (ABI 1.9) */
+static const struct kd_metric policy_state_metrics[] = {
+	{ "kvmm_policy_state_loaded_lives", KD_GAUGE,
+	  "Block lives the policy state loaded at start was learned from (0: none loaded).",
+	  "", ST(policy_state_lives) },
+	{ "kvmm_policy_state_saves_total", KD_COUNTER,
+	  "Saves of the policy state since the start, by result.",
+	  "result=\"ok\"", ST(policy_state_saves) },
+	{ "kvmm_policy_state_saves_total", KD_COUNTER, NULL,
+	  "result=\"failed\"", ST(policy_state_save_errors) },
+};
+
 /* only when the daemon runs a cost model (telemetry on) */
 static const struct kd_metric cost_metrics[] = {
 	{ "kvmm_cost_model_bandwidth_bytes_per_second", KD_GAUGE,
@@ -399,6 +411,19 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 	table(f, status_metrics,
 	      sizeof(status_metrics) / sizeof(status_metrics[0]), st,
 	      sizeof(*st));
+	if (st->policy_state == KVMM_POLICY_STATE_ON) {
+		table(f, policy_state_metrics,
+		      sizeof(policy_state_metrics) /
+			      sizeof(policy_state_metrics[0]),
+		      st, sizeof(*st));
+		if (st->policy_state_save_age_ms != UINT64_MAX) {
+			family(f, "kvmm_policy_state_last_save_age_seconds",
+			       KD_GAUGE,
+			       "Time since the last save of the policy state that worked.");
+			sample(f, "kvmm_policy_state_last_save_age_seconds",
+			       NULL, NULL, st->policy_state_save_age_ms, KD_MS);
+		}
+	}
 	if (st->cost_host_bw)
 		table(f, cost_metrics,
 		      sizeof(cost_metrics) / sizeof(cost_metrics[0]), st,

@@ -371,6 +371,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 		st->cost_transfers = d->tel_feed.transfers;
 	}
 	kd_cache_park_stats(d, st);
+	kd_cache_learned_stats(d, st);
 	kd_pin_status(d, st);
 	return 0;
 }

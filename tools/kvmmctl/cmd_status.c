@@ -84,6 +84,54 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	printf("}}");
 }
 
+static const char *policy_state_mode(uint64_t v)
+{
+	return v == KVMM_POLICY_STATE_OFF ? "off" :
+	       v == KVMM_POLICY_STATE_ON  ? "on" :
+					    "unused";
+}
+
+/* ,"policy_state":{...} (ABI 1.9) */
+static void policy_state_json(const struct kvmm_status_reply *st)
+{
+	printf(",\"policy_state\":{\"mode\":\"%s\",\"loaded_lives\":%llu,"
+	       "\"saves\":%llu,\"save_errors\":%llu,\"save_age_ms\":",
+	       policy_state_mode(st->policy_state),
+	       (unsigned long long)st->policy_state_lives,
+	       (unsigned long long)st->policy_state_saves,
+	       (unsigned long long)st->policy_state_save_errors);
+	if (st->policy_state_save_age_ms == UINT64_MAX)
+		printf("null}");
+	else
+		printf("%llu}",
+		       (unsigned long long)st->policy_state_save_age_ms);
+}
+
+static void policy_state_text(const struct kvmm_status_reply *st)
+{
+	if (st->policy_state == KVMM_POLICY_STATE_OFF) {
+		printf("policy state off (kvmmd --policy-state FILE keeps what the policy learned across restarts)\n");
+		return;
+	}
+	if (st->policy_state == KVMM_POLICY_STATE_UNUSED) {
+		printf("policy state unused: the policy learns nothing to keep\n");
+		return;
+	}
+	if (st->policy_state_lives)
+		printf("policy state on: loaded %llu block lives at start",
+		       (unsigned long long)st->policy_state_lives);
+	else
+		printf("policy state on: nothing loaded (no file yet, or the policy is made with the first region)");
+	printf("; %llu saves (%llu failed)",
+	       (unsigned long long)st->policy_state_saves,
+	       (unsigned long long)st->policy_state_save_errors);
+	if (st->policy_state_save_age_ms == UINT64_MAX)
+		printf(", none yet\n");
+	else
+		printf(", the last %.1f s ago\n",
+		       (double)st->policy_state_save_age_ms / 1000.0);
+}
+
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
@@ -164,6 +212,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		if (st.cache_scope[0]) {
 			printf(",\"cache_scope\":");
 			kvmmctl_json_str(scope);
+			policy_state_json(&st);
 		}
 		if (!ts_err)
 			tiers_json(&ts);
@@ -216,6 +265,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (st.cache_policy[0])
 		printf("policy       %s, restore mode %s%s%s\n", policy, mode,
 		       scope[0] ? ", cache scope " : "", scope);
+	if (scope[0]) /* a daemon of ABI 1.9 or later */
+		policy_state_text(&st);
 	if (ts_err)
 		return 0;
 	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",

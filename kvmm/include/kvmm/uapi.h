@@ -297,9 +297,23 @@ struct kvmm_status_reply {
 	 * --cache-policy and --restore-mode, NUL padded */
 	char cache_policy[16];
 	char restore_mode[16];
-	/* ABI 1.9 (16 more bytes; older daemons send the shorter struct:
-	 * reads ""): kvmmd's --cache-scope ("shared" or "uid"), NUL padded */
+	/* ABI 1.9 (56 more bytes; older daemons send the shorter struct:
+	 * these read "" and 0): kvmmd's --cache-scope ("shared" or "uid"),
+	 * NUL padded, and its --policy-state (KVMM_POLICY_STATE_*): the
+	 * block lives the state loaded at start was learned from (0: none
+	 * loaded), saves that worked and that failed since the start, and
+	 * the ms since the last one that worked (UINT64_MAX: none yet) */
 	char cache_scope[16];
+	uint64_t policy_state;
+	uint64_t policy_state_lives;
+	uint64_t policy_state_saves, policy_state_save_errors;
+	uint64_t policy_state_save_age_ms;
+};
+
+enum kvmm_policy_state {
+	KVMM_POLICY_STATE_OFF = 0, /* no --policy-state */
+	KVMM_POLICY_STATE_ON = 1, /* loaded (or not found) and saved */
+	KVMM_POLICY_STATE_UNUSED = 2, /* the policy learns nothing (lru...) */
 };
 
 struct kvmm_session_info {
