@@ -173,5 +173,28 @@ bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 			return true;
 		}
 	}
+	/* the newest first: a pid used again is the later session's */
+	for (unsigned int i = 1; i <= KD_SCOPE_ENDED; i++) {
+		unsigned int k = (d->scope.ended_next - i) % KD_SCOPE_ENDED;
+
+		if (d->scope.ended[k].pid &&
+		    d->scope.ended[k].pid == stats->last_pid) {
+			*hash = kd_scope_hash(&d->scope, d->scope.ended[k].uid,
+					      *hash);
+			return true;
+		}
+	}
 	return false;
+}
+
+void kd_scope_session_end(const struct kd_session *s)
+{
+	struct kd_scope *sc = &s->d->scope;
+	unsigned int k = sc->ended_next % KD_SCOPE_ENDED;
+
+	if (sc->mode == KD_SCOPE_SHARED || s->pid <= 0)
+		return;
+	sc->ended[k].pid = (uint32_t)s->pid;
+	sc->ended[k].uid = s->uid;
+	sc->ended_next = (k + 1) % KD_SCOPE_ENDED;
 }

@@ -33,9 +33,18 @@ enum kd_scope_mode {
 	KD_SCOPE_UID = 1, /* renamed per peer uid (SO_PEERCRED) */
 };
 
+/* ended sessions whose (pid, uid) the telemetry feed still knows */
+#define KD_SCOPE_ENDED 64
+
 struct kd_scope {
 	uint32_t mode; /* enum kd_scope_mode */
 	uint8_t key[KD_SIPHASH_KEY_BYTES]; /* all zero in the shared scope */
+	/* the peers of the last KD_SCOPE_ENDED sessions to end, a ring
+	 * (kd_scope_session_end(), for kd_scope_tel_rename()) */
+	struct {
+		uint32_t pid, uid;
+	} ended[KD_SCOPE_ENDED];
+	unsigned int ended_next;
 };
 
 struct kd_daemon;
@@ -69,9 +78,13 @@ struct kvmm_block_stats;
  * a block the probes saw under a client's hash gets the cache's name
  * for it in the scope of the session whose process accessed it last
  * (stats->last_pid; the daemon's own probes already carry the cache's
- * names).  False, skip it, when no live session has that pid.
+ * names): a live session's, else one of the last KD_SCOPE_ENDED to end
+ * (a client's last steps are polled after it is gone).  False, skip it,
+ * when neither has that pid.
  */
 bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 			 const struct kvmm_block_stats *stats);
+/* s ends: remember its peer for kd_scope_tel_rename() (uid scope only). */
+void kd_scope_session_end(const struct kd_session *s);
 
 #endif
