@@ -35,7 +35,7 @@ bad "kvmmd: --telemetry-pin-root: '000" --telemetry-pin-root "$long"
 bad "kvmmd: --telemetry-attach: '000" --telemetry-attach "$long"
 bad "kvmmd: --cache-gpu-blocks: '1K' is not a number" --cache-gpu-blocks 1K
 bad "kvmmd: --nvme-path $dir/nvme needs --host-mem" --nvme-path "$dir/nvme"
-bad "kvmmd: --cache-scope: 'gid' is not shared or uid" --cache-scope gid
+bad "kvmmd: --cache-scope: 'group' is not shared, uid or gid" --cache-scope group
 
 cat >"$dir/conf" <<CONF
 # test config

@@ -18,6 +18,7 @@
 static const char *const mode_names[] = {
 	[KD_SCOPE_SHARED] = "shared",
 	[KD_SCOPE_UID] = "uid",
+	[KD_SCOPE_GID] = "gid",
 };
 
 const char *kd_scope_string(uint32_t mode)
@@ -36,7 +37,8 @@ int kd_scope_parse(const char *val, uint32_t *mode)
 			return 0;
 		}
 	}
-	fprintf(stderr, "kvmmd: --cache-scope: '%s' is not shared or uid\n",
+	fprintf(stderr,
+		"kvmmd: --cache-scope: '%s' is not shared, uid or gid\n",
 		val ? val : "");
 	return -EINVAL;
 }
@@ -85,10 +87,22 @@ int kd_scope_init(struct kd_daemon *d)
 	return 0;
 }
 
-uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t uid, uint64_t hash)
+uint32_t kd_scope_id(const struct kd_scope *sc, const struct kd_session *s)
+{
+	switch (sc->mode) {
+	case KD_SCOPE_UID:
+		return s->uid;
+	case KD_SCOPE_GID:
+		return s->gid;
+	default:
+		return 0;
+	}
+}
+
+uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t id, uint64_t hash)
 {
 	uint8_t msg[12];
-	uint32_t u = htole32(uid);
+	uint32_t u = htole32(id);
 	uint64_t h = htole64(hash), r;
 
 	if (sc->mode == KD_SCOPE_SHARED || !hash)
@@ -108,7 +122,7 @@ static void rename_at(const struct kd_session *s, char *p, size_t n)
 		uint64_t h;
 
 		memcpy(&h, p, sizeof(h));
-		h = kd_scope_hash(sc, s->uid, h);
+		h = kd_scope_hash(sc, kd_scope_id(sc, s), h);
 		memcpy(p, &h, sizeof(h));
 	}
 }
@@ -169,7 +183,8 @@ bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 		return true;
 	for (s = d->sessions; s; s = s->next) {
 		if ((uint32_t)s->pid == stats->last_pid) {
-			*hash = kd_scope_hash(&d->scope, s->uid, *hash);
+			*hash = kd_scope_hash(&d->scope,
+					      kd_scope_id(&d->scope, s), *hash);
 			return true;
 		}
 	}
@@ -179,7 +194,7 @@ bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 
 		if (d->scope.ended[k].pid &&
 		    d->scope.ended[k].pid == stats->last_pid) {
-			*hash = kd_scope_hash(&d->scope, d->scope.ended[k].uid,
+			*hash = kd_scope_hash(&d->scope, d->scope.ended[k].id,
 					      *hash);
 			return true;
 		}
@@ -195,6 +210,6 @@ void kd_scope_session_end(const struct kd_session *s)
 	if (sc->mode == KD_SCOPE_SHARED || s->pid <= 0)
 		return;
 	sc->ended[k].pid = (uint32_t)s->pid;
-	sc->ended[k].uid = s->uid;
+	sc->ended[k].id = kd_scope_id(sc, s);
 	sc->ended_next = (k + 1) % KD_SCOPE_ENDED;
 }

@@ -12,7 +12,9 @@
  * SipHash-2-4(key, uid || hash) before anything looks at it: processes of
  * one uid still share blocks, those of different uids cannot reach each
  * other's, and without the key no client can pick a hash that lands on
- * another uid's.  The key is random; the NVMe tier's superblock keeps it
+ * another uid's.  --cache-scope gid does the same with the peer's group
+ * (SO_PEERCRED's gid): the engines of one group share, as a tenant whose
+ * engines run under several uids of its own group wants.  The key is random; the NVMe tier's superblock keeps it
  * so that saved blocks are found again after a restart.
  *
  * Inside the daemon (index, policy, tiers, telemetry probes) every hash
@@ -31,6 +33,7 @@
 enum kd_scope_mode {
 	KD_SCOPE_SHARED = 0, /* the clients' hashes as they are */
 	KD_SCOPE_UID = 1, /* renamed per peer uid (SO_PEERCRED) */
+	KD_SCOPE_GID = 2, /* renamed per peer gid (SO_PEERCRED) */
 };
 
 /* ended sessions whose (pid, uid) the telemetry feed still knows */
@@ -42,7 +45,7 @@ struct kd_scope {
 	/* the peers of the last KD_SCOPE_ENDED sessions to end, a ring
 	 * (kd_scope_session_end(), for kd_scope_tel_rename()) */
 	struct {
-		uint32_t pid, uid;
+		uint32_t pid, id; /* id: the uid or gid it was renamed by */
 	} ended[KD_SCOPE_ENDED];
 	unsigned int ended_next;
 };
@@ -60,9 +63,12 @@ int kd_scope_parse(const char *val, uint32_t *mode);
  * formatted anew when the tier opens).  0 or -errno (no randomness).
  */
 int kd_scope_init(struct kd_daemon *d);
-/* The cache's name for hash as a client of uid sends it (0 stays 0: "no
- * hash" where the ABI has one; nothing else becomes 0). */
-uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t uid, uint64_t hash);
+/* The cache's name for hash as a client of scope id (its uid or gid, as
+ * the mode says: kd_scope_id()) sends it (0 stays 0: "no hash" where the
+ * ABI has one; nothing else becomes 0). */
+uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t id, uint64_t hash);
+/* The id s's hashes are renamed by: its uid or gid (0 when shared). */
+uint32_t kd_scope_id(const struct kd_scope *sc, const struct kd_session *s);
 /*
  * Rename in place the hashes of a request of s (cmd, payload p of len
  * bytes) before it is handled.  Only hashes that lie whole inside the

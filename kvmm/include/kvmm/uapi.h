@@ -298,7 +298,7 @@ struct kvmm_status_reply {
 	char cache_policy[16];
 	char restore_mode[16];
 	/* ABI 1.9 (56 more bytes; older daemons send the shorter struct:
-	 * these read "" and 0): kvmmd's --cache-scope ("shared" or "uid"),
+	 * these read "" and 0): kvmmd's --cache-scope ("shared", "uid", "gid"),
 	 * NUL padded, and its --policy-state (KVMM_POLICY_STATE_*): the
 	 * block lives the state loaded at start was learned from (0: none
 	 * loaded), saves that worked and that failed since the start, and

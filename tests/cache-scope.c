@@ -3,15 +3,19 @@
  * timeout: 90
  * --cache-scope uid: processes of one uid share cached blocks, those of
  * different uids cannot reach or overwrite each other's, across a restart
- * too.  Real processes under real uids (setresuid), one real kvmmd.
+ * too; --cache-scope gid the same by group.  Real processes under real
+ * uids and gids (setresuid, setresgid), one real kvmmd.  Uids A and C
+ * are in group A, B in group B.
  *
  *   - shared (the default), what the scope guards against: a process of
  *     uid B opens the blocks a process of uid A published, and B's own
  *     bytes under the same hashes are refused as duplicates;
  *   - uid: B's open of A's hashes misses; B publishes its bytes under
  *     them (cached, not duplicates); a new process of A gets A's bytes,
- *     one of B B's, one of root nothing; B cannot pin a hash only A
- *     published, A can; the status, kvmmctl and TIER_STATS say so;
+ *     one of B B's, one of C (A's group) and one of root nothing; B
+ *     cannot pin a hash only A published, A can; the status, kvmmctl
+ *     and TIER_STATS say so;
+ *   - gid: C reads A's bytes (one group), B does not and caches its own;
  *   - with an NVMe tier and --nvme-save-on-stop: the blocks saved at a
  *     stop are A's again after a restart (the file keeps the key), still
  *     not B's; a restart in the shared scope formats the file anew, so
@@ -27,6 +31,7 @@
 
 #define UID_A 61001
 #define UID_B 61002
+#define UID_C 61003 /* in A's group */
 #define NB 3
 #define TAG_A 7
 #define TAG_B 9
@@ -34,11 +39,19 @@
 static const uint64_t hashes[NB] = { 0x5c09e001, 0x5c09e002, 0x5c09e003 };
 static const uint64_t only_a = 0x5c09e0aa; /* published by A alone */
 
-/* This (child) process becomes uid (its group too, no others). */
+/* The group of a test uid: C is in A's, every other uid in its own. */
+static gid_t group_of(uid_t uid)
+{
+	return uid == UID_C ? UID_A : uid;
+}
+
+/* This (child) process becomes uid and its group, no others. */
 static void become(uid_t uid)
 {
+	gid_t g = group_of(uid);
+
 	t_ok(setgroups(0, NULL));
-	t_ok(setresgid(uid, uid, uid));
+	t_ok(setresgid(g, g, g));
 	t_ok(setresuid(uid, uid, uid));
 }
 
@@ -187,6 +200,7 @@ static void uid_scope(void)
 	/* each uid gets its own bytes; another uid (root) nothing */
 	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 0);
 	open_as(d.sock, UID_B, hashes, NB, NB, TAG_B, 0);
+	open_as(d.sock, UID_C, hashes, NB, 0, 0, -1);
 	open_as(d.sock, 0, hashes, NB, 0, 0, -1);
 	/* pins name blocks in the pinner's scope */
 	pin_as(d.sock, UID_B, only_a, -ENOENT);
@@ -200,6 +214,30 @@ static void uid_scope(void)
 	cc_stop(&d);
 	printf("uid scope: uids %d and %d keep their own bytes under one hash\n",
 	       UID_A, UID_B);
+}
+
+static void gid_scope(void)
+{
+	const char *args[] = { "--socket-mode", "0666", "--cache-scope", "gid",
+			       NULL };
+	struct kvmm_status_reply st;
+	struct td_daemon d;
+
+	start(&d, args);
+	t_ok(td_status(&d, &st));
+	t_assert(!strcmp(st.cache_scope, "gid"));
+	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
+	/* C, another uid of A's group, shares A's blocks; B does not */
+	open_as(d.sock, UID_C, hashes, NB, NB, TAG_A, 0);
+	publish_as(d.sock, UID_C, hashes, NB, TAG_B, 0);
+	open_as(d.sock, UID_B, hashes, NB, 0, 0, -1);
+	publish_as(d.sock, UID_B, hashes, NB, TAG_B, NB);
+	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 0);
+	open_as(d.sock, UID_B, hashes, NB, NB, TAG_B, 0);
+	pin_as(d.sock, UID_C, only_a, -ENOENT);
+	cc_stop(&d);
+	printf("gid scope: uids %d and %d of one group share, %d does not\n",
+	       UID_A, UID_C, UID_B);
 }
 
 /* kvmmd's options for a restart test (into a[16]). */
@@ -235,7 +273,7 @@ static void restart(void)
 	struct td_daemon d;
 	char nvme[256];
 
-	cc_nvme_path(nvme, sizeof(nvme), "cache-scope-uid");
+	cc_nvme_path(nvme, sizeof(nvme), "cache-scope");
 	t_nvme_require(nvme);
 	start(&d, nvme_args(a, nvme, "uid"));
 	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
@@ -272,6 +310,7 @@ int main(void)
 		t_skip("needs root, to run processes of two uids");
 	shared_scope();
 	uid_scope();
+	gid_scope();
 	restart();
 	return 0;
 }
