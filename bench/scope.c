@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What --cache-scope uid costs a client: the round trip of a PREFIX_OPEN
+ * of a cached 8-block prefix (and the SEQ_CLOSE after it) against a kvmmd
+ * in the uid scope, which renames each of the 8 hashes with SipHash-2-4,
+ * over the same against a kvmmd in the shared scope.  Both daemons run at
+ * once (host backend, 64 KiB pages); rounds alternate which goes first,
+ * round 0 is a warm-up, and the ratio is the median of the per-round
+ * ratios.  The publish of the prefix is renamed too, once.
+ *
+ *   build/bench/scope [--rounds N] [--opens N]     (default 9, 2000)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvmm/kvmm.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
+
+#define NB 8 /* blocks of the prefix: the small region holds 2048 tokens */
+#define MAX_ROUNDS 64
+
+struct side {
+	const char *name;
+	struct td_daemon d;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+};
+
+static const uint64_t hashes[NB] = { 0x5c0e01, 0x5c0e02, 0x5c0e03,
+				     0x5c0e04, 0x5c0e05, 0x5c0e06,
+				     0x5c0e07, 0x5c0e08 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Start side's kvmmd, connect, publish the prefix once. */
+static int setup(struct side *s, const char *scope)
+{
+	const char *args[] = { "--cache-scope", scope, NULL };
+	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "bench" };
+	uint32_t seq;
+	int e;
+
+	s->name = scope;
+	e = td_start(&s->d, args);
+	if (e)
+		return e;
+	co.socket_path = s->d.sock;
+	e = kvmm_connect(&co, &s->c);
+	if (!e)
+		e = kvmm_region_create(s->c, &tr_small_region, &s->r);
+	if (!e)
+		e = kvmm_seq_open(s->r, &seq);
+	if (!e)
+		e = kvmm_seq_extend(s->r, seq, NB * TR_TPB);
+	if (!e)
+		e = kvmm_block_publish(s->r, seq, 0, NB, 0, hashes) == NB ?
+			    0 :
+			    -EIO;
+	if (!e)
+		e = kvmm_seq_close(s->r, seq);
+	return e;
+}
+
+/* ns per open + close of the prefix, over n of them. */
+static double opens(struct side *s, int n)
+{
+	uint64_t t0 = now_ns();
+
+	for (int i = 0; i < n; i++) {
+		uint32_t seq, nb;
+
+		if (kvmm_seq_open_prefix(s->r, hashes, NB, &seq, &nb) ||
+		    nb != NB || kvmm_seq_close(s->r, seq)) {
+			fprintf(stderr, "scope: %s: prefix open failed\n",
+				s->name);
+			exit(1);
+		}
+	}
+	return (double)(now_ns() - t0) / n;
+}
+
+int main(int argc, char **argv)
+{
+	struct side sh = { 0 }, uid = { 0 };
+	double ratio[MAX_ROUNDS], tsh[MAX_ROUNDS], tuid[MAX_ROUNDS];
+	int rounds = 9, n = 2000, k = 0;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--rounds"))
+			rounds = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--opens"))
+			n = atoi(argv[i + 1]);
+	}
+	if (rounds < 2 || rounds > MAX_ROUNDS || n < 1) {
+		fprintf(stderr, "usage: scope [--rounds 2..%d] [--opens N]\n",
+			MAX_ROUNDS);
+		return 2;
+	}
+	if (setup(&sh, "shared") || setup(&uid, "uid")) {
+		fprintf(stderr, "scope: could not start the daemons\n");
+		return 1;
+	}
+	for (int r = 0; r < rounds; r++) {
+		double a, b;
+
+		if (r % 2) {
+			b = opens(&uid, n);
+			a = opens(&sh, n);
+		} else {
+			a = opens(&sh, n);
+			b = opens(&uid, n);
+		}
+		if (!r)
+			continue; /* warm-up */
+		tsh[k] = a;
+		tuid[k] = b;
+		ratio[k++] = b / a;
+		printf("round %d: shared %.2f us, uid %.2f us, ratio %.3f\n", r,
+		       a / 1000, b / 1000, b / a);
+	}
+	kvmm_disconnect(sh.c);
+	kvmm_disconnect(uid.c);
+	td_stop(&sh.d);
+	td_stop(&uid.d);
+	{
+		double ms = median(tsh, k), mu = median(tuid, k),
+		       mr = median(ratio, k);
+
+		printf("prefix open + close of %d blocks: shared %.2f us, uid %.2f us (medians of %d rounds); uid / shared %.3f\n",
+		       NB, ms / 1000, mu / 1000, k, mr);
+		printf("{\"bench\":\"scope\",\"blocks\":%d,\"shared_us\":%.3f,\"uid_us\":%.3f,\"ratio\":%.4f}\n",
+		       NB, ms / 1000, mu / 1000, mr);
+	}
+	return 0;
+}
