@@ -30,9 +30,8 @@ struct side {
 	struct kvmm_region *r;
 };
 
-static const uint64_t hashes[NB] = { 0x5c0e01, 0x5c0e02, 0x5c0e03,
-				     0x5c0e04, 0x5c0e05, 0x5c0e06,
-				     0x5c0e07, 0x5c0e08 };
+static const uint64_t hashes[NB] = { 0x5c0e01, 0x5c0e02, 0x5c0e03, 0x5c0e04,
+				     0x5c0e05, 0x5c0e06, 0x5c0e07, 0x5c0e08 };
 
 static uint64_t now_ns(void)
 {
