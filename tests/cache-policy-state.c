@@ -15,7 +15,8 @@
  *     and its stop writes a good file again, which the next start loads;
  *   - --cache-policy lru learns nothing: the file is not used or changed;
  *   - a file that cannot be written is a WARN at the stop, which still
- *     ends cleanly, and counts as a failed save in the status.
+ *     ends cleanly, and counts as a failed save in the status;
+ *   - a second kvmmd on the same FILE does not start (FILE.lock).
  */
 #include <sys/stat.h>
 
@@ -70,6 +71,33 @@ static void kvmmctl(const char *sock, const char *args, char *out, size_t cap)
 	n = fread(out, 1, cap - 1, f);
 	out[n] = '\0';
 	t_assert_eq(pclose(f), 0);
+}
+
+/* A second kvmmd with --policy-state path: its exit status, its stderr
+ * into out. */
+static int second_kvmmd(const char *dir, const char *path, char *out,
+			size_t cap)
+{
+	char bin[256], cmd[1024];
+	FILE *f;
+	size_t n;
+	int st;
+
+	td_build_path("kvmmd", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd),
+		 "%s --foreground --backend host --socket %s/second.sock "
+		 "--gpu-mem 64M --page-size 64K --telemetry off "
+		 "--policy-state %s 2>%s/second.log",
+		 bin, dir, path, dir);
+	st = system(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/second.log", dir);
+	f = fopen(cmd, "r");
+	t_assert(f != NULL);
+	n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	fclose(f);
+	unlink(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static off_t file_size(const char *path)
@@ -141,6 +169,10 @@ int main(void)
 	t_assert(strstr(out, "\nkvmm_policy_state_last_save_age_seconds ") !=
 		 NULL);
 	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
+	/* one file, one kvmmd */
+	t_assert_eq(second_kvmmd(dir, state, out, sizeof(out)), 1);
+	t_assert(strstr(out, ": another kvmmd keeps its state there (") !=
+		 NULL);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	printf("restart: loaded the state of 32 block lives\n");
 
@@ -197,6 +229,8 @@ int main(void)
 		 1);
 
 	unlink(state);
+	snprintf(bad, sizeof(bad), "%s.lock", state);
+	t_ok(unlink(bad));
 	t_ok(rmdir(dir));
 	return 0;
 }

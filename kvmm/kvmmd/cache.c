@@ -654,6 +654,9 @@ int kd_cache_init(struct kd_daemon *d)
 	c->park_timer.fn = kc_on_park_timer;
 	c->park_timer.data = c;
 	d->cache = c;
+	r = kc_learned_lock(c); /* before the slab: fail fast */
+	if (r)
+		return r;
 	r = kc_make_slab(c);
 	if (r)
 		return r;
@@ -799,8 +802,7 @@ void kd_cache_fini(struct kd_daemon *d)
 	}
 	migrate_close(c->mig);
 	d->tel_feed.cache = NULL;
-	if (c->pol)
-		kc_learned_fini(c);
+	kc_learned_fini(c);
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
 	tier_host_close(c->host);

@@ -16,7 +16,9 @@
  * The blocks are not in the file: the host tier is gone at a restart and
  * the NVMe tier recovers its own (tiers.md).  A file that is missing,
  * damaged or of another policy is logged and left alone (the next save
- * replaces it); it never stops the start.
+ * replaces it); it never stops the start.  Another kvmmd using the same
+ * FILE does: each would overwrite the other's learning with its own (and
+ * share FILE.tmp), so kvmmd holds an flock on FILE.lock while it runs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -223,10 +226,47 @@ void kc_learned_load(struct kd_cache *c)
 		     kd_now_ns() + save_every_ns());
 }
 
+int kc_learned_lock(struct kd_cache *c)
+{
+	const char *path = c->d->cfg.policy_state;
+	char lock[sizeof(c->d->cfg.policy_state) + 8];
+	int fd, r;
+
+	c->learned_lock_fd = -1;
+	if (!path[0])
+		return 0;
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		vmm_log(VMM_LOG_WARN,
+			"policy state %s: cannot open %s: %s (its saves will fail too)",
+			path, lock, strerror(-r));
+		return 0;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		vmm_log(VMM_LOG_ERR,
+			"policy state %s: %s (%s is locked: give each kvmmd a file of its own)",
+			path,
+			r == -EBUSY ? "another kvmmd keeps its state there" :
+				      strerror(-r),
+			lock);
+		return r;
+	}
+	c->learned_lock_fd = fd;
+	return 0;
+}
+
 void kc_learned_fini(struct kd_cache *c)
 {
 	kd_timer_cancel(&c->d->loop, &c->learned_timer);
-	kc_learned_save(c, "stop");
+	if (c->pol)
+		kc_learned_save(c, "stop");
+	if (c->learned_lock_fd >= 0)
+		close(c->learned_lock_fd);
+	c->learned_lock_fd = -1;
 }
 
 void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st)

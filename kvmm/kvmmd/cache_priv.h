@@ -190,6 +190,7 @@ struct kd_cache {
 	/* cache_learned.c, for ADMIN_STATUS: the policy learns nothing;
 	 * lives of the state loaded; saves; when the last good one ended */
 	bool learned_unused;
+	int learned_lock_fd; /* flock on --policy-state's FILE.lock, or -1 */
 	uint64_t learned_lives;
 	uint64_t learned_saves, learned_save_errors;
 	uint64_t learned_saved_ns;
@@ -311,6 +312,8 @@ void kc_park_fini(struct kd_cache *c);
 
 /* cache_learned.c: --policy-state (load right after the policy is made,
  * fini before it is destroyed: cancels the periodic save, saves) */
+/* kc_learned_lock: at init; -EBUSY when another kvmmd holds FILE.lock */
+int kc_learned_lock(struct kd_cache *c);
 void kc_learned_load(struct kd_cache *c);
 int kc_learned_save(struct kd_cache *c, const char *why);
 void kc_learned_fini(struct kd_cache *c);
