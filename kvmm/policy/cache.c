@@ -204,26 +204,58 @@ size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len)
 	return sizeof(h) + n;
 }
 
+/* The header of saved bytes, checked: 0, -EINVAL, -ESTALE (version). */
+static int learned_header(const void *buf, size_t len,
+			  struct pol_learned_hdr *h)
+{
+	if (!buf || len < sizeof(*h))
+		return -EINVAL;
+	memcpy(h, buf, sizeof(*h));
+	if (memcmp(h->magic, learned_magic, sizeof(h->magic)) ||
+	    h->payload_bytes != len - sizeof(*h) ||
+	    h->checksum !=
+		    fnv1a64((const char *)buf + sizeof(*h), len - sizeof(*h)))
+		return -EINVAL;
+	return h->version != 1 ? -ESTALE : 0;
+}
+
 int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
 			   uint64_t *lives)
 {
 	struct pol_learned_hdr h;
+	int e;
 
 	if (!c->ops->learned_load)
 		return -EOPNOTSUPP;
-	if (!buf || len < sizeof(h))
-		return -EINVAL;
-	memcpy(&h, buf, sizeof(h));
-	if (memcmp(h.magic, learned_magic, sizeof(h.magic)) ||
-	    h.payload_bytes != len - sizeof(h) ||
-	    h.checksum !=
-		    fnv1a64((const char *)buf + sizeof(h), len - sizeof(h)))
-		return -EINVAL;
-	if (h.version != 1 || h.kind != (uint32_t)c->kind)
+	e = learned_header(buf, len, &h);
+	if (e)
+		return e;
+	if (h.kind != (uint32_t)c->kind)
 		return -ESTALE;
 	return c->ops->learned_load(c->priv[POL_TIER_GPU],
 				    (const char *)buf + sizeof(h),
 				    len - sizeof(h), lives);
+}
+
+int pol_learned_describe(const void *buf, size_t len,
+			 struct pol_learned_summary *out)
+{
+	const struct pol_ops *ops;
+	struct pol_learned_hdr h;
+	int e = learned_header(buf, len, &h);
+
+	if (e)
+		return e;
+	memset(out, 0, sizeof(*out));
+	out->kind = (enum pol_kind)h.kind;
+	out->version = h.version;
+	out->bytes = len;
+	ops = h.kind < POL_KIND_COUNT ? pol_ops_get((enum pol_kind)h.kind) :
+					NULL;
+	if (!ops || !ops->learned_describe)
+		return -ESTALE;
+	return ops->learned_describe((const char *)buf + sizeof(h),
+				     len - sizeof(h), out);
 }
 
 void *pol_cache_gpu_policy(struct pol_cache *c)

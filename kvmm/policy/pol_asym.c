@@ -912,4 +912,5 @@ const struct pol_ops pol_asym_ops = {
 	.victim = asym_victim,
 	.learned_save = asym_learned_save,
 	.learned_load = asym_learned_load,
+	.learned_describe = asym_stats_describe,
 };

@@ -323,6 +323,9 @@ size_t asym_stats_save(struct asym_stats *st, uint64_t now, void *buf,
 		       size_t len);
 int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
 		    uint64_t *lives);
+/* pol_learned_describe() of asym's bytes */
+int asym_stats_describe(const void *buf, size_t len,
+			struct pol_learned_summary *out);
 
 /* pol_asym_win.c */
 void asym_win_init(struct asym_win *w);

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kvmm/policy/pol_asym_priv.h"
@@ -352,14 +353,12 @@ size_t asym_stats_save(struct asym_stats *st, uint64_t now, void *buf,
 	return STATE_BYTES;
 }
 
-int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
-		    uint64_t *lives)
+/* The counts of a saved state into m[0] (ret) and m[1] (reach). */
+static int state_parse(const void *buf, size_t len,
+		       double (*m)[NCLASS][AGE_BUCKETS], uint64_t *decay_in)
 {
-	double(*m)[NCLASS][AGE_BUCKETS];
 	const unsigned char *p = buf;
 	uint32_t dims[2];
-	uint64_t decay_in;
-	double n = 0;
 
 	if (len < sizeof(dims))
 		return -EINVAL;
@@ -369,14 +368,11 @@ int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
 	if (len != STATE_BYTES)
 		return -EINVAL;
 	p += sizeof(dims);
-	memcpy(&decay_in, p, sizeof(decay_in));
-	p += sizeof(decay_in);
-	decay_in = le64toh(decay_in);
-	if (!decay_in)
+	memcpy(decay_in, p, sizeof(*decay_in));
+	p += sizeof(*decay_in);
+	*decay_in = le64toh(*decay_in);
+	if (!*decay_in)
 		return -EINVAL;
-	m = malloc(2 * sizeof(*m));
-	if (!m)
-		return -ENOMEM;
 	for (unsigned i = 0; i < 2; i++) {
 		for (unsigned k = 0; k < NCLASS; k++) {
 			for (unsigned x = 0; x < AGE_BUCKETS; x++) {
@@ -388,13 +384,29 @@ int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
 				u = le64toh(u);
 				memcpy(&v, &u, sizeof(v));
 				/* counts: finite, not negative */
-				if (!(v >= 0 && v <= 1e300)) {
-					free(m);
+				if (!(v >= 0 && v <= 1e300))
 					return -EINVAL;
-				}
 				m[i][k][x] = v;
 			}
 		}
+	}
+	return 0;
+}
+
+int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
+		    uint64_t *lives)
+{
+	double(*m)[NCLASS][AGE_BUCKETS] = malloc(2 * sizeof(*m));
+	uint64_t decay_in;
+	double n = 0;
+	int e;
+
+	if (!m)
+		return -ENOMEM;
+	e = state_parse(buf, len, m, &decay_in);
+	if (e) {
+		free(m);
+		return e;
 	}
 	memcpy(st->ret, m[0], sizeof(st->ret));
 	memcpy(st->reach, m[1], sizeof(st->reach));
@@ -407,6 +419,51 @@ int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
 		n += st->reach[k][0];
 	if (lives)
 		*lives = (uint64_t)n;
+	return 0;
+}
+
+/* The age (block uses) by which a share q of ret[0..) had come back. */
+static uint64_t return_age(const double *ret, double total, double q)
+{
+	double sum = 0;
+
+	for (unsigned x = 0; x < AGE_BUCKETS; x++) {
+		sum += ret[x];
+		if (sum >= q * total)
+			return bucket_start(x);
+	}
+	return 0;
+}
+
+int asym_stats_describe(const void *buf, size_t len,
+			struct pol_learned_summary *out)
+{
+	double(*m)[NCLASS][AGE_BUCKETS] = malloc(2 * sizeof(*m));
+	int e;
+
+	if (!m)
+		return -ENOMEM;
+	e = state_parse(buf, len, m, &out->decay_in);
+	if (e) {
+		free(m);
+		return e;
+	}
+	out->nclass = NCLASS;
+	for (unsigned k = 0; k < NCLASS; k++) {
+		struct pol_learned_class *c = &out->cls[k];
+		unsigned t = k % TURNS + 1;
+		double r = 0;
+
+		snprintf(c->name, sizeof(c->name), "class %u%s%s", t,
+			 t == TURNS ? "+" : "", k >= TURNS ? ", few new" : "");
+		for (unsigned x = 0; x < AGE_BUCKETS; x++)
+			r += m[0][k][x];
+		c->lives = m[1][k][0];
+		c->returns = r;
+		c->median_age = r > 0 ? return_age(m[0][k], r, 0.5) : 0;
+		c->p90_age = r > 0 ? return_age(m[0][k], r, 0.9) : 0;
+	}
+	free(m);
 	return 0;
 }
 

@@ -49,6 +49,28 @@ const char *pol_kind_string(enum pol_kind kind);
 /* 0 and *kind, or -EINVAL for an unknown name. */
 int pol_kind_parse(const char *name, enum pol_kind *kind);
 
+/* What a saved state says, per class (kvmmctl policy-state FILE). */
+#define POL_LEARNED_MAX_CLASSES 32
+struct pol_learned_class {
+	/* asym: "class 3", "class 8+, few new": turn + uses - 1, capped at
+	 * 8, and whether the request brought few new blocks (policy.md) */
+	char name[32];
+	double lives; /* block lives counted (halved with the counts) */
+	double returns; /* of them, came back within the history */
+	/* block uses after which half and 90 % of those returns had come
+	 * back (the start of their age bucket; 0: none came back) */
+	uint64_t median_age, p90_age;
+};
+
+struct pol_learned_summary {
+	enum pol_kind kind;
+	uint32_t version;
+	size_t bytes;
+	uint64_t decay_in; /* block uses to the next halving of the counts */
+	unsigned int nclass;
+	struct pol_learned_class cls[POL_LEARNED_MAX_CLASSES];
+};
+
 /*
  * One policy instance per tier.  Callbacks get the instance's private
  * state and the block; the tier is fixed at create time, and a policy uses
@@ -93,6 +115,9 @@ struct pol_ops {
 	size_t (*learned_save)(void *priv, void *buf, size_t len);
 	int (*learned_load)(void *priv, const void *buf, size_t len,
 			    uint64_t *lives);
+	/* Summarize bytes learned_save wrote (no instance needed). */
+	int (*learned_describe)(const void *buf, size_t len,
+				struct pol_learned_summary *out);
 };
 
 const struct pol_ops *pol_ops_get(enum pol_kind kind);
@@ -168,6 +193,10 @@ void pol_cache_destroy(struct pol_cache *c);
 size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len);
 int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
 			   uint64_t *lives);
+
+/* 0, or -EINVAL / -ESTALE as pol_cache_learned_load() would say. */
+int pol_learned_describe(const void *buf, size_t len,
+			 struct pol_learned_summary *out);
 
 void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn, void *arg);
 void pol_cache_set_clock(struct pol_cache *c, uint64_t now);

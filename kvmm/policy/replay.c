@@ -520,6 +520,14 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	e = pol_cache_create(&co, &c);
 	if (e)
 		return e;
+	if (o->learned_in) {
+		e = pol_cache_learned_load(c, o->learned_in, o->learned_in_len,
+					   NULL);
+		if (e) {
+			pol_cache_destroy(c);
+			return e;
+		}
+	}
 	e = -ENOMEM;
 	next = malloc((t->nhashes + 1) * sizeof(*next));
 	nextout = malloc((t->nout_hashes + 1) * sizeof(*nextout));
@@ -685,6 +693,19 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	res->drops += st.drops;
 	res->ttl_demotions += st.ttl_demotions;
 	res->restart_forget = o->restart_forget;
+	if (o->learned_out) {
+		size_t len = pol_cache_learned_save(c, NULL, 0);
+
+		*o->learned_out = len ? malloc(len) : NULL;
+		*o->learned_out_len = 0;
+		if (len && !*o->learned_out) {
+			e = -ENOMEM;
+			goto out_seen;
+		}
+		if (len)
+			*o->learned_out_len =
+				pol_cache_learned_save(c, *o->learned_out, len);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) +
 		      (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;

@@ -95,6 +95,16 @@ struct pol_replay_opts {
 	 */
 	uint64_t restart_every;
 	bool restart_forget;
+	/*
+	 * kvmm-replay --policy-state: a saved state (pol_cache_learned_save()
+	 * bytes) loaded before the first request (NULL: none), and where to
+	 * put the state at the end (NULL: nowhere; *learned_out is malloc'd,
+	 * NULL with length 0 when the policy learns nothing).
+	 */
+	const void *learned_in;
+	size_t learned_in_len;
+	void **learned_out;
+	size_t *learned_out_len;
 };
 
 struct pol_replay_result {

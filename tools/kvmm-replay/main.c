@@ -12,6 +12,7 @@
  *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
  *               [--model-daemon] [--per-request FILE] [--msa]
  *               [--restart-every N [--restart-forget]]
+ *               [--policy-state FILE]
  *               [--progress] [--json]
  *
  * --daemon SOCKET replays through a running kvmmd (daemon_driver.c)
@@ -26,6 +27,9 @@
  * --model-daemon --msa models those opens.  --restart-every N empties
  * the cache every N requests, as a kvmmd restart does, keeping what the
  * policy learned (kvmmd --policy-state) unless --restart-forget.
+ * --policy-state FILE loads what the policy learned from FILE before the
+ * first request (if FILE exists) and saves it there at the end, as kvmmd
+ * does: a state learned from a trace seeds a kvmmd, or another replay.
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -54,6 +58,7 @@ static void usage(FILE *f)
 		"                   [--max-requests N] [--model-daemon]\n"
 		"                   [--per-request FILE] [--msa]\n"
 		"                   [--restart-every N [--restart-forget]]\n"
+		"                   [--policy-state FILE]\n"
 		"                   [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n"
 		"--msa: Multi-Segment Attention: every block of a request in a\n"
@@ -71,7 +76,9 @@ static void usage(FILE *f)
 		"first (an error) and the second (a warning).\n"
 		"--restart-every N: before every N-th request the cache restarts\n"
 		"empty, as kvmmd without an NVMe tier to recover; the policy keeps\n"
-		"what it learned (kvmmd --policy-state) unless --restart-forget.\n");
+		"what it learned (kvmmd --policy-state) unless --restart-forget.\n"
+		"--policy-state FILE: load what the policy learned from FILE\n"
+		"first (when it exists), save it there at the end, as kvmmd.\n");
 }
 
 static int die_usage(const char *fmt, const char *arg)
@@ -119,6 +126,58 @@ static void request_hits(void *arg, size_t r, const uint64_t *hits)
 		(unsigned long long)hits[POL_TIER_NVME]);
 }
 
+/* --policy-state: the whole file (at most 1 MiB), or -errno. */
+static int read_state(const char *path, void **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rbe");
+	char *b;
+	size_t n;
+
+	if (!f)
+		return -errno;
+	b = malloc((1u << 20) + 1);
+	if (!b) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	n = fread(b, 1, (1u << 20) + 1, f);
+	if (ferror(f) || n > (1u << 20)) {
+		fclose(f);
+		free(b);
+		return -EFBIG;
+	}
+	fclose(f);
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+/* ... written through PATH.tmp and a rename, as kvmmd does. */
+static int write_state(const char *path, const void *buf, size_t len)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "wbe");
+	if (!f)
+		return -errno;
+	if (fwrite(buf, 1, len, f) != len || fflush(f) || fsync(fileno(f))) {
+		int e = -errno;
+
+		fclose(f);
+		unlink(tmp);
+		return e ? e : -EIO;
+	}
+	if (fclose(f) || rename(tmp, path)) {
+		int e = -errno;
+
+		unlink(tmp);
+		return e;
+	}
+	return 0;
+}
+
 static void print_row(const struct pol_replay_result *r)
 {
 	char cap[32];
@@ -156,13 +215,16 @@ int main(int argc, char **argv)
 		{ "msa", no_argument, NULL, 'A' },
 		{ "restart-every", required_argument, NULL, 'E' },
 		{ "restart-forget", no_argument, NULL, 'F' },
+		{ "policy-state", required_argument, NULL, 'L' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct pol_replay_opts o = { .size = sizeof(o), .prefix_rule = -1 };
 	const char *trace = NULL, *policy = NULL, *profile = NULL,
-		   *daemon = NULL, *per_request = NULL;
+		   *daemon = NULL, *per_request = NULL, *state = NULL;
+	void *state_in = NULL, *state_out = NULL;
+	size_t state_out_len = 0;
 	FILE *per_request_f = NULL;
 	uint64_t sweep[MAX_SWEEP], max_requests = 0;
 	size_t nsweep = 0;
@@ -286,6 +348,9 @@ int main(int argc, char **argv)
 		case 'F':
 			o.restart_forget = true;
 			break;
+		case 'L':
+			state = optarg;
+			break;
 		case 'q':
 			want_progress = true;
 			break;
@@ -326,6 +391,21 @@ int main(int argc, char **argv)
 		return die_usage("%s", "--restart-every replays in process an "
 				       "online policy (not --daemon, not "
 				       "belady)");
+	if (state && (daemon || nsweep > 1))
+		return die_usage("%s", "--policy-state replays one capacity in "
+				       "process (kvmmd keeps its own)");
+	if (state) {
+		int r = read_state(state, &state_in, &o.learned_in_len);
+
+		if (r && r != -ENOENT) {
+			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
+				state, strerror(-r));
+			return 1;
+		}
+		o.learned_in = state_in;
+		o.learned_out = &state_out;
+		o.learned_out_len = &state_out_len;
+	}
 	if (per_request && nsweep > 1)
 		return die_usage("%s", "--per-request takes one capacity, "
 				       "not a --sweep");
@@ -379,8 +459,11 @@ int main(int argc, char **argv)
 		e = daemon ? kr_daemon_run(daemon, &t, &o, &r) :
 			     pol_replay_run(&t, &o, &r);
 		if (e) {
-			fprintf(stderr, "kvmm-replay: replay failed: %s\n",
-				strerror(-e));
+			fprintf(stderr, "kvmm-replay: replay failed: %s%s\n",
+				strerror(-e),
+				state && (e == -EINVAL || e == -ESTALE) ?
+					" (--policy-state: damaged, or of another policy or version)" :
+					"");
 			if (per_request_f)
 				fclose(per_request_f);
 			pol_trace_free(&t);
@@ -395,6 +478,16 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	pol_trace_free(&t);
+	free(state_in);
+	if (state && state_out) {
+		e = write_state(state, state_out, state_out_len);
+		free(state_out);
+		if (e) {
+			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
+				state, strerror(-e));
+			return 1;
+		}
+	}
 	if (per_request_f && fclose(per_request_f)) {
 		fprintf(stderr, "kvmm-replay: --per-request %s: %s\n",
 			per_request, strerror(errno));

@@ -50,6 +50,7 @@ int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_calibrate(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_policy_state(int argc, char **argv, struct kvmmctl_ctx *ctx);
 
 /*
  * calibrate_report.c: after `kvmmctl calibrate` wrote the profile at path,

@@ -37,6 +37,9 @@ static const struct command commands[] = {
 	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
 	{ "trace", cmd_trace,
 	  "live telemetry: tier hit rates, top blocks, latencies" },
+	{ "policy-state", cmd_policy_state,
+	  "FILE: what a --policy-state file says the policy learned\n"
+	  "             (no daemon needed)" },
 	{ "calibrate", cmd_calibrate,
 	  "[kvmm-calibrate options]: measure a cost-model profile on this\n"
 	  "             GPU; with --socket, compare it with kvmmd's model",
