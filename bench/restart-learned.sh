@@ -40,4 +40,27 @@ for cap in "--gpu-blocks 1000" "--gpu-blocks 5000" "--gpu-blocks 20000" \
 	done
 done
 echo "(hits, overhead: asym kept / asym forgot, this run)"
+
+# A state learned from another workload (kvmm-agentgen's agent trace,
+# seed 7) seeding the conversation trace, and the conversation's seeding
+# the agent trace: hit blocks against starting fresh.
+A=$(mktemp /tmp/kvmm-restart-learned.XXXXXX)
+S=$(mktemp /tmp/kvmm-restart-learned-state.XXXXXX)
+trap 'rm -f "$A" "$S" "$A.conv" "$A.ag7"' EXIT
+"$B/kvmm-agentgen" --seed 7 --duration 1200 >"$A" 2>/dev/null
+rm -f "$A.conv" "$A.ag7"
+"$B/kvmm-replay" --trace "$T" --policy asym --gpu-blocks 1000 --policy-state "$A.conv" --json >/dev/null
+"$B/kvmm-replay" --trace "$A" --policy asym --gpu-blocks 1000 --policy-state "$A.ag7" --json >/dev/null
+printf "%-34s %6s %10s %10s %8s\n" "trace, seeded with" blocks fresh seeded ratio
+for pair in "$T:ag7" "$A:conv"; do
+	tr=${pair%:*} from=${pair##*:}
+	for cap in 500 1000 5000; do
+		read -r f _ < <(one --policy asym --gpu-blocks "$cap" --trace "$tr")
+		cp "$A.$from" "$S"
+		read -r s _ < <(one --policy asym --gpu-blocks "$cap" --trace "$tr" --policy-state "$S")
+		name=$([ "$tr" = "$T" ] && echo conversation || echo agentgen-7)
+		printf "%-34s %6s %10s %10s %8.3f\n" "$name, $from's state" "$cap" "$f" "$s" "$(echo "$s / $f" | bc -l)"
+		rows="$rows${rows:+,}{\"trace\":\"$name\",\"seeded_with\":\"$from\",\"gpu_blocks\":$cap,\"fresh\":$f,\"seeded\":$s}"
+	done
+done
 echo "{\"bench\":\"restart-learned\",\"rows\":[$rows]}"

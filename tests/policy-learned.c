@@ -9,7 +9,10 @@
  *     its first requests than a new cache that has to learn again, and
  *     exactly as many as a second cache loaded with the same bytes;
  *   - save, load, save gives the same bytes, and the lives it reports
- *     are those of the first cache;
+ *     are those of the first cache; pol_learned_describe() reads the
+ *     same lives back, per class;
+ *   - a state of more lives than half a history (65,536 block uses) is
+ *     loaded as a prior of that weight: saved again, it has 65,536;
  *   - bytes that are damaged, cut short or not a state are -EINVAL; a
  *     state of another policy or version is -ESTALE; lru, lfu and arc
  *     learn nothing (save 0 bytes, load -EOPNOTSUPP).
@@ -101,8 +104,11 @@ static void *save(struct pol_cache *c, size_t *len)
 
 int main(void)
 {
-	struct pol_cache *old = mk(POL_ASYM, 100), *a, *b, *fresh, *lru;
-	size_t len, len2, hits_a, hits_b, hits_fresh;
+	struct pol_cache *old = mk(POL_ASYM, 100), *a, *b, *fresh, *lru, *big;
+	size_t len, len2, biglen, hits_a, hits_b, hits_fresh;
+	static struct pol_learned_summary sum;
+	unsigned char *bigbuf;
+	double all = 0, back = 0;
 	uint64_t lives = 0, lives2 = 0;
 	unsigned char *buf, *buf2, *bad;
 
@@ -129,6 +135,18 @@ int main(void)
 	t_assert_eq(len2, len);
 	t_assert(!memcmp(buf, buf2, len));
 	free(buf2);
+	/* what it says, per class */
+	t_ok(pol_learned_describe(buf, len, &sum));
+	t_assert_eq(sum.kind, POL_ASYM);
+	t_assert_eq(sum.nclass, 16);
+	t_assert(!strcmp(sum.cls[0].name, "class 1"));
+	t_assert(!strcmp(sum.cls[15].name, "class 8+, few new"));
+	for (unsigned k = 0; k < sum.nclass; k++) {
+		all += sum.cls[k].lives;
+		back += sum.cls[k].returns;
+	}
+	t_assert_eq((uint64_t)all, lives);
+	t_assert_eq((uint64_t)back, 1484 * 3); /* the comebacks */
 
 	/* the first 200 requests after the restart, on new chains */
 	hits_a = workload(a, 1u << 30, 200);
@@ -169,6 +187,31 @@ int main(void)
 			    -EOPNOTSUPP);
 		pol_cache_destroy(lru);
 	}
+
+	/* a long past weighs half a history (65,536 uses) when loaded */
+	big = mk(POL_ASYM, 100);
+	workload(big, 1u << 29, 10000);
+	bigbuf = save(big, &biglen);
+	pol_cache_destroy(big);
+	t_ok(pol_learned_describe(bigbuf, biglen, &sum));
+	all = 0;
+	for (unsigned k = 0; k < sum.nclass; k++)
+		all += sum.cls[k].lives;
+	t_assert_eq((uint64_t)all, 5000 * 3 + 5000 * 12 + 4984 * 3);
+	big = mk(POL_ASYM, 100);
+	t_ok(pol_cache_learned_load(big, bigbuf, biglen, &lives2));
+	t_assert_eq(lives2, 5000 * 3 + 5000 * 12 + 4984 * 3); /* as saved */
+	buf2 = save(big, &len2);
+	pol_cache_destroy(big);
+	t_ok(pol_learned_describe(buf2, len2, &sum));
+	all = 0;
+	for (unsigned k = 0; k < sum.nclass; k++)
+		all += sum.cls[k].lives;
+	printf("a state of 89952 lives loads as %.1f\n", all);
+	t_assert(all > 65535.5 && all < 65536.5);
+	free(buf2);
+	free(bigbuf);
+	lives2 = 0;
 
 	/* the loaded cache's state was not shared with the old one */
 	pol_cache_destroy(old);

@@ -52,8 +52,8 @@ static void print_text(const char *path, const struct pol_learned_summary *s)
 	printf("%s: %s, version %u, %zu bytes; the counts are halved in %llu block uses\n",
 	       path, pol_kind_string(s->kind), s->version, s->bytes,
 	       (unsigned long long)s->decay_in);
-	printf("%-18s %12s %12s %8s %12s %12s\n", "class", "lives",
-	       "came back", "share", "half by", "90% by");
+	printf("%-18s %12s %12s %8s %12s %12s\n", "class", "lives", "came back",
+	       "share", "half by", "90% by");
 	for (unsigned int k = 0; k < s->nclass; k++) {
 		const struct pol_learned_class *c = &s->cls[k];
 
@@ -85,8 +85,7 @@ static void print_json(const struct pol_learned_summary *s)
 		kvmmctl_json_str(c->name);
 		printf(",\"lives\":%.0f,\"came_back\":%.0f,"
 		       "\"median_age\":%llu,\"p90_age\":%llu}",
-		       c->lives, c->returns,
-		       (unsigned long long)c->median_age,
+		       c->lives, c->returns, (unsigned long long)c->median_age,
 		       (unsigned long long)c->p90_age);
 	}
 	printf("]}\n");
