@@ -8,13 +8,16 @@
 # both in this run (Documentation/tiers.md, "Saved at a stop").  The
 # parts are cut into files under /tmp.
 #   bench/restart-save.sh   (KVMM_RESTART_REQUESTS, default 3000;
-#                            KVMM_RESTART_NVME_BLOCKS, default 1200)
+#                            KVMM_RESTART_NVME_BLOCKS, default 1200;
+#                            KVMM_RESTART_POLICY_STATE=1: both kvmmds
+#                            also keep --policy-state across the restart)
 set -u
 cd "$(dirname "$0")/.."
 B=${KVMM_BUILD:-build}
 T=${KVMM_TRACE:-../shared/traces/mooncake/conversation_trace.jsonl}
 N=${KVMM_RESTART_REQUESTS:-3000}
 NV=${KVMM_RESTART_NVME_BLOCKS:-1200}
+PS=${KVMM_RESTART_POLICY_STATE:-0}
 [ -r "$T" ] || { echo "restart-save: trace $T absent"; exit 77; }
 D=$(mktemp -d /tmp/kvmm-restart.XXXXXX)
 nvme=/var/tmp/kvmm-restart-$$
@@ -32,6 +35,7 @@ start() { # save-ms
 		--cache-policy asym --cache-gpu-blocks 300 \
 		--host-mem $((610 * 8192)) --nvme-path "$nvme" \
 		--nvme-size $(((NV + 2) * 12288)) --nvme-save-on-stop "$1" \
+		$([ "$PS" = 1 ] && echo --policy-state "$D/policy.state") \
 		2>>"$D/kvmmd.log" &
 	PID=$!
 	for _ in $(seq 200); do [ -S "$D/s" ] && return 0; sleep 0.05; done
@@ -59,7 +63,7 @@ for part2 in next same; do
 	p2=$D/part2.jsonl
 	[ "$part2" = same ] && p2=$D/part1.jsonl
 	for save in 10000 0; do
-		rm -f "$nvme"
+		rm -f "$nvme" "$D/policy.state"
 		start "$save"
 		first=$(replay "$D/part1.jsonl")
 		stop
@@ -70,11 +74,12 @@ for part2 in next same; do
 	done
 done
 python3 - "${second[next.10000]}" "${second[next.0]}" "${second[same.10000]}" \
-	"${second[same.0]}" "$N" "$NV" <<'PY'
+	"${second[same.0]}" "$N" "$NV" "$PS" <<'PY'
 import json, sys
-nw, nwo, sw, swo, n, nv = (int(x) for x in sys.argv[1:])
+nw, nwo, sw, swo, n, nv = (int(x) for x in sys.argv[1:7])
 print(f"hit blocks after a restart, saved / not saved: next requests {nw / nwo:.3f}, same requests {sw / swo:.3f}")
 print(json.dumps({"bench": "restart-save", "requests": n, "nvme_blocks": nv,
+                  "policy_state": sys.argv[7] == "1",
                   "next_saved": nw, "next_not_saved": nwo,
                   "same_saved": sw, "same_not_saved": swo,
                   "ratio_next": round(nw / nwo, 4),
