@@ -78,22 +78,6 @@ static void expect_status(struct cc *adm, uint64_t pins, uint64_t blocks)
 	t_assert_eq(st.pinned_bytes, blocks * BLOCK_BYTES);
 }
 
-/* The output of a kvmmctl command (fails unless it exits 0). */
-static void kvmmctl(const char *sock, const char *args, char *out, size_t cap)
-{
-	char bin[256], cmd[512];
-	size_t n;
-	FILE *f;
-
-	td_build_path("kvmmctl", bin, sizeof(bin));
-	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
-	f = popen(cmd, "r");
-	t_assert(f != NULL);
-	n = fread(out, 1, cap - 1, f);
-	out[n] = '\0';
-	t_assert_eq(pclose(f), 0);
-}
-
 /* kvmmctl sessions --json has the pin fields json in the object that
  * holds jkey, and the text the columns text on the line holding tkey. */
 static void kvmmctl_shows(const char *sock, const char *jkey, const char *json,
@@ -102,7 +86,7 @@ static void kvmmctl_shows(const char *sock, const char *jkey, const char *json,
 	static char out[65536];
 	const char *o, *end;
 
-	kvmmctl(sock, "sessions --json", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(sock, "sessions --json", out, sizeof(out)), 0);
 	o = strstr(out, jkey);
 	t_assert(o != NULL);
 	end = strchr(o, '}');
@@ -110,7 +94,7 @@ static void kvmmctl_shows(const char *sock, const char *jkey, const char *json,
 	o = strstr(o, json);
 	if (!o || o > end)
 		t_fail("no '%s' by '%s' in: %s", json, jkey, out);
-	kvmmctl(sock, "sessions", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(sock, "sessions", out, sizeof(out)), 0);
 	o = strstr(out, tkey);
 	t_assert(o != NULL);
 	end = strchr(o, '\n');
@@ -223,10 +207,10 @@ int main(void)
 	kvmmctl_shows(d.sock, out,
 		      "\"pins\":3,\"pin_quota\":3,\"pinned_bytes\":786432,",
 		      " pinner ", " 3/3       786432 ");
-	kvmmctl(d.sock, "status --json", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
 	if (!strstr(out, "\"pins\":4,\"pinned_bytes\":786432"))
 		t_fail("status --json: %s", out);
-	kvmmctl(d.sock, "status", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
 	if (!strstr(out, "pins         4 records, 786432 bytes"))
 		t_fail("status: %s", out);
 

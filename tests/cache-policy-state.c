@@ -57,22 +57,6 @@ static void work(const char *sock)
 		cc_read_content(sock, &contents, k, NB, 0);
 }
 
-/* The output of kvmmctl --socket sock ARGS (it must exit 0). */
-static void kvmmctl(const char *sock, const char *args, char *out, size_t cap)
-{
-	char bin[256], cmd[512];
-	size_t n;
-	FILE *f;
-
-	td_build_path("kvmmctl", bin, sizeof(bin));
-	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
-	f = popen(cmd, "r");
-	t_assert(f != NULL);
-	n = fread(out, 1, cap - 1, f);
-	out[n] = '\0';
-	t_assert_eq(pclose(f), 0);
-}
-
 /* A second kvmmd with --policy-state path: its exit status, its stderr
  * into out. */
 static int second_kvmmd(const char *dir, const char *path, char *out,
@@ -150,17 +134,17 @@ int main(void)
 	t_assert(st.policy_state_saves >= 1);
 	t_assert_eq(st.policy_state_save_errors, 0);
 	t_assert(st.policy_state_save_age_ms < 10000);
-	kvmmctl(d.sock, "status", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
 	t_assert(strstr(out,
 			"policy state on: loaded 32 block lives at start; ") !=
 		 NULL);
 	t_assert(strstr(out, " failed), the last ") != NULL);
-	kvmmctl(d.sock, "status --json", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
 	t_assert(
 		strstr(out,
 		       "\"policy_state\":{\"mode\":\"on\",\"loaded_lives\":32,") !=
 		NULL);
-	kvmmctl(d.sock, "metrics", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "metrics", out, sizeof(out)), 0);
 	t_assert(strstr(out, "\nkvmm_policy_state_loaded_lives 32\n") != NULL);
 	t_assert(
 		strstr(out,
@@ -220,7 +204,7 @@ int main(void)
 	t_assert(st.policy_state_save_errors >= 1);
 	t_assert_eq(st.policy_state_saves, 0);
 	t_assert_eq(st.policy_state_save_age_ms, UINT64_MAX);
-	kvmmctl(d.sock, "status", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
 	t_assert(strstr(out, " failed), none yet\n") != NULL);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(t_count(log, "saving (stop): No such file or directory"),

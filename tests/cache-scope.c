@@ -146,22 +146,6 @@ static void start(struct td_daemon *d, const char *const *args)
 	t_ok(chmod(d->dir, 0711));
 }
 
-static void kvmmctl_status(const char *sock, const char *args, char *out,
-			   size_t cap)
-{
-	char bin[256], cmd[512];
-	size_t n;
-	FILE *f;
-
-	td_build_path("kvmmctl", bin, sizeof(bin));
-	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
-	f = popen(cmd, "r");
-	t_assert(f != NULL);
-	n = fread(out, 1, cap - 1, f);
-	out[n] = '\0';
-	t_assert_eq(pclose(f), 0);
-}
-
 static void shared_scope(void)
 {
 	const char *args[] = { "--socket-mode", "0666", NULL };
@@ -207,9 +191,9 @@ static void uid_scope(void)
 	pin_as(d.sock, UID_A, only_a, 0);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB + 1);
-	kvmmctl_status(d.sock, "status", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
 	t_assert(strstr(out, "cache scope uid") != NULL);
-	kvmmctl_status(d.sock, "status --json", out, sizeof(out));
+	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
 	t_assert(strstr(out, "\"cache_scope\":\"uid\"") != NULL);
 	cc_stop(&d);
 	printf("uid scope: uids %d and %d keep their own bytes under one hash\n",

@@ -22,12 +22,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache_priv.h"
@@ -35,93 +33,6 @@
 
 /* ten minutes: a crash loses at most that much learning */
 #define KC_LEARNED_SAVE_MS (10 * 60 * 1000u)
-/* far above any state (asym's is 32 KiB): a bigger file is not one */
-#define KC_LEARNED_MAX (1u << 20)
-
-/* Read all of path (at most KC_LEARNED_MAX bytes) into a new buffer. */
-static int read_file(const char *path, void **out, size_t *len)
-{
-	struct stat sb;
-	char *buf;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &sb)) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size > KC_LEARNED_MAX) {
-		r = -EFBIG;
-		goto out;
-	}
-	buf = malloc(sb.st_size ? (size_t)sb.st_size : 1);
-	if (!buf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	while (got < (size_t)sb.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			free(buf);
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	*out = buf;
-	*len = got;
-out:
-	close(fd);
-	return r;
-}
-
-/* Write buf to path through path.tmp: fsync, rename, fsync the dir. */
-static int write_file(const char *path, const void *buf, size_t len)
-{
-	char tmp[sizeof(((struct kd_config *)0)->policy_state) + 8];
-	char dir[sizeof(tmp)];
-	size_t done = 0;
-	int fd, r = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	while (done < len) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			break;
-		}
-		done += (size_t)n;
-	}
-	if (!r && fsync(fd))
-		r = -errno;
-	close(fd);
-	if (!r && rename(tmp, path))
-		r = -errno;
-	if (r) {
-		unlink(tmp);
-		return r;
-	}
-	/* the rename itself must reach the disk */
-	snprintf(dir, sizeof(dir), "%s", path);
-	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-	return 0;
-}
-
 int kc_learned_save(struct kd_cache *c, const char *why)
 {
 	const char *path = c->d->cfg.policy_state;
@@ -138,7 +49,7 @@ int kc_learned_save(struct kd_cache *c, const char *why)
 	if (!buf)
 		return -ENOMEM;
 	pol_cache_learned_save(c->pol, buf, len);
-	r = write_file(path, buf, len);
+	r = pol_learned_write_file(path, buf, len);
 	free(buf);
 	if (r) {
 		c->learned_save_errors++;
@@ -193,7 +104,7 @@ void kc_learned_load(struct kd_cache *c)
 			path, kind);
 		return;
 	}
-	r = read_file(path, &buf, &len);
+	r = pol_learned_read_file(path, &buf, &len);
 	if (!r)
 		r = pol_cache_learned_load(c->pol, buf, len, &lives);
 	free(buf);

@@ -333,10 +333,21 @@ static void label_value(FILE *f, const char *s)
 	}
 }
 
+/* A label value from a NUL-padded field of len bytes (a full one has no
+ * NUL: what the wire ABI's names are). */
+static void padded_value(FILE *f, const char *p, size_t len)
+{
+	char v[sizeof(((struct kvmm_status_reply *)0)->device) + 1];
+	size_t n = len < sizeof(v) - 1 ? len : sizeof(v) - 1;
+
+	memcpy(v, p, n);
+	v[n] = '\0';
+	label_value(f, v);
+}
+
 static void info(FILE *f, const struct kd_metrics_src *src)
 {
 	const struct kvmm_status_reply *st = src->st;
-	char device[sizeof(st->device) + 1];
 
 	family(f, "kvmm_up", KD_GAUGE,
 	       "1 when the daemon answered (kvmmctl metrics prints nothing and fails when it does not).");
@@ -348,39 +359,26 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 	fprintf(f, "\",abi=\"%u.%u\"} 1\n", src->abi_major, src->abi_minor);
 	family(f, "kvmm_backend_info", KD_GAUGE,
 	       "Always 1; the memory backend and its device as labels.");
-	memcpy(device, st->device, sizeof(st->device));
-	device[sizeof(st->device)] = '\0';
 	fprintf(f, "kvmm_backend_info{backend=\"%s\",device=\"",
 		vmm_backend_kind_string((enum vmm_backend_kind)st->backend));
-	label_value(f, device);
+	padded_value(f, st->device, sizeof(st->device));
 	fputs("\"} 1\n", f);
 	/* a daemon before ABI 1.5 does not say (the fields read "") */
 	if (st->cache_policy[0] && st->restore_mode[0]) {
-		char policy[sizeof(st->cache_policy) + 1];
-		char mode[sizeof(st->restore_mode) + 1];
-
-		memcpy(policy, st->cache_policy, sizeof(st->cache_policy));
-		policy[sizeof(st->cache_policy)] = '\0';
-		memcpy(mode, st->restore_mode, sizeof(st->restore_mode));
-		mode[sizeof(st->restore_mode)] = '\0';
 		family(f, "kvmm_cache_policy_info", KD_GAUGE,
 		       "Always 1; --cache-policy and --restore-mode as labels.");
 		fputs("kvmm_cache_policy_info{policy=\"", f);
-		label_value(f, policy);
+		padded_value(f, st->cache_policy, sizeof(st->cache_policy));
 		fputs("\",restore_mode=\"", f);
-		label_value(f, mode);
+		padded_value(f, st->restore_mode, sizeof(st->restore_mode));
 		fputs("\"} 1\n", f);
 	}
 	/* ABI 1.9 */
 	if (st->cache_scope[0]) {
-		char scope[sizeof(st->cache_scope) + 1];
-
-		memcpy(scope, st->cache_scope, sizeof(st->cache_scope));
-		scope[sizeof(st->cache_scope)] = '\0';
 		family(f, "kvmm_cache_scope_info", KD_GAUGE,
 		       "Always 1; --cache-scope as a label.");
 		fputs("kvmm_cache_scope_info{scope=\"", f);
-		label_value(f, scope);
+		padded_value(f, st->cache_scope, sizeof(st->cache_scope));
 		fputs("\"} 1\n", f);
 	}
 }

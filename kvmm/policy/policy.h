@@ -194,6 +194,16 @@ size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len);
 int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
 			   uint64_t *lives);
 
+/*
+ * A state's file: read whole (0, or -errno; -EFBIG: larger than
+ * POL_LEARNED_FILE_MAX, or not a regular file), or written through
+ * path.tmp, fsync, rename and an fsync of the directory (0 or -errno;
+ * -ENAMETOOLONG for a path of PATH_MAX bytes or more).
+ */
+#define POL_LEARNED_FILE_MAX (1u << 20) /* asym's state is 32 KiB */
+int pol_learned_read_file(const char *path, void **buf, size_t *len);
+int pol_learned_write_file(const char *path, const void *buf, size_t len);
+
 /* 0, or -EINVAL / -ESTALE as pol_cache_learned_load() would say. */
 int pol_learned_describe(const void *buf, size_t len,
 			 struct pol_learned_summary *out);

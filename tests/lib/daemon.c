@@ -206,3 +206,21 @@ int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 	}
 	return -ETIMEDOUT;
 }
+
+int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap)
+{
+	char bin[256], cmd[1024];
+	size_t n;
+	FILE *f;
+	int st;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

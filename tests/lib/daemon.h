@@ -45,6 +45,10 @@ int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
  * (st then holds the last status). */
 int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 		 struct kvmm_status_reply *st);
+/* Run kvmmctl --socket sock ARGS (split by the shell) and its stdout
+ * into out (at most cap - 1 bytes, NUL-terminated); its exit status, -1
+ * when it did not exit. */
+int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap);
 /* Path of a built program: $KVMM_BUILD/NAME (default build/NAME). */
 const char *td_build_path(const char *name, char *buf, size_t len);
 

@@ -126,58 +126,6 @@ static void request_hits(void *arg, size_t r, const uint64_t *hits)
 		(unsigned long long)hits[POL_TIER_NVME]);
 }
 
-/* --policy-state: the whole file (at most 1 MiB), or -errno. */
-static int read_state(const char *path, void **buf, size_t *len)
-{
-	FILE *f = fopen(path, "rbe");
-	char *b;
-	size_t n;
-
-	if (!f)
-		return -errno;
-	b = malloc((1u << 20) + 1);
-	if (!b) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	n = fread(b, 1, (1u << 20) + 1, f);
-	if (ferror(f) || n > (1u << 20)) {
-		fclose(f);
-		free(b);
-		return -EFBIG;
-	}
-	fclose(f);
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
-/* ... written through PATH.tmp and a rename, as kvmmd does. */
-static int write_state(const char *path, const void *buf, size_t len)
-{
-	char tmp[4096];
-	FILE *f;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "wbe");
-	if (!f)
-		return -errno;
-	if (fwrite(buf, 1, len, f) != len || fflush(f) || fsync(fileno(f))) {
-		int e = -errno;
-
-		fclose(f);
-		unlink(tmp);
-		return e ? e : -EIO;
-	}
-	if (fclose(f) || rename(tmp, path)) {
-		int e = -errno;
-
-		unlink(tmp);
-		return e;
-	}
-	return 0;
-}
-
 static void print_row(const struct pol_replay_result *r)
 {
 	char cap[32];
@@ -395,7 +343,8 @@ int main(int argc, char **argv)
 		return die_usage("%s", "--policy-state replays one capacity in "
 				       "process (kvmmd keeps its own)");
 	if (state) {
-		int r = read_state(state, &state_in, &o.learned_in_len);
+		int r = pol_learned_read_file(state, &state_in,
+					      &o.learned_in_len);
 
 		if (r && r != -ENOENT) {
 			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
@@ -480,7 +429,7 @@ int main(int argc, char **argv)
 	pol_trace_free(&t);
 	free(state_in);
 	if (state && state_out) {
-		e = write_state(state, state_out, state_out_len);
+		e = pol_learned_write_file(state, state_out, state_out_len);
 		free(state_out);
 		if (e) {
 			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",

@@ -16,35 +16,6 @@
 #include "kvmm/policy/policy.h"
 #include "tools/kvmmctl/kvmmctl.h"
 
-#define MAX_BYTES (1u << 20) /* kvmmd's limit on the file too */
-
-static int read_all(const char *path, void **buf, size_t *len)
-{
-	FILE *f = fopen(path, "rbe");
-	char *b;
-	size_t n;
-
-	if (!f)
-		return -errno;
-	b = malloc(MAX_BYTES + 1);
-	if (!b) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	n = fread(b, 1, MAX_BYTES + 1, f);
-	if (ferror(f) || n > MAX_BYTES) {
-		int e = ferror(f) ? -EIO : -EFBIG;
-
-		fclose(f);
-		free(b);
-		return e;
-	}
-	fclose(f);
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
 static void print_text(const char *path, const struct pol_learned_summary *s)
 {
 	double lives = 0, back = 0;
@@ -102,11 +73,12 @@ int cmd_policy_state(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		fprintf(stderr, "usage: kvmmctl [--json] policy-state FILE\n");
 		return 2;
 	}
-	e = read_all(argv[1], &buf, &len);
+	e = pol_learned_read_file(argv[1], &buf, &len);
 	if (e) {
 		fprintf(stderr, "kvmmctl: %s: %s\n", argv[1],
-			e == -EFBIG ? "too large for a policy state" :
-				      strerror(-e));
+			e == -EFBIG ?
+				"too large for a policy state, or not a file" :
+				strerror(-e));
 		return 1;
 	}
 	s = malloc(sizeof(*s));
