@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kvmm/policy/policy.h"
+#include "tests/lib/policy_workload.h"
 #include "tests/lib/test.h"
 
 static struct pol_cache *mk(enum pol_kind kind, uint64_t cap)
@@ -36,57 +37,9 @@ static struct pol_cache *mk(enum pol_kind kind, uint64_t cap)
 	return c;
 }
 
-/* One request: its prefix hits, then every block accessed in order. */
-static size_t req(struct pol_cache *c, uint64_t clk, const uint64_t *h,
-		  uint32_t n)
-{
-	unsigned few = pol_cache_few_new(c, h, n) ? POL_BLOCK_FEW_NEW : 0;
-	size_t k;
-
-	pol_cache_set_clock(c, clk);
-	k = pol_cache_prefix(c, h, n);
-	for (uint32_t i = 0; i < n; i++) {
-		struct pol_block_desc d = {
-			.hash = h[i],
-			.parent_hash = i ? h[i - 1] : 0,
-			.position = i,
-			.flags = (i ? POL_BLOCK_HAS_PARENT : 0) | few,
-			.next_use = UINT64_MAX,
-		};
-
-		t_ok(pol_cache_access(c, &d, NULL));
-	}
-	return k;
-}
-
-/*
- * nreq requests into c from hash `first` on: fresh 3-block chains that
- * come back once, 16 short requests later, and fresh 12-block chains
- * that never come back, interleaved.  Returns the hits of the comebacks.
- */
 static size_t workload(struct pol_cache *c, uint64_t first, int nreq)
 {
-	uint64_t next = first, shortc[16][3];
-	size_t hits = 0;
-
-	for (int r = 0; r < nreq; r++) {
-		uint64_t h[12];
-
-		if (r % 2 == 0) {
-			uint64_t *s = shortc[(r / 2) % 16];
-
-			if (r >= 32) /* the chain made 16 short ones ago */
-				hits += req(c, (uint64_t)r + 1, s, 3);
-			for (int i = 0; i < 3; i++)
-				s[i] = next++;
-			req(c, (uint64_t)r + 1, s, 3);
-		} else {
-			for (int i = 0; i < 12; i++)
-				h[i] = next++;
-			req(c, (uint64_t)r + 1, h, 12);
-		}
-	}
-	return hits;
+	return pw_short_long(c, first, nreq, true);
 }
 
 /* The saved state of c (malloc'd, *len its size). */

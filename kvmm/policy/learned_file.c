@@ -103,4 +103,3 @@ int pol_learned_write_file(const char *path, const void *buf, size_t len)
 	}
 	return 0;
 }
-
