@@ -62,8 +62,7 @@ static inline size_t pw_short_long(struct pol_cache *c, uint64_t first,
 			uint64_t *s = shortc[(r / 2) % 16];
 
 			if (r >= 32) /* the chain made 16 short ones ago */
-				hits += pw_request(c, ++clk, s, 3,
-						   tell);
+				hits += pw_request(c, ++clk, s, 3, tell);
 			for (int i = 0; i < 3; i++)
 				s[i] = next++;
 			pw_request(c, ++clk, s, 3, tell);
