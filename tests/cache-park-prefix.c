@@ -26,6 +26,9 @@
  *      the open is answered, and no victim beyond A's 3 is taken.  Before,
  *      the restore took one of them and A waited for one more victim's
  *      copy (3 DELAY).
+ * Both again with --cache-scope uid: a parked PREFIX_OPEN runs again with
+ * its hashes renamed once, as read (renamed a second time, it found none
+ * of its blocks).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -105,6 +108,8 @@ static void prefix_send_flags(struct cc *c, const uint64_t *hashes, uint32_t n,
  * full); A's 3-block extend parked, Y's and Z's copies done (2 blocks
  * free, earmarked for A), X's running.  Returns A's pid; t0 when A parked.
  */
+static const char *scope = "shared"; /* --cache-scope */
+
 static pid_t setup(struct td_daemon *d, int *fa, int *hold, uint64_t *t0)
 {
 	const char *args[] = { "--gpu-mem",
@@ -117,6 +122,8 @@ static pid_t setup(struct td_daemon *d, int *fa, int *hold, uint64_t *t0)
 			       "recompute",
 			       "--cache-policy",
 			       "lru",
+			       "--cache-scope",
+			       scope,
 			       NULL };
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
@@ -271,6 +278,9 @@ int main(void)
 {
 	recompute_in_line();
 	busy_restore_in_line();
-	printf("prefix opens take pages in line ok\n");
+	scope = "uid";
+	recompute_in_line();
+	busy_restore_in_line();
+	printf("prefix opens take pages in line ok (shared and uid scopes)\n");
 	return 0;
 }

@@ -16,7 +16,8 @@
  *   - --cache-policy lru learns nothing: the file is not used or changed;
  *   - a file that cannot be written is a WARN at the stop, which still
  *     ends cleanly, and counts as a failed save in the status;
- *   - a second kvmmd on the same FILE does not start (FILE.lock).
+ *   - a second kvmmd on the same FILE does not start (FILE.lock);
+ *   - a run that used no block leaves the file as it is.
  */
 #include <sys/stat.h>
 
@@ -117,6 +118,8 @@ int main(void)
 	setenv("KVMMD_TEST_POLICY_SAVE_MS", "100", 1);
 	cc_start(&d, args_for(a, "asym", state));
 	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
+	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
+	work(d.sock); /* a save needs a block used since the start */
 	for (int i = 0; i < 500; i++) {
 		td_read_log(&d, log, sizeof(log));
 		if (t_count(log, "(periodic, 32816 bytes)"))
@@ -152,7 +155,6 @@ int main(void)
 		NULL);
 	t_assert(strstr(out, "\nkvmm_policy_state_last_save_age_seconds ") !=
 		 NULL);
-	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
 	/* one file, one kvmmd */
 	t_assert_eq(second_kvmmd(dir, state, out, sizeof(out)), 1);
 	t_assert(strstr(out, ": another kvmmd keeps its state there (") !=
@@ -173,6 +175,12 @@ int main(void)
 	t_assert_eq(t_count(log, "(stop, 32816 bytes)"), 1);
 	cc_start(&d, args_for(a, "asym", state));
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	/* that run used no block: it leaves the file as it was (saved, a
+	 * loaded state would weigh less than it was learned with) */
+	t_assert_eq(t_count(log,
+			    ": no block used since the start: left as it is"),
+		    1);
+	t_assert_eq(t_count(log, "saved what"), 0);
 	t_assert_eq(
 		t_count(log,
 			": loaded what asym learned before (32 block lives)"),

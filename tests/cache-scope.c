@@ -218,7 +218,10 @@ static void gid_scope(void)
 	publish_as(d.sock, UID_B, hashes, NB, TAG_B, NB);
 	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 0);
 	open_as(d.sock, UID_B, hashes, NB, NB, TAG_B, 0);
+	/* a hash only B's group published: C's group cannot pin it */
+	publish_as(d.sock, UID_B, &only_a, 1, TAG_B, 1);
 	pin_as(d.sock, UID_C, only_a, -ENOENT);
+	pin_as(d.sock, UID_B, only_a, 0);
 	cc_stop(&d);
 	printf("gid scope: uids %d and %d of one group share, %d does not\n",
 	       UID_A, UID_C, UID_B);

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache_priv.h"
@@ -45,6 +44,17 @@ int kc_learned_save(struct kd_cache *c, const char *why)
 	len = pol_cache_learned_save(c->pol, NULL, 0);
 	if (!len)
 		return 0; /* learns nothing: said at load */
+	/*
+	 * Nothing used since the start: the file says all this run knows,
+	 * and more (a loaded state weighs less than it was saved with).
+	 */
+	if (!pol_cache_ticks(c->pol)) {
+		if (!strcmp(why, "stop"))
+			vmm_log(VMM_LOG_INFO,
+				"policy state %s: no block used since the start: left as it is",
+				path);
+		return 0;
+	}
 	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
@@ -140,31 +150,23 @@ void kc_learned_load(struct kd_cache *c)
 int kc_learned_lock(struct kd_cache *c)
 {
 	const char *path = c->d->cfg.policy_state;
-	char lock[sizeof(c->d->cfg.policy_state) + 8];
-	int fd, r;
+	int fd;
 
 	c->learned_lock_fd = -1;
 	if (!path[0])
 		return 0;
-	snprintf(lock, sizeof(lock), "%s.lock", path);
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		r = -errno;
-		vmm_log(VMM_LOG_WARN,
-			"policy state %s: cannot open %s: %s (its saves will fail too)",
-			path, lock, strerror(-r));
-		return 0;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB)) {
-		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		close(fd);
+	fd = pol_learned_lock_file(path);
+	if (fd == -EBUSY) {
 		vmm_log(VMM_LOG_ERR,
-			"policy state %s: %s (%s is locked: give each kvmmd a file of its own)",
-			path,
-			r == -EBUSY ? "another kvmmd keeps its state there" :
-				      strerror(-r),
-			lock);
-		return r;
+			"policy state %s: another kvmmd keeps its state there (%s.lock is locked: give each kvmmd a file of its own)",
+			path, path);
+		return fd;
+	}
+	if (fd < 0) {
+		vmm_log(VMM_LOG_WARN,
+			"policy state %s: cannot lock %s.lock: %s (its saves will fail too)",
+			path, path, strerror(-fd));
+		return 0;
 	}
 	c->learned_lock_fd = fd;
 	return 0;

@@ -610,8 +610,6 @@ void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
 	else {
 		rq.p = (char *)buf + sizeof(h);
 		rq.len = len - sizeof(h);
-		/* before any handler (or its early checks) reads a hash */
-		kd_scope_request(s, h.cmd, (char *)buf + sizeof(h), rq.len);
 		ret = dispatch(&rq);
 	}
 	kw_close_fds(fds, nfds);

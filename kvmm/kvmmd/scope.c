@@ -172,6 +172,16 @@ void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
 	}
 }
 
+void kd_scope_message(const struct kd_session *s, void *msg, size_t len)
+{
+	struct kvmm_msg_hdr h;
+
+	if (s->d->scope.mode == KD_SCOPE_SHARED || len < sizeof(h))
+		return;
+	memcpy(&h, msg, sizeof(h));
+	kd_scope_request(s, h.cmd, (char *)msg + sizeof(h), len - sizeof(h));
+}
+
 bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 			 const struct kvmm_block_stats *stats)
 {
@@ -181,6 +191,10 @@ bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 	if (d->scope.mode == KD_SCOPE_SHARED ||
 	    stats->last_pid == (uint32_t)getpid())
 		return true;
+	/* unknown, or a peer in another pid namespace (SO_PEERCRED says
+	 * 0): nobody's to rename by */
+	if (!stats->last_pid)
+		return false;
 	for (s = d->sessions; s; s = s->next) {
 		if ((uint32_t)s->pid == stats->last_pid) {
 			*hash = kd_scope_hash(&d->scope,

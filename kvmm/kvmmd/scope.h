@@ -77,6 +77,10 @@ uint32_t kd_scope_id(const struct kd_scope *sc, const struct kd_session *s);
  */
 void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
 		      size_t len);
+/* The same for a whole message as read from s's socket (header, then
+ * payload), before kd_proto_socket(); once per message: a parked command
+ * run again is not renamed again. */
+void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
 
 struct kvmm_block_stats;
 /*
@@ -90,7 +94,7 @@ struct kvmm_block_stats;
  */
 bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 			 const struct kvmm_block_stats *stats);
-/* s ends: remember its peer for kd_scope_tel_rename() (uid scope only). */
+/* s ends: remember its peer for kd_scope_tel_rename() (uid or gid scope). */
 void kd_scope_session_end(const struct kd_session *s);
 
 #endif

@@ -385,6 +385,9 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			s->d->ctr.cmds_socket++;
 			s->cmds_socket++;
 			s->reply_send_ns = 0;
+			/* the cache's names for its hashes, once: a command
+			 * parked and run again (kd_session_rerun()) has them */
+			kd_scope_message(s, buf, (size_t)n);
 			kd_proto_socket(s, buf, n, fds, nfds);
 			dt = t0 ? kd_now_ns() - t0 : 0;
 			if (t0 && dt >= slow_cmd_ns())

@@ -9,6 +9,7 @@
  * Entry pointers are not kept across pol_index_get(), which may move the
  * entry array; ids are.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,8 +199,10 @@ size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len)
 		return n ? sizeof(h) + n : 0;
 	c->ops->learned_save(c->priv[POL_TIER_GPU], (char *)buf + sizeof(h), n);
 	memcpy(h.magic, learned_magic, sizeof(h.magic));
-	h.payload_bytes = n;
-	h.checksum = fnv1a64((char *)buf + sizeof(h), n);
+	h.version = htole32(h.version);
+	h.kind = htole32(h.kind);
+	h.payload_bytes = htole64(n);
+	h.checksum = htole64(fnv1a64((char *)buf + sizeof(h), n));
 	memcpy(buf, &h, sizeof(h));
 	return sizeof(h) + n;
 }
@@ -211,6 +214,10 @@ static int learned_header(const void *buf, size_t len,
 	if (!buf || len < sizeof(*h))
 		return -EINVAL;
 	memcpy(h, buf, sizeof(*h));
+	h->version = le32toh(h->version);
+	h->kind = le32toh(h->kind);
+	h->payload_bytes = le64toh(h->payload_bytes);
+	h->checksum = le64toh(h->checksum);
 	if (memcmp(h->magic, learned_magic, sizeof(h->magic)) ||
 	    h->payload_bytes != len - sizeof(*h) ||
 	    h->checksum !=

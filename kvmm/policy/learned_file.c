@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,7 +72,9 @@ int pol_learned_write_file(const char *path, const void *buf, size_t len)
 	if (strlen(path) >= PATH_MAX)
 		return -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* not through a link someone put there */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
 	if (fd < 0)
 		return -errno;
 	while (done < len) {
@@ -102,4 +105,23 @@ int pol_learned_write_file(const char *path, const void *buf, size_t len)
 		close(fd);
 	}
 	return 0;
+}
+
+int pol_learned_lock_file(const char *path)
+{
+	char lock[PATH_MAX + 8];
+	int fd, r;
+
+	if (strlen(path) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
 }

@@ -433,8 +433,8 @@ int asym_stats_load(struct asym_stats *st, const void *buf, size_t len,
 	/* the same pace (a shorter period, another capacity: at most one) */
 	st->next_decay = decay_in < st->period ? decay_in : st->period;
 	rebuild(st);
-	if (lives)
-		*lives = (uint64_t)n; /* as saved, before the cap */
+	if (lives) /* as saved, before the cap */
+		*lives = n < 1.8e19 ? (uint64_t)n : UINT64_MAX;
 	return 0;
 }
 

@@ -203,6 +203,12 @@ int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
 #define POL_LEARNED_FILE_MAX (1u << 20) /* asym's state is 32 KiB */
 int pol_learned_read_file(const char *path, void **buf, size_t *len);
 int pol_learned_write_file(const char *path, const void *buf, size_t len);
+/*
+ * Hold path.lock (an flock) while using the state at path, so that two
+ * programs do not overwrite each other's (and share path.tmp): the fd
+ * to close when done, or -EBUSY (another holds it) or -errno.
+ */
+int pol_learned_lock_file(const char *path);
 
 /* 0, or -EINVAL / -ESTALE as pol_cache_learned_load() would say. */
 int pol_learned_describe(const void *buf, size_t len,

@@ -172,6 +172,7 @@ int main(int argc, char **argv)
 	const char *trace = NULL, *policy = NULL, *profile = NULL,
 		   *daemon = NULL, *per_request = NULL, *state = NULL;
 	void *state_in = NULL, *state_out = NULL;
+	int state_lock = -1;
 	size_t state_out_len = 0;
 	FILE *per_request_f = NULL;
 	uint64_t sweep[MAX_SWEEP], max_requests = 0;
@@ -343,8 +344,19 @@ int main(int argc, char **argv)
 		return die_usage("%s", "--policy-state replays one capacity in "
 				       "process (kvmmd keeps its own)");
 	if (state) {
-		int r = pol_learned_read_file(state, &state_in,
-					      &o.learned_in_len);
+		int r;
+
+		/* as kvmmd does: one program per state file */
+		state_lock = pol_learned_lock_file(state);
+		if (state_lock < 0) {
+			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
+				state,
+				state_lock == -EBUSY ?
+					"in use (a kvmmd or another replay holds its .lock)" :
+					strerror(-state_lock));
+			return 1;
+		}
+		r = pol_learned_read_file(state, &state_in, &o.learned_in_len);
 
 		if (r && r != -ENOENT) {
 			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
