@@ -29,8 +29,6 @@ static void on_block(void *arg, uint64_t hash, const struct kvmm_block_stats *s)
 	tp->blocks_seen++;
 	if (!tp->cache)
 		return;
-	if (tp->rename && !tp->rename(tp->rename_arg, &hash, s))
-		return;
 	b = pol_cache_lookup(tp->cache, hash);
 	if (!b)
 		return;

@@ -31,15 +31,6 @@ struct tel_policy {
 	struct pol_cache *cache; /* may be NULL */
 	struct pol_cost_model *cost; /* may be NULL */
 	bool monotonic_clock;
-	/*
-	 * May be NULL.  The cache's name for a block the probes report under
-	 * the client's hash (kvmmd's --cache-scope uid renames hashes per
-	 * uid, and stats->last_pid says whose access it was): true with
-	 * *hash renamed, or false to skip the report.
-	 */
-	bool (*rename)(void *arg, uint64_t *hash,
-		       const struct kvmm_block_stats *stats);
-	void *rename_arg;
 	/* what was fed, for kvmmctl and tests */
 	uint64_t blocks_seen; /* block reports */
 	uint64_t blocks_updated; /* resident blocks whose stats changed */

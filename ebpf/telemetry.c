@@ -349,7 +349,8 @@ static int snap_merge(struct tel_snapshot *d, const struct tel_snapshot *s)
 /* ---- shared-memory sources ---- */
 
 /* Read one region; what a client wrote is only ever copied, never trusted. */
-static int shm_read(const struct tel_shm_src *src, struct tel_snapshot *d)
+static int shm_read(const struct tel *t, const struct tel_shm_src *src,
+		    struct tel_snapshot *d)
 {
 	struct kvmm_tel_shm *shm = src->shm;
 	const char *base = (const char *)shm;
@@ -376,6 +377,8 @@ static int shm_read(const struct tel_shm_src *src, struct tel_snapshot *d)
 			st.last_tier = KVMM_TEL_TIER_MISS;
 		/* who wrote it is the daemon's to say, not the client's */
 		st.last_pid = src->pid;
+		if (t->rename && !t->rename(t->rename_arg, src->pid, &hash))
+			continue;
 		err = snap_add_block(d, hash, &st);
 		if (err)
 			return err;
@@ -439,6 +442,12 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 	return 0;
 }
 
+void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg)
+{
+	t->rename = fn;
+	t->rename_arg = arg;
+}
+
 void tel_shm_remove(struct tel *t, uint64_t id)
 {
 	size_t i;
@@ -448,7 +457,7 @@ void tel_shm_remove(struct tel *t, uint64_t id)
 			continue;
 		/* Keep what the session measured in the totals. */
 		if (t->source == TEL_SOURCE_SHM && t->retired &&
-		    shm_read(&t->srcs[i], t->retired))
+		    shm_read(t, &t->srcs[i], t->retired))
 			tel_log(VMM_LOG_WARN,
 				"session %llu: stats lost (ENOMEM)",
 				(unsigned long long)id);
@@ -565,10 +574,17 @@ static void feed_sink(struct tel *t, const struct tel_snapshot *old,
 
 			if (!e->used)
 				continue;
+			uint64_t h = e->hash;
+
 			p = snap_find(old, e->hash);
-			if (!p || p->s.count != e->s.count ||
-			    p->s.last_ns != e->s.last_ns)
-				t->sink.block(t->sink.arg, e->hash, &e->s);
+			if (p && p->s.count == e->s.count &&
+			    p->s.last_ns == e->s.last_ns)
+				continue;
+			/* shm reports were renamed as they were read */
+			if (t->source == TEL_SOURCE_BPF && t->rename &&
+			    !t->rename(t->rename_arg, e->s.last_pid, &h))
+				continue;
+			t->sink.block(t->sink.arg, h, &e->s);
 		}
 	}
 	if (t->sink.latency) {
@@ -617,7 +633,7 @@ int tel_poll(struct tel *t)
 	} else {
 		err = snap_merge(s, t->retired);
 		for (i = 0; !err && i < t->nr_srcs; i++)
-			err = shm_read(&t->srcs[i], s);
+			err = shm_read(t, &t->srcs[i], s);
 	}
 	if (err) {
 		snap_free(s);

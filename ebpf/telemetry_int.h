@@ -32,6 +32,8 @@ struct tel {
 	struct tel_snapshot *retired; /* removed shm sessions */
 	struct tel_shm_src *srcs;
 	size_t nr_srcs, cap_srcs;
+	tel_rename_fn rename; /* tel_set_rename(), may be NULL */
+	void *rename_arg;
 };
 
 void tel_log(int level, const char *fmt, ...)

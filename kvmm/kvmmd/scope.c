@@ -10,7 +10,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "ebpf/kvmm_telemetry.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -182,21 +181,19 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len)
 	kd_scope_request(s, h.cmd, (char *)msg + sizeof(h), len - sizeof(h));
 }
 
-bool kd_scope_tel_rename(void *arg, uint64_t *hash,
-			 const struct kvmm_block_stats *stats)
+bool kd_scope_tel_rename(void *arg, uint32_t pid, uint64_t *hash)
 {
 	struct kd_daemon *d = arg;
 	const struct kd_session *s;
 
-	if (d->scope.mode == KD_SCOPE_SHARED ||
-	    stats->last_pid == (uint32_t)getpid())
+	if (d->scope.mode == KD_SCOPE_SHARED || pid == (uint32_t)getpid())
 		return true;
 	/* unknown, or a peer in another pid namespace (SO_PEERCRED says
 	 * 0): nobody's to rename by */
-	if (!stats->last_pid)
+	if (!pid)
 		return false;
 	for (s = d->sessions; s; s = s->next) {
-		if ((uint32_t)s->pid == stats->last_pid) {
+		if ((uint32_t)s->pid == pid) {
 			*hash = kd_scope_hash(&d->scope,
 					      kd_scope_id(&d->scope, s), *hash);
 			return true;
@@ -206,8 +203,7 @@ bool kd_scope_tel_rename(void *arg, uint64_t *hash,
 	for (unsigned int i = 1; i <= KD_SCOPE_ENDED; i++) {
 		unsigned int k = (d->scope.ended_next - i) % KD_SCOPE_ENDED;
 
-		if (d->scope.ended[k].pid &&
-		    d->scope.ended[k].pid == stats->last_pid) {
+		if (d->scope.ended[k].pid && d->scope.ended[k].pid == pid) {
 			*hash = kd_scope_hash(&d->scope, d->scope.ended[k].id,
 					      *hash);
 			return true;

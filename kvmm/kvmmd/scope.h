@@ -82,18 +82,15 @@ void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
  * run again is not renamed again. */
 void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
 
-struct kvmm_block_stats;
 /*
- * The telemetry feed's rename hook (tel_policy.rename, arg the daemon):
- * a block the probes saw under a client's hash gets the cache's name
- * for it in the scope of the session whose process accessed it last
- * (stats->last_pid; the daemon's own probes already carry the cache's
- * names): a live session's, else one of the last KD_SCOPE_ENDED to end
- * (a client's last steps are polled after it is gone).  False, skip it,
- * when neither has that pid.
+ * Telemetry's rename hook (tel_set_rename(), arg the daemon): a block a
+ * process reported under its client's hash gets the cache's name for it
+ * in the scope of that process's session (the daemon's own reports
+ * already carry the cache's names): a live session's, else one of the
+ * last KD_SCOPE_ENDED to end (a client's last steps are polled after it
+ * is gone).  False, leave it out, when neither has that pid (or it is 0).
  */
-bool kd_scope_tel_rename(void *arg, uint64_t *hash,
-			 const struct kvmm_block_stats *stats);
+bool kd_scope_tel_rename(void *arg, uint32_t pid, uint64_t *hash);
 /* s ends: remember its peer for kd_scope_tel_rename() (uid or gid scope). */
 void kd_scope_session_end(const struct kd_session *s);
 

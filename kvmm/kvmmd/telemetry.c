@@ -136,11 +136,9 @@ int kd_telemetry_start(struct kd_daemon *d)
 	 * cache.c sets .cache when its policy exists: already, when
 	 * --cache-block-pages opened the tiers at start. */
 	tel_policy_init(&d->tel_feed, d->tel_feed.cache, d->cost, false);
-	if (d->scope.mode != KD_SCOPE_SHARED) {
+	if (d->scope.mode != KD_SCOPE_SHARED)
 		/* the probes carry the clients' hashes, the cache its own */
-		d->tel_feed.rename = kd_scope_tel_rename;
-		d->tel_feed.rename_arg = d;
-	}
+		tel_set_rename(d->tel, kd_scope_tel_rename, d);
 	tel_policy_sink(&d->tel_feed, &sink);
 	tel_set_sink(d->tel, &sink);
 	d->tel_timer.fn = on_tel_timer;
