@@ -3,9 +3,11 @@
  * --policy-state FILE: what the cache's policy learned from the workload
  * (asym: its return hazards per class and age, pol_cache_learned_save())
  * outlives kvmmd.  It is loaded when the policy is made, before the first
- * block, saved every KC_LEARNED_SAVE_MS and at the stop, each time to
- * FILE.tmp, synced, then renamed over FILE (and the directory synced), so
- * a crash leaves the old file or the new one, never half of one.
+ * block, saved every KC_LEARNED_SAVE_MS (the bytes built on the loop,
+ * written by a worker thread) and at the stop (on the loop, after that
+ * worker), each time to FILE.tmp, synced, then renamed over FILE (and the
+ * directory synced), so a crash leaves the old file or the new one, never
+ * half of one.
  *
  * Why: asym learns how long the blocks of each class stay away from what
  * it sees, which takes a few hundred thousand block uses; a restarted
@@ -21,6 +23,7 @@
  * share FILE.tmp), so kvmmd holds an flock on FILE.lock while it runs.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,18 +35,65 @@
 
 /* ten minutes: a crash loses at most that much learning */
 #define KC_LEARNED_SAVE_MS (10 * 60 * 1000u)
-int kc_learned_save(struct kd_cache *c, const char *why)
+/* One save: the bytes built on the loop, written by whoever runs it. */
+struct kc_learned_write {
+	struct kd_cache *c;
+	const char *why;
+	void *buf;
+	size_t len;
+};
+
+/* Write, count, log: on the loop at the stop, on the worker otherwise.
+ * The counters are read by ADMIN_STATUS on the loop: atomics. */
+static int learned_write(struct kc_learned_write *w)
+{
+	struct kd_cache *c = w->c;
+	const char *path = c->d->cfg.policy_state;
+	int r = pol_learned_write_file(path, w->buf, w->len);
+
+	if (r) {
+		__atomic_add_fetch(&c->learned_save_errors, 1,
+				   __ATOMIC_RELAXED);
+		vmm_log(VMM_LOG_WARN, "policy state %s: saving (%s): %s", path,
+			w->why, strerror(-r));
+	} else {
+		__atomic_store_n(&c->learned_saved_ns, kd_now_ns(),
+				 __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->learned_saves, 1, __ATOMIC_RELEASE);
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: saved what %s learned (%s, %zu bytes)",
+			path,
+			pol_kind_string((enum pol_kind)c->d->cfg.cache_policy),
+			w->why, w->len);
+	}
+	free(w->buf);
+	return r;
+}
+
+static void *learned_worker(void *arg)
+{
+	struct kc_learned_write *w = arg;
+	struct kd_cache *c = w->c;
+
+	learned_write(w);
+	free(w);
+	__atomic_store_n(&c->learned_writing, false, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The bytes to save (the policy is the loop's): NULL with nothing to. */
+static struct kc_learned_write *learned_build(struct kd_cache *c,
+					      const char *why)
 {
 	const char *path = c->d->cfg.policy_state;
+	struct kc_learned_write *w;
 	size_t len;
-	void *buf;
-	int r;
 
 	if (!path[0] || !c->pol)
-		return 0;
+		return NULL;
 	len = pol_cache_learned_save(c->pol, NULL, 0);
 	if (!len)
-		return 0; /* learns nothing: said at load */
+		return NULL; /* learns nothing: said at load */
 	/*
 	 * Nothing used since the start: the file says all this run knows,
 	 * and more (a loaded state weighs less than it was saved with).
@@ -53,29 +103,43 @@ int kc_learned_save(struct kd_cache *c, const char *why)
 			vmm_log(VMM_LOG_INFO,
 				"policy state %s: no block used since the start: left as it is",
 				path);
-		return 0;
+		return NULL;
 	}
-	buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	pol_cache_learned_save(c->pol, buf, len);
-	r = pol_learned_write_file(path, buf, len);
-	free(buf);
-	if (r) {
-		c->learned_save_errors++;
-	} else {
-		c->learned_saves++;
-		c->learned_saved_ns = kd_now_ns();
-	}
-	if (r)
+	w = calloc(1, sizeof(*w));
+	if (w)
+		w->buf = malloc(len);
+	if (!w || !w->buf) {
+		free(w);
 		vmm_log(VMM_LOG_WARN, "policy state %s: saving (%s): %s", path,
-			why, strerror(-r));
-	else
-		vmm_log(VMM_LOG_INFO,
-			"policy state %s: saved what %s learned (%s, %zu bytes)",
-			path,
-			pol_kind_string((enum pol_kind)c->d->cfg.cache_policy),
-			why, len);
+			why, strerror(ENOMEM));
+		return NULL;
+	}
+	w->c = c;
+	w->why = why;
+	w->len = pol_cache_learned_save(c->pol, w->buf, len);
+	return w;
+}
+
+/* Join the periodic save's worker, if one ran. */
+static void learned_join(struct kd_cache *c)
+{
+	if (c->learned_thread_started) {
+		pthread_join(c->learned_thread, NULL);
+		c->learned_thread_started = false;
+	}
+}
+
+int kc_learned_save(struct kd_cache *c, const char *why)
+{
+	struct kc_learned_write *w;
+	int r;
+
+	learned_join(c); /* one writer of FILE.tmp at a time */
+	w = learned_build(c, why);
+	if (!w)
+		return 0;
+	r = learned_write(w);
+	free(w);
 	return r;
 }
 
@@ -87,12 +151,34 @@ static uint64_t save_every_ns(void)
 	return (ms > 0 ? (uint64_t)ms : KC_LEARNED_SAVE_MS) * 1000000ull;
 }
 
+/*
+ * The periodic save: the bytes are built here, on the loop (the policy is
+ * its), and written by a worker, so that the write and its two fsyncs,
+ * which can take long on a disk the NVMe tier keeps busy, hold up no
+ * client.  A save still writing when the next is due makes that one wait
+ * for the next period.
+ */
 static void kc_on_learned_timer(struct kd_loop *loop, struct kd_timer *t)
 {
 	struct kd_cache *c = t->data;
+	struct kc_learned_write *w;
 
-	kc_learned_save(c, "periodic");
 	kd_timer_arm(loop, t, kd_now_ns() + save_every_ns());
+	if (__atomic_load_n(&c->learned_writing, __ATOMIC_ACQUIRE))
+		return;
+	learned_join(c);
+	w = learned_build(c, "periodic");
+	if (!w)
+		return;
+	__atomic_store_n(&c->learned_writing, true, __ATOMIC_RELAXED);
+	if (pthread_create(&c->learned_thread, NULL, learned_worker, w)) {
+		/* no thread: write it here */
+		__atomic_store_n(&c->learned_writing, false, __ATOMIC_RELAXED);
+		learned_write(w);
+		free(w);
+		return;
+	}
+	c->learned_thread_started = true;
 }
 
 void kc_learned_load(struct kd_cache *c)
@@ -175,6 +261,7 @@ int kc_learned_lock(struct kd_cache *c)
 void kc_learned_fini(struct kd_cache *c)
 {
 	kd_timer_cancel(&c->d->loop, &c->learned_timer);
+	learned_join(c);
 	if (c->pol)
 		kc_learned_save(c, "stop");
 	if (c->learned_lock_fd >= 0)
@@ -197,9 +284,14 @@ void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
 	if (c->learned_unused)
 		st->policy_state = KVMM_POLICY_STATE_UNUSED;
 	st->policy_state_lives = c->learned_lives;
-	st->policy_state_saves = c->learned_saves;
-	st->policy_state_save_errors = c->learned_save_errors;
-	if (c->learned_saves)
+	/* the worker counts its saves */
+	st->policy_state_saves =
+		__atomic_load_n(&c->learned_saves, __ATOMIC_ACQUIRE);
+	st->policy_state_save_errors =
+		__atomic_load_n(&c->learned_save_errors, __ATOMIC_RELAXED);
+	if (st->policy_state_saves)
 		st->policy_state_save_age_ms =
-			(kd_now_ns() - c->learned_saved_ns) / 1000000;
+			(kd_now_ns() - __atomic_load_n(&c->learned_saved_ns,
+						       __ATOMIC_RELAXED)) /
+			1000000;
 }

@@ -30,6 +30,7 @@
 
 #include "kvmm/kvmmd/cache.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -192,8 +193,13 @@ struct kd_cache {
 	bool learned_unused;
 	int learned_lock_fd; /* flock on --policy-state's FILE.lock, or -1 */
 	uint64_t learned_lives;
+	/* written by the periodic save's worker too: atomics */
 	uint64_t learned_saves, learned_save_errors;
 	uint64_t learned_saved_ns;
+	/* the periodic save's worker: started (to join), still writing */
+	pthread_t learned_thread;
+	bool learned_thread_started;
+	bool learned_writing;
 	/* the host tier's memory, made at start (kc_make_slab()) until the
 	 * tier takes it when it opens */
 	struct tier_host_slab *slab;
