@@ -44,7 +44,9 @@ page-size 128K
 gpu-mem = 32M
 revoke-timeout 1234
 CONF
-"$b/kvmmd" --foreground --telemetry off --config "$dir/conf" --socket "$sock" 2>"$dir/log" &
+# --policy-state= turns off what an earlier one (a unit's) turned on
+"$b/kvmmd" --foreground --telemetry off --config "$dir/conf" --socket "$sock" \
+	--policy-state "$dir/ps" --policy-state= 2>"$dir/log" &
 pid=$!
 for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || fail "no socket"
@@ -65,9 +67,11 @@ assert j["sessions"] == 1 and j["sequences"] == 0, j
 assert j["revoke_timeout_ms"] == 1234, j
 assert j["pins"] == 0 and j["pinned_bytes"] == 0, j
 assert j["cache_policy"] == "asym" and j["restore_mode"] == "plan" and j["cache_scope"] == "shared", j  # defaults
+assert j["policy_state"] == {"mode": "off", "loaded_lives": 0, "saves": 0, "save_errors": 0, "save_age_ms": None}, j
 PY
 "$b/kvmmctl" --socket "$sock" status | grep -q '^backend *host' || fail "text status"
 "$b/kvmmctl" --socket "$sock" status | grep -q '^policy *asym, restore mode plan, cache scope shared$' || fail "text status: policy"
+"$b/kvmmctl" --socket "$sock" status | grep -q '^policy state off ' || fail "text status: policy state"
 # no region used the cache yet: the tiers have no block size
 "$b/kvmmctl" --socket "$sock" status | grep -q '^block size   not known yet: the first region to publish' || fail "text status: block size"
 "$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl" and s[0]["pins"]==0 and s[0]["pin_quota"]>=1 and s[0]["pinned_bytes"]==0, s' || fail "sessions"

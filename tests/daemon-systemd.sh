@@ -106,10 +106,11 @@ grep -q "WARN .*NOTIFY_SOCKET: Invalid argument (systemd is not told that kvmmd 
 # The unit, with its paths filled in as make install does.
 sed -e "s|@BINDIR@|$(cd "$b" && pwd)|g" -e "s|@SYSCONFDIR@|$dir/etc|g" \
 	"$src/kvmm/kvmmd/systemd/kvmmd.service.in" >"$dir/kvmmd.service"
-grep -q "^ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --policy-state /var/lib/kvmm/policy.state$" \
+grep -qF "ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --policy-state /var/lib/kvmm/policy.state \$KVMMD_OPTS" \
 	"$dir/kvmmd.service" || fail "ExecStart: $(grep ExecStart "$dir/kvmmd.service")"
 grep -q '^Type=notify$' "$dir/kvmmd.service" || fail "not Type=notify"
 grep -qx 'StateDirectory=kvmm' "$dir/kvmmd.service" || fail "StateDirectory"
+grep -qx "EnvironmentFile=-$dir/etc/kvmm/kvmmd.env" "$dir/kvmmd.service" || fail "EnvironmentFile"
 if command -v systemd-analyze >/dev/null; then
 	# it exits 0 over unknown keys and bad values: its lines about the
 	# unit are the verdict
