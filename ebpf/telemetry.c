@@ -377,7 +377,8 @@ static int shm_read(const struct tel *t, const struct tel_shm_src *src,
 			st.last_tier = KVMM_TEL_TIER_MISS;
 		/* who wrote it is the daemon's to say, not the client's */
 		st.last_pid = src->pid;
-		if (t->rename && !t->rename(t->rename_arg, src->pid, &hash))
+		if (t->rename &&
+		    !t->rename(t->rename_arg, src->id, src->pid, &hash))
 			continue;
 		err = snap_add_block(d, hash, &st);
 		if (err)
@@ -582,7 +583,8 @@ static void feed_sink(struct tel *t, const struct tel_snapshot *old,
 				continue;
 			/* shm reports were renamed as they were read */
 			if (t->source == TEL_SOURCE_BPF && t->rename &&
-			    !t->rename(t->rename_arg, e->s.last_pid, &h))
+			    !t->rename(t->rename_arg, TEL_SRC_BPF,
+				       e->s.last_pid, &h))
 				continue;
 			t->sink.block(t->sink.arg, h, &e->s);
 		}

@@ -64,7 +64,11 @@ struct tel_opts {
 	bool quiet; /* no log line when falling back */
 };
 
-typedef bool (*tel_rename_fn)(void *arg, uint32_t pid, uint64_t *hash);
+/* src: the shm source's id (tel_shm_add()), or TEL_SRC_BPF; pid: the
+ * process (the source's, or the BPF entry's latest access's). */
+#define TEL_SRC_BPF UINT64_MAX
+typedef bool (*tel_rename_fn)(void *arg, uint64_t src, uint32_t pid,
+			      uint64_t *hash);
 
 /* What the policy is told at each poll. */
 struct tel_sink {
@@ -120,12 +124,12 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 /*
  * The owner's names for the block hashes a process reports (kvmmd's
  * --cache-scope renames each client's hashes by its uid or gid): fn gets
- * the process and the hash, renames it in place, or returns false to
- * leave the report out.  A shm region's reports are renamed as they are
- * read, with the pid the region was added with, before they meet another
- * region's (so two tenants' equal hashes stay apart); BPF reports are
- * merged by hash in the kernel map first and renamed when fed to the sink,
- * with the pid of the latest access.  NULL (the default): as reported.
+ * the source, the process and the hash, renames it in place, or returns
+ * false to leave the report out.  A shm region's reports are renamed as
+ * they are read, with the id and pid the region was added with, before
+ * they meet another region's (so two tenants' equal hashes stay apart);
+ * BPF reports are merged by hash in the kernel map first and renamed when
+ * fed to the sink (src TEL_SRC_BPF), with the pid of the latest access.  NULL (the default): as reported.
  */
 void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg);
 void tel_shm_remove(struct tel *t, uint64_t id);

@@ -5,8 +5,9 @@
 # version 1, 16 classes whose lives add up to the JSON's); a second
 # replay loads it, so its first requests rank differently: more hit
 # blocks at 500 GPU blocks than fresh; a damaged file stops the replay
-# (exit 1) and kvmmctl says so; --policy-state with --sweep or --daemon
-# is refused (exit 2).  Skips (77) without the trace.   timeout: 60
+# (exit 1) and kvmmctl says so; so does a state whose FILE.lock another
+# program holds; --policy-state with --sweep or --daemon is refused
+# (exit 2).  Skips (77) without the trace.   timeout: 60
 set -u
 B=${KVMM_BUILD:-build}
 R=$B/kvmm-replay
@@ -53,6 +54,15 @@ printf 'x' | dd of="$D/s" bs=1 seek=1000 conv=notrunc 2>/dev/null
 grep -q "damaged, or of another policy or version" "$D/err" || fail "message: $(cat "$D/err")"
 "$C" policy-state "$D/s" 2>"$D/err" && fail "kvmmctl read a damaged state"
 grep -q "not a policy state, or damaged" "$D/err" || fail "kvmmctl message: $(cat "$D/err")"
+# one program per state file: a held FILE.lock (as a running kvmmd holds
+# it) stops the replay
+if command -v flock >/dev/null; then
+	flock -n "$D/s0.lock" "$R" --trace "$T" --policy asym --gpu-blocks 500 \
+		--policy-state "$D/s0" --json >/dev/null 2>"$D/err" &&
+		fail "a locked state was used"
+	grep -q "in use (a kvmmd or another replay holds its .lock)" "$D/err" ||
+		fail "lock message: $(cat "$D/err")"
+fi
 for bad in "--sweep 500,1000" "--gpu-blocks 500 --daemon /nonexistent"; do
 	# shellcheck disable=SC2086
 	"$R" --trace "$T" --policy asym $bad --policy-state "$D/s0" >/dev/null 2>&1

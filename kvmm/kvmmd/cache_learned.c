@@ -105,6 +105,14 @@ static struct kc_learned_write *learned_build(struct kd_cache *c,
 				path);
 		return NULL;
 	}
+	if (c->learned_lock_fd < 0) {
+		__atomic_add_fetch(&c->learned_save_errors, 1,
+				   __ATOMIC_RELAXED);
+		vmm_log(VMM_LOG_WARN,
+			"policy state %s: saving (%s): %s.lock: %s", path, why,
+			path, strerror(-c->learned_lock_err));
+		return NULL;
+	}
 	w = calloc(1, sizeof(*w));
 	if (w)
 		w->buf = malloc(len);
@@ -249,8 +257,11 @@ int kc_learned_lock(struct kd_cache *c)
 		return fd;
 	}
 	if (fd < 0) {
+		/* a missing directory, a link in the way: nothing is saved
+		 * without the lock (another writer would share FILE.tmp) */
+		c->learned_lock_err = fd;
 		vmm_log(VMM_LOG_WARN,
-			"policy state %s: cannot lock %s.lock: %s (its saves will fail too)",
+			"policy state %s: cannot lock %s.lock: %s (nothing will be saved)",
 			path, path, strerror(-fd));
 		return 0;
 	}
@@ -289,9 +300,13 @@ void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
 		__atomic_load_n(&c->learned_saves, __ATOMIC_ACQUIRE);
 	st->policy_state_save_errors =
 		__atomic_load_n(&c->learned_save_errors, __ATOMIC_RELAXED);
-	if (st->policy_state_saves)
-		st->policy_state_save_age_ms =
-			(kd_now_ns() - __atomic_load_n(&c->learned_saved_ns,
-						       __ATOMIC_RELAXED)) /
-			1000000;
+	if (st->policy_state_saves) {
+		/* the time first: the worker may store a later one now */
+		uint64_t at =
+			__atomic_load_n(&c->learned_saved_ns, __ATOMIC_RELAXED);
+		uint64_t now = kd_now_ns();
+
+		st->policy_state_save_age_ms = now > at ? (now - at) / 1000000 :
+							  0;
+	}
 }

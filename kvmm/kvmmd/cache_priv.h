@@ -192,6 +192,7 @@ struct kd_cache {
 	 * lives of the state loaded; saves; when the last good one ended */
 	bool learned_unused;
 	int learned_lock_fd; /* flock on --policy-state's FILE.lock, or -1 */
+	int learned_lock_err; /* why it could not be taken: no save then */
 	uint64_t learned_lives;
 	/* written by the periodic save's worker too: atomics */
 	uint64_t learned_saves, learned_save_errors;

@@ -211,6 +211,9 @@ void kd_telemetry_stop(struct kd_daemon *d);
  * reading; removal keeps what the session counted. */
 void kd_telemetry_ring_layout(struct kd_daemon *d,
 			      struct kvmm_ring_offsets *off);
+/* Telemetry source id of the daemon's own region (session ids, the
+ * sessions' regions' ids, are 32-bit). */
+#define KD_TEL_LOCAL_ID (1ull << 32)
 void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, pid_t pid,
 			      void *mem, const struct kvmm_ring_offsets *off);
 void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id);

@@ -107,6 +107,8 @@ int kd_ring_create(struct kd_session *s, const struct kvmm_hello *h,
 	return 0;
 
 err_efd:
+	/* telemetry must not read the region once it is unmapped */
+	kd_telemetry_session_remove(s->d, s->id);
 	if (kr->sq_efd >= 0)
 		close(kr->sq_efd);
 	if (kr->cq_efd >= 0)

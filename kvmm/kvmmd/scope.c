@@ -10,6 +10,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "ebpf/telemetry.h"
+
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -181,13 +183,24 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len)
 	kd_scope_request(s, h.cmd, (char *)msg + sizeof(h), len - sizeof(h));
 }
 
-bool kd_scope_tel_rename(void *arg, uint32_t pid, uint64_t *hash)
+bool kd_scope_tel_rename(void *arg, uint64_t src, uint32_t pid, uint64_t *hash)
 {
 	struct kd_daemon *d = arg;
 	const struct kd_session *s;
 
-	if (d->scope.mode == KD_SCOPE_SHARED || pid == (uint32_t)getpid())
+	if (d->scope.mode == KD_SCOPE_SHARED || src == KD_TEL_LOCAL_ID ||
+	    pid == (uint32_t)getpid())
 		return true;
+	/* a session's region: that session's scope, whatever its pid says
+	 * (0 in another pid namespace; a pid two sessions share) */
+	if (src != TEL_SRC_BPF) {
+		s = kd_session_by_id(d, (uint32_t)src);
+		if (!s)
+			return false;
+		*hash = kd_scope_hash(&d->scope, kd_scope_id(&d->scope, s),
+				      *hash);
+		return true;
+	}
 	/* unknown, or a peer in another pid namespace (SO_PEERCRED says
 	 * 0): nobody's to rename by */
 	if (!pid)

@@ -84,13 +84,15 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
 
 /*
  * Telemetry's rename hook (tel_set_rename(), arg the daemon): a block a
- * process reported under its client's hash gets the cache's name for it
- * in the scope of that process's session (the daemon's own reports
- * already carry the cache's names): a live session's, else one of the
- * last KD_SCOPE_ENDED to end (a client's last steps are polled after it
- * is gone).  False, leave it out, when neither has that pid (or it is 0).
+ * client reported under its hash gets the cache's name for it in its
+ * session's scope (the daemon's own reports already carry the cache's
+ * names).  A shm region is its session's (src, the session id); a BPF
+ * report is the latest accessing process's (pid): a live session's, else
+ * one of the last KD_SCOPE_ENDED to end (a client's last steps are
+ * polled after it is gone).  False, leave it out, when none is found (or
+ * the pid is 0).
  */
-bool kd_scope_tel_rename(void *arg, uint32_t pid, uint64_t *hash);
+bool kd_scope_tel_rename(void *arg, uint64_t src, uint32_t pid, uint64_t *hash);
 /* s ends: remember its peer for kd_scope_tel_rename() (uid or gid scope). */
 void kd_scope_session_end(const struct kd_session *s);
 

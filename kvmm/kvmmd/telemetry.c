@@ -24,8 +24,6 @@
 #define KD_TEL_POLL_MS 250
 /* Block slots of a session's fallback region (~330 KiB with histograms). */
 #define KD_TEL_SHM_BLOCKS 4096
-/* Source id of the daemon's own region (session ids are 32-bit). */
-#define KD_TEL_LOCAL_ID (1ull << 32)
 
 static int load_cost(struct kd_daemon *d)
 {
