@@ -95,10 +95,9 @@ int main(void)
 		/*
 		 * 4101 told, 53 not: without the flag both kinds of chain
 		 * share one class, and the comebacks are lost among the long
-		 * chains that never return.  (The run without the flag got 0
-		 * with the tail alone as the victim, 3805 when the victim
-		 * scan came in at c1706d6, 53 since; the run with it has
-		 * stayed at 4101.)
+		 * chains that never return.  (This comment used to say 3805
+		 * not; c1706d6, which wrote that, gives 53 as well: the
+		 * figure was not the committed code's.)
 		 */
 		t_assert(asym_told > asym_not);
 		t_assert(asym_told > lru_told);
