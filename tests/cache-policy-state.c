@@ -18,7 +18,10 @@
  *     lock cannot be taken either) is a WARN at each save, counted as a
  *     failed save in the status, and the stop still ends cleanly;
  *   - a second kvmmd on the same FILE does not start (FILE.lock);
- *   - a run that used no block leaves the file as it is.
+ *   - a run that used no block leaves the file as it is;
+ *   - a periodic save still writing (KVMMD_TEST_POLICY_WRITE_DELAY_MS:
+ *     a slow disk) makes the next ones skip, and the stop waits for it
+ *     before its own save: one periodic save, then the stop's.
  */
 #include <sys/stat.h>
 
@@ -222,6 +225,22 @@ int main(void)
 	t_assert(t_count(log, "saving (periodic): ") >= 1);
 	t_assert(t_count(log, "policy.state.lock: No such file or directory") >=
 		 3);
+
+	/* a slow periodic write: the timer skips, the stop waits for it */
+	setenv("KVMMD_TEST_POLICY_SAVE_MS", "100", 1);
+	setenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS", "1500", 1);
+	cc_start(&d, args_for(a, "asym", state));
+	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
+	unsetenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS");
+	work(d.sock);
+	usleep(500 * 1000); /* a periodic save has started (and sleeps) */
+	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, "(periodic, 32816 bytes)"), 1);
+	t_assert_eq(t_count(log, "(stop, 32816 bytes)"), 1);
+	t_assert(strstr(log, "(periodic, 32816 bytes)") <
+		 strstr(log, "(stop, 32816 bytes)"));
+	t_assert_eq(file_size(state), STATE_BYTES);
+	printf("a slow periodic save: the stop waited for it\n");
 
 	unlink(state);
 	snprintf(bad, sizeof(bad), "%s.lock", state);

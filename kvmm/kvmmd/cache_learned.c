@@ -75,6 +75,9 @@ static void *learned_worker(void *arg)
 	struct kc_learned_write *w = arg;
 	struct kd_cache *c = w->c;
 
+	/* a test knob: a slow disk (the stop must wait for this write) */
+	if (c->learned_write_delay_us)
+		usleep(c->learned_write_delay_us);
 	learned_write(w);
 	free(w);
 	__atomic_store_n(&c->learned_writing, false, __ATOMIC_RELEASE);
@@ -234,6 +237,17 @@ void kc_learned_load(struct kd_cache *c)
 			"policy state %s: %s: not used, %s learns anew (the next save replaces it)",
 			path, r == -EINVAL ? "damaged" : strerror(-r), kind);
 		break;
+	}
+	{
+		const char *v = getenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS");
+		long ms = v ? atol(v) : 0;
+
+		if (ms > 0) {
+			c->learned_write_delay_us = (uint32_t)ms * 1000u;
+			vmm_log(VMM_LOG_WARN,
+				"policy state: KVMMD_TEST_POLICY_WRITE_DELAY_MS=%ld: periodic saves delayed (tests only)",
+				ms);
+		}
 	}
 	c->learned_timer.fn = kc_on_learned_timer;
 	c->learned_timer.data = c;

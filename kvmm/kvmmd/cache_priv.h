@@ -201,6 +201,7 @@ struct kd_cache {
 	pthread_t learned_thread;
 	bool learned_thread_started;
 	bool learned_writing;
+	uint32_t learned_write_delay_us; /* KVMMD_TEST_POLICY_WRITE_DELAY_MS */
 	/* the host tier's memory, made at start (kc_make_slab()) until the
 	 * tier takes it when it opens */
 	struct tier_host_slab *slab;
