@@ -238,6 +238,10 @@ void kc_learned_load(struct kd_cache *c)
 			path, r == -EINVAL ? "damaged" : strerror(-r), kind);
 		break;
 	}
+	if (getenv("KVMMD_TEST_POLICY_SAVE_MS"))
+		vmm_log(VMM_LOG_WARN,
+			"policy state: KVMMD_TEST_POLICY_SAVE_MS: saved every %llu ms (tests only)",
+			(unsigned long long)(save_every_ns() / 1000000));
 	{
 		const char *v = getenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS");
 		long ms = v ? atol(v) : 0;
