@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers the tier benchmarks share (host-tier.c, nvme-tier.c): wall and
+ * Helpers the benchmarks share (host-tier.c, nvme-tier.c, scope.c): wall and
  * CPU clocks, and the median they report of their rounds.
  */
 #ifndef KVMM_BENCH_BENCH_H

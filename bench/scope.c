@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/bench.h"
 #include "kvmm/kvmm.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
@@ -32,27 +32,6 @@ struct side {
 
 static const uint64_t hashes[NB] = { 0x5c0e01, 0x5c0e02, 0x5c0e03, 0x5c0e04,
 				     0x5c0e05, 0x5c0e06, 0x5c0e07, 0x5c0e08 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Start side's kvmmd, connect, publish the prefix once. */
 static int setup(struct side *s, const char *scope)
@@ -86,7 +65,7 @@ static int setup(struct side *s, const char *scope)
 /* ns per open + close of the prefix, over n of them. */
 static double opens(struct side *s, int n)
 {
-	uint64_t t0 = now_ns();
+	double t0 = now_s();
 
 	for (int i = 0; i < n; i++) {
 		uint32_t seq, nb;
@@ -98,7 +77,7 @@ static double opens(struct side *s, int n)
 			exit(1);
 		}
 	}
-	return (double)(now_ns() - t0) / n;
+	return (now_s() - t0) * 1e9 / n;
 }
 
 int main(int argc, char **argv)
@@ -145,8 +124,9 @@ int main(int argc, char **argv)
 	td_stop(&sh.d);
 	td_stop(&uid.d);
 	{
-		double ms = median(tsh, k), mu = median(tuid, k),
-		       mr = median(ratio, k);
+		double ms = median(tsh, (unsigned)k),
+		       mu = median(tuid, (unsigned)k),
+		       mr = median(ratio, (unsigned)k);
 
 		printf("prefix open + close of %d blocks: shared %.2f us, uid %.2f us (medians of %d rounds); uid / shared %.3f\n",
 		       NB, ms / 1000, mu / 1000, k, mr);
