@@ -80,7 +80,6 @@ static void *learned_worker(void *arg)
 		usleep(c->learned_write_delay_us);
 	learned_write(w);
 	free(w);
-	__atomic_store_n(&c->learned_writing, false, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -175,16 +174,16 @@ static void kc_on_learned_timer(struct kd_loop *loop, struct kd_timer *t)
 	struct kc_learned_write *w;
 
 	kd_timer_arm(loop, t, kd_now_ns() + save_every_ns());
-	if (__atomic_load_n(&c->learned_writing, __ATOMIC_ACQUIRE))
-		return;
-	learned_join(c);
+	if (c->learned_thread_started) {
+		if (pthread_tryjoin_np(c->learned_thread, NULL) == EBUSY)
+			return; /* still writing */
+		c->learned_thread_started = false;
+	}
 	w = learned_build(c, "periodic");
 	if (!w)
 		return;
-	__atomic_store_n(&c->learned_writing, true, __ATOMIC_RELAXED);
 	if (pthread_create(&c->learned_thread, NULL, learned_worker, w)) {
 		/* no thread: write it here */
-		__atomic_store_n(&c->learned_writing, false, __ATOMIC_RELAXED);
 		learned_write(w);
 		free(w);
 		return;
@@ -290,8 +289,7 @@ int kc_learned_lock(struct kd_cache *c)
 void kc_learned_fini(struct kd_cache *c)
 {
 	kd_timer_cancel(&c->d->loop, &c->learned_timer);
-	learned_join(c);
-	if (c->pol)
+	if (c->pol) /* joins the periodic save's worker first */
 		kc_learned_save(c, "stop");
 	if (c->learned_lock_fd >= 0)
 		close(c->learned_lock_fd);

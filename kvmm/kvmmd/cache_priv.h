@@ -197,10 +197,9 @@ struct kd_cache {
 	/* written by the periodic save's worker too: atomics */
 	uint64_t learned_saves, learned_save_errors;
 	uint64_t learned_saved_ns;
-	/* the periodic save's worker: started (to join), still writing */
+	/* the periodic save's worker, started and not yet joined */
 	pthread_t learned_thread;
 	bool learned_thread_started;
-	bool learned_writing;
 	uint32_t learned_write_delay_us; /* KVMMD_TEST_POLICY_WRITE_DELAY_MS */
 	/* the host tier's memory, made at start (kc_make_slab()) until the
 	 * tier takes it when it opens */
