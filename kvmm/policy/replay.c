@@ -434,6 +434,34 @@ void pol_replay_queue(const struct pol_trace *t, const double *prefill,
 	res->ttft_p99_s = ttft[(size_t)(0.99 * (double)t->nreqs)];
 }
 
+/* Add c's moves (demotions, drops, TTL demotions) to res: once per cache,
+ * a restart's old one and the last. */
+static void add_moves(struct pol_cache *c, struct pol_replay_result *res)
+{
+	struct pol_cache_stats st;
+
+	pol_cache_get_stats(c, &st);
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		res->demotions[t] += st.demotions[t];
+	res->drops += st.drops;
+	res->ttl_demotions += st.ttl_demotions;
+}
+
+/* What c's policy learned, in new memory: 0 with *buf NULL and *len 0
+ * when it learns nothing, or -ENOMEM. */
+static int learned_copy(struct pol_cache *c, void **buf, size_t *len)
+{
+	*len = pol_cache_learned_save(c, NULL, 0);
+	*buf = NULL;
+	if (!*len)
+		return 0;
+	*buf = malloc(*len);
+	if (!*buf)
+		return -ENOMEM;
+	pol_cache_learned_save(c, *buf, *len);
+	return 0;
+}
+
 /*
  * Restart the cache: a new one with the same options, every tier empty,
  * loaded with what the old one's policy learned unless o->restart_forget.
@@ -443,25 +471,14 @@ static int replay_restart(const struct pol_replay_opts *o,
 			  const struct pol_cache_opts *co, struct pol_cache **c,
 			  struct pol_replay_result *res)
 {
-	struct pol_cache_stats st;
 	struct pol_cache *n = NULL;
 	size_t len = 0;
 	void *buf = NULL;
 	int e;
 
-	pol_cache_get_stats(*c, &st);
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		res->demotions[t] += st.demotions[t];
-	res->drops += st.drops;
-	res->ttl_demotions += st.ttl_demotions;
-	if (!o->restart_forget)
-		len = pol_cache_learned_save(*c, NULL, 0);
-	if (len) {
-		buf = malloc(len);
-		if (!buf)
-			return -ENOMEM;
-		pol_cache_learned_save(*c, buf, len);
-	}
+	add_moves(*c, res);
+	if (!o->restart_forget && learned_copy(*c, &buf, &len))
+		return -ENOMEM;
 	e = pol_cache_create(co, &n);
 	if (!e && buf)
 		e = pol_cache_learned_load(n, buf, len, &res->restart_lives);
@@ -484,7 +501,6 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	const struct pol_cost_model *m;
 	struct pol_cache_opts co = { .size = sizeof(co) };
 	struct pol_cache *c = NULL;
-	struct pol_cache_stats st;
 	uint64_t *next = NULL, *nextout = NULL;
 	double *prefill = NULL, *ttft = NULL, *rc = NULL, *free_at = NULL;
 	double *attn = NULL, *bcost = NULL, lin = 0;
@@ -686,25 +702,12 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 
 	pol_replay_queue(t, prefill, servers, free_at, ttft, res);
 
-	pol_cache_get_stats(c, &st);
-	for (unsigned i = 0; i < POL_TIER_COUNT; i++)
-		res->demotions[i] +=
-			st.demotions[i]; /* restarts added theirs */
-	res->drops += st.drops;
-	res->ttl_demotions += st.ttl_demotions;
+	add_moves(c, res); /* restarts added theirs */
 	res->restart_forget = o->restart_forget;
 	if (o->learned_out) {
-		size_t len = pol_cache_learned_save(c, NULL, 0);
-
-		*o->learned_out = len ? malloc(len) : NULL;
-		*o->learned_out_len = 0;
-		if (len && !*o->learned_out) {
-			e = -ENOMEM;
+		e = learned_copy(c, o->learned_out, o->learned_out_len);
+		if (e)
 			goto out_seen;
-		}
-		if (len)
-			*o->learned_out_len =
-				pol_cache_learned_save(c, *o->learned_out, len);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) +
