@@ -16,15 +16,8 @@ static uint64_t clk;
 
 static struct pol_cache *mk(enum pol_kind kind, uint64_t cap)
 {
-	struct pol_cache_opts o = { .size = sizeof(o),
-				    .kind = kind,
-				    .capacity = { cap },
-				    .prefix_rule = -1 };
-	struct pol_cache *c;
-
-	t_ok(pol_cache_create(&o, &c));
 	clk = 0;
-	return c;
+	return pw_cache(kind, cap);
 }
 
 /*

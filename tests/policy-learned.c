@@ -25,18 +25,6 @@
 #include "tests/lib/policy_workload.h"
 #include "tests/lib/test.h"
 
-static struct pol_cache *mk(enum pol_kind kind, uint64_t cap)
-{
-	struct pol_cache_opts o = { .size = sizeof(o),
-				    .kind = kind,
-				    .capacity = { cap },
-				    .prefix_rule = -1 };
-	struct pol_cache *c;
-
-	t_ok(pol_cache_create(&o, &c));
-	return c;
-}
-
 static size_t workload(struct pol_cache *c, uint64_t first, int nreq)
 {
 	return pw_short_long(c, first, nreq, true);
@@ -57,7 +45,8 @@ static void *save(struct pol_cache *c, size_t *len)
 
 int main(void)
 {
-	struct pol_cache *old = mk(POL_ASYM, 100), *a, *b, *fresh, *lru, *big;
+	struct pol_cache *old = pw_cache(POL_ASYM, 100), *a, *b, *fresh, *lru,
+			 *big;
 	size_t len, len2, biglen, hits_a, hits_b, hits_fresh;
 	static struct pol_learned_summary sum;
 	unsigned char *bigbuf;
@@ -72,9 +61,9 @@ int main(void)
 	t_assert_eq(pol_cache_learned_save(old, buf, len - 1), len);
 
 	/* restart: two caches loaded with the same bytes, one not */
-	a = mk(POL_ASYM, 100);
-	b = mk(POL_ASYM, 100);
-	fresh = mk(POL_ASYM, 100);
+	a = pw_cache(POL_ASYM, 100);
+	b = pw_cache(POL_ASYM, 100);
+	fresh = pw_cache(POL_ASYM, 100);
 	t_ok(pol_cache_learned_load(a, buf, len, &lives));
 	t_ok(pol_cache_learned_load(b, buf, len, NULL));
 	/* every use starts a life: 1500 short chains of 3 blocks and 1500
@@ -133,7 +122,7 @@ int main(void)
 
 	/* the policies that learn nothing */
 	for (enum pol_kind k = POL_LRU; k <= POL_ARC; k++) {
-		lru = mk(k, 100);
+		lru = pw_cache(k, 100);
 		workload(lru, 1, 100);
 		t_assert_eq(pol_cache_learned_save(lru, NULL, 0), 0);
 		t_assert_eq(pol_cache_learned_load(lru, buf, len, NULL),
@@ -142,7 +131,7 @@ int main(void)
 	}
 
 	/* a long past weighs half a history (65,536 uses) when loaded */
-	big = mk(POL_ASYM, 100);
+	big = pw_cache(POL_ASYM, 100);
 	workload(big, 1u << 29, 10000);
 	bigbuf = save(big, &biglen);
 	pol_cache_destroy(big);
@@ -151,7 +140,7 @@ int main(void)
 	for (unsigned k = 0; k < sum.nclass; k++)
 		all += sum.cls[k].lives;
 	t_assert_eq((uint64_t)all, 5000 * 3 + 5000 * 12 + 4984 * 3);
-	big = mk(POL_ASYM, 100);
+	big = pw_cache(POL_ASYM, 100);
 	t_ok(pol_cache_learned_load(big, bigbuf, biglen, &lives2));
 	t_assert_eq(lives2, 5000 * 3 + 5000 * 12 + 4984 * 3); /* as saved */
 	buf2 = save(big, &len2);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The policy tests' requests and their workload of short chains that
+ * The policy tests' cache, requests and their workload of short chains that
  * come back and long ones that never do (tests/policy-few-new.c,
  * tests/policy-learned.c).
  */
@@ -13,6 +13,19 @@
 
 #include "kvmm/policy/policy.h"
 #include "tests/lib/test.h"
+
+/* A GPU-only cache of cap blocks, the policy's default prefix rule. */
+static inline struct pol_cache *pw_cache(enum pol_kind kind, uint64_t cap)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = kind,
+				    .capacity = { cap },
+				    .prefix_rule = -1 };
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	return c;
+}
 
 /*
  * One request at clock clk: its prefix hits (returned), then every block
