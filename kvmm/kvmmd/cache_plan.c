@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/options.h"
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/policy/restore_plan.h"
 
@@ -45,17 +46,9 @@ const char *kd_restore_mode_string(uint32_t mode)
 
 int kd_restore_mode_parse(const char *val, uint32_t *mode)
 {
-	for (uint32_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]);
-	     i++) {
-		if (val && !strcmp(val, mode_names[i])) {
-			*mode = i;
-			return 0;
-		}
-	}
-	fprintf(stderr,
-		"kvmmd: --restore-mode: '%s' is not plan, reload or recompute\n",
-		val ? val : "");
-	return -EINVAL;
+	return kd_parse_name("--restore-mode", mode_names,
+			     sizeof(mode_names) / sizeof(mode_names[0]), val,
+			     mode);
 }
 
 static struct pol_cost_model ref_model;

@@ -88,6 +88,24 @@ int kd_parse_log_level(const char *s)
 	return -EINVAL;
 }
 
+int kd_parse_name(const char *option, const char *const *names, size_t n,
+		  const char *val, uint32_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (val && !strcmp(val, names[i])) {
+			*out = (uint32_t)i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "kvmmd: %s: '%s' is not ", option, val ? val : "");
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr, "%s%s", names[i],
+			i + 2 < n ? ", " :
+			i + 1 < n ? " or " :
+				    "\n");
+	return -EINVAL;
+}
+
 static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 {
 	char *end;

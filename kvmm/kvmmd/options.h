@@ -17,6 +17,12 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val);
  * 0, or -EINVAL with one line on stderr naming them. */
 int kd_config_check(const struct kd_config *cfg);
 int kd_parse_log_level(const char *s);
+/*
+ * val as one of names[0..n) (a table indexed by value): 0 with *out its
+ * index, or -EINVAL with "kvmmd: OPTION: 'val' is not a, b or c" on stderr.
+ */
+int kd_parse_name(const char *option, const char *const *names, size_t n,
+		  const char *val, uint32_t *out);
 
 /* kvmmd's option number for --pin-quota (no short option) */
 #define KD_OPT_PIN_QUOTA 0x202

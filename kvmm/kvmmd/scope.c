@@ -12,6 +12,7 @@
 
 #include "ebpf/telemetry.h"
 
+#include "kvmm/kvmmd/options.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -31,17 +32,9 @@ const char *kd_scope_string(uint32_t mode)
 
 int kd_scope_parse(const char *val, uint32_t *mode)
 {
-	for (uint32_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]);
-	     i++) {
-		if (val && !strcmp(val, mode_names[i])) {
-			*mode = i;
-			return 0;
-		}
-	}
-	fprintf(stderr,
-		"kvmmd: --cache-scope: '%s' is not shared, uid or gid\n",
-		val ? val : "");
-	return -EINVAL;
+	return kd_parse_name("--cache-scope", mode_names,
+			     sizeof(mode_names) / sizeof(mode_names[0]), val,
+			     mode);
 }
 
 static bool key_is_zero(const uint8_t *key)
