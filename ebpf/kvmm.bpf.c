@@ -2,10 +2,11 @@
 /*
  * BPF side of kvmm telemetry: one USDT program per probe of ebpf/probes.h,
  * aggregating into maps that the loader pins by name under
- * /sys/fs/bpf/kvmm/v<KVMM_TEL_LAYOUT_VERSION>/ and that bpftool prints with
+ * /sys/fs/bpf/kvmm/v<KVMM_TEL_PIN_VERSION>/ and that bpftool prints with
  * named fields (the maps carry BTF):
  *
- *	kvmm_blocks	LRU hash, block hash -> struct kvmm_block_stats
+ *	kvmm_blocks	LRU hash, struct kvmm_block_key (hash, uid, gid)
+ *			-> struct kvmm_block_stats
  *	kvmm_hist	hash, struct kvmm_hist_key -> struct kvmm_hist (log2 ns)
  *	kvmm_counters	per-CPU array[1] of struct kvmm_counters
  *	kvmm_events	ring buffer of struct kvmm_tel_event_rec for the daemon
@@ -33,7 +34,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
-	__type(key, __u64);
+	__type(key, struct kvmm_block_key);
 	__type(value, struct kvmm_block_stats);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kvmm_blocks SEC(".maps");
@@ -152,16 +153,21 @@ static __always_inline void emit(__u32 kind, __u64 hash, __u32 tier,
 }
 
 static __always_inline void block_access(const struct kvmm_access_rec *r,
-					 __u64 now, __u32 pid,
+					 __u64 now, __u32 pid, __u64 uid_gid,
 					 struct kvmm_counters *c)
 {
+	bool named = r->flags & KVMM_ACCESS_NAMED;
+	struct kvmm_block_key key = {
+		.hash = r->hash,
+		.uid = named ? KVMM_TEL_ID_NAMED : (__u32)uid_gid,
+		.gid = named ? KVMM_TEL_ID_NAMED : (__u32)(uid_gid >> 32),
+	};
 	struct kvmm_block_stats *s;
-	__u64 hash = r->hash;
 
 	c->accesses++;
 	if (r->tier < KVMM_TEL_NR_TIERS)
 		c->tier_accesses[r->tier]++;
-	s = bpf_map_lookup_elem(&kvmm_blocks, &hash);
+	s = bpf_map_lookup_elem(&kvmm_blocks, &key);
 	if (!s) {
 		struct kvmm_block_stats init = {
 			.count = 1,
@@ -172,10 +178,10 @@ static __always_inline void block_access(const struct kvmm_access_rec *r,
 			.last_pid = pid,
 		};
 
-		if (!bpf_map_update_elem(&kvmm_blocks, &hash, &init,
+		if (!bpf_map_update_elem(&kvmm_blocks, &key, &init,
 					 BPF_NOEXIST))
 			return;
-		s = bpf_map_lookup_elem(&kvmm_blocks, &hash);
+		s = bpf_map_lookup_elem(&kvmm_blocks, &key);
 		if (!s) {
 			c->blocks_dropped++;
 			return;
@@ -194,6 +200,7 @@ struct access_ctx {
 	const struct kvmm_access_rec *user;
 	__u32 n;
 	__u32 pid;
+	__u64 uid_gid; /* bpf_get_current_uid_gid(): gid << 32 | uid */
 	__u64 now;
 	struct access_scratch *scratch;
 	struct kvmm_counters *c;
@@ -224,7 +231,7 @@ static long access_one(__u32 i, void *arg)
 		a->c->access_dropped += a->n - i;
 		return 1;
 	}
-	block_access(&a->scratch->recs[k], a->now, a->pid, a->c);
+	block_access(&a->scratch->recs[k], a->now, a->pid, a->uid_gid, a->c);
 	return 0;
 }
 
@@ -236,6 +243,7 @@ int BPF_USDT(kvmm_access, __u64 step, const struct kvmm_access_rec *recs,
 		.user = recs,
 		.n = n,
 		.pid = bpf_get_current_pid_tgid() >> 32,
+		.uid_gid = bpf_get_current_uid_gid(),
 		.now = bpf_ktime_get_ns(),
 	};
 	__u32 zero = 0;

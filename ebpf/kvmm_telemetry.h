@@ -4,18 +4,29 @@
  * (ebpf/telemetry.c), the shared-memory fallback (ebpf/telemetry_shm.h) and
  * the probe sites (ebpf/probes.h).
  *
- * Everything here is part of the pinned-map layout: a change to any struct
- * or enum below must bump KVMM_TEL_LAYOUT_VERSION, which names the pin
- * directory (/sys/fs/bpf/kvmm/v<N>/), so a loader never reuses a map that an
- * older layout created.  The header compiles both for the BPF target (no
- * libc) and for user space, so it only uses __u* types and plain inlines.
+ * Two layouts use these structs, each with its own version:
+ *
+ *  - the pinned maps: a change to a map's key or value, or to an enum
+ *    they hold, bumps KVMM_TEL_PIN_VERSION, which names the pin directory
+ *    (/sys/fs/bpf/kvmm/v<N>/), so a loader never reuses a map that an
+ *    older layout created and a reader never misreads one;
+ *  - the shared-memory region a daemon gives each session
+ *    (ebpf/telemetry_shm.h): a change to what it holds (the block stats,
+ *    the histograms, the counters, the enums) bumps KVMM_TEL_SHM_VERSION,
+ *    which libkvmm checks before it writes there.  A pin-only change
+ *    leaves it alone, so older clients keep their shm telemetry.
+ *
+ * The header compiles both for the BPF target (no libc) and for user
+ * space, so it only uses __u* types and plain inlines.
  */
 #ifndef KVMM_EBPF_TELEMETRY_LAYOUT_H
 #define KVMM_EBPF_TELEMETRY_LAYOUT_H
 
 #include <linux/types.h>
 
-#define KVMM_TEL_LAYOUT_VERSION 1
+/* 2: kvmm_blocks keyed by (hash, uid, gid) instead of the hash alone */
+#define KVMM_TEL_PIN_VERSION 2
+#define KVMM_TEL_SHM_VERSION 1
 
 /* Events: the probe that fired (also the histogram kind). */
 enum kvmm_tel_event {
@@ -62,10 +73,36 @@ struct kvmm_access_rec {
 	__u64 hash;
 	__u64 seq;
 	__u32 tier; /* enum kvmm_tel_tier */
-	__u32 flags; /* reserved, 0 */
+	__u32 flags; /* KVMM_ACCESS_*; 0 from clients */
 };
 
-/* Per-block statistics (value of the kvmm_blocks LRU hash, key = hash). */
+/*
+ * The hash is already the cache's name for the block: kvmmd sets it on
+ * the records of its own prefix opens, so that under --cache-scope those
+ * are not renamed as a client's would be (whatever pid or uid kvmmd has).
+ */
+#define KVMM_ACCESS_NAMED 0x1u
+/* kvmm_block_key.uid and .gid of the records flagged KVMM_ACCESS_NAMED:
+ * (uid_t)-1, which no process has */
+#define KVMM_TEL_ID_NAMED 0xffffffffu
+
+/*
+ * Key of the kvmm_blocks map: a block hash as the process that accessed
+ * it named it, and that process's real uid and gid.  kvmmd's
+ * --cache-scope uid|gid gives each tenant its own names for the hashes it
+ * sends, so two tenants that send one hash use two blocks: their reports
+ * stay apart here too, and the daemon renames each entry by its own
+ * uid or gid.  kvmmd's own records (KVMM_ACCESS_NAMED) already carry the
+ * cache's names: their uid and gid are KVMM_TEL_ID_NAMED.
+ */
+struct kvmm_block_key {
+	__u64 hash;
+	__u32 uid;
+	__u32 gid;
+};
+
+/* Per-block statistics (value of the kvmm_blocks LRU hash; in shared
+ * memory, of a block slot). */
 struct kvmm_block_stats {
 	__u64 count; /* accesses seen */
 	__u64 first_ns; /* CLOCK_MONOTONIC of the first access */

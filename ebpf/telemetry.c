@@ -7,8 +7,11 @@
  * new snapshot from the source (BPF maps through telemetry_bpf.c, or a
  * merge of every registered shm region plus the totals of removed ones),
  * compares it with the previous one to feed the sink, and swaps.  Merging
- * the same block from several sessions adds counts and access rates (the
- * gap EWMAs combine as 1/g = 1/g1 + 1/g2) and keeps the latest access.
+ * the same block from several sessions (or BPF entries of several uids)
+ * adds counts and access rates (the gap EWMAs combine as
+ * 1/g = 1/g1 + 1/g2) and keeps the latest access; with a rename hook
+ * each report is renamed before, so only reports that name one block for
+ * their owner meet.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -378,7 +381,10 @@ static int shm_read(const struct tel *t, const struct tel_shm_src *src,
 		/* who wrote it is the daemon's to say, not the client's */
 		st.last_pid = src->pid;
 		if (t->rename &&
-		    !t->rename(t->rename_arg, src->id, src->pid, &hash))
+		    !t->rename(t->rename_arg,
+			       &(struct tel_origin){ .src = src->id,
+						     .pid = src->pid },
+			       &hash))
 			continue;
 		err = snap_add_block(d, hash, &st);
 		if (err)
@@ -465,6 +471,32 @@ void tel_shm_remove(struct tel *t, uint64_t id)
 		t->srcs[i] = t->srcs[--t->nr_srcs];
 		return;
 	}
+}
+
+/* ---- the BPF source ---- */
+
+struct bpf_read {
+	const struct tel *t;
+	struct tel_snapshot *snap;
+};
+
+/* One kvmm_blocks entry into the snapshot, renamed by whose it is. */
+static int bpf_add_block(void *arg, const struct kvmm_block_key *key,
+			 const struct kvmm_block_stats *st)
+{
+	const struct bpf_read *r = arg;
+	const struct tel *t = r->t;
+	struct tel_origin o = {
+		.src = TEL_SRC_BPF,
+		.pid = st->last_pid,
+		.uid = key->uid,
+		.gid = key->gid,
+	};
+	uint64_t hash = key->hash;
+
+	if (t->rename && !t->rename(t->rename_arg, &o, &hash))
+		return 0;
+	return snap_add_block(r->snap, hash, st);
 }
 
 /* ---- open / close / poll ---- */
@@ -575,18 +607,11 @@ static void feed_sink(struct tel *t, const struct tel_snapshot *old,
 
 			if (!e->used)
 				continue;
-			uint64_t h = e->hash;
-
 			p = snap_find(old, e->hash);
 			if (p && p->s.count == e->s.count &&
 			    p->s.last_ns == e->s.last_ns)
 				continue;
-			/* shm reports were renamed as they were read */
-			if (t->source == TEL_SOURCE_BPF && t->rename &&
-			    !t->rename(t->rename_arg, TEL_SRC_BPF,
-				       e->s.last_pid, &h))
-				continue;
-			t->sink.block(t->sink.arg, h, &e->s);
+			t->sink.block(t->sink.arg, e->hash, &e->s);
 		}
 	}
 	if (t->sink.latency) {
@@ -625,7 +650,9 @@ int tel_poll(struct tel *t)
 	if (!s)
 		return -ENOMEM;
 	if (t->source == TEL_SOURCE_BPF) {
-		err = tel_bpf_read_blocks(t, snap_add_block, s);
+		err = tel_bpf_read_blocks(t, bpf_add_block,
+					  &(struct bpf_read){ .t = t,
+							      .snap = s });
 		if (!err)
 			err = tel_bpf_read_hist(t, snap_add_hist, s);
 		if (!err)

@@ -5,7 +5,7 @@
  *
  *  - BPF: ebpf/kvmm.bpf.c attached to the USDT probes of libkvmm (every
  *    process, by library path) and of the daemon itself, maps pinned under
- *    <pin_root>/v<KVMM_TEL_LAYOUT_VERSION>/.
+ *    <pin_root>/v<KVMM_TEL_PIN_VERSION>/.
  *  - SHM: when BPF is not available (not root, no bpffs, no BTF, old
  *    kernel, built without BPF) each session's client writes the same
  *    statistics into a region of its shared memory (ebpf/telemetry_shm.h)
@@ -64,10 +64,17 @@ struct tel_opts {
 	bool quiet; /* no log line when falling back */
 };
 
-/* src: the shm source's id (tel_shm_add()), or TEL_SRC_BPF; pid: the
- * process (the source's, or the BPF entry's latest access's). */
+/* Where a block report comes from, for the rename hook. */
 #define TEL_SRC_BPF UINT64_MAX
-typedef bool (*tel_rename_fn)(void *arg, uint64_t src, uint32_t pid,
+struct tel_origin {
+	uint64_t src; /* the shm source's id (tel_shm_add()), or TEL_SRC_BPF */
+	uint32_t pid; /* the source's process, or the BPF entry's latest
+		       * access's */
+	/* BPF: the real uid and gid of the processes that made the entry
+	 * (its map key); shm: 0 (the source's id says whose it is) */
+	uint32_t uid, gid;
+};
+typedef bool (*tel_rename_fn)(void *arg, const struct tel_origin *o,
 			      uint64_t *hash);
 
 /* What the policy is told at each poll. */
@@ -124,12 +131,14 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 /*
  * The owner's names for the block hashes a process reports (kvmmd's
  * --cache-scope renames each client's hashes by its uid or gid): fn gets
- * the source, the process and the hash, renames it in place, or returns
- * false to leave the report out.  A shm region's reports are renamed as
- * they are read, with the id and pid the region was added with, before
- * they meet another region's (so two tenants' equal hashes stay apart);
- * BPF reports are merged by hash in the kernel map first and renamed when
- * fed to the sink (src TEL_SRC_BPF), with the pid of the latest access.  NULL (the default): as reported.
+ * where a report comes from and its hash, renames it in place, or returns
+ * false to leave the report out.  Reports are renamed as they are read,
+ * before they meet each other in the snapshot, so two tenants' equal
+ * hashes stay apart: a shm region's with the id and pid the region was
+ * added with, a BPF entry (the kernel keeps one per hash, uid and gid)
+ * with its uid, gid and the pid of its latest access (src TEL_SRC_BPF).
+ * Reports that get one name are then merged, their counts added.  NULL
+ * (the default): as reported.
  */
 void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg);
 void tel_shm_remove(struct tel *t, uint64_t id);

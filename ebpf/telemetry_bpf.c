@@ -4,7 +4,7 @@
  *
  * tel_bpf_open() makes sure bpffs is mounted, removes pins another layout
  * version (or a crashed loader of ours) left under the pin root, opens the
- * skeleton with pin_root_path = <pin_root>/v<KVMM_TEL_LAYOUT_VERSION> so
+ * skeleton with pin_root_path = <pin_root>/v<KVMM_TEL_PIN_VERSION> so
  * libbpf pins every map by name there, loads it and attaches each USDT
  * program to every target that has the probe.  Failure at any step leaves
  * a one-line reason in t->reason for the fallback message.  Reads use
@@ -295,7 +295,7 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	libbpf_set_print(libbpf_print);
 	libbpf_last[0] = 0;
 	snprintf(t->pin_dir, sizeof(t->pin_dir), "%s/v%d", t->pin_root,
-		 KVMM_TEL_LAYOUT_VERSION);
+		 KVMM_TEL_PIN_VERSION);
 	err = ensure_bpffs(t);
 	if (err)
 		return err;
@@ -323,7 +323,7 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	}
 	b->owner = t;
 	b->ncpus = libbpf_num_possible_cpus();
-	b->keys = malloc(TEL_BATCH * sizeof(struct kvmm_hist_key));
+	b->keys = malloc(TEL_BATCH * TEL_KEY_MAX);
 	b->vals = malloc(TEL_BATCH * sizeof(struct kvmm_hist));
 	if (b->ncpus <= 0 || !b->keys || !b->vals) {
 		err = b->ncpus <= 0 ? b->ncpus : -ENOMEM;
@@ -412,7 +412,7 @@ int tel_bpf_open_pinned(struct tel *t)
 	int err;
 
 	snprintf(t->pin_dir, sizeof(t->pin_dir), "%s/v%d", t->pin_root,
-		 KVMM_TEL_LAYOUT_VERSION);
+		 KVMM_TEL_PIN_VERSION);
 	err = ensure_bpffs(t);
 	if (err)
 		return err;
@@ -422,7 +422,7 @@ int tel_bpf_open_pinned(struct tel *t)
 	b->blocks_fd = b->hist_fd = b->counters_fd = -1;
 	b->own_fds = true;
 	b->ncpus = libbpf_num_possible_cpus();
-	b->keys = malloc(TEL_BATCH * sizeof(struct kvmm_hist_key));
+	b->keys = malloc(TEL_BATCH * TEL_KEY_MAX);
 	b->vals = malloc(TEL_BATCH * sizeof(struct kvmm_hist));
 	if (b->ncpus <= 0 || !b->keys || !b->vals) {
 		err = b->ncpus <= 0 ? b->ncpus : -ENOMEM;
@@ -519,7 +519,7 @@ static int read_batched(int fd, size_t ksz, size_t vsz, void *keys, void *vals,
 }
 
 struct emit_ctx {
-	tel_block_fn bfn;
+	tel_bpf_block_fn bfn;
 	tel_hist_fn hfn;
 	void *arg;
 };
@@ -527,10 +527,8 @@ struct emit_ctx {
 static int emit_block(void *arg, const void *k, const void *v)
 {
 	struct emit_ctx *c = arg;
-	uint64_t hash;
 
-	memcpy(&hash, k, sizeof(hash));
-	return c->bfn(c->arg, hash, v);
+	return c->bfn(c->arg, k, v);
 }
 
 static int emit_hist(void *arg, const void *k, const void *v)
@@ -540,12 +538,12 @@ static int emit_hist(void *arg, const void *k, const void *v)
 	return c->hfn(c->arg, k, v);
 }
 
-int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg)
+int tel_bpf_read_blocks(struct tel *t, tel_bpf_block_fn fn, void *arg)
 {
 	struct emit_ctx c = { .bfn = fn, .arg = arg };
 	struct tel_bpf *b = t->bpf;
 
-	return read_batched(b->blocks_fd, sizeof(uint64_t),
+	return read_batched(b->blocks_fd, sizeof(struct kvmm_block_key),
 			    sizeof(struct kvmm_block_stats), b->keys, b->vals,
 			    emit_block, &c);
 }
@@ -624,7 +622,7 @@ unsigned int tel_bpf_attachments(const struct tel *t)
 	return 0;
 }
 
-int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg)
+int tel_bpf_read_blocks(struct tel *t, tel_bpf_block_fn fn, void *arg)
 {
 	return -ENOTSUP;
 }

@@ -12,12 +12,20 @@
 
 typedef int (*tel_block_fn)(void *arg, uint64_t hash,
 			    const struct kvmm_block_stats *stats);
+/* A kvmm_blocks entry as the map holds it (per hash and accessing ids). */
+typedef int (*tel_bpf_block_fn)(void *arg, const struct kvmm_block_key *key,
+				const struct kvmm_block_stats *stats);
 typedef int (*tel_hist_fn)(void *arg, const struct kvmm_hist_key *key,
 			   const struct kvmm_hist *hist);
 
 struct tel_bpf;
 
 #define TEL_PIN_ROOT_MAX 256
+/* The largest key of a map read in batches (kvmm_blocks, kvmm_hist). */
+#define TEL_KEY_MAX                                                     \
+	(sizeof(struct kvmm_block_key) > sizeof(struct kvmm_hist_key) ? \
+		 sizeof(struct kvmm_block_key) :                        \
+		 sizeof(struct kvmm_hist_key))
 
 struct tel {
 	enum tel_mode mode;
@@ -45,7 +53,7 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o);
 int tel_bpf_open_pinned(struct tel *t);
 void tel_bpf_close(struct tel *t, bool keep_pins);
 unsigned int tel_bpf_attachments(const struct tel *t);
-int tel_bpf_read_blocks(struct tel *t, tel_block_fn fn, void *arg);
+int tel_bpf_read_blocks(struct tel *t, tel_bpf_block_fn fn, void *arg);
 int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg);
 int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out);
 int tel_bpf_drain_events(struct tel *t);

@@ -38,7 +38,7 @@
 
 struct kvmm_tel_shm {
 	uint64_t magic;
-	uint32_t layout_version; /* KVMM_TEL_LAYOUT_VERSION */
+	uint32_t layout_version; /* KVMM_TEL_SHM_VERSION */
 	uint32_t header_size;
 	uint64_t total_size;
 	uint32_t nr_blocks; /* power of two */
@@ -112,7 +112,7 @@ static inline int kvmm_tel_shm_init(void *base, size_t size)
 	if (!base || !n)
 		return -EINVAL;
 	memset(base, 0, kvmm_tel_shm_size(n));
-	s->layout_version = KVMM_TEL_LAYOUT_VERSION;
+	s->layout_version = KVMM_TEL_SHM_VERSION;
 	s->header_size = sizeof(*s);
 	s->total_size = kvmm_tel_shm_size(n);
 	s->nr_blocks = n;
@@ -134,7 +134,7 @@ static inline int kvmm_tel_shm_check(const void *base, size_t size)
 	if (!base || size < sizeof(*s) ||
 	    __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != KVMM_TEL_SHM_MAGIC)
 		return -EINVAL;
-	if (s->layout_version != KVMM_TEL_LAYOUT_VERSION)
+	if (s->layout_version != KVMM_TEL_SHM_VERSION)
 		return -EPROTO;
 	n = s->nr_blocks;
 	if (!n || (n & (n - 1)) || kvmm_tel_shm_size(n) > size ||

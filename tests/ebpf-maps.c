@@ -4,7 +4,8 @@
  * probes (by path, every process), a forked client process drives a known
  * workload, and the pinned maps hold exactly its counts and histogram
  * buckets: through the telemetry API, through the sink deltas, and through
- * `bpftool -j map dump pinned`.  Closing removes the pins.
+ * `bpftool -j map dump pinned` (blocks keyed by hash, uid and gid).
+ * Closing removes the pins.
  * Skips (77) without root or BPF.
  */
 #include <errno.h>
@@ -86,7 +87,7 @@ int main(void)
 	uint64_t t0, t1;
 	struct tel *t;
 	struct stat st;
-	char *json, key[64];
+	char *json, key[128];
 	pid_t pid;
 
 	bpf_test_init(&b, "test");
@@ -98,7 +99,7 @@ int main(void)
 	t_assert(KVMM_PROBE_ENABLED(access));
 	t_assert(KVMM_PROBE_ENABLED(evict));
 	snprintf(path, sizeof(path), "%s/v%d/kvmm_blocks", b.pin,
-		 KVMM_TEL_LAYOUT_VERSION);
+		 KVMM_TEL_PIN_VERSION);
 	t_assert(!stat(path, &st));
 	tel_set_sink(t, &sink);
 
@@ -125,15 +126,23 @@ int main(void)
 	json = run_bpftool(args);
 	if (!json)
 		t_fail("bpftool %s failed", args);
-	snprintf(key, sizeof(key), "\"key\":%llu,", (unsigned long long)H1);
+	/* keyed by hash and the accessing process's uid and gid (the
+	 * driven client is our child: ours) */
+	snprintf(key, sizeof(key),
+		 "\"key\":{\"hash\":%llu,\"uid\":%u,\"gid\":%u}",
+		 (unsigned long long)H1, (unsigned)getuid(),
+		 (unsigned)getgid());
 	t_assert_eq(json_field_after(json, key, "count"), 5);
 	t_assert_eq(json_field_after(json, key, "last_seq"), 4);
-	snprintf(key, sizeof(key), "\"key\":%llu,", (unsigned long long)H2);
+	snprintf(key, sizeof(key),
+		 "\"key\":{\"hash\":%llu,\"uid\":%u,\"gid\":%u}",
+		 (unsigned long long)H2, (unsigned)getuid(),
+		 (unsigned)getgid());
 	t_assert_eq(json_field_after(json, key, "count"), 3);
 	free(json);
 
 	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_hist",
-		 b.pin, KVMM_TEL_LAYOUT_VERSION);
+		 b.pin, KVMM_TEL_PIN_VERSION);
 	json = run_bpftool(args);
 	if (!json)
 		t_fail("bpftool %s failed", args);
@@ -152,7 +161,7 @@ int main(void)
 	free(json);
 
 	snprintf(args, sizeof(args), "-j map dump pinned %s/v%d/kvmm_counters",
-		 b.pin, KVMM_TEL_LAYOUT_VERSION);
+		 b.pin, KVMM_TEL_PIN_VERSION);
 	json = run_bpftool(args);
 	if (!json)
 		t_fail("bpftool %s failed", args);

@@ -62,7 +62,7 @@ int main(void)
 		t_skip("BPF telemetry needs root");
 	snprintf(root, sizeof(root), "/sys/fs/bpf/kvmm-pins-%d", (int)getpid());
 	snprintf(v0, sizeof(v0), "%s/v0", root);
-	snprintf(cur, sizeof(cur), "%s/v%d", root, KVMM_TEL_LAYOUT_VERSION);
+	snprintf(cur, sizeof(cur), "%s/v%d", root, KVMM_TEL_PIN_VERSION);
 	o.mode = TEL_MODE_BPF;
 	o.pin_root = root;
 	o.targets = targets;

@@ -13,11 +13,13 @@
  * sees it.
  *
  * The same with --cache-scope uid: the probes carry the client's hashes,
- * the cache its own names for them (scope.c), and the feed renames each
- * block by the uid of the session that accessed it, so the counts land
- * on the cache's blocks, also when that session has ended before the
- * poll (as here: the client is gone, its session ended if the loop had
- * not done it yet).  Skips (77) without root or BPF.
+ * the cache its own names for them (scope.c).  The kernel map keeps the
+ * client's steps under its hash and uid, the daemon's opens under the
+ * cache's names; the daemon's poll renames each entry by its uid, so the
+ * two meet on the cache's block and the policy counts 32 there too, also
+ * when the client's session has ended before the poll (as here: the
+ * client is gone, its session ended if the loop had not done it yet).
+ * Skips (77) without root or BPF.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -102,24 +104,28 @@ static void view(uint32_t scope)
 		struct pol_block *pb = pol_cache_lookup(
 			d.tel_feed.cache, cached_as(&d, hashes[b]));
 
-		t_ok(tel_block_lookup(d.tel, hashes[b], &ts));
-		t_ok(tel_block_lookup(maps, hashes[b], &ms));
-		t_assert_eq(ts.count, ms.count);
-		t_assert_eq(ts.last_ns, ms.last_ns);
+		/* the daemon's view, by the cache's names */
+		t_ok(tel_block_lookup(d.tel, cached_as(&d, hashes[b]), &ts));
+		t_assert_eq(ts.count, 3 * STEPS + 2);
 		t_assert(pb);
-		t_assert_eq(pb->access_count, ms.count);
+		t_assert_eq(pb->access_count, ts.count);
+		t_ok(tel_block_lookup(maps, hashes[b], &ms));
 		if (!scope) {
-			t_assert_eq(ms.count, 3 * STEPS + 2);
+			t_assert_eq(ms.count, ts.count);
+			t_assert_eq(ts.last_ns, ms.last_ns);
 			continue;
 		}
-		/* the uid scope: the client's steps under its hash, the
-		 * daemon's prefix opens under the cache's name (the feed
-		 * takes the larger count, as for any two reports) */
+		/* the uid scope: the maps as kvmmctl reads them, the
+		 * client's steps under its hash, the daemon's prefix opens
+		 * under the cache's name */
 		t_assert_eq(ms.count, 3 * STEPS);
+		t_assert_eq(ts.last_ns, ms.last_ns); /* the steps came last */
 		t_ok(tel_block_lookup(maps, cached_as(&d, hashes[b]), &ms));
 		t_assert_eq(ms.count, 2);
-		/* the client's own hash names nothing in the cache */
+		/* the client's own hash names nothing in the cache, nor in
+		 * the daemon's view */
 		t_assert(!pol_cache_lookup(d.tel_feed.cache, hashes[b]));
+		t_assert(tel_block_lookup(d.tel, hashes[b], &ts) == -ENOENT);
 	}
 	/* the block every open missed: traced, not in the policy */
 	t_ok(tel_block_lookup(maps, cached_as(&d, hashes[2]), &ms));

@@ -434,7 +434,8 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	else if (hit < pr->lim || pr->stop == KC_STOP_MISS || nholes)
 		c->st.misses++;
 	/* kvmm:access: each block the prefix found, and where (a hole: a
-	 * miss), then the first one it did not (to be recomputed) */
+	 * miss), then the first one it did not (to be recomputed); named
+	 * as the cache names them (not to be renamed as a client's) */
 	if (pr->n && kvmm_tel_want(d->tel_local, access)) {
 		struct kvmm_access_rec *recs = calloc(hit + 1, sizeof(*recs));
 		uint64_t who = (uint64_t)s->id << 32 | pr->seq;
@@ -446,12 +447,13 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 				pr->from[b] < POL_TIER_COUNT ?
 					pr->from[b] :
 					KVMM_TEL_TIER_MISS,
-				0
+				KVMM_ACCESS_NAMED
 			};
 		if (recs && hit < pr->n)
-			recs[nrec++] = (struct kvmm_access_rec){
-				pr->hashes[hit], who, KVMM_TEL_TIER_MISS, 0
-			};
+			recs[nrec++] =
+				(struct kvmm_access_rec){ pr->hashes[hit], who,
+							  KVMM_TEL_TIER_MISS,
+							  KVMM_ACCESS_NAMED };
 		if (recs)
 			kvmm_tel_access(d->tel_local, pr->open_id, recs, nrec);
 		free(recs);

@@ -176,56 +176,29 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len)
 	kd_scope_request(s, h.cmd, (char *)msg + sizeof(h), len - sizeof(h));
 }
 
-bool kd_scope_tel_rename(void *arg, uint64_t src, uint32_t pid, uint64_t *hash)
+bool kd_scope_tel_rename(void *arg, const struct tel_origin *o, uint64_t *hash)
 {
 	struct kd_daemon *d = arg;
 	const struct kd_session *s;
+	uint32_t id;
 
-	if (d->scope.mode == KD_SCOPE_SHARED || src == KD_TEL_LOCAL_ID ||
-	    pid == (uint32_t)getpid())
+	/* the daemon's own reports name blocks as the cache does: its
+	 * telemetry region, its BPF records (KVMM_ACCESS_NAMED) */
+	if (d->scope.mode == KD_SCOPE_SHARED || o->src == KD_TEL_LOCAL_ID ||
+	    (o->src == TEL_SRC_BPF && o->uid == KVMM_TEL_ID_NAMED))
 		return true;
 	/* a session's region: that session's scope, whatever its pid says
 	 * (0 in another pid namespace; a pid two sessions share) */
-	if (src != TEL_SRC_BPF) {
-		s = kd_session_by_id(d, (uint32_t)src);
+	if (o->src != TEL_SRC_BPF) {
+		s = kd_session_by_id(d, (uint32_t)o->src);
 		if (!s)
 			return false;
-		*hash = kd_scope_hash(&d->scope, kd_scope_id(&d->scope, s),
-				      *hash);
-		return true;
+		id = kd_scope_id(&d->scope, s);
+	} else {
+		/* the kernel keeps a BPF entry per hash, uid and gid: the
+		 * ids are the entry's, whoever's session it was */
+		id = d->scope.mode == KD_SCOPE_GID ? o->gid : o->uid;
 	}
-	/* unknown, or a peer in another pid namespace (SO_PEERCRED says
-	 * 0): nobody's to rename by */
-	if (!pid)
-		return false;
-	for (s = d->sessions; s; s = s->next) {
-		if ((uint32_t)s->pid == pid) {
-			*hash = kd_scope_hash(&d->scope,
-					      kd_scope_id(&d->scope, s), *hash);
-			return true;
-		}
-	}
-	/* the newest first: a pid used again is the later session's */
-	for (unsigned int i = 1; i <= KD_SCOPE_ENDED; i++) {
-		unsigned int k = (d->scope.ended_next - i) % KD_SCOPE_ENDED;
-
-		if (d->scope.ended[k].pid && d->scope.ended[k].pid == pid) {
-			*hash = kd_scope_hash(&d->scope, d->scope.ended[k].id,
-					      *hash);
-			return true;
-		}
-	}
-	return false;
-}
-
-void kd_scope_session_end(const struct kd_session *s)
-{
-	struct kd_scope *sc = &s->d->scope;
-	unsigned int k = sc->ended_next % KD_SCOPE_ENDED;
-
-	if (sc->mode == KD_SCOPE_SHARED || s->pid <= 0)
-		return;
-	sc->ended[k].pid = (uint32_t)s->pid;
-	sc->ended[k].id = kd_scope_id(sc, s);
-	sc->ended_next = (k + 1) % KD_SCOPE_ENDED;
+	*hash = kd_scope_hash(&d->scope, id, *hash);
+	return true;
 }

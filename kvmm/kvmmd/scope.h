@@ -36,18 +36,9 @@ enum kd_scope_mode {
 	KD_SCOPE_GID = 2, /* renamed per peer gid (SO_PEERCRED) */
 };
 
-/* ended sessions whose (pid, uid) the telemetry feed still knows */
-#define KD_SCOPE_ENDED 64
-
 struct kd_scope {
 	uint32_t mode; /* enum kd_scope_mode */
 	uint8_t key[KD_SIPHASH_KEY_BYTES]; /* all zero in the shared scope */
-	/* the peers of the last KD_SCOPE_ENDED sessions to end, a ring
-	 * (kd_scope_session_end(), for kd_scope_tel_rename()) */
-	struct {
-		uint32_t pid, id; /* id: the uid or gid it was renamed by */
-	} ended[KD_SCOPE_ENDED];
-	unsigned int ended_next;
 };
 
 struct kd_daemon;
@@ -85,15 +76,14 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
 /*
  * Telemetry's rename hook (tel_set_rename(), arg the daemon): a block a
  * client reported under its hash gets the cache's name for it in its
- * session's scope (the daemon's own reports already carry the cache's
- * names).  A shm region is its session's (src, the session id); a BPF
- * report is the latest accessing process's (pid): a live session's, else
- * one of the last KD_SCOPE_ENDED to end (a client's last steps are
- * polled after it is gone).  False, leave it out, when none is found (or
- * the pid is 0).
+ * scope (the daemon's own reports already carry the cache's names).  A
+ * shm region is its session's (o->src, the session id: false, leave it
+ * out, once that session is gone); a BPF entry is renamed by its own uid
+ * or gid (the kernel keeps one entry per hash, uid and gid), so reports
+ * polled after their client left, or from a client in another pid
+ * namespace, still land on its blocks.
  */
-bool kd_scope_tel_rename(void *arg, uint64_t src, uint32_t pid, uint64_t *hash);
-/* s ends: remember its peer for kd_scope_tel_rename() (uid or gid scope). */
-void kd_scope_session_end(const struct kd_session *s);
+struct tel_origin;
+bool kd_scope_tel_rename(void *arg, const struct tel_origin *o, uint64_t *hash);
 
 #endif

@@ -180,7 +180,6 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	kd_loop_del(&d->loop, &s->file);
 	close(s->fd);
 	s->fd = -1;
-	kd_scope_session_end(s); /* its last steps are polled later */
 	/* a PREFIX_OPEN waiting for restores is forgotten (its sequence goes
 	 * with the regions below; the restores finish into the cache) */
 	kd_cache_session_end(s);
