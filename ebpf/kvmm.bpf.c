@@ -61,6 +61,28 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kvmm_events SEC(".maps");
 
+/*
+ * The loader (kvmmd): its process in its own pid namespace, set before
+ * load.  Only its records may carry KVMM_ACCESS_NAMED; a client that sets
+ * the flag is keyed by its uid and gid like any other report.
+ */
+const volatile __u64 loader_pidns_dev = 0;
+const volatile __u64 loader_pidns_ino = 0;
+const volatile __u32 loader_tgid = 0;
+
+static __always_inline bool from_loader(void)
+{
+	struct bpf_pidns_info ns;
+
+	if (!loader_tgid)
+		return false;
+	/* fails for a process outside the loader's pid namespace */
+	if (bpf_get_ns_current_pid_tgid(loader_pidns_dev, loader_pidns_ino, &ns,
+					sizeof(ns)))
+		return false;
+	return ns.tgid == loader_tgid;
+}
+
 /* Scratch for copying access records out of the client (not pinned). */
 struct access_scratch {
 	struct kvmm_access_rec recs[KVMM_ACCESS_CHUNK];
@@ -154,9 +176,9 @@ static __always_inline void emit(__u32 kind, __u64 hash, __u32 tier,
 
 static __always_inline void block_access(const struct kvmm_access_rec *r,
 					 __u64 now, __u32 pid, __u64 uid_gid,
-					 struct kvmm_counters *c)
+					 bool loader, struct kvmm_counters *c)
 {
-	bool named = r->flags & KVMM_ACCESS_NAMED;
+	bool named = loader && (r->flags & KVMM_ACCESS_NAMED);
 	struct kvmm_block_key key = {
 		.hash = r->hash,
 		.uid = named ? KVMM_TEL_ID_NAMED : (__u32)uid_gid,
@@ -201,6 +223,7 @@ struct access_ctx {
 	__u32 n;
 	__u32 pid;
 	__u64 uid_gid; /* bpf_get_current_uid_gid(): gid << 32 | uid */
+	bool loader; /* fired by the loader: KVMM_ACCESS_NAMED counts */
 	__u64 now;
 	struct access_scratch *scratch;
 	struct kvmm_counters *c;
@@ -231,7 +254,8 @@ static long access_one(__u32 i, void *arg)
 		a->c->access_dropped += a->n - i;
 		return 1;
 	}
-	block_access(&a->scratch->recs[k], a->now, a->pid, a->uid_gid, a->c);
+	block_access(&a->scratch->recs[k], a->now, a->pid, a->uid_gid,
+		     a->loader, a->c);
 	return 0;
 }
 
@@ -244,6 +268,7 @@ int BPF_USDT(kvmm_access, __u64 step, const struct kvmm_access_rec *recs,
 		.n = n,
 		.pid = bpf_get_current_pid_tgid() >> 32,
 		.uid_gid = bpf_get_current_uid_gid(),
+		.loader = from_loader(),
 		.now = bpf_ktime_get_ns(),
 	};
 	__u32 zero = 0;

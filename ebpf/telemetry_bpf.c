@@ -286,6 +286,27 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/*
+ * Tell the programs who the loader is (its pid in its own pid namespace,
+ * which BPF finds by the namespace's device and inode): only its access
+ * records may say their hashes are the cache's names (KVMM_ACCESS_NAMED).
+ * Without the namespace's identity no record may.
+ */
+static void set_loader(struct kvmm_bpf *skel)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st)) {
+		tel_log(VMM_LOG_WARN,
+			"no pid namespace identity (%s): kvmmd's own access records are counted as its uid's",
+			strerror(errno));
+		return;
+	}
+	skel->rodata->loader_pidns_dev = st.st_dev;
+	skel->rodata->loader_pidns_ino = st.st_ino;
+	skel->rodata->loader_tgid = (__u32)getpid();
+}
+
 int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo);
@@ -341,6 +362,7 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	if (o->max_blocks)
 		bpf_map__set_max_entries(b->skel->maps.kvmm_blocks,
 					 o->max_blocks);
+	set_loader(b->skel);
 	err = kvmm_bpf__load(b->skel);
 	if (err) {
 		snprintf(t->reason, sizeof(t->reason), "BPF load failed: %s%s",

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <unistd.h>
 
 #include "ebpf/telemetry.h"
 
