@@ -88,7 +88,9 @@ struct pol_block {
 	uint8_t turn; /* conversation turn that created it (asym) */
 	uint8_t few_new; /* its latest request was short (POL_BLOCK_FEW_NEW) */
 	uint32_t parent_id; /* entry id of the parent when admitted (hint) */
-	uint32_t pad2[2];
+	uint16_t tenant; /* row of the tenant it is charged to (pol_tenant.h) */
+	uint16_t pad3;
+	uint32_t pad2;
 	/* slot[POL_TIER_GPU] completes line 1 */
 	struct pol_slot slot[POL_TIER_COUNT];
 	uint64_t bytes;

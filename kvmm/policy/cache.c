@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kvmm/policy/policy.h"
+#include "kvmm/policy/pol_tenant.h"
 
 struct pol_cache {
 	struct pol_index ix;
@@ -35,6 +36,7 @@ struct pol_cache {
 	/* make_room's second pass: demotable TTLs do not hold a block */
 	bool ttl_demoting;
 	struct pol_cache_stats st;
+	struct pol_tenants tenants; /* who brought what each tier holds */
 };
 
 static const char *const kind_names[POL_KIND_COUNT] = {
@@ -322,6 +324,16 @@ void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s)
 	*s = c->st;
 }
 
+size_t pol_cache_tenants(const struct pol_cache *c,
+			 struct pol_tenant_count *out, size_t max)
+{
+	size_t n = c->tenants.nr;
+
+	if (out && max)
+		memcpy(out, c->tenants.row, (n < max ? n : max) * sizeof(*out));
+	return n;
+}
+
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 {
 	for (unsigned t = tier + 1; t < POL_TIER_COUNT; t++)
@@ -438,6 +450,7 @@ static void enter_tier(struct pol_cache *c, struct pol_block *b, unsigned t)
 {
 	b->tier = (uint8_t)t;
 	c->count[t]++;
+	pol_tenant_enter(&c->tenants, b->tenant, t);
 	c->ops->on_insert(c->priv[t], b);
 	count_in_parent(c, b);
 }
@@ -449,6 +462,7 @@ static void leave_tier(struct pol_cache *c, struct pol_block *b)
 	uncount_in_parent(c, b);
 	c->ops->on_remove(c->priv[t], b);
 	c->count[t]--;
+	pol_tenant_leave(&c->tenants, b->tenant, t);
 	b->tier = POL_TIER_NONE;
 }
 
@@ -620,6 +634,9 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		report(c, b, from, POL_TIER_GPU);
 	} else {
 		c->st.inserts++;
+		/* charged to whoever admits it, in every tier it goes to */
+		b->tenant = pol_tenant_row(&c->tenants, d->tenant);
+		c->tenants.row[b->tenant].admitted++;
 		report(c, b, POL_TIER_NONE, POL_TIER_GPU);
 	}
 	enter_tier(c, b, POL_TIER_GPU);

@@ -159,6 +159,27 @@ struct pol_block_desc {
 	uint32_t flags; /* enum pol_block_flags */
 	uint64_t next_use; /* belady only; UINT64_MAX if never again */
 	uint64_t bytes; /* 0: opts.block_bytes */
+	/* who accesses it (kvmmd: a uid or gid): an admission charges the
+	 * block to it (pol_cache_tenants()) */
+	uint32_t tenant;
+	uint32_t pad;
+};
+
+/*
+ * Tenants: who brought the blocks each tier holds.  A block is charged
+ * to the tenant of the access that admitted it and stays charged to it
+ * in every tier until it leaves the cache.  The first POL_TENANT_ROWS - 1
+ * tenants seen get a row each; later ones share the last row, whose id
+ * reads POL_TENANT_OTHERS.  Rows stay once made (a tenant whose blocks
+ * are all gone reads 0 blocks).
+ */
+#define POL_TENANT_ROWS 256
+#define POL_TENANT_OTHERS UINT32_MAX
+struct pol_tenant_count {
+	uint32_t id; /* the tenant, or POL_TENANT_OTHERS */
+	uint32_t pad;
+	uint64_t blocks[POL_TIER_COUNT]; /* resident now, per tier */
+	uint64_t admitted; /* blocks its accesses brought into the cache */
 };
 
 struct pol_cache_stats {
@@ -318,6 +339,10 @@ uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier);
  */
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap);
 void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
+/* Copy up to max tenant rows, in the order the tenants were first seen;
+ * returns how many rows there are (which may be more than max). */
+size_t pol_cache_tenants(const struct pol_cache *c,
+			 struct pol_tenant_count *out, size_t max);
 enum pol_kind pol_cache_kind(const struct pol_cache *c);
 bool pol_cache_prefix_rule(const struct pol_cache *c);
 /* Created with pol_cache_opts.msa. */

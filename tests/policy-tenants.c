@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tenants of the tiered cache (policy.h, "Tenants"): a block is charged
+ * to the tenant whose access admitted it, in every tier it moves to,
+ * until it leaves the cache; a later access by another tenant (a hit)
+ * does not move the charge, a readmission after a drop does.  With lru
+ * on a gpu 2 + host 2 cache every count below is worked out by hand; for
+ * every policy the rows add up to the tiers' counts after a random
+ * workload of 5 tenants; and the 300th tenant, like every one after the
+ * 255th, lands in the shared row POL_TENANT_OTHERS.
+ */
+#include <stdlib.h>
+
+#include "kvmm/policy/policy.h"
+#include "tests/lib/test.h"
+
+static uint64_t clock_now;
+
+static void touch(struct pol_cache *c, uint64_t h, uint32_t tenant)
+{
+	struct pol_block_desc d = { .hash = h, .tenant = tenant };
+
+	pol_cache_set_clock(c, ++clock_now);
+	t_ok(pol_cache_access(c, &d, NULL));
+}
+
+/* The row of tenant id, or NULL. */
+static const struct pol_tenant_count *row(const struct pol_cache *c,
+					  uint32_t id)
+{
+	static struct pol_tenant_count rows[POL_TENANT_ROWS];
+	size_t n = pol_cache_tenants(c, rows, POL_TENANT_ROWS);
+
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].id == id)
+			return &rows[i];
+	return NULL;
+}
+
+static void expect(const struct pol_cache *c, uint32_t id, uint64_t gpu,
+		   uint64_t host, uint64_t admitted)
+{
+	const struct pol_tenant_count *r = row(c, id);
+
+	t_assert(r);
+	t_assert_eq(r->blocks[POL_TIER_GPU], gpu);
+	t_assert_eq(r->blocks[POL_TIER_HOST], host);
+	t_assert_eq(r->blocks[POL_TIER_NVME], 0);
+	t_assert_eq(r->admitted, admitted);
+}
+
+/* Every tier's count is the sum of its tenants'. */
+static void check_sums(const struct pol_cache *c)
+{
+	static struct pol_tenant_count rows[POL_TENANT_ROWS];
+	size_t n = pol_cache_tenants(c, rows, POL_TENANT_ROWS);
+
+	t_assert(n <= POL_TENANT_ROWS);
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
+		uint64_t sum = 0;
+
+		for (size_t i = 0; i < n; i++)
+			sum += rows[i].blocks[t];
+		t_assert_eq(sum, pol_cache_count(c, t));
+	}
+}
+
+static void by_hand(void)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = POL_LRU,
+				    .capacity = { 2, 2 },
+				    .prefix_rule = 0 };
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	t_assert_eq(pol_cache_tenants(c, NULL, 0), 0);
+	touch(c, 1, 1000); /* gpu {1} */
+	touch(c, 2, 1000); /* gpu {1 2} */
+	expect(c, 1000, 2, 0, 2);
+	touch(c, 3, 2000); /* gpu {2 3}, host {1} */
+	expect(c, 1000, 1, 1, 2);
+	expect(c, 2000, 1, 0, 1);
+	/* a hit by 2000 promotes 1000's block: still 1000's */
+	touch(c, 1, 2000); /* gpu {3 1}, host {2} */
+	expect(c, 1000, 1, 1, 2);
+	expect(c, 2000, 1, 0, 1);
+	touch(c, 4, 2000); /* gpu {1 4}, host {2 3} */
+	touch(c, 5, 2000); /* gpu {4 5}, host {3 1}, 2 dropped */
+	expect(c, 1000, 0, 1, 2);
+	expect(c, 2000, 2, 1, 3);
+	/* 2 comes back through 3000: its block now */
+	touch(c, 2, 3000); /* gpu {5 2}, host {1 4}, 3 dropped */
+	expect(c, 1000, 0, 1, 2);
+	expect(c, 2000, 1, 1, 3);
+	expect(c, 3000, 1, 0, 1);
+	check_sums(c);
+	t_ok(pol_cache_remove(c, 1));
+	expect(c, 1000, 0, 0, 2); /* the row stays */
+	check_sums(c);
+	pol_cache_destroy(c);
+}
+
+static void random_all_policies(void)
+{
+	for (int k = 0; k < POL_KIND_COUNT; k++) {
+		struct pol_cache_opts o = { .size = sizeof(o),
+					    .kind = (enum pol_kind)k,
+					    .capacity = { 16, 32, 64 },
+					    .prefix_rule = 0 };
+		struct pol_cache *c;
+
+		srand(7);
+		t_ok(pol_cache_create(&o, &c));
+		for (int i = 0; i < 5000; i++) {
+			struct pol_block_desc d = {
+				.hash = 1 + (uint64_t)(rand() % 300),
+				.tenant = (uint32_t)(rand() % 5),
+				.next_use = (uint64_t)(rand() % 1000),
+			};
+
+			pol_cache_set_clock(c, ++clock_now);
+			t_ok(pol_cache_access(c, &d, NULL));
+			if (i % 97 == 0)
+				check_sums(c);
+		}
+		check_sums(c);
+		t_assert_eq(pol_cache_tenants(c, NULL, 0), 5);
+		pol_cache_destroy(c);
+	}
+}
+
+static void overflow(void)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = POL_LRU,
+				    .capacity = { 1000 },
+				    .prefix_rule = 0 };
+	const struct pol_tenant_count *r;
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	for (uint32_t u = 0; u < 300; u++)
+		touch(c, 100 + u, 5000 + u);
+	t_assert_eq(pol_cache_tenants(c, NULL, 0), POL_TENANT_ROWS);
+	r = row(c, 5000 + POL_TENANT_ROWS - 2); /* the last with a row */
+	t_assert(r && r->blocks[POL_TIER_GPU] == 1);
+	t_assert(!row(c, 5000 + POL_TENANT_ROWS - 1));
+	r = row(c, POL_TENANT_OTHERS);
+	t_assert(r);
+	t_assert_eq(r->blocks[POL_TIER_GPU], 300 - (POL_TENANT_ROWS - 1));
+	t_assert_eq(r->admitted, 300 - (POL_TENANT_ROWS - 1));
+	/* a known tenant still finds its own row */
+	touch(c, 7, 5000);
+	t_assert_eq(row(c, 5000)->blocks[POL_TIER_GPU], 2);
+	check_sums(c);
+	pol_cache_destroy(c);
+}
+
+int main(void)
+{
+	by_hand();
+	random_all_policies();
+	overflow();
+	printf("ok: blocks charged to the tenant that admitted them\n");
+	return 0;
+}
