@@ -23,10 +23,7 @@
  *
  * Needs root (to be two uids); skips otherwise.
  */
-#include <grp.h>
-#include <sys/stat.h>
-
-#include "tests/cache-common.h"
+#include "tests/cache-uids.h"
 #include "tests/lib/nvme_probe.h"
 
 #define UID_A 61001
@@ -45,78 +42,16 @@ static gid_t group_of(uid_t uid)
 	return uid == UID_C ? UID_A : uid;
 }
 
-/* This (child) process becomes uid and its group, no others. */
-static void become(uid_t uid)
-{
-	gid_t g = group_of(uid);
-
-	t_ok(setgroups(0, NULL));
-	t_ok(setresgid(g, g, g));
-	t_ok(setresuid(uid, uid, uid));
-}
-
-/* A process of uid publishes hashes h[0..n) holding tag's bytes; it must
- * find `published` of them new to its cache (the rest duplicates). */
 static void publish_as(const char *sock, uid_t uid, const uint64_t *h,
 		       uint32_t n, uint64_t tag, uint32_t published)
 {
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint32_t pages[NB * CC_PPB];
-		struct cc c;
-		uint32_t seq;
-
-		become(uid);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, n * CC_TPB, pages);
-		cc_fill(&c, pages, n, tag);
-		t_ok(cc_publish(&c, seq, 0, h, n, &rep));
-		if (rep.published != published ||
-		    rep.duplicates != n - published)
-			t_fail("uid %u: published %u, duplicates %u; expected %u and %u",
-			       (unsigned)uid, rep.published, rep.duplicates,
-			       published, n - published);
-		cc_seq_close(&c, seq, pages, n * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
+	cu_publish_as(sock, uid, group_of(uid), h, n, tag, published);
 }
 
-/* A process of uid opens hashes h[0..n): it must get nb blocks (from
- * tier, -1 any) holding tag's bytes. */
 static void open_as(const char *sock, uid_t uid, const uint64_t *h, uint32_t n,
 		    uint32_t nb, uint64_t tag, int tier)
 {
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		struct cc c;
-
-		become(uid);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, n, &rep, ids);
-		if (rep.nr_blocks != nb)
-			t_fail("uid %u: %u blocks, expected %u", (unsigned)uid,
-			       rep.nr_blocks, nb);
-		if (tier == 2)
-			t_assert_eq(rep.from_nvme, nb);
-		if (nb)
-			cc_check(&c, ids, nb, tag);
-		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
+	cu_open_as(sock, uid, group_of(uid), h, n, nb, tag, tier);
 }
 
 /* A process of uid pins hash: BLOCK_PIN must return want. */
@@ -129,7 +64,7 @@ static void pin_as(const char *sock, uid_t uid, uint64_t hash, int want)
 		struct kvmm_pin_opts o;
 		struct kvmm_conn *c;
 
-		become(uid);
+		cu_become(uid, group_of(uid));
 		c = cc_connect_lib(sock, "pin");
 		t_assert_eq(cc_pin(c, hash, 0, 0, 0, &o), want);
 		kvmm_disconnect(c);
@@ -138,21 +73,13 @@ static void pin_as(const char *sock, uid_t uid, uint64_t hash, int want)
 	t_assert_eq(cc_wait_child(p), 0);
 }
 
-/* Start kvmmd with args, its socket open to every uid. */
-static void start(struct td_daemon *d, const char *const *args)
-{
-	cc_start(d, args);
-	/* mkdtemp made it 0700: let the other uids reach the socket */
-	t_ok(chmod(d->dir, 0711));
-}
-
 static void shared_scope(void)
 {
 	const char *args[] = { "--socket-mode", "0666", NULL };
 	struct kvmm_status_reply st;
 	struct td_daemon d;
 
-	start(&d, args);
+	cu_start(&d, args);
 	t_ok(td_status(&d, &st));
 	t_assert(!strcmp(st.cache_scope, "shared"));
 	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
@@ -173,7 +100,7 @@ static void uid_scope(void)
 	struct td_daemon d;
 	char out[8192];
 
-	start(&d, args);
+	cu_start(&d, args);
 	t_ok(td_status(&d, &st));
 	t_assert(!strcmp(st.cache_scope, "uid"));
 	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
@@ -207,7 +134,7 @@ static void gid_scope(void)
 	struct kvmm_status_reply st;
 	struct td_daemon d;
 
-	start(&d, args);
+	cu_start(&d, args);
 	t_ok(td_status(&d, &st));
 	t_assert(!strcmp(st.cache_scope, "gid"));
 	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
@@ -262,14 +189,14 @@ static void restart(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-scope");
 	t_nvme_require(nvme);
-	start(&d, nvme_args(a, nvme, "uid"));
+	cu_start(&d, nvme_args(a, nvme, "uid"));
 	publish_as(d.sock, UID_A, hashes, NB, TAG_A, NB);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(t_count(log, "cache scope: uid, with a new key"), 1);
 	t_assert_eq(t_count(log, "cache: stopping: 3 blocks written to NVMe"),
 		    1);
 
-	start(&d, nvme_args(a, nvme, "uid"));
+	cu_start(&d, nvme_args(a, nvme, "uid"));
 	open_as(d.sock, UID_B, hashes, NB, 0, 0, -1);
 	open_as(d.sock, UID_A, hashes, NB, NB, TAG_A, 2);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
@@ -279,7 +206,7 @@ static void restart(void)
 		1);
 
 	/* the shared scope cannot name what the uid scope wrote */
-	start(&d, nvme_args(a, nvme, "shared"));
+	cu_start(&d, nvme_args(a, nvme, "shared"));
 	open_as(d.sock, UID_A, hashes, NB, 0, 0, -1);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(

@@ -861,6 +861,11 @@ uint64_t kd_cache_block_bytes(struct kd_daemon *d)
 	return d->cache ? d->cache->block_bytes : 0;
 }
 
+const struct pol_cache *kd_cache_policy(const struct kd_daemon *d)
+{
+	return d->cache ? d->cache->pol : NULL;
+}
+
 /* A variable-length command: the struct, then n u64 (copied into a new
  * array the caller frees: the message buffer need not be aligned). */
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
@@ -1021,7 +1026,8 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		struct kd_block *blk = q->blocks[b];
 		struct pol_block_desc desc = { .hash = hashes[i],
 					       .parent_hash = parent,
-					       .position = b };
+					       .position = b,
+					       .tenant = kd_tenant_id(s) };
 		struct kc_entry *e;
 
 		if (parent)
@@ -1084,6 +1090,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		rep.published++;
 	}
 	kc_reap_dead(c);
+	kd_tenant(s->d, kd_tenant_id(s))->published_blocks += rep.published;
 	if (!err)
 		kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
 out:

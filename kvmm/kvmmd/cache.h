@@ -126,5 +126,7 @@ struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
 uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
 /* Bytes of one cached block (0 before the first publish). */
 uint64_t kd_cache_block_bytes(struct kd_daemon *d);
+/* The cache's policy, for reading (NULL before the first publish). */
+const struct pol_cache *kd_cache_policy(const struct kd_daemon *d);
 
 #endif

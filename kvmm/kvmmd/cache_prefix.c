@@ -143,7 +143,8 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
 {
 	struct pol_block_desc desc = { .hash = e->hash,
 				       .parent_hash = e->parent,
-				       .position = i };
+				       .position = i,
+				       .tenant = pr->tenant };
 	bool was_in_pol = e->in_pol;
 
 	/* the sequence takes the block first, so the policy cannot pick it
@@ -411,7 +412,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			 * (kc_restore_hand_out()), never when it fails */
 			nloading++;
 		} else {
-			c->st.tiers[pr->from[b]].hits++;
+			kc_count_hit(c, pr, pr->from[b]);
 		}
 		if (pr->acts[b] == KVMM_BLOCK_RECOMPUTE) {
 			/* cached below the GPU, recomputed all the same */
@@ -844,6 +845,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		goto out;
 	r->seqs[seq].few_new = few_new;
 	pr->s = s;
+	pr->tenant = kd_tenant_id(s);
 	pr->h = *h;
 	pr->region_id = po.region_id;
 	pr->seq = seq;
@@ -855,6 +857,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->hashes = hashes;
 	hashes = NULL;
 	c->st.prefix_opens++;
+	kd_tenant(d, pr->tenant)->prefix_opens++;
 	c->st.prefix_blocks_asked += n;
 	pr->open_id = c->st.prefix_opens;
 	if (!opened)

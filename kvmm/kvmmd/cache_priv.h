@@ -115,6 +115,7 @@ enum kc_stop {
 struct kc_pending {
 	struct kc_pending *next; /* in kd_cache.pending */
 	struct kd_session *s;
+	uint32_t tenant; /* kd_tenant_id(s), kept past the session's end */
 	struct kvmm_msg_hdr h; /* the request: the reply echoes its id */
 	uint32_t region_id, seq;
 	uint32_t n; /* hashes asked (after the clamps) */
@@ -249,6 +250,14 @@ struct kd_cache {
 };
 
 /* cache.c: the entry index and an entry's life */
+/* Block of pr found in tier: the cache's count and its tenant's. */
+static inline void kc_count_hit(struct kd_cache *c, const struct kc_pending *pr,
+				unsigned tier)
+{
+	c->st.tiers[tier].hits++;
+	kd_tenant(c->d, pr->tenant)->hit_blocks[tier]++;
+}
+
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
 void kc_free(struct kd_cache *c, struct kc_entry *e);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);

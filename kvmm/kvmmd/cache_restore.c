@@ -215,12 +215,13 @@ static bool kc_after_hole(const struct kc_pending *pr, uint32_t i)
  * fail their waits (blk NULL).  An early open's sequence holds the pages
  * already (att): they are READY now, or FAILED: the client recomputes
  * them (SEQ_WAIT_READY says so).  Returns how many sequences took it, and
- * the position in the first and whether its request was short
- * (POL_BLOCK_FEW_NEW or 0), for the policy.
+ * the position in the first, whether its request was short
+ * (POL_BLOCK_FEW_NEW or 0) and its tenant, for the policy.
  */
 static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 				    struct kd_block *blk, unsigned int from,
-				    uint32_t *pos, unsigned int *few)
+				    uint32_t *pos, unsigned int *few,
+				    uint32_t *tenant)
 {
 	uint32_t taken = 0;
 
@@ -252,7 +253,7 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 					continue; /* let go of meanwhile */
 				if (pr->replied) {
 					/* handed out loading: a hit now */
-					c->st.tiers[pr->from[i]].hits++;
+					kc_count_hit(c, pr, pr->from[i]);
 					c->st.prefix_blocks_hit++;
 					if (kc_after_hole(pr, i))
 						c->st.prefix_blocks_after_hole++;
@@ -263,6 +264,7 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 					*few = r->seqs[pr->seq].few_new ?
 						       POL_BLOCK_FEW_NEW :
 						       0;
+					*tenant = pr->tenant;
 				}
 				continue;
 			}
@@ -278,6 +280,7 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 				*few = r->seqs[pr->seq].few_new ?
 					       POL_BLOCK_FEW_NEW :
 					       0;
+				*tenant = pr->tenant;
 			}
 		}
 	}
@@ -314,7 +317,8 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	struct migrate_job *job = e->job;
 	struct kd_block *blk = e->rblk;
 	unsigned int from = e->tier;
-	uint32_t pos = e->position, taken;
+	/* tenant: the first opener to take it (none: uid 0) */
+	uint32_t pos = e->position, taken, tenant = 0;
 	unsigned int few = 0;
 	uint64_t waited;
 	bool was_in_pol;
@@ -336,7 +340,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 			c->st.migrations_failed++;
 		migrate_job_free(job);
 		kd_block_put(c->d, blk); /* never mapped by anyone */
-		kc_restore_hand_out(c, e, NULL, from, &pos, &few);
+		kc_restore_hand_out(c, e, NULL, from, &pos, &few, &tenant);
 		if (e->dead)
 			return; /* kc_reap_dead() frees it */
 		if (e->drop_after || (e->nvme_slot == MIGRATE_NO_SLOT &&
@@ -365,7 +369,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	if (!e->dead && !e->drop_after && kc_restore_stays_below(c, e)) {
 		/* the sequences keep the pages as their own (no hash on
 		 * them: not the cache's copy), the block its lower copy */
-		kc_restore_hand_out(c, e, blk, from, &pos, &few);
+		kc_restore_hand_out(c, e, blk, from, &pos, &few, &tenant);
 		kd_block_put(c->d, blk);
 		return;
 	}
@@ -373,7 +377,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	kc_release_lower(c, e);
 	/* the sequences take the block first, so the policy cannot pick it
 	 * as its own victim while they hold it */
-	taken = kc_restore_hand_out(c, e, blk, from, &pos, &few);
+	taken = kc_restore_hand_out(c, e, blk, from, &pos, &few, &tenant);
 	if (e->dead || e->drop_after) {
 		/* dropped while it was restored: the sequences keep their
 		 * pages, the cache does not */
@@ -391,7 +395,8 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	 * a reference per sequence that took it */
 	struct pol_block_desc desc = { .hash = e->hash,
 				       .parent_hash = e->parent,
-				       .position = pos };
+				       .position = pos,
+				       .tenant = tenant };
 
 	if (e->parent)
 		desc.flags = POL_BLOCK_HAS_PARENT;

@@ -32,6 +32,7 @@
 
 #define KD_DEFAULT_PROFILE "h200-llama3-8b"
 #include "kvmm/kvmmd/scope.h"
+#include "kvmm/kvmmd/tenant.h"
 #include "kvmm/lib/wire.h"
 #include "kvmm/uapi.h"
 #include "vmm/vmm.h"
@@ -184,6 +185,7 @@ struct kd_daemon {
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
 	struct kd_scope scope; /* scope.c: whose hashes meet in the cache */
+	struct kd_tenants tenants; /* tenant.c: what each tenant got */
 	uint64_t start_ns;
 	uid_t uid; /* the daemon's own uid: admin rights */
 	struct tel *tel; /* NULL when telemetry is off */

@@ -342,20 +342,25 @@ static void reply_metrics(struct kd_mconn *c, bool head_only)
 		.abi_minor = KVMM_ABI_MINOR,
 	};
 	uint64_t t0 = kd_now_ns();
+	struct kvmm_tenants_reply *tn = NULL;
 	char *text = NULL;
-	size_t len = 0;
+	size_t len = 0, tn_len;
 	FILE *f;
 	int err;
 
 	kd_status(d, &st);
 	if (!kd_cache_tier_stats(d, &ts))
 		src.ts = &ts;
+	if (!kd_tenants_reply(d, &tn, &tn_len))
+		src.tn = tn;
 	f = open_memstream(&text, &len);
 	if (!f) {
+		free(tn);
 		conn_reply(c, 500, NULL, NULL, 0, head_only);
 		return;
 	}
 	err = kd_metrics_write(f, &src);
+	free(tn);
 	if (fclose(f))
 		err = -EIO;
 	/* what the scrape cost the loop (Documentation/admin.md) */

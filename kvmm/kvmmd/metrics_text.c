@@ -401,6 +401,77 @@ static void tiers(FILE *f, const struct kvmm_tier_stats_reply *ts)
 	}
 }
 
+/* One tenant's labels: kind="uid"|"gid",id="N"|"others". */
+static void tenant_labels(char *buf, size_t len, uint32_t kind, uint32_t id,
+			  const char *tier)
+{
+	char idbuf[16];
+
+	if (id == KVMM_TENANT_OTHERS)
+		snprintf(idbuf, sizeof(idbuf), "others");
+	else
+		snprintf(idbuf, sizeof(idbuf), "%u", id);
+	snprintf(buf, len, "kind=\"%s\",id=\"%s\"%s%s%s",
+		 kind == KVMM_TENANT_GID ? "gid" : "uid", idbuf,
+		 tier ? ",tier=\"" : "", tier ? tier : "", tier ? "\"" : "");
+}
+
+/* A tenant entry's field: a u64, or sessions, the one u32. */
+#define TENANT_U64(f) offsetof(struct kvmm_tenant_info, f)
+#define TENANT_SESSIONS SIZE_MAX
+
+static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
+{
+	static const struct {
+		const char *name, *help;
+		enum kd_mtype type;
+		size_t off; /* TENANT_U64(), or TENANT_SESSIONS */
+		int tiers; /* 3: one u64 per tier from off on, 0: one */
+	} fams[] = {
+		{ "kvmm_tenant_sessions", "Live sessions of the tenant.",
+		  KD_GAUGE, TENANT_SESSIONS, 0 },
+		{ "kvmm_tenant_cached_blocks",
+		  "Cached blocks charged to the tenant (it admitted them), by tier.",
+		  KD_GAUGE, TENANT_U64(cached_blocks), 3 },
+		{ "kvmm_tenant_admitted_blocks_total",
+		  "Blocks the tenant's accesses brought into the cache.",
+		  KD_COUNTER, TENANT_U64(admitted_blocks), 0 },
+		{ "kvmm_tenant_prefix_opens_total",
+		  "PREFIX_OPENs the tenant's sessions ran.", KD_COUNTER,
+		  TENANT_U64(prefix_opens), 0 },
+		{ "kvmm_tenant_hit_blocks_total",
+		  "Blocks the tenant's prefix opens found, by the tier they were in.",
+		  KD_COUNTER, TENANT_U64(hit_blocks), 3 },
+		{ "kvmm_tenant_published_blocks_total",
+		  "Blocks the tenant's publishes cached.", KD_COUNTER,
+		  TENANT_U64(published_blocks), 0 },
+	};
+	char labels[96];
+
+	for (size_t k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
+		family(f, fams[k].name, fams[k].type, fams[k].help);
+		for (uint32_t i = 0; i < tn->nr; i++) {
+			const struct kvmm_tenant_info *t = &tn->tenants[i];
+			int n = fams[k].tiers ? fams[k].tiers : 1;
+
+			for (int j = 0; j < n; j++) {
+				uint64_t v = t->sessions;
+
+				if (fams[k].off != TENANT_SESSIONS)
+					memcpy(&v,
+					       (const char *)t + fams[k].off +
+						       j * sizeof(v),
+					       sizeof(v));
+				tenant_labels(
+					labels, sizeof(labels), tn->kind, t->id,
+					fams[k].tiers ? tier_names[j] : NULL);
+				sample(f, fams[k].name, NULL, labels, v,
+				       KD_AS_IS);
+			}
+		}
+	}
+}
+
 int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 {
 	const struct kvmm_status_reply *st = src->st;
@@ -432,6 +503,8 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 		      src->ts->size);
 		tiers(f, src->ts);
 	}
+	if (src->tn)
+		tenants(f, src->tn);
 	if (fflush(f) || ferror(f))
 		return -EIO;
 	return 0;

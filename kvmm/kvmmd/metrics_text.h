@@ -2,7 +2,7 @@
 /*
  * The Prometheus text exposition format (version 0.0.4) of kvmmd's state,
  * written from the two replies `kvmmctl status` reads (ADMIN_STATUS and
- * TIER_STATS).  One formatter for both exporters: `kvmmctl metrics` (over
+ * TIER_STATS) and the one `kvmmctl tenants` reads (ADMIN_TENANTS).  One formatter for both exporters: `kvmmctl metrics` (over
  * the control socket) and kvmmd --metrics-listen (GET /metrics,
  * metrics_http.c), so the two print the same families with the same
  * values.  Every metric is listed in Documentation/admin.md.
@@ -24,6 +24,8 @@ struct kd_metrics_src {
 	 * ts->size: the bytes of it the daemon filled (an older daemon's
 	 * shorter reply: the families it lacks are left out) */
 	const struct kvmm_tier_stats_reply *ts;
+	/* NULL: no tenant families (a daemon before ABI 1.10) */
+	const struct kvmm_tenants_reply *tn;
 	uint32_t abi_major, abi_minor; /* the daemon's wire ABI */
 };
 

@@ -430,6 +430,22 @@ static int do_admin_sessions(struct req *rq)
 	return 1;
 }
 
+static int do_admin_tenants(struct req *rq)
+{
+	struct kvmm_tenants_reply *rep;
+	size_t len;
+	int err;
+
+	if (rq->len)
+		return -EINVAL;
+	err = kd_tenants_reply(rq->s->d, &rep, &len);
+	if (err)
+		return err;
+	reply(rq, 0, rep, len, NULL, 0);
+	free(rep);
+	return 1;
+}
+
 static int do_admin_kill(struct req *rq)
 {
 	struct kvmm_admin_session a;
@@ -585,6 +601,8 @@ static int dispatch(struct req *rq)
 		return do_admin_log_level(rq);
 	case KVMM_CMD_ADMIN_REVOKE:
 		return do_admin_revoke(rq);
+	case KVMM_CMD_ADMIN_TENANTS:
+		return do_admin_tenants(rq);
 	default:
 		return -ENOTTY;
 	}

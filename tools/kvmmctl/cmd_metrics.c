@@ -22,6 +22,7 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_tier_stats_reply ts = { 0 };
 	struct kvmm_status_reply st = { 0 };
 	struct kd_metrics_src src = { .st = &st };
+	struct kvmm_tenants_reply *tn = NULL;
 	struct kvmm_conn *c;
 	char *text = NULL;
 	size_t len = 0;
@@ -43,6 +44,9 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	 * error: its families are left out, as in `status` */
 	if (!ts_err)
 		src.ts = &ts;
+	/* before ABI 1.10 (-ENOTTY): no tenant families */
+	if (!err && !kvmmctl_fetch_tenants(c, &tn))
+		src.tn = tn;
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: metrics: %s\n", kvmm_strerror(err));
@@ -51,9 +55,11 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	f = open_memstream(&text, &len);
 	if (!f) {
 		perror("kvmmctl: metrics");
+		free(tn);
 		return 1;
 	}
 	err = kd_metrics_write(f, &src);
+	free(tn);
 	if (fclose(f))
 		err = err ? err : -EIO;
 	if (!err && (fwrite(text, 1, len, stdout) != len || fflush(stdout)))

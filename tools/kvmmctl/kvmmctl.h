@@ -33,6 +33,9 @@ int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 #define KVMMCTL_TS_HAS(ts, f) \
 	((ts)->size >=        \
 	 offsetof(struct kvmm_tier_stats_reply, f) + sizeof((ts)->f))
+/* ADMIN_TENANTS over c into *out (malloc'ed); -ENOTTY from a daemon
+ * older than ABI 1.10. */
+int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out);
 /* A simple admin request whose reply has no body. */
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len);
@@ -44,6 +47,7 @@ void kvmmctl_json_str(const char *s);
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx);

@@ -30,6 +30,8 @@ static const struct command commands[] = {
 	{ "metrics", cmd_metrics,
 	  "status in the Prometheus text format (textfile collector)" },
 	{ "sessions", cmd_sessions, "list client sessions" },
+	{ "tenants", cmd_tenants,
+	  "per uid (gid): blocks cached, prefix hits, publishes" },
 	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
 	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },

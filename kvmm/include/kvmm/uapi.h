@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 9
+#define KVMM_ABI_MINOR 10
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -72,6 +72,7 @@ enum kvmm_cmd {
 	KVMM_CMD_ADMIN_SET_QUOTA = 0x83,
 	KVMM_CMD_ADMIN_SET_LOG_LEVEL = 0x84,
 	KVMM_CMD_ADMIN_REVOKE = 0x85,
+	KVMM_CMD_ADMIN_TENANTS = 0x86, /* ABI 1.10 */
 	KVMM_CMD_MAX = 0xff,
 };
 
@@ -362,6 +363,42 @@ struct kvmm_admin_log_level {
 	uint32_t size;
 	uint32_t level; /* enum vmm_log_level */
 	uint64_t reserved[2];
+};
+
+/*
+ * ADMIN_TENANTS (ABI 1.10): per tenant, what the cache holds for it and
+ * what its sessions got from it.  A tenant is a uid, a gid under
+ * --cache-scope gid (kind says which); past the first 255 tenants seen
+ * the rest share one entry whose id is KVMM_TENANT_OTHERS.  Cached blocks
+ * are charged to the tenant whose publish (or prefix open, for a block
+ * found on NVMe at start) admitted them, in whichever tier they are now.
+ */
+#define KVMM_TENANT_OTHERS 0xffffffffu
+
+enum kvmm_tenant_kind {
+	KVMM_TENANT_UID = 0,
+	KVMM_TENANT_GID = 1,
+};
+
+struct kvmm_tenant_info {
+	uint32_t size; /* sizeof(struct kvmm_tenant_info) */
+	uint32_t id; /* uid or gid, or KVMM_TENANT_OTHERS */
+	uint32_t sessions; /* live sessions (not admin-only ones) */
+	uint32_t pad;
+	uint64_t cached_blocks[3]; /* charged to it now: gpu, host, nvme */
+	uint64_t admitted_blocks; /* blocks its accesses brought in */
+	uint64_t prefix_opens; /* PREFIX_OPENs its sessions ran */
+	uint64_t hit_blocks[3]; /* blocks those found, by tier found in */
+	uint64_t published_blocks; /* blocks its publishes cached */
+	uint64_t reserved[4];
+};
+
+struct kvmm_tenants_reply {
+	uint32_t size;
+	uint32_t nr;
+	uint32_t entry_size; /* sizeof(struct kvmm_tenant_info) */
+	uint32_t kind; /* enum kvmm_tenant_kind: what the ids are */
+	struct kvmm_tenant_info tenants[];
 };
 
 /* Revoke blocks [first_block, end) of one sequence of one session. */

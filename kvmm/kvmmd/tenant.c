@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tenants (tenant.h): the counts kvmmd keeps per tenant, and the
+ * ADMIN_TENANTS reply that joins them with the policy's cached blocks.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/cache.h"
+#include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/scope.h"
+#include "kvmm/kvmmd/tenant.h"
+
+uint32_t kd_tenant_id(const struct kd_session *s)
+{
+	return s->d->scope.mode == KD_SCOPE_GID ? (uint32_t)s->gid :
+						  (uint32_t)s->uid;
+}
+
+struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id)
+{
+	return &d->tenants.row[pol_tenant_row(&d->tenants.map, id)];
+}
+
+/* Room in a reply: the rows here and in the policy (the same tenants
+ * but for the order they overflow in), then the tenants of live
+ * sessions not served yet while there is room. */
+#define REPLY_MAX (2 * POL_TENANT_ROWS)
+
+/* The entry of id in r, made at the end if it is not there yet (NULL
+ * when r is full). */
+static struct kvmm_tenant_info *entry(struct kvmm_tenants_reply *r, uint32_t id)
+{
+	struct kvmm_tenant_info *t;
+
+	for (uint32_t i = 0; i < r->nr; i++)
+		if (r->tenants[i].id == id)
+			return &r->tenants[i];
+	if (r->nr == REPLY_MAX)
+		return NULL;
+	t = &r->tenants[r->nr++];
+	t->size = sizeof(*t);
+	t->id = id;
+	return t;
+}
+
+int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
+		     size_t *len)
+{
+	const struct pol_cache *pol = kd_cache_policy(d);
+	struct pol_tenant_count *pt = NULL;
+	struct kvmm_tenants_reply *r;
+	size_t np = 0;
+
+	_Static_assert(
+		sizeof(struct kvmm_msg_hdr) +
+				sizeof(struct kvmm_tenants_reply) +
+				REPLY_MAX * sizeof(struct kvmm_tenant_info) <=
+			KVMM_MSG_MAX,
+		"ADMIN_TENANTS fits a message");
+	r = calloc(1, sizeof(*r) + REPLY_MAX * sizeof(r->tenants[0]));
+	if (pol) {
+		pt = calloc(POL_TENANT_ROWS, sizeof(*pt));
+		np = pt ? pol_cache_tenants(pol, pt, POL_TENANT_ROWS) : 0;
+	}
+	if (!r || (pol && !pt)) {
+		free(r);
+		free(pt);
+		return -ENOMEM;
+	}
+	r->entry_size = sizeof(r->tenants[0]);
+	r->kind = d->scope.mode == KD_SCOPE_GID ? KVMM_TENANT_GID :
+						  KVMM_TENANT_UID;
+	for (uint32_t i = 0; i < d->tenants.map.nr; i++) {
+		const struct kd_tenant_counts *k = &d->tenants.row[i];
+		struct kvmm_tenant_info *t = entry(r, d->tenants.map.row[i].id);
+
+		if (!t)
+			break;
+		t->prefix_opens += k->prefix_opens;
+		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
+			t->hit_blocks[tier] += k->hit_blocks[tier];
+		t->published_blocks += k->published_blocks;
+	}
+	for (size_t i = 0; i < np && i < POL_TENANT_ROWS; i++) {
+		struct kvmm_tenant_info *t = entry(r, pt[i].id);
+
+		if (!t)
+			break;
+		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
+			t->cached_blocks[tier] += pt[i].blocks[tier];
+		t->admitted_blocks += pt[i].admitted;
+	}
+	free(pt);
+	/* a tenant connected but not yet served is listed too */
+	for (struct kd_session *s = d->sessions; s; s = s->next) {
+		struct kvmm_tenant_info *t;
+
+		if (s->admin_only)
+			continue;
+		t = entry(r, kd_tenant_id(s));
+		if (t)
+			t->sessions++;
+	}
+	*len = sizeof(*r) + r->nr * sizeof(r->tenants[0]);
+	r->size = (uint32_t)*len;
+	*out = r;
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tenants (ADMIN_TENANTS, `kvmmctl tenants`, the kvmm_tenant_* metrics):
+ * per uid, or per gid under --cache-scope gid, what the cache holds for
+ * it and what its sessions got from it.  The cached blocks come from the
+ * policy (pol_cache_tenants(): charged to whoever admitted them, in
+ * whichever tier they are now); what the sessions got is counted here:
+ * prefix opens, the blocks they found in each tier, the blocks their
+ * publishes cached.  A tenant's row is made when one of its sessions
+ * first opens a prefix or publishes, and is kept; the rows are the
+ * policy's (pol_tenant.h): 255 tenants, then a shared one.
+ */
+#ifndef KVMM_KVMMD_TENANT_H
+#define KVMM_KVMMD_TENANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmm/policy/pol_tenant.h"
+#include "kvmm/uapi.h"
+
+struct kd_daemon;
+struct kd_session;
+
+struct kd_tenant_counts {
+	uint64_t prefix_opens;
+	uint64_t hit_blocks[POL_TIER_COUNT]; /* by the tier found in */
+	uint64_t published_blocks;
+};
+
+struct kd_tenants {
+	struct pol_tenants map; /* id -> row (its block counts unused) */
+	struct kd_tenant_counts row[POL_TENANT_ROWS];
+};
+
+/* The tenant s counts for: its uid, or its gid under --cache-scope gid
+ * (the id the policy charges its blocks to). */
+uint32_t kd_tenant_id(const struct kd_session *s);
+/* The counts of tenant id (a row made on first sight). */
+struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id);
+/*
+ * ADMIN_TENANTS: every tenant with a row here or in the policy, in the
+ * order they were first seen.  *out is malloc'ed (*len bytes); 0 or
+ * -ENOMEM.
+ */
+int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
+		     size_t *len);
+
+#endif

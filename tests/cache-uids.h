@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client processes of other uids against one kvmmd, for the tests of
+ * cache scopes and tenants (cache-scope, cache-tenants): each helper
+ * forks a child that becomes uid (and gid, no supplementary groups),
+ * does one thing through cache-common.h's raw client and checks the
+ * answer; the parent waits for it.  Needs root.
+ */
+#ifndef KVMM_TESTS_CACHE_UIDS_H
+#define KVMM_TESTS_CACHE_UIDS_H
+
+#include <grp.h>
+#include <sys/stat.h>
+
+#include "tests/cache-common.h"
+
+#define CU_MAX_BLOCKS 8
+
+/* This (child) process becomes uid in group gid, no others. */
+static inline void cu_become(uid_t uid, gid_t gid)
+{
+	t_ok(setgroups(0, NULL));
+	t_ok(setresgid(gid, gid, gid));
+	t_ok(setresuid(uid, uid, uid));
+}
+
+/* A process of uid:gid publishes hashes h[0..n) holding tag's bytes; it
+ * must find `published` of them new to its cache (the rest duplicates). */
+static inline void cu_publish_as(const char *sock, uid_t uid, gid_t gid,
+				 const uint64_t *h, uint32_t n, uint64_t tag,
+				 uint32_t published)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0 && n <= CU_MAX_BLOCKS);
+	if (p == 0) {
+		struct kvmm_block_publish_reply rep;
+		uint32_t pages[CU_MAX_BLOCKS * CC_PPB];
+		struct cc c;
+		uint32_t seq;
+
+		cu_become(uid, gid);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		cc_extend(&c, seq, n * CC_TPB, pages);
+		cc_fill(&c, pages, n, tag);
+		t_ok(cc_publish(&c, seq, 0, h, n, &rep));
+		if (rep.published != published ||
+		    rep.duplicates != n - published)
+			t_fail("uid %u: published %u, duplicates %u; expected %u and %u",
+			       (unsigned)uid, rep.published, rep.duplicates,
+			       published, n - published);
+		cc_seq_close(&c, seq, pages, n * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* A process of uid:gid opens hashes h[0..n): it must get nb blocks
+ * (from NVMe when tier is 2; -1 or 0: any) holding tag's bytes. */
+static inline void cu_open_as(const char *sock, uid_t uid, gid_t gid,
+			      const uint64_t *h, uint32_t n, uint32_t nb,
+			      uint64_t tag, int tier)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0 && n <= CU_MAX_BLOCKS);
+	if (p == 0) {
+		struct kvmm_prefix_open_reply rep;
+		uint32_t ids[CU_MAX_BLOCKS * CC_PPB];
+		struct cc c;
+
+		cu_become(uid, gid);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		cc_prefix(&c, h, n, &rep, ids);
+		if (rep.nr_blocks != nb)
+			t_fail("uid %u: %u blocks, expected %u", (unsigned)uid,
+			       rep.nr_blocks, nb);
+		if (tier == 2)
+			t_assert_eq(rep.from_nvme, nb);
+		if (nb)
+			cc_check(&c, ids, nb, tag);
+		cc_seq_close(&c, rep.seq_id, ids, nb * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* Start kvmmd with args, its socket open to every uid. */
+static inline void cu_start(struct td_daemon *d, const char *const *args)
+{
+	cc_start(d, args);
+	/* mkdtemp made it 0700: let the other uids reach the socket */
+	t_ok(chmod(d->dir, 0711));
+}
+
+#endif

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvmmctl tenants [--json]: per tenant (uid, or gid under --cache-scope
+ * gid), the blocks the cache holds for it in each tier and what its
+ * sessions got: prefix opens, blocks found per tier, blocks published
+ * (ADMIN_TENANTS, ABI 1.10).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tools/kvmmctl/kvmmctl.h"
+
+int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out)
+{
+	size_t cap = KVMM_MSG_MAX, len = 0;
+	struct kvmm_tenants_reply *rep;
+	int err;
+
+	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 10)
+		return -ENOTTY; /* before ADMIN_TENANTS */
+	rep = calloc(1, cap);
+	if (!rep)
+		return -ENOMEM;
+	err = kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, rep, cap, &len);
+	if (!err &&
+	    (len < sizeof(*rep) || rep->entry_size != sizeof(rep->tenants[0]) ||
+	     len < sizeof(*rep) + rep->nr * sizeof(rep->tenants[0])))
+		err = -EPROTO;
+	if (err) {
+		free(rep);
+		return err;
+	}
+	*out = rep;
+	return 0;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+	return kind == KVMM_TENANT_GID ? "gid" : "uid";
+}
+
+static void print_json(const struct kvmm_tenants_reply *rep)
+{
+	static const char *const tier[3] = { "gpu", "host", "nvme" };
+
+	printf("{\"kind\":\"%s\",\"tenants\":[", kind_name(rep->kind));
+	for (uint32_t i = 0; i < rep->nr; i++) {
+		const struct kvmm_tenant_info *t = &rep->tenants[i];
+
+		if (t->id == KVMM_TENANT_OTHERS)
+			printf("%s{\"id\":\"others\"", i ? "," : "");
+		else
+			printf("%s{\"id\":%u", i ? "," : "", t->id);
+		printf(",\"sessions\":%u,\"cached_blocks\":{", t->sessions);
+		for (int k = 0; k < 3; k++)
+			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
+			       (unsigned long long)t->cached_blocks[k]);
+		printf("},\"admitted_blocks\":%llu,\"prefix_opens\":%llu,"
+		       "\"hit_blocks\":{",
+		       (unsigned long long)t->admitted_blocks,
+		       (unsigned long long)t->prefix_opens);
+		for (int k = 0; k < 3; k++)
+			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
+			       (unsigned long long)t->hit_blocks[k]);
+		printf("},\"published_blocks\":%llu}",
+		       (unsigned long long)t->published_blocks);
+	}
+	printf("]}\n");
+}
+
+static void print_text(const struct kvmm_tenants_reply *rep)
+{
+	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s\n", "TENANT",
+	       "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
+	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED");
+	for (uint32_t i = 0; i < rep->nr; i++) {
+		const struct kvmm_tenant_info *t = &rep->tenants[i];
+		char name[24];
+
+		if (t->id == KVMM_TENANT_OTHERS)
+			snprintf(name, sizeof(name), "%s others",
+				 kind_name(rep->kind));
+		else
+			snprintf(name, sizeof(name), "%s %u",
+				 kind_name(rep->kind), t->id);
+		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu\n",
+		       name, t->sessions,
+		       (unsigned long long)t->cached_blocks[0],
+		       (unsigned long long)t->cached_blocks[1],
+		       (unsigned long long)t->cached_blocks[2],
+		       (unsigned long long)t->admitted_blocks,
+		       (unsigned long long)t->prefix_opens,
+		       (unsigned long long)t->hit_blocks[0],
+		       (unsigned long long)t->hit_blocks[1],
+		       (unsigned long long)t->hit_blocks[2],
+		       (unsigned long long)t->published_blocks);
+	}
+}
+
+int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx)
+{
+	struct kvmm_tenants_reply *rep = NULL;
+	struct kvmm_conn *c;
+	int err;
+
+	if (argc > 1) {
+		fprintf(stderr, "usage: kvmmctl tenants [--json]\n");
+		return 2;
+	}
+	if (kvmmctl_connect(ctx, &c))
+		return 1;
+	err = kvmmctl_fetch_tenants(c, &rep);
+	kvmm_disconnect(c);
+	if (err == -ENOTTY) {
+		fprintf(stderr,
+			"kvmmctl: tenants: kvmmd is older than ABI 1.10 (no ADMIN_TENANTS)\n");
+		return 1;
+	}
+	if (err) {
+		fprintf(stderr, "kvmmctl: tenants: %s\n", kvmm_strerror(err));
+		return 1;
+	}
+	if (ctx->json)
+		print_json(rep);
+	else
+		print_text(rep);
+	free(rep);
+	return 0;
+}
