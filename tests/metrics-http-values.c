@@ -156,6 +156,60 @@ static void expect_text(unsigned long long v, enum unit u, char *buf,
 
 /* Every mapped series of e equals json (less the deltas when asked);
  * returns how many series were compared. */
+/*
+ * The kvmm_tenant_* series of the one tenant, uid 0 (this test's
+ * process), against `kvmmctl tenants --json`: how many they are.
+ */
+static size_t compare_tenants(const struct tm_expo *e, const char *json)
+{
+	static const struct {
+		const char *name, *json;
+		bool tiers;
+	} fams[] = {
+		{ "kvmm_tenant_sessions", "sessions", false },
+		{ "kvmm_tenant_cached_blocks", "cached_blocks", true },
+		{ "kvmm_tenant_admitted_blocks_total", "admitted_blocks",
+		  false },
+		{ "kvmm_tenant_prefix_opens_total", "prefix_opens", false },
+		{ "kvmm_tenant_hit_blocks_total", "hit_blocks", true },
+		{ "kvmm_tenant_published_blocks_total", "published_blocks",
+		  false },
+	};
+	char want[64], labels[64], path[96];
+	size_t n = 0;
+
+	t_assert(strstr(json, "{\"kind\":\"uid\",\"tenants\":[{\"id\":0,"));
+	t_assert(!strstr(json, "},{")); /* one tenant */
+	for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++) {
+		for (int t = 0; t < (fams[i].tiers ? 3 : 1); t++) {
+			if (fams[i].tiers) {
+				snprintf(path, sizeof(path), "%s.%s",
+					 fams[i].json, tiers[t]);
+				snprintf(labels, sizeof(labels),
+					 "kind=\"uid\",id=\"0\",tier=\"%s\"",
+					 tiers[t]);
+			} else {
+				snprintf(path, sizeof(path), "%s",
+					 fams[i].json);
+				snprintf(labels, sizeof(labels),
+					 "kind=\"uid\",id=\"0\"");
+			}
+			expect_text(json_u64(json, path), AS_IS, want,
+				    sizeof(want));
+			if (strcmp(tm_get(e, fams[i].name, labels), want))
+				t_fail("%s{%s} = %s, tenants --json %s says %s",
+				       fams[i].name, labels,
+				       tm_get(e, fams[i].name, labels), path,
+				       want);
+			n++;
+		}
+	}
+	/* the client's blocks and its prefix open are its */
+	t_assert(json_u64(json, "published_blocks") > 0);
+	t_assert_eq(json_u64(json, "prefix_opens"), 1);
+	return n;
+}
+
 static size_t compare(const struct tm_expo *e, const char *json, bool deltas)
 {
 	char want[64], labels[64], path[96];
@@ -323,10 +377,17 @@ int main(void)
 	if (strtod(tm_get(&e, "kvmm_uptime_seconds", NULL), NULL) * 1000 >
 	    json_u64(json, "uptime_ms") + 1)
 		t_fail("uptime went back");
+	/* the tenant series equal what tenants --json says */
+	snprintf(cmd, sizeof(cmd), "%s --socket %s tenants --json",
+		 td_build_path("kvmmctl", (char[256]){ 0 }, 256), d.sock);
+	free(json);
+	json = tm_run(cmd, &st);
+	t_assert_eq(st, 0);
+	n += compare_tenants(&e, json);
 	/* all of them: the mapped ones, up, build, backend, policy, scope,
 	 * uptime */
 	t_assert_eq(e.n, n + 6);
-	printf("GET /metrics: %zu series, %zu bytes, all equal to status --json\n",
+	printf("GET /metrics: %zu series, %zu bytes, all equal to status --json and tenants --json\n",
 	       e.n, r.body_len);
 	free(json);
 

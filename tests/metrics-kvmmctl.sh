@@ -113,12 +113,12 @@ for n, line in enumerate(text.splitlines(), 1):
 def get(name, **labels):
     return series[(name, tuple(sorted(labels.items())))]
 # status came after metrics had closed its session: the same sessions
-# open, one more opened; 4 more socket commands (metrics' TIER_STATS and
-# BYE, status's HELLO and ADMIN_STATUS)
+# open, one more opened; 5 more socket commands (metrics' TIER_STATS,
+# ADMIN_TENANTS and BYE, status's HELLO and ADMIN_STATUS)
 assert get("kvmm_up") == "1"
 assert get("kvmm_sessions") == str(st["sessions"]), (get("kvmm_sessions"), st["sessions"])
 assert int(get("kvmm_sessions_opened_total")) + 1 == st["sessions_total"]
-assert int(get("kvmm_commands_total", path="socket")) + 4 == st["cmds_socket"], (get("kvmm_commands_total", path="socket"), st["cmds_socket"])
+assert int(get("kvmm_commands_total", path="socket")) + 5 == st["cmds_socket"], (get("kvmm_commands_total", path="socket"), st["cmds_socket"])
 assert int(get("kvmm_pool_capacity_pages")) == st["pages"]["total"]
 assert int(get("kvmm_pool_free_pages")) == st["pages"]["free"]
 assert int(get("kvmm_page_size_bytes")) == st["page_size"]

@@ -17,12 +17,10 @@ static uint16_t remember(struct pol_tenants *t, uint32_t id, uint16_t row)
 	return row;
 }
 
-uint16_t pol_tenant_row(struct pol_tenants *t, uint32_t id)
+uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id)
 {
 	unsigned i;
 
-	if (t->nr && id == t->last_id)
-		return t->last_row;
 	for (i = map_slot(id); t->map[i]; i = (i + 1) % POL_TENANT_MAP)
 		if (t->row[t->map[i] - 1].id == id)
 			return remember(t, id, (uint16_t)(t->map[i] - 1));

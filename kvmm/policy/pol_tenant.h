@@ -22,9 +22,16 @@ struct pol_tenants {
 	uint16_t last_row; /* ... and its row (valid once nr > 0) */
 };
 
+uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id);
+
 /* The row of tenant id, made on first sight (the shared last row once
- * every other is taken). */
-uint16_t pol_tenant_row(struct pol_tenants *t, uint32_t id);
+ * every other is taken); the last id's inline. */
+static inline uint16_t pol_tenant_row(struct pol_tenants *t, uint32_t id)
+{
+	if (t->nr && id == t->last_id)
+		return t->last_row;
+	return pol_tenant_row_find(t, id);
+}
 
 static inline void pol_tenant_enter(struct pol_tenants *t, uint16_t row,
 				    unsigned tier)
