@@ -6,6 +6,8 @@
  * reservation is refused; reserved writes get the slots, and a reserved
  * write that is not written (a hash already on disk, a bad buffer) uses
  * its reservation up all the same; tier_nvme_unreserve() gives one back.
+ * A write stamped with a generation its caller took earlier
+ * (tier_nvme_next_generation()) keeps it.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_probe.h"
@@ -69,10 +71,16 @@ int main(void)
 	t_assert_eq(tier_nvme_write_batch(t, io, 1), 1);
 	t_assert_eq(io[0].result, -ENOSPC);
 
-	/* two reserved writes in one batch get two of them */
+	/* two reserved writes in one batch get two of them, with the
+	 * generations their caller took, whatever order they run in */
 	io[0] = wio(buf, 0x102, true);
 	io[1] = wio(buf + PAYLOAD, 0x103, true);
+	io[1].generation = tier_nvme_next_generation(t);
+	io[0].generation = tier_nvme_next_generation(t);
+	t_assert_eq(io[0].generation, io[1].generation + 1);
 	t_assert_eq(tier_nvme_write_batch(t, io, 2), 0);
+	t_assert_eq(tier_nvme_slot_generation(t, io[0].slot), io[0].generation);
+	t_assert_eq(tier_nvme_slot_generation(t, io[1].slot), io[1].generation);
 	tier_nvme_get_stats(t, &st);
 	t_assert_eq(st.used_slots, 3);
 	t_assert_eq(st.reserved_slots, 1);

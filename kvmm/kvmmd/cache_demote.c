@@ -60,6 +60,9 @@ static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
 	if (tier_nvme_reserve(c->nvme))
 		return -ENOSPC;
 	job->nvme_reserved = true;
+	/* stamped in the order the loop sends blocks down (the policy's,
+	 * a stop's save too), not the order two workers run the writes */
+	job->nvme_generation = tier_nvme_next_generation(c->nvme);
 	return 0;
 }
 

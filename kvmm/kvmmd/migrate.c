@@ -462,6 +462,7 @@ static void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 			.length = jobs[i]->length,
 			.headroom = true, /* host slots have it */
 			.reserved = jobs[i]->nvme_reserved,
+			.generation = jobs[i]->nvme_generation,
 		};
 		jobs[i]->nvme_reserved = false; /* the write uses it up */
 	}

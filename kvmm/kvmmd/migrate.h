@@ -125,6 +125,9 @@ struct migrate_job {
 	 * this.  Still set when reaped: the job never wrote (failed before,
 	 * cancelled): the caller gives the reservation back. */
 	bool nvme_reserved;
+	/* HOST_TO_NVME: the header's generation (tier_nvme_next_generation()
+	 * when the caller queued it; 0: when the write runs) */
+	uint64_t nvme_generation;
 	void *owner; /* the caller's cookie */
 	/* set by the engine (read after reap, or under no lock when DONE) */
 	enum migrate_state state;

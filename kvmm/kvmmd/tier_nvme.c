@@ -424,6 +424,11 @@ void tier_nvme_unreserve(struct tier_nvme *t)
 {
 }
 
+uint64_t tier_nvme_next_generation(struct tier_nvme *t)
+{
+	return 0;
+}
+
 int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
 {
 	return -ENOTSUP;

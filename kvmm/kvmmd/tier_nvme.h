@@ -129,6 +129,9 @@ struct tier_nvme_io {
 	/* write: takes a slot tier_nvme_reserve() set aside (the reservation
 	 * is used up whatever the write does: dedup, failure) */
 	bool reserved;
+	/* write: the header's generation, from tier_nvme_next_generation();
+	 * 0: the next one when the write runs */
+	uint64_t generation;
 	int result; /* 0 or -errno: -ENOSPC full, -EBADMSG corrupt,
 		     * -EEXIST already being written, -EIO */
 };
@@ -181,6 +184,14 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  */
 int tier_nvme_reserve(struct tier_nvme *t);
 void tier_nvme_unreserve(struct tier_nvme *t);
+/*
+ * Take the next write generation now (tier_nvme_io.generation): writes
+ * then carry the order their caller queued them in, not the order
+ * worker threads happened to run them, so the oldest written is what
+ * the caller sent down first (restarts evict recovered blocks oldest
+ * first).
+ */
+uint64_t tier_nvme_next_generation(struct tier_nvme *t);
 /* READY slot holding hash: 0, or -ENOENT. */
 int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 		     uint64_t *length, uint64_t *layout_id);

@@ -768,7 +768,8 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			.state = TIER_SLOT_FILLING,
 			.hash = io->hash,
 			.length = io->length,
-			.generation = t->next_generation++,
+			.generation = io->generation ? io->generation :
+						       t->next_generation++,
 			.layout_id = io->layout_id,
 		};
 		nvme_idx_insert(t, io->slot);

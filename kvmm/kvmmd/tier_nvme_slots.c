@@ -152,6 +152,16 @@ int tier_nvme_reserve(struct tier_nvme *t)
 	return r;
 }
 
+uint64_t tier_nvme_next_generation(struct tier_nvme *t)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&t->lock);
+	g = t->next_generation++;
+	pthread_mutex_unlock(&t->lock);
+	return g;
+}
+
 void tier_nvme_unreserve(struct tier_nvme *t)
 {
 	pthread_mutex_lock(&t->lock);
