@@ -89,6 +89,7 @@ static void expect(const struct kvmm_tenant_info *t, uint32_t sessions,
 	t_assert_eq(t->hit_blocks[1], hit_host);
 	t_assert_eq(t->hit_blocks[2], 0);
 	t_assert_eq(t->published_blocks, published);
+	t_assert_eq(t->dropped_blocks, 0); /* 12 slots: nothing dropped */
 }
 
 /* A process of uid that connects and stays until *release is written. */
@@ -154,13 +155,14 @@ static void uid_scope(void)
 	free(r);
 
 	t_assert_eq(td_kvmmctl(d.sock, "tenants", out, sizeof(out)), 0);
+	printf("%s", out);
 	snprintf(line, sizeof(line), "uid %u", UID_A);
 	t_assert(strstr(out, "TENANT") && strstr(out, line));
 	t_assert_eq(td_kvmmctl(d.sock, "--json tenants", out, sizeof(out)), 0);
 	t_assert(strstr(out, "{\"kind\":\"uid\",\"tenants\":["));
 	snprintf(
 		line, sizeof(line),
-		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3}",
+		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0}",
 		UID_A);
 	t_assert(strstr(out, line));
 	t_assert_eq(td_kvmmctl(d.sock, "metrics", out, sizeof(out)), 0);

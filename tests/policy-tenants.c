@@ -3,7 +3,8 @@
  * Tenants of the tiered cache (policy.h, "Tenants"): a block is charged
  * to the tenant whose access admitted it, in every tier it moves to,
  * until it leaves the cache; a later access by another tenant (a hit)
- * does not move the charge, a readmission after a drop does.  With lru
+ * does not move the charge, a readmission after a drop does; a drop from
+ * the last tier counts against the tenant charged.  With lru
  * on a gpu 2 + host 2 cache every count below is worked out by hand; for
  * every policy the rows add up to the tiers' counts after a random
  * workload of 5 tenants; and the 300th tenant, like every one after the
@@ -49,13 +50,19 @@ static void expect(const struct pol_cache *c, uint32_t id, uint64_t gpu,
 	t_assert_eq(r->admitted, admitted);
 }
 
-/* Every tier's count is the sum of its tenants'. */
+/* Every tier's count is the sum of its tenants', and so are the drops. */
 static void check_sums(const struct pol_cache *c)
 {
 	static struct pol_tenant_count rows[POL_TENANT_ROWS];
 	size_t n = pol_cache_tenants(c, rows, POL_TENANT_ROWS);
+	struct pol_cache_stats st;
+	uint64_t drops = 0;
 
 	t_assert(n <= POL_TENANT_ROWS);
+	pol_cache_get_stats(c, &st);
+	for (size_t i = 0; i < n; i++)
+		drops += rows[i].dropped;
+	t_assert_eq(drops, st.drops);
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
 		uint64_t sum = 0;
 
@@ -89,14 +96,18 @@ static void by_hand(void)
 	touch(c, 5, 2000); /* gpu {4 5}, host {3 1}, 2 dropped */
 	expect(c, 1000, 0, 1, 2);
 	expect(c, 2000, 2, 1, 3);
+	t_assert_eq(row(c, 1000)->dropped, 1);
+	t_assert_eq(row(c, 2000)->dropped, 0);
 	/* 2 comes back through 3000: its block now */
 	touch(c, 2, 3000); /* gpu {5 2}, host {1 4}, 3 dropped */
 	expect(c, 1000, 0, 1, 2);
 	expect(c, 2000, 1, 1, 3);
 	expect(c, 3000, 1, 0, 1);
+	t_assert_eq(row(c, 2000)->dropped, 1);
 	check_sums(c);
 	t_ok(pol_cache_remove(c, 1));
 	expect(c, 1000, 0, 0, 2); /* the row stays */
+	t_assert_eq(row(c, 1000)->dropped, 1); /* removed, not dropped */
 	check_sums(c);
 	pol_cache_destroy(c);
 }

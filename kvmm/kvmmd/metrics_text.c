@@ -445,6 +445,9 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 		{ "kvmm_tenant_published_blocks_total",
 		  "Blocks the tenant's publishes cached.", KD_COUNTER,
 		  TENANT_U64(published_blocks), 0 },
+		{ "kvmm_tenant_dropped_blocks_total",
+		  "Blocks charged to the tenant that the cache dropped from its last tier.",
+		  KD_COUNTER, TENANT_U64(dropped_blocks), 0 },
 	};
 	char labels[96];
 

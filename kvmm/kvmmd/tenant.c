@@ -91,6 +91,7 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
 			t->cached_blocks[tier] += pt[i].blocks[tier];
 		t->admitted_blocks += pt[i].admitted;
+		t->dropped_blocks += pt[i].dropped;
 	}
 	free(pt);
 	/* a tenant connected but not yet served is listed too */

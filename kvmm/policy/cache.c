@@ -554,6 +554,7 @@ static int make_room(struct pol_cache *c, unsigned t)
 		leave_tier(c, v);
 		if (lower == POL_TIER_NONE) {
 			c->st.drops++;
+			c->tenants.row[v->tenant].dropped++;
 			report(c, v, t, POL_TIER_NONE);
 			maybe_free(c, v);
 			continue;
@@ -565,6 +566,7 @@ static int make_room(struct pol_cache *c, unsigned t)
 			/* The lower tier is pinned full: drop the victim. */
 			leave_tier(c, v);
 			c->st.drops++;
+			c->tenants.row[v->tenant].dropped++;
 			report(c, v, lower, POL_TIER_NONE);
 			maybe_free(c, v);
 		}

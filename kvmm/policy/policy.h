@@ -180,6 +180,7 @@ struct pol_tenant_count {
 	uint32_t pad;
 	uint64_t blocks[POL_TIER_COUNT]; /* resident now, per tier */
 	uint64_t admitted; /* blocks its accesses brought into the cache */
+	uint64_t dropped; /* of its blocks, dropped from the last tier */
 };
 
 struct pol_cache_stats {

@@ -63,17 +63,18 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 		for (int k = 0; k < 3; k++)
 			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
 			       (unsigned long long)t->hit_blocks[k]);
-		printf("},\"published_blocks\":%llu}",
-		       (unsigned long long)t->published_blocks);
+		printf("},\"published_blocks\":%llu,\"dropped_blocks\":%llu}",
+		       (unsigned long long)t->published_blocks,
+		       (unsigned long long)t->dropped_blocks);
 	}
 	printf("]}\n");
 }
 
 static void print_text(const struct kvmm_tenants_reply *rep)
 {
-	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s\n", "TENANT",
+	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s\n", "TENANT",
 	       "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
-	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED");
+	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED", "DROPPED");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		const struct kvmm_tenant_info *t = &rep->tenants[i];
 		char name[24];
@@ -84,7 +85,7 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 		else
 			snprintf(name, sizeof(name), "%s %u",
 				 kind_name(rep->kind), t->id);
-		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu\n",
+		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu\n",
 		       name, t->sessions,
 		       (unsigned long long)t->cached_blocks[0],
 		       (unsigned long long)t->cached_blocks[1],
@@ -94,7 +95,8 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 		       (unsigned long long)t->hit_blocks[0],
 		       (unsigned long long)t->hit_blocks[1],
 		       (unsigned long long)t->hit_blocks[2],
-		       (unsigned long long)t->published_blocks);
+		       (unsigned long long)t->published_blocks,
+		       (unsigned long long)t->dropped_blocks);
 	}
 }
 

@@ -390,7 +390,8 @@ struct kvmm_tenant_info {
 	uint64_t prefix_opens; /* PREFIX_OPENs its sessions ran */
 	uint64_t hit_blocks[3]; /* blocks those found, by tier found in */
 	uint64_t published_blocks; /* blocks its publishes cached */
-	uint64_t reserved[4];
+	uint64_t dropped_blocks; /* of its blocks, dropped from the cache */
+	uint64_t reserved[3];
 };
 
 struct kvmm_tenants_reply {
