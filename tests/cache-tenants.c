@@ -11,7 +11,8 @@
  * meanwhile, has a session and nothing else.  Every count is worked out by hand, the tenants' blocks
  * add up to each tier's, and kvmmctl's text and JSON and the metrics
  * say the same.  Under --cache-scope gid, A and C (one group) are one
- * tenant.  Needs root; skips otherwise.
+ * tenant.  Past 255 tenants the rest share one entry, for kvmmd's counts
+ * and the policy's blocks alike.  Needs root; skips otherwise.
  */
 #include "tests/cache-uids.h"
 
@@ -19,6 +20,7 @@
 #define UID_B 61102
 #define UID_C 61103
 #define NB 3
+#define TENANT_ROWS 256 /* 255 tenants, then the others (abi.md) */
 
 static const uint64_t hashes[NB] = { 0x7e4a0001, 0x7e4a0002, 0x7e4a0003 };
 
@@ -205,11 +207,43 @@ static void gid_scope(void)
 	printf("gid scope: two uids of one group are one tenant\n");
 }
 
+/*
+ * Past 255 tenants the rest share one row, the same for what kvmmd
+ * counts and for the blocks the policy charges: 255 uids open a prefix
+ * that misses (a row each, no block), then a 256th publishes one block:
+ * its publish, its block and its admission are all the others'.
+ */
+static void overflow(void)
+{
+	const char *args[] = { "--socket-mode", "0666", "--cache-scope", "uid",
+			       NULL };
+	const struct kvmm_tenant_info *o;
+	struct kvmm_tenants_reply *r;
+	struct td_daemon d;
+	uint64_t miss = 0x7e4a0fff;
+
+	cu_start(&d, args);
+	for (uid_t u = 0; u < TENANT_ROWS - 1; u++)
+		cu_open_as(d.sock, 62000 + u, 62000 + u, &miss, 1, 0, 0, -1);
+	cu_publish_as(d.sock, 63000, 63000, hashes, 1, 1, 1);
+	r = tenants(d.sock);
+	t_assert_eq(r->nr, TENANT_ROWS);
+	for (uint32_t i = 0; i < r->nr; i++)
+		t_assert(r->tenants[i].id != 63000);
+	o = find(r, KVMM_TENANT_OTHERS);
+	expect(o, 0, 1, 0, 1, 0, 0, 0, 1);
+	expect(find(r, 62000), 0, 0, 0, 0, 1, 0, 0, 0);
+	free(r);
+	cc_stop(&d);
+	printf("256 tenants: the last one's publish and block are the others'\n");
+}
+
 int main(void)
 {
 	if (geteuid() != 0)
 		t_skip("needs root, to run processes of three uids");
 	uid_scope();
 	gid_scope();
+	overflow();
 	return 0;
 }

@@ -1019,6 +1019,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (err)
 		goto out;
 	uint64_t parent = bp.parent_hash;
+	uint32_t tenant = kd_tenant_charge(s->d, s);
 
 	pol_cache_set_clock(c->pol, kd_now_ns()); /* tie-breaks by age */
 	for (uint32_t i = 0; i < n; i++, parent = hashes[i - 1]) {
@@ -1027,7 +1028,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		struct pol_block_desc desc = { .hash = hashes[i],
 					       .parent_hash = parent,
 					       .position = b,
-					       .tenant = kd_tenant_id(s) };
+					       .tenant = tenant };
 		struct kc_entry *e;
 
 		if (parent)
@@ -1090,7 +1091,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		rep.published++;
 	}
 	kc_reap_dead(c);
-	kd_tenant(s->d, kd_tenant_id(s))->published_blocks += rep.published;
+	kd_tenant(s->d, tenant)->published_blocks += rep.published;
 	if (!err)
 		kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
 out:

@@ -845,7 +845,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		goto out;
 	r->seqs[seq].few_new = few_new;
 	pr->s = s;
-	pr->tenant = kd_tenant_id(s);
+	pr->tenant = kd_tenant_charge(d, s);
 	pr->h = *h;
 	pr->region_id = po.region_id;
 	pr->seq = seq;

@@ -53,6 +53,9 @@ struct kc_entry {
 	uint32_t uses; /* publish + duplicates + prefix hits (NVMe admission) */
 	uint64_t gen; /* tells pins (pin.c) this entry from a later one */
 	uint8_t tier; /* enum pol_tier: where the bytes are (or go) */
+	/* the tenant whose open started its restore (kd_tenant_charge()):
+	 * charged for its admission if no open takes it */
+	uint32_t restore_tenant;
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
 	bool dead; /* to be removed from the policy after its call */
 	bool then_nvme; /* moved on to NVMe while its host copy ran */

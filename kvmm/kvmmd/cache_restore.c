@@ -52,6 +52,7 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 	}
 	job->hash = e->hash;
 	job->layout_id = c->ppb;
+	e->restore_tenant = kd_tenant_charge(c->d, s);
 	job->length = c->block_bytes;
 	job->owner = e;
 	for (uint32_t i = 0; i < c->ppb; i++) {
@@ -215,8 +216,9 @@ static bool kc_after_hole(const struct kc_pending *pr, uint32_t i)
  * fail their waits (blk NULL).  An early open's sequence holds the pages
  * already (att): they are READY now, or FAILED: the client recomputes
  * them (SEQ_WAIT_READY says so).  Returns how many sequences took it, and
- * the position in the first, whether its request was short
- * (POL_BLOCK_FEW_NEW or 0) and its tenant, for the policy.
+ * the position in the first that took it (the pending list is newest
+ * first), whether its request was short (POL_BLOCK_FEW_NEW or 0) and its
+ * tenant, for the policy.
  */
 static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 				    struct kd_block *blk, unsigned int from,
@@ -317,8 +319,8 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	struct migrate_job *job = e->job;
 	struct kd_block *blk = e->rblk;
 	unsigned int from = e->tier;
-	/* tenant: the first opener to take it (none: uid 0) */
-	uint32_t pos = e->position, taken, tenant = 0;
+	/* tenant: an opener that took it, else the one that started it */
+	uint32_t pos = e->position, taken, tenant = e->restore_tenant;
 	unsigned int few = 0;
 	uint64_t waited;
 	bool was_in_pol;

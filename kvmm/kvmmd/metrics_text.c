@@ -454,7 +454,9 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 	for (size_t k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
 		family(f, fams[k].name, fams[k].type, fams[k].help);
 		for (uint32_t i = 0; i < tn->nr; i++) {
-			const struct kvmm_tenant_info *t = &tn->tenants[i];
+			const struct kvmm_tenant_info *t =
+				(const void *)((const char *)tn->tenants +
+					       (size_t)i * tn->entry_size);
 			int n = fams[k].tiers ? fams[k].tiers : 1;
 
 			for (int j = 0; j < n; j++) {

@@ -12,10 +12,19 @@
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tenant.h"
 
+_Static_assert(POL_TIER_COUNT == 3, "kvmm_tenant_info's per-tier arrays");
+
 uint32_t kd_tenant_id(const struct kd_session *s)
 {
 	return s->d->scope.mode == KD_SCOPE_GID ? (uint32_t)s->gid :
 						  (uint32_t)s->uid;
+}
+
+uint32_t kd_tenant_charge(struct kd_daemon *d, const struct kd_session *s)
+{
+	uint16_t r = pol_tenant_row(&d->tenants.map, kd_tenant_id(s));
+
+	return d->tenants.map.row[r].id; /* its own, or POL_TENANT_OTHERS */
 }
 
 struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id)
@@ -98,7 +107,7 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 	for (struct kd_session *s = d->sessions; s; s = s->next) {
 		struct kvmm_tenant_info *t;
 
-		if (s->admin_only)
+		if (s->admin_only || !s->hello_done)
 			continue;
 		t = entry(r, kd_tenant_id(s));
 		if (t)

@@ -36,6 +36,14 @@ struct kd_tenants {
 /* The tenant s counts for: its uid, or its gid under --cache-scope gid
  * (the id the policy charges its blocks to). */
 uint32_t kd_tenant_id(const struct kd_session *s);
+/*
+ * The id s's blocks are charged to in the policy and its counts kept
+ * under: kd_tenant_id(s), or POL_TENANT_OTHERS once the rows here are
+ * taken (a row made on first sight).  The rows here decide who shares
+ * the others' row, so the policy's rows (made when a tenant first admits
+ * a block, a later moment) never split a tenant in two.
+ */
+uint32_t kd_tenant_charge(struct kd_daemon *d, const struct kd_session *s);
 /* The counts of tenant id (a row made on first sight). */
 struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id);
 /*

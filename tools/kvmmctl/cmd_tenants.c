@@ -23,9 +23,10 @@ int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out)
 	if (!rep)
 		return -ENOMEM;
 	err = kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, rep, cap, &len);
+	/* a later daemon's entries may be longer: read the fields we know */
 	if (!err &&
-	    (len < sizeof(*rep) || rep->entry_size != sizeof(rep->tenants[0]) ||
-	     len < sizeof(*rep) + rep->nr * sizeof(rep->tenants[0])))
+	    (len < sizeof(*rep) || rep->entry_size < sizeof(rep->tenants[0]) ||
+	     len < sizeof(*rep) + (size_t)rep->nr * rep->entry_size))
 		err = -EPROTO;
 	if (err) {
 		free(rep);
@@ -33,6 +34,14 @@ int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out)
 	}
 	*out = rep;
 	return 0;
+}
+
+/* Entry i of rep, entry_size bytes apart. */
+static const struct kvmm_tenant_info *
+tenant_at(const struct kvmm_tenants_reply *rep, uint32_t i)
+{
+	return (const struct kvmm_tenant_info *)((const char *)rep->tenants +
+						 (size_t)i * rep->entry_size);
 }
 
 static const char *kind_name(uint32_t kind)
@@ -46,7 +55,7 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 
 	printf("{\"kind\":\"%s\",\"tenants\":[", kind_name(rep->kind));
 	for (uint32_t i = 0; i < rep->nr; i++) {
-		const struct kvmm_tenant_info *t = &rep->tenants[i];
+		const struct kvmm_tenant_info *t = tenant_at(rep, i);
 
 		if (t->id == KVMM_TENANT_OTHERS)
 			printf("%s{\"id\":\"others\"", i ? "," : "");
@@ -76,7 +85,7 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 	       "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
 	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED", "DROPPED");
 	for (uint32_t i = 0; i < rep->nr; i++) {
-		const struct kvmm_tenant_info *t = &rep->tenants[i];
+		const struct kvmm_tenant_info *t = tenant_at(rep, i);
 		char name[24];
 
 		if (t->id == KVMM_TENANT_OTHERS)
