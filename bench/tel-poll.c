@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What a telemetry poll costs kvmmd's event loop with the BPF map full,
+ * and what --cache-scope uid|gid adds to it: every poll renames every
+ * kvmm_blocks entry with SipHash-2-4 (kvmm/kvmmd/scope.c) before the
+ * snapshot merges them.  The bench loads the BPF programs on itself,
+ * fires kvmm:access probes for N distinct blocks (default 60,000 of the
+ * map's 65,536), then times tel_poll() with no rename hook (the shared
+ * scope: the baseline) and with one that renames as kvmmd's uid scope
+ * does, alternated, POLLS polls a round; the ratio is the median of the
+ * per-round ratios.  Needs root and BPF; prints nulls otherwise.
+ *
+ *   sudo build/bench/tel-poll [--blocks N] [--rounds N] [--polls N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "ebpf/probes.h"
+#include "ebpf/telemetry.h"
+#include "kvmm/kvmmd/siphash.h"
+
+#define MAX_ROUNDS 64
+#define CHUNK 4096 /* records a probe carries */
+
+static uint8_t key[KD_SIPHASH_KEY_BYTES] = { 1, 2,  3,	4,  5,	6,  7,	8,
+					     9, 10, 11, 12, 13, 14, 15, 16 };
+
+/* As kd_scope_tel_rename() for a BPF entry: the entry's uid || hash. */
+static bool rename_uid(void *arg, const struct tel_origin *o, uint64_t *hash)
+{
+	uint8_t msg[12];
+	uint64_t r;
+
+	(void)arg;
+	memcpy(msg, &o->uid, 4);
+	memcpy(msg + 4, hash, 8);
+	r = kd_siphash24(key, msg, sizeof(msg));
+	*hash = r ? r : 1;
+	return true;
+}
+
+/* Seconds per poll over n polls. */
+static double time_polls(struct tel *t, unsigned int n)
+{
+	double t0 = now_s();
+
+	for (unsigned int i = 0; i < n; i++)
+		if (tel_poll(t))
+			return -1;
+	return (now_s() - t0) / n;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int blocks = 60000, rounds = 7, polls = 20;
+	double plain[MAX_ROUNDS], renamed[MAX_ROUNDS], ratio[MAX_ROUNDS];
+	struct kvmm_access_rec *recs;
+	char self[4096], pin[64];
+	const char *targets[2] = { self, NULL };
+	struct tel_opts o = { .size = sizeof(o) };
+	struct tel *t = NULL;
+	ssize_t len;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--blocks"))
+			blocks = (unsigned int)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--rounds"))
+			rounds = (unsigned int)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--polls"))
+			polls = (unsigned int)atoi(argv[i + 1]);
+	}
+	if (!blocks || blocks > 65536 || rounds < 2 || rounds > MAX_ROUNDS ||
+	    !polls) {
+		fprintf(stderr,
+			"usage: tel-poll [--blocks 1..65536] [--rounds 2..%d] [--polls N]\n",
+			MAX_ROUNDS);
+		return 2;
+	}
+	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (len > 0 && HAVE_BPF && geteuid() == 0) {
+		self[len] = 0;
+		snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-bench-poll-%d",
+			 (int)getpid());
+		o.mode = TEL_MODE_BPF;
+		o.pin_root = pin;
+		o.targets = targets;
+		o.quiet = true;
+		if (tel_open(&o, &t))
+			t = NULL;
+	}
+	if (!t || !KVMM_PROBE_ENABLED(access)) {
+		printf("no BPF here (needs root and BPF)\n");
+		printf("{\"bench\":\"tel-poll\",\"blocks\":%u,\"plain_ms\":null,\"renamed_ms\":null,\"ratio\":null}\n",
+		       blocks);
+		tel_close(t);
+		return 0;
+	}
+	recs = calloc(blocks, sizeof(*recs));
+	if (!recs)
+		return 1;
+	for (unsigned int i = 0; i < blocks; i++)
+		recs[i] = (struct kvmm_access_rec){ .hash = 0x7e1e0000ull + i,
+						    .seq = 1,
+						    .tier = KVMM_TEL_TIER_GPU };
+	for (unsigned int i = 0; i < blocks; i += CHUNK)
+		kvmm_probe_access(1, recs + i,
+				  blocks - i < CHUNK ? blocks - i : CHUNK);
+	tel_poll(t); /* the first poll feeds every block; later ones none */
+	printf("%zu blocks in the map\n", tel_block_count(t));
+	for (unsigned int r = 0; r < rounds; r++) {
+		bool first = r & 1; /* alternate which goes first */
+
+		for (int k = 0; k < 2; k++) {
+			bool ren = first ? k == 0 : k == 1;
+
+			tel_set_rename(t, ren ? rename_uid : NULL, NULL);
+			tel_poll(t); /* the snapshot changes names: settle */
+			(ren ? renamed : plain)[r] = time_polls(t, polls);
+		}
+		ratio[r] = renamed[r] / plain[r];
+		printf("round %u: plain %.3f ms, renamed %.3f ms a poll (%.2f)\n",
+		       r, plain[r] * 1e3, renamed[r] * 1e3, ratio[r]);
+	}
+	/* round 0 warms up */
+	double p = median(plain + 1, rounds - 1),
+	       q = median(renamed + 1, rounds - 1),
+	       m = median(ratio + 1, rounds - 1);
+	printf("poll of %u blocks: %.3f ms plain, %.3f ms renamed (uid scope): ratio %.3f\n",
+	       blocks, p * 1e3, q * 1e3, m);
+	printf("{\"bench\":\"tel-poll\",\"blocks\":%u,\"plain_ms\":%.3f,\"renamed_ms\":%.3f,\"ratio\":%.3f}\n",
+	       blocks, p * 1e3, q * 1e3, m);
+	free(recs);
+	tel_close(t);
+	return 0;
+}
