@@ -587,6 +587,11 @@ void tel_close(struct tel *t)
 {
 	if (!t)
 		return;
+	if (t->polling) { /* what it found goes unread */
+		pthread_join(t->poll_thread, NULL);
+		snap_free(t->next);
+	}
+	free(t->changed);
 	if (t->bpf)
 		tel_bpf_close(t, t->keep_pins);
 	snap_free(t->snap);
@@ -595,45 +600,176 @@ void tel_close(struct tel *t)
 	free(t);
 }
 
-/* Tell the sink what changed between two snapshots. */
-static void feed_sink(struct tel *t, const struct tel_snapshot *old,
+/* Call fn for each block of cur that changed since old (new, or another
+ * count or last access); stops at fn's first nonzero return. */
+static int for_changed(const struct tel_snapshot *old,
+		       const struct tel_snapshot *cur,
+		       int (*fn)(void *arg, const struct tel_block_ent *e),
+		       void *arg)
+{
+	for (size_t i = 0; i < cur->cap; i++) {
+		const struct tel_block_ent *e = &cur->blocks[i], *p;
+		int err;
+
+		if (!e->used)
+			continue;
+		p = snap_find(old, e->hash);
+		if (p && p->s.count == e->s.count &&
+		    p->s.last_ns == e->s.last_ns)
+			continue;
+		err = fn(arg, e);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int sink_block(void *arg, const struct tel_block_ent *e)
+{
+	struct tel *t = arg;
+
+	t->sink.block(t->sink.arg, e->hash, &e->s);
+	return 0;
+}
+
+/* Tell the sink what the latency rows gained between two snapshots. */
+static void feed_rows(struct tel *t, const struct tel_snapshot *old,
 		      const struct tel_snapshot *cur)
 {
 	size_t i, b;
 
-	if (t->sink.block) {
-		for (i = 0; i < cur->cap; i++) {
-			const struct tel_block_ent *e = &cur->blocks[i], *p;
+	if (!t->sink.latency)
+		return;
+	for (i = 0; i < cur->nr_rows; i++) {
+		const struct tel_hist_row *r = &cur->rows[i], *p;
+		struct kvmm_hist d = r->h;
 
-			if (!e->used)
+		p = snap_find_row(old, r->packed);
+		if (p) {
+			if (p->h.count >= d.count)
 				continue;
-			p = snap_find(old, e->hash);
-			if (p && p->s.count == e->s.count &&
-			    p->s.last_ns == e->s.last_ns)
-				continue;
-			t->sink.block(t->sink.arg, e->hash, &e->s);
+			d.count -= p->h.count;
+			d.sum_ns -= p->h.sum_ns;
+			d.sum_bytes -= p->h.sum_bytes;
+			for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++)
+				d.buckets[b] -= p->h.buckets[b];
 		}
+		if (d.count)
+			t->sink.latency(t->sink.arg, &r->key, d.count, d.sum_ns,
+					d.sum_bytes);
 	}
-	if (t->sink.latency) {
-		for (i = 0; i < cur->nr_rows; i++) {
-			const struct tel_hist_row *r = &cur->rows[i], *p;
-			struct kvmm_hist d = r->h;
+}
 
-			p = snap_find_row(old, r->packed);
-			if (p) {
-				if (p->h.count >= d.count)
-					continue;
-				d.count -= p->h.count;
-				d.sum_ns -= p->h.sum_ns;
-				d.sum_bytes -= p->h.sum_bytes;
-				for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++)
-					d.buckets[b] -= p->h.buckets[b];
-			}
-			if (d.count)
-				t->sink.latency(t->sink.arg, &r->key, d.count,
-						d.sum_ns, d.sum_bytes);
-		}
+/* The maps (blocks, renamed as read; rows; counters) into s. */
+static int bpf_read_maps(struct tel *t, struct tel_snapshot *s)
+{
+	int err;
+
+	err = tel_bpf_read_blocks(t, bpf_add_block,
+				  &(struct bpf_read){ .t = t, .snap = s });
+	if (!err)
+		err = tel_bpf_read_hist(t, snap_add_hist, s);
+	if (!err)
+		err = tel_bpf_read_counters(t, &s->counters);
+	if (!err)
+		snap_finish(s);
+	return err;
+}
+
+/* The snapshot s is the latest now: feed what changed, keep it. */
+static void swap_in(struct tel *t, struct tel_snapshot *s)
+{
+	feed_rows(t, t->snap, s);
+	snap_free(t->snap);
+	t->snap = s;
+}
+
+static int collect_changed(void *arg, const struct tel_block_ent *e)
+{
+	struct tel *t = arg;
+
+	if (t->nr_changed == t->cap_changed) {
+		size_t cap = t->cap_changed ? 2 * t->cap_changed : 1024;
+		void *p = realloc(t->changed, cap * sizeof(*t->changed));
+
+		if (!p)
+			return -ENOMEM;
+		t->changed = p;
+		t->cap_changed = cap;
 	}
+	t->changed[t->nr_changed++] = e;
+	return 0;
+}
+
+/* The thread of tel_poll_begin(): the map walk, the renaming and the
+ * comparison, off the caller's loop.  t->snap is only read here (the
+ * loop does not replace it before it joins this thread). */
+static void *poll_thread(void *arg)
+{
+	struct tel *t = arg;
+	struct tel_snapshot *s = snap_new(t->snap->nr_blocks);
+	int err = s ? bpf_read_maps(t, s) : -ENOMEM;
+
+	t->nr_changed = 0;
+	if (!err && t->sink.block)
+		err = for_changed(t->snap, s, collect_changed, t);
+	if (err) {
+		snap_free(s);
+		s = NULL;
+	}
+	t->next = s;
+	t->poll_err = err;
+	return NULL;
+}
+
+int tel_poll_begin(struct tel *t)
+{
+	int err;
+
+	if (!t)
+		return -EINVAL;
+	if (t->polling)
+		return -EBUSY;
+	if (t->source != TEL_SOURCE_BPF)
+		return tel_poll(t);
+	t->next = NULL;
+	err = -pthread_create(&t->poll_thread, NULL, poll_thread, t);
+	if (err)
+		return err;
+	t->polling = true;
+	return 0;
+}
+
+/* Join the poll thread and feed what it found (wait: block until it is
+ * done).  1 when fed, 0 when it still runs, -errno when it failed. */
+static int poll_join(struct tel *t, bool wait)
+{
+	int err;
+
+	if (!t->polling)
+		return 1;
+	err = wait ? pthread_join(t->poll_thread, NULL) :
+		     pthread_tryjoin_np(t->poll_thread, NULL);
+	if (err == EBUSY)
+		return 0;
+	t->polling = false;
+	if (t->poll_err)
+		return t->poll_err;
+	/* the event ring is the loop's (its records feed the sink) */
+	err = tel_bpf_drain_events(t);
+	for (size_t i = 0; t->sink.block && i < t->nr_changed; i++)
+		sink_block(t, t->changed[i]);
+	swap_in(t, t->next);
+	t->next = NULL;
+	t->nr_changed = 0;
+	return err ? err : 1;
+}
+
+int tel_poll_end(struct tel *t)
+{
+	if (!t)
+		return -EINVAL;
+	return poll_join(t, false);
 }
 
 int tel_poll(struct tel *t)
@@ -646,32 +782,31 @@ int tel_poll(struct tel *t)
 		return -EINVAL;
 	if (t->source == TEL_SOURCE_OFF)
 		return 0;
+	/* a poll still running on its thread first: in order */
+	err = poll_join(t, true);
+	if (err < 0)
+		return err;
 	s = snap_new(t->snap->nr_blocks);
 	if (!s)
 		return -ENOMEM;
 	if (t->source == TEL_SOURCE_BPF) {
-		err = tel_bpf_read_blocks(t, bpf_add_block,
-					  &(struct bpf_read){ .t = t,
-							      .snap = s });
-		if (!err)
-			err = tel_bpf_read_hist(t, snap_add_hist, s);
-		if (!err)
-			err = tel_bpf_read_counters(t, &s->counters);
+		err = bpf_read_maps(t, s);
 		if (!err)
 			err = tel_bpf_drain_events(t);
 	} else {
 		err = snap_merge(s, t->retired);
 		for (i = 0; !err && i < t->nr_srcs; i++)
 			err = shm_read(t, &t->srcs[i], s);
+		if (!err)
+			snap_finish(s);
 	}
 	if (err) {
 		snap_free(s);
 		return err;
 	}
-	snap_finish(s);
-	feed_sink(t, t->snap, s);
-	snap_free(t->snap);
-	t->snap = s;
+	if (t->sink.block)
+		for_changed(t->snap, s, sink_block, t);
+	swap_in(t, s);
 	return 0;
 }
 

@@ -143,8 +143,22 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg);
 void tel_shm_remove(struct tel *t, uint64_t id);
 
-/* Refresh the snapshot and feed the sink. */
+/* Refresh the snapshot and feed the sink (after a poll begun with
+ * tel_poll_begin(), which it waits for). */
 int tel_poll(struct tel *t);
+/*
+ * tel_poll() in two halves, for an event loop: with the BPF source, the
+ * map walk, the renaming and the comparison with the last snapshot run
+ * on a thread of their own (a full map takes tens of ms: bench/tel-poll),
+ * and tel_poll_end() feeds the sink the blocks that changed, the latency
+ * rows and the events, and keeps the new snapshot.  begin: 0, -EBUSY if
+ * one runs, -errno; other sources do the whole poll in begin.  end: 1
+ * when it fed (or nothing ran), 0 while the thread runs (call it again
+ * later), -errno.  Between the two the snapshot reads (tel_block_*,
+ * tel_counters) see the last one.
+ */
+int tel_poll_begin(struct tel *t);
+int tel_poll_end(struct tel *t);
 
 /* Reads of the snapshot. */
 int tel_block_lookup(const struct tel *t, uint64_t hash,

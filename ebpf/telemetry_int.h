@@ -7,6 +7,8 @@
 #define KVMM_EBPF_TELEMETRY_INT_H
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 
 #include "ebpf/telemetry.h"
 
@@ -42,6 +44,15 @@ struct tel {
 	size_t nr_srcs, cap_srcs;
 	tel_rename_fn rename; /* tel_set_rename(), may be NULL */
 	void *rename_arg;
+	/* tel_poll_begin() with the BPF source: the thread that builds the
+	 * next snapshot and finds its changed blocks; only it touches these
+	 * (and the BPF read buffers) until tel_poll_end() joins it */
+	pthread_t poll_thread;
+	bool polling;
+	struct tel_snapshot *next;
+	const struct tel_block_ent **changed; /* entries of next */
+	size_t nr_changed, cap_changed;
+	int poll_err;
 };
 
 void tel_log(int level, const char *fmt, ...)

@@ -3,7 +3,9 @@
  * BPF telemetry end to end: the loader attaches to this binary's kvmm
  * probes (by path, every process), a forked client process drives a known
  * workload, and the pinned maps hold exactly its counts and histogram
- * buckets: through the telemetry API, through the sink deltas, and through
+ * buckets: through the telemetry API (the first poll in two halves,
+ * tel_poll_begin() and tel_poll_end(), the next whole), through the sink
+ * deltas, and through
  * `bpftool -j map dump pinned` (blocks keyed by hash, uid and gid).
  * Closing removes the pins.
  * Skips (77) without root or BPF.
@@ -89,6 +91,7 @@ int main(void)
 	struct stat st;
 	char *json, key[128];
 	pid_t pid;
+	int r;
 
 	bpf_test_init(&b, "test");
 	t_assert(!KVMM_PROBE_ENABLED(access));
@@ -107,7 +110,15 @@ int main(void)
 	pid = ebpf_drive_process(NULL, 0);
 	t1 = kvmm_tel_now_ns();
 
-	t_ok(tel_poll(t));
+	/* the first poll in two halves, its walk on a thread (as kvmmd
+	 * polls); the snapshot is the old (empty) one until it ends */
+	t_ok(tel_poll_begin(t));
+	t_assert_eq(tel_poll_begin(t), -EBUSY);
+	t_assert_eq(tel_block_count(t), 0);
+	while ((r = tel_poll_end(t)) == 0)
+		ebpf_sleep_ms(1);
+	t_assert_eq(r, 1);
+	t_assert_eq(tel_poll_end(t), 1); /* nothing runs: nothing to do */
 	ebpf_check(t, t0, t1);
 	t_ok(tel_block_lookup(t, H1, &s));
 	t_assert_eq(s.last_pid, pid);

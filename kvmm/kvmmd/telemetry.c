@@ -70,12 +70,20 @@ static void log_cost(struct kd_daemon *d)
 		(unsigned long long)d->tel_feed.computes);
 }
 
+/*
+ * Each tick feeds the policy what the poll begun at the last one found,
+ * and begins the next: with BPF the map walk (tens of ms with a full map,
+ * bench/tel-poll) runs on a thread of its own, not on this loop.  A poll
+ * still running at the tick is left to finish by the next.
+ */
 static void on_tel_timer(struct kd_loop *loop, struct kd_timer *t)
 {
 	struct kd_daemon *d = t->data;
-	int err = tel_poll(d->tel);
+	int err = tel_poll_end(d->tel);
 
-	if (err)
+	if (err > 0)
+		err = tel_poll_begin(d->tel);
+	if (err < 0)
 		vmm_log(VMM_LOG_WARN, "telemetry poll: %s", strerror(-err));
 	kd_timer_arm(loop, t, kd_now_ns() + KD_TEL_POLL_MS * 1000000ull);
 }
