@@ -19,6 +19,7 @@
 
 #include "ebpf/probes.h"
 #include "ebpf/telemetry.h"
+#include "bench/bench_tel.h"
 
 #define SEQS 256
 #define STEP_BUDGET_NS 10000000.0 /* a 10 ms decode step */
@@ -103,12 +104,8 @@ int main(void)
 		       n_att_step = 4000;
 	double base_call, un_call, base_step, un_step;
 	double att_call = -1, att_step = -1, pct = -1;
-	char self[4096], pin[64];
-	const char *targets[2] = { self, NULL };
-	struct tel_opts o = { .size = sizeof(o) };
 	struct kvmm_counters c;
 	struct tel *t = NULL;
-	ssize_t len;
 	int i;
 
 	/* Interleave so drift hits both sides alike. */
@@ -130,18 +127,7 @@ int main(void)
 	printf("per step:  baseline %.1f ns, unattached %.1f ns (ratio %.3f)\n",
 	       base_step, un_step, un_step / base_step);
 
-	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (len > 0 && HAVE_BPF && geteuid() == 0) {
-		self[len] = 0;
-		snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-bench-%d",
-			 (int)getpid());
-		o.mode = TEL_MODE_BPF;
-		o.pin_root = pin;
-		o.targets = targets;
-		o.quiet = true;
-		if (tel_open(&o, &t))
-			t = NULL;
-	}
+	t = bench_tel_self("probes");
 	if (t && KVMM_PROBE_ENABLED(access)) {
 		att_call = time_loop(loop_probe, n_att, 1, 3);
 		att_step = time_loop(loop_probe, n_att_step, SEQS, 3);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_tel.h"
 #include "ebpf/probes.h"
 #include "ebpf/telemetry.h"
 #include "kvmm/kvmmd/siphash.h"
@@ -87,11 +88,7 @@ int main(int argc, char **argv)
 	double plain[MAX_ROUNDS], renamed[MAX_ROUNDS], ratio[MAX_ROUNDS];
 	double async[MAX_ROUNDS];
 	struct kvmm_access_rec *recs;
-	char self[4096], pin[64];
-	const char *targets[2] = { self, NULL };
-	struct tel_opts o = { .size = sizeof(o) };
-	struct tel *t = NULL;
-	ssize_t len;
+	struct tel *t;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--blocks"))
@@ -108,18 +105,7 @@ int main(int argc, char **argv)
 			MAX_ROUNDS);
 		return 2;
 	}
-	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (len > 0 && HAVE_BPF && geteuid() == 0) {
-		self[len] = 0;
-		snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-bench-poll-%d",
-			 (int)getpid());
-		o.mode = TEL_MODE_BPF;
-		o.pin_root = pin;
-		o.targets = targets;
-		o.quiet = true;
-		if (tel_open(&o, &t))
-			t = NULL;
-	}
+	t = bench_tel_self("poll");
 	if (!t || !KVMM_PROBE_ENABLED(access)) {
 		printf("no BPF here (needs root and BPF)\n");
 		printf("{\"bench\":\"tel-poll\",\"blocks\":%u,\"plain_ms\":null,\"renamed_ms\":null,\"ratio\":null,\"loop_ms\":null,\"loop_ratio\":null}\n",
