@@ -449,8 +449,12 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 	return 0;
 }
 
+static int poll_join(struct tel *t, bool wait);
+
 void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg)
 {
+	if (t)
+		poll_join(t, true); /* it renames with the hook it began with */
 	t->rename = fn;
 	t->rename_arg = arg;
 }
@@ -710,8 +714,9 @@ static void *poll_thread(void *arg)
 	struct tel_snapshot *s = snap_new(t->snap->nr_blocks);
 	int err = s ? bpf_read_maps(t, s) : -ENOMEM;
 
+	/* collected whether or not a sink is set yet: the end feeds it */
 	t->nr_changed = 0;
-	if (!err && t->sink.block)
+	if (!err)
 		err = for_changed(t->snap, s, collect_changed, t);
 	if (err) {
 		snap_free(s);
@@ -750,13 +755,16 @@ static int poll_join(struct tel *t, bool wait)
 		return 1;
 	err = wait ? pthread_join(t->poll_thread, NULL) :
 		     pthread_tryjoin_np(t->poll_thread, NULL);
-	if (err == EBUSY)
-		return 0;
+	if (err == EBUSY) {
+		/* the event ring is the caller's: not left to fill */
+		err = tel_bpf_drain_events(t);
+		return err ? err : 0;
+	}
 	t->polling = false;
+	/* the event ring is the caller's (its records feed the sink) */
+	err = tel_bpf_drain_events(t);
 	if (t->poll_err)
 		return t->poll_err;
-	/* the event ring is the loop's (its records feed the sink) */
-	err = tel_bpf_drain_events(t);
 	for (size_t i = 0; t->sink.block && i < t->nr_changed; i++)
 		sink_block(t, t->changed[i]);
 	swap_in(t, t->next);
@@ -836,6 +844,7 @@ void tel_set_sink(struct tel *t, const struct tel_sink *sink)
 {
 	if (!t)
 		return;
+	poll_join(t, true); /* a running poll feeds the sink it began with */
 	if (sink)
 		t->sink = *sink;
 	else

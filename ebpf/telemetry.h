@@ -154,8 +154,12 @@ int tel_poll(struct tel *t);
  * rows and the events, and keeps the new snapshot.  begin: 0, -EBUSY if
  * one runs, -errno; other sources do the whole poll in begin.  end: 1
  * when it fed (or nothing ran), 0 while the thread runs (call it again
- * later), -errno.  Between the two the snapshot reads (tel_block_*,
- * tel_counters) see the last one.
+ * later; the event ring is drained at each call), -errno.  Between the
+ * two the snapshot reads (tel_block_*, tel_counters) see the last one.
+ * The rename hook then runs on that thread: it must read only what the
+ * caller does not change meanwhile (kvmmd's reads its scope's key).
+ * tel_set_sink() and tel_set_rename() wait for a running poll, which
+ * feeds the sink and renames with the hook it began with.
  */
 int tel_poll_begin(struct tel *t);
 int tel_poll_end(struct tel *t);

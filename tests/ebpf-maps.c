@@ -179,6 +179,16 @@ int main(void)
 	t_assert(strstr(json, "\"tier_accesses\":"));
 	free(json);
 
+	/* A poll in flight: tel_poll() waits for it and feeds what it
+	 * found, once (a second client's steps: H1 again, 5 more) */
+	memset(&sc, 0, sizeof(sc));
+	ebpf_drive_process(NULL, 0);
+	t_ok(tel_poll_begin(t));
+	t_ok(tel_poll(t));
+	t_assert_eq(sc.h1_count, 10);
+	t_assert_eq(sc.blocks, 3 + NBULK);
+	/* and tel_close() with one in flight leaves nothing behind (ASan) */
+	t_ok(tel_poll_begin(t));
 	tel_close(t);
 	t_assert(stat(path, &st) && errno == ENOENT);
 	t_assert(stat(b.pin, &st) && errno == ENOENT);

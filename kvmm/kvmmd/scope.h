@@ -81,7 +81,9 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
  * out, once that session is gone); a BPF entry is renamed by its own uid
  * or gid (the kernel keeps one entry per hash, uid and gid), so reports
  * polled after their client left, or from a client in another pid
- * namespace, still land on its blocks.
+ * namespace, still land on its blocks.  BPF entries are renamed on
+ * telemetry's poll thread (tel_poll_begin()): that path reads only
+ * d->scope, which nothing changes after kd_scope_init().
  */
 struct tel_origin;
 bool kd_scope_tel_rename(void *arg, const struct tel_origin *o, uint64_t *hash);

@@ -81,7 +81,9 @@ static void on_tel_timer(struct kd_loop *loop, struct kd_timer *t)
 	struct kd_daemon *d = t->data;
 	int err = tel_poll_end(d->tel);
 
-	if (err > 0)
+	if (err < 0)
+		vmm_log(VMM_LOG_WARN, "telemetry poll: %s", strerror(-err));
+	if (err) /* fed, or failed: the next one now */
 		err = tel_poll_begin(d->tel);
 	if (err < 0)
 		vmm_log(VMM_LOG_WARN, "telemetry poll: %s", strerror(-err));
