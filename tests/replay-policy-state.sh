@@ -9,14 +9,10 @@
 # program holds; --policy-state with --sweep or --daemon is refused
 # (exit 2).  Skips (77) without the trace.   timeout: 60
 set -u
-B=${KVMM_BUILD:-build}
-R=$B/kvmm-replay
+# shellcheck source=tests/lib/replay-trace.sh
+. "$(dirname "$0")/lib/replay-trace.sh"
 C=$B/kvmmctl
-T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
-[ -x "$R" ] && [ -x "$C" ] || { echo "skip: $R or $C not built"; exit 77; }
-[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
+[ -x "$C" ] || { echo "skip: $C not built"; exit 77; }
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 hits() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['hit_blocks'])" "$1"; }

@@ -6,13 +6,8 @@
 # lru and lfu on hit ratio and modelled prefill at every capacity.
 # Skips (77) without the trace.   timeout: 100
 set -u
-B=${KVMM_BUILD:-build}
-R=$B/kvmm-replay
-T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
-[ -x "$R" ] || { echo "skip: $R not built"; exit 77; }
-[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/lib/replay-trace.sh
+. "$(dirname "$0")/lib/replay-trace.sh"
 run() { "$R" --trace "$T" --json "$@" || fail "kvmm-replay $*"; }
 
 check() { # json python-expression message

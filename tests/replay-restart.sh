@@ -9,13 +9,8 @@
 # --restart-forget alone are refused.  Skips (77) without the trace.
 # timeout: 60
 set -u
-B=${KVMM_BUILD:-build}
-R=$B/kvmm-replay
-T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
-[ -x "$R" ] || { echo "skip: $R not built"; exit 77; }
-[ -r "$T" ] || { echo "skip: trace $T absent"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/lib/replay-trace.sh
+. "$(dirname "$0")/lib/replay-trace.sh"
 run() { "$R" --trace "$T" --json --restart-every 2000 "$@" || fail "kvmm-replay $*"; }
 get() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
