@@ -43,6 +43,18 @@ static void *save(struct pol_cache *c, size_t *len)
 	return buf;
 }
 
+/* The block lives a saved state says it holds, over all its classes. */
+static double described_lives(const void *buf, size_t len)
+{
+	struct pol_learned_summary sum;
+	double all = 0;
+
+	t_ok(pol_learned_describe(buf, len, &sum));
+	for (unsigned k = 0; k < sum.nclass; k++)
+		all += sum.cls[k].lives;
+	return all;
+}
+
 int main(void)
 {
 	struct pol_cache *old = pw_cache(POL_ASYM, 100), *a, *b, *fresh, *lru,
@@ -135,20 +147,14 @@ int main(void)
 	workload(big, 1u << 29, 10000);
 	bigbuf = save(big, &biglen);
 	pol_cache_destroy(big);
-	t_ok(pol_learned_describe(bigbuf, biglen, &sum));
-	all = 0;
-	for (unsigned k = 0; k < sum.nclass; k++)
-		all += sum.cls[k].lives;
+	all = described_lives(bigbuf, biglen);
 	t_assert_eq((uint64_t)all, 5000 * 3 + 5000 * 12 + 4984 * 3);
 	big = pw_cache(POL_ASYM, 100);
 	t_ok(pol_cache_learned_load(big, bigbuf, biglen, &lives2));
 	t_assert_eq(lives2, 5000 * 3 + 5000 * 12 + 4984 * 3); /* as saved */
 	buf2 = save(big, &len2);
 	pol_cache_destroy(big);
-	t_ok(pol_learned_describe(buf2, len2, &sum));
-	all = 0;
-	for (unsigned k = 0; k < sum.nclass; k++)
-		all += sum.cls[k].lives;
+	all = described_lives(buf2, len2);
 	printf("a state of 89952 lives loads as %.1f\n", all);
 	t_assert(all > 65535.5 && all < 65536.5);
 	free(buf2);
