@@ -198,6 +198,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	struct tier_nvme *t;
 	struct nvme_superblock sb;
 	uint64_t bytes = 0, nslots;
+	bool keep;
 	int r;
 
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path ||
@@ -286,16 +287,16 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->st.registered_buffers = t->registered;
 
 	r = cfg->reformat ? -ENODATA : nvme_sb_read(t, &sb);
-	if (r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
-	    sb.payload_bytes == t->payload_bytes &&
-	    !nvme_sb_same_scope(&sb, t->scope, t->scope_key)) {
+	/* the file's blocks are kept if they fit and are named as ours */
+	keep = r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
+	       sb.payload_bytes == t->payload_bytes;
+	if (keep && !nvme_sb_same_scope(&sb, t->scope, t->scope_key)) {
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: %s: its blocks were cached under another cache scope or key: formatting it anew",
 			cfg->path);
-		r = -ESTALE;
+		keep = false;
 	}
-	if (r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
-	    sb.payload_bytes == t->payload_bytes) {
+	if (keep) {
 		t->format_id = sb.format_id;
 		r = nvme_recover(t);
 		if (r)
