@@ -95,6 +95,9 @@ struct pol_block {
 	struct pol_slot slot[POL_TIER_COUNT];
 	uint64_t bytes;
 	uint64_t cookie; /* owner's location of the bytes (page, slot) */
+	/* its tenant's list in its tier, least recently used first (only
+	 * while the tenant has a limit: pol_tenant.h) */
+	uint32_t tenant_prev, tenant_next;
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct pol_block) == 192, "pol_block: three lines");

@@ -308,6 +308,14 @@ uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier)
 }
 
 static int make_room(struct pol_cache *c, unsigned t);
+static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t);
+
+/* tenant_room_slow() for a limited row: one test for the others */
+static inline void tenant_room(struct pol_cache *c, uint16_t row, unsigned t)
+{
+	if (__builtin_expect(c->tenants.row[row].limited, 0))
+		tenant_room_slow(c, row, t);
+}
 
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 {
@@ -322,6 +330,40 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s)
 {
 	*s = c->st;
+}
+
+int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
+			   const uint64_t limit[POL_TIER_COUNT])
+{
+	struct pol_tenant_count *r;
+	bool any = false;
+	uint16_t row;
+	int err;
+
+	if (id == POL_TENANT_OTHERS)
+		return -EINVAL;
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
+		if (limit[t] && !c->priv[t])
+			return -EINVAL;
+		any |= limit[t] != 0;
+	}
+	/* a new row for a tenant not seen yet, unless they are all taken */
+	row = pol_tenant_row(&c->tenants, id);
+	r = &c->tenants.row[row];
+	if (r->id != id)
+		return -ENOSPC;
+	if (any && !r->limited) {
+		err = pol_tenant_list_build(&c->tenants, &c->ix, row);
+		if (err)
+			return err;
+	}
+	r->limited = any;
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		r->limit[t] = limit[t];
+	/* higher tiers first: what they send down counts below */
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		tenant_room(c, row, t);
+	return 0;
 }
 
 size_t pol_cache_tenants(const struct pol_cache *c,
@@ -450,7 +492,7 @@ static void enter_tier(struct pol_cache *c, struct pol_block *b, unsigned t)
 {
 	b->tier = (uint8_t)t;
 	c->count[t]++;
-	pol_tenant_enter(&c->tenants, b->tenant, t);
+	pol_tenant_enter(&c->tenants, &c->ix, b, t);
 	c->ops->on_insert(c->priv[t], b);
 	count_in_parent(c, b);
 }
@@ -462,7 +504,7 @@ static void leave_tier(struct pol_cache *c, struct pol_block *b)
 	uncount_in_parent(c, b);
 	c->ops->on_remove(c->priv[t], b);
 	c->count[t]--;
-	pol_tenant_leave(&c->tenants, b->tenant, t);
+	pol_tenant_leave(&c->tenants, &c->ix, b, t);
 	b->tier = POL_TIER_NONE;
 }
 
@@ -473,11 +515,6 @@ static void report(struct pol_cache *c, const struct pol_block *b,
 		c->move_fn(c->move_arg, b, from, to);
 }
 
-/*
- * Bring tier t back within its capacity by moving victims down (or
- * dropping them from the last tier).  Victims go into the lower tier
- * first, which then makes room the same way.
- */
 /* make_room()'s choice: the policy's victim, or with a lower tier one
  * that only a demotable TTL holds (counted by the caller). */
 static struct pol_block *room_victim(struct pol_cache *c, unsigned t, bool *ttl)
@@ -528,10 +565,50 @@ bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash)
 	return !b || !c->prefix_rule || v != pol_cache_parent(c, b);
 }
 
+/* Move v (evictable, in tier t) down a tier, or drop it from the last. */
+static void move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
+{
+	unsigned lower = pol_cache_lower_tier(c, t);
+
+	/*
+	 * Start the misses of what follows while the policy takes v out of
+	 * its structures: its parent's child counts and, for a drop, v's
+	 * slot in the index table.
+	 */
+	if (v->counted != POL_TIER_NONE && v->parent_id < c->ix.high_water)
+		pol_index_prefetch_entry(&c->ix, v->parent_id, 1);
+	if (lower == POL_TIER_NONE)
+		pol_index_prefetch(&c->ix, v->hash);
+	leave_tier(c, v);
+	if (lower == POL_TIER_NONE) {
+		c->st.drops++;
+		c->tenants.row[v->tenant].dropped++;
+		report(c, v, t, POL_TIER_NONE);
+		maybe_free(c, v);
+		return;
+	}
+	c->st.demotions[t]++;
+	report(c, v, t, lower);
+	enter_tier(c, v, lower);
+	tenant_room(c, v->tenant, lower);
+	if (make_room(c, lower) == -ENOSPC && v->tier == lower) {
+		/* The lower tier is pinned full: drop the victim. */
+		leave_tier(c, v);
+		c->st.drops++;
+		c->tenants.row[v->tenant].dropped++;
+		report(c, v, lower, POL_TIER_NONE);
+		maybe_free(c, v);
+	}
+}
+
+/*
+ * Bring tier t back within its capacity by moving victims down (or
+ * dropping them from the last tier).  Victims go into the lower tier
+ * first, which then makes room the same way.
+ */
 static int make_room(struct pol_cache *c, unsigned t)
 {
 	while (c->count[t] > c->cap[t]) {
-		unsigned lower = pol_cache_lower_tier(c, t);
 		bool ttl;
 		struct pol_block *v = room_victim(c, t, &ttl);
 
@@ -541,37 +618,42 @@ static int make_room(struct pol_cache *c, unsigned t)
 			c->st.no_victim++;
 			return -ENOSPC;
 		}
-		/*
-		 * Start the misses of what follows while the policy takes v
-		 * out of its structures: its parent's child counts and, for
-		 * a drop, v's slot in the index table.
-		 */
-		if (v->counted != POL_TIER_NONE &&
-		    v->parent_id < c->ix.high_water)
-			pol_index_prefetch_entry(&c->ix, v->parent_id, 1);
-		if (lower == POL_TIER_NONE)
-			pol_index_prefetch(&c->ix, v->hash);
-		leave_tier(c, v);
-		if (lower == POL_TIER_NONE) {
-			c->st.drops++;
-			c->tenants.row[v->tenant].dropped++;
-			report(c, v, t, POL_TIER_NONE);
-			maybe_free(c, v);
-			continue;
-		}
-		c->st.demotions[t]++;
-		report(c, v, t, lower);
-		enter_tier(c, v, lower);
-		if (make_room(c, lower) == -ENOSPC && v->tier == lower) {
-			/* The lower tier is pinned full: drop the victim. */
-			leave_tier(c, v);
-			c->st.drops++;
-			c->tenants.row[v->tenant].dropped++;
-			report(c, v, lower, POL_TIER_NONE);
-			maybe_free(c, v);
-		}
+		move_down(c, v, t);
 	}
 	return 0;
+}
+
+/* The least recently used block of row's in tier t that can go. */
+static struct pol_block *tenant_victim(struct pol_cache *c, uint16_t row,
+				       unsigned t)
+{
+	for (uint32_t id = c->tenants.head[row][t]; id != POL_NONE;) {
+		struct pol_block *b = pol_index_at(&c->ix, id);
+
+		if (pol_cache_evictable(c, b))
+			return b;
+		id = b->tenant_next;
+	}
+	return NULL;
+}
+
+/*
+ * Bring tenant row within its limit in tier t by moving its own least
+ * recently used blocks down (policy.h, "Tenants"); it stays over when
+ * none of them can go.
+ */
+static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t)
+{
+	struct pol_tenant_count *r = &c->tenants.row[row];
+
+	while (r->limited && r->limit[t] && r->blocks[t] > r->limit[t]) {
+		struct pol_block *v = tenant_victim(c, row, t);
+
+		if (!v)
+			return;
+		r->limit_moves++;
+		move_down(c, v, t);
+	}
 }
 
 int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
@@ -627,6 +709,12 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	if (from == POL_TIER_GPU) {
 		c->st.hits[POL_TIER_GPU]++;
 		c->ops->on_access(c->priv[POL_TIER_GPU], b);
+		if (c->tenants.row[b->tenant].limited) {
+			/* refreshed, and within its limit again if it was
+			 * over with nothing that could go */
+			pol_tenant_touch(&c->tenants, &c->ix, b, POL_TIER_GPU);
+			tenant_room(c, b->tenant, POL_TIER_GPU);
+		}
 		return 0;
 	}
 	if (from != POL_TIER_NONE) {
@@ -642,6 +730,7 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		report(c, b, POL_TIER_NONE, POL_TIER_GPU);
 	}
 	enter_tier(c, b, POL_TIER_GPU);
+	tenant_room(c, b->tenant, POL_TIER_GPU);
 	if (make_room(c, POL_TIER_GPU) == -ENOSPC) {
 		/* Everything else is pinned: the new block is not cached. */
 		if (b->tier == POL_TIER_GPU) {

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Tenant rows of the tiered cache (pol_tenant.h). */
+#include <errno.h>
+#include <stdlib.h>
+
 #include "kvmm/policy/pol_tenant.h"
 
 _Static_assert(POL_TENANT_MAP == 1 << 9, "map_slot() takes 9 bits");
@@ -34,4 +37,79 @@ uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id)
 	t->row[t->nr].id = id;
 	t->map[i] = (uint16_t)(t->nr + 1);
 	return remember(t, id, (uint16_t)t->nr++);
+}
+
+void pol_tenant_list_add(struct pol_tenants *t, struct pol_index *ix,
+			 uint16_t row, unsigned tier, uint32_t id)
+{
+	struct pol_block *b = pol_index_at(ix, id);
+	uint32_t tail = t->tail[row][tier];
+
+	b->tenant_prev = tail;
+	b->tenant_next = POL_NONE;
+	if (tail == POL_NONE)
+		t->head[row][tier] = id;
+	else
+		pol_index_at(ix, tail)->tenant_next = id;
+	t->tail[row][tier] = id;
+}
+
+void pol_tenant_list_del(struct pol_tenants *t, struct pol_index *ix,
+			 uint16_t row, unsigned tier, uint32_t id)
+{
+	struct pol_block *b = pol_index_at(ix, id);
+
+	if (b->tenant_prev == POL_NONE)
+		t->head[row][tier] = b->tenant_next;
+	else
+		pol_index_at(ix, b->tenant_prev)->tenant_next = b->tenant_next;
+	if (b->tenant_next == POL_NONE)
+		t->tail[row][tier] = b->tenant_prev;
+	else
+		pol_index_at(ix, b->tenant_next)->tenant_prev = b->tenant_prev;
+	b->tenant_prev = b->tenant_next = POL_NONE;
+}
+
+struct tick_id {
+	uint64_t tick;
+	uint32_t id;
+};
+
+static int by_tick(const void *a, const void *b)
+{
+	uint64_t x = ((const struct tick_id *)a)->tick;
+	uint64_t y = ((const struct tick_id *)b)->tick;
+
+	return x < y ? -1 : x > y;
+}
+
+int pol_tenant_list_build(struct pol_tenants *t, struct pol_index *ix,
+			  uint16_t row)
+{
+	const uint64_t *in = t->row[row].blocks;
+	uint64_t total = in[0] + in[1] + in[2];
+	struct tick_id *v = NULL;
+	uint32_t n = 0;
+
+	if (total) {
+		v = malloc(sizeof(*v) * total);
+		if (!v)
+			return -ENOMEM;
+	}
+	for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
+		t->head[row][tier] = t->tail[row][tier] = POL_NONE;
+	for (uint32_t id = 0; v && id < ix->high_water; id++) {
+		const struct pol_block *b = pol_index_at(ix, id);
+
+		if (b->live && b->tier < POL_TIER_COUNT && b->tenant == row &&
+		    n < total)
+			v[n++] = (struct tick_id){ b->tick, id };
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), by_tick);
+	for (uint32_t i = 0; i < n; i++)
+		pol_tenant_list_add(t, ix, row, pol_index_at(ix, v[i].id)->tier,
+				    v[i].id);
+	free(v);
+	return 0;
 }

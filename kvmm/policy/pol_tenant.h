@@ -6,6 +6,13 @@
  * tenant's counts in O(1) without a lookup.  The map is a small
  * open-addressing table; the last id looked up is remembered, since an
  * owner admits a request's blocks one after another.
+ *
+ * A tenant with a limit (policy.h, "Tenants") also has a list of its
+ * blocks per tier, least recently used first, linked through
+ * pol_block.tenant_prev/next: its victims when it is over its limit.  The
+ * lists are kept only while the row is limited (row[].limited), so a
+ * cache without limits pays one test per move; setting a limit builds
+ * them from the index.
  */
 #ifndef KVMM_POLICY_POL_TENANT_H
 #define KVMM_POLICY_POL_TENANT_H
@@ -20,6 +27,9 @@ struct pol_tenants {
 	uint16_t map[POL_TENANT_MAP]; /* row + 1 by the id's hash; 0 free */
 	uint32_t last_id; /* the id of the latest lookup ... */
 	uint16_t last_row; /* ... and its row (valid once nr > 0) */
+	/* per limited row and tier: its blocks, least recently used first */
+	uint32_t head[POL_TENANT_ROWS][POL_TIER_COUNT];
+	uint32_t tail[POL_TENANT_ROWS][POL_TIER_COUNT];
 };
 
 uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id);
@@ -33,16 +43,43 @@ static inline uint16_t pol_tenant_row(struct pol_tenants *t, uint32_t id)
 	return pol_tenant_row_find(t, id);
 }
 
-static inline void pol_tenant_enter(struct pol_tenants *t, uint16_t row,
-				    unsigned tier)
+/* Append b (entry id, of row's, now in tier) as its most recent. */
+void pol_tenant_list_add(struct pol_tenants *t, struct pol_index *ix,
+			 uint16_t row, unsigned tier, uint32_t id);
+void pol_tenant_list_del(struct pol_tenants *t, struct pol_index *ix,
+			 uint16_t row, unsigned tier, uint32_t id);
+/* Rebuild row's lists from every block of it the index holds in a
+ * tier, least recent (lowest tick) first; 0 or -ENOMEM. */
+int pol_tenant_list_build(struct pol_tenants *t, struct pol_index *ix,
+			  uint16_t row);
+
+static inline void pol_tenant_enter(struct pol_tenants *t, struct pol_index *ix,
+				    struct pol_block *b, unsigned tier)
 {
-	t->row[row].blocks[tier]++;
+	t->row[b->tenant].blocks[tier]++;
+	if (t->row[b->tenant].limited)
+		pol_tenant_list_add(t, ix, b->tenant, tier,
+				    pol_index_id(ix, b));
 }
 
-static inline void pol_tenant_leave(struct pol_tenants *t, uint16_t row,
-				    unsigned tier)
+static inline void pol_tenant_leave(struct pol_tenants *t, struct pol_index *ix,
+				    struct pol_block *b, unsigned tier)
 {
-	t->row[row].blocks[tier]--;
+	t->row[b->tenant].blocks[tier]--;
+	if (t->row[b->tenant].limited)
+		pol_tenant_list_del(t, ix, b->tenant, tier,
+				    pol_index_id(ix, b));
+}
+
+/* b, in tier, was used: it becomes its (limited) tenant's most recent
+ * there. */
+static inline void pol_tenant_touch(struct pol_tenants *t, struct pol_index *ix,
+				    struct pol_block *b, unsigned tier)
+{
+	uint32_t id = pol_index_id(ix, b);
+
+	pol_tenant_list_del(t, ix, b->tenant, tier, id);
+	pol_tenant_list_add(t, ix, b->tenant, tier, id);
 }
 
 #endif

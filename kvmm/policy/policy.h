@@ -172,15 +172,31 @@ struct pol_block_desc {
  * tenants seen get a row each; later ones share the last row, whose id
  * reads POL_TENANT_OTHERS.  Rows stay once made (a tenant whose blocks
  * are all gone reads 0 blocks).
+ *
+ * A tenant may have a limit per tier (pol_cache_tenant_limit()): a tier
+ * never holds more of its blocks than that while one of them can go.
+ * Within its limit a tenant's blocks are ranked by the policy with
+ * everyone's; a block of it entering a tier where it is at its limit
+ * sends the tenant's own least recently used evictable block there down
+ * a tier (dropped from the last), as a memory cgroup over its limit
+ * reclaims its own pages.  When none of them can go (all in use, pinned,
+ * or parents of cached children) the tenant stays over its limit until
+ * one of its blocks next enters that tier (or, on the GPU, is used
+ * there): a limit never keeps a block out of the cache that would
+ * otherwise be cached.
  */
 #define POL_TENANT_ROWS 256
 #define POL_TENANT_OTHERS UINT32_MAX
 struct pol_tenant_count {
 	uint32_t id; /* the tenant, or POL_TENANT_OTHERS */
-	uint32_t pad;
+	uint32_t limited; /* 1 while limit[] holds a limit */
 	uint64_t blocks[POL_TIER_COUNT]; /* resident now, per tier */
 	uint64_t admitted; /* blocks its accesses brought into the cache */
 	uint64_t dropped; /* of its blocks, dropped from the last tier */
+	uint64_t limit[POL_TIER_COUNT]; /* most blocks per tier; 0: none */
+	/* its blocks moved down a tier (or dropped from the last) because
+	 * it was over its limit there */
+	uint64_t limit_moves;
 };
 
 struct pol_cache_stats {
@@ -344,6 +360,16 @@ void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
  * returns how many rows there are (which may be more than max). */
 size_t pol_cache_tenants(const struct pol_cache *c,
 			 struct pol_tenant_count *out, size_t max);
+/*
+ * Limit tenant id's blocks per tier (limit[t] blocks in tier t; 0: no
+ * limit there, all 0: none at all), and bring it within the new limits
+ * at once (moves reported as an access's are).  The tenant gets a row if
+ * it has none.  -EINVAL: id is POL_TENANT_OTHERS, or a limit names a tier
+ * the cache does not have; -ENOSPC: every row is taken (id would share
+ * the others' row); nothing changes then.
+ */
+int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
+			   const uint64_t limit[POL_TIER_COUNT]);
 enum pol_kind pol_cache_kind(const struct pol_cache *c);
 bool pol_cache_prefix_rule(const struct pol_cache *c);
 /* Created with pol_cache_opts.msa. */
