@@ -164,7 +164,7 @@ static void uid_scope(void)
 	t_assert(strstr(out, "{\"kind\":\"uid\",\"tenants\":["));
 	snprintf(
 		line, sizeof(line),
-		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0}",
+		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0,\"limit_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0},\"limit_moves\":0}",
 		UID_A);
 	t_assert(strstr(out, line));
 	t_assert_eq(td_kvmmctl(d.sock, "metrics", out, sizeof(out)), 0);

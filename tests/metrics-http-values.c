@@ -175,6 +175,8 @@ static size_t compare_tenants(const struct tm_expo *e, const char *json)
 		{ "kvmm_tenant_published_blocks_total", "published_blocks",
 		  false },
 		{ "kvmm_tenant_dropped_blocks_total", "dropped_blocks", false },
+		{ "kvmm_tenant_limit_blocks", "limit_blocks", true },
+		{ "kvmm_tenant_limit_moves_total", "limit_moves", false },
 	};
 	char want[64], labels[64], path[96];
 	size_t n = 0;

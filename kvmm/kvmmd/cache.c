@@ -426,6 +426,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		goto err;
 	pol_cache_set_move_handler(c->pol, kc_move, c);
 	kc_learned_load(c); /* before its first block */
+	kd_tenant_limits_apply(d, c->pol);
 	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
 	if (c->host) {
 		struct migrate_config mc = { .size = sizeof(mc),
@@ -859,6 +860,20 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
 uint64_t kd_cache_block_bytes(struct kd_daemon *d)
 {
 	return d->cache ? d->cache->block_bytes : 0;
+}
+
+int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,
+			  const uint64_t limit[POL_TIER_COUNT])
+{
+	struct kd_cache *c = d->cache;
+	int err;
+
+	if (!c || !c->pol)
+		return 0; /* kd_tenant_limits_apply() when it is made */
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs against now */
+	err = pol_cache_tenant_limit(c->pol, id, limit);
+	kc_reap_dead(c);
+	return err;
 }
 
 const struct pol_cache *kd_cache_policy(const struct kd_daemon *d)

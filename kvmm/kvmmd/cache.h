@@ -128,5 +128,9 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
 uint64_t kd_cache_block_bytes(struct kd_daemon *d);
 /* The cache's policy, for reading (NULL before the first publish). */
 const struct pol_cache *kd_cache_policy(const struct kd_daemon *d);
+/* Give the policy tenant id's limit (tenant.c), when there is a policy
+ * yet; the moves it makes go as an access's do.  0 or its error. */
+int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,
+			  const uint64_t limit[POL_TIER_COUNT]);
 
 #endif

@@ -236,6 +236,18 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		q->limit_pages =
 			(q->limit_pages + d->page_size - 1) / d->page_size;
 	}
+	/* --tenant-limit: rows of their own from the start (the policy
+	 * gets them when it is made) */
+	for (uint32_t i = 0; i < d->cfg.nr_tenant_limits; i++) {
+		const struct kd_tenant_limit *l = &d->cfg.tenant_limits[i];
+
+		err = kd_tenant_set_limit(d, l->id, l->blocks);
+		if (err) {
+			vmm_log(VMM_LOG_ERR, "--tenant-limit %u: %s", l->id,
+				strerror(-err));
+			goto err_backend;
+		}
+	}
 	d->capacity = cfg->gpu_mem ? cfg->gpu_mem / d->page_size : 4096;
 	if (!d->capacity) {
 		vmm_log(VMM_LOG_ERR,

@@ -103,6 +103,14 @@ struct kd_quota {
 };
 
 #define KD_MAX_QUOTAS 64
+
+/* --tenant-limit ID=gpu:N,host:N,nvme:N (tenant.c) */
+struct kd_tenant_limit {
+	uint32_t id; /* uid, or gid under --cache-scope gid */
+	uint64_t blocks[3]; /* per tier; 0: no limit there */
+};
+
+#define KD_MAX_TENANT_LIMITS 64
 #define KD_MAX_TELEMETRY_ATTACH 4
 
 struct kd_config {
@@ -151,6 +159,8 @@ struct kd_config {
 			     * a quarter of the GPU cache (pin.c) */
 	/* --metrics-listen [HOST:]PORT, "" = off (metrics_http.c) */
 	char metrics_listen[80];
+	uint32_t nr_tenant_limits;
+	struct kd_tenant_limit tenant_limits[KD_MAX_TENANT_LIMITS];
 };
 
 void kd_config_defaults(struct kd_config *cfg);

@@ -71,6 +71,10 @@ static void usage(FILE *f)
 		"                         processes of one uid, or of one group\n"
 		"  --pin-quota N          blocks one session may pin (a quarter\n"
 		"                         of the GPU cache)\n"
+		"  --tenant-limit ID=gpu:N,host:N,nvme:N  most cached blocks a\n"
+		"                         uid (gid under --cache-scope gid) may\n"
+		"                         hold per tier; over it, its own least\n"
+		"                         recently used go down (repeatable)\n"
 		"  --metrics-listen [HOST:]PORT  serve Prometheus GET /metrics\n"
 		"                         over HTTP (off; PORT alone binds\n"
 		"                         127.0.0.1; [IPv6]:PORT; port 0 picks\n"
@@ -113,6 +117,7 @@ static const struct option long_opts[] = {
 	{ "cache-block-pages", required_argument, NULL,
 	  KD_OPT_CACHE_BLOCK_PAGES },
 	{ "metrics-listen", required_argument, NULL, KD_OPT_METRICS_LISTEN },
+	{ "tenant-limit", required_argument, NULL, KD_OPT_TENANT_LIMIT },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -448,6 +448,12 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 		{ "kvmm_tenant_dropped_blocks_total",
 		  "Blocks charged to the tenant that the cache dropped from its last tier.",
 		  KD_COUNTER, TENANT_U64(dropped_blocks), 0 },
+		{ "kvmm_tenant_limit_blocks",
+		  "Most cached blocks the tenant may hold, by tier (0: no limit).",
+		  KD_GAUGE, TENANT_U64(limit_blocks), 3 },
+		{ "kvmm_tenant_limit_moves_total",
+		  "The tenant's blocks moved down a tier (or dropped) because it was over its limit there.",
+		  KD_COUNTER, TENANT_U64(limit_moves), 0 },
 	};
 	char labels[96];
 

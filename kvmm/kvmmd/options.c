@@ -72,6 +72,43 @@ bad:
 	return -EINVAL;
 }
 
+int kd_parse_tenant_limit(const char *what, const char *spec,
+			  uint64_t blocks[3])
+{
+	static const char *const tiers[3] = { "gpu", "host", "nvme" };
+	const char *p = spec;
+
+	blocks[0] = blocks[1] = blocks[2] = 0;
+	if (!strcmp(spec, "none"))
+		return 0;
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		unsigned long long v;
+		char *end;
+		int t;
+
+		for (t = 0; t < 3; t++)
+			if (colon && (size_t)(colon - p) == strlen(tiers[t]) &&
+			    !strncmp(p, tiers[t], colon - p))
+				break;
+		if (t == 3 || !isdigit((unsigned char)colon[1]))
+			goto bad;
+		errno = 0;
+		v = strtoull(colon + 1, &end, 10);
+		if (errno || !v || (*end && *end != ',') || blocks[t])
+			goto bad;
+		blocks[t] = v;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+bad:
+	fprintf(stderr,
+		"%s'%s' is not gpu:N,host:N,nvme:N (each tier at most once, N blocks > 0) or none\n",
+		what, spec);
+	return -EINVAL;
+}
+
 int kd_parse_log_level(const char *s)
 {
 	static const char *const names[] = { "err", "warn", "info", "debug" };
@@ -364,6 +401,47 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 			(struct kd_quota){ .uid = u, .limit_pages = size };
 		return 0;
 	}
+	case KD_OPT_TENANT_LIMIT: {
+		const char *eq = strchr(val, '=');
+		struct kd_tenant_limit l;
+		char id[32];
+		uint32_t i;
+
+		if (!eq || eq == val || (size_t)(eq - val) >= sizeof(id)) {
+			fprintf(stderr,
+				"kvmmd: --tenant-limit: '%s' is not ID=gpu:N,host:N,nvme:N\n",
+				val);
+			return -EINVAL;
+		}
+		memcpy(id, val, eq - val);
+		id[eq - val] = '\0';
+		err = parse_u32("--tenant-limit id", id, &l.id, 10);
+		if (!err && l.id == KVMM_TENANT_OTHERS) {
+			fprintf(stderr,
+				"kvmmd: --tenant-limit: %s is not a uid or gid\n",
+				id);
+			err = -EINVAL;
+		}
+		if (!err)
+			err = kd_parse_tenant_limit(
+				"kvmmd: --tenant-limit: ", eq + 1, l.blocks);
+		if (err)
+			return err;
+		/* the last one for an id wins */
+		for (i = 0; i < cfg->nr_tenant_limits; i++)
+			if (cfg->tenant_limits[i].id == l.id)
+				break;
+		if (i == KD_MAX_TENANT_LIMITS) {
+			fprintf(stderr,
+				"kvmmd: --tenant-limit: more than %d tenants (set more with kvmmctl tenant-limit)\n",
+				KD_MAX_TENANT_LIMITS);
+			return -ENOSPC;
+		}
+		cfg->tenant_limits[i] = l;
+		if (i == cfg->nr_tenant_limits)
+			cfg->nr_tenant_limits++;
+		return 0;
+	}
 	case 'T': {
 		enum tel_mode m;
 
@@ -408,6 +486,21 @@ int kd_config_check(const struct kd_config *cfg)
 			"kvmmd: --nvme-path %s needs --host-mem: blocks reach the NVMe tier through the host tier\n",
 			cfg->nvme_path);
 		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < cfg->nr_tenant_limits; i++) {
+		const struct kd_tenant_limit *l = &cfg->tenant_limits[i];
+		const char *no = l->blocks[1] && !cfg->host_mem ?
+					 "host tier (--host-mem)" :
+				 l->blocks[2] && !cfg->nvme_path[0] ?
+					 "NVMe tier (--nvme-path)" :
+					 NULL;
+
+		if (no) {
+			fprintf(stderr,
+				"kvmmd: --tenant-limit %u: there is no %s to limit\n",
+				l->id, no);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }

@@ -36,5 +36,16 @@ int kd_parse_name(const char *option, const char *const *names, size_t n,
 #define KD_OPT_CACHE_SCOPE 0x207
 /* ... and for --policy-state */
 #define KD_OPT_POLICY_STATE 0x208
+/* ... and for --tenant-limit */
+#define KD_OPT_TENANT_LIMIT 0x209
+
+/*
+ * A tenant limit, "gpu:N,host:N,nvme:N" (any of them, in any order; N
+ * blocks, at least 1) or "none": blocks[] gets N per tier named, 0 for
+ * the others.  -EINVAL with one line on stderr that starts with what
+ * (e.g. "kvmmd: --tenant-limit 1001=") otherwise.
+ */
+int kd_parse_tenant_limit(const char *what, const char *spec,
+			  uint64_t blocks[3]);
 
 #endif

@@ -479,6 +479,26 @@ static int do_admin_quota(struct req *rq)
 			    (a.bytes + d->page_size - 1) / d->page_size);
 }
 
+static int do_admin_tenant_limit(struct req *rq)
+{
+	struct kvmm_admin_tenant_limit a;
+	int err = COPY_IN(rq, a);
+
+	if (err)
+		return err;
+	if (!kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	err = kd_tenant_set_limit(rq->s->d, a.id, a.limit_blocks);
+	if (!err)
+		vmm_log(VMM_LOG_INFO,
+			"tenant %u: limit gpu %llu, host %llu, nvme %llu blocks (0: none), set by uid %u",
+			a.id, (unsigned long long)a.limit_blocks[0],
+			(unsigned long long)a.limit_blocks[1],
+			(unsigned long long)a.limit_blocks[2],
+			(unsigned)rq->s->uid);
+	return err;
+}
+
 static int do_admin_log_level(struct req *rq)
 {
 	struct kvmm_admin_log_level a;
@@ -603,6 +623,8 @@ static int dispatch(struct req *rq)
 		return do_admin_revoke(rq);
 	case KVMM_CMD_ADMIN_TENANTS:
 		return do_admin_tenants(rq);
+	case KVMM_CMD_ADMIN_SET_TENANT_LIMIT:
+		return do_admin_tenant_limit(rq);
 	default:
 		return -ENOTTY;
 	}

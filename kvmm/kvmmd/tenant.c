@@ -4,6 +4,7 @@
  * ADMIN_TENANTS reply that joins them with the policy's cached blocks.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,9 @@
 #include "kvmm/kvmmd/tenant.h"
 
 _Static_assert(POL_TIER_COUNT == 3, "kvmm_tenant_info's per-tier arrays");
+_Static_assert(offsetof(struct kvmm_tenant_info, limit_blocks) + 24 ==
+		       KVMM_TENANT_INFO_SIZE_1_10,
+	       "1.10 entries end where the limits begin");
 
 uint32_t kd_tenant_id(const struct kd_session *s)
 {
@@ -32,10 +36,53 @@ struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id)
 	return &d->tenants.row[pol_tenant_row(&d->tenants.map, id)];
 }
 
+int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
+			const uint64_t limit[POL_TIER_COUNT])
+{
+	uint64_t old[POL_TIER_COUNT];
+	struct kd_tenant_counts *k;
+	uint16_t row;
+	int err;
+
+	if (id == KVMM_TENANT_OTHERS)
+		return -EINVAL;
+	if ((limit[POL_TIER_HOST] && !d->cfg.host_mem) ||
+	    (limit[POL_TIER_NVME] && !d->cfg.nvme_path[0]))
+		return -EINVAL;
+	row = pol_tenant_row(&d->tenants.map, id);
+	if (d->tenants.map.row[row].id != id)
+		return -ENOSPC;
+	k = &d->tenants.row[row];
+	memcpy(old, k->limit, sizeof(old));
+	memcpy(k->limit, limit, sizeof(k->limit));
+	err = kd_cache_tenant_limit(d, id, limit);
+	if (err) /* the policy's rows are full (it saw others first) */
+		memcpy(k->limit, old, sizeof(old));
+	return err;
+}
+
+void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol)
+{
+	for (uint32_t i = 0; i < d->tenants.map.nr; i++) {
+		const uint64_t *l = d->tenants.row[i].limit;
+		uint32_t id = d->tenants.map.row[i].id;
+		int err;
+
+		if (!l[0] && !l[1] && !l[2])
+			continue;
+		err = pol_cache_tenant_limit(pol, id, l);
+		if (err)
+			vmm_log(VMM_LOG_WARN,
+				"cache: the limit of tenant %u is not applied: %s",
+				id, strerror(-err));
+	}
+}
+
 /* Room in a reply: the rows here and in the policy (the same tenants
- * but for the order they overflow in), then the tenants of live
- * sessions not served yet while there is room. */
-#define REPLY_MAX (2 * POL_TENANT_ROWS)
+ * and the others' row: the policy is charged only ids that have a row
+ * here, or KVMM_TENANT_OTHERS), then the tenants of live sessions not
+ * served yet while there is room. */
+#define REPLY_MAX (POL_TENANT_ROWS + 128)
 
 /* The entry of id in r, made at the end if it is not there yet (NULL
  * when r is full). */
@@ -91,6 +138,8 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
 			t->hit_blocks[tier] += k->hit_blocks[tier];
 		t->published_blocks += k->published_blocks;
+		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
+			t->limit_blocks[tier] = k->limit[tier];
 	}
 	for (size_t i = 0; i < np && i < POL_TENANT_ROWS; i++) {
 		struct kvmm_tenant_info *t = entry(r, pt[i].id);
@@ -101,6 +150,7 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 			t->cached_blocks[tier] += pt[i].blocks[tier];
 		t->admitted_blocks += pt[i].admitted;
 		t->dropped_blocks += pt[i].dropped;
+		t->limit_moves += pt[i].limit_moves;
 	}
 	free(pt);
 	/* a tenant connected but not yet served is listed too */

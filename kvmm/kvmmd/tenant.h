@@ -7,8 +7,14 @@
  * whichever tier they are now); what the sessions got is counted here:
  * prefix opens, the blocks they found in each tier, the blocks their
  * publishes cached.  A tenant's row is made when one of its sessions
- * first opens a prefix or publishes, and is kept; the rows are the
- * policy's (pol_tenant.h): 255 tenants, then a shared one.
+ * first opens a prefix or publishes, or a limit is set for it, and is
+ * kept; the rows are the policy's (pol_tenant.h): 255 tenants, then a
+ * shared one.
+ *
+ * Limits (--tenant-limit, ADMIN_SET_TENANT_LIMIT) are kept here and given
+ * to the policy (pol_cache_tenant_limit(), which enforces them), also
+ * when the policy is made after they were set: the cache's tiers open
+ * with the first block size seen.
  */
 #ifndef KVMM_KVMMD_TENANT_H
 #define KVMM_KVMMD_TENANT_H
@@ -26,6 +32,7 @@ struct kd_tenant_counts {
 	uint64_t prefix_opens;
 	uint64_t hit_blocks[POL_TIER_COUNT]; /* by the tier found in */
 	uint64_t published_blocks;
+	uint64_t limit[POL_TIER_COUNT]; /* its limit per tier; 0: none */
 };
 
 struct kd_tenants {
@@ -46,6 +53,18 @@ uint32_t kd_tenant_id(const struct kd_session *s);
 uint32_t kd_tenant_charge(struct kd_daemon *d, const struct kd_session *s);
 /* The counts of tenant id (a row made on first sight). */
 struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id);
+/*
+ * Set tenant id's limit per tier (blocks; all 0 lifts it) and apply it to
+ * the cache's policy if there is one yet.  0; -EINVAL for id
+ * KVMM_TENANT_OTHERS or a limit on a tier this kvmmd has not got;
+ * -ENOSPC when the tenant would share the others' row (nothing changes).
+ */
+int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
+			const uint64_t limit[POL_TIER_COUNT]);
+/* Give every limit set so far to pol (made just now); a limit it refuses
+ * is logged and left out. */
+void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol);
+
 /*
  * ADMIN_TENANTS: every tenant with a row here or in the policy, in the
  * order they were first seen.  *out is malloc'ed (*len bytes); 0 or

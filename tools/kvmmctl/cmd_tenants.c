@@ -3,13 +3,35 @@
  * kvmmctl tenants [--json]: per tenant (uid, or gid under --cache-scope
  * gid), the blocks the cache holds for it in each tier and what its
  * sessions got: prefix opens, blocks found per tier, blocks published
- * (ADMIN_TENANTS, ABI 1.10).
+ * (ADMIN_TENANTS, ABI 1.10), and its limits (ABI 1.11).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/kvmmctl/kvmmctl.h"
+
+/* Entries shorter than ours (an older daemon's) copied into ours, the
+ * fields they lack zero. */
+static int widen(struct kvmm_tenants_reply **rep)
+{
+	struct kvmm_tenants_reply *old = *rep, *r;
+	size_t n = sizeof(r->tenants[0]);
+
+	r = calloc(1, sizeof(*r) + (size_t)old->nr * n);
+	if (!r)
+		return -ENOMEM;
+	*r = *old;
+	for (uint32_t i = 0; i < old->nr; i++)
+		memcpy(&r->tenants[i],
+		       (const char *)old->tenants + (size_t)i * old->entry_size,
+		       old->entry_size);
+	r->entry_size = (uint32_t)n;
+	free(old);
+	*rep = r;
+	return 0;
+}
 
 int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out)
 {
@@ -23,11 +45,14 @@ int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out)
 	if (!rep)
 		return -ENOMEM;
 	err = kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, rep, cap, &len);
-	/* a later daemon's entries may be longer: read the fields we know */
-	if (!err &&
-	    (len < sizeof(*rep) || rep->entry_size < sizeof(rep->tenants[0]) ||
-	     len < sizeof(*rep) + (size_t)rep->nr * rep->entry_size))
+	/* a later daemon's entries may be longer: read the fields we know;
+	 * a 1.10 daemon's end before the limits */
+	if (!err && (len < sizeof(*rep) ||
+		     rep->entry_size < KVMM_TENANT_INFO_SIZE_1_10 ||
+		     len < sizeof(*rep) + (size_t)rep->nr * rep->entry_size))
 		err = -EPROTO;
+	if (!err && rep->entry_size < sizeof(rep->tenants[0]))
+		err = widen(&rep);
 	if (err) {
 		free(rep);
 		return err;
@@ -72,21 +97,44 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 		for (int k = 0; k < 3; k++)
 			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
 			       (unsigned long long)t->hit_blocks[k]);
-		printf("},\"published_blocks\":%llu,\"dropped_blocks\":%llu}",
+		printf("},\"published_blocks\":%llu,\"dropped_blocks\":%llu,"
+		       "\"limit_blocks\":{",
 		       (unsigned long long)t->published_blocks,
 		       (unsigned long long)t->dropped_blocks);
+		for (int k = 0; k < 3; k++)
+			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
+			       (unsigned long long)t->limit_blocks[k]);
+		printf("},\"limit_moves\":%llu}",
+		       (unsigned long long)t->limit_moves);
 	}
 	printf("]}\n");
 }
 
+/* "gpu:2,host:5", or "-" without a limit */
+static void limit_text(const struct kvmm_tenant_info *t, char *buf, size_t len)
+{
+	static const char *const tier[3] = { "gpu", "host", "nvme" };
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int k = 0; k < 3 && n < len; k++)
+		if (t->limit_blocks[k])
+			n += snprintf(buf + n, len - n, "%s%s:%llu",
+				      n ? "," : "", tier[k],
+				      (unsigned long long)t->limit_blocks[k]);
+	if (!n)
+		snprintf(buf, len, "-");
+}
+
 static void print_text(const struct kvmm_tenants_reply *rep)
 {
-	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s\n", "TENANT",
-	       "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
-	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED", "DROPPED");
+	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s %9s  %s\n",
+	       "TENANT", "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
+	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED", "DROPPED",
+	       "LIM-MOVED", "LIMIT");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		const struct kvmm_tenant_info *t = tenant_at(rep, i);
-		char name[24];
+		char name[24], limit[96];
 
 		if (t->id == KVMM_TENANT_OTHERS)
 			snprintf(name, sizeof(name), "%s others",
@@ -94,7 +142,8 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 		else
 			snprintf(name, sizeof(name), "%s %u",
 				 kind_name(rep->kind), t->id);
-		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu\n",
+		limit_text(t, limit, sizeof(limit));
+		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu %9llu  %s\n",
 		       name, t->sessions,
 		       (unsigned long long)t->cached_blocks[0],
 		       (unsigned long long)t->cached_blocks[1],
@@ -105,7 +154,8 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 		       (unsigned long long)t->hit_blocks[1],
 		       (unsigned long long)t->hit_blocks[2],
 		       (unsigned long long)t->published_blocks,
-		       (unsigned long long)t->dropped_blocks);
+		       (unsigned long long)t->dropped_blocks,
+		       (unsigned long long)t->limit_moves, limit);
 	}
 }
 

@@ -33,6 +33,9 @@ static const struct command commands[] = {
 	{ "tenants", cmd_tenants,
 	  "per uid (gid): blocks cached, prefix hits, publishes" },
 	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
+	{ "tenant-limit", cmd_tenant_limit,
+	  "tenant-limit ID gpu:N[,host:N][,nvme:N]|none: most cached\n"
+	  "             blocks a tenant may hold per tier" },
 	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
 	{ "revoke", cmd_revoke,

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 10
+#define KVMM_ABI_MINOR 11
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -73,6 +73,7 @@ enum kvmm_cmd {
 	KVMM_CMD_ADMIN_SET_LOG_LEVEL = 0x84,
 	KVMM_CMD_ADMIN_REVOKE = 0x85,
 	KVMM_CMD_ADMIN_TENANTS = 0x86, /* ABI 1.10 */
+	KVMM_CMD_ADMIN_SET_TENANT_LIMIT = 0x87, /* ABI 1.11 */
 	KVMM_CMD_MAX = 0xff,
 };
 
@@ -391,8 +392,16 @@ struct kvmm_tenant_info {
 	uint64_t hit_blocks[3]; /* blocks those found, by tier found in */
 	uint64_t published_blocks; /* blocks its publishes cached */
 	uint64_t dropped_blocks; /* of its blocks, dropped from the cache */
+	/* ABI 1.11 (zero before: these were reserved, and the entry ended
+	 * here; entry_size says how long a daemon's entries are) */
+	uint64_t limit_blocks[3]; /* its limit per tier; 0: none */
+	uint64_t limit_moves; /* its blocks moved down for being over it */
 	uint64_t reserved[3];
 };
+
+/* An ABI 1.10 entry's size (ADMIN_TENANTS' entry_size then): up to
+ * limit_blocks, which were reserved. */
+#define KVMM_TENANT_INFO_SIZE_1_10 120u
 
 struct kvmm_tenants_reply {
 	uint32_t size;
@@ -400,6 +409,22 @@ struct kvmm_tenants_reply {
 	uint32_t entry_size; /* sizeof(struct kvmm_tenant_info) */
 	uint32_t kind; /* enum kvmm_tenant_kind: what the ids are */
 	struct kvmm_tenant_info tenants[];
+};
+
+/*
+ * ADMIN_SET_TENANT_LIMIT (ABI 1.11): the most cached blocks tenant id (a
+ * uid, a gid under --cache-scope gid) may hold in each tier; 0 lifts the
+ * limit there, all 0 every limit.  Applied at once: a tenant over its new
+ * limit has its least recently used blocks there moved down a tier.
+ * -EINVAL: reserved bits, id KVMM_TENANT_OTHERS, or a limit on a tier
+ * this kvmmd has not got; -ENOSPC: 255 tenants have a row already and id
+ * is not one of them.
+ */
+struct kvmm_admin_tenant_limit {
+	uint32_t size;
+	uint32_t id;
+	uint64_t limit_blocks[3]; /* gpu, host, nvme */
+	uint64_t reserved[2];
 };
 
 /* Revoke blocks [first_block, end) of one sequence of one session. */
