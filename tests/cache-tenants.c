@@ -38,34 +38,6 @@ static const char *const uid_args[] = { "--socket-mode",
 					"2M",
 					NULL };
 
-/* ADMIN_TENANTS, as an admin session gets it. */
-static struct kvmm_tenants_reply *tenants(const char *sock)
-{
-	struct kvmm_tenants_reply *r = calloc(1, KVMM_MSG_MAX);
-	struct kvmm_conn *c;
-	size_t len = 0;
-
-	t_assert(r);
-	t_ok(kc_connect_admin(sock, &c));
-	t_ok(kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, r, KVMM_MSG_MAX,
-			&len));
-	kvmm_disconnect(c);
-	t_assert_eq(r->size, len);
-	t_assert_eq(r->entry_size, sizeof(struct kvmm_tenant_info));
-	t_assert_eq(len, sizeof(*r) + r->nr * sizeof(r->tenants[0]));
-	return r;
-}
-
-static const struct kvmm_tenant_info *find(const struct kvmm_tenants_reply *r,
-					   uint32_t id)
-{
-	for (uint32_t i = 0; i < r->nr; i++)
-		if (r->tenants[i].id == id)
-			return &r->tenants[i];
-	t_fail("no tenant %u", id);
-	return NULL;
-}
-
 static void expect(const struct kvmm_tenant_info *t, uint32_t sessions,
 		   uint64_t gpu, uint64_t host, uint64_t admitted,
 		   uint64_t opens, uint64_t hit_gpu, uint64_t hit_host,
@@ -127,11 +99,10 @@ static void uid_scope(void)
 	int ready[2], release[2];
 	struct td_daemon d;
 	static char out[65536];
-	char line[256];
 	pid_t linger;
 
 	cu_start(&d, uid_args);
-	r = tenants(d.sock);
+	r = cu_tenants(d.sock);
 	t_assert_eq(r->nr, 0);
 	t_assert_eq(r->kind, KVMM_TENANT_UID);
 	free(r);
@@ -145,42 +116,38 @@ static void uid_scope(void)
 	/* B0 up, B2 down: gpu {A2 A0 A1 B0}, host {B1 B2} */
 	linger = linger_as(d.sock, UID_C, ready, release);
 	cc_settled_stats(d.sock, &ts);
-	r = tenants(d.sock);
+	r = cu_tenants(d.sock);
 	t_assert_eq(r->nr, 3);
-	expect(find(r, UID_A), 0, 3, 0, NB, 1, 1, 2, NB);
-	expect(find(r, UID_B), 0, 1, 2, NB, 1, 0, 1, NB);
-	expect(find(r, UID_C), 1, 0, 0, 0, 0, 0, 0, 0);
+	expect(cu_tenant(r, UID_A), 0, 3, 0, NB, 1, 1, 2, NB);
+	expect(cu_tenant(r, UID_B), 0, 1, 2, NB, 1, 0, 1, NB);
+	expect(cu_tenant(r, UID_C), 1, 0, 0, 0, 0, 0, 0, 0);
 	for (int t = 0; t < 3; t++)
-		t_assert_eq(find(r, UID_A)->cached_blocks[t] +
-				    find(r, UID_B)->cached_blocks[t],
+		t_assert_eq(cu_tenant(r, UID_A)->cached_blocks[t] +
+				    cu_tenant(r, UID_B)->cached_blocks[t],
 			    ts.tiers[t].used_blocks);
 	free(r);
 
 	t_assert_eq(td_kvmmctl(d.sock, "tenants", out, sizeof(out)), 0);
 	printf("%s", out);
-	snprintf(line, sizeof(line), "uid %u", UID_A);
-	t_assert(strstr(out, "TENANT") && strstr(out, line));
-	t_assert_eq(td_kvmmctl(d.sock, "--json tenants", out, sizeof(out)), 0);
-	t_assert(strstr(out, "{\"kind\":\"uid\",\"tenants\":["));
-	snprintf(
-		line, sizeof(line),
+	cu_kvmmctl_has(d.sock, "tenants", "TENANT");
+	cu_kvmmctl_has(d.sock, "tenants", "uid %u", UID_A);
+	cu_kvmmctl_has(d.sock, "--json tenants",
+		       "{\"kind\":\"uid\",\"tenants\":[");
+	cu_kvmmctl_has(
+		d.sock, "--json tenants",
 		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0,\"limit_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0},\"limit_moves\":0}",
 		UID_A);
-	t_assert(strstr(out, line));
-	t_assert_eq(td_kvmmctl(d.sock, "metrics", out, sizeof(out)), 0);
-	snprintf(
-		line, sizeof(line),
+	cu_kvmmctl_has(
+		d.sock, "metrics",
 		"kvmm_tenant_hit_blocks_total{kind=\"uid\",id=\"%u\",tier=\"host\"} 2\n",
 		UID_A);
-	t_assert(strstr(out, line));
-	snprintf(
-		line, sizeof(line),
+	cu_kvmmctl_has(
+		d.sock, "metrics",
 		"kvmm_tenant_cached_blocks{kind=\"uid\",id=\"%u\",tier=\"host\"} 2\n",
 		UID_B);
-	t_assert(strstr(out, line));
-	snprintf(line, sizeof(line),
-		 "kvmm_tenant_sessions{kind=\"uid\",id=\"%u\"} 1\n", UID_C);
-	t_assert(strstr(out, line));
+	cu_kvmmctl_has(d.sock, "metrics",
+		       "kvmm_tenant_sessions{kind=\"uid\",id=\"%u\"} 1\n",
+		       UID_C);
 	t_assert(write(release[1], "x", 1) == 1);
 	t_assert_eq(cc_wait_child(linger), 0);
 	cc_stop(&d);
@@ -198,10 +165,10 @@ static void gid_scope(void)
 	cu_publish_as(d.sock, UID_A, UID_A, hashes, NB, 1, NB);
 	/* C in A's group: A's blocks, one tenant */
 	cu_open_as(d.sock, UID_C, UID_A, hashes, NB, NB, 1, 0);
-	r = tenants(d.sock);
+	r = cu_tenants(d.sock);
 	t_assert_eq(r->kind, KVMM_TENANT_GID);
 	t_assert_eq(r->nr, 1);
-	expect(find(r, UID_A), 0, NB, 0, NB, 1, NB, 0, NB);
+	expect(cu_tenant(r, UID_A), 0, NB, 0, NB, 1, NB, 0, NB);
 	free(r);
 	cc_stop(&d);
 	printf("gid scope: two uids of one group are one tenant\n");
@@ -226,13 +193,13 @@ static void overflow(void)
 	for (uid_t u = 0; u < TENANT_ROWS - 1; u++)
 		cu_open_as(d.sock, 62000 + u, 62000 + u, &miss, 1, 0, 0, -1);
 	cu_publish_as(d.sock, 63000, 63000, hashes, 1, 1, 1);
-	r = tenants(d.sock);
+	r = cu_tenants(d.sock);
 	t_assert_eq(r->nr, TENANT_ROWS);
 	for (uint32_t i = 0; i < r->nr; i++)
 		t_assert(r->tenants[i].id != 63000);
-	o = find(r, KVMM_TENANT_OTHERS);
+	o = cu_tenant(r, KVMM_TENANT_OTHERS);
 	expect(o, 0, 1, 0, 1, 0, 0, 0, 1);
-	expect(find(r, 62000), 0, 0, 0, 0, 1, 0, 0, 0);
+	expect(cu_tenant(r, 62000), 0, 0, 0, 0, 1, 0, 0, 0);
 	free(r);
 	cc_stop(&d);
 	printf("256 tenants: the last one's publish and block are the others'\n");

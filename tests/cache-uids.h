@@ -4,12 +4,15 @@
  * cache scopes and tenants (cache-scope, cache-tenants): each helper
  * forks a child that becomes uid (and gid, no supplementary groups),
  * does one thing through cache-common.h's raw client and checks the
- * answer; the parent waits for it.  Needs root.
+ * answer; the parent waits for it.  Needs root.  And what the tenant
+ * tests (cache-tenants, cache-tenant-limit) read back: ADMIN_TENANTS, and
+ * kvmmctl's output.
  */
 #ifndef KVMM_TESTS_CACHE_UIDS_H
 #define KVMM_TESTS_CACHE_UIDS_H
 
 #include <grp.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
 #include "tests/cache-common.h"
@@ -88,6 +91,52 @@ static inline void cu_open_as(const char *sock, uid_t uid, gid_t gid,
 		_exit(0);
 	}
 	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* ADMIN_TENANTS, as an admin session gets it (malloc'ed). */
+static inline struct kvmm_tenants_reply *cu_tenants(const char *sock)
+{
+	struct kvmm_tenants_reply *r = calloc(1, KVMM_MSG_MAX);
+	struct kvmm_conn *c;
+	size_t len = 0;
+
+	t_assert(r);
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, r, KVMM_MSG_MAX,
+			&len));
+	kvmm_disconnect(c);
+	t_assert_eq(r->size, len);
+	t_assert_eq(r->entry_size, sizeof(struct kvmm_tenant_info));
+	t_assert_eq(len, sizeof(*r) + r->nr * sizeof(r->tenants[0]));
+	return r;
+}
+
+/* Tenant id's entry in r; the test fails without one. */
+static inline const struct kvmm_tenant_info *
+cu_tenant(const struct kvmm_tenants_reply *r, uint32_t id)
+{
+	for (uint32_t i = 0; i < r->nr; i++)
+		if (r->tenants[i].id == id)
+			return &r->tenants[i];
+	t_fail("no tenant %u", id);
+	return NULL;
+}
+
+/* `kvmmctl ARGS` succeeds and prints the text fmt makes (a line or a
+ * part of one). */
+static inline void cu_kvmmctl_has(const char *sock, const char *args,
+				  const char *fmt, ...)
+{
+	static char out[65536];
+	char want[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	t_assert_eq(td_kvmmctl(sock, args, out, sizeof(out)), 0);
+	if (!strstr(out, want))
+		t_fail("kvmmctl %s: no '%s' in:\n%s", args, want, out);
 }
 
 /* Start kvmmd with args, its socket open to every uid. */

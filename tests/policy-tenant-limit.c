@@ -9,50 +9,16 @@
  * (applied at once, in the order of the blocks' last use), one cleared.
  * Pinned blocks keep a tenant over its limit until it can go back
  * within; with the prefix rule the tenant gives up a leaf, never a
- * parent.  For every policy, after a random workload with parents, pins
- * and three limited tenants of six, no limited tenant is ever over its
- * limit while one of its blocks there could go.
+ * parent.  For every policy, with and without the prefix rule, in a
+ * random workload with parents, pins and three limited tenants of six:
+ * right after a limited tenant's access it is within its GPU limit or
+ * none of its GPU blocks could go, the rows add up to the tiers, and the
+ * unlimited tenants never gave up a block for a limit.
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "kvmm/policy/policy.h"
-#include "tests/lib/test.h"
-
-static uint64_t clock_now;
-
-static void touch(struct pol_cache *c, uint64_t h, uint32_t tenant)
-{
-	struct pol_block_desc d = { .hash = h, .tenant = tenant };
-
-	pol_cache_set_clock(c, ++clock_now);
-	t_ok(pol_cache_access(c, &d, NULL));
-}
-
-/* Block h is a child of parent (0: none). */
-static void touch_child(struct pol_cache *c, uint64_t h, uint64_t parent,
-			uint32_t tenant)
-{
-	struct pol_block_desc d = { .hash = h,
-				    .parent_hash = parent,
-				    .flags = parent ? POL_BLOCK_HAS_PARENT : 0,
-				    .tenant = tenant };
-
-	pol_cache_set_clock(c, ++clock_now);
-	t_ok(pol_cache_access(c, &d, NULL));
-}
-
-static const struct pol_tenant_count *row(const struct pol_cache *c,
-					  uint32_t id)
-{
-	static struct pol_tenant_count rows[POL_TENANT_ROWS];
-	size_t n = pol_cache_tenants(c, rows, POL_TENANT_ROWS);
-
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].id == id)
-			return &rows[i];
-	return NULL;
-}
+#include "tests/policy-tenant-common.h"
 
 static int limit(struct pol_cache *c, uint32_t id, uint64_t gpu, uint64_t host,
 		 uint64_t nvme)
@@ -62,7 +28,7 @@ static int limit(struct pol_cache *c, uint32_t id, uint64_t gpu, uint64_t host,
 	return pol_cache_tenant_limit(c, id, l);
 }
 
-/* tier of each hash, as a string of digits ('g', 'h', 'n', '-') */
+/* The tier of each hash, as letters: g(pu), h(ost), n(vme), - (none). */
 static void expect_tiers(struct pol_cache *c, const uint64_t *h, size_t n,
 			 const char *want)
 {

@@ -12,31 +12,7 @@
  */
 #include <stdlib.h>
 
-#include "kvmm/policy/policy.h"
-#include "tests/lib/test.h"
-
-static uint64_t clock_now;
-
-static void touch(struct pol_cache *c, uint64_t h, uint32_t tenant)
-{
-	struct pol_block_desc d = { .hash = h, .tenant = tenant };
-
-	pol_cache_set_clock(c, ++clock_now);
-	t_ok(pol_cache_access(c, &d, NULL));
-}
-
-/* The row of tenant id, or NULL. */
-static const struct pol_tenant_count *row(const struct pol_cache *c,
-					  uint32_t id)
-{
-	static struct pol_tenant_count rows[POL_TENANT_ROWS];
-	size_t n = pol_cache_tenants(c, rows, POL_TENANT_ROWS);
-
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].id == id)
-			return &rows[i];
-	return NULL;
-}
+#include "tests/policy-tenant-common.h"
 
 static void expect(const struct pol_cache *c, uint32_t id, uint64_t gpu,
 		   uint64_t host, uint64_t admitted)
