@@ -12,8 +12,9 @@
  * next block brings it back within.
  * Counts are checked in ADMIN_TENANTS, kvmmctl's text and JSON and the
  * metrics; lifting a limit, refusals (no such tier, bad specs, the
- * others' id, reserved bits, a client that is not an admin) and bad
- * start options.  Needs root; skips otherwise.
+ * others' id, reserved bits, a client that is not an admin), a host
+ * limit whose tier did not open (dropped with a warning, the GPU part
+ * kept) and bad start options.  Needs root; skips otherwise.
  */
 #include "tests/cache-uids.h"
 
@@ -57,6 +58,15 @@ static struct kvmm_tenant_info get(const char *sock, uint32_t id)
 	       (unsigned long long)t.dropped_blocks);
 	t_assert_eq(t.dropped_blocks, 0); /* 12 slots: nothing dropped */
 	return t;
+}
+
+static uint64_t get_dropped(const char *sock, uint32_t id)
+{
+	struct kvmm_tenants_reply *r = cu_tenants(sock);
+	uint64_t n = cu_tenant(r, id)->dropped_blocks;
+
+	free(r);
+	return n;
 }
 
 static void expect(const char *sock, uint32_t id, uint64_t gpu, uint64_t host,
@@ -192,6 +202,43 @@ static void limits(void)
 	printf("limits: kept at start and set at run time, blocks intact\n");
 }
 
+/*
+ * A host tier smaller than one block does not open: a host limit given
+ * at start is dropped with a warning when the cache opens, the GPU part
+ * holds, and ADMIN_TENANTS shows what applies.
+ */
+static void tier_not_opened(void)
+{
+	const char *a[] = { "--socket-mode",
+			    "0666",
+			    "--cache-block-pages",
+			    "4",
+			    "--cache-gpu-blocks",
+			    "4",
+			    "--host-mem",
+			    "64K",
+			    "--tenant-limit",
+			    "61201=gpu:1,host:2",
+			    "--log-level",
+			    "info",
+			    NULL };
+	static char log[65536];
+	struct td_daemon d;
+
+	cu_start(&d, a);
+	/* the GPU has room for 4, A's limit is 1: its first block goes
+	 * for its second, and with no host tier it is dropped */
+	cu_publish_as(d.sock, UID_A, UID_A, ha, 1, 1, 1);
+	cu_publish_as(d.sock, UID_A, UID_A, ha + 1, 1, 1, 1);
+	t_assert_eq(get_dropped(d.sock, UID_A), 1);
+	cu_kvmmctl_has(d.sock, "--json tenants",
+		       "\"limit_blocks\":{\"gpu\":1,\"host\":0,\"nvme\":0}");
+	t_ok(td_stop_log(&d, log, sizeof(log)));
+	if (!strstr(log, "no host tier opened"))
+		t_fail("no warning about the host limit in:\n%s", log);
+	printf("no host tier: its limit dropped with a warning, gpu kept\n");
+}
+
 /* kvmmd refuses a bad --tenant-limit at start and names it. */
 static void bad_options(void)
 {
@@ -235,6 +282,7 @@ int main(void)
 		return 77;
 	}
 	limits();
+	tier_not_opened();
 	bad_options();
 	return 0;
 }

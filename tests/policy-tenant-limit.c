@@ -12,7 +12,8 @@
  * parent.  For every policy, with and without the prefix rule, in a
  * random workload with parents, pins and three limited tenants of six:
  * right after a limited tenant's access it is within its GPU limit or
- * none of its GPU blocks could go, the rows add up to the tiers, and the
+ * none of its GPU blocks could go (but the block of a GPU hit, which
+ * stays), the rows add up to the tiers, and the
  * unlimited tenants never gave up a block for a limit.
  */
 #include <errno.h>
@@ -118,6 +119,8 @@ static void pins_and_errors(void)
 	t_assert_eq(limit(c, POL_TENANT_OTHERS, 1, 0, 0), -EINVAL);
 	t_assert_eq(limit(c, 7, 1, 0, 1), -EINVAL); /* no NVMe tier */
 	t_assert(!row(c, 7)); /* nothing made */
+	t_ok(limit(c, 7, 0, 0, 0)); /* lifting none: nothing made either */
+	t_assert(!row(c, 7));
 	t_ok(limit(c, 7, 1, 0, 0));
 	touch(c, 1, 7);
 	t_ok(pol_cache_pin(c, 1));
@@ -147,11 +150,95 @@ static void pins_and_errors(void)
 	t_assert_eq(row(c, 8)->limit_moves, 2);
 	/* every row taken: a new tenant's limit is refused, a known one
 	 * is not */
-	for (uint32_t u = 0; u < POL_TENANT_ROWS; u++)
+	for (uint32_t u = 0; u < POL_TENANT_ROWS - 3; u++)
 		touch(c, 1000 + u, 50000 + u);
+	t_assert_eq(pol_cache_tenants(c, NULL, 0), POL_TENANT_ROWS - 1);
+	t_assert(!row(c, POL_TENANT_OTHERS));
 	t_assert_eq(limit(c, 99999, 1, 0, 0), -ENOSPC);
 	t_assert(!row(c, 99999));
+	/* refused without making the others' row */
+	t_assert_eq(pol_cache_tenants(c, NULL, 0), POL_TENANT_ROWS - 1);
 	t_ok(limit(c, 50000, 1, 0, 0));
+	pol_cache_destroy(c);
+}
+
+/*
+ * A GPU hit never moves the block hit (its user is about to take it);
+ * an access whose block went down for its tenant's limit reports it
+ * cached even when the GPU stays over its capacity; a tenant with many
+ * blocks in use is searched 64 blocks at a time, rotating those it
+ * passes to the recent end.
+ */
+static void hits_and_scan(void)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = POL_LRU,
+				    .capacity = { 1000, 1000 },
+				    .prefix_rule = 0 };
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	touch(c, 1, 5);
+	touch(c, 2, 5);
+	t_ok(pol_cache_ref(c, 1));
+	t_ok(pol_cache_ref(c, 2));
+	t_ok(limit(c, 5, 1, 0, 0)); /* both in use: 5 stays over */
+	t_assert_eq(row(c, 5)->blocks[POL_TIER_GPU], 2);
+	t_ok(pol_cache_unref(c, 2));
+	touch(c, 2, 5); /* a hit: 2 is the only one that could go */
+	t_assert_eq(pol_cache_tier_of(c, 2), POL_TIER_GPU);
+	t_assert_eq(row(c, 5)->limit_moves, 0);
+	t_ok(pol_cache_unref(c, 1));
+	touch(c, 2, 5); /* now 1 can go */
+	t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_HOST);
+	t_assert_eq(pol_cache_tier_of(c, 2), POL_TIER_GPU);
+	pol_cache_destroy(c);
+
+	/* 200 blocks of tenant 6 on the GPU, its oldest 150 in use */
+	t_ok(pol_cache_create(&o, &c));
+	for (uint64_t h = 1; h <= 200; h++) {
+		touch(c, h, 6);
+		if (h <= 150)
+			t_ok(pol_cache_ref(c, h));
+	}
+	t_ok(limit(c, 6, 10, 0, 0));
+	/* the 64 looked at (1-64) are in use: nothing moved */
+	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 200);
+	t_assert_eq(row(c, 6)->limit_moves, 0);
+	/* the next 64 (65-128) too: 1001 goes itself; the next search
+	 * passes 129-150 and moves 151-200 */
+	touch(c, 1001, 6);
+	t_assert_eq(pol_cache_tier_of(c, 1001), POL_TIER_HOST);
+	for (uint64_t h = 151; h <= 200; h++)
+		t_assert_eq(pol_cache_tier_of(c, h), POL_TIER_HOST);
+	t_assert_eq(row(c, 6)->limit_moves, 51);
+	touch(c, 1002, 6); /* only the 150 in use are left: 1002 goes */
+	t_assert_eq(pol_cache_tier_of(c, 1002), POL_TIER_HOST);
+	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 150);
+	t_assert_eq(row(c, 6)->limit_moves, 52);
+	for (uint64_t h = 1; h <= 150; h++)
+		t_ok(pol_cache_unref(c, h));
+	touch(c, 1003, 6); /* free: back to 10, the 9 last used and 1003 */
+	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 10);
+	t_assert_eq(pol_cache_tier_of(c, 1003), POL_TIER_GPU);
+	pol_cache_destroy(c);
+
+	/* the GPU pinned over its capacity; tenant 7's new block goes down
+	 * for its limit: cached, 0 */
+	o.capacity[POL_TIER_GPU] = 4;
+	t_ok(pol_cache_create(&o, &c));
+	for (uint64_t h = 1; h <= 4; h++) {
+		touch(c, h, h == 4 ? 7 : 8);
+		t_ok(pol_cache_pin(c, h));
+	}
+	t_ok(limit(c, 7, 1, 0, 0));
+	t_assert_eq(pol_cache_set_capacity(c, POL_TIER_GPU, 2), -ENOSPC);
+	{
+		struct pol_block_desc d = { .hash = 5, .tenant = 7 };
+
+		t_ok(pol_cache_access(c, &d, NULL));
+	}
+	t_assert_eq(pol_cache_tier_of(c, 5), POL_TIER_HOST);
 	pol_cache_destroy(c);
 }
 
@@ -179,16 +266,16 @@ static void prefix_rule(void)
 }
 
 /*
- * Whether row r has a block on the GPU that could go: brute force over
- * the hashes of the random workload.
+ * Whether row r has a block on the GPU that could go, skip (a hit block)
+ * aside: brute force over the hashes of the random workload.
  */
-static bool could_go(struct pol_cache *c, uint16_t r)
+static bool could_go(struct pol_cache *c, uint16_t r, uint64_t skip)
 {
 	for (uint64_t h = 1; h <= 300; h++) {
 		struct pol_block *b = pol_cache_lookup(c, h);
 
-		if (b && b->tier == POL_TIER_GPU && b->tenant == r &&
-		    pol_cache_evictable(c, b))
+		if (h != skip && b && b->tier == POL_TIER_GPU &&
+		    b->tenant == r && pol_cache_evictable(c, b))
 			return true;
 	}
 	return false;
@@ -219,10 +306,12 @@ static void random_all_policies(void)
 
 			srand(11);
 			t_ok(pol_cache_create(&o, &c));
-			for (uint32_t u = 0; u < 6; u++) /* rows 0-5 */
-				t_ok(limit(c, u, u < 3 ? lim[u][0] : 0,
-					   u < 3 ? lim[u][1] : 0,
-					   u < 3 ? lim[u][2] : 0));
+			/* rows 0-5: limits make 0-2, a block each 3-5 */
+			for (uint32_t u = 0; u < 3; u++)
+				t_ok(limit(c, u, lim[u][0], lim[u][1],
+					   lim[u][2]));
+			for (uint32_t u = 3; u < 6; u++)
+				touch(c, 1000 + u, u);
 			for (int i = 0; i < 6000; i++) {
 				uint64_t h = 1 + (uint64_t)(rand() % 300);
 				uint32_t u = (uint32_t)(rand() % 6);
@@ -236,19 +325,22 @@ static void random_all_policies(void)
 					.next_use = (uint64_t)(rand() % 1000),
 				};
 
+				unsigned was;
 				int r;
 
 				pol_cache_set_clock(c, ++clock_now);
 				/* -ENOSPC: every GPU block pinned or a
 				 * pinned one's ancestor */
-				r = pol_cache_access(c, &d, NULL);
+				r = pol_cache_access(c, &d, &was);
 				t_assert(r == 0 || r == -ENOSPC);
 				t_assert_eq(pol_cache_tenants(c, rows,
 							      POL_TENANT_ROWS),
 					    6);
 				if (u < 3 && lim[u][0] &&
 				    rows[u].blocks[POL_TIER_GPU] > lim[u][0]) {
-					t_assert(!could_go(c, (uint16_t)u));
+					t_assert(!could_go(
+						c, (uint16_t)u,
+						was == POL_TIER_GPU ? h : 0));
 					over++;
 				}
 				/* up to 4 pins at a time, oldest let go */
@@ -286,6 +378,7 @@ int main(void)
 {
 	by_hand();
 	pins_and_errors();
+	hits_and_scan();
 	prefix_rule();
 	random_all_policies();
 	printf("ok: tenants over their limits give up their own blocks\n");

@@ -158,8 +158,12 @@ static void kc_prefix_share(struct kd_cache *c, struct kc_pending *pr,
 		desc.flags = POL_BLOCK_HAS_PARENT;
 	if (r->seqs[pr->seq].few_new)
 		desc.flags |= POL_BLOCK_FEW_NEW;
+	/* an admission (a block the sequence's owner kept) may be sent
+	 * straight down, by the policy or its tenant's limit: cached below,
+	 * copied from these pages (kc_move()), not referenced, as a
+	 * publish's */
 	if (pol_cache_access(c->pol, &desc, NULL) == 0 && !e->dead &&
-	    pol_cache_ref(c->pol, e->hash) == 0) {
+	    (e->tier != POL_TIER_GPU || pol_cache_ref(c->pol, e->hash) == 0)) {
 		e->in_pol = true;
 	} else if (!was_in_pol && !e->dead) {
 		/* no room to cache it: the sequence owns it */

@@ -49,9 +49,16 @@ int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 	if ((limit[POL_TIER_HOST] && !d->cfg.host_mem) ||
 	    (limit[POL_TIER_NVME] && !d->cfg.nvme_path[0]))
 		return -EINVAL;
-	row = pol_tenant_row(&d->tenants.map, id);
-	if (d->tenants.map.row[row].id != id)
-		return -ENOSPC;
+	row = pol_tenant_row_lookup(&d->tenants.map, id);
+	if (row == POL_TENANT_NO_ROW) {
+		/* lifting a limit it never had changes nothing; a new
+		 * tenant past the 255th cannot have one */
+		if (!limit[0] && !limit[1] && !limit[2])
+			return 0;
+		if (!pol_tenant_room(&d->tenants.map))
+			return -ENOSPC;
+		row = pol_tenant_row(&d->tenants.map, id);
+	}
 	k = &d->tenants.row[row];
 	memcpy(old, k->limit, sizeof(old));
 	memcpy(k->limit, limit, sizeof(k->limit));
@@ -63,18 +70,33 @@ int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 
 void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol)
 {
+	static const char *const tier[POL_TIER_COUNT] = { "gpu", "host",
+							  "nvme" };
+
 	for (uint32_t i = 0; i < d->tenants.map.nr; i++) {
-		const uint64_t *l = d->tenants.row[i].limit;
+		uint64_t *l = d->tenants.row[i].limit;
 		uint32_t id = d->tenants.map.row[i].id;
 		int err;
 
 		if (!l[0] && !l[1] && !l[2])
 			continue;
+		/* a tier the options promised may not have opened (a host
+		 * tier smaller than one block): its limit goes, the rest
+		 * applies, and ADMIN_TENANTS shows what does */
+		for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+			if (l[t] && !pol_cache_capacity(pol, t)) {
+				vmm_log(VMM_LOG_WARN,
+					"cache: tenant %u: no %s tier opened, its limit there (%llu blocks) is not applied",
+					id, tier[t], (unsigned long long)l[t]);
+				l[t] = 0;
+			}
 		err = pol_cache_tenant_limit(pol, id, l);
-		if (err)
+		if (err) {
 			vmm_log(VMM_LOG_WARN,
 				"cache: the limit of tenant %u is not applied: %s",
 				id, strerror(-err));
+			memset(l, 0, sizeof(d->tenants.row[i].limit));
+		}
 	}
 }
 

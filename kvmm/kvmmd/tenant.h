@@ -61,8 +61,8 @@ struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id);
  */
 int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 			const uint64_t limit[POL_TIER_COUNT]);
-/* Give every limit set so far to pol (made just now); a limit it refuses
- * is logged and left out. */
+/* Give every limit set so far to pol (made just now); a limit on a tier
+ * it has not got, or one it refuses, is logged and dropped. */
 void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol);
 
 /*

@@ -308,13 +308,20 @@ uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier)
 }
 
 static int make_room(struct pol_cache *c, unsigned t);
-static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t);
+static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
+			     struct pol_block *in, bool in_may_go);
 
-/* tenant_room_slow() for a limited row: one test for the others */
-static inline void tenant_room(struct pol_cache *c, uint16_t row, unsigned t)
+/*
+ * Bring tenant row within its limit in tier t (tenant_room_slow(), only
+ * for a limited row: one test for the others).  in (may be NULL): the
+ * block whose entry or use made the check, which goes itself only when
+ * in_may_go and none of the tenant's others there can.
+ */
+static inline void tenant_room(struct pol_cache *c, uint16_t row, unsigned t,
+			       struct pol_block *in, bool in_may_go)
 {
 	if (__builtin_expect(c->tenants.row[row].limited, 0))
-		tenant_room_slow(c, row, t);
+		tenant_room_slow(c, row, t, in, in_may_go);
 }
 
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
@@ -347,11 +354,17 @@ int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
 			return -EINVAL;
 		any |= limit[t] != 0;
 	}
-	/* a new row for a tenant not seen yet, unless they are all taken */
-	row = pol_tenant_row(&c->tenants, id);
+	/* a new row for a tenant not seen yet, unless they are all taken
+	 * (then nothing is made); lifting a limit it never had, nothing */
+	row = pol_tenant_row_lookup(&c->tenants, id);
+	if (row == POL_TENANT_NO_ROW) {
+		if (!any)
+			return 0;
+		if (!pol_tenant_room(&c->tenants))
+			return -ENOSPC;
+		row = pol_tenant_row(&c->tenants, id);
+	}
 	r = &c->tenants.row[row];
-	if (r->id != id)
-		return -ENOSPC;
 	if (any && !r->limited) {
 		err = pol_tenant_list_build(&c->tenants, &c->ix, row);
 		if (err)
@@ -362,7 +375,7 @@ int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
 		r->limit[t] = limit[t];
 	/* higher tiers first: what they send down counts below */
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		tenant_room(c, row, t);
+		tenant_room(c, row, t, NULL, false);
 	return 0;
 }
 
@@ -590,7 +603,7 @@ static void move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
 	c->st.demotions[t]++;
 	report(c, v, t, lower);
 	enter_tier(c, v, lower);
-	tenant_room(c, v->tenant, lower);
+	tenant_room(c, v->tenant, lower, v, true);
 	if (make_room(c, lower) == -ENOSPC && v->tier == lower) {
 		/* The lower tier is pinned full: drop the victim. */
 		leave_tier(c, v);
@@ -623,16 +636,32 @@ static int make_room(struct pol_cache *c, unsigned t)
 	return 0;
 }
 
-/* The least recently used block of row's in tier t that can go. */
+/* How many of a tenant's least recently used blocks a victim search
+ * looks at (bounded: a tenant over its limit with many blocks in use
+ * would otherwise be walked through at every access). */
+#define TENANT_SCAN 64
+
+/*
+ * The least recently used block of row's in tier t that can go, but for
+ * skip.  Blocks that cannot go (in use, pinned, a parent of a cached
+ * child) are moved to the recent end as they are passed, as the kernel's
+ * LRU rotates referenced pages: the next search starts past them.
+ */
 static struct pol_block *tenant_victim(struct pol_cache *c, uint16_t row,
-				       unsigned t)
+				       unsigned t, const struct pol_block *skip)
 {
-	for (uint32_t id = c->tenants.head[row][t]; id != POL_NONE;) {
+	struct pol_tenants *tn = &c->tenants;
+	uint64_t n = tn->row[row].blocks[t];
+
+	/* each block looked at once at most */
+	for (uint64_t i = 0; i < n && i < TENANT_SCAN; i++) {
+		uint32_t id = tn->head[row][t];
 		struct pol_block *b = pol_index_at(&c->ix, id);
 
-		if (pol_cache_evictable(c, b))
+		if (b != skip && pol_cache_evictable(c, b))
 			return b;
-		id = b->tenant_next;
+		pol_tenant_list_del(tn, &c->ix, row, t, id);
+		pol_tenant_list_add(tn, &c->ix, row, t, id);
 	}
 	return NULL;
 }
@@ -642,13 +671,17 @@ static struct pol_block *tenant_victim(struct pol_cache *c, uint16_t row,
  * recently used blocks down (policy.h, "Tenants"); it stays over when
  * none of them can go.
  */
-static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t)
+static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
+			     struct pol_block *in, bool in_may_go)
 {
 	struct pol_tenant_count *r = &c->tenants.row[row];
 
 	while (r->limited && r->limit[t] && r->blocks[t] > r->limit[t]) {
-		struct pol_block *v = tenant_victim(c, row, t);
+		struct pol_block *v = tenant_victim(c, row, t, in);
 
+		if (!v && in_may_go && in && in->tier == t &&
+		    pol_cache_evictable(c, in))
+			v = in;
 		if (!v)
 			return;
 		r->limit_moves++;
@@ -711,9 +744,10 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		c->ops->on_access(c->priv[POL_TIER_GPU], b);
 		if (c->tenants.row[b->tenant].limited) {
 			/* refreshed, and within its limit again if it was
-			 * over with nothing that could go */
+			 * over with nothing that could go; never by moving b,
+			 * which its user is about to take */
 			pol_tenant_touch(&c->tenants, &c->ix, b, POL_TIER_GPU);
-			tenant_room(c, b->tenant, POL_TIER_GPU);
+			tenant_room(c, b->tenant, POL_TIER_GPU, b, false);
 		}
 		return 0;
 	}
@@ -730,8 +764,14 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		report(c, b, POL_TIER_NONE, POL_TIER_GPU);
 	}
 	enter_tier(c, b, POL_TIER_GPU);
-	tenant_room(c, b->tenant, POL_TIER_GPU);
+	/* at its limit with nothing else that can go, b goes down itself
+	 * (a bypass, as a policy may choose) */
+	tenant_room(c, b->tenant, POL_TIER_GPU, b, true);
 	if (make_room(c, POL_TIER_GPU) == -ENOSPC) {
+		/* b went down for its tenant's limit: it is cached, and the
+		 * GPU was over capacity before it came */
+		if (b->tier != POL_TIER_GPU && b->tier != POL_TIER_NONE)
+			return 0;
 		/* Everything else is pinned: the new block is not cached. */
 		if (b->tier == POL_TIER_GPU) {
 			leave_tier(c, b);

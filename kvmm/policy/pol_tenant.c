@@ -20,6 +20,14 @@ static uint16_t remember(struct pol_tenants *t, uint32_t id, uint16_t row)
 	return row;
 }
 
+uint16_t pol_tenant_row_lookup(const struct pol_tenants *t, uint32_t id)
+{
+	for (unsigned i = map_slot(id); t->map[i]; i = (i + 1) % POL_TENANT_MAP)
+		if (t->row[t->map[i] - 1].id == id)
+			return (uint16_t)(t->map[i] - 1);
+	return POL_TENANT_NO_ROW;
+}
+
 uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id)
 {
 	unsigned i;

@@ -33,6 +33,15 @@ struct pol_tenants {
 };
 
 uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id);
+/* The row of id if it has one of its own, else POL_TENANT_NO_ROW (none
+ * is made). */
+#define POL_TENANT_NO_ROW UINT16_MAX
+uint16_t pol_tenant_row_lookup(const struct pol_tenants *t, uint32_t id);
+/* Whether a tenant not seen yet would get a row of its own. */
+static inline bool pol_tenant_room(const struct pol_tenants *t)
+{
+	return t->nr < POL_TENANT_ROWS - 1;
+}
 
 /* The row of tenant id, made on first sight (the shared last row once
  * every other is taken); the last id's inline. */

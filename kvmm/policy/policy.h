@@ -173,17 +173,18 @@ struct pol_block_desc {
  * reads POL_TENANT_OTHERS.  Rows stay once made (a tenant whose blocks
  * are all gone reads 0 blocks).
  *
- * A tenant may have a limit per tier (pol_cache_tenant_limit()): a tier
- * never holds more of its blocks than that while one of them can go.
- * Within its limit a tenant's blocks are ranked by the policy with
- * everyone's; a block of it entering a tier where it is at its limit
- * sends the tenant's own least recently used evictable block there down
- * a tier (dropped from the last), as a memory cgroup over its limit
- * reclaims its own pages.  When none of them can go (all in use, pinned,
- * or parents of cached children) the tenant stays over its limit until
- * one of its blocks next enters that tier (or, on the GPU, is used
- * there): a limit never keeps a block out of the cache that would
- * otherwise be cached.
+ * A tenant may have a limit per tier (pol_cache_tenant_limit()).  Within
+ * its limit a tenant's blocks are ranked by the policy with everyone's;
+ * a block of it entering a tier where it is over its limit sends the
+ * tenant's own least recently used evictable block there down a tier
+ * (dropped from the last), as a memory cgroup over its limit reclaims
+ * its own pages.  The search looks at the tenant's 64 least recently
+ * used blocks there at most, moving those that cannot go (in use,
+ * pinned, TTL, parents of cached children) to the recent end; when it
+ * finds none, the entering block goes down itself (a bypass, as a policy
+ * may choose), or, when it cannot go either, the tenant stays over its
+ * limit until the next check.  A GPU hit checks too, but never moves the
+ * block hit (its user is about to take it).
  */
 #define POL_TENANT_ROWS 256
 #define POL_TENANT_OTHERS UINT32_MAX
