@@ -17,6 +17,7 @@ int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	int err;
 
 	if (argc != 3 || kvmmctl_parse_u32(argv[1], &a.id) ||
+	    a.id == KVMM_TENANT_OTHERS ||
 	    kd_parse_tenant_limit("kvmmctl: tenant-limit: ", argv[2],
 				  a.limit_blocks)) {
 		fprintf(stderr,
@@ -40,8 +41,7 @@ int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		break;
 	case -EINVAL:
 		fprintf(stderr,
-			"kvmmctl: tenant-limit: refused: %u is not a tenant id, or kvmmd has no such tier (host needs --host-mem, nvme --nvme-path)\n",
-			a.id);
+			"kvmmctl: tenant-limit: refused: kvmmd has no such tier (host needs --host-mem, nvme --nvme-path)\n");
 		break;
 	case -ENOSPC:
 		fprintf(stderr,
