@@ -233,6 +233,13 @@ static void tier_not_opened(void)
 	t_assert_eq(get_dropped(d.sock, UID_A), 1);
 	cu_kvmmctl_has(d.sock, "--json tenants",
 		       "\"limit_blocks\":{\"gpu\":1,\"host\":0,\"nvme\":0}");
+	/* the cache is open: a host limit is refused, and makes no entry */
+	t_assert_eq(td_kvmmctl(d.sock, "tenant-limit 5000 host:2 2>&1", log,
+			       sizeof(log)),
+		    1);
+	t_assert(strstr(log, "no such tier"));
+	t_assert_eq(td_kvmmctl(d.sock, "--json tenants", log, sizeof(log)), 0);
+	t_assert(!strstr(log, "\"id\":5000"));
 	t_ok(td_stop_log(&d, log, sizeof(log)));
 	if (!strstr(log, "no host tier opened"))
 		t_fail("no warning about the host limit in:\n%s", log);

@@ -165,9 +165,9 @@ static void pins_and_errors(void)
 /*
  * A GPU hit never moves the block hit (its user is about to take it);
  * an access whose block went down for its tenant's limit reports it
- * cached even when the GPU stays over its capacity; a tenant with many
- * blocks in use is searched 64 blocks at a time, rotating those it
- * passes to the recent end.
+ * cached even when the GPU stays over its capacity; a limit being set
+ * looks at all the tenant's blocks, an access at 64 of them at a time,
+ * rotating those it passes to the recent end.
  */
 static void hits_and_scan(void)
 {
@@ -201,18 +201,18 @@ static void hits_and_scan(void)
 		if (h <= 150)
 			t_ok(pol_cache_ref(c, h));
 	}
+	/* set: all 200 looked at, 151-200 go at once */
 	t_ok(limit(c, 6, 10, 0, 0));
-	/* the 64 looked at (1-64) are in use: nothing moved */
-	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 200);
-	t_assert_eq(row(c, 6)->limit_moves, 0);
-	/* the next 64 (65-128) too: 1001 goes itself; the next search
-	 * passes 129-150 and moves 151-200 */
-	touch(c, 1001, 6);
-	t_assert_eq(pol_cache_tier_of(c, 1001), POL_TIER_HOST);
+	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 150);
+	t_assert_eq(row(c, 6)->limit_moves, 50);
 	for (uint64_t h = 151; h <= 200; h++)
 		t_assert_eq(pol_cache_tier_of(c, h), POL_TIER_HOST);
+	/* an access: 64 looked at (1-64, now at the recent end), all in
+	 * use: 1001 goes itself; then 65-128: 1002 */
+	touch(c, 1001, 6);
+	t_assert_eq(pol_cache_tier_of(c, 1001), POL_TIER_HOST);
 	t_assert_eq(row(c, 6)->limit_moves, 51);
-	touch(c, 1002, 6); /* only the 150 in use are left: 1002 goes */
+	touch(c, 1002, 6);
 	t_assert_eq(pol_cache_tier_of(c, 1002), POL_TIER_HOST);
 	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 150);
 	t_assert_eq(row(c, 6)->limit_moves, 52);
@@ -239,6 +239,33 @@ static void hits_and_scan(void)
 		t_ok(pol_cache_access(c, &d, NULL));
 	}
 	t_assert_eq(pol_cache_tier_of(c, 5), POL_TIER_HOST);
+	pol_cache_destroy(c);
+}
+
+/*
+ * An owner that charges POL_TENANT_OTHERS itself before the rows fill
+ * (kvmmd does, for the tenants past its own 255) takes no tenant's row:
+ * 255 tenants still get rows of their own, and can be limited.
+ */
+static void others_first(void)
+{
+	struct pol_cache_opts o = { .size = sizeof(o),
+				    .kind = POL_LRU,
+				    .capacity = { 1000 },
+				    .prefix_rule = 0 };
+	struct pol_cache *c;
+
+	t_ok(pol_cache_create(&o, &c));
+	touch(c, 1, POL_TENANT_OTHERS);
+	for (uint32_t u = 0; u < POL_TENANT_ROWS - 1; u++)
+		touch(c, 100 + u, 7000 + u);
+	t_assert_eq(pol_cache_tenants(c, NULL, 0), POL_TENANT_ROWS);
+	t_assert(row(c, 7000 + POL_TENANT_ROWS - 2));
+	t_ok(limit(c, 7000 + POL_TENANT_ROWS - 2, 1, 0, 0));
+	touch(c, 2, 9999); /* one more: the others' */
+	t_assert(!row(c, 9999));
+	t_assert_eq(row(c, POL_TENANT_OTHERS)->blocks[POL_TIER_GPU], 2);
+	t_assert_eq(limit(c, 9999, 1, 0, 0), -ENOSPC);
 	pol_cache_destroy(c);
 }
 
@@ -379,6 +406,7 @@ int main(void)
 	by_hand();
 	pins_and_errors();
 	hits_and_scan();
+	others_first();
 	prefix_rule();
 	random_all_policies();
 	printf("ok: tenants over their limits give up their own blocks\n");

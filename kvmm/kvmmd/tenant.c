@@ -39,6 +39,7 @@ struct kd_tenant_counts *kd_tenant(struct kd_daemon *d, uint32_t id)
 int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 			const uint64_t limit[POL_TIER_COUNT])
 {
+	const struct pol_cache *pol = kd_cache_policy(d);
 	uint64_t old[POL_TIER_COUNT];
 	struct kd_tenant_counts *k;
 	uint16_t row;
@@ -49,6 +50,11 @@ int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 	if ((limit[POL_TIER_HOST] && !d->cfg.host_mem) ||
 	    (limit[POL_TIER_NVME] && !d->cfg.nvme_path[0]))
 		return -EINVAL;
+	/* once the cache is open, the tiers it opened (a host tier smaller
+	 * than a block did not), before a row is made */
+	for (unsigned t = 0; pol && t < POL_TIER_COUNT; t++)
+		if (limit[t] && !pol_cache_has_tier(pol, t))
+			return -EINVAL;
 	row = pol_tenant_row_lookup(&d->tenants.map, id);
 	if (row == POL_TENANT_NO_ROW) {
 		/* lifting a limit it never had changes nothing; a new
@@ -84,7 +90,7 @@ void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol)
 		 * tier smaller than one block): its limit goes, the rest
 		 * applies, and ADMIN_TENANTS shows what does */
 		for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-			if (l[t] && !pol_cache_capacity(pol, t)) {
+			if (l[t] && !pol_cache_has_tier(pol, t)) {
 				vmm_log(VMM_LOG_WARN,
 					"cache: tenant %u: no %s tier opened, its limit there (%llu blocks) is not applied",
 					id, tier[t], (unsigned long long)l[t]);

@@ -307,6 +307,11 @@ uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier)
 	return tier < POL_TIER_COUNT ? c->cap[tier] : 0;
 }
 
+bool pol_cache_has_tier(const struct pol_cache *c, unsigned tier)
+{
+	return tier < POL_TIER_COUNT && c->priv[tier];
+}
+
 static int make_room(struct pol_cache *c, unsigned t);
 static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
 			     struct pol_block *in, bool in_may_go);
@@ -350,7 +355,7 @@ int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
 	if (id == POL_TENANT_OTHERS)
 		return -EINVAL;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
-		if (limit[t] && !c->priv[t])
+		if (limit[t] && !pol_cache_has_tier(c, t))
 			return -EINVAL;
 		any |= limit[t] != 0;
 	}
@@ -636,9 +641,10 @@ static int make_room(struct pol_cache *c, unsigned t)
 	return 0;
 }
 
-/* How many of a tenant's least recently used blocks a victim search
- * looks at (bounded: a tenant over its limit with many blocks in use
- * would otherwise be walked through at every access). */
+/* How many of a tenant's least recently used blocks a victim search on
+ * an access looks at (bounded: a tenant over its limit with many blocks
+ * in use would otherwise be walked through at every access; a limit
+ * being set looks at them all, once). */
 #define TENANT_SCAN 64
 
 /*
@@ -648,13 +654,14 @@ static int make_room(struct pol_cache *c, unsigned t)
  * LRU rotates referenced pages: the next search starts past them.
  */
 static struct pol_block *tenant_victim(struct pol_cache *c, uint16_t row,
-				       unsigned t, const struct pol_block *skip)
+				       unsigned t, const struct pol_block *skip,
+				       uint64_t bound)
 {
 	struct pol_tenants *tn = &c->tenants;
 	uint64_t n = tn->row[row].blocks[t];
 
 	/* each block looked at once at most */
-	for (uint64_t i = 0; i < n && i < TENANT_SCAN; i++) {
+	for (uint64_t i = 0; i < n && i < bound; i++) {
 		uint32_t id = tn->head[row][t];
 		struct pol_block *b = pol_index_at(&c->ix, id);
 
@@ -669,7 +676,10 @@ static struct pol_block *tenant_victim(struct pol_cache *c, uint16_t row,
 /*
  * Bring tenant row within its limit in tier t by moving its own least
  * recently used blocks down (policy.h, "Tenants"); it stays over when
- * none of them can go.
+ * none of them can go.  The fallback to in comes after a search of 64:
+ * with more of the tenant's blocks in use at the old end, in may go
+ * while an older idle block stays, until the rotation brings that one
+ * up (one copy either way; bounded work comes first).
  */
 static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
 			     struct pol_block *in, bool in_may_go)
@@ -677,7 +687,8 @@ static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
 	struct pol_tenant_count *r = &c->tenants.row[row];
 
 	while (r->limited && r->limit[t] && r->blocks[t] > r->limit[t]) {
-		struct pol_block *v = tenant_victim(c, row, t, in);
+		struct pol_block *v = tenant_victim(
+			c, row, t, in, in ? TENANT_SCAN : UINT64_MAX);
 
 		if (!v && in_may_go && in && in->tier == t &&
 		    pol_cache_evictable(c, in))

@@ -22,6 +22,9 @@ static uint16_t remember(struct pol_tenants *t, uint32_t id, uint16_t row)
 
 uint16_t pol_tenant_row_lookup(const struct pol_tenants *t, uint32_t id)
 {
+	if (id == POL_TENANT_OTHERS)
+		return t->others ? (uint16_t)(t->others - 1) :
+				   POL_TENANT_NO_ROW;
 	for (unsigned i = map_slot(id); t->map[i]; i = (i + 1) % POL_TENANT_MAP)
 		if (t->row[t->map[i] - 1].id == id)
 			return (uint16_t)(t->map[i] - 1);
@@ -32,16 +35,20 @@ uint16_t pol_tenant_row_find(struct pol_tenants *t, uint32_t id)
 {
 	unsigned i;
 
-	for (i = map_slot(id); t->map[i]; i = (i + 1) % POL_TENANT_MAP)
-		if (t->row[t->map[i] - 1].id == id)
-			return remember(t, id, (uint16_t)(t->map[i] - 1));
-	if (t->nr == POL_TENANT_ROWS - 1) {
-		/* the others' row: every id not given one of its own */
-		t->row[t->nr].id = POL_TENANT_OTHERS;
-		t->nr++;
+	if (id != POL_TENANT_OTHERS) {
+		for (i = map_slot(id); t->map[i]; i = (i + 1) % POL_TENANT_MAP)
+			if (t->row[t->map[i] - 1].id == id)
+				return remember(t, id,
+						(uint16_t)(t->map[i] - 1));
 	}
-	if (t->nr == POL_TENANT_ROWS)
-		return remember(t, id, POL_TENANT_ROWS - 1);
+	if (id == POL_TENANT_OTHERS || !pol_tenant_room(t)) {
+		/* the others' row: every id not given one of its own */
+		if (!t->others) {
+			t->row[t->nr].id = POL_TENANT_OTHERS;
+			t->others = (uint16_t)++t->nr;
+		}
+		return remember(t, id, (uint16_t)(t->others - 1));
+	}
 	t->row[t->nr].id = id;
 	t->map[i] = (uint16_t)(t->nr + 1);
 	return remember(t, id, (uint16_t)t->nr++);

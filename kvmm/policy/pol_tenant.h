@@ -23,7 +23,12 @@
 
 struct pol_tenants {
 	struct pol_tenant_count row[POL_TENANT_ROWS];
-	uint32_t nr; /* rows in use */
+	uint32_t nr; /* rows in use, the others' one included */
+	/* the others' row + 1 (0: none yet): the id POL_TENANT_OTHERS, and
+	 * every id past the first POL_TENANT_ROWS - 1; made when first
+	 * needed, at any position, so that an owner may charge that id
+	 * itself (kvmmd does) without taking a tenant's row */
+	uint16_t others;
 	uint16_t map[POL_TENANT_MAP]; /* row + 1 by the id's hash; 0 free */
 	uint32_t last_id; /* the id of the latest lookup ... */
 	uint16_t last_row; /* ... and its row (valid once nr > 0) */
@@ -40,7 +45,7 @@ uint16_t pol_tenant_row_lookup(const struct pol_tenants *t, uint32_t id);
 /* Whether a tenant not seen yet would get a row of its own. */
 static inline bool pol_tenant_room(const struct pol_tenants *t)
 {
-	return t->nr < POL_TENANT_ROWS - 1;
+	return t->nr - (t->others != 0) < POL_TENANT_ROWS - 1;
 }
 
 /* The row of tenant id, made on first sight (the shared last row once

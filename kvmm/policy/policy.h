@@ -349,6 +349,8 @@ void pol_cache_set_next_use(struct pol_cache *c, struct pol_block *b,
 
 uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier);
 uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier);
+/* Whether the cache has tier (it had a capacity when created). */
+bool pol_cache_has_tier(const struct pol_cache *c, unsigned tier);
 /*
  * Change a tier's capacity (blocks; the tier must exist, i.e. have had a
  * capacity at create time; 0 is allowed and can be raised again): a
@@ -364,10 +366,12 @@ size_t pol_cache_tenants(const struct pol_cache *c,
 /*
  * Limit tenant id's blocks per tier (limit[t] blocks in tier t; 0: no
  * limit there, all 0: none at all), and bring it within the new limits
- * at once (moves reported as an access's are).  The tenant gets a row if
- * it has none.  -EINVAL: id is POL_TENANT_OTHERS, or a limit names a tier
- * the cache does not have; -ENOSPC: every row is taken (id would share
- * the others' row); nothing changes then.
+ * at once (moves reported as an access's are; a set looks at all the
+ * tenant's blocks, unlike an access's search).  The tenant gets a row if
+ * it has none, unless every limit is 0.  -EINVAL: id is
+ * POL_TENANT_OTHERS, or a limit names a tier the cache does not have;
+ * -ENOSPC: every row is taken (id would share the others' row); -ENOMEM
+ * (the row may have been made); nothing else changes then.
  */
 int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
 			   const uint64_t limit[POL_TIER_COUNT]);
