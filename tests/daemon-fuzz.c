@@ -29,7 +29,9 @@
  * KVMMD_TEST_MIGRATE_FAIL failing one job of each kind at seed-chosen
  * points: no more migrations fail than were made to; 3, a small NVMe tier
  * that is always full: no migration, reload or checksum may fail (blocks
- * are dropped from NVMe, as the policy says).  After each phase: no
+ * are dropped from NVMe, as the policy says), while the parent keeps
+ * changing the clients' tenant limit (at least one block must move for
+ * it).  After each phase: no
  * tier holds more than its capacity (also checked while the clients run),
  * the daemon is idle but for its cached GPU blocks (nothing mapped,
  * revoking, quarantined or pinned, no sequence or client session), a
@@ -117,11 +119,53 @@ static void fz_reap(const struct fz_phase *ph, struct fz_child *ch, int st,
 
 /* Run clients until the deadline, FZ_CLIENTS at a time; check the tiers'
  * capacities while they run. */
+/*
+ * A random limit for the clients' tenant (their uid; 0 in a tier: none
+ * there): blocks move down for it while the clients work, and every
+ * invariant of the phase must still hold.
+ */
+static void fz_churn_limit(struct fz_phase *ph, uint64_t *rng)
+{
+	struct kvmm_admin_tenant_limit a = {
+		.size = sizeof(a),
+		.id = (uint32_t)getuid(),
+		.limit_blocks = { fz_below(rng, 9), fz_below(rng, 7),
+				  fz_below(rng, FZ_NVME_SMALL + 1) },
+	};
+	struct kvmm_conn *c;
+
+	t_ok(kc_connect_admin(ph->sock, &c));
+	t_ok(kc_request(c, KVMM_CMD_ADMIN_SET_TENANT_LIMIT, &a, sizeof(a), NULL,
+			0, NULL));
+	kvmm_disconnect(c);
+	ph->limit_sets++;
+}
+
+/* The clients' tenant's blocks moved for its limits so far. */
+static uint64_t fz_limit_moves(const struct fz_phase *ph)
+{
+	struct kvmm_tenants_reply *r = calloc(1, KVMM_MSG_MAX);
+	struct kvmm_conn *c;
+	uint64_t moves = 0;
+	size_t len = 0;
+
+	t_assert(r);
+	t_ok(kc_connect_admin(ph->sock, &c));
+	t_ok(kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, r, KVMM_MSG_MAX,
+			&len));
+	kvmm_disconnect(c);
+	for (uint32_t i = 0; i < r->nr; i++)
+		if (r->tenants[i].id == (uint32_t)getuid())
+			moves = r->tenants[i].limit_moves;
+	free(r);
+	return moves;
+}
+
 static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 {
 	struct fz_child kids[FZ_CLIENTS] = { 0 };
 	uint64_t rng = ph->seed ^ ((uint64_t)ph->num << 56) ^ 0x5eedull;
-	uint64_t next_check = 0;
+	uint64_t next_check = 0, next_limit = 0;
 	int num = 0, alive;
 	struct cc cc;
 
@@ -176,6 +220,11 @@ static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 			t_ok(td_status(d, &st));
 			fz_check_caps(ph, &ts, &st);
 			next_check = now + 100;
+		}
+		if (ph->limit_churn && now >= next_limit &&
+		    now < ph->deadline_ms) {
+			fz_churn_limit(ph, &rng);
+			next_limit = now + 50 + fz_below(&rng, 200);
 		}
 		usleep(2000);
 	} while (alive);
@@ -318,6 +367,7 @@ struct fz_setup {
 	/* blocks found on NVMe at start, at least (-1: any; more come back
 	 * when freed slots still hold their last block's header) */
 	int64_t min_recovered;
+	bool limit_churn; /* fz_phase.limit_churn */
 	uint64_t ms;
 };
 
@@ -356,6 +406,8 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	       ph->num, su->nvme_slots, su->restore_mode, ph->scope,
 	       su->fail_spec ? su->fail_spec : "(unset)");
 	ph->strict = su->strict || su->no_fail;
+	ph->limit_churn = su->limit_churn;
+	ph->limit_sets = 0;
 	if (su->fail_spec)
 		setenv("KVMMD_TEST_MIGRATE_FAIL", su->fail_spec, 1);
 	r = td_start(&d, args);
@@ -369,6 +421,18 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	found = fz_read_all(ph);
 	fz_settle(ph, &d, &ts);
 	fz_print(ph, &ts, found);
+	if (ph->limit_churn) {
+		uint64_t moves = fz_limit_moves(ph);
+
+		printf("  tenant limits: %llu set while the clients ran, %llu blocks moved for them\n",
+		       (unsigned long long)ph->limit_sets,
+		       (unsigned long long)moves);
+		if (!ph->limit_sets || !moves)
+			t_fail("seed %llu phase %d: the limits did nothing (%llu set, %llu moves)",
+			       (unsigned long long)ph->seed, ph->num,
+			       (unsigned long long)ph->limit_sets,
+			       (unsigned long long)moves);
+	}
 	if ((int64_t)ts.recovered_blocks < su->min_recovered)
 		t_fail("seed %llu phase %d: %llu blocks recovered from NVMe, %lld were there at the stop",
 		       (unsigned long long)ph->seed, ph->num,
@@ -456,12 +520,16 @@ int main(void)
 	 * from it all the time, many while their NVMe I/O runs (holding
 	 * their slots until it ends).  No fault is injected, so nothing may
 	 * fail: a host -> NVMe write that finds every slot held waits for
-	 * one to come back (it used to fail with -ENOSPC).
+	 * one to come back (it used to fail with -ENOSPC).  Meanwhile the
+	 * parent sets a random tenant limit on the clients' uid every
+	 * 50-250 ms (ADMIN_SET_TENANT_LIMIT): blocks move down for it at
+	 * once and at every access, under the same invariants.
 	 */
 	su = (struct fz_setup){ .nvme_slots = FZ_NVME_SMALL,
 				.restore_mode = "plan",
 				.no_fail = true,
 				.min_recovered = -1,
+				.limit_churn = true,
 				.ms = ms - ms * 7 / 10 };
 	ph.num = 3;
 	ph.cnt = &cnt[2];

@@ -68,6 +68,9 @@ struct fz_phase {
 	 * clients are all one uid, so every invariant holds as in shared) */
 	const char *scope;
 	struct fz_counts *cnt;
+	/* the parent changes the clients' tenant limit every 50-250 ms */
+	bool limit_churn;
+	uint64_t limit_sets; /* how many it set (the parent's count) */
 };
 
 /* What a client process holds. */
