@@ -75,34 +75,8 @@ bad:
 int kd_parse_tenant_limit(const char *what, const char *spec,
 			  uint64_t blocks[3])
 {
-	static const char *const tiers[3] = { "gpu", "host", "nvme" };
-	const char *p = spec;
-
-	blocks[0] = blocks[1] = blocks[2] = 0;
-	if (!strcmp(spec, "none"))
+	if (!pol_tenant_limit_parse(spec, blocks))
 		return 0;
-	for (;;) {
-		const char *colon = strchr(p, ':');
-		unsigned long long v;
-		char *end;
-		int t;
-
-		for (t = 0; t < 3; t++)
-			if (colon && (size_t)(colon - p) == strlen(tiers[t]) &&
-			    !strncmp(p, tiers[t], colon - p))
-				break;
-		if (t == 3 || !isdigit((unsigned char)colon[1]))
-			goto bad;
-		errno = 0;
-		v = strtoull(colon + 1, &end, 10);
-		if (errno || !v || (*end && *end != ',') || blocks[t])
-			goto bad;
-		blocks[t] = v;
-		if (!*end)
-			return 0;
-		p = end + 1;
-	}
-bad:
 	fprintf(stderr,
 		"%s'%s' is not gpu:N,host:N,nvme:N (each tier at most once, N blocks > 0) or none\n",
 		what, spec);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Tenant rows of the tiered cache (pol_tenant.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvmm/policy/pol_tenant.h"
 
@@ -127,4 +129,37 @@ int pol_tenant_list_build(struct pol_tenants *t, struct pol_index *ix,
 				    v[i].id);
 	free(v);
 	return 0;
+}
+
+int pol_tenant_limit_parse(const char *spec, uint64_t limit[POL_TIER_COUNT])
+{
+	static const char *const tiers[POL_TIER_COUNT] = { "gpu", "host",
+							   "nvme" };
+	const char *p = spec;
+
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		limit[t] = 0;
+	if (!strcmp(spec, "none"))
+		return 0;
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		unsigned long long v;
+		char *end;
+		unsigned t;
+
+		for (t = 0; t < POL_TIER_COUNT; t++)
+			if (colon && (size_t)(colon - p) == strlen(tiers[t]) &&
+			    !strncmp(p, tiers[t], colon - p))
+				break;
+		if (t == POL_TIER_COUNT || !isdigit((unsigned char)colon[1]))
+			return -EINVAL;
+		errno = 0;
+		v = strtoull(colon + 1, &end, 10);
+		if (errno || !v || (*end && *end != ',') || limit[t])
+			return -EINVAL;
+		limit[t] = v;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
 }

@@ -375,6 +375,14 @@ size_t pol_cache_tenants(const struct pol_cache *c,
  */
 int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
 			   const uint64_t limit[POL_TIER_COUNT]);
+/*
+ * A limit as operators write it (kvmmd --tenant-limit, kvmmctl
+ * tenant-limit, kvmm-replay --tenant-limit): "gpu:N,host:N,nvme:N" (any
+ * of them, in any order, each at most once; N blocks, at least 1) or
+ * "none".  limit[] gets N per tier named, 0 for the others.  0 or
+ * -EINVAL.
+ */
+int pol_tenant_limit_parse(const char *spec, uint64_t limit[POL_TIER_COUNT]);
 enum pol_kind pol_cache_kind(const struct pol_cache *c);
 bool pol_cache_prefix_rule(const struct pol_cache *c);
 /* Created with pol_cache_opts.msa. */

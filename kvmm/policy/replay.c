@@ -75,14 +75,15 @@ double pol_replay_token_ratio(const struct pol_replay_result *r)
 /* One block as kvmmd's cache.c touches it: access, then a reference
  * from the sequence if the block stayed resident. */
 static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
-			 unsigned few, uint64_t *refd, uint32_t *nref,
-			 uint64_t *down, uint32_t *ndown)
+			 unsigned few, uint32_t tenant, uint64_t *refd,
+			 uint32_t *nref, uint64_t *down, uint32_t *ndown)
 {
 	struct pol_block_desc d = { .hash = h[i],
 				    .parent_hash = i ? h[i - 1] : 0,
 				    .position = i,
 				    .flags = (i ? POL_BLOCK_HAS_PARENT : 0) |
-					     few };
+					     few,
+				    .tenant = tenant };
 
 	if (pol_cache_access(c, &d, NULL))
 		return;
@@ -194,7 +195,8 @@ static void daemon_plan(const struct pol_cost_model *m, uint8_t *where,
  *   SEQ_CLOSE                     the sequence's references go
  */
 static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
-			   const uint8_t *act, uint64_t clock, uint64_t *refd)
+			   const uint8_t *act, uint64_t clock, uint32_t tenant,
+			   uint64_t *refd)
 {
 	uint64_t *down = refd + n;
 	uint32_t nref = 0, ndown = 0, p0 = n;
@@ -215,14 +217,16 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 	 * a reap; a block the plan recomputes is left where it is */
 	for (uint32_t i = 0; i < n; i++)
 		if (act[i] == DM_USE)
-			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
+			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
+				     &ndown);
 	for (uint32_t i = 0; i < n; i++)
 		if (act[i] == DM_USE || act[i] == DM_RECOMPUTE)
 			pol_cache_unref(c, h[i]);
 	for (uint32_t i = 0; i < n; i++)
 		if (act[i] == DM_RELOAD) {
 			pol_cache_unref(c, h[i]);
-			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
+			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
+				     &ndown);
 		}
 	/* one publish, from the first block the client fills on (as
 	 * tinylm does, and kvmm-replay --daemon) */
@@ -244,7 +248,8 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			 * duplicate */
 			continue;
 		} else if (t == POL_TIER_NONE) {
-			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
+			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
+				     &ndown);
 		} else if (t != POL_TIER_GPU &&
 			   pol_cache_can_admit(c, POL_TIER_GPU) &&
 			   !pol_cache_pin(c, h[i])) {
@@ -252,7 +257,8 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			 * to recompute): the published pages become its
 			 * GPU copy (kc_publish_promote(), pinned while it
 			 * moves up) */
-			daemon_touch(c, h, i, few, refd, &nref, down, &ndown);
+			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
+				     &ndown);
 			(void)pol_cache_unpin(c, h[i]);
 		}
 	}
@@ -280,12 +286,34 @@ const struct pol_cost_model *pol_replay_begin(const struct pol_replay_opts *o,
 	return m;
 }
 
+/* The row of tenant id in res, made on first sight (the shared last one
+ * once the others are taken). */
+static struct pol_replay_tenant *tenant_row(struct pol_replay_result *res,
+					    uint32_t id)
+{
+	for (size_t i = 0; i < res->ntenants; i++)
+		if (res->tenants[i].id == id)
+			return &res->tenants[i];
+	if (res->ntenants == POL_REPLAY_TENANTS - 1) {
+		res->tenants[res->ntenants++].id = POL_TENANT_OTHERS;
+		return &res->tenants[res->ntenants - 1];
+	}
+	if (res->ntenants == POL_REPLAY_TENANTS)
+		return &res->tenants[POL_REPLAY_TENANTS - 1];
+	res->tenants[res->ntenants].id = id;
+	return &res->tenants[res->ntenants++];
+}
+
 void pol_replay_count(struct pol_replay_result *res,
 		      const struct pol_trace_req *q, uint32_t k, double cost,
 		      double nocache)
 {
+	struct pol_replay_tenant *tn = tenant_row(res, q->tenant);
 	uint32_t n = q->nblocks;
 
+	tn->requests++;
+	tn->blocks += n;
+	tn->hit_blocks += k;
 	/* the hit blocks' tokens: whole blocks, or the whole input when
 	 * every block hit (the last one may be partial) */
 	if (k)
@@ -350,6 +378,7 @@ static void msa_count(struct pol_replay_result *res,
 	uint32_t n = q->nblocks;
 
 	pol_replay_count(res, q, 0, cost, nocache);
+	tenant_row(res, q->tenant)->hit_blocks += served;
 	res->hit_blocks += served;
 	res->leading_hit_blocks += lead;
 	res->recomputed_blocks -= served;
@@ -462,6 +491,40 @@ static int learned_copy(struct pol_cache *c, void **buf, size_t *len)
 	return 0;
 }
 
+/* o's tenant limits on cache c (made just now). */
+static int apply_limits(const struct pol_replay_opts *o, struct pol_cache *c)
+{
+	for (size_t i = 0; i < o->ntenant_limits; i++) {
+		int e = pol_cache_tenant_limit(c, o->tenant_limits[i].id,
+					       o->tenant_limits[i].blocks);
+
+		if (e)
+			return e;
+	}
+	return 0;
+}
+
+/* Each tenant's limits, and the blocks the last cache moved for them. */
+static void add_tenants(const struct pol_replay_opts *o, struct pol_cache *c,
+			struct pol_replay_result *res)
+{
+	struct pol_tenant_count *rows = calloc(POL_TENANT_ROWS, sizeof(*rows));
+	size_t n = rows ? pol_cache_tenants(c, rows, POL_TENANT_ROWS) : 0;
+
+	res->tenants_limited = o->ntenant_limits > 0;
+	for (size_t i = 0; i < o->ntenant_limits; i++) {
+		struct pol_replay_tenant *t =
+			tenant_row(res, o->tenant_limits[i].id);
+
+		memcpy(t->limit, o->tenant_limits[i].blocks, sizeof(t->limit));
+	}
+	for (size_t i = 0; i < n && i < POL_TENANT_ROWS; i++)
+		if (rows[i].limit_moves)
+			tenant_row(res, rows[i].id)->limit_moves +=
+				rows[i].limit_moves;
+	free(rows);
+}
+
 /*
  * Restart the cache: a new one with the same options, every tier empty,
  * loaded with what the old one's policy learned unless o->restart_forget.
@@ -477,9 +540,12 @@ static int replay_restart(const struct pol_replay_opts *o,
 	int e;
 
 	add_moves(*c, res);
+	add_tenants(o, *c, res);
 	if (!o->restart_forget && learned_copy(*c, &buf, &len))
 		return -ENOMEM;
 	e = pol_cache_create(co, &n);
+	if (!e)
+		e = apply_limits(o, n);
 	if (!e && buf)
 		e = pol_cache_learned_load(n, buf, len, &res->restart_lives);
 	free(buf);
@@ -536,6 +602,11 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	e = pol_cache_create(&co, &c);
 	if (e)
 		return e;
+	e = apply_limits(o, c);
+	if (e) {
+		pol_cache_destroy(c);
+		return e;
+	}
 	if (o->learned_in) {
 		e = pol_cache_learned_load(c, o->learned_in, o->learned_in_len,
 					   NULL);
@@ -648,7 +719,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 		}
 
 		if (o->daemon_model)
-			daemon_request(c, h, n, act, 2 * (uint64_t)r + 1, refd);
+			daemon_request(c, h, n, act, 2 * (uint64_t)r + 1,
+				       q->tenant, refd);
 		for (uint32_t i = 0; !o->daemon_model && i < n + q->nout; i++) {
 			bool out = i >= n;
 			uint64_t hash =
@@ -668,6 +740,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				.next_use =
 					out ? nextout[q->out_first + i - n] :
 					      next[q->first + i],
+				.tenant = q->tenant,
 			};
 
 			if (!out && i == n - 1 &&
@@ -703,6 +776,7 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	pol_replay_queue(t, prefill, servers, free_at, ttft, res);
 
 	add_moves(c, res); /* restarts added theirs */
+	add_tenants(o, c, res);
 	res->restart_forget = o->restart_forget;
 	if (o->learned_out) {
 		e = learned_copy(c, o->learned_out, o->learned_out_len);
@@ -783,5 +857,33 @@ void pol_replay_json(const struct pol_replay_result *r, FILE *f)
 			(unsigned long long)r->restarts,
 			r->restart_forget ? "forgotten" : "kept",
 			(unsigned long long)r->restart_lives);
+	if (r->ntenants > 1 || r->tenants_limited) {
+		fprintf(f, ",\"tenants\":[");
+		for (size_t i = 0; i < r->ntenants; i++) {
+			const struct pol_replay_tenant *t = &r->tenants[i];
+
+			if (t->id == POL_TENANT_OTHERS)
+				fprintf(f, "%s{\"id\":\"others\"",
+					i ? "," : "");
+			else
+				fprintf(f, "%s{\"id\":%u", i ? "," : "", t->id);
+			fprintf(f,
+				",\"requests\":%llu,\"blocks\":%llu,"
+				"\"hit_blocks\":%llu,\"hit_ratio_blocks\":%.6f,"
+				"\"limit_blocks\":{\"gpu\":%llu,\"host\":%llu,"
+				"\"nvme\":%llu},\"limit_moves\":%llu}",
+				(unsigned long long)t->requests,
+				(unsigned long long)t->blocks,
+				(unsigned long long)t->hit_blocks,
+				t->blocks ? (double)t->hit_blocks /
+						    (double)t->blocks :
+					    0,
+				(unsigned long long)t->limit[0],
+				(unsigned long long)t->limit[1],
+				(unsigned long long)t->limit[2],
+				(unsigned long long)t->limit_moves);
+		}
+		fputc(']', f);
+	}
 	fputc('}', f);
 }

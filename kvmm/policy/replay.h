@@ -105,6 +105,29 @@ struct pol_replay_opts {
 	size_t learned_in_len;
 	void **learned_out;
 	size_t *learned_out_len;
+	/*
+	 * Tenant limits (kvmm-replay --tenant-limit; pol_cache_tenant_limit()
+	 * on the cache, again after each restart): each request's blocks are
+	 * charged to its trace "tenant" (0 without one).
+	 */
+	const struct pol_replay_limit *tenant_limits;
+	size_t ntenant_limits;
+};
+
+struct pol_replay_limit {
+	uint32_t id;
+	uint64_t blocks[POL_TIER_COUNT];
+};
+
+/* Per tenant of the trace (requests' "tenant"): the first
+ * POL_REPLAY_TENANTS - 1 seen, then one row for the rest (id
+ * POL_TENANT_OTHERS). */
+#define POL_REPLAY_TENANTS 16
+struct pol_replay_tenant {
+	uint32_t id;
+	uint64_t requests, blocks, hit_blocks;
+	uint64_t limit[POL_TIER_COUNT]; /* its limit (0: none) */
+	uint64_t limit_moves; /* blocks moved for it (the last cache's) */
 };
 
 struct pol_replay_result {
@@ -129,6 +152,11 @@ struct pol_replay_result {
 	 * carried at the last one (0 when forgotten or nothing learned) */
 	uint64_t restarts, restart_lives;
 	bool restart_forget;
+	/* tenants (in the order first seen); the JSON lists them when the
+	 * trace has more than one, or a limit was given */
+	size_t ntenants;
+	bool tenants_limited;
+	struct pol_replay_tenant tenants[POL_REPLAY_TENANTS];
 };
 
 int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,

@@ -239,7 +239,7 @@ static int parse_line(struct parser *ps, struct pol_trace_req *r,
 			   !strcmp(key, "input_length") ||
 			   !strcmp(key, "output_length") ||
 			   !strcmp(key, "session") || !strcmp(key, "ttl_ms") ||
-			   !strcmp(key, "priority")) {
+			   !strcmp(key, "priority") || !strcmp(key, "tenant")) {
 			if ((e = read_number(ps, &d)))
 				return e;
 			if (!strcmp(key, "timestamp")) {
@@ -255,6 +255,11 @@ static int parse_line(struct parser *ps, struct pol_trace_req *r,
 				if ((e = integral(ps, key, d, 1.8e19, 0)))
 					return e;
 				r->session = (uint64_t)d;
+			} else if (!strcmp(key, "tenant")) {
+				/* not the others' id (POL_TENANT_OTHERS) */
+				if ((e = integral(ps, key, d, 4294967294.0, 0)))
+					return e;
+				r->tenant = (uint32_t)d;
 			} else {
 				if ((e = integral(ps, key, d, 4294967295.0, 0)))
 					return e;

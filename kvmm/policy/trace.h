@@ -7,7 +7,9 @@
  * ceil(input_length / 512)).  Optional agent fields written by
  * kvmm-agentgen: "session" (id), "ttl_ms" (keep this request's blocks
  * pinned that long after it: the agent is waiting on a tool call) and
- * "priority" (-128..127).  Unknown keys are ignored.
+ * "priority" (-128..127), and "tenant" (0..4294967294: who sends it, a
+ * uid as kvmmd would see it; the replay charges its blocks to it).
+ * Unknown keys are ignored.
  *
  * The loader sorts requests by timestamp, ties in file order, and
  * rejects malformed lines with the line number and the reason.
@@ -31,6 +33,7 @@ struct pol_trace_req {
 	uint32_t ttl_ms;
 	int8_t priority;
 	uint32_t line; /* line number in the file */
+	uint32_t tenant; /* "tenant" (kvmm-agentgen --tenants); 0 without */
 };
 
 struct pol_trace {

@@ -22,7 +22,10 @@
  *     seconds); agents call a tool with probability --tool-prob per turn
  *     and come back after the tool's latency (log-normal, median
  *     --tool-ms), and the request before a tool call carries ttl_ms =
- *     2x that median so a cache can pin the prefix it will extend.
+ *     2x that median so a cache can pin the prefix it will extend;
+ *   - with --tenants N > 1 session s belongs to tenant 1000 + s % N (its
+ *     requests carry "tenant", a uid as kvmmd would see it: kvmm-replay
+ *     --tenant-limit holds one to a share of the cache).
  *
  * Block ids are prefix-chained: equal ids mean equal prefixes.  A full
  * block keeps its id as the context grows; a partial tail block gets a
@@ -48,6 +51,7 @@ struct opts {
 	double tool_ms;
 	unsigned system_prompts, system_blocks, rag_docs, rag_blocks;
 	unsigned max_tokens;
+	unsigned tenants;
 };
 
 static uint64_t rng_state;
@@ -179,7 +183,8 @@ static void usage(FILE *f)
 		"         [--agent-share P] [--system-prompts N] [--system-blocks N]\n"
 		"         [--rag-docs N] [--rag-blocks N] [--rag-prob P]\n"
 		"         [--turns MEAN] [--think S] [--tool-prob P] [--tool-ms MS]\n"
-		"         [--max-tokens N]     (writes the trace to stdout)\n");
+		"         [--max-tokens N] [--tenants N]\n"
+		"         (writes the trace to stdout)\n");
 }
 
 static int parse_num(const char *name, const char *s, double lo, double hi,
@@ -219,6 +224,7 @@ static const struct num_opt {
 	{ "tool-prob", offsetof(struct opts, tool_prob), 'd', 0, 0.99 },
 	{ "tool-ms", offsetof(struct opts, tool_ms), 'd', 1, 1e7 },
 	{ "max-tokens", offsetof(struct opts, max_tokens), 'u', 2048, 1 << 22 },
+	{ "tenants", offsetof(struct opts, tenants), 'u', 1, 1e6 },
 };
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 #define OPT_NUM 0x100 /* getopt value of num_opts[i]: OPT_NUM + i */
@@ -257,7 +263,8 @@ int main(int argc, char **argv)
 			  .system_blocks = 4,
 			  .rag_docs = 200,
 			  .rag_blocks = 2,
-			  .max_tokens = 64 * 1024 };
+			  .max_tokens = 64 * 1024,
+			  .tenants = 1 };
 	struct idmap ids = { 0 };
 	struct req *reqs = NULL;
 	size_t nreq = 0, cap = 0;
@@ -389,6 +396,9 @@ int main(int argc, char **argv)
 		       "\"output_length\": %u, \"session\": %llu, ",
 		       (unsigned long long)(r->t * 1000), r->input, r->output,
 		       (unsigned long long)r->session);
+		if (o.tenants > 1)
+			printf("\"tenant\": %llu, ",
+			       1000ull + r->session % o.tenants);
 		if (r->ttl_ms)
 			printf("\"ttl_ms\": %u, ", r->ttl_ms);
 		if (r->priority)

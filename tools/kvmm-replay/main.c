@@ -12,7 +12,7 @@
  *               [--sweep N1,N2,...] [--daemon SOCKET] [--max-requests N]
  *               [--model-daemon] [--per-request FILE] [--msa]
  *               [--restart-every N [--restart-forget]]
- *               [--policy-state FILE]
+ *               [--policy-state FILE] [--tenant-limit ID=SPEC ...]
  *               [--progress] [--json]
  *
  * --daemon SOCKET replays through a running kvmmd (daemon_driver.c)
@@ -30,6 +30,9 @@
  * --policy-state FILE loads what the policy learned from FILE before the
  * first request (if FILE exists) and saves it there at the end, as kvmmd
  * does: a state learned from a trace seeds a kvmmd, or another replay.
+ * --tenant-limit ID=gpu:N,host:N,nvme:N holds the requests whose trace
+ * "tenant" is ID to that many blocks per tier, as kvmmd's option does;
+ * the output then has each tenant's hits.
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -59,6 +62,7 @@ static void usage(FILE *f)
 		"                   [--per-request FILE] [--msa]\n"
 		"                   [--restart-every N [--restart-forget]]\n"
 		"                   [--policy-state FILE]\n"
+		"                   [--tenant-limit ID=gpu:N,host:N,nvme:N ...]\n"
 		"                   [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n"
 		"--msa: Multi-Segment Attention: every block of a request in a\n"
@@ -74,6 +78,10 @@ static void usage(FILE *f)
 		"plan (the default) and --telemetry off (the reference profile,\n"
 		"not corrected online); as kvmmd's admin the replay checks the\n"
 		"first (an error) and the second (a warning).\n"
+		"--tenant-limit ID=SPEC (repeatable): the requests of trace tenant\n"
+		"ID (kvmm-agentgen --tenants) may hold that many blocks per tier,\n"
+		"as kvmmd --tenant-limit; each tenant's hits are printed (in\n"
+		"process only: --daemon replays as one uid).\n"
 		"--restart-every N: before every N-th request the cache restarts\n"
 		"empty, as kvmmd without an NVMe tier to recover; the policy keeps\n"
 		"what it learned (kvmmd --policy-state) unless --restart-forget.\n"
@@ -126,6 +134,31 @@ static void request_hits(void *arg, size_t r, const uint64_t *hits)
 		(unsigned long long)hits[POL_TIER_NVME]);
 }
 
+/* Each tenant's hits, under the row, when there are several or limits. */
+static void print_tenants(const struct pol_replay_result *r)
+{
+	if (r->ntenants < 2 && !r->tenants_limited)
+		return;
+	for (size_t i = 0; i < r->ntenants; i++) {
+		const struct pol_replay_tenant *t = &r->tenants[i];
+		char id[16];
+
+		if (t->id == POL_TENANT_OTHERS)
+			snprintf(id, sizeof(id), "others");
+		else
+			snprintf(id, sizeof(id), "%u", t->id);
+		printf("  tenant %-10s %8llu requests %10llu blocks  hit %.4f  limit gpu %llu host %llu nvme %llu  moved %llu\n",
+		       id, (unsigned long long)t->requests,
+		       (unsigned long long)t->blocks,
+		       t->blocks ? (double)t->hit_blocks / (double)t->blocks :
+				   0,
+		       (unsigned long long)t->limit[0],
+		       (unsigned long long)t->limit[1],
+		       (unsigned long long)t->limit[2],
+		       (unsigned long long)t->limit_moves);
+	}
+}
+
 static void print_row(const struct pol_replay_result *r)
 {
 	char cap[32];
@@ -164,11 +197,13 @@ int main(int argc, char **argv)
 		{ "restart-every", required_argument, NULL, 'E' },
 		{ "restart-forget", no_argument, NULL, 'F' },
 		{ "policy-state", required_argument, NULL, 'L' },
+		{ "tenant-limit", required_argument, NULL, 'U' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct pol_replay_opts o = { .size = sizeof(o), .prefix_rule = -1 };
+	struct pol_replay_limit limits[POL_REPLAY_TENANTS];
 	const char *trace = NULL, *policy = NULL, *profile = NULL,
 		   *daemon = NULL, *per_request = NULL, *state = NULL;
 	void *state_in = NULL, *state_out = NULL;
@@ -300,6 +335,36 @@ int main(int argc, char **argv)
 		case 'L':
 			state = optarg;
 			break;
+		case 'U': {
+			const char *eq = strchr(optarg, '=');
+			struct pol_replay_limit *l = &limits[o.ntenant_limits];
+			char *end;
+			unsigned long id;
+
+			if (o.ntenant_limits == POL_REPLAY_TENANTS - 1)
+				return die_usage("more than 15 --tenant-limit "
+						 "('%s')",
+						 optarg);
+			errno = 0;
+			id = strtoul(optarg, &end, 10);
+			if (!eq || end != eq || eq == optarg || errno ||
+			    *optarg == '-' || id >= POL_TENANT_OTHERS ||
+			    pol_tenant_limit_parse(eq + 1, l->blocks))
+				return die_usage("bad --tenant-limit '%s' "
+						 "(ID=gpu:N,host:N,nvme:N: a "
+						 "trace tenant, each tier at "
+						 "most once, N > 0)",
+						 optarg);
+			l->id = (uint32_t)id;
+			for (size_t i = 0; i < o.ntenant_limits; i++)
+				if (limits[i].id == l->id)
+					return die_usage("--tenant-limit '%s': "
+							 "that tenant twice",
+							 optarg);
+			o.ntenant_limits++;
+			o.tenant_limits = limits;
+			break;
+		}
 		case 'q':
 			want_progress = true;
 			break;
@@ -333,6 +398,21 @@ int main(int argc, char **argv)
 				"as kvmmd was started\n");
 		return 2;
 	}
+	if (daemon && o.ntenant_limits)
+		return die_usage("%s",
+				 "--tenant-limit replays in process: "
+				 "--daemon sends every request as one uid "
+				 "(start kvmmd with --tenant-limit)");
+	for (size_t i = 0; i < o.ntenant_limits; i++)
+		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
+			if (limits[i].blocks[tier] && !o.capacity[tier] &&
+			    tier != POL_TIER_GPU)
+				return die_usage(
+					"--tenant-limit on a tier without "
+					"capacity (%s: give --host-blocks or "
+					"--nvme-blocks)",
+					tier == POL_TIER_HOST ? "host" :
+								"nvme");
 	if (o.restart_forget && !o.restart_every)
 		return die_usage("%s",
 				 "--restart-forget needs --restart-every");
@@ -435,6 +515,7 @@ int main(int argc, char **argv)
 			putchar('\n');
 		} else {
 			print_row(&r);
+			print_tenants(&r);
 		}
 		fflush(stdout);
 	}
