@@ -76,7 +76,7 @@ usage() { # expected-text ARGS...
 	case $err in *"$want"*) ;; *) fail "$*: no '$want' in: $err" ;; esac
 }
 for bad in x=gpu:1 1=gpu:0 1=disk:1 1 1=gpu:1,gpu:2 -1=gpu:1 4294967295=gpu:1 \
-	1=; do
+	1= ' 1=gpu:1' +1=gpu:1; do
 	usage "bad --tenant-limit" --tenant-limit "$bad"
 done
 usage "that tenant twice" --tenant-limit 1=gpu:1 --tenant-limit 1=gpu:2
@@ -112,5 +112,25 @@ for x in (1000, 1001, 1002):
     print("tenant %d: hit %.4f without a limit, %.4f with 1000 "
           "held to 60 of 400 GPU blocks" % (x, ta[x]["hit_ratio_blocks"],
                                            tb[x]["hit_ratio_blocks"]))
+P
+# 20 tenants: 15 rows and the others'; a limited tenant always has a
+# row of its own (made first), the others' row no limit, and the rows
+# add up to the totals
+"$G" --seed 5 --duration 300 --tenants 20 >"$tmp/ag20" 2>/dev/null ||
+	fail "agentgen --tenants 20"
+c=$("$R" --trace "$tmp/ag20" --policy lru --gpu-blocks 200 --json \
+	--tenant-limit 1000=gpu:10 --tenant-limit 1019=gpu:10) ||
+	fail "20-tenant replay"
+python3 - "$c" <<'P' || fail "20 tenants: $c"
+import json, sys
+j = json.loads(sys.argv[1])
+t = {x["id"]: x for x in j["tenants"]}
+assert len(j["tenants"]) == 16 and "others" in t
+assert t[1000]["limit_blocks"]["gpu"] == 10 and t[1000]["limit_moves"] > 0
+assert t[1019]["limit_blocks"]["gpu"] == 10 and t[1019]["limit_moves"] > 0
+assert t["others"]["limit_blocks"] == {"gpu": 0, "host": 0, "nvme": 0}
+assert t["others"]["limit_moves"] == 0
+for k in ("requests", "blocks", "hit_blocks"):
+    assert sum(x[k] for x in j["tenants"]) == j[k], k
 P
 echo "ok: tenants in traces, limits in replays"

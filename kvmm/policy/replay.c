@@ -266,26 +266,6 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 		pol_cache_unref(c, refd[i]);
 }
 
-const struct pol_cost_model *pol_replay_begin(const struct pol_replay_opts *o,
-					      unsigned servers,
-					      struct pol_cost_model *ref,
-					      struct pol_replay_result *res)
-{
-	const struct pol_cost_model *m = o->cost;
-
-	if (!m) {
-		pol_cost_reference(ref);
-		m = ref;
-	}
-	memset(res, 0, sizeof(*res));
-	res->kind = o->kind;
-	res->msa = o->msa;
-	res->prefill_servers = servers;
-	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
-	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
-	return m;
-}
-
 /* The row of tenant id in res, made on first sight (the shared last one
  * once the others are taken). */
 static struct pol_replay_tenant *tenant_row(struct pol_replay_result *res,
@@ -302,6 +282,34 @@ static struct pol_replay_tenant *tenant_row(struct pol_replay_result *res,
 		return &res->tenants[POL_REPLAY_TENANTS - 1];
 	res->tenants[res->ntenants].id = id;
 	return &res->tenants[res->ntenants++];
+}
+
+const struct pol_cost_model *pol_replay_begin(const struct pol_replay_opts *o,
+					      unsigned servers,
+					      struct pol_cost_model *ref,
+					      struct pol_replay_result *res)
+{
+	const struct pol_cost_model *m = o->cost;
+
+	if (!m) {
+		pol_cost_reference(ref);
+		m = ref;
+	}
+	memset(res, 0, sizeof(*res));
+	/* the limited tenants' rows first: at most POL_REPLAY_TENANTS - 1
+	 * limits, so each gets its own, never the others' */
+	for (size_t i = 0; i < o->ntenant_limits && i < POL_REPLAY_TENANTS - 1;
+	     i++)
+		memcpy(tenant_row(res, o->tenant_limits[i].id)->limit,
+		       o->tenant_limits[i].blocks,
+		       sizeof(res->tenants[0].limit));
+	res->tenants_limited = o->ntenant_limits > 0;
+	res->kind = o->kind;
+	res->msa = o->msa;
+	res->prefill_servers = servers;
+	snprintf(res->profile, sizeof(res->profile), "%s", m->name);
+	memcpy(res->capacity, o->capacity, sizeof(res->capacity));
+	return m;
 }
 
 void pol_replay_count(struct pol_replay_result *res,
@@ -504,20 +512,14 @@ static int apply_limits(const struct pol_replay_opts *o, struct pol_cache *c)
 	return 0;
 }
 
-/* Each tenant's limits, and the blocks the last cache moved for them. */
+/* The blocks cache c moved for each tenant's limits (one cache's: each
+ * cache is added once, at its restart or at the end). */
 static void add_tenants(const struct pol_replay_opts *o, struct pol_cache *c,
 			struct pol_replay_result *res)
 {
 	struct pol_tenant_count *rows = calloc(POL_TENANT_ROWS, sizeof(*rows));
 	size_t n = rows ? pol_cache_tenants(c, rows, POL_TENANT_ROWS) : 0;
 
-	res->tenants_limited = o->ntenant_limits > 0;
-	for (size_t i = 0; i < o->ntenant_limits; i++) {
-		struct pol_replay_tenant *t =
-			tenant_row(res, o->tenant_limits[i].id);
-
-		memcpy(t->limit, o->tenant_limits[i].blocks, sizeof(t->limit));
-	}
 	for (size_t i = 0; i < n && i < POL_TENANT_ROWS; i++)
 		if (rows[i].limit_moves)
 			tenant_row(res, rows[i].id)->limit_moves +=
@@ -579,7 +581,8 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	uint64_t last_ms = UINT64_MAX, sub = 0;
 	int e;
 
-	if (!o || o->size < sizeof(*o) || !t || !res)
+	if (!o || o->size < sizeof(*o) || !t || !res ||
+	    o->ntenant_limits > POL_REPLAY_TENANTS - 1)
 		return -EINVAL;
 	if (o->daemon_model && o->cache_output)
 		return -EOPNOTSUPP;

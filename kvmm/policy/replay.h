@@ -108,7 +108,8 @@ struct pol_replay_opts {
 	/*
 	 * Tenant limits (kvmm-replay --tenant-limit; pol_cache_tenant_limit()
 	 * on the cache, again after each restart): each request's blocks are
-	 * charged to its trace "tenant" (0 without one).
+	 * charged to its trace "tenant" (0 without one).  At most
+	 * POL_REPLAY_TENANTS - 1: their result rows are made first.
 	 */
 	const struct pol_replay_limit *tenant_limits;
 	size_t ntenant_limits;
@@ -127,7 +128,8 @@ struct pol_replay_tenant {
 	uint32_t id;
 	uint64_t requests, blocks, hit_blocks;
 	uint64_t limit[POL_TIER_COUNT]; /* its limit (0: none) */
-	uint64_t limit_moves; /* blocks moved for it (the last cache's) */
+	uint64_t limit_moves; /* blocks moved for it (every cache's, restarts
+			       * included) */
 };
 
 struct pol_replay_result {

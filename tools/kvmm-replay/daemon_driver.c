@@ -426,7 +426,8 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 			uint64_t none[POL_TIER_COUNT] = { 0 };
 
 			prefill[r] = 0;
-			res->requests++;
+			/* counted as in process (its tenant too) */
+			pol_replay_count(res, q, 0, 0, 0);
 			if (o->request_hits)
 				o->request_hits(o->request_hits_arg, r, none);
 			continue;

@@ -36,6 +36,7 @@
  *
  * Exit status: 0 success, 1 runtime failure, 2 usage error.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -347,8 +348,9 @@ int main(int argc, char **argv)
 						 optarg);
 			errno = 0;
 			id = strtoul(optarg, &end, 10);
-			if (!eq || end != eq || eq == optarg || errno ||
-			    *optarg == '-' || id >= POL_TENANT_OTHERS ||
+			if (!eq || end != eq ||
+			    !isdigit((unsigned char)*optarg) || errno ||
+			    id >= POL_TENANT_OTHERS ||
 			    pol_tenant_limit_parse(eq + 1, l->blocks))
 				return die_usage("bad --tenant-limit '%s' "
 						 "(ID=gpu:N,host:N,nvme:N: a "
@@ -361,7 +363,9 @@ int main(int argc, char **argv)
 					return die_usage("--tenant-limit '%s': "
 							 "that tenant twice",
 							 optarg);
-			o.ntenant_limits++;
+			/* "none": as if not given */
+			if (l->blocks[0] || l->blocks[1] || l->blocks[2])
+				o.ntenant_limits++;
 			o.tenant_limits = limits;
 			break;
 		}
