@@ -7,7 +7,8 @@
  * write that is not written (a hash already on disk, a bad buffer) uses
  * its reservation up all the same; tier_nvme_unreserve() gives one back.
  * A write stamped with a generation its caller took earlier
- * (tier_nvme_next_generation()) keeps it.
+ * (tier_nvme_next_generation()) keeps it.  A hash on disk in another
+ * layout is not a dedup hit (-EEXIST).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_probe.h"
@@ -92,6 +93,13 @@ int main(void)
 	tier_nvme_get_stats(t, &st);
 	t_assert_eq(st.dedup_hits, 1);
 	t_assert_eq(st.reserved_slots, 0);
+	/* the same hash in another layout is other bytes: not a hit */
+	io[0] = wio(buf, 0x100, false);
+	io[0].layout_id = 2;
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 1);
+	t_assert_eq(io[0].result, -EEXIST);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.dedup_hits, 1);
 	t_ok(tier_nvme_reserve(t));
 	tier_nvme_unreserve(t);
 	io[0] = wio(buf, 0x104, false);

@@ -96,6 +96,7 @@ int main(void)
 	t_assert_eq(tier_nvme_write_batch(t, &io[NSLOTS], 1), 1);
 	t_assert_eq(io[NSLOTS].result, -ENOSPC);
 	struct tier_nvme_io dup = { .hash = 0xabc002,
+				    .layout_id = 7,
 				    .buf = other + PAYLOAD,
 				    .length = PAYLOAD };
 	t_assert_eq(tier_nvme_write_batch(t, &dup, 1), 0);

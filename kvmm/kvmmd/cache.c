@@ -162,14 +162,32 @@ static void kc_on_park_timer(struct kd_loop *loop, struct kd_timer *t)
 	kc_park_run(t->data);
 }
 
+/* What tier_nvme_foreach() found that the cache cannot use: freed after
+ * the walk (which holds the tier's lock). */
+struct kc_recover {
+	struct kd_cache *c;
+	uint32_t *unused;
+	uint64_t nunused;
+};
+
 static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 			uint64_t length, uint64_t layout_id)
 {
-	struct kd_cache *c = arg;
+	struct kc_recover *rc = arg;
+	struct kd_cache *c = rc->c;
 	struct kc_entry *e;
 
-	if (length != c->block_bytes || layout_id != c->ppb || kc_find(c, hash))
+	/*
+	 * Another layout (pages of another size making the same bytes) or a
+	 * hash met twice: not the cache's block.  Its slot must go, or it
+	 * would stay taken for the run, outside the policy, and a block of
+	 * that hash written later would find it and not be written.
+	 */
+	if (length != c->block_bytes || layout_id != c->ppb ||
+	    kc_find(c, hash)) {
+		rc->unused[rc->nunused++] = slot;
 		return 0;
+	}
 	e = kc_add(c, hash);
 	if (!e)
 		return -ENOMEM;
@@ -178,6 +196,31 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	kd_fifo_push_tail(&c->cold, &e->cold); /* kc_order_cold() sorts */
 	c->st.recovered_blocks++;
 	return 0;
+}
+
+/* The NVMe tier's blocks from the last run that the cache can serve
+ * become cold entries (kc_recovered()); the others' slots are freed. */
+static int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns)
+{
+	struct kc_recover rc = { .c = c };
+	uint64_t freed = 0;
+	int r;
+
+	if (!ns->ready_slots)
+		return 0;
+	rc.unused = calloc(ns->ready_slots, sizeof(*rc.unused));
+	if (!rc.unused)
+		return -ENOMEM;
+	r = tier_nvme_foreach(c->nvme, kc_recovered, &rc);
+	for (uint64_t i = 0; i < rc.nunused; i++)
+		freed += tier_nvme_free(c->nvme, rc.unused[i]) == 0;
+	if (rc.nunused)
+		vmm_log(VMM_LOG_WARN,
+			"cache: %llu NVMe blocks from the last run are of another layout (blocks of %zu bytes in pages of another size): %llu slots freed",
+			(unsigned long long)rc.nunused, c->block_bytes,
+			(unsigned long long)freed);
+	free(rc.unused);
+	return r;
 }
 
 struct kc_cold_ref {
@@ -414,7 +457,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		 * (kc_nvme_slot()) */
 		po.capacity[POL_TIER_NVME] =
 			ns.capacity_slots > 1 ? ns.capacity_slots - 1 : 1;
-		r = tier_nvme_foreach(c->nvme, kc_recovered, c);
+		r = kc_recover(c, &ns);
 		if (r)
 			goto err;
 		r = kc_order_cold(c);

@@ -158,9 +158,10 @@ int tier_nvme_peek(const char *path, struct tier_nvme_peek *out);
 void tier_nvme_close(struct tier_nvme *t);
 
 /*
- * Write n blocks.  Each gets a slot (a hash already READY is not written
- * again: its slot is returned and dedup_hits counted; one still being
- * written by another batch fails with -EEXIST), its header and payload
+ * Write n blocks.  Each gets a slot (a hash already READY with the same
+ * layout_id and length is not written again: its slot is returned and
+ * dedup_hits counted; one still being written by another batch, or READY
+ * in another layout or length, fails with -EEXIST), its header and payload
  * are written with up to queue_depth I/Os in flight across this and the
  * other batches in progress, and it becomes READY when both completed.  Returns how many
  * blocks failed; each io's result says why.

@@ -752,8 +752,12 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		}
 		if (slot != NVME_NONE) {
 			io->slot = slot;
+			/* the same block only: a slot of that hash in
+			 * another layout or length holds other bytes */
 			if (t->slots[slot].state == TIER_SLOT_READY &&
-			    !t->slots[slot].bad) {
+			    !t->slots[slot].bad &&
+			    t->slots[slot].layout_id == io->layout_id &&
+			    t->slots[slot].length == io->length) {
 				t->st.dedup_hits++;
 				io->result = 0;
 			} else {
