@@ -469,8 +469,13 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		tier_nvme_unreserve(c->nvme);
 		job->nvme_reserved = false;
 	}
-	if (!ok)
+	if (!ok) {
 		c->st.migrations_failed++;
+		vmm_log(VMM_LOG_WARN,
+			"cache: %s move of block %016llx failed: %s",
+			migrate_kind_string(job->kind),
+			(unsigned long long)job->hash, strerror(-job->result));
+	}
 	if (job->kind == MIGRATE_GPU_TO_HOST) {
 		/* the copy is out (or failed): the pages may go back; held
 		 * ones stay with their sequences, which keep the hash (a

@@ -338,8 +338,14 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 		if (job->result == -EBADMSG)
 			e->nvme_slot =
 				MIGRATE_NO_SLOT; /* the tier dropped it */
-		else if (job->state == MIGRATE_FAILED)
+		else if (job->state == MIGRATE_FAILED) {
 			c->st.migrations_failed++;
+			vmm_log(VMM_LOG_WARN,
+				"cache: %s restore of block %016llx failed: %s",
+				migrate_kind_string(job->kind),
+				(unsigned long long)job->hash,
+				strerror(-job->result));
+		}
 		migrate_job_free(job);
 		kd_block_put(c->d, blk); /* never mapped by anyone */
 		kc_restore_hand_out(c, e, NULL, from, &pos, &few, &tenant);
