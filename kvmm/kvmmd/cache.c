@@ -1099,7 +1099,21 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			continue;
 		}
 		e = kc_find(c, hashes[i]);
-		if (e && !e->in_pol && (e->dead || e->drop_after))
+		if (e && !e->in_pol && e->drop_after) {
+			/*
+			 * Dropped while a move of it runs: the entry lives
+			 * until the move ends (kc_job_done()).  A second entry
+			 * for the hash would meet its NVMe slot (the tier
+			 * dedups by hash), keep it after the first frees it,
+			 * and later read another block there (a restore
+			 * failed with -ENOENT) or free it under one: not
+			 * cached this time.
+			 */
+			rep.not_cached++;
+			c->st.not_cached++;
+			continue;
+		}
+		if (e && !e->in_pol && e->dead)
 			e = NULL; /* dropped (freed after this call): gone */
 		if (e) {
 			int r = kc_publish_promote(c, e, blk, &desc);
