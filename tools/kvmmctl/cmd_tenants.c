@@ -74,10 +74,19 @@ static const char *kind_name(uint32_t kind)
 	return kind == KVMM_TENANT_GID ? "gid" : "uid";
 }
 
+static const char *const tier[3] = { "gpu", "host", "nvme" };
+
+/* {"gpu":N,"host":N,"nvme":N} */
+static void print_tiers(const uint64_t v[3])
+{
+	for (int k = 0; k < 3; k++)
+		printf("%s\"%s\":%llu", k ? "," : "{", tier[k],
+		       (unsigned long long)v[k]);
+	putchar('}');
+}
+
 static void print_json(const struct kvmm_tenants_reply *rep)
 {
-	static const char *const tier[3] = { "gpu", "host", "nvme" };
-
 	printf("{\"kind\":\"%s\",\"tenants\":[", kind_name(rep->kind));
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		const struct kvmm_tenant_info *t = tenant_at(rep, i);
@@ -86,25 +95,19 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 			printf("%s{\"id\":\"others\"", i ? "," : "");
 		else
 			printf("%s{\"id\":%u", i ? "," : "", t->id);
-		printf(",\"sessions\":%u,\"cached_blocks\":{", t->sessions);
-		for (int k = 0; k < 3; k++)
-			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
-			       (unsigned long long)t->cached_blocks[k]);
-		printf("},\"admitted_blocks\":%llu,\"prefix_opens\":%llu,"
-		       "\"hit_blocks\":{",
+		printf(",\"sessions\":%u,\"cached_blocks\":", t->sessions);
+		print_tiers(t->cached_blocks);
+		printf(",\"admitted_blocks\":%llu,\"prefix_opens\":%llu,"
+		       "\"hit_blocks\":",
 		       (unsigned long long)t->admitted_blocks,
 		       (unsigned long long)t->prefix_opens);
-		for (int k = 0; k < 3; k++)
-			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
-			       (unsigned long long)t->hit_blocks[k]);
-		printf("},\"published_blocks\":%llu,\"dropped_blocks\":%llu,"
-		       "\"limit_blocks\":{",
+		print_tiers(t->hit_blocks);
+		printf(",\"published_blocks\":%llu,\"dropped_blocks\":%llu,"
+		       "\"limit_blocks\":",
 		       (unsigned long long)t->published_blocks,
 		       (unsigned long long)t->dropped_blocks);
-		for (int k = 0; k < 3; k++)
-			printf("%s\"%s\":%llu", k ? "," : "", tier[k],
-			       (unsigned long long)t->limit_blocks[k]);
-		printf("},\"limit_moves\":%llu}",
+		print_tiers(t->limit_blocks);
+		printf(",\"limit_moves\":%llu}",
 		       (unsigned long long)t->limit_moves);
 	}
 	printf("]}\n");
@@ -113,7 +116,6 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 /* "gpu:2,host:5", or "-" without a limit */
 static void limit_text(const struct kvmm_tenant_info *t, char *buf, size_t len)
 {
-	static const char *const tier[3] = { "gpu", "host", "nvme" };
 	size_t n = 0;
 
 	buf[0] = '\0';
