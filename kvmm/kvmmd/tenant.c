@@ -69,7 +69,7 @@ int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 	memcpy(old, k->limit, sizeof(old));
 	memcpy(k->limit, limit, sizeof(k->limit));
 	err = kd_cache_tenant_limit(d, id, limit);
-	if (err) /* the policy's rows are full (it saw others first) */
+	if (err) /* -ENOMEM building the tenant's lists: as it was */
 		memcpy(k->limit, old, sizeof(old));
 	return err;
 }
