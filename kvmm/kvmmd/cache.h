@@ -32,6 +32,7 @@
 #ifndef KVMM_KVMMD_CACHE_H
 #define KVMM_KVMMD_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvmm/kvmmd/kvmmd.h"
@@ -60,6 +61,13 @@ int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len);
  * no longer waits for them.
  */
 void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from);
+/*
+ * Sequence seq of s's region region_id is being opened by a PREFIX_OPEN
+ * whose reply is not sent yet: it holds blocks whose page holds the session
+ * takes only with the reply, so nothing may revoke them meanwhile.
+ */
+bool kd_cache_seq_opening(struct kd_session *s, uint32_t region_id,
+			  uint32_t seq);
 
 /* Hooks: a sequence stops using a published block (region.c); a session
  * ends (session.c: its PREFIX_OPEN waiting for restores, or its command

@@ -40,6 +40,20 @@ static struct kc_pending *kc_ready_find(struct kd_cache *c,
 	return NULL;
 }
 
+bool kd_cache_seq_opening(struct kd_session *s, uint32_t region_id,
+			  uint32_t seq)
+{
+	struct kd_cache *c = s->d->cache;
+
+	if (!c)
+		return false;
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
+		if (!pr->replied && pr->s == s && pr->region_id == region_id &&
+		    pr->seq == seq)
+			return true;
+	return false;
+}
+
 /* Blocks below upto still loading. */
 uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto)
 {

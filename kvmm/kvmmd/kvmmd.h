@@ -408,6 +408,9 @@ void kd_ring_destroy(struct kd_session *s);
 bool kd_ring_poll(struct kd_session *s);
 void kd_ring_need_wakeup(struct kd_session *s, bool on);
 bool kd_ring_pending(struct kd_session *s);
+/* Free revocation entries (and the ring's size); -ECONNRESET when the
+ * client corrupted the ring's head (the session is doomed). */
+int kd_ring_rq_room(struct kd_session *s, uint32_t *room, uint32_t *entries);
 /* Post n revocation entries; -EBUSY when they do not fit. */
 int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
 			 uint32_t n);
@@ -441,10 +444,15 @@ void kd_pin_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /* ---- revoke.c ---- */
 
-/* Take back blocks [first, end) of a sequence: post the pages, keep the
- * holds until the client acknowledges or the timeout cuts it off. */
+/*
+ * Take back blocks [first, end) of a sequence: post the pages, keep the
+ * holds until the client acknowledges or the timeout cuts it off.  When
+ * the revocation ring has room for only the last blocks' pages, those are
+ * taken back (from *from on) and -EAGAIN says to ask again for the rest;
+ * on 0, *from is the first block taken.
+ */
 int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
-		  uint32_t first_block);
+		  uint32_t first_block, uint32_t *from);
 /*
  * The generic form: take back pages from one session's process.  The
  * caller has already detached them from their owners (blocks), so the pool

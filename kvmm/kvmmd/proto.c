@@ -519,6 +519,7 @@ static int do_admin_revoke(struct req *rq)
 	struct kvmm_admin_revoke a;
 	struct kd_session *t;
 	struct kd_region *r;
+	uint32_t from = 0;
 	int err = COPY_IN(rq, a);
 
 	if (err)
@@ -531,9 +532,9 @@ static int do_admin_revoke(struct req *rq)
 	err = kd_region_lookup(t, a.region_id, &r);
 	if (err)
 		return err;
-	err = kd_revoke_seq(t, r, a.seq_id, a.first_block);
-	if (!err) /* an early open's reloads of those blocks */
-		kd_cache_seq_cut(r, a.seq_id, a.first_block);
+	err = kd_revoke_seq(t, r, a.seq_id, a.first_block, &from);
+	if (!err || err == -EAGAIN) /* an early open's reloads of them */
+		kd_cache_seq_cut(r, a.seq_id, from);
 	return err;
 }
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 static void rearm(struct kd_session *s)
@@ -96,13 +97,14 @@ out:
 }
 
 int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
-		  uint32_t first_block)
+		  uint32_t first_block, uint32_t *from)
 {
 	struct kd_daemon *d = s->d;
 	struct kvmm_rqe *e;
 	struct kd_seq *q;
-	uint32_t n = 0, k = 0;
+	uint32_t n = 0, k = 0, room, entries, start = r->max_blocks;
 	uint64_t cookie;
+	bool partial = false;
 	int err;
 
 	if (!s->ring)
@@ -112,15 +114,45 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 		return err;
 	if (first_block >= r->max_blocks)
 		return -EINVAL;
-	for (uint32_t b = first_block; b < r->max_blocks; b++)
-		if (q->blocks[b])
-			n += q->blocks[b]->nr_pages;
-	if (!n)
-		return -ENODATA;
+	/* Its blocks are not the client's yet: the holds the ack would
+	 * give back come with the open's reply (a revocation taking them
+	 * freed pages the client still mapped elsewhere). */
+	if (kd_cache_seq_opening(s, r->id, seq))
+		return -EBUSY;
+	err = kd_ring_rq_room(s, &room, &entries);
+	if (err)
+		return err;
+	/*
+	 * The blocks from the end down, as many as the RQ has room for: a
+	 * sequence of more pages than the ring holds could never be revoked
+	 * at once (-EBUSY for good).  A revocation of a suffix is a whole
+	 * one; the caller asks again for the rest (-EAGAIN) once the client
+	 * has taken these entries off the ring.
+	 */
+	for (uint32_t b = r->max_blocks; b-- > first_block;) {
+		if (!q->blocks[b])
+			continue;
+		if (n + q->blocks[b]->nr_pages > room) {
+			partial = true;
+			break;
+		}
+		n += q->blocks[b]->nr_pages;
+		start = b;
+	}
+	if (!n) {
+		if (!partial)
+			return -ENODATA;
+		/* the last block alone does not fit */
+		for (uint32_t b = r->max_blocks; b-- > first_block;)
+			if (q->blocks[b])
+				return q->blocks[b]->nr_pages > entries ?
+					       -E2BIG :
+					       -EBUSY;
+	}
 	e = calloc(n, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	for (uint32_t b = first_block; b < r->max_blocks; b++) {
+	for (uint32_t b = start; b < r->max_blocks; b++) {
 		struct kd_block *blk = q->blocks[b];
 
 		for (uint32_t i = 0; blk && i < blk->nr_pages; i++, k++) {
@@ -136,18 +168,20 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	if (err)
 		return err;
 	/* Posted: now give up ownership (pages go REVOKING, quota back). */
-	for (uint32_t b = first_block; b < r->max_blocks; b++) {
+	for (uint32_t b = start; b < r->max_blocks; b++) {
 		struct kd_block *blk = kd_seq_detach_block(r, seq, b);
 
 		if (blk)
 			kd_block_put(d, blk);
 	}
-	if (q->len > first_block * r->tokens_per_block)
-		q->len = first_block * r->tokens_per_block;
+	if (q->len > start * r->tokens_per_block)
+		q->len = start * r->tokens_per_block;
 	vmm_log(VMM_LOG_DEBUG,
-		"session %u: revoking %u pages of region %u seq %u from block %u (cookie %llu)",
-		s->id, n, r->id, seq, first_block, (unsigned long long)cookie);
-	return 0;
+		"session %u: revoking %u pages of region %u seq %u from block %u (cookie %llu)%s",
+		s->id, n, r->id, seq, start, (unsigned long long)cookie,
+		partial ? ", the rest when the ring has room" : "");
+	*from = start;
+	return partial ? -EAGAIN : 0;
 }
 
 int kd_revoke_ack(struct kd_session *s, uint64_t cookie)

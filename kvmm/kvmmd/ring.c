@@ -218,17 +218,37 @@ bool kd_ring_poll(struct kd_session *s)
 	return true;
 }
 
-int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
-			 uint32_t n)
+int kd_ring_rq_room(struct kd_session *s, uint32_t *room, uint32_t *entries)
 {
 	struct kd_ring *kr = s->ring;
-	struct kvmm_rqe *rqes;
 	uint32_t used;
 
 	if (!kr)
 		return -EINVAL;
 	used = kr->rq_tail - kr_load_acquire(kr->r.rq.head);
-	if (used > kr->r.rq.entries || kr->r.rq.entries - used < n)
+	if (used > kr->r.rq.entries) {
+		/* no revocation could ever be posted (it was -EBUSY for
+		 * good): the cut-off takes the pages back instead */
+		kd_session_doom(s, "revocation ring head out of range");
+		return -ECONNRESET;
+	}
+	*room = kr->r.rq.entries - used;
+	if (entries)
+		*entries = kr->r.rq.entries;
+	return 0;
+}
+
+int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
+			 uint32_t n)
+{
+	struct kd_ring *kr = s->ring;
+	struct kvmm_rqe *rqes;
+	uint32_t room;
+	int err = kd_ring_rq_room(s, &room, NULL);
+
+	if (err)
+		return err;
+	if (room < n)
 		return -EBUSY;
 	rqes = kr->r.rq.array;
 	for (uint32_t i = 0; i < n; i++)

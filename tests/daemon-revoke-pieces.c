@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * Revocations and the revocation ring's size, with a real kvmmd and a raw
+ * client whose RQ has 16 entries (it maps the ring and takes entries off
+ * it by hand):
+ *   - a sequence of 8 blocks of 4 pages (32 pages, twice the ring) is
+ *     taken back in pieces: ADMIN_REVOKE from block 0 revokes the last 4
+ *     blocks (16 entries, the sequence is cut to 4 blocks) and answers
+ *     -EAGAIN; -EBUSY while the entries are on the ring; once the client
+ *     took them off, the rest (0).  Before, every such request was -EBUSY
+ *     for good, even with the ring empty;
+ *   - a block of more pages than the ring holds: -E2BIG;
+ *   - `kvmmctl revoke` does the pieces itself ("revoked in 2 pieces")
+ *     while the client takes entries and acknowledges them;
+ *   - a client that moves its RQ head out of range is cut off at the next
+ *     revocation (-ECONNRESET to the admin; it was -EBUSY for good and
+ *     the client kept its pages).
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "tests/cache-common.h"
+
+#define RQ 16
+
+struct raw {
+	struct cc c;
+	struct kvmm_ring_offsets off;
+	unsigned char *ring;
+};
+
+static void raw_connect(struct raw *r, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct kvmm_hello hello = { .size = sizeof(hello),
+				    .abi_major = KVMM_ABI_MAJOR,
+				    .rq_entries = RQ };
+	struct kvmm_hello_reply rep;
+	unsigned int n;
+
+	memset(r, 0, sizeof(*r));
+	r->c.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	t_assert(r->c.sock >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	t_ok(connect(r->c.sock, (struct sockaddr *)&sa, sizeof(sa)));
+	t_ok(cc_call(&r->c, KVMM_CMD_HELLO, &hello, sizeof(hello), &rep,
+		     sizeof(rep), r->c.ring_fds, &n));
+	t_assert_eq(n, 4);
+	t_assert_eq(rep.ring.rq_entries, RQ);
+	r->off = rep.ring;
+	r->ring = mmap(NULL, r->off.mmap_size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED, r->c.ring_fds[0], 0);
+	t_assert(r->ring != MAP_FAILED);
+}
+
+static uint32_t *word(struct raw *r, uint32_t off)
+{
+	return (uint32_t *)(r->ring + off);
+}
+
+/* Take every posted entry off the ring and acknowledge the requests they
+ * end; returns the entries taken. */
+static uint32_t take_entries(struct raw *r)
+{
+	uint32_t head =
+		__atomic_load_n(word(r, r->off.rq_head), __ATOMIC_RELAXED);
+	uint32_t tail =
+		__atomic_load_n(word(r, r->off.rq_tail), __ATOMIC_ACQUIRE);
+	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
+	uint32_t n = tail - head;
+
+	for (; head != tail; head++) {
+		const struct kvmm_rqe *x = &e[head & (RQ - 1)];
+
+		if (x->flags & KVMM_RQE_F_LAST) {
+			struct kvmm_revoke_ack a = { .size = sizeof(a),
+						     .cookie = x->cookie };
+
+			__atomic_store_n(word(r, r->off.rq_head), head + 1,
+					 __ATOMIC_RELEASE);
+			t_ok(cc_call(&r->c, KVMM_CMD_REVOKE_ACK, &a, sizeof(a),
+				     NULL, 0, NULL, NULL));
+		}
+	}
+	__atomic_store_n(word(r, r->off.rq_head), tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+static uint32_t session_id(struct raw *r)
+{
+	struct kvmm_stats_reply st;
+
+	t_ok(cc_call(&r->c, KVMM_CMD_STATS, NULL, 0, &st, sizeof(st), NULL,
+		     NULL));
+	return st.session_id;
+}
+
+static int admin_revoke(struct kvmm_conn *admin, uint32_t sid, uint32_t region,
+			uint32_t seq)
+{
+	struct kvmm_admin_revoke a = { .size = sizeof(a),
+				       .session_id = sid,
+				       .region_id = region,
+				       .seq_id = seq };
+
+	return kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			  NULL);
+}
+
+/* A sequence of nblocks blocks of CC_PPB pages in region r->c.region. */
+static uint32_t filled_seq(struct raw *r, uint32_t nblocks)
+{
+	static uint32_t ids[16 * CC_PPB];
+	uint32_t seq = cc_seq_open(&r->c);
+
+	t_ok(cc_try_extend(&r->c, seq, nblocks * CC_TPB, ids));
+	return seq;
+}
+
+static uint64_t pages_allocated(struct td_daemon *d)
+{
+	struct kvmm_status_reply st;
+
+	t_ok(td_status(d, &st));
+	return st.pages_allocated;
+}
+
+int main(void)
+{
+	struct kvmm_region_create big = { .size = sizeof(big),
+					  .layers = 16, /* 32 pages a block */
+					  .kv_heads = 2,
+					  .head_dim = 64,
+					  .dtype_bytes = 2,
+					  .max_seqs = 2,
+					  .max_tokens = CC_TPB };
+	struct kvmm_region_create_reply br;
+	struct kvmm_status_reply st;
+	struct kvmm_conn *admin;
+	struct td_daemon d;
+	struct raw r;
+	uint32_t sid, seq;
+	int status;
+	pid_t pid;
+
+	t_ok(td_start(&d,
+		      (const char *[]){ "--revoke-timeout", "60000", NULL }));
+	t_ok(kc_connect_admin(d.sock, &admin));
+	raw_connect(&r, d.sock);
+	cc_region(&r.c);
+	sid = session_id(&r);
+
+	/* 32 pages on a ring of 16: two pieces */
+	seq = filled_seq(&r, 8);
+	t_assert_eq(pages_allocated(&d), 8 * CC_PPB);
+	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -EAGAIN);
+	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -EBUSY);
+	t_assert_eq(take_entries(&r), RQ);
+	t_assert_eq(pages_allocated(&d), 4 * CC_PPB); /* acked: freed */
+	t_ok(admin_revoke(admin, sid, r.c.region, seq));
+	t_assert_eq(take_entries(&r), RQ);
+	t_assert_eq(pages_allocated(&d), 0);
+	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -ENODATA);
+
+	/* a block that never fits */
+	t_ok(cc_call(&r.c, KVMM_CMD_REGION_CREATE, &big, sizeof(big), &br,
+		     sizeof(br), NULL, NULL));
+	{
+		struct kvmm_region_ref ref = { .size = sizeof(ref),
+					       .region_id = br.region_id };
+		struct kvmm_seq_extend ex = { .size = sizeof(ex),
+					      .region_id = br.region_id,
+					      .new_len = CC_TPB };
+		struct kvmm_seq_open_reply so;
+
+		t_ok(cc_call(&r.c, KVMM_CMD_SEQ_OPEN, &ref, sizeof(ref), &so,
+			     sizeof(so), NULL, NULL));
+		ex.seq_id = so.seq_id;
+		t_ok(cc_call(&r.c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), NULL,
+			     0, NULL, NULL));
+		t_assert_eq(admin_revoke(admin, sid, br.region_id, so.seq_id),
+			    -E2BIG);
+		t_ok(cc_call(&r.c, KVMM_CMD_REGION_DESTROY, &ref, sizeof(ref),
+			     NULL, 0, NULL, NULL));
+	}
+
+	/* kvmmctl revoke does the pieces while the client takes them */
+	seq = filled_seq(&r, 8);
+	pid = fork();
+	if (pid == 0) {
+		static char out[4096];
+		char args[128];
+
+		snprintf(args, sizeof(args), "revoke %u %u %u", sid, r.c.region,
+			 seq);
+		_exit(td_kvmmctl(d.sock, args, out, sizeof(out)) == 0 &&
+				      strstr(out, "revoked in 2 pieces") ?
+			      0 :
+			      1);
+	}
+	{
+		uint32_t taken = 0;
+
+		while (waitpid(pid, &status, WNOHANG) == 0) {
+			taken += take_entries(&r);
+			usleep(1000);
+		}
+		taken += take_entries(&r);
+		t_assert_eq(taken, 8 * CC_PPB);
+	}
+	t_assert(WIFEXITED(status));
+	t_assert_eq(WEXITSTATUS(status), 0);
+	t_assert_eq(pages_allocated(&d), 0);
+
+	/* a ring head out of range: cut off, not -EBUSY for good */
+	seq = filled_seq(&r, 1);
+	__atomic_store_n(word(&r, r.off.rq_head), 0x10000000u,
+			 __ATOMIC_RELEASE);
+	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -ECONNRESET);
+	for (int i = 0; i < 2000; i++) {
+		t_ok(td_status(&d, &st));
+		if (st.sessions_cut_off == 1)
+			break;
+		usleep(1000);
+	}
+	t_assert_eq(st.sessions_cut_off, 1);
+	t_assert_eq(st.revocations_posted, 4);
+	t_assert_eq(st.revocations_acked, 4);
+
+	close(r.c.sock);
+	kvmm_disconnect(admin);
+	t_ok(td_stop(&d));
+	printf("ok\n");
+	return 0;
+}
