@@ -114,6 +114,13 @@ static void check_good_client(void)
 static void unprivileged(void)
 {
 	struct kvmm_hello h = hello_msg();
+	struct kvmm_region_create rc = { .size = sizeof(rc),
+					 .layers = 2,
+					 .kv_heads = 2,
+					 .head_dim = 64,
+					 .dtype_bytes = 2,
+					 .max_seqs = 4,
+					 .max_tokens = 1024 };
 	struct kvmm_status_reply st;
 	int status;
 	pid_t p;
@@ -133,6 +140,11 @@ static void unprivileged(void)
 		if (cmd(fd, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st)) !=
 		    -EPERM)
 			_exit(2);
+		/* a session without rings may not own pages: nothing could
+		 * revoke them (it used to create regions and extend) */
+		if (cmd(fd, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), NULL, 0) !=
+		    -EOPNOTSUPP)
+			_exit(3);
 		_exit(0);
 	}
 	waitpid(p, &status, 0);
@@ -272,6 +284,65 @@ int main(void)
 	t_assert_eq(cmd(fd, KVMM_CMD_SEQ_OPEN, &ref, sizeof(ref), NULL, 0),
 		    -EINVAL);
 	ref.flags = 0;
+	{
+		/* The 8192-page cap in 64 bits: blocks of 2048 pages times
+		 * 2^21 blocks wrapped to 0 pages in 32 and passed it, then
+		 * tried to allocate 2^32 pages. */
+		struct kvmm_region_create big = { .size = sizeof(big),
+						  .layers = 1024,
+						  .kv_heads = 256,
+						  .head_dim = 128,
+						  .dtype_bytes = 2,
+						  .max_seqs = 2,
+						  .max_tokens = 1u << 22 };
+		struct kvmm_region_create_reply br;
+		struct kvmm_region_ref bref = { .size = sizeof(bref) };
+		struct kvmm_seq_extend bx = { .size = sizeof(bx) };
+
+		t_ok(cmd(fd, KVMM_CMD_REGION_CREATE, &big, sizeof(big), &br,
+			 sizeof(br)));
+		t_assert_eq(br.pages_per_block, 2048);
+		bref.region_id = br.region_id;
+		t_ok(cmd(fd, KVMM_CMD_SEQ_OPEN, &bref, sizeof(bref), NULL, 0));
+		bx.region_id = br.region_id;
+		bx.want_blocks = 1u << 21; /* 2^32 pages */
+		t_assert_eq(cmd(fd, KVMM_CMD_SEQ_EXTEND, &bx, sizeof(bx), NULL,
+				0),
+			    -E2BIG);
+		bx.want_blocks = (1u << 21) + 4; /* 2^32 + 8192 */
+		t_assert_eq(cmd(fd, KVMM_CMD_SEQ_EXTEND, &bx, sizeof(bx), NULL,
+				0),
+			    -E2BIG);
+		t_ok(cmd(fd, KVMM_CMD_REGION_DESTROY, &bref, sizeof(bref), NULL,
+			 0));
+	}
+	{
+		/* A newer client's larger PREFIX_OPEN (hashes after its
+		 * size): a zero tail is accepted, a nonzero one -E2BIG, as
+		 * for the fixed-size commands (it was -EINVAL). */
+		struct {
+			struct kvmm_prefix_open po;
+			uint64_t newer[2];
+			uint64_t hash;
+		} big = { .po = { .size = sizeof(big.po) + 16,
+				  .region_id = rr.region_id,
+				  .nr_hashes = 1 },
+			  .hash = 0x5eed };
+		struct kvmm_prefix_open_reply pr;
+		struct kvmm_region_ref cref = ref;
+
+		_Static_assert(sizeof(big) == sizeof(big.po) + 24, "packed");
+		big.newer[1] = 1;
+		t_assert_eq(cmd(fd, KVMM_CMD_PREFIX_OPEN, &big, sizeof(big),
+				NULL, 0),
+			    -E2BIG);
+		big.newer[1] = 0;
+		t_ok(cmd(fd, KVMM_CMD_PREFIX_OPEN, &big, sizeof(big), &pr,
+			 sizeof(pr)));
+		t_assert_eq(pr.nr_blocks, 0);
+		cref.seq_id = pr.seq_id;
+		t_ok(cmd(fd, KVMM_CMD_SEQ_CLOSE, &cref, sizeof(cref), NULL, 0));
+	}
 	t_assert_eq(cmd(fd, KVMM_CMD_REVOKE_ACK,
 			&(struct kvmm_revoke_ack){ .size = 32, .cookie = 5 },
 			32, NULL, 0),
@@ -286,6 +357,25 @@ int main(void)
 			0),
 		    -EPERM);
 	t_assert_eq(cmd(fd, KVMM_CMD_SEQ_OPEN, &ref, sizeof(ref), NULL, 0), 0);
+	{
+		/* the largest SQ with the default CQ (2 x SQ, at most the
+		 * limit): it was refused for its CQ */
+		struct kvmm_hello_reply hr3;
+		int fd3 = raw_connect();
+
+		h.sq_entries = 16384;
+		t_ok(cmd(fd3, KVMM_CMD_HELLO, &h, sizeof(h), &hr3,
+			 sizeof(hr3)));
+		t_assert_eq(hr3.ring.sq_entries, 16384);
+		t_assert_eq(hr3.ring.cq_entries, 16384);
+		h.sq_entries = 16385;
+		close(fd3);
+		fd3 = raw_connect();
+		t_assert_eq(cmd(fd3, KVMM_CMD_HELLO, &h, sizeof(h), NULL, 0),
+			    -EINVAL);
+		h.sq_entries = 0;
+		close(fd3);
+	}
 
 	check_good_client();
 	unprivileged();

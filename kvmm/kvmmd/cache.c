@@ -934,16 +934,20 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 	if (len < known)
 		return -EINVAL;
 	memcpy(&size, p, sizeof(size));
-	if (size != known)
-		return -EINVAL;
 	memcpy(&count, (const char *)p + n_off, sizeof(count));
-	if (count > KVMM_PREFIX_MAX_BLOCKS || len != known + count * 8ull)
+	if (size < known || count > KVMM_PREFIX_MAX_BLOCKS ||
+	    len != size + count * 8ull)
 		return -EINVAL;
+	/* a newer client's larger struct: what we do not know must be
+	 * zero (the openat2() rule of every fixed-size command) */
+	for (size_t i = known; i < size; i++)
+		if (((const unsigned char *)p)[i])
+			return -E2BIG;
 	memcpy(out, p, known);
 	*tail = malloc(count * sizeof(uint64_t) + 1);
 	if (!*tail)
 		return -ENOMEM;
-	memcpy(*tail, (const char *)p + known, count * sizeof(uint64_t));
+	memcpy(*tail, (const char *)p + size, count * sizeof(uint64_t));
 	*n = count;
 	return 0;
 }

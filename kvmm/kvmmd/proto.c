@@ -102,6 +102,10 @@ static int do_region_create(struct req *rq)
 
 	if (err)
 		return err;
+	/* A session without rings (HELLO_F_ADMIN, which any uid may ask
+	 * for) could not be sent revocations: it may not own pages. */
+	if (rq->s->admin_only)
+		return -EOPNOTSUPP;
 	err = kd_region_create(rq->s, &rc, &rep);
 	if (err)
 		return err;
@@ -202,9 +206,11 @@ static int do_seq_extend(struct req *rq)
 		to = r->max_blocks;
 	for (first = 0; first < to && q->blocks[first]; first++)
 		;
-	nr_pages = (to - first) * r->pages_per_block;
-	if (nr_pages > KVMM_EXTEND_MAX_PAGES)
+	/* in 64 bits: blocks of 2048 pages times 2^21 blocks wrapped to 0
+	 * in 32 and passed the cap */
+	if ((uint64_t)(to - first) * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
 		return -E2BIG;
+	nr_pages = (to - first) * r->pages_per_block;
 	rep_len = sizeof(*rep) + nr_pages * sizeof(uint32_t);
 	rep = calloc(1, rep_len);
 	fds = calloc(nr_pages + 1, sizeof(*fds));

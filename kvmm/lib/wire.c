@@ -166,8 +166,9 @@ int kr_layout(uint32_t sq, uint32_t cq, uint32_t rq,
 
 	if (!sq)
 		sq = KR_DEFAULT_SQ;
-	if (!cq)
-		cq = 2 * sq;
+	if (!cq) /* twice the SQ, within the limit (an SQ above half of it
+		  * was refused for its default CQ) */
+		cq = sq > KR_MAX_ENTRIES / 2 ? KR_MAX_ENTRIES : 2 * sq;
 	if (!rq)
 		rq = 4096;
 	if (sq > KR_MAX_ENTRIES || cq > KR_MAX_ENTRIES || rq > KR_MAX_ENTRIES)

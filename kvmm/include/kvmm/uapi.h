@@ -102,7 +102,7 @@ struct kvmm_hello {
 	uint16_t abi_minor;
 	uint32_t flags; /* KVMM_HELLO_F_* */
 	uint32_t sq_entries; /* 0 = default; rounded up to a power of two */
-	uint32_t cq_entries; /* 0 = 2 * sq_entries */
+	uint32_t cq_entries; /* 0 = 2 * sq_entries, at most 16384 */
 	uint32_t rq_entries; /* 0 = default */
 	char name[32]; /* free text for kvmmctl, NUL padded */
 	uint64_t reserved[4];
