@@ -11,6 +11,7 @@
  * (no kernel of ours reads the pages then) or on request.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "ebpf/telemetry_shm.h"
@@ -86,6 +87,7 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 	uint64_t cookies[64];
 	uint32_t nr_cookies = 0;
 	int pages = 0, err = 0;
+	bool more;
 	uint64_t v;
 
 	if (!c || !c->ring_mem)
@@ -113,7 +115,18 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		kr_store_release(c->r.rq.head, c->rq_head);
 	}
 	c->st.pages_revoked += pages;
+	more = kr_load_acquire(c->r.rq.tail) != c->rq_head;
 	pthread_mutex_unlock(&c->lock);
+	if (more) {
+		/* 64 requests a call: the eventfd was cleared above, so a
+		 * caller asleep on kvmm_poll_fd() would not learn of the
+		 * rest until the daemon posted again (or timed it out) */
+		uint64_t one = 1;
+
+		if (write(c->rv_efd, &one, sizeof(one)) < 0) {
+			/* EAGAIN: the counter is saturated, still readable */
+		}
+	}
 	for (uint32_t i = 0; i < nr_cookies; i++) {
 		int e = kc_ring_cmd(c, KVMM_CMD_REVOKE_ACK, 0, 0, cookies[i],
 				    NULL);

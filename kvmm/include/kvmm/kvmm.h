@@ -270,7 +270,9 @@ int kvmm_step_end(struct kvmm_conn *conn);
 
 /* Readable when the daemon has posted revocations. */
 int kvmm_poll_fd(struct kvmm_conn *conn);
-/* Apply pending revocations now; returns how many pages were given back. */
+/* Apply pending revocations now; returns how many pages were given back.
+ * A call applies at most 64 revocation requests; when more are pending,
+ * kvmm_poll_fd() stays readable for the next call. */
 int kvmm_process_revocations(struct kvmm_conn *conn);
 
 /* A no-op round trip (through the ring, or the socket with via_socket). */
