@@ -383,7 +383,13 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	}
 	if (to == POL_TIER_GPU)
 		return; /* a promotion: the restore code does the copy */
-	if (from == POL_TIER_HOST && to == POL_TIER_NVME &&
+	/* A live KVMM_PIN_F_DEMOTE pin promises the block stays cached
+	 * until its TTL: it goes down whatever its uses (it was dropped,
+	 * and its pin with it). */
+	bool demote_pinned = (b->flags & POL_BLOCK_TTL_DEMOTE) &&
+			     b->ttl_expiry > pol_cache_clock(c->pol);
+
+	if (from == POL_TIER_HOST && to == POL_TIER_NVME && !demote_pinned &&
 	    e->uses < c->d->cfg.nvme_admit_uses) {
 		/* not used often enough to be worth a disk write (and a slot
 		 * another block could use): dropped from the host tier */
