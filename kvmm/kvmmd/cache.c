@@ -962,6 +962,28 @@ static void kc_take_block(struct kc_entry *e, struct kd_block *blk)
 }
 
 /*
+ * The policy's references on GPU block e: one per sequence using it, as
+ * kd_cache_block_unref() drops one at every put.  Pages several sequences
+ * already share when one publishes them (a restore that stayed below
+ * handed the same uncached pages to every open waiting for it) take one
+ * for each: a single one let the first holder's put leave a block in use
+ * evictable (found by a review).
+ */
+static int kc_ref_users(struct kd_cache *c, struct kc_entry *e)
+{
+	for (uint32_t k = 1; k < e->blk->refcnt; k++) {
+		int r = pol_cache_ref(c->pol, e->hash);
+
+		if (r) {
+			while (--k >= 1)
+				pol_cache_unref(c->pol, e->hash);
+			return r;
+		}
+	}
+	return 0;
+}
+
+/*
  * A sequence publishes, from its own GPU pages, content the cache holds
  * in the host or NVMe tier (typically a block a restore plan handed out
  * to recompute, KVMM_BLOCK_RECOMPUTE): those pages become the block's GPU
@@ -1016,7 +1038,7 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	r = pol_cache_access(c->pol, desc, NULL);
 	(void)pol_cache_unpin(c->pol, e->hash);
 	if (!r && !e->dead && e->in_pol)
-		r = pol_cache_ref(c->pol, e->hash);
+		r = kc_ref_users(c, e);
 	if (r || e->dead || !e->in_pol) {
 		/* should not happen (there was room): kc_move() dropped it
 		 * (the cache's reference went), the sequence keeps its
@@ -1151,7 +1173,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		/* the policy may have sent it down at once: copied from
 		 * these pages (kc_move()), cached below, not referenced */
 		if (!err && !e->dead && e->tier == POL_TIER_GPU)
-			err = pol_cache_ref(c->pol, hashes[i]);
+			err = kc_ref_users(c, e);
 		if (err || e->dead) {
 			/* no room: every cached GPU block is in use */
 			if (!e->dead) {
