@@ -1089,7 +1089,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t b = bp.first_block + i;
 
-		if (!hashes[i] || !q->blocks[b] ||
+		if (!hashes[i] || !kd_seq_block(q, b) ||
 		    (uint64_t)(b + 1) * r->tokens_per_block > q->len)
 			goto out;
 		if (q->blocks[b]->hash && q->blocks[b]->hash != hashes[i])

@@ -398,7 +398,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	while (hit < pr->lim &&
 	       (pr->state[hit] == KC_SLOT_READY ||
 		(pr->state[hit] == KC_SLOT_WAIT && pr->att[hit])) &&
-	       q->blocks[hit])
+	       kd_seq_block(q, hit))
 		hit++;
 	/* the prefix ends with a block found (holes only between them):
 	 * when a later block failed, the holes before it go back too */
@@ -817,6 +817,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = -ENOSPC;
 	if (r->nr_open >= r->max_seqs)
 		goto out;
+	/* and a session whose block tables are at their budget, before
+	 * anything else (the walk's blocks go into a table of n) */
+	err = -ENOBUFS;
+	if (!kd_seq_slots_room(s, n))
+		goto out;
 	err = -ENOMEM;
 	pr = kc_pending_new(n);
 	tiers = malloc(n + 1);
@@ -847,6 +852,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = kd_seq_open(r, &seq);
 	if (err)
 		goto out;
+	err = kd_seq_reserve(r, seq, n);
+	if (err) {
+		kd_seq_close(r, seq, false);
+		goto out;
+	}
 	r->seqs[seq].few_new = few_new;
 	pr->s = s;
 	pr->tenant = kd_tenant_charge(d, s);
@@ -866,6 +876,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->open_id = c->st.prefix_opens;
 	if (!opened)
 		kc_prefix_walk(c, pr, r, tiers, plan, pinned);
+	/* blocks past [0, lim) get none from this open: their room goes
+	 * back to the session's budget */
+	kd_seq_trim(r, seq, pr->lim);
 	free(tiers);
 	free(plan);
 	free(pinned);

@@ -92,7 +92,7 @@ static int kc_ready_reply(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (err)
 		return err;
 	for (uint32_t b = 0; b < upto; b++)
-		if (!q->blocks[b])
+		if (!kd_seq_block(q, b))
 			return -ERANGE;
 	for (uint32_t i = 0; pr && i < pr->lim && i < upto; i++)
 		nfailed += pr->state[i] == KC_SLOT_FAILED;
@@ -142,7 +142,7 @@ int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return kc_ready_reply(s, h, r, w.seq_id, w.upto_block, pr);
 	/* but first the cheap error: a block without pages */
 	for (uint32_t b = 0; b < w.upto_block; b++)
-		if (!q->blocks[b])
+		if (!kd_seq_block(q, b))
 			return -ERANGE;
 	pr->waiting = true;
 	pr->wh = *h;

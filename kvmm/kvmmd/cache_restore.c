@@ -199,7 +199,7 @@ static bool kc_early_holds(struct kc_pending *pr, struct kd_region *r,
 
 	if (!r || kd_seq_lookup(r, pr->seq, &q))
 		return false;
-	return q->gen == pr->gen && q->blocks[i] == blk;
+	return q->gen == pr->gen && kd_seq_block(q, i) == blk;
 }
 
 /* Is there a hole (a block in no tier) before block i of pr? */

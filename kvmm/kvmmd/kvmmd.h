@@ -245,13 +245,36 @@ struct kd_block {
 
 struct kd_seq {
 	bool open;
-	uint32_t gen; /* which opening of the slot (kvmm_rqe.seq_gen) */
-	uint32_t len; /* tokens */
 	/* opened by a PREFIX_OPEN whose hashes brought few blocks the cache
 	 * did not know (pol_cache_few_new): its blocks' accesses say so */
 	bool few_new;
-	struct kd_block **blocks; /* max_blocks slots, NULL = no pages */
+	uint32_t gen; /* which opening of the slot (kvmm_rqe.seq_gen) */
+	uint32_t len; /* tokens */
+	uint32_t nr_slots; /* of blocks[] */
+	/* The block table: blocks[b] for b < nr_slots (NULL = no pages);
+	 * no block at or past nr_slots.  It grows as blocks get pages
+	 * (kd_seq_reserve()), never past max_blocks, so opening, closing and
+	 * every walk over it cost what the sequence uses, not max_tokens: a
+	 * table of max_blocks entries made each open of a region of 2^24
+	 * one-token blocks allocate 128 MB and each close scan 16M entries. */
+	struct kd_block **blocks;
 };
+
+/* Block b of q, NULL when it has no pages. */
+static inline struct kd_block *kd_seq_block(const struct kd_seq *q, uint32_t b)
+{
+	return b < q->nr_slots ? q->blocks[b] : NULL;
+}
+
+/*
+ * The entries a session's block tables may hold together: twice the
+ * pool's pages, at least 2^20 (8 MB of pointers).  Its own blocks never
+ * come near (each has 2 pages or more); only prefix opens sharing cached
+ * blocks into very many sequences do, and without a bound they could
+ * make kvmmd allocate without limit.  Past it, what would grow a table
+ * fails with -ENOBUFS.
+ */
+#define KD_SEQ_SLOTS_MIN (1u << 20)
 
 struct kd_region {
 	uint32_t id;
@@ -274,7 +297,16 @@ void kd_region_destroy(struct kd_region *r, bool unhold);
  * session's. */
 int kd_region_lookup(struct kd_session *s, uint32_t id, struct kd_region **out);
 int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
+/* Opens a sequence with an empty block table. */
 int kd_seq_open(struct kd_region *r, uint32_t *seq);
+/* Room in seq's table for blocks [0, nr) (nr <= max_blocks): 0, -ENOBUFS
+ * past the session's KD_SEQ_SLOTS_MIN budget, -ENOMEM. */
+int kd_seq_reserve(struct kd_region *r, uint32_t seq, uint32_t nr);
+/* Would nr more table entries fit the session's budget? */
+bool kd_seq_slots_room(const struct kd_session *s, uint32_t nr);
+/* Shrink seq's table to blocks [0, keep) and those that have pages: what
+ * kd_seq_reserve() took for blocks that got none. */
+void kd_seq_trim(struct kd_region *r, uint32_t seq, uint32_t keep);
 /* unhold: the client has unmapped the pages (not so at session end, where
  * holds are released or quarantined as a whole). */
 void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold);
@@ -353,6 +385,7 @@ struct kd_session {
 	struct kd_region *regions;
 	uint32_t nr_regions;
 	uint64_t nr_sequences;
+	uint64_t seq_slots; /* entries of its sequences' block tables */
 	/* Per pool page: how many places this process maps it (both sides
 	 * count the same way, see region.c). */
 	uint32_t *held;

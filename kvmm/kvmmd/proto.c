@@ -204,7 +204,7 @@ static int do_seq_extend(struct req *rq)
 	to = ex.want_blocks > need ? ex.want_blocks : need;
 	if (to > r->max_blocks)
 		to = r->max_blocks;
-	for (first = 0; first < to && q->blocks[first]; first++)
+	for (first = 0; first < to && kd_seq_block(q, first); first++)
 		;
 	/* in 64 bits: blocks of 2048 pages times 2^21 blocks wrapped to 0
 	 * in 32 and passed the cap */
@@ -220,7 +220,7 @@ static int do_seq_extend(struct req *rq)
 		goto out;
 	}
 	for (uint32_t b = first; b < to; b++)
-		was[b - first] = q->blocks[b] != NULL;
+		was[b - first] = kd_seq_block(q, b) != NULL;
 	err = kd_seq_fill(r, ex.seq_id, first, to);
 	if (err == -EINPROGRESS) {
 		/* the pages come back when demotion copies end: run again
@@ -695,7 +695,7 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 		 * checked. */
 		for (uint32_t b = blocks_for(r, q->len);
 		     b < blocks_for(r, sqe->arg0); b++) {
-			if (!q->blocks[b]) {
+			if (!kd_seq_block(q, b)) {
 				res = -ENODATA;
 				break;
 			}

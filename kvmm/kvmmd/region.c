@@ -7,6 +7,9 @@
  * ranges, the slice at s * seq_stride.  A sequence is a table of block
  * pointers; block b covers tokens [b * tpb, (b + 1) * tpb) and owns one
  * pool page per (layer, K|V), ordered layer 0 K, layer 0 V, layer 1 K, ...
+ * The table grows with the blocks that get pages, never to max_blocks
+ * ahead of them (a client picks max_tokens, up to 2^24 blocks), and a
+ * session's tables share one budget (KD_SEQ_SLOTS_MIN).
  *
  * Blocks are reference counted (by the sequences using them) and charge
  * their pages to one uid's quota, so content-addressed sharing (issue #4)
@@ -185,9 +188,6 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 
 		if (q->open)
 			continue;
-		q->blocks = calloc(r->max_blocks, sizeof(*q->blocks));
-		if (!q->blocks)
-			return -ENOMEM;
 		q->open = true;
 		q->len = 0;
 		q->few_new = false;
@@ -202,13 +202,80 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 	return -ENOSPC;
 }
 
+static uint64_t seq_slots_budget(const struct kd_daemon *d)
+{
+	return 2 * d->capacity > KD_SEQ_SLOTS_MIN ? 2 * d->capacity :
+						    KD_SEQ_SLOTS_MIN;
+}
+
+bool kd_seq_slots_room(const struct kd_session *s, uint32_t nr)
+{
+	return s->seq_slots + nr <= seq_slots_budget(s->d);
+}
+
+static int seq_resize(struct kd_region *r, struct kd_seq *q, uint32_t nr)
+{
+	struct kd_session *s = r->owner;
+	struct kd_block **t;
+
+	if (!nr) {
+		free(q->blocks);
+		t = NULL;
+	} else {
+		t = realloc(q->blocks, (size_t)nr * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+	}
+	if (nr > q->nr_slots)
+		memset(t + q->nr_slots, 0,
+		       (size_t)(nr - q->nr_slots) * sizeof(*t));
+	s->seq_slots = s->seq_slots - q->nr_slots + nr;
+	q->blocks = t;
+	q->nr_slots = nr;
+	return 0;
+}
+
+int kd_seq_reserve(struct kd_region *r, uint32_t seq, uint32_t nr)
+{
+	struct kd_session *s = r->owner;
+	struct kd_seq *q = &r->seqs[seq];
+	uint64_t want;
+
+	if (nr <= q->nr_slots)
+		return 0;
+	if (nr > r->max_blocks)
+		return -EINVAL;
+	if (!kd_seq_slots_room(s, nr - q->nr_slots))
+		return -ENOBUFS;
+	/* doubling keeps the copies of a sequence grown block by block
+	 * linear; only as far as the budget and max_blocks allow */
+	want = 2 * (uint64_t)q->nr_slots;
+	if (want < 8)
+		want = 8;
+	if (want < nr || want > r->max_blocks ||
+	    !kd_seq_slots_room(s, want - q->nr_slots))
+		want = nr;
+	return seq_resize(r, q, want);
+}
+
+void kd_seq_trim(struct kd_region *r, uint32_t seq, uint32_t keep)
+{
+	struct kd_seq *q = &r->seqs[seq];
+	uint32_t top = q->nr_slots;
+
+	while (top > keep && !q->blocks[top - 1])
+		top--;
+	if (top < q->nr_slots)
+		(void)seq_resize(r, q, top); /* a failed shrink keeps it all */
+}
+
 void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
 			bool unhold)
 {
 	struct kd_session *s = r->owner;
 	struct kd_seq *q = &r->seqs[seq];
 
-	for (uint32_t b = from; b < r->max_blocks; b++) {
+	for (uint32_t b = from; b < q->nr_slots; b++) {
 		struct kd_block *blk = q->blocks[b];
 
 		if (!blk)
@@ -227,8 +294,7 @@ void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold)
 	struct kd_seq *q = &r->seqs[seq];
 
 	kd_seq_drop_blocks(r, seq, 0, unhold);
-	free(q->blocks);
-	q->blocks = NULL;
+	(void)seq_resize(r, q, 0); /* cannot fail */
 	q->open = false;
 	q->len = 0;
 	r->nr_open--;
@@ -239,7 +305,7 @@ struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 				     uint32_t b)
 {
 	struct kd_seq *q = &r->seqs[seq];
-	struct kd_block *blk = q->blocks[b];
+	struct kd_block *blk = kd_seq_block(q, b);
 
 	if (blk) {
 		q->blocks[b] = NULL;
@@ -287,13 +353,20 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	int err = 0;
 
 	for (uint32_t b = from; b < to; b++)
-		missing += !q->blocks[b];
+		missing += !kd_seq_block(q, b);
 	if (!missing)
 		return 0;
 	need = (uint64_t)missing * r->pages_per_block;
 	if (s->quota && s->quota->limit_pages &&
 	    s->quota->used_pages + need > s->quota->limit_pages)
 		return -EDQUOT;
+	/* the table first, so nothing fails once pages are taken; when the
+	 * pages do not come it stays grown to `to` until the sequence closes
+	 * (the client asked for that much; a trim here could take the room
+	 * an early PREFIX_OPEN's restores will attach to) */
+	err = kd_seq_reserve(r, seq, to);
+	if (err)
+		return err;
 	/* a full pool: cached blocks nobody uses make room (the allocation
 	 * below fails if they cannot); when their pages come back only once
 	 * their copies are done, or commands parked before this one wait for

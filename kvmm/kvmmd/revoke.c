@@ -129,7 +129,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	 * one; the caller asks again for the rest (-EAGAIN) once the client
 	 * has taken these entries off the ring.
 	 */
-	for (uint32_t b = r->max_blocks; b-- > first_block;) {
+	for (uint32_t b = q->nr_slots; b-- > first_block;) {
 		if (!q->blocks[b])
 			continue;
 		if (n + q->blocks[b]->nr_pages > room) {
@@ -143,7 +143,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 		if (!partial)
 			return -ENODATA;
 		/* the last block alone does not fit */
-		for (uint32_t b = r->max_blocks; b-- > first_block;)
+		for (uint32_t b = q->nr_slots; b-- > first_block;)
 			if (q->blocks[b])
 				return q->blocks[b]->nr_pages > entries ?
 					       -E2BIG :
@@ -152,7 +152,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	e = calloc(n, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	for (uint32_t b = start; b < r->max_blocks; b++) {
+	for (uint32_t b = start; b < q->nr_slots; b++) {
 		struct kd_block *blk = q->blocks[b];
 
 		for (uint32_t i = 0; blk && i < blk->nr_pages; i++, k++) {
@@ -168,7 +168,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	if (err)
 		return err;
 	/* Posted: now give up ownership (pages go REVOKING, quota back). */
-	for (uint32_t b = start; b < r->max_blocks; b++) {
+	for (uint32_t b = start; b < q->nr_slots; b++) {
 		struct kd_block *blk = kd_seq_detach_block(r, seq, b);
 
 		if (blk)
