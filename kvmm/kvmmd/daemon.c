@@ -37,29 +37,90 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->host_numa_node = -1;
 }
 
-struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
+/*
+ * Quotas: one entry per uid in use, in a hash table.  Entries do not move
+ * (blocks and sessions point at theirs) and go when nothing keeps them, so
+ * uids that connect and leave never fill the table; a fixed table of 64
+ * that kept every uid ever seen once left later uids without an entry,
+ * and so without any limit or count.
+ */
+static uint64_t quota_key(uint32_t uid)
 {
-	struct kd_config *c = &d->cfg;
+	uint64_t x = uid;
 
-	for (uint32_t i = 0; i < c->nr_quotas; i++)
-		if (c->quotas[i].uid == uid)
-			return &c->quotas[i];
-	if (c->nr_quotas == KD_MAX_QUOTAS)
-		return NULL;
-	c->quotas[c->nr_quotas] = (struct kd_quota){ .uid = uid };
-	return &c->quotas[c->nr_quotas++];
+	/* murmur3's finalizer: the table picks buckets by the low bits */
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
 }
 
-int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages)
+struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
+{
+	uint64_t key = quota_key(uid);
+	struct kd_quota *q;
+
+	for (struct kd_hnode *n = kd_htab_first(&d->quotas, key); n;
+	     n = n->next) {
+		q = (struct kd_quota *)n;
+		if (n->key == key && q->uid == uid)
+			return q;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->uid = uid;
+	q->node.key = key;
+	kd_htab_add(&d->quotas, &q->node);
+	return q;
+}
+
+void kd_quota_maybe_free(struct kd_daemon *d, struct kd_quota *q)
+{
+	if (q->sessions || q->used_pages || q->limit_pages)
+		return;
+	kd_htab_del(&d->quotas, &q->node);
+	free(q);
+}
+
+static int quota_limit(struct kd_daemon *d, uint32_t uid, uint64_t pages)
 {
 	struct kd_quota *q = kd_quota_for(d, uid);
 
 	if (!q)
-		return -ENOSPC;
+		return -ENOMEM;
 	q->limit_pages = pages;
+	kd_quota_maybe_free(d, q); /* unlimited and unused: no entry */
+	return 0;
+}
+
+int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages)
+{
+	int err = quota_limit(d, uid, pages);
+
+	if (err)
+		return err;
 	vmm_log(VMM_LOG_INFO, "quota: uid %u limited to %llu pages%s", uid,
 		(unsigned long long)pages, pages ? "" : " (unlimited)");
 	return 0;
+}
+
+/* At stop, once no session or block is left: the entries of limits. */
+static void quotas_free_all(struct kd_daemon *d)
+{
+	if (!d->quotas.b)
+		return;
+	for (uint64_t i = 0; i <= d->quotas.mask; i++) {
+		while (d->quotas.b[i]) {
+			struct kd_quota *q = (struct kd_quota *)d->quotas.b[i];
+
+			kd_htab_del(&d->quotas, &q->node);
+			free(q);
+		}
+	}
+	kd_htab_fini(&d->quotas);
 }
 
 static void on_signal(struct kd_loop *loop, int fd, uint32_t events, void *data)
@@ -230,11 +291,16 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 			goto err_backend;
 	}
 	/* Quotas were given in bytes: now the page size is known. */
-	for (uint32_t i = 0; i < d->cfg.nr_quotas; i++) {
-		struct kd_quota *q = &d->cfg.quotas[i];
+	err = kd_htab_init(&d->quotas, 64);
+	if (err)
+		goto err_backend;
+	for (uint32_t i = 0; i < cfg->nr_quotas; i++) {
+		const struct kd_quota_opt *o = &cfg->quotas[i];
 
-		q->limit_pages =
-			(q->limit_pages + d->page_size - 1) / d->page_size;
+		err = quota_limit(d, o->uid,
+				  (o->bytes + d->page_size - 1) / d->page_size);
+		if (err)
+			goto err_quotas;
 	}
 	/* --tenant-limit: rows of their own from the start (the policy
 	 * gets them when it is made) */
@@ -245,7 +311,7 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		if (err) {
 			vmm_log(VMM_LOG_ERR, "--tenant-limit %u: %s", l->id,
 				strerror(-err));
-			goto err_backend;
+			goto err_quotas;
 		}
 	}
 	d->capacity = cfg->gpu_mem ? cfg->gpu_mem / d->page_size : 4096;
@@ -254,19 +320,19 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 			"--gpu-mem %llu is smaller than a page (%zu)",
 			(unsigned long long)cfg->gpu_mem, d->page_size);
 		err = -EINVAL;
-		goto err_backend;
+		goto err_quotas;
 	}
 	if (d->capacity > 0xffffffu) {
 		err = -EINVAL;
 		vmm_log(VMM_LOG_ERR, "--gpu-mem: too many pages (%llu)",
 			(unsigned long long)d->capacity);
-		goto err_backend;
+		goto err_quotas;
 	}
 	raise_nofile(d);
 	err = vmm_pool_create(d->backend, d->capacity, &d->pool);
 	if (err) {
 		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));
-		goto err_backend;
+		goto err_quotas;
 	}
 	err = kd_scope_init(d);
 	if (err)
@@ -313,6 +379,8 @@ err_pool:
 	kd_cache_fini(d);
 	vmm_pool_destroy(d->pool);
 	d->pool = NULL;
+err_quotas:
+	quotas_free_all(d);
 err_backend:
 	vmm_backend_close(d->backend);
 	d->backend = NULL;
@@ -333,6 +401,7 @@ void kd_daemon_stop(struct kd_daemon *d)
 	kd_metrics_stop(d);
 	kd_session_free_all(d);
 	kd_cache_fini(d);
+	quotas_free_all(d); /* no block or session points at them now */
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
 		unlink(d->cfg.socket_path);

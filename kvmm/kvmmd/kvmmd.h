@@ -31,6 +31,7 @@
 #include "ebpf/tel_policy.h"
 
 #define KD_DEFAULT_PROFILE "h200-llama3-8b"
+#include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tenant.h"
 #include "kvmm/lib/wire.h"
@@ -96,13 +97,28 @@ uint64_t kd_now_ns(void);
 
 /* ---- daemon.c ---- */
 
+/*
+ * A uid's quota: made when one of its sessions connects or a limit is set
+ * for it, freed once nothing keeps it (no session of the uid, live or
+ * quarantined; no page charged to it; no limit), so the table holds the
+ * uids in use, not every uid ever seen.  Every session has one: a
+ * connection that cannot get it is refused, never served uncounted.
+ */
 struct kd_quota {
+	struct kd_hnode node; /* in kd_daemon.quotas */
 	uint32_t uid;
+	uint32_t sessions; /* its sessions, live and quarantined */
 	uint64_t limit_pages; /* 0 = unlimited */
 	uint64_t used_pages; /* pages owned by this uid's blocks */
 };
 
-#define KD_MAX_QUOTAS 64
+/* --quota UID=SIZE, in bytes until the page size is known */
+struct kd_quota_opt {
+	uint32_t uid;
+	uint64_t bytes;
+};
+
+#define KD_MAX_QUOTA_OPTS 64
 
 /* --tenant-limit ID=gpu:N,host:N,nvme:N (tenant.c) */
 struct kd_tenant_limit {
@@ -128,7 +144,7 @@ struct kd_config {
 	int cpu; /* pin the event loop to this CPU; -1 = no */
 	char pid_file[256];
 	uint32_t nr_quotas;
-	struct kd_quota quotas[KD_MAX_QUOTAS];
+	struct kd_quota_opt quotas[KD_MAX_QUOTA_OPTS];
 	/* telemetry (telemetry.c, ebpf/telemetry.h) */
 	int telemetry; /* enum tel_mode, default auto */
 	char telemetry_pin_root[128]; /* "" = /sys/fs/bpf/kvmm */
@@ -192,6 +208,7 @@ struct kd_daemon {
 	uint32_t next_region_id;
 	uint64_t next_cookie;
 	uint64_t pages_quarantined;
+	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
 	struct kd_scope scope; /* scope.c: whose hashes meet in the cache */
@@ -213,7 +230,12 @@ struct kd_daemon {
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg);
 int kd_daemon_run(struct kd_daemon *d);
 void kd_daemon_stop(struct kd_daemon *d);
+/* The quota of uid, made (unlimited) when it has none: NULL only when that
+ * fails (no memory). */
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid);
+/* Free q if nothing keeps it any more (see struct kd_quota). */
+void kd_quota_maybe_free(struct kd_daemon *d, struct kd_quota *q);
+/* Limit uid to pages (0 = unlimited): 0 or -ENOMEM. */
 int kd_quota_set(struct kd_daemon *d, uint32_t uid, uint64_t pages);
 
 /* ---- telemetry.c ---- */

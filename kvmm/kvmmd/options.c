@@ -362,17 +362,16 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 			return err;
 		for (uint32_t i = 0; i < cfg->nr_quotas; i++) {
 			if (cfg->quotas[i].uid == u) {
-				/* bytes until the page size is known */
-				cfg->quotas[i].limit_pages = size;
+				cfg->quotas[i].bytes = size;
 				return 0;
 			}
 		}
-		if (cfg->nr_quotas == KD_MAX_QUOTAS) {
+		if (cfg->nr_quotas == KD_MAX_QUOTA_OPTS) {
 			fprintf(stderr, "kvmmd: --quota: too many\n");
 			return -ENOSPC;
 		}
 		cfg->quotas[cfg->nr_quotas++] =
-			(struct kd_quota){ .uid = u, .limit_pages = size };
+			(struct kd_quota_opt){ .uid = u, .bytes = size };
 		return 0;
 	}
 	case KD_OPT_TENANT_LIMIT: {

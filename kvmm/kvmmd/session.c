@@ -138,23 +138,33 @@ static void session_free(struct kd_session *s)
 {
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	s->quota->sessions--;
+	kd_quota_maybe_free(s->d, s->quota);
 	free(s->held);
 	free(s);
+}
+
+/* A quarantined session's process exited (or the daemon stops): its holds
+ * go. */
+static void zombie_free(struct kd_session *s)
+{
+	struct kd_daemon *d = s->d;
+
+	kd_loop_del(&d->loop, &s->pid_file);
+	d->pages_quarantined -= s->pages_held;
+	kd_session_release_holds(s);
+	list_del(&d->zombies, s);
+	session_free(s);
 }
 
 static void on_process_exit(struct kd_loop *loop, int fd, uint32_t events,
 			    void *data)
 {
 	struct kd_session *s = data;
-	struct kd_daemon *d = s->d;
 
 	vmm_log(VMM_LOG_DEBUG, "session %u: pid %d exited, %llu pages released",
 		s->id, (int)s->pid, (unsigned long long)s->pages_held);
-	kd_loop_del(loop, &s->pid_file);
-	d->pages_quarantined -= s->pages_held;
-	kd_session_release_holds(s);
-	list_del(&d->zombies, s);
-	session_free(s);
+	zombie_free(s);
 }
 
 static bool process_gone(struct kd_session *s)
@@ -216,15 +226,8 @@ void kd_session_free_all(struct kd_daemon *d)
 		d->sessions->said_bye = true; /* shutting down: no quarantine */
 		kd_session_end(d->sessions, false, "daemon shutdown");
 	}
-	while (d->zombies) {
-		struct kd_session *s = d->zombies;
-
-		kd_loop_del(&d->loop, &s->pid_file);
-		d->pages_quarantined -= s->pages_held;
-		kd_session_release_holds(s);
-		list_del(&d->zombies, s);
-		session_free(s);
-	}
+	while (d->zombies)
+		zombie_free(d->zombies);
 }
 
 /*
@@ -428,6 +431,15 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	s->held = calloc(d->capacity, sizeof(*s->held));
 	if (!s->held)
 		goto err_free;
+	/* never a session whose pages nothing counts */
+	s->quota = kd_quota_for(d, cred.uid);
+	if (!s->quota) {
+		vmm_log(VMM_LOG_WARN,
+			"refusing connection of pid %d uid %u: no memory for its quota",
+			(int)cred.pid, cred.uid);
+		goto err_free_held;
+	}
+	s->quota->sessions++;
 	s->d = d;
 	s->id = d->next_session_id++;
 	s->pid = cred.pid;
@@ -435,7 +447,6 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	s->gid = cred.gid;
 	s->fd = cfd;
 	s->admin = cred.uid == 0 || cred.uid == d->uid;
-	s->quota = kd_quota_for(d, cred.uid);
 	s->revoke_timer.data = s;
 	/* pidfds are always close-on-exec. */
 	s->pidfd = syscall(SYS_pidfd_open, cred.pid, 0);
@@ -452,6 +463,9 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 err_pidfd:
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	s->quota->sessions--;
+	kd_quota_maybe_free(d, s->quota);
+err_free_held:
 	free(s->held);
 err_free:
 	free(s);
