@@ -6,8 +6,8 @@
  *              with bounded adaptive spinning over the session rings
  *   daemon.c   daemon start/stop: backend, pool, listener, signals
  *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off
- *              (pages of a live cut-off process stay quarantined until its
- *              pidfd says it exited)
+ *              (pages of a live cut-off process stay quarantined, and
+ *              charged to its uid's quota, until its pidfd says it exited)
  *   region.c   regions, sequences, blocks (a block owns 2L pool pages and
  *              is reference counted, so later sharing fits), held pages
  *   ring.c     the session memfd rings, daemon side
@@ -109,7 +109,9 @@ struct kd_quota {
 	uint32_t uid;
 	uint32_t sessions; /* its sessions, live and quarantined */
 	uint64_t limit_pages; /* 0 = unlimited */
-	uint64_t used_pages; /* pages owned by this uid's blocks */
+	/* pages owned by this uid's blocks, and held by its quarantined
+	 * sessions (their process may still map them: session.c) */
+	uint64_t used_pages;
 };
 
 /* --quota UID=SIZE, in bytes until the page size is known */

@@ -18,8 +18,11 @@
  *   - cut off by the daemon (revocation timeout, hostile input, admin
  *     kill): the process may live on with the pages mapped, so the holds
  *     stay quarantined until its pidfd says it exited.
- * Ownership (sequences, blocks, quota) and block pins are given back at
- * once in all cases.
+ * Ownership (sequences, blocks) and block pins are given back at once in
+ * all cases.  The pages a quarantined session holds stay charged to its
+ * uid's quota until its process exits: they are not free, and a live
+ * process that dropped connection after connection without BYE would
+ * otherwise take the whole pool past its quota.
  */
 #include <errno.h>
 #include <poll.h>
@@ -145,13 +148,14 @@ static void session_free(struct kd_session *s)
 }
 
 /* A quarantined session's process exited (or the daemon stops): its holds
- * go. */
+ * go, and with them their charge to its uid's quota. */
 static void zombie_free(struct kd_session *s)
 {
 	struct kd_daemon *d = s->d;
 
 	kd_loop_del(&d->loop, &s->pid_file);
 	d->pages_quarantined -= s->pages_held;
+	s->quota->used_pages -= s->pages_held;
 	kd_session_release_holds(s);
 	list_del(&d->zombies, s);
 	session_free(s);
@@ -210,6 +214,8 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 				      on_process_exit, s) == 0) {
 		s->zombie = true;
 		d->pages_quarantined += s->pages_held;
+		/* not free until the process exits: still the uid's */
+		s->quota->used_pages += s->pages_held;
 		list_add(&d->zombies, s);
 		vmm_log(cut_off ? VMM_LOG_WARN : VMM_LOG_DEBUG,
 			"session %u: %llu pages quarantined until pid %d exits",
