@@ -334,11 +334,13 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 		if (e->in_pol)
 			(void)pol_cache_unpin(c->pol, e->hash);
 	}
+	/* the tier dropped the block (a failed check, or reads that kept
+	 * failing): its slot may hold another block soon, never free it */
+	if (job->nvme_dropped)
+		e->nvme_slot = MIGRATE_NO_SLOT;
 	if (job->state != MIGRATE_DONE) {
-		if (job->result == -EBADMSG)
-			e->nvme_slot =
-				MIGRATE_NO_SLOT; /* the tier dropped it */
-		else if (job->state == MIGRATE_FAILED) {
+		/* a failed check is the tier's count (checksum_failures) */
+		if (job->state == MIGRATE_FAILED && job->result != -EBADMSG) {
 			c->st.migrations_failed++;
 			vmm_log(VMM_LOG_WARN,
 				"cache: %s restore of block %016llx failed: %s",

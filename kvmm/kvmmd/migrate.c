@@ -520,6 +520,7 @@ static void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 			continue;
 		}
 		io = &ios[k++];
+		job->nvme_dropped = io->dropped;
 		r = io->buf ? io->result : -EBUSY;
 		if (!r && job->length && io->length != job->length)
 			r = -EIO;
@@ -728,6 +729,7 @@ int migrate_submit(struct migrate *m, struct migrate_job *job)
 		return -ESHUTDOWN;
 	}
 	job->result = 0;
+	job->nvme_dropped = false;
 	job->next = NULL;
 	job->submit_ns = now_ns();
 	set_state(job, MIGRATE_QUEUED);

@@ -132,6 +132,10 @@ struct migrate_job {
 	/* set by the engine (read after reap, or under no lock when DONE) */
 	enum migrate_state state;
 	int result; /* 0 or -errno */
+	/* NVME_TO_*: the NVMe tier dropped the source block while reading
+	 * it (tier_nvme_io.dropped: a failed check, -EBADMSG, or reads that
+	 * kept failing): nvme_slot names nothing now; never free it */
+	bool nvme_dropped;
 	uint64_t submit_ns, start_ns, end_ns;
 	/* revocation gate (loop thread only) */
 	unsigned int revokes_pending;

@@ -21,7 +21,10 @@
  * format id, slot index and header CRC are right; of two slots with the
  * same hash the newer generation wins.  The payload CRC is checked on
  * every read; a slot that fails it is dropped, counted, and its read
- * returns -EBADMSG: a corrupted block is a miss, never served.
+ * returns -EBADMSG: a corrupted block is a miss, never served.  A slot
+ * whose reads fail with an I/O error twice in a row is dropped too
+ * (NVME_READ_FAILURES_MAX): a block the disk cannot give back is a miss,
+ * not a restore that fails again on every open.
  *
  * Eviction does not write to the disk; a block evicted before a restart
  * may come back after it, which is harmless: it is still the exact block
@@ -104,6 +107,9 @@ struct tier_nvme_stats {
 	uint64_t alloc_failures; /* -ENOSPC: the disk cap */
 	uint64_t write_errors;
 	uint64_t read_errors; /* I/O errors, short reads */
+	/* slots dropped because their reads failed (read_errors) several
+	 * times in a row (tier_nvme_priv.h: NVME_READ_FAILURES_MAX) */
+	uint64_t read_error_drops;
 	uint64_t checksum_failures; /* payload CRC mismatch: slot dropped */
 	uint64_t header_failures; /* bad header on read or at recovery */
 	uint64_t frees;
@@ -134,6 +140,11 @@ struct tier_nvme_io {
 	uint64_t generation;
 	int result; /* 0 or -errno: -ENOSPC full, -EBADMSG corrupt,
 		     * -EEXIST already being written, -EIO */
+	/* read: the tier dropped the block (it failed a check, -EBADMSG, or
+	 * its reads failed with an I/O error too many times in a row): the
+	 * slot no longer holds it and may soon hold another block, so the
+	 * caller forgets the slot (never frees it).  Set whatever result. */
+	bool dropped;
 };
 
 struct tier_nvme;
@@ -171,7 +182,12 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 /*
  * Read n READY blocks (io.slot, io.hash set; io.length from lookup) into
  * io.buf and verify header and payload CRC.  A block that fails is
- * dropped from the tier (-EBADMSG).  Returns how many blocks failed.
+ * dropped from the tier (-EBADMSG).  A read that fails with an I/O error
+ * (-EIO, a short read, any -errno of the device) leaves the block READY
+ * for another try, unless its reads failed NVME_READ_FAILURES_MAX times
+ * in a row: then it is dropped too (the read's result is still its
+ * -errno).  io.dropped says when a block was.  Returns how many blocks
+ * failed.
  */
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n);

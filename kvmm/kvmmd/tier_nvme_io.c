@@ -527,10 +527,13 @@ void nvme_engine_fini(struct tier_nvme *t)
 
 /*
  * A block's I/O is over (owner, without io_lock): publish a write; verify
- * a read's header and payload CRC before it counts as read.
+ * a read's header and payload CRC before it counts as read.  ring_failed:
+ * the ring had failed when the block was handed over, so an error may be
+ * the ring's (fail_all()), not the disk's: it does not count against the
+ * slot.
  */
 static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
-			 unsigned int idx)
+			 unsigned int idx, bool ring_failed)
 {
 	struct tier_nvme_io *io = &b->ios[idx];
 	struct nvme_slot *s = &t->slots[io->slot];
@@ -573,6 +576,17 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 	if (err) {
 		t->st.read_errors++;
 		io->result = err;
+		if (!ring_failed && !s->bad &&
+		    ++s->read_failures >= NVME_READ_FAILURES_MAX) {
+			/* persistent: a miss from now on, not a failed
+			 * restore on every open (tier_nvme_priv.h) */
+			s->bad = true;
+			t->st.read_error_drops++;
+			vmm_log(VMM_LOG_WARN,
+				"tier_nvme: slot %u (hash %016llx): %u reads in a row failed (last: %s); dropped",
+				io->slot, (unsigned long long)s->hash,
+				(unsigned int)s->read_failures, strerror(-err));
+		}
 	} else if (bad_hdr || bad_crc) {
 		if (bad_crc)
 			t->st.checksum_failures++;
@@ -585,11 +599,15 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 			io->slot, (unsigned long long)s->hash,
 			bad_crc ? "payload CRC32C" : "header");
 	} else {
+		s->read_failures = 0; /* "in a row" */
 		t->st.reads++;
 		t->st.bytes_read += h->length;
 		io->layout_id = h->layout_id;
 		io->result = 0;
 	}
+	/* this read's caller too must forget the slot, whichever reader
+	 * found it bad: it goes when the last one leaves */
+	io->dropped = s->bad;
 	if (s->bad && s->readers == 0) {
 		nvme_slot_release(t, io->slot);
 		if (t->slot_waiters)
@@ -663,11 +681,12 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 	for (;;) {
 		if (b->ready_head < b->ready_tail) {
 			unsigned int from = b->ready_head, to = b->ready_tail;
+			bool ring_failed = t->ring_err != 0;
 
 			b->ready_head = to;
 			pthread_mutex_unlock(&t->io_lock);
 			for (unsigned int k = from; k < to; k++)
-				finish_block(t, b, b->ready[k]);
+				finish_block(t, b, b->ready[k], ring_failed);
 			pthread_mutex_lock(&t->io_lock);
 			b->left -= to - from;
 			continue;
@@ -804,6 +823,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		struct tier_nvme_io *io = &ios[i];
 		struct nvme_slot *s;
 
+		io->dropped = false;
 		if (io->slot >= t->nslots) {
 			io->result = -EINVAL;
 			continue;

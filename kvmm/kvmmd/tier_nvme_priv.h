@@ -57,11 +57,28 @@ struct nvme_superblock {
 	uint64_t reserved[6];
 };
 
+/*
+ * Reads of one slot in a row that may fail with an I/O error (or a short
+ * read) before the slot is dropped, as a slot that fails its CRC is.  An
+ * error that reaches us has outlived the kernel's own retries already
+ * (the NVMe driver retries a failed command, the block layer times one
+ * out and resets the controller), so a second one in a row on a later
+ * read is taken as persistent: kept READY, the block would be tried, and
+ * cut a client's prefix short there, on every open.  One try more than
+ * one, so that a one-off (a controller reset or path failover during the
+ * read) does not lose the block; each further try costs a client a
+ * prefix cut short, for a block that can be recomputed.
+ */
+#define NVME_READ_FAILURES_MAX 2
+
 /* In-memory metadata of one slot (t->lock). */
 struct nvme_slot {
 	enum tier_slot_state state;
 	uint32_t readers; /* reads in flight */
-	bool bad; /* failed verification; freed when the last reader leaves */
+	bool bad; /* failed verification, or its reads kept failing
+		   * (NVME_READ_FAILURES_MAX); freed when the last reader
+		   * leaves */
+	uint8_t read_failures; /* reads in a row that failed (I/O error) */
 	uint32_t next; /* hash chain */
 	uint64_t hash;
 	uint64_t length;
