@@ -193,6 +193,24 @@ static int lock_file(int fd, const char *path)
 	return r;
 }
 
+/*
+ * The header buffers go back, unless I/Os the kernel took may still
+ * write them (hdr_bufs_busy: a ring failure or a failed restart scan
+ * that could not wait for them): closing the ring does not wait for its
+ * requests, and memory malloc hands out again would take their bytes.
+ * Then they stay allocated, qd * 4 KiB, with a line saying so.
+ */
+static void free_hdr_bufs(struct tier_nvme *t)
+{
+	if (t->hdr_bufs_busy) {
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: leaving %zu bytes of header buffers allocated: I/Os the failed ring took may still write them",
+			(size_t)t->qd * NVME_ALIGN);
+		return;
+	}
+	free(t->hdr_bufs);
+}
+
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
@@ -340,7 +358,7 @@ err_ring:
 err_close:
 	close(t->fd);
 err_free:
-	free(t->hdr_bufs);
+	free_hdr_bufs(t);
 	nvme_engine_fini(t);
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
@@ -363,7 +381,7 @@ void tier_nvme_close(struct tier_nvme *t)
 	nvme_engine_fini(t); /* stops the completion thread first */
 	io_uring_queue_exit(&t->ring);
 	close(t->fd);
-	free(t->hdr_bufs);
+	free_hdr_bufs(t);
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
 	pthread_cond_destroy(&t->slot_cond);
@@ -377,6 +395,24 @@ void tier_nvme_close(struct tier_nvme *t)
 struct tier_nvme {
 	int unused;
 };
+
+/*
+ * The header buffers go back, unless I/Os the kernel took may still
+ * write them (hdr_bufs_busy: a ring failure or a failed restart scan
+ * that could not wait for them): closing the ring does not wait for its
+ * requests, and memory malloc hands out again would take their bytes.
+ * Then they stay allocated, qd * 4 KiB, with a line saying so.
+ */
+static void free_hdr_bufs(struct tier_nvme *t)
+{
+	if (t->hdr_bufs_busy) {
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: leaving %zu bytes of header buffers allocated: I/Os the failed ring took may still write them",
+			(size_t)t->qd * NVME_ALIGN);
+		return;
+	}
+	free(t->hdr_bufs);
+}
 
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {

@@ -42,6 +42,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 
@@ -319,20 +320,56 @@ static bool block_complete(const struct nvme_active *a)
 }
 
 /*
+ * The ring failed: forget the SQEs the kernel has not taken (nothing
+ * submits them any more), so no block waits for them.  The kernel's head
+ * says which are left: positions [khead, sqe_tail) of the SQ, whose SQE
+ * is sqes[position & mask] (liburing maps SQ array entry i to SQE i, and
+ * the tier does not use 128-byte SQEs).
+ */
+static void drop_untaken(struct tier_nvme *t)
+{
+	struct io_uring_sq *sq = &t->ring.sq;
+
+	for (unsigned int pos = io_uring_smp_load_acquire(sq->khead);
+	     pos != sq->sqe_tail; pos++) {
+		uint64_t ud = sq->sqes[pos & sq->ring_mask].user_data;
+		struct nvme_active *a;
+
+		if (ud == NVME_WAKE_UD) {
+			t->wake_armed = false;
+			continue;
+		}
+		a = &t->act[ud & 0x7fff];
+		if (!(ud & NVME_HDR_FLAG))
+			t->inflight--;
+		t->queued--;
+		a->outstanding--;
+	}
+	t->unsubmitted = 0;
+}
+
+/*
  * The ring failed: fail every block in progress and every block not yet
  * started, of every batch, so no slot stays FILLING or read-pinned, and
- * every later batch.  Buffers of I/Os the kernel may still complete are
- * the callers' and outlive the ring's teardown.
+ * every later batch.  A block goes back to its caller only when no I/O
+ * of it is left in the kernel: the I/Os the ring took still complete,
+ * into the caller's buffer (which the caller reuses as soon as it has
+ * the block back: kvmmd frees a failed restore's staging host slot at
+ * once) and into the tier's header buffers.  io_thread reaps those
+ * completions (drain()), the others fail now.
  */
 static void fail_all(struct tier_nvme *t, int err)
 {
 	vmm_log(VMM_LOG_ERR, "tier_nvme: io_uring: %s", strerror(-err));
 	t->ring_err = err;
+	drop_untaken(t);
 	for (unsigned int i = 0; i < t->qd; i++) {
 		if (!t->act[i].b)
 			continue;
-		t->act[i].err = err;
-		complete_block(t, i);
+		if (!t->act[i].err)
+			t->act[i].err = err;
+		if (!t->act[i].outstanding)
+			complete_block(t, i);
 	}
 	while (t->batches) {
 		struct nvme_batch *b = t->batches;
@@ -343,7 +380,12 @@ static void fail_all(struct tier_nvme *t, int err)
 		b->next = b->n;
 		unlink_batch(t, b);
 	}
-	t->inflight = t->queued = t->unsubmitted = 0;
+	if (t->queued) {
+		t->drain_start_ms = nvme_now_ms();
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: waiting for the %u I/Os the ring took before their blocks fail",
+			t->queued);
+	}
 }
 
 /* Take the completions in the CQ; completed blocks go to their batches. */
@@ -368,8 +410,8 @@ static void reap(struct tier_nvme *t)
 			continue;
 		}
 		a = &t->act[ud & 0x7fff];
-		if (t->ring_err || !a->b)
-			continue; /* failed already (fail_all) */
+		if (!a->b)
+			continue; /* none: a block waits for all its I/Os */
 		if (!hdr)
 			t->inflight--;
 		t->queued--;
@@ -426,6 +468,55 @@ static void kick(struct tier_nvme *t)
 	/* else the thread is between waits and fills the queue next */
 }
 
+uint64_t nvme_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void nvme_nap(void)
+{
+	struct timespec ts = { .tv_nsec = 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * After a ring failure (io_lock held): wait a moment for the I/Os the
+ * ring took, and reap them.  Not with io_uring_enter, which is what
+ * failed: the CQ is in shared memory, and a completion is posted by task
+ * work the kernel runs on this thread's way back from the nap (the same
+ * way as for any other system call).  Their blocks' callers wait as they
+ * would for a slow I/O, without a bound: their buffers are not theirs
+ * until the kernel is done (the block layer times out a stuck request by
+ * itself).  Only a tier that is closing (no caller left) gives up after
+ * NVME_DRAIN_MS; tier_nvme_close() then leaks the header buffers.
+ * Returns false when io_thread should stop.
+ */
+static bool drain(struct tier_nvme *t)
+{
+	uint64_t waited;
+
+	pthread_mutex_unlock(&t->io_lock);
+	nvme_nap();
+	pthread_mutex_lock(&t->io_lock);
+	reap(t);
+	if (!t->queued)
+		return true;
+	waited = nvme_now_ms() - t->drain_start_ms;
+	if (waited < NVME_DRAIN_MS)
+		return true;
+	if (!t->drain_warned) {
+		t->drain_warned = true;
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %u I/Os the failed ring took still not completed after %llu ms",
+			t->queued, (unsigned long long)waited);
+	}
+	return !t->io_stop;
+}
+
 /*
  * The completion thread, the only one that touches the ring after open:
  * queue what may start, submit it, wait for a completion (without
@@ -475,8 +566,12 @@ static void *io_thread(void *arg)
 			pthread_mutex_lock(&t->io_lock);
 			t->io_in_kernel = false;
 			submitted(t, r, n);
-			if (!t->ring_err)
-				reap(t);
+			reap(t);
+			continue;
+		}
+		if (t->ring_err && t->queued) {
+			if (!drain(t))
+				break;
 			continue;
 		}
 		if (t->io_stop)
@@ -517,6 +612,9 @@ void nvme_engine_fini(struct tier_nvme *t)
 		pthread_mutex_unlock(&t->io_lock);
 		pthread_join(t->io_thread, NULL);
 		t->io_started = false;
+		/* only after a ring failure, and NVME_DRAIN_MS (drain()) */
+		if (t->queued)
+			t->hdr_bufs_busy = true;
 		if (t->wake_fd >= 0)
 			close(t->wake_fd);
 		t->wake_fd = -1;

@@ -39,6 +39,16 @@
 #define NVME_DATA_OFFSET 4096u /* slot 0 starts after the superblock */
 #define NVME_NONE UINT32_MAX /* no slot (index chains, lookups) */
 #define NVME_REG_CHUNK (1ull << 30) /* largest registered iovec */
+/*
+ * How long a teardown waits for I/Os the kernel took before the ring
+ * failed (a failed restart scan, a tier closing after a ring failure)
+ * before it leaks the header buffers they may still write, rather than
+ * free memory the kernel writes into.  Header reads take well under a
+ * millisecond; a request stuck longer is the device's, which the block
+ * layer times out by itself (30 s for NVMe), and qd * 4 KiB is little
+ * to lose.
+ */
+#define NVME_DRAIN_MS 5000
 
 /* The superblock as stored at offset 0. */
 struct nvme_superblock {
@@ -138,6 +148,11 @@ struct tier_nvme {
 	int wake_fd; /* eventfd io_thread polls through the ring */
 	bool wake_armed; /* that poll is queued */
 	int ring_err; /* the ring failed: every later I/O fails with it */
+	uint64_t drain_start_ms; /* when it failed (drain()) */
+	bool drain_warned;
+	/* I/Os the kernel took may still write hdr_bufs (a failed ring or
+	 * restart scan that could not wait for them): close leaks them */
+	bool hdr_bufs_busy;
 	/* stats.sqes and stats.submits: written by io_thread alone, read by
 	 * tier_nvme_get_stats() (nvme_count()) */
 	uint64_t io_sqes;
@@ -216,6 +231,10 @@ bool nvme_sb_same_scope(const struct nvme_superblock *sb, uint32_t scope,
 int nvme_engine_init(struct tier_nvme *t);
 int nvme_engine_start(struct tier_nvme *t);
 void nvme_engine_fini(struct tier_nvme *t);
+/* CLOCK_MONOTONIC in ms; a 1 ms sleep (waiting for completions without
+ * io_uring_enter after it failed) */
+uint64_t nvme_now_ms(void);
+void nvme_nap(void);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns) */
 int nvme_recover(struct tier_nvme *t);

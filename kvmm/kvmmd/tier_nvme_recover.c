@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmm/vmm.h"
+
 #if HAVE_LIBURING
 
 /* Keep a recovered header: newest generation of each hash wins. */
@@ -70,6 +72,30 @@ static void recover_header(struct tier_nvme *t, uint32_t slot, int res,
 }
 
 /*
+ * The scan failed with reads the kernel took and did not complete yet:
+ * wait for them (at most NVME_DRAIN_MS), so that open's error path frees
+ * header buffers nothing writes any more.  Not with io_uring_enter, which
+ * is what failed: the completions land in the shared CQ (nvme_nap()).
+ * Returns how many are left; then the buffers are leaked (hdr_bufs_busy).
+ */
+static unsigned int drain(struct tier_nvme *t, unsigned int pending)
+{
+	uint64_t start = nvme_now_ms();
+
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+
+		io_uring_for_each_cqe(&t->ring, head, cqe) seen++;
+		io_uring_cq_advance(&t->ring, seen);
+		pending -= seen < pending ? seen : pending;
+		if (!pending || nvme_now_ms() - start >= NVME_DRAIN_MS)
+			return pending;
+		nvme_nap();
+	}
+}
+
+/*
  * Read every slot header, queue_depth at a time, through the ring.
  * Reads complete in any order (one of a never-written slot at once, one
  * that goes to the disk later), so each takes a header buffer that no
@@ -116,6 +142,16 @@ int nvme_recover(struct tier_nvme *t)
 		int r = io_uring_submit_and_wait(&t->ring, 1);
 
 		if (r < 0 && r != -EINTR) {
+			/* taken by the kernel, not reaped: the SQEs it left
+			 * in the SQ (sq_ready) never run */
+			unsigned int pending =
+				next - done - io_uring_sq_ready(&t->ring);
+
+			vmm_log(VMM_LOG_ERR,
+				"tier_nvme: restart scan: io_uring: %s (%u header reads in flight)",
+				strerror(-r), pending);
+			if (pending && drain(t, pending))
+				t->hdr_bufs_busy = true;
 			err = r;
 			break;
 		}
