@@ -315,14 +315,33 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		keep = false;
 	}
 	if (keep) {
+		uint32_t cleared;
+
 		t->format_id = sb.format_id;
-		r = nvme_recover(t);
+		/* a grown tier: what lies past the old end is stale */
+		t->known_slots = sb.slot_count < t->nslots ?
+					 (uint32_t)sb.slot_count :
+					 t->nslots;
+		r = nvme_recover(t, &cleared);
 		if (r)
 			goto err_ring;
 		if (sb.slot_count != t->nslots) {
+			/* after the stale headers' clearing was synced */
 			r = nvme_sb_write(t);
 			if (r)
 				goto err_ring;
+			if (sb.slot_count < t->nslots)
+				vmm_log(VMM_LOG_INFO,
+					"tier_nvme: %s: grew from %llu to %u slots (%u stale slot headers past the old end cleared)",
+					cfg->path,
+					(unsigned long long)sb.slot_count,
+					t->nslots, cleared);
+			else
+				vmm_log(VMM_LOG_INFO,
+					"tier_nvme: %s: shrank from %llu to %u slots (the blocks past the new end are gone)",
+					cfg->path,
+					(unsigned long long)sb.slot_count,
+					t->nslots);
 		}
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: %s: recovered %llu of %u slots (%llu damaged headers)",

@@ -17,14 +17,15 @@
  * A slot is FREE -> FILLING (its write is in flight; lookups do not see it)
  * -> READY (header and payload written; served) -> FREE.  Opening an
  * existing file with the same geometry rebuilds the index from the slot
- * headers (restart recovery): a header is kept when its magic, version,
- * format id, slot index and header CRC are right; of two slots with the
- * same hash the newer generation wins.  The payload CRC is checked on
- * every read; a slot that fails it is dropped, counted, and its read
- * returns -EBADMSG: a corrupted block is a miss, never served.  A slot
- * whose reads fail with an I/O error twice in a row is dropped too
- * (NVME_READ_FAILURES_MAX): a block the disk cannot give back is a miss,
- * not a restore that fails again on every open.
+ * headers of the slots the last run had (restart recovery; stale headers
+ * a grown tier finds past that end are cleared): a header is kept when
+ * its magic, version, format id, slot index and header CRC are right; of
+ * two slots with the same hash the newer generation wins.  The payload
+ * CRC is checked on every read; a slot that fails it is dropped,
+ * counted, and its read returns -EBADMSG: a corrupted block is a miss,
+ * never served.  A slot whose reads fail with an I/O error twice in a
+ * row is dropped too (NVME_READ_FAILURES_MAX): a block the disk cannot
+ * give back is a miss, not a restore that fails again on every open.
  *
  * Eviction does not write to the disk; a block evicted before a restart
  * may come back after it, which is harmless: it is still the exact block

@@ -112,6 +112,9 @@ struct tier_nvme {
 	uint64_t stride;
 	uint64_t payload_bytes;
 	uint32_t nslots;
+	/* of the nslots, those the superblock found at open counted (the
+	 * last run's); recovery takes no slot past them (recover.c) */
+	uint32_t known_slots;
 	uint64_t format_id;
 	uint32_t scope; /* the superblock's scope and key (cfg) */
 	uint8_t scope_key[16];
@@ -236,8 +239,9 @@ void nvme_engine_fini(struct tier_nvme *t);
 uint64_t nvme_now_ms(void);
 void nvme_nap(void);
 
-/* tier_nvme_recover.c (t->io_lock not needed: runs before open returns) */
-int nvme_recover(struct tier_nvme *t);
+/* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
+ * *cleared is how many stale headers past known_slots it zeroed */
+int nvme_recover(struct tier_nvme *t, uint32_t *cleared);
 
 #endif /* HAVE_LIBURING */
 #endif

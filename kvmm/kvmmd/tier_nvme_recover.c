@@ -7,12 +7,24 @@
  * slot index, length and header CRC are right; of two slots with one hash
  * the newer generation wins.  Payloads are not read here: their CRC is
  * checked on every read, so a damaged payload is found when it is used.
+ *
+ * Only the slots the superblock says the last run had (known_slots) are
+ * recovered.  A tier that grew (a larger --nvme-size on a block device,
+ * or a device grown) finds past that end what a run before a shrink left
+ * there: headers of this format, of blocks that shrink evicted, whose
+ * generations are larger than the ones written since (the generation
+ * only continued after the slots the smaller tier kept).  Recovered,
+ * such a stale copy would win over the block's newer one and take its
+ * place in the eviction order.  Their headers are cleared (zeroed, and
+ * synced before the superblock takes the new size), so that a later
+ * open, whose superblock then counts them, does not find them either.
  */
 #include "tier_nvme_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vmm/vmm.h"
 
@@ -47,28 +59,50 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 		t->next_generation = h->generation + 1;
 }
 
-/* One completed header read of slot, in buf. */
-static void recover_header(struct tier_nvme *t, uint32_t slot, int res,
-			   const unsigned char *buf)
+/* Zero the header of slot, a stale one past the last run's end: 0 or
+ * -errno.  zero: NVME_ALIGN zero bytes, aligned for O_DIRECT. */
+static int clear_stale(struct tier_nvme *t, uint32_t slot, const void *zero)
+{
+	ssize_t n = pwrite(t->fd, zero, NVME_ALIGN,
+			   (off_t)nvme_slot_offset(t, slot));
+
+	if (n == NVME_ALIGN)
+		return 0;
+	return n < 0 ? -errno : -EIO;
+}
+
+/* One completed header read of slot, in buf: 0, or -errno when a stale
+ * header could not be cleared. */
+static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
+			  const unsigned char *buf, const void *zero,
+			  uint32_t *cleared)
 {
 	struct tier_nvme_slot_header h;
 
 	if (res != NVME_ALIGN)
-		return; /* unwritten tail of a sparse file */
+		return 0; /* unwritten tail of a sparse file */
 	memcpy(&h, buf, sizeof(h));
 	if (h.magic == 0 && h.header_crc == 0)
-		return; /* never written */
+		return 0; /* never written */
+	if (slot >= t->known_slots) {
+		/* past the last run's end: not this tier's (above) */
+		if (!nvme_header_valid(t, &h, slot))
+			return 0;
+		(*cleared)++;
+		return clear_stale(t, slot, zero);
+	}
 	if (!nvme_header_valid(t, &h, slot)) {
 		/* a slot of this format whose header is damaged; a stale
 		 * format is just empty */
 		if (h.magic == TIER_NVME_SLOT_MAGIC &&
 		    h.format_id == t->format_id)
 			t->st.header_failures++;
-		return;
+		return 0;
 	}
 	pthread_mutex_lock(&t->lock);
 	recover_one(t, slot, &h);
 	pthread_mutex_unlock(&t->lock);
+	return 0;
 }
 
 /*
@@ -86,7 +120,10 @@ static unsigned int drain(struct tier_nvme *t, unsigned int pending)
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 
-		io_uring_for_each_cqe(&t->ring, head, cqe) seen++;
+		io_uring_for_each_cqe(&t->ring, head, cqe)
+		{
+			seen++;
+		}
 		io_uring_cq_advance(&t->ring, seen);
 		pending -= seen < pending ? seen : pending;
 		if (!pending || nvme_now_ms() - start >= NVME_DRAIN_MS)
@@ -104,20 +141,29 @@ static unsigned int drain(struct tier_nvme *t, unsigned int pending)
  * in flight fills: two headers in one buffer, a written slot parsed from
  * another slot's bytes (lost as never written, or counted as damaged).
  */
-int nvme_recover(struct tier_nvme *t)
+int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 {
 	uint32_t next = 0, done = 0, *free_bufs;
 	unsigned int nfree = 0;
+	void *zero = NULL;
 	int err = 0;
 
+	*cleared = 0;
 	free_bufs = malloc(t->qd * sizeof(*free_bufs));
 	if (!free_bufs)
 		return -ENOMEM;
+	if (t->known_slots < t->nslots) {
+		if (posix_memalign(&zero, NVME_ALIGN, NVME_ALIGN)) {
+			free(free_bufs);
+			return -ENOMEM;
+		}
+		memset(zero, 0, NVME_ALIGN);
+	}
 	while (nfree < t->qd) {
 		free_bufs[nfree] = nfree;
 		nfree++;
 	}
-	while (done < t->nslots) {
+	while (done < t->nslots && !err) {
 		while (nfree && next < t->nslots) {
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
 			uint32_t bi;
@@ -165,12 +211,30 @@ int nvme_recover(struct tier_nvme *t)
 
 			seen++;
 			done++;
-			recover_header(t, slot, cqe->res,
-				       t->hdr_bufs + (size_t)bi * NVME_ALIGN);
+			r = recover_header(t, slot, cqe->res,
+					   t->hdr_bufs +
+						   (size_t)bi * NVME_ALIGN,
+					   zero, cleared);
+			if (r && !err)
+				err = r;
 			free_bufs[nfree++] = bi;
 		}
 		io_uring_cq_advance(&t->ring, seen);
+		if (err) {
+			unsigned int pending =
+				next - done - io_uring_sq_ready(&t->ring);
+
+			vmm_log(VMM_LOG_ERR,
+				"tier_nvme: restart scan: clearing a stale slot header: %s (%u header reads in flight)",
+				strerror(-err), pending);
+			if (pending && drain(t, pending))
+				t->hdr_bufs_busy = true;
+		}
 	}
+	/* cleared for good before the superblock counts those slots */
+	if (!err && *cleared && fdatasync(t->fd))
+		err = -errno;
+	free(zero);
 	free(free_bufs);
 	return err;
 }
