@@ -323,6 +323,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 					 (uint32_t)sb.slot_count :
 					 t->nslots;
 		r = nvme_recover(t, &cleared);
+		nvme_free_stack_rebuild(t);
 		if (r)
 			goto err_ring;
 		if (sb.slot_count != t->nslots) {

@@ -42,7 +42,8 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 		nvme_slot_release(t, old);
 		t->st.recovered_slots--;
 	}
-	nvme_slot_claim(t, slot);
+	/* off the free stack when the scan is over (nvme_recover()): the
+	 * stack holds duplicates meanwhile, nothing allocates */
 	t->st.used_slots++;
 	t->slots[slot] = (struct nvme_slot){
 		.state = TIER_SLOT_READY,

@@ -96,14 +96,18 @@ static void idx_remove(struct tier_nvme *t, uint32_t slot)
 /* ---- free stack and states ---- */
 
 /* Take a specific slot off the free stack (recovery). */
-void nvme_slot_claim(struct tier_nvme *t, uint32_t slot)
+/*
+ * The free stack again from the slots' states, lowest slot on top as at
+ * the start: the restart scan marks the slots it keeps READY without
+ * taking them off the stack one by one (a search of the stack for each,
+ * which made opening a full tier quadratic in its slots).
+ */
+void nvme_free_stack_rebuild(struct tier_nvme *t)
 {
-	for (uint32_t i = 0; i < t->nfree; i++) {
-		if (t->free_stack[i] == slot) {
-			t->free_stack[i] = t->free_stack[--t->nfree];
-			return;
-		}
-	}
+	t->nfree = 0;
+	for (uint32_t i = t->nslots; i-- > 0;)
+		if (t->slots[i].state == TIER_SLOT_FREE)
+			t->free_stack[t->nfree++] = i;
 }
 
 /* A free slot not set aside (a reserved write gives its reservation up
