@@ -93,6 +93,9 @@ printf '{"timestamp": 0, "input_length": 600, "hash_ids": [1]}\n' >"$tmp/bad2.js
 expect 1 "line 1: 1 hash_ids for input_length 600" --trace "$tmp/bad2.jsonl" --policy lru --gpu-blocks 3
 printf '{"timestamp": 0, "input_length": 600}\n' >"$tmp/bad3.jsonl"
 expect 1 'missing "hash_ids"' --trace "$tmp/bad3.jsonl" --policy lru --gpu-blocks 3
+# nesting in an unknown key is bounded (300000 '[' overflowed the stack)
+python3 -c 'print("{\"timestamp\": 0, \"input_length\": 1, \"hash_ids\": [1], \"x\": " + "[" * 300000 + "]" * 300000 + "}")' >"$tmp/deep.jsonl"
+expect 1 "line 1: nested deeper than 64" --trace "$tmp/deep.jsonl" --policy lru --gpu-blocks 3
 : >"$tmp/empty.jsonl"
 expect 1 "no requests" --trace "$tmp/empty.jsonl" --policy lru --gpu-blocks 3
 expect 1 "daemon" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --daemon /tmp/none.sock

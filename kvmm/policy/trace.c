@@ -45,7 +45,14 @@ static void ws(struct parser *ps)
 		ps->p++;
 }
 
-static int skip_value(struct parser *ps);
+/*
+ * Unknown keys may hold any JSON value, skipped by recursion: deeper than
+ * this is refused, so a hostile line cannot run the stack out (a trace's
+ * objects are flat; 300000 '[' took kvmm-replay down).
+ */
+#define TRACE_MAX_DEPTH 64
+
+static int skip_value(struct parser *ps, int depth);
 
 static int skip_string(struct parser *ps)
 {
@@ -93,10 +100,12 @@ static int read_number(struct parser *ps, double *v)
 	return 0;
 }
 
-static int skip_compound(struct parser *ps, char open, char close)
+static int skip_compound(struct parser *ps, char open, char close, int depth)
 {
 	int r;
 
+	if (depth >= TRACE_MAX_DEPTH)
+		return fail(ps, "nested deeper than %d", TRACE_MAX_DEPTH);
 	ps->p++;
 	ws(ps);
 	if (*ps->p == close) {
@@ -113,7 +122,7 @@ static int skip_compound(struct parser *ps, char open, char close)
 				return fail(ps, "expected ':'");
 			ws(ps);
 		}
-		if ((r = skip_value(ps)))
+		if ((r = skip_value(ps, depth + 1)))
 			return r;
 		ws(ps);
 		if (*ps->p == ',') {
@@ -128,7 +137,7 @@ static int skip_compound(struct parser *ps, char open, char close)
 	}
 }
 
-static int skip_value(struct parser *ps)
+static int skip_value(struct parser *ps, int depth)
 {
 	double d;
 
@@ -136,9 +145,9 @@ static int skip_value(struct parser *ps)
 	case '"':
 		return skip_string(ps);
 	case '{':
-		return skip_compound(ps, '{', '}');
+		return skip_compound(ps, '{', '}', depth);
 	case '[':
-		return skip_compound(ps, '[', ']');
+		return skip_compound(ps, '[', ']', depth);
 	case 't':
 		if (!strncmp(ps->p, "true", 4))
 			return ps->p += 4, 0;
@@ -272,7 +281,7 @@ static int parse_line(struct parser *ps, struct pol_trace_req *r,
 				else
 					r->ttl_ms = (uint32_t)d;
 			}
-		} else if ((e = skip_value(ps))) {
+		} else if ((e = skip_value(ps, 1))) {
 			return e;
 		}
 		ws(ps);
