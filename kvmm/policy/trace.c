@@ -59,7 +59,7 @@ static int skip_string(struct parser *ps)
 	if (*ps->p != '"')
 		return fail(ps, "expected a string");
 	for (ps->p++; *ps->p && *ps->p != '"' && *ps->p != '\n'; ps->p++)
-		if (*ps->p == '\\' && ps->p[1])
+		if (*ps->p == '\\' && ps->p[1] && ps->p[1] != '\n')
 			ps->p++;
 	if (*ps->p != '"')
 		return fail(ps, "unterminated string");
@@ -75,8 +75,11 @@ static int read_key(struct parser *ps, char *key, size_t len)
 	if (*ps->p != '"')
 		return fail(ps, "expected a key");
 	s = ++ps->p;
-	while (*ps->p && *ps->p != '"' && *ps->p != '\n')
-		ps->p++;
+	/* an escaped '"' does not end it (nor does any escape match a
+	 * known key: they have none) */
+	for (; *ps->p && *ps->p != '"' && *ps->p != '\n'; ps->p++)
+		if (*ps->p == '\\' && ps->p[1] && ps->p[1] != '\n')
+			ps->p++;
 	if (*ps->p != '"')
 		return fail(ps, "unterminated key");
 	n = (size_t)(ps->p - s);
@@ -88,16 +91,158 @@ static int read_key(struct parser *ps, char *key, size_t len)
 	return 0;
 }
 
-static int read_number(struct parser *ps, double *v)
-{
-	char *end;
+/*
+ * A number's text, checked against JSON's grammar
+ * -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: no hex, inf or nan, no
+ * leading '+' or blanks (strtod's would skip a newline and run the
+ * object on into the next line, which then had the wrong number).
+ */
+struct number {
+	const char *s;
+	int len;
+	bool negative;
+	bool integer; /* neither a fraction nor an exponent */
+};
 
-	errno = 0;
-	*v = strtod(ps->p, &end);
-	if (end == ps->p || errno)
-		return fail(ps, "expected a number");
-	ps->p = end;
+static int scan_number(struct parser *ps, const char *key, struct number *n)
+{
+	const char *p = ps->p;
+
+	n->s = p;
+	n->negative = *p == '-';
+	n->integer = true;
+	if (n->negative)
+		p++;
+	if (*p == '0')
+		p++;
+	else if (isdigit((unsigned char)*p))
+		while (isdigit((unsigned char)*p))
+			p++;
+	else
+		goto bad;
+	if (*p == '.') {
+		n->integer = false;
+		if (!isdigit((unsigned char)*++p))
+			goto bad;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	if (*p == 'e' || *p == 'E') {
+		n->integer = false;
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!isdigit((unsigned char)*p))
+			goto bad;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	/* "0x10", "01", "1.5.2", "2e3f" */
+	if (isalnum((unsigned char)*p) || *p == '.' || *p == '_')
+		goto bad;
+	n->len = (int)(p - n->s);
+	ps->p = p;
 	return 0;
+bad:
+	n->len = (int)strcspn(n->s, ",]} \t\r\n");
+	if (n->len > 40)
+		n->len = 40;
+	if (*n->s == '\n' || !*n->s)
+		return fail(ps,
+			    "%s%s%sexpected a JSON number, not the end of the "
+			    "line (one object a line)",
+			    key ? "\"" : "", key ? key : "", key ? "\": " : "");
+	if (!n->len)
+		n->len = 1; /* the delimiter it found instead */
+	return fail(ps, "%s%s%sexpected a JSON number, not '%.*s'",
+		    key ? "\"" : "", key ? key : "", key ? "\": " : "", n->len,
+		    n->s);
+}
+
+/*
+ * An integer written with a fraction or an exponent (512.0, 1e3) is
+ * taken where a double holds it exactly; past 2^53 only its digits say
+ * which integer it is (two ids a double rounds alike would be merged).
+ */
+#define TRACE_EXACT_DOUBLE 9007199254740992.0 /* 2^53 */
+
+/* A JSON integer in [min, max] for key, read exactly. */
+static int read_int(struct parser *ps, const char *key, int64_t min,
+		    uint64_t max, int64_t *sv, uint64_t *uv)
+{
+	struct number n;
+	double d;
+	int e;
+
+	if ((e = scan_number(ps, key, &n)))
+		return e;
+	errno = 0;
+	if (n.integer && !n.negative) {
+		*uv = strtoull(n.s, NULL, 10);
+		if (errno || *uv > max)
+			goto range;
+		*sv = (int64_t)*uv;
+		return 0;
+	}
+	if (n.integer) {
+		*sv = strtoll(n.s, NULL, 10);
+		if (errno || *sv < min)
+			goto range;
+		*uv = (uint64_t)*sv;
+		return 0;
+	}
+	d = strtod(n.s, NULL);
+	if (d < (double)min || d > (double)max)
+		goto range;
+	if (d > TRACE_EXACT_DOUBLE || d < -TRACE_EXACT_DOUBLE)
+		return fail(ps,
+			    "\"%s\": %.*s is past 2^53, where a fraction or "
+			    "exponent is not exact: write the integer's digits",
+			    key, n.len, n.s);
+	if (d != (double)(int64_t)d)
+		goto range;
+	*sv = (int64_t)d;
+	*uv = (uint64_t)*sv;
+	return 0;
+range:
+	return fail(ps, "\"%s\" must be an integer in [%lld, %llu], not %.*s",
+		    key, (long long)min, (unsigned long long)max, n.len, n.s);
+}
+
+static int read_uint(struct parser *ps, const char *key, uint64_t max,
+		     uint64_t *v)
+{
+	int64_t unused;
+
+	return read_int(ps, key, 0, max, &unused, v);
+}
+
+/* Milliseconds, >= 0; a fraction is cut off. */
+static int read_timestamp(struct parser *ps, uint64_t *ms)
+{
+	struct number n;
+	double d;
+	int e;
+
+	if ((e = scan_number(ps, "timestamp", &n)))
+		return e;
+	errno = 0;
+	if (n.integer && !n.negative) {
+		*ms = strtoull(n.s, NULL, 10);
+		if (errno)
+			goto range;
+		return 0;
+	}
+	d = strtod(n.s, NULL);
+	/* -0 is 0; 2^64 is the first double past a uint64_t */
+	if (d < 0 || d >= 18446744073709551616.0)
+		goto range;
+	*ms = (uint64_t)d;
+	return 0;
+range:
+	return fail(ps,
+		    "\"timestamp\" must be milliseconds in [0, 2^64), not %.*s",
+		    n.len, n.s);
 }
 
 static int skip_compound(struct parser *ps, char open, char close, int depth)
@@ -127,6 +272,12 @@ static int skip_compound(struct parser *ps, char open, char close, int depth)
 		ws(ps);
 		if (*ps->p == ',') {
 			ps->p++;
+			ws(ps);
+			if (*ps->p == close)
+				return fail(ps,
+					    "',' before '%c' (JSON has no "
+					    "trailing commas)",
+					    close);
 			continue;
 		}
 		if (*ps->p == close) {
@@ -139,7 +290,7 @@ static int skip_compound(struct parser *ps, char open, char close, int depth)
 
 static int skip_value(struct parser *ps, int depth)
 {
-	double d;
+	struct number n;
 
 	switch (*ps->p) {
 	case '"':
@@ -161,7 +312,7 @@ static int skip_value(struct parser *ps, int depth)
 			return ps->p += 4, 0;
 		break;
 	default:
-		return read_number(ps, &d);
+		return scan_number(ps, NULL, &n);
 	}
 	return fail(ps, "bad value");
 }
@@ -186,24 +337,106 @@ static int push(struct growbuf *g, uint64_t x)
 	return 0;
 }
 
-static int integral(struct parser *ps, const char *key, double d, double max,
-		    double min)
+/* hash_ids: ps->p at '['; each id an exact uint64_t. */
+static int read_hash_ids(struct parser *ps, struct pol_trace_req *r,
+			 struct growbuf *hashes)
 {
-	if (d != (double)(long long)d || d < min || d > max)
-		return fail(ps, "'%s' must be an integer in [%.0f, %.0f]", key,
-			    min, max);
-	return 0;
+	uint64_t id;
+	int e;
+
+	if (*ps->p != '[')
+		return fail(ps, "\"hash_ids\" must be an array");
+	ps->p++;
+	ws(ps);
+	if (*ps->p == ']') {
+		ps->p++;
+		return 0;
+	}
+	for (;;) {
+		if ((e = read_uint(ps, "hash_ids", UINT64_MAX, &id)))
+			return e;
+		if (r->nblocks == UINT32_MAX)
+			return fail(ps, "more than %u hash_ids", UINT32_MAX);
+		if (push(hashes, id))
+			return -ENOMEM;
+		r->nblocks++;
+		ws(ps);
+		if (*ps->p == ']') {
+			ps->p++;
+			return 0;
+		}
+		if (*ps->p != ',')
+			return fail(ps, "\"hash_ids\": expected ',' or ']'");
+		ps->p++;
+		ws(ps);
+		if (*ps->p == ']')
+			return fail(ps,
+				    "\"hash_ids\": ',' before ']' (JSON has "
+				    "no trailing commas)");
+	}
+}
+
+/* The keys a request is read from; any other is skipped. */
+static const char *const known_keys[] = {
+	"timestamp", "input_length", "output_length", "hash_ids",
+	"session",   "ttl_ms",	     "priority",      "tenant",
+};
+enum {
+	K_TIMESTAMP,
+	K_INPUT,
+	K_OUTPUT,
+	K_HASH_IDS,
+	K_SESSION,
+	K_TTL,
+	K_PRIORITY,
+	K_TENANT,
+	K_COUNT,
+};
+
+static int read_field(struct parser *ps, int k, struct pol_trace_req *r,
+		      struct growbuf *hashes)
+{
+	const char *key = known_keys[k];
+	uint64_t v = 0;
+	int64_t sv;
+	int e;
+
+	switch (k) {
+	case K_TIMESTAMP:
+		return read_timestamp(ps, &r->timestamp_ms);
+	case K_HASH_IDS:
+		return read_hash_ids(ps, r, hashes);
+	case K_SESSION:
+		return read_uint(ps, key, UINT64_MAX, &r->session);
+	case K_PRIORITY:
+		e = read_int(ps, key, INT8_MIN, INT8_MAX, &sv, &v);
+		r->priority = (int8_t)sv;
+		return e;
+	case K_TENANT:
+		/* not the others' id (POL_TENANT_OTHERS) */
+		e = read_uint(ps, key, UINT32_MAX - 1, &v);
+		r->tenant = (uint32_t)v;
+		return e;
+	default:
+		e = read_uint(ps, key, UINT32_MAX, &v);
+		if (k == K_INPUT)
+			r->input_length = (uint32_t)v;
+		else if (k == K_OUTPUT)
+			r->output_length = (uint32_t)v;
+		else
+			r->ttl_ms = (uint32_t)v;
+		return e;
+	}
 }
 
 /* One object; ps->p at '{'. */
 static int parse_line(struct parser *ps, struct pol_trace_req *r,
 		      struct growbuf *hashes)
 {
-	bool have_ts = false, have_in = false, have_out = false,
-	     have_ids = false;
+	bool seen[K_COUNT] = { false };
+	uint64_t want;
 	char key[64];
-	double d;
-	int e;
+	int e, k;
 
 	memset(r, 0, sizeof(*r));
 	r->first = hashes->n;
@@ -211,103 +444,60 @@ static int parse_line(struct parser *ps, struct pol_trace_req *r,
 	if (*ps->p != '{')
 		return fail(ps, "expected a JSON object");
 	ps->p++;
-	for (;;) {
-		ws(ps);
-		if (*ps->p == '}' && !have_ts && !have_ids)
-			break;
-		if ((e = read_key(ps, key, sizeof(key))))
-			return e;
-		ws(ps);
-		if (*ps->p++ != ':')
-			return fail(ps, "expected ':' after \"%s\"", key);
-		ws(ps);
-		if (!strcmp(key, "hash_ids")) {
-			if (*ps->p != '[')
-				return fail(ps, "hash_ids must be an array");
+	ws(ps);
+	if (*ps->p == '}')
+		ps->p++;
+	else
+		for (;;) {
+			if ((e = read_key(ps, key, sizeof(key))))
+				return e;
+			ws(ps);
+			if (*ps->p != ':')
+				return fail(ps, "expected ':' after \"%s\"",
+					    key);
 			ps->p++;
 			ws(ps);
-			while (*ps->p != ']') {
-				if ((e = read_number(ps, &d)) ||
-				    (e = integral(ps, "hash_ids", d, 1.8e19,
-						  0)))
-					return e;
-				if (push(hashes, (uint64_t)d))
-					return -ENOMEM;
-				r->nblocks++;
-				ws(ps);
-				if (*ps->p == ',') {
-					ps->p++;
-					ws(ps);
-				} else if (*ps->p != ']') {
-					return fail(ps, "bad hash_ids array");
-				}
-			}
-			ps->p++;
-			have_ids = true;
-		} else if (!strcmp(key, "timestamp") ||
-			   !strcmp(key, "input_length") ||
-			   !strcmp(key, "output_length") ||
-			   !strcmp(key, "session") || !strcmp(key, "ttl_ms") ||
-			   !strcmp(key, "priority") || !strcmp(key, "tenant")) {
-			if ((e = read_number(ps, &d)))
-				return e;
-			if (!strcmp(key, "timestamp")) {
-				if (d < 0 || d > 1.8e19)
-					return fail(ps, "bad timestamp");
-				r->timestamp_ms = (uint64_t)d;
-				have_ts = true;
-			} else if (!strcmp(key, "priority")) {
-				if ((e = integral(ps, key, d, 127, -128)))
-					return e;
-				r->priority = (int8_t)d;
-			} else if (!strcmp(key, "session")) {
-				if ((e = integral(ps, key, d, 1.8e19, 0)))
-					return e;
-				r->session = (uint64_t)d;
-			} else if (!strcmp(key, "tenant")) {
-				/* not the others' id (POL_TENANT_OTHERS) */
-				if ((e = integral(ps, key, d, 4294967294.0, 0)))
-					return e;
-				r->tenant = (uint32_t)d;
+			for (k = 0; k < K_COUNT; k++)
+				if (!strcmp(key, known_keys[k]))
+					break;
+			if (k < K_COUNT && seen[k])
+				/* which one would count is a guess */
+				return fail(ps, "\"%s\" given twice", key);
+			if (k < K_COUNT) {
+				seen[k] = true;
+				e = read_field(ps, k, r, hashes);
 			} else {
-				if ((e = integral(ps, key, d, 4294967295.0, 0)))
-					return e;
-				if (!strcmp(key, "input_length"))
-					r->input_length = (uint32_t)d,
-					have_in = true;
-				else if (!strcmp(key, "output_length"))
-					r->output_length = (uint32_t)d,
-					have_out = true;
-				else
-					r->ttl_ms = (uint32_t)d;
+				e = skip_value(ps, 1);
 			}
-		} else if ((e = skip_value(ps, 1))) {
-			return e;
-		}
-		ws(ps);
-		if (*ps->p == ',') {
+			if (e)
+				return e;
+			ws(ps);
+			if (*ps->p == '}') {
+				ps->p++;
+				break;
+			}
+			if (*ps->p != ',')
+				return fail(ps, "expected ',' or '}'");
 			ps->p++;
-			continue;
+			ws(ps);
+			if (*ps->p == '}')
+				return fail(ps, "',' before '}' (JSON has no "
+						"trailing commas)");
 		}
-		if (*ps->p == '}')
-			break;
-		return fail(ps, "expected ',' or '}'");
-	}
-	ps->p++;
-	if (!have_ts || !have_in || !have_ids)
+	if (!seen[K_TIMESTAMP] || !seen[K_INPUT] || !seen[K_HASH_IDS])
 		return fail(ps, "missing %s",
-			    !have_ts ? "\"timestamp\"" :
-			    !have_in ? "\"input_length\"" :
-				       "\"hash_ids\"");
-	(void)have_out;
-	if (r->nblocks != (r->input_length + POL_TRACE_BLOCK_TOKENS - 1) /
-				  POL_TRACE_BLOCK_TOKENS)
+			    !seen[K_TIMESTAMP] ? "\"timestamp\"" :
+			    !seen[K_INPUT]     ? "\"input_length\"" :
+						 "\"hash_ids\"");
+	/* in 64 bits: input_length + 511 wraps a uint32_t near 2^32 */
+	want = ((uint64_t)r->input_length + POL_TRACE_BLOCK_TOKENS - 1) /
+	       POL_TRACE_BLOCK_TOKENS;
+	if (r->nblocks != want)
 		return fail(ps,
 			    "%u hash_ids for input_length %u (expected "
-			    "ceil(input_length / %d) = %u)",
+			    "ceil(input_length / %d) = %llu)",
 			    r->nblocks, r->input_length, POL_TRACE_BLOCK_TOKENS,
-			    (r->input_length + POL_TRACE_BLOCK_TOKENS - 1) /
-				    POL_TRACE_BLOCK_TOKENS);
+			    (unsigned long long)want);
 	return 0;
 }
 

@@ -9,10 +9,15 @@
  * pinned that long after it: the agent is waiting on a tool call) and
  * "priority" (-128..127), and "tenant" (0..4294967294: who sends it, a
  * uid as kvmmd would see it; the replay charges its blocks to it).
- * Unknown keys are ignored.
+ * Unknown keys are ignored (any JSON value, nested at most 64 deep).
  *
- * The loader sorts requests by timestamp, ties in file order, and
- * rejects malformed lines with the line number and the reason.
+ * Strict JSON, one object a line: numbers as JSON writes them (no hex,
+ * nan or inf, no trailing commas); the integer fields are read exactly
+ * (hash_ids and session in the whole uint64_t range; 512.0 or 1e3 only up
+ * to 2^53, where a double is exact); timestamp >= 0; a known key given
+ * twice is refused.  The loader sorts requests by timestamp, ties in
+ * file order, and rejects malformed lines with the line number and the
+ * reason.
  */
 #ifndef KVMM_POLICY_TRACE_H
 #define KVMM_POLICY_TRACE_H
