@@ -99,4 +99,19 @@ expect 1 "line 1: nested deeper than 64" --trace "$tmp/deep.jsonl" --policy lru 
 : >"$tmp/empty.jsonl"
 expect 1 "no requests" --trace "$tmp/empty.jsonl" --policy lru --gpu-blocks 3
 expect 1 "daemon" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --daemon /tmp/none.sock
+# --policy-state: a FIFO is refused, not waited on; a damaged state or
+# one of another policy stops the replay before any output (the table's
+# header came first)
+mkfifo "$tmp/fifo"
+expect 1 "fifo is a FIFO, not a regular file" --trace "$tmp/t.jsonl" --policy asym --gpu-blocks 3 --policy-state "$tmp/fifo"
+[ -s "$tmp/out" ] && fail "output before the FIFO was refused: $(cat "$tmp/out")"
+mkdir "$tmp/dir"
+expect 1 "dir is a directory" --trace "$tmp/t.jsonl" --policy asym --gpu-blocks 3 --policy-state "$tmp/dir"
+head -c 4096 /dev/zero >"$tmp/zeros"
+expect 1 "zeros: not a policy state, or damaged" --trace "$tmp/t.jsonl" --policy asym --gpu-blocks 3 --policy-state "$tmp/zeros"
+[ -s "$tmp/out" ] && fail "output before the damaged state was refused: $(cat "$tmp/out")"
+"$R" --trace "$tmp/t.jsonl" --policy asym --gpu-blocks 3 --policy-state "$tmp/asym" >/dev/null ||
+	fail "replay saving a state"
+expect 1 "asym: learned by asym, not lru" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --policy-state "$tmp/asym"
+[ -s "$tmp/out" ] && fail "output before the other policy's state was refused: $(cat "$tmp/out")"
 echo "replay CLI ok"

@@ -47,7 +47,7 @@ cmp -s "$D/s" "$D/s0" && fail "the second replay did not save its state"
 printf 'x' | dd of="$D/s" bs=1 seek=1000 conv=notrunc 2>/dev/null
 "$R" --trace "$T" --policy asym --gpu-blocks 500 --policy-state "$D/s" --json \
 	>/dev/null 2>"$D/err" && fail "a damaged state was used"
-grep -q "damaged, or of another policy or version" "$D/err" || fail "message: $(cat "$D/err")"
+grep -q "not a policy state, or damaged" "$D/err" || fail "message: $(cat "$D/err")"
 "$C" policy-state "$D/s" 2>"$D/err" && fail "kvmmctl read a damaged state"
 grep -q "not a policy state, or damaged" "$D/err" || fail "kvmmctl message: $(cat "$D/err")"
 # one program per state file: a held FILE.lock (as a running kvmmd holds

@@ -453,6 +453,15 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 
 int kd_config_check(const struct kd_config *cfg)
 {
+	char why[sizeof(cfg->policy_state) + 200];
+
+	/* a FIFO there hung the start (its open waited for a writer, and
+	 * SIGTERM with it); a directory or a link the saves cannot keep */
+	if (cfg->policy_state[0] &&
+	    pol_learned_check_path(cfg->policy_state, why, sizeof(why))) {
+		fprintf(stderr, "kvmmd: --policy-state: %s\n", why);
+		return -EINVAL;
+	}
 	/* blocks reach NVMe only through host slots (tiers.md) */
 	if (cfg->nvme_path[0] && !cfg->host_mem) {
 		fprintf(stderr,

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,23 @@
 
 #include "kvmm/policy/policy.h"
 
+/* -EISDIR, -EINVAL (a FIFO, socket or device) or 0 for a regular file */
+static int regular(mode_t mode)
+{
+	if (S_ISREG(mode))
+		return 0;
+	return S_ISDIR(mode) ? -EISDIR : -EINVAL;
+}
+
 /* Read all of path (at most POL_LEARNED_FILE_MAX bytes) into a new buffer. */
 int pol_learned_read_file(const char *path, void **out, size_t *len)
 {
 	struct stat sb;
 	char *buf;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+	/* O_NONBLOCK: opening a FIFO would wait for a writer (kvmmd then
+	 * hung at start, deaf to SIGTERM); a regular file ignores it */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), r = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -33,7 +44,10 @@ int pol_learned_read_file(const char *path, void **out, size_t *len)
 		r = -errno;
 		goto out;
 	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size > POL_LEARNED_FILE_MAX) {
+	r = regular(sb.st_mode);
+	if (r)
+		goto out;
+	if (sb.st_size > POL_LEARNED_FILE_MAX) {
 		r = -EFBIG;
 		goto out;
 	}
@@ -61,6 +75,64 @@ out:
 	return r;
 }
 
+const char *pol_learned_file_strerror(int e)
+{
+	switch (e) {
+	case -EISDIR:
+		return "a directory, not a policy state file";
+	case -EINVAL:
+		return "not a regular file (a FIFO, socket or device)";
+	case -EFBIG:
+		return "larger than a policy state can be (1 MiB)";
+	default:
+		return strerror(-e);
+	}
+}
+
+/* What lstat says of one of the paths a save writes, into why. */
+static int check_one(const char *path, bool tmp, char *why, size_t len)
+{
+	const char *role = tmp ? " (each save writes it)" : "";
+	struct stat sb;
+	int r;
+
+	/* missing or out of reach: the read and the save say so then */
+	if (lstat(path, &sb))
+		return 0;
+	if (S_ISLNK(sb.st_mode)) {
+		snprintf(
+			why, len, "%s%s is a symbolic link: %s", path, role,
+			tmp ? "a save does not write through one" :
+			      "a save renames a new file over it, which replaces the link, not the file it points to (give that file's path)");
+		return -ELOOP;
+	}
+	r = regular(sb.st_mode);
+	if (r)
+		snprintf(why, len, "%s%s is %s, not a regular file", path, role,
+			 S_ISDIR(sb.st_mode)  ? "a directory" :
+			 S_ISFIFO(sb.st_mode) ? "a FIFO" :
+			 S_ISSOCK(sb.st_mode) ? "a socket" :
+						"a device");
+	return r;
+}
+
+int pol_learned_check_path(const char *path, char *why, size_t len)
+{
+	char tmp[PATH_MAX + 8];
+	int r;
+
+	if (strlen(path) >= PATH_MAX) {
+		snprintf(why, len, "%.40s...: %s", path,
+			 strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	r = check_one(path, false, why, len);
+	if (r)
+		return r;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	return check_one(tmp, true, why, len);
+}
+
 /* Write buf to path through path.tmp: fsync, rename, fsync the dir. */
 int pol_learned_write_file(const char *path, const void *buf, size_t len)
 {
@@ -73,10 +145,24 @@ int pol_learned_write_file(const char *path, const void *buf, size_t len)
 		return -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	/* not through a link someone put there */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+	fd = open(tmp,
+		  O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			  O_CLOEXEC,
 		  0600);
 	if (fd < 0)
-		return -errno;
+		/* ENXIO: a FIFO nobody reads, or a device without one */
+		return errno == ENXIO ? -EINVAL : -errno;
+	/* a FIFO there took the writes (O_NONBLOCK: its open no longer
+	 * waits for a reader, the save stops here) */
+	{
+		struct stat sb;
+
+		r = fstat(fd, &sb) ? -errno : regular(sb.st_mode);
+		if (r) {
+			close(fd);
+			return r;
+		}
+	}
 	while (done < len) {
 		ssize_t n = write(fd, (const char *)buf + done, len - done);
 

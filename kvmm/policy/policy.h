@@ -235,13 +235,26 @@ int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
 
 /*
  * A state's file: read whole (0, or -errno; -EFBIG: larger than
- * POL_LEARNED_FILE_MAX, or not a regular file), or written through
+ * POL_LEARNED_FILE_MAX; -EISDIR: a directory; -EINVAL: not a regular
+ * file, e.g. a FIFO, which is never waited on), or written through
  * path.tmp, fsync, rename and an fsync of the directory (0 or -errno;
- * -ENAMETOOLONG for a path of PATH_MAX bytes or more).
+ * -ENAMETOOLONG for a path of PATH_MAX bytes or more; -EISDIR or -EINVAL
+ * when path.tmp is no regular file).  pol_learned_file_strerror() says
+ * what their errors mean.
  */
 #define POL_LEARNED_FILE_MAX (1u << 20) /* asym's state is 32 KiB */
 int pol_learned_read_file(const char *path, void **buf, size_t *len);
 int pol_learned_write_file(const char *path, const void *buf, size_t len);
+const char *pol_learned_file_strerror(int e);
+/*
+ * For a program that will save to path (kvmmd, kvmm-replay), before it
+ * starts: 0 when path and path.tmp are regular files or missing (or
+ * cannot be looked at: the read and the save report that);
+ * otherwise -errno and why (a sentence naming the path): a directory
+ * (-EISDIR), a FIFO, socket or device (-EINVAL), or a symbolic link
+ * (-ELOOP: the save's rename would replace the link, not its target).
+ */
+int pol_learned_check_path(const char *path, char *why, size_t len);
 /*
  * Hold path.lock (an flock) while using the state at path, so that two
  * programs do not overwrite each other's (and share path.tmp): the fd

@@ -175,6 +175,66 @@ static void print_row(const struct pol_replay_result *r)
 	       r->reuse_overhead_s, r->ttft_mean_s, r->ttft_p99_s);
 }
 
+/*
+ * --policy-state FILE: lock it, read it when it exists and check that it
+ * is a state of this policy, all before the first line of output (a
+ * damaged file failed the replay after the table's header).  The lock's
+ * fd, or -1 with the reason on stderr.
+ */
+static int load_state(const char *state, enum pol_kind kind, void **buf,
+		      size_t *len)
+{
+	struct pol_learned_summary *s;
+	char why[4096 + 200];
+	int lock, r;
+
+	/* a FIFO there blocked the read; a link there the save replaces */
+	r = pol_learned_check_path(state, why, sizeof(why));
+	if (r) {
+		fprintf(stderr, "kvmm-replay: --policy-state: %s\n", why);
+		return -1;
+	}
+	/* as kvmmd does: one program per state file */
+	lock = pol_learned_lock_file(state);
+	if (lock < 0) {
+		fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n", state,
+			lock == -EBUSY ?
+				"in use (a kvmmd or another replay holds its .lock)" :
+				strerror(-lock));
+		return -1;
+	}
+	r = pol_learned_read_file(state, buf, len);
+	if (r == -ENOENT)
+		return lock; /* none yet: the policy learns from the start */
+	if (r) {
+		fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n", state,
+			pol_learned_file_strerror(r));
+		close(lock);
+		return -1;
+	}
+	s = malloc(sizeof(*s));
+	r = s ? pol_learned_describe(*buf, *len, s) : -ENOMEM;
+	if (!r && s->kind != kind) {
+		fprintf(stderr,
+			"kvmm-replay: --policy-state %s: learned by %s, not %s\n",
+			state, pol_kind_string(s->kind), pol_kind_string(kind));
+		r = -ESTALE;
+	} else if (r) {
+		fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n", state,
+			r == -EINVAL ? "not a policy state, or damaged" :
+			r == -ESTALE ? "written by another policy or version" :
+				       strerror(-r));
+	}
+	free(s);
+	if (r) {
+		free(*buf);
+		*buf = NULL;
+		close(lock);
+		return -1;
+	}
+	return lock;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -428,25 +488,10 @@ int main(int argc, char **argv)
 		return die_usage("%s", "--policy-state replays one capacity in "
 				       "process (kvmmd keeps its own)");
 	if (state) {
-		int r;
-
-		/* as kvmmd does: one program per state file */
-		state_lock = pol_learned_lock_file(state);
-		if (state_lock < 0) {
-			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
-				state,
-				state_lock == -EBUSY ?
-					"in use (a kvmmd or another replay holds its .lock)" :
-					strerror(-state_lock));
+		state_lock =
+			load_state(state, o.kind, &state_in, &o.learned_in_len);
+		if (state_lock < 0)
 			return 1;
-		}
-		r = pol_learned_read_file(state, &state_in, &o.learned_in_len);
-
-		if (r && r != -ENOENT) {
-			fprintf(stderr, "kvmm-replay: --policy-state %s: %s\n",
-				state, strerror(-r));
-			return 1;
-		}
 		o.learned_in = state_in;
 		o.learned_out = &state_out;
 		o.learned_out_len = &state_out_len;

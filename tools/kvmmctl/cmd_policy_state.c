@@ -76,9 +76,7 @@ int cmd_policy_state(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	e = pol_learned_read_file(argv[1], &buf, &len);
 	if (e) {
 		fprintf(stderr, "kvmmctl: %s: %s\n", argv[1],
-			e == -EFBIG ?
-				"too large for a policy state, or not a file" :
-				strerror(-e));
+			pol_learned_file_strerror(e));
 		return 1;
 	}
 	s = malloc(sizeof(*s));
