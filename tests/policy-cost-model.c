@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kvmm/policy/cost_model.h"
 #include "tests/lib/test.h"
@@ -19,6 +21,48 @@
 		if (!near(_x, _y))                                        \
 			t_fail("%s = %.12g, expected %.12g", #a, _x, _y); \
 	} while (0)
+
+/* The reference profile's text, one "key = value" a line. */
+static const char reference_text[] =
+	"layers = 32\nq_heads = 32\nkv_heads = 8\nhead_dim = 128\n"
+	"dtype_bytes = 2\ntokens_per_block = 512\n"
+	"linear_flops_per_token = 13.96e9\npeak_flops = 989e12\n"
+	"efficiency = 0.6\ngpu_bandwidth = 4.8e12\ngpu_latency = 0\n"
+	"host_bandwidth = 55e9\nhost_latency = 10e-6\n"
+	"nvme_bandwidth = 7e9\nnvme_latency = 100e-6\nmsa_alpha = 0.05\n"
+	"ewma_weight = 0.1\n";
+
+static const struct {
+	const char *key, *value, *why;
+} bad_values[] = {
+	{ "efficiency", "nan", "line 9: 'nan' is not a decimal number" },
+	{ "efficiency", "NAN", "'NAN' is not a decimal number" },
+	{ "host_bandwidth", "inf", "line 12: 'inf' is not a decimal number" },
+	{ "host_bandwidth", "1e999", "'1e999' is out of a double's range" },
+	{ "ewma_weight", "nan", "'nan' is not a decimal number" },
+	{ "peak_flops", "0x1p40", "'0x1p40' is not a decimal number" },
+	{ "gpu_latency", "-0", "'-0' is not a decimal number" },
+	{ "host_latency", "1e", "'1e' is not a decimal number" },
+	{ "host_latency", ".", "'.' is not a decimal number" },
+	{ "layers", "0x20", "line 1: '0x20' is not a decimal integer" },
+	{ "layers", "32.0", "'32.0' is not a decimal integer" },
+	{ "layers", "+32", "'+32' is not a decimal integer" },
+	{ "layers", "4294967296", "'4294967296' is out of range" },
+	{ "head_dim", "1e2", "'1e2' is not a decimal integer" },
+};
+
+/* In text (size bytes), give key's line the value v. */
+static void replace_line(char *text, size_t size, const char *key,
+			 const char *v)
+{
+	char rest[1024], *line = strstr(text, key), *eol;
+
+	if (!line)
+		t_fail("no %s in the profile", key);
+	eol = strchr(line, '\n');
+	snprintf(rest, sizeof(rest), "%s", eol);
+	snprintf(line, size - (size_t)(line - text), "%s = %s%s", key, v, rest);
+}
 
 int main(void)
 {
@@ -77,6 +121,60 @@ int main(void)
 	t_assert_eq(pol_cost_parse("layers = 32\n", "x", &f, err, sizeof(err)),
 		    -EINVAL);
 	t_assert(strstr(err, "missing key"));
+
+	/* Values as a person writes them: strtod took nan, inf and hex, and
+	 * nan passed every check after it (nan < 0 is false). */
+	for (size_t i = 0; i < sizeof(bad_values) / sizeof(bad_values[0]);
+	     i++) {
+		char text[4096];
+
+		snprintf(text, sizeof(text), "%s", reference_text);
+		replace_line(text, sizeof(text), bad_values[i].key,
+			     bad_values[i].value);
+		t_assert_eq(pol_cost_parse(text, "x", &f, err, sizeof(err)),
+			    -EINVAL);
+		if (!strstr(err, bad_values[i].why))
+			t_fail("%s = %s: '%s', expected '%s'",
+			       bad_values[i].key, bad_values[i].value, err,
+			       bad_values[i].why);
+	}
+	/* what stays accepted: exponents, a leading '.', 0 */
+	t_ok(pol_cost_parse("layers = 32\nq_heads = 32\nkv_heads = 8\n"
+			    "head_dim = 128\ndtype_bytes = 2\n"
+			    "tokens_per_block = 512\n"
+			    "linear_flops_per_token = 13.96E+9\n"
+			    "peak_flops = 989e12\nefficiency = .6\n"
+			    "host_bandwidth = 55e9\nhost_latency = 10e-6\n"
+			    "nvme_bandwidth = 7000000000\nmsa_alpha = 0\n",
+			    "x", &f, err, sizeof(err)));
+	t_near(f.efficiency, 0.6);
+	t_near(f.linear_flops_per_token, 13.96e9);
+	/* Line numbers are the file's: blank lines count (they were
+	 * merged away, so the error named a line 3 too early). */
+	t_assert_eq(pol_cost_parse("\n\n\n# c\nlayers = 0x20\n", "x", &f, err,
+				   sizeof(err)),
+		    -EINVAL);
+	t_assert(strstr(err, "bad value for 'layers' on line 5: '0x20' is "
+			     "not a decimal integer"));
+	t_assert_eq(pol_cost_parse("\n\r\nwat = 1\n", "x", &f, err,
+				   sizeof(err)),
+		    -EINVAL);
+	t_assert(strstr(err, "unknown key 'wat' on line 3"));
+	/* a FIFO as the profile is refused, not waited on */
+	{
+		char fifo[] = "/tmp/kvmm-profile-fifo-XXXXXX";
+		int fd = mkstemp(fifo);
+
+		t_assert(fd >= 0);
+		close(fd);
+		unlink(fifo);
+		t_ok(mkfifo(fifo, 0600));
+		alarm(10); /* the old code blocked here */
+		t_assert_eq(pol_cost_load(fifo, &f, err, sizeof(err)), -ENOENT);
+		alarm(0);
+		unlink(fifo);
+		t_assert(strstr(err, "not a regular file"));
+	}
 
 	/* Online correction: EWMA with weight 0.1 after the latency. */
 	pol_cost_observe_transfer(&m, 1, 67108864, 67108864 / 27.5e9 + 10e-6);

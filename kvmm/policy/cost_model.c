@@ -4,11 +4,16 @@
  * profile parsing, the per-block costs, and online correction.
  */
 #include <ctype.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kvmm/policy/cost_model.h"
 
@@ -93,11 +98,61 @@ static char *trim(char *s)
 	return s;
 }
 
+/*
+ * A value as a person writes it in a profile: a decimal integer for the
+ * counts ('u'); for the rates a decimal number, optionally with an
+ * exponent (13.96e9, 10e-6).  strtod alone took hex, nan and inf, and nan
+ * passed every later check (nan < 0 is false).  0, or the reason.
+ */
+static const char *parse_value(const char *v, char type, void *out)
+{
+	const char *p = v;
+	char *end;
+	bool digits = false;
+
+	if (type == 'u') {
+		unsigned long long u;
+
+		for (p = v; isdigit((unsigned char)*p); p++)
+			;
+		if (p == v || *p)
+			return "not a decimal integer";
+		errno = 0;
+		u = strtoull(v, &end, 10);
+		if (errno || u > UINT32_MAX)
+			return "out of range (at most 4294967295)";
+		*(uint32_t *)out = (uint32_t)u;
+		return NULL;
+	}
+	for (; isdigit((unsigned char)*p); p++)
+		digits = true;
+	if (*p == '.')
+		for (p++; isdigit((unsigned char)*p); p++)
+			digits = true;
+	if (digits && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!isdigit((unsigned char)*p))
+			digits = false;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	if (!digits || *p)
+		return "not a decimal number >= 0 (no sign, hex, nan or inf)";
+	errno = 0;
+	*(double *)out = strtod(v, &end);
+	/* 1e999 (inf) or 1e-999 (not the value written) */
+	if (errno || *end)
+		return "out of a double's range";
+	return NULL;
+}
+
 int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 		   char *err, size_t errlen)
 {
 	bool seen[NKEYS] = { false };
-	char *copy, *line, *save = NULL;
+	char *copy, *line, *next;
 	int lineno = 0, r = 0;
 
 	memset(m, 0, sizeof(*m));
@@ -109,12 +164,17 @@ int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 	copy = strdup(text);
 	if (!copy)
 		return -ENOMEM;
-	for (line = strtok_r(copy, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *hash = strchr(line, '#'), *eq, *k, *v, *end;
+	/* line by line, blank ones too: errors name the file's line */
+	for (line = copy; line; line = next) {
+		char *hash, *eq, *k, *v;
+		const char *why;
 		size_t i;
 
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
 		lineno++;
+		hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
 		k = trim(line);
@@ -143,19 +203,14 @@ int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 			r = -EINVAL;
 			goto out;
 		}
-		errno = 0;
-		double d = strtod(v, &end);
-		if (errno || end == v || *end || d < 0 ||
-		    (keys[i].type == 'u' && (d != (uint32_t)d))) {
-			set_err(err, errlen, "bad value for '%s' on line %d", k,
-				lineno);
+		why = parse_value(v, keys[i].type, (char *)m + keys[i].off);
+		if (why) {
+			set_err(err, errlen,
+				"bad value for '%s' on line %d: '%s' is %s", k,
+				lineno, v, why);
 			r = -EINVAL;
 			goto out;
 		}
-		if (keys[i].type == 'u')
-			*(uint32_t *)((char *)m + keys[i].off) = (uint32_t)d;
-		else
-			*(double *)((char *)m + keys[i].off) = d;
 		seen[i] = true;
 	}
 	for (size_t i = 0; i < NKEYS; i++)
@@ -187,25 +242,40 @@ void pol_cost_reference(struct pol_cost_model *m)
 
 char *pol_cost_read_text(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	char *buf;
-	long n;
+	/* O_NONBLOCK: a FIFO's open would wait for a writer (kvmmd
+	 * --profile FIFO hung its start) */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e = 0;
+	struct stat sb;
+	char *buf = NULL;
+	size_t got = 0;
 
-	if (!f)
+	if (fd < 0)
 		return NULL;
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > (1 << 20) ||
-	    fseek(f, 0, SEEK_SET)) {
-		fclose(f);
-		return NULL;
+	if (fstat(fd, &sb))
+		e = errno;
+	else if (!S_ISREG(sb.st_mode))
+		e = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+	else if (sb.st_size > (1 << 20))
+		e = EFBIG;
+	else if (!(buf = malloc((size_t)sb.st_size + 1)))
+		e = ENOMEM;
+	while (!e && got < (size_t)sb.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			e = n < 0 ? errno : EIO;
+		else
+			got += (size_t)n;
 	}
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+	close(fd);
+	if (e) {
 		free(buf);
-		buf = NULL;
+		errno = e;
+		return NULL;
 	}
-	if (buf)
-		buf[n] = '\0';
-	fclose(f);
+	buf[got] = '\0';
 	return buf;
 }
 
@@ -227,7 +297,9 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 	    (len > 8 && !strcmp(what + len - 8, ".profile"))) {
 		text = pol_cost_read_text(what);
 		if (!text) {
-			set_err(err, errlen, "cannot read profile %s", what);
+			set_err(err, errlen, "cannot read profile %s: %s", what,
+				errno == EINVAL ? "not a regular file" :
+						  strerror(errno));
 			return -ENOENT;
 		}
 		snprintf(path, sizeof(path), "%s", what);

@@ -71,7 +71,9 @@ int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 void pol_cost_reference(struct pol_cost_model *m);
 /*
  * The whole of a profile-sized text file (at most 1 MiB), NUL-terminated,
- * for the caller to free(); NULL if it cannot be opened, read or is larger.
+ * for the caller to free(); NULL with errno set if it cannot be opened or
+ * read, is larger (EFBIG), a directory (EISDIR) or no regular file
+ * (EINVAL: a FIFO is not waited on).
  * kvmm-calibrate reads its --base profile with it.
  */
 char *pol_cost_read_text(const char *path);
