@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ static void usage(FILE *f)
 		"  --socket-mode OCTAL    socket permissions (0660)\n"
 		"  --log-level err|warn|info|debug\n"
 		"  --config FILE          'option value' lines, '#' comments\n"
+		"                         (repeatable; read first: the command line wins)\n"
 		"  --pid-file PATH        write the daemon's pid there\n"
 		"  --foreground           do not daemonize, log to stderr\n"
 		"  --telemetry auto|bpf|shm|off  access telemetry source (auto)\n"
@@ -123,61 +125,97 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* Apply one option; name is the long option's name. */
-static int apply(struct kd_config *cfg, const char *name, const char *val)
+/*
+ * One line of a config file, "name value", "name = value" or "name";
+ * '#' starts a comment.  0, or -EINVAL with a line on stderr that says
+ * where and why.
+ */
+static int config_line(struct kd_config *cfg, const char *path, int lineno,
+		       char *line)
 {
 	const struct option *o;
+	char *k, *v, *end;
+	int err;
 
+	k = line + strspn(line, " \t");
+	end = k + strcspn(k, "#\r\n");
+	*end = '\0';
+	while (end > k && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	if (!*k)
+		return 0;
+	v = k + strcspn(k, " \t=");
+	if (*v) {
+		*v++ = '\0';
+		v += strspn(v, " \t=");
+	}
 	for (o = long_opts; o->name; o++)
-		if (!strcmp(o->name, name))
+		if (!strcmp(o->name, k))
 			break;
 	if (!o->name) {
-		fprintf(stderr, "kvmmd: unknown option '%s'\n", name);
+		fprintf(stderr, "kvmmd: %s:%d: unknown option '%s'\n", path,
+			lineno, k);
 		return -EINVAL;
 	}
-	if (o->has_arg == required_argument && !val) {
-		fprintf(stderr, "kvmmd: option '%s' needs a value\n", name);
+	if (o->val == 'c' || o->val == 'h' || o->val == 'V') {
+		fprintf(stderr,
+			"kvmmd: %s:%d: '%s' is for the command line only%s\n",
+			path, lineno, k,
+			o->val == 'c' ?
+				" (a config file does not read another)" :
+				"");
 		return -EINVAL;
 	}
-	return kd_option_apply(cfg, o->val, val);
+	if (o->has_arg == no_argument && *v) {
+		/* "foreground no" turned it on */
+		fprintf(stderr,
+			"kvmmd: %s:%d: '%s' takes no value (got '%s'): the name alone turns it on, leaving it out keeps it off\n",
+			path, lineno, k, v);
+		return -EINVAL;
+	}
+	if (o->has_arg == required_argument && !*v) {
+		fprintf(stderr, "kvmmd: %s:%d: '%s' needs a value\n", path,
+			lineno, k);
+		return -EINVAL;
+	}
+	err = kd_option_apply(cfg, o->val, *v ? v : NULL);
+	if (err) /* the line above says why */
+		fprintf(stderr, "kvmmd: %s:%d: bad value for '%s'\n", path,
+			lineno, k);
+	return err;
 }
 
+/* Lines of any length (fgets' 511 bytes cut a long one in two, and its
+ * tail was read as an option of its own). */
 static int read_config(struct kd_config *cfg, const char *path)
 {
-	char line[512];
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
 	int lineno = 0, err = 0;
 	FILE *f = fopen(path, "re");
 
 	if (!f) {
-		fprintf(stderr, "kvmmd: config %s: %s\n", path,
-			strerror(errno));
-		return -errno;
+		err = -errno;
+		fprintf(stderr, "kvmmd: config %s: %s\n", path, strerror(-err));
+		return err;
 	}
-	while (!err && fgets(line, sizeof(line), f)) {
-		char *k, *v, *end;
-
+	while (!err && (n = getline(&line, &cap, f)) >= 0) {
 		lineno++;
-		k = line + strspn(line, " \t");
-		end = k + strcspn(k, "#\r\n");
-		*end = '\0';
-		while (end > k && (end[-1] == ' ' || end[-1] == '\t'))
-			*--end = '\0';
-		if (!*k)
-			continue;
-		v = k + strcspn(k, " \t=");
-		if (*v) {
-			*v++ = '\0';
-			v += strspn(v, " \t=");
-		}
-		if (!strcmp(k, "config")) {
+		if (strlen(line) != (size_t)n) {
+			fprintf(stderr,
+				"kvmmd: %s:%d: a NUL byte (not a text file?)\n",
+				path, lineno);
 			err = -EINVAL;
-		} else {
-			err = apply(cfg, k, *v ? v : NULL);
+			break;
 		}
-		if (err)
-			fprintf(stderr, "kvmmd: %s:%d: bad line\n", path,
-				lineno);
+		err = config_line(cfg, path, lineno, line);
 	}
+	if (!err && ferror(f)) {
+		err = -EIO;
+		fprintf(stderr, "kvmmd: config %s: cannot read it\n", path);
+	}
+	free(line);
 	fclose(f);
 	return err;
 }
@@ -262,23 +300,33 @@ int main(int argc, char **argv)
 	struct kd_config cfg;
 	struct kd_daemon d;
 	int c, err, ready_fd = -1;
+	bool attach_from_cli = false;
 	char ok = 0;
 
 	kd_config_defaults(&cfg);
-	/* The config file first, so the command line overrides it. */
-	for (int i = 1; i < argc; i++) {
-		const char *v = NULL;
-
-		if (!strncmp(argv[i], "--config=", 9))
-			v = argv[i] + 9;
-		else if (!strcmp(argv[i], "--config") && i + 1 < argc)
-			v = argv[i + 1];
-		if (v && read_config(&cfg, v))
+	/*
+	 * The config files first, so the command line overrides them, found
+	 * by the same getopt_long() that reads the options after: a scan for
+	 * "--config" missed the abbreviations it takes (--conf FILE), and
+	 * the file was skipped without a word.  Its errors wait for the
+	 * second pass.
+	 */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "fhV", long_opts, NULL)) != -1)
+		if (c == 'c' && read_config(&cfg, optarg))
 			return 2;
-	}
+	opterr = 1;
+	optind = 0; /* GNU getopt: start over, from scratch */
 	while ((c = getopt_long(argc, argv, "fhV", long_opts, NULL)) != -1) {
 		if (c == 'c')
 			continue;
+		/* a repeatable option's list on the command line replaces
+		 * the config file's, as any other option does; --quota and
+		 * --tenant-limit replace the file's entry for their id */
+		if (c == 'A' && !attach_from_cli) {
+			cfg.nr_telemetry_attach = 0;
+			attach_from_cli = true;
+		}
 		if (c == 'V') {
 			printf("kvmmd %s (ABI %d.%d)\n", KVMM_VERSION,
 			       KVMM_ABI_MAJOR, KVMM_ABI_MINOR);
