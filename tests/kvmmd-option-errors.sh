@@ -1,7 +1,10 @@
 #!/bin/bash
 # kvmmd's option values that were accepted and should not have been:
 # each is refused before anything starts, exit 2, one line naming the
-# option and the reason (Documentation/admin.md, kvmmd options).  Every
+# option and the reason (Documentation/admin.md, kvmmd options); a
+# --cache-block-pages larger than the pool stops the start (exit 1), one
+# that no host tier holds is a WARN at start; kvmmctl quota refuses sizes
+# the same way, as kvmmctl.  Every
 # kvmmd here runs under a timeout: one that hung (a FIFO as
 # --policy-state) fails the test instead of blocking it.
 set -u
@@ -36,4 +39,65 @@ bad "kvmmd: --policy-state: /dev/null is a device, not a regular file" --policy-
 bad "kvmmd: --policy-state: $dir/link is a symbolic link: a save renames" --policy-state "$dir/link"
 mkfifo "$dir/s.tmp"
 bad "kvmmd: --policy-state: $dir/s.tmp (each save writes it) is a FIFO" --policy-state "$dir/s"
+
+# sizes and numbers start with a digit: strtoull skipped the blank and
+# took the sign, so " -1" was 2^64 - 1
+bad "kvmmd: --host-mem: ' -1' is not a size" --host-mem " -1"
+bad "kvmmd: --gpu-mem: '+1G' is not a size" --gpu-mem +1G
+bad "kvmmd: --quota: ' -1' is not a size" --quota "1000= -1"
+bad "kvmmd: --cpu: ' 1' is not a number" --cpu " 1"
+bad "kvmmd: --socket-mode: '8' is not an octal number" --socket-mode 8
+# the reason, not only the value
+bad "kvmmd: --socket-mode: 1777 is more than 0777 (permission bits only" --socket-mode 1777
+# 0 meant the default while 1 was refused
+bad "kvmmd: --gpu-mem: 0 is no pool (leave the option out for the default, 4096 pages)" --gpu-mem 0
+# a page of 1T made a pool of 4 PiB
+bad "kvmmd: --page-size: 1T is more than 1G (the largest page kvmmd maps)" --page-size 1T
+bad "kvmmd: --page-size: 6K is not a multiple of 4K" --page-size 6K
+
+# kvmmctl names itself, and refuses the same sizes
+"$b/kvmmctl" --socket "$sock" quota 1000 " -1" 2>"$dir/err"
+[ $? = 2 ] || fail "kvmmctl quota ' -1' not a usage error"
+grep -qF "kvmmctl: quota: ' -1' is not a size" "$dir/err" || fail "kvmmctl quota: $(cat "$dir/err")"
+"$b/kvmmctl" --socket "$sock" quota " 1000" 1G 2>"$dir/err"
+[ $? = 2 ] || fail "kvmmctl quota ' 1000' not a usage error"
+
+# --cache-block-pages against the pool and the host tier, at start
+# (exit 1): the host tier was silently gone
+start_fails() { # expected-text option...
+	local want=$1 rc
+	shift
+	timeout 10 "$b/kvmmd" --foreground --backend host --telemetry off \
+		--socket "$sock" "$@" 2>"$dir/err" </dev/null
+	rc=$?
+	[ $rc = 1 ] || fail "$*: exit $rc, expected 1 ($(cat "$dir/err"))"
+	grep -qF -- "$want" "$dir/err" || fail "$*: message $(cat "$dir/err")"
+	[ -e "$sock" ] && fail "$*: left a socket"
+	return 0
+}
+start_fails "--cache-block-pages 4294967295: a block is larger than the pool (4096 pages of 65536 bytes" \
+	--host-mem 1G --cache-block-pages 4294967295
+start_fails "--cache-block-pages 600: a block is larger than the pool (512 pages" \
+	--gpu-mem 32M --cache-block-pages 600
+# a host tier smaller than one block is none: said at start (WARN), the
+# cache runs on the GPU alone; without --cache-block-pages the block size
+# comes later, and only a tier below the smallest block (2 pages) is
+# known to be none at start
+warns() { # expected-text option...
+	local want=$1 pid
+	shift
+	"$b/kvmmd" --foreground --backend host --telemetry off \
+		--socket "$sock" "$@" 2>"$dir/log" </dev/null &
+	pid=$!
+	for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+	[ -S "$sock" ] || fail "$*: did not start: $(cat "$dir/log")"
+	kill $pid
+	wait $pid
+	grep "WARN" "$dir/log" | grep -qF -- "$want" ||
+		fail "$*: no warning '$want' in: $(cat "$dir/log")"
+}
+warns "--host-mem 1048576 holds no block of --cache-block-pages 32 (2097152 bytes): no host tier" \
+	--host-mem 1M --cache-block-pages 32
+warns "--host-mem 65536 is smaller than the smallest block (2 pages, 131072 bytes): no host tier" \
+	--host-mem 64K
 echo ok

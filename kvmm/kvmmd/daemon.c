@@ -227,6 +227,42 @@ static void raise_nofile(struct kd_daemon *d)
 		need > r.nr_open ? ", and sysctl fs.nr_open above it" : "");
 }
 
+/*
+ * --cache-block-pages against the pool and the host tier, now that the
+ * page size is known: a block larger than the pool is never cached
+ * (refused), and a host tier smaller than one block is none at all (the
+ * cache found "no slot would fit" and went on without a word: now a
+ * WARN line says so at start).  Without the option the block size comes
+ * with the first region: only a --host-mem below the smallest block (2
+ * pages) is known to be none at start.  0 or -EINVAL.
+ */
+static int check_block_size(const struct kd_daemon *d)
+{
+	const struct kd_config *cfg = &d->cfg;
+	uint64_t block = (uint64_t)cfg->cache_block_pages * d->page_size;
+
+	if (cfg->cache_block_pages > d->capacity) {
+		vmm_log(VMM_LOG_ERR,
+			"--cache-block-pages %u: a block is larger than the pool (%llu pages of %zu bytes; --gpu-mem)",
+			cfg->cache_block_pages, (unsigned long long)d->capacity,
+			d->page_size);
+		return -EINVAL;
+	}
+	/* a WARN, not a refusal: a node may run so on purpose (a host
+	 * limit given for it is dropped, tests/cache-tenant-limit.c) */
+	if (cfg->cache_block_pages && cfg->host_mem && cfg->host_mem < block)
+		vmm_log(VMM_LOG_WARN,
+			"--host-mem %llu holds no block of --cache-block-pages %u (%llu bytes): no host tier, the cache keeps blocks on the GPU only",
+			(unsigned long long)cfg->host_mem,
+			cfg->cache_block_pages, (unsigned long long)block);
+	else if (!cfg->cache_block_pages && cfg->host_mem &&
+		 cfg->host_mem < 2ull * d->page_size)
+		vmm_log(VMM_LOG_WARN,
+			"--host-mem %llu is smaller than the smallest block (2 pages, %zu bytes): no host tier, the cache keeps blocks on the GPU only",
+			(unsigned long long)cfg->host_mem, 2 * d->page_size);
+	return 0;
+}
+
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 {
 	struct vmm_config vc = { 0 };
@@ -328,6 +364,9 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 			(unsigned long long)d->capacity);
 		goto err_quotas;
 	}
+	err = check_block_size(d);
+	if (err)
+		goto err_backend;
 	raise_nofile(d);
 	err = vmm_pool_create(d->backend, d->capacity, &d->pool);
 	if (err) {

@@ -122,7 +122,7 @@ struct kd_quota_opt {
 
 #define KD_MAX_QUOTA_OPTS 64
 
-/* --tenant-limit ID=gpu:N,host:N,nvme:N (tenant.c) */
+/* --tenant-limit ID=TIER:N[,TIER:N...] or ID=none (tenant.c) */
 struct kd_tenant_limit {
 	uint32_t id; /* uid, or gid under --cache-scope gid */
 	uint64_t blocks[3]; /* per tier; 0: no limit there */

@@ -25,7 +25,9 @@ int kd_parse_size(const char *what, const char *s, uint64_t *out)
 	unsigned long long v;
 	unsigned int shift = 0;
 
-	if (!s || !*s || *s == '-')
+	/* a digit first: strtoull skips blanks and takes a sign, so " -1"
+	 * was 2^64 - 1 */
+	if (!s || !isdigit((unsigned char)*s))
 		goto bad;
 	errno = 0;
 	v = strtoull(s, &end, 10);
@@ -60,14 +62,14 @@ int kd_parse_size(const char *what, const char *s, uint64_t *out)
 	if (*end)
 		goto bad;
 	if (shift && v > (~0ull >> shift)) {
-		fprintf(stderr, "kvmmd: %s: '%s' is too large\n", what, s);
+		fprintf(stderr, "%s: '%s' is too large\n", what, s);
 		return -ERANGE;
 	}
 	*out = v << shift;
 	return 0;
 bad:
 	fprintf(stderr,
-		"kvmmd: %s: '%s' is not a size (a number with an optional K, M, G or T suffix)\n",
+		"%s: '%s' is not a size (a number with an optional K, M, G or T suffix)\n",
 		what, s ? s : "");
 	return -EINVAL;
 }
@@ -78,7 +80,7 @@ int kd_parse_tenant_limit(const char *what, const char *spec,
 	if (!pol_tenant_limit_parse(spec, blocks))
 		return 0;
 	fprintf(stderr,
-		"%s'%s' is not gpu:N,host:N,nvme:N (each tier at most once, N blocks > 0) or none\n",
+		"%s'%s' is not gpu:N, host:N, nvme:N or some of them (comma-separated, in any order, each tier at most once, N blocks > 0), nor none\n",
 		what, spec);
 	return -EINVAL;
 }
@@ -124,8 +126,10 @@ static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 
 	errno = 0;
 	v = strtoul(s, &end, base);
-	if (errno || end == s || *end || *s == '-' || v > 0xffffffffu) {
-		fprintf(stderr, "kvmmd: %s: '%s' is not a number\n", what, s);
+	/* a digit first: no blanks, signs or 0x */
+	if (errno || !isdigit((unsigned char)*s) || *end || v > 0xffffffffu) {
+		fprintf(stderr, "kvmmd: %s: '%s' is not a%s number\n", what, s,
+			base == 8 ? "n octal" : "");
 		return -EINVAL;
 	}
 	*out = v;
@@ -213,14 +217,32 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		}
 		return 0;
 	case 'm':
-		return kd_parse_size("--gpu-mem", val, &cfg->gpu_mem);
+		err = kd_parse_size("kvmmd: --gpu-mem", val, &size);
+		if (err)
+			return err;
+		/* it meant the default (4096 pages), while 1 was refused */
+		if (!size) {
+			fprintf(stderr,
+				"kvmmd: --gpu-mem: 0 is no pool (leave the option out for the default, 4096 pages)\n");
+			return -EINVAL;
+		}
+		cfg->gpu_mem = size;
+		return 0;
 	case 'p':
-		err = kd_parse_size("--page-size", val, &size);
+		err = kd_parse_size("kvmmd: --page-size", val, &size);
 		if (err)
 			return err;
 		if (!size || size % 4096) {
 			fprintf(stderr,
 				"kvmmd: --page-size: %s is not a multiple of 4K\n",
+				val);
+			return -EINVAL;
+		}
+		/* 1T made a pool of 4 PiB by default; no GPU maps pages
+		 * that large, nor does the host backend want them */
+		if (size > KD_PAGE_SIZE_MAX) {
+			fprintf(stderr,
+				"kvmmd: --page-size: %s is more than 1G (the largest page kvmmd maps)\n",
 				val);
 			return -EINVAL;
 		}
@@ -251,7 +273,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'M':
 		err = parse_u32("--socket-mode", val, &u, 8);
 		if (!err && u > 0777) {
-			fprintf(stderr, "kvmmd: --socket-mode: %s\n", val);
+			fprintf(stderr,
+				"kvmmd: --socket-mode: %s is more than 0777 (permission bits only: no setuid, setgid or sticky bit)\n",
+				val);
 			return -EINVAL;
 		}
 		cfg->socket_mode = u;
@@ -273,12 +297,13 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->foreground = true;
 		return 0;
 	case 'H':
-		return kd_parse_size("--host-mem", val, &cfg->host_mem);
+		return kd_parse_size("kvmmd: --host-mem", val, &cfg->host_mem);
 	case 'N':
 		return copy_path("--nvme-path", cfg->nvme_path,
 				 sizeof(cfg->nvme_path), val);
 	case 'Z':
-		return kd_parse_size("--nvme-size", val, &cfg->nvme_size);
+		return kd_parse_size("kvmmd: --nvme-size", val,
+				     &cfg->nvme_size);
 	case 'G':
 		/* a count of blocks, not a size */
 		err = parse_u32("--cache-gpu-blocks", val, &u, 10);
@@ -357,7 +382,7 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		uid[eq - val] = '\0';
 		err = parse_u32("--quota uid", uid, &u, 10);
 		if (!err)
-			err = kd_parse_size("--quota", eq + 1, &size);
+			err = kd_parse_size("kvmmd: --quota", eq + 1, &size);
 		if (err)
 			return err;
 		for (uint32_t i = 0; i < cfg->nr_quotas; i++) {
@@ -382,7 +407,7 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 
 		if (!eq || eq == val || (size_t)(eq - val) >= sizeof(id)) {
 			fprintf(stderr,
-				"kvmmd: --tenant-limit: '%s' is not ID=gpu:N,host:N,nvme:N\n",
+				"kvmmd: --tenant-limit: '%s' is not ID=TIER:N[,TIER:N...] (TIER gpu, host or nvme) or ID=none\n",
 				val);
 			return -EINVAL;
 		}

@@ -9,7 +9,12 @@
 
 #include "kvmm/kvmmd/kvmmd.h"
 
-/* "64K", "2M", "80G", "4096": bytes; -EINVAL with a message otherwise. */
+/*
+ * "64K", "2M", "80G", "4096" (a digit first: no blanks or sign): bytes;
+ * -EINVAL (-ERANGE past 2^64) with "WHAT: 's' is not a size ..." on
+ * stderr otherwise.  what names the program and the option
+ * ("kvmmd: --gpu-mem", "kvmmctl: quota").
+ */
 int kd_parse_size(const char *what, const char *s, uint64_t *out);
 /* Apply option key (the short code of kvmmd's long option) = val. */
 int kd_option_apply(struct kd_config *cfg, int key, const char *val);
@@ -23,6 +28,9 @@ int kd_parse_log_level(const char *s);
  */
 int kd_parse_name(const char *option, const char *const *names, size_t n,
 		  const char *val, uint32_t *out);
+
+/* --page-size at most this: 1 GiB, the largest page kvmmd maps */
+#define KD_PAGE_SIZE_MAX (1ull << 30)
 
 /* kvmmd's option number for --pin-quota (no short option) */
 #define KD_OPT_PIN_QUOTA 0x202

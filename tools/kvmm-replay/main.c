@@ -30,7 +30,7 @@
  * --policy-state FILE loads what the policy learned from FILE before the
  * first request (if FILE exists) and saves it there at the end, as kvmmd
  * does: a state learned from a trace seeds a kvmmd, or another replay.
- * --tenant-limit ID=gpu:N,host:N,nvme:N holds the requests whose trace
+ * --tenant-limit ID=TIER:N[,TIER:N...] holds the requests whose trace
  * "tenant" is ID to that many blocks per tier, as kvmmd's option does;
  * the output then has each tenant's hits.
  *
@@ -63,7 +63,7 @@ static void usage(FILE *f)
 		"                   [--per-request FILE] [--msa]\n"
 		"                   [--restart-every N [--restart-forget]]\n"
 		"                   [--policy-state FILE]\n"
-		"                   [--tenant-limit ID=gpu:N,host:N,nvme:N ...]\n"
+		"                   [--tenant-limit ID=TIER:N[,TIER:N...] ...]\n"
 		"                   [--progress] [--json]\n"
 		"Capacities are in 512-token blocks; 'unlimited' is accepted.\n"
 		"--msa: Multi-Segment Attention: every block of a request in a\n"
@@ -412,11 +412,13 @@ int main(int argc, char **argv)
 			    !isdigit((unsigned char)*optarg) || errno ||
 			    id >= POL_TENANT_OTHERS ||
 			    pol_tenant_limit_parse(eq + 1, l->blocks))
-				return die_usage("bad --tenant-limit '%s' "
-						 "(ID=gpu:N,host:N,nvme:N: a "
-						 "trace tenant, each tier at "
-						 "most once, N > 0)",
-						 optarg);
+				return die_usage(
+					"bad --tenant-limit '%s' "
+					"(ID=TIER:N[,TIER:N...]: a "
+					"trace tenant; TIER gpu, host "
+					"or nvme, any order, each at "
+					"most once, N > 0; or ID=none)",
+					optarg);
 			l->id = (uint32_t)id;
 			for (size_t i = 0; i < o.ntenant_limits; i++)
 				if (limits[i].id == l->id)

@@ -15,7 +15,7 @@ int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	uint64_t bytes;
 
 	if (argc != 3 || kvmmctl_parse_u32(argv[1], &a.uid) ||
-	    kd_parse_size("quota", argv[2], &bytes)) {
+	    kd_parse_size("kvmmctl: quota", argv[2], &bytes)) {
 		fprintf(stderr,
 			"usage: kvmmctl quota UID SIZE (0 = unlimited)\n");
 		return 2;

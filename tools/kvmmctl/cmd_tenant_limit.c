@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvmmctl tenant-limit ID gpu:N[,host:N][,nvme:N] | none: the most cached
+ * kvmmctl tenant-limit ID TIER:N[,TIER:N...] | none: the most cached
  * blocks a tenant (a uid, a gid under --cache-scope gid) may hold in each
  * tier (ADMIN_SET_TENANT_LIMIT, ABI 1.11); kvmmd applies it at once.
  */
@@ -21,7 +21,7 @@ int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	    kd_parse_tenant_limit("kvmmctl: tenant-limit: ", argv[2],
 				  a.limit_blocks)) {
 		fprintf(stderr,
-			"usage: kvmmctl tenant-limit ID gpu:N[,host:N][,nvme:N] | none\n");
+			"usage: kvmmctl tenant-limit ID TIER:N[,TIER:N...] | none (TIER gpu, host or nvme)\n");
 		return 2;
 	}
 	if (kvmmctl_connect(ctx, &c))

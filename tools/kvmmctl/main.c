@@ -9,6 +9,7 @@
  * success, 1 when the daemon refused or could not be reached, 2 on usage
  * errors.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,9 @@ static const struct command commands[] = {
 	  "per uid (gid): blocks cached, prefix hits, publishes" },
 	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
 	{ "tenant-limit", cmd_tenant_limit,
-	  "tenant-limit ID gpu:N[,host:N][,nvme:N]|none: most cached\n"
-	  "             blocks a tenant may hold per tier" },
+	  "tenant-limit ID TIER:N[,TIER:N...]|none: most cached\n"
+	  "             blocks a tenant may hold per tier named\n"
+	  "             (TIER gpu, host or nvme, any order)" },
 	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
 	{ "revoke", cmd_revoke,
@@ -120,7 +122,8 @@ int kvmmctl_parse_u32(const char *s, uint32_t *out)
 
 	errno = 0;
 	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v > 0xffffffffu) {
+	/* a digit first: strtoul skips blanks and takes a sign */
+	if (errno || !isdigit((unsigned char)*s) || *end || v > 0xffffffffu) {
 		fprintf(stderr, "kvmmctl: '%s' is not a number\n", s);
 		return -EINVAL;
 	}
