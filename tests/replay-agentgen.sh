@@ -81,4 +81,22 @@ done
 grep -q "bad --ttl-pins" "$tmp/err" || fail "no message for --ttl-pins soft"
 "$G" --rate -1 >/dev/null 2>"$tmp/err" && fail "accepted --rate -1"
 grep -q "bad --rate" "$tmp/err" || fail "no message for --rate -1"
+# numbers as written: no nan, inf or hex (nan passed the range checks),
+# counts and the seed are integers (--tenants 2.9 was 2), the seed any
+# uint64_t, read exactly (through a double, 2^53 + 1 was 2^53)
+for bad in "--rate nan" "--duration inf" "--rate 0x10" "--think -1" \
+	"--tenants 2.9" "--tenants 1e1" "--max-tokens ' 4096'" \
+	"--seed 18446744073709551616" "--seed 1.5"; do
+	eval "\"\$G\" $bad" >/dev/null 2>"$tmp/err" && fail "accepted $bad"
+	grep -qF -- "kvmm-agentgen: bad ${bad%% *} " "$tmp/err" ||
+		fail "no message for $bad: $(cat "$tmp/err")"
+done
+grep -qF "bad --seed '1.5' (an integer, 0..18446744073709551615)" "$tmp/err" ||
+	fail "seed message: $(cat "$tmp/err")"
+"$G" --tenants 2.9 2>&1 >/dev/null | grep -qF "bad --tenants '2.9' (an integer, 1..1000000)" ||
+	fail "tenants message"
+"$G" --seed 9007199254740993 --duration 20 >"$tmp/s1" 2>/dev/null || fail "seed 2^53 + 1"
+"$G" --seed 9007199254740992 --duration 20 >"$tmp/s0" 2>/dev/null || fail "seed 2^53"
+cmp -s "$tmp/s0" "$tmp/s1" && fail "seeds 2^53 and 2^53 + 1 gave one trace"
+"$G" --seed 18446744073709551615 --duration 20 >/dev/null 2>&1 || fail "seed 2^64 - 1"
 echo "agentgen ok"

@@ -31,6 +31,7 @@
  * block keeps its id as the context grows; a partial tail block gets a
  * new id once more tokens are appended (it is a different block).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -187,29 +188,14 @@ static void usage(FILE *f)
 		"         (writes the trace to stdout)\n");
 }
 
-static int parse_num(const char *name, const char *s, double lo, double hi,
-		     double *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtod(s, &end);
-	if (errno || *end || end == s || *v < lo || *v > hi) {
-		fprintf(stderr, "kvmm-agentgen: bad --%s '%s' (%g..%g)\n", name,
-			s, lo, hi);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* The options, all numbers: where each goes in struct opts, its range. */
 static const struct num_opt {
 	const char *name;
 	size_t off;
-	char type; /* 'd' double, 'u' unsigned, 's' the 64-bit seed */
+	char type; /* 'd' double, 'u' unsigned, 's' the 64-bit seed (any) */
 	double lo, hi;
 } num_opts[] = {
-	{ "seed", offsetof(struct opts, seed), 's', 0, 1.8e19 },
+	{ "seed", offsetof(struct opts, seed), 's', 0, 0 },
 	{ "duration", offsetof(struct opts, duration), 'd', 1, 1e6 },
 	{ "rate", offsetof(struct opts, rate), 'd', 1e-3, 1e4 },
 	{ "agent-share", offsetof(struct opts, agent_share), 'd', 0, 1 },
@@ -229,22 +215,75 @@ static const struct num_opt {
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 #define OPT_NUM 0x100 /* getopt value of num_opts[i]: OPT_NUM + i */
 
-/* Parse optarg for num_opts[i] into o; 0 or -EINVAL (said). */
+/* s is digits[.digits][e[+-]digits] (or .digits...): no sign, hex, nan,
+ * inf or blanks, which strtod took (nan passed every range check). */
+static bool decimal(const char *s, bool integer)
+{
+	bool digits = false;
+
+	for (; isdigit((unsigned char)*s); s++)
+		digits = true;
+	if (integer)
+		return digits && !*s;
+	if (*s == '.')
+		for (s++; isdigit((unsigned char)*s); s++)
+			digits = true;
+	if (digits && (*s == 'e' || *s == 'E')) {
+		s++;
+		if (*s == '+' || *s == '-')
+			s++;
+		if (!isdigit((unsigned char)*s))
+			return false;
+		while (isdigit((unsigned char)*s))
+			s++;
+	}
+	return digits && !*s;
+}
+
+/*
+ * Parse arg for num_opts[i] into o; 0 or -EINVAL (said).  Counts and the
+ * seed are integers, read as such: --tenants 2.9 was 2, and a seed past
+ * 2^53 lost its low bits through a double.
+ */
 static int set_num(struct opts *o, size_t i, const char *arg)
 {
 	const struct num_opt *n = &num_opts[i];
 	char *field = (char *)o + n->off;
+	unsigned long long u;
 	double v;
 
-	if (parse_num(n->name, arg, n->lo, n->hi, &v))
-		return -EINVAL;
-	if (n->type == 's')
-		*(uint64_t *)field = (uint64_t)v;
-	else if (n->type == 'u')
-		*(unsigned *)field = (unsigned)v;
-	else
-		*(double *)field = v;
+	errno = 0;
+	if (n->type != 'd') {
+		if (!decimal(arg, true))
+			goto bad;
+		u = strtoull(arg, NULL, 10);
+		if (errno || (n->type == 'u' && (u < n->lo || u > n->hi)))
+			goto bad;
+		if (n->type == 's')
+			*(uint64_t *)field = u;
+		else
+			*(unsigned *)field = (unsigned)u;
+		return 0;
+	}
+	if (!decimal(arg, false))
+		goto bad;
+	v = strtod(arg, NULL);
+	if (errno || !isfinite(v) || v < n->lo || v > n->hi)
+		goto bad;
+	*(double *)field = v;
 	return 0;
+bad:
+	if (n->type == 's')
+		fprintf(stderr,
+			"kvmm-agentgen: bad --%s '%s' (an integer, 0..%llu)\n",
+			n->name, arg, (unsigned long long)UINT64_MAX);
+	else
+		fprintf(stderr,
+			"kvmm-agentgen: bad --%s '%s' (%s, %.15g..%.15g)\n",
+			n->name, arg,
+			n->type == 'u' ? "an integer" : "a decimal number",
+			n->lo, n->hi);
+	return -EINVAL;
 }
 
 int main(int argc, char **argv)
