@@ -84,6 +84,9 @@ expect 2 "--trace FILE is required" --policy lru --gpu-blocks 3
 expect 2 "unknown policy 'mru'" --trace "$tmp/t.jsonl" --policy mru --gpu-blocks 3
 expect 2 "bad --gpu-blocks '-5'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks -5
 expect 2 "bad --gpu-blocks '0'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 0
+expect 2 "bad --gpu-blocks ' -5'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks " -5"
+expect 2 "bad --host-blocks '+5'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --host-blocks +5
+expect 2 "bad --prefill-servers ' 2'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --prefill-servers " 2"
 expect 2 "bad --sweep" --trace "$tmp/t.jsonl" --policy lru --sweep 1,x
 expect 2 "unknown profile 'nope'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --profile nope
 expect 1 "cannot open" --trace "$tmp/none.jsonl" --policy lru --gpu-blocks 3

@@ -108,7 +108,8 @@ static int parse_blocks(const char *s, uint64_t *v)
 		*v = POL_UNLIMITED;
 		return 0;
 	}
-	if (*s == '-' || !*s)
+	/* a digit first: strtoull skips blanks and takes a sign */
+	if (!isdigit((unsigned char)*s))
 		return -EINVAL;
 	errno = 0;
 	x = strtoull(s, &end, 10);
@@ -312,7 +313,8 @@ int main(int argc, char **argv)
 			char *end;
 			long v = strtol(optarg, &end, 10);
 
-			if (*end || v < 1 || v > 4096)
+			if (!isdigit((unsigned char)*optarg) || *end || v < 1 ||
+			    v > 4096)
 				return die_usage("bad --prefill-servers '%s' "
 						 "(1..4096)",
 						 optarg);
