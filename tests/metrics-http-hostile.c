@@ -6,8 +6,9 @@
  *   - answers: 404 for other paths, 405 (with Allow) for other methods,
  *     400 for garbage and NUL bytes, 505 for HTTP/2.0, 431 for a head
  *     over 4 KiB (the rest drained, the reply not lost to a reset), HEAD
- *     a head with the GET's Content-Length, HTTP/1.0, a query string and
- *     the absolute form served, a request sent a byte at a time served;
+ *     a head with the GET's Content-Length, HTTP/1.0, a query string,
+ *     the absolute form (any case of "http://") and empty lines before
+ *     the request line served, a request sent a byte at a time served;
  *   - a client that connects and sends nothing gets 408 and a close after
  *     the 2 s read timeout, while another scrape succeeds and the libkvmm
  *     client extends its sequence in well under that time;
@@ -124,6 +125,15 @@ int main(void)
 	t_assert_eq(CODE("GET /metrics?name[]=kvmm_up HTTP/1.1\r\n\r\n"), 200);
 	t_assert_eq(CODE("GET http://localhost:9/metrics HTTP/1.1\r\n\r\n"),
 		    200);
+	/* the scheme is case-insensitive */
+	t_assert_eq(CODE("GET HTTP://localhost:9/metrics HTTP/1.1\r\n\r\n"),
+		    200);
+	t_assert_eq(CODE("GET hTTp://localhost:9/x HTTP/1.1\r\n\r\n"), 404);
+	/* empty lines before the request line are ignored (RFC 9112 2.2) */
+	t_assert_eq(CODE("\r\nGET /metrics HTTP/1.1\r\n\r\n"), 200);
+	t_assert_eq(CODE("\r\n\n\r\nGET /metrics HTTP/1.1\r\n\r\n"), 200);
+	t_assert_eq(CODE("\r\n\r\nGET /x HTTP/1.1\r\n\r\n"), 404);
+	t_assert_eq(CODE("\r\n \r\nGET /metrics HTTP/1.1\r\n\r\n"), 400);
 	/* a head too long for the 4 KiB cap; the daemon reads no further
 	 * than that, answers, and drains the rest before closing */
 	memset(big, 'a', sizeof(big));

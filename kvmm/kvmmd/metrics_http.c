@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -381,18 +382,19 @@ static bool is_tchar(char ch)
 }
 
 /*
- * The head is complete (req[0..end) up to the blank line): answer it.
- * Request line "METHOD SP TARGET SP HTTP/1.x", then "Name: value" lines.
+ * The head is complete (req[start..end) up to the blank line, after the
+ * empty lines skipped before it): answer it.  Request line "METHOD SP
+ * TARGET SP HTTP/1.x", then "Name: value" lines.
  */
-static void conn_request(struct kd_mconn *c, size_t end)
+static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 {
-	char *line = c->req, *eol, *sp1, *sp2, *target;
+	char *line = c->req + start, *eol, *sp1, *sp2, *target;
 	size_t mlen, tlen;
 	bool get, head;
 
 	c->linger = c->req_len > end; /* more than the head came */
 	c->req[end] = '\0';
-	for (size_t i = 0; i < end; i++) {
+	for (size_t i = start; i < end; i++) {
 		unsigned char ch = c->req[i];
 
 		/* a head is ASCII text; control bytes besides CR LF TAB
@@ -440,8 +442,9 @@ static void conn_request(struct kd_mconn *c, size_t end)
 		h = next + 1;
 	}
 	*sp2 = '\0';
-	/* absolute-form (RFC 9112 3.2.2): the path after the authority */
-	if (!strncmp(target, "http://", 7)) {
+	/* absolute-form (RFC 9112 3.2.2): the path after the authority; the
+	 * scheme is case-insensitive (RFC 3986 3.1) */
+	if (!strncasecmp(target, "http://", 7)) {
 		target = strchr(target + 7, '/');
 		if (!target)
 			target = "/";
@@ -467,6 +470,26 @@ bad:
 	conn_reply(c, 400, NULL, NULL, 0, false);
 }
 
+/*
+ * The length of the empty lines (CRLF or LF) before the request line:
+ * RFC 9112 2.2 asks a server to ignore at least one, which a client may
+ * send after a previous request's body.  They count against the head's
+ * cap like any other byte.
+ */
+static size_t empty_lines(const char *buf, size_t len)
+{
+	size_t i = 0;
+
+	for (;;) {
+		if (i < len && buf[i] == '\n')
+			i++;
+		else if (i + 1 < len && buf[i] == '\r' && buf[i + 1] == '\n')
+			i += 2;
+		else
+			return i;
+	}
+}
+
 /* The end of the head (after its blank line), or 0 when not there yet. */
 static size_t head_end(const char *buf, size_t len)
 {
@@ -483,7 +506,7 @@ static size_t head_end(const char *buf, size_t len)
 
 static void conn_read(struct kd_mconn *c)
 {
-	size_t end;
+	size_t start, end;
 	ssize_t n;
 
 	for (;;) {
@@ -499,9 +522,10 @@ static void conn_read(struct kd_mconn *c)
 			return;
 		}
 		c->req_len += n;
-		end = head_end(c->req, c->req_len);
+		start = empty_lines(c->req, c->req_len);
+		end = head_end(c->req + start, c->req_len - start);
 		if (end) {
-			conn_request(c, end);
+			conn_request(c, start, start + end);
 			return;
 		}
 		if (c->req_len == KD_METRICS_REQ_MAX) {
