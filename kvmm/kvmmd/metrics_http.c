@@ -38,6 +38,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache.h"
@@ -45,6 +46,12 @@
 #include "kvmm/kvmmd/metrics_text.h"
 
 #define KD_METRICS_MAX_CONNS 8
+/* a built exposition answers plain GETs and HEADs for this long */
+#define KD_METRICS_REUSE_MS 1000
+/* after a build that took T, the next waits until the loop has run
+ * KD_METRICS_BUILD_GAP * T (at most KD_METRICS_REUSE_MS): builds take at
+ * most 1% of the loop however the scrapes come */
+#define KD_METRICS_BUILD_GAP 99
 #define KD_METRICS_REQ_MAX 4096
 #define KD_METRICS_READ_MS 2000
 #define KD_METRICS_WRITE_MS 10000
@@ -55,7 +62,19 @@
 /* accept failing for want of fds: try again after this */
 #define KD_METRICS_RETRY_MS 1000
 
-enum kd_mconn_state { KD_MC_READ, KD_MC_WRITE, KD_MC_DRAIN };
+/*
+ * One built exposition.  The cache holds a reference while it is the
+ * latest, and each connection sending it one, so a text is built once
+ * for every scrape it answers and never copied.
+ */
+struct kd_mtext {
+	unsigned int refs;
+	uint64_t built_ns; /* when its snapshot was taken */
+	size_t len;
+	char *data;
+};
+
+enum kd_mconn_state { KD_MC_READ, KD_MC_WAIT, KD_MC_WRITE, KD_MC_DRAIN };
 
 struct kd_mconn {
 	struct kd_metrics *m;
@@ -65,8 +84,12 @@ struct kd_mconn {
 	struct kd_timer timer; /* the deadline of the current state */
 	enum kd_mconn_state state;
 	size_t req_len;
-	char *out; /* the reply */
-	size_t out_len, out_off;
+	/* the reply: head (status line, headers, an error's body), then
+	 * body's text when it is a 200 to a GET */
+	char head[384];
+	size_t head_len;
+	struct kd_mtext *body;
+	size_t out_off; /* of head then body */
 	size_t drained;
 	bool linger; /* drain before closing (see DRAIN above) */
 	char req[KD_METRICS_REQ_MAX + 1]; /* NUL-terminated */
@@ -80,7 +103,19 @@ struct kd_metrics {
 	struct kd_timer retry; /* re-enables accepting after EMFILE */
 	struct kd_mconn *conns;
 	unsigned int nr_conns;
+	struct kd_mtext *text; /* the latest build, or NULL */
+	struct kd_timer build; /* builds for the connections in WAIT */
+	uint64_t next_build_ns; /* no build before this (the 1% rule) */
+	unsigned long long builds;
 };
+
+static void mtext_put(struct kd_mtext *t)
+{
+	if (t && !--t->refs) {
+		free(t->data);
+		free(t);
+	}
+}
 
 /* ---- address ---- */
 
@@ -199,7 +234,7 @@ static void conn_close(struct kd_mconn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	m->nr_conns--;
-	free(c->out);
+	mtext_put(c->body);
 	free(c);
 	if (!m->retry.armed)
 		set_accepting(m, true);
@@ -234,11 +269,26 @@ static void conn_drain(struct kd_mconn *c)
 
 static void conn_write(struct kd_mconn *c)
 {
-	while (c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off,
-				 c->out_len - c->out_off,
-				 MSG_DONTWAIT | MSG_NOSIGNAL);
+	size_t body_len = c->body ? c->body->len : 0;
 
+	while (c->out_off < c->head_len + body_len) {
+		struct iovec iov[2];
+		struct msghdr msg = { .msg_iov = iov };
+		size_t off = c->out_off;
+		ssize_t n;
+
+		if (off < c->head_len) {
+			iov[msg.msg_iovlen].iov_base = c->head + off;
+			iov[msg.msg_iovlen++].iov_len = c->head_len - off;
+			off = c->head_len;
+		}
+		if (body_len) {
+			iov[msg.msg_iovlen].iov_base =
+				c->body->data + (off - c->head_len);
+			iov[msg.msg_iovlen++].iov_len =
+				body_len - (off - c->head_len);
+		}
+		n = sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -249,8 +299,8 @@ static void conn_write(struct kd_mconn *c)
 		}
 		c->out_off += n;
 	}
-	free(c->out);
-	c->out = NULL;
+	mtext_put(c->body);
+	c->body = NULL;
 	if (!c->linger) {
 		conn_close(c);
 		return;
@@ -289,38 +339,45 @@ static const char *reason(int code)
 }
 
 /*
- * Queue the reply: the status line, headers and (unless head_only) body;
- * for an error the body is the reason.  Then write what the socket takes.
+ * Queue the reply and write what the socket takes.  A 200 carries text:
+ * its length, and for a GET its bytes; a HEAD with no text (none built
+ * recently enough, see reply_metrics()) leaves Content-Length out, which
+ * RFC 9110 8.6 allows, rather than building a body only to measure it.
+ * Any other code has the reason as its body.
  */
-static void conn_reply(struct kd_mconn *c, int code, const char *type,
-		       const char *body, size_t body_len, bool head_only)
+static void conn_reply(struct kd_mconn *c, int code, struct kd_mtext *text,
+		       bool head_only)
 {
-	char err_body[64];
-	char head[256];
+	char body[64] = "", length[40] = "";
+	const char *type = KD_METRICS_CONTENT_TYPE;
 	int n;
 
 	if (code != 200) {
-		body_len = snprintf(err_body, sizeof(err_body), "%d %s\n", code,
-				    reason(code));
-		body = err_body;
+		snprintf(body, sizeof(body), "%d %s\n", code, reason(code));
 		type = "text/plain; charset=utf-8";
+		text = NULL;
 	}
-	n = snprintf(head, sizeof(head),
-		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-		     "Content-Length: %zu\r\n%sConnection: close\r\n\r\n",
-		     code, reason(code), type, body_len,
-		     code == 405 ? "Allow: GET, HEAD\r\n" : "");
+	if (code != 200 || text)
+		snprintf(length, sizeof(length), "Content-Length: %zu\r\n",
+			 text ? text->len : strlen(body));
 	if (head_only)
-		body_len = 0;
-	free(c->out);
-	c->out = malloc(n + body_len);
-	if (!c->out) {
-		conn_close(c);
+		body[0] = '\0';
+	n = snprintf(c->head, sizeof(c->head),
+		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+		     "%s%sConnection: close\r\n\r\n%s",
+		     code, reason(code), type, length,
+		     code == 405 ? "Allow: GET, HEAD\r\n" : "", body);
+	if (n < 0 || (size_t)n >= sizeof(c->head)) {
+		conn_close(c); /* cannot happen: the longest is ~200 bytes */
 		return;
 	}
-	memcpy(c->out, head, n);
-	memcpy(c->out + n, body, body_len);
-	c->out_len = n + body_len;
+	c->head_len = n;
+	mtext_put(c->body);
+	c->body = NULL;
+	if (text && !head_only) {
+		text->refs++;
+		c->body = text;
+	}
 	c->out_off = 0;
 	c->state = KD_MC_WRITE;
 	if (kd_loop_mod(&c->m->d->loop, &c->file, EPOLLOUT)) {
@@ -331,10 +388,17 @@ static void conn_reply(struct kd_mconn *c, int code, const char *type,
 	conn_write(c);
 }
 
-/* The exposition, as of now. */
-static void reply_metrics(struct kd_mconn *c, bool head_only)
+/*
+ * Build the exposition as of now into m->text: 0 or -errno.  Only
+ * on_build() calls this, so there is at most one build per loop turn,
+ * and it sets when the next may come: KD_METRICS_BUILD_GAP times this
+ * build's cost later, so a flood of scrapes, however it comes, has the
+ * loop for at most 1% of the time (a build of 255 tenants' rows is
+ * ~240 KB and over a millisecond; Documentation/admin.md).
+ */
+static int metrics_build(struct kd_metrics *m)
 {
-	struct kd_daemon *d = c->m->d;
+	struct kd_daemon *d = m->d;
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
 	struct kd_metrics_src src = {
@@ -342,8 +406,9 @@ static void reply_metrics(struct kd_mconn *c, bool head_only)
 		.abi_major = KVMM_ABI_MAJOR,
 		.abi_minor = KVMM_ABI_MINOR,
 	};
-	uint64_t t0 = kd_now_ns();
+	uint64_t t0 = kd_now_ns(), cost, gap;
 	struct kvmm_tenants_reply *tn = NULL;
+	struct kd_mtext *t;
 	char *text = NULL;
 	size_t len = 0, tn_len;
 	FILE *f;
@@ -356,29 +421,129 @@ static void reply_metrics(struct kd_mconn *c, bool head_only)
 		src.tn = tn;
 	f = open_memstream(&text, &len);
 	if (!f) {
-		free(tn);
-		conn_reply(c, 500, NULL, NULL, 0, head_only);
-		return;
+		err = -errno;
+		goto out;
 	}
 	err = kd_metrics_write(f, &src);
-	free(tn);
-	if (fclose(f))
+	if (fclose(f) && !err)
 		err = -EIO;
-	/* what the scrape cost the loop (Documentation/admin.md) */
-	vmm_log(VMM_LOG_DEBUG, "metrics: %zu bytes built in %llu us", len,
-		(unsigned long long)(kd_now_ns() - t0) / 1000);
 	if (err)
-		conn_reply(c, 500, NULL, NULL, 0, head_only);
-	else
-		conn_reply(c, 200, KD_METRICS_CONTENT_TYPE, text, len,
-			   head_only);
+		goto out;
+	t = malloc(sizeof(*t));
+	if (!t) {
+		err = -ENOMEM;
+		goto out;
+	}
+	t->refs = 1; /* the cache's */
+	t->built_ns = t0;
+	t->len = len;
+	t->data = text;
+	text = NULL;
+	mtext_put(m->text);
+	m->text = t;
+out:
 	free(text);
+	free(tn);
+	cost = kd_now_ns() - t0;
+	gap = cost * KD_METRICS_BUILD_GAP;
+	if (gap > KD_METRICS_REUSE_MS * 1000000ull)
+		gap = KD_METRICS_REUSE_MS * 1000000ull;
+	m->next_build_ns = t0 + cost + gap;
+	m->builds++;
+	/* what the scrape cost the loop (Documentation/admin.md); the
+	 * count lets tests check how many scrapes one build served */
+	vmm_log(VMM_LOG_DEBUG,
+		"metrics: build %llu: %zu bytes built in %llu us", m->builds,
+		len, (unsigned long long)cost / 1000);
+	return err;
+}
+
+/* The build timer: one build answers every connection waiting for it. */
+static void on_build(struct kd_loop *loop, struct kd_timer *timer)
+{
+	struct kd_metrics *m = timer->data;
+	struct kd_mconn *c, *next;
+	int err;
+
+	for (c = m->conns; c && c->state != KD_MC_WAIT; c = c->next)
+		;
+	if (!c)
+		return; /* they all hung up */
+	err = metrics_build(m);
+	for (c = m->conns; c; c = next) {
+		next = c->next; /* conn_reply() may free c, nothing else */
+		if (c->state != KD_MC_WAIT)
+			continue;
+		if (err)
+			conn_reply(c, 500, NULL, false);
+		else
+			conn_reply(c, 200, m->text, false);
+	}
+}
+
+/*
+ * GET or HEAD /metrics.  A text built less than KD_METRICS_REUSE_MS ago
+ * answers at once, unless the request asked for a fresh one
+ * (Cache-Control: no-cache).  Otherwise a HEAD is answered without a
+ * length and a GET waits (WAIT) for the next build, which on_build() runs
+ * as soon as the 1% rule allows: within a loop turn when the endpoint is
+ * quiet, and for every GET waiting then at once.
+ */
+static void reply_metrics(struct kd_mconn *c, bool head_only, bool fresh)
+{
+	struct kd_metrics *m = c->m;
+	struct kd_loop *loop = &m->d->loop;
+	uint64_t now = kd_now_ns();
+
+	if (m->text && !fresh &&
+	    now - m->text->built_ns < KD_METRICS_REUSE_MS * 1000000ull) {
+		conn_reply(c, 200, m->text, head_only);
+		return;
+	}
+	if (head_only) {
+		conn_reply(c, 200, NULL, true);
+		return;
+	}
+	/* no events but a hang-up or an error, which close it */
+	c->state = KD_MC_WAIT;
+	if (kd_loop_mod(loop, &c->file, 0)) {
+		conn_close(c);
+		return;
+	}
+	conn_deadline(c, KD_METRICS_WRITE_MS);
+	if (!m->build.armed)
+		kd_timer_arm(loop, &m->build,
+			     now > m->next_build_ns ? now : m->next_build_ns);
 }
 
 static bool is_tchar(char ch)
 {
 	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
 	       (ch >= '0' && ch <= '9') || strchr("!#$%&'*+-.^_`|~", ch);
+}
+
+/*
+ * Whether the header line h, its name ending at colon, is a Cache-Control
+ * with the no-cache directive (RFC 9111 5.2.1.4): the client wants a text
+ * built after its request, not the one kept for reuse.
+ */
+static bool asks_no_cache(const char *h, const char *colon)
+{
+	const char *v = colon + 1;
+
+	if (colon - h != 13 || strncasecmp(h, "Cache-Control", 13))
+		return false;
+	while (*v) {
+		size_t n;
+
+		v += strspn(v, " \t,");
+		n = strcspn(v, " \t,=\r");
+		if (n == 8 && !strncasecmp(v, "no-cache", 8))
+			return true;
+		v += n;
+		v += strcspn(v, ","); /* an argument, as in max-age=0 */
+	}
+	return false;
 }
 
 /*
@@ -390,7 +555,7 @@ static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 {
 	char *line = c->req + start, *eol, *sp1, *sp2, *target;
 	size_t mlen, tlen;
-	bool get, head;
+	bool get, head, fresh = false;
 
 	c->linger = c->req_len > end; /* more than the head came */
 	c->req[end] = '\0';
@@ -425,7 +590,7 @@ static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 	    sp2[7] != '.' || sp2[8] < '0' || sp2[8] > '9' || sp2[9])
 		goto bad;
 	if (sp2[6] != '1') {
-		conn_reply(c, 505, NULL, NULL, 0, false);
+		conn_reply(c, 505, NULL, false);
 		return;
 	}
 	/* every header line must be "Name: value" */
@@ -437,6 +602,8 @@ static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 			*next = '\0';
 		if (*h && strcmp(h, "\r") && (!colon || colon == h))
 			goto bad;
+		if (colon && asks_no_cache(h, colon))
+			fresh = true;
 		if (!next)
 			break;
 		h = next + 1;
@@ -453,7 +620,7 @@ static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 		goto bad;
 	tlen = strcspn(target, "?#");
 	if (tlen != 8 || strncmp(target, "/metrics", 8)) {
-		conn_reply(c, 404, NULL, NULL, 0, false);
+		conn_reply(c, 404, NULL, false);
 		return;
 	}
 	line[mlen] = '\0';
@@ -461,13 +628,13 @@ static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 	head = !strcmp(line, "HEAD");
 	if (!get && !head) {
 		c->linger = true; /* a body may be on its way */
-		conn_reply(c, 405, NULL, NULL, 0, false);
+		conn_reply(c, 405, NULL, false);
 		return;
 	}
-	reply_metrics(c, head);
+	reply_metrics(c, head, fresh);
 	return;
 bad:
-	conn_reply(c, 400, NULL, NULL, 0, false);
+	conn_reply(c, 400, NULL, false);
 }
 
 /*
@@ -530,7 +697,7 @@ static void conn_read(struct kd_mconn *c)
 		}
 		if (c->req_len == KD_METRICS_REQ_MAX) {
 			c->linger = true;
-			conn_reply(c, 431, NULL, NULL, 0, false);
+			conn_reply(c, 431, NULL, false);
 			return;
 		}
 	}
@@ -543,6 +710,11 @@ static void on_conn(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	switch (c->state) {
 	case KD_MC_READ:
 		conn_read(c);
+		break;
+	case KD_MC_WAIT:
+		/* polled for nothing: a hang-up or an error, nobody to
+		 * answer */
+		conn_close(c);
 		break;
 	case KD_MC_WRITE:
 		conn_write(c);
@@ -652,6 +824,8 @@ int kd_metrics_start(struct kd_daemon *d)
 	m->d = d;
 	m->retry.fn = on_retry;
 	m->retry.data = m;
+	m->build.fn = on_build;
+	m->build.data = m;
 	m->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 		       0);
 	if (m->fd < 0) {
@@ -697,8 +871,10 @@ void kd_metrics_stop(struct kd_daemon *d)
 	while (m->conns)
 		conn_close(m->conns);
 	kd_timer_cancel(&d->loop, &m->retry);
+	kd_timer_cancel(&d->loop, &m->build);
 	kd_loop_del(&d->loop, &m->file);
 	close(m->fd);
+	mtext_put(m->text);
 	free(m);
 	d->metrics = NULL;
 }

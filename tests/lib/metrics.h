@@ -168,12 +168,18 @@ static inline void tm_http(int port, const char *req, size_t len,
 	close(fd);
 }
 
-/* GET /metrics: 200 with the exposition's content type and length. */
+/*
+ * GET /metrics: 200 with the exposition's content type and length.  It
+ * asks for a text built after the request (Cache-Control: no-cache), so
+ * what the test did just before shows; a plain GET may get one built up
+ * to a second earlier.
+ */
 static inline void tm_scrape(int port, struct tm_resp *r)
 {
 	static const char req[] =
 		"GET /metrics HTTP/1.1\r\nHost: localhost\r\n"
-		"User-Agent: kvmm-test\r\nAccept: text/plain\r\n\r\n";
+		"User-Agent: kvmm-test\r\nAccept: text/plain\r\n"
+		"Cache-Control: no-cache\r\n\r\n";
 
 	tm_http(port, req, sizeof(req) - 1, r);
 	if (r->code != 200)
