@@ -107,6 +107,7 @@ struct kd_metrics {
 	struct kd_timer build; /* builds for the connections in WAIT */
 	uint64_t next_build_ns; /* no build before this (the 1% rule) */
 	unsigned long long builds;
+	unsigned long long evictions; /* see evictable() */
 };
 
 static void mtext_put(struct kd_mtext *t)
@@ -671,7 +672,9 @@ static size_t head_end(const char *buf, size_t len)
 	return 0;
 }
 
-static void conn_read(struct kd_mconn *c)
+/* Read what came of the head: true while c still waits for the rest,
+ * false once it is answered or closed (and perhaps freed). */
+static bool conn_read(struct kd_mconn *c)
 {
 	size_t start, end;
 	ssize_t n;
@@ -682,23 +685,23 @@ static void conn_read(struct kd_mconn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
-			return;
+			return true;
 		if (n <= 0) {
 			/* gone before a whole request: nobody to answer */
 			conn_close(c);
-			return;
+			return false;
 		}
 		c->req_len += n;
 		start = empty_lines(c->req, c->req_len);
 		end = head_end(c->req + start, c->req_len - start);
 		if (end) {
 			conn_request(c, start, start + end);
-			return;
+			return false;
 		}
 		if (c->req_len == KD_METRICS_REQ_MAX) {
 			c->linger = true;
 			conn_reply(c, 431, NULL, false);
-			return;
+			return false;
 		}
 	}
 }
@@ -745,10 +748,46 @@ static void on_conn_timeout(struct kd_loop *loop, struct kd_timer *t)
 
 static void on_retry(struct kd_loop *loop, struct kd_timer *t)
 {
-	struct kd_metrics *m = t->data;
+	/* on_accept() stops again if every slot is busy answering */
+	set_accepting(t->data, true);
+}
 
-	if (m->nr_conns < KD_METRICS_MAX_CONNS)
-		set_accepting(m, true);
+/*
+ * Every slot is taken and a connection waits in the backlog: the
+ * connection that has waited longest for its request head, to make room,
+ * or NULL when a slot came free or every connection has sent its request
+ * (those are answered, never evicted).  Each candidate's socket is read
+ * first, so one whose head has just come is answered instead.  Idle
+ * connections therefore delay a scraper that sends its request at once by
+ * no more than a turn of the loop, however many a client keeps opening.
+ */
+static struct kd_mconn *evictable(struct kd_metrics *m)
+{
+	while (m->nr_conns >= KD_METRICS_MAX_CONNS) {
+		struct kd_mconn *c, *oldest = NULL;
+
+		for (c = m->conns; c; c = c->next)
+			if (c->state == KD_MC_READ)
+				oldest = c; /* the list is newest first */
+		if (!oldest || conn_read(oldest))
+			return oldest;
+	}
+	return NULL;
+}
+
+/* Close c, which has sent no whole request, for a newer connection. */
+static void conn_evict(struct kd_mconn *c)
+{
+	static const char msg[] =
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+		"Connection: close\r\n\r\n";
+
+	c->m->evictions++; /* logged at stop: a line each would flood */
+	if (send(c->fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) <
+	    0) {
+		/* it learns from the close */
+	}
+	conn_close(c);
 }
 
 static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
@@ -756,13 +795,17 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	struct kd_metrics *m = data;
 
 	for (int i = 0; i < KD_METRICS_ACCEPT_BATCH; i++) {
-		struct kd_mconn *c;
+		struct kd_mconn *c, *victim = NULL;
 		int cfd;
 
 		if (m->nr_conns >= KD_METRICS_MAX_CONNS) {
-			/* the rest wait in the backlog for a free slot */
-			set_accepting(m, false);
-			return;
+			victim = evictable(m);
+			if (!victim && m->nr_conns >= KD_METRICS_MAX_CONNS) {
+				/* all are being answered: the rest wait in
+				 * the backlog for a free slot */
+				set_accepting(m, false);
+				return;
+			}
 		}
 		cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0) {
@@ -779,6 +822,8 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 					     KD_METRICS_RETRY_MS * 1000000ull);
 			return;
 		}
+		if (victim)
+			conn_evict(victim);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(cfd);
@@ -800,6 +845,9 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 		m->conns = c;
 		m->nr_conns++;
 		conn_deadline(c, KD_METRICS_READ_MS);
+		/* a scraper's request is usually here already: answered
+		 * now, it cannot be evicted by the next accepts */
+		conn_read(c);
 	}
 }
 
@@ -868,6 +916,10 @@ void kd_metrics_stop(struct kd_daemon *d)
 
 	if (!m)
 		return;
+	if (m->evictions)
+		vmm_log(VMM_LOG_INFO,
+			"metrics: %llu connections without a request closed for newer ones",
+			m->evictions);
 	while (m->conns)
 		conn_close(m->conns);
 	kd_timer_cancel(&d->loop, &m->retry);
