@@ -5,12 +5,26 @@
  * loop, so it needs no thread and no lock: the reply is a snapshot taken
  * between two commands.
  *
+ * Building the text is the endpoint's one real cost to the loop (over a
+ * millisecond for 255 tenants' rows, ~240 KB), so it is bounded however
+ * the scrapes come: a text built less than KD_METRICS_REUSE_MS ago
+ * answers every GET and HEAD (a Prometheus scrapes every 15 s or so: a
+ * second's age is nothing to it, and it is not worth rebuilding whenever
+ * the state changes, since under load it changes with every command); a
+ * HEAD never builds; builds run only from one timer, so at most one per
+ * loop turn serves every GET waiting, and the next waits until the loop
+ * has run KD_METRICS_BUILD_GAP times as long as this one took (1% of the
+ * loop at most).  Cache-Control: no-cache asks for a text built after the
+ * request (tests use it to see what they just did).
+ *
  * A scrape connection is a small state machine, every fd non-blocking:
  *
  *   READ   the request head (request line and headers, up to
  *          KD_METRICS_REQ_MAX bytes, within KD_METRICS_READ_MS of the
  *          accept); the body, if any, is never read
- *   WRITE  the whole reply, built at once (a few KiB), within
+ *   WAIT   a GET with no text to reuse: polled for nothing but a hang-up
+ *          until the next build (on_build())
+ *   WRITE  the whole reply, head and the shared text, within
  *          KD_METRICS_WRITE_MS
  *   DRAIN  after shutdown(SHUT_WR), only when the client sent or may
  *          still send more than the head (bytes after it, a head over the
@@ -21,13 +35,16 @@
  *          closed as soon as its reply is written
  *
  * Every connection answers once and is closed (Connection: close).  At
- * most KD_METRICS_MAX_CONNS are open; while that many are, the listener
- * is taken out of epoll and new connections wait in the kernel's backlog,
- * so a scraper that connects and sends nothing holds one slot for
- * KD_METRICS_READ_MS and never blocks the loop, its clients or, for long,
- * the next scrape.  Answers: 200 (GET, HEAD), 404 (a path other than
- * /metrics), 405 (another method), 400 (not HTTP), 408 (the head did not
- * come in time), 431 (the head is too long), 505 (not HTTP/1.x).
+ * most KD_METRICS_MAX_CONNS are open.  With that many, a new connection
+ * takes the slot of the one that has waited longest in READ (evictable());
+ * only while all of them have sent their request is the listener taken
+ * out of epoll, new connections waiting in the kernel's backlog.  So
+ * clients that connect and send nothing, however many, delay a scraper
+ * that sends its request at once by a few loop turns at most, and never
+ * block the loop or its clients.  Answers: 200 (GET, HEAD), 404 (a path
+ * other than /metrics), 405 (another method), 400 (not HTTP), 408 (the
+ * head did not come in time), 431 (the head is too long), 503 (evicted
+ * before its head came), 505 (not HTTP/1.x).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -759,7 +776,8 @@ static void on_retry(struct kd_loop *loop, struct kd_timer *t)
  * (those are answered, never evicted).  Each candidate's socket is read
  * first, so one whose head has just come is answered instead.  Idle
  * connections therefore delay a scraper that sends its request at once by
- * no more than a turn of the loop, however many a client keeps opening.
+ * a few turns of the loop at most (KD_METRICS_ACCEPT_BATCH accepts each),
+ * however many a client keeps opening.
  */
 static struct kd_mconn *evictable(struct kd_metrics *m)
 {
