@@ -472,9 +472,16 @@ int kd_ring_rq_room(struct kd_session *s, uint32_t *room, uint32_t *entries);
 int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
 			 uint32_t n);
 
+/* ---- fd_closer.c ---- */
+
+/* Close fds a client sent, on a thread of their own: the last close of a
+ * socket with SO_LINGER set blocks for as long as its sender chose. */
+void kd_close_client_fds(const int *fds, unsigned int n);
+
 /* ---- proto.c ---- */
 
-/* Handle one socket message (fds are closed unless consumed). */
+/* Handle one socket message; fds that came with it (nfds: none is used,
+ * they make it -EINVAL) are the caller's to close. */
 void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
 		     unsigned int nfds);
 /* Handle one submission; fills the completion's res and value. */

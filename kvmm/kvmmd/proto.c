@@ -659,7 +659,6 @@ void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
 		rq.len = len - sizeof(h);
 		ret = dispatch(&rq);
 	}
-	kw_close_fds(fds, nfds);
 	if (ret != 1)
 		kd_session_reply(s, &h, ret, NULL, 0, NULL, 0);
 }

@@ -44,6 +44,8 @@
 #endif
 
 #define KD_MSGS_PER_WAKE 64
+/* fds a request may carry before it is -EBADMSG (abi.md; none is used) */
+#define KD_MSG_FDS_MAX 8
 
 static void list_add(struct kd_session **head, struct kd_session *s)
 {
@@ -357,7 +359,7 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 {
 	struct kd_session *s = data;
 	static char buf[KVMM_MSG_MAX];
-	int fds[8];
+	static int fds[KVMM_MSG_MAX_FDS];
 
 	if (s->reply_deferred) {
 		/* not reading until the deferred reply is sent; a hang-up
@@ -368,9 +370,16 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 	}
 	for (int i = 0; i < KD_MSGS_PER_WAKE && !s->reply_deferred; i++) {
 		unsigned int nfds = 0;
-		ssize_t n = kw_recv(fd, buf, sizeof(buf), fds, &nfds, 8,
-				    MSG_DONTWAIT);
+		/* every fd a message can carry comes to us, closed off the
+		 * loop (kd_close_client_fds()): one the kernel or kw_recv()
+		 * dropped would be closed here, and the last close of a
+		 * lingering socket blocks */
+		ssize_t n = kw_recv_keep_fds(fd, buf, sizeof(buf), fds, &nfds,
+					     MSG_DONTWAIT);
 
+		kd_close_client_fds(fds, nfds); /* no command keeps one */
+		if (nfds > KD_MSG_FDS_MAX && n > 0)
+			n = -EBADMSG; /* the documented limit */
 		if (n == -EAGAIN)
 			break;
 		if (n == 0 || n == -ECONNRESET) {

@@ -58,7 +58,7 @@ void kw_close_fds(int *fds, unsigned int nfds)
  * an error unless keep_ctrunc. */
 static ssize_t recv_msg(int sock, void *buf, size_t cap, int *fds,
 			unsigned int *nfds, unsigned int maxfds, int flags,
-			bool keep_ctrunc, bool *ctrunc)
+			bool keep_ctrunc, bool *ctrunc, bool keep_fds)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * KVMM_MSG_MAX_FDS)];
@@ -102,13 +102,17 @@ static ssize_t recv_msg(int sock, void *buf, size_t cap, int *fds,
 	*nfds = got;
 	*ctrunc = mh.msg_flags & MSG_CTRUNC;
 	if ((mh.msg_flags & MSG_TRUNC) || (*ctrunc && !keep_ctrunc)) {
-		kw_close_fds(fds, got);
-		*nfds = 0;
+		if (!keep_fds) {
+			kw_close_fds(fds, got);
+			*nfds = 0;
+		}
 		return -EMSGSIZE;
 	}
 	if (too_many) {
-		kw_close_fds(fds, got);
-		*nfds = 0;
+		if (!keep_fds) {
+			kw_close_fds(fds, got);
+			*nfds = 0;
+		}
 		return -EBADMSG;
 	}
 	return n;
@@ -120,14 +124,24 @@ ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 	bool ctrunc;
 
 	return recv_msg(sock, buf, cap, fds, nfds, maxfds, flags, false,
-			&ctrunc);
+			&ctrunc, false);
+}
+
+ssize_t kw_recv_keep_fds(int sock, void *buf, size_t cap, int *fds,
+			 unsigned int *nfds, int flags)
+{
+	bool ctrunc;
+
+	return recv_msg(sock, buf, cap, fds, nfds, KVMM_MSG_MAX_FDS, flags,
+			false, &ctrunc, true);
 }
 
 ssize_t kw_recv_fds_lost(int sock, void *buf, size_t cap, int *fds,
 			 unsigned int *nfds, unsigned int maxfds,
 			 bool *fds_lost)
 {
-	return recv_msg(sock, buf, cap, fds, nfds, maxfds, 0, true, fds_lost);
+	return recv_msg(sock, buf, cap, fds, nfds, maxfds, 0, true, fds_lost,
+			false);
 }
 
 int kw_copy_struct(void *out, size_t known, size_t min, const void *payload,

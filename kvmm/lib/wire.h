@@ -35,6 +35,15 @@ ssize_t kw_recv(int sock, void *buf, size_t cap, int *fds, unsigned int *nfds,
 ssize_t kw_recv_fds_lost(int sock, void *buf, size_t cap, int *fds,
 			 unsigned int *nfds, unsigned int maxfds,
 			 bool *fds_lost);
+/*
+ * As kw_recv() with room for every fd one message can carry
+ * (KVMM_MSG_MAX_FDS, the kernel's SCM_MAX_FD, so fds has that many), and
+ * the fds left to the caller also when the message is cut (-EMSGSIZE):
+ * for a receiver that must not close them itself (kvmmd: the last close
+ * of a client's lingering socket blocks).
+ */
+ssize_t kw_recv_keep_fds(int sock, void *buf, size_t cap, int *fds,
+			 unsigned int *nfds, int flags);
 void kw_close_fds(int *fds, unsigned int nfds);
 
 /*
