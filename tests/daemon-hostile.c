@@ -81,6 +81,17 @@ static int cmd(int fd, uint16_t c, const void *p, size_t len, void *body,
 	return send_raw(fd, buf, h.size, NULL, 0, body, cap);
 }
 
+/* 2 layers of 2 heads of 64 dims: 4 pages a block of 256 tokens */
+static const struct kvmm_region_create small_region = {
+	.size = sizeof(struct kvmm_region_create),
+	.layers = 2,
+	.kv_heads = 2,
+	.head_dim = 64,
+	.dtype_bytes = 2,
+	.max_seqs = 4,
+	.max_tokens = 1024
+};
+
 static struct kvmm_hello hello_msg(void)
 {
 	struct kvmm_hello h = { .size = sizeof(h),
@@ -114,13 +125,6 @@ static void check_good_client(void)
 static void unprivileged(void)
 {
 	struct kvmm_hello h = hello_msg();
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = 2,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = 4,
-					 .max_tokens = 1024 };
 	struct kvmm_status_reply st;
 	int status;
 	pid_t p;
@@ -142,8 +146,8 @@ static void unprivileged(void)
 			_exit(2);
 		/* a session without rings may not own pages: nothing could
 		 * revoke them (it used to create regions and extend) */
-		if (cmd(fd, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), NULL, 0) !=
-		    -EOPNOTSUPP)
+		if (cmd(fd, KVMM_CMD_REGION_CREATE, &small_region,
+			sizeof(small_region), NULL, 0) != -EOPNOTSUPP)
 			_exit(3);
 		_exit(0);
 	}
@@ -160,13 +164,7 @@ int main(void)
 	const char *args[] = { "--socket-mode", "0666", NULL };
 	struct kvmm_hello h = hello_msg();
 	struct kvmm_hello_reply hr;
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = 2,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = 4,
-					 .max_tokens = 1024 };
+	struct kvmm_region_create rc = small_region;
 	struct kvmm_region_create_reply rr;
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
 	struct kvmm_seq_extend ex = { .size = sizeof(ex) };

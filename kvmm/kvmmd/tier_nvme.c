@@ -416,24 +416,6 @@ struct tier_nvme {
 	int unused;
 };
 
-/*
- * The header buffers go back, unless I/Os the kernel took may still
- * write them (hdr_bufs_busy: a ring failure or a failed restart scan
- * that could not wait for them): closing the ring does not wait for its
- * requests, and memory malloc hands out again would take their bytes.
- * Then they stay allocated, qd * 4 KiB, with a line saying so.
- */
-static void free_hdr_bufs(struct tier_nvme *t)
-{
-	if (t->hdr_bufs_busy) {
-		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: leaving %zu bytes of header buffers allocated: I/Os the failed ring took may still write them",
-			(size_t)t->qd * NVME_ALIGN);
-		return;
-	}
-	free(t->hdr_bufs);
-}
-
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	vmm_log(VMM_LOG_ERR, "tier_nvme: built without liburing");
