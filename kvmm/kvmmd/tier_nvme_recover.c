@@ -145,7 +145,7 @@ static unsigned int drain(struct tier_nvme *t, unsigned int pending)
 int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 {
 	uint32_t next = 0, done = 0, *free_bufs;
-	unsigned int nfree = 0;
+	unsigned int nfree = 0, busy_tries = 0;
 	void *zero = NULL;
 	int err = 0;
 
@@ -188,6 +188,15 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 		}
 		int r = io_uring_submit_and_wait(&t->ring, 1);
 
+		/* the kernel short of memory or of CQ room for now: reap
+		 * what completed and try again, as the I/O engine does, for
+		 * a second at most (it failed the open at once) */
+		if ((r == -EAGAIN || r == -EBUSY) && busy_tries++ < 1000) {
+			usleep(1000);
+			r = -EINTR;
+		} else if (r >= 0) {
+			busy_tries = 0;
+		}
 		if (r < 0 && r != -EINTR) {
 			/* taken by the kernel, not reaped: the SQEs it left
 			 * in the SQ (sq_ready) never run */
