@@ -401,15 +401,22 @@ static int do_admin_sessions(struct req *rq)
 		     sizeof(struct kvmm_session_info);
 	struct kvmm_sessions_reply *rep;
 	size_t len;
-	uint32_t n = 0;
+	uint32_t n = 0, total = 0;
 
 	if (rq->len)
 		return -EINVAL;
 	rep = calloc(1, sizeof(*rep) + max * sizeof(rep->sessions[0]));
 	if (!rep)
 		return -ENOMEM;
-	for (struct kd_session *s = d->sessions; s && n < max; s = s->next) {
-		struct kvmm_session_info *i = &rep->sessions[n++];
+	for (struct kd_session *s = d->sessions; s; s = s->next) {
+		struct kvmm_session_info *i;
+
+		/* the reply holds about 580; the rest are counted, so the
+		 * caller knows the list was cut (it used to be silent) */
+		total++;
+		if (n == max)
+			continue;
+		i = &rep->sessions[n++];
 
 		i->size = sizeof(*i);
 		i->session_id = s->id;
@@ -430,6 +437,7 @@ static int do_admin_sessions(struct req *rq)
 	len = sizeof(*rep) + n * sizeof(rep->sessions[0]);
 	rep->size = len;
 	rep->nr = n;
+	rep->total = total;
 	rep->entry_size = sizeof(rep->sessions[0]);
 	reply(rq, 0, rep, len, NULL, 0);
 	free(rep);

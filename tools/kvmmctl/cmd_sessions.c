@@ -3,6 +3,8 @@
  * kvmmctl sessions [--json]: every client session with its process,
  * pages, sequences and block pins (ADMIN_SESSIONS).  Daemons before ABI
  * 1.2 send no pin fields (pin_quota 0): "-" in the text, absent in JSON.
+ * With more sessions than one reply holds (about 580), a line on stderr
+ * says how many were not listed (ABI 1.12's `total`).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,9 +30,11 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	}
 	err = kc_request(c, KVMM_CMD_ADMIN_SESSIONS, NULL, 0, rep, cap, &len);
 	kvmm_disconnect(c);
-	if (!err && (len < sizeof(*rep) ||
-		     rep->entry_size != sizeof(rep->sessions[0]) ||
-		     len < sizeof(*rep) + rep->nr * sizeof(rep->sessions[0])))
+	/* a newer daemon's longer entries: the fields we know are their
+	 * start (abi.md's rule), so each is read entry_size bytes apart */
+	if (!err &&
+	    (len < sizeof(*rep) || rep->entry_size < sizeof(rep->sessions[0]) ||
+	     len < sizeof(*rep) + (uint64_t)rep->nr * rep->entry_size))
 		err = -EPROTO;
 	if (err) {
 		fprintf(stderr, "kvmmctl: sessions: %s\n", kvmm_strerror(err));
@@ -44,7 +48,9 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "SESSION", "PID", "UID", "NAME", "HELD", "OWNED", "SEQS",
 		       "PINS", "PINNED", "FLAGS");
 	for (uint32_t i = 0; i < rep->nr; i++) {
-		struct kvmm_session_info *s = &rep->sessions[i];
+		struct kvmm_session_info *s =
+			(void *)((char *)rep->sessions +
+				 (size_t)i * rep->entry_size);
 
 		s->name[sizeof(s->name) - 1] = '\0';
 		if (ctx->json) {
@@ -86,6 +92,11 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	}
 	if (ctx->json)
 		printf("]\n");
+	/* ABI 1.12 counts what did not fit one reply */
+	if (rep->total > rep->nr)
+		fprintf(stderr,
+			"kvmmctl: sessions: %u of %u sessions listed (one reply holds no more)\n",
+			rep->nr, rep->total);
 	free(rep);
 	return 0;
 }

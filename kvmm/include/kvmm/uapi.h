@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 11
+#define KVMM_ABI_MINOR 12
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -343,7 +343,9 @@ struct kvmm_sessions_reply {
 	uint32_t size;
 	uint32_t nr;
 	uint32_t entry_size; /* sizeof(struct kvmm_session_info) */
-	uint32_t pad;
+	/* ABI 1.12: sessions in all, > nr when they did not fit one reply
+	 * (KVMM_MSG_MAX); 0 from an older daemon */
+	uint32_t total;
 	struct kvmm_session_info sessions[];
 };
 
