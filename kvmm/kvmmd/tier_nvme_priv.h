@@ -210,6 +210,8 @@ void nvme_slots_fini(struct tier_nvme *t);
 uint32_t nvme_idx_find(struct tier_nvme *t, uint64_t hash);
 void nvme_idx_insert(struct tier_nvme *t, uint32_t slot);
 int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot);
+/* during the restart scan: release without the free stack */
+void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot);
 /* after the restart scan: free stack from the slots' states */
 void nvme_free_stack_rebuild(struct tier_nvme *t);
 void nvme_slot_release(struct tier_nvme *t, uint32_t slot);

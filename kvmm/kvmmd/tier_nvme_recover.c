@@ -39,7 +39,7 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 	if (old != NVME_NONE) {
 		if (t->slots[old].generation >= h->generation)
 			return;
-		nvme_slot_release(t, old);
+		nvme_slot_release_recovered(t, old);
 		t->st.recovered_slots--;
 	}
 	/* off the free stack when the scan is over (nvme_recover()): the

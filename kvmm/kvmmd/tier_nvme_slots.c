@@ -125,8 +125,10 @@ int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot)
 	return 0;
 }
 
-/* Any state -> FREE, out of the index. */
-void nvme_slot_release(struct tier_nvme *t, uint32_t slot)
+/* Any state -> FREE, out of the index; onto the free stack unless the
+ * restart scan runs (it rebuilds the stack when it is over: every slot
+ * is on it meanwhile, and one more would overflow it). */
+static void slot_free(struct tier_nvme *t, uint32_t slot, bool push)
 {
 	struct nvme_slot *s = &t->slots[slot];
 
@@ -136,9 +138,20 @@ void nvme_slot_release(struct tier_nvme *t, uint32_t slot)
 	if (s->state == TIER_SLOT_READY)
 		t->st.ready_slots--;
 	*s = (struct nvme_slot){ .state = TIER_SLOT_FREE, .next = NVME_NONE };
-	t->free_stack[t->nfree++] = slot;
+	if (push)
+		t->free_stack[t->nfree++] = slot;
 	t->st.used_slots--;
 	t->st.frees++;
+}
+
+void nvme_slot_release(struct tier_nvme *t, uint32_t slot)
+{
+	slot_free(t, slot, true);
+}
+
+void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot)
+{
+	slot_free(t, slot, false);
 }
 
 /* ---- public lookups ---- */
