@@ -14,6 +14,7 @@
  * took 5.1 s with a linger of 5 s; found by a review).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <netinet/in.h>
@@ -107,6 +108,23 @@ static int send_with_fds(struct cc *c, size_t len, int *fds, unsigned int n)
 	return h.status;
 }
 
+/* One NOP carrying n fds, which stay ours to keep (copies of one fd). */
+static int send_raw_fds(struct cc *c, const int *fds, unsigned int n)
+{
+	struct kvmm_msg_hdr h = { .size = sizeof(h),
+				  .cmd = KVMM_CMD_NOP,
+				  .version = KVMM_ABI_MAJOR,
+				  .id = ++c->id };
+	static char buf[KVMM_MSG_MAX];
+	unsigned int got;
+
+	t_ok(kw_send(c->sock, &h, sizeof(h), fds, n, 0));
+	t_assert(kw_recv(c->sock, buf, sizeof(buf), NULL, &got, 0, 0) >=
+		 (ssize_t)sizeof(h));
+	memcpy(&h, buf, sizeof(h));
+	return h.status;
+}
+
 int main(void)
 {
 	struct td_daemon d;
@@ -139,6 +157,46 @@ int main(void)
 	t_assert_eq(send_with_fds(&sender, KVMM_MSG_MAX + 4096, &fd, 1),
 		    -EMSGSIZE);
 	nop_soon(&other, "a message too long, with a lingering socket", t0);
+
+	/*
+	 * A flood: a lingering socket, then 80 messages of 253 copies of
+	 * one fd (each -EBADMSG).  kvmmd's fds stay few and a NOP is
+	 * answered at once: before the sockets' linger was turned off, the
+	 * first held the closing thread and the rest piled up until kvmmd's
+	 * fd table was full (20,000), where the kernel closes a message's
+	 * fds in the loop's receive (found by a review).
+	 */
+	{
+		static int many[KVMM_MSG_MAX_FDS];
+		int peer, lfd = lingering_socket(&peer), fds_after;
+		char path[64];
+		DIR *dir;
+
+		t0 = now_ms();
+		t_assert_eq(send_with_fds(&sender, sizeof(struct kvmm_msg_hdr),
+					  &lfd, 1),
+			    -EINVAL);
+		for (int m = 0; m < 80; m++) {
+			for (int i = 0; i < KVMM_MSG_MAX_FDS; i++)
+				many[i] = 0; /* copies of our stdin */
+			t_assert_eq(send_raw_fds(&sender, many,
+						 KVMM_MSG_MAX_FDS),
+				    -EBADMSG);
+		}
+		nop_soon(&other, "a flood of 20,240 fds after a lingering one",
+			 t0);
+		usleep(200 * 1000);
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)d.pid);
+		dir = opendir(path);
+		t_assert(dir != NULL);
+		fds_after = 0;
+		while (readdir(dir))
+			fds_after++;
+		closedir(dir);
+		printf("kvmmd holds %d fds after the flood\n", fds_after);
+		t_assert(fds_after < 1200);
+		close(peer);
+	}
 
 	/* the peers' close resets the connections: nothing lingers on */
 	for (int i = 0; i < 3; i++)

@@ -4,19 +4,29 @@
  * fd, so kvmmd closes any a request carries; but the last close of a
  * socket with SO_LINGER set and data still unsent waits for the linger
  * time, which the sender chose: done on the loop, one message stalled
- * every client for as long (found by a review: 5 s for a NOP).  One
- * thread of the process closes them in the order they came; it is
+ * every client for as long (found by a review: 5 s for a NOP).  So a
+ * socket's linger is turned off first (its close resets the connection
+ * at once: the sender gave it away), and one thread of the process
+ * closes the fds in the order they came, for the kinds whose close may
+ * still wait (a file on a FUSE or NFS mount flushes).  The thread is
  * started at the first use and never stopped (it idles on a condition
- * variable, and exit takes it down with anything it still holds).
+ * variable, and exit takes it down with anything it still holds).  Its
+ * queue is bounded (KD_CLOSER_MAX): a close that blocks it must not let
+ * fds pile up until kvmmd's fd table is full (then the kernel drops a
+ * message's fds itself, in the loop's receive; found by a review),
+ * so past it they are closed on the loop.
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/kvmmd.h"
 #include "vmm/vmm.h"
+
+#define KD_CLOSER_MAX 1024
 
 static struct {
 	pthread_once_t once;
@@ -64,15 +74,30 @@ static void closer_start(void)
 			"no thread to close the fds clients send: closing them on the loop");
 }
 
+/* A socket's close resets the connection instead of waiting for its
+ * unsent data (SO_LINGER on, time 0); other fds are left as they are. */
+static void no_linger(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int type;
+	socklen_t len = sizeof(type);
+
+	if (!getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len))
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
 void kd_close_client_fds(const int *fds, unsigned int n)
 {
 	bool queued = false;
 
 	if (!n)
 		return;
+	for (unsigned int i = 0; i < n; i++)
+		no_linger(fds[i]);
 	pthread_once(&closer.once, closer_start);
 	pthread_mutex_lock(&closer.lock);
-	if (closer.running && closer.n + n > closer.cap) {
+	if (closer.running && closer.n + n <= KD_CLOSER_MAX &&
+	    closer.n + n > closer.cap) {
 		size_t cap = closer.cap ? closer.cap : 64;
 		int *p;
 
@@ -84,14 +109,15 @@ void kd_close_client_fds(const int *fds, unsigned int n)
 			closer.cap = cap;
 		}
 	}
-	if (closer.running && closer.n + n <= closer.cap) {
+	if (closer.running && closer.n + n <= KD_CLOSER_MAX &&
+	    closer.n + n <= closer.cap) {
 		memcpy(closer.fds + closer.n, fds, n * sizeof(*fds));
 		closer.n += n;
 		pthread_cond_signal(&closer.more);
 		queued = true;
 	}
 	pthread_mutex_unlock(&closer.lock);
-	if (!queued) /* no thread, or no memory for the queue */
+	if (!queued) /* no thread, no memory, or the queue is full */
 		for (unsigned int i = 0; i < n; i++)
 			close(fds[i]);
 }
