@@ -366,7 +366,7 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	}
 	err = check_block_size(d);
 	if (err)
-		goto err_backend;
+		goto err_quotas;
 	raise_nofile(d);
 	err = vmm_pool_create(d->backend, d->capacity, &d->pool);
 	if (err) {
