@@ -506,7 +506,8 @@ static void make_parent_dir(const char *path)
 int kd_session_listen(struct kd_daemon *d)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = d->cfg.socket_path;
+	const char *path = d->cfg.socket_path, *bound;
+	char tmp[sizeof(sa.sun_path)];
 	mode_t old;
 	int fd, err;
 
@@ -535,18 +536,39 @@ int kd_session_listen(struct kd_daemon *d)
 			close(probe);
 		unlink(path);
 	}
+	/*
+	 * Bound under a name of its own and renamed once it listens: a
+	 * client (or a script) that waits for the socket file to appear and
+	 * connects at once found it before listen() and was refused
+	 * (daemon-systemd did, now and then).  A path too long for the
+	 * suffix is bound as it is.
+	 */
+	bound = tmp;
+	if (snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid()) >=
+	    (int)sizeof(tmp))
+		bound = path;
+	else
+		unlink(tmp); /* a crashed start's */
+	memcpy(sa.sun_path, bound, strlen(bound) + 1);
 	old = umask(~d->cfg.socket_mode & 0777);
 	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	umask(old);
 	if (err) {
-		vmm_log(VMM_LOG_ERR, "bind %s: %s", path, strerror(-err));
+		vmm_log(VMM_LOG_ERR, "bind %s: %s", bound, strerror(-err));
 		goto err_close;
 	}
-	chmod(path, d->cfg.socket_mode);
+	chmod(bound, d->cfg.socket_mode);
 	if (listen(fd, 128) < 0) {
 		err = -errno;
 		goto err_unlink;
 	}
+	if (bound != path && rename(bound, path)) {
+		err = -errno;
+		vmm_log(VMM_LOG_ERR, "rename %s to %s: %s", bound, path,
+			strerror(-err));
+		goto err_unlink;
+	}
+	bound = path;
 	err = kd_loop_add(&d->loop, &d->listen_file, fd, EPOLLIN, on_accept, d);
 	if (err)
 		goto err_unlink;
@@ -554,7 +576,7 @@ int kd_session_listen(struct kd_daemon *d)
 	return 0;
 
 err_unlink:
-	unlink(path);
+	unlink(bound);
 err_close:
 	close(fd);
 	return err;
