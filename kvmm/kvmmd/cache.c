@@ -52,7 +52,8 @@ void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
 	if (kd_fifo_linked(&c->cold, &e->cold))
 		kd_fifo_unlink(&c->cold, &e->cold);
-	kd_htab_del(&c->index, &e->node);
+	if (!e->unhashed)
+		kd_htab_del(&c->index, &e->node);
 	free(e);
 }
 
@@ -1056,6 +1057,36 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	return 1;
 }
 
+/*
+ * A publish meets e, an entry the policy dropped while a move of it runs
+ * (drop_after: it lives until the move ends, kc_job_done()).  When that
+ * move is a demotion copy to the host tier, e leaves the index (true) and
+ * the publish makes a new entry for the hash, as it does once the copy
+ * has ended; only the job finds e from then on (kd_cache_fini() reaps
+ * every job before it walks the index).  The two share nothing: a GPU
+ * block has no NVMe slot (the tiers are exclusive), its copy fills a host
+ * slot of its own, found by number, and no open waits for e (one that
+ * found it moving, BUSY, looks the hash up again: kc_busy_retry()).
+ * Refusing it instead made the cache's decisions depend on whether a copy
+ * worker had run, and the loop reaped its job, before the client's next
+ * request: on a loaded machine now and then not, and a block the next turn
+ * of a conversation would have shared was missing (tinylm-prefix-early's
+ * counters differed from run to run).  A move that involves NVMe (a
+ * write, a restore's read: the tier dedups by hash, so a second entry's
+ * write would land on e's slot and keep it after e freed it) or a restore
+ * (its settle hands pages to the opens waiting for the hash) keeps e in
+ * the index (false): that publish is not cached.
+ */
+static bool kc_unhash_dropped(struct kd_cache *c, struct kc_entry *e)
+{
+	if (!e->job || e->job->kind != MIGRATE_GPU_TO_HOST || e->rblk ||
+	    e->nvme_slot != MIGRATE_NO_SLOT || e->unhashed)
+		return false;
+	kd_htab_del(&c->index, &e->node);
+	e->unhashed = true;
+	return true;
+}
+
 int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		     const void *p, size_t len)
 {
@@ -1125,15 +1156,18 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			continue;
 		}
 		e = kc_find(c, hashes[i]);
-		if (e && !e->in_pol && e->drop_after) {
+		if (e && !e->in_pol && e->drop_after &&
+		    kc_unhash_dropped(c, e)) {
+			e = NULL; /* a new entry below */
+		} else if (e && !e->in_pol && e->drop_after) {
 			/*
-			 * Dropped while a move of it runs: the entry lives
-			 * until the move ends (kc_job_done()).  A second entry
-			 * for the hash would meet its NVMe slot (the tier
-			 * dedups by hash), keep it after the first frees it,
-			 * and later read another block there (a restore
-			 * failed with -ENOENT) or free it under one: not
-			 * cached this time.
+			 * Dropped while a move of it that involves NVMe, or a
+			 * restore, runs: the entry lives until the move ends
+			 * (kc_job_done()).  A second entry for the hash would
+			 * meet its NVMe slot (the tier dedups by hash), keep it
+			 * after the first frees it, and later read another
+			 * block there (a restore failed with -ENOENT) or free
+			 * it under one: not cached this time.
 			 */
 			rep.not_cached++;
 			c->st.not_cached++;

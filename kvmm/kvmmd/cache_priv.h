@@ -60,6 +60,9 @@ struct kc_entry {
 	bool dead; /* to be removed from the policy after its call */
 	bool then_nvme; /* moved on to NVMe while its host copy ran */
 	bool drop_after; /* dropped while a job ran */
+	/* a drop_after entry taken out of the index (kc_unhash_dropped()):
+	 * only its job finds it until kc_job_done() frees it */
+	bool unhashed;
 	/* its GPU demotion copies pages a sequence holds (kc_move()): they
 	 * stay with it, uncached, when the copy is done */
 	bool held_copy;
