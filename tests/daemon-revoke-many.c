@@ -20,19 +20,10 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
 #define NSEQ 70
-
-static const struct kvmm_region_opts region = {
-	.size = sizeof(struct kvmm_region_opts),
-	.layers = 2,
-	.kv_heads = 2,
-	.head_dim = 64,
-	.dtype_bytes = 2,
-	.max_seqs = NSEQ,
-	.max_tokens = 256, /* one block of 4 pages */
-};
 
 static bool readable(int fd, int ms)
 {
@@ -46,6 +37,8 @@ static bool readable(int fd, int ms)
 static int client(const char *sock, int wr, int rd)
 {
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "many" };
+	/* the small region, with NSEQ sequences of one block (4 pages) */
+	struct kvmm_region_opts region = tr_small_region;
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
@@ -54,6 +47,8 @@ static int client(const char *sock, int wr, int rd)
 	char go;
 
 	co.socket_path = sock;
+	region.max_seqs = NSEQ;
+	region.max_tokens = TR_TPB;
 	if (kvmm_connect(&co, &c) || kvmm_region_create(c, &region, &r) ||
 	    kvmm_get_stats(c, &ks))
 		return 1;
