@@ -415,6 +415,9 @@ struct kd_session {
 	uint32_t *held;
 	uint64_t pages_held; /* pages with held[] > 0 */
 	uint64_t pages_owned; /* pages of this session's blocks */
+	/* a zombie's held pages that no block owns any more, charged to its
+	 * uid's quota until the process exits (session.c, region.c) */
+	uint64_t quarantine_charged;
 	struct kd_quota *quota;
 	struct kd_revoke *revokes; /* pending, oldest first */
 	struct kd_pin *pins; /* pin.c: this session's pin records */
@@ -434,6 +437,10 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why);
 void kd_session_free_all(struct kd_daemon *d);
 /* Mark the session to be cut off at the next safe point. */
 void kd_session_doom(struct kd_session *s, const char *why);
+/* Pages of a block just freed that a quarantined process still maps are
+ * charged to that process's uid until it exits (the block's owner was
+ * charged until now). */
+void kd_zombies_charge(struct kd_daemon *d, const uint32_t *pages, uint32_t n);
 /* Release every page hold of the session (its process unmapped them). */
 void kd_session_release_holds(struct kd_session *s);
 /* Stop reading the session's socket until kd_session_resume(): the

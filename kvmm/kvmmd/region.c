@@ -66,6 +66,7 @@ void kd_block_put(struct kd_daemon *d, struct kd_block *blk)
 		return;
 	for (uint32_t i = 0; i < blk->nr_pages; i++)
 		vmm_pool_free(d->pool, blk->pages[i]);
+	kd_zombies_charge(d, blk->pages, blk->nr_pages);
 	if (blk->charged) {
 		blk->charged->used_pages -= blk->nr_pages;
 		kd_quota_maybe_free(d, blk->charged);

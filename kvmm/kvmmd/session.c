@@ -157,7 +157,7 @@ static void zombie_free(struct kd_session *s)
 
 	kd_loop_del(&d->loop, &s->pid_file);
 	d->pages_quarantined -= s->pages_held;
-	s->quota->used_pages -= s->pages_held;
+	s->quota->used_pages -= s->quarantine_charged;
 	kd_session_release_holds(s);
 	list_del(&d->zombies, s);
 	session_free(s);
@@ -216,8 +216,17 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 				      on_process_exit, s) == 0) {
 		s->zombie = true;
 		d->pages_quarantined += s->pages_held;
-		/* not free until the process exits: still the uid's */
-		s->quota->used_pages += s->pages_held;
+		/* not free until the process exits: still the uid's, but
+		 * only those no block owns (a cached block's are charged to
+		 * its owner while the cache keeps it: counting them here too
+		 * charged them twice; kd_zombies_charge() takes them over
+		 * when the block goes) */
+		s->quarantine_charged = 0;
+		for (uint64_t p = 0; p < d->capacity; p++)
+			if (s->held[p] && vmm_pool_page_state(d->pool, p) !=
+						  VMM_PAGE_ALLOCATED)
+				s->quarantine_charged++;
+		s->quota->used_pages += s->quarantine_charged;
 		list_add(&d->zombies, s);
 		vmm_log(cut_off ? VMM_LOG_WARN : VMM_LOG_DEBUG,
 			"session %u: %llu pages quarantined until pid %d exits",
@@ -226,6 +235,22 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	}
 	kd_session_release_holds(s);
 	session_free(s);
+}
+
+void kd_zombies_charge(struct kd_daemon *d, const uint32_t *pages, uint32_t n)
+{
+	for (uint32_t i = 0; i < n && d->zombies; i++) {
+		if (vmm_pool_page_state(d->pool, pages[i]) != VMM_PAGE_REVOKING)
+			continue;
+		/* the first zombie mapping it pays, once */
+		for (struct kd_session *z = d->zombies; z; z = z->next) {
+			if (z->held[pages[i]]) {
+				z->quota->used_pages++;
+				z->quarantine_charged++;
+				break;
+			}
+		}
+	}
 }
 
 void kd_session_free_all(struct kd_daemon *d)
