@@ -691,4 +691,19 @@ static inline int cc_pin(struct kvmm_conn *c, uint64_t hash, uint32_t flags,
 	return kvmm_block_pin(c, hash, o);
 }
 
+/* Wait (up to 10 s) until kvmmd has quarantined exactly n pages. */
+static inline void cc_wait_quarantined(struct td_daemon *d, uint64_t n)
+{
+	struct kvmm_status_reply st;
+
+	for (int i = 0; i < 10000; i++) {
+		t_ok(td_status(d, &st));
+		if (st.pages_quarantined == n)
+			return;
+		usleep(1000);
+	}
+	t_fail("pages_quarantined never reached %llu (is %llu)",
+	       (unsigned long long)n, (unsigned long long)st.pages_quarantined);
+}
+
 #endif

@@ -22,21 +22,6 @@
 
 #define QUOTA_BLOCKS 4
 
-/* Wait (up to 10 s) until kvmmd has quarantined exactly n pages. */
-static void wait_quarantined(struct td_daemon *d, uint64_t n)
-{
-	struct kvmm_status_reply st;
-
-	for (int i = 0; i < 10000; i++) {
-		t_ok(td_status(d, &st));
-		if (st.pages_quarantined == n)
-			return;
-		usleep(1000);
-	}
-	t_fail("pages_quarantined never reached %llu (is %llu)",
-	       (unsigned long long)n, (unsigned long long)st.pages_quarantined);
-}
-
 int main(void)
 {
 	static uint32_t ids[CC_MAX_PAGES];
@@ -70,7 +55,7 @@ int main(void)
 		_exit(0);
 	}
 	t_assert_eq(read(ready[0], &b, 1), 1);
-	wait_quarantined(&d, QUOTA_BLOCKS * CC_PPB);
+	cc_wait_quarantined(&d, QUOTA_BLOCKS * CC_PPB);
 
 	cc_connect(&c, d.sock);
 	cc_region(&c);
@@ -80,7 +65,7 @@ int main(void)
 	/* the process exits: its pages and their charge go */
 	t_assert_eq(write(go[1], &b, 1), 1);
 	t_assert_eq(cc_wait_child(p), 0);
-	wait_quarantined(&d, 0);
+	cc_wait_quarantined(&d, 0);
 	cc_extend(&c, seq, QUOTA_BLOCKS * CC_TPB, ids);
 	t_assert_eq(cc_try_extend(&c, seq, (QUOTA_BLOCKS + 1) * CC_TPB, ids),
 		    -EDQUOT);
