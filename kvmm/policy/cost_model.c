@@ -98,6 +98,29 @@ static char *trim(char *s)
 	return s;
 }
 
+bool pol_decimal_syntax(const char *s, bool integer)
+{
+	bool digits = false;
+
+	for (; isdigit((unsigned char)*s); s++)
+		digits = true;
+	if (integer)
+		return digits && !*s;
+	if (*s == '.')
+		for (s++; isdigit((unsigned char)*s); s++)
+			digits = true;
+	if (digits && (*s == 'e' || *s == 'E')) {
+		s++;
+		if (*s == '+' || *s == '-')
+			s++;
+		if (!isdigit((unsigned char)*s))
+			return false;
+		while (isdigit((unsigned char)*s))
+			s++;
+	}
+	return digits && !*s;
+}
+
 /*
  * A value as a person writes it in a profile: a decimal integer for the
  * counts ('u'); for the rates a decimal number, optionally with an
@@ -106,16 +129,12 @@ static char *trim(char *s)
  */
 static const char *parse_value(const char *v, char type, void *out)
 {
-	const char *p = v;
 	char *end;
-	bool digits = false;
 
 	if (type == 'u') {
 		unsigned long long u;
 
-		for (p = v; isdigit((unsigned char)*p); p++)
-			;
-		if (p == v || *p)
+		if (!pol_decimal_syntax(v, true))
 			return "not a decimal integer";
 		errno = 0;
 		u = strtoull(v, &end, 10);
@@ -124,21 +143,7 @@ static const char *parse_value(const char *v, char type, void *out)
 		*(uint32_t *)out = (uint32_t)u;
 		return NULL;
 	}
-	for (; isdigit((unsigned char)*p); p++)
-		digits = true;
-	if (*p == '.')
-		for (p++; isdigit((unsigned char)*p); p++)
-			digits = true;
-	if (digits && (*p == 'e' || *p == 'E')) {
-		p++;
-		if (*p == '+' || *p == '-')
-			p++;
-		if (!isdigit((unsigned char)*p))
-			digits = false;
-		while (isdigit((unsigned char)*p))
-			p++;
-	}
-	if (!digits || *p)
+	if (!pol_decimal_syntax(v, false))
 		return "not a decimal number >= 0 (no sign, hex, nan or inf)";
 	errno = 0;
 	*(double *)out = strtod(v, &end);

@@ -28,6 +28,7 @@
 #ifndef KVMM_POLICY_COST_MODEL_H
 #define KVMM_POLICY_COST_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,13 @@ int pol_cost_load(const char *name_or_path, struct pol_cost_model *m, char *err,
 /* Parse profile text; same errors. */
 int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 		   char *err, size_t errlen);
+/*
+ * s is a decimal number as profiles and kvmm-agentgen's options take it:
+ * digits[.digits][e[+-]digits] (or .digits...), only digits when
+ * integer; no sign, hex, nan, inf or blanks, all of which strtod takes
+ * (and nan passes every range check).
+ */
+bool pol_decimal_syntax(const char *s, bool integer);
 /* The built-in h200-llama3-8b-ref profile. */
 void pol_cost_reference(struct pol_cost_model *m);
 /*

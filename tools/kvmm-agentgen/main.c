@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/policy/cost_model.h"
 #include "kvmm/policy/hmap.h"
 
 #define BLOCK 512
@@ -215,31 +216,6 @@ static const struct num_opt {
 #define NUM_OPTS (sizeof(num_opts) / sizeof(num_opts[0]))
 #define OPT_NUM 0x100 /* getopt value of num_opts[i]: OPT_NUM + i */
 
-/* s is digits[.digits][e[+-]digits] (or .digits...): no sign, hex, nan,
- * inf or blanks, which strtod took (nan passed every range check). */
-static bool decimal(const char *s, bool integer)
-{
-	bool digits = false;
-
-	for (; isdigit((unsigned char)*s); s++)
-		digits = true;
-	if (integer)
-		return digits && !*s;
-	if (*s == '.')
-		for (s++; isdigit((unsigned char)*s); s++)
-			digits = true;
-	if (digits && (*s == 'e' || *s == 'E')) {
-		s++;
-		if (*s == '+' || *s == '-')
-			s++;
-		if (!isdigit((unsigned char)*s))
-			return false;
-		while (isdigit((unsigned char)*s))
-			s++;
-	}
-	return digits && !*s;
-}
-
 /*
  * Parse arg for num_opts[i] into o; 0 or -EINVAL (said).  Counts and the
  * seed are integers, read as such: --tenants 2.9 was 2, and a seed past
@@ -254,7 +230,7 @@ static int set_num(struct opts *o, size_t i, const char *arg)
 
 	errno = 0;
 	if (n->type != 'd') {
-		if (!decimal(arg, true))
+		if (!pol_decimal_syntax(arg, true))
 			goto bad;
 		u = strtoull(arg, NULL, 10);
 		if (errno || (n->type == 'u' && (u < n->lo || u > n->hi)))
@@ -265,7 +241,7 @@ static int set_num(struct opts *o, size_t i, const char *arg)
 			*(unsigned *)field = (unsigned)u;
 		return 0;
 	}
-	if (!decimal(arg, false))
+	if (!pol_decimal_syntax(arg, false))
 		goto bad;
 	v = strtod(arg, NULL);
 	if (errno || !isfinite(v) || v < n->lo || v > n->hi)
