@@ -20,6 +20,7 @@
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/metrics_http.h"
+#include "kvmm/policy/hmap.h"
 #include "kvmm/policy/policy.h"
 
 void kd_config_defaults(struct kd_config *cfg)
@@ -46,15 +47,7 @@ void kd_config_defaults(struct kd_config *cfg)
  */
 static uint64_t quota_key(uint32_t uid)
 {
-	uint64_t x = uid;
-
-	/* murmur3's finalizer: the table picks buckets by the low bits */
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
+	return pol_mix64(uid); /* the table picks buckets by the low bits */
 }
 
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
