@@ -142,6 +142,24 @@ static unsigned int drain(struct tier_nvme *t, unsigned int pending)
  * in flight fills: two headers in one buffer, a written slot parsed from
  * another slot's bytes (lost as never written, or counted as damaged).
  */
+/*
+ * The scan stops on err with `submitted - reaped` reads given to the ring:
+ * those the kernel took still write their header buffers, so wait for
+ * them, or keep the buffers (hdr_bufs_busy).  The SQEs it left in the SQ
+ * (sq_ready) never run.
+ */
+static void scan_stop(struct tier_nvme *t, const char *what, int err,
+		      unsigned int unreaped)
+{
+	unsigned int pending = unreaped - io_uring_sq_ready(&t->ring);
+
+	vmm_log(VMM_LOG_ERR,
+		"tier_nvme: restart scan: %s: %s (%u header reads in flight)",
+		what, strerror(-err), pending);
+	if (pending && drain(t, pending))
+		t->hdr_bufs_busy = true;
+}
+
 int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 {
 	uint32_t next = 0, done = 0, *free_bufs;
@@ -198,16 +216,7 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 			busy_tries = 0;
 		}
 		if (r < 0 && r != -EINTR) {
-			/* taken by the kernel, not reaped: the SQEs it left
-			 * in the SQ (sq_ready) never run */
-			unsigned int pending =
-				next - done - io_uring_sq_ready(&t->ring);
-
-			vmm_log(VMM_LOG_ERR,
-				"tier_nvme: restart scan: io_uring: %s (%u header reads in flight)",
-				strerror(-r), pending);
-			if (pending && drain(t, pending))
-				t->hdr_bufs_busy = true;
+			scan_stop(t, "io_uring", r, next - done);
 			err = r;
 			break;
 		}
@@ -230,16 +239,9 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 			free_bufs[nfree++] = bi;
 		}
 		io_uring_cq_advance(&t->ring, seen);
-		if (err) {
-			unsigned int pending =
-				next - done - io_uring_sq_ready(&t->ring);
-
-			vmm_log(VMM_LOG_ERR,
-				"tier_nvme: restart scan: clearing a stale slot header: %s (%u header reads in flight)",
-				strerror(-err), pending);
-			if (pending && drain(t, pending))
-				t->hdr_bufs_busy = true;
-		}
+		if (err)
+			scan_stop(t, "clearing a stale slot header", err,
+				  next - done);
 	}
 	/* cleared for good before the superblock counts those slots */
 	if (!err && *cleared && fdatasync(t->fd))
