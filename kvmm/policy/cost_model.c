@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kvmm/policy/cost_model.h"
+#include "kvmm/policy/policy.h"
 
 static const char reference_profile[] =
 	"name = h200-llama3-8b-ref\n"
@@ -247,40 +248,14 @@ void pol_cost_reference(struct pol_cost_model *m)
 
 char *pol_cost_read_text(const char *path)
 {
-	/* O_NONBLOCK: a FIFO's open would wait for a writer (kvmmd
-	 * --profile FIFO hung its start) */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e = 0;
-	struct stat sb;
-	char *buf = NULL;
-	size_t got = 0;
+	void *buf;
+	size_t len;
+	int r = pol_read_file(path, 1 << 20, &buf, &len);
 
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &sb))
-		e = errno;
-	else if (!S_ISREG(sb.st_mode))
-		e = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
-	else if (sb.st_size > (1 << 20))
-		e = EFBIG;
-	else if (!(buf = malloc((size_t)sb.st_size + 1)))
-		e = ENOMEM;
-	while (!e && got < (size_t)sb.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			e = n < 0 ? errno : EIO;
-		else
-			got += (size_t)n;
-	}
-	close(fd);
-	if (e) {
-		free(buf);
-		errno = e;
+	if (r) {
+		errno = -r;
 		return NULL;
 	}
-	buf[got] = '\0';
 	return buf;
 }
 

@@ -28,8 +28,7 @@ static int regular(mode_t mode)
 	return S_ISDIR(mode) ? -EISDIR : -EINVAL;
 }
 
-/* Read all of path (at most POL_LEARNED_FILE_MAX bytes) into a new buffer. */
-int pol_learned_read_file(const char *path, void **out, size_t *len)
+int pol_read_file(const char *path, size_t max, void **out, size_t *len)
 {
 	struct stat sb;
 	char *buf;
@@ -47,11 +46,11 @@ int pol_learned_read_file(const char *path, void **out, size_t *len)
 	r = regular(sb.st_mode);
 	if (r)
 		goto out;
-	if (sb.st_size > POL_LEARNED_FILE_MAX) {
+	if ((uint64_t)sb.st_size > max) {
 		r = -EFBIG;
 		goto out;
 	}
-	buf = malloc(sb.st_size ? (size_t)sb.st_size : 1);
+	buf = malloc((size_t)sb.st_size + 1); /* and a NUL, for text */
 	if (!buf) {
 		r = -ENOMEM;
 		goto out;
@@ -68,11 +67,17 @@ int pol_learned_read_file(const char *path, void **out, size_t *len)
 		}
 		got += (size_t)n;
 	}
+	buf[got] = '\0';
 	*out = buf;
 	*len = got;
 out:
 	close(fd);
 	return r;
+}
+
+int pol_learned_read_file(const char *path, void **out, size_t *len)
+{
+	return pol_read_file(path, POL_LEARNED_FILE_MAX, out, len);
 }
 
 const char *pol_learned_file_strerror(int e)

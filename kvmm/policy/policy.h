@@ -244,6 +244,9 @@ int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
  */
 #define POL_LEARNED_FILE_MAX (1u << 20) /* asym's state is 32 KiB */
 int pol_learned_read_file(const char *path, void **buf, size_t *len);
+/* The same read for any small file of at most max bytes (profiles too):
+ * the buffer has a NUL after its len bytes. */
+int pol_read_file(const char *path, size_t max, void **buf, size_t *len);
 int pol_learned_write_file(const char *path, const void *buf, size_t len);
 const char *pol_learned_file_strerror(int e);
 /*
