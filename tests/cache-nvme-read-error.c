@@ -89,12 +89,17 @@ int main(void)
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.migrations_failed, NB);
 	t_assert_eq(ts.tiers[2].used_blocks, NB); /* kept for another try */
+	t_assert_eq(ts.nvme_read_error_drops, 0);
+	t_assert_eq(ts.tiers[2].drops, 0);
 
 	t_assert_eq(open_content(d.sock), 0);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.migrations_failed, 2 * NB);
 	t_assert_eq(ts.tiers[2].used_blocks, 0); /* dropped */
 	t_assert_eq(ts.checksum_failures, 0);
+	/* counted as such and as the NVMe tier's drops (ABI 1.13) */
+	t_assert_eq(ts.nvme_read_error_drops, NB);
+	t_assert_eq(ts.tiers[2].drops, NB);
 	failed = ts.migrations_failed;
 
 	t_assert_eq(open_content(d.sock), 0);

@@ -108,6 +108,8 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_misses_total", "", "cache.misses" },
 	{ "kvmm_cache_busy_misses_total", "", "cache.busy_misses" },
 	{ "kvmm_cache_checksum_failures_total", "", "cache.checksum_failures" },
+	{ "kvmm_cache_nvme_read_error_drops_total", "",
+	  "cache.nvme_read_error_drops" },
 	{ "kvmm_cache_recovered_blocks_total", "", "cache.recovered_blocks" },
 	{ "kvmm_cache_migrations_failed_total", "", "cache.migrations_failed" },
 	{ "kvmm_cache_migrations_in_flight", "", "cache.migrations_in_flight" },

@@ -1248,6 +1248,7 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 
 		tier_nvme_get_stats(c->nvme, &ns);
 		st->checksum_failures = ns.checksum_failures;
+		st->nvme_read_error_drops = ns.read_error_drops;
 		/* what the disk holds against what --nvme-size allows */
 		st->tiers[POL_TIER_NVME].used_blocks = ns.used_slots;
 		st->tiers[POL_TIER_NVME].capacity_blocks = ns.capacity_slots;

@@ -355,6 +355,14 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 			return; /* kc_reap_dead() frees it */
 		if (e->drop_after || (e->nvme_slot == MIGRATE_NO_SLOT &&
 				      e->host_slot == MIGRATE_NO_SLOT)) {
+			/* lost with the tier's copy (bad CRC, reads that kept
+			 * failing); a drop_after block was counted when the
+			 * policy dropped it */
+			if (!e->drop_after) {
+				c->st.tiers[from].drops++;
+				kvmm_tel_evict(c->d->tel_local, e->hash, from,
+					       c->block_bytes);
+			}
 			if (e->in_pol) {
 				kc_kill(c, e);
 			} else {

@@ -57,6 +57,9 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)ts->early_opens,
 		       (unsigned long long)ts->early_reloads,
 		       (unsigned long long)ts->early_reload_failures);
+	if (KVMMCTL_TS_HAS(ts, nvme_read_error_drops)) /* ABI 1.13 */
+		printf("\"nvme_read_error_drops\":%llu,",
+		       (unsigned long long)ts->nvme_read_error_drops);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -275,6 +278,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)ts.prefix_blocks_asked,
 	       (unsigned long long)ts.checksum_failures,
 	       (unsigned long long)ts.recovered_blocks);
+	if (KVMMCTL_TS_HAS(&ts, nvme_read_error_drops) &&
+	    ts.nvme_read_error_drops)
+		printf("             %llu NVMe blocks dropped after reads that kept failing\n",
+		       (unsigned long long)ts.nvme_read_error_drops);
 	/* the tiers are sized in blocks once the block size is known */
 	if (!ts.tiers[0].block_bytes)
 		printf("block size   not known yet: the first region to publish or open a prefix sets it (kvmmd --cache-block-pages names it at start)\n");

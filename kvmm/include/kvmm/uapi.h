@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 12
+#define KVMM_ABI_MINOR 13
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -732,6 +732,16 @@ struct kvmm_tier_stats_reply {
 	uint64_t early_opens;
 	uint64_t early_reloads;
 	uint64_t early_reload_failures;
+	/*
+	 * ABI 1.13 (the reply grew here again: size says how far a daemon's
+	 * goes).  NVMe slots dropped because their reads failed twice in a
+	 * row (I/O errors, short reads; each failure is also in
+	 * migrations_failed).  From 1.13 on, such a drop and a CRC32C drop
+	 * (checksum_failures) also count in tiers[2].drops when the cache
+	 * loses the block with them.
+	 */
+	uint64_t nvme_read_error_drops;
+	uint64_t reserved[3];
 };
 
 /* ---- rings ------------------------------------------------------------- */
