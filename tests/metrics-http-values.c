@@ -80,6 +80,8 @@ static const struct map status_map[] = {
 	{ "kvmm_pool_mapped_pages", "", "pages.mapped" },
 	{ "kvmm_pool_revoking_pages", "", "pages.revoking" },
 	{ "kvmm_pool_quarantined_pages", "", "pages.quarantined" },
+	{ "kvmm_pool_scrubbed_pages_total", "", "pages.scrubbed" },
+	{ "kvmm_pool_scrub_failures_total", "", "pages.scrub_failures" },
 	/* kvmmctl's session is open when it asks */
 	{ "kvmm_sessions", "", "sessions", AS_IS, 1 },
 	{ "kvmm_regions", "", "regions" },

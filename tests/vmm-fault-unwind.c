@@ -49,10 +49,18 @@ static int scenario(struct vmm_backend *b)
 	if (err)
 		goto err_pool;
 	for (nids = 0; nids < NPAGES; nids++) {
-		err = vmm_pool_alloc(pool, &ids[nids]);
+		err = vmm_pool_alloc_for(pool, 1, &ids[nids]);
 		if (err)
 			goto err_free_ids;
 	}
+	/* the last page, given back and taken by another owner, is zeroed
+	 * first (page_zero) */
+	if (vmm_pool_free(pool, ids[--nids]))
+		t_fail("free of page %u", ids[nids]);
+	err = vmm_pool_alloc_for(pool, 2, &ids[nids]);
+	if (err)
+		goto err_free_ids;
+	nids++;
 	err = b->ops->reserve(b, (NPAGES + 1) * ps, &va);
 	if (err)
 		goto err_free_ids;

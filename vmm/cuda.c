@@ -77,6 +77,7 @@
 	X(cuMemcpyHtoD)                   \
 	X(cuMemcpyDtoHAsync)              \
 	X(cuMemcpyHtoDAsync)              \
+	X(cuMemsetD8)                     \
 	X(cuStreamCreate)                 \
 	X(cuStreamDestroy)                \
 	X(cuStreamSynchronize)            \
@@ -444,6 +445,37 @@ static int cuda_copy_from_host(struct vmm_backend *b, vmm_handle_t page,
 	return err;
 }
 
+/* Zero a page through the scratch range (synchronous: the page is handed
+ * out as soon as this returns). */
+static int cuda_page_zero(struct vmm_backend *b, vmm_handle_t page)
+{
+	struct cuda_backend *c = to_cuda(b);
+	int err, err2;
+
+	err = enter(c);
+	if (err)
+		return err;
+	err = vmm_track_check_copy(&c->track, page, 0, b->page_size);
+	if (err)
+		goto out;
+	err = cuda_map_locked(c, c->scratch, page);
+	if (err)
+		goto out;
+	err = CUCHECK(c->api.p_cuMemSetAccess(c->scratch, b->page_size,
+					      &c->access_rw, 1),
+		      "cuMemSetAccess");
+	if (!err)
+		err = CUCHECK(c->api.p_cuMemsetD8(c->scratch, 0, b->page_size),
+			      "cuMemsetD8");
+	err2 = CUCHECK(c->api.p_cuMemUnmap(c->scratch, b->page_size),
+		       "cuMemUnmap");
+	if (!err)
+		err = err2;
+out:
+	leave(c);
+	return err;
+}
+
 static int cuda_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 {
 	struct cuda_backend *c = to_cuda(b);
@@ -593,6 +625,7 @@ static const struct vmm_ops cuda_ops = {
 	.synchronize = cuda_synchronize,
 	.host_register = cuda_host_register,
 	.host_unregister = cuda_host_unregister,
+	.page_zero = cuda_page_zero,
 };
 
 typedef CUresult (*get_proc_v2_fn)(const char *, void **, int, cuuint64_t,

@@ -195,6 +195,17 @@ static int fault_host_unregister(struct vmm_backend *b, void *ptr)
 	return INNER(b)->ops->host_unregister(INNER(b), ptr);
 }
 
+static int fault_page_zero(struct vmm_backend *b, vmm_handle_t page)
+{
+	int err = fault_hit(b, VMM_OP_PAGE_ZERO);
+
+	if (err)
+		return err;
+	if (!INNER(b)->ops->page_zero)
+		return -ENOTSUP;
+	return INNER(b)->ops->page_zero(INNER(b), page);
+}
+
 static void fault_destroy(struct vmm_backend *b)
 {
 	vmm_backend_close(INNER(b));
@@ -223,6 +234,7 @@ static const struct vmm_ops fault_ops = {
 	.synchronize = fault_synchronize,
 	.host_register = fault_host_register,
 	.host_unregister = fault_host_unregister,
+	.page_zero = fault_page_zero,
 };
 
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out)

@@ -575,6 +575,42 @@ static int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page,
 	return page_rw(b, page, offset, (void *)src, len, true);
 }
 
+/*
+ * A created page gives its memory back to the kernel (a hole punched over
+ * the whole memfd: later reads see zeros, and the next writer faults fresh
+ * zeroed memory in), which costs no copy on the loop; an imported page,
+ * which has no fd here, is written with zeros through its anchor.
+ */
+static int host_page_zero(struct vmm_backend *b, vmm_handle_t page)
+{
+	static const char zeros[65536];
+	struct host_backend *h = to_host(b);
+	bool anchor;
+	int err;
+
+	pthread_mutex_lock(&h->lock);
+	err = vmm_track_check_copy(&h->track, page, 0, b->page_size);
+	anchor = is_anchor(page);
+	pthread_mutex_unlock(&h->lock);
+	if (err)
+		return err;
+	if (!anchor) {
+		if (!fallocate((int)page,
+			       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			       (off_t)b->page_size))
+			return 0;
+		if (errno != EOPNOTSUPP)
+			return -errno;
+	}
+	for (size_t off = 0; !err && off < b->page_size; off += sizeof(zeros))
+		err = page_rw(b, page, off, (void *)zeros,
+			      b->page_size - off < sizeof(zeros) ?
+				      b->page_size - off :
+				      sizeof(zeros),
+			      true);
+	return err;
+}
+
 static int host_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 {
 	struct host_backend *h = to_host(b);
@@ -674,6 +710,7 @@ static const struct vmm_ops host_ops = {
 	.synchronize = host_synchronize,
 	.host_register = host_host_register,
 	.host_unregister = host_host_unregister,
+	.page_zero = host_page_zero,
 };
 
 int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out)

@@ -23,6 +23,15 @@
  * the page mapped; the page is reused only when that falls to zero, which
  * is what makes revocation safe.  Page ids are dense: ids 0..created-1 are
  * the created pages.  Not thread-safe: the daemon's event loop owns it.
+ *
+ * Owners.  A page remembers who it was last allocated for
+ * (vmm_pool_alloc_for(): kvmmd passes the client's uid) and is zeroed
+ * (vmm_ops.page_zero) before it goes to a different owner, so that one
+ * tenant never reads what another left in its pages.  A page never
+ * allocated holds what the backend gave (host: zeros; cuda: the driver
+ * clears memory before a process gets it) and needs no scrub.  The
+ * allocation looks at the few most recently freed pages for one of the
+ * same owner (or a clean one) before it pays for a scrub.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,7 +51,13 @@ struct pool_page {
 	bool fd_owned; /* exported at creation: the pool closes it */
 	enum vmm_page_state state;
 	unsigned int mappers;
+	uint32_t owner; /* last vmm_pool_alloc_for() owner, or OWNER_NONE */
 };
+
+/* never allocated for an owner: nothing of anyone's in it */
+#define OWNER_NONE UINT32_MAX
+/* free pages vmm_pool_alloc_for() looks at for one it need not scrub */
+#define OWNER_SCAN 16
 
 struct vmm_pool {
 	struct vmm_backend *backend;
@@ -181,6 +196,7 @@ static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
 		goto err_release;
 	p->state = VMM_PAGE_FREE;
 	p->mappers = 0;
+	p->owner = OWNER_NONE;
 	*id = (uint32_t)pool->st.created++;
 	return 0;
 
@@ -228,6 +244,81 @@ int vmm_pool_alloc(struct vmm_pool *pool, uint32_t *page_id)
 			return err;
 	}
 	pool->pages[id].state = VMM_PAGE_ALLOCATED;
+	pool->st.allocated++;
+	if (pool->st.allocated > pool->st.peak_allocated)
+		pool->st.peak_allocated = pool->st.allocated;
+	*page_id = id;
+	return 0;
+}
+
+/* Zero a page for its next owner: the backend's page_zero, else zeros
+ * written through copy_from_host. */
+static int scrub(struct vmm_pool *pool, struct pool_page *p)
+{
+	static const char zeros[65536];
+	struct vmm_backend *b = pool->backend;
+	int err = 0;
+
+	if (b->ops->page_zero) {
+		err = b->ops->page_zero(b, p->handle);
+		if (err != -ENOTSUP && err != -EOPNOTSUPP)
+			return err;
+		err = 0;
+	}
+	for (size_t off = 0; !err && off < b->page_size; off += sizeof(zeros)) {
+		size_t n = b->page_size - off;
+
+		err = b->ops->copy_from_host(b, p->handle, off, zeros,
+					     n < sizeof(zeros) ? n :
+								 sizeof(zeros));
+	}
+	return err;
+}
+
+int vmm_pool_alloc_for(struct vmm_pool *pool, uint32_t owner, uint32_t *page_id)
+{
+	struct pool_page *p;
+	uint32_t id;
+	int err;
+
+	if (owner == OWNER_NONE)
+		return -EINVAL;
+	if (!pool->nr_free)
+		goto fresh;
+	/* one of the last freed that needs no scrub goes first */
+	for (uint32_t i = 0; i < OWNER_SCAN && i < pool->nr_free; i++) {
+		uint32_t *slot = &pool->free_ids[pool->nr_free - 1 - i];
+		uint32_t o = pool->pages[*slot].owner;
+
+		if (o == owner || o == OWNER_NONE) {
+			id = *slot;
+			*slot = pool->free_ids[pool->nr_free - 1];
+			pool->free_ids[pool->nr_free - 1] = id;
+			break;
+		}
+	}
+	id = pool->free_ids[pool->nr_free - 1];
+	p = &pool->pages[id];
+	if (p->owner != owner && p->owner != OWNER_NONE) {
+		err = scrub(pool, p);
+		if (err) {
+			/* stays on the free list, still the last owner's */
+			pool->st.scrub_failures++;
+			return err;
+		}
+		pool->st.scrubbed++;
+	}
+	pool->nr_free--;
+	pool->st.free = pool->nr_free;
+	goto take;
+fresh:
+	err = pool_create_page(pool, &id);
+	if (err)
+		return err;
+	p = &pool->pages[id];
+take:
+	p->owner = owner;
+	p->state = VMM_PAGE_ALLOCATED;
 	pool->st.allocated++;
 	if (pool->st.allocated > pool->st.peak_allocated)
 		pool->st.peak_allocated = pool->st.allocated;

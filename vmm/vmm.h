@@ -93,6 +93,7 @@ enum vmm_op {
 	VMM_OP_COPY_TO_HOST,
 	VMM_OP_COPY_FROM_HOST,
 	VMM_OP_PAGE_FD,
+	VMM_OP_PAGE_ZERO,
 	VMM_OP_COUNT,
 };
 
@@ -157,6 +158,11 @@ struct vmm_ops {
 	/* Pin / unpin host memory used with the async copies (host: no-op). */
 	int (*host_register)(struct vmm_backend *b, void *ptr, size_t len);
 	int (*host_unregister)(struct vmm_backend *b, void *ptr);
+	/* Zero every byte of a page that no process maps (host: the memfd's
+	 * memory is given back and reads as zeros; cuda: a memset through
+	 * the scratch range, complete on return).  The pool scrubs a page
+	 * with it before the page changes owner (vmm_pool_alloc_for()). */
+	int (*page_zero)(struct vmm_backend *b, vmm_handle_t page);
 };
 
 struct vmm_backend {
@@ -204,8 +210,8 @@ int vmm_cuda_result_to_errno(int result, const char *call);
  * Arming resets op's call count, so nth counts from the arming.  The
  * wrapper owns inner once vmm_fault_wrap succeeds: closing the wrapper
  * closes inner.  Optional ops are passed through (and counted under no op),
- * except page_fd, counted and injectable as VMM_OP_PAGE_FD (-EOPNOTSUPP
- * when inner has none).
+ * except page_fd and page_zero, counted and injectable as VMM_OP_PAGE_FD
+ * and VMM_OP_PAGE_ZERO (-EOPNOTSUPP, -ENOTSUP when inner has none).
  */
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
 void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
@@ -251,6 +257,10 @@ struct vmm_pool_stats {
 	uint64_t peak_allocated;
 	uint64_t create_calls;
 	uint64_t failures; /* backend calls that failed */
+	/* pages zeroed before they went to a new owner, and scrubs that
+	 * failed (that allocation failed; the page stayed free) */
+	uint64_t scrubbed;
+	uint64_t scrub_failures;
 };
 
 struct vmm_pool;
@@ -267,6 +277,12 @@ int vmm_pool_prefill(struct vmm_pool *pool, uint64_t n);
 /* A page for a new owner: from the free list, else created; -ENOMEM when
  * the capacity is reached. */
 int vmm_pool_alloc(struct vmm_pool *pool, uint32_t *page_id);
+/* The same for owner (any value but UINT32_MAX; kvmmd: the client's uid):
+ * a free page last allocated for another owner is zeroed first, so owners
+ * never see each other's bytes (vmm_pool_alloc() neither scrubs nor
+ * changes a page's owner).  -errno of the scrub when it fails. */
+int vmm_pool_alloc_for(struct vmm_pool *pool, uint32_t owner,
+		       uint32_t *page_id);
 /* The owner gives the page back: FREE at once when no process maps it,
  * otherwise REVOKING until the last vmm_pool_unmapped(). */
 int vmm_pool_free(struct vmm_pool *pool, uint32_t page_id);

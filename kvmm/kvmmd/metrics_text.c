@@ -65,6 +65,12 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_pool_quarantined_pages", KD_GAUGE,
 	  "Pages still mapped by cut-off processes that have not exited.", "",
 	  ST(pages_quarantined) },
+	{ "kvmm_pool_scrubbed_pages_total", KD_COUNTER,
+	  "Pages zeroed before they went to a client of another uid.", "",
+	  ST(pages_scrubbed) },
+	{ "kvmm_pool_scrub_failures_total", KD_COUNTER,
+	  "Page scrubs that failed (the allocation failed with them).", "",
+	  ST(page_scrub_failures) },
 	{ "kvmm_sessions", KD_GAUGE,
 	  "Open client sessions (kvmmctl's own connections included).", "",
 	  ST(sessions) },
@@ -491,9 +497,11 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 	const struct kvmm_status_reply *st = src->st;
 
 	info(f, src);
+	/* an older daemon's reply (kvmmctl metrics) ends before its newest
+	 * fields: those families are left out */
 	table(f, status_metrics,
 	      sizeof(status_metrics) / sizeof(status_metrics[0]), st,
-	      sizeof(*st));
+	      st->size && st->size < sizeof(*st) ? st->size : sizeof(*st));
 	if (st->policy_state == KVMM_POLICY_STATE_ON) {
 		table(f, policy_state_metrics,
 		      sizeof(policy_state_metrics) /

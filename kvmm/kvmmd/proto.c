@@ -348,6 +348,8 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->pages_mapped = ps.mapped;
 	st->pages_revoking = ps.revoking;
 	st->pages_quarantined = d->pages_quarantined;
+	st->pages_scrubbed = ps.scrubbed;
+	st->page_scrub_failures = ps.scrub_failures;
 	st->sessions = d->nr_sessions;
 	st->regions = regions;
 	st->sequences = seqs;

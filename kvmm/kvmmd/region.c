@@ -327,7 +327,8 @@ int kd_block_new(struct kd_session *s, uint32_t nr_pages, struct kd_block **out)
 	if (!blk)
 		return -ENOMEM;
 	for (i = 0; i < nr_pages; i++) {
-		err = vmm_pool_alloc(s->d->pool, &blk->pages[i]);
+		err = vmm_pool_alloc_for(s->d->pool, (uint32_t)s->uid,
+					 &blk->pages[i]);
 		if (err)
 			goto err_free_pages;
 	}

@@ -542,6 +542,16 @@ CUresult mock_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
 	return mock_cuMemcpyHtoD(dst, src, n);
 }
 
+MOCK(cuMemsetD8);
+CUresult mock_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	CUresult r = need_ctx();
+
+	if (!r)
+		memset((void *)dst, v, n);
+	return r;
+}
+
 MOCK(cuStreamCreate);
 CUresult mock_cuStreamCreate(CUstream *s, unsigned int flags)
 {
@@ -627,8 +637,9 @@ static const struct {
 							cuMemcpyHtoDAsync) ENTRY(cuStreamCreate)
 							ENTRY(cuStreamDestroy) ENTRY(
 								cuStreamSynchronize)
-								ENTRY(cuMemHostRegister)
-									ENTRY(cuMemHostUnregister)
+								ENTRY(cuMemHostRegister) ENTRY(
+									cuMemHostUnregister)
+									ENTRY(cuMemsetD8)
 };
 
 /* The only exported entry point, as the backend finds everything else

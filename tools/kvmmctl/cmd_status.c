@@ -171,7 +171,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		kvmmctl_json_str(st.device);
 		printf(",\"page_size\":%llu,\"pages\":{\"total\":%llu,"
 		       "\"created\":%llu,\"free\":%llu,\"allocated\":%llu,"
-		       "\"mapped\":%llu,\"revoking\":%llu,\"quarantined\":%llu},"
+		       "\"mapped\":%llu,\"revoking\":%llu,\"quarantined\":%llu,"
+		       "\"scrubbed\":%llu,\"scrub_failures\":%llu},"
 		       "\"sessions\":%llu,\"regions\":%llu,\"sequences\":%llu,"
 		       "\"sessions_total\":%llu,\"sessions_cut_off\":%llu,"
 		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
@@ -189,6 +190,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.pages_mapped,
 		       (unsigned long long)st.pages_revoking,
 		       (unsigned long long)st.pages_quarantined,
+		       (unsigned long long)st.pages_scrubbed,
+		       (unsigned long long)st.page_scrub_failures,
 		       (unsigned long long)st.sessions,
 		       (unsigned long long)st.regions,
 		       (unsigned long long)st.sequences,
@@ -243,6 +246,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)st.pages_revoking,
 	       (unsigned long long)st.pages_quarantined,
 	       (unsigned long long)st.pages_created);
+	if (st.pages_scrubbed || st.page_scrub_failures)
+		printf("             %llu zeroed for a new owner (uid), %llu scrubs failed\n",
+		       (unsigned long long)st.pages_scrubbed,
+		       (unsigned long long)st.page_scrub_failures);
 	printf("sessions     %llu (%llu since start, %llu cut off)\n",
 	       (unsigned long long)st.sessions,
 	       (unsigned long long)st.sessions_total,

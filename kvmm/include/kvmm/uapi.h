@@ -310,6 +310,12 @@ struct kvmm_status_reply {
 	uint64_t policy_state_lives;
 	uint64_t policy_state_saves, policy_state_save_errors;
 	uint64_t policy_state_save_age_ms;
+	/* ABI 1.13 (16 more bytes; older daemons send the shorter struct):
+	 * pool pages zeroed before they went to a client of another uid than
+	 * the one they last served, and scrubs that failed (the allocation
+	 * failed with them; the page was not handed out) */
+	uint64_t pages_scrubbed;
+	uint64_t page_scrub_failures;
 };
 
 enum kvmm_policy_state {
