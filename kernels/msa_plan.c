@@ -106,7 +106,7 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 {
 	struct msa_kcfg c;
 	uint32_t group, rows, want, splits;
-	uint64_t base, need;
+	uint64_t base, need, split_len;
 	int err = check_shape(p, true);
 
 	if (err)
@@ -160,10 +160,21 @@ int msa_plan_make(const struct msa_problem *p, uint32_t num_sms,
 		want = MSA_MAX_SPLITS;
 	if (want < 1)
 		want = 1;
-	plan->split_len =
-		div_up(div_up(p->max_kv_per_seq ? p->max_kv_per_seq : 1, want),
-		       MSA_TILE) *
+	/*
+	 * Whole tiles, counted in 64 bits: one split of a max_kv_per_seq
+	 * within a tile of 2^32 rounds up to 2^32, which split_len cannot
+	 * hold (it wrapped to 0 and num_splits divided by it).  The longest
+	 * whole-tile split that fits leaves a second one, and the last split
+	 * takes whatever is left (msa.cu), so every token is still covered.
+	 */
+	split_len =
+		(uint64_t)div_up(
+			div_up(p->max_kv_per_seq ? p->max_kv_per_seq : 1, want),
+			MSA_TILE) *
 		MSA_TILE;
+	if (split_len > UINT32_MAX)
+		split_len = UINT32_MAX / MSA_TILE * MSA_TILE;
+	plan->split_len = (uint32_t)split_len;
 	plan->num_splits = div_up(p->max_kv_per_seq ? p->max_kv_per_seq : 1,
 				  plan->split_len);
 	plan->workspace_bytes = 0;

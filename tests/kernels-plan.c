@@ -86,6 +86,21 @@ int main(void)
 	t_ok(msa_plan_make(&p, 132, &pl));
 	t_assert_eq(pl.num_splits, 1);
 	t_assert_eq(pl.workspace_bytes, 0);
+	/* Within a tile of 2^32 tokens one split would be 2^32 long, more
+	 * than split_len holds: still a plan that covers every token (not a
+	 * split_len of 0 and a division by it), with one split or many. */
+	for (uint32_t sms = 1; sms <= 132; sms += 131) {
+		p = shape(32, 8, 128, 64, 1, 0xffffffc1u);
+		t_ok(msa_plan_make(&p, sms, &pl));
+		t_assert(pl.split_len % MSA_TILE == 0 && pl.split_len > 0);
+		t_assert((uint64_t)pl.num_splits * pl.split_len >= 0xffffffc1u);
+		t_assert((uint64_t)(pl.num_splits - 1) * pl.split_len <
+			 0xffffffc1u);
+		p = shape(32, 8, 128, 1, 1, UINT32_MAX);
+		t_ok(msa_plan_make(&p, sms, &pl));
+		t_assert((uint64_t)pl.num_splits * pl.split_len >= UINT32_MAX);
+		t_assert(pl.num_splits <= MSA_MAX_SPLITS);
+	}
 
 	p = shape(32, 8, 96, 1, 1, 10);
 	t_assert_eq(msa_plan_make(&p, 132, &pl), -ENOTSUP);
