@@ -55,6 +55,19 @@ int main(void)
 		    -EFAULT);
 	t_ok(b->ops->set_access(b, va + ps, ps, VMM_PROT_RW));
 
+	/* Async copies take byte spans: one that runs past the reservation
+	 * is -EFAULT, also when its length is so large that rounding it up
+	 * to whole pages wraps around to a single page. */
+	t_ok(b->ops->copy_va_to_host_async(b, buf, va + ps + 100, 8));
+	t_assert_eq(b->ops->copy_va_to_host_async(b, buf, va + ps + 100, ps),
+		    -ENOENT);
+	t_assert_eq(b->ops->copy_va_to_host_async(b, buf, va + ps + 100,
+						  (size_t)0 - 50),
+		    -EFAULT);
+	t_assert_eq(b->ops->copy_host_to_va_async(b, va + ps + 100, buf,
+						  SIZE_MAX),
+		    -EFAULT);
+
 	/* free_range: not exactly one reservation, or pages still mapped. */
 	t_assert_eq(b->ops->free_range(b, va, 2 * ps), -EINVAL);
 	t_assert_eq(b->ops->free_range(b, va + 4096, 4 * ps), -EINVAL);

@@ -10,6 +10,7 @@
  * or cuMemRelease, where it could hit an unrelated object.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,6 +213,10 @@ int vmm_track_check_span(struct vmm_track *t, uint64_t va, size_t len, int prot)
 
 	if (len == 0)
 		return 0;
+	/* Rounding len up to whole pages must not wrap around to a short
+	 * span: no reservation holds that many bytes anyway. */
+	if (len > SIZE_MAX - va % ps - (ps - 1))
+		return -EFAULT;
 	return vmm_track_check_access(t, va / ps * ps,
 				      (va % ps + len + ps - 1) / ps * ps, prot);
 }
