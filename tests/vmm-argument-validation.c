@@ -104,6 +104,19 @@ int main(void)
 	t_assert_eq(b->ops->map(b, va, stale), -EBADF);
 	t_assert_eq(b->ops->copy_to_host(b, buf, stale, 0, 1), -EBADF);
 
+	/* ... also once the next page created got its memfd number: the
+	 * stale handle neither reaches nor releases the new page. */
+	t_ok(b->ops->page_create(b, &page));
+	t_assert(page != stale);
+	t_ok(b->ops->copy_from_host(b, page, 0, "new page", 8));
+	t_assert_eq(b->ops->copy_from_host(b, stale, 0, "stale!!!", 8), -EBADF);
+	t_assert_eq(b->ops->page_release(b, stale), -EBADF);
+	t_assert_eq(b->ops->page_fd(b, stale, &fd), -EBADF);
+	t_assert_eq(b->ops->map(b, va, stale), -EBADF);
+	t_ok(b->ops->copy_to_host(b, buf, page, 0, 8));
+	t_assert(memcmp(buf, "new page", 8) == 0);
+	t_ok(b->ops->page_release(b, page));
+
 	/* A second reservation does not alias the first. */
 	t_ok(b->ops->reserve(b, ps, &other));
 	t_assert(other + ps <= va || other >= va + 4 * ps);

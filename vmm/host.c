@@ -39,11 +39,12 @@
  *                by mprotect for the copy and closed again, under the lock
  *                (rare: libkvmm never copies, kvmmd copies its own pages)
  *
- * A page handle is the memfd number (0..INT_MAX) for a created page, and
- * HOST_ANCHOR_TAG | generation | anchor address / 4096 for an imported
- * one: bit 63 keeps the two kinds apart, and the generation (18 bits,
- * counted per import) keeps a stale handle from naming a later anchor the
- * kernel put at the same address.  The handle set and the range bitmaps
+ * A page handle is generation << 32 | memfd number (0..INT_MAX) for a
+ * created page, and HOST_ANCHOR_TAG | generation | anchor address / 4096
+ * for an imported one: bit 63 keeps the two kinds apart, and each
+ * generation (31 bits counted per creation, 18 per import) keeps a stale
+ * handle from naming a later page that got the same memfd number, or a
+ * later anchor the kernel put at the same address.  The handle set and the range bitmaps
  * (vmm/track.c) reject stale handles, misaligned or out-of-range addresses
  * and double unmaps before any syscall.  A mutex makes the backend safe to
  * share between threads.
@@ -74,11 +75,19 @@
 #define HOST_ANCHOR_ADDR_BITS 45
 #define HOST_ANCHOR_GEN_MASK ((1ULL << 18) - 1)
 
+/* Created-page handles: the memfd in bits 0..31, a 31-bit generation in
+ * bits 32..62 (bit 63 clear).  The kernel hands a released page's fd
+ * number to the next memfd at once, so without the generation a stale
+ * handle would silently name the next page created. */
+#define HOST_MEMFD_SHIFT 32
+#define HOST_MEMFD_GEN_MASK ((1ULL << 31) - 1)
+
 struct host_backend {
 	struct vmm_backend base;
-	pthread_mutex_t lock; /* protects track and anchor_gen */
+	pthread_mutex_t lock; /* protects track, anchor_gen and memfd_gen */
 	struct vmm_track track;
 	uint64_t anchor_gen; /* imports so far: the next handle's generation */
+	uint64_t memfd_gen; /* pages created so far: the same for those */
 };
 
 static struct host_backend *to_host(struct vmm_backend *b)
@@ -89,6 +98,12 @@ static struct host_backend *to_host(struct vmm_backend *b)
 static bool is_anchor(vmm_handle_t page)
 {
 	return page & HOST_ANCHOR_TAG;
+}
+
+/* The memfd behind a created page's handle. */
+static int page_memfd(vmm_handle_t page)
+{
+	return (int)(page & 0xffffffffu);
 }
 
 static void *anchor_addr(vmm_handle_t page)
@@ -259,6 +274,7 @@ out:
 static int host_page_create(struct vmm_backend *b, vmm_handle_t *page)
 {
 	struct host_backend *h = to_host(b);
+	vmm_handle_t handle;
 	int fd, err;
 
 	fd = memfd_create("kvmm-page", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -276,11 +292,13 @@ static int host_page_create(struct vmm_backend *b, vmm_handle_t *page)
 		goto err_close;
 	}
 	pthread_mutex_lock(&h->lock);
-	err = vmm_track_add_page(&h->track, (vmm_handle_t)fd);
+	handle = (h->memfd_gen++ & HOST_MEMFD_GEN_MASK) << HOST_MEMFD_SHIFT |
+		 (vmm_handle_t)fd;
+	err = vmm_track_add_page(&h->track, handle);
 	pthread_mutex_unlock(&h->lock);
 	if (err)
 		goto err_close;
-	*page = (vmm_handle_t)fd;
+	*page = handle;
 	return 0;
 
 err_close:
@@ -306,7 +324,7 @@ static int host_page_release(struct vmm_backend *b, vmm_handle_t page)
 	}
 	vmm_track_remove_page(&h->track, page);
 	if (!is_anchor(page))
-		close((int)page);
+		close(page_memfd(page));
 out:
 	pthread_mutex_unlock(&h->lock);
 	return err;
@@ -327,7 +345,7 @@ static int host_page_export(struct vmm_backend *b, vmm_handle_t page, int *fd)
 		err = -EOPNOTSUPP;
 		goto out;
 	}
-	nfd = fcntl((int)page, F_DUPFD_CLOEXEC, 0);
+	nfd = fcntl(page_memfd(page), F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0) {
 		err = -errno;
 		goto out;
@@ -351,7 +369,7 @@ static int host_page_fd(struct vmm_backend *b, vmm_handle_t page, int *fd)
 	else if (is_anchor(page))
 		err = -EOPNOTSUPP;
 	else
-		*fd = (int)page;
+		*fd = page_memfd(page);
 	pthread_mutex_unlock(&h->lock);
 	return err;
 }
@@ -433,7 +451,7 @@ static int host_map(struct vmm_backend *b, uint64_t va, vmm_handle_t page)
 			   (void *)(uintptr_t)va);
 	else
 		p = mmap((void *)(uintptr_t)va, b->page_size, PROT_NONE,
-			 MAP_SHARED | MAP_FIXED, (int)page, 0);
+			 MAP_SHARED | MAP_FIXED, page_memfd(page), 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
 		map_err_log(-err, "map page %#llx at %#llx",
@@ -524,9 +542,10 @@ static int anchor_copy(struct vmm_backend *b, vmm_handle_t page, void *dst,
 
 /*
  * Copy between a page and host memory: through the anchor for an imported
- * page (under the lock: a release must not unmap it meanwhile), with
- * pread/pwrite on the memfd for a created one.  With write, buf is only
- * read.
+ * page, with pread/pwrite on the memfd for a created one.  Both under the
+ * lock: a release must not unmap the anchor, or close the memfd and let
+ * the next page created take its number, between the handle check and
+ * the copy.  With write, buf is only read.
  */
 static int page_rw(struct vmm_backend *b, vmm_handle_t page, size_t offset,
 		   void *buf, size_t len, bool write)
@@ -546,12 +565,11 @@ static int page_rw(struct vmm_backend *b, vmm_handle_t page, size_t offset,
 		pthread_mutex_unlock(&h->lock);
 		return err;
 	}
-	pthread_mutex_unlock(&h->lock);
 	while (!err && done < len) {
+		int fd = page_memfd(page);
 		off_t off = (off_t)(offset + done);
-		ssize_t r =
-			write ? pwrite((int)page, p + done, len - done, off) :
-				pread((int)page, p + done, len - done, off);
+		ssize_t r = write ? pwrite(fd, p + done, len - done, off) :
+				    pread(fd, p + done, len - done, off);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -560,6 +578,7 @@ static int page_rw(struct vmm_backend *b, vmm_handle_t page, size_t offset,
 		else
 			done += (size_t)r;
 	}
+	pthread_mutex_unlock(&h->lock);
 	return err;
 }
 

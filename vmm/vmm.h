@@ -21,9 +21,10 @@
  *
  * Addresses are uint64_t so the same type carries a host pointer and a
  * CUdeviceptr.  A page handle (vmm_handle_t) is backend-private: on the
- * host backend the memfd of a page it created, or, for an imported page,
- * a tagged reference to the one mapping it keeps instead of an fd (see
- * vmm/host.c); a CUmemGenericAllocationHandle on cuda.
+ * host backend the memfd of a page it created with a generation above it,
+ * or, for an imported page, a tagged reference to the one mapping it keeps
+ * instead of an fd (see vmm/host.c); a CUmemGenericAllocationHandle on
+ * cuda.
  *
  * Both backends keep the same bookkeeping (vmm/track.c) and so reject bad
  * arguments with the same errno before anything reaches the kernel or the
