@@ -40,6 +40,8 @@ run() { # expected-rc description command...
 
 run 0 "vmm-cuda-pages on the mock" "$build/tests/vmm-cuda-pages"
 run 0 "vmm-cuda-device-select on the mock" "$build/tests/vmm-cuda-device-select"
+run 0 "vmm-cuda-page-size on the mock: a page size that is not a power of two is refused at open" \
+	"$build/tests/vmm-cuda-page-size"
 run 0 "fault-injection sweep over the cuda backend" \
 	env KVMM_FAULT_BACKEND=cuda "$build/tests/vmm-fault-unwind"
 run 0 "pool pages zeroed for a new owner through cuMemsetD8" \

@@ -756,6 +756,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 	struct cuda_backend *c;
 	char name[72] = "", uuid[48] = "";
 	size_t gran = 0;
+	bool bad_size = false;
 	int err;
 
 	if (!out)
@@ -821,10 +822,27 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 			      CU_MEM_ALLOC_GRANULARITY_MINIMUM),
 		      "cuMemGetAllocationGranularity");
 	if (!err && (gran == 0 || (cfg->page_size && cfg->page_size % gran))) {
-		vmm_log(VMM_LOG_ERR,
-			"vmm cuda: page size %zu is not a multiple of the granularity %zu",
+		snprintf(
+			why, why_len,
+			"page size %zu is not a multiple of the granularity %zu",
 			cfg->page_size, gran);
 		err = -EINVAL;
+		bad_size = true;
+	} else if (!err && (cfg->page_size & (cfg->page_size - 1))) {
+		/* Every reservation is aligned to the page size (the
+		 * tracking checks addresses against it), and
+		 * cuMemAddressReserve takes only a power of two. */
+		snprintf(
+			why, why_len,
+			"page size %zu is not a power of two (the GPU aligns reservations to powers of two only)",
+			cfg->page_size);
+		err = -EINVAL;
+		bad_size = true;
+	}
+	if (bad_size) {
+		vmm_log(VMM_LOG_ERR, "vmm cuda: %s", why);
+		ctx_leave(c);
+		goto err_teardown_why;
 	}
 	if (!err) {
 		c->base.page_size = cfg->page_size ? cfg->page_size : gran;
@@ -861,6 +879,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 
 err_teardown:
 	snprintf(why, why_len, "device setup failed: %s", strerror(-err));
+err_teardown_why:
 	cuda_teardown(c);
 	return err;
 err_free:

@@ -73,7 +73,9 @@ enum vmm_backend_kind {
 
 struct vmm_config {
 	enum vmm_backend_kind kind;
-	size_t page_size; /* host: multiple of 4 KiB, 0 = 64 KiB; cuda: 0 */
+	/* host: a multiple of 4 KiB, 0 = 64 KiB; cuda: 0 = the granularity,
+	 * else a multiple of it that is a power of two */
+	size_t page_size;
 	int cuda_device; /* ordinal, used when gpu_uuid is empty */
 	char gpu_uuid[64]; /* "GPU-xxxxxxxx-..." selects a device by UUID */
 	const char *libcuda_path; /* NULL = "libcuda.so.1" */

@@ -4,9 +4,10 @@
  * calls vmm/cuda.c uses, implemented with memfds and mmap, strict about
  * what the real driver is strict about (a current context for memory
  * calls, the POSIX fd handle type, granularity-aligned sizes, exact
- * reservations, unmapping before freeing a range), and checking at exit
- * that every allocation, reservation, mapping, stream, registration and
- * context reference was given back (exit status 3 and a message if not).
+ * reservations, unmapping before freeing a range, power-of-two
+ * alignments), and checking at exit that every allocation, reservation,
+ * mapping, stream, registration and context reference was given back and
+ * no call broke a documented rule (exit status 3 and a message if not).
  *
  * Built by tests/vmm-cuda-mock.sh into $KVMM_BUILD/vmm-cuda-mock/ and
  * loaded through KVMM_LIBCUDA, so the cuda backend's own code runs end to
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ struct alloc {
 
 struct mapping {
 	CUdeviceptr va;
+	size_t size;
 	struct alloc *a;
 };
 
@@ -56,6 +59,26 @@ static __thread int ctx_depth;
 static char dummy_ctx, dummy_stream;
 
 #define MOCK(name) static __typeof__(name) mock_##name
+
+/* Calls that break a rule cuda.h documents; any fails the process at
+ * exit, after the driver's own answer went back to the caller. */
+static int nr_misuse;
+
+static CUresult __attribute__((format(printf, 1, 2)))
+misuse(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "mock libcuda: misuse: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	pthread_mutex_lock(&lock);
+	nr_misuse++;
+	pthread_mutex_unlock(&lock);
+	return CUDA_ERROR_INVALID_VALUE;
+}
 
 static CUresult need_ctx(void)
 {
@@ -252,15 +275,26 @@ CUresult mock_cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
 	if (!size || size % GRAN || (alignment && alignment % GRAN) || addr ||
 	    flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	m = mmap(NULL, size + GRAN, PROT_NONE,
+	/* cuda.h: "the alignment must be a power of two or zero".  Refused
+	 * as the driver would, and remembered: the caller should never have
+	 * asked, so the process fails at exit. */
+	if (alignment & (alignment - 1))
+		return misuse(
+			"cuMemAddressReserve: alignment %zu is not a power of two",
+			alignment);
+	/* The start aligned as asked, as the driver does (at least to the
+	 * granularity). */
+	if (alignment < GRAN)
+		alignment = GRAN;
+	m = mmap(NULL, size + alignment, PROT_NONE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	p = (uintptr_t)m;
-	al = (p + GRAN - 1) / GRAN * GRAN;
+	al = (p + alignment - 1) / alignment * alignment;
 	if (al > p)
 		munmap(m, al - p);
-	munmap((void *)(al + size), p + size + GRAN - (al + size));
+	munmap((void *)(al + size), p + size + alignment - (al + size));
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_OBJS; i++) {
 		if (!ranges[i].va) {
@@ -440,6 +474,7 @@ CUresult mock_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 			 a->fd, 0) == MAP_FAILED)
 			break;
 		maps[i].va = ptr;
+		maps[i].size = size;
 		maps[i].a = a;
 		a->maps++;
 		pthread_mutex_unlock(&lock);
@@ -489,7 +524,8 @@ CUresult mock_cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		bool found = false;
 
 		for (int i = 0; i < MAX_OBJS && !found; i++)
-			found = maps[i].a && maps[i].va == p;
+			found = maps[i].a && p >= maps[i].va &&
+				p - maps[i].va < maps[i].size;
 		if (!found) {
 			pthread_mutex_unlock(&lock);
 			return CUDA_ERROR_INVALID_VALUE;
@@ -670,6 +706,12 @@ __attribute__((destructor)) static void check_leaks(void)
 	for (int i = 0; i < MAX_OBJS; i++) {
 		nr_ranges += ranges[i].va != 0;
 		nr_maps += maps[i].a != NULL;
+	}
+	if (nr_misuse) {
+		fprintf(stderr,
+			"mock libcuda: %d calls broke a documented rule\n",
+			nr_misuse);
+		_exit(3);
 	}
 	if (nr_allocs || nr_ranges || nr_maps || nr_streams || nr_registered ||
 	    ctx_refs || ctx_depth) {
