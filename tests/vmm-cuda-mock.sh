@@ -52,6 +52,9 @@ run 0 "kvmmd and a client on the mock: host tier placed by the GPU's PCI address
 run 0 "kvmmd on the cuda backend: blocks written, shared, demoted and restored through cuMemcpy" \
 	env KVMM_TEST_BACKEND=cuda LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/cache-backend-roundtrip"
+run 0 "a client of kvmmd on the second GPU opens that GPU (the HELLO reply's UUID)" \
+	env KVMM_MOCK_DEVICES=2 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+	"$build/tests/daemon-gpu-uuid"
 # kvmmd --cuda-device by UUID (as a unit per GPU names it): the second of
 # two mock GPUs is the one served; an unknown UUID stops the start
 mockenv=(env KVMM_MOCK_DEVICES=2 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")

@@ -736,6 +736,7 @@ static int pick_device(struct cuda_backend *c, const struct vmm_config *cfg,
 		if (want[0] && strcasecmp(uuid + 4, want))
 			continue;
 		c->dev = dev;
+		memcpy(c->base.gpu_uuid, u.bytes, sizeof(c->base.gpu_uuid));
 		return 0;
 	}
 	if (want[0])

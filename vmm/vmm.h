@@ -177,6 +177,10 @@ struct vmm_backend {
 	 * ("0000:3B:00.0"), so host memory can go on its NUMA node; "" for the
 	 * host backend or when the driver does not say. */
 	char pci_bus_id[32];
+	/* The GPU's UUID as cuDeviceGetUuid gives it, so a client can open
+	 * the same device whatever its ordinals are (kvmm_hello_reply);
+	 * all zero for the host backend. */
+	uint8_t gpu_uuid[16];
 	void *priv;
 };
 

@@ -78,6 +78,7 @@ static int do_hello(struct req *rq)
 	rep.pages_total = d->capacity;
 	rep.quota_pages = s->quota ? s->quota->limit_pages : 0;
 	rep.revoke_timeout_ms = d->cfg.revoke_timeout_ms;
+	memcpy(rep.gpu_uuid, d->backend->gpu_uuid, sizeof(rep.gpu_uuid));
 	reply(rq, 0, &rep, sizeof(rep), fds, rep.nr_fds);
 	return 1;
 }

@@ -322,6 +322,35 @@ static int setup_rings(struct kvmm_conn *c, int fds[4])
 	return 0;
 }
 
+/*
+ * Open the backend on the GPU the daemon serves.  Pages live on that GPU
+ * and access must be granted on it: ordinal 0 here is another GPU when
+ * kvmmd serves the second one (one kvmmd per GPU) or CUDA_VISIBLE_DEVICES
+ * numbers them differently, so the device is the one with the UUID the
+ * HELLO reply names.  All zero (the host backend, a daemon before ABI
+ * 1.13): ordinal 0 as before.  A GPU this process cannot see is -ENODEV,
+ * and says which.
+ */
+static int daemon_gpu(struct kvmm_conn *c, struct vmm_config *vc)
+{
+	const uint8_t *u = c->hello.gpu_uuid;
+	int err;
+
+	if (vc->kind == VMM_BACKEND_CUDA &&
+	    !kw_all_zero(u, sizeof(c->hello.gpu_uuid)))
+		snprintf(
+			vc->gpu_uuid, sizeof(vc->gpu_uuid),
+			"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8],
+			u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	err = vmm_backend_open(vc, &c->backend);
+	if (err == -ENODEV && vc->gpu_uuid[0])
+		vmm_log(VMM_LOG_ERR,
+			"libkvmm: kvmmd serves %s, which this process cannot open (hidden by CUDA_VISIBLE_DEVICES, or no CUDA driver here)",
+			vc->gpu_uuid);
+	return err;
+}
+
 int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 {
 	struct kvmm_connect_opts o = { 0 };
@@ -369,7 +398,7 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	}
 	vc.kind = c->hello.backend;
 	vc.page_size = c->hello.page_size;
-	err = vmm_backend_open(&vc, &c->backend);
+	err = daemon_gpu(c, &vc);
 	if (err)
 		goto err_free;
 	c->page_size = c->hello.page_size;

@@ -16,6 +16,12 @@
  * that.  Every prototype is checked against cuda.h at compile time.
  *
  * KVMM_MOCK_DEVICES=N sets the device count (default 1).
+ * KVMM_MOCK_VISIBLE=a,b,... shows this process only those devices, as
+ * CUDA_VISIBLE_DEVICES does: ordinal i is device a, b, ... (a device's
+ * name, UUID and PCI address are its own whatever its ordinal).  Memory
+ * remembers its device across processes (the memfd's name), and
+ * cuMemSetAccess refuses to grant a device other than the memory's own
+ * (no peer access here): the owning GPU would get no access.
  */
 #include <cuda.h>
 #include <errno.h>
@@ -35,6 +41,7 @@
 
 struct alloc {
 	int fd;
+	int dev; /* the device (not the ordinal) it lives on, -1 unknown */
 	int refs; /* handles */
 	int maps; /* mappings */
 };
@@ -89,9 +96,30 @@ static CUresult need_ctx(void)
 
 static int device_count(void)
 {
-	const char *s = getenv("KVMM_MOCK_DEVICES");
+	const char *s = getenv("KVMM_MOCK_VISIBLE");
+	int n = 0;
 
+	if (s) {
+		for (; *s; s++)
+			n += *s == ',';
+		return n + 1;
+	}
+	s = getenv("KVMM_MOCK_DEVICES");
 	return s ? atoi(s) : 1;
+}
+
+/* The device behind this process's ordinal (KVMM_MOCK_VISIBLE). */
+static int physical(int ordinal)
+{
+	const char *s = getenv("KVMM_MOCK_VISIBLE");
+
+	for (int i = 0; s && *s; i++) {
+		if (i == ordinal)
+			return atoi(s);
+		s = strchr(s, ',');
+		s = s ? s + 1 : NULL;
+	}
+	return ordinal;
 }
 
 MOCK(cuGetErrorName);
@@ -182,13 +210,14 @@ CUresult mock_cuDeviceGet(CUdevice *dev, int ordinal)
 MOCK(cuDeviceGetName);
 CUresult mock_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-	snprintf(name, (size_t)len, "Mock GPU %d", dev);
+	snprintf(name, (size_t)len, "Mock GPU %d", physical(dev));
 	return CUDA_SUCCESS;
 }
 
 MOCK(cuDeviceGetUuid);
 CUresult mock_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
+	dev = physical(dev);
 	for (int i = 0; i < 16; i++)
 		uuid->bytes[i] = (char)(0x10 * dev + i);
 	return CUDA_SUCCESS;
@@ -201,7 +230,7 @@ CUresult mock_cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
 {
 	if (len < 13)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(id, (size_t)len, "FFFF:%02X:1F.7", 0xf0 + dev);
+	snprintf(id, (size_t)len, "FFFF:%02X:1F.7", 0xf0 + physical(dev));
 	return CUDA_SUCCESS;
 }
 
@@ -338,7 +367,7 @@ CUresult mock_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult new_alloc(int fd, CUmemGenericAllocationHandle *h)
+static CUresult new_alloc(int fd, int dev, CUmemGenericAllocationHandle *h)
 {
 	struct alloc *a = calloc(1, sizeof(*a));
 
@@ -347,6 +376,7 @@ static CUresult new_alloc(int fd, CUmemGenericAllocationHandle *h)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	a->fd = fd;
+	a->dev = dev;
 	a->refs = 1;
 	pthread_mutex_lock(&lock);
 	nr_allocs++;
@@ -371,7 +401,8 @@ CUresult mock_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 			  unsigned long long flags)
 {
 	CUresult r = need_ctx();
-	int fd;
+	char name[32];
+	int fd, dev;
 
 	if (r)
 		return r;
@@ -382,14 +413,17 @@ CUresult mock_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 	    prop->requestedHandleTypes !=
 		    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_INVALID_VALUE;
-	fd = memfd_create("mock-cuda-alloc", MFD_CLOEXEC);
+	/* the name travels with the fd: an importer learns the device */
+	dev = physical(prop->location.id);
+	snprintf(name, sizeof(name), "mock-cuda-dev%d", dev);
+	fd = memfd_create(name, MFD_CLOEXEC);
 	if (fd < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (ftruncate(fd, (off_t)size)) {
 		close(fd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	return new_alloc(fd, h);
+	return new_alloc(fd, dev, h);
 }
 
 MOCK(cuMemRelease);
@@ -429,7 +463,8 @@ CUresult mock_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
 					     void *os,
 					     CUmemAllocationHandleType type)
 {
-	int fd = (int)(uintptr_t)os, nfd;
+	int fd = (int)(uintptr_t)os, nfd, dev = -1;
+	char path[64], link[128] = "";
 	struct stat st;
 
 	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
@@ -437,10 +472,13 @@ CUresult mock_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !st.st_size ||
 	    st.st_size % GRAN)
 		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (readlink(path, link, sizeof(link) - 1) > 0)
+		sscanf(link, "/memfd:mock-cuda-dev%d", &dev);
 	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	return new_alloc(nfd, h);
+	return new_alloc(nfd, dev, h);
 }
 
 MOCK(cuMemMap);
@@ -521,14 +559,24 @@ CUresult mock_cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
 	for (CUdeviceptr p = ptr; p < ptr + size; p += GRAN) {
-		bool found = false;
+		struct alloc *a = NULL;
 
-		for (int i = 0; i < MAX_OBJS && !found; i++)
-			found = maps[i].a && p >= maps[i].va &&
-				p - maps[i].va < maps[i].size;
-		if (!found) {
+		for (int i = 0; i < MAX_OBJS && !a; i++)
+			if (maps[i].a && p >= maps[i].va &&
+			    p - maps[i].va < maps[i].size)
+				a = maps[i].a;
+		if (!a) {
 			pthread_mutex_unlock(&lock);
 			return CUDA_ERROR_INVALID_VALUE;
+		}
+		/* no peer access in the mock: only the memory's own GPU */
+		if (a->dev >= 0 && a->dev != physical(desc->location.id)) {
+			pthread_mutex_unlock(&lock);
+			fprintf(stderr,
+				"mock libcuda: cuMemSetAccess grants device %d (ordinal %d) on memory of device %d\n",
+				physical(desc->location.id), desc->location.id,
+				a->dev);
+			return CUDA_ERROR_INVALID_DEVICE;
 		}
 	}
 	pthread_mutex_unlock(&lock);

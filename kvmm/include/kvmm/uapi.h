@@ -145,7 +145,11 @@ struct kvmm_hello_reply {
 	uint32_t revoke_timeout_ms;
 	uint32_t nr_fds;
 	struct kvmm_ring_offsets ring;
-	uint64_t reserved[4];
+	/* The served GPU's UUID (cuDeviceGetUuid's 16 bytes), so a client
+	 * opens that device whatever ordinal it has in the client's process;
+	 * all zero on the host backend and from a daemon before ABI 1.13. */
+	uint8_t gpu_uuid[16];
+	uint64_t reserved[2];
 };
 
 /* ---- regions ----------------------------------------------------------- */
