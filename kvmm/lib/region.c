@@ -470,6 +470,16 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		q->replaced = UINT32_MAX;
 		err = kc_map_blocks(r, seq, rep->first_block, rep->nr_blocks,
 				    rep->page_ids);
+		/*
+		 * A failed reply unmapped its blocks whole, also one below
+		 * q->backed that it backed again (revoked, the revocation
+		 * still in our ring, which will find nothing left to take):
+		 * the sequence is mapped only up to there, or a later extend
+		 * over it would take the ring's fast path and answer 0.
+		 */
+		for (uint32_t b = rep->first_block; err && b < q->backed; b++)
+			if (!kc_block_mapped(r, q, b))
+				q->backed = b;
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
