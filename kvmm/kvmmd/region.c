@@ -85,7 +85,7 @@ int kd_region_create(struct kd_session *s, const struct kvmm_region_create *rc,
 {
 	struct kd_daemon *d = s->d;
 	struct kd_region *r;
-	uint64_t token_bytes;
+	uint64_t token_bytes, max_blocks;
 
 	if (rc->flags || !kw_all_zero(rc->reserved, sizeof(rc->reserved)))
 		return -EINVAL;
@@ -100,6 +100,13 @@ int kd_region_create(struct kd_session *s, const struct kvmm_region_create *rc,
 	if (token_bytes > d->page_size || d->page_size % token_bytes)
 		return -EINVAL;
 	if (2 * rc->layers > KVMM_EXTEND_MAX_PAGES)
+		return -EINVAL;
+	/* One (layer, K|V) range is max_seqs sequences of max_blocks
+	 * pages: with pages near 1 GiB that passes 2^64 bytes, and a
+	 * range_size that wrapped would describe a range far smaller than
+	 * the sequences' addresses reach. */
+	max_blocks = div_up(rc->max_tokens, d->page_size / token_bytes);
+	if ((uint64_t)max_blocks * d->page_size > UINT64_MAX / rc->max_seqs)
 		return -EINVAL;
 	if (s->nr_regions >= KD_MAX_REGIONS_PER_SESSION)
 		return -EMFILE;

@@ -114,6 +114,7 @@ int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *o,
 	struct kvmm_region_create_reply rep = { 0 };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
 	struct kvmm_region *r;
+	uint64_t range;
 	int err;
 
 	if (!c || c->admin || !o || !out ||
@@ -149,8 +150,13 @@ int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *o,
 	r->pages_per_block = rep.pages_per_block;
 	r->seq_stride = rep.seq_stride;
 	r->range_size = rep.range_size;
+	/* range_size too: one that wrapped past 2^64 would reserve a range
+	 * far smaller than the sequences' addresses reach */
 	if (r->pages_per_block != 2 * r->layers || !r->tokens_per_block ||
-	    r->seq_stride != (uint64_t)r->max_blocks * c->page_size) {
+	    r->seq_stride != (uint64_t)r->max_blocks * c->page_size ||
+	    __builtin_mul_overflow(r->seq_stride, (uint64_t)r->max_seqs,
+				   &range) ||
+	    r->range_size != range) {
 		free(r);
 		err = -EPROTO;
 		goto err_destroy;
