@@ -265,8 +265,10 @@ static int run(struct vmm_backend *b, size_t n, double *t[S_COUNT])
 	for (size_t i = 0; i < n; i++)
 		b->ops->unmap(b, va + i * ps);
 	for (size_t i = 0; i < n; i++) {
-		if (imported[i] != pages[i])
-			b->ops->page_release(b, imported[i]);
+		/* each import is a reference of its own, also where the
+		 * driver gave the created page's handle: the created one's
+		 * release (timed) is then the one that reaches the driver */
+		b->ops->page_release(b, imported[i]);
 		TIMED(t[S_RELEASE][i], b->ops->page_release(b, pages[i]));
 	}
 	b->ops->free_range(b, va, n * ps);

@@ -3,7 +3,8 @@
  * On a GPU, the cuda backend does what the host backend does: 2 MiB-class
  * pages created with POSIX fd handles, exported, imported by a second
  * process (fork + exec, as CUDA requires) that sees the bytes the first
- * wrote and writes back; pages mapped into reserved ranges with access set;
+ * wrote and writes back (imported twice: two references, the first
+ * release leaves the second working); pages mapped into reserved ranges with access set;
  * async copies through a mapping on the backend's stream; the same errno
  * for the same bad arguments; nothing held at the end.  Skips (77) without
  * a driver and a GPU.
@@ -39,18 +40,28 @@ static void check_clean(struct vmm_backend *b)
 static int child(int sock)
 {
 	struct vmm_backend *b = open_cuda();
-	vmm_handle_t page;
+	struct vmm_backend_usage u;
+	vmm_handle_t page, again;
 	uint64_t tag;
 	char buf[32];
 	int fd;
 
 	t_ok(vt_recv_fd(sock, &fd, &tag));
+	/* Two imports of one page are two references, as on the host
+	 * backend, though the driver gives the same handle for both: the
+	 * first release leaves the other working. */
+	t_ok(b->ops->page_import(b, fd, &again));
 	t_ok(b->ops->page_import(b, fd, &page));
 	close(fd);
+	vmm_backend_get_usage(b, &u);
+	t_assert_eq(u.pages, 2);
+	t_ok(b->ops->page_release(b, again));
 	t_ok(b->ops->copy_to_host(b, buf, page, 100, 12));
 	t_assert(memcmp(buf, "from parent", 12) == 0);
 	t_ok(b->ops->copy_from_host(b, page, 200, "from child", 11));
 	t_ok(b->ops->page_release(b, page));
+	if (again == page)
+		t_assert_eq(b->ops->page_release(b, page), -EBADF);
 	check_clean(b);
 	vmm_backend_close(b);
 	return vt_send_u64(sock, 1) ? 1 : 0;

@@ -239,6 +239,12 @@ static int cuda_page_release(struct vmm_backend *b, vmm_handle_t page)
 		err = -EBADF;
 		goto out;
 	}
+	/* One import of several of the same allocation (see
+	 * cuda_page_import): the others keep it. */
+	if (vmm_track_page_refs(&c->track, page) > 1) {
+		vmm_track_page_put(&c->track, page);
+		goto out;
+	}
 	err = CUCHECK(c->api.p_cuMemRelease(page), "cuMemRelease");
 	if (!err)
 		vmm_track_remove_page(&c->track, page);
@@ -300,9 +306,18 @@ static int cuda_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 		goto out;
 	err = vmm_track_add_page(&c->track, h);
 	if (err == -EEXIST) {
-		/* The driver hands back the same handle when this process
-		 * already has the allocation; keep one reference. */
+		/*
+		 * The driver hands back the same handle when this process
+		 * already has the allocation.  Each import is a reference of
+		 * its own, as on the host backend (two handles there): the
+		 * handle stays live until page_release was called once per
+		 * import, and only the last reaches the driver, which keeps
+		 * one reference for it (the extra one goes back now).
+		 */
+		err = vmm_track_page_get(&c->track, h);
 		CUCHECK(c->api.p_cuMemRelease(h), "cuMemRelease");
+		if (err)
+			goto out;
 	} else if (err) {
 		CUCHECK(c->api.p_cuMemRelease(h), "cuMemRelease");
 		goto out;

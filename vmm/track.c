@@ -32,6 +32,7 @@ void vmm_track_fini(struct vmm_track *t)
 	free(t->ranges);
 	free(t->keys);
 	free(t->key_state);
+	free(t->key_refs);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -243,7 +244,8 @@ static long key_find(const struct vmm_track *t, uint64_t key)
 	return -1;
 }
 
-static void key_insert(uint64_t *keys, uint8_t *state, size_t cap, uint64_t key)
+static void key_insert(uint64_t *keys, uint8_t *state, uint32_t *refs,
+		       size_t cap, uint64_t key, uint32_t nref)
 {
 	size_t i = hash_slot(key, cap);
 
@@ -251,6 +253,7 @@ static void key_insert(uint64_t *keys, uint8_t *state, size_t cap, uint64_t key)
 		i = (i + 1) & (cap - 1);
 	keys[i] = key;
 	state[i] = 1;
+	refs[i] = nref;
 }
 
 static int key_grow(struct vmm_track *t)
@@ -258,24 +261,30 @@ static int key_grow(struct vmm_track *t)
 	size_t cap = t->cap_keys ? t->cap_keys : 64;
 	uint64_t *keys;
 	uint8_t *state;
+	uint32_t *refs;
 
 	/* Rehash into a table at most half full, dropping tombstones. */
 	while ((t->nr_keys + 1) * 2 > cap)
 		cap *= 2;
 	keys = calloc(cap, sizeof(*keys));
 	state = calloc(cap, 1);
-	if (!keys || !state) {
+	refs = calloc(cap, sizeof(*refs));
+	if (!keys || !state || !refs) {
 		free(keys);
 		free(state);
+		free(refs);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < t->cap_keys; i++)
 		if (t->key_state[i] == 1)
-			key_insert(keys, state, cap, t->keys[i]);
+			key_insert(keys, state, refs, cap, t->keys[i],
+				   t->key_refs[i]);
 	free(t->keys);
 	free(t->key_state);
+	free(t->key_refs);
 	t->keys = keys;
 	t->key_state = state;
+	t->key_refs = refs;
 	t->cap_keys = cap;
 	t->nr_deleted = 0;
 	return 0;
@@ -291,7 +300,7 @@ int vmm_track_add_page(struct vmm_track *t, vmm_handle_t page)
 		if (err)
 			return err;
 	}
-	key_insert(t->keys, t->key_state, t->cap_keys, page);
+	key_insert(t->keys, t->key_state, t->key_refs, t->cap_keys, page, 1);
 	t->nr_keys++;
 	return 0;
 }
@@ -307,9 +316,40 @@ void vmm_track_remove_page(struct vmm_track *t, vmm_handle_t page)
 
 	if (i < 0)
 		return;
+	t->nr_extra_refs -= t->key_refs[i] - 1;
 	t->key_state[i] = 2;
 	t->nr_keys--;
 	t->nr_deleted++;
+}
+
+int vmm_track_page_get(struct vmm_track *t, vmm_handle_t page)
+{
+	long i = key_find(t, page);
+
+	if (i < 0)
+		return -EBADF;
+	if (t->key_refs[i] == UINT32_MAX)
+		return -EOVERFLOW;
+	t->key_refs[i]++;
+	t->nr_extra_refs++;
+	return 0;
+}
+
+uint32_t vmm_track_page_refs(const struct vmm_track *t, vmm_handle_t page)
+{
+	long i = key_find(t, page);
+
+	return i < 0 ? 0 : t->key_refs[i];
+}
+
+void vmm_track_page_put(struct vmm_track *t, vmm_handle_t page)
+{
+	long i = key_find(t, page);
+
+	if (i >= 0 && t->key_refs[i] > 1) {
+		t->key_refs[i]--;
+		t->nr_extra_refs--;
+	}
 }
 
 int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page, size_t offset,
@@ -324,7 +364,7 @@ int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page, size_t offset,
 
 void vmm_track_usage(const struct vmm_track *t, struct vmm_backend_usage *u)
 {
-	u->pages = t->nr_keys;
+	u->pages = t->nr_keys + t->nr_extra_refs;
 	u->ranges = t->nr_ranges;
 	u->mappings = t->nr_mappings;
 }

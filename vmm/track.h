@@ -34,7 +34,9 @@ struct vmm_track {
 	 * 2 deleted. */
 	uint64_t *keys;
 	uint8_t *key_state;
+	uint32_t *key_refs; /* references to each live handle, >= 1 */
 	size_t cap_keys, nr_keys, nr_deleted;
+	uint64_t nr_extra_refs; /* references beyond a handle's first */
 	uint64_t nr_mappings;
 };
 
@@ -64,6 +66,13 @@ int vmm_track_check_span(struct vmm_track *t, uint64_t va, size_t len,
 int vmm_track_add_page(struct vmm_track *t, vmm_handle_t page);
 bool vmm_track_page_live(const struct vmm_track *t, vmm_handle_t page);
 void vmm_track_remove_page(struct vmm_track *t, vmm_handle_t page);
+/* One more reference to a live handle (cuda: the driver gave the same
+ * handle for a second import); 0 or -EBADF. */
+int vmm_track_page_get(struct vmm_track *t, vmm_handle_t page);
+/* The references a live handle has (0: not live). */
+uint32_t vmm_track_page_refs(const struct vmm_track *t, vmm_handle_t page);
+/* Drop one reference of a live handle that has more than one. */
+void vmm_track_page_put(struct vmm_track *t, vmm_handle_t page);
 /* 0 when offset/len lie inside one page (len 0 allowed). */
 int vmm_track_check_copy(struct vmm_track *t, vmm_handle_t page, size_t offset,
 			 size_t len);

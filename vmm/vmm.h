@@ -55,7 +55,9 @@ typedef uint64_t vmm_handle_t;
 struct vmm_backend;
 
 struct vmm_backend_usage {
-	uint64_t pages; /* handles created or imported, not yet released */
+	/* handles created or imported, not yet released (cuda: a handle
+	 * imported twice counts twice) */
+	uint64_t pages;
 	uint64_t ranges; /* reserved ranges not yet freed */
 	uint64_t mappings; /* pages mapped now */
 };

@@ -21,7 +21,10 @@
  * name, UUID and PCI address are its own whatever its ordinal).  Memory
  * remembers its device across processes (the memfd's name), and
  * cuMemSetAccess refuses to grant a device other than the memory's own
- * (no peer access here): the owning GPU would get no access.
+ * (no peer access here): the owning GPU would get no access.  Importing
+ * an allocation the process has already gives its handle again with one
+ * more reference, and releasing a handle with no reference left is a
+ * misuse (it may be another allocation's by then).
  */
 #include <cuda.h>
 #include <errno.h>
@@ -42,6 +45,8 @@
 struct alloc {
 	int fd;
 	int dev; /* the device (not the ordinal) it lives on, -1 unknown */
+	dev_t st_dev; /* the memfd's identity: a second import of it */
+	ino_t st_ino; /* gets this allocation's handle again */
 	int refs; /* handles */
 	int maps; /* mappings */
 };
@@ -59,6 +64,7 @@ struct range {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mapping maps[MAX_OBJS];
+static struct alloc *allocs[MAX_OBJS]; /* live ones, to look handles up */
 static struct range ranges[MAX_OBJS];
 static int nr_allocs, nr_streams, nr_registered, ctx_refs;
 static bool initialized;
@@ -370,19 +376,42 @@ CUresult mock_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 static CUresult new_alloc(int fd, int dev, CUmemGenericAllocationHandle *h)
 {
 	struct alloc *a = calloc(1, sizeof(*a));
+	struct stat st;
 
-	if (!a) {
+	if (!a || fstat(fd, &st)) {
+		free(a);
 		close(fd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	a->fd = fd;
 	a->dev = dev;
+	a->st_dev = st.st_dev;
+	a->st_ino = st.st_ino;
 	a->refs = 1;
 	pthread_mutex_lock(&lock);
-	nr_allocs++;
+	for (int i = 0; i < MAX_OBJS; i++) {
+		if (!allocs[i]) {
+			allocs[i] = a;
+			nr_allocs++;
+			pthread_mutex_unlock(&lock);
+			*h = (CUmemGenericAllocationHandle)(uintptr_t)a;
+			return CUDA_SUCCESS;
+		}
+	}
 	pthread_mutex_unlock(&lock);
-	*h = (CUmemGenericAllocationHandle)(uintptr_t)a;
-	return CUDA_SUCCESS;
+	close(fd);
+	free(a);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The live allocation behind h, or NULL; under lock. */
+static struct alloc *find_alloc(CUmemGenericAllocationHandle h)
+{
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (allocs[i] &&
+		    (CUmemGenericAllocationHandle)(uintptr_t)allocs[i] == h)
+			return allocs[i];
+	return NULL;
 }
 
 /* Under lock. */
@@ -390,6 +419,9 @@ static void maybe_free(struct alloc *a)
 {
 	if (a->refs || a->maps)
 		return;
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (allocs[i] == a)
+			allocs[i] = NULL;
 	close(a->fd);
 	free(a);
 	nr_allocs--;
@@ -429,11 +461,16 @@ CUresult mock_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 MOCK(cuMemRelease);
 CUresult mock_cuMemRelease(CUmemGenericAllocationHandle h)
 {
-	struct alloc *a = (struct alloc *)(uintptr_t)h;
+	struct alloc *a;
 
-	if (!a || a->refs <= 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
+	a = find_alloc(h);
+	if (!a || a->refs <= 0) {
+		pthread_mutex_unlock(&lock);
+		/* the allocation may be gone and its handle another's */
+		return misuse(
+			"cuMemRelease of a handle with no reference left");
+	}
 	a->refs--;
 	maybe_free(a);
 	pthread_mutex_unlock(&lock);
@@ -472,6 +509,20 @@ CUresult mock_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !st.st_size ||
 	    st.st_size % GRAN)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* This process has the allocation already: the same handle, one
+	 * more reference (each import is released once). */
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OBJS; i++) {
+		struct alloc *a = allocs[i];
+
+		if (a && a->st_dev == st.st_dev && a->st_ino == st.st_ino) {
+			a->refs++;
+			pthread_mutex_unlock(&lock);
+			*h = (CUmemGenericAllocationHandle)(uintptr_t)a;
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&lock);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (readlink(path, link, sizeof(link) - 1) > 0)
 		sscanf(link, "/memfd:mock-cuda-dev%d", &dev);
