@@ -40,6 +40,8 @@ run() { # expected-rc description command...
 
 run 0 "vmm-cuda-pages on the mock" "$build/tests/vmm-cuda-pages"
 run 0 "vmm-cuda-device-select on the mock" "$build/tests/vmm-cuda-device-select"
+run 0 "vmm-cuda-synchronize on the mock: a context that cannot be entered is tried again, never taken for a finished wait" \
+	"$build/tests/vmm-cuda-synchronize"
 run 0 "vmm-cuda-page-size on the mock: a page size that is not a power of two is refused at open" \
 	"$build/tests/vmm-cuda-page-size"
 run 0 "fault-injection sweep over the cuda backend" \

@@ -537,15 +537,33 @@ static int cuda_copy_host_to_va_async(struct vmm_backend *b, uint64_t va,
 	return err;
 }
 
+/* Tries at entering the context before synchronize gives up waiting. */
+#define CUDA_SYNC_ENTER_TRIES 5
+
 static int cuda_synchronize(struct vmm_backend *b)
 {
 	struct cuda_backend *c = to_cuda(b);
 	int err;
 
-	/* Not under the lock: a long wait must not block other calls. */
-	err = ctx_enter(c);
-	if (err)
-		return err;
+	/*
+	 * Not under the lock: a long wait must not block other calls.
+	 * Returning without waiting would let the caller reuse memory that
+	 * queued copies may still write (a host slot, a pool page), so a
+	 * context that cannot be entered is tried again; if it never can,
+	 * -EINPROGRESS says the copies may still be in flight.
+	 */
+	for (int i = 0;; i++) {
+		err = ctx_enter(c);
+		if (!err)
+			break;
+		if (i + 1 == CUDA_SYNC_ENTER_TRIES) {
+			vmm_log(VMM_LOG_ERR,
+				"vmm cuda: synchronize: cannot enter the context (%s) after %d tries: copies may still be in flight",
+				strerror(-err), i + 1);
+			return -EINPROGRESS;
+		}
+		usleep(1000u << i);
+	}
 	err = CUCHECK(c->api.p_cuStreamSynchronize(c->stream),
 		      "cuStreamSynchronize");
 	ctx_leave(c);

@@ -154,7 +154,9 @@ struct vmm_ops {
 	 * host memory, queued on the backend's stream (cuda: one stream per
 	 * backend, host memory should be registered for real overlap; host:
 	 * a plain memcpy, complete on return).  vmm_ops.synchronize waits for
-	 * everything queued. */
+	 * everything queued; -EINPROGRESS when it could not wait (cuda: the
+	 * context could not be entered, also after retries), so the copies
+	 * may still be in flight and their memory must not be reused. */
 	int (*copy_va_to_host_async)(struct vmm_backend *b, void *dst,
 				     uint64_t va, size_t len);
 	int (*copy_host_to_va_async)(struct vmm_backend *b, uint64_t va,

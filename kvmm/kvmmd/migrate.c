@@ -284,7 +284,15 @@ static void complete_locked(struct migrate *m, struct migrate_job *job,
 
 	if (s != MIGRATE_DONE && host_is_dest(job->kind) &&
 	    job->host_slot != MIGRATE_NO_SLOT) {
-		tier_host_free(m->host, job->host_slot);
+		/* a backend that could not wait for its copies: they may
+		 * still land in the slot, which must never be handed out
+		 * again; it stays FILLING, out of use, for good */
+		if (job->result == -EINPROGRESS)
+			vmm_log(VMM_LOG_ERR,
+				"migrate: host slot %u kept out of use: copies into it may still be in flight",
+				job->host_slot);
+		else
+			tier_host_free(m->host, job->host_slot);
 		job->host_slot = MIGRATE_NO_SLOT;
 	}
 	job->end_ns = now_ns();
@@ -370,11 +378,12 @@ static int copy_mapped(struct migrate *m, struct migrate_job *job,
 			r = b->ops->copy_host_to_va_async(b, va, host + i * ps,
 							  ps);
 	}
-	/* the copy is complete only once the stream drained */
+	/* the copy is complete only once the stream drained; one that
+	 * could not wait (-EINPROGRESS) says so whatever failed before */
 	if (b->ops->synchronize) {
 		int s = b->ops->synchronize(b);
 
-		if (!r)
+		if (!r || s == -EINPROGRESS)
 			r = s;
 	}
 	return r;

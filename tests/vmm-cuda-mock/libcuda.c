@@ -264,9 +264,26 @@ CUresult mock_cuDevicePrimaryCtxRelease(CUdevice dev)
 	return r;
 }
 
+/* Pushes still to fail (kvmm_mock_fail_ctx_push). */
+static int push_failures;
+
+/* For tests, found with dlsym: the next n cuCtxPushCurrent calls fail. */
+__attribute__((visibility("default"))) void kvmm_mock_fail_ctx_push(int n)
+{
+	__atomic_store_n(&push_failures, n, __ATOMIC_SEQ_CST);
+}
+
 MOCK(cuCtxPushCurrent);
 CUresult mock_cuCtxPushCurrent(CUcontext ctx)
 {
+	int left = __atomic_load_n(&push_failures, __ATOMIC_SEQ_CST);
+
+	while (left > 0 && !__atomic_compare_exchange_n(
+				   &push_failures, &left, left - 1, false,
+				   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	if (left > 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ctx != (CUcontext)&dummy_ctx || !ctx_refs)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	ctx_depth++;
@@ -777,8 +794,8 @@ static const struct {
 									ENTRY(cuMemsetD8)
 };
 
-/* The only exported entry point, as the backend finds everything else
- * through it. */
+/* The only exported entry point of the API (kvmm_mock_* are the tests'),
+ * as the backend finds everything else through it. */
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 			     cuuint64_t flags,
 			     CUdriverProcAddressQueryResult *status)
