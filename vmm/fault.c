@@ -251,6 +251,9 @@ int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out)
 	f->base.page_size = inner->page_size;
 	memcpy(f->base.device_name, inner->device_name,
 	       sizeof(f->base.device_name));
+	memcpy(f->base.pci_bus_id, inner->pci_bus_id,
+	       sizeof(f->base.pci_bus_id));
+	memcpy(f->base.gpu_uuid, inner->gpu_uuid, sizeof(f->base.gpu_uuid));
 	f->base.priv = f;
 	f->inner = inner;
 	*out = &f->base;

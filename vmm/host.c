@@ -604,23 +604,24 @@ static int host_page_zero(struct vmm_backend *b, vmm_handle_t page)
 {
 	static const char zeros[65536];
 	struct host_backend *h = to_host(b);
-	bool anchor;
 	int err;
 
+	/* under the lock, as a copy: a release must not close the memfd and
+	 * let the next page created take its number meanwhile */
 	pthread_mutex_lock(&h->lock);
 	err = vmm_track_check_copy(&h->track, page, 0, b->page_size);
-	anchor = is_anchor(page);
-	pthread_mutex_unlock(&h->lock);
-	if (err)
-		return err;
-	if (!anchor) {
-		if (!fallocate((int)page,
-			       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-			       (off_t)b->page_size))
-			return 0;
-		if (errno != EOPNOTSUPP)
-			return -errno;
+	if (!err && !is_anchor(page)) {
+		if (fallocate(page_memfd(page),
+			      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			      (off_t)b->page_size))
+			err = errno == EOPNOTSUPP ? 1 : -errno;
+		if (err <= 0) {
+			pthread_mutex_unlock(&h->lock);
+			return err;
+		}
+		err = 0; /* no hole punching here: write the zeros */
 	}
+	pthread_mutex_unlock(&h->lock);
 	for (size_t off = 0; !err && off < b->page_size; off += sizeof(zeros))
 		err = page_rw(b, page, off, (void *)zeros,
 			      b->page_size - off < sizeof(zeros) ?
