@@ -6,6 +6,9 @@
  * reservation is refused; reserved writes get the slots, and a reserved
  * write that is not written (a hash already on disk, a bad buffer) uses
  * its reservation up all the same; tier_nvme_unreserve() gives one back.
+ * A reserved write whose batch cannot even be set up (no memory for its
+ * bookkeeping: an address-space limit here) gives its reservation back
+ * too; before, that slot was set aside for good.
  * A write stamped with a generation its caller took earlier
  * (tier_nvme_next_generation()) keeps it.  A hash on disk in another
  * layout is not a dedup hit (-EEXIST).
@@ -16,12 +19,73 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define PAYLOAD (64 * 1024)
 #define NSLOTS 4
+
+static struct tier_nvme_io wio(unsigned char *buf, uint64_t hash,
+			       bool reserved);
+
+/* VmSize of this process in bytes, 0 if unknown. */
+static uint64_t vm_size(void)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * A reserved write in a batch whose bookkeeping cannot be allocated: every
+ * io fails -ENOMEM and the reservation is given back.  The allocation is
+ * made to fail with RLIMIT_AS just above what the process maps (not under
+ * ASan, whose shadow memory needs the address space).
+ */
+static void reserved_write_nomem(struct tier_nvme *t, unsigned char *buf)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	(void)t;
+	(void)buf;
+	printf("(ASan build: the -ENOMEM case is not run)\n");
+#else
+	enum { N = 1u << 20 }; /* bookkeeping of 4-8 MiB per array */
+	struct tier_nvme_io *ios = calloc(N, sizeof(*ios));
+	struct tier_nvme_stats st;
+	struct rlimit old, lim;
+	int failed;
+
+	t_assert(ios);
+	for (unsigned int i = 0; i < N; i++)
+		ios[i] = wio(buf, 0x200 + i, false);
+	ios[0].reserved = true;
+	t_ok(tier_nvme_reserve(t));
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.reserved_slots, 1);
+	t_ok(getrlimit(RLIMIT_AS, &old));
+	lim = old;
+	lim.rlim_cur = vm_size() + (1u << 20);
+	t_assert(lim.rlim_cur > (1u << 20));
+	t_ok(setrlimit(RLIMIT_AS, &lim));
+	failed = tier_nvme_write_batch(t, ios, N);
+	t_ok(setrlimit(RLIMIT_AS, &old));
+	t_assert_eq(failed, N);
+	t_assert_eq(ios[0].result, -ENOMEM);
+	t_assert_eq(ios[N - 1].result, -ENOMEM);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.reserved_slots, 0);
+	free(ios);
+#endif
+}
 
 static struct tier_nvme_io wio(unsigned char *buf, uint64_t hash, bool reserved)
 {
@@ -119,6 +183,16 @@ int main(void)
 	tier_nvme_get_stats(t, &st);
 	t_assert_eq(st.reserved_slots, 0);
 	t_assert_eq(st.used_slots, NSLOTS - 1);
+
+	/* a batch that cannot be set up gives its reservation back: the
+	 * last free slot can be reserved again and written */
+	reserved_write_nomem(t, buf);
+	t_ok(tier_nvme_reserve(t));
+	io[0] = wio(buf, 0x106, true);
+	t_assert_eq(tier_nvme_write_batch(t, io, 1), 0);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.reserved_slots, 0);
+	t_assert_eq(st.used_slots, NSLOTS);
 
 	tier_nvme_close(t);
 	unlink(path);

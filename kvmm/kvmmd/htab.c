@@ -21,22 +21,32 @@ void kd_htab_fini(struct kd_htab *t)
 	t->b = NULL;
 }
 
-/* Double the buckets past one node per bucket; a failed grow only makes
- * the chains longer. */
+/*
+ * Double the buckets past one node per bucket; a failed grow only makes
+ * the chains longer.  Bucket i splits into i and i + the old count, each
+ * keeping its nodes in their order: a key may be in the table twice (the
+ * cache adds a new entry for a hash whose dying one waits for the end of
+ * the call, cache.c), and a lookup must still find the newer, which was
+ * added in front.
+ */
 static void kd_htab_grow(struct kd_htab *t)
 {
-	uint64_t nb = (t->mask + 1) * 2;
+	uint64_t old = t->mask + 1, nb = old * 2;
 	struct kd_hnode **b = calloc(nb, sizeof(*b));
 
 	if (!b)
 		return;
-	for (uint64_t i = 0; i <= t->mask; i++) {
+	for (uint64_t i = 0; i < old; i++) {
+		struct kd_hnode **tail[2] = { &b[i], &b[i + old] };
+
 		while (t->b[i]) {
 			struct kd_hnode *n = t->b[i];
+			unsigned int hi = (n->key & old) != 0;
 
 			t->b[i] = n->next;
-			n->next = b[n->key & (nb - 1)];
-			b[n->key & (nb - 1)] = n;
+			n->next = NULL;
+			*tail[hi] = n;
+			tail[hi] = &n->next;
 		}
 	}
 	free(t->b);

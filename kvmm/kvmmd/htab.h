@@ -3,7 +3,8 @@
  * A chained hash table of intrusive nodes for kvmmd's indexes (the block
  * cache's entries, the pin records and pinned blocks).  The caller picks
  * each node's 64-bit key (well mixed: the low bits choose the bucket) and
- * compares whatever it stores beside it; equal keys may coexist.  The
+ * compares whatever it stores beside it; equal keys may coexist, the one
+ * added last found first along its chain (also after a doubling).  The
  * table doubles once it holds more nodes than buckets, so chains stay
  * about one node long however much it holds; a failed doubling only makes
  * them longer.

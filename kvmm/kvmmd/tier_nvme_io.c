@@ -849,8 +849,15 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 	if (n == 0)
 		return 0;
-	if (batch_alloc(&b, ios, n, true))
+	if (batch_alloc(&b, ios, n, true)) {
+		/* a reservation is used up whatever the write does, also when
+		 * it cannot start: give it back, or its slot stays set aside
+		 * for good (the caller forgot it when it handed it over) */
+		for (unsigned int i = 0; i < n; i++)
+			if (ios[i].reserved)
+				tier_nvme_unreserve(t);
 		return (int)n;
+	}
 	pthread_mutex_lock(&t->lock);
 	wait_hashes_settled(t, ios, n);
 	for (unsigned int i = 0; i < n; i++) {
