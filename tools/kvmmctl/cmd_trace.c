@@ -10,6 +10,7 @@
  * rights to open them (root) but not the daemon's socket.  The work is in
  * ebpf/trace_view.c.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,27 @@ static void trace_usage(void)
 	fprintf(stderr,
 		"usage: kvmmctl [--json] trace [--once] [--interval MS] "
 		"[--count N] [--top N] [--pin-root DIR]\n");
+}
+
+/*
+ * The value of a numeric option, in [min, max]; else says which option
+ * took what and what it takes (kvmmctl_parse_u32() says it of a word
+ * that is no number), and fails.
+ */
+static int trace_number(const char *opt, const char *s, uint32_t min,
+			uint32_t max, const char *what, uint32_t *out)
+{
+	uint32_t v;
+
+	if (kvmmctl_parse_u32(s, &v))
+		return -1;
+	if (v < min || v > max) {
+		fprintf(stderr, "kvmmctl: trace: %s '%s': %s (%u to %u)\n", opt,
+			s, what, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
 }
 
 int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
@@ -39,16 +61,18 @@ int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		} else if (!strcmp(a, "--pin-root") && has_val) {
 			o.pin_root = argv[++i];
 		} else if (!strcmp(a, "--interval") && has_val) {
-			if (kvmmctl_parse_u32(argv[++i], &v) || !v)
+			if (trace_number(a, argv[++i], 1, UINT32_MAX,
+					 "milliseconds between refreshes", &v))
 				return 2;
 			o.interval_ms = v;
 		} else if (!strcmp(a, "--count") && has_val) {
-			if (kvmmctl_parse_u32(argv[++i], &v))
+			if (trace_number(a, argv[++i], 0, UINT32_MAX,
+					 "refreshes, 0 for no end", &v))
 				return 2;
 			o.iterations = v;
 		} else if (!strcmp(a, "--top") && has_val) {
-			if (kvmmctl_parse_u32(argv[++i], &v) || !v ||
-			    v > 100000)
+			if (trace_number(a, argv[++i], 1, 100000,
+					 "blocks to list", &v))
 				return 2;
 			o.top = v;
 		} else {
