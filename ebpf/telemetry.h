@@ -185,7 +185,16 @@ void tel_counters(const struct tel *t, struct kvmm_counters *out);
 /* Percentile (0..100) of a histogram, as the upper edge of its bucket. */
 uint64_t tel_hist_percentile(const struct kvmm_hist *h, double pct);
 
-/* Remove every pin under pin_root (all layout versions); 0 or -errno. */
+/*
+ * Remove every pin under pin_root (all layout versions), whoever made
+ * them; 0 or -errno.
+ */
 int tel_pins_remove_all(const char *pin_root);
+/*
+ * The same, unless a loader holds pin_root (a running kvmmd owns its pin
+ * root until it stops): then -EBUSY and nothing is removed.  0 when there
+ * is no pin_root.
+ */
+int tel_pins_remove_stale(const char *pin_root);
 
 #endif

@@ -2,9 +2,11 @@
 /*
  * BPF loader: the BPF half of ebpf/telemetry.h.
  *
- * tel_bpf_open() makes sure bpffs is mounted, removes pins another layout
- * version (or a crashed loader of ours) left under the pin root, opens the
- * skeleton with pin_root_path = <pin_root>/v<KVMM_TEL_PIN_VERSION> so
+ * tel_bpf_open() makes sure bpffs is mounted, takes the pin root (an
+ * exclusive flock on its directory, held until close: one loader per pin
+ * root, so a second kvmmd cannot wipe a running one's pins), removes the
+ * pins another layout version (or a loader that died) left under it, opens
+ * the skeleton with pin_root_path = <pin_root>/v<KVMM_TEL_PIN_VERSION> so
  * libbpf pins every map by name there, loads it and attaches each USDT
  * program to every target that has the probe.  Failure at any step leaves
  * a one-line reason in t->reason for the fallback message.  Reads use
@@ -19,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ebpf/telemetry_int.h"
@@ -46,6 +50,7 @@ struct tel_bpf {
 	/* the maps we read: the skeleton's, or pins another loader made */
 	int blocks_fd, hist_fd, counters_fd;
 	bool own_fds; /* opened from pins (closed by us) */
+	int lock_fd; /* the pin root, flocked while we own it (-1: reader) */
 	struct tel *owner;
 	int ncpus;
 	void *keys, *vals; /* batch buffers */
@@ -178,10 +183,89 @@ int tel_pins_remove_all(const char *pin_root)
 	return err;
 }
 
+/* The process holding a flock on the file st names (/proc/locks), or 0. */
+static pid_t lock_holder(const struct stat *st)
+{
+	FILE *f = fopen("/proc/locks", "re");
+	unsigned int maj, min;
+	unsigned long ino;
+	char line[256];
+	pid_t pid = 0;
+	int p;
+
+	if (!f)
+		return 0;
+	while (!pid && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*d: FLOCK %*s WRITE %d %x:%x:%lu", &p, &maj,
+			   &min, &ino) == 4 &&
+		    ino == st->st_ino && maj == major(st->st_dev) &&
+		    min == minor(st->st_dev))
+			pid = p;
+	}
+	fclose(f);
+	return pid;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 /*
- * Everything under the pin root is stale at start: other versions were
- * made for another layout, and our own version's pins belong to a loader
- * that is gone (the daemon is the only loader on a node).
+ * Take the pin root: an exclusive flock on its directory (bpffs holds no
+ * regular files to lock, but a directory's fd takes one), released when
+ * the fd closes, so a loader that dies lets go by itself.  The fd, or
+ * -EBUSY (*holder: its process, 0 if unknown) while another loader holds
+ * it, or -errno.  With create the root is made first; without, a missing
+ * root is -ENOENT.  A loader that stops removes the root before it lets
+ * go, so a lock taken on a directory no longer at that path (or refused
+ * on one) is tried again on the new one.
+ */
+static int lock_pin_root(const char *root, bool create, pid_t *holder)
+{
+	struct stat st, now;
+	int tries, fd, err;
+
+	for (tries = 0; tries < 16; tries++) {
+		if (create) {
+			err = mkdir_p(root);
+			if (err)
+				return err;
+		}
+		fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT && create)
+				continue; /* removed since mkdir */
+			return -errno;
+		}
+		if (fstat(fd, &st)) {
+			err = -errno;
+			close(fd);
+			return err;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			close(fd);
+			if (err == -EBUSY &&
+			    (stat(root, &now) || !same_file(&st, &now)))
+				continue; /* its owner is going away */
+			if (err == -EBUSY && holder)
+				*holder = lock_holder(&st);
+			return err;
+		}
+		if (!stat(root, &now) && same_file(&st, &now))
+			return fd;
+		close(fd);
+		if (!create)
+			return -ENOENT;
+	}
+	return -EAGAIN;
+}
+
+/*
+ * Everything under a pin root we hold is stale: other versions were made
+ * for another layout, and our own version's pins belong to a loader that
+ * is gone (a live one would hold the root).
  */
 static void remove_stale_pins(struct tel *t)
 {
@@ -206,6 +290,19 @@ static void remove_stale_pins(struct tel *t)
 			tel_log(VMM_LOG_INFO, "removed stale pin %s", path);
 	}
 	closedir(d);
+}
+
+int tel_pins_remove_stale(const char *pin_root)
+{
+	int fd = lock_pin_root(pin_root, false, NULL), err;
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	err = tel_pins_remove_all(pin_root);
+	close(fd);
+	return err;
 }
 
 /* The default targets: libkvmm next to us, the installed one, and us. */
@@ -311,7 +408,8 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo);
 	struct tel_bpf *b;
-	int err;
+	pid_t holder = 0;
+	int err, lock_fd;
 
 	libbpf_set_print(libbpf_print);
 	libbpf_last[0] = 0;
@@ -321,12 +419,23 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	if (err)
 		return err;
 	ensure_tracefs();
-	err = mkdir_p(t->pin_root);
-	if (err) {
+	lock_fd = lock_pin_root(t->pin_root, true, &holder);
+	if (lock_fd == -EBUSY) {
+		char who[32] = "";
+
+		if (holder > 0)
+			snprintf(who, sizeof(who), " (process %d)",
+				 (int)holder);
 		snprintf(t->reason, sizeof(t->reason),
-			 "cannot create %.200s: %s", t->pin_root,
-			 strerror(-err));
-		return err;
+			 "pin root %.160s is in use by another loader%s: give "
+			 "each kvmmd its own --telemetry-pin-root",
+			 t->pin_root, who);
+		return lock_fd;
+	}
+	if (lock_fd < 0) {
+		snprintf(t->reason, sizeof(t->reason), "cannot take %.200s: %s",
+			 t->pin_root, strerror(-lock_fd));
+		return lock_fd;
 	}
 	remove_stale_pins(t);
 	err = mkdir_p(t->pin_dir);
@@ -334,7 +443,7 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 		snprintf(t->reason, sizeof(t->reason),
 			 "cannot create %.200s: %s", t->pin_dir,
 			 strerror(-err));
-		return err;
+		goto err_pins;
 	}
 
 	b = calloc(1, sizeof(*b));
@@ -343,6 +452,7 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 		goto err_pins;
 	}
 	b->owner = t;
+	b->lock_fd = lock_fd;
 	b->ncpus = libbpf_num_possible_cpus();
 	b->keys = malloc(TEL_BATCH * TEL_KEY_MAX);
 	b->vals = malloc(TEL_BATCH * sizeof(struct kvmm_hist));
@@ -403,9 +513,10 @@ err_free:
 	free(b->keys);
 	free(b->vals);
 	free(b);
-err_pins:
+err_pins: /* ours to remove: we still hold the root */
 	rm_pin_dir(t->pin_dir);
 	rmdir(t->pin_root);
+	close(lock_fd);
 	return err;
 }
 
@@ -442,6 +553,7 @@ int tel_bpf_open_pinned(struct tel *t)
 	if (!b)
 		return -ENOMEM;
 	b->blocks_fd = b->hist_fd = b->counters_fd = -1;
+	b->lock_fd = -1;
 	b->own_fds = true;
 	b->ncpus = libbpf_num_possible_cpus();
 	b->keys = malloc(TEL_BATCH * TEL_KEY_MAX);
@@ -472,6 +584,40 @@ err_free:
 	return err;
 }
 
+static __u32 map_id(int fd)
+{
+	struct bpf_map_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* The id of the map pinned at path; 0 with errno set if none. */
+static __u32 pinned_map_id(const char *path)
+{
+	int fd = bpf_obj_get(path);
+	__u32 id;
+
+	if (fd < 0)
+		return 0;
+	id = map_id(fd);
+	close(fd);
+	return id;
+}
+
+/*
+ * Whether the pin at path is still the map we hold: we hold the root, but
+ * a loader that does not take it (an older kvmmd, bpftool) may have pinned
+ * another one there, and that one is not ours to remove.
+ */
+static bool pin_is_ours(const char *path, int fd)
+{
+	__u32 id = pinned_map_id(path);
+
+	return id && id == map_id(fd);
+}
+
 void tel_bpf_close(struct tel *t, bool keep_pins)
 {
 	struct tel_bpf *b = t->bpf;
@@ -491,13 +637,23 @@ void tel_bpf_close(struct tel *t, bool keep_pins)
 	if (!keep_pins) {
 		bpf_object__for_each_map(m, b->skel->obj)
 		{
-			if (bpf_map__pin_path(m))
+			const char *path = bpf_map__pin_path(m);
+
+			if (!path)
+				continue;
+			if (pin_is_ours(path, bpf_map__fd(m)))
 				bpf_map__unpin(m, NULL);
+			else
+				tel_log(VMM_LOG_WARN,
+					"%s is not our map any more: left there",
+					path);
 		}
 		rmdir(t->pin_dir);
 		rmdir(t->pin_root); /* fails while other versions live there */
 	}
 	kvmm_bpf__destroy(b->skel);
+	/* last: until the root is removed nobody else may take it */
+	close(b->lock_fd);
 out_free:
 	free(b->keys);
 	free(b->vals);
@@ -660,6 +816,11 @@ int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out)
 }
 
 int tel_bpf_drain_events(struct tel *t)
+{
+	return -ENOTSUP;
+}
+
+int tel_pins_remove_stale(const char *pin_root)
 {
 	return -ENOTSUP;
 }

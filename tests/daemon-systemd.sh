@@ -128,7 +128,7 @@ fi
 # runtime directory, per-GPU options from an optional environment file.
 sed -e "s|@BINDIR@|$(cd "$b" && pwd)|g" -e "s|@SYSCONFDIR@|$dir/etc|g" \
 	"$src/kvmm/kvmmd/systemd/kvmmd@.service.in" >"$dir/kvmmd@.service"
-exec_start="ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --backend cuda --cuda-device %i --socket /run/kvmm/%i/kvmm.sock --policy-state /var/lib/kvmm/%i/policy.state \$KVMMD_OPTS"
+exec_start="ExecStart=$(cd "$b" && pwd)/kvmmd --foreground --config $dir/etc/kvmm/kvmmd.conf --backend cuda --cuda-device %i --socket /run/kvmm/%i/kvmm.sock --policy-state /var/lib/kvmm/%i/policy.state --telemetry-pin-root /sys/fs/bpf/kvmm-%i \$KVMMD_OPTS"
 grep -qxF "$exec_start" "$dir/kvmmd@.service" ||
 	fail "template ExecStart: $(grep ExecStart "$dir/kvmmd@.service")"
 grep -qx "EnvironmentFile=-$dir/etc/kvmm/kvmmd@%i.env" "$dir/kvmmd@.service" ||
