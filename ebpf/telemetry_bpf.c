@@ -337,7 +337,14 @@ static int default_targets(char paths[][PATH_MAX], int max)
 	return nr;
 }
 
-static void attach_all(struct tel *t, const struct tel_opts *o)
+/*
+ * Attach every program to every target that has its probe.  A default
+ * target lacks some probes (kvmmd has no `extend`), or all of them; one
+ * the caller named (kvmmd --telemetry-attach) must have at least one:
+ * else a wrong path would lose every probe of that binary with BPF
+ * telemetry looking healthy.  0, or -errno with t->reason naming it.
+ */
+static int attach_all(struct tel *t, const struct tel_opts *o)
 {
 	static char paths[TEL_MAX_TARGETS][PATH_MAX];
 	struct tel_bpf *b = t->bpf;
@@ -353,6 +360,7 @@ static void attach_all(struct tel *t, const struct tel_opts *o)
 	}
 	for (i = 0; i < nr; i++) {
 		unsigned int here = 0;
+		int first_err = 0;
 
 		bpf_object__for_each_program(prog, b->skel->obj)
 		{
@@ -364,14 +372,36 @@ static void attach_all(struct tel *t, const struct tel_opts *o)
 				break;
 			l = bpf_program__attach_usdt(prog, pid, paths[i],
 						     "kvmm", probe, NULL);
-			if (!l)
-				continue; /* that binary lacks the probe */
+			if (!l) { /* that binary lacks the probe */
+				if (!first_err)
+					first_err = -errno;
+				continue;
+			}
 			b->links[b->nr_links++] = l;
 			here++;
 		}
 		tel_log(VMM_LOG_INFO, "attached %u probes to %s", here,
 			paths[i]);
+		if (here || !o->targets)
+			continue;
+		if (access(paths[i], R_OK))
+			snprintf(t->reason, sizeof(t->reason),
+				 "--telemetry-attach %.180s: %.40s", paths[i],
+				 strerror(errno));
+		else if (first_err == -ENOENT || !first_err)
+			snprintf(t->reason, sizeof(t->reason),
+				 "--telemetry-attach %.150s: no kvmm probe in "
+				 "it (not a binary or library with libkvmm's "
+				 "probes?)",
+				 paths[i]);
+		else
+			snprintf(t->reason, sizeof(t->reason),
+				 "--telemetry-attach %.150s: no kvmm probe "
+				 "attached: %.60s",
+				 paths[i], strerror(-first_err));
+		return first_err ? first_err : -ENOENT;
 	}
+	return 0;
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -490,7 +520,9 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	b->hist_fd = bpf_map__fd(b->skel->maps.kvmm_hist);
 	b->counters_fd = bpf_map__fd(b->skel->maps.kvmm_counters);
 	t->bpf = b;
-	attach_all(t, o);
+	err = attach_all(t, o);
+	if (err)
+		goto err_detach;
 	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.kvmm_events),
 				 on_event, t, NULL);
 	if (!b->rb) {
