@@ -196,5 +196,11 @@ int tel_pins_remove_all(const char *pin_root);
  * is no pin_root.
  */
 int tel_pins_remove_stale(const char *pin_root);
+/*
+ * TEL_MODE_PINNED: 0 while the maps it reads are still the ones pinned,
+ * -ESTALE when other maps are pinned there now (a new loader: reopen),
+ * -ENOENT (or another -errno) when the pins are gone.
+ */
+int tel_pinned_check(const struct tel *t);
 
 #endif

@@ -693,6 +693,33 @@ out_free:
 	t->bpf = NULL;
 }
 
+int tel_pinned_check(const struct tel *t)
+{
+	static const char *const names[] = { "kvmm_blocks", "kvmm_hist",
+					     "kvmm_counters" };
+	char path[TEL_PIN_ROOT_MAX + 64];
+	const struct tel_bpf *b = t ? t->bpf : NULL;
+	int fds[3];
+	__u32 id;
+	size_t i;
+
+	if (!b || !b->own_fds)
+		return -EINVAL;
+	fds[0] = b->blocks_fd;
+	fds[1] = b->hist_fd;
+	fds[2] = b->counters_fd;
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", t->pin_dir, names[i]);
+		errno = 0;
+		id = pinned_map_id(path);
+		if (!id)
+			return errno ? -errno : -ENOENT;
+		if (id != map_id(fds[i]))
+			return -ESTALE;
+	}
+	return 0;
+}
+
 unsigned int tel_bpf_attachments(const struct tel *t)
 {
 	return t->bpf ? t->bpf->nr_links : 0;
@@ -853,6 +880,11 @@ int tel_bpf_drain_events(struct tel *t)
 }
 
 int tel_pins_remove_stale(const char *pin_root)
+{
+	return -ENOTSUP;
+}
+
+int tel_pinned_check(const struct tel *t)
 {
 	return -ENOTSUP;
 }

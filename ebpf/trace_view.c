@@ -7,8 +7,13 @@
  *     accesses; in live mode also over the last interval),
  *   - the top blocks by access count with their reuse gap estimate,
  *   - every latency histogram row: count, mean, p50, p99 and its buckets.
+ * In live mode each refresh first checks that the pins still name the
+ * maps it opened: it follows a restarted kvmmd to its new maps and ends
+ * (non-zero) when the pins are gone, never showing a dead daemon's
+ * frozen numbers.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -203,11 +208,65 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 	return 0;
 }
 
+/* Open the pins under o's root; 0 or -errno (said on stderr). */
+static int open_pins(const struct tel_trace_opts *o, struct tel **t)
+{
+	struct tel_opts to = { .size = sizeof(to), .mode = TEL_MODE_PINNED };
+	int err;
+
+	to.pin_root = o->pin_root;
+	err = tel_open(&to, t);
+	if (err)
+		fprintf(stderr,
+			"trace: cannot read the telemetry maps under "
+			"%s: %s\n",
+			o->pin_root ? o->pin_root : TEL_DEFAULT_PIN_ROOT,
+			strerror(-err));
+	return err;
+}
+
+/*
+ * Whether the maps t reads are still the pinned ones, checked before each
+ * refresh: a kvmmd that stopped took its pins along (its maps, which we
+ * still hold, stop moving) and one that restarted pinned new maps.  The
+ * first ends the trace, the second reopens *t (*reopened: the counters
+ * start again, so the last interval has no rates).  0 or -errno.
+ */
+static int check_pins(const struct tel_trace_opts *o, struct tel **t,
+		      bool *reopened)
+{
+	char dir[PATH_MAX];
+	int err = tel_pinned_check(*t);
+
+	*reopened = false;
+	if (!err)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", tel_pin_dir(*t));
+	if (err != -ESTALE) {
+		fprintf(stderr,
+			"trace: the pinned maps in %s are gone (%s): kvmmd "
+			"stopped or ended its BPF telemetry\n",
+			dir, strerror(-err));
+		return err;
+	}
+	tel_close(*t);
+	*t = NULL;
+	err = open_pins(o, t);
+	if (err)
+		return err;
+	fprintf(stderr,
+		"trace: other maps are pinned in %s now (kvmmd restarted): "
+		"reading those, counted from their start\n",
+		dir);
+	*reopened = true;
+	return 0;
+}
+
 int tel_trace_run(const struct tel_trace_opts *opts)
 {
 	struct tel_trace_opts o = { .size = sizeof(o) };
-	struct tel_opts to = { .size = sizeof(to), .mode = TEL_MODE_PINNED };
 	struct kvmm_counters prev;
+	bool have_prev = false, reopened;
 	unsigned int n = 0;
 	struct tel *t;
 	int err;
@@ -223,16 +282,9 @@ int tel_trace_run(const struct tel_trace_opts *opts)
 		o.interval_ms = 1000;
 	if (!o.top)
 		o.top = 10;
-	to.pin_root = o.pin_root;
-	err = tel_open(&to, &t);
-	if (err) {
-		fprintf(stderr,
-			"trace: cannot read the telemetry maps under "
-			"%s: %s\n",
-			o.pin_root ? o.pin_root : TEL_DEFAULT_PIN_ROOT,
-			strerror(-err));
+	err = open_pins(&o, &t);
+	if (err)
 		return err;
-	}
 	for (;;) {
 		err = tel_poll(t);
 		if (err) {
@@ -241,15 +293,21 @@ int tel_trace_run(const struct tel_trace_opts *opts)
 			break;
 		}
 		err = tel_trace_print(t, o.out, o.json, o.top,
-				      o.interval_ms / 1000.0, n ? &prev : NULL);
+				      o.interval_ms / 1000.0,
+				      have_prev ? &prev : NULL);
 		if (err || o.once || (o.iterations && ++n >= o.iterations))
 			break;
-		n = n ? n : 1;
 		tel_counters(t, &prev);
+		have_prev = true;
 		nanosleep(
 			&(struct timespec){ o.interval_ms / 1000,
 					    (o.interval_ms % 1000) * 1000000L },
 			NULL);
+		err = check_pins(&o, &t, &reopened);
+		if (err)
+			break;
+		if (reopened)
+			have_prev = false;
 	}
 	tel_close(t);
 	return err;
