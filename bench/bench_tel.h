@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ebpf/telemetry.h"
+#include "tests/lib/bpf_pins.h"
 
 /* Telemetry in BPF mode on this executable, pins under
  * /sys/fs/bpf/kvmm-bench-NAME-PID; NULL without root or BPF. */
@@ -26,6 +27,7 @@ static inline struct tel *bench_tel_self(const char *name)
 	self[len] = 0;
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-bench-%s-%d", name,
 		 (int)getpid());
+	bpf_pins_own(pin); /* removed however the bench ends */
 	o.mode = TEL_MODE_BPF;
 	o.pin_root = pin;
 	o.targets = targets;

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "ebpf/telemetry.h"
+#include "tests/lib/bpf_pins.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 #if HAVE_BPF
@@ -48,7 +50,12 @@ static void pinned_info(const char *path, struct bpf_map_info *info)
 int main(void)
 {
 	char root[128], v0[192], cur[192], path[256];
-	const char *targets[] = { "/proc/self/exe", NULL };
+	/* probes to attach to (this test fires none of its own): an
+	 * explicit target without any fails the open */
+	char lib[512];
+	const char *targets[] = {
+		td_build_path("libkvmm.so.1", lib, sizeof(lib)), NULL
+	};
 	struct tel_opts o = { .size = sizeof(o) };
 	struct bpf_map_info info;
 	uint32_t stale_id, first_id;
@@ -61,6 +68,7 @@ int main(void)
 	if (geteuid() != 0)
 		t_skip("BPF telemetry needs root");
 	snprintf(root, sizeof(root), "/sys/fs/bpf/kvmm-pins-%d", (int)getpid());
+	bpf_pins_own(root);
 	snprintf(v0, sizeof(v0), "%s/v0", root);
 	snprintf(cur, sizeof(cur), "%s/v%d", root, KVMM_TEL_PIN_VERSION);
 	o.mode = TEL_MODE_BPF;

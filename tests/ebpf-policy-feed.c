@@ -20,6 +20,7 @@
 #include "kvmm/policy/cost_model.h"
 #include "kvmm/policy/policy.h"
 #include "tests/ebpf-common.h"
+#include "tests/lib/bpf_pins.h"
 
 static struct pol_cache *make_cache(struct pol_cost_model *cost)
 {
@@ -124,6 +125,7 @@ int main(void)
 	t_assert(n > 0);
 	self[n] = 0;
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvmm-feed-%d", (int)getpid());
+	bpf_pins_own(pin);
 	o.mode = TEL_MODE_BPF;
 	o.pin_root = pin;
 	o.targets = targets;

@@ -3,7 +3,9 @@
  * The start the BPF telemetry tests share: skip (77) unless built with
  * BPF and USDT and run as root; this binary's path (the probes' target)
  * and a pin root of the test's own; telemetry opened in BPF mode on
- * them, or a skip where this machine cannot load BPF.
+ * them, or a skip where this machine cannot load BPF.  The pin root is
+ * removed however the test ends (tests/lib/bpf_pins.h), and the roots
+ * of runs that died are removed first.
  */
 #ifndef KVMM_TESTS_BPF_TEST_H
 #define KVMM_TESTS_BPF_TEST_H
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "ebpf/telemetry.h"
+#include "tests/lib/bpf_pins.h"
 #include "tests/lib/test.h"
 
 struct bpf_test {
@@ -34,6 +37,7 @@ static inline void bpf_test_init(struct bpf_test *b, const char *name)
 	b->self[n] = 0;
 	snprintf(b->pin, sizeof(b->pin), "/sys/fs/bpf/kvmm-%s-%d", name,
 		 (int)getpid());
+	bpf_pins_own(b->pin);
 }
 
 /* Telemetry in BPF mode on this binary's probes, pinned under b->pin;
