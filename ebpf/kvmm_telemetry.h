@@ -26,7 +26,9 @@
 
 /* 2: kvmm_blocks keyed by (hash, uid, gid) instead of the hash alone */
 #define KVMM_TEL_PIN_VERSION 2
-#define KVMM_TEL_SHM_VERSION 1
+/* shm 2: block slots taken back by the daemon (a FROZEN count), a
+ * begin/end pair in each histogram row */
+#define KVMM_TEL_SHM_VERSION 2
 
 /* Events: the probe that fired (also the histogram kind). */
 enum kvmm_tel_event {

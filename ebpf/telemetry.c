@@ -5,8 +5,19 @@
  * A snapshot is an open-addressing table of block statistics, a sorted
  * array of histogram rows and the summed counters.  tel_poll() builds a
  * new snapshot from the source (BPF maps through telemetry_bpf.c, or a
- * merge of every registered shm region plus the totals of removed ones),
- * compares it with the previous one to feed the sink, and swaps.  Merging
+ * merge of every registered shm region with the retired totals),
+ * compares it with the previous one to feed the sink, and swaps.
+ *
+ * The shm source keeps, per region, its own view of each block slot (the
+ * hash it saw there, the count it took in), so what it credits is its
+ * own arithmetic on deltas, clamped to what the session could have done,
+ * never a client's number.  What ended sessions measured, and cold slots
+ * the daemon took back from live ones (telemetry_shm.h), go to the
+ * retired table: bounded like the BPF LRU (the blocks accessed longest
+ * ago leave first), and not copied at each poll: a poll merges into the
+ * live blocks the retired entries of their hashes, adds the retired
+ * entries that changed at that poll, and the lookups fall back to the
+ * retired table for the rest.  Merging
  * the same block from several sessions (or BPF entries of several uids)
  * adds counts and access rates (the gap EWMAs combine as
  * 1/g = 1/g1 + 1/g2) and keeps the latest access; with a rename hook
@@ -43,12 +54,49 @@ struct tel_snapshot {
 	struct kvmm_counters counters;
 };
 
+/* The daemon's view of one block slot of a region. */
+struct tel_slot {
+	uint64_t key; /* the hash it saw there last (0: none) */
+	__u64 seen; /* the slot's count taken in (its merged baseline) */
+	uint64_t credited; /* what the block is credited with */
+	uint32_t idle; /* polls since the count last moved */
+};
+
 struct tel_shm_src {
 	uint64_t id;
 	struct kvmm_tel_shm *shm;
 	uint32_t nr_blocks; /* computed from the size we were given */
 	uint32_t pid; /* the writer, as the daemon knows it (0: unknown) */
+	struct tel_slot *slots; /* nr_blocks */
+	uint32_t used; /* slots with a key at the last read */
+	uint64_t read_ns; /* when it was read last (or added) */
+	/* each histogram row's latest whole copy (NULL: none yet) */
+	struct kvmm_hist *rows[KVMM_TEL_SHM_HIST_SLOTS];
+	uint64_t row_keys[KVMM_TEL_SHM_HIST_SLOTS];
+	/* the counters taken in, and what they are credited with */
+	struct kvmm_counters seen, credited;
 };
+
+/*
+ * What a session can have done between two reads, to clamp what a
+ * client writes (its region is its own to scribble on): access probes
+ * one per TEL_SHM_PROBE_NS, other events TEL_SHM_EVENTS_PER_S, each plus
+ * TEL_SHM_SLACK.  A legitimate client never comes near (a decode step
+ * takes milliseconds); what is over stays to be credited at later reads,
+ * so a clamp loses nothing a client really counted.  The accesses of a
+ * poll are at most KVMM_TEL_MAX_ACCESS_RECORDS per access probe, and the
+ * blocks' counts grow together by at most the accesses (each access
+ * counts the accesses first, then its block).
+ */
+#define TEL_SHM_PROBE_NS 10000ull
+#define TEL_SHM_EVENTS_PER_S 10000000ull
+#define TEL_SHM_SLACK 1024ull
+/* Slots idle this many polls are taken back once a region is half full. */
+#define TEL_SHM_IDLE_POLLS 4
+/* Tries to copy a histogram row no writer is inside of. */
+#define TEL_SHM_ROW_TRIES 64
+/* The retired table, like the BPF map's LRU (tel_opts.max_blocks). */
+#define TEL_RETIRED_MAX 65536
 
 void tel_log(int level, const char *fmt, ...)
 {
@@ -160,6 +208,12 @@ static void snap_free(struct tel_snapshot *s)
 	free(s);
 }
 
+/* Counts only ever stop at UINT64_MAX: a client's number never wraps one. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
 static size_t slot_of(uint64_t hash, size_t cap)
 {
 	return (size_t)((hash * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
@@ -218,7 +272,7 @@ static void stats_merge(struct kvmm_block_stats *d,
 					  1.0 / (double)s->ewma_gap_ns));
 	else if (!d->ewma_gap_ns)
 		d->ewma_gap_ns = s->ewma_gap_ns;
-	d->count += s->count;
+	d->count = sat_add(d->count, s->count);
 	if (s->first_ns < d->first_ns)
 		d->first_ns = s->first_ns;
 	if (s->last_ns > d->last_ns) {
@@ -303,11 +357,11 @@ static int snap_add_hist(void *arg, const struct kvmm_hist_key *key,
 		r->packed = packed;
 		r->key = *key;
 	}
-	r->h.count += h->count;
-	r->h.sum_ns += h->sum_ns;
-	r->h.sum_bytes += h->sum_bytes;
+	r->h.count = sat_add(r->h.count, h->count);
+	r->h.sum_ns = sat_add(r->h.sum_ns, h->sum_ns);
+	r->h.sum_bytes = sat_add(r->h.sum_bytes, h->sum_bytes);
 	for (i = 0; i < KVMM_TEL_HIST_BUCKETS; i++)
-		r->h.buckets[i] += h->buckets[i];
+		r->h.buckets[i] = sat_add(r->h.buckets[i], h->buckets[i]);
 	return 0;
 }
 
@@ -319,27 +373,21 @@ static void snap_finish(struct tel_snapshot *s)
 
 static void counters_add(struct kvmm_counters *d, const struct kvmm_counters *s)
 {
-	const uint64_t *src = (const uint64_t *)s;
-	uint64_t *dst = (uint64_t *)d;
+	/* the fields' own type: a uint64_t (long) would not alias them */
+	const __u64 *src = (const __u64 *)s;
+	__u64 *dst = (__u64 *)d;
 	size_t i;
 
-	for (i = 0; i < sizeof(*d) / sizeof(uint64_t); i++)
-		dst[i] += src[i];
+	for (i = 0; i < sizeof(*d) / sizeof(*dst); i++)
+		dst[i] = sat_add(dst[i], src[i]);
 }
 
-/* Copy everything of one snapshot into another (merging blocks). */
-static int snap_merge(struct tel_snapshot *d, const struct tel_snapshot *s)
+/* The rows and counters of one snapshot into another (blocks apart). */
+static int snap_merge_rows(struct tel_snapshot *d, const struct tel_snapshot *s)
 {
 	size_t i;
 	int err;
 
-	for (i = 0; i < s->cap; i++) {
-		if (!s->blocks[i].used)
-			continue;
-		err = snap_add_block(d, s->blocks[i].hash, &s->blocks[i].s);
-		if (err)
-			return err;
-	}
 	for (i = 0; i < s->nr_rows; i++) {
 		err = snap_add_hist(d, &s->rows[i].key, &s->rows[i].h);
 		if (err)
@@ -349,48 +397,302 @@ static int snap_merge(struct tel_snapshot *d, const struct tel_snapshot *s)
 	return 0;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Keep the `keep` blocks of s accessed last (the LRU's choice, by
+ * last_ns), in a table rebuilt without the others.
+ */
+static int snap_prune(struct tel_snapshot *s, size_t keep)
+{
+	struct tel_block_ent *nb;
+	uint64_t *ts, cut;
+	size_t i, j, n = 0, ties;
+
+	if (s->nr_blocks <= keep)
+		return 0;
+	ts = malloc(s->nr_blocks * sizeof(*ts));
+	nb = calloc(s->cap, sizeof(*nb));
+	if (!ts || !nb) {
+		free(ts);
+		free(nb);
+		return -ENOMEM;
+	}
+	for (i = 0; i < s->cap; i++)
+		if (s->blocks[i].used)
+			ts[n++] = s->blocks[i].s.last_ns;
+	qsort(ts, n, sizeof(*ts), u64_cmp);
+	cut = ts[n - keep];
+	/* entries at the cut itself: as many as fit after the later ones */
+	for (ties = 0, i = n - keep; i < n && ts[i] == cut; i++)
+		ties++;
+	free(ts);
+	for (i = 0, n = 0; i < s->cap; i++) {
+		const struct tel_block_ent *e = &s->blocks[i];
+
+		if (!e->used || e->s.last_ns < cut ||
+		    (e->s.last_ns == cut && !ties))
+			continue;
+		if (e->s.last_ns == cut)
+			ties--;
+		for (j = slot_of(e->hash, s->cap); nb[j].used;
+		     j = (j + 1) & (s->cap - 1))
+			;
+		nb[j] = *e;
+		n++;
+	}
+	free(s->blocks);
+	s->blocks = nb;
+	s->nr_blocks = n;
+	return 0;
+}
+
+/*
+ * A block's statistics into the retired table (an ended session's, a slot
+ * taken back), noted as changed at this poll.  retired_bound() keeps the
+ * table to its bound once the poll added what it had to.
+ */
+static int retired_add(struct tel *t, uint64_t hash,
+		       const struct kvmm_block_stats *st)
+{
+	int err;
+
+	if (!st->count)
+		return 0;
+	err = snap_add_block(t->retired, hash, st);
+	if (err)
+		return err;
+	if (t->nr_touched == t->cap_touched) {
+		size_t cap = t->cap_touched ? 2 * t->cap_touched : 1024;
+		void *p = realloc(t->touched, cap * sizeof(*t->touched));
+
+		if (!p)
+			return -ENOMEM;
+		t->touched = p;
+		t->cap_touched = cap;
+	}
+	t->touched[t->nr_touched++] = hash;
+	return 0;
+}
+
+/* Over its bound, the retired table loses the blocks accessed longest
+ * ago, an eighth more than it must so that it is not sorted at every
+ * poll. */
+static int retired_bound(struct tel *t)
+{
+	if (t->retired->nr_blocks <= t->max_retired)
+		return 0;
+	return snap_prune(t->retired, t->max_retired - t->max_retired / 8);
+}
+
 /* ---- shared-memory sources ---- */
 
-/* Read one region; what a client wrote is only ever copied, never trusted. */
-static int shm_read(const struct tel *t, const struct tel_shm_src *src,
-		    struct tel_snapshot *d)
+/* Credit what a counter grew by, at most cap: 0 when the client set it
+ * back (then counting goes on from there). */
+static uint64_t credit(uint64_t raw, __u64 *seen, uint64_t cap)
 {
-	struct kvmm_tel_shm *shm = src->shm;
-	const char *base = (const char *)shm;
-	size_t boff = kvmm_tel_shm_align(sizeof(*shm));
+	uint64_t d;
+
+	if (raw < *seen)
+		*seen = raw;
+	d = raw - *seen;
+	if (d > cap)
+		d = cap;
+	*seen += d;
+	return d;
+}
+
+/*
+ * The region's counters: what grew since the last read, clamped to what
+ * the session can have done in dt_ns; *budget is what its blocks' counts
+ * may grow by together.
+ */
+static void shm_credit_counters(struct tel_shm_src *src, uint64_t dt_ns,
+				uint64_t *budget)
+{
+	const __u64 *shared = (const __u64 *)&src->shm->counters;
+	struct kvmm_counters raw, *seen = &src->seen, d = { 0 };
+	__u64 *rp = (__u64 *)&raw;
+	uint64_t ev =
+		dt_ns / 1000000000ull * TEL_SHM_EVENTS_PER_S +
+		dt_ns % 1000000000ull * TEL_SHM_EVENTS_PER_S / 1000000000ull +
+		TEL_SHM_SLACK;
+	uint64_t probes = dt_ns / TEL_SHM_PROBE_NS + TEL_SHM_SLACK;
+	size_t i;
+
+	/* acquire: a block count read after these is no further along */
+	for (i = 0; i < sizeof(raw) / sizeof(uint64_t); i++)
+		rp[i] = __atomic_load_n(shared + i, __ATOMIC_ACQUIRE);
+	for (i = 0; i < KVMM_TEL_NR_EVENTS; i++)
+		d.events[i] = credit(raw.events[i], &seen->events[i],
+				     i == KVMM_TEL_ACCESS ? probes : ev);
+	d.accesses =
+		credit(raw.accesses, &seen->accesses,
+		       d.events[KVMM_TEL_ACCESS] * KVMM_TEL_MAX_ACCESS_RECORDS);
+	for (i = 0; i < KVMM_TEL_NR_TIERS; i++)
+		d.tier_accesses[i] = credit(raw.tier_accesses[i],
+					    &seen->tier_accesses[i],
+					    d.accesses);
+	/* a probe of n records drops n - KVMM_TEL_MAX_ACCESS_RECORDS */
+	d.access_dropped = credit(raw.access_dropped, &seen->access_dropped,
+				  d.events[KVMM_TEL_ACCESS] * UINT32_MAX);
+	d.blocks_dropped =
+		credit(raw.blocks_dropped, &seen->blocks_dropped, d.accesses);
+	d.hist_dropped = credit(raw.hist_dropped, &seen->hist_dropped, ev);
+	d.events_dropped =
+		credit(raw.events_dropped, &seen->events_dropped, ev);
+	counters_add(&src->credited, &d);
+	*budget = d.accesses;
+}
+/* Copy row h when no writer is inside it (telemetry_shm.h): false when
+ * writers kept at it for every try. */
+static bool shm_row_copy(const struct kvmm_tel_shm_hist *h,
+			 struct kvmm_hist *out)
+{
+	const __u64 *p = (const __u64 *)&h->hist;
+	__u64 *o = (__u64 *)out, begin, end;
+	size_t i;
+
+	for (int tries = 0; tries < TEL_SHM_ROW_TRIES; tries++) {
+		/* acquire: the adds of every writer that ended are seen */
+		end = __atomic_load_n(&h->seq_end, __ATOMIC_ACQUIRE);
+		for (i = 0; i < sizeof(*out) / sizeof(*o); i++)
+			o[i] = __atomic_load_n(p + i, __ATOMIC_RELAXED);
+		/* the copy is done before begin is read */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		begin = __atomic_load_n(&h->seq_begin, __ATOMIC_RELAXED);
+		if (begin == end)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Take slot b back from the writers (telemetry_shm.h) if its count is
+ * still `count`, all of which the daemon took in: false when a writer
+ * counted meanwhile (the slot stays; the increment is read next time).
+ */
+static bool shm_slot_take(struct kvmm_tel_shm_block *b, uint64_t count)
+{
+	__u64 c = count;
+
+	if (!__atomic_compare_exchange_n(&b->stats.count, &c,
+					 KVMM_TEL_SHM_FROZEN, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return false;
+	/* the next owner starts from nothing (count is the first field) */
+	memset((char *)&b->stats + sizeof(b->stats.count), 0,
+	       sizeof(b->stats) - sizeof(b->stats.count));
+	/* release: a claimer sees the cleared stats */
+	__atomic_store_n(&b->hash, 0, __ATOMIC_RELEASE);
+	c = KVMM_TEL_SHM_FROZEN;
+	/* unless a claimer already counted from 1 */
+	__atomic_compare_exchange_n(&b->stats.count, &c, 0, 0, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
+	return true;
+}
+
+/* The name a block of src goes by (the rename hook): false to leave it. */
+static bool shm_name(const struct tel *t, const struct tel_shm_src *src,
+		     uint64_t *hash)
+{
+	return !t->rename || t->rename(t->rename_arg,
+				       &(struct tel_origin){ .src = src->id,
+							     .pid = src->pid },
+				       hash);
+}
+
+/*
+ * Read one region into d: each slot's growth since the last read, as far
+ * as the session's accesses account for it (a client's counts are only
+ * ever taken as deltas, never as they are), its estimates as the client
+ * wrote them (sanitized), the histogram rows read whole, the credited
+ * counters.  Slots idle TEL_SHM_IDLE_POLLS polls of a region half full
+ * go to the retired table and are given back to the writers, unless
+ * `final` (the session ended: everything goes to d).
+ */
+static int shm_read(struct tel *t, struct tel_shm_src *src,
+		    struct tel_snapshot *d, bool final)
+{
+	char *base = (char *)src->shm;
+	size_t boff = kvmm_tel_shm_align(sizeof(*src->shm));
 	size_t hoff =
 		boff + kvmm_tel_shm_align((size_t)src->nr_blocks *
 					  sizeof(struct kvmm_tel_shm_block));
-	const struct kvmm_tel_shm_block *b =
-		(const struct kvmm_tel_shm_block *)(base + boff);
+	struct kvmm_tel_shm_block *b =
+		(struct kvmm_tel_shm_block *)(base + boff);
 	const struct kvmm_tel_shm_hist *h =
 		(const struct kvmm_tel_shm_hist *)(base + hoff);
-	struct kvmm_counters c;
-	uint32_t i;
-	int err;
+	uint64_t now = kvmm_tel_now_ns(), budget;
+	bool take = !final && src->used >= src->nr_blocks / 2;
+	uint32_t i, used = 0;
+	int err = 0;
 
-	for (i = 0; i < src->nr_blocks; i++) {
+	shm_credit_counters(src, now > src->read_ns ? now - src->read_ns : 0,
+			    &budget);
+	src->read_ns = now;
+	for (i = 0; i < src->nr_blocks && !err; i++) {
+		struct tel_slot *sl = &src->slots[i];
 		uint64_t hash = __atomic_load_n(&b[i].hash, __ATOMIC_ACQUIRE);
+		uint64_t raw, old = sl->key, grew;
 		struct kvmm_block_stats st;
+		bool named;
 
+		if (hash != sl->key) {
+			/* only a client scribbling moves a key under the
+			 * daemon: what the old one was credited stays */
+			if (old && sl->credited && shm_name(t, src, &old)) {
+				st = (struct kvmm_block_stats){
+					.count = sl->credited,
+					.last_tier = KVMM_TEL_TIER_MISS,
+					.last_pid = src->pid,
+				};
+				err = final ? snap_add_block(d, old, &st) :
+					      retired_add(t, old, &st);
+			}
+			*sl = (struct tel_slot){ .key = hash };
+		}
 		if (!hash)
 			continue;
+		used++;
+		raw = __atomic_load_n(&b[i].stats.count, __ATOMIC_ACQUIRE);
+		if (raw & KVMM_TEL_SHM_FROZEN)
+			continue; /* the daemon clears its own: a scribble */
+		grew = credit(raw, &sl->seen, budget);
+		budget -= grew;
+		sl->credited = sat_add(sl->credited, grew);
+		sl->idle = grew || raw != sl->seen ? 0 : sl->idle + 1;
+		if (!sl->credited)
+			continue;
 		memcpy(&st, &b[i].stats, sizeof(st));
+		st.count = sl->credited;
 		if (st.last_tier >= KVMM_TEL_NR_TIERS)
 			st.last_tier = KVMM_TEL_TIER_MISS;
+		if (st.last_ns > now)
+			st.last_ns = now;
+		if (st.first_ns > st.last_ns)
+			st.first_ns = st.last_ns;
 		/* who wrote it is the daemon's to say, not the client's */
 		st.last_pid = src->pid;
-		if (t->rename &&
-		    !t->rename(t->rename_arg,
-			       &(struct tel_origin){ .src = src->id,
-						     .pid = src->pid },
-			       &hash))
+		named = shm_name(t, src, &hash);
+		if (take && sl->idle >= TEL_SHM_IDLE_POLLS &&
+		    shm_slot_take(&b[i], raw)) {
+			if (named)
+				err = retired_add(t, hash, &st);
+			*sl = (struct tel_slot){ 0 };
+			used--;
 			continue;
-		err = snap_add_block(d, hash, &st);
-		if (err)
-			return err;
+		}
+		if (named)
+			err = snap_add_block(d, hash, &st);
 	}
-	for (i = 0; i < KVMM_TEL_SHM_HIST_SLOTS; i++) {
+	src->used = used;
+	for (i = 0; i < KVMM_TEL_SHM_HIST_SLOTS && !err; i++) {
 		uint64_t packed = __atomic_load_n(&h[i].key, __ATOMIC_ACQUIRE);
 		struct kvmm_hist_key key;
 		struct kvmm_hist hist;
@@ -403,20 +705,39 @@ static int shm_read(const struct tel *t, const struct tel_shm_src *src,
 		    key.dst_tier >= KVMM_TEL_NR_TIERS ||
 		    key.segments > KVMM_TEL_MAX_SEGMENTS)
 			continue;
-		memcpy(&hist, &h[i].hist, sizeof(hist));
-		err = snap_add_hist(d, &key, &hist);
-		if (err)
-			return err;
+		if (src->row_keys[i] != packed) {
+			free(src->rows[i]);
+			src->rows[i] = NULL;
+			src->row_keys[i] = packed;
+		}
+		/* a row writers never left alone: its last whole copy */
+		if (shm_row_copy(&h[i], &hist)) {
+			if (!src->rows[i])
+				src->rows[i] = malloc(sizeof(hist));
+			if (!src->rows[i])
+				return -ENOMEM;
+			*src->rows[i] = hist;
+		}
+		if (src->rows[i])
+			err = snap_add_hist(d, &key, src->rows[i]);
 	}
-	memcpy(&c, &shm->counters, sizeof(c));
-	counters_add(&d->counters, &c);
-	return 0;
+	if (!err)
+		counters_add(&d->counters, &src->credited);
+	return err;
+}
+
+static void shm_src_free(struct tel_shm_src *src)
+{
+	free(src->slots);
+	for (size_t i = 0; i < KVMM_TEL_SHM_HIST_SLOTS; i++)
+		free(src->rows[i]);
 }
 
 int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 		size_t size)
 {
 	uint32_t n = kvmm_tel_shm_nr_slots(size);
+	struct tel_slot *slots;
 	size_t i;
 	int err;
 
@@ -434,9 +755,14 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 		t->srcs = p;
 		t->cap_srcs = cap;
 	}
+	slots = calloc(n, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
 	err = kvmm_tel_shm_init(base, size);
-	if (err)
+	if (err) {
+		free(slots);
 		return err;
+	}
 	/* Clients write only when the daemon reads shared memory. */
 	__atomic_store_n(&((struct kvmm_tel_shm *)base)->enabled,
 			 t->source == TEL_SOURCE_SHM, __ATOMIC_RELEASE);
@@ -445,6 +771,8 @@ int tel_shm_add(struct tel *t, uint64_t id, uint32_t pid, void *base,
 		.shm = base,
 		.nr_blocks = n,
 		.pid = pid,
+		.slots = slots,
+		.read_ns = kvmm_tel_now_ns(),
 	};
 	return 0;
 }
@@ -466,15 +794,78 @@ void tel_shm_remove(struct tel *t, uint64_t id)
 	for (i = 0; t && i < t->nr_srcs; i++) {
 		if (t->srcs[i].id != id)
 			continue;
-		/* Keep what the session measured in the totals. */
-		if (t->source == TEL_SOURCE_SHM && t->retired &&
-		    shm_read(t, &t->srcs[i], t->retired))
+		/* Keep what the session measured in the totals: in the
+		 * retired table from the next poll on, so that the snapshot
+		 * the readers see until then counts it once. */
+		if (t->source == TEL_SOURCE_SHM &&
+		    shm_read(t, &t->srcs[i], t->pending, true))
 			tel_log(VMM_LOG_WARN,
 				"session %llu: stats lost (ENOMEM)",
 				(unsigned long long)id);
+		shm_src_free(&t->srcs[i]);
 		t->srcs[i] = t->srcs[--t->nr_srcs];
 		return;
 	}
+}
+
+/*
+ * The shm source's poll into s: the sessions ended since the last one
+ * into the retired table, each region read (slots taken back go there
+ * too), then each live block completed with its retired entry and the
+ * retired entries that changed added, so a block is counted once
+ * whichever table holds which part, and the retired table is not copied.
+ */
+static int shm_poll(struct tel *t, struct tel_snapshot *s)
+{
+	struct tel_snapshot *p = t->pending;
+	size_t i, overlap = 0;
+	int err = 0;
+
+	t->nr_touched = 0;
+	for (i = 0; i < p->cap && !err; i++)
+		if (p->blocks[i].used)
+			err = retired_add(t, p->blocks[i].hash,
+					  &p->blocks[i].s);
+	if (!err)
+		err = snap_merge_rows(t->retired, p);
+	/* folded, or lost to ENOMEM (the poll fails): never twice */
+	memset(p->blocks, 0, p->cap * sizeof(*p->blocks));
+	p->nr_blocks = 0;
+	p->nr_rows = 0;
+	memset(&p->counters, 0, sizeof(p->counters));
+	for (i = 0; i < t->nr_srcs && !err; i++)
+		err = shm_read(t, &t->srcs[i], s, false);
+	if (!err)
+		err = retired_bound(t);
+	if (!err)
+		err = snap_merge_rows(s, t->retired);
+	if (err)
+		return err;
+	for (i = 0; i < s->cap; i++) {
+		const struct tel_block_ent *r;
+
+		if (!s->blocks[i].used)
+			continue;
+		r = snap_find(t->retired, s->blocks[i].hash);
+		if (r) {
+			stats_merge(&s->blocks[i].s, &r->s);
+			overlap++;
+		}
+	}
+	for (i = 0; i < t->nr_touched && !err; i++) {
+		const struct tel_block_ent *r =
+			snap_find(t->retired, t->touched[i]);
+
+		if (!r || snap_find(s, t->touched[i]))
+			continue; /* pruned since, or live */
+		err = snap_add_block(s, t->touched[i], &r->s);
+		overlap++;
+	}
+	if (err)
+		return err;
+	t->nr_retired_only = t->retired->nr_blocks - overlap;
+	snap_finish(s);
+	return 0;
 }
 
 /* ---- the BPF source ---- */
@@ -532,7 +923,9 @@ int tel_open(const struct tel_opts *opts, struct tel **out)
 		 o.pin_root ? o.pin_root : TEL_DEFAULT_PIN_ROOT);
 	t->snap = snap_new(64);
 	t->retired = snap_new(64);
-	if (!t->snap || !t->retired) {
+	t->pending = snap_new(64);
+	t->max_retired = o.max_blocks ? o.max_blocks : TEL_RETIRED_MAX;
+	if (!t->snap || !t->retired || !t->pending) {
 		err = -ENOMEM;
 		goto err_free;
 	}
@@ -583,6 +976,7 @@ int tel_open(const struct tel_opts *opts, struct tel **out)
 err_free:
 	snap_free(t->snap);
 	snap_free(t->retired);
+	snap_free(t->pending);
 	free(t);
 	return err;
 }
@@ -600,6 +994,10 @@ void tel_close(struct tel *t)
 		tel_bpf_close(t, t->keep_pins);
 	snap_free(t->snap);
 	snap_free(t->retired);
+	snap_free(t->pending);
+	free(t->touched);
+	for (size_t i = 0; i < t->nr_srcs; i++)
+		shm_src_free(&t->srcs[i]);
 	free(t->srcs);
 	free(t);
 }
@@ -652,11 +1050,20 @@ static void feed_rows(struct tel *t, const struct tel_snapshot *old,
 		if (p) {
 			if (p->h.count >= d.count)
 				continue;
+			/* a sum that stopped at UINT64_MAX (or a client's
+			 * scribble) may not have grown with the count */
 			d.count -= p->h.count;
-			d.sum_ns -= p->h.sum_ns;
-			d.sum_bytes -= p->h.sum_bytes;
+			d.sum_ns = d.sum_ns > p->h.sum_ns ?
+					   d.sum_ns - p->h.sum_ns :
+					   0;
+			d.sum_bytes = d.sum_bytes > p->h.sum_bytes ?
+					      d.sum_bytes - p->h.sum_bytes :
+					      0;
 			for (b = 0; b < KVMM_TEL_HIST_BUCKETS; b++)
-				d.buckets[b] -= p->h.buckets[b];
+				d.buckets[b] =
+					d.buckets[b] > p->h.buckets[b] ?
+						d.buckets[b] - p->h.buckets[b] :
+						0;
 		}
 		if (d.count)
 			t->sink.latency(t->sink.arg, &r->key, d.count, d.sum_ns,
@@ -783,7 +1190,6 @@ int tel_poll_end(struct tel *t)
 int tel_poll(struct tel *t)
 {
 	struct tel_snapshot *s;
-	size_t i;
 	int err = 0;
 
 	if (!t)
@@ -802,11 +1208,7 @@ int tel_poll(struct tel *t)
 		if (!err)
 			err = tel_bpf_drain_events(t);
 	} else {
-		err = snap_merge(s, t->retired);
-		for (i = 0; !err && i < t->nr_srcs; i++)
-			err = shm_read(t, &t->srcs[i], s);
-		if (!err)
-			snap_finish(s);
+		err = shm_poll(t, s);
 	}
 	if (err) {
 		snap_free(s);
@@ -856,6 +1258,9 @@ int tel_block_lookup(const struct tel *t, uint64_t hash,
 {
 	const struct tel_block_ent *e = t ? snap_find(t->snap, hash) : NULL;
 
+	/* a block no live session accessed: its retired totals */
+	if (!e && t)
+		e = snap_find(t->retired, hash);
 	if (!e)
 		return -ENOENT;
 	if (out)
@@ -865,7 +1270,7 @@ int tel_block_lookup(const struct tel *t, uint64_t hash,
 
 size_t tel_block_count(const struct tel *t)
 {
-	return t ? t->snap->nr_blocks : 0;
+	return t ? t->snap->nr_blocks + t->nr_retired_only : 0;
 }
 
 int tel_block_foreach(const struct tel *t, tel_block_fn fn, void *arg)
@@ -877,6 +1282,16 @@ int tel_block_foreach(const struct tel *t, tel_block_fn fn, void *arg)
 		if (!t->snap->blocks[i].used)
 			continue;
 		r = fn(arg, t->snap->blocks[i].hash, &t->snap->blocks[i].s);
+		if (r)
+			return r;
+	}
+	/* then the retired blocks the snapshot does not hold */
+	for (i = 0; t && i < t->retired->cap; i++) {
+		const struct tel_block_ent *e = &t->retired->blocks[i];
+
+		if (!e->used || snap_find(t->snap, e->hash))
+			continue;
+		r = fn(arg, e->hash, &e->s);
 		if (r)
 			return r;
 	}

@@ -39,7 +39,17 @@ struct tel {
 	struct tel_sink sink;
 	struct tel_bpf *bpf;
 	struct tel_snapshot *snap; /* latest tel_poll() */
-	struct tel_snapshot *retired; /* removed shm sessions */
+	/* shm: what removed sessions and slots taken back from live ones
+	 * measured, at most max_retired blocks (the latest accessed) */
+	struct tel_snapshot *retired;
+	size_t max_retired;
+	/* retired blocks the snapshot does not hold (tel_block_count()) */
+	size_t nr_retired_only;
+	/* hashes retired_add() changed during this poll */
+	uint64_t *touched;
+	size_t nr_touched, cap_touched;
+	/* sessions removed since the last poll, retired at the next */
+	struct tel_snapshot *pending;
 	struct tel_shm_src *srcs;
 	size_t nr_srcs, cap_srcs;
 	tel_rename_fn rename; /* tel_set_rename(), may be NULL */

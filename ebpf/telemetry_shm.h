@@ -19,6 +19,33 @@
  * stored as 1 (one alias in 2^64).  Full tables count drops.  The daemon
  * never trusts the header a client can scribble on: it reads with the slot
  * counts it computed itself (kvmm_tel_shm_nr_slots()).
+ *
+ * Block slots are taken back by the daemon once their counts are merged
+ * and they went cold, so a long-lived session keeps being counted after
+ * its first nr_blocks blocks.  The count is the handshake, and the client
+ * stays lock-free:
+ *
+ *	client					daemon (ebpf/telemetry.c)
+ *	key == ours (or claimed 0 -> ours)	count == what it merged, idle:
+ *	CAS count c -> c + 1, unless c has	CAS count merged -> FROZEN
+ *	  FROZEN: then look further (a		zero the other stats
+ *	  claimer takes FROZEN -> 1)		key -> 0 (release)
+ *						CAS count FROZEN -> 0
+ *
+ * An increment either lands before the daemon's CAS (which then fails:
+ * the slot stays, the increment is merged at the next poll) or sees
+ * FROZEN and goes to another slot: none is lost or counted twice.  A
+ * claimer that finds FROZEN left over (the daemon has not cleared it yet)
+ * owns the slot by its key CAS and counts from 1.  Only the estimates
+ * (last_ns, ewma_gap_ns, ...) of a writer that stalls between its count
+ * and its plain stores for longer than the idle time may land in the next
+ * owner's slot.  A hash may briefly own two slots (the old one frozen);
+ * the daemon merges by hash.
+ *
+ * Histogram rows carry a begin/end pair of write counters (a seqlock for
+ * several writers): a writer bumps begin, adds, bumps end; the daemon
+ * copies a row between reading end and begin and retries unless they
+ * agree, so count, sum_ns and sum_bytes are read from one moment.
  */
 #ifndef KVMM_EBPF_TELEMETRY_SHM_H
 #define KVMM_EBPF_TELEMETRY_SHM_H
@@ -35,6 +62,8 @@
 #define KVMM_TEL_SHM_MAGIC 0x316c65746d6d766bULL /* "kvmmtel1" */
 #define KVMM_TEL_SHM_HIST_SLOTS 256
 #define KVMM_TEL_SHM_PROBES 32 /* linear-probe distance before giving up */
+/* A block slot's count while the daemon takes the slot back (see above). */
+#define KVMM_TEL_SHM_FROZEN (1ull << 63)
 
 struct kvmm_tel_shm {
 	uint64_t magic;
@@ -57,6 +86,8 @@ struct kvmm_tel_shm_block {
 
 struct kvmm_tel_shm_hist {
 	uint64_t key; /* kvmm_tel_hist_key_pack(), never 0; 0 = free */
+	/* updates begun and ended: equal when no writer is inside */
+	uint64_t seq_begin, seq_end;
 	struct kvmm_hist hist;
 };
 
@@ -237,10 +268,64 @@ static inline void kvmm_tel_shm_hist_add(struct kvmm_tel_shm *s,
 		KVMM_TEL_ADD(&s->counters.hist_dropped, 1);
 		return;
 	}
+	/* acquire: the adds below stay after it, for the daemon's check */
+	__atomic_fetch_add(&h->seq_begin, 1, __ATOMIC_ACQUIRE);
 	KVMM_TEL_ADD(&h->hist.count, 1);
 	KVMM_TEL_ADD(&h->hist.sum_ns, latency_ns);
 	KVMM_TEL_ADD(&h->hist.sum_bytes, bytes);
 	KVMM_TEL_ADD(&h->hist.buckets[kvmm_tel_log2_bucket(latency_ns)], 1);
+	/* release: the adds above are seen before the row reads as done */
+	__atomic_fetch_add(&h->seq_end, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Count one access of `key` in a block slot: the slot, with *prev the
+ * count before it, or NULL when none was free within the probe distance.
+ */
+static inline struct kvmm_tel_shm_block *
+kvmm_tel_shm_block_count(struct kvmm_tel_shm *s, uint64_t key, uint64_t now,
+			 uint64_t *prev)
+{
+	struct kvmm_tel_shm_block *t = kvmm_tel_shm_blocks(s);
+	uint32_t i, n = s->nr_blocks;
+	uint32_t idx = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32);
+
+	for (i = 0; i < KVMM_TEL_SHM_PROBES && i < n; i++) {
+		struct kvmm_tel_shm_block *b = &t[(idx + i) & (n - 1)];
+		uint64_t cur, c, want = 0;
+		int claimed = 0;
+
+		cur = __atomic_load_n(&b->hash, __ATOMIC_ACQUIRE);
+		if (cur != key) {
+			if (cur)
+				continue;
+			if (__atomic_compare_exchange_n(&b->hash, &cur, key, 0,
+							__ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE))
+				claimed = 1;
+			else if (cur != key)
+				continue;
+		}
+		if (claimed)
+			b->stats.first_ns = now;
+		c = __atomic_load_n(&b->stats.count, __ATOMIC_RELAXED);
+		do {
+			/* the daemon is taking it back: not ours to count in
+			 * unless our claim made it ours */
+			if ((c & KVMM_TEL_SHM_FROZEN) && !claimed)
+				break;
+			want = (c & KVMM_TEL_SHM_FROZEN) ? 1 : c + 1;
+			/* release: the accesses counter, bumped before, is
+			 * seen by a daemon that sees this count */
+		} while (!__atomic_compare_exchange_n(&b->stats.count, &c, want,
+						      1, __ATOMIC_RELEASE,
+						      __ATOMIC_RELAXED));
+		if ((c & KVMM_TEL_SHM_FROZEN) && !claimed)
+			continue;
+		*prev = want - 1;
+		return b;
+	}
+	return NULL;
 }
 
 static inline void kvmm_tel_shm_block_access(struct kvmm_tel_shm *s,
@@ -249,20 +334,15 @@ static inline void kvmm_tel_shm_block_access(struct kvmm_tel_shm *s,
 {
 	struct kvmm_tel_shm_block *b;
 	uint64_t key = r->hash ? r->hash : 1, prev;
-	int claimed;
 
 	KVMM_TEL_ADD(&s->counters.accesses, 1);
 	if (r->tier < KVMM_TEL_NR_TIERS)
 		KVMM_TEL_ADD(&s->counters.tier_accesses[r->tier], 1);
-	b = kvmm_tel_shm_slot(kvmm_tel_shm_blocks(s), s->nr_blocks, sizeof(*b),
-			      key, &claimed);
+	b = kvmm_tel_shm_block_count(s, key, now, &prev);
 	if (!b) {
 		KVMM_TEL_ADD(&s->counters.blocks_dropped, 1);
 		return;
 	}
-	if (claimed)
-		b->stats.first_ns = now;
-	prev = KVMM_TEL_ADD(&b->stats.count, 1);
 	b->stats.ewma_gap_ns = kvmm_tel_ewma_next(prev, b->stats.ewma_gap_ns,
 						  b->stats.last_ns, now);
 	b->stats.last_ns = now;

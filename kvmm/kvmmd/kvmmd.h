@@ -225,6 +225,10 @@ struct kd_daemon {
 	/* --profile, corrected online by telemetry (tel_feed.cost) */
 	struct pol_cost_model *cost;
 	struct kd_timer tel_timer;
+	/* telemetry's drop counters as last logged, and when (telemetry.c:
+	 * growth is logged at most every KD_TEL_DROP_LOG_MS) */
+	struct kvmm_counters tel_drops_logged;
+	uint64_t tel_drops_log_ns;
 	struct kd_pins *pins; /* pin.c: NULL while no session pins */
 	struct kd_metrics *metrics; /* metrics_http.c: NULL when off */
 };
@@ -253,6 +257,8 @@ void kd_telemetry_ring_layout(struct kd_daemon *d,
 void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, pid_t pid,
 			      void *mem, const struct kvmm_ring_offsets *off);
 void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id);
+/* ADMIN_STATUS: the telemetry source and its drop counters. */
+void kd_telemetry_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /* ---- region.c ---- */
 

@@ -144,6 +144,19 @@ static const struct kd_metric cost_metrics[] = {
 	  ST(cost_transfers) },
 };
 
+/* only when telemetry is on (ABI 1.14: a source in the reply) */
+static const struct kd_metric telemetry_metrics[] = {
+	{ "kvmm_telemetry_dropped_total", KD_COUNTER,
+	  "What telemetry could not count, by kind: access records over a probe's cap, block statistics and histogram rows with no room, events the ring had no room for.",
+	  "kind=\"access\"", ST(tel_access_dropped) },
+	{ "kvmm_telemetry_dropped_total", KD_COUNTER, NULL, "kind=\"blocks\"",
+	  ST(tel_blocks_dropped) },
+	{ "kvmm_telemetry_dropped_total", KD_COUNTER, NULL, "kind=\"hist\"",
+	  ST(tel_hist_dropped) },
+	{ "kvmm_telemetry_dropped_total", KD_COUNTER, NULL, "kind=\"events\"",
+	  ST(tel_events_dropped) },
+};
+
 static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_publishes_total", KD_COUNTER,
 	  "Blocks BLOCK_PUBLISH added to the cache.", "", TS(publishes) },
@@ -519,6 +532,10 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 		table(f, cost_metrics,
 		      sizeof(cost_metrics) / sizeof(cost_metrics[0]), st,
 		      sizeof(*st));
+	if (st->telemetry[0])
+		table(f, telemetry_metrics,
+		      sizeof(telemetry_metrics) / sizeof(telemetry_metrics[0]),
+		      st, sizeof(*st));
 	if (src->ts) {
 		table(f, cache_metrics,
 		      sizeof(cache_metrics) / sizeof(cache_metrics[0]), src->ts,

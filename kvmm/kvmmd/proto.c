@@ -379,6 +379,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 			(uint64_t)d->cost->base_bandwidth[POL_TIER_NVME];
 		st->cost_transfers = d->tel_feed.transfers;
 	}
+	kd_telemetry_status(d, st);
 	kd_cache_park_stats(d, st);
 	kd_cache_learned_stats(d, st);
 	kd_pin_status(d, st);

@@ -8,10 +8,13 @@
  * reuse raises the policy's access counts.  .cost is the --profile cost
  * model (kvmm/policy/cost_model.h): measured host/NVMe restores correct
  * its bandwidths and recomputations its efficiency online; the corrected
- * rates are logged at shutdown.
+ * rates are logged at shutdown.  What telemetry could not count (its
+ * *_dropped counters) is logged when it grows, at most once a minute,
+ * and is in ADMIN_STATUS (kvmmctl status, the metrics).
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +25,10 @@
 #include "kvmm/policy/cost_model.h"
 
 #define KD_TEL_POLL_MS 250
-/* Block slots of a session's fallback region (~330 KiB with histograms). */
+/* Block slots of a session's fallback region (~340 KiB with histograms). */
 #define KD_TEL_SHM_BLOCKS 4096
+/* Drops are said at most this often (an overflow lasts, a log must not). */
+#define KD_TEL_DROP_LOG_MS 60000
 
 static int load_cost(struct kd_daemon *d)
 {
@@ -70,6 +75,64 @@ static void log_cost(struct kd_daemon *d)
 		(unsigned long long)d->tel_feed.computes);
 }
 
+static const struct {
+	const char *name;
+	size_t off;
+} tel_drops[] = {
+	{ "access records", offsetof(struct kvmm_counters, access_dropped) },
+	{ "block stats", offsetof(struct kvmm_counters, blocks_dropped) },
+	{ "histogram rows", offsetof(struct kvmm_counters, hist_dropped) },
+	{ "events", offsetof(struct kvmm_counters, events_dropped) },
+};
+
+static uint64_t drop_count(const struct kvmm_counters *c, size_t i)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)c + tel_drops[i].off, sizeof(v));
+	return v;
+}
+
+/*
+ * A WARN when telemetry dropped something since the last one: what the
+ * policy and the operator see is short by that much (a session touching
+ * more blocks at once than its region has slots, an event ring the loop
+ * drains too slowly).  At most every KD_TEL_DROP_LOG_MS: the next line
+ * says all that was dropped meanwhile.
+ */
+static void check_drops(struct kd_daemon *d)
+{
+	struct kvmm_counters c;
+	char msg[256];
+	size_t n = 0, i;
+	uint64_t now = kd_now_ns();
+
+	if (d->tel_drops_log_ns &&
+	    now - d->tel_drops_log_ns < KD_TEL_DROP_LOG_MS * 1000000ull)
+		return;
+	tel_counters(d->tel, &c);
+	for (i = 0; i < sizeof(tel_drops) / sizeof(tel_drops[0]); i++) {
+		uint64_t was = drop_count(&d->tel_drops_logged, i);
+		uint64_t is = drop_count(&c, i);
+
+		if (is > was && n < sizeof(msg))
+			n += snprintf(msg + n, sizeof(msg) - n,
+				      "%s%llu %s (%llu in all)", n ? ", " : "",
+				      (unsigned long long)(is - was),
+				      tel_drops[i].name,
+				      (unsigned long long)is);
+	}
+	if (!n)
+		return;
+	vmm_log(VMM_LOG_WARN,
+		"telemetry (%s) dropped %s%s; the policy and the statistics "
+		"miss them",
+		tel_source_string(tel_source(d->tel)), msg,
+		d->tel_drops_log_ns ? " since the last warning" : "");
+	d->tel_drops_logged = c;
+	d->tel_drops_log_ns = now;
+}
+
 /*
  * Each tick feeds the policy what the poll begun at the last one found,
  * and begins the next: with BPF the map walk (tens of ms with a full map,
@@ -87,6 +150,7 @@ static void on_tel_timer(struct kd_loop *loop, struct kd_timer *t)
 		err = tel_poll_begin(d->tel);
 	if (err < 0)
 		vmm_log(VMM_LOG_WARN, "telemetry poll: %s", strerror(-err));
+	check_drops(d); /* the counters of the latest poll fed */
 	kd_timer_arm(loop, t, kd_now_ns() + KD_TEL_POLL_MS * 1000000ull);
 }
 
@@ -189,6 +253,22 @@ void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id)
 		tel_shm_remove(d->tel, id);
 }
 
+void kd_telemetry_status(struct kd_daemon *d, struct kvmm_status_reply *st)
+{
+	struct kvmm_counters c;
+
+	if (!d->tel || tel_source(d->tel) == TEL_SOURCE_OFF)
+		return;
+	/* the latest poll's (the loop's last tick) */
+	tel_counters(d->tel, &c);
+	snprintf(st->telemetry, sizeof(st->telemetry), "%s",
+		 tel_source_string(tel_source(d->tel)));
+	st->tel_access_dropped = c.access_dropped;
+	st->tel_blocks_dropped = c.blocks_dropped;
+	st->tel_hist_dropped = c.hist_dropped;
+	st->tel_events_dropped = c.events_dropped;
+}
+
 /* One line with the totals, so a log shows what telemetry saw. */
 static void log_totals(struct kd_daemon *d)
 {
@@ -204,16 +284,22 @@ static void log_totals(struct kd_daemon *d)
 			      tel_event_string(i),
 			      (unsigned long long)c.events[i]);
 	vmm_log(VMM_LOG_INFO,
-		"telemetry totals (%s): %zu blocks, %llu accesses;%s",
+		"telemetry totals (%s): %zu blocks, %llu accesses;%s; dropped: "
+		"%llu access records, %llu block stats, %llu histogram rows, "
+		"%llu events",
 		tel_source_string(tel_source(d->tel)), tel_block_count(d->tel),
-		(unsigned long long)c.accesses, ev);
+		(unsigned long long)c.accesses, ev,
+		(unsigned long long)c.access_dropped,
+		(unsigned long long)c.blocks_dropped,
+		(unsigned long long)c.hist_dropped,
+		(unsigned long long)c.events_dropped);
 }
 
 void kd_telemetry_stop(struct kd_daemon *d)
 {
 	if (!d->tel)
 		return;
-	log_totals(d);
+	log_totals(d); /* with the drops, whenever the last warning was */
 	log_cost(d);
 	kd_timer_cancel(&d->loop, &d->tel_timer);
 	tel_close(d->tel); /* detaches and removes the pins */

@@ -231,6 +231,16 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			       (unsigned long long)st.cost_nvme_bw,
 			       (unsigned long long)st.cost_nvme_bw_profile,
 			       (unsigned long long)st.cost_transfers);
+		if (st.telemetry[0])
+			printf(",\"telemetry\":{\"source\":\"%.*s\","
+			       "\"dropped\":{\"access\":%llu,\"blocks\":%llu,"
+			       "\"hist\":%llu,\"events\":%llu}}",
+			       (int)strnlen(st.telemetry, sizeof(st.telemetry)),
+			       st.telemetry,
+			       (unsigned long long)st.tel_access_dropped,
+			       (unsigned long long)st.tel_blocks_dropped,
+			       (unsigned long long)st.tel_hist_dropped,
+			       (unsigned long long)st.tel_events_dropped);
 		printf("}\n");
 		return 0;
 	}
@@ -277,6 +287,13 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       scope[0] ? ", cache scope " : "", scope);
 	if (scope[0]) /* a daemon of ABI 1.9 or later */
 		policy_state_text(&st);
+	if (st.telemetry[0]) /* ABI 1.14, telemetry on */
+		printf("telemetry    %.*s, dropped %llu access records, %llu block stats, %llu histogram rows, %llu events\n",
+		       (int)strnlen(st.telemetry, sizeof(st.telemetry)),
+		       st.telemetry, (unsigned long long)st.tel_access_dropped,
+		       (unsigned long long)st.tel_blocks_dropped,
+		       (unsigned long long)st.tel_hist_dropped,
+		       (unsigned long long)st.tel_events_dropped);
 	if (ts_err)
 		return 0;
 	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",

@@ -314,12 +314,21 @@ struct kvmm_status_reply {
 	uint64_t policy_state_lives;
 	uint64_t policy_state_saves, policy_state_save_errors;
 	uint64_t policy_state_save_age_ms;
-	/* ABI 1.13 (16 more bytes; older daemons send the shorter struct):
-	 * pool pages zeroed before they went to a client of another uid than
-	 * the one they last served, and scrubs that failed (the allocation
-	 * failed with them; the page was not handed out) */
+	/* ABI 1.13 (56 more bytes; older daemons send the shorter struct:
+	 * these read "" and 0): pool pages zeroed before they went to a
+	 * client of another uid than the one they last served, and scrubs
+	 * that failed (the allocation failed with them; the page was not
+	 * handed out); kvmmd's telemetry source ("bpf" or "shm"; "" when
+	 * off), NUL padded, and what telemetry could not count since the
+	 * start (the *_dropped counters of struct kvmm_counters,
+	 * ebpf/kvmm_telemetry.h): access records over a probe's cap, block
+	 * statistics with no room, histogram rows with no room, events the
+	 * ring had no room for (BPF only) */
 	uint64_t pages_scrubbed;
 	uint64_t page_scrub_failures;
+	char telemetry[8];
+	uint64_t tel_access_dropped, tel_blocks_dropped;
+	uint64_t tel_hist_dropped, tel_events_dropped;
 };
 
 enum kvmm_policy_state {
