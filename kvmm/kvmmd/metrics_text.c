@@ -144,7 +144,7 @@ static const struct kd_metric cost_metrics[] = {
 	  ST(cost_transfers) },
 };
 
-/* only when telemetry is on (ABI 1.14: a source in the reply) */
+/* only when telemetry is on (ABI 1.13: a source in the reply) */
 static const struct kd_metric telemetry_metrics[] = {
 	{ "kvmm_telemetry_dropped_total", KD_COUNTER,
 	  "What telemetry could not count, by kind: access records over a probe's cap, block statistics and histogram rows with no room, events the ring had no room for.",

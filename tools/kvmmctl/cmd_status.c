@@ -287,7 +287,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       scope[0] ? ", cache scope " : "", scope);
 	if (scope[0]) /* a daemon of ABI 1.9 or later */
 		policy_state_text(&st);
-	if (st.telemetry[0]) /* ABI 1.14, telemetry on */
+	if (st.telemetry[0]) /* ABI 1.13, telemetry on */
 		printf("telemetry    %.*s, dropped %llu access records, %llu block stats, %llu histogram rows, %llu events\n",
 		       (int)strnlen(st.telemetry, sizeof(st.telemetry)),
 		       st.telemetry, (unsigned long long)st.tel_access_dropped,
