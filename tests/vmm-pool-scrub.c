@@ -15,7 +15,7 @@
  *   - a fresh page (never allocated) needs no scrub.
  *
  * KVMM_FAULT_BACKEND=cuda runs it over the cuda backend (the mock libcuda
- * in tests/vmm-cuda-mock.sh: cuMemsetD8 through the scratch range).
+ * in tests/vmm-cuda-mock.sh: cuMemsetD8Async, waited for, through the scratch range).
  */
 #include "tests/vmm-util.h"
 #include "vmm/vmm.h"
@@ -90,7 +90,7 @@ int main(void)
 	uint64_t fails;
 
 	t_ok(vmm_pool_create(b, CAP, &pool));
-	t_assert_eq(vmm_pool_alloc_for(pool, UINT32_MAX, &id), -EINVAL);
+	t_assert_eq(vmm_pool_alloc_for(pool, UINT64_MAX, &id), -EINVAL);
 
 	/* owner 1 writes; gets the page back as it was, no scrub */
 	t_ok(vmm_pool_alloc_for(pool, 1, &a));

@@ -77,7 +77,7 @@
 	X(cuMemcpyHtoD)                   \
 	X(cuMemcpyDtoHAsync)              \
 	X(cuMemcpyHtoDAsync)              \
-	X(cuMemsetD8)                     \
+	X(cuMemsetD8Async)                \
 	X(cuStreamCreate)                 \
 	X(cuStreamDestroy)                \
 	X(cuStreamSynchronize)            \
@@ -479,9 +479,16 @@ static int cuda_page_zero(struct vmm_backend *b, vmm_handle_t page)
 	err = CUCHECK(c->api.p_cuMemSetAccess(c->scratch, b->page_size,
 					      &c->access_rw, 1),
 		      "cuMemSetAccess");
+	/* a memset of device memory is asynchronous to the host: on the
+	 * backend's stream, waited for before the page is unmapped and
+	 * handed out (and ordered after the copies queued there) */
 	if (!err)
-		err = CUCHECK(c->api.p_cuMemsetD8(c->scratch, 0, b->page_size),
-			      "cuMemsetD8");
+		err = CUCHECK(c->api.p_cuMemsetD8Async(c->scratch, 0,
+						       b->page_size, c->stream),
+			      "cuMemsetD8Async");
+	if (!err)
+		err = CUCHECK(c->api.p_cuStreamSynchronize(c->stream),
+			      "cuStreamSynchronize");
 	err2 = CUCHECK(c->api.p_cuMemUnmap(c->scratch, b->page_size),
 		       "cuMemUnmap");
 	if (!err)

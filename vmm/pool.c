@@ -25,7 +25,8 @@
  * the created pages.  Not thread-safe: the daemon's event loop owns it.
  *
  * Owners.  A page remembers who it was last allocated for
- * (vmm_pool_alloc_for(): kvmmd passes the client's uid) and is zeroed
+ * (vmm_pool_alloc_for(): kvmmd passes the client's uid, or for a
+ * restore the cache scope whose block it will hold) and is zeroed
  * (vmm_ops.page_zero) before it goes to a different owner, so that one
  * tenant never reads what another left in its pages.  A page never
  * allocated holds what the backend gave (host: zeros; cuda: the driver
@@ -51,11 +52,11 @@ struct pool_page {
 	bool fd_owned; /* exported at creation: the pool closes it */
 	enum vmm_page_state state;
 	unsigned int mappers;
-	uint32_t owner; /* last vmm_pool_alloc_for() owner, or OWNER_NONE */
+	uint64_t owner; /* last vmm_pool_alloc_for() owner, or OWNER_NONE */
 };
 
 /* never allocated for an owner: nothing of anyone's in it */
-#define OWNER_NONE UINT32_MAX
+#define OWNER_NONE UINT64_MAX
 /* free pages vmm_pool_alloc_for() looks at for one it need not scrub */
 #define OWNER_SCAN 16
 
@@ -275,7 +276,7 @@ static int scrub(struct vmm_pool *pool, struct pool_page *p)
 	return err;
 }
 
-int vmm_pool_alloc_for(struct vmm_pool *pool, uint32_t owner, uint32_t *page_id)
+int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner, uint32_t *page_id)
 {
 	struct pool_page *p;
 	uint32_t id;
@@ -288,7 +289,7 @@ int vmm_pool_alloc_for(struct vmm_pool *pool, uint32_t owner, uint32_t *page_id)
 	/* one of the last freed that needs no scrub goes first */
 	for (uint32_t i = 0; i < OWNER_SCAN && i < pool->nr_free; i++) {
 		uint32_t *slot = &pool->free_ids[pool->nr_free - 1 - i];
-		uint32_t o = pool->pages[*slot].owner;
+		uint64_t o = pool->pages[*slot].owner;
 
 		if (o == owner || o == OWNER_NONE) {
 			id = *slot;

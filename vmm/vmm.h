@@ -288,11 +288,11 @@ int vmm_pool_prefill(struct vmm_pool *pool, uint64_t n);
 /* A page for a new owner: from the free list, else created; -ENOMEM when
  * the capacity is reached. */
 int vmm_pool_alloc(struct vmm_pool *pool, uint32_t *page_id);
-/* The same for owner (any value but UINT32_MAX; kvmmd: the client's uid):
+/* The same for owner (any value but UINT64_MAX; kvmmd: KD_OWNER_*()):
  * a free page last allocated for another owner is zeroed first, so owners
  * never see each other's bytes (vmm_pool_alloc() neither scrubs nor
  * changes a page's owner).  -errno of the scrub when it fails. */
-int vmm_pool_alloc_for(struct vmm_pool *pool, uint32_t owner,
+int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner,
 		       uint32_t *page_id);
 /* The owner gives the page back: FREE at once when no process maps it,
  * otherwise REVOKING until the last vmm_pool_unmapped(). */

@@ -715,7 +715,8 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 			 * them (kc_publish_promote() then makes them the
 			 * GPU copy) */
 			if (!kc_pages_in_line(c, r->pages_per_block) ||
-			    kc_block_new(s, r->pages_per_block, &blk)) {
+			    kc_block_new(s, r->pages_per_block,
+					 KD_OWNER_UID(s->uid), &blk)) {
 				pr->stop = KC_STOP_MISS;
 				break;
 			}

@@ -298,7 +298,8 @@ int kc_reclaim_check(struct kd_daemon *d, uint64_t pages);
 int kc_reclaim_take(struct kd_cache *c, uint64_t pages);
 
 /* cache_restore.c */
-int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out);
+int kc_block_new(struct kd_session *s, uint32_t ppb, uint64_t owner,
+		 struct kd_block **out);
 int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 		      struct kc_entry *e);
 void kc_staging_pump(struct kd_cache *c, bool fail_all);

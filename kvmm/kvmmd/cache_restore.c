@@ -14,13 +14,15 @@
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
-/* A fresh block of ppb pool pages charged to s, within its quota. */
-int kc_block_new(struct kd_session *s, uint32_t ppb, struct kd_block **out)
+/* A fresh block of ppb pool pages for owner (KD_OWNER_*()) charged to s,
+ * within its quota. */
+int kc_block_new(struct kd_session *s, uint32_t ppb, uint64_t owner,
+		 struct kd_block **out)
 {
 	if (s->quota && s->quota->limit_pages &&
 	    s->quota->used_pages + ppb > s->quota->limit_pages)
 		return -EDQUOT;
-	return kd_block_new(s, ppb, out);
+	return kd_block_new_for(s, ppb, owner, out);
 }
 
 /*
@@ -41,7 +43,10 @@ int kc_restore_submit(struct kd_cache *c, struct kd_session *s,
 
 	if (!c->mig || (nvme ? e->nvme_slot : e->host_slot) == MIGRATE_NO_SLOT)
 		return -ENOENT;
-	err = kc_block_new(s, c->ppb, &blk);
+	/* the cached block's pages: an early open of any client of its
+	 * scope may map them before the copy lands, so they are scrubbed
+	 * against the scope, not only against s's uid */
+	err = kc_block_new(s, c->ppb, kd_cache_owner(s), &blk);
 	if (err)
 		return err;
 	job = migrate_job_new(nvme ? MIGRATE_NVME_TO_GPU : MIGRATE_HOST_TO_GPU,
@@ -348,8 +353,14 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 				(unsigned long long)job->hash,
 				strerror(-job->result));
 		}
+		/* the backend could not wait for the copy (-EINPROGRESS):
+		 * it may still land in the pages, which then never go
+		 * back to the pool */
+		if (job->result == -EINPROGRESS)
+			blk->abandoned = true;
 		migrate_job_free(job);
-		kd_block_put(c->d, blk); /* never mapped by anyone */
+		kd_block_put(c->d,
+			     blk); /* an early open's sequence may keep it */
 		kc_restore_hand_out(c, e, NULL, from, &pos, &few, &tenant);
 		if (e->dead)
 			return; /* kc_reap_dead() frees it */

@@ -210,6 +210,8 @@ struct kd_daemon {
 	uint32_t next_region_id;
 	uint64_t next_cookie;
 	uint64_t pages_quarantined;
+	/* pages kept out of the pool for good (kd_block.abandoned) */
+	uint64_t pages_abandoned;
 	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
@@ -268,6 +270,9 @@ void kd_telemetry_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 struct kd_block {
 	uint32_t refcnt;
 	uint32_t nr_pages;
+	/* a copy into the pages may still land (the backend could not wait
+	 * for it): the last put keeps them out of the pool for good */
+	bool abandoned;
 	uint64_t hash; /* 0 until published (issue #4) */
 	struct kd_quota *charged; /* whose quota pays for the pages */
 	uint32_t pages[];
@@ -353,8 +358,25 @@ void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
  * revocation path: held until acknowledged). */
 struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 				     uint32_t b);
-/* A fresh block of nr_pages pool pages charged to s's quota (not checked
- * against its limit: the caller does); refcnt 1.  0, -ENOMEM, -ENOSPC. */
+/*
+ * Who a pool page was last allocated for (vmm_pool_alloc_for()): a page
+ * that goes to another owner is zeroed first.  A client's pages are its
+ * uid's; a restore's are the cached block's, which every client of its
+ * cache scope may map, before the copy lands too (an early open): the
+ * shared scope's, or the gid's under --cache-scope gid (under uid the
+ * uid's own).  Kinds in the high word, so a gid never passes for a uid.
+ */
+#define KD_OWNER_UID(uid) ((uint64_t)(uint32_t)(uid))
+#define KD_OWNER_GID(gid) ((1ull << 32) | (uint32_t)(gid))
+#define KD_OWNER_SHARED (2ull << 32)
+/* The owner of the pages of a block s restores: its cache scope's. */
+uint64_t kd_cache_owner(const struct kd_session *s);
+
+/* A fresh block of nr_pages pool pages for owner (KD_OWNER_*(); kd_block_new:
+ * s's uid) charged to s's quota (not checked against its limit: the
+ * caller does); refcnt 1.  0, -ENOMEM, -ENOSPC, or the scrub's -errno. */
+int kd_block_new_for(struct kd_session *s, uint32_t nr_pages, uint64_t owner,
+		     struct kd_block **out);
 int kd_block_new(struct kd_session *s, uint32_t nr_pages,
 		 struct kd_block **out);
 void kd_block_put(struct kd_daemon *d, struct kd_block *blk);

@@ -64,9 +64,17 @@ void kd_block_put(struct kd_daemon *d, struct kd_block *blk)
 	kd_cache_block_unref(d, blk); /* a published block loses a user */
 	if (--blk->refcnt)
 		return;
-	for (uint32_t i = 0; i < blk->nr_pages; i++)
-		vmm_pool_free(d->pool, blk->pages[i]);
-	kd_zombies_charge(d, blk->pages, blk->nr_pages);
+	if (blk->abandoned) {
+		/* allocated for good: nobody else may get them */
+		vmm_log(VMM_LOG_ERR,
+			"%u pool pages kept out of use: a copy into them may still land",
+			blk->nr_pages);
+		d->pages_abandoned += blk->nr_pages;
+	} else {
+		for (uint32_t i = 0; i < blk->nr_pages; i++)
+			vmm_pool_free(d->pool, blk->pages[i]);
+		kd_zombies_charge(d, blk->pages, blk->nr_pages);
+	}
 	if (blk->charged) {
 		blk->charged->used_pages -= blk->nr_pages;
 		kd_quota_maybe_free(d, blk->charged);
@@ -324,7 +332,25 @@ struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 	return blk;
 }
 
+uint64_t kd_cache_owner(const struct kd_session *s)
+{
+	switch (s->d->scope.mode) {
+	case KD_SCOPE_UID:
+		return KD_OWNER_UID(s->uid);
+	case KD_SCOPE_GID:
+		return KD_OWNER_GID(s->gid);
+	default:
+		return KD_OWNER_SHARED;
+	}
+}
+
 int kd_block_new(struct kd_session *s, uint32_t nr_pages, struct kd_block **out)
+{
+	return kd_block_new_for(s, nr_pages, KD_OWNER_UID(s->uid), out);
+}
+
+int kd_block_new_for(struct kd_session *s, uint32_t nr_pages, uint64_t owner,
+		     struct kd_block **out)
 {
 	struct kd_block *blk;
 	uint32_t i;
@@ -334,8 +360,7 @@ int kd_block_new(struct kd_session *s, uint32_t nr_pages, struct kd_block **out)
 	if (!blk)
 		return -ENOMEM;
 	for (i = 0; i < nr_pages; i++) {
-		err = vmm_pool_alloc_for(s->d->pool, (uint32_t)s->uid,
-					 &blk->pages[i]);
+		err = vmm_pool_alloc_for(s->d->pool, owner, &blk->pages[i]);
 		if (err)
 			goto err_free_pages;
 	}

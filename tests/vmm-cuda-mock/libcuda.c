@@ -93,6 +93,26 @@ misuse(const char *fmt, ...)
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
+/*
+ * A memset of device memory is asynchronous to the host (CUDA's "API
+ * synchronization behavior"): the mock holds it back until the stream is
+ * synchronized, and unmapping its range before that is a misuse, as is
+ * a caller that never waits (the bytes would not be there yet).
+ */
+static struct {
+	bool pending;
+	CUdeviceptr dst;
+	unsigned char v;
+	size_t n;
+} memset_q;
+
+static void memset_run(void)
+{
+	if (memset_q.pending)
+		memset((void *)memset_q.dst, memset_q.v, memset_q.n);
+	memset_q.pending = false;
+}
+
 static CUresult need_ctx(void)
 {
 	if (!initialized)
@@ -598,6 +618,13 @@ CUresult mock_cuMemUnmap(CUdeviceptr ptr, size_t size)
 	if (r)
 		return r;
 	pthread_mutex_lock(&lock);
+	if (memset_q.pending && memset_q.dst < ptr + size &&
+	    ptr < memset_q.dst + memset_q.n) {
+		pthread_mutex_unlock(&lock);
+		return misuse(
+			"cuMemUnmap of 0x%llx while a cuMemsetD8Async into it was not waited for",
+			(unsigned long long)ptr);
+	}
 	for (int i = 0; i < MAX_OBJS; i++) {
 		if (!maps[i].a || maps[i].va != ptr)
 			continue;
@@ -694,14 +721,24 @@ CUresult mock_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
 	return mock_cuMemcpyHtoD(dst, src, n);
 }
 
-MOCK(cuMemsetD8);
-CUresult mock_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
+MOCK(cuMemsetD8Async);
+CUresult mock_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
+			      CUstream s)
 {
 	CUresult r = need_ctx();
 
-	if (!r)
-		memset((void *)dst, v, n);
-	return r;
+	if (!r && s != (CUstream)&dummy_stream)
+		r = CUDA_ERROR_INVALID_HANDLE;
+	if (r)
+		return r;
+	pthread_mutex_lock(&lock);
+	memset_run(); /* one queued at a time: the older one is done */
+	memset_q.pending = true;
+	memset_q.dst = dst;
+	memset_q.v = v;
+	memset_q.n = n;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
 }
 
 MOCK(cuStreamCreate);
@@ -736,8 +773,12 @@ CUresult mock_cuStreamSynchronize(CUstream s)
 
 	if (r)
 		return r;
-	return s == (CUstream)&dummy_stream ? CUDA_SUCCESS :
-					      CUDA_ERROR_INVALID_HANDLE;
+	if (s != (CUstream)&dummy_stream)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&lock);
+	memset_run();
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
 }
 
 MOCK(cuMemHostRegister);
@@ -791,7 +832,7 @@ static const struct {
 								cuStreamSynchronize)
 								ENTRY(cuMemHostRegister) ENTRY(
 									cuMemHostUnregister)
-									ENTRY(cuMemsetD8)
+									ENTRY(cuMemsetD8Async)
 };
 
 /* The only exported entry point of the API (kvmm_mock_* are the tests'),

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 60
+ * A restore's fresh pages are zeroed against the cache scope, not only
+ * against the uid whose open started it: an early open of another uid
+ * maps them before the copy lands.  kvmmd (shared scope, restores slowed
+ * to DELAY_MS) holds content X on its host tier.  A process of uid B
+ * writes a secret into two blocks and closes them (its pages go back to
+ * the pool, B's), then opens X without KVMM_PREFIX_OPEN_EARLY: the
+ * restore's pages come from the pool.  While the copy is delayed a
+ * process of uid C early-opens X and reads the pages it is given at once:
+ * each page must be all zero or already X's bytes, never B's secret
+ * (before the fix the restore's pages were B's own, unscrubbed, and C
+ * read B's bytes); then its reloads land and it reads X.  ADMIN_STATUS
+ * counts the pages scrubbed for the restore.  Needs root (processes of
+ * other uids).
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/cache-uids.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define NB 2
+#define DELAY_MS 600
+#define UID_A 63301
+#define UID_B 63302
+#define UID_C 63303
+#define TAG_X 0x5c0
+#define TAG_Y 0x5c1
+#define TAG_SECRET 0xb5ec
+
+static void hashes(int content, uint64_t *h)
+{
+	for (int b = 0; b < NB; b++)
+		h[b] = 0x5c00000ull * (content + 1) + b + 1;
+}
+
+static void open_send(struct cc *c, const uint64_t *h, uint32_t flags)
+{
+	char req[sizeof(struct kvmm_prefix_open) + NB * 8];
+	struct kvmm_prefix_open po = { .size = sizeof(po),
+				       .region_id = c->region,
+				       .nr_hashes = NB,
+				       .flags = flags };
+
+	memcpy(req, &po, sizeof(po));
+	memcpy(req + sizeof(po), h, NB * 8);
+	cc_send(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(req));
+}
+
+static void open_recv(struct cc *c, struct kvmm_prefix_open_reply *out,
+		      uint32_t *ids)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_prefix_open_reply *rep = (void *)buf;
+	static int fds[CC_MAX_PAGES];
+	unsigned int nfds;
+	uint32_t npages;
+
+	t_ok(cc_recv(c, buf, sizeof(buf), fds, &nfds));
+	*out = *rep;
+	npages = rep->nr_blocks * rep->pages_per_block;
+	t_assert_eq(rep->nr_fds, nfds);
+	cc_map(c, rep->page_ids, npages, fds, nfds);
+	for (uint32_t i = 0; i < npages; i++)
+		ids[i] = rep->page_ids[i] & ~KVMM_PAGE_HELD;
+}
+
+/* Is page p of block b all zero (1), X's bytes (2), or neither (0)? */
+static int page_kind(struct cc *c, uint32_t id, uint32_t b, uint32_t p)
+{
+	const unsigned char *m = c->map[id];
+	bool zero = true, x = true;
+
+	for (size_t o = 0; o < CC_PAGE && (zero || x); o++) {
+		zero = zero && !m[o];
+		x = x && m[o] == cc_pat(TAG_X, b, p, o);
+	}
+	return zero ? 1 : x ? 2 : 0;
+}
+
+/* B: secret written and freed, then a plain open of X; says when sent. */
+static void uid_b(const char *sock, int ready_fd)
+{
+	struct kvmm_prefix_open_reply rep;
+	uint32_t pages[NB * CC_PPB], ids[NB * CC_PPB];
+	uint64_t h[NB];
+	struct cc c;
+	uint32_t seq;
+
+	cu_become(UID_B, UID_B);
+	cc_connect(&c, sock);
+	cc_region(&c);
+	seq = cc_seq_open(&c);
+	cc_extend(&c, seq, NB * CC_TPB, pages);
+	cc_fill(&c, pages, NB, TAG_SECRET);
+	cc_seq_close(&c, seq, pages, NB * CC_PPB);
+	hashes(0, h);
+	open_send(&c, h, 0);
+	t_assert_eq(write(ready_fd, "b", 1), 1);
+	open_recv(&c, &rep, ids);
+	t_assert_eq(rep.nr_blocks, NB);
+	cc_check(&c, ids, NB, TAG_X);
+	cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
+	cc_disconnect(&c);
+	_exit(0);
+}
+
+/* C: an early open of X, its pages read at once, then once loaded. */
+static void uid_c(const char *sock)
+{
+	struct kvmm_prefix_open_reply rep;
+	uint32_t ids[NB * CC_PPB];
+	int kinds[3] = { 0 };
+	uint64_t h[NB];
+	struct cc c;
+
+	cu_become(UID_C, UID_C);
+	cc_connect(&c, sock);
+	cc_region(&c);
+	hashes(0, h);
+	open_send(&c, h, KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_EARLY);
+	open_recv(&c, &rep, ids);
+	t_assert_eq(rep.nr_blocks, NB);
+	for (uint32_t b = 0; b < NB; b++)
+		for (uint32_t p = 0; p < CC_PPB; p++)
+			kinds[page_kind(&c, ids[b * CC_PPB + p], b, p)]++;
+	printf("uid %d: pages at the early reply: %d zero, %d X, %d other\n",
+	       UID_C, kinds[1], kinds[2], kinds[0]);
+	fflush(stdout);
+	if (kinds[0])
+		_exit(3); /* someone else's bytes */
+	/* the reloads land: X's bytes (SEQ_WAIT_READY's job; polled here) */
+	for (int i = 0; i < 100; i++) {
+		int x = 0;
+
+		for (uint32_t b = 0; b < NB; b++)
+			for (uint32_t p = 0; p < CC_PPB; p++)
+				x += page_kind(&c, ids[b * CC_PPB + p], b, p) ==
+				     2;
+		if (x == NB * CC_PPB)
+			break;
+		usleep(50000);
+	}
+	cc_check(&c, ids, NB, TAG_X);
+	cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
+	cc_disconnect(&c);
+	_exit(0);
+}
+
+int main(void)
+{
+	const char *args[] = { "--cache-block-pages",
+			       "4",
+			       "--cache-gpu-blocks",
+			       "2",
+			       "--host-mem",
+			       "4M",
+			       NULL };
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st0, st;
+	struct td_daemon d;
+	uint64_t h[NB];
+	pid_t pb, pc;
+	int pipefd[2];
+	char ch;
+
+	if (geteuid() != 0)
+		t_skip("needs root: processes of other uids");
+	cc_start_with_delay(&d, args, "KVMMD_TEST_RESTORE_DELAY_MS", DELAY_MS);
+	t_ok(chmod(d.dir, 0755));
+	t_ok(chmod(d.sock, 0777));
+	/* X then Y from uid A: X goes down to the host tier */
+	hashes(0, h);
+	cu_publish_as(d.sock, UID_A, UID_A, h, NB, TAG_X, NB);
+	hashes(1, h);
+	cu_publish_as(d.sock, UID_A, UID_A, h, NB, TAG_Y, NB);
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.tiers[1].used_blocks, NB);
+
+	t_ok(td_status(&d, &st0));
+	t_ok(pipe(pipefd));
+	pb = fork();
+	t_assert(pb >= 0);
+	if (pb == 0)
+		uid_b(d.sock, pipefd[1]);
+	t_assert_eq(read(pipefd[0], &ch, 1), 1);
+	usleep(100000); /* B's open has started the (slowed) restore */
+	pc = fork();
+	t_assert(pc >= 0);
+	if (pc == 0)
+		uid_c(d.sock);
+	t_assert_eq(cc_wait_child(pc), 0);
+	t_assert_eq(cc_wait_child(pb), 0);
+	t_ok(td_status(&d, &st));
+	printf("pages scrubbed: %llu before B's open, %llu after\n",
+	       (unsigned long long)st0.pages_scrubbed,
+	       (unsigned long long)st.pages_scrubbed);
+	/* B's secret pages went to the restore (the shared scope's) */
+	t_assert(st.pages_scrubbed >= st0.pages_scrubbed + NB * CC_PPB);
+	cc_stop(&d);
+	printf("a restore's pages reach another uid only zeroed\n");
+	return 0;
+}
