@@ -50,6 +50,12 @@ else
 	set_feature HAVE_LIBXXHASH 0; off "block hashing (libxxhash)" "libxxhash-dev not found"
 fi
 
+if try_link '#include <zlib.h>' '(void)zlibVersion()' -lz; then
+	set_feature HAVE_ZLIB 1; extra_libs="$extra_libs -lz"
+else
+	set_feature HAVE_ZLIB 0; off "gzip of the metrics endpoint (zlib)" "zlib1g-dev not found; scrapes get plain text"
+fi
+
 if try_link '#include <sys/sdt.h>' 'DTRACE_PROBE(kvmm, probe)' ''; then
 	set_feature HAVE_SDT 1
 else

@@ -15,7 +15,11 @@
  * loop turn serves every GET waiting, and the next waits until the loop
  * has run KD_METRICS_BUILD_GAP times as long as this one took (1% of the
  * loop at most).  Cache-Control: no-cache asks for a text built after the
- * request (tests use it to see what they just did).
+ * request (tests use it to see what they just did).  A scrape whose
+ * Accept-Encoding takes gzip (a Prometheus's does) gets the text
+ * compressed, made once per built text at the first such scrape and
+ * counted against the 1% like a build (metrics_gzip.c): the loop then
+ * copies a tenth of the bytes into each socket.
  *
  * A scrape connection is a small state machine, every fd non-blocking:
  *
@@ -59,6 +63,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache.h"
+#include "kvmm/kvmmd/metrics_gzip.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/metrics_text.h"
 
@@ -89,6 +94,11 @@ struct kd_mtext {
 	uint64_t built_ns; /* when its snapshot was taken */
 	size_t len;
 	char *data;
+	/* its gzip, made at the first scrape that takes it (mtext_gzip());
+	 * NULL before, or when that failed (gz_failed: plain text then) */
+	char *gz;
+	size_t gz_len;
+	bool gz_failed;
 };
 
 enum kd_mconn_state { KD_MC_READ, KD_MC_WAIT, KD_MC_WRITE, KD_MC_DRAIN };
@@ -106,6 +116,8 @@ struct kd_mconn {
 	char head[384];
 	size_t head_len;
 	struct kd_mtext *body;
+	bool gzip; /* the request's Accept-Encoding takes gzip */
+	bool body_gz; /* body is sent as its gzip */
 	size_t out_off; /* of head then body */
 	size_t drained;
 	bool linger; /* drain before closing (see DRAIN above) */
@@ -124,6 +136,7 @@ struct kd_metrics {
 	struct kd_timer build; /* builds for the connections in WAIT */
 	uint64_t next_build_ns; /* no build before this (the 1% rule) */
 	unsigned long long builds;
+	unsigned long long gzips; /* texts compressed */
 	unsigned long long evictions; /* see evictable() */
 };
 
@@ -131,6 +144,7 @@ static void mtext_put(struct kd_mtext *t)
 {
 	if (t && !--t->refs) {
 		free(t->data);
+		free(t->gz);
 		free(t);
 	}
 }
@@ -287,7 +301,12 @@ static void conn_drain(struct kd_mconn *c)
 
 static void conn_write(struct kd_mconn *c)
 {
-	size_t body_len = c->body ? c->body->len : 0;
+	const char *body = !c->body   ? NULL :
+			   c->body_gz ? c->body->gz :
+					c->body->data;
+	size_t body_len = !c->body   ? 0 :
+			  c->body_gz ? c->body->gz_len :
+				       c->body->len;
 
 	while (c->out_off < c->head_len + body_len) {
 		struct iovec iov[2];
@@ -302,7 +321,7 @@ static void conn_write(struct kd_mconn *c)
 		}
 		if (body_len) {
 			iov[msg.msg_iovlen].iov_base =
-				c->body->data + (off - c->head_len);
+				(char *)body + (off - c->head_len);
 			iov[msg.msg_iovlen++].iov_len =
 				body_len - (off - c->head_len);
 		}
@@ -357,6 +376,34 @@ static const char *reason(int code)
 }
 
 /*
+ * Give text its gzip, once: the first scrape that takes gzip pays for it
+ * (about a tenth of a build for the same text), and the next build waits
+ * KD_METRICS_BUILD_GAP times as long again, as it does for a build, so
+ * compressing stays within the endpoint's 1% of the loop.  A failure
+ * leaves the text plain for good.
+ */
+static void mtext_gzip(struct kd_metrics *m, struct kd_mtext *t)
+{
+	uint64_t t0, cost;
+
+	if (t->gz || t->gz_failed)
+		return;
+	t0 = kd_now_ns();
+	if (kd_gzip(t->data, t->len, &t->gz, &t->gz_len)) {
+		t->gz = NULL;
+		t->gz_failed = true;
+		return;
+	}
+	cost = kd_now_ns() - t0;
+	if (m->next_build_ns < t0 + cost * (1 + KD_METRICS_BUILD_GAP))
+		m->next_build_ns = t0 + cost * (1 + KD_METRICS_BUILD_GAP);
+	m->gzips++;
+	vmm_log(VMM_LOG_DEBUG,
+		"metrics: gzip %llu: %zu bytes to %zu in %llu us", m->gzips,
+		t->len, t->gz_len, (unsigned long long)cost / 1000);
+}
+
+/*
  * Queue the reply and write what the socket takes.  A 200 carries text:
  * its length, and for a GET its bytes; a HEAD with no text (none built
  * recently enough, see reply_metrics()) leaves Content-Length out, which
@@ -368,22 +415,39 @@ static void conn_reply(struct kd_mconn *c, int code, struct kd_mtext *text,
 {
 	char body[64] = "", length[40] = "";
 	const char *type = KD_METRICS_CONTENT_TYPE;
+	bool gz = false;
 	int n;
 
 	if (code != 200) {
 		snprintf(body, sizeof(body), "%d %s\n", code, reason(code));
 		type = "text/plain; charset=utf-8";
 		text = NULL;
+	} else if (c->gzip) {
+		/* a HEAD compresses nothing: it says gzip, with the length
+		 * only when the text has its gzip already */
+		if (text && !head_only)
+			mtext_gzip(c->m, text);
+		gz = text ? text->gz != NULL : HAVE_ZLIB;
+		if (text && !text->gz && head_only && !text->gz_failed &&
+		    HAVE_ZLIB) {
+			gz = true;
+			text = NULL;
+		}
 	}
 	if (code != 200 || text)
 		snprintf(length, sizeof(length), "Content-Length: %zu\r\n",
-			 text ? text->len : strlen(body));
+			 !text ? strlen(body) :
+			 gz    ? text->gz_len :
+				 text->len);
 	if (head_only)
 		body[0] = '\0';
+	/* a 200 differs by Accept-Encoding: caches must know */
 	n = snprintf(c->head, sizeof(c->head),
 		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-		     "%s%sConnection: close\r\n\r\n%s",
+		     "%s%s%s%sConnection: close\r\n\r\n%s",
 		     code, reason(code), type, length,
+		     gz ? "Content-Encoding: gzip\r\n" : "",
+		     code == 200 ? "Vary: Accept-Encoding\r\n" : "",
 		     code == 405 ? "Allow: GET, HEAD\r\n" : "", body);
 	if (n < 0 || (size_t)n >= sizeof(c->head)) {
 		conn_close(c); /* cannot happen: the longest is ~200 bytes */
@@ -395,6 +459,7 @@ static void conn_reply(struct kd_mconn *c, int code, struct kd_mtext *text,
 	if (text && !head_only) {
 		text->refs++;
 		c->body = text;
+		c->body_gz = gz;
 	}
 	c->out_off = 0;
 	c->state = KD_MC_WRITE;
@@ -447,7 +512,7 @@ static int metrics_build(struct kd_metrics *m)
 		err = -EIO;
 	if (err)
 		goto out;
-	t = malloc(sizeof(*t));
+	t = calloc(1, sizeof(*t));
 	if (!t) {
 		err = -ENOMEM;
 		goto out;
@@ -622,6 +687,9 @@ static void conn_request(struct kd_mconn *c, size_t start, size_t end)
 			goto bad;
 		if (colon && asks_no_cache(h, colon))
 			fresh = true;
+		if (colon && colon - h == 15 &&
+		    !strncasecmp(h, "Accept-Encoding", 15))
+			c->gzip = kd_accepts_gzip(colon + 1);
 		if (!next)
 			break;
 		h = next + 1;
