@@ -31,7 +31,9 @@ struct kvmm_access_rec;
 
 struct kc_page {
 	vmm_handle_t handle;
-	uint32_t refs; /* 0: not mapped (imported only when staged) */
+	/* mappings in this process, plus one per slot of a deferred block
+	 * (defer.c); 0: neither (imported only when staged) */
+	uint32_t refs;
 	/* imported from the reply being received, not mapped yet
 	 * (import.c); only while sock_lock is held for that reply */
 	bool staged;
@@ -46,6 +48,12 @@ struct kc_seq {
 	 * than the one mapped there (UINT32_MAX: none) */
 	uint32_t replaced;
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
+	/* defer.c: pages the map-ahead thread got for blocks whose
+	 * revocation is still pending, mapped when it is applied; NULL
+	 * (none yet) or max_blocks entries, each NULL or pages_per_block
+	 * ids holding a ref each */
+	uint32_t **deferred;
+	uint32_t nr_deferred; /* blocks in deferred[] */
 	/* Content hashes of blocks [0, nr_hashes) seen in prefix opens and
 	 * publishes (0 = unknown), for the step access probe (access.c). */
 	uint64_t *hashes;
@@ -94,6 +102,10 @@ struct kvmm_conn {
 	struct kvmm_region *regions;
 	struct kc_page *pages; /* indexed by page id, pages_total */
 	uint64_t nr_pages;
+
+	/* deferred blocks of every sequence (lock; read without it as a
+	 * hint by the step boundaries) */
+	uint32_t nr_deferred;
 
 	/* map-ahead thread */
 	uint32_t map_ahead;
@@ -149,9 +161,24 @@ bool kc_revocations_pending(struct kvmm_conn *c);
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out);
 const char *kc_default_socket(void);
 
-/* region.c: fetch pages for blocks up to want (sock_lock held). */
+/*
+ * region.c: fetch pages for blocks up to want (sock_lock held).  From the
+ * engine's own extend (background false) fresh pages for blocks revoked
+ * since the last boundary replace the old ones at once and the length is
+ * cut before them.  From the map-ahead thread (background true) nothing
+ * below what is mapped changes: such blocks are deferred (defer.c) to the
+ * next boundary, as the revocation they answer is.
+ */
 int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
-	     uint32_t want);
+	     uint32_t want, bool background);
+uint64_t kc_slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
+		    uint32_t i);
+/* Drop one ref of page id, releasing its handle at the last; lock held. */
+void kc_page_unref(struct kvmm_conn *c, uint32_t id);
+/* Read-write access for the mapped pages of blocks [first, first + n) of
+ * slot i; a page that cannot be opened is unmapped.  lock held. */
+int kc_open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
+		   uint32_t n, uint32_t i);
 /* Unmap one page slot; lock held. */
 void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
 		   uint32_t i);
@@ -207,6 +234,22 @@ void kc_seq_hashes_trim(struct kc_seq *q, uint32_t from);
 /* Fire kvmm:access (and the shm counters) for the open sequences' known
  * blocks; called by kvmm_step_end() when some reader wants it. */
 void kc_step_access(struct kvmm_conn *c);
+
+/*
+ * defer.c (lock held): does this reply block put other pages where block b
+ * is mapped (a revocation of b is pending)?  Keep its pages aside, one ref
+ * each; drop the pages kept for b; drop the kept page a revocation entry
+ * names (true when it was one); map every kept block once the revocations
+ * are applied (sock_lock held too), cutting the length before the first.
+ */
+bool kc_block_replaces(struct kvmm_region *r, struct kc_seq *q, uint32_t b,
+		       const uint32_t *ids);
+int kc_defer_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		   const uint32_t *ids);
+void kc_deferred_drop(struct kvmm_region *r, uint32_t seq, uint32_t b);
+bool kc_deferred_revoke(struct kvmm_region *r, uint32_t seq, uint32_t b,
+			uint32_t page_id);
+void kc_deferred_apply(struct kvmm_conn *c);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

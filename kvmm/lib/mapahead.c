@@ -79,8 +79,8 @@ static void *mapahead_main(void *arg)
 			if (go)
 				before = t[i].r->seqs[t[i].seq].backed;
 			pthread_mutex_unlock(&c->lock);
-			if (go &&
-			    kc_fetch(t[i].r, t[i].seq, 0, t[i].want) == 0) {
+			if (go && kc_fetch(t[i].r, t[i].seq, 0, t[i].want,
+					   true) == 0) {
 				/* what this fetch mapped, in blocks; a
 				 * revocation may have cut the sequence since */
 				uint32_t now;

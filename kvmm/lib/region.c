@@ -21,8 +21,8 @@
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
 
-static uint64_t slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
-			uint32_t i)
+uint64_t kc_slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
+		    uint32_t i)
 {
 	uint64_t base = (i & 1) ? r->v_base[i / 2] : r->k_base[i / 2];
 
@@ -30,8 +30,7 @@ static uint64_t slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
 	       (uint64_t)block * r->conn->page_size;
 }
 
-/* Drop one mapping of page id (lock held). */
-static void page_unref(struct kvmm_conn *c, uint32_t id)
+void kc_page_unref(struct kvmm_conn *c, uint32_t id)
 {
 	struct kc_page *p = &c->pages[id];
 
@@ -47,8 +46,8 @@ void kc_unmap_slot(struct kvmm_region *r, uint32_t seq, uint32_t block,
 
 	if (!ids || ids[i] == KC_NO_PAGE)
 		return;
-	c->backend->ops->unmap(c->backend, slot_va(r, seq, block, i));
-	page_unref(c, ids[i]);
+	c->backend->ops->unmap(c->backend, kc_slot_va(r, seq, block, i));
+	kc_page_unref(c, ids[i]);
 	ids[i] = KC_NO_PAGE;
 }
 
@@ -57,6 +56,7 @@ void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from)
 	struct kc_seq *q = &r->seqs[seq];
 
 	for (uint32_t b = from; b < r->max_blocks; b++) {
+		kc_deferred_drop(r, seq, b);
 		if (!q->block_pages[b])
 			continue;
 		for (uint32_t i = 0; i < r->pages_per_block; i++)
@@ -74,6 +74,7 @@ static void seq_free(struct kvmm_region *r, uint32_t seq)
 
 	kc_unmap_blocks(r, seq, 0);
 	free(q->block_pages);
+	free(q->deferred);
 	free(q->hashes);
 	memset(q, 0, sizeof(*q));
 }
@@ -313,10 +314,10 @@ static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 			c->st.pages_revoked++;
 		}
 		p->refs++;
-		err = c->backend->ops->map(c->backend, slot_va(r, seq, b, i),
+		err = c->backend->ops->map(c->backend, kc_slot_va(r, seq, b, i),
 					   p->handle);
 		if (err) {
-			page_unref(c, id);
+			kc_page_unref(c, id);
 			return err;
 		}
 		slots[i] = id;
@@ -336,8 +337,8 @@ static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
  * call fails, each page is tried alone and a page that cannot be opened
  * is unmapped (lock held).
  */
-static int open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
-		       uint32_t n, uint32_t i)
+int kc_open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
+		   uint32_t n, uint32_t i)
 {
 	struct kvmm_conn *c = r->conn;
 	struct vmm_backend *be = c->backend;
@@ -355,13 +356,13 @@ static int open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
 			b++;
 			continue;
 		}
-		if (be->ops->set_access(be, slot_va(r, seq, b, i),
+		if (be->ops->set_access(be, kc_slot_va(r, seq, b, i),
 					(size_t)(e - b) * c->page_size,
 					VMM_PROT_RW)) {
 			for (uint32_t k = b; k < e; k++) {
 				int r2 = be->ops->set_access(
-					be, slot_va(r, seq, k, i), c->page_size,
-					VMM_PROT_RW);
+					be, kc_slot_va(r, seq, k, i),
+					c->page_size, VMM_PROT_RW);
 
 				if (r2) {
 					kc_unmap_slot(r, seq, k, i);
@@ -386,7 +387,7 @@ int kc_map_blocks(struct kvmm_region *r, uint32_t seq, uint32_t first,
 				ids + (size_t)k * r->pages_per_block);
 	/* what did get mapped, up to and with a failed block's first pages */
 	for (uint32_t i = 0; i < r->pages_per_block; i++) {
-		err2 = open_access(r, seq, first, k, i);
+		err2 = kc_open_access(r, seq, first, k, i);
 		if (!err)
 			err = err2;
 	}
@@ -422,6 +423,39 @@ bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b)
 	return true;
 }
 
+/*
+ * Map a reply of the map-ahead thread, which runs while the engine's step
+ * may read the sequence: a block the reply backs again with fresh pages
+ * (revoked after we last looked, the revocation still in our ring) keeps
+ * its old pages until that revocation is applied at a boundary; its new
+ * ones wait in q->deferred.  Blocks past what is mapped are mapped now
+ * (lock held).
+ */
+static int map_background(struct kvmm_region *r, uint32_t seq,
+			  const struct kvmm_seq_extend_reply *rep)
+{
+	struct kc_seq *q = &r->seqs[seq];
+	uint32_t first = rep->first_block, end = first + rep->nr_blocks;
+	int err = 0;
+
+#define REPLY_IDS(b) (rep->page_ids + (size_t)((b)-first) * r->pages_per_block)
+	for (uint32_t b = first; !err && b < end;) {
+		uint32_t e = b;
+
+		if (kc_block_replaces(r, q, b, REPLY_IDS(b))) {
+			err = kc_defer_block(r, seq, b, REPLY_IDS(b));
+			b++;
+			continue;
+		}
+		while (e < end && !kc_block_replaces(r, q, e, REPLY_IDS(e)))
+			kc_deferred_drop(r, seq, e++);
+		err = kc_map_blocks(r, seq, b, e - b, REPLY_IDS(b));
+		b = e;
+	}
+#undef REPLY_IDS
+	return err;
+}
+
 /* kc_import check() of a SEQ_EXTEND reply; arg is the region. */
 static int extend_check(struct kc_import *im, const void *body, size_t len)
 {
@@ -441,7 +475,7 @@ static int extend_check(struct kc_import *im, const void *body, size_t len)
 }
 
 int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
-	     uint32_t want)
+	     uint32_t want, bool background)
 {
 	struct kvmm_conn *c = r->conn;
 	struct kvmm_seq_extend ex = { .size = sizeof(ex) };
@@ -474,8 +508,15 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		err = -ENOENT;
 	} else {
 		q->replaced = UINT32_MAX;
-		err = kc_map_blocks(r, seq, rep->first_block, rep->nr_blocks,
-				    rep->page_ids);
+		if (background) {
+			err = map_background(r, seq, rep);
+		} else {
+			/* the reply is newer than pages kept for its blocks */
+			for (uint32_t k = 0; k < rep->nr_blocks; k++)
+				kc_deferred_drop(r, seq, rep->first_block + k);
+			err = kc_map_blocks(r, seq, rep->first_block,
+					    rep->nr_blocks, rep->page_ids);
+		}
 		/*
 		 * A failed reply unmapped its blocks whole, also one below
 		 * q->backed that it backed again (revoked, the revocation
@@ -569,7 +610,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	c->st.extend_waits++;
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sock_lock);
-	err = kc_fetch(r, seq, new_len, need + c->map_ahead);
+	err = kc_fetch(r, seq, new_len, need + c->map_ahead, false);
 	if (!err) {
 		/* The daemon sends only blocks it had not backed: those an
 		 * earlier failed reply gave stay unmapped here until the

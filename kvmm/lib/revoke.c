@@ -7,8 +7,10 @@
  * every entry before it has been applied.  Applying an entry unmaps the
  * page at the place the daemon named (region, sequence and its opening,
  * block), nowhere when that place let it go already, and marks the
- * sequence as mapped only up to that block.  Revocations are applied at step boundaries
- * (no kernel of ours reads the pages then) or on request.
+ * sequence as mapped only up to that block.  Revocations are applied at
+ * step boundaries (no kernel of ours reads the pages then) or on request;
+ * so are the fresh pages the map-ahead thread got for revoked blocks
+ * meanwhile (defer.c), which it must not map under a running step.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -57,6 +59,11 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 				return 1;
 			}
 		}
+		/* fresh pages the map-ahead thread kept for the block,
+		 * revoked in turn before they were mapped */
+		if (q->open && (!e->seq_gen || q->gen == e->seq_gen) &&
+		    kc_deferred_revoke(r, e->seq_id, e->block, e->page_id))
+			return 1;
 	}
 	if (e->seq_gen)
 		return 0;
@@ -116,6 +123,10 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 	}
 	c->st.pages_revoked += pages;
 	more = kr_load_acquire(c->r.rq.tail) != c->rq_head;
+	/* Pages kept for revoked blocks go in once every revocation before
+	 * them is applied: one still in the ring may name them. */
+	if (!more)
+		kc_deferred_apply(c);
 	pthread_mutex_unlock(&c->lock);
 	if (more) {
 		/* 64 requests a call: the eventfd was cleared above, so a
@@ -137,13 +148,25 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 	return err ? err : pages;
 }
 
+/*
+ * Revocations in the ring, or pages kept for revoked blocks.  The daemon
+ * posts a revocation before it detaches the blocks, so kept pages come
+ * with entries in the ring; the count (read without the lock) covers a
+ * call that left them because more requests were waiting.
+ */
+static bool boundary_work(struct kvmm_conn *c)
+{
+	return kc_revocations_pending(c) ||
+	       __atomic_load_n(&c->nr_deferred, __ATOMIC_RELAXED);
+}
+
 int kvmm_step_begin(struct kvmm_conn *c)
 {
 	int err;
 
 	if (!c || !c->ring_mem)
 		return -EINVAL;
-	if (kc_revocations_pending(c)) {
+	if (boundary_work(c)) {
 		err = kvmm_process_revocations(c);
 		if (err < 0)
 			return err;
@@ -163,7 +186,7 @@ int kvmm_step_end(struct kvmm_conn *c)
 	err = kc_ring_cmd(c, KVMM_CMD_STEP_END, 0, 0, 0, NULL);
 	if (err)
 		return err;
-	if (kc_revocations_pending(c)) {
+	if (boundary_work(c)) {
 		err = kvmm_process_revocations(c);
 		if (err < 0)
 			return err;

@@ -17,6 +17,11 @@
  * connection (other sequences' too), then maps fresh pages.  An engine
  * that extends while kernels may still read its KV should therefore
  * extend before launching the step's kernels, as a decoder does.
+ * libkvmm's own map-ahead thread (map_ahead_blocks) only adds blocks past
+ * those mapped: fresh pages it gets for blocks revoked meanwhile are kept
+ * aside and mapped where the revocation is applied, so between
+ * kvmm_step_begin() and kvmm_step_end() no mapping and no length changes
+ * but by the engine's own calls.
  */
 #ifndef KVMM_KVMM_H
 #define KVMM_KVMM_H

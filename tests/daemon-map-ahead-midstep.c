@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 30
+ * Nothing a step may read changes between kvmm_step_begin() and
+ * kvmm_step_end(), even when libkvmm's map-ahead thread fetches for the
+ * sequence during the step after the daemon revoked its blocks.
+ *
+ * The daemon detaches revoked blocks at once and answers the thread's
+ * SEQ_EXTEND with fresh pages for them, while the revocation waits in the
+ * client's ring for the next boundary.  The thread used to map those
+ * pages in place and cut the sequence's length mid-step (a forward pass
+ * then read fresh pages: a wrong token).  Now it keeps them until the
+ * boundary: during the step block 0 keeps its page and contents and the
+ * length stays; at step_end the revocation is applied, the kept pages
+ * are mapped and the length is cut to the first revoked block.
+ *
+ * The interleaving is forced: the test holds the connection's socket
+ * lock, so the thread (kicked by an extend inside the step) reaches the
+ * daemon only after the admin's revocation.  A second round revokes the
+ * kept pages too before the boundary: they are dropped, never mapped.
+ * Either way the client's page refs and the daemon's holds agree.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
+#define PPB 4 /* 2 layers, K and V */
+#define BLOCK 65536
+
+static struct td_daemon d;
+static uint32_t session_id;
+
+static uint64_t held(struct kvmm_conn *c)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+
+	t_ok(kvmm_get_stats(c, &ks));
+	return ks.pages_held;
+}
+
+/* Page refs libkvmm holds: one per mapping, and one per kept page. */
+static uint64_t client_refs(struct kvmm_conn *c)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (uint64_t i = 0; i < c->nr_pages; i++)
+		n += c->pages[i].refs;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+static uint32_t backed(struct kvmm_region *r, uint32_t seq)
+{
+	uint32_t b;
+
+	pthread_mutex_lock(&r->conn->lock);
+	b = r->seqs[seq].backed;
+	pthread_mutex_unlock(&r->conn->lock);
+	return b;
+}
+
+/* Through another connection: the client's socket lock may be held. */
+static void revoke_from_0(struct kvmm_region *r, uint32_t seq)
+{
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	struct kvmm_conn *ac;
+
+	a.session_id = session_id;
+	a.region_id = r->id;
+	a.seq_id = seq;
+	a.first_block = 0;
+	t_ok(kc_connect_admin(d.sock, &ac));
+	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(ac);
+}
+
+/* One step during which the map-ahead thread meets a revocation of
+ * blocks 0 and 1; with again, the pages it kept are revoked too. */
+static void step_round(struct kvmm_conn *c, struct kvmm_region *r, bool again)
+{
+	uint32_t before[PPB], now[PPB], seq;
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_status_reply st;
+	uint64_t revoked0;
+	unsigned char *k0;
+	int tries;
+
+	t_ok(kvmm_get_stats(c, &ks));
+	revoked0 = ks.pages_revoked;
+	t_ok(kvmm_seq_open(r, &seq));
+	t_ok(kvmm_seq_extend(r, seq, TPB)); /* blocks 0 and 1 (1 ahead) */
+	t_assert_eq(backed(r, seq), 2);
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	memset(k0, 0x5a, BLOCK);
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, before, PPB), PPB);
+
+	t_ok(kvmm_step_begin(c));
+	pthread_mutex_lock(&c->sock_lock); /* the thread waits for it */
+	t_ok(kvmm_seq_extend(r, seq, TPB + 1)); /* the ring; kicks it */
+	revoke_from_0(r, seq);
+	pthread_mutex_unlock(&c->sock_lock);
+	for (tries = 0; tries < 5000 && backed(r, seq) < 3; tries++)
+		usleep(1000);
+	t_assert_eq(backed(r, seq), 3); /* the thread mapped block 2 */
+	if (again)
+		revoke_from_0(r,
+			      seq); /* the pages it kept for 0 and 1 as well */
+	/* the forward pass reads blocks 0 and 1 as they were */
+	t_assert_eq(kvmm_seq_len(r, seq), TPB + 1);
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, now, PPB), PPB);
+	t_assert(!memcmp(now, before, sizeof(now)));
+	t_assert_eq(k0[0], 0x5a);
+	t_assert_eq(k0[BLOCK - 1], 0x5a);
+	t_ok(kvmm_step_end(c));
+
+	/* applied at the boundary: block 0 on is lost */
+	t_assert_eq(kvmm_seq_len(r, seq), 0);
+	t_ok(kvmm_get_stats(c, &ks));
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_revoking, 0);
+	if (again) {
+		/* blocks 0-1 twice, block 2 once; nothing kept is mapped */
+		t_assert_eq(ks.pages_revoked - revoked0, 5 * PPB);
+		t_assert_eq(backed(r, seq), 0);
+		t_assert_eq(held(c), 0);
+	} else {
+		t_assert_eq(ks.pages_revoked - revoked0, 2 * PPB);
+		t_assert_eq(backed(r, seq), 3); /* kept pages mapped */
+		t_assert_eq(kvmm_seq_block_pages(r, seq, 0, now, PPB), PPB);
+		for (int i = 0; i < PPB; i++)
+			t_assert(now[i] != before[i]);
+		t_assert_eq(held(c), 3 * PPB);
+	}
+	t_assert_eq(client_refs(c), held(c));
+	/* growing again: no loss, nothing kept left over */
+	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
+	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
+	t_assert_eq(c->nr_deferred, 0);
+	t_ok(kvmm_seq_close(r, seq));
+	t_assert_eq(held(c), 0);
+	t_assert_eq(client_refs(c), 0);
+}
+
+int main(void)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = "midstep" }; /* 1 ahead */
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = 2,
+				       .kv_heads = 2,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 4,
+				       .max_tokens = 8 * TPB };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_status_reply st;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	int err;
+
+	err = td_start(&d, NULL);
+	if (err)
+		t_fail("kvmmd did not start: %d", err);
+	co.socket_path = d.sock;
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &r));
+	t_ok(kvmm_get_stats(c, &ks));
+	session_id = ks.session_id;
+	step_round(c, r, false);
+	step_round(c, r, true);
+	kvmm_disconnect(c);
+	t_ok(td_wait_idle(&d, 2000, &st));
+	err = td_stop(&d);
+	if (err) {
+		td_dump_log(&d);
+		t_fail("kvmmd stop: %d", err);
+	}
+	return T_PASS;
+}
