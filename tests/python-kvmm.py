@@ -13,6 +13,10 @@ Run by the tests/python-*.sh wrappers, one case each:
   python-kvmm.py stats    kvmm_get_stats() values after known operations
   python-kvmm.py revoke   an admin revocation: poll_fd readable,
                           process_revocations() count, views released
+  python-kvmm.py viewrace a revocation another thread applies while
+                          k_view() is being made (forced by hooks) leaves
+                          no view over unmapped memory: it is released
+                          (ValueError) or covers what is still backed
   python-kvmm.py example  the example of Documentation/python.md runs and
                           prints what the document says
   python-kvmm.py hash     hash_seed/block_hash/hash_chain give the golden
@@ -39,6 +43,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SRC = os.environ.get("KVMM_SRC") or os.path.dirname(
@@ -642,6 +647,73 @@ def case_revoke():
         d.wait_idle()
 
 
+def case_viewrace():
+    with Daemon() as d:
+        c = kvmm.Connection(d.sock, "py-viewrace", map_ahead_blocks=0)
+        r = c.region(**REGION)  # the daemon's first region: id 1
+        s = r.open_seq()
+        s.extend(3 * TPB)
+        h = r._h
+
+        def revoke_in_thread(seq):
+            # the admin revokes the whole sequence; another thread applies
+            # it (libkvmm unmaps, then the binding revalidates its views)
+            d.ctl("revoke", str(c.session_id), "1", str(seq), "0")
+            t = threading.Thread(target=c.process_revocations)
+            t.start()
+            for _ in range(10000):
+                if kvmm._c.seq_len(h, seq) == 0:  # unmapped by libkvmm
+                    break
+                time.sleep(0.001)
+            check_eq(kvmm._c.seq_len(h, seq), 0, "revocation applied")
+            return t
+
+        # 1. Right after k_view() read the length: the applying thread's
+        # revalidation must come after the view is registered and release
+        # it.  (It used to run first, find no view and return: the view
+        # was handed out over unmapped memory, and v[0] was SIGSEGV.)
+        orig_len = kvmm.Region.seq_len
+        threads = []
+
+        def len_hook(self, seq):
+            n = orig_len(self, seq)
+            kvmm.Region.seq_len = orig_len
+            t = revoke_in_thread(seq)
+            t.join(0.5)  # done unless it waits for the view lock
+            threads.append(t)
+            return n  # the length before the revocation
+
+        kvmm.Region.seq_len = len_hook
+        try:
+            v = s.k_view(0)
+        finally:
+            kvmm.Region.seq_len = orig_len
+        threads[0].join()
+        check_eq(len(s), 0, "length after the revocation")
+        raises(ValueError, None, v.__getitem__, 0)
+
+        # 2. Between the pointer and the length (the reviewer's hook):
+        # the view covers the new length, nothing
+        s.extend(3 * TPB)
+        orig_k = kvmm.Region.k_ptr
+
+        def ptr_hook(self, seq, layer):
+            p = orig_k(self, seq, layer)
+            revoke_in_thread(seq).join()
+            return p
+
+        kvmm.Region.k_ptr = ptr_hook
+        try:
+            v = s.k_view(0)
+        finally:
+            kvmm.Region.k_ptr = orig_k
+        check_eq(v.nbytes, 0, "a view of what is backed: nothing")
+        raises(IndexError, None, v.__getitem__, 0)
+        s.close()
+        c.close()
+        d.wait_idle()
+
+
 # ---- hash ------------------------------------------------------------------
 
 # tests/hash-golden.c and Documentation/abi.md
@@ -832,7 +904,7 @@ def case_example():
 
 CASES = {"example": case_example, "share": case_share, "errors": case_errors,
          "layout": case_layout, "stats": case_stats, "revoke": case_revoke,
-         "hash": case_hash}
+         "viewrace": case_viewrace, "hash": case_hash}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":

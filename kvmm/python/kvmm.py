@@ -854,20 +854,28 @@ class Region:
                             "the %s backend's pointers are device addresses:"
                             " use %s_ptr() with torch or cupy"
                             % (self.conn.backend, which))
-        length = self.seq_len(seq)
-        if tokens is None:
-            tokens = length
-        tokens = _u32_arg("tokens", tokens)
-        if tokens > length:
-            raise ValueError("tokens=%d is past the sequence's length %d "
-                             "(extend it first)" % (tokens, length))
+        if tokens is not None:
+            tokens = _u32_arg("tokens", tokens)
+        # the address never changes: taken before the lock
         if which == "k":
             p = self.k_ptr(seq, layer)
         else:
             p = self.v_ptr(seq, layer)
-        n = tokens * self.token_bytes
-        mv = memoryview((ctypes.c_ubyte * n).from_address(p)).cast("B")
+        # The length is read and the view registered under one hold of
+        # _views_lock: a revocation another thread applies in between
+        # revalidates after it (it takes the lock), so it finds this view
+        # and releases it.  Read before the lock, a revocation applied
+        # there checked the views already registered and left this one
+        # over unmapped memory.
         with self._views_lock:
+            length = self.seq_len(seq)
+            if tokens is None:
+                tokens = length
+            if tokens > length:
+                raise ValueError("tokens=%d is past the sequence's length "
+                                 "%d (extend it first)" % (tokens, length))
+            n = tokens * self.token_bytes
+            mv = memoryview((ctypes.c_ubyte * n).from_address(p)).cast("B")
             ent = self._views.setdefault(seq, [0, []])
             # views nobody but this list holds are gone: forget them
             # (2: the list's reference and getrefcount's argument)
@@ -909,8 +917,10 @@ class Region:
         """Release the views (of sequence only, or all) that reach past
         their sequence's length now: closed, truncated, revoked."""
         h = self._h
-        if h is None or not self._views:
+        if h is None:
             return
+        # _views is looked at under the lock only: a view being made
+        # (_view) is registered before the lock is free
         with self._views_lock:
             for seq in [only] if only is not None else list(self._views):
                 if seq in self._views:
