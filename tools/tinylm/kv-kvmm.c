@@ -340,10 +340,30 @@ static int kvmm_kv_wait_ready(struct tlm_kv *kv, int slot, int upto_block,
 			      const int **failed)
 {
 	struct kv_kvmm *k = to_kvmm(kv);
-	int n = kvmm_seq_wait_ready(k->region, (uint32_t)slot,
-				    (uint32_t)upto_block, 0, k->failed32,
-				    (uint32_t)k->max_blocks, NULL);
+	int n, len;
 
+	for (int tries = 0;; tries++) {
+		n = kvmm_seq_wait_ready(k->region, (uint32_t)slot,
+					(uint32_t)upto_block, 0, k->failed32,
+					(uint32_t)k->max_blocks, NULL);
+		if (n != -ERANGE || tries == 1000)
+			break;
+		/*
+		 * A block below upto_block has no pages: revoked after the
+		 * early reply (kvmmd posts a revocation before it detaches
+		 * the blocks, so it is in our ring).  Apply it, as a step
+		 * boundary would: the length is cut to the first revoked
+		 * block, the engine's next step() sees fewer tokens backed
+		 * and recomputes from there.  Only the blocks still backed
+		 * are waited for.
+		 */
+		n = kvmm_process_revocations(k->conn);
+		if (n < 0)
+			return n;
+		len = observe(k, slot);
+		if (k->tpb && len / k->tpb < upto_block)
+			upto_block = len / k->tpb;
+	}
 	if (n < 0)
 		return n;
 	if (n > k->max_blocks)

@@ -145,6 +145,9 @@ struct tlm_kv_ops {
 	 * blocks below upto_block are loaded.  Returns how many of them
 	 * failed to load (*failed: their numbers, ascending; they are to be
 	 * recomputed like the plan's blocks), or -errno.  NULL: not early.
+	 * Blocks taken back meanwhile (revocation) are not waited for: the
+	 * cache applies the revocation, backed() then reports fewer tokens
+	 * and the engine's next step recomputes them.
 	 */
 	int (*wait_ready)(struct tlm_kv *kv, int slot, int upto_block,
 			  const int **failed);

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timeout: 120
+ * A revocation that reaches an early prefix open (KVMM_PREFIX_OPEN_EARLY)
+ * before the engine waited for its reloads does not fail the turn:
+ * kvmm_seq_wait_ready() answers -ERANGE for blocks that have no pages any
+ * more, and tinylm applies the revocation, waits only for the blocks
+ * still backed and recomputes the rest, printing bitwise the tokens and
+ * logit checksums of the private-memory reference.  (It used to fail the
+ * turn: "waiting for reloads: Numerical result out of range".)
+ *
+ * tinylm --prefix-segments against a real kvmmd whose lru cache leaves
+ * holes before host blocks (as tests/tinylm-prefix-early.sh); right after
+ * each early open the admin revokes the new sequence from block 1 on.
+ */
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+#include "tools/tinylm/engine.c"
+#include "tools/tinylm/kv-kvmm.c"
+#include "tools/tinylm/kv-private.c"
+#include "tools/tinylm/model.c"
+#include "tools/tinylm/workload.c"
+
+static struct td_daemon d;
+static struct tlm_kv_ops revoking_ops;
+static int (*real_open)(struct tlm_kv *kv, const int *tokens, int ntokens,
+			struct tlm_restore *r);
+static int injected;
+
+/* The open, then (early, two blocks or more) a revocation from block 1. */
+static int open_then_revoke(struct tlm_kv *kv, const int *tokens, int ntokens,
+			    struct tlm_restore *r)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	struct kv_kvmm *k = to_kvmm(kv);
+	struct kvmm_conn *ac;
+	int ret = real_open(kv, tokens, ntokens, r);
+
+	if (ret || !r->early || r->cached < 2 * r->tokens_per_block)
+		return ret;
+	t_ok(kvmm_get_stats(k->conn, &ks));
+	a.session_id = ks.session_id;
+	a.region_id = k->region->id;
+	a.seq_id = (uint32_t)r->slot;
+	a.first_block = 1;
+	t_ok(kc_connect_admin(d.sock, &ac));
+	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(ac);
+	injected++;
+	return 0;
+}
+
+static char *run(const struct tlm_model *m,
+		 const struct tlm_workload_params *wl, bool kvmm,
+		 struct tlm_engine_stats *st)
+{
+	struct tlm_engine_opts o = { .size = sizeof(o),
+				     .model = m,
+				     .chunk = 16,
+				     .max_seqs = 4,
+				     .max_tokens = tlm_workload_max_tokens(wl),
+				     .kv_kind = kvmm ? "kvmm" : "private",
+				     .socket_path = d.sock,
+				     .prefix_segments = kvmm,
+				     .prefix_early = kvmm,
+				     .quiet = false };
+	struct tlm_engine *e;
+	char *text = NULL, err[256];
+	size_t len = 0;
+
+	o.out = open_memstream(&text, &len);
+	t_assert(o.out);
+	if (tlm_engine_create(&o, &e, err, sizeof(err)))
+		t_fail("engine: %s", err);
+	if (kvmm) {
+		revoking_ops = *e->kv->ops;
+		real_open = revoking_ops.seq_open;
+		revoking_ops.seq_open = open_then_revoke;
+		e->kv->ops = &revoking_ops;
+	}
+	if (tlm_engine_run_workload(e, wl, 0, 1))
+		t_fail("workload: %s", tlm_engine_error(e));
+	*st = *tlm_engine_stats(e);
+	tlm_engine_destroy(e);
+	fclose(o.out);
+	return text;
+}
+
+int main(void)
+{
+	static const char *const extra[] = { "--page-size",
+					     "4096",
+					     "--gpu-mem",
+					     "1M",
+					     "--cache-policy",
+					     "lru",
+					     "--cache-gpu-blocks",
+					     "6",
+					     "--host-mem",
+					     "48K",
+					     NULL };
+	struct tlm_config cfg = { .dim = 64,
+				  .hidden_dim = 128,
+				  .n_layers = 2,
+				  .n_heads = 4,
+				  .n_kv_heads = 2,
+				  .vocab_size = 300,
+				  .seq_len = 512 };
+	struct tlm_workload_params wl;
+	struct tlm_engine_stats ref, got;
+	struct tlm_model m;
+	int err;
+
+	tlm_workload_default(&wl);
+	wl.conversations = 8;
+	wl.turns = 4;
+	wl.system_prompts = 2;
+	wl.system_tokens = 128;
+	wl.user_tokens = 16;
+	wl.gen_tokens = 8;
+	wl.vocab = cfg.vocab_size;
+	t_ok(tlm_model_generate(&m, &cfg, false, 5));
+
+	/* reloads still running when the engine first waits */
+	setenv("KVMMD_TEST_RESTORE_DELAY_MS", "20", 1);
+	err = td_start(&d, extra);
+	if (err)
+		t_fail("kvmmd did not start: %d", err);
+	char *a = run(&m, &wl, false, &ref);
+	char *b = run(&m, &wl, true, &got);
+	if (strcmp(a, b))
+		t_fail("tokens or logit checksums differ:\n%s\n---\n%s", a, b);
+	printf("%d early opens revoked; %ld revocations seen, %ld tokens "
+	       "recomputed after them\n",
+	       injected, got.revocations_seen, got.revoked_tokens_recomputed);
+	t_assert(injected > 0);
+	t_assert(got.early_opens >= injected);
+	t_assert(got.revocations_seen > 0);
+	t_assert(got.revoked_tokens_recomputed > 0);
+	free(a);
+	free(b);
+	tlm_model_free(&m);
+	err = td_stop(&d);
+	if (err) {
+		td_dump_log(&d);
+		t_fail("kvmmd stop: %d", err);
+	}
+	return T_PASS;
+}
