@@ -12,6 +12,9 @@
  * tinylm --prefix-segments against a real kvmmd whose lru cache leaves
  * holes before host blocks (as tests/tinylm-prefix-early.sh); right after
  * each early open the admin revokes the new sequence from block 1 on.
+ * The counters add up: every prompt token is prefilled, skipped (found
+ * cached and never computed) or recomputed, by the plan or after the
+ * revocation, once.
  */
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
@@ -140,6 +143,11 @@ int main(void)
 	t_assert(got.early_opens >= injected);
 	t_assert(got.revocations_seen > 0);
 	t_assert(got.revoked_tokens_recomputed > 0);
+	/* nothing computed twice here: each prompt token counted once */
+	t_assert_eq(got.prefill_tokens + got.prefill_tokens_skipped +
+			    got.recomputed_tokens +
+			    got.revoked_tokens_recomputed,
+		    got.prompt_tokens);
 	free(a);
 	free(b);
 	tlm_model_free(&m);

@@ -27,6 +27,8 @@ struct tlm_engine {
 	struct tlm_state *state;
 	struct tlm_kv *kv;
 	float *logits;
+	/* per token of a turn's found prefix: computed by the turn */
+	unsigned char *prefix_computed;
 	struct tlm_engine_stats st;
 	char err[256];
 };
@@ -53,7 +55,8 @@ int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
 	if (!e->o.out)
 		e->o.out = stdout;
 	e->logits = malloc(e->m->cfg.vocab_size * sizeof(float));
-	if (!e->logits) {
+	e->prefix_computed = calloc((size_t)o->max_tokens + 1, 1);
+	if (!e->logits || !e->prefix_computed) {
 		ret = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto err_free;
@@ -81,6 +84,7 @@ int tlm_engine_create(const struct tlm_engine_opts *o, struct tlm_engine **out,
 err_state:
 	tlm_state_destroy(e->state);
 err_free:
+	free(e->prefix_computed);
 	free(e->logits);
 	free(e);
 	return ret;
@@ -93,6 +97,7 @@ void tlm_engine_destroy(struct tlm_engine *e)
 	if (e->kv)
 		e->kv->ops->destroy(e->kv);
 	tlm_state_destroy(e->state);
+	free(e->prefix_computed);
 	free(e->logits);
 	free(e);
 }
@@ -125,7 +130,25 @@ struct turn {
 	int slot;
 	const int *tokens; /* the whole sequence */
 	int written; /* tokens [0, written) hold their KV */
+	int prefix; /* tokens found cached at the open */
+	/* prefix tokens this turn computed (holes, failed reloads, tokens
+	 * lost to revocations), each once, in computed[] */
+	int prefix_computed;
+	unsigned char *computed;
 };
+
+/* Tokens [a, b) go through a forward pass: count those of the prefix. */
+static void mark_computed(struct turn *t, int a, int b)
+{
+	if (b > t->prefix)
+		b = t->prefix;
+	for (int i = a; i < b; i++) {
+		if (!t->computed[i]) {
+			t->computed[i] = 1;
+			t->prefix_computed++;
+		}
+	}
+}
 
 /*
  * One forward pass of tokens [pos0, pos0 + n), bracketed as one engine
@@ -190,6 +213,7 @@ static int step(struct tlm_engine *e, struct turn *t, int pos0, int n)
 				  NULL, false);
 		if (ret)
 			goto out_end;
+		mark_computed(t, t->written, pos0);
 		e->st.revoked_tokens_recomputed += lost;
 		if (kv->tokens_per_block > 0)
 			e->st.revoked_blocks_recomputed +=
@@ -203,6 +227,8 @@ static int step(struct tlm_engine *e, struct turn *t, int pos0, int n)
 	if (t0)
 		kvmm_probe_kernel(n > 1 ? KVMM_TEL_PREFILL : KVMM_TEL_ATTENTION,
 				  now_ns() - t0, 1, (uint64_t)pos0 + n);
+	if (!ret)
+		mark_computed(t, pos0, pos0 + n);
 	if (!ret && pos0 + n > t->written)
 		t->written = pos0 + n;
 out_end:;
@@ -269,7 +295,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 {
 	struct tlm_kv *kv = e->kv;
 	struct tlm_restore r;
-	int slot, cached, ret, done = 0, nfailed;
+	int slot, cached, ret, done = 0;
 	uint64_t t_open = now_ns();
 
 	if (len <= 0 || gen <= 0 || len + gen > e->o.max_tokens) {
@@ -283,7 +309,11 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 		return fail(e, ret, "opening a sequence");
 	slot = r.slot;
 	cached = r.cached;
-	struct turn t = { .slot = slot, .tokens = tokens, .written = cached };
+	struct turn t = { .slot = slot,
+			  .tokens = tokens,
+			  .written = cached,
+			  .prefix = cached,
+			  .computed = e->prefix_computed };
 	if (cached < 0 || cached >= len) {
 		snprintf(e->err, sizeof(e->err),
 			 "the KV cache claims %d of %d prompt tokens", cached,
@@ -291,6 +321,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 		ret = -EPROTO;
 		goto out_close;
 	}
+	memset(t.computed, 0, cached);
 	e->st.sequences++;
 	e->st.prompt_tokens += len;
 	e->st.shared_blocks += r.shared_blocks;
@@ -304,7 +335,6 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 		goto out_close;
 	}
 	e->st.early_opens += r.early;
-	nfailed = (int)e->st.reload_failures;
 	/*
 	 * Patch the blocks nobody could reload: recompute each at its
 	 * original positions, attending to the KV before it.  Batch
@@ -340,14 +370,17 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 		if (ret)
 			goto out_close;
 	}
-	nfailed = (int)e->st.reload_failures - nfailed;
 	e->st.prefix_ready_ns += now_ns() - t_open;
-	e->st.prefill_tokens_skipped +=
-		cached - (long)(r.nrecompute + nfailed) * r.tokens_per_block;
 	e->st.prefill_tokens += len - cached;
 	ret = step(e, &t, cached, len - cached);
 	if (ret)
 		goto out_close;
+	/*
+	 * The prefix tokens whose KV the turn did not compute up to here:
+	 * not the plan's blocks, the failed reloads, nor what a revocation
+	 * took back before the prefill (recomputed, in that step too).
+	 */
+	e->st.prefill_tokens_skipped += cached - t.prefix_computed;
 	if (kv->ops->publish) {
 		ret = kv->ops->publish(kv, slot, tokens, len);
 		if (ret) {

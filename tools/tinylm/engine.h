@@ -37,7 +37,8 @@ struct tlm_engine_stats {
 	long sequences;
 	long tokens_generated;
 	long prefill_tokens; /* computed */
-	long prefill_tokens_skipped; /* prefix hits */
+	/* prefix tokens not computed up to the prefill (Documentation/tinylm.md) */
+	long prefill_tokens_skipped;
 	long prompt_tokens;
 	long steps;
 	long shared_blocks; /* prompt blocks mapped zero-copy */
@@ -52,7 +53,8 @@ struct tlm_engine_stats {
 	uint64_t prefix_ready_ns;
 
 	long prefix_blocks; /* prompt blocks found cached */
-	long evicted_blocks_recomputed; /* published, evicted, recomputed */
+	/* published, missing past the found prefix, prefilled again */
+	long evicted_blocks_recomputed;
 	long recomputed_tokens;
 	long pool_waits; /* steps that waited for a full pool */
 	long revocations_seen; /* steps that found pages taken back */
