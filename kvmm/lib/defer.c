@@ -74,7 +74,6 @@ int kc_defer_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 	keep = malloc(r->pages_per_block * sizeof(*keep));
 	if (!keep)
 		return -ENOMEM;
-	kc_deferred_drop(r, seq, b); /* older fresh pages, revoked since */
 	for (uint32_t i = 0; i < r->pages_per_block; i++) {
 		struct kc_page *p = &c->pages[ids[i] & ~KVMM_PAGE_HELD];
 
@@ -83,6 +82,9 @@ int kc_defer_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 		p->refs++;
 		keep[i] = ids[i] & ~KVMM_PAGE_HELD;
 	}
+	/* older pages kept for b were revoked since; dropped after the new
+	 * refs are taken, in case the two share a page */
+	kc_deferred_drop(r, seq, b);
 	q->deferred[b] = keep;
 	q->nr_deferred++;
 	__atomic_fetch_add(&c->nr_deferred, 1, __ATOMIC_RELAXED);
