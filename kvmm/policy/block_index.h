@@ -55,6 +55,11 @@ enum pol_block_flags {
 	 * block in few_new, from its latest access
 	 */
 	POL_BLOCK_FEW_NEW = 1 << 4,
+	/*
+	 * the cache's own, for the length of one call: set aside (not
+	 * evictable) while it looks for another victim (cache.c, fits())
+	 */
+	POL_BLOCK_ASIDE = 1 << 5,
 };
 
 /*

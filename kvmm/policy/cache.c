@@ -35,6 +35,10 @@ struct pol_cache {
 	uint64_t block_bytes;
 	/* make_room's second pass: demotable TTLs do not hold a block */
 	bool ttl_demoting;
+	/* blocks set aside (POL_BLOCK_ASIDE) by the calls under way, by id:
+	 * a stack, each call releasing what it pushed (fits()) */
+	uint32_t *aside;
+	uint32_t naside, cap_aside;
 	struct pol_cache_stats st;
 	struct pol_tenants tenants; /* who brought what each tier holds */
 };
@@ -140,6 +144,7 @@ void pol_cache_destroy(struct pol_cache *c)
 		if (c->priv[t])
 			c->ops->destroy(c->priv[t]);
 	pol_index_fini(&c->ix);
+	free(c->aside);
 	free(c);
 }
 
@@ -402,23 +407,30 @@ unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 	return POL_TIER_NONE;
 }
 
-bool pol_cache_is_leaf(const struct pol_cache *c, const struct pol_block *b)
+/* Would b be a leaf in tier t (the prefix rule)? */
+static bool leaf_in(const struct pol_cache *c, const struct pol_block *b,
+		    unsigned t)
 {
 	unsigned upto;
 
-	if (!c->prefix_rule || b->tier >= POL_TIER_COUNT)
+	if (!c->prefix_rule)
 		return true;
 	/* From the last tier a block is dropped: no child may stay anywhere. */
-	upto = b->tier == c->last_tier ? POL_TIER_COUNT - 1 : b->tier;
-	for (unsigned t = 0; t <= upto; t++)
-		if (b->nchild[t])
+	upto = t == c->last_tier ? POL_TIER_COUNT - 1 : t;
+	for (unsigned u = 0; u <= upto; u++)
+		if (b->nchild[u])
 			return false;
 	return true;
 }
 
+bool pol_cache_is_leaf(const struct pol_cache *c, const struct pol_block *b)
+{
+	return b->tier >= POL_TIER_COUNT || leaf_in(c, b, b->tier);
+}
+
 bool pol_cache_evictable(const struct pol_cache *c, const struct pol_block *b)
 {
-	if (b->pins || b->refcount)
+	if (b->pins || b->refcount || (b->flags & POL_BLOCK_ASIDE))
 		return false;
 	if (b->ttl_expiry && b->ttl_expiry > c->now &&
 	    !(c->ttl_demoting && (b->flags & POL_BLOCK_TTL_DEMOTE)))
@@ -555,39 +567,201 @@ static struct pol_block *room_victim(struct pol_cache *c, unsigned t, bool *ttl)
 	return v;
 }
 
-bool pol_cache_can_admit(struct pol_cache *c, unsigned tier)
+/*
+ * Setting blocks aside: while the cache looks for a block that can make
+ * room, the ones it has ruled out are flagged POL_BLOCK_ASIDE, which
+ * pol_cache_evictable() reads, so that the policy's next victim is
+ * another.  The policy is told (on_change: asym forgets a candidate's
+ * value), nothing moves in its structures.  Each call releases what it
+ * set aside before it returns (release_aside() to the mark it took).
+ */
+static bool set_aside(struct pol_cache *c, struct pol_block *b)
 {
+	if (b->flags & POL_BLOCK_ASIDE)
+		return true;
+	if (c->naside == c->cap_aside) {
+		uint32_t n = c->cap_aside ? 2 * c->cap_aside : 16;
+		uint32_t *a = realloc(c->aside, n * sizeof(*a));
+
+		if (!a)
+			return false;
+		c->aside = a;
+		c->cap_aside = n;
+	}
+	c->aside[c->naside++] = pol_index_id(&c->ix, b);
+	b->flags |= POL_BLOCK_ASIDE;
+	notify_change(c, b);
+	return true;
+}
+
+static void release_aside(struct pol_cache *c, uint32_t mark)
+{
+	while (c->naside > mark) {
+		struct pol_block *b =
+			pol_index_at(&c->ix, c->aside[--c->naside]);
+
+		b->flags &= (uint8_t)~POL_BLOCK_ASIDE;
+		notify_change(c, b);
+	}
+}
+
+/*
+ * pol_cache_evictable() for b as it would be in tier t (it is in another
+ * one, or about to enter t): a live TTL lets it go only down a tier (the
+ * second pass of room_victim()), never out of the last.
+ */
+static bool evictable_in(const struct pol_cache *c, const struct pol_block *b,
+			 unsigned t)
+{
+	/* not POL_BLOCK_ASIDE: promotable() sets the block it asks about
+	 * aside in the tier it leaves */
+	if (b->pins || b->refcount)
+		return false;
+	if (b->ttl_expiry && b->ttl_expiry > c->now &&
+	    !((b->flags & POL_BLOCK_TTL_DEMOTE) &&
+	      pol_cache_lower_tier(c, t) != POL_TIER_NONE))
+		return false;
+	return leaf_in(c, b, t);
+}
+
+/* How many candidates fits() rules out before it gives up (a tier below
+ * that is stuck would otherwise be searched through, block by block). */
+#define FITS_TRIES 16
+
+static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v);
+
+/* Can x, evictable in tier t, leave it: dropped from the last tier (its
+ * evictability there says no child stays anywhere), or into the next? */
+static bool way_down(struct pol_cache *c, struct pol_block *x, unsigned t)
+{
+	unsigned lower = pol_cache_lower_tier(c, t);
+
+	return lower == POL_TIER_NONE || fits(c, lower, x);
+}
+
+/*
+ * Could tier t take v (NULL: a block new to the cache, with no parent
+ * there) and stay within its capacity, by moving down or dropping blocks
+ * that may go (v itself among them) as make_room() would?  Side-effect
+ * free.  Exact but for a tier more than one block over its capacity and
+ * for the bound on the candidates; a no refuses the move, which is safe.
+ */
+static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v)
+{
+	uint32_t mark = c->naside;
+	uint64_t need;
+	struct pol_block *p;
 	bool ttl;
 
+	if (c->count[t] < c->cap[t])
+		return true;
+	need = c->count[t] + 1 - c->cap[t];
+	/* v in t makes its parent, in t or below, a parent of a block
+	 * above it or beside it: no longer a victim there */
+	p = v && c->prefix_rule ? pol_cache_parent(c, v) : NULL;
+	if (p && p->tier != POL_TIER_NONE && p->tier >= t && !set_aside(c, p))
+		goto out;
+	if (v && evictable_in(c, v, t) && way_down(c, v, t))
+		need--;
+	for (unsigned i = 0; need && i < FITS_TRIES; i++) {
+		struct pol_block *x = room_victim(c, t, &ttl);
+
+		if (!x || x == v)
+			break;
+		if (way_down(c, x, t))
+			need--;
+		if (need && !set_aside(c, x))
+			break;
+	}
+out:
+	release_aside(c, mark);
+	return !need;
+}
+
+bool pol_cache_can_admit(struct pol_cache *c, unsigned tier)
+{
 	if (tier >= POL_TIER_COUNT || !c->priv[tier])
 		return false;
 	/* a victim choice has no side effect in any policy: asym only
 	 * remembers the values it computed */
-	return c->count[tier] < c->cap[tier] ||
-	       room_victim(c, tier, &ttl) != NULL;
+	return fits(c, tier, NULL);
+}
+
+/*
+ * Can b, cached in a tier below t, move up into t?  Its place below is
+ * free once it leaves (what goes down from t may take it), and it is not
+ * a victim there meanwhile.
+ */
+static bool promotable(struct pol_cache *c, struct pol_block *b, unsigned t)
+{
+	uint32_t mark = c->naside;
+	unsigned from = b->tier;
+	bool ok;
+
+	if (c->count[t] < c->cap[t])
+		return true;
+	/* a block that may go from t goes from there, wherever it came from:
+	 * if t's lower tier is full, b's own place may be its way down */
+	if (!set_aside(c, b))
+		return false;
+	c->count[from]--;
+	ok = fits(c, t, b);
+	c->count[from]++;
+	release_aside(c, mark);
+	return ok;
 }
 
 bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash)
 {
-	struct pol_block *b, *v;
-	bool ttl;
+	struct pol_block *b;
 
 	if (tier >= POL_TIER_COUNT || !c->priv[tier])
 		return false;
-	if (c->count[tier] < c->cap[tier])
-		return true;
-	v = room_victim(c, tier, &ttl);
-	if (!v)
-		return false;
 	b = pol_cache_lookup(c, hash);
-	return !b || !c->prefix_rule || v != pol_cache_parent(c, b);
+	if (!b)
+		return fits(c, tier, NULL);
+	if (b->tier <= tier)
+		return true;
+	return promotable(c, b, tier);
 }
 
-/* Move v (evictable, in tier t) down a tier, or drop it from the last. */
-static void move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
+/* May b (in some tier) be dropped: evictable as from the last tier? */
+static bool droppable(const struct pol_cache *c, const struct pol_block *b)
+{
+	return !b->pins && !b->refcount &&
+	       !(b->ttl_expiry && b->ttl_expiry > c->now) &&
+	       leaf_in(c, b, c->last_tier);
+}
+
+static void drop(struct pol_cache *c, struct pol_block *v)
+{
+	unsigned from = v->tier;
+
+	leave_tier(c, v);
+	c->st.drops++;
+	c->tenants.row[v->tenant].dropped++;
+	report(c, v, from, POL_TIER_NONE);
+	maybe_free(c, v);
+}
+
+/*
+ * Move v (evictable, in tier t) down a tier, or drop it from the last:
+ * 0.  -ENOSPC, and nothing done, when the tier below is full and could
+ * make no room for v (fits()): everything there is pinned, referenced,
+ * held by a TTL or a parent of a cached child, and v cannot pass through
+ * it either.  Dropping v instead could drop a parent whose children are
+ * cached below (v is a leaf of t, not of the tiers under it), or break
+ * a TTL, so the caller picks another victim (make_room()).
+ */
+static int move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
 {
 	unsigned lower = pol_cache_lower_tier(c, t);
 
+	if (lower != POL_TIER_NONE && c->count[lower] >= c->cap[lower] &&
+	    !fits(c, lower, v)) {
+		c->st.refused++;
+		return -ENOSPC;
+	}
 	/*
 	 * Start the misses of what follows while the policy takes v out of
 	 * its structures: its parent's child counts and, for a drop, v's
@@ -595,50 +769,56 @@ static void move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
 	 */
 	if (v->counted != POL_TIER_NONE && v->parent_id < c->ix.high_water)
 		pol_index_prefetch_entry(&c->ix, v->parent_id, 1);
-	if (lower == POL_TIER_NONE)
-		pol_index_prefetch(&c->ix, v->hash);
-	leave_tier(c, v);
 	if (lower == POL_TIER_NONE) {
-		c->st.drops++;
-		c->tenants.row[v->tenant].dropped++;
-		report(c, v, t, POL_TIER_NONE);
-		maybe_free(c, v);
-		return;
+		pol_index_prefetch(&c->ix, v->hash);
+		drop(c, v);
+		return 0;
 	}
+	leave_tier(c, v);
 	c->st.demotions[t]++;
 	report(c, v, t, lower);
 	enter_tier(c, v, lower);
 	tenant_room(c, v->tenant, lower, v, true);
-	if (make_room(c, lower) == -ENOSPC && v->tier == lower) {
-		/* The lower tier is pinned full: drop the victim. */
-		leave_tier(c, v);
-		c->st.drops++;
-		c->tenants.row[v->tenant].dropped++;
-		report(c, v, lower, POL_TIER_NONE);
-		maybe_free(c, v);
-	}
+	/* fits() said there is room; should the lower tier have been over
+	 * its capacity already, v goes only if it may (else it stays, over) */
+	if (make_room(c, lower) == -ENOSPC && v->tier == lower &&
+	    droppable(c, v))
+		drop(c, v);
+	return 0;
 }
 
 /*
  * Bring tier t back within its capacity by moving victims down (or
  * dropping them from the last tier).  Victims go into the lower tier
- * first, which then makes room the same way.
+ * first, which then makes room the same way.  A victim that cannot go
+ * down (move_down()) is set aside and the policy asked for another.
  */
 static int make_room(struct pol_cache *c, unsigned t)
 {
+	uint32_t mark = c->naside;
+	int r = 0;
+
 	while (c->count[t] > c->cap[t]) {
 		bool ttl;
 		struct pol_block *v = room_victim(c, t, &ttl);
 
-		if (ttl)
-			c->st.ttl_demotions++;
 		if (!v) {
 			c->st.no_victim++;
-			return -ENOSPC;
+			r = -ENOSPC;
+			break;
 		}
-		move_down(c, v, t);
+		if (move_down(c, v, t)) {
+			if (!set_aside(c, v)) {
+				r = -ENOSPC;
+				break;
+			}
+			continue;
+		}
+		if (ttl)
+			c->st.ttl_demotions++;
 	}
-	return 0;
+	release_aside(c, mark);
+	return r;
 }
 
 /* How many of a tenant's least recently used blocks a victim search on
@@ -695,8 +875,9 @@ static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
 			v = in;
 		if (!v)
 			return;
+		if (move_down(c, v, t))
+			return; /* nowhere to go below: over until later */
 		r->limit_moves++;
-		move_down(c, v, t);
 	}
 }
 
@@ -718,12 +899,24 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	from = b->tier;
 	if (was_tier)
 		*was_tier = from;
+	/*
+	 * Cached below, and the GPU could make no room for it (everything
+	 * there in use, pinned, held, or only its parent): it stays where
+	 * it is, untouched, and the access is a miss.  Moving it up would
+	 * leave it nowhere to go but out, lower copy, pins and all.
+	 */
+	if (from != POL_TIER_NONE && from != POL_TIER_GPU &&
+	    !promotable(c, b, POL_TIER_GPU)) {
+		c->st.refused++;
+		return -ENOSPC;
+	}
 	if (from == POL_TIER_NONE) {
 		b->parent_hash = d->parent_hash;
 		b->position = d->position;
-		b->flags = (uint8_t)(d->flags & ~(POL_BLOCK_WARM_LINEAGE |
-						  POL_BLOCK_TTL_DEMOTE |
-						  POL_BLOCK_FEW_NEW));
+		b->flags = (uint8_t)(d->flags &
+				     ~(POL_BLOCK_WARM_LINEAGE |
+				       POL_BLOCK_TTL_DEMOTE |
+				       POL_BLOCK_FEW_NEW | POL_BLOCK_ASIDE));
 		b->bytes = d->bytes ? d->bytes : c->block_bytes;
 		b->parent_id = POL_NONE;
 		if (!b->access_count)
@@ -783,8 +976,12 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		 * GPU was over capacity before it came */
 		if (b->tier != POL_TIER_GPU && b->tier != POL_TIER_NONE)
 			return 0;
-		/* Everything else is pinned: the new block is not cached. */
-		if (b->tier == POL_TIER_GPU) {
+		/* Everything else is pinned: the new block is not cached
+		 * (one from below stays over, should it not be droppable:
+		 * promotable() said there was room, which the lower tiers'
+		 * answer can get wrong only when over their capacity) */
+		if (b->tier == POL_TIER_GPU &&
+		    (from == POL_TIER_NONE || droppable(c, b))) {
 			leave_tier(c, b);
 			report(c, b, POL_TIER_GPU, POL_TIER_NONE);
 			maybe_free(c, b);

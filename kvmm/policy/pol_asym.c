@@ -643,7 +643,7 @@ static bool list_evictable(const struct asym *s, const struct pol_block *b,
 {
 	/* a live TTL may still let the block go down a tier (a demotable
 	 * TTL in make_room's second pass): the cache decides those */
-	bool e = !b->pins && !b->refcount &&
+	bool e = !b->pins && !b->refcount && !(b->flags & POL_BLOCK_ASIDE) &&
 		 (!(b->ttl_expiry && b->ttl_expiry > clock) ||
 		  pol_cache_evictable(s->c, b));
 

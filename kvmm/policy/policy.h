@@ -209,6 +209,14 @@ struct pol_cache_stats {
 	uint64_t no_victim; /* times a full tier had nothing evictable */
 	/* victims that only a demotable TTL held (pol_cache_set_ttl_demotable) */
 	uint64_t ttl_demotions;
+	/*
+	 * moves not made because the tier below could make no room for the
+	 * block without dropping a prefix parent before its cached children,
+	 * or a pinned, referenced or TTL-held block (policy.md, "The tiered
+	 * cache"): a victim kept where it was, or a lower-tier block left
+	 * below by an access
+	 */
+	uint64_t refused;
 };
 
 int pol_cache_create(const struct pol_cache_opts *opts, struct pol_cache **out);
