@@ -35,14 +35,19 @@ void hpol_destroy(void *priv)
 }
 
 /*
- * In the heap exactly while b is a leaf of this tier, with its current
- * keys: one heap operation (pol_heap_push() of a member re-sorts it).
+ * In the heap exactly while b is a leaf of this tier that is not pinned
+ * or referenced, with its current keys: one heap operation
+ * (pol_heap_push() of a member re-sorts it).  Pinned and referenced
+ * blocks are out (a decision never steps over them, however many there
+ * are) and come back where their keys put them; a TTL expires without a
+ * call, so TTL'd blocks stay in and the victim search sets them aside.
  */
 static void sync_membership(struct hpol *h, struct pol_block *b)
 {
 	uint32_t id = pol_index_id(h->ix, b);
 
-	if (b->tier == h->tier && pol_cache_is_leaf(h->c, b))
+	if (b->tier == h->tier && !b->pins && !b->refcount &&
+	    pol_cache_is_leaf(h->c, b))
 		pol_heap_push(&h->heap, id);
 	else
 		pol_heap_remove(&h->heap, id);
@@ -110,7 +115,8 @@ struct pol_block *hpol_victim(void *priv)
 			v = b;
 			break;
 		}
-		/* Pinned for now: out of the way while we look further. */
+		/* A live TTL (or set aside by the cache): out of the way
+		 * while we look further. */
 		if (stash_push(h, id))
 			break;
 		pol_heap_remove(&h->heap, id);
