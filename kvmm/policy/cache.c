@@ -628,7 +628,8 @@ static bool evictable_in(const struct pol_cache *c, const struct pol_block *b,
  * that is stuck would otherwise be searched through, block by block). */
 #define FITS_TRIES 16
 
-static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v);
+static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v,
+		 bool self);
 
 /* Can x, evictable in tier t, leave it: dropped from the last tier (its
  * evictability there says no child stays anywhere), or into the next? */
@@ -636,17 +637,18 @@ static bool way_down(struct pol_cache *c, struct pol_block *x, unsigned t)
 {
 	unsigned lower = pol_cache_lower_tier(c, t);
 
-	return lower == POL_TIER_NONE || fits(c, lower, x);
+	return lower == POL_TIER_NONE || fits(c, lower, x, true);
 }
 
 /*
  * Could tier t take v (NULL: a block new to the cache, with no parent
  * there) and stay within its capacity, by moving down or dropping blocks
- * that may go (v itself among them) as make_room() would?  Side-effect
+ * that may go (v itself among them, with self) as make_room() would?  Side-effect
  * free.  Exact but for a tier more than one block over its capacity and
  * for the bound on the candidates; a no refuses the move, which is safe.
  */
-static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v)
+static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v,
+		 bool self)
 {
 	uint32_t mark = c->naside;
 	uint64_t need;
@@ -661,7 +663,7 @@ static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v)
 	p = v && c->prefix_rule ? pol_cache_parent(c, v) : NULL;
 	if (p && p->tier != POL_TIER_NONE && p->tier >= t && !set_aside(c, p))
 		goto out;
-	if (v && evictable_in(c, v, t) && way_down(c, v, t))
+	if (v && self && evictable_in(c, v, t) && way_down(c, v, t))
 		need--;
 	for (unsigned i = 0; need && i < FITS_TRIES; i++) {
 		struct pol_block *x = room_victim(c, t, &ttl);
@@ -684,15 +686,18 @@ bool pol_cache_can_admit(struct pol_cache *c, unsigned tier)
 		return false;
 	/* a victim choice has no side effect in any policy: asym only
 	 * remembers the values it computed */
-	return fits(c, tier, NULL);
+	return fits(c, tier, NULL, false);
 }
 
 /*
  * Can b, cached in a tier below t, move up into t?  Its place below is
  * free once it leaves (what goes down from t may take it), and it is not
- * a victim there meanwhile.
+ * a victim there meanwhile.  self: b may be its own victim (moved up and
+ * straight back down, which an access does; kvmmd asks beforehand
+ * whether anything else could go, pol_cache_can_promote()).
  */
-static bool promotable(struct pol_cache *c, struct pol_block *b, unsigned t)
+static bool promotable(struct pol_cache *c, struct pol_block *b, unsigned t,
+		       bool self)
 {
 	uint32_t mark = c->naside;
 	unsigned from = b->tier;
@@ -705,7 +710,7 @@ static bool promotable(struct pol_cache *c, struct pol_block *b, unsigned t)
 	if (!set_aside(c, b))
 		return false;
 	c->count[from]--;
-	ok = fits(c, t, b);
+	ok = fits(c, t, b, self);
 	c->count[from]++;
 	release_aside(c, mark);
 	return ok;
@@ -719,10 +724,10 @@ bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash)
 		return false;
 	b = pol_cache_lookup(c, hash);
 	if (!b)
-		return fits(c, tier, NULL);
+		return fits(c, tier, NULL, false);
 	if (b->tier <= tier)
 		return true;
-	return promotable(c, b, tier);
+	return promotable(c, b, tier, false);
 }
 
 /* May b (in some tier) be dropped: evictable as from the last tier? */
@@ -758,7 +763,7 @@ static int move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
 	unsigned lower = pol_cache_lower_tier(c, t);
 
 	if (lower != POL_TIER_NONE && c->count[lower] >= c->cap[lower] &&
-	    !fits(c, lower, v)) {
+	    !fits(c, lower, v, true)) {
 		c->st.refused++;
 		return -ENOSPC;
 	}
@@ -906,7 +911,7 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	 * leave it nowhere to go but out, lower copy, pins and all.
 	 */
 	if (from != POL_TIER_NONE && from != POL_TIER_GPU &&
-	    !promotable(c, b, POL_TIER_GPU)) {
+	    !promotable(c, b, POL_TIER_GPU, true)) {
 		c->st.refused++;
 		return -ENOSPC;
 	}
