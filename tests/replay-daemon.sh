@@ -62,11 +62,6 @@ pair asym 300 600 20
 # copies end in: asym learns from the order of uses (Documentation/
 # policy.md, --model-daemon)
 N=768 pair asym 1000 2000
-# a GPU tier smaller than the longest request (247 blocks): the cache
-# used to drop a demoted parent when the tier below had no victim, which
-# kvmmd's pins (restores in flight) made happen where the model's did
-# not (first differing request 1664)
-N=2000 pair asym 40 100 20
 
 # a daemon started with other capacities is refused, with the reason
 start lru 300 0
