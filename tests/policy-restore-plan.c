@@ -70,29 +70,102 @@ int main(void)
 	pol_restore_plan_free(&p);
 
 	/*
-	 * 40 blocks on NVMe (9.69 ms each, 387 ms in one queue).  As a
-	 * prefix cache, recomputing the deepest block would wait for all
-	 * the others (attention reads them): all 40 are reloaded.  With MSA
-	 * the GPU recomputes the first blocks while the copy queue brings
-	 * the later ones: faster than copying everything.
+	 * 40 blocks on NVMe (9.69 ms each, 387 ms in one queue).  The first
+	 * blocks need no block before them: the GPU recomputes them while
+	 * the copy queue brings the others.  16 recomputed (one chunk of
+	 * 222.4 ms) and 24 reloaded (232.5 ms) end at 232.5 ms; one more
+	 * recomputed would end at 238 ms.  With MSA the greedy finds the
+	 * same plan.
 	 */
 	uint8_t nv[40];
-	double copy_all = 40 * (67108864 / 7e9 + 100e-6);
+	double Rv = 67108864 / 7e9 + 100e-6, copy_all = 40 * Rv;
 	memset(nv, V, sizeof(nv));
 	t_ok(pol_restore_plan_build(&m, nv, 40, NULL, &p));
-	t_assert_eq(p.reloads[V], 40);
-	t_assert(fabs(p.total_s - copy_all) < 1e-12);
+	t_assert_eq(p.recomputes, 16);
+	t_assert_eq(p.reloads[V], 24);
+	for (int i = 0; i < 40; i++)
+		t_assert_eq(p.action[i], i < 16 ? POL_RESTORE_RECOMPUTE :
+						  POL_RESTORE_RELOAD);
+	t_assert(chunk(0, 16, 1) < 24 * Rv && chunk(0, 17, 1) > 23 * Rv);
+	t_assert(fabs(p.total_s - 24 * Rv) < 1e-12);
+	t_assert(p.total_s < p.serial_s); /* the overlap is real */
 	pol_restore_plan_free(&p);
 	t_ok(pol_restore_plan_build(&m, nv, 40, &msa, &p));
 	t_assert(p.recomputes > 0 && p.reloads[V] > 0);
 	t_assert(p.action[0] == POL_RESTORE_RECOMPUTE);
 	t_assert(p.total_s < copy_all - 0.01);
-	t_assert(p.total_s < p.serial_s); /* the overlap is real */
+	t_assert(fabs(p.total_s - 24 * Rv) < 1e-12);
 	pol_restore_plan_free(&p);
 
-	/* Host reloads always beat recomputation: all 40 are reloaded. */
+	/*
+	 * An NVMe tier 8 times slower than the profile (online correction
+	 * goes that far: 76.7 ms a block) with a GPU block last (lru's
+	 * layout).  The greedy looked at the deepest block only, a GPU one,
+	 * and reloaded all 20 (1534 ms in one queue); recomputing the first
+	 * 17 while 3 come from NVMe ends at 236 ms, recomputing all 20 at
+	 * 287 ms.
+	 */
+	{
+		struct pol_cost_model slow = m;
+		uint8_t t2[21];
+		double Rs;
+
+		slow.bandwidth[V] = m.bandwidth[V] / 8;
+		Rs = 67108864 / slow.bandwidth[V] + 100e-6;
+		memset(t2, V, 20);
+		t2[20] = G;
+		t_ok(pol_restore_plan_build(&slow, t2, 21, NULL, &p));
+		for (int i = 0; i < 21; i++)
+			t_assert_eq(p.action[i], i < 17 ?
+							 POL_RESTORE_RECOMPUTE :
+						 i < 20 ? POL_RESTORE_RELOAD :
+							  POL_RESTORE_USE);
+		t_assert(fabs(p.total_s - fmax(chunk(0, 17, 1), 3 * Rs)) <
+			 1e-12);
+		t_assert(p.total_s < 0.240);
+		pol_restore_plan_free(&p);
+
+		/*
+		 * A 1 GB/s NVMe (67 ms a block), 10 blocks on it and the last
+		 * in host memory: a host block is never worth recomputing, so
+		 * the greedy stopped and reloaded 10 from NVMe (672 ms).  The
+		 * head 0..8 is recomputed (117.8 ms) while block 9 comes from
+		 * NVMe and 10 from host.
+		 */
+		uint8_t t3[11];
+
+		slow.bandwidth[V] = 1e9;
+		Rs = 67108864 / 1e9 + 100e-6;
+		memset(t3, V, 10);
+		t3[10] = H;
+		t_ok(pol_restore_plan_build(&slow, t3, 11, NULL, &p));
+		for (int i = 0; i < 11; i++)
+			t_assert_eq(p.action[i], i < 9 ? POL_RESTORE_RECOMPUTE :
+							 POL_RESTORE_RELOAD);
+		t_assert(chunk(0, 9, 1) > Rs);
+		t_assert(fabs(p.total_s - chunk(0, 9, 1)) < 1e-12);
+		pol_restore_plan_free(&p);
+	}
+
+	/*
+	 * A host reload (1.23 ms) beats recomputing its block (>= 12 ms),
+	 * but 40 of them queue for 49 ms: the first 3 blocks (36.9 ms) are
+	 * recomputed while the other 37 are copied (45.5 ms); 4 would take
+	 * longer than the 36 copies left.  Serially (no overlap) every
+	 * block is reloaded.
+	 */
 	memset(nv, H, sizeof(nv));
 	t_ok(pol_restore_plan_build(&m, nv, 40, NULL, &p));
+	t_assert_eq(p.recomputes, 3);
+	t_assert_eq(p.reloads[H], 37);
+	t_assert(p.action[2] == POL_RESTORE_RECOMPUTE &&
+		 p.action[3] == POL_RESTORE_RELOAD);
+	t_assert(chunk(0, 4, 1) > 36 * R);
+	t_assert(fabs(p.total_s - 37 * R) < 1e-12);
+	pol_restore_plan_free(&p);
+	struct pol_restore_opts serial = { .size = sizeof(serial),
+					   .no_overlap = true };
+	t_ok(pol_restore_plan_build(&m, nv, 40, &serial, &p));
 	t_assert_eq(p.reloads[H], 40);
 	t_assert(fabs(p.total_s - 40 * R) < 1e-12);
 	pol_restore_plan_free(&p);

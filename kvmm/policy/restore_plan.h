@@ -16,17 +16,20 @@
  *
  * Every choice is exact (a block's KV depends only on the tokens up to
  * it, which its chained hash fixes); they differ in time.
- *   - without MSA the reused blocks form a prefix (the classic prefix
- *     cache): everything from the first block in no tier on is
- *     recomputed, and the prefix may only shrink from its end;
+ *   - without MSA (the classic prefix cache) everything from the first
+ *     block in no tier on is recomputed, the GPU blocks before it are
+ *     used, and the host and NVMe blocks reloaded are a window of them:
+ *     the ones before it are recomputed while the copy queues bring the
+ *     window (their chunks need no block before them), the ones after
+ *     it with the missing part.  The plan is the exact optimum over the
+ *     windows (O(n log n), restore_plan.c); attention is dense (no msa
+ *     factor);
  *   - with `allow_segments` (Multi-Segment Attention) a cached block
  *     after a gap may be reloaded and any reloaded block recomputed; the
  *     attention of every recomputed chunk then pays msa(k) for the k
- *     reused segments of its context;
- *   - a cached block is reloaded unless recomputing it shortens the plan
- *     (a slow tier with a long queue, e.g. many blocks on NVMe): blocks
- *     move from the copy queues to recomputation greedily while the
- *     makespan drops;
+ *     reused segments of its context.  Blocks move from the copy queues
+ *     to recomputation greedily while the makespan drops (a slow tier
+ *     with a long queue, e.g. many blocks on NVMe);
  *   - adaptive chunking: runs of recomputed blocks are cut into chunks of
  *     at most max_chunk_tokens; a chunk is cut early when the next block
  *     must wait for a reload anyway (so compute starts on what is ready),
@@ -84,5 +87,14 @@ int pol_restore_plan_build(const struct pol_cost_model *m, const uint8_t *tiers,
 			   uint32_t n, const struct pol_restore_opts *o,
 			   struct pol_restore_plan *p);
 void pol_restore_plan_free(struct pol_restore_plan *p);
+/*
+ * The modelled makespan of the actions act[0..n) (USE only for GPU
+ * blocks, RELOAD only for host and NVMe blocks), whether or not a plan
+ * would choose them: the tests compare plans with every alternative.
+ * 0 or -EINVAL, -ENOMEM.
+ */
+int pol_restore_plan_eval(const struct pol_cost_model *m, const uint8_t *tiers,
+			  uint32_t n, const struct pol_restore_opts *o,
+			  const uint8_t *act, double *total_s);
 
 #endif
