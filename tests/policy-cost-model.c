@@ -49,6 +49,14 @@ static const struct {
 	{ "layers", "+32", "'+32' is not a decimal integer" },
 	{ "layers", "4294967296", "'4294967296' is out of range" },
 	{ "head_dim", "1e2", "'1e2' is not a decimal integer" },
+	/* decimal, but a block's cost overflows: --json printed inf */
+	{ "peak_flops", "1e-300", "inconsistent profile (recompute" },
+	{ "efficiency", "1e-300", "inconsistent profile (recompute" },
+	{ "nvme_bandwidth", "1e-300", "inconsistent profile (nvme reload" },
+	{ "host_bandwidth", "1e-300", "inconsistent profile (host reload" },
+	{ "linear_flops_per_token", "1e305",
+	  "inconsistent profile (recompute" },
+	{ "nvme_latency", "1e300", "inconsistent profile (nvme reload" },
 };
 
 /* In text (size bytes), give key's line the value v. */
@@ -185,5 +193,19 @@ int main(void)
 	for (int i = 0; i < 200; i++)
 		pol_cost_observe_transfer(&m, 2, 1, 1);
 	t_near(m.bandwidth[2], 7e9 / 8);
+	/* NaN passed "<= 0" and stayed in the rates for good; inf too */
+	{
+		double bw = m.bandwidth[1], eff = m.efficiency;
+
+		pol_cost_observe_transfer(&m, 1, NAN, 0.01);
+		pol_cost_observe_transfer(&m, 1, 67108864, NAN);
+		pol_cost_observe_transfer(&m, 1, INFINITY, 0.01);
+		pol_cost_observe_transfer(&m, 1, 67108864, INFINITY);
+		pol_cost_observe_compute(&m, NAN, 0.01);
+		pol_cost_observe_compute(&m, 1e12, NAN);
+		pol_cost_observe_compute(&m, INFINITY, 0.01);
+		pol_cost_observe_compute(&m, 1e12, INFINITY);
+		t_assert(m.bandwidth[1] == bw && m.efficiency == eff);
+	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,11 +155,45 @@ static const char *parse_value(const char *v, char type, void *out)
 	return NULL;
 }
 
+/*
+ * Decimal values can still multiply or divide out of a double's range:
+ * peak_flops = 1e-300 made every recomputation inf and --json printed
+ * "modeled_prefill_s":inf.  Every per-block cost, at the rates online
+ * correction may reach (1/8 of the profile's) and for the deepest block
+ * index, must stay finite after a sum over 2^64 blocks, so that no total
+ * of a replay or a plan overflows.  NULL, or which cost does not.
+ */
+static const char *costs_finite(struct pol_cost_model *m)
+{
+	const double blocks = 18446744073709551616.0; /* 2^64 */
+	struct pol_cost_model worst = *m;
+	double rate = m->peak_flops * m->efficiency / 8;
+
+	if (!isfinite(pol_cost_block_bytes(m) * blocks))
+		return "block bytes";
+	if (!(rate > 0) ||
+	    !isfinite(pol_cost_flops(m,
+				     (double)m->tokens_per_block * UINT32_MAX,
+				     m->tokens_per_block) *
+		      pol_cost_msa_factor(m, UINT32_MAX) / rate * blocks))
+		return "recompute";
+	for (int t = 0; t < POL_TIER_COUNT; t++) {
+		worst.bandwidth[t] = m->bandwidth[t] / 8;
+		if (!(worst.bandwidth[t] > 0) ||
+		    !isfinite(pol_cost_reload_block_s(&worst, t) * blocks))
+			return t == POL_TIER_GPU  ? "gpu reload" :
+			       t == POL_TIER_HOST ? "host reload" :
+						    "nvme reload";
+	}
+	return NULL;
+}
+
 int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 		   char *err, size_t errlen)
 {
 	bool seen[NKEYS] = { false };
 	char *copy, *line, *next;
+	const char *why;
 	int lineno = 0, r = 0;
 
 	memset(m, 0, sizeof(*m));
@@ -173,7 +208,6 @@ int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 	/* line by line, blank ones too: errors name the file's line */
 	for (line = copy; line; line = next) {
 		char *hash, *eq, *k, *v;
-		const char *why;
 		size_t i;
 
 		next = strchr(line, '\n');
@@ -236,6 +270,15 @@ int pol_cost_parse(const char *text, const char *name, struct pol_cost_model *m,
 	for (int t = 0; t < POL_TIER_COUNT; t++)
 		m->base_bandwidth[t] = m->bandwidth[t];
 	m->base_efficiency = m->efficiency;
+	why = costs_finite(m);
+	if (why) {
+		set_err(err, errlen,
+			"inconsistent profile (%s: its rates are too small "
+			"for a finite time)",
+			why);
+		r = -EINVAL;
+		goto out;
+	}
 out:
 	free(copy);
 	return r;
@@ -387,7 +430,9 @@ void pol_cost_observe_transfer(struct pol_cost_model *m, unsigned tier,
 {
 	double busy, bw;
 
-	if (tier >= POL_TIER_COUNT || bytes <= 0 || seconds <= 0)
+	/* NaN passes "<= 0" and would stay for good */
+	if (tier >= POL_TIER_COUNT || !(bytes > 0) || !(seconds > 0) ||
+	    !isfinite(bytes) || !isfinite(seconds))
 		return;
 	/* The fixed latency is not bandwidth: take it out first. */
 	busy = seconds - m->latency[tier];
@@ -404,7 +449,8 @@ void pol_cost_observe_compute(struct pol_cost_model *m, double flops,
 {
 	double eff;
 
-	if (flops <= 0 || seconds <= 0)
+	if (!(flops > 0) || !(seconds > 0) || !isfinite(flops) ||
+	    !isfinite(seconds))
 		return;
 	eff = flops / seconds / m->peak_flops;
 	eff = (1 - m->ewma_weight) * m->efficiency + m->ewma_weight * eff;
