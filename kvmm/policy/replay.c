@@ -452,7 +452,10 @@ void pol_replay_queue(const struct pol_trace *t, const double *prefill,
 	double sum = 0;
 
 	for (size_t r = 0; r < t->nreqs; r++) {
-		double arrival = (double)t->reqs[r].timestamp_ms / 1000.0;
+		/* from the first request: a Unix epoch in ms stays exact */
+		double arrival = (double)(t->reqs[r].timestamp_ms -
+					  t->reqs[0].timestamp_ms) /
+				 1000.0;
 		unsigned best = 0;
 
 		for (unsigned s = 1; s < servers; s++)
@@ -577,15 +580,22 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	struct pol_hmap seen;
 	uint32_t maxblocks = 0;
 	struct timespec t0, t1;
-	unsigned servers = o->prefill_servers ? o->prefill_servers : 2;
-	uint64_t last_ms = UINT64_MAX, sub = 0;
+	unsigned servers;
+	uint64_t last_ms = UINT64_MAX, sub = 0, first_ms;
 	int e;
 
 	if (!o || o->size < sizeof(*o) || !t || !res ||
 	    o->ntenant_limits > POL_REPLAY_TENANTS - 1)
 		return -EINVAL;
+	if (t->nreqs && pol_trace_clock_check(t, NULL, 0))
+		return -ERANGE;
 	if (o->daemon_model && o->cache_output)
 		return -EOPNOTSUPP;
+	/* kvmmd sets no TTL or priority from a prefix open: no model of it */
+	if (o->daemon_model && pol_trace_has_ttl(t, NULL))
+		return -EOPNOTSUPP;
+	servers = o->prefill_servers ? o->prefill_servers : 2;
+	first_ms = t->nreqs ? t->reqs[0].timestamp_ms : 0;
 	if (o->restart_every && o->kind == POL_BELADY)
 		return -EOPNOTSUPP;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -653,10 +663,14 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 				goto out_seen;
 		}
 
-		/* Clock: trace milliseconds, file order within one. */
+		/*
+		 * Clock: trace milliseconds from the first request, file
+		 * order within one; the span fits 44 bits
+		 * (pol_trace_clock_check()).
+		 */
 		sub = q->timestamp_ms == last_ms ? sub + 1 : 0;
 		last_ms = q->timestamp_ms;
-		now = (q->timestamp_ms << 20) +
+		now = ((q->timestamp_ms - first_ms) << 20) +
 		      (sub < (1 << 20) ? sub : 0xfffff);
 		pol_cache_set_clock(c, now);
 		if (!o->daemon_model && pol_cache_few_new(c, h, n))
@@ -762,9 +776,10 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 			if (e && e != -ENOSPC)
 				goto out_seen;
 			if (q->ttl_ms && !e) {
-				pol_cache_set_ttl(c, hash,
-						  (q->timestamp_ms + q->ttl_ms)
-							  << 20);
+				pol_cache_set_ttl(
+					c, hash,
+					(q->timestamp_ms - first_ms + q->ttl_ms)
+						<< 20);
 				if (!o->ttl_hold)
 					pol_cache_set_ttl_demotable(c, hash,
 								    true);

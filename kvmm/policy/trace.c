@@ -567,12 +567,55 @@ int pol_trace_parse(const char *text, struct pol_trace *t, char *err,
 	t->nreqs = n;
 	t->hashes = hashes.v;
 	t->nhashes = hashes.n;
+	e = pol_trace_clock_check(t, err, errlen);
+	if (e) {
+		memset(t, 0, sizeof(*t));
+		goto err_free;
+	}
 	return 0;
 
 err_free:
 	free(reqs);
 	free(hashes.v);
 	return e;
+}
+
+int pol_trace_clock_check(const struct pol_trace *t, char *err, size_t errlen)
+{
+	uint64_t t0 = t->nreqs ? t->reqs[0].timestamp_ms : 0;
+
+	for (size_t r = 0; r < t->nreqs; r++) {
+		const struct pol_trace_req *q = &t->reqs[r];
+		uint64_t d = q->timestamp_ms - t0; /* sorted: no wrap */
+
+		if (d < POL_TRACE_CLOCK_SPAN_MS &&
+		    d + q->ttl_ms < POL_TRACE_CLOCK_SPAN_MS)
+			continue;
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "line %u: \"timestamp\" %llu%s is 2^44 ms or "
+				 "more after the first request's (%llu): "
+				 "the replay's clock (ms << 20) cannot "
+				 "hold it",
+				 q->line, (unsigned long long)q->timestamp_ms,
+				 d < POL_TRACE_CLOCK_SPAN_MS ? " + \"ttl_ms\"" :
+							       "",
+				 (unsigned long long)t0);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+bool pol_trace_has_ttl(const struct pol_trace *t,
+		       const struct pol_trace_req **first)
+{
+	for (size_t r = 0; r < t->nreqs; r++)
+		if (t->reqs[r].ttl_ms || t->reqs[r].priority) {
+			if (first)
+				*first = &t->reqs[r];
+			return true;
+		}
+	return false;
 }
 
 int pol_trace_load(const char *path, struct pol_trace *t, char *err,

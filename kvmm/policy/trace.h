@@ -23,6 +23,7 @@
 #define KVMM_POLICY_TRACE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define POL_TRACE_BLOCK_TOKENS 512
@@ -72,5 +73,19 @@ static inline const uint64_t *pol_trace_blocks(const struct pol_trace *t,
  * A and cached when A completes.  Returns 0 or -ENOMEM.
  */
 int pol_trace_infer_outputs(struct pol_trace *t);
+
+/*
+ * The replay's clock is the milliseconds since the trace's first request
+ * shifted left by 20 bits (the rank within one millisecond below), in 64
+ * bits: every timestamp, and timestamp + ttl_ms, must lie less than
+ * 2^44 ms (557 years) after the first timestamp.  pol_trace_parse()
+ * refuses a trace past that with pol_trace_clock_check()'s message
+ * ("line N: ..."): 0 or -EINVAL.  t is sorted (as parsed).
+ */
+#define POL_TRACE_CLOCK_SPAN_MS (1ull << 44)
+int pol_trace_clock_check(const struct pol_trace *t, char *err, size_t errlen);
+/* Has some request a ttl_ms or a priority?  *first (may be NULL): the first. */
+bool pol_trace_has_ttl(const struct pol_trace *t,
+		       const struct pol_trace_req **first);
 
 #endif
