@@ -520,6 +520,24 @@ int main(int argc, char **argv)
 	}
 	if (max_requests && max_requests < t.nreqs)
 		t.nreqs = max_requests; /* the first N in timestamp order */
+	if (o.daemon_model && !daemon) {
+		const struct pol_trace_req *q;
+
+		if (pol_trace_has_ttl(&t, &q)) {
+			/* a model that dropped them gave figures of
+			 * another trace, silently */
+			fprintf(stderr,
+				"kvmm-replay: --model-daemon: %s line %u "
+				"has %s, which kvmmd's prefix opens never "
+				"set (--daemon refuses such a trace too); "
+				"replay without --model-daemon, or without "
+				"the trace's \"ttl_ms\" and \"priority\"\n",
+				trace, q->line,
+				q->ttl_ms ? "a \"ttl_ms\"" : "a \"priority\"");
+			pol_trace_free(&t);
+			return 1;
+		}
+	}
 	if (o.cache_output && pol_trace_infer_outputs(&t)) {
 		fprintf(stderr, "kvmm-replay: out of memory\n");
 		pol_trace_free(&t);
