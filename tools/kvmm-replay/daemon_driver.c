@@ -14,7 +14,8 @@
  *                                    TIER_STATS hit counters
  *   kvmm_seq_extend(all blocks)      the missing blocks get fresh pages
  *   kvmm_block_publish(the rest)     hash_ids + 1 are the block hashes
- *                                    (0 is not a valid kvmm hash)
+ *                                    (0 is not a valid kvmm hash: a
+ *                                    trace with id 2^64 - 1 is refused)
  *   kvmm_seq_close
  *   TIER_STATS until no migration is in flight, so the next request sees
  *   the cache settled (the in-process replay has no copies in flight)
@@ -344,6 +345,18 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 					"cannot set\n");
 			return -EOPNOTSUPP;
 		}
+		/* hash_ids go to kvmmd as id + 1 (0 is no kvmm hash): the
+		 * largest id would become 0 */
+		for (uint32_t i = 0; i < t->reqs[r].nblocks; i++)
+			if (pol_trace_blocks(t, &t->reqs[r])[i] == UINT64_MAX) {
+				fprintf(stderr,
+					"kvmm-replay: --daemon: line %u: hash_id "
+					"%llu has no kvmm hash (an id goes to "
+					"kvmmd as id + 1, and 0 is none)\n",
+					t->reqs[r].line,
+					(unsigned long long)UINT64_MAX);
+				return -ERANGE;
+			}
 	}
 	if (maxblocks > KVMM_PREFIX_MAX_BLOCKS)
 		return -E2BIG;
