@@ -402,7 +402,7 @@ int main(void)
 	const char *want = getenv("KVMM_TEST_BACKEND");
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	char ps[32], gpu_mem[32], host_mem[32], nvme_size[32], nvme[256];
-	const char *args[16];
+	const char *args[20];
 	struct kvmm_status_reply st;
 	struct td_daemon d;
 	bool cuda, use_nvme;
@@ -464,6 +464,10 @@ int main(void)
 		args[n++] = "--nvme-size";
 		args[n++] = nvme_size;
 	}
+	/* restores are what this checks: the restore plan would recompute
+	 * the first block of a 2-block NVMe prefix while the second loads */
+	args[n++] = "--restore-mode";
+	args[n++] = "reload";
 	args[n] = NULL;
 	r = td_start(&d, args);
 	if (r)

@@ -198,9 +198,9 @@ static double window_queue(const struct sim *s, double *const S[], uint32_t k,
  * window start before it (binary search).  The serial makespan is
  * separable: the least H(k) - S(k) so far, for each j in turn.  H, T and
  * the per-tier prefix sums S of reload times are O(n) passes, so the
- * search is O(n log n) and exact for the family (tests/policy-restore-
- * plan-brute.c checks it against every window on small cases).  act gets
- * the best plan.
+ * search is O(n log n) and exact for the family
+ * (tests/policy-restore-plan-brute.c checks it against every window on
+ * small cases).  act gets the best plan.
  */
 static int plan_window(struct sim *s, uint32_t f, uint8_t *act)
 {
