@@ -60,11 +60,15 @@ static void ref_init(void)
 }
 
 void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
-		   const uint8_t *tiers, uint32_t n, bool segments,
+		   const uint8_t *tiers, uint32_t n, bool segments, bool early,
 		   uint8_t *act)
 {
+	/* a client that opens without KVMM_PREFIX_OPEN_EARLY gets its reply
+	 * once every reload is done, so it cannot recompute meanwhile: its
+	 * plan is the serial one (a recomputed head adds to the copies) */
 	struct pol_restore_opts o = { .size = sizeof(o),
-				      .allow_segments = segments };
+				      .allow_segments = segments,
+				      .no_overlap = !early };
 	struct pol_restore_plan p;
 
 	for (uint32_t i = 0; i < n; i++) {

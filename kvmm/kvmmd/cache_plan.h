@@ -30,11 +30,13 @@ int kd_restore_mode_parse(const char *val, uint32_t *mode);
  * lower-tier block is reloaded.  m: kvmmd's --profile cost model (NULL:
  * the built-in reference profile).  segments: the plan may reuse blocks
  * after a hole (Multi-Segment Attention, PREFIX_OPEN_SEGMENTS), and may
- * move any reloaded block to recomputation.
+ * move any reloaded block to recomputation.  early: the client opened
+ * with KVMM_PREFIX_OPEN_EARLY, so it recomputes while the reloads run;
+ * otherwise its reply waits for them and the plan is made serially.
  */
 struct pol_cost_model;
 void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
-		   const uint8_t *tiers, uint32_t n, bool segments,
+		   const uint8_t *tiers, uint32_t n, bool segments, bool early,
 		   uint8_t *act);
 
 #endif

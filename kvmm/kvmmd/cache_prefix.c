@@ -91,15 +91,15 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
  */
 static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 			  const uint64_t *hashes, uint32_t n, uint32_t mode,
-			  bool segments, uint8_t *tiers, uint8_t *plan,
-			  bool *pinned)
+			  bool segments, bool early, uint8_t *tiers,
+			  uint8_t *plan, bool *pinned)
 {
 	uint64_t need = 0, holes = 0;
 	uint32_t lim;
 	int err;
 
 	lim = kc_prefix_tiers(c, hashes, n, segments, tiers);
-	kd_cache_plan(mode, c->d->cost, tiers, lim, segments, plan);
+	kd_cache_plan(mode, c->d->cost, tiers, lim, segments, early, plan);
 	for (uint32_t i = 0; i < lim; i++)
 		if (tiers[i] >= POL_TIER_COUNT) /* a hole */
 			holes += c->ppb;
@@ -703,7 +703,7 @@ static void kc_prefix_walk(struct kd_cache *c, struct kc_pending *pr,
 	 * looks each block up again (an unpinned one may have moved) */
 	nplan = kc_prefix_tiers(c, hashes, n, pr->segments, tiers);
 	kd_cache_plan(pr->want_acts ? d->cfg.restore_mode : KD_RESTORE_RELOAD,
-		      d->cost, tiers, nplan, pr->segments, plan);
+		      d->cost, tiers, nplan, pr->segments, pr->early, plan);
 	for (hit = 0; hit < n; hit++) {
 		struct kc_entry *e = kc_find(c, hashes[hit]);
 
@@ -841,8 +841,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				   po.flags & KVMM_PREFIX_OPEN_ACTIONS ?
 					   d->cfg.restore_mode :
 					   KD_RESTORE_RELOAD,
-				   segments, tiers, plan,
-				   pinned) == -EINPROGRESS) {
+				   segments, po.flags & KVMM_PREFIX_OPEN_EARLY,
+				   tiers, plan, pinned) == -EINPROGRESS) {
 			/* the restores' pages come back when demotion copies
 			 * end: the open runs again from the loop then
 			 * (cache_park.c), nothing of it done yet */
