@@ -32,7 +32,8 @@ int kd_restore_mode_parse(const char *val, uint32_t *mode);
  * after a hole (Multi-Segment Attention, PREFIX_OPEN_SEGMENTS), and may
  * move any reloaded block to recomputation.  early: the client opened
  * with KVMM_PREFIX_OPEN_EARLY, so it recomputes while the reloads run;
- * otherwise its reply waits for them and the plan is made serially.
+ * otherwise its reply waits for them and the plan is made serially
+ * (segmented opens keep the overlapped plan: left as modelled).
  */
 struct pol_cost_model;
 void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
