@@ -57,8 +57,8 @@ struct tel_snapshot {
 /* The daemon's view of one block slot of a region. */
 struct tel_slot {
 	uint64_t key; /* the hash it saw there last (0: none) */
-	__u64 seen; /* the slot's count taken in (its merged baseline) */
 	uint64_t credited; /* what the block is credited with */
+	uint32_t seen; /* the slot's count taken in (its merged baseline) */
 	uint32_t idle; /* polls since the count last moved */
 };
 
@@ -572,29 +572,32 @@ static bool shm_row_copy(const struct kvmm_tel_shm_hist *h,
 	return false;
 }
 
-/*
- * Take slot b back from the writers (telemetry_shm.h) if its count is
- * still `count`, all of which the daemon took in: false when a writer
- * counted meanwhile (the slot stays; the increment is read next time).
- */
-static bool shm_slot_take(struct kvmm_tel_shm_block *b, uint64_t count)
+/* What slot b of a region says of its block: its count the credited
+ * one, its estimates as the client wrote them, sanitized. */
+static void shm_block_stats(const struct kvmm_tel_shm_block *b,
+			    const struct tel_slot *sl, uint32_t pid,
+			    uint64_t now, struct kvmm_block_stats *st)
 {
-	__u64 c = count;
-
-	if (!__atomic_compare_exchange_n(&b->stats.count, &c,
-					 KVMM_TEL_SHM_FROZEN, 0,
-					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return false;
-	/* the next owner starts from nothing (count is the first field) */
-	memset((char *)&b->stats + sizeof(b->stats.count), 0,
-	       sizeof(b->stats) - sizeof(b->stats.count));
-	/* release: a claimer sees the cleared stats */
-	__atomic_store_n(&b->hash, 0, __ATOMIC_RELEASE);
-	c = KVMM_TEL_SHM_FROZEN;
-	/* unless a claimer already counted from 1 */
-	__atomic_compare_exchange_n(&b->stats.count, &c, 0, 0, __ATOMIC_RELEASE,
-				    __ATOMIC_RELAXED);
-	return true;
+	*st = (struct kvmm_block_stats){
+		.count = sl->credited,
+		.first_ns =
+			__atomic_load_n(&b->stats.first_ns, __ATOMIC_RELAXED),
+		.last_ns = __atomic_load_n(&b->stats.last_ns, __ATOMIC_RELAXED),
+		.ewma_gap_ns = __atomic_load_n(&b->stats.ewma_gap_ns,
+					       __ATOMIC_RELAXED),
+		.last_seq =
+			__atomic_load_n(&b->stats.last_seq, __ATOMIC_RELAXED),
+		.last_tier =
+			__atomic_load_n(&b->stats.last_tier, __ATOMIC_RELAXED),
+		/* who wrote it is the daemon's to say, not the client's */
+		.last_pid = pid,
+	};
+	if (st->last_tier >= KVMM_TEL_NR_TIERS)
+		st->last_tier = KVMM_TEL_TIER_MISS;
+	if (st->last_ns > now)
+		st->last_ns = now;
+	if (st->first_ns > st->last_ns)
+		st->first_ns = st->last_ns;
 }
 
 /* The name a block of src goes by (the rename hook): false to leave it. */
@@ -638,6 +641,7 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 	src->read_ns = now;
 	for (i = 0; i < src->nr_blocks && !err; i++) {
 		struct tel_slot *sl = &src->slots[i];
+		/* the key, then the word: this generation's (telemetry_shm.h) */
 		uint64_t hash = __atomic_load_n(&b[i].hash, __ATOMIC_ACQUIRE);
 		uint64_t raw, old = sl->key, grew;
 		struct kvmm_block_stats st;
@@ -663,31 +667,30 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 		raw = __atomic_load_n(&b[i].stats.count, __ATOMIC_ACQUIRE);
 		if (raw & KVMM_TEL_SHM_FROZEN)
 			continue; /* the daemon clears its own: a scribble */
-		grew = credit(raw, &sl->seen, budget);
+		/* the count field grew by this, modulo 2^32 */
+		grew = (uint32_t)(kvmm_tel_shm_word_count(raw) - sl->seen);
+		if (grew > budget)
+			grew = budget;
 		budget -= grew;
+		sl->seen += (uint32_t)grew;
 		sl->credited = sat_add(sl->credited, grew);
-		sl->idle = grew || raw != sl->seen ? 0 : sl->idle + 1;
-		if (!sl->credited)
-			continue;
-		memcpy(&st, &b[i].stats, sizeof(st));
-		st.count = sl->credited;
-		if (st.last_tier >= KVMM_TEL_NR_TIERS)
-			st.last_tier = KVMM_TEL_TIER_MISS;
-		if (st.last_ns > now)
-			st.last_ns = now;
-		if (st.first_ns > st.last_ns)
-			st.first_ns = st.last_ns;
-		/* who wrote it is the daemon's to say, not the client's */
-		st.last_pid = src->pid;
-		named = shm_name(t, src, &hash);
+		sl->idle = grew || kvmm_tel_shm_word_count(raw) != sl->seen ?
+				   0 :
+				   sl->idle + 1;
+		if (sl->credited)
+			shm_block_stats(&b[i], sl, src->pid, now, &st);
+		/* a key claimed and never counted (its writer died) too */
 		if (take && sl->idle >= TEL_SHM_IDLE_POLLS &&
-		    shm_slot_take(&b[i], raw)) {
-			if (named)
+		    kvmm_tel_shm_block_take(&b[i], raw)) {
+			if (sl->credited && shm_name(t, src, &hash))
 				err = retired_add(t, hash, &st);
 			*sl = (struct tel_slot){ 0 };
 			used--;
 			continue;
 		}
+		if (!sl->credited)
+			continue;
+		named = shm_name(t, src, &hash);
 		if (named)
 			err = snap_add_block(d, hash, &st);
 	}

@@ -22,25 +22,55 @@
  *
  * Block slots are taken back by the daemon once their counts are merged
  * and they went cold, so a long-lived session keeps being counted after
- * its first nr_blocks blocks.  The count is the handshake, and the client
- * stays lock-free:
+ * its first nr_blocks blocks.  The client stays lock-free.  A slot's
+ * stats.count is a word of three fields (kvmm_tel_shm_word_*()):
  *
- *	client					daemon (ebpf/telemetry.c)
- *	key == ours (or claimed 0 -> ours)	count == what it merged, idle:
- *	CAS count c -> c + 1, unless c has	CAS count merged -> FROZEN
- *	  FROZEN: then look further (a		zero the other stats
- *	  claimer takes FROZEN -> 1)		key -> 0 (release)
- *						CAS count FROZEN -> 0
+ *	bit 63 FROZEN	the daemon is taking the slot back
+ *	bits 62..32	the slot's generation, bumped by each take
+ *	bits 31..0	the count, modulo 2^32 (the daemon reads deltas)
  *
- * An increment either lands before the daemon's CAS (which then fails:
- * the slot stays, the increment is merged at the next poll) or sees
- * FROZEN and goes to another slot: none is lost or counted twice.  A
- * claimer that finds FROZEN left over (the daemon has not cleared it yet)
- * owns the slot by its key CAS and counts from 1.  Only the estimates
- * (last_ns, ewma_gap_ns, ...) of a writer that stalls between its count
- * and its plain stores for longer than the idle time may land in the next
- * owner's slot.  A hash may briefly own two slots (the old one frozen);
- * the daemon merges by hash.
+ *	client (kvmm_tel_shm_block_count)	daemon (kvmm_tel_shm_block_take)
+ *	w = word (acquire)			word == w, all merged, idle:
+ *	h = key (acquire)			CAS word w -> w | FROZEN   (F)
+ *	h == 0: CAS key 0 -> ours, again	zero the other stats
+ *	h != ours or w FROZEN: next slot	key = 0 (release)          (Z)
+ *	CAS word w -> w + 1 (count only)	word = gen + 1, count 0    (S)
+ *	  failed: again from the top		  (release)
+ *
+ * Why no increment is lost or lands on another key, in every
+ * interleaving (C11 model; hostile clients aside, see ebpf/telemetry.c).
+ * Per slot, generation g starts with the S that stores (g, 0) (the
+ * zeroed region for g = 0), preceded in the daemon by the Z that freed
+ * the key.  The key goes 0 -> K only by a claim CAS, K -> 0 only by a Z,
+ * which comes after the F of its generation; so after Z(g-1) the key is
+ * claimed at most once before Z(g): call it K(g), the key of generation
+ * g.  Only the daemon moves the generation and only through F, and once
+ * F(g) stored (g, FROZEN) the word never reads (g, not frozen) again.
+ * A writer of key K counts only by a CAS that succeeds from a w = (g, c)
+ * not frozen that it loaded (L1) before it read K from the key (L2).
+ * L1 read S(g) or an RMW after it (all of S's release sequence), so
+ * Z(g-1) happens before L2, which reads Z(g-1) or a later key: a nonzero
+ * one is K(g) or the claim of a later generation.  The latter read a Z
+ * after F(g) and released to L2, so F(g) happens before the CAS, which
+ * then comes after F(g) in the word's order and fails: (g, not frozen)
+ * is gone.  So a CAS that succeeds read K == K(g) and lands between S(g)
+ * and F(g): generation g's count, all of which the daemon credits to
+ * K(g) (it reads the key, then the word, and moves generations itself).
+ * A daemon's F that succeeds read the count it merged, so every
+ * increment before it was merged and none can follow it; one that
+ * fails leaves the slot for the next poll.  The generation's 31 bits
+ * would take 2^31 takes of one slot (each after 4 idle polls) during
+ * one writer's L1..CAS to wrap; the count wrapping within a generation
+ * is harmless (one key; the daemon reads it modulo 2^32 every poll).
+ *
+ * A writer that sees FROZEN counts further along the probe sequence
+ * (its block may own two slots a while; the daemon merges by hash), so
+ * it never waits on the daemon; a writer that dies leaves no state but
+ * a claimed key, whose slot the daemon takes back idle like any other.
+ * Only the estimates (first_ns, last_ns, ewma_gap_ns, ...) are plain
+ * last-writer-wins stores: a writer stalled for longer than the idle
+ * time between its count and its stores may leave them in the next
+ * owner's slot, never a count.
  *
  * Histogram rows carry a begin/end pair of write counters (a seqlock for
  * several writers): a writer bumps begin, adds, bumps end; the daemon
@@ -62,8 +92,22 @@
 #define KVMM_TEL_SHM_MAGIC 0x316c65746d6d766bULL /* "kvmmtel1" */
 #define KVMM_TEL_SHM_HIST_SLOTS 256
 #define KVMM_TEL_SHM_PROBES 32 /* linear-probe distance before giving up */
-/* A block slot's count while the daemon takes the slot back (see above). */
+/* A block slot's count word (see above): taken back, generation, count. */
 #define KVMM_TEL_SHM_FROZEN (1ull << 63)
+#define KVMM_TEL_SHM_GEN_SHIFT 32
+#define KVMM_TEL_SHM_GEN_MASK (0x7fffffffull << KVMM_TEL_SHM_GEN_SHIFT)
+#define KVMM_TEL_SHM_COUNT_MASK 0xffffffffull
+
+/*
+ * A test's hook before each shared access of the block slot protocol
+ * (tests/ebpf-shm-slot-interleave.c runs them in every order); nothing
+ * otherwise.
+ */
+#ifndef KVMM_TEL_SHM_STEP
+#define KVMM_TEL_SHM_STEP() \
+	do {                \
+	} while (0)
+#endif
 
 struct kvmm_tel_shm {
 	uint64_t magic;
@@ -278,9 +322,30 @@ static inline void kvmm_tel_shm_hist_add(struct kvmm_tel_shm *s,
 	__atomic_fetch_add(&h->seq_end, 1, __ATOMIC_RELEASE);
 }
 
+/* The count field of a block slot's count word. */
+static inline uint32_t kvmm_tel_shm_word_count(uint64_t w)
+{
+	return (uint32_t)(w & KVMM_TEL_SHM_COUNT_MASK);
+}
+
+/* The word one access later: the count wraps within its field. */
+static inline uint64_t kvmm_tel_shm_word_inc(uint64_t w)
+{
+	return (w & ~KVMM_TEL_SHM_COUNT_MASK) |
+	       ((w + 1) & KVMM_TEL_SHM_COUNT_MASK);
+}
+
+/* The first word of the generation after w's: not frozen, count 0. */
+static inline uint64_t kvmm_tel_shm_word_next_gen(uint64_t w)
+{
+	return (w + (1ull << KVMM_TEL_SHM_GEN_SHIFT)) & KVMM_TEL_SHM_GEN_MASK;
+}
+
 /*
- * Count one access of `key` in a block slot: the slot, with *prev the
- * count before it, or NULL when none was free within the probe distance.
+ * Count one access of `key` in a block slot (the protocol and its proof
+ * are at the top): the slot, with *prev the count before it, or NULL
+ * when none was free within the probe distance.  Lock-free: each pass
+ * that does not end it follows another party's change to the slot.
  */
 static inline struct kvmm_tel_shm_block *
 kvmm_tel_shm_block_count(struct kvmm_tel_shm *s, uint64_t key, uint64_t now,
@@ -292,48 +357,93 @@ kvmm_tel_shm_block_count(struct kvmm_tel_shm *s, uint64_t key, uint64_t now,
 
 	for (i = 0; i < KVMM_TEL_SHM_PROBES && i < n; i++) {
 		struct kvmm_tel_shm_block *b = &t[(idx + i) & (n - 1)];
-		uint64_t cur, c, want = 0;
-		int claimed = 0;
+		uint64_t w, h;
 
-		cur = __atomic_load_n(&b->hash, __ATOMIC_ACQUIRE);
-		if (cur != key) {
-			if (cur)
-				continue;
-			if (__atomic_compare_exchange_n(&b->hash, &cur, key, 0,
-							__ATOMIC_ACQ_REL,
-							__ATOMIC_ACQUIRE))
-				claimed = 1;
-			else if (cur != key)
-				continue;
+		for (;;) {
+			KVMM_TEL_SHM_STEP();
+			/* acquire: the key read next is no older than the
+			 * daemon's free that began this generation */
+			w = __atomic_load_n(&b->stats.count, __ATOMIC_ACQUIRE);
+			KVMM_TEL_SHM_STEP();
+			h = __atomic_load_n(&b->hash, __ATOMIC_ACQUIRE);
+			if (h != key) {
+				if (h)
+					break;
+				KVMM_TEL_SHM_STEP();
+				/* acquire: after the daemon's zeroing;
+				 * release: writers that read our key */
+				if (__atomic_compare_exchange_n(
+					    &b->hash, &h, key, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					__atomic_store_n(&b->stats.first_ns,
+							 now, __ATOMIC_RELAXED);
+				else if (h != key)
+					break;
+				continue; /* the word again, then the key */
+			}
+			if (w & KVMM_TEL_SHM_FROZEN)
+				break; /* being taken back: count further on */
+			KVMM_TEL_SHM_STEP();
+			/* release: first_ns and the accesses counter, written
+			 * before, are seen by a daemon that sees this count */
+			if (__atomic_compare_exchange_n(
+				    &b->stats.count, &w,
+				    kvmm_tel_shm_word_inc(w), 0,
+				    __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+				*prev = kvmm_tel_shm_word_count(w);
+				return b;
+			}
 		}
-		if (claimed)
-			b->stats.first_ns = now;
-		c = __atomic_load_n(&b->stats.count, __ATOMIC_RELAXED);
-		do {
-			/* the daemon is taking it back: not ours to count in
-			 * unless our claim made it ours */
-			if ((c & KVMM_TEL_SHM_FROZEN) && !claimed)
-				break;
-			want = (c & KVMM_TEL_SHM_FROZEN) ? 1 : c + 1;
-			/* release: the accesses counter, bumped before, is
-			 * seen by a daemon that sees this count */
-		} while (!__atomic_compare_exchange_n(&b->stats.count, &c, want,
-						      1, __ATOMIC_RELEASE,
-						      __ATOMIC_RELAXED));
-		if ((c & KVMM_TEL_SHM_FROZEN) && !claimed)
-			continue;
-		*prev = want - 1;
-		return b;
 	}
 	return NULL;
 }
 
-static inline void kvmm_tel_shm_block_access(struct kvmm_tel_shm *s,
-					     const struct kvmm_access_rec *r,
-					     uint64_t now)
+/*
+ * Daemon side: take block slot b back from the writers if its count word
+ * is still `w` (read after its key; its count all merged).  Nonzero when
+ * taken: the slot is free, in the next generation; 0 when a writer
+ * counted meanwhile (the slot stays; the increment is read next time).
+ */
+static inline int kvmm_tel_shm_block_take(struct kvmm_tel_shm_block *b,
+					  uint64_t w)
+{
+	struct kvmm_block_stats *st = &b->stats;
+
+	KVMM_TEL_SHM_STEP();
+	/* acquire: the writers' stores before their counts are seen;
+	 * release: with the key freed below, for later claims */
+	if (!__atomic_compare_exchange_n(&st->count, &w,
+					 w | KVMM_TEL_SHM_FROZEN, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	KVMM_TEL_SHM_STEP();
+	/* the next owner starts from nothing (a stalled writer's late
+	 * estimates may still land: see above) */
+	__atomic_store_n(&st->first_ns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->last_ns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->ewma_gap_ns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->last_seq, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->last_tier, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->last_pid, 0, __ATOMIC_RELAXED);
+	KVMM_TEL_SHM_STEP();
+	/* release: a claimer that reads 0 sees the cleared stats */
+	__atomic_store_n(&b->hash, 0, __ATOMIC_RELEASE);
+	KVMM_TEL_SHM_STEP();
+	/* release: a writer that reads the new generation reads the key
+	 * freed above, or a later one */
+	__atomic_store_n(&st->count, kvmm_tel_shm_word_next_gen(w),
+			 __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* Count one access record: 0, or -ENOSPC when no slot took it (counted
+ * in blocks_dropped). */
+static inline int kvmm_tel_shm_block_access(struct kvmm_tel_shm *s,
+					    const struct kvmm_access_rec *r,
+					    uint64_t now)
 {
 	struct kvmm_tel_shm_block *b;
-	uint64_t key = r->hash ? r->hash : 1, prev;
+	uint64_t key = r->hash ? r->hash : 1, prev, ewma, last;
 
 	KVMM_TEL_ADD(&s->counters.accesses, 1);
 	if (r->tier < KVMM_TEL_NR_TIERS)
@@ -341,13 +451,18 @@ static inline void kvmm_tel_shm_block_access(struct kvmm_tel_shm *s,
 	b = kvmm_tel_shm_block_count(s, key, now, &prev);
 	if (!b) {
 		KVMM_TEL_ADD(&s->counters.blocks_dropped, 1);
-		return;
+		return -ENOSPC;
 	}
-	b->stats.ewma_gap_ns = kvmm_tel_ewma_next(prev, b->stats.ewma_gap_ns,
-						  b->stats.last_ns, now);
-	b->stats.last_ns = now;
-	b->stats.last_seq = r->seq;
-	b->stats.last_tier = r->tier;
+	/* estimates: last writer wins (relaxed: no data race) */
+	ewma = __atomic_load_n(&b->stats.ewma_gap_ns, __ATOMIC_RELAXED);
+	last = __atomic_load_n(&b->stats.last_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->stats.ewma_gap_ns,
+			 kvmm_tel_ewma_next(prev, ewma, last, now),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&b->stats.last_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->stats.last_seq, r->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->stats.last_tier, r->tier, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /*
