@@ -75,18 +75,24 @@ struct tel_shm_src {
 	uint64_t row_keys[KVMM_TEL_SHM_HIST_SLOTS];
 	/* the counters taken in, and what they are credited with */
 	struct kvmm_counters seen, credited;
+	/* what the blocks' counts may still be credited with together: the
+	 * accesses credited, less what the blocks were */
+	uint64_t budget;
 };
 
 /*
  * What a session can have done between two reads, to clamp what a
  * client writes (its region is its own to scribble on): access probes
  * one per TEL_SHM_PROBE_NS, other events TEL_SHM_EVENTS_PER_S, each plus
- * TEL_SHM_SLACK.  A legitimate client never comes near (a decode step
- * takes milliseconds); what is over stays to be credited at later reads,
- * so a clamp loses nothing a client really counted.  The accesses of a
- * poll are at most KVMM_TEL_MAX_ACCESS_RECORDS per access probe, and the
- * blocks' counts grow together by at most the accesses (each access
- * counts the accesses first, then its block).
+ * TEL_SHM_SLACK; the accesses at most KVMM_TEL_MAX_ACCESS_RECORDS per
+ * access probe credited.  A legitimate client never comes near (a decode
+ * step takes milliseconds); what is over stays to be credited at later
+ * reads.  The blocks' counts are credited with no more, over the
+ * session, than its accesses were (each access counts the accesses
+ * first, then its block): a budget that carries over, since a poll can
+ * read an access in the counters and not yet in its block.  So a client
+ * that keeps to the clamps loses nothing; at a session's final read,
+ * what is over them is not credited (only a forgery is: it is logged).
  */
 #define TEL_SHM_PROBE_NS 10000ull
 #define TEL_SHM_EVENTS_PER_S 10000000ull
@@ -507,48 +513,79 @@ static uint64_t credit(uint64_t raw, __u64 *seen, uint64_t cap)
 	return d;
 }
 
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* Credit what a counter grew by within what its parent counter credited
+ * allows over the session: total less what it was credited already. */
+static uint64_t credit_within(uint64_t raw, __u64 *seen, __u64 *credited,
+			      uint64_t total)
+{
+	uint64_t d =
+		credit(raw, seen, total > *credited ? total - *credited : 0);
+
+	*credited = sat_add(*credited, d);
+	return d;
+}
+
 /*
  * The region's counters: what grew since the last read, clamped to what
- * the session can have done in dt_ns; *budget is what its blocks' counts
- * may grow by together.
+ * the session can have done in dt_ns (the events), or over the session
+ * to what the counters they follow from were credited with (the
+ * accesses, their tiers, the drops: each access counts the accesses
+ * first, then its tier, so a read can catch one between).  The
+ * accesses credited go to the blocks' budget.  The counts left over the
+ * clamps (not credited, yet).
  */
-static void shm_credit_counters(struct tel_shm_src *src, uint64_t dt_ns,
-				uint64_t *budget)
+static uint64_t shm_credit_counters(struct tel_shm_src *src, uint64_t dt_ns)
 {
 	const __u64 *shared = (const __u64 *)&src->shm->counters;
-	struct kvmm_counters raw, *seen = &src->seen, d = { 0 };
-	__u64 *rp = (__u64 *)&raw;
+	struct kvmm_counters raw, *seen = &src->seen, *cr = &src->credited;
+	const __u64 *rp = (const __u64 *)&raw, *sp = (const __u64 *)seen;
 	uint64_t ev =
 		dt_ns / 1000000000ull * TEL_SHM_EVENTS_PER_S +
 		dt_ns % 1000000000ull * TEL_SHM_EVENTS_PER_S / 1000000000ull +
 		TEL_SHM_SLACK;
 	uint64_t probes = dt_ns / TEL_SHM_PROBE_NS + TEL_SHM_SLACK;
+	uint64_t left = 0, d;
 	size_t i;
 
-	/* acquire: a block count read after these is no further along */
+	/* Read before the block counts (acquire keeps them after): the
+	 * counts may run ahead of these (accesses in flight, counted here
+	 * after this read), never behind; the budget carries that over. */
 	for (i = 0; i < sizeof(raw) / sizeof(uint64_t); i++)
-		rp[i] = __atomic_load_n(shared + i, __ATOMIC_ACQUIRE);
-	for (i = 0; i < KVMM_TEL_NR_EVENTS; i++)
-		d.events[i] = credit(raw.events[i], &seen->events[i],
-				     i == KVMM_TEL_ACCESS ? probes : ev);
-	d.accesses =
-		credit(raw.accesses, &seen->accesses,
-		       d.events[KVMM_TEL_ACCESS] * KVMM_TEL_MAX_ACCESS_RECORDS);
+		((__u64 *)&raw)[i] =
+			__atomic_load_n(shared + i, __ATOMIC_ACQUIRE);
+	for (i = 0; i < KVMM_TEL_NR_EVENTS; i++) {
+		d = credit(raw.events[i], &seen->events[i],
+			   i == KVMM_TEL_ACCESS ? probes : ev);
+		cr->events[i] = sat_add(cr->events[i], d);
+	}
+	d = credit_within(raw.accesses, &seen->accesses, &cr->accesses,
+			  sat_mul(cr->events[KVMM_TEL_ACCESS],
+				  KVMM_TEL_MAX_ACCESS_RECORDS));
+	src->budget = sat_add(src->budget, d);
 	for (i = 0; i < KVMM_TEL_NR_TIERS; i++)
-		d.tier_accesses[i] = credit(raw.tier_accesses[i],
-					    &seen->tier_accesses[i],
-					    d.accesses);
+		credit_within(raw.tier_accesses[i], &seen->tier_accesses[i],
+			      &cr->tier_accesses[i], cr->accesses);
 	/* a probe of n records drops n - KVMM_TEL_MAX_ACCESS_RECORDS */
-	d.access_dropped = credit(raw.access_dropped, &seen->access_dropped,
-				  d.events[KVMM_TEL_ACCESS] * UINT32_MAX);
-	d.blocks_dropped =
-		credit(raw.blocks_dropped, &seen->blocks_dropped, d.accesses);
-	d.hist_dropped = credit(raw.hist_dropped, &seen->hist_dropped, ev);
-	d.events_dropped =
-		credit(raw.events_dropped, &seen->events_dropped, ev);
-	counters_add(&src->credited, &d);
-	*budget = d.accesses;
+	credit_within(raw.access_dropped, &seen->access_dropped,
+		      &cr->access_dropped,
+		      sat_mul(cr->events[KVMM_TEL_ACCESS], UINT32_MAX));
+	credit_within(raw.blocks_dropped, &seen->blocks_dropped,
+		      &cr->blocks_dropped, cr->accesses);
+	d = credit(raw.hist_dropped, &seen->hist_dropped, ev);
+	cr->hist_dropped = sat_add(cr->hist_dropped, d);
+	d = credit(raw.events_dropped, &seen->events_dropped, ev);
+	cr->events_dropped = sat_add(cr->events_dropped, d);
+	for (i = 0; i < sizeof(raw) / sizeof(uint64_t); i++)
+		if (rp[i] > sp[i])
+			left = sat_add(left, rp[i] - sp[i]);
+	return left;
 }
+
 /* Copy row h when no writer is inside it (telemetry_shm.h): false when
  * writers kept at it for every try. */
 static bool shm_row_copy(const struct kvmm_tel_shm_hist *h,
@@ -631,13 +668,13 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 		(struct kvmm_tel_shm_block *)(base + boff);
 	const struct kvmm_tel_shm_hist *h =
 		(const struct kvmm_tel_shm_hist *)(base + hoff);
-	uint64_t now = kvmm_tel_now_ns(), budget;
+	uint64_t now = kvmm_tel_now_ns(), left;
 	bool take = !final && src->used >= src->nr_blocks / 2;
 	uint32_t i, used = 0;
 	int err = 0;
 
-	shm_credit_counters(src, now > src->read_ns ? now - src->read_ns : 0,
-			    &budget);
+	left = shm_credit_counters(src,
+				   now > src->read_ns ? now - src->read_ns : 0);
 	src->read_ns = now;
 	for (i = 0; i < src->nr_blocks && !err; i++) {
 		struct tel_slot *sl = &src->slots[i];
@@ -669,9 +706,11 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 			continue; /* the daemon clears its own: a scribble */
 		/* the count field grew by this, modulo 2^32 */
 		grew = (uint32_t)(kvmm_tel_shm_word_count(raw) - sl->seen);
-		if (grew > budget)
-			grew = budget;
-		budget -= grew;
+		if (grew > src->budget) {
+			left = sat_add(left, grew - src->budget);
+			grew = src->budget;
+		}
+		src->budget -= grew;
 		sl->seen += (uint32_t)grew;
 		sl->credited = sat_add(sl->credited, grew);
 		sl->idle = grew || kvmm_tel_shm_word_count(raw) != sl->seen ?
@@ -695,6 +734,11 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 			err = snap_add_block(d, hash, &st);
 	}
 	src->used = used;
+	if (final && left && !err)
+		tel_log(VMM_LOG_WARN,
+			"session %llu: %llu counts over what its accesses "
+			"account for, not credited",
+			(unsigned long long)src->id, (unsigned long long)left);
 	for (i = 0; i < KVMM_TEL_SHM_HIST_SLOTS && !err; i++) {
 		uint64_t packed = __atomic_load_n(&h[i].key, __ATOMIC_ACQUIRE);
 		struct kvmm_hist_key key;
