@@ -73,6 +73,9 @@ struct tel_shm_src {
 	/* each histogram row's latest whole copy (NULL: none yet) */
 	struct kvmm_hist *rows[KVMM_TEL_SHM_HIST_SLOTS];
 	uint64_t row_keys[KVMM_TEL_SHM_HIST_SLOTS];
+	/* polls in a row each row was not read whole (to TEL_SHM_ROW_STUCK) */
+	uint8_t row_fails[KVMM_TEL_SHM_HIST_SLOTS];
+	bool row_stuck_said; /* a stuck row was logged */
 	/* the counters taken in, and what they are credited with */
 	struct kvmm_counters seen, credited;
 	/* what the blocks' counts may still be credited with together: the
@@ -99,8 +102,11 @@ struct tel_shm_src {
 #define TEL_SHM_SLACK 1024ull
 /* Slots idle this many polls are taken back once a region is half full. */
 #define TEL_SHM_IDLE_POLLS 4
-/* Tries to copy a histogram row no writer is inside of. */
+/* Tries to copy a histogram row no writer is inside of; after this
+ * many polls in a row without a whole copy (a writer stopped inside:
+ * the row is never whole again), one try a poll. */
 #define TEL_SHM_ROW_TRIES 64
+#define TEL_SHM_ROW_STUCK 3
 /* The retired table, like the BPF map's LRU (tel_opts.max_blocks). */
 #define TEL_RETIRED_MAX 65536
 
@@ -587,15 +593,15 @@ static uint64_t shm_credit_counters(struct tel_shm_src *src, uint64_t dt_ns)
 }
 
 /* Copy row h when no writer is inside it (telemetry_shm.h): false when
- * writers kept at it for every try. */
+ * writers were inside at each of `tries` tries. */
 static bool shm_row_copy(const struct kvmm_tel_shm_hist *h,
-			 struct kvmm_hist *out)
+			 struct kvmm_hist *out, int tries)
 {
 	const __u64 *p = (const __u64 *)&h->hist;
 	__u64 *o = (__u64 *)out, begin, end;
 	size_t i;
 
-	for (int tries = 0; tries < TEL_SHM_ROW_TRIES; tries++) {
+	while (tries-- > 0) {
 		/* acquire: the adds of every writer that ended are seen */
 		end = __atomic_load_n(&h->seq_end, __ATOMIC_ACQUIRE);
 		for (i = 0; i < sizeof(*out) / sizeof(*o); i++)
@@ -756,14 +762,33 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 			free(src->rows[i]);
 			src->rows[i] = NULL;
 			src->row_keys[i] = packed;
+			src->row_fails[i] = 0;
 		}
 		/* a row writers never left alone: its last whole copy */
-		if (shm_row_copy(&h[i], &hist)) {
+		if (shm_row_copy(&h[i], &hist,
+				 src->row_fails[i] < TEL_SHM_ROW_STUCK ?
+					 TEL_SHM_ROW_TRIES :
+					 1)) {
 			if (!src->rows[i])
 				src->rows[i] = malloc(sizeof(hist));
 			if (!src->rows[i])
 				return -ENOMEM;
 			*src->rows[i] = hist;
+			src->row_fails[i] = 0;
+		} else if (src->row_fails[i] < TEL_SHM_ROW_STUCK &&
+			   ++src->row_fails[i] == TEL_SHM_ROW_STUCK &&
+			   !src->row_stuck_said) {
+			src->row_stuck_said = true;
+			tel_log(VMM_LOG_WARN,
+				"session %llu: histogram row %s %s->%s not "
+				"read whole in %d polls (a writer stopped "
+				"inside it?): its last whole copy stands; "
+				"such rows are tried once a poll",
+				(unsigned long long)src->id,
+				tel_event_string(key.kind),
+				tel_tier_string(key.tier),
+				tel_tier_string(key.dst_tier),
+				TEL_SHM_ROW_STUCK);
 		}
 		if (src->rows[i])
 			err = snap_add_hist(d, &key, src->rows[i]);

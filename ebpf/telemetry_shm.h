@@ -73,9 +73,17 @@
  * owner's slot, never a count.
  *
  * Histogram rows carry a begin/end pair of write counters (a seqlock for
- * several writers): a writer bumps begin, adds, bumps end; the daemon
- * copies a row between reading end and begin and retries unless they
- * agree, so count, sum_ns and sum_bytes are read from one moment.
+ * several writers, Boehm's fence pattern): a writer bumps begin, issues a
+ * release fence, adds, bumps end (release); the daemon reads end
+ * (acquire), copies the row, issues an acquire fence and reads begin,
+ * and keeps the copy only if they agree.  A copy that read any add of a
+ * writer also sees that writer's begin (the fences synchronize), and
+ * begin == end then says every writer it saw had ended, so count, sum_ns
+ * and sum_bytes are from one moment.
+ * A writer that stops between begin and end (a thread that died there)
+ * leaves the row never whole again: the daemon keeps its last whole
+ * copy and, once it failed for a few polls in a row, tries it once a
+ * poll and says so (ebpf/telemetry.c).
  */
 #ifndef KVMM_EBPF_TELEMETRY_SHM_H
 #define KVMM_EBPF_TELEMETRY_SHM_H
@@ -312,8 +320,9 @@ static inline void kvmm_tel_shm_hist_add(struct kvmm_tel_shm *s,
 		KVMM_TEL_ADD(&s->counters.hist_dropped, 1);
 		return;
 	}
-	/* acquire: the adds below stay after it, for the daemon's check */
-	__atomic_fetch_add(&h->seq_begin, 1, __ATOMIC_ACQUIRE);
+	__atomic_fetch_add(&h->seq_begin, 1, __ATOMIC_RELAXED);
+	/* release: a daemon that reads any add below sees the begin above */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	KVMM_TEL_ADD(&h->hist.count, 1);
 	KVMM_TEL_ADD(&h->hist.sum_ns, latency_ns);
 	KVMM_TEL_ADD(&h->hist.sum_bytes, bytes);
