@@ -37,6 +37,9 @@
 struct tel_block_ent {
 	uint64_t hash;
 	uint64_t used;
+	/* the retired table: whose report it is (shm_owner()), for the
+	 * share each writer may hold */
+	uint64_t owner;
 	struct kvmm_block_stats s;
 };
 
@@ -107,8 +110,10 @@ struct tel_shm_src {
  * the row is never whole again), one try a poll. */
 #define TEL_SHM_ROW_TRIES 64
 #define TEL_SHM_ROW_STUCK 3
-/* The retired table, like the BPF map's LRU (tel_opts.max_blocks). */
+/* The retired table, like the BPF map's LRU (tel_opts.max_blocks); a
+ * writer's share of it when it is pruned, 1/TEL_RETIRED_SHARES. */
 #define TEL_RETIRED_MAX 65536
+#define TEL_RETIRED_SHARES 8
 
 void tel_log(int level, const char *fmt, ...)
 {
@@ -295,10 +300,11 @@ static void stats_merge(struct kvmm_block_stats *d,
 	}
 }
 
-static int snap_add_block(void *arg, uint64_t hash,
-			  const struct kvmm_block_stats *st)
+/* Add a block's report to s (merged with s's), by owner (0: none); the
+ * entry's owner is the one of its latest access. */
+static int snap_put(struct tel_snapshot *s, uint64_t hash,
+		    const struct kvmm_block_stats *st, uint64_t owner)
 {
-	struct tel_snapshot *s = arg;
 	size_t i;
 
 	if (!st->count)
@@ -311,15 +317,24 @@ static int snap_add_block(void *arg, uint64_t hash,
 		if (!e->used) {
 			e->used = 1;
 			e->hash = hash;
+			e->owner = owner;
 			e->s = *st;
 			s->nr_blocks++;
 			return 0;
 		}
 		if (e->hash == hash) {
+			if (st->last_ns >= e->s.last_ns)
+				e->owner = owner;
 			stats_merge(&e->s, st);
 			return 0;
 		}
 	}
+}
+
+static int snap_add_block(void *arg, uint64_t hash,
+			  const struct kvmm_block_stats *st)
+{
+	return snap_put(arg, hash, st, 0);
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -409,58 +424,83 @@ static int snap_merge_rows(struct tel_snapshot *d, const struct tel_snapshot *s)
 	return 0;
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/* An entry of a table being pruned, as snap_prune() orders them. */
+struct prune_ent {
+	uint64_t owner, last_ns;
+	size_t idx; /* in the table */
+	bool over; /* past its owner's share */
+};
 
-	return x < y ? -1 : x > y;
+/* By owner, then the latest access first. */
+static int prune_by_owner(const void *a, const void *b)
+{
+	const struct prune_ent *x = a, *y = b;
+
+	if (x->owner != y->owner)
+		return x->owner < y->owner ? -1 : 1;
+	return x->last_ns > y->last_ns ? -1 : x->last_ns < y->last_ns;
+}
+
+/* The order entries leave in: those past their owner's share, then the
+ * others, each the least recently accessed first. */
+static int prune_order(const void *a, const void *b)
+{
+	const struct prune_ent *x = a, *y = b;
+
+	if (x->over != y->over)
+		return x->over ? -1 : 1;
+	return x->last_ns < y->last_ns ? -1 : x->last_ns > y->last_ns;
 }
 
 /*
- * Keep the `keep` blocks of s accessed last (the LRU's choice, by
- * last_ns), in a table rebuilt without the others.
+ * Keep `keep` blocks of s, in a table rebuilt without the others: the
+ * least recently accessed leave first (the LRU's choice, by last_ns),
+ * except that entries past the `share` latest of their owner (an owner
+ * 0 included) leave before any other.  One writer can thus push out of
+ * the table only its own entries once it holds its share, however many
+ * blocks it makes up; alone, it is kept as an LRU would keep it.
  */
-static int snap_prune(struct tel_snapshot *s, size_t keep)
+static int snap_prune(struct tel_snapshot *s, size_t keep, size_t share)
 {
 	struct tel_block_ent *nb;
-	uint64_t *ts, cut;
-	size_t i, j, n = 0, ties;
+	struct prune_ent *pe;
+	size_t i, j, n = 0, run = 0;
 
 	if (s->nr_blocks <= keep)
 		return 0;
-	ts = malloc(s->nr_blocks * sizeof(*ts));
+	pe = malloc(s->nr_blocks * sizeof(*pe));
 	nb = calloc(s->cap, sizeof(*nb));
-	if (!ts || !nb) {
-		free(ts);
+	if (!pe || !nb) {
+		free(pe);
 		free(nb);
 		return -ENOMEM;
 	}
 	for (i = 0; i < s->cap; i++)
 		if (s->blocks[i].used)
-			ts[n++] = s->blocks[i].s.last_ns;
-	qsort(ts, n, sizeof(*ts), u64_cmp);
-	cut = ts[n - keep];
-	/* entries at the cut itself: as many as fit after the later ones */
-	for (ties = 0, i = n - keep; i < n && ts[i] == cut; i++)
-		ties++;
-	free(ts);
-	for (i = 0, n = 0; i < s->cap; i++) {
-		const struct tel_block_ent *e = &s->blocks[i];
+			pe[n++] = (struct prune_ent){
+				.owner = s->blocks[i].owner,
+				.last_ns = s->blocks[i].s.last_ns,
+				.idx = i,
+			};
+	qsort(pe, n, sizeof(*pe), prune_by_owner);
+	for (i = 0; i < n; i++) {
+		run = i && pe[i].owner == pe[i - 1].owner ? run + 1 : 0;
+		pe[i].over = run >= share;
+	}
+	qsort(pe, n, sizeof(*pe), prune_order);
+	/* the first n - keep leave */
+	for (i = n - keep; i < n; i++) {
+		const struct tel_block_ent *e = &s->blocks[pe[i].idx];
 
-		if (!e->used || e->s.last_ns < cut ||
-		    (e->s.last_ns == cut && !ties))
-			continue;
-		if (e->s.last_ns == cut)
-			ties--;
 		for (j = slot_of(e->hash, s->cap); nb[j].used;
 		     j = (j + 1) & (s->cap - 1))
 			;
 		nb[j] = *e;
-		n++;
 	}
+	free(pe);
 	free(s->blocks);
 	s->blocks = nb;
-	s->nr_blocks = n;
+	s->nr_blocks = keep;
 	return 0;
 }
 
@@ -470,13 +510,13 @@ static int snap_prune(struct tel_snapshot *s, size_t keep)
  * table to its bound once the poll added what it had to.
  */
 static int retired_add(struct tel *t, uint64_t hash,
-		       const struct kvmm_block_stats *st)
+		       const struct kvmm_block_stats *st, uint64_t owner)
 {
 	int err;
 
 	if (!st->count)
 		return 0;
-	err = snap_add_block(t->retired, hash, st);
+	err = snap_put(t->retired, hash, st, owner);
 	if (err)
 		return err;
 	if (t->nr_touched == t->cap_touched) {
@@ -494,12 +534,14 @@ static int retired_add(struct tel *t, uint64_t hash,
 
 /* Over its bound, the retired table loses the blocks accessed longest
  * ago, an eighth more than it must so that it is not sorted at every
- * poll. */
+ * poll; those past their writer's share of an eighth of the bound go
+ * first (snap_prune()). */
 static int retired_bound(struct tel *t)
 {
 	if (t->retired->nr_blocks <= t->max_retired)
 		return 0;
-	return snap_prune(t->retired, t->max_retired - t->max_retired / 8);
+	return snap_prune(t->retired, t->max_retired - t->max_retired / 8,
+			  t->max_retired / TEL_RETIRED_SHARES);
 }
 
 /* ---- shared-memory sources ---- */
@@ -643,6 +685,14 @@ static void shm_block_stats(const struct kvmm_tel_shm_block *b,
 		st->first_ns = st->last_ns;
 }
 
+/* Whose the reports of src are, for the retired table's shares: its
+ * writer process (a process with several sessions has one share), else
+ * the session. */
+static uint64_t shm_owner(const struct tel_shm_src *src)
+{
+	return src->pid ? src->pid : (1ull << 63) | src->id;
+}
+
 /* The name a block of src goes by (the rename hook): false to leave it. */
 static bool shm_name(const struct tel *t, const struct tel_shm_src *src,
 		     uint64_t *hash)
@@ -699,8 +749,10 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 					.last_tier = KVMM_TEL_TIER_MISS,
 					.last_pid = src->pid,
 				};
-				err = final ? snap_add_block(d, old, &st) :
-					      retired_add(t, old, &st);
+				err = final ? snap_put(d, old, &st,
+						       shm_owner(src)) :
+					      retired_add(t, old, &st,
+							  shm_owner(src));
 			}
 			*sl = (struct tel_slot){ .key = hash };
 		}
@@ -728,7 +780,7 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 		if (take && sl->idle >= TEL_SHM_IDLE_POLLS &&
 		    kvmm_tel_shm_block_take(&b[i], raw)) {
 			if (sl->credited && shm_name(t, src, &hash))
-				err = retired_add(t, hash, &st);
+				err = retired_add(t, hash, &st, shm_owner(src));
 			*sl = (struct tel_slot){ 0 };
 			used--;
 			continue;
@@ -737,7 +789,7 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 			continue;
 		named = shm_name(t, src, &hash);
 		if (named)
-			err = snap_add_block(d, hash, &st);
+			err = snap_put(d, hash, &st, shm_owner(src));
 	}
 	src->used = used;
 	if (final && left && !err)
@@ -896,8 +948,8 @@ static int shm_poll(struct tel *t, struct tel_snapshot *s)
 	t->nr_touched = 0;
 	for (i = 0; i < p->cap && !err; i++)
 		if (p->blocks[i].used)
-			err = retired_add(t, p->blocks[i].hash,
-					  &p->blocks[i].s);
+			err = retired_add(t, p->blocks[i].hash, &p->blocks[i].s,
+					  p->blocks[i].owner);
 	if (!err)
 		err = snap_merge_rows(t->retired, p);
 	/* folded, or lost to ENOMEM (the poll fails): never twice */
