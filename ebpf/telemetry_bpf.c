@@ -41,6 +41,9 @@
 #define TRACEFS_MAGIC_NR 0x74726163
 #define TEL_BATCH 4096
 #define TEL_MAX_LINKS (TEL_MAX_TARGETS * 8)
+/* How long a loader waits for a pin root another process holds (a
+ * tel_pins_remove_stale() removing it lets go within it). */
+#define TEL_PIN_ROOT_WAIT_MS 1000
 
 struct tel_bpf {
 	struct kvmm_bpf *skel;
@@ -216,17 +219,20 @@ static bool same_file(const struct stat *a, const struct stat *b)
  * regular files to lock, but a directory's fd takes one), released when
  * the fd closes, so a loader that dies lets go by itself.  The fd, or
  * -EBUSY (*holder: its process, 0 if unknown) while another loader holds
- * it, or -errno.  With create the root is made first; without, a missing
- * root is -ENOENT.  A loader that stops removes the root before it lets
- * go, so a lock taken on a directory no longer at that path (or refused
- * on one) is tried again on the new one.
+ * it, or -errno.  With create (a loader) the root is made first, and a
+ * root held is tried again for up to wait_ms: tel_pins_remove_stale()
+ * holds it while it removes it, a short while; without, a missing root
+ * is -ENOENT.  A loader that stops removes the root before it lets go,
+ * so a lock taken on a directory no longer at that path (or refused on
+ * one) is tried again on the new one.
  */
-static int lock_pin_root(const char *root, bool create, pid_t *holder)
+static int lock_pin_root(const char *root, bool create, int wait_ms,
+			 pid_t *holder)
 {
 	struct stat st, now;
-	int tries, fd, err;
+	int tries = 0, fd, err;
 
-	for (tries = 0; tries < 16; tries++) {
+	while (tries++ < 16) {
 		if (create) {
 			err = mkdir_p(root);
 			if (err)
@@ -249,6 +255,15 @@ static int lock_pin_root(const char *root, bool create, pid_t *holder)
 			if (err == -EBUSY &&
 			    (stat(root, &now) || !same_file(&st, &now)))
 				continue; /* its owner is going away */
+			if (err == -EBUSY && wait_ms > 0) {
+				/* a sweeper removing it, or a loader */
+				struct timespec ts = { 0, 10 * 1000000L };
+
+				nanosleep(&ts, NULL);
+				wait_ms -= 10;
+				tries--;
+				continue;
+			}
 			if (err == -EBUSY && holder)
 				*holder = lock_holder(&st);
 			return err;
@@ -294,7 +309,7 @@ static void remove_stale_pins(struct tel *t)
 
 int tel_pins_remove_stale(const char *pin_root)
 {
-	int fd = lock_pin_root(pin_root, false, NULL), err;
+	int fd = lock_pin_root(pin_root, false, 0, NULL), err;
 
 	if (fd == -ENOENT)
 		return 0;
@@ -449,7 +464,8 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	if (err)
 		return err;
 	ensure_tracefs();
-	lock_fd = lock_pin_root(t->pin_root, true, &holder);
+	lock_fd =
+		lock_pin_root(t->pin_root, true, TEL_PIN_ROOT_WAIT_MS, &holder);
 	if (lock_fd == -EBUSY) {
 		char who[32] = "";
 
