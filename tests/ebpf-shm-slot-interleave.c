@@ -231,7 +231,7 @@ struct scenario {
 	const char *name;
 	uint32_t k1_before; /* K1's accesses before (its slot claimed) */
 	int rounds; /* the daemon's polls */
-	int writers[MAX_ACTORS - 1]; /* key index + 1, 0 ends */
+	int writers[MAX_ACTORS - 1]; /* key index + 1, 0 ends (if short) */
 	int max_preempts;
 };
 
@@ -254,7 +254,7 @@ static void setup(const struct scenario *sc)
 	nactors = 0;
 	actors[nactors].fn = daemon_polls;
 	actors[nactors++].arg = sc->rounds;
-	for (int i = 0; sc->writers[i]; i++) {
+	for (int i = 0; i < MAX_ACTORS - 1 && sc->writers[i]; i++) {
 		actors[nactors].fn = writer;
 		actors[nactors++].arg = sc->writers[i] - 1;
 	}
@@ -312,8 +312,8 @@ int main(void)
 		  2,
 		  { 1, 2 },
 		  2 },
-		{ "free slot: K1 | K1 | K2 | two takes", 0, 2, { 1, 1, 2 }, 2 },
-		{ "K1 | K1 | K2 | two takes", 3, 2, { 1, 1, 2 }, 2 },
+		{ "free slot: K1 | K1 | K2 | two takes", 0, 2, { 1, 1, 2 }, 1 },
+		{ "K1 | K1 | K2 | two takes", 3, 2, { 1, 1, 2 }, 1 },
 	};
 	static struct trace tr;
 	int prefix[MAX_STEPS], plen, failed = 0;

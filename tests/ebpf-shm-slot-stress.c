@@ -24,7 +24,9 @@
 #define NKEYS 3000
 #define NWRITERS 2
 #define BURST 256 /* records of one access probe */
-#define SECONDS 4
+#define SECONDS 4 /* at least, and until MIN_TAKES slots were taken */
+#define MAX_SECONDS 40
+#define MIN_TAKES 100
 
 static struct kvmm_tel_shm *shm;
 static volatile int stop;
@@ -52,6 +54,19 @@ static void probe(unsigned int *seed, int base)
 	}
 }
 
+/* Slots taken back so far: each take bumped its slot's generation. */
+static uint64_t takes(void)
+{
+	struct kvmm_tel_shm_block *b = kvmm_tel_shm_blocks(shm);
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < shm->nr_blocks; i++)
+		n += (__atomic_load_n(&b[i].stats.count, __ATOMIC_RELAXED) &
+		      KVMM_TEL_SHM_GEN_MASK) >>
+		     KVMM_TEL_SHM_GEN_SHIFT;
+	return n;
+}
+
 static void *writer(void *arg)
 {
 	unsigned int seed = (unsigned int)(uintptr_t)arg * 7777 + 1;
@@ -67,7 +82,6 @@ int main(void)
 			      .mode = TEL_MODE_SHM,
 			      .quiet = true };
 	size_t len = kvmm_tel_shm_size(4096);
-	struct kvmm_tel_shm_block *b;
 	uint64_t t0, polls = 0, sum = 0, drops = 0, gens = 0, wrong = 0;
 	pthread_t th[NWRITERS];
 	struct kvmm_counters c;
@@ -86,18 +100,19 @@ int main(void)
 		t_ok(pthread_create(&th[i], NULL, writer,
 				    (void *)(uintptr_t)i));
 	t0 = kvmm_tel_now_ns();
-	while (kvmm_tel_now_ns() - t0 < SECONDS * 1000000000ull) {
+	for (;;) {
+		uint64_t s = (kvmm_tel_now_ns() - t0) / 1000000000ull;
+
+		if (s >= MAX_SECONDS ||
+		    (s >= SECONDS && (polls % 256 || takes() >= MIN_TAKES)))
+			break;
 		t_ok(tel_poll(t));
 		polls++;
 	}
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < NWRITERS; i++)
 		t_ok(pthread_join(th[i], NULL));
-	/* each take bumped its slot's generation */
-	b = kvmm_tel_shm_blocks(shm);
-	for (uint32_t i = 0; i < shm->nr_blocks; i++)
-		gens += (b[i].stats.count & KVMM_TEL_SHM_GEN_MASK) >>
-			KVMM_TEL_SHM_GEN_SHIFT;
+	gens = takes();
 	t_ok(tel_poll(t));
 	tel_shm_remove(t, 1);
 	t_ok(tel_poll(t));
@@ -122,7 +137,7 @@ int main(void)
 	       (unsigned long long)sum, (unsigned long long)drops,
 	       (unsigned long long)c.accesses,
 	       (unsigned long long)c.blocks_dropped, (unsigned long long)wrong);
-	t_assert(gens > 100);
+	t_assert(gens >= MIN_TAKES);
 	t_assert_eq(wrong, 0);
 	t_assert_eq(c.accesses, sum);
 	t_assert_eq(c.blocks_dropped, drops);
