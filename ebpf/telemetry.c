@@ -76,8 +76,12 @@ struct tel_shm_src {
 	/* each histogram row's latest whole copy (NULL: none yet) */
 	struct kvmm_hist *rows[KVMM_TEL_SHM_HIST_SLOTS];
 	uint64_t row_keys[KVMM_TEL_SHM_HIST_SLOTS];
-	/* polls in a row each row was not read whole (to TEL_SHM_ROW_STUCK) */
-	uint8_t row_fails[KVMM_TEL_SHM_HIST_SLOTS];
+	/* rows not read whole since row_since (0: read whole), their begin
+	 * and end counters then the same (folded); stuck: so for
+	 * TEL_SHM_ROW_STUCK_NS */
+	uint64_t row_since[KVMM_TEL_SHM_HIST_SLOTS];
+	uint64_t row_counters[KVMM_TEL_SHM_HIST_SLOTS];
+	bool row_stuck[KVMM_TEL_SHM_HIST_SLOTS];
 	bool row_stuck_said; /* a stuck row was logged */
 	/* the counters taken in, and what they are credited with */
 	struct kvmm_counters seen, credited;
@@ -105,11 +109,11 @@ struct tel_shm_src {
 #define TEL_SHM_SLACK 1024ull
 /* Slots idle this many polls are taken back once a region is half full. */
 #define TEL_SHM_IDLE_POLLS 4
-/* Tries to copy a histogram row no writer is inside of; after this
- * many polls in a row without a whole copy (a writer stopped inside:
- * the row is never whole again), one try a poll. */
+/* Tries to copy a histogram row no writer is inside of; after this long
+ * without a whole copy nor a write (a writer stopped inside: the row is
+ * never whole again), one try a poll until it moves. */
 #define TEL_SHM_ROW_TRIES 64
-#define TEL_SHM_ROW_STUCK 3
+#define TEL_SHM_ROW_STUCK_NS 500000000ull
 /* The retired table, like the BPF map's LRU (tel_opts.max_blocks); a
  * writer's share of it when it is pruned, 1/TEL_RETIRED_SHARES. */
 #define TEL_RETIRED_MAX 65536
@@ -635,9 +639,10 @@ static uint64_t shm_credit_counters(struct tel_shm_src *src, uint64_t dt_ns)
 }
 
 /* Copy row h when no writer is inside it (telemetry_shm.h): false when
- * writers were inside at each of `tries` tries. */
+ * writers were inside at each of `tries` tries (*counters: the begin and
+ * end counters the last one read, folded). */
 static bool shm_row_copy(const struct kvmm_tel_shm_hist *h,
-			 struct kvmm_hist *out, int tries)
+			 struct kvmm_hist *out, int tries, uint64_t *counters)
 {
 	const __u64 *p = (const __u64 *)&h->hist;
 	__u64 *o = (__u64 *)out, begin, end;
@@ -653,6 +658,7 @@ static bool shm_row_copy(const struct kvmm_tel_shm_hist *h,
 		begin = __atomic_load_n(&h->seq_begin, __ATOMIC_RELAXED);
 		if (begin == end)
 			return true;
+		*counters = begin * 0x9e3779b97f4a7c15ull ^ end;
 	}
 	return false;
 }
@@ -801,6 +807,7 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 		uint64_t packed = __atomic_load_n(&h[i].key, __ATOMIC_ACQUIRE);
 		struct kvmm_hist_key key;
 		struct kvmm_hist hist;
+		uint64_t counters = 0;
 
 		if (!packed)
 			continue;
@@ -814,33 +821,42 @@ static int shm_read(struct tel *t, struct tel_shm_src *src,
 			free(src->rows[i]);
 			src->rows[i] = NULL;
 			src->row_keys[i] = packed;
-			src->row_fails[i] = 0;
+			src->row_since[i] = 0;
+			src->row_stuck[i] = false;
 		}
 		/* a row writers never left alone: its last whole copy */
 		if (shm_row_copy(&h[i], &hist,
-				 src->row_fails[i] < TEL_SHM_ROW_STUCK ?
-					 TEL_SHM_ROW_TRIES :
-					 1)) {
+				 src->row_stuck[i] ? 1 : TEL_SHM_ROW_TRIES,
+				 &counters)) {
 			if (!src->rows[i])
 				src->rows[i] = malloc(sizeof(hist));
 			if (!src->rows[i])
 				return -ENOMEM;
 			*src->rows[i] = hist;
-			src->row_fails[i] = 0;
-		} else if (src->row_fails[i] < TEL_SHM_ROW_STUCK &&
-			   ++src->row_fails[i] == TEL_SHM_ROW_STUCK &&
-			   !src->row_stuck_said) {
+			src->row_since[i] = 0;
+			src->row_stuck[i] = false;
+		} else if (!src->row_since[i] ||
+			   counters != src->row_counters[i]) {
+			/* writers at it: not stuck (yet) */
+			src->row_counters[i] = counters;
+			src->row_since[i] = now;
+			src->row_stuck[i] = false;
+		} else if (!src->row_stuck[i] &&
+			   now - src->row_since[i] >= TEL_SHM_ROW_STUCK_NS) {
+			src->row_stuck[i] = true;
+			if (!src->row_stuck_said)
+				tel_log(VMM_LOG_WARN,
+					"session %llu: histogram row %s "
+					"%s->%s not read whole nor written "
+					"in %llu ms (a writer stopped inside "
+					"it?): its last whole copy stands, "
+					"tried once a poll",
+					(unsigned long long)src->id,
+					tel_event_string(key.kind),
+					tel_tier_string(key.tier),
+					tel_tier_string(key.dst_tier),
+					TEL_SHM_ROW_STUCK_NS / 1000000);
 			src->row_stuck_said = true;
-			tel_log(VMM_LOG_WARN,
-				"session %llu: histogram row %s %s->%s not "
-				"read whole in %d polls (a writer stopped "
-				"inside it?): its last whole copy stands; "
-				"such rows are tried once a poll",
-				(unsigned long long)src->id,
-				tel_event_string(key.kind),
-				tel_tier_string(key.tier),
-				tel_tier_string(key.dst_tier),
-				TEL_SHM_ROW_STUCK);
 		}
 		if (src->rows[i])
 			err = snap_add_hist(d, &key, src->rows[i]);

@@ -67,10 +67,10 @@
  * (its block may own two slots a while; the daemon merges by hash), so
  * it never waits on the daemon; a writer that dies leaves no state but
  * a claimed key, whose slot the daemon takes back idle like any other.
- * Only the estimates (first_ns, last_ns, ewma_gap_ns, ...) are plain
- * last-writer-wins stores: a writer stalled for longer than the idle
- * time between its count and its stores may leave them in the next
- * owner's slot, never a count.
+ * Only the estimates (first_ns, last_ns, ewma_gap_ns, ...) are relaxed
+ * stores outside the handshake, the last writer's winning: a writer
+ * stalled for longer than the idle time between its count and its
+ * stores may leave them in the next owner's slot, never a count.
  *
  * Histogram rows carry a begin/end pair of write counters (a seqlock for
  * several writers, Boehm's fence pattern): a writer bumps begin, issues a
@@ -82,8 +82,8 @@
  * and sum_bytes are from one moment.
  * A writer that stops between begin and end (a thread that died there)
  * leaves the row never whole again: the daemon keeps its last whole
- * copy and, once it failed for a few polls in a row, tries it once a
- * poll and says so (ebpf/telemetry.c).
+ * copy and, once it was neither whole nor written for half a second of
+ * polls, tries it once a poll and says so (ebpf/telemetry.c).
  */
 #ifndef KVMM_EBPF_TELEMETRY_SHM_H
 #define KVMM_EBPF_TELEMETRY_SHM_H
