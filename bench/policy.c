@@ -170,9 +170,11 @@ int main(int argc, char **argv)
 		printf("\n");
 	}
 	/* the same with 1 % of the blocks referenced at the cold end: a
-	 * decision should not step over them */
+	 * decision should not step over them (KVMM_BENCH_UNREFERENCED=1
+	 * leaves this out: callgrind's instruction counts of the plain
+	 * decisions, performance.md) */
 	for (int k = 0; k < POL_KIND_COUNT; k++) {
-		if (!rate[k])
+		if (!rate[k] || getenv("KVMM_BENCH_UNREFERENCED"))
 			continue;
 		rate_held[k] = run((enum pol_kind)k, resident, decisions, held);
 		printf("%-7s %12.0f with %llu referenced at the cold end  (%.2fx unreferenced)\n",
