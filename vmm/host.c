@@ -597,12 +597,12 @@ static int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page,
 /*
  * A created page gives its memory back to the kernel (a hole punched over
  * the whole memfd: later reads see zeros, and the next writer faults fresh
- * zeroed memory in), which costs no copy on the loop; an imported page,
- * which has no fd here, is written with zeros through its anchor.
+ * zeroed memory in), which costs no copy on the loop.  An imported page
+ * has no fd here, and a filesystem may not punch holes: -EOPNOTSUPP, and
+ * the pool writes the zeros through copy_from_host (pool.c scrub()).
  */
 static int host_page_zero(struct vmm_backend *b, vmm_handle_t page)
 {
-	static const char zeros[65536];
 	struct host_backend *h = to_host(b);
 	int err;
 
@@ -610,24 +610,13 @@ static int host_page_zero(struct vmm_backend *b, vmm_handle_t page)
 	 * let the next page created take its number meanwhile */
 	pthread_mutex_lock(&h->lock);
 	err = vmm_track_check_copy(&h->track, page, 0, b->page_size);
-	if (!err && !is_anchor(page)) {
-		if (fallocate(page_memfd(page),
-			      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-			      (off_t)b->page_size))
-			err = errno == EOPNOTSUPP ? 1 : -errno;
-		if (err <= 0) {
-			pthread_mutex_unlock(&h->lock);
-			return err;
-		}
-		err = 0; /* no hole punching here: write the zeros */
-	}
+	if (!err && is_anchor(page))
+		err = -EOPNOTSUPP;
+	else if (!err && fallocate(page_memfd(page),
+				   FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				   0, (off_t)b->page_size))
+		err = -errno;
 	pthread_mutex_unlock(&h->lock);
-	for (size_t off = 0; !err && off < b->page_size; off += sizeof(zeros))
-		err = page_rw(b, page, off, (void *)zeros,
-			      b->page_size - off < sizeof(zeros) ?
-				      b->page_size - off :
-				      sizeof(zeros),
-			      true);
 	return err;
 }
 

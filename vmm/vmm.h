@@ -167,8 +167,10 @@ struct vmm_ops {
 	int (*host_unregister)(struct vmm_backend *b, void *ptr);
 	/* Zero every byte of a page that no process maps (host: the memfd's
 	 * memory is given back and reads as zeros; cuda: a memset through
-	 * the scratch range, complete on return).  The pool scrubs a page
-	 * with it before the page changes owner (vmm_pool_alloc_for()). */
+	 * the scratch range, complete on return; host: -EOPNOTSUPP for an
+	 * imported page, or where holes cannot be punched).  The pool scrubs
+	 * a page with it before the page changes owner (vmm_pool_alloc_for()),
+	 * writing zeros through copy_from_host where it is -EOPNOTSUPP. */
 	int (*page_zero)(struct vmm_backend *b, vmm_handle_t page);
 };
 
