@@ -422,17 +422,14 @@ static void conn_reply(struct kd_mconn *c, int code, struct kd_mtext *text,
 		snprintf(body, sizeof(body), "%d %s\n", code, reason(code));
 		type = "text/plain; charset=utf-8";
 		text = NULL;
-	} else if (c->gzip) {
-		/* a HEAD compresses nothing: it says gzip, with the length
-		 * only when the text has its gzip already */
+	} else if (c->gzip && HAVE_ZLIB) {
 		if (text && !head_only)
 			mtext_gzip(c->m, text);
-		gz = text ? text->gz != NULL : HAVE_ZLIB;
-		if (text && !text->gz && head_only && !text->gz_failed &&
-		    HAVE_ZLIB) {
-			gz = true;
+		gz = !text || !text->gz_failed;
+		/* a HEAD compresses nothing: it says gzip, with the length
+		 * only when the text has its gzip already */
+		if (gz && text && !text->gz)
 			text = NULL;
-		}
 	}
 	if (code != 200 || text)
 		snprintf(length, sizeof(length), "Content-Length: %zu\r\n",
