@@ -210,8 +210,6 @@ struct kd_daemon {
 	uint32_t next_region_id;
 	uint64_t next_cookie;
 	uint64_t pages_quarantined;
-	/* pages kept out of the pool for good (kd_block.abandoned) */
-	uint64_t pages_abandoned;
 	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */

@@ -69,7 +69,6 @@ void kd_block_put(struct kd_daemon *d, struct kd_block *blk)
 		vmm_log(VMM_LOG_ERR,
 			"%u pool pages kept out of use: a copy into them may still land",
 			blk->nr_pages);
-		d->pages_abandoned += blk->nr_pages;
 	} else {
 		for (uint32_t i = 0; i < blk->nr_pages; i++)
 			vmm_pool_free(d->pool, blk->pages[i]);
