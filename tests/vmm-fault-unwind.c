@@ -139,22 +139,7 @@ err_pool:
 
 static struct vmm_backend *fresh(void)
 {
-	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST, .page_size = PAGE };
-	const char *kind = getenv("KVMM_FAULT_BACKEND");
-	struct vmm_backend *inner, *b;
-	int err;
-
-	if (kind && !strcmp(kind, "cuda")) {
-		cfg.kind = VMM_BACKEND_CUDA;
-		cfg.page_size = 0;
-		cfg.libcuda_path = getenv("KVMM_LIBCUDA");
-	}
-	err = vmm_backend_open(&cfg, &inner);
-	if (err == -ENODEV)
-		t_skip("KVMM_FAULT_BACKEND=cuda but no CUDA device");
-	t_ok(err);
-	t_ok(vmm_fault_wrap(inner, &b));
-	return b;
+	return vt_open_fault(PAGE);
 }
 
 static void check_clean(struct vmm_backend *b, int fds_before, const char *what)

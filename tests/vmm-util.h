@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -185,6 +186,33 @@ static inline struct vmm_backend *vt_open_host(uint64_t page_size)
 	struct vmm_backend *b;
 
 	t_ok(vmm_backend_open(&cfg, &b));
+	return b;
+}
+
+/*
+ * A fault-injection wrapper (vmm_fault_wrap()) over a host backend of
+ * host_page_size, or with KVMM_FAULT_BACKEND=cuda over the cuda backend
+ * (the mock libcuda of tests/vmm-cuda-mock.sh through KVMM_LIBCUDA, or a
+ * GPU); skips when that finds no device.
+ */
+static inline struct vmm_backend *vt_open_fault(uint64_t host_page_size)
+{
+	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST,
+				  .page_size = host_page_size };
+	const char *kind = getenv("KVMM_FAULT_BACKEND");
+	struct vmm_backend *inner, *b;
+	int err;
+
+	if (kind && !strcmp(kind, "cuda")) {
+		cfg.kind = VMM_BACKEND_CUDA;
+		cfg.page_size = 0;
+		cfg.libcuda_path = getenv("KVMM_LIBCUDA");
+	}
+	err = vmm_backend_open(&cfg, &inner);
+	if (err == -ENODEV)
+		t_skip("KVMM_FAULT_BACKEND=cuda but no CUDA device");
+	t_ok(err);
+	t_ok(vmm_fault_wrap(inner, &b));
 	return b;
 }
 
