@@ -244,17 +244,24 @@ static int cc_publish(struct cc *c, uint32_t seq, uint32_t first,
 }
 
 /* Send a PREFIX_OPEN of n hashes (cc_prefix_recv() takes the reply). */
-static void cc_prefix_send(struct cc *c, const uint64_t *hashes, uint32_t n)
+static void cc_prefix_send_flags(struct cc *c, const uint64_t *hashes,
+				 uint32_t n, uint32_t flags)
 {
 	char req[sizeof(struct kvmm_prefix_open) + 64 * 8];
 	struct kvmm_prefix_open po = { .size = sizeof(po),
 				       .region_id = c->region,
-				       .nr_hashes = n };
+				       .nr_hashes = n,
+				       .flags = flags };
 
 	t_assert(n <= 64);
 	memcpy(req, &po, sizeof(po));
 	memcpy(req + sizeof(po), hashes, n * 8);
 	cc_send(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(po) + n * 8);
+}
+
+static void cc_prefix_send(struct cc *c, const uint64_t *hashes, uint32_t n)
+{
+	cc_prefix_send_flags(c, hashes, n, 0);
 }
 
 /* Its reply: ids gets the page ids (mapped), the reply header *out. */

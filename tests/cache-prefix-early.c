@@ -67,17 +67,10 @@ static void content_hashes(int k, uint64_t *h)
 /* PREFIX_OPEN of content k with flags; the reply status. */
 static int open_send(struct cc *c, int k, uint32_t flags)
 {
-	char req[sizeof(struct kvmm_prefix_open) + CR_NB * 8];
-	struct kvmm_prefix_open po = { .size = sizeof(po),
-				       .region_id = c->region,
-				       .nr_hashes = CR_NB,
-				       .flags = flags };
 	uint64_t h[CR_NB];
 
 	content_hashes(k, h);
-	memcpy(req, &po, sizeof(po));
-	memcpy(req + sizeof(po), h, sizeof(h));
-	cc_send(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(req));
+	cc_prefix_send_flags(c, h, CR_NB, flags);
 	return 0;
 }
 

@@ -39,37 +39,6 @@ static void hashes(int content, uint64_t *h)
 		h[b] = 0x5c00000ull * (content + 1) + b + 1;
 }
 
-static void open_send(struct cc *c, const uint64_t *h, uint32_t flags)
-{
-	char req[sizeof(struct kvmm_prefix_open) + NB * 8];
-	struct kvmm_prefix_open po = { .size = sizeof(po),
-				       .region_id = c->region,
-				       .nr_hashes = NB,
-				       .flags = flags };
-
-	memcpy(req, &po, sizeof(po));
-	memcpy(req + sizeof(po), h, NB * 8);
-	cc_send(c, KVMM_CMD_PREFIX_OPEN, req, sizeof(req));
-}
-
-static void open_recv(struct cc *c, struct kvmm_prefix_open_reply *out,
-		      uint32_t *ids)
-{
-	static char buf[KVMM_MSG_MAX];
-	struct kvmm_prefix_open_reply *rep = (void *)buf;
-	static int fds[CC_MAX_PAGES];
-	unsigned int nfds;
-	uint32_t npages;
-
-	t_ok(cc_recv(c, buf, sizeof(buf), fds, &nfds));
-	*out = *rep;
-	npages = rep->nr_blocks * rep->pages_per_block;
-	t_assert_eq(rep->nr_fds, nfds);
-	cc_map(c, rep->page_ids, npages, fds, nfds);
-	for (uint32_t i = 0; i < npages; i++)
-		ids[i] = rep->page_ids[i] & ~KVMM_PAGE_HELD;
-}
-
 /* Is page p of block b all zero (1), X's bytes (2), or neither (0)? */
 static int page_kind(struct cc *c, uint32_t id, uint32_t b, uint32_t p)
 {
@@ -100,9 +69,9 @@ static void uid_b(const char *sock, int ready_fd)
 	cc_fill(&c, pages, NB, TAG_SECRET);
 	cc_seq_close(&c, seq, pages, NB * CC_PPB);
 	hashes(0, h);
-	open_send(&c, h, 0);
+	cc_prefix_send(&c, h, NB);
 	t_assert_eq(write(ready_fd, "b", 1), 1);
-	open_recv(&c, &rep, ids);
+	cc_prefix_recv(&c, &rep, ids);
 	t_assert_eq(rep.nr_blocks, NB);
 	cc_check(&c, ids, NB, TAG_X);
 	cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
@@ -123,8 +92,9 @@ static void uid_c(const char *sock)
 	cc_connect(&c, sock);
 	cc_region(&c);
 	hashes(0, h);
-	open_send(&c, h, KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_EARLY);
-	open_recv(&c, &rep, ids);
+	cc_prefix_send_flags(&c, h, NB,
+			     KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_EARLY);
+	cc_prefix_recv(&c, &rep, ids);
 	t_assert_eq(rep.nr_blocks, NB);
 	for (uint32_t b = 0; b < NB; b++)
 		for (uint32_t p = 0; p < CC_PPB; p++)
