@@ -25,6 +25,12 @@
  * an allocation the process has already gives its handle again with one
  * more reference, and releasing a handle with no reference left is a
  * misuse (it may be another allocation's by then).
+ * KVMM_MOCK_STALL_HTOD=N[,N...] holds every cuMemcpyHtoDAsync back until
+ * its stream is synchronized, and makes the thread that queues the Nth
+ * one unable to enter the context for its next STALL_PUSHES
+ * cuCtxPushCurrent calls: its wait gives up (vmm/cuda.c's synchronize:
+ * -EINPROGRESS) and the copy lands at the next cuStreamSynchronize of
+ * any thread, late, as a real GPU's may.
  */
 #include <cuda.h>
 #include <errno.h>
@@ -111,6 +117,39 @@ static void memset_run(void)
 	if (memset_q.pending)
 		memset((void *)memset_q.dst, memset_q.v, memset_q.n);
 	memset_q.pending = false;
+}
+
+/*
+ * Copies to the device queued on the stream (KVMM_MOCK_STALL_HTOD): run
+ * in order when it is synchronized, or before a later operation on it
+ * (a memset, a copy back), as a stream runs its work in order.
+ */
+#define STALL_PUSHES 5 /* vmm/cuda.c's CUDA_SYNC_ENTER_TRIES */
+#define HTOD_QUEUE 64
+
+static struct {
+	CUdeviceptr dst;
+	const void *src;
+	size_t n;
+} htod_q[HTOD_QUEUE];
+static int htod_queued;
+static __thread int stall_pushes; /* this thread's pushes still to fail */
+
+static void htod_run(void)
+{
+	for (int i = 0; i < htod_queued; i++)
+		memcpy((void *)htod_q[i].dst, htod_q[i].src, htod_q[i].n);
+	htod_queued = 0;
+}
+
+/* Whether [ptr, ptr + size) has a queued copy into it. */
+static bool htod_pending(CUdeviceptr ptr, size_t size)
+{
+	for (int i = 0; i < htod_queued; i++)
+		if (htod_q[i].dst < ptr + size &&
+		    ptr < htod_q[i].dst + htod_q[i].n)
+			return true;
+	return false;
 }
 
 static CUresult need_ctx(void)
@@ -304,6 +343,10 @@ CUresult mock_cuCtxPushCurrent(CUcontext ctx)
 		;
 	if (left > 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (stall_pushes > 0) {
+		stall_pushes--;
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
 	if (ctx != (CUcontext)&dummy_ctx || !ctx_refs)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	ctx_depth++;
@@ -625,6 +668,12 @@ CUresult mock_cuMemUnmap(CUdeviceptr ptr, size_t size)
 			"cuMemUnmap of 0x%llx while a cuMemsetD8Async into it was not waited for",
 			(unsigned long long)ptr);
 	}
+	if (htod_pending(ptr, size)) {
+		pthread_mutex_unlock(&lock);
+		return misuse(
+			"cuMemUnmap of 0x%llx while a cuMemcpyHtoDAsync into it was not waited for",
+			(unsigned long long)ptr);
+	}
 	for (int i = 0; i < MAX_OBJS; i++) {
 		if (!maps[i].a || maps[i].va != ptr)
 			continue;
@@ -709,16 +758,52 @@ CUresult mock_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
 {
 	if (s != (CUstream)&dummy_stream)
 		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&lock);
+	htod_run(); /* the stream's earlier copies first */
+	pthread_mutex_unlock(&lock);
 	return mock_cuMemcpyDtoH(dst, src, n);
+}
+
+/* Whether the nr-th cuMemcpyHtoDAsync is one KVMM_MOCK_STALL_HTOD names
+ * (N[,N...]). */
+static bool stall_at(const char *v, long nr)
+{
+	while (v && *v) {
+		char *end;
+
+		if (strtol(v, &end, 10) == nr)
+			return true;
+		v = *end == ',' ? end + 1 : NULL;
+	}
+	return false;
 }
 
 MOCK(cuMemcpyHtoDAsync);
 CUresult mock_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
 				CUstream s)
 {
+	const char *stall = getenv("KVMM_MOCK_STALL_HTOD");
+	static long nr_htod;
+	CUresult r;
+
 	if (s != (CUstream)&dummy_stream)
 		return CUDA_ERROR_INVALID_HANDLE;
-	return mock_cuMemcpyHtoD(dst, src, n);
+	if (!stall)
+		return mock_cuMemcpyHtoD(dst, src, n);
+	r = need_ctx();
+	if (r)
+		return r;
+	pthread_mutex_lock(&lock);
+	memset_run(); /* the stream's earlier memset first */
+	if (htod_queued == HTOD_QUEUE)
+		htod_run(); /* the oldest are done by now */
+	htod_q[htod_queued].dst = dst;
+	htod_q[htod_queued].src = src;
+	htod_q[htod_queued++].n = n;
+	if (stall_at(stall, ++nr_htod))
+		stall_pushes = STALL_PUSHES;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
 }
 
 MOCK(cuMemsetD8Async);
@@ -732,6 +817,7 @@ CUresult mock_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
 	if (r)
 		return r;
 	pthread_mutex_lock(&lock);
+	htod_run(); /* the stream's earlier copies first */
 	memset_run(); /* one queued at a time: the older one is done */
 	memset_q.pending = true;
 	memset_q.dst = dst;
@@ -776,6 +862,7 @@ CUresult mock_cuStreamSynchronize(CUstream s)
 	if (s != (CUstream)&dummy_stream)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&lock);
+	htod_run(); /* queued before any memset (see above) */
 	memset_run();
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
