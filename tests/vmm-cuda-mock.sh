@@ -5,7 +5,8 @@
 # process on any leaked allocation, range, mapping, stream or context
 # reference) and run the GPU tests, the fault-injection sweep and the
 # timing program against it through KVMM_LIBCUDA, and kvmmd end to end
-# (tests/cache-backend-roundtrip) through LD_LIBRARY_PATH.
+# (tests/cache-backend-roundtrip, tests/cache-restore-inprogress) through
+# LD_LIBRARY_PATH.
 # timeout: 120
 set -u
 build=${KVMM_BUILD:?}
@@ -54,6 +55,9 @@ run 0 "kvmmd and a client on the mock: host tier placed by the GPU's PCI address
 run 0 "kvmmd on the cuda backend: blocks written, shared, demoted and restored through cuMemcpy" \
 	env KVMM_TEST_BACKEND=cuda LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/cache-backend-roundtrip"
+run 0 "kvmmd on the cuda backend: a reload whose wait gives up (-EINPROGRESS) is revoked from the early open, its pages never reused" \
+	env LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+	"$build/tests/cache-restore-inprogress"
 run 0 "a client of kvmmd on the second GPU opens that GPU (the HELLO reply's UUID)" \
 	env KVMM_MOCK_DEVICES=2 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/daemon-gpu-uuid"

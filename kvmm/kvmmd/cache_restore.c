@@ -295,6 +295,53 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 }
 
 /*
+ * e's restore could not wait for its copy (-EINPROGRESS): the copy may
+ * still land in blk's pages, which never go back to the pool.  An early
+ * open's sequence that holds them since its reply must not keep them
+ * either: told the reload failed, the client would recompute the block
+ * in those pages and the late copy could overwrite its work.  So the
+ * sequence is revoked from that block on, as the admin's revocation
+ * does: SEQ_WAIT_READY over it answers -ERANGE, the client unmaps the
+ * pages and extends onto fresh ones to recompute.  A session whose
+ * revocation cannot be posted whole (no ring, no room) is cut off
+ * instead: its holds are quarantined until its process exits.
+ */
+static void kc_restore_take_back(struct kd_cache *c, struct kc_entry *e,
+				 struct kd_block *blk)
+{
+	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
+		struct kd_region *r;
+
+		if (!pr->replied || !pr->nwait ||
+		    kd_region_lookup(pr->s, pr->region_id, &r))
+			continue;
+		for (uint32_t i = 0; i < pr->lim; i++) {
+			uint32_t from = i;
+			int err;
+
+			if (pr->state[i] != KC_SLOT_WAIT || !pr->att[i] ||
+			    pr->hashes[i] != e->hash ||
+			    !kc_early_holds(pr, r, i, blk))
+				continue;
+			/* a reload that failed after the reply, as any */
+			c->st.early_reload_failures++;
+			err = kd_revoke_seq(pr->s, r, pr->seq, i, &from);
+			if (!err || err == -EAGAIN)
+				kd_cache_seq_cut(r, pr->seq, from);
+			vmm_log(err ? VMM_LOG_ERR : VMM_LOG_WARN,
+				"cache: session %u region %u seq %u: block %u's reload may still land in its pages: %s",
+				pr->s->id, pr->region_id, pr->seq, i,
+				err ? "no revocation, session cut off" :
+				      "revoked from there");
+			if (err)
+				kd_session_doom(
+					pr->s, "pages a late copy may land in");
+			break; /* one block of pr has blk at most */
+		}
+	}
+}
+
+/*
  * Whether a restored block stays cached in its lower tier: the GPU tier
  * has no victim to make room with (every block there in use, pinned or
  * held by a TTL, or only the block's parent: pol_cache_can_promote())
@@ -356,8 +403,10 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 		/* the backend could not wait for the copy (-EINPROGRESS):
 		 * it may still land in the pages, which then never go
 		 * back to the pool */
-		if (job->result == -EINPROGRESS)
+		if (job->result == -EINPROGRESS) {
 			blk->abandoned = true;
+			kc_restore_take_back(c, e, blk);
+		}
 		migrate_job_free(job);
 		kd_block_put(c->d,
 			     blk); /* an early open's sequence may keep it */
