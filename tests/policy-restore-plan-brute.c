@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Without MSA the restore plan is the optimum over the plans a prefix
+ * Without MSA the restore plan is the optimum over every plan a prefix
  * cache can run: on small random prefixes (tiers GPU, host, NVMe, none)
  * and random rates and chunk bounds, every choice of reloaded host and
  * NVMe blocks before the first miss is timed (pol_restore_plan_eval());
- * the plan must be one of the windows (the reloaded blocks contiguous
- * among the host and NVMe ones, GPU blocks used, everything from the
- * first miss recomputed) and as fast as the best of them, with and
- * without overlap.  The greedy it replaced stopped at the deepest block
- * (a GPU block, or a host block whose recomputation never pays) and left
- * NVMe blocks before it to a slow queue.  Also: the plans a window
- * cannot express (reloads with a recomputed block between them) are
- * counted, for the record, and a prefix of POL_RESTORE_MAX_BLOCKS is
- * planned.
+ * GPU blocks are used and everything from the first miss recomputed,
+ * and the plan must be as fast as the best choice, with and without
+ * overlap.  The windows (the reloaded blocks contiguous among the host
+ * and NVMe ones), which the plan searched before, are counted for the
+ * record: the best choice beat them in 410 cases.  With chunk overheads
+ * of milliseconds (the default is 20 us) the overlapped plan is no
+ * longer exact: it must still be as fast as the best window, and the
+ * cases it loses are counted; serial plans stay exact.  Also a prefix
+ * of POL_RESTORE_MAX_BLOCKS is planned.
  */
 #include <math.h>
 #include <stdint.h>
@@ -63,17 +63,21 @@ int main(void)
 {
 	struct pol_cost_model m;
 	struct pol_restore_plan p;
-	unsigned cases = 0, beaten = 0;
+	unsigned cases = 0, beaten = 0, big_cases = 0, lost = 0;
 	double worst = 1;
 
-	for (int iter = 0; iter < 3000; iter++) {
+	for (int iter = 0; iter < 6000; iter++) {
+		static const double ovh[] = { 1e-3, 5e-3, 20e-3 };
+		bool big = iter >= 3000; /* chunk overheads of milliseconds */
 		struct pol_restore_opts o = { .size = sizeof(o),
 					      .no_overlap = iter % 4 == 3 };
-		uint8_t tiers[NMAX], act[NMAX], best_act[NMAX];
+		uint8_t tiers[NMAX], act[NMAX], any_act[NMAX];
 		uint32_t n = 1 + rnd(NMAX), f = n, low[NMAX], nlow = 0;
 		double best = INFINITY, any = INFINITY, scale;
 
 		random_model(&m);
+		if (big)
+			o.chunk_overhead_s = ovh[rnd(3)];
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t r = rnd(10);
 
@@ -110,47 +114,40 @@ int main(void)
 			}
 			window = mask == ((1u << hi) - 1) - ((1u << lo) - 1);
 			t = eval(&m, tiers, n, &o, act);
-			if (t < any)
+			if (t < any) {
 				any = t;
-			if (window && t < best) {
-				best = t;
-				memcpy(best_act, act, n);
+				memcpy(any_act, act, n);
 			}
+			if (window && t < best)
+				best = t;
 		}
 		t_ok(pol_restore_plan_build(&m, tiers, n, &o, &p));
-		scale = 1e-9 * (best > 1 ? best : 1);
-		if (p.total_s > best + scale) {
+		scale = 1e-9 * (any > 1 ? any : 1);
+		if (p.total_s > best + scale ||
+		    (p.total_s > any + scale && (!big || o.no_overlap))) {
 			fprintf(stderr, "case %d n %u f %u overlap %d:", iter,
 				n, f, !o.no_overlap);
 			for (uint32_t i = 0; i < n; i++)
 				fprintf(stderr, " %u/%u>%u", tiers[i],
-					p.action[i], best_act[i]);
+					p.action[i], any_act[i]);
 			fprintf(stderr, "\n");
-			t_fail("plan %.9f s, best window %.9f s", p.total_s,
-			       best);
+			t_fail("plan %.9f s, best %.9f s, best window %.9f s",
+			       p.total_s, any, best);
 		}
-		/* the plan is a window itself, timed as it is */
+		/* the plan is timed as it is, and a prefix cache can run it */
 		t_assert(fabs(p.total_s - eval(&m, tiers, n, &o, p.action)) <=
 			 scale);
-		{
-			uint32_t first = n, last = 0;
-
-			for (uint32_t i = 0; i < n; i++) {
-				if (i >= f)
-					t_assert_eq(p.action[i],
-						    POL_RESTORE_RECOMPUTE);
-				else if (tiers[i] == POL_TIER_GPU)
-					t_assert_eq(p.action[i],
-						    POL_RESTORE_USE);
-				if (p.action[i] == POL_RESTORE_RELOAD) {
-					if (first == n)
-						first = i;
-					last = i;
-				}
-			}
-			for (uint32_t i = first; i < last; i++)
-				t_assert(tiers[i] == POL_TIER_GPU ||
-					 p.action[i] == POL_RESTORE_RELOAD);
+		for (uint32_t i = 0; i < n; i++) {
+			if (i >= f)
+				t_assert_eq(p.action[i], POL_RESTORE_RECOMPUTE);
+			else if (tiers[i] == POL_TIER_GPU)
+				t_assert_eq(p.action[i], POL_RESTORE_USE);
+		}
+		if (big) {
+			big_cases++;
+			lost += p.total_s > any + scale;
+			pol_restore_plan_free(&p);
+			continue;
 		}
 		cases++;
 		beaten += any < best - scale;
@@ -158,19 +155,39 @@ int main(void)
 			worst = best / any;
 		pol_restore_plan_free(&p);
 	}
-	printf("%u cases: the plan equals the best window in all; a plan "
-	       "outside the windows was faster in %u (by up to %.3fx)\n",
+	printf("%u cases: the plan equals the best choice in all; the best "
+	       "window was slower in %u (by up to %.3fx)\n",
 	       cases, beaten, worst);
+	printf("%u cases with chunk overheads of 1-20 ms: the plan is never "
+	       "slower than the best window, slower than the best choice in "
+	       "%u (all overlapped)\n",
+	       big_cases, lost);
 
-	/* the largest prefix, all on NVMe but its last block: cheap enough */
+	/*
+	 * the largest prefix, all on NVMe but its last block, then mixed
+	 * (overlapped and serial): cheap enough (bench/restore-plan times
+	 * them)
+	 */
 	{
 		static uint8_t big[POL_RESTORE_MAX_BLOCKS];
+		struct pol_restore_opts ser = { .size = sizeof(ser),
+						.no_overlap = true };
 
 		pol_cost_reference(&m);
 		memset(big, POL_TIER_NVME, sizeof(big));
 		big[POL_RESTORE_MAX_BLOCKS - 1] = POL_TIER_HOST;
 		t_ok(pol_restore_plan_build(&m, big, POL_RESTORE_MAX_BLOCKS,
 					    NULL, &p));
+		t_assert(p.total_s > 0);
+		pol_restore_plan_free(&p);
+		for (uint32_t i = 0; i < POL_RESTORE_MAX_BLOCKS; i++)
+			big[i] = rnd(3);
+		t_ok(pol_restore_plan_build(&m, big, POL_RESTORE_MAX_BLOCKS,
+					    NULL, &p));
+		t_assert(p.total_s > 0);
+		pol_restore_plan_free(&p);
+		t_ok(pol_restore_plan_build(&m, big, POL_RESTORE_MAX_BLOCKS,
+					    &ser, &p));
 		t_assert(p.total_s > 0);
 		pol_restore_plan_free(&p);
 	}

@@ -170,6 +170,68 @@ int main(void)
 	t_assert(fabs(p.total_s - 40 * R) < 1e-12);
 	pol_restore_plan_free(&p);
 
+	/*
+	 * Host and NVMe blocks interleaved, 40 of them (H V H V ...).  The
+	 * best window recomputes the first 10 while 15 + 15 are copied
+	 * (145.3 ms).  Reloading every host block and recomputing the first
+	 * 8 NVMe blocks between them, each as soon as the host block before
+	 * it is in, ends with the 12 other NVMe copies at 116.2 ms (the last
+	 * chunk is done at 113.5 ms).
+	 */
+	{
+		uint8_t hv[40], win[40];
+		double wt, Rv = 67108864 / 7e9 + 100e-6;
+
+		for (int i = 0; i < 40; i++) {
+			hv[i] = i % 2 ? V : H;
+			win[i] = i < 10 ? POL_RESTORE_RECOMPUTE :
+					  POL_RESTORE_RELOAD;
+		}
+		t_ok(pol_restore_plan_eval(&m, hv, 40, NULL, win, &wt));
+		t_assert(wt > 0.145 && wt < 0.146);
+		t_ok(pol_restore_plan_build(&m, hv, 40, NULL, &p));
+		for (int i = 0; i < 40; i++)
+			t_assert_eq(p.action[i], i < 16 && i % 2 ?
+							 POL_RESTORE_RECOMPUTE :
+							 POL_RESTORE_RELOAD);
+		t_assert_eq(p.reloads[H], 20);
+		t_assert_eq(p.reloads[V], 12);
+		t_assert_eq(p.nchunks, 8);
+		t_assert(p.chunks[0].first == 1 && p.chunks[0].count == 1);
+		t_assert(fabs(p.chunks[0].start_s - R) < 1e-12);
+		t_assert(p.chunks[7].end_s < 12 * Rv);
+		t_assert(fabs(p.total_s - 12 * Rv) < 1e-12);
+		t_assert(p.total_s < 0.81 * wt);
+		pol_restore_plan_free(&p);
+
+		/*
+		 * Serially, with NVMe 8 times slower (76.7 ms a block): 10
+		 * blocks H V H V ..., every host block reloaded and every
+		 * NVMe one recomputed, each in its chunk: 72.8 ms; the best
+		 * window (recompute 0..7, reload 8, recompute 9) 119.3 ms.
+		 */
+		struct pol_cost_model slow = m;
+		struct pol_restore_opts ser = { .size = sizeof(ser),
+						.no_overlap = true };
+		double want = 5 * R;
+
+		slow.bandwidth[V] = m.bandwidth[V] / 8;
+		for (int i = 0; i < 10; i++)
+			win[i] = i == 8 ? POL_RESTORE_RELOAD :
+					  POL_RESTORE_RECOMPUTE;
+		t_ok(pol_restore_plan_eval(&slow, hv, 10, &ser, win, &wt));
+		t_ok(pol_restore_plan_build(&slow, hv, 10, &ser, &p));
+		for (int i = 0; i < 10; i++) {
+			t_assert_eq(p.action[i], i % 2 ? POL_RESTORE_RECOMPUTE :
+							 POL_RESTORE_RELOAD);
+			if (i % 2)
+				want += chunk(i, i + 1, 1);
+		}
+		t_assert(fabs(p.total_s - want) < 1e-12);
+		t_assert(want < 0.073 && wt > 0.119);
+		pol_restore_plan_free(&p);
+	}
+
 	/* Chunking: 40 missing blocks, at most 16384 tokens (32 blocks). */
 	memset(nv, X, sizeof(nv));
 	t_ok(pol_restore_plan_build(&m, nv, 40, NULL, &p));

@@ -2,16 +2,18 @@
 /*
  * Restore plans (see restore_plan.h): an event simulation of the copy
  * queues and the compute queue gives the makespan of a choice of actions.
- * Without MSA the choice is the exact optimum over the plans a prefix
- * cache can run (plan_window(), O(n log n) from closed forms); with MSA
- * it is improved greedily (O(n^2)).  n is a request's block count (tens
- * to hundreds), cheap next to one kernel launch either way.
+ * Without MSA the choice is the best of the windows of reloaded blocks
+ * (plan_window(), O(n log n) from closed forms) and of a threshold per
+ * tier (restore_plan_tiers.c, which also has the exact serial plan);
+ * with MSA it is improved greedily (O(n^2)).  n is a request's block
+ * count (tens to hundreds), cheap next to one kernel launch either way.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kvmm/policy/restore_plan.h"
+#include "kvmm/policy/restore_plan_priv.h"
 
 const char *pol_restore_action_string(enum pol_restore_action a)
 {
@@ -25,16 +27,6 @@ const char *pol_restore_action_string(enum pol_restore_action a)
 	}
 	return "?";
 }
-
-struct sim {
-	const struct pol_cost_model *m;
-	const struct pol_restore_opts *o;
-	const uint8_t *tiers;
-	uint32_t n;
-	double overhead;
-	double *ready; /* time block i is on the GPU */
-	uint32_t min_blocks, max_blocks; /* recompute chunk bounds */
-};
 
 static unsigned count_segments(const uint8_t *act, uint32_t n)
 {
@@ -56,8 +48,8 @@ static unsigned count_segments(const uint8_t *act, uint32_t n)
  * MSA the engine's attention is the dense one over the whole context,
  * whichever blocks were reused: k is then 1 (msa(1) = 1).
  */
-static double chunk_time(const struct sim *s, uint32_t a, uint32_t b,
-			 unsigned k)
+double restore_chunk_time(const struct restore_sim *s, uint32_t a, uint32_t b,
+			  unsigned k)
 {
 	const struct pol_cost_model *m = s->m;
 	double B = m->tokens_per_block, tokens = (b - a) * B;
@@ -75,8 +67,8 @@ static double chunk_time(const struct sim *s, uint32_t a, uint32_t b,
 /*
  * Simulate: returns the makespan; fills p's chunks when p is not NULL.
  */
-static double simulate(struct sim *s, const uint8_t *act,
-		       struct pol_restore_plan *p)
+double restore_simulate(struct restore_sim *s, const uint8_t *act,
+			struct pol_restore_plan *p)
 {
 	const struct pol_cost_model *m = s->m;
 	double queue[POL_TIER_COUNT] = { 0 }, gpu = 0, end = 0;
@@ -129,7 +121,7 @@ static double simulate(struct sim *s, const uint8_t *act,
 		if (before > gpu && b - a > min_blocks)
 			b = a + min_blocks;
 		start = gpu > before ? gpu : before;
-		gpu = start + chunk_time(s, a, b, k);
+		gpu = start + restore_chunk_time(s, a, b, k);
 		if (p) {
 			struct pol_restore_chunk *c = &p->chunks[p->nchunks++];
 
@@ -149,14 +141,14 @@ static double simulate(struct sim *s, const uint8_t *act,
 }
 
 /* Is block i, before the first miss f, a lower-tier block (host, NVMe)? */
-static bool lower_tier(const struct sim *s, uint32_t i)
+static bool lower_tier(const struct restore_sim *s, uint32_t i)
 {
 	return s->tiers[i] != POL_TIER_GPU && s->tiers[i] < POL_TIER_COUNT;
 }
 
 /* The copy queues of the window [k, j): the longest, or (serial) all. */
-static double window_queue(const struct sim *s, double *const S[], uint32_t k,
-			   uint32_t j)
+static double window_queue(const struct restore_sim *s, double *const S[],
+			   uint32_t k, uint32_t j)
 {
 	double q = 0;
 
@@ -175,7 +167,8 @@ static double window_queue(const struct sim *s, double *const S[], uint32_t k,
 }
 
 /*
- * Without MSA: the exact optimum over the plans a prefix cache can run.
+ * Without MSA: the exact optimum over the windows of reloaded blocks
+ * (restore_plan_tiers.c then looks beyond them).
  * Every block from the first miss f on is recomputed (a block after a
  * gap is of no use), every GPU block before it is used (free, and kvmmd
  * shares it whatever a plan says), and the lower-tier blocks reloaded
@@ -202,7 +195,7 @@ static double window_queue(const struct sim *s, double *const S[], uint32_t k,
  * (tests/policy-restore-plan-brute.c checks it against every window on
  * small cases).  act gets the best plan.
  */
-static int plan_window(struct sim *s, uint32_t f, uint8_t *act)
+static int plan_window(struct restore_sim *s, uint32_t f, uint8_t *act)
 {
 	const struct pol_cost_model *m = s->m;
 	uint32_t n = s->n, nlow = 0, best_k = 0, best_j = 0, i;
@@ -224,14 +217,15 @@ static int plan_window(struct sim *s, uint32_t f, uint8_t *act)
 		goto out;
 	/* H(k), S(k) for k = 0..f, left to right */
 	for (i = 0;; i++) {
-		H[i] = done + (open >= 0 ? chunk_time(s, open, i, 1) : 0);
+		H[i] = done +
+		       (open >= 0 ? restore_chunk_time(s, open, i, 1) : 0);
 		if (i == f)
 			break;
 		for (unsigned t = 0; t < POL_TIER_COUNT; t++)
 			S[t][i + 1] = S[t][i];
 		if (!lower_tier(s, i)) {
 			if (open >= 0)
-				done += chunk_time(s, open, i, 1);
+				done += restore_chunk_time(s, open, i, 1);
 			open = -1;
 			continue;
 		}
@@ -241,7 +235,7 @@ static int plan_window(struct sim *s, uint32_t f, uint8_t *act)
 		if (open < 0) {
 			open = i;
 		} else if (i - open == s->max_blocks) {
-			done += chunk_time(s, open, i, 1);
+			done += restore_chunk_time(s, open, i, 1);
 			open = i;
 		}
 	}
@@ -257,10 +251,10 @@ static int plan_window(struct sim *s, uint32_t f, uint8_t *act)
 			continue;
 		}
 		b = e - i > s->max_blocks ? i + s->max_blocks : e;
-		T[i] = chunk_time(s, i, b, 1) + T[b];
+		T[i] = restore_chunk_time(s, i, b, 1) + T[b];
 		Tf[i] = T[i];
 		if (b - i > s->min_blocks)
-			Tf[i] = chunk_time(s, i, i + s->min_blocks, 1) +
+			Tf[i] = restore_chunk_time(s, i, i + s->min_blocks, 1) +
 				T[i + s->min_blocks];
 	}
 	best_t = T[0]; /* no window */
@@ -333,9 +327,10 @@ out:
  * while the copy queue brings later ones balances a slow tier against
  * the GPU.
  */
-static void plan_greedy_segments(struct sim *s, uint8_t *best, uint8_t *act)
+static void plan_greedy_segments(struct restore_sim *s, uint8_t *best,
+				 uint8_t *act)
 {
-	double best_t = simulate(s, best, NULL);
+	double best_t = restore_simulate(s, best, NULL);
 
 	for (uint32_t i = 0; i < s->n; i++) {
 		double t;
@@ -344,7 +339,7 @@ static void plan_greedy_segments(struct sim *s, uint8_t *best, uint8_t *act)
 			continue;
 		memcpy(act, best, s->n);
 		act[i] = POL_RESTORE_RECOMPUTE;
-		t = simulate(s, act, NULL);
+		t = restore_simulate(s, act, NULL);
 		if (t < best_t) {
 			best_t = t;
 			memcpy(best, act, s->n);
@@ -352,7 +347,7 @@ static void plan_greedy_segments(struct sim *s, uint8_t *best, uint8_t *act)
 	}
 }
 
-static void sim_init(struct sim *s, const struct pol_cost_model *m,
+static void sim_init(struct restore_sim *s, const struct pol_cost_model *m,
 		     const uint8_t *tiers, uint32_t n,
 		     const struct pol_restore_opts *o)
 {
@@ -374,7 +369,7 @@ int pol_restore_plan_eval(const struct pol_cost_model *m, const uint8_t *tiers,
 			  const uint8_t *act, double *total_s)
 {
 	struct pol_restore_opts defaults = { .size = sizeof(defaults) };
-	struct sim s;
+	struct restore_sim s;
 
 	if (!m || (n && (!tiers || !act)) || !total_s ||
 	    n > POL_RESTORE_MAX_BLOCKS || (o && o->size < sizeof(*o)) ||
@@ -393,7 +388,7 @@ int pol_restore_plan_eval(const struct pol_cost_model *m, const uint8_t *tiers,
 	s.ready = calloc(n + 1, sizeof(double));
 	if (!s.ready)
 		return -ENOMEM;
-	*total_s = simulate(&s, act, NULL);
+	*total_s = restore_simulate(&s, act, NULL);
 	free(s.ready);
 	return 0;
 }
@@ -403,7 +398,7 @@ int pol_restore_plan_build(const struct pol_cost_model *m, const uint8_t *tiers,
 			   struct pol_restore_plan *p)
 {
 	struct pol_restore_opts defaults = { .size = sizeof(defaults) };
-	struct sim s;
+	struct restore_sim s;
 	uint8_t *act, *best;
 	uint32_t first_miss = n, i;
 
@@ -429,8 +424,19 @@ int pol_restore_plan_build(const struct pol_cost_model *m, const uint8_t *tiers,
 			break;
 		}
 	if (!o->allow_segments) {
-		if (plan_window(&s, first_miss, best))
+		int e = o->no_overlap ?
+				restore_plan_serial(&s, first_miss, best) :
+				-E2BIG;
+		double t;
+
+		/* serially exact over every choice; else windows first */
+		if (e == -ENOMEM || (e && plan_window(&s, first_miss, best)))
 			goto err_free;
+		if (!o->no_overlap) {
+			t = restore_simulate(&s, best, NULL);
+			if (restore_plan_thresholds(&s, first_miss, best, &t))
+				goto err_free;
+		}
 	} else {
 		/* Start: reuse what can be reused, recompute the rest. */
 		for (i = 0; i < n; i++) {
@@ -458,7 +464,7 @@ int pol_restore_plan_build(const struct pol_cost_model *m, const uint8_t *tiers,
 		}
 	}
 	p->segments = count_segments(best, n);
-	p->total_s = simulate(&s, best, p);
+	p->total_s = restore_simulate(&s, best, p);
 	p->serial_s = p->reload_s + p->recompute_s;
 	free(act);
 	free(best);

@@ -18,12 +18,15 @@
  * it, which its chained hash fixes); they differ in time.
  *   - without MSA (the classic prefix cache) everything from the first
  *     block in no tier on is recomputed, the GPU blocks before it are
- *     used, and the host and NVMe blocks reloaded are a window of them:
- *     the ones before it are recomputed while the copy queues bring the
- *     window (their chunks need no block before them), the ones after
- *     it with the missing part.  The plan is the exact optimum over the
- *     windows (O(n log n), restore_plan.c); attention is dense (no msa
- *     factor);
+ *     used, and any of the host and NVMe blocks may be reloaded, the
+ *     others recomputed (a recomputed block between two reloads waits
+ *     for the copies before it).  The plan is the best of the windows
+ *     of reloaded blocks (restore_plan.c) and of a threshold per tier
+ *     (restore_plan_tiers.c), O(n log n), which was the optimum over
+ *     every choice in every brute-force case with the default chunk
+ *     overhead; serially (no_overlap) it is the exact optimum over
+ *     every choice (O(n * max_chunk_tokens / tokens_per_block)).
+ *     Attention is dense (no msa factor);
  *   - with `allow_segments` (Multi-Segment Attention) a cached block
  *     after a gap may be reloaded and any reloaded block recomputed; the
  *     attention of every recomputed chunk then pays msa(k) for the k
