@@ -8,7 +8,12 @@
  * the same open without the flag, whose reply waits for every reload
  * before the client can compute anything, gets every block reloaded (the
  * serial plan: a recomputed head would only add to the copies).  Before,
- * both got the overlapped plan.
+ * both got the overlapped plan.  The same holds for segmented opens
+ * (KVMM_PREFIX_OPEN_SEGMENTS, planned with MSA's greedy): an early one
+ * gets host blocks to recompute while the queue brings the others, a
+ * plain one gets every block reloaded; before, a plain segmented open
+ * still got the overlapped plan and recomputed blocks it could only
+ * compute after every reload.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -131,6 +136,21 @@ int main(void)
 	 * (or shared: the open above left a few on the GPU) */
 	open_acts(r, 0, acts, &po);
 	printf("plain open: %u recomputed, %u reloaded from host, %u shared\n",
+	       po.recompute, po.reloaded_host, po.shared);
+	t_assert_eq(po.recompute, 0);
+	t_assert_eq(po.reloaded_host + po.shared, NB);
+
+	/* segmented and early: host blocks recomputed during the copies */
+	open_acts(r, KVMM_PREFIX_OPEN_SEGMENTS | KVMM_PREFIX_OPEN_EARLY, acts,
+		  &po);
+	printf("early segmented open: %u recomputed, %u reloaded from host, %u shared\n",
+	       po.recompute, po.reloaded_host, po.shared);
+	t_assert(po.recompute >= 1);
+	t_assert_eq(po.reloaded_host + po.shared + po.recompute, NB);
+
+	/* segmented, not early: serial, every block reloaded or shared */
+	open_acts(r, KVMM_PREFIX_OPEN_SEGMENTS, acts, &po);
+	printf("plain segmented open: %u recomputed, %u reloaded from host, %u shared\n",
 	       po.recompute, po.reloaded_host, po.shared);
 	t_assert_eq(po.recompute, 0);
 	t_assert_eq(po.reloaded_host + po.shared, NB);

@@ -65,12 +65,11 @@ void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
 {
 	/* a client that opens without KVMM_PREFIX_OPEN_EARLY gets its reply
 	 * once every reload is done, so it cannot recompute meanwhile: its
-	 * plan is the serial one (a recomputed head adds to the copies).
-	 * Segmented opens keep the overlapped plan they always had (what
-	 * kvmm-replay --model-daemon --msa models). */
+	 * plan is the serial one (a recomputed head adds to the copies),
+	 * segmented or not. */
 	struct pol_restore_opts o = { .size = sizeof(o),
 				      .allow_segments = segments,
-				      .no_overlap = !early && !segments };
+				      .no_overlap = !early };
 	struct pol_restore_plan p;
 
 	for (uint32_t i = 0; i < n; i++) {

@@ -33,7 +33,7 @@ int kd_restore_mode_parse(const char *val, uint32_t *mode);
  * move any reloaded block to recomputation.  early: the client opened
  * with KVMM_PREFIX_OPEN_EARLY, so it recomputes while the reloads run;
  * otherwise its reply waits for them and the plan is made serially
- * (segmented opens keep the overlapped plan: left as modelled).
+ * (segmented or not).
  */
 struct pol_cost_model;
 void kd_cache_plan(uint32_t mode, const struct pol_cost_model *m,
