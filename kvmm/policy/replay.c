@@ -132,17 +132,18 @@ enum dm_act {
  * kc_prefix_tiers()): the blocks up to the last one in some tier, where[]
  * their tiers; a lower-tier block the plan (with allow_segments, cost
  * model m) recomputes becomes DM_RECOMPUTE and in no tier in where[] (the
- * client recomputes it: a miss).  Even on the reference profile, where a
- * host reload always beats recomputing its block, the plan recomputes an
- * early host block when that overlaps the copies of the later ones and
- * ends sooner (allow_segments lets it take any block, not only the last
- * ones).  A plan that cannot be built reloads everything, as kvmmd's.
+ * client recomputes it: a miss).  The opens are not early
+ * (KVMM_PREFIX_OPEN_EARLY): the reply waits for every reload, so kvmmd
+ * plans them serially (no_overlap), and on the reference profile, where
+ * a reload beats recomputing its block, recomputes none.  A plan that
+ * cannot be built reloads everything, as kvmmd's.
  */
 static void daemon_plan(const struct pol_cost_model *m, uint8_t *where,
 			uint32_t n, uint8_t *act)
 {
 	struct pol_restore_opts o = { .size = sizeof(o),
-				      .allow_segments = true };
+				      .allow_segments = true,
+				      .no_overlap = true };
 	struct pol_restore_plan p;
 	uint32_t lim = 0;
 	bool lower = false;
