@@ -37,18 +37,21 @@
  *
  * Ranking: each tier keeps one list per class of the blocks that may be
  * evicted structurally (with the prefix rule, the leaves: a hit stops at
- * the first missing block, so a chain is eaten from its end), in the
- * order of last use, the least recent at the tail; a block that joins a
- * list later (a parent whose last child went, a block demoted into a
- * lower tier) is put in order of its last use, found through the
- * lists' end windows (pol_asym_win.c).  The candidate of a list is the
- * block of the lowest value among its SCAN_TAIL least recent ones (the
- * value of a class is not monotone in age: it rises through the quiet
- * time before the class's usual return, so the tail is not always the
- * lowest), valued from the tail window's keys alone and kept while
- * nothing it was chosen among changes; if that block may not go (pins,
- * TTLs), the first evictable block from the tail: O(classes) per
- * eviction, plus O(1) upkeep when a block enters or leaves the reach.
+ * the first missing block, so a chain is eaten from its end) and are
+ * neither pinned nor referenced (parked while held: an open sequence's
+ * blocks are never walked past), in the order of last use, the least
+ * recent at the tail; a block that joins a list later (a parent whose
+ * last child went, a block demoted into a lower tier, a block whose
+ * last pin or reference went) is put in order of its last use, found
+ * through the lists' end windows (pol_asym_win.c).  The candidate of a
+ * list is the block of the lowest value among its SCAN_TAIL least
+ * recent ones (the value of a class is not monotone in age: it rises
+ * through the quiet time before the class's usual return, so the tail is
+ * not always the lowest), valued from the tail window's keys alone and
+ * kept while nothing it was chosen among changes; if that block may not
+ * go (a TTL, or the cache set it aside), the first evictable block from
+ * the tail: O(classes) per eviction, plus O(1) upkeep when a block
+ * enters or leaves the reach.
  *
  * Nothing is fitted to one trace: the hazards are learned, the classes
  * come from the prefix tree.
@@ -455,17 +458,38 @@ static bool is_leaf(const struct asym *s, const struct pol_block *b)
 }
 
 /*
- * Only the blocks that may be evicted structurally are in the lists (with
- * the prefix rule, the leaves): a parent never sits at a tail waiting for
- * its children, and a scan for a victim stops at once.  A parent enters
- * its list when its last resident child goes (asym_change).
+ * Pinned or referenced (an in-flight step, an open sequence): such a
+ * block stays out of the lists while held (parked), so that a decision
+ * never walks past it, however many a tier holds.
+ */
+static bool held(const struct pol_block *b)
+{
+	return b->pins || b->refcount;
+}
+
+/*
+ * Should b be in a list: a block that may be evicted structurally (with
+ * the prefix rule, a leaf) and is not held.
+ */
+static bool listed(const struct asym *s, const struct pol_block *b)
+{
+	return !held(b) && is_leaf(s, b);
+}
+
+/*
+ * Only the blocks that may be evicted structurally and are not held are
+ * in the lists (with the prefix rule, the leaves): a parent never sits
+ * at a tail waiting for its children, nor a block at the tail waiting
+ * for its sequence, and a scan for a victim stops at once.  A parent
+ * enters its list when its last resident child goes, a held block when
+ * its last pin or reference does (asym_change), in order of last use.
  */
 static void place(struct asym *s, struct pol_block *b, bool used, bool entering)
 {
 	uint32_t id = pol_index_id(s->ix, b);
 	unsigned k = block_class(b);
 
-	if (!is_leaf(s, b)) {
+	if (!listed(s, b)) {
 		SLOT(s, id)->list = 0;
 		return;
 	}
@@ -510,13 +534,18 @@ static void asym_access(void *priv, struct pol_block *b)
 	place(s, b, true, false);
 }
 
-/* b gained or lost its last resident child (or a pin: nothing to do). */
+/*
+ * b gained or lost its last resident child, or its first or last pin or
+ * reference: it leaves its list or joins one (in order of last use, as
+ * a demoted block does: asym_sorted_place()).  A TTL, a priority or a
+ * block set aside stays where it is.
+ */
 static void asym_change(void *priv, struct pol_block *b)
 {
 	struct asym *s = priv;
 	uint32_t id = pol_index_id(s->ix, b);
 	unsigned k;
-	bool leaf;
+	bool want;
 
 	if (b->tier != s->tier)
 		return;
@@ -525,14 +554,14 @@ static void asym_change(void *priv, struct pol_block *b)
 	if (b->slot[s->tier].list &&
 	    s->list[b->slot[s->tier].list - 1].cand.id == id)
 		s->list[b->slot[s->tier].list - 1].cand.valued = false;
-	leaf = is_leaf(s, b);
-	if (leaf == (b->slot[s->tier].list != 0))
+	want = listed(s, b);
+	if (want == (b->slot[s->tier].list != 0))
 		return;
-	if (!leaf) {
+	if (!want) {
 		list_unlink(s, id);
 		return;
 	}
-	/* place(), knowing that b is a leaf */
+	/* place(), knowing that b goes into a list */
 	k = block_class(b);
 	list_insert(s, k, id, asym_sorted_place(s, k, b));
 }
@@ -634,21 +663,21 @@ static bool better_victim(const struct asym *s, const struct pol_block *a,
 
 /*
  * pol_cache_evictable() for a block in a list: the lists hold only the
- * blocks that may go structurally (asym_change keeps them so), which
- * leaves the pins, references and TTLs to check, without two calls per
- * list at every decision.
+ * blocks that may go structurally and are neither pinned nor referenced
+ * (asym_change keeps them so), which leaves the blocks set aside and the
+ * TTLs to check, without two calls per list at every decision.
  */
 static bool list_evictable(const struct asym *s, const struct pol_block *b,
 			   uint64_t clock)
 {
 	/* a live TTL may still let the block go down a tier (a demotable
 	 * TTL in make_room's second pass): the cache decides those */
-	bool e = !b->pins && !b->refcount && !(b->flags & POL_BLOCK_ASIDE) &&
+	bool e = !(b->flags & POL_BLOCK_ASIDE) &&
 		 (!(b->ttl_expiry && b->ttl_expiry > clock) ||
 		  pol_cache_evictable(s->c, b));
 
 #ifdef POL_ASYM_CHECK
-	assert(e == pol_cache_evictable(s->c, b));
+	assert(!held(b) && e == pol_cache_evictable(s->c, b));
 #endif
 	return e;
 }
