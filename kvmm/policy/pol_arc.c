@@ -102,8 +102,12 @@ static uint64_t len(const struct arc *a, int list)
 	return a->l[list].len + a->out[list];
 }
 
-/* Take b out of its list's structures (slot.list stays). */
-static void take_out(struct arc *a, struct pol_block *b, uint32_t id)
+/*
+ * Take b out of its list's structures (slot.list stays).  Inline: out of
+ * line it costs every move 10 instructions (callgrind, bench/policy).
+ */
+static inline __attribute__((always_inline)) void
+take_out(struct arc *a, struct pol_block *b, uint32_t id)
 {
 	struct pol_slot *s = &b->slot[a->tier];
 
