@@ -730,6 +730,15 @@ bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash)
 	return promotable(c, b, tier, false);
 }
 
+bool pol_cache_can_access(struct pol_cache *c, uint64_t hash)
+{
+	struct pol_block *b = pol_cache_lookup(c, hash);
+
+	/* pol_cache_access()'s own test, before it changes anything */
+	return !b || b->tier == POL_TIER_GPU ||
+	       promotable(c, b, POL_TIER_GPU, true);
+}
+
 /* May b (in some tier) be dropped: evictable as from the last tier? */
 static bool droppable(const struct pol_cache *c, const struct pol_block *b)
 {

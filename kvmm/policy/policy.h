@@ -343,6 +343,16 @@ bool pol_cache_can_admit(struct pol_cache *c, unsigned tier);
  * Conservative: another victim may exist behind the parent.
  */
 bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash);
+/*
+ * Would pol_cache_access() of hash take the block: true for one on the
+ * GPU or in no tier, and for one below that the GPU tier can make room
+ * for, counting the block itself as a victim (moved up and straight back
+ * down, as the access then does); false when the access would refuse it
+ * (-ENOSPC) and leave it where it is, untouched.  The question the access
+ * asks first, for an owner that must decide before the call (kvmmd frees
+ * a restored block's lower copy before it tells the policy).
+ */
+bool pol_cache_can_access(struct pol_cache *c, uint64_t hash);
 
 /* Drop a block from whichever tier holds it; -ENOENT if none. */
 int pol_cache_remove(struct pol_cache *c, uint64_t hash);
