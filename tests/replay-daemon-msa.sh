@@ -9,8 +9,10 @@
 # in the leading run, the same from both.  Then the first 1500 requests of
 # the Mooncake conversation trace: lru at 2000 GPU blocks and at 1000 GPU
 # + 4000 host, asym at 1000 GPU and at 1000 GPU + 2000 host, lru at 300 +
-# 600; lru at 2000 and at 1000 + 4000 must make holes there (hit_blocks >
-# leading_hit_blocks).  The opens are not early, so the daemon's restore
+# 600, and asym at 40 GPU + 100 host on the first 1700 requests, a GPU
+# tier shorter than some requests (their hits once differed at request
+# 1664, see replay-daemon.sh); lru at 2000 and at 1000 + 4000 must make
+# holes there (hit_blocks > leading_hit_blocks).  The opens are not early, so the daemon's restore
 # plan is the serial one and, a host reload beating any recomputation,
 # hands out no cached block to recompute (the overlapped plan it made
 # before recomputed host blocks after a hole, whose reloads would queue
@@ -126,4 +128,5 @@ conv lru 1000 4000 holes
 conv lru 300 600 -
 conv asym 1000 0 -
 conv asym 1000 2000 -
+N=1700 conv asym 40 100 -
 echo "ok: --daemon --msa and --model-daemon --msa agree on $N requests"

@@ -6,7 +6,11 @@
 # lru and asym with a host tier; asym at 1000 GPU + 2000 host on the first
 # 768 requests, where the hits once differed at request 767 (kvmmd touched
 # a prefix's restored blocks in the order their copies were settled, not
-# in prefix order).  Also: a capacity the daemon was not started with is
+# in prefix order); asym and lru at 40 GPU + 100 host on the first 1700,
+# GPU tiers shorter than some requests, where the hits once differed at
+# request 1664 (kvmmd kept a restored block whose children were cached
+# below with it in the host tier, untouched, when the GPU had no other
+# victim; the policy takes it up and back down as its own victim).  Also: a capacity the daemon was not started with is
 # refused, and kvmmd refuses --cache-policy belady.  Last, lru and asym at
 # 5000 GPU blocks on the whole trace (issue #8's capacity; about 6 s each)
 # and asym at 300 GPU + 600 host blocks, where published blocks are
@@ -62,6 +66,12 @@ pair asym 300 600 20
 # copies end in: asym learns from the order of uses (Documentation/
 # policy.md, --model-daemon)
 N=768 pair asym 1000 2000
+# a GPU tier shorter than the longest requests (247 blocks): their
+# restores find no victim on the GPU but themselves; kvmmd asks the
+# policy whether it would take each (pol_cache_can_access()), the model
+# lets the access decide (Documentation/policy.md, --model-daemon)
+N=1700 pair asym 40 100
+N=1700 pair lru 40 100
 
 # a daemon started with other capacities is refused, with the reason
 start lru 300 0

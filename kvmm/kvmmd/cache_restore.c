@@ -342,26 +342,28 @@ static void kc_restore_take_back(struct kd_cache *c, struct kc_entry *e,
 }
 
 /*
- * Whether a restored block stays cached in its lower tier: the GPU tier
- * has no victim to make room with (every block there in use, pinned or
- * held by a TTL, or only the block's parent: pol_cache_can_promote())
- * and the block cannot be its own victim either (a client's pin or TTL
- * holds it).  pol_cache_access() would move it up
- * and then drop it, lower copy and pins and all, as kc_publish_promote()
- * says.  A block that can be its own victim goes back down as before,
- * copied from the sequences' pages.
+ * Whether a restored block stays cached in its lower tier: the policy
+ * would refuse to take it (pol_cache_can_access(), the test
+ * pol_cache_access() makes first): the GPU tier has no victim to make
+ * room with (every block there in use, pinned or held by a TTL, or only
+ * the block's parent) and the block cannot be its own victim on the GPU
+ * either (a client's pin or TTL holds it).  The settle frees the lower
+ * copy before the policy call, so it must not find that out from the
+ * call.  A block that can be its own victim goes up and straight back
+ * down, copied from the sequences' pages, and the policy sees the use.
+ * (This asked whether the block was evictable where it was, below: under
+ * the prefix rule one whose children are cached below with it is not,
+ * though on the GPU it is a leaf and its own victim, so such a block
+ * stayed below and the policy never saw its reload: kvmm-replay --daemon
+ * and --model-daemon parted where a request was longer than the GPU
+ * tier.)
  */
 static bool kc_restore_stays_below(struct kd_cache *c, struct kc_entry *e)
 {
-	struct pol_block *b;
-
 	if (!e->in_pol)
 		return false;
 	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs against now */
-	if (pol_cache_can_promote(c->pol, POL_TIER_GPU, e->hash))
-		return false;
-	b = pol_cache_lookup(c->pol, e->hash);
-	return b && !pol_cache_evictable(c->pol, b);
+	return !pol_cache_can_access(c->pol, e->hash);
 }
 
 /* A restore job reaped: the block goes to the waiting opens and into the
