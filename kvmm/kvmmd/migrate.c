@@ -285,8 +285,10 @@ static void complete_locked(struct migrate *m, struct migrate_job *job,
 	if (s != MIGRATE_DONE && host_is_dest(job->kind) &&
 	    job->host_slot != MIGRATE_NO_SLOT) {
 		/* a backend that could not wait for its copies: they may
-		 * still land in the slot, which must never be handed out
-		 * again; it stays FILLING, out of use, for good */
+		 * still land in the slot (GPU to host), or still read it
+		 * (an NVMe read's staging slot, READY by then, on its way
+		 * to the GPU), so it is never handed out again: out of
+		 * use for good, whatever its state */
 		if (job->result == -EINPROGRESS)
 			vmm_log(VMM_LOG_ERR,
 				"migrate: host slot %u kept out of use: copies into it may still be in flight",

@@ -252,12 +252,13 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
 				     &ndown);
 		} else if (t != POL_TIER_GPU &&
-			   pol_cache_can_admit(c, POL_TIER_GPU) &&
+			   pol_cache_can_promote(c, POL_TIER_GPU, h[i]) &&
 			   !pol_cache_pin(c, h[i])) {
 			/* cached below past the first miss (or handed out
 			 * to recompute): the published pages become its
 			 * GPU copy (kc_publish_promote(), pinned while it
-			 * moves up) */
+			 * moves up), when the GPU tier has a victim other
+			 * than the block's parent, kvmmd's own test */
 			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
 				     &ndown);
 			(void)pol_cache_unpin(c, h[i]);
