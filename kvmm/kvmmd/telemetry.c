@@ -34,7 +34,7 @@ static int load_cost(struct kd_daemon *d)
 {
 	const char *name = d->cfg.profile[0] ? d->cfg.profile :
 					       KD_DEFAULT_PROFILE;
-	char msg[256] = "";
+	char msg[512] = "";
 	int err;
 
 	d->cost = calloc(1, sizeof(*d->cost));
@@ -42,7 +42,14 @@ static int load_cost(struct kd_daemon *d)
 		return -ENOMEM;
 	err = pol_cost_load(name, d->cost, msg, sizeof(msg));
 	if (err && !d->cfg.profile[0]) {
-		/* no profile files installed: the built-in reference */
+		/*
+		 * No profile files where this kvmmd looks (installed under
+		 * another PREFIX, run from a DESTDIR tree): the built-in
+		 * reference, said with the directories tried, since its
+		 * bandwidths may be far from this machine's.
+		 */
+		vmm_log(VMM_LOG_WARN, "cost model: %s; using the built-in %s",
+			msg[0] ? msg : strerror(-err), "h200-llama3-8b-ref");
 		pol_cost_reference(d->cost);
 		err = 0;
 	}

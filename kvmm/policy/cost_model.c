@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "install_paths.h" /* KVMM_PROFILE_DIR_DEFAULT (DATADIR) */
 #include "kvmm/policy/cost_model.h"
 #include "kvmm/policy/policy.h"
 
@@ -350,10 +351,19 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 			return 0;
 		}
 		if (!text) {
+			/* every directory: a tool run from a DESTDIR tree or
+			 * another PREFIX says where it looked */
+			char tried[1024] = "";
+			size_t off = 0;
+
+			for (size_t i = 0; i < nd && off < sizeof(tried); i++)
+				off += snprintf(tried + off,
+						sizeof(tried) - off, "%s%s",
+						i ? ", " : "", dirs[i]);
 			set_err(err, errlen,
-				"unknown profile '%s' (no %s.profile found; "
+				"unknown profile '%s' (no %s.profile in %s; "
 				"set KVMM_PROFILE_DIR)",
-				what, what);
+				what, what, tried);
 			return -ENOENT;
 		}
 	}

@@ -1,0 +1,48 @@
+#!/bin/bash
+# The installed tools run from a `make install DESTDIR=` tree, where no
+# profile is in DATADIR (it lies under DESTDIR): kvmm-replay --profile
+# NAME fails with a message naming every directory it searched (DATADIR's
+# included) and KVMM_PROFILE_DIR; with KVMM_PROFILE_DIR at the tree's
+# profiles it runs.  kvmmd falls back to the built-in reference cost model
+# with a WARN naming the directories (it was silent).  Skips (77) when
+# profiles are installed on this machine (then they are found).
+# timeout: 120
+set -u
+source "${KVMM_SRC:-.}/tests/lib/install-tree.sh"
+[ -e "$DATADIR/profiles/h200-llama3-8b.profile" ] &&
+	{ echo "skip: $DATADIR/profiles is installed here"; exit 77; }
+pid=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
+
+install_tree "$D/root"
+bin=$D/root$PREFIX/bin
+[ -x "$bin/kvmm-replay" ] && [ -x "$bin/kvmmd" ] || fail "no tools in $bin"
+mkdir "$D/cwd"
+cd "$D/cwd" || exit 1
+# what a shell outside the source tree has
+unset KVMM_SRC KVMM_PROFILE_DIR
+
+printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [1]}' >"$D/t.jsonl"
+err=$("$bin/kvmm-replay" --trace "$D/t.jsonl" --policy lru --gpu-blocks 3 \
+	--profile h200-llama3-8b 2>&1 >/dev/null)
+rc=$?
+echo "kvmm-replay: $err"
+[ $rc = 2 ] || fail "kvmm-replay exit $rc, expected 2"
+want="unknown profile 'h200-llama3-8b' (no h200-llama3-8b.profile in ., $DATADIR/profiles; set KVMM_PROFILE_DIR)"
+[[ $err == *"$want"* ]] || fail "not: $want"
+KVMM_PROFILE_DIR=$D/root$DATADIR/profiles "$bin/kvmm-replay" --trace "$D/t.jsonl" \
+	--policy lru --gpu-blocks 3 --profile h200-llama3-8b >/dev/null ||
+	fail "kvmm-replay with KVMM_PROFILE_DIR at the tree's profiles"
+
+"$bin/kvmmd" --foreground --backend host --socket "$D/s" --telemetry shm \
+	2>"$D/kvmmd.log" &
+pid=$!
+for _ in $(seq 200); do [ -S "$D/s" ] && break; sleep 0.05; done
+[ -S "$D/s" ] || { cat "$D/kvmmd.log"; fail "kvmmd did not start"; }
+kill $pid && wait $pid
+pid=
+grep "cost model" "$D/kvmmd.log"
+want="cost model: unknown profile 'h200-llama3-8b' (no h200-llama3-8b.profile in ., $DATADIR/profiles; set KVMM_PROFILE_DIR); using the built-in h200-llama3-8b-ref"
+grep "WARN" "$D/kvmmd.log" | grep -qF "$want" || fail "no WARN: $want"
+
+echo "ok: tools from a DESTDIR tree say where they looked"
