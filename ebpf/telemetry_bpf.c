@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include "ebpf/telemetry_int.h"
+#include "ebpf/telemetry_targets.h"
+#include "install_paths.h" /* KVMM_LIBDIR */
 #include "vmm/vmm.h"
 
 #if HAVE_BPF
@@ -320,35 +322,29 @@ int tel_pins_remove_stale(const char *pin_root)
 	return err;
 }
 
-/* The default targets: libkvmm next to us, the installed one, and us. */
+/*
+ * The default targets (ebpf/telemetry_targets.c): libkvmm.so.1 in LIBDIR,
+ * next to us and in the usual places, and us.  With no library among
+ * them only our own probes can be traced, which BPF telemetry would not
+ * otherwise show: say so, with every place tried.
+ */
 static int default_targets(char paths[][PATH_MAX], int max)
 {
-	static const char *const installed[] = { "/usr/local/lib/libkvmm.so.1",
-						 "/usr/lib/libkvmm.so.1" };
-	char exe[PATH_MAX], cand[PATH_MAX + 32], *slash;
+	char exe[PATH_MAX], tried[1024];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	int nr = 0, i, j;
+	int nr;
 
 	if (n <= 0)
 		return 0;
 	exe[n] = 0;
-	snprintf(cand, sizeof(cand), "%s", exe);
-	slash = strrchr(cand, '/');
-	if (slash)
-		strcpy(slash + 1, "libkvmm.so.1");
-	for (i = -1; i < (int)(sizeof(installed) / sizeof(installed[0])) &&
-		     nr < max - 1;
-	     i++) {
-		char real[PATH_MAX];
-
-		if (!realpath(i < 0 ? cand : installed[i], real))
-			continue;
-		for (j = 0; j < nr && strcmp(paths[j], real); j++)
-			;
-		if (j == nr)
-			snprintf(paths[nr++], PATH_MAX, "%s", real);
-	}
-	snprintf(paths[nr++], PATH_MAX, "%s", exe);
+	nr = tel_default_targets(KVMM_LIBDIR, exe, paths, max, tried,
+				 sizeof(tried));
+	if (nr < 2)
+		tel_log(VMM_LOG_WARN,
+			"no libkvmm.so.1 to trace clients in (tried %s): "
+			"only %s's probes attach; name the library with "
+			"--telemetry-attach",
+			tried, exe);
 	return nr;
 }
 
