@@ -165,13 +165,17 @@ format:
 format-check:
 	$(Q)clang-format --dry-run --Werror $(C_SOURCES)
 
-$(BUILD)/libkvmm.pc: $(BUILD)/install_paths.h Makefile
+# Libs.private: what a static link of libkvmm.a needs besides it, the
+# optional libraries its objects use as configured (LIBKVMM_LIBS, e.g.
+# libxxhash for block hashing) and libc's parts.
+$(BUILD)/libkvmm.pc: $(BUILD)/install_paths.h $(BUILD)/config.mk Makefile
 	@mkdir -p $(@D)
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
 		'includedir=$(INCLUDEDIR)' '' 'Name: libkvmm' \
 		'Description: client library for the kvmm KV-cache memory manager' \
 		'Version: $(KVMM_VERSION)' 'Libs: -L$${libdir} -lkvmm' \
-		'Libs.private: -lpthread -ldl' 'Cflags: -I$${includedir}' >$@
+		'Libs.private: $(strip $(LIBKVMM_LIBS) -lm -lpthread -ldl -lrt)' \
+		'Cflags: -I$${includedir}' >$@
 
 install: all $(BUILD)/libkvmm.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \

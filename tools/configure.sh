@@ -31,6 +31,8 @@ try_link() {
 }
 
 extra_libs=""
+# the ones libkvmm's own objects need too (libkvmm.pc's Libs.private)
+libkvmm_libs=""
 
 if try_link '#include <liburing.h>' 'struct io_uring r; (void)io_uring_queue_init(1, &r, 0)' -luring; then
 	set_feature HAVE_LIBURING 1; extra_libs="$extra_libs -luring"
@@ -46,6 +48,7 @@ fi
 
 if try_link '#include <xxhash.h>' '(void)XXH3_64bits("", 0)' -lxxhash; then
 	set_feature HAVE_LIBXXHASH 1; extra_libs="$extra_libs -lxxhash"
+	libkvmm_libs="$libkvmm_libs -lxxhash"
 else
 	set_feature HAVE_LIBXXHASH 0; off "block hashing (libxxhash)" "libxxhash-dev not found"
 fi
@@ -98,6 +101,7 @@ else
 fi
 
 echo "EXTRA_LIBS :=$extra_libs" >>"$mk"
+echo "LIBKVMM_LIBS :=$libkvmm_libs" >>"$mk"
 printf '#endif\n' >>"$hdr"
 
 # Replace the outputs only when they change so objects are not rebuilt for
