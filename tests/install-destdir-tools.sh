@@ -4,8 +4,10 @@
 # NAME fails with a message naming every directory it searched (DATADIR's
 # included) and KVMM_PROFILE_DIR; with KVMM_PROFILE_DIR at the tree's
 # profiles it runs.  kvmmd falls back to the built-in reference cost model
-# with a WARN naming the directories (it was silent).  Skips (77) when
-# profiles are installed on this machine (then they are found).
+# with a WARN naming the directories (it was silent).  The installed
+# kvmm.py, with no library at LIBDIR, raises an ImportError whose "Tried:"
+# list names LIBDIR's path (it left it out).  Skips (77) when profiles or
+# libkvmm are installed on this machine (then they are found).
 # timeout: 120
 set -u
 source "${KVMM_SRC:-.}/tests/lib/install-tree.sh"
@@ -20,7 +22,7 @@ bin=$D/root$PREFIX/bin
 mkdir "$D/cwd"
 cd "$D/cwd" || exit 1
 # what a shell outside the source tree has
-unset KVMM_SRC KVMM_PROFILE_DIR
+unset KVMM_SRC KVMM_PROFILE_DIR KVMM_LIB
 
 printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [1]}' >"$D/t.jsonl"
 err=$("$bin/kvmm-replay" --trace "$D/t.jsonl" --policy lru --gpu-blocks 3 \
@@ -45,4 +47,14 @@ grep "cost model" "$D/kvmmd.log"
 want="cost model: unknown profile 'h200-llama3-8b' (no h200-llama3-8b.profile in ., $DATADIR/profiles; set KVMM_PROFILE_DIR); using the built-in h200-llama3-8b-ref"
 grep "WARN" "$D/kvmmd.log" | grep -qF "$want" || fail "no WARN: $want"
 
+if command -v python3 >/dev/null; then
+	py=$(find "$D/root" -name kvmm.py)
+	[ -n "$py" ] || fail "no kvmm.py installed"
+	[ -e "$LIBDIR/libkvmm.so.1" ] && { echo "skip: $LIBDIR/libkvmm.so.1 is installed here"; exit 77; }
+	err=$(PYTHONPATH=$(dirname "$py") python3 -c 'import kvmm' 2>&1) &&
+		fail "import kvmm found a library"
+	echo "python: ${err##*$'\n'}"
+	[[ $err == *"Tried: "*"$LIBDIR/libkvmm.so.1 (make install's LIBDIR)"* ]] ||
+		fail "ImportError does not name $LIBDIR/libkvmm.so.1"
+fi
 echo "ok: tools from a DESTDIR tree say where they looked"

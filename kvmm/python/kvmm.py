@@ -184,9 +184,13 @@ def _candidates():
     build = os.path.join(os.path.dirname(os.path.dirname(here)), "build",
                          "libkvmm.so.1")
     out = []
-    if os.path.exists(build):
+    # Each place is tried (and named in the ImportError) even when its
+    # file is missing: a library that is not where make install put it
+    # is what the message must say.  The build tree only from a source
+    # tree's copy, or where an installed copy happens to have one.
+    if not _INSTALLED_LIB or os.path.exists(build):
         out.append(("the build tree", build))
-    if _INSTALLED_LIB and os.path.exists(_INSTALLED_LIB):
+    if _INSTALLED_LIB:
         out.append(("make install's LIBDIR", _INSTALLED_LIB))
     found = ctypes.util.find_library("kvmm")
     if found:
