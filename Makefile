@@ -8,6 +8,7 @@
 #   make install      PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py,
 #                     SYSCONFDIR= SYSTEMDUNITDIR= for kvmmd.conf,
 #                     kvmmd.service and kvmmd@.service, one per GPU)
+#   make uninstall    the same variables: remove what install put there
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
 #   make WERROR=1     warnings are errors (CI)
@@ -129,8 +130,8 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/config.h | $(BUILD)/install_paths.h
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-.PHONY: all check demo bench deps install format format-check clean configure \
-	FORCE
+.PHONY: all check demo bench deps install uninstall format format-check \
+	clean configure FORCE
 
 all: $(PROGRAMS)
 
@@ -204,6 +205,24 @@ install: all $(BUILD)/libkvmm.pc
 	[ -e $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf ] || \
 		install -m 644 kvmm/kvmmd/systemd/kvmmd.conf \
 			$(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf
+
+# What install put there, and the directories it made if they are empty
+# now; an operator's kvmmd.conf stays (as install never overwrites it).
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(INSTALL_BINS))) \
+		$(DESTDIR)$(LIBDIR)/libkvmm.a \
+		$(DESTDIR)$(LIBDIR)/libkvmm.so.$(KVMM_ABI_MAJOR) \
+		$(DESTDIR)$(LIBDIR)/libkvmm.so \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/libkvmm.pc \
+		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmm/,$(notdir $(wildcard kvmm/include/kvmm/*.h))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/profiles/,$(notdir $(wildcard kvmm/policy/profiles/*.profile))) \
+		$(DESTDIR)$(PYTHONDIR)/kvmm.py \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd@.service
+	for d in $(DESTDIR)$(INCLUDEDIR)/kvmm $(DESTDIR)$(DATADIR)/profiles \
+		$(DESTDIR)$(DATADIR); do rmdir $$d 2>/dev/null || true; done
+	@[ ! -e $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf ] || \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf (yours to remove)"
 
 clean:
 	rm -rf build

@@ -7,6 +7,7 @@
 # kvmmd.  Defines:
 #   fail MESSAGE          print it, exit 1
 #   install_tree DESTDIR  `make install` of this build into DESTDIR
+#   uninstall_tree DESTDIR  `make uninstall` from it
 SRC=${KVMM_SRC:-.}
 B=${KVMM_BUILD:-build}
 case "$B" in "$SRC"/*) B=${B#"$SRC"/} ;; esac
@@ -36,4 +37,8 @@ make_tree() {
 install_tree() {
 	make_tree DESTDIR="$1" install >"$D/install.log" 2>&1 ||
 		{ cat "$D/install.log"; fail "make install DESTDIR=$1"; }
+}
+uninstall_tree() {
+	make_tree DESTDIR="$1" uninstall >"$D/uninstall.log" 2>&1 ||
+		{ cat "$D/uninstall.log"; fail "make uninstall DESTDIR=$1"; }
 }
