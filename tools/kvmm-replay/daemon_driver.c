@@ -35,9 +35,10 @@
  *
  * The prefill model, reuse overhead and TTFT queue are computed from the
  * hit pattern exactly as kvmm/policy/replay.c does (with --msa by the
- * same function, pol_replay_msa_request()).  Capacities are the
- * daemon's: they are read from TIER_STATS and must match the command
- * line (see Documentation/policy.md for how to start kvmmd).  A reply's
+ * same function, pol_replay_msa_request()).  Capacities and policy are
+ * the daemon's: they are read from TIER_STATS and ADMIN_STATUS and must
+ * match the command line (see Documentation/policy.md for how to start
+ * kvmmd).  A reply's
  * new pages arrive as fds, imported one message (253) at a time:
  * raise_nofile() sizes the limit for one message.
  */
@@ -249,36 +250,66 @@ static bool msa_stats_agree(const uint64_t *from,
 }
 
 /*
- * --msa agrees with the in-process replay only when kvmmd plans as the
- * replay does: --restore-mode plan, and the profile's rates as they are
- * (--telemetry off: with telemetry it corrects them from the copies it
- * times).  Ask ADMIN_STATUS where this process may (root, or kvmmd's
- * admin uid): a forced mode is an error here rather than a mismatch
- * request after request; telemetry gets a warning, since the plans only
- * move once a correction changes a choice.  Not allowed to ask: say so
- * and go on.
+ * The replay is labelled with --policy: kvmmd must run that policy, or the
+ * figures are another policy's under this one's name.  --msa agrees with
+ * the in-process replay only when kvmmd plans as the replay does too:
+ * --restore-mode plan, and the profile's rates as they are (--telemetry
+ * off: with telemetry it corrects them from the copies it times).  Ask
+ * ADMIN_STATUS where this process may (root, or kvmmd's admin uid): a
+ * policy or forced mode that differs is an error here rather than a
+ * mismatch request after request; telemetry gets a warning, since the
+ * plans only move once a correction changes a choice.  Not allowed to
+ * ask, or a daemon before ABI 1.5 (no names in the reply): say so and go
+ * on.
  */
-static int check_daemon_plans(const char *socket_path)
+static int check_daemon_config(const char *socket_path,
+			       const struct pol_replay_opts *o)
 {
+	const char *want = pol_kind_string(o->kind);
 	struct kvmm_status_reply st = { 0 };
 	struct kvmm_conn *admin;
 	size_t len = 0;
 	int e;
 
-	if (kc_connect_admin(socket_path, &admin)) {
-		fprintf(stderr, "kvmm-replay: --daemon --msa: cannot ask kvmmd "
-				"how it plans (not its admin); the figures "
-				"agree only with --restore-mode plan and "
-				"--telemetry off\n");
+	e = kc_connect_admin(socket_path, &admin);
+	if (e && e != -EPERM) {
+		fprintf(stderr,
+			"kvmm-replay: --daemon %s: cannot reach kvmmd: %s\n",
+			socket_path, kvmm_strerror(e));
+		return e;
+	}
+	if (e) {
+		fprintf(stderr,
+			"kvmm-replay: --daemon: cannot ask kvmmd its policy "
+			"(not its admin); start it with --cache-policy %s%s\n",
+			want,
+			o->msa ? ", --restore-mode plan and --telemetry off" :
+				 "");
 		return 0;
 	}
 	e = kc_request(admin, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st),
 		       &len);
 	kvmm_disconnect(admin);
 	if (e || len < offsetof(struct kvmm_status_reply, restore_mode) +
-				 sizeof(st.restore_mode))
-		return 0; /* an older daemon: nothing to check against */
+				 sizeof(st.restore_mode)) {
+		fprintf(stderr,
+			"kvmm-replay: --daemon: kvmmd does not say its policy "
+			"(before ABI 1.5); start it with --cache-policy %s\n",
+			want);
+		return 0;
+	}
+	st.cache_policy[sizeof(st.cache_policy) - 1] = 0;
 	st.restore_mode[sizeof(st.restore_mode) - 1] = 0;
+	if (strcmp(st.cache_policy, want)) {
+		fprintf(stderr,
+			"kvmm-replay: --policy %s but kvmmd runs --cache-policy "
+			"%s: start it with --cache-policy %s, or replay --policy "
+			"%s\n",
+			want, st.cache_policy, want, st.cache_policy);
+		return -EINVAL;
+	}
+	if (!o->msa)
+		return 0;
 	if (strcmp(st.restore_mode, "plan")) {
 		fprintf(stderr,
 			"kvmm-replay: --daemon --msa: kvmmd runs with "
@@ -361,11 +392,9 @@ int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 	if (maxblocks > KVMM_PREFIX_MAX_BLOCKS)
 		return -E2BIG;
 
-	if (o->msa) {
-		e = check_daemon_plans(socket_path);
-		if (e)
-			return e;
-	}
+	e = check_daemon_config(socket_path, o);
+	if (e)
+		return e;
 	raise_nofile(maxblocks);
 	e = kvmm_connect(&co, &conn);
 	if (e) {
