@@ -397,11 +397,57 @@ static int do_admin_status(struct req *rq)
 	return 1;
 }
 
+/*
+ * After the n session entries at buf + *len (room bytes in all): the
+ * regions of those sessions with their open sequences, while they fit,
+ * so an operator sees the ids ADMIN_REVOKE takes (kvmmctl sessions; the
+ * counts alone did not say them).  Grows *len.
+ */
+static void sessions_regions(struct kd_daemon *d, uint32_t n, char *buf,
+			     size_t room, size_t *len)
+{
+	struct kvmm_sessions_regions *h = (void *)(buf + *len);
+	size_t at = *len + sizeof(*h);
+	struct kd_session *s = d->sessions;
+
+	if (room - *len < sizeof(*h))
+		return;
+	h->entry_size = sizeof(struct kvmm_region_info);
+	for (uint32_t i = 0; i < n && s; i++, s = s->next) {
+		for (struct kd_region *r = s->regions; r; r = r->next) {
+			uint32_t listed = r->nr_open < KVMM_REGION_INFO_SEQS ?
+						  r->nr_open :
+						  KVMM_REGION_INFO_SEQS;
+			size_t size =
+				KVMM_REGION_INFO_STRIDE(h->entry_size, listed);
+			struct kvmm_region_info *e = (void *)(buf + at);
+			uint32_t *ids = (uint32_t *)(e + 1);
+
+			h->total++;
+			if (h->total != h->nr + 1 || room - at < size)
+				continue; /* counted, not listed */
+			e->session_id = s->id;
+			e->region_id = r->id;
+			e->max_seqs = r->max_seqs;
+			e->max_blocks = r->max_blocks;
+			e->nr_open = r->nr_open;
+			for (uint32_t q = 0;
+			     e->nr_listed < listed && q < r->max_seqs; q++)
+				if (r->seqs[q].open)
+					ids[e->nr_listed++] = q;
+			at += KVMM_REGION_INFO_STRIDE(h->entry_size,
+						      e->nr_listed);
+			h->nr++;
+		}
+	}
+	*len = at;
+}
+
 static int do_admin_sessions(struct req *rq)
 {
 	struct kd_daemon *d = rq->s->d;
-	size_t max = (KVMM_MSG_MAX - sizeof(struct kvmm_msg_hdr) -
-		      sizeof(struct kvmm_sessions_reply)) /
+	size_t room = KVMM_MSG_MAX - sizeof(struct kvmm_msg_hdr);
+	size_t max = (room - sizeof(struct kvmm_sessions_reply)) /
 		     sizeof(struct kvmm_session_info);
 	struct kvmm_sessions_reply *rep;
 	size_t len;
@@ -409,7 +455,7 @@ static int do_admin_sessions(struct req *rq)
 
 	if (rq->len)
 		return -EINVAL;
-	rep = calloc(1, sizeof(*rep) + max * sizeof(rep->sessions[0]));
+	rep = calloc(1, room);
 	if (!rep)
 		return -ENOMEM;
 	for (struct kd_session *s = d->sessions; s; s = s->next) {
@@ -439,6 +485,7 @@ static int do_admin_sessions(struct req *rq)
 		kd_pin_session_info(s, i);
 	}
 	len = sizeof(*rep) + n * sizeof(rep->sessions[0]);
+	sessions_regions(d, n, (char *)rep, room, &len);
 	rep->size = len;
 	rep->nr = n;
 	rep->total = total;

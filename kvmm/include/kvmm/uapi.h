@@ -366,7 +366,39 @@ struct kvmm_sessions_reply {
 	 * (KVMM_MSG_MAX); 0 from an older daemon */
 	uint32_t total;
 	struct kvmm_session_info sessions[];
+	/* ABI 1.13: then struct kvmm_sessions_regions, while there is room */
 };
+
+/*
+ * ABI 1.13: after the nr session entries, the regions of the sessions
+ * listed (the ids ADMIN_REVOKE takes, which are daemon-wide), as many as
+ * the reply has room for: this header, then nr entries in session
+ * order, each a struct kvmm_region_info of entry_size bytes followed by
+ * nr_listed u32 ids of its open sequences, ascending, the entry padded
+ * to 8 bytes (KVMM_REGION_INFO_STRIDE()).  A reply that ends with the
+ * session entries (an older daemon's) has none.
+ */
+struct kvmm_sessions_regions {
+	uint32_t nr; /* entries that follow */
+	uint32_t total; /* regions of the sessions listed; > nr when cut */
+	uint32_t entry_size; /* sizeof(struct kvmm_region_info) */
+	uint32_t pad;
+};
+
+/* Most open sequence ids one region entry lists (nr_open says if more). */
+#define KVMM_REGION_INFO_SEQS 64
+
+struct kvmm_region_info {
+	uint32_t session_id, region_id;
+	uint32_t max_seqs; /* sequence ids are below it */
+	uint32_t max_blocks; /* of a sequence: FIRST_BLOCK is below it */
+	uint32_t nr_open; /* sequences open */
+	uint32_t nr_listed; /* the first of them, at most 64, listed after */
+};
+
+/* Bytes from one region entry to the next (its ids included). */
+#define KVMM_REGION_INFO_STRIDE(entry_size, nr_listed) \
+	(((uint64_t)(entry_size) + 4 * (uint64_t)(nr_listed) + 7) & ~7ull)
 
 struct kvmm_admin_session {
 	uint32_t size;
