@@ -4,7 +4,10 @@
  * pages, sequences and block pins (ADMIN_SESSIONS).  Daemons before ABI
  * 1.2 send no pin fields (pin_quota 0): "-" in the text, absent in JSON.
  * With more sessions than one reply holds (about 580), a line on stderr
- * says how many were not listed (ABI 1.12's `total`).
+ * says how many were not listed (ABI 1.12's `total`).  Under each
+ * session its regions, with their ids and those of their open sequences
+ * (ABI 1.13; what `kvmmctl revoke` takes): a line per region in the
+ * text, "region_list" in JSON; nothing from an older daemon.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,9 +15,67 @@
 
 #include "tools/kvmmctl/kvmmctl.h"
 
+/* Ids as ranges: "0-3,7"; "..." when the daemon listed fewer than open. */
+static void print_seq_ranges(const uint32_t *ids, uint32_t n, uint32_t open)
+{
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i;
+
+		while (j + 1 < n && ids[j + 1] == ids[j] + 1)
+			j++;
+		printf("%s%u", i ? "," : "", ids[i]);
+		if (j > i)
+			printf("-%u", ids[j]);
+		i = j + 1;
+	}
+	if (open > n)
+		printf(",... (%u more)", open - n);
+}
+
+static void print_regions(const struct kvmmctl_sessions *ss, uint32_t sid,
+			  bool json)
+{
+	const struct kvmm_region_info *e = NULL;
+	bool first = true;
+	uint32_t i;
+
+	if (!ss->regions)
+		return;
+	if (json)
+		printf(",\"region_list\":[");
+	while ((e = kvmmctl_region_next(ss, e, &i))) {
+		const uint32_t *ids = kvmmctl_region_seqs(ss, e);
+
+		if (e->session_id != sid)
+			continue;
+		if (json) {
+			printf("%s{\"region\":%u,\"max_seqs\":%u,"
+			       "\"max_blocks\":%u,\"open\":%u,"
+			       "\"open_ids\":[",
+			       first ? "" : ",", e->region_id, e->max_seqs,
+			       e->max_blocks, e->nr_open);
+			for (uint32_t k = 0; k < e->nr_listed; k++)
+				printf("%s%u", k ? "," : "", ids[k]);
+			printf("]}");
+		} else {
+			printf("  region %u: %u of %u sequences open",
+			       e->region_id, e->nr_open, e->max_seqs);
+			if (e->nr_open) {
+				printf(" (");
+				print_seq_ranges(ids, e->nr_listed, e->nr_open);
+				printf(")");
+			}
+			printf(", %u blocks each\n", e->max_blocks);
+		}
+		first = false;
+	}
+	if (json)
+		printf("]");
+}
+
 int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
-	size_t cap = KVMM_MSG_MAX, len = 0;
+	struct kvmmctl_sessions ss;
 	struct kvmm_sessions_reply *rep;
 	struct kvmm_conn *c;
 	int err;
@@ -23,24 +84,15 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		fprintf(stderr, "usage: kvmmctl sessions [--json]\n");
 		return 2;
 	}
-	rep = calloc(1, cap);
-	if (!rep || kvmmctl_connect(ctx, &c)) {
-		free(rep);
+	if (kvmmctl_connect(ctx, &c))
 		return 1;
-	}
-	err = kc_request(c, KVMM_CMD_ADMIN_SESSIONS, NULL, 0, rep, cap, &len);
+	err = kvmmctl_sessions_fetch(c, &ss);
 	kvmm_disconnect(c);
-	/* a newer daemon's longer entries: the fields we know are their
-	 * start (abi.md's rule), so each is read entry_size bytes apart */
-	if (!err &&
-	    (len < sizeof(*rep) || rep->entry_size < sizeof(rep->sessions[0]) ||
-	     len < sizeof(*rep) + (uint64_t)rep->nr * rep->entry_size))
-		err = -EPROTO;
 	if (err) {
 		fprintf(stderr, "kvmmctl: sessions: %s\n", kvmm_strerror(err));
-		free(rep);
 		return 1;
 	}
+	rep = ss.rep;
 	if (ctx->json)
 		printf("[");
 	else
@@ -48,9 +100,7 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "SESSION", "PID", "UID", "NAME", "HELD", "OWNED", "SEQS",
 		       "PINS", "PINNED", "FLAGS");
 	for (uint32_t i = 0; i < rep->nr; i++) {
-		struct kvmm_session_info *s =
-			(void *)((char *)rep->sessions +
-				 (size_t)i * rep->entry_size);
+		struct kvmm_session_info *s = kvmmctl_session_at(&ss, i);
 
 		s->name[sizeof(s->name) - 1] = '\0';
 		if (ctx->json) {
@@ -68,7 +118,9 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				       "\"pinned_bytes\":%llu,",
 				       s->pins, s->pin_quota,
 				       (unsigned long long)s->pinned_bytes);
-			printf("\"flags\":%u}", s->flags);
+			printf("\"flags\":%u", s->flags);
+			print_regions(&ss, s->session_id, true);
+			printf("}");
 		} else {
 			char pins[24] = "-", bytes[24] = "-";
 
@@ -88,6 +140,7 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			       s->flags & KVMM_SESSION_F_IN_STEP ? "step " : "",
 			       s->flags & KVMM_SESSION_F_REVOKING ? "revoking" :
 								    "");
+			print_regions(&ss, s->session_id, false);
 		}
 	}
 	if (ctx->json)
@@ -97,6 +150,10 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		fprintf(stderr,
 			"kvmmctl: sessions: %u of %u sessions listed (one reply holds no more)\n",
 			rep->nr, rep->total);
-	free(rep);
+	if (ss.regions && ss.regions->total > ss.regions->nr)
+		fprintf(stderr,
+			"kvmmctl: sessions: %u of %u regions listed (one reply holds no more)\n",
+			ss.regions->nr, ss.regions->total);
+	kvmmctl_sessions_free(&ss);
 	return 0;
 }

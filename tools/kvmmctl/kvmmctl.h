@@ -36,6 +36,36 @@ int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 /* ADMIN_TENANTS over c into *out (malloc'ed); -ENOTTY from a daemon
  * older than ABI 1.10. */
 int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out);
+/*
+ * sessions_reply.c: ADMIN_SESSIONS, checked.  rep is malloc'ed; regions
+ * the header of the region list that follows the entries (ABI 1.13),
+ * NULL from an older daemon.
+ */
+struct kvmmctl_sessions {
+	struct kvmm_sessions_reply *rep;
+	const struct kvmm_sessions_regions *regions;
+};
+/* 0, or -errno (-EPROTO for a reply that runs short); nothing to free
+ * on error. */
+int kvmmctl_sessions_fetch(struct kvmm_conn *c, struct kvmmctl_sessions *out);
+void kvmmctl_sessions_free(struct kvmmctl_sessions *s);
+/* Entry i (< rep->nr), read entry_size bytes apart. */
+struct kvmm_session_info *kvmmctl_session_at(const struct kvmmctl_sessions *s,
+					     uint32_t i);
+/* The entry of session id, NULL when it is not listed. */
+struct kvmm_session_info *
+kvmmctl_session_by_id(const struct kvmmctl_sessions *s, uint32_t id);
+/* The region entries in order: prev NULL for the first (i counts them);
+ * NULL after the last, or when the daemon sent none. */
+const struct kvmm_region_info *
+kvmmctl_region_next(const struct kvmmctl_sessions *s,
+		    const struct kvmm_region_info *prev, uint32_t *i);
+/* The ids of e's open sequences listed (e->nr_listed of them). */
+const uint32_t *kvmmctl_region_seqs(const struct kvmmctl_sessions *s,
+				    const struct kvmm_region_info *e);
+/* Region id's entry, NULL when not listed. */
+const struct kvmm_region_info *
+kvmmctl_region_by_id(const struct kvmmctl_sessions *s, uint32_t id);
 /* A simple admin request whose reply has no body. */
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len);
