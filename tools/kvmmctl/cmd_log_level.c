@@ -13,6 +13,10 @@ int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_admin_log_level a = { .size = sizeof(a) };
 	int l = argc == 2 ? kd_parse_log_level(argv[1]) : -EINVAL;
 
+	if (l < 0 && argc == 2)
+		fprintf(stderr,
+			"kvmmctl: log-level: '%s' is not err, warn, info or debug\n",
+			argv[1]);
 	if (l < 0) {
 		fprintf(stderr,
 			"usage: kvmmctl log-level err|warn|info|debug\n");

@@ -62,8 +62,10 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	free(tn);
 	if (fclose(f))
 		err = err ? err : -EIO;
+	/* the write's own errno: a full disk is ENOSPC, not EIO */
+	errno = 0;
 	if (!err && (fwrite(text, 1, len, stdout) != len || fflush(stdout)))
-		err = -EIO;
+		err = errno ? -errno : -EIO;
 	free(text);
 	if (err) {
 		fprintf(stderr, "kvmmctl: metrics: writing: %s\n",

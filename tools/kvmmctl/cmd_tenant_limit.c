@@ -10,14 +10,49 @@
 #include "kvmm/kvmmd/options.h"
 #include "tools/kvmmctl/kvmmctl.h"
 
+/*
+ * kvmmd refuses a limit on a tier it lacks (-EINVAL): name that tier and
+ * what makes one, from TIER_STATS (capacity 0: no such tier).  A tier
+ * needs room for one block, so a --host-mem or --nvme-size smaller than
+ * that makes none: "needs --host-mem" alone misled when it was given.
+ * True when it said so.
+ */
+static bool no_tier(struct kvmm_conn *c,
+		    const struct kvmm_admin_tenant_limit *a)
+{
+	static const char *const name[3] = { "gpu", "host", "nvme" };
+	static const char *const opt[3] = { "--cache-gpu-blocks", "--host-mem",
+					    "--nvme-size" };
+	struct kvmm_tier_stats_reply ts = { 0 };
+
+	if (kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts, sizeof(ts), NULL))
+		return false;
+	for (unsigned t = 0; t < 3; t++) {
+		if (!a->limit_blocks[t] || ts.tiers[t].capacity_blocks)
+			continue;
+		fprintf(stderr,
+			"kvmmctl: tenant-limit: refused: kvmmd has no such tier: %s (%s%s must hold at least one block, %llu bytes)\n",
+			name[t], t == 2 ? "--nvme-path with " : "", opt[t],
+			(unsigned long long)ts.tiers[0].block_bytes);
+		return true;
+	}
+	return false;
+}
+
 int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_admin_tenant_limit a = { .size = sizeof(a) };
 	struct kvmm_conn *c;
 	int err;
 
+	if (argc == 3 && !kvmmctl_parse_u32(argv[1], &a.id) &&
+	    a.id == KVMM_TENANT_OTHERS) {
+		fprintf(stderr,
+			"kvmmctl: tenant-limit: %u is no tenant (the row of those past the first 255 seen; ids go up to %u)\n",
+			a.id, KVMM_TENANT_OTHERS - 1);
+		return 2;
+	}
 	if (argc != 3 || kvmmctl_parse_u32(argv[1], &a.id) ||
-	    a.id == KVMM_TENANT_OTHERS ||
 	    kd_parse_tenant_limit("kvmmctl: tenant-limit: ", argv[2],
 				  a.limit_blocks)) {
 		fprintf(stderr,
@@ -31,6 +66,10 @@ int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	else
 		err = kc_request(c, KVMM_CMD_ADMIN_SET_TENANT_LIMIT, &a,
 				 sizeof(a), NULL, 0, NULL);
+	if (err == -EINVAL && no_tier(c, &a)) {
+		kvmm_disconnect(c);
+		return 1;
+	}
 	kvmm_disconnect(c);
 	switch (err) {
 	case 0:

@@ -17,11 +17,19 @@
 #include "ebpf/trace_view.h"
 #include "tools/kvmmctl/kvmmctl.h"
 
-static void trace_usage(void)
+static void trace_usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: kvmmctl [--json] trace [--once] [--interval MS] "
-		"[--count N] [--top N] [--pin-root DIR]\n");
+		"[--count N] [--top N] [--pin-root DIR]\n"
+		"  --once           one view, then exit (with --json: one "
+		"JSON object)\n"
+		"  --interval MS    between refreshes (default 1000)\n"
+		"  --count N        refreshes, then exit (0: no end)\n"
+		"  --top N          blocks listed by accesses (default 10, "
+		"at most 100000)\n"
+		"  --pin-root DIR   where kvmmd pinned its BPF maps (default "
+		"/sys/fs/bpf/kvmm)\n");
 }
 
 /*
@@ -56,7 +64,10 @@ int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		const char *a = argv[i];
 		bool has_val = i + 1 < argc;
 
-		if (!strcmp(a, "--once")) {
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			trace_usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--once")) {
 			o.once = true;
 		} else if (!strcmp(a, "--pin-root") && has_val) {
 			o.pin_root = argv[++i];
@@ -76,7 +87,7 @@ int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				return 2;
 			o.top = v;
 		} else {
-			trace_usage();
+			trace_usage(stderr);
 			return 2;
 		}
 	}

@@ -69,7 +69,8 @@ kvmmctl_region_by_id(const struct kvmmctl_sessions *s, uint32_t id);
 /* A simple admin request whose reply has no body. */
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len);
-/* A decimal u32 argument; prints an error and returns -EINVAL if not. */
+/* A decimal u32 argument; prints an error and returns -EINVAL if not a
+ * number, -ERANGE if past 2^32 - 1. */
 int kvmmctl_parse_u32(const char *s, uint32_t *out);
 /* Print s as a JSON string (quotes and escapes). */
 void kvmmctl_json_str(const char *s);

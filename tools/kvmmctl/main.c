@@ -3,7 +3,7 @@
  * kvmmctl: the operator's tool for kvmmd.
  *
  *   kvmmctl [--socket PATH] [--json] COMMAND [ARGS...]
- *   kvmmctl help
+ *   kvmmctl --version | --help | help
  *
  * Commands live in a table; each is one cmd_NAME.c file.  Exit status 0 on
  * success, 1 when the daemon refused or could not be reached, 2 on usage
@@ -24,6 +24,9 @@ struct command {
 	/* options after the name are the command's own (only --socket is
 	 * still kvmmctl's): a wrapped program's --help reaches it */
 	bool pass_options;
+	/* --help or -h after the name is the command's (its own usage,
+	 * with its options), not kvmmctl's list */
+	bool own_help;
 };
 
 static const struct command commands[] = {
@@ -36,29 +39,34 @@ static const struct command commands[] = {
 	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
 	{ "tenant-limit", cmd_tenant_limit,
 	  "tenant-limit ID TIER:N[,TIER:N...]|none: most cached\n"
-	  "             blocks a tenant may hold per tier named\n"
-	  "             (TIER gpu, host or nvme, any order)" },
+	  "               blocks a tenant may hold per tier named\n"
+	  "               (TIER gpu, host or nvme, any order)" },
 	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
 	{ "revoke", cmd_revoke,
 	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
 	{ "trace", cmd_trace,
-	  "live telemetry: tier hit rates, top blocks, latencies" },
+	  "[--once] [--interval MS] [--count N] [--top N]\n"
+	  "               [--pin-root DIR]: live telemetry: tier hit rates,\n"
+	  "               top blocks, latencies (trace --help)",
+	  false, true },
 	{ "policy-state", cmd_policy_state,
 	  "FILE: what a --policy-state file says the policy learned\n"
-	  "             (no daemon needed)" },
+	  "               (no daemon needed)" },
 	{ "calibrate", cmd_calibrate,
 	  "[kvmm-calibrate options]: measure a cost-model profile on this\n"
-	  "             GPU; with --socket, compare it with kvmmd's model",
+	  "               GPU; with --socket, compare it with kvmmd's model",
 	  true },
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kvmmctl [--socket PATH] [--json] COMMAND [ARGS]\n"
+		   "       kvmmctl --version | --help | help\n"
 		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+	fprintf(f, "  %-12s %s\n", "help", "this list");
 }
 
 static const struct command *find_command(const char *name)
@@ -118,14 +126,20 @@ int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 int kvmmctl_parse_u32(const char *s, uint32_t *out)
 {
 	char *end;
-	unsigned long v;
+	unsigned long long v;
 
 	errno = 0;
-	v = strtoul(s, &end, 10);
-	/* a digit first: strtoul skips blanks and takes a sign */
-	if (errno || !isdigit((unsigned char)*s) || *end || v > 0xffffffffu) {
+	v = strtoull(s, &end, 10);
+	/* a digit first: strtoull skips blanks and takes a sign */
+	if (!isdigit((unsigned char)*s) || *end) {
 		fprintf(stderr, "kvmmctl: '%s' is not a number\n", s);
 		return -EINVAL;
+	}
+	if (errno || v > 0xffffffffu) {
+		fprintf(stderr,
+			"kvmmctl: '%s' is out of range (at most 4294967295)\n",
+			s);
+		return -ERANGE;
 	}
 	*out = v;
 	return 0;
@@ -170,22 +184,39 @@ int main(int argc, char **argv)
 	int n = 0, i;
 
 	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--socket") && i + 1 < argc)
+		bool help = !strcmp(argv[i], "--help") ||
+			    !strcmp(argv[i], "-h");
+
+		if (!strcmp(argv[i], "--socket") ||
+		    !strcmp(argv[i], "--socket=")) {
+			if (!strcmp(argv[i], "--socket=") || i + 1 == argc) {
+				fprintf(stderr,
+					"kvmmctl: --socket needs a PATH\n");
+				return 2;
+			}
 			ctx.socket = argv[++i];
-		else if (!strncmp(argv[i], "--socket=", 9))
+		} else if (!strncmp(argv[i], "--socket=", 9)) {
 			ctx.socket = argv[i] + 9;
-		else if (cmd && cmd->pass_options) {
+		} else if (cmd &&
+			   (cmd->pass_options || (help && cmd->own_help))) {
 			if (push_arg(args, &n, argv[i]))
 				return 2;
-		} else if (!strcmp(argv[i], "--json"))
+		} else if (!strcmp(argv[i], "--json")) {
 			ctx.json = true;
-		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+		} else if (help) {
 			usage(stdout);
 			return 0;
 		} else if (!strcmp(argv[i], "--version")) {
 			printf("kvmmctl %s (ABI %d.%d)\n", KVMM_VERSION,
 			       KVMM_ABI_MAJOR, KVMM_ABI_MINOR);
 			return 0;
+		} else if (!n && argv[i][0] == '-') {
+			/* before the command every word is kvmmctl's:
+			 * "unknown command '--bogus'" misled */
+			fprintf(stderr, "kvmmctl: unknown option '%s'\n",
+				argv[i]);
+			usage(stderr);
+			return 2;
 		} else {
 			if (push_arg(args, &n, argv[i]))
 				return 2;
