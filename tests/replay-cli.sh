@@ -88,8 +88,16 @@ expect 2 "bad --gpu-blocks ' -5'" --trace "$tmp/t.jsonl" --policy lru --gpu-bloc
 expect 2 "bad --host-blocks '+5'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --host-blocks +5
 expect 2 "bad --prefill-servers ' 2'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --prefill-servers " 2"
 expect 2 "bad --sweep" --trace "$tmp/t.jsonl" --policy lru --sweep 1,x
+# an empty count between commas is no count (strtok_r skipped them)
+for sw in 1,,2 ,5 5, "" ,; do
+	expect 2 "bad --sweep '$sw' (up to 64 positive counts, comma-separated)" \
+		--trace "$tmp/t.jsonl" --policy lru --sweep "$sw"
+done
 expect 2 "unknown profile 'nope'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --profile nope
 expect 1 "cannot open" --trace "$tmp/none.jsonl" --policy lru --gpu-blocks 3
+# a directory is refused with the reason (it was "cannot read DIR")
+mkdir "$tmp/tracedir"
+expect 1 "cannot read $tmp/tracedir: Is a directory" --trace "$tmp/tracedir" --policy lru --gpu-blocks 3
 printf '{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n{"timestamp": 1,\n' >"$tmp/bad.jsonl"
 expect 1 "line 2:" --trace "$tmp/bad.jsonl" --policy lru --gpu-blocks 3
 printf '{"timestamp": 0, "input_length": 600, "hash_ids": [1]}\n' >"$tmp/bad2.jsonl"
@@ -101,7 +109,9 @@ python3 -c 'print("{\"timestamp\": 0, \"input_length\": 1, \"hash_ids\": [1], \"
 expect 1 "line 1: nested deeper than 64" --trace "$tmp/deep.jsonl" --policy lru --gpu-blocks 3
 : >"$tmp/empty.jsonl"
 expect 1 "no requests" --trace "$tmp/empty.jsonl" --policy lru --gpu-blocks 3
-expect 1 "daemon" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --daemon /tmp/none.sock
+expect 1 "kvmm-replay: --daemon /tmp/none.sock: cannot reach kvmmd: No such file or directory" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --daemon /tmp/none.sock
+# no table header for a replay that never ran
+[ -s "$tmp/out" ] && fail "output for a failed --daemon replay: $(cat "$tmp/out")"
 # --policy-state: a FIFO is refused, not waited on; a damaged state or
 # one of another policy stops the replay before any output (the table's
 # header came first)

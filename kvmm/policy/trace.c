@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kvmm/policy/hmap.h"
 #include "kvmm/policy/trace.h"
@@ -624,6 +625,7 @@ int pol_trace_load(const char *path, struct pol_trace *t, char *err,
 	FILE *f = fopen(path, "re");
 	char *buf = NULL;
 	size_t len = 0, cap = 0, got;
+	struct stat stb;
 	int e;
 
 	if (!f) {
@@ -632,6 +634,15 @@ int pol_trace_load(const char *path, struct pol_trace *t, char *err,
 			snprintf(err, errlen, "cannot open %s: %s", path,
 				 strerror(-e));
 		return e;
+	}
+	/* a directory opens for reading; its read fails with EISDIR, which
+	 * ferror() left unsaid ("cannot read /tmp") */
+	if (!fstat(fileno(f), &stb) && S_ISDIR(stb.st_mode)) {
+		fclose(f);
+		if (err)
+			snprintf(err, errlen, "cannot read %s: %s", path,
+				 strerror(EISDIR));
+		return -EISDIR;
 	}
 	for (;;) {
 		if (cap - len < 65536) {
@@ -645,12 +656,14 @@ int pol_trace_load(const char *path, struct pol_trace *t, char *err,
 			buf = nb;
 			cap = cap ? 2 * cap : 1 << 20;
 		}
+		errno = 0;
 		got = fread(buf + len, 1, cap - len - 1, f);
 		len += got;
 		if (!got)
 			break;
 	}
-	e = ferror(f) ? -EIO : 0;
+	/* the read's own errno where it left one */
+	e = ferror(f) ? (errno ? -errno : -EIO) : 0;
 	fclose(f);
 	if (!e) {
 		buf[len] = '\0';
@@ -662,7 +675,7 @@ int pol_trace_load(const char *path, struct pol_trace *t, char *err,
 			e = pol_trace_parse(buf, t, err, errlen);
 		}
 	} else if (err) {
-		snprintf(err, errlen, "cannot read %s", path);
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(-e));
 	}
 	free(buf);
 	return e;

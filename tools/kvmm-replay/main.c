@@ -79,6 +79,8 @@ static void usage(FILE *f)
 		"plan (the default) and --telemetry off (the reference profile,\n"
 		"not corrected online); as kvmmd's admin the replay checks the\n"
 		"first (an error) and the second (a warning).\n"
+		"--daemon SOCKET: kvmmd must run --policy (--cache-policy) and\n"
+		"the capacities given; another is refused, naming both.\n"
 		"--tenant-limit ID=SPEC (repeatable): the requests of trace tenant\n"
 		"ID (kvmm-agentgen --tenants) may hold that many blocks per tier,\n"
 		"as kvmmd --tenant-limit; each tenant's hits are printed (in\n"
@@ -345,26 +347,29 @@ int main(int argc, char **argv)
 						 optarg);
 			break;
 		case 'S': {
-			char *dup = strdup(optarg), *tok, *save = NULL;
+			char *dup = strdup(optarg), *tok = dup, *comma;
 
 			if (!dup)
 				return 1;
-			for (tok = strtok_r(dup, ",", &save); tok;
-			     tok = strtok_r(NULL, ",", &save)) {
-				if (nsweep == MAX_SWEEP ||
+			/* every word between commas, empty ones too:
+			 * strtok_r skipped them and took "1,,2" and "5," */
+			for (; tok; tok = comma ? comma + 1 : NULL) {
+				comma = strchr(tok, ',');
+				if (comma)
+					*comma = '\0';
+				if (nsweep == MAX_SWEEP || !*tok ||
 				    parse_blocks(tok, &sweep[nsweep]) ||
 				    !sweep[nsweep]) {
 					free(dup);
 					return die_usage("bad --sweep '%s' "
 							 "(up to 64 positive "
-							 "counts)",
+							 "counts, comma-"
+							 "separated)",
 							 optarg);
 				}
 				nsweep++;
 			}
 			free(dup);
-			if (!nsweep)
-				return die_usage("empty --sweep '%s'", optarg);
 			break;
 		}
 		case 'd':
@@ -560,10 +565,6 @@ int main(int argc, char **argv)
 	}
 	if (!nsweep)
 		sweep[nsweep++] = o.capacity[POL_TIER_GPU];
-	if (!json)
-		printf("%-8s %10s %8s %8s %10s %10s %8s %8s\n", "policy", "gpu",
-		       "hit_blk", "hit_tok", "prefill_s", "reuse_s", "ttft_s",
-		       "p99_s");
 	for (size_t i = 0; i < nsweep; i++) {
 		struct pol_replay_result r;
 
@@ -585,6 +586,13 @@ int main(int argc, char **argv)
 			pol_replay_json(&r, stdout);
 			putchar('\n');
 		} else {
+			/* after the first replay worked: a refused --daemon
+			 * (or state) printed a header of an empty table */
+			if (!i)
+				printf("%-8s %10s %8s %8s %10s %10s %8s %8s\n",
+				       "policy", "gpu", "hit_blk", "hit_tok",
+				       "prefill_s", "reuse_s", "ttft_s",
+				       "p99_s");
 			print_row(&r);
 			print_tenants(&r);
 		}
