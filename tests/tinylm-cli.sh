@@ -41,6 +41,15 @@ bad "--client must be below --clients" --client 2 --clients 2
 bad "needs" --max-tokens 10
 bad "--prompt" --prompt "1 2 x"
 bad "unexpected argument" stray
+# nan compared false both ways and was taken as a temperature
+bad "--temperature: 'nan' is not a number in 0..100" --temperature nan
+bad "--temperature: '-1' is not a number in 0..100" --temperature -1
+# a daemon that cannot be reached: the message names the socket
+"$bin" --kvmm-stats --socket "$tmp/none.sock" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc = 1 ] || fail "--kvmm-stats of a missing socket exited $rc, expected 1"
+grep -qF "tinylm: --kvmm-stats: $tmp/none.sock: No such file or directory" "$tmp/err" ||
+	fail "--kvmm-stats of a missing socket: $(cat "$tmp/err")"
 "$bin" --checkpoint "$tmp/missing.bin" >/dev/null 2>"$tmp/err" && fail "missing checkpoint accepted"
 grep -q "missing.bin" "$tmp/err" || fail "missing checkpoint: $(cat "$tmp/err")"
 

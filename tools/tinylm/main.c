@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "kvmm/lib/client.h"
 #include "tinylm.h"
 
 int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f);
@@ -360,8 +361,10 @@ int main(int argc, char **argv)
 		case OPT_TEMPERATURE: {
 			char *end;
 			eo.temperature = strtof(optarg, &end);
-			if (end == optarg || *end || eo.temperature < 0 ||
-			    eo.temperature > 100)
+			/* written so that nan is out of range too (every
+			 * comparison with it is false: "< 0 || > 100" took it) */
+			if (end == optarg || *end ||
+			    !(eo.temperature >= 0 && eo.temperature <= 100))
 				die_usage("--temperature: '%s' is not a number "
 					  "in 0..100%s",
 					  optarg, "");
@@ -458,7 +461,8 @@ int main(int argc, char **argv)
 	if (kvmm_stats) {
 		ret = tlm_kvmm_print_tier_stats(socket_path, stdout);
 		if (ret) {
-			fprintf(stderr, "tinylm: --kvmm-stats: %s\n",
+			fprintf(stderr, "tinylm: --kvmm-stats: %s: %s\n",
+				socket_path ? socket_path : kc_default_socket(),
 				strerror(-ret));
 			return 1;
 		}
