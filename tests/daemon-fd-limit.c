@@ -27,8 +27,9 @@
 #include "tests/lib/test.h"
 
 #define PAGES 3072 /* --gpu-mem 12M of 4K pages */
-/* kvmmd's estimate: pages + 1024 sessions x 6 fds + 256 fixed */
-#define NEED (PAGES + 1024 * 6 + 256)
+/* kvmmd's estimate: pages + 1024 sessions x 6 fds + 1024 pidfds of
+ * quarantined processes + 256 fixed */
+#define NEED (PAGES + 1024 * 6 + 1024 + 256)
 #define CAP_SYS_RESOURCE_BIT 24
 
 static const char *const args[] = { "--page-size", "4K",   "--gpu-mem", "12M",

@@ -72,7 +72,7 @@ struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
 
 void kd_quota_maybe_free(struct kd_daemon *d, struct kd_quota *q)
 {
-	if (q->sessions || q->used_pages || q->limit_pages)
+	if (q->sessions || q->zombies || q->used_pages || q->limit_pages)
 		return;
 	kd_htab_del(&d->quotas, &q->node);
 	free(q);
@@ -167,15 +167,16 @@ static bool prepare_sleep(void *data, bool arm)
 #define KD_FIXED_FDS 256
 
 /*
- * Size RLIMIT_NOFILE for a full pool and every session before the pool
- * exists (so its own warning stays quiet when this worked): one line says
- * what was done, or what is missing and how to get it.
+ * Size RLIMIT_NOFILE for a full pool, every session and the pidfds of
+ * quarantined processes (zombie.c) before the pool exists (so its own
+ * warning stays quiet when this worked): one line says what was done, or
+ * what is missing and how to get it.
  */
 static void raise_nofile(struct kd_daemon *d)
 {
 	uint64_t pool_fds = d->capacity * VMM_POOL_FDS_PER_PAGE;
 	uint64_t need = pool_fds + (uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS +
-			KD_FIXED_FDS;
+			KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS;
 	struct vmm_nofile r;
 	int err = vmm_nofile_raise(need, &r);
 

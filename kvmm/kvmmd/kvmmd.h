@@ -6,8 +6,9 @@
  *              with bounded adaptive spinning over the session rings
  *   daemon.c   daemon start/stop: backend, pool, listener, signals
  *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off
- *              (pages of a live cut-off process stay quarantined, and
- *              charged to its uid's quota, until its pidfd says it exited)
+ *   zombie.c   quarantine: pages of a live cut-off process stay held, and
+ *              charged to its uid's quota, until it exits (one record per
+ *              process, a bounded number of pidfds)
  *   region.c   regions, sequences, blocks (a block owns 2L pool pages and
  *              is reference counted, so later sharing fits), held pages
  *   ring.c     the session memfd rings, daemon side
@@ -99,18 +100,20 @@ uint64_t kd_now_ns(void);
 
 /*
  * A uid's quota: made when one of its sessions connects or a limit is set
- * for it, freed once nothing keeps it (no session of the uid, live or
- * quarantined; no page charged to it; no limit), so the table holds the
+ * for it, freed once nothing keeps it (no session of the uid, no zombie
+ * of its processes, no page charged to it, no limit), so the table holds the
  * uids in use, not every uid ever seen.  Every session has one: a
  * connection that cannot get it is refused, never served uncounted.
  */
 struct kd_quota {
 	struct kd_hnode node; /* in kd_daemon.quotas */
 	uint32_t uid;
-	uint32_t sessions; /* its sessions, live and quarantined */
+	uint32_t sessions; /* its live sessions */
+	/* its quarantine records (zombie.c), and those with a pidfd */
+	uint32_t zombies, zombie_pidfds;
 	uint64_t limit_pages; /* 0 = unlimited */
-	/* pages owned by this uid's blocks, and held by its quarantined
-	 * sessions (their process may still map them: session.c) */
+	/* pages owned by this uid's blocks, and those no block owns that
+	 * its zombies hold (their process may still map them: zombie.c) */
 	uint64_t used_pages;
 };
 
@@ -204,12 +207,17 @@ struct kd_daemon {
 	int signal_fd;
 	struct kd_file signal_file;
 	struct kd_session *sessions; /* live, doubly linked */
-	struct kd_session *zombies; /* cut off, waiting for process exit */
+	struct kd_zombie *zombies; /* zombie.c: quarantine, one per process */
+	uint32_t nr_zombies, nr_zombie_pidfds;
+	/* per pool page: how many zombies hold it, KD_ZPAGE_CHARGED when one
+	 * of them pays for it (NULL until the first quarantine) */
+	uint32_t *zombie_holds;
+	struct kd_timer zombie_poll; /* the zombies without a pidfd */
 	uint32_t nr_sessions;
 	uint32_t next_session_id;
 	uint32_t next_region_id;
 	uint64_t next_cookie;
-	uint64_t pages_quarantined;
+	uint64_t pages_quarantined; /* distinct pages zombies hold */
 	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
@@ -416,13 +424,11 @@ struct kd_session {
 	int fd;
 	struct kd_file file;
 	int pidfd; /* -1 when unsupported */
-	struct kd_file pid_file;
 	bool hello_done;
 	bool admin; /* may run admin commands */
 	bool admin_only; /* no rings (kvmmctl) */
 	bool said_bye; /* unmapped everything before closing */
 	bool in_step;
-	bool zombie; /* cut off; waits for the process to exit */
 	bool doomed; /* end at the next safe point (hostile input) */
 	bool revoke_timed_out;
 	/* A command's reply is deferred (a PREFIX_OPEN waiting for its
@@ -441,9 +447,6 @@ struct kd_session {
 	uint32_t *held;
 	uint64_t pages_held; /* pages with held[] > 0 */
 	uint64_t pages_owned; /* pages of this session's blocks */
-	/* a zombie's held pages that no block owns any more, charged to its
-	 * uid's quota until the process exits (session.c, region.c) */
-	uint64_t quarantine_charged;
 	struct kd_quota *quota;
 	struct kd_revoke *revokes; /* pending, oldest first */
 	struct kd_pin *pins; /* pin.c: this session's pin records */
@@ -463,10 +466,50 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why);
 void kd_session_free_all(struct kd_daemon *d);
 /* Mark the session to be cut off at the next safe point. */
 void kd_session_doom(struct kd_session *s, const char *why);
+
+/* ---- zombie.c ---- */
+
+/* Zombies of one uid that wait on a pidfd; the uid's others are polled. */
+#define KD_ZOMBIE_PIDFDS_PER_UID 64
+/* Zombies of all uids that wait on a pidfd: in kvmmd's fd budget. */
+#define KD_MAX_ZOMBIE_PIDFDS 1024
+/* How often the zombies without a pidfd are looked at (kill(pid, 0)). */
+#define KD_ZOMBIE_POLL_MS 200
+#define KD_ZPAGE_CHARGED 0x80000000u
+
+/*
+ * A quarantine record: the page holds of every session of one process
+ * that ended while the process may still map their pages, until it exits.
+ */
+struct kd_zombie {
+	struct kd_daemon *d;
+	struct kd_zombie *prev, *next;
+	uint32_t id; /* the first session quarantined into it */
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char name[32]; /* that session's HELLO name */
+	int pidfd; /* -1: over the pidfd caps, polled with kill(pid, 0) */
+	struct kd_file pid_file;
+	struct kd_quota *quota; /* its uid's */
+	uint32_t sessions; /* sessions quarantined into it */
+	uint64_t nr_pages;
+	uint32_t *pages; /* the pages it holds, ascending */
+	bool *charged; /* per entry of pages[]: charged to its quota */
+	uint64_t nr_charged;
+};
+
+/* The session ends without BYE while its process lives: its holds pass to
+ * its process's zombie (made if it has none) until the process exits. */
+void kd_zombie_quarantine(struct kd_session *s, bool cut_off);
 /* Pages of a block just freed that a quarantined process still maps are
  * charged to that process's uid until it exits (the block's owner was
- * charged until now). */
+ * charged until now), one zombie's for each page. */
 void kd_zombies_charge(struct kd_daemon *d, const uint32_t *pages, uint32_t n);
+/* ADMIN_SESSIONS's entry for z (KVMM_SESSION_F_QUARANTINED). */
+void kd_zombie_info(const struct kd_zombie *z, struct kvmm_session_info *i);
+/* Every zombie goes (the daemon stops). */
+void kd_zombies_free_all(struct kd_daemon *d);
 /* Release every page hold of the session (its process unmapped them). */
 void kd_session_release_holds(struct kd_session *s);
 /* Stop reading the session's socket until kd_session_resume(): the

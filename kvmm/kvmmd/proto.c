@@ -484,6 +484,13 @@ static int do_admin_sessions(struct req *rq)
 		i->quota_pages = s->quota ? s->quota->limit_pages : 0;
 		kd_pin_session_info(s, i);
 	}
+	/* then the quarantined processes, so an operator sees who keeps
+	 * pages (and fds) after their sessions */
+	for (struct kd_zombie *z = d->zombies; z; z = z->next) {
+		total++;
+		if (n < max)
+			kd_zombie_info(z, &rep->sessions[n++]);
+	}
 	len = sizeof(*rep) + n * sizeof(rep->sessions[0]);
 	sessions_regions(d, n, (char *)rep, room, &len);
 	rep->size = len;

@@ -19,10 +19,10 @@
  *     kill): the process may live on with the pages mapped, so the holds
  *     stay quarantined until its pidfd says it exited.
  * Ownership (sequences, blocks) and block pins are given back at once in
- * all cases.  The pages a quarantined session holds stay charged to its
- * uid's quota until its process exits: they are not free, and a live
- * process that dropped connection after connection without BYE would
- * otherwise take the whole pool past its quota.
+ * all cases.  Quarantine is zombie.c's: one record per process, whose
+ * pages stay charged to its uid's quota until it exits (they are not free,
+ * and a live process that dropped connection after connection without BYE
+ * would otherwise take the whole pool past its quota).
  */
 #include <errno.h>
 #include <poll.h>
@@ -149,30 +149,6 @@ static void session_free(struct kd_session *s)
 	free(s);
 }
 
-/* A quarantined session's process exited (or the daemon stops): its holds
- * go, and with them their charge to its uid's quota. */
-static void zombie_free(struct kd_session *s)
-{
-	struct kd_daemon *d = s->d;
-
-	kd_loop_del(&d->loop, &s->pid_file);
-	d->pages_quarantined -= s->pages_held;
-	s->quota->used_pages -= s->quarantine_charged;
-	kd_session_release_holds(s);
-	list_del(&d->zombies, s);
-	session_free(s);
-}
-
-static void on_process_exit(struct kd_loop *loop, int fd, uint32_t events,
-			    void *data)
-{
-	struct kd_session *s = data;
-
-	vmm_log(VMM_LOG_DEBUG, "session %u: pid %d exited, %llu pages released",
-		s->id, (int)s->pid, (unsigned long long)s->pages_held);
-	zombie_free(s);
-}
-
 static bool process_gone(struct kd_session *s)
 {
 	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
@@ -183,7 +159,6 @@ static bool process_gone(struct kd_session *s)
 void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 {
 	struct kd_daemon *d = s->d;
-	bool quarantine;
 
 	if (cut_off) {
 		d->ctr.sessions_cut_off++;
@@ -210,47 +185,11 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	list_del(&d->sessions, s);
 	d->nr_sessions--;
 
-	quarantine = s->pages_held && !s->said_bye && s->pidfd >= 0 &&
-		     !process_gone(s);
-	if (quarantine && kd_loop_add(&d->loop, &s->pid_file, s->pidfd, EPOLLIN,
-				      on_process_exit, s) == 0) {
-		s->zombie = true;
-		d->pages_quarantined += s->pages_held;
-		/* not free until the process exits: still the uid's, but
-		 * only those no block owns (a cached block's are charged to
-		 * its owner while the cache keeps it: counting them here too
-		 * charged them twice; kd_zombies_charge() takes them over
-		 * when the block goes) */
-		s->quarantine_charged = 0;
-		for (uint64_t p = 0; p < d->capacity; p++)
-			if (s->held[p] && vmm_pool_page_state(d->pool, p) !=
-						  VMM_PAGE_ALLOCATED)
-				s->quarantine_charged++;
-		s->quota->used_pages += s->quarantine_charged;
-		list_add(&d->zombies, s);
-		vmm_log(cut_off ? VMM_LOG_WARN : VMM_LOG_DEBUG,
-			"session %u: %llu pages quarantined until pid %d exits",
-			s->id, (unsigned long long)s->pages_held, (int)s->pid);
-		return;
-	}
-	kd_session_release_holds(s);
+	/* the process may still map the pages: held until it exits */
+	if (s->pages_held && !s->said_bye && s->pidfd >= 0 && !process_gone(s))
+		kd_zombie_quarantine(s, cut_off);
+	kd_session_release_holds(s); /* none left when quarantined */
 	session_free(s);
-}
-
-void kd_zombies_charge(struct kd_daemon *d, const uint32_t *pages, uint32_t n)
-{
-	for (uint32_t i = 0; i < n && d->zombies; i++) {
-		if (vmm_pool_page_state(d->pool, pages[i]) != VMM_PAGE_REVOKING)
-			continue;
-		/* the first zombie mapping it pays, once */
-		for (struct kd_session *z = d->zombies; z; z = z->next) {
-			if (z->held[pages[i]]) {
-				z->quota->used_pages++;
-				z->quarantine_charged++;
-				break;
-			}
-		}
-	}
 }
 
 void kd_session_free_all(struct kd_daemon *d)
@@ -259,8 +198,7 @@ void kd_session_free_all(struct kd_daemon *d)
 		d->sessions->said_bye = true; /* shutting down: no quarantine */
 		kd_session_end(d->sessions, false, "daemon shutdown");
 	}
-	while (d->zombies)
-		zombie_free(d->zombies);
+	kd_zombies_free_all(d);
 }
 
 /*
@@ -490,7 +428,6 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	s->revoke_timer.data = s;
 	/* pidfds are always close-on-exec. */
 	s->pidfd = syscall(SYS_pidfd_open, cred.pid, 0);
-	s->pid_file.fd = -1;
 	if (kd_loop_add(&d->loop, &s->file, cfd, EPOLLIN, on_readable, s))
 		goto err_pidfd;
 	list_add(&d->sessions, s);

@@ -7,7 +7,9 @@
  * says how many were not listed (ABI 1.12's `total`).  Under each
  * session its regions, with their ids and those of their open sequences
  * (ABI 1.13; what `kvmmctl revoke` takes): a line per region in the
- * text, "region_list" in JSON; nothing from an older daemon.
+ * text, "region_list" in JSON; nothing from an older daemon.  Processes
+ * whose sessions ended without BYE and that keep pages quarantined come
+ * last, flagged "quarantined" (ABI 1.13).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -130,7 +132,7 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				snprintf(bytes, sizeof(bytes), "%llu",
 					 (unsigned long long)s->pinned_bytes);
 			}
-			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s %s%s%s\n",
+			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s %s%s%s%s\n",
 			       s->session_id, s->pid, s->uid,
 			       s->name[0] ? s->name : "-",
 			       (unsigned long long)s->pages_held,
@@ -139,7 +141,10 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			       s->flags & KVMM_SESSION_F_ADMIN ? "admin " : "",
 			       s->flags & KVMM_SESSION_F_IN_STEP ? "step " : "",
 			       s->flags & KVMM_SESSION_F_REVOKING ? "revoking" :
-								    "");
+								    "",
+			       s->flags & KVMM_SESSION_F_QUARANTINED ?
+				       "quarantined" :
+				       "");
 			print_regions(&ss, s->session_id, false);
 		}
 	}

@@ -356,6 +356,11 @@ struct kvmm_session_info {
 #define KVMM_SESSION_F_ADMIN 0x1
 #define KVMM_SESSION_F_IN_STEP 0x2
 #define KVMM_SESSION_F_REVOKING 0x4
+/* ABI 1.13: not a session but a quarantined process: its sessions ended
+ * without BYE while it lives on; pages_held are the distinct pages they
+ * held, kept until it exits (session_id: the first of them; no regions,
+ * sequences, pages owned or pins) */
+#define KVMM_SESSION_F_QUARANTINED 0x8
 
 /* ADMIN_SESSIONS reply: a header then nr entries. */
 struct kvmm_sessions_reply {
