@@ -10,8 +10,9 @@
  *     and open still works (each session used to stay quarantined with
  *     its own pidfd: HELLO failed with -EMFILE after about 230 rounds, for
  *     every client), kvmmd holds one fd more than before, 4 pages are
- *     quarantined (not 4 per session), and ADMIN_SESSIONS shows the
- *     process once, flagged quarantined, holding 4 pages; a root client
+ *     quarantined (not 4 per session), and ADMIN_SESSIONS (kvmmctl
+ *     sessions) shows the process once, flagged quarantined, holding 4
+ *     pages; a root client
  *     still connects.  When the process exits, nothing is quarantined.
  *   - 80 live processes of that uid do the same once each: kvmmd waits
  *     on a pidfd for 64 of them (KD_ZOMBIE_PIDFDS_PER_UID) and polls the
@@ -226,6 +227,14 @@ int main(void)
 	printf("one process, %d hang-ups: kvmmd fds %d (were %d)\n", ROUNDS,
 	       base + 1, base);
 	check_listed(d.sock, pids, 1);
+	{
+		char out[4096];
+
+		t_assert_eq(td_kvmmctl(d.sock, "sessions", out, sizeof(out)),
+			    0);
+		printf("%s", out);
+		t_assert_eq(t_count(out, " quarantined\n"), 1);
+	}
 	bystander(d.sock);
 	close(go[1]);
 	wait_children(pids, 1);

@@ -270,7 +270,8 @@ struct kvmm_status_reply {
 	uint64_t pages_allocated; /* owned by sequences or revoking */
 	uint64_t pages_mapped; /* mapped by at least one process */
 	uint64_t pages_revoking;
-	uint64_t pages_quarantined; /* held by cut-off, still-live processes */
+	uint64_t pages_quarantined; /* held by cut-off, still-live processes
+				     * (each page once) */
 	uint64_t sessions;
 	uint64_t regions;
 	uint64_t sequences;
