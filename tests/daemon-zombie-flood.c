@@ -18,6 +18,7 @@
  *     on a pidfd for 64 of them (KD_ZOMBIE_PIDFDS_PER_UID) and polls the
  *     rest, 4 pages are quarantined, 80 entries listed; once they exit,
  *     nothing is quarantined and kvmmd's fds are back where they were.
+ *   - 80 more do it again, and kvmmd stops cleanly while they live.
  * Needs root (the clients become uid 4321).
  */
 #include <dirent.h>
@@ -262,7 +263,22 @@ int main(void)
 	wait_children(pids, PROCS);
 	cc_wait_quarantined(&d, 0); /* the polled ones too */
 	wait_fds(d.pid, base);
+	close(ready[0]);
+
+	/* kvmmd stops cleanly with both kinds quarantined (ASan: no leak) */
+	t_ok(pipe(ready));
+	t_ok(pipe(go));
+	for (int i = 0; i < PROCS; i++)
+		pids[i] = flooder(d.sock, 1, ready, go);
+	close(ready[1]);
+	close(go[0]);
+	for (int i = 0; i < PROCS; i++)
+		if (read(ready[0], &b, 1) != 1)
+			t_fail("a flooder ended early");
+	cc_wait_quarantined(&d, CC_PPB);
 	cc_stop(&d);
+	close(go[1]);
+	wait_children(pids, PROCS);
 	printf("ok\n");
 	return 0;
 }
