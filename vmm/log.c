@@ -7,13 +7,21 @@
  * interleave.  The level is a process-wide threshold; KVMM_LOG_LEVEL
  * (err|warn|info|debug or 0..3) sets the initial one, vmm_log_set_level()
  * overrides it.
+ *
+ * A daemon sends its lines elsewhere once it leaves the terminal: to a
+ * file (vmm_log_to_fd()) or to syslog (vmm_log_to_syslog(), the level as
+ * the priority; syslog adds its own time and ident[pid]).  While it
+ * starts, vmm_log_stderr_too() keeps a copy on stderr, so whoever
+ * started it still reads why a start failed.
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +30,20 @@
 /* -1 until first use, then the threshold; races only ever store the same
  * value computed from the environment. */
 static int log_level = -1;
+
+/* Where the lines go (set while the process starts, read by every
+ * thread: relaxed atomics, as log_level): log_fd unless log_syslog, and
+ * stderr as well with log_stderr_too. */
+static int log_fd = STDERR_FILENO;
+static bool log_syslog;
+static bool log_stderr_too;
+
+static const int syslog_prio[] = {
+	[VMM_LOG_ERR] = LOG_ERR,
+	[VMM_LOG_WARN] = LOG_WARNING,
+	[VMM_LOG_INFO] = LOG_INFO,
+	[VMM_LOG_DEBUG] = LOG_DEBUG,
+};
 
 static const char *const level_names[] = {
 	[VMM_LOG_ERR] = "ERR",
@@ -56,6 +78,38 @@ void vmm_log_set_level(enum vmm_log_level level)
 	__atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED);
 }
 
+void vmm_log_to_fd(int fd)
+{
+	__atomic_store_n(&log_fd, fd, __ATOMIC_RELAXED);
+	__atomic_store_n(&log_syslog, false, __ATOMIC_RELAXED);
+}
+
+void vmm_log_to_syslog(const char *ident)
+{
+	/* LOG_NDELAY: connect now, so the first line does not wait on it;
+	 * glibc reconnects by itself if syslogd restarts */
+	openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	__atomic_store_n(&log_syslog, true, __ATOMIC_RELAXED);
+}
+
+void vmm_log_stderr_too(bool on)
+{
+	__atomic_store_n(&log_stderr_too, on, __ATOMIC_RELAXED);
+}
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t w = write(fd, buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+}
+
 static int current_level(void)
 {
 	int l = __atomic_load_n(&log_level, __ATOMIC_RELAXED);
@@ -72,8 +126,9 @@ void vmm_log(enum vmm_log_level level, const char *fmt, ...)
 	char buf[1024];
 	struct timespec ts;
 	struct tm tm;
-	size_t n, off = 0;
-	int saved_errno = errno;
+	size_t n, off = 0, text;
+	int saved_errno = errno, fd;
+	bool to_syslog;
 	va_list ap;
 	int r;
 
@@ -94,6 +149,7 @@ void vmm_log(enum vmm_log_level level, const char *fmt, ...)
 		off += (size_t)r < sizeof(buf) - off ? (size_t)r :
 						       sizeof(buf) - off - 1;
 
+	text = off;
 	va_start(ap, fmt);
 	r = vsnprintf(buf + off, sizeof(buf) - off, fmt, ap);
 	va_end(ap);
@@ -106,14 +162,15 @@ void vmm_log(enum vmm_log_level level, const char *fmt, ...)
 	if (off == 0 || buf[off - 1] != '\n')
 		buf[off++] = '\n';
 
-	for (size_t done = 0; done < off;) {
-		ssize_t w = write(STDERR_FILENO, buf + done, off - done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		done += (size_t)w;
-	}
+	fd = __atomic_load_n(&log_fd, __ATOMIC_RELAXED);
+	to_syslog = __atomic_load_n(&log_syslog, __ATOMIC_RELAXED);
+	if (to_syslog)
+		syslog(syslog_prio[level], "%.*s", (int)(off - text - 1),
+		       buf + text);
+	else
+		write_all(fd, buf, off);
+	if (__atomic_load_n(&log_stderr_too, __ATOMIC_RELAXED) &&
+	    (to_syslog || fd != STDERR_FILENO))
+		write_all(STDERR_FILENO, buf, off);
 	errno = saved_errno;
 }

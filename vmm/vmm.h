@@ -352,5 +352,13 @@ enum vmm_log_level {
 void vmm_log_set_level(enum vmm_log_level level);
 void vmm_log(enum vmm_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Lines to fd instead of stderr (a daemon's --log-file; the caller keeps
+ * fd open), back with STDERR_FILENO; this also ends vmm_log_to_syslog. */
+void vmm_log_to_fd(int fd);
+/* Lines to syslog, facility daemon, as ident[pid], instead of stderr. */
+void vmm_log_to_syslog(const char *ident);
+/* With on, a copy of each line on stderr too while the lines go to a file
+ * or syslog (a daemon's start, whose failure its starter should read). */
+void vmm_log_stderr_too(bool on);
 
 #endif

@@ -148,6 +148,7 @@ struct kd_config {
 	char gpu_uuid[64]; /* --cuda-device GPU-...: wins over the ordinal */
 	int cpu; /* pin the event loop to this CPU; -1 = no */
 	char pid_file[256];
+	char log_file[256]; /* --log-file, "" = stderr or syslog (log_sink.c) */
 	uint32_t nr_quotas;
 	struct kd_quota_opt quotas[KD_MAX_QUOTA_OPTS];
 	/* telemetry (telemetry.c, ebpf/telemetry.h) */

@@ -2,8 +2,8 @@
 /*
  * kvmmd: the kvmm daemon.  Parses options (a config file first, then the
  * command line, which wins), daemonizes unless --foreground (the parent
- * waits until the socket is ready, so "kvmmd && kvmmctl status" works),
- * then runs the event loop until SIGTERM/SIGINT.
+ * waits until the socket is ready, so "kvmmd && kvmmctl status" works;
+ * the log to syslog or --log-file, log_sink.c), then runs the event loop until SIGTERM/SIGINT.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,6 +17,7 @@
 
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/cache_plan.h"
+#include "kvmm/kvmmd/log_sink.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
 #include "kvmm/kvmmd/sd_notify.h"
@@ -41,6 +42,10 @@ static void usage(FILE *f)
 		"                         (repeatable; read first: the command line wins)\n"
 		"  --pid-file PATH        write the daemon's pid there\n"
 		"  --foreground           do not daemonize, log to stderr\n"
+		"  --log-file PATH        log to PATH (appended; reopened on\n"
+		"                         SIGHUP), also in the foreground.\n"
+		"                         Without it a daemonized kvmmd logs\n"
+		"                         to syslog (facility daemon)\n"
 		"  --telemetry auto|bpf|shm|off  access telemetry source (auto)\n"
 		"  --telemetry-pin-root DIR  BPF map pins (/sys/fs/bpf/kvmm)\n"
 		"  --telemetry-attach PATH   trace this binary's kvmm probes\n"
@@ -102,6 +107,7 @@ static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "pid-file", required_argument, NULL, 'P' },
 	{ "foreground", no_argument, NULL, 'f' },
+	{ "log-file", required_argument, NULL, KD_OPT_LOG_FILE },
 	{ "telemetry", required_argument, NULL, 'T' },
 	{ "telemetry-pin-root", required_argument, NULL, 'R' },
 	{ "telemetry-attach", required_argument, NULL, 'A' },
@@ -251,18 +257,6 @@ static int daemonize(int *ready_fd)
 	return 0;
 }
 
-static void redirect_stdio(void)
-{
-	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	dup2(fd, 0);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	close(fd);
-}
-
 /* 0, or -1 with errno set */
 static int write_pid_file(const char *path)
 {
@@ -352,6 +346,8 @@ int main(int argc, char **argv)
 	}
 	if (kd_config_check(&cfg))
 		return 2;
+	if (kd_log_start(&cfg))
+		return 1;
 	if (!cfg.foreground && daemonize(&ready_fd)) {
 		perror("kvmmd: daemonize");
 		return 1;
@@ -381,8 +377,8 @@ int main(int argc, char **argv)
 			/* parent gone; keep running */
 		}
 		close(ready_fd);
-		redirect_stdio();
 	}
+	kd_log_ready(&cfg);
 	err = kd_daemon_run(&d);
 	kd_sd_notify("STOPPING=1");
 	kd_daemon_stop(&d);

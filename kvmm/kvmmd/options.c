@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "kvmm/kvmmd/cache_plan.h"
+#include "kvmm/kvmmd/log_sink.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
 #include "kvmm/kvmmd/scope.h"
@@ -293,6 +294,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'P':
 		return copy_path("--pid-file", cfg->pid_file,
 				 sizeof(cfg->pid_file), val);
+	case KD_OPT_LOG_FILE:
+		return copy_path("--log-file", cfg->log_file,
+				 sizeof(cfg->log_file), val);
 	case 'f':
 		cfg->foreground = true;
 		return 0;
