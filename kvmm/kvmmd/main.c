@@ -3,7 +3,8 @@
  * kvmmd: the kvmm daemon.  Parses options (a config file first, then the
  * command line, which wins), daemonizes unless --foreground (the parent
  * waits until the socket is ready, so "kvmmd && kvmmctl status" works;
- * the log to syslog or --log-file, log_sink.c), then runs the event loop until SIGTERM/SIGINT.
+ * relative paths made absolute first, paths.c; the log to syslog or
+ * --log-file, log_sink.c), then runs the event loop until SIGTERM/SIGINT.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +21,7 @@
 #include "kvmm/kvmmd/log_sink.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
+#include "kvmm/kvmmd/paths.h"
 #include "kvmm/kvmmd/sd_notify.h"
 
 static void usage(FILE *f)
@@ -89,7 +91,8 @@ static void usage(FILE *f)
 		"                         127.0.0.1; [IPv6]:PORT; port 0 picks\n"
 		"                         one and logs it); unauthenticated\n"
 		"  --version, --help\n"
-		"SIZE takes K, M, G or T suffixes (powers of 1024).\n");
+		"SIZE takes K, M, G or T suffixes (powers of 1024).  Relative\n"
+		"paths are the start directory's, also once daemonized.\n");
 }
 
 static const struct option long_opts[] = {
@@ -345,6 +348,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (kd_config_check(&cfg))
+		return 2;
+	if (!cfg.foreground && kd_config_paths_absolute(&cfg))
 		return 2;
 	if (kd_log_start(&cfg))
 		return 1;
