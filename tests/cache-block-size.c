@@ -15,6 +15,8 @@
  *     log says so) and the other model is the one refused.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,24 +127,33 @@ int main(void)
 	kvmm_disconnect(big.c);
 	t_assert_eq(td_stop(&d), 0);
 
-	/* ... so a tier that cannot open stops the start, with its reason */
+	/* ... so a tier that cannot open stops the start, with its reason
+	 * (a missing directory is refused with the options now: a file too
+	 * small for one block of 4 pages is what only the tier finds) */
 	{
+		char nvme[256];
 		const char *bad[] = { "--cache-block-pages",
 				      "4",
 				      "--host-mem",
 				      "1M",
 				      "--nvme-path",
-				      "/nonexistent-kvmm-dir/tier",
+				      nvme,
 				      "--nvme-size",
-				      "4M",
+				      "64K",
 				      NULL };
 
+		snprintf(nvme, sizeof(nvme), "%s/kvmm-block-size-%d",
+			 getenv("KVMM_NVME_TEST_DIR") ?
+				 getenv("KVMM_NVME_TEST_DIR") :
+				 "/var/tmp",
+			 (int)getpid());
 		t_assert_eq(td_start(&d, bad), -ECHILD);
 		read_log(&d, log, sizeof(log));
 		t_assert_eq(t_count(log, "cache: setting up the tiers failed"),
 			    1);
 		unlink(d.log);
 		rmdir(d.dir);
+		unlink(nvme);
 	}
 
 	/* by default the first region to publish sets the size */

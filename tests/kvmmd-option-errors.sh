@@ -2,7 +2,7 @@
 # kvmmd's option values that were accepted and should not have been:
 # each is refused before anything starts, exit 2, one line naming the
 # option and the reason (Documentation/admin.md, kvmmd options); a
-# --cache-block-pages larger than the pool stops the start (exit 1), one
+# --cache-block-pages larger than the pool stops the start (exit 2), one
 # that no host tier holds is a WARN at start; kvmmctl quota refuses sizes
 # the same way, as kvmmctl.  Every
 # kvmmd here runs under a timeout: one that hung (a FIFO as
@@ -55,6 +55,39 @@ bad "kvmmd: --gpu-mem: 0 is no pool (leave the option out for the default, 4096 
 bad "kvmmd: --page-size: 1T is more than 1G (the largest page kvmmd maps)" --page-size 1T
 bad "kvmmd: --page-size: 6K is not a multiple of 4K" --page-size 6K
 
+# a block is 2 x layers pages: an odd count or 0 matched no region, every
+# one was uncached (a WARN each)
+bad "kvmmd: --cache-block-pages 3: a block is 2 x layers pages (an even number, at least 2" --cache-block-pages 3
+bad "kvmmd: --cache-block-pages 1: a block is 2 x layers pages" --cache-block-pages 1
+bad "kvmmd: --cache-block-pages 0: a block is 2 x layers pages" --cache-block-pages 0
+# a CPU kvmmd may not run on: a WARN and an unpinned loop, before
+bad "kvmmd: --cpu 1023: not a CPU kvmmd may run on (" --cpu 1023
+# ignored without a word
+bad "kvmmd: --nvme-size without --nvme-path: there is no NVMe tier to size" --nvme-size 1G
+# a number too large is out of range, not "not a number"
+bad "kvmmd: --spin-us: '99999999999' is out of range (at most 4294967295)" --spin-us 99999999999
+# the limit, not only "too many"
+quotas=()
+for i in $(seq 1000 1064); do quotas+=(--quota "$i=1G"); done
+bad "kvmmd: --quota: more than 64 uids (set more with kvmmctl quota)" "${quotas[@]}"
+# a config that is no regular file: a FIFO hung the start, a directory
+# was "cannot read it" without a reason
+mkfifo "$dir/conf.fifo"
+bad "kvmmd: config $dir/conf.fifo: not a regular file (a FIFO)" --config "$dir/conf.fifo"
+bad "kvmmd: config $dir: not a regular file (a directory)" --config "$dir"
+bad "kvmmd: --socket-group: 'no-such-group-kvmm' is no group" --socket-group no-such-group-kvmm
+# --nvme-path: a missing directory or a missing file with no size to make
+# it failed only at the first publish (without --cache-block-pages), and
+# left the cache off for good
+bad "kvmmd: --nvme-path $dir/nodir/slots: $dir/nodir is not a directory (it does not exist)" \
+	--host-mem 16M --nvme-path "$dir/nodir/slots" --nvme-size 32M
+bad "kvmmd: --nvme-path $dir/slots does not exist: give --nvme-size" \
+	--host-mem 16M --nvme-path "$dir/slots"
+[ -e "$dir/slots" ] && fail "--nvme-path without --nvme-size left a file"
+: >"$dir/slots0"
+bad "kvmmd: --nvme-path $dir/slots0 is a file: give --nvme-size" \
+	--host-mem 16M --nvme-path "$dir/slots0"
+
 # kvmmctl names itself, and refuses the same sizes
 "$b/kvmmctl" --socket "$sock" quota 1000 " -1" 2>"$dir/err"
 [ $? = 2 ] || fail "kvmmctl quota ' -1' not a usage error"
@@ -63,22 +96,26 @@ grep -qF "kvmmctl: quota: ' -1' is not a size" "$dir/err" || fail "kvmmctl quota
 [ $? = 2 ] || fail "kvmmctl quota ' 1000' not a usage error"
 
 # --cache-block-pages against the pool and the host tier, at start
-# (exit 1): the host tier was silently gone
+# (exit 2, a bad option, though the page size it needs is the backend's):
+# the host tier was silently gone
 start_fails() { # expected-text option...
 	local want=$1 rc
 	shift
 	timeout 10 "$b/kvmmd" --foreground --backend host --telemetry off \
 		--socket "$sock" "$@" 2>"$dir/err" </dev/null
 	rc=$?
-	[ $rc = 1 ] || fail "$*: exit $rc, expected 1 ($(cat "$dir/err"))"
+	[ $rc = 2 ] || fail "$*: exit $rc, expected 2 ($(cat "$dir/err"))"
 	grep -qF -- "$want" "$dir/err" || fail "$*: message $(cat "$dir/err")"
 	[ -e "$sock" ] && fail "$*: left a socket"
 	return 0
 }
-start_fails "--cache-block-pages 4294967295: a block is larger than the pool (4096 pages of 65536 bytes" \
-	--host-mem 1G --cache-block-pages 4294967295
+start_fails "--cache-block-pages 4294967294: a block is larger than the pool (4096 pages of 65536 bytes" \
+	--host-mem 1G --cache-block-pages 4294967294
 start_fails "--cache-block-pages 600: a block is larger than the pool (512 pages" \
 	--gpu-mem 32M --cache-block-pages 600
+# too many pages for a pool: the maximum, and exit 2 (was 1)
+start_fails "--gpu-mem 1099511627776: 16777216 pages of 65536 bytes, more than a pool holds (16777215 pages: at most 1099511562240 bytes)" \
+	--gpu-mem 1T
 # a host tier smaller than one block is none: said at start (WARN), the
 # cache runs on the GPU alone; without --cache-block-pages the block size
 # comes later, and only a tier below the smallest block (2 pages) is

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/tier_host.h"
@@ -429,7 +430,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 					       .capacity_bytes = cfg->nvme_size,
 					       .payload_bytes = c->block_bytes,
 					       .reg_base = reg,
-					       .reg_len = reg_len };
+					       .reg_len = reg_len,
+					       .fd_held = c->nvme_fd >= 0,
+					       .fd = c->nvme_fd };
 		struct tier_nvme_stats ns;
 
 		kc_nvme_scope(c->d, &nc);
@@ -627,7 +630,7 @@ static int kc_make_slab(struct kd_cache *c)
  * file's superblock says what size its blocks had: open the tier for that
  * size now, and keep it if the first region's blocks are the same (a
  * restart with the same model, whose blocks a stop saved there); else it
- * is formatted anew then.  A file another kvmmd holds stops the start.
+ * is formatted anew then.
  */
 static int kc_open_nvme_early(struct kd_cache *c)
 {
@@ -635,13 +638,15 @@ static int kc_open_nvme_early(struct kd_cache *c)
 	struct tier_host_slab_info si;
 	struct tier_nvme_config nc = { .size = sizeof(nc),
 				       .path = cfg->nvme_path,
-				       .capacity_bytes = cfg->nvme_size };
+				       .capacity_bytes = cfg->nvme_size,
+				       .fd_held = c->nvme_fd >= 0,
+				       .fd = c->nvme_fd };
 	struct tier_nvme_peek pk;
 	uint64_t payload;
 	int r;
 
-	if (cfg->cache_block_pages || !cfg->nvme_path[0] || !c->slab ||
-	    tier_nvme_peek(cfg->nvme_path, &pk))
+	if (cfg->cache_block_pages || c->nvme_fd < 0 || !c->slab ||
+	    tier_nvme_peek_fd(c->nvme_fd, &pk))
 		return 0; /* nothing saved there: formatted at first use */
 	payload = pk.payload_bytes;
 	kc_nvme_scope(c->d, &nc);
@@ -656,8 +661,6 @@ static int kc_open_nvme_early(struct kd_cache *c)
 	if (nc.reg_len > si.len)
 		return 0;
 	r = tier_nvme_open(&nc, &c->nvme);
-	if (r == -EBUSY)
-		return r;
 	if (r) {
 		vmm_log(VMM_LOG_WARN,
 			"cache: opening the NVMe tier at start: %s (again when the block size is known)",
@@ -698,10 +701,28 @@ int kd_cache_init(struct kd_daemon *d)
 	c->settle_timer.data = c;
 	c->park_timer.fn = kc_on_park_timer;
 	c->park_timer.data = c;
+	c->nvme_fd = -1;
 	d->cache = c;
 	r = kc_learned_lock(c); /* before the slab: fail fast */
 	if (r)
 		return r;
+	/*
+	 * The NVMe file is locked (the lock the tier keeps), checked and
+	 * made here, before the socket accepts, whatever the block size:
+	 * opened at the first publish, a file another kvmmd held or a
+	 * missing directory failed that client with EBUSY or ENOENT and left
+	 * the cache off for good, while a second kvmmd started on a file the
+	 * first had not locked yet.  A --nvme-path without a host tier is
+	 * locked too: it is this daemon's.
+	 */
+	if (d->cfg.nvme_path[0]) {
+		r = tier_nvme_claim(d->cfg.nvme_path, d->cfg.nvme_format,
+				    &c->nvme_fd);
+		if (r == -ENOTEMPTY)
+			d->bad_option = true;
+		if (r)
+			return r;
+	}
 	r = kc_make_slab(c);
 	if (r)
 		return r;
@@ -850,6 +871,8 @@ void kd_cache_fini(struct kd_daemon *d)
 	kc_learned_fini(c);
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
+	if (c->nvme_fd >= 0)
+		close(c->nvme_fd); /* the lock goes with it */
 	tier_host_close(c->host);
 	tier_host_slab_close(c->slab); /* no tier took it */
 	kd_htab_fini(&c->index);

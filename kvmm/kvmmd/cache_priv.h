@@ -191,6 +191,9 @@ struct kd_cache {
 	bool opened; /* tiers and policy set up */
 	bool closing; /* kd_cache_fini(): nothing new is submitted */
 	bool open_failed;
+	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
+	 * without one: the tier's fd whenever it opens (cache.c) */
+	int nvme_fd;
 	uint32_t ppb; /* pages per block of the tiers */
 	size_t block_bytes;
 	struct pol_cache *pol;

@@ -20,6 +20,7 @@
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/metrics_http.h"
+#include "kvmm/kvmmd/options.h"
 #include "kvmm/policy/hmap.h"
 #include "kvmm/policy/policy.h"
 
@@ -36,6 +37,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->cpu = -1;
 	cfg->cache_policy = POL_ASYM;
 	cfg->host_numa_node = -1;
+	cfg->socket_group = (gid_t)-1;
 }
 
 /*
@@ -161,6 +163,9 @@ static bool prepare_sleep(void *data, bool arm)
 	return pending;
 }
 
+/* The most pages a pool holds: page indexes are 24 bits. */
+#define KD_MAX_POOL_PAGES 0xffffffu
+
 /* Fds besides the pool's and the sessions': the listening socket, signalfd,
  * epoll, timers, the tiers' files, io_uring and eventfds, telemetry's BPF
  * objects, stdio. */
@@ -230,29 +235,37 @@ static void raise_nofile(struct kd_daemon *d)
  * with the first region: only a --host-mem below the smallest block (2
  * pages) is known to be none at start.  0 or -EINVAL.
  */
-static int check_block_size(const struct kd_daemon *d)
+static int check_block_size(struct kd_daemon *d)
 {
 	const struct kd_config *cfg = &d->cfg;
 	uint64_t block = (uint64_t)cfg->cache_block_pages * d->page_size;
+	char where[300];
 
 	if (cfg->cache_block_pages > d->capacity) {
 		vmm_log(VMM_LOG_ERR,
-			"--cache-block-pages %u: a block is larger than the pool (%llu pages of %zu bytes; --gpu-mem)",
+			"%s--cache-block-pages %u: a block is larger than the pool (%llu pages of %zu bytes; --gpu-mem)",
+			kd_config_where(cfg, KD_ORIGIN_CACHE_BLOCK_PAGES, where,
+					sizeof(where)),
 			cfg->cache_block_pages, (unsigned long long)d->capacity,
 			d->page_size);
+		d->bad_option = true;
 		return -EINVAL;
 	}
 	/* a WARN, not a refusal: a node may run so on purpose (a host
 	 * limit given for it is dropped, tests/cache-tenant-limit.c) */
 	if (cfg->cache_block_pages && cfg->host_mem && cfg->host_mem < block)
 		vmm_log(VMM_LOG_WARN,
-			"--host-mem %llu holds no block of --cache-block-pages %u (%llu bytes): no host tier, the cache keeps blocks on the GPU only",
+			"%s--host-mem %llu holds no block of --cache-block-pages %u (%llu bytes): no host tier, the cache keeps blocks on the GPU only",
+			kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
+					sizeof(where)),
 			(unsigned long long)cfg->host_mem,
 			cfg->cache_block_pages, (unsigned long long)block);
 	else if (!cfg->cache_block_pages && cfg->host_mem &&
 		 cfg->host_mem < 2ull * d->page_size)
 		vmm_log(VMM_LOG_WARN,
-			"--host-mem %llu is smaller than the smallest block (2 pages, %zu bytes): no host tier, the cache keeps blocks on the GPU only",
+			"%s--host-mem %llu is smaller than the smallest block (2 pages, %zu bytes): no host tier, the cache keeps blocks on the GPU only",
+			kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
+					sizeof(where)),
 			(unsigned long long)cfg->host_mem, 2 * d->page_size);
 	return 0;
 }
@@ -260,6 +273,7 @@ static int check_block_size(const struct kd_daemon *d)
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 {
 	struct vmm_config vc = { 0 };
+	char where[300];
 	sigset_t mask;
 	int err;
 
@@ -347,15 +361,25 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	d->capacity = cfg->gpu_mem ? cfg->gpu_mem / d->page_size : 4096;
 	if (!d->capacity) {
 		vmm_log(VMM_LOG_ERR,
-			"--gpu-mem %llu is smaller than a page (%zu)",
+			"%s--gpu-mem %llu is smaller than a page (%zu)",
+			kd_config_where(cfg, KD_ORIGIN_GPU_MEM, where,
+					sizeof(where)),
 			(unsigned long long)cfg->gpu_mem, d->page_size);
+		d->bad_option = true;
 		err = -EINVAL;
 		goto err_quotas;
 	}
-	if (d->capacity > 0xffffffu) {
+	if (d->capacity > KD_MAX_POOL_PAGES) {
 		err = -EINVAL;
-		vmm_log(VMM_LOG_ERR, "--gpu-mem: too many pages (%llu)",
-			(unsigned long long)d->capacity);
+		vmm_log(VMM_LOG_ERR,
+			"%s--gpu-mem %llu: %llu pages of %zu bytes, more than a pool holds (%u pages: at most %llu bytes)",
+			kd_config_where(cfg, KD_ORIGIN_GPU_MEM, where,
+					sizeof(where)),
+			(unsigned long long)cfg->gpu_mem,
+			(unsigned long long)d->capacity, d->page_size,
+			KD_MAX_POOL_PAGES,
+			(unsigned long long)KD_MAX_POOL_PAGES * d->page_size);
+		d->bad_option = true;
 		goto err_quotas;
 	}
 	err = check_block_size(d);

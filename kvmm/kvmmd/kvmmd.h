@@ -134,6 +134,26 @@ struct kd_tenant_limit {
 #define KD_MAX_TENANT_LIMITS 64
 #define KD_MAX_TELEMETRY_ATTACH 4
 
+/* Options checked once all are read (kd_config_check(), the start):
+ * where each was last set, so that a config file's is reported with its
+ * FILE:LINE as a bad line while parsing is (options.c: kd_config_where) */
+enum kd_origin {
+	KD_ORIGIN_SOCKET,
+	KD_ORIGIN_POLICY_STATE,
+	KD_ORIGIN_HOST_MEM,
+	KD_ORIGIN_NVME_PATH,
+	KD_ORIGIN_NVME_SIZE,
+	KD_ORIGIN_CACHE_BLOCK_PAGES,
+	KD_ORIGIN_GPU_MEM,
+	KD_ORIGIN_CPU,
+	KD_ORIGIN_COUNT
+};
+
+struct kd_opt_origin {
+	const char *file; /* NULL: the command line (or the default) */
+	int line;
+};
+
 struct kd_config {
 	char socket_path[108];
 	enum vmm_backend_kind backend;
@@ -183,6 +203,17 @@ struct kd_config {
 	char metrics_listen[80];
 	uint32_t nr_tenant_limits;
 	struct kd_tenant_limit tenant_limits[KD_MAX_TENANT_LIMITS];
+	/* --socket-group: the socket's group, (gid_t)-1 = kvmmd's own */
+	gid_t socket_group;
+	/* --nvme-format: --nvme-path may be formatted though it holds
+	 * something that is not a kvmm tier (its contents are lost) */
+	bool nvme_format;
+	/* the config file line being applied (main.c), NULL file for the
+	 * command line, and where the options of enum kd_origin and each
+	 * tenant limit were last set */
+	struct kd_opt_origin src;
+	struct kd_opt_origin origin[KD_ORIGIN_COUNT];
+	struct kd_opt_origin tenant_limit_origin[KD_MAX_TENANT_LIMITS];
 };
 
 void kd_config_defaults(struct kd_config *cfg);
@@ -198,6 +229,9 @@ struct kd_counters {
 
 struct kd_daemon {
 	struct kd_config cfg;
+	/* kd_daemon_start() failed on an option's value (one the start
+	 * could judge only with the backend's page size, say): exit 2 */
+	bool bad_option;
 	struct kd_loop loop;
 	struct vmm_backend *backend;
 	struct vmm_pool *pool;
@@ -461,6 +495,9 @@ struct kd_session {
 };
 
 int kd_session_listen(struct kd_daemon *d);
+/* What is at --socket PATH may be replaced (a socket): 0, -ENOENT when
+ * nothing is there, -EEXIST when something else is (callers say so). */
+int kd_socket_path_check(const char *path);
 /* Tear down a session.  cut_off: the daemon ends it (timeout, admin);
  * pages its process may still map are quarantined until it exits. */
 void kd_session_end(struct kd_session *s, bool cut_off, const char *why);

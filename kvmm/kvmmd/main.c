@@ -39,6 +39,8 @@ static void usage(FILE *f)
 		"  --quota UID=SIZE       memory quota of a uid (repeatable)\n"
 		"  --spin-us N            ring polling before sleeping (50)\n"
 		"  --socket-mode OCTAL    socket permissions (0660)\n"
+		"  --socket-group NAME    the socket's group: engine users are\n"
+		"                         in it (default kvmmd's own)\n"
 		"  --log-level err|warn|info|debug\n"
 		"  --config FILE          'option value' lines, '#' comments\n"
 		"                         (repeatable; read first: the command line wins)\n"
@@ -60,6 +62,9 @@ static void usage(FILE *f)
 		"  --nvme-path PATH       NVMe tier file or block device (O_DIRECT;\n"
 		"                         needs --host-mem)\n"
 		"  --nvme-size SIZE       NVMe tier size (the file is preallocated)\n"
+		"  --nvme-format          format --nvme-path even if it holds\n"
+		"                         something else than a kvmm tier\n"
+		"                         (its contents are lost)\n"
 		"  --cache-gpu-blocks N   cached blocks kept on the GPU (half the pool)\n"
 		"  --nvme-admit-uses N    write a block to NVMe only if used N times (1)\n"
 		"  --nvme-save-on-stop MS at a stop, move the GPU and host tiers'\n"
@@ -106,6 +111,7 @@ static const struct option long_opts[] = {
 	{ "quota", required_argument, NULL, 'q' },
 	{ "spin-us", required_argument, NULL, 'S' },
 	{ "socket-mode", required_argument, NULL, 'M' },
+	{ "socket-group", required_argument, NULL, KD_OPT_SOCKET_GROUP },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "config", required_argument, NULL, 'c' },
 	{ "pid-file", required_argument, NULL, 'P' },
@@ -119,6 +125,7 @@ static const struct option long_opts[] = {
 	{ "host-numa-node", required_argument, NULL, KD_OPT_HOST_NUMA_NODE },
 	{ "nvme-path", required_argument, NULL, 'N' },
 	{ "nvme-size", required_argument, NULL, 'Z' },
+	{ "nvme-format", no_argument, NULL, KD_OPT_NVME_FORMAT },
 	{ "cache-gpu-blocks", required_argument, NULL, 'G' },
 	{ "nvme-admit-uses", required_argument, NULL, 'U' },
 	{ "cache-policy", required_argument, NULL, 'Y' },
@@ -189,7 +196,10 @@ static int config_line(struct kd_config *cfg, const char *path, int lineno,
 			lineno, k);
 		return -EINVAL;
 	}
+	/* the checks made once all options are read name this line too */
+	cfg->src = (struct kd_opt_origin){ .file = path, .line = lineno };
 	err = kd_option_apply(cfg, o->val, *v ? v : NULL);
+	cfg->src = (struct kd_opt_origin){ 0 };
 	if (err) /* the line above says why */
 		fprintf(stderr, "kvmmd: %s:%d: bad value for '%s'\n", path,
 			lineno, k);
@@ -203,14 +213,38 @@ static int read_config(struct kd_config *cfg, const char *path)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	int lineno = 0, err = 0;
-	FILE *f = fopen(path, "re");
+	int lineno = 0, err = 0, fd;
+	struct stat st;
+	FILE *f;
 
+	/* O_NONBLOCK: a FIFO's open waited for a writer, and the start
+	 * hung; a directory opened and failed to read "without a reason" */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st)) {
+		err = -errno;
+		fprintf(stderr, "kvmmd: config %s: %s\n", path, strerror(-err));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "kvmmd: config %s: not a regular file (%s)\n",
+			path,
+			S_ISDIR(st.st_mode)  ? "a directory" :
+			S_ISFIFO(st.st_mode) ? "a FIFO" :
+			S_ISSOCK(st.st_mode) ? "a socket" :
+					       "a device");
+		close(fd);
+		return -EINVAL;
+	}
+	f = fdopen(fd, "r");
 	if (!f) {
 		err = -errno;
+		close(fd);
 		fprintf(stderr, "kvmmd: config %s: %s\n", path, strerror(-err));
 		return err;
 	}
+	errno = 0;
 	while (!err && (n = getline(&line, &cap, f)) >= 0) {
 		lineno++;
 		if (strlen(line) != (size_t)n) {
@@ -223,8 +257,9 @@ static int read_config(struct kd_config *cfg, const char *path)
 		err = config_line(cfg, path, lineno, line);
 	}
 	if (!err && ferror(f)) {
-		err = -EIO;
-		fprintf(stderr, "kvmmd: config %s: cannot read it\n", path);
+		err = errno ? -errno : -EIO;
+		fprintf(stderr, "kvmmd: config %s: cannot read it: %s\n", path,
+			strerror(-err));
 	}
 	free(line);
 	fclose(f);
@@ -362,7 +397,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvmmd: cannot start: %s\n", strerror(-err));
 		if (ready_fd >= 0 && write(ready_fd, "\1", 1) < 0)
 			return 1;
-		return 1;
+		/* an option the start found bad (the page size it needed was
+		 * the backend's): exit 2, as for the others */
+		return d.bad_option ? 2 : 1;
 	}
 	/* a pid file that cannot be written fails the start: whoever asked
 	 * for it (an init script) would otherwise lose track of us */

@@ -6,11 +6,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/log_sink.h"
@@ -127,8 +130,16 @@ static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 
 	errno = 0;
 	v = strtoul(s, &end, base);
+	/* a number, but more than 32 bits hold: say so, not "not a number" */
+	if (isdigit((unsigned char)*s) && !*end &&
+	    (errno == ERANGE || v > 0xffffffffu)) {
+		fprintf(stderr,
+			"kvmmd: %s: '%s' is out of range (at most %s)\n", what,
+			s, base == 8 ? "037777777777" : "4294967295");
+		return -ERANGE;
+	}
 	/* a digit first: no blanks, signs or 0x */
-	if (errno || !isdigit((unsigned char)*s) || *end || v > 0xffffffffu) {
+	if (errno || !isdigit((unsigned char)*s) || *end) {
 		fprintf(stderr, "kvmmd: %s: '%s' is not a%s number\n", what, s,
 			base == 8 ? "n octal" : "");
 		return -EINVAL;
@@ -193,7 +204,54 @@ static int parse_device(struct kd_config *cfg, const char *val)
 	return 0;
 }
 
+/* Which enum kd_origin an option key is, or -1: not checked later. */
+static int origin_of(int key)
+{
+	switch (key) {
+	case 's':
+		return KD_ORIGIN_SOCKET;
+	case KD_OPT_POLICY_STATE:
+		return KD_ORIGIN_POLICY_STATE;
+	case 'H':
+		return KD_ORIGIN_HOST_MEM;
+	case 'N':
+		return KD_ORIGIN_NVME_PATH;
+	case 'Z':
+		return KD_ORIGIN_NVME_SIZE;
+	case KD_OPT_CACHE_BLOCK_PAGES:
+		return KD_ORIGIN_CACHE_BLOCK_PAGES;
+	case 'm':
+		return KD_ORIGIN_GPU_MEM;
+	case 'C':
+		return KD_ORIGIN_CPU;
+	default:
+		return -1;
+	}
+}
+
+const char *kd_config_where(const struct kd_config *cfg, int origin, char *buf,
+			    size_t len)
+{
+	const struct kd_opt_origin *o = &cfg->origin[origin];
+
+	if (!o->file)
+		return "";
+	snprintf(buf, len, "%s:%d: ", o->file, o->line);
+	return buf;
+}
+
+static int apply(struct kd_config *cfg, int key, const char *val);
+
 int kd_option_apply(struct kd_config *cfg, int key, const char *val)
+{
+	int err = apply(cfg, key, val), o = origin_of(key);
+
+	if (!err && o >= 0)
+		cfg->origin[o] = cfg->src;
+	return err;
+}
+
+static int apply(struct kd_config *cfg, int key, const char *val)
 {
 	uint64_t size;
 	uint32_t u;
@@ -334,8 +392,19 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 		cfg->host_numa_node = (int)u;
 		return 0;
 	case KD_OPT_CACHE_BLOCK_PAGES:
-		return parse_u32("--cache-block-pages", val,
-				 &cfg->cache_block_pages, 10);
+		err = parse_u32("--cache-block-pages", val, &u, 10);
+		if (err)
+			return err;
+		/* a block is a K and a V page per layer: an odd count, or
+		 * 0, matched no region and every one was uncached */
+		if (u < 2 || u % 2) {
+			fprintf(stderr,
+				"kvmmd: --cache-block-pages %s: a block is 2 x layers pages (an even number, at least 2; leave the option out to take the first region's)\n",
+				val);
+			return -EINVAL;
+		}
+		cfg->cache_block_pages = u;
+		return 0;
 	case 'Y': {
 		enum pol_kind k;
 
@@ -396,7 +465,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 			}
 		}
 		if (cfg->nr_quotas == KD_MAX_QUOTA_OPTS) {
-			fprintf(stderr, "kvmmd: --quota: too many\n");
+			fprintf(stderr,
+				"kvmmd: --quota: more than %d uids (set more with kvmmctl quota)\n",
+				KD_MAX_QUOTA_OPTS);
 			return -ENOSPC;
 		}
 		cfg->quotas[cfg->nr_quotas++] =
@@ -440,6 +511,7 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 			return -ENOSPC;
 		}
 		cfg->tenant_limits[i] = l;
+		cfg->tenant_limit_origin[i] = cfg->src;
 		if (i == cfg->nr_tenant_limits)
 			cfg->nr_tenant_limits++;
 		return 0;
@@ -475,43 +547,181 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 	case 'W':
 		return copy_path("--profile", cfg->profile,
 				 sizeof(cfg->profile), val);
+	case KD_OPT_SOCKET_GROUP: {
+		struct group *g;
+
+		/* a name, or a number (a group without a name here) */
+		errno = 0;
+		g = getgrnam(val);
+		if (g) {
+			cfg->socket_group = g->gr_gid;
+			return 0;
+		}
+		if (isdigit((unsigned char)*val) &&
+		    !parse_u32("--socket-group", val, &u, 10) &&
+		    u != (uint32_t)-1) {
+			cfg->socket_group = (gid_t)u;
+			return 0;
+		}
+		fprintf(stderr, "kvmmd: --socket-group: '%s' is no group%s%s\n",
+			val, errno ? ": " : "", errno ? strerror(errno) : "");
+		return -EINVAL;
+	}
+	case KD_OPT_NVME_FORMAT:
+		cfg->nvme_format = true;
+		return 0;
 	default:
 		return -EINVAL;
 	}
 }
 
+/*
+ * --nvme-path at option time: what the tier's open would find only at the
+ * first publish without --cache-block-pages (a missing directory, a file
+ * with no size to make it; tiers.md).  Whether another kvmmd holds it and
+ * what it holds is the start's to say (cache.c, kc_nvme_claim()).
+ */
+static int check_nvme_path(const struct kd_config *cfg)
+{
+	char where[300], dir[sizeof(cfg->nvme_path)], *slash;
+	const char *w =
+		kd_config_where(cfg, KD_ORIGIN_NVME_PATH, where, sizeof(where));
+	const char *path = cfg->nvme_path;
+	struct stat st;
+
+	if (!stat(path, &st)) {
+		if (S_ISBLK(st.st_mode))
+			return 0;
+		if (!S_ISREG(st.st_mode)) {
+			fprintf(stderr,
+				"kvmmd: %s--nvme-path %s: not a file or a block device\n",
+				w, path);
+			return -EINVAL;
+		}
+		if (!cfg->nvme_size) {
+			fprintf(stderr,
+				"kvmmd: %s--nvme-path %s is a file: give --nvme-size (only a block device is used whole)\n",
+				w, path);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (errno != ENOENT) {
+		fprintf(stderr, "kvmmd: %s--nvme-path %s: %s\n", w, path,
+			strerror(errno));
+		return -errno;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash) {
+		slash[slash == dir] = '\0';
+		if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+			fprintf(stderr,
+				"kvmmd: %s--nvme-path %s: %s is not a directory%s\n",
+				w, path, dir,
+				errno == ENOENT ? " (it does not exist)" : "");
+			return -ENOENT;
+		}
+	}
+	if (!cfg->nvme_size) {
+		fprintf(stderr,
+			"kvmmd: %s--nvme-path %s does not exist: give --nvme-size\n",
+			w, path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --cpu N: one this process may run on (a WARN and an unpinned loop at
+ * start, before; admin.md says a bad value stops the start). */
+static int check_cpu(const struct kd_config *cfg)
+{
+	char where[300];
+	cpu_set_t set;
+	int first = -1, last = -1;
+
+	if (cfg->cpu < 0 || sched_getaffinity(0, sizeof(set), &set))
+		return 0;
+	if (CPU_ISSET(cfg->cpu, &set))
+		return 0;
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		if (!CPU_ISSET(i, &set))
+			continue;
+		if (first < 0)
+			first = i;
+		last = i;
+	}
+	fprintf(stderr,
+		"kvmmd: %s--cpu %d: not a CPU kvmmd may run on (%d of them, %d to %d)\n",
+		kd_config_where(cfg, KD_ORIGIN_CPU, where, sizeof(where)),
+		cfg->cpu, CPU_COUNT(&set), first, last);
+	return -EINVAL;
+}
+
 int kd_config_check(const struct kd_config *cfg)
 {
-	char why[sizeof(cfg->policy_state) + 200];
+	char why[sizeof(cfg->policy_state) + 200], where[300];
+	int err;
 
+#define WHERE(o) kd_config_where(cfg, o, where, sizeof(where))
+	/* a file someone gave as --socket was unlinked for the socket */
+	if (kd_socket_path_check(cfg->socket_path) == -EEXIST) {
+		fprintf(stderr,
+			"kvmmd: %s--socket %s: exists and is not a socket\n",
+			WHERE(KD_ORIGIN_SOCKET), cfg->socket_path);
+		return -EEXIST;
+	}
+	err = check_cpu(cfg);
+	if (err)
+		return err;
 	/* a FIFO there hung the start (its open waited for a writer, and
 	 * SIGTERM with it); a directory or a link the saves cannot keep */
 	if (cfg->policy_state[0] &&
 	    pol_learned_check_path(cfg->policy_state, why, sizeof(why))) {
-		fprintf(stderr, "kvmmd: --policy-state: %s\n", why);
+		fprintf(stderr, "kvmmd: %s--policy-state: %s\n",
+			WHERE(KD_ORIGIN_POLICY_STATE), why);
+		return -EINVAL;
+	}
+	/* it was ignored without a word */
+	if (cfg->nvme_size && !cfg->nvme_path[0]) {
+		fprintf(stderr,
+			"kvmmd: %s--nvme-size without --nvme-path: there is no NVMe tier to size\n",
+			WHERE(KD_ORIGIN_NVME_SIZE));
 		return -EINVAL;
 	}
 	/* blocks reach NVMe only through host slots (tiers.md) */
 	if (cfg->nvme_path[0] && !cfg->host_mem) {
 		fprintf(stderr,
-			"kvmmd: --nvme-path %s needs --host-mem: blocks reach the NVMe tier through the host tier\n",
-			cfg->nvme_path);
+			"kvmmd: %s--nvme-path %s needs --host-mem: blocks reach the NVMe tier through the host tier\n",
+			WHERE(KD_ORIGIN_NVME_PATH), cfg->nvme_path);
 		return -EINVAL;
+	}
+	if (cfg->nvme_path[0]) {
+		err = check_nvme_path(cfg);
+		if (err)
+			return err;
 	}
 	for (uint32_t i = 0; i < cfg->nr_tenant_limits; i++) {
 		const struct kd_tenant_limit *l = &cfg->tenant_limits[i];
+		const struct kd_opt_origin *o = &cfg->tenant_limit_origin[i];
 		const char *no = l->blocks[1] && !cfg->host_mem ?
 					 "host tier (--host-mem)" :
 				 l->blocks[2] && !cfg->nvme_path[0] ?
 					 "NVMe tier (--nvme-path)" :
 					 NULL;
 
+		if (o->file)
+			snprintf(where, sizeof(where), "%s:%d: ", o->file,
+				 o->line);
+		else
+			where[0] = '\0';
 		if (no) {
 			fprintf(stderr,
-				"kvmmd: --tenant-limit %u: there is no %s to limit\n",
-				l->id, no);
+				"kvmmd: %s--tenant-limit %u: there is no %s to limit\n",
+				where, l->id, no);
 			return -EINVAL;
 		}
 	}
+#undef WHERE
 	return 0;
 }

@@ -22,6 +22,11 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val);
  * 0, or -EINVAL with one line on stderr naming them. */
 int kd_config_check(const struct kd_config *cfg);
 int kd_parse_log_level(const char *s);
+/* "FILE:LINE: " when the option of enum kd_origin origin was last set in
+ * a config file (in buf), "" when on the command line or not at all:
+ * the start's errors about it name the line, as parsing does. */
+const char *kd_config_where(const struct kd_config *cfg, int origin, char *buf,
+			    size_t len);
 /*
  * val as one of names[0..n) (a table indexed by value): 0 with *out its
  * index, or -EINVAL with "kvmmd: OPTION: 'val' is not a, b or c" on stderr.
@@ -46,6 +51,10 @@ int kd_parse_name(const char *option, const char *const *names, size_t n,
 #define KD_OPT_POLICY_STATE 0x208
 /* ... and for --tenant-limit */
 #define KD_OPT_TENANT_LIMIT 0x209
+/* ... and for --socket-group */
+#define KD_OPT_SOCKET_GROUP 0x20a
+/* ... and for --nvme-format */
+#define KD_OPT_NVME_FORMAT 0x20b
 
 /*
  * A tenant limit, "gpu:N,host:N,nvme:N" (any of them, in any order; N

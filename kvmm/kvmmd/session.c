@@ -450,19 +450,65 @@ err_close:
 	close(cfd);
 }
 
-/* Create the socket's directory (one level) if it is missing. */
-static void make_parent_dir(const char *path)
+/*
+ * Create the socket's directory and any missing one above it (mode 0755,
+ * owned by whoever runs kvmmd: root under the shipped units), as mkdir -p
+ * does: one level only left a deeper missing path failing at bind(),
+ * under the name of the temporary file.  0, or -errno with a line naming
+ * the socket path.
+ */
+static int make_parent_dirs(const char *path)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *slash;
+	struct stat st;
+	char *p;
 
 	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return;
-	*slash = '\0';
+	p = strrchr(dir, '/');
+	if (!p || p == dir)
+		return 0;
+	*p = '\0';
+	if (!stat(dir, &st))
+		goto check;
+	for (p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) == 0)
+			vmm_log(VMM_LOG_INFO, "created %s", dir);
+		*p = '/';
+	}
 	if (mkdir(dir, 0755) == 0)
 		vmm_log(VMM_LOG_INFO, "created %s", dir);
+	if (stat(dir, &st)) {
+		int err = -errno;
+
+		vmm_log(VMM_LOG_ERR, "--socket %s: creating %s: %s", path, dir,
+			strerror(-err));
+		return err;
+	}
+check:
+	if (!S_ISDIR(st.st_mode)) {
+		vmm_log(VMM_LOG_ERR, "--socket %s: %s is not a directory", path,
+			dir);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+/*
+ * What is at the socket path may go: nothing, or a socket.  Anything else
+ * (a config file someone mistyped as --socket, a directory) was unlinked
+ * and replaced: now the start stops.  kd_config_check() asks first, for
+ * exit 2; this is the check at bind time.
+ */
+int kd_socket_path_check(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? -ENOENT : 0;
+	return S_ISSOCK(st.st_mode) ? 0 : -EEXIST;
 }
 
 int kd_session_listen(struct kd_daemon *d)
@@ -478,12 +524,20 @@ int kd_session_listen(struct kd_daemon *d)
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	make_parent_dir(path);
+	err = make_parent_dirs(path);
+	if (err)
+		return err;
+	err = kd_socket_path_check(path);
+	if (err == -EEXIST) {
+		vmm_log(VMM_LOG_ERR, "--socket %s: exists and is not a socket",
+			path);
+		return err;
+	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	/* A socket file nobody answers on is stale: replace it. */
-	if (access(path, F_OK) == 0) {
+	if (!err) {
 		int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 
 		if (probe >= 0 &&
@@ -516,10 +570,20 @@ int kd_session_listen(struct kd_daemon *d)
 	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	umask(old);
 	if (err) {
-		vmm_log(VMM_LOG_ERR, "bind %s: %s", bound, strerror(-err));
+		vmm_log(VMM_LOG_ERR, "--socket %s: bind %s: %s", path, bound,
+			strerror(-err));
 		goto err_close;
 	}
 	chmod(bound, d->cfg.socket_mode);
+	/* --socket-group: the engines' users are in it (mode 0660) */
+	if (d->cfg.socket_group != (gid_t)-1 &&
+	    lchown(bound, (uid_t)-1, d->cfg.socket_group)) {
+		err = -errno;
+		vmm_log(VMM_LOG_ERR, "--socket-group %u: chown %s: %s",
+			(unsigned int)d->cfg.socket_group, path,
+			strerror(-err));
+		goto err_unlink;
+	}
 	if (listen(fd, 128) < 0) {
 		err = -errno;
 		goto err_unlink;

@@ -245,16 +245,21 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->reg_base = cfg->reg_base;
 	t->reg_len = cfg->reg_len;
 
-	t->fd = open(cfg->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (t->fd < 0) {
-		r = -errno;
-		vmm_log(VMM_LOG_ERR, "tier_nvme: open %s: %s", cfg->path,
-			strerror(-r));
-		goto err_free;
+	if (cfg->fd_held) {
+		t->fd = cfg->fd;
+		t->fd_held = true;
+	} else {
+		t->fd = open(cfg->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (t->fd < 0) {
+			r = -errno;
+			vmm_log(VMM_LOG_ERR, "tier_nvme: open %s: %s",
+				cfg->path, strerror(-r));
+			goto err_free;
+		}
+		r = lock_file(t->fd, cfg->path);
+		if (r)
+			goto err_close;
 	}
-	r = lock_file(t->fd, cfg->path);
-	if (r)
-		goto err_close;
 	r = enable_direct(t->fd, cfg->path);
 	if (r)
 		goto err_close;
@@ -376,7 +381,8 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 err_ring:
 	io_uring_queue_exit(&t->ring);
 err_close:
-	close(t->fd);
+	if (!t->fd_held)
+		close(t->fd);
 err_free:
 	free_hdr_bufs(t);
 	nvme_engine_fini(t);
@@ -387,6 +393,73 @@ err_free:
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	return r;
+}
+
+/* The first 4 KiB: zeros (never formatted), a kvmm superblock (ours,
+ * whatever its geometry), or something else (-ENOTEMPTY). */
+static int check_contents(int fd, const char *path, bool format_any)
+{
+	uint64_t *buf, size = 0;
+	struct stat st;
+	ssize_t n;
+	bool zero = true;
+	int r = 0;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (S_ISREG(st.st_mode))
+		size = (uint64_t)st.st_size;
+	else if (S_ISBLK(st.st_mode) && ioctl(fd, BLKGETSIZE64, &size))
+		return -errno;
+	if (posix_memalign((void **)&buf, NVME_ALIGN, NVME_ALIGN))
+		return -ENOMEM;
+	n = pread(fd, buf, NVME_ALIGN, 0);
+	if (n < 0) {
+		r = -errno;
+		vmm_log(VMM_LOG_ERR, "tier_nvme: reading %s: %s", path,
+			strerror(-r));
+		goto out;
+	}
+	for (ssize_t i = 0; i < n / 8; i++)
+		zero = zero && !buf[i];
+	if (n < 8 || zero || buf[0] == TIER_NVME_SB_MAGIC)
+		goto out;
+	if (format_any) {
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s holds no kvmm tier (%llu bytes): formatting it, as --nvme-format asks",
+			path, (unsigned long long)size);
+		goto out;
+	}
+	vmm_log(VMM_LOG_ERR,
+		"tier_nvme: %s holds something that is not a kvmm NVMe tier (%llu bytes, no kvmm superblock): not formatting it; give --nvme-format to format it (its contents are lost), or another --nvme-path",
+		path, (unsigned long long)size);
+	r = -ENOTEMPTY;
+out:
+	free(buf);
+	return r;
+}
+
+int tier_nvme_claim(const char *path, bool format_any, int *fd)
+{
+	int r, f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (f < 0) {
+		r = -errno;
+		vmm_log(VMM_LOG_ERR, "tier_nvme: open %s: %s", path,
+			strerror(-r));
+		return r;
+	}
+	r = lock_file(f, path);
+	if (!r)
+		r = enable_direct(f, path);
+	if (!r)
+		r = check_contents(f, path, format_any);
+	if (r) {
+		close(f);
+		return r;
+	}
+	*fd = f;
+	return 0;
 }
 
 int tier_nvme_sync(struct tier_nvme *t)
@@ -400,7 +473,8 @@ void tier_nvme_close(struct tier_nvme *t)
 		return;
 	nvme_engine_fini(t); /* stops the completion thread first */
 	io_uring_queue_exit(&t->ring);
-	close(t->fd);
+	if (!t->fd_held)
+		close(t->fd);
 	free_hdr_bufs(t);
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
@@ -439,6 +513,17 @@ int tier_nvme_sync(struct tier_nvme *t)
 
 int tier_nvme_peek(const char *path, struct tier_nvme_peek *out)
 {
+	return -ENOTSUP;
+}
+
+int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
+{
+	return -ENOTSUP;
+}
+
+int tier_nvme_claim(const char *path, bool format_any, int *fd)
+{
+	vmm_log(VMM_LOG_ERR, "tier_nvme: built without liburing");
 	return -ENOTSUP;
 }
 

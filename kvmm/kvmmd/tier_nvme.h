@@ -88,6 +88,14 @@ struct tier_nvme_config {
 	 */
 	uint32_t scope;
 	uint8_t scope_key[16];
+	/*
+	 * The file as tier_nvme_claim() opened and locked it (fd_held): the
+	 * tier uses that fd and leaves it open, so that the lock stays
+	 * while the tier closes and opens again (a close of any fd of the
+	 * file drops a POSIX lock).  Without it the tier opens path itself.
+	 */
+	bool fd_held;
+	int fd;
 };
 
 struct tier_nvme_stats {
@@ -153,6 +161,15 @@ struct tier_nvme;
 /* -EOPNOTSUPP when O_DIRECT is impossible there (tmpfs); -ENOTSUP when
  * built without liburing. */
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out);
+/*
+ * At kvmmd's start, before the block size is known: open path (created
+ * if missing), take the lock the tier keeps (another kvmmd's tier on it:
+ * -EBUSY), check that it takes O_DIRECT (-EOPNOTSUPP), and that it holds
+ * nothing but a kvmm tier: a file or device whose first 4 KiB are not
+ * zeros nor a kvmm superblock is refused (-ENOTEMPTY) unless format_any.
+ * 0 with *fd, for tier_nvme_config.fd; each failure logs one line.
+ */
+int tier_nvme_claim(const char *path, bool format_any, int *fd);
 /* What a tier file's superblock says (tier_nvme_peek). */
 struct tier_nvme_peek {
 	uint64_t payload_bytes; /* the size of the blocks it holds */
@@ -167,6 +184,9 @@ struct tier_nvme_peek {
  * tier's lock.
  */
 int tier_nvme_peek(const char *path, struct tier_nvme_peek *out);
+/* tier_nvme_peek() on a claimed fd (peek's own close would drop the
+ * lock): 0, -ENODATA. */
+int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out);
 void tier_nvme_close(struct tier_nvme *t);
 
 /*

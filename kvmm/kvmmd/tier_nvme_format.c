@@ -114,15 +114,29 @@ int nvme_sb_write(struct tier_nvme *t)
 
 int tier_nvme_peek(const char *path, struct tier_nvme_peek *out)
 {
-	struct nvme_superblock sb;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int r, fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	n = pread(fd, &sb, sizeof(sb), 0);
+	r = tier_nvme_peek_fd(fd, out);
 	close(fd);
-	if (n != (ssize_t)sizeof(sb) || !nvme_sb_valid(&sb) ||
+	return r;
+}
+
+int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
+{
+	struct nvme_superblock sb;
+	void *buf;
+	ssize_t n;
+
+	/* aligned and whole: a claimed fd is O_DIRECT */
+	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
+		return -ENOMEM;
+	n = pread(fd, buf, NVME_ALIGN, 0);
+	if (n >= (ssize_t)sizeof(sb))
+		memcpy(&sb, buf, sizeof(sb));
+	free(buf);
+	if (n < (ssize_t)sizeof(sb) || !nvme_sb_valid(&sb) ||
 	    sb.stride != TIER_NVME_HEADER_BYTES + sb.payload_bytes)
 		return -ENODATA;
 	out->payload_bytes = sb.payload_bytes;

@@ -109,6 +109,7 @@ struct tier_nvme {
 	pthread_mutex_t io_lock; /* the engine (below), ring, header buffers */
 	pthread_cond_t io_wake; /* io_thread: work queued, or stop */
 	int fd;
+	bool fd_held; /* the caller's (tier_nvme_claim()): not closed here */
 	uint64_t stride;
 	uint64_t payload_bytes;
 	uint32_t nslots;
