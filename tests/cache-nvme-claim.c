@@ -14,7 +14,9 @@
  *     publish, and after the tier, opened at start for the blocks of the
  *     last run (2 pages), is closed and formatted anew for the first
  *     region's (4 pages);
- *   - once the holder stops, the file is free at once.
+ *   - once the holder stops, the file is free at once;
+ *   - blocks saved at a stop: the next start's status, before any region,
+ *     says how many the NVMe tier holds and of what size.
  */
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
@@ -68,6 +70,11 @@ int main(void)
 	const char *two[] = { "--host-mem",  "2M", "--nvme-path",	  nvme,
 			      "--nvme-size", "4M", "--cache-block-pages", "2",
 			      NULL };
+	const char *save[] = {
+		"--host-mem",  "2M", "--nvme-path",	    nvme,
+		"--nvme-size", "4M", "--nvme-save-on-stop", "5000",
+		NULL
+	};
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 
@@ -103,6 +110,23 @@ int main(void)
 
 	/* stopped: free at once */
 	cc_start(&d, two);
+	cc_stop(&d);
+
+	/* blocks saved at a stop come back at the next start: before the
+	 * first region, status says what the NVMe tier holds (it said
+	 * "block size not known yet" and "0 recovered") */
+	cc_start(&d, save);
+	cc_write_content(d.sock, &contents, 0);
+	cc_settled_stats(d.sock, &ts);
+	cc_stop(&d);
+	cc_start(&d, lazy);
+	t_assert_eq(td_kvmmctl(d.sock, "status", log_buf, sizeof(log_buf)), 0);
+	if (!strstr(log_buf, "the NVMe tier holds 3 blocks of 4 pages from "
+			     "the last run"))
+		printf("%s", log_buf);
+	t_assert(strstr(log_buf, "the NVMe tier holds 3 blocks of 4 pages "
+				 "from the last run") != NULL);
+	t_assert(strstr(log_buf, "3 recovered") != NULL);
 	cc_stop(&d);
 	unlink(nvme);
 	printf("nvme claim ok\n");

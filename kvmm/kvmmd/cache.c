@@ -451,8 +451,21 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		}
 		if (!c->nvme) {
 			r = tier_nvme_open(&nc, &c->nvme);
-			if (r)
+			if (r && c->opening_at_start)
 				goto err;
+			if (r) {
+				/* what the start could not check (the file too
+				 * small for a block of this size, io_uring):
+				 * the whole cache was off for good (EIO); now
+				 * it runs without the NVMe tier, and says so */
+				c->nvme = NULL;
+				c->nvme_error = r;
+				vmm_log(VMM_LOG_ERR,
+					"cache: the NVMe tier %s cannot open for blocks of %zu bytes: %s; the cache runs without it (kvmmctl status)",
+					cfg->nvme_path, c->block_bytes,
+					strerror(-r));
+				goto no_nvme;
+			}
 		}
 		tier_nvme_get_stats(c->nvme, &ns);
 		/* one slot spare: a block the policy dropped while its
@@ -468,6 +481,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		if (r)
 			goto err;
 	}
+no_nvme:
 	r = pol_cache_create(&po, &c->pol);
 	if (r)
 		goto err;
@@ -525,9 +539,11 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 	return 0;
 
 err:
-	vmm_log(VMM_LOG_ERR, "cache: setting up the tiers failed: %s",
+	vmm_log(VMM_LOG_ERR,
+		"cache: setting up the tiers failed: %s; the cache is off until kvmmd restarts (kvmmctl status)",
 		strerror(-r));
 	c->open_failed = true;
+	c->open_error = r;
 	return r;
 }
 
@@ -737,8 +753,12 @@ int kd_cache_init(struct kd_daemon *d)
 	 * open stops the start, with its reason, instead of leaving a daemon
 	 * that caches nothing.
 	 */
-	if (d->cfg.cache_block_pages)
-		return kc_open(c, d->cfg.cache_block_pages);
+	if (d->cfg.cache_block_pages) {
+		c->opening_at_start = true;
+		r = kc_open(c, d->cfg.cache_block_pages);
+		c->opening_at_start = false;
+		return r;
+	}
 	return 0;
 }
 
@@ -1266,10 +1286,19 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 	if (c->pol)
 		for (int t = 0; t < POL_TIER_COUNT; t++)
 			st->tiers[t].used_blocks = pol_cache_count(c->pol, t);
+	st->cache_open_error = (uint64_t)-c->open_error;
+	st->nvme_open_error = (uint64_t)-c->nvme_error;
 	if (c->nvme) {
 		struct tier_nvme_stats ns;
 
 		tier_nvme_get_stats(c->nvme, &ns);
+		/* opened at start for the blocks the file held, before the
+		 * first region: what it found, and their size (the cache's is
+		 * not known yet) */
+		if (!c->opened) {
+			st->recovered_blocks = ns.recovered_slots;
+			st->tiers[POL_TIER_NVME].block_bytes = ns.payload_bytes;
+		}
 		st->checksum_failures = ns.checksum_failures;
 		st->nvme_read_error_drops = ns.read_error_drops;
 		/* what the disk holds against what --nvme-size allows */

@@ -191,6 +191,13 @@ struct kd_cache {
 	bool opened; /* tiers and policy set up */
 	bool closing; /* kd_cache_fini(): nothing new is submitted */
 	bool open_failed;
+	/* kc_open() from kd_cache_init(): a tier that cannot open stops the
+	 * start, rather than leaving the cache to run without it */
+	bool opening_at_start;
+	/* -errno of the failed kc_open() (open_failed), and of the NVMe
+	 * tier's open the cache went on without: TIER_STATS shows them */
+	int open_error;
+	int nvme_error;
 	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
 	 * without one: the tier's fd whenever it opens (cache.c) */
 	int nvme_fd;

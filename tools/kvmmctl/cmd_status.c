@@ -60,6 +60,10 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	if (KVMMCTL_TS_HAS(ts, nvme_read_error_drops)) /* ABI 1.13 */
 		printf("\"nvme_read_error_drops\":%llu,",
 		       (unsigned long long)ts->nvme_read_error_drops);
+	if (KVMMCTL_TS_HAS(ts, nvme_open_error))
+		printf("\"cache_open_error\":%llu,\"nvme_open_error\":%llu,",
+		       (unsigned long long)ts->cache_open_error,
+		       (unsigned long long)ts->nvme_open_error);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -306,8 +310,21 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	    ts.nvme_read_error_drops)
 		printf("             %llu NVMe blocks dropped after reads that kept failing\n",
 		       (unsigned long long)ts.nvme_read_error_drops);
+	/* a tier that could not be set up: the cache is off, or runs
+	 * without its NVMe tier (ABI 1.13) */
+	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.cache_open_error)
+		printf("cache        OFF: setting up the tiers failed: %s (every publish fails; see kvmmd's log, restart it)\n",
+		       strerror((int)ts.cache_open_error));
+	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.nvme_open_error)
+		printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
+		       strerror((int)ts.nvme_open_error));
 	/* the tiers are sized in blocks once the block size is known */
-	if (!ts.tiers[0].block_bytes)
+	if (!ts.tiers[0].block_bytes && ts.tiers[2].block_bytes && st.page_size)
+		printf("block size   not known yet: the first region to publish or open a prefix sets it; the NVMe tier holds %llu blocks of %llu pages from the last run\n",
+		       (unsigned long long)ts.tiers[2].used_blocks,
+		       (unsigned long long)(ts.tiers[2].block_bytes /
+					    st.page_size));
+	else if (!ts.tiers[0].block_bytes)
 		printf("block size   not known yet: the first region to publish or open a prefix sets it (kvmmd --cache-block-pages names it at start)\n");
 	else if (st.page_size)
 		printf("block size   %llu bytes (%llu pages)\n",

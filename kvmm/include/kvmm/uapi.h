@@ -798,7 +798,18 @@ struct kvmm_tier_stats_reply {
 	 * loses the block with them.
 	 */
 	uint64_t nvme_read_error_drops;
-	uint64_t reserved[3];
+	/*
+	 * ABI 1.13 (were reserved[0..1], 0 from an older daemon): a tier
+	 * setting-up that failed, as a positive errno (0: none failed, or not
+	 * tried yet).  cache_open_error: the tiers and policy could not be
+	 * set up, the cache is off (each publish or prefix open fails with
+	 * EIO) until kvmmd restarts.  nvme_open_error: the NVMe tier could
+	 * not open when the block size became known, and the cache runs on
+	 * the GPU and host tiers without it (tiers[2].capacity_blocks 0).
+	 */
+	uint64_t cache_open_error;
+	uint64_t nvme_open_error;
+	uint64_t reserved[1];
 };
 
 /* ---- rings ------------------------------------------------------------- */
