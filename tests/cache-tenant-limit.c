@@ -148,11 +148,13 @@ static void limits(void)
 
 	t_assert_eq(td_kvmmctl(d.sock, "tenants", out, sizeof(out)), 0);
 	printf("%s", out);
-	cu_kvmmctl_has(d.sock, "tenants", "LIM-MOVED  LIMIT\n");
-	cu_kvmmctl_has(d.sock, "tenants", "         2  gpu:1\n");
+	cu_kvmmctl_has(d.sock, "tenants",
+		       "LIM-MOVED    QUOTA   Q-USED Q-CACHED  LIMIT\n");
+	cu_kvmmctl_has(d.sock, "tenants",
+		       "         2        -        4        4  gpu:1\n");
 	cu_kvmmctl_has(
 		d.sock, "--json tenants",
-		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":0,\"hit_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0,\"limit_blocks\":{\"gpu\":1,\"host\":0,\"nvme\":0},\"limit_moves\":2}",
+		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":0,\"hit_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0,\"limit_blocks\":{\"gpu\":1,\"host\":0,\"nvme\":0},\"limit_moves\":2,\"quota_pages\":0,\"quota_used_pages\":4,\"quota_cached_pages\":4}",
 		UID_B);
 	cu_kvmmctl_has(
 		d.sock, "metrics",

@@ -135,7 +135,7 @@ static void uid_scope(void)
 		       "{\"kind\":\"uid\",\"tenants\":[");
 	cu_kvmmctl_has(
 		d.sock, "--json tenants",
-		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0,\"limit_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0},\"limit_moves\":0}",
+		"{\"id\":%u,\"sessions\":0,\"cached_blocks\":{\"gpu\":3,\"host\":0,\"nvme\":0},\"admitted_blocks\":3,\"prefix_opens\":1,\"hit_blocks\":{\"gpu\":1,\"host\":2,\"nvme\":0},\"published_blocks\":3,\"dropped_blocks\":0,\"limit_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0},\"limit_moves\":0,\"quota_pages\":0,\"quota_used_pages\":12,\"quota_cached_pages\":12}",
 		UID_A);
 	cu_kvmmctl_has(
 		d.sock, "metrics",

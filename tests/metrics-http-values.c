@@ -195,6 +195,10 @@ static size_t compare_tenants(const struct tm_expo *e, const char *json)
 		{ "kvmm_tenant_dropped_blocks_total", "dropped_blocks", false },
 		{ "kvmm_tenant_limit_blocks", "limit_blocks", true },
 		{ "kvmm_tenant_limit_moves_total", "limit_moves", false },
+		{ "kvmm_tenant_quota_pages", "quota_pages", false },
+		{ "kvmm_tenant_quota_used_pages", "quota_used_pages", false },
+		{ "kvmm_tenant_quota_cached_pages", "quota_cached_pages",
+		  false },
 	};
 	char want[64], labels[64], path[96];
 	size_t n = 0;

@@ -58,15 +58,39 @@ void kc_free(struct kd_cache *c, struct kc_entry *e)
 	free(e);
 }
 
-/* Drop the cache's reference on a GPU block (no policy callback: the
- * hash is cleared first when no sequence uses it any more). */
-void kc_put_block(struct kd_cache *c, struct kc_entry *e)
+/* blk becomes e's GPU copy (the caller took the cache's reference): its
+ * pages count as cached in the quota that pays for them. */
+void kc_set_block(struct kd_cache *c, struct kc_entry *e, struct kd_block *blk)
+{
+	e->blk = blk;
+	kd_fifo_push_tail(&c->gpu, &e->gpu);
+	if (blk->charged)
+		blk->charged->cached_pages += blk->nr_pages;
+}
+
+/* e no longer holds its GPU copy (the caller puts the reference). */
+static struct kd_block *kc_unset_block(struct kd_cache *c, struct kc_entry *e)
 {
 	struct kd_block *blk = e->blk;
 
 	if (!blk)
+		return NULL;
+	e->blk = NULL;
+	kd_fifo_unlink(&c->gpu, &e->gpu);
+	if (blk->charged)
+		blk->charged->cached_pages -= blk->nr_pages;
+	return blk;
+}
+
+/* Drop the cache's reference on a GPU block (no policy callback: the
+ * hash is cleared first when no sequence uses it any more). */
+void kc_put_block(struct kd_cache *c, struct kc_entry *e)
+{
+	/* unset first, so the unref hook does not count it */
+	struct kd_block *blk = kc_unset_block(c, e);
+
+	if (!blk)
 		return;
-	e->blk = NULL; /* so the unref hook does not count it */
 	blk->hash = 0; /* no longer the cache's copy */
 	kd_block_put(c->d, blk);
 }
@@ -77,11 +101,10 @@ void kc_put_block(struct kd_cache *c, struct kc_entry *e)
  * no GPU copy of that entry and tells the policy nothing. */
 void kc_leave_block(struct kd_cache *c, struct kc_entry *e)
 {
-	struct kd_block *blk = e->blk;
+	struct kd_block *blk = kc_unset_block(c, e);
 
 	if (!blk)
 		return;
-	e->blk = NULL;
 	kd_block_put(c->d, blk);
 }
 
@@ -710,6 +733,7 @@ int kd_cache_init(struct kd_daemon *d)
 	kd_fifo_init(&c->slotq);
 	kd_fifo_init(&c->nvmeq);
 	kd_fifo_init(&c->cold);
+	kd_fifo_init(&c->gpu);
 	kd_fifo_init(&c->staging);
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;
@@ -997,10 +1021,11 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 }
 
 /* blk (a sequence's block) becomes e's GPU copy: the cache's reference */
-static void kc_take_block(struct kc_entry *e, struct kd_block *blk)
+static void kc_take_block(struct kd_cache *c, struct kc_entry *e,
+			  struct kd_block *blk)
 {
 	e->tier = POL_TIER_GPU;
-	e->blk = blk;
+	kc_set_block(c, e, blk);
 	blk->refcnt++;
 	blk->hash = e->hash;
 }
@@ -1077,7 +1102,7 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	if (!pol_cache_can_promote(c->pol, POL_TIER_GPU, e->hash) ||
 	    pol_cache_pin(c->pol, e->hash))
 		return 0;
-	kc_take_block(e, blk);
+	kc_take_block(c, e, blk);
 	kc_release_lower(c, e);
 	r = pol_cache_access(c->pol, desc, NULL);
 	(void)pol_cache_unpin(c->pol, e->hash);
@@ -1245,7 +1270,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		e->position = b;
 		e->uses = 1;
 		e->in_pol = true;
-		kc_take_block(e, blk); /* the cache's reference */
+		kc_take_block(c, e, blk); /* the cache's reference */
 		err = pol_cache_access(c->pol, &desc, NULL);
 		/* the policy may have sent it down at once: copied from
 		 * these pages (kc_move()), cached below, not referenced */

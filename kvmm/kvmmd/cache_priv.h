@@ -71,7 +71,10 @@ struct kc_entry {
 	/* rblk is attached to an early open's sequence already (at most one:
 	 * a failed reload leaves its pages to that client to recompute) */
 	bool rblk_lent;
-	struct kd_block *blk; /* GPU: the cache's reference */
+	/* GPU: the cache's reference (kc_set_block(), kc_put_block()) */
+	struct kd_block *blk;
+	/* in kd_cache.gpu while blk is set */
+	struct kd_fifo_node gpu;
 	uint32_t host_slot, nvme_slot;
 	struct migrate_job *job; /* migration in flight */
 	/* restore in flight (job is HOST_TO_GPU or NVME_TO_GPU): the fresh
@@ -246,6 +249,8 @@ struct kd_cache {
 	/* the blocks recovered from NVMe at start, in the order they were
 	 * written (kc_nvme_room() gives the oldest's slot first) */
 	struct kd_fifo cold;
+	/* the entries with a GPU copy (kc_entry.gpu, blk set) */
+	struct kd_fifo gpu;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -276,6 +281,7 @@ static inline void kc_count_hit(struct kd_cache *c, const struct kc_pending *pr,
 
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
 void kc_free(struct kd_cache *c, struct kc_entry *e);
+void kc_set_block(struct kd_cache *c, struct kc_entry *e, struct kd_block *blk);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);
 void kc_leave_block(struct kd_cache *c, struct kc_entry *e);
 void kc_release_lower(struct kd_cache *c, struct kc_entry *e);

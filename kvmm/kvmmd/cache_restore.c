@@ -468,7 +468,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 		}
 		return;
 	}
-	e->blk = blk;
+	kc_set_block(c, e, blk);
 	blk->hash = e->hash;
 	e->tier = POL_TIER_GPU;
 	/* the policy: a promotion (an admission for a recovered block), and

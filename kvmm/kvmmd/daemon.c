@@ -52,22 +52,31 @@ static uint64_t quota_key(uint32_t uid)
 	return pol_mix64(uid); /* the table picks buckets by the low bits */
 }
 
-struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
+struct kd_quota *kd_quota_find(const struct kd_daemon *d, uint32_t uid)
 {
 	uint64_t key = quota_key(uid);
-	struct kd_quota *q;
 
 	for (struct kd_hnode *n = kd_htab_first(&d->quotas, key); n;
 	     n = n->next) {
-		q = (struct kd_quota *)n;
+		struct kd_quota *q = (struct kd_quota *)n;
+
 		if (n->key == key && q->uid == uid)
 			return q;
 	}
+	return NULL;
+}
+
+struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid)
+{
+	struct kd_quota *q = kd_quota_find(d, uid);
+
+	if (q)
+		return q;
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return NULL;
 	q->uid = uid;
-	q->node.key = key;
+	q->node.key = quota_key(uid);
 	kd_htab_add(&d->quotas, &q->node);
 	return q;
 }

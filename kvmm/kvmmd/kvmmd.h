@@ -115,6 +115,9 @@ struct kd_quota {
 	/* pages owned by this uid's blocks, and those no block owns that
 	 * its zombies hold (their process may still map them: zombie.c) */
 	uint64_t used_pages;
+	/* of used_pages: those of blocks the cache keeps as GPU copies
+	 * (cache.c) */
+	uint64_t cached_pages;
 };
 
 /* --quota UID=SIZE, in bytes until the page size is known */
@@ -282,6 +285,8 @@ void kd_daemon_stop(struct kd_daemon *d);
 /* The quota of uid, made (unlimited) when it has none: NULL only when that
  * fails (no memory). */
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid);
+/* The quota of uid if it has one (no entry made). */
+struct kd_quota *kd_quota_find(const struct kd_daemon *d, uint32_t uid);
 /* Free q if nothing keeps it any more (see struct kd_quota). */
 void kd_quota_maybe_free(struct kd_daemon *d, struct kd_quota *q);
 /* Limit uid to pages (0 = unlimited): 0 or -ENOMEM. */

@@ -454,6 +454,7 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 		enum kd_mtype type;
 		size_t off; /* TENANT_U64(), or TENANT_SESSIONS */
 		int tiers; /* 3: one u64 per tier from off on, 0: one */
+		bool uid; /* a uid's (its quota): not under the gid scope */
 	} fams[] = {
 		{ "kvmm_tenant_sessions", "Live sessions of the tenant.",
 		  KD_GAUGE, TENANT_SESSIONS, 0 },
@@ -481,10 +482,21 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 		{ "kvmm_tenant_limit_moves_total",
 		  "The tenant's blocks moved down a tier (or dropped) because it was over its limit there.",
 		  KD_COUNTER, TENANT_U64(limit_moves), 0 },
+		{ "kvmm_tenant_quota_pages",
+		  "The uid's quota in pool pages (0: unlimited).", KD_GAUGE,
+		  TENANT_U64(quota_pages), 0, true },
+		{ "kvmm_tenant_quota_used_pages",
+		  "Pool pages charged to the uid's quota: its blocks, cached ones too, and its quarantined pages.",
+		  KD_GAUGE, TENANT_U64(quota_used_pages), 0, true },
+		{ "kvmm_tenant_quota_cached_pages",
+		  "Of those, pages of blocks the cache keeps on the GPU.",
+		  KD_GAUGE, TENANT_U64(quota_cached_pages), 0, true },
 	};
 	char labels[96];
 
 	for (size_t k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
+		if (fams[k].uid && tn->kind != KVMM_TENANT_UID)
+			continue;
 		family(f, fams[k].name, fams[k].type, fams[k].help);
 		for (uint32_t i = 0; i < tn->nr; i++) {
 			const struct kvmm_tenant_info *t =

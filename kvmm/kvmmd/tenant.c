@@ -181,6 +181,19 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		t->limit_moves += pt[i].limit_moves;
 	}
 	free(pt);
+	/* a uid's quota: what is charged to it, cached pages too */
+	for (uint32_t i = 0; r->kind == KVMM_TENANT_UID && i < r->nr; i++) {
+		struct kvmm_tenant_info *t = &r->tenants[i];
+		const struct kd_quota *q = t->id == KVMM_TENANT_OTHERS ?
+						   NULL :
+						   kd_quota_find(d, t->id);
+
+		if (!q)
+			continue;
+		t->quota_pages = q->limit_pages;
+		t->quota_used_pages = q->used_pages;
+		t->quota_cached_pages = q->cached_pages;
+	}
 	/* a tenant connected but not yet served is listed too */
 	for (struct kd_session *s = d->sessions; s; s = s->next) {
 		struct kvmm_tenant_info *t;

@@ -107,8 +107,16 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 		       (unsigned long long)t->published_blocks,
 		       (unsigned long long)t->dropped_blocks);
 		print_tiers(t->limit_blocks);
-		printf(",\"limit_moves\":%llu}",
+		printf(",\"limit_moves\":%llu",
 		       (unsigned long long)t->limit_moves);
+		/* a uid's quota (ABI 1.13; 0 before, and under gid) */
+		if (rep->kind == KVMM_TENANT_UID)
+			printf(",\"quota_pages\":%llu,\"quota_used_pages\":%llu,"
+			       "\"quota_cached_pages\":%llu",
+			       (unsigned long long)t->quota_pages,
+			       (unsigned long long)t->quota_used_pages,
+			       (unsigned long long)t->quota_cached_pages);
+		putchar('}');
 	}
 	printf("]}\n");
 }
@@ -128,15 +136,25 @@ static void limit_text(const struct kvmm_tenant_info *t, char *buf, size_t len)
 		snprintf(buf, len, "-");
 }
 
+/* a uid's quota in pages, "-" for none (or a gid) */
+static void quota_text(const struct kvmm_tenants_reply *rep,
+		       const struct kvmm_tenant_info *t, char *buf, size_t len)
+{
+	if (rep->kind != KVMM_TENANT_UID || !t->quota_pages)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)t->quota_pages);
+}
+
 static void print_text(const struct kvmm_tenants_reply *rep)
 {
-	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s %9s  %s\n",
+	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s %9s %8s %8s %8s  %s\n",
 	       "TENANT", "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
 	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED", "DROPPED",
-	       "LIM-MOVED", "LIMIT");
+	       "LIM-MOVED", "QUOTA", "Q-USED", "Q-CACHED", "LIMIT");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		const struct kvmm_tenant_info *t = tenant_at(rep, i);
-		char name[24], limit[96];
+		char name[24], limit[96], quota[24];
 
 		if (t->id == KVMM_TENANT_OTHERS)
 			snprintf(name, sizeof(name), "%s others",
@@ -145,7 +163,8 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 			snprintf(name, sizeof(name), "%s %u",
 				 kind_name(rep->kind), t->id);
 		limit_text(t, limit, sizeof(limit));
-		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu %9llu  %s\n",
+		quota_text(rep, t, quota, sizeof(quota));
+		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu %9llu %8s %8llu %8llu  %s\n",
 		       name, t->sessions,
 		       (unsigned long long)t->cached_blocks[0],
 		       (unsigned long long)t->cached_blocks[1],
@@ -157,7 +176,9 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 		       (unsigned long long)t->hit_blocks[2],
 		       (unsigned long long)t->published_blocks,
 		       (unsigned long long)t->dropped_blocks,
-		       (unsigned long long)t->limit_moves, limit);
+		       (unsigned long long)t->limit_moves, quota,
+		       (unsigned long long)t->quota_used_pages,
+		       (unsigned long long)t->quota_cached_pages, limit);
 	}
 }
 

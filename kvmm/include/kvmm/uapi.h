@@ -455,7 +455,15 @@ struct kvmm_tenant_info {
 	 * here; entry_size says how long a daemon's entries are) */
 	uint64_t limit_blocks[3]; /* its limit per tier; 0: none */
 	uint64_t limit_moves; /* its blocks moved down for being over it */
-	uint64_t reserved[3];
+	/* ABI 1.13 (were reserved: 0 from older daemons), for a uid tenant
+	 * (0 under --cache-scope gid, and for KVMM_TENANT_OTHERS): its
+	 * quota (0: unlimited), the pages charged to it now (its blocks,
+	 * cached ones too, and its quarantined sessions' pages), and of
+	 * those the pages of blocks the cache keeps on the GPU
+	 * (Documentation/admin.md, "Quotas") */
+	uint64_t quota_pages;
+	uint64_t quota_used_pages;
+	uint64_t quota_cached_pages;
 };
 
 /* An ABI 1.10 entry's size (ADMIN_TENANTS' entry_size then): up to
