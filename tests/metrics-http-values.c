@@ -123,6 +123,7 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_nvme_admission_rejects_total", "",
 	  "cache.nvme_admission_rejects" },
 	{ "kvmm_cache_pressure_reclaims_total", "", "cache.pressure_reclaims" },
+	{ "kvmm_cache_quota_reclaims_total", "", "cache.quota_reclaims" },
 	{ "kvmm_cache_restores_waited_total", "", "cache.restores_waited" },
 	{ "kvmm_cache_prefix_opens_pending", "", "cache.prefix_opens_pending" },
 	{ "kvmm_cache_restores_cancelled_total", "",

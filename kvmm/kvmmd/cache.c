@@ -59,7 +59,8 @@ void kc_free(struct kd_cache *c, struct kc_entry *e)
 }
 
 /* blk becomes e's GPU copy (the caller took the cache's reference): its
- * pages count as cached in the quota that pays for them. */
+ * pages count as cached in the quota that pays for them, which a check
+ * over the limit reclaims (cache_quota.c). */
 void kc_set_block(struct kd_cache *c, struct kc_entry *e, struct kd_block *blk)
 {
 	e->blk = blk;

@@ -95,6 +95,19 @@ void kd_cache_session_end(struct kd_session *s);
 int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
 
 /*
+ * Quota (region.c before an extend allocates; cache_prefix.c before
+ * restores and holes, through kc_quota_reclaim()): when s's uid has no
+ * room in its quota for `pages` more, move down the cached GPU blocks
+ * charged to it that nothing uses (the policy's victims among them,
+ * every other block kept), as a memory cgroup reclaims its own page
+ * cache at its limit.  0 when the pages fit now; -EINPROGRESS when the
+ * victims' copies are to give their pages back first (the caller parks,
+ * as after kd_cache_reclaim()); -EDQUOT when its idle cached blocks are
+ * not enough, and then nothing moved.
+ */
+int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages);
+
+/*
  * Park the command s is handling (header h, body p of len bytes) after
  * kd_cache_reclaim() said -EINPROGRESS: the session is deferred and the
  * request runs again from the loop, as if just received, whenever

@@ -67,6 +67,31 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
 	return !e->rblk && !e->job && e->tier != POL_TIER_GPU;
 }
 
+/* Pin blocks [0, lim) of a prefix that can be, for a reclaim. */
+static void kc_prefix_pin(struct kd_cache *c, const uint64_t *hashes,
+			  uint32_t lim, bool *pinned)
+{
+	for (uint32_t i = 0; i < lim; i++) {
+		struct kc_entry *e = kc_find(c, hashes[i]);
+
+		/* host blocks too: the cascade from the demotions must not
+		 * push them on (or drop them); not the holes */
+		pinned[i] = !kc_gone(e) && !e->rblk && e->in_pol &&
+			    pol_cache_pin(c->pol, hashes[i]) == 0;
+	}
+}
+
+/* ... and unpin them after it. */
+static void kc_prefix_unpin(struct kd_cache *c, const uint64_t *hashes,
+			    uint32_t lim, bool *pinned)
+{
+	for (uint32_t i = 0; i < lim; i++)
+		if (pinned[i])
+			(void)pol_cache_unpin(c->pol, hashes[i]);
+	/* all false again: kc_prefix_walk() sets only what it pins */
+	memset(pinned, 0, lim * sizeof(*pinned));
+}
+
 /*
  * Before a prefix open takes pool pages (restores, blocks to recompute):
  * make room in a full pool for them, with the prefix's own blocks pinned
@@ -86,8 +111,10 @@ static bool kc_walk_takes_pages(const struct kc_entry *e, uint8_t act)
  * segments) count only as far as the session's quota has room for them:
  * the walk stops at -EDQUOT there anyway, and made-up hashes before one
  * cached block must not push other users' blocks out of the GPU.
- * (Restores count in full, as before segments: reclaiming the session's
- * own cached blocks gives its quota back.)
+ * (Restores count in full, as before segments.)  Short of quota for the
+ * restores and holes, the uid's own idle cached blocks make room first,
+ * the prefix pinned as for the pool (kc_quota_reclaim(): -EINPROGRESS
+ * parks the open too).
  */
 static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 			  const uint64_t *hashes, uint32_t n, uint32_t mode,
@@ -105,6 +132,14 @@ static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 			holes += c->ppb;
 		else if (kc_walk_takes_pages(kc_find(c, hashes[i]), plan[i]))
 			need += c->ppb;
+	if (need + holes && s->quota && s->quota->limit_pages &&
+	    s->quota->used_pages + need + holes > s->quota->limit_pages) {
+		kc_prefix_pin(c, hashes, lim, pinned);
+		err = kc_quota_reclaim(c, s, need + holes, true);
+		kc_prefix_unpin(c, hashes, lim, pinned);
+		if (err == -EINPROGRESS)
+			return err;
+	}
 	if (holes && s->quota && s->quota->limit_pages) {
 		uint64_t used = s->quota->used_pages + need;
 		uint64_t left = used < s->quota->limit_pages ?
@@ -120,20 +155,9 @@ static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 	err = kc_reclaim_check(c->d, need);
 	if (err != 1)
 		return err;
-	for (uint32_t i = 0; i < lim; i++) {
-		struct kc_entry *e = kc_find(c, hashes[i]);
-
-		/* host blocks too: the cascade from the demotions must not
-		 * push them on (or drop them); not the holes */
-		pinned[i] = !kc_gone(e) && !e->rblk && e->in_pol &&
-			    pol_cache_pin(c->pol, hashes[i]) == 0;
-	}
+	kc_prefix_pin(c, hashes, lim, pinned);
 	err = kc_reclaim_take(c, need);
-	for (uint32_t i = 0; i < lim; i++)
-		if (pinned[i])
-			(void)pol_cache_unpin(c->pol, hashes[i]);
-	/* all false again: kc_prefix_walk() sets only what it pins */
-	memset(pinned, 0, lim * sizeof(*pinned));
+	kc_prefix_unpin(c, hashes, lim, pinned);
 	return err;
 }
 

@@ -20,6 +20,8 @@
  *                    publish of a block still loading
  *   cache_learned.c  --policy-state: what the policy learned, loaded when
  *                    it is made, saved periodically and at the stop
+ *   cache_quota.c    a uid over its quota reclaims its own idle GPU
+ *                    blocks before it is told -EDQUOT
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
@@ -71,6 +73,8 @@ struct kc_entry {
 	/* rblk is attached to an early open's sequence already (at most one:
 	 * a failed reload leaves its pages to that client to recompute) */
 	bool rblk_lent;
+	/* pinned by a quota reclaim (cache_quota.c) for its policy call */
+	bool quota_pinned;
 	/* GPU: the cache's reference (kc_set_block(), kc_put_block()) */
 	struct kd_block *blk;
 	/* in kd_cache.gpu while blk is set */
@@ -249,7 +253,8 @@ struct kd_cache {
 	/* the blocks recovered from NVMe at start, in the order they were
 	 * written (kc_nvme_room() gives the oldest's slot first) */
 	struct kd_fifo cold;
-	/* the entries with a GPU copy (kc_entry.gpu, blk set) */
+	/* the entries with a GPU copy (kc_entry.gpu, blk set), so a quota
+	 * reclaim walks those rather than the whole index */
 	struct kd_fifo gpu;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
@@ -348,6 +353,12 @@ uint64_t kc_reserved(struct kd_cache *c);
 bool kc_pages_in_line(struct kd_cache *c, uint64_t pages);
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s);
 void kc_park_fini(struct kd_cache *c);
+
+/* cache_quota.c: kd_cache_quota_reclaim() with the cache open, the blocks
+ * to keep pinned by the caller; partial (a prefix open): short of enough,
+ * reclaim what there is (-EDQUOT then unless it parks) */
+int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
+		     bool partial);
 
 /* cache_learned.c: --policy-state (load right after the policy is made,
  * fini before it is destroyed: cancels the periodic save, saves) */

@@ -116,7 +116,8 @@ struct kd_quota {
 	 * its zombies hold (their process may still map them: zombie.c) */
 	uint64_t used_pages;
 	/* of used_pages: those of blocks the cache keeps as GPU copies
-	 * (cache.c) */
+	 * (cache.c), which a check over the limit reclaims first
+	 * (cache_quota.c) */
 	uint64_t cached_pages;
 };
 

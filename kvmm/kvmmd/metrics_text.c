@@ -203,6 +203,9 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_pressure_reclaims_total", KD_COUNTER,
 	  "Cached GPU blocks demoted or dropped to free pages for a full pool.",
 	  "", TS(pressure_reclaims) },
+	{ "kvmm_cache_quota_reclaims_total", KD_COUNTER,
+	  "Cached GPU blocks demoted or dropped to make room in their uid's quota.",
+	  "", TS(quota_reclaims) },
 	{ "kvmm_cache_restores_waited_total", KD_COUNTER,
 	  "Prefix blocks found being restored for another PREFIX_OPEN and waited for.",
 	  "", TS(restores_waited) },
@@ -489,7 +492,7 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 		  "Pool pages charged to the uid's quota: its blocks, cached ones too, and its quarantined pages.",
 		  KD_GAUGE, TENANT_U64(quota_used_pages), 0, true },
 		{ "kvmm_tenant_quota_cached_pages",
-		  "Of those, pages of blocks the cache keeps on the GPU.",
+		  "Of those, pages of cached GPU blocks, which the uid gets back when it needs them.",
 		  KD_GAUGE, TENANT_U64(quota_cached_pages), 0, true },
 	};
 	char labels[96];

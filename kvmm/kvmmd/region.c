@@ -392,9 +392,12 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	if (!missing)
 		return 0;
 	need = (uint64_t)missing * r->pages_per_block;
-	if (s->quota && s->quota->limit_pages &&
-	    s->quota->used_pages + need > s->quota->limit_pages)
-		return -EDQUOT;
+	/* over the quota: the uid's own idle cached blocks make room first
+	 * (-EDQUOT when they cannot; -EINPROGRESS: the caller parks until
+	 * their copies down are done) */
+	err = kd_cache_quota_reclaim(s, need);
+	if (err)
+		return err;
 	/* the table first, so nothing fails once pages are taken; when the
 	 * pages do not come it stays grown to `to` until the sequence closes
 	 * (the client asked for that much; a trim here could take the room

@@ -64,6 +64,9 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		printf("\"cache_open_error\":%llu,\"nvme_open_error\":%llu,",
 		       (unsigned long long)ts->cache_open_error,
 		       (unsigned long long)ts->nvme_open_error);
+	if (KVMMCTL_TS_HAS(ts, quota_reclaims)) /* ABI 1.13 */
+		printf("\"quota_reclaims\":%llu,",
+		       (unsigned long long)ts->quota_reclaims);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -318,6 +321,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.nvme_open_error)
 		printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
 		       strerror((int)ts.nvme_open_error));
+	if (KVMMCTL_TS_HAS(&ts, quota_reclaims) && ts.quota_reclaims)
+		printf("             %llu GPU blocks moved down to make room in their uids' quotas\n",
+		       (unsigned long long)ts.quota_reclaims);
 	/* the tiers are sized in blocks once the block size is known */
 	if (!ts.tiers[0].block_bytes && ts.tiers[2].block_bytes && st.page_size)
 		printf("block size   not known yet: the first region to publish or open a prefix sets it; the NVMe tier holds %llu blocks of %llu pages from the last run\n",

@@ -459,8 +459,8 @@ struct kvmm_tenant_info {
 	 * (0 under --cache-scope gid, and for KVMM_TENANT_OTHERS): its
 	 * quota (0: unlimited), the pages charged to it now (its blocks,
 	 * cached ones too, and its quarantined sessions' pages), and of
-	 * those the pages of blocks the cache keeps on the GPU
-	 * (Documentation/admin.md, "Quotas") */
+	 * those the pages of cached GPU blocks, which it gets back when it
+	 * needs them (Documentation/admin.md, "Quotas") */
 	uint64_t quota_pages;
 	uint64_t quota_used_pages;
 	uint64_t quota_cached_pages;
@@ -817,7 +817,11 @@ struct kvmm_tier_stats_reply {
 	 */
 	uint64_t cache_open_error;
 	uint64_t nvme_open_error;
-	uint64_t reserved[1];
+	/* ABI 1.13 (was reserved[2]: 0 from an older daemon): cached GPU
+	 * blocks moved down (or dropped) to make room in the quota of the
+	 * uid they were charged to, before its extend or prefix open would
+	 * have been -EDQUOT (pressure_reclaims counts those for the pool) */
+	uint64_t quota_reclaims;
 };
 
 /* ---- rings ------------------------------------------------------------- */
