@@ -54,6 +54,10 @@ bad "kvmmd: --gpu-mem: 0 is no pool (leave the option out for the default, 4096 
 # a page of 1T made a pool of 4 PiB
 bad "kvmmd: --page-size: 1T is more than 1G (the largest page kvmmd maps)" --page-size 1T
 bad "kvmmd: --page-size: 6K is not a multiple of 4K" --page-size 6K
+# a connection that never sends HELLO must not keep its slot for ever
+bad "kvmmd: --hello-timeout: must be > 0" --hello-timeout 0
+bad "kvmmd: --max-sessions-per-uid: '-1' is not a number" --max-sessions-per-uid -1
+bad "kvmmd: --max-table-entries-per-uid: '1M' is not a number" --max-table-entries-per-uid 1M
 
 # a block is 2 x layers pages: an odd count or 0 matched no region, every
 # one was uncached (a WARN each)

@@ -38,6 +38,8 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->cache_policy = POL_ASYM;
 	cfg->host_numa_node = -1;
 	cfg->socket_group = (gid_t)-1;
+	cfg->max_sessions_per_uid = KD_SESSIONS_PER_UID;
+	cfg->hello_timeout_ms = KD_HELLO_TIMEOUT_MS;
 }
 
 /*

@@ -111,6 +111,10 @@ struct kd_quota {
 	uint32_t sessions; /* its live sessions */
 	/* its quarantine records (zombie.c), and those with a pidfd */
 	uint32_t zombies, zombie_pidfds;
+	uint32_t connected; /* its live sessions (--max-sessions-per-uid) */
+	/* entries of its live sessions' block tables together
+	 * (--max-table-entries-per-uid, region.c) */
+	uint64_t seq_slots;
 	uint64_t limit_pages; /* 0 = unlimited */
 	/* pages owned by this uid's blocks, and those no block owns that
 	 * its zombies hold (their process may still map them: zombie.c) */
@@ -203,6 +207,14 @@ struct kd_config {
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =
 			     * a quarter of the GPU cache (pin.c) */
+	/* --max-sessions-per-uid: live sessions of one non-admin uid,
+	 * 0 = no limit but KD_MAX_SESSIONS (session.c) */
+	uint32_t max_sessions_per_uid;
+	/* --hello-timeout: ms a connection may take to send HELLO */
+	uint32_t hello_timeout_ms;
+	/* --max-table-entries-per-uid: block-table entries of one uid's
+	 * sessions together, 0 = max(KD_SEQ_SLOTS_MIN, 2 x pool pages) */
+	uint64_t max_table_entries;
 	/* --metrics-listen [HOST:]PORT, "" = off (metrics_http.c) */
 	char metrics_listen[80];
 	uint32_t nr_tenant_limits;
@@ -227,6 +239,8 @@ struct kd_region;
 
 struct kd_counters {
 	uint64_t sessions_total, sessions_cut_off;
+	/* connections closed at accept (a limit), or for no HELLO in time */
+	uint64_t sessions_refused, sessions_hello_timeout;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked, revocations_timed_out;
 };
@@ -257,6 +271,9 @@ struct kd_daemon {
 	uint32_t next_region_id;
 	uint64_t next_cookie;
 	uint64_t pages_quarantined; /* distinct pages zombies hold */
+	/* refusals since the last WARN about them (session.c: one a second) */
+	uint64_t refused_unlogged;
+	uint64_t refused_log_ns;
 	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
@@ -349,12 +366,14 @@ static inline struct kd_block *kd_seq_block(const struct kd_seq *q, uint32_t b)
 }
 
 /*
- * The entries a session's block tables may hold together: twice the
- * pool's pages, at least 2^20 (8 MB of pointers).  Its own blocks never
- * come near (each has 2 pages or more); only prefix opens sharing cached
- * blocks into very many sequences do, and without a bound they could
- * make kvmmd allocate without limit.  Past it, what would grow a table
- * fails with -ENOBUFS.
+ * The entries the block tables of one uid's sessions may hold together
+ * (--max-table-entries-per-uid, by default twice the pool's pages, at
+ * least 2^20: 8 MB of pointers).  Its own blocks never come near (each
+ * has 2 pages or more); only prefix opens sharing cached blocks into
+ * very many sequences do, and without a bound they could make kvmmd
+ * allocate without limit.  Per uid, not per session: a bound per session
+ * was multiplied by the sessions one client opened (16 made kvmmd grow
+ * by 129 MB).  Past it, what would grow a table fails with -ENOBUFS.
  */
 #define KD_SEQ_SLOTS_MIN (1u << 20)
 
@@ -382,9 +401,9 @@ int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
 /* Opens a sequence with an empty block table. */
 int kd_seq_open(struct kd_region *r, uint32_t *seq);
 /* Room in seq's table for blocks [0, nr) (nr <= max_blocks): 0, -ENOBUFS
- * past the session's KD_SEQ_SLOTS_MIN budget, -ENOMEM. */
+ * past its uid's budget (KD_SEQ_SLOTS_MIN), -ENOMEM. */
 int kd_seq_reserve(struct kd_region *r, uint32_t seq, uint32_t nr);
-/* Would nr more table entries fit the session's budget? */
+/* Would nr more table entries fit the budget of the session's uid? */
 bool kd_seq_slots_room(const struct kd_session *s, uint32_t nr);
 /* Shrink seq's table to blocks [0, keep) and those that have pages: what
  * kd_seq_reserve() took for blocks that got none. */
@@ -448,8 +467,15 @@ struct kd_revoke {
 
 struct kd_ring;
 
-/* At most this many client sessions (accept refuses more). */
+/* At most this many client sessions (accept refuses more), the last
+ * KD_ADMIN_SESSIONS of them only for admin uids: kvmmctl gets in to list
+ * and kill sessions however many other uids opened. */
 #define KD_MAX_SESSIONS 1024
+#define KD_ADMIN_SESSIONS 16
+/* --max-sessions-per-uid's default */
+#define KD_SESSIONS_PER_UID (KD_MAX_SESSIONS / 4)
+/* --hello-timeout's default, ms */
+#define KD_HELLO_TIMEOUT_MS 5000
 /* Fds a live session holds: its socket, its pidfd, the ring's memfd and
  * three eventfds (ring.c).  Sizes RLIMIT_NOFILE at start (daemon.c). */
 #define KD_SESSION_FDS 6
@@ -493,6 +519,7 @@ struct kd_session {
 	struct kd_pin *pins; /* pin.c: this session's pin records */
 	uint32_t nr_pins;
 	struct kd_timer revoke_timer;
+	struct kd_timer hello_timer; /* armed until HELLO is answered */
 	/* time in sendmsg of replies since the command now served began
 	 * (KVMMD_SLOW_CMD_US) */
 	uint64_t reply_send_ns;

@@ -85,6 +85,15 @@ static void usage(FILE *f)
 		"                         processes of one uid, or of one group\n"
 		"  --pin-quota N          blocks one session may pin (a quarter\n"
 		"                         of the GPU cache)\n"
+		"  --max-sessions-per-uid N  live sessions of one uid (256;\n"
+		"                         0: no limit; uid 0 and kvmmd's own\n"
+		"                         are exempt and keep the last 16 of\n"
+		"                         the 1024 sessions for themselves)\n"
+		"  --hello-timeout MS     close a connection that has not sent\n"
+		"                         HELLO within MS (5000)\n"
+		"  --max-table-entries-per-uid N  block-table entries of one\n"
+		"                         uid's sessions together, 8 bytes each\n"
+		"                         (0: max(2^20, 2 x pool pages), default)\n"
 		"  --tenant-limit ID=TIER:N[,TIER:N...]|ID=none  most cached\n"
 		"                         blocks a uid (gid under --cache-scope\n"
 		"                         gid) may hold in each tier named (TIER\n"
@@ -138,6 +147,11 @@ static const struct option long_opts[] = {
 	  KD_OPT_CACHE_BLOCK_PAGES },
 	{ "metrics-listen", required_argument, NULL, KD_OPT_METRICS_LISTEN },
 	{ "tenant-limit", required_argument, NULL, KD_OPT_TENANT_LIMIT },
+	{ "max-sessions-per-uid", required_argument, NULL,
+	  KD_OPT_SESSIONS_PER_UID },
+	{ "hello-timeout", required_argument, NULL, KD_OPT_HELLO_TIMEOUT },
+	{ "max-table-entries-per-uid", required_argument, NULL,
+	  KD_OPT_TABLE_ENTRIES },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -379,6 +379,23 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 				 10);
 	case KD_OPT_PIN_QUOTA:
 		return parse_u32("--pin-quota", val, &cfg->pin_quota, 10);
+	case KD_OPT_SESSIONS_PER_UID:
+		return parse_u32("--max-sessions-per-uid", val,
+				 &cfg->max_sessions_per_uid, 10);
+	case KD_OPT_HELLO_TIMEOUT:
+		err = parse_u32("--hello-timeout", val, &u, 10);
+		if (!err && !u) {
+			fprintf(stderr,
+				"kvmmd: --hello-timeout: must be > 0 (a connection that never sends HELLO keeps its slot)\n");
+			return -EINVAL;
+		}
+		cfg->hello_timeout_ms = u;
+		return err;
+	case KD_OPT_TABLE_ENTRIES:
+		/* a count of entries, not a size */
+		err = parse_u32("--max-table-entries-per-uid", val, &u, 10);
+		cfg->max_table_entries = u;
+		return err;
 	case KD_OPT_HOST_NUMA_NODE:
 		err = parse_u32("--host-numa-node", val, &u, 10);
 		if (err)

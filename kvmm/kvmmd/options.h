@@ -55,6 +55,11 @@ int kd_parse_name(const char *option, const char *const *names, size_t n,
 #define KD_OPT_SOCKET_GROUP 0x20a
 /* ... and for --nvme-format */
 #define KD_OPT_NVME_FORMAT 0x20b
+/* ... and for --max-sessions-per-uid, --hello-timeout and
+ * --max-table-entries-per-uid */
+#define KD_OPT_SESSIONS_PER_UID 0x20d
+#define KD_OPT_HELLO_TIMEOUT 0x20e
+#define KD_OPT_TABLE_ENTRIES 0x20f
 
 /*
  * A tenant limit, "gpu:N,host:N,nvme:N" (any of them, in any order; N

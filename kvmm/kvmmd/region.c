@@ -8,8 +8,8 @@
  * pointers; block b covers tokens [b * tpb, (b + 1) * tpb) and owns one
  * pool page per (layer, K|V), ordered layer 0 K, layer 0 V, layer 1 K, ...
  * The table grows with the blocks that get pages, never to max_blocks
- * ahead of them (a client picks max_tokens, up to 2^24 blocks), and a
- * session's tables share one budget (KD_SEQ_SLOTS_MIN).
+ * ahead of them (a client picks max_tokens, up to 2^24 blocks), and the
+ * tables of all sessions of a uid share one budget (KD_SEQ_SLOTS_MIN).
  *
  * Blocks are reference counted (by the sequences using them) and charge
  * their pages to one uid's quota, so content-addressed sharing (issue #4)
@@ -221,13 +221,17 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 
 static uint64_t seq_slots_budget(const struct kd_daemon *d)
 {
+	if (d->cfg.max_table_entries)
+		return d->cfg.max_table_entries;
 	return 2 * d->capacity > KD_SEQ_SLOTS_MIN ? 2 * d->capacity :
 						    KD_SEQ_SLOTS_MIN;
 }
 
 bool kd_seq_slots_room(const struct kd_session *s, uint32_t nr)
 {
-	return s->seq_slots + nr <= seq_slots_budget(s->d);
+	/* the uid's, not the session's: one client opening many sessions
+	 * got a budget in each */
+	return s->quota->seq_slots + nr <= seq_slots_budget(s->d);
 }
 
 static int seq_resize(struct kd_region *r, struct kd_seq *q, uint32_t nr)
@@ -247,6 +251,7 @@ static int seq_resize(struct kd_region *r, struct kd_seq *q, uint32_t nr)
 		memset(t + q->nr_slots, 0,
 		       (size_t)(nr - q->nr_slots) * sizeof(*t));
 	s->seq_slots = s->seq_slots - q->nr_slots + nr;
+	s->quota->seq_slots = s->quota->seq_slots - q->nr_slots + nr;
 	q->blocks = t;
 	q->nr_slots = nr;
 	return 0;

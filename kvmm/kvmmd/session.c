@@ -23,6 +23,13 @@
  * pages stay charged to its uid's quota until it exits (they are not free,
  * and a live process that dropped connection after connection without BYE
  * would otherwise take the whole pool past its quota).
+ *
+ * Who gets a session at all: at most KD_MAX_SESSIONS, the last
+ * KD_ADMIN_SESSIONS kept for admin uids; at most --max-sessions-per-uid
+ * live ones for any other uid; and a connection that has not sent HELLO
+ * within --hello-timeout is closed.  Without them one uid that opened
+ * 1024 connections and sent nothing kept every other client out, kvmmctl
+ * too, until it died.
  */
 #include <errno.h>
 #include <poll.h>
@@ -176,6 +183,7 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	kd_cache_session_end(s);
 	s->reply_deferred = false;
 	kd_timer_cancel(&d->loop, &s->revoke_timer);
+	kd_timer_cancel(&d->loop, &s->hello_timer);
 	kd_revoke_free_all(s, false,
 			   s->revoke_timed_out ? -ETIMEDOUT : -ECONNRESET);
 	kd_pin_release_all(s); /* pins end with the session, however */
@@ -184,6 +192,7 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	kd_ring_destroy(s);
 	list_del(&d->sessions, s);
 	d->nr_sessions--;
+	s->quota->connected--;
 
 	/* the process may still map the pages: held until it exits */
 	if (s->pages_held && !s->said_bye && s->pidfd >= 0 && !process_gone(s))
@@ -369,6 +378,8 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			 * parked and run again (kd_session_rerun()) has them */
 			kd_scope_message(s, buf, (size_t)n);
 			kd_proto_socket(s, buf, n, fds, nfds);
+			if (s->hello_done)
+				kd_timer_cancel(&s->d->loop, &s->hello_timer);
 			dt = t0 ? kd_now_ns() - t0 : 0;
 			if (t0 && dt >= slow_cmd_ns())
 				vmm_log(VMM_LOG_INFO,
@@ -385,54 +396,116 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 	}
 }
 
+/*
+ * A refused connection is closed at once (the client's HELLO gets EOF or
+ * ECONNRESET).  A flood of them would flood the log: one WARN a second at
+ * most, with how many were refused since the last.
+ */
+static void refuse(struct kd_daemon *d, const struct ucred *cred,
+		   const char *why)
+{
+	uint64_t now = kd_now_ns();
+
+	d->ctr.sessions_refused++;
+	d->refused_unlogged++;
+	if (d->refused_log_ns && now - d->refused_log_ns < 1000000000ull)
+		return;
+	vmm_log(VMM_LOG_WARN,
+		"refusing connection of pid %d uid %u: %s (%llu refused since the last such line)",
+		cred ? (int)cred->pid : -1, cred ? cred->uid : (uint32_t)-1,
+		why, (unsigned long long)d->refused_unlogged);
+	d->refused_log_ns = now;
+	d->refused_unlogged = 0;
+}
+
+static void on_hello_timeout(struct kd_loop *loop, struct kd_timer *t)
+{
+	struct kd_session *s = t->data;
+
+	s->d->ctr.sessions_hello_timeout++;
+	vmm_log(VMM_LOG_DEBUG, "session %u (pid %d uid %u): no HELLO in %u ms",
+		s->id, (int)s->pid, s->uid, s->d->cfg.hello_timeout_ms);
+	/* not cut off: it has nothing to quarantine, and a WARN each
+	 * would flood the log as the connections did */
+	kd_session_end(s, false, "no HELLO in time");
+}
+
+/* Whether a connection of cred may have a session now: NULL, or why not
+ * (the last KD_ADMIN_SESSIONS slots are admins', whom no per-uid limit
+ * holds back either). */
+static const char *session_refusal(struct kd_daemon *d, bool admin,
+				   const struct kd_quota *q)
+{
+	uint32_t per_uid = d->cfg.max_sessions_per_uid;
+
+	if (d->nr_sessions >= KD_MAX_SESSIONS)
+		return "kvmmd has its most sessions (1024)";
+	if (admin)
+		return NULL;
+	if (d->nr_sessions >= KD_MAX_SESSIONS - KD_ADMIN_SESSIONS)
+		return "the last sessions are kept for admin uids";
+	if (per_uid && q->connected >= per_uid)
+		return "the uid has its most sessions (--max-sessions-per-uid)";
+	return NULL;
+}
+
 static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 {
 	struct kd_daemon *d = data;
 	struct kd_session *s;
+	struct kd_quota *q;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
+	const char *why;
+	bool admin;
 	int cfd;
 
 	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (cfd < 0)
 		return;
-	if (d->nr_sessions >= KD_MAX_SESSIONS) {
-		vmm_log(VMM_LOG_WARN, "refusing connection: %u sessions",
-			d->nr_sessions);
-		goto err_close;
-	}
 	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		goto err_close;
+	admin = cred.uid == 0 || cred.uid == d->uid;
+	/* never a session whose pages nothing counts */
+	q = kd_quota_for(d, cred.uid);
+	if (!q) {
+		refuse(d, &cred, "no memory for its quota");
+		goto err_close;
+	}
+	why = session_refusal(d, admin, q);
+	if (why) {
+		refuse(d, &cred, why);
+		goto err_quota;
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		goto err_close;
+		goto err_quota;
 	s->held = calloc(d->capacity, sizeof(*s->held));
 	if (!s->held)
 		goto err_free;
-	/* never a session whose pages nothing counts */
-	s->quota = kd_quota_for(d, cred.uid);
-	if (!s->quota) {
-		vmm_log(VMM_LOG_WARN,
-			"refusing connection of pid %d uid %u: no memory for its quota",
-			(int)cred.pid, cred.uid);
-		goto err_free_held;
-	}
-	s->quota->sessions++;
+	s->quota = q;
+	q->sessions++;
 	s->d = d;
 	s->id = d->next_session_id++;
 	s->pid = cred.pid;
 	s->uid = cred.uid;
 	s->gid = cred.gid;
 	s->fd = cfd;
-	s->admin = cred.uid == 0 || cred.uid == d->uid;
+	s->admin = admin;
 	s->revoke_timer.data = s;
+	s->hello_timer.data = s;
+	s->hello_timer.fn = on_hello_timeout;
 	/* pidfds are always close-on-exec. */
 	s->pidfd = syscall(SYS_pidfd_open, cred.pid, 0);
 	if (kd_loop_add(&d->loop, &s->file, cfd, EPOLLIN, on_readable, s))
 		goto err_pidfd;
 	list_add(&d->sessions, s);
 	d->nr_sessions++;
+	q->connected++;
 	d->ctr.sessions_total++;
+	kd_timer_arm(&d->loop, &s->hello_timer,
+		     kd_now_ns() +
+			     (uint64_t)d->cfg.hello_timeout_ms * 1000000ull);
 	vmm_log(VMM_LOG_DEBUG, "session %u: pid %d uid %u connected", s->id,
 		(int)s->pid, s->uid);
 	return;
@@ -440,12 +513,12 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 err_pidfd:
 	if (s->pidfd >= 0)
 		close(s->pidfd);
-	s->quota->sessions--;
-	kd_quota_maybe_free(d, s->quota);
-err_free_held:
+	q->sessions--;
 	free(s->held);
 err_free:
 	free(s);
+err_quota:
+	kd_quota_maybe_free(d, q);
 err_close:
 	close(cfd);
 }

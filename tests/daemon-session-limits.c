@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 90
+ * One uid cannot take every session slot.  A process of an unprivileged
+ * uid opens connections and sends nothing (no HELLO):
+ *   - under --max-sessions-per-uid 8 kvmmd keeps 8 of its 20, closes the
+ *     rest at accept, and closes a 9th that would HELLO; another uid
+ *     and the admin still get in;
+ *   - under --hello-timeout 1500 the 8 are closed once 1.5 s pass, while
+ *     the process lives, and the uid connects again; a session that
+ *     sent HELLO is not closed by the timeout;
+ *   - with no per-uid limit, 1100 connections take 1008 sessions, the
+ *     last 16 of the 1024 are kept for admin uids: kvmmctl status works
+ *     and another unprivileged uid is refused.
+ * Before these limits the flood of 1100 took all 1024 sessions, kvmmctl
+ * status failed (connection reset) until the flooder died, and idle
+ * connections were never closed.  Needs root (processes of other uids).
+ */
+#include <errno.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "tests/cache-uids.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define UID_F 62301 /* the flooder */
+#define UID_G 62302 /* someone else */
+#define PER_UID 8
+#define HELLO_MS 1500
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* kvmmd's live sessions (the status connection's own included). */
+static uint64_t sessions(const struct td_daemon *d)
+{
+	struct kvmm_status_reply st;
+
+	t_ok(td_status(d, &st));
+	return st.sessions;
+}
+
+/* Wait (up to ms) until kvmmd has n sessions, then check that it stays
+ * there for 300 ms (connections still coming in would show). */
+static void wait_sessions(const struct td_daemon *d, uint64_t n, int ms)
+{
+	uint64_t end = now_ms() + ms, got;
+
+	while ((got = sessions(d)) != n && now_ms() < end)
+		usleep(5000);
+	usleep(300000);
+	got = sessions(d);
+	if (got != n)
+		t_fail("kvmmd has %llu sessions, expected %llu",
+		       (unsigned long long)got, (unsigned long long)n);
+}
+
+static int raw_connect(const char *sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	t_assert(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+/* A HELLO on a fresh connection: 0 when answered 0, the reply's status,
+ * or -ECONNRESET when kvmmd closed the connection instead. */
+static int try_hello(const char *sock)
+{
+	struct {
+		struct kvmm_msg_hdr h;
+		struct kvmm_hello hello;
+	} m = { .h = { .size = sizeof(m),
+		       .cmd = KVMM_CMD_HELLO,
+		       .version = KVMM_ABI_MAJOR,
+		       .id = 1 },
+		.hello = { .size = sizeof(m.hello),
+			   .abi_major = KVMM_ABI_MAJOR,
+			   .flags = KVMM_HELLO_F_ADMIN } };
+	char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr *r = (void *)buf;
+	int fd = raw_connect(sock);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+	if (n == (ssize_t)sizeof(m))
+		n = recv(fd, buf, sizeof(buf), 0);
+	close(fd);
+	if (n <= 0)
+		return -ECONNRESET;
+	t_assert(n >= (ssize_t)sizeof(*r));
+	return r->status;
+}
+
+/* A process of uid whose HELLO must get status want (0 or -ECONNRESET). */
+static void hello_as(const char *sock, uid_t uid, int want)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		cu_become(uid, uid);
+		t_assert_eq(try_hello(sock), want);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/*
+ * A process of UID_F opens n connections and sends nothing; it says how
+ * many connected on *ready and lives until killed.
+ */
+static pid_t flood(const char *sock, int n)
+{
+	int ready[2];
+	pid_t p;
+	int got;
+
+	t_ok(pipe(ready));
+	p = fork();
+	t_assert(p >= 0);
+	if (p == 0) {
+		struct rlimit rl = { 4096, 4096 };
+		int i;
+
+		t_ok(setrlimit(RLIMIT_NOFILE, &rl));
+		cu_become(UID_F, UID_F);
+		/* after the uid change, which clears it: a failing test
+		 * leaves no flooder behind */
+		t_ok(prctl(PR_SET_PDEATHSIG, SIGKILL));
+		for (i = 0; i < n; i++)
+			if (raw_connect(sock) < 0)
+				break;
+		t_assert_eq(write(ready[1], &i, sizeof(i)), sizeof(i));
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	t_assert_eq(read(ready[0], &got, sizeof(got)), sizeof(got));
+	close(ready[0]);
+	t_assert_eq(got, n); /* connect() does not wait for accept */
+	return p;
+}
+
+static void stop_flood(pid_t p)
+{
+	t_ok(kill(p, SIGKILL));
+	t_assert(cc_wait_child(p) != 0);
+}
+
+/* Per-uid limit and HELLO deadline. */
+static void per_uid(void)
+{
+	const char *args[] = { "--socket-mode",
+			       "0666",
+			       "--gpu-mem",
+			       "8M",
+			       "--max-sessions-per-uid",
+			       "8",
+			       "--hello-timeout",
+			       "1500",
+			       NULL };
+	struct kvmm_conn *admin;
+	struct td_daemon d;
+	struct cc c;
+	char out[4096];
+	uint64_t t0;
+	pid_t p;
+
+	cu_start(&d, args);
+	t0 = now_ms();
+	p = flood(d.sock, 20);
+	wait_sessions(&d, PER_UID + 1, 1000);
+	hello_as(d.sock, UID_F, -ECONNRESET);
+	hello_as(d.sock, UID_G, 0);
+	t_ok(kc_connect_admin(d.sock, &admin));
+	kvmm_disconnect(admin);
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
+	/* a session that sent HELLO outlives the deadline */
+	cc_connect(&c, d.sock);
+	t_assert(now_ms() - t0 < HELLO_MS); /* the checks above were quick */
+
+	/* the deadline closes the flooder's 8 while it lives */
+	wait_sessions(&d, 2, 3 * HELLO_MS);
+	printf("flooder's 8 closed after %llu ms (--hello-timeout %d)\n",
+	       (unsigned long long)(now_ms() - t0), HELLO_MS);
+	t_assert(now_ms() - t0 >= HELLO_MS);
+	t_assert_eq(kill(p, 0), 0);
+	hello_as(d.sock, UID_F, 0);
+	t_ok(cc_call(&c, KVMM_CMD_NOP, NULL, 0, NULL, 0, NULL, NULL));
+	close(c.sock);
+	stop_flood(p);
+	cc_stop(&d);
+}
+
+/* Admin slots: a flood with no per-uid limit leaves room for kvmmctl. */
+static void admin_reserve(void)
+{
+	const char *args[] = {
+		"--socket-mode",	  "0666", "--gpu-mem", "8M",
+		"--max-sessions-per-uid", "0",	  NULL
+	};
+	struct kvmm_conn *admin;
+	struct td_daemon d;
+	char out[4096];
+	pid_t p;
+
+	cu_start(&d, args);
+	p = flood(d.sock, 1100);
+	/* 1024 - 16 of the flooder's, and the status connection */
+	wait_sessions(&d, 1024 - 16 + 1, 10000);
+	hello_as(d.sock, UID_G, -ECONNRESET);
+	t_ok(kc_connect_admin(d.sock, &admin));
+	kvmm_disconnect(admin);
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
+	t_assert(strstr(out, "sessions") != NULL);
+	stop_flood(p);
+	cc_stop(&d);
+}
+
+int main(void)
+{
+	if (geteuid() != 0)
+		t_skip("needs root, to run processes of other uids");
+	setvbuf(stdout, NULL, _IONBF, 0);
+	per_uid();
+	admin_reserve();
+	printf("ok\n");
+	return 0;
+}
