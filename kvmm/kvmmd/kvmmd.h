@@ -6,6 +6,7 @@
  *              with bounded adaptive spinning over the session rings
  *   daemon.c   daemon start/stop: backend, pool, listener, signals
  *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off
+ *              who gets one (per-uid limit, admin slots, HELLO deadline)
  *   zombie.c   quarantine: pages of a live cut-off process stay held, and
  *              charged to its uid's quota, until it exits (one record per
  *              process, a bounded number of pidfds)

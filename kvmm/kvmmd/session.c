@@ -412,8 +412,8 @@ static void refuse(struct kd_daemon *d, const struct ucred *cred,
 		return;
 	vmm_log(VMM_LOG_WARN,
 		"refusing connection of pid %d uid %u: %s (%llu refused since the last such line)",
-		cred ? (int)cred->pid : -1, cred ? cred->uid : (uint32_t)-1,
-		why, (unsigned long long)d->refused_unlogged);
+		(int)cred->pid, cred->uid, why,
+		(unsigned long long)d->refused_unlogged);
 	d->refused_log_ns = now;
 	d->refused_unlogged = 0;
 }
