@@ -5,7 +5,7 @@
  *   loop.c     epoll event loop: file events, timers, before-sleep hook
  *              with bounded adaptive spinning over the session rings
  *   daemon.c   daemon start/stop: backend, pool, listener, signals
- *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off
+ *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off;
  *              who gets one (per-uid limit, admin slots, HELLO deadline)
  *   zombie.c   quarantine: pages of a live cut-off process stay held, and
  *              charged to its uid's quota, until it exits (one record per
