@@ -238,10 +238,22 @@ void kd_config_defaults(struct kd_config *cfg);
 struct kd_session;
 struct kd_region;
 
+/* Why a connection was closed at accept (session.c), each counted and
+ * shown (ADMIN_STATUS, kvmmctl status, kvmm_sessions_refused_total). */
+enum kd_refusal {
+	KD_REFUSED_UID_LIMIT, /* its uid had --max-sessions-per-uid */
+	KD_REFUSED_ADMIN_RESERVED, /* only the admin uids' slots were left */
+	KD_REFUSED_FULL, /* KD_MAX_SESSIONS, admins too */
+	KD_REFUSED_NO_MEMORY, /* no quota record for its uid */
+	KD_REFUSED_COUNT,
+};
+
 struct kd_counters {
 	uint64_t sessions_total, sessions_cut_off;
-	/* connections closed at accept (a limit), or for no HELLO in time */
-	uint64_t sessions_refused, sessions_hello_timeout;
+	/* connections closed at accept, by enum kd_refusal, or for no
+	 * HELLO in time */
+	uint64_t sessions_refused[KD_REFUSED_COUNT];
+	uint64_t sessions_hello_timeout;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked, revocations_timed_out;
 };

@@ -356,6 +356,14 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->sequences = seqs;
 	st->sessions_total = d->ctr.sessions_total;
 	st->sessions_cut_off = d->ctr.sessions_cut_off;
+	st->sessions_refused_uid_limit =
+		d->ctr.sessions_refused[KD_REFUSED_UID_LIMIT];
+	st->sessions_refused_admin_reserved =
+		d->ctr.sessions_refused[KD_REFUSED_ADMIN_RESERVED];
+	st->sessions_refused_full = d->ctr.sessions_refused[KD_REFUSED_FULL];
+	st->sessions_refused_no_memory =
+		d->ctr.sessions_refused[KD_REFUSED_NO_MEMORY];
+	st->sessions_hello_timeouts = d->ctr.sessions_hello_timeout;
 	st->cmds_socket = d->ctr.cmds_socket;
 	st->cmds_ring = d->ctr.cmds_ring;
 	st->revocations_posted = d->ctr.revocations_posted;

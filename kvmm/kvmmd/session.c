@@ -396,23 +396,40 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 	}
 }
 
+static const char *refusal_string(enum kd_refusal why)
+{
+	switch (why) {
+	case KD_REFUSED_UID_LIMIT:
+		return "the uid has its most sessions (--max-sessions-per-uid)";
+	case KD_REFUSED_ADMIN_RESERVED:
+		return "the last sessions are kept for admin uids";
+	case KD_REFUSED_FULL:
+		return "kvmmd has its most sessions (1024)";
+	case KD_REFUSED_NO_MEMORY:
+		return "no memory for its quota";
+	default:
+		return "?";
+	}
+}
+
 /*
  * A refused connection is closed at once (the client's HELLO gets EOF or
  * ECONNRESET).  A flood of them would flood the log: one WARN a second at
- * most, with how many were refused since the last.
+ * most, with how many were refused since the last; the counts by reason
+ * (ADMIN_STATUS) miss none.
  */
 static void refuse(struct kd_daemon *d, const struct ucred *cred,
-		   const char *why)
+		   enum kd_refusal why)
 {
 	uint64_t now = kd_now_ns();
 
-	d->ctr.sessions_refused++;
+	d->ctr.sessions_refused[why]++;
 	d->refused_unlogged++;
 	if (d->refused_log_ns && now - d->refused_log_ns < 1000000000ull)
 		return;
 	vmm_log(VMM_LOG_WARN,
 		"refusing connection of pid %d uid %u: %s (%llu refused since the last such line)",
-		(int)cred->pid, cred->uid, why,
+		(int)cred->pid, cred->uid, refusal_string(why),
 		(unsigned long long)d->refused_unlogged);
 	d->refused_log_ns = now;
 	d->refused_unlogged = 0;
@@ -430,23 +447,23 @@ static void on_hello_timeout(struct kd_loop *loop, struct kd_timer *t)
 	kd_session_end(s, false, "no HELLO in time");
 }
 
-/* Whether a connection of cred may have a session now: NULL, or why not
- * (the last KD_ADMIN_SESSIONS slots are admins', whom no per-uid limit
- * holds back either). */
-static const char *session_refusal(struct kd_daemon *d, bool admin,
-				   const struct kd_quota *q)
+/* Whether a connection of cred may have a session now: -1, or why not
+ * (an enum kd_refusal; the last KD_ADMIN_SESSIONS slots are admins',
+ * whom no per-uid limit holds back either). */
+static int session_refusal(struct kd_daemon *d, bool admin,
+			   const struct kd_quota *q)
 {
 	uint32_t per_uid = d->cfg.max_sessions_per_uid;
 
 	if (d->nr_sessions >= KD_MAX_SESSIONS)
-		return "kvmmd has its most sessions (1024)";
+		return KD_REFUSED_FULL;
 	if (admin)
-		return NULL;
+		return -1;
 	if (d->nr_sessions >= KD_MAX_SESSIONS - KD_ADMIN_SESSIONS)
-		return "the last sessions are kept for admin uids";
+		return KD_REFUSED_ADMIN_RESERVED;
 	if (per_uid && q->connected >= per_uid)
-		return "the uid has its most sessions (--max-sessions-per-uid)";
-	return NULL;
+		return KD_REFUSED_UID_LIMIT;
+	return -1;
 }
 
 static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
@@ -456,9 +473,8 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	struct kd_quota *q;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	const char *why;
 	bool admin;
-	int cfd;
+	int cfd, why;
 
 	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (cfd < 0)
@@ -469,11 +485,11 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	/* never a session whose pages nothing counts */
 	q = kd_quota_for(d, cred.uid);
 	if (!q) {
-		refuse(d, &cred, "no memory for its quota");
+		refuse(d, &cred, KD_REFUSED_NO_MEMORY);
 		goto err_close;
 	}
 	why = session_refusal(d, admin, q);
-	if (why) {
+	if (why >= 0) {
 		refuse(d, &cred, why);
 		goto err_quota;
 	}

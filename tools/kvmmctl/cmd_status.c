@@ -102,6 +102,42 @@ static const char *policy_state_mode(uint64_t v)
 }
 
 /* ,"policy_state":{...} (ABI 1.9) */
+/* Connections closed at accept or for no HELLO (ABI 1.13's last
+ * fields: only when the daemon sends them). */
+static void refusals_json(const struct kvmm_status_reply *st)
+{
+	if (!KVMMCTL_ST_HAS(st, sessions_hello_timeouts))
+		return;
+	printf(",\"sessions_refused\":{\"uid_limit\":%llu,"
+	       "\"admin_reserved\":%llu,\"full\":%llu,\"no_memory\":%llu},"
+	       "\"sessions_hello_timeouts\":%llu",
+	       (unsigned long long)st->sessions_refused_uid_limit,
+	       (unsigned long long)st->sessions_refused_admin_reserved,
+	       (unsigned long long)st->sessions_refused_full,
+	       (unsigned long long)st->sessions_refused_no_memory,
+	       (unsigned long long)st->sessions_hello_timeouts);
+}
+
+static void refusals_text(const struct kvmm_status_reply *st)
+{
+	uint64_t refused;
+
+	if (!KVMMCTL_ST_HAS(st, sessions_hello_timeouts))
+		return;
+	refused = st->sessions_refused_uid_limit +
+		  st->sessions_refused_admin_reserved +
+		  st->sessions_refused_full + st->sessions_refused_no_memory;
+	printf("             %llu refused at accept, %llu closed for no HELLO in time\n",
+	       (unsigned long long)refused,
+	       (unsigned long long)st->sessions_hello_timeouts);
+	if (refused)
+		printf("refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, %llu at kvmmd's most (1024), %llu for want of memory\n",
+		       (unsigned long long)st->sessions_refused_uid_limit,
+		       (unsigned long long)st->sessions_refused_admin_reserved,
+		       (unsigned long long)st->sessions_refused_full,
+		       (unsigned long long)st->sessions_refused_no_memory);
+}
+
 static void policy_state_json(const struct kvmm_status_reply *st)
 {
 	printf(",\"policy_state\":{\"mode\":\"%s\",\"loaded_lives\":%llu,"
@@ -216,6 +252,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.demotions_queued,
 		       (unsigned long long)st.pins,
 		       (unsigned long long)st.pinned_bytes);
+		refusals_json(&st);
 		if (st.cache_policy[0]) {
 			printf(",\"cache_policy\":");
 			kvmmctl_json_str(policy);
@@ -271,6 +308,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)st.sessions,
 	       (unsigned long long)st.sessions_total,
 	       (unsigned long long)st.sessions_cut_off);
+	refusals_text(&st);
 	printf("regions      %llu\nsequences    %llu\n",
 	       (unsigned long long)st.regions,
 	       (unsigned long long)st.sequences);

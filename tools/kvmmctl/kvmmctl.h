@@ -23,12 +23,17 @@ int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out);
  * The daemon's state over c: ADMIN_STATUS into *st (its result returned)
  * and then, when that worked and ts is not NULL, TIER_STATS into *ts with
  * its result in *ts_err (a daemon without the block cache refuses it);
- * *ts_err is the status error when there was one.  ts->size then says
- * how many bytes of *ts the daemon filled: less than sizeof(*ts) from a
- * daemon older than the reply's last fields (KVMMCTL_TS_HAS()).
+ * *ts_err is the status error when there was one.  st->size and
+ * ts->size then say how many bytes the daemon filled: less than the
+ * struct's size from a daemon older than the reply's last fields
+ * (KVMMCTL_ST_HAS(), KVMMCTL_TS_HAS()).
  */
 int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 			 struct kvmm_tier_stats_reply *ts, int *ts_err);
+/* Does the ADMIN_STATUS reply st (of kvmmctl_fetch_status()) have field
+ * f?  st->size is what the daemon filled, as ts->size below. */
+#define KVMMCTL_ST_HAS(st, f) \
+	((st)->size >= offsetof(struct kvmm_status_reply, f) + sizeof((st)->f))
 /* Does the TIER_STATS reply ts (of kvmmctl_fetch_status()) have field f? */
 #define KVMMCTL_TS_HAS(ts, f) \
 	((ts)->size >=        \

@@ -90,12 +90,16 @@ int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
 int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 			 struct kvmm_tier_stats_reply *ts, int *ts_err)
 {
-	int err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, st, sizeof(*st),
-			     NULL);
 	size_t len = 0;
+	int err = kc_request(c, KVMM_CMD_ADMIN_STATUS, NULL, 0, st, sizeof(*st),
+			     &len);
 
+	/* as TIER_STATS's below: what an older daemon sent */
+	if (!err && st->size > len)
+		st->size = len;
 	if (!ts)
 		return err;
+	len = 0;
 	*ts_err = err ? err :
 			kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, ts,
 				   sizeof(*ts), &len);

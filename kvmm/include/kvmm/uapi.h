@@ -330,6 +330,17 @@ struct kvmm_status_reply {
 	char telemetry[8];
 	uint64_t tel_access_dropped, tel_blocks_dropped;
 	uint64_t tel_hist_dropped, tel_events_dropped;
+	/* ABI 1.13 too (40 more bytes, 496 in all; a daemon without them
+	 * sends 456: they read 0): connections kvmmd closed at accept since
+	 * the start, by why: their uid had --max-sessions-per-uid sessions,
+	 * only the sessions kept for admin uids were left, kvmmd had its
+	 * most (1024), no memory to count the uid's pages; and connections
+	 * it closed for sending no HELLO within --hello-timeout */
+	uint64_t sessions_refused_uid_limit;
+	uint64_t sessions_refused_admin_reserved;
+	uint64_t sessions_refused_full;
+	uint64_t sessions_refused_no_memory;
+	uint64_t sessions_hello_timeouts;
 };
 
 enum kvmm_policy_state {
