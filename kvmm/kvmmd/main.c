@@ -280,7 +280,14 @@ static int read_config(struct kd_config *cfg, const char *path)
 	return err;
 }
 
-/* Fork into the background; the parent exits once the child reports. */
+/*
+ * Fork into the background; the parent exits once the child reports,
+ * with the status the child would have exited with in the foreground
+ * (its report: 0 ready, 2 a bad option found at start, 1 any other
+ * failure; the child already said why on the stderr they share).  It
+ * exited 1 for all of them, so a script could not tell a bad option
+ * from a failure to retry.  A child that dies without a report is 1.
+ */
 static int daemonize(int *ready_fd)
 {
 	int p[2];
@@ -294,9 +301,9 @@ static int daemonize(int *ready_fd)
 		return -errno;
 	if (pid > 0) {
 		close(p[1]);
-		if (read(p[0], &c, 1) != 1)
+		if (read(p[0], &c, 1) != 1 || (c != 0 && c != 2))
 			c = 1;
-		_exit(c ? 1 : 0);
+		_exit(c);
 	}
 	close(p[0]);
 	setsid();
@@ -408,12 +415,15 @@ int main(int argc, char **argv)
 	}
 	err = kd_daemon_start(&d, &cfg);
 	if (err) {
-		fprintf(stderr, "kvmmd: cannot start: %s\n", strerror(-err));
-		if (ready_fd >= 0 && write(ready_fd, "\1", 1) < 0)
-			return 1;
 		/* an option the start found bad (the page size it needed was
-		 * the backend's): exit 2, as for the others */
-		return d.bad_option ? 2 : 1;
+		 * the backend's): exit 2, as for the others; the parent of a
+		 * daemonized start exits with it too */
+		char status = d.bad_option ? 2 : 1;
+
+		fprintf(stderr, "kvmmd: cannot start: %s\n", strerror(-err));
+		if (ready_fd >= 0 && write(ready_fd, &status, 1) < 0)
+			return 1;
+		return status;
 	}
 	/* a pid file that cannot be written fails the start: whoever asked
 	 * for it (an init script) would otherwise lose track of us */
