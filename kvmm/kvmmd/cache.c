@@ -407,6 +407,20 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 
 	if (c->opened)
 		return c->ppb == ppb ? 0 : -EXDEV;
+	/*
+	 * Off until a restart, not tried again at a later publish: what can
+	 * still fail here after the start is a shortage of memory, fds,
+	 * threads, epoll watches or GPU address space (the NVMe file is
+	 * claimed at start, and its open, the one step that fails for the
+	 * operator's values, lets the cache run without it), or a backend
+	 * without async copies, which no retry mends.  And err: below
+	 * leaves what was built in place: the host tier, which took the
+	 * slab made at start (a retry would make another on the loop, 0.3-
+	 * 0.6 s per GiB), an NVMe tier whose recovered blocks are in the
+	 * index, the policy the tenant limits and telemetry point at.  A
+	 * retry needs all of that undone, for a daemon short of resources
+	 * whose log and status (cache OFF) already ask for a restart.
+	 */
 	if (c->open_failed)
 		return -EIO;
 	/* the operator named the size: no other region may claim the tiers */
