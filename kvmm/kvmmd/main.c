@@ -420,7 +420,14 @@ int main(int argc, char **argv)
 		 * daemonized start exits with it too */
 		char status = d.bad_option ? 2 : 1;
 
-		fprintf(stderr, "kvmmd: cannot start: %s\n", strerror(-err));
+		/* a bad option's own line said what is wrong; its errno's
+		 * text (ENOTEMPTY for a foreign NVMe file) would not */
+		if (d.bad_option)
+			fprintf(stderr,
+				"kvmmd: cannot start: an option is wrong (above)\n");
+		else
+			fprintf(stderr, "kvmmd: cannot start: %s\n",
+				strerror(-err));
 		if (ready_fd >= 0 && write(ready_fd, &status, 1) < 0)
 			return 1;
 		return status;
