@@ -48,14 +48,6 @@ struct arc {
 	uint64_t seq; /* the next recency number */
 };
 
-static void back_key(const struct pol_block *b, unsigned tier,
-		     struct pol_heap_node *n)
-{
-	n->k1 = b->slot[tier].key;
-	n->k2 = 0;
-	n->k3 = 0;
-}
-
 static int arc_create(struct pol_cache *c, unsigned tier, void **priv)
 {
 	struct arc *a = calloc(1, sizeof(*a));
@@ -69,9 +61,9 @@ static int arc_create(struct pol_cache *c, unsigned tier, void **priv)
 	a->incoming = POL_NONE;
 	for (int i = 0; i < ARC_NLISTS; i++)
 		pol_list_init(&a->l[i]);
-	if (pol_heap_init(&a->back[0], a->ix, tier, back_key))
+	if (pol_heap_init(&a->back[0], a->ix, tier, pol_heap_key_slot))
 		goto err_free;
-	if (pol_heap_init(&a->back[1], a->ix, tier, back_key))
+	if (pol_heap_init(&a->back[1], a->ix, tier, pol_heap_key_slot))
 		goto err_back0;
 	*priv = a;
 	return 0;

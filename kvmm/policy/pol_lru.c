@@ -35,14 +35,6 @@ struct lru {
 	uint64_t seq; /* the next recency number */
 };
 
-static void back_key(const struct pol_block *b, unsigned tier,
-		     struct pol_heap_node *n)
-{
-	n->k1 = b->slot[tier].key;
-	n->k2 = 0;
-	n->k3 = 0;
-}
-
 static int lru_create(struct pol_cache *c, unsigned tier, void **priv)
 {
 	struct lru *l = calloc(1, sizeof(*l));
@@ -53,7 +45,7 @@ static int lru_create(struct pol_cache *c, unsigned tier, void **priv)
 	l->ix = pol_cache_index(c);
 	l->tier = tier;
 	pol_list_init(&l->list);
-	if (pol_heap_init(&l->back, l->ix, tier, back_key)) {
+	if (pol_heap_init(&l->back, l->ix, tier, pol_heap_key_slot)) {
 		free(l);
 		return -ENOMEM;
 	}

@@ -60,6 +60,14 @@ int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
 	return h->nodes ? 0 : -ENOMEM;
 }
 
+void pol_heap_key_slot(const struct pol_block *b, unsigned tier,
+		       struct pol_heap_node *n)
+{
+	n->k1 = b->slot[tier].key;
+	n->k2 = 0;
+	n->k3 = 0;
+}
+
 void pol_heap_fini(struct pol_heap *h)
 {
 	pol_mem_unmap(h->nodes, h->cap * sizeof(*h->nodes));

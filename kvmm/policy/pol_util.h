@@ -59,6 +59,10 @@ struct pol_heap {
 
 int pol_heap_init(struct pol_heap *h, struct pol_index *ix, unsigned tier,
 		  pol_heap_key key);
+/* A pol_heap_key: the block's slot key in tier alone (a recency number
+ * in lru and arc: their returned blocks, least recent on top). */
+void pol_heap_key_slot(const struct pol_block *b, unsigned tier,
+		       struct pol_heap_node *n);
 void pol_heap_fini(struct pol_heap *h);
 bool pol_heap_contains(const struct pol_heap *h, uint32_t id);
 int pol_heap_push(struct pol_heap *h, uint32_t id);
