@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "tests/cache-common.h"
+#include "tests/seq-table-common.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -21,67 +21,6 @@
 #define BUDGET (1u << 20)
 
 static uint64_t hashes[NB];
-
-static void region(struct cc *c, uint32_t max_seqs)
-{
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = CC_L,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = max_seqs,
-					 .max_tokens = NB * CC_TPB };
-	struct kvmm_region_create_reply rep;
-
-	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
-		     sizeof(rep), NULL, NULL));
-	t_assert_eq(rep.pages_per_block, CC_PPB);
-	c->region = rep.region_id;
-}
-
-/* A process publishes NB blocks under hashes[] and goes. */
-static void publish(const char *sock)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t pages[NB * CC_PPB];
-		struct kvmm_block_publish_reply rep;
-		struct cc c;
-		uint32_t seq;
-
-		cc_connect(&c, sock);
-		region(&c, 1);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, pages);
-		t_ok(cc_publish(&c, seq, 0, hashes, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, pages, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* A prefix open of hashes[]: its status; *seq the sequence it opened. */
-static int prefix_open(struct cc *c, uint32_t *seq)
-{
-	static char buf[KVMM_MSG_MAX];
-	struct kvmm_prefix_open_reply *rep = (void *)buf;
-	static int fds[CC_MAX_PAGES];
-	unsigned int nfds;
-	int err;
-
-	cc_prefix_send(c, hashes, NB);
-	err = cc_recv(c, buf, sizeof(buf), fds, &nfds);
-	if (err)
-		return err;
-	t_assert_eq(rep->nr_blocks, NB);
-	cc_map(c, rep->page_ids, NB * CC_PPB, fds, nfds);
-	*seq = rep->seq_id;
-	return 0;
-}
 
 static void stats(struct cc *c, struct kvmm_stats_reply *sr)
 {
@@ -101,13 +40,13 @@ int main(void)
 	for (uint32_t i = 0; i < NB; i++)
 		hashes[i] = 0x7ab1e000 + i;
 	cc_start(&d, NULL);
-	publish(d.sock);
+	st_publish(d.sock, hashes, NB);
 
 	cc_connect(&c, d.sock);
-	region(&c, 65535);
+	st_region(&c, 65535, NB);
 	region_a = c.region;
 	for (n = 0; n < BUDGET / NB + 1; n++) {
-		err = prefix_open(&c, &seq);
+		err = st_prefix_open(&c, hashes, NB, &seq);
 		if (err)
 			break;
 		if (!n)
@@ -120,7 +59,7 @@ int main(void)
 	t_assert_eq(sr.sequences, BUDGET / NB);
 
 	/* an empty sequence costs no entry; its first extend would */
-	region(&c, 1);
+	st_region(&c, 1, NB);
 	fresh = cc_seq_open(&c);
 	ex.region_id = c.region;
 	ex.seq_id = fresh;
@@ -139,8 +78,8 @@ int main(void)
 			     .region_id = region_a,
 			     .seq_id = first },
 		     sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL));
-	t_ok(prefix_open(&c, &seq));
-	t_assert_eq(prefix_open(&c, &seq), -ENOBUFS);
+	t_ok(st_prefix_open(&c, hashes, NB, &seq));
+	t_assert_eq(st_prefix_open(&c, hashes, NB, &seq), -ENOBUFS);
 
 	cc_disconnect(&c);
 	cc_stop(&d);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tests/cache-uids.h"
+#include "tests/seq-table-common.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -24,66 +25,6 @@
 
 static uint64_t hashes[NB];
 
-static void region(struct cc *c, uint32_t max_seqs)
-{
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = CC_L,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = max_seqs,
-					 .max_tokens = NB * CC_TPB };
-	struct kvmm_region_create_reply rep;
-
-	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
-		     sizeof(rep), NULL, NULL));
-	c->region = rep.region_id;
-}
-
-/* A process publishes NB blocks under hashes[] and goes. */
-static void publish(const char *sock)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t pages[NB * CC_PPB];
-		struct kvmm_block_publish_reply rep;
-		struct cc c;
-		uint32_t seq;
-
-		cc_connect(&c, sock);
-		region(&c, 1);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, pages);
-		t_ok(cc_publish(&c, seq, 0, hashes, NB, &rep));
-		t_assert_eq(rep.published, NB);
-		cc_seq_close(&c, seq, pages, NB * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* A prefix open of hashes[]: its status; *seq the sequence it opened. */
-static int prefix_open(struct cc *c, uint32_t *seq)
-{
-	static char buf[KVMM_MSG_MAX];
-	struct kvmm_prefix_open_reply *rep = (void *)buf;
-	static int fds[CC_MAX_PAGES];
-	unsigned int nfds;
-	int err;
-
-	cc_prefix_send(c, hashes, NB);
-	err = cc_recv(c, buf, sizeof(buf), fds, &nfds);
-	if (err)
-		return err;
-	t_assert_eq(rep->nr_blocks, NB);
-	cc_map(c, rep->page_ids, NB * CC_PPB, fds, nfds);
-	*seq = rep->seq_id;
-	return 0;
-}
-
 /* Prefix opens until one fails: how many worked (the failure must be
  * -ENOBUFS); the first one's sequence in *first. */
 static uint32_t open_until_full(struct cc *c, uint32_t *first)
@@ -92,7 +33,7 @@ static uint32_t open_until_full(struct cc *c, uint32_t *first)
 	int err = 0;
 
 	for (n = 0; n <= BUDGET / NB; n++) {
-		err = prefix_open(c, &seq);
+		err = st_prefix_open(c, hashes, NB, &seq);
 		if (err)
 			break;
 		if (!n && first)
@@ -127,7 +68,7 @@ static void other_uid(const char *sock)
 
 		cu_become(OTHER_UID, OTHER_UID);
 		cc_connect(&c, sock);
-		region(&c, 64);
+		st_region(&c, 64, NB);
 		t_assert_eq(open_until_full(&c, NULL), BUDGET / NB);
 		cc_disconnect(&c);
 		_exit(0);
@@ -146,16 +87,16 @@ int main(void)
 	for (uint32_t i = 0; i < NB; i++)
 		hashes[i] = 0x7ab2e000 + i;
 	cu_start(&d, args);
-	publish(d.sock);
+	st_publish(d.sock, hashes, NB);
 
 	cc_connect(&a, d.sock);
-	region(&a, 64);
+	st_region(&a, 64, NB);
 	t_assert_eq(open_until_full(&a, &first), BUDGET / NB);
 
 	/* the same uid's second session shares the budget */
 	cc_connect(&b, d.sock);
-	region(&b, 64);
-	t_assert_eq(prefix_open(&b, &seq), -ENOBUFS);
+	st_region(&b, 64, NB);
+	t_assert_eq(st_prefix_open(&b, hashes, NB, &seq), -ENOBUFS);
 
 	if (geteuid() == 0)
 		other_uid(d.sock);
@@ -169,8 +110,8 @@ int main(void)
 			     .region_id = a.region,
 			     .seq_id = first },
 		     sizeof(struct kvmm_region_ref), NULL, 0, NULL, NULL));
-	t_ok(prefix_open(&b, &seq));
-	t_assert_eq(prefix_open(&b, &seq), -ENOBUFS);
+	t_ok(st_prefix_open(&b, hashes, NB, &seq));
+	t_assert_eq(st_prefix_open(&b, hashes, NB, &seq), -ENOBUFS);
 	cc_disconnect(&a);
 	wait_sessions(&d, 2); /* A's end seen: B and the status's own */
 	t_assert_eq(open_until_full(&b, NULL), BUDGET / NB - 1);
