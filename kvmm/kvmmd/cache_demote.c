@@ -445,6 +445,31 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	kc_lose(c, e); /* GPU -> NVMe directly: not a path we take */
 }
 
+/*
+ * A failed copy down (GPU -> host, host -> NVMe) of a block a client's
+ * pin keeps cached is tried again: the bytes are still where the copy
+ * read them (the GPU pages, the host slot) and the pin promised the
+ * block stays cached (it may have come while the copy already ran: a
+ * pin does not stop a move the policy made before it).  Dropping it lost
+ * the block and its records, and the client's BLOCK_UNPIN answered
+ * -ENOENT (tests/cache-pin-migrate-fault.c).  A few tries in a row at
+ * most: a device that keeps failing must not keep the loop busy, and
+ * the block then goes as any other whose copy failed.
+ */
+#define KC_KEPT_RETRIES 2
+
+static bool kc_retry_kept(struct kd_cache *c, struct kc_entry *e,
+			  const struct migrate_job *job)
+{
+	if (job->state != MIGRATE_FAILED || job->result == -EINPROGRESS ||
+	    c->closing || e->dead || e->drop_after || !e->in_pol ||
+	    e->kept_retries >= KC_KEPT_RETRIES ||
+	    !kd_pin_block_kept(c->d, e->hash, e->gen))
+		return false;
+	e->kept_retries++;
+	return true;
+}
+
 static bool kc_restore_kind(enum migrate_kind kind)
 {
 	return kind == MIGRATE_HOST_TO_GPU || kind == MIGRATE_NVME_TO_GPU;
@@ -453,7 +478,8 @@ static bool kc_restore_kind(enum migrate_kind kind)
 void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 {
 	struct kc_entry *e = job->owner;
-	bool ok = job->state == MIGRATE_DONE;
+	bool ok = job->state == MIGRATE_DONE, retry;
+	enum migrate_kind kind;
 
 	if (job->kind == MIGRATE_HOST_TO_NVME ||
 	    job->kind == MIGRATE_NVME_TO_GPU)
@@ -475,41 +501,57 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		tier_nvme_unreserve(c->nvme);
 		job->nvme_reserved = false;
 	}
+	retry = !ok && kc_retry_kept(c, e, job);
 	if (!ok) {
 		c->st.migrations_failed++;
 		vmm_log(VMM_LOG_WARN,
-			"cache: %s move of block %016llx failed: %s",
+			"cache: %s move of block %016llx failed: %s%s",
 			migrate_kind_string(job->kind),
-			(unsigned long long)job->hash, strerror(-job->result));
+			(unsigned long long)job->hash, strerror(-job->result),
+			retry ? "; pinned: tried again" : "");
+	} else {
+		e->kept_retries = 0;
 	}
 	if (job->kind == MIGRATE_GPU_TO_HOST) {
 		/* the copy is out (or failed): the pages may go back; held
 		 * ones stay with their sequences, which keep the hash (a
 		 * publish of them again is a duplicate) unless the block
-		 * is gone from the cache */
-		if (e->held_copy && ok && !e->drop_after)
-			kc_leave_block(c, e);
-		else
-			kc_put_block(c, e);
-		e->held_copy = false;
+		 * is gone from the cache; a retry copies them again */
+		if (!retry) {
+			if (e->held_copy && ok && !e->drop_after)
+				kc_leave_block(c, e);
+			else
+				kc_put_block(c, e);
+			e->held_copy = false;
+		}
 		if (ok)
 			c->st.tiers[POL_TIER_HOST].bytes_in += job->length;
 		else
 			e->host_slot =
 				MIGRATE_NO_SLOT; /* freed by the engine */
 	} else if (job->kind == MIGRATE_HOST_TO_NVME) {
-		if (e->host_slot != MIGRATE_NO_SLOT)
+		/* a retry writes the host copy again */
+		if (e->host_slot != MIGRATE_NO_SLOT && !retry) {
 			tier_host_free(c->host, e->host_slot);
-		e->host_slot = MIGRATE_NO_SLOT;
+			e->host_slot = MIGRATE_NO_SLOT;
+		}
 		if (ok) {
 			e->nvme_slot = job->nvme_slot;
 			c->st.tiers[POL_TIER_NVME].bytes_in += job->length;
 		}
 	}
+	kind = job->kind;
 	migrate_job_free(job);
 	if (e->drop_after) {
 		kc_release(c, e);
 		kc_free(c, e);
+		return;
+	}
+	if (retry) {
+		if (kind == MIGRATE_HOST_TO_NVME)
+			kc_nvme_room(c);
+		if (kc_submit(c, e, kind))
+			kc_lose(c, e);
 		return;
 	}
 	if (!ok) {

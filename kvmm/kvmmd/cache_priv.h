@@ -75,6 +75,9 @@ struct kc_entry {
 	bool rblk_lent;
 	/* pinned by a quota reclaim (cache_quota.c) for its policy call */
 	bool quota_pinned;
+	/* failed copies down in a row of a block a pin keeps, each tried
+	 * again (kc_job_done(), up to KC_KEPT_RETRIES) */
+	uint8_t kept_retries;
 	/* GPU: the cache's reference (kc_set_block(), kc_put_block()) */
 	struct kd_block *blk;
 	/* in kd_cache.gpu while blk is set */

@@ -662,6 +662,10 @@ void kd_pin_release_all(struct kd_session *s);
 /* The cache entry (hash, gen) left the policy (dropped, failed copy): its
  * pin records go with it (cache.c, cache_demote.c). */
 void kd_pin_block_gone(struct kd_daemon *d, uint64_t hash, uint64_t gen);
+/* Whether a record keeps the entry (hash, gen) cached: a plain pin or a
+ * live TTL one (DEMOTE too), not a priority-only one (cache_demote.c: a
+ * failed copy down of such a block is tried again). */
+bool kd_pin_block_kept(struct kd_daemon *d, uint64_t hash, uint64_t gen);
 /* ADMIN_SESSIONS, ADMIN_STATUS: the pin fields. */
 void kd_pin_session_info(struct kd_session *s, struct kvmm_session_info *i);
 void kd_pin_status(struct kd_daemon *d, struct kvmm_status_reply *st);

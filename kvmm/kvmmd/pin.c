@@ -35,7 +35,10 @@
  * later block with the same hash is a new entry the old records must not
  * touch.  The cache tells pin.c when an entry leaves the policy
  * (kd_pin_block_gone(): its records are dropped then); lookups still
- * check the entry, so a record is never applied to another one.  Every
+ * check the entry, so a record is never applied to another one.  The
+ * cache also asks whether a record keeps an entry cached
+ * (kd_pin_block_kept()): a pin may come while the block's copy down
+ * runs, and a failed one is then tried again rather than dropping it.  Every
  * record of a session is released when it ends, however it ends.
  *
  * The quota (records per session, kvmmd --pin-quota, default a quarter of
@@ -665,6 +668,22 @@ void kd_pin_block_gone(struct kd_daemon *d, uint64_t hash, uint64_t gen)
 		pin_drop(ps, b->recs);
 	pin_drop(ps, b->recs); /* the last one frees b */
 	pins_rearm(ps);
+}
+
+bool kd_pin_block_kept(struct kd_daemon *d, uint64_t hash, uint64_t gen)
+{
+	struct kd_pins *ps = d->pins;
+	struct pin_block *b = ps ? block_find(ps, hash, gen) : NULL;
+	uint64_t now = kd_now_ns();
+
+	if (!b)
+		return false;
+	/* a priority-only record ranks the block, it does not keep it */
+	for (const struct kd_pin *p = b->recs; p; p = p->b_next)
+		if (pin_is_hard(p) ||
+		    ((p->flags & KVMM_PIN_F_TTL) && pin_live(p, now)))
+			return true;
+	return false;
 }
 
 void kd_pin_session_info(struct kd_session *s, struct kvmm_session_info *i)
