@@ -11,3 +11,14 @@ TEST_SRCS := $(wildcard tests/*.c)
 test_parts = $(t) $(wildcard $(basename $(t))/*.c)
 $(foreach t,$(TEST_SRCS),$(eval $(call program_rule,$(BUILD)/tests/$(basename $(notdir $(t))),$(test_parts))))
 PROGRAMS += $(foreach t,$(TEST_SRCS),$(BUILD)/tests/$(basename $(notdir $(t))))
+
+# LD_PRELOAD shims that tests start kvmmd under (tests/shims/NAME.c ->
+# build/tests/shims/NAME.so; the runner skips the folder).  Built without
+# the sanitizers: under SANITIZE=1 the daemon brings its own runtime.
+SHIM_SRCS := $(wildcard tests/shims/*.c)
+SHIMS := $(patsubst tests/shims/%.c,$(BUILD)/tests/shims/%.so,$(SHIM_SRCS))
+$(BUILD)/tests/shims/%.so: tests/shims/%.c
+	@mkdir -p $(@D)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fPIC -shared $(WARN) -o $@ $< -ldl
+PROGRAMS += $(SHIMS)

@@ -504,6 +504,9 @@ struct kd_session {
 	int fd;
 	struct kd_file file;
 	int pidfd; /* -1 when unsupported */
+	/* its process's start time at accept (kd_pid_start_time), 0 unknown:
+	 * without a pidfd, what tells it from a later process with its pid */
+	uint64_t start_time;
 	bool hello_done;
 	bool admin; /* may run admin commands */
 	bool admin_only; /* no rings (kvmmctl) */
@@ -557,9 +560,17 @@ void kd_session_doom(struct kd_session *s, const char *why);
 #define KD_ZOMBIE_PIDFDS_PER_UID 64
 /* Zombies of all uids that wait on a pidfd: in kvmmd's fd budget. */
 #define KD_MAX_ZOMBIE_PIDFDS 1024
-/* How often the zombies without a pidfd are looked at (kill(pid, 0)). */
+/* How often the zombies without a pidfd are looked at (kd_pid_exited). */
 #define KD_ZOMBIE_POLL_MS 200
 #define KD_ZPAGE_CHARGED 0x80000000u
+
+/* When process pid started (/proc/PID/stat field 22, clock ticks since
+ * boot), 0 when unknown: a pid and its start time name one process. */
+uint64_t kd_pid_start_time(pid_t pid);
+/* Whether the process with pid that started at start_time (0: whichever
+ * has it) exited: no process has the pid, or a later process has it.
+ * What cannot be read counts as living. */
+bool kd_pid_exited(pid_t pid, uint64_t start_time);
 
 /*
  * A quarantine record: the page holds of every session of one process
@@ -573,7 +584,8 @@ struct kd_zombie {
 	uid_t uid;
 	gid_t gid;
 	char name[32]; /* that session's HELLO name */
-	int pidfd; /* -1: over the pidfd caps, polled with kill(pid, 0) */
+	int pidfd; /* -1: over the pidfd caps or none, polled (kd_pid_exited) */
+	uint64_t start_time; /* its process's, 0 unknown (kd_pid_start_time) */
 	struct kd_file pid_file;
 	struct kd_quota *quota; /* its uid's */
 	uint32_t sessions; /* sessions quarantined into it */

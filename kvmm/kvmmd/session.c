@@ -13,11 +13,12 @@
  *   - BYE then close: the client unmapped everything; holds released.
  *   - EOF without BYE (a crash, SIGKILL): the process is dying; its
  *     address space goes before its fds close, but to be sure the holds
- *     are released when its pidfd becomes readable (or at once without a
- *     pidfd).
+ *     are released when its pidfd becomes readable (without a pidfd, when
+ *     kill(pid, 0) says the pid is gone).
  *   - cut off by the daemon (revocation timeout, hostile input, admin
  *     kill): the process may live on with the pages mapped, so the holds
- *     stay quarantined until its pidfd says it exited.
+ *     stay quarantined until its pidfd (or, without one, its pid and
+ *     start time) says it exited.
  * Ownership (sequences, blocks) and block pins are given back at once in
  * all cases.  Quarantine is zombie.c's: one record per process, whose
  * pages stay charged to its uid's quota until it exits (they are not free,
@@ -163,6 +164,20 @@ static bool process_gone(struct kd_session *s)
 	return poll(&p, 1, 0) == 1;
 }
 
+/*
+ * Whether s's process lives on.  Without a pidfd (a kernel before 5.3, a
+ * seccomp profile that blocks pidfd_open, EMFILE) the pid is asked, and
+ * the start time tells s's process from a later one with its pid.  A
+ * wrong yes only keeps pages longer; a wrong no would give pages the
+ * process still maps to another owner.
+ */
+static bool process_lives(struct kd_session *s)
+{
+	if (s->pidfd >= 0)
+		return !process_gone(s);
+	return !kd_pid_exited(s->pid, s->start_time);
+}
+
 void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 {
 	struct kd_daemon *d = s->d;
@@ -195,7 +210,7 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	s->quota->connected--;
 
 	/* the process may still map the pages: held until it exits */
-	if (s->pages_held && !s->said_bye && s->pidfd >= 0 && !process_gone(s))
+	if (s->pages_held && !s->said_bye && process_lives(s))
 		kd_zombie_quarantine(s, cut_off);
 	kd_session_release_holds(s); /* none left when quarantined */
 	session_free(s);
@@ -513,6 +528,7 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	s->hello_timer.fn = on_hello_timeout;
 	/* pidfds are always close-on-exec. */
 	s->pidfd = syscall(SYS_pidfd_open, cred.pid, 0);
+	s->start_time = kd_pid_start_time(cred.pid);
 	if (kd_loop_add(&d->loop, &s->file, cfd, EPOLLIN, on_readable, s))
 		goto err_pidfd;
 	list_add(&d->sessions, s);

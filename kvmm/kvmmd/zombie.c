@@ -15,11 +15,15 @@
  * Each zombie waits for its process's exit on a pidfd while its uid has
  * fewer than KD_ZOMBIE_PIDFDS_PER_UID such zombies and all uids fewer
  * than KD_MAX_ZOMBIE_PIDFDS (kvmmd's fd budget counts them, daemon.c);
- * past that it keeps no fd and is looked at every KD_ZOMBIE_POLL_MS with
- * kill(pid, 0).  The pid is then still taken while the process lives (a
- * zombie exists only for a process that lived when its session ended);
- * a pid that no process has is one whose process exited.  A pid reused
- * meanwhile keeps the pages longer, never frees them early.  So many
+ * past that (or when pidfd_open failed: a kernel before 5.3, seccomp) it
+ * keeps no fd and is looked at every KD_ZOMBIE_POLL_MS with kill(pid, 0)
+ * and /proc/PID/stat.  The pid is then still taken while the process
+ * lives (a zombie exists only for a process that lived when its session
+ * ended); a pid that no process has, or that a process with another start
+ * time has, is one whose process exited.  A pid reused where the start
+ * time cannot be read keeps the pages longer, never frees them early; a
+ * session of the process that reused it gets its own zombie, under its
+ * own uid, never the old one's (zombie_of()).  So many
  * engine processes of one uid all get quarantined; those beyond the caps
  * get their pages back up to KD_ZOMBIE_POLL_MS later.
  *
@@ -31,8 +35,11 @@
  * pages are pages_quarantined) and marks the pages one of them pays for.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -101,6 +108,52 @@ static void charge_another(struct kd_daemon *d, uint32_t page,
 			return;
 		}
 	}
+}
+
+/*
+ * When process pid started: /proc/PID/stat field 22, clock ticks since
+ * boot; 0 when it cannot be read.  comm (field 2) may hold spaces and
+ * ')': the fields after it start after its last ')'.
+ */
+uint64_t kd_pid_start_time(pid_t pid)
+{
+	char path[32], buf[1024], *p;
+	uint64_t start;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (!p ||
+	    sscanf(p + 1,
+		   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %" SCNu64,
+		   &start) != 1)
+		return 0;
+	return start;
+}
+
+/*
+ * A zombie (state Z) still counts as living: a thread-group leader that
+ * called pthread_exit() shows Z while the other threads run and map the
+ * pages; an exited process its parent has not reaped keeps them longer.
+ */
+bool kd_pid_exited(pid_t pid, uint64_t start_time)
+{
+	uint64_t start;
+
+	/* EPERM: a process of another uid has it */
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return true;
+	start = kd_pid_start_time(pid);
+	return start_time && start && start != start_time;
 }
 
 static bool pidfd_gone(int pidfd)
@@ -177,8 +230,7 @@ static void on_zombie_poll(struct kd_loop *loop, struct kd_timer *t)
 		next = z->next;
 		if (z->pidfd >= 0)
 			continue;
-		/* EPERM: a process of another uid has it */
-		if (kill(z->pid, 0) < 0 && errno == ESRCH) {
+		if (kd_pid_exited(z->pid, z->start_time)) {
 			vmm_log(VMM_LOG_DEBUG,
 				"pid %d is gone: %llu quarantined pages released",
 				(int)z->pid, (unsigned long long)z->nr_pages);
@@ -211,11 +263,35 @@ static void zombie_watch(struct kd_zombie *z, int *pidfd)
 	zombie_poll_arm(d);
 }
 
-static struct kd_zombie *zombie_of(struct kd_daemon *d, pid_t pid)
+/*
+ * The zombie of s's process, or NULL.  One of s's pid may be another
+ * process's that exited and whose pid s's process got before the loop
+ * saw it go (a readable pidfd; without one, another start time): that
+ * one is done and freed here, or it would take in s's holds, charged to
+ * its uid, and keep them as long as s's process lives.  A polled one of
+ * another uid (or start time unknown on one side) may be s's process's
+ * after a setuid(), or another's whose pid was reused within the start
+ * time's clock tick: s's holds go to a zombie of their own, and that one
+ * keeps its pages until the pid is free (longer, never too early).
+ */
+static struct kd_zombie *zombie_of(struct kd_session *s)
 {
-	for (struct kd_zombie *z = d->zombies; z; z = z->next)
-		if (z->pid == pid)
+	struct kd_daemon *d = s->d;
+	struct kd_zombie *z, *next;
+
+	for (z = d->zombies; z; z = next) {
+		next = z->next;
+		if (z->pid != s->pid)
+			continue;
+		if (z->pidfd >= 0 ? pidfd_gone(z->pidfd) :
+				    kd_pid_exited(z->pid, z->start_time)) {
+			zombie_free(z);
+			continue;
+		}
+		if (z->pidfd >= 0 ||
+		    (z->uid == s->uid && z->start_time == s->start_time))
 			return z;
+	}
 	return NULL;
 }
 
@@ -232,6 +308,7 @@ static struct kd_zombie *zombie_new(struct kd_session *s)
 	z->uid = s->uid;
 	z->gid = s->gid;
 	memcpy(z->name, s->name, sizeof(z->name));
+	z->start_time = s->start_time;
 	z->pidfd = -1;
 	z->pid_file.fd = -1;
 	z->quota = s->quota;
@@ -305,13 +382,7 @@ void kd_zombie_quarantine(struct kd_session *s, bool cut_off)
 		if (!d->zombie_holds)
 			goto err_keep;
 	}
-	z = zombie_of(d, s->pid);
-	/* its process exited and the pid went to s's process before the
-	 * loop saw the pidfd: that zombie is done, s's is another */
-	if (z && z->pidfd >= 0 && pidfd_gone(z->pidfd)) {
-		zombie_free(z);
-		z = NULL;
-	}
+	z = zombie_of(s);
 	if (!z) {
 		z = zombie_new(s);
 		if (!z)
