@@ -181,7 +181,32 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		t->limit_moves += pt[i].limit_moves;
 	}
 	free(pt);
-	/* a uid's quota: what is charged to it, cached pages too */
+	/* a tenant connected but not yet served is listed too */
+	for (struct kd_session *s = d->sessions; s; s = s->next) {
+		struct kvmm_tenant_info *t;
+
+		if (s->admin_only || !s->hello_done)
+			continue;
+		t = entry(r, kd_tenant_id(s));
+		if (t)
+			t->sessions++;
+	}
+	/*
+	 * A uid's quota: what is charged to it, cached pages too.  After
+	 * the sessions' rows (a tenant connected but not served yet showed
+	 * 0 used), and a uid charged for pages without a row (its
+	 * quarantined processes') gets one: its pages count against its
+	 * quota until its processes exit, and nothing else showed them.
+	 */
+	for (uint64_t b = 0;
+	     r->kind == KVMM_TENANT_UID && d->quotas.b && b <= d->quotas.mask;
+	     b++)
+		for (struct kd_hnode *n = d->quotas.b[b]; n; n = n->next) {
+			const struct kd_quota *q = (const void *)n;
+
+			if (q->used_pages)
+				(void)entry(r, q->uid);
+		}
 	for (uint32_t i = 0; r->kind == KVMM_TENANT_UID && i < r->nr; i++) {
 		struct kvmm_tenant_info *t = &r->tenants[i];
 		const struct kd_quota *q = t->id == KVMM_TENANT_OTHERS ?
@@ -193,16 +218,6 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		t->quota_pages = q->limit_pages;
 		t->quota_used_pages = q->used_pages;
 		t->quota_cached_pages = q->cached_pages;
-	}
-	/* a tenant connected but not yet served is listed too */
-	for (struct kd_session *s = d->sessions; s; s = s->next) {
-		struct kvmm_tenant_info *t;
-
-		if (s->admin_only || !s->hello_done)
-			continue;
-		t = entry(r, kd_tenant_id(s));
-		if (t)
-			t->sessions++;
 	}
 	*len = sizeof(*r) + r->nr * sizeof(r->tenants[0]);
 	r->size = (uint32_t)*len;
