@@ -23,16 +23,31 @@
  * among them, as pool pressure has it pick among all (the GPU tier's
  * capacity is lowered and brought back, kc_reclaim_round()), with every
  * other GPU block pinned for that call: they move to the host tier, or
- * are dropped when it has no room or there is none, as any demotion.  A
- * dropped block's pages leave the quota at once, a demoted one's when
- * its copy is done: the command parks (cache_park.c) and runs again then.
+ * are dropped when it has no room or there is none.  Room below is free
+ * room or s's uid's own blocks there, never another uid's: a victim
+ * entering a full tier makes room by sending a block there down a tier
+ * (or out of the last), a cost to whoever owns that block.  So in every
+ * tier below that cannot take all the victims in its free room, the
+ * blocks of other tenants (by the policy's tenant: who admitted them)
+ * are pinned for the call too, as kc_prefix_room() pins the host blocks
+ * of the prefix it makes room for: the policy moves the uid's own blocks
+ * there down instead, or drops the victim itself, and its view of every
+ * block stays true.  (A tenant limit makes a tenant reclaim its own
+ * blocks below too, but one set for the call would replace an
+ * operator's, move blocks when that is set back, and build its lists
+ * from the whole index anyway.)  A dropped block's pages leave the quota
+ * at once, a demoted one's when its copy is done: the command parks
+ * (cache_park.c) and runs again then.
  *
  * Cost: a walk over the cache's GPU copies (kd_cache.gpu) when a quota
- * check fails while the uid has cached pages; nothing otherwise.
+ * check fails while the uid has cached pages, and one over the whole
+ * index, twice, when the victims would not fit in the host tier's free
+ * room; nothing otherwise.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 static struct kc_entry *kc_gpu_of(struct kd_fifo_node *n)
 {
@@ -68,13 +83,89 @@ static void kc_quota_scan(struct kd_cache *c, const struct kd_quota *q,
 	}
 }
 
+/*
+ * The tiers below the GPU that the victims could push another uid's
+ * blocks out of, as a mask of (1 << tier): from the host tier down, each
+ * one with less free room than `want` blocks (at most that many come
+ * into it, or pass through it to the next); the first with the room
+ * takes them all, and nothing goes on below it.
+ */
+static unsigned kc_quota_full_tiers(struct kd_cache *c, uint64_t want)
+{
+	unsigned mask = 0;
+
+	for (unsigned t = pol_cache_lower_tier(c->pol, POL_TIER_GPU);
+	     t != POL_TIER_NONE; t = pol_cache_lower_tier(c->pol, t)) {
+		if (pol_cache_count(c->pol, t) + want <=
+		    pol_cache_capacity(c->pol, t))
+			break;
+		mask |= 1u << t;
+	}
+	return mask;
+}
+
+/*
+ * The policy's tenant row of s's own blocks below the GPU, those it may
+ * push down or out: the row of its uid when the cache's tenants are uids
+ * and it has a row of its own (UINT32_MAX: none, every block is another's).
+ */
+static uint32_t kc_quota_own_row(struct kd_cache *c, const struct kd_session *s)
+{
+	size_t n = pol_cache_tenants(c->pol, NULL, 0);
+	uint32_t id = kd_tenant_charge(s->d, s), row = UINT32_MAX;
+	struct pol_tenant_count *rows;
+
+	if (id != s->uid || id == POL_TENANT_OTHERS || !n)
+		return UINT32_MAX;
+	rows = calloc(n, sizeof(*rows));
+	if (!rows)
+		return UINT32_MAX; /* all pinned: only free room is taken */
+	n = pol_cache_tenants(c->pol, rows, n);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].id == id)
+			row = (uint32_t)i;
+	free(rows);
+	return row;
+}
+
+/* Pin (pin) or unpin the blocks of the tiers in mask that are not of row
+ * own: every entry of the cache is looked at. */
+static void kc_quota_pin_lower(struct kd_cache *c, unsigned mask, uint32_t own,
+			       bool pin)
+{
+	for (uint64_t i = 0; i <= c->index.mask; i++) {
+		for (struct kd_hnode *n = c->index.b[i]; n; n = n->next) {
+			struct kc_entry *e = kc_of(n);
+			const struct pol_block *b;
+
+			if (!pin) {
+				if (e->quota_pinned) {
+					e->quota_pinned = false;
+					(void)pol_cache_unpin(c->pol, e->hash);
+				}
+				continue;
+			}
+			if (!e->in_pol || e->dead || e->quota_pinned)
+				continue;
+			b = pol_cache_lookup(c->pol, e->hash);
+			if (!b || b->tier >= POL_TIER_COUNT ||
+			    !(mask & (1u << b->tier)) || b->tenant == own)
+				continue;
+			e->quota_pinned = !pol_cache_pin(c->pol, e->hash);
+		}
+	}
+}
+
 /* Have the policy move down `want` of q's GPU blocks, every other GPU
- * block pinned meanwhile; returns how many went. */
-static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_quota *q,
+ * block pinned meanwhile, and below it every other uid's block in a tier
+ * the victims could push it out of; returns how many went. */
+static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 			      uint64_t want)
 {
+	const struct kd_quota *q = s->quota;
 	uint64_t gpu = pol_cache_count(c->pol, POL_TIER_GPU);
 	uint64_t cap = pol_cache_capacity(c->pol, POL_TIER_GPU), taken;
+	unsigned lower = kc_quota_full_tiers(c, want);
 	struct kc_entry *e;
 
 	for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
@@ -82,11 +173,13 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_quota *q,
 		e->quota_pinned = e->tier == POL_TIER_GPU && e->in_pol &&
 				  !e->dead && e->blk->charged != q &&
 				  !pol_cache_pin(c->pol, e->hash);
+	if (lower)
+		kc_quota_pin_lower(c, lower, kc_quota_own_row(c, s), true);
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
 				     gpu > want ? gpu - want : 0);
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
-	/* a pinned entry neither moved nor left the list (nor was freed:
-	 * the dead wait for kc_reap_dead()) */
+	/* a pinned entry neither moved nor left the list or the index (nor
+	 * was freed: the dead wait for kc_reap_dead()) */
 	for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
 	     e = kc_gpu_of(kd_fifo_next(&e->gpu))) {
 		if (!e->quota_pinned)
@@ -94,6 +187,8 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_quota *q,
 		e->quota_pinned = false;
 		(void)pol_cache_unpin(c->pol, e->hash);
 	}
+	if (lower)
+		kc_quota_pin_lower(c, lower, UINT32_MAX, false);
 	taken = pol_cache_count(c->pol, POL_TIER_GPU);
 	taken = gpu > taken ? gpu - taken : 0;
 	kc_reap_dead(c);
@@ -121,7 +216,7 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 	if (!over || idle + leaving < over)
 		return -EDQUOT;
 	if (leaving < over) {
-		taken = kc_quota_take(c, q,
+		taken = kc_quota_take(c, s,
 				      (over - leaving + c->ppb - 1) / c->ppb);
 		c->st.quota_reclaims += taken;
 		if (q->used_pages + pages <= q->limit_pages)
