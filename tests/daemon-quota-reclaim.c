@@ -26,10 +26,10 @@
  * tests/daemon-quota-reclaim-reader.c.  Needs root (processes of another
  * uid).
  */
-#include "tests/cache-uids.h"
+#include "tests/quota-reclaim-common.h"
 
 #define UID_W 63301
-#define NB 8 /* a quota's worth of blocks */
+#define NB QR_NB
 
 static const char *const args[] = { "--socket-mode",
 				    "0666",
@@ -66,90 +66,6 @@ static void status(const struct td_daemon *d, struct kvmm_status_reply *st)
 	kvmm_disconnect(c);
 }
 
-/* A process of uid extends one new sequence block by block: `fit` blocks
- * must fit, the next must be -EDQUOT. */
-static void extend_as(const char *sock, uid_t uid, uint32_t fit)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CC_MAX_PAGES];
-		struct cc c;
-		uint32_t seq;
-
-		cu_become(uid, uid);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		for (uint32_t b = 1; b <= fit; b++) {
-			int r = cc_try_extend(&c, seq, b * CC_TPB, ids);
-
-			if (r)
-				t_fail("uid %u: extend to %u blocks: %s",
-				       (unsigned)uid, b, strerror(-r));
-		}
-		t_assert_eq(cc_try_extend(&c, seq, (fit + 1) * CC_TPB, ids),
-			    -EDQUOT);
-		cc_seq_close(&c, seq, ids, fit * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* A process of uid (0: this one's, no quota) opens chain h: nb blocks,
- * from_gpu of them from the GPU, holding tag's bytes; closed. */
-static void open_as(const char *sock, uid_t uid, const uint64_t *h, uint32_t nb,
-		    uint32_t from_gpu, uint64_t tag)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CC_MAX_PAGES];
-		struct kvmm_prefix_open_reply pr;
-		struct cc c;
-
-		if (uid)
-			cu_become(uid, uid);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, NB, &pr, ids);
-		t_assert_eq(pr.nr_blocks, nb);
-		t_assert_eq(pr.from_gpu, from_gpu);
-		cc_check(&c, ids, nb, tag);
-		cc_seq_close(&c, pr.seq_id, ids, nb * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* The tiers' blocks, and the blocks moved down for quotas so far. */
-static void expect_tiers(const struct td_daemon *d, uint64_t gpu, uint64_t host,
-			 uint64_t quota_reclaims)
-{
-	struct kvmm_tier_stats_reply ts;
-
-	cc_settled_stats(d->sock, &ts);
-	t_assert_eq(ts.tiers[0].used_blocks, gpu);
-	t_assert_eq(ts.tiers[1].used_blocks, host);
-	t_assert_eq(ts.quota_reclaims, quota_reclaims);
-}
-
-static void expect_quota(const struct td_daemon *d, uint32_t uid, uint64_t used,
-			 uint64_t cached)
-{
-	struct kvmm_tenants_reply *r = cu_tenants(d->sock);
-	const struct kvmm_tenant_info *t = cu_tenant(r, uid);
-
-	t_assert_eq(t->quota_pages, NB * CC_PPB);
-	t_assert_eq(t->quota_used_pages, used);
-	t_assert_eq(t->quota_cached_pages, cached);
-	free(r);
-}
-
 int main(void)
 {
 	struct kvmm_status_reply st;
@@ -165,8 +81,8 @@ int main(void)
 
 	/* W's quota is all its idle cached blocks' */
 	cu_publish_as(d.sock, UID_W, UID_W, P, NB, 1, NB);
-	expect_tiers(&d, NB, 0, 0);
-	expect_quota(&d, UID_W, NB * CC_PPB, NB * CC_PPB);
+	qr_expect_tiers(&d, NB, 0, 0);
+	qr_expect_quota(&d, UID_W, NB * CC_PPB, NB * CC_PPB);
 	{
 		static char out[65536];
 
@@ -178,25 +94,25 @@ int main(void)
 		d.sock, "metrics",
 		"kvmm_tenant_quota_cached_pages{kind=\"uid\",id=\"%u\"} 32\n",
 		UID_W);
-	extend_as(d.sock, UID_W, NB); /* the 1st block was -EDQUOT */
-	expect_tiers(&d, 0, NB, NB);
-	expect_quota(&d, UID_W, 0, 0);
+	qr_extend_as(d.sock, UID_W, NB); /* the 1st block was -EDQUOT */
+	qr_expect_tiers(&d, 0, NB, NB);
+	qr_expect_quota(&d, UID_W, 0, 0);
 	status(&d, &st);
 	t_assert(st.cmds_parked >= 1); /* waited for a copy down */
 	t_assert_eq(st.pages_allocated, 0);
 
 	/* a prefix open's restores take the room of W's cached Q */
 	cu_publish_as(d.sock, UID_W, UID_W, Q, NB, 2, NB);
-	open_as(d.sock, UID_W, P, NB, 0, 1);
-	expect_tiers(&d, NB, NB, 2 * NB);
-	expect_quota(&d, UID_W, NB * CC_PPB, NB * CC_PPB);
+	qr_open_as(d.sock, UID_W, P, NB, 0, 1);
+	qr_expect_tiers(&d, NB, NB, 2 * NB);
+	qr_expect_quota(&d, UID_W, NB * CC_PPB, NB * CC_PPB);
 
 	/* no host tier: the victims are dropped, the extend served at once */
 	cc_stop(&d);
 	cu_start(&d, no_host);
 	cu_publish_as(d.sock, UID_W, UID_W, P, NB, 1, NB);
-	expect_quota(&d, UID_W, NB * CC_PPB, NB * CC_PPB);
-	extend_as(d.sock, UID_W, NB);
+	qr_expect_quota(&d, UID_W, NB * CC_PPB, NB * CC_PPB);
+	qr_extend_as(d.sock, UID_W, NB);
 	status(&d, &st);
 	t_assert_eq(st.cmds_parked, 0);
 	{
@@ -207,8 +123,8 @@ int main(void)
 		t_assert_eq(ts.tiers[0].drops, NB);
 		t_assert_eq(ts.quota_reclaims, NB);
 	}
-	expect_quota(&d, UID_W, 0, 0);
-	open_as(d.sock, 0, P, 0, 0, 1); /* gone */
+	qr_expect_quota(&d, UID_W, 0, 0);
+	qr_open_as(d.sock, 0, P, 0, 0, 1); /* gone */
 	cc_stop(&d);
 	printf("ok\n");
 	return 0;
