@@ -194,9 +194,10 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 	/*
 	 * A uid's quota: what is charged to it, cached pages too.  After
 	 * the sessions' rows (a tenant connected but not served yet showed
-	 * 0 used), and a uid charged for pages without a row (its
-	 * quarantined processes') gets one: its pages count against its
-	 * quota until its processes exit, and nothing else showed them.
+	 * 0 used), and a uid whose quarantined processes hold pages gets
+	 * a row if it has none: those pages count against its quota until
+	 * the processes exit, and nothing else showed them.  Only those: a
+	 * uid the policy folds into the others' row stays there.
 	 */
 	for (uint64_t b = 0;
 	     r->kind == KVMM_TENANT_UID && d->quotas.b && b <= d->quotas.mask;
@@ -204,7 +205,7 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		for (struct kd_hnode *n = d->quotas.b[b]; n; n = n->next) {
 			const struct kd_quota *q = (const void *)n;
 
-			if (q->used_pages)
+			if (q->zombies && q->used_pages)
 				(void)entry(r, q->uid);
 		}
 	for (uint32_t i = 0; r->kind == KVMM_TENANT_UID && i < r->nr; i++) {
