@@ -578,25 +578,30 @@ uint64_t kc_pool_free(struct kd_daemon *d)
  * beyond the free pages not earmarked (`reserved`) for parked commands
  * (the policy's LRU ones); returns how many blocks it took.  Their pages
  * come back when their copies are done (dropped ones at once). */
+uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want)
+{
+	uint64_t gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	uint64_t cap = pol_cache_capacity(c->pol, POL_TIER_GPU), left;
+
+	/* the victims move down through kc_move(); then the capacity
+	 * comes back */
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
+				     gpu > want ? gpu - want : 0);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
+	left = pol_cache_count(c->pol, POL_TIER_GPU);
+	return gpu > left ? gpu - left : 0;
+}
+
 static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages,
 				 uint64_t reserved)
 {
 	struct kd_daemon *d = c->d;
-	uint64_t free = kc_pool_free(d), avail, gpu, cap, want, taken;
+	uint64_t free = kc_pool_free(d), avail, taken;
 
 	avail = free > reserved ? free - reserved : 0;
-	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
-	if (!gpu || avail >= pages)
+	if (!pol_cache_count(c->pol, POL_TIER_GPU) || avail >= pages)
 		return 0;
-	want = (pages - avail + c->ppb - 1) / c->ppb;
-	cap = pol_cache_capacity(c->pol, POL_TIER_GPU);
-	/* the policy picks the victims (LRU, never a block a sequence
-	 * uses or a pinned one) and moves them down through kc_move(), as
-	 * an over-full GPU tier would; then the capacity comes back */
-	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
-				     gpu > want ? gpu - want : 0);
-	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
-	taken = gpu - pol_cache_count(c->pol, POL_TIER_GPU);
+	taken = kc_gpu_shed(c, (pages - avail + c->ppb - 1) / c->ppb);
 	c->st.pressure_reclaims += taken;
 	kc_reap_dead(c);
 	return taken;

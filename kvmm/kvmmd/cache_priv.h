@@ -296,6 +296,10 @@ void kc_release_lower(struct kd_cache *c, struct kc_entry *e);
 void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
 void kc_reap_dead(struct kd_cache *c);
+/* The policy moves up to want GPU blocks down (or out), as an over-full
+ * GPU tier would: its capacity lowered by want and brought back, so it
+ * picks the victims (never a held or pinned block).  How many went. */
+uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want);
 int kc_open(struct kd_cache *c, uint32_t ppb);
 /* kc_open() said -EXDEV for r: a WARN line, once per region. */
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r);

@@ -21,7 +21,7 @@
  * moves: -EDQUOT (a prefix open asks for what there is, and its walk
  * stops where the quota does).  Otherwise the policy picks the victims
  * among them, as pool pressure has it pick among all (the GPU tier's
- * capacity is lowered and brought back, kc_reclaim_round()), with every
+ * capacity is lowered and brought back, kc_gpu_shed()), with every
  * other GPU block pinned for that call: they move to the host tier, or
  * are dropped when it has no room or there is none.  Room below is free
  * room or s's uid's own blocks there, never another uid's: a victim
@@ -163,10 +163,9 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 			      uint64_t want)
 {
 	const struct kd_quota *q = s->quota;
-	uint64_t gpu = pol_cache_count(c->pol, POL_TIER_GPU);
-	uint64_t cap = pol_cache_capacity(c->pol, POL_TIER_GPU), taken;
 	unsigned lower = kc_quota_full_tiers(c, want);
 	struct kc_entry *e;
+	uint64_t taken;
 
 	for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
 	     e = kc_gpu_of(kd_fifo_next(&e->gpu)))
@@ -175,9 +174,7 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 				  !pol_cache_pin(c->pol, e->hash);
 	if (lower)
 		kc_quota_pin_lower(c, lower, kc_quota_own_row(c, s), true);
-	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
-				     gpu > want ? gpu - want : 0);
-	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
+	taken = kc_gpu_shed(c, want);
 	/* a pinned entry neither moved nor left the list or the index (nor
 	 * was freed: the dead wait for kc_reap_dead()) */
 	for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
@@ -189,8 +186,6 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 	}
 	if (lower)
 		kc_quota_pin_lower(c, lower, UINT32_MAX, false);
-	taken = pol_cache_count(c->pol, POL_TIER_GPU);
-	taken = gpu > taken ? gpu - taken : 0;
 	kc_reap_dead(c);
 	return taken;
 }
