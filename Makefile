@@ -5,7 +5,8 @@
 #   make demo         the main job: tinylm clients on a real kvmmd
 #   make bench        build and run the benchmarks (each prints a ratio)
 #   make deps         install the Debian packages the build and tests need
-#   make install      PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py,
+#   make install      build and install what is installed, nothing else:
+#                     PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py,
 #                     SYSCONFDIR= SYSTEMDUNITDIR= for kvmmd.conf,
 #                     kvmmd.service and kvmmd@.service, one per GPU)
 #   make uninstall    the same variables: remove what install put there
@@ -92,6 +93,10 @@ endef
 # Fragments append their archives here; tests, benches and tools link the
 # whole group so any of them can use any internal module.
 ARCHIVES :=
+# The test helpers (tests/lib): only the tests and benches that link them
+# set it (a target-specific value) and depend on it, so `make install`
+# does not build them.
+TESTHELP_LIB :=
 PROGRAMS :=
 SCRIPTS_TO_CHECK :=
 
@@ -103,7 +108,8 @@ include tests/build.mk
 include tools/build.mk
 include bench/build.mk
 
-LINK_GROUP = -Wl,--start-group $(ARCHIVES) -Wl,--end-group $(EXTRA_LIBS) $(LDLIBS)
+LINK_GROUP = -Wl,--start-group $(ARCHIVES) $(TESTHELP_LIB) -Wl,--end-group \
+	$(EXTRA_LIBS) $(LDLIBS)
 # Programs defined before a later fragment added its archive still link it.
 $(filter-out %.a %.so,$(PROGRAMS)): $(ARCHIVES)
 
@@ -178,7 +184,13 @@ $(BUILD)/libkvmm.pc: $(BUILD)/install_paths.h $(BUILD)/config.mk Makefile
 		'Libs.private: $(strip $(LIBKVMM_LIBS) -lm -lpthread -ldl -lrt)' \
 		'Cflags: -I$${includedir}' >$@
 
-install: all $(BUILD)/libkvmm.pc
+# Only what it installs, so `make install` alone builds no test, bench or
+# GPU test program (a packager's make && make install builds them once,
+# with make).
+INSTALL_BUILT := $(INSTALL_BINS) $(BUILD)/libkvmm.a \
+	$(BUILD)/libkvmm.so.$(KVMM_ABI_MAJOR) $(BUILD)/libkvmm.pc
+
+install: $(INSTALL_BUILT)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR)/kvmm $(DESTDIR)$(DATADIR)/profiles
 	install -m 755 $(INSTALL_BINS) $(DESTDIR)$(BINDIR)

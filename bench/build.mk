@@ -3,4 +3,8 @@
 # with one JSON line.  bench/run.sh runs them all.
 BENCH_SRCS := $(wildcard bench/*.c)
 $(foreach t,$(BENCH_SRCS),$(eval $(call program_rule,$(BUILD)/bench/$(basename $(notdir $(t))),$(t))))
-PROGRAMS += $(foreach t,$(BENCH_SRCS),$(BUILD)/bench/$(basename $(notdir $(t))))
+BENCH_BINS := $(foreach t,$(BENCH_SRCS),$(BUILD)/bench/$(basename $(notdir $(t))))
+PROGRAMS += $(BENCH_BINS)
+# they start kvmmd with the tests' helpers (tests/lib)
+$(BENCH_BINS): TESTHELP_LIB := $(BUILD)/libtesthelp.a
+$(BENCH_BINS): $(BUILD)/libtesthelp.a

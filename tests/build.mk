@@ -3,14 +3,16 @@
 # tests/run.sh runs them all.
 TESTLIB_SRCS := $(wildcard tests/lib/*.c)
 $(eval $(call archive_rule,$(BUILD)/libtesthelp.a,$(TESTLIB_SRCS)))
-ARCHIVES += $(BUILD)/libtesthelp.a
 TEST_SRCS := $(wildcard tests/*.c)
 # A test too big for one file keeps its main in tests/NAME.c (the name
 # the runner and its "timeout:" line go by) and its other pieces in
 # tests/NAME/*.c, linked into the same binary.
 test_parts = $(t) $(wildcard $(basename $(t))/*.c)
 $(foreach t,$(TEST_SRCS),$(eval $(call program_rule,$(BUILD)/tests/$(basename $(notdir $(t))),$(test_parts))))
-PROGRAMS += $(foreach t,$(TEST_SRCS),$(BUILD)/tests/$(basename $(notdir $(t))))
+TEST_BINS := $(foreach t,$(TEST_SRCS),$(BUILD)/tests/$(basename $(notdir $(t))))
+PROGRAMS += $(TEST_BINS)
+$(TEST_BINS): TESTHELP_LIB := $(BUILD)/libtesthelp.a
+$(TEST_BINS): $(BUILD)/libtesthelp.a
 
 # LD_PRELOAD shims that tests start kvmmd under (tests/shims/NAME.c ->
 # build/tests/shims/NAME.so; the runner skips the folder).  Built without
