@@ -30,7 +30,7 @@ err=$("$bin/kvmm-replay" --trace "$D/t.jsonl" --policy lru --gpu-blocks 3 \
 rc=$?
 echo "kvmm-replay: $err"
 [ $rc = 2 ] || fail "kvmm-replay exit $rc, expected 2"
-want="unknown profile 'h200-llama3-8b' (no h200-llama3-8b.profile in ., $DATADIR/profiles; set KVMM_PROFILE_DIR)"
+want="unknown profile 'h200-llama3-8b' (tried ./h200-llama3-8b.profile, ./kvmm/policy/profiles/h200-llama3-8b.profile, $DATADIR/profiles/h200-llama3-8b.profile; set KVMM_PROFILE_DIR)"
 [[ $err == *"$want"* ]] || fail "not: $want"
 KVMM_PROFILE_DIR=$D/root$DATADIR/profiles "$bin/kvmm-replay" --trace "$D/t.jsonl" \
 	--policy lru --gpu-blocks 3 --profile h200-llama3-8b >/dev/null ||
@@ -44,7 +44,7 @@ for _ in $(seq 200); do [ -S "$D/s" ] && break; sleep 0.05; done
 kill $pid && wait $pid
 pid=
 grep "cost model" "$D/kvmmd.log"
-want="cost model: unknown profile 'h200-llama3-8b' (no h200-llama3-8b.profile in ., $DATADIR/profiles; set KVMM_PROFILE_DIR); using the built-in h200-llama3-8b-ref"
+want="cost model: unknown profile 'h200-llama3-8b' (tried ./h200-llama3-8b.profile, ./kvmm/policy/profiles/h200-llama3-8b.profile, $DATADIR/profiles/h200-llama3-8b.profile; set KVMM_PROFILE_DIR); using the built-in h200-llama3-8b-ref"
 grep "WARN" "$D/kvmmd.log" | grep -qF "$want" || fail "no WARN: $want"
 
 if command -v python3 >/dev/null; then

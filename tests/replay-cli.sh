@@ -93,6 +93,20 @@ for sw in 1,,2 ,5 5, "" ,; do
 	expect 2 "bad --sweep '$sw' (up to 64 positive counts, comma-separated)" \
 		--trace "$tmp/t.jsonl" --policy lru --sweep "$sw"
 done
+# a shipped profile by name, found under ./kvmm/policy/profiles with
+# neither KVMM_PROFILE_DIR nor KVMM_SRC set (tests/run.sh sets KVMM_SRC,
+# which hid that "." skipped its kvmm/policy/profiles), and under
+# $KVMM_SRC/kvmm/policy/profiles from another directory
+src=$PWD
+[ -f kvmm/policy/profiles/h200-llama3-70b.profile ] ||
+	fail "run from the source root"
+env -u KVMM_SRC -u KVMM_PROFILE_DIR "$R" --trace "$tmp/t.jsonl" --policy lru \
+	--gpu-blocks 3 --profile h200-llama3-70b >/dev/null ||
+	fail "h200-llama3-70b not found from the source root"
+(cd "$tmp" && env -u KVMM_PROFILE_DIR KVMM_SRC="$src" "$(readlink -f "$R")" \
+	--trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 \
+	--profile h200-llama3-70b >/dev/null) ||
+	fail "h200-llama3-70b not found under \$KVMM_SRC"
 expect 2 "unknown profile 'nope'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --profile nope
 expect 1 "cannot open" --trace "$tmp/none.jsonl" --policy lru --gpu-blocks 3
 # a directory is refused with the reason (it was "cannot read DIR")

@@ -303,10 +303,15 @@ char *pol_cost_read_text(const char *path)
 	return buf;
 }
 
+/* A place pol_cost_load() looks for NAME.profile (see there). */
+struct profile_dir {
+	const char *dir;
+	bool source_root;
+};
+
 int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		  size_t errlen)
 {
-	const char *dirs[5];
 	char path[4096];
 	char *text = NULL;
 	size_t nd = 0, len;
@@ -328,22 +333,43 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		}
 		snprintf(path, sizeof(path), "%s", what);
 	} else {
+		/*
+		 * Where a name is looked for, in order.  A profile
+		 * directory (KVMM_PROFILE_DIR, the installed DATADIR) holds
+		 * NAME.profile itself; a source root (KVMM_SRC, the working
+		 * directory) holds it there or under kvmm/policy/profiles.
+		 * Whether a place is a source root is the place's, not its
+		 * rank: with KVMM_PROFILE_DIR unset, "." came first and its
+		 * kvmm/policy/profiles was never tried.
+		 */
+		struct profile_dir dirs[4];
+		char tried[2048] = "";
+		size_t off = 0;
+
 		if (getenv("KVMM_PROFILE_DIR"))
-			dirs[nd++] = getenv("KVMM_PROFILE_DIR");
+			dirs[nd++] = (struct profile_dir){
+				getenv("KVMM_PROFILE_DIR"), false
+			};
 		if (getenv("KVMM_SRC"))
-			dirs[nd++] = getenv("KVMM_SRC");
-		dirs[nd++] = ".";
+			dirs[nd++] = (struct profile_dir){ getenv("KVMM_SRC"),
+							   true };
+		dirs[nd++] = (struct profile_dir){ ".", true };
 		/* where make install puts them */
-		dirs[nd++] = KVMM_PROFILE_DIR_DEFAULT;
+		dirs[nd++] =
+			(struct profile_dir){ KVMM_PROFILE_DIR_DEFAULT, false };
 		for (size_t i = 0; i < nd && !text; i++) {
-			snprintf(path, sizeof(path), "%s/%s.profile", dirs[i],
-				 what);
-			text = pol_cost_read_text(path);
-			if (!text && i > 0) {
-				snprintf(path, sizeof(path),
-					 "%s/kvmm/policy/profiles/%s.profile",
-					 dirs[i], what);
+			for (int sub = 0; sub <= dirs[i].source_root && !text;
+			     sub++) {
+				snprintf(path, sizeof(path), "%s/%s%s.profile",
+					 dirs[i].dir,
+					 sub ? "kvmm/policy/profiles/" : "",
+					 what);
 				text = pol_cost_read_text(path);
+				if (!text && off < sizeof(tried))
+					off += snprintf(tried + off,
+							sizeof(tried) - off,
+							"%s%s", off ? ", " : "",
+							path);
 			}
 		}
 		if (!text && !strcmp(what, "h200-llama3-8b-ref")) {
@@ -351,19 +377,12 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 			return 0;
 		}
 		if (!text) {
-			/* every directory: a tool run from a DESTDIR tree or
+			/* every path: a tool run from a DESTDIR tree or
 			 * another PREFIX says where it looked */
-			char tried[1024] = "";
-			size_t off = 0;
-
-			for (size_t i = 0; i < nd && off < sizeof(tried); i++)
-				off += snprintf(tried + off,
-						sizeof(tried) - off, "%s%s",
-						i ? ", " : "", dirs[i]);
 			set_err(err, errlen,
-				"unknown profile '%s' (no %s.profile in %s; "
+				"unknown profile '%s' (tried %s; "
 				"set KVMM_PROFILE_DIR)",
-				what, what, tried);
+				what, tried);
 			return -ENOENT;
 		}
 	}
