@@ -107,21 +107,28 @@ int main(int argc, char **argv)
 			"ipc: counts too small or batch outside 1..512\n");
 		return 2;
 	}
-	/* The daemon's polling loop gets a core of its own, as io_uring's
-	 * SQPOLL thread would; the client runs on another one. */
+	/*
+	 * The daemon's polling loop gets a core of its own, as io_uring's
+	 * SQPOLL thread would; the client runs on another one.  kvmmd
+	 * starts first: it inherits this process's affinity, and refuses a
+	 * --cpu outside it, so pinning the client before the start made
+	 * kvmmd refuse CPU 0 on every machine with two CPUs or more.
+	 */
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	err = td_start(&d, ncpu >= 2 ? pin_args : NULL);
+	if (err) {
+		/* td_start() printed its log when it exited */
+		fprintf(stderr, "ipc: kvmmd did not start: %s\n",
+			err == -ECHILD ? "it exited (its log is above)" :
+					 strerror(-err));
+		return 1;
+	}
 	if (ncpu >= 2) {
 		cpu_set_t set;
 
 		CPU_ZERO(&set);
 		CPU_SET(ncpu - 1, &set);
 		sched_setaffinity(0, sizeof(set), &set);
-	}
-	err = td_start(&d, ncpu >= 2 ? pin_args : NULL);
-	if (err) {
-		fprintf(stderr, "ipc: kvmmd did not start: %s\n",
-			strerror(-err));
-		return 1;
 	}
 	err = kvmm_connect(&co, &c);
 	if (err) {

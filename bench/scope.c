@@ -86,11 +86,19 @@ int main(int argc, char **argv)
 	double ratio[MAX_ROUNDS], tsh[MAX_ROUNDS], tuid[MAX_ROUNDS];
 	int rounds = 9, n = 2000, k = 0;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--rounds"))
+	/* an unknown option, or one without its value, is a usage error
+	 * (--help ran the whole benchmark) */
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			rounds = 0;
+		else if (!strcmp(argv[i], "--rounds"))
 			rounds = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--opens"))
 			n = atoi(argv[i + 1]);
+		else
+			rounds = 0;
+		if (!rounds)
+			break;
 	}
 	if (rounds < 2 || rounds > MAX_ROUNDS || n < 1) {
 		fprintf(stderr, "usage: scope [--rounds 2..%d] [--opens N]\n",
