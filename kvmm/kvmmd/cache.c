@@ -356,6 +356,46 @@ static int kc_test_faults(struct migrate_config *mc, bool say)
 	return 0;
 }
 
+/*
+ * Test knobs: KVMMD_TEST_HOST_SLOTS_HELD=N and KVMMD_TEST_NVME_SLOTS_HELD=N
+ * take N host slots (N NVMe slots set aside) when the tiers open, outside
+ * the policy's count, and keep them until the stop: slots that no move in
+ * flight will give back, as when moves waiting in line hold them, so a
+ * test can make a demotion find no slot with nothing in flight
+ * (tests/cache-pin-slot-wait.c).  At most KC_HELD_MAX each.
+ */
+static uint32_t kc_test_held(const char *name)
+{
+	const char *v = getenv(name);
+	int n = v ? atoi(v) : 0;
+
+	if (n <= 0)
+		return 0;
+	vmm_log(VMM_LOG_WARN, "cache: %s=%d: slots held back (tests only)",
+		name, n);
+	return n > (int)KC_HELD_MAX ? KC_HELD_MAX : (uint32_t)n;
+}
+
+static void kc_hold_slots(struct kd_cache *c)
+{
+	uint32_t host = kc_test_held("KVMMD_TEST_HOST_SLOTS_HELD");
+	uint32_t nvme = kc_test_held("KVMMD_TEST_NVME_SLOTS_HELD");
+
+	while (c->host && c->nheld_host < host &&
+	       !tier_host_alloc(c->host, &c->held_host[c->nheld_host]))
+		c->nheld_host++;
+	while (c->nvme && c->nheld_nvme < nvme && !tier_nvme_reserve(c->nvme))
+		c->nheld_nvme++;
+}
+
+static void kc_unhold_slots(struct kd_cache *c)
+{
+	while (c->nheld_host)
+		tier_host_free(c->host, c->held_host[--c->nheld_host]);
+	for (; c->nheld_nvme; c->nheld_nvme--)
+		tier_nvme_unreserve(c->nvme);
+}
+
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r)
 {
 	uint32_t ppb = c->opened ? c->ppb : c->d->cfg.cache_block_pages;
@@ -556,6 +596,7 @@ no_nvme:
 		if (r)
 			goto err;
 	}
+	kc_hold_slots(c);
 	c->opened = true;
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
@@ -926,6 +967,7 @@ void kd_cache_fini(struct kd_daemon *d)
 		}
 	}
 	migrate_close(c->mig);
+	kc_unhold_slots(c);
 	d->tel_feed.cache = NULL;
 	kc_learned_fini(c);
 	pol_cache_destroy(c->pol);

@@ -30,6 +30,16 @@ static struct kc_entry *kc_slotq_of(struct kd_fifo_node *n)
 	return kd_fifo_entry(n, struct kc_entry, slotq);
 }
 
+/* Does a client's pin keep e cached (a plain or live TTL record,
+ * kd_pin_block_kept()): then it is never dropped for want of a slot
+ * (kc_host_room(), kc_nvme_make_room()) and a failed copy of it is tried
+ * again (kc_retry_kept()). */
+static bool kc_kept(struct kd_cache *c, const struct kc_entry *e)
+{
+	return !c->closing && !e->dead && !e->drop_after && e->in_pol &&
+	       kd_pin_block_kept(c->d, e->hash, e->gen);
+}
+
 /*
  * A block the policy moved down but whose copy could not be made (no slot
  * will come, the engine refused the job): it is gone, and counted as a
@@ -87,7 +97,9 @@ static int kc_nvme_slot(struct kd_cache *c, struct kc_entry *e,
 {
 	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_reserve(c, job))
 		return 0;
-	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_coming(c))
+	/* a kept block waits: the pump makes room for it (we may be in a
+	 * policy call here, which must not be entered again) */
+	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_coming(c) && !kc_kept(c, e))
 		return -ENOSPC;
 	e->job = job;
 	kd_fifo_push_tail(&c->nvmeq, &e->nvmeq);
@@ -137,7 +149,10 @@ static int kc_submit(struct kd_cache *c, struct kc_entry *e,
 			bool coming = c->st.migrations_in_flight ||
 				      c->nr_restored;
 
-			if (kd_fifo_empty(&c->slotq) && !coming) {
+			/* a kept block waits: the pump makes room for it
+			 * (kc_host_room(); this may run in a policy call) */
+			if (kd_fifo_empty(&c->slotq) && !coming &&
+			    !kc_kept(c, e)) {
 				r = -ENOSPC;
 				goto err_free;
 			}
@@ -235,6 +250,84 @@ static void kc_unrun(struct kd_cache *c, struct kc_entry *e,
 	}
 }
 
+/* What kc_host_room() or kc_nvme_make_room() did for kept block e: the
+ * victims are counted as any (demotions_in below, drops), the log says
+ * why they went.  Returns ok. */
+static bool kc_say_room(struct kd_cache *c, const struct kc_entry *e,
+			const char *tier, uint64_t moved, bool ok)
+{
+	if (ok)
+		vmm_log(VMM_LOG_INFO,
+			"cache: pinned block %016llx waits for a %s slot no move gives back: %llu %s blocks moved down for it",
+			(unsigned long long)e->hash, tier,
+			(unsigned long long)moved, tier);
+	else
+		vmm_log(VMM_LOG_WARN,
+			"cache: pinned block %016llx dropped: no %s slot, and nothing in the %s tier may go to make one",
+			(unsigned long long)e->hash, tier, tier);
+	return ok;
+}
+
+/* A host slot is free, or a move in flight will give one back. */
+static bool kc_host_slot_near(struct kd_cache *c)
+{
+	struct tier_host_stats hs;
+
+	tier_host_get_stats(c->host, &hs);
+	return hs.used_slots < hs.capacity_slots || c->st.migrations_in_flight;
+}
+
+/*
+ * The demotion of a kept block (kc_kept()) waits at the head of the line,
+ * no host slot is free and none will come back: it must not be dropped
+ * (the pin promised it stays cached, and its bytes are intact in its GPU
+ * pages).  The host slots are taken by blocks the policy counts in the
+ * host tier and by moves waiting in line below it, so the policy makes
+ * room as it would for one more block: one host block at a time moves
+ * down (kc_tier_shed(): on to NVMe, whose write gives its host slot back
+ * when done, or out) until a slot is free or on its way.  A victim that
+ * frees none (a demotion waiting in line itself) does not stop the
+ * search; at most every host block is asked once.  False when nothing
+ * there may go: the block is dropped then, as before.
+ */
+static bool kc_host_room(struct kd_cache *c, const struct kc_entry *e)
+{
+	uint64_t n = pol_cache_count(c->pol, POL_TIER_HOST), moved = 0;
+
+	while (!kc_host_slot_near(c) && n-- &&
+	       kc_tier_shed(c, POL_TIER_HOST, 1)) {
+		moved++;
+		kc_reap_dead(c); /* a victim lost frees its slot */
+	}
+	return kc_say_room(c, e, "host", moved, kc_host_slot_near(c));
+}
+
+/* An NVMe slot is free (neither used nor set aside), or an NVMe job or a
+ * restore to settle may give one back. */
+static bool kc_nvme_slot_near(struct kd_cache *c)
+{
+	struct tier_nvme_stats ns;
+
+	tier_nvme_get_stats(c->nvme, &ns);
+	return ns.used_slots + ns.reserved_slots < ns.capacity_slots ||
+	       kc_nvme_coming(c);
+}
+
+/* kc_host_room() for the write of a kept block at the head of the NVMe
+ * line: the NVMe tier's victims are dropped (it is the last tier), a
+ * written one's slot freed at once. */
+static bool kc_nvme_make_room(struct kd_cache *c, const struct kc_entry *e)
+{
+	uint64_t n = pol_cache_count(c->pol, POL_TIER_NVME), moved = 0;
+
+	while (!kc_nvme_slot_near(c) && n-- &&
+	       kc_tier_shed(c, POL_TIER_NVME, 1)) {
+		moved++;
+		kc_reap_dead(c);
+	}
+	return kc_say_room(c, e, "NVMe", moved, kc_nvme_slot_near(c));
+}
+
 /*
  * Start queued demotions while host slots are free.  When none is free and
  * no migration is in flight, none will come back: the queued demotions
@@ -248,6 +341,10 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 		struct migrate_job *job = e->job;
 		int err = kc_queued_slot(c, job, fail_all);
 
+		/* a slot is free now, or on its way (once: no loop on a
+		 * tier whose counts and free list disagreed) */
+		if (err == -ENOSPC && kc_kept(c, e) && kc_host_room(c, e))
+			err = kc_queued_slot(c, job, fail_all);
 		if (err == -EAGAIN)
 			return;
 		kc_slotq_del(c, e);
@@ -328,6 +425,12 @@ void kc_nvme_pump(struct kd_cache *c, bool fail_all)
 			if (err) {
 				kc_nvme_room(c);
 				err = kc_nvme_reserve(c, job);
+			}
+			/* a slot is free now, or on its way (once) */
+			if (err && kc_kept(c, e) && kc_nvme_make_room(c, e)) {
+				err = kc_nvme_reserve(c, job);
+				if (err && kc_nvme_coming(c))
+					return;
 			}
 		}
 		kd_fifo_unlink(&c->nvmeq, &e->nvmeq);
@@ -462,9 +565,7 @@ static bool kc_retry_kept(struct kd_cache *c, struct kc_entry *e,
 			  const struct migrate_job *job)
 {
 	if (job->state != MIGRATE_FAILED || job->result == -EINPROGRESS ||
-	    c->closing || e->dead || e->drop_after || !e->in_pol ||
-	    e->kept_retries >= KC_KEPT_RETRIES ||
-	    !kd_pin_block_kept(c->d, e->hash, e->gen))
+	    e->kept_retries >= KC_KEPT_RETRIES || !kc_kept(c, e))
 		return false;
 	e->kept_retries++;
 	return true;
@@ -574,24 +675,28 @@ uint64_t kc_pool_free(struct kd_daemon *d)
 	return ps.capacity > ps.allocated ? ps.capacity - ps.allocated : 0;
 }
 
+uint64_t kc_tier_shed(struct kd_cache *c, unsigned tier, uint64_t want)
+{
+	uint64_t had = pol_cache_count(c->pol, tier);
+	uint64_t cap = pol_cache_capacity(c->pol, tier), left;
+
+	/* the victims move down through kc_move(); then the capacity
+	 * comes back */
+	(void)pol_cache_set_capacity(c->pol, tier, had > want ? had - want : 0);
+	(void)pol_cache_set_capacity(c->pol, tier, cap);
+	left = pol_cache_count(c->pol, tier);
+	return had > left ? had - left : 0;
+}
+
+uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want)
+{
+	return kc_tier_shed(c, POL_TIER_GPU, want);
+}
+
 /* One round of kd_cache_reclaim(): demote enough victims for `pages`
  * beyond the free pages not earmarked (`reserved`) for parked commands
  * (the policy's LRU ones); returns how many blocks it took.  Their pages
  * come back when their copies are done (dropped ones at once). */
-uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want)
-{
-	uint64_t gpu = pol_cache_count(c->pol, POL_TIER_GPU);
-	uint64_t cap = pol_cache_capacity(c->pol, POL_TIER_GPU), left;
-
-	/* the victims move down through kc_move(); then the capacity
-	 * comes back */
-	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU,
-				     gpu > want ? gpu - want : 0);
-	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, cap);
-	left = pol_cache_count(c->pol, POL_TIER_GPU);
-	return gpu > left ? gpu - left : 0;
-}
-
 static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages,
 				 uint64_t reserved)
 {

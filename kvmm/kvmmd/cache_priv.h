@@ -47,6 +47,8 @@
 #define KC_BUCKETS_MIN 4096u
 /* host slots kept for staging NVMe restores (one tier_nvme batch) */
 #define KC_STAGING_SLOTS 8u
+/* most slots per tier the KVMMD_TEST_*_SLOTS_HELD knobs take */
+#define KC_HELD_MAX 64u
 
 struct kc_entry {
 	uint64_t hash;
@@ -275,6 +277,10 @@ struct kd_cache {
 	struct kd_timer park_timer; /* the earliest deadline, or now */
 	uint64_t park_round;
 	uint64_t cmds_parked, cmds_parked_now;
+	/* KVMMD_TEST_HOST_SLOTS_HELD, KVMMD_TEST_NVME_SLOTS_HELD: slots taken
+	 * when the tiers open and kept until the stop (kc_hold_slots()) */
+	uint32_t held_host[KC_HELD_MAX];
+	uint32_t nheld_host, nheld_nvme;
 	struct kvmm_tier_stats_reply st;
 };
 
@@ -296,9 +302,11 @@ void kc_release_lower(struct kd_cache *c, struct kc_entry *e);
 void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
 void kc_reap_dead(struct kd_cache *c);
-/* The policy moves up to want GPU blocks down (or out), as an over-full
- * GPU tier would: its capacity lowered by want and brought back, so it
- * picks the victims (never a held or pinned block).  How many went. */
+/* The policy moves up to want blocks of tier down (or out), as an
+ * over-full tier would: its capacity lowered by want and brought back, so
+ * it picks the victims (never a held or pinned block).  How many went.
+ * kc_gpu_shed(): of the GPU tier.  Not from inside a policy call. */
+uint64_t kc_tier_shed(struct kd_cache *c, unsigned tier, uint64_t want);
 uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want);
 int kc_open(struct kd_cache *c, uint32_t ppb);
 /* kc_open() said -EXDEV for r: a WARN line, once per region. */
