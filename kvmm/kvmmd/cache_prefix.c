@@ -259,6 +259,37 @@ void kc_pending_call_off(struct kd_cache *c, struct kc_pending *pr,
 }
 
 /*
+ * The restore of a block an open found being demoted takes fresh pages
+ * charged to the open's session, as the walk's restores do.  Short of
+ * quota for them, the uid's own idle cached blocks make room first, as
+ * they would have for a restore the walk started (kc_prefix_room()):
+ * without it a busy block was a miss where a block already below would
+ * have been restored.  e is pinned for the call (the victims' cascade
+ * must not push it on); the prefix's other blocks are the sequence's or
+ * pinned by their restores.  0: room (or no quota); -EINPROGRESS: the
+ * victims' copies run, their pages come back when done (the block stays
+ * BUSY, tried again from the settle then); -EDQUOT.
+ */
+static int kc_busy_quota(struct kd_cache *c, struct kd_session *s,
+			 struct kc_entry *e)
+{
+	struct kd_quota *q = s->quota;
+	/* a park's count: this is no park (kd_cache_park() reads it) */
+	uint64_t park_need = c->park_need;
+	bool pinned;
+	int err;
+
+	if (!q || !q->limit_pages || q->used_pages + c->ppb <= q->limit_pages)
+		return 0;
+	pinned = e->in_pol && !pol_cache_pin(c->pol, e->hash);
+	err = kc_quota_reclaim(c, s, c->ppb, false);
+	if (pinned)
+		(void)pol_cache_unpin(c->pol, e->hash);
+	c->park_need = park_need;
+	return err;
+}
+
+/*
  * Blocks pending opens found being demoted: once the move ended, share
  * the block (a failed copy left it on the GPU), restore it from where it
  * landed, join a restore another open started meanwhile, or give up when
@@ -288,6 +319,7 @@ static void kc_busy_retry(struct kd_cache *c)
 			r = NULL; /* cannot happen: the session is paused */
 		for (uint32_t i = 0; i < pr->lim; i++) {
 			struct kc_entry *e;
+			int err;
 
 			if (pr->state[i] != KC_SLOT_BUSY)
 				continue;
@@ -319,7 +351,11 @@ static void kc_busy_retry(struct kd_cache *c)
 					c->busy_in_line++;
 					continue;
 				}
-				if (kc_restore_submit(c, pr->s, e) == 0) {
+				err = kc_busy_quota(c, pr->s, e);
+				if (err == -EINPROGRESS)
+					continue; /* victims' copies run */
+				if (!err &&
+				    kc_restore_submit(c, pr->s, e) == 0) {
 					pr->state[i] = KC_SLOT_WAIT;
 					kc_early_attach(pr, r, i, e);
 					continue;
