@@ -77,6 +77,9 @@ struct kc_entry {
 	bool rblk_lent;
 	/* pinned by a quota reclaim (cache_quota.c) for its policy call */
 	bool quota_pinned;
+	/* a GPU block a quota reclaim's count leaves out: under the prefix
+	 * rule a child of it on the GPU cannot go (kc_quota_mark_stuck()) */
+	bool quota_stuck;
 	/* failed copies down in a row of a block a pin keeps, each tried
 	 * again (kc_job_done(), up to KC_KEPT_RETRIES) */
 	uint8_t kept_retries;

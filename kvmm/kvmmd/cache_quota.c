@@ -16,9 +16,10 @@
  * block with the pool nearly empty.
  *
  * When s's quota has no room for `pages`, the candidates are the GPU
- * blocks charged to it that nothing holds (no sequence, pin or TTL).
- * When they and those already on their way down are too few, nothing
- * moves: -EDQUOT (a prefix open asks for what there is, and its walk
+ * blocks charged to it that nothing holds (no sequence, pin or TTL) and,
+ * under the prefix rule, whose GPU children can all go too
+ * (kc_quota_mark_stuck()).  When they and those already on their way
+ * down are too few, nothing moves: -EDQUOT (a prefix open asks for what there is, and its walk
  * stops where the quota does).  Otherwise the policy picks the victims
  * among them, as pool pressure has it pick among all (the GPU tier's
  * capacity is lowered and brought back, kc_gpu_shed()), with every
@@ -40,7 +41,8 @@
  * (cache_park.c) and runs again then.
  *
  * Cost: a walk over the cache's GPU copies (kd_cache.gpu) when a quota
- * check fails while the uid has cached pages, and one over the whole
+ * check fails while the uid has cached pages (two more under the prefix
+ * rule, with a hash lookup per GPU block at most), and one over the whole
  * index, twice, when the victims would not fit in the host tier's free
  * room; nothing otherwise.
  */
@@ -54,18 +56,73 @@ static struct kc_entry *kc_gpu_of(struct kd_fifo_node *n)
 	return n ? kd_fifo_entry(n, struct kc_entry, gpu) : NULL;
 }
 
+/* A block of the policy's GPU tier. */
+static bool kc_on_gpu(const struct kc_entry *e)
+{
+	return e && e->blk && e->tier == POL_TIER_GPU && e->in_pol && !e->dead;
+}
+
+/* Could the policy move GPU block e down for q's reclaim, the prefix rule
+ * aside: q's, and nothing holds it (no sequence, pin or TTL; every other
+ * uid's block is pinned for the call, kc_quota_take()). */
+static bool kc_quota_idle(struct kd_cache *c, const struct kd_quota *q,
+			  const struct kc_entry *e, uint64_t now)
+{
+	const struct pol_block *b;
+
+	if (e->blk->charged != q || e->blk->refcnt > 1)
+		return false;
+	b = pol_cache_lookup(c->pol, e->hash);
+	return b && !b->refcount && !b->pins && b->ttl_expiry <= now;
+}
+
+/*
+ * Under the prefix rule a block leaves the GPU only once it has no child
+ * there (pol_cache_is_leaf()): a GPU block that cannot go keeps its
+ * parent, and that one its own, on the GPU.  Mark those ancestors
+ * (quota_stuck) so that the count leaves them out: the count then agrees
+ * with what the policy can move, rather than saying "enough" where it
+ * could move only part (X dropped, and -EDQUOT all the same:
+ * tests/daemon-quota-reclaim-prefix.c).  A walk up from each GPU block
+ * that cannot go, stopping at a block marked already or not on the GPU (a
+ * parent below is no obstacle: leafness looks at the tier and above):
+ * each block is marked once, O(GPU blocks) lookups.  What the count
+ * still does not see is a victim with no way down (a full tier below,
+ * all pinned, and the block a parent of one there, so not droppable):
+ * then fewer move, and the answer is -EDQUOT or a park for what did.
+ */
+static void kc_quota_mark_stuck(struct kd_cache *c, const struct kd_quota *q,
+				uint64_t now)
+{
+	for (struct kc_entry *e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
+	     e = kc_gpu_of(kd_fifo_next(&e->gpu))) {
+		struct kc_entry *p = e;
+
+		if (!kc_on_gpu(e) || kc_quota_idle(c, q, e, now))
+			continue;
+		while (p->parent) {
+			p = kc_find(c, p->parent);
+			if (!kc_on_gpu(p) || p->quota_stuck)
+				break;
+			p->quota_stuck = true;
+		}
+	}
+}
+
 /* q's GPU copies that may go now (idle), and those on their way down whose
  * pages come back when their copy is done (leaving), in pages. */
 static void kc_quota_scan(struct kd_cache *c, const struct kd_quota *q,
 			  uint64_t *idle, uint64_t *leaving)
 {
 	uint64_t now = pol_cache_clock(c->pol);
+	bool prefix_rule = pol_cache_prefix_rule(c->pol);
+	struct kc_entry *e;
 
 	*idle = *leaving = 0;
-	for (struct kc_entry *e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
+	if (prefix_rule)
+		kc_quota_mark_stuck(c, q, now);
+	for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
 	     e = kc_gpu_of(kd_fifo_next(&e->gpu))) {
-		const struct pol_block *b;
-
 		/* pages a sequence holds stay with it wherever the block
 		 * goes (a held copy's too) */
 		if (e->blk->charged != q || e->blk->refcnt > 1)
@@ -74,13 +131,14 @@ static void kc_quota_scan(struct kd_cache *c, const struct kd_quota *q,
 			*leaving += e->blk->nr_pages;
 			continue;
 		}
-		if (!e->in_pol || e->dead)
-			continue;
-		/* not the prefix rule: a parent goes once its children did */
-		b = pol_cache_lookup(c->pol, e->hash);
-		if (b && !b->refcount && !b->pins && b->ttl_expiry <= now)
+		if (kc_on_gpu(e) && !e->quota_stuck &&
+		    kc_quota_idle(c, q, e, now))
 			*idle += e->blk->nr_pages;
 	}
+	if (prefix_rule)
+		for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
+		     e = kc_gpu_of(kd_fifo_next(&e->gpu)))
+			e->quota_stuck = false;
 }
 
 /*
