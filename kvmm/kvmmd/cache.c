@@ -49,8 +49,18 @@ static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
 	return e;
 }
 
+void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier)
+{
+	if (e->tier != POL_TIER_GPU && e->tier < POL_TIER_COUNT)
+		kd_fifo_unlink(&c->below[e->tier], &e->below);
+	e->tier = (uint8_t)tier;
+	if (tier != POL_TIER_GPU && tier < POL_TIER_COUNT)
+		kd_fifo_push_tail(&c->below[tier], &e->below);
+}
+
 void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
+	kc_set_tier(c, e, POL_TIER_GPU); /* off the lists below */
 	if (kd_fifo_linked(&c->cold, &e->cold))
 		kd_fifo_unlink(&c->cold, &e->cold);
 	if (!e->unhashed)
@@ -217,7 +227,7 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	e = kc_add(c, hash);
 	if (!e)
 		return -ENOMEM;
-	e->tier = POL_TIER_NVME;
+	kc_set_tier(c, e, POL_TIER_NVME);
 	e->nvme_slot = slot;
 	kd_fifo_push_tail(&c->cold, &e->cold); /* kc_order_cold() sorts */
 	c->st.recovered_blocks++;
@@ -790,6 +800,8 @@ int kd_cache_init(struct kd_daemon *d)
 	kd_fifo_init(&c->nvmeq);
 	kd_fifo_init(&c->cold);
 	kd_fifo_init(&c->gpu);
+	for (int t = 0; t < POL_TIER_COUNT; t++)
+		kd_fifo_init(&c->below[t]);
 	kd_fifo_init(&c->staging);
 	c->st.size = sizeof(c->st);
 	c->st.nr_tiers = POL_TIER_COUNT;
@@ -1081,7 +1093,7 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 static void kc_take_block(struct kd_cache *c, struct kc_entry *e,
 			  struct kd_block *blk)
 {
-	e->tier = POL_TIER_GPU;
+	kc_set_tier(c, e, POL_TIER_GPU);
 	kc_set_block(c, e, blk);
 	blk->refcnt++;
 	blk->hash = e->hash;

@@ -528,7 +528,7 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		e->held_copy = true;
 		c->st.held_copies++;
 	}
-	e->tier = (uint8_t)to;
+	kc_set_tier(c, e, to);
 	c->st.tiers[to].demotions_in++;
 	if (from == POL_TIER_GPU && to == POL_TIER_HOST) {
 		if (!c->host || kc_submit(c, e, MIGRATE_GPU_TO_HOST))

@@ -109,6 +109,12 @@ struct kc_entry {
 	/* in kd_cache.cold: recovered from NVMe at start, outside the
 	 * policy (unlinked lazily once it is not cold any more) */
 	struct kd_fifo_node cold;
+	/* in kd_cache.below[tier] while tier is host or NVMe (kc_set_tier()),
+	 * so a quota reclaim pins those tiers' blocks without walking the
+	 * whole index */
+	struct kd_fifo_node below;
+	/* next pinned by kc_quota_pin_lower() (kd_cache.quota_pinned) */
+	struct kc_entry *quota_next;
 };
 
 /*
@@ -264,6 +270,11 @@ struct kd_cache {
 	/* the entries with a GPU copy (kc_entry.gpu, blk set), so a quota
 	 * reclaim walks those rather than the whole index */
 	struct kd_fifo gpu;
+	/* the entries whose tier is host or NVMe, one list each
+	 * (kc_entry.below; [POL_TIER_GPU] unused), and the lower-tier ones a
+	 * quota reclaim pinned for its policy call (cache_quota.c) */
+	struct kd_fifo below[POL_TIER_COUNT];
+	struct kc_entry *quota_pinned;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -298,6 +309,8 @@ static inline void kc_count_hit(struct kd_cache *c, const struct kc_pending *pr,
 
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
 void kc_free(struct kd_cache *c, struct kc_entry *e);
+/* e->tier = tier, on the list of that tier below the GPU (kd_cache.below) */
+void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier);
 void kc_set_block(struct kd_cache *c, struct kc_entry *e, struct kd_block *blk);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);
 void kc_leave_block(struct kd_cache *c, struct kc_entry *e);

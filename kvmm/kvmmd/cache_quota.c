@@ -42,9 +42,10 @@
  *
  * Cost: a walk over the cache's GPU copies (kd_cache.gpu) when a quota
  * check fails while the uid has cached pages (two more under the prefix
- * rule, with a hash lookup per GPU block at most), and one over the whole
- * index, twice, when the victims would not fit in the host tier's free
- * room; nothing otherwise.
+ * rule, with a hash lookup per GPU block at most), and one over the
+ * blocks of the tiers below that the victims would not fit in (the host
+ * tier, and NVMe when that is full too; kd_cache.below) and over those it
+ * pinned; nothing otherwise.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -186,23 +187,25 @@ static uint32_t kc_quota_own_row(struct kd_cache *c, const struct kd_session *s)
 	return row;
 }
 
-/* Pin (pin) or unpin the blocks of the tiers in mask that are not of row
- * own: every entry of the cache is looked at. */
-static void kc_quota_pin_lower(struct kd_cache *c, unsigned mask, uint32_t own,
-			       bool pin)
+/*
+ * Pin the blocks of the tiers in mask that are not of row own, for the
+ * policy call; kc_quota_unpin_lower() unpins them after it.  Only those
+ * tiers' entries are looked at (kd_cache.below: an entry's tier is the
+ * policy's, kc_set_tier() at every move), and the unpin only the pinned
+ * ones (kd_cache.quota_pinned): this walked the whole index twice, every
+ * NVMe block and hash bucket when only the host tier was full.
+ */
+static void kc_quota_pin_lower(struct kd_cache *c, unsigned mask, uint32_t own)
 {
-	for (uint64_t i = 0; i <= c->index.mask; i++) {
-		for (struct kd_hnode *n = c->index.b[i]; n; n = n->next) {
-			struct kc_entry *e = kc_of(n);
+	for (unsigned t = POL_TIER_GPU + 1; t < POL_TIER_COUNT; t++) {
+		if (!(mask & (1u << t)))
+			continue;
+		for (struct kd_fifo_node *n = kd_fifo_first(&c->below[t]); n;
+		     n = kd_fifo_next(n)) {
+			struct kc_entry *e =
+				kd_fifo_entry(n, struct kc_entry, below);
 			const struct pol_block *b;
 
-			if (!pin) {
-				if (e->quota_pinned) {
-					e->quota_pinned = false;
-					(void)pol_cache_unpin(c->pol, e->hash);
-				}
-				continue;
-			}
 			if (!e->in_pol || e->dead || e->quota_pinned)
 				continue;
 			b = pol_cache_lookup(c->pol, e->hash);
@@ -210,7 +213,23 @@ static void kc_quota_pin_lower(struct kd_cache *c, unsigned mask, uint32_t own,
 			    !(mask & (1u << b->tier)) || b->tenant == own)
 				continue;
 			e->quota_pinned = !pol_cache_pin(c->pol, e->hash);
+			if (!e->quota_pinned)
+				continue;
+			e->quota_next = c->quota_pinned;
+			c->quota_pinned = e;
 		}
+	}
+}
+
+static void kc_quota_unpin_lower(struct kd_cache *c)
+{
+	while (c->quota_pinned) {
+		struct kc_entry *e = c->quota_pinned;
+
+		c->quota_pinned = e->quota_next;
+		e->quota_next = NULL;
+		e->quota_pinned = false;
+		(void)pol_cache_unpin(c->pol, e->hash);
 	}
 }
 
@@ -231,7 +250,7 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 				  !e->dead && e->blk->charged != q &&
 				  !pol_cache_pin(c->pol, e->hash);
 	if (lower)
-		kc_quota_pin_lower(c, lower, kc_quota_own_row(c, s), true);
+		kc_quota_pin_lower(c, lower, kc_quota_own_row(c, s));
 	taken = kc_gpu_shed(c, want);
 	/* a pinned entry neither moved nor left the list or the index (nor
 	 * was freed: the dead wait for kc_reap_dead()) */
@@ -242,8 +261,7 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 		e->quota_pinned = false;
 		(void)pol_cache_unpin(c->pol, e->hash);
 	}
-	if (lower)
-		kc_quota_pin_lower(c, lower, UINT32_MAX, false);
+	kc_quota_unpin_lower(c);
 	kc_reap_dead(c);
 	return taken;
 }

@@ -470,7 +470,7 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	}
 	kc_set_block(c, e, blk);
 	blk->hash = e->hash;
-	e->tier = POL_TIER_GPU;
+	kc_set_tier(c, e, POL_TIER_GPU);
 	/* the policy: a promotion (an admission for a recovered block), and
 	 * a reference per sequence that took it */
 	struct pol_block_desc desc = { .hash = e->hash,
