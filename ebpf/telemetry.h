@@ -59,6 +59,15 @@ struct tel_opts {
 	 */
 	const char *const *targets;
 	pid_t pid; /* -1 (all processes) unless set; 0 means -1 too */
+	/*
+	 * The loader's own executable (/proc/self/exe) is traced in this
+	 * process alone, whatever pid says: kvmmd, whose probes in its own
+	 * binary are the daemon's, and another kvmmd started from the same
+	 * binary (kvmmd@.service, one per GPU) is another daemon.  Off for a
+	 * loader that is also the clients' binary (a test linking libkvmm
+	 * statically and forking its clients).
+	 */
+	bool own_exe_self_only;
 	uint32_t max_blocks; /* LRU capacity, default 65536 */
 	bool keep_pins; /* leave the pins at close (debugging) */
 	bool quiet; /* no log line when falling back */

@@ -360,7 +360,9 @@ static int attach_all(struct tel *t, const struct tel_opts *o)
 	static char paths[TEL_MAX_TARGETS][PATH_MAX];
 	struct tel_bpf *b = t->bpf;
 	struct bpf_program *prog;
-	pid_t pid = o->pid > 0 ? o->pid : -1;
+	pid_t all = o->pid > 0 ? o->pid : -1;
+	char self[PATH_MAX];
+	bool have_self;
 	int nr = 0, i;
 
 	if (o->targets) {
@@ -369,9 +371,20 @@ static int attach_all(struct tel *t, const struct tel_opts *o)
 	} else {
 		nr = default_targets(paths, TEL_MAX_TARGETS);
 	}
+	have_self = o->own_exe_self_only && realpath("/proc/self/exe", self);
 	for (i = 0; i < nr; i++) {
 		unsigned int here = 0;
 		int first_err = 0;
+		char real[PATH_MAX];
+		/*
+		 * uprobes filtered by pid count the threads that share its
+		 * memory: this process, not its children or another process
+		 * running the same file.
+		 */
+		pid_t pid = have_self && realpath(paths[i], real) &&
+					    !strcmp(real, self) ?
+				    getpid() :
+				    all;
 
 		bpf_object__for_each_program(prog, b->skel->obj)
 		{
@@ -391,8 +404,8 @@ static int attach_all(struct tel *t, const struct tel_opts *o)
 			b->links[b->nr_links++] = l;
 			here++;
 		}
-		tel_log(VMM_LOG_INFO, "attached %u probes to %s", here,
-			paths[i]);
+		tel_log(VMM_LOG_INFO, "attached %u probes to %s%s", here,
+			paths[i], pid == all ? "" : " (this process only)");
 		if (here || !o->targets)
 			continue;
 		if (access(paths[i], R_OK))
