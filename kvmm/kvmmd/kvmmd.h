@@ -185,6 +185,10 @@ struct kd_config {
 	char telemetry_pin_root[128]; /* "" = /sys/fs/bpf/kvmm */
 	uint32_t nr_telemetry_attach; /* 0 = libkvmm.so.1 + kvmmd */
 	char telemetry_attach[KD_MAX_TELEMETRY_ATTACH][256];
+	/* its own executable traced in its own process alone: set by the
+	 * kvmmd program (main.c), not by a test that embeds the daemon
+	 * and forks its clients from the same executable */
+	bool telemetry_own_exe_self_only;
 	/* cost model profile, name or path ("" = KD_DEFAULT_PROFILE) */
 	char profile[256];
 	char policy_state[256]; /* --policy-state, "" = none (cache_learned.c) */

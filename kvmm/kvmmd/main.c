@@ -359,6 +359,9 @@ int main(int argc, char **argv)
 	char ok = 0;
 
 	kd_config_defaults(&cfg);
+	/* this executable is kvmmd: its probes are this daemon's, another
+	 * kvmmd running it is another daemon (ebpf/telemetry.h) */
+	cfg.telemetry_own_exe_self_only = true;
 	/*
 	 * The config files first, so the command line overrides them, found
 	 * by the same getopt_long() that reads the options after: a scan for

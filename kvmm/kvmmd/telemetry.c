@@ -178,8 +178,7 @@ int kd_telemetry_start(struct kd_daemon *d)
 		return err;
 	if (d->cfg.telemetry_pin_root[0])
 		o.pin_root = d->cfg.telemetry_pin_root;
-	/* its own probes are this daemon's, not another kvmmd's */
-	o.own_exe_self_only = true;
+	o.own_exe_self_only = d->cfg.telemetry_own_exe_self_only;
 	if (d->cfg.nr_telemetry_attach) {
 		for (i = 0; i < d->cfg.nr_telemetry_attach; i++)
 			targets[i] = d->cfg.telemetry_attach[i];
