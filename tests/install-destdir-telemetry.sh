@@ -43,7 +43,7 @@ run() {
 run none
 grep "telemetry" "$D/none.log"
 grep -q "telemetry: bpf, maps in" "$D/none.log" &&
-	grep -q "attached [1-9][0-9]* probes to $k\$" "$D/none.log" ||
+	grep -q "attached [1-9][0-9]* probes to $k (this process only)$" "$D/none.log" ||
 	{ cat "$D/none.log"; fail "kvmmd did not run on BPF with its own probes"; }
 # each place once (LIBDIR is /usr/local/lib by default)
 tried=$LIBDIR/libkvmm.so.1
