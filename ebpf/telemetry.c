@@ -1466,6 +1466,17 @@ int tel_hist_foreach(const struct tel *t, tel_hist_fn fn, void *arg)
 	return 0;
 }
 
+int tel_bpf_entry_foreach(struct tel *t, tel_bpf_block_fn fn, void *arg)
+{
+	if (!t || !fn)
+		return -EINVAL;
+	if (t->source != TEL_SOURCE_BPF)
+		return -ENOTSUP;
+	if (t->polling)
+		return -EBUSY;
+	return tel_bpf_read_blocks(t, fn, arg);
+}
+
 void tel_counters(const struct tel *t, struct kvmm_counters *out)
 {
 	if (t)

@@ -188,6 +188,19 @@ int tel_hist_foreach(const struct tel *t,
 		     int (*fn)(void *arg, const struct kvmm_hist_key *key,
 			       const struct kvmm_hist *hist),
 		     void *arg);
+/* A kvmm_blocks entry as the map holds it (per hash and accessing ids). */
+typedef int (*tel_bpf_block_fn)(void *arg, const struct kvmm_block_key *key,
+				const struct kvmm_block_stats *stats);
+/*
+ * BPF source: each kvmm_blocks entry as the map holds it now, one per
+ * hash and real uid and gid of the processes that accessed it, neither
+ * renamed nor merged (the snapshot adds up the entries that name one
+ * block), in a walk of the map of its own, not the snapshot's.  A
+ * non-zero return of fn stops and is returned.  -EBUSY while a poll
+ * runs on its thread (it uses the same read buffers), -ENOTSUP with
+ * another source.
+ */
+int tel_bpf_entry_foreach(struct tel *t, tel_bpf_block_fn fn, void *arg);
 /* Counters summed over CPUs (BPF) or sessions (SHM). */
 void tel_counters(const struct tel *t, struct kvmm_counters *out);
 

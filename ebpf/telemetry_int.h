@@ -14,9 +14,6 @@
 
 typedef int (*tel_block_fn)(void *arg, uint64_t hash,
 			    const struct kvmm_block_stats *stats);
-/* A kvmm_blocks entry as the map holds it (per hash and accessing ids). */
-typedef int (*tel_bpf_block_fn)(void *arg, const struct kvmm_block_key *key,
-				const struct kvmm_block_stats *stats);
 typedef int (*tel_hist_fn)(void *arg, const struct kvmm_hist_key *key,
 			   const struct kvmm_hist *hist);
 

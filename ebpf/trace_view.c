@@ -5,7 +5,9 @@
  * daemon's ring-buffer events or touches its pins) and prints
  *   - accesses per tier found and the hit rate of each tier (share of all
  *     accesses; in live mode also over the last interval),
- *   - the top blocks by access count with their reuse gap estimate,
+ *   - the top blocks by access count with their reuse gap estimate
+ *     (by uid: each uid's entries apart, and each uid's blocks and
+ *     accesses),
  *   - every latency histogram row: count, mean, p50, p99 and its buckets.
  * In live mode each refresh first checks that the pins still name the
  * maps it opened: it follows a restarted kvmmd to its new maps and ends
@@ -25,31 +27,116 @@ struct top_blocks {
 	unsigned int n, max;
 	struct {
 		__u64 hash; /* __u64 so %llx fits on every ABI */
+		__u32 uid, gid; /* by uid: the entry's ids (else 0) */
 		struct kvmm_block_stats s;
 	} * v;
 };
 
-/* Keep the `max` most accessed blocks, sorted by count (ties: hash). */
-static int collect_top(void *arg, uint64_t hash,
-		       const struct kvmm_block_stats *s)
+/* Whether block a goes before b in the list: more accesses first, then
+ * the lower hash, then (by uid) the lower uid and gid. */
+static bool top_before(__u64 ca, __u64 ha, __u64 ida, __u64 cb, __u64 hb,
+		       __u64 idb)
 {
-	struct top_blocks *tb = arg;
+	if (ca != cb)
+		return ca > cb;
+	if (ha != hb)
+		return ha < hb;
+	return ida < idb;
+}
+
+/* Keep the `max` most accessed blocks, in top_before() order. */
+static void top_add(struct top_blocks *tb, uint64_t hash, __u32 uid, __u32 gid,
+		    const struct kvmm_block_stats *s)
+{
+	__u64 ids = (__u64)uid << 32 | gid;
 	unsigned int i;
 
 	for (i = tb->n; i > 0; i--) {
-		if (tb->v[i - 1].s.count > s->count ||
-		    (tb->v[i - 1].s.count == s->count &&
-		     tb->v[i - 1].hash < hash))
+		if (top_before(tb->v[i - 1].s.count, tb->v[i - 1].hash,
+			       (__u64)tb->v[i - 1].uid << 32 | tb->v[i - 1].gid,
+			       s->count, hash, ids))
 			break;
 	}
 	if (i >= tb->max)
-		return 0;
+		return;
 	if (tb->n < tb->max)
 		tb->n++;
 	memmove(&tb->v[i + 1], &tb->v[i], (tb->n - 1 - i) * sizeof(tb->v[0]));
 	tb->v[i].hash = hash;
+	tb->v[i].uid = uid;
+	tb->v[i].gid = gid;
 	tb->v[i].s = *s;
+}
+
+/* A block of the snapshot (every uid's entries of a hash added up). */
+static int collect_top(void *arg, uint64_t hash,
+		       const struct kvmm_block_stats *s)
+{
+	top_add(arg, hash, 0, 0, s);
 	return 0;
+}
+
+/*
+ * By uid: the map's entries as they are (tel_bpf_entry_foreach()), each
+ * a candidate for the top list, and the blocks and accesses of each uid
+ * (the uid of kvmmd's own records, KVMM_TEL_ID_NAMED, included).
+ */
+struct uid_row {
+	__u32 uid;
+	__u64 blocks, accesses;
+};
+
+struct by_uid {
+	struct top_blocks *tb;
+	struct uid_row *rows; /* one per entry while walking, then per uid */
+	size_t n, cap;
+};
+
+static int collect_entry(void *arg, const struct kvmm_block_key *k,
+			 const struct kvmm_block_stats *s)
+{
+	struct by_uid *bu = arg;
+
+	top_add(bu->tb, k->hash, k->uid, k->gid, s);
+	if (bu->n == bu->cap) {
+		size_t cap = bu->cap ? 2 * bu->cap : 1024;
+		void *p = realloc(bu->rows, cap * sizeof(*bu->rows));
+
+		if (!p)
+			return -ENOMEM;
+		bu->rows = p;
+		bu->cap = cap;
+	}
+	bu->rows[bu->n++] = (struct uid_row){ .uid = k->uid,
+					      .blocks = 1,
+					      .accesses = s->count };
+	return 0;
+}
+
+static int uid_cmp(const void *a, const void *b)
+{
+	const struct uid_row *x = a, *y = b;
+
+	return x->uid < y->uid ? -1 : x->uid > y->uid;
+}
+
+/* The entries' rows into one row per uid, by uid. */
+static void uid_rows_fold(struct by_uid *bu)
+{
+	size_t i, n = 0;
+
+	if (!bu->n)
+		return;
+	qsort(bu->rows, bu->n, sizeof(*bu->rows), uid_cmp);
+	for (i = 1; i < bu->n; i++) {
+		if (bu->rows[i].uid == bu->rows[n].uid) {
+			bu->rows[n].blocks += bu->rows[i].blocks;
+			bu->rows[n].accesses += bu->rows[i].accesses;
+		} else {
+			bu->rows[++n] = bu->rows[i];
+		}
+	}
+	bu->n = n + 1;
 }
 
 struct hist_print {
@@ -104,21 +191,44 @@ static int print_hist(void *arg, const struct kvmm_hist_key *k,
 	return 0;
 }
 
-int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
-		    double interval_s, const void *prev_counters)
+/* The uid as the text view names it: kvmmd's own records by name. */
+static const char *uid_label(__u32 uid, char *buf, size_t len)
+{
+	if (uid == KVMM_TEL_ID_NAMED)
+		return "kvmmd";
+	snprintf(buf, len, "%u", uid);
+	return buf;
+}
+
+int tel_trace_print(struct tel *t, FILE *out, bool json, bool by_uid,
+		    unsigned int top, double interval_s,
+		    const void *prev_counters)
 {
 	const struct kvmm_counters *prev = prev_counters;
 	struct hist_print hp = { .out = out, .json = json };
 	struct top_blocks tb = { .max = top };
+	struct by_uid bu = { .tb = &tb };
 	struct kvmm_counters c;
 	uint64_t dsum = 0;
 	unsigned int i;
+	char ub[16];
+	int err;
 
 	tel_counters(t, &c);
 	tb.v = calloc(top + 1, sizeof(*tb.v));
 	if (!tb.v)
 		return -ENOMEM;
-	tel_block_foreach(t, collect_top, &tb);
+	if (by_uid) {
+		err = tel_bpf_entry_foreach(t, collect_entry, &bu);
+		if (err) {
+			free(bu.rows);
+			free(tb.v);
+			return err;
+		}
+		uid_rows_fold(&bu);
+	} else {
+		tel_block_foreach(t, collect_top, &tb);
+	}
 	if (prev)
 		dsum = c.accesses - prev->accesses;
 
@@ -147,16 +257,29 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 			",\"events\":%llu},\"top_blocks\":[",
 			c.access_dropped, c.blocks_dropped, c.hist_dropped,
 			c.events_dropped);
-		for (i = 0; i < tb.n; i++)
+		for (i = 0; i < tb.n; i++) {
+			fprintf(out, "%s{\"hash\":\"0x%016llx\"", i ? "," : "",
+				tb.v[i].hash);
+			if (by_uid)
+				fprintf(out, ",\"uid\":%u,\"gid\":%u",
+					tb.v[i].uid, tb.v[i].gid);
 			fprintf(out,
-				"%s{\"hash\":\"0x%016llx"
-				"\",\"count\":%llu,\"ewma_gap_ns\":%llu"
+				",\"count\":%llu,\"ewma_gap_ns\":%llu"
 				",\"last_ns\":%llu,\"last_seq\":%llu"
 				",\"last_tier\":\"%s\"}",
-				i ? "," : "", tb.v[i].hash, tb.v[i].s.count,
-				tb.v[i].s.ewma_gap_ns, tb.v[i].s.last_ns,
-				tb.v[i].s.last_seq,
+				tb.v[i].s.count, tb.v[i].s.ewma_gap_ns,
+				tb.v[i].s.last_ns, tb.v[i].s.last_seq,
 				tel_tier_string(tb.v[i].s.last_tier));
+		}
+		if (by_uid) {
+			fprintf(out, "],\"uids\":[");
+			for (i = 0; i < bu.n; i++)
+				fprintf(out,
+					"%s{\"uid\":%u,\"blocks\":%llu"
+					",\"accesses\":%llu}",
+					i ? "," : "", bu.rows[i].uid,
+					bu.rows[i].blocks, bu.rows[i].accesses);
+		}
 		fprintf(out, "],\"histograms\":[");
 		tel_hist_foreach(t, print_hist, &hp);
 		fprintf(out, "]}\n");
@@ -191,19 +314,33 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
 			" hist %llu events %llu\n",
 			c.access_dropped, c.blocks_dropped, c.hist_dropped,
 			c.events_dropped);
+		if (by_uid) {
+			fprintf(out, "by uid:\n  %-10s %-12s %s\n", "uid",
+				"blocks", "accesses");
+			for (i = 0; i < bu.n; i++)
+				fprintf(out, "  %-10s %-12llu %llu\n",
+					uid_label(bu.rows[i].uid, ub,
+						  sizeof(ub)),
+					bu.rows[i].blocks, bu.rows[i].accesses);
+		}
 		fprintf(out, "top blocks:\n");
-		for (i = 0; i < tb.n; i++)
+		for (i = 0; i < tb.n; i++) {
+			fprintf(out, "  0x%016llx ", tb.v[i].hash);
+			if (by_uid)
+				fprintf(out, "uid %-10s ",
+					uid_label(tb.v[i].uid, ub, sizeof(ub)));
 			fprintf(out,
-				"  0x%016llx count %-8llu"
-				" gap %10.3f ms  last %s seq %llu\n",
-				tb.v[i].hash, tb.v[i].s.count,
+				"count %-8llu gap %10.3f ms  last %s seq %llu\n",
+				tb.v[i].s.count,
 				(double)tb.v[i].s.ewma_gap_ns / 1e6,
 				tel_tier_string(tb.v[i].s.last_tier),
 				tb.v[i].s.last_seq);
+		}
 		fprintf(out, "latency histograms (log2 ns buckets):\n");
 		tel_hist_foreach(t, print_hist, &hp);
 	}
 	fflush(out);
+	free(bu.rows);
 	free(tb.v);
 	return 0;
 }
@@ -292,7 +429,7 @@ int tel_trace_run(const struct tel_trace_opts *opts)
 				strerror(-err));
 			break;
 		}
-		err = tel_trace_print(t, o.out, o.json, o.top,
+		err = tel_trace_print(t, o.out, o.json, o.by_uid, o.top,
 				      o.interval_ms / 1000.0,
 				      have_prev ? &prev : NULL);
 		if (err || o.once || (o.iterations && ++n >= o.iterations))

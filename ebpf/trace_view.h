@@ -23,13 +23,17 @@ struct tel_trace_opts {
 	unsigned int iterations; /* refreshes before returning (0: forever) */
 	unsigned int top; /* blocks to list (default 10) */
 	FILE *out; /* default stdout */
+	/* each uid's blocks and accesses, and the top blocks per hash and
+	 * uid rather than every uid's entries of a hash added up */
+	bool by_uid;
 };
 
 /* 0, or -errno (the reason is printed to stderr). */
 int tel_trace_run(const struct tel_trace_opts *opts);
 
 /* One report of an open telemetry handle (also used by tests). */
-int tel_trace_print(struct tel *t, FILE *out, bool json, unsigned int top,
-		    double interval_s, const void *prev_counters);
+int tel_trace_print(struct tel *t, FILE *out, bool json, bool by_uid,
+		    unsigned int top, double interval_s,
+		    const void *prev_counters);
 
 #endif

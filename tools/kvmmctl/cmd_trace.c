@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * kvmmctl trace [--once] [--interval MS] [--count N] [--top N]
- *               [--pin-root DIR]
+ *               [--by-uid] [--pin-root DIR]
  *
  * Live telemetry from the BPF maps kvmmd pinned: per-tier hit rates (and
  * over the last interval), the top blocks by accesses with their reuse
- * gap, and the latency histograms.  --once --json prints one JSON object
- * (for scripts and tests).  Reads the pins directly, so it needs the
- * rights to open them (root) but not the daemon's socket.  The work is in
- * ebpf/trace_view.c.
+ * gap, and the latency histograms; --by-uid keeps the uids that sent a
+ * hash apart (the map's key) and adds each uid's blocks and accesses.
+ * --once --json prints one JSON object (for scripts and tests).  Reads
+ * the pins directly, so it needs the rights to open them (root) but not
+ * the daemon's socket.  The work is in ebpf/trace_view.c.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,13 +22,18 @@ static void trace_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: kvmmctl [--json] trace [--once] [--interval MS] "
-		"[--count N] [--top N] [--pin-root DIR]\n"
+		"[--count N] [--top N] [--by-uid] [--pin-root DIR]\n"
 		"  --once           one view, then exit (with --json: one "
 		"JSON object)\n"
 		"  --interval MS    between refreshes (default 1000)\n"
 		"  --count N        refreshes, then exit (0: no end)\n"
 		"  --top N          blocks listed by accesses (default 10, "
 		"at most 100000)\n"
+		"  --by-uid         blocks and accesses per uid, and the top "
+		"blocks per\n"
+		"                   hash and uid (default: every uid's "
+		"accesses of a hash\n"
+		"                   added up)\n"
 		"  --pin-root DIR   where kvmmd pinned its BPF maps (default "
 		"/sys/fs/bpf/kvmm)\n");
 }
@@ -69,6 +75,8 @@ int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			return 0;
 		} else if (!strcmp(a, "--once")) {
 			o.once = true;
+		} else if (!strcmp(a, "--by-uid")) {
+			o.by_uid = true;
 		} else if (!strcmp(a, "--pin-root") && has_val) {
 			o.pin_root = argv[++i];
 		} else if (!strcmp(a, "--interval") && has_val) {
