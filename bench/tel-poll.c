@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
- * What a telemetry poll costs kvmmd's event loop with the BPF map full,
- * and what --cache-scope uid|gid adds to it: every poll renames every
- * kvmm_blocks entry with SipHash-2-4 (kvmm/kvmmd/scope.c) before the
- * snapshot merges them.  The bench loads the BPF programs on itself,
- * fires kvmm:access probes for N distinct blocks (default 60,000 of the
- * map's 65,536), then times tel_poll() with no rename hook (the shared
- * scope: the baseline) and with one that renames as kvmmd's uid scope
- * does, alternated, POLLS polls a round; the ratio is the median of the
- * per-round ratios.  Then, renamed, polls begun and ended as kvmmd's
- * loop does (tel_poll_begin()/tel_poll_end(): the walk on a thread):
- * the time spent in those two calls, against the whole renamed poll.
- * Needs root and BPF; prints nulls otherwise.
+ * What a walk of the BPF map costs with the map full, and what
+ * --cache-scope uid|gid adds to it: a walk renames every kvmm_blocks
+ * entry with SipHash-2-4 (kvmm/kvmmd/scope.c) before the snapshot merges
+ * them.  kvmmd's polls read only the entries that changed
+ * (bench/tel-poll-delta); it walks the map at its first poll, after the
+ * rename hook is set, after its dirty ring was full, and every poll of a
+ * pin reader (kvmmctl trace) walks it.  The bench loads the BPF programs
+ * on itself, fires kvmm:access probes for N distinct blocks (default
+ * 60,000 of the map's 65,536), then times the polls of a pin reader of
+ * those maps with no rename hook (the shared scope: the baseline) and
+ * with one that renames as kvmmd's uid scope does, alternated, POLLS
+ * polls a round; the ratio is the median of the per-round ratios.
+ * Then, renamed, polls begun and ended as an event loop does
+ * (tel_poll_begin()/tel_poll_end(): the walk on a thread): the time
+ * spent in those two calls, against the whole renamed poll.  Needs root
+ * and BPF; prints nulls otherwise.
  *
  *   sudo build/bench/tel-poll [--blocks N] [--rounds N] [--polls N]
  */
@@ -123,6 +127,16 @@ int main(int argc, char **argv)
 	for (unsigned int i = 0; i < blocks; i += CHUNK)
 		kvmm_probe_access(1, recs + i,
 				  blocks - i < CHUNK ? blocks - i : CHUNK);
+	/* the walks timed are a pin reader's of the same maps */
+	char root[256];
+	struct tel_opts ro = { .size = sizeof(ro), .mode = TEL_MODE_PINNED };
+	struct tel *loader = t;
+
+	snprintf(root, sizeof(root), "%s", tel_pin_dir(loader));
+	*strrchr(root, '/') = 0; /* <root>/v<layout> */
+	ro.pin_root = root;
+	if (tel_open(&ro, &t))
+		return 1;
 	tel_poll(t); /* the first poll feeds every block; later ones none */
 	printf("%zu blocks in the map\n", tel_block_count(t));
 	for (unsigned int r = 0; r < rounds; r++) {
@@ -154,5 +168,6 @@ int main(int argc, char **argv)
 	       blocks, p * 1e3, q * 1e3, m, a * 1e3, a / q);
 	free(recs);
 	tel_close(t);
+	tel_close(loader);
 	return 0;
 }

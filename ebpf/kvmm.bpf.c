@@ -6,7 +6,7 @@
  * named fields (the maps carry BTF):
  *
  *	kvmm_blocks	LRU hash, struct kvmm_block_key (hash, uid, gid)
- *			-> struct kvmm_block_stats
+ *			-> struct kvmm_block_entry (stats, dirty epoch)
  *	kvmm_hist	hash, struct kvmm_hist_key -> struct kvmm_hist (log2 ns)
  *	kvmm_counters	per-CPU array[1] of struct kvmm_counters
  *	kvmm_events	ring buffer of struct kvmm_tel_event_rec for the daemon
@@ -17,6 +17,14 @@
  * records; they are walked with bpf_loop() and copied a chunk at a time,
  * so a step with thousands of records still verifies quickly and costs
  * one probe hit.
+ *
+ * Each block entry that changes is queued on kvmm_dirty (not pinned: the
+ * loader's) once per poll epoch, so the loader's poll reads the entries
+ * that changed instead of walking the map.  The order matters for the
+ * loader to miss no count: the count is added first, then the epoch read,
+ * then the entry marked and queued (Documentation/telemetry.md, "The
+ * poll reads what changed", has the argument).  A full ring is counted in
+ * kvmm_dirty_dropped and makes the loader walk the map.
  */
 #include <stdbool.h>
 #include <linux/bpf.h>
@@ -35,9 +43,20 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct kvmm_block_key);
-	__type(value, struct kvmm_block_stats);
+	__type(value, struct kvmm_block_entry);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } kvmm_blocks SEC(".maps");
+
+/* Sized by the loader from kvmm_blocks' max_entries. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} kvmm_dirty SEC(".maps");
+
+/* The loader's poll epoch (it bumps it, from 1 on) and the entries that
+ * found kvmm_dirty full. */
+volatile __u64 kvmm_poll_epoch;
+volatile __u64 kvmm_dirty_dropped;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -174,6 +193,31 @@ static __always_inline void emit(__u32 kind, __u64 hash, __u32 tier,
 	bpf_ringbuf_submit(e, 0);
 }
 
+/*
+ * Queue e's key on kvmm_dirty unless it is queued in this epoch already.
+ * Called after the access was counted: the epoch read here is then the
+ * one of a poll that has not read the entry since (or a later one).  Two
+ * CPUs may both queue it: the loader reads it twice, no harm.
+ */
+static __always_inline void mark_dirty(struct kvmm_block_entry *e,
+				       const struct kvmm_block_key *key)
+{
+	__u64 epoch = kvmm_poll_epoch;
+	struct kvmm_dirty_rec *d;
+
+	if (e->dirty_epoch == epoch)
+		return;
+	e->dirty_epoch = epoch;
+	d = bpf_ringbuf_reserve(&kvmm_dirty, sizeof(*d), 0);
+	if (!d) {
+		__sync_fetch_and_add(&kvmm_dirty_dropped, 1);
+		return;
+	}
+	d->key = *key;
+	d->epoch = epoch;
+	bpf_ringbuf_submit(d, 0);
+}
+
 static __always_inline void block_access(const struct kvmm_access_rec *r,
 					 __u64 now, __u32 pid, __u64 uid_gid,
 					 bool loader, struct kvmm_counters *c)
@@ -184,38 +228,50 @@ static __always_inline void block_access(const struct kvmm_access_rec *r,
 		.uid = named ? KVMM_TEL_ID_NAMED : (__u32)uid_gid,
 		.gid = named ? KVMM_TEL_ID_NAMED : (__u32)(uid_gid >> 32),
 	};
+	struct kvmm_block_entry *e;
 	struct kvmm_block_stats *s;
 
 	c->accesses++;
 	if (r->tier < KVMM_TEL_NR_TIERS)
 		c->tier_accesses[r->tier]++;
-	s = bpf_map_lookup_elem(&kvmm_blocks, &key);
-	if (!s) {
-		struct kvmm_block_stats init = {
-			.count = 1,
-			.first_ns = now,
-			.last_ns = now,
-			.last_seq = r->seq,
-			.last_tier = r->tier,
-			.last_pid = pid,
+	e = bpf_map_lookup_elem(&kvmm_blocks, &key);
+	if (!e) {
+		struct kvmm_block_entry init = {
+			.stats = {
+				.count = 1,
+				.first_ns = now,
+				.last_ns = now,
+				.last_seq = r->seq,
+				.last_tier = r->tier,
+				.last_pid = pid,
+			},
 		};
 
 		if (!bpf_map_update_elem(&kvmm_blocks, &key, &init,
-					 BPF_NOEXIST))
+					 BPF_NOEXIST)) {
+			/* counted: now queue it (gone already: nothing to
+			 * read) */
+			e = bpf_map_lookup_elem(&kvmm_blocks, &key);
+			if (e)
+				mark_dirty(e, &key);
 			return;
-		s = bpf_map_lookup_elem(&kvmm_blocks, &key);
-		if (!s) {
+		}
+		e = bpf_map_lookup_elem(&kvmm_blocks, &key);
+		if (!e) {
 			c->blocks_dropped++;
 			return;
 		}
 	}
+	s = &e->stats;
 	s->ewma_gap_ns =
 		kvmm_tel_ewma_next(s->count, s->ewma_gap_ns, s->last_ns, now);
 	s->last_ns = now;
 	s->last_seq = r->seq;
 	s->last_tier = r->tier;
 	s->last_pid = pid;
+	/* a full barrier: the epoch mark_dirty() reads is read after it */
 	__sync_fetch_and_add(&s->count, 1);
+	mark_dirty(e, &key);
 }
 
 struct access_ctx {

@@ -24,8 +24,9 @@
 
 #include <linux/types.h>
 
-/* 2: kvmm_blocks keyed by (hash, uid, gid) instead of the hash alone */
-#define KVMM_TEL_PIN_VERSION 2
+/* 2: kvmm_blocks keyed by (hash, uid, gid) instead of the hash alone;
+ * 3: its value a struct kvmm_block_entry (the stats and a dirty epoch) */
+#define KVMM_TEL_PIN_VERSION 3
 /* shm 2: block slots taken back by the daemon (a FROZEN count), a
  * begin/end pair in each histogram row */
 #define KVMM_TEL_SHM_VERSION 2
@@ -115,6 +116,25 @@ struct kvmm_block_stats {
 	/* process of the latest access (shm mode: the session's peer, as
 	 * the daemon registered its region; 0 if unknown) */
 	__u32 last_pid;
+};
+
+/*
+ * Value of the kvmm_blocks map: the block's statistics, and the poll
+ * epoch (kvmm_poll_epoch in kvmm.bpf.c, which the loader bumps at each
+ * poll) in which the entry's key was last queued on the kvmm_dirty ring
+ * buffer, so that a poll reads the entries that changed, not the whole
+ * map (see "The poll reads what changed" in Documentation/telemetry.md).
+ */
+struct kvmm_block_entry {
+	struct kvmm_block_stats stats;
+	__u64 dirty_epoch;
+};
+
+/* A kvmm_dirty record: an entry that changed, and the epoch it was
+ * queued in. */
+struct kvmm_dirty_rec {
+	struct kvmm_block_key key;
+	__u64 epoch;
 };
 
 /* Histogram key: event kind, tier (source tier for restore/migrate), the

@@ -4,9 +4,12 @@
  *
  * A snapshot is an open-addressing table of block statistics, a sorted
  * array of histogram rows and the summed counters.  tel_poll() builds a
- * new snapshot from the source (BPF maps through telemetry_bpf.c, or a
- * merge of every registered shm region with the retired totals),
- * compares it with the previous one to feed the sink, and swaps.
+ * new snapshot from the source (a walk of the BPF maps through
+ * telemetry_bpf.c, or a merge of every registered shm region with the
+ * retired totals), compares it with the previous one to feed the sink,
+ * and swaps; a loader's BPF poll instead takes the entries that changed
+ * into the snapshot it has (telemetry_delta.c) and replaces only the
+ * rows and counters.
  *
  * The shm source keeps, per region, its own view of each block slot (the
  * hash it saw there, the count it took in), so what it credits is its
@@ -280,8 +283,8 @@ static int snap_grow(struct tel_snapshot *s)
 }
 
 /* Combine two views of one block (see the header comment). */
-static void stats_merge(struct kvmm_block_stats *d,
-			const struct kvmm_block_stats *s)
+void tel_stats_merge(struct kvmm_block_stats *d,
+		     const struct kvmm_block_stats *s)
 {
 	if (!d->count) {
 		*d = *s;
@@ -329,7 +332,7 @@ static int snap_put(struct tel_snapshot *s, uint64_t hash,
 		if (e->hash == hash) {
 			if (st->last_ns >= e->s.last_ns)
 				e->owner = owner;
-			stats_merge(&e->s, st);
+			tel_stats_merge(&e->s, st);
 			return 0;
 		}
 	}
@@ -339,6 +342,59 @@ static int snap_add_block(void *arg, uint64_t hash,
 			  const struct kvmm_block_stats *st)
 {
 	return snap_put(arg, hash, st, 0);
+}
+
+int tel_snap_get(const struct tel_snapshot *s, uint64_t hash,
+		 struct kvmm_block_stats *out)
+{
+	const struct tel_block_ent *e = snap_find(s, hash);
+
+	if (!e)
+		return -ENOENT;
+	*out = e->s;
+	return 0;
+}
+
+int tel_snap_set(struct tel_snapshot *s, uint64_t hash,
+		 const struct kvmm_block_stats *st)
+{
+	struct tel_block_ent *e = (struct tel_block_ent *)snap_find(s, hash);
+
+	if (e) {
+		e->s = *st;
+		return 0;
+	}
+	return snap_put(s, hash, st, 0);
+}
+
+/* Linear probing without tombstones: the entries after the removed one
+ * move back unless their home slot lies between (cyclically). */
+void tel_snap_del(struct tel_snapshot *s, uint64_t hash)
+{
+	const struct tel_block_ent *e = snap_find(s, hash);
+	size_t mask = s->cap - 1, i, j, h;
+
+	if (!e)
+		return;
+	i = j = (size_t)(e - s->blocks);
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!s->blocks[j].used)
+			break;
+		h = slot_of(s->blocks[j].hash, s->cap);
+		if (i <= j ? (h > i && h <= j) : (h > i || h <= j))
+			continue;
+		s->blocks[i] = s->blocks[j];
+		i = j;
+	}
+	memset(&s->blocks[i], 0, sizeof(s->blocks[i]));
+	s->nr_blocks--;
+}
+
+void tel_snap_clear(struct tel_snapshot *s)
+{
+	memset(s->blocks, 0, s->cap * sizeof(*s->blocks));
+	s->nr_blocks = 0;
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -925,6 +981,8 @@ void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg)
 		poll_join(t, true); /* it renames with the hook it began with */
 	t->rename = fn;
 	t->rename_arg = arg;
+	/* every entry may have another name now: read them all */
+	tel_delta_resync(t->delta);
 }
 
 void tel_shm_remove(struct tel *t, uint64_t id)
@@ -988,7 +1046,7 @@ static int shm_poll(struct tel *t, struct tel_snapshot *s)
 			continue;
 		r = snap_find(t->retired, s->blocks[i].hash);
 		if (r) {
-			stats_merge(&s->blocks[i].s, &r->s);
+			tel_stats_merge(&s->blocks[i].s, &r->s);
 			overlap++;
 		}
 	}
@@ -1094,6 +1152,11 @@ int tel_open(const struct tel_opts *opts, struct tel **out)
 		if (!err) {
 			t->source = TEL_SOURCE_BPF;
 			t->reason[0] = 0;
+			err = tel_delta_new(o.max_blocks, &t->delta);
+			if (err) {
+				tel_bpf_close(t, false);
+				goto err_free;
+			}
 			break;
 		}
 		if (o.mode == TEL_MODE_BPF) {
@@ -1130,6 +1193,7 @@ void tel_close(struct tel *t)
 		snap_free(t->next);
 	}
 	free(t->changed);
+	tel_delta_free(t->delta);
 	if (t->bpf)
 		tel_bpf_close(t, t->keep_pins);
 	snap_free(t->snap);
@@ -1252,25 +1316,78 @@ static int collect_changed(void *arg, const struct tel_block_ent *e)
 	return 0;
 }
 
-/* The thread of tel_poll_begin(): the map walk, the renaming and the
- * comparison, off the caller's loop.  t->snap is only read here (the
- * loop does not replace it before it joins this thread). */
-static void *poll_thread(void *arg)
+/*
+ * The BPF poll's first half (on the poll's thread, or in tel_poll()):
+ * the rows and counters into t->next, and the blocks that changed.  A
+ * loader's poll reads what the dirty ring names (tel_delta_collect()); a
+ * pin reader's walks the map into a whole new snapshot and compares it
+ * with the last one.  t->snap is only read here (the loop does not
+ * change it before this half is joined).
+ */
+static int bpf_collect(struct tel *t)
 {
-	struct tel *t = arg;
-	struct tel_snapshot *s = snap_new(t->snap->nr_blocks);
-	int err = s ? bpf_read_maps(t, s) : -ENOMEM;
+	struct tel_snapshot *s = snap_new(t->delta ? 0 : t->snap->nr_blocks);
+	int err;
 
-	/* collected whether or not a sink is set yet: the end feeds it */
-	t->nr_changed = 0;
-	if (!err)
-		err = for_changed(t->snap, s, collect_changed, t);
+	if (!s)
+		return -ENOMEM;
+	if (t->delta) {
+		err = tel_bpf_read_hist(t, snap_add_hist, s);
+		if (!err)
+			err = tel_bpf_read_counters(t, &s->counters);
+		if (!err) {
+			snap_finish(s);
+			err = tel_delta_collect(t);
+		}
+	} else {
+		err = bpf_read_maps(t, s);
+		/* collected whether or not a sink is set yet: the feed
+		 * feeds it */
+		t->nr_changed = 0;
+		if (!err)
+			err = for_changed(t->snap, s, collect_changed, t);
+	}
 	if (err) {
 		snap_free(s);
 		s = NULL;
 	}
 	t->next = s;
-	t->poll_err = err;
+	return err;
+}
+
+/* The second half, on the caller's loop: the blocks that changed into
+ * the snapshot and the sink, then the latency rows and the counters. */
+static int bpf_feed(struct tel *t)
+{
+	struct tel_snapshot *s = t->next;
+	int err = 0;
+
+	t->next = NULL;
+	if (!t->delta) {
+		for (size_t i = 0; t->sink.block && i < t->nr_changed; i++)
+			sink_block(t, t->changed[i]);
+		t->nr_changed = 0;
+		swap_in(t, s);
+		return 0;
+	}
+	err = tel_delta_apply(t);
+	feed_rows(t, t->snap, s);
+	free(t->snap->rows);
+	t->snap->rows = s->rows;
+	t->snap->nr_rows = s->nr_rows;
+	t->snap->cap_rows = s->cap_rows;
+	t->snap->counters = s->counters;
+	s->rows = NULL;
+	snap_free(s);
+	return err;
+}
+
+/* The thread of tel_poll_begin(): the first half, off the caller's loop. */
+static void *poll_thread(void *arg)
+{
+	struct tel *t = arg;
+
+	t->poll_err = bpf_collect(t);
 	return NULL;
 }
 
@@ -1296,7 +1413,7 @@ int tel_poll_begin(struct tel *t)
  * done).  1 when fed, 0 when it still runs, -errno when it failed. */
 static int poll_join(struct tel *t, bool wait)
 {
-	int err;
+	int err, ferr;
 
 	if (!t->polling)
 		return 1;
@@ -1312,11 +1429,9 @@ static int poll_join(struct tel *t, bool wait)
 	err = tel_bpf_drain_events(t);
 	if (t->poll_err)
 		return t->poll_err;
-	for (size_t i = 0; t->sink.block && i < t->nr_changed; i++)
-		sink_block(t, t->changed[i]);
-	swap_in(t, t->next);
-	t->next = NULL;
-	t->nr_changed = 0;
+	ferr = bpf_feed(t);
+	if (ferr)
+		return ferr;
 	return err ? err : 1;
 }
 
@@ -1340,16 +1455,20 @@ int tel_poll(struct tel *t)
 	err = poll_join(t, true);
 	if (err < 0)
 		return err;
+	if (t->source == TEL_SOURCE_BPF) {
+		int ferr;
+
+		err = bpf_collect(t);
+		if (err)
+			return err;
+		err = tel_bpf_drain_events(t);
+		ferr = bpf_feed(t); /* what was read is kept, whatever */
+		return err ? err : ferr;
+	}
 	s = snap_new(t->snap->nr_blocks);
 	if (!s)
 		return -ENOMEM;
-	if (t->source == TEL_SOURCE_BPF) {
-		err = bpf_read_maps(t, s);
-		if (!err)
-			err = tel_bpf_drain_events(t);
-	} else {
-		err = shm_poll(t, s);
-	}
+	err = shm_poll(t, s);
 	if (err) {
 		snap_free(s);
 		return err;
@@ -1358,6 +1477,13 @@ int tel_poll(struct tel *t)
 		for_changed(t->snap, s, sink_block, t);
 	swap_in(t, s);
 	return 0;
+}
+
+void tel_poll_stats(const struct tel *t, struct tel_poll_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (t)
+		tel_delta_stats(t->delta, out);
 }
 
 /* ---- accessors ---- */

@@ -11,11 +11,12 @@
  *    statistics into a region of its shared memory (ebpf/telemetry_shm.h)
  *    that the daemon registers here with tel_shm_add().
  *
- * tel_poll() takes a snapshot (batched map reads, or a merge of the shm
- * regions), drains the BPF event ring, and tells the sink which blocks
- * were accessed and which latency rows grew since the previous poll; the
- * lookups and iterators read that snapshot, so they are cheap and
- * consistent between polls.  Not thread-safe: the daemon calls it from its
+ * tel_poll() refreshes a snapshot (a loader's BPF source: the map
+ * entries its programs queued as changed; a pin reader's: a walk of the
+ * map; shm: a merge of the regions), drains the BPF event ring, and
+ * tells the sink which blocks were accessed and which latency rows grew
+ * since the previous poll; the lookups and iterators read that snapshot,
+ * so they are cheap and consistent between polls.  Not thread-safe: the daemon calls it from its
  * event loop.
  */
 #ifndef KVMM_EBPF_TELEMETRY_H
@@ -157,10 +158,10 @@ void tel_shm_remove(struct tel *t, uint64_t id);
 int tel_poll(struct tel *t);
 /*
  * tel_poll() in two halves, for an event loop: with the BPF source, the
- * map walk, the renaming and the comparison with the last snapshot run
- * on a thread of their own (a full map takes tens of ms: bench/tel-poll),
- * and tel_poll_end() feeds the sink the blocks that changed, the latency
- * rows and the events, and keeps the new snapshot.  begin: 0, -EBUSY if
+ * map reads (a walk of a full map takes tens of ms: bench/tel-poll) and
+ * the renaming run on a thread of their own, and tel_poll_end() takes
+ * the blocks that changed into the snapshot, feeds them to the sink with
+ * the latency rows and the events.  begin: 0, -EBUSY if
  * one runs, -errno; other sources do the whole poll in begin.  end: 1
  * when it fed (or nothing ran), 0 while the thread runs (call it again
  * later; the event ring is drained at each call), -errno.  Between the
@@ -172,6 +173,24 @@ int tel_poll(struct tel *t);
  */
 int tel_poll_begin(struct tel *t);
 int tel_poll_end(struct tel *t);
+
+/*
+ * What the polls of a loader's BPF source did (a pin reader's walk the
+ * map at each poll and count nothing here): polls, those that walked the
+ * whole map (the first, after tel_set_rename(), after the dirty ring was
+ * full, and when entries the map's LRU dropped may have piled up),
+ * entries looked up by key (the changed ones the others read), polls that
+ * found the ring had been full, and the records it lost (the kernel's
+ * count); as of the latest poll ended (tel_poll(), tel_poll_end()).
+ */
+struct tel_poll_stats {
+	uint64_t polls;
+	uint64_t full_walks;
+	uint64_t keys_read;
+	uint64_t ring_full;
+	uint64_t dirty_dropped;
+};
+void tel_poll_stats(const struct tel *t, struct tel_poll_stats *out);
 
 /* Reads of the snapshot. */
 int tel_block_lookup(const struct tel *t, uint64_t hash,

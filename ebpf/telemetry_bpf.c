@@ -9,8 +9,11 @@
  * the skeleton with pin_root_path = <pin_root>/v<KVMM_TEL_PIN_VERSION> so
  * libbpf pins every map by name there, loads it and attaches each USDT
  * program to every target that has the probe.  Failure at any step leaves
- * a one-line reason in t->reason for the fallback message.  Reads use
- * bpf_map_lookup_batch() so a poll of 64k blocks is a handful of syscalls.
+ * a one-line reason in t->reason for the fallback message.  Walks use
+ * bpf_map_lookup_batch() so a walk of 64k blocks is a handful of
+ * syscalls; a loader's poll reads the entries the kvmm_dirty ring names
+ * one by one instead (telemetry_delta.c), and bumps the poll epoch the
+ * programs mark entries with.
  * libbpf's own messages go to the debug log; the last warning is kept to
  * explain a failure.
  */
@@ -52,6 +55,12 @@ struct tel_bpf {
 	struct bpf_link *links[TEL_MAX_LINKS];
 	unsigned int nr_links;
 	struct ring_buffer *rb;
+	/* the loader's: kvmm_dirty, and what tel_bpf_dirty_drain() calls
+	 * (only the poll touches these, on its thread or the loop) */
+	struct ring_buffer *dirty_rb;
+	tel_dirty_fn dirty_fn;
+	void *dirty_arg;
+	uint64_t epoch; /* kvmm_poll_epoch as we set it last */
 	/* the maps we read: the skeleton's, or pins another loader made */
 	int blocks_fd, hist_fd, counters_fd;
 	bool own_fds; /* opened from pins (closed by us) */
@@ -428,6 +437,32 @@ static int attach_all(struct tel *t, const struct tel_opts *o)
 	return 0;
 }
 
+static int on_dirty(void *ctx, void *data, size_t size)
+{
+	struct tel_bpf *b = ctx;
+	const struct kvmm_dirty_rec *d = data;
+
+	if (size < sizeof(*d))
+		return 0;
+	return b->dirty_fn(b->dirty_arg, &d->key, d->epoch);
+}
+
+/*
+ * kvmm_dirty's size: room for a quarter of the map's entries (32 bytes a
+ * record with the ring's header), a power of two of at least 64 KiB.
+ * Past a quarter changed, a walk of the map costs about as much as
+ * reading them one by one, and a full ring makes the poll walk.
+ */
+static __u32 dirty_ring_bytes(__u32 max_blocks)
+{
+	uint64_t want = (uint64_t)(max_blocks / 4) * 32;
+	__u32 bytes = 64 * 1024;
+
+	while (bytes < want && bytes < (1u << 30))
+		bytes <<= 1;
+	return bytes;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct tel *t = ctx;
@@ -527,6 +562,9 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	if (o->max_blocks)
 		bpf_map__set_max_entries(b->skel->maps.kvmm_blocks,
 					 o->max_blocks);
+	bpf_map__set_max_entries(b->skel->maps.kvmm_dirty,
+				 dirty_ring_bytes(bpf_map__max_entries(
+					 b->skel->maps.kvmm_blocks)));
 	set_loader(b->skel);
 	err = kvmm_bpf__load(b->skel);
 	if (err) {
@@ -544,6 +582,18 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	b->blocks_fd = bpf_map__fd(b->skel->maps.kvmm_blocks);
 	b->hist_fd = bpf_map__fd(b->skel->maps.kvmm_hist);
 	b->counters_fd = bpf_map__fd(b->skel->maps.kvmm_counters);
+	/* epoch 0 is no poll's: every entry's first access queues it */
+	b->epoch = 1;
+	__atomic_store_n(&b->skel->bss->kvmm_poll_epoch, b->epoch,
+			 __ATOMIC_SEQ_CST);
+	b->dirty_rb = ring_buffer__new(bpf_map__fd(b->skel->maps.kvmm_dirty),
+				       on_dirty, b, NULL);
+	if (!b->dirty_rb) {
+		err = -errno;
+		snprintf(t->reason, sizeof(t->reason),
+			 "dirty ring setup failed: %s", strerror(-err));
+		goto err_skel;
+	}
 	t->bpf = b;
 	err = attach_all(t, o);
 	if (err)
@@ -564,6 +614,7 @@ err_detach:
 	t->bpf = NULL;
 	while (b->nr_links)
 		bpf_link__destroy(b->links[--b->nr_links]);
+	ring_buffer__free(b->dirty_rb);
 err_skel:
 	kvmm_bpf__destroy(b->skel);
 err_free:
@@ -691,6 +742,7 @@ void tel_bpf_close(struct tel *t, bool keep_pins)
 	ring_buffer__free(b->rb);
 	while (b->nr_links)
 		bpf_link__destroy(b->links[--b->nr_links]);
+	ring_buffer__free(b->dirty_rb);
 	if (!keep_pins) {
 		bpf_object__for_each_map(m, b->skel->obj)
 		{
@@ -805,9 +857,53 @@ int tel_bpf_read_blocks(struct tel *t, tel_bpf_block_fn fn, void *arg)
 	struct emit_ctx c = { .bfn = fn, .arg = arg };
 	struct tel_bpf *b = t->bpf;
 
+	/* the stats lead each kvmm_block_entry */
 	return read_batched(b->blocks_fd, sizeof(struct kvmm_block_key),
-			    sizeof(struct kvmm_block_stats), b->keys, b->vals,
+			    sizeof(struct kvmm_block_entry), b->keys, b->vals,
 			    emit_block, &c);
+}
+
+bool tel_bpf_has_dirty(const struct tel *t)
+{
+	return t->bpf && t->bpf->dirty_rb;
+}
+
+uint64_t tel_bpf_epoch_next(struct tel *t)
+{
+	struct tel_bpf *b = t->bpf;
+
+	/* seq_cst: the ring is read, and entries looked up, after it */
+	__atomic_store_n(&b->skel->bss->kvmm_poll_epoch, ++b->epoch,
+			 __ATOMIC_SEQ_CST);
+	return b->epoch;
+}
+
+int tel_bpf_dirty_drain(struct tel *t, tel_dirty_fn fn, void *arg)
+{
+	struct tel_bpf *b = t->bpf;
+	int n;
+
+	b->dirty_fn = fn;
+	b->dirty_arg = arg;
+	n = ring_buffer__consume(b->dirty_rb);
+	return n < 0 ? n : 0;
+}
+
+uint64_t tel_bpf_dirty_dropped(const struct tel *t)
+{
+	return __atomic_load_n(&t->bpf->skel->bss->kvmm_dirty_dropped,
+			       __ATOMIC_ACQUIRE);
+}
+
+int tel_bpf_lookup_block(struct tel *t, const struct kvmm_block_key *key,
+			 struct kvmm_block_stats *out)
+{
+	struct kvmm_block_entry e;
+
+	if (bpf_map_lookup_elem(t->bpf->blocks_fd, key, &e))
+		return -errno;
+	*out = e.stats;
+	return 0;
 }
 
 int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg)
@@ -890,6 +986,32 @@ int tel_bpf_read_blocks(struct tel *t, tel_bpf_block_fn fn, void *arg)
 }
 
 int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg)
+{
+	return -ENOTSUP;
+}
+
+bool tel_bpf_has_dirty(const struct tel *t)
+{
+	return false;
+}
+
+uint64_t tel_bpf_epoch_next(struct tel *t)
+{
+	return 0;
+}
+
+int tel_bpf_dirty_drain(struct tel *t, tel_dirty_fn fn, void *arg)
+{
+	return -ENOTSUP;
+}
+
+uint64_t tel_bpf_dirty_dropped(const struct tel *t)
+{
+	return 0;
+}
+
+int tel_bpf_lookup_block(struct tel *t, const struct kvmm_block_key *key,
+			 struct kvmm_block_stats *out)
 {
 	return -ENOTSUP;
 }

@@ -60,7 +60,42 @@ struct tel {
 	const struct tel_block_ent **changed; /* entries of next */
 	size_t nr_changed, cap_changed;
 	int poll_err;
+	/* a loader's BPF source: the map as the polls read it, kept from
+	 * poll to poll (telemetry_delta.c); NULL for a pin reader, which
+	 * walks the map at each poll */
+	struct tel_delta *delta;
 };
+
+/* The snapshot's blocks, for telemetry_delta.c (telemetry.c): get
+ * (0, -ENOENT), set (insert or replace), del, clear (every block). */
+int tel_snap_get(const struct tel_snapshot *s, uint64_t hash,
+		 struct kvmm_block_stats *out);
+int tel_snap_set(struct tel_snapshot *s, uint64_t hash,
+		 const struct kvmm_block_stats *st);
+void tel_snap_del(struct tel_snapshot *s, uint64_t hash);
+void tel_snap_clear(struct tel_snapshot *s);
+/* Add view s of a block to view d (counts added, latest access kept). */
+void tel_stats_merge(struct kvmm_block_stats *d,
+		     const struct kvmm_block_stats *s);
+
+/*
+ * The loader's poll in proportion to what changed (telemetry_delta.c).
+ * collect: the poll's thread half (reads the dirty ring and the entries
+ * it names, or walks the map), lists what changed; apply: the loop's
+ * half, into t->snap, feeding the sink.  resync: the next poll walks the
+ * map (the rename hook changed).
+ */
+struct tel_delta;
+int tel_delta_new(uint32_t max_blocks, struct tel_delta **out);
+void tel_delta_free(struct tel_delta *d);
+void tel_delta_resync(struct tel_delta *d);
+void tel_delta_stats(const struct tel_delta *d, struct tel_poll_stats *out);
+int tel_delta_collect(struct tel *t);
+int tel_delta_apply(struct tel *t);
+/* Tests only: called by each poll between its epoch bump and its read of
+ * the ring (accesses fired there are queued in the epoch then current,
+ * the case a poll must read again at the next). */
+extern void (*tel_delta_after_bump)(void);
 
 void tel_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -75,5 +110,23 @@ int tel_bpf_read_blocks(struct tel *t, tel_bpf_block_fn fn, void *arg);
 int tel_bpf_read_hist(struct tel *t, tel_hist_fn fn, void *arg);
 int tel_bpf_read_counters(struct tel *t, struct kvmm_counters *out);
 int tel_bpf_drain_events(struct tel *t);
+
+/*
+ * The loader's dirty ring (kvmm_dirty): the kvmm_blocks entries that
+ * changed, each queued once per poll epoch after its access was counted.
+ * has_dirty: a loader's handle (not a pin reader's).  epoch_next: the
+ * next epoch, set for the programs; returns it.  dirty_drain: fn for
+ * each record in the ring now (a non-zero return stops).
+ * dirty_dropped: records that found the ring full, since load.
+ * lookup_block: one entry's stats, -ENOENT when the map has none.
+ */
+typedef int (*tel_dirty_fn)(void *arg, const struct kvmm_block_key *key,
+			    uint64_t epoch);
+bool tel_bpf_has_dirty(const struct tel *t);
+uint64_t tel_bpf_epoch_next(struct tel *t);
+int tel_bpf_dirty_drain(struct tel *t, tel_dirty_fn fn, void *arg);
+uint64_t tel_bpf_dirty_dropped(const struct tel *t);
+int tel_bpf_lookup_block(struct tel *t, const struct kvmm_block_key *key,
+			 struct kvmm_block_stats *out);
 
 #endif

@@ -101,7 +101,7 @@ int main(void)
 	pinned_info(path, &info);
 	t_assert(info.id != stale_id);
 	t_assert_eq(info.type, BPF_MAP_TYPE_LRU_HASH);
-	t_assert_eq(info.value_size, sizeof(struct kvmm_block_stats));
+	t_assert_eq(info.value_size, sizeof(struct kvmm_block_entry));
 	t_assert(info.btf_id != 0); /* bpftool can name the fields */
 	first_id = info.id;
 	tel_close(t);

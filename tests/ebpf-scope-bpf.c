@@ -54,16 +54,16 @@ static long long map_count_ids(const char *pin_dir, uint64_t hash, uint32_t uid,
 			       uint32_t gid)
 {
 	struct kvmm_block_key key = { .hash = hash, .uid = uid, .gid = gid };
-	struct kvmm_block_stats st;
+	struct kvmm_block_entry e;
 	char path[512];
 	int fd, err;
 
 	snprintf(path, sizeof(path), "%s/kvmm_blocks", pin_dir);
 	fd = bpf_obj_get(path);
 	t_assert(fd >= 0);
-	err = bpf_map_lookup_elem(fd, &key, &st);
+	err = bpf_map_lookup_elem(fd, &key, &e);
 	close(fd);
-	return err ? -1 : (long long)st.count;
+	return err ? -1 : (long long)e.stats.count;
 }
 
 /* The whole check, with kvmmd in this process; name: its pin root's. */

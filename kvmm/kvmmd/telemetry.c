@@ -280,6 +280,7 @@ void kd_telemetry_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 /* One line with the totals, so a log shows what telemetry saw. */
 static void log_totals(struct kd_daemon *d)
 {
+	struct tel_poll_stats ps;
 	struct kvmm_counters c;
 	char ev[256];
 	size_t n = 0;
@@ -301,6 +302,18 @@ static void log_totals(struct kd_daemon *d)
 		(unsigned long long)c.blocks_dropped,
 		(unsigned long long)c.hist_dropped,
 		(unsigned long long)c.events_dropped);
+	tel_poll_stats(d->tel, &ps);
+	if (ps.polls)
+		vmm_log(VMM_LOG_INFO,
+			"telemetry polls (bpf): %llu, %llu of them walked the "
+			"map, the others read %llu changed entries by key; the "
+			"dirty ring was full before %llu (%llu records lost, "
+			"read by the walks)",
+			(unsigned long long)ps.polls,
+			(unsigned long long)ps.full_walks,
+			(unsigned long long)ps.keys_read,
+			(unsigned long long)ps.ring_full,
+			(unsigned long long)ps.dirty_dropped);
 }
 
 void kd_telemetry_stop(struct kd_daemon *d)
