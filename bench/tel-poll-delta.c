@@ -160,7 +160,7 @@ int main(int argc, char **argv)
 		tel_close(t);
 		return 1;
 	}
-	recs = calloc(CHUNK, sizeof(*recs));
+	recs = calloc(changed > CHUNK ? changed : CHUNK, sizeof(*recs));
 	if (!recs)
 		return 1;
 	for (unsigned int i = 0; i < blocks; i += CHUNK) {
