@@ -27,8 +27,9 @@
  * Documentation/telemetry.md).  The whole map is walked instead at the
  * first poll, after the rename hook changed, when the ring was full
  * (that poll and the next: a record it lost may belong to the epoch then
- * current), and when `raw` holds an eighth more entries than the map can
- * (entries the LRU dropped are only seen gone by a walk).
+ * current), when `raw` holds an eighth more entries than the map can
+ * (entries the LRU dropped are only seen gone by a walk), and when the
+ * ring named more than a fifth of the map (a walk is cheaper then).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -515,8 +516,11 @@ int tel_delta_collect(struct tel *t)
 		 * one that begins now */
 		d->walks_due = 2;
 	}
+	/* past a fifth of the map, the lookups one by one cost about as
+	 * much as a walk (bench/tel-poll-delta --changed) */
 	walk = d->walks_due > 0 ||
-	       d->raw_nr > (size_t)d->max_blocks + d->max_blocks / 8;
+	       d->raw_nr > (size_t)d->max_blocks + d->max_blocks / 8 ||
+	       d->nr_keys > d->max_blocks / 5;
 	if (walk) {
 		err = walk_map(t, d);
 		if (!err && d->walks_due > 0)
