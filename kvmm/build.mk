@@ -16,10 +16,31 @@ ARCHIVES += $(BUILD)/libkvmmd.a $(BUILD)/libkvmm-client.a \
 # The installable client library carries its own copy of vmm/ and policy/
 # (hashing) with every symbol hidden except those in the version map.
 LIBKVMM_OBJS := $(call objs,$(LIBKVMM_SRCS) $(VMM_SRCS) $(POLICY_SRCS))
-$(BUILD)/libkvmm.a: $(LIBKVMM_OBJS)
+# The version map's global patterns (kvmm_*), for the static archive.
+LIBKVMM_EXPORTS := $(shell sed -n \
+	'/global:/,/local:/s/^[[:space:]]*\([A-Za-z0-9_*]*\);.*/\1/p' \
+	kvmm/lib/libkvmm.map)
+OBJCOPY ?= objcopy
+
+# libkvmm.a holds one object: every client object linked together (ld -r)
+# with all globals but the version map's made local, so it exports what
+# libkvmm.so.1 does.  An archive of the objects themselves exported
+# vmm_*, pol_*, kc_* ... to the program linking it, and an engine with a
+# vmm_log of its own silently replaced libkvmm's
+# (tests/install-static-symbols.sh).  Hidden symbols go first, in a pass
+# of their own: the USDT semaphores (kvmm_*_semaphore, weak hidden) match
+# the map's pattern and would stay global.  Internal programs link
+# build/libkvmm-client.a and the other internal archives instead.
+$(BUILD)/libkvmm.a: $(LIBKVMM_OBJS) kvmm/lib/libkvmm.map
 	@mkdir -p $(@D)
 	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ $(BUILD)/obj/libkvmm-all.o
+	$(Q)$(CC) -r -nostdlib -o $(BUILD)/obj/libkvmm-all.o $(LIBKVMM_OBJS)
+	$(Q)$(OBJCOPY) --localize-hidden $(BUILD)/obj/libkvmm-all.o
+	$(Q)$(OBJCOPY) --wildcard \
+		$(foreach s,$(LIBKVMM_EXPORTS),--keep-global-symbol='$(s)') \
+		$(BUILD)/obj/libkvmm-all.o
+	$(Q)ar rcs $@ $(BUILD)/obj/libkvmm-all.o
 
 $(BUILD)/libkvmm.so.$(KVMM_ABI_MAJOR): $(LIBKVMM_OBJS) kvmm/lib/libkvmm.map
 	@mkdir -p $(@D)
