@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uapi.h" /* KVMM_PIN_F_*, KVMM_PREFIX_OPEN_*, KVMM_BLOCK_*, ... */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

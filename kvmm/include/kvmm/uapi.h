@@ -29,8 +29,23 @@
 
 #include <stdint.h>
 
+/* A reply's variable part is a C99 flexible array member, which ISO C++
+ * lacks (g++ and clang++ accept it, but warn under -pedantic): quiet that
+ * warning for this header only, so an engine built with -pedantic -Werror
+ * can include it (tests/header-alone.sh). */
+#ifdef __cplusplus
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
+
 #define KVMM_ABI_MAJOR 1
 #define KVMM_ABI_MINOR 13
+
+/* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
+ * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
+ * the daemon's pages live (vmm/vmm.h's enum vmm_backend_kind). */
+#define KVMM_BACKEND_HOST 0u /* host memory (memfds): no GPU */
+#define KVMM_BACKEND_CUDA 1u /* GPU memory through the CUDA VMM API */
 
 /* Largest socket message either side sends or accepts. */
 #define KVMM_MSG_MAX 65536
@@ -138,7 +153,7 @@ struct kvmm_hello_reply {
 	uint16_t abi_major;
 	uint16_t abi_minor;
 	uint32_t session_id;
-	uint32_t backend; /* enum vmm_backend_kind */
+	uint32_t backend; /* KVMM_BACKEND_* */
 	uint64_t page_size;
 	uint64_t pages_total; /* pool capacity */
 	uint64_t quota_pages; /* this uid's quota, 0 = unlimited */
@@ -261,7 +276,7 @@ struct kvmm_stats_reply {
 
 struct kvmm_status_reply {
 	uint32_t size;
-	uint32_t backend; /* enum vmm_backend_kind */
+	uint32_t backend; /* KVMM_BACKEND_* */
 	char device[64];
 	uint64_t page_size;
 	uint64_t pages_total; /* capacity */
@@ -881,5 +896,9 @@ struct kvmm_rqe {
 };
 
 #define KVMM_RQE_F_LAST 0x1
+
+#ifdef __cplusplus
+#pragma GCC diagnostic pop
+#endif
 
 #endif
