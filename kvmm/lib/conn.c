@@ -18,6 +18,7 @@
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
+#include "kvmm/lib/opts.h"
 
 const char *kc_default_socket(void)
 {
@@ -363,11 +364,13 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	if (!out)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size <
-		    offsetof(struct kvmm_connect_opts, map_ahead_blocks))
-			return -EINVAL;
-		memcpy(&o, opts,
-		       opts->size < sizeof(o) ? opts->size : sizeof(o));
+		size_t n;
+
+		err = kc_opts_size(opts, opts->size,
+				   KVMM_CONNECT_OPTS_SIZE_VER0, sizeof(o), &n);
+		if (err)
+			return err;
+		memcpy(&o, opts, n);
 	}
 	/* kvmmctl shows the name: refuse one it would show cut short */
 	if (o.name && strlen(o.name) >= sizeof(((struct kvmm_hello *)0)->name))

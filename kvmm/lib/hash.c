@@ -8,7 +8,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "client.h"
+#include "kvmm/lib/client.h"
+#include "kvmm/lib/opts.h"
 #include "kvmm/kvmm.h"
 #include "kvmm/policy/block_hash.h"
 
@@ -33,16 +34,23 @@ static int layout_seed(const char *model, uint32_t layers, uint32_t kv_heads,
 	return pol_hash_seed(&pl, seed);
 }
 
-int kvmm_hash_seed(const struct kvmm_hash_layout *l, uint64_t *seed)
+int kvmm_hash_seed(const struct kvmm_hash_layout *layout, uint64_t *seed)
 {
-	if (!l || l->size < sizeof(*l))
+	struct kvmm_hash_layout l = { 0 };
+	size_t n;
+	int err;
+
+	if (!layout)
 		return -EINVAL;
 	/* A newer caller's struct: its extra fields would change the seed,
-	 * so they must be zero (the openat2() rule). */
-	if (!kw_all_zero((const char *)l + sizeof(*l), l->size - sizeof(*l)))
-		return -E2BIG;
-	return layout_seed(l->model, l->layers, l->kv_heads, l->head_dim,
-			   l->dtype_bytes, l->tokens_per_block, seed);
+	 * so they must be zero (-E2BIG otherwise, opts.h). */
+	err = kc_opts_size(layout, layout->size, KVMM_HASH_LAYOUT_SIZE_VER0,
+			   sizeof(l), &n);
+	if (err)
+		return err;
+	memcpy(&l, layout, n);
+	return layout_seed(l.model, l.layers, l.kv_heads, l.head_dim,
+			   l.dtype_bytes, l.tokens_per_block, seed);
 }
 
 int kvmm_region_hash_seed(const struct kvmm_region *r, const char *model,

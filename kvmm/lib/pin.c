@@ -10,23 +10,31 @@
 #include <string.h>
 
 #include "kvmm/lib/client.h"
+#include "kvmm/lib/opts.h"
+
+_Static_assert(sizeof(struct kvmm_pin_opts) >= KVMM_PIN_OPTS_SIZE_VER0,
+	       "KVMM_PIN_OPTS_SIZE_VER0");
 
 int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 {
 	struct kvmm_block_pin bp = { .size = sizeof(bp), .hash = hash };
 	struct kvmm_block_pin_reply rep;
-	size_t len = 0;
+	struct kvmm_pin_opts po = { 0 };
+	size_t len = 0, n = 0;
 	int err;
 
 	if (!c || !hash)
 		return -EINVAL;
-	if (o && o->size < sizeof(*o))
-		return -EINVAL;
 	if (o) {
-		bp.flags = o->flags;
-		bp.ttl_ns = o->ttl_ns;
-		bp.priority = o->priority;
+		err = kc_opts_size(o, o->size, KVMM_PIN_OPTS_SIZE_VER0,
+				   sizeof(po), &n);
+		if (err)
+			return err;
+		memcpy(&po, o, n);
 	}
+	bp.flags = po.flags;
+	bp.ttl_ns = po.ttl_ns;
+	bp.priority = po.priority;
 	memset(&rep, 0, sizeof(rep));
 	err = kc_request(c, KVMM_CMD_BLOCK_PIN, &bp, sizeof(bp), &rep,
 			 sizeof(rep), &len);
@@ -34,12 +42,12 @@ int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 		return err;
 	if (len < sizeof(rep))
 		return -EPROTO;
-	if (o) {
-		o->tier = rep.tier;
-		o->pins = rep.pins;
-		o->pin_quota = rep.pin_quota;
-		o->expires_ns = rep.expires_ns;
-	}
+	po.tier = rep.tier;
+	po.pins = rep.pins;
+	po.pin_quota = rep.pin_quota;
+	po.expires_ns = rep.expires_ns;
+	if (o)
+		memcpy(o, &po, n);
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kvmm/lib/client.h"
+#include "kvmm/lib/opts.h"
 
 int kvmm_block_publish(struct kvmm_region *r, uint32_t seq,
 		       uint32_t first_block, uint32_t nr_blocks,
@@ -135,19 +136,21 @@ static int prefix_check(struct kc_import *im, const void *body, size_t len)
 
 int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 			      uint32_t nr_hashes, uint32_t *seq,
-			      uint32_t *nr_blocks, struct kvmm_prefix_opts *o)
+			      uint32_t *nr_blocks,
+			      struct kvmm_prefix_opts *opts)
 {
 	struct kvmm_prefix_open po = { .size = sizeof(po) };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
 	struct kvmm_prefix_open_reply *rep = NULL;
 	struct prefix_args pa = { .r = r,
 				  .nr_hashes = nr_hashes,
-				  .actions = o != NULL };
+				  .actions = opts != NULL };
+	struct kvmm_prefix_opts local = { 0 }, *o = NULL;
 	struct kc_import im;
 	struct kvmm_conn *c;
 	struct kc_seq *q = NULL;
 	char *req = NULL;
-	size_t len = 0, rlen;
+	size_t len = 0, rlen, n = 0;
 	const uint8_t *acts = NULL;
 	bool clash = false;
 	int err;
@@ -155,9 +158,18 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
 	    nr_hashes > KVMM_PREFIX_MAX_BLOCKS)
 		return -EINVAL;
-	if (o && (o->size < sizeof(*o) ||
-		  (o->flags & ~(uint32_t)(KVMM_PREFIX_OPEN_SEGMENTS |
-					  KVMM_PREFIX_OPEN_EARLY))))
+	if (opts) {
+		/* work on a copy of the caller's bytes; the counts go back
+		 * into those only (opts.h) */
+		err = kc_opts_size(opts, opts->size, KVMM_PREFIX_OPTS_SIZE_VER0,
+				   sizeof(local), &n);
+		if (err)
+			return err;
+		memcpy(&local, opts, n);
+		o = &local;
+	}
+	if (o && (o->flags & ~(uint32_t)(KVMM_PREFIX_OPEN_SEGMENTS |
+					 KVMM_PREFIX_OPEN_EARLY)))
 		return -EINVAL;
 	c = r->conn;
 	/* a daemon before ABI 1.6 (1.8 for EARLY) would answer -EINVAL
@@ -244,6 +256,8 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 		*nr_blocks = rep->nr_blocks;
 		if (o && o->actions)
 			memcpy(o->actions, acts, rep->nr_blocks);
+		if (o)
+			memcpy(opts, o, n);
 	}
 out_unlock:
 	pthread_mutex_unlock(&c->sock_lock);

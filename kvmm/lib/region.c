@@ -20,6 +20,7 @@
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/lib/client.h"
+#include "kvmm/lib/opts.h"
 
 uint64_t kc_slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
 		    uint32_t i)
@@ -108,27 +109,33 @@ void kc_region_free(struct kvmm_region *r)
 	free(r);
 }
 
-int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *o,
+int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *opts,
 		       struct kvmm_region **out)
 {
 	struct kvmm_region_create rc = { .size = sizeof(rc) };
 	struct kvmm_region_create_reply rep = { 0 };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kvmm_region_opts ro = { 0 }, *o = &ro;
 	struct kvmm_region *r;
 	uint64_t range;
+	size_t n;
 	int err;
 
-	if (!c || c->admin || !o || !out ||
-	    o->size < offsetof(struct kvmm_region_opts, salt))
+	if (!c || c->admin || !opts || !out)
 		return -EINVAL;
+	/* an older caller's struct ends before salt: salt 0 */
+	err = kc_opts_size(opts, opts->size, KVMM_REGION_OPTS_SIZE_VER0,
+			   sizeof(ro), &n);
+	if (err)
+		return err;
+	memcpy(&ro, opts, n);
 	rc.layers = o->layers;
 	rc.kv_heads = o->kv_heads;
 	rc.head_dim = o->head_dim;
 	rc.dtype_bytes = o->dtype_bytes;
 	rc.max_seqs = o->max_seqs;
 	rc.max_tokens = o->max_tokens;
-	if (o->size >= sizeof(*o))
-		rc.salt = o->salt;
+	rc.salt = o->salt;
 	err = kc_request(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
 			 sizeof(rep), NULL);
 	if (err)

@@ -303,6 +303,28 @@ struct kvmm_stats {
 int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
 const char *kvmm_strerror(int err);
 
+/*
+ * Option struct sizes.  Each option struct starts with its size, so that
+ * one libkvmm.so.1 serves callers built against older and newer kvmm.h
+ * (the openat2() and perf_event_attr rule): a size below the struct's
+ * first published size (below) is -EINVAL; a smaller struct than this
+ * library's (an older caller) is read and written only up to its size,
+ * the fields it lacks taken as 0; a larger one (a newer caller) is
+ * accepted when every byte past what this library knows is 0, else
+ * -E2BIG (it asks for something this library cannot do), and out fields
+ * are written only up to this library's size.  So set .size =
+ * sizeof(the struct) and zero the struct (an initializer does) before
+ * setting fields.  New fields only ever go at the end.  The same holds
+ * for kvmm_connect, kvmm_region_create, kvmm_block_pin,
+ * kvmm_seq_open_prefix_opts and kvmm_hash_seed (Documentation/abi.md,
+ * "libkvmm's option structs").
+ */
+#define KVMM_CONNECT_OPTS_SIZE_VER0 24 /* up to name */
+#define KVMM_REGION_OPTS_SIZE_VER0 32 /* up to max_tokens */
+#define KVMM_HASH_LAYOUT_SIZE_VER0 40
+#define KVMM_PREFIX_OPTS_SIZE_VER0 32
+#define KVMM_PIN_OPTS_SIZE_VER0 40
+
 #ifdef __cplusplus
 }
 #endif
