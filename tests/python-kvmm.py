@@ -547,6 +547,12 @@ def case_stats():
         keys = list(st.as_dict())
         check_eq(keys, [f for f, _ in kvmm.StatsStruct._fields_[1:]],
                  "dict keys in C order")
+        di = c.daemon_info()  # kvmm_get_daemon_info(): no round trip
+        check_eq((di["abi_major"], di["backend"], di["page_size"],
+                  di["pages_total"], di["quota_pages"], di["gpu_uuid"]),
+                 (1, kvmm.BACKEND_HOST, 64 * 1024, 1024, 0, bytes(16)),
+                 "daemon info")
+        check(di["abi_minor"] >= 13, "daemon ABI minor %d" % di["abi_minor"])
 
         r = c.region(**REGION)  # socket: REGION_CREATE
         s = r.open_seq()  # socket: SEQ_OPEN

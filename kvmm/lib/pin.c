@@ -12,8 +12,27 @@
 #include "kvmm/lib/client.h"
 #include "kvmm/lib/opts.h"
 
+#define PIN_FLAGS_KNOWN                                                    \
+	(KVMM_PIN_F_TTL | KVMM_PIN_F_PRIORITY | KVMM_PIN_F_PRIORITY_ONLY | \
+	 KVMM_PIN_F_DEMOTE)
+
 _Static_assert(sizeof(struct kvmm_pin_opts) >= KVMM_PIN_OPTS_SIZE_VER0,
 	       "KVMM_PIN_OPTS_SIZE_VER0");
+
+/*
+ * A flag the daemon's ABI minor lacks would be answered -EINVAL, as a
+ * bogus one is: say -EOPNOTSUPP instead, so a client can tell "this
+ * daemon is too old" (and fall back) from its own mistake.
+ */
+static int pin_flags_supported(const struct kvmm_conn *c, uint32_t flags)
+{
+	if (flags & ~PIN_FLAGS_KNOWN)
+		return -EINVAL;
+	if ((flags & KVMM_PIN_F_DEMOTE) &&
+	    c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 3)
+		return -EOPNOTSUPP;
+	return 0;
+}
 
 int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 {
@@ -32,6 +51,9 @@ int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 			return err;
 		memcpy(&po, o, n);
 	}
+	err = pin_flags_supported(c, po.flags);
+	if (err)
+		return err;
 	bp.flags = po.flags;
 	bp.ttl_ns = po.ttl_ns;
 	bp.priority = po.priority;

@@ -131,6 +131,20 @@ class PinOpts(ctypes.Structure):
     ]
 
 
+class DaemonInfoStruct(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("abi_major", ctypes.c_uint32),
+        ("abi_minor", ctypes.c_uint32),
+        ("backend", ctypes.c_uint32),
+        ("revoke_timeout_ms", ctypes.c_uint32),
+        ("page_size", ctypes.c_uint64),
+        ("pages_total", ctypes.c_uint64),
+        ("quota_pages", ctypes.c_uint64),
+        ("gpu_uuid", ctypes.c_uint8 * 16),
+    ]
+
+
 class StatsStruct(ctypes.Structure):
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -169,6 +183,7 @@ STRUCTS = {
     "kvmm_pin_opts": PinOpts,
     "kvmm_stats": StatsStruct,
     "kvmm_hash_layout": HashLayout,
+    "kvmm_daemon_info": DaemonInfoStruct,
 }
 
 
@@ -251,6 +266,7 @@ _PROTOS = {
     "kvmm_process_revocations": (_int, [_vp]),
     "kvmm_nop": (_int, [_vp, _int]),
     "kvmm_get_stats": (_int, [_vp, _P(StatsStruct)]),
+    "kvmm_get_daemon_info": (_int, [_vp, _P(DaemonInfoStruct)]),
     "kvmm_strerror": (ctypes.c_char_p, [_int]),
     "kvmm_hash_seed": (_int, [_P(HashLayout), _P(_u64)]),
     "kvmm_region_hash_seed": (_int, [_vp, ctypes.c_char_p, _P(_u64)]),
@@ -685,6 +701,18 @@ class Connection:
         return Stats(*(getattr(st, f) for f, _ in StatsStruct._fields_[1:]))
 
     get_stats = stats
+
+    def daemon_info(self):
+        """kvmm_get_daemon_info(): what the daemon said at connect, as a
+        dict: abi_major, abi_minor (check it before using a feature a
+        later minor added), backend, revoke_timeout_ms, page_size,
+        pages_total, quota_pages, gpu_uuid (16 bytes)."""
+        d = DaemonInfoStruct()
+        d.size = ctypes.sizeof(d)
+        _check(_c.get_daemon_info(self._handle(), ctypes.byref(d)),
+               "kvmm_get_daemon_info")
+        return {f: bytes(getattr(d, f)) if f == "gpu_uuid" else getattr(d, f)
+                for f, _ in DaemonInfoStruct._fields_[1:]}
 
     # -- pins
     def pin(self, hash, *, ttl_ns=None, priority=None, priority_only=False,

@@ -247,7 +247,7 @@ int kvmm_seq_wait_ready(struct kvmm_region *region, uint32_t seq,
  * demoted or dropped until kvmm_block_unpin(), the end of the connection,
  * or, with KVMM_PIN_F_TTL in opts->flags, ttl_ns from now (an agent
  * waiting on a tool call).  With KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE (ABI
- * 1.3; an older daemon answers -EINVAL) the block stays cached but may move
+ * 1.3; -EOPNOTSUPP from an older daemon) the block stays cached but may move
  * down a tier when its tier has nothing else to evict, rather than hold
  * pages a running request needs.  KVMM_PIN_F_PRIORITY sets the block's priority
  * (-128..127) as well; KVMM_PIN_F_PRIORITY_ONLY sets only that (flags in
@@ -324,6 +324,32 @@ const char *kvmm_strerror(int err);
 #define KVMM_HASH_LAYOUT_SIZE_VER0 40
 #define KVMM_PREFIX_OPTS_SIZE_VER0 32
 #define KVMM_PIN_OPTS_SIZE_VER0 40
+#define KVMM_DAEMON_INFO_SIZE_VER0 64
+
+/*
+ * What the daemon said when the connection was made (its HELLO reply), so
+ * that a client can check the daemon's ABI minor before it uses a feature
+ * a later minor added (Documentation/abi.md lists them; libkvmm itself
+ * answers -EOPNOTSUPP for a flag the daemon's minor lacks).  No round
+ * trip.  info->size is set by the caller (at least
+ * KVMM_DAEMON_INFO_SIZE_VER0); libkvmm fills min(its size, the caller's)
+ * bytes and sets size to that.
+ */
+struct kvmm_daemon_info {
+	size_t size; /* sizeof(struct kvmm_daemon_info), set by the caller */
+	uint32_t abi_major; /* KVMM_ABI_MAJOR */
+	uint32_t abi_minor; /* the daemon's; may differ from KVMM_ABI_MINOR */
+	uint32_t backend; /* KVMM_BACKEND_HOST or KVMM_BACKEND_CUDA */
+	uint32_t revoke_timeout_ms; /* revocations not acknowledged by then
+				     * end the connection */
+	uint64_t page_size;
+	uint64_t pages_total; /* the daemon's page pool */
+	uint64_t quota_pages; /* this uid's quota at connect, 0 = none */
+	uint8_t gpu_uuid[16]; /* the served GPU; all 0 on the host backend
+			       * and from a daemon before ABI 1.13 */
+};
+
+int kvmm_get_daemon_info(struct kvmm_conn *conn, struct kvmm_daemon_info *info);
 
 #ifdef __cplusplus
 }
