@@ -538,6 +538,18 @@ static struct kd_pin *pin_lookup(struct kd_pins *ps, struct kd_session *s,
 	return p;
 }
 
+/* -EDQUOT with a body (ABI 1.13): how many records the session holds
+ * and may hold, as a pin's reply says; returns 1 (replied). */
+static int pin_quota_reply(struct kd_session *s, const struct kvmm_msg_hdr *h)
+{
+	struct kvmm_block_pin_reply rep = { .size = sizeof(rep) };
+
+	rep.pins = s->nr_pins;
+	rep.pin_quota = pin_quota(s->d);
+	kd_session_reply(s, h, -EDQUOT, &rep, sizeof(rep), NULL, 0);
+	return 1;
+}
+
 int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	       const void *buf, size_t len)
 {
@@ -577,7 +589,7 @@ int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		if (s->nr_pins >= pin_quota(d))
 			pin_purge(ps, s);
 		err = s->nr_pins >= pin_quota(d) ?
-			      -EDQUOT :
+			      pin_quota_reply(s, h) :
 			      pin_new(ps, s, bp.hash, gen, &p);
 		if (err)
 			goto out;

@@ -101,6 +101,13 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	err = h.status;
 	if (!err && sink && sink->body && (size_t)len > reply_cap)
 		err = -EPROTO; /* body() needs the whole body */
+	if (err && len && reply) {
+		/* an error with a body (BLOCK_PIN's -EDQUOT, ABI 1.13) */
+		if (reply_len)
+			*reply_len = len;
+		memcpy(reply, buf + sizeof(h),
+		       (size_t)len < reply_cap ? (size_t)len : reply_cap);
+	}
 	if (!err) {
 		if (reply_len)
 			*reply_len = len;
@@ -505,8 +512,8 @@ const char *kvmm_strerror(int err)
 	switch (err) {
 	case 0:
 		return "success";
-	case EDQUOT:
-		return "memory quota of this user exceeded";
+	case EDQUOT: /* pages of this uid, or pins of this connection */
+		return "quota exceeded (this user's pages or this connection's pins)";
 	case ENOMEM:
 		return "no memory left in the page pool";
 	case ENODATA:

@@ -60,17 +60,28 @@ int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 	memset(&rep, 0, sizeof(rep));
 	err = kc_request(c, KVMM_CMD_BLOCK_PIN, &bp, sizeof(bp), &rep,
 			 sizeof(rep), &len);
-	if (err)
+	if (err == -EDQUOT) {
+		/* From ABI 1.13 the refusal says how many pins the session
+		 * holds and may hold; an older daemon sends no body: 0s. */
+		if (len < sizeof(rep))
+			memset(&rep, 0, sizeof(rep));
+		po.tier = 0;
+		po.pins = rep.pins;
+		po.pin_quota = rep.pin_quota;
+		po.expires_ns = 0;
+	} else if (err) {
 		return err;
-	if (len < sizeof(rep))
+	} else if (len < sizeof(rep)) {
 		return -EPROTO;
-	po.tier = rep.tier;
-	po.pins = rep.pins;
-	po.pin_quota = rep.pin_quota;
-	po.expires_ns = rep.expires_ns;
+	} else {
+		po.tier = rep.tier;
+		po.pins = rep.pins;
+		po.pin_quota = rep.pin_quota;
+		po.expires_ns = rep.expires_ns;
+	}
 	if (o)
 		memcpy(o, &po, n);
-	return 0;
+	return err;
 }
 
 int kvmm_block_unpin(struct kvmm_conn *c, uint64_t hash)
