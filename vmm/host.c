@@ -21,7 +21,9 @@
  *                not an fd either; the anchor is one VMA instead
  *                (vm.max_map_count, 65530 by default, counts VMAs: an
  *                imported page costs 1 plus 1 per mapping, against 1 fd
- *                plus 1 per mapping before)
+ *                plus 1 per mapping before).  Where mremap cannot
+ *                duplicate a mapping (valgrind), an import keeps a dup of
+ *                the fd instead and is a created page from then on
  *   map          created page: mmap(MAP_FIXED|MAP_SHARED, PROT_NONE) of the
  *                memfd over the slot; imported page: mremap(anchor, 0,
  *                page size, MREMAP_MAYMOVE|MREMAP_FIXED, slot), which with
@@ -88,6 +90,10 @@ struct host_backend {
 	struct vmm_track track;
 	uint64_t anchor_gen; /* imports so far: the next handle's generation */
 	uint64_t memfd_gen; /* pages created so far: the same for those */
+	/* mremap() cannot duplicate a mapping here: an import keeps a dup
+	 * of its fd, as a created page does, instead of an anchor (set once
+	 * at open, read-only after) */
+	bool import_keeps_fd;
 };
 
 static struct host_backend *to_host(struct vmm_backend *b)
@@ -391,6 +397,63 @@ static int host_check_page_fd(struct vmm_backend *b, int fd)
 	return 0;
 }
 
+/*
+ * Whether mremap() with an old size of 0 duplicates a shared mapping, which
+ * an anchor's map needs.  Linux's does; valgrind's memcheck, which
+ * emulates mremap, answers EINVAL, so a client under it failed its first
+ * map.  Where it cannot, imports keep their fd (one fd per imported page,
+ * as before anchors).  A probe that cannot even start says yes: then the
+ * map itself reports what is wrong.
+ */
+static bool mremap_dup_works(void)
+{
+	size_t len = HOST_MIN_PAGE_SIZE;
+	bool ok = true;
+	void *a, *dup;
+	int fd;
+
+	fd = memfd_create("kvmm-mremap-probe", MFD_CLOEXEC);
+	if (fd < 0)
+		return true;
+	if (ftruncate(fd, (off_t)len))
+		goto out_close;
+	a = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+	if (a == MAP_FAILED)
+		goto out_close;
+	dup = mremap(a, 0, len, MREMAP_MAYMOVE);
+	if (dup == MAP_FAILED)
+		ok = errno != EINVAL;
+	else
+		munmap(dup, len);
+	munmap(a, len);
+out_close:
+	close(fd);
+	return ok;
+}
+
+/* Import without an anchor: a dup of the fd, handled as a created page's
+ * memfd from then on (mapped with mmap, copied with pread/pwrite). */
+static int import_keep_fd(struct host_backend *h, int fd, vmm_handle_t *page)
+{
+	vmm_handle_t handle;
+	int nfd, err;
+
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (nfd < 0)
+		return -errno;
+	pthread_mutex_lock(&h->lock);
+	handle = (h->memfd_gen++ & HOST_MEMFD_GEN_MASK) << HOST_MEMFD_SHIFT |
+		 (vmm_handle_t)nfd;
+	err = vmm_track_add_page(&h->track, handle);
+	pthread_mutex_unlock(&h->lock);
+	if (err) {
+		close(nfd);
+		return err;
+	}
+	*page = handle;
+	return 0;
+}
+
 static int host_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 {
 	struct host_backend *h = to_host(b);
@@ -401,6 +464,8 @@ static int host_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 	err = host_check_page_fd(b, fd);
 	if (err)
 		return err;
+	if (h->import_keeps_fd)
+		return import_keep_fd(h, fd, page);
 	p = mmap(NULL, b->page_size, PROT_NONE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
@@ -744,6 +809,10 @@ int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out)
 	h->base.priv = h;
 	pthread_mutex_init(&h->lock, NULL);
 	vmm_track_init(&h->track, page_size);
+	h->import_keeps_fd = !mremap_dup_works();
+	if (h->import_keeps_fd)
+		vmm_log(VMM_LOG_INFO,
+			"vmm host: mremap cannot duplicate a mapping here (valgrind?): imported pages keep their fd");
 	*out = &h->base;
 	return 0;
 }
