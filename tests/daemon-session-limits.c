@@ -3,15 +3,15 @@
  * timeout: 90
  * One uid cannot take every session slot.  A process of an unprivileged
  * uid opens connections and sends nothing (no HELLO):
- *   - under --max-sessions-per-uid 8 kvmmd keeps 8 of its 20, closes the
- *     rest at accept, and closes a 9th that would HELLO; another uid
- *     and the admin still get in;
+ *   - under --max-sessions-per-uid 8 kvmmd keeps 8 of its 20, refuses
+ *     the rest at accept, and answers a 9th's HELLO with -EUSERS;
+ *     another uid and the admin still get in;
  *   - under --hello-timeout 1500 the 8 are closed once 1.5 s pass, while
  *     the process lives, and the uid connects again; a session that
  *     sent HELLO is not closed by the timeout;
  *   - with no per-uid limit, 1100 connections take 1008 sessions, the
  *     last 16 of the 1024 are kept for admin uids: kvmmctl status works
- *     and another unprivileged uid is refused.
+ *     and another unprivileged uid's HELLO is answered -EBUSY.
  * Before these limits the flood of 1100 took all 1024 sessions, kvmmctl
  * status failed (connection reset) until the flooder died, and idle
  * connections were never closed.  Each refusal and HELLO timeout is
@@ -139,8 +139,9 @@ static int raw_connect(const char *sock)
 	return fd;
 }
 
-/* A HELLO on a fresh connection: 0 when answered 0, the reply's status,
- * or -ECONNRESET when kvmmd closed the connection instead. */
+/* A HELLO on a fresh connection: 0 when answered 0, the reply's status
+ * (a refused connection's says why: -EUSERS, -EBUSY), or -ECONNRESET
+ * when kvmmd closed the connection instead. */
 static int try_hello(const char *sock)
 {
 	struct {
@@ -170,7 +171,7 @@ static int try_hello(const char *sock)
 	return r->status;
 }
 
-/* A process of uid whose HELLO must get status want (0 or -ECONNRESET). */
+/* A process of uid whose HELLO must get status want. */
 static void hello_as(const char *sock, uid_t uid, int want)
 {
 	pid_t p = fork();
@@ -249,7 +250,7 @@ static void per_uid(void)
 	t0 = now_ms();
 	p = flood(d.sock, 20);
 	wait_sessions(&d, PER_UID + 1, 1000);
-	hello_as(d.sock, UID_F, -ECONNRESET);
+	hello_as(d.sock, UID_F, -EUSERS);
 	hello_as(d.sock, UID_G, 0);
 	t_ok(kc_connect_admin(d.sock, &admin));
 	kvmm_disconnect(admin);
@@ -295,7 +296,7 @@ static void admin_reserve(void)
 	p = flood(d.sock, 1100);
 	/* 1024 - 16 of the flooder's, and the status connection */
 	wait_sessions(&d, 1024 - 16 + 1, 10000);
-	hello_as(d.sock, UID_G, -ECONNRESET);
+	hello_as(d.sock, UID_G, -EBUSY);
 	t_ok(kc_connect_admin(d.sock, &admin));
 	kvmm_disconnect(admin);
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);

@@ -7,6 +7,8 @@
  *   daemon.c   daemon start/stop: backend, pool, listener, signals
  *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off;
  *              who gets one (per-uid limit, admin slots, HELLO deadline)
+ *   refuse.c   connections refused at accept: their HELLO is answered
+ *              with why, in a bounded number of waiting slots
  *   zombie.c   quarantine: pages of a live cut-off process stay held, and
  *              charged to its uid's quota, until it exits (one record per
  *              process, a bounded number of pidfds)
@@ -252,6 +254,23 @@ enum kd_refusal {
 	KD_REFUSED_COUNT,
 };
 
+/*
+ * A refused connection waiting for its first message, to answer it with
+ * why (refuse.c).  At most KD_REFUSED_WAITING wait: past that the oldest
+ * is closed unanswered, so a flood of refusals holds that many fds.
+ */
+#define KD_REFUSED_WAITING 32
+
+struct kd_refused {
+	struct kd_daemon *d;
+	bool used;
+	enum kd_refusal why;
+	int fd;
+	struct kd_file file;
+	struct kd_timer timer; /* --hello-timeout after accept */
+	uint64_t since_ns; /* accepted (the oldest goes first) */
+};
+
 struct kd_counters {
 	uint64_t sessions_total, sessions_cut_off;
 	/* connections closed at accept, by enum kd_refusal, or for no
@@ -291,6 +310,7 @@ struct kd_daemon {
 	/* refusals since the last WARN about them (session.c: one a second) */
 	uint64_t refused_unlogged;
 	uint64_t refused_log_ns;
+	struct kd_refused refused[KD_REFUSED_WAITING]; /* refuse.c */
 	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
 	struct kd_cache *cache; /* cache.c */
@@ -557,6 +577,15 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why);
 void kd_session_free_all(struct kd_daemon *d);
 /* Mark the session to be cut off at the next safe point. */
 void kd_session_doom(struct kd_session *s, const char *why);
+
+/* ---- refuse.c ---- */
+
+/* The errno a refused connection's HELLO is answered with (abi.md). */
+int kd_refusal_errno(enum kd_refusal why);
+/* Tell the connection fd (kvmmd's now) why it is refused, and close it. */
+void kd_refuse_conn(struct kd_daemon *d, int fd, enum kd_refusal why);
+/* The daemon stops: every refused connection still waiting is closed. */
+void kd_refused_free_all(struct kd_daemon *d);
 
 /* ---- zombie.c ---- */
 

@@ -30,7 +30,8 @@
  * live ones for any other uid; and a connection that has not sent HELLO
  * within --hello-timeout is closed.  Without them one uid that opened
  * 1024 connections and sent nothing kept every other client out, kvmmctl
- * too, until it died.
+ * too, until it died.  A connection refused gets its HELLO answered with
+ * why (refuse.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -222,6 +223,7 @@ void kd_session_free_all(struct kd_daemon *d)
 		d->sessions->said_bye = true; /* shutting down: no quarantine */
 		kd_session_end(d->sessions, false, "daemon shutdown");
 	}
+	kd_refused_free_all(d);
 	kd_zombies_free_all(d);
 }
 
@@ -428,18 +430,19 @@ static const char *refusal_string(enum kd_refusal why)
 }
 
 /*
- * A refused connection is closed at once (the client's HELLO gets EOF or
- * ECONNRESET).  A flood of them would flood the log: one WARN a second at
- * most, with how many were refused since the last; the counts by reason
- * (ADMIN_STATUS) miss none.
+ * A refused connection's HELLO is answered with why, then it is closed
+ * (refuse.c; cfd is that file's now).  A flood of them would flood the
+ * log: one WARN a second at most, with how many were refused since the
+ * last; the counts by reason (ADMIN_STATUS) miss none.
  */
-static void refuse(struct kd_daemon *d, const struct ucred *cred,
+static void refuse(struct kd_daemon *d, int cfd, const struct ucred *cred,
 		   enum kd_refusal why)
 {
 	uint64_t now = kd_now_ns();
 
 	d->ctr.sessions_refused[why]++;
 	d->refused_unlogged++;
+	kd_refuse_conn(d, cfd, why);
 	if (d->refused_log_ns && now - d->refused_log_ns < 1000000000ull)
 		return;
 	vmm_log(VMM_LOG_WARN,
@@ -500,13 +503,14 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 	/* never a session whose pages nothing counts */
 	q = kd_quota_for(d, cred.uid);
 	if (!q) {
-		refuse(d, &cred, KD_REFUSED_NO_MEMORY);
-		goto err_close;
+		refuse(d, cfd, &cred, KD_REFUSED_NO_MEMORY);
+		return;
 	}
 	why = session_refusal(d, admin, q);
 	if (why >= 0) {
-		refuse(d, &cred, why);
-		goto err_quota;
+		refuse(d, cfd, &cred, why);
+		kd_quota_maybe_free(d, q);
+		return;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s)

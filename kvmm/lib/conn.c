@@ -275,6 +275,25 @@ static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
 				 sizeof(c->hello), NULL, fds, 4, nfds);
 }
 
+/*
+ * A connection kvmmd will not serve gets its HELLO answered with one of
+ * these (kvmmd/refuse.c).  ENOMEM also answers a HELLO whose rings kvmmd
+ * could not make: out of memory all the same.
+ */
+const char *kc_hello_refusal(int err)
+{
+	switch (-err) {
+	case EUSERS:
+		return "this uid has its most sessions (kvmmd's --max-sessions-per-uid)";
+	case EBUSY:
+		return "no session is left for this uid (all 1024 taken, or the rest kept for admin uids)";
+	case ENOMEM:
+		return "kvmmd is out of memory";
+	default:
+		return NULL;
+	}
+}
+
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
 {
 	struct kvmm_conn *c = conn_alloc();
@@ -394,8 +413,14 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 		goto err_free;
 	}
 	err = hello(c, o.name, 0, o.sq_entries, fds, &nfds);
-	if (err)
+	if (err) {
+		/* the errno alone does not say it was kvmmd's refusal */
+		if (kc_hello_refusal(err))
+			vmm_log(VMM_LOG_WARN,
+				"libkvmm: kvmmd refused the connection: %s",
+				kc_hello_refusal(err));
 		goto err_free;
+	}
 	if (nfds != 4 || c->hello.nr_fds != 4) {
 		kw_close_fds(fds, nfds);
 		err = -EPROTO;
@@ -514,6 +539,8 @@ const char *kvmm_strerror(int err)
 		return "success";
 	case EDQUOT: /* pages of this uid, or pins of this connection */
 		return "quota exceeded (this user's pages or this connection's pins)";
+	case EUSERS:
+		return "kvmmd refused the connection: this uid has its most sessions";
 	case ENOMEM:
 		return "no memory left in the page pool";
 	case ENODATA:

@@ -82,7 +82,11 @@ int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
 	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
 	int err = kc_connect_admin(path, out);
 
-	if (err)
+	if (err && kc_hello_refusal(err))
+		fprintf(stderr,
+			"kvmmctl: %s: kvmmd refused the connection: %s\n", path,
+			kc_hello_refusal(err));
+	else if (err)
 		fprintf(stderr, "kvmmctl: %s: %s\n", path, kvmm_strerror(err));
 	return err;
 }
