@@ -92,7 +92,7 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 		t_fail("kvmmctl status lacks \"%s\":\n%s", want, out);
 	snprintf(
 		want, sizeof(want),
-		"refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, 0 at kvmmd's most (1024), 0 for want of memory\n",
+		"refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, 0 at kvmmd's most (1024), 0 for want of memory, 0 over their uid's 256 quarantined processes\n",
 		(unsigned long long)uid_limit,
 		(unsigned long long)admin_reserved);
 	if (!strstr(out, want))
@@ -101,7 +101,7 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 	t_assert_eq(td_kvmmctl(d->sock, "status --json", out, sizeof(out)), 0);
 	snprintf(
 		want, sizeof(want),
-		"\"sessions_refused\":{\"uid_limit\":%llu,\"admin_reserved\":%llu,\"full\":0,\"no_memory\":0},\"sessions_hello_timeouts\":%llu",
+		"\"sessions_refused\":{\"uid_limit\":%llu,\"admin_reserved\":%llu,\"full\":0,\"no_memory\":0,\"quarantine\":0},\"sessions_hello_timeouts\":%llu",
 		(unsigned long long)uid_limit,
 		(unsigned long long)admin_reserved,
 		(unsigned long long)hello_timeouts);
@@ -113,7 +113,8 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 		 "\nkvmm_sessions_refused_total{reason=\"uid_limit\"} %llu\n"
 		 "kvmm_sessions_refused_total{reason=\"admin_reserved\"} %llu\n"
 		 "kvmm_sessions_refused_total{reason=\"full\"} 0\n"
-		 "kvmm_sessions_refused_total{reason=\"no_memory\"} 0\n",
+		 "kvmm_sessions_refused_total{reason=\"no_memory\"} 0\n"
+		 "kvmm_sessions_refused_total{reason=\"quarantine\"} 0\n",
 		 (unsigned long long)uid_limit,
 		 (unsigned long long)admin_reserved);
 	if (!strstr(out, want))

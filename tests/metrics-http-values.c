@@ -96,6 +96,8 @@ static const struct map status_map[] = {
 	  "sessions_refused.full" },
 	{ "kvmm_sessions_refused_total", "reason=\"no_memory\"",
 	  "sessions_refused.no_memory" },
+	{ "kvmm_sessions_refused_total", "reason=\"quarantine\"",
+	  "sessions_refused.quarantine" },
 	{ "kvmm_sessions_hello_timeouts_total", "", "sessions_hello_timeouts" },
 	/* its HELLO and ADMIN_STATUS are counted before the snapshot */
 	{ "kvmm_commands_total", "path=\"socket\"", "cmds_socket", AS_IS, 2 },

@@ -86,7 +86,7 @@ static const struct kd_metric status_metrics[] = {
 	  "", ST(sessions_cut_off) },
 	/* ABI 1.13's last fields: left out when the reply ends before */
 	{ "kvmm_sessions_refused_total", KD_COUNTER,
-	  "Connections closed at accept, by why: the uid had --max-sessions-per-uid, only the admin uids' sessions were left, kvmmd had its 1024, no memory for the uid's quota.",
+	  "Connections closed at accept, by why: the uid had --max-sessions-per-uid, only the admin uids' sessions were left, kvmmd had its 1024, no memory for the uid's quota, the uid had 256 quarantined processes.",
 	  "reason=\"uid_limit\"", ST(sessions_refused_uid_limit) },
 	{ "kvmm_sessions_refused_total", KD_COUNTER, NULL,
 	  "reason=\"admin_reserved\"", ST(sessions_refused_admin_reserved) },
@@ -94,6 +94,8 @@ static const struct kd_metric status_metrics[] = {
 	  ST(sessions_refused_full) },
 	{ "kvmm_sessions_refused_total", KD_COUNTER, NULL,
 	  "reason=\"no_memory\"", ST(sessions_refused_no_memory) },
+	{ "kvmm_sessions_refused_total", KD_COUNTER, NULL,
+	  "reason=\"quarantine\"", ST(sessions_refused_quarantine) },
 	{ "kvmm_sessions_hello_timeouts_total", KD_COUNTER,
 	  "Connections closed for sending no HELLO within --hello-timeout.", "",
 	  ST(sessions_hello_timeouts) },

@@ -364,6 +364,8 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->sessions_refused_no_memory =
 		d->ctr.sessions_refused[KD_REFUSED_NO_MEMORY];
 	st->sessions_hello_timeouts = d->ctr.sessions_hello_timeout;
+	st->sessions_refused_quarantine =
+		d->ctr.sessions_refused[KD_REFUSED_QUARANTINE];
 	st->cmds_socket = d->ctr.cmds_socket;
 	st->cmds_ring = d->ctr.cmds_ring;
 	st->revocations_posted = d->ctr.revocations_posted;

@@ -43,6 +43,8 @@ int kd_refusal_errno(enum kd_refusal why)
 		return -EBUSY;
 	case KD_REFUSED_NO_MEMORY:
 		return -ENOMEM;
+	case KD_REFUSED_QUARANTINE:
+		return -ETOOMANYREFS;
 	default:
 		return -ECONNREFUSED;
 	}

@@ -27,7 +27,9 @@
  *
  * Who gets a session at all: at most KD_MAX_SESSIONS, the last
  * KD_ADMIN_SESSIONS kept for admin uids; at most --max-sessions-per-uid
- * live ones for any other uid; and a connection that has not sent HELLO
+ * live ones for any other uid, and none for a new process of a uid with
+ * KD_ZOMBIES_PER_UID quarantined ones (zombie.c); and a connection that
+ * has not sent HELLO
  * within --hello-timeout is closed.  Without them one uid that opened
  * 1024 connections and sent nothing kept every other client out, kvmmctl
  * too, until it died.  A connection refused gets its HELLO answered with
@@ -424,6 +426,8 @@ static const char *refusal_string(enum kd_refusal why)
 		return "kvmmd has its most sessions (1024)";
 	case KD_REFUSED_NO_MEMORY:
 		return "no memory for its quota";
+	case KD_REFUSED_QUARANTINE:
+		return "the uid has its most quarantined processes (256)";
 	default:
 		return "?";
 	}
@@ -465,11 +469,11 @@ static void on_hello_timeout(struct kd_loop *loop, struct kd_timer *t)
 	kd_session_end(s, false, "no HELLO in time");
 }
 
-/* Whether a connection of cred may have a session now: -1, or why not
- * (an enum kd_refusal; the last KD_ADMIN_SESSIONS slots are admins',
- * whom no per-uid limit holds back either). */
+/* Whether a connection of process pid may have a session now: -1, or
+ * why not (an enum kd_refusal; the last KD_ADMIN_SESSIONS slots are
+ * admins', whom no per-uid limit holds back either). */
 static int session_refusal(struct kd_daemon *d, bool admin,
-			   const struct kd_quota *q)
+			   const struct kd_quota *q, pid_t pid)
 {
 	uint32_t per_uid = d->cfg.max_sessions_per_uid;
 
@@ -481,6 +485,8 @@ static int session_refusal(struct kd_daemon *d, bool admin,
 		return KD_REFUSED_ADMIN_RESERVED;
 	if (per_uid && q->connected >= per_uid)
 		return KD_REFUSED_UID_LIMIT;
+	if (!kd_zombie_room(d, q, pid))
+		return KD_REFUSED_QUARANTINE;
 	return -1;
 }
 
@@ -506,7 +512,7 @@ static void on_accept(struct kd_loop *loop, int fd, uint32_t events, void *data)
 		refuse(d, cfd, &cred, KD_REFUSED_NO_MEMORY);
 		return;
 	}
-	why = session_refusal(d, admin, q);
+	why = session_refusal(d, admin, q, cred.pid);
 	if (why >= 0) {
 		refuse(d, cfd, &cred, why);
 		kd_quota_maybe_free(d, q);

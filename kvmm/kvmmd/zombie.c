@@ -27,6 +27,13 @@
  * engine processes of one uid all get quarantined; those beyond the caps
  * get their pages back up to KD_ZOMBIE_POLL_MS later.
  *
+ * What bounds the records: a uid (not an admin one) with
+ * KD_ZOMBIES_PER_UID of them gets no session for a process that has none
+ * (session.c refuses it, KD_REFUSED_QUARANTINE), so its records are at
+ * most that many + its live sessions, each of which may add one.  Merging
+ * records of several processes instead would not do: a record must know
+ * every pid whose exit it waits for.
+ *
  * Charges: a quarantined page that a block owns (a cached block's) is
  * charged to the block's owner; one that no block owns is charged to one
  * zombie's uid, once, for as long as any zombie holds it: the zombie that
@@ -422,6 +429,25 @@ void kd_zombies_charge(struct kd_daemon *d, const uint32_t *pages, uint32_t n)
 			continue;
 		charge_another(d, pages[i], NULL);
 	}
+}
+
+bool kd_zombie_room(struct kd_daemon *d, const struct kd_quota *q, pid_t pid)
+{
+	uint64_t start = 0;
+
+	if (q->zombies < KD_ZOMBIES_PER_UID)
+		return true;
+	for (const struct kd_zombie *z = d->zombies; z; z = z->next) {
+		if (z->pid != pid || z->quota != q)
+			continue;
+		/* a polled one may be an exited process's whose pid was
+		 * reused (zombie_of() gives that one no sessions) */
+		if (z->pidfd < 0 && z->start_time && !start)
+			start = kd_pid_start_time(pid);
+		if (z->pidfd >= 0 || !z->start_time || start == z->start_time)
+			return true;
+	}
+	return false;
 }
 
 void kd_zombie_info(const struct kd_zombie *z, struct kvmm_session_info *i)

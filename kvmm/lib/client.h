@@ -160,7 +160,8 @@ bool kc_revocations_pending(struct kvmm_conn *c);
 /* A connection without rings or a backend, for kvmmctl. */
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out);
 /* Why kvmmd refused a connection whose HELLO failed with err (abi.md's
- * HELLO: -EUSERS, -EBUSY, -ENOMEM), NULL when err is no such answer. */
+ * HELLO: -EUSERS, -EBUSY, -ENOMEM, -ETOOMANYREFS), NULL when err is no
+ * such answer. */
 const char *kc_hello_refusal(int err);
 const char *kc_default_socket(void);
 

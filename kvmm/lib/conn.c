@@ -289,6 +289,8 @@ const char *kc_hello_refusal(int err)
 		return "no session is left for this uid (all 1024 taken, or the rest kept for admin uids)";
 	case ENOMEM:
 		return "kvmmd is out of memory";
+	case ETOOMANYREFS:
+		return "this uid has its most quarantined processes (256 that lost their sessions without BYE and live on)";
 	default:
 		return NULL;
 	}
@@ -541,6 +543,8 @@ const char *kvmm_strerror(int err)
 		return "quota exceeded (this user's pages or this connection's pins)";
 	case EUSERS:
 		return "kvmmd refused the connection: this uid has its most sessions";
+	case ETOOMANYREFS:
+		return "kvmmd refused the connection: this uid has its most quarantined processes";
 	case ENOMEM:
 		return "no memory left in the page pool";
 	case ENODATA:

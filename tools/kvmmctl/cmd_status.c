@@ -109,12 +109,15 @@ static void refusals_json(const struct kvmm_status_reply *st)
 	if (!KVMMCTL_ST_HAS(st, sessions_hello_timeouts))
 		return;
 	printf(",\"sessions_refused\":{\"uid_limit\":%llu,"
-	       "\"admin_reserved\":%llu,\"full\":%llu,\"no_memory\":%llu},"
-	       "\"sessions_hello_timeouts\":%llu",
+	       "\"admin_reserved\":%llu,\"full\":%llu,\"no_memory\":%llu",
 	       (unsigned long long)st->sessions_refused_uid_limit,
 	       (unsigned long long)st->sessions_refused_admin_reserved,
 	       (unsigned long long)st->sessions_refused_full,
-	       (unsigned long long)st->sessions_refused_no_memory,
+	       (unsigned long long)st->sessions_refused_no_memory);
+	if (KVMMCTL_ST_HAS(st, sessions_refused_quarantine))
+		printf(",\"quarantine\":%llu",
+		       (unsigned long long)st->sessions_refused_quarantine);
+	printf("},\"sessions_hello_timeouts\":%llu",
 	       (unsigned long long)st->sessions_hello_timeouts);
 }
 
@@ -127,15 +130,22 @@ static void refusals_text(const struct kvmm_status_reply *st)
 	refused = st->sessions_refused_uid_limit +
 		  st->sessions_refused_admin_reserved +
 		  st->sessions_refused_full + st->sessions_refused_no_memory;
+	if (KVMMCTL_ST_HAS(st, sessions_refused_quarantine))
+		refused += st->sessions_refused_quarantine;
 	printf("             %llu refused at accept, %llu closed for no HELLO in time\n",
 	       (unsigned long long)refused,
 	       (unsigned long long)st->sessions_hello_timeouts);
-	if (refused)
-		printf("refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, %llu at kvmmd's most (1024), %llu for want of memory\n",
-		       (unsigned long long)st->sessions_refused_uid_limit,
-		       (unsigned long long)st->sessions_refused_admin_reserved,
-		       (unsigned long long)st->sessions_refused_full,
-		       (unsigned long long)st->sessions_refused_no_memory);
+	if (!refused)
+		return;
+	printf("refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, %llu at kvmmd's most (1024), %llu for want of memory",
+	       (unsigned long long)st->sessions_refused_uid_limit,
+	       (unsigned long long)st->sessions_refused_admin_reserved,
+	       (unsigned long long)st->sessions_refused_full,
+	       (unsigned long long)st->sessions_refused_no_memory);
+	if (KVMMCTL_ST_HAS(st, sessions_refused_quarantine))
+		printf(", %llu over their uid's 256 quarantined processes",
+		       (unsigned long long)st->sessions_refused_quarantine);
+	printf("\n");
 }
 
 static void policy_state_json(const struct kvmm_status_reply *st)

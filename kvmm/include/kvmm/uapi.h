@@ -356,6 +356,10 @@ struct kvmm_status_reply {
 	uint64_t sessions_refused_full;
 	uint64_t sessions_refused_no_memory;
 	uint64_t sessions_hello_timeouts;
+	/* ABI 1.13 too (8 more bytes, 504 in all; 0 from a daemon that sends
+	 * 496): connections refused at accept because their uid had 256
+	 * quarantined processes and theirs was none of them */
+	uint64_t sessions_refused_quarantine;
 };
 
 enum kvmm_policy_state {
