@@ -57,21 +57,21 @@ int main(void)
 	t_ok(kvmm_seq_open(r1, &s2));
 	t_ok(kvmm_seq_close(r1, s1));
 
-	/* in kvmmd's order: the newest region first */
+	/* in the order they were made */
 	snprintf(want, sizeof(want),
-		 "\n  region %u: 0 of 4 sequences open, 8 blocks each\n"
-		 "  region %u: 2 of 4 sequences open (0,2), 8 blocks each\n",
-		 r2->id, r1->id);
+		 "\n  region %u: 2 of 4 sequences open (0,2), 8 blocks each\n"
+		 "  region %u: 0 of 4 sequences open, 8 blocks each\n",
+		 r1->id, r2->id);
 	expect(d.sock, 0, want, "sessions");
 	snprintf(want, sizeof(want), "\n  region %u: 0 of 4 sequences open",
 		 r3->id);
 	t_assert(strstr(out, want) != NULL);
 	snprintf(want, sizeof(want),
 		 "\"region_list\":[{\"region\":%u,\"max_seqs\":4,"
-		 "\"max_blocks\":8,\"open\":0,\"open_ids\":[]},"
-		 "{\"region\":%u,\"max_seqs\":4,\"max_blocks\":8,\"open\":2,"
-		 "\"open_ids\":[0,2]}]}",
-		 r2->id, r1->id);
+		 "\"max_blocks\":8,\"open\":2,\"open_ids\":[0,2]},"
+		 "{\"region\":%u,\"max_seqs\":4,\"max_blocks\":8,\"open\":0,"
+		 "\"open_ids\":[]}]}",
+		 r1->id, r2->id);
 	expect(d.sock, 0, want, "sessions --json");
 
 	expect(d.sock, 1, "kvmmctl: revoke: no session 99999 ",
@@ -79,7 +79,7 @@ int main(void)
 	snprintf(
 		want, sizeof(want),
 		"kvmmctl: revoke: session %u has no region 77777; its regions: %u, %u\n",
-		sid, r2->id, r1->id);
+		sid, r1->id, r2->id);
 	expect(d.sock, 1, want, "revoke %u 77777 0", sid);
 	snprintf(
 		want, sizeof(want),

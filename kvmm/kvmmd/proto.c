@@ -408,10 +408,29 @@ static int do_admin_status(struct req *rq)
 }
 
 /*
+ * s's regions in the order they were made, into out[] (room for
+ * s->nr_regions): its list is newest first (region.c adds at the head),
+ * which kvmmctl sessions showed as it came.
+ */
+static uint32_t regions_oldest_first(struct kd_session *s,
+				     struct kd_region **out)
+{
+	uint32_t n = 0;
+
+	for (struct kd_region *r = s->regions; r && n < s->nr_regions;
+	     r = r->next)
+		n++;
+	for (struct kd_region *r = s->regions, **at = out + n; at > out;
+	     r = r->next)
+		*--at = r;
+	return n;
+}
+
+/*
  * After the n session entries at buf + *len (room bytes in all): the
- * regions of those sessions with their open sequences, while they fit,
- * so an operator sees the ids ADMIN_REVOKE takes (kvmmctl sessions; the
- * counts alone did not say them).  Grows *len.
+ * regions of those sessions, oldest first, with their open sequences,
+ * while they fit, so an operator sees the ids ADMIN_REVOKE takes
+ * (kvmmctl sessions; the counts alone did not say them).  Grows *len.
  */
 static void sessions_regions(struct kd_daemon *d, uint32_t n, char *buf,
 			     size_t room, size_t *len)
@@ -419,12 +438,24 @@ static void sessions_regions(struct kd_daemon *d, uint32_t n, char *buf,
 	struct kvmm_sessions_regions *h = (void *)(buf + *len);
 	size_t at = *len + sizeof(*h);
 	struct kd_session *s = d->sessions;
+	struct kd_region **regions;
+	uint32_t most = 0;
 
 	if (room - *len < sizeof(*h))
 		return;
+	for (uint32_t i = 0; i < n && s; i++, s = s->next)
+		if (s->nr_regions > most)
+			most = s->nr_regions;
+	regions = malloc((most + 1) * sizeof(*regions));
+	if (!regions)
+		return; /* the reply ends with the sessions, as an older one */
 	h->entry_size = sizeof(struct kvmm_region_info);
+	s = d->sessions;
 	for (uint32_t i = 0; i < n && s; i++, s = s->next) {
-		for (struct kd_region *r = s->regions; r; r = r->next) {
+		uint32_t nr = regions_oldest_first(s, regions);
+
+		for (uint32_t k = 0; k < nr; k++) {
+			struct kd_region *r = regions[k];
 			uint32_t listed = r->nr_open < KVMM_REGION_INFO_SEQS ?
 						  r->nr_open :
 						  KVMM_REGION_INFO_SEQS;
@@ -450,6 +481,7 @@ static void sessions_regions(struct kd_daemon *d, uint32_t n, char *buf,
 			h->nr++;
 		}
 	}
+	free(regions);
 	*len = at;
 }
 
