@@ -7,6 +7,7 @@
  * end; scans every region then sleeps.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include "kvmm/lib/client.h"
@@ -99,10 +100,22 @@ static void *mapahead_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The thread starts with every signal blocked: it inherits the caller's
+ * mask otherwise, and the kernel hands a process-directed signal to any
+ * thread that does not block it.  An engine that blocks SIGTERM after
+ * kvmm_connect() and takes it in a sigwait() thread was killed by it
+ * instead, the map-ahead thread having taken it with the default action.
+ */
 int kc_mapahead_start(struct kvmm_conn *c)
 {
-	int err = pthread_create(&c->ma_thread, NULL, mapahead_main, c);
+	sigset_t all, caller;
+	int err;
 
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &caller);
+	err = pthread_create(&c->ma_thread, NULL, mapahead_main, c);
+	pthread_sigmask(SIG_SETMASK, &caller, NULL);
 	if (err)
 		return -err;
 	c->ma_started = true;

@@ -21,7 +21,9 @@
  * those mapped: fresh pages it gets for blocks revoked meanwhile are kept
  * aside and mapped where the revocation is applied, so between
  * kvmm_step_begin() and kvmm_step_end() no mapping and no length changes
- * but by the engine's own calls.
+ * but by the engine's own calls.  That thread blocks every signal: a
+ * process-directed signal goes to the engine's threads, whatever mask
+ * they set after kvmm_connect().
  */
 #ifndef KVMM_KVMM_H
 #define KVMM_KVMM_H
