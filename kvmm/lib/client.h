@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/wire.h"
@@ -75,6 +76,9 @@ struct kvmm_region {
 struct kvmm_conn {
 	int sock;
 	bool admin;
+	/* fork.c: who connected, and the fork count then */
+	pid_t owner_pid;
+	unsigned int fork_generation;
 	uint32_t next_id;
 	struct kvmm_hello_reply hello;
 	struct vmm_backend *backend;
@@ -254,6 +258,18 @@ void kc_deferred_drop(struct kvmm_region *r, uint32_t seq, uint32_t b);
 bool kc_deferred_revoke(struct kvmm_region *r, uint32_t seq, uint32_t b,
 			uint32_t page_id);
 void kc_deferred_apply(struct kvmm_conn *c);
+
+/*
+ * fork.c: record the connecting process (kvmm_connect); was c inherited
+ * through fork() (every call then returns -ECHILD, before any lock)?  The
+ * _or_cloned form also compares the pid (a system call).  An inherited
+ * connection is dropped with kc_conn_drop_inherited(): the child's copies
+ * of its memory and fds only.
+ */
+void kc_fork_track(struct kvmm_conn *c);
+bool kc_inherited(const struct kvmm_conn *c);
+bool kc_inherited_or_cloned(const struct kvmm_conn *c);
+void kc_conn_drop_inherited(struct kvmm_conn *c);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

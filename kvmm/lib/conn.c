@@ -65,6 +65,8 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	ssize_t len;
 	int err;
 
+	if (kc_inherited(c))
+		return -ECHILD; /* the parent's socket: fork.c */
 	if (c->broken)
 		return -EPROTO;
 	if (sizeof(h) + req_len > KVMM_MSG_MAX)
@@ -196,6 +198,8 @@ int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,
 {
 	int err;
 
+	if (kc_inherited(c))
+		return -ECHILD; /* before sock_lock: fork.c */
 	pthread_mutex_lock(&c->sock_lock);
 	err = kc_request_locked(c, cmd, req, req_len, reply, reply_cap,
 				reply_len, NULL, 0, NULL);
@@ -230,6 +234,7 @@ static struct kvmm_conn *conn_alloc(void)
 	if (!c)
 		return NULL;
 	c->sock = c->sq_efd = c->cq_efd = c->rv_efd = -1;
+	kc_fork_track(c);
 	pthread_mutex_init(&c->sock_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ring_lock, NULL);
@@ -481,6 +486,11 @@ void kvmm_disconnect(struct kvmm_conn *c)
 {
 	if (!c)
 		return;
+	if (kc_inherited_or_cloned(c)) {
+		/* the session is the parent's: drop our copies, say nothing */
+		kc_conn_drop_inherited(c);
+		return;
+	}
 	kc_mapahead_stop(c);
 	pthread_mutex_lock(&c->sock_lock);
 	pthread_mutex_lock(&c->lock);
@@ -496,6 +506,8 @@ void kvmm_disconnect(struct kvmm_conn *c)
 
 int kvmm_poll_fd(struct kvmm_conn *c)
 {
+	if (c && kc_inherited(c))
+		return -ECHILD;
 	return c && c->rv_efd >= 0 ? c->rv_efd : -EINVAL;
 }
 
@@ -503,6 +515,8 @@ int kvmm_nop(struct kvmm_conn *c, int via_socket)
 {
 	if (!c)
 		return -EINVAL;
+	if (kc_inherited(c))
+		return -ECHILD;
 	if (via_socket || c->admin)
 		return kc_request(c, KVMM_CMD_NOP, NULL, 0, NULL, 0, NULL);
 	return kc_ring_cmd(c, KVMM_CMD_NOP, 0, 0, 0, NULL);
@@ -517,6 +531,8 @@ int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 
 	if (!c || !st || st->size < sizeof(uint64_t))
 		return -EINVAL;
+	if (kc_inherited(c))
+		return -ECHILD; /* before c->lock, which a lost thread may hold */
 	n = st->size < sizeof(local) ? st->size : sizeof(local);
 	err = kc_request(c, KVMM_CMD_STATS, NULL, 0, &rep, sizeof(rep), NULL);
 	if (err)
@@ -555,6 +571,8 @@ const char *kvmm_strerror(int err)
 		return "connection to kvmmd lost";
 	case EPROTO:
 		return "protocol error talking to kvmmd";
+	case ECHILD:
+		return "connection inherited through fork(): connect again in this process (kvmm_disconnect only drops the copy)";
 	default:
 		return strerror(err);
 	}

@@ -172,6 +172,8 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 					 KVMM_PREFIX_OPEN_EARLY)))
 		return -EINVAL;
 	c = r->conn;
+	if (kc_inherited(c))
+		return -ECHILD; /* before sock_lock: fork.c */
 	/* a daemon before ABI 1.6 (1.8 for EARLY) would answer -EINVAL
 	 * (unknown flag): say what is missing instead */
 	if (o && (o->flags & KVMM_PREFIX_OPEN_SEGMENTS) &&
@@ -280,6 +282,8 @@ int kvmm_seq_wait_ready(struct kvmm_region *r, uint32_t seq,
 	if (!r || (flags & ~KVMM_WAIT_READY_POLL) || (max_failed && !failed))
 		return -EINVAL;
 	c = r->conn;
+	if (kc_inherited(c))
+		return -ECHILD; /* before sock_lock: fork.c */
 	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 8)
 		return -EOPNOTSUPP; /* it would answer -ENOTTY */
 	if (upto_block > r->max_blocks)

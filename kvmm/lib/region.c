@@ -210,6 +210,8 @@ int kvmm_region_destroy(struct kvmm_region *r)
 
 	if (!r)
 		return -EINVAL;
+	if (kc_inherited(r->conn))
+		return -ECHILD;
 	c = r->conn;
 	ref.region_id = r->id;
 	pthread_mutex_lock(&c->sock_lock);
@@ -573,6 +575,8 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 
 	if (!r)
 		return -EINVAL;
+	if (kc_inherited(r->conn))
+		return -ECHILD;
 	c = r->conn;
 	if (new_len > r->max_tokens)
 		return -EINVAL;
@@ -662,6 +666,8 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 
 	if (!r)
 		return -EINVAL;
+	if (kc_inherited(r->conn))
+		return -ECHILD;
 	c = r->conn;
 	/* sock_lock first: no fetch for this sequence may be in flight
 	 * while its pages are dropped on both sides. */
@@ -716,6 +722,8 @@ int64_t kvmm_seq_len(struct kvmm_region *r, uint32_t seq)
 
 	if (!r)
 		return -EINVAL;
+	if (kc_inherited(r->conn))
+		return -ECHILD;
 	pthread_mutex_lock(&r->conn->lock);
 	len = kc_seq_get(r, seq, &q);
 	if (!len)
@@ -726,14 +734,16 @@ int64_t kvmm_seq_len(struct kvmm_region *r, uint32_t seq)
 
 uint64_t kvmm_seq_k_ptr(struct kvmm_region *r, uint32_t seq, uint32_t layer)
 {
-	if (!r || seq >= r->max_seqs || layer >= r->layers)
+	if (!r || seq >= r->max_seqs || layer >= r->layers ||
+	    kc_inherited(r->conn))
 		return 0;
 	return r->k_base[layer] + seq * r->seq_stride;
 }
 
 uint64_t kvmm_seq_v_ptr(struct kvmm_region *r, uint32_t seq, uint32_t layer)
 {
-	if (!r || seq >= r->max_seqs || layer >= r->layers)
+	if (!r || seq >= r->max_seqs || layer >= r->layers ||
+	    kc_inherited(r->conn))
 		return 0;
 	return r->v_base[layer] + seq * r->seq_stride;
 }
@@ -746,6 +756,8 @@ int kvmm_seq_block_pages(struct kvmm_region *r, uint32_t seq, uint32_t block,
 
 	if (!r || !ids)
 		return -EINVAL;
+	if (kc_inherited(r->conn))
+		return -ECHILD;
 	pthread_mutex_lock(&r->conn->lock);
 	err = kc_seq_get(r, seq, &q);
 	if (!err && block >= r->max_blocks)

@@ -99,6 +99,8 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 
 	if (!c || !c->ring_mem)
 		return -EINVAL;
+	if (kc_inherited(c))
+		return -ECHILD;
 	if (read(c->rv_efd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: nothing signalled; look at the ring anyway */
 	}
@@ -166,6 +168,8 @@ int kvmm_step_begin(struct kvmm_conn *c)
 
 	if (!c || !c->ring_mem)
 		return -EINVAL;
+	if (kc_inherited(c))
+		return -ECHILD;
 	if (boundary_work(c)) {
 		err = kvmm_process_revocations(c);
 		if (err < 0)
@@ -180,6 +184,8 @@ int kvmm_step_end(struct kvmm_conn *c)
 
 	if (!c || !c->ring_mem)
 		return -EINVAL;
+	if (kc_inherited(c))
+		return -ECHILD;
 	c->tel_step++;
 	if (kvmm_tel_want(c->tel, access))
 		kc_step_access(c);

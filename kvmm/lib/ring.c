@@ -82,6 +82,8 @@ int kc_ring_submit_wait(struct kvmm_conn *c, struct kvmm_sqe *sqes,
 
 	if (!c->ring_mem)
 		return -EINVAL;
+	if (kc_inherited(c))
+		return -ECHILD; /* the parent's rings: fork.c */
 	pthread_mutex_lock(&c->ring_lock);
 	ring_sqes = c->r.sq.array;
 	ring_cqes = c->r.cq.array;

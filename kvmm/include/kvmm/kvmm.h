@@ -52,8 +52,22 @@ struct kvmm_connect_opts {
 	uint32_t spin_us; /* CQ spin before sleeping; 0 = default */
 };
 
+/*
+ * Connect after fork(): a connection belongs to the process that made it.
+ * In a child of fork() every call on an inherited connection or its
+ * regions returns -ECHILD (kvmm_seq_k_ptr() and _v_ptr() give 0) before
+ * it touches anything the parent shares (socket, rings, locks another
+ * parent thread may have held), and kvmm_disconnect() only drops the
+ * child's copy: the session stays the parent's.  A child that needs kvmm
+ * connects on its own.
+ */
 int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out);
-/* Unmaps everything, says goodbye, frees the connection. */
+/*
+ * Unmaps everything, says goodbye, frees the connection.  In a forked
+ * child (an inherited connection) it sends nothing, joins no thread and
+ * frees only the child's copies: it closes the child's fds, unmaps its
+ * copy of the ring and, on the host backend, of the regions' ranges.
+ */
 void kvmm_disconnect(struct kvmm_conn *conn);
 
 struct kvmm_region_opts {
