@@ -17,6 +17,12 @@ Run by the tests/python-*.sh wrappers, one case each:
                           k_view() is being made (forced by hooks) leaves
                           no view over unmapped memory: it is released
                           (ValueError) or covers what is still backed
+  python-kvmm.py fork     a child of os.fork() finds the parent's
+                          Connection and Region closed (ValueError,
+                          no call into libkvmm), leaves 'with' without
+                          a hang and connects on its own; the parent's
+                          session goes on, and is quarantined when cut
+                          off
   python-kvmm.py example  the example of Documentation/python.md runs and
                           prints what the document says
   python-kvmm.py hash     hash_seed/block_hash/hash_chain give the golden
@@ -45,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 SRC = os.environ.get("KVMM_SRC") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
@@ -607,6 +614,64 @@ def case_stats():
         d.wait_idle()
 
 
+# ---- fork ------------------------------------------------------------------
+
+def fork_child(sock, c, r, s, view):
+    signal.alarm(20)  # a hang shows as SIGALRM
+    check(c.closed and r.destroyed, "inherited objects closed")
+    e = raises(ValueError, None, c.nop)
+    check("fork" in str(e), "the error says fork: %s" % e)
+    raises(ValueError, None, s.extend, 3 * TPB)
+    raises(ValueError, None, view.__getitem__, 0)
+    # what a worker leaving the parent's 'with' block does (sys.exit)
+    c.__exit__(SystemExit, SystemExit(0), None)
+    c.close()
+    with kvmm.Connection(sock, "py-fork-child") as own:
+        own.nop()
+        own.nop(via_socket=True)
+
+
+def case_fork():
+    with Daemon() as d:
+        c = kvmm.Connection(d.sock, "py-fork")  # map-ahead on
+        r = c.region(**REGION)
+        s = r.open_seq()
+        s.extend(2 * TPB)
+        view = s.k_view(0)
+        view[:] = pattern(5, 2 * TPB * 256)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                fork_child(d.sock, c, r, s, view)
+                code = 0
+            except SystemExit:
+                pass  # fail() said why
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        check_eq(os.waitstatus_to_exitcode(status), 0, "child's exit")
+        check(not c.closed, "the parent's connection stays open")
+        c.nop()
+        c.nop(via_socket=True)
+        check_eq(view.tobytes(), pattern(5, 2 * TPB * 256), "parent's KV")
+        s.extend(REGION["max_tokens"])  # every block: map-ahead is done
+        held = c.stats().pages_held
+        check_eq(held, REGION["max_tokens"] // TPB * PPB, "pages held")
+        d.ctl("kill", str(c.session_id))
+        for _ in range(1000):
+            if d.status()["pages"]["quarantined"] == held:
+                break
+            time.sleep(0.01)
+        check_eq(d.status()["pages"]["quarantined"], held,
+                 "pages quarantined after the cut-off")
+        c.close()
+
+
 # ---- revoke ----------------------------------------------------------------
 
 def case_revoke():
@@ -910,7 +975,7 @@ def case_example():
 
 CASES = {"example": case_example, "share": case_share, "errors": case_errors,
          "layout": case_layout, "stats": case_stats, "revoke": case_revoke,
-         "viewrace": case_viewrace, "hash": case_hash}
+         "viewrace": case_viewrace, "hash": case_hash, "fork": case_fork}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":

@@ -28,6 +28,12 @@ device addresses (ints, k_ptr()/v_ptr()) for torch or cupy; no view.
 close() of a Connection or Region must not race other calls on it (the
 C object is freed); other calls may come from several threads at once
 (libkvmm locks; ctypes drops the GIL during each call).
+
+Connect after fork: in a child of os.fork() (multiprocessing's fork start
+method too) every Connection and Region the parent had is closed at once,
+without a call into libkvmm (the session is the parent's; libkvmm would
+only answer ECHILD), and using it raises ValueError.  Its C memory is left
+to the child's exit.
 """
 
 import array
@@ -40,6 +46,7 @@ import operator
 import os
 import sys
 import threading
+import weakref
 
 __all__ = [
     "KvmmError", "Connection", "Region", "Sequence", "PrefixResult",
@@ -282,6 +289,20 @@ class _Funcs:
 
 
 _c = _Funcs()
+
+# Connections open in this process, closed in a forked child before it
+# runs anything else (Connection._forget_inherited()).
+_live_connections = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for conn in list(_live_connections):
+        conn._forget_inherited()
+    _live_connections.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 for _name, (_res, _args) in _PROTOS.items():
     try:
         _f = getattr(_lib, _name)
@@ -542,6 +563,7 @@ class Connection:
 
     def __init__(self, socket_path=None, name=None, *, map_ahead_blocks=None,
                  sq_entries=0, spin_us=0):
+        self._forked = False
         o = ConnectOpts()
         o.size = ctypes.sizeof(o)
         o.socket_path = _bytes_arg("socket_path", socket_path)
@@ -557,6 +579,7 @@ class Connection:
         self._regions = []
         _check(_c.connect(ctypes.byref(o), ctypes.byref(h)), "kvmm_connect")
         self._h = h
+        _live_connections.add(self)
         try:
             st = self.stats()
         except BaseException:
@@ -573,8 +596,20 @@ class Connection:
 
     def _handle(self):
         if self._h is None:
+            if getattr(self, "_forked", False):
+                raise ValueError("kvmm connection was inherited through "
+                                 "fork(): connect again in this process")
             raise ValueError("kvmm connection is closed")
         return self._h
+
+    def _forget_inherited(self):
+        """In a forked child: closed, without a call into libkvmm and
+        without a lock another thread of the parent may have held."""
+        for r in self._regions:
+            r._forget_inherited()
+        self._regions = []
+        self._h = None
+        self._forked = True
 
     def close(self):
         """kvmm_disconnect(): unmaps everything; every Region and view of
@@ -786,6 +821,13 @@ class Region:
         with self._views_lock:
             for seq in list(self._views):
                 self._release_views_locked(seq, -1)
+        self._h = None
+
+    def _forget_inherited(self):
+        # _views_lock is as the parent's threads left it: a fresh one
+        self._views_lock = threading.Lock()
+        for seq in list(self._views):
+            self._release_views_locked(seq, -1)
         self._h = None
 
     def destroy(self):
