@@ -724,6 +724,11 @@ static int dispatch(struct req *rq)
 		return -ENOTCONN;
 	if (cmd >= KVMM_CMD_ADMIN_STATUS && cmd <= 0x9f && !s->admin)
 		return -EPERM;
+	/* BYE says everything is unmapped only as the session's last word:
+	 * one from a forked child of the client speaks for a process that
+	 * goes on using the session */
+	if (cmd != KVMM_CMD_BYE)
+		s->said_bye = false;
 	switch (cmd) {
 	case KVMM_CMD_HELLO:
 		return do_hello(rq);
@@ -827,6 +832,7 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 	struct kd_seq *q;
 	int res = 0;
 
+	s->said_bye = false; /* as in dispatch() */
 	if (sqe->flags || sqe->pad ||
 	    !kw_all_zero(sqe->reserved, sizeof(sqe->reserved))) {
 		cqe->res = -EINVAL;

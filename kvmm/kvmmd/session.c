@@ -212,8 +212,10 @@ void kd_session_end(struct kd_session *s, bool cut_off, const char *why)
 	d->nr_sessions--;
 	s->quota->connected--;
 
-	/* the process may still map the pages: held until it exits */
-	if (s->pages_held && !s->said_bye && process_lives(s))
+	/* the process may still map the pages: held until it exits; also
+	 * after a BYE when the session is cut off before its EOF (the BYE
+	 * may have come from a forked child that shares the socket) */
+	if (s->pages_held && (cut_off || !s->said_bye) && process_lives(s))
 		kd_zombie_quarantine(s, cut_off);
 	kd_session_release_holds(s); /* none left when quarantined */
 	session_free(s);
