@@ -76,7 +76,7 @@ void kc_step_access(struct kvmm_conn *c)
 	uint64_t n = 0, step;
 
 	pthread_mutex_lock(&c->lock);
-	step = c->tel_step;
+	step = __atomic_load_n(&c->tel_step, __ATOMIC_RELAXED);
 	for (r = c->regions; r; r = r->next)
 		for (uint32_t s = 0; s < r->max_seqs; s++)
 			if (r->seqs[s].open)

@@ -89,10 +89,11 @@ struct kvmm_conn {
 	size_t ring_size;
 	struct kr_rings r;
 	int sq_efd, cq_efd, rv_efd;
-	uint32_t sq_tail, cq_head, rq_head; /* ours */
+	/* ours; rq_head also read without a lock (relaxed atomics) */
+	uint32_t sq_tail, cq_head, rq_head;
 	/* telemetry fallback counters in the ring memfd, NULL if none */
 	struct kvmm_tel_shm *tel;
-	uint64_t tel_step; /* kvmm_step_end() calls */
+	uint64_t tel_step; /* kvmm_step_end() calls; relaxed atomics */
 	struct kvmm_access_rec *tel_recs; /* step batch, lock held */
 	uint32_t tel_recs_cap;
 	uint64_t next_user_data;

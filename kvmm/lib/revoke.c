@@ -117,7 +117,9 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 
 			drop_page(c, &e);
 			pages++;
-			c->rq_head++;
+			/* read unlocked by kc_revocations_pending() */
+			__atomic_store_n(&c->rq_head, c->rq_head + 1,
+					 __ATOMIC_RELAXED);
 			if (e.flags & KVMM_RQE_F_LAST)
 				cookies[nr_cookies++] = e.cookie;
 		}
@@ -186,7 +188,8 @@ int kvmm_step_end(struct kvmm_conn *c)
 		return -EINVAL;
 	if (kc_inherited(c))
 		return -ECHILD;
-	c->tel_step++;
+	/* no lock: threads may end steps of one connection at once */
+	__atomic_add_fetch(&c->tel_step, 1, __ATOMIC_RELAXED);
 	if (kvmm_tel_want(c->tel, access))
 		kc_step_access(c);
 	err = kc_ring_cmd(c, KVMM_CMD_STEP_END, 0, 0, 0, NULL);

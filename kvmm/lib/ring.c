@@ -24,9 +24,15 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* Without a lock (a hint for the step boundaries): rq_head is written
+ * under sock_lock and lock by kvmm_process_revocations(), hence relaxed
+ * atomics on both sides; a stale value costs one call of it that finds
+ * nothing to do. */
 bool kc_revocations_pending(struct kvmm_conn *c)
 {
-	return c->ring_mem && kr_load_acquire(c->r.rq.tail) != c->rq_head;
+	return c->ring_mem &&
+	       kr_load_acquire(c->r.rq.tail) !=
+		       __atomic_load_n(&c->rq_head, __ATOMIC_RELAXED);
 }
 
 /* Wait until the CQ holds at least one entry; ring_lock held. */

@@ -704,7 +704,8 @@ class Connection:
     fileno = poll_fd
 
     def process_revocations(self):
-        """kvmm_process_revocations(): pages given back now."""
+        """kvmm_process_revocations(): mappings given back now (one per
+        revocation entry: a page mapped twice counts twice)."""
         try:
             return _check(_c.process_revocations(self._handle()),
                           "kvmm_process_revocations")

@@ -293,9 +293,12 @@ int kvmm_step_end(struct kvmm_conn *conn);
 
 /* Readable when the daemon has posted revocations. */
 int kvmm_poll_fd(struct kvmm_conn *conn);
-/* Apply pending revocations now; returns how many pages were given back.
- * A call applies at most 64 revocation requests; when more are pending,
- * kvmm_poll_fd() stays readable for the next call. */
+/* Apply pending revocations now; returns how many mappings were given
+ * back: one per revocation entry applied, so a page mapped at two places
+ * counts twice (kvmm_stats.pages_revoked adds the same count).  A call
+ * applies at most 64 revocation requests; when more are pending,
+ * kvmm_poll_fd() stays readable for the next call.  Safe from any thread,
+ * as are kvmm_step_begin() and kvmm_step_end(). */
 int kvmm_process_revocations(struct kvmm_conn *conn);
 
 /* A no-op round trip (through the ring, or the socket with via_socket). */
@@ -310,7 +313,7 @@ struct kvmm_stats {
 	uint64_t extend_waits; /* ... that had to wait for mapping */
 	uint64_t pages_imported; /* fds received and imported */
 	uint64_t pages_mapped; /* mappings made */
-	uint64_t pages_revoked; /* given back on revocation */
+	uint64_t pages_revoked; /* mappings given back on revocation */
 	uint64_t map_ahead_blocks; /* blocks the background thread mapped */
 	uint64_t cmds_ring, cmds_socket;
 	uint64_t pages_held; /* daemon's view (one STATS round trip) */
