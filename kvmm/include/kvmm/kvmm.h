@@ -24,6 +24,36 @@
  * but by the engine's own calls.  That thread blocks every signal: a
  * process-directed signal goes to the engine's threads, whatever mask
  * they set after kvmm_connect().
+ *
+ * Threads: every call may run concurrently with any other on the same
+ * connection but kvmm_disconnect() and kvmm_region_destroy(), which free
+ * what the others use: no call on the connection (on the region) may run
+ * while they do, nor follow them.  Calls that go through the socket take
+ * it one at a time, each for its whole reply: one that waits for the
+ * daemon (a prefix open that restores blocks from a lower tier, answered
+ * when the copies are done; kvmm_seq_wait_ready() without
+ * KVMM_WAIT_READY_POLL) stalls every other thread's socket call behind
+ * it, kvmm_process_revocations() and the map-ahead thread too, so that
+ * another thread's kvmm_seq_extend() past its mapped blocks waits for the
+ * restore (1.47 s behind a prefix open of 1.5 s).  Ring calls
+ * (steps, an extend within mapped blocks, kvmm_nop()) do not wait.  An
+ * engine that must not stall opens with KVMM_PREFIX_OPEN_EARLY (answered
+ * once the restores are submitted) and asks kvmm_seq_wait_ready() with
+ * KVMM_WAIT_READY_POLL.
+ *
+ * Lifetimes: a region belongs to its connection, and kvmm_disconnect()
+ * frees every region of it: a struct kvmm_region pointer is invalid
+ * after it (kvmm_region_destroy() on it is a use after free).
+ * kvmm_region_destroy() frees the region whatever it returns.
+ *
+ * When kvmmd dies or restarts: every call that talks to it, on the socket
+ * or the ring, returns -ECONNRESET, and goes on doing so (a new kvmmd does
+ * not take the connection over); the pages stay mapped and readable, with
+ * what was written, until kvmm_disconnect() (calls that answer from the
+ * library's own state, kvmm_seq_len(), kvmm_seq_k_ptr() or
+ * kvmm_seq_block_pages(), still do).  Their contents are the engine's
+ * last copy: a new kvmmd starts with an empty GPU pool.  Disconnect, then
+ * connect again (to the new kvmmd) and rebuild the regions.
  */
 #ifndef KVMM_KVMM_H
 #define KVMM_KVMM_H
@@ -84,6 +114,13 @@ struct kvmm_region_opts {
 int kvmm_region_create(struct kvmm_conn *conn,
 		       const struct kvmm_region_opts *opts,
 		       struct kvmm_region **out);
+/*
+ * Closes the region's sequences, unmaps its ranges and frees it, whatever
+ * it returns: an error (-ECONNRESET: kvmmd is gone, the region went with
+ * the session) only says the daemon did not confirm.  Never call it again
+ * on the same pointer.  In a forked child (-ECHILD) nothing is freed:
+ * kvmm_disconnect() frees the child's copy.
+ */
 int kvmm_region_destroy(struct kvmm_region *region);
 uint32_t kvmm_region_tokens_per_block(const struct kvmm_region *region);
 
@@ -192,6 +229,10 @@ int kvmm_block_publish(struct kvmm_region *region, uint32_t seq,
  * physical pages: read them, never write them), blocks from lower tiers
  * are restored first.  *nr_blocks gets the prefix length in blocks; the
  * sequence's length is nr_blocks * tokens_per_block, extend it from there.
+ * While blocks are restored the connection's socket is taken: every other
+ * thread's socket call, and the map-ahead thread, wait until the restores
+ * are done (head-of-line blocking, see Threads above); the _opts form
+ * with KVMM_PREFIX_OPEN_EARLY returns once they are submitted.
  */
 int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
 			 uint32_t nr_hashes, uint32_t *seq,
@@ -222,7 +263,11 @@ int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
  * recomputed like a RECOMPUTE block.  So a client can recompute the early
  * RECOMPUTE blocks while the later ones still load, waiting only for the
  * blocks below each one it computes.  -EOPNOTSUPP from a daemon older
- * than ABI 1.8.
+ * than ABI 1.8.  Without EARLY the call holds the connection's socket
+ * until the restores are done, stalling the other threads' socket calls
+ * and the map-ahead thread (Threads, above); with EARLY, wait with
+ * kvmm_seq_wait_ready(KVMM_WAIT_READY_POLL) rather than without it, which
+ * holds the socket too.
  */
 struct kvmm_prefix_opts {
 	uint32_t size; /* sizeof(struct kvmm_prefix_opts) */
