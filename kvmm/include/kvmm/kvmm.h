@@ -88,8 +88,9 @@ struct kvmm_connect_opts {
  * regions returns -ECHILD (kvmm_seq_k_ptr() and _v_ptr() give 0) before
  * it touches anything the parent shares (socket, rings, locks another
  * parent thread may have held), and kvmm_disconnect() only drops the
- * child's copy: the session stays the parent's.  A child that needs kvmm
- * connects on its own.
+ * child's copy: the session stays the parent's.  Only the region's layout
+ * still answers (kvmm_region_tokens_per_block(), kvmm_region_hash_seed()).
+ * A child that needs kvmm connects on its own.
  */
 int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out);
 /*
