@@ -4,12 +4,14 @@
  * to the tenant whose access admitted it, in every tier it moves to,
  * until it leaves the cache; a later access by another tenant (a hit)
  * does not move the charge, a readmission after a drop does; a drop from
- * the last tier counts against the tenant charged.  With lru
- * on a gpu 2 + host 2 cache every count below is worked out by hand; for
+ * the last tier counts against the tenant charged, and so does a block
+ * its owner drops (pol_cache_remove_dropped()), not one it removes.  With
+ * lru on a gpu 2 + host 2 cache every count below is worked out by hand; for
  * every policy the rows add up to the tiers' counts after a random
  * workload of 5 tenants; and the 300th tenant, like every one after the
  * 255th, lands in the shared row POL_TENANT_OTHERS.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "tests/policy-tenant-common.h"
@@ -84,6 +86,12 @@ static void by_hand(void)
 	t_ok(pol_cache_remove(c, 1));
 	expect(c, 1000, 0, 0, 2); /* the row stays */
 	t_assert_eq(row(c, 1000)->dropped, 1); /* removed, not dropped */
+	check_sums(c);
+	/* the owner lost 4 (2000's, on the host): a drop all the same */
+	t_ok(pol_cache_remove_dropped(c, 4));
+	expect(c, 2000, 1, 0, 3);
+	t_assert_eq(row(c, 2000)->dropped, 2);
+	t_assert_eq(pol_cache_remove_dropped(c, 4), -ENOENT);
 	check_sums(c);
 	pol_cache_destroy(c);
 }

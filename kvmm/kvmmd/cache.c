@@ -140,7 +140,15 @@ void kc_release(struct kd_cache *c, struct kc_entry *e)
 	kc_release_lower(c, e);
 }
 
-/* An entry that lost its bytes: forget it after the policy call. */
+/*
+ * An entry that lost its bytes: forget it after the policy call.  One the
+ * policy still tracks (in_pol) is a drop kvmmd made outside its
+ * decisions (kc_lose(), an NVMe admission refused, a restore that lost
+ * the lower copy): kc_reap_dead() counts it as a drop of the policy's
+ * (its tenant's dropped_blocks), as kvmmd counted it in a tier's drops.
+ * The policy's own drops (kc_move() to POL_TIER_NONE) are counted there
+ * and reach here no longer in_pol.
+ */
 void kc_kill(struct kd_cache *c, struct kc_entry *e)
 {
 	if (e->dead)
@@ -158,7 +166,7 @@ void kc_reap_dead(struct kd_cache *c)
 		c->dead = e->dead_next;
 		if (e->in_pol) {
 			e->in_pol = false;
-			pol_cache_remove(c->pol, e->hash);
+			pol_cache_remove_dropped(c->pol, e->hash);
 			kd_pin_block_gone(c->d, e->hash, e->gen);
 		}
 		/* a demotion waiting for a host slot never started */

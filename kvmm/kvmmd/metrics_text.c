@@ -492,7 +492,7 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 		  "Blocks the tenant's publishes cached.", KD_COUNTER,
 		  TENANT_U64(published_blocks), 0 },
 		{ "kvmm_tenant_dropped_blocks_total",
-		  "Blocks charged to the tenant that the cache dropped from its last tier.",
+		  "Blocks charged to the tenant that the cache dropped (from its last tier, or lost on the way down).",
 		  KD_COUNTER, TENANT_U64(dropped_blocks), 0 },
 		{ "kvmm_tenant_limit_blocks",
 		  "Most cached blocks the tenant may hold, by tier (0: no limit).",

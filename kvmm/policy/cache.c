@@ -1056,7 +1056,7 @@ size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n)
 	return k;
 }
 
-int pol_cache_remove(struct pol_cache *c, uint64_t hash)
+static int remove_block(struct pol_cache *c, uint64_t hash, bool dropped)
 {
 	struct pol_block *b = pol_cache_lookup(c, hash);
 	unsigned from;
@@ -1065,9 +1065,23 @@ int pol_cache_remove(struct pol_cache *c, uint64_t hash)
 		return -ENOENT;
 	from = b->tier;
 	leave_tier(c, b);
+	if (dropped) {
+		c->st.drops++;
+		c->tenants.row[b->tenant].dropped++;
+	}
 	report(c, b, from, POL_TIER_NONE);
 	maybe_free(c, b);
 	return 0;
+}
+
+int pol_cache_remove(struct pol_cache *c, uint64_t hash)
+{
+	return remove_block(c, hash, false);
+}
+
+int pol_cache_remove_dropped(struct pol_cache *c, uint64_t hash)
+{
+	return remove_block(c, hash, true);
 }
 
 #define RESIDENT_OR_ENOENT(c, hash, b)                   \

@@ -193,7 +193,9 @@ struct pol_tenant_count {
 	uint32_t limited; /* 1 while limit[] holds a limit */
 	uint64_t blocks[POL_TIER_COUNT]; /* resident now, per tier */
 	uint64_t admitted; /* blocks its accesses brought into the cache */
-	uint64_t dropped; /* of its blocks, dropped from the last tier */
+	/* of its blocks, dropped from the last tier (or by the owner:
+	 * pol_cache_remove_dropped()) */
+	uint64_t dropped;
 	uint64_t limit[POL_TIER_COUNT]; /* most blocks per tier; 0: none */
 	/* its blocks moved down a tier (or dropped from the last) because
 	 * it was over its limit there */
@@ -204,7 +206,9 @@ struct pol_cache_stats {
 	uint64_t inserts; /* blocks admitted (new to every tier) */
 	uint64_t hits[POL_TIER_COUNT]; /* accesses found in each tier */
 	uint64_t demotions[POL_TIER_COUNT]; /* moves out of each tier, down */
-	uint64_t drops; /* blocks dropped from the last tier */
+	/* blocks dropped from the last tier, and those the owner dropped
+	 * (pol_cache_remove_dropped()) */
+	uint64_t drops;
 	uint64_t promotions; /* moves up to the GPU tier */
 	uint64_t no_victim; /* times a full tier had nothing evictable */
 	/* victims that only a demotable TTL held (pol_cache_set_ttl_demotable) */
@@ -356,6 +360,16 @@ bool pol_cache_can_access(struct pol_cache *c, uint64_t hash);
 
 /* Drop a block from whichever tier holds it; -ENOENT if none. */
 int pol_cache_remove(struct pol_cache *c, uint64_t hash);
+/*
+ * The same for a block its owner lost outside the policy's decisions (a
+ * copy down that failed, a move down the owner refused, a lower copy
+ * whose reads failed): counted as a drop, in stats.drops and its
+ * tenant's dropped, as the policy's own drops are, so that a tenant's
+ * admitted minus dropped stays the blocks it has cached.
+ * pol_cache_remove() counts in neither (the block left without being
+ * thrown out: the owner took it back).
+ */
+int pol_cache_remove_dropped(struct pol_cache *c, uint64_t hash);
 
 /* Pins for in-flight steps and references from sequences; -ENOENT. */
 int pol_cache_pin(struct pol_cache *c, uint64_t hash);
