@@ -1295,7 +1295,6 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			desc.flags = POL_BLOCK_HAS_PARENT;
 		if (q->few_new)
 			desc.flags |= POL_BLOCK_FEW_NEW;
-		c->st.publishes++;
 		if (blk->hash) { /* published before: the same block */
 			rep.duplicates++;
 			continue;
@@ -1315,7 +1314,6 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			 * it under one: not cached this time.
 			 */
 			rep.not_cached++;
-			c->st.not_cached++;
 			continue;
 		}
 		if (e && !e->in_pol && e->dead)
@@ -1329,12 +1327,10 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				rep.promoted++;
 			} else if (r < 0) {
 				rep.not_cached++;
-				c->st.not_cached++;
 			} else {
 				/* same content cached already: keep that
 				 * copy */
 				rep.duplicates++;
-				c->st.duplicates++;
 			}
 			continue;
 		}
@@ -1361,12 +1357,22 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				kc_free(c, e);
 			} /* else removed by kc_reap_dead() below */
 			rep.not_cached++;
-			c->st.not_cached++;
 			err = 0;
 			continue;
 		}
 		rep.published++;
 	}
+	/*
+	 * Counted from the reply, so that publishes = published + duplicates
+	 * + not_cached, summed over tenants' published_blocks (a block an
+	 * -ENOMEM stopped at is in none: the publish failed there).  A
+	 * re-publish (the block has its hash: published before, or shared
+	 * into the sequence by a prefix open) was in the reply's duplicates
+	 * only, and publishes drifted ahead of the three.
+	 */
+	c->st.publishes += rep.published + rep.duplicates + rep.not_cached;
+	c->st.duplicates += rep.duplicates;
+	c->st.not_cached += rep.not_cached;
 	kc_reap_dead(c);
 	kd_tenant(s->d, tenant)->published_blocks += rep.published;
 	if (!err)

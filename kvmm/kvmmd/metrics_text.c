@@ -174,7 +174,8 @@ static const struct kd_metric telemetry_metrics[] = {
 
 static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_publishes_total", KD_COUNTER,
-	  "Blocks BLOCK_PUBLISH added to the cache.", "", TS(publishes) },
+	  "Blocks BLOCK_PUBLISH named: published, duplicates or not cached.",
+	  "", TS(publishes) },
 	{ "kvmm_cache_duplicates_total", KD_COUNTER,
 	  "Published blocks whose content was cached already.", "",
 	  TS(duplicates) },

@@ -772,6 +772,8 @@ struct kvmm_tier_info {
 struct kvmm_tier_stats_reply {
 	uint32_t size;
 	uint32_t nr_tiers; /* 3 */
+	/* blocks BLOCK_PUBLISH named = published (the tenants'
+	 * published_blocks summed) + duplicates + not_cached */
 	uint64_t publishes, duplicates, not_cached;
 	uint64_t prefix_opens, prefix_blocks_asked, prefix_blocks_hit;
 	uint64_t misses; /* prefix lookups that stopped at a missing block */
