@@ -107,6 +107,7 @@ static const struct map status_map[] = {
 	{ "kvmm_revocations_posted_total", "", "revocations.posted" },
 	{ "kvmm_revocations_acked_total", "", "revocations.acked" },
 	{ "kvmm_revocations_timed_out_total", "", "revocations.timed_out" },
+	{ "kvmm_revocations_cancelled_total", "", "revocations.cancelled" },
 	{ "kvmm_revoke_timeout_seconds", "", "revoke_timeout_ms", MS },
 	{ "kvmm_demotions_queued", "", "demotions_queued" },
 	{ "kvmm_pins", "", "pins" },

@@ -282,6 +282,9 @@ struct kd_counters {
 	uint64_t sessions_hello_timeout;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked, revocations_timed_out;
+	/* pending when their session ended, the one that timed out aside
+	 * (kd_revoke_free_all()) */
+	uint64_t revocations_cancelled;
 };
 
 struct kd_daemon {
@@ -758,7 +761,8 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie);
 /* A deferred reply was sent: the revocations' deadlines move by the time
  * the client waited for it since since_ns (it could not acknowledge). */
 void kd_revoke_resume(struct kd_session *s, uint64_t since_ns);
-/* Session end: drop pending revocations, calling done(status). */
+/* Session end: drop pending revocations, calling done(status); each
+ * counts as cancelled but the one whose timeout ended the session. */
 void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status);
 
 #endif

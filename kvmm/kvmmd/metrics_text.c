@@ -116,6 +116,10 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_revocations_timed_out_total", KD_COUNTER,
 	  "Revocations not acknowledged in time (the session was cut off).", "",
 	  ST(revocations_timed_out) },
+	/* ABI 1.13's last field: left out when the reply ends before */
+	{ "kvmm_revocations_cancelled_total", KD_COUNTER,
+	  "Revocations pending when their session ended (not the one that timed out).",
+	  "", ST(revocations_cancelled) },
 	{ "kvmm_revoke_timeout_seconds", KD_GAUGE,
 	  "How long a client may take to acknowledge a revocation (--revoke-timeout).",
 	  "", ST(revoke_timeout_ms), KD_MS32 },

@@ -371,6 +371,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->revocations_posted = d->ctr.revocations_posted;
 	st->revocations_acked = d->ctr.revocations_acked;
 	st->revocations_timed_out = d->ctr.revocations_timed_out;
+	st->revocations_cancelled = d->ctr.revocations_cancelled;
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;

@@ -227,12 +227,27 @@ void kd_revoke_resume(struct kd_session *s, uint64_t since_ns)
 	rearm(s);
 }
 
+/*
+ * A revocation the session ends with is neither acknowledged nor (but
+ * for one) timed out: it counts as cancelled, so that posted = acked +
+ * timed_out + cancelled + those pending.  The timeout that cut a session
+ * off counted the oldest (on_timeout(): the timer runs for the head of
+ * the list, whose deadline is the earliest); the others were cancelled
+ * with the session.  Before, a client that exited without acknowledging
+ * left its revocations in posted for good.
+ */
 void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status)
 {
+	bool timed_out = s->revoke_timed_out;
+
 	while (s->revokes) {
 		struct kd_revoke *rv = s->revokes;
 
 		s->revokes = rv->next;
+		if (timed_out)
+			timed_out = false; /* in revocations_timed_out */
+		else
+			s->d->ctr.revocations_cancelled++;
 		if (release_holds)
 			for (uint32_t i = 0; i < rv->nr_pages; i++)
 				kd_unhold_page(s, rv->pages[i]);

@@ -230,11 +230,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "\"sessions_total\":%llu,\"sessions_cut_off\":%llu,"
 		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
 		       "\"revocations\":{\"posted\":%llu,\"acked\":%llu,"
-		       "\"timed_out\":%llu},\"revoke_timeout_ms\":%u,"
-		       "\"pid\":%u,\"uptime_ms\":%llu,"
-		       "\"cmds_parked\":%llu,\"cmds_parked_now\":%llu,"
-		       "\"demotions_queued\":%llu,"
-		       "\"pins\":%llu,\"pinned_bytes\":%llu",
+		       "\"timed_out\":%llu",
 		       (unsigned long long)st.page_size,
 		       (unsigned long long)st.pages_total,
 		       (unsigned long long)st.pages_created,
@@ -254,7 +250,16 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.cmds_ring,
 		       (unsigned long long)st.revocations_posted,
 		       (unsigned long long)st.revocations_acked,
-		       (unsigned long long)st.revocations_timed_out,
+		       (unsigned long long)st.revocations_timed_out);
+		/* ABI 1.13's last field: absent from an older daemon */
+		if (KVMMCTL_ST_HAS(&st, revocations_cancelled))
+			printf(",\"cancelled\":%llu",
+			       (unsigned long long)st.revocations_cancelled);
+		printf("},\"revoke_timeout_ms\":%u,\"pid\":%u,"
+		       "\"uptime_ms\":%llu,"
+		       "\"cmds_parked\":%llu,\"cmds_parked_now\":%llu,"
+		       "\"demotions_queued\":%llu,"
+		       "\"pins\":%llu,\"pinned_bytes\":%llu",
 		       st.revoke_timeout_ms, st.pid,
 		       (unsigned long long)st.uptime_ms,
 		       (unsigned long long)st.cmds_parked,
@@ -327,11 +332,14 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)st.cmds_ring,
 	       (unsigned long long)st.cmds_parked,
 	       (unsigned long long)st.cmds_parked_now);
-	printf("revocations  %llu posted, %llu acked, %llu timed out (timeout %u ms)\n",
+	printf("revocations  %llu posted, %llu acked, %llu timed out",
 	       (unsigned long long)st.revocations_posted,
 	       (unsigned long long)st.revocations_acked,
-	       (unsigned long long)st.revocations_timed_out,
-	       st.revoke_timeout_ms);
+	       (unsigned long long)st.revocations_timed_out);
+	if (KVMMCTL_ST_HAS(&st, revocations_cancelled))
+		printf(", %llu cancelled with their session",
+		       (unsigned long long)st.revocations_cancelled);
+	printf(" (timeout %u ms)\n", st.revoke_timeout_ms);
 	printf("pid          %u, up %llu ms\n", st.pid,
 	       (unsigned long long)st.uptime_ms);
 	printf("pins         %llu records, %llu bytes of blocks pinned\n",

@@ -360,6 +360,12 @@ struct kvmm_status_reply {
 	 * 496): connections refused at accept because their uid had 256
 	 * quarantined processes and theirs was none of them */
 	uint64_t sessions_refused_quarantine;
+	/* ABI 1.13 too (8 more bytes, 512 in all; a daemon that sends 504
+	 * or less leaves it 0): revocations still pending when their
+	 * session ended (closed, killed, cut off), the one whose timeout
+	 * cut it off aside (in revocations_timed_out).  posted = acked +
+	 * timed_out + cancelled + those pending now */
+	uint64_t revocations_cancelled;
 };
 
 enum kvmm_policy_state {
