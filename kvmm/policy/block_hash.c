@@ -60,6 +60,15 @@ int pol_block_hash(uint64_t seed, uint64_t parent, uint64_t salt,
 		return -EINVAL;
 	put_le64(head, parent);
 	put_le64(head + 8, salt);
+	/*
+	 * A state on the stack must start with seed 0 (xxhash.h,
+	 * XXH3_INITSTATE): reset_withSeed() derives the secret only when
+	 * the seed it finds differs from the one asked for, so a stale
+	 * stack slot holding the same seed over another secret gave another
+	 * hash for the same tokens (valgrind: a jump on uninitialised
+	 * memory; tests/hash-valgrind.sh).
+	 */
+	XXH3_INITSTATE(&st);
 	XXH3_64bits_reset_withSeed(&st, seed);
 	XXH3_64bits_update(&st, head, sizeof(head));
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
