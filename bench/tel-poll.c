@@ -94,13 +94,21 @@ int main(int argc, char **argv)
 	struct kvmm_access_rec *recs;
 	struct tel *t;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--blocks"))
+	/* an unknown option, or one without its value, is a usage error
+	 * (--help ran the whole benchmark) */
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			blocks = 0;
+		else if (!strcmp(argv[i], "--blocks"))
 			blocks = (unsigned int)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--rounds"))
 			rounds = (unsigned int)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--polls"))
 			polls = (unsigned int)atoi(argv[i + 1]);
+		else
+			blocks = 0;
+		if (!blocks)
+			break;
 	}
 	if (!blocks || blocks > 65536 || rounds < 2 || rounds > MAX_ROUNDS ||
 	    !polls) {

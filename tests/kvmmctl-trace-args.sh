@@ -23,6 +23,10 @@ refused "kvmmctl: trace: --interval '0': milliseconds between refreshes (1 to 42
 refused "kvmmctl: trace: --top '0': blocks to list (1 to 100000)" --top 0
 refused "kvmmctl: trace: --top '100001': blocks to list (1 to 100000)" --top 100001
 refused "'x' is not a number" --count x
+# and then the option's line: what it takes (a sign, or no digit, said
+# only "'-1' is not a number")
+refused "kvmmctl: trace: --count '-1': refreshes, 0 for no end (0 to 4294967295)" --count -1
+refused "kvmmctl: trace: --interval '-5': milliseconds between refreshes (1 to 4294967295)" --interval -5
 refused "usage: kvmmctl [--json] trace" --top
 # in range, they pass the checks: the trace then fails on the missing
 # pins (exit 1), not on its arguments

@@ -48,9 +48,8 @@ static int trace_number(const char *opt, const char *s, uint32_t min,
 {
 	uint32_t v;
 
-	if (kvmmctl_parse_u32(s, &v))
-		return -1;
-	if (v < min || v > max) {
+	/* no number at all (-1, x) gets the option's line too */
+	if (kvmmctl_parse_u32(s, &v) || v < min || v > max) {
 		fprintf(stderr, "kvmmctl: trace: %s '%s': %s (%u to %u)\n", opt,
 			s, what, min, max);
 		return -1;
