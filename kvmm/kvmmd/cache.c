@@ -1232,6 +1232,54 @@ static bool kc_unhash_dropped(struct kd_cache *c, struct kc_entry *e)
 	return true;
 }
 
+/*
+ * BLOCK_PUBLISH's checks of the request, before kd_cache_publish_busy()
+ * and kd_cache_publish(), which rely on them: a malformed publish is -EINVAL
+ * (the size rule's -E2BIG, the ids' -ENOENT / -EPERM) whatever state its
+ * blocks are in.  kd_cache_publish_busy()'s -EBUSY, which says to try
+ * again later, used to come first: a bad request over a block still
+ * loading was told to retry.
+ */
+int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
+{
+	const size_t known = sizeof(struct kvmm_block_publish);
+	const char *p = body;
+	struct kvmm_block_publish bp;
+	struct kd_region *r;
+	struct kd_seq *q;
+	int err;
+
+	if (len < known)
+		return -EINVAL;
+	memcpy(&bp, p, known);
+	if (bp.size < known || bp.nr_blocks > KVMM_PREFIX_MAX_BLOCKS ||
+	    len != bp.size + bp.nr_blocks * 8ull)
+		return -EINVAL;
+	if (!kw_all_zero(p + known, bp.size - known))
+		return -E2BIG;
+	if (bp.flags || !kw_all_zero(bp.reserved, sizeof(bp.reserved)))
+		return -EINVAL;
+	err = kd_region_lookup(s, bp.region_id, &r) ?:
+		      kd_seq_lookup(r, bp.seq_id, &q);
+	if (err)
+		return err;
+	if (!bp.nr_blocks || bp.first_block >= r->max_blocks ||
+	    bp.nr_blocks > r->max_blocks - bp.first_block)
+		return -EINVAL;
+	for (uint32_t i = 0; i < bp.nr_blocks; i++) {
+		uint32_t b = bp.first_block + i;
+		struct kd_block *blk = kd_seq_block(q, b);
+		uint64_t hash;
+
+		memcpy(&hash, p + bp.size + i * 8ull, sizeof(hash));
+		if (!hash || !blk ||
+		    (uint64_t)(b + 1) * r->tokens_per_block > q->len ||
+		    (blk->hash && blk->hash != hash))
+			return -EINVAL;
+	}
+	return 0;
+}
+
 int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		     const void *p, size_t len)
 {
@@ -1249,28 +1297,11 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			  &hashes, &n);
 	if (err)
 		return err;
-	err = -EINVAL;
-	if (bp.flags || !kw_all_zero(bp.reserved, sizeof(bp.reserved)))
-		goto out;
-	err = kd_region_lookup(s, bp.region_id, &r);
+	/* the request passed kd_cache_publish_check() (proto.c) */
+	err = kd_region_lookup(s, bp.region_id, &r) ?:
+		      kd_seq_lookup(r, bp.seq_id, &q);
 	if (err)
 		goto out;
-	err = kd_seq_lookup(r, bp.seq_id, &q);
-	if (err)
-		goto out;
-	err = -EINVAL;
-	if (!n || bp.first_block >= r->max_blocks ||
-	    n > r->max_blocks - bp.first_block)
-		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t b = bp.first_block + i;
-
-		if (!hashes[i] || !kd_seq_block(q, b) ||
-		    (uint64_t)(b + 1) * r->tokens_per_block > q->len)
-			goto out;
-		if (q->blocks[b]->hash && q->blocks[b]->hash != hashes[i])
-			goto out;
-	}
 	err = kc_open(c, r->pages_per_block);
 	if (err == -EXDEV) {
 		kc_say_uncached(c, r);

@@ -50,8 +50,12 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len);
+/* BLOCK_PUBLISH's request (body, len bytes) well formed and naming blocks
+ * of the session's sequence: 0, or -errno (the size rule's -E2BIG, -EINVAL,
+ * the ids' -ENOENT); run before the two below, which rely on it. */
+int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len);
 /* BLOCK_PUBLISH (body p, len bytes) names a block of an early open still
- * loading: -EBUSY, else 0 (kd_cache_publish() checks the rest). */
+ * loading: -EBUSY, else 0. */
 int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len);
 /*
  * Blocks [from, ...) of sequence seq of r are about to leave it (SEQ_CLOSE

@@ -668,54 +668,6 @@ static int do_tier_stats(struct req *rq)
 	return 1;
 }
 
-/*
- * BLOCK_PUBLISH's checks of the request, in kd_cache_publish()'s order and
- * with its errors (it makes them again): a malformed publish is -EINVAL
- * (the size rule's -E2BIG, the ids' -ENOENT / -EPERM) whatever state its
- * blocks are in.  kd_cache_publish_busy()'s -EBUSY, which says to try
- * again later, used to come first: a bad request over a block still
- * loading was told to retry.
- */
-static int publish_check(struct req *rq)
-{
-	const size_t known = sizeof(struct kvmm_block_publish);
-	const char *p = rq->p;
-	struct kvmm_block_publish bp;
-	struct kd_region *r;
-	struct kd_seq *q;
-	int err;
-
-	if (rq->len < known)
-		return -EINVAL;
-	memcpy(&bp, p, known);
-	if (bp.size < known || bp.nr_blocks > KVMM_PREFIX_MAX_BLOCKS ||
-	    rq->len != bp.size + bp.nr_blocks * 8ull)
-		return -EINVAL;
-	if (!kw_all_zero(p + known, bp.size - known))
-		return -E2BIG;
-	if (bp.flags || !kw_all_zero(bp.reserved, sizeof(bp.reserved)))
-		return -EINVAL;
-	err = kd_region_lookup(rq->s, bp.region_id, &r) ?:
-		      kd_seq_lookup(r, bp.seq_id, &q);
-	if (err)
-		return err;
-	if (!bp.nr_blocks || bp.first_block >= r->max_blocks ||
-	    bp.nr_blocks > r->max_blocks - bp.first_block)
-		return -EINVAL;
-	for (uint32_t i = 0; i < bp.nr_blocks; i++) {
-		uint32_t b = bp.first_block + i;
-		struct kd_block *blk = kd_seq_block(q, b);
-		uint64_t hash;
-
-		memcpy(&hash, p + bp.size + i * 8ull, sizeof(hash));
-		if (!hash || !blk ||
-		    (uint64_t)(b + 1) * r->tokens_per_block > q->len ||
-		    (blk->hash && blk->hash != hash))
-			return -EINVAL;
-	}
-	return 0;
-}
-
 static int dispatch(struct req *rq)
 {
 	struct kd_session *s = rq->s;
@@ -765,7 +717,7 @@ static int dispatch(struct req *rq)
 	case KVMM_CMD_BLOCK_PUBLISH:
 		/* a block an early open still loads is not the client's to
 		 * publish yet: -EBUSY, once the request is known good */
-		return publish_check(rq)				  ?:
+		return kd_cache_publish_check(s, rq->p, rq->len)	  ?:
 			       kd_cache_publish_busy(s, rq->p, rq->len)	  ?:
 			       kd_cache_publish(s, rq->h, rq->p, rq->len) ?:
 									    1;
