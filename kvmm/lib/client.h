@@ -271,6 +271,8 @@ void kc_fork_track(struct kvmm_conn *c);
 bool kc_inherited(const struct kvmm_conn *c);
 bool kc_inherited_or_cloned(const struct kvmm_conn *c);
 void kc_conn_drop_inherited(struct kvmm_conn *c);
+/* Unmap c's ring and close its fds (conn.c). */
+void kc_conn_release_fds(struct kvmm_conn *c);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

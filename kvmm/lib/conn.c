@@ -242,7 +242,9 @@ static struct kvmm_conn *conn_alloc(void)
 	return c;
 }
 
-static void conn_free(struct kvmm_conn *c)
+/* This process's ring mapping and fds of c: what a connection holds in
+ * the kernel, also in a forked child (kc_conn_drop_inherited()). */
+void kc_conn_release_fds(struct kvmm_conn *c)
 {
 	if (c->ring_mem)
 		munmap(c->ring_mem, c->ring_size);
@@ -254,6 +256,11 @@ static void conn_free(struct kvmm_conn *c)
 		close(c->rv_efd);
 	if (c->sock >= 0)
 		close(c->sock);
+}
+
+static void conn_free(struct kvmm_conn *c)
+{
+	kc_conn_release_fds(c);
 	if (c->backend)
 		vmm_backend_close(c->backend);
 	free(c->pages);

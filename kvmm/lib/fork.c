@@ -111,17 +111,8 @@ void kc_conn_drop_inherited(struct kvmm_conn *c)
 		c->regions = r->next;
 		region_forget(c, r);
 	}
-	if (c->ring_mem)
-		munmap(c->ring_mem, c->ring_size);
-	/* our copies of the fds: the parent's stay open */
-	if (c->sq_efd >= 0)
-		close(c->sq_efd);
-	if (c->cq_efd >= 0)
-		close(c->cq_efd);
-	if (c->rv_efd >= 0)
-		close(c->rv_efd);
-	if (c->sock >= 0)
-		close(c->sock);
+	/* our copies of the fds and of the ring: the parent's stay open */
+	kc_conn_release_fds(c);
 	/*
 	 * Not the backend: cuda's cannot be called in a forked child, and
 	 * the host backend's imported pages are PROT_NONE anchors it keeps
