@@ -45,19 +45,6 @@ static int client(void *arg, int wr, int rd)
 	return e ? 2 + e : 0;
 }
 
-static char *run(const char *cmd)
-{
-	static char buf[1 << 16];
-	size_t n;
-	FILE *p = popen(cmd, "r");
-
-	t_assert(p);
-	n = fread(buf, 1, sizeof(buf) - 1, p);
-	buf[n] = 0;
-	t_assert_eq(pclose(p), 0);
-	return buf;
-}
-
 int main(void)
 {
 	struct bpf_test b;
@@ -84,7 +71,7 @@ int main(void)
 		 kvmmctl, b.pin);
 
 	rc_run_client(&other, client, NULL);
-	out = run(cmd);
+	out = bpf_test_run(cmd);
 	printf("after B's revocation: %s", out);
 	t_assert(strstr(out, "\"source\":\"bpf\""));
 	t_assert(strstr(out, "\"revoke\":0,"));
@@ -92,7 +79,7 @@ int main(void)
 
 	t_assert_eq(setenv("KVMM_SOCKET", a.sock, 1), 0);
 	rc_run_client(&a, client, NULL);
-	out = run(cmd);
+	out = bpf_test_run(cmd);
 	printf("after A's revocation: %s", out);
 	t_assert(strstr(out, "\"revoke\":1,"));
 	t_assert(strstr(out, "\"extend\":2,"));

@@ -43,19 +43,6 @@ static int client(void *arg, int wr, int rd)
 	return e ? 2 + e : 0;
 }
 
-static char *run(const char *cmd)
-{
-	static char buf[1 << 16];
-	size_t n;
-	FILE *p = popen(cmd, "r");
-
-	t_assert(p);
-	n = fread(buf, 1, sizeof(buf) - 1, p);
-	buf[n] = 0;
-	t_assert_eq(pclose(p), 0);
-	return buf;
-}
-
 int main(void)
 {
 	struct bpf_test b;
@@ -82,7 +69,7 @@ int main(void)
 	td_build_path("kvmmctl", kvmmctl, sizeof(kvmmctl));
 	snprintf(cmd, sizeof(cmd), "%s --json trace --once --pin-root %s",
 		 kvmmctl, b.pin);
-	out = run(cmd);
+	out = bpf_test_run(cmd);
 	printf("%s", out);
 	t_assert(strstr(out, "\"source\":\"bpf\""));
 	t_assert(strstr(out, "\"extend\":3,"));

@@ -64,19 +64,6 @@ static void report_as(uid_t uid, uint64_t hash, unsigned int n)
 	t_assert_eq(WEXITSTATUS(ws), 0);
 }
 
-static char *run(const char *cmd)
-{
-	static char buf[1 << 16];
-	FILE *p = popen(cmd, "r");
-	size_t n;
-
-	t_assert(p);
-	n = fread(buf, 1, sizeof(buf) - 1, p);
-	buf[n] = 0;
-	t_assert_eq(pclose(p), 0);
-	return buf;
-}
-
 int main(void)
 {
 	struct bpf_test b;
@@ -105,7 +92,7 @@ int main(void)
 	snprintf(cmd, sizeof(cmd),
 		 "%s --json trace --once --by-uid --top 3 --pin-root %s",
 		 kvmmctl, b.pin);
-	out = run(cmd);
+	out = bpf_test_run(cmd);
 	printf("%s", out);
 	snprintf(want, sizeof(want),
 		 "\"uids\":[{\"uid\":%u,\"blocks\":2,\"accesses\":4},"
@@ -129,7 +116,7 @@ int main(void)
 	/* the text view: one line per uid */
 	snprintf(cmd, sizeof(cmd), "%s trace --once --by-uid --pin-root %s",
 		 kvmmctl, b.pin);
-	out = run(cmd);
+	out = bpf_test_run(cmd);
 	printf("%s", out);
 	snprintf(want, sizeof(want), "\n  %-10u %-12u %u\n  %-10u %-12u %u\n",
 		 UID_A, 2, 4, UID_B, 1, 5);
@@ -141,7 +128,7 @@ int main(void)
 	/* without --by-uid the uids of a hash add up, as before */
 	snprintf(cmd, sizeof(cmd), "%s --json trace --once --pin-root %s",
 		 kvmmctl, b.pin);
-	out = run(cmd);
+	out = bpf_test_run(cmd);
 	printf("%s", out);
 	t_assert(!strstr(out, "\"uids\""));
 	snprintf(want, sizeof(want),

@@ -58,4 +58,19 @@ static inline struct tel *bpf_test_open(const struct bpf_test *b)
 	return t;
 }
 
+/* A command's standard output (a static buffer, NUL-terminated); fails
+ * the test unless it exits 0 (kvmmctl trace, as the tests run it). */
+static inline char *bpf_test_run(const char *cmd)
+{
+	static char buf[1 << 16];
+	size_t n;
+	FILE *p = popen(cmd, "r");
+
+	t_assert(p);
+	n = fread(buf, 1, sizeof(buf) - 1, p);
+	buf[n] = 0;
+	t_assert_eq(pclose(p), 0);
+	return buf;
+}
+
 #endif
