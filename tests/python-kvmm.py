@@ -670,6 +670,51 @@ def case_fork():
         check_eq(d.status()["pages"]["quarantined"], held,
                  "pages quarantined after the cut-off")
         c.close()
+        fork_engine_dies(d)
+
+
+def fork_engine_dies(d):
+    """An engine forks a worker that never uses kvmm, then dies: the
+    worker dropped its inherited copy at the fork, so kvmmd sees the
+    engine's socket close and frees its pages while the worker lives (it
+    kept them until the worker exited)."""
+    base = d.status()  # the cut-off parent's pages stay quarantined
+    pids_r, pids_w = os.pipe()
+    go_r, go_w = os.pipe()
+    engine = os.fork()
+    if engine == 0:
+        try:
+            os.close(pids_r)
+            os.close(go_w)
+            c = kvmm.Connection(d.sock, "py-fork-engine", map_ahead_blocks=0)
+            s = c.region(**REGION).open_seq()
+            s.extend(2 * TPB)
+            worker = os.fork()
+            if worker == 0:
+                os.close(pids_w)
+                os.read(go_r, 1)  # until the test is done (or EOF)
+                os._exit(0)
+            os.write(pids_w, b"%d\n" % worker)
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+    os.close(pids_w)
+    os.close(go_r)
+    worker = int(os.read(pids_r, 64))
+    os.close(pids_r)
+    os.waitpid(engine, 0)
+    try:
+        for _ in range(1000):
+            st = d.status()
+            if st["pages"]["allocated"] == base["pages"]["allocated"] \
+               and st["sessions"] == base["sessions"]:
+                break
+            time.sleep(0.01)
+        check_eq(st["pages"]["allocated"], base["pages"]["allocated"],
+                 "the dead engine's pages freed, its worker alive")
+        check_eq(st["sessions"], base["sessions"], "its session ended")
+        os.kill(worker, 0)  # still alive: the test did not wait for it
+    finally:
+        os.close(go_w)
 
 
 # ---- revoke ----------------------------------------------------------------

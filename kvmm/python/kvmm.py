@@ -603,13 +603,21 @@ class Connection:
         return self._h
 
     def _forget_inherited(self):
-        """In a forked child: closed, without a call into libkvmm and
-        without a lock another thread of the parent may have held."""
+        """In a forked child: closed, without a lock another thread of the
+        parent may have held.  libkvmm's disconnect of an inherited
+        connection (kc_conn_drop_inherited()) takes no lock and sends
+        nothing: it frees this process's memory and closes and unmaps its
+        copies.  Without it a worker kept the parent's session socket open,
+        so a dead engine's session and pages lived as long as the worker,
+        and the worker could still write the parent's KV through a buffer
+        taken before the fork."""
         for r in self._regions:
             r._forget_inherited()
         self._regions = []
-        self._h = None
+        h, self._h = self._h, None
         self._forked = True
+        if h is not None:
+            _c.disconnect(h)
 
     def close(self):
         """kvmm_disconnect(): unmaps everything; every Region and view of
