@@ -75,8 +75,13 @@ struct kc_entry {
 	/* rblk is attached to an early open's sequence already (at most one:
 	 * a failed reload leaves its pages to that client to recompute) */
 	bool rblk_lent;
-	/* pinned by a quota reclaim (cache_quota.c) for its policy call */
+	/* pinned by a quota reclaim (cache_quota.c) for its policy call:
+	 * quota_pinned by its walk of kd_cache.gpu, quota_lower_pinned by
+	 * kc_quota_pin_lower() (on kd_cache.quota_pinned).  Two flags, as an
+	 * entry can be on both lists (its copy down still running, or a held
+	 * copy: blk set, tier host), and each walk unpins only what it pinned */
 	bool quota_pinned;
+	bool quota_lower_pinned;
 	/* a GPU block a quota reclaim's count leaves out: under the prefix
 	 * rule a child of it on the GPU cannot go (kc_quota_mark_stuck()) */
 	bool quota_stuck;

@@ -206,14 +206,15 @@ static void kc_quota_pin_lower(struct kd_cache *c, unsigned mask, uint32_t own)
 				kd_fifo_entry(n, struct kc_entry, below);
 			const struct pol_block *b;
 
-			if (!e->in_pol || e->dead || e->quota_pinned)
+			if (!e->in_pol || e->dead || e->quota_pinned ||
+			    e->quota_lower_pinned)
 				continue;
 			b = pol_cache_lookup(c->pol, e->hash);
 			if (!b || b->tier >= POL_TIER_COUNT ||
 			    !(mask & (1u << b->tier)) || b->tenant == own)
 				continue;
-			e->quota_pinned = !pol_cache_pin(c->pol, e->hash);
-			if (!e->quota_pinned)
+			e->quota_lower_pinned = !pol_cache_pin(c->pol, e->hash);
+			if (!e->quota_lower_pinned)
 				continue;
 			e->quota_next = c->quota_pinned;
 			c->quota_pinned = e;
@@ -228,7 +229,7 @@ static void kc_quota_unpin_lower(struct kd_cache *c)
 
 		c->quota_pinned = e->quota_next;
 		e->quota_next = NULL;
-		e->quota_pinned = false;
+		e->quota_lower_pinned = false;
 		(void)pol_cache_unpin(c->pol, e->hash);
 	}
 }
@@ -253,7 +254,11 @@ static uint64_t kc_quota_take(struct kd_cache *c, const struct kd_session *s,
 		kc_quota_pin_lower(c, lower, kc_quota_own_row(c, s));
 	taken = kc_gpu_shed(c, want);
 	/* a pinned entry neither moved nor left the list or the index (nor
-	 * was freed: the dead wait for kc_reap_dead()) */
+	 * was freed: the dead wait for kc_reap_dead()).  A host entry whose
+	 * copy down runs is on this list too, pinned by kc_quota_pin_lower()
+	 * alone: this walk leaves it to that chain's unpin (its quota_pinned
+	 * is false).  With one flag for both it was unpinned twice, and a
+	 * client's BLOCK_PIN on it went with the second */
 	for (e = kc_gpu_of(kd_fifo_first(&c->gpu)); e;
 	     e = kc_gpu_of(kd_fifo_next(&e->gpu))) {
 		if (!e->quota_pinned)
