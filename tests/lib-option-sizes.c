@@ -14,7 +14,10 @@
  *     fields filled and the caller's bytes past ours left alone;
  *   - the same with a nonzero byte there: -E2BIG, and nothing done (no
  *     connection, region, pin or sequence);
- *   - a size past any struct (5000): -E2BIG.
+ *   - a size past any struct (5000): -E2BIG;
+ *   - kvmm_hash_layout's reserved (what was its tail padding, where a
+ *     newer header's next field lands) nonzero: -E2BIG, not the seed of
+ *     the layout without it.
  *
  * Before, a larger struct with nonzero bytes past the library's was
  * silently taken as if they were not there (kvmm_hash_seed excepted).
@@ -183,6 +186,24 @@ static void hash_sizes(void)
 	t_assert_eq(got, want);
 	big.newer[0] = 1;
 	t_assert_eq(kvmm_hash_seed(&big.o, &got), -E2BIG);
+
+	/*
+	 * What was tail padding: a newer kvmm.h's next u32 lands at offset
+	 * 36 with sizeof still 40.  Nonzero, it is a layout this library
+	 * cannot hash, not the same seed as without it.
+	 */
+	t_assert_eq(offsetof(struct kvmm_hash_layout, reserved), 36);
+	t_assert_eq(sizeof(l), KVMM_HASH_LAYOUT_SIZE_VER0);
+	got = 0;
+	l.reserved = 1;
+	t_assert_eq(kvmm_hash_seed(&l, &got), -E2BIG);
+	t_assert_eq(got, 0);
+	l.reserved = 0x80000000u;
+	t_assert_eq(kvmm_hash_seed(&l, &got), -E2BIG);
+	l.reserved = 0;
+	t_ok(kvmm_hash_seed(&l, &got));
+	t_assert_eq(got, want);
+
 	l.size = KVMM_HASH_LAYOUT_SIZE_VER0 - 4;
 	t_assert_eq(kvmm_hash_seed(&l, &got), -EINVAL);
 	l.size = sizeof(huge);

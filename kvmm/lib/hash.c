@@ -49,6 +49,11 @@ int kvmm_hash_seed(const struct kvmm_hash_layout *layout, uint64_t *seed)
 	if (err)
 		return err;
 	memcpy(&l, layout, n);
+	/* Not hashed, so a nonzero value (a newer caller's field where the
+	 * padding was) would be ignored: refuse it as a byte past the struct
+	 * is refused. */
+	if (l.reserved)
+		return -E2BIG;
 	return layout_seed(l.model, l.layers, l.kv_heads, l.head_dim,
 			   l.dtype_bytes, l.tokens_per_block, seed);
 }

@@ -25,9 +25,31 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "kvmm/kvmm.h"
 #include "kvmm/lib/wire.h"
 
 #define KC_OPTS_SIZE_MAX 4096
+
+/*
+ * No public struct with a size field may end in padding: a field a newer
+ * kvmm.h appends would land in it with sizeof unchanged, so this library
+ * would take the newer caller's struct as its own and never look at the
+ * field (kvmm_hash_layout did: two layouts, one seed).  Padding that
+ * could carry meaning is named, as a reserved field that must be 0.
+ */
+#define KC_NO_TAIL_PADDING(type, last)                                   \
+	_Static_assert(sizeof(struct type) ==                            \
+			       offsetof(struct type, last) +             \
+				       sizeof(((struct type *)0)->last), \
+		       #type " ends in padding: name it (reserved)")
+
+KC_NO_TAIL_PADDING(kvmm_connect_opts, spin_us);
+KC_NO_TAIL_PADDING(kvmm_region_opts, salt);
+KC_NO_TAIL_PADDING(kvmm_hash_layout, reserved);
+KC_NO_TAIL_PADDING(kvmm_prefix_opts, recompute);
+KC_NO_TAIL_PADDING(kvmm_pin_opts, expires_ns);
+KC_NO_TAIL_PADDING(kvmm_stats, pages_held);
+KC_NO_TAIL_PADDING(kvmm_daemon_info, gpu_uuid);
 
 /* 0 or -errno; *use gets min(size, known). */
 static inline int kc_opts_size(const void *opts, size_t size, size_t first,

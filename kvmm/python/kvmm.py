@@ -179,6 +179,7 @@ class HashLayout(ctypes.Structure):
         ("head_dim", ctypes.c_uint32),
         ("dtype_bytes", ctypes.c_uint32),
         ("tokens_per_block", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),  # must be 0
     ]
 
 

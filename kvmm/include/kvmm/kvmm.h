@@ -176,10 +176,11 @@ int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
  * Every function returns 0 (kvmm_hash_chain: a count) or -errno: -EINVAL
  * for a NULL output, a size below the struct's, a zero layout field or
  * tokens_per_block, a block of no tokens, NULL tokens with a count;
- * -E2BIG for a larger struct (a newer caller's) with nonzero bytes past
- * this one; -ENOTSUP when libkvmm was built without libxxhash (a hash
- * computed otherwise would share nothing).  None needs a connection.  A
- * hash of 0 (probability 2^-64) is refused by kvmm_block_publish().
+ * -E2BIG for a nonzero reserved, or a larger struct (a newer caller's)
+ * with nonzero bytes past this one; -ENOTSUP when libkvmm was built
+ * without libxxhash (a hash computed otherwise would share nothing).
+ * None needs a connection.  A hash of 0 (probability 2^-64) is refused
+ * by kvmm_block_publish().
  */
 struct kvmm_hash_layout {
 	size_t size; /* sizeof(struct kvmm_hash_layout) */
@@ -189,6 +190,13 @@ struct kvmm_hash_layout {
 	uint32_t head_dim;
 	uint32_t dtype_bytes;
 	uint32_t tokens_per_block; /* kvmm_region_tokens_per_block() */
+	/*
+	 * Must be 0 (-E2BIG otherwise).  It names what was tail padding:
+	 * a field a newer kvmm.h appended would land here with sizeof still
+	 * 40, and a library that skipped these bytes would give two
+	 * different layouts one seed.
+	 */
+	uint32_t reserved;
 };
 
 int kvmm_hash_seed(const struct kvmm_hash_layout *layout, uint64_t *seed);
@@ -379,7 +387,9 @@ const char *kvmm_strerror(int err);
  * -E2BIG (it asks for something this library cannot do), and out fields
  * are written only up to this library's size.  So set .size =
  * sizeof(the struct) and zero the struct (an initializer does) before
- * setting fields.  New fields only ever go at the end.  The same holds
+ * setting fields.  New fields only ever go at the end, and no struct ends
+ * in padding (a field appended there would keep the size, and an older
+ * library would not see it): a reserved field names it.  The same holds
  * for kvmm_connect, kvmm_region_create, kvmm_block_pin,
  * kvmm_seq_open_prefix_opts and kvmm_hash_seed (Documentation/abi.md,
  * "libkvmm's option structs").
