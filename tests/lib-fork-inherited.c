@@ -5,7 +5,8 @@
  * connects (map-ahead on, so its thread waits on the connection's
  * condition variable), maps 4 blocks and writes them, then forks a worker.
  * In the worker every call on the inherited connection and region returns
- * -ECHILD (kvmm_strerror() says why), kvmm_seq_k_ptr() gives 0, and
+ * -ECHILD (kvmm_strerror() says why; kvmm_get_daemon_info() too, which
+ * needs no round trip and used to answer), kvmm_seq_k_ptr() gives 0, and
  * kvmm_disconnect() returns (it used to hang in pthread_cond_destroy(),
  * or, past that, break the parent's session and say BYE for it) and
  * unmaps the worker's copy of the KV range; a connection of its own
@@ -45,6 +46,7 @@ static int worker(const char *sock, struct kvmm_conn *c, struct kvmm_region *r,
 		  uint32_t seq, uint64_t k0)
 {
 	struct kvmm_stats st = { .size = sizeof(st) };
+	struct kvmm_daemon_info di;
 	uint32_t ids[CC_PPB], s2;
 	struct kvmm_conn *own;
 
@@ -52,6 +54,14 @@ static int worker(const char *sock, struct kvmm_conn *c, struct kvmm_region *r,
 	t_assert_eq(kvmm_nop(c, 0), -ECHILD);
 	t_assert_eq(kvmm_nop(c, 1), -ECHILD);
 	t_assert_eq(kvmm_get_stats(c, &st), -ECHILD);
+	/* answered from the connection's own copy of HELLO, but the session
+	 * is the parent's: refused too, and nothing written */
+	memset(&di, 0xa5, sizeof(di));
+	di.size = sizeof(di);
+	t_assert_eq(kvmm_get_daemon_info(c, &di), -ECHILD);
+	t_assert_eq(di.size, sizeof(di));
+	t_assert_eq(di.abi_major, 0xa5a5a5a5u);
+	t_assert_eq(di.page_size, 0xa5a5a5a5a5a5a5a5ull);
 	t_assert_eq(kvmm_poll_fd(c), -ECHILD);
 	t_assert_eq(kvmm_step_begin(c), -ECHILD);
 	t_assert_eq(kvmm_step_end(c), -ECHILD);
@@ -83,6 +93,7 @@ int main(void)
 {
 	struct kvmm_region_opts ro = cc_region_opts();
 	struct kvmm_stats st = { .size = sizeof(st) };
+	struct kvmm_daemon_info di = { 0 };
 	struct kvmm_status_reply ds;
 	struct kvmm_region *r;
 	struct kvmm_conn *c;
@@ -94,6 +105,10 @@ int main(void)
 
 	cc_start(&d, NULL);
 	c = connect_engine(d.sock, "engine");
+	di.size = sizeof(di);
+	t_ok(kvmm_get_daemon_info(c, &di));
+	t_assert_eq(di.abi_major, KVMM_ABI_MAJOR);
+	t_assert_eq(di.page_size, CC_PAGE);
 	t_ok(kvmm_region_create(c, &ro, &r));
 	t_ok(kvmm_seq_open(r, &seq));
 	t_ok(kvmm_seq_extend(r, seq, NB * CC_TPB));

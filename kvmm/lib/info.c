@@ -27,6 +27,11 @@ int kvmm_get_daemon_info(struct kvmm_conn *c, struct kvmm_daemon_info *info)
 	 * are, and size tells it where ours end */
 	if (!c || !info || info->size < KVMM_DAEMON_INFO_SIZE_VER0)
 		return -EINVAL;
+	/* No round trip, but the session is the parent's: a child that read
+	 * its quota or GPU here would act on a connection it cannot use, so
+	 * it is refused like every other call (kvmm.h, fork). */
+	if (kc_inherited(c))
+		return -ECHILD;
 	n = info->size < sizeof(local) ? info->size : sizeof(local);
 	local.size = n;
 	local.abi_major = c->hello.abi_major;

@@ -408,7 +408,8 @@ const char *kvmm_strerror(int err);
  * answers -EOPNOTSUPP for a flag the daemon's minor lacks).  No round
  * trip.  info->size is set by the caller (at least
  * KVMM_DAEMON_INFO_SIZE_VER0); libkvmm fills min(its size, the caller's)
- * bytes and sets size to that.
+ * bytes and sets size to that.  On a connection inherited through fork()
+ * it is -ECHILD like every other call, and writes nothing.
  */
 struct kvmm_daemon_info {
 	size_t size; /* sizeof(struct kvmm_daemon_info), set by the caller */
