@@ -717,6 +717,39 @@ def fork_engine_dies(d):
         os.close(go_w)
 
 
+# ---- pin quota -------------------------------------------------------------
+
+def case_pinquota():
+    with Daemon("--pin-quota", "2") as d:
+        c = kvmm.Connection(d.sock, "py-pinquota", map_ahead_blocks=0)
+        r = c.region(**REGION)
+        s = r.open_seq()
+        s.extend(3 * TPB)
+        check_eq(s.publish(0, HASHES), 3, "published")
+        check_eq(c.pin(HASHES[0]).pins, 1, "first pin")
+        check_eq(c.pin(HASHES[1]).pins, 2, "second pin")
+        # the refusal says what the connection holds and may hold
+        e = raises(kvmm.PinQuotaError, errno.EDQUOT, c.pin, HASHES[2])
+        check(isinstance(e, kvmm.KvmmError), "a KvmmError")
+        check_eq((e.pins, e.pin_quota), (2, 2), "pins, pin_quota")
+        check_eq(e.function, "kvmm_block_pin", "function")
+        check_eq(str(e), "[Errno %d] kvmm_block_pin: %s (pin quota: 2 of 2 "
+                 "pins held)" % (errno.EDQUOT, kvmm.strerror(errno.EDQUOT)),
+                 "the message")
+        p = pickle.loads(pickle.dumps(e))
+        check_eq((type(p), p.errno, p.function, p.pins, p.pin_quota,
+                  str(p)), (kvmm.PinQuotaError, errno.EDQUOT,
+                            "kvmm_block_pin", 2, 2, str(e)),
+                 "a pickled PinQuotaError")
+        # nothing was pinned: one unpin makes room for it
+        raises(kvmm.KvmmError, errno.ENOENT, c.unpin, HASHES[2])
+        c.unpin(HASHES[0])
+        pin = c.pin(HASHES[2])
+        check_eq((pin.pins, pin.pin_quota), (2, 2), "pin after an unpin")
+        c.close()
+        d.wait_idle()
+
+
 # ---- revoke ----------------------------------------------------------------
 
 def case_revoke():
@@ -1020,7 +1053,8 @@ def case_example():
 
 CASES = {"example": case_example, "share": case_share, "errors": case_errors,
          "layout": case_layout, "stats": case_stats, "revoke": case_revoke,
-         "viewrace": case_viewrace, "hash": case_hash, "fork": case_fork}
+         "viewrace": case_viewrace, "hash": case_hash, "fork": case_fork,
+         "pinquota": case_pinquota}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":

@@ -49,8 +49,9 @@ import threading
 import weakref
 
 __all__ = [
-    "KvmmError", "Connection", "Region", "Sequence", "PrefixResult",
-    "PinInfo", "Stats", "strerror", "block_action_string", "library_path",
+    "KvmmError", "PinQuotaError", "Connection", "Region", "Sequence",
+    "PrefixResult", "PinInfo", "Stats", "strerror", "block_action_string",
+    "library_path",
     "hash_seed", "block_hash", "hash_chain",
     "BLOCK_GPU_SHARED", "BLOCK_RELOADED_HOST", "BLOCK_RELOADED_NVME",
     "BLOCK_RECOMPUTE", "PIN_F_TTL", "PIN_F_PRIORITY", "PIN_F_PRIORITY_ONLY",
@@ -353,6 +354,25 @@ class KvmmError(OSError):
     def __str__(self):
         return "[Errno %d] %s: %s" % (self.errno, self.function,
                                       self.strerror)
+
+
+class PinQuotaError(KvmmError):
+    """Connection.pin()'s EDQUOT: the connection holds its quota of pins.
+    .pins is how many it holds, .pin_quota how many it may (what the
+    daemon's refusal says; both 0 from a daemon older than ABI 1.13).
+    Nothing was pinned: unpin one before pinning another."""
+
+    def __init__(self, function, pins, pin_quota):
+        if pin_quota:
+            detail = "pin quota: %d of %d pins held" % (pins, pin_quota)
+        else:
+            detail = "pin quota"
+        super().__init__(_errno.EDQUOT, function, detail)
+        self.pins = pins
+        self.pin_quota = pin_quota
+
+    def __reduce__(self):
+        return (PinQuotaError, (self.function, self.pins, self.pin_quota))
 
 
 def _check(rc, function):
@@ -764,7 +784,9 @@ class Connection:
             demote=False):
         """kvmm_block_pin(): ttl_ns sets KVMM_PIN_F_TTL, priority
         KVMM_PIN_F_PRIORITY (with priority_only: only that), demote
-        KVMM_PIN_F_DEMOTE.  Returns a PinInfo."""
+        KVMM_PIN_F_DEMOTE.  Returns a PinInfo.  At the connection's
+        quota of pins: PinQuotaError (a KvmmError, EDQUOT) with .pins and
+        .pin_quota."""
         o = PinOpts()
         o.size = ctypes.sizeof(o)
         hash = _u64_arg("hash", hash)
@@ -779,8 +801,12 @@ class Connection:
             o.flags |= PIN_F_PRIORITY_ONLY
         if demote:
             o.flags |= PIN_F_DEMOTE
-        _check(_c.block_pin(self._handle(), hash, ctypes.byref(o)),
-               "kvmm_block_pin")
+        rc = _c.block_pin(self._handle(), hash, ctypes.byref(o))
+        if rc == -_errno.EDQUOT:
+            # libkvmm fills pins and pin_quota from the refusal (ABI
+            # 1.13): the caller needs them to decide what to unpin
+            raise PinQuotaError("kvmm_block_pin", o.pins, o.pin_quota)
+        _check(rc, "kvmm_block_pin")
         return PinInfo(o.tier, o.pins, o.pin_quota, o.expires_ns)
 
     def unpin(self, hash):
