@@ -4,7 +4,7 @@
 # "unknown command"), a bad log level, a tenant id that is the others'
 # row, a number out of range (was "not a number"): each names the value;
 # trace --help is trace's own help; the help names --version, help and
-# trace's options.  Against a kvmmd: metrics to a full device says
+# every option trace --help names (--by-uid was missing).  Against a kvmmd: metrics to a full device says
 # ENOSPC (was EIO), and a host limit on a kvmmd whose --host-mem holds
 # no block says so (was "host needs --host-mem" although it was given).
 set -u
@@ -35,8 +35,10 @@ expect 2 "kvmmctl: '12x' is not a number" quota 12x 1G
 expect 0 "usage: kvmmctl [--json] trace [--once]" trace --help
 grep -q "^usage: kvmmctl \[--socket" "$dir/out" && fail "trace --help printed kvmmctl's list"
 grep -qF -- "--pin-root DIR" "$dir/out" || fail "trace --help: no options: $(cat "$dir/out")"
+trace_opts=$(head -1 "$dir/out" | grep -o -- '--[a-z-]*' | grep -v -- '--json')
+[ "$(echo "$trace_opts" | wc -l)" -ge 6 ] || fail "trace --help's options: $trace_opts"
 expect 0 "kvmmctl --version | --help | help" help
-for w in "--pin-root DIR" "  help " "--interval MS"; do
+for w in "  help " $trace_opts; do
 	grep -qF -- "$w" "$dir/out" || fail "help has no '$w': $(cat "$dir/out")"
 done
 

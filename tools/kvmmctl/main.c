@@ -47,8 +47,8 @@ static const struct command commands[] = {
 	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
 	{ "trace", cmd_trace,
 	  "[--once] [--interval MS] [--count N] [--top N]\n"
-	  "               [--pin-root DIR]: live telemetry: tier hit rates,\n"
-	  "               top blocks, latencies (trace --help)",
+	  "               [--by-uid] [--pin-root DIR]: live telemetry: tier\n"
+	  "               hit rates, top blocks, latencies (trace --help)",
 	  false, true },
 	{ "policy-state", cmd_policy_state,
 	  "FILE: what a --policy-state file says the policy learned\n"

@@ -91,6 +91,13 @@ struct kvmm_connect_opts {
  * child's copy: the session stays the parent's.  Only the region's layout
  * still answers (kvmm_region_tokens_per_block(), kvmm_region_hash_seed()).
  * A child that needs kvmm connects on its own.
+ *
+ * libkvmm learns of a fork from its pthread_atfork() handler, so that the
+ * check costs no system call.  A child made by a raw clone() or
+ * syscall(SYS_clone) (or glibc's _Fork()) runs no at-fork handler: its
+ * calls are not refused and would act on the parent's session, so it must
+ * make none; only kvmm_disconnect(), which compares the pid too, knows
+ * the connection is inherited there and drops the child's copy.
  */
 int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out);
 /*
