@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,6 +413,15 @@ int main(int argc, char **argv)
 		return 2;
 	if (kd_log_start(&cfg))
 		return 1;
+	/*
+	 * A kvmmd that will take SIGHUP (to reopen --log-file, or to ignore
+	 * it once daemonized) ignores it until kd_log_ready() sets that up,
+	 * after the ready byte: the parent of a daemonized start exits at
+	 * that byte, and a HUP sent at once (logrotate, a test) found the
+	 * default action and stopped kvmmd, its socket left behind.
+	 */
+	if (!cfg.foreground || cfg.log_file[0])
+		signal(SIGHUP, SIG_IGN);
 	if (!cfg.foreground && daemonize(&ready_fd)) {
 		perror("kvmmd: daemonize");
 		return 1;
