@@ -47,7 +47,6 @@ int main(void)
 	struct td_daemon d;
 	struct cc s;
 
-	(void)qr_extend_as; /* quota-reclaim-common.h: not used here */
 	if (geteuid() != 0)
 		t_skip("needs root, to run processes of other uids");
 	for (int i = 0; i < NB; i++) {

@@ -14,7 +14,7 @@
  *
  * Needs root (processes of other uids).
  */
-#include "tests/cache-uids.h"
+#include "tests/quota-reclaim-common.h"
 
 #define UID_W 63611
 #define UID_B 63612
@@ -33,29 +33,6 @@ static const char *const args[] = { "--socket-mode",
 				    "--quota",
 				    "63611=2M",
 				    NULL };
-
-/* A process of W extends a new sequence by one block, which must fit. */
-static void extend_one(const char *sock)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CC_MAX_PAGES];
-		struct cc c;
-		uint32_t seq;
-
-		cu_become(UID_W, UID_W);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		t_ok(cc_try_extend(&c, seq, CC_TPB, ids));
-		cc_seq_close(&c, seq, ids, CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
 
 /* The host tier's blocks and drops, and the blocks moved for quotas. */
 static void expect_host(const struct td_daemon *d, uint64_t host,
@@ -108,7 +85,7 @@ int main(void)
 	expect_host(&d, 4, 0, 0);
 	expect_tenant(&d, UID_B, 0, 4, 0);
 	expect_tenant(&d, UID_W, NB, 0, 0);
-	extend_one(d.sock);
+	qr_extend_one_as(d.sock, UID_W);
 	expect_host(&d, 4, 1, 1);
 	expect_tenant(&d, UID_B, 0, 4, 0);
 	expect_tenant(&d, UID_W, NB - 1, 0, 1);
@@ -122,7 +99,7 @@ int main(void)
 	expect_host(&d, 4, 0, 2);
 	expect_tenant(&d, UID_B, 0, 2, 0);
 	expect_tenant(&d, UID_W, NB, 2, 0);
-	extend_one(d.sock);
+	qr_extend_one_as(d.sock, UID_W);
 	expect_host(&d, 4, 1, 3);
 	expect_tenant(&d, UID_B, 0, 2, 0);
 	expect_tenant(&d, UID_W, NB - 1, 2, 1);

@@ -45,31 +45,6 @@ static const char *const args[] = { "--socket-mode",
 
 static uint64_t P[NB], Y[4], Z[NB];
 
-/* A process of uid W extends one new sequence by one block: W's quota is
- * full of its cached blocks, so this runs the reclaim, which must make
- * room. */
-static void extend_one_as_w(const char *sock)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CC_MAX_PAGES];
-		struct cc c;
-		uint32_t seq;
-
-		cu_become(UID_W, UID_W);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		t_assert_eq(cc_try_extend(&c, seq, CC_TPB, ids), 0);
-		cc_seq_close(&c, seq, ids, CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
 /* uid B's host blocks and blocks dropped so far. */
 static void expect_b(const struct td_daemon *d, uint64_t host, uint64_t dropped)
 {
@@ -92,9 +67,6 @@ int main(void)
 	struct td_daemon d;
 	struct cc s;
 
-	(void)qr_extend_as; /* quota-reclaim-common.h: not used here */
-	(void)qr_open_as;
-	(void)qr_expect_quota;
 	if (geteuid() != 0)
 		t_skip("needs root, to run processes of other uids");
 	for (int i = 0; i < NB; i++) {
@@ -122,7 +94,7 @@ int main(void)
 	if (ts.migrations_in_flight != 4)
 		t_fail("Y's copies are not all running (%llu in flight): a loaded machine?",
 		       (unsigned long long)ts.migrations_in_flight);
-	extend_one_as_w(d.sock);
+	qr_extend_one_as(d.sock, UID_W);
 	/* the host tier was full of B's pinned blocks: one of P went down */
 	qr_expect_tiers(&d, NB - 1, 4, 1);
 	expect_b(&d, 4, 0);

@@ -116,9 +116,6 @@ int main(void)
 {
 	struct td_daemon d;
 
-	(void)qr_extend_as; /* quota-reclaim-common.h: not used here */
-	(void)qr_open_as;
-	(void)qr_expect_tiers;
 	if (geteuid() != 0)
 		t_skip("needs root, to run processes of other uids");
 	for (int i = 0; i < 8; i++)

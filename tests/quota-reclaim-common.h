@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the quota reclaim tests share (daemon-quota-reclaim and its
- * -reader): processes of a uid that extend to their quota or open a chain
- * of QR_NB blocks, and the tiers' and the uid's quota counts expected.
+ * What the quota reclaim tests (tests/daemon-quota-reclaim*.c) share:
+ * processes of a uid that extend to their quota, by one block, or open a
+ * chain of QR_NB blocks, and the tiers' and the uid's quota counts
+ * expected.  static inline: a test that uses some of them builds without
+ * unused-function warnings.
  */
 #ifndef KVMM_TESTS_QUOTA_RECLAIM_COMMON_H
 #define KVMM_TESTS_QUOTA_RECLAIM_COMMON_H
@@ -13,7 +15,7 @@
 
 /* A process of uid extends one new sequence block by block: `fit` blocks
  * must fit, the next must be -EDQUOT. */
-static void qr_extend_as(const char *sock, uid_t uid, uint32_t fit)
+static inline void qr_extend_as(const char *sock, uid_t uid, uint32_t fit)
 {
 	pid_t p = fork();
 
@@ -45,8 +47,8 @@ static void qr_extend_as(const char *sock, uid_t uid, uint32_t fit)
 
 /* A process of uid (0: this one's, no quota) opens chain h: nb blocks,
  * from_gpu of them from the GPU, holding tag's bytes; closed. */
-static void qr_open_as(const char *sock, uid_t uid, const uint64_t *h,
-		       uint32_t nb, uint32_t from_gpu, uint64_t tag)
+static inline void qr_open_as(const char *sock, uid_t uid, const uint64_t *h,
+			      uint32_t nb, uint32_t from_gpu, uint64_t tag)
 {
 	pid_t p = fork();
 
@@ -71,9 +73,33 @@ static void qr_open_as(const char *sock, uid_t uid, const uint64_t *h,
 	t_assert_eq(cc_wait_child(p), 0);
 }
 
+/* A process of uid extends one new sequence by one block, which must fit
+ * (over its quota, the reclaim must make the room). */
+static inline void qr_extend_one_as(const char *sock, uid_t uid)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		static uint32_t ids[CC_MAX_PAGES];
+		struct cc c;
+		uint32_t seq;
+
+		cu_become(uid, uid);
+		cc_connect(&c, sock);
+		cc_region(&c);
+		seq = cc_seq_open(&c);
+		t_assert_eq(cc_try_extend(&c, seq, CC_TPB, ids), 0);
+		cc_seq_close(&c, seq, ids, CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
 /* The tiers' blocks, and the blocks moved down for quotas so far. */
-static void qr_expect_tiers(const struct td_daemon *d, uint64_t gpu,
-			    uint64_t host, uint64_t quota_reclaims)
+static inline void qr_expect_tiers(const struct td_daemon *d, uint64_t gpu,
+				   uint64_t host, uint64_t quota_reclaims)
 {
 	struct kvmm_tier_stats_reply ts;
 
@@ -83,8 +109,8 @@ static void qr_expect_tiers(const struct td_daemon *d, uint64_t gpu,
 	t_assert_eq(ts.quota_reclaims, quota_reclaims);
 }
 
-static void qr_expect_quota(const struct td_daemon *d, uint32_t uid,
-			    uint64_t used, uint64_t cached)
+static inline void qr_expect_quota(const struct td_daemon *d, uint32_t uid,
+				   uint64_t used, uint64_t cached)
 {
 	struct kvmm_tenants_reply *r = cu_tenants(d->sock);
 	const struct kvmm_tenant_info *t = cu_tenant(r, uid);
