@@ -205,7 +205,7 @@ int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len)
 	struct kd_seq *q;
 
 	if (!c || !c->pending || len < sizeof(bp))
-		return 0; /* kd_cache_publish() answers what is wrong */
+		return 0; /* (the request passed kd_cache_publish_check()) */
 	memcpy(&bp, p, sizeof(bp));
 	if (kd_region_lookup(s, bp.region_id, &r) ||
 	    kd_seq_lookup(r, bp.seq_id, &q))
