@@ -376,6 +376,13 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 		if (n == -EAGAIN)
 			break;
 		if (n == 0 || n == -ECONNRESET) {
+			/* a submission still in the ring is a command after
+			 * the BYE as much as one kvmmd took (the loop reads
+			 * the socket between two ring polls, and a full CQ
+			 * keeps one there for good); one sent before it only
+			 * costs a quarantine */
+			if (s->said_bye && s->ring && kd_ring_pending(s))
+				s->said_bye = false;
 			kd_session_end(s, false, s->said_bye ? "bye" : "eof");
 			return;
 		}
