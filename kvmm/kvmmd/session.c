@@ -347,6 +347,23 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	return err;
 }
 
+/*
+ * The socket is done (EOF, or an error reading it): the session ends, its
+ * holds released at once only after a BYE that is still its last word.
+ * A submission still in the ring is a command after the BYE as much as
+ * one kvmmd took: the loop reads the socket between two ring polls, and
+ * a full CQ keeps one there for good, so a parent's ring command after a
+ * forked child's BYE was missed and the pages it still mapped were
+ * released (tests/daemon-bye-forked-child.c, E).  One sent before the
+ * BYE only costs a quarantine.
+ */
+static void hung_up(struct kd_session *s, const char *why)
+{
+	if (s->said_bye && s->ring && kd_ring_pending(s))
+		s->said_bye = false;
+	kd_session_end(s, false, why ? why : s->said_bye ? "bye" : "eof");
+}
+
 static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			void *data)
 {
@@ -376,14 +393,7 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 		if (n == -EAGAIN)
 			break;
 		if (n == 0 || n == -ECONNRESET) {
-			/* a submission still in the ring is a command after
-			 * the BYE as much as one kvmmd took (the loop reads
-			 * the socket between two ring polls, and a full CQ
-			 * keeps one there for good); one sent before it only
-			 * costs a quarantine */
-			if (s->said_bye && s->ring && kd_ring_pending(s))
-				s->said_bye = false;
-			kd_session_end(s, false, s->said_bye ? "bye" : "eof");
+			hung_up(s, NULL);
 			return;
 		}
 		if (n == -EMSGSIZE || n == -EBADMSG) {
@@ -393,7 +403,7 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			s->d->ctr.cmds_socket++;
 			kd_session_reply(s, &h, (int)n, NULL, 0, NULL, 0);
 		} else if (n < 0) {
-			kd_session_end(s, false, strerror((int)-n));
+			hung_up(s, strerror((int)-n));
 			return;
 		} else {
 			uint64_t t0 = slow_cmd_ns() ? kd_now_ns() : 0, dt;
