@@ -13,8 +13,8 @@
  *   D: the same with the NOP through the ring (a libkvmm client);
  *   E: the same with the ring NOP still in the submission ring at the
  *      hang-up: the parent left its completion ring full, so kvmmd could
- *      not take it before the EOF.  A command after the BYE it is all the
- *      same, and the pages are quarantined too.
+ *      not take it before the EOF.  It is a command after the BYE all
+ *      the same, and the pages are quarantined too.
  * All used to release the pages at once, so the next client got pages
  * the parent still wrote (E until kvmmd looked at the ring at EOF: any
  * delay between the ring and the socket, a full CQ here, the race of a
