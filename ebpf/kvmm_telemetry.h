@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Telemetry layout shared by the BPF programs (ebpf/kvmm.bpf.c), the loader
- * (ebpf/telemetry.c), the shared-memory fallback (ebpf/telemetry_shm.h) and
- * the probe sites (ebpf/probes.h).
+ * (ebpf/telemetry_bpf.c), the shared-memory fallback (ebpf/telemetry_shm.h)
+ * and the probe sites (ebpf/probes.h).
  *
  * Two layouts use these structs, each with its own version:
  *

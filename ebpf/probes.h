@@ -4,7 +4,7 @@
  *
  * A probe site is a single nop plus an ELF note (.note.stapsdt) that says
  * where the arguments live; nothing is paid while no tracer is attached.
- * When ebpf/telemetry.c (or bpftrace, perf) attaches, the kernel turns the
+ * When ebpf/telemetry_bpf.c (or bpftrace, perf) attaches, the kernel turns the
  * nop into a breakpoint and bumps the probe's semaphore, so call sites can
  * skip computing arguments that cost something:
  *

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals shared by the telemetry core (telemetry.c: snapshot, shm
- * sources, API) and the BPF loader (telemetry_bpf.c).
+ * Internals shared by the telemetry files: the API (telemetry.c), the
+ * snapshot tables (telemetry_snapshot.c), the shm source
+ * (telemetry_shm_source.c), the polls (telemetry_poll.c, and the
+ * loader's in proportion to what changed, telemetry_delta.c) and the BPF
+ * loader (telemetry_bpf.c).
  */
 #ifndef KVMM_EBPF_TELEMETRY_INT_H
 #define KVMM_EBPF_TELEMETRY_INT_H
@@ -66,8 +69,64 @@ struct tel {
 	struct tel_delta *delta;
 };
 
-/* The snapshot's blocks, for telemetry_delta.c (telemetry.c): get
- * (0, -ENOENT), set (insert or replace), del, clear (every block). */
+/*
+ * Snapshots (telemetry_snapshot.c): an open-addressing table of block
+ * statistics, the histogram rows sorted by packed key and the summed
+ * counters.  Whoever holds a struct tel_snapshot reads it directly.
+ */
+struct tel_block_ent {
+	uint64_t hash;
+	uint64_t used;
+	/* the retired table: whose report it is (shm_owner() in
+	 * telemetry_shm_source.c), for the share each writer may hold */
+	uint64_t owner;
+	struct kvmm_block_stats s;
+};
+
+struct tel_hist_row {
+	uint64_t packed; /* kvmm_tel_hist_key_pack(), the sort key */
+	struct kvmm_hist_key key;
+	struct kvmm_hist h;
+};
+
+struct tel_snapshot {
+	struct tel_block_ent *blocks;
+	size_t cap, nr_blocks; /* cap is a power of two */
+	struct tel_hist_row *rows;
+	size_t nr_rows, cap_rows;
+	struct kvmm_counters counters;
+};
+
+/* Counts only ever stop at UINT64_MAX: a client's number never wraps one. */
+static inline uint64_t tel_sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+/* new: room for want_blocks before it grows; NULL without memory.  find:
+ * a block's entry, NULL when none (or no s); find_row: the row of a
+ * packed key in a finished s.  put: a block's report
+ * merged into s, by owner (0: none), nothing when its count is 0.
+ * add_hist: a row added to s's (appended unsorted; finish sorts them).
+ * merge_rows: the rows and counters of s into d (blocks apart).  prune:
+ * keep `keep` blocks, the others leaving by owner's share then LRU. */
+struct tel_snapshot *tel_snap_new(size_t want_blocks);
+void tel_snap_free(struct tel_snapshot *s);
+const struct tel_block_ent *tel_snap_find(const struct tel_snapshot *s,
+					  uint64_t hash);
+int tel_snap_put(struct tel_snapshot *s, uint64_t hash,
+		 const struct kvmm_block_stats *st, uint64_t owner);
+struct tel_hist_row *tel_snap_find_row(const struct tel_snapshot *s,
+				       uint64_t packed);
+int tel_snap_add_hist(void *arg, const struct kvmm_hist_key *key,
+		      const struct kvmm_hist *h);
+void tel_snap_finish(struct tel_snapshot *s);
+int tel_snap_merge_rows(struct tel_snapshot *d, const struct tel_snapshot *s);
+int tel_snap_prune(struct tel_snapshot *s, size_t keep, size_t share);
+void tel_counters_add(struct kvmm_counters *d, const struct kvmm_counters *s);
+
+/* The snapshot's blocks, for telemetry_delta.c: get (0, -ENOENT), set
+ * (insert or replace), del, clear (every block). */
 int tel_snap_get(const struct tel_snapshot *s, uint64_t hash,
 		 struct kvmm_block_stats *out);
 int tel_snap_set(struct tel_snapshot *s, uint64_t hash,
@@ -99,6 +158,13 @@ extern void (*tel_delta_after_bump)(void);
 
 void tel_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* The shm source (telemetry_shm_source.c).  poll: the sessions ended
+ * since the last poll into the retired table, then every region read
+ * into s, completed with the retired totals.  free_all: every region's
+ * view (tel_close()). */
+int tel_shm_poll(struct tel *t, struct tel_snapshot *s);
+void tel_shm_free_all(struct tel *t);
 
 /* BPF loader: 0, or -errno with t->reason set. */
 int tel_bpf_open(struct tel *t, const struct tel_opts *o);

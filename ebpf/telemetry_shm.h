@@ -6,9 +6,9 @@
  * the session's shared memory and sets `enabled` when it reads telemetry
  * from shared memory instead of BPF maps.  The client writes the same
  * statistics the BPF programs would compute (block stats, log2 histograms,
- * counters) with the inline writers below; the daemon reads them through
- * ebpf/telemetry.c, which gives the policy one statistics API whatever the
- * source.  The writer side is header-only so libkvmm needs no extra
+ * counters) with the inline writers below; the daemon reads them in
+ * ebpf/telemetry_shm_source.c, behind ebpf/telemetry.h, which gives the
+ * policy one statistics API whatever the source.  The writer side is header-only so libkvmm needs no extra
  * objects.
  *
  * Layout (offsets from the region start, all 64-byte aligned):
@@ -38,7 +38,7 @@
  *	  failed: again from the top		  (release)
  *
  * Why no increment is lost or lands on another key, in every
- * interleaving (C11 model; hostile clients aside, see ebpf/telemetry.c).
+ * interleaving (C11 model; hostile clients aside, see ebpf/telemetry_shm_source.c).
  * Per slot, generation g starts with the S that stores (g, 0) (the
  * zeroed region for g = 0), preceded in the daemon by the Z that freed
  * the key.  The key goes 0 -> K only by a claim CAS, K -> 0 only by a Z,
@@ -83,7 +83,7 @@
  * A writer that stops between begin and end (a thread that died there)
  * leaves the row never whole again: the daemon keeps its last whole
  * copy and, once it was neither whole nor written for half a second of
- * polls, tries it once a poll and says so (ebpf/telemetry.c).
+ * polls, tries it once a poll and says so (ebpf/telemetry_shm_source.c).
  */
 #ifndef KVMM_EBPF_TELEMETRY_SHM_H
 #define KVMM_EBPF_TELEMETRY_SHM_H

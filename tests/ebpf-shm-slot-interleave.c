@@ -193,8 +193,8 @@ static void writer(int which)
 		accessed[which]++;
 }
 
-/* kvmmd's polls of the home slot (shm_read()), each taking it back if it
- * can. */
+/* kvmmd's polls of the home slot (shm_read(), ebpf/telemetry_shm_source.c),
+ * each taking it back if it can. */
 static void daemon_polls(int rounds)
 {
 	struct kvmm_tel_shm_block *b = &kvmm_tel_shm_blocks(shm)[home];
