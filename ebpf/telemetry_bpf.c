@@ -493,6 +493,11 @@ static void set_loader(struct kvmm_bpf *skel)
 	skel->rodata->loader_tgid = (__u32)getpid();
 }
 
+/* The reason a second loader on a held pin root gives (tel_bpf_open()). */
+#define TEL_ROOT_BUSY_FMT                                 \
+	"pin root %.150s is in use by another loader%s: " \
+	"give each kvmmd its own --telemetry-pin-root"
+
 int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo);
@@ -511,14 +516,20 @@ int tel_bpf_open(struct tel *t, const struct tel_opts *o)
 	lock_fd =
 		lock_pin_root(t->pin_root, true, TEL_PIN_ROOT_WAIT_MS, &holder);
 	if (lock_fd == -EBUSY) {
-		char who[32] = "";
+		char who[sizeof(" (process -2147483648)")] = "";
 
+		/* The root's name is what gets cut (to 150 bytes), never the
+		 * holder nor the advice at the end, which the longest of
+		 * each fill exactly (a root of 160 used to cut the option's
+		 * name). */
+		_Static_assert(sizeof(TEL_ROOT_BUSY_FMT) - sizeof("%.150s%s") +
+					       150 + sizeof(who) <=
+				       sizeof(t->reason),
+			       "a held pin root's reason is cut");
 		if (holder > 0)
 			snprintf(who, sizeof(who), " (process %d)",
 				 (int)holder);
-		snprintf(t->reason, sizeof(t->reason),
-			 "pin root %.160s is in use by another loader%s: give "
-			 "each kvmmd its own --telemetry-pin-root",
+		snprintf(t->reason, sizeof(t->reason), TEL_ROOT_BUSY_FMT,
 			 t->pin_root, who);
 		return lock_fd;
 	}

@@ -10,11 +10,15 @@
  * pins a loader that died left are stale and replaced.  Then the same
  * through kvmmd: `--telemetry bpf` on a root another loader holds stops
  * the start with the reason, `--telemetry auto` runs on shared memory
- * with a WARN.  Skips (77) without root or BPF.
+ * with a WARN.  The reason for a held root of 250 characters still
+ * names its holder and ends with the option (the root's name is cut).
+ * Skips (77) without root or BPF.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +67,41 @@ static int daemon_on(const struct bpf_test *b, const char *mode, char *log,
 	return td_stop_log(&d, log, len);
 }
 
+/* A root of 250 characters under b->pin, held by this process (an
+ * flock of its own on the directory, as a loader takes it): the reason
+ * o in auto mode gives ends with the holder and the whole option. */
+static void long_root_reason(const struct bpf_test *b, struct tel_opts o)
+{
+	char root[251], want[128];
+	const char *r;
+	struct tel *t;
+	size_t n;
+	int fd;
+
+	n = (size_t)snprintf(root, sizeof(root), "%s/", b->pin);
+	memset(root + n, 'x', sizeof(root) - 1 - n);
+	root[sizeof(root) - 1] = 0;
+	t_ok(mkdir(root, 0700));
+	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	t_assert(fd >= 0);
+	t_ok(flock(fd, LOCK_EX | LOCK_NB));
+	o.mode = TEL_MODE_AUTO;
+	o.pin_root = root;
+	t_ok(tel_open(&o, &t));
+	t_assert_eq(tel_source(t), TEL_SOURCE_SHM);
+	r = tel_unavailable_reason(t);
+	printf("auto on a held root of %zu characters: %s\n", strlen(root), r);
+	snprintf(want, sizeof(want),
+		 " is in use by another loader (process %d): give each kvmmd "
+		 "its own --telemetry-pin-root",
+		 (int)getpid());
+	t_assert(strlen(r) > strlen(want) &&
+		 !strcmp(r + strlen(r) - strlen(want), want));
+	tel_close(t);
+	close(fd);
+	t_ok(rmdir(root));
+}
+
 int main(void)
 {
 	static char log[1 << 16];
@@ -100,6 +139,7 @@ int main(void)
 	t_assert(strstr(tel_unavailable_reason(t), "(process "));
 	t_assert(strstr(tel_unavailable_reason(t), "--telemetry-pin-root"));
 	tel_close(t);
+	long_root_reason(&b, o);
 	t_assert_eq(pinned_id(blocks), a_blocks);
 	t_assert_eq(tel_pins_remove_stale(b.pin), -EBUSY);
 	t_assert_eq(pinned_id(blocks), a_blocks);
@@ -154,6 +194,41 @@ int main(void)
 	return 0;
 }
 #else
+/* A root of 250 characters under b->pin, held by this process (an
+ * flock of its own on the directory, as a loader takes it): the reason
+ * o in auto mode gives ends with the holder and the whole option. */
+static void long_root_reason(const struct bpf_test *b, struct tel_opts o)
+{
+	char root[251], want[128];
+	const char *r;
+	struct tel *t;
+	size_t n;
+	int fd;
+
+	n = (size_t)snprintf(root, sizeof(root), "%s/", b->pin);
+	memset(root + n, 'x', sizeof(root) - 1 - n);
+	root[sizeof(root) - 1] = 0;
+	t_ok(mkdir(root, 0700));
+	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	t_assert(fd >= 0);
+	t_ok(flock(fd, LOCK_EX | LOCK_NB));
+	o.mode = TEL_MODE_AUTO;
+	o.pin_root = root;
+	t_ok(tel_open(&o, &t));
+	t_assert_eq(tel_source(t), TEL_SOURCE_SHM);
+	r = tel_unavailable_reason(t);
+	printf("auto on a held root of %zu characters: %s\n", strlen(root), r);
+	snprintf(want, sizeof(want),
+		 " is in use by another loader (process %d): give each kvmmd "
+		 "its own --telemetry-pin-root",
+		 (int)getpid());
+	t_assert(strlen(r) > strlen(want) &&
+		 !strcmp(r + strlen(r) - strlen(want), want));
+	tel_close(t);
+	close(fd);
+	t_ok(rmdir(root));
+}
+
 int main(void)
 {
 	t_skip("built without BPF");
