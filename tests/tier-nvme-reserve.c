@@ -31,7 +31,9 @@
 static struct tier_nvme_io wio(unsigned char *buf, uint64_t hash,
 			       bool reserved);
 
-/* VmSize of this process in bytes, 0 if unknown. */
+#if !defined(__SANITIZE_ADDRESS__)
+/* VmSize of this process in bytes, 0 if unknown (reserved_write_nomem(),
+ * which an ASan build does not run). */
 static uint64_t vm_size(void)
 {
 	unsigned long long pages = 0;
@@ -44,6 +46,7 @@ static uint64_t vm_size(void)
 	}
 	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
+#endif
 
 /*
  * A reserved write in a batch whose bookkeeping cannot be allocated: every
