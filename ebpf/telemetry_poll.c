@@ -345,8 +345,9 @@ void tel_set_sink(struct tel *t, const struct tel_sink *sink)
 
 void tel_set_rename(struct tel *t, tel_rename_fn fn, void *arg)
 {
-	if (t)
-		poll_join(t, true); /* it renames with the hook it began with */
+	if (!t)
+		return;
+	poll_join(t, true); /* it renames with the hook it began with */
 	t->rename = fn;
 	t->rename_arg = arg;
 	/* every entry may have another name now: read them all */
