@@ -66,6 +66,8 @@ const char *migrate_kind_string(enum migrate_kind kind)
 		return "host_to_gpu";
 	case MIGRATE_NVME_TO_GPU:
 		return "nvme_to_gpu";
+	case MIGRATE_NVME_INVALIDATE:
+		return "nvme_invalidate";
 	case MIGRATE_KIND_COUNT:
 		break;
 	}
@@ -79,6 +81,7 @@ static const char *const fault_names[MIGRATE_KIND_COUNT] = {
 	[MIGRATE_NVME_TO_HOST] = "nvme-host",
 	[MIGRATE_HOST_TO_GPU] = "host-gpu",
 	[MIGRATE_NVME_TO_GPU] = "nvme-gpu",
+	[MIGRATE_NVME_INVALIDATE] = "nvme-invalidate",
 };
 
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,
@@ -105,7 +108,7 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 		if (k == MIGRATE_KIND_COUNT || !colon) {
 			snprintf(
 				err, errlen,
-				"'%.*s': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu",
+				"'%.*s': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate",
 				(int)strcspn(p, ","), p);
 			return -EINVAL;
 		}
@@ -253,13 +256,31 @@ static bool uses_pages(enum migrate_kind k)
 static bool uses_nvme(enum migrate_kind k)
 {
 	return k == MIGRATE_HOST_TO_NVME || k == MIGRATE_NVME_TO_HOST ||
-	       k == MIGRATE_NVME_TO_GPU;
+	       k == MIGRATE_NVME_TO_GPU || k == MIGRATE_NVME_INVALIDATE;
+}
+
+/* NVMe jobs of one class run as one tier batch: writes, reads (to host
+ * or GPU: the same read), invalidations; 0 for the others. */
+static int nvme_class(enum migrate_kind k)
+{
+	switch (k) {
+	case MIGRATE_HOST_TO_NVME:
+		return 1;
+	case MIGRATE_NVME_TO_HOST:
+	case MIGRATE_NVME_TO_GPU:
+		return 2;
+	case MIGRATE_NVME_INVALIDATE:
+		return 3;
+	default:
+		return 0;
+	}
 }
 
 /* USDT (ebpf/probes.h): every completed move, and each reload into the
  * GPU as a restore from its source tier (what the cost model learns). */
 static void trace_done(const struct migrate_job *job)
 {
+	/* the arrays below: moves of bytes only (not NVME_INVALIDATE) */
 	static const uint8_t from[MIGRATE_KIND_COUNT] = {
 		KVMM_TEL_TIER_GPU, KVMM_TEL_TIER_HOST, KVMM_TEL_TIER_NVME,
 		KVMM_TEL_TIER_HOST, KVMM_TEL_TIER_NVME
@@ -302,7 +323,8 @@ static void complete_locked(struct migrate *m, struct migrate_job *job,
 		p->jobs++;
 		p->bytes += job->length;
 		p->busy_ns += job->end_ns - job->start_ns;
-		trace_done(job);
+		if (job->kind != MIGRATE_NVME_INVALIDATE)
+			trace_done(job);
 	} else if (s == MIGRATE_FAILED) {
 		p->failed++;
 	} else {
@@ -547,6 +569,36 @@ static void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 	}
 }
 
+/* n NVME_INVALIDATE jobs as one batch (a job the test knob fails is left
+ * out of it: -EIO, its slot untouched, as when its write cannot start). */
+static void run_nvme_invalidations(struct migrate *m, struct migrate_job **jobs,
+				   unsigned int n)
+{
+	struct tier_nvme_io ios[n];
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (!jobs[i]->fault)
+			ios[k++] = (struct tier_nvme_io){
+				.hash = jobs[i]->hash,
+				.slot = jobs[i]->nvme_slot,
+			};
+	if (k)
+		(void)tier_nvme_invalidate_batch(m->nvme, ios, k);
+	k = 0;
+	for (unsigned int i = 0; i < n; i++) {
+		struct tier_nvme_io *io;
+
+		if (jobs[i]->fault) {
+			jobs[i]->result = -EIO;
+			continue;
+		}
+		io = &ios[k++];
+		jobs[i]->result = io->result;
+		jobs[i]->nvme_dropped = io->dropped;
+	}
+}
+
 static void *worker(void *arg)
 {
 	struct migrate *m = arg;
@@ -572,11 +624,10 @@ static void *worker(void *arg)
 			job->fault = m->nfaults && fault_take(m, job);
 			set_state(job, MIGRATE_RUNNING);
 			batch[n++] = job;
-		} while (uses_nvme(batch[0]->kind) && m->queue_head &&
+		} while (nvme_class(batch[0]->kind) && m->queue_head &&
 			 n < m->nvme_batch &&
-			 (m->queue_head->kind == MIGRATE_HOST_TO_NVME) ==
-				 (batch[0]->kind == MIGRATE_HOST_TO_NVME) &&
-			 uses_nvme(m->queue_head->kind));
+			 nvme_class(m->queue_head->kind) ==
+				 nvme_class(batch[0]->kind));
 		m->st.queued -= n;
 		m->st.running += n;
 		if (n > 1 || uses_nvme(batch[0]->kind))
@@ -588,6 +639,7 @@ static void *worker(void *arg)
 			if (m->restore_delay_us)
 				usleep(m->restore_delay_us);
 		} else if (batch[0]->kind != MIGRATE_NVME_TO_HOST &&
+			   batch[0]->kind != MIGRATE_NVME_INVALIDATE &&
 			   m->demote_delay_us) {
 			usleep(m->demote_delay_us);
 		}
@@ -604,6 +656,9 @@ static void *worker(void *arg)
 		case MIGRATE_NVME_TO_HOST:
 		case MIGRATE_NVME_TO_GPU:
 			run_nvme_reads(m, batch, n);
+			break;
+		case MIGRATE_NVME_INVALIDATE:
+			run_nvme_invalidations(m, batch, n);
 			break;
 		default:
 			batch[0]->result = -EINVAL;
@@ -725,10 +780,16 @@ int migrate_submit(struct migrate *m, struct migrate_job *job)
 	}
 	if (uses_nvme(job->kind) && !m->nvme)
 		return -ENODEV;
-	if (job->host_slot == MIGRATE_NO_SLOT)
+	if (job->kind == MIGRATE_NVME_INVALIDATE) {
+		/* no host slot, no length: a slot and its hash */
+		if (job->nvme_slot == MIGRATE_NO_SLOT)
+			return -EINVAL;
+	} else if (job->host_slot == MIGRATE_NO_SLOT) {
 		return -EINVAL;
+	}
 	if (job->kind != MIGRATE_NVME_TO_HOST &&
-	    job->kind != MIGRATE_NVME_TO_GPU && !job->length)
+	    job->kind != MIGRATE_NVME_TO_GPU &&
+	    job->kind != MIGRATE_NVME_INVALIDATE && !job->length)
 		return -EINVAL;
 	if ((job->kind == MIGRATE_NVME_TO_HOST ||
 	     job->kind == MIGRATE_NVME_TO_GPU) &&

@@ -11,6 +11,9 @@
  *   NVME_TO_HOST  an NVMe slot -> a FILLING host slot (promotion)
  *   HOST_TO_GPU   a READY host slot -> fresh pool pages (restore)
  *   NVME_TO_GPU   an NVMe slot -> a FILLING host slot (staging) -> pages
+ *   NVME_INVALIDATE  a READY NVMe slot's header zeroed on disk, the slot
+ *                 freed (a block an operator dropped: no restart finds
+ *                 it; tier_nvme_invalidate_batch())
  *
  * Job states: QUEUED -> RUNNING -> DONE | FAILED, or QUEUED -> CANCELLED.
  * A job is the caller's from migrate_job_new() to migrate_submit(), the
@@ -60,6 +63,7 @@ enum migrate_kind {
 	MIGRATE_NVME_TO_HOST,
 	MIGRATE_HOST_TO_GPU,
 	MIGRATE_NVME_TO_GPU,
+	MIGRATE_NVME_INVALIDATE,
 	MIGRATE_KIND_COUNT,
 };
 
@@ -98,7 +102,7 @@ struct migrate_fault {
 
 /*
  * Parse "KIND:N[,KIND:N...]" (KIND: gpu-host, host-nvme, nvme-host,
- * host-gpu, nvme-gpu; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
+ * host-gpu, nvme-gpu, nvme-invalidate; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
  * f[] and *n.  -EINVAL with a message in err (errlen bytes) for anything
  * else, an empty string included.
  */
@@ -134,7 +138,9 @@ struct migrate_job {
 	int result; /* 0 or -errno */
 	/* NVME_TO_*: the NVMe tier dropped the source block while reading
 	 * it (tier_nvme_io.dropped: a failed check, -EBADMSG, or reads that
-	 * kept failing): nvme_slot names nothing now; never free it */
+	 * kept failing): nvme_slot names nothing now; never free it.
+	 * NVME_INVALIDATE: the tier took the slot (free now, whatever the
+	 * result); when false, the slot is as it was (the caller frees it) */
 	bool nvme_dropped;
 	uint64_t submit_ns, start_ns, end_ns;
 	/* revocation gate (loop thread only) */

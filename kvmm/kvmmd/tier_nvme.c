@@ -506,6 +506,12 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	return -ENOTSUP;
 }
 
+int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			       unsigned int n)
+{
+	return -ENOTSUP;
+}
+
 int tier_nvme_sync(struct tier_nvme *t)
 {
 	return -ENOTSUP;

@@ -29,7 +29,9 @@
  *
  * Eviction does not write to the disk; a block evicted before a restart
  * may come back after it, which is harmless: it is still the exact block
- * its hash names (the CRC proves the bytes are the ones written).
+ * its hash names (the CRC proves the bytes are the ones written).  A
+ * block an operator drops must not come back: tier_nvme_invalidate_batch()
+ * zeroes its slot's header on disk before the slot is free again.
  *
  * Thread-safe: metadata under one mutex, the I/O engine under another.
  * Batches are synchronous for the caller, and several callers' batches run
@@ -122,6 +124,10 @@ struct tier_nvme_stats {
 	uint64_t checksum_failures; /* payload CRC mismatch: slot dropped */
 	uint64_t header_failures; /* bad header on read or at recovery */
 	uint64_t frees;
+	/* headers zeroed by tier_nvme_invalidate_batch(), and those whose
+	 * write (or the sync after it) failed */
+	uint64_t invalidations;
+	uint64_t invalidate_errors;
 	uint64_t submits; /* io_uring_submit calls */
 	uint64_t sqes; /* I/Os issued */
 	/* of the caller's registered region (reg_base): bytes in 2 MiB pages
@@ -212,6 +218,23 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  */
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n);
+
+/*
+ * Forget n READY blocks for good (io.slot, io.hash set): each slot leaves
+ * the index at once (lookups miss it, a write of its hash waits for it),
+ * its 4 KiB header is written as zeros through the same queue as every
+ * other I/O, and the slot is FREE when that write ended, whatever its
+ * result: a restart's scan (tier_nvme_recover.c) takes a zeroed header
+ * for a slot never written.  io.result: 0; -ENOENT (not READY with that
+ * hash), -EBUSY (a read of it in flight), -EINVAL: nothing written, the
+ * slot as it was; or the write's -errno: the slot is free, but its old
+ * header may still be on disk.  io.dropped: the slot was taken (free
+ * now).  Fsyncs the file after the writes (the device's cache), so a
+ * dropped block stays dropped across a power loss too; a failed sync
+ * fails every io of the batch.  Returns how many failed.
+ */
+int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			       unsigned int n);
 
 /*
  * Set a free slot aside for a write to come (tier_nvme_io.reserved), so

@@ -77,6 +77,9 @@ struct nvme_batch {
 	struct tier_nvme_io *ios;
 	unsigned int n;
 	bool write;
+	/* a write of zeroed headers alone (tier_nvme_invalidate_batch()):
+	 * no payload, no CRC to compute first */
+	bool invalidate;
 	bool *pending; /* io i takes part */
 	uint64_t *gens; /* write: generation stamped */
 	uint32_t *crcs; /* write: payload CRC32C, known below prepared */
@@ -200,7 +203,9 @@ static void start_block(struct tier_nvme *t, unsigned int ai,
 		a->total = io->length;
 		a->sep_hdr = true;
 	}
-	if (b->write)
+	if (b->invalidate)
+		memset(hdr_mem(t, a, ai), 0, NVME_ALIGN);
+	else if (b->write)
 		nvme_header_fill(t, hdr_mem(t, a, ai), io, b->gens[idx],
 				 b->crcs[idx]);
 	t->active++;
@@ -637,6 +642,21 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 	struct nvme_slot *s = &t->slots[io->slot];
 	int err = b->errs[idx];
 
+	if (b->invalidate) {
+		/* free whatever the write did: an old header left on disk
+		 * is only a block that may come back after a restart */
+		pthread_mutex_lock(&t->lock);
+		if (err)
+			t->st.invalidate_errors++;
+		else
+			t->st.invalidations++;
+		nvme_slot_release(t, io->slot);
+		if (t->slot_waiters)
+			pthread_cond_broadcast(&t->slot_cond);
+		pthread_mutex_unlock(&t->lock);
+		io->result = err;
+		return;
+	}
 	if (b->write) {
 		pthread_mutex_lock(&t->lock);
 		if (err) {
@@ -726,21 +746,25 @@ static void batch_free(struct nvme_batch *b)
 }
 
 static int batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
-		       unsigned int n, bool write)
+		       unsigned int n, bool write, bool invalidate)
 {
-	*b = (struct nvme_batch){ .ios = ios, .n = n, .write = write };
+	*b = (struct nvme_batch){
+		.ios = ios, .n = n, .write = write, .invalidate = invalidate
+	};
 	pthread_cond_init(&b->done, NULL);
 	b->pending = calloc(n, sizeof(*b->pending));
 	b->errs = calloc(n, sizeof(*b->errs));
 	b->ready = calloc(n, sizeof(*b->ready));
-	if (write) {
+	if (invalidate) {
+		/* nothing more: no generation, no CRC, nothing read */
+	} else if (write) {
 		b->gens = calloc(n, sizeof(*b->gens));
 		b->crcs = calloc(n, sizeof(*b->crcs));
 	} else {
 		b->hdrs = calloc(n, sizeof(*b->hdrs));
 	}
 	if (!b->pending || !b->errs || !b->ready ||
-	    (write ? !b->gens || !b->crcs : !b->hdrs)) {
+	    (!invalidate && (write ? !b->gens || !b->crcs : !b->hdrs))) {
 		batch_free(b);
 		for (unsigned int i = 0; i < n; i++)
 			ios[i].result = -ENOMEM;
@@ -761,7 +785,7 @@ static void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 	for (unsigned int i = 0; i < b->n; i++)
 		b->left += b->pending[i];
 	b->next = skip_idle(b, 0);
-	b->prepared = b->write ? b->next : b->n;
+	b->prepared = b->write && !b->invalidate ? b->next : b->n;
 	if (t->ring_err) {
 		for (unsigned int i = b->next; i < b->n;
 		     i = skip_idle(b, i + 1))
@@ -849,7 +873,7 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 	if (n == 0)
 		return 0;
-	if (batch_alloc(&b, ios, n, true)) {
+	if (batch_alloc(&b, ios, n, true, false)) {
 		/* a reservation is used up whatever the write does, also when
 		 * it cannot start: give it back, or its slot stays set aside
 		 * for good (the caller forgot it when it handed it over) */
@@ -921,7 +945,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 	if (n == 0)
 		return 0;
-	if (batch_alloc(&b, ios, n, false))
+	if (batch_alloc(&b, ios, n, false, false))
 		return (int)n;
 	pthread_mutex_lock(&t->lock);
 	for (unsigned int i = 0; i < n; i++) {
@@ -949,6 +973,74 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	}
 	pthread_mutex_unlock(&t->lock);
 	run_batch(t, &b);
+	for (unsigned int i = 0; i < n; i++)
+		if (ios[i].result)
+			failed++;
+	batch_free(&b);
+	return failed;
+}
+
+/*
+ * Each io's slot is taken out of use under t->lock (FILLING: lookups and
+ * reads miss it, a write of its hash waits in wait_hashes_settled()), so
+ * nothing reads or reuses it while its zeroed header is on its way; the
+ * header goes as a block of the write engine's with no payload (a
+ * separate-header block whose extent is empty), in the queue the other
+ * batches share.  finish_block() frees the slot when the write ended.
+ */
+int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			       unsigned int n)
+{
+	struct nvme_batch b;
+	bool any = false;
+	int failed = 0;
+
+	if (n == 0)
+		return 0;
+	if (batch_alloc(&b, ios, n, true, true))
+		return (int)n;
+	pthread_mutex_lock(&t->lock);
+	for (unsigned int i = 0; i < n; i++) {
+		struct tier_nvme_io *io = &ios[i];
+		struct nvme_slot *s;
+
+		io->dropped = false;
+		if (io->slot >= t->nslots) {
+			io->result = -EINVAL;
+			continue;
+		}
+		s = &t->slots[io->slot];
+		if (s->state != TIER_SLOT_READY || s->hash != io->hash) {
+			io->result = -ENOENT;
+			continue;
+		}
+		if (s->readers) {
+			io->result = -EBUSY;
+			continue;
+		}
+		/* a bad slot too: its header may still pass at a restart */
+		s->state = TIER_SLOT_FILLING;
+		t->st.ready_slots--;
+		io->buf = NULL;
+		io->length = 0;
+		io->headroom = false;
+		io->dropped = true;
+		b.pending[i] = true;
+		any = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+	run_batch(t, &b);
+	if (any && tier_nvme_sync(t)) {
+		pthread_mutex_lock(&t->lock);
+		for (unsigned int i = 0; i < n; i++) {
+			if (!b.pending[i] || ios[i].result)
+				continue;
+			ios[i].result = -EIO;
+			t->st.invalidations--;
+			t->st.invalidate_errors++;
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
 	for (unsigned int i = 0; i < n; i++)
 		if (ios[i].result)
 			failed++;
