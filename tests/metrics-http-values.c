@@ -112,6 +112,7 @@ static const struct map status_map[] = {
 	{ "kvmm_demotions_queued", "", "demotions_queued" },
 	{ "kvmm_pins", "", "pins" },
 	{ "kvmm_pinned_bytes", "", "pinned_bytes" },
+	{ "kvmm_cache_drop_blocks_total", "", "cache_drop_blocks" },
 	{ "kvmm_cache_publishes_total", "", "cache.publishes" },
 	{ "kvmm_cache_duplicates_total", "", "cache.duplicates" },
 	{ "kvmm_cache_not_cached_total", "", "cache.not_cached" },

@@ -153,6 +153,14 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
 uint64_t kd_cache_block_bytes(struct kd_daemon *d);
 /* The cache's policy, for reading (NULL before the first publish). */
 const struct pol_cache *kd_cache_policy(const struct kd_daemon *d);
+/*
+ * ADMIN_CACHE_DROP (cache_drop.c), request body p of len bytes: the
+ * reply is sent now, or once the dropped NVMe blocks' headers are
+ * invalidated on disk (the session is deferred meanwhile).  0 (replied or
+ * deferred), or -errno for the caller to reply (-EINVAL, -E2BIG, -ENOMEM).
+ */
+int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		  const void *p, size_t len);
 /* Give the policy tenant id's limit (tenant.c), when there is a policy
  * yet; the moves it makes go as an access's do.  0 or its error. */
 int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,

@@ -46,7 +46,7 @@ static bool kc_kept(struct kd_cache *c, const struct kc_entry *e)
  * drop from the tier the move counted it into (demotions_in), so that
  * blocks in minus blocks out still adds up to what a tier holds.
  */
-static void kc_lose(struct kd_cache *c, struct kc_entry *e)
+void kc_lose(struct kd_cache *c, struct kc_entry *e)
 {
 	c->st.tiers[e->tier].drops++;
 	kvmm_tel_evict(c->d->tel_local, e->hash, e->tier, c->block_bytes);
@@ -582,6 +582,10 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	bool ok = job->state == MIGRATE_DONE, retry;
 	enum migrate_kind kind;
 
+	if (job->kind == MIGRATE_NVME_INVALIDATE) {
+		kc_drop_job_done(c, job); /* its owner is a drop, no entry */
+		return;
+	}
 	if (job->kind == MIGRATE_HOST_TO_NVME ||
 	    job->kind == MIGRATE_NVME_TO_GPU)
 		c->nvme_in_flight--; /* kc_nvme_pump() runs after the reap */

@@ -703,6 +703,7 @@ void kd_cache_session_end(struct kd_session *s)
 	if (!c)
 		return;
 	kc_park_session_end(c, s);
+	kc_drop_session_end(c, s);
 	for (pp = &c->pending; *pp;) {
 		struct kc_pending *pr = *pp;
 

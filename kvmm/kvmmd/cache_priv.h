@@ -22,6 +22,8 @@
  *                    it is made, saved periodically and at the stop
  *   cache_quota.c    a uid over its quota reclaims its own idle GPU
  *                    blocks before it is told -EDQUOT
+ *   cache_drop.c     ADMIN_CACHE_DROP: an operator drops cached blocks
+ *                    (NVMe ones invalidated on disk before the reply)
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
@@ -280,6 +282,9 @@ struct kd_cache {
 	 * quota reclaim pinned for its policy call (cache_quota.c) */
 	struct kd_fifo below[POL_TIER_COUNT];
 	struct kc_entry *quota_pinned;
+	/* ADMIN_CACHE_DROPs waiting for their NVMe invalidations
+	 * (cache_drop.c) */
+	struct kc_drop *drops;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -336,6 +341,9 @@ int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 		uint32_t n_off, uint64_t **tail, uint32_t *n);
 
 /* cache_demote.c */
+/* e is gone, outside the policy's decisions (a copy down that failed, an
+ * operator's drop): a drop of its tier, then kc_kill() */
+void kc_lose(struct kd_cache *c, struct kc_entry *e);
 void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to);
 void kc_job_done(struct kd_cache *c, struct migrate_job *job);
 int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all);
@@ -395,6 +403,12 @@ void kc_park_fini(struct kd_cache *c);
  * reclaim what there is (-EDQUOT then unless it parks) */
 int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 		     bool partial);
+
+/* cache_drop.c: an NVME_INVALIDATE job of a drop was reaped; a session
+ * ends (its drop still frees its slots, and answers nobody) */
+struct kc_drop;
+void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
+void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
 
 /* cache_learned.c: --policy-state (load right after the policy is made,
  * fini before it is destroyed: cancels the periodic save, saves) */

@@ -285,6 +285,8 @@ struct kd_counters {
 	/* pending when their session ended, the one that timed out aside
 	 * (kd_revoke_free_all()) */
 	uint64_t revocations_cancelled;
+	/* cached blocks ADMIN_CACHE_DROP dropped (cache_drop.c) */
+	uint64_t cache_drop_blocks;
 };
 
 struct kd_daemon {

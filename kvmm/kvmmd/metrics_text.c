@@ -133,6 +133,10 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_pinned_bytes", KD_GAUGE,
 	  "Bytes of the distinct cached blocks pin records name.", "",
 	  ST(pinned_bytes) },
+	/* ABI 1.14: left out when the reply ends before */
+	{ "kvmm_cache_drop_blocks_total", KD_COUNTER,
+	  "Cached blocks an operator dropped (ADMIN_CACHE_DROP, kvmmctl cache-drop).",
+	  "", ST(cache_drop_blocks) },
 };
 
 /* only when kvmmd keeps a --policy-state (ABI 1.9) */

@@ -372,6 +372,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->revocations_acked = d->ctr.revocations_acked;
 	st->revocations_timed_out = d->ctr.revocations_timed_out;
 	st->revocations_cancelled = d->ctr.revocations_cancelled;
+	st->cache_drop_blocks = d->ctr.cache_drop_blocks;
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;
@@ -747,6 +748,8 @@ static int dispatch(struct req *rq)
 		return do_admin_tenants(rq);
 	case KVMM_CMD_ADMIN_SET_TENANT_LIMIT:
 		return do_admin_tenant_limit(rq);
+	case KVMM_CMD_ADMIN_CACHE_DROP:
+		return kd_cache_drop(s, rq->h, rq->p, rq->len) ?: 1;
 	default:
 		return -ENOTTY;
 	}

@@ -267,6 +267,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.demotions_queued,
 		       (unsigned long long)st.pins,
 		       (unsigned long long)st.pinned_bytes);
+		/* ABI 1.14: absent from an older daemon */
+		if (KVMMCTL_ST_HAS(&st, cache_drop_blocks))
+			printf(",\"cache_drop_blocks\":%llu",
+			       (unsigned long long)st.cache_drop_blocks);
 		refusals_json(&st);
 		if (st.cache_policy[0]) {
 			printf(",\"cache_policy\":");
@@ -345,6 +349,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	printf("pins         %llu records, %llu bytes of blocks pinned\n",
 	       (unsigned long long)st.pins,
 	       (unsigned long long)st.pinned_bytes);
+	if (KVMMCTL_ST_HAS(&st, cache_drop_blocks) && st.cache_drop_blocks)
+		printf("cache drops  %llu blocks dropped by kvmmctl cache-drop\n",
+		       (unsigned long long)st.cache_drop_blocks);
 	if (st.cache_policy[0])
 		printf("policy       %s, restore mode %s%s%s\n", policy, mode,
 		       scope[0] ? ", cache scope " : "", scope);

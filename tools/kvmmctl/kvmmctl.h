@@ -86,6 +86,7 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx);
+int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx);

@@ -41,6 +41,10 @@ static const struct command commands[] = {
 	  "tenant-limit ID TIER:N[,TIER:N...]|none: most cached\n"
 	  "               blocks a tenant may hold per tier named\n"
 	  "               (TIER gpu, host or nvme, any order)" },
+	{ "cache-drop", cmd_cache_drop,
+	  "[--tier gpu|host|nvme[,...]] [--uid ID]: drop cached\n"
+	  "               blocks (those in use stay), of the tiers and the\n"
+	  "               tenant named (all without)" },
 	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
 	{ "revoke", cmd_revoke,

@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 13
+#define KVMM_ABI_MINOR 14
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -89,6 +89,7 @@ enum kvmm_cmd {
 	KVMM_CMD_ADMIN_REVOKE = 0x85,
 	KVMM_CMD_ADMIN_TENANTS = 0x86, /* ABI 1.10 */
 	KVMM_CMD_ADMIN_SET_TENANT_LIMIT = 0x87, /* ABI 1.11 */
+	KVMM_CMD_ADMIN_CACHE_DROP = 0x88, /* ABI 1.14 */
 	KVMM_CMD_MAX = 0xff,
 };
 
@@ -366,6 +367,10 @@ struct kvmm_status_reply {
 	 * cut it off aside (in revocations_timed_out).  posted = acked +
 	 * timed_out + cancelled + those pending now */
 	uint64_t revocations_cancelled;
+	/* ABI 1.14 (8 more bytes, 520 in all; 0 from a daemon that sends
+	 * 512 or less): cached blocks ADMIN_CACHE_DROP dropped since the
+	 * start (kvmmctl cache-drop) */
+	uint64_t cache_drop_blocks;
 };
 
 enum kvmm_policy_state {
@@ -527,6 +532,48 @@ struct kvmm_admin_tenant_limit {
 	uint32_t size;
 	uint32_t id;
 	uint64_t limit_blocks[3]; /* gpu, host, nvme */
+	uint64_t reserved[2];
+};
+
+/*
+ * ADMIN_CACHE_DROP (ABI 1.14): drop the cached blocks of the tiers in
+ * `tiers` (KVMM_CACHE_DROP_*; 0: every tier) and, with
+ * KVMM_CACHE_DROP_F_TENANT, only those charged to tenant `tenant` (a uid,
+ * a gid under --cache-scope gid; the tenant ADMIN_TENANTS lists them
+ * under).  A block in use is kept and counted: one a live sequence maps
+ * or an in-flight step pins, one a client's BLOCK_PIN keeps (a plain pin,
+ * or a TTL pin not yet past), one with a copy or a restore in flight.
+ * A dropped NVMe block's slot header is invalidated on disk before the
+ * reply, so a restart does not recover it.  -EINVAL: reserved bits or
+ * words, tier bits past NVMe, a tenant without the flag or
+ * KVMM_TENANT_OTHERS with it.
+ */
+#define KVMM_CACHE_DROP_GPU 0x1u
+#define KVMM_CACHE_DROP_HOST 0x2u
+#define KVMM_CACHE_DROP_NVME 0x4u
+#define KVMM_CACHE_DROP_F_TENANT 0x1u /* kvmm_admin_cache_drop.flags */
+
+struct kvmm_admin_cache_drop {
+	uint32_t size;
+	uint32_t tiers; /* KVMM_CACHE_DROP_* mask, 0: all */
+	uint32_t flags; /* KVMM_CACHE_DROP_F_* */
+	uint32_t tenant; /* with KVMM_CACHE_DROP_F_TENANT; else 0 */
+	uint64_t reserved[2];
+};
+
+struct kvmm_admin_cache_drop_reply {
+	uint32_t size;
+	uint32_t pad;
+	uint64_t dropped[3]; /* blocks dropped: gpu, host, nvme */
+	uint64_t kept[3]; /* blocks kept because in use, per tier */
+	/* the kept ones by why (they add up to the sum of kept[]): mapped
+	 * by a live sequence or pinned by an in-flight step; kept by a
+	 * client's BLOCK_PIN; a copy or restore of it in flight */
+	uint64_t kept_in_use, kept_pinned, kept_busy;
+	/* of dropped[2], those whose header could not be invalidated on
+	 * disk (an I/O error, or the stop came first): a restart may find
+	 * them again */
+	uint64_t nvme_invalidate_failures;
 	uint64_t reserved[2];
 };
 

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ADMIN_CACHE_DROP (`kvmmctl cache-drop`): an operator empties the cache,
+ * or some tiers of it, or one tenant's blocks, as vLLM's
+ * reset_prefix_cache or SGLang's flush_cache do: after a suspected
+ * corruption, to free memory, before a cold-start measurement, to remove
+ * a tenant's data.
+ *
+ * A block is dropped the way kvmmd drops one outside the policy's
+ * decisions (kc_lose(): a tier's drops, then kc_kill() and kc_reap_dead():
+ * pol_cache_remove_dropped() counts it in its tenant's dropped blocks and
+ * takes it off the tier's and the tenant's counts, its pin records go,
+ * its GPU pages leave the quota's cached pages and go back to the pool,
+ * its host slot is freed).  A block in use is never taken, and is
+ * counted as kept: one a live sequence maps or an in-flight step pins
+ * (the policy's references and pins, and pages a sequence holds), one a
+ * client's BLOCK_PIN keeps (a plain pin, a TTL pin not yet past: the
+ * pin promised it stays cached), and one with a copy or a restore in
+ * flight (its bytes are on their way somewhere; blocks already on their
+ * way out are neither dropped nor counted).
+ *
+ * NVMe: freeing a slot only updates memory, and a restart's scan
+ * recovers every slot whose header is valid, so a block the policy
+ * evicts may come back after a restart (harmless: still the block its
+ * hash names).  A dropped one must not: its slot goes to the migration
+ * engine as an NVME_INVALIDATE job, whose worker has the tier zero the
+ * header on disk (tier_nvme_invalidate_batch(), the tier's own io_uring
+ * queue, then an fsync) and free the slot.  The loop never waits: the
+ * session's reply is deferred (kd_session_defer()) until the last of the
+ * drop's invalidations is reaped (kc_drop_job_done()), and says how many
+ * failed.  While they run the slots count as NVMe I/O in flight
+ * (nvme_in_flight), so writes waiting for a slot wait for them.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+
+/* An ADMIN_CACHE_DROP whose reply waits for its NVMe invalidations. */
+struct kc_drop {
+	struct kc_drop *next; /* in kd_cache.drops */
+	struct kd_session *s; /* NULL once its session ended */
+	struct kvmm_msg_hdr h; /* the request: the reply echoes its id */
+	struct kvmm_admin_cache_drop_reply rep;
+	uint64_t left; /* invalidation jobs not reaped yet */
+	uint32_t uid; /* who asked (the log line) */
+};
+
+/* Why a block stays (the reply's kept_* words), or KEEP_NONE. */
+enum kc_keep {
+	KEEP_NONE,
+	KEEP_IN_USE,
+	KEEP_PINNED,
+	KEEP_BUSY,
+};
+
+static enum kc_keep kc_drop_keep(struct kd_cache *c, const struct kc_entry *e,
+				 uint64_t now)
+{
+	const struct pol_block *b =
+		e->in_pol ? pol_cache_lookup(c->pol, e->hash) : NULL;
+
+	/* a copy down, a restore (staged, running or not settled yet) */
+	if (e->job || e->rblk || e->restore_pinned)
+		return KEEP_BUSY;
+	/* before the policy's pins: a client's plain pin is one of them */
+	if ((b && b->ttl_expiry > now) ||
+	    kd_pin_block_kept(c->d, e->hash, e->gen))
+		return KEEP_PINNED;
+	if ((e->blk && e->blk->refcnt > 1) || (b && (b->refcount || b->pins)))
+		return KEEP_IN_USE;
+	return KEEP_NONE;
+}
+
+/*
+ * Have e's NVMe slot invalidated on disk (and freed) by a job of dr's;
+ * e keeps no slot.  False when no job could be made: the slot is freed
+ * in memory only, as an eviction's is.
+ */
+static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
+			       struct kc_entry *e)
+{
+	struct migrate_job *job = NULL;
+	uint32_t slot = e->nvme_slot;
+
+	e->nvme_slot = MIGRATE_NO_SLOT;
+	if (c->mig && !c->closing)
+		job = migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
+	if (job) {
+		job->hash = e->hash;
+		job->nvme_slot = slot;
+		job->owner = dr;
+		if (!migrate_submit(c->mig, job)) {
+			dr->left++;
+			c->nvme_in_flight++; /* gives a slot back (kc_nvme_coming) */
+			return true;
+		}
+		migrate_job_free(job);
+	}
+	tier_nvme_free(c->nvme, slot);
+	kc_nvme_kick(c);
+	return false;
+}
+
+/* The tenant row blocks of tenant id are charged to in the policy; false
+ * when it has none (no block is its). */
+static bool kc_drop_row(struct kd_cache *c, uint32_t id, uint16_t *row)
+{
+	size_t n = pol_cache_tenants(c->pol, NULL, 0);
+	struct pol_tenant_count *rows;
+	bool found = false;
+
+	if (!n)
+		return false;
+	rows = calloc(n, sizeof(*rows));
+	if (!rows)
+		return false;
+	n = pol_cache_tenants(c->pol, rows, n);
+	for (size_t i = 0; i < n && !found; i++) {
+		if (rows[i].id != id)
+			continue;
+		*row = (uint16_t)i;
+		found = true;
+	}
+	free(rows);
+	return found;
+}
+
+/* Drop e (of tier) for dr, or count why it stays. */
+static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
+			struct kc_entry *e, unsigned tier, uint64_t now)
+{
+	enum kc_keep why = kc_drop_keep(c, e, now);
+
+	if (why != KEEP_NONE) {
+		dr->rep.kept[tier]++;
+		if (why == KEEP_IN_USE)
+			dr->rep.kept_in_use++;
+		else if (why == KEEP_PINNED)
+			dr->rep.kept_pinned++;
+		else
+			dr->rep.kept_busy++;
+		return;
+	}
+	if (tier == POL_TIER_NVME && e->nvme_slot != MIGRATE_NO_SLOT &&
+	    c->nvme && !kc_drop_invalidate(c, dr, e))
+		dr->rep.nvme_invalidate_failures++;
+	dr->rep.dropped[tier]++;
+	c->d->ctr.cache_drop_blocks++;
+	/* counted and released as any block kvmmd loses: the tier's drops,
+	 * then the policy's (its tenant's dropped) in kc_reap_dead() */
+	kc_lose(c, e);
+}
+
+/* Whether e is a block of the drop: cached (not on its way out) in tier,
+ * of the tenant's row when one is asked for (cold NVMe blocks, found at
+ * start and outside the policy, are nobody's). */
+static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
+			  unsigned tier, bool by_tenant, uint16_t row)
+{
+	const struct pol_block *b;
+
+	if (e->tier != tier || e->dead || e->drop_after || e->unhashed)
+		return false;
+	if (!by_tenant)
+		return true;
+	b = e->in_pol ? pol_cache_lookup(c->pol, e->hash) : NULL;
+	return b && b->tenant == row;
+}
+
+/* The drop is over: logged, answered when its session is still there. */
+static void kc_drop_reply(struct kc_drop *dr)
+{
+	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
+
+	vmm_log(r->nvme_invalidate_failures ? VMM_LOG_WARN : VMM_LOG_INFO,
+		"cache: drop by uid %u: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu NVMe headers not invalidated",
+		dr->uid, (unsigned long long)r->dropped[0],
+		(unsigned long long)r->dropped[1],
+		(unsigned long long)r->dropped[2],
+		(unsigned long long)r->kept[0], (unsigned long long)r->kept[1],
+		(unsigned long long)r->kept[2],
+		(unsigned long long)r->nvme_invalidate_failures);
+	dr->rep.size = sizeof(dr->rep);
+	if (dr->s)
+		kd_session_reply(dr->s, &dr->h, 0, &dr->rep, sizeof(dr->rep),
+				 NULL, 0);
+}
+
+int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		  const void *p, size_t len)
+{
+	const unsigned all = KVMM_CACHE_DROP_GPU | KVMM_CACHE_DROP_HOST |
+			     KVMM_CACHE_DROP_NVME;
+	struct kd_cache *c = s->d->cache;
+	struct kvmm_admin_cache_drop a;
+	struct kd_fifo_node *n, *next;
+	struct kc_drop *dr;
+	uint16_t row = 0;
+	bool by_tenant;
+	uint64_t now;
+	int err;
+
+	err = kw_copy_struct(&a, sizeof(a), sizeof(a), p, len);
+	if (err)
+		return err;
+	by_tenant = a.flags & KVMM_CACHE_DROP_F_TENANT;
+	if ((a.tiers & ~all) || (a.flags & ~KVMM_CACHE_DROP_F_TENANT) ||
+	    (!by_tenant && a.tenant) ||
+	    (by_tenant && a.tenant == KVMM_TENANT_OTHERS) ||
+	    !kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	if (!a.tiers)
+		a.tiers = all;
+	dr = calloc(1, sizeof(*dr));
+	if (!dr)
+		return -ENOMEM;
+	dr->s = s;
+	dr->h = *h;
+	dr->uid = s->uid;
+	/* before the first region the tiers are not open: nothing cached
+	 * (the blocks an NVMe file holds from the last run are read into
+	 * the cache when it opens) */
+	if (!c || !c->pol || !c->opened || c->closing)
+		goto reply;
+	now = kd_now_ns();
+	pol_cache_set_clock(c->pol, now); /* TTL pins against now */
+	if (by_tenant && !kc_drop_row(c, a.tenant, &row))
+		goto reply;
+	/* walks of the lists of each tier's entries: kc_lose() only marks
+	 * an entry dead (kc_reap_dead() unlinks and frees it after) */
+	if (a.tiers & KVMM_CACHE_DROP_GPU)
+		for (n = kd_fifo_first(&c->gpu); n; n = kd_fifo_next(n)) {
+			struct kc_entry *e =
+				kd_fifo_entry(n, struct kc_entry, gpu);
+
+			if (kc_drop_match(c, e, POL_TIER_GPU, by_tenant, row))
+				kc_drop_one(c, dr, e, POL_TIER_GPU, now);
+		}
+	for (unsigned t = POL_TIER_HOST; t < POL_TIER_COUNT; t++) {
+		if (!(a.tiers & (1u << t)))
+			continue;
+		for (n = kd_fifo_first(&c->below[t]); n; n = next) {
+			struct kc_entry *e =
+				kd_fifo_entry(n, struct kc_entry, below);
+
+			next = kd_fifo_next(n);
+			if (kc_drop_match(c, e, t, by_tenant, row))
+				kc_drop_one(c, dr, e, t, now);
+		}
+	}
+	kc_reap_dead(c);
+reply:
+	if (dr->left) {
+		/* the reply waits for the headers (kc_drop_job_done()) */
+		dr->next = c->drops;
+		c->drops = dr;
+		kd_session_defer(s);
+		return 0;
+	}
+	kc_drop_reply(dr);
+	free(dr);
+	return 0;
+}
+
+void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_drop *dr = job->owner, **pp;
+
+	c->nvme_in_flight--;
+	if (job->state != MIGRATE_DONE) {
+		dr->rep.nvme_invalidate_failures++;
+		vmm_log(VMM_LOG_WARN,
+			"cache: dropped NVMe block %016llx (slot %u): header not invalidated (%s); a restart may find it again",
+			(unsigned long long)job->hash, job->nvme_slot,
+			strerror(-job->result));
+	}
+	/* not taken by the tier (the test knob, cancelled at a stop): the
+	 * slot is still READY there, and nobody's */
+	if (!job->nvme_dropped)
+		tier_nvme_free(c->nvme, job->nvme_slot);
+	kc_nvme_kick(c);
+	migrate_job_free(job);
+	if (--dr->left)
+		return;
+	for (pp = &c->drops; *pp != dr; pp = &(*pp)->next)
+		;
+	*pp = dr->next;
+	kc_drop_reply(dr);
+	if (dr->s)
+		kd_session_resume(dr->s); /* it may end the session */
+	free(dr);
+}
+
+void kc_drop_session_end(struct kd_cache *c, struct kd_session *s)
+{
+	for (struct kc_drop *dr = c->drops; dr; dr = dr->next)
+		if (dr->s == s)
+			dr->s = NULL; /* its jobs still free their slots */
+}
