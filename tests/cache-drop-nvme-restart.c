@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 90
+ * A block `kvmmctl cache-drop` drops from NVMe stays dropped across a
+ * restart: its slot's header is zeroed on disk before the reply, where an
+ * eviction only frees the slot in memory (and the restart's scan would
+ * recover it: Documentation/tiers.md).
+ *   - kvmmd (lru, 3 GPU blocks, 6 host, 6 NVMe, nothing saved at the
+ *     stop): 5 contents of 3 blocks put contents 0 and 1 on NVMe; a
+ *     client pins content 1's first block; `--tier nvme` drops the 5
+ *     others and keeps it; SIGTERM; a new kvmmd on the same file
+ *     recovers that one block only: content 0 misses, content 1 finds
+ *     its first block, from NVMe, byte-identical;
+ *   - the same with the second invalidation failing on purpose
+ *     (KVMMD_TEST_MIGRATE_FAIL=nvme-invalidate:2): the reply says 1
+ *     failed (kvmmctl warns, kvmmd logs it), and the restart recovers
+ *     exactly that block.
+ * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
+ */
+#include "tests/cache-drop-common.h"
+#include "tests/lib/nvme_probe.h"
+
+#define NB 3
+
+static const struct cc_contents contents = { .base = 0xd9000,
+					     .tag0 = 70,
+					     .nb = NB };
+
+static void start(struct td_daemon *d, const char *nvme)
+{
+	const char *args[] = { "--cache-policy",
+			       "lru",
+			       "--cache-block-pages",
+			       "4",
+			       "--cache-gpu-blocks",
+			       "3",
+			       "--host-mem",
+			       "2M",
+			       "--nvme-path",
+			       nvme,
+			       "--nvme-size",
+			       "1867776",
+			       "--nvme-save-on-stop",
+			       "0",
+			       NULL };
+
+	cc_start(d, args);
+}
+
+/* Contents 0-4 published: 0 and 1 end on NVMe. */
+static void fill(const char *sock)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	for (int k = 0; k < 5; k++)
+		cc_write_content(sock, &contents, k);
+	cc_settled_stats(sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, NB);
+	t_assert_eq(ts.tiers[1].used_blocks, 2 * NB);
+	t_assert_eq(ts.tiers[2].used_blocks, 2 * NB);
+}
+
+static uint64_t recovered(const char *sock)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cc_settled_stats(sock, &ts);
+	return ts.recovered_blocks;
+}
+
+static void dropped_stay_dropped(const char *nvme)
+{
+	struct kvmm_admin_cache_drop_reply r;
+	struct kvmm_pin_opts po;
+	struct kvmm_conn *pin;
+	struct td_daemon d;
+	uint64_t h[NB];
+
+	start(&d, nvme);
+	fill(d.sock);
+	pin = cc_connect_lib(d.sock, "pinner");
+	cc_content_hashes(&contents, 1, h);
+	t_ok(cc_pin(pin, h[0], 0, 0, 0, &po));
+	r = cd_kvmmctl(d.sock, "--tier nvme");
+	cd_expect(&r, 0, 0, 2 * NB - 1, 0, 0, 1);
+	t_assert_eq(r.kept_pinned, 1);
+	t_assert_eq(r.nvme_invalidate_failures, 0);
+	kvmm_disconnect(pin);
+	cc_stop(&d);
+
+	start(&d, nvme);
+	t_assert_eq(recovered(d.sock), 1);
+	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
+	cd_open_expect(d.sock, &contents, 1, 1, 0, 0, 1);
+	cc_stop(&d);
+	printf("5 NVMe blocks dropped, none recovered; the pinned one is\n");
+}
+
+static void failed_invalidation(const char *nvme)
+{
+	struct kvmm_admin_cache_drop_reply r;
+	static char log[1 << 16], out[4096];
+	struct td_daemon d;
+	uint32_t found = 0, from[3];
+
+	setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-invalidate:2", 1);
+	start(&d, nvme);
+	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+	fill(d.sock);
+	t_assert_eq(td_kvmmctl(d.sock, "cache-drop --tier nvme,host", out,
+			       sizeof(out)),
+		    0);
+	printf("%s", out);
+	t_assert(strstr(out, "dropped      gpu 0, host 6, nvme 6 blocks\n"));
+	t_assert(strstr(
+		out,
+		"WARNING      1 dropped NVMe blocks could not be invalidated on disk"));
+	r = cd_kvmmctl(d.sock, ""); /* only the GPU's are left */
+	cd_expect(&r, NB, 0, 0, 0, 0, 0);
+	t_ok(td_stop_log(&d, log, sizeof(log)));
+	if (!strstr(log, "header not invalidated (Input/output error)"))
+		t_fail("no warning about the failed invalidation in:\n%s", log);
+
+	start(&d, nvme);
+	t_assert_eq(recovered(d.sock), 1);
+	for (int k = 0; k < 2; k++)
+		found += cd_open(d.sock, &contents, k, from);
+	t_assert(found <= 1); /* the block, when it is a first one */
+	cc_stop(&d);
+	printf("a failed invalidation is reported, and that block comes back\n");
+}
+
+int main(void)
+{
+	char nvme[256];
+
+	cc_nvme_path(nvme, sizeof(nvme), "cache-drop-restart");
+	t_nvme_require(nvme);
+	dropped_stay_dropped(nvme);
+	unlink(nvme);
+	failed_invalidation(nvme);
+	unlink(nvme);
+	return 0;
+}
