@@ -16,6 +16,10 @@
  *   - the counts agree everywhere: TIER_STATS drops and used blocks,
  *     ADMIN_TENANTS (dropped, cached, the quota's cached pages), ADMIN_STATUS
  *     cache_drop_blocks, kvmmctl status and metrics;
+ *   - with copies down slowed to 2 s, a drop while content 0's 3 blocks
+ *     are on their way to the host tier keeps them (`kept_busy` 3) and
+ *     drops content 1's GPU blocks; once the copies are done a second
+ *     drop takes them;
  *   - bad input: unknown or repeated tiers, bad uids and extra words
  *     (kvmmctl, exit 2), a body too short or too long, unknown bits,
  *     reserved words, a tenant without its flag, the others' id (-EINVAL,
@@ -161,6 +165,36 @@ static void bad_input(const char *sock)
 	printf("bad input refused\n");
 }
 
+/* Blocks with a copy in flight are kept (kept_busy). */
+static void busy(void)
+{
+	const char *args[] = { "--cache-policy",
+			       "lru",
+			       "--cache-block-pages",
+			       "4",
+			       "--cache-gpu-blocks",
+			       "3",
+			       "--host-mem",
+			       "2M",
+			       NULL };
+	struct kvmm_admin_cache_drop_reply r;
+	struct td_daemon d;
+
+	cc_start_with_delay(&d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", 2000);
+	cc_write_content(d.sock, &contents, 0);
+	/* content 1 sends content 0 down: 2 s per batch of copies */
+	cc_write_content(d.sock, &contents, 1);
+	r = cd_kvmmctl(d.sock, "");
+	cd_expect(&r, NB, 0, 0, 0, NB, 0);
+	t_assert_eq(r.kept_busy, NB);
+	expect_used(d.sock, 0, NB, 0); /* the copies ended */
+	r = cd_kvmmctl(d.sock, "--tier host");
+	cd_expect(&r, 0, NB, 0, 0, 0, 0);
+	expect_used(d.sock, 0, 0, 0);
+	cc_stop(&d);
+	printf("blocks with a copy in flight kept\n");
+}
+
 int main(void)
 {
 	struct kvmm_admin_cache_drop_reply r;
@@ -281,6 +315,7 @@ int main(void)
 	kvmm_disconnect(pin);
 	cc_stop(&d);
 	unlink(nvme);
+	busy();
 	printf("cache-drop: tiers dropped as asked, blocks in use kept\n");
 	return 0;
 }
