@@ -9,8 +9,9 @@
  * pages (it asks for them before its first touch).  A slab made before
  * the slot size is known (kvmmd at start) is touched in full, fits any
  * slot size from the smallest up, and the tier cut from it gives back the
- * part its slots do not use unless the slab is pinned; a slab too small
- * is refused and freed.
+ * part its slots do not use unless the slab is pinned; a tier closed
+ * keeping its slab hands the same memory back, still pinned, for another
+ * open; a slab too small is refused and stays the caller's.
  */
 #include "kvmm/kvmmd/tier_host.h"
 #include "tests/lib/test.h"
@@ -213,19 +214,40 @@ static void check_slab_made_first(void)
 	tier_host_close(h);
 	t_assert_eq(unpins, 1);
 
-	/* too small for 64 slots of 1 MiB: refused, and the tier frees it
-	 * (the pin is undone; ASan's leak check sees the rest) */
+	/* closed keeping its slab: the same memory, still pinned, opens a
+	 * tier again (kvmmd's set-up that failed after the host tier opened
+	 * tries again with it) */
+	t_ok(tier_host_slab_open(&sc, &slab));
+	tier_host_slab_get_info(slab, &si);
+	hc.slab = slab;
+	t_ok(tier_host_open(&hc, &h));
+	t_assert(tier_host_close_keep_slab(h) == slab);
+	t_assert_eq(unpins, 1);
+	t_ok(tier_host_open(&hc, &h));
+	t_assert(tier_host_base(h, &n) == si.base);
+	t_assert_eq(n, used);
+	tier_host_close(h);
+	t_assert_eq(unpins, 2);
+	t_assert(tier_host_close_keep_slab(NULL) == NULL);
+
+	/* too small for 64 slots of 1 MiB: refused, and the slab stays the
+	 * caller's (not unpinned), which closes it (ASan's leak check sees
+	 * the rest) */
 	sc.len = used - 4096;
 	t_ok(tier_host_slab_open(&sc, &slab));
 	hc.slab = slab;
 	t_assert_eq(tier_host_open(&hc, &h), -EINVAL);
 	t_assert_eq(unpins, 2);
-	/* a bad tier config frees the slab it was given too */
+	tier_host_slab_close(slab);
+	t_assert_eq(unpins, 3);
+	/* a bad tier config leaves the slab it was given to the caller too */
 	t_ok(tier_host_slab_open(&sc, &slab));
 	hc.slab = slab;
 	hc.slot_bytes = 1000;
 	t_assert_eq(tier_host_open(&hc, &h), -EINVAL);
 	t_assert_eq(unpins, 3);
+	tier_host_slab_close(slab);
+	t_assert_eq(unpins, 4);
 
 	sc.len = 0;
 	t_assert_eq(tier_host_slab_open(&sc, &slab), -EINVAL);

@@ -92,7 +92,8 @@ int tier_parse_size(const char *s, uint64_t *bytes)
 	return 0;
 }
 
-/* The caller's slab, or one made here from the placement fields. */
+/* The caller's slab (still the caller's if this fails), or one made
+ * here from the placement fields. */
 static int take_slab(const struct tier_host_config *cfg, size_t need,
 		     struct tier_host_slab **out)
 {
@@ -112,7 +113,6 @@ static int take_slab(const struct tier_host_config *cfg, size_t need,
 		vmm_log(VMM_LOG_ERR,
 			"tier_host: slab of %zu bytes, %zu needed for its slots",
 			si.len, need);
-		tier_host_slab_close(cfg->slab);
 		return -EINVAL;
 	}
 	*out = cfg->slab;
@@ -127,20 +127,14 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	int r;
 
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->slot_bytes ||
-	    cfg->slot_bytes % 4096) {
-		r = -EINVAL;
-		goto err_slab;
-	}
+	    cfg->slot_bytes % 4096)
+		return -EINVAL;
 	nslots = cfg->capacity_bytes / cfg->slot_bytes;
-	if (nslots == 0 || nslots > UINT32_MAX) {
-		r = -EINVAL;
-		goto err_slab;
-	}
+	if (nslots == 0 || nslots > UINT32_MAX)
+		return -EINVAL;
 	h = calloc(1, sizeof(*h));
-	if (!h) {
-		r = -ENOMEM;
-		goto err_slab;
-	}
+	if (!h)
+		return -ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
 	h->slot_bytes = cfg->slot_bytes;
 	h->nslots = (uint32_t)nslots;
@@ -150,7 +144,7 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	h->free_stack = calloc(nslots, sizeof(*h->free_stack));
 	if (!h->slots || !h->free_stack) {
 		r = -ENOMEM;
-		goto err_free_meta_slab;
+		goto err_free_meta;
 	}
 	r = take_slab(cfg, h->len, &h->slab);
 	if (r)
@@ -176,33 +170,35 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out)
 	*out = h;
 	return 0;
 
-err_free_meta_slab:
-	tier_host_slab_close(cfg->slab);
 err_free_meta:
 	free(h->free_stack);
 	free(h->slots);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 	return r;
-err_slab:
-	if (cfg && cfg->size >= sizeof(*cfg))
-		tier_host_slab_close(cfg->slab);
-	return r;
 }
 
-void tier_host_close(struct tier_host *h)
+struct tier_host_slab *tier_host_close_keep_slab(struct tier_host *h)
 {
+	struct tier_host_slab *slab;
+
 	if (!h)
-		return;
+		return NULL;
 	if (h->nfree != h->nslots)
 		vmm_log(VMM_LOG_WARN,
 			"tier_host: %u slots still in use at close",
 			h->nslots - h->nfree);
-	tier_host_slab_close(h->slab);
+	slab = h->slab;
 	free(h->free_stack);
 	free(h->slots);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
+	return slab;
+}
+
+void tier_host_close(struct tier_host *h)
+{
+	tier_host_slab_close(tier_host_close_keep_slab(h));
 }
 
 int tier_host_alloc(struct tier_host *h, uint32_t *slot)

@@ -111,8 +111,9 @@ struct tier_host_config {
 	int (*unpin)(void *arg, void *addr);
 	void *pin_arg;
 	/* A slab made beforehand (tier_host_slab_open()), at least
-	 * tier_host_slab_len() long: the tier takes it, also when the open
-	 * fails, and the placement and pin fields above are not used. */
+	 * tier_host_slab_len() long: the tier takes it when the open works
+	 * (the placement and pin fields above are not used then); when the
+	 * open fails the caller keeps it, to try again with or to close. */
 	struct tier_host_slab *slab;
 };
 
@@ -135,6 +136,10 @@ int tier_host_open(const struct tier_host_config *cfg, struct tier_host **out);
 int tier_host_max_node(void);
 /* Frees the slab; slots still in use are logged as leaks. */
 void tier_host_close(struct tier_host *h);
+/* Closes the tier but hands its slab back, to open a tier again from (a
+ * set-up that failed after the tier opened, cache.c): the bytes the tier
+ * gave back stay given back until used.  NULL for a NULL tier. */
+struct tier_host_slab *tier_host_close_keep_slab(struct tier_host *h);
 
 /* A FREE slot becomes FILLING; -ENOSPC when every slot is in use. */
 int tier_host_alloc(struct tier_host *h, uint32_t *slot);
