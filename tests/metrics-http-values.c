@@ -130,6 +130,10 @@ static const struct map status_map[] = {
 	  "cache.cache_open_error" },
 	{ "kvmm_cache_tier_open_error", "tier=\"nvme\"",
 	  "cache.nvme_open_error" },
+	{ "kvmm_cache_open_attempts_total", "", "cache.cache_open_attempts" },
+	{ "kvmm_cache_open_last_error", "", "cache.cache_open_last_error" },
+	{ "kvmm_cache_open_retry_seconds", "", "cache.cache_open_retry_ms",
+	  MS },
 	{ "kvmm_cache_migrations_failed_total", "", "cache.migrations_failed" },
 	{ "kvmm_cache_migrations_in_flight", "", "cache.migrations_in_flight" },
 	{ "kvmm_cache_slot_waits_total", "", "cache.slot_waits" },
@@ -375,6 +379,9 @@ int main(void)
 	t_assert_eq(tm_u64(&e, "kvmm_regions", NULL), 1);
 	t_assert_eq(tm_u64(&e, "kvmm_sequences", NULL), 1);
 	t_assert_eq(tm_u64(&e, "kvmm_cache_publishes_total", NULL), 4);
+	/* set up at the first publish, at the first try */
+	t_assert_eq(tm_u64(&e, "kvmm_cache_open_attempts_total", NULL), 1);
+	t_assert_eq(tm_u64(&e, "kvmm_cache_open_last_error", NULL), 0);
 	t_assert_eq(tm_u64(&e, "kvmm_cache_prefix_opens_total", NULL), 1);
 	t_assert_eq(tm_u64(&e, "kvmm_cache_prefix_blocks_asked_total", NULL),
 		    2);

@@ -465,25 +465,21 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 
 	if (c->opened)
 		return c->ppb == ppb ? 0 : -EXDEV;
-	/*
-	 * Off until a restart, not tried again at a later publish: what can
-	 * still fail here after the start is a shortage of memory, fds,
-	 * threads, epoll watches or GPU address space (the NVMe file is
-	 * claimed at start, and its open, the one step that fails for the
-	 * operator's values, lets the cache run without it), or a backend
-	 * without async copies, which no retry mends.  And err: below
-	 * leaves what was built in place: the host tier, which took the
-	 * slab made at start (a retry would make another on the loop, 0.3-
-	 * 0.6 s per GiB), an NVMe tier whose recovered blocks are in the
-	 * index, the policy the tenant limits and telemetry point at.  A
-	 * retry needs all of that undone, for a daemon short of resources
-	 * whose log and status (cache OFF) already ask for a restart.
-	 */
-	if (c->open_failed)
-		return -EIO;
 	/* the operator named the size: no other region may claim the tiers */
 	if (cfg->cache_block_pages && ppb != cfg->cache_block_pages)
 		return -EXDEV;
+	/*
+	 * After a failed set-up the cache is off (-EIO) until the next
+	 * attempt is due, or for good after a failure no wait mends
+	 * (cache_open.c).  What can still fail here after the start is a
+	 * shortage of memory, fds, threads, epoll watches or GPU address
+	 * space (the NVMe file is claimed at start, and its open, the one
+	 * step that fails for the operator's values, lets the cache run
+	 * without it), or a backend without async copies.
+	 */
+	r = kc_open_begin(c);
+	if (r)
+		return r;
 	c->ppb = ppb;
 	c->block_bytes = (size_t)ppb * d->page_size;
 	po.capacity[POL_TIER_GPU] = cfg->cache_gpu_blocks ?
@@ -503,10 +499,11 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 					       .slab = c->slab };
 		struct tier_host_stats hs;
 
-		c->slab = NULL; /* the tier's now, also if it fails */
 		r = tier_host_open(&hc, &c->host);
 		if (r)
-			goto err;
+			goto err; /* the slab is still ours */
+		/* the tier's now (kc_open_undo() takes it back) */
+		c->slab = NULL;
 		tier_host_get_stats(c->host, &hs);
 		/* a few slots stay out of the policy's count: a block moving
 		 * on to NVMe keeps its host slot until the write is done; and
@@ -562,6 +559,8 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 					strerror(-r));
 				goto no_nvme;
 			}
+			/* an attempt before this one went on without it */
+			c->nvme_error = 0;
 		}
 		tier_nvme_get_stats(c->nvme, &ns);
 		/* one slot spare: a block the policy dropped while its
@@ -582,9 +581,6 @@ no_nvme:
 	if (r)
 		goto err;
 	pol_cache_set_move_handler(c->pol, kc_move, c);
-	kc_learned_load(c); /* before its first block */
-	kd_tenant_limits_apply(d, c->pol);
-	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
 	if (c->host) {
 		struct migrate_config mc = { .size = sizeof(mc),
 					     .backend = d->backend,
@@ -614,8 +610,19 @@ no_nvme:
 		if (r)
 			goto err;
 	}
+	/* KVMMD_TEST_CACHE_OPEN_FAIL: everything above built, undone */
+	r = kc_open_test_fault(c);
+	if (r)
+		goto err;
+	/* nothing fails from here on: what points at the policy from
+	 * outside the cache comes last, so kc_open_undo() need not undo it
+	 * (a save of the learned state, a tenant's limit dropped, a timer) */
+	kc_learned_load(c); /* before its first block */
+	kd_tenant_limits_apply(d, c->pol);
+	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
 	kc_hold_slots(c);
 	c->opened = true;
+	kc_open_done(c);
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
 		c->st.tiers[t].block_bytes = c->block_bytes;
@@ -636,12 +643,12 @@ no_nvme:
 	return 0;
 
 err:
-	vmm_log(VMM_LOG_ERR,
-		"cache: setting up the tiers failed: %s; the cache is off until kvmmd restarts (kvmmctl status)",
-		strerror(-r));
-	c->open_failed = true;
-	c->open_error = r;
-	return r;
+	kc_open_undo(c);
+	kc_open_failed(c, r);
+	/* at start the start fails with the reason; after it every publish
+	 * is told the same while the cache is off, also the one whose
+	 * attempt failed (TIER_STATS says why) */
+	return c->opening_at_start ? r : -EIO;
 }
 
 /* Making a large host tier takes seconds: say how far it is, in the log
@@ -819,6 +826,9 @@ int kd_cache_init(struct kd_daemon *d)
 	c->park_timer.data = c;
 	c->nvme_fd = -1;
 	d->cache = c;
+	r = kc_open_test_init(c);
+	if (r)
+		return r; /* refuse to start rather than ignore it */
 	r = kc_learned_lock(c); /* before the slab: fail fast */
 	if (r)
 		return r;
@@ -1425,7 +1435,7 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 	if (c->pol)
 		for (int t = 0; t < POL_TIER_COUNT; t++)
 			st->tiers[t].used_blocks = pol_cache_count(c->pol, t);
-	st->cache_open_error = (uint64_t)-c->open_error;
+	kc_open_stats(c, st);
 	st->nvme_open_error = (uint64_t)-c->nvme_error;
 	if (c->nvme) {
 		struct tier_nvme_stats ns;

@@ -24,6 +24,8 @@
  *                    blocks before it is told -EDQUOT
  *   cache_drop.c     ADMIN_CACHE_DROP: an operator drops cached blocks
  *                    (NVMe ones invalidated on disk before the reply)
+ *   cache_open.c     a set-up of the tiers that failed after the start:
+ *                    undone, and tried again after a wait
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
@@ -218,14 +220,27 @@ struct kd_cache {
 	struct kc_entry *dead; /* removed from the policy after its call */
 	bool opened; /* tiers and policy set up */
 	bool closing; /* kd_cache_fini(): nothing new is submitted */
-	bool open_failed;
 	/* kc_open() from kd_cache_init(): a tier that cannot open stops the
 	 * start, rather than leaving the cache to run without it */
 	bool opening_at_start;
-	/* -errno of the failed kc_open() (open_failed), and of the NVMe
-	 * tier's open the cache went on without: TIER_STATS shows them */
+	/* -errno of the last kc_open() while it failed (0 once one works:
+	 * the cache is off while it is set), and of the NVMe tier's open
+	 * the cache went on without: TIER_STATS shows them */
 	int open_error;
 	int nvme_error;
+	/* set-up attempts (cache_open.c): how many ran, the last failure
+	 * (kept once one works), whether it was one no wait mends (no more
+	 * attempts), when the next may run (CLOCK_MONOTONIC ns) */
+	uint64_t open_attempts;
+	int open_last_error;
+	bool open_for_good;
+	uint64_t open_retry_ns;
+	/* the first wait before another attempt (KVMMD_TEST_CACHE_RETRY_MS
+	 * shortens it); KVMMD_TEST_CACHE_OPEN_FAIL: attempts still to fail
+	 * on purpose, and with what */
+	uint64_t open_retry_base_ms;
+	uint32_t open_fail_left;
+	int open_fail_err;
 	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
 	 * without one: the tier's fd whenever it opens (cache.c) */
 	int nvme_fd;
@@ -334,11 +349,28 @@ void kc_reap_dead(struct kd_cache *c);
  * kc_gpu_shed(): of the GPU tier.  Not from inside a policy call. */
 uint64_t kc_tier_shed(struct kd_cache *c, unsigned tier, uint64_t want);
 uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want);
+/* Set up the tiers and the policy for blocks of ppb pages, if not yet
+ * (0; -EXDEV when set up for another size; -EIO while the cache is off
+ * after a failed set-up, at start its reason). */
 int kc_open(struct kd_cache *c, uint32_t ppb);
 /* kc_open() said -EXDEV for r: a WARN line, once per region. */
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r);
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 		uint32_t n_off, uint64_t **tail, uint32_t *n);
+
+/* cache_open.c: a set-up that failed after the start, undone and tried
+ * again.  kc_open_test_init() reads the test knobs at start (-EINVAL
+ * for a bad value); kc_open_begin() is -EIO while the cache is off and
+ * no attempt is due, else counts one; kc_open_undo() takes down what a
+ * failed attempt built, kc_open_failed() says so and sets the next
+ * attempt, kc_open_done() ends the off state. */
+int kc_open_test_init(struct kd_cache *c);
+int kc_open_begin(struct kd_cache *c);
+int kc_open_test_fault(struct kd_cache *c);
+void kc_open_undo(struct kd_cache *c);
+void kc_open_failed(struct kd_cache *c, int err);
+void kc_open_done(struct kd_cache *c);
+void kc_open_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
 
 /* cache_demote.c */
 /* e is gone, outside the policy's decisions (a copy down that failed, an

@@ -26,6 +26,7 @@ enum kd_munit {
 	KD_MS, /* milliseconds printed as seconds */
 	KD_NS, /* nanoseconds printed as seconds */
 	KD_MS32, /* a u32 of milliseconds printed as seconds */
+	KD_MS_INF, /* milliseconds as seconds, UINT64_MAX as +Inf (never) */
 };
 
 struct kd_metric {
@@ -209,10 +210,20 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_recovered_blocks_total", KD_COUNTER,
 	  "NVMe slots found valid at start-up.", "", TS(recovered_blocks) },
 	{ "kvmm_cache_tier_open_error", KD_GAUGE,
-	  "Errno of a tier setting-up that failed (0: none): cache, the cache is off; nvme, it runs without the NVMe tier.",
+	  "Errno of a tier setting-up that failed (0: none): cache, the cache is off until a set-up works; nvme, it runs without the NVMe tier.",
 	  "tier=\"cache\"", TS(cache_open_error) },
 	{ "kvmm_cache_tier_open_error", KD_GAUGE, NULL, "tier=\"nvme\"",
 	  TS(nvme_open_error) },
+	/* ABI 1.14: left out when the daemon's reply ends before them */
+	{ "kvmm_cache_open_attempts_total", KD_COUNTER,
+	  "Set-ups of the cache's tiers and policy tried (the one that worked included).",
+	  "", TS(cache_open_attempts) },
+	{ "kvmm_cache_open_last_error", KD_GAUGE,
+	  "Errno of the last set-up of the cache that failed, kept once one works (0: none failed).",
+	  "", TS(cache_open_last_error) },
+	{ "kvmm_cache_open_retry_seconds", KD_GAUGE,
+	  "While the cache is off: seconds until a publish or prefix open tries to set it up again (0: the next one; +Inf: none will, a failure no wait mends).",
+	  "", TS(cache_open_retry_ms), KD_MS_INF },
 	{ "kvmm_cache_migrations_failed_total", KD_COUNTER,
 	  "Block copies between tiers that failed.", "",
 	  TS(migrations_failed) },
@@ -309,6 +320,12 @@ static const char *type_string(enum kd_mtype t)
 static void value(FILE *f, uint64_t v, enum kd_munit unit)
 {
 	switch (unit) {
+	case KD_MS_INF:
+		if (v == UINT64_MAX) {
+			fputs("+Inf", f);
+			break;
+		}
+		/* fall through */
 	case KD_MS:
 	case KD_MS32:
 		fprintf(f, "%llu.%03llu", (unsigned long long)(v / 1000),

@@ -67,6 +67,17 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	if (KVMMCTL_TS_HAS(ts, quota_reclaims)) /* ABI 1.13 */
 		printf("\"quota_reclaims\":%llu,",
 		       (unsigned long long)ts->quota_reclaims);
+	if (KVMMCTL_TS_HAS(ts, cache_open_retry_ms)) { /* ABI 1.14 */
+		printf("\"cache_open_attempts\":%llu,\"cache_open_last_error\":%llu,\"cache_open_retry_ms\":",
+		       (unsigned long long)ts->cache_open_attempts,
+		       (unsigned long long)ts->cache_open_last_error);
+		/* no attempt will come (a failure no wait mends) */
+		if (ts->cache_open_retry_ms == UINT64_MAX)
+			printf("null,");
+		else
+			printf("%llu,",
+			       (unsigned long long)ts->cache_open_retry_ms);
+	}
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -92,6 +103,38 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)i->promotions_by_publish);
 	}
 	printf("}}");
+}
+
+/*
+ * The cache's set-up when it failed: off until the next attempt (ABI
+ * 1.14: when that is due, and which attempt failed), off for good, or on
+ * after attempts that failed.  A 1.13 daemon's cache stays off until it
+ * restarts.
+ */
+static void cache_open_text(const struct kvmm_tier_stats_reply *ts)
+{
+	unsigned long long k = ts->cache_open_attempts;
+	uint64_t ms = ts->cache_open_retry_ms;
+
+	if (!KVMMCTL_TS_HAS(ts, cache_open_retry_ms)) {
+		if (KVMMCTL_TS_HAS(ts, nvme_open_error) && ts->cache_open_error)
+			printf("cache        OFF: setting up the tiers failed: %s (every publish fails; see kvmmd's log, restart it)\n",
+			       strerror((int)ts->cache_open_error));
+		return;
+	}
+	if (ts->cache_open_error && ms == UINT64_MAX)
+		printf("cache        OFF for good: setting up the tiers failed: %s, which no wait mends (attempt %llu; every publish fails; see kvmmd's log, restart it)\n",
+		       strerror((int)ts->cache_open_error), k);
+	else if (ts->cache_open_error && ms)
+		printf("cache        OFF: setting up the tiers failed: %s (attempt %llu; retry in %llu s, at a publish or prefix open; every publish fails until then)\n",
+		       strerror((int)ts->cache_open_error), k,
+		       (unsigned long long)((ms + 999) / 1000));
+	else if (ts->cache_open_error)
+		printf("cache        OFF: setting up the tiers failed: %s (attempt %llu; retry at the next publish or prefix open)\n",
+		       strerror((int)ts->cache_open_error), k);
+	else if (ts->cache_open_last_error)
+		printf("cache        set up at attempt %llu (the one before failed: %s)\n",
+		       k, strerror((int)ts->cache_open_last_error));
 }
 
 static const char *policy_state_mode(uint64_t v)
@@ -378,9 +421,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.nvme_read_error_drops);
 	/* a tier that could not be set up: the cache is off, or runs
 	 * without its NVMe tier (ABI 1.13) */
-	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.cache_open_error)
-		printf("cache        OFF: setting up the tiers failed: %s (every publish fails; see kvmmd's log, restart it)\n",
-		       strerror((int)ts.cache_open_error));
+	cache_open_text(&ts);
 	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.nvme_open_error)
 		printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
 		       strerror((int)ts.nvme_open_error));

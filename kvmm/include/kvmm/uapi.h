@@ -895,10 +895,12 @@ struct kvmm_tier_stats_reply {
 	 * ABI 1.13 (were reserved[0..1], 0 from an older daemon): a tier
 	 * setting-up that failed, as a positive errno (0: none failed, or not
 	 * tried yet).  cache_open_error: the tiers and policy could not be
-	 * set up, the cache is off (each publish or prefix open fails with
-	 * EIO) until kvmmd restarts.  nvme_open_error: the NVMe tier could
-	 * not open when the block size became known, and the cache runs on
-	 * the GPU and host tiers without it (tiers[2].capacity_blocks 0).
+	 * set up, the cache is off (each publish fails with EIO, a prefix
+	 * open finds nothing); from 1.14 until a later attempt works (0
+	 * again then: cache_open_attempts below), before until kvmmd
+	 * restarted.  nvme_open_error: the NVMe tier could not open when the
+	 * block size became known, and the cache runs on the GPU and host
+	 * tiers without it (tiers[2].capacity_blocks 0).
 	 */
 	uint64_t cache_open_error;
 	uint64_t nvme_open_error;
@@ -907,6 +909,20 @@ struct kvmm_tier_stats_reply {
 	 * uid they were charged to, before its extend or prefix open would
 	 * have been -EDQUOT (pressure_reclaims counts those for the pool) */
 	uint64_t quota_reclaims;
+	/*
+	 * ABI 1.14 (the reply grew here: 24 bytes, 560 in all; a daemon
+	 * that sends 536 leaves them 0).  Set-ups of the tiers and policy
+	 * tried since the start (the one that worked included), the errno
+	 * of the last one that failed (kept once one works; 0: none
+	 * failed), and while the cache is off (cache_open_error): the ms
+	 * until a publish or prefix open tries again (0: the next one
+	 * does), or UINT64_MAX when none will (a failure no wait mends: a
+	 * backend without async copies, a setting the tiers cannot take).
+	 * 0 while the cache is not off.
+	 */
+	uint64_t cache_open_attempts;
+	uint64_t cache_open_last_error;
+	uint64_t cache_open_retry_ms;
 };
 
 /* ---- rings ------------------------------------------------------------- */
