@@ -269,9 +269,14 @@ static int kvmm_kv_publish(struct tlm_kv *kv, int slot, const int *tokens,
 		if (applied <= 0)
 			break;
 	}
-	/* A full cache is not an error: the blocks just are not shared. */
+	/*
+	 * A full cache is not an error: the blocks just are not shared.  Nor
+	 * is a cache that is off (-EIO: its set-up failed, kvmmctl status
+	 * says why; kvmmd tries again later or never): the engine serves on
+	 * without sharing, as it would without kvmm.
+	 */
 	if (ret < 0 && ret != -ENOSPC && ret != -ENOMEM && ret != -EBUSY &&
-	    ret != -EAGAIN)
+	    ret != -EAGAIN && ret != -EIO)
 		return ret;
 	for (int b = first; b < nfull; b++)
 		mine_add(k, k->hashes[b]);
