@@ -290,10 +290,24 @@ def case_share():
         check_eq(len(own), PPB, "private block pages")
         check(not set(own) & set(a["ids"][0] + a["ids"][1]),
               "private block on shared pages")
-        tail = s2.k_view(0)[2 * TPB * 256:]
+        # the shared blocks are read-only (libkvmm maps them so): a view
+        # over them refuses a write with TypeError, the bytes unchanged;
+        # a view of the private block alone is writable
+        check_eq([s2.block_readonly(b) for b in range(3)],
+                 [True, True, False], "read-only blocks")
+        whole = s2.k_view(0)
+        check(whole.readonly, "a view over shared blocks is read-only")
+        raises(TypeError, None, whole.__setitem__, 0, 0xee)
+        raises(TypeError, None, s1.v_view(1).__setitem__, 5, 0xee)
+        check_eq(whole[0], pattern(0, 1)[0], "shared byte after the write")
+        del whole
+        tail = s2.k_view(0, start=2 * TPB)
+        check(not tail.readonly, "the private block's view is writable")
+        check_eq(len(tail), 256, "one token from start")
         tail[:] = b"\x5a" * 256
         check_eq(s2.k_view(0)[2 * TPB * 256 + 255], 0x5a, "private write")
         del tail
+        raises(ValueError, None, s2.k_view, 0, 2, 2 * TPB)  # past len
 
         st = d.status()
         check_eq(st["cache"]["publishes"], 2, "daemon: blocks published")
@@ -312,6 +326,13 @@ def case_share():
                  "segments counts")
         check(not set(g.seq.block_pages(1)) & set(a["ids"][0] + a["ids"][1]),
               "the hole on pages of its own")
+        # the hole is the sequence's own: writable, the others not
+        check_eq([g.seq.block_readonly(b) for b in range(3)],
+                 [True, False, True], "segments: read-only blocks")
+        hole = g.seq.v_view(0, TPB, TPB)
+        check(not hole.readonly, "the hole's view is writable")
+        hole[:] = b"\x11" * len(hole)
+        del hole
         g.seq.close()
         # early (ABI 1.8): the same blocks, nothing to reload: ready
         g = r.open_prefix([HASHES[0], 0x5e6, HASHES[1]], segments=True,

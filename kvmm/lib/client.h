@@ -49,6 +49,10 @@ struct kc_seq {
 	 * than the one mapped there (UINT32_MAX: none) */
 	uint32_t replaced;
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
+	/* readonly.c: which blocks are mapped read-only (a prefix open's
+	 * shared or reloaded cached blocks: immutable, the same pages as in
+	 * every other reader); NULL (none) or max_blocks flags */
+	bool *ro;
 	/* defer.c: pages the map-ahead thread got for blocks whose
 	 * revocation is still pending, mapped when it is applied; NULL
 	 * (none yet) or max_blocks entries, each NULL or pages_per_block
@@ -184,8 +188,9 @@ uint64_t kc_slot_va(struct kvmm_region *r, uint32_t seq, uint32_t block,
 		    uint32_t i);
 /* Drop one ref of page id, releasing its handle at the last; lock held. */
 void kc_page_unref(struct kvmm_conn *c, uint32_t id);
-/* Read-write access for the mapped pages of blocks [first, first + n) of
- * slot i; a page that cannot be opened is unmapped.  lock held. */
+/* Access for the mapped pages of blocks [first, first + n) of slot i:
+ * read-only for the blocks q->ro marks, read-write for the others; a page
+ * that cannot be opened is unmapped.  lock held. */
 int kc_open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
 		   uint32_t n, uint32_t i);
 /* Unmap one page slot; lock held. */
@@ -195,11 +200,13 @@ void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from);
 void kc_region_free(struct kvmm_region *r);
 /* Map blocks [first, first + n) from a reply, ids[] pages_per_block per
  * block: ids with KVMM_PAGE_HELD from the import cache, the others staged
- * by the reply's kc_import.  Every page mapped is read-write on return.
- * On an error the blocks before the first that failed stay mapped and
- * nothing from it on does.  lock held. */
+ * by the reply's kc_import.  Block first + k is mapped read-only when
+ * ro[k] (a cached block a prefix open shares), read-write otherwise (ro
+ * NULL: every block is the sequence's own, as an extend's are).  On an
+ * error the blocks before the first that failed stay mapped and nothing
+ * from it on does.  lock held. */
 int kc_map_blocks(struct kvmm_region *r, uint32_t seq, uint32_t first,
-		  uint32_t n, const uint32_t *ids);
+		  uint32_t n, const uint32_t *ids, const bool *ro);
 bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
 /* -EINVAL unless seq is an open sequence of r. */
 int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
@@ -273,6 +280,25 @@ bool kc_inherited_or_cloned(const struct kvmm_conn *c);
 void kc_conn_drop_inherited(struct kvmm_conn *c);
 /* Unmap c's ring and close its fds (conn.c). */
 void kc_conn_release_fds(struct kvmm_conn *c);
+
+/*
+ * readonly.c (lock held): mark blocks [first, first + n) read-only (ro
+ * NULL: all writable) before they are opened, 0 or -ENOMEM; forget the
+ * marks from block `from` on (unmapped); make a mapped read-only block
+ * writable, its pages the sequence's own now (an early open's reload that
+ * failed: the engine recomputes it in place).  kc_extend_readonly() says
+ * whether extending seq to new_len would have the engine write into a
+ * read-only block (its length ends inside one): -EROFS, else 0.
+ */
+int kc_ro_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
+	      uint32_t n, const bool *ro);
+void kc_ro_forget(struct kvmm_region *r, struct kc_seq *q, uint32_t from);
+void kc_ro_release(struct kvmm_region *r, uint32_t seq, uint32_t b);
+int kc_extend_readonly(struct kvmm_region *r, uint32_t seq, uint32_t new_len);
+static inline bool kc_block_ro(const struct kc_seq *q, uint32_t b)
+{
+	return q->ro && q->ro[b];
+}
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

@@ -145,6 +145,8 @@ static int apply_block(struct kvmm_region *r, uint32_t seq, uint32_t b)
 		slots[i] = ids[i];
 		c->st.pages_mapped++;
 	}
+	/* fresh pages: the sequence's own, writable */
+	kc_ro_set(r, q, b, 1, NULL);
 	for (uint32_t i = 0; !err && i < r->pages_per_block; i++)
 		err = kc_open_access(r, seq, b, 1, i);
 	if (err) {

@@ -152,7 +152,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	char *req = NULL;
 	size_t len = 0, rlen, n = 0;
 	const uint8_t *acts = NULL;
-	bool clash = false;
+	bool clash = false, *ro = NULL;
 	int err;
 
 	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
@@ -221,16 +221,21 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	}
 	if (!err) {
 		q->block_pages = calloc(r->max_blocks, sizeof(*q->block_pages));
-		if (!q->block_pages)
+		/* the cached blocks are read-only here (readonly.c); only a
+		 * block to recompute is on pages of the sequence's own */
+		ro = malloc(rep->nr_blocks * sizeof(*ro) + 1);
+		if (!q->block_pages || !ro)
 			err = -ENOMEM;
 	}
 	if (!err) {
+		for (uint32_t b = 0; b < rep->nr_blocks; b++)
+			ro[b] = !acts || acts[b] != KVMM_BLOCK_RECOMPUTE;
 		q->open = true;
 		q->gen = rep->seq_gen;
 		q->len = rep->len;
 		q->backed = 0;
 		err = kc_map_blocks(r, rep->seq_id, 0, rep->nr_blocks,
-				    rep->page_ids);
+				    rep->page_ids, ro);
 		while (q->backed < r->max_blocks &&
 		       kc_block_mapped(r, q, q->backed))
 			q->backed++;
@@ -243,6 +248,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 			kc_unmap_blocks(r, rep->seq_id, 0);
 		free(q->block_pages);
 		free(q->hashes);
+		free(q->ro);
 		memset(q, 0, sizeof(*q));
 	}
 	/* whatever this reply imported and nothing maps goes back */
@@ -264,6 +270,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 out_unlock:
 	pthread_mutex_unlock(&c->sock_lock);
 out:
+	free(ro);
 	free(rep);
 	free(req);
 	return err;
@@ -308,6 +315,17 @@ int kvmm_seq_wait_ready(struct kvmm_region *r, uint32_t seq,
 		if (rep->failed[i] >= upto_block ||
 		    (i && rep->failed[i] <= rep->failed[i - 1]))
 			err = -EPROTO;
+	if (!err && rep->nr_failed) {
+		struct kc_seq *q;
+
+		/* a failed reload's pages are the sequence's own, to
+		 * recompute the block in: writable (readonly.c) */
+		pthread_mutex_lock(&c->lock);
+		if (!kc_seq_get(r, seq, &q))
+			for (uint32_t i = 0; i < rep->nr_failed; i++)
+				kc_ro_release(r, seq, rep->failed[i]);
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (!err) {
 		for (uint32_t i = 0; i < rep->nr_failed && i < max_failed; i++)
 			failed[i] = rep->failed[i];

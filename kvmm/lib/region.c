@@ -65,6 +65,7 @@ void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from)
 		free(q->block_pages[b]);
 		q->block_pages[b] = NULL;
 	}
+	kc_ro_forget(r, q, from);
 	if (q->backed > from)
 		q->backed = from;
 }
@@ -77,6 +78,7 @@ static void seq_free(struct kvmm_region *r, uint32_t seq)
 	free(q->block_pages);
 	free(q->deferred);
 	free(q->hashes);
+	free(q->ro);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -336,15 +338,17 @@ static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 }
 
 /*
- * Read-write access for every page mapped in blocks [first, first + n) of
- * slot i, one call per run of consecutive mapped blocks (a slot's blocks
- * are consecutive pages of one range): fewer calls, one mprotect per run
- * on the host backend (0.26 against 0.66 us a page).  On an H200
- * cuMemSetAccess costs about 30 us a freshly mapped page however the
- * pages are grouped (bench/vmm-cuda-timing), so there it saves nothing.
- * Setting it again on a page mapped before is harmless.  Where a run's
- * call fails, each page is tried alone and a page that cannot be opened
- * is unmapped (lock held).
+ * Access for every page mapped in blocks [first, first + n) of slot i:
+ * read-only for a block q->ro marks (a cached block a prefix open shares:
+ * the same pages every reader maps, immutable), read-write for the
+ * sequence's own.  One call per run of consecutive mapped blocks of the
+ * same access (a slot's blocks are consecutive pages of one range):
+ * fewer calls, one mprotect per run on the host backend (0.26 against
+ * 0.66 us a page).  On an H200 cuMemSetAccess costs about 30 us a freshly
+ * mapped page however the pages are grouped (bench/vmm-cuda-timing), so
+ * there it saves nothing.  Setting it again on a page mapped before is
+ * harmless.  Where a run's call fails, each page is tried alone and a
+ * page that cannot be opened is unmapped (lock held).
  */
 int kc_open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
 		   uint32_t n, uint32_t i)
@@ -357,21 +361,23 @@ int kc_open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
 
 	for (uint32_t b = first; b < end;) {
 		uint32_t e = b;
+		int prot;
 
 		while (e < end && q->block_pages[e] &&
-		       q->block_pages[e][i] != KC_NO_PAGE)
+		       q->block_pages[e][i] != KC_NO_PAGE &&
+		       kc_block_ro(q, e) == kc_block_ro(q, b))
 			e++;
 		if (e == b) {
 			b++;
 			continue;
 		}
+		prot = kc_block_ro(q, b) ? VMM_PROT_READ : VMM_PROT_RW;
 		if (be->ops->set_access(be, kc_slot_va(r, seq, b, i),
-					(size_t)(e - b) * c->page_size,
-					VMM_PROT_RW)) {
+					(size_t)(e - b) * c->page_size, prot)) {
 			for (uint32_t k = b; k < e; k++) {
 				int r2 = be->ops->set_access(
 					be, kc_slot_va(r, seq, k, i),
-					c->page_size, VMM_PROT_RW);
+					c->page_size, prot);
 
 				if (r2) {
 					kc_unmap_slot(r, seq, k, i);
@@ -386,11 +392,15 @@ int kc_open_access(struct kvmm_region *r, uint32_t seq, uint32_t first,
 }
 
 int kc_map_blocks(struct kvmm_region *r, uint32_t seq, uint32_t first,
-		  uint32_t n, const uint32_t *ids)
+		  uint32_t n, const uint32_t *ids, const bool *ro)
 {
-	int err = 0, err2;
+	int err, err2;
 	uint32_t k;
 
+	/* before any page opens: never writable for want of a flag */
+	err = kc_ro_set(r, &r->seqs[seq], first, n, ro);
+	if (err)
+		return err;
 	for (k = 0; !err && k < n; k++)
 		err = map_block(r, seq, first + k,
 				ids + (size_t)k * r->pages_per_block);
@@ -458,7 +468,7 @@ static int map_background(struct kvmm_region *r, uint32_t seq,
 		}
 		while (e < end && !kc_block_replaces(r, q, e, REPLY_IDS(e)))
 			kc_deferred_drop(r, seq, e++);
-		err = kc_map_blocks(r, seq, b, e - b, REPLY_IDS(b));
+		err = kc_map_blocks(r, seq, b, e - b, REPLY_IDS(b), NULL);
 		b = e;
 	}
 #undef REPLY_IDS
@@ -524,7 +534,8 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 			for (uint32_t k = 0; k < rep->nr_blocks; k++)
 				kc_deferred_drop(r, seq, rep->first_block + k);
 			err = kc_map_blocks(r, seq, rep->first_block,
-					    rep->nr_blocks, rep->page_ids);
+					    rep->nr_blocks, rep->page_ids,
+					    NULL);
 		}
 		/*
 		 * A failed reply unmapped its blocks whole, also one below
@@ -646,8 +657,10 @@ int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
 	struct kvmm_tel_shm *tel = r ? r->conn->tel : NULL;
 	uint64_t t0 = kvmm_tel_want(tel, extend) ? kvmm_tel_now_ns() : 0;
-	int err = seq_extend(r, seq, new_len);
+	int err = kc_extend_readonly(r, seq, new_len);
 
+	if (!err)
+		err = seq_extend(r, seq, new_len);
 	if (t0 && !err)
 		kvmm_tel_extend(tel, (uint64_t)r->id << 32 | seq, new_len,
 				kc_blocks_for(r, new_len),

@@ -17,7 +17,10 @@ the daemon's state (sequence ids, lengths, cached hashes) is left to
 libkvmm and comes back as its errno.
 
 On the host backend a sequence's K or V bytes of one layer are offered as
-a writable memoryview over the mapped range.  The binding releases such a
+a memoryview over the mapped range: writable over the sequence's own
+blocks, read-only over cached blocks a prefix open shared (libkvmm maps
+those read-only: a write through a writable view would kill the process
+with SIGSEGV; through the read-only one it raises TypeError).  The binding releases such a
 view when the range behind it may go away (close, truncate, the end of a
 step or revocation processing that shortened the sequence, region destroy,
 disconnect): using it then raises ValueError instead of touching unmapped
@@ -259,6 +262,7 @@ _PROTOS = {
     "kvmm_seq_k_ptr": (_u64, [_vp, _u32, _u32]),
     "kvmm_seq_v_ptr": (_u64, [_vp, _u32, _u32]),
     "kvmm_seq_block_pages": (_int, [_vp, _u32, _u32, _P(_u32), _u32]),
+    "kvmm_seq_block_readonly": (_int, [_vp, _u32, _u32]),
     "kvmm_block_publish": (_int, [_vp, _u32, _u32, _u32, _u64, _P(_u64)]),
     "kvmm_seq_open_prefix": (_int, [_vp, _P(_u64), _u32, _P(_u32),
                                     _P(_u32)]),
@@ -956,9 +960,10 @@ class Region:
         """kvmm_seq_v_ptr(): as k_ptr(), for V."""
         return self._ptr(_c.seq_v_ptr, "kvmm_seq_v_ptr", seq, layer)
 
-    def _view(self, which, seq, layer, tokens):
+    def _view(self, which, seq, layer, tokens, start):
         seq = _u32_arg("seq", seq)
         layer = _u32_arg("layer", layer)
+        start = _u32_arg("start", start)
         if self.conn.backend != "host":
             raise KvmmError(_errno.EOPNOTSUPP, "%s_view" % which,
                             "the %s backend's pointers are device addresses:"
@@ -979,30 +984,53 @@ class Region:
         # over unmapped memory.
         with self._views_lock:
             length = self.seq_len(seq)
+            if start > length:
+                raise ValueError("start=%d is past the sequence's length "
+                                 "%d" % (start, length))
             if tokens is None:
-                tokens = length
-            if tokens > length:
-                raise ValueError("tokens=%d is past the sequence's length "
-                                 "%d (extend it first)" % (tokens, length))
+                tokens = length - start
+            if start + tokens > length:
+                raise ValueError("start + tokens = %d is past the "
+                                 "sequence's length %d (extend it first)"
+                                 % (start + tokens, length))
             n = tokens * self.token_bytes
-            mv = memoryview((ctypes.c_ubyte * n).from_address(p)).cast("B")
+            mv = memoryview((ctypes.c_ubyte * n).from_address(
+                p + start * self.token_bytes)).cast("B")
+            # A cached block a prefix open shared is mapped read-only
+            # (writing it would fault): a view over any of it is
+            # read-only, so that a write raises TypeError instead
+            tpb = self.tokens_per_block
+            h = self._handle()
+            for b in range(start // tpb, (start + tokens + tpb - 1) // tpb):
+                if _c.seq_block_readonly(h, seq, b) == 1:
+                    mv = mv.toreadonly()
+                    break
             ent = self._views.setdefault(seq, [0, []])
             # views nobody but this list holds are gone: forget them
             # (2: the list's reference and getrefcount's argument)
             ent[1] = [v for v in ent[1] if sys.getrefcount(v[1]) > 2]
-            ent[1].append([tokens, mv])
+            ent[1].append([start + tokens, mv])
             ent[0] = max(v[0] for v in ent[1])
         return mv
 
-    def k_view(self, seq, layer, tokens=None):
-        """The first tokens (default: all) tokens of the sequence's K in
-        layer as a writable memoryview (host backend only; see the module
-        documentation for how long it stays valid)."""
-        return self._view("k", seq, layer, tokens)
+    def k_view(self, seq, layer, tokens=None, start=0):
+        """Tokens [start, start + tokens) (tokens default: to the end) of
+        the sequence's K in layer as a memoryview (host backend only; see
+        the module documentation for how long it stays valid): writable
+        over the sequence's own blocks, read-only when it covers a cached
+        block a prefix open shared (block_readonly())."""
+        return self._view("k", seq, layer, tokens, start)
 
-    def v_view(self, seq, layer, tokens=None):
+    def v_view(self, seq, layer, tokens=None, start=0):
         """As k_view(), for V."""
-        return self._view("v", seq, layer, tokens)
+        return self._view("v", seq, layer, tokens, start)
+
+    def block_readonly(self, seq, block):
+        """kvmm_seq_block_readonly(): True for a cached block a prefix
+        open shared (mapped read-only), False for the sequence's own."""
+        return bool(_check(_c.seq_block_readonly(
+            self._handle(), _u32_arg("seq", seq), _u32_arg("block", block)),
+            "kvmm_seq_block_readonly"))
 
     def _release_views_locked(self, seq, length):
         """Release the views of seq that reach past length tokens."""
@@ -1160,11 +1188,14 @@ class Sequence:
     def v_ptr(self, layer):
         return self.region.v_ptr(self.id, layer)
 
-    def k_view(self, layer, tokens=None):
-        return self.region.k_view(self.id, layer, tokens)
+    def k_view(self, layer, tokens=None, start=0):
+        return self.region.k_view(self.id, layer, tokens, start)
 
-    def v_view(self, layer, tokens=None):
-        return self.region.v_view(self.id, layer, tokens)
+    def v_view(self, layer, tokens=None, start=0):
+        return self.region.v_view(self.id, layer, tokens, start)
+
+    def block_readonly(self, block):
+        return self.region.block_readonly(self.id, block)
 
     def block_pages(self, block):
         return self.region.block_pages(self.id, block)

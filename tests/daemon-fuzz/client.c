@@ -164,6 +164,25 @@ static bool fz_extend(struct fz_client *c, struct fz_seq *s, uint32_t len)
 
 	fz_trace(c, "extend seq %u chain %d %u -> %u tokens: %d", s->id,
 		 s->chain, s->len, len, err);
+	if (err == -EROFS) {
+		/* the length ends inside a shared block, which is read-only
+		 * here: an engine truncates to its start and computes it
+		 * again on pages of its own */
+		uint32_t cut = s->len - s->len % CC_TPB;
+
+		if (s->len == cut ||
+		    kvmm_seq_block_readonly(c->r, s->id, cut / CC_TPB) != 1)
+			fz_fail(c, "extend of seq %u from %u tokens: -EROFS",
+				s->id, s->len);
+		fz_ok(c, kvmm_seq_truncate(c->r, s->id, cut));
+		s->len = cut;
+		from = fz_blocks(cut);
+		err = kvmm_seq_extend(c->r, s->id, len);
+		fz_trace(
+			c,
+			"extend seq %u from its read-only block's start %u -> %u tokens: %d",
+			s->id, cut, len, err);
+	}
 	if (err == -ENOMEM) {
 		fz_add(&c->ph->cnt->enomem, 1);
 		if (kvmm_seq_len(c->r, s->id) != s->len)

@@ -134,7 +134,11 @@ uint32_t kvmm_region_tokens_per_block(const struct kvmm_region *region);
 
 int kvmm_seq_open(struct kvmm_region *region, uint32_t *seq);
 /* Grow to new_len tokens (<= max_tokens): every layer's K and V are backed
- * up to new_len on return. */
+ * up to new_len on return.  -EROFS when the length ends inside a
+ * read-only block (a sequence truncated into its shared prefix, see
+ * kvmm_seq_block_readonly()): the new tokens would be written into pages
+ * other readers share.  Truncate to that block's start and recompute its
+ * tokens on fresh pages instead. */
 int kvmm_seq_extend(struct kvmm_region *region, uint32_t seq, uint32_t new_len);
 int kvmm_seq_truncate(struct kvmm_region *region, uint32_t seq,
 		      uint32_t new_len);
@@ -153,6 +157,17 @@ uint64_t kvmm_seq_v_ptr(struct kvmm_region *region, uint32_t seq,
  * V, ...) into ids[n]; returns the count or -errno (-ENODATA: unbacked). */
 int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
 			 uint32_t block, uint32_t *ids, uint32_t n);
+/*
+ * Is a block of the sequence mapped read-only?  1 for a cached block a
+ * prefix open shared (KVMM_BLOCK_GPU_SHARED) or reloaded
+ * (KVMM_BLOCK_RELOADED_*): the cache's pages, which every reader maps;
+ * 0 for the sequence's own (extended, KVMM_BLOCK_RECOMPUTE, an early
+ * reload kvmm_seq_wait_ready() reported failed); -ENODATA: not backed.
+ * A write into a read-only block faults: SIGSEGV on the host backend, an
+ * illegal address error on the GPU.
+ */
+int kvmm_seq_block_readonly(struct kvmm_region *region, uint32_t seq,
+			    uint32_t block);
 
 /*
  * Block identity: the hashes that name full blocks in kvmmd's cache.  Two
@@ -243,7 +258,11 @@ int kvmm_block_publish(struct kvmm_region *region, uint32_t seq,
  * Open a sequence whose leading blocks are the longest cached prefix of
  * hashes[0..nr_hashes): blocks on the GPU are mapped as they are (the same
  * physical pages: read them, never write them), blocks from lower tiers
- * are restored first.  *nr_blocks gets the prefix length in blocks; the
+ * are restored first.  libkvmm maps these blocks read-only (host:
+ * PROT_READ, cuda: CU_MEM_ACCESS_FLAGS_PROT_READ), so a write into one
+ * faults (SIGSEGV on the host backend) instead of changing the prefix
+ * every other reader gets; the blocks the sequence grows past them are
+ * read-write (kvmm_seq_block_readonly()).  *nr_blocks gets the prefix length in blocks; the
  * sequence's length is nr_blocks * tokens_per_block, extend it from there.
  * While blocks are restored the connection's socket is taken: every other
  * thread's socket call, and the map-ahead thread, wait until the restores
@@ -306,8 +325,10 @@ const char *kvmm_block_action_string(uint8_t action);
  * upto_block of the sequence is still being reloaded (with
  * KVMM_WAIT_READY_POLL in flags: do not wait; *pending, if not NULL, gets
  * how many still are).  Returns how many blocks below upto_block failed to
- * reload (their pages hold garbage: recompute them, in ascending order,
- * before reading past them; asking again reports them again), their
+ * reload (their pages hold garbage and are the sequence's own: this call
+ * makes them writable, mapped read-only like every reloaded block until
+ * then; recompute them, in ascending order, before reading past them;
+ * asking again reports them again), their
  * numbers in failed[0..max_failed), ascending; or -errno: -ERANGE when a
  * block below upto_block has no pages, -ENOENT no such sequence, -EINVAL
  * upto_block past the region's blocks, -EOPNOTSUPP a daemon older than
