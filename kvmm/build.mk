@@ -7,7 +7,10 @@ $(eval $(call archive_rule,$(BUILD)/libkvmmpolicy.a,$(POLICY_SRCS)))
 KVMMD_SRCS := $(filter-out kvmm/kvmmd/main.c,$(wildcard kvmm/kvmmd/*.c))
 $(eval $(call archive_rule,$(BUILD)/libkvmmd.a,$(KVMMD_SRCS)))
 
-LIBKVMM_SRCS := $(wildcard kvmm/lib/*.c)
+# salt.c and siphash.c too: libkvmm names the blocks it reports to
+# telemetry as kvmmd does (kvmm/kvmmd/salt.h)
+LIBKVMM_SRCS := $(wildcard kvmm/lib/*.c) kvmm/kvmmd/salt.c \
+	kvmm/kvmmd/siphash.c
 $(eval $(call archive_rule,$(BUILD)/libkvmm-client.a,$(LIBKVMM_SRCS)))
 
 ARCHIVES += $(BUILD)/libkvmmd.a $(BUILD)/libkvmm-client.a \

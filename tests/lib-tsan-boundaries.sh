@@ -33,7 +33,7 @@ if ! "$cc" -D_GNU_SOURCE -I. -Ikvmm/include -I"$build" $cuda_inc \
 	-include "$build/config.h" -DKVMM_VERSION='"tsan"' \
 	-std=gnu11 -O1 -g -pthread -fsanitize=thread -Wno-tsan \
 	-o "$tmp/step-boundaries" tests/tsan/step-boundaries.c \
-	kvmm/lib/*.c vmm/*.c kvmm/policy/*.c $libs -ldl -lm -lrt \
+	kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c kvmm/policy/*.c $libs -ldl -lm -lrt \
 	>"$tmp/cc.log" 2>&1; then
 	cat "$tmp/cc.log"
 	echo "FAIL: the ThreadSanitizer build failed"

@@ -436,6 +436,9 @@ struct kd_region {
 	struct kd_seq *seqs; /* max_seqs */
 };
 
+/* REGION_CREATE answers -EMFILE past it */
+#define KD_MAX_REGIONS_PER_SESSION 64
+
 int kd_region_create(struct kd_session *s, const struct kvmm_region_create *rc,
 		     struct kvmm_region_create_reply *rep);
 void kd_region_destroy(struct kd_region *r, bool unhold);

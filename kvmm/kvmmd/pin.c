@@ -561,6 +561,8 @@ int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	struct pin_block *b;
 	struct kd_pin *p;
 	uint64_t gen, now = kd_now_ns(), ttl;
+	uint64_t names[KD_MAX_REGIONS_PER_SESSION];
+	uint32_t nr_names;
 	unsigned tier;
 	bool was_hard;
 	int prio, err;
@@ -573,7 +575,15 @@ int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return err;
 	if (bp.flags & KVMM_PIN_F_TTL && now + bp.ttl_ns < now)
 		return -EOVERFLOW;
-	err = kd_cache_pin_target(d, bp.hash, &pol, &tier, &gen);
+	/* the first of the hash's names (one per salt of the session's
+	 * regions, scope.h) that the cache holds */
+	nr_names = kd_scope_pin_names(s, bp.hash, names);
+	err = -ENOENT;
+	for (uint32_t i = 0; err == -ENOENT && i < nr_names; i++) {
+		err = kd_cache_pin_target(d, names[i], &pol, &tier, &gen);
+		if (!err)
+			bp.hash = names[i];
+	}
 	if (err)
 		return err;
 	ps = pins_get(d);
@@ -636,7 +646,9 @@ int kd_unpin_cmd(struct kd_session *s, const void *buf, size_t len)
 {
 	struct kvmm_block_unpin bu;
 	struct kd_pins *ps = s->d->pins;
-	struct kd_pin *p;
+	struct kd_pin *p = NULL;
+	uint64_t names[KD_MAX_REGIONS_PER_SESSION], now = kd_now_ns();
+	uint32_t nr_names;
 	int err;
 
 	err = kw_copy_struct(&bu, sizeof(bu), sizeof(bu), buf, len);
@@ -645,7 +657,10 @@ int kd_unpin_cmd(struct kd_session *s, const void *buf, size_t len)
 	if (bu.flags || !kw_all_zero(bu.reserved, sizeof(bu.reserved)) ||
 	    !bu.hash)
 		return -EINVAL;
-	p = ps ? pin_lookup(ps, s, bu.hash, kd_now_ns()) : NULL;
+	/* the first of the hash's names this session pinned */
+	nr_names = kd_scope_pin_names(s, bu.hash, names);
+	for (uint32_t i = 0; ps && !p && i < nr_names; i++)
+		p = pin_lookup(ps, s, names[i], now);
 	if (!p) {
 		if (ps)
 			pins_rearm(ps);

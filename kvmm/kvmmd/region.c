@@ -25,8 +25,6 @@
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
-#define KD_MAX_REGIONS_PER_SESSION 64
-
 void kd_hold_page(struct kd_session *s, uint32_t page)
 {
 	if (s->held[page]++ == 0) {

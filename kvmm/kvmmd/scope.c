@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Cache scopes (see scope.h): the mode names, the key's origin, and the
- * renaming of the hashes in the four requests that carry them.
+ * renaming of the hashes in the four requests that carry them, a region's
+ * salt (salt.h) mixed in first.
  */
 #include <endian.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 
 #include "kvmm/kvmmd/options.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/salt.h"
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
@@ -106,61 +108,89 @@ uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t id, uint64_t hash)
 	return r ? r : 1;
 }
 
-/* Rename n hashes stored (maybe unaligned) from p on. */
-static void rename_at(const struct kd_session *s, char *p, size_t n)
+/* The cache's name for hash from s, in a region of this salt. */
+static uint64_t scope_name(const struct kd_session *s, uint64_t salt,
+			   uint64_t hash)
 {
 	const struct kd_scope *sc = &s->d->scope;
 
+	return kd_scope_hash(sc, kd_scope_id(sc, s), kd_salt_hash(salt, hash));
+}
+
+/* Rename n hashes stored (maybe unaligned) from p on. */
+static void rename_at(const struct kd_session *s, uint64_t salt, char *p,
+		      size_t n)
+{
 	for (size_t i = 0; i < n; i++, p += sizeof(uint64_t)) {
 		uint64_t h;
 
 		memcpy(&h, p, sizeof(h));
-		h = kd_scope_hash(sc, kd_scope_id(sc, s), h);
+		h = scope_name(s, salt, h);
 		memcpy(p, &h, sizeof(h));
 	}
 }
 
 /* The hashes from offset off to the end of the payload (at most max). */
-static void rename_tail(const struct kd_session *s, char *p, size_t len,
-			size_t off, size_t max)
+static void rename_tail(const struct kd_session *s, uint64_t salt, char *p,
+			size_t len, size_t off, size_t max)
 {
 	size_t n;
 
 	if (len < off)
 		return;
 	n = (len - off) / sizeof(uint64_t);
-	rename_at(s, p + off, n < max ? n : max);
+	rename_at(s, salt, p + off, n < max ? n : max);
+}
+
+/*
+ * The salt of s's region whose id lies at offset off of the payload: 0
+ * for a payload too short to hold it or a region that is not s's (the
+ * handler refuses the request: -EINVAL, -ENOENT, -EPERM).
+ */
+static uint64_t region_salt(const struct kd_session *s, const char *p,
+			    size_t len, size_t off)
+{
+	uint32_t id;
+
+	if (len < off + sizeof(id))
+		return 0;
+	memcpy(&id, p + off, sizeof(id));
+	for (const struct kd_region *r = s->regions; r; r = r->next)
+		if (r->id == id)
+			return r->salt;
+	return 0;
 }
 
 void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
 		      size_t len)
 {
 	char *b = p;
+	uint64_t salt;
 
-	if (s->d->scope.mode == KD_SCOPE_SHARED)
-		return;
 	switch (cmd) {
 	case KVMM_CMD_BLOCK_PUBLISH:
+		salt = region_salt(s, b, len,
+				   offsetof(struct kvmm_block_publish,
+					    region_id));
+		if (s->d->scope.mode == KD_SCOPE_SHARED && !salt)
+			return;
 		/* parent_hash, then hashes[] */
-		rename_tail(s, b, len,
+		rename_tail(s, salt, b, len,
 			    offsetof(struct kvmm_block_publish, parent_hash),
 			    1);
-		rename_tail(s, b, len,
+		rename_tail(s, salt, b, len,
 			    offsetof(struct kvmm_block_publish, hashes),
 			    SIZE_MAX);
 		break;
 	case KVMM_CMD_PREFIX_OPEN:
-		rename_tail(s, b, len,
+		salt = region_salt(s, b, len,
+				   offsetof(struct kvmm_prefix_open,
+					    region_id));
+		if (s->d->scope.mode == KD_SCOPE_SHARED && !salt)
+			return;
+		rename_tail(s, salt, b, len,
 			    offsetof(struct kvmm_prefix_open, hashes),
 			    SIZE_MAX);
-		break;
-	case KVMM_CMD_BLOCK_PIN:
-		rename_tail(s, b, len, offsetof(struct kvmm_block_pin, hash),
-			    1);
-		break;
-	case KVMM_CMD_BLOCK_UNPIN:
-		rename_tail(s, b, len, offsetof(struct kvmm_block_unpin, hash),
-			    1);
 		break;
 	}
 }
@@ -169,10 +199,34 @@ void kd_scope_message(const struct kd_session *s, void *msg, size_t len)
 {
 	struct kvmm_msg_hdr h;
 
-	if (s->d->scope.mode == KD_SCOPE_SHARED || len < sizeof(h))
+	if (len < sizeof(h))
 		return;
 	memcpy(&h, msg, sizeof(h));
 	kd_scope_request(s, h.cmd, (char *)msg + sizeof(h), len - sizeof(h));
+}
+
+uint32_t kd_scope_pin_names(const struct kd_session *s, uint64_t hash,
+			    uint64_t *names)
+{
+	uint64_t salts[KD_MAX_REGIONS_PER_SESSION];
+	uint32_t n = 0, k = 0;
+
+	/* the list is newest first: the salts oldest first, each once */
+	for (const struct kd_region *r = s->regions;
+	     r && n < KD_MAX_REGIONS_PER_SESSION; r = r->next)
+		salts[n++] = r->salt;
+	if (!n)
+		salts[n++] = 0;
+	while (n--) {
+		uint64_t name = scope_name(s, salts[n], hash);
+		uint32_t j;
+
+		for (j = 0; j < k && names[j] != name; j++)
+			;
+		if (j == k)
+			names[k++] = name;
+	}
+	return k;
 }
 
 bool kd_scope_tel_rename(void *arg, const struct tel_origin *o, uint64_t *hash)

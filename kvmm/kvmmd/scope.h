@@ -8,7 +8,8 @@
  * under any hash, so a client that publishes wrong bytes under a popular
  * hash changes the outputs of every engine that opens it.  With
  * --cache-scope uid the daemon renames every hash a client sends
- * (BLOCK_PUBLISH, PREFIX_OPEN, BLOCK_PIN, BLOCK_UNPIN) to
+ * (BLOCK_PUBLISH, PREFIX_OPEN, BLOCK_PIN, BLOCK_UNPIN; after mixing in
+ * the salt of the client's region, salt.h) to
  * SipHash-2-4(key, uid || hash) before anything looks at it: processes of
  * one uid still share blocks, those of different uids cannot reach each
  * other's, and without the key no client can pick a hash that lands on
@@ -62,9 +63,10 @@ uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t id, uint64_t hash);
 uint32_t kd_scope_id(const struct kd_scope *sc, const struct kd_session *s);
 /*
  * Rename in place the hashes of a request of s (cmd, payload p of len
- * bytes) before it is handled.  Only hashes that lie whole inside the
- * payload are touched; a malformed request is left for its handler to
- * refuse.
+ * bytes) before it is handled: BLOCK_PUBLISH's and PREFIX_OPEN's, with
+ * the salt of the region they name mixed in first (salt.h), then renamed
+ * by the scope.  Only hashes that lie whole inside the payload are
+ * touched; a malformed request is left for its handler to refuse.
  */
 void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
 		      size_t len);
@@ -72,6 +74,16 @@ void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
  * payload), before kd_proto_socket(); once per message: a parked command
  * run again is not renamed again. */
 void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
+
+/*
+ * The names a BLOCK_PIN's or BLOCK_UNPIN's hash may have in the cache
+ * (pin.c tries them in order): a pin names no region, so one per salt of
+ * s's regions (oldest region first, each salt once; salt 0 when s has no
+ * region), renamed by the scope.  names has room for
+ * KD_MAX_REGIONS_PER_SESSION; returns how many (1 or more).
+ */
+uint32_t kd_scope_pin_names(const struct kd_session *s, uint64_t hash,
+			    uint64_t *names);
 
 /*
  * Telemetry's rename hook (tel_set_rename(), arg the daemon): a block a

@@ -17,13 +17,17 @@
  * A block at or past the sequence's mapped prefix (revoked, not mapped
  * again yet) is reported with tier "miss", the others with tier "gpu".
  * Blocks never published or opened by hash (private tails) are not
- * reported: they have no name the daemon's policy could use.
+ * reported: they have no name the daemon's policy could use.  A block of
+ * a region with a salt is reported under the salted name kvmmd gives it
+ * (kvmm/kvmmd/salt.h; a report carries no region to salt it by), which
+ * kvmmd then renames by the cache scope as any client's.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/salt.h"
 #include "kvmm/lib/client.h"
 
 void kc_seq_hashes_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
@@ -38,7 +42,8 @@ void kc_seq_hashes_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
 		if (!q->hashes)
 			return;
 	}
-	memcpy(q->hashes + first, hashes, n * sizeof(*hashes));
+	for (uint32_t i = 0; i < n; i++)
+		q->hashes[first + i] = kd_salt_hash(r->salt, hashes[i]);
 	if (q->nr_hashes < first + n)
 		q->nr_hashes = first + n;
 }

@@ -71,6 +71,7 @@ struct kvmm_region {
 	uint32_t id;
 	uint32_t layers, max_seqs, max_tokens;
 	uint32_t kv_heads, head_dim, dtype_bytes; /* kvmm_region_hash_seed() */
+	uint64_t salt; /* access.c names its blocks with it */
 	uint32_t tokens_per_block, max_blocks, pages_per_block;
 	uint64_t seq_stride, range_size;
 	uint64_t *k_base, *v_base; /* per layer */

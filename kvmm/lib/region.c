@@ -153,6 +153,7 @@ int kvmm_region_create(struct kvmm_conn *c, const struct kvmm_region_opts *opts,
 	r->kv_heads = o->kv_heads;
 	r->head_dim = o->head_dim;
 	r->dtype_bytes = o->dtype_bytes;
+	r->salt = o->salt;
 	r->max_seqs = o->max_seqs;
 	r->max_tokens = o->max_tokens;
 	r->tokens_per_block = rep.tokens_per_block;

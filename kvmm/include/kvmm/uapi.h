@@ -179,7 +179,11 @@ struct kvmm_region_create {
 	uint32_t max_seqs;
 	uint32_t max_tokens; /* per sequence */
 	uint32_t flags; /* none yet, must be 0 */
-	uint64_t salt; /* tenant salt for block hashing (issue #4) */
+	/* The region's cache namespace: kvmmd names the blocks it publishes
+	 * and looks up by salted(salt, hash) (abi.md, "Region salts"), so
+	 * regions share blocks only with regions of the same salt; 0 keeps
+	 * the clients' hashes as they are. */
+	uint64_t salt;
 	uint64_t reserved[4];
 };
 
