@@ -582,7 +582,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
 	struct kvmm_conn *c;
 	struct kc_seq *q;
-	uint32_t need;
+	uint32_t need, want;
 	int err;
 
 	if (!r)
@@ -631,9 +631,20 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		pthread_mutex_lock(&c->lock);
 	}
 	c->st.extend_waits++;
+	want = need + c->map_ahead;
+	if (want > r->max_blocks)
+		want = r->max_blocks;
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sock_lock);
-	err = kc_fetch(r, seq, new_len, need + c->map_ahead, false);
+	err = kc_fetch(r, seq, new_len, want, false);
+	/*
+	 * The blocks ahead are best effort: SEQ_EXTEND is all or nothing, so
+	 * an extend that fits the quota, the pool or the uid's block tables
+	 * exactly failed because of them.  Ask again for what is needed.
+	 */
+	if (want > need && (err == -EDQUOT || err == -ENOMEM ||
+			    err == -ENOBUFS || err == -E2BIG))
+		err = kc_fetch(r, seq, new_len, need, false);
 	if (!err) {
 		/* The daemon sends only blocks it had not backed: those an
 		 * earlier failed reply gave stay unmapped here until the

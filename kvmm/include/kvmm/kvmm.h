@@ -76,7 +76,10 @@ struct kvmm_connect_opts {
 	const char *name; /* shown by kvmmctl, may be NULL; at most 31
 			   * bytes (longer: -ENAMETOOLONG) */
 	uint32_t map_ahead_blocks; /* blocks mapped ahead per sequence; the
-				    * default 1 when map_ahead_set is 0 */
+				    * default 1 when map_ahead_set is 0;
+				    * charged to the uid's quota, best
+				    * effort (an extend that fits exactly
+				    * succeeds without them) */
 	uint32_t map_ahead_set; /* 1: use map_ahead_blocks as given (0 off) */
 	uint32_t sq_entries; /* 0 = default */
 	uint32_t spin_us; /* CQ spin before sleeping; 0 = default */
