@@ -89,7 +89,7 @@ bad "kvmmd: --nvme-path $dir/slots does not exist: give --nvme-size" \
 	--host-mem 16M --nvme-path "$dir/slots"
 [ -e "$dir/slots" ] && fail "--nvme-path without --nvme-size left a file"
 : >"$dir/slots0"
-bad "kvmmd: --nvme-path $dir/slots0 is a file: give --nvme-size" \
+bad "kvmmd: --nvme-path $dir/slots0 is an empty file: give --nvme-size" \
 	--host-mem 16M --nvme-path "$dir/slots0"
 
 # kvmmctl names itself, and refuses the same sizes

@@ -9,6 +9,7 @@
 #   - --nvme-path at a file that holds something else than a kvmm tier:
 #     refused, exit 2, the file untouched (it was truncated and
 #     formatted); --nvme-format formats it; a file of zeros is taken;
+#   - --nvme-path at a kvmm tier file without --nvme-size: its own size;
 #   - admin.md's example config starts (it did not: a tenant host limit
 #     with no --host-mem), and a check made after parsing names the
 #     config file's line.
@@ -101,6 +102,19 @@ start "$dir/n.sock" --host-mem 16M --nvme-path "$ndir/data" --nvme-size 16M \
 	--cache-block-pages 4
 grep -qF "recovered 0 of" "$dir/log" || fail "kvmm tier not recovered"
 stop
+# a tier file that exists opens at its own size without --nvme-size (it
+# was exit 2, "is a file: give --nvme-size"); a smaller size cuts it
+# (63 slots of 4 KiB + 256 KiB in 16 MiB, 31 in 8 MiB)
+start "$dir/n.sock" --host-mem 16M --nvme-path "$ndir/data" --cache-block-pages 4
+grep -qF "recovered 0 of 63 slots" "$dir/log" || fail "tier at its own size: $(cat "$dir/log")"
+stop
+[ "$(stat -c %s "$ndir/data")" = 16777216 ] || fail "size without --nvme-size $(stat -c %s "$ndir/data")"
+start "$dir/n.sock" --host-mem 16M --nvme-path "$ndir/data" --nvme-size 8M \
+	--cache-block-pages 4
+grep -qF "shrank from 63 to 31 slots: 0 cached blocks past the new end are lost" "$dir/log" ||
+	fail "shrink line: $(cat "$dir/log")"
+stop
+[ "$(stat -c %s "$ndir/data")" = 8388608 ] || fail "shrunk size $(stat -c %s "$ndir/data")"
 # zeros (a file made and never formatted) are no data
 truncate -s 16M "$ndir/zero"
 start "$dir/n.sock" --host-mem 16M --nvme-path "$ndir/zero" --nvme-size 16M \

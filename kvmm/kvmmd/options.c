@@ -615,9 +615,10 @@ static int check_nvme_path(const struct kd_config *cfg)
 				w, path);
 			return -EINVAL;
 		}
-		if (!cfg->nvme_size) {
+		/* a file a run before made opens at its own size */
+		if (!cfg->nvme_size && !st.st_size) {
 			fprintf(stderr,
-				"kvmmd: %s--nvme-path %s is a file: give --nvme-size (only a block device is used whole)\n",
+				"kvmmd: %s--nvme-path %s is an empty file: give --nvme-size\n",
 				w, path);
 			return -EINVAL;
 		}

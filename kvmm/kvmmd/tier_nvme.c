@@ -47,8 +47,14 @@ static int enable_direct(int fd, const char *path)
 	return -EOPNOTSUPP;
 }
 
+/*
+ * The tier's size: --nvme-size, else a block device whole and a file at
+ * its own size (a tier a run before made; an empty one has none).  A file
+ * grows here; one that shrinks is cut only once open has counted the
+ * blocks past its new end (*trim), so that the line can say what was lost.
+ */
 static int size_file(struct tier_nvme *t, const struct tier_nvme_config *cfg,
-		     uint64_t *bytes)
+		     uint64_t *bytes, bool *trim)
 {
 	struct stat st;
 
@@ -66,11 +72,11 @@ static int size_file(struct tier_nvme *t, const struct tier_nvme_config *cfg,
 	}
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	if (!cfg->capacity_bytes)
+	if (!cfg->capacity_bytes && !st.st_size)
 		return -EINVAL;
-	*bytes = cfg->capacity_bytes;
-	if ((uint64_t)st.st_size > *bytes && ftruncate(t->fd, (off_t)*bytes))
-		return -errno;
+	*bytes = cfg->capacity_bytes ? cfg->capacity_bytes :
+				       (uint64_t)st.st_size;
+	*trim = (uint64_t)st.st_size > *bytes;
 	if ((uint64_t)st.st_size < *bytes) {
 		int r = posix_fallocate(t->fd, 0, (off_t)*bytes);
 
@@ -211,12 +217,24 @@ static void free_hdr_bufs(struct tier_nvme *t)
 	free(t->hdr_bufs);
 }
 
+/* A smaller --nvme-size than the last run's: a typo on a restart drops
+ * cached blocks, which an operator should see (WARN when it did). */
+static void log_shrink(struct tier_nvme *t, const char *path,
+		       uint32_t old_slots)
+{
+	uint32_t lost = nvme_count_past_end(t, old_slots);
+
+	vmm_log(lost ? VMM_LOG_WARN : VMM_LOG_INFO,
+		"tier_nvme: %s: shrank from %u to %u slots: %u cached blocks past the new end are lost",
+		path, old_slots, t->nslots, lost);
+}
+
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
 	struct nvme_superblock sb;
 	uint64_t bytes = 0, nslots;
-	bool keep;
+	bool keep, trim = false;
 	int r;
 
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path ||
@@ -263,7 +281,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	r = enable_direct(t->fd, cfg->path);
 	if (r)
 		goto err_close;
-	r = size_file(t, cfg, &bytes);
+	r = size_file(t, cfg, &bytes, &trim);
 	if (r) {
 		vmm_log(VMM_LOG_ERR, "tier_nvme: sizing %s: %s", cfg->path,
 			strerror(-r));
@@ -343,11 +361,8 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 					(unsigned long long)sb.slot_count,
 					t->nslots, cleared);
 			else
-				vmm_log(VMM_LOG_INFO,
-					"tier_nvme: %s: shrank from %llu to %u slots (the blocks past the new end are gone)",
-					cfg->path,
-					(unsigned long long)sb.slot_count,
-					t->nslots);
+				log_shrink(t, cfg->path,
+					   (uint32_t)sb.slot_count);
 		}
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: %s: recovered %llu of %u slots (%llu damaged headers)",
@@ -368,6 +383,13 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: %s: formatted %u slots of %llu bytes",
 			cfg->path, t->nslots, (unsigned long long)t->stride);
+	}
+	/* counted above: now the file may lose its tail */
+	if (trim && ftruncate(t->fd, (off_t)bytes)) {
+		r = -errno;
+		vmm_log(VMM_LOG_ERR, "tier_nvme: sizing %s: %s", cfg->path,
+			strerror(-r));
+		goto err_ring;
 	}
 	r = nvme_engine_start(t);
 	if (r) {

@@ -246,6 +246,10 @@ void nvme_nap(void);
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
  * *cleared is how many stale headers past known_slots it zeroed */
 int nvme_recover(struct tier_nvme *t, uint32_t *cleared);
+/* After nvme_recover() of a tier that shrank from old_slots: how many
+ * valid blocks lie past the new end with no copy in the kept slots (they
+ * are lost; read one header at a time, before the file is cut). */
+uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots);
 
 #endif /* HAVE_LIBURING */
 #endif

@@ -251,4 +251,27 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 	return err;
 }
 
+uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots)
+{
+	struct tier_nvme_slot_header h;
+	uint32_t lost = 0;
+	void *buf;
+
+	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
+		return 0;
+	for (uint32_t slot = t->nslots; slot < old_slots; slot++) {
+		if (pread(t->fd, buf, NVME_ALIGN,
+			  (off_t)nvme_slot_offset(t, slot)) != NVME_ALIGN)
+			break; /* a file cut before, or an unwritten tail */
+		memcpy(&h, buf, sizeof(h));
+		if (!nvme_header_valid(t, &h, slot))
+			continue;
+		pthread_mutex_lock(&t->lock);
+		lost += nvme_idx_find(t, h.hash) == NVME_NONE;
+		pthread_mutex_unlock(&t->lock);
+	}
+	free(buf);
+	return lost;
+}
+
 #endif /* HAVE_LIBURING */
