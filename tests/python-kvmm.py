@@ -395,12 +395,25 @@ def case_errors():
         r = c.region(**REGION)
         still_works()
         s = r.open_seq()
-        e = raises(kvmm.KvmmError, errno.EINVAL, s.extend, 2049)
-        check_eq(str(e), "[Errno %d] kvmm_seq_extend: %s" % (
+        e = raises(kvmm.KvmmError, errno.EINVAL, s.truncate, 1)
+        check_eq(str(e), "[Errno %d] kvmm_seq_truncate: %s" % (
             errno.EINVAL, os.strerror(errno.EINVAL)), "the message")
+        # extend(n) grows to n: a length it cannot grow to says why (a
+        # bare EINVAL sent extend(len(tokens) - len(seq)) callers looking
+        # elsewhere), a ValueError and still the KvmmError EINVAL
+        e = raises(kvmm.LengthError, errno.EINVAL, s.extend, 2049)
+        check(isinstance(e, ValueError) and isinstance(e, kvmm.KvmmError),
+              "LengthError is a ValueError and a KvmmError")
+        check_eq(str(e), "extend(n) grows to n tokens: 2049 is more than "
+                 "the region's max_tokens (2048)", "past max_tokens")
         still_works()
         s.extend(TPB)
-        raises(kvmm.KvmmError, errno.EINVAL, s.extend, 10)  # shrink
+        e = raises(ValueError, errno.EINVAL, s.extend, 10)  # shrink
+        check_eq(str(e), "extend(n) grows to n tokens; the sequence already "
+                 "has %d (n = 10: truncate() shortens)" % TPB, "shrink")
+        check_eq(e.function, "kvmm_seq_extend", "function")
+        check_eq(len(s), TPB, "length after a refused extend")
+        s.extend(TPB)  # the same length: nothing to do, no error
         raises(kvmm.KvmmError, errno.EINVAL, s.truncate, TPB + 1)
         raises(kvmm.KvmmError, errno.ENODATA, s.block_pages, 3)  # unbacked
         raises(kvmm.KvmmError, errno.EINVAL, s.block_pages, 8)  # past max

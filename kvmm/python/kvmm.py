@@ -52,7 +52,7 @@ import threading
 import weakref
 
 __all__ = [
-    "KvmmError", "PinQuotaError", "Connection", "Region", "Sequence",
+    "KvmmError", "PinQuotaError", "LengthError", "Connection", "Region", "Sequence",
     "PrefixResult", "PinInfo", "Stats", "strerror", "block_action_string",
     "library_path",
     "hash_seed", "block_hash", "hash_chain",
@@ -377,6 +377,23 @@ class PinQuotaError(KvmmError):
 
     def __reduce__(self):
         return (PinQuotaError, (self.function, self.pins, self.pin_quota))
+
+
+class LengthError(KvmmError, ValueError):
+    """Sequence.extend(n)'s EINVAL when n is no length to grow to: n
+    is the new length (\"grow to\", not \"grow by\"), so less than the
+    sequence has, or more than the region's max_tokens.  Both a KvmmError
+    (errno EINVAL, as before) and a ValueError.  Nothing changed."""
+
+    def __init__(self, function, message):
+        super().__init__(_errno.EINVAL, function, message)
+        self.message = message
+
+    def __reduce__(self):
+        return (LengthError, (self.function, self.message))
+
+    def __str__(self):
+        return self.message
 
 
 def _check(rc, function):
@@ -912,11 +929,29 @@ class Region:
         seq = _u32_arg("seq", seq)
         new_len = _u32_arg("new_len", new_len)
         try:
-            _check(_c.seq_extend(h, seq, new_len), "kvmm_seq_extend")
+            rc = _c.seq_extend(h, seq, new_len)
+            if rc == -_errno.EINVAL:
+                self._extend_einval(seq, new_len)
+            _check(rc, "kvmm_seq_extend")
         finally:
             # an extend that finds its blocks revoked applies the pending
             # revocations of every sequence of the connection
             self.conn._revalidate_views()
+
+    def _extend_einval(self, seq, new_len):
+        # what is wrong with new_len, when it is that (a bare EINVAL sent
+        # extend(len(tokens) - len(seq)) callers looking elsewhere)
+        if new_len > self.max_tokens:
+            raise LengthError(
+                "kvmm_seq_extend",
+                "extend(n) grows to n tokens: %d is more than the "
+                "region's max_tokens (%d)" % (new_len, self.max_tokens))
+        have = _c.seq_len(self._handle(), seq)
+        if have > new_len:
+            raise LengthError(
+                "kvmm_seq_extend",
+                "extend(n) grows to n tokens; the sequence already has %d "
+                "(n = %d: truncate() shortens)" % (have, new_len))
 
     def seq_truncate(self, seq, new_len):
         h = self._handle()

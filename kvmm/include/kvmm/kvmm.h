@@ -136,12 +136,14 @@ int kvmm_region_destroy(struct kvmm_region *region);
 uint32_t kvmm_region_tokens_per_block(const struct kvmm_region *region);
 
 int kvmm_seq_open(struct kvmm_region *region, uint32_t *seq);
-/* Grow to new_len tokens (<= max_tokens): every layer's K and V are backed
- * up to new_len on return.  -EROFS when the length ends inside a
- * read-only block (a sequence truncated into its shared prefix, see
- * kvmm_seq_block_readonly()): the new tokens would be written into pages
- * other readers share.  Truncate to that block's start and recompute its
- * tokens on fresh pages instead. */
+/* Grow to new_len tokens (the new length, not an increment; <=
+ * max_tokens): every layer's K and V are backed up to new_len on return.
+ * new_len below the sequence's length is -EINVAL (kvmm_seq_truncate()
+ * shortens), the same length a no-op.  -EROFS when the length ends
+ * inside a read-only block (a sequence truncated into its shared prefix,
+ * see kvmm_seq_block_readonly()): the new tokens would be written into
+ * pages other readers share.  Truncate to that block's start and
+ * recompute its tokens on fresh pages instead. */
 int kvmm_seq_extend(struct kvmm_region *region, uint32_t seq, uint32_t new_len);
 int kvmm_seq_truncate(struct kvmm_region *region, uint32_t seq,
 		      uint32_t new_len);
