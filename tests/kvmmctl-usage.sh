@@ -3,6 +3,8 @@
 # exit status: an option without its value or unknown (they were
 # "unknown command"), a bad log level, a tenant id that is the others'
 # row, a number out of range (was "not a number"): each names the value;
+# a word a command does not take (an option, one too many, one missing)
+# is named too (they printed only the usage); metrics refuses --json;
 # trace --help is trace's own help; the help names --version, help and
 # every option trace --help names (--by-uid was missing).  Against a kvmmd: metrics to a full device says
 # ENOSPC (was EIO), and a host limit on a kvmmd whose --host-mem holds
@@ -32,6 +34,25 @@ expect 2 "kvmmctl: log-level: 'loud' is not err, warn, info or debug" log-level 
 expect 2 "kvmmctl: tenant-limit: 4294967295 is no tenant" tenant-limit 4294967295 gpu:1
 expect 2 "kvmmctl: '4294967296' is out of range (at most 4294967295)" quota 4294967296 1G
 expect 2 "kvmmctl: '12x' is not a number" quota 12x 1G
+# each usage error names the word (they printed only the usage line);
+# metrics --json said nothing and printed text
+expect 2 "kvmmctl: status: unknown option '--jsn'" status --jsn
+expect 2 "kvmmctl: sessions: unexpected argument 'extra'" sessions extra
+expect 2 "kvmmctl: tenants: unknown option '--by-uid'" tenants --by-uid
+expect 2 "kvmmctl: trace: unknown option '--bogus'" trace --bogus
+expect 2 "kvmmctl: trace: --count needs a value" trace --count
+expect 2 "kvmmctl: trace: unexpected argument 'x'" trace x
+expect 2 "kvmmctl: metrics: --json is not supported" --json metrics
+expect 2 "kvmmctl: metrics: unexpected argument 'now'" metrics now
+expect 2 "kvmmctl: kill: unexpected argument '2'" kill 1 2
+expect 2 "kvmmctl: kill: arguments missing" kill
+expect 2 "kvmmctl: revoke: too few arguments" revoke 1 2
+expect 2 "kvmmctl: tenant-limit: unknown option '--all'" tenant-limit --all 1 gpu:1
+expect 2 "kvmmctl: policy-state: unexpected argument 'b'" policy-state a b
+for a in "status --jsn" "sessions extra" "trace --bogus" "kill"; do
+	# shellcheck disable=SC2086
+	"$b/kvmmctl" $a 2>&1 | grep -q '^usage: kvmmctl' || fail "$a: no usage line"
+done
 expect 0 "usage: kvmmctl [--json] trace [--once]" trace --help
 grep -q "^usage: kvmmctl \[--socket" "$dir/out" && fail "trace --help printed kvmmctl's list"
 grep -qF -- "--pin-root DIR" "$dir/out" || fail "trace --help: no options: $(cat "$dir/out")"

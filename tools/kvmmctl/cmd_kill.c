@@ -15,7 +15,9 @@ int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	int err;
 
-	if (argc != 2 || kvmmctl_parse_u32(argv[1], &a.session_id)) {
+	if (kvmmctl_args("kill", argc, argv, 1, 1, "kill SESSION_ID"))
+		return 2;
+	if (kvmmctl_parse_u32(argv[1], &a.session_id)) {
 		fprintf(stderr, "usage: kvmmctl kill SESSION_ID\n");
 		return 2;
 	}

@@ -29,8 +29,13 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	int err, ts_err;
 	FILE *f;
 
-	if (argc > 1) {
-		fprintf(stderr, "usage: kvmmctl metrics\n");
+	if (kvmmctl_args("metrics", argc, argv, 0, 0, "metrics"))
+		return 2;
+	/* it printed the text format: a script that asked for JSON read
+	 * it as a parse error, or not at all */
+	if (ctx->json) {
+		fprintf(stderr,
+			"kvmmctl: metrics: --json is not supported: metrics prints the Prometheus text format (kvmmctl --json status and --json tenants have its numbers)\n");
 		return 2;
 	}
 	if (kvmmctl_connect(ctx, &c)) {

@@ -69,10 +69,9 @@ int cmd_policy_state(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	void *buf = NULL;
 	int e;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: kvmmctl [--json] policy-state FILE\n");
+	if (kvmmctl_args("policy-state", argc, argv, 1, 1,
+			 "[--json] policy-state FILE"))
 		return 2;
-	}
 	e = pol_learned_read_file(argv[1], &buf, &len);
 	if (e) {
 		fprintf(stderr, "kvmmctl: %s: %s\n", argv[1],

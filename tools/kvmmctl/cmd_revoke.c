@@ -112,8 +112,10 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	int err;
 
-	if ((argc != 4 && argc != 5) ||
-	    kvmmctl_parse_u32(argv[1], &a.session_id) ||
+	if (kvmmctl_args("revoke", argc, argv, 3, 4,
+			 "revoke SESSION REGION SEQ [FIRST_BLOCK]"))
+		return 2;
+	if (kvmmctl_parse_u32(argv[1], &a.session_id) ||
 	    kvmmctl_parse_u32(argv[2], &a.region_id) ||
 	    kvmmctl_parse_u32(argv[3], &a.seq_id) ||
 	    (argc == 5 && kvmmctl_parse_u32(argv[4], &a.first_block))) {

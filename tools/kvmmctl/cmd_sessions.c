@@ -82,10 +82,8 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	int err;
 
-	if (argc > 1) {
-		fprintf(stderr, "usage: kvmmctl sessions [--json]\n");
+	if (kvmmctl_args("sessions", argc, argv, 0, 0, "sessions [--json]"))
 		return 2;
-	}
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
 	err = kvmmctl_sessions_fetch(c, &ss);

@@ -242,10 +242,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	int err;
 
-	if (argc > 1) {
-		fprintf(stderr, "usage: kvmmctl status [--json]\n");
+	if (kvmmctl_args("status", argc, argv, 0, 0, "status [--json]"))
 		return 2;
-	}
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
 	err = kvmmctl_fetch_status(c, &st, &ts, &ts_err);

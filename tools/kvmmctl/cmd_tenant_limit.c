@@ -45,14 +45,17 @@ int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	int err;
 
-	if (argc == 3 && !kvmmctl_parse_u32(argv[1], &a.id) &&
-	    a.id == KVMM_TENANT_OTHERS) {
+	if (kvmmctl_args(
+		    "tenant-limit", argc, argv, 2, 2,
+		    "tenant-limit ID TIER:N[,TIER:N...] | none (TIER gpu, host or nvme)"))
+		return 2;
+	if (!kvmmctl_parse_u32(argv[1], &a.id) && a.id == KVMM_TENANT_OTHERS) {
 		fprintf(stderr,
 			"kvmmctl: tenant-limit: %u is no tenant (the row of those past the first 255 seen; ids go up to %u)\n",
 			a.id, KVMM_TENANT_OTHERS - 1);
 		return 2;
 	}
-	if (argc != 3 || kvmmctl_parse_u32(argv[1], &a.id) ||
+	if (kvmmctl_parse_u32(argv[1], &a.id) ||
 	    kd_parse_tenant_limit("kvmmctl: tenant-limit: ", argv[2],
 				  a.limit_blocks)) {
 		fprintf(stderr,

@@ -188,10 +188,8 @@ int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_conn *c;
 	int err;
 
-	if (argc > 1) {
-		fprintf(stderr, "usage: kvmmctl tenants [--json]\n");
+	if (kvmmctl_args("tenants", argc, argv, 0, 0, "tenants [--json]"))
 		return 2;
-	}
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
 	err = kvmmctl_fetch_tenants(c, &rep);

@@ -94,6 +94,21 @@ int cmd_trace(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				return 2;
 			o.top = v;
 		} else {
+			/* the word, not only the usage */
+			if (!strcmp(a, "--pin-root") ||
+			    !strcmp(a, "--interval") || !strcmp(a, "--count") ||
+			    !strcmp(a, "--top"))
+				fprintf(stderr,
+					"kvmmctl: trace: %s needs a value\n",
+					a);
+			else if (a[0] == '-')
+				fprintf(stderr,
+					"kvmmctl: trace: unknown option '%s'\n",
+					a);
+			else
+				fprintf(stderr,
+					"kvmmctl: trace: unexpected argument '%s'\n",
+					a);
 			trace_usage(stderr);
 			return 2;
 		}

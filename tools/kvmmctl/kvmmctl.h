@@ -74,6 +74,14 @@ kvmmctl_region_by_id(const struct kvmmctl_sessions *s, uint32_t id);
 /* A simple admin request whose reply has no body. */
 int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 		   size_t len);
+/*
+ * cmd's arguments (argv[1..argc-1]) against the min..max words it takes:
+ * 0 when they fit; else names the word that does not (an unknown
+ * "--option", the first one too many) or says some are missing, prints
+ * "usage: kvmmctl USAGE" and returns 2, the exit status.
+ */
+int kvmmctl_args(const char *cmd, int argc, char **argv, int min, int max,
+		 const char *usage);
 /* A decimal u32 argument; prints an error and returns -EINVAL if not a
  * number, -ERANGE if past 2^32 - 1. */
 int kvmmctl_parse_u32(const char *s, uint32_t *out);

@@ -135,6 +135,34 @@ int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 	return 0;
 }
 
+int kvmmctl_args(const char *cmd, int argc, char **argv, int min, int max,
+		 const char *usage)
+{
+	int n = argc - 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "--", 2))
+			continue;
+		fprintf(stderr, "kvmmctl: %s: unknown option '%s'\n", cmd,
+			argv[i]);
+		goto usage;
+	}
+	if (n > max) {
+		fprintf(stderr, "kvmmctl: %s: unexpected argument '%s'\n", cmd,
+			argv[max + 1]);
+		goto usage;
+	}
+	if (n < min) {
+		fprintf(stderr, "kvmmctl: %s: %s\n", cmd,
+			n ? "too few arguments" : "arguments missing");
+		goto usage;
+	}
+	return 0;
+usage:
+	fprintf(stderr, "usage: kvmmctl %s\n", usage);
+	return 2;
+}
+
 int kvmmctl_parse_u32(const char *s, uint32_t *out)
 {
 	char *end;
