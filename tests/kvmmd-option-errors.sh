@@ -117,6 +117,14 @@ start_fails "--cache-block-pages 4294967294: a block is larger than the pool (40
 	--host-mem 1G --cache-block-pages 4294967294
 start_fails "--cache-block-pages 600: a block is larger than the pool (512 pages" \
 	--gpu-mem 32M --cache-block-pages 600
+# a host tier that holds no block with --nvme-path: the NVMe tier was
+# silently off too (only a WARN about the host tier) and an empty file
+# left behind
+start_fails "--host-mem 65536 holds no block (the smallest, 2 pages, 131072 bytes): the NVMe tier (--nvme-path $dir/tiny) needs a host tier of at least one block" \
+	--host-mem 64K --nvme-path "$dir/tiny" --nvme-size 1M
+start_fails "--host-mem 196608 holds no block (--cache-block-pages 4, 262144 bytes): the NVMe tier (--nvme-path $dir/tiny) needs a host tier" \
+	--host-mem 192K --nvme-path "$dir/tiny" --nvme-size 1M --cache-block-pages 4
+[ -e "$dir/tiny" ] && fail "a refused start left the NVMe file"
 # too many pages for a pool: the maximum, and exit 2 (was 1)
 start_fails "--gpu-mem 1099511627776: 16777216 pages of 65536 bytes, more than a pool holds (16777215 pages: at most 1099511562240 bytes)" \
 	--gpu-mem 1T

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -454,6 +455,33 @@ static void kc_nvme_scope(const struct kd_daemon *d,
 	nc->scope = d->scope.mode;
 	memcpy(nc->scope_key, d->scope.key, sizeof(nc->scope_key));
 }
+/*
+ * The first region's blocks are larger than --host-mem: no host tier, and
+ * so no NVMe tier either, whose I/O goes through host slots.  The start
+ * refuses a --host-mem below the smallest block with --nvme-path
+ * (daemon.c, check_block_size()); a larger one is only found wanting
+ * here, when the block size is known: say so, naming the NVMe tier, and
+ * take away the empty file the start's claim made for it.
+ */
+static void kc_no_host_tier(struct kd_cache *c)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+	char nvme[sizeof(cfg->nvme_path) + 128] = "";
+	struct stat st;
+
+	if (cfg->nvme_path[0])
+		snprintf(
+			nvme, sizeof(nvme),
+			", so no NVMe tier either (--nvme-path %s: blocks reach it through the host tier)",
+			cfg->nvme_path);
+	vmm_log(VMM_LOG_WARN,
+		"cache: --host-mem %llu holds no block of the first region's size (%zu bytes): no host tier%s; the cache keeps blocks on the GPU only",
+		(unsigned long long)cfg->host_mem, c->block_bytes, nvme);
+	if (c->nvme_made && c->nvme_fd >= 0 && !fstat(c->nvme_fd, &st) &&
+	    S_ISREG(st.st_mode) && !st.st_size && !unlink(cfg->nvme_path))
+		c->nvme_made = false;
+}
+
 /* Set up tiers and policy for blocks of ppb pages (first use). */
 int kc_open(struct kd_cache *c, uint32_t ppb)
 {
@@ -489,6 +517,8 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		po.capacity[POL_TIER_GPU] = 1;
 	po.prefix_rule = -1; /* the policy's default (off for lru) */
 	po.block_bytes = c->block_bytes;
+	if (cfg->host_mem && cfg->host_mem < c->block_bytes)
+		kc_no_host_tier(c);
 	if (cfg->host_mem >= c->block_bytes) {
 		struct tier_host_config hc = { .size = sizeof(hc),
 					       .capacity_bytes = cfg->host_mem,
@@ -842,6 +872,9 @@ int kd_cache_init(struct kd_daemon *d)
 	 * locked too: it is this daemon's.
 	 */
 	if (d->cfg.nvme_path[0]) {
+		struct stat st;
+
+		c->nvme_made = stat(d->cfg.nvme_path, &st) && errno == ENOENT;
 		r = tier_nvme_claim(d->cfg.nvme_path, d->cfg.nvme_format,
 				    &c->nvme_fd);
 		if (r == -ENOTEMPTY)

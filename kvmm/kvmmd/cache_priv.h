@@ -244,6 +244,7 @@ struct kd_cache {
 	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
 	 * without one: the tier's fd whenever it opens (cache.c) */
 	int nvme_fd;
+	bool nvme_made; /* the claim made the file (it did not exist) */
 	uint32_t ppb; /* pages per block of the tiers */
 	size_t block_bytes;
 	struct pol_cache *pol;

@@ -262,6 +262,27 @@ static int check_block_size(struct kd_daemon *d)
 		d->bad_option = true;
 		return -EINVAL;
 	}
+	/* with --nvme-path, a refusal: blocks reach the NVMe tier only
+	 * through host slots, so that tier was silently off too (and an
+	 * empty file left behind) */
+	if (cfg->nvme_path[0] && cfg->host_mem &&
+	    cfg->host_mem < (block ? block : 2ull * d->page_size)) {
+		char what[64] = "the smallest, 2 pages";
+
+		if (block)
+			snprintf(what, sizeof(what), "--cache-block-pages %u",
+				 cfg->cache_block_pages);
+		else
+			block = 2ull * d->page_size;
+		vmm_log(VMM_LOG_ERR,
+			"%s--host-mem %llu holds no block (%s, %llu bytes): the NVMe tier (--nvme-path %s) needs a host tier of at least one block",
+			kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
+					sizeof(where)),
+			(unsigned long long)cfg->host_mem, what,
+			(unsigned long long)block, cfg->nvme_path);
+		d->bad_option = true;
+		return -EINVAL;
+	}
 	/* a WARN, not a refusal: a node may run so on purpose (a host
 	 * limit given for it is dropped, tests/cache-tenant-limit.c) */
 	if (cfg->cache_block_pages && cfg->host_mem && cfg->host_mem < block)
