@@ -1,7 +1,9 @@
 #!/bin/bash
 # kvmmctl against a real kvmmd: status --json has the documented fields
 # with the configured values (pins 0), sessions lists a connected client
-# (with its pin count and quota), quota and log-level are accepted, bad
+# (with its pin count and quota), quota and log-level are accepted and
+# say what they set, a quota reads back (quota UID, tenants, metrics),
+# another uid's admin command is refused with the reason, bad
 # arguments are usage errors (exit 2), and
 # SIGTERM removes the socket.  Also checks kvmmd's option errors (bad
 # values, over-long paths, options that need another).
@@ -76,8 +78,44 @@ PY
 "$b/kvmmctl" --socket "$sock" status | grep -q '^block size   not known yet: the first region to publish' || fail "text status: block size"
 "$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl" and s[0]["pins"]==0 and s[0]["pin_quota"]>=1 and s[0]["pinned_bytes"]==0, s' || fail "sessions"
 "$b/kvmmctl" --socket "$sock" sessions | grep -q '^SESSION .* PINS  *PINNED FLAGS$' || fail "sessions text header"
-"$b/kvmmctl" --socket "$sock" quota 4242 1G || fail "quota"
-"$b/kvmmctl" --socket "$sock" log-level debug || fail "log-level"
+# quota and log-level say what they set (they printed nothing), and a
+# uid's quota reads back: kvmmctl quota UID, and tenants and metrics list
+# a uid that has one (a uid with only a quota was shown nowhere)
+out=$("$b/kvmmctl" --socket "$sock" quota 4242 1G) || fail "quota"
+[ "$out" = "uid 4242: quota 8192 pages (1073741824 bytes), 0 pages charged (0 of them cached blocks it gets back when it needs them)" ] ||
+	fail "quota set: $out"
+out=$("$b/kvmmctl" --socket "$sock" quota 4242) || fail "quota read"
+case $out in "uid 4242: quota 8192 pages (1073741824 bytes), 0 pages"*) ;; *) fail "quota read: $out" ;; esac
+"$b/kvmmctl" --socket "$sock" --json quota 4242 | python3 -c 'import json,sys; q=json.load(sys.stdin); assert q=={"uid":4242,"quota_pages":8192,"quota_bytes":1<<30,"used_pages":0,"cached_pages":0,"page_size":128<<10}, q' ||
+	fail "quota --json"
+"$b/kvmmctl" --socket "$sock" tenants | grep -q '^uid 4242 .* 8192 ' || fail "tenants: no uid 4242: $("$b/kvmmctl" --socket "$sock" tenants)"
+"$b/kvmmctl" --socket "$sock" metrics | grep -q '^kvmm_tenant_quota_pages{.*"4242"} 8192$' ||
+	fail "metrics: no quota of uid 4242: $("$b/kvmmctl" --socket "$sock" metrics | grep quota)"
+out=$("$b/kvmmctl" --socket "$sock" quota 4242 0) || fail "quota 0"
+case $out in "uid 4242: no quota (unlimited), 0 pages"*) ;; *) fail "quota 0: $out" ;; esac
+"$b/kvmmctl" --socket "$sock" tenants | grep -q '^uid 4242 ' && fail "tenants: uid 4242 without a quota"
+out=$("$b/kvmmctl" --socket "$sock" quota 4243) || fail "quota of a uid without one"
+case $out in "uid 4243: no quota (unlimited), 0 pages"*) ;; *) fail "quota 4243: $out" ;; esac
+out=$("$b/kvmmctl" --socket "$sock" log-level debug) || fail "log-level"
+[ "$out" = "kvmmd's log level: debug" ] || fail "log-level said: $out"
+# a uid that is neither 0 nor kvmmd's: the refusal says why, and names
+# the command (log-level and quota printed a bare "Operation not
+# permitted")
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	chmod 755 "$dir"
+	chmod 666 "$sock"
+	for c in status "log-level info" "quota 4242 1G" "quota 4242"; do
+		# shellcheck disable=SC2086
+		setpriv --reuid 65534 --regid 65534 --clear-groups \
+			"$b/kvmmctl" --socket "$sock" $c 2>"$dir/err"
+		[ $? = 1 ] || fail "$c as uid 65534: not refused"
+		grep -qxF "kvmmctl: ${c%% *}: Operation not permitted: admin commands need uid 0 or kvmmd's own; this is uid 65534" "$dir/err" ||
+			fail "$c as uid 65534: $(cat "$dir/err")"
+	done
+	chmod 660 "$sock"
+else
+	echo "(not root: the refusal of another uid not checked)"
+fi
 "$b/kvmmctl" --socket "$sock" log-level loud 2>/dev/null; [ $? = 2 ] || fail "bad level not a usage error"
 "$b/kvmmctl" --socket "$sock" kill 99999 2>/dev/null; [ $? = 1 ] || fail "kill of unknown session should fail"
 "$b/kvmmctl" --socket "$sock" frob 2>/dev/null; [ $? = 2 ] || fail "unknown command"

@@ -196,8 +196,11 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 	 * the sessions' rows (a tenant connected but not served yet showed
 	 * 0 used), and a uid whose quarantined processes hold pages gets
 	 * a row if it has none: those pages count against its quota until
-	 * the processes exit, and nothing else showed them.  Only those: a
-	 * uid the policy folds into the others' row stays there.
+	 * the processes exit, and nothing else showed them.  And a uid
+	 * with a quota: one set by --quota or kvmmctl quota for a uid not
+	 * connected yet was shown nowhere, so it could not be read back.
+	 * Only those: a uid the policy folds into the others' row stays
+	 * there.
 	 */
 	for (uint64_t b = 0;
 	     r->kind == KVMM_TENANT_UID && d->quotas.b && b <= d->quotas.mask;
@@ -205,7 +208,7 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		for (struct kd_hnode *n = d->quotas.b[b]; n; n = n->next) {
 			const struct kd_quota *q = (const void *)n;
 
-			if (q->zombies && q->used_pages)
+			if ((q->zombies && q->used_pages) || q->limit_pages)
 				(void)entry(r, q->uid);
 		}
 	for (uint32_t i = 0; r->kind == KVMM_TENANT_UID && i < r->nr; i++) {

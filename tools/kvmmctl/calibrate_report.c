@@ -183,7 +183,8 @@ int calibrate_report(struct kvmmctl_ctx *ctx, const char *path)
 	err = kvmmctl_fetch_status(c, &st, NULL, NULL);
 	kvmm_disconnect(c);
 	if (err) {
-		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: status: %s\n",
+			kvmmctl_strerror(ctx, err));
 		return err;
 	}
 	no_model = !st.cost_host_bw;

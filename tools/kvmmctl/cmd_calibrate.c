@@ -140,7 +140,8 @@ static int check_daemon(struct kvmmctl_ctx *ctx)
 	err = kvmmctl_fetch_status(c, &st, NULL, NULL);
 	kvmm_disconnect(c);
 	if (err)
-		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: status: %s\n",
+			kvmmctl_strerror(ctx, err));
 	return err;
 }
 

@@ -35,7 +35,7 @@ int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			a.session_id);
 	else if (err)
 		fprintf(stderr, "kvmmctl: kill: session %u: %s\n", a.session_id,
-			kvmm_strerror(err));
+			kvmmctl_strerror(ctx, err));
 	kvmm_disconnect(c);
 	return err ? 1 : 0;
 }

@@ -8,6 +8,8 @@
 
 #include "tools/kvmmctl/kvmmctl.h"
 
+static const char *const log_names[] = { "err", "warn", "info", "debug" };
+
 int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_admin_log_level a = { .size = sizeof(a) };
@@ -23,5 +25,9 @@ int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 2;
 	}
 	a.level = l;
-	return kvmmctl_simple(ctx, KVMM_CMD_ADMIN_SET_LOG_LEVEL, &a, sizeof(a));
+	if (kvmmctl_simple(ctx, KVMM_CMD_ADMIN_SET_LOG_LEVEL, &a, sizeof(a)))
+		return 1;
+	/* it printed nothing: say what kvmmd logs now */
+	printf("kvmmd's log level: %s\n", log_names[l]);
+	return 0;
 }

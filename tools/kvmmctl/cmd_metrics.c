@@ -54,7 +54,8 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		src.tn = tn;
 	kvmm_disconnect(c);
 	if (err) {
-		fprintf(stderr, "kvmmctl: metrics: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: metrics: %s\n",
+			kvmmctl_strerror(ctx, err));
 		return 1;
 	}
 	f = open_memstream(&text, &len);

@@ -89,7 +89,8 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	err = kvmmctl_sessions_fetch(c, &ss);
 	kvmm_disconnect(c);
 	if (err) {
-		fprintf(stderr, "kvmmctl: sessions: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: sessions: %s\n",
+			kvmmctl_strerror(ctx, err));
 		return 1;
 	}
 	rep = ss.rep;

@@ -249,7 +249,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	err = kvmmctl_fetch_status(c, &st, &ts, &ts_err);
 	kvmm_disconnect(c);
 	if (err) {
-		fprintf(stderr, "kvmmctl: status: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: status: %s\n",
+			kvmmctl_strerror(ctx, err));
 		return 1;
 	}
 	st.device[sizeof(st.device) - 1] = '\0';

@@ -92,7 +92,7 @@ int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		break;
 	default:
 		fprintf(stderr, "kvmmctl: tenant-limit: %s\n",
-			kvmm_strerror(err));
+			kvmmctl_strerror(ctx, err));
 	}
 	return 1;
 }

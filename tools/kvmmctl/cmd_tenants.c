@@ -200,7 +200,8 @@ int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 1;
 	}
 	if (err) {
-		fprintf(stderr, "kvmmctl: tenants: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: tenants: %s\n",
+			kvmmctl_strerror(ctx, err));
 		return 1;
 	}
 	if (ctx->json)

@@ -15,6 +15,7 @@
 struct kvmmctl_ctx {
 	const char *socket; /* --socket, or NULL for the default */
 	bool json; /* --json anywhere on the line */
+	const char *cmd; /* the command's name, for its error lines */
 };
 
 /* An admin connection to the daemon, with an error printed on failure. */
@@ -82,6 +83,12 @@ int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
  */
 int kvmmctl_args(const char *cmd, int argc, char **argv, int min, int max,
 		 const char *usage);
+/*
+ * kvmm_strerror(err), and for -EPERM who may run admin commands (kvmmd's
+ * rule: uid 0 or its own; a bare "Operation not permitted" did not say
+ * why).  A static buffer: use it before the next call.
+ */
+const char *kvmmctl_strerror(struct kvmmctl_ctx *ctx, int err);
 /* A decimal u32 argument; prints an error and returns -EINVAL if not a
  * number, -ERANGE if past 2^32 - 1. */
 int kvmmctl_parse_u32(const char *s, uint32_t *out);

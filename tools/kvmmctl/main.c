@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tools/kvmmctl/kvmmctl.h"
 
@@ -45,7 +47,8 @@ static const struct command commands[] = {
 	  "[--tier gpu|host|nvme[,...]] [--uid ID]: drop cached\n"
 	  "               blocks (those in use stay), of the tiers and the\n"
 	  "               tenant named (all without)" },
-	{ "quota", cmd_quota, "quota UID SIZE: set a uid's memory quota" },
+	{ "quota", cmd_quota,
+	  "quota UID [SIZE]: set a uid's memory quota, or show it" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
 	{ "revoke", cmd_revoke,
 	  "revoke SESSION REGION SEQ [FIRST_BLOCK]: take pages back" },
@@ -129,10 +132,35 @@ int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 	err = kc_request(c, cmd, req, len, NULL, 0, NULL);
 	kvmm_disconnect(c);
 	if (err) {
-		fprintf(stderr, "kvmmctl: %s\n", kvmm_strerror(err));
+		fprintf(stderr, "kvmmctl: %s: %s\n", ctx->cmd,
+			kvmmctl_strerror(ctx, err));
 		return 1;
 	}
 	return 0;
+}
+
+const char *kvmmctl_strerror(struct kvmmctl_ctx *ctx, int err)
+{
+	static char buf[256];
+	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
+	struct stat st;
+
+	if (err != -EPERM)
+		return kvmm_strerror(err);
+	/* kvmmd made its socket: its owner is kvmmd's uid, unless an
+	 * operator chowned it */
+	if (!stat(path, &st) && st.st_uid)
+		snprintf(
+			buf, sizeof(buf),
+			"%s: admin commands need uid 0 or kvmmd's own (%u, the socket's owner); this is uid %u",
+			kvmm_strerror(err), (unsigned)st.st_uid,
+			(unsigned)getuid());
+	else
+		snprintf(
+			buf, sizeof(buf),
+			"%s: admin commands need uid 0 or kvmmd's own; this is uid %u",
+			kvmm_strerror(err), (unsigned)getuid());
+	return buf;
 }
 
 int kvmmctl_args(const char *cmd, int argc, char **argv, int min, int max,
@@ -269,8 +297,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (cmd)
+	if (cmd) {
+		ctx.cmd = cmd->name;
 		return cmd->fn(n, args, &ctx);
+	}
 	if (!strcmp(args[0], "help")) {
 		usage(stdout);
 		return 0;
