@@ -19,6 +19,8 @@ rc=$?
 [ $rc = 1 ] || fail "asym against an lru kvmmd: exit $rc, expected 1"
 grep -qF -- "--policy asym but kvmmd runs --cache-policy lru" "$D/err" ||
 	fail "no message naming both policies: $(cat "$D/err")"
+# that line alone ("replay failed: Invalid argument" followed it)
+grep -q "replay failed" "$D/err" && fail "a second line: $(cat "$D/err")"
 [ -s "$D/out" ] && fail "output for a refused replay: $(cat "$D/out")"
 "$R" --trace "$D/t.jsonl" --policy lru --gpu-blocks 100 --daemon "$D/s" \
 	--json >"$D/out" 2>"$D/err" || fail "lru against lru: $(cat "$D/err")"

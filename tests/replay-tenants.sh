@@ -80,7 +80,11 @@ for bad in x=gpu:1 1=gpu:0 1=disk:1 1 1=gpu:1,gpu:2 -1=gpu:1 4294967295=gpu:1 \
 	usage "bad --tenant-limit" --tenant-limit "$bad"
 done
 usage "that tenant twice" --tenant-limit 1=gpu:1 --tenant-limit 1=gpu:2
-usage "without capacity" --tenant-limit 1=host:1
+usage "on the host tier, which has no capacity (give --host-blocks)" --tenant-limit 1=host:1
+# the option missing, not "give --host-blocks or --nvme-blocks" with
+# --host-blocks given
+usage "on the nvme tier, which has no capacity (give --nvme-blocks)" \
+	--host-blocks 3 --tenant-limit 1=nvme:1
 usage "replays in process" --tenant-limit 1=gpu:1 --daemon /nonexistent
 
 # kvmm-agentgen --tenants: session s is tenant 1000 + s % N; limiting one

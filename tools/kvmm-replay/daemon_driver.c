@@ -260,7 +260,8 @@ static bool msa_stats_agree(const uint64_t *from,
  * mismatch request after request; telemetry gets a warning, since the
  * plans only move once a correction changes a choice.  Not allowed to
  * ask, or a daemon before ABI 1.5 (no names in the reply): say so and go
- * on.
+ * on.  A refusal is -ECANCELED, its reason printed here (main's "replay
+ * failed: Invalid argument" after it only confused).
  */
 static int check_daemon_config(const char *socket_path,
 			       const struct pol_replay_opts *o)
@@ -306,7 +307,7 @@ static int check_daemon_config(const char *socket_path,
 			"%s: start it with --cache-policy %s, or replay --policy "
 			"%s\n",
 			want, st.cache_policy, want, st.cache_policy);
-		return -EINVAL;
+		return -ECANCELED;
 	}
 	if (!o->msa)
 		return 0;
@@ -316,7 +317,7 @@ static int check_daemon_config(const char *socket_path,
 			"--restore-mode %s; the replay models its plans "
 			"(--restore-mode plan)\n",
 			st.restore_mode);
-		return -EINVAL;
+		return -ECANCELED;
 	}
 	if (st.cost_host_bw || st.cost_nvme_bw)
 		fprintf(stderr, "kvmm-replay: --daemon --msa: kvmmd corrects "

@@ -8,6 +8,8 @@
 
 #include "kvmm/policy/replay.h"
 
+/* 0 or -errno; -ECANCELED: kvmmd runs another policy (or restore mode
+ * for --msa) than the replay's, and the line that says so was printed. */
 int kr_daemon_run(const char *socket_path, const struct pol_trace *t,
 		  const struct pol_replay_opts *o,
 		  struct pol_replay_result *res);

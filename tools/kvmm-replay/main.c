@@ -480,12 +480,16 @@ int main(int argc, char **argv)
 		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
 			if (limits[i].blocks[tier] && !o.capacity[tier] &&
 			    tier != POL_TIER_GPU)
+				/* the option that is missing, not
+				 * both (one may have been given) */
 				return die_usage(
-					"--tenant-limit on a tier without "
-					"capacity (%s: give --host-blocks or "
-					"--nvme-blocks)",
-					tier == POL_TIER_HOST ? "host" :
-								"nvme");
+					"--tenant-limit on the %s",
+					tier == POL_TIER_HOST ?
+						"host tier, which has no "
+						"capacity "
+						"(give --host-blocks)" :
+						"nvme tier, which has no "
+						"capacity (give --nvme-blocks)");
 	if (o.restart_forget && !o.restart_every)
 		return die_usage("%s",
 				 "--restart-forget needs --restart-every");
@@ -572,11 +576,15 @@ int main(int argc, char **argv)
 		e = daemon ? kr_daemon_run(daemon, &t, &o, &r) :
 			     pol_replay_run(&t, &o, &r);
 		if (e) {
-			fprintf(stderr, "kvmm-replay: replay failed: %s%s\n",
-				strerror(-e),
-				state && (e == -EINVAL || e == -ESTALE) ?
-					" (--policy-state: damaged, or of another policy or version)" :
-					"");
+			/* -ECANCELED: a kvmmd whose set-up differs, said */
+			if (e != -ECANCELED)
+				fprintf(stderr,
+					"kvmm-replay: replay failed: %s%s\n",
+					strerror(-e),
+					state && (e == -EINVAL ||
+						  e == -ESTALE) ?
+						" (--policy-state: damaged, or of another policy or version)" :
+						"");
 			if (per_request_f)
 				fclose(per_request_f);
 			pol_trace_free(&t);
