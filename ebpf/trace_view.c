@@ -329,12 +329,15 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, bool by_uid,
 			if (by_uid)
 				fprintf(out, "uid %-10s ",
 					uid_label(tb.v[i].uid, ub, sizeof(ub)));
+			/* last_seq is the access record's region << 32 |
+			 * seq: printed whole it read as a huge sequence */
 			fprintf(out,
-				"count %-8llu gap %10.3f ms  last %s seq %llu\n",
+				"count %-8llu gap %10.3f ms  last %s region %llu seq %llu\n",
 				tb.v[i].s.count,
 				(double)tb.v[i].s.ewma_gap_ns / 1e6,
 				tel_tier_string(tb.v[i].s.last_tier),
-				tb.v[i].s.last_seq);
+				tb.v[i].s.last_seq >> 32,
+				tb.v[i].s.last_seq & 0xffffffffull);
 		}
 		fprintf(out, "latency histograms (log2 ns buckets):\n");
 		tel_hist_foreach(t, print_hist, &hp);

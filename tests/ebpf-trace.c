@@ -81,6 +81,9 @@ int main(void)
 	t_ok(err);
 	printf("%s", out);
 	t_assert(strstr(out, "top blocks:\n  0x1111000000000001 count 5"));
+	/* an access record's seq is region << 32 | seq: split (a client's
+	 * region 16 read as seq 68719476736) */
+	t_assert(strstr(out, "last miss region 0 seq 4\n"));
 	free(out);
 
 	/* The reader left the ring to the daemon. */
