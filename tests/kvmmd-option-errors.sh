@@ -40,6 +40,14 @@ bad "kvmmd: --policy-state: $dir/link is a symbolic link: a save renames" --poli
 mkfifo "$dir/s.tmp"
 bad "kvmmd: --policy-state: $dir/s.tmp (each save writes it) is a FIFO" --policy-state "$dir/s"
 
+# a misspelled option is one line naming it (the whole --help followed,
+# 70 lines)
+bad "kvmmd: unknown option '--gpu-memory' (see kvmmd --help)" --gpu-memory 1G
+bad "kvmmd: unknown option '--bogus' (see kvmmd --help)" --bogus=1
+bad "kvmmd: ambiguous option '--nvme' (see kvmmd --help)" --nvme x
+bad "kvmmd: option '--gpu-mem' needs a value (see kvmmd --help)" --gpu-mem
+bad "kvmmd: unknown option '-x' (see kvmmd --help)" -x
+
 # sizes and numbers start with a digit: strtoull skipped the blank and
 # took the sign, so " -1" was 2^64 - 1
 bad "kvmmd: --host-mem: ' -1' is not a size" --host-mem " -1"

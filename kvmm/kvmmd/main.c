@@ -352,6 +352,34 @@ static void notify_ready(const struct kd_config *cfg)
 			strerror(-err));
 }
 
+/*
+ * One line for a word getopt did not take (the whole --help, 70 lines,
+ * buried it): unknown, an abbreviation of several options, or one
+ * without its value.
+ */
+static void bad_option(const char *word, bool no_value)
+{
+	size_t len = strcspn(word, "=");
+	int matches = 0;
+	char shortopt[3] = { '-', (char)optopt, 0 };
+
+	/* a short option may sit in a cluster (-fx): name it alone */
+	if (word[0] == '-' && word[1] != '-' && optopt) {
+		word = shortopt;
+		len = 2;
+	}
+	if (no_value) {
+		fprintf(stderr,
+			"kvmmd: option '%s' needs a value (see kvmmd --help)\n",
+			word);
+		return;
+	}
+	for (const struct option *o = long_opts; o->name && word[1] == '-'; o++)
+		matches += len > 2 && !strncmp(o->name, word + 2, len - 2);
+	fprintf(stderr, "kvmmd: %s option '%.*s' (see kvmmd --help)\n",
+		matches > 1 ? "ambiguous" : "unknown", (int)len, word);
+}
+
 int main(int argc, char **argv)
 {
 	struct kd_config cfg;
@@ -375,9 +403,9 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "fhV", long_opts, NULL)) != -1)
 		if (c == 'c' && read_config(&cfg, optarg))
 			return 2;
-	opterr = 1;
 	optind = 0; /* GNU getopt: start over, from scratch */
-	while ((c = getopt_long(argc, argv, "fhV", long_opts, NULL)) != -1) {
+	/* ':' first: a missing value is ':', not '?' (bad_option()) */
+	while ((c = getopt_long(argc, argv, ":fhV", long_opts, NULL)) != -1) {
 		if (c == 'c')
 			continue;
 		/* a repeatable option's list on the command line replaces
@@ -396,8 +424,9 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
-		if (c == '?') {
-			usage(stderr);
+		if (c == '?' || c == ':') {
+			bad_option(optind > 1 ? argv[optind - 1] : "",
+				   c == ':');
 			return 2;
 		}
 		if (kd_option_apply(&cfg, c, optarg))
