@@ -53,6 +53,11 @@ for a in "status --jsn" "sessions extra" "trace --bogus" "kill"; do
 	# shellcheck disable=SC2086
 	"$b/kvmmctl" $a 2>&1 | grep -q '^usage: kvmmctl' || fail "$a: no usage line"
 done
+# a --socket that is no socket: "Connection refused" misled
+mkdir "$dir/walk"
+expect 1 "kvmmctl: $dir/walk: not a socket (a directory): give kvmmd's --socket" --socket "$dir/walk" status
+: >"$dir/plain"
+expect 1 "kvmmctl: $dir/plain: not a socket (a regular file)" --socket "$dir/plain" sessions
 expect 0 "usage: kvmmctl [--json] trace [--once]" trace --help
 grep -q "^usage: kvmmctl \[--socket" "$dir/out" && fail "trace --help printed kvmmctl's list"
 grep -qF -- "--pin-root DIR" "$dir/out" || fail "trace --help: no options: $(cat "$dir/out")"

@@ -88,8 +88,18 @@ int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
 {
 	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
 	int err = kc_connect_admin(path, out);
+	struct stat st;
 
-	if (err && kc_hello_refusal(err))
+	/* connect(2) says "Connection refused" of a directory or a file */
+	if (err && !stat(path, &st) && !S_ISSOCK(st.st_mode))
+		fprintf(stderr,
+			"kvmmctl: %s: not a socket (%s): give kvmmd's --socket\n",
+			path,
+			S_ISDIR(st.st_mode)  ? "a directory" :
+			S_ISREG(st.st_mode)  ? "a regular file" :
+			S_ISFIFO(st.st_mode) ? "a FIFO" :
+					       "a device");
+	else if (err && kc_hello_refusal(err))
 		fprintf(stderr,
 			"kvmmctl: %s: kvmmd refused the connection: %s\n", path,
 			kc_hello_refusal(err));
