@@ -107,6 +107,19 @@ env -u KVMM_SRC -u KVMM_PROFILE_DIR "$R" --trace "$tmp/t.jsonl" --policy lru \
 	--trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 \
 	--profile h200-llama3-70b >/dev/null) ||
 	fail "h200-llama3-70b not found under \$KVMM_SRC"
+# and from another directory with neither set, under the directory above
+# the executable's (build/kvmm-replay -> build/..): kvmmd run so WARNed
+# "unknown profile 'h200-llama3-8b'" at every start
+if [ -f "$(dirname "$(readlink -f "$R")")/../kvmm/policy/profiles/h200-llama3-70b.profile" ]; then
+	(cd "$tmp" && env -u KVMM_PROFILE_DIR -u KVMM_SRC "$(readlink -f "$R")" \
+		--trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 \
+		--profile h200-llama3-70b >/dev/null) ||
+		fail "h200-llama3-70b not found above the executable's directory"
+	(cd "$tmp" && env -u KVMM_PROFILE_DIR -u KVMM_SRC "$(readlink -f "$R")" \
+		--trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 \
+		--profile nope 2>&1 >/dev/null) | grep -qF "$(dirname "$(readlink -f "$R")")/../kvmm/policy/profiles/nope.profile" ||
+		fail "the executable's tree not among the paths tried"
+fi
 expect 2 "unknown profile 'nope'" --trace "$tmp/t.jsonl" --policy lru --gpu-blocks 3 --profile nope
 expect 1 "cannot open" --trace "$tmp/none.jsonl" --policy lru --gpu-blocks 3
 # a directory is refused with the reason (it was "cannot read DIR")

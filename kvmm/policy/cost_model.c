@@ -309,6 +309,27 @@ struct profile_dir {
 	bool source_root;
 };
 
+/*
+ * The directory above this executable's (/proc/self/exe: build/kvmmd ->
+ * build/..), into root; false when it cannot be read.  A kvmmd run from
+ * the build tree anywhere but the source root missed the profiles there
+ * and fell back to the reference with a WARN at every start.
+ */
+static bool exe_parent(char *root, size_t len)
+{
+	char exe[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return false;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return false;
+	*slash = '\0';
+	return snprintf(root, len, "%s/..", exe) < (int)len;
+}
+
 int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		  size_t errlen)
 {
@@ -342,8 +363,8 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		 * rank: with KVMM_PROFILE_DIR unset, "." came first and its
 		 * kvmm/policy/profiles was never tried.
 		 */
-		struct profile_dir dirs[4];
-		char tried[2048] = "";
+		struct profile_dir dirs[6];
+		char tried[4096] = "", root[4096], share[4096 + 32];
 		size_t off = 0;
 
 		if (getenv("KVMM_PROFILE_DIR"))
@@ -354,6 +375,15 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 			dirs[nd++] = (struct profile_dir){ getenv("KVMM_SRC"),
 							   true };
 		dirs[nd++] = (struct profile_dir){ ".", true };
+		/* the tree this executable runs from: a build tree's root,
+		 * or an installed tree's share/kvmm/profiles (a DESTDIR or
+		 * a moved PREFIX) */
+		if (exe_parent(root, sizeof(root))) {
+			dirs[nd++] = (struct profile_dir){ root, true };
+			snprintf(share, sizeof(share), "%s/share/kvmm/profiles",
+				 root);
+			dirs[nd++] = (struct profile_dir){ share, false };
+		}
 		/* where make install puts them */
 		dirs[nd++] =
 			(struct profile_dir){ KVMM_PROFILE_DIR_DEFAULT, false };

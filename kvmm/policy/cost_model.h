@@ -58,8 +58,10 @@ struct pol_cost_model {
 
 /*
  * Load a profile by name (looked up as NAME.profile in $KVMM_PROFILE_DIR,
- * $KVMM_SRC/kvmm/policy/profiles, ./kvmm/policy/profiles, then the
- * built-in reference) or by path (anything containing a '/' or ending in
+ * $KVMM_SRC/kvmm/policy/profiles, ./kvmm/policy/profiles, the running
+ * executable's tree (EXEDIR/../kvmm/policy/profiles, then
+ * EXEDIR/../share/kvmm/profiles), the installed DATADIR/profiles, then
+ * the built-in reference; policy.md has the whole order) or by path (anything containing a '/' or ending in
  * .profile).  err (may be NULL) gets a message on failure.
  * Returns 0, -ENOENT, -EINVAL (bad line; err says which) or -ENOMEM.
  */
