@@ -577,8 +577,10 @@ def case_stats():
         c = kvmm.Connection(d.sock, "py-stats", map_ahead_blocks=0)
         st = c.stats()
         check_eq(st.session_id, c.session_id, "session id")
-        check_eq((st.backend, st.backend_name), (kvmm.BACKEND_HOST, "host"),
-                 "backend")
+        # a name, as Connection.backend (it was 0 beside c.backend "host");
+        # the number is backend_id
+        check_eq((st.backend, st.backend_name, st.backend_id, c.backend),
+                 ("host", "host", kvmm.BACKEND_HOST, "host"), "backend")
         check_eq(st.page_size, 64 * 1024, "page size")
         # HELLO, the STATS of the constructor and this one
         check_eq(st.cmds_socket, 3, "socket commands after connect")
@@ -589,10 +591,11 @@ def case_stats():
         check_eq(keys, [f for f, _ in kvmm.StatsStruct._fields_[1:]],
                  "dict keys in C order")
         di = c.daemon_info()  # kvmm_get_daemon_info(): no round trip
-        check_eq((di["abi_major"], di["backend"], di["page_size"],
-                  di["pages_total"], di["quota_pages"], di["gpu_uuid"]),
-                 (1, kvmm.BACKEND_HOST, 64 * 1024, 1024, 0, bytes(16)),
-                 "daemon info")
+        check_eq((di["abi_major"], di["backend"], di["backend_id"],
+                  di["page_size"], di["pages_total"], di["quota_pages"],
+                  di["gpu_uuid"]),
+                 (1, "host", kvmm.BACKEND_HOST, 64 * 1024, 1024, 0,
+                  bytes(16)), "daemon info")
         check(di["abi_minor"] >= 13, "daemon ABI minor %d" % di["abi_minor"])
 
         r = c.region(**REGION)  # socket: REGION_CREATE
@@ -1081,7 +1084,7 @@ def case_example():
         check_eq(lines[0], "1 ['gpu-shared']", "the example's first line")
         st = ast.literal_eval(lines[1])
         check_eq((st["backend"], st["pages_imported"], st["pages_held"]),
-                 (kvmm.BACKEND_HOST, 4 * PPB, PPB), "the example's stats")
+                 ("host", 4 * PPB, PPB), "the example's stats")
         d.wait_idle()
 
 

@@ -536,11 +536,17 @@ def hash_chain(seed, tokens, tokens_per_block, salt=0):
 
 # ---- result objects --------------------------------------------------------
 
+def _backend_name(kind):
+    return _BACKEND_NAMES.get(kind, "unknown")
+
+
 @dataclasses.dataclass(frozen=True)
 class Stats:
-    """struct kvmm_stats (kvmm_get_stats())."""
+    """struct kvmm_stats (kvmm_get_stats()).  .backend is the backend's
+    name ("host", "cuda"), as Connection.backend; .backend_id the C
+    field's number (BACKEND_HOST, BACKEND_CUDA)."""
     session_id: int
-    backend: int
+    backend: str
     page_size: int
     extends: int
     extend_waits: int
@@ -551,13 +557,19 @@ class Stats:
     cmds_ring: int
     cmds_socket: int
     pages_held: int
+    backend_id: int = dataclasses.field(default=0, repr=False,
+                                        compare=False)
 
     @property
     def backend_name(self):
-        return _BACKEND_NAMES.get(self.backend, "unknown")
+        """The same as .backend (it was the name of a number)."""
+        return self.backend
 
     def as_dict(self):
-        return dataclasses.asdict(self)
+        """The C fields, in C order (backend as its name)."""
+        d = dataclasses.asdict(self)
+        del d["backend_id"]
+        return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -784,21 +796,29 @@ class Connection:
             raise KvmmError(_errno.EPROTO, "kvmm_get_stats",
                             "libkvmm's struct kvmm_stats is %d bytes, this "
                             "binding's %d" % (st.size, ctypes.sizeof(st)))
-        return Stats(*(getattr(st, f) for f, _ in StatsStruct._fields_[1:]))
+        v = {f: getattr(st, f) for f, _ in StatsStruct._fields_[1:]}
+        v["backend_id"] = v["backend"]
+        v["backend"] = _backend_name(v["backend"])
+        return Stats(**v)
 
     get_stats = stats
 
     def daemon_info(self):
         """kvmm_get_daemon_info(): what the daemon said at connect, as a
         dict: abi_major, abi_minor (check it before using a feature a
-        later minor added), backend, revoke_timeout_ms, page_size,
-        pages_total, quota_pages, gpu_uuid (16 bytes)."""
+        later minor added), backend (its name, "host" or "cuda", as
+        Connection.backend), backend_id (the C field's number),
+        revoke_timeout_ms, page_size, pages_total, quota_pages, gpu_uuid
+        (16 bytes)."""
         d = DaemonInfoStruct()
         d.size = ctypes.sizeof(d)
         _check(_c.get_daemon_info(self._handle(), ctypes.byref(d)),
                "kvmm_get_daemon_info")
-        return {f: bytes(getattr(d, f)) if f == "gpu_uuid" else getattr(d, f)
+        info = {f: bytes(getattr(d, f)) if f == "gpu_uuid" else getattr(d, f)
                 for f, _ in DaemonInfoStruct._fields_[1:]}
+        info["backend_id"] = info["backend"]
+        info["backend"] = _backend_name(info["backend"])
+        return info
 
     # -- pins
     def pin(self, hash, *, ttl_ns=None, priority=None, priority_only=False,
