@@ -120,15 +120,49 @@ void kc_leave_block(struct kd_cache *c, struct kc_entry *e)
 	kd_block_put(c->d, blk);
 }
 
-/* Free the entry's host and NVMe slots (its GPU copy, if any, stays). */
+/*
+ * A lower tier refused to free a slot the cache let go of: tier_nvme_free()
+ * keeps one a read is in flight on (-EBUSY) or that is not READY
+ * (-ENOENT), tier_host_free() refuses one that is free already.  None of
+ * the callers can meet that (kc_release_lower()); should a change make
+ * one, an NVMe slot would stay taken for the rest of the run with nobody
+ * to free it, one less for the tier each time, so it is said (the first
+ * time, then at each power of two) and counted rather than ignored.
+ */
+void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
+		     uint64_t hash, int err)
+{
+	uint64_t n = ++c->lower_free_refused;
+
+	if (n & (n - 1))
+		return;
+	vmm_log(VMM_LOG_WARN,
+		"cache: %s slot %u (block %016llx) not freed: %s; %llu such refusals so far (a bug: an NVMe slot refused stays taken until kvmmd restarts)",
+		tier, slot, (unsigned long long)hash, strerror(-err),
+		(unsigned long long)n);
+}
+
+/*
+ * Free the entry's host and NVMe slots (its GPU copy, if any, stays).  No
+ * copy reads or fills them now: every caller has e->job NULL (an entry
+ * dropped with a move or restore in flight is drop_after, released once
+ * its job was reaped, and an NVMe read lets go of its slot before its job
+ * completes), so the tiers cannot refuse; kc_free_refused() if they do.
+ */
 void kc_release_lower(struct kd_cache *c, struct kc_entry *e)
 {
+	int err;
+
 	if (e->host_slot != MIGRATE_NO_SLOT) {
-		tier_host_free(c->host, e->host_slot);
+		err = tier_host_free(c->host, e->host_slot);
+		if (err)
+			kc_free_refused(c, "host", e->host_slot, e->hash, err);
 		e->host_slot = MIGRATE_NO_SLOT;
 	}
 	if (e->nvme_slot != MIGRATE_NO_SLOT) {
-		tier_nvme_free(c->nvme, e->nvme_slot);
+		err = tier_nvme_free(c->nvme, e->nvme_slot);
+		if (err)
+			kc_free_refused(c, "NVMe", e->nvme_slot, e->hash, err);
 		e->nvme_slot = MIGRATE_NO_SLOT;
 		kc_nvme_kick(c);
 	}

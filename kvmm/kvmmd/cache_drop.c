@@ -86,6 +86,7 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 {
 	struct migrate_job *job = NULL;
 	uint32_t slot = e->nvme_slot;
+	int err;
 
 	e->nvme_slot = MIGRATE_NO_SLOT;
 	if (c->mig && !c->closing)
@@ -101,7 +102,9 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 		}
 		migrate_job_free(job);
 	}
-	tier_nvme_free(c->nvme, slot);
+	err = tier_nvme_free(c->nvme, slot);
+	if (err)
+		kc_free_refused(c, "NVMe", slot, e->hash, err);
 	kc_nvme_kick(c);
 	return false;
 }
@@ -281,8 +284,13 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 	/* not taken by the tier (the test knob, cancelled at a stop): the
 	 * slot is still READY there, and nobody's */
-	if (!job->nvme_dropped)
-		tier_nvme_free(c->nvme, job->nvme_slot);
+	if (!job->nvme_dropped) {
+		int err = tier_nvme_free(c->nvme, job->nvme_slot);
+
+		if (err)
+			kc_free_refused(c, "NVMe", job->nvme_slot, job->hash,
+					err);
+	}
 	kc_nvme_kick(c);
 	migrate_job_free(job);
 	if (--dr->left)

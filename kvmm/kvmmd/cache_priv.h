@@ -321,6 +321,9 @@ struct kd_cache {
 	 * when the tiers open and kept until the stop (kc_hold_slots()) */
 	uint32_t held_host[KC_HELD_MAX];
 	uint32_t nheld_host, nheld_nvme;
+	/* lower-tier slots the cache let go of that the tier refused to
+	 * free (kc_free_refused()): 0 unless the bookkeeping is wrong */
+	uint64_t lower_free_refused;
 	struct kvmm_tier_stats_reply st;
 };
 
@@ -340,6 +343,8 @@ void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier);
 void kc_set_block(struct kd_cache *c, struct kc_entry *e, struct kd_block *blk);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);
 void kc_leave_block(struct kd_cache *c, struct kc_entry *e);
+void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
+		     uint64_t hash, int err);
 void kc_release_lower(struct kd_cache *c, struct kc_entry *e);
 void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
