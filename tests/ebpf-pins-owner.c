@@ -194,41 +194,6 @@ int main(void)
 	return 0;
 }
 #else
-/* A root of 250 characters under b->pin, held by this process (an
- * flock of its own on the directory, as a loader takes it): the reason
- * o in auto mode gives ends with the holder and the whole option. */
-static void long_root_reason(const struct bpf_test *b, struct tel_opts o)
-{
-	char root[251], want[128];
-	const char *r;
-	struct tel *t;
-	size_t n;
-	int fd;
-
-	n = (size_t)snprintf(root, sizeof(root), "%s/", b->pin);
-	memset(root + n, 'x', sizeof(root) - 1 - n);
-	root[sizeof(root) - 1] = 0;
-	t_ok(mkdir(root, 0700));
-	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	t_assert(fd >= 0);
-	t_ok(flock(fd, LOCK_EX | LOCK_NB));
-	o.mode = TEL_MODE_AUTO;
-	o.pin_root = root;
-	t_ok(tel_open(&o, &t));
-	t_assert_eq(tel_source(t), TEL_SOURCE_SHM);
-	r = tel_unavailable_reason(t);
-	printf("auto on a held root of %zu characters: %s\n", strlen(root), r);
-	snprintf(want, sizeof(want),
-		 " is in use by another loader (process %d): give each kvmmd "
-		 "its own --telemetry-pin-root",
-		 (int)getpid());
-	t_assert(strlen(r) > strlen(want) &&
-		 !strcmp(r + strlen(r) - strlen(want), want));
-	tel_close(t);
-	close(fd);
-	t_ok(rmdir(root));
-}
-
 int main(void)
 {
 	t_skip("built without BPF");
