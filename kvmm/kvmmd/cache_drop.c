@@ -25,10 +25,11 @@
  * hash names).  A dropped one must not: its slot goes to the migration
  * engine as an NVME_INVALIDATE job, whose worker has the tier zero the
  * header on disk (tier_nvme_invalidate_batch(), the tier's own io_uring
- * queue, then an fsync) and free the slot.  The loop never waits: the
- * session's reply is deferred (kd_session_defer()) until the last of the
- * drop's invalidations is reaped (kc_drop_job_done()), and says how many
- * failed.  While they run the slots count as NVMe I/O in flight
+ * queue, then an fsync) and free the slot; the slot is claimed for it at
+ * once (tier_nvme_invalidate_claim()), so nothing deduplicates onto it
+ * meanwhile.  The loop never waits: the session's reply is deferred
+ * (kd_session_defer()) until the last of the drop's invalidations is
+ * reaped (kc_drop_job_done()), and says how many failed.  While they run the slots count as NVMe I/O in flight
  * (nvme_in_flight), so writes waiting for a slot wait for them.
  */
 #include "kvmm/kvmmd/cache_priv.h"
@@ -91,7 +92,14 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 	e->nvme_slot = MIGRATE_NO_SLOT;
 	if (c->mig && !c->closing)
 		job = migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
-	if (job) {
+	/*
+	 * Claimed now, not when a worker gets to the job: until then a
+	 * READY slot of this hash is what a host -> NVMe write of the same
+	 * block would deduplicate onto, and the invalidation would then zero
+	 * and free a slot that entry holds.  Claimed, the write waits for the
+	 * slot to be freed and takes a fresh one.
+	 */
+	if (job && !tier_nvme_invalidate_claim(c->nvme, slot, e->hash)) {
 		job->hash = e->hash;
 		job->nvme_slot = slot;
 		job->owner = dr;
@@ -101,7 +109,14 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 			return true;
 		}
 		migrate_job_free(job);
+		err = tier_nvme_invalidate_unclaim(c->nvme, slot);
+		if (err)
+			kc_free_refused(c, "NVMe", slot, e->hash, err);
+		kc_nvme_kick(c);
+		return false;
 	}
+	if (job)
+		migrate_job_free(job);
 	err = tier_nvme_free(c->nvme, slot);
 	if (err)
 		kc_free_refused(c, "NVMe", slot, e->hash, err);
@@ -283,9 +298,9 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 			strerror(-job->result));
 	}
 	/* not taken by the tier (the test knob, cancelled at a stop): the
-	 * slot is still READY there, and nobody's */
+	 * slot is still claimed there (kc_drop_invalidate()), and nobody's */
 	if (!job->nvme_dropped) {
-		int err = tier_nvme_free(c->nvme, job->nvme_slot);
+		int err = tier_nvme_invalidate_unclaim(c->nvme, job->nvme_slot);
 
 		if (err)
 			kc_free_refused(c, "NVMe", job->nvme_slot, job->hash,

@@ -534,6 +534,17 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	return -ENOTSUP;
 }
 
+int tier_nvme_invalidate_claim(struct tier_nvme *t, uint32_t slot,
+			       uint64_t hash)
+{
+	return -ENOTSUP;
+}
+
+int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot)
+{
+	return -ENOTSUP;
+}
+
 int tier_nvme_sync(struct tier_nvme *t)
 {
 	return -ENOTSUP;

@@ -220,12 +220,13 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n);
 
 /*
- * Forget n READY blocks for good (io.slot, io.hash set): each slot leaves
- * the index at once (lookups miss it, a write of its hash waits for it),
- * its 4 KiB header is written as zeros through the same queue as every
- * other I/O, and the slot is FREE when that write ended, whatever its
- * result: a restart's scan (tier_nvme_recover.c) takes a zeroed header
- * for a slot never written.  io.result: 0; -ENOENT (not READY with that
+ * Forget n READY blocks for good (io.slot, io.hash set), or blocks
+ * tier_nvme_invalidate_claim() claimed: each slot leaves the index at
+ * once (lookups miss it, a write of its hash waits for it), its 4 KiB
+ * header is written as zeros through the same queue as every other I/O,
+ * and the slot is FREE when that write ended, whatever its result: a
+ * restart's scan (tier_nvme_recover.c) takes a zeroed header for a slot
+ * never written.  io.result: 0; -ENOENT (not READY or claimed with that
  * hash), -EBUSY (a read of it in flight), -EINVAL: nothing written, the
  * slot as it was; or the write's -errno: the slot is free, but its old
  * header may still be on disk.  io.dropped: the slot was taken (free
@@ -235,6 +236,22 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  */
 int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			       unsigned int n);
+/*
+ * Take READY slot (holding hash) out of use now for an invalidation to
+ * come (an operator drop, whose job a worker runs later): FILLING, so a
+ * lookup or read misses it and a write of its hash waits for it instead
+ * of deduplicating onto a slot about to be zeroed and freed.
+ * tier_nvme_invalidate_batch() then takes it as it takes a READY one.
+ * 0; -EINVAL (no such slot), -ENOENT (not READY with that hash), -EBUSY
+ * (a read of it in flight): the slot as it was.
+ */
+int tier_nvme_invalidate_claim(struct tier_nvme *t, uint32_t slot,
+			       uint64_t hash);
+/* A claimed slot whose invalidation never ran (its job failed before the
+ * tier took it, was cancelled, or never submitted): free it, in memory
+ * only, as tier_nvme_free() does.  0; -EINVAL (no such slot), -ENOENT
+ * (not claimed, or taken by an invalidation already): nothing done. */
+int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot);
 
 /*
  * Set a free slot aside for a write to come (tier_nvme_io.reserved), so

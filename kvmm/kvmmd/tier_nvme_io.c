@@ -1010,7 +1010,9 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			continue;
 		}
 		s = &t->slots[io->slot];
-		if (s->state != TIER_SLOT_READY || s->hash != io->hash) {
+		if (s->hash != io->hash ||
+		    (s->state != TIER_SLOT_READY &&
+		     !(s->state == TIER_SLOT_FILLING && s->dropping))) {
 			io->result = -ENOENT;
 			continue;
 		}
@@ -1018,9 +1020,15 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			io->result = -EBUSY;
 			continue;
 		}
-		/* a bad slot too: its header may still pass at a restart */
-		s->state = TIER_SLOT_FILLING;
-		t->st.ready_slots--;
+		/* a bad slot too: its header may still pass at a restart;
+		 * a claimed one is FILLING and out of ready_slots already.
+		 * Taken: no longer claimed, so neither another batch nor
+		 * tier_nvme_invalidate_unclaim() takes it again */
+		if (s->state == TIER_SLOT_READY) {
+			s->state = TIER_SLOT_FILLING;
+			t->st.ready_slots--;
+		}
+		s->dropping = false;
 		io->buf = NULL;
 		io->length = 0;
 		io->headroom = false;

@@ -89,6 +89,10 @@ struct nvme_slot {
 		   * (NVME_READ_FAILURES_MAX); freed when the last reader
 		   * leaves */
 	uint8_t read_failures; /* reads in a row that failed (I/O error) */
+	/* FILLING for an operator drop's invalidation, claimed on the loop
+	 * thread before its job runs (tier_nvme_invalidate_claim()); cleared
+	 * with the rest of the slot when it is freed */
+	bool dropping;
 	uint32_t next; /* hash chain */
 	uint64_t hash;
 	uint64_t length;

@@ -137,6 +137,7 @@ static void slot_free(struct tier_nvme *t, uint32_t slot, bool push)
 	idx_remove(t, slot);
 	if (s->state == TIER_SLOT_READY)
 		t->st.ready_slots--;
+	/* every field, dropping too: a reused slot starts clean */
 	*s = (struct nvme_slot){ .state = TIER_SLOT_FREE, .next = NVME_NONE };
 	if (push)
 		t->free_stack[t->nfree++] = slot;
@@ -222,6 +223,51 @@ int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
 		r = -EBUSY;
 	else
 		nvme_slot_release(t, slot);
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+int tier_nvme_invalidate_claim(struct tier_nvme *t, uint32_t slot,
+			       uint64_t hash)
+{
+	struct nvme_slot *s;
+	int r = 0;
+
+	if (slot >= t->nslots)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	s = &t->slots[slot];
+	if (s->state != TIER_SLOT_READY || s->hash != hash) {
+		r = -ENOENT;
+	} else if (s->readers) {
+		r = -EBUSY;
+	} else {
+		/* stays in the index: a write of hash finds it FILLING and
+		 * waits (wait_hashes_settled()) until it is freed */
+		s->state = TIER_SLOT_FILLING;
+		s->dropping = true;
+		t->st.ready_slots--;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot)
+{
+	int r = -ENOENT;
+
+	if (slot >= t->nslots)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	if (t->slots[slot].state == TIER_SLOT_FILLING &&
+	    t->slots[slot].dropping) {
+		/* FILLING: ready_slots was counted down by the claim; a
+		 * write of its hash may be waiting for it */
+		nvme_slot_release(t, slot);
+		if (t->slot_waiters)
+			pthread_cond_broadcast(&t->slot_cond);
+		r = 0;
+	}
 	pthread_mutex_unlock(&t->lock);
 	return r;
 }
