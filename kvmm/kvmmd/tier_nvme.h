@@ -220,15 +220,14 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n);
 
 /*
- * Forget n READY blocks for good (io.slot, io.hash set), or blocks
- * tier_nvme_invalidate_claim() claimed: each slot leaves the index at
- * once (lookups miss it, a write of its hash waits for it), its 4 KiB
- * header is written as zeros through the same queue as every other I/O,
- * and the slot is FREE when that write ended, whatever its result: a
- * restart's scan (tier_nvme_recover.c) takes a zeroed header for a slot
- * never written.  io.result: 0; -ENOENT (not READY or claimed with that
- * hash), -EBUSY (a read of it in flight), -EINVAL: nothing written, the
- * slot as it was; or the write's -errno: the slot is free, but its old
+ * Forget n blocks for good whose slots tier_nvme_invalidate_claim()
+ * claimed (io.slot, io.hash set; out of use since the claim: lookups miss
+ * them, a write of their hash waits for them): each 4 KiB header is
+ * written as zeros through the same queue as every other I/O, and the
+ * slot is FREE when that write ended, whatever its result: a restart's
+ * scan (tier_nvme_recover.c) takes a zeroed header for a slot never
+ * written.  io.result: 0; -ENOENT (not claimed with that hash), -EINVAL:
+ * nothing written, the slot as it was; or the write's -errno: the slot is free, but its old
  * header may still be on disk.  io.dropped: the slot was taken (free
  * now).  Fsyncs the file after the writes (the device's cache), so a
  * dropped block stays dropped across a power loss too; a failed sync
@@ -241,7 +240,7 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  * come (an operator drop, whose job a worker runs later): FILLING, so a
  * lookup or read misses it and a write of its hash waits for it instead
  * of deduplicating onto a slot about to be zeroed and freed.
- * tier_nvme_invalidate_batch() then takes it as it takes a READY one.
+ * tier_nvme_invalidate_batch() takes only slots claimed so.
  * 0; -EINVAL (no such slot), -ENOENT (not READY with that hash), -EBUSY
  * (a read of it in flight): the slot as it was.
  */

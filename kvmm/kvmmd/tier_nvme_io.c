@@ -981,10 +981,10 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 }
 
 /*
- * Each io's slot is taken out of use under t->lock (FILLING: lookups and
- * reads miss it, a write of its hash waits in wait_hashes_settled()), so
- * nothing reads or reuses it while its zeroed header is on its way; the
- * header goes as a block of the write engine's with no payload (a
+ * Each io's slot was taken out of use when it was claimed
+ * (tier_nvme_invalidate_claim(): FILLING, so lookups and reads miss it and
+ * a write of its hash waits in wait_hashes_settled()), so nothing reads
+ * or reuses it while its zeroed header is on its way; the header goes as a block of the write engine's with no payload (a
  * separate-header block whose extent is empty), in the queue the other
  * batches share.  finish_block() frees the slot when the write ended.
  */
@@ -1010,24 +1010,16 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			continue;
 		}
 		s = &t->slots[io->slot];
-		if (s->hash != io->hash ||
-		    (s->state != TIER_SLOT_READY &&
-		     !(s->state == TIER_SLOT_FILLING && s->dropping))) {
+		/* claimed (a bad slot too: its header may still pass at a
+		 * restart), so out of ready_slots already and with no reader
+		 * (reads take READY slots only) */
+		if (s->state != TIER_SLOT_FILLING || !s->dropping ||
+		    s->hash != io->hash) {
 			io->result = -ENOENT;
 			continue;
 		}
-		if (s->readers) {
-			io->result = -EBUSY;
-			continue;
-		}
-		/* a bad slot too: its header may still pass at a restart;
-		 * a claimed one is FILLING and out of ready_slots already.
-		 * Taken: no longer claimed, so neither another batch nor
+		/* taken: no longer claimed, so neither another batch nor
 		 * tier_nvme_invalidate_unclaim() takes it again */
-		if (s->state == TIER_SLOT_READY) {
-			s->state = TIER_SLOT_FILLING;
-			t->st.ready_slots--;
-		}
 		s->dropping = false;
 		io->buf = NULL;
 		io->length = 0;
