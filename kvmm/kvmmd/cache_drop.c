@@ -124,30 +124,6 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 	return false;
 }
 
-/* The tenant row blocks of tenant id are charged to in the policy; false
- * when it has none (no block is its). */
-static bool kc_drop_row(struct kd_cache *c, uint32_t id, uint16_t *row)
-{
-	size_t n = pol_cache_tenants(c->pol, NULL, 0);
-	struct pol_tenant_count *rows;
-	bool found = false;
-
-	if (!n)
-		return false;
-	rows = calloc(n, sizeof(*rows));
-	if (!rows)
-		return false;
-	n = pol_cache_tenants(c->pol, rows, n);
-	for (size_t i = 0; i < n && !found; i++) {
-		if (rows[i].id != id)
-			continue;
-		*row = (uint16_t)i;
-		found = true;
-	}
-	free(rows);
-	return found;
-}
-
 /* Drop e (of tier) for dr, or count why it stays. */
 static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 			struct kc_entry *e, unsigned tier, uint64_t now)
@@ -247,8 +223,14 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		goto reply;
 	now = kd_now_ns();
 	pol_cache_set_clock(c->pol, now); /* TTL pins against now */
-	if (by_tenant && !kc_drop_row(c, a.tenant, &row))
-		goto reply;
+	if (by_tenant) {
+		/* a tenant with no row of its own has no block */
+		int r = pol_cache_tenant_row(c->pol, a.tenant);
+
+		if (r < 0)
+			goto reply;
+		row = (uint16_t)r;
+	}
 	/* walks of the lists of each tier's entries: kc_lose() only marks
 	 * an entry dead (kc_reap_dead() unlinks and frees it after) */
 	if (a.tiers & KVMM_CACHE_DROP_GPU)

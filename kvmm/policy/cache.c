@@ -399,6 +399,14 @@ size_t pol_cache_tenants(const struct pol_cache *c,
 	return n;
 }
 
+int pol_cache_tenant_row(const struct pol_cache *c, uint32_t id)
+{
+	uint16_t row = pol_tenant_row_lookup(&c->tenants, id);
+
+	return id == POL_TENANT_OTHERS || row == POL_TENANT_NO_ROW ? -ENOENT :
+								     row;
+}
+
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 {
 	for (unsigned t = tier + 1; t < POL_TIER_COUNT; t++)

@@ -411,6 +411,10 @@ void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
  * returns how many rows there are (which may be more than max). */
 size_t pol_cache_tenants(const struct pol_cache *c,
 			 struct pol_tenant_count *out, size_t max);
+/* The row of tenant id (its index in pol_cache_tenants(), the
+ * pol_block.tenant of its blocks), or -ENOENT when it has none of its own
+ * (never seen, or folded into the others' row). */
+int pol_cache_tenant_row(const struct pol_cache *c, uint32_t id);
 /*
  * Limit tenant id's blocks per tier (limit[t] blocks in tier t; 0: no
  * limit there, all 0: none at all), and bring it within the new limits
