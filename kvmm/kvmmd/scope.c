@@ -147,22 +147,19 @@ static void rename_tail(const struct kd_session *s, uint64_t salt, char *p,
  * for a payload too short to hold it or a region that is not s's (the
  * handler refuses the request: -EINVAL, -ENOENT, -EPERM).
  */
-static uint64_t region_salt(const struct kd_session *s, const char *p,
-			    size_t len, size_t off)
+static uint64_t region_salt(struct kd_session *s, const char *p, size_t len,
+			    size_t off)
 {
+	struct kd_region *r;
 	uint32_t id;
 
 	if (len < off + sizeof(id))
 		return 0;
 	memcpy(&id, p + off, sizeof(id));
-	for (const struct kd_region *r = s->regions; r; r = r->next)
-		if (r->id == id)
-			return r->salt;
-	return 0;
+	return kd_region_lookup(s, id, &r) ? 0 : r->salt;
 }
 
-void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
-		      size_t len)
+void kd_scope_request(struct kd_session *s, uint16_t cmd, void *p, size_t len)
 {
 	char *b = p;
 	uint64_t salt;
@@ -195,7 +192,7 @@ void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
 	}
 }
 
-void kd_scope_message(const struct kd_session *s, void *msg, size_t len)
+void kd_scope_message(struct kd_session *s, void *msg, size_t len)
 {
 	struct kvmm_msg_hdr h;
 

@@ -68,12 +68,11 @@ uint32_t kd_scope_id(const struct kd_scope *sc, const struct kd_session *s);
  * by the scope.  Only hashes that lie whole inside the payload are
  * touched; a malformed request is left for its handler to refuse.
  */
-void kd_scope_request(const struct kd_session *s, uint16_t cmd, void *p,
-		      size_t len);
+void kd_scope_request(struct kd_session *s, uint16_t cmd, void *p, size_t len);
 /* The same for a whole message as read from s's socket (header, then
  * payload), before kd_proto_socket(); once per message: a parked command
  * run again is not renamed again. */
-void kd_scope_message(const struct kd_session *s, void *msg, size_t len);
+void kd_scope_message(struct kd_session *s, void *msg, size_t len);
 
 /*
  * The names a BLOCK_PIN's or BLOCK_UNPIN's hash may have in the cache
