@@ -56,6 +56,16 @@ void kc_seq_hashes_trim(struct kc_seq *q, uint32_t from)
 	q->nr_hashes = from;
 }
 
+void kc_seq_end_before(struct kvmm_region *r, struct kc_seq *q, uint32_t b)
+{
+	if (q->backed > b)
+		q->backed = b;
+	if (q->len > b * r->tokens_per_block) {
+		q->len = b * r->tokens_per_block;
+		kc_seq_hashes_trim(q, b);
+	}
+}
+
 static int recs_reserve(struct kvmm_conn *c, uint64_t n)
 {
 	struct kvmm_access_rec *nr;

@@ -248,6 +248,10 @@ void kc_import_end(struct kc_import *im);
 void kc_seq_hashes_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
 		       uint32_t n, const uint64_t *hashes);
 void kc_seq_hashes_trim(struct kc_seq *q, uint32_t from);
+/* The sequence's contents end before block b (its pages from b on are
+ * gone or not its own): backed and len no further, the names of the
+ * blocks from b on forgotten.  lock held. */
+void kc_seq_end_before(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
 /* Fire kvmm:access (and the shm counters) for the open sequences' known
  * blocks; called by kvmm_step_end() when some reader wants it. */
 void kc_step_access(struct kvmm_conn *c);

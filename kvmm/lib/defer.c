@@ -186,16 +186,8 @@ void kc_deferred_apply(struct kvmm_conn *c)
 			}
 			/* the old contents are gone from the first block
 			 * replaced on; what was never revoked stays */
-			if (q->replaced != UINT32_MAX) {
-				uint32_t b = q->replaced;
-
-				if (q->backed > b)
-					q->backed = b;
-				if (q->len > b * r->tokens_per_block) {
-					q->len = b * r->tokens_per_block;
-					kc_seq_hashes_trim(q, b);
-				}
-			}
+			if (q->replaced != UINT32_MAX)
+				kc_seq_end_before(r, q, q->replaced);
 			while (q->backed < r->max_blocks &&
 			       kc_block_mapped(r, q, q->backed))
 				q->backed++;

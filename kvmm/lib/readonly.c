@@ -71,13 +71,8 @@ void kc_ro_release(struct kvmm_region *r, uint32_t seq, uint32_t b)
 	 * backed, as after a failed extend */
 	for (uint32_t i = 0; q->block_pages[b] && i < r->pages_per_block; i++)
 		kc_open_access(r, seq, b, 1, i);
-	if (!kc_block_mapped(r, q, b) && q->backed > b) {
-		q->backed = b;
-		if (q->len > b * r->tokens_per_block) {
-			q->len = b * r->tokens_per_block;
-			kc_seq_hashes_trim(q, b);
-		}
-	}
+	if (!kc_block_mapped(r, q, b))
+		kc_seq_end_before(r, q, b);
 }
 
 int kc_extend_readonly(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
