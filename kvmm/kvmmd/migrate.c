@@ -253,12 +253,6 @@ static bool uses_pages(enum migrate_kind k)
 	       k == MIGRATE_NVME_TO_GPU;
 }
 
-static bool uses_nvme(enum migrate_kind k)
-{
-	return k == MIGRATE_HOST_TO_NVME || k == MIGRATE_NVME_TO_HOST ||
-	       k == MIGRATE_NVME_TO_GPU || k == MIGRATE_NVME_INVALIDATE;
-}
-
 /* NVMe jobs of one class run as one tier batch: writes, reads (to host
  * or GPU: the same read), invalidations; 0 for the others. */
 static int nvme_class(enum migrate_kind k)
@@ -274,6 +268,11 @@ static int nvme_class(enum migrate_kind k)
 	default:
 		return 0;
 	}
+}
+
+static bool uses_nvme(enum migrate_kind k)
+{
+	return nvme_class(k) != 0;
 }
 
 /* USDT (ebpf/probes.h): every completed move, and each reload into the
