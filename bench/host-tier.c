@@ -181,7 +181,7 @@ int main(int argc, char **argv)
 			return 1;
 		/* the host backend's page is a memfd: map it for memcpy */
 		maps[i] = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED,
-			       vmm_pool_page_fd(pool, ids[i]), 0);
+			       vmm_pool_page_fd(pool, ids[i], 0), 0);
 		if (maps[i] == MAP_FAILED)
 			return 1;
 		memset(maps[i], (int)(i & 0xff), page);

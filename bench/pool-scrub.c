@@ -53,7 +53,7 @@ static double trial(struct setup *s, bool two)
 	for (size_t i = 0; i < s->n; i++) {
 		uint32_t owner = two ? 1 + (uint32_t)(i & 1) : 1;
 
-		err = vmm_pool_alloc_for(s->pool, owner, &id);
+		err = vmm_pool_alloc_for(s->pool, owner, 0, &id);
 		if (err)
 			die("alloc", err);
 		err = vmm_map_page(b, s->va, vmm_pool_page_handle(s->pool, id),
@@ -130,14 +130,14 @@ int main(int argc, char **argv)
 			uint32_t id;
 			double t0;
 
-			err = vmm_pool_alloc_for(s.pool, 1, &id);
+			err = vmm_pool_alloc_for(s.pool, 1, 0, &id);
 			if (!err)
 				err = vmm_pool_free(s.pool, id);
 			vmm_pool_get_stats(s.pool, &st);
 			before = st.scrubbed;
 			t0 = now_s();
 			if (!err)
-				err = vmm_pool_alloc_for(s.pool, 2, &id);
+				err = vmm_pool_alloc_for(s.pool, 2, 0, &id);
 			zero_us[r] = (now_s() - t0) * 1e6;
 			if (!err)
 				err = vmm_pool_free(s.pool, id);

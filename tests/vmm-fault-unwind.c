@@ -2,7 +2,7 @@
 /*
  * Every injected backend failure unwinds with nothing leaked.  A scenario
  * that uses every vmm operation the way the daemon and a client do (pool
- * prefill and alloc, reserve, map + set_access, export + import of a page,
+ * prefill and alloc, a scrub and a renewal, reserve, map + set_access, export + import of a page,
  * copies, unmap, free) runs once to count its calls per operation; then,
  * for every operation and every call number N up to that count, it runs
  * again on a fresh backend whose Nth call of that operation fails.  Each
@@ -49,7 +49,7 @@ static int scenario(struct vmm_backend *b)
 	if (err)
 		goto err_pool;
 	for (nids = 0; nids < NPAGES; nids++) {
-		err = vmm_pool_alloc_for(pool, 1, &ids[nids]);
+		err = vmm_pool_alloc_for(pool, 1, 0, &ids[nids]);
 		if (err)
 			goto err_free_ids;
 	}
@@ -57,7 +57,18 @@ static int scenario(struct vmm_backend *b)
 	 * first (page_zero) */
 	if (vmm_pool_free(pool, ids[--nids]))
 		t_fail("free of page %u", ids[nids]);
-	err = vmm_pool_alloc_for(pool, 2, &ids[nids]);
+	err = vmm_pool_alloc_for(pool, 2, 0, &ids[nids]);
+	if (err)
+		goto err_free_ids;
+	nids++;
+	/* and once more, now that a process of another domain (7) got its
+	 * fd: swapped for a new page (page_create, page_fd or an export,
+	 * the old one's page_release) */
+	if (vmm_pool_page_fd(pool, ids[nids - 1], 7) < 0)
+		t_fail("fd of page %u", ids[nids - 1]);
+	if (vmm_pool_free(pool, ids[--nids]))
+		t_fail("free of page %u", ids[nids]);
+	err = vmm_pool_alloc_for(pool, 2, 0, &ids[nids]);
 	if (err)
 		goto err_free_ids;
 	nids++;

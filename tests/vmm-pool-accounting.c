@@ -106,7 +106,7 @@ int main(void)
 	/* Bad ids are refused, not trusted. */
 	t_assert_eq(vmm_pool_free(pool, CAP), -EINVAL);
 	t_assert_eq(vmm_pool_mapped(pool, 1u << 30), -EINVAL);
-	t_assert_eq(vmm_pool_page_fd(pool, CAP + 1), -EINVAL);
+	t_assert_eq(vmm_pool_page_fd(pool, CAP + 1, 0), -EINVAL);
 	t_assert_eq(vmm_pool_page_state(pool, CAP), VMM_PAGE_UNUSED);
 	t_assert(strcmp(vmm_page_state_string(VMM_PAGE_REVOKING), "revoking") ==
 		 0);

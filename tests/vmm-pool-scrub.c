@@ -74,20 +74,20 @@ int main(void)
 	uint64_t fails;
 
 	t_ok(vmm_pool_create(b, CAP, &pool));
-	t_assert_eq(vmm_pool_alloc_for(pool, UINT64_MAX, &id), -EINVAL);
+	t_assert_eq(vmm_pool_alloc_for(pool, UINT64_MAX, 0, &id), -EINVAL);
 
 	/* owner 1 writes; gets the page back as it was, no scrub */
-	t_ok(vmm_pool_alloc_for(pool, 1, &a));
+	t_ok(vmm_pool_alloc_for(pool, 1, 0, &a));
 	fill(b, pool, a, 0xA1);
 	t_ok(vmm_pool_free(pool, a));
-	t_ok(vmm_pool_alloc_for(pool, 1, &id));
+	t_ok(vmm_pool_alloc_for(pool, 1, 0, &id));
 	t_assert_eq(id, a);
 	t_assert_eq(scrubbed(pool, NULL), 0);
 	t_assert_eq(differ(b, pool, a, 0xA1), 0); /* its own bytes */
 	t_ok(vmm_pool_free(pool, a));
 
 	/* owner 2 gets it zeroed */
-	t_ok(vmm_pool_alloc_for(pool, 2, &id));
+	t_ok(vmm_pool_alloc_for(pool, 2, 0, &id));
 	t_assert_eq(id, a);
 	t_assert_eq(scrubbed(pool, NULL), 1);
 	t_assert_eq(differ(b, pool, a, 0), 0);
@@ -95,13 +95,13 @@ int main(void)
 
 	/* owner 1 gets a fresh page (never allocated: no scrub), writes it;
 	 * both freed, owner 2's last: owner 1 still finds its own */
-	t_ok(vmm_pool_alloc_for(pool, 1, &a2));
+	t_ok(vmm_pool_alloc_for(pool, 1, 0, &a2));
 	t_assert(a2 != a);
 	fill(b, pool, a2, 0xA1);
 	t_assert_eq(scrubbed(pool, NULL), 1);
 	t_ok(vmm_pool_free(pool, a2));
 	t_ok(vmm_pool_free(pool, a)); /* owner 2's, on top */
-	t_ok(vmm_pool_alloc_for(pool, 1, &id));
+	t_ok(vmm_pool_alloc_for(pool, 1, 0, &id));
 	t_assert_eq(id, a2);
 	t_assert_eq(scrubbed(pool, NULL), 1);
 	t_assert_eq(differ(b, pool, a2, 0xA1), 0);
@@ -109,7 +109,7 @@ int main(void)
 
 	/* a backend without page_zero: zeros written through copy_from_host */
 	vmm_fault_arm(b, VMM_OP_PAGE_ZERO, 1, -ENOTSUP);
-	t_ok(vmm_pool_alloc_for(pool, 3, &c)); /* a2 (owner 1, on top) */
+	t_ok(vmm_pool_alloc_for(pool, 3, 0, &c)); /* a2 (owner 1, on top) */
 	t_assert_eq(c, a2);
 	t_assert_eq(scrubbed(pool, &fails), 2);
 	t_assert_eq(fails, 0);
@@ -120,11 +120,11 @@ int main(void)
 	/* a failed scrub: the allocation fails, the page stays free with its
 	 * bytes, nobody gets it; the next try zeroes it */
 	vmm_fault_arm(b, VMM_OP_PAGE_ZERO, 1, -EIO);
-	t_assert_eq(vmm_pool_alloc_for(pool, 4, &id), -EIO);
+	t_assert_eq(vmm_pool_alloc_for(pool, 4, 0, &id), -EIO);
 	t_assert_eq(scrubbed(pool, &fails), 2);
 	t_assert_eq(fails, 1);
 	t_assert_eq(vmm_pool_page_state(pool, c), VMM_PAGE_FREE);
-	t_ok(vmm_pool_alloc_for(pool, 4, &id));
+	t_ok(vmm_pool_alloc_for(pool, 4, 0, &id));
 	t_assert_eq(id, c);
 	t_assert_eq(scrubbed(pool, &fails), 3);
 	t_assert_eq(differ(b, pool, c, 0), 0);

@@ -33,6 +33,18 @@
  * clears memory before a process gets it) and needs no scrub.  The
  * allocation looks at the few most recently freed pages for one of the
  * same owner (or a clean one) before it pays for a scrub.
+ *
+ * Trust domains.  A scrub protects the next owner only from processes
+ * that really unmapped the page: one that kept the page's fd or a mapping
+ * of it (a client lying about its unmaps) reads whatever the next owner
+ * writes into the same memory.  So a page also remembers the trust
+ * domains whose processes got its fd (vmm_pool_page_fd(); kvmmd: the
+ * cache scope's uid or gid), and a page seen by a domain other than its
+ * next owner's is *renewed* instead: a new page (page_create, a new fd)
+ * takes its id and the old one is released.  The pool's memory is then
+ * the new page's; the old one lives on only in processes that still hold
+ * it, with what they could already read.  Ids, states and the free list
+ * do not change, so nothing above the pool sees the swap.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -53,10 +65,15 @@ struct pool_page {
 	enum vmm_page_state state;
 	unsigned int mappers;
 	uint64_t owner; /* last vmm_pool_alloc_for() owner, or OWNER_NONE */
+	/* the domain whose processes got the fd since the page was created,
+	 * OWNER_NONE (none yet) or SEEN_MIXED (more than one) */
+	uint64_t seen;
 };
 
 /* never allocated for an owner: nothing of anyone's in it */
 #define OWNER_NONE UINT64_MAX
+/* fds given to processes of more than one domain */
+#define SEEN_MIXED (UINT64_MAX - 1)
 /* free pages vmm_pool_alloc_for() looks at for one it need not scrub */
 #define OWNER_SCAN 16
 
@@ -126,14 +143,31 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 	return 0;
 }
 
+/* Give a page's fd and handle back to the backend.  The release is
+ * retried once: a transient failure (-EINTR, -ENOMEM for metadata) must
+ * not leak device memory; 0, or the second failure's -errno (counted). */
+static int release_page(struct vmm_pool *pool, struct pool_page *p)
+{
+	struct vmm_backend *b = pool->backend;
+	int err;
+
+	if (p->fd_owned)
+		close(p->fd);
+	p->fd_owned = false;
+	err = b->ops->page_release(b, p->handle);
+	if (err)
+		err = b->ops->page_release(b, p->handle);
+	if (err)
+		pool->st.failures++;
+	return err;
+}
+
 void vmm_pool_destroy(struct vmm_pool *pool)
 {
-	struct vmm_backend *b;
 	uint64_t leaked = 0;
 
 	if (!pool)
 		return;
-	b = pool->backend;
 	for (uint64_t id = 0; id < pool->st.created; id++) {
 		struct pool_page *p = &pool->pages[id];
 
@@ -141,13 +175,8 @@ void vmm_pool_destroy(struct vmm_pool *pool)
 			continue;
 		if (p->state != VMM_PAGE_FREE)
 			leaked++;
-		if (p->fd_owned)
-			close(p->fd);
-		/* Teardown calls are retried once: a transient failure
-		 * (-EINTR, -ENOMEM for metadata) must not leak device memory;
-		 * a second failure is logged and the page is lost. */
-		if (b->ops->page_release(b, p->handle) &&
-		    b->ops->page_release(b, p->handle))
+		/* a second failure is logged and the page is lost */
+		if (release_page(pool, p))
 			vmm_log(VMM_LOG_WARN,
 				"vmm pool: release of page %llu failed",
 				(unsigned long long)id);
@@ -198,13 +227,12 @@ static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
 	p->state = VMM_PAGE_FREE;
 	p->mappers = 0;
 	p->owner = OWNER_NONE;
+	p->seen = OWNER_NONE;
 	*id = (uint32_t)pool->st.created++;
 	return 0;
 
 err_release:
-	if (b->ops->page_release(b, p->handle) &&
-	    b->ops->page_release(b, p->handle))
-		pool->st.failures++;
+	release_page(pool, p);
 err_count:
 	pool->st.failures++;
 	memset(p, 0, sizeof(*p));
@@ -276,22 +304,73 @@ static int scrub(struct vmm_pool *pool, struct pool_page *p)
 	return err;
 }
 
-int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner, uint32_t *page_id)
+/*
+ * Swap a free page for a new one under the same id: created first, so a
+ * failure (device memory or fds short) leaves the page as it was, still
+ * free and still the old domains'.  The old page is released; a process
+ * that kept it keeps it, and the pool no longer counts it.
+ */
+static int renew(struct vmm_pool *pool, struct pool_page *p)
+{
+	struct vmm_backend *b = pool->backend;
+	struct pool_page fresh = { .fd = -1 };
+	int err;
+
+	pool->st.create_calls++;
+	err = b->ops->page_create(b, &fresh.handle);
+	if (err) {
+		pool->st.failures++;
+		return err;
+	}
+	err = pool_page_fd(b, &fresh);
+	if (err) {
+		pool->st.failures++;
+		release_page(pool, &fresh);
+		return err;
+	}
+	/* the new page takes the id whatever happens to the old one */
+	err = release_page(pool, p);
+	if (err)
+		vmm_log(VMM_LOG_WARN,
+			"vmm pool: release of a renewed page failed: %s",
+			strerror(-err));
+	p->handle = fresh.handle;
+	p->fd = fresh.fd;
+	p->fd_owned = fresh.fd_owned;
+	p->owner = OWNER_NONE;
+	p->seen = OWNER_NONE;
+	return 0;
+}
+
+/* Whether a free page may go to owner in domain as it is: nobody outside
+ * the domain got its fd, and nothing of another owner's is in it. */
+static bool needs_renewal(const struct pool_page *p, uint64_t domain)
+{
+	return p->seen != OWNER_NONE && p->seen != domain;
+}
+
+static bool needs_scrub(const struct pool_page *p, uint64_t owner)
+{
+	return p->owner != OWNER_NONE && p->owner != owner;
+}
+
+int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner, uint64_t domain,
+		       uint32_t *page_id)
 {
 	struct pool_page *p;
 	uint32_t id;
 	int err;
 
-	if (owner == OWNER_NONE)
+	if (owner == OWNER_NONE || domain >= SEEN_MIXED)
 		return -EINVAL;
 	if (!pool->nr_free)
 		goto fresh;
-	/* one of the last freed that needs no scrub goes first */
+	/* one of the last freed that needs neither goes first */
 	for (uint32_t i = 0; i < OWNER_SCAN && i < pool->nr_free; i++) {
 		uint32_t *slot = &pool->free_ids[pool->nr_free - 1 - i];
-		uint64_t o = pool->pages[*slot].owner;
+		const struct pool_page *c = &pool->pages[*slot];
 
-		if (o == owner || o == OWNER_NONE) {
+		if (!needs_renewal(c, domain) && !needs_scrub(c, owner)) {
 			id = *slot;
 			*slot = pool->free_ids[pool->nr_free - 1];
 			pool->free_ids[pool->nr_free - 1] = id;
@@ -300,7 +379,15 @@ int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner, uint32_t *page_id)
 	}
 	id = pool->free_ids[pool->nr_free - 1];
 	p = &pool->pages[id];
-	if (p->owner != owner && p->owner != OWNER_NONE) {
+	if (needs_renewal(p, domain)) {
+		err = renew(pool, p);
+		if (err) {
+			/* stays on the free list as it was */
+			pool->st.renew_failures++;
+			return err;
+		}
+		pool->st.renewed++;
+	} else if (needs_scrub(p, owner)) {
 		err = scrub(pool, p);
 		if (err) {
 			/* stays on the free list, still the last owner's */
@@ -382,11 +469,17 @@ int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id)
 	return 0;
 }
 
-int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id)
+int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain)
 {
 	struct pool_page *p = lookup(pool, page_id);
 
-	return p ? p->fd : -EINVAL;
+	if (!p || domain >= SEEN_MIXED)
+		return -EINVAL;
+	if (p->seen == OWNER_NONE)
+		p->seen = domain;
+	else if (p->seen != domain)
+		p->seen = SEEN_MIXED;
+	return p->fd;
 }
 
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id)

@@ -274,6 +274,11 @@ struct vmm_pool_stats {
 	 * failed (that allocation failed; the page stayed free) */
 	uint64_t scrubbed;
 	uint64_t scrub_failures;
+	/* pages swapped for new ones because a process of another trust
+	 * domain got their fd, and swaps that failed (that allocation
+	 * failed; the page stayed free as it was) */
+	uint64_t renewed;
+	uint64_t renew_failures;
 };
 
 struct vmm_pool;
@@ -290,11 +295,15 @@ int vmm_pool_prefill(struct vmm_pool *pool, uint64_t n);
 /* A page for a new owner: from the free list, else created; -ENOMEM when
  * the capacity is reached. */
 int vmm_pool_alloc(struct vmm_pool *pool, uint32_t *page_id);
-/* The same for owner (any value but UINT64_MAX; kvmmd: KD_OWNER_*()):
- * a free page last allocated for another owner is zeroed first, so owners
- * never see each other's bytes (vmm_pool_alloc() neither scrubs nor
- * changes a page's owner).  -errno of the scrub when it fails. */
-int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner,
+/* The same for owner in trust domain `domain` (owner: any value but
+ * UINT64_MAX; domain: below UINT64_MAX - 1; kvmmd: KD_OWNER_*() for both,
+ * the domain being the cache scope's): a free page whose fd went to a
+ * process of another domain is swapped for a new page (no process outside
+ * the domain can still reach the memory it gets), else one last allocated
+ * for another owner is zeroed, so owners never see each other's bytes
+ * (vmm_pool_alloc() does neither and changes no owner).  -errno of the
+ * swap or the scrub when it fails. */
+int vmm_pool_alloc_for(struct vmm_pool *pool, uint64_t owner, uint64_t domain,
 		       uint32_t *page_id);
 /* The owner gives the page back: FREE at once when no process maps it,
  * otherwise REVOKING until the last vmm_pool_unmapped(). */
@@ -302,9 +311,12 @@ int vmm_pool_free(struct vmm_pool *pool, uint32_t page_id);
 /* Count a process mapping / unmapping the page (the daemon's view). */
 int vmm_pool_mapped(struct vmm_pool *pool, uint32_t page_id);
 int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id);
-/* The pool's fd for the page (owned by the pool or the backend, valid
- * while the pool lives: dup it or pass it as is, never close it). */
-int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id);
+/* The pool's fd for the page, to be given to a process of trust domain
+ * `domain` (recorded: vmm_pool_alloc_for() renews the page before a
+ * process of another domain gets its memory).  Owned by the pool or the
+ * backend, valid until the page is freed: pass it as is or dup it, never
+ * close it.  -EINVAL for an unknown page or domain. */
+int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain);
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id);
 enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
 					uint32_t page_id);

@@ -561,8 +561,9 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 			if (s->held[blk->pages[i]])
 				rep->page_ids[k] |= KVMM_PAGE_HELD;
 			else
-				fds[nfds++] = vmm_pool_page_fd(d->pool,
-							       blk->pages[i]);
+				fds[nfds++] =
+					vmm_pool_page_fd(d->pool, blk->pages[i],
+							 kd_cache_owner(s));
 			kd_hold_page(s, blk->pages[i]);
 		}
 	}

@@ -483,12 +483,17 @@ struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 #define KD_OWNER_UID(uid) ((uint64_t)(uint32_t)(uid))
 #define KD_OWNER_GID(gid) ((1ull << 32) | (uint32_t)(gid))
 #define KD_OWNER_SHARED (2ull << 32)
-/* The owner of the pages of a block s restores: its cache scope's. */
+/* The owner of the pages of a block s restores: its cache scope's.  Also
+ * s's trust domain for the pool (vmm_pool_page_fd(), _alloc_for()): a
+ * page whose fd went to a process of one scope reaches another scope's
+ * only as a new page, since a process may keep what it says it unmapped;
+ * under --cache-scope shared every client is one domain. */
 uint64_t kd_cache_owner(const struct kd_session *s);
 
 /* A fresh block of nr_pages pool pages for owner (KD_OWNER_*(); kd_block_new:
- * s's uid) charged to s's quota (not checked against its limit: the
- * caller does); refcnt 1.  0, -ENOMEM, -ENOSPC, or the scrub's -errno. */
+ * s's uid) in s's domain, charged to s's quota (not checked against its
+ * limit: the caller does); refcnt 1.  0, -ENOMEM, -ENOSPC, or the -errno
+ * of a page's scrub or renewal. */
 int kd_block_new_for(struct kd_session *s, uint32_t nr_pages, uint64_t owner,
 		     struct kd_block **out);
 int kd_block_new(struct kd_session *s, uint32_t nr_pages,

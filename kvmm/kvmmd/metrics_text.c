@@ -138,6 +138,13 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_cache_drop_blocks_total", KD_COUNTER,
 	  "Cached blocks an operator dropped (ADMIN_CACHE_DROP, kvmmctl cache-drop).",
 	  "", ST(cache_drop_blocks) },
+	/* ABI 1.15: left out when the reply ends before */
+	{ "kvmm_pool_renewed_pages_total", KD_COUNTER,
+	  "Pages swapped for new ones before they went to a process of another cache scope.",
+	  "", ST(pages_renewed) },
+	{ "kvmm_pool_renew_failures_total", KD_COUNTER,
+	  "Page swaps that failed (the allocation failed with them).", "",
+	  ST(page_renew_failures) },
 };
 
 /* only when kvmmd keeps a --policy-state (ABI 1.9) */

@@ -250,7 +250,8 @@ static int do_seq_extend(struct req *rq)
 				rep->page_ids[k] |= KVMM_PAGE_HELD;
 				continue;
 			}
-			fds[nfds++] = vmm_pool_page_fd(d->pool, blk->pages[i]);
+			fds[nfds++] = vmm_pool_page_fd(d->pool, blk->pages[i],
+						       kd_cache_owner(rq->s));
 		}
 	}
 	rep->nr_fds = nfds;
@@ -351,6 +352,8 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->pages_quarantined = d->pages_quarantined;
 	st->pages_scrubbed = ps.scrubbed;
 	st->page_scrub_failures = ps.scrub_failures;
+	st->pages_renewed = ps.renewed;
+	st->page_renew_failures = ps.renew_failures;
 	st->sessions = d->nr_sessions;
 	st->regions = regions;
 	st->sequences = seqs;

@@ -354,6 +354,8 @@ int kd_block_new(struct kd_session *s, uint32_t nr_pages, struct kd_block **out)
 int kd_block_new_for(struct kd_session *s, uint32_t nr_pages, uint64_t owner,
 		     struct kd_block **out)
 {
+	/* the processes that may get the pages' fds: the cache scope's */
+	uint64_t domain = kd_cache_owner(s);
 	struct kd_block *blk;
 	uint32_t i;
 	int err = 0;
@@ -362,7 +364,8 @@ int kd_block_new_for(struct kd_session *s, uint32_t nr_pages, uint64_t owner,
 	if (!blk)
 		return -ENOMEM;
 	for (i = 0; i < nr_pages; i++) {
-		err = vmm_pool_alloc_for(s->d->pool, owner, &blk->pages[i]);
+		err = vmm_pool_alloc_for(s->d->pool, owner, domain,
+					 &blk->pages[i]);
 		if (err)
 			goto err_free_pages;
 	}

@@ -267,12 +267,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		printf(",\"page_size\":%llu,\"pages\":{\"total\":%llu,"
 		       "\"created\":%llu,\"free\":%llu,\"allocated\":%llu,"
 		       "\"mapped\":%llu,\"revoking\":%llu,\"quarantined\":%llu,"
-		       "\"scrubbed\":%llu,\"scrub_failures\":%llu},"
-		       "\"sessions\":%llu,\"regions\":%llu,\"sequences\":%llu,"
-		       "\"sessions_total\":%llu,\"sessions_cut_off\":%llu,"
-		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
-		       "\"revocations\":{\"posted\":%llu,\"acked\":%llu,"
-		       "\"timed_out\":%llu",
+		       "\"scrubbed\":%llu,\"scrub_failures\":%llu",
 		       (unsigned long long)st.page_size,
 		       (unsigned long long)st.pages_total,
 		       (unsigned long long)st.pages_created,
@@ -282,7 +277,17 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.pages_revoking,
 		       (unsigned long long)st.pages_quarantined,
 		       (unsigned long long)st.pages_scrubbed,
-		       (unsigned long long)st.page_scrub_failures,
+		       (unsigned long long)st.page_scrub_failures);
+		/* ABI 1.15: absent from an older daemon */
+		if (KVMMCTL_ST_HAS(&st, page_renew_failures))
+			printf(",\"renewed\":%llu,\"renew_failures\":%llu",
+			       (unsigned long long)st.pages_renewed,
+			       (unsigned long long)st.page_renew_failures);
+		printf("},\"sessions\":%llu,\"regions\":%llu,\"sequences\":%llu,"
+		       "\"sessions_total\":%llu,\"sessions_cut_off\":%llu,"
+		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
+		       "\"revocations\":{\"posted\":%llu,\"acked\":%llu,"
+		       "\"timed_out\":%llu",
 		       (unsigned long long)st.sessions,
 		       (unsigned long long)st.regions,
 		       (unsigned long long)st.sequences,
@@ -365,6 +370,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		printf("             %llu zeroed for a new owner (uid), %llu scrubs failed\n",
 		       (unsigned long long)st.pages_scrubbed,
 		       (unsigned long long)st.page_scrub_failures);
+	if (st.pages_renewed || st.page_renew_failures)
+		printf("             %llu renewed for another cache scope, %llu renewals failed\n",
+		       (unsigned long long)st.pages_renewed,
+		       (unsigned long long)st.page_renew_failures);
 	printf("sessions     %llu (%llu since start, %llu cut off)\n",
 	       (unsigned long long)st.sessions,
 	       (unsigned long long)st.sessions_total,

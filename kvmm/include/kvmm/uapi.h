@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 14
+#define KVMM_ABI_MINOR 15
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -375,6 +375,13 @@ struct kvmm_status_reply {
 	 * 512 or less): cached blocks ADMIN_CACHE_DROP dropped since the
 	 * start (kvmmctl cache-drop) */
 	uint64_t cache_drop_blocks;
+	/* ABI 1.15 (16 more bytes, 536 in all; 0 from a daemon that sends
+	 * 520 or less): pool pages swapped for new ones before they went to
+	 * a process of another cache scope (uid or gid under --cache-scope
+	 * uid|gid) than one that had got their fd, and swaps that failed
+	 * (the allocation failed with them; the page stayed free) */
+	uint64_t pages_renewed;
+	uint64_t page_renew_failures;
 };
 
 enum kvmm_policy_state {
