@@ -10,8 +10,12 @@
  * back as it was left); the measured run alternates two owners, so every
  * allocation zeroes the page first (the host backend punches a hole over
  * the memfd, and the client's write then faults fresh zeroed memory in).
- * Rounds alternate the order; the figure is the median of the per-round
- * ratios (alternating / one owner), with the scrub call alone in µs.
+ * A third run alternates two trust domains (each page's fd given to its
+ * owner's domain, vmm_pool_page_fd()), so every allocation swaps the page
+ * for a new one instead (vmm_ops.page_create and page_release: a new
+ * memfd).  Rounds alternate the order; the figures are the medians of the
+ * per-round ratios (alternating / one owner), with the scrub call and the
+ * swap alone in µs.
  *
  *   build/bench/pool-scrub [--page-size BYTES] [--pages N] [--rounds R]
  *
@@ -40,9 +44,11 @@ struct setup {
 	size_t n; /* pages per trial */
 };
 
-/* n cycles; owners alternate between 1 and 2 when two, else all 1.
- * Returns seconds. */
-static double trial(struct setup *s, bool two)
+enum mode { ONE_OWNER, TWO_OWNERS, TWO_DOMAINS };
+
+/* n cycles; owners alternate between 1 and 2 unless ONE_OWNER, in one
+ * domain (0) unless TWO_DOMAINS, where each is its own.  Returns seconds. */
+static double trial(struct setup *s, enum mode mode)
 {
 	struct vmm_backend *b = s->b;
 	size_t ps = b->page_size;
@@ -51,11 +57,16 @@ static double trial(struct setup *s, bool two)
 	int err;
 
 	for (size_t i = 0; i < s->n; i++) {
-		uint32_t owner = two ? 1 + (uint32_t)(i & 1) : 1;
+		uint32_t owner = mode != ONE_OWNER ? 1 + (uint32_t)(i & 1) : 1;
+		uint64_t domain = mode == TWO_DOMAINS ? owner : 0;
 
-		err = vmm_pool_alloc_for(s->pool, owner, 0, &id);
+		err = vmm_pool_alloc_for(s->pool, owner, domain, &id);
 		if (err)
 			die("alloc", err);
+		/* what kvmmd does as it sends the fd */
+		err = vmm_pool_page_fd(s->pool, id, domain);
+		if (err < 0)
+			die("page fd", err);
 		err = vmm_map_page(b, s->va, vmm_pool_page_handle(s->pool, id),
 				   VMM_PROT_RW);
 		if (err)
@@ -71,11 +82,44 @@ static double trial(struct setup *s, bool two)
 	return now_s() - t0;
 }
 
+/* One allocation alone, in µs: a page owner 1 of domain 0 freed, taken by
+ * owner 2 (a scrub), or one whose fd domain 1 got, taken in domain 2 (a
+ * renewal), which must then count once more. */
+static double probe(struct setup *s, int renewal)
+{
+	struct vmm_pool_stats st;
+	uint64_t before;
+	uint32_t id;
+	double t0, us;
+	int err;
+
+	err = vmm_pool_alloc_for(s->pool, 1, renewal ? 1 : 0, &id);
+	if (!err && vmm_pool_page_fd(s->pool, id, renewal ? 1 : 0) < 0)
+		err = -EBADF;
+	if (!err)
+		err = vmm_pool_free(s->pool, id);
+	vmm_pool_get_stats(s->pool, &st);
+	before = renewal ? st.renewed : st.scrubbed;
+	t0 = now_s();
+	if (!err)
+		err = vmm_pool_alloc_for(s->pool, 2, renewal ? 2 : 0, &id);
+	us = (now_s() - t0) * 1e6;
+	if (!err)
+		err = vmm_pool_free(s->pool, id);
+	if (err)
+		die("probe", err);
+	vmm_pool_get_stats(s->pool, &st);
+	if ((renewal ? st.renewed : st.scrubbed) != before + 1)
+		die("probe did not scrub or renew", -EPROTO);
+	return us;
+}
+
 int main(int argc, char **argv)
 {
 	struct vmm_config cfg = { .kind = VMM_BACKEND_HOST,
 				  .page_size = 2u << 20 };
-	double ratio[MAX_ROUNDS], one_s = 0, two_s = 0, zero_us[MAX_ROUNDS];
+	double ratio[MAX_ROUNDS], dom_ratio[MAX_ROUNDS], zero_us[MAX_ROUNDS];
+	double renew_us[MAX_ROUNDS], one_s = 0, two_s = 0, dom_s = 0;
 	struct vmm_pool_stats st;
 	unsigned int rounds = 9;
 	struct setup s = { .n = 256 };
@@ -110,71 +154,82 @@ int main(int argc, char **argv)
 	err = s.b->ops->reserve(s.b, s.b->page_size, &s.va);
 	if (err)
 		die("reserve", err);
-	(void)trial(&s, false); /* warm: the page exists and is resident */
+	(void)trial(&s, ONE_OWNER); /* warm: the page exists, resident */
 	for (unsigned int r = 0; r < rounds; r++) {
-		double one, two;
-		uint64_t before;
+		double one, two, dom;
 
-		if (r & 1) {
-			two = trial(&s, true);
-			one = trial(&s, false);
-		} else {
-			one = trial(&s, false);
-			two = trial(&s, true);
+		/* the order rotates, so no run always follows the same one */
+		switch (r % 3) {
+		case 0:
+			one = trial(&s, ONE_OWNER);
+			two = trial(&s, TWO_OWNERS);
+			dom = trial(&s, TWO_DOMAINS);
+			break;
+		case 1:
+			two = trial(&s, TWO_OWNERS);
+			dom = trial(&s, TWO_DOMAINS);
+			one = trial(&s, ONE_OWNER);
+			break;
+		default:
+			dom = trial(&s, TWO_DOMAINS);
+			one = trial(&s, ONE_OWNER);
+			two = trial(&s, TWO_OWNERS);
+			break;
 		}
 		one_s += one;
 		two_s += two;
+		dom_s += dom;
 		ratio[r] = two / one;
-		/* the scrub alone: a page of owner 1 taken for owner 2 */
-		{
-			uint32_t id;
-			double t0;
-
-			err = vmm_pool_alloc_for(s.pool, 1, 0, &id);
-			if (!err)
-				err = vmm_pool_free(s.pool, id);
-			vmm_pool_get_stats(s.pool, &st);
-			before = st.scrubbed;
-			t0 = now_s();
-			if (!err)
-				err = vmm_pool_alloc_for(s.pool, 2, 0, &id);
-			zero_us[r] = (now_s() - t0) * 1e6;
-			if (!err)
-				err = vmm_pool_free(s.pool, id);
-			if (err)
-				die("scrub probe", err);
-			vmm_pool_get_stats(s.pool, &st);
-			if (st.scrubbed != before + 1)
-				die("scrub probe did not scrub", -EPROTO);
-		}
+		dom_ratio[r] = dom / one;
+		/* the scrub alone: a page of owner 1 taken for owner 2; the
+		 * swap alone: one whose fd domain 1 got, taken in domain 2 */
+		zero_us[r] = probe(&s, 0);
+		renew_us[r] = probe(&s, 1);
 	}
 	vmm_pool_get_stats(s.pool, &st);
 	{
 		double per_one = one_s / (rounds * s.n) * 1e6;
 		double per_two = two_s / (rounds * s.n) * 1e6;
-		double lo = ratio[0], hi = ratio[0], med, zmed;
+		double per_dom = dom_s / (rounds * s.n) * 1e6;
+		double lo = ratio[0], hi = ratio[0], med, zmed, rmed;
+		double dlo = dom_ratio[0], dhi = dom_ratio[0], dmed;
 
 		for (unsigned int r = 1; r < rounds; r++) {
 			lo = ratio[r] < lo ? ratio[r] : lo;
 			hi = ratio[r] > hi ? ratio[r] : hi;
+			dlo = dom_ratio[r] < dlo ? dom_ratio[r] : dlo;
+			dhi = dom_ratio[r] > dhi ? dom_ratio[r] : dhi;
 		}
 		med = median(ratio, rounds);
+		dmed = median(dom_ratio, rounds);
 		zmed = median(zero_us, rounds);
+		rmed = median(renew_us, rounds);
 		printf("page %zu bytes, %zu cycles a trial, %u rounds\n",
 		       s.b->page_size, s.n, rounds);
-		printf("%-44s %10.1f us a cycle\n",
+		printf("%-46s %10.1f us a cycle\n",
 		       "one owner (baseline: never scrubbed)", per_one);
-		printf("%-44s %10.1f us a cycle\n",
+		printf("%-46s %10.1f us a cycle\n",
 		       "two owners alternating (scrubbed each time)", per_two);
-		printf("%-44s %10.1f us\n", "the scrub alone (median)", zmed);
+		printf("%-46s %10.1f us a cycle\n",
+		       "two domains alternating (renewed each time)", per_dom);
+		printf("%-46s %10.1f us\n", "the scrub alone (median)", zmed);
+		printf("%-46s %10.1f us\n", "the renewal alone (median)", rmed);
 		printf("ratio two owners / one owner: median %.2f (%.2f-%.2f)\n",
 		       med, lo, hi);
+		printf("ratio two domains / one owner: median %.2f (%.2f-%.2f)\n",
+		       dmed, dlo, dhi);
 		printf("{\"bench\":\"pool-scrub\",\"page_size\":%zu,\"cycles\":%zu,"
 		       "\"rounds\":%u,\"one_owner_us\":%.1f,\"two_owners_us\":%.1f,"
-		       "\"scrub_us\":%.1f,\"ratio\":%.3f,\"ratio_min\":%.3f,"
-		       "\"ratio_max\":%.3f,\"scrubbed\":%llu}\n",
-		       s.b->page_size, s.n, rounds, per_one, per_two, zmed, med,
-		       lo, hi, (unsigned long long)st.scrubbed);
+		       "\"two_domains_us\":%.1f,"
+		       "\"scrub_us\":%.1f,\"renew_us\":%.1f,\"ratio\":%.3f,"
+		       "\"ratio_min\":%.3f,\"ratio_max\":%.3f,"
+		       "\"renew_ratio\":%.3f,\"renew_ratio_min\":%.3f,"
+		       "\"renew_ratio_max\":%.3f,\"scrubbed\":%llu,"
+		       "\"renewed\":%llu}\n",
+		       s.b->page_size, s.n, rounds, per_one, per_two, per_dom,
+		       zmed, rmed, med, lo, hi, dmed, dlo, dhi,
+		       (unsigned long long)st.scrubbed,
+		       (unsigned long long)st.renewed);
 	}
 	s.b->ops->free_range(s.b, s.va, s.b->page_size);
 	vmm_pool_destroy(s.pool);

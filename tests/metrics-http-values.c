@@ -82,6 +82,8 @@ static const struct map status_map[] = {
 	{ "kvmm_pool_quarantined_pages", "", "pages.quarantined" },
 	{ "kvmm_pool_scrubbed_pages_total", "", "pages.scrubbed" },
 	{ "kvmm_pool_scrub_failures_total", "", "pages.scrub_failures" },
+	{ "kvmm_pool_renewed_pages_total", "", "pages.renewed" },
+	{ "kvmm_pool_renew_failures_total", "", "pages.renew_failures" },
 	/* kvmmctl's session is open when it asks */
 	{ "kvmm_sessions", "", "sessions", AS_IS, 1 },
 	{ "kvmm_regions", "", "regions" },
