@@ -40,6 +40,19 @@ fi
 status=0
 [ $rc = 0 ] || { cat "$log/timing.err"; echo "gpu-check: timing failed (rc=$rc)"; status=1; }
 
+# What a page that changes owner costs kvmmd's loop on the GPU: a scrub
+# (cuMemsetD8Async, waited for) against a renewal (cuMemCreate, export,
+# cuMemRelease: a page crossing cache scopes), per 2 MiB page.
+echo "== gpu-check: pool scrub and renewal on the cuda backend (bench/pool-scrub)"
+if "$build"/bench/pool-scrub --backend cuda --pages "${KVMM_GPU_CHECK_SCRUB_PAGES:-64}" \
+	--rounds 5 >"$log/scrub" 2>"$log/scrub.err"; then
+	:
+else
+	cat "$log/scrub.err"
+	echo "gpu-check: pool-scrub on cuda failed" | tee "$log/scrub"
+	status=1
+fi
+
 echo "== gpu-check: cuda backend tests"
 KVMM_BUILD=$build tests/run.sh vmm-cuda | tee "$log/tests"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -84,6 +97,8 @@ echo "tests: $(tail -n 1 "$log/tests")"
 cat "$log/tests.extra"
 grep -v '^{' "$log/timing"
 grep '^{' "$log/timing"
+grep -v '^{' "$log/scrub"
+grep '^{' "$log/scrub"
 if [ -n "$kernels" ]; then
 	echo "kernels (last lines of bench/gpu-check-kernels.sh):"
 	tail -n 15 "$log/kernels"

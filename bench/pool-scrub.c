@@ -18,6 +18,14 @@
  * swap alone in µs.
  *
  *   build/bench/pool-scrub [--page-size BYTES] [--pages N] [--rounds R]
+ *                          [--backend host|cuda]
+ *
+ * --backend cuda (bench/gpu-check.sh runs it; exits 77 without a GPU)
+ * times the same on the GPU: the scrub is a cuMemsetD8Async, waited for,
+ * the renewal a cuMemCreate, an export and a cuMemRelease, and the
+ * client's write a host-to-device copy of the page (device memory is not
+ * writable from the CPU), so the cycles compare the two per page as
+ * kvmmd's loop pays them.  KVMM_LIBCUDA overrides the libcuda path.
  *
  * Prints a table and one JSON line last.
  */
@@ -42,6 +50,7 @@ struct setup {
 	struct vmm_pool *pool;
 	uint64_t va;
 	size_t n; /* pages per trial */
+	void *src; /* cuda: what the client writes, copied to the device */
 };
 
 enum mode { ONE_OWNER, TWO_OWNERS, TWO_DOMAINS };
@@ -71,7 +80,15 @@ static double trial(struct setup *s, enum mode mode)
 				   VMM_PROT_RW);
 		if (err)
 			die("map", err);
-		memset((void *)(uintptr_t)s->va, (int)(i & 0xff) | 1, ps);
+		if (s->src)
+			err = b->ops->copy_from_host(
+				b, vmm_pool_page_handle(s->pool, id), 0, s->src,
+				ps);
+		else
+			memset((void *)(uintptr_t)s->va, (int)(i & 0xff) | 1,
+			       ps);
+		if (err)
+			die("write", err);
 		err = b->ops->unmap(b, s->va);
 		if (err)
 			die("unmap", err);
@@ -132,9 +149,15 @@ int main(int argc, char **argv)
 			s.n = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = (unsigned int)strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--backend") && i + 1 < argc &&
+			 (!strcmp(argv[i + 1], "host") ||
+			  !strcmp(argv[i + 1], "cuda")))
+			cfg.kind = !strcmp(argv[++i], "cuda") ?
+					   VMM_BACKEND_CUDA :
+					   VMM_BACKEND_HOST;
 		else {
 			fprintf(stderr,
-				"usage: pool-scrub [--page-size BYTES] [--pages N] [--rounds R]\n");
+				"usage: pool-scrub [--page-size BYTES] [--pages N] [--rounds R] [--backend host|cuda]\n");
 			return 2;
 		}
 	}
@@ -145,9 +168,24 @@ int main(int argc, char **argv)
 			MAX_ROUNDS);
 		return 2;
 	}
+	if (cfg.kind == VMM_BACKEND_CUDA) {
+		cfg.libcuda_path = getenv("KVMM_LIBCUDA");
+		cfg.page_size = 0; /* the device's granularity */
+	}
 	err = vmm_backend_open(&cfg, &s.b);
+	if (err && cfg.kind == VMM_BACKEND_CUDA) {
+		printf("skip: no GPU (the cuda backend did not open: %s)\n",
+		       strerror(-err));
+		return 77;
+	}
 	if (err)
 		die("backend", err);
+	if (cfg.kind == VMM_BACKEND_CUDA) {
+		s.src = malloc(s.b->page_size);
+		if (!s.src)
+			die("buffer", -ENOMEM);
+		memset(s.src, 0x5a, s.b->page_size);
+	}
 	err = vmm_pool_create(s.b, 4, &s.pool);
 	if (err)
 		die("pool", err);
@@ -204,8 +242,9 @@ int main(int argc, char **argv)
 		dmed = median(dom_ratio, rounds);
 		zmed = median(zero_us, rounds);
 		rmed = median(renew_us, rounds);
-		printf("page %zu bytes, %zu cycles a trial, %u rounds\n",
-		       s.b->page_size, s.n, rounds);
+		printf("%s backend, page %zu bytes, %zu cycles a trial, %u rounds\n",
+		       vmm_backend_kind_string(s.b->kind), s.b->page_size, s.n,
+		       rounds);
 		printf("%-46s %10.1f us a cycle\n",
 		       "one owner (baseline: never scrubbed)", per_one);
 		printf("%-46s %10.1f us a cycle\n",
@@ -218,7 +257,8 @@ int main(int argc, char **argv)
 		       med, lo, hi);
 		printf("ratio two domains / one owner: median %.2f (%.2f-%.2f)\n",
 		       dmed, dlo, dhi);
-		printf("{\"bench\":\"pool-scrub\",\"page_size\":%zu,\"cycles\":%zu,"
+		printf("{\"bench\":\"pool-scrub\",\"backend\":\"%s\","
+		       "\"page_size\":%zu,\"cycles\":%zu,"
 		       "\"rounds\":%u,\"one_owner_us\":%.1f,\"two_owners_us\":%.1f,"
 		       "\"two_domains_us\":%.1f,"
 		       "\"scrub_us\":%.1f,\"renew_us\":%.1f,\"ratio\":%.3f,"
@@ -226,13 +266,14 @@ int main(int argc, char **argv)
 		       "\"renew_ratio\":%.3f,\"renew_ratio_min\":%.3f,"
 		       "\"renew_ratio_max\":%.3f,\"scrubbed\":%llu,"
 		       "\"renewed\":%llu}\n",
-		       s.b->page_size, s.n, rounds, per_one, per_two, per_dom,
-		       zmed, rmed, med, lo, hi, dmed, dlo, dhi,
-		       (unsigned long long)st.scrubbed,
+		       vmm_backend_kind_string(s.b->kind), s.b->page_size, s.n,
+		       rounds, per_one, per_two, per_dom, zmed, rmed, med, lo,
+		       hi, dmed, dlo, dhi, (unsigned long long)st.scrubbed,
 		       (unsigned long long)st.renewed);
 	}
 	s.b->ops->free_range(s.b, s.va, s.b->page_size);
 	vmm_pool_destroy(s.pool);
 	vmm_backend_close(s.b);
+	free(s.src);
 	return 0;
 }

@@ -94,4 +94,8 @@ run 0 "timing program on the mock" \
 	"$build/bench/vmm-cuda-timing" --pages 8
 grep -q '"bench":"vmm-cuda-timing"' "$build/vmm-cuda-mock/out" ||
 	{ echo "FAIL: timing printed no JSON line"; fail=1; }
+run 0 "pool-scrub on the mock: scrub and renewal of cuda pages timed" \
+	"$build/bench/pool-scrub" --backend cuda --pages 8 --rounds 2
+grep -q '"bench":"pool-scrub","backend":"cuda"' "$build/vmm-cuda-mock/out" ||
+	{ echo "FAIL: pool-scrub printed no cuda JSON line"; fail=1; }
 exit $fail
