@@ -9,6 +9,10 @@
  *     timeout kvmmd was given; a size below KVMM_DAEMON_INFO_SIZE_VER0 is
  *     -EINVAL, a larger struct gets our bytes, size says how many, and
  *     its own bytes past them stay as they were;
+ *   - kvmm_get_stats() takes its size the same way: every size below
+ *     KVMM_STATS_SIZE_VER0 (inside a field, or short of the last one) is
+ *     -EINVAL and writes nothing, a newer caller's larger struct gets our
+ *     96 bytes, size says so, and its bytes past them stay;
  *   - a pin with KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE (ABI 1.3) works on
  *     this daemon; on one that says ABI 1.2 it is -EOPNOTSUPP, not the
  *     -EINVAL a bogus flag gets, and nothing is sent (no record to
@@ -124,6 +128,52 @@ static void info_values(struct kvmm_conn *c)
 	t_assert_eq(kvmm_get_daemon_info(c, NULL), -EINVAL);
 }
 
+/* kvmm_get_stats() takes its size as kvmm_get_daemon_info() does. */
+static void stats_sizes(struct kvmm_conn *c)
+{
+	/* sizes that end inside a field, or before the last one */
+	static const size_t bad[] = { 0,
+				      8,
+				      12,
+				      offsetof(struct kvmm_stats, page_size) +
+					      4,
+				      KVMM_STATS_SIZE_VER0 - 4,
+				      KVMM_STATS_SIZE_VER0 - 1 };
+	struct {
+		struct kvmm_stats s;
+		uint64_t newer[2];
+	} big;
+	struct kvmm_stats st = { .size = sizeof(st) };
+
+	t_assert_eq(sizeof(struct kvmm_stats), KVMM_STATS_SIZE_VER0);
+	t_ok(kvmm_get_stats(c, &st));
+	t_assert_eq(st.size, sizeof(st));
+	t_assert(st.session_id != 0);
+	t_assert_eq(st.page_size, 64 * 1024);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&st, 0xa5, sizeof(st));
+		st.size = bad[i];
+		if (kvmm_get_stats(c, &st) != -EINVAL)
+			t_fail("kvmm_get_stats with size %zu: not -EINVAL",
+			       bad[i]);
+		/* nothing written, the size left as it was */
+		t_assert_eq(st.size, bad[i]);
+		t_assert_eq(st.session_id, 0xa5a5a5a5u);
+		t_assert_eq(st.pages_held, 0xa5a5a5a5a5a5a5a5ull);
+	}
+	/* a newer caller's: ours filled, its own bytes kept */
+	memset(&big, 0xa5, sizeof(big));
+	big.s.size = sizeof(big);
+	t_ok(kvmm_get_stats(c, &big.s));
+	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER0);
+	t_assert_eq(big.s.page_size, 64 * 1024);
+	t_assert_eq(big.newer[0], 0xa5a5a5a5a5a5a5a5ull);
+	t_assert_eq(big.newer[1], 0xa5a5a5a5a5a5a5a5ull);
+	st.size = sizeof(st);
+	t_assert_eq(kvmm_get_stats(NULL, &st), -EINVAL);
+	t_assert_eq(kvmm_get_stats(c, NULL), -EINVAL);
+}
+
 int main(void)
 {
 	const char *args[] = { "--revoke-timeout", "4321", NULL };
@@ -142,6 +192,7 @@ int main(void)
 
 	c = conn_with_block(d.sock, &h);
 	info_values(c);
+	stats_sizes(c);
 	t_ok(kvmm_block_pin(c, h, &po));
 	t_ok(kvmm_block_unpin(c, h));
 	po.flags = 0x100; /* no such flag */

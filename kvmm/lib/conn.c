@@ -529,6 +529,10 @@ int kvmm_nop(struct kvmm_conn *c, int via_socket)
 	return kc_ring_cmd(c, KVMM_CMD_NOP, 0, 0, 0, NULL);
 }
 
+_Static_assert(offsetof(struct kvmm_stats, pages_held) + sizeof(uint64_t) ==
+		       KVMM_STATS_SIZE_VER0,
+	       "the first published struct kvmm_stats ends at pages_held");
+
 int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 {
 	struct kvmm_stats_reply rep = { 0 };
@@ -536,7 +540,9 @@ int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 	size_t n;
 	int err;
 
-	if (!c || !st || st->size < sizeof(uint64_t))
+	/* an out struct, as kvmm_daemon_info (info.c): a size inside ours
+	 * would cut a field, a larger one keeps its bytes past ours */
+	if (!c || !st || st->size < KVMM_STATS_SIZE_VER0)
 		return -EINVAL;
 	if (kc_inherited(c))
 		return -ECHILD; /* before c->lock, which a lost thread may hold */

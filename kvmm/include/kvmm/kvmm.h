@@ -391,6 +391,15 @@ int kvmm_process_revocations(struct kvmm_conn *conn);
 /* A no-op round trip (through the ring, or the socket with via_socket). */
 int kvmm_nop(struct kvmm_conn *conn, int via_socket);
 
+/*
+ * This connection's counters and the daemon's view of its pages (one
+ * STATS round trip).  An out struct, as kvmm_daemon_info is: st->size is
+ * set by the caller, at least KVMM_STATS_SIZE_VER0 (-EINVAL below it: no
+ * caller ever had a smaller struct, and a size inside a field would get
+ * half of it); libkvmm fills min(its size, the caller's) bytes and sets
+ * size to that, so a newer caller's bytes past libkvmm's are left as they
+ * were and size says where libkvmm's end.
+ */
 struct kvmm_stats {
 	size_t size; /* sizeof(struct kvmm_stats), set by the caller */
 	uint32_t session_id;
@@ -433,6 +442,7 @@ const char *kvmm_strerror(int err);
 #define KVMM_PREFIX_OPTS_SIZE_VER0 32
 #define KVMM_PIN_OPTS_SIZE_VER0 40
 #define KVMM_DAEMON_INFO_SIZE_VER0 64
+#define KVMM_STATS_SIZE_VER0 96 /* out: up to pages_held */
 
 /*
  * What the daemon said when the connection was made (its HELLO reply), so
