@@ -14,8 +14,6 @@
 
 #include "tools/kvmmctl/kvmmctl.h"
 
-static const char *const tier_names[3] = { "gpu", "host", "nvme" };
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -32,11 +30,11 @@ static int parse_tiers(const char *spec, uint32_t *mask)
 		size_t len = strcspn(p, ",");
 		int t;
 
-		for (t = 0; t < 3; t++)
-			if (strlen(tier_names[t]) == len &&
-			    !strncmp(p, tier_names[t], len))
+		for (t = 0; t < KVMMCTL_TIERS; t++)
+			if (strlen(kvmmctl_tier_names[t]) == len &&
+			    !strncmp(p, kvmmctl_tier_names[t], len))
 				break;
-		if (t == 3) {
+		if (t == KVMMCTL_TIERS) {
 			fprintf(stderr,
 				"kvmmctl: cache-drop: unknown tier '%.*s' in '%s' (gpu, host or nvme)\n",
 				(int)len, p, spec);
@@ -45,7 +43,7 @@ static int parse_tiers(const char *spec, uint32_t *mask)
 		if (*mask & (1u << t)) {
 			fprintf(stderr,
 				"kvmmctl: cache-drop: tier %s named twice in '%s'\n",
-				tier_names[t], spec);
+				kvmmctl_tier_names[t], spec);
 			return -EINVAL;
 		}
 		*mask |= 1u << t;
@@ -59,11 +57,11 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r)
 {
 	printf("{\"dropped\":{");
 	for (int t = 0; t < 3; t++)
-		printf("%s\"%s\":%llu", t ? "," : "", tier_names[t],
+		printf("%s\"%s\":%llu", t ? "," : "", kvmmctl_tier_names[t],
 		       (unsigned long long)r->dropped[t]);
 	printf("},\"kept\":{");
 	for (int t = 0; t < 3; t++)
-		printf("%s\"%s\":%llu", t ? "," : "", tier_names[t],
+		printf("%s\"%s\":%llu", t ? "," : "", kvmmctl_tier_names[t],
 		       (unsigned long long)r->kept[t]);
 	printf("},\"kept_in_use\":%llu,\"kept_pinned\":%llu,"
 	       "\"kept_busy\":%llu,\"nvme_invalidate_failures\":%llu}\n",

@@ -9,8 +9,6 @@
 
 #include "tools/kvmmctl/kvmmctl.h"
 
-static const char *const tier_names[3] = { "gpu", "host", "nvme" };
-
 static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 {
 	printf(",\"cache\":{\"publishes\":%llu,\"duplicates\":%llu,"
@@ -88,7 +86,7 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
 		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu,"
 		       "\"promotions_by_publish\":%llu}",
-		       t ? "," : "", tier_names[t],
+		       t ? "," : "", kvmmctl_tier_names[t],
 		       (unsigned long long)i->capacity_blocks,
 		       (unsigned long long)i->used_blocks,
 		       (unsigned long long)i->block_bytes,
@@ -451,7 +449,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 					    st.page_size));
 	for (int t = 0; t < 3; t++) {
 		printf("tier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped",
-		       tier_names[t],
+		       kvmmctl_tier_names[t],
 		       (unsigned long long)ts.tiers[t].used_blocks,
 		       (unsigned long long)ts.tiers[t].capacity_blocks,
 		       (unsigned long long)ts.tiers[t].hits,
@@ -485,7 +483,8 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	       (unsigned long long)ts.restores_cancelled);
 	for (int t = 1; t < 3; t++)
 		if (ts.tiers[t].promotions_out)
-			printf(", %s mean %.3f ms max %.3f ms", tier_names[t],
+			printf(", %s mean %.3f ms max %.3f ms",
+			       kvmmctl_tier_names[t],
 			       ts.tiers[t].restore_ns / 1e6 /
 				       ts.tiers[t].promotions_out,
 			       ts.tiers[t].restore_max_ns / 1e6);

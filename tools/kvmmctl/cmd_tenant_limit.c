@@ -20,7 +20,6 @@
 static bool no_tier(struct kvmm_conn *c,
 		    const struct kvmm_admin_tenant_limit *a)
 {
-	static const char *const name[3] = { "gpu", "host", "nvme" };
 	static const char *const opt[3] = { "--cache-gpu-blocks", "--host-mem",
 					    "--nvme-size" };
 	struct kvmm_tier_stats_reply ts = { 0 };
@@ -32,7 +31,8 @@ static bool no_tier(struct kvmm_conn *c,
 			continue;
 		fprintf(stderr,
 			"kvmmctl: tenant-limit: refused: kvmmd has no such tier: %s (%s%s must hold at least one block, %llu bytes)\n",
-			name[t], t == 2 ? "--nvme-path with " : "", opt[t],
+			kvmmctl_tier_names[t],
+			t == 2 ? "--nvme-path with " : "", opt[t],
 			(unsigned long long)ts.tiers[0].block_bytes);
 		return true;
 	}

@@ -74,13 +74,11 @@ static const char *kind_name(uint32_t kind)
 	return kind == KVMM_TENANT_GID ? "gid" : "uid";
 }
 
-static const char *const tier[3] = { "gpu", "host", "nvme" };
-
 /* {"gpu":N,"host":N,"nvme":N} */
 static void print_tiers(const uint64_t v[3])
 {
 	for (int k = 0; k < 3; k++)
-		printf("%s\"%s\":%llu", k ? "," : "{", tier[k],
+		printf("%s\"%s\":%llu", k ? "," : "{", kvmmctl_tier_names[k],
 		       (unsigned long long)v[k]);
 	putchar('}');
 }
@@ -130,7 +128,7 @@ static void limit_text(const struct kvmm_tenant_info *t, char *buf, size_t len)
 	for (int k = 0; k < 3 && n < len; k++)
 		if (t->limit_blocks[k])
 			n += snprintf(buf + n, len - n, "%s%s:%llu",
-				      n ? "," : "", tier[k],
+				      n ? "," : "", kvmmctl_tier_names[k],
 				      (unsigned long long)t->limit_blocks[k]);
 	if (!n)
 		snprintf(buf, len, "-");

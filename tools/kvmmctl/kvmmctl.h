@@ -89,6 +89,10 @@ int kvmmctl_args(const char *cmd, int argc, char **argv, int min, int max,
  * why).  A static buffer: use it before the next call.
  */
 const char *kvmmctl_strerror(struct kvmmctl_ctx *ctx, int err);
+/* tiers.c: "gpu", "host", "nvme", indexed by the wire's tier numbers
+ * (TIER_STATS's tiers[], the KVMM_CACHE_DROP_* bits). */
+#define KVMMCTL_TIERS 3
+extern const char *const kvmmctl_tier_names[KVMMCTL_TIERS];
 /* A decimal u32 argument; prints an error and returns -EINVAL if not a
  * number, -ERANGE if past 2^32 - 1. */
 int kvmmctl_parse_u32(const char *s, uint32_t *out);
