@@ -20,11 +20,13 @@
  *     are on their way to the host tier keeps them (`kept_busy` 3) and
  *     drops content 1's GPU blocks; once the copies are done a second
  *     drop takes them;
- *   - bad input: unknown or repeated tiers, bad uids and extra words
- *     (kvmmctl, exit 2), a body too short or too long, unknown bits,
- *     reserved words, a tenant without its flag, the others' id (-EINVAL,
- *     -E2BIG); and as root, a client of another uid gets -EPERM (kvmmctl
- *     says so, exit 1) and drops nothing.
+ *   - bad input: unknown or repeated tiers, bad uids, unknown options
+ *     and extra words (kvmmctl names the word, prints its usage, exit
+ *     2), a body too short or too long, unknown bits, reserved words, a
+ *     tenant without its flag, the others' id (-EINVAL, -E2BIG); and as
+ *     root, a client of another uid gets -EPERM (kvmmctl says who may,
+ *     kvmmctl_strerror()'s line as every admin command's, exit 1) and
+ *     drops nothing.
  */
 #include "tests/cache-drop-common.h"
 #include "tests/lib/nvme_probe.h"
@@ -85,14 +87,19 @@ static void not_admin(const char *sock)
 	if (p == 0) {
 		struct kvmm_admin_cache_drop a = { .size = sizeof(a) };
 		struct kvmm_admin_cache_drop_reply r;
-		static char out[4096];
+		static char out[4096], want[256];
 
 		cu_become(UID_X, UID_X);
 		t_assert_eq(cd_raw(sock, &a, sizeof(a), &r), -EPERM);
 		t_assert_eq(td_kvmmctl(sock, "cache-drop 2>&1", out,
 				       sizeof(out)),
 			    1);
-		if (!strstr(out, "only root or kvmmd's own uid"))
+		/* kvmmctl_strerror()'s line, as every admin command's */
+		snprintf(
+			want, sizeof(want),
+			"kvmmctl: cache-drop: Operation not permitted: admin commands need uid 0 or kvmmd's own; this is uid %u\n",
+			UID_X);
+		if (strcmp(out, want))
 			t_fail("kvmmctl as uid %u: %s", UID_X, out);
 		_exit(0);
 	}
@@ -107,6 +114,24 @@ static void bad_input(const char *sock)
 		"cache-drop --uid x",	       "cache-drop --uid -1",
 		"cache-drop --uid 4294967295", "cache-drop --uid 5000000000",
 		"cache-drop --uid 1 --uid 2",  "cache-drop host",
+	};
+	static const struct {
+		const char *args, *says;
+	} named[] = {
+		{ "--tier disk", "--tier 'disk': unknown tier 'disk'" },
+		{ "--tier gpux", "--tier 'gpux': unknown tier 'gpux'" },
+		{ "--tier host,gpux",
+		  "--tier 'host,gpux': unknown tier 'gpux'" },
+		{ "--tier gpu,gpu", "--tier 'gpu,gpu': tier gpu named twice" },
+		{ "--uid abc", "--uid 'abc': not a uid or gid" },
+		{ "--uid x", "'x' is not a number" },
+		{ "--uid 4294967295", "--uid '4294967295': not a uid or gid" },
+		{ "--uid 1 --uid 2", "cache-drop: --uid given twice" },
+		{ "--tier", "cache-drop: --tier needs a value" },
+		{ "--bogus", "cache-drop: unknown option '--bogus'" },
+		{ "--tier host --bogus",
+		  "cache-drop: unknown option '--bogus'" },
+		{ "host", "cache-drop: unexpected argument 'host'" },
 	};
 	struct kvmm_admin_cache_drop a = { .size = sizeof(a) };
 	struct kvmm_admin_cache_drop_reply r;
@@ -123,14 +148,18 @@ static void bad_input(const char *sock)
 			t_fail("kvmmctl %s: not a usage error: %s",
 			       usage_errors[i], out);
 	}
-	t_assert_eq(td_kvmmctl(sock, "cache-drop --tier disk 2>&1", out,
-			       sizeof(out)),
-		    2);
-	t_assert(strstr(out, "unknown tier 'disk'"));
-	t_assert_eq(td_kvmmctl(sock, "cache-drop --uid x 2>&1", out,
-			       sizeof(out)),
-		    2);
-	t_assert(strstr(out, "'x' is not a number"));
+	/* the word at fault is named, then the usage */
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "cache-drop %s 2>&1", named[i].args);
+		if (td_kvmmctl(sock, cmd, out, sizeof(out)) != 2 ||
+		    !strstr(out, named[i].says) ||
+		    !strstr(out,
+			    "\nusage: kvmmctl cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] [--json]\n"))
+			t_fail("kvmmctl %s: no '%s' and usage in: %s", cmd,
+			       named[i].says, out);
+	}
 
 	/* the wire: sizes, bits, words */
 	t_assert_eq(cd_raw(sock, &a, 8, &r), -EINVAL);

@@ -14,10 +14,15 @@
 
 #include "tools/kvmmctl/kvmmctl.h"
 
-static void usage(void)
+#define CACHE_DROP_USAGE \
+	"cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] [--json]"
+
+/* After a line that says what was wrong: the usage, and exit status 2
+ * (as kvmmctl_args() ends). */
+static int usage_error(void)
 {
-	fprintf(stderr,
-		"usage: kvmmctl cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] [--json]\n");
+	fprintf(stderr, "usage: kvmmctl %s\n", CACHE_DROP_USAGE);
+	return 2;
 }
 
 /* "host,nvme" into a KVMM_CACHE_DROP_* mask; -EINVAL with a message. */
@@ -36,14 +41,14 @@ static int parse_tiers(const char *spec, uint32_t *mask)
 				break;
 		if (t == KVMMCTL_TIERS) {
 			fprintf(stderr,
-				"kvmmctl: cache-drop: unknown tier '%.*s' in '%s' (gpu, host or nvme)\n",
-				(int)len, p, spec);
+				"kvmmctl: cache-drop: --tier '%s': unknown tier '%.*s' (gpu, host or nvme)\n",
+				spec, (int)len, p);
 			return -EINVAL;
 		}
 		if (*mask & (1u << t)) {
 			fprintf(stderr,
-				"kvmmctl: cache-drop: tier %s named twice in '%s'\n",
-				kvmmctl_tier_names[t], spec);
+				"kvmmctl: cache-drop: --tier '%s': tier %s named twice\n",
+				spec, kvmmctl_tier_names[t]);
 			return -EINVAL;
 		}
 		*mask |= 1u << t;
@@ -51,6 +56,65 @@ static int parse_tiers(const char *spec, uint32_t *mask)
 			return 0;
 		p += len + 1;
 	}
+}
+
+/* --uid's value: a uid or gid, not the others' row; -EINVAL with a
+ * message naming it. */
+static int parse_uid(const char *s, uint32_t *id)
+{
+	int err = kvmmctl_parse_u32(s, id);
+
+	if (!err && *id == KVMM_TENANT_OTHERS)
+		err = -EINVAL;
+	if (err)
+		fprintf(stderr,
+			"kvmmctl: cache-drop: --uid '%s': not a uid or gid (0 to %u)\n",
+			s, KVMM_TENANT_OTHERS - 1);
+	return err;
+}
+
+/*
+ * The command line into *a: 0, or 2 (the exit status) after a line that
+ * names the word at fault.  The words that are not --tier, --uid or
+ * their values go to kvmmctl_args(), which names an unknown option or an
+ * extra word as every kvmmctl command does.
+ */
+static int parse_args(int argc, char **argv, struct kvmm_admin_cache_drop *a)
+{
+	char *rest[argc + 1];
+	bool tiers_set = false;
+	int n = 0;
+
+	rest[n++] = argv[0];
+	for (int i = 1; i < argc; i++) {
+		const char *opt = argv[i];
+		bool tier = !strcmp(opt, "--tier");
+
+		if (!tier && strcmp(opt, "--uid")) {
+			rest[n++] = argv[i];
+			continue;
+		}
+		if (i + 1 == argc) {
+			fprintf(stderr,
+				"kvmmctl: cache-drop: %s needs a value\n", opt);
+			return usage_error();
+		}
+		if (tier ? tiers_set :
+			   !!(a->flags & KVMM_CACHE_DROP_F_TENANT)) {
+			fprintf(stderr, "kvmmctl: cache-drop: %s given twice\n",
+				opt);
+			return usage_error();
+		}
+		if (tier ? parse_tiers(argv[++i], &a->tiers) :
+			   parse_uid(argv[++i], &a->tenant))
+			return usage_error();
+		if (tier)
+			tiers_set = true;
+		else
+			a->flags |= KVMM_CACHE_DROP_F_TENANT;
+	}
+	rest[n] = NULL;
+	return kvmmctl_args("cache-drop", n, rest, 0, 0, CACHE_DROP_USAGE);
 }
 
 static void print_json(const struct kvmm_admin_cache_drop_reply *r)
@@ -93,30 +157,11 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_admin_cache_drop a = { .size = sizeof(a) };
 	struct kvmm_admin_cache_drop_reply r = { 0 };
 	struct kvmm_conn *c;
-	bool tiers_set = false;
 	int err;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--tier") && i + 1 < argc && !tiers_set) {
-			if (parse_tiers(argv[++i], &a.tiers))
-				return 2;
-			tiers_set = true;
-		} else if (!strcmp(argv[i], "--uid") && i + 1 < argc &&
-			   !(a.flags & KVMM_CACHE_DROP_F_TENANT)) {
-			if (kvmmctl_parse_u32(argv[++i], &a.tenant))
-				return 2;
-			if (a.tenant == KVMM_TENANT_OTHERS) {
-				fprintf(stderr,
-					"kvmmctl: cache-drop: %u is not a uid or gid\n",
-					a.tenant);
-				return 2;
-			}
-			a.flags |= KVMM_CACHE_DROP_F_TENANT;
-		} else {
-			usage();
-			return 2;
-		}
-	}
+	err = parse_args(argc, argv, &a);
+	if (err)
+		return err;
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
 	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 14)
@@ -132,14 +177,10 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		fprintf(stderr,
 			"kvmmctl: cache-drop: kvmmd is older than ABI 1.14 (no cache drop)\n");
 		return 1;
-	case -EPERM:
-		fprintf(stderr,
-			"kvmmctl: cache-drop: %s: only root or kvmmd's own uid may drop cached blocks\n",
-			kvmm_strerror(err));
-		return 1;
 	default:
+		/* -EPERM: who may (kvmmctl_strerror()), as every command says */
 		fprintf(stderr, "kvmmctl: cache-drop: %s\n",
-			kvmm_strerror(err));
+			kvmmctl_strerror(ctx, err));
 		return 1;
 	}
 	if (ctx->json)
