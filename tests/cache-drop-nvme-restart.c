@@ -14,7 +14,11 @@
  *   - the same with the second invalidation failing on purpose
  *     (KVMMD_TEST_MIGRATE_FAIL=nvme-invalidate:2): the reply says 1
  *     failed (kvmmctl warns, kvmmd logs it), and the restart recovers
- *     exactly that block.
+ *     exactly that block;
+ *   - TIER_STATS counts them (ABI 1.15): 5 invalidation jobs and 5
+ *     headers zeroed, then 6 jobs, 5 zeroed and 1 failure (a later drop
+ *     of GPU blocks alone adds none), no slot a tier refused to free;
+ *     kvmmctl status, status --json and metrics print the same.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
 #include "tests/cache-drop-common.h"
@@ -68,6 +72,46 @@ static uint64_t recovered(const char *sock)
 	return ts.recovered_blocks;
 }
 
+/*
+ * TIER_STATS's NVMe invalidation counters (ABI 1.15) read jobs,
+ * invalidated and failed, and no slot a tier refused to free; kvmmctl
+ * status (text and --json) and metrics say the same.
+ */
+static void expect_invalidations(const char *sock, uint64_t jobs, uint64_t done,
+				 uint64_t failed)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cc_settled_stats(sock, &ts);
+	t_assert_eq(ts.size, sizeof(ts));
+	t_assert_eq(ts.nvme_invalidate_jobs, jobs);
+	t_assert_eq(ts.nvme_invalidated_blocks, done);
+	t_assert_eq(ts.nvme_invalidate_failures, failed);
+	t_assert_eq(ts.lower_free_refused, 0);
+	cu_kvmmctl_has(sock, "--json status",
+		       "\"lower_free_refused\":0,\"nvme_invalidate_jobs\":%llu,"
+		       "\"nvme_invalidated_blocks\":%llu,"
+		       "\"nvme_invalidate_failures\":%llu,",
+		       (unsigned long long)jobs, (unsigned long long)done,
+		       (unsigned long long)failed);
+	cu_kvmmctl_has(
+		sock, "status",
+		"             %llu dropped NVMe blocks invalidated on disk (%llu jobs), %llu not (a restart may find them again)\n",
+		(unsigned long long)done, (unsigned long long)jobs,
+		(unsigned long long)failed);
+	cu_kvmmctl_has(sock, "metrics",
+		       "\nkvmm_cache_nvme_invalidate_jobs_total %llu\n",
+		       (unsigned long long)jobs);
+	cu_kvmmctl_has(sock, "metrics",
+		       "\nkvmm_cache_nvme_invalidated_blocks_total %llu\n",
+		       (unsigned long long)done);
+	cu_kvmmctl_has(sock, "metrics",
+		       "\nkvmm_cache_nvme_invalidate_failures_total %llu\n",
+		       (unsigned long long)failed);
+	cu_kvmmctl_has(sock, "metrics",
+		       "\nkvmm_cache_lower_free_refused_total 0\n");
+}
+
 static void dropped_stay_dropped(const char *nvme)
 {
 	struct kvmm_admin_cache_drop_reply r;
@@ -85,6 +129,8 @@ static void dropped_stay_dropped(const char *nvme)
 	cd_expect(&r, 0, 0, 2 * NB - 1, 0, 0, 1);
 	t_assert_eq(r.kept_pinned, 1);
 	t_assert_eq(r.nvme_invalidate_failures, 0);
+	/* one job per dropped block, each header zeroed */
+	expect_invalidations(d.sock, 2 * NB - 1, 2 * NB - 1, 0);
 	kvmm_disconnect(pin);
 	cc_stop(&d);
 
@@ -115,8 +161,11 @@ static void failed_invalidation(const char *nvme)
 	t_assert(strstr(
 		out,
 		"WARNING      1 dropped NVMe blocks could not be invalidated on disk"));
+	/* 6 jobs: 5 headers zeroed, the one that failed counted */
+	expect_invalidations(d.sock, 2 * NB, 2 * NB - 1, 1);
 	r = cd_kvmmctl(d.sock, ""); /* only the GPU's are left */
 	cd_expect(&r, NB, 0, 0, 0, 0, 0);
+	expect_invalidations(d.sock, 2 * NB, 2 * NB - 1, 1);
 	t_ok(td_stop_log(&d, log, sizeof(log)));
 	if (!strstr(log, "header not invalidated (Input/output error)"))
 		t_fail("no warning about the failed invalidation in:\n%s", log);

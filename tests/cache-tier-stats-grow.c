@@ -25,6 +25,10 @@
  *     1.6 reply (440 bytes, known values): status, status --json and
  *     metrics print the old fields with their values and none of the new
  *     ones (absent, not 0);
+ *   - the same against a 1.14 daemon (its 560-byte reply): its
+ *     fields shown, 1.15's (lower_free_refused, the NVMe invalidation
+ *     counters) absent from all three; a client built for 1.14 reads
+ *     the first 560 bytes of a 1.15 daemon's 592, the same as they are;
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -41,8 +45,9 @@
 #include "tests/cache-restore-common.h"
 #include "tests/lib/metrics.h"
 
-/* The reply's size before ABI 1.7. */
+/* The reply's size before ABI 1.7, and before 1.15. */
 #define TS_SIZE_1_6 offsetof(struct kvmm_tier_stats_reply, prefix_holes)
+#define TS_SIZE_1_14 offsetof(struct kvmm_tier_stats_reply, lower_free_refused)
 
 /* stdout of `kvmmctl --socket sock args` (which must exit 0), malloc'd */
 static char *kvmmctl(const char *sock, const char *args)
@@ -187,6 +192,18 @@ static void plan_recomputes(void)
 		/* the same counters where a 1.6 client has them (nothing
 		 * moves: the daemon settled, only this session is open) */
 		t_assert(!memcmp(old, &full, sizeof(old)));
+		/* and a 1.14 client's: the 560 bytes before 1.15's fields */
+		t_assert_eq(TS_SIZE_1_14, 560);
+		t_assert_eq(sizeof(full), TS_SIZE_1_14 + 32);
+		{
+			char old14[TS_SIZE_1_14];
+
+			len = 0;
+			t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old14,
+					sizeof(old14), &len));
+			t_assert_eq(len, sizeof(full));
+			t_assert(!memcmp(old14, &full, sizeof(old14)));
+		}
 		t_assert_eq(kc_request(a, KVMM_CMD_TIER_STATS, &body,
 				       sizeof(body), NULL, 0, NULL),
 			    -EINVAL);
@@ -217,12 +234,15 @@ static void old_reply(int s, const struct kvmm_msg_hdr *rq, int status,
 	t_ok(kw_send(s, buf, h.size, NULL, 0, 0));
 }
 
-/* The 1.6 TIER_STATS reply's values (the 1.7 fields garbage, not sent). */
-static void old_stats(struct kvmm_tier_stats_reply *ts)
+/* An older daemon's TIER_STATS reply of len bytes (the fields after
+ * them garbage, not sent), with known values. */
+static void old_stats(struct kvmm_tier_stats_reply *ts, size_t len)
 {
 	memset(ts, 0xa5, sizeof(*ts));
-	memset(ts, 0, TS_SIZE_1_6);
-	ts->size = TS_SIZE_1_6;
+	memset(ts, 0, len);
+	ts->size = len;
+	if (len >= TS_SIZE_1_14)
+		ts->cache_open_attempts = 1; /* 1.14's last fields */
 	ts->nr_tiers = 3;
 	ts->publishes = 11;
 	ts->prefix_opens = 4;
@@ -236,8 +256,9 @@ static void old_stats(struct kvmm_tier_stats_reply *ts)
 	}
 }
 
-/* Serve nconn connections on the listening socket l, one at a time. */
-static void old_daemon(int l, int nconn)
+/* Serve nconn connections on the listening socket l, one at a time, as
+ * a daemon of ABI 1.minor whose TIER_STATS reply is ts_len bytes. */
+static void old_daemon(int l, int nconn, uint16_t minor, size_t ts_len)
 {
 	for (int k = 0; k < nconn; k++) {
 		int s = accept(l, NULL, NULL);
@@ -258,7 +279,7 @@ static void old_daemon(int l, int nconn)
 				struct kvmm_hello_reply r = {
 					.size = sizeof(r),
 					.abi_major = 1,
-					.abi_minor = 6,
+					.abi_minor = minor,
 					.session_id = 1 + k,
 					.page_size = CC_PAGE,
 					.pages_total = 64
@@ -280,8 +301,8 @@ static void old_daemon(int l, int nconn)
 			} else if (h.cmd == KVMM_CMD_TIER_STATS) {
 				struct kvmm_tier_stats_reply r;
 
-				old_stats(&r);
-				old_reply(s, &h, 0, &r, TS_SIZE_1_6);
+				old_stats(&r, ts_len);
+				old_reply(s, &h, 0, &r, ts_len);
 			} else if (h.cmd == KVMM_CMD_BYE) {
 				old_reply(s, &h, 0, NULL, 0);
 				break;
@@ -293,27 +314,43 @@ static void old_daemon(int l, int nconn)
 	}
 }
 
-static void old_daemon_kvmmctl(void)
+/* A stand-in daemon of ABI 1.minor serving 3 connections on sa (made
+ * in dir); its pid. */
+static pid_t old_daemon_start(struct sockaddr_un *sa, char *dir, size_t len,
+			      uint16_t minor, size_t ts_len)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[64], *out;
 	int l;
 	pid_t p;
 
-	snprintf(dir, sizeof(dir), "/tmp/kvmm-tsgrow-%d", (int)getpid());
+	snprintf(dir, len, "/tmp/kvmm-tsgrow-%d", (int)getpid());
 	t_ok(mkdir(dir, 0700));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/kvmm.sock", dir);
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/kvmm.sock", dir);
 	l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	t_assert(l >= 0);
-	t_ok(bind(l, (struct sockaddr *)&sa, sizeof(sa)));
+	t_ok(bind(l, (struct sockaddr *)sa, sizeof(*sa)));
 	t_ok(listen(l, 4));
 	p = fork();
 	t_assert(p >= 0);
 	if (p == 0) {
-		old_daemon(l, 3);
+		old_daemon(l, 3, minor, ts_len);
 		_exit(0);
 	}
 	close(l);
+	return p;
+}
+
+static void old_daemon_stop(pid_t p, struct sockaddr_un *sa, const char *dir)
+{
+	t_assert_eq(cc_wait_child(p), 0);
+	unlink(sa->sun_path);
+	rmdir(dir);
+}
+
+static void old_daemon_kvmmctl(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[64], *out;
+	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), 6, TS_SIZE_1_6);
 
 	out = kvmmctl(sa.sun_path, "status --json");
 	has(out, "\"cache\":{\"publishes\":11,");
@@ -341,10 +378,38 @@ static void old_daemon_kvmmctl(void)
 	lacks(out, "kvmm_cache_plan_recomputes");
 	lacks(out, "kvmm_cache_held_copies");
 	free(out);
-	t_assert_eq(cc_wait_child(p), 0);
-	unlink(sa.sun_path);
-	rmdir(dir);
+	old_daemon_stop(p, &sa, dir);
 	printf("kvmmctl against a 1.6 daemon: the 1.7 fields absent\n");
+}
+
+/* kvmmctl against a 1.14 daemon: its fields shown, 1.15's absent, not
+ * 0. */
+static void daemon_1_14_kvmmctl(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[64], *out;
+	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), 14, TS_SIZE_1_14);
+
+	out = kvmmctl(sa.sun_path, "status --json");
+	has(out, "\"cache_open_attempts\":1,");
+	has(out, "\"held_copies\":0,");
+	lacks(out, "lower_free_refused");
+	lacks(out, "nvme_invalidate");
+	lacks(out, "nvme_invalidated");
+	free(out);
+	out = kvmmctl(sa.sun_path, "status");
+	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
+	lacks(out, "invalidated on disk");
+	lacks(out, "not freed by their tier");
+	free(out);
+	out = kvmmctl(sa.sun_path, "metrics");
+	has(out, ",abi=\"1.14\"} 1\n");
+	has(out, "\nkvmm_cache_open_attempts_total 1\n");
+	lacks(out, "kvmm_cache_lower_free_refused");
+	lacks(out, "kvmm_cache_nvme_invalidate");
+	free(out);
+	old_daemon_stop(p, &sa, dir);
+	printf("kvmmctl against a 1.14 daemon: the 1.15 fields absent\n");
 }
 
 static void early_after_hole(void)
@@ -413,6 +478,7 @@ int main(void)
 	plan_recomputes();
 	early_after_hole();
 	old_daemon_kvmmctl();
+	daemon_1_14_kvmmctl();
 	printf("ok\n");
 	return 0;
 }

@@ -127,12 +127,13 @@ void kc_leave_block(struct kd_cache *c, struct kc_entry *e)
  * the callers can meet that (kc_release_lower()); should a change make
  * one, an NVMe slot would stay taken for the rest of the run with nobody
  * to free it, one less for the tier each time, so it is said (the first
- * time, then at each power of two) and counted rather than ignored.
+ * time, then at each power of two) and counted rather than ignored
+ * (TIER_STATS lower_free_refused).
  */
 void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
 		     uint64_t hash, int err)
 {
-	uint64_t n = ++c->lower_free_refused;
+	uint64_t n = ++c->st.lower_free_refused; /* TIER_STATS */
 
 	if (n & (n - 1))
 		return;

@@ -30,7 +30,9 @@
  * meanwhile.  The loop never waits: the session's reply is deferred
  * (kd_session_defer()) until the last of the drop's invalidations is
  * reaped (kc_drop_job_done()), and says how many failed.  While they run the slots count as NVMe I/O in flight
- * (nvme_in_flight), so writes waiting for a slot wait for them.
+ * (nvme_in_flight), so writes waiting for a slot wait for them.  TIER_STATS
+ * counts the jobs, the headers zeroed and the failures since the start
+ * (nvme_invalidate_jobs, nvme_invalidated_blocks, nvme_invalidate_failures).
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -104,6 +106,7 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 		job->nvme_slot = slot;
 		job->owner = dr;
 		if (!migrate_submit(c->mig, job)) {
+			c->st.nvme_invalidate_jobs++;
 			dr->left++;
 			c->nvme_in_flight++; /* gives a slot back (kc_nvme_coming) */
 			return true;
@@ -141,8 +144,10 @@ static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 		return;
 	}
 	if (tier == POL_TIER_NVME && e->nvme_slot != MIGRATE_NO_SLOT &&
-	    c->nvme && !kc_drop_invalidate(c, dr, e))
+	    c->nvme && !kc_drop_invalidate(c, dr, e)) {
 		dr->rep.nvme_invalidate_failures++;
+		c->st.nvme_invalidate_failures++;
+	}
 	dr->rep.dropped[tier]++;
 	c->d->ctr.cache_drop_blocks++;
 	/* counted and released as any block kvmmd loses: the tier's drops,
@@ -272,8 +277,11 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 	struct kc_drop *dr = job->owner, **pp;
 
 	c->nvme_in_flight--;
-	if (job->state != MIGRATE_DONE) {
+	if (job->state == MIGRATE_DONE) {
+		c->st.nvme_invalidated_blocks++;
+	} else {
 		dr->rep.nvme_invalidate_failures++;
+		c->st.nvme_invalidate_failures++;
 		vmm_log(VMM_LOG_WARN,
 			"cache: dropped NVMe block %016llx (slot %u): header not invalidated (%s); a restart may find it again",
 			(unsigned long long)job->hash, job->nvme_slot,

@@ -321,9 +321,8 @@ struct kd_cache {
 	 * when the tiers open and kept until the stop (kc_hold_slots()) */
 	uint32_t held_host[KC_HELD_MAX];
 	uint32_t nheld_host, nheld_nvme;
-	/* lower-tier slots the cache let go of that the tier refused to
-	 * free (kc_free_refused()): 0 unless the bookkeeping is wrong */
-	uint64_t lower_free_refused;
+	/* the TIER_STATS counters (lower_free_refused: kc_free_refused();
+	 * nvme_invalidate_*: cache_drop.c) */
 	struct kvmm_tier_stats_reply st;
 };
 

@@ -76,6 +76,15 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 			printf("%llu,",
 			       (unsigned long long)ts->cache_open_retry_ms);
 	}
+	if (KVMMCTL_TS_HAS(ts, nvme_invalidate_failures)) /* ABI 1.15 */
+		printf("\"lower_free_refused\":%llu,"
+		       "\"nvme_invalidate_jobs\":%llu,"
+		       "\"nvme_invalidated_blocks\":%llu,"
+		       "\"nvme_invalidate_failures\":%llu,",
+		       (unsigned long long)ts->lower_free_refused,
+		       (unsigned long long)ts->nvme_invalidate_jobs,
+		       (unsigned long long)ts->nvme_invalidated_blocks,
+		       (unsigned long long)ts->nvme_invalidate_failures);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -431,6 +440,16 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.nvme_open_error)
 		printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
 		       strerror((int)ts.nvme_open_error));
+	/* ABI 1.15: cache-drop's NVMe headers, and slots a tier kept */
+	if (KVMMCTL_TS_HAS(&ts, nvme_invalidate_failures) &&
+	    ts.nvme_invalidate_jobs + ts.nvme_invalidate_failures)
+		printf("             %llu dropped NVMe blocks invalidated on disk (%llu jobs), %llu not (a restart may find them again)\n",
+		       (unsigned long long)ts.nvme_invalidated_blocks,
+		       (unsigned long long)ts.nvme_invalidate_jobs,
+		       (unsigned long long)ts.nvme_invalidate_failures);
+	if (KVMMCTL_TS_HAS(&ts, lower_free_refused) && ts.lower_free_refused)
+		printf("WARNING      %llu host or NVMe slots the cache let go of were not freed by their tier (a kvmmd bug; see its log)\n",
+		       (unsigned long long)ts.lower_free_refused);
 	if (KVMMCTL_TS_HAS(&ts, quota_reclaims) && ts.quota_reclaims)
 		printf("             %llu GPU blocks moved down to make room in their uids' quotas\n",
 		       (unsigned long long)ts.quota_reclaims);

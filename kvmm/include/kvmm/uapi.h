@@ -934,6 +934,27 @@ struct kvmm_tier_stats_reply {
 	uint64_t cache_open_attempts;
 	uint64_t cache_open_last_error;
 	uint64_t cache_open_retry_ms;
+	/*
+	 * ABI 1.15 (the reply grew here: 32 bytes, 592 in all; a daemon
+	 * that sends 560 or less ends before them).  Host and NVMe slots
+	 * the cache let go of that their tier refused to free (-EBUSY: a
+	 * read in flight, -ENOENT: not READY): 0 unless the cache's
+	 * bookkeeping is wrong, and an NVMe slot refused stays taken until
+	 * kvmmd restarts.
+	 */
+	uint64_t lower_free_refused;
+	/*
+	 * ADMIN_CACHE_DROP's NVMe invalidations since the start: jobs
+	 * queued (one per dropped NVMe block), the blocks whose header
+	 * was zeroed on disk and synced, and the dropped NVMe blocks whose
+	 * header was not (the write or its sync failed, the job did not
+	 * run, or none could be queued: a restart may find them again; the
+	 * replies' nvme_invalidate_failures summed).  Once no drop waits,
+	 * jobs = invalidated + the failures of jobs.
+	 */
+	uint64_t nvme_invalidate_jobs;
+	uint64_t nvme_invalidated_blocks;
+	uint64_t nvme_invalidate_failures;
 };
 
 /* ---- rings ------------------------------------------------------------- */
