@@ -33,6 +33,9 @@ pair() { # policy gpu host [min-host-hits]
 	b=$("$R" --trace "$T" --policy "$1" --gpu-blocks "$2" --host-blocks "$3" \
 		--max-requests "$N" --model-daemon --per-request "$D/b.req" \
 		--json) || fail "in-process replay $*"
+	# the wall times, which Documentation/performance.md quotes
+	wa=$(echo "$a" | grep -o '"wall_s":[0-9.]*' | cut -d: -f2)
+	wb=$(echo "$b" | grep -o '"wall_s":[0-9.]*' | cut -d: -f2)
 	a=$(echo "$a" | strip)
 	b=$(echo "$b" | strip)
 	[ "$a" == "$b" ] || fail "$*: daemon and in-process differ:
@@ -52,7 +55,7 @@ $(paste -d'|' "$D/a.req" "$D/b.req" |
 		h=$(echo "$a" | sed 's/.*"host":\([0-9]*\).*/\1/')
 		[ "$h" -ge "$4" ] || fail "$*: only $h host hits: $a"
 	fi
-	echo "ok $1 gpu=$2 host=$3: $(echo "$a" | grep -o '"hits":{[^}]*}')"
+	echo "ok $1 gpu=$2 host=$3: $(echo "$a" | grep -o '"hits":{[^}]*}'); wall ${wa:-?} s through kvmmd, ${wb:-?} s in process"
 }
 
 pair lru 300 0
