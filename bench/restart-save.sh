@@ -28,7 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 # one trace block is one kvmm block of two 4 KiB pages (8 KiB); tier
-# sizes as kvm-replay's --daemon check wants them (policy.md, Replay)
+# sizes as kvmm-replay's --daemon check wants them (policy.md, Replay)
 start() { # save-ms
 	"$B/kvmmd" --foreground --backend host --socket "$D/s" --page-size 4K \
 		--gpu-mem 64M --telemetry off --log-level warn \

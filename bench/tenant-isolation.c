@@ -4,7 +4,7 @@
  * policy library (the cache kvmmd runs), against the same tenant alone.
  *
  * The quiet tenant replays the conversation trace (its blocks hit on the
- * longest resident prefix, then every block is accessed, as kvm-replay
+ * longest resident prefix, then every block is accessed, as kvmm-replay
  * does by default).  The noisy one, before each of the quiet tenant's
  * requests, brings NOISE times as many blocks that nobody uses again (a
  * batch job's long prompts, another model's churn).  For lru and asym,
