@@ -84,6 +84,16 @@ const struct pol_ops *pol_ops_get(enum pol_kind kind)
 	}
 }
 
+/* The lowest tier with a capacity (the GPU tier when none has one):
+ * blocks are dropped from it. */
+static void set_last_tier(struct pol_cache *c)
+{
+	c->last_tier = POL_TIER_GPU;
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		if (c->cap[t])
+			c->last_tier = t;
+}
+
 int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
 {
 	struct pol_cache *c;
@@ -109,15 +119,16 @@ int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
 	c->cost = o->cost;
 	c->block_bytes = o->block_bytes ? o->block_bytes : 64ull << 20;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
+		if (o->capacity[t] && (o->joins_later & (1u << t)))
+			goto err_inval;
 		c->cap[t] = o->capacity[t];
-		if (c->cap[t])
-			c->last_tier = t;
 	}
+	set_last_tier(c);
 	r = pol_index_init(&c->ix, o->expected_blocks);
 	if (r)
 		goto err_free;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
-		if (!c->cap[t])
+		if (!c->cap[t] && !(o->joins_later & (1u << t)))
 			continue;
 		r = c->ops->create(c, t, &c->priv[t]);
 		if (r)
@@ -134,6 +145,9 @@ err_policies:
 err_free:
 	free(c);
 	return r;
+err_inval:
+	free(c);
+	return -EINVAL;
 }
 
 void pol_cache_destroy(struct pol_cache *c)
@@ -341,6 +355,16 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 	if (tier >= POL_TIER_COUNT || !c->priv[tier])
 		return -EINVAL;
 	c->cap[tier] = cap;
+	/*
+	 * A tier at 0 passes blocks by (pol_cache_lower_tier()), one raised
+	 * from 0 takes them again: the last tier may be another now, and
+	 * with it what may be dropped (leaf_in()) and what the instances
+	 * keep of it (asym's tie-break, arc's target).
+	 */
+	set_last_tier(c);
+	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+		if (c->priv[t] && c->ops->on_capacity)
+			c->ops->on_capacity(c->priv[t]);
 	return make_room(c, tier);
 }
 

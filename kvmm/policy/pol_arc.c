@@ -316,6 +316,17 @@ static struct pol_block *arc_victim(void *priv)
 	return v;
 }
 
+/* The tier's capacity changed (pol_cache_set_capacity()): the target
+ * and the ghost lists follow the new one from the next insert. */
+static void arc_capacity(void *priv)
+{
+	struct arc *a = priv;
+
+	a->cap = pol_cache_capacity(a->c, a->tier);
+	if (a->p > (double)a->cap)
+		a->p = (double)a->cap;
+}
+
 const struct pol_ops pol_arc_ops = {
 	.name = "arc",
 	.create = arc_create,
@@ -325,4 +336,5 @@ const struct pol_ops pol_arc_ops = {
 	.on_remove = arc_remove,
 	.on_change = arc_change,
 	.victim = arc_victim,
+	.on_capacity = arc_capacity,
 };

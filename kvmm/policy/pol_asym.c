@@ -929,6 +929,15 @@ static void asym_destroy(void *priv)
 	free(s);
 }
 
+/* A tier joined or left (pol_cache_set_capacity()): is this one the
+ * last now, where the tie-break goes by position (cheaper_miss())? */
+static void asym_capacity(void *priv)
+{
+	struct asym *s = priv;
+
+	s->last_tier = pol_cache_lower_tier(s->c, s->tier) == POL_TIER_NONE;
+}
+
 const struct pol_ops pol_asym_ops = {
 	.name = "asym",
 	.create = asym_create,
@@ -942,4 +951,5 @@ const struct pol_ops pol_asym_ops = {
 	.learned_save = asym_learned_save,
 	.learned_load = asym_learned_load,
 	.learned_describe = asym_stats_describe,
+	.on_capacity = asym_capacity,
 };

@@ -118,6 +118,12 @@ struct pol_ops {
 	/* Summarize bytes learned_save wrote (no instance needed). */
 	int (*learned_describe)(const void *buf, size_t len,
 				struct pol_learned_summary *out);
+	/*
+	 * A tier's capacity changed (pol_cache_set_capacity()), which may
+	 * change which tier is the last one with a capacity: re-read what
+	 * the instance keeps of either (optional).
+	 */
+	void (*on_capacity)(void *priv);
 };
 
 const struct pol_ops *pol_ops_get(enum pol_kind kind);
@@ -130,6 +136,14 @@ struct pol_cache_opts {
 	size_t size; /* sizeof(struct pol_cache_opts) */
 	enum pol_kind kind;
 	uint64_t capacity[POL_TIER_COUNT]; /* blocks; 0 = no such tier */
+	/*
+	 * Bit t: tier t exists with capacity 0 (capacity[t] must be 0) and
+	 * takes blocks once pol_cache_set_capacity() raises it: a tier that
+	 * joins a running cache (kvmmd's NVMe tier, when its file could not
+	 * open at set-up).  Until then blocks pass it by, as if it did not
+	 * exist.
+	 */
+	uint32_t joins_later;
 	/* -1: the policy's default (on for asym, and for belady without
 	 * msa), 0 off, 1 on */
 	int prefix_rule;
@@ -397,13 +411,16 @@ void pol_cache_set_next_use(struct pol_cache *c, struct pol_block *b,
 
 uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier);
 uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier);
-/* Whether the cache has tier (it had a capacity when created). */
+/* Whether the cache has tier (it had a capacity when created, or was
+ * named in opts.joins_later). */
 bool pol_cache_has_tier(const struct pol_cache *c, unsigned tier);
 /*
  * Change a tier's capacity (blocks; the tier must exist, i.e. have had a
- * capacity at create time; 0 is allowed and can be raised again): a
- * smaller one moves victims down at once, as an access would.  -ENOSPC when not
- * enough blocks are evictable (the tier stays over its capacity).
+ * capacity at create time or be in opts.joins_later; 0 is allowed and
+ * can be raised again): a smaller one moves victims down at once, as an
+ * access would.  -ENOSPC when not enough blocks are evictable (the tier
+ * stays over its capacity).  The last tier (the one blocks are dropped
+ * from) is the lowest with a capacity after the change.
  */
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap);
 void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
