@@ -767,6 +767,19 @@ int migrate_eventfd(struct migrate *m)
 	return m->efd;
 }
 
+int migrate_set_nvme(struct migrate *m, struct tier_nvme *nvme)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->nvme)
+		r = -EEXIST;
+	else
+		m->nvme = nvme;
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
 int migrate_submit(struct migrate *m, struct migrate_job *job)
 {
 	if (!job || job->kind >= MIGRATE_KIND_COUNT)

@@ -207,6 +207,14 @@ void migrate_close(struct migrate *m);
  * reapable.  Submissions afterwards get -ESHUTDOWN. */
 void migrate_shutdown(struct migrate *m);
 
+/*
+ * Give an engine opened without an NVMe tier (migrate_config.nvme NULL)
+ * the one that opened since (the cache's NVMe tier joining late):
+ * -EEXIST when it has one.  Jobs that use it may be submitted from then
+ * on; the workers see it through the lock a submission takes.
+ */
+int migrate_set_nvme(struct migrate *m, struct tier_nvme *nvme);
+
 /* Readable (EFD_NONBLOCK, EFD_CLOEXEC) while completions wait. */
 int migrate_eventfd(struct migrate *m);
 
