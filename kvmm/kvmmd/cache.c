@@ -280,7 +280,7 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 
 /* The NVMe tier's blocks from the last run that the cache can serve
  * become cold entries (kc_recovered()); the others' slots are freed. */
-static int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns)
+int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns)
 {
 	struct kc_recover rc = { .c = c };
 	uint64_t freed = 0;
@@ -327,7 +327,7 @@ static int kc_cold_cmp(const void *a, const void *b)
  * first cold block of the hash index: no order at all, and a scan of the
  * index for each slot.)
  */
-static int kc_order_cold(struct kd_cache *c)
+int kc_order_cold(struct kd_cache *c)
 {
 	struct kc_cold_ref *v;
 	struct kd_fifo_node *n;
@@ -430,7 +430,7 @@ static uint32_t kc_test_held(const char *name)
 	return n > (int)KC_HELD_MAX ? KC_HELD_MAX : (uint32_t)n;
 }
 
-static void kc_hold_slots(struct kd_cache *c)
+void kc_hold_slots(struct kd_cache *c)
 {
 	uint32_t host = kc_test_held("KVMMD_TEST_HOST_SLOTS_HELD");
 	uint32_t nvme = kc_test_held("KVMMD_TEST_NVME_SLOTS_HELD");
@@ -581,19 +581,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 			po.capacity[POL_TIER_HOST] -= KC_STAGING_SLOTS;
 	}
 	if (c->host && cfg->nvme_path[0]) {
-		size_t reg_len;
-		void *reg = tier_host_base(c->host, &reg_len);
-		struct tier_nvme_config nc = { .size = sizeof(nc),
-					       .path = cfg->nvme_path,
-					       .capacity_bytes = cfg->nvme_size,
-					       .payload_bytes = c->block_bytes,
-					       .reg_base = reg,
-					       .reg_len = reg_len,
-					       .fd_held = c->nvme_fd >= 0,
-					       .fd = c->nvme_fd };
 		struct tier_nvme_stats ns;
-
-		kc_nvme_scope(c->d, &nc);
 
 		if (c->nvme) {
 			/* opened at start for the size its blocks had */
@@ -607,25 +595,33 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 				c->nvme = NULL;
 			}
 		}
-		if (!c->nvme) {
-			r = tier_nvme_open(&nc, &c->nvme);
+		/* not claimed at start (cache_nvme_join.c): the retries'
+		 * timer opens it and it joins the cache then */
+		if (!c->nvme && c->nvme_fd >= 0 && !c->nvme_for_good) {
+			c->nvme_attempts++;
+			r = kc_nvme_open_tier(c);
 			if (r && c->opening_at_start)
 				goto err;
 			if (r) {
 				/* what the start could not check (the file too
-				 * small for a block of this size, io_uring):
-				 * the whole cache was off for good (EIO); now
-				 * it runs without the NVMe tier, and says so */
-				c->nvme = NULL;
-				c->nvme_error = r;
-				vmm_log(VMM_LOG_ERR,
-					"cache: the NVMe tier %s cannot open for blocks of %zu bytes: %s; the cache runs without it (kvmmctl status)",
-					cfg->nvme_path, c->block_bytes,
-					strerror(-r));
-				goto no_nvme;
+				 * small for a block of this size, a full disk,
+				 * io_uring): the cache runs without it, says
+				 * so, and tries again unless no wait mends it */
+				kc_nvme_failed(c, r);
+			} else {
+				/* an attempt before this one went on without
+				 * it */
+				kd_timer_cancel(&d->loop, &c->nvme_timer);
+				c->nvme_error = 0;
+				c->nvme_retry_ns = 0;
 			}
-			/* an attempt before this one went on without it */
-			c->nvme_error = 0;
+		}
+		if (!c->nvme) {
+			/* the policy's NVMe tier waits at capacity 0 for the
+			 * tier to join (kc_nvme_join()) */
+			if (!c->nvme_for_good)
+				po.joins_later = 1u << POL_TIER_NVME;
+			goto no_nvme;
 		}
 		tier_nvme_get_stats(c->nvme, &ns);
 		/* one slot spare: a block the policy dropped while its
@@ -817,7 +813,7 @@ static int kc_make_slab(struct kd_cache *c)
  * restart with the same model, whose blocks a stop saved there); else it
  * is formatted anew then.
  */
-static int kc_open_nvme_early(struct kd_cache *c)
+int kc_open_nvme_early(struct kd_cache *c)
 {
 	const struct kd_config *cfg = &c->d->cfg;
 	struct tier_host_slab_info si;
@@ -907,11 +903,11 @@ int kd_cache_init(struct kd_daemon *d)
 	 * locked too: it is this daemon's.
 	 */
 	if (d->cfg.nvme_path[0]) {
-		struct stat st;
-
-		c->nvme_made = stat(d->cfg.nvme_path, &st) && errno == ENOENT;
-		r = tier_nvme_claim(d->cfg.nvme_path, d->cfg.nvme_format,
-				    &c->nvme_fd);
+		/* a file, or the file system under it, that is not there
+		 * yet: kvmmd starts without the tier, which joins the cache
+		 * when a later attempt claims and opens it
+		 * (cache_nvme_join.c) */
+		r = kc_nvme_claim_at_start(c);
 		if (r == -ENOTEMPTY)
 			d->bad_option = true;
 		if (r)
@@ -1037,6 +1033,8 @@ void kd_cache_fini(struct kd_daemon *d)
 
 	if (!c)
 		return;
+	kd_timer_cancel(&d->loop, &c->nvme_timer);
+	c->nvme_for_good = true; /* no attempt from here on */
 	kc_save_on_stop(c);
 	if (c->mig) {
 		struct migrate_job *jobs[32];
@@ -1504,7 +1502,7 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 		for (int t = 0; t < POL_TIER_COUNT; t++)
 			st->tiers[t].used_blocks = pol_cache_count(c->pol, t);
 	kc_open_stats(c, st);
-	st->nvme_open_error = (uint64_t)-c->nvme_error;
+	kc_nvme_stats(c, st);
 	if (c->nvme) {
 		struct tier_nvme_stats ns;
 

@@ -46,6 +46,8 @@
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/policy/policy.h"
 
+struct tier_nvme_stats;
+
 /* the hash index starts with this many buckets (it doubles as it fills:
  * an NVMe tier can hold hundreds of thousands) */
 #define KC_BUCKETS_MIN 4096u
@@ -228,6 +230,16 @@ struct kd_cache {
 	 * the cache went on without: TIER_STATS shows them */
 	int open_error;
 	int nvme_error;
+	/* the NVMe tier's opens (cache_nvme_join.c): how many ran (claims
+	 * after a failed one at start included), the last failure (kept
+	 * once one works), whether it was one no wait mends (no more
+	 * attempts), when the next is due (CLOCK_MONOTONIC ns) and the loop
+	 * timer that makes it */
+	uint64_t nvme_attempts;
+	int nvme_last_error;
+	bool nvme_for_good;
+	uint64_t nvme_retry_ns;
+	struct kd_timer nvme_timer;
 	/* set-up attempts (cache_open.c): how many ran, the last failure
 	 * (kept once one works), whether it was one no wait mends (no more
 	 * attempts), when the next may run (CLOCK_MONOTONIC ns) */
@@ -376,6 +388,32 @@ void kc_open_undo(struct kd_cache *c);
 void kc_open_failed(struct kd_cache *c, int err);
 void kc_open_done(struct kd_cache *c);
 void kc_open_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
+
+/*
+ * The NVMe tier out and joining later (cache_nvme_join.c).
+ * kc_nvme_claim() opens and locks --nvme-path (c->nvme_fd);
+ * kc_nvme_claim_at_start() lets the start go on without it when the
+ * file or its file system is not there yet (0, the retries armed), else
+ * returns the claim's error.  kc_nvme_open_tier() opens the tier for
+ * the cache's block size on the claimed fd.  kc_nvme_failed() records a
+ * failed attempt and arms the next (or says no wait mends it);
+ * kc_nvme_retry() is the timer's attempt, which joins an opened tier to
+ * the running cache.  kc_nvme_stats() fills TIER_STATS' nvme_open_*.
+ */
+int kc_nvme_claim(struct kd_cache *c);
+int kc_nvme_claim_at_start(struct kd_cache *c);
+int kc_nvme_open_tier(struct kd_cache *c);
+void kc_nvme_failed(struct kd_cache *c, int err);
+void kc_nvme_retry(struct kd_cache *c);
+void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
+/* cache.c, for a tier that joins: its blocks into the index (cold), in
+ * the order they were written; the test knobs' held slots */
+int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns);
+int kc_order_cold(struct kd_cache *c);
+void kc_hold_slots(struct kd_cache *c);
+/* cache.c: the claimed NVMe file opened before the block size is known,
+ * for the size its blocks have (0 also when it cannot: the set-up does) */
+int kc_open_nvme_early(struct kd_cache *c);
 
 /* cache_demote.c */
 /* e is gone, outside the policy's decisions (a copy down that failed, an

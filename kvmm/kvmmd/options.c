@@ -594,8 +594,9 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 
 /*
  * --nvme-path at option time: what the tier's open would find only at the
- * first publish without --cache-block-pages (a missing directory, a file
- * with no size to make it; tiers.md).  Whether another kvmmd holds it and
+ * first publish without --cache-block-pages (a path whose directory is
+ * no directory, a file with no size to make it; tiers.md).  A directory
+ * that does not exist yet is waited for.  Whether another kvmmd holds it and
  * what it holds is the start's to say (cache.c, kc_nvme_claim()).
  */
 static int check_nvme_path(const struct kd_config *cfg)
@@ -633,12 +634,18 @@ static int check_nvme_path(const struct kd_config *cfg)
 	slash = strrchr(dir, '/');
 	if (slash) {
 		slash[slash == dir] = '\0';
-		if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		/*
+		 * A directory that is not there yet (a file system mounted
+		 * later at boot, a directory made later): the start goes
+		 * on, and the tier joins when it can be claimed
+		 * (cache_nvme_join.c).  One that is no directory is a path
+		 * no wait mends.
+		 */
+		if (stat(dir, &st) ? errno != ENOENT : !S_ISDIR(st.st_mode)) {
 			fprintf(stderr,
-				"kvmmd: %s--nvme-path %s: %s is not a directory%s\n",
-				w, path, dir,
-				errno == ENOENT ? " (it does not exist)" : "");
-			return -ENOENT;
+				"kvmmd: %s--nvme-path %s: %s is not a directory\n",
+				w, path, dir);
+			return -ENOTDIR;
 		}
 	}
 	if (!cfg->nvme_size) {

@@ -291,7 +291,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			 (bytes - NVME_DATA_OFFSET) / t->stride :
 			 0;
 	if (nslots == 0 || nslots >= NVME_NONE) {
-		r = -ENOSPC;
+		/* a setting, not a full disk: no wait mends it (-ENOSPC
+		 * until 1.15, which the cache now waits out) */
+		r = -EINVAL;
 		vmm_log(VMM_LOG_ERR,
 			"tier_nvme: %s: %llu bytes hold no slot of %llu bytes",
 			cfg->path, (unsigned long long)bytes,

@@ -85,6 +85,16 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)ts->nvme_invalidate_jobs,
 		       (unsigned long long)ts->nvme_invalidated_blocks,
 		       (unsigned long long)ts->nvme_invalidate_failures);
+	if (KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) { /* ABI 1.15 */
+		printf("\"nvme_open_attempts\":%llu,\"nvme_open_last_error\":%llu,\"nvme_open_retry_ms\":",
+		       (unsigned long long)ts->nvme_open_attempts,
+		       (unsigned long long)ts->nvme_open_last_error);
+		if (ts->nvme_open_retry_ms == UINT64_MAX)
+			printf("null,");
+		else
+			printf("%llu,",
+			       (unsigned long long)ts->nvme_open_retry_ms);
+	}
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -142,6 +152,35 @@ static void cache_open_text(const struct kvmm_tier_stats_reply *ts)
 	else if (ts->cache_open_last_error)
 		printf("cache        set up at attempt %llu (the one before failed: %s)\n",
 		       k, strerror((int)ts->cache_open_last_error));
+}
+
+/*
+ * The NVMe tier when it could not open: waiting for the next attempt
+ * (ABI 1.15: kvmmd's timer makes it, and the tier joins the running
+ * cache), out for good, or joined after attempts that failed.  A 1.13
+ * or 1.14 daemon's tier stays out until it restarts.
+ */
+static void nvme_open_text(const struct kvmm_tier_stats_reply *ts)
+{
+	unsigned long long k = ts->nvme_open_attempts;
+	uint64_t ms = ts->nvme_open_retry_ms;
+
+	if (!KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) {
+		if (KVMMCTL_TS_HAS(ts, nvme_open_error) && ts->nvme_open_error)
+			printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
+			       strerror((int)ts->nvme_open_error));
+		return;
+	}
+	if (ts->nvme_open_error && ms == UINT64_MAX)
+		printf("tier nvme    FAILED to open: %s, which no wait mends (attempt %llu; the cache runs without it; see kvmmd's log, restart it)\n",
+		       strerror((int)ts->nvme_open_error), k);
+	else if (ts->nvme_open_error)
+		printf("tier nvme    WAITING: %s (attempt %llu; retry in %llu s; the cache runs without it until then)\n",
+		       strerror((int)ts->nvme_open_error), k,
+		       (unsigned long long)((ms + 999) / 1000));
+	else if (ts->nvme_open_last_error)
+		printf("tier nvme    joined at attempt %llu (the one before failed: %s)\n",
+		       k, strerror((int)ts->nvme_open_last_error));
 }
 
 static const char *policy_state_mode(uint64_t v)
@@ -437,9 +476,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	/* a tier that could not be set up: the cache is off, or runs
 	 * without its NVMe tier (ABI 1.13) */
 	cache_open_text(&ts);
-	if (KVMMCTL_TS_HAS(&ts, nvme_open_error) && ts.nvme_open_error)
-		printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
-		       strerror((int)ts.nvme_open_error));
+	nvme_open_text(&ts);
 	/* ABI 1.15: cache-drop's NVMe headers, and slots a tier kept */
 	if (KVMMCTL_TS_HAS(&ts, nvme_invalidate_failures) &&
 	    ts.nvme_invalidate_jobs + ts.nvme_invalidate_failures)

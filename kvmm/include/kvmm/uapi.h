@@ -955,6 +955,22 @@ struct kvmm_tier_stats_reply {
 	uint64_t nvme_invalidate_jobs;
 	uint64_t nvme_invalidated_blocks;
 	uint64_t nvme_invalidate_failures;
+	/*
+	 * ABI 1.15 too (24 more bytes, 616 in all; a daemon that sends
+	 * 592 or less ends before them).  The NVMe tier's opens, the
+	 * cache_open_* of the tier alone: attempts since the start (the
+	 * claim of the file at start is one when it failed; a tier that
+	 * opened at start for the blocks its file held makes none), the
+	 * errno of the last one that failed (kept once one works), and
+	 * while the tier is out (nvme_open_error): the ms until the next
+	 * attempt, made by kvmmd's own timer, not by a client (0: it runs
+	 * now), or UINT64_MAX when none will (a size that holds no slot, no
+	 * O_DIRECT, a file that is no kvmm tier).  0 while the tier is not
+	 * out.  When an attempt works the tier joins the running cache.
+	 */
+	uint64_t nvme_open_attempts;
+	uint64_t nvme_open_last_error;
+	uint64_t nvme_open_retry_ms;
 };
 
 /* ---- rings ------------------------------------------------------------- */
