@@ -595,8 +595,9 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 				c->nvme = NULL;
 			}
 		}
-		/* not claimed at start (cache_nvme_join.c): the retries'
-		 * timer opens it and it joins the cache then */
+		/* opened here for the cache's block size; a file not
+		 * claimed yet is left to the retries' timer, which opens it
+		 * and joins it to the cache (cache_nvme_join.c) */
 		if (!c->nvme && c->nvme_fd >= 0 && !c->nvme_for_good) {
 			c->nvme_attempts++;
 			r = kc_nvme_open_tier(c);
