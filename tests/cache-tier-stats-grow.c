@@ -27,8 +27,8 @@
  *     ones (absent, not 0);
  *   - the same against a 1.14 daemon (its 560-byte reply): its
  *     fields shown, 1.15's (lower_free_refused, the NVMe invalidation
- *     counters) absent from all three; a client built for 1.14 reads
- *     the first 560 bytes of a 1.15 daemon's 592, the same as they are;
+ *     counters, the NVMe tier's opens) absent from all three; a client built for 1.14 reads
+ *     the first 560 bytes of a 1.15 daemon's 616, the same as they are;
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -194,7 +194,7 @@ static void plan_recomputes(void)
 		t_assert(!memcmp(old, &full, sizeof(old)));
 		/* and a 1.14 client's: the 560 bytes before 1.15's fields */
 		t_assert_eq(TS_SIZE_1_14, 560);
-		t_assert_eq(sizeof(full), TS_SIZE_1_14 + 32);
+		t_assert_eq(sizeof(full), TS_SIZE_1_14 + 32 + 24);
 		{
 			char old14[TS_SIZE_1_14];
 
