@@ -82,14 +82,27 @@ static void log_cost(struct kd_daemon *d)
 		(unsigned long long)d->tel_feed.computes);
 }
 
+/*
+ * The drop counters, and whether a drop loses kvmmd something.  The event
+ * ring's records (one per probe firing) are for tools that link the
+ * telemetry library and set an event sink; kvmmd sets none and only
+ * drains the ring, while the per-event counters, the block statistics and
+ * the histograms it reads are counted before the ring is tried: a full
+ * ring loses it nothing, and a burst of probes fills the 256 KiB ring
+ * between two drains every time.
+ */
 static const struct {
 	const char *name;
 	size_t off;
+	bool lost; /* what the policy and the statistics read */
 } tel_drops[] = {
-	{ "access records", offsetof(struct kvmm_counters, access_dropped) },
-	{ "block stats", offsetof(struct kvmm_counters, blocks_dropped) },
-	{ "histogram rows", offsetof(struct kvmm_counters, hist_dropped) },
-	{ "events", offsetof(struct kvmm_counters, events_dropped) },
+	{ "access records", offsetof(struct kvmm_counters, access_dropped),
+	  true },
+	{ "block stats", offsetof(struct kvmm_counters, blocks_dropped), true },
+	{ "histogram rows", offsetof(struct kvmm_counters, hist_dropped),
+	  true },
+	{ "event records", offsetof(struct kvmm_counters, events_dropped),
+	  false },
 };
 
 static uint64_t drop_count(const struct kvmm_counters *c, size_t i)
@@ -100,42 +113,61 @@ static uint64_t drop_count(const struct kvmm_counters *c, size_t i)
 	return v;
 }
 
+/* "N what (M in all), ..." for the drops since `was` that lose kvmmd
+ * something (lost) or not; its length (0: none). */
+static size_t drops_text(const struct kvmm_counters *was,
+			 const struct kvmm_counters *is, bool lost, char *msg,
+			 size_t cap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(tel_drops) / sizeof(tel_drops[0]); i++) {
+		uint64_t a = drop_count(was, i), b = drop_count(is, i);
+
+		if (tel_drops[i].lost == lost && b > a && n < cap)
+			n += snprintf(msg + n, cap - n,
+				      "%s%llu %s (%llu in all)", n ? ", " : "",
+				      (unsigned long long)(b - a),
+				      tel_drops[i].name, (unsigned long long)b);
+	}
+	return n;
+}
+
 /*
- * A WARN when telemetry dropped something since the last one: what the
- * policy and the operator see is short by that much (a session touching
- * more blocks at once than its region has slots, an event ring the loop
- * drains too slowly).  At most every KD_TEL_DROP_LOG_MS: the next line
- * says all that was dropped meanwhile.
+ * A WARN when telemetry dropped something the policy or the operator's
+ * statistics read since the last one: they are short by that much (a
+ * session touching more blocks at once than its region has slots, more
+ * histogram rows than fit).  Event records the ring had no room for are
+ * an INFO line (see tel_drops[]).  At most every KD_TEL_DROP_LOG_MS: the
+ * next line says all that was dropped meanwhile.
  */
 static void check_drops(struct kd_daemon *d)
 {
 	struct kvmm_counters c;
 	char msg[256];
-	size_t n = 0, i;
 	uint64_t now = kd_now_ns();
+	bool logged = false;
+	const char *since;
 
 	if (d->tel_drops_log_ns &&
 	    now - d->tel_drops_log_ns < KD_TEL_DROP_LOG_MS * 1000000ull)
 		return;
 	tel_counters(d->tel, &c);
-	for (i = 0; i < sizeof(tel_drops) / sizeof(tel_drops[0]); i++) {
-		uint64_t was = drop_count(&d->tel_drops_logged, i);
-		uint64_t is = drop_count(&c, i);
-
-		if (is > was && n < sizeof(msg))
-			n += snprintf(msg + n, sizeof(msg) - n,
-				      "%s%llu %s (%llu in all)", n ? ", " : "",
-				      (unsigned long long)(is - was),
-				      tel_drops[i].name,
-				      (unsigned long long)is);
+	since = d->tel_drops_log_ns ? " since the last line" : "";
+	if (drops_text(&d->tel_drops_logged, &c, true, msg, sizeof(msg))) {
+		vmm_log(VMM_LOG_WARN,
+			"telemetry (%s) dropped %s%s; the policy and the statistics miss them",
+			tel_source_string(tel_source(d->tel)), msg, since);
+		logged = true;
 	}
-	if (!n)
+	if (drops_text(&d->tel_drops_logged, &c, false, msg, sizeof(msg))) {
+		vmm_log(VMM_LOG_INFO,
+			"telemetry (%s) dropped %s%s: the event ring was full; kvmmd reads no event record (the policy and the statistics come from the counters and maps, which missed nothing)",
+			tel_source_string(tel_source(d->tel)), msg, since);
+		logged = true;
+	}
+	if (!logged)
 		return;
-	vmm_log(VMM_LOG_WARN,
-		"telemetry (%s) dropped %s%s; the policy and the statistics "
-		"miss them",
-		tel_source_string(tel_source(d->tel)), msg,
-		d->tel_drops_log_ns ? " since the last warning" : "");
 	d->tel_drops_logged = c;
 	d->tel_drops_log_ns = now;
 }
