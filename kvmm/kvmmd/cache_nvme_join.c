@@ -35,9 +35,6 @@
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
-/* the longest wait, as a multiple of the first (cache_open.c's) */
-#define KC_NVME_RETRY_MAX_FACTOR 60u
-
 /*
  * What the start waits out rather than refuse: the file, or the file
  * system or device under it, is not there or not usable yet.  Anything
@@ -140,8 +137,7 @@ void kc_nvme_failed(struct kd_cache *c, int err)
 {
 	const char *path = c->d->cfg.nvme_path;
 	const char *why = kc_nvme_unmendable(err);
-	unsigned int doublings;
-	uint64_t ms, max;
+	uint64_t ms;
 
 	c->nvme = NULL;
 	c->nvme_error = c->nvme_last_error = err;
@@ -154,13 +150,8 @@ void kc_nvme_failed(struct kd_cache *c, int err)
 			c->block_bytes ? "this size" : "", strerror(-err), why);
 		return;
 	}
-	/* 1, 2, 4 ... 32 s, then 60 s (KVMMD_TEST_CACHE_RETRY_MS: the
-	 * first, and 60 times it) */
-	doublings = c->nvme_attempts > 7 ? 6 : (unsigned)c->nvme_attempts - 1;
-	ms = c->open_retry_base_ms << doublings;
-	max = c->open_retry_base_ms * KC_NVME_RETRY_MAX_FACTOR;
-	if (ms > max)
-		ms = max;
+	/* the cache set-up's waits (kc_open_failed()) */
+	ms = kc_retry_wait_ms(c, c->nvme_attempts);
 	c->nvme_retry_ns = kd_now_ns() + ms * 1000000ull;
 	c->nvme_timer.fn = kc_nvme_on_timer;
 	c->nvme_timer.data = c;

@@ -178,11 +178,21 @@ static const char *kc_open_unmendable(int err)
 	return NULL;
 }
 
+uint64_t kc_retry_wait_ms(const struct kd_cache *c, uint64_t attempts)
+{
+	/* 1, 2, 4 ... 32 s, then 60 s (KVMMD_TEST_CACHE_RETRY_MS: the
+	 * first, and 60 times it) */
+	unsigned int doublings = attempts > 7 ? 6 : (unsigned)attempts - 1;
+	uint64_t ms = c->open_retry_base_ms << doublings;
+	uint64_t max = c->open_retry_base_ms * KC_RETRY_MAX_FACTOR;
+
+	return ms > max ? max : ms;
+}
+
 void kc_open_failed(struct kd_cache *c, int err)
 {
 	const char *why = kc_open_unmendable(err);
-	unsigned int doublings;
-	uint64_t ms, max;
+	uint64_t ms;
 
 	c->open_error = c->open_last_error = err;
 	if (c->opening_at_start) {
@@ -198,13 +208,7 @@ void kc_open_failed(struct kd_cache *c, int err)
 			strerror(-err), why);
 		return;
 	}
-	/* 1, 2, 4 ... 32 s, then 60 s (KVMMD_TEST_CACHE_RETRY_MS: the
-	 * first, and 60 times it) */
-	doublings = c->open_attempts > 7 ? 6 : (unsigned)c->open_attempts - 1;
-	ms = c->open_retry_base_ms << doublings;
-	max = c->open_retry_base_ms * KC_RETRY_MAX_FACTOR;
-	if (ms > max)
-		ms = max;
+	ms = kc_retry_wait_ms(c, c->open_attempts);
 	c->open_retry_ns = kd_now_ns() + ms * 1000000ull;
 	vmm_log(VMM_LOG_ERR,
 		"cache: setting up the tiers failed (attempt %llu): %s; the cache is off, every publish fails with EIO, until a publish or prefix open tries again, in %llu ms at the earliest (kvmmctl status)",

@@ -386,6 +386,10 @@ int kc_open_begin(struct kd_cache *c);
 int kc_open_test_fault(struct kd_cache *c);
 void kc_open_undo(struct kd_cache *c);
 void kc_open_failed(struct kd_cache *c, int err);
+/* The wait before the next attempt after `attempts` failed ones: 1 s
+ * (KVMMD_TEST_CACHE_RETRY_MS) doubling to 60 times that; the cache's
+ * set-up and the NVMe tier's open back off alike. */
+uint64_t kc_retry_wait_ms(const struct kd_cache *c, uint64_t attempts);
 void kc_open_done(struct kd_cache *c);
 void kc_open_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
 
