@@ -196,7 +196,9 @@ int main(int argc, char **argv)
 			printf(",\"%s_vs_lru\":%.3f", name,
 			       rate[k] / rate[POL_LRU]);
 	}
-	printf(",\"referenced_blocks\":%llu", (unsigned long long)held);
+	/* only when that pass ran */
+	if (!getenv("KVMM_BENCH_UNREFERENCED"))
+		printf(",\"referenced_blocks\":%llu", (unsigned long long)held);
 	for (int k = 0; k < POL_KIND_COUNT; k++)
 		if (rate_held[k])
 			printf(",\"%s_referenced_vs_unreferenced\":%.3f",
