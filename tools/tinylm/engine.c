@@ -150,16 +150,6 @@ static void mark_computed(struct turn *t, int a, int b)
 	}
 }
 
-/*
- * One forward pass of tokens [pos0, pos0 + n), bracketed as one engine
- * step.  Revocations are applied at step boundaries and may take back the
- * sequence's pages from some block on: the cache then reports fewer backed
- * tokens, and the lost tail before pos0 is recomputed at its original
- * positions inside the same step (batch invariance makes it bitwise what
- * was there) before the new tokens run.  The pass is this engine's
- * "kernel": its latency goes to the kvmm:kernel probe (prefill for chunks,
- * attention for single-token decode) that calibrates kvmm's cost model.
- */
 /* Clamp t->written to what the cache still backs; returns the backed count. */
 static int lost_since(struct tlm_engine *e, struct turn *t)
 {
@@ -172,6 +162,73 @@ static int lost_since(struct tlm_engine *e, struct turn *t)
 	return backed;
 }
 
+/* Tokens [a, end) through a forward pass again, counted as recomputed. */
+static int recompute_run(struct tlm_engine *e, struct turn *t, int a, int end)
+{
+	int tpb = e->kv->tokens_per_block;
+	int ret = tlm_forward(e->m, e->state, e->kv, t->slot, t->tokens + a, a,
+			      end - a, NULL, false);
+
+	if (ret)
+		return ret;
+	mark_computed(t, a, end);
+	e->st.revoked_tokens_recomputed += end - a;
+	if (tpb > 0)
+		e->st.revoked_blocks_recomputed +=
+			(end - 1) / tpb - a / tpb + 1;
+	return 0;
+}
+
+/*
+ * Recompute the tokens [t->written, pos0) a revocation took back, at their
+ * original positions, run of writable blocks by run.  The lost range can
+ * cover read-only blocks (the cache's copy, shared by a prefix open): an
+ * extend that applied a revocation does not say which blocks lost their
+ * data, so kv-kvmm.c reports the whole sequence lost.  Those are skipped:
+ * no revocation took them, since a revoked block is unmapped and backed
+ * again by the sequence's own pages, so they still hold these tokens' KV;
+ * and a write into one faults (host: SIGSEGV).  Tokens after a skipped
+ * block attend over it as over any KV before them.
+ */
+static int recompute_lost(struct tlm_engine *e, struct turn *t, int pos0)
+{
+	struct tlm_kv *kv = e->kv;
+	int tpb = kv->tokens_per_block, a = t->written, ret;
+
+	if (tpb <= 0 || !kv->ops->readonly)
+		return recompute_run(e, t, a, pos0);
+	while (a < pos0) {
+		int end = a, ro = 0;
+
+		/* the sequence's own blocks from a on */
+		while (end < pos0 &&
+		       !(ro = kv->ops->readonly(kv, t->slot, end / tpb)))
+			end = (end / tpb + 1) * tpb;
+		if (ro < 0)
+			return ro;
+		if (end > pos0)
+			end = pos0;
+		if (end > a) {
+			ret = recompute_run(e, t, a, end);
+			if (ret)
+				return ret;
+		}
+		/* then the read-only block at end, if any, is skipped */
+		a = (end / tpb + 1) * tpb;
+	}
+	return 0;
+}
+
+/*
+ * One forward pass of tokens [pos0, pos0 + n), bracketed as one engine
+ * step.  Revocations are applied at step boundaries and may take back the
+ * sequence's pages from some block on: the cache then reports fewer backed
+ * tokens, and the lost tail before pos0 is recomputed at its original
+ * positions inside the same step (batch invariance makes it bitwise what
+ * was there) before the new tokens run.  The pass is this engine's
+ * "kernel": its latency goes to the kvmm:kernel probe (prefill for chunks,
+ * attention for single-token decode) that calibrates kvmm's cost model.
+ */
 static int step(struct tlm_engine *e, struct turn *t, int pos0, int n)
 {
 	struct tlm_kv *kv = e->kv;
@@ -207,18 +264,9 @@ static int step(struct tlm_engine *e, struct turn *t, int pos0, int n)
 			return fail(e, -EAGAIN, "pages revoked on every step");
 	}
 	if (t->written < pos0) {
-		int lost = pos0 - t->written;
-		ret = tlm_forward(e->m, e->state, kv, t->slot,
-				  t->tokens + t->written, t->written, lost,
-				  NULL, false);
+		ret = recompute_lost(e, t, pos0);
 		if (ret)
 			goto out_end;
-		mark_computed(t, t->written, pos0);
-		e->st.revoked_tokens_recomputed += lost;
-		if (kv->tokens_per_block > 0)
-			e->st.revoked_blocks_recomputed +=
-				(pos0 - 1) / kv->tokens_per_block -
-				t->written / kv->tokens_per_block + 1;
 	}
 	if (KVMM_PROBE_ENABLED(kernel))
 		t0 = now_ns();

@@ -329,6 +329,12 @@ static int kvmm_kv_backed(struct tlm_kv *kv, int slot)
 	return intact;
 }
 
+static int kvmm_kv_readonly(struct tlm_kv *kv, int slot, int block)
+{
+	return kvmm_seq_block_readonly(to_kvmm(kv)->region, (uint32_t)slot,
+				       (uint32_t)block);
+}
+
 static float *kvmm_kv_k(struct tlm_kv *kv, int layer, int slot)
 {
 	return (float *)(uintptr_t)kvmm_seq_k_ptr(
@@ -421,6 +427,7 @@ static const struct tlm_kv_ops kvmm_kv_ops = {
 	.seq_close = kvmm_kv_seq_close,
 	.extend = kvmm_kv_extend,
 	.backed = kvmm_kv_backed,
+	.readonly = kvmm_kv_readonly,
 	.k = kvmm_kv_k,
 	.v = kvmm_kv_v,
 	.step_begin = kvmm_kv_step_begin,

@@ -131,9 +131,19 @@ struct tlm_kv_ops {
 	/*
 	 * How many leading tokens of the slot are still backed: fewer than
 	 * extended when the cache took pages back (revocation).  Valid inside
-	 * a step; those tokens' KV is intact, the rest must be recomputed.
+	 * a step; those tokens' KV is intact, the rest must be recomputed
+	 * but for the blocks readonly() names.
 	 */
 	int (*backed)(struct tlm_kv *kv, int slot);
+	/*
+	 * Is block b of the slot the cache's read-only copy (a block a
+	 * prefix open shared)?  1 yes, 0 the sequence's own, -errno.  Such
+	 * a block is never among the tokens to recompute: it holds exactly
+	 * these tokens' KV, a revocation unmaps it and whatever backs it
+	 * again is the sequence's own; and a write into it faults.  Valid
+	 * inside a step.  NULL: every block is the sequence's own.
+	 */
+	int (*readonly)(struct tlm_kv *kv, int slot, int block);
 	float *(*k)(struct tlm_kv *kv, int layer, int slot);
 	float *(*v)(struct tlm_kv *kv, int layer, int slot);
 	/* Around each forward pass: pointers are stable between the two. */

@@ -169,7 +169,11 @@ int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
  * 0 for the sequence's own (extended, KVMM_BLOCK_RECOMPUTE, an early
  * reload kvmm_seq_wait_ready() reported failed); -ENODATA: not backed.
  * A write into a read-only block faults: SIGSEGV on the host backend, an
- * illegal address error on the GPU.
+ * illegal address error on the GPU.  A block still mapped read-only was
+ * never revoked (a revoked block is unmapped, and whatever backs it again
+ * is the sequence's own): an engine that recomputes the tokens a
+ * revocation took, or all of them when it cannot tell which (an extend
+ * that applied one), skips these blocks.
  */
 int kvmm_seq_block_readonly(struct kvmm_region *region, uint32_t seq,
 			    uint32_t block);
