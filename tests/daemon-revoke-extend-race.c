@@ -12,7 +12,13 @@
  * A client extends a sequence to 2 blocks and writes them; the admin
  * revokes block 1 on; the client, not having looked at its revocation
  * ring, extends to 3 blocks (past what it has mapped: a socket extend).
+ * Then the same within the blocks it has mapped (a ring extend, which
+ * the daemon answers -ENODATA; libkvmm applies the revocation and fetches
+ * over the socket): the length is the revocation's too.
  */
+#include <string.h>
+#include <unistd.h>
+
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
@@ -49,6 +55,7 @@ int main(void)
 	struct kvmm_region *r;
 	struct td_daemon d;
 	unsigned char *k0;
+	uint64_t revoked, bell;
 	int err;
 
 	err = td_start(&d, NULL);
@@ -94,6 +101,41 @@ int main(void)
 	/* growing again over the mapped blocks: the ring, no loss */
 	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
 	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
+	t_ok(kvmm_seq_close(r, seq));
+	t_assert_eq(held(c), 0);
+
+	/*
+	 * The same within the mapped blocks: the extend goes through the
+	 * ring, the daemon answers -ENODATA (block 1 is revoked), libkvmm
+	 * applies the revocation and fetches fresh pages over the socket.
+	 * The length stays where the revocation left it (block 1 lost),
+	 * not new_len over fresh zeros (before: 2 * TPB + 20).  The
+	 * doorbell is drained first, as by an engine that polled before
+	 * the revocation was posted: only the extend can find it.
+	 */
+	t_ok(kvmm_seq_open(r, &seq));
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 10)); /* blocks 0..2 */
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	memset(k0, 0x6b, 2 * 65536 + 10 * 256);
+	t_ok(kvmm_get_stats(c, &ks));
+	revoked = ks.pages_revoked;
+	a.first_block = 1;
+	a.seq_id = seq;
+	t_ok(kc_connect_admin(d.sock, &ac));
+	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(ac);
+	t_assert(read(kvmm_poll_fd(c), &bell, sizeof(bell)) == sizeof(bell));
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 20));
+	t_ok(kvmm_get_stats(c, &ks));
+	t_assert_eq(ks.pages_revoked - revoked, 2 * PPB); /* blocks 1, 2 */
+	t_assert_eq(kvmm_seq_len(r, seq), TPB);
+	t_assert_eq(k0[100], 0x6b); /* block 0 kept its contents */
+	/* block 1 is another page (of this uid's: not scrubbed) */
+	t_assert(k0[65536 + 100] != 0x6b);
+	/* recomputed, the engine grows it again: the ring, no loss */
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 20));
+	t_assert_eq(kvmm_seq_len(r, seq), 2 * TPB + 20);
 	t_ok(kvmm_seq_close(r, seq));
 	t_assert_eq(held(c), 0);
 	kvmm_disconnect(c);

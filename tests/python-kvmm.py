@@ -815,16 +815,27 @@ def case_revoke():
         check_eq(len(s.block_pages(2)), PPB, "backed again")
         # revoked again, and this time an extend inside the old length
         # meets it (ENODATA from the ring), applies it and fetches again:
-        # the range is mapped again (fresh pages), so the view stays
+        # the range is mapped again (fresh pages), but the length is where
+        # the revocation left it (block 1 on is lost, the engine
+        # recomputes it), so the view over the lost blocks is released;
+        # growing it again takes the ring
         whole = s.k_view(0)
         waits = c.stats().extend_waits
         d.ctl("revoke", str(c.session_id), "1", str(s.id), "1")
         check_eq(select.select([c], [], [], 10)[0], [c], "readable again")
         s.extend(3 * TPB)
-        check_eq(len(s), 3 * TPB, "length after the extend")
+        check_eq(len(s), TPB, "length after the extend: the revocation's")
+        s.extend(3 * TPB)
+        check_eq(len(s), 3 * TPB, "length after the next extend")
         st = c.stats()
         check_eq(st.pages_revoked, 4 * PPB, "pages revoked by the extend")
         check_eq(st.extend_waits, waits + 1, "the extend fetched again")
+        try:
+            whole[-1] = 7
+            fail("a view over blocks the revocation took still works")
+        except ValueError:
+            pass
+        whole = s.k_view(0)
         whole[-1] = 7  # mapped: writable
         check_eq(s.k_view(0)[-1], 7, "the fresh pages")
         with c.step():

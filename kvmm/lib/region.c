@@ -580,6 +580,9 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 
 static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
+	/* the length a revocation applied here left, when it cut below the
+	 * length the engine had (UINT32_MAX: none did) */
+	uint32_t intact = UINT32_MAX, had;
 	struct kvmm_conn *c;
 	struct kc_seq *q;
 	uint32_t need, want;
@@ -626,9 +629,23 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 			}
 			return err;
 		}
-		/* Revoked under us: give the pages back, then fetch. */
+		/*
+		 * Revoked under us: give the pages back, then fetch.  The
+		 * fetch backs the blocks the revocation took with fresh
+		 * pages, so the length stays where the revocation left it:
+		 * the engine sees it shorter than new_len and recomputes,
+		 * as after an extend the daemon answered with fresh pages
+		 * (kc_fetch(): q->replaced).  Growing it back to new_len
+		 * hid the loss: zeros read as KV.
+		 */
+		had = q->len;
 		kvmm_process_revocations(c);
 		pthread_mutex_lock(&c->lock);
+		err = kc_seq_get(r, seq, &q);
+		if (err)
+			goto out_unlock;
+		if (q->len < had)
+			intact = q->len;
 	}
 	c->st.extend_waits++;
 	want = need + c->map_ahead;
@@ -653,6 +670,8 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		pthread_mutex_lock(&c->lock);
 		if (!kc_seq_get(r, seq, &q) && q->backed < need)
 			err = -ENODATA;
+		else if (!err && q->len > intact)
+			q->len = intact;
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->sock_lock);

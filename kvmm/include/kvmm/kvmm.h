@@ -14,7 +14,8 @@
  * (kvmm_step_begin / kvmm_step_end) or by kvmm_process_revocations() when
  * kvmm_poll_fd() becomes readable; also by a kvmm_seq_extend() that finds
  * blocks it needs revoked: it applies every pending revocation of the
- * connection (other sequences' too), then maps fresh pages.  An engine
+ * connection (other sequences' too), then maps fresh pages, and the
+ * sequence's length stays where the revocation cut it.  An engine
  * that extends while kernels may still read its KV should therefore
  * extend before launching the step's kernels, as a decoder does.
  * libkvmm's own map-ahead thread (map_ahead_blocks) only adds blocks past
@@ -143,7 +144,11 @@ int kvmm_seq_open(struct kvmm_region *region, uint32_t *seq);
  * inside a read-only block (a sequence truncated into its shared prefix,
  * see kvmm_seq_block_readonly()): the new tokens would be written into
  * pages other readers share.  Truncate to that block's start and
- * recompute its tokens on fresh pages instead. */
+ * recompute its tokens on fresh pages instead.  When a revocation took
+ * blocks below new_len meanwhile (applied by this call, or met at the
+ * daemon), the range is backed up to new_len on return but
+ * kvmm_seq_len() is shorter: the KV from there on is gone, recompute it
+ * and extend again. */
 int kvmm_seq_extend(struct kvmm_region *region, uint32_t seq, uint32_t new_len);
 int kvmm_seq_truncate(struct kvmm_region *region, uint32_t seq,
 		      uint32_t new_len);
