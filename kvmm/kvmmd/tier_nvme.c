@@ -599,6 +599,23 @@ int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
 	return -ENOTSUP;
 }
 
+int tier_nvme_free_tenant(struct tier_nvme *t, uint32_t slot, uint32_t tenant)
+{
+	return -ENOTSUP;
+}
+
+int tier_nvme_stale_claim(struct tier_nvme *t,
+			  bool (*match)(void *arg, uint64_t hash,
+					uint32_t tenant),
+			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
+			  uint32_t *left)
+{
+	*out = NULL;
+	*n = 0;
+	*left = 0;
+	return 0;
+}
+
 enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot)
 {
 	return TIER_SLOT_FREE;

@@ -29,9 +29,15 @@
  *
  * Eviction does not write to the disk; a block evicted before a restart
  * may come back after it, which is harmless: it is still the exact block
- * its hash names (the CRC proves the bytes are the ones written).  A
- * block an operator drops must not come back: tier_nvme_invalidate_batch()
- * zeroes its slot's header on disk before the slot is free again.
+ * its hash names (the CRC proves the bytes are the ones written), and it
+ * is what makes a restart warm for a block restored to the GPU before
+ * the stop.  A block an operator drops must not come back:
+ * tier_nvme_invalidate_batch() zeroes its slot's header on disk before
+ * the slot is free again.  So that a drop finds the copies that are not
+ * in use any more too, the tier remembers, in memory, each free slot
+ * whose header may still be valid (a stale copy: which hash, and which
+ * tenant the caller freed it under) until the slot is written again or
+ * invalidated (tier_nvme_stale_claim()).
  *
  * Thread-safe: metadata under one mutex, the I/O engine under another.
  * Batches are synchronous for the caller, and several callers' batches run
@@ -228,7 +234,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  * scan (tier_nvme_recover.c) takes a zeroed header for a slot never
  * written.  io.result: 0; -ENOENT (not claimed with that hash), -EINVAL:
  * nothing written, the slot as it was; or the write's -errno: the slot is free, but its old
- * header may still be on disk.  io.dropped: the slot was taken (free
+ * header may still be on disk (a stale copy, tier_nvme_stale_claim()).  io.dropped: the slot was taken (free
  * now).  Fsyncs the file after the writes (the device's cache), so a
  * dropped block stays dropped across a power loss too; a failed sync
  * fails every io of the batch.  Returns how many failed.
@@ -248,7 +254,8 @@ int tier_nvme_invalidate_claim(struct tier_nvme *t, uint32_t slot,
 			       uint64_t hash);
 /* A claimed slot whose invalidation never ran (its job failed before the
  * tier took it, was cancelled, or never submitted): free it, in memory
- * only, as tier_nvme_free() does.  0; -EINVAL (no such slot), -ENOENT
+ * only, as tier_nvme_free() does (a stale copy again, of the tenant it
+ * had if it was one).  0; -EINVAL (no such slot), -ENOENT
  * (not claimed, or taken by an invalidation already): nothing done. */
 int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot);
 
@@ -272,8 +279,43 @@ uint64_t tier_nvme_next_generation(struct tier_nvme *t);
 /* READY slot holding hash: 0, or -ENOENT. */
 int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 		     uint64_t *length, uint64_t *layout_id);
-/* READY -> FREE; -EBUSY while a read of the slot is in flight. */
+/* READY -> FREE, in memory only (its header stays on disk: a stale
+ * copy, nobody's); -EBUSY while a read of the slot is in flight. */
 int tier_nvme_free(struct tier_nvme *t, uint32_t slot);
+/* No tenant (struct tier_nvme_stale.tenant): a tenant id never matches
+ * it (the value of KVMM_TENANT_OTHERS, which names no tenant). */
+#define TIER_NVME_NOBODY UINT32_MAX
+/* tier_nvme_free(), the stale copy remembered as tenant's (a uid or gid,
+ * the caller's ids; TIER_NVME_NOBODY: none). */
+int tier_nvme_free_tenant(struct tier_nvme *t, uint32_t slot, uint32_t tenant);
+
+/* A stale copy claimed by tier_nvme_stale_claim(). */
+struct tier_nvme_stale {
+	uint64_t hash; /* the block its header names */
+	uint32_t slot;
+	uint32_t tenant; /* tier_nvme_free_tenant()'s, or TIER_NVME_NOBODY */
+};
+
+/*
+ * Claim for invalidation every stale copy match() accepts (called under
+ * the tier's lock, once or twice per stale slot: no tier call from it):
+ * free slots whose header on disk may still name a block (freed in
+ * memory only: tier_nvme_free(), a failed write or invalidation, a read
+ * the tier dropped, the older of two copies a restart found), which a
+ * restart would recover.  Each is taken off the free stack, FILLING and
+ * claimed as tier_nvme_invalidate_claim() claims one (no write takes it
+ * until tier_nvme_invalidate_batch() with its slot and hash, or
+ * tier_nvme_invalidate_unclaim(), frees it; a write of its hash takes
+ * another slot, whose newer generation wins at a restart anyway).  The
+ * free slots set aside for reserved writes are left: *left counts the
+ * matching copies not claimed for that.  *out (malloc'ed, NULL when *n
+ * is 0) gets the *n claimed.  0, or -ENOMEM (nothing claimed).
+ */
+int tier_nvme_stale_claim(struct tier_nvme *t,
+			  bool (*match)(void *arg, uint64_t hash,
+					uint32_t tenant),
+			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
+			  uint32_t *left);
 enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot);
 /* The write order of a READY slot's block (its header's generation,
  * recovered at open; later writes have larger ones), 0 otherwise. */

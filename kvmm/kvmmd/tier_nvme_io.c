@@ -644,13 +644,16 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 
 	if (b->invalidate) {
 		/* free whatever the write did: an old header left on disk
-		 * is only a block that may come back after a restart */
+		 * is only a block that may come back after a restart, so
+		 * the slot stays a stale copy a later drop tries again */
 		pthread_mutex_lock(&t->lock);
-		if (err)
+		if (err) {
 			t->st.invalidate_errors++;
-		else
+			nvme_slot_release_stale(t, io->slot, TIER_NVME_NOBODY);
+		} else {
 			t->st.invalidations++;
-		nvme_slot_release(t, io->slot);
+			nvme_slot_release(t, io->slot);
+		}
 		if (t->slot_waiters)
 			pthread_cond_broadcast(&t->slot_cond);
 		pthread_mutex_unlock(&t->lock);
@@ -661,7 +664,8 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 		pthread_mutex_lock(&t->lock);
 		if (err) {
 			t->st.write_errors++;
-			nvme_slot_release(t, io->slot);
+			/* the header may have reached the disk */
+			nvme_slot_release_stale(t, io->slot, TIER_NVME_NOBODY);
 		} else {
 			/* remembered so reads are checked against it */
 			s->payload_crc = b->crcs[idx];
@@ -727,7 +731,8 @@ static void finish_block(struct tier_nvme *t, struct nvme_batch *b,
 	 * found it bad: it goes when the last one leaves */
 	io->dropped = s->bad;
 	if (s->bad && s->readers == 0) {
-		nvme_slot_release(t, io->slot);
+		/* its header may still pass a restart's scan */
+		nvme_slot_release_stale(t, io->slot, TIER_NVME_NOBODY);
 		if (t->slot_waiters)
 			pthread_cond_broadcast(&t->slot_cond);
 	}

@@ -93,6 +93,20 @@ struct nvme_slot {
 	 * thread before its job runs (tier_nvme_invalidate_claim()); cleared
 	 * with the rest of the slot when it is freed */
 	bool dropping;
+	/*
+	 * A stale copy: the slot is FREE in memory (an eviction, a
+	 * restore's source, the loser of two copies found at restart, a
+	 * failed write or invalidation), but its header on disk may still
+	 * name a block, hash below, which a restart's scan would recover.
+	 * stale_tenant: the tenant the cache freed it under
+	 * (tier_nvme_free_tenant()), TIER_NVME_NOBODY when none said.  An
+	 * operator drop finds these (tier_nvme_stale_claim()); a write or
+	 * an invalidation of the slot forgets it.  While such a slot is
+	 * claimed (FILLING, dropping) it stays set, so that it is counted
+	 * and freed as what it is (slot_free()).
+	 */
+	bool stale;
+	uint32_t stale_tenant;
 	uint32_t next; /* hash chain */
 	uint64_t hash;
 	uint64_t length;
@@ -215,11 +229,20 @@ void nvme_slots_fini(struct tier_nvme *t);
 uint32_t nvme_idx_find(struct tier_nvme *t, uint64_t hash);
 void nvme_idx_insert(struct tier_nvme *t, uint32_t slot);
 int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot);
-/* during the restart scan: release without the free stack */
+/* during the restart scan: release without the free stack (a stale
+ * copy: its header is valid, a newer copy of its block won) */
 void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot);
+/* during the restart scan: FREE slot holds a valid header of hash that
+ * lost to a newer copy: remembered as a stale copy, nobody's */
+void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash);
 /* after the restart scan: free stack from the slots' states */
 void nvme_free_stack_rebuild(struct tier_nvme *t);
 void nvme_slot_release(struct tier_nvme *t, uint32_t slot);
+/* Release a slot whose header on disk may still name its block (any
+ * free but a successful invalidation's): remembered as a stale copy of
+ * tenant (TIER_NVME_NOBODY: none; a claimed stale copy keeps its own). */
+void nvme_slot_release_stale(struct tier_nvme *t, uint32_t slot,
+			     uint32_t tenant);
 
 /* tier_nvme_format.c */
 uint32_t nvme_header_crc(const struct tier_nvme_slot_header *h);

@@ -37,8 +37,13 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 	uint32_t old = nvme_idx_find(t, h->hash);
 
 	if (old != NVME_NONE) {
-		if (t->slots[old].generation >= h->generation)
+		/* the loser's header stays valid on disk: a stale copy,
+		 * which a drop of its block must find (the winner's
+		 * invalidation would let it win at the next restart) */
+		if (t->slots[old].generation >= h->generation) {
+			nvme_slot_mark_stale(t, slot, h->hash);
 			return;
+		}
 		nvme_slot_release_recovered(t, old);
 		t->st.recovered_slots--;
 	}

@@ -125,34 +125,66 @@ int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot)
 	return 0;
 }
 
-/* Any state -> FREE, out of the index; onto the free stack unless the
+/*
+ * Any state -> FREE, out of the index; onto the free stack unless the
  * restart scan runs (it rebuilds the stack when it is over: every slot
- * is on it meanwhile, and one more would overflow it). */
-static void slot_free(struct tier_nvme *t, uint32_t slot, bool push)
+ * is on it meanwhile, and one more would overflow it).  stale: its
+ * header on disk may still name its block (struct nvme_slot.stale),
+ * which the slot then remembers, as tenant's (a claimed stale copy
+ * keeps the tenant it had).
+ */
+static void slot_free(struct tier_nvme *t, uint32_t slot, bool push, bool stale,
+		      uint32_t tenant)
 {
 	struct nvme_slot *s = &t->slots[slot];
+	bool was_stale = s->stale;
+	uint64_t hash = s->hash;
 
 	if (s->state == TIER_SLOT_FREE)
 		return;
 	idx_remove(t, slot);
 	if (s->state == TIER_SLOT_READY)
 		t->st.ready_slots--;
+	if (was_stale)
+		tenant = s->stale_tenant;
 	/* every field, dropping too: a reused slot starts clean */
 	*s = (struct nvme_slot){ .state = TIER_SLOT_FREE, .next = NVME_NONE };
+	if (stale) {
+		s->stale = true;
+		s->hash = hash;
+		s->stale_tenant = tenant;
+	}
 	if (push)
 		t->free_stack[t->nfree++] = slot;
 	t->st.used_slots--;
-	t->st.frees++;
+	/* a claimed stale copy was counted when it was first freed */
+	if (!was_stale)
+		t->st.frees++;
 }
 
 void nvme_slot_release(struct tier_nvme *t, uint32_t slot)
 {
-	slot_free(t, slot, true);
+	slot_free(t, slot, true, false, TIER_NVME_NOBODY);
+}
+
+void nvme_slot_release_stale(struct tier_nvme *t, uint32_t slot,
+			     uint32_t tenant)
+{
+	slot_free(t, slot, true, true, tenant);
 }
 
 void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot)
 {
-	slot_free(t, slot, false);
+	slot_free(t, slot, false, true, TIER_NVME_NOBODY);
+}
+
+void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash)
+{
+	struct nvme_slot *s = &t->slots[slot];
+
+	s->stale = true;
+	s->hash = hash;
+	s->stale_tenant = TIER_NVME_NOBODY;
 }
 
 /* ---- public lookups ---- */
@@ -212,6 +244,11 @@ int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
 
 int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
 {
+	return tier_nvme_free_tenant(t, slot, TIER_NVME_NOBODY);
+}
+
+int tier_nvme_free_tenant(struct tier_nvme *t, uint32_t slot, uint32_t tenant)
+{
 	int r = 0;
 
 	if (slot >= t->nslots)
@@ -221,8 +258,8 @@ int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
 		r = -ENOENT;
 	else if (t->slots[slot].readers)
 		r = -EBUSY;
-	else
-		nvme_slot_release(t, slot);
+	else /* memory only: its header still names the block */
+		nvme_slot_release_stale(t, slot, tenant);
 	pthread_mutex_unlock(&t->lock);
 	return r;
 }
@@ -262,13 +299,81 @@ int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot)
 	if (t->slots[slot].state == TIER_SLOT_FILLING &&
 	    t->slots[slot].dropping) {
 		/* FILLING: ready_slots was counted down by the claim; a
-		 * write of its hash may be waiting for it */
-		nvme_slot_release(t, slot);
+		 * write of its hash may be waiting for it.  Nothing was
+		 * written: its header still names the block */
+		nvme_slot_release_stale(t, slot, TIER_NVME_NOBODY);
 		if (t->slot_waiters)
 			pthread_cond_broadcast(&t->slot_cond);
 		r = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+int tier_nvme_stale_claim(struct tier_nvme *t,
+			  bool (*match)(void *arg, uint64_t hash,
+					uint32_t tenant),
+			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
+			  uint32_t *left)
+{
+	struct tier_nvme_stale *v = NULL;
+	uint32_t want = 0, got = 0, k = 0;
+	int r = 0;
+
+	*out = NULL;
+	*n = 0;
+	*left = 0;
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < t->nslots; i++) {
+		const struct nvme_slot *s = &t->slots[i];
+
+		if (s->state == TIER_SLOT_FREE && s->stale &&
+		    match(arg, s->hash, s->stale_tenant))
+			want++;
+	}
+	if (!want)
+		goto out;
+	v = malloc(want * sizeof(*v));
+	if (!v) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < t->nslots && got + *left < want; i++) {
+		struct nvme_slot *s = &t->slots[i];
+
+		if (s->state != TIER_SLOT_FREE || !s->stale ||
+		    !match(arg, s->hash, s->stale_tenant))
+			continue;
+		/* the free slots set aside for reserved writes stay free:
+		 * such a write would fail for want of one (-ENOSPC) */
+		if (t->nfree - got <= t->reserved) {
+			(*left)++;
+			continue;
+		}
+		/* out of the index already (FREE): a write of its hash does
+		 * not wait for it, it takes another slot with a newer
+		 * generation, which the zeroed header cannot beat */
+		s->state = TIER_SLOT_FILLING;
+		s->dropping = true;
+		v[got++] = (struct tier_nvme_stale){
+			.hash = s->hash, .slot = i, .tenant = s->stale_tenant
+		};
+	}
+	/* the claimed slots off the free stack, in one pass: the others
+	 * keep their order */
+	for (uint32_t i = 0; i < t->nfree; i++)
+		if (t->slots[t->free_stack[i]].state == TIER_SLOT_FREE)
+			t->free_stack[k++] = t->free_stack[i];
+	t->nfree = k;
+	t->st.used_slots += got;
+out:
+	pthread_mutex_unlock(&t->lock);
+	if (!got) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = got;
 	return r;
 }
 
