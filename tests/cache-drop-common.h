@@ -69,6 +69,7 @@ static inline struct kvmm_admin_cache_drop_reply cd_kvmmctl(const char *sock,
 	r.kept_busy = cd_json_u64(out, "kept_busy");
 	r.nvme_invalidate_failures =
 		cd_json_u64(out, "nvme_invalidate_failures");
+	r.nvme_stale_invalidated = cd_json_u64(out, "nvme_stale_invalidated");
 	return r;
 }
 

@@ -44,6 +44,7 @@ static struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash)
 	e->hash = hash;
 	e->gen = ++c->next_gen;
 	e->host_slot = e->nvme_slot = MIGRATE_NO_SLOT;
+	e->tenant = TIER_NVME_NOBODY; /* until the policy charges someone */
 	/* block hashes are XXH3 output: the low bits are as good as any */
 	e->node.key = hash;
 	kd_htab_add(&c->index, &e->node);
@@ -143,8 +144,19 @@ void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
 		(unsigned long long)n);
 }
 
+uint32_t kc_entry_tenant(struct kd_cache *c, const struct kc_entry *e)
+{
+	const struct pol_block *b =
+		e->in_pol ? pol_cache_lookup(c->pol, e->hash) : NULL;
+
+	return b ? pol_cache_tenant_id(c->pol, b->tenant) : e->tenant;
+}
+
 /*
- * Free the entry's host and NVMe slots (its GPU copy, if any, stays).  No
+ * Free the entry's host and NVMe slots (its GPU copy, if any, stays).
+ * The NVMe slot is freed in memory only: its header on disk still names
+ * the block, which a restart recovers (warm), and which the tier keeps
+ * as a stale copy of the block's tenant for a drop to find.  No
  * copy reads or fills them now: every caller has e->job NULL (an entry
  * dropped with a move or restore in flight is drop_after, released once
  * its job was reaped, and an NVMe read lets go of its slot before its job
@@ -161,7 +173,8 @@ void kc_release_lower(struct kd_cache *c, struct kc_entry *e)
 		e->host_slot = MIGRATE_NO_SLOT;
 	}
 	if (e->nvme_slot != MIGRATE_NO_SLOT) {
-		err = tier_nvme_free(c->nvme, e->nvme_slot);
+		err = tier_nvme_free_tenant(c->nvme, e->nvme_slot,
+					    kc_entry_tenant(c, e));
 		if (err)
 			kc_free_refused(c, "NVMe", e->nvme_slot, e->hash, err);
 		e->nvme_slot = MIGRATE_NO_SLOT;
@@ -201,6 +214,7 @@ void kc_reap_dead(struct kd_cache *c)
 
 		c->dead = e->dead_next;
 		if (e->in_pol) {
+			e->tenant = kc_entry_tenant(c, e); /* for its slots */
 			e->in_pol = false;
 			pol_cache_remove_dropped(c->pol, e->hash);
 			kd_pin_block_gone(c->d, e->hash, e->gen);

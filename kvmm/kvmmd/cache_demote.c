@@ -469,6 +469,8 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	if (to == POL_TIER_NONE) {
 		c->st.tiers[from].drops++;
 		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
+		/* its NVMe slot, freed below, is a stale copy of b's tenant */
+		e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
 		e->in_pol = false;
 		kd_pin_block_gone(c->d, e->hash, e->gen);
 		/* a demotion still waiting for a host slot is called off */

@@ -33,6 +33,20 @@
  * (nvme_in_flight), so writes waiting for a slot wait for them.  TIER_STATS
  * counts the jobs, the headers zeroed and the failures since the start
  * (nvme_invalidate_jobs, nvme_invalidated_blocks, nvme_invalidate_failures).
+ *
+ * Stale copies: a block restored from NVMe to the GPU, or evicted from
+ * NVMe, leaves its slot free in memory with its header valid on disk
+ * (kc_release_lower()), so that a restart is warm for it; the tier
+ * remembers such slots, with the hash and the tenant (tier_nvme.h), until
+ * they are written again.  A drop must not let one bring a dropped
+ * block back, so after its walks it claims (tier_nvme_stale_claim(), on
+ * the loop thread, as a dropped block's slot is claimed) and invalidates
+ * through the same jobs: the stale copies of every block it dropped,
+ * from any tier (a `--tier gpu` drop too: the GPU block and its old
+ * NVMe copy are one block), and, when it includes the NVMe tier, every
+ * stale copy (of its tenant with `--uid`: those freed under it).  The
+ * reply counts those zeroed apart (nvme_stale_invalidated); their jobs
+ * and failures are in the same counters as the dropped blocks'.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -51,6 +65,19 @@ struct kc_drop {
 	struct kvmm_admin_cache_drop_reply rep;
 	uint64_t left; /* invalidation jobs not reaped yet */
 	uint32_t uid; /* who asked (the log line) */
+	/* the hashes of the blocks it dropped (sorted before the stale
+	 * copies are looked for); lost: an allocation failed */
+	uint64_t *hashes;
+	size_t nhashes, cap;
+	bool hashes_lost;
+};
+
+/* Which stale NVMe copies a drop invalidates (kc_drop_stale()). */
+struct kc_stale_match {
+	const struct kc_drop *dr;
+	bool all; /* the drop includes NVMe: every one (of tenant) */
+	bool by_tenant;
+	uint32_t tenant;
 };
 
 /* Why a block stays (the reply's kept_* words), or KEEP_NONE. */
@@ -127,6 +154,97 @@ static bool kc_drop_invalidate(struct kd_cache *c, struct kc_drop *dr,
 	return false;
 }
 
+/* Remember that dr dropped hash: its stale NVMe copies go too. */
+static void kc_drop_note_hash(struct kc_drop *dr, uint64_t hash)
+{
+	if (dr->nhashes == dr->cap) {
+		size_t cap = dr->cap ? 2 * dr->cap : 64;
+		uint64_t *h = realloc(dr->hashes, cap * sizeof(*h));
+
+		if (!h) {
+			dr->hashes_lost = true;
+			return;
+		}
+		dr->hashes = h;
+		dr->cap = cap;
+	}
+	dr->hashes[dr->nhashes++] = hash;
+}
+
+static int kc_hash_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* tier_nvme_stale_claim()'s match (under the tier's lock) */
+static bool kc_stale_match(void *arg, uint64_t hash, uint32_t tenant)
+{
+	const struct kc_stale_match *m = arg;
+	const struct kc_drop *dr = m->dr;
+
+	if (m->all && (!m->by_tenant || tenant == m->tenant))
+		return true;
+	return dr->nhashes && bsearch(&hash, dr->hashes, dr->nhashes,
+				      sizeof(*dr->hashes), kc_hash_cmp);
+}
+
+/*
+ * Invalidate the stale NVMe copies m names for dr: claimed now, on the
+ * loop thread, so that no write takes one of those slots while its job
+ * waits; each job then zeroes a header as a dropped block's does.
+ */
+static void kc_drop_stale(struct kd_cache *c, struct kc_drop *dr,
+			  struct kc_stale_match *m)
+{
+	struct tier_nvme_stale *v;
+	uint32_t n, left;
+	int err;
+
+	if (!c->nvme || !c->mig || c->closing)
+		return;
+	if (dr->hashes_lost)
+		m->all = true; /* more rather than fewer */
+	qsort(dr->hashes, dr->nhashes, sizeof(*dr->hashes), kc_hash_cmp);
+	err = tier_nvme_stale_claim(c->nvme, kc_stale_match, m, &v, &n, &left);
+	if (err) {
+		vmm_log(VMM_LOG_WARN,
+			"cache: drop by uid %u: stale NVMe copies not looked for (%s); a restart may find them",
+			dr->uid, strerror(-err));
+		return;
+	}
+	/* left: kept free for the writes that reserved them */
+	dr->rep.nvme_invalidate_failures += left;
+	c->st.nvme_invalidate_failures += left;
+	for (uint32_t i = 0; i < n; i++) {
+		struct migrate_job *job =
+			migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
+
+		if (job) {
+			job->hash = v[i].hash;
+			job->nvme_slot = v[i].slot;
+			job->nvme_stale = true;
+			job->owner = dr;
+			if (!migrate_submit(c->mig, job)) {
+				c->st.nvme_invalidate_jobs++;
+				dr->left++;
+				c->nvme_in_flight++;
+				continue;
+			}
+			migrate_job_free(job);
+		}
+		/* a stale copy again, for a later drop */
+		err = tier_nvme_invalidate_unclaim(c->nvme, v[i].slot);
+		if (err)
+			kc_free_refused(c, "NVMe", v[i].slot, v[i].hash, err);
+		dr->rep.nvme_invalidate_failures++;
+		c->st.nvme_invalidate_failures++;
+	}
+	free(v);
+	kc_nvme_kick(c);
+}
+
 /* Drop e (of tier) for dr, or count why it stays. */
 static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 			struct kc_entry *e, unsigned tier, uint64_t now)
@@ -148,6 +266,7 @@ static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 		dr->rep.nvme_invalidate_failures++;
 		c->st.nvme_invalidate_failures++;
 	}
+	kc_drop_note_hash(dr, e->hash);
 	dr->rep.dropped[tier]++;
 	c->d->ctr.cache_drop_blocks++;
 	/* counted and released as any block kvmmd loses: the tier's drops,
@@ -177,12 +296,13 @@ static void kc_drop_reply(struct kc_drop *dr)
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
 
 	vmm_log(r->nvme_invalidate_failures ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"cache: drop by uid %u: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu NVMe headers not invalidated",
+		"cache: drop by uid %u: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers not invalidated",
 		dr->uid, (unsigned long long)r->dropped[0],
 		(unsigned long long)r->dropped[1],
 		(unsigned long long)r->dropped[2],
 		(unsigned long long)r->kept[0], (unsigned long long)r->kept[1],
 		(unsigned long long)r->kept[2],
+		(unsigned long long)r->nvme_stale_invalidated,
 		(unsigned long long)r->nvme_invalidate_failures);
 	dr->rep.size = sizeof(dr->rep);
 	if (dr->s)
@@ -198,6 +318,7 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	struct kd_cache *c = s->d->cache;
 	struct kvmm_admin_cache_drop a;
 	struct kd_fifo_node *n, *next;
+	struct kc_stale_match m;
 	struct kc_drop *dr;
 	uint16_t row = 0;
 	bool by_tenant;
@@ -259,7 +380,14 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		}
 	}
 	kc_reap_dead(c);
+	m = (struct kc_stale_match){ .dr = dr,
+				     .all = a.tiers & KVMM_CACHE_DROP_NVME,
+				     .by_tenant = by_tenant,
+				     .tenant = a.tenant };
+	kc_drop_stale(c, dr, &m);
 reply:
+	free(dr->hashes);
+	dr->hashes = NULL;
 	if (dr->left) {
 		/* the reply waits for the headers (kc_drop_job_done()) */
 		dr->next = c->drops;
@@ -279,11 +407,14 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 	c->nvme_in_flight--;
 	if (job->state == MIGRATE_DONE) {
 		c->st.nvme_invalidated_blocks++;
+		if (job->nvme_stale)
+			dr->rep.nvme_stale_invalidated++;
 	} else {
 		dr->rep.nvme_invalidate_failures++;
 		c->st.nvme_invalidate_failures++;
 		vmm_log(VMM_LOG_WARN,
-			"cache: dropped NVMe block %016llx (slot %u): header not invalidated (%s); a restart may find it again",
+			"cache: %s NVMe block %016llx (slot %u): header not invalidated (%s); a restart may find it again",
+			job->nvme_stale ? "stale copy of" : "dropped",
 			(unsigned long long)job->hash, job->nvme_slot,
 			strerror(-job->result));
 	}

@@ -453,7 +453,11 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 		kd_block_put(c->d, blk);
 		return;
 	}
-	/* the block is on the GPU now; the lower copy goes (exclusive) */
+	/* the block is on the GPU now; the lower copy goes (exclusive).  A
+	 * cold block is about to be charged to tenant: its NVMe slot's
+	 * stale copy is that tenant's */
+	if (!e->in_pol)
+		e->tenant = tenant;
 	kc_release_lower(c, e);
 	/* the sequences take the block first, so the policy cannot pick it
 	 * as its own victim while they hold it */

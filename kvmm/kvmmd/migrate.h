@@ -132,6 +132,9 @@ struct migrate_job {
 	/* HOST_TO_NVME: the header's generation (tier_nvme_next_generation()
 	 * when the caller queued it; 0: when the write runs) */
 	uint64_t nvme_generation;
+	/* NVME_INVALIDATE: the slot is a stale copy (tier_nvme_stale_claim()),
+	 * not a dropped block's own slot (the engine does not look) */
+	bool nvme_stale;
 	void *owner; /* the caller's cookie */
 	/* set by the engine (read after reap, or under no lock when DONE) */
 	enum migrate_state state;

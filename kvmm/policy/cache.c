@@ -431,6 +431,11 @@ int pol_cache_tenant_row(const struct pol_cache *c, uint32_t id)
 								     row;
 }
 
+uint32_t pol_cache_tenant_id(const struct pol_cache *c, uint16_t row)
+{
+	return row < c->tenants.nr ? c->tenants.row[row].id : POL_TENANT_OTHERS;
+}
+
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 {
 	for (unsigned t = tier + 1; t < POL_TIER_COUNT; t++)

@@ -432,6 +432,9 @@ size_t pol_cache_tenants(const struct pol_cache *c,
  * pol_block.tenant of its blocks), or -ENOENT when it has none of its own
  * (never seen, or folded into the others' row). */
 int pol_cache_tenant_row(const struct pol_cache *c, uint32_t id);
+/* The id of row (a pol_block.tenant): a tenant's, or POL_TENANT_OTHERS
+ * for the others' row and a row not made. */
+uint32_t pol_cache_tenant_id(const struct pol_cache *c, uint16_t row);
 /*
  * Limit tenant id's blocks per tier (limit[t] blocks in tier t; 0: no
  * limit there, all 0: none at all), and bring it within the new limits

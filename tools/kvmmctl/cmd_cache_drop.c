@@ -128,11 +128,13 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r)
 		printf("%s\"%s\":%llu", t ? "," : "", kvmmctl_tier_names[t],
 		       (unsigned long long)r->kept[t]);
 	printf("},\"kept_in_use\":%llu,\"kept_pinned\":%llu,"
-	       "\"kept_busy\":%llu,\"nvme_invalidate_failures\":%llu}\n",
+	       "\"kept_busy\":%llu,\"nvme_invalidate_failures\":%llu,"
+	       "\"nvme_stale_invalidated\":%llu}\n",
 	       (unsigned long long)r->kept_in_use,
 	       (unsigned long long)r->kept_pinned,
 	       (unsigned long long)r->kept_busy,
-	       (unsigned long long)r->nvme_invalidate_failures);
+	       (unsigned long long)r->nvme_invalidate_failures,
+	       (unsigned long long)r->nvme_stale_invalidated);
 }
 
 static void print_text(const struct kvmm_admin_cache_drop_reply *r)
@@ -147,8 +149,12 @@ static void print_text(const struct kvmm_admin_cache_drop_reply *r)
 	       (unsigned long long)r->kept_in_use,
 	       (unsigned long long)r->kept_pinned,
 	       (unsigned long long)r->kept_busy);
+	/* older copies on NVMe of what was dropped (ABI 1.15; 0 before) */
+	if (r->nvme_stale_invalidated)
+		printf("invalidated  %llu stale NVMe copies (slots freed earlier whose header still named a dropped block)\n",
+		       (unsigned long long)r->nvme_stale_invalidated);
 	if (r->nvme_invalidate_failures)
-		printf("WARNING      %llu dropped NVMe blocks could not be invalidated on disk: a restart of kvmmd may find them again (see its log)\n",
+		printf("WARNING      %llu dropped NVMe blocks or stale copies could not be invalidated on disk: a restart of kvmmd may find them again (see its log)\n",
 		       (unsigned long long)r->nvme_invalidate_failures);
 }
 

@@ -585,7 +585,14 @@ struct kvmm_admin_cache_drop_reply {
 	 * disk (an I/O error, or the stop came first): a restart may find
 	 * them again */
 	uint64_t nvme_invalidate_failures;
-	uint64_t reserved[2];
+	/* ABI 1.15 (a reserved word before: 0 from an older daemon): stale
+	 * NVMe copies whose header the drop zeroed on disk, slots freed in
+	 * memory earlier (a restore to the GPU, an eviction) whose header
+	 * still named a block of the drop, or of its tenant, or any when
+	 * the drop includes NVMe; those that could not be are in
+	 * nvme_invalidate_failures */
+	uint64_t nvme_stale_invalidated;
+	uint64_t reserved[1];
 };
 
 /* Revoke blocks [first_block, end) of one sequence of one session. */
