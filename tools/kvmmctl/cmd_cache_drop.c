@@ -5,8 +5,10 @@
  * tenant (a uid, a gid under --cache-scope gid; all without --uid)
  * (ADMIN_CACHE_DROP, ABI 1.14).  Prints how many went per tier, and how
  * many stayed because they are in use (a live sequence, a client's pin,
- * a copy in flight); dropped NVMe blocks are invalidated on disk before
- * kvmmd answers, so a restart does not bring them back.
+ * a copy in flight); dropped NVMe blocks, and the older NVMe copies of
+ * what was dropped (stale copies: slots freed earlier whose header still
+ * names the block), are invalidated on disk before kvmmd answers, so a
+ * restart does not bring them back.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -555,7 +555,10 @@ struct kvmm_admin_tenant_limit {
  * or an in-flight step pins, one a client's BLOCK_PIN keeps (a plain pin,
  * or a TTL pin not yet past), one with a copy or a restore in flight.
  * A dropped NVMe block's slot header is invalidated on disk before the
- * reply, so a restart does not recover it.  -EINVAL: reserved bits or
+ * reply, so a restart does not recover it; so are (since 1.15) the
+ * stale NVMe copies of the blocks dropped (slots freed earlier whose
+ * header still names one), and with NVMe among the tiers every stale
+ * copy (of the tenant, with the flag).  -EINVAL: reserved bits or
  * words, tier bits past NVMe, a tenant without the flag or
  * KVMM_TENANT_OTHERS with it.
  */
@@ -952,9 +955,9 @@ struct kvmm_tier_stats_reply {
 	uint64_t lower_free_refused;
 	/*
 	 * ADMIN_CACHE_DROP's NVMe invalidations since the start: jobs
-	 * queued (one per dropped NVMe block), the blocks whose header
-	 * was zeroed on disk and synced, and the dropped NVMe blocks whose
-	 * header was not (the write or its sync failed, the job did not
+	 * queued (one per dropped NVMe block or stale copy), the headers
+	 * zeroed on disk and synced, and the dropped NVMe blocks or stale
+	 * copies whose header was not (the write or its sync failed, the job did not
 	 * run, or none could be queued: a restart may find them again; the
 	 * replies' nvme_invalidate_failures summed).  Once no drop waits,
 	 * jobs = invalidated + the failures of jobs.
