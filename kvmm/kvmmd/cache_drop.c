@@ -206,7 +206,9 @@ static void kc_drop_stale(struct kd_cache *c, struct kc_drop *dr,
 		return;
 	if (dr->hashes_lost)
 		m->all = true; /* more rather than fewer */
-	qsort(dr->hashes, dr->nhashes, sizeof(*dr->hashes), kc_hash_cmp);
+	if (dr->nhashes) /* none: no array to sort (NULL) */
+		qsort(dr->hashes, dr->nhashes, sizeof(*dr->hashes),
+		      kc_hash_cmp);
 	err = tier_nvme_stale_claim(c->nvme, kc_stale_match, m, &v, &n, &left);
 	if (err) {
 		vmm_log(VMM_LOG_WARN,
