@@ -273,8 +273,17 @@ static int do_seq_truncate(struct req *rq)
 
 	if (err)
 		return err;
-	if (ex.new_len > q->len || ex.want_blocks)
+	if (ex.want_blocks)
 		return -EINVAL;
+	/*
+	 * Longer than the sequence: a revocation shortened it after the
+	 * client last looked (libkvmm refuses a truncate past the length it
+	 * knows before sending one, and has unmapped the blocks already).
+	 * Nothing of the sequence lies past its length: nothing to do
+	 * (get_extend() refused one past max_tokens).
+	 */
+	if (ex.new_len > q->len)
+		return 0;
 	kd_cache_seq_cut(r, ex.seq_id, blocks_for(r, ex.new_len));
 	kd_seq_drop_blocks(r, ex.seq_id, blocks_for(r, ex.new_len), true);
 	q->len = ex.new_len;

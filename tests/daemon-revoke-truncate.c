@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 30
+ * A truncate that reaches the daemon after it revoked blocks of the
+ * sequence, but before the client applied the revocation, is no error:
+ * the client asked for a length at or below the one it knows, and only
+ * the revocation (which shortened the daemon's length already) makes it
+ * longer than the daemon's.  The truncate changes nothing there, the
+ * revocation applied afterwards takes what is left, and the daemon's and
+ * the client's page holds agree; the sequence then grows again on fresh
+ * pages and closes to idle.
+ *
+ * Found by the soak (tests/daemon-soak.c, seed 4): kvmm_seq_truncate()
+ * returned -EINVAL after libkvmm had already unmapped the blocks and set
+ * the length, so the engine got an error for a call that had happened.
+ */
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
+#define PPB 4 /* 2 layers, K and V */
+
+static uint64_t held(struct kvmm_conn *c)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+
+	t_ok(kvmm_get_stats(c, &ks));
+	return ks.pages_held;
+}
+
+int main(void)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = "trunc",
+					.map_ahead_set = 1 }; /* no map-ahead */
+	struct kvmm_region_opts ro = { .size = sizeof(ro),
+				       .layers = 2,
+				       .kv_heads = 2,
+				       .head_dim = 64,
+				       .dtype_bytes = 2,
+				       .max_seqs = 4,
+				       .max_tokens = 8 * TPB };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	struct kvmm_admin_revoke a = { .size = sizeof(a) };
+	struct kvmm_status_reply st;
+	struct kvmm_conn *c, *ac;
+	struct kvmm_region *r;
+	struct td_daemon d;
+	unsigned char *k0;
+	uint32_t seq;
+	int err;
+
+	err = td_start(&d, NULL);
+	if (err)
+		t_fail("kvmmd did not start: %d", err);
+	co.socket_path = d.sock;
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &r));
+	t_ok(kvmm_seq_open(r, &seq));
+	t_ok(kvmm_seq_extend(r, seq, 4 * TPB));
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	memset(k0, 0x5a, 65536); /* layer 0 K of block 0 */
+	t_assert_eq(held(c), 4 * PPB);
+
+	/* the admin takes blocks 1..3 back: the daemon's length is 1 block */
+	t_ok(kvmm_get_stats(c, &ks));
+	a.session_id = ks.session_id;
+	a.region_id = r->id;
+	a.seq_id = seq;
+	a.first_block = 1;
+	t_ok(kc_connect_admin(d.sock, &ac));
+	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
+			NULL));
+	kvmm_disconnect(ac);
+
+	/* not applied yet: to the client the sequence is 4 blocks long */
+	t_assert_eq(kvmm_seq_len(r, seq), 4 * TPB);
+	t_ok(kvmm_seq_truncate(r, seq, 3 * TPB));
+	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_revoking, 3 * PPB); /* still the client's */
+
+	/* the revocation takes blocks 1 and 2 (block 3 went with the
+	 * truncate: its entries take nothing) */
+	t_assert(kvmm_process_revocations(c) >= 2 * PPB);
+	t_assert_eq(kvmm_seq_len(r, seq), TPB);
+	t_assert_eq(k0[100], 0x5a); /* block 0 kept its contents */
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.revocations_acked, 1);
+	t_assert_eq(st.pages_revoking, 0);
+	t_assert_eq(held(c), PPB);
+
+	/* growing again gets fresh pages; the accounting agrees */
+	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
+	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
+	t_assert_eq(held(c), 3 * PPB);
+	t_assert_eq(k0[65536 + 100], 0); /* block 1 is a fresh page */
+	t_ok(kvmm_seq_truncate(r, seq, TPB));
+	t_assert_eq(held(c), PPB);
+	t_ok(kvmm_seq_close(r, seq));
+	t_assert_eq(held(c), 0);
+	kvmm_disconnect(c);
+	t_ok(td_wait_idle(&d, 2000, &st));
+	err = td_stop(&d);
+	if (err) {
+		td_dump_log(&d);
+		t_fail("kvmmd stop: %d", err);
+	}
+	return T_PASS;
+}
