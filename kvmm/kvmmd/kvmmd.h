@@ -515,8 +515,13 @@ struct kd_revoke {
 	void (*done)(void *arg, int status);
 	void *arg;
 	uint32_t nr_pages;
-	uint32_t pages[]; /* holds to drop on acknowledgement */
+	/* The mappings whose holds drop on acknowledgement: page_id and
+	 * where the client maps it; page_id KD_REVOKE_GONE once the client
+	 * unmapped that place itself (kd_revoke_unmapped()). */
+	struct kvmm_rqe places[];
 };
+
+#define KD_REVOKE_GONE UINT32_MAX
 
 struct kd_ring;
 
@@ -768,6 +773,11 @@ int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
 		    uint32_t n, void (*done)(void *arg, int status), void *arg,
 		    uint64_t *cookie);
 int kd_revoke_ack(struct kd_session *s, uint64_t cookie);
+/* The client closed (truncated from first_block, destroyed: seq
+ * UINT32_MAX) places that pending revocations name; their holds drop
+ * now (revoke.c). */
+void kd_revoke_unmapped(struct kd_session *s, uint32_t region_id, uint32_t seq,
+			uint32_t gen, uint32_t first_block);
 /* A deferred reply was sent: the revocations' deadlines move by the time
  * the client waited for it since since_ns (it could not acknowledge). */
 void kd_revoke_resume(struct kd_session *s, uint64_t since_ns);

@@ -123,6 +123,7 @@ static int do_region_destroy(struct req *rq)
 	if (err)
 		return err;
 	kd_cache_seq_cut(r, UINT32_MAX, 0); /* early opens' reloads */
+	kd_revoke_unmapped(rq->s, r->id, UINT32_MAX, 0, 0);
 	kd_region_destroy(r, true);
 	return 0;
 }
@@ -157,6 +158,7 @@ static int do_seq_close(struct req *rq)
 	if (err)
 		return err;
 	kd_cache_seq_cut(r, ref.seq_id, 0); /* an early open's reloads */
+	kd_revoke_unmapped(rq->s, r->id, ref.seq_id, q->gen, 0);
 	kd_seq_close(r, ref.seq_id, true);
 	return 0;
 }
@@ -275,6 +277,8 @@ static int do_seq_truncate(struct req *rq)
 		return err;
 	if (ex.want_blocks)
 		return -EINVAL;
+	kd_revoke_unmapped(rq->s, r->id, ex.seq_id, q->gen,
+			   blocks_for(r, ex.new_len));
 	/*
 	 * Longer than the sequence: a revocation shortened it after the
 	 * client last looked (libkvmm refuses a truncate past the length it

@@ -60,7 +60,7 @@ int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
 	if (!s->ring || !n)
 		return -EINVAL;
 	e = calloc(n, sizeof(*e));
-	rv = calloc(1, sizeof(*rv) + n * sizeof(rv->pages[0]));
+	rv = calloc(1, sizeof(*rv) + n * sizeof(rv->places[0]));
 	if (!e || !rv) {
 		err = -ENOMEM;
 		goto out;
@@ -70,7 +70,7 @@ int kd_revoke_pages(struct kd_session *s, const struct kvmm_rqe *hints,
 		e[k] = hints[k];
 		e[k].cookie = rv->cookie;
 		e[k].flags = k == n - 1 ? KVMM_RQE_F_LAST : 0;
-		rv->pages[k] = hints[k].page_id;
+		rv->places[k] = hints[k];
 	}
 	err = kd_ring_post_revokes(s, e, n);
 	if (err)
@@ -196,7 +196,8 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 		return -ENOENT;
 	*pp = rv->next;
 	for (uint32_t i = 0; i < rv->nr_pages; i++)
-		kd_unhold_page(s, rv->pages[i]);
+		if (rv->places[i].page_id != KD_REVOKE_GONE)
+			kd_unhold_page(s, rv->places[i].page_id);
 	/* kvmm:revoke (ebpf/probes.h): post -> acknowledgement time */
 	kvmm_tel_revoke(s->d->tel_local, s->id, 0,
 			kd_now_ns() - (rv->deadline_ns -
@@ -209,6 +210,38 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 	s->revocations_acked++;
 	s->d->ctr.revocations_acked++;
 	return 0;
+}
+
+/*
+ * libkvmm unmaps a sequence's blocks before it sends their close or
+ * truncate (or its region's destroy), revoked ones whose revocation it
+ * has not applied yet included; the entries of those places take nothing
+ * when it applies them later.  So their holds go now, as at the close of
+ * any other place: the daemon's and the client's counts of a page change
+ * on the same events (lifecycle.md, "Ordering guarantees", 3).  Kept
+ * until the acknowledgement, they said the client still mapped a page it
+ * had let go, and a prefix open in between that shared the page (a
+ * cached block the sequence had published) sent it as KVMM_PAGE_HELD,
+ * without its fd, which libkvmm refused (-EPROTO;
+ * tests/daemon-revoke-close-prefix.c).
+ */
+void kd_revoke_unmapped(struct kd_session *s, uint32_t region_id, uint32_t seq,
+			uint32_t gen, uint32_t first_block)
+{
+	for (struct kd_revoke *rv = s->revokes; rv; rv = rv->next) {
+		for (uint32_t i = 0; i < rv->nr_pages; i++) {
+			struct kvmm_rqe *p = &rv->places[i];
+
+			if (p->page_id == KD_REVOKE_GONE ||
+			    p->region_id != region_id ||
+			    (seq != UINT32_MAX &&
+			     (p->seq_id != seq || p->seq_gen != gen ||
+			      p->block < first_block)))
+				continue;
+			kd_unhold_page(s, p->page_id);
+			p->page_id = KD_REVOKE_GONE;
+		}
+	}
 }
 
 void kd_revoke_resume(struct kd_session *s, uint64_t since_ns)
@@ -248,9 +281,9 @@ void kd_revoke_free_all(struct kd_session *s, bool release_holds, int status)
 			timed_out = false; /* in revocations_timed_out */
 		else
 			s->d->ctr.revocations_cancelled++;
-		if (release_holds)
-			for (uint32_t i = 0; i < rv->nr_pages; i++)
-				kd_unhold_page(s, rv->pages[i]);
+		for (uint32_t i = 0; release_holds && i < rv->nr_pages; i++)
+			if (rv->places[i].page_id != KD_REVOKE_GONE)
+				kd_unhold_page(s, rv->places[i].page_id);
 		if (rv->done)
 			rv->done(rv->arg, status);
 		free(rv);
