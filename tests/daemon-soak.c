@@ -511,6 +511,20 @@ static void check_idle(struct run *r)
 			 (unsigned long long)st.pages_mapped,
 			 (unsigned long long)st.pages_revoking,
 			 (unsigned long long)st.pages_quarantined);
+	/* pages go from uid to uid zeroed (shared scope) or renewed (uid
+	 * scope: the fd another uid got is not the new owner's page), and
+	 * none of that failed (lifecycle.md) */
+	if (st.page_scrub_failures || st.page_renew_failures ||
+	    (soak->scope_uid ? !st.pages_renewed :
+			       st.pages_renewed || !st.pages_scrubbed))
+		run_fail(r,
+			 "pages scrubbed %llu (%llu failed), renewed %llu "
+			 "(%llu failed) under --cache-scope %s",
+			 (unsigned long long)st.pages_scrubbed,
+			 (unsigned long long)st.page_scrub_failures,
+			 (unsigned long long)st.pages_renewed,
+			 (unsigned long long)st.page_renew_failures,
+			 soak->scope_uid ? "uid" : "shared");
 	if (ctl(r, NULL, "cache-drop"))
 		run_fail(r, "kvmmctl cache-drop failed");
 	for (int i = 0; i < 500; i++) {
@@ -536,9 +550,12 @@ static void check_idle(struct run *r)
 	rss = rss_anon_kib(r->d.pid);
 	if (r->verbose)
 		printf("idle: fds %ld (%ld after the start), RssAnon %ld KiB "
-		       "(%ld), %llu pages created\n",
+		       "(%ld), %llu pages created, %llu scrubbed, %llu "
+		       "renewed\n",
 		       fds, r->fds_start, rss, r->rss_start,
-		       (unsigned long long)st.pages_created);
+		       (unsigned long long)st.pages_created,
+		       (unsigned long long)st.pages_scrubbed,
+		       (unsigned long long)st.pages_renewed);
 	/* each page the pool created keeps its fd (vmm.md) */
 	if (fds > r->fds_start + (long)st.pages_created)
 		print_fds(r->d.pid);
