@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -471,6 +472,72 @@ static void admin_op(struct run *r)
 	}
 }
 
+/* What a process is doing (for a session that outlived the load). */
+static void print_proc(long pid)
+{
+	char path[64], buf[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/wchan", pid);
+	f = fopen(path, "r");
+	if (f && fgets(buf, sizeof(buf), f))
+		fprintf(stderr, "pid %ld wchan %s\n", pid, buf);
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	f = fopen(path, "r");
+	while (f && fgets(buf, sizeof(buf), f))
+		if (!strncmp(buf, "State:", 6) || !strncmp(buf, "PPid:", 5))
+			fprintf(stderr, "pid %ld %s", pid, buf);
+	if (f)
+		fclose(f);
+}
+
+/*
+ * Every process the clients forked is gone too: they are ours (we are
+ * their subreaper, main()), also those whose parent a SIGKILL took.  One
+ * still there after 30 s hangs.
+ */
+static void wait_orphans(struct run *r)
+{
+	long pid = 0;
+
+	for (int t = 0; t < 3000; t++) {
+		DIR *d = opendir("/proc");
+		struct dirent *de;
+
+		pid = 0;
+		while (d && (de = readdir(d))) {
+			char path[300], line[128];
+			long p = strtol(de->d_name, NULL, 10), ppid = -1;
+			FILE *f;
+
+			if (p <= 0 || p == r->d.pid)
+				continue; /* kvmmd is our child too */
+			snprintf(path, sizeof(path), "/proc/%ld/status", p);
+			f = fopen(path, "r");
+			while (f && fgets(line, sizeof(line), f))
+				if (sscanf(line, "PPid: %ld", &ppid) == 1)
+					break;
+			if (f)
+				fclose(f);
+			if (ppid == getpid() &&
+			    waitpid((pid_t)p, NULL, WNOHANG) != (pid_t)p)
+				pid = p;
+		}
+		if (d)
+			closedir(d);
+		if (!pid)
+			return;
+		sleep_ms(10);
+	}
+	print_proc(pid);
+	run_fail(r,
+		 "a forked client process still runs 30 s after the load "
+		 "(pid %ld)",
+		 pid);
+}
+
 /*
  * The load has stopped and every client is gone: nothing mapped,
  * revoking or quarantined, one session (ours), allocated pages only
@@ -501,7 +568,14 @@ static void check_idle(struct run *r)
 	}
 	if (st.sessions != 1 || st.pages_mapped || st.pages_revoking ||
 	    st.pages_quarantined ||
-	    st.pages_allocated != (uint64_t)gpu_blocks * SOAK_PPB)
+	    st.pages_allocated != (uint64_t)gpu_blocks * SOAK_PPB) {
+		char *out, *p;
+
+		if (!ctl(r, &out, "--json sessions")) {
+			fprintf(stderr, "%s\n", out);
+			for (p = out; (p = strstr(p, "\"pid\":")); p++)
+				print_proc(strtol(p + 6, NULL, 10));
+		}
 		run_fail(r,
 			 "not idle after the load: %llu sessions, pages "
 			 "%llu allocated (%lld cached GPU blocks), %llu "
@@ -511,6 +585,7 @@ static void check_idle(struct run *r)
 			 (unsigned long long)st.pages_mapped,
 			 (unsigned long long)st.pages_revoking,
 			 (unsigned long long)st.pages_quarantined);
+	}
 	/* pages go from uid to uid zeroed (shared scope) or renewed (uid
 	 * scope: the fd another uid got is not the new owner's page), and
 	 * none of that failed (lifecycle.md) */
@@ -617,6 +692,7 @@ static void epoch(struct run *r, bool scope_uid, int seconds)
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
 			run_fail(r, "client %u ended with status %#x", i, st);
 	}
+	wait_orphans(r);
 	check_idle(r);
 	stop_daemon(r);
 	unlink(r->nvme);
@@ -668,6 +744,8 @@ int main(int argc, char **argv)
 	snprintf(r.dir, sizeof(r.dir), "/tmp/kvmm-soak-XXXXXX");
 	t_assert(mkdtemp(r.dir));
 	t_ok(chmod(r.dir, 0711));
+	/* a client's forked children are ours when a SIGKILL orphans them */
+	t_ok(prctl(PR_SET_CHILD_SUBREAPER, 1));
 	/* a client stopped by SIGSTOP across a restart, or killed, takes
 	 * nothing with it; ours see EPIPE as an error, not a signal */
 	signal(SIGPIPE, SIG_IGN);
