@@ -609,6 +609,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		bool kick = c->map_ahead && q->backed < need + c->map_ahead &&
 			    q->backed < r->max_blocks;
 
+		had = q->len; /* under the lock: a step may cut it */
 		pthread_mutex_unlock(&c->lock);
 		err = kc_ring_cmd(c, KVMM_CMD_SEQ_EXTEND, r->id, seq, new_len,
 				  NULL);
@@ -638,7 +639,6 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		 * (kc_fetch(): q->replaced).  Growing it back to new_len
 		 * hid the loss: zeros read as KV.
 		 */
-		had = q->len;
 		kvmm_process_revocations(c);
 		pthread_mutex_lock(&c->lock);
 		err = kc_seq_get(r, seq, &q);
