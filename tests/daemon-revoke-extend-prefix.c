@@ -30,6 +30,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
 #define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
@@ -41,13 +42,7 @@ int main(void)
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "revext",
 					.map_ahead_set = 1 }; /* no map-ahead */
-	struct kvmm_region_opts ro = { .size = sizeof(ro),
-				       .layers = 2,
-				       .kv_heads = 2,
-				       .head_dim = 64,
-				       .dtype_bytes = 2,
-				       .max_seqs = 4,
-				       .max_tokens = 8 * TPB };
+	struct kvmm_region_opts ro = tr_small_region;
 	const uint64_t h[2] = { 0x5eed0101, 0x5eed0102 };
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_admin_revoke a = { .size = sizeof(a) };

@@ -20,6 +20,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
@@ -97,13 +98,7 @@ int main(void)
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "remap-failure",
 					.map_ahead_set = 1 }; /* no map-ahead */
-	struct kvmm_region_opts ro = { .size = sizeof(ro),
-				       .layers = 2,
-				       .kv_heads = 2,
-				       .head_dim = 64,
-				       .dtype_bytes = 2,
-				       .max_seqs = 4,
-				       .max_tokens = 8 * TPB };
+	struct kvmm_region_opts ro = tr_small_region;
 	struct kvmm_status_reply st;
 	struct vmm_backend *w;
 	struct kvmm_conn *c;
