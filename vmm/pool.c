@@ -208,35 +208,45 @@ static int pool_page_fd(struct vmm_backend *b, struct pool_page *p)
 
 /* Create the next page (id = created) with its fd; it starts FREE but is
  * not pushed on the free list, the caller decides. */
-static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
+/* A new backend page with the fd clients get, into p's handle, fd and
+ * fd_owned: one create call counted, a failure in failures, and nothing
+ * of it left behind. */
+static int make_page(struct vmm_pool *pool, struct pool_page *p)
 {
 	struct vmm_backend *b = pool->backend;
+	int err;
+
+	pool->st.create_calls++;
+	err = b->ops->page_create(b, &p->handle);
+	if (!err) {
+		err = pool_page_fd(b, p);
+		if (err)
+			release_page(pool, p);
+	}
+	if (err)
+		pool->st.failures++;
+	return err;
+}
+
+static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
+{
 	struct pool_page *p;
 	int err;
 
 	if (pool->st.created >= pool->st.capacity)
 		return -ENOMEM;
 	p = &pool->pages[pool->st.created];
-	pool->st.create_calls++;
-	err = b->ops->page_create(b, &p->handle);
-	if (err)
-		goto err_count;
-	err = pool_page_fd(b, p);
-	if (err)
-		goto err_release;
+	err = make_page(pool, p);
+	if (err) {
+		memset(p, 0, sizeof(*p));
+		return err;
+	}
 	p->state = VMM_PAGE_FREE;
 	p->mappers = 0;
 	p->owner = OWNER_NONE;
 	p->seen = OWNER_NONE;
 	*id = (uint32_t)pool->st.created++;
 	return 0;
-
-err_release:
-	release_page(pool, p);
-err_count:
-	pool->st.failures++;
-	memset(p, 0, sizeof(*p));
-	return err;
 }
 
 static void push_free(struct vmm_pool *pool, uint32_t id)
@@ -312,22 +322,11 @@ static int scrub(struct vmm_pool *pool, struct pool_page *p)
  */
 static int renew(struct vmm_pool *pool, struct pool_page *p)
 {
-	struct vmm_backend *b = pool->backend;
 	struct pool_page fresh = { .fd = -1 };
-	int err;
+	int err = make_page(pool, &fresh);
 
-	pool->st.create_calls++;
-	err = b->ops->page_create(b, &fresh.handle);
-	if (err) {
-		pool->st.failures++;
+	if (err)
 		return err;
-	}
-	err = pool_page_fd(b, &fresh);
-	if (err) {
-		pool->st.failures++;
-		release_page(pool, &fresh);
-		return err;
-	}
 	/* the new page takes the id whatever happens to the old one */
 	err = release_page(pool, p);
 	if (err)
