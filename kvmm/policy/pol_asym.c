@@ -930,12 +930,18 @@ static void asym_destroy(void *priv)
 }
 
 /* A tier joined or left (pol_cache_set_capacity()): is this one the
- * last now, where the tie-break goes by position (cheaper_miss())? */
+ * last now, where the tie-break goes by position (cheaper_miss())?  And
+ * how long a history do the tiers' capacities ask for now? */
 static void asym_capacity(void *priv)
 {
 	struct asym *s = priv;
 
 	s->last_tier = pol_cache_lower_tier(s->c, s->tier) == POL_TIER_NONE;
+	/* the statistics' owner sizes the history for the new capacities
+	 * (on -ENOMEM it keeps the one it has: fewer ages learned, no
+	 * wrong ones) */
+	if (s->tier == POL_TIER_GPU)
+		(void)asym_stats_fit(s->st, s->c, pol_cache_ticks(s->c));
 }
 
 const struct pol_ops pol_asym_ops = {

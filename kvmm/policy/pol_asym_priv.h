@@ -316,6 +316,8 @@ static inline void win_refill(struct asym *s, struct asym_win *w, unsigned f,
 /* pol_asym_stats.c */
 int asym_stats_create(struct pol_cache *c, struct asym_stats **st);
 void asym_stats_destroy(struct asym_stats *st);
+int asym_stats_fit(struct asym_stats *st, const struct pol_cache *c,
+		   uint64_t now);
 void asym_learn(struct asym *s, struct pol_block *b);
 /* pol_ops.learned_save / learned_load of the GPU instance's statistics
  * (now: the cache's tick, to count the lives the ring has passed). */

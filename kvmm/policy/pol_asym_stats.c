@@ -562,34 +562,46 @@ static void life_unmap(struct asym_stats *st)
 	pol_mem_unmap(st->life_code, st->history * sizeof(*st->life_code));
 }
 
-/* The statistics of cache c (its GPU instance creates them). */
-int asym_stats_create(struct pol_cache *c, struct asym_stats **out)
+/*
+ * History is cheap next to a KV block (an index entry per block and
+ * 6 bytes per use): follow every life for at least HISTORY_MIN uses
+ * whatever the capacity, so a small cache still sees the returns that
+ * come minutes later, and for twice the capacity of all tiers in a large
+ * one; halve the counts every 4 x that many uses, so they follow the
+ * workload.
+ */
+static uint64_t history_for(const struct pol_cache *c)
 {
-	struct asym_stats *st = calloc(1, sizeof(*st));
-	uint64_t total = 0;
+	uint64_t total = 0, history = HISTORY_MIN;
 
-	if (!st)
-		return -ENOMEM;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
 		uint64_t cap = pol_cache_capacity(c, t);
 
 		total += cap < (1ull << 24) ? cap : 1ull << 24;
 	}
-	/*
-	 * History is cheap next to a KV block (an index entry per block and
-	 * 6 bytes per use): follow every life for at least HISTORY_MIN uses
-	 * whatever the capacity, so a small cache still sees the returns
-	 * that come minutes later, and for twice the capacity in a large
-	 * one; halve the counts every 4 x that many uses, so they follow the
-	 * workload.
-	 */
-	st->history = HISTORY_MIN;
-	while (st->history < 2 * total)
-		st->history *= 2;
-	st->hist_buckets = age_bucket(st->history);
-	st->period = 4 * st->history;
-	st->rebuild_every = st->history / 64 > REBUILD_MIN ? st->history / 64 :
-							     REBUILD_MIN;
+	while (history < 2 * total)
+		history *= 2;
+	return history;
+}
+
+/* The paces that follow from st->history. */
+static void set_history(struct asym_stats *st, uint64_t history)
+{
+	st->history = history;
+	st->hist_buckets = age_bucket(history);
+	st->period = 4 * history;
+	st->rebuild_every = history / 64 > REBUILD_MIN ? history / 64 :
+							 REBUILD_MIN;
+}
+
+/* The statistics of cache c (its GPU instance creates them). */
+int asym_stats_create(struct pol_cache *c, struct asym_stats **out)
+{
+	struct asym_stats *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	set_history(st, history_for(c));
 	st->next_decay = st->period;
 	/* read and written at random by returns: huge pages */
 	st->life_id = pol_mem_map(st->history * sizeof(*st->life_id));
@@ -600,6 +612,57 @@ int asym_stats_create(struct pol_cache *c, struct asym_stats **out)
 		return -ENOMEM;
 	}
 	*out = st;
+	return 0;
+}
+
+/*
+ * A tier joined the cache at tick now (kvmmd's NVMe tier whose file
+ * opened late, pol_cache_set_capacity()): follow the lives as long as
+ * asym_stats_create() would have with that capacity from the start, or
+ * a large late tier keeps the history of the tiers above it, and returns
+ * at the ages its blocks are kept for are never learned (they value 0).
+ *
+ * The ring grows, never shrinks (a tier emptied to 0 may come back, and
+ * the lives in the ring are what the values stand on).  Slot
+ * t & (history - 1) holds the life of tick t for `history` ticks, so the
+ * last old-history ticks move to their slots in the larger ring and the
+ * others start empty (their lives had ended when their slots were
+ * reused); every open life is among those moved, so each block's seen
+ * tick still finds its life.  The age buckets the old ring did not span
+ * count their lives from the oldest moved tick on: before it there are
+ * none.  On -ENOMEM the history stays as it was.
+ */
+int asym_stats_fit(struct asym_stats *st, const struct pol_cache *c,
+		   uint64_t now)
+{
+	uint64_t history = history_for(c), old = st->history, from;
+	unsigned old_buckets = st->hist_buckets;
+	uint32_t *id;
+	uint16_t *code;
+
+	if (history <= old)
+		return 0;
+	id = pol_mem_map(history * sizeof(*id));
+	code = pol_mem_map(history * sizeof(*code));
+	if (!id || !code) {
+		if (id)
+			pol_mem_unmap(id, history * sizeof(*id));
+		if (code)
+			pol_mem_unmap(code, history * sizeof(*code));
+		return -ENOMEM;
+	}
+	from = now >= old ? now - old + 1 : 0;
+	for (uint64_t t = from; t <= now; t++) {
+		id[t & (history - 1)] = st->life_id[t & (old - 1)];
+		code[t & (history - 1)] = st->life_code[t & (old - 1)];
+	}
+	life_unmap(st);
+	st->life_id = id;
+	st->life_code = code;
+	set_history(st, history);
+	for (unsigned x = old_buckets; x < st->hist_buckets; x++)
+		st->counted[x] = from;
+	/* the next decay as due; the ones after it at the new pace */
 	return 0;
 }
 
