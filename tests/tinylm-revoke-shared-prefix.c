@@ -3,13 +3,15 @@
  * timeout: 120
  * A revocation that kvmm_seq_extend() applies itself (posted after the
  * engine last polled, found by the extend) does not make tinylm write
- * into the read-only blocks a prefix open shared.  Such an extend does
- * not say which blocks lost their data, so tinylm takes the whole
- * sequence as lost; it must then recompute only the sequence's own
- * blocks: the shared ones were not taken (a revoked block comes back as
- * fresh, writable pages) and are mapped PROT_READ.  It used to recompute
- * from token 0 and die of SIGSEGV writing block 0's K (about one run of
- * tests/tinylm-revoke.sh in six under load).
+ * into the read-only blocks a prefix open shared.  When such an extend
+ * did not say which blocks lost their data, tinylm took the whole
+ * sequence as lost, and it used to recompute from token 0 and die of
+ * SIGSEGV writing block 0's K (about one run of tests/tinylm-revoke.sh
+ * in six under load); it now recomputes only the sequence's own blocks
+ * (the shared ones were not taken: a revoked block comes back as fresh,
+ * writable pages) and only from where the extend left kvmm_seq_len(),
+ * the revocation's cut (block 1 here: 1035 tokens in 36 blocks for 9
+ * revocations, against 1067 in 37 when it took the whole sequence).
  *
  * tinylm against a real kvmmd; conversations share a system prompt, so
  * every turn but the first opens on cached blocks.  Once per turn, on

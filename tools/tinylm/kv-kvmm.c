@@ -150,13 +150,6 @@ static void mine_add(struct kv_kvmm *k, uint64_t h)
 	k->mine_n++;
 }
 
-static uint64_t pages_revoked(struct kv_kvmm *k)
-{
-	struct kvmm_stats st = { .size = sizeof(st) };
-
-	return kvmm_get_stats(k->conn, &st) ? 0 : st.pages_revoked;
-}
-
 static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 			    struct tlm_restore *r)
 {
@@ -309,14 +302,16 @@ static int kvmm_kv_extend(struct tlm_kv *kv, int slot, int ntokens)
 	if (ntokens <= len)
 		return 0;
 	/*
-	 * A revocation racing with the extend is applied inside it and the
-	 * range grown again with fresh pages: nothing says which blocks
-	 * lost their data, so assume all of them did (rare: recompute).
+	 * A revocation racing with the extend is applied inside it (or met
+	 * at the daemon) and the range backed again with fresh pages, but
+	 * the sequence's length stays where the revocation cut it
+	 * (kvmm_seq_extend() in kvmm.h): the KV below that length is the
+	 * engine's, the rest is lost, which observe() records.  No socket
+	 * round trip (a kvmm_get_stats() before and after) is needed to
+	 * tell, and only the lost tail is recomputed.
 	 */
-	uint64_t before = pages_revoked(k);
 	ret = kvmm_seq_extend(k->region, (uint32_t)slot, (uint32_t)ntokens);
-	if (pages_revoked(k) != before)
-		k->intact[slot] = 0;
+	observe(k, slot);
 	return ret;
 }
 
