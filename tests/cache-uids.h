@@ -143,8 +143,10 @@ static inline void cu_kvmmctl_has(const char *sock, const char *args,
 static inline void cu_start(struct td_daemon *d, const char *const *args)
 {
 	cc_start(d, args);
-	/* mkdtemp made it 0700: let the other uids reach the socket */
+	/* mkdtemp made it 0700: let the other uids reach the socket, and
+	 * kvmmctl, which the build directory may keep from them */
 	t_ok(chmod(d->dir, 0711));
+	t_ok(td_kvmmctl_share(d));
 }
 
 #endif

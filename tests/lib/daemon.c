@@ -168,8 +168,64 @@ int td_stop_log(struct td_daemon *d, char *log, size_t len)
 		log[0] = '\0';
 	unlink(d->log);
 	unlink(d->sock);
+	td_kvmmctl_unshare(d);
 	rmdir(d->dir);
 	return ret;
+}
+
+/*
+ * The build's kvmmctl may sit where no other uid can reach it (a checkout
+ * under a 0700 home or mktemp -d: exec fails with EACCES, the shell says
+ * 126), so tests that run it as another uid run a copy in the daemon's
+ * directory, which they open to every uid for the socket anyway.  Always
+ * a copy, wherever the build is, so the path is the same one every run.
+ */
+int td_kvmmctl_share(struct td_daemon *d)
+{
+	char bin[256], copy[128], buf[1 << 16];
+	int in, out, ret = 0;
+	ssize_t n;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(copy, sizeof(copy), "%s/kvmmctl", d->dir);
+	in = open(bin, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	if (out < 0) {
+		ret = -errno;
+		close(in);
+		return ret;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			ret = -EIO;
+			break;
+		}
+	if (n < 0)
+		ret = -errno;
+	/* fchmod: the umask may have cut the mode open() asked for */
+	if (!ret && fchmod(out, 0755))
+		ret = -errno;
+	close(in);
+	if (close(out) && !ret)
+		ret = -errno;
+	if (ret) {
+		unlink(copy);
+		return ret;
+	}
+	return setenv("KVMM_TEST_KVMMCTL", copy, 1) ? -errno : 0;
+}
+
+void td_kvmmctl_unshare(struct td_daemon *d)
+{
+	const char *e = getenv("KVMM_TEST_KVMMCTL");
+	char copy[128];
+
+	snprintf(copy, sizeof(copy), "%s/kvmmctl", d->dir);
+	if (e && !strcmp(e, copy))
+		unsetenv("KVMM_TEST_KVMMCTL");
+	unlink(copy);
 }
 
 int td_status(const struct td_daemon *d, struct kvmm_status_reply *st)
@@ -209,12 +265,16 @@ int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 
 int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap)
 {
+	const char *shared = getenv("KVMM_TEST_KVMMCTL");
 	char bin[256], cmd[1024];
 	size_t n;
 	FILE *f;
 	int st;
 
-	td_build_path("kvmmctl", bin, sizeof(bin));
+	if (shared && *shared)
+		snprintf(bin, sizeof(bin), "%s", shared);
+	else
+		td_build_path("kvmmctl", bin, sizeof(bin));
 	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
 	f = popen(cmd, "r");
 	if (!f)

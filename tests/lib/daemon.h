@@ -49,6 +49,12 @@ int td_wait_idle(const struct td_daemon *d, int timeout_ms,
  * into out (at most cap - 1 bytes, NUL-terminated); its exit status, -1
  * when it did not exit. */
 int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap);
+/* Copy kvmmctl into d's directory (mode 0755) and have td_kvmmctl() run
+ * that copy, which a process of another uid can exec wherever the build
+ * is (the directory must let it in: cache-uids.h's cu_start()); 0 or
+ * -errno.  td_stop() removes the copy (td_kvmmctl_unshare()). */
+int td_kvmmctl_share(struct td_daemon *d);
+void td_kvmmctl_unshare(struct td_daemon *d);
 /* Path of a built program: $KVMM_BUILD/NAME (default build/NAME). */
 const char *td_build_path(const char *name, char *buf, size_t len);
 
