@@ -4,7 +4,8 @@
  * snapshot tables (telemetry_snapshot.c), the shm source
  * (telemetry_shm_source.c), the polls (telemetry_poll.c, and the
  * loader's in proportion to what changed, telemetry_delta.c) and the BPF
- * loader (telemetry_bpf.c).
+ * loader (telemetry_bpf.c, telemetry_pins.c, telemetry_bpf_read.c; what
+ * only those share is telemetry_bpf_int.h).
  */
 #ifndef KVMM_EBPF_TELEMETRY_INT_H
 #define KVMM_EBPF_TELEMETRY_INT_H
