@@ -643,7 +643,8 @@ static inline uint64_t cc_now_ms(void)
 
 /* Start kvmmd with args and the test knob env_name (e.g.
  * KVMMD_TEST_DEMOTE_DELAY_MS) set to delay_ms for it alone. */
-static inline void cc_start_with_delay(struct td_daemon *d, const char **args,
+static inline void cc_start_with_delay(struct td_daemon *d,
+				       const char *const *args,
 				       const char *env_name, int delay_ms)
 {
 	char delay[16];

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the cache-drop tests share: ADMIN_CACHE_DROP as an admin sends it,
- * `kvmmctl --json cache-drop` read back into the reply struct, and a
- * prefix open that says which tiers its blocks came from.
+ * `kvmmctl --json cache-drop` read back into the reply struct, a
+ * prefix open that says which tiers its blocks came from, and the NVMe
+ * tests' fill and restart count.
  */
 #ifndef KVMM_TESTS_CACHE_DROP_COMMON_H
 #define KVMM_TESTS_CACHE_DROP_COMMON_H
@@ -132,6 +133,33 @@ static inline void cd_open_expect(const char *sock,
 	if (got != nb || from[0] != g || from[1] != h || from[2] != n)
 		t_fail("content %d: %u blocks (gpu %u host %u nvme %u), expected %u (%u %u %u)",
 		       k, got, from[0], from[1], from[2], nb, g, h, n);
+}
+
+/*
+ * Contents 0-4 of cs published to a kvmmd with tests/lib/nvme_cache_args.h's
+ * tiers and 3 GPU blocks (cs->nb == 3): 0 and 1 end on NVMe, the GPU
+ * holds one content and the host two.
+ */
+static inline void cd_fill_to_nvme(const char *sock,
+				   const struct cc_contents *cs)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	for (int k = 0; k < 5; k++)
+		cc_write_content(sock, cs, k);
+	cc_settled_stats(sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, cs->nb);
+	t_assert_eq(ts.tiers[1].used_blocks, 2 * cs->nb);
+	t_assert_eq(ts.tiers[2].used_blocks, 2 * cs->nb);
+}
+
+/* The blocks kvmmd recovered from its NVMe tier file at start. */
+static inline uint64_t cd_recovered(const char *sock)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cc_settled_stats(sock, &ts);
+	return ts.recovered_blocks;
 }
 
 #endif

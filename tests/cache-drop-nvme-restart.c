@@ -22,6 +22,7 @@
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
 #include "tests/cache-drop-common.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
@@ -32,44 +33,9 @@ static const struct cc_contents contents = { .base = 0xd9000,
 
 static void start(struct td_daemon *d, const char *nvme)
 {
-	const char *args[] = { "--cache-policy",
-			       "lru",
-			       "--cache-block-pages",
-			       "4",
-			       "--cache-gpu-blocks",
-			       "3",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "1867776",
-			       "--nvme-save-on-stop",
-			       "0",
-			       NULL };
+	struct nca_args a;
 
-	cc_start(d, args);
-}
-
-/* Contents 0-4 published: 0 and 1 end on NVMe. */
-static void fill(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-
-	for (int k = 0; k < 5; k++)
-		cc_write_content(sock, &contents, k);
-	cc_settled_stats(sock, &ts);
-	t_assert_eq(ts.tiers[0].used_blocks, NB);
-	t_assert_eq(ts.tiers[1].used_blocks, 2 * NB);
-	t_assert_eq(ts.tiers[2].used_blocks, 2 * NB);
-}
-
-static uint64_t recovered(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-
-	cc_settled_stats(sock, &ts);
-	return ts.recovered_blocks;
+	cc_start(d, nca_args(&a, nvme, 3, 0));
 }
 
 /*
@@ -121,7 +87,7 @@ static void dropped_stay_dropped(const char *nvme)
 	uint64_t h[NB];
 
 	start(&d, nvme);
-	fill(d.sock);
+	cd_fill_to_nvme(d.sock, &contents);
 	pin = cc_connect_lib(d.sock, "pinner");
 	cc_content_hashes(&contents, 1, h);
 	t_ok(cc_pin(pin, h[0], 0, 0, 0, &po));
@@ -135,7 +101,7 @@ static void dropped_stay_dropped(const char *nvme)
 	cc_stop(&d);
 
 	start(&d, nvme);
-	t_assert_eq(recovered(d.sock), 1);
+	t_assert_eq(cd_recovered(d.sock), 1);
 	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
 	cd_open_expect(d.sock, &contents, 1, 1, 0, 0, 1);
 	cc_stop(&d);
@@ -152,7 +118,7 @@ static void failed_invalidation(const char *nvme)
 	setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-invalidate:2", 1);
 	start(&d, nvme);
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
-	fill(d.sock);
+	cd_fill_to_nvme(d.sock, &contents);
 	t_assert_eq(td_kvmmctl(d.sock, "cache-drop --tier nvme,host", out,
 			       sizeof(out)),
 		    0);
@@ -174,7 +140,7 @@ static void failed_invalidation(const char *nvme)
 		t_fail("no warning about the failed invalidation in:\n%s", log);
 
 	start(&d, nvme);
-	t_assert_eq(recovered(d.sock), 1);
+	t_assert_eq(cd_recovered(d.sock), 1);
 	for (int k = 0; k < 2; k++)
 		found += cd_open(d.sock, &contents, k, from);
 	t_assert(found <= 1); /* the block, when it is a first one */

@@ -26,6 +26,7 @@
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
 #include "tests/cache-drop-common.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
@@ -36,48 +37,11 @@ static const struct cc_contents contents = { .base = 0xe1000,
 					     .tag0 = 90,
 					     .nb = NB };
 
-static void start(struct td_daemon *d, const char *nvme, const char *gpu)
+static void start(struct td_daemon *d, const char *nvme, unsigned int gpu)
 {
-	const char *args[] = { "--socket-mode",
-			       "0666",
-			       "--cache-policy",
-			       "lru",
-			       "--cache-block-pages",
-			       "4",
-			       "--cache-gpu-blocks",
-			       gpu,
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "1867776",
-			       "--nvme-save-on-stop",
-			       "0",
-			       NULL };
+	struct nca_args a;
 
-	cu_start(d, args);
-}
-
-/* Contents 0-4 published: 0 and 1 end on NVMe. */
-static void fill(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-
-	for (int k = 0; k < 5; k++)
-		cc_write_content(sock, &contents, k);
-	cc_settled_stats(sock, &ts);
-	t_assert_eq(ts.tiers[0].used_blocks, NB);
-	t_assert_eq(ts.tiers[1].used_blocks, 2 * NB);
-	t_assert_eq(ts.tiers[2].used_blocks, 2 * NB);
-}
-
-static uint64_t recovered(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-
-	cc_settled_stats(sock, &ts);
-	return ts.recovered_blocks;
+	cu_start(d, nca_args(&a, nvme, gpu, NCA_ANY_UID));
 }
 
 /* Content 0 back on the GPU from NVMe, its old slots free in memory. */
@@ -97,8 +61,8 @@ static void restored(const char *nvme)
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 
-	start(&d, nvme, "3");
-	fill(d.sock);
+	start(&d, nvme, 3);
+	cd_fill_to_nvme(d.sock, &contents);
 	restore_content0(d.sock);
 	r = cd_kvmmctl(d.sock, "");
 	cd_expect(&r, NB, 2 * NB, NB, 0, 0, 0);
@@ -111,8 +75,8 @@ static void restored(const char *nvme)
 	t_assert_eq(ts.nvme_invalidate_failures, 0);
 	cc_stop(&d);
 
-	start(&d, nvme, "3");
-	t_assert_eq(recovered(d.sock), 0);
+	start(&d, nvme, 3);
+	t_assert_eq(cd_recovered(d.sock), 0);
 	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
 	cd_open_expect(d.sock, &contents, 1, 0, 0, 0, 0);
 	cc_stop(&d);
@@ -123,13 +87,13 @@ static void warm_restart(const char *nvme)
 {
 	struct td_daemon d;
 
-	start(&d, nvme, "3");
-	fill(d.sock);
+	start(&d, nvme, 3);
+	cd_fill_to_nvme(d.sock, &contents);
 	restore_content0(d.sock);
 	cc_stop(&d);
 
-	start(&d, nvme, "3");
-	t_assert_eq(recovered(d.sock), 2 * NB);
+	start(&d, nvme, 3);
+	t_assert_eq(cd_recovered(d.sock), 2 * NB);
 	cd_open_expect(d.sock, &contents, 0, NB, 0, 0, NB);
 	cc_stop(&d);
 	printf("no drop: a restart still finds the blocks restored before the stop\n");
@@ -142,8 +106,8 @@ static void evicted(const char *nvme)
 	struct td_daemon d;
 	char cmd[64], out[4096];
 
-	start(&d, nvme, "3");
-	fill(d.sock);
+	start(&d, nvme, 3);
+	cd_fill_to_nvme(d.sock, &contents);
 	snprintf(cmd, sizeof(cmd), "tenant-limit %u nvme:1",
 		 (unsigned)getuid());
 	t_assert_eq(td_kvmmctl(d.sock, cmd, out, sizeof(out)), 0);
@@ -156,8 +120,8 @@ static void evicted(const char *nvme)
 	t_assert_eq(r.nvme_invalidate_failures, 0);
 	cc_stop(&d);
 
-	start(&d, nvme, "3");
-	t_assert_eq(recovered(d.sock), 0);
+	start(&d, nvme, 3);
+	t_assert_eq(cd_recovered(d.sock), 0);
 	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
 	cd_open_expect(d.sock, &contents, 1, 0, 0, 0, 0);
 	cc_stop(&d);
@@ -177,7 +141,7 @@ static void by_uid(const char *nvme)
 		hb[b] = 0xe2b0001 + b;
 	}
 	/* 6 GPU blocks: A's and B's both fit back */
-	start(&d, nvme, "6");
+	start(&d, nvme, 6);
 	cu_publish_as(d.sock, UID_A, UID_A, ha, NB, 1, NB);
 	cu_publish_as(d.sock, UID_B, UID_B, hb, NB, 2, NB);
 	for (int k = 0; k < 4; k++)
@@ -201,8 +165,8 @@ static void by_uid(const char *nvme)
 	t_assert_eq(r.nvme_invalidate_failures, 0);
 	cc_stop(&d);
 
-	start(&d, nvme, "6");
-	t_assert_eq(recovered(d.sock), NB);
+	start(&d, nvme, 6);
+	t_assert_eq(cd_recovered(d.sock), NB);
 	cu_open_as(d.sock, UID_B, UID_B, hb, NB, NB, 2, 2);
 	cu_open_as(d.sock, UID_A, UID_A, ha, NB, 0, 1, -1);
 	cc_stop(&d);

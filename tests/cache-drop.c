@@ -29,6 +29,7 @@
  *     drops nothing.
  */
 #include "tests/cache-drop-common.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
@@ -233,6 +234,7 @@ int main(void)
 	struct kvmm_status_reply st;
 	struct kvmm_pin_opts po;
 	static char out[65536];
+	struct nca_args a;
 	uint32_t ids[NB * CC_PPB];
 	struct kvmm_conn *pin;
 	struct td_daemon d;
@@ -242,25 +244,7 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-drop");
 	t_nvme_require(nvme);
-	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 7 (6) */
-	const char *args[] = { "--socket-mode",
-			       "0666",
-			       "--cache-policy",
-			       "lru",
-			       "--cache-block-pages",
-			       "4",
-			       "--cache-gpu-blocks",
-			       "3",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "1867776",
-			       "--nvme-save-on-stop",
-			       "0",
-			       NULL };
-	cu_start(&d, args);
+	cu_start(&d, nca_args(&a, nvme, 3, NCA_ANY_UID));
 
 	for (int k = 0; k < 4; k++)
 		cc_write_content(d.sock, &contents, k);

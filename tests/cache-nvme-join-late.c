@@ -26,6 +26,7 @@
  */
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #include <errno.h>
@@ -42,21 +43,10 @@ static const struct cc_contents contents = { .base = 0x5a7000,
 
 static void start(struct td_daemon *d, const char *nvme)
 {
-	const char *args[] = { "--cache-policy",
-			       "lru",
-			       "--cache-gpu-blocks",
-			       "3",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "1867776",
-			       "--nvme-save-on-stop",
-			       "0",
-			       NULL };
+	struct nca_args a;
 
-	cc_start_with_delay(d, args, "KVMMD_TEST_CACHE_RETRY_MS", 100);
+	cc_start_with_delay(d, nca_args(&a, nvme, 3, NCA_BLOCK_UNNAMED),
+			    "KVMMD_TEST_CACHE_RETRY_MS", 100);
 }
 
 static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
