@@ -28,6 +28,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/cache-common.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 
 #define NB 2
@@ -199,16 +200,7 @@ static void holder_end(struct holder_proc *hp, struct amsg *m)
 
 static void admin_revoke(const struct td_daemon *d, const struct amsg *m)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a),
-				       .session_id = m->session,
-				       .region_id = m->region,
-				       .seq_id = m->seq };
-	struct kvmm_conn *c;
-
-	t_ok(kc_connect_admin(d->sock, &c));
-	t_ok(kc_request(c, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(c);
+	t_ok(ar_revoke(d->sock, m->session, m->region, m->seq, 0));
 }
 
 static void status(const struct td_daemon *d, struct kvmm_status_reply *st)

@@ -25,6 +25,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -69,17 +70,7 @@ static uint32_t backed(struct kvmm_region *r, uint32_t seq)
 /* Through another connection: the client's socket lock may be held. */
 static void revoke_from_0(struct kvmm_region *r, uint32_t seq)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
-	struct kvmm_conn *ac;
-
-	a.session_id = session_id;
-	a.region_id = r->id;
-	a.seq_id = seq;
-	a.first_block = 0;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, session_id, r->id, seq, 0));
 }
 
 /* One step during which the map-ahead thread meets a revocation of

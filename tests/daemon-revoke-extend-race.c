@@ -21,6 +21,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -43,10 +44,9 @@ int main(void)
 					.map_ahead_set = 1 }; /* no map-ahead */
 	struct kvmm_region_opts ro = tr_small_region;
 	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	uint32_t before[PPB], after[PPB], seq;
 	struct kvmm_status_reply st;
-	struct kvmm_conn *c, *ac;
+	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	struct td_daemon d;
 	unsigned char *k0;
@@ -67,14 +67,7 @@ int main(void)
 	t_assert_eq(held(c), 2 * PPB);
 
 	t_ok(kvmm_get_stats(c, &ks));
-	a.session_id = ks.session_id;
-	a.region_id = r->id;
-	a.seq_id = seq;
-	a.first_block = 1;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, ks.session_id, r->id, seq, 1));
 
 	/* not applied yet: this extend goes to the daemon over the socket */
 	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
@@ -114,12 +107,7 @@ int main(void)
 	memset(k0, 0x6b, 2 * 65536 + 10 * 256);
 	t_ok(kvmm_get_stats(c, &ks));
 	revoked = ks.pages_revoked;
-	a.first_block = 1;
-	a.seq_id = seq;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, ks.session_id, r->id, seq, 1));
 	t_assert(read(kvmm_poll_fd(c), &bell, sizeof(bell)) == sizeof(bell));
 	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 20));
 	t_ok(kvmm_get_stats(c, &ks));

@@ -19,6 +19,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -90,15 +91,8 @@ int main(void)
 		_exit(client(d.sock, up[1], down[0]));
 	t_assert_eq(read(up[0], ids, sizeof(ids)), sizeof(ids));
 	t_ok(kc_connect_admin(d.sock, &admin));
-	for (uint32_t i = 0; i < NSEQ; i++) {
-		struct kvmm_admin_revoke a = { .size = sizeof(a),
-					       .session_id = ids[0],
-					       .region_id = ids[1],
-					       .seq_id = i };
-
-		t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a),
-				NULL, 0, NULL));
-	}
+	for (uint32_t i = 0; i < NSEQ; i++)
+		t_ok(ar_revoke_on(admin, ids[0], ids[1], i, 0));
 	t_assert_eq(write(down[1], "g", 1), 1);
 	t_assert_eq(read(up[0], got, sizeof(got)), sizeof(got));
 	t_assert_eq(got[0], 64 * 4);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "tests/cache-common.h"
+#include "tests/lib/admin_revoke.h"
 
 #define RQ 16
 
@@ -96,18 +97,6 @@ static uint32_t session_id(struct raw *r)
 	return st.session_id;
 }
 
-static int admin_revoke(struct kvmm_conn *admin, uint32_t sid, uint32_t region,
-			uint32_t seq)
-{
-	struct kvmm_admin_revoke a = { .size = sizeof(a),
-				       .session_id = sid,
-				       .region_id = region,
-				       .seq_id = seq };
-
-	return kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			  NULL);
-}
-
 /* A sequence of nblocks blocks of CC_PPB pages in region r->c.region. */
 static uint32_t filled_seq(struct raw *r, uint32_t nblocks)
 {
@@ -154,14 +143,14 @@ int main(void)
 	/* 32 pages on a ring of 16: two pieces */
 	seq = filled_seq(&r, 8);
 	t_assert_eq(pages_allocated(&d), 8 * CC_PPB);
-	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -EAGAIN);
-	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -EBUSY);
+	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -EAGAIN);
+	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -EBUSY);
 	t_assert_eq(take_entries(&r), RQ);
 	t_assert_eq(pages_allocated(&d), 4 * CC_PPB); /* acked: freed */
-	t_ok(admin_revoke(admin, sid, r.c.region, seq));
+	t_ok(ar_revoke_on(admin, sid, r.c.region, seq, 0));
 	t_assert_eq(take_entries(&r), RQ);
 	t_assert_eq(pages_allocated(&d), 0);
-	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -ENODATA);
+	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -ENODATA);
 
 	/* a block that never fits */
 	t_ok(cc_call(&r.c, KVMM_CMD_REGION_CREATE, &big, sizeof(big), &br,
@@ -179,7 +168,8 @@ int main(void)
 		ex.seq_id = so.seq_id;
 		t_ok(cc_call(&r.c, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), NULL,
 			     0, NULL, NULL));
-		t_assert_eq(admin_revoke(admin, sid, br.region_id, so.seq_id),
+		t_assert_eq(ar_revoke_on(admin, sid, br.region_id, so.seq_id,
+					 0),
 			    -E2BIG);
 		t_ok(cc_call(&r.c, KVMM_CMD_REGION_DESTROY, &ref, sizeof(ref),
 			     NULL, 0, NULL, NULL));
@@ -217,7 +207,7 @@ int main(void)
 	seq = filled_seq(&r, 1);
 	__atomic_store_n(word(&r, r.off.rq_head), 0x10000000u,
 			 __ATOMIC_RELEASE);
-	t_assert_eq(admin_revoke(admin, sid, r.c.region, seq), -ECONNRESET);
+	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -ECONNRESET);
 	for (int i = 0; i < 2000; i++) {
 		t_ok(td_status(&d, &st));
 		if (st.sessions_cut_off == 1)

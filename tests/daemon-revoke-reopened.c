@@ -19,6 +19,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/cache-common.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 
 #define NB 2
@@ -52,10 +53,9 @@ int main(void)
 					.map_ahead_set = 1 };
 	struct kvmm_region_opts ro = cc_region_opts();
 	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kvmm_status_reply st;
 	struct kvmm_region *r;
-	struct kvmm_conn *c, *ac;
+	struct kvmm_conn *c;
 	uint32_t s1, s2, s3, nb;
 	struct td_daemon d;
 	int err;
@@ -75,13 +75,7 @@ int main(void)
 	t_assert_eq(held(c), NB * CC_PPB);
 
 	t_ok(kvmm_get_stats(c, &ks));
-	a.session_id = ks.session_id;
-	a.region_id = r->id;
-	a.seq_id = s1;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, ks.session_id, r->id, s1, 0));
 
 	/* close before applying it, and open the same slot again */
 	t_ok(kvmm_seq_close(r, s1));

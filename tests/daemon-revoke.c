@@ -25,6 +25,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -118,18 +119,9 @@ static int silent(int wr)
 static void admin_revoke(struct td_daemon *d, struct ids *ids, uint32_t first,
 			 int expect)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
-	struct kvmm_conn *c;
-
-	t_ok(kc_connect_admin(d->sock, &c));
-	a.session_id = ids->session;
-	a.region_id = ids->region;
-	a.seq_id = ids->seq;
-	a.first_block = first;
-	t_assert_eq(kc_request(c, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			       NULL),
+	t_assert_eq(ar_revoke(d->sock, ids->session, ids->region, ids->seq,
+			      first),
 		    expect);
-	kvmm_disconnect(c);
 }
 
 static void read_ids(int fd, struct ids *ids)

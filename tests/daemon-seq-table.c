@@ -22,6 +22,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/cache-common.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -68,19 +69,6 @@ static int seq_call_reply(struct cc *c, uint16_t cmd, uint32_t seq, void *rep,
 static int seq_call(struct cc *c, uint16_t cmd, uint32_t seq)
 {
 	return seq_call_reply(c, cmd, seq, NULL, 0);
-}
-
-static int admin_revoke(struct kvmm_conn *admin, uint32_t session,
-			uint32_t region, uint32_t seq, uint32_t first)
-{
-	struct kvmm_admin_revoke a = { .size = sizeof(a),
-				       .session_id = session,
-				       .region_id = region,
-				       .seq_id = seq,
-				       .first_block = first };
-
-	return kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			  NULL);
 }
 
 int main(void)
@@ -141,15 +129,15 @@ int main(void)
 	t_ok(cc_call(&c, KVMM_CMD_STATS, NULL, 0, &sr, sizeof(sr), NULL, NULL));
 	t_assert_eq(sr.pages_owned, 80 * 2);
 	t_ok(kc_connect_admin(d.sock, &admin));
-	t_ok(admin_revoke(admin, sr.session_id, c.region, so.seq_id, 50));
+	t_ok(ar_revoke_on(admin, sr.session_id, c.region, so.seq_id, 50));
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_revoking, 30 * 2);
-	t_assert_eq(admin_revoke(admin, sr.session_id, c.region, so.seq_id, 50),
+	t_assert_eq(ar_revoke_on(admin, sr.session_id, c.region, so.seq_id, 50),
 		    -ENODATA);
-	t_assert_eq(admin_revoke(admin, sr.session_id, c.region, so.seq_id,
+	t_assert_eq(ar_revoke_on(admin, sr.session_id, c.region, so.seq_id,
 				 MAX_TOKENS - 1),
 		    -ENODATA);
-	t_assert_eq(admin_revoke(admin, sr.session_id, c.region, so.seq_id,
+	t_assert_eq(ar_revoke_on(admin, sr.session_id, c.region, so.seq_id,
 				 MAX_TOKENS),
 		    -EINVAL);
 

@@ -17,6 +17,7 @@
  * revocation, once.
  */
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 #include "tools/tinylm/engine.c"
@@ -36,22 +37,14 @@ static int open_then_revoke(struct tlm_kv *kv, const int *tokens, int ntokens,
 			    struct tlm_restore *r)
 {
 	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kv_kvmm *k = to_kvmm(kv);
-	struct kvmm_conn *ac;
 	int ret = real_open(kv, tokens, ntokens, r);
 
 	if (ret || !r->early || r->cached < 2 * r->tokens_per_block)
 		return ret;
 	t_ok(kvmm_get_stats(k->conn, &ks));
-	a.session_id = ks.session_id;
-	a.region_id = k->region->id;
-	a.seq_id = (uint32_t)r->slot;
-	a.first_block = 1;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, ks.session_id, k->region->id, (uint32_t)r->slot,
+		       1));
 	injected++;
 	return 0;
 }

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 #include "tools/tinylm/engine.c"
@@ -63,10 +64,8 @@ static int open_and_arm(struct tlm_kv *kv, const int *tokens, int ntokens,
 /* The extend of the second decode step, right after a revocation. */
 static int revoke_then_extend(struct tlm_kv *kv, int slot, int ntokens)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kv_kvmm *k = to_kvmm(kv);
-	struct kvmm_conn *ac;
 	uint64_t before, v;
 	int ret, ro;
 
@@ -76,14 +75,8 @@ static int revoke_then_extend(struct tlm_kv *kv, int slot, int ntokens)
 	t_ok(kvmm_get_stats(k->conn, &ks));
 	before = ks.pages_revoked;
 	ro = kvmm_seq_block_readonly(k->region, slot, 0);
-	a.session_id = ks.session_id;
-	a.region_id = k->region->id;
-	a.seq_id = (uint32_t)slot;
-	a.first_block = 1;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, ks.session_id, k->region->id, (uint32_t)slot,
+		       1));
 	/* posted after the engine's poll: only the extend can find it */
 	t_assert(read(k->poll_fd, &v, sizeof(v)) == sizeof(v));
 	res->injected++;

@@ -14,6 +14,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -29,17 +30,7 @@ struct rc_ids {
 static inline void rc_admin_revoke(const char *sock, const struct rc_ids *ids,
 				   uint32_t first_block)
 {
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
-	struct kvmm_conn *admin;
-
-	t_ok(kc_connect_admin(sock, &admin));
-	a.session_id = ids->session;
-	a.region_id = ids->region;
-	a.seq_id = ids->seq;
-	a.first_block = first_block;
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
+	t_ok(ar_revoke(sock, ids->session, ids->region, ids->seq, first_block));
 }
 
 /*
