@@ -20,6 +20,7 @@
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
+#include "tests/lib/tinylm_run.h"
 #include "tools/tinylm/engine.c"
 #include "tools/tinylm/kv-kvmm.c"
 #include "tools/tinylm/kv-private.c"
@@ -49,40 +50,24 @@ static int open_then_revoke(struct tlm_kv *kv, const int *tokens, int ntokens,
 	return 0;
 }
 
+static void revoke_on_open(struct tlm_engine *e)
+{
+	revoking_ops = *e->kv->ops;
+	real_open = revoking_ops.seq_open;
+	revoking_ops.seq_open = open_then_revoke;
+	e->kv->ops = &revoking_ops;
+}
+
 static char *run(const struct tlm_model *m,
 		 const struct tlm_workload_params *wl, bool kvmm,
 		 struct tlm_engine_stats *st)
 {
-	struct tlm_engine_opts o = { .size = sizeof(o),
-				     .model = m,
-				     .chunk = 16,
-				     .max_seqs = 4,
-				     .max_tokens = tlm_workload_max_tokens(wl),
-				     .kv_kind = kvmm ? "kvmm" : "private",
-				     .socket_path = d.sock,
-				     .prefix_segments = kvmm,
-				     .prefix_early = kvmm,
-				     .quiet = false };
-	struct tlm_engine *e;
-	char *text = NULL, err[256];
-	size_t len = 0;
+	struct tlm_engine_opts o = tl_opts(m, wl, 4, kvmm ? "kvmm" : "private");
 
-	o.out = open_memstream(&text, &len);
-	t_assert(o.out);
-	if (tlm_engine_create(&o, &e, err, sizeof(err)))
-		t_fail("engine: %s", err);
-	if (kvmm) {
-		revoking_ops = *e->kv->ops;
-		real_open = revoking_ops.seq_open;
-		revoking_ops.seq_open = open_then_revoke;
-		e->kv->ops = &revoking_ops;
-	}
-	if (tlm_engine_run_workload(e, wl, 0, 1))
-		t_fail("workload: %s", tlm_engine_error(e));
-	*st = *tlm_engine_stats(e);
-	tlm_engine_destroy(e);
-	fclose(o.out);
-	return text;
+	o.socket_path = d.sock;
+	o.prefix_segments = kvmm;
+	o.prefix_early = kvmm;
+	return tl_run(o, wl, kvmm ? revoke_on_open : NULL, st);
 }
 
 int main(void)
@@ -98,13 +83,6 @@ int main(void)
 					     "--host-mem",
 					     "48K",
 					     NULL };
-	struct tlm_config cfg = { .dim = 64,
-				  .hidden_dim = 128,
-				  .n_layers = 2,
-				  .n_heads = 4,
-				  .n_kv_heads = 2,
-				  .vocab_size = 300,
-				  .seq_len = 512 };
 	struct tlm_workload_params wl;
 	struct tlm_engine_stats ref, got;
 	struct tlm_model m;
@@ -117,8 +95,8 @@ int main(void)
 	wl.system_tokens = 128;
 	wl.user_tokens = 16;
 	wl.gen_tokens = 8;
-	wl.vocab = cfg.vocab_size;
-	t_ok(tlm_model_generate(&m, &cfg, false, 5));
+	wl.vocab = tl_small_config.vocab_size;
+	tl_small_model(&m);
 
 	/* reloads still running when the engine first waits */
 	setenv("KVMMD_TEST_RESTORE_DELAY_MS", "20", 1);
@@ -127,8 +105,7 @@ int main(void)
 		t_fail("kvmmd did not start: %d", err);
 	char *a = run(&m, &wl, false, &ref);
 	char *b = run(&m, &wl, true, &got);
-	if (strcmp(a, b))
-		t_fail("tokens or logit checksums differ:\n%s\n---\n%s", a, b);
+	tl_expect_same(a, b);
 	printf("%d early opens revoked; %ld revocations seen, %ld tokens "
 	       "recomputed after them\n",
 	       injected, got.revocations_seen, got.revoked_tokens_recomputed);

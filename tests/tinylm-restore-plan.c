@@ -9,6 +9,7 @@
  * the engine; the kvmm-backed cache has its own tests).
  */
 #include "tests/lib/test.h"
+#include "tests/lib/tinylm_run.h"
 #include "tools/tinylm/engine.c"
 #include "tools/tinylm/kv-kvmm.c"
 #include "tools/tinylm/kv-private.c"
@@ -201,49 +202,27 @@ static const struct tlm_kv_ops sim_ops = {
 	.destroy = sim_destroy,
 };
 
+/* The stand-in cache in front of the engine's private memory. */
+static void use_sim(struct tlm_engine *e)
+{
+	struct kv_sim *s = calloc(1, sizeof(*s));
+	t_assert(s);
+	s->inner = e->kv;
+	s->kv = *e->kv;
+	s->kv.ops = &sim_ops;
+	e->kv = &s->kv;
+}
+
 static char *run(const struct tlm_model *m,
 		 const struct tlm_workload_params *wl, bool sim,
 		 struct tlm_engine_stats *st)
 {
-	struct tlm_engine_opts o = { .size = sizeof(o),
-				     .model = m,
-				     .chunk = 16,
-				     .max_seqs = 2,
-				     .max_tokens = tlm_workload_max_tokens(wl),
-				     .kv_kind = "private" };
-	struct tlm_engine *e;
-	char *text = NULL, err[256];
-	size_t len = 0;
-
-	o.out = open_memstream(&text, &len);
-	t_assert(o.out);
-	t_ok(tlm_engine_create(&o, &e, err, sizeof(err)));
-	if (sim) {
-		struct kv_sim *s = calloc(1, sizeof(*s));
-		t_assert(s);
-		s->inner = e->kv;
-		s->kv = *e->kv;
-		s->kv.ops = &sim_ops;
-		e->kv = &s->kv;
-	}
-	int ret = tlm_engine_run_workload(e, wl, 0, 1);
-	if (ret)
-		t_fail("workload: %s", tlm_engine_error(e));
-	*st = *tlm_engine_stats(e);
-	tlm_engine_destroy(e);
-	fclose(o.out);
-	return text;
+	return tl_run(tl_opts(m, wl, 2, "private"), wl, sim ? use_sim : NULL,
+		      st);
 }
 
 int main(void)
 {
-	struct tlm_config cfg = { .dim = 64,
-				  .hidden_dim = 128,
-				  .n_layers = 2,
-				  .n_heads = 4,
-				  .n_kv_heads = 2,
-				  .vocab_size = 300,
-				  .seq_len = 512 };
 	struct tlm_workload_params wl;
 	struct tlm_engine_stats ref, got;
 	struct tlm_model m;
@@ -254,16 +233,15 @@ int main(void)
 	wl.system_tokens = 40;
 	wl.user_tokens = 11;
 	wl.gen_tokens = 6;
-	wl.vocab = cfg.vocab_size;
-	t_ok(tlm_model_generate(&m, &cfg, false, 5));
+	wl.vocab = tl_small_config.vocab_size;
+	tl_small_model(&m);
 
 	char *a = run(&m, &wl, false, &ref);
 	char *b = run(&m, &wl, true, &got);
 	t_assert_eq(ref.tokens_generated, 4 * 3 * 6);
 	t_assert_eq(ref.prefill_tokens_skipped, 0);
 	t_assert_eq(strlen(a), strlen(b));
-	if (strcmp(a, b))
-		t_fail("tokens or logit checksums differ:\n%s\n---\n%s", a, b);
+	tl_expect_same(a, b);
 	/* The cache did its job: reuse, reloads and recomputation happened. */
 	t_assert(got.prefill_tokens_skipped > 0);
 	t_assert(got.restored_host > 0);

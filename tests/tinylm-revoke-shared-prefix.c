@@ -29,6 +29,7 @@
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
+#include "tests/lib/tinylm_run.h"
 #include "tools/tinylm/engine.c"
 #include "tools/tinylm/kv-kvmm.c"
 #include "tools/tinylm/kv-private.c"
@@ -89,52 +90,30 @@ static int revoke_then_extend(struct tlm_kv *kv, int slot, int ntokens)
 	return ret;
 }
 
+static void race_extends(struct tlm_engine *e)
+{
+	racing_ops = *e->kv->ops;
+	real_open = racing_ops.seq_open;
+	real_extend = racing_ops.extend;
+	racing_ops.seq_open = open_and_arm;
+	racing_ops.extend = revoke_then_extend;
+	e->kv->ops = &racing_ops;
+}
+
 static char *run(const struct tlm_model *m,
 		 const struct tlm_workload_params *wl, bool kvmm,
 		 struct tlm_engine_stats *st)
 {
-	struct tlm_engine_opts o = { .size = sizeof(o),
-				     .model = m,
-				     .chunk = 16,
-				     .max_seqs = 4,
-				     .max_tokens = tlm_workload_max_tokens(wl),
-				     .kv_kind = kvmm ? "kvmm" : "private",
-				     .socket_path = d.sock };
-	struct tlm_engine *e;
-	char *text = NULL, err[256];
-	size_t len = 0;
+	struct tlm_engine_opts o = tl_opts(m, wl, 4, kvmm ? "kvmm" : "private");
 
-	o.out = open_memstream(&text, &len);
-	t_assert(o.out);
-	if (tlm_engine_create(&o, &e, err, sizeof(err)))
-		t_fail("engine: %s", err);
-	if (kvmm) {
-		racing_ops = *e->kv->ops;
-		real_open = racing_ops.seq_open;
-		real_extend = racing_ops.extend;
-		racing_ops.seq_open = open_and_arm;
-		racing_ops.extend = revoke_then_extend;
-		e->kv->ops = &racing_ops;
-	}
-	if (tlm_engine_run_workload(e, wl, 0, 1))
-		t_fail("workload: %s", tlm_engine_error(e));
-	*st = *tlm_engine_stats(e);
-	tlm_engine_destroy(e);
-	fclose(o.out);
-	return text;
+	o.socket_path = d.sock;
+	return tl_run(o, wl, kvmm ? race_extends : NULL, st);
 }
 
 int main(void)
 {
 	static const char *const extra[] = { "--page-size", "4096", "--gpu-mem",
 					     "16M", NULL };
-	struct tlm_config cfg = { .dim = 64,
-				  .hidden_dim = 128,
-				  .n_layers = 2,
-				  .n_heads = 4,
-				  .n_kv_heads = 2,
-				  .vocab_size = 300,
-				  .seq_len = 512 };
 	struct tlm_workload_params wl;
 	struct tlm_engine_stats ref;
 	struct tlm_model m;
@@ -148,8 +127,8 @@ int main(void)
 	wl.system_tokens = 100;
 	wl.user_tokens = 20;
 	wl.gen_tokens = 6;
-	wl.vocab = cfg.vocab_size;
-	t_ok(tlm_model_generate(&m, &cfg, false, 5));
+	wl.vocab = tl_small_config.vocab_size;
+	tl_small_model(&m);
 	res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(res != MAP_FAILED);
@@ -173,9 +152,7 @@ int main(void)
 		       "extend (a write into a shared read-only block?)",
 		       strsignal(WTERMSIG(status)), res->injected);
 	t_assert_eq(WEXITSTATUS(status), T_PASS);
-	if (strcmp(a, res->text))
-		t_fail("tokens or logit checksums differ:\n%s\n---\n%s", a,
-		       res->text);
+	tl_expect_same(a, res->text);
 	printf("%d revocations before an extend, %d applied by it, %d of "
 	       "them under a shared block 0; %ld seen, %ld tokens (%ld "
 	       "blocks) recomputed\n",
