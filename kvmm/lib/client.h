@@ -29,6 +29,7 @@
 /* One imported page: mapped refs times in this process. */
 struct kvmm_tel_shm;
 struct kvmm_access_rec;
+struct kc_retired;
 
 struct kc_page {
 	vmm_handle_t handle;
@@ -59,6 +60,10 @@ struct kc_seq {
 	 * ids holding a ref each */
 	uint32_t **deferred;
 	uint32_t nr_deferred; /* blocks in deferred[] */
+	/* retire.c: pages the engine's extend unmapped for fresh ones
+	 * while their revocation was still in our ring, each keeping a ref
+	 * until it is applied; NULL (none yet) or max_blocks entries */
+	struct kc_retired **retired;
 	/* Content hashes of blocks [0, nr_hashes) seen in prefix opens and
 	 * publishes (0 = unknown), for the step access probe (access.c). */
 	uint64_t *hashes;
@@ -271,6 +276,21 @@ void kc_deferred_drop(struct kvmm_region *r, uint32_t seq, uint32_t b);
 bool kc_deferred_revoke(struct kvmm_region *r, uint32_t seq, uint32_t b,
 			uint32_t page_id);
 void kc_deferred_apply(struct kvmm_conn *c);
+
+/*
+ * retire.c (lock held): unmap slot i of block b, its page keeping the
+ * mapping's ref until the revocation entry naming that place is applied
+ * (kc_retired_revoke(), true when the entry named a kept page) or block b
+ * is truncated or closed (kc_retired_drop()), as the daemon keeps its
+ * hold until then; kc_retired_forget() frees the lists without touching
+ * a page (seq_free() dropped them, or a forked child forgets them).
+ */
+void kc_retire_slot(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		    uint32_t i);
+bool kc_retired_revoke(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		       uint32_t page_id);
+void kc_retired_drop(struct kvmm_region *r, uint32_t seq, uint32_t b);
+void kc_retired_forget(struct kvmm_region *r, struct kc_seq *q);
 
 /*
  * fork.c: record the connecting process (kvmm_connect); was c inherited

@@ -131,8 +131,8 @@ static int apply_block(struct kvmm_region *r, uint32_t seq, uint32_t b)
 		if (slots[i] != KC_NO_PAGE) {
 			/* its revocation is not in the ring yet (posted in
 			 * pieces): what was written here is gone all the
-			 * same */
-			kc_unmap_slot(r, seq, b, i);
+			 * same; the page stays ours until it is applied */
+			kc_retire_slot(r, seq, b, i);
 			c->st.pages_revoked++;
 		}
 		if (b < q->replaced)

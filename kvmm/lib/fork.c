@@ -75,6 +75,7 @@ static void seq_forget(struct kvmm_region *r, struct kc_seq *q)
 	}
 	free(q->block_pages);
 	free(q->deferred);
+	kc_retired_forget(r, q);
 	free(q->hashes);
 }
 

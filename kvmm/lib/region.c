@@ -58,6 +58,8 @@ void kc_unmap_blocks(struct kvmm_region *r, uint32_t seq, uint32_t from)
 
 	for (uint32_t b = from; b < r->max_blocks; b++) {
 		kc_deferred_drop(r, seq, b);
+		/* the daemon drops these holds with the close or truncate */
+		kc_retired_drop(r, seq, b);
 		if (!q->block_pages[b])
 			continue;
 		for (uint32_t i = 0; i < r->pages_per_block; i++)
@@ -77,6 +79,7 @@ static void seq_free(struct kvmm_region *r, uint32_t seq)
 	kc_unmap_blocks(r, seq, 0);
 	free(q->block_pages);
 	free(q->deferred);
+	kc_retired_forget(r, q);
 	free(q->hashes);
 	free(q->ro);
 	memset(q, 0, sizeof(*q));
@@ -319,8 +322,10 @@ static int map_block(struct kvmm_region *r, uint32_t seq, uint32_t b,
 		if (slots[i] != KC_NO_PAGE) {
 			/* the daemon took this block back (its revocation is
 			 * still in our ring) and gave fresh pages: what was
-			 * written here is gone */
-			kc_unmap_slot(r, seq, b, i);
+			 * written here is gone.  The old page stays ours
+			 * until the revocation is applied, as it stays the
+			 * daemon's hold (retire.c). */
+			kc_retire_slot(r, seq, b, i);
 			if (b < q->replaced)
 				q->replaced = b;
 			c->st.pages_revoked++;
@@ -541,7 +546,8 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		/*
 		 * A failed reply unmapped its blocks whole, also one below
 		 * q->backed that it backed again (revoked, the revocation
-		 * still in our ring, which will find nothing left to take):
+		 * still in our ring, which will find only the old pages
+		 * kept, retire.c):
 		 * the sequence is mapped only up to there, or a later extend
 		 * over it would take the ring's fast path and answer 0.
 		 */

@@ -7,7 +7,9 @@
  * every entry before it has been applied.  Applying an entry unmaps the
  * page at the place the daemon named (region, sequence and its opening,
  * block), nowhere when that place let it go already, and marks the
- * sequence as mapped only up to that block.  Revocations are applied at
+ * sequence as mapped only up to that block; where an extend's fresh page
+ * has replaced it already, it releases the old page kept for the place
+ * (retire.c).  Revocations are applied at
  * step boundaries (no kernel of ours reads the pages then) or on request;
  * so are the fresh pages the map-ahead thread got for revoked blocks
  * meanwhile (defer.c), which it must not map under a running step.
@@ -59,10 +61,15 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 				return 1;
 			}
 		}
+		if (!q->open || (e->seq_gen && q->gen != e->seq_gen))
+			continue;
+		/* an old page the engine's extend unmapped for a fresh one
+		 * (retire.c): its last ref here goes with the daemon's */
+		if (kc_retired_revoke(r, e->seq_id, e->block, e->page_id))
+			return 1;
 		/* fresh pages the map-ahead thread kept for the block,
 		 * revoked in turn before they were mapped */
-		if (q->open && (!e->seq_gen || q->gen == e->seq_gen) &&
-		    kc_deferred_revoke(r, e->seq_id, e->block, e->page_id))
+		if (kc_deferred_revoke(r, e->seq_id, e->block, e->page_id))
 			return 1;
 	}
 	if (e->seq_gen)
