@@ -527,14 +527,6 @@ static int op_prefix(struct client *cl)
 		      kvmm_seq_open_prefix(cl->r, cl->hash[fam], n, &id, &nr) :
 		      kvmm_seq_open_prefix_opts(cl->r, cl->hash[fam], n, &id,
 						&nr, &po);
-	if (err == -EPROTO && revoked(cl)) {
-		/* the known bug of tests/daemon-revoke-extend-prefix.c: an
-		 * extend replaced revoked blocks, the open shares their old
-		 * pages before the ack; libkvmm closed the sequence */
-		note("prefix open fam %u n %u mode %u: -EPROTO", fam, n, mode);
-		soak_count(SC_KNOWN_EPROTO, 1);
-		return 0;
-	}
 	a = allowed(cl, err, "seq_open_prefix", "ENOMEM EDQUOT ENOBUFS");
 	if (a)
 		return a;

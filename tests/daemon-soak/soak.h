@@ -51,9 +51,6 @@ enum soak_count {
 	SC_ENOMEM,
 	SC_EDQUOT,
 	SC_OTHER_ALLOWED, /* ENOBUFS, ENOENT pins, EROFS where due, ... */
-	/* prefix opens of a revoked client failed by the known bug of
-	 * tests/daemon-revoke-extend-prefix.c */
-	SC_KNOWN_EPROTO,
 	SC_NR
 };
 
