@@ -21,6 +21,7 @@
  */
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -41,18 +42,9 @@ static void revoke(struct td_daemon *d, struct kvmm_conn *c,
 		   struct kvmm_region *r, uint32_t seq)
 {
 	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
-	struct kvmm_conn *ac;
 
 	t_ok(kvmm_get_stats(c, &ks));
-	a.session_id = ks.session_id;
-	a.region_id = r->id;
-	a.seq_id = seq;
-	a.first_block = 0;
-	t_ok(kc_connect_admin(d->sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d->sock, ks.session_id, r->id, seq, 0));
 }
 
 /* Publish 2 blocks under h (layer 0 K of block b all tag + b), have the

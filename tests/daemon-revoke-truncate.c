@@ -16,6 +16,7 @@
  */
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -38,9 +39,8 @@ int main(void)
 					.map_ahead_set = 1 }; /* no map-ahead */
 	struct kvmm_region_opts ro = tr_small_region;
 	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	struct kvmm_status_reply st;
-	struct kvmm_conn *c, *ac;
+	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	struct td_daemon d;
 	unsigned char *k0;
@@ -61,14 +61,7 @@ int main(void)
 
 	/* the admin takes blocks 1..3 back: the daemon's length is 1 block */
 	t_ok(kvmm_get_stats(c, &ks));
-	a.session_id = ks.session_id;
-	a.region_id = r->id;
-	a.seq_id = seq;
-	a.first_block = 1;
-	t_ok(kc_connect_admin(d.sock, &ac));
-	t_ok(kc_request(ac, KVMM_CMD_ADMIN_REVOKE, &a, sizeof(a), NULL, 0,
-			NULL));
-	kvmm_disconnect(ac);
+	t_ok(ar_revoke(d.sock, ks.session_id, r->id, seq, 1));
 
 	/* not applied yet: to the client the sequence is 4 blocks long */
 	t_assert_eq(kvmm_seq_len(r, seq), 4 * TPB);
