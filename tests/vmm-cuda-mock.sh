@@ -51,6 +51,8 @@ run 0 "pool pages zeroed for a new owner through cuMemsetD8Async, waited for" \
 	env KVMM_FAULT_BACKEND=cuda "$build/tests/vmm-pool-scrub"
 run 0 "pool pages seen by another domain swapped for new allocations (cuMemCreate, export, cuMemRelease)" \
 	env KVMM_FAULT_BACKEND=cuda "$build/tests/vmm-pool-renew"
+run 0 "no read-only page fd on cuda (an importer sets its own access): the pool says -EOPNOTSUPP, kvmmd sends the exported fd" \
+	env KVMM_FAULT_BACKEND=cuda "$build/tests/vmm-pool-page-fd-readonly"
 run 0 "kvmmd and a client on the mock: host tier placed by the GPU's PCI address" \
 	env KVMM_TEST_GPU_PCI=1 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/cache-host-numa"

@@ -87,6 +87,16 @@ static int scenario(struct vmm_backend *b)
 			goto err_unmap;
 		}
 	}
+	/* What a process that may only read page 0 gets (kvmmd: a shared
+	 * block's page); cuda has none */
+	err = vmm_pool_page_fd_readonly(pool, ids[0], 0, &fd);
+	if (err == -EOPNOTSUPP)
+		err = 0;
+	else if (!err)
+		close(fd);
+	fd = -1;
+	if (err)
+		goto err_unmap;
 	/* A client's view of page 0: export, import, map at the last slot. */
 	err = b->ops->page_export(b, vmm_pool_page_handle(pool, ids[0]), &fd);
 	if (err)

@@ -31,6 +31,7 @@ const char *vmm_op_string(enum vmm_op op)
 		[VMM_OP_COPY_FROM_HOST] = "copy_from_host",
 		[VMM_OP_PAGE_FD] = "page_fd",
 		[VMM_OP_PAGE_ZERO] = "page_zero",
+		[VMM_OP_PAGE_FD_READONLY] = "page_fd_readonly",
 	};
 
 	if ((unsigned int)op >= VMM_OP_COUNT)

@@ -206,6 +206,18 @@ static int fault_page_zero(struct vmm_backend *b, vmm_handle_t page)
 	return INNER(b)->ops->page_zero(INNER(b), page);
 }
 
+static int fault_page_fd_readonly(struct vmm_backend *b, vmm_handle_t page,
+				  int *fd)
+{
+	int err = fault_hit(b, VMM_OP_PAGE_FD_READONLY);
+
+	if (err)
+		return err;
+	if (!INNER(b)->ops->page_fd_readonly)
+		return -EOPNOTSUPP;
+	return INNER(b)->ops->page_fd_readonly(INNER(b), page, fd);
+}
+
 static void fault_destroy(struct vmm_backend *b)
 {
 	vmm_backend_close(INNER(b));
@@ -235,6 +247,7 @@ static const struct vmm_ops fault_ops = {
 	.host_register = fault_host_register,
 	.host_unregister = fault_host_unregister,
 	.page_zero = fault_page_zero,
+	.page_fd_readonly = fault_page_fd_readonly,
 };
 
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out)

@@ -13,6 +13,15 @@
  *   page_fd      the memfd itself: a dup would share its open file anyway,
  *                so the pool sends this one and holds one fd per page, not
  *                two (-EOPNOTSUPP for an imported page)
+ *   page_fd_readonly
+ *                open("/proc/self/fd/N", O_RDONLY) of the memfd: a new
+ *                open file description without write access, so neither
+ *                a MAP_SHARED PROT_WRITE mapping of it nor an mprotect to
+ *                write of such a mapping is allowed (EACCES).  A receiver
+ *                could reopen it read-write through its own /proc/self/fd
+ *                but for the memfd's mode, 0400 from page_create on: only
+ *                kvmmd's uid (and root) may open it again, and that for
+ *                reading
  *   import       checks the fd is a sealed memfd of exactly one page, maps
  *                it once MAP_SHARED, PROT_NONE wherever the kernel likes
  *                (never inside a reservation: those are mapped already):
@@ -94,6 +103,9 @@ struct host_backend {
 	 * of its fd, as a created page does, instead of an anchor (set once
 	 * at open, read-only after) */
 	bool import_keeps_fd;
+	/* /proc/self/fd/N cannot be reopened (no /proc): page_fd_readonly
+	 * answers -EOPNOTSUPP (set once at open) */
+	bool no_readonly_fd;
 };
 
 static struct host_backend *to_host(struct vmm_backend *b)
@@ -290,8 +302,11 @@ static int host_page_create(struct vmm_backend *b, vmm_handle_t *page)
 			strerror(errno));
 		return err;
 	}
+	/* 0400: a process given a read-only fd of the page
+	 * (page_fd_readonly) cannot reopen it writable through its
+	 * /proc/self/fd unless it is the memfd's owner or root */
 	if (ftruncate(fd, (off_t)b->page_size) ||
-	    fcntl(fd, F_ADD_SEALS, HOST_SEALS)) {
+	    fcntl(fd, F_ADD_SEALS, HOST_SEALS) || fchmod(fd, S_IRUSR)) {
 		err = -errno;
 		vmm_log(VMM_LOG_ERR, "vmm host: size/seal page: %s",
 			strerror(errno));
@@ -377,6 +392,59 @@ static int host_page_fd(struct vmm_backend *b, vmm_handle_t page, int *fd)
 	else
 		*fd = page_memfd(page);
 	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
+/* A new read-only open file description of the memfd behind fd. */
+static int reopen_readonly(int fd)
+{
+	char path[32];
+	int nfd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	nfd = open(path, O_RDONLY | O_CLOEXEC);
+	return nfd < 0 ? -errno : nfd;
+}
+
+static int host_page_fd_readonly(struct vmm_backend *b, vmm_handle_t page,
+				 int *fd)
+{
+	struct host_backend *h = to_host(b);
+	int err = 0, nfd;
+
+	if (h->no_readonly_fd)
+		return -EOPNOTSUPP;
+	/* under the lock: a concurrent release must not close the memfd,
+	 * and another page take its number, before it is reopened */
+	pthread_mutex_lock(&h->lock);
+	if (!vmm_track_page_live(&h->track, page)) {
+		err = -EBADF;
+	} else if (is_anchor(page)) {
+		err = -EOPNOTSUPP;
+	} else {
+		nfd = reopen_readonly(page_memfd(page));
+		if (nfd < 0)
+			err = nfd;
+		else
+			*fd = nfd;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
+/* Can a memfd be reopened read-only through /proc/self/fd here? */
+static int readonly_fd_probe(void)
+{
+	int fd, nfd, err;
+
+	fd = memfd_create("kvmm-readonly-probe", MFD_CLOEXEC);
+	if (fd < 0)
+		return 0; /* page_create will say what is wrong */
+	nfd = reopen_readonly(fd);
+	err = nfd < 0 ? nfd : 0;
+	if (nfd >= 0)
+		close(nfd);
+	close(fd);
 	return err;
 }
 
@@ -785,6 +853,7 @@ static const struct vmm_ops host_ops = {
 	.host_register = host_host_register,
 	.host_unregister = host_host_unregister,
 	.page_zero = host_page_zero,
+	.page_fd_readonly = host_page_fd_readonly,
 };
 
 int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out)
@@ -792,6 +861,7 @@ int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out)
 	size_t page_size = cfg && cfg->page_size ? cfg->page_size :
 						   HOST_DEFAULT_PAGE_SIZE;
 	struct host_backend *h;
+	int err;
 
 	if (page_size % HOST_MIN_PAGE_SIZE) {
 		vmm_log(VMM_LOG_ERR,
@@ -813,6 +883,13 @@ int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out)
 	if (h->import_keeps_fd)
 		vmm_log(VMM_LOG_INFO,
 			"vmm host: mremap cannot duplicate a mapping here (valgrind?): imported pages keep their fd");
+	err = readonly_fd_probe();
+	if (err) {
+		h->no_readonly_fd = true;
+		vmm_log(VMM_LOG_WARN,
+			"vmm host: cannot reopen a page read-only through /proc/self/fd (%s): pages are handed out read-write, also to processes that may only read them",
+			strerror(-err));
+	}
 	*out = &h->base;
 	return 0;
 }

@@ -45,6 +45,13 @@
  * the new page's; the old one lives on only in processes that still hold
  * it, with what they could already read.  Ids, states and the free list
  * do not change, so nothing above the pool sees the swap.
+ *
+ * Readers.  A process that may only read a page (kvmmd: a cached block a
+ * prefix open shares) gets a read-only fd of it where the backend can
+ * make one (vmm_pool_page_fd_readonly(); host: a new read-only open file
+ * description of the memfd, made per hand-out and closed by the caller
+ * once sent, so the pool still holds one fd per page).  The cuda backend
+ * cannot: an importer sets its own access.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -479,6 +486,33 @@ int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain)
 	else if (p->seen != domain)
 		p->seen = SEEN_MIXED;
 	return p->fd;
+}
+
+int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
+			      uint64_t domain, int *fd)
+{
+	struct vmm_backend *b = pool->backend;
+	struct pool_page *p = lookup(pool, page_id);
+	int err;
+
+	if (!p || domain >= SEEN_MIXED)
+		return -EINVAL;
+	if (!b->ops->page_fd_readonly)
+		return -EOPNOTSUPP;
+	err = b->ops->page_fd_readonly(b, p->handle, fd);
+	if (err) {
+		if (err != -EOPNOTSUPP)
+			pool->st.failures++;
+		return err;
+	}
+	/* the receiver reads the page's memory: a domain it reached, as
+	 * with vmm_pool_page_fd() (a reader of another domain would read
+	 * what the next owner writes unless the page is renewed) */
+	if (p->seen == OWNER_NONE)
+		p->seen = domain;
+	else if (p->seen != domain)
+		p->seen = SEEN_MIXED;
+	return 0;
 }
 
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id)

@@ -99,6 +99,7 @@ enum vmm_op {
 	VMM_OP_COPY_FROM_HOST,
 	VMM_OP_PAGE_FD,
 	VMM_OP_PAGE_ZERO,
+	VMM_OP_PAGE_FD_READONLY,
 	VMM_OP_COUNT,
 };
 
@@ -172,6 +173,19 @@ struct vmm_ops {
 	 * a page with it before the page changes owner (vmm_pool_alloc_for()),
 	 * writing zeros through copy_from_host where it is -EOPNOTSUPP. */
 	int (*page_zero)(struct vmm_backend *b, vmm_handle_t page);
+	/* A new O_CLOEXEC fd of a created page through which the page can
+	 * only be read: a process given it cannot map the page writable,
+	 * now or later, so the pool hands it to processes that may only
+	 * read the page (kvmmd: a cached block a prefix open shares).  The
+	 * caller owns and closes it.  Host: a new open file description of
+	 * the memfd, O_RDONLY, so mmap(PROT_WRITE, MAP_SHARED) and
+	 * mprotect(PROT_WRITE) of a mapping of it fail with EACCES;
+	 * -EOPNOTSUPP for an imported page, or where /proc/self/fd cannot
+	 * be reopened (probed at open).  NULL (cuda): the backend cannot
+	 * restrict a receiver, an importer of a CUDA shareable handle sets
+	 * its own access with cuMemSetAccess. */
+	int (*page_fd_readonly)(struct vmm_backend *b, vmm_handle_t page,
+				int *fd);
 };
 
 struct vmm_backend {
@@ -223,8 +237,9 @@ int vmm_cuda_result_to_errno(int result, const char *call);
  * Arming resets op's call count, so nth counts from the arming.  The
  * wrapper owns inner once vmm_fault_wrap succeeds: closing the wrapper
  * closes inner.  Optional ops are passed through (and counted under no op),
- * except page_fd and page_zero, counted and injectable as VMM_OP_PAGE_FD
- * and VMM_OP_PAGE_ZERO (-EOPNOTSUPP, -ENOTSUP when inner has none).
+ * except page_fd, page_zero and page_fd_readonly, counted and injectable
+ * as VMM_OP_PAGE_FD, VMM_OP_PAGE_ZERO and VMM_OP_PAGE_FD_READONLY
+ * (-EOPNOTSUPP, -ENOTSUP, -EOPNOTSUPP when inner has none).
  */
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
 void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,
@@ -317,6 +332,15 @@ int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id);
  * backend, valid until the page is freed: pass it as is or dup it, never
  * close it.  -EINVAL for an unknown page or domain. */
 int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain);
+/* The same page for a process that may only read it: *fd gets a new fd
+ * that cannot map the page writable (vmm_ops.page_fd_readonly), which the
+ * caller closes once it is sent.  The domain is recorded as by
+ * vmm_pool_page_fd().  -EOPNOTSUPP where the backend cannot (cuda: an
+ * importer sets its own access; the caller then sends vmm_pool_page_fd()'s
+ * fd, which any receiver can map writable), -EINVAL for an unknown page
+ * or domain, else the backend's -errno (-EMFILE, ...). */
+int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
+			      uint64_t domain, int *fd);
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id);
 enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
 					uint32_t page_id);
