@@ -28,8 +28,9 @@
 
 #define PAGES 3072 /* --gpu-mem 12M of 4K pages */
 /* kvmmd's estimate: pages + 1024 sessions x 6 fds + 1024 pidfds of
- * quarantined processes + 256 fixed */
-#define NEED (PAGES + 1024 * 6 + 1024 + 256)
+ * quarantined processes + 256 fixed + one reply message's read-only page
+ * fds (253) */
+#define NEED (PAGES + 1024 * 6 + 1024 + 256 + 253)
 #define CAP_SYS_RESOURCE_BIT 24
 
 static const char *const args[] = { "--page-size", "4K",   "--gpu-mem", "12M",

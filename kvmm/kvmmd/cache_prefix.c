@@ -429,6 +429,22 @@ static bool kc_early_keep(struct kd_cache *c, struct kc_pending *pr,
 }
 
 /*
+ * Does block b of the reply go to the client read-only?  A block shared
+ * from the GPU or restored is the cache's copy, which every reader maps:
+ * its pages go as read-only fds (kd_session_reply_pages()), so the
+ * client cannot map them writable, whatever libkvmm does.  The
+ * sequence's own blocks stay writable: RECOMPUTE and holes (fresh pages),
+ * and an early open's block still loading, whose pages become the
+ * sequence's own if the reload fails (the client recomputes the block in
+ * them after SEQ_WAIT_READY; lifecycle.md says what that leaves open).
+ */
+static bool kc_block_readonly(const struct kc_pending *pr, uint32_t b)
+{
+	return pr->acts[b] != KVMM_BLOCK_RECOMPUTE &&
+	       pr->from[b] < POL_TIER_COUNT && pr->state[b] == KC_SLOT_READY;
+}
+
+/*
  * Answer a PREFIX_OPEN: the prefix is the leading READY blocks (early:
  * and attached WAIT ones); what the sequence holds beyond it (blocks
  * shared or restored after a failed one) goes back.  Frees pr, or keeps
@@ -449,6 +465,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	struct kd_seq *q;
 	size_t rep_len, acts_len = 0;
 	int *fds = NULL, err = -ENOENT;
+	uint32_t *ro = NULL;
 
 	if (pr->deferred)
 		c->st.prefix_opens_pending--;
@@ -536,7 +553,8 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	rep_len = sizeof(*rep) + npages * sizeof(uint32_t) + acts_len;
 	rep = calloc(1, rep_len);
 	fds = calloc(npages + 1, sizeof(*fds));
-	if (!rep || !fds) {
+	ro = calloc(npages + 1, sizeof(*ro));
+	if (!rep || !fds || !ro) {
 		kd_seq_close(r, pr->seq, false);
 		err = -ENOMEM;
 		goto err_reply;
@@ -555,20 +573,24 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 		memcpy(rep->page_ids + npages, pr->acts, acts_len);
 	for (uint32_t b = 0, k = 0; b < hit; b++) {
 		struct kd_block *blk = q->blocks[b];
+		bool shared = kc_block_readonly(pr, b);
 
 		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
 			rep->page_ids[k] = blk->pages[i];
-			if (s->held[blk->pages[i]])
+			if (s->held[blk->pages[i]]) {
 				rep->page_ids[k] |= KVMM_PAGE_HELD;
-			else
+			} else {
+				ro[nfds] = shared ? blk->pages[i] :
+						    KD_PAGE_AS_IS;
 				fds[nfds++] =
 					vmm_pool_page_fd(d->pool, blk->pages[i],
 							 kd_cache_owner(s));
+			}
 			kd_hold_page(s, blk->pages[i]);
 		}
 	}
 	rep->nr_fds = nfds;
-	kd_session_reply(s, &pr->h, 0, rep, rep_len, fds, nfds);
+	kd_session_reply_pages(s, &pr->h, 0, rep, rep_len, fds, ro, nfds);
 	if (pr->early)
 		keep = kc_early_keep(c, pr, hit);
 	goto out;
@@ -576,6 +598,7 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 err_reply:
 	kd_session_reply(s, &pr->h, err, NULL, 0, NULL, 0);
 out:
+	free(ro);
 	free(fds);
 	free(rep);
 	pr->deferred = false;

@@ -191,8 +191,10 @@ static bool prepare_sleep(void *data, bool arm)
 static void raise_nofile(struct kd_daemon *d)
 {
 	uint64_t pool_fds = d->capacity * VMM_POOL_FDS_PER_PAGE;
+	/* KVMM_MSG_MAX_FDS: one message's read-only page fds, opened while
+	 * a reply is sent (kd_session_reply_pages()) */
 	uint64_t need = pool_fds + (uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS +
-			KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS;
+			KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS + KVMM_MSG_MAX_FDS;
 	struct vmm_nofile r;
 	int err = vmm_nofile_raise(need, &r);
 

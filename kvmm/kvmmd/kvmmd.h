@@ -693,6 +693,21 @@ struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id);
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,
 		     unsigned int nfds);
+/*
+ * The same for a reply that hands out pages: fds[i] is the pool's fd of a
+ * page (vmm_pool_page_fd()), sent as is, unless ro (NULL: none) names the
+ * page there (ro[i] != KD_PAGE_AS_IS): that page is for a process that
+ * may only read it (a cached block a prefix open shares), and goes as a
+ * read-only fd (vmm_pool_page_fd_readonly()), opened for its message and
+ * closed once sent, or as fds[i] where the backend cannot make one
+ * (cuda).  One that cannot be opened fails the reply, which dooms the
+ * session (its body announced the fd).
+ */
+#define KD_PAGE_AS_IS UINT32_MAX
+int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
+			   int status, const void *body, size_t len,
+			   const int *fds, const uint32_t *ro,
+			   unsigned int nfds);
 
 /* ---- ring.c ---- */
 

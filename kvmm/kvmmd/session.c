@@ -285,13 +285,70 @@ static uint64_t slow_cmd_ns(void)
 	return ns;
 }
 
+/*
+ * The fds of one message: fds[i] as is, or, where ro[i] names a page, a
+ * read-only fd of that page, opened now and closed by put_fds() once the
+ * message went (the backend's own fd where it has no read-only one).  A
+ * reply of 8192 pages thus holds KVMM_MSG_MAX_FDS (253) extra fds at
+ * most, never one per page (raise_nofile() counts them).  -errno when one
+ * cannot be opened (those opened are closed).
+ */
+static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
+		    unsigned int n, int *out, bool *opened)
+{
+	uint64_t domain = kd_cache_owner(s);
+	int err;
+
+	for (unsigned int i = 0; i < n; i++) {
+		out[i] = fds[i];
+		opened[i] = false;
+		if (!ro || ro[i] == KD_PAGE_AS_IS)
+			continue;
+		err = vmm_pool_page_fd_readonly(s->d->pool, ro[i], domain,
+						&out[i]);
+		if (err == -EOPNOTSUPP) {
+			out[i] = fds[i]; /* cuda: no read-only handle */
+			continue;
+		}
+		if (err) {
+			vmm_log(VMM_LOG_ERR,
+				"session %u: no read-only fd for page %u: %s",
+				s->id, ro[i], strerror(-err));
+			while (i--)
+				if (opened[i])
+					close(out[i]);
+			return err;
+		}
+		opened[i] = true;
+	}
+	return 0;
+}
+
+static void put_fds(const int *fds, const bool *opened, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (opened[i])
+			close(fds[i]);
+}
+
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,
 		     unsigned int nfds)
 {
+	return kd_session_reply_pages(s, req, status, body, len, fds, NULL,
+				      nfds);
+}
+
+int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
+			   int status, const void *body, size_t len,
+			   const int *fds, const uint32_t *ro,
+			   unsigned int nfds)
+{
 	char buf[KVMM_MSG_MAX];
 	struct kvmm_msg_hdr h = { 0 };
 	unsigned int first = nfds > KVMM_MSG_MAX_FDS ? KVMM_MSG_MAX_FDS : nfds;
+	int msg_fds[KVMM_MSG_MAX_FDS];
+	bool opened[KVMM_MSG_MAX_FDS];
 	uint64_t t0;
 	int err;
 
@@ -309,7 +366,11 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	if (len)
 		memcpy(buf + sizeof(h), body, len);
 	t0 = slow_cmd_ns() ? kd_now_ns() : 0; /* the clock only when asked */
-	err = kw_send(s->fd, buf, h.size, fds, first, MSG_DONTWAIT);
+	err = take_fds(s, fds, ro, first, msg_fds, opened);
+	if (!err) {
+		err = kw_send(s->fd, buf, h.size, msg_fds, first, MSG_DONTWAIT);
+		put_fds(msg_fds, opened, first);
+	}
 	for (unsigned int i = first; !err && i < nfds; i += KVMM_MSG_MAX_FDS) {
 		unsigned int n = nfds - i;
 
@@ -334,13 +395,20 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 			else
 				h.flags &= ~KVMM_MSG_F_REPLY;
 		}
-		err = kw_send(s->fd, &h, sizeof(h), fds + i, n, MSG_DONTWAIT);
+		err = take_fds(s, fds + i, ro ? ro + i : NULL, n, msg_fds,
+			       opened);
+		if (err)
+			break;
+		err = kw_send(s->fd, &h, sizeof(h), msg_fds, n, MSG_DONTWAIT);
+		put_fds(msg_fds, opened, n);
 	}
 	if (t0)
 		s->reply_send_ns += kd_now_ns() - t0;
 	if (err) {
 		/* A client that does not read its replies is cut off rather
-		 * than allowed to block the daemon. */
+		 * than allowed to block the daemon; one whose reply lacks
+		 * the read-only fd it announced, too (its sequence holds
+		 * pages it never got). */
 		kd_session_doom(s, err == -EAGAIN ? "not reading replies" :
 						    "reply failed");
 	}
