@@ -8,7 +8,14 @@
  * round 0 is a warm-up, and the ratio is the median of the per-round
  * ratios.  The publish of the prefix is renamed too, once.
  *
- *   build/bench/scope [--rounds N] [--opens N]     (default 9, 2000)
+ * With --baseline-build DIR the second daemon is DIR's kvmmd in the
+ * shared scope instead (another build of kvmmd, e.g. main before a
+ * change, against this one, under the same client), and the ratio is
+ * this build's time over DIR's: what a daemon change costs a prefix open,
+ * under whatever load the machine has, since the rounds alternate.
+ *
+ *   build/bench/scope [--rounds N] [--opens N] [--baseline-build DIR]
+ *                                                  (default 9, 2000)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,15 +41,26 @@ static const uint64_t hashes[NB] = { 0x5c0e01, 0x5c0e02, 0x5c0e03, 0x5c0e04,
 				     0x5c0e05, 0x5c0e06, 0x5c0e07, 0x5c0e08 };
 
 /* Start side's kvmmd, connect, publish the prefix once. */
-static int setup(struct side *s, const char *scope)
+static int setup(struct side *s, const char *scope, const char *build)
 {
 	const char *args[] = { "--cache-scope", scope, NULL };
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "bench" };
+	const char *own = getenv("KVMM_BUILD");
+	char *saved = own ? strdup(own) : NULL;
 	uint32_t seq;
 	int e;
 
-	s->name = scope;
+	s->name = build ? "baseline" : scope;
+	if (build)
+		setenv("KVMM_BUILD", build, 1); /* td_start()'s kvmmd */
 	e = td_start(&s->d, args);
+	if (build) {
+		if (saved)
+			setenv("KVMM_BUILD", saved, 1);
+		else
+			unsetenv("KVMM_BUILD");
+	}
+	free(saved);
 	if (e)
 		return e;
 	co.socket_path = s->d.sock;
@@ -85,6 +103,7 @@ int main(int argc, char **argv)
 	struct side sh = { 0 }, uid = { 0 };
 	double ratio[MAX_ROUNDS], tsh[MAX_ROUNDS], tuid[MAX_ROUNDS];
 	int rounds = 9, n = 2000, k = 0;
+	const char *baseline = NULL;
 
 	/* an unknown option, or one without its value, is a usage error
 	 * (--help ran the whole benchmark) */
@@ -95,17 +114,21 @@ int main(int argc, char **argv)
 			rounds = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--opens"))
 			n = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--baseline-build"))
+			baseline = argv[i + 1];
 		else
 			rounds = 0;
 		if (!rounds)
 			break;
 	}
 	if (rounds < 2 || rounds > MAX_ROUNDS || n < 1) {
-		fprintf(stderr, "usage: scope [--rounds 2..%d] [--opens N]\n",
+		fprintf(stderr,
+			"usage: scope [--rounds 2..%d] [--opens N] [--baseline-build DIR]\n",
 			MAX_ROUNDS);
 		return 2;
 	}
-	if (setup(&sh, "shared") || setup(&uid, "uid")) {
+	if (setup(&sh, "shared", NULL) ||
+	    setup(&uid, baseline ? "shared" : "uid", baseline)) {
 		fprintf(stderr, "scope: could not start the daemons\n");
 		return 1;
 	}
@@ -124,6 +147,12 @@ int main(int argc, char **argv)
 		tsh[k] = a;
 		tuid[k] = b;
 		ratio[k++] = b / a;
+		if (baseline) {
+			ratio[k - 1] = a / b;
+			printf("round %d: this build %.2f us, baseline %.2f us, ratio %.3f\n",
+			       r, a / 1000, b / 1000, a / b);
+			continue;
+		}
 		printf("round %d: shared %.2f us, uid %.2f us, ratio %.3f\n", r,
 		       a / 1000, b / 1000, b / a);
 	}
@@ -136,6 +165,13 @@ int main(int argc, char **argv)
 		       mu = median(tuid, (unsigned)k),
 		       mr = median(ratio, (unsigned)k);
 
+		if (baseline) {
+			printf("prefix open + close of %d blocks: this build %.2f us, %s's kvmmd %.2f us (medians of %d rounds); this / baseline %.3f\n",
+			       NB, ms / 1000, baseline, mu / 1000, k, mr);
+			printf("{\"bench\":\"scope\",\"blocks\":%d,\"this_us\":%.3f,\"baseline_us\":%.3f,\"ratio\":%.4f}\n",
+			       NB, ms / 1000, mu / 1000, mr);
+			return 0;
+		}
 		printf("prefix open + close of %d blocks: shared %.2f us, uid %.2f us (medians of %d rounds); uid / shared %.3f\n",
 		       NB, ms / 1000, mu / 1000, k, mr);
 		printf("{\"bench\":\"scope\",\"blocks\":%d,\"shared_us\":%.3f,\"uid_us\":%.3f,\"ratio\":%.4f}\n",
