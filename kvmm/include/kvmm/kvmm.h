@@ -276,7 +276,9 @@ int kvmm_block_publish(struct kvmm_region *region, uint32_t seq,
  * PROT_READ, cuda: CU_MEM_ACCESS_FLAGS_PROT_READ), so a write into one
  * faults (SIGSEGV on the host backend) instead of changing the prefix
  * every other reader gets; the blocks the sequence grows past them are
- * read-write (kvmm_seq_block_readonly()).  *nr_blocks gets the prefix length in blocks; the
+ * read-write (kvmm_seq_block_readonly()).  On the host backend kvmmd
+ * sends their pages read-only as well, so no mapping of them in this
+ * process can be made writable (mprotect: EACCES).  *nr_blocks gets the prefix length in blocks; the
  * sequence's length is nr_blocks * tokens_per_block, extend it from there.
  * While blocks are restored the connection's socket is taken: every other
  * thread's socket call, and the map-ahead thread, wait until the restores

@@ -661,7 +661,10 @@ struct kvmm_block_publish_reply {
  * The sequence's length is nr_blocks * tokens_per_block; the client
  * extends it from there (a tail block is never shared).  Reply:
  * kvmm_prefix_open_reply, page ids and fds as for SEQ_EXTEND (blocks
- * 0..nr_blocks-1).
+ * 0..nr_blocks-1); on the host backend the fds of shared and restored
+ * blocks are read-only (O_RDONLY: a MAP_SHARED mapping of them cannot be
+ * writable), those of RECOMPUTE blocks and of an early open's blocks
+ * still loading read-write.
  *
  * With KVMM_PREFIX_OPEN_ACTIONS the daemon follows a restore plan
  * (kvmmd --restore-mode): a lower-tier block is either restored as above
