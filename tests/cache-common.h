@@ -116,11 +116,13 @@ static int cc_call(struct cc *c, uint16_t cmd, const void *body, size_t len,
 	return cc_recv(c, rep, cap, fds_out, nfds_out);
 }
 
-static void cc_connect(struct cc *c, const char *path)
+/* Connect as a client of ABI 1.minor (cc_connect(): this build's). */
+static void cc_connect_minor(struct cc *c, const char *path, uint16_t minor)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct kvmm_hello hello = { .size = sizeof(hello),
-				    .abi_major = KVMM_ABI_MAJOR };
+				    .abi_major = KVMM_ABI_MAJOR,
+				    .abi_minor = minor };
 	struct kvmm_hello_reply rep;
 	unsigned int n;
 
@@ -134,6 +136,11 @@ static void cc_connect(struct cc *c, const char *path)
 		     sizeof(rep), c->ring_fds, &n));
 	t_assert_eq(n, 4);
 	t_assert_eq(rep.page_size, CC_PAGE);
+}
+
+static void cc_connect(struct cc *c, const char *path)
+{
+	cc_connect_minor(c, path, KVMM_ABI_MINOR);
 }
 
 static void cc_region(struct cc *c)

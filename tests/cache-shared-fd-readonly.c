@@ -214,6 +214,53 @@ static void writer_and_reader(const char *sock)
 	fflush(stdout); /* not again from a forked child's copy */
 }
 
+/*
+ * 1b: a client of ABI 1.14, whose libkvmm mapped shared blocks
+ * read-write, still gets read-write fds (KD_RO_FDS_MINOR): its mapping
+ * would fail with EACCES on a read-only one.  A client of this build's
+ * minor got read-only ones above.
+ */
+static void old_client_reader(const char *sock)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		static char buf[KVMM_MSG_MAX];
+		struct kvmm_prefix_open_reply *rep = (void *)buf;
+		int fds[NB * CC_PPB + 1];
+		uint32_t ids[NB * CC_PPB];
+		unsigned int nfds;
+		struct cc c;
+
+		cc_connect_minor(&c, sock, 14);
+		cc_region(&c);
+		cc_prefix_send_flags(&c, hx, NB, 0);
+		t_ok(cc_recv(&c, buf, sizeof(buf), fds, &nfds));
+		t_assert_eq(rep->nr_blocks, NB);
+		t_assert_eq(rep->from_gpu, NB);
+		t_assert_eq(nfds, NB * CC_PPB);
+		for (unsigned int k = 0; k < nfds; k++) {
+			void *m = mmap(NULL, CC_PAGE, PROT_READ | PROT_WRITE,
+				       MAP_SHARED, fds[k], 0);
+
+			t_assert_eq(fcntl(fds[k], F_GETFL) & O_ACCMODE, O_RDWR);
+			t_assert(m != MAP_FAILED);
+			munmap(m, CC_PAGE);
+		}
+		cc_map(&c, rep->page_ids, NB * CC_PPB, fds, nfds);
+		for (uint32_t i = 0; i < NB * CC_PPB; i++)
+			ids[i] = rep->page_ids[i] & ~KVMM_PAGE_HELD;
+		check_bytes(c.map[ids[CC_PPB + 1]], CC_PPB + 1);
+		cc_seq_close(&c, rep->seq_id, ids, NB * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+	printf("an ABI 1.14 client: read-write fds, as before\n");
+	fflush(stdout);
+}
+
 /* 2: through libkvmm, no kvmm page mapping can be made writable. */
 static void libkvmm_reader(const char *sock)
 {
@@ -309,6 +356,7 @@ int main(void)
 
 	cc_start(&d, args);
 	writer_and_reader(d.sock);
+	old_client_reader(d.sock);
 	libkvmm_reader(d.sock);
 	restored_reader(d.sock);
 	cc_stop(&d);

@@ -62,6 +62,7 @@ static int do_hello(struct req *rq)
 	memcpy(s->name, h.name, sizeof(s->name));
 	s->name[sizeof(s->name) - 1] = '\0';
 	s->admin_only = h.flags & KVMM_HELLO_F_ADMIN;
+	s->client_minor = h.abi_minor;
 	rep.size = sizeof(rep);
 	if (!s->admin_only) {
 		err = kd_ring_create(s, &h, &rep.ring, fds);

@@ -663,8 +663,9 @@ struct kvmm_block_publish_reply {
  * kvmm_prefix_open_reply, page ids and fds as for SEQ_EXTEND (blocks
  * 0..nr_blocks-1); on the host backend the fds of shared and restored
  * blocks are read-only (O_RDONLY: a MAP_SHARED mapping of them cannot be
- * writable), those of RECOMPUTE blocks and of an early open's blocks
- * still loading read-write.
+ * writable) for a client whose HELLO says abi_minor >= 15 (an older one
+ * gets them read-write, as before), those of RECOMPUTE blocks and of an
+ * early open's blocks still loading read-write.
  *
  * With KVMM_PREFIX_OPEN_ACTIONS the daemon follows a restore plan
  * (kvmmd --restore-mode): a lower-tier block is either restored as above
