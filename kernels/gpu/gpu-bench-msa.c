@@ -63,8 +63,11 @@ static double merge_ms(uint32_t n, uint32_t rows)
 
 int main(int argc, char **argv)
 {
-	bool tiny = argc > 1 && !strcmp(argv[1], "--tiny");
-	bool quick = tiny || (argc > 1 && !strcmp(argv[1], "--quick"));
+	/* --quick: fewer sizes; --tiny: toy sizes (the emulator's run). */
+	static const char *const modes[] = { "--quick", "--tiny", NULL };
+	int mode = gpu_mode_arg(argc, argv, modes);
+	bool tiny = mode == 1;
+	bool quick = mode >= 0;
 	uint32_t sms = (uint32_t)gpu_require(stdout, 77);
 	uint32_t ctx_long = tiny ? 1024 : quick ? 8192 : 32768;
 	uint32_t batch = tiny ? 2 : 8, ctx = tiny ? 512 : 8192;

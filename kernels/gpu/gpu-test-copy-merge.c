@@ -129,7 +129,8 @@ static int merge_case(uint32_t n, uint32_t rows, uint32_t dim, uint64_t seed)
 int main(int argc, char **argv)
 {
 	/* --quick: smaller pages (the CPU emulator runs this). */
-	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+	static const char *const modes[] = { "--quick", NULL };
+	bool quick = gpu_mode_arg(argc, argv, modes) == 0;
 	size_t big = quick ? 64 << 10 : 2 << 20;
 	int bad = 0;
 

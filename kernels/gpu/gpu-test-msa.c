@@ -108,7 +108,8 @@ static double run_case(const struct msa_case_spec *sp, uint32_t sms,
 int main(int argc, char **argv)
 {
 	/* --quick: fewer and smaller cases (the CPU emulator runs this). */
-	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+	static const char *const modes[] = { "--quick", NULL };
+	bool quick = gpu_mode_arg(argc, argv, modes) == 0;
 	static const uint32_t dims[] = { 64, 128, 256 };
 	static const uint32_t groups[] = { 1, 2, 4, 8, 16 };
 	uint32_t sms = (uint32_t)gpu_require(stdout, 77), splits = 0;

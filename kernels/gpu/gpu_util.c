@@ -28,6 +28,35 @@ int gpu_require(FILE *out, int skip_code)
 	return sms;
 }
 
+static void mode_usage(FILE *f, const char *prog, const char *const *modes)
+{
+	fprintf(f, "usage: %s", prog);
+	for (int i = 0; modes[i]; i++)
+		fprintf(f, "%s%s", i ? " | " : " [", modes[i]);
+	fprintf(f, "%s\n", modes[0] ? "]" : "");
+}
+
+int gpu_mode_arg(int argc, char **argv, const char *const *modes)
+{
+	const char *prog = argc > 0 ? argv[0] : "gpu-program";
+
+	if (argc < 2)
+		return -1;
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		mode_usage(stdout, prog, modes);
+		exit(0);
+	}
+	for (int i = 0; argc == 2 && modes[i]; i++)
+		if (!strcmp(argv[1], modes[i]))
+			return i;
+	if (argc > 2)
+		fprintf(stderr, "%s: one argument at most\n", prog);
+	else
+		fprintf(stderr, "%s: unknown argument '%s'\n", prog, argv[1]);
+	mode_usage(stderr, prog, modes);
+	exit(2);
+}
+
 static void *up(const void *host, size_t bytes)
 {
 	void *d = NULL;

@@ -44,6 +44,15 @@
  */
 int gpu_require(FILE *out, int skip_code);
 
+/*
+ * The programs' one optional argument, a mode: its index in `modes` (a
+ * NULL-ended list such as { "--quick", NULL }), or -1 without one.
+ * --help prints the usage line and exits 0; anything else, or a second
+ * argument, prints it to stderr and exits 2, so a misspelt mode never
+ * starts the long default run.
+ */
+int gpu_mode_arg(int argc, char **argv, const char *const *modes);
+
 struct gpu_case {
 	struct msa_problem p; /* device pointers */
 	void *k, *v, *q;
