@@ -237,7 +237,8 @@ static void bad_input(struct cc *c)
 	t_assert_eq(cc_recv(c, NULL, 0, NULL, NULL), -EINVAL);
 	open_send(c, 0, KVMM_PREFIX_OPEN_EARLY | KVMM_PREFIX_OPEN_SEGMENTS);
 	t_assert_eq(cc_recv(c, NULL, 0, NULL, NULL), -EINVAL);
-	open_send(c, 0, 0x8 | KVMM_PREFIX_OPEN_ACTIONS);
+	/* an unknown flag (0x8 is KVMM_PREFIX_OPEN_COLLECT since 1.16) */
+	open_send(c, 0, 0x10 | KVMM_PREFIX_OPEN_ACTIONS);
 	t_assert_eq(cc_recv(c, NULL, 0, NULL, NULL), -EINVAL);
 
 	seq = cc_seq_open(c);

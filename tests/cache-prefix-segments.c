@@ -195,8 +195,8 @@ static void holes(void)
 	t_assert_eq(open_flags(&c, ha, NB, KVMM_PREFIX_OPEN_SEGMENTS, &rep, ids,
 			       acts),
 		    -EINVAL);
-	t_assert_eq(open_flags(&c, ha, NB, KVMM_PREFIX_OPEN_ACTIONS | 0x8, &rep,
-			       ids, acts),
+	t_assert_eq(open_flags(&c, ha, NB, KVMM_PREFIX_OPEN_ACTIONS | 0x10,
+			       &rep, ids, acts),
 		    -EINVAL);
 
 	/* with it: the blocks after the hole too */

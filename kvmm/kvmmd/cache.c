@@ -1351,7 +1351,7 @@ int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
 	if (bp.flags || !kw_all_zero(bp.reserved, sizeof(bp.reserved)))
 		return -EINVAL;
 	err = kd_region_lookup(s, bp.region_id, &r) ?:
-		      kd_seq_lookup(r, bp.seq_id, &q);
+		      kd_seq_lookup_client(r, bp.seq_id, &q);
 	if (err)
 		return err;
 	if (!bp.nr_blocks || bp.first_block >= r->max_blocks ||
@@ -1390,7 +1390,7 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return err;
 	/* the request passed kd_cache_publish_check() (proto.c) */
 	err = kd_region_lookup(s, bp.region_id, &r) ?:
-		      kd_seq_lookup(r, bp.seq_id, &q);
+		      kd_seq_lookup_client(r, bp.seq_id, &q);
 	if (err)
 		goto out;
 	err = kc_open(c, r->pages_per_block);

@@ -50,6 +50,10 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len);
+/* PREFIX_COLLECT (ABI 1.16): the reply of a KVMM_PREFIX_OPEN_COLLECT open
+ * once it is ready, -EAGAIN before, -ENOENT for no such open. */
+int kd_cache_prefix_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			    const void *p, size_t len);
 /* BLOCK_PUBLISH's request (body, len bytes) well formed and naming blocks
  * of the session's sequence: 0, or -errno (the size rule's -E2BIG, -EINVAL,
  * the ids' -ENOENT); run before the two below, which rely on it. */
@@ -72,6 +76,16 @@ void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from);
  */
 bool kd_cache_seq_opening(struct kd_session *s, uint32_t region_id,
 			  uint32_t seq);
+/* ... any sequence of s's region region_id. */
+bool kd_cache_region_opening(struct kd_session *s, uint32_t region_id);
+/*
+ * A thread of s may be blocked in a call that waits for restores without
+ * the socket (ABI 1.16): a KVMM_PREFIX_OPEN_COLLECT open whose reply is not
+ * ready, or an early open with blocks still loading (a blocking
+ * kvmm_seq_wait_ready() polls them).  Its revocation clock stops then, as
+ * a deferred session's does: both end when the restores do.
+ */
+bool kd_cache_session_waits(struct kd_session *s);
 
 /* Hooks: a sequence stops using a published block (region.c); a session
  * ends (session.c: its PREFIX_OPEN waiting for restores, or its command

@@ -9,7 +9,11 @@
  * the last block found.  With KVMM_PREFIX_OPEN_EARLY the sequence takes
  * each restore's fresh pages as soon as it is submitted and the reply goes
  * once every block has pages; the record stays for SEQ_WAIT_READY
- * (cache_ready.c) until the reloads are done.
+ * (cache_ready.c) until the reloads are done.  With
+ * KVMM_PREFIX_OPEN_COLLECT an open that waits answers at once that it
+ * does, the session's socket stays read, and the reply goes to the
+ * PREFIX_COLLECT that comes after the ring's notify word moved
+ * (cache_ready.c).
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -396,7 +400,7 @@ void kc_pending_free(struct kc_pending *pr)
 
 /* The reply can go: no block before the first failed one still waits
  * (early: still waits without its pages). */
-static bool kc_pending_ready(const struct kc_pending *pr)
+bool kc_pending_ready(const struct kc_pending *pr)
 {
 	if (!pr->nwait)
 		return true;
@@ -452,11 +456,12 @@ static bool kc_block_readonly(const struct kc_pending *pr, uint32_t b)
  * deferred session reads its socket again (and may end, when the reply
  * could not be sent).
  */
-static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
+void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 {
 	struct kd_session *s = pr->s;
 	struct kd_daemon *d = c->d;
-	bool deferred = pr->deferred, keep = false;
+	/* a COLLECT open's session was never deferred */
+	bool deferred = pr->deferred && !pr->collect, keep = false;
 	uint32_t from_tier[POL_TIER_COUNT] = { 0 };
 	struct kvmm_prefix_open_reply *rep = NULL;
 	uint32_t hit = 0, nrecompute = 0, nholes = 0, nfds = 0, npages;
@@ -470,8 +475,9 @@ static void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	if (pr->deferred)
 		c->st.prefix_opens_pending--;
 	if (kd_region_lookup(s, pr->region_id, &r))
-		goto err_reply; /* cannot happen: the session was paused */
+		goto err_reply; /* cannot happen: paused, or -EBUSY */
 	q = &r->seqs[pr->seq];
+	q->opening = false; /* the client's from this reply on */
 	while (hit < pr->lim &&
 	       (pr->state[hit] == KC_SLOT_READY ||
 		(pr->state[hit] == KC_SLOT_WAIT && pr->att[hit])) &&
@@ -689,6 +695,16 @@ void kc_settle(struct kd_cache *c)
 			pp = &pr->next;
 			continue;
 		}
+		if (pr->collect) {
+			/* its PREFIX_COLLECT takes the reply: tell the
+			 * client once */
+			if (!pr->told) {
+				pr->told = true;
+				kd_ring_notify(pr->s);
+			}
+			pp = &pr->next;
+			continue;
+		}
 		*pp = pr->next;
 		pr->next = done;
 		done = pr;
@@ -881,7 +897,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return err;
 	err = -EINVAL;
 	if ((po.flags & ~(KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS |
-			  KVMM_PREFIX_OPEN_EARLY)) ||
+			  KVMM_PREFIX_OPEN_EARLY | KVMM_PREFIX_OPEN_COLLECT)) ||
 	    !kw_all_zero(po.reserved, sizeof(po.reserved)))
 		goto out;
 	/* holes come back as RECOMPUTE, and an early reply's reloads may
@@ -953,6 +969,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->want_acts = po.flags & KVMM_PREFIX_OPEN_ACTIONS;
 	pr->segments = segments;
 	pr->early = po.flags & KVMM_PREFIX_OPEN_EARLY;
+	pr->collect = po.flags & KVMM_PREFIX_OPEN_COLLECT;
 	pr->gen = r->seqs[seq].gen;
 	pr->hashes = hashes;
 	hashes = NULL;
@@ -978,6 +995,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->next = c->pending;
 	c->pending = pr;
 	c->st.prefix_opens_pending++;
+	r->seqs[seq].opening = true;
+	if (pr->collect) {
+		kc_pending_say_pending(s, h, r, pr);
+		return 0;
+	}
 	kd_session_defer(s);
 	return 0;
 

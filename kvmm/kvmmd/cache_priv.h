@@ -177,6 +177,10 @@ struct kc_pending {
 	 * or closed (kd_cache_seq_cut()) or the session ends.
 	 */
 	bool early;
+	/* KVMM_PREFIX_OPEN_COLLECT (ABI 1.16): the session is not deferred;
+	 * the reply goes to its PREFIX_COLLECT once ready (told: the notify
+	 * word said so) */
+	bool collect, told;
 	bool replied;
 	bool waiting; /* a SEQ_WAIT_READY (wh, wupto) waits: session deferred */
 	uint32_t gen; /* the sequence's kd_seq.gen */
@@ -466,12 +470,20 @@ void kc_pending_free(struct kc_pending *pr);
 bool kc_restore_wanted(struct kd_cache *c, uint64_t hash);
 void kc_pending_call_off(struct kd_cache *c, struct kc_pending *pr,
 			 uint32_t from, uint32_t to);
+/* pr's reply can go (kc_pending_finish() sends it: to pr->h, then frees
+ * pr or keeps it, early, in the pending list; pr is unlinked first) */
+bool kc_pending_ready(const struct kc_pending *pr);
+void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr);
 
 /* cache_ready.c: the records of early opens after their reply (replied):
  * answer the SEQ_WAIT_READYs that no longer wait, free the records that
  * have nothing left to say; from kc_settle() */
 void kc_ready_sweep(struct kd_cache *c);
 uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto);
+/* A KVMM_PREFIX_OPEN_COLLECT open (h) of r that waits: answer that it
+ * does (KVMM_PREFIX_REPLY_PENDING) */
+void kc_pending_say_pending(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			    struct kd_region *r, const struct kc_pending *pr);
 
 /* cache_park.c */
 void kc_park_run(struct kd_cache *c);

@@ -17,6 +17,13 @@
  * read meanwhile: replies keep request order) and is answered from
  * kc_settle() (kc_ready_sweep()) once no block below its upto_block still
  * loads.
+ *
+ * PREFIX_COLLECT (ABI 1.16) takes the reply of a KVMM_PREFIX_OPEN_COLLECT
+ * open, which answered at once that it waits instead of deferring its
+ * session: libkvmm's blocking calls wait on the ring's notify word, not
+ * on the socket, so the connection's other threads keep using it.  The
+ * word moves (kd_ring_notify()) when such an open can reply and when a
+ * block of an early open settles or leaves its sequence.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -38,6 +45,28 @@ static struct kc_pending *kc_ready_find(struct kd_cache *c,
 		    pr->seq == seq && pr->gen == gen)
 			return pr;
 	return NULL;
+}
+
+bool kd_cache_session_waits(struct kd_session *s)
+{
+	struct kd_cache *c = s->d->cache;
+
+	for (struct kc_pending *pr = c ? c->pending : NULL; pr; pr = pr->next)
+		if (pr->s == s &&
+		    (pr->replied ? pr->nwait > 0 :
+				   pr->collect && !kc_pending_ready(pr)))
+			return true;
+	return false;
+}
+
+bool kd_cache_region_opening(struct kd_session *s, uint32_t region_id)
+{
+	struct kd_cache *c = s->d->cache;
+
+	for (struct kc_pending *pr = c ? c->pending : NULL; pr; pr = pr->next)
+		if (!pr->replied && pr->s == s && pr->region_id == region_id)
+			return true;
+	return false;
 }
 
 bool kd_cache_seq_opening(struct kd_session *s, uint32_t region_id,
@@ -131,7 +160,7 @@ int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = kd_region_lookup(s, w.region_id, &r);
 	if (err)
 		return err;
-	err = kd_seq_lookup(r, w.seq_id, &q);
+	err = kd_seq_lookup_client(r, w.seq_id, &q);
 	if (err)
 		return err;
 	if (w.upto_block > r->max_blocks)
@@ -149,6 +178,52 @@ int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pr->wupto = w.upto_block;
 	kd_session_defer(s);
 	return 0;
+}
+
+void kc_pending_say_pending(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			    struct kd_region *r, const struct kc_pending *pr)
+{
+	struct kvmm_prefix_open_reply rep = { .size = sizeof(rep) };
+
+	rep.seq_id = pr->seq;
+	rep.seq_gen = pr->gen;
+	rep.pages_per_block = r->pages_per_block;
+	rep.flags = KVMM_PREFIX_REPLY_PENDING;
+	kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
+}
+
+int kd_cache_prefix_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			    const void *p, size_t len)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kvmm_region_ref ref;
+	struct kc_pending **pp, *pr;
+	struct kd_region *r;
+	int err;
+
+	err = kw_copy_struct(&ref, sizeof(ref), sizeof(ref), p, len);
+	if (err)
+		return err;
+	if (ref.flags || !kw_all_zero(ref.reserved, sizeof(ref.reserved)))
+		return -EINVAL;
+	err = kd_region_lookup(s, ref.region_id, &r);
+	if (err)
+		return err;
+	if (ref.seq_id >= r->max_seqs)
+		return -EINVAL;
+	for (pp = c ? &c->pending : NULL; pp && *pp; pp = &(*pp)->next) {
+		pr = *pp;
+		if (pr->s != s || pr->replied || !pr->collect ||
+		    pr->region_id != ref.region_id || pr->seq != ref.seq_id)
+			continue;
+		if (!kc_pending_ready(pr))
+			return -EAGAIN; /* the notify word moves when it is */
+		*pp = pr->next;
+		pr->h = *h; /* the reply answers this request */
+		kc_pending_finish(c, pr);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 /* Answer pr's SEQ_WAIT_READY; the session reads its socket again (and
@@ -243,6 +318,8 @@ void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from)
 		kc_pending_call_off(c, pr, from, lim);
 		cut = true;
 	}
+	if (cut) /* a waiter polling these blocks asks again */
+		kd_ring_notify(s);
 	/* a record with nothing left goes, a SEQ_WAIT_READY (a revocation
 	 * from another session) is answered: from the loop */
 	if (cut && !c->settle_timer.armed)

@@ -246,6 +246,8 @@ static uint32_t kc_restore_hand_out(struct kd_cache *c, struct kc_entry *e,
 			    pr->hashes[i] != e->hash)
 				continue;
 			pr->nwait--;
+			if (pr->replied) /* an early open's waiter asks again */
+				kd_ring_notify(pr->s);
 			if (!r) {
 				pr->state[i] = KC_SLOT_FAILED;
 				/* after an early reply: the client recomputes

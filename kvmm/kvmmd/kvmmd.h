@@ -389,6 +389,10 @@ struct kd_block {
 
 struct kd_seq {
 	bool open;
+	/* a PREFIX_OPEN that opened it has not replied (or, with
+	 * KVMM_PREFIX_OPEN_COLLECT, its reply is not collected): the
+	 * client's commands naming it are -EBUSY (kd_seq_lookup_client()) */
+	bool opening;
 	/* opened by a PREFIX_OPEN whose hashes brought few blocks the cache
 	 * did not know (pol_cache_few_new): its blocks' accesses say so */
 	bool few_new;
@@ -446,6 +450,10 @@ void kd_region_destroy(struct kd_region *r, bool unhold);
  * session's. */
 int kd_region_lookup(struct kd_session *s, uint32_t id, struct kd_region **out);
 int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
+/* kd_seq_lookup() for a client's command: -EBUSY while a PREFIX_OPEN
+ * still opens the sequence (its blocks are not the client's yet). */
+int kd_seq_lookup_client(struct kd_region *r, uint32_t seq,
+			 struct kd_seq **out);
 /* Opens a sequence with an empty block table. */
 int kd_seq_open(struct kd_region *r, uint32_t *seq);
 /* Room in seq's table for blocks [0, nr) (nr <= max_blocks): 0, -ENOBUFS
@@ -733,6 +741,9 @@ void kd_ring_destroy(struct kd_session *s);
 /* Consume submissions; true if any were handled. */
 bool kd_ring_poll(struct kd_session *s);
 void kd_ring_need_wakeup(struct kd_session *s, bool on);
+/* Bump the ring's notify word and wake the client's threads waiting on it
+ * (a PREFIX_COLLECT reply is ready, an early open's block settled). */
+void kd_ring_notify(struct kd_session *s);
 bool kd_ring_pending(struct kd_session *s);
 /* Free revocation entries (and the ring's size); -ECONNRESET when the
  * client corrupted the ring's head (the session is doomed). */

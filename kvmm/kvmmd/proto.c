@@ -123,6 +123,10 @@ static int do_region_destroy(struct req *rq)
 
 	if (err)
 		return err;
+	/* a PREFIX_OPEN whose reply is to be collected still opens one of
+	 * its sequences (libkvmm never destroys a region in use) */
+	if (kd_cache_region_opening(rq->s, r->id))
+		return -EBUSY;
 	kd_cache_seq_cut(r, UINT32_MAX, 0); /* early opens' reloads */
 	kd_revoke_unmapped(rq->s, r->id, UINT32_MAX, 0, 0);
 	kd_region_destroy(r, true);
@@ -155,7 +159,7 @@ static int do_seq_close(struct req *rq)
 
 	if (err)
 		return err;
-	err = kd_seq_lookup(r, ref.seq_id, &q);
+	err = kd_seq_lookup_client(r, ref.seq_id, &q);
 	if (err)
 		return err;
 	kd_cache_seq_cut(r, ref.seq_id, 0); /* an early open's reloads */
@@ -181,7 +185,7 @@ static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
 	err = kd_region_lookup(rq->s, ex->region_id, r);
 	if (err)
 		return err;
-	err = kd_seq_lookup(*r, ex->seq_id, q);
+	err = kd_seq_lookup_client(*r, ex->seq_id, q);
 	if (err)
 		return err;
 	if (ex->new_len > (*r)->max_tokens)
@@ -741,6 +745,8 @@ static int dispatch(struct req *rq)
 									    1;
 	case KVMM_CMD_PREFIX_OPEN:
 		return kd_cache_prefix_open(s, rq->h, rq->p, rq->len) ?: 1;
+	case KVMM_CMD_PREFIX_COLLECT:
+		return kd_cache_prefix_collect(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_TIER_STATS:
 		return do_tier_stats(rq);
 	case KVMM_CMD_BLOCK_PIN:
@@ -817,7 +823,7 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 	case KVMM_CMD_SEQ_EXTEND:
 		res = kd_region_lookup(s, sqe->region_id, &r);
 		if (!res)
-			res = kd_seq_lookup(r, sqe->seq_id, &q);
+			res = kd_seq_lookup_client(r, sqe->seq_id, &q);
 		if (res)
 			break;
 		if (sqe->arg0 > r->max_tokens) {

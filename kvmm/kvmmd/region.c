@@ -196,6 +196,13 @@ int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out)
 	return 0;
 }
 
+int kd_seq_lookup_client(struct kd_region *r, uint32_t seq, struct kd_seq **out)
+{
+	int err = kd_seq_lookup(r, seq, out);
+
+	return !err && (*out)->opening ? -EBUSY : err;
+}
+
 int kd_seq_open(struct kd_region *r, uint32_t *seq)
 {
 	for (uint32_t i = 0; i < r->max_seqs; i++) {
@@ -204,6 +211,7 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 		if (q->open)
 			continue;
 		q->open = true;
+		q->opening = false;
 		q->len = 0;
 		q->few_new = false;
 		if (!++r->next_seq_gen) /* 0 means unknown on the wire */
@@ -316,6 +324,7 @@ void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold)
 	kd_seq_drop_blocks(r, seq, 0, unhold);
 	(void)seq_resize(r, q, 0); /* cannot fail */
 	q->open = false;
+	q->opening = false;
 	q->len = 0;
 	r->nr_open--;
 	r->owner->nr_sequences--;

@@ -38,6 +38,15 @@ static void on_timeout(struct kd_loop *loop, struct kd_timer *t)
 	 * while it does): its clock stops, kd_revoke_resume() re-arms */
 	if (s->reply_deferred)
 		return;
+	/* or a thread of it waits for restores without the socket (ABI
+	 * 1.16, cache_ready.c): its clock stops as well, in steps of the
+	 * timeout, for as long as the daemon's restores last */
+	if (kd_cache_session_waits(s)) {
+		uint64_t timeout_ns = s->d->cfg.revoke_timeout_ms * 1000000ull;
+
+		kd_revoke_resume(s, kd_now_ns() - timeout_ns);
+		return;
+	}
 	s->d->ctr.revocations_timed_out++;
 	s->revoke_timed_out = true;
 	vmm_log(VMM_LOG_WARN,

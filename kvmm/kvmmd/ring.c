@@ -13,14 +13,24 @@
  * KVMM_RING_F_NEED_WAKEUP (it is about to sleep); the daemon writes cq_efd
  * only when the client has set KVMM_RING_CF_CQ_WAIT, and rv_efd whenever
  * it posts revocations (that one is kvmm_poll_fd()).
+ *
+ * The notify word (ABI 1.16) is no doorbell: libkvmm's threads that wait
+ * for a deferred reply without the socket (a PREFIX_COLLECT, an early
+ * open's blocks) sleep on it with FUTEX_WAIT, and the daemon bumps it and
+ * wakes them all whenever one of those may have changed; each then asks
+ * again over the socket.  A futex, not an eventfd: several threads wait
+ * on it at once and none of them consumes the event.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/kvmmd.h"
@@ -131,6 +141,8 @@ void kd_ring_destroy(struct kd_session *s)
 	if (!kr)
 		return;
 	kd_telemetry_session_remove(s->d, s->id);
+	/* its waiters ask again, and learn the session is gone */
+	kd_ring_notify(s);
 	kd_loop_del(&s->d->loop, &kr->sq_file);
 	close(kr->sq_efd);
 	close(kr->cq_efd);
@@ -148,6 +160,20 @@ static void doorbell(int efd)
 	if (write(efd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: the counter is saturated, the peer wakes anyway. */
 	}
+}
+
+void kd_ring_notify(struct kd_session *s)
+{
+	struct kd_ring *kr = s->ring;
+
+	if (!kr || !kr->r.notify)
+		return;
+	/* orders what the waiter will ask about before the bump it sees */
+	__atomic_fetch_add(kr->r.notify, 1, __ATOMIC_SEQ_CST);
+	/* a shared futex: the word lives in the session's memfd, mapped
+	 * by the client too (no FUTEX_PRIVATE_FLAG) */
+	(void)syscall(SYS_futex, kr->r.notify, FUTEX_WAKE, INT_MAX, NULL, NULL,
+		      0);
 }
 
 bool kd_ring_pending(struct kd_session *s)

@@ -171,6 +171,16 @@ int kc_ring_submit_wait(struct kvmm_conn *c, struct kvmm_sqe *sqes,
 int kc_ring_cmd(struct kvmm_conn *c, uint16_t cmd, uint32_t region,
 		uint32_t seq, uint64_t arg0, uint64_t *value);
 bool kc_revocations_pending(struct kvmm_conn *c);
+/*
+ * The ring's notify word (ABI 1.16; kc_can_notify() false before it, and
+ * on an admin connection): a thread that waits for a deferred reply
+ * without the socket reads it (kc_notify_seen()), asks over the socket,
+ * and when the answer is "not yet" sleeps until the word moves from what
+ * it read (kc_notify_wait(): 0, or -ECONNRESET when the daemon hung up).
+ */
+bool kc_can_notify(struct kvmm_conn *c);
+uint32_t kc_notify_seen(struct kvmm_conn *c);
+int kc_notify_wait(struct kvmm_conn *c, uint32_t seen);
 
 /* A connection without rings or a backend, for kvmmctl. */
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out);

@@ -6,6 +6,15 @@
  * process already holds (another of its sequences shares the block) come
  * with KVMM_PAGE_HELD and are mapped once more from the import cache; the
  * others come with an fd.
+ *
+ * An open whose reply the daemon would defer (restores from a lower tier)
+ * holds the socket only for its request and for the reply's collection
+ * (KVMM_PREFIX_OPEN_COLLECT, ABI 1.16): in between it waits on the ring's
+ * notify word, and the connection's other threads (extends, steps,
+ * revocations, the map-ahead thread) use the socket meanwhile.  The pages
+ * still arrive in a reply received and mapped under sock_lock, so a
+ * revocation never overtakes their mapping (lifecycle.md, "Ordering
+ * guarantees").  A blocking kvmm_seq_wait_ready() polls the same way.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -134,6 +143,42 @@ static int prefix_check(struct kc_import *im, const void *body, size_t len)
 	return 0;
 }
 
+/*
+ * The open was answered KVMM_PREFIX_REPLY_PENDING (rep, len): wait for its
+ * reply without the socket and collect it into rep.  sock_lock held on
+ * entry and on return; seen: the notify word read before the open was
+ * sent.  An error the collection answers means the open failed (as a
+ * deferred open's error reply does: no sequence is ours).
+ */
+static int prefix_collect(struct kvmm_conn *c, struct kc_import *im,
+			  struct prefix_args *pa, uint32_t seen,
+			  struct kvmm_prefix_open_reply *rep, size_t *len)
+{
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	int err;
+
+	if (rep->nr_blocks || rep->nr_fds)
+		return -EPROTO;
+	ref.region_id = pa->r->id;
+	ref.seq_id = rep->seq_id;
+	do {
+		/* from here on what the reply says is this request's */
+		kc_import_init(im, c, prefix_check, pa);
+		pthread_mutex_unlock(&c->sock_lock);
+		err = kc_notify_wait(c, seen);
+		pthread_mutex_lock(&c->sock_lock);
+		if (err)
+			break;
+		seen = kc_notify_seen(c); /* before the daemon looks */
+		err = kc_import_request(im, KVMM_CMD_PREFIX_COLLECT, &ref,
+					sizeof(ref), rep, KVMM_MSG_MAX, len);
+	} while (err == -EAGAIN && !im->body_ok);
+	if (!err && (rep->seq_id != ref.seq_id ||
+		     (rep->flags & KVMM_PREFIX_REPLY_PENDING)))
+		err = -EPROTO;
+	return err;
+}
+
 int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 			      uint32_t nr_hashes, uint32_t *seq,
 			      uint32_t *nr_blocks,
@@ -152,7 +197,8 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	char *req = NULL;
 	size_t len = 0, rlen, n = 0;
 	const uint8_t *acts = NULL;
-	bool clash = false, *ro = NULL;
+	bool clash = false, *ro = NULL, collect;
+	uint32_t seen = 0;
 	int err;
 
 	if (!r || !hashes || !seq || !nr_blocks || !nr_hashes ||
@@ -196,13 +242,22 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	po.nr_hashes = nr_hashes;
 	if (o)
 		po.flags = KVMM_PREFIX_OPEN_ACTIONS | o->flags;
+	/* a daemon before 1.16 defers the reply, holding the socket */
+	collect = kc_can_notify(c);
+	if (collect)
+		po.flags |= KVMM_PREFIX_OPEN_COLLECT;
 	memcpy(req, &po, sizeof(po));
 	memcpy(req + sizeof(po), hashes, nr_hashes * sizeof(uint64_t));
 	pthread_mutex_lock(&c->sock_lock);
+	if (collect)
+		seen = kc_notify_seen(c);
 	/* Each message's pages are imported as its fds arrive. */
 	kc_import_init(&im, c, prefix_check, &pa);
 	err = kc_import_request(&im, KVMM_CMD_PREFIX_OPEN, req, rlen, rep,
 				KVMM_MSG_MAX, &len);
+	if (!err && (rep->flags & KVMM_PREFIX_REPLY_PENDING))
+		err = collect ? prefix_collect(c, &im, &pa, seen, rep, &len) :
+				-EPROTO;
 	if (err && !im.body_ok)
 		goto out_unlock; /* no sequence opened that we know of */
 	/* From here on the daemon has opened rep->seq_id for us. */
@@ -276,25 +331,18 @@ out:
 	return err;
 }
 
-int kvmm_seq_wait_ready(struct kvmm_region *r, uint32_t seq,
-			uint32_t upto_block, uint32_t flags, uint32_t *failed,
-			uint32_t max_failed, uint32_t *pending)
+/* One SEQ_WAIT_READY (kvmm_seq_wait_ready(), arguments checked). */
+static int wait_ready_once(struct kvmm_region *r, uint32_t seq,
+			   uint32_t upto_block, uint32_t flags,
+			   uint32_t *failed, uint32_t max_failed,
+			   uint32_t *pending)
 {
 	struct kvmm_seq_wait_ready w = { .size = sizeof(w) };
 	struct kvmm_seq_wait_ready_reply *rep;
-	struct kvmm_conn *c;
+	struct kvmm_conn *c = r->conn;
 	size_t len = 0, cap;
 	int err;
 
-	if (!r || (flags & ~KVMM_WAIT_READY_POLL) || (max_failed && !failed))
-		return -EINVAL;
-	c = r->conn;
-	if (kc_inherited(c))
-		return -ECHILD; /* before sock_lock: fork.c */
-	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 8)
-		return -EOPNOTSUPP; /* it would answer -ENOTTY */
-	if (upto_block > r->max_blocks)
-		return -EINVAL;
 	cap = sizeof(*rep) + (size_t)upto_block * sizeof(uint32_t);
 	rep = malloc(cap);
 	if (!rep)
@@ -334,5 +382,48 @@ int kvmm_seq_wait_ready(struct kvmm_region *r, uint32_t seq,
 		err = (int)rep->nr_failed;
 	}
 	free(rep);
+	return err;
+}
+
+int kvmm_seq_wait_ready(struct kvmm_region *r, uint32_t seq,
+			uint32_t upto_block, uint32_t flags, uint32_t *failed,
+			uint32_t max_failed, uint32_t *pending)
+{
+	uint32_t left = 0;
+	struct kvmm_conn *c;
+	int err;
+
+	if (!r || (flags & ~KVMM_WAIT_READY_POLL) || (max_failed && !failed))
+		return -EINVAL;
+	c = r->conn;
+	if (kc_inherited(c))
+		return -ECHILD; /* before sock_lock: fork.c */
+	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 8)
+		return -EOPNOTSUPP; /* it would answer -ENOTTY */
+	if (upto_block > r->max_blocks)
+		return -EINVAL;
+	if ((flags & KVMM_WAIT_READY_POLL) || !kc_can_notify(c))
+		/* a daemon before 1.16 defers the reply, holding the
+		 * socket */
+		return wait_ready_once(r, seq, upto_block, flags, failed,
+				       max_failed, pending);
+	/*
+	 * Blocking: poll, and sleep on the notify word between polls (the
+	 * daemon moves it when a block of the sequence settles or leaves
+	 * it), so the socket is the other threads' meanwhile.
+	 */
+	for (;;) {
+		uint32_t seen = kc_notify_seen(c);
+
+		err = wait_ready_once(r, seq, upto_block, KVMM_WAIT_READY_POLL,
+				      failed, max_failed, &left);
+		if (err < 0 || !left)
+			break;
+		err = kc_notify_wait(c, seen);
+		if (err)
+			break;
+	}
+	if (pending && err >= 0)
+		*pending = 0;
 	return err;
 }

@@ -5,12 +5,16 @@
  * microsecond while it is polling), then sets KVMM_RING_CF_CQ_WAIT and
  * sleeps on the CQ doorbell and the socket (whose hang-up means the daemon
  * is gone).  Submissions ring the SQ doorbell only when the daemon said it
- * sleeps (KVMM_RING_F_NEED_WAKEUP).
+ * sleeps (KVMM_RING_F_NEED_WAKEUP).  A call whose reply the daemon
+ * defers (ABI 1.16: a prefix open's restores, an early open's reloads)
+ * waits without the socket on the ring's notify word (kc_notify_wait()).
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +37,36 @@ bool kc_revocations_pending(struct kvmm_conn *c)
 	return c->ring_mem &&
 	       kr_load_acquire(c->r.rq.tail) !=
 		       __atomic_load_n(&c->rq_head, __ATOMIC_RELAXED);
+}
+
+bool kc_can_notify(struct kvmm_conn *c)
+{
+	return c->r.notify && c->hello.abi_major == KVMM_ABI_MAJOR &&
+	       c->hello.abi_minor >= 16;
+}
+
+uint32_t kc_notify_seen(struct kvmm_conn *c)
+{
+	/* pairs with the daemon's bump after it changed what we ask about */
+	return kr_load_acquire(c->r.notify);
+}
+
+int kc_notify_wait(struct kvmm_conn *c, uint32_t seen)
+{
+	/* a daemon that dies bumps nothing: look at the socket each second
+	 * (one that ends the session, or stops, bumps it) */
+	struct timespec ts = { .tv_sec = 1 };
+	struct pollfd p = { .fd = c->sock, .events = 0 };
+
+	/* a shared futex: the word is in the ring's memfd, which kvmmd
+	 * maps too (no FUTEX_PRIVATE_FLAG) */
+	if (syscall(SYS_futex, c->r.notify, FUTEX_WAIT, seen, &ts, NULL, 0) <
+		    0 &&
+	    errno != EAGAIN && errno != EINTR && errno != ETIMEDOUT)
+		return -errno;
+	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+		return -ECONNRESET;
+	return 0;
 }
 
 /* Wait until the CQ holds at least one entry; ring_lock held. */

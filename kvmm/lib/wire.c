@@ -203,6 +203,7 @@ int kr_layout(uint32_t sq, uint32_t cq, uint32_t rq,
 	off->cq_tail = 320;
 	off->rq_head = 384;
 	off->rq_tail = 448;
+	off->notify = 512; /* ABI 1.16 */
 	pos = 4096;
 	off->sq_entries = sq;
 	off->sq_array = pos;
@@ -248,6 +249,10 @@ int kr_attach(void *mem, size_t size, const struct kvmm_ring_offsets *off,
 	r->size = size;
 	r->flags = (uint32_t *)(m + off->flags);
 	r->client_flags = (uint32_t *)(m + off->client_flags);
+	/* a daemon before ABI 1.16 has none (0: the offset of flags) */
+	r->notify = off->notify && word_ok(off->notify, size) ?
+			    (uint32_t *)(m + off->notify) :
+			    NULL;
 	r->sq = (struct kr_ring){ (uint32_t *)(m + off->sq_head),
 				  (uint32_t *)(m + off->sq_tail),
 				  off->sq_entries, off->sq_entries - 1,

@@ -123,6 +123,9 @@ struct kr_rings {
 	size_t size;
 	uint32_t *flags; /* daemon -> client: KVMM_RING_F_* */
 	uint32_t *client_flags; /* client -> daemon: KVMM_RING_CF_* */
+	/* daemon -> client: bumped when a deferred reply is ready (futex);
+	 * NULL from a daemon before ABI 1.16 */
+	uint32_t *notify;
 	struct kr_ring sq, cq, rq;
 };
 

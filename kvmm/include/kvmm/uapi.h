@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 15
+#define KVMM_ABI_MINOR 16
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -79,6 +79,7 @@ enum kvmm_cmd {
 	KVMM_CMD_RESTORE_PLAN = 0x52,
 	KVMM_CMD_BLOCK_PIN = 0x53,
 	KVMM_CMD_BLOCK_UNPIN = 0x54,
+	KVMM_CMD_PREFIX_COLLECT = 0x55, /* ABI 1.16 */
 	KVMM_CMD_TIER_STATS = 0x58,
 	/* administration (root or the daemon's uid) */
 	KVMM_CMD_ADMIN_STATUS = 0x80,
@@ -136,7 +137,11 @@ struct kvmm_ring_offsets {
 	/* telemetry fallback counters (ebpf/telemetry_shm.h) the client
 	 * writes when BPF is unavailable; tel_size 0 = none */
 	uint32_t tel_off, tel_size;
-	uint32_t reserved[6];
+	/* u32 word the daemon increments, then FUTEX_WAKEs, when a
+	 * PREFIX_COLLECT reply is ready or a block of an early open settles
+	 * (ABI 1.16; 0 = none, a daemon before it) */
+	uint32_t notify;
+	uint32_t reserved[5];
 };
 
 /* Daemon -> client flag word: the daemon sleeps, write the SQ doorbell. */
@@ -698,6 +703,23 @@ struct kvmm_block_publish_reply {
  * are called off when they have not started).
  */
 #define KVMM_PREFIX_OPEN_EARLY 0x4u
+/*
+ * KVMM_PREFIX_OPEN_COLLECT (ABI 1.16, with any of the flags above or
+ * none; a daemon before 1.16 answers it -EINVAL): an open whose reply
+ * would wait (restores from a lower tier, a block being demoted) is
+ * answered at once with an empty reply (nr_blocks 0, no fds) whose flags
+ * say KVMM_PREFIX_REPLY_PENDING, seq_id and seq_gen naming the sequence
+ * the open reserved; the session's socket is read meanwhile.  When the
+ * reply is ready the daemon bumps the ring's notify word (struct
+ * kvmm_ring_offsets.notify, FUTEX_WAKE on it); PREFIX_COLLECT
+ * (kvmm_region_ref: region_id, seq_id) then answers with the reply the
+ * open would have had (same format, counts, actions and fds), or -EAGAIN
+ * while it is not ready.  Until it is collected, every command naming
+ * the sequence is -EBUSY, REGION_DESTROY of its region too.
+ */
+#define KVMM_PREFIX_OPEN_COLLECT 0x8u
+/* kvmm_prefix_open_reply.flags (ABI 1.16) */
+#define KVMM_PREFIX_REPLY_PENDING 0x1u
 
 enum kvmm_block_action {
 	KVMM_BLOCK_GPU_SHARED = 1, /* mapped as it is, zero-copy */
@@ -729,7 +751,7 @@ struct kvmm_prefix_open_reply {
 	uint32_t from_gpu, from_host, from_nvme;
 	uint32_t nr_recompute; /* 0 unless KVMM_PREFIX_OPEN_ACTIONS */
 	uint32_t seq_gen; /* as in kvmm_seq_open_reply */
-	uint32_t pad;
+	uint32_t flags; /* KVMM_PREFIX_REPLY_* (ABI 1.16; was pad, 0) */
 	uint64_t reserved[1];
 	uint32_t page_ids[]; /* nr_blocks * pages_per_block, KVMM_PAGE_HELD */
 	/* then, with KVMM_PREFIX_OPEN_ACTIONS: u8 actions[nr_blocks], padded
