@@ -30,17 +30,16 @@
  * connection but kvmm_disconnect() and kvmm_region_destroy(), which free
  * what the others use: no call on the connection (on the region) may run
  * while they do, nor follow them.  Calls that go through the socket take
- * it one at a time, each for its whole reply: one that waits for the
- * daemon (a prefix open that restores blocks from a lower tier, answered
- * when the copies are done; kvmm_seq_wait_ready() without
- * KVMM_WAIT_READY_POLL) stalls every other thread's socket call behind
- * it, kvmm_process_revocations() and the map-ahead thread too, so that
- * another thread's kvmm_seq_extend() past its mapped blocks waits for the
- * restore (1.47 s behind a prefix open of 1.5 s).  Ring calls
- * (steps, an extend within mapped blocks, kvmm_nop()) do not wait.  An
- * engine that must not stall opens with KVMM_PREFIX_OPEN_EARLY (answered
- * once the restores are submitted) and asks kvmm_seq_wait_ready() with
- * KVMM_WAIT_READY_POLL.
+ * it one at a time, each for its request and reply.  A call that waits
+ * for the daemon's restores (a prefix open that restores blocks from a
+ * lower tier; kvmm_seq_wait_ready() without KVMM_WAIT_READY_POLL) does
+ * not hold the socket while it waits (ABI 1.16): it sleeps on a word of
+ * the shared ring the daemon moves, so the other threads' socket calls,
+ * kvmm_process_revocations() and the map-ahead thread go on meanwhile
+ * (an extend's slowest was 43 ms behind a 2 s open, 1.9 s before).
+ * Against a daemon before ABI 1.16 such a call holds the socket for its
+ * whole wait, as it did: open with KVMM_PREFIX_OPEN_EARLY and ask
+ * kvmm_seq_wait_ready() with KVMM_WAIT_READY_POLL there.
  *
  * Lifetimes: a region belongs to its connection, and kvmm_disconnect()
  * frees every region of it: a struct kvmm_region pointer is invalid
@@ -280,9 +279,9 @@ int kvmm_block_publish(struct kvmm_region *region, uint32_t seq,
  * sends their pages read-only as well, so no mapping of them in this
  * process can be made writable (mprotect: EACCES).  *nr_blocks gets the prefix length in blocks; the
  * sequence's length is nr_blocks * tokens_per_block, extend it from there.
- * While blocks are restored the connection's socket is taken: every other
- * thread's socket call, and the map-ahead thread, wait until the restores
- * are done (head-of-line blocking, see Threads above); the _opts form
+ * While blocks are restored the call waits without the connection's
+ * socket (ABI 1.16; before, every other thread's socket call and the
+ * map-ahead thread waited behind it: Threads, above); the _opts form
  * with KVMM_PREFIX_OPEN_EARLY returns once they are submitted.
  */
 int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
@@ -314,11 +313,10 @@ int kvmm_seq_open_prefix(struct kvmm_region *region, const uint64_t *hashes,
  * recomputed like a RECOMPUTE block.  So a client can recompute the early
  * RECOMPUTE blocks while the later ones still load, waiting only for the
  * blocks below each one it computes.  -EOPNOTSUPP from a daemon older
- * than ABI 1.8.  Without EARLY the call holds the connection's socket
- * until the restores are done, stalling the other threads' socket calls
- * and the map-ahead thread (Threads, above); with EARLY, wait with
- * kvmm_seq_wait_ready(KVMM_WAIT_READY_POLL) rather than without it, which
- * holds the socket too.
+ * than ABI 1.8.  Without EARLY the call returns when the restores are
+ * done; it waits without the connection's socket against a daemon of ABI
+ * 1.16 or later, and holds it (stalling the other threads' socket calls
+ * and the map-ahead thread: Threads, above) against an older one.
  */
 struct kvmm_prefix_opts {
 	uint32_t size; /* sizeof(struct kvmm_prefix_opts) */
@@ -348,9 +346,11 @@ const char *kvmm_block_action_string(uint8_t action);
  * numbers in failed[0..max_failed), ascending; or -errno: -ERANGE when a
  * block below upto_block has no pages, -ENOENT no such sequence, -EINVAL
  * upto_block past the region's blocks, -EOPNOTSUPP a daemon older than
- * ABI 1.8.  A sequence not opened early is ready at once (0).  The
- * connection's socket is busy while it waits (other threads' socket
- * calls wait for it; the ring is not).
+ * ABI 1.8.  A sequence not opened early is ready at once (0).  While it
+ * waits the connection's socket is free for other threads (ABI 1.16: it
+ * asks with KVMM_WAIT_READY_POLL and sleeps on the ring's notify word
+ * between asks, which kvmmd moves when a block settles); against an
+ * older daemon the socket is busy for the whole wait.
  */
 int kvmm_seq_wait_ready(struct kvmm_region *region, uint32_t seq,
 			uint32_t upto_block, uint32_t flags, uint32_t *failed,
