@@ -36,7 +36,7 @@
  * not hold the socket while it waits (ABI 1.16): it sleeps on a word of
  * the shared ring the daemon moves, so the other threads' socket calls,
  * kvmm_process_revocations() and the map-ahead thread go on meanwhile
- * (an extend's slowest was 43 ms behind a 2 s open, 1.9 s before).
+ * (an extend's slowest took 5-7 ms behind a 2 s open, 1.9 s before).
  * Against a daemon before ABI 1.16 such a call holds the socket for its
  * whole wait, as it did: open with KVMM_PREFIX_OPEN_EARLY and ask
  * kvmm_seq_wait_ready() with KVMM_WAIT_READY_POLL there.
