@@ -41,6 +41,28 @@ static int reply(struct req *rq, int status, const void *body, size_t len,
 	return kd_session_reply(rq->s, rq->h, status, body, len, fds, nfds);
 }
 
+/*
+ * A test knob: KVMMD_TEST_ABI_1_15=1 in kvmmd's environment makes its
+ * HELLO replies say ABI 1.15 and name no notify word, so a test sees
+ * libkvmm fall back to what it did with a daemon before 1.16 (waiting for
+ * restores holding the socket).  Never set it in production; it is logged
+ * as a warning.
+ */
+static bool test_abi_1_15(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *v = getenv("KVMMD_TEST_ABI_1_15");
+
+		on = v && !strcmp(v, "1");
+		if (on)
+			vmm_log(VMM_LOG_WARN,
+				"KVMMD_TEST_ABI_1_15=1: HELLO says ABI 1.15, no notify word (tests only)");
+	}
+	return on;
+}
+
 static int do_hello(struct req *rq)
 {
 	struct kd_session *s = rq->s;
@@ -80,6 +102,10 @@ static int do_hello(struct req *rq)
 	rep.quota_pages = s->quota ? s->quota->limit_pages : 0;
 	rep.revoke_timeout_ms = d->cfg.revoke_timeout_ms;
 	memcpy(rep.gpu_uuid, d->backend->gpu_uuid, sizeof(rep.gpu_uuid));
+	if (test_abi_1_15()) {
+		rep.abi_minor = 15;
+		rep.ring.notify = 0;
+	}
 	reply(rq, 0, &rep, sizeof(rep), fds, rep.nr_fds);
 	return 1;
 }
