@@ -131,12 +131,19 @@ struct pol_block *hpol_victim(void *priv)
 /*
  * LFU: fewest accesses since the block was first seen (the count survives
  * demotion to a lower tier), least recently used first among equals.
+ * Recency is the cache's access counter (b->tick), not the owner's clock
+ * (b->last_access): the clock is coarse (the replay's request number, so
+ * a request's blocks would tie and go in whatever order the heap's history
+ * left them) and means something else in kvmmd (ns, read when a restore
+ * settles rather than when the prefix was opened), so kvmmd and
+ * kvmm-replay --model-daemon, which make the same calls, ranked equal
+ * counts differently (policy.md, "--model-daemon").  Ticks are unique.
  */
 static void lfu_key(const struct pol_block *b, unsigned tier,
 		    struct pol_heap_node *n)
 {
 	n->k1 = b->access_count;
-	n->k2 = b->last_access;
+	n->k2 = b->tick;
 	n->k3 = 0;
 }
 
