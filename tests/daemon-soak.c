@@ -724,6 +724,9 @@ int main(int argc, char **argv)
 		"forks",       "reconnects",   "revoked",     "ENOMEM",
 		"EDQUOT",      "other allowed"
 	};
+	static const char usage[] =
+		"usage: %s [--seconds N (>= 2)] [--seed S] [--clients N (1-%d)] "
+		"[--scope shared|uid|both] [--verbose]\n";
 	struct run r = { .seconds = 24, .clients = 6, .seed = 1 };
 	const char *scope = "both";
 	char link[140];
@@ -739,16 +742,26 @@ int main(int argc, char **argv)
 			scope = argv[++i];
 		else if (!strcmp(argv[i], "--verbose"))
 			r.verbose = true;
-		else
-			t_fail("usage: %s [--seconds N] [--seed S] "
-			       "[--clients N] [--scope shared|uid|both] "
-			       "[--verbose]",
-			       argv[0]);
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf(usage, argv[0], SOAK_MAX_CLIENTS);
+			return 0;
+		} else {
+			fprintf(stderr, "daemon-soak: unknown or incomplete "
+					"argument '%s'\n",
+				argv[i]);
+			fprintf(stderr, usage, argv[0], SOAK_MAX_CLIENTS);
+			return 2;
+		}
 	}
 	if (r.clients < 1 || r.clients > SOAK_MAX_CLIENTS || r.seconds < 2 ||
 	    (strcmp(scope, "both") && strcmp(scope, "shared") &&
-	     strcmp(scope, "uid")))
-		t_fail("bad arguments");
+	     strcmp(scope, "uid"))) {
+		fprintf(stderr, "daemon-soak: bad value (--seconds %d, "
+				"--clients %u, --scope %s)\n",
+			r.seconds, r.clients, scope);
+		fprintf(stderr, usage, argv[0], SOAK_MAX_CLIENTS);
+		return 2;
+	}
 	if (geteuid() != 0)
 		t_skip("the soak's clients run as other uids: needs root");
 	r.rng = r.seed * 0x9e3779b97f4a7c15ULL | 1;
