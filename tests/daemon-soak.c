@@ -746,8 +746,9 @@ int main(int argc, char **argv)
 			printf(usage, argv[0], SOAK_MAX_CLIENTS);
 			return 0;
 		} else {
-			fprintf(stderr, "daemon-soak: unknown or incomplete "
-					"argument '%s'\n",
+			fprintf(stderr,
+				"daemon-soak: unknown or incomplete "
+				"argument '%s'\n",
 				argv[i]);
 			fprintf(stderr, usage, argv[0], SOAK_MAX_CLIENTS);
 			return 2;
@@ -756,8 +757,9 @@ int main(int argc, char **argv)
 	if (r.clients < 1 || r.clients > SOAK_MAX_CLIENTS || r.seconds < 2 ||
 	    (strcmp(scope, "both") && strcmp(scope, "shared") &&
 	     strcmp(scope, "uid"))) {
-		fprintf(stderr, "daemon-soak: bad value (--seconds %d, "
-				"--clients %u, --scope %s)\n",
+		fprintf(stderr,
+			"daemon-soak: bad value (--seconds %d, "
+			"--clients %u, --scope %s)\n",
 			r.seconds, r.clients, scope);
 		fprintf(stderr, usage, argv[0], SOAK_MAX_CLIENTS);
 		return 2;
