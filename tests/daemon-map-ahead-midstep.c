@@ -27,6 +27,7 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
@@ -36,14 +37,6 @@
 
 static struct td_daemon d;
 static uint32_t session_id;
-
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
-}
 
 /* Page refs libkvmm holds: one per mapping, and one per kept page. */
 static uint64_t client_refs(struct kvmm_conn *c)
@@ -121,22 +114,22 @@ static void step_round(struct kvmm_conn *c, struct kvmm_region *r, bool again)
 		/* blocks 0-1 twice, block 2 once; nothing kept is mapped */
 		t_assert_eq(ks.pages_revoked - revoked0, 5 * PPB);
 		t_assert_eq(backed(r, seq), 0);
-		t_assert_eq(held(c), 0);
+		t_assert_eq(pc_held(c), 0);
 	} else {
 		t_assert_eq(ks.pages_revoked - revoked0, 2 * PPB);
 		t_assert_eq(backed(r, seq), 3); /* kept pages mapped */
 		t_assert_eq(kvmm_seq_block_pages(r, seq, 0, now, PPB), PPB);
 		for (int i = 0; i < PPB; i++)
 			t_assert(now[i] != before[i]);
-		t_assert_eq(held(c), 3 * PPB);
+		t_assert_eq(pc_held(c), 3 * PPB);
 	}
-	t_assert_eq(client_refs(c), held(c));
+	t_assert_eq(client_refs(c), pc_held(c));
 	/* growing again: no loss, nothing kept left over */
 	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
 	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
 	t_assert_eq(c->nr_deferred, 0);
 	t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
+	t_assert_eq(pc_held(c), 0);
 	t_assert_eq(client_refs(c), 0);
 }
 

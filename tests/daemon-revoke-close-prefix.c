@@ -23,20 +23,13 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
 #define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
 #define PPB 4 /* 2 layers, K and V */
 #define PAGE 65536
-
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
-}
 
 static void revoke(struct td_daemon *d, struct kvmm_conn *c,
 		   struct kvmm_region *r, uint32_t seq)
@@ -83,12 +76,12 @@ static void one_case(struct td_daemon *d, struct kvmm_conn *c,
 	t_ok(td_status(d, &st));
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.revocations_posted, st.revocations_acked);
-	t_assert_eq(held(c), 2 * PPB);
+	t_assert_eq(pc_held(c), 2 * PPB);
 	t_assert_eq(k0[100], tag);
 	t_ok(kvmm_seq_close(r, pseq));
 	if (truncate)
 		t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
+	t_assert_eq(pc_held(c), 0);
 }
 
 int main(void)

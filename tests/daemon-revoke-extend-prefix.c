@@ -29,6 +29,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/revoke_client.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -41,39 +42,6 @@ enum between { OPEN_AT_ONCE, CLOSE_FIRST, TRUNCATE_FIRST };
 
 static struct td_daemon d;
 static uint32_t session_id;
-
-/* The distinct pages the daemon counts this session holding: mapped, or
- * revoked and not acknowledged yet. */
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
-}
-
-/* The distinct pages libkvmm holds a ref of (mapped, or kept). */
-static uint64_t client_pages(struct kvmm_conn *c)
-{
-	uint64_t n = 0;
-
-	pthread_mutex_lock(&c->lock);
-	for (uint64_t i = 0; i < c->nr_pages; i++)
-		n += c->pages[i].refs != 0;
-	pthread_mutex_unlock(&c->lock);
-	return n;
-}
-
-/* libkvmm's refs of page id: one per mapping, and one while kept. */
-static uint32_t refs(struct kvmm_conn *c, uint32_t id)
-{
-	uint32_t n;
-
-	pthread_mutex_lock(&c->lock);
-	n = c->pages[id].refs;
-	pthread_mutex_unlock(&c->lock);
-	return n;
-}
 
 static void round_trip(struct kvmm_conn *c, struct kvmm_region *r,
 		       enum between what, uint64_t tag)
@@ -102,10 +70,10 @@ static void round_trip(struct kvmm_conn *c, struct kvmm_region *r,
 	for (int i = 0; i < PPB; i++)
 		t_assert(now[i] != old0[i]);
 	/* 3 blocks mapped, and the 2 revoked ones held by both sides */
-	t_assert_eq(held(c), 5 * PPB);
-	t_assert_eq(client_pages(c), held(c));
+	t_assert_eq(pc_held(c), 5 * PPB);
+	t_assert_eq(pc_client_pages(c), pc_held(c));
 	for (int i = 0; i < PPB; i++)
-		t_assert_eq(refs(c, old0[i]), 1); /* kept, not mapped */
+		t_assert_eq(pc_refs(c, old0[i]), 1); /* kept, not mapped */
 
 	if (what == CLOSE_FIRST)
 		t_ok(kvmm_seq_close(r, seq));
@@ -113,8 +81,8 @@ static void round_trip(struct kvmm_conn *c, struct kvmm_region *r,
 		t_ok(kvmm_seq_truncate(r, seq, 0));
 	if (what != OPEN_AT_ONCE) {
 		/* the revoked places went with the close or truncate */
-		t_assert_eq(held(c), 0);
-		t_assert_eq(client_pages(c), 0);
+		t_assert_eq(pc_held(c), 0);
+		t_assert_eq(pc_client_pages(c), 0);
 	}
 
 	t_ok(kvmm_seq_open_prefix(r, h, 2, &pseq, &nb));
@@ -126,9 +94,9 @@ static void round_trip(struct kvmm_conn *c, struct kvmm_region *r,
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, pseq, 0);
 	t_assert_eq(k0[100], 0x61);
 	t_assert_eq(k0[PAGE + 100], 0x62);
-	t_assert_eq(client_pages(c), held(c));
+	t_assert_eq(pc_client_pages(c), pc_held(c));
 	for (int i = 0; i < PPB; i++) /* pseq's, and kept for seq's entry */
-		t_assert_eq(refs(c, old0[i]), what == OPEN_AT_ONCE ? 2 : 1);
+		t_assert_eq(pc_refs(c, old0[i]), what == OPEN_AT_ONCE ? 2 : 1);
 
 	/* the revocation takes the kept pages (nothing after a close or
 	 * truncate), never the open's mappings */
@@ -136,9 +104,9 @@ static void round_trip(struct kvmm_conn *c, struct kvmm_region *r,
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.revocations_posted, st.revocations_acked);
-	t_assert_eq(client_pages(c), held(c));
+	t_assert_eq(pc_client_pages(c), pc_held(c));
 	for (int i = 0; i < PPB; i++)
-		t_assert_eq(refs(c, old0[i]), 1);
+		t_assert_eq(pc_refs(c, old0[i]), 1);
 	t_assert_eq(k0[100], 0x61);
 	t_assert_eq(k0[PAGE + 100], 0x62);
 	t_assert_eq(kvmm_seq_len(r, pseq), 2 * TPB);
@@ -146,8 +114,8 @@ static void round_trip(struct kvmm_conn *c, struct kvmm_region *r,
 	t_ok(kvmm_seq_close(r, pseq));
 	if (what != CLOSE_FIRST)
 		t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
-	t_assert_eq(client_pages(c), 0);
+	t_assert_eq(pc_held(c), 0);
+	t_assert_eq(pc_client_pages(c), 0);
 }
 
 int main(void)

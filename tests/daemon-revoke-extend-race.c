@@ -23,19 +23,12 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
 #define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
 #define PPB 4 /* 2 layers, K and V */
-
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
-}
 
 int main(void)
 {
@@ -64,7 +57,7 @@ int main(void)
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k0, 0x5a, 2 * 65536); /* layer 0 K of blocks 0 and 1 */
 	t_assert_eq(kvmm_seq_block_pages(r, seq, 1, before, PPB), PPB);
-	t_assert_eq(held(c), 2 * PPB);
+	t_assert_eq(pc_held(c), 2 * PPB);
 
 	t_ok(kvmm_get_stats(c, &ks));
 	t_ok(ar_revoke(d.sock, ks.session_id, r->id, seq, 1));
@@ -85,12 +78,12 @@ int main(void)
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.revocations_acked, 1);
 	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(held(c), 3 * PPB);
+	t_assert_eq(pc_held(c), 3 * PPB);
 	/* growing again over the mapped blocks: the ring, no loss */
 	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
 	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
 	t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
+	t_assert_eq(pc_held(c), 0);
 
 	/*
 	 * The same within the mapped blocks: the extend goes through the
@@ -120,7 +113,7 @@ int main(void)
 	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 20));
 	t_assert_eq(kvmm_seq_len(r, seq), 2 * TPB + 20);
 	t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
+	t_assert_eq(pc_held(c), 0);
 	kvmm_disconnect(c);
 	t_ok(td_wait_idle(&d, 2000, &st));
 	err = td_stop(&d);

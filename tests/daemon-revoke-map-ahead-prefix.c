@@ -21,6 +21,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/revoke_client.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
@@ -28,28 +29,6 @@
 #define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
 #define PPB 4 /* 2 layers, K and V */
 #define PAGE 65536
-
-/* The distinct pages the daemon counts this session holding: mapped, or
- * revoked and not acknowledged yet. */
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
-}
-
-/* The distinct pages libkvmm holds a ref of (mapped, or kept). */
-static uint64_t client_pages(struct kvmm_conn *c)
-{
-	uint64_t n = 0;
-
-	pthread_mutex_lock(&c->lock);
-	for (uint64_t i = 0; i < c->nr_pages; i++)
-		n += c->pages[i].refs != 0;
-	pthread_mutex_unlock(&c->lock);
-	return n;
-}
 
 static uint32_t backed(struct kvmm_region *r, uint32_t seq)
 {
@@ -132,7 +111,7 @@ int main(void)
 	t_ok(kvmm_seq_open_prefix(r, h, 2, &pseq, &nb));
 	t_assert_eq(nb, 2);
 	check_prefix(r, pseq, old0, old1);
-	t_assert_eq(client_pages(c), held(c));
+	t_assert_eq(pc_client_pages(c), pc_held(c));
 	t_ok(kvmm_step_end(c));
 
 	/* the boundary: revocation applied, kept pages mapped in seq */
@@ -146,13 +125,13 @@ int main(void)
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.revocations_posted, st.revocations_acked);
 	/* seq's 4 fresh blocks and pseq's 2 shared ones */
-	t_assert_eq(held(c), 6 * PPB);
-	t_assert_eq(client_pages(c), held(c));
+	t_assert_eq(pc_held(c), 6 * PPB);
+	t_assert_eq(pc_client_pages(c), pc_held(c));
 
 	t_ok(kvmm_seq_close(r, pseq));
 	t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
-	t_assert_eq(client_pages(c), 0);
+	t_assert_eq(pc_held(c), 0);
+	t_assert_eq(pc_client_pages(c), 0);
 	kvmm_disconnect(c);
 	/* the 2 cached blocks keep their pages; nothing else is held */
 	for (int i = 0; i < 200; i++) {

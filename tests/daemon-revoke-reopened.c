@@ -21,6 +21,7 @@
 #include "tests/cache-common.h"
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 
 #define NB 2
 
@@ -35,14 +36,6 @@ static void publish(const char *sock)
 static int content_ok(struct kvmm_region *r, uint32_t seq)
 {
 	return cc_seq_content_ok(r, seq, NB, 33, 1013);
-}
-
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
 }
 
 int main(void)
@@ -72,7 +65,7 @@ int main(void)
 	t_ok(kvmm_seq_open_prefix(r, hashes, NB, &s2, &nb));
 	t_assert_eq(nb, NB);
 	t_assert(r->seqs[s1].gen != 0 && r->seqs[s2].gen != r->seqs[s1].gen);
-	t_assert_eq(held(c), NB * CC_PPB);
+	t_assert_eq(pc_held(c), NB * CC_PPB);
 
 	t_ok(kvmm_get_stats(c, &ks));
 	t_ok(ar_revoke(d.sock, ks.session_id, r->id, s1, 0));
@@ -89,13 +82,13 @@ int main(void)
 	t_assert(content_ok(r, s2));
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.revocations_acked, 1);
-	t_assert_eq(held(c), NB * CC_PPB);
+	t_assert_eq(pc_held(c), NB * CC_PPB);
 	/* growing the new sequence maps fresh pages after the shared ones */
 	t_ok(kvmm_seq_extend(r, s3, (NB + 1) * CC_TPB));
-	t_assert_eq(held(c), (NB + 1) * CC_PPB);
+	t_assert_eq(pc_held(c), (NB + 1) * CC_PPB);
 	t_ok(kvmm_seq_close(r, s3));
 	t_ok(kvmm_seq_close(r, s2));
-	t_assert_eq(held(c), 0);
+	t_assert_eq(pc_held(c), 0);
 	kvmm_disconnect(c);
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_mapped, 0);

@@ -18,19 +18,12 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
 #define TPB 256 /* 64 KiB / (2 heads * 64 dim * 2 bytes) */
 #define PPB 4 /* 2 layers, K and V */
-
-static uint64_t held(struct kvmm_conn *c)
-{
-	struct kvmm_stats ks = { .size = sizeof(ks) };
-
-	t_ok(kvmm_get_stats(c, &ks));
-	return ks.pages_held;
-}
 
 int main(void)
 {
@@ -57,7 +50,7 @@ int main(void)
 	t_ok(kvmm_seq_extend(r, seq, 4 * TPB));
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k0, 0x5a, 65536); /* layer 0 K of block 0 */
-	t_assert_eq(held(c), 4 * PPB);
+	t_assert_eq(pc_held(c), 4 * PPB);
 
 	/* the admin takes blocks 1..3 back: the daemon's length is 1 block */
 	t_ok(kvmm_get_stats(c, &ks));
@@ -80,17 +73,17 @@ int main(void)
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.revocations_acked, 1);
 	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(held(c), PPB);
+	t_assert_eq(pc_held(c), PPB);
 
 	/* growing again gets fresh pages; the accounting agrees */
 	t_ok(kvmm_seq_extend(r, seq, 3 * TPB));
 	t_assert_eq(kvmm_seq_len(r, seq), 3 * TPB);
-	t_assert_eq(held(c), 3 * PPB);
+	t_assert_eq(pc_held(c), 3 * PPB);
 	t_assert_eq(k0[65536 + 100], 0); /* block 1 is a fresh page */
 	t_ok(kvmm_seq_truncate(r, seq, TPB));
-	t_assert_eq(held(c), PPB);
+	t_assert_eq(pc_held(c), PPB);
 	t_ok(kvmm_seq_close(r, seq));
-	t_assert_eq(held(c), 0);
+	t_assert_eq(pc_held(c), 0);
 	kvmm_disconnect(c);
 	t_ok(td_wait_idle(&d, 2000, &st));
 	err = td_stop(&d);
