@@ -108,12 +108,7 @@ int main(void)
 	one_case(&d, c, r, h2, 0x50, true);
 	kvmm_disconnect(c);
 	/* the 4 cached blocks keep their pages; nothing else is held */
-	for (int i = 0; i < 200; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.sessions == 1)
-			break;
-	}
-	t_assert_eq(st.sessions, 1);
+	t_ok(td_wait_sessions(&d, 1, 5000, &st));
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_quarantined, 0);

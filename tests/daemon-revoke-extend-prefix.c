@@ -143,12 +143,7 @@ int main(void)
 	round_trip(c, r, TRUNCATE_FIRST, 0x5eed0300);
 	kvmm_disconnect(c);
 	/* the 6 cached blocks keep their pages; nothing else is held */
-	for (int i = 0; i < 200; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.sessions == 1)
-			break;
-	}
-	t_assert_eq(st.sessions, 1);
+	t_ok(td_wait_sessions(&d, 1, 5000, &st));
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_quarantined, 0);

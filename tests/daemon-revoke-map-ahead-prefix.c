@@ -134,12 +134,7 @@ int main(void)
 	t_assert_eq(pc_client_pages(c), 0);
 	kvmm_disconnect(c);
 	/* the 2 cached blocks keep their pages; nothing else is held */
-	for (int i = 0; i < 200; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.sessions == 1)
-			break;
-	}
-	t_assert_eq(st.sessions, 1);
+	t_ok(td_wait_sessions(&d, 1, 5000, &st));
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_allocated, 2 * PPB);

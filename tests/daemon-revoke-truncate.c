@@ -17,6 +17,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/admin_revoke.h"
+#include "tests/lib/client_seq.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
@@ -44,9 +45,7 @@ int main(void)
 	if (err)
 		t_fail("kvmmd did not start: %d", err);
 	co.socket_path = d.sock;
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &seq));
+	cs_open(&co, &ro, &c, &r, &seq);
 	t_ok(kvmm_seq_extend(r, seq, 4 * TPB));
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k0, 0x5a, 65536); /* layer 0 K of block 0 */

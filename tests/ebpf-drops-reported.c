@@ -77,13 +77,7 @@ int main(void)
 	}
 	/* the session ended, then two polls (every 250 ms): its end is in
 	 * the totals */
-	for (int i = 0; i < 500; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.sessions == 1) /* the status connection's */
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(st.sessions, 1);
+	t_ok(td_wait_sessions(&d, 1, 5000, &st)); /* the status one's */
 	usleep(600 * 1000);
 	t_ok(td_status(&d, &st));
 	t_assert(!strcmp(st.telemetry, "shm"));

@@ -263,6 +263,21 @@ int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 	return -ETIMEDOUT;
 }
 
+int td_wait_sessions(const struct td_daemon *d, uint32_t n, int timeout_ms,
+		     struct kvmm_status_reply *st)
+{
+	for (int t = 0; t <= timeout_ms; t += 10) {
+		int err = td_status(d, st);
+
+		if (err)
+			return err;
+		if (st->sessions == n)
+			return 0;
+		sleep_ms(10);
+	}
+	return -ETIMEDOUT;
+}
+
 int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap)
 {
 	const char *shared = getenv("KVMM_TEST_KVMMCTL");

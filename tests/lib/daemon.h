@@ -45,6 +45,10 @@ int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
  * (st then holds the last status). */
 int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 		 struct kvmm_status_reply *st);
+/* Wait until kvmmd counts n sessions (the status connection is one);
+ * 0 or -ETIMEDOUT (st then holds the last status). */
+int td_wait_sessions(const struct td_daemon *d, uint32_t n, int timeout_ms,
+		     struct kvmm_status_reply *st);
 /* Run kvmmctl --socket sock ARGS (split by the shell) and its stdout
  * into out (at most cap - 1 bytes, NUL-terminated); its exit status, -1
  * when it did not exit. */
