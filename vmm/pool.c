@@ -475,16 +475,23 @@ int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id)
 	return 0;
 }
 
+/* A process of domain got a way to the page's memory (its fd, or a
+ * read-only one): the page has been seen by that domain, or by several. */
+static void note_seen(struct pool_page *p, uint64_t domain)
+{
+	if (p->seen == OWNER_NONE)
+		p->seen = domain;
+	else if (p->seen != domain)
+		p->seen = SEEN_MIXED;
+}
+
 int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain)
 {
 	struct pool_page *p = lookup(pool, page_id);
 
 	if (!p || domain >= SEEN_MIXED)
 		return -EINVAL;
-	if (p->seen == OWNER_NONE)
-		p->seen = domain;
-	else if (p->seen != domain)
-		p->seen = SEEN_MIXED;
+	note_seen(p, domain);
 	return p->fd;
 }
 
@@ -508,10 +515,7 @@ int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 	/* the receiver reads the page's memory: a domain it reached, as
 	 * with vmm_pool_page_fd() (a reader of another domain would read
 	 * what the next owner writes unless the page is renewed) */
-	if (p->seen == OWNER_NONE)
-		p->seen = domain;
-	else if (p->seen != domain)
-		p->seen = SEEN_MIXED;
+	note_seen(p, domain);
 	return 0;
 }
 
