@@ -1221,6 +1221,61 @@ static int kc_ref_users(struct kd_cache *c, struct kc_entry *e)
 }
 
 /*
+ * The copy down of e that a publish promoting it calls off
+ * (kc_publish_promote()): afterwards e holds no job, no GPU pages and no
+ * host slot of that copy, as if it had ended at once.  A copy still
+ * waiting in line (for a host slot, or an NVMe write for an NVMe slot)
+ * never started: it is dropped from the line, and the pages it would
+ * have read go back (a host slot it holds is freed with e's lower copy
+ * by the caller).  A GPU -> host copy a worker runs cannot be stopped:
+ * it moves, with the pages it reads and the host slot it fills, to an
+ * entry of its own that only the job knows, in the state of an entry
+ * the policy dropped during its copy (drop_after, out of the index:
+ * kc_unhash_dropped()), which kc_job_done() releases and frees whatever
+ * the copy's outcome; held pages (held_copy) stay the sequences' and
+ * lose the hash, as any the cache no longer holds.  A host -> NVMe
+ * write that runs is not called off (-EBUSY): a second entry's write
+ * of the hash could land on the slot it fills (the tier dedups by hash)
+ * and lose it when this one freed it.  -ENOMEM: nothing changed.
+ */
+static int kc_call_off_copy(struct kd_cache *c, struct kc_entry *e)
+{
+	struct kc_entry *copy;
+
+	if (!e->job)
+		return 0;
+	if (kc_demote_unqueue(c, e)) {
+		kc_put_block(c, e);
+		goto done;
+	}
+	if (e->job->kind != MIGRATE_GPU_TO_HOST)
+		return -EBUSY;
+	copy = calloc(1, sizeof(*copy));
+	if (!copy)
+		return -ENOMEM;
+	copy->hash = e->hash;
+	copy->nvme_slot = MIGRATE_NO_SLOT;
+	copy->tenant = kc_entry_tenant(c, e);
+	copy->drop_after = true;
+	copy->unhashed = true;
+	copy->held_copy = e->held_copy;
+	/* its pages are on their way out, as a demoting entry's are (a
+	 * quota reclaim counts them as leaving) */
+	kc_set_tier(c, copy, POL_TIER_HOST);
+	kc_set_block(c, copy, kc_unset_block(c, e));
+	copy->host_slot = e->host_slot;
+	e->host_slot = MIGRATE_NO_SLOT;
+	copy->job = e->job;
+	copy->job->owner = copy;
+	e->job = NULL;
+done:
+	e->held_copy = false;
+	e->then_nvme = false;
+	e->kept_retries = 0;
+	return 0;
+}
+
+/*
  * A sequence publishes, from its own GPU pages, content the cache holds
  * in the host or NVMe tier (typically a block a restore plan handed out
  * to recompute, KVMM_BLOCK_RECOMPUTE): those pages become the block's GPU
@@ -1241,18 +1296,24 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	if (from != POL_TIER_HOST && from != POL_TIER_NVME)
 		return 0;
 	/*
-	 * Only an idle lower copy.  A demotion in flight (or waiting for a
-	 * host slot) still writes that copy, and its end decides the
-	 * entry's tier and slots (kc_job_done()); a restore in flight reads
-	 * it into pages of its own that waiting opens will share and that
-	 * kc_restore_settle() makes the GPU copy.  Taking the published
-	 * pages under either would give the entry two GPU copies or free a
-	 * slot a worker is using: they keep today's duplicate.  Cold NVMe
-	 * blocks (found at startup, not in the policy) are left alone too:
+	 * A restore in flight reads the lower copy into pages of its own
+	 * that waiting opens will share and that kc_restore_settle() makes
+	 * the GPU copy: taking the published pages too would give the entry
+	 * two GPU copies, so the publish stays a duplicate (in the policy
+	 * the block is on the GPU already, as an instant restore would have
+	 * put it).  A copy down in flight is called off
+	 * (kc_call_off_copy()): the promotion does not wait for it, so what
+	 * the cache decides does not depend on whether a worker has ended
+	 * the copy yet (until 6 December the publish was a duplicate then,
+	 * and the block stayed below: tinylm's counts varied from run to
+	 * run), except a host -> NVMe write already running.  Cold NVMe
+	 * blocks (found at startup, not in the policy) are left alone:
 	 * making room below may drop a cold block to make room on NVMe
 	 * (kc_nvme_room()), which could be this one.
 	 */
-	if (e->job || e->rblk || e->dead || e->drop_after || !e->in_pol)
+	if (e->rblk || e->dead || e->drop_after || !e->in_pol ||
+	    (e->job && e->job->kind == MIGRATE_HOST_TO_NVME &&
+	     !kd_fifo_linked(&c->nvmeq, &e->nvmeq)))
 		return 0;
 	/*
 	 * Should nothing on the GPU be evictable (every block in use or
@@ -1270,6 +1331,10 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	if (!pol_cache_can_promote(c->pol, POL_TIER_GPU, e->hash) ||
 	    pol_cache_pin(c->pol, e->hash))
 		return 0;
+	if (kc_call_off_copy(c, e)) {
+		(void)pol_cache_unpin(c->pol, e->hash);
+		return 0;
+	}
 	kc_take_block(c, e, blk);
 	kc_release_lower(c, e);
 	r = pol_cache_access(c->pol, desc, NULL);
@@ -1285,9 +1350,11 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 		return -ENOSPC;
 	}
 	c->st.tiers[from].promotions_by_publish++;
-	/* a demotion waiting for a host slot may take the one freed */
-	if (from == POL_TIER_HOST &&
-	    (!kd_fifo_empty(&c->slotq) || !kd_fifo_empty(&c->staging)) &&
+	/* a demotion waiting for a host slot may take the one freed; an
+	 * open that found the block moving (BUSY) shares it now */
+	if (((from == POL_TIER_HOST &&
+	      (!kd_fifo_empty(&c->slotq) || !kd_fifo_empty(&c->staging))) ||
+	     c->pending) &&
 	    !c->settle_timer.armed)
 		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 	return 1;
