@@ -258,7 +258,9 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			 * to recompute): the published pages become its
 			 * GPU copy (kc_publish_promote(), pinned while it
 			 * moves up), when the GPU tier has a victim other
-			 * than the block's parent, kvmmd's own test */
+			 * than the block's parent, kvmmd's own test; kvmmd
+			 * too while its copy down runs (kc_call_off_copy()),
+			 * not while a host -> NVMe write of it runs */
 			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
 				     &ndown);
 			(void)pol_cache_unpin(c, h[i]);
