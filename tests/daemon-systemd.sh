@@ -175,9 +175,13 @@ grep -q "cannot start: --pid-file $dir/no/such/dir/kvmmd.pid: No such file or di
 "$b/kvmmd" --foreground --backend host --telemetry off --socket "$dir/s4" \
 	--pid-file "$dir/kvmmd.pid" 2>"$dir/log.pid2" &
 pid=$!
-for _ in $(seq 600); do [ -S "$dir/s4" ] && break; sleep 0.05; done
+# kvmmd binds its socket first and writes the pid file after (renamed
+# into place whole): wait for the file, as an init script would.
+for _ in $(seq 600); do [ -s "$dir/kvmmd.pid" ] && break; sleep 0.05; done
+[ -S "$dir/s4" ] || fail "the pid file came before the socket"
 [ "$(cat "$dir/kvmmd.pid")" = "$pid" ] || fail "pid file holds '$(cat "$dir/kvmmd.pid")', not $pid"
 kill -TERM $pid
 wait $pid || fail "exit status $?"
 [ -e "$dir/kvmmd.pid" ] && fail "pid file left behind"
+ls "$dir"/kvmmd.pid.*.tmp 2>/dev/null && fail "a temporary pid file left behind"
 echo "ok"

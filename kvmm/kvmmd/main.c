@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -319,18 +320,30 @@ static int daemonize(int *ready_fd)
 }
 
 /* 0, or -1 with errno set */
+/*
+ * Written to a temporary name and renamed over the path, so that whoever
+ * reads the pid file (an init script, a test polling for it) sees either
+ * no file or the whole pid, never an empty or half-written one.
+ */
 static int write_pid_file(const char *path)
 {
-	FILE *f = fopen(path, "we");
+	char tmp[PATH_MAX];
+	FILE *f;
 	int bad, e;
 
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >=
+	    (int)sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	f = fopen(tmp, "we");
 	if (!f)
 		return -1;
 	fprintf(f, "%d\n", (int)getpid());
 	bad = ferror(f);
-	if (fclose(f) || bad) {
+	if (fclose(f) || bad || rename(tmp, path)) {
 		e = errno;
-		unlink(path);
+		unlink(tmp);
 		errno = e;
 		return -1;
 	}
