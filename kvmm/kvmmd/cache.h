@@ -82,8 +82,10 @@ bool kd_cache_region_opening(struct kd_session *s, uint32_t region_id);
  * A thread of s may be blocked in a call that waits for restores without
  * the socket (ABI 1.16): a KVMM_PREFIX_OPEN_COLLECT open whose reply is not
  * ready, or an early open with blocks still loading (a blocking
- * kvmm_seq_wait_ready() polls them).  Its revocation clock stops then, as
- * a deferred session's does: both end when the restores do.
+ * kvmm_seq_wait_ready() polls them), or (ABI 1.17) a
+ * KVMM_SEQ_EXTEND_COLLECT extend parked for pool pages or not collected.
+ * Its revocation clock stops then, as a deferred session's does: both end
+ * when the restores do, or the park (KD_PARK_MAX_MS at most).
  */
 bool kd_cache_session_waits(struct kd_session *s);
 
@@ -138,6 +140,35 @@ int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages);
 #define KD_PARK_MAX_MS 5000
 int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		  const void *p, size_t len);
+/*
+ * The same for a KVMM_SEQ_EXTEND_COLLECT extend of r's sequence seq (ABI
+ * 1.17): the session is not deferred and the sequence is marked
+ * extending; the caller answers KVMM_EXTEND_REPLY_PENDING unless the
+ * command is a parked one run again (kd_cache_park_rerun()).
+ */
+int kd_cache_park_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			  const void *p, size_t len, struct kd_region *r,
+			  uint32_t seq);
+/* s's command is a parked KVMM_SEQ_EXTEND_COLLECT extend run again. */
+bool kd_cache_park_rerun(struct kd_session *s);
+/*
+ * That rerun no longer parks: its outcome (status; when 0, the reply body
+ * rep of len bytes, which the cache takes) waits for its SEQ_COLLECT, and
+ * the ring's notify word moves once the pass ends.
+ */
+void kd_cache_park_done(struct kd_session *s, int status, void *rep,
+			size_t len);
+/*
+ * SEQ_COLLECT: the outcome of s's extend of (region_id, seq): 0 with
+ * *status and, when that is 0, *rep (the caller's to free) and *len;
+ * -EAGAIN while it is parked; -ENOENT for none.  The sequence is no
+ * longer extending then.
+ */
+int kd_cache_park_collect_take(struct kd_session *s, struct kd_region *r,
+			       uint32_t seq, int *status, void **rep,
+			       size_t *len);
+/* s has a KVMM_SEQ_EXTEND_COLLECT extend parked or not collected. */
+bool kd_cache_park_waits(struct kd_session *s);
 /* Pool pages may have come back (a block put, a hold released): when the
  * first parked command's pages are free, the parked commands run again
  * from the loop.  Cheap when nothing is parked. */

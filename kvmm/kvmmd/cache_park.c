@@ -20,6 +20,17 @@
  * that it takes victims for its own need and parks behind them
  * (kc_reclaim_check(), kc_reclaim_take()).  Without parked commands
  * nothing is earmarked and the reclaim decides as it always did.
+ *
+ * A SEQ_EXTEND with KVMM_SEQ_EXTEND_COLLECT (ABI 1.17) parks the same
+ * way, in the same line, but its session is not deferred: the client was
+ * answered at once that the extend waits, and its other threads use the
+ * socket meanwhile.  Run again, it takes its pages in line order as any
+ * parked command; what it would have replied (its pages, or its error
+ * once its time is up) moves to the collected list, the ring's notify
+ * word moves, and SEQ_COLLECT takes it from there (proto.c).  The
+ * sequence is marked extending until then: the client's other socket
+ * commands naming it are -EBUSY, so nothing changes its blocks between
+ * the run that took the pages and the reply that hands them out.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -31,6 +42,14 @@ static void kc_park_drop(struct kd_cache *c, struct kc_park *pk)
 {
 	kd_fifo_unlink(&c->parked, &pk->link);
 	c->cmds_parked_now--;
+	free(pk->rep);
+	free(pk);
+}
+
+static void kc_collected_drop(struct kd_cache *c, struct kc_park *pk)
+{
+	kd_fifo_unlink(&c->collected, &pk->link);
+	free(pk->rep);
 	free(pk);
 }
 
@@ -91,27 +110,20 @@ static void kc_park_arm(struct kd_cache *c)
 		kd_timer_arm(&c->d->loop, &c->park_timer, when);
 }
 
-int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
-		  const void *p, size_t len)
+/* A new command at the end of the line (NULL: no memory). */
+static struct kc_park *kc_park_add(struct kd_session *s,
+				   const struct kvmm_msg_hdr *h, const void *p,
+				   size_t len)
 {
 	struct kd_cache *c = s->d->cache;
-	struct kc_park *pk;
+	struct kc_park *pk = calloc(1, sizeof(*pk) + sizeof(*h) + len);
 
-	if (c->rerun && c->rerun->s == s) {
-		/* run again and still waiting: same place in line, same
-		 * deadline, the pages it asked this time */
-		c->rerun->need = c->park_need;
-		c->rerun_parked = true;
-		kd_session_defer(s);
-		return 0;
-	}
-	pk = malloc(sizeof(*pk) + sizeof(*h) + len);
 	if (!pk)
-		return -ENOMEM;
+		return NULL;
 	pk->s = s;
-	pk->round = 0;
 	pk->need = c->park_need;
 	pk->deadline_ns = kd_now_ns() + KD_PARK_MAX_MS * 1000000ull;
+	pk->status = -EIO; /* kd_cache_park_done() says what it was */
 	pk->len = sizeof(*h) + len;
 	memcpy(pk->msg, h, sizeof(*h));
 	memcpy((char *)pk->msg + sizeof(*h), p, len);
@@ -119,8 +131,113 @@ int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	c->cmds_parked++;
 	c->cmds_parked_now++;
 	kc_park_arm(c);
+	return pk;
+}
+
+/* Run again and still waiting: same place in line, same deadline, the
+ * pages it asked this time.  Whether s's command is that rerun. */
+static bool kc_park_again(struct kd_cache *c, struct kd_session *s)
+{
+	if (!c->rerun || c->rerun->s != s)
+		return false;
+	c->rerun->need = c->park_need;
+	c->rerun_parked = true;
+	return true;
+}
+
+int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		  const void *p, size_t len)
+{
+	if (!kc_park_again(s->d->cache, s) && !kc_park_add(s, h, p, len))
+		return -ENOMEM;
 	kd_session_defer(s);
 	return 0;
+}
+
+int kd_cache_park_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			  const void *p, size_t len, struct kd_region *r,
+			  uint32_t seq)
+{
+	struct kc_park *pk;
+
+	if (kc_park_again(s->d->cache, s))
+		return 0;
+	pk = kc_park_add(s, h, p, len);
+	if (!pk)
+		return -ENOMEM;
+	pk->collect = true;
+	pk->region_id = r->id;
+	pk->seq = seq;
+	r->seqs[seq].extending = true;
+	return 0;
+}
+
+bool kd_cache_park_rerun(struct kd_session *s)
+{
+	struct kd_cache *c = s->d->cache;
+
+	return c && c->rerun && c->rerun->s == s && c->rerun->collect;
+}
+
+void kd_cache_park_done(struct kd_session *s, int status, void *rep, size_t len)
+{
+	struct kc_park *pk = s->d->cache->rerun;
+
+	free(pk->rep);
+	pk->status = status;
+	pk->rep = status ? NULL : rep;
+	pk->rep_len = status ? 0 : len;
+	if (status)
+		free(rep);
+}
+
+/* The record of s's extend of (region_id, seq) in q, or NULL. */
+static struct kc_park *kc_park_find(struct kd_fifo *q, struct kd_session *s,
+				    uint32_t region_id, uint32_t seq)
+{
+	for (struct kc_park *pk = kc_park_of(kd_fifo_first(q)); pk;
+	     pk = kc_park_of(kd_fifo_next(&pk->link)))
+		if (pk->s == s && pk->collect && pk->region_id == region_id &&
+		    pk->seq == seq)
+			return pk;
+	return NULL;
+}
+
+int kd_cache_park_collect_take(struct kd_session *s, struct kd_region *r,
+			       uint32_t seq, int *status, void **rep,
+			       size_t *len)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kc_park *pk;
+
+	if (!c)
+		return -ENOENT;
+	pk = kc_park_find(&c->collected, s, r->id, seq);
+	if (!pk)
+		return kc_park_find(&c->parked, s, r->id, seq) ? -EAGAIN :
+								 -ENOENT;
+	*status = pk->status;
+	*rep = pk->rep;
+	*len = pk->rep_len;
+	pk->rep = NULL;
+	kc_collected_drop(c, pk);
+	if (seq < r->max_seqs)
+		r->seqs[seq].extending = false;
+	return 0;
+}
+
+bool kd_cache_park_waits(struct kd_session *s)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kd_fifo *lists[2] = { c ? &c->parked : NULL,
+				     c ? &c->collected : NULL };
+
+	for (int i = 0; c && i < 2; i++)
+		for (struct kc_park *pk = kc_park_of(kd_fifo_first(lists[i]));
+		     pk; pk = kc_park_of(kd_fifo_next(&pk->link)))
+			if (pk->s == s && pk->collect)
+				return true;
+	return false;
 }
 
 /*
@@ -149,7 +266,14 @@ void kc_park_run(struct kd_cache *c)
 		c->rerun = pk;
 		c->rerun_final = now >= pk->deadline_ns;
 		c->rerun_parked = false;
-		deferred = kd_session_rerun(s, pk->msg, pk->len);
+		if (pk->collect) {
+			/* not deferred: its outcome goes to the record
+			 * (kd_cache_park_done()), nothing is sent */
+			kd_proto_socket(s, pk->msg, pk->len, NULL, 0);
+			deferred = true;
+		} else {
+			deferred = kd_session_rerun(s, pk->msg, pk->len);
+		}
 		parked = c->rerun_parked;
 		c->rerun = NULL;
 		if (!pk->s) {
@@ -161,6 +285,15 @@ void kc_park_run(struct kd_cache *c)
 		}
 		if (parked)
 			continue;
+		if (pk->collect) {
+			/* out of line (no earmark), for its SEQ_COLLECT */
+			kd_fifo_unlink(&c->parked, &pk->link);
+			c->cmds_parked_now--;
+			kd_fifo_push_tail(&c->collected, &pk->link);
+			kd_ring_notify(s);
+			moved = true;
+			continue;
+		}
 		kc_park_drop(c, pk);
 		moved = true;
 		/* a PREFIX_OPEN now waiting for restores resumes the session
@@ -205,6 +338,14 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 		}
 		pk = next;
 	}
+	pk = kc_park_of(kd_fifo_first(&c->collected));
+	while (pk) {
+		struct kc_park *next = kc_park_of(kd_fifo_next(&pk->link));
+
+		if (pk->s == s)
+			kc_collected_drop(c, pk);
+		pk = next;
+	}
 	/* the pages it waited for may be enough for the next in line */
 	if (kc_park_head_fits(c))
 		c->park_kicked = true;
@@ -216,6 +357,8 @@ void kc_park_fini(struct kd_cache *c)
 {
 	while (!kd_fifo_empty(&c->parked))
 		kc_park_drop(c, kc_park_of(kd_fifo_first(&c->parked)));
+	while (!kd_fifo_empty(&c->collected))
+		kc_collected_drop(c, kc_park_of(kd_fifo_first(&c->collected)));
 	kd_timer_cancel(&c->d->loop, &c->park_timer);
 }
 

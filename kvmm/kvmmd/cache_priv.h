@@ -209,6 +209,17 @@ struct kc_park {
 	uint64_t deadline_ns; /* then it runs without waiting any more */
 	uint64_t round; /* the kc_park_run() pass that ran it last */
 	uint64_t need; /* pool pages it waits for (its last run's count) */
+	/*
+	 * A KVMM_SEQ_EXTEND_COLLECT extend (ABI 1.17): its session is not
+	 * deferred, and its outcome (status, and the reply body rep of
+	 * rep_len bytes when 0) waits in kd_cache.collected, for the
+	 * SEQ_COLLECT of (region_id, seq), once it no longer parks.
+	 */
+	bool collect;
+	int status;
+	uint32_t region_id, seq;
+	void *rep;
+	size_t rep_len;
 	size_t len;
 	uint64_t msg[]; /* the request as received: header, then body */
 };
@@ -324,6 +335,9 @@ struct kd_cache {
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
+	/* KVMM_SEQ_EXTEND_COLLECT extends done, not collected yet (their
+	 * kc_park.link; an all-zero fifo is an empty one) */
+	struct kd_fifo collected;
 	struct kc_park *rerun;
 	bool rerun_final; /* its time is up: no more waiting */
 	bool rerun_parked; /* it parked again */

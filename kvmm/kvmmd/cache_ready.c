@@ -56,7 +56,8 @@ bool kd_cache_session_waits(struct kd_session *s)
 		    (pr->replied ? pr->nwait > 0 :
 				   pr->collect && !kc_pending_ready(pr)))
 			return true;
-	return false;
+	/* or one waits for a parked extend's reply (ABI 1.17) */
+	return kd_cache_park_waits(s);
 }
 
 bool kd_cache_region_opening(struct kd_session *s, uint32_t region_id)

@@ -393,6 +393,10 @@ struct kd_seq {
 	 * KVMM_PREFIX_OPEN_COLLECT, its reply is not collected): the
 	 * client's commands naming it are -EBUSY (kd_seq_lookup_client()) */
 	bool opening;
+	/* a KVMM_SEQ_EXTEND_COLLECT extend of it is parked for pool pages or
+	 * its reply not collected yet (ABI 1.17, cache_park.c): the same
+	 * -EBUSY, but for the ring's SEQ_EXTEND (length only) */
+	bool extending;
 	/* opened by a PREFIX_OPEN whose hashes brought few blocks the cache
 	 * did not know (pol_cache_few_new): its blocks' accesses say so */
 	bool few_new;
@@ -451,9 +455,12 @@ void kd_region_destroy(struct kd_region *r, bool unhold);
 int kd_region_lookup(struct kd_session *s, uint32_t id, struct kd_region **out);
 int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
 /* kd_seq_lookup() for a client's command: -EBUSY while a PREFIX_OPEN
- * still opens the sequence (its blocks are not the client's yet). */
+ * still opens the sequence (its blocks are not the client's yet), or an
+ * extend of it waits to be collected (kd_seq.extending). */
 int kd_seq_lookup_client(struct kd_region *r, uint32_t seq,
 			 struct kd_seq **out);
+/* A sequence of r has an extend to collect (REGION_DESTROY is -EBUSY). */
+bool kd_region_extending(const struct kd_region *r);
 /* Opens a sequence with an empty block table. */
 int kd_seq_open(struct kd_region *r, uint32_t *seq);
 /* Room in seq's table for blocks [0, nr) (nr <= max_blocks): 0, -ENOBUFS

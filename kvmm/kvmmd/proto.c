@@ -42,25 +42,35 @@ static int reply(struct req *rq, int status, const void *body, size_t len,
 }
 
 /*
- * A test knob: KVMMD_TEST_ABI_1_15=1 in kvmmd's environment makes its
+ * Test knobs: KVMMD_TEST_ABI_1_15=1 in kvmmd's environment makes its
  * HELLO replies say ABI 1.15 and name no notify word, so a test sees
  * libkvmm fall back to what it did with a daemon before 1.16 (waiting for
- * restores holding the socket).  Never set it in production; it is logged
- * as a warning.
+ * restores holding the socket); KVMMD_TEST_ABI_1_16=1 makes them say 1.16
+ * (the notify word stays), so libkvmm falls back to what it did with a
+ * daemon before 1.17 (an extend parked for pool pages holds the socket).
+ * Never set them in production; they are logged as a warning.  The
+ * minor HELLO says.
  */
-static bool test_abi_1_15(void)
+static uint16_t test_abi_minor(void)
 {
-	static int on = -1;
+	static int minor = -1;
 
-	if (on < 0) {
-		const char *v = getenv("KVMMD_TEST_ABI_1_15");
+	if (minor < 0) {
+		const char *v15 = getenv("KVMMD_TEST_ABI_1_15");
+		const char *v16 = getenv("KVMMD_TEST_ABI_1_16");
 
-		on = v && !strcmp(v, "1");
-		if (on)
+		minor = KVMM_ABI_MINOR;
+		if (v15 && !strcmp(v15, "1"))
+			minor = 15;
+		else if (v16 && !strcmp(v16, "1"))
+			minor = 16;
+		if (minor != KVMM_ABI_MINOR)
 			vmm_log(VMM_LOG_WARN,
-				"KVMMD_TEST_ABI_1_15=1: HELLO says ABI 1.15, no notify word (tests only)");
+				"KVMMD_TEST_ABI_1_%d=1: HELLO says ABI 1.%d%s (tests only)",
+				minor, minor,
+				minor < 16 ? ", no notify word" : "");
 	}
-	return on;
+	return (uint16_t)minor;
 }
 
 static int do_hello(struct req *rq)
@@ -102,10 +112,9 @@ static int do_hello(struct req *rq)
 	rep.quota_pages = s->quota ? s->quota->limit_pages : 0;
 	rep.revoke_timeout_ms = d->cfg.revoke_timeout_ms;
 	memcpy(rep.gpu_uuid, d->backend->gpu_uuid, sizeof(rep.gpu_uuid));
-	if (test_abi_1_15()) {
-		rep.abi_minor = 15;
+	rep.abi_minor = test_abi_minor();
+	if (rep.abi_minor < 16)
 		rep.ring.notify = 0;
-	}
 	reply(rq, 0, &rep, sizeof(rep), fds, rep.nr_fds);
 	return 1;
 }
@@ -150,8 +159,9 @@ static int do_region_destroy(struct req *rq)
 	if (err)
 		return err;
 	/* a PREFIX_OPEN whose reply is to be collected still opens one of
-	 * its sequences (libkvmm never destroys a region in use) */
-	if (kd_cache_region_opening(rq->s, r->id))
+	 * its sequences, or an extend's reply is to be collected (libkvmm
+	 * never destroys a region in use) */
+	if (kd_cache_region_opening(rq->s, r->id) || kd_region_extending(r))
 		return -EBUSY;
 	kd_cache_seq_cut(r, UINT32_MAX, 0); /* early opens' reloads */
 	kd_revoke_unmapped(rq->s, r->id, UINT32_MAX, 0, 0);
@@ -199,19 +209,27 @@ static uint32_t blocks_for(struct kd_region *r, uint32_t len)
 	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
 }
 
+/* flags_ok: the flags the command takes (SEQ_TRUNCATE none) */
 static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
-		      struct kd_region **r, struct kd_seq **q)
+		      uint32_t flags_ok, struct kd_region **r,
+		      struct kd_seq **q)
 {
 	int err = COPY_IN(rq, *ex);
 
 	if (err)
 		return err;
-	if (ex->flags || !kw_all_zero(ex->reserved, sizeof(ex->reserved)))
+	if ((ex->flags & ~flags_ok) ||
+	    !kw_all_zero(ex->reserved, sizeof(ex->reserved)))
 		return -EINVAL;
 	err = kd_region_lookup(rq->s, ex->region_id, r);
 	if (err)
 		return err;
-	err = kd_seq_lookup_client(*r, ex->seq_id, q);
+	/* a parked KVMM_SEQ_EXTEND_COLLECT extend run again: the sequence
+	 * is extending for this very command */
+	if (flags_ok && kd_cache_park_rerun(rq->s))
+		err = kd_seq_lookup(*r, ex->seq_id, q);
+	else
+		err = kd_seq_lookup_client(*r, ex->seq_id, q);
 	if (err)
 		return err;
 	if (ex->new_len > (*r)->max_tokens)
@@ -219,19 +237,63 @@ static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
 	return 0;
 }
 
-static int do_seq_extend(struct req *rq)
+/* An extend's reply (rep): each page id without KVMM_PAGE_HELD goes
+ * with the pool's fd of the page.  1 (replied) or -ENOMEM. */
+static int extend_send(struct req *rq, const struct kvmm_seq_extend_reply *rep)
 {
 	struct kd_daemon *d = rq->s->d;
+	uint32_t nr_ids = rep->nr_blocks * rep->pages_per_block, nfds = 0;
+	int *fds = calloc(rep->nr_fds + 1, sizeof(*fds));
+
+	if (!fds)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < nr_ids && nfds < rep->nr_fds; k++)
+		if (!(rep->page_ids[k] & KVMM_PAGE_HELD))
+			fds[nfds++] = vmm_pool_page_fd(d->pool,
+						       rep->page_ids[k],
+						       kd_cache_owner(rq->s));
+	reply(rq, 0, rep, rep->size, fds, nfds);
+	free(fds);
+	return 1;
+}
+
+/* A KVMM_SEQ_EXTEND_COLLECT extend parks (first time: say so). */
+static int extend_park_collect(struct req *rq, struct kd_region *r,
+			       const struct kvmm_seq_extend *ex, bool rerun)
+{
+	struct kvmm_seq_extend_reply rep = { .size = sizeof(rep) };
+	int err = kd_cache_park_collect(rq->s, rq->h, rq->p, rq->len, r,
+					ex->seq_id);
+
+	if (err)
+		return err;
+	if (!rerun) {
+		rep.pages_per_block = r->pages_per_block;
+		rep.len = r->seqs[ex->seq_id].len;
+		rep.flags = KVMM_EXTEND_REPLY_PENDING;
+		reply(rq, 0, &rep, sizeof(rep), NULL, 0);
+	}
+	return 1;
+}
+
+/*
+ * SEQ_EXTEND up to its reply: 0 with the reply in *out (*out_len bytes,
+ * the caller's to free), 1 when it parked (nothing more to say now), or
+ * -errno.  rerun: a parked KVMM_SEQ_EXTEND_COLLECT extend run again.
+ */
+static int seq_extend_fill(struct req *rq, bool rerun,
+			   struct kvmm_seq_extend_reply **out, size_t *out_len)
+{
 	struct kvmm_seq_extend ex;
 	struct kvmm_seq_extend_reply *rep;
 	struct kd_region *r;
 	struct kd_seq *q;
 	uint32_t need, to, first, nr_pages, nfds = 0;
 	bool *was;
-	int *fds, err;
+	int err;
 	size_t rep_len;
 
-	err = get_extend(rq, &ex, &r, &q);
+	err = get_extend(rq, &ex, KVMM_SEQ_EXTEND_COLLECT, &r, &q);
 	if (err)
 		return err;
 	need = blocks_for(r, ex.new_len);
@@ -247,9 +309,8 @@ static int do_seq_extend(struct req *rq)
 	nr_pages = (to - first) * r->pages_per_block;
 	rep_len = sizeof(*rep) + nr_pages * sizeof(uint32_t);
 	rep = calloc(1, rep_len);
-	fds = calloc(nr_pages + 1, sizeof(*fds));
 	was = calloc(to - first + 1, sizeof(*was));
-	if (!rep || !fds || !was) {
+	if (!rep || !was) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -259,8 +320,12 @@ static int do_seq_extend(struct req *rq)
 	if (err == -EINPROGRESS) {
 		/* the pages come back when demotion copies end: run again
 		 * and answered from the loop (cache_park.c), which serves
-		 * other sessions meanwhile */
-		err = kd_cache_park(rq->s, rq->h, rq->p, rq->len) ?: 1;
+		 * other sessions meanwhile; with KVMM_SEQ_EXTEND_COLLECT the
+		 * session's socket too */
+		if (ex.flags & KVMM_SEQ_EXTEND_COLLECT)
+			err = extend_park_collect(rq, r, &ex, rerun);
+		else
+			err = kd_cache_park(rq->s, rq->h, rq->p, rq->len) ?: 1;
 		goto out;
 	}
 	if (err)
@@ -279,20 +344,61 @@ static int do_seq_extend(struct req *rq)
 
 		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
 			rep->page_ids[k] = blk->pages[i];
-			if (was[b - first]) {
+			if (was[b - first])
 				rep->page_ids[k] |= KVMM_PAGE_HELD;
-				continue;
-			}
-			fds[nfds++] = vmm_pool_page_fd(d->pool, blk->pages[i],
-						       kd_cache_owner(rq->s));
+			else
+				nfds++;
 		}
 	}
 	rep->nr_fds = nfds;
-	reply(rq, 0, rep, rep_len, fds, nfds);
-	err = 1;
+	*out = rep;
+	*out_len = rep_len;
+	rep = NULL;
 out:
 	free(was);
-	free(fds);
+	free(rep);
+	return err;
+}
+
+static int do_seq_extend(struct req *rq)
+{
+	bool rerun = kd_cache_park_rerun(rq->s);
+	struct kvmm_seq_extend_reply *rep = NULL;
+	size_t len = 0;
+	int err = seq_extend_fill(rq, rerun, &rep, &len);
+
+	if (rerun) {
+		/* parked again (1), or its outcome waits for SEQ_COLLECT,
+		 * which sends it (the cache takes rep) */
+		if (err != 1)
+			kd_cache_park_done(rq->s, err, rep, len);
+		return 1;
+	}
+	if (!err)
+		err = extend_send(rq, rep);
+	free(rep);
+	return err;
+}
+
+/* SEQ_COLLECT (ABI 1.17): the reply of a parked KVMM_SEQ_EXTEND_COLLECT
+ * extend once it has one; -EAGAIN before, -ENOENT for none. */
+static int do_seq_collect(struct req *rq)
+{
+	struct kvmm_seq_extend_reply *rep = NULL;
+	struct kvmm_region_ref ref;
+	struct kd_region *r;
+	size_t len = 0;
+	int err = get_region_ref(rq, &ref, &r), status;
+
+	if (err)
+		return err;
+	if (ref.seq_id >= r->max_seqs)
+		return -EINVAL;
+	err = kd_cache_park_collect_take(rq->s, r, ref.seq_id, &status,
+					 (void **)&rep, &len);
+	if (err)
+		return err;
+	err = status ?: extend_send(rq, rep);
 	free(rep);
 	return err;
 }
@@ -302,7 +408,7 @@ static int do_seq_truncate(struct req *rq)
 	struct kvmm_seq_extend ex;
 	struct kd_region *r;
 	struct kd_seq *q;
-	int err = get_extend(rq, &ex, &r, &q);
+	int err = get_extend(rq, &ex, 0, &r, &q);
 
 	if (err)
 		return err;
@@ -773,6 +879,8 @@ static int dispatch(struct req *rq)
 		return kd_cache_prefix_open(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_PREFIX_COLLECT:
 		return kd_cache_prefix_collect(s, rq->h, rq->p, rq->len) ?: 1;
+	case KVMM_CMD_SEQ_COLLECT:
+		return do_seq_collect(rq);
 	case KVMM_CMD_TIER_STATS:
 		return do_tier_stats(rq);
 	case KVMM_CMD_BLOCK_PIN:
@@ -847,9 +955,14 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 	case KVMM_CMD_NOP:
 		break;
 	case KVMM_CMD_SEQ_EXTEND:
+		/* an extend of the sequence that waits to be collected (ABI
+		 * 1.17) leaves the blocks it had as they are: the length may
+		 * move within them */
 		res = kd_region_lookup(s, sqe->region_id, &r);
 		if (!res)
-			res = kd_seq_lookup_client(r, sqe->seq_id, &q);
+			res = kd_seq_lookup(r, sqe->seq_id, &q);
+		if (!res && q->opening)
+			res = -EBUSY;
 		if (res)
 			break;
 		if (sqe->arg0 > r->max_tokens) {

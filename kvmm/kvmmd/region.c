@@ -200,7 +200,15 @@ int kd_seq_lookup_client(struct kd_region *r, uint32_t seq, struct kd_seq **out)
 {
 	int err = kd_seq_lookup(r, seq, out);
 
-	return !err && (*out)->opening ? -EBUSY : err;
+	return !err && ((*out)->opening || (*out)->extending) ? -EBUSY : err;
+}
+
+bool kd_region_extending(const struct kd_region *r)
+{
+	for (uint32_t i = 0; i < r->max_seqs; i++)
+		if (r->seqs[i].open && r->seqs[i].extending)
+			return true;
+	return false;
 }
 
 int kd_seq_open(struct kd_region *r, uint32_t *seq)
@@ -212,6 +220,7 @@ int kd_seq_open(struct kd_region *r, uint32_t *seq)
 			continue;
 		q->open = true;
 		q->opening = false;
+		q->extending = false;
 		q->len = 0;
 		q->few_new = false;
 		if (!++r->next_seq_gen) /* 0 means unknown on the wire */
@@ -325,6 +334,7 @@ void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold)
 	(void)seq_resize(r, q, 0); /* cannot fail */
 	q->open = false;
 	q->opening = false;
+	q->extending = false;
 	q->len = 0;
 	r->nr_open--;
 	r->owner->nr_sequences--;

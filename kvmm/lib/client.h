@@ -49,6 +49,11 @@ struct kc_seq {
 	/* kc_fetch(): the first block a reply mapped a different page into
 	 * than the one mapped there (UINT32_MAX: none) */
 	uint32_t replaced;
+	/* kc_fetch(): a thread waits for the reply of its extend, parked
+	 * for pool pages, without the socket (ABI 1.17); the daemon answers
+	 * -EBUSY to socket commands naming the sequence until it has
+	 * collected it (kc_seq_wait_collect(); lock) */
+	bool collecting;
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
 	/* readonly.c: which blocks are mapped read-only (a prefix open's
 	 * shared or reloaded cached blocks: immutable, the same pages as in
@@ -127,6 +132,8 @@ struct kvmm_conn {
 	pthread_t ma_thread;
 	bool ma_started, ma_stop, ma_kick;
 	pthread_cond_t ma_cond;
+	/* broadcast (with lock) when a sequence stops collecting */
+	pthread_cond_t collect_cond;
 
 	struct kvmm_stats st;
 };
@@ -163,6 +170,16 @@ int kc_request_locked(struct kvmm_conn *c, uint16_t cmd, const void *req,
 int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	       size_t req_len, void *reply, size_t reply_cap,
 	       size_t *reply_len);
+/*
+ * sock_lock held: wait until no thread waits for the reply of an extend of
+ * r's sequence seq without the socket (kc_seq.collecting), so a command
+ * naming it is not -EBUSY.  sock_lock is dropped while waiting.
+ */
+void kc_seq_wait_collect(struct kvmm_region *r, uint32_t seq);
+/* kc_request() of a command naming r's sequence seq, after that wait. */
+int kc_seq_request(struct kvmm_region *r, uint32_t seq, uint16_t cmd,
+		   const void *req, size_t req_len, void *reply,
+		   size_t reply_cap, size_t *reply_len);
 
 /* Ring: submit n entries and wait for their n completions (in order of
  * submission, matched by user_data). */
@@ -179,6 +196,8 @@ bool kc_revocations_pending(struct kvmm_conn *c);
  * it read (kc_notify_wait(): 0, or -ECONNRESET when the daemon hung up).
  */
 bool kc_can_notify(struct kvmm_conn *c);
+/* ... and a SEQ_EXTEND may ask for KVMM_SEQ_EXTEND_COLLECT (ABI 1.17) */
+bool kc_can_collect_extend(struct kvmm_conn *c);
 uint32_t kc_notify_seen(struct kvmm_conn *c);
 int kc_notify_wait(struct kvmm_conn *c, uint32_t seen);
 

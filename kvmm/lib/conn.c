@@ -239,6 +239,7 @@ static struct kvmm_conn *conn_alloc(void)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ring_lock, NULL);
 	pthread_cond_init(&c->ma_cond, NULL);
+	pthread_cond_init(&c->collect_cond, NULL);
 	return c;
 }
 
@@ -266,6 +267,7 @@ static void conn_free(struct kvmm_conn *c)
 	free(c->pages);
 	free(c->tel_recs);
 	pthread_cond_destroy(&c->ma_cond);
+	pthread_cond_destroy(&c->collect_cond);
 	pthread_mutex_destroy(&c->sock_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->ring_lock);

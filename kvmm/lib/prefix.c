@@ -49,8 +49,8 @@ int kvmm_block_publish(struct kvmm_region *r, uint32_t seq,
 	bp.parent_hash = parent_hash;
 	memcpy(req, &bp, sizeof(bp));
 	memcpy(req + sizeof(bp), hashes, nr_blocks * sizeof(uint64_t));
-	err = kc_request(r->conn, KVMM_CMD_BLOCK_PUBLISH, req, len, &rep,
-			 sizeof(rep), NULL);
+	err = kc_seq_request(r, seq, KVMM_CMD_BLOCK_PUBLISH, req, len, &rep,
+			     sizeof(rep), NULL);
 	free(req);
 	if (!err) { /* remember them for the step access probe */
 		struct kc_seq *q;
@@ -351,8 +351,8 @@ static int wait_ready_once(struct kvmm_region *r, uint32_t seq,
 	w.seq_id = seq;
 	w.upto_block = upto_block;
 	w.flags = flags;
-	err = kc_request(c, KVMM_CMD_SEQ_WAIT_READY, &w, sizeof(w), rep, cap,
-			 &len);
+	err = kc_seq_request(r, seq, KVMM_CMD_SEQ_WAIT_READY, &w, sizeof(w),
+			     rep, cap, &len);
 	if (!err &&
 	    (len < sizeof(*rep) ||
 	     len != sizeof(*rep) + (size_t)rep->nr_failed * 4 ||

@@ -499,6 +499,82 @@ static int extend_check(struct kc_import *im, const void *body, size_t len)
 	return 0;
 }
 
+void kc_seq_wait_collect(struct kvmm_region *r, uint32_t seq)
+{
+	struct kvmm_conn *c = r->conn;
+	struct kc_seq *q;
+
+	pthread_mutex_lock(&c->lock);
+	while (!kc_seq_get(r, seq, &q) && q->collecting) {
+		/* the collecting thread needs sock_lock to finish */
+		pthread_mutex_unlock(&c->sock_lock);
+		pthread_cond_wait(&c->collect_cond, &c->lock);
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&c->sock_lock);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+int kc_seq_request(struct kvmm_region *r, uint32_t seq, uint16_t cmd,
+		   const void *req, size_t req_len, void *reply,
+		   size_t reply_cap, size_t *reply_len)
+{
+	struct kvmm_conn *c = r->conn;
+	int err;
+
+	if (kc_inherited(c))
+		return -ECHILD; /* before sock_lock: fork.c */
+	pthread_mutex_lock(&c->sock_lock);
+	kc_seq_wait_collect(r, seq);
+	err = kc_request_locked(c, cmd, req, req_len, reply, reply_cap,
+				reply_len, NULL, 0, NULL);
+	pthread_mutex_unlock(&c->sock_lock);
+	return err;
+}
+
+/*
+ * The extend was answered KVMM_EXTEND_REPLY_PENDING (ABI 1.17: parked for
+ * pool pages): wait for its reply on the ring's notify word without the
+ * socket, then collect it (SEQ_COLLECT) into rep, its pages imported as
+ * the extend's would have been.  sock_lock held on entry and on return;
+ * seen: the notify word read before the extend was sent.  The sequence
+ * is marked collecting meanwhile (the caller clears it).
+ */
+static int extend_collect(struct kvmm_region *r, uint32_t seq,
+			  struct kc_import *im, uint32_t seen,
+			  struct kvmm_seq_extend_reply *rep, size_t cap,
+			  size_t *len)
+{
+	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	struct kvmm_conn *c = r->conn;
+	struct kc_seq *q;
+	int err;
+
+	if (rep->nr_blocks || rep->nr_fds)
+		return -EPROTO;
+	pthread_mutex_lock(&c->lock);
+	if (!kc_seq_get(r, seq, &q))
+		q->collecting = true;
+	pthread_mutex_unlock(&c->lock);
+	ref.region_id = r->id;
+	ref.seq_id = seq;
+	do {
+		kc_import_init(im, c, extend_check, r);
+		pthread_mutex_unlock(&c->sock_lock);
+		err = kc_notify_wait(c, seen);
+		pthread_mutex_lock(&c->sock_lock);
+		if (err)
+			break;
+		seen = kc_notify_seen(c); /* before the daemon looks */
+		err = kc_import_request(im, KVMM_CMD_SEQ_COLLECT, &ref,
+					sizeof(ref), rep, cap, len);
+	} while (err == -EAGAIN && !im->body_ok);
+	if (!err && (rep->flags & KVMM_EXTEND_REPLY_PENDING))
+		err = -EPROTO;
+	return err;
+}
+
 int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	     uint32_t want, bool background)
 {
@@ -511,6 +587,9 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	struct kc_seq *q;
 	uint64_t mapped_len;
 	size_t len = 0;
+	/* a daemon before 1.17 parks the extend holding the socket */
+	bool collect = kc_can_collect_extend(c), collecting = false;
+	uint32_t seen = 0;
 	int err;
 
 	if (want > r->max_blocks)
@@ -519,13 +598,26 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	ex.seq_id = seq;
 	ex.new_len = new_len;
 	ex.want_blocks = want;
+	if (collect)
+		ex.flags = KVMM_SEQ_EXTEND_COLLECT;
 	rep = malloc(cap);
 	if (!rep)
 		return -ENOMEM;
+	/* another thread's extend of it may wait for its reply (the
+	 * map-ahead thread's, the engine's) */
+	kc_seq_wait_collect(r, seq);
+	if (collect)
+		seen = kc_notify_seen(c);
 	/* Each message's pages are imported as its fds arrive. */
 	kc_import_init(&im, c, extend_check, r);
 	err = kc_import_request(&im, KVMM_CMD_SEQ_EXTEND, &ex, sizeof(ex), rep,
 				cap, &len);
+	if (!err && (rep->flags & KVMM_EXTEND_REPLY_PENDING)) {
+		collecting = collect;
+		err = collect ? extend_collect(r, seq, &im, seen, rep, cap,
+					       &len) :
+				-EPROTO;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (err) {
 		/* nothing to map */
@@ -579,6 +671,12 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	}
 	/* whatever this reply imported and nothing maps goes back */
 	kc_import_end(&im);
+	if (collecting) {
+		/* mapped: other threads' commands naming it may go */
+		if (!kc_seq_get(r, seq, &q))
+			q->collecting = false;
+		pthread_cond_broadcast(&c->collect_cond);
+	}
 	pthread_mutex_unlock(&c->lock);
 	free(rep);
 	return err;
@@ -719,9 +817,11 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	if (kc_inherited(r->conn))
 		return -ECHILD;
 	c = r->conn;
-	/* sock_lock first: no fetch for this sequence may be in flight
-	 * while its pages are dropped on both sides. */
+	/* sock_lock first, and no thread waiting for an extend's reply of
+	 * it without the socket: no fetch for this sequence may be in
+	 * flight while its pages are dropped on both sides. */
 	pthread_mutex_lock(&c->sock_lock);
+	kc_seq_wait_collect(r, seq);
 	pthread_mutex_lock(&c->lock);
 	err = kc_seq_get(r, seq, &q);
 	if (!err && cmd == KVMM_CMD_SEQ_TRUNCATE && new_len > q->len)

@@ -45,6 +45,11 @@ bool kc_can_notify(struct kvmm_conn *c)
 	       c->hello.abi_minor >= 16;
 }
 
+bool kc_can_collect_extend(struct kvmm_conn *c)
+{
+	return kc_can_notify(c) && c->hello.abi_minor >= 17;
+}
+
 uint32_t kc_notify_seen(struct kvmm_conn *c)
 {
 	/* pairs with the daemon's bump after it changed what we ask about */

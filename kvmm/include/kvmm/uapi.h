@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 16
+#define KVMM_ABI_MINOR 17
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -80,6 +80,7 @@ enum kvmm_cmd {
 	KVMM_CMD_BLOCK_PIN = 0x53,
 	KVMM_CMD_BLOCK_UNPIN = 0x54,
 	KVMM_CMD_PREFIX_COLLECT = 0x55, /* ABI 1.16 */
+	KVMM_CMD_SEQ_COLLECT = 0x56, /* ABI 1.17 */
 	KVMM_CMD_TIER_STATS = 0x58,
 	/* administration (root or the daemon's uid) */
 	KVMM_CMD_ADMIN_STATUS = 0x80,
@@ -139,7 +140,8 @@ struct kvmm_ring_offsets {
 	uint32_t tel_off, tel_size;
 	/* u32 word the daemon increments, then FUTEX_WAKEs, when a
 	 * PREFIX_COLLECT reply is ready or a block of an early open settles
-	 * (ABI 1.16; 0 = none, a daemon before it) */
+	 * (ABI 1.16; 0 = none, a daemon before it), and when a parked
+	 * KVMM_SEQ_EXTEND_COLLECT extend's SEQ_COLLECT reply is (ABI 1.17) */
 	uint32_t notify;
 	uint32_t reserved[5];
 };
@@ -235,9 +237,27 @@ struct kvmm_seq_extend {
 	uint32_t seq_id;
 	uint32_t new_len;
 	uint32_t want_blocks; /* map ahead: blocks wanted backed, >= needed */
-	uint32_t flags; /* must be 0 */
+	uint32_t flags; /* SEQ_EXTEND: KVMM_SEQ_EXTEND_*; SEQ_TRUNCATE: 0 */
 	uint64_t reserved[2];
 };
+
+/*
+ * KVMM_SEQ_EXTEND_COLLECT (ABI 1.17; a daemon before it answers -EINVAL):
+ * an extend that would be parked for pool pages (the reclaim's victims
+ * are still being copied down, or commands parked before it wait for the
+ * free pages) is answered at once with an empty reply (nr_blocks 0, no
+ * fds) whose flags say KVMM_EXTEND_REPLY_PENDING; the session's socket is
+ * read meanwhile.  The command keeps its place in the park line and its
+ * 5 s bound.  When it has its pages (or failed) the daemon bumps the
+ * ring's notify word (struct kvmm_ring_offsets.notify, FUTEX_WAKE);
+ * SEQ_COLLECT (kvmm_region_ref: region_id, seq_id) then answers with the
+ * reply the extend would have had (same format and fds, or its error:
+ * -ENOMEM, -EDQUOT ...), or -EAGAIN while it waits.  Until it is
+ * collected, every socket command naming the sequence is -EBUSY,
+ * REGION_DESTROY of its region too; a ring SEQ_EXTEND within the blocks
+ * it already has is not (it only moves the length).
+ */
+#define KVMM_SEQ_EXTEND_COLLECT 0x1u
 
 /*
  * Reply: the blocks that got pages, block by block, each with
@@ -253,9 +273,14 @@ struct kvmm_seq_extend_reply {
 	uint32_t pages_per_block;
 	uint32_t nr_fds; /* total fds, over every message */
 	uint32_t len; /* the sequence's length now */
-	uint64_t reserved[2];
+	uint32_t flags; /* KVMM_EXTEND_REPLY_* (ABI 1.17; was reserved, 0) */
+	uint32_t pad;
+	uint64_t reserved[1];
 	uint32_t page_ids[]; /* nr_blocks * pages_per_block */
 };
+
+/* kvmm_seq_extend_reply.flags (ABI 1.17) */
+#define KVMM_EXTEND_REPLY_PENDING 0x1u
 
 #define KVMM_PAGE_HELD 0x80000000u
 /* Most blocks one extend may add (keeps a reply inside KVMM_MSG_MAX). */
