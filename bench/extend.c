@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What ABI 1.17 (KVMM_SEQ_EXTEND_COLLECT) costs an extend that is not
+ * parked: the round trip of a socket kvmm_seq_extend() by one block (the
+ * reply, its fds imported and mapped; map-ahead off) and the truncate to
+ * 0 after it, against a kvmmd of this build, over the same against a
+ * kvmmd of this build started with KVMMD_TEST_ABI_1_16=1 (its HELLO says
+ * 1.16, so libkvmm sends the extend without the flag, as before 1.17).
+ * Both daemons run at once (host backend, 64 KiB pages), with nothing
+ * else in their pools; rounds alternate which goes first, round 0 is a
+ * warm-up, and the ratio is the median of the per-round ratios.
+ *
+ * With --baseline-build DIR the second daemon is DIR's kvmmd instead
+ * (another build, e.g. main before a change, under the same client), and
+ * the ratio is this build's time over DIR's.
+ *
+ *   build/bench/extend [--rounds N] [--extends N] [--baseline-build DIR]
+ *                                                   (default 9, 2000)
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "kvmm/kvmm.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/small_region.h"
+
+#define MAX_ROUNDS 64
+
+struct side {
+	const char *name;
+	struct td_daemon d;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint32_t seq;
+};
+
+/* Start side's kvmmd (build: another build's, NULL: this one's; old:
+ * standing in for 1.16), connect, open the sequence. */
+static int setup(struct side *s, const char *build, bool old)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = "bench",
+					.map_ahead_set = 1 };
+	const char *own = getenv("KVMM_BUILD");
+	char *saved = own ? strdup(own) : NULL;
+	int e;
+
+	s->name = build ? "baseline" : old ? "abi-1.16" : "this";
+	if (build)
+		setenv("KVMM_BUILD", build, 1); /* td_start()'s kvmmd */
+	if (old)
+		setenv("KVMMD_TEST_ABI_1_16", "1", 1);
+	e = td_start(&s->d, NULL);
+	unsetenv("KVMMD_TEST_ABI_1_16");
+	if (build) {
+		if (saved)
+			setenv("KVMM_BUILD", saved, 1);
+		else
+			unsetenv("KVMM_BUILD");
+	}
+	free(saved);
+	if (e)
+		return e;
+	co.socket_path = s->d.sock;
+	e = kvmm_connect(&co, &s->c);
+	if (!e)
+		e = kvmm_region_create(s->c, &tr_small_region, &s->r);
+	if (!e)
+		e = kvmm_seq_open(s->r, &s->seq);
+	return e;
+}
+
+/* ns per extend by one block + truncate to 0, over n of them. */
+static double extends(struct side *s, int n)
+{
+	double t0 = now_s();
+
+	for (int i = 0; i < n; i++) {
+		if (kvmm_seq_extend(s->r, s->seq, TR_TPB) ||
+		    kvmm_seq_truncate(s->r, s->seq, 0)) {
+			fprintf(stderr, "extend: %s: extend failed\n", s->name);
+			exit(1);
+		}
+	}
+	return (now_s() - t0) * 1e9 / n;
+}
+
+int main(int argc, char **argv)
+{
+	struct side cur = { 0 }, base = { 0 };
+	double ratio[MAX_ROUNDS], tcur[MAX_ROUNDS], tbase[MAX_ROUNDS];
+	int rounds = 9, n = 2000, k = 0;
+	const char *baseline = NULL;
+
+	/* an unknown option, or one without its value, is a usage error */
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			rounds = 0;
+		else if (!strcmp(argv[i], "--rounds"))
+			rounds = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--extends"))
+			n = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--baseline-build"))
+			baseline = argv[i + 1];
+		else
+			rounds = 0;
+		if (!rounds)
+			break;
+	}
+	if (rounds < 2 || rounds > MAX_ROUNDS || n < 1) {
+		fprintf(stderr,
+			"usage: extend [--rounds 2..%d] [--extends N] [--baseline-build DIR]\n",
+			MAX_ROUNDS);
+		return 2;
+	}
+	if (setup(&cur, NULL, false) || setup(&base, baseline, !baseline)) {
+		fprintf(stderr, "extend: could not start the daemons\n");
+		return 1;
+	}
+	for (int r = 0; r < rounds; r++) {
+		double a, b;
+
+		if (r % 2) {
+			b = extends(&base, n);
+			a = extends(&cur, n);
+		} else {
+			a = extends(&cur, n);
+			b = extends(&base, n);
+		}
+		if (!r)
+			continue; /* warm-up */
+		tcur[k] = a;
+		tbase[k] = b;
+		ratio[k++] = a / b;
+		printf("round %d: this build %.2f us, %s %.2f us, ratio %.3f\n",
+		       r, a / 1000, base.name, b / 1000, a / b);
+	}
+	kvmm_disconnect(cur.c);
+	kvmm_disconnect(base.c);
+	td_stop(&cur.d);
+	td_stop(&base.d);
+	{
+		double mc = median(tcur, (unsigned)k),
+		       mb = median(tbase, (unsigned)k),
+		       mr = median(ratio, (unsigned)k);
+
+		printf("extend by 1 block + truncate: this build %.2f us, %s %.2f us (medians of %d rounds); this / %s %.3f\n",
+		       mc / 1000, baseline ? baseline : "ABI 1.16 (no flag)",
+		       mb / 1000, k, base.name, mr);
+		printf("{\"bench\":\"extend\",\"baseline\":\"%s\",\"this_us\":%.3f,\"baseline_us\":%.3f,\"ratio\":%.4f}\n",
+		       baseline ? "build" : "abi-1.16", mc / 1000, mb / 1000,
+		       mr);
+	}
+	return 0;
+}
