@@ -141,32 +141,37 @@ int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages);
 int kd_cache_park(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		  const void *p, size_t len);
 /*
- * The same for a KVMM_SEQ_EXTEND_COLLECT extend of r's sequence seq (ABI
- * 1.17): the session is not deferred and the sequence is marked
- * extending; the caller answers KVMM_EXTEND_REPLY_PENDING unless the
- * command is a parked one run again (kd_cache_park_rerun()).
+ * The same for a KVMM_SEQ_EXTEND_COLLECT extend of r's sequence seq, or a
+ * KVMM_PREFIX_OPEN_COLLECT open into r's sequence seq, which it opened
+ * (ABI 1.17): the session is not deferred and the sequence is marked
+ * extending (opening); the caller answers that the command is pending
+ * unless it is a parked one run again (kd_cache_park_rerun()).
  */
 int kd_cache_park_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			  const void *p, size_t len, struct kd_region *r,
 			  uint32_t seq);
-/* s's command is a parked KVMM_SEQ_EXTEND_COLLECT extend run again. */
-bool kd_cache_park_rerun(struct kd_session *s);
+/* s's command is such a parked command run again (*seq, may be NULL: its
+ * sequence). */
+bool kd_cache_park_rerun(struct kd_session *s, uint32_t *seq);
 /*
  * That rerun no longer parks: its outcome (status; when 0, the reply body
- * rep of len bytes, which the cache takes) waits for its SEQ_COLLECT, and
- * the ring's notify word moves once the pass ends.
+ * rep of len bytes, which the cache takes) waits for its SEQ_COLLECT
+ * (PREFIX_COLLECT), and the ring's notify word moves once the pass ends.
+ * A status > 0: a prefix open that went on, whose pending record answers
+ * its PREFIX_COLLECT; the park forgets it.
  */
 void kd_cache_park_done(struct kd_session *s, int status, void *rep,
 			size_t len);
 /*
- * SEQ_COLLECT: the outcome of s's extend of (region_id, seq): 0 with
- * *status and, when that is 0, *rep (the caller's to free) and *len;
- * -EAGAIN while it is parked; -ENOENT for none.  The sequence is no
+ * SEQ_COLLECT (cmd SEQ_EXTEND), PREFIX_COLLECT (cmd PREFIX_OPEN): the
+ * outcome of s's parked command cmd of (region_id, seq): 0 with *status
+ * and, when that is 0, *rep (the caller's to free) and *len; -EAGAIN
+ * while it is parked; -ENOENT for none.  An extend's sequence is no
  * longer extending then.
  */
-int kd_cache_park_collect_take(struct kd_session *s, struct kd_region *r,
-			       uint32_t seq, int *status, void **rep,
-			       size_t *len);
+int kd_cache_park_collect_take(struct kd_session *s, uint16_t cmd,
+			       struct kd_region *r, uint32_t seq, int *status,
+			       void **rep, size_t *len);
 /* s has a KVMM_SEQ_EXTEND_COLLECT extend parked or not collected. */
 bool kd_cache_park_waits(struct kd_session *s);
 /* Pool pages may have come back (a block put, a hold released): when the

@@ -31,6 +31,11 @@
  * sequence is marked extending until then: the client's other socket
  * commands naming it are -EBUSY, so nothing changes its blocks between
  * the run that took the pages and the reply that hands them out.
+ * A PREFIX_OPEN with KVMM_PREFIX_OPEN_COLLECT parks that way too: it opens
+ * its sequence when it parks (opening, as the pending open's is) and names
+ * it in the pending reply; run again, it goes on into that sequence, and
+ * its PREFIX_COLLECT finds the pending open's record once it no longer
+ * parks (cache_prefix.c), or here its error.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -124,6 +129,7 @@ static struct kc_park *kc_park_add(struct kd_session *s,
 	pk->need = c->park_need;
 	pk->deadline_ns = kd_now_ns() + KD_PARK_MAX_MS * 1000000ull;
 	pk->status = -EIO; /* kd_cache_park_done() says what it was */
+	pk->cmd = h->cmd;
 	pk->len = sizeof(*h) + len;
 	memcpy(pk->msg, h, sizeof(*h));
 	memcpy((char *)pk->msg + sizeof(*h), p, len);
@@ -168,15 +174,23 @@ int kd_cache_park_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pk->collect = true;
 	pk->region_id = r->id;
 	pk->seq = seq;
-	r->seqs[seq].extending = true;
+	/* a prefix open's sequence is the one it will open */
+	if (h->cmd == KVMM_CMD_SEQ_EXTEND)
+		r->seqs[seq].extending = true;
+	else
+		r->seqs[seq].opening = true;
 	return 0;
 }
 
-bool kd_cache_park_rerun(struct kd_session *s)
+bool kd_cache_park_rerun(struct kd_session *s, uint32_t *seq)
 {
 	struct kd_cache *c = s->d->cache;
 
-	return c && c->rerun && c->rerun->s == s && c->rerun->collect;
+	if (!c || !c->rerun || c->rerun->s != s || !c->rerun->collect)
+		return false;
+	if (seq)
+		*seq = c->rerun->seq;
+	return true;
 }
 
 void kd_cache_park_done(struct kd_session *s, int status, void *rep, size_t len)
@@ -191,31 +205,32 @@ void kd_cache_park_done(struct kd_session *s, int status, void *rep, size_t len)
 		free(rep);
 }
 
-/* The record of s's extend of (region_id, seq) in q, or NULL. */
+/* The record of s's command cmd of (region_id, seq) in q, or NULL. */
 static struct kc_park *kc_park_find(struct kd_fifo *q, struct kd_session *s,
-				    uint32_t region_id, uint32_t seq)
+				    uint16_t cmd, uint32_t region_id,
+				    uint32_t seq)
 {
 	for (struct kc_park *pk = kc_park_of(kd_fifo_first(q)); pk;
 	     pk = kc_park_of(kd_fifo_next(&pk->link)))
-		if (pk->s == s && pk->collect && pk->region_id == region_id &&
-		    pk->seq == seq)
+		if (pk->s == s && pk->collect && pk->cmd == cmd &&
+		    pk->region_id == region_id && pk->seq == seq)
 			return pk;
 	return NULL;
 }
 
-int kd_cache_park_collect_take(struct kd_session *s, struct kd_region *r,
-			       uint32_t seq, int *status, void **rep,
-			       size_t *len)
+int kd_cache_park_collect_take(struct kd_session *s, uint16_t cmd,
+			       struct kd_region *r, uint32_t seq, int *status,
+			       void **rep, size_t *len)
 {
 	struct kd_cache *c = s->d->cache;
 	struct kc_park *pk;
 
 	if (!c)
 		return -ENOENT;
-	pk = kc_park_find(&c->collected, s, r->id, seq);
+	pk = kc_park_find(&c->collected, s, cmd, r->id, seq);
 	if (!pk)
-		return kc_park_find(&c->parked, s, r->id, seq) ? -EAGAIN :
-								 -ENOENT;
+		return kc_park_find(&c->parked, s, cmd, r->id, seq) ? -EAGAIN :
+								      -ENOENT;
 	*status = pk->status;
 	*rep = pk->rep;
 	*len = pk->rep_len;
@@ -285,6 +300,13 @@ void kc_park_run(struct kd_cache *c)
 		}
 		if (parked)
 			continue;
+		if (pk->collect && pk->status > 0) {
+			/* a prefix open that went on: its pending record
+			 * answers the collect (cache_prefix.c) */
+			kc_park_drop(c, pk);
+			moved = true;
+			continue;
+		}
 		if (pk->collect) {
 			/* out of line (no earmark), for its SEQ_COLLECT */
 			kd_fifo_unlink(&c->parked, &pk->link);

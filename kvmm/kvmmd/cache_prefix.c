@@ -888,6 +888,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	struct kd_region *r;
 	uint32_t n, seq;
 	bool few_new = false, segments, *pinned = NULL;
+	/* a KVMM_PREFIX_OPEN_COLLECT open parked for pool pages, run again:
+	 * its sequence (seq) is open since it parked (ABI 1.17) */
+	bool rerun = kd_cache_park_rerun(s, &seq);
 	int err, opened;
 
 	err = kc_copy_var(&po, sizeof(po), p, len,
@@ -917,7 +920,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	 * with no free sequence slot answers kd_seq_open()'s -ENOSPC
 	 * without demoting anything */
 	err = -ENOSPC;
-	if (r->nr_open >= r->max_seqs)
+	if (!rerun && r->nr_open >= r->max_seqs)
 		goto out;
 	/* and a session whose block tables are at their budget, before
 	 * anything else (the walk's blocks go into a table of n) */
@@ -946,17 +949,22 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				   tiers, plan, pinned) == -EINPROGRESS) {
 			/* the restores' pages come back when demotion copies
 			 * end: the open runs again from the loop then
-			 * (cache_park.c), nothing of it done yet */
-			err = kd_cache_park(s, h, p, len);
+			 * (cache_park.c), nothing of it done yet; with
+			 * COLLECT, the session's socket is read meanwhile */
+			err = po.flags & KVMM_PREFIX_OPEN_COLLECT ?
+				      kc_prefix_park_collect(s, h, p, len, r,
+							     rerun) :
+				      kd_cache_park(s, h, p, len);
 			goto out;
 		}
 	}
-	err = kd_seq_open(r, &seq);
+	err = rerun ? 0 : kd_seq_open(r, &seq);
 	if (err)
 		goto out;
 	err = kd_seq_reserve(r, seq, n);
 	if (err) {
-		kd_seq_close(r, seq, false);
+		if (!rerun) /* else closed when its error is collected */
+			kd_seq_close(r, seq, false);
 		goto out;
 	}
 	r->seqs[seq].few_new = few_new;
@@ -985,7 +993,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	free(tiers);
 	free(plan);
 	free(pinned);
-	if (kc_pending_ready(pr)) {
+	if (rerun)
+		kd_cache_park_done(s, 1, NULL, 0); /* pr answers from here */
+	if (kc_pending_ready(pr) && !rerun) {
 		/* replies, frees pr (or, early, keeps it for the reloads) */
 		kc_pending_finish(c, pr);
 		return 0;
@@ -996,6 +1006,14 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	c->pending = pr;
 	c->st.prefix_opens_pending++;
 	r->seqs[seq].opening = true;
+	if (rerun) {
+		/* told it waits when it parked; its reply may be ready */
+		if (kc_pending_ready(pr)) {
+			pr->told = true;
+			kd_ring_notify(s);
+		}
+		return 0;
+	}
 	if (pr->collect) {
 		kc_pending_say_pending(s, h, r, pr);
 		return 0;
@@ -1004,6 +1022,11 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	return 0;
 
 out:
+	if (rerun && err) {
+		/* its PREFIX_COLLECT answers the error */
+		kd_cache_park_done(s, err, NULL, 0);
+		err = 0;
+	}
 	if (pr)
 		kc_pending_free(pr);
 	free(tiers);

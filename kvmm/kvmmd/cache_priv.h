@@ -210,12 +210,15 @@ struct kc_park {
 	uint64_t round; /* the kc_park_run() pass that ran it last */
 	uint64_t need; /* pool pages it waits for (its last run's count) */
 	/*
-	 * A KVMM_SEQ_EXTEND_COLLECT extend (ABI 1.17): its session is not
-	 * deferred, and its outcome (status, and the reply body rep of
-	 * rep_len bytes when 0) waits in kd_cache.collected, for the
-	 * SEQ_COLLECT of (region_id, seq), once it no longer parks.
+	 * A KVMM_SEQ_EXTEND_COLLECT extend or KVMM_PREFIX_OPEN_COLLECT open
+	 * (ABI 1.17): its session is not deferred, and its outcome (status,
+	 * and an extend's reply body rep of rep_len bytes when 0) waits in
+	 * kd_cache.collected, for the SEQ_COLLECT (PREFIX_COLLECT) of
+	 * (region_id, seq), once it no longer parks (an open that went on
+	 * is forgotten: its pending record answers).
 	 */
 	bool collect;
+	uint16_t cmd; /* the request's (SEQ_EXTEND or PREFIX_OPEN) */
 	int status;
 	uint32_t region_id, seq;
 	void *rep;
@@ -498,6 +501,12 @@ uint32_t kc_ready_pending(const struct kc_pending *pr, uint32_t upto);
  * does (KVMM_PREFIX_REPLY_PENDING) */
 void kc_pending_say_pending(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    struct kd_region *r, const struct kc_pending *pr);
+/* A KVMM_PREFIX_OPEN_COLLECT open (h, p, len) into r parks for pool pages
+ * (ABI 1.17): it opens its sequence and answers that it waits (rerun: it
+ * parks again, nothing to say).  0 or -errno. */
+int kc_prefix_park_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			   const void *p, size_t len, struct kd_region *r,
+			   bool rerun);
 
 /* cache_park.c */
 void kc_park_run(struct kd_cache *c);

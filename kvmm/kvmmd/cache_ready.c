@@ -193,6 +193,53 @@ void kc_pending_say_pending(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
 }
 
+int kc_prefix_park_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			   const void *p, size_t len, struct kd_region *r,
+			   bool rerun)
+{
+	struct kvmm_prefix_open_reply rep = { .size = sizeof(rep) };
+	uint32_t seq;
+	int err;
+
+	if (rerun)
+		return kd_cache_park_collect(s, h, p, len, r, 0);
+	/* the pending reply names it: a sequence of the session's own until
+	 * the open's reply or error is collected */
+	err = kd_seq_open(r, &seq);
+	if (err)
+		return err;
+	err = kd_cache_park_collect(s, h, p, len, r, seq);
+	if (err) {
+		kd_seq_close(r, seq, false);
+		return err;
+	}
+	rep.seq_id = seq;
+	rep.seq_gen = r->seqs[seq].gen;
+	rep.pages_per_block = r->pages_per_block;
+	rep.flags = KVMM_PREFIX_REPLY_PENDING;
+	kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
+	return 0;
+}
+
+/* PREFIX_COLLECT of an open parked for pool pages (ABI 1.17): -EAGAIN
+ * while it is, its error once it failed (its sequence closed then),
+ * -ENOENT for none. */
+static int kc_park_collect(struct kd_session *s, struct kd_region *r,
+			   uint32_t seq)
+{
+	void *rep = NULL;
+	size_t len = 0;
+	int status, err;
+
+	err = kd_cache_park_collect_take(s, KVMM_CMD_PREFIX_OPEN, r, seq,
+					 &status, &rep, &len);
+	free(rep); /* none: an open that went on is not there */
+	if (err)
+		return err;
+	kd_seq_close(r, seq, false);
+	return status ?: -EPROTO;
+}
+
 int kd_cache_prefix_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len)
 {
@@ -224,7 +271,7 @@ int kd_cache_prefix_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		kc_pending_finish(c, pr);
 		return 0;
 	}
-	return -ENOENT;
+	return kc_park_collect(s, r, ref.seq_id);
 }
 
 /* Answer pr's SEQ_WAIT_READY; the session reads its socket again (and

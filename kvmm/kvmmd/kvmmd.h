@@ -459,8 +459,9 @@ int kd_seq_lookup(struct kd_region *r, uint32_t seq, struct kd_seq **out);
  * extend of it waits to be collected (kd_seq.extending). */
 int kd_seq_lookup_client(struct kd_region *r, uint32_t seq,
 			 struct kd_seq **out);
-/* A sequence of r has an extend to collect (REGION_DESTROY is -EBUSY). */
-bool kd_region_extending(const struct kd_region *r);
+/* A sequence of r is opening or extending (kd_seq_lookup_client()'s
+ * -EBUSY): REGION_DESTROY is -EBUSY too. */
+bool kd_region_seqs_busy(const struct kd_region *r);
 /* Opens a sequence with an empty block table. */
 int kd_seq_open(struct kd_region *r, uint32_t *seq);
 /* Room in seq's table for blocks [0, nr) (nr <= max_blocks): 0, -ENOBUFS

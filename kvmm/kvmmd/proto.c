@@ -161,7 +161,7 @@ static int do_region_destroy(struct req *rq)
 	/* a PREFIX_OPEN whose reply is to be collected still opens one of
 	 * its sequences, or an extend's reply is to be collected (libkvmm
 	 * never destroys a region in use) */
-	if (kd_cache_region_opening(rq->s, r->id) || kd_region_extending(r))
+	if (kd_cache_region_opening(rq->s, r->id) || kd_region_seqs_busy(r))
 		return -EBUSY;
 	kd_cache_seq_cut(r, UINT32_MAX, 0); /* early opens' reloads */
 	kd_revoke_unmapped(rq->s, r->id, UINT32_MAX, 0, 0);
@@ -226,7 +226,7 @@ static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
 		return err;
 	/* a parked KVMM_SEQ_EXTEND_COLLECT extend run again: the sequence
 	 * is extending for this very command */
-	if (flags_ok && kd_cache_park_rerun(rq->s))
+	if (flags_ok && kd_cache_park_rerun(rq->s, NULL))
 		err = kd_seq_lookup(*r, ex->seq_id, q);
 	else
 		err = kd_seq_lookup_client(*r, ex->seq_id, q);
@@ -362,7 +362,7 @@ out:
 
 static int do_seq_extend(struct req *rq)
 {
-	bool rerun = kd_cache_park_rerun(rq->s);
+	bool rerun = kd_cache_park_rerun(rq->s, NULL);
 	struct kvmm_seq_extend_reply *rep = NULL;
 	size_t len = 0;
 	int err = seq_extend_fill(rq, rerun, &rep, &len);
@@ -394,8 +394,9 @@ static int do_seq_collect(struct req *rq)
 		return err;
 	if (ref.seq_id >= r->max_seqs)
 		return -EINVAL;
-	err = kd_cache_park_collect_take(rq->s, r, ref.seq_id, &status,
-					 (void **)&rep, &len);
+	err = kd_cache_park_collect_take(rq->s, KVMM_CMD_SEQ_EXTEND, r,
+					 ref.seq_id, &status, (void **)&rep,
+					 &len);
 	if (err)
 		return err;
 	err = status ?: extend_send(rq, rep);

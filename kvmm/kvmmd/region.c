@@ -203,10 +203,11 @@ int kd_seq_lookup_client(struct kd_region *r, uint32_t seq, struct kd_seq **out)
 	return !err && ((*out)->opening || (*out)->extending) ? -EBUSY : err;
 }
 
-bool kd_region_extending(const struct kd_region *r)
+bool kd_region_seqs_busy(const struct kd_region *r)
 {
 	for (uint32_t i = 0; i < r->max_seqs; i++)
-		if (r->seqs[i].open && r->seqs[i].extending)
+		if (r->seqs[i].open &&
+		    (r->seqs[i].opening || r->seqs[i].extending))
 			return true;
 	return false;
 }

@@ -127,7 +127,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	 * give back come with the open's reply (a revocation taking them
 	 * freed pages the client still mapped elsewhere); nor are those of
 	 * an extend whose reply waits to be collected (ABI 1.17). */
-	if (q->extending || kd_cache_seq_opening(s, r->id, seq))
+	if (q->extending || q->opening || kd_cache_seq_opening(s, r->id, seq))
 		return -EBUSY;
 	err = kd_ring_rq_room(s, &room, &entries);
 	if (err)
