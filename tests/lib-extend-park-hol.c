@@ -23,11 +23,19 @@
  *     the same way (the engine's extend itself takes the ring), and the
  *     main thread's rounds on another sequence go on meanwhile, until
  *     the blocks ahead are mapped;
- *   - both again against a kvmmd that stands in for one before ABI 1.17
- *     (KVMMD_TEST_ABI_1_16=1: HELLO says 1.16): libkvmm falls back to a
- *     parked extend holding the socket, so the pages still come and are
- *     right, and the main thread's first socket call waits for most of
- *     the park (at most one round ends before it).
+ *   - prefix open: thread A's plain kvmm_seq_open_prefix() of 4 cached
+ *     blocks, 3 of them in the host tier, parks for the room its restores
+ *     need (3 more cached blocks demoted), then restores them; the main
+ *     thread's rounds go on meanwhile as for the engine's extend, and the
+ *     open returns the 4 blocks with their bytes (a parked
+ *     KVMM_PREFIX_OPEN_COLLECT open answers at once, ABI 1.17);
+ *   - all three again against a kvmmd that stands in for an older one
+ *     (KVMMD_TEST_ABI_1_16=1, HELLO says 1.16, for the extends;
+ *     KVMMD_TEST_ABI_1_15=1, 1.15 and no notify word, for the open, whose
+ *     COLLECT flag is 1.16's): libkvmm falls back to a park that holds
+ *     the socket, so the pages still come and are right, and the main
+ *     thread's first socket call waits for most of the park (at most one
+ *     round ends before it).
  * It prints the slowest round (the figure Documentation/performance.md
  * quotes) and how many rounds ran while the extend was parked.
  */
@@ -62,30 +70,39 @@ static uint64_t hash_of(int content, int b)
 	return 0xe7a0000ull * (content + 1) + b + 1;
 }
 
-/* kvmmd with a pool of 8 blocks and demotions of delay_ms each. */
-static void start(struct td_daemon *d, bool old)
+/* kvmmd with a pool of 8 blocks and demotions of DELAY_MS each; knob: a
+ * test knob set to 1 for it (NULL: none). */
+static void start(struct td_daemon *d, const char *knob)
 {
 	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
 			       "8",	    "--host-mem", "2M",
 			       NULL };
 
-	if (old)
-		setenv("KVMMD_TEST_ABI_1_16", "1", 1);
+	if (knob)
+		setenv(knob, "1", 1);
 	cc_start_with_delay(d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", DELAY_MS);
-	unsetenv("KVMMD_TEST_ABI_1_16");
+	if (knob)
+		unsetenv(knob);
 }
 
-/* The rest of the pool (nb blocks) cached: publisher processes' content. */
-static void fill_pool(struct td_daemon *d, uint32_t nb)
+/* nb blocks of content k (tag 700 + k) cached, by a publisher process;
+ * then the GPU tier holds gpu blocks. */
+static void publish(struct td_daemon *d, int k, uint32_t nb, uint32_t gpu)
 {
 	struct kvmm_tier_stats_reply ts;
 	uint64_t h[8];
 
 	for (uint32_t b = 0; b < nb; b++)
-		h[b] = hash_of(0, b);
-	t_assert_eq(cc_publish_content(d->sock, h, nb, 700, NULL), 0);
+		h[b] = hash_of(k, b);
+	t_assert_eq(cc_publish_content(d->sock, h, nb, 700 + k, NULL), 0);
 	cc_settled_stats(d->sock, &ts);
-	t_assert_eq(ts.tiers[0].used_blocks, nb);
+	t_assert_eq(ts.tiers[0].used_blocks, gpu);
+}
+
+/* The rest of the pool (nb blocks) cached: content 0. */
+static void fill_pool(struct td_daemon *d, uint32_t nb)
+{
+	publish(d, 0, nb, nb);
 }
 
 /* Thread A: the blocking extend of a new sequence by 3 blocks. */
@@ -200,9 +217,8 @@ static void check_blocks(struct kvmm_region *r, uint32_t seq, uint32_t nb)
 static void judge(const char *what, bool old, int n, double first_before,
 		  double slowest, double took)
 {
-	printf("%s%s: parked %.0f ms; %d rounds of socket calls ended meanwhile, the first %.0f ms before it returned; slowest round %.1f ms\n",
-	       old ? "ABI 1.16: " : "", what, took, n, n ? first_before : 0.0,
-	       slowest);
+	printf("%s: parked %.0f ms; %d rounds of socket calls ended meanwhile, the first %.0f ms before it returned; slowest round %.1f ms\n",
+	       what, took, n, n ? first_before : 0.0, slowest);
 	/* the demotions took time: the park had something to wait for */
 	t_assert(took > DELAY_MS * 0.8);
 	if (old) {
@@ -237,7 +253,7 @@ static void engine_extend(bool old)
 	pthread_t t;
 	int n;
 
-	start(&d, old);
+	start(&d, old ? "KVMMD_TEST_ABI_1_16" : NULL);
 	c = cc_connect_lib(d.sock, "extend-park-hol");
 	t_ok(kvmm_get_daemon_info(c, &di));
 	t_assert_eq(di.abi_minor, old ? 16 : KVMM_ABI_MINOR);
@@ -252,8 +268,8 @@ static void engine_extend(bool old)
 	n = rounds(c, r, own, true, side_done, &sd, &first, &slowest);
 	t_assert_eq(pthread_join(t, NULL), 0);
 	t_ok(sd.err);
-	judge("engine extend", old, n, n ? sd.t_end - first : 0, slowest,
-	      sd.t_end - sd.t_start);
+	judge(old ? "engine extend, ABI 1.16 kvmmd" : "engine extend", old, n,
+	      n ? sd.t_end - first : 0, slowest, sd.t_end - sd.t_start);
 	/* its pages are right, and both sides count the same */
 	t_assert_eq(kvmm_seq_len(r, sd.seq), 3 * CC_TPB);
 	check_blocks(r, sd.seq, 3);
@@ -302,7 +318,7 @@ static void map_ahead(bool old)
 	uint32_t own, seq;
 	int n;
 
-	start(&d, old);
+	start(&d, old ? "KVMMD_TEST_ABI_1_16" : NULL);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -319,8 +335,8 @@ static void map_ahead(bool old)
 	t_ok(kvmm_seq_extend(r, seq, 2 * CC_TPB + 1));
 	cc_wait_parked(&d, 1);
 	n = rounds(c, r, own, false, ahead_done, &a, &first, &slowest);
-	judge("map-ahead fetch", old, n, n ? now_ms() - first : 0, slowest,
-	      now_ms() - t0);
+	judge(old ? "map-ahead fetch, ABI 1.16 kvmmd" : "map-ahead fetch", old,
+	      n, n ? now_ms() - first : 0, slowest, now_ms() - t0);
 	check_blocks(r, seq, 5);
 	check_blocks(r, own, 3);
 	t_assert_eq(pc_held(c), 8 * CC_PPB);
@@ -334,11 +350,85 @@ static void map_ahead(bool old)
 	cc_stop(&d);
 }
 
+/* Thread A: a plain, blocking prefix open of content 0's 4 blocks. */
+static void *opener(void *arg)
+{
+	struct side *sd = arg;
+	uint64_t h[4];
+	uint32_t nb = 0;
+
+	for (int b = 0; b < 4; b++)
+		h[b] = hash_of(0, b);
+	sd->t_start = now_ms();
+	sd->err = kvmm_seq_open_prefix(sd->r, h, 4, &sd->seq, &nb);
+	if (!sd->err && nb != 4)
+		sd->err = -EPROTO;
+	sd->t_end = now_ms();
+	atomic_store(&sd->done, true);
+	return NULL;
+}
+
+/* A prefix open whose restores need room in the full pool parks. */
+static void prefix_open(bool old)
+{
+	struct kvmm_region_opts ro = cc_region_opts();
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_status_reply st;
+	struct kvmm_region *r;
+	struct kvmm_conn *c;
+	struct td_daemon d;
+	struct side sd = { 0 };
+	double first, slowest;
+	uint32_t own, z;
+	pthread_t t;
+	int n;
+
+	/* before 1.16 libkvmm sent no KVMM_PREFIX_OPEN_COLLECT */
+	start(&d, old ? "KVMMD_TEST_ABI_1_15" : NULL);
+	c = cc_connect_lib(d.sock, "extend-park-hol-prefix");
+	t_ok(kvmm_region_create(c, &ro, &r));
+	t_ok(kvmm_seq_open(r, &own));
+	t_ok(kvmm_seq_extend(r, own, CC_TPB / 2));
+	publish(&d, 0, 4, 4);
+	publish(&d, 1, 3, 7);
+	/* content 0's first 3 blocks go down to the host tier to make room
+	 * for z, which keeps the pool full */
+	t_ok(kvmm_seq_open(r, &z));
+	t_ok(kvmm_seq_extend(r, z, 3 * CC_TPB));
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.tiers[1].used_blocks, 3);
+	/* the open restores them: content 1's 3 blocks make room */
+	sd.r = r;
+	t_assert_eq(pthread_create(&t, NULL, opener, &sd), 0);
+	cc_wait_parked(&d, 1);
+	n = rounds(c, r, own, true, side_done, &sd, &first, &slowest);
+	t_assert_eq(pthread_join(t, NULL), 0);
+	t_ok(sd.err);
+	judge(old ? "prefix open, ABI 1.15 kvmmd" : "prefix open", old, n,
+	      n ? sd.t_end - first : 0, slowest, sd.t_end - sd.t_start);
+	t_assert(cc_seq_content_ok(r, sd.seq, 4, 700, 509));
+	check_blocks(r, z, 3);
+	t_assert_eq(pc_held(c), 8 * CC_PPB);
+	t_assert_eq(pc_client_pages(c), 8 * CC_PPB);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.cmds_parked, 2); /* z's extend, then the open */
+	t_assert_eq(st.cmds_parked_now, 0);
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.prefix_opens_pending, 0);
+	t_assert_eq(ts.tiers[1].promotions_out, 3);
+	t_ok(kvmm_seq_close(r, sd.seq));
+	t_ok(kvmm_seq_close(r, z));
+	t_ok(kvmm_seq_close(r, own));
+	kvmm_disconnect(c);
+	cc_stop(&d);
+}
+
 int main(void)
 {
 	for (int old = 0; old < 2; old++) {
 		engine_extend(old);
 		map_ahead(old);
+		prefix_open(old);
 	}
 	return 0;
 }
