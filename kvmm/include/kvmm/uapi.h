@@ -731,7 +731,9 @@ struct kvmm_block_publish_reply {
 /*
  * KVMM_PREFIX_OPEN_COLLECT (ABI 1.16, with any of the flags above or
  * none; a daemon before 1.16 answers it -EINVAL): an open whose reply
- * would wait (restores from a lower tier, a block being demoted) is
+ * would wait (restores from a lower tier, a block being demoted; since
+ * ABI 1.17 also room its restores wait for: parked for pool pages, see
+ * KVMM_SEQ_EXTEND_COLLECT) is
  * answered at once with an empty reply (nr_blocks 0, no fds) whose flags
  * say KVMM_PREFIX_REPLY_PENDING, seq_id and seq_gen naming the sequence
  * the open reserved; the session's socket is read meanwhile.  When the
@@ -739,8 +741,10 @@ struct kvmm_block_publish_reply {
  * kvmm_ring_offsets.notify, FUTEX_WAKE on it); PREFIX_COLLECT
  * (kvmm_region_ref: region_id, seq_id) then answers with the reply the
  * open would have had (same format, counts, actions and fds), or -EAGAIN
- * while it is not ready.  Until it is collected, every command naming
- * the sequence is -EBUSY, REGION_DESTROY of its region too.
+ * while it is not ready, or the error it ended with (a parked one's
+ * -ENOMEM after 5 s; its sequence is closed then).  Until it is
+ * collected, every command naming the sequence is -EBUSY, REGION_DESTROY
+ * of its region too.
  */
 #define KVMM_PREFIX_OPEN_COLLECT 0x8u
 /* kvmm_prefix_open_reply.flags (ABI 1.16) */
