@@ -897,7 +897,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			  offsetof(struct kvmm_prefix_open, nr_hashes), &hashes,
 			  &n);
 	if (err)
-		return err;
+		goto out; /* a parked one's error is for its PREFIX_COLLECT */
 	err = -EINVAL;
 	if ((po.flags & ~(KVMM_PREFIX_OPEN_ACTIONS | KVMM_PREFIX_OPEN_SEGMENTS |
 			  KVMM_PREFIX_OPEN_EARLY | KVMM_PREFIX_OPEN_COLLECT)) ||
