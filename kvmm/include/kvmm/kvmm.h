@@ -39,7 +39,14 @@
  * (an extend's slowest took 5-7 ms behind a 2 s open, 1.9 s before).
  * Against a daemon before ABI 1.16 such a call holds the socket for its
  * whole wait, as it did: open with KVMM_PREFIX_OPEN_EARLY and ask
- * kvmm_seq_wait_ready() with KVMM_WAIT_READY_POLL there.
+ * kvmm_seq_wait_ready() with KVMM_WAIT_READY_POLL there.  Nor does an
+ * extend (kvmm_seq_extend(), the map-ahead thread's) or a prefix open
+ * that the daemon parks until demotion copies free pool pages (up to
+ * 5 s) hold the socket (ABI 1.17; 5-17 ms behind a 1.2 s park, the whole
+ * park before); a call naming that sequence meanwhile (a truncate, a
+ * close, a publish, another extend of it) waits for it, as it waited for
+ * the socket before.  Against a daemon before 1.17 a parked extend holds
+ * the socket for its park.
  *
  * Lifetimes: a region belongs to its connection, and kvmm_disconnect()
  * frees every region of it: a struct kvmm_region pointer is invalid
