@@ -750,7 +750,8 @@ void kd_ring_destroy(struct kd_session *s);
 bool kd_ring_poll(struct kd_session *s);
 void kd_ring_need_wakeup(struct kd_session *s, bool on);
 /* Bump the ring's notify word and wake the client's threads waiting on it
- * (a PREFIX_COLLECT reply is ready, an early open's block settled). */
+ * (a PREFIX_COLLECT or SEQ_COLLECT reply is ready, an early open's block
+ * settled). */
 void kd_ring_notify(struct kd_session *s);
 bool kd_ring_pending(struct kd_session *s);
 /* Free revocation entries (and the ring's size); -ECONNRESET when the

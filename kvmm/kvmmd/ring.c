@@ -15,8 +15,9 @@
  * it posts revocations (that one is kvmm_poll_fd()).
  *
  * The notify word (ABI 1.16) is no doorbell: libkvmm's threads that wait
- * for a deferred reply without the socket (a PREFIX_COLLECT, an early
- * open's blocks) sleep on it with FUTEX_WAIT, and the daemon bumps it and
+ * for a deferred reply without the socket (a PREFIX_COLLECT or, ABI
+ * 1.17, a SEQ_COLLECT; an early open's blocks) sleep on it with
+ * FUTEX_WAIT, and the daemon bumps it and
  * wakes them all whenever one of those may have changed; each then asks
  * again over the socket.  A futex, not an eventfd: several threads wait
  * on it at once and none of them consumes the event.
