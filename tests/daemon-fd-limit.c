@@ -6,7 +6,8 @@
  * the pool and says so in one line, without the pool's own warning; a
  * client then fills the whole pool (every page created, sent, imported,
  * mapped and written) and the daemon holds exactly one more fd per page
- * (the host backend sends each page's memfd itself, no exported copy).
+ * (the host backend sends each page's memfd itself, no exported copy;
+ * none was shared read-only, so no read-only fd is kept for one).
  * With a soft limit that is enough already, it says so and changes
  * nothing.  Under a hard limit below the need (2048) it raises both when
  * it may (CAP_SYS_RESOURCE), and otherwise keeps 2048 and warns with the
@@ -27,10 +28,10 @@
 #include "tests/lib/test.h"
 
 #define PAGES 3072 /* --gpu-mem 12M of 4K pages */
-/* kvmmd's estimate: pages + 1024 sessions x 6 fds + 1024 pidfds of
- * quarantined processes + 256 fixed + one reply message's read-only page
- * fds (253) */
-#define NEED (PAGES + 1024 * 6 + 1024 + 256 + 253)
+/* kvmmd's estimate: pages x 2 (host backend: the memfd, and the read-only
+ * fd kept for a shared page's readers) + 1024 sessions x 6 fds + 1024
+ * pidfds of quarantined processes + 256 fixed */
+#define NEED (PAGES * 2 + 1024 * 6 + 1024 + 256)
 #define CAP_SYS_RESOURCE_BIT 24
 
 static const char *const args[] = { "--page-size", "4K",   "--gpu-mem", "12M",
@@ -168,7 +169,7 @@ static void fill_under_low_soft(unsigned long long hard)
 	t_assert_eq(hard_now, hard);
 	snprintf(
 		line, sizeof(line),
-		"fds: need about %d (%d pages, 1024 sessions); RLIMIT_NOFILE raised from 1024 (hard %llu) to %llu (hard %llu)",
+		"fds: need about %d (%d pages, 2 fds each, 1024 sessions); RLIMIT_NOFILE raised from 1024 (hard %llu) to %llu (hard %llu)",
 		NEED, PAGES, hard, hard, hard);
 	log_has(&d, line, true);
 	log_has(&d, "vmm pool:", false);
@@ -238,7 +239,7 @@ static void enough_already(unsigned long long hard)
 	t_assert_eq(hard_now, hard);
 	snprintf(
 		line, sizeof(line),
-		"fds: need about %d (%d pages, 1024 sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
+		"fds: need about %d (%d pages, 2 fds each, 1024 sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
 		NEED, PAGES, soft, hard);
 	log_has(&d, line, true);
 	t_assert_eq(td_stop(&d), 0);
@@ -269,7 +270,7 @@ static int low_hard_child(void)
 		t_assert_eq(hard_now, 2048);
 		snprintf(
 			line, sizeof(line),
-			"WARN  kvmmd[%d]: fds: need about %d (%d pages, 1024 sessions) but RLIMIT_NOFILE is 2048 (hard 2048; was 1024), %d short; raising the hard limit: %s (needs CAP_SYS_RESOURCE): start kvmmd with LimitNOFILE=%d (systemd) or after ulimit -n %d",
+			"WARN  kvmmd[%d]: fds: need about %d (%d pages, 2 fds each, 1024 sessions) but RLIMIT_NOFILE is 2048 (hard 2048; was 1024), %d short; raising the hard limit: %s (needs CAP_SYS_RESOURCE): start kvmmd with LimitNOFILE=%d (systemd) or after ulimit -n %d",
 			(int)d.pid, NEED, PAGES, NEED - 2048, strerror(EPERM),
 			NEED, NEED);
 		log_has(&d, line, true);

@@ -92,9 +92,8 @@ static int scenario(struct vmm_backend *b)
 	err = vmm_pool_page_fd_readonly(pool, ids[0], 0, &fd);
 	if (err == -EOPNOTSUPP)
 		err = 0;
-	else if (!err)
-		close(fd);
-	fd = -1;
+	fd = -1; /* the pool's (kept while page 0 is allocated) */
+	vmm_pool_readonly_sent(pool);
 	if (err)
 		goto err_unmap;
 	/* A client's view of page 0: export, import, map at the last slot. */

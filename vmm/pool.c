@@ -48,10 +48,30 @@
  *
  * Readers.  A process that may only read a page (kvmmd: a cached block a
  * prefix open shares) gets a read-only fd of it where the backend can
- * make one (vmm_pool_page_fd_readonly(); host: a new read-only open file
- * description of the memfd, made per hand-out and closed by the caller
- * once sent, so the pool still holds one fd per page).  The cuda backend
- * cannot: an importer sets its own access.
+ * make one (vmm_pool_page_fd_readonly(); host: a read-only open file
+ * description of the memfd).  The cuda backend cannot: an importer sets
+ * its own access.  The pool opens that fd at the page's first read-only
+ * hand-out and keeps it while the page stays allocated: opening one
+ * through /proc/self/fd costs 4-9 us, more than the rest of a page's
+ * hand-out, and a popular cached prefix hands the same pages out again
+ * and again.  A page therefore costs up to two fds
+ * (vmm_pool_fds_per_page()).
+ *
+ * Why a kept read-only fd cannot outlive what it may show: it is of the
+ * same memfd as the page's own fd, so it reaches exactly the memory a
+ * holder of the page's fd reaches, and it is handed only to the page's
+ * readers, whose domain note_seen() records as for the page's own fd.  It
+ * is closed when the page is freed (vmm_pool_free(): before it is scrubbed
+ * for or handed to its next owner, so a reused page starts without one
+ * and its next reader gets a fd opened then), and with the page when it
+ * is renewed or the pool is destroyed (release_page()).  Readers share the
+ * one open file description: its offset and status flags (F_SETFL cannot
+ * change its access mode), which nothing here uses, since every mapping
+ * and copy goes through mmap or the page's own fd.  Under an fd shortage
+ * (-EMFILE, -ENFILE: RLIMIT_NOFILE could not be raised for two fds a
+ * page) the kept fds are dropped, but those handed out since the caller's
+ * last vmm_pool_readonly_sent(), and the open or creation is tried again,
+ * rather than failing a reply or a page for fds that are only a cache.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -75,6 +95,10 @@ struct pool_page {
 	/* the domain whose processes got the fd since the page was created,
 	 * OWNER_NONE (none yet) or SEEN_MIXED (more than one) */
 	uint64_t seen;
+	/* the kept read-only fd (vmm_pool_page_fd_readonly()), -1 when none,
+	 * and the batch it was last handed out in (pool->ro_batch) */
+	int ro_fd;
+	uint64_t ro_batch;
 };
 
 /* never allocated for an owner: nothing of anyone's in it */
@@ -89,6 +113,9 @@ struct vmm_pool {
 	struct pool_page *pages; /* capacity entries */
 	uint32_t *free_ids; /* stack of FREE page ids */
 	uint32_t nr_free;
+	/* read-only fds handed out in this batch are not dropped under fd
+	 * pressure: the caller has not sent them yet */
+	uint64_t ro_batch;
 	struct vmm_pool_stats st;
 };
 
@@ -131,7 +158,7 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 		 * the budget.  Programs raise the limit before creating the
 		 * pool (kvmmd: vmm_nofile_raise with its sessions' fds on top),
 		 * so this fires only when they could not. */
-		uint64_t need = capacity_pages * VMM_POOL_FDS_PER_PAGE;
+		uint64_t need = capacity_pages * vmm_pool_fds_per_page(b);
 		struct rlimit rl;
 
 		if (!getrlimit(RLIMIT_NOFILE, &rl) &&
@@ -150,7 +177,52 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 	return 0;
 }
 
-/* Give a page's fd and handle back to the backend.  The release is
+unsigned int vmm_pool_fds_per_page(const struct vmm_backend *b)
+{
+	return b->ops->page_fd_readonly ? 2 : 1;
+}
+
+/* Close the page's kept read-only fd, if it has one. */
+static void drop_ro_fd(struct vmm_pool *pool, struct pool_page *p)
+{
+	if (p->ro_fd < 0)
+		return;
+	close(p->ro_fd);
+	p->ro_fd = -1;
+	pool->st.ro_fds--;
+}
+
+/*
+ * Short of fds: close every kept read-only fd but those handed out in the
+ * current batch (the caller is about to send them).  They are a cache,
+ * reopened at their page's next read-only hand-out.  How many went.
+ */
+static uint64_t drop_ro_fds(struct vmm_pool *pool)
+{
+	uint64_t dropped = 0;
+
+	for (uint64_t id = 0; pool->st.ro_fds && id < pool->st.created; id++) {
+		struct pool_page *p = &pool->pages[id];
+
+		if (p->ro_fd < 0 || p->ro_batch == pool->ro_batch)
+			continue;
+		drop_ro_fd(pool, p);
+		dropped++;
+	}
+	pool->st.ro_fd_drops += dropped;
+	if (dropped)
+		vmm_log(VMM_LOG_WARN,
+			"vmm pool: short of fds: %llu kept read-only page fds closed (RLIMIT_NOFILE below 2 fds a page)",
+			(unsigned long long)dropped);
+	return dropped;
+}
+
+static bool fd_shortage(int err)
+{
+	return err == -EMFILE || err == -ENFILE;
+}
+
+/* Give a page's fds and handle back to the backend.  The release is
  * retried once: a transient failure (-EINTR, -ENOMEM for metadata) must
  * not leak device memory; 0, or the second failure's -errno (counted). */
 static int release_page(struct vmm_pool *pool, struct pool_page *p)
@@ -158,6 +230,7 @@ static int release_page(struct vmm_pool *pool, struct pool_page *p)
 	struct vmm_backend *b = pool->backend;
 	int err;
 
+	drop_ro_fd(pool, p);
 	if (p->fd_owned)
 		close(p->fd);
 	p->fd_owned = false;
@@ -213,22 +286,26 @@ static int pool_page_fd(struct vmm_backend *b, struct pool_page *p)
 	return err;
 }
 
-/* Create the next page (id = created) with its fd; it starts FREE but is
- * not pushed on the free list, the caller decides. */
 /* A new backend page with the fd clients get, into p's handle, fd and
- * fd_owned: one create call counted, a failure in failures, and nothing
- * of it left behind. */
+ * fd_owned (no read-only fd yet): one create call counted, a failure in
+ * failures, and nothing of it left behind.  Short of fds, it is tried
+ * again once the kept read-only fds are closed. */
 static int make_page(struct vmm_pool *pool, struct pool_page *p)
 {
 	struct vmm_backend *b = pool->backend;
 	int err;
 
-	pool->st.create_calls++;
-	err = b->ops->page_create(b, &p->handle);
-	if (!err) {
-		err = pool_page_fd(b, p);
-		if (err)
-			release_page(pool, p);
+	p->ro_fd = -1;
+	for (int tries = 0; tries < 2; tries++) {
+		pool->st.create_calls++;
+		err = b->ops->page_create(b, &p->handle);
+		if (!err) {
+			err = pool_page_fd(b, p);
+			if (err)
+				release_page(pool, p);
+		}
+		if (!err || !fd_shortage(err) || !drop_ro_fds(pool))
+			break;
 	}
 	if (err)
 		pool->st.failures++;
@@ -246,6 +323,7 @@ static int pool_create_page(struct vmm_pool *pool, uint32_t *id)
 	err = make_page(pool, p);
 	if (err) {
 		memset(p, 0, sizeof(*p));
+		p->ro_fd = -1;
 		return err;
 	}
 	p->state = VMM_PAGE_FREE;
@@ -329,7 +407,7 @@ static int scrub(struct vmm_pool *pool, struct pool_page *p)
  */
 static int renew(struct vmm_pool *pool, struct pool_page *p)
 {
-	struct pool_page fresh = { .fd = -1 };
+	struct pool_page fresh = { .fd = -1, .ro_fd = -1 };
 	int err = make_page(pool, &fresh);
 
 	if (err)
@@ -343,6 +421,7 @@ static int renew(struct vmm_pool *pool, struct pool_page *p)
 	p->handle = fresh.handle;
 	p->fd = fresh.fd;
 	p->fd_owned = fresh.fd_owned;
+	p->ro_fd = -1; /* the old page's went with it (release_page) */
 	p->owner = OWNER_NONE;
 	p->seen = OWNER_NONE;
 	return 0;
@@ -434,6 +513,8 @@ int vmm_pool_free(struct vmm_pool *pool, uint32_t page_id)
 
 	if (!p || p->state != VMM_PAGE_ALLOCATED)
 		return -EINVAL;
+	/* its readers got theirs; the next owner's start with a new one */
+	drop_ro_fd(pool, p);
 	if (p->mappers) {
 		p->state = VMM_PAGE_REVOKING;
 		pool->st.revoking++;
@@ -506,17 +587,34 @@ int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 		return -EINVAL;
 	if (!b->ops->page_fd_readonly)
 		return -EOPNOTSUPP;
-	err = b->ops->page_fd_readonly(b, p->handle, fd);
-	if (err) {
-		if (err != -EOPNOTSUPP)
-			pool->st.failures++;
-		return err;
+	/* a page freed is not handed out (REVOKING), nor a FREE one */
+	if (p->state != VMM_PAGE_ALLOCATED)
+		return -EINVAL;
+	if (p->ro_fd < 0) {
+		err = b->ops->page_fd_readonly(b, p->handle, &p->ro_fd);
+		if (fd_shortage(err) && drop_ro_fds(pool))
+			err = b->ops->page_fd_readonly(b, p->handle, &p->ro_fd);
+		if (err) {
+			p->ro_fd = -1;
+			if (err != -EOPNOTSUPP)
+				pool->st.failures++;
+			return err;
+		}
+		pool->st.ro_fds++;
+		pool->st.ro_fd_opens++;
 	}
+	p->ro_batch = pool->ro_batch;
+	*fd = p->ro_fd;
 	/* the receiver reads the page's memory: a domain it reached, as
 	 * with vmm_pool_page_fd() (a reader of another domain would read
 	 * what the next owner writes unless the page is renewed) */
 	note_seen(p, domain);
 	return 0;
+}
+
+void vmm_pool_readonly_sent(struct vmm_pool *pool)
+{
+	pool->ro_batch++;
 }
 
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id)

@@ -177,7 +177,8 @@ struct vmm_ops {
 	 * only be read: a process given it cannot map the page writable,
 	 * now or later, so the pool hands it to processes that may only
 	 * read the page (kvmmd: a cached block a prefix open shares).  The
-	 * caller owns and closes it.  Host: a new open file description of
+	 * caller owns and closes it (the pool keeps it while the page is
+	 * allocated: vmm_pool_page_fd_readonly()).  Host: a new open file description of
 	 * the memfd, O_RDONLY, so mmap(PROT_WRITE, MAP_SHARED) and
 	 * mprotect(PROT_WRITE) of a mapping of it fail with EACCES;
 	 * -EOPNOTSUPP for an imported page, or where /proc/self/fd cannot
@@ -260,11 +261,13 @@ unsigned int vmm_fault_calls(struct vmm_backend *wrapped, enum vmm_op op);
  * its event loop.
  */
 
-/* Fds one created pool page keeps open in the pool's process, on both
- * backends: host, the page's memfd (the handle, also what clients get);
- * cuda, the exported fd (the handle is not an fd).  A full pool of N pages
- * holds N fds; size RLIMIT_NOFILE from this (vmm_nofile_raise). */
-#define VMM_POOL_FDS_PER_PAGE 1
+/* Fds one created pool page may keep open in the pool's process: the
+ * page's own (host: the memfd, the handle, also what clients get; cuda:
+ * the exported fd, the handle is not an fd), and where the backend makes
+ * read-only fds (host), the one vmm_pool_page_fd_readonly() keeps while
+ * the page is allocated.  A full pool of N pages holds up to N times this;
+ * size RLIMIT_NOFILE from it (vmm_nofile_raise). */
+unsigned int vmm_pool_fds_per_page(const struct vmm_backend *b);
 enum vmm_page_state {
 	VMM_PAGE_UNUSED = 0, /* slot never created, or released */
 	VMM_PAGE_FREE, /* created, on the free list */
@@ -294,6 +297,12 @@ struct vmm_pool_stats {
 	 * failed; the page stayed free as it was) */
 	uint64_t renewed;
 	uint64_t renew_failures;
+	/* read-only fds kept now (vmm_pool_page_fd_readonly(): one at most
+	 * per allocated page), opened so far, and closed under an fd
+	 * shortage (reopened at their page's next read-only hand-out) */
+	uint64_t ro_fds;
+	uint64_t ro_fd_opens;
+	uint64_t ro_fd_drops;
 };
 
 struct vmm_pool;
@@ -332,15 +341,24 @@ int vmm_pool_unmapped(struct vmm_pool *pool, uint32_t page_id);
  * backend, valid until the page is freed: pass it as is or dup it, never
  * close it.  -EINVAL for an unknown page or domain. */
 int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain);
-/* The same page for a process that may only read it: *fd gets a new fd
- * that cannot map the page writable (vmm_ops.page_fd_readonly), which the
- * caller closes once it is sent.  The domain is recorded as by
+/* The same page for a process that may only read it: *fd gets an fd that
+ * cannot map the page writable (vmm_ops.page_fd_readonly).  The pool
+ * opens it at the page's first such call and keeps it while the page is
+ * allocated (vmm_pool_free() closes it), so the same fd comes back each
+ * time: pass it as is, never close it.  It stays valid until the page is
+ * freed, or until vmm_pool_readonly_sent() ends the batch it was handed
+ * out in, after which an fd shortage in the pool may close it (then it is
+ * reopened at the next call).  The domain is recorded as by
  * vmm_pool_page_fd().  -EOPNOTSUPP where the backend cannot (cuda: an
  * importer sets its own access; the caller then sends vmm_pool_page_fd()'s
- * fd, which any receiver can map writable), -EINVAL for an unknown page
- * or domain, else the backend's -errno (-EMFILE, ...). */
+ * fd, which any receiver can map writable), -EINVAL for an unknown page or
+ * domain or a page not allocated, else the backend's -errno (-EMFILE when
+ * none is left even after the kept fds of other batches were closed). */
 int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 			      uint64_t domain, int *fd);
+/* The read-only fds handed out since the last call are sent (or will not
+ * be): from now on an fd shortage may close them. */
+void vmm_pool_readonly_sent(struct vmm_pool *pool);
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id);
 enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
 					uint32_t page_id);

@@ -190,11 +190,12 @@ static bool prepare_sleep(void *data, bool arm)
  */
 static void raise_nofile(struct kd_daemon *d)
 {
-	uint64_t pool_fds = d->capacity * VMM_POOL_FDS_PER_PAGE;
-	/* KVMM_MSG_MAX_FDS: one message's read-only page fds, opened while
-	 * a reply is sent (kd_session_reply_pages()) */
+	/* host: a page's memfd and the read-only fd kept for its readers
+	 * while it is allocated (kd_session_reply_pages()); cuda: one */
+	unsigned int per_page = vmm_pool_fds_per_page(d->backend);
+	uint64_t pool_fds = d->capacity * per_page;
 	uint64_t need = pool_fds + (uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS +
-			KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS + KVMM_MSG_MAX_FDS;
+			KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS;
 	struct vmm_nofile r;
 	int err = vmm_nofile_raise(need, &r);
 
@@ -210,26 +211,27 @@ static void raise_nofile(struct kd_daemon *d)
 	}
 	if (!err && r.soft == r.old_soft && r.hard == r.old_hard) {
 		vmm_log(VMM_LOG_INFO,
-			"fds: need about %llu (%llu pages, %u sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
+			"fds: need about %llu (%llu pages, %u fds each, %u sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
 			(unsigned long long)need,
-			(unsigned long long)d->capacity, KD_MAX_SESSIONS,
-			(unsigned long long)r.soft, (unsigned long long)r.hard);
+			(unsigned long long)d->capacity, per_page,
+			KD_MAX_SESSIONS, (unsigned long long)r.soft,
+			(unsigned long long)r.hard);
 		return;
 	}
 	if (!err) {
 		vmm_log(VMM_LOG_INFO,
-			"fds: need about %llu (%llu pages, %u sessions); RLIMIT_NOFILE raised from %llu (hard %llu) to %llu (hard %llu)",
+			"fds: need about %llu (%llu pages, %u fds each, %u sessions); RLIMIT_NOFILE raised from %llu (hard %llu) to %llu (hard %llu)",
 			(unsigned long long)need,
-			(unsigned long long)d->capacity, KD_MAX_SESSIONS,
-			(unsigned long long)r.old_soft,
+			(unsigned long long)d->capacity, per_page,
+			KD_MAX_SESSIONS, (unsigned long long)r.old_soft,
 			(unsigned long long)r.old_hard,
 			(unsigned long long)r.soft, (unsigned long long)r.hard);
 		return;
 	}
 	vmm_log(VMM_LOG_WARN,
-		"fds: need about %llu (%llu pages, %u sessions) but RLIMIT_NOFILE is %llu (hard %llu; was %llu), %llu short%s%s%s: start kvmmd with LimitNOFILE=%llu (systemd) or after ulimit -n %llu%s",
+		"fds: need about %llu (%llu pages, %u fds each, %u sessions) but RLIMIT_NOFILE is %llu (hard %llu; was %llu), %llu short%s%s%s: start kvmmd with LimitNOFILE=%llu (systemd) or after ulimit -n %llu%s",
 		(unsigned long long)need, (unsigned long long)d->capacity,
-		KD_MAX_SESSIONS, (unsigned long long)r.soft,
+		per_page, KD_MAX_SESSIONS, (unsigned long long)r.soft,
 		(unsigned long long)r.hard, (unsigned long long)r.old_soft,
 		(unsigned long long)(need - r.soft),
 		r.hard_err ? "; raising the hard limit: " : "",

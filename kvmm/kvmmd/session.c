@@ -286,22 +286,21 @@ static uint64_t slow_cmd_ns(void)
 }
 
 /*
- * The fds of one message: fds[i] as is, or, where ro[i] names a page, a
- * read-only fd of that page, opened now and closed by put_fds() once the
- * message went (the backend's own fd where it has no read-only one).  A
- * reply of 8192 pages thus holds KVMM_MSG_MAX_FDS (253) extra fds at
- * most, never one per page (raise_nofile() counts them).  -errno when one
- * cannot be opened (those opened are closed).
+ * The fds of one message: fds[i] as is, or, where ro[i] names a page, the
+ * read-only fd of that page, which the pool keeps while the page is
+ * allocated (opened at its first read-only hand-out, raise_nofile()
+ * counts it) and may close under an fd shortage only once put_fds() says
+ * the message went (the backend's own fd where it has no read-only one).
+ * -errno when one cannot be opened.
  */
 static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
-		    unsigned int n, int *out, bool *opened)
+		    unsigned int n, int *out)
 {
 	uint64_t domain = kd_cache_owner(s);
 	int err;
 
 	for (unsigned int i = 0; i < n; i++) {
 		out[i] = fds[i];
-		opened[i] = false;
 		if (!ro || ro[i] == KD_PAGE_AS_IS ||
 		    s->client_minor < KD_RO_FDS_MINOR)
 			continue;
@@ -315,21 +314,17 @@ static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
 			vmm_log(VMM_LOG_ERR,
 				"session %u: no read-only fd for page %u: %s",
 				s->id, ro[i], strerror(-err));
-			while (i--)
-				if (opened[i])
-					close(out[i]);
 			return err;
 		}
-		opened[i] = true;
 	}
 	return 0;
 }
 
-static void put_fds(const int *fds, const bool *opened, unsigned int n)
+/* The message's read-only fds went (or will not): the pool may close
+ * them again when it is short of fds. */
+static void put_fds(struct kd_session *s)
 {
-	for (unsigned int i = 0; i < n; i++)
-		if (opened[i])
-			close(fds[i]);
+	vmm_pool_readonly_sent(s->d->pool);
 }
 
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
@@ -349,7 +344,6 @@ int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	struct kvmm_msg_hdr h = { 0 };
 	unsigned int first = nfds > KVMM_MSG_MAX_FDS ? KVMM_MSG_MAX_FDS : nfds;
 	int msg_fds[KVMM_MSG_MAX_FDS];
-	bool opened[KVMM_MSG_MAX_FDS];
 	uint64_t t0;
 	int err;
 
@@ -367,11 +361,10 @@ int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	if (len)
 		memcpy(buf + sizeof(h), body, len);
 	t0 = slow_cmd_ns() ? kd_now_ns() : 0; /* the clock only when asked */
-	err = take_fds(s, fds, ro, first, msg_fds, opened);
-	if (!err) {
+	err = take_fds(s, fds, ro, first, msg_fds);
+	if (!err)
 		err = kw_send(s->fd, buf, h.size, msg_fds, first, MSG_DONTWAIT);
-		put_fds(msg_fds, opened, first);
-	}
+	put_fds(s);
 	for (unsigned int i = first; !err && i < nfds; i += KVMM_MSG_MAX_FDS) {
 		unsigned int n = nfds - i;
 
@@ -396,12 +389,11 @@ int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
 			else
 				h.flags &= ~KVMM_MSG_F_REPLY;
 		}
-		err = take_fds(s, fds + i, ro ? ro + i : NULL, n, msg_fds,
-			       opened);
-		if (err)
-			break;
-		err = kw_send(s->fd, &h, sizeof(h), msg_fds, n, MSG_DONTWAIT);
-		put_fds(msg_fds, opened, n);
+		err = take_fds(s, fds + i, ro ? ro + i : NULL, n, msg_fds);
+		if (!err)
+			err = kw_send(s->fd, &h, sizeof(h), msg_fds, n,
+				      MSG_DONTWAIT);
+		put_fds(s);
 	}
 	if (t0)
 		s->reply_send_ns += kd_now_ns() - t0;
