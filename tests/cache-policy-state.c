@@ -98,13 +98,14 @@ static off_t file_size(const char *path)
 
 int main(void)
 {
-	char dir[] = "/tmp/kvmm-pstate-XXXXXX", bad[256];
+	char dir[64], bad[256];
 	static char out[1 << 16];
 	struct kvmm_status_reply st;
 	const char *a[16];
 	struct td_daemon d;
 	FILE *f;
 
+	td_tmp_path("kvmm-pstate-XXXXXX", dir, sizeof(dir));
 	t_assert(mkdtemp(dir) != NULL);
 	snprintf(state, sizeof(state), "%s/policy.state", dir);
 

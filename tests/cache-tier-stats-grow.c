@@ -322,7 +322,10 @@ static pid_t old_daemon_start(struct sockaddr_un *sa, char *dir, size_t len,
 	int l;
 	pid_t p;
 
-	snprintf(dir, len, "/tmp/kvmm-tsgrow-%d", (int)getpid());
+	char name[32];
+
+	snprintf(name, sizeof(name), "kvmm-tsgrow-%d", (int)getpid());
+	td_tmp_path(name, dir, len);
 	t_ok(mkdir(dir, 0700));
 	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/kvmm.sock", dir);
 	l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

@@ -9,7 +9,7 @@
 # values, over-long paths, options that need another).
 set -u
 b=${KVMM_BUILD:-build}
-dir=$(mktemp -d /tmp/kvmm-ctl-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-ctl-XXXXXX")
 sock=$dir/kvmm.sock
 trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; cat "$dir/log" 2>/dev/null; exit 1; }

@@ -770,7 +770,7 @@ int main(int argc, char **argv)
 	soak = mmap(NULL, sizeof(*soak), PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(soak != MAP_FAILED);
-	snprintf(r.dir, sizeof(r.dir), "/tmp/kvmm-soak-XXXXXX");
+	td_tmp_path("kvmm-soak-XXXXXX", r.dir, sizeof(r.dir));
 	t_assert(mkdtemp(r.dir));
 	t_ok(chmod(r.dir, 0711));
 	/* a client's forked children are ours when a SIGKILL orphans them */

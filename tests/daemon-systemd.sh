@@ -18,7 +18,7 @@
 set -u
 b=${KVMM_BUILD:-build}
 src=${KVMM_SRC:-.}
-dir=$(mktemp -d /tmp/kvmm-sysd-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-sysd-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; cat "$dir"/log* 2>/dev/null; exit 1; }
 command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }

@@ -42,7 +42,7 @@ command -v "${CC:-cc}" >/dev/null || { echo "skip: no C compiler"; exit 77; }
 for t in kvmmd kvmmctl kvmm-replay kvmm-agentgen kvmm-calibrate tinylm; do
 	[ -x "$b/$t" ] || { echo "skip: $b/$t not built"; exit 77; }
 done
-d=$(mktemp -d /tmp/kvmm-docnames.XXXXXX)
+d=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-docnames.XXXXXX")
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$d"' EXIT
 

@@ -17,11 +17,12 @@
 #include <unistd.h>
 
 #include "ebpf/telemetry_targets.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 #define MAXT 8
 
-static char dir[] = "/tmp/kvmm-targets.XXXXXX";
+static char dir[64];
 static char paths[MAXT][PATH_MAX];
 
 static void touch(const char *rel)
@@ -63,6 +64,7 @@ int main(void)
 	char tried[2048], expect[2048];
 	int sys, nr;
 
+	td_tmp_path("kvmm-targets.XXXXXX", dir, sizeof(dir));
 	t_assert(mkdtemp(dir));
 	t_assert(!mkdir(at("lib"), 0755) && !mkdir(at("bin"), 0755));
 	touch("lib/libkvmm.so.1");

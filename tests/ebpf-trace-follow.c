@@ -33,7 +33,7 @@ static char *next_line(FILE *f)
 int main(void)
 {
 	static char err[4096];
-	char kvmmctl[512], errpath[64];
+	char kvmmctl[512], errpath[128], name[32];
 	struct bpf_test b;
 	struct tel *t;
 	FILE *out, *ef;
@@ -46,8 +46,8 @@ int main(void)
 	t = bpf_test_open(&b);
 	ebpf_drive_process(NULL, 0);
 	td_build_path("kvmmctl", kvmmctl, sizeof(kvmmctl));
-	snprintf(errpath, sizeof(errpath), "/tmp/kvmm-follow-%d.err",
-		 (int)getpid());
+	snprintf(name, sizeof(name), "kvmm-follow-%d.err", (int)getpid());
+	td_tmp_path(name, errpath, sizeof(errpath));
 
 	t_assert(!pipe(fds));
 	fflush(NULL);

@@ -10,7 +10,7 @@
 set -u
 SRC=${KVMM_SRC:-.}
 inc=$SRC/kvmm/include
-D=$(mktemp -d /tmp/kvmm-hdr.XXXXXX)
+D=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-hdr.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 command -v g++ >/dev/null || { echo "skip: no g++"; exit 77; }

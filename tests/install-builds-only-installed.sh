@@ -11,7 +11,7 @@
 set -u
 cd "${KVMM_SRC:-.}" || exit 1
 command -v make >/dev/null || { echo "skip: no make"; exit 77; }
-d=$(mktemp -d /tmp/kvmm-install-only.XXXXXX)
+d=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-install-only.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 b=$d/b

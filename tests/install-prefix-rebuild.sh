@@ -11,7 +11,7 @@
 set -u
 src=${KVMM_SRC:-.}
 cd "$src" || exit 1
-d=$(mktemp -d /tmp/kvmm-prefix.XXXXXX)
+d=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-prefix.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 b=$d/b

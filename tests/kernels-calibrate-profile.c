@@ -11,12 +11,13 @@
 #include <unistd.h>
 
 #include "kvmm/policy/cost_model.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 int main(void)
 {
 	const char *build = getenv("KVMM_BUILD"), *src = getenv("KVMM_SRC");
-	char bin[512], base_path[512], out[] = "/tmp/kvmm-calib-XXXXXX";
+	char bin[512], base_path[512], out[128];
 	char cmd[2048], err[256] = "";
 	struct pol_cost_model m, base;
 	int fd, rc;
@@ -29,6 +30,7 @@ int main(void)
 	if (access(base_path, R_OK))
 		t_skip("%s not found", base_path);
 	t_assert(access(bin, X_OK) == 0);
+	td_tmp_path("kvmm-calib-XXXXXX", out, sizeof(out));
 	fd = mkstemp(out);
 	t_assert(fd >= 0);
 	close(fd);

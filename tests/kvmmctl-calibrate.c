@@ -37,7 +37,7 @@
 #include "tests/lib/test.h"
 
 static char out[65536];
-static char dir[] = "/tmp/kvmm-ctlcal-XXXXXX";
+static char dir[40]; /* $TMPDIR/kvmm-ctlcal-XXXXXX: fits the commands */
 
 /* A failing assertion exits: the temporary files go with it. */
 static void remove_dir(void)
@@ -170,6 +170,7 @@ int main(void)
 		t_skip("%s not found", base);
 	t_assert(realpath(emu, line) && strlen(line) < sizeof(emu));
 	strcpy(emu, line);
+	td_tmp_path("kvmm-ctlcal-XXXXXX", dir, sizeof(dir));
 	t_assert(mkdtemp(dir));
 	atexit(remove_dir);
 	load(base, &mb);

@@ -5,7 +5,7 @@
 # arguments are checked before any pin is opened.
 set -u
 b=${KVMM_BUILD:-build}
-err=$(mktemp /tmp/kvmm-trace-args-XXXXXX)
+err=$(mktemp "${TMPDIR:-/tmp}/kvmm-trace-args-XXXXXX")
 trap 'rm -f "$err"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 

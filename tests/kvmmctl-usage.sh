@@ -11,7 +11,7 @@
 # no block says so (was "host needs --host-mem" although it was given).
 set -u
 b=${KVMM_BUILD:-build}
-dir=$(mktemp -d /tmp/kvmm-ctl-usage-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-ctl-usage-XXXXXX")
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -8,7 +8,7 @@
 set -u
 b=${KVMM_BUILD:-build}
 [ -x "$b/kvmmd" ] || { echo "skip: $b/kvmmd not built"; exit 77; }
-dir=$(mktemp -d /tmp/kvmm-conf-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-conf-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 

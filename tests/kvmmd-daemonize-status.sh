@@ -10,7 +10,7 @@
 set -u
 b=${KVMM_BUILD:-build}
 [ -x "$b/kvmmd" ] || { echo "skip: $b/kvmmd not built"; exit 77; }
-dir=$(mktemp -d /tmp/kvmm-dmnstat-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-dmnstat-XXXXXX")
 # the NVMe tier needs O_DIRECT: not on tmpfs
 ndir=$(mktemp -d "${KVMM_NVME_TEST_DIR:-/var/tmp}/kvmm-dmnstat-XXXXXX")
 sock=$dir/k.sock

@@ -8,7 +8,7 @@
 # and stderr to /dev/null once ready, and logged nowhere.
 set -u
 b=${KVMM_BUILD:-build}
-dir=$(mktemp -d /tmp/kvmm-logfile-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-logfile-XXXXXX")
 sock=$dir/kvmm.sock
 log=$dir/kvmmd.log
 pid=

@@ -10,7 +10,7 @@
 set -u
 b=${KVMM_BUILD:-build}
 [ -x "$b/kvmmd" ] || { echo "skip: $b/kvmmd not built"; exit 77; }
-dir=$(mktemp -d /tmp/kvmm-opterr-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-opterr-XXXXXX")
 sock=$dir/kvmm.sock
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -9,7 +9,7 @@
 set -u
 b=${KVMM_BUILD:-build}
 case "$b" in /*) ;; *) b=$PWD/$b ;; esac
-dir=$(mktemp -d /tmp/kvmm-relpath-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-relpath-XXXXXX")
 n=rel-$$
 pid=
 # (a kvmmd that made its files in / is stopped too)

@@ -9,7 +9,7 @@
 set -u
 b=${KVMM_BUILD:-build}
 case "$b" in /*) ;; *) b=$PWD/$b ;; esac
-dir=$(mktemp -d /tmp/kvmm-syslog-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-syslog-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; cat "$dir/syslog" "$dir/err" 2>/dev/null; exit 1; }
 

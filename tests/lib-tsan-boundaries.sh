@@ -11,7 +11,7 @@ set -u
 src=${KVMM_SRC:-.}
 build=${KVMM_BUILD:-$src/build}
 cd "$src" || exit 1
-tmp=$(mktemp -d /tmp/kvmm-tsan.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-tsan.XXXXXX")
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 daemon=0
 

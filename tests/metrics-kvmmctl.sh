@@ -14,7 +14,7 @@
 #     prints nothing, and the recipe leaves no file behind.
 set -u
 b=${KVMM_BUILD:-build}
-dir=$(mktemp -d /tmp/kvmm-metrics-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-metrics-XXXXXX")
 sock=$dir/kvmm.sock
 pid='' pid2=''
 trap 'kill $pid $pid2 2>/dev/null; rm -rf "$dir"' EXIT

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kvmm/policy/cost_model.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 #define near(a, b) (fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
@@ -170,8 +171,11 @@ int main(void)
 	t_assert(strstr(err, "unknown key 'wat' on line 3"));
 	/* a FIFO as the profile is refused, not waited on */
 	{
-		char fifo[] = "/tmp/kvmm-profile-fifo-XXXXXX";
-		int fd = mkstemp(fifo);
+		char fifo[128];
+		int fd;
+
+		td_tmp_path("kvmm-profile-fifo-XXXXXX", fifo, sizeof(fifo));
+		fd = mkstemp(fifo);
 
 		t_assert(fd >= 0);
 		close(fd);

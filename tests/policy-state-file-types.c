@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kvmm/policy/policy.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 static void on_alarm(int sig)
@@ -45,13 +46,14 @@ static void check_path(const char *path, int want, const char *why_has)
 
 int main(void)
 {
-	char dir[] = "/tmp/kvmm-state-types-XXXXXX";
+	char dir[64];
 	char fifo[512], sub[512], link_path[512], reg[512], tmp[512];
 	void *buf = NULL;
 	size_t len = 0;
 
 	signal(SIGALRM, on_alarm);
 	alarm(10);
+	td_tmp_path("kvmm-state-types-XXXXXX", dir, sizeof(dir));
 	if (!mkdtemp(dir))
 		t_fail("mkdtemp: %s", strerror(errno));
 	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);

@@ -14,6 +14,7 @@
  * open; a slab too small is refused and stays the caller's.
  */
 #include "kvmm/kvmmd/tier_host.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -59,9 +60,10 @@ static void write_file(const char *path, const char *s)
 
 static void check_sysfs(void)
 {
-	char root[] = "/tmp/kvmm-sysfs-XXXXXX", dir[256], file[300];
+	char root[64], dir[256], file[300];
 	int node = 99;
 
+	td_tmp_path("kvmm-sysfs-XXXXXX", root, sizeof(root));
 	t_assert(mkdtemp(root));
 	snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices/0000:3b:00.0", root);
 	char cmd[400];

@@ -9,6 +9,7 @@
  */
 #include <unistd.h>
 
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 #include "tools/tinylm/kv-private.c"
 #include "tools/tinylm/model.c"
@@ -40,7 +41,7 @@ static void write_file(const char *path, const void *p, size_t n)
 
 int main(void)
 {
-	char dir[] = "/tmp/tinylm-ckpt-XXXXXX", path[64], err[256];
+	char dir[64], path[96], err[256];
 	struct tlm_config cfg = { .dim = 32,
 				  .hidden_dim = 80,
 				  .n_layers = 2,
@@ -49,6 +50,7 @@ int main(void)
 				  .vocab_size = 50,
 				  .seq_len = 16 };
 
+	td_tmp_path("tinylm-ckpt-XXXXXX", dir, sizeof(dir));
 	t_assert(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/model.bin", dir);
 

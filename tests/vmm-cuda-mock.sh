@@ -69,7 +69,7 @@ run 0 "a client of kvmmd on the second GPU opens that GPU (the HELLO reply's UUI
 # two mock GPUs is the one served; an unknown UUID stops the start
 mockenv=(env KVMM_MOCK_DEVICES=2 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 uuid1=GPU-10111213-1415-1617-1819-1a1b1c1d1e1f
-ddir=$(mktemp -d /tmp/kvmm-mockdev-XXXXXX)
+ddir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-mockdev-XXXXXX")
 "${mockenv[@]}" "$build/kvmmd" --foreground --backend cuda --telemetry off \
 	--gpu-mem 64M --socket "$ddir/s" --cuda-device "$uuid1" 2>"$ddir/log" &
 dpid=$!

@@ -28,6 +28,21 @@ const char *td_build_path(const char *name, char *buf, size_t len)
 	return buf;
 }
 
+const char *td_tmp_path(const char *name, char *buf, size_t len)
+{
+	const char *t = getenv("TMPDIR");
+	int n;
+
+	if (t && *t) {
+		n = snprintf(buf, len, "%s/%s", t, name);
+		/* the socket path must fit too: 108 bytes with the dir */
+		if (n > 0 && (size_t)n < len)
+			return buf;
+	}
+	snprintf(buf, len, "/tmp/%s", name);
+	return buf;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -55,7 +70,7 @@ int td_start(struct td_daemon *d, const char *const *extra)
 	int n = 0;
 
 	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/kvmm-test-XXXXXX");
+	td_tmp_path("kvmm-test-XXXXXX", d->dir, sizeof(d->dir));
 	if (!mkdtemp(d->dir))
 		return -errno;
 	snprintf(d->sock, sizeof(d->sock), "%s/kvmm.sock", d->dir);

@@ -14,7 +14,7 @@
 
 struct td_daemon {
 	pid_t pid;
-	char dir[64]; /* temporary directory, removed by td_stop */
+	char dir[64]; /* $TMPDIR/kvmm-test-XXXXXX, removed by td_stop */
 	char sock[100]; /* dir/kvmm.sock */
 	char log[100]; /* dir/kvmmd.log: the daemon's stderr */
 };
@@ -59,6 +59,10 @@ int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap);
  * -errno.  td_stop() removes the copy (td_kvmmctl_unshare()). */
 int td_kvmmctl_share(struct td_daemon *d);
 void td_kvmmctl_unshare(struct td_daemon *d);
+/* $TMPDIR/NAME, or /tmp/NAME when TMPDIR is unset or the path would not
+ * fit in len: where a test's temporary files go.  tests/run.sh gives each
+ * test a TMPDIR of its own and reports what is left in it. */
+const char *td_tmp_path(const char *name, char *buf, size_t len);
 /* Path of a built program: $KVMM_BUILD/NAME (default build/NAME). */
 const char *td_build_path(const char *name, char *buf, size_t len);
 

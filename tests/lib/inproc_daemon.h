@@ -19,10 +19,14 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "tests/lib/test.h"
 
-/* A fresh directory /tmp/kvmm-NAME-PID for the socket (rmdir it after). */
+/* A fresh directory $TMPDIR/kvmm-NAME-PID (TMPDIR default /tmp) for the
+ * socket (rmdir it after). */
 static inline void inproc_mkdir(char *dir, size_t len, const char *name)
 {
-	snprintf(dir, len, "/tmp/kvmm-%s-%d", name, (int)getpid());
+	const char *t = getenv("TMPDIR");
+
+	snprintf(dir, len, "%s/kvmm-%s-%d", t && *t ? t : "/tmp", name,
+		 (int)getpid());
 	t_assert(mkdir(dir, 0700) == 0);
 }
 

@@ -21,7 +21,7 @@ LIBDIR=$(path_of KVMM_LIBDIR)
 INCLUDEDIR=$(path_of KVMM_INCLUDEDIR)
 DATADIR=$(path_of KVMM_PROFILE_DIR_DEFAULT)
 DATADIR=${DATADIR%/profiles}
-D=$(mktemp -d /tmp/kvmm-install.XXXXXX)
+D=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-install.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 

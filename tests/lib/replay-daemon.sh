@@ -21,7 +21,7 @@ K=$B/kvmmd
 T=${KVMM_TRACE:-${KVMM_SRC:-.}/../shared/traces/mooncake/conversation_trace.jsonl}
 N=${KVMM_REPLAY_DAEMON_REQUESTS:-1500}
 [ -x "$R" ] && [ -x "$K" ] || { echo "skip: kvmm-replay or kvmmd not built"; exit 77; }
-D=$(mktemp -d /tmp/kvmm-replayd.XXXXXX)
+D=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-replayd.XXXXXX")
 PID=
 cleanup() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
