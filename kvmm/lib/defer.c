@@ -129,9 +129,12 @@ static int apply_block(struct kvmm_region *r, uint32_t seq, uint32_t b)
 		if (slots[i] == ids[i])
 			continue; /* the kept ref goes with the block */
 		if (slots[i] != KC_NO_PAGE) {
-			/* its revocation is not in the ring yet (posted in
-			 * pieces): what was written here is gone all the
-			 * same; the page stays ours until it is applied */
+			/* its revocation is not in the ring yet (kvmmd posts
+			 * one before it detaches the blocks, so only a
+			 * daemon that did not gets here): what was written
+			 * here is gone all the same; the page stays ours
+			 * until it is applied
+			 * (tests/daemon-revoke-map-ahead-unposted.c) */
 			kc_retire_slot(r, seq, b, i);
 			c->st.pages_revoked++;
 		}
