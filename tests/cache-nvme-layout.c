@@ -14,7 +14,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/cache-common.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 
 #define NB 2
 #define NVME_SLOTS 16
@@ -36,14 +36,11 @@ static void seed(const char *path, uint64_t size)
 	struct tier_nvme *t;
 	uint64_t h[NB];
 	void *buf;
-	int r;
 
 	t_ok(posix_memalign(&buf, 4096, PAYLOAD));
 	memset(buf, 0xee, PAYLOAD);
 	cc_content_hashes(&content, 0, h);
-	r = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	t = nt_open(cfg, NULL, NULL);
 	for (unsigned i = 0; i < NB + 4; i++)
 		io[i] = (struct tier_nvme_io){
 			.hash = i < NB ? h[i] : 0x5eed0000 + i,

@@ -11,7 +11,7 @@
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -95,7 +95,6 @@ static void run_mode(uint32_t map_pages)
 	uint32_t src[NPAGES], dst[NPAGES], dst2[NPAGES];
 	unsigned char *expect = malloc(BLOCK);
 	char path[256];
-	int r;
 
 	t_ok(vmm_backend_open(&vc, &b));
 	t_ok(vmm_pool_create(b, 64, &pool));
@@ -115,9 +114,7 @@ static void run_mode(uint32_t map_pages)
 				       .payload_bytes = BLOCK,
 				       .reg_base = reg,
 				       .reg_len = reg_len };
-	r = tier_nvme_open(&nc, &nvme);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	nvme = nt_open(nc, NULL, NULL);
 	struct migrate_config mc = { .size = sizeof(mc),
 				     .backend = b,
 				     .host = host,

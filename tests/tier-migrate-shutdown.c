@@ -11,7 +11,7 @@
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -106,7 +106,6 @@ int main(void)
 	uint32_t ids[NPAGES];
 	char path[256];
 	unsigned int reaped = 0;
-	int r;
 
 	sem_init(&go, 0, 0);
 	sem_init(&entered, 0, 0);
@@ -132,9 +131,7 @@ int main(void)
 				       .capacity_bytes =
 					       4096 + NJOBS * (4096 + BLOCK),
 				       .payload_bytes = BLOCK };
-	r = tier_nvme_open(&nc, &nvme);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	nvme = nt_open(nc, NULL, NULL);
 	struct migrate_config mc = { .size = sizeof(mc),
 				     .backend = &gated,
 				     .host = host,

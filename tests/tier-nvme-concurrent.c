@@ -14,7 +14,7 @@
  * (no -EEXIST, no deadlock), as when batches ran one at a time.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -167,7 +167,6 @@ int main(void)
 	struct tier_nvme_stats st;
 	struct worker w[NTHREADS];
 	pthread_barrier_t start;
-	int r;
 
 	if (!dir)
 		dir = "/var/tmp";
@@ -189,9 +188,7 @@ int main(void)
 		.reg_len = half,
 		.reformat = true,
 	};
-	r = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	t = nt_open(cfg, NULL, NULL);
 	t_assert_eq(pthread_barrier_init(&start, NULL, NTHREADS), 0);
 	for (int i = 0; i < NTHREADS; i++) {
 		unsigned char *base = (i < 2 ? reg : unreg) +

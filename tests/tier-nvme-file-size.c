@@ -16,7 +16,7 @@
  * Skips (77) where the file system cannot do O_DIRECT io_uring I/O.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
@@ -51,7 +51,6 @@ static struct tier_nvme *open_tier(uint32_t nslots, uint32_t slots,
 				   uint32_t recovered, char *log, size_t cap)
 {
 	struct tier_nvme_config cfg = {
-		.size = sizeof(cfg),
 		.path = path,
 		.capacity_bytes = nslots ? 4096 + (uint64_t)nslots * SLOT : 0,
 		.payload_bytes = PAYLOAD,
@@ -64,13 +63,12 @@ static struct tier_nvme *open_tier(uint32_t nslots, uint32_t slots,
 
 	t_assert(f != NULL);
 	vmm_log_to_fd(fileno(f));
-	r = tier_nvme_open(&cfg, &t);
+	t = nt_open(cfg, NULL, &r);
 	vmm_log_to_fd(STDERR_FILENO);
 	rewind(f);
 	n = fread(log, 1, cap - 1, f);
 	log[n] = '\0';
 	fclose(f);
-	t_nvme_skip_if_unsupported(r, path);
 	if (r)
 		fputs(log, stderr);
 	t_ok(r);

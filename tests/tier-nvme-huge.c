@@ -9,7 +9,7 @@
  * huge page to give, reg_huge_bytes is 0 and the data checks still run.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -39,7 +39,6 @@ int main(void)
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[NBLOCKS];
 	long long huge;
-	int r;
 
 	if (!dir)
 		dir = "/var/tmp";
@@ -70,9 +69,7 @@ int main(void)
 		.reg_base = region,
 		.reg_len = REGION,
 	};
-	r = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	t = nt_open(cfg, NULL, NULL);
 	tier_nvme_get_stats(t, &st);
 
 	/* the contents are the caller's: a collapse copies, never loses */

@@ -11,7 +11,7 @@
  * slot with the counts right.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -73,7 +73,6 @@ int main(void)
 	uint32_t s, found;
 	pthread_t thr;
 	char path[256];
-	int r;
 
 	if (!dir)
 		dir = "/var/tmp";
@@ -91,9 +90,7 @@ int main(void)
 		.payload_bytes = PAYLOAD,
 		.queue_depth = 4,
 	};
-	r = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	t = nt_open(cfg, NULL, NULL);
 
 	io = (struct tier_nvme_io){
 		.hash = HASH, .layout_id = LAYOUT, .buf = old, .length = PAYLOAD

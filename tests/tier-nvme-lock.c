@@ -14,7 +14,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/daemon.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -52,7 +52,6 @@ static void another_process(const char *path)
 	struct tier_nvme *t;
 	char c = 0;
 	pid_t p;
-	int r;
 
 	t_ok(pipe(up));
 	t_ok(pipe(go));
@@ -62,9 +61,7 @@ static void another_process(const char *path)
 		unsigned char *buf;
 
 		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
-		r = tier_nvme_open(&cfg, &t);
-		t_nvme_skip_if_unsupported(r, path);
-		t_ok(r);
+		t = nt_open(cfg, NULL, NULL);
 		write_one(t, buf, 0x101);
 		t_assert_eq(write(up[1], "u", 1), 1);
 		t_assert_eq(read(go[0], &c, 1), 1);

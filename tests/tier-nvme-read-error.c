@@ -17,7 +17,7 @@
  * read_error_drops), and the block can be written and read again.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -81,16 +81,14 @@ int main(void)
 	uint64_t cut, tail_len;
 	char path[256];
 	uint32_t slot;
-	int fd, rc;
+	int fd;
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-rerr-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	cfg.path = path;
 	t_ok(posix_memalign((void **)&data, 4096, NBLOCKS * PAYLOAD));
 	t_ok(posix_memalign((void **)&rbuf, 4096, 4096 + PAYLOAD));
-	rc = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(rc, path);
-	t_ok(rc);
+	t = nt_open(cfg, NULL, NULL);
 	for (int i = 0; i < NBLOCKS; i++) {
 		fill(data + (size_t)i * PAYLOAD, PAYLOAD, 500 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0xe10 + i,

@@ -22,7 +22,7 @@
  * copies past the last run's end, which are cleared instead.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -57,19 +57,7 @@ static void fill(unsigned char *p, size_t n, uint64_t seed)
 
 static struct tier_nvme *open_tier(const char *path, bool reformat)
 {
-	struct tier_nvme_config cfg = {
-		.size = sizeof(cfg),
-		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
-		.payload_bytes = PAYLOAD,
-		.reformat = reformat,
-	};
-	struct tier_nvme *t;
-	int r = tier_nvme_open(&cfg, &t);
-
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
-	return t;
+	return nt_open_slots(path, NSLOTS, PAYLOAD, 0, reformat);
 }
 
 /* Write one block; returns its slot. */

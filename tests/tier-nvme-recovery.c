@@ -9,7 +9,7 @@
  * reformat starts empty.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -32,22 +32,19 @@ static void fill(unsigned char *p, size_t n, uint64_t seed)
 	}
 }
 
+/* Always the file of PAYLOAD-byte slots: opened with another payload, it
+ * is that one's to refuse. */
 static struct tier_nvme *open_tier(const char *path, size_t payload,
 				   bool reformat)
 {
 	struct tier_nvme_config cfg = {
-		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
+		.capacity_bytes = NT_CAPACITY(NSLOTS, PAYLOAD),
 		.payload_bytes = payload,
 		.reformat = reformat,
 	};
-	struct tier_nvme *t;
-	int r = tier_nvme_open(&cfg, &t);
 
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
-	return t;
+	return nt_open(cfg, NULL, NULL);
 }
 
 static void flip_byte(const char *path, uint64_t off)

@@ -14,7 +14,7 @@
  * layout is not a dedup hit (-EEXIST).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -108,7 +108,6 @@ int main(void)
 	struct tier_nvme *t;
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[2];
-	int r;
 
 	if (!dir)
 		dir = "/var/tmp";
@@ -121,9 +120,7 @@ int main(void)
 		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
 		.payload_bytes = PAYLOAD,
 	};
-	r = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	t = nt_open(cfg, NULL, NULL);
 
 	io[0] = wio(buf, 0x100, false);
 	t_assert_eq(tier_nvme_write_batch(t, io, 1), 0);

@@ -23,7 +23,7 @@
  * Skips (77) where no loop device can be set up.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -68,17 +68,13 @@ static const char *backing_path; /* where a probe may go (a skip) */
 static struct tier_nvme *open_tier(const char *dev, uint32_t nslots)
 {
 	struct tier_nvme_config cfg = {
-		.size = sizeof(cfg),
 		.path = dev,
 		.capacity_bytes = 4096 + (uint64_t)nslots * SLOT,
 		.payload_bytes = PAYLOAD,
 	};
-	struct tier_nvme *t;
+	struct tier_nvme *t = nt_open(cfg, backing_path, NULL);
 	struct tier_nvme_stats st;
-	int r = tier_nvme_open(&cfg, &t);
 
-	t_nvme_skip_if_unsupported(r, backing_path);
-	t_ok(r);
 	tier_nvme_get_stats(t, &st);
 	t_assert_eq(st.capacity_slots, nslots);
 	return t;

@@ -29,7 +29,7 @@
  * without seccomp filters skips (77).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -109,22 +109,14 @@ static struct tier_nvme *open_tier(const char *path, size_t payload,
 				   uint32_t nslots, unsigned int qd, int *err)
 {
 	struct tier_nvme_config cfg = {
-		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + (uint64_t)nslots * (4096 + payload),
+		.capacity_bytes = NT_CAPACITY(nslots, payload),
 		.payload_bytes = payload,
 		.queue_depth = qd,
 		.io_bytes = payload, /* one I/O per payload */
 	};
-	struct tier_nvme *t = NULL;
-	int r = tier_nvme_open(&cfg, &t);
 
-	t_nvme_skip_if_unsupported(r, path);
-	if (err)
-		*err = r;
-	else
-		t_ok(r);
-	return t;
+	return nt_open(cfg, NULL, err);
 }
 
 /* Run fn in a child process; its exit status (77 passes through). */

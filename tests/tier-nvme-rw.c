@@ -8,7 +8,7 @@
  * preallocated to exactly the configured size.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -38,7 +38,6 @@ int main(void)
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[NSLOTS + 1];
 	struct stat sb;
-	int r;
 
 	if (!dir)
 		dir = "/var/tmp";
@@ -56,9 +55,7 @@ int main(void)
 		.reg_base = region,
 		.reg_len = NSLOTS * PAYLOAD,
 	};
-	r = tier_nvme_open(&cfg, &t);
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
+	t = nt_open(cfg, NULL, NULL);
 	t_ok(stat(path, &sb));
 	t_assert_eq(sb.st_size, cfg.capacity_bytes);
 	tier_nvme_get_stats(t, &st);

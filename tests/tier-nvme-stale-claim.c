@@ -17,7 +17,7 @@
  *     headers stay gone (only D and E recovered).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_probe.h"
+#include "tests/lib/nvme_tier.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -82,19 +82,7 @@ static void invalidate(struct tier_nvme *t, const struct tier_nvme_stale *s)
 
 static struct tier_nvme *open_tier(const char *path)
 {
-	struct tier_nvme_config cfg = {
-		.size = sizeof(cfg),
-		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
-		.payload_bytes = PAYLOAD,
-		.queue_depth = 4,
-	};
-	struct tier_nvme *t;
-	int r = tier_nvme_open(&cfg, &t);
-
-	t_nvme_skip_if_unsupported(r, path);
-	t_ok(r);
-	return t;
+	return nt_open_slots(path, NSLOTS, PAYLOAD, 4, false);
 }
 
 int main(void)

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An NVMe tier opened in the test's process, as the tier-nvme-* and
+ * tier-migrate-* tests open one: the file size for a number of slots,
+ * and tier_nvme_open() with the one skip rule (tests/lib/nvme_probe.h:
+ * 77 only where the file system cannot do O_DIRECT io_uring I/O) and
+ * the one failure rule, instead of the same lines in each test.
+ */
+#ifndef KVMM_TESTS_NVME_TIER_H
+#define KVMM_TESTS_NVME_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_probe.h"
+#include "tests/lib/test.h"
+
+/* The capacity_bytes of a tier of nslots slots of payload bytes each: a
+ * 4 KiB superblock, then a 4 KiB header and the payload per slot. */
+#define NT_CAPACITY(nslots, payload) \
+	(4096 + (uint64_t)(nslots) * (4096 + (uint64_t)(payload)))
+
+/*
+ * tier_nvme_open() of cfg (its size is set here).  Skips the test where
+ * the file system cannot do the tier's I/O (probed next to skip_path, or
+ * cfg.path when it is NULL).  Any other error fails the test, unless err
+ * is given: then *err is the result and NULL the tier on an error.
+ */
+static inline struct tier_nvme *nt_open(struct tier_nvme_config cfg,
+					const char *skip_path, int *err)
+{
+	struct tier_nvme *t = NULL;
+	int r;
+
+	cfg.size = sizeof(cfg);
+	r = tier_nvme_open(&cfg, &t);
+	t_nvme_skip_if_unsupported(r, skip_path ? skip_path : cfg.path);
+	if (err)
+		*err = r;
+	else
+		t_ok(r);
+	return r ? NULL : t;
+}
+
+/* nt_open() of a tier of nslots slots of payload bytes at path, with
+ * queue_depth (0: the tier's default) and reformat; fails or skips the
+ * test where it cannot be opened. */
+static inline struct tier_nvme *nt_open_slots(const char *path, uint32_t nslots,
+					      size_t payload,
+					      unsigned int queue_depth,
+					      bool reformat)
+{
+	struct tier_nvme_config cfg = {
+		.path = path,
+		.capacity_bytes = NT_CAPACITY(nslots, payload),
+		.payload_bytes = payload,
+		.queue_depth = queue_depth,
+		.reformat = reformat,
+	};
+
+	return nt_open(cfg, NULL, NULL);
+}
+
+#endif
