@@ -31,6 +31,7 @@ static bool counted_evictable(const struct pol_cache *c,
 #include "kvmm/policy/pol_arc.c"
 #undef pol_cache_evictable
 
+#include "tests/lib/policy_random.h"
 #include "tests/lib/test.h"
 
 #define NH 200
@@ -40,34 +41,20 @@ static bool counted_evictable(const struct pol_cache *c,
 #define EXPECT_DIGEST 0x90afb81efa081763ull
 
 static struct pol_cache *cache;
-static uint64_t digest = 1469598103934665603ull, moves;
+static struct pr_moves mv = PR_MOVES_INIT;
 
 static uint64_t rnd(void)
 {
 	static uint64_t x = 2463534242ull;
 
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return x;
-}
-
-static void mix(uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		digest ^= (v >> (8 * i)) & 0xff;
-		digest *= 1099511628211ull;
-	}
+	return pr_xorshift(&x);
 }
 
 static void on_move(void *arg, const struct pol_block *b, unsigned from,
 		    unsigned to)
 {
 	(void)arg;
-	mix(b->hash);
-	mix(from);
-	mix(to);
-	moves++;
+	pr_move(&mv, b, from, to);
 	if (from != POL_TIER_NONE && (to == POL_TIER_NONE || to > from))
 		t_assert(!b->pins && !b->refcount);
 }
@@ -112,22 +99,7 @@ static void run(uint64_t gpu, uint64_t host, bool hold)
 		if (!hold)
 			continue;
 		h = 1 + rnd() % (NH - 1);
-		switch (rnd() % 8) {
-		case 0:
-			(void)pol_cache_pin(cache, h);
-			break;
-		case 1:
-		case 2:
-			(void)pol_cache_unpin(cache, h);
-			break;
-		case 3:
-			(void)pol_cache_ref(cache, h);
-			break;
-		case 4:
-		case 5:
-			(void)pol_cache_unref(cache, h);
-			break;
-		}
+		pr_hold(cache, h, rnd());
 		check_lists();
 	}
 	pol_cache_destroy(cache);
@@ -175,10 +147,10 @@ int main(void)
 	run(16, 24, false);
 	run(16, 24, true);
 	run(40, 0, true);
-	printf("arc: %llu moves, digest %016llx\n", (unsigned long long)moves,
-	       (unsigned long long)digest);
-	t_assert_eq(moves, EXPECT_MOVES);
-	t_assert(digest == EXPECT_DIGEST);
+	printf("arc: %llu moves, digest %016llx\n",
+	       (unsigned long long)mv.moves, (unsigned long long)mv.digest);
+	t_assert_eq(mv.moves, EXPECT_MOVES);
+	t_assert(mv.digest == EXPECT_DIGEST);
 	per = looked_per_decision();
 	printf("arc: %.2f blocks looked at per decision\n", per);
 	t_assert(per < 2);

@@ -25,6 +25,7 @@
 #include "kvmm/policy/pol_asym_stats.c"
 #include "kvmm/policy/pol_asym_win.c"
 
+#include "tests/lib/policy_random.h"
 #include "tests/lib/test.h"
 
 /* recorded with main at a4e9dc4 (this file less the parts that need
@@ -36,29 +37,19 @@
 #define MAXLEN 24
 
 static struct pol_cache *cache;
-static uint64_t digest = 1469598103934665603ull, moves, modelled;
+static struct pr_moves mv = PR_MOVES_INIT;
+static uint64_t modelled;
 
 static uint64_t rnd(void)
 {
 	static uint64_t x = 88172645463325252ull;
 
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return x;
+	return pr_xorshift(&x);
 }
 
 static uint64_t hash_of(uint64_t conv, uint64_t gen, uint64_t i)
 {
 	return ((gen * CONVS + conv + 1) << 20) + i;
-}
-
-static void mix(uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		digest ^= (v >> (8 * i)) & 0xff;
-		digest *= 1099511628211ull;
-	}
 }
 
 /* resident hashes, for check_lists() (the cache has no iterator) */
@@ -182,10 +173,7 @@ static void on_move(void *arg, const struct pol_block *b, unsigned from,
 		    unsigned to)
 {
 	(void)arg;
-	mix(b->hash);
-	mix(from);
-	mix(to);
-	moves++;
+	pr_move(&mv, b, from, to);
 	if (to != POL_TIER_NONE)
 		track(b->hash);
 	if (from != POL_TIER_NONE && (to == POL_TIER_NONE || to > from))
@@ -299,9 +287,9 @@ int main(void)
 	run(120, 200, -1, false);
 	run(120, 0, 0, false);
 	printf("asym without holds: %llu moves, digest %016llx\n",
-	       (unsigned long long)moves, (unsigned long long)digest);
-	t_assert_eq(moves, EXPECT_MOVES_NOHOLD);
-	t_assert(digest == EXPECT_DIGEST_NOHOLD);
+	       (unsigned long long)mv.moves, (unsigned long long)mv.digest);
+	t_assert_eq(mv.moves, EXPECT_MOVES_NOHOLD);
+	t_assert(mv.digest == EXPECT_DIGEST_NOHOLD);
 
 	run(120, 0, -1, true);
 	run(120, 200, -1, true);

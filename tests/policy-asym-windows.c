@@ -17,6 +17,7 @@
 #include "kvmm/policy/pol_asym_stats.c"
 #include "kvmm/policy/pol_asym_win.c"
 
+#include "tests/lib/policy_random.h"
 #include "tests/lib/test.h"
 
 /*
@@ -35,34 +36,20 @@
 #define EXPECT_DIGEST 0x8778b045ffaf313bull
 #endif
 
-static uint64_t digest = 1469598103934665603ull, moves;
-
-static void mix(uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		digest ^= (v >> (8 * i)) & 0xff;
-		digest *= 1099511628211ull;
-	}
-}
+static struct pr_moves mv = PR_MOVES_INIT;
 
 static void on_move(void *arg, const struct pol_block *b, unsigned from,
 		    unsigned to)
 {
 	(void)arg;
-	mix(b->hash);
-	mix(from);
-	mix(to);
-	moves++;
+	pr_move(&mv, b, from, to);
 }
 
 static uint64_t rng = 88172645463325252ull;
 
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return pr_xorshift(&rng);
 }
 
 #define CONVS 3000
@@ -141,11 +128,11 @@ int main(void)
 			pinned[r % 4] = 0;
 	}
 	printf("asym: %llu moves, %llu hits, digest %016llx\n",
-	       (unsigned long long)moves, (unsigned long long)hits,
-	       (unsigned long long)digest);
+	       (unsigned long long)mv.moves, (unsigned long long)hits,
+	       (unsigned long long)mv.digest);
 	t_assert(hits > 0);
-	t_assert_eq(moves, EXPECT_MOVES);
-	t_assert(digest == EXPECT_DIGEST);
+	t_assert_eq(mv.moves, EXPECT_MOVES);
+	t_assert(mv.digest == EXPECT_DIGEST);
 	pol_cache_destroy(c);
 	return T_PASS;
 }

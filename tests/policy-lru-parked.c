@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "kvmm/policy/policy.h"
+#include "tests/lib/policy_random.h"
 #include "tests/lib/test.h"
 
 #define NH 200
@@ -23,10 +24,7 @@ static uint64_t rnd(void)
 {
 	static uint64_t x = 2463534242ull;
 
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return x;
+	return pr_xorshift(&x);
 }
 
 static void on_move(void *arg, const struct pol_block *b, unsigned from,
@@ -78,22 +76,7 @@ static void run(uint64_t gpu, uint64_t host, bool hold)
 		if (!hold)
 			continue;
 		h = 1 + rnd() % (NH - 1);
-		switch (rnd() % 8) {
-		case 0:
-			(void)pol_cache_pin(cache, h);
-			break;
-		case 1:
-		case 2:
-			(void)pol_cache_unpin(cache, h);
-			break;
-		case 3:
-			(void)pol_cache_ref(cache, h);
-			break;
-		case 4:
-		case 5:
-			(void)pol_cache_unref(cache, h);
-			break;
-		}
+		pr_hold(cache, h, rnd());
 	}
 	pol_cache_destroy(cache);
 }

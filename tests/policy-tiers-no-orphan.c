@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "kvmm/policy/policy.h"
+#include "tests/lib/policy_random.h"
 #include "tests/lib/test.h"
 
 #define MAXH 4096
@@ -144,10 +145,7 @@ static uint64_t rnd(void)
 {
 	static uint64_t x = 88172645463325252ull;
 
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return x;
+	return pr_xorshift(&x);
 }
 
 /* Sessions extending chains under a shared root, as the conversation
