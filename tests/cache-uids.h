@@ -139,6 +139,70 @@ static inline void cu_kvmmctl_has(const char *sock, const char *args,
 		t_fail("kvmmctl %s: no '%s' in:\n%s", args, want, out);
 }
 
+/* A new connection to sock: its fd, or -errno when connect() failed. */
+static inline int cu_raw_connect(const char *sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	t_assert(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+/*
+ * An admin-only HELLO (no rings) on a new connection: 0 when answered 0,
+ * the reply's status (a refused connection's says why: -EUSERS, -EBUSY,
+ * -ETOOMANYREFS), -ECONNRESET when kvmmd closed the connection instead,
+ * or connect()'s -errno.
+ */
+static inline int cu_try_hello(const char *sock)
+{
+	struct {
+		struct kvmm_msg_hdr h;
+		struct kvmm_hello hello;
+	} m = { .h = { .size = sizeof(m),
+		       .cmd = KVMM_CMD_HELLO,
+		       .version = KVMM_ABI_MAJOR,
+		       .id = 1 },
+		.hello = { .size = sizeof(m.hello),
+			   .abi_major = KVMM_ABI_MAJOR,
+			   .flags = KVMM_HELLO_F_ADMIN } };
+	char buf[KVMM_MSG_MAX];
+	struct kvmm_msg_hdr *r = (void *)buf;
+	int fd = cu_raw_connect(sock);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+	if (n == (ssize_t)sizeof(m))
+		n = recv(fd, buf, sizeof(buf), 0);
+	close(fd);
+	if (n <= 0)
+		return -ECONNRESET;
+	t_assert(n >= (ssize_t)sizeof(*r));
+	return r->status;
+}
+
+/* A process of uid (in group uid) whose cu_try_hello() must get want. */
+static inline void cu_hello_as(const char *sock, uid_t uid, int want)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		cu_become(uid, uid);
+		t_assert_eq(cu_try_hello(sock), want);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
 /* Start kvmmd with args, its socket open to every uid. */
 static inline void cu_start(struct td_daemon *d, const char *const *args)
 {

@@ -32,53 +32,6 @@
 #define UID_R 62602 /* someone else */
 #define NPROC 256 /* KD_ZOMBIES_PER_UID */
 
-/* A HELLO (admin-only: no rings) on a new connection: its status, or
- * -ECONNRESET when kvmmd closed the connection instead. */
-static int try_hello(const char *sock)
-{
-	struct {
-		struct kvmm_msg_hdr h;
-		struct kvmm_hello hello;
-	} m = { .h = { .size = sizeof(m),
-		       .cmd = KVMM_CMD_HELLO,
-		       .version = KVMM_ABI_MAJOR,
-		       .id = 1 },
-		.hello = { .size = sizeof(m.hello),
-			   .abi_major = KVMM_ABI_MAJOR,
-			   .flags = KVMM_HELLO_F_ADMIN } };
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[KVMM_MSG_MAX];
-	struct kvmm_msg_hdr *r = (void *)buf;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	ssize_t n;
-
-	t_assert(fd >= 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	t_ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
-	if (n == (ssize_t)sizeof(m))
-		n = recv(fd, buf, sizeof(buf), 0);
-	close(fd);
-	if (n <= 0)
-		return -ECONNRESET;
-	t_assert(n >= (ssize_t)sizeof(*r));
-	return r->status;
-}
-
-/* A process of uid whose HELLO must get want. */
-static void hello_as(const char *sock, uid_t uid, int want)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		cu_become(uid, uid);
-		t_assert_eq(try_hello(sock), want);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
 struct hanger {
 	pid_t pid;
 	int cmd; /* write a byte: HELLO again, and answer on res */
@@ -115,7 +68,7 @@ static void hang_up(const char *sock, struct hanger *h)
 		x = 0;
 		t_assert_eq(write(res[1], &x, 1), 1);
 		while (read(cmd[0], &x, 1) == 1) {
-			int st = try_hello(sock);
+			int st = cu_try_hello(sock);
 
 			t_assert_eq(write(res[1], &st, sizeof(st)), sizeof(st));
 		}
@@ -163,10 +116,10 @@ int main(void)
 		hang_up(d.sock, &h[i]);
 	cc_wait_quarantined(&d, NPROC * CC_PPB);
 
-	hello_as(d.sock, UID_Q, -ETOOMANYREFS);
+	cu_hello_as(d.sock, UID_Q, -ETOOMANYREFS);
 	t_assert_eq(hello_again(&h[17]), 0);
-	hello_as(d.sock, UID_R, 0);
-	t_assert_eq(try_hello(d.sock), 0); /* root */
+	cu_hello_as(d.sock, UID_R, 0);
+	t_assert_eq(cu_try_hello(d.sock), 0); /* root */
 	cc_wait_quarantined(&d, NPROC * CC_PPB);
 
 	t_ok(td_status(&d, &st));
@@ -184,7 +137,7 @@ int main(void)
 	t_ok(kill(h[3].pid, SIGKILL));
 	t_assert_eq(waitpid(h[3].pid, NULL, 0), h[3].pid);
 	cc_wait_quarantined(&d, (NPROC - 1) * CC_PPB);
-	hello_as(d.sock, UID_Q, 0);
+	cu_hello_as(d.sock, UID_Q, 0);
 
 	for (int i = 0; i < NPROC; i++) {
 		if (i == 3)

@@ -126,66 +126,6 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 		t_fail("kvmmctl metrics lacks %s", want);
 }
 
-static int raw_connect(const char *sock)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-
-	t_assert(fd >= 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -errno;
-	}
-	return fd;
-}
-
-/* A HELLO on a fresh connection: 0 when answered 0, the reply's status
- * (a refused connection's says why: -EUSERS, -EBUSY), or -ECONNRESET
- * when kvmmd closed the connection instead. */
-static int try_hello(const char *sock)
-{
-	struct {
-		struct kvmm_msg_hdr h;
-		struct kvmm_hello hello;
-	} m = { .h = { .size = sizeof(m),
-		       .cmd = KVMM_CMD_HELLO,
-		       .version = KVMM_ABI_MAJOR,
-		       .id = 1 },
-		.hello = { .size = sizeof(m.hello),
-			   .abi_major = KVMM_ABI_MAJOR,
-			   .flags = KVMM_HELLO_F_ADMIN } };
-	char buf[KVMM_MSG_MAX];
-	struct kvmm_msg_hdr *r = (void *)buf;
-	int fd = raw_connect(sock);
-	ssize_t n;
-
-	if (fd < 0)
-		return fd;
-	n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
-	if (n == (ssize_t)sizeof(m))
-		n = recv(fd, buf, sizeof(buf), 0);
-	close(fd);
-	if (n <= 0)
-		return -ECONNRESET;
-	t_assert(n >= (ssize_t)sizeof(*r));
-	return r->status;
-}
-
-/* A process of uid whose HELLO must get status want. */
-static void hello_as(const char *sock, uid_t uid, int want)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		cu_become(uid, uid);
-		t_assert_eq(try_hello(sock), want);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
 /*
  * A process of UID_F opens n connections and sends nothing; it says how
  * many connected on *ready and lives until killed.
@@ -209,7 +149,7 @@ static pid_t flood(const char *sock, int n)
 		 * leaves no flooder behind */
 		t_ok(prctl(PR_SET_PDEATHSIG, SIGKILL));
 		for (i = 0; i < n; i++)
-			if (raw_connect(sock) < 0)
+			if (cu_raw_connect(sock) < 0)
 				break;
 		t_assert_eq(write(ready[1], &i, sizeof(i)), sizeof(i));
 		pause();
@@ -251,8 +191,8 @@ static void per_uid(void)
 	t0 = now_ms();
 	p = flood(d.sock, 20);
 	wait_sessions(&d, PER_UID + 1, 1000);
-	hello_as(d.sock, UID_F, -EUSERS);
-	hello_as(d.sock, UID_G, 0);
+	cu_hello_as(d.sock, UID_F, -EUSERS);
+	cu_hello_as(d.sock, UID_G, 0);
 	t_ok(kc_connect_admin(d.sock, &admin));
 	kvmm_disconnect(admin);
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
@@ -266,7 +206,7 @@ static void per_uid(void)
 	       (unsigned long long)(now_ms() - t0), HELLO_MS);
 	t_assert(now_ms() - t0 >= HELLO_MS);
 	t_assert_eq(kill(p, 0), 0);
-	hello_as(d.sock, UID_F, 0);
+	cu_hello_as(d.sock, UID_F, 0);
 	t_ok(cc_call(&c, KVMM_CMD_NOP, NULL, 0, NULL, 0, NULL, NULL));
 	close(c.sock);
 	stop_flood(p);
@@ -297,7 +237,7 @@ static void admin_reserve(void)
 	p = flood(d.sock, 1100);
 	/* 1024 - 16 of the flooder's, and the status connection */
 	wait_sessions(&d, 1024 - 16 + 1, 10000);
-	hello_as(d.sock, UID_G, -EBUSY);
+	cu_hello_as(d.sock, UID_G, -EBUSY);
 	t_ok(kc_connect_admin(d.sock, &admin));
 	kvmm_disconnect(admin);
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
