@@ -628,11 +628,7 @@ static inline void cc_start(struct td_daemon *d, const char *const *args)
 /* kvmmd stopped, which must be clean (its log is printed if not). */
 static inline void cc_stop(struct td_daemon *d)
 {
-	int r = td_stop(d);
-
-	if (r)
-		td_dump_log(d);
-	t_assert_eq(r, 0);
+	td_stop_ok(d);
 }
 
 /* A path for an NVMe tier file: $KVMM_NVME_TEST_DIR (default /var/tmp)

@@ -129,15 +129,13 @@ int main(void)
 	struct kvmm_status_reply st;
 	uint64_t h[NB], max = 0;
 	pid_t p[NPROC];
-	int ready[2], r, done = 0;
+	int ready[2], done = 0;
 	struct td_daemon d;
 	struct cc adm, b;
 	uint32_t seq;
 	char ch;
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	for (int i = 0; i < NB; i++)
 		h[i] = hash_of(i);
 	t_assert_eq(cc_publish_content(d.sock, h, NB, 31, pub), 0);
@@ -196,10 +194,6 @@ int main(void)
 	cc_seq_close(&b, seq, ids, 8 * CC_PPB);
 	cc_disconnect(&b);
 	cc_disconnect(&adm);
-	r = td_stop(&d);
-	if (r) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", r);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

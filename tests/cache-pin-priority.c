@@ -72,11 +72,9 @@ static int victim(enum prio_mode mode)
 	uint64_t hx = hash_of(0);
 	uint32_t seq, got[CC_PPB];
 	struct cc b;
-	int r, v;
+	int v;
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	publish(d.sock, 0, x);
 	publish(d.sock, 1, y);
 	co.socket_path = d.sock;
@@ -127,11 +125,7 @@ static int victim(enum prio_mode mode)
 	if (q)
 		kvmm_disconnect(q);
 	kvmm_disconnect(p);
-	r = td_stop(&d);
-	if (r) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", r);
-	}
+	td_stop_ok(&d);
 	return v;
 }
 

@@ -96,9 +96,7 @@ int main(void)
 	size_t body;
 	int err, status;
 
-	err = td_start(&d, args);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, args);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &tr_small_region, &r));

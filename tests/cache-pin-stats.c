@@ -140,16 +140,14 @@ int main(void)
 	uint32_t pub[NB * CC_PPB], ids[8 * CC_PPB], n;
 	struct kvmm_pin_opts o;
 	struct kvmm_conn *q;
-	int cmd[2], res[2], r;
+	int cmd[2], res[2];
 	static char out[65536];
 	struct td_daemon d;
 	struct cc adm, b;
 	uint32_t seq;
 	pid_t p;
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	for (int i = 0; i < NB; i++)
 		h[i] = hash_of(i);
 	t_assert_eq(cc_publish_content(d.sock, h, NB, 77, pub), 0);
@@ -266,10 +264,6 @@ int main(void)
 	cc_disconnect(&adm);
 	close(cmd[1]);
 	close(res[0]);
-	r = td_stop(&d);
-	if (r) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", r);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

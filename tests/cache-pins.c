@@ -364,11 +364,8 @@ static void set_quota(void)
 	struct kvmm_conn *p;
 	struct td_daemon d;
 	uint32_t pub[2 * CC_PPB];
-	int r;
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	publish(d.sock, 0, 2, pub);
 	p = cc_connect_lib(d.sock, "pinner");
 	t_ok(cc_pin(p, hash_of(0, 0), 0, 0, 0, &o));
@@ -391,11 +388,8 @@ int main(void)
 	struct td_daemon d;
 	struct kvmm_conn *p;
 	struct cc b, h;
-	int r;
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	cc_connect(&b, d.sock);
 	cc_region(&b);
 	p = cc_connect_lib(d.sock, "pinner");
@@ -411,11 +405,7 @@ int main(void)
 
 	kvmm_disconnect(p);
 	cc_disconnect(&b);
-	r = td_stop(&d);
-	if (r) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", r);
-	}
+	td_stop_ok(&d);
 	set_quota();
 	return T_PASS;
 }

@@ -96,9 +96,7 @@ int main(void)
 			       "--nvme-size",
 			       "1069056",
 			       NULL };
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	t_ok(pipe(pfd));
 
 	/* 1. in-use blocks are not evicted: 3 published, 2 fit on the GPU,

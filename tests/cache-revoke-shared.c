@@ -229,12 +229,9 @@ int main(void)
 	struct amsg m;
 	struct cc b;
 	uint32_t seq;
-	int r;
 
 	g_d = &d;
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 
 	/* closed: nothing to revoke, the pages go to B at once */
 	publish(d.sock, 0, pub);
@@ -363,10 +360,6 @@ int main(void)
 				t_fail("kvmmd: %s", line);
 		fclose(f);
 	}
-	r = td_stop(&d);
-	if (r) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", r);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -80,15 +80,13 @@ int main(void)
 			       NULL };
 	struct kvmm_tier_stats_reply ts;
 	uint32_t ids[8 * CC_PPB], seq;
-	int up[2], down[2], r;
+	int up[2], down[2];
 	struct td_daemon d;
 	struct cc b;
 	char ch;
 	pid_t p;
 
-	r = td_start(&d, args);
-	if (r)
-		t_fail("kvmmd did not start: %d", r);
+	td_start_ok(&d, args);
 	publish(d.sock);
 	t_ok(pipe(up));
 	t_ok(pipe(down));
@@ -129,10 +127,6 @@ int main(void)
 	t_assert_eq(write(down[1], "q", 1), 1);
 	t_assert_eq(cc_wait_child(p), 0);
 	cc_disconnect(&b);
-	r = td_stop(&d);
-	if (r) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", r);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

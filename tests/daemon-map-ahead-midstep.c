@@ -142,11 +142,8 @@ int main(void)
 	struct kvmm_status_reply st;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
-	int err;
 
-	err = td_start(&d, NULL);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -156,10 +153,6 @@ int main(void)
 	step_round(c, r, true);
 	kvmm_disconnect(c);
 	t_ok(td_wait_idle(&d, 2000, &st));
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -33,11 +33,8 @@ int main(void)
 	struct kvmm_region *r;
 	struct kvmm_conn *c;
 	struct td_daemon d;
-	int err;
 
-	err = td_start(&d, args);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, args);
 	t_ok(kvmm_connect(NULL, &c));
 	t_assert_eq(kvmm_region_create(c, &ro, &r), -EINVAL);
 	/* 4765 x 3605429 blocks is 2^34 + 1: the range wrapped to one
@@ -57,10 +54,6 @@ int main(void)
 	printf("a range past 2^64 bytes: -EINVAL\n");
 	kvmm_disconnect(c);
 	t_ok(td_wait_idle(&d, 2000, &st));
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

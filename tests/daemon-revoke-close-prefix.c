@@ -96,11 +96,8 @@ int main(void)
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	struct td_daemon d;
-	int err;
 
-	err = td_start(&d, NULL);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -113,10 +110,6 @@ int main(void)
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_quarantined, 0);
 	t_assert_eq(st.pages_allocated, 4 * PPB);
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -128,11 +128,8 @@ int main(void)
 	struct kvmm_status_reply st;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
-	int err;
 
-	err = td_start(&d, NULL);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -150,10 +147,6 @@ int main(void)
 	t_assert_eq(st.pages_allocated, 6 * PPB);
 	t_assert_eq(st.revocations_posted, 3);
 	t_assert_eq(st.revocations_acked, 3);
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -83,12 +83,9 @@ int main(void)
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	unsigned char *k0, *pk;
-	int err, tries;
+	int tries;
 
-	err = td_start(&d,
-		       (const char *[]){ "--revoke-timeout", "20000", NULL });
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, (const char *[]){ "--revoke-timeout", "20000", NULL });
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -212,10 +209,6 @@ int main(void)
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_revoking, 0);
 	t_assert_eq(st.pages_allocated, 2 * PPB);
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

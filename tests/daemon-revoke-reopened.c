@@ -51,11 +51,8 @@ int main(void)
 	struct kvmm_conn *c;
 	uint32_t s1, s2, s3, nb;
 	struct td_daemon d;
-	int err;
 
-	err = td_start(&d, args);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, args);
 	publish(d.sock);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
@@ -110,10 +107,6 @@ int main(void)
 		cc_seq_close(&rd, rep.seq_id, ids, NB * CC_PPB);
 		cc_disconnect(&rd);
 	}
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -39,11 +39,8 @@ int main(void)
 	struct td_daemon d;
 	unsigned char *k0;
 	uint32_t seq;
-	int err;
 
-	err = td_start(&d, NULL);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
 	cs_open(&co, &ro, &c, &r, &seq);
 	t_ok(kvmm_seq_extend(r, seq, 4 * TPB));
@@ -85,10 +82,6 @@ int main(void)
 	t_assert_eq(pc_held(c), 0);
 	kvmm_disconnect(c);
 	t_ok(td_wait_idle(&d, 2000, &st));
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

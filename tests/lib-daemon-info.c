@@ -184,11 +184,8 @@ int main(void)
 	struct td_daemon d;
 	struct kvmm_conn *c;
 	uint64_t h;
-	int err;
 
-	err = td_start(&d, args);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, args);
 
 	c = conn_with_block(d.sock, &h);
 	info_values(c);

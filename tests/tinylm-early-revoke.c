@@ -86,7 +86,6 @@ int main(void)
 	struct tlm_workload_params wl;
 	struct tlm_engine_stats ref, got;
 	struct tlm_model m;
-	int err;
 
 	tlm_workload_default(&wl);
 	wl.conversations = 8;
@@ -100,9 +99,7 @@ int main(void)
 
 	/* reloads still running when the engine first waits */
 	setenv("KVMMD_TEST_RESTORE_DELAY_MS", "20", 1);
-	err = td_start(&d, extra);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, extra);
 	char *a = run(&m, &wl, false, &ref);
 	char *b = run(&m, &wl, true, &got);
 	tl_expect_same(a, b);
@@ -121,10 +118,6 @@ int main(void)
 	free(a);
 	free(b);
 	tlm_model_free(&m);
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -117,7 +117,7 @@ int main(void)
 	struct tlm_workload_params wl;
 	struct tlm_engine_stats ref;
 	struct tlm_model m;
-	int err, status;
+	int status;
 	pid_t pid;
 
 	tlm_workload_default(&wl);
@@ -133,9 +133,7 @@ int main(void)
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(res != MAP_FAILED);
 
-	err = td_start(&d, extra);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&d, extra);
 	char *a = run(&m, &wl, false, &ref);
 	pid = fork();
 	t_assert(pid >= 0);
@@ -172,10 +170,6 @@ int main(void)
 	t_assert(res->st.revoked_tokens_recomputed > 0);
 	free(a);
 	tlm_model_free(&m);
-	err = td_stop(&d);
-	if (err) {
-		td_dump_log(&d);
-		t_fail("kvmmd stop: %d", err);
-	}
+	td_stop_ok(&d);
 	return T_PASS;
 }

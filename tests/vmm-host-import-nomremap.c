@@ -129,9 +129,7 @@ static void client_extend(void)
 
 	/* kvmmd itself runs without the shim */
 	unsetenv("LD_PRELOAD");
-	err = td_start(&dm, NULL);
-	if (err)
-		t_fail("kvmmd did not start: %d", err);
+	td_start_ok(&dm, NULL);
 	co.socket_path = dm.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &tr_small_region, &r));

@@ -19,6 +19,7 @@
 
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
 
 const char *td_build_path(const char *name, char *buf, size_t len)
 {
@@ -186,6 +187,26 @@ int td_stop_log(struct td_daemon *d, char *log, size_t len)
 	td_kvmmctl_unshare(d);
 	rmdir(d->dir);
 	return ret;
+}
+
+void td_start_ok(struct td_daemon *d, const char *const *extra)
+{
+	int err = td_start(d, extra);
+
+	if (err)
+		t_fail("kvmmd did not start: %d", err);
+}
+
+void td_stop_ok(struct td_daemon *d)
+{
+	static char log[1 << 16];
+	int err = td_stop_log(d, log, sizeof(log));
+
+	if (err) {
+		fprintf(stderr, "---- kvmmd log ----\n%s-------------------\n",
+			log);
+		t_fail("kvmmd stop: %d", err);
+	}
 }
 
 /*

@@ -33,6 +33,12 @@ int td_stop(struct td_daemon *d);
 /* td_stop(), and the daemon's whole log (its first len - 1 bytes) read
  * into log before it is removed: what kvmmd said while it stopped. */
 int td_stop_log(struct td_daemon *d, char *log, size_t len);
+/* td_start(), failing the test unless kvmmd answers (td_start() printed
+ * its log). */
+void td_start_ok(struct td_daemon *d, const char *const *extra);
+/* td_stop(), failing the test with the daemon's log (read before td_stop()
+ * removes it) unless kvmmd stopped and exited 0. */
+void td_stop_ok(struct td_daemon *d);
 /* Print the daemon's log to stderr (for failing tests). */
 void td_dump_log(const struct td_daemon *d);
 /* Read the daemon's log (its first len - 1 bytes) into buf as a string;
