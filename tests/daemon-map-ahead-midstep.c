@@ -28,6 +28,7 @@
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
+#include "tests/lib/revoke_client.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
@@ -50,16 +51,6 @@ static uint64_t client_refs(struct kvmm_conn *c)
 	return n;
 }
 
-static uint32_t backed(struct kvmm_region *r, uint32_t seq)
-{
-	uint32_t b;
-
-	pthread_mutex_lock(&r->conn->lock);
-	b = r->seqs[seq].backed;
-	pthread_mutex_unlock(&r->conn->lock);
-	return b;
-}
-
 /* Through another connection: the client's socket lock may be held. */
 static void revoke_from_0(struct kvmm_region *r, uint32_t seq)
 {
@@ -75,25 +66,18 @@ static void step_round(struct kvmm_conn *c, struct kvmm_region *r, bool again)
 	struct kvmm_status_reply st;
 	uint64_t revoked0;
 	unsigned char *k0;
-	int tries;
 
 	t_ok(kvmm_get_stats(c, &ks));
 	revoked0 = ks.pages_revoked;
 	t_ok(kvmm_seq_open(r, &seq));
 	t_ok(kvmm_seq_extend(r, seq, TPB)); /* blocks 0 and 1 (1 ahead) */
-	t_assert_eq(backed(r, seq), 2);
+	t_assert_eq(pc_backed(r, seq), 2);
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k0, 0x5a, BLOCK);
 	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, before, PPB), PPB);
 
-	t_ok(kvmm_step_begin(c));
-	pthread_mutex_lock(&c->sock_lock); /* the thread waits for it */
-	t_ok(kvmm_seq_extend(r, seq, TPB + 1)); /* the ring; kicks it */
-	revoke_from_0(r, seq);
-	pthread_mutex_unlock(&c->sock_lock);
-	for (tries = 0; tries < 5000 && backed(r, seq) < 3; tries++)
-		usleep(1000);
-	t_assert_eq(backed(r, seq), 3); /* the thread mapped block 2 */
+	/* the thread maps block 2, keeps fresh pages for 0 and 1 */
+	rc_revoke_under_map_ahead(d.sock, c, r, seq, TPB + 1, 3);
 	if (again)
 		revoke_from_0(r,
 			      seq); /* the pages it kept for 0 and 1 as well */
@@ -113,11 +97,11 @@ static void step_round(struct kvmm_conn *c, struct kvmm_region *r, bool again)
 	if (again) {
 		/* blocks 0-1 twice, block 2 once; nothing kept is mapped */
 		t_assert_eq(ks.pages_revoked - revoked0, 5 * PPB);
-		t_assert_eq(backed(r, seq), 0);
+		t_assert_eq(pc_backed(r, seq), 0);
 		t_assert_eq(pc_held(c), 0);
 	} else {
 		t_assert_eq(ks.pages_revoked - revoked0, 2 * PPB);
-		t_assert_eq(backed(r, seq), 3); /* kept pages mapped */
+		t_assert_eq(pc_backed(r, seq), 3); /* kept pages mapped */
 		t_assert_eq(kvmm_seq_block_pages(r, seq, 0, now, PPB), PPB);
 		for (int i = 0; i < PPB; i++)
 			t_assert(now[i] != before[i]);

@@ -30,16 +30,6 @@
 #define PPB 4 /* 2 layers, K and V */
 #define PAGE 65536
 
-static uint32_t backed(struct kvmm_region *r, uint32_t seq)
-{
-	uint32_t b;
-
-	pthread_mutex_lock(&r->conn->lock);
-	b = r->seqs[seq].backed;
-	pthread_mutex_unlock(&r->conn->lock);
-	return b;
-}
-
 /* The bytes of pseq's 2 blocks, and the pages they are. */
 static void check_prefix(struct kvmm_region *r, uint32_t pseq,
 			 const uint32_t *old0, const uint32_t *old1)
@@ -68,12 +58,10 @@ int main(void)
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	uint32_t old0[PPB], old1[PPB], now[PPB], seq, pseq, nb = 0;
 	struct kvmm_status_reply st;
-	struct rc_ids ids;
 	struct td_daemon d;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	unsigned char *k0;
-	int tries;
 
 	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
@@ -82,7 +70,7 @@ int main(void)
 	t_ok(kvmm_get_stats(c, &ks));
 	t_ok(kvmm_seq_open(r, &seq));
 	t_ok(kvmm_seq_extend(r, seq, 2 * TPB)); /* blocks 0-1, 2 ahead */
-	t_assert_eq(backed(r, seq), 3);
+	t_assert_eq(pc_backed(r, seq), 3);
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k0, 0x61, PAGE);
 	memset(k0 + PAGE, 0x62, PAGE);
@@ -90,15 +78,8 @@ int main(void)
 	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, old0, PPB), PPB);
 	t_assert_eq(kvmm_seq_block_pages(r, seq, 1, old1, PPB), PPB);
 
-	t_ok(kvmm_step_begin(c));
-	pthread_mutex_lock(&c->sock_lock); /* the thread waits for it */
-	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 1)); /* the ring; kicks it */
-	ids = (struct rc_ids){ ks.session_id, r->id, seq };
-	rc_admin_revoke(d.sock, &ids, 0);
-	pthread_mutex_unlock(&c->sock_lock);
-	for (tries = 0; tries < 5000 && backed(r, seq) < 4; tries++)
-		usleep(1000);
-	t_assert_eq(backed(r, seq), 4); /* the thread mapped block 3 */
+	/* the thread maps block 3, keeps fresh pages for 0-2 */
+	rc_revoke_under_map_ahead(d.sock, c, r, seq, 2 * TPB + 1, 4);
 	/* blocks 0-2 keep their old pages until the boundary */
 	t_assert_eq(c->nr_deferred, 3);
 	t_assert_eq(kvmm_seq_len(r, seq), 2 * TPB + 1);

@@ -26,8 +26,9 @@
  *     revoking) and the counts still agree.
  *
  * The interleaving of the thread is forced as in
- * tests/daemon-revoke-map-ahead-prefix.c: the test holds the socket lock
- * so the thread reaches kvmmd only after the revocation.
+ * tests/daemon-revoke-map-ahead-prefix.c (rc_revoke_under_map_ahead()):
+ * the test holds the socket lock so the thread reaches kvmmd only after
+ * the revocation.
  */
 #include <string.h>
 #include <unistd.h>
@@ -44,16 +45,6 @@
 #define PPB 4 /* 2 layers, K and V */
 #define PAGE 65536
 #define NB 3 /* blocks 0-1 and the one mapped ahead */
-
-static uint32_t backed(struct kvmm_region *r, uint32_t seq)
-{
-	uint32_t b;
-
-	pthread_mutex_lock(&r->conn->lock);
-	b = r->seqs[seq].backed;
-	pthread_mutex_unlock(&r->conn->lock);
-	return b;
-}
 
 /* Point libkvmm's RQ tail at *tail (the ring's own word when NULL). */
 static void rq_tail_at(struct kvmm_conn *c, uint32_t *tail)
@@ -78,7 +69,6 @@ int main(void)
 	uint32_t seq, pseq, nb = 0, hidden_tail;
 	struct kvmm_status_reply st;
 	uint64_t revoked0;
-	struct rc_ids ids;
 	struct td_daemon d;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
@@ -92,7 +82,7 @@ int main(void)
 	t_ok(kvmm_get_stats(c, &ks));
 	t_ok(kvmm_seq_open(r, &seq));
 	t_ok(kvmm_seq_extend(r, seq, 2 * TPB)); /* blocks 0-1, 2 ahead */
-	t_assert_eq(backed(r, seq), NB);
+	t_assert_eq(pc_backed(r, seq), NB);
 	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k0, 0x61, PAGE);
 	memset(k0 + PAGE, 0x62, PAGE);
@@ -101,18 +91,12 @@ int main(void)
 		t_assert_eq(kvmm_seq_block_pages(r, seq, b, old[b], PPB), PPB);
 	revoked0 = ks.pages_revoked;
 
-	t_ok(kvmm_step_begin(c));
-	pthread_mutex_lock(&c->sock_lock); /* the thread waits for it */
-	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 1)); /* the ring; kicks it */
 	/* what libkvmm sees of the ring until the test lets it through */
 	hidden_tail = c->rq_head;
 	rq_tail_at(c, &hidden_tail);
-	ids = (struct rc_ids){ ks.session_id, r->id, seq };
-	rc_admin_revoke(d.sock, &ids, 0); /* blocks 0-2: 12 entries */
-	pthread_mutex_unlock(&c->sock_lock);
-	for (tries = 0; tries < 5000 && backed(r, seq) < NB + 1; tries++)
-		usleep(1000);
-	t_assert_eq(backed(r, seq), NB + 1); /* the thread mapped block 3 */
+	/* blocks 0-2 revoked (12 entries, unseen), the thread maps block 3
+	 * and keeps fresh pages for 0-2 */
+	rc_revoke_under_map_ahead(d.sock, c, r, seq, 2 * TPB + 1, NB + 1);
 	t_assert_eq(c->nr_deferred, NB);
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t b = 0; b < NB; b++)
@@ -127,7 +111,7 @@ int main(void)
 	 * old ones unmapped but kept */
 	t_assert_eq(c->nr_deferred, 0);
 	t_assert_eq(kvmm_seq_len(r, seq), 0);
-	t_assert_eq(backed(r, seq), NB + 1);
+	t_assert_eq(pc_backed(r, seq), NB + 1);
 	for (uint32_t b = 0; b < NB; b++) {
 		t_assert_eq(kvmm_seq_block_pages(r, seq, b, now, PPB), PPB);
 		t_assert(!memcmp(now, kept[b], sizeof(now)));

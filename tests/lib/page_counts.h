@@ -37,6 +37,18 @@ static inline uint64_t pc_client_pages(struct kvmm_conn *c)
 	return n;
 }
 
+/* The blocks libkvmm has mapped from seq's start on (the map-ahead
+ * thread's included). */
+static inline uint32_t pc_backed(struct kvmm_region *r, uint32_t seq)
+{
+	uint32_t b;
+
+	pthread_mutex_lock(&r->conn->lock);
+	b = r->seqs[seq].backed;
+	pthread_mutex_unlock(&r->conn->lock);
+	return b;
+}
+
 /* libkvmm's refs of page id: one per mapping, and one while kept. */
 static inline uint32_t pc_refs(struct kvmm_conn *c, uint32_t id)
 {

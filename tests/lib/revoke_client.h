@@ -16,6 +16,7 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
 #include "tests/lib/test.h"
 
 /* Where the client's sequence is, for the admin's revocation. */
@@ -31,6 +32,33 @@ static inline void rc_admin_revoke(const char *sock, const struct rc_ids *ids,
 				   uint32_t first_block)
 {
 	t_ok(ar_revoke(sock, ids->session, ids->region, ids->seq, first_block));
+}
+
+/*
+ * In a step of c, the map-ahead thread's SEQ_EXTEND for seq reaches kvmmd
+ * only after the admin (on sock) revoked seq from block 0: the test holds
+ * c's socket lock while the engine's extend to new_len (through the ring)
+ * kicks the thread and the revocation is posted, then waits until the
+ * thread has mapped `backed` blocks, keeping the fresh pages of the
+ * revoked ones aside.  The step stays open.
+ */
+static inline void rc_revoke_under_map_ahead(const char *sock,
+					     struct kvmm_conn *c,
+					     struct kvmm_region *r,
+					     uint32_t seq, uint32_t new_len,
+					     uint32_t backed)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+
+	t_ok(kvmm_get_stats(c, &ks));
+	t_ok(kvmm_step_begin(c));
+	pthread_mutex_lock(&c->sock_lock); /* the thread waits for it */
+	t_ok(kvmm_seq_extend(r, seq, new_len)); /* the ring; kicks it */
+	t_ok(ar_revoke(sock, ks.session_id, r->id, seq, 0));
+	pthread_mutex_unlock(&c->sock_lock);
+	for (int tries = 0; tries < 5000 && pc_backed(r, seq) < backed; tries++)
+		usleep(1000);
+	t_assert_eq(pc_backed(r, seq), backed);
 }
 
 /*
