@@ -24,6 +24,7 @@
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
+#include "tests/lib/revoke_client.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
@@ -31,8 +32,8 @@
 #define PPB 4 /* 2 layers, K and V */
 #define PAGE 65536
 
-static void revoke(struct td_daemon *d, struct kvmm_conn *c,
-		   struct kvmm_region *r, uint32_t seq)
+static void revoke_seq(struct td_daemon *d, struct kvmm_conn *c,
+		       struct kvmm_region *r, uint32_t seq)
 {
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 
@@ -57,7 +58,7 @@ static void one_case(struct td_daemon *d, struct kvmm_conn *c,
 	memset(k0, tag, PAGE);
 	memset(k0 + PAGE, tag + 1, PAGE);
 	t_assert_eq(kvmm_block_publish(r, seq, 0, 2, 0, h), 2);
-	revoke(d, c, r, seq);
+	revoke_seq(d, c, r, seq);
 	if (truncate)
 		t_ok(kvmm_seq_truncate(r, seq, TPB));
 	else
@@ -105,11 +106,7 @@ int main(void)
 	one_case(&d, c, r, h2, 0x50, true);
 	kvmm_disconnect(c);
 	/* the 4 cached blocks keep their pages; nothing else is held */
-	t_ok(td_wait_sessions(&d, 1, 5000, &st));
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(st.pages_quarantined, 0);
-	t_assert_eq(st.pages_allocated, 4 * PPB);
+	rc_wait_only_cached(&d, 4 * PPB, &st);
 	td_stop_ok(&d);
 	return T_PASS;
 }

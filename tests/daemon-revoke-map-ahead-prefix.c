@@ -113,10 +113,7 @@ int main(void)
 	t_assert_eq(pc_client_pages(c), 0);
 	kvmm_disconnect(c);
 	/* the 2 cached blocks keep their pages; nothing else is held */
-	t_ok(td_wait_sessions(&d, 1, 5000, &st));
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(st.pages_allocated, 2 * PPB);
+	rc_wait_only_cached(&d, 2 * PPB, &st);
 	td_stop_ok(&d);
 	return T_PASS;
 }

@@ -62,6 +62,23 @@ static inline void rc_revoke_under_map_ahead(const char *sock,
 }
 
 /*
+ * Once the client's session has ended: kvmmd counts no session but the
+ * status connection's, no page is mapped, revoking or quarantined, and
+ * only the cached blocks' `cached` pages stay allocated.  st gets the
+ * last status.
+ */
+static inline void rc_wait_only_cached(const struct td_daemon *d,
+				       uint64_t cached,
+				       struct kvmm_status_reply *st)
+{
+	t_ok(td_wait_sessions(d, 1, 5000, st));
+	t_assert_eq(st->pages_mapped, 0);
+	t_assert_eq(st->pages_revoking, 0);
+	t_assert_eq(st->pages_quarantined, 0);
+	t_assert_eq(st->pages_allocated, cached);
+}
+
+/*
  * The client's part once its sequence s of region r is set up: tell the
  * parent where it is (wr), step until the parent says stop (rd), which
  * acknowledges the revocation, and check that pages were revoked.
