@@ -41,6 +41,8 @@ static void drop_slot(struct kvmm_region *r, uint32_t s, uint32_t b, uint32_t i)
  * unmapped it ourselves (close, truncate) and the entry takes nothing:
  * another mapping of a shared page must not pay for it.  Without seq_gen
  * (older daemons) the first place the page is found pays.  lock held.
+ * 1 when the entry took a page, 2 when it took an old page an extend
+ * had already unmapped (and counted), 0 when it took nothing.
  */
 static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 {
@@ -64,9 +66,10 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 		if (!q->open || (e->seq_gen && q->gen != e->seq_gen))
 			continue;
 		/* an old page the engine's extend unmapped for a fresh one
-		 * (retire.c): its last ref here goes with the daemon's */
+		 * (retire.c): its last ref here goes with the daemon's.  The
+		 * extend counted it in pages_revoked when it unmapped it. */
 		if (kc_retired_revoke(r, e->seq_id, e->block, e->page_id))
-			return 1;
+			return 2;
 		/* fresh pages the map-ahead thread kept for the block,
 		 * revoked in turn before they were mapped */
 		if (kc_deferred_revoke(r, e->seq_id, e->block, e->page_id))
@@ -100,7 +103,7 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 	struct kvmm_rqe *rqes;
 	uint64_t cookies[64];
 	uint32_t nr_cookies = 0;
-	int pages = 0, err = 0;
+	int pages = 0, counted = 0, err = 0;
 	bool more;
 	uint64_t v;
 
@@ -122,7 +125,8 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		while (c->rq_head != tail && nr_cookies < 64) {
 			struct kvmm_rqe e = rqes[c->rq_head & c->r.rq.mask];
 
-			drop_page(c, &e);
+			if (drop_page(c, &e) == 2)
+				counted++;
 			pages++;
 			/* read unlocked by kc_revocations_pending() */
 			__atomic_store_n(&c->rq_head, c->rq_head + 1,
@@ -132,7 +136,7 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		}
 		kr_store_release(c->r.rq.head, c->rq_head);
 	}
-	c->st.pages_revoked += pages;
+	c->st.pages_revoked += pages - counted;
 	more = kr_load_acquire(c->r.rq.tail) != c->rq_head;
 	/* Pages kept for revoked blocks go in once every revocation before
 	 * them is applied: one still in the ring may name them. */

@@ -400,7 +400,8 @@ int kvmm_step_end(struct kvmm_conn *conn);
 int kvmm_poll_fd(struct kvmm_conn *conn);
 /* Apply pending revocations now; returns how many mappings were given
  * back: one per revocation entry applied, so a page mapped at two places
- * counts twice (kvmm_stats.pages_revoked adds the same count).  A call
+ * counts twice (kvmm_stats.pages_revoked adds the same count, but for
+ * the pages an extend already counted when it replaced them).  A call
  * applies at most 64 revocation requests; when more are pending,
  * kvmm_poll_fd() stays readable for the next call.  Safe from any thread,
  * as are kvmm_step_begin() and kvmm_step_end(). */
