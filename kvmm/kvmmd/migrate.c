@@ -97,7 +97,7 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 	for (;;) {
 		const char *colon = strchr(p, ':');
 		size_t len = colon ? (size_t)(colon - p) : strlen(p);
-		unsigned long long nth;
+		unsigned long long nth, last;
 		char *end;
 		int k;
 
@@ -114,11 +114,19 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 		}
 		errno = 0;
 		nth = strtoull(colon + 1, &end, 10);
+		last = nth;
+		if (*end == '+') {
+			last = UINT64_MAX;
+			end++;
+		} else if (*end == '-' && end[1] >= '0' && end[1] <= '9') {
+			last = strtoull(end + 1, &end, 10);
+		}
 		if (colon[1] < '0' || colon[1] > '9' || errno || !nth ||
-		    (*end && *end != ',')) {
-			snprintf(err, errlen,
-				 "'%.*s': N must be a whole number >= 1",
-				 (int)strcspn(p, ","), p);
+		    last < nth || (*end && *end != ',')) {
+			snprintf(
+				err, errlen,
+				"'%.*s': N must be a whole number >= 1 (N-M: M >= N; N+)",
+				(int)strcspn(p, ","), p);
 			return -EINVAL;
 		}
 		if (*n == MIGRATE_FAULTS_MAX) {
@@ -127,6 +135,7 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			return -EINVAL;
 		}
 		f[*n].kind = (enum migrate_kind)k;
+		f[*n].last = last;
 		f[(*n)++].nth = nth;
 		if (!*end)
 			return 0;
@@ -140,7 +149,8 @@ static bool fault_take(struct migrate *m, struct migrate_job *job)
 	uint64_t nth = ++m->taken[job->kind];
 
 	for (unsigned int i = 0; i < m->nfaults; i++)
-		if (m->faults[i].kind == job->kind && m->faults[i].nth == nth)
+		if (m->faults[i].kind == job->kind && m->faults[i].nth <= nth &&
+		    nth <= m->faults[i].last)
 			return true;
 	return false;
 }

@@ -98,12 +98,14 @@ const char *migrate_kind_string(enum migrate_kind kind);
 struct migrate_fault {
 	enum migrate_kind kind;
 	uint64_t nth; /* >= 1 */
+	uint64_t last; /* >= nth: jobs nth..last fail (UINT64_MAX: all on) */
 };
 
 /*
  * Parse "KIND:N[,KIND:N...]" (KIND: gpu-host, host-nvme, nvme-host,
  * host-gpu, nvme-gpu, nvme-invalidate; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
- * f[] and *n.  -EINVAL with a message in err (errlen bytes) for anything
+ * f[] and *n.  N-M fails the N-th to the M-th job of the kind (M >= N),
+ * N+ every one from the N-th on (a device that keeps failing).  -EINVAL with a message in err (errlen bytes) for anything
  * else, an empty string included.
  */
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,
