@@ -1121,6 +1121,33 @@ int pol_cache_remove_dropped(struct pol_cache *c, uint64_t hash)
 	return remove_block(c, hash, true);
 }
 
+int pol_cache_return(struct pol_cache *c, uint64_t hash, unsigned tier)
+{
+	struct pol_block *b = pol_cache_lookup(c, hash);
+
+	if (!b)
+		return -ENOENT;
+	if (tier >= POL_TIER_COUNT || !c->priv[tier] || b->tier <= tier)
+		return -EINVAL;
+	/* not reported: the owner asked for the move, and has made it */
+	leave_tier(c, b);
+	enter_tier(c, b, tier);
+	tenant_room(c, b->tenant, tier, b, true);
+	/*
+	 * The tier takes one more block than it had room for: its victim
+	 * goes down (or out of the last tier) as for any block that came
+	 * in; b itself only when the policy picks it.  With nothing that
+	 * may go, b goes if it may (as move_down() does), else the tier
+	 * stays over until a block leaves.
+	 */
+	if (make_room(c, tier) == -ENOSPC) {
+		if (b->tier == tier && droppable(c, b))
+			drop(c, b);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 #define RESIDENT_OR_ENOENT(c, hash, b)                   \
 	struct pol_block *b = pol_cache_lookup(c, hash); \
 	if (!b)                                          \

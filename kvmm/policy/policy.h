@@ -384,6 +384,18 @@ int pol_cache_remove(struct pol_cache *c, uint64_t hash);
  * thrown out: the owner took it back).
  */
 int pol_cache_remove_dropped(struct pol_cache *c, uint64_t hash);
+/*
+ * Undo a move down the owner could not make (kvmmd: a host -> NVMe write
+ * that failed, while the host copy is still good): the block with this
+ * hash, in a tier below `tier`, is in `tier` again.  The move back is
+ * not reported (the owner makes it); the room it takes is made as for
+ * any block entering the tier, and those moves are: the tier's victim
+ * goes down or out (the block itself only when the policy picks it).
+ * 0; -ENOENT (not cached); -EINVAL (not below tier, or no such tier);
+ * -ENOSPC when nothing in the tier may go: the block is then dropped
+ * (reported) if it may be, else the tier stays over its capacity.
+ */
+int pol_cache_return(struct pol_cache *c, uint64_t hash, unsigned tier);
 
 /* Pins for in-flight steps and references from sequences; -ENOENT. */
 int pol_cache_pin(struct pol_cache *c, uint64_t hash);
