@@ -1585,6 +1585,7 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 			st->tiers[t].used_blocks = pol_cache_count(c->pol, t);
 	kc_open_stats(c, st);
 	kc_nvme_stats(c, st);
+	kc_nvme_write_stats(c, st);
 	if (c->nvme) {
 		struct tier_nvme_stats ns;
 

@@ -494,11 +494,18 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	bool demote_pinned = (b->flags & POL_BLOCK_TTL_DEMOTE) &&
 			     b->ttl_expiry > pol_cache_clock(c->pol);
 
-	if (from == POL_TIER_HOST && to == POL_TIER_NVME && !demote_pinned &&
-	    e->uses < c->d->cfg.nvme_admit_uses) {
+	bool refused = from == POL_TIER_HOST && to == POL_TIER_NVME &&
+		       !e->job && kc_nvme_write_refused(c, e);
+
+	if (refused ||
+	    (from == POL_TIER_HOST && to == POL_TIER_NVME && !demote_pinned &&
+	     e->uses < c->d->cfg.nvme_admit_uses)) {
 		/* not used often enough to be worth a disk write (and a slot
-		 * another block could use): dropped from the host tier */
-		c->st.nvme_admission_rejects++;
+		 * another block could use), or the tier is out of service
+		 * for writes (cache_nvme_write.c): dropped from the host
+		 * tier, the policy's victim there */
+		if (!refused)
+			c->st.nvme_admission_rejects++;
 		c->st.tiers[from].drops++;
 		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
 		if (!e->job && e->host_slot != MIGRATE_NO_SLOT) {
@@ -581,7 +588,7 @@ static bool kc_restore_kind(enum migrate_kind kind)
 void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 {
 	struct kc_entry *e = job->owner;
-	bool ok = job->state == MIGRATE_DONE, retry;
+	bool ok = job->state == MIGRATE_DONE, retry, back = false;
 	enum migrate_kind kind;
 
 	if (job->kind == MIGRATE_NVME_INVALIDATE) {
@@ -609,13 +616,21 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		job->nvme_reserved = false;
 	}
 	retry = !ok && kc_retry_kept(c, e, job);
+	if (job->kind == MIGRATE_HOST_TO_NVME) {
+		/* before the block goes back: its host victim is dropped
+		 * when this failure took the tier out of service */
+		kc_nvme_write_end(c, e, job);
+		back = !ok && !retry && kc_nvme_write_keeps(c, e);
+	}
 	if (!ok) {
 		c->st.migrations_failed++;
 		vmm_log(VMM_LOG_WARN,
 			"cache: %s move of block %016llx failed: %s%s",
 			migrate_kind_string(job->kind),
 			(unsigned long long)job->hash, strerror(-job->result),
-			retry ? "; pinned: tried again" : "");
+			retry ? "; pinned: tried again" :
+			back  ? "; back to the host tier, its copy there kept" :
+				"");
 	} else {
 		e->kept_retries = 0;
 	}
@@ -637,8 +652,9 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 			e->host_slot =
 				MIGRATE_NO_SLOT; /* freed by the engine */
 	} else if (job->kind == MIGRATE_HOST_TO_NVME) {
-		/* a retry writes the host copy again */
-		if (e->host_slot != MIGRATE_NO_SLOT && !retry) {
+		/* a retry writes the host copy again; a block back in the
+		 * host tier keeps it */
+		if (e->host_slot != MIGRATE_NO_SLOT && !retry && !back) {
 			tier_host_free(c->host, e->host_slot);
 			e->host_slot = MIGRATE_NO_SLOT;
 		}
@@ -661,6 +677,10 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 			kc_lose(c, e);
 		return;
 	}
+	if (back) {
+		kc_nvme_write_return(c, e);
+		return;
+	}
 	if (!ok) {
 		kc_lose(c, e); /* and in migrations_failed */
 		return;
@@ -668,7 +688,10 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	if (e->then_nvme) {
 		e->then_nvme = false;
 		kc_nvme_room(c);
-		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
+		/* a tier out of service for writes: dropped, as a host
+		 * victim then is (kc_move()) */
+		if (!c->nvme || kc_nvme_write_refused(c, e) ||
+		    kc_submit(c, e, MIGRATE_HOST_TO_NVME))
 			kc_lose(c, e);
 	}
 }

@@ -98,6 +98,9 @@ struct kc_entry {
 	/* failed copies down in a row of a block a pin keeps, each tried
 	 * again (kc_job_done(), up to KC_KEPT_RETRIES) */
 	uint8_t kept_retries;
+	/* its host -> NVMe write is the one that tries a tier out of
+	 * service for writes again (cache_nvme_write.c) */
+	bool nvme_probe;
 	/* GPU: the cache's reference (kc_set_block(), kc_put_block()) */
 	struct kd_block *blk;
 	/* in kd_cache.gpu while blk is set */
@@ -262,6 +265,15 @@ struct kd_cache {
 	bool nvme_for_good;
 	uint64_t nvme_retry_ns;
 	struct kd_timer nvme_timer;
+	/* host -> NVMe writes (cache_nvme_write.c): failed in a row; while
+	 * the tier is out of service for them, the last one's -errno (0:
+	 * it takes writes), when the next may go (CLOCK_MONOTONIC ns), and
+	 * the tries since it went out (the waits double) */
+	uint32_t nvme_write_fails;
+	int nvme_write_error;
+	uint64_t nvme_write_retry_ns;
+	uint64_t nvme_write_tries;
+	uint64_t nvme_write_out_ns; /* when it went out */
 	/* set-up attempts (cache_open.c): how many ran, the last failure
 	 * (kept once one works), whether it was one no wait mends (no more
 	 * attempts), when the next may run (CLOCK_MONOTONIC ns) */
@@ -438,6 +450,24 @@ int kc_nvme_open_tier(struct kd_cache *c);
 void kc_nvme_failed(struct kd_cache *c, int err);
 void kc_nvme_retry(struct kd_cache *c);
 void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
+/*
+ * Host -> NVMe writes that fail (cache_nvme_write.c).  kc_nvme_write_refused()
+ * says, for the policy's move of e down to NVMe, whether the tier is out
+ * of service for writes (the move is then a drop from host), and lets one
+ * write through as a try once the wait is over.  kc_nvme_write_end()
+ * counts a write's end (failures in a row, out of service, back in);
+ * kc_nvme_write_keeps() says whether a block whose write failed may go
+ * back into the host tier with its host copy (the policy still has it on
+ * NVMe), kc_nvme_write_return() puts it there.  kc_nvme_write_stats()
+ * fills TIER_STATS' nvme_write_error and _retry_ms.
+ */
+bool kc_nvme_write_refused(struct kd_cache *c, struct kc_entry *e);
+void kc_nvme_write_end(struct kd_cache *c, struct kc_entry *e,
+		       const struct migrate_job *job);
+bool kc_nvme_write_keeps(struct kd_cache *c, const struct kc_entry *e);
+void kc_nvme_write_return(struct kd_cache *c, struct kc_entry *e);
+void kc_nvme_write_stats(const struct kd_cache *c,
+			 struct kvmm_tier_stats_reply *st);
 /* cache.c, for a tier that joins: its blocks into the index (cold), in
  * the order they were written; the test knobs' held slots */
 int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns);

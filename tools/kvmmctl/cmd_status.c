@@ -95,6 +95,13 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 			printf("%llu,",
 			       (unsigned long long)ts->nvme_open_retry_ms);
 	}
+	if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms)) /* ABI 1.17 */
+		printf("\"nvme_write_returns\":%llu,\"nvme_write_outs\":%llu,"
+		       "\"nvme_write_error\":%llu,\"nvme_write_retry_ms\":%llu,",
+		       (unsigned long long)ts->nvme_write_returns,
+		       (unsigned long long)ts->nvme_write_outs,
+		       (unsigned long long)ts->nvme_write_error,
+		       (unsigned long long)ts->nvme_write_retry_ms);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -181,6 +188,32 @@ static void nvme_open_text(const struct kvmm_tier_stats_reply *ts)
 	else if (ts->nvme_open_last_error)
 		printf("tier nvme    joined at attempt %llu (the one before failed: %s)\n",
 		       k, strerror((int)ts->nvme_open_last_error));
+}
+
+/*
+ * The NVMe tier's writes when they failed (ABI 1.17): out of service for
+ * them (host victims dropped, its blocks still read), or back after
+ * having been; failed writes whose blocks went back to the host tier.
+ */
+static void nvme_write_text(const struct kvmm_tier_stats_reply *ts)
+{
+	uint64_t ms = ts->nvme_write_retry_ms;
+
+	if (!KVMMCTL_TS_HAS(ts, nvme_write_retry_ms))
+		return;
+	if (ts->nvme_write_error && ms)
+		printf("tier nvme    OUT of service for writes: %s (writes failed in a row; out %llu times; a write tries it again in %llu s; host victims are dropped, its blocks still read)\n",
+		       strerror((int)ts->nvme_write_error),
+		       (unsigned long long)ts->nvme_write_outs,
+		       (unsigned long long)((ms + 999) / 1000));
+	else if (ts->nvme_write_error)
+		printf("tier nvme    OUT of service for writes: %s (writes failed in a row; out %llu times; the next move down is written to try it; host victims are dropped, its blocks still read)\n",
+		       strerror((int)ts->nvme_write_error),
+		       (unsigned long long)ts->nvme_write_outs);
+	else if (ts->nvme_write_outs || ts->nvme_write_returns)
+		printf("tier nvme    takes writes (out of service %llu times; %llu failed writes went back to the host tier)\n",
+		       (unsigned long long)ts->nvme_write_outs,
+		       (unsigned long long)ts->nvme_write_returns);
 }
 
 static const char *policy_state_mode(uint64_t v)
@@ -477,6 +510,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	 * without its NVMe tier (ABI 1.13) */
 	cache_open_text(&ts);
 	nvme_open_text(&ts);
+	nvme_write_text(&ts);
 	/* ABI 1.15: cache-drop's NVMe headers, and slots a tier kept */
 	if (KVMMCTL_TS_HAS(&ts, nvme_invalidate_failures) &&
 	    ts.nvme_invalidate_jobs + ts.nvme_invalidate_failures)

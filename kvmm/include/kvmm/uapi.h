@@ -1036,7 +1036,29 @@ struct kvmm_tier_stats_reply {
 	uint64_t nvme_open_attempts;
 	uint64_t nvme_open_last_error;
 	uint64_t nvme_open_retry_ms;
+	/*
+	 * ABI 1.17 (the reply grew here: 32 bytes, 648 in all; a daemon
+	 * that sends 616 or less ends before them).  Host -> NVMe writes
+	 * that failed: nvme_write_returns counts the blocks that went back
+	 * to the host tier with their host copy (each a tiers[2].demotions_in
+	 * that never arrived, and a migrations_failed).  After
+	 * KVMM_NVME_WRITE_FAILS_OUT failures in a row the tier is out of
+	 * service for writes (nvme_write_outs counts the times): while it is,
+	 * nvme_write_error is the last failure's errno (0: the tier takes
+	 * writes), host victims are dropped instead of written, and its
+	 * blocks are still read; nvme_write_retry_ms is the time until a
+	 * write is tried again (0 while the tier takes writes, or when the
+	 * next move down is tried).  A write that works brings it back.
+	 */
+	uint64_t nvme_write_returns;
+	uint64_t nvme_write_outs;
+	uint64_t nvme_write_error;
+	uint64_t nvme_write_retry_ms;
 };
+
+/* Host -> NVMe writes failed in a row that take the tier out of service
+ * for writes (TIER_STATS nvme_write_error). */
+#define KVMM_NVME_WRITE_FAILS_OUT 4
 
 /* ---- rings ------------------------------------------------------------- */
 

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 120
+ * An NVMe tier whose writes keep failing loses no block whose host copy
+ * is good, and is taken out of service for writes.  A real kvmmd (lru, 8
+ * cached GPU blocks, 6 policy host slots, an NVMe file: cr_start()), its
+ * migration engine failing host->NVMe writes with -EIO
+ * (KVMMD_TEST_MIGRATE_FAIL=host-nvme:N+ or N-M), real writer and reader
+ * processes:
+ *   - every write fails: content 0 (8 blocks) pushed down by 7 blocks of
+ *     content 1.  Block 0's write fails, it goes back to the host tier,
+ *     whose LRU block (1) is written instead and fails, and so on: after
+ *     4 failures in a row (blocks 0-3, each back on host:
+ *     nvme_write_returns 4, migrations_failed 4) the tier is out of
+ *     service for writes (nvme_write_outs 1, nvme_write_error EIO, a
+ *     retry wait > 0), and the next host victim (block 4, the policy's
+ *     LRU) is dropped instead of written: the only drop (tiers[1].drops
+ *     1), 14 blocks cached, none on NVMe.  Blocks 0-3 and 5-7 open
+ *     byte-identical in another process; block 4 is a miss.  kvmmctl
+ *     status says "OUT of service for writes: Input/output error",
+ *     --json and the metrics have the fields, the log one ERR line;
+ *   - writes 1-4 fail, then work: the same until the tier is out; after
+ *     the wait (KVMMD_TEST_CACHE_RETRY_MS=100) the next move down (a
+ *     publish of content 2 pushes a host victim down) is written, works,
+ *     and the tier takes writes again (nvme_write_error 0, one INFO
+ *     line, the block on NVMe), status says "takes writes (out of
+ *     service 1 times; 4 failed writes ...)"; everything cached opens
+ *     byte-identical.
+ * Each case ends with nothing leaked (cc_settled_stats(), the pool holds
+ * the cached GPU blocks only).
+ */
+#include <errno.h>
+
+#include "tests/cache-restore-common.h"
+#include "tests/lib/metrics.h"
+
+#define NVME_SLOTS 40
+
+static void start(struct cr_env *env, const char *spec, const char *retry_ms)
+{
+	setenv("KVMMD_TEST_MIGRATE_FAIL", spec, 1);
+	setenv("KVMMD_TEST_CACHE_RETRY_MS", retry_ms, 1);
+	cr_start(env, NVME_SLOTS, 0);
+	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+	unsetenv("KVMMD_TEST_CACHE_RETRY_MS");
+}
+
+static void publish(const char *sock, int k, uint32_t nb)
+{
+	uint64_t h[CR_NB];
+
+	for (uint32_t b = 0; b < nb; b++)
+		h[b] = cr_hash(k, (int)b);
+	t_assert_eq(cc_publish_content(sock, h, nb, 200 + k, NULL), 0);
+}
+
+/* A reader process: content k's blocks [first, first + n) open as a
+ * prefix of want blocks, byte-identical. */
+static void open_from(const char *sock, int k, uint32_t first, uint32_t n,
+		      uint32_t want)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		static uint32_t ids[CR_NB * CC_PPB];
+		struct kvmm_prefix_open_reply rep;
+		uint64_t h[CR_NB];
+		struct cc c;
+
+		for (uint32_t b = 0; b < n; b++)
+			h[b] = cr_hash(k, (int)(first + b));
+		cc_connect(&c, sock);
+		cc_region(&c);
+		cc_prefix(&c, h, n, &rep, ids);
+		if (rep.nr_blocks != want)
+			t_fail("content %d from block %u: %u blocks, expected %u",
+			       k, first, rep.nr_blocks, want);
+		for (uint32_t b = 0; b < want; b++)
+			for (uint32_t pg = 0; pg < CC_PPB; pg++)
+				for (uint32_t o = 0; o < CC_PAGE; o++)
+					if (c.map[ids[b * CC_PPB + pg]][o] !=
+					    cc_pat(200 + k, first + b, pg, o))
+						t_fail("content %d block %u page %u byte %u differs",
+						       k, first + b, pg, o);
+		if (want)
+			cc_seq_close(&c, rep.seq_id, ids, want * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* stdout of `kvmmctl --socket sock args` (exit 0), malloc'd */
+static char *kvmmctl(const char *sock, const char *args)
+{
+	char bin[256], cmd[512];
+	char *out;
+	int st;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
+	out = tm_run(cmd, &st);
+	if (st)
+		t_fail("%s: exit %d", cmd, st);
+	return out;
+}
+
+static void has(const char *text, const char *what)
+{
+	if (!strstr(text, what))
+		t_fail("no '%s' in:\n%s", what, text);
+}
+
+/* How many times what is in kvmmd's log. */
+static int log_count(struct cr_env *env, const char *what)
+{
+	static char log[1 << 20];
+	const char *p = log;
+	int n = 0;
+
+	t_assert(td_read_log(&env->d, log, sizeof(log)) > 0);
+	while ((p = strstr(p, what))) {
+		n++;
+		p++;
+	}
+	return n;
+}
+
+static void check_clean(struct cr_env *env, struct kvmm_tier_stats_reply *ts)
+{
+	struct kvmm_status_reply st;
+
+	cc_settled_stats(env->d.sock, ts);
+	for (int i = 0; i < 1000; i++) {
+		t_ok(td_status(&env->d, &st));
+		if (st.sessions <= 1)
+			break;
+		usleep(10000);
+	}
+	t_assert_eq(st.pages_allocated, ts->tiers[0].used_blocks * CC_PPB);
+	t_assert_eq(st.pages_mapped, 0);
+	t_assert_eq(st.pages_revoking, 0);
+}
+
+/*
+ * Content 0 pushed down by 7 blocks of content 1 with the first four
+ * writes failing: blocks 0-3 back on host, the tier out, block 4 dropped.
+ */
+static void four_fail(struct cr_env *env, struct kvmm_tier_stats_reply *ts)
+{
+	publish(env->d.sock, 0, CR_NB);
+	publish(env->d.sock, 1, 7);
+	check_clean(env, ts);
+	printf("GPU %llu, host %llu, NVMe %llu blocks; drops %llu/%llu/%llu; writes failed %llu, back on host %llu, out %llu (errno %llu, retry %llu ms)\n",
+	       (unsigned long long)ts->tiers[0].used_blocks,
+	       (unsigned long long)ts->tiers[1].used_blocks,
+	       (unsigned long long)ts->tiers[2].used_blocks,
+	       (unsigned long long)ts->tiers[0].drops,
+	       (unsigned long long)ts->tiers[1].drops,
+	       (unsigned long long)ts->tiers[2].drops,
+	       (unsigned long long)ts->migrations_failed,
+	       (unsigned long long)ts->nvme_write_returns,
+	       (unsigned long long)ts->nvme_write_outs,
+	       (unsigned long long)ts->nvme_write_error,
+	       (unsigned long long)ts->nvme_write_retry_ms);
+	t_assert_eq(ts->migrations_failed, KVMM_NVME_WRITE_FAILS_OUT);
+	t_assert_eq(ts->nvme_write_returns, KVMM_NVME_WRITE_FAILS_OUT);
+	t_assert_eq(ts->nvme_write_outs, 1);
+	t_assert_eq(ts->nvme_write_error, EIO);
+	t_assert_eq(ts->tiers[2].demotions_in, KVMM_NVME_WRITE_FAILS_OUT);
+	t_assert_eq(ts->nvme_admission_rejects, 0);
+	/* one drop, the policy's host victim, not a block whose write
+	 * failed */
+	t_assert_eq(ts->tiers[1].drops, 1);
+	t_assert_eq(cr_drops(ts), 1);
+	t_assert_eq(cr_cached(ts), CR_NB + 7 - 1);
+	t_assert_eq(ts->tiers[0].used_blocks, 8);
+	t_assert_eq(ts->tiers[1].used_blocks, 6);
+	t_assert_eq(ts->tiers[2].used_blocks, 0);
+	t_assert_eq(
+		log_count(
+			env,
+			"is out of service for writes: 4 writes in a row failed, the last with Input/output error"),
+		1);
+}
+
+/* Every write fails: the tier stays out; nothing whose host copy was
+ * good is lost but the policy's victim. */
+static void all_fail(void)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct cr_env env;
+	char *out;
+
+	start(&env, "host-nvme:1+", "60000");
+	four_fail(&env, &ts);
+	t_assert(ts.nvme_write_retry_ms > 0 && ts.nvme_write_retry_ms <= 60000);
+	out = kvmmctl(env.d.sock, "status");
+	has(out,
+	    "tier nvme    OUT of service for writes: Input/output error (writes failed in a row; out 1 times; a write tries it again in ");
+	free(out);
+	out = kvmmctl(env.d.sock, "status --json");
+	has(out,
+	    "\"nvme_write_returns\":4,\"nvme_write_outs\":1,\"nvme_write_error\":5,");
+	free(out);
+	out = kvmmctl(env.d.sock, "metrics");
+	has(out, "\nkvmm_cache_nvme_write_returns_total 4\n");
+	has(out, "\nkvmm_cache_nvme_write_outs_total 1\n");
+	has(out, "\nkvmm_cache_nvme_write_error 5\n");
+	free(out);
+	/* blocks 0-3 from host, block 4 a miss, 5-6 host, 7 GPU */
+	open_from(env.d.sock, 0, 0, CR_NB, 4);
+	open_from(env.d.sock, 0, 5, 3, 3);
+	check_clean(&env, &ts);
+	t_assert_eq(ts.tiers[2].used_blocks, 0);
+	/* the tier stays out: the content 1 blocks the opens pushed down
+	 * were dropped, none written */
+	t_assert_eq(ts.migrations_failed, KVMM_NVME_WRITE_FAILS_OUT);
+	t_assert_eq(ts.nvme_write_outs, 1);
+	t_assert_eq(ts.tiers[2].demotions_in, KVMM_NVME_WRITE_FAILS_OUT);
+	cr_stop(&env);
+}
+
+/* Writes 1-4 fail, then work: the tier is out, and back at its next
+ * move down once the wait is over. */
+static void back_in(void)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct cr_env env;
+	char *out;
+
+	start(&env, "host-nvme:1-4", "100");
+	four_fail(&env, &ts);
+	usleep(250 * 1000); /* past the 100 ms wait */
+	cc_settled_stats(env.d.sock, &ts);
+	t_assert_eq(ts.nvme_write_retry_ms, 0);
+	t_assert_eq(ts.nvme_write_error, EIO);
+	/* one more GPU block: a GPU victim to host, a host victim to NVMe */
+	publish(env.d.sock, 2, 1);
+	check_clean(&env, &ts);
+	t_assert_eq(ts.nvme_write_error, 0);
+	t_assert_eq(ts.nvme_write_retry_ms, 0);
+	t_assert_eq(ts.nvme_write_outs, 1);
+	t_assert_eq(ts.migrations_failed, KVMM_NVME_WRITE_FAILS_OUT);
+	t_assert_eq(ts.tiers[2].demotions_in, KVMM_NVME_WRITE_FAILS_OUT + 1);
+	t_assert_eq(ts.tiers[2].used_blocks, 1);
+	t_assert_eq(cr_drops(&ts), 1);
+	t_assert_eq(cr_cached(&ts), CR_NB + 7 + 1 - 1);
+	t_assert_eq(log_count(&env, "takes writes again: a write worked"), 1);
+	out = kvmmctl(env.d.sock, "status");
+	has(out,
+	    "tier nvme    takes writes (out of service 1 times; 4 failed writes went back to the host tier)");
+	free(out);
+	/* content 0's block 0 went on to NVMe (the host LRU after the
+	 * others came back): it and 1-3 open, 4 is the miss */
+	open_from(env.d.sock, 0, 0, CR_NB, 4);
+	open_from(env.d.sock, 0, 5, 3, 3);
+	open_from(env.d.sock, 2, 0, 1, 1);
+	check_clean(&env, &ts);
+	t_assert_eq(ts.tiers[2].hits, 1);
+	t_assert_eq(ts.nvme_write_error, 0);
+	cr_stop(&env);
+}
+
+int main(void)
+{
+	all_fail();
+	back_in();
+	printf("failed NVMe writes ok\n");
+	return 0;
+}
