@@ -494,8 +494,9 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	bool demote_pinned = (b->flags & POL_BLOCK_TTL_DEMOTE) &&
 			     b->ttl_expiry > pol_cache_clock(c->pol);
 
+	/* (with its copy to host still running too: dropped the same) */
 	bool refused = from == POL_TIER_HOST && to == POL_TIER_NVME &&
-		       !e->job && kc_nvme_write_refused(c, e);
+		       kc_nvme_write_refused(c, e);
 
 	if (refused ||
 	    (from == POL_TIER_HOST && to == POL_TIER_NVME && !demote_pinned &&
