@@ -252,8 +252,9 @@ static void back_in(void)
 	has(out,
 	    "tier nvme    takes writes (out of service 1 times; 4 failed writes went back to the host tier)");
 	free(out);
-	/* content 0's block 0 went on to NVMe (the host LRU after the
-	 * others came back): it and 1-3 open, 4 is the miss */
+	/* content 0's block 5 went on to NVMe (the host LRU once 0-3 came
+	 * back and 4 was dropped): 0-3 open from host, 4 is the miss, 5
+	 * comes from NVMe */
 	open_from(env.d.sock, 0, 0, CR_NB, 4);
 	open_from(env.d.sock, 0, 5, 3, 3);
 	open_from(env.d.sock, 2, 0, 1, 1);

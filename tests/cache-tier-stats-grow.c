@@ -29,6 +29,10 @@
  *     fields shown, 1.15's (lower_free_refused, the NVMe invalidation
  *     counters, the NVMe tier's opens) absent from all three; a client built for 1.14 reads
  *     the first 560 bytes of a 1.15 daemon's 616, the same as they are;
+ *   - the same against a 1.16 daemon (616 bytes): the NVMe tier's opens
+ *     shown, 1.17's failed NVMe writes (nvme_write_*) absent from all
+ *     three; a client built for 1.16 reads the first 616 bytes of a
+ *     1.17 daemon's 648, the same as they are;
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -48,6 +52,8 @@
 /* The reply's size before ABI 1.7, and before 1.15. */
 #define TS_SIZE_1_6 offsetof(struct kvmm_tier_stats_reply, prefix_holes)
 #define TS_SIZE_1_14 offsetof(struct kvmm_tier_stats_reply, lower_free_refused)
+/* ... and before 1.17 */
+#define TS_SIZE_1_16 offsetof(struct kvmm_tier_stats_reply, nvme_write_returns)
 
 /* stdout of `kvmmctl --socket sock args` (which must exit 0), malloc'd */
 static char *kvmmctl(const char *sock, const char *args)
@@ -194,15 +200,23 @@ static void plan_recomputes(void)
 		t_assert(!memcmp(old, &full, sizeof(old)));
 		/* and a 1.14 client's: the 560 bytes before 1.15's fields */
 		t_assert_eq(TS_SIZE_1_14, 560);
-		t_assert_eq(sizeof(full), TS_SIZE_1_14 + 32 + 24);
+		t_assert_eq(TS_SIZE_1_16, TS_SIZE_1_14 + 32 + 24);
+		t_assert_eq(TS_SIZE_1_16, 616);
+		t_assert_eq(sizeof(full), TS_SIZE_1_16 + 32);
 		{
-			char old14[TS_SIZE_1_14];
+			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16];
 
 			len = 0;
 			t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old14,
 					sizeof(old14), &len));
 			t_assert_eq(len, sizeof(full));
 			t_assert(!memcmp(old14, &full, sizeof(old14)));
+			/* a 1.16 client's: the 616 bytes before 1.17's */
+			len = 0;
+			t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old16,
+					sizeof(old16), &len));
+			t_assert_eq(len, sizeof(full));
+			t_assert(!memcmp(old16, &full, sizeof(old16)));
 		}
 		t_assert_eq(kc_request(a, KVMM_CMD_TIER_STATS, &body,
 				       sizeof(body), NULL, 0, NULL),
@@ -415,6 +429,32 @@ static void daemon_1_14_kvmmctl(void)
 	printf("kvmmctl against a 1.14 daemon: the 1.15 fields absent\n");
 }
 
+/* kvmmctl against a 1.16 daemon: the NVMe tier's opens shown, 1.17's
+ * failed writes absent (the bytes after its 616 are garbage here). */
+static void daemon_1_16_kvmmctl(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[64], *out;
+	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), 16, TS_SIZE_1_16);
+
+	out = kvmmctl(sa.sun_path, "status --json");
+	has(out, "\"nvme_open_attempts\":0,");
+	lacks(out, "nvme_write");
+	free(out);
+	out = kvmmctl(sa.sun_path, "status");
+	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
+	lacks(out, "for writes");
+	lacks(out, "takes writes");
+	free(out);
+	out = kvmmctl(sa.sun_path, "metrics");
+	has(out, ",abi=\"1.16\"} 1\n");
+	has(out, "\nkvmm_cache_nvme_open_attempts_total 0\n");
+	lacks(out, "kvmm_cache_nvme_write");
+	free(out);
+	old_daemon_stop(p, &sa, dir);
+	printf("kvmmctl against a 1.16 daemon: the 1.17 fields absent\n");
+}
+
 static void early_after_hole(void)
 {
 	struct kvmm_tier_stats_reply ts0, ts;
@@ -482,6 +522,7 @@ int main(void)
 	early_after_hole();
 	old_daemon_kvmmctl();
 	daemon_1_14_kvmmctl();
+	daemon_1_16_kvmmctl();
 	printf("ok\n");
 	return 0;
 }
