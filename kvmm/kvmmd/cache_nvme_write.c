@@ -34,7 +34,8 @@ bool kc_nvme_write_refused(struct kd_cache *c, struct kc_entry *e)
 {
 	uint64_t now;
 
-	if (!c->nvme_write_error)
+	/* e's write is the try already (its copy to host ran first) */
+	if (!c->nvme_write_error || e->nvme_probe)
 		return false;
 	now = kd_now_ns();
 	if (now < c->nvme_write_retry_ns)
