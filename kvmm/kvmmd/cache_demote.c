@@ -494,18 +494,20 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	bool demote_pinned = (b->flags & POL_BLOCK_TTL_DEMOTE) &&
 			     b->ttl_expiry > pol_cache_clock(c->pol);
 
-	/* (with its copy to host still running too: dropped the same) */
+	bool rejected = from == POL_TIER_HOST && to == POL_TIER_NVME &&
+			!demote_pinned && e->uses < c->d->cfg.nvme_admit_uses;
+	/* asked only for a block that would be written: a write let
+	 * through to try the tier must be one (with its copy to host
+	 * still running too, the block is dropped the same) */
 	bool refused = from == POL_TIER_HOST && to == POL_TIER_NVME &&
-		       kc_nvme_write_refused(c, e);
+		       !rejected && kc_nvme_write_refused(c, e);
 
-	if (refused ||
-	    (from == POL_TIER_HOST && to == POL_TIER_NVME && !demote_pinned &&
-	     e->uses < c->d->cfg.nvme_admit_uses)) {
+	if (rejected || refused) {
 		/* not used often enough to be worth a disk write (and a slot
 		 * another block could use), or the tier is out of service
 		 * for writes (cache_nvme_write.c): dropped from the host
 		 * tier, the policy's victim there */
-		if (!refused)
+		if (rejected)
 			c->st.nvme_admission_rejects++;
 		c->st.tiers[from].drops++;
 		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
