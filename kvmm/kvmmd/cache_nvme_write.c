@@ -22,8 +22,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "kvmm/kvmmd/tier_nvme.h"
-
 static void kc_nvme_write_wait(struct kd_cache *c, uint64_t now)
 {
 	c->nvme_write_retry_ns =
