@@ -385,6 +385,8 @@ static inline void kc_count_hit(struct kd_cache *c, const struct kc_pending *pr,
 }
 
 struct kc_entry *kc_find(struct kd_cache *c, uint64_t hash);
+/* A new entry of hash, on no tier's list yet (NULL: no memory). */
+struct kc_entry *kc_add(struct kd_cache *c, uint64_t hash);
 void kc_free(struct kd_cache *c, struct kc_entry *e);
 /* e->tier = tier, on the list of that tier below the GPU (kd_cache.below) */
 void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier);
@@ -468,10 +470,11 @@ bool kc_nvme_write_keeps(struct kd_cache *c, const struct kc_entry *e);
 void kc_nvme_write_return(struct kd_cache *c, struct kc_entry *e);
 void kc_nvme_write_stats(const struct kd_cache *c,
 			 struct kvmm_tier_stats_reply *st);
-/* cache.c, for a tier that joins: its blocks into the index (cold), in
- * the order they were written; the test knobs' held slots */
+/* cache_recover.c, for a set-up and a tier that joins: its blocks into
+ * the index (cold), in the order they were written */
 int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns);
 int kc_order_cold(struct kd_cache *c);
+/* cache.c: the test knobs' held slots */
 void kc_hold_slots(struct kd_cache *c);
 /* cache.c: the claimed NVMe file opened before the block size is known,
  * for the size its blocks have (0 also when it cannot: the set-up does) */
