@@ -408,10 +408,6 @@ void kc_reap_dead(struct kd_cache *c);
  * kc_gpu_shed(): of the GPU tier.  Not from inside a policy call. */
 uint64_t kc_tier_shed(struct kd_cache *c, unsigned tier, uint64_t want);
 uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want);
-/* Set up the tiers and the policy for blocks of ppb pages, if not yet
- * (0; -EXDEV when set up for another size; -EIO while the cache is off
- * after a failed set-up, at start its reason). */
-int kc_open(struct kd_cache *c, uint32_t ppb);
 /* kc_open() said -EXDEV for r: a WARN line, once per region. */
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r);
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
@@ -474,11 +470,21 @@ void kc_nvme_write_stats(const struct kd_cache *c,
  * the index (cold), in the order they were written */
 int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns);
 int kc_order_cold(struct kd_cache *c);
-/* cache.c: the test knobs' held slots */
+/* cache_setup.c */
+/* Set up the tiers and the policy for blocks of ppb pages, if not yet
+ * (0; -EXDEV when set up for another size; -EIO while the cache is off
+ * after a failed set-up, at start its reason). */
+int kc_open(struct kd_cache *c, uint32_t ppb);
+/* the test knobs' held slots: taken when the tiers open (or the NVMe tier
+ * joins), given back at the stop */
 void kc_hold_slots(struct kd_cache *c);
-/* cache.c: the claimed NVMe file opened before the block size is known,
- * for the size its blocks have (0 also when it cannot: the set-up does) */
+void kc_unhold_slots(struct kd_cache *c);
+/* the claimed NVMe file opened before the block size is known, for the
+ * size its blocks have (0 also when it cannot: the set-up does) */
 int kc_open_nvme_early(struct kd_cache *c);
+/* the loop's callback for the migration engine's eventfd: completed jobs
+ * into the cache (the stop calls it too, the loop no longer running) */
+void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events, void *data);
 
 /* cache_demote.c */
 /* e is gone, outside the policy's decisions (a copy down that failed, an

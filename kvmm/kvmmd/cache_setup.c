@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cache's set-up: kd_cache_init() at start (the index, the loop's
+ * callbacks, the NVMe file claimed, the host slab made, the NVMe tier
+ * opened early for the size its blocks had), and kc_open(), which sets
+ * up the tiers and the policy for the first region's block size (at start
+ * with --cache-block-pages, else at the first publish or prefix open),
+ * with the test knobs read then.  A set-up that failed is undone and
+ * tried again by cache_open.c; the stop is cache_stop.c.  Its own file
+ * because it runs once (or once per failed attempt) and shares nothing
+ * with the paths that serve blocks but the structures it fills.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+#include "kvmm/kvmmd/sd_notify.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/tier_host.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+
+void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events, void *data)
+{
+	struct kd_cache *c = data;
+	struct migrate_job *jobs[32];
+	unsigned int n;
+
+	while ((n = migrate_reap(c->mig, jobs, 32)))
+		for (unsigned int i = 0; i < n; i++)
+			kc_job_done(c, jobs[i]);
+	kc_reap_dead(c);
+	kc_settle(c);
+}
+
+static void kc_on_settle_timer(struct kd_loop *loop, struct kd_timer *t)
+{
+	kc_settle(t->data);
+}
+
+static void kc_on_park_timer(struct kd_loop *loop, struct kd_timer *t)
+{
+	kc_park_run(t->data);
+}
+
+/* DMA pinning of the host slab through the backend (cuda:
+ * cuMemHostRegister; host: a no-op). */
+static int kc_pin(void *arg, void *addr, size_t len)
+{
+	struct vmm_backend *b = arg;
+
+	return b->ops->host_register ? b->ops->host_register(b, addr, len) : 0;
+}
+
+static int kc_unpin(void *arg, void *addr)
+{
+	struct vmm_backend *b = arg;
+
+	return b->ops->host_unregister ? b->ops->host_unregister(b, addr) : 0;
+}
+
+/* A test knob: microseconds each batch of migrations of a kind waits
+ * before it runs (Documentation/tiers.md), from kvmmd's environment. */
+static uint32_t kc_test_delay(const char *name)
+{
+	const char *v = getenv(name);
+	int ms = v ? atoi(v) : 0;
+
+	if (ms <= 0)
+		return 0;
+	vmm_log(VMM_LOG_WARN, "cache: %s=%d: migrations delayed (tests only)",
+		name, ms);
+	return (uint32_t)ms * 1000u;
+}
+
+/*
+ * A test knob: KVMMD_TEST_MIGRATE_FAIL=KIND:N[,KIND:N...] makes the N-th
+ * migration job of a kind fail with -EIO in the engine (migrate.h,
+ * Documentation/tiers.md).  Checked when kvmmd starts (a bad value stops
+ * it: -EINVAL), applied when the tiers open.  0 when unset.
+ */
+static int kc_test_faults(struct migrate_config *mc, bool say)
+{
+	const char *v = getenv("KVMMD_TEST_MIGRATE_FAIL");
+	char err[160];
+
+	if (!v)
+		return 0;
+	if (migrate_fault_parse(v, mc->faults, &mc->nfaults, err,
+				sizeof(err))) {
+		vmm_log(VMM_LOG_ERR, "KVMMD_TEST_MIGRATE_FAIL=%s: %s", v, err);
+		return -EINVAL;
+	}
+	if (say)
+		vmm_log(VMM_LOG_WARN,
+			"cache: KVMMD_TEST_MIGRATE_FAIL=%s: migrations fail on purpose (tests only)",
+			v);
+	return 0;
+}
+
+/*
+ * Test knobs: KVMMD_TEST_HOST_SLOTS_HELD=N and KVMMD_TEST_NVME_SLOTS_HELD=N
+ * take N host slots (N NVMe slots set aside) when the tiers open, outside
+ * the policy's count, and keep them until the stop: slots that no move in
+ * flight will give back, as when moves waiting in line hold them, so a
+ * test can make a demotion find no slot with nothing in flight
+ * (tests/cache-pin-slot-wait.c).  At most KC_HELD_MAX each.
+ */
+static uint32_t kc_test_held(const char *name)
+{
+	const char *v = getenv(name);
+	int n = v ? atoi(v) : 0;
+
+	if (n <= 0)
+		return 0;
+	vmm_log(VMM_LOG_WARN, "cache: %s=%d: slots held back (tests only)",
+		name, n);
+	return n > (int)KC_HELD_MAX ? KC_HELD_MAX : (uint32_t)n;
+}
+
+void kc_hold_slots(struct kd_cache *c)
+{
+	uint32_t host = kc_test_held("KVMMD_TEST_HOST_SLOTS_HELD");
+	uint32_t nvme = kc_test_held("KVMMD_TEST_NVME_SLOTS_HELD");
+
+	while (c->host && c->nheld_host < host &&
+	       !tier_host_alloc(c->host, &c->held_host[c->nheld_host]))
+		c->nheld_host++;
+	while (c->nvme && c->nheld_nvme < nvme && !tier_nvme_reserve(c->nvme))
+		c->nheld_nvme++;
+}
+
+void kc_unhold_slots(struct kd_cache *c)
+{
+	while (c->nheld_host)
+		tier_host_free(c->host, c->held_host[--c->nheld_host]);
+	for (; c->nheld_nvme; c->nheld_nvme--)
+		tier_nvme_unreserve(c->nvme);
+}
+
+/* Physical slots of a lower tier (0: none). */
+static uint64_t kc_slots(struct kd_cache *c, int tier)
+{
+	if (tier == POL_TIER_HOST && c->host) {
+		struct tier_host_stats hs;
+
+		tier_host_get_stats(c->host, &hs);
+		return hs.capacity_slots;
+	}
+	if (tier == POL_TIER_NVME && c->nvme) {
+		struct tier_nvme_stats ns;
+
+		tier_nvme_get_stats(c->nvme, &ns);
+		return ns.capacity_slots;
+	}
+	return 0;
+}
+
+/* The NVMe tier names its slots by the cache's hashes: it keeps their
+ * scope and key, and a file of another scope is formatted anew. */
+static void kc_nvme_scope(const struct kd_daemon *d,
+			  struct tier_nvme_config *nc)
+{
+	nc->scope = d->scope.mode;
+	memcpy(nc->scope_key, d->scope.key, sizeof(nc->scope_key));
+}
+/*
+ * The first region's blocks are larger than --host-mem: no host tier, and
+ * so no NVMe tier either, whose I/O goes through host slots.  The start
+ * refuses a --host-mem below the smallest block with --nvme-path
+ * (daemon.c, check_block_size()); a larger one is only found wanting
+ * here, when the block size is known: say so, naming the NVMe tier, and
+ * take away the empty file the start's claim made for it.
+ */
+static void kc_no_host_tier(struct kd_cache *c)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+	char nvme[sizeof(cfg->nvme_path) + 128] = "";
+	struct stat st;
+
+	if (cfg->nvme_path[0])
+		snprintf(
+			nvme, sizeof(nvme),
+			", so no NVMe tier either (--nvme-path %s: blocks reach it through the host tier)",
+			cfg->nvme_path);
+	vmm_log(VMM_LOG_WARN,
+		"cache: --host-mem %llu holds no block of the first region's size (%zu bytes): no host tier%s; the cache keeps blocks on the GPU only",
+		(unsigned long long)cfg->host_mem, c->block_bytes, nvme);
+	if (c->nvme_made && c->nvme_fd >= 0 && !fstat(c->nvme_fd, &st) &&
+	    S_ISREG(st.st_mode) && !st.st_size && !unlink(cfg->nvme_path))
+		c->nvme_made = false;
+}
+
+/* Set up tiers and policy for blocks of ppb pages (first use). */
+int kc_open(struct kd_cache *c, uint32_t ppb)
+{
+	struct kd_daemon *d = c->d;
+	const struct kd_config *cfg = &d->cfg;
+	struct pol_cache_opts po = { .size = sizeof(po),
+				     .kind = (enum pol_kind)cfg->cache_policy };
+	int r;
+
+	if (c->opened)
+		return c->ppb == ppb ? 0 : -EXDEV;
+	/* the operator named the size: no other region may claim the tiers */
+	if (cfg->cache_block_pages && ppb != cfg->cache_block_pages)
+		return -EXDEV;
+	/*
+	 * After a failed set-up the cache is off (-EIO) until the next
+	 * attempt is due, or for good after a failure no wait mends
+	 * (cache_open.c).  What can still fail here after the start is a
+	 * shortage of memory, fds, threads, epoll watches or GPU address
+	 * space (the NVMe file is claimed at start, and its open, the one
+	 * step that fails for the operator's values, lets the cache run
+	 * without it), or a backend without async copies.
+	 */
+	r = kc_open_begin(c);
+	if (r)
+		return r;
+	c->ppb = ppb;
+	c->block_bytes = (size_t)ppb * d->page_size;
+	po.capacity[POL_TIER_GPU] = cfg->cache_gpu_blocks ?
+					    cfg->cache_gpu_blocks :
+					    d->capacity / ppb / 2;
+	if (!po.capacity[POL_TIER_GPU])
+		po.capacity[POL_TIER_GPU] = 1;
+	po.prefix_rule = -1; /* the policy's default (off for lru) */
+	po.block_bytes = c->block_bytes;
+	if (cfg->host_mem && cfg->host_mem < c->block_bytes)
+		kc_no_host_tier(c);
+	if (cfg->host_mem >= c->block_bytes) {
+		struct tier_host_config hc = { .size = sizeof(hc),
+					       .capacity_bytes = cfg->host_mem,
+					       .slot_bytes = c->block_bytes,
+					       .numa_node = cfg->host_numa_node,
+					       .pci_addr =
+						       d->backend->pci_bus_id,
+					       .slab = c->slab };
+		struct tier_host_stats hs;
+
+		r = tier_host_open(&hc, &c->host);
+		if (r)
+			goto err; /* the slab is still ours */
+		/* the tier's now (kc_open_undo() takes it back) */
+		c->slab = NULL;
+		tier_host_get_stats(c->host, &hs);
+		/* a few slots stay out of the policy's count: a block moving
+		 * on to NVMe keeps its host slot until the write is done; and
+		 * with an NVMe tier, in a tier that can spare them, a batch
+		 * of NVMe restores stages there (kc_staging_pump()) */
+		po.capacity[POL_TIER_HOST] =
+			hs.capacity_slots > 4 ? hs.capacity_slots - 2 : 1;
+		if (cfg->nvme_path[0] &&
+		    hs.capacity_slots >= 8 * KC_STAGING_SLOTS)
+			po.capacity[POL_TIER_HOST] -= KC_STAGING_SLOTS;
+	}
+	if (c->host && cfg->nvme_path[0]) {
+		struct tier_nvme_stats ns;
+
+		if (c->nvme) {
+			/* opened at start for the size its blocks had */
+			tier_nvme_get_stats(c->nvme, &ns);
+			if (ns.payload_bytes != c->block_bytes) {
+				vmm_log(VMM_LOG_INFO,
+					"cache: the NVMe tier's blocks from the last run have %llu bytes, the cache's %zu: formatting it anew",
+					(unsigned long long)ns.payload_bytes,
+					c->block_bytes);
+				tier_nvme_close(c->nvme);
+				c->nvme = NULL;
+			}
+		}
+		/* opened here for the cache's block size; a file not
+		 * claimed yet is left to the retries' timer, which opens it
+		 * and joins it to the cache (cache_nvme_join.c) */
+		if (!c->nvme && c->nvme_fd >= 0 && !c->nvme_for_good) {
+			c->nvme_attempts++;
+			r = kc_nvme_open_tier(c);
+			if (r && c->opening_at_start)
+				goto err;
+			if (r) {
+				/* what the start could not check (the file too
+				 * small for a block of this size, a full disk,
+				 * io_uring): the cache runs without it, says
+				 * so, and tries again unless no wait mends it */
+				kc_nvme_failed(c, r);
+			} else {
+				/* an attempt before this one went on without
+				 * it */
+				kd_timer_cancel(&d->loop, &c->nvme_timer);
+				c->nvme_error = 0;
+				c->nvme_retry_ns = 0;
+			}
+		}
+		if (!c->nvme) {
+			/* the policy's NVMe tier waits at capacity 0 for the
+			 * tier to join (kc_nvme_join()) */
+			if (!c->nvme_for_good)
+				po.joins_later = 1u << POL_TIER_NVME;
+			goto no_nvme;
+		}
+		tier_nvme_get_stats(c->nvme, &ns);
+		/* one slot spare: a block the policy dropped while its
+		 * write (or a restore's read) was in flight holds a slot
+		 * until the I/O ends; when more do, writes wait for them
+		 * (kc_nvme_slot()) */
+		po.capacity[POL_TIER_NVME] =
+			ns.capacity_slots > 1 ? ns.capacity_slots - 1 : 1;
+		r = kc_recover(c, &ns);
+		if (r)
+			goto err;
+		r = kc_order_cold(c);
+		if (r)
+			goto err;
+	}
+no_nvme:
+	r = pol_cache_create(&po, &c->pol);
+	if (r)
+		goto err;
+	pol_cache_set_move_handler(c->pol, kc_move, c);
+	if (c->host) {
+		struct migrate_config mc = { .size = sizeof(mc),
+					     .backend = d->backend,
+					     .host = c->host,
+					     .nvme = c->nvme,
+					     /* two: one batch's copies into
+					      * the pages overlap the next
+					      * batch's NVMe reads (1.4x for a
+					      * 16-block NVMe prefix here) */
+					     .workers = 2,
+					     .map_pages =
+						     (uint32_t)d->capacity };
+
+		mc.restore_delay_us =
+			kc_test_delay("KVMMD_TEST_RESTORE_DELAY_MS");
+		mc.demote_delay_us =
+			kc_test_delay("KVMMD_TEST_DEMOTE_DELAY_MS");
+		r = kc_test_faults(&mc, true);
+		if (r)
+			goto err;
+
+		r = migrate_open(&mc, &c->mig);
+		if (r)
+			goto err;
+		r = kd_loop_add(&d->loop, &c->mig_file, migrate_eventfd(c->mig),
+				EPOLLIN, kc_on_migrate, c);
+		if (r)
+			goto err;
+	}
+	/* KVMMD_TEST_CACHE_OPEN_FAIL: everything above built, undone */
+	r = kc_open_test_fault(c);
+	if (r)
+		goto err;
+	/* nothing fails from here on: what points at the policy from
+	 * outside the cache comes last, so kc_open_undo() need not undo it
+	 * (a save of the learned state, a tenant's limit dropped, a timer) */
+	kc_learned_load(c); /* before its first block */
+	kd_tenant_limits_apply(d, c->pol);
+	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
+	kc_hold_slots(c);
+	c->opened = true;
+	kc_open_done(c);
+	for (int t = 0; t < POL_TIER_COUNT; t++) {
+		c->st.tiers[t].capacity_blocks = po.capacity[t];
+		c->st.tiers[t].block_bytes = c->block_bytes;
+	}
+	/* the policy's counts, and the slots they leave for moves in
+	 * flight and staging (what TIER_STATS reports as capacity) */
+	vmm_log(VMM_LOG_INFO,
+		"cache: blocks of %u pages (%s); GPU %llu, host %llu of %llu slots, NVMe %llu of %llu slots (%llu recovered)",
+		ppb,
+		cfg->cache_block_pages ? "--cache-block-pages" :
+					 "the first region to use the cache",
+		(unsigned long long)po.capacity[POL_TIER_GPU],
+		(unsigned long long)po.capacity[POL_TIER_HOST],
+		(unsigned long long)kc_slots(c, POL_TIER_HOST),
+		(unsigned long long)po.capacity[POL_TIER_NVME],
+		(unsigned long long)kc_slots(c, POL_TIER_NVME),
+		(unsigned long long)c->st.recovered_blocks);
+	return 0;
+
+err:
+	kc_open_undo(c);
+	kc_open_failed(c, r);
+	/* at start the start fails with the reason; after it every publish
+	 * is told the same while the cache is off, also the one whose
+	 * attempt failed (TIER_STATS says why) */
+	return c->opening_at_start ? r : -EIO;
+}
+
+/* Making a large host tier takes seconds: say how far it is, in the log
+ * and to systemd, whose start timeout it would otherwise run into. */
+static void kc_slab_progress(void *arg, const char *what, uint64_t done,
+			     uint64_t total)
+{
+	const double gib = (double)(1ull << 30);
+	/* a pin is one call: allow a second per GiB, a touch reports again
+	 * within a second */
+	uint64_t extend_us =
+		30000000ull +
+		(done == 0 ? total / (1ull << 30) * 1000000ull : 0);
+	char state[192];
+
+	(void)arg;
+	vmm_log(VMM_LOG_INFO, "host tier: %s %.1f of %.1f GiB", what,
+		(double)done / gib, (double)total / gib);
+	snprintf(
+		state, sizeof(state),
+		"STATUS=host tier: %s %.1f of %.1f GiB\nEXTEND_TIMEOUT_USEC=%llu",
+		what, (double)done / gib, (double)total / gib,
+		(unsigned long long)extend_us);
+	(void)kd_sd_notify(state);
+}
+
+/*
+ * The host tier's memory, placed, touched and pinned at start, before the
+ * block size is known (unless --cache-block-pages names it): done inside
+ * the first client's publish, it held the loop for 0.3-0.6 s per GiB
+ * (9 s for the first 4 GiB this VM had ever touched).  Made for the
+ * smallest block a region can have (2 pages: one layer's K and V); the
+ * tier gives back what its slots leave unused when it opens, unless the
+ * slab is pinned (cuda: at most 4 KiB per 4 MiB, 0.1 %).
+ */
+static int kc_make_slab(struct kd_cache *c)
+{
+	struct kd_daemon *d = c->d;
+	const struct kd_config *cfg = &d->cfg;
+	size_t min_block = 2 * d->page_size;
+	struct tier_host_slab_config sc = {
+		.size = sizeof(sc),
+		.numa_node = cfg->host_numa_node,
+		.pci_addr = d->backend->pci_bus_id,
+		.progress = kc_slab_progress,
+	};
+	const char *knob = getenv("KVMMD_TEST_SLAB_PROGRESS_MS");
+	struct tier_host_slab_info si;
+	struct timespec t0, t1;
+	int r;
+
+	if (cfg->cache_block_pages)
+		min_block = (size_t)cfg->cache_block_pages * d->page_size;
+	if (!cfg->host_mem || cfg->host_mem < min_block)
+		return 0; /* no slot would fit: no host tier */
+	sc.len = cfg->cache_block_pages ?
+			 tier_host_slab_len(cfg->host_mem, min_block) :
+			 tier_host_slab_len_max(cfg->host_mem, min_block);
+	/* the host backend's registration is a no-op: nothing is pinned,
+	 * and the unused part can go back */
+	if (d->backend->kind == VMM_BACKEND_CUDA) {
+		sc.pin = kc_pin;
+		sc.unpin = kc_unpin;
+		sc.pin_arg = d->backend;
+	}
+	/* a test knob: report progress this often (a small slab is
+	 * touched in well under the second between reports) */
+	if (knob) {
+		int ms = atoi(knob);
+
+		sc.progress_ms = ms > 0 ? (unsigned int)ms : 0;
+		vmm_log(VMM_LOG_WARN,
+			"host tier: KVMMD_TEST_SLAB_PROGRESS_MS=%d (tests only)",
+			ms);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = tier_host_slab_open(&sc, &c->slab);
+	if (r) {
+		vmm_log(VMM_LOG_ERR,
+			"host tier: making %zu MiB of host memory failed: %s",
+			sc.len >> 20, strerror(-r));
+		return r;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	tier_host_slab_get_info(c->slab, &si);
+	vmm_log(VMM_LOG_INFO,
+		"host tier: %zu MiB on NUMA node %d (%s)%s, made in %.2f s",
+		si.len >> 20, si.node, si.node < 0 ? "no libnuma" : si.why,
+		si.pinned ? ", pinned" : "",
+		(double)(t1.tv_sec - t0.tv_sec) +
+			(double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	return 0;
+}
+
+/*
+ * Without --cache-block-pages the tiers open with the first region that
+ * uses the cache, and the NVMe tier's recovery (a header read per slot)
+ * would run inside that client's command, holding up the loop.  The
+ * file's superblock says what size its blocks had: open the tier for that
+ * size now, and keep it if the first region's blocks are the same (a
+ * restart with the same model, whose blocks a stop saved there); else it
+ * is formatted anew then.
+ */
+int kc_open_nvme_early(struct kd_cache *c)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+	struct tier_host_slab_info si;
+	struct tier_nvme_config nc = { .size = sizeof(nc),
+				       .path = cfg->nvme_path,
+				       .capacity_bytes = cfg->nvme_size,
+				       .fd_held = c->nvme_fd >= 0,
+				       .fd = c->nvme_fd };
+	struct tier_nvme_peek pk;
+	uint64_t payload;
+	int r;
+
+	if (cfg->cache_block_pages || c->nvme_fd < 0 || !c->slab ||
+	    tier_nvme_peek_fd(c->nvme_fd, &pk))
+		return 0; /* nothing saved there: formatted at first use */
+	payload = pk.payload_bytes;
+	kc_nvme_scope(c->d, &nc);
+	if (!payload || payload % c->d->page_size || payload > cfg->host_mem)
+		return 0;
+	tier_host_slab_get_info(c->slab, &si);
+	/* the host tier's slots for blocks of this size: the same region
+	 * its own open would register */
+	nc.payload_bytes = payload;
+	nc.reg_base = si.base;
+	nc.reg_len = tier_host_slab_len(cfg->host_mem, payload);
+	if (nc.reg_len > si.len)
+		return 0;
+	r = tier_nvme_open(&nc, &c->nvme);
+	if (r) {
+		vmm_log(VMM_LOG_WARN,
+			"cache: opening the NVMe tier at start: %s (again when the block size is known)",
+			strerror(-r));
+		c->nvme = NULL;
+		return 0;
+	}
+	vmm_log(VMM_LOG_INFO,
+		"cache: NVMe tier opened at start for blocks of %llu pages, the size it held",
+		(unsigned long long)(payload / c->d->page_size));
+	return 0;
+}
+
+int kd_cache_init(struct kd_daemon *d)
+{
+	struct migrate_config mc = { .size = sizeof(mc) };
+	struct kd_cache *c;
+	int r;
+
+	if (kc_test_faults(&mc, false))
+		return -EINVAL; /* refuse to start rather than ignore it */
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (kd_htab_init(&c->index, KC_BUCKETS_MIN)) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->d = d;
+	kd_fifo_init(&c->parked);
+	kd_fifo_init(&c->slotq);
+	kd_fifo_init(&c->nvmeq);
+	kd_fifo_init(&c->cold);
+	kd_fifo_init(&c->gpu);
+	for (int t = 0; t < POL_TIER_COUNT; t++)
+		kd_fifo_init(&c->below[t]);
+	kd_fifo_init(&c->staging);
+	c->st.size = sizeof(c->st);
+	c->st.nr_tiers = POL_TIER_COUNT;
+	c->settle_timer.fn = kc_on_settle_timer;
+	c->settle_timer.data = c;
+	c->park_timer.fn = kc_on_park_timer;
+	c->park_timer.data = c;
+	c->nvme_fd = -1;
+	d->cache = c;
+	r = kc_open_test_init(c);
+	if (r)
+		return r; /* refuse to start rather than ignore it */
+	r = kc_learned_lock(c); /* before the slab: fail fast */
+	if (r)
+		return r;
+	/*
+	 * The NVMe file is locked (the lock the tier keeps), checked and
+	 * made here, before the socket accepts, whatever the block size:
+	 * opened at the first publish, a file another kvmmd held or a
+	 * missing directory failed that client with EBUSY or ENOENT and left
+	 * the cache off for good, while a second kvmmd started on a file the
+	 * first had not locked yet.  A --nvme-path without a host tier is
+	 * locked too: it is this daemon's.
+	 */
+	if (d->cfg.nvme_path[0]) {
+		/* a file, or the file system under it, that is not there
+		 * yet: kvmmd starts without the tier, which joins the cache
+		 * when a later attempt claims and opens it
+		 * (cache_nvme_join.c) */
+		r = kc_nvme_claim_at_start(c);
+		if (r == -ENOTEMPTY)
+			d->bad_option = true;
+		if (r)
+			return r;
+	}
+	r = kc_make_slab(c);
+	if (r)
+		return r;
+	r = kc_open_nvme_early(c);
+	if (r)
+		return r;
+	/*
+	 * The operator named the block size: open the tiers now (cut the
+	 * host tier's slots, open the NVMe file and recover its blocks)
+	 * rather than inside the first client's publish or prefix open,
+	 * where the NVMe recovery holds up the loop; and a tier that cannot
+	 * open stops the start, with its reason, instead of leaving a daemon
+	 * that caches nothing.
+	 */
+	if (d->cfg.cache_block_pages) {
+		c->opening_at_start = true;
+		r = kc_open(c, d->cfg.cache_block_pages);
+		c->opening_at_start = false;
+		return r;
+	}
+	return 0;
+}
