@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cache's stop (kd_cache_fini()): the retries of the NVMe tier's
+ * open ended, the blocks saved to NVMe for the next start as far as
+ * --nvme-save-on-stop allows (kc_save_on_stop()), the migration engine
+ * shut down and its last jobs taken in, every entry and tier freed.  It
+ * runs once, after the sessions are gone and the loop has stopped, so it
+ * waits for the engine itself (poll on its eventfd); its own file because
+ * nothing that serves blocks runs with it.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+#include "kvmm/kvmmd/sd_notify.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/kvmmd/tier_host.h"
+#include "kvmm/kvmmd/tier_nvme.h"
+
+/* Moves that have not ended: jobs in the engine, demotions waiting for a
+ * host slot, writes waiting for an NVMe slot. */
+static bool kc_moves_pending(struct kd_cache *c)
+{
+	return c->st.migrations_in_flight || c->demotions_queued ||
+	       c->nvme_in_flight || !kd_fifo_empty(&c->nvmeq);
+}
+
+/*
+ * A stop keeps what it can: the blocks of the GPU and host tiers go with
+ * the process, the NVMe tier's stay on disk and come back at the next
+ * start.  So, the sessions gone, push every block down as far as the
+ * policy takes it: with the GPU and host tiers' capacity at 0 it demotes
+ * all of them through the usual copies, and the NVMe tier keeps the ones
+ * it ranks highest (dropping its lowest, as it would for room).  The
+ * loop no longer runs: the engine's completions are taken here, for at
+ * most --nvme-save-on-stop ms; a move that has not ended by then is
+ * lost, as every block was before.
+ */
+static void kc_save_on_stop(struct kd_cache *c)
+{
+	uint32_t ms = c->d->cfg.nvme_save_ms;
+	uint64_t gpu, host, in0, t0, now, next;
+	struct tier_nvme_stats ns;
+	int fd, r;
+
+	if (!ms || !c->nvme || !c->pol || !c->mig)
+		return;
+	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	host = pol_cache_count(c->pol, POL_TIER_HOST);
+	if (!gpu && !host && !kc_moves_pending(c))
+		return;
+	in0 = c->st.tiers[POL_TIER_NVME].bytes_in;
+	t0 = kd_now_ns();
+	vmm_log(VMM_LOG_INFO,
+		"cache: stopping: moving %llu GPU and %llu host blocks to NVMe (up to %u ms)",
+		(unsigned long long)gpu, (unsigned long long)host, ms);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, 0);
+	(void)pol_cache_set_capacity(c->pol, POL_TIER_HOST, 0);
+	kc_reap_dead(c);
+	fd = migrate_eventfd(c->mig);
+	next = t0 + 1000000000ull;
+	while (kc_moves_pending(c)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		now = kd_now_ns();
+		if (now - t0 >= (uint64_t)ms * 1000000ull)
+			break;
+		if (now >= next) {
+			/* a long save says how far it is, to systemd too */
+			uint64_t done =
+				(c->st.tiers[POL_TIER_NVME].bytes_in - in0) /
+				c->block_bytes;
+			char state[128];
+
+			vmm_log(VMM_LOG_INFO,
+				"cache: stopping: %llu of %llu blocks written to NVMe",
+				(unsigned long long)done,
+				(unsigned long long)(gpu + host));
+			snprintf(
+				state, sizeof(state),
+				"STATUS=saving the cache: %llu of %llu blocks written to NVMe",
+				(unsigned long long)done,
+				(unsigned long long)(gpu + host));
+			(void)kd_sd_notify(state);
+			next = now + 1000000000ull;
+		}
+		(void)poll(&p, 1, 100);
+		kc_on_migrate(NULL, fd, POLLIN, c);
+	}
+	/* a stop is often followed by a reboot: make the saved blocks
+	 * durable (the writes themselves are never synced) */
+	r = tier_nvme_sync(c->nvme);
+	if (r)
+		vmm_log(VMM_LOG_WARN,
+			"cache: stopping: syncing the NVMe tier: %s",
+			strerror(-r));
+	now = kd_now_ns();
+	tier_nvme_get_stats(c->nvme, &ns);
+	vmm_log(kc_moves_pending(c) ? VMM_LOG_WARN : VMM_LOG_INFO,
+		"cache: stopping: %llu blocks written to NVMe in %llu ms, %llu blocks on it%s",
+		(unsigned long long)((c->st.tiers[POL_TIER_NVME].bytes_in -
+				      in0) /
+				     c->block_bytes),
+		(unsigned long long)((now - t0) / 1000000),
+		(unsigned long long)ns.ready_slots,
+		kc_moves_pending(c) ?
+			"; out of time (--nvme-save-on-stop), the moves still running are lost" :
+			"");
+}
+
+void kd_cache_fini(struct kd_daemon *d)
+{
+	struct kd_cache *c = d->cache;
+
+	if (!c)
+		return;
+	kd_timer_cancel(&d->loop, &c->nvme_timer);
+	c->nvme_for_good = true; /* no attempt from here on */
+	kc_save_on_stop(c);
+	if (c->mig) {
+		struct migrate_job *jobs[32];
+		unsigned int n;
+
+		kd_loop_del(&d->loop, &c->mig_file);
+		c->closing = true;
+		migrate_shutdown(c->mig);
+		while ((n = migrate_reap(c->mig, jobs, 32)))
+			for (unsigned int i = 0; i < n; i++)
+				kc_job_done(c, jobs[i]);
+		/* the sessions are gone: restores end in the cache (or are
+		 * freed when they were cancelled) */
+		kc_settle(c);
+	}
+	kd_timer_cancel(&d->loop, &c->settle_timer);
+	kc_park_fini(c); /* the sessions are gone: nothing is parked */
+	for (uint64_t b = 0; b <= c->index.mask; b++) {
+		while (c->index.b[b]) {
+			struct kc_entry *e = kc_of(c->index.b[b]);
+
+			/* NVMe blocks stay on disk for the next start */
+			e->nvme_slot = MIGRATE_NO_SLOT;
+			kc_release(c, e);
+			kc_free(c, e);
+		}
+	}
+	migrate_close(c->mig);
+	kc_unhold_slots(c);
+	d->tel_feed.cache = NULL;
+	kc_learned_fini(c);
+	pol_cache_destroy(c->pol);
+	tier_nvme_close(c->nvme);
+	if (c->nvme_fd >= 0)
+		close(c->nvme_fd); /* the lock goes with it */
+	tier_host_close(c->host);
+	tier_host_slab_close(c->slab); /* no tier took it */
+	kd_htab_fini(&c->index);
+	free(c);
+	d->cache = NULL;
+}
