@@ -9,7 +9,9 @@
  *   tier_nvme_slots.c    slot metadata: hash index, free stack, the
  *                        FREE/FILLING/READY states, lookups and counters
  *   tier_nvme_io.c       the io_uring batch engine behind write_batch and
- *                        read_batch
+ *                        read_batch: the ring, its thread, a batch's run
+ *   tier_nvme_batch.c    the batch calls: their checks and slots before
+ *                        the I/O, a block's publish or check after it
  *   tier_nvme_recover.c  the restart scan that rebuilds the index from the
  *                        slot headers
  *
@@ -269,6 +271,39 @@ void nvme_engine_fini(struct tier_nvme *t);
  * io_uring_enter after it failed) */
 uint64_t nvme_now_ms(void);
 void nvme_nap(void);
+
+/*
+ * One caller's batch, on its stack.  Fields below "io_lock" are shared with
+ * the completion thread and other callers; crcs[i] for i >= prepared and
+ * the blocks it took from ready belong to the owner alone.
+ */
+struct nvme_batch {
+	struct tier_nvme_io *ios;
+	unsigned int n;
+	bool write;
+	/* a write of zeroed headers alone (tier_nvme_invalidate_batch()):
+	 * no payload, no CRC to compute first */
+	bool invalidate;
+	bool *pending; /* io i takes part */
+	uint64_t *gens; /* write: generation stamped */
+	uint32_t *crcs; /* write: payload CRC32C, known below prepared */
+	struct tier_nvme_slot_header *hdrs; /* read: header as read */
+	int *errs; /* I/O result of each completed io */
+	unsigned int *ready; /* completed, not finished: [ready_head, tail) */
+	pthread_cond_t done; /* the owner: an io of this batch completed */
+	/* io_lock */
+	bool sleeping; /* the owner waits on done */
+	unsigned int ready_head, ready_tail;
+	unsigned int next; /* first pending io not started (n: none) */
+	unsigned int prepared; /* pending ios below it may start */
+	unsigned int left; /* pending ios not finished */
+	struct nvme_batch *link; /* t->batches while next < n */
+};
+/* Run the I/O of every pending io of b (tier_nvme_io.c); the owner
+ * finishes each block whose I/O is over (tier_nvme_batch.c). */
+void run_batch(struct tier_nvme *t, struct nvme_batch *b);
+void finish_block(struct tier_nvme *t, struct nvme_batch *b, unsigned int idx,
+		  bool ring_failed);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
  * *cleared is how many stale headers past known_slots it zeroed */
