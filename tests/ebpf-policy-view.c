@@ -94,7 +94,7 @@ static void view(uint32_t scope)
 	/* the client is gone: its session too, before the poll below */
 	while (d.sessions)
 		kd_session_end(d.sessions, false, "the test's client exited");
-	t_assert(d.tel_feed.cache); /* cache.c plugged its policy in */
+	t_assert(d.tel_feed.cache); /* cache_setup.c plugged its policy in */
 	t_ok(tel_poll(d.tel)); /* feeds the policy, as the timer would */
 
 	po.pin_root = cfg.telemetry_pin_root;

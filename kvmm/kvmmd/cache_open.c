@@ -4,7 +4,7 @@
  * undone, and tried again later.
  *
  * Without --cache-block-pages the tiers and the policy are set up by the
- * first publish or prefix open (kc_open(), cache.c), on the loop.  What
+ * first publish or prefix open (kc_open(), cache_setup.c), on the loop.  What
  * can fail there is mostly a shortage (memory, fds, threads, epoll
  * watches, GPU address space), which may pass, and a few things no wait
  * mends: a backend without async copies, a setting the tiers cannot take.

@@ -2,9 +2,13 @@
 /*
  * Block cache internals, shared by the files that implement cache.h:
  *
- *   cache.c          the entry index (hash -> entry), setting up and
- *                    closing the tiers and the policy, publish, pins,
+ *   cache.c          the entry index (hash -> entry), publish, pins,
  *                    tier counters
+ *   cache_setup.c    setting up the cache at start and the tiers and the
+ *                    policy for the first block size (kc_open())
+ *   cache_recover.c  the NVMe tier's blocks from the last run into the
+ *                    index, cold, oldest written first
+ *   cache_stop.c     the stop: blocks saved to NVMe, everything closed
  *   cache_demote.c   the policy's move handler: demotion jobs (GPU ->
  *                    host -> NVMe) and their waits for host or NVMe
  *                    slots, every migration job's completion,
@@ -288,7 +292,7 @@ struct kd_cache {
 	uint32_t open_fail_left;
 	int open_fail_err;
 	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
-	 * without one: the tier's fd whenever it opens (cache.c) */
+	 * without one: the tier's fd whenever it opens (cache_setup.c) */
 	int nvme_fd;
 	bool nvme_made; /* the claim made the file (it did not exist) */
 	uint32_t ppb; /* pages per block of the tiers */

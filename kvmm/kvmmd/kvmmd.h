@@ -18,7 +18,8 @@
  *   proto.c    command validation and dispatch (socket and ring)
  *   revoke.c   revocation: post, acknowledge, time out
  *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h;
- *              demotion, restores and prefix open in cache_demote.c,
+ *              set-up, stop, demotion, restores and prefix open in
+ *              cache_setup.c, cache_stop.c, cache_demote.c,
  *              cache_restore.c, cache_prefix.c: cache_priv.h)
  *   pin.c      BLOCK_PIN / BLOCK_UNPIN: per-session pins, TTLs, priorities
  *
@@ -207,7 +208,7 @@ struct kd_config {
 	uint32_t cache_block_pages;
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	/* --nvme-save-on-stop: ms a stop may spend moving the GPU and host
-	 * tiers' blocks to NVMe (cache.c), 0 (the default) = none */
+	 * tiers' blocks to NVMe (cache_stop.c), 0 (the default) = none */
 	uint32_t nvme_save_ms;
 	int cache_policy; /* --cache-policy: enum pol_kind, default asym */
 	uint32_t cache_scope; /* --cache-scope: enum kd_scope_mode */

@@ -597,7 +597,7 @@ static int apply(struct kd_config *cfg, int key, const char *val)
  * first publish without --cache-block-pages (a path whose directory is
  * no directory, a file with no size to make it; tiers.md).  A directory
  * that does not exist yet is waited for.  Whether another kvmmd holds it and
- * what it holds is the start's to say (cache.c, kc_nvme_claim()).
+ * what it holds is the start's to say (cache_setup.c, kc_nvme_claim()).
  */
 static int check_nvme_path(const struct kd_config *cfg)
 {

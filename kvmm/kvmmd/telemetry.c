@@ -3,7 +3,7 @@
  * kvmmd's telemetry: starts the loader of ebpf/telemetry.h with the
  * --telemetry options (auto: BPF if it works, else the shared-memory
  * counters, with the reason logged once), polls it from a loop timer and
- * feeds each poll into d->tel_feed (ebpf/tel_policy.h): cache.c points
+ * feeds each poll into d->tel_feed (ebpf/tel_policy.h): cache_setup.c points
  * d->tel_feed.cache at its pol_cache when it opens its tiers, so traced
  * reuse raises the policy's access counts.  .cost is the --profile cost
  * model (kvmm/policy/cost_model.h): measured host/NVMe restores correct
@@ -245,7 +245,7 @@ int kd_telemetry_start(struct kd_daemon *d)
 		}
 	}
 	/* The cache clock is not CLOCK_MONOTONIC ns: reuse counts only.
-	 * cache.c sets .cache when its policy exists: already, when
+	 * cache_setup.c sets .cache when its policy exists: already, when
 	 * --cache-block-pages opened the tiers at start. */
 	tel_policy_init(&d->tel_feed, d->tel_feed.cache, d->cost, false);
 	if (d->scope.mode != KD_SCOPE_SHARED)

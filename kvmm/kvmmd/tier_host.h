@@ -137,7 +137,7 @@ int tier_host_max_node(void);
 /* Frees the slab; slots still in use are logged as leaks. */
 void tier_host_close(struct tier_host *h);
 /* Closes the tier but hands its slab back, to open a tier again from (a
- * set-up that failed after the tier opened, cache.c): the bytes the tier
+ * set-up that failed after the tier opened, cache_open.c): the bytes the tier
  * gave back stay given back until used.  NULL for a NULL tier. */
 struct tier_host_slab *tier_host_close_keep_slab(struct tier_host *h);
 

@@ -6,8 +6,9 @@
  * as fixed buffers, then either recovers the slots of a matching
  * superblock or formats.  The rest lives in tier_nvme_format.c (on-disk
  * format), tier_nvme_slots.c (slot metadata and lookups),
- * tier_nvme_io.c (the batch engine) and tier_nvme_recover.c (restart
- * scan); tier_nvme_priv.h says who owns what.
+ * tier_nvme_io.c (the batch engine), tier_nvme_batch.c (the batch calls)
+ * and tier_nvme_recover.c (restart scan); tier_nvme_priv.h says who owns
+ * what.
  */
 #include "tier_nvme_priv.h"
 

@@ -94,7 +94,7 @@ static int settled_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st)
 }
 
 /*
- * The policy capacities kvmmd's cache.c derives from its options: GPU =
+ * The policy capacities kvmmd's cache_setup.c derives from its options: GPU =
  * --cache-gpu-blocks; host = slots - 2 and NVMe = slots - 1 (slots kept
  * for blocks moving on), host 8 fewer again with an NVMe tier when it
  * has at least 64 slots (staging for NVMe restores); TIER_STATS reports
