@@ -5,14 +5,14 @@
  * tier_nvme_invalidate_batch() check and take under t->lock before their
  * I/O runs (a slot per block, the dedup of a hash already written, a
  * read's pin on a READY slot, an invalidation's claimed slot), and what a
- * block whose I/O is over does to its slot (finish_block()): a write is
- * published READY, a read's header and payload CRC32C are verified
+ * block whose I/O is over does to its slot (nvme_finish_block()): a write
+ * is published READY, a read's header and payload CRC32C are verified
  * before it counts as read, an invalidated slot is freed.
  *
  * The I/O itself is the engine's (tier_nvme_io.c: the ring, its thread
- * and run_batch(), all under t->io_lock); this file takes only t->lock,
- * which is the seam between the two (io_lock is taken before lock when
- * both are held, and nothing here holds both).
+ * and nvme_run_batch(), all under t->io_lock); this file takes only
+ * t->lock, which is the seam between the two (io_lock is taken before
+ * lock when both are held, and nothing here holds both).
  */
 #include "tier_nvme_priv.h"
 
@@ -32,8 +32,8 @@
  * the ring's (fail_all()), not the disk's: it does not count against the
  * slot.
  */
-void finish_block(struct tier_nvme *t, struct nvme_batch *b, unsigned int idx,
-		  bool ring_failed)
+void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
+		       unsigned int idx, bool ring_failed)
 {
 	struct tier_nvme_io *io = &b->ios[idx];
 	struct nvme_slot *s = &t->slots[io->slot];
@@ -268,7 +268,7 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		b.pending[i] = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	run_batch(t, &b);
+	nvme_run_batch(t, &b);
 	for (unsigned int i = 0; i < n; i++)
 		if (ios[i].result)
 			failed++;
@@ -311,7 +311,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		b.pending[i] = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	run_batch(t, &b);
+	nvme_run_batch(t, &b);
 	for (unsigned int i = 0; i < n; i++)
 		if (ios[i].result)
 			failed++;
@@ -325,7 +325,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  * a write of its hash waits in wait_hashes_settled()), so nothing reads
  * or reuses it while its zeroed header is on its way; the header goes as a block of the write engine's with no payload (a
  * separate-header block whose extent is empty), in the queue the other
- * batches share.  finish_block() frees the slot when the write ended.
+ * batches share.  nvme_finish_block() frees the slot when the write ended.
  */
 int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			       unsigned int n)
@@ -368,7 +368,7 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		any = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	run_batch(t, &b);
+	nvme_run_batch(t, &b);
 	if (any && tier_nvme_sync(t)) {
 		pthread_mutex_lock(&t->lock);
 		for (unsigned int i = 0; i < n; i++) {

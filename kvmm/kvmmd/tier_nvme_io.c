@@ -608,7 +608,7 @@ void nvme_engine_fini(struct tier_nvme *t)
  * depth fio would use; a block without headroom adds its 4 KiB header I/O
  * on top).  Returns when every pending io is finished.
  */
-void run_batch(struct tier_nvme *t, struct nvme_batch *b)
+void nvme_run_batch(struct tier_nvme *t, struct nvme_batch *b)
 {
 	pthread_mutex_lock(&t->io_lock);
 	for (unsigned int i = 0; i < b->n; i++)
@@ -637,7 +637,8 @@ void run_batch(struct tier_nvme *t, struct nvme_batch *b)
 			b->ready_head = to;
 			pthread_mutex_unlock(&t->io_lock);
 			for (unsigned int k = from; k < to; k++)
-				finish_block(t, b, b->ready[k], ring_failed);
+				nvme_finish_block(t, b, b->ready[k],
+						  ring_failed);
 			pthread_mutex_lock(&t->io_lock);
 			b->left -= to - from;
 			continue;

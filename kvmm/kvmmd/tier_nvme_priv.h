@@ -301,9 +301,9 @@ struct nvme_batch {
 };
 /* Run the I/O of every pending io of b (tier_nvme_io.c); the owner
  * finishes each block whose I/O is over (tier_nvme_batch.c). */
-void run_batch(struct tier_nvme *t, struct nvme_batch *b);
-void finish_block(struct tier_nvme *t, struct nvme_batch *b, unsigned int idx,
-		  bool ring_failed);
+void nvme_run_batch(struct tier_nvme *t, struct nvme_batch *b);
+void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
+		       unsigned int idx, bool ring_failed);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
  * *cleared is how many stale headers past known_slots it zeroed */
