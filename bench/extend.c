@@ -23,12 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
+#include "bench/ab_rounds.h"
 #include "kvmm/kvmm.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
-
-#define MAX_ROUNDS 64
 
 struct side {
 	const char *name;
@@ -75,8 +73,9 @@ static int setup(struct side *s, const char *build, bool old)
 }
 
 /* ns per extend by one block + truncate to 0, over n of them. */
-static double extends(struct side *s, int n)
+static double extends(void *arg, int n)
 {
+	struct side *s = arg;
 	double t0 = now_s();
 
 	for (int i = 0; i < n; i++) {
@@ -92,68 +91,29 @@ static double extends(struct side *s, int n)
 int main(int argc, char **argv)
 {
 	struct side cur = { 0 }, base = { 0 };
-	double ratio[MAX_ROUNDS], tcur[MAX_ROUNDS], tbase[MAX_ROUNDS];
-	int rounds = 9, n = 2000, k = 0;
-	const char *baseline = NULL;
+	struct ab_side a = { "this build", &cur }, b = { NULL, &base };
+	struct ab_args args;
+	struct ab_result res;
 
-	/* an unknown option, or one without its value, is a usage error */
-	for (int i = 1; i < argc; i += 2) {
-		if (i + 1 >= argc)
-			rounds = 0;
-		else if (!strcmp(argv[i], "--rounds"))
-			rounds = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--extends"))
-			n = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--baseline-build"))
-			baseline = argv[i + 1];
-		else
-			rounds = 0;
-		if (!rounds)
-			break;
-	}
-	if (rounds < 2 || rounds > MAX_ROUNDS || n < 1) {
-		fprintf(stderr,
-			"usage: extend [--rounds 2..%d] [--extends N] [--baseline-build DIR]\n",
-			MAX_ROUNDS);
+	if (ab_parse(argc, argv, "extend", "--extends", &args))
 		return 2;
-	}
-	if (setup(&cur, NULL, false) || setup(&base, baseline, !baseline)) {
+	if (setup(&cur, NULL, false) ||
+	    setup(&base, args.baseline, !args.baseline)) {
 		fprintf(stderr, "extend: could not start the daemons\n");
 		return 1;
 	}
-	for (int r = 0; r < rounds; r++) {
-		double a, b;
-
-		if (r % 2) {
-			b = extends(&base, n);
-			a = extends(&cur, n);
-		} else {
-			a = extends(&cur, n);
-			b = extends(&base, n);
-		}
-		if (!r)
-			continue; /* warm-up */
-		tcur[k] = a;
-		tbase[k] = b;
-		ratio[k++] = a / b;
-		printf("round %d: this build %.2f us, %s %.2f us, ratio %.3f\n",
-		       r, a / 1000, base.name, b / 1000, a / b);
-	}
+	b.name = base.name;
+	ab_run(&args, extends, &a, &b, true, &res);
 	kvmm_disconnect(cur.c);
 	kvmm_disconnect(base.c);
 	td_stop(&cur.d);
 	td_stop(&base.d);
-	{
-		double mc = median(tcur, (unsigned)k),
-		       mb = median(tbase, (unsigned)k),
-		       mr = median(ratio, (unsigned)k);
-
-		printf("extend by 1 block + truncate: this build %.2f us, %s %.2f us (medians of %d rounds); this / %s %.3f\n",
-		       mc / 1000, baseline ? baseline : "ABI 1.16 (no flag)",
-		       mb / 1000, k, base.name, mr);
-		printf("{\"bench\":\"extend\",\"baseline\":\"%s\",\"this_us\":%.3f,\"baseline_us\":%.3f,\"ratio\":%.4f}\n",
-		       baseline ? "build" : "abi-1.16", mc / 1000, mb / 1000,
-		       mr);
-	}
+	printf("extend by 1 block + truncate: this build %.2f us, %s %.2f us (medians of %d rounds); this / %s %.3f\n",
+	       res.a / 1000,
+	       args.baseline ? args.baseline : "ABI 1.16 (no flag)",
+	       res.b / 1000, res.rounds, base.name, res.ratio);
+	printf("{\"bench\":\"extend\",\"baseline\":\"%s\",\"this_us\":%.3f,\"baseline_us\":%.3f,\"ratio\":%.4f}\n",
+	       args.baseline ? "build" : "abi-1.16", res.a / 1000, res.b / 1000,
+	       res.ratio);
 	return 0;
 }

@@ -22,13 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
+#include "bench/ab_rounds.h"
 #include "kvmm/kvmm.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/small_region.h"
 
 #define NB 8 /* blocks of the prefix: the small region holds 2048 tokens */
-#define MAX_ROUNDS 64
 
 struct side {
 	const char *name;
@@ -81,8 +80,9 @@ static int setup(struct side *s, const char *scope, const char *build)
 }
 
 /* ns per open + close of the prefix, over n of them. */
-static double opens(struct side *s, int n)
+static double opens(void *arg, int n)
 {
+	struct side *s = arg;
 	double t0 = now_s();
 
 	for (int i = 0; i < n; i++) {
@@ -101,81 +101,38 @@ static double opens(struct side *s, int n)
 int main(int argc, char **argv)
 {
 	struct side sh = { 0 }, uid = { 0 };
-	double ratio[MAX_ROUNDS], tsh[MAX_ROUNDS], tuid[MAX_ROUNDS];
-	int rounds = 9, n = 2000, k = 0;
-	const char *baseline = NULL;
+	struct ab_side a = { "shared", &sh }, b = { "uid", &uid };
+	struct ab_args args;
+	struct ab_result res;
 
-	/* an unknown option, or one without its value, is a usage error
-	 * (--help ran the whole benchmark) */
-	for (int i = 1; i < argc; i += 2) {
-		if (i + 1 >= argc)
-			rounds = 0;
-		else if (!strcmp(argv[i], "--rounds"))
-			rounds = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--opens"))
-			n = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--baseline-build"))
-			baseline = argv[i + 1];
-		else
-			rounds = 0;
-		if (!rounds)
-			break;
-	}
-	if (rounds < 2 || rounds > MAX_ROUNDS || n < 1) {
-		fprintf(stderr,
-			"usage: scope [--rounds 2..%d] [--opens N] [--baseline-build DIR]\n",
-			MAX_ROUNDS);
+	if (ab_parse(argc, argv, "scope", "--opens", &args))
 		return 2;
-	}
 	if (setup(&sh, "shared", NULL) ||
-	    setup(&uid, baseline ? "shared" : "uid", baseline)) {
+	    setup(&uid, args.baseline ? "shared" : "uid", args.baseline)) {
 		fprintf(stderr, "scope: could not start the daemons\n");
 		return 1;
 	}
-	for (int r = 0; r < rounds; r++) {
-		double a, b;
-
-		if (r % 2) {
-			b = opens(&uid, n);
-			a = opens(&sh, n);
-		} else {
-			a = opens(&sh, n);
-			b = opens(&uid, n);
-		}
-		if (!r)
-			continue; /* warm-up */
-		tsh[k] = a;
-		tuid[k] = b;
-		ratio[k++] = b / a;
-		if (baseline) {
-			ratio[k - 1] = a / b;
-			printf("round %d: this build %.2f us, baseline %.2f us, ratio %.3f\n",
-			       r, a / 1000, b / 1000, a / b);
-			continue;
-		}
-		printf("round %d: shared %.2f us, uid %.2f us, ratio %.3f\n", r,
-		       a / 1000, b / 1000, b / a);
+	if (args.baseline) {
+		a.name = "this build";
+		b.name = "baseline";
 	}
+	/* uid / shared; this build / the baseline's */
+	ab_run(&args, opens, &a, &b, args.baseline, &res);
 	kvmm_disconnect(sh.c);
 	kvmm_disconnect(uid.c);
 	td_stop(&sh.d);
 	td_stop(&uid.d);
-	{
-		double ms = median(tsh, (unsigned)k),
-		       mu = median(tuid, (unsigned)k),
-		       mr = median(ratio, (unsigned)k);
-
-		if (baseline) {
-			printf("prefix open + close of %d blocks: this build %.2f us, %s's kvmmd %.2f us (medians of %d rounds); this / baseline %.3f\n",
-			       NB, ms / 1000, baseline, mu / 1000, k, mr);
-			printf("{\"bench\":\"scope\",\"blocks\":%d,\"this_us\":%.3f,\"baseline_us\":%.3f,\"ratio\":%.4f}\n",
-			       NB, ms / 1000, mu / 1000, mr);
-			return 0;
-		}
-		printf("prefix open + close of %d blocks: shared %.2f us, uid %.2f us (medians of %d rounds); uid / shared %.3f\n",
-		       NB, ms / 1000, mu / 1000, k, mr);
-		printf("{\"bench\":\"scope\",\"blocks\":%d,\"shared_us\":%.3f,\"uid_us\":%.3f,\"ratio\":%.4f}\n",
-		       NB, ms / 1000, mu / 1000, mr);
+	if (args.baseline) {
+		printf("prefix open + close of %d blocks: this build %.2f us, %s's kvmmd %.2f us (medians of %d rounds); this / baseline %.3f\n",
+		       NB, res.a / 1000, args.baseline, res.b / 1000,
+		       res.rounds, res.ratio);
+		printf("{\"bench\":\"scope\",\"blocks\":%d,\"this_us\":%.3f,\"baseline_us\":%.3f,\"ratio\":%.4f}\n",
+		       NB, res.a / 1000, res.b / 1000, res.ratio);
+		return 0;
 	}
+	printf("prefix open + close of %d blocks: shared %.2f us, uid %.2f us (medians of %d rounds); uid / shared %.3f\n",
+	       NB, res.a / 1000, res.b / 1000, res.rounds, res.ratio);
+	printf("{\"bench\":\"scope\",\"blocks\":%d,\"shared_us\":%.3f,\"uid_us\":%.3f,\"ratio\":%.4f}\n",
+	       NB, res.a / 1000, res.b / 1000, res.ratio);
 	return 0;
 }
