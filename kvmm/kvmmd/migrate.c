@@ -39,6 +39,7 @@ struct migrate {
 	struct tier_nvme *nvme;
 	unsigned int nvme_batch;
 	uint32_t restore_delay_us, demote_delay_us; /* tests: see .h */
+	uint32_t nvme_write_delay_us; /* KVMMD_TEST_NVME_WRITE_DELAY_MS */
 	struct migrate_fault faults[MIGRATE_FAULTS_MAX]; /* tests: see .h */
 	unsigned int nfaults;
 	uint64_t taken[MIGRATE_KIND_COUNT]; /* jobs workers took, per kind */
@@ -647,6 +648,9 @@ static void *worker(void *arg)
 		    batch[0]->kind == MIGRATE_NVME_TO_GPU) {
 			if (m->restore_delay_us)
 				usleep(m->restore_delay_us);
+		} else if (batch[0]->kind == MIGRATE_HOST_TO_NVME &&
+			   m->nvme_write_delay_us) {
+			usleep(m->nvme_write_delay_us);
 		} else if (batch[0]->kind != MIGRATE_NVME_TO_HOST &&
 			   batch[0]->kind != MIGRATE_NVME_INVALIDATE &&
 			   m->demote_delay_us) {
@@ -687,6 +691,19 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* A test knob's delay in ms, as microseconds (0: unset); said once. */
+static uint32_t migrate_test_delay_us(const char *name)
+{
+	const char *v = getenv(name);
+	int ms = v ? atoi(v) : 0;
+
+	if (ms <= 0)
+		return 0;
+	vmm_log(VMM_LOG_WARN, "migrate: %s=%d: migrations delayed (tests only)",
+		name, ms);
+	return (uint32_t)ms * 1000u;
+}
+
 int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 {
 	struct migrate *m;
@@ -706,6 +723,8 @@ int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 	m->nvme_batch = cfg->nvme_batch ? cfg->nvme_batch : 8;
 	m->restore_delay_us = cfg->restore_delay_us;
 	m->demote_delay_us = cfg->demote_delay_us;
+	m->nvme_write_delay_us =
+		migrate_test_delay_us("KVMMD_TEST_NVME_WRITE_DELAY_MS");
 	m->nfaults = cfg->nfaults < MIGRATE_FAULTS_MAX ? cfg->nfaults :
 							 MIGRATE_FAULTS_MAX;
 	memcpy(m->faults, cfg->faults, sizeof(m->faults));

@@ -176,7 +176,10 @@ struct migrate_config {
 	 * or of demotions (GPU_TO_HOST, HOST_TO_NVME), sleeps this long
 	 * before it runs, so a test can hold one in flight (kvmmd:
 	 * KVMMD_TEST_RESTORE_DELAY_MS, KVMMD_TEST_DEMOTE_DELAY_MS).  0 in
-	 * production. */
+	 * production.  KVMMD_TEST_NVME_WRITE_DELAY_MS, which migrate_open()
+	 * reads itself (the tiers' set-up is left alone), gives HOST_TO_NVME
+	 * batches a delay of their own instead, so a test can hold a write
+	 * in flight across a block's whole way back down. */
 	uint32_t restore_delay_us;
 	uint32_t demote_delay_us;
 	/* Tests only: jobs made to fail (see migrate_fault_parse()). */
