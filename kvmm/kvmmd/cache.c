@@ -382,12 +382,18 @@ static int kc_ref_users(struct kd_cache *c, struct kc_entry *e)
  * kc_unhash_dropped()), which kc_job_done() releases and frees whatever
  * the copy's outcome; held pages (held_copy) stay the sequences' and
  * lose the hash, as any the cache no longer holds.  A host -> NVMe
- * write that runs is not called off (-EBUSY): a second entry's write
- * of the hash could land on the slot it fills (the tier dedups by hash)
- * and lose it when this one freed it.  -ENOMEM: nothing changed.
+ * write that runs moves the same way, with the host slot it reads, and
+ * the NVMe slot it fills is freed when it ends: in memory only, so its
+ * header on disk is a stale copy of the block's tenant that the tier
+ * records (tier_nvme_free_tenant()), as a restore to the GPU leaves the
+ * old NVMe copy, for a drop to find.  Until then a write of the hash
+ * waits (kc_nvme_write_off()): the tier dedups by hash, and a second
+ * entry's write landing on the slot it fills would lose that slot when
+ * this one freed it.  -ENOMEM: nothing changed.
  */
 static int kc_call_off_copy(struct kd_cache *c, struct kc_entry *e)
 {
+	enum migrate_kind kind;
 	struct kc_entry *copy;
 
 	if (!e->job)
@@ -396,7 +402,8 @@ static int kc_call_off_copy(struct kd_cache *c, struct kc_entry *e)
 		kc_put_block(c, e);
 		goto done;
 	}
-	if (e->job->kind != MIGRATE_GPU_TO_HOST)
+	kind = e->job->kind;
+	if (kind != MIGRATE_GPU_TO_HOST && kind != MIGRATE_HOST_TO_NVME)
 		return -EBUSY;
 	copy = calloc(1, sizeof(*copy));
 	if (!copy)
@@ -407,10 +414,19 @@ static int kc_call_off_copy(struct kd_cache *c, struct kc_entry *e)
 	copy->drop_after = true;
 	copy->unhashed = true;
 	copy->held_copy = e->held_copy;
-	/* its pages are on their way out, as a demoting entry's are (a
-	 * quota reclaim counts them as leaving) */
-	kc_set_tier(c, copy, POL_TIER_HOST);
-	kc_set_block(c, copy, kc_unset_block(c, e));
+	if (kind == MIGRATE_GPU_TO_HOST) {
+		/* its pages are on their way out, as a demoting entry's are
+		 * (a quota reclaim counts them as leaving) */
+		kc_set_tier(c, copy, POL_TIER_HOST);
+		kc_set_block(c, copy, kc_unset_block(c, e));
+	} else {
+		kc_set_tier(c, copy, POL_TIER_NVME);
+		/* the write that tries a tier out of service for writes is
+		 * still that try */
+		copy->nvme_probe = e->nvme_probe;
+		e->nvme_probe = false;
+		kd_fifo_push_tail(&c->nvme_off, &copy->nvme_off);
+	}
 	copy->host_slot = e->host_slot;
 	e->host_slot = MIGRATE_NO_SLOT;
 	copy->job = e->job;
@@ -454,14 +470,12 @@ static int kc_publish_promote(struct kd_cache *c, struct kc_entry *e,
 	 * the cache decides does not depend on whether a worker has ended
 	 * the copy yet (until 6 December the publish was a duplicate then,
 	 * and the block stayed below: tinylm's counts varied from run to
-	 * run), except a host -> NVMe write already running.  Cold NVMe
+	 * run), a host -> NVMe write already running included.  Cold NVMe
 	 * blocks (found at startup, not in the policy) are left alone:
 	 * making room below may drop a cold block to make room on NVMe
 	 * (kc_nvme_room()), which could be this one.
 	 */
-	if (e->rblk || e->dead || e->drop_after || !e->in_pol ||
-	    (e->job && e->job->kind == MIGRATE_HOST_TO_NVME &&
-	     !kd_fifo_linked(&c->nvmeq, &e->nvmeq)))
+	if (e->rblk || e->dead || e->drop_after || !e->in_pol)
 		return 0;
 	/*
 	 * Should nothing on the GPU be evictable (every block in use or

@@ -76,6 +76,15 @@ static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
 	return 0;
 }
 
+bool kc_nvme_write_off(struct kd_cache *c, uint64_t hash)
+{
+	for (struct kd_fifo_node *n = kd_fifo_first(&c->nvme_off); n;
+	     n = kd_fifo_next(n))
+		if (kd_fifo_entry(n, struct kc_entry, nvme_off)->hash == hash)
+			return true;
+	return false;
+}
+
 /*
  * An NVMe slot for e's write (job, HOST_TO_NVME), decided here on the loop
  * where the line is: 0 with a slot reserved in the tier (the write cannot
@@ -91,15 +100,25 @@ static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
  * it.  It fails only when no slot is free and none will come back
  * (kc_nvme_coming()) with nothing in line before it; behind writes
  * already in line it always waits, for the pump to decide.
+ *
+ * A write of a hash whose old write a publish called off still runs
+ * (kc_nvme_write_off()) waits in line too, whatever the slots: the tier
+ * dedups by hash, so it would land on the slot the old write fills,
+ * which kc_job_done() frees when that write ends (a block on NVMe with
+ * no slot).  The old write is in flight (kc_nvme_coming()): its end runs
+ * the pump, after its slot was freed.
  */
 static int kc_nvme_slot(struct kd_cache *c, struct kc_entry *e,
 			struct migrate_job *job)
 {
-	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_reserve(c, job))
+	bool off = kc_nvme_write_off(c, e->hash);
+
+	if (!off && kd_fifo_empty(&c->nvmeq) && !kc_nvme_reserve(c, job))
 		return 0;
 	/* a kept block waits: the pump makes room for it (we may be in a
 	 * policy call here, which must not be entered again) */
-	if (kd_fifo_empty(&c->nvmeq) && !kc_nvme_coming(c) && !kc_kept(c, e))
+	if (!off && kd_fifo_empty(&c->nvmeq) && !kc_nvme_coming(c) &&
+	    !kc_kept(c, e))
 		return -ENOSPC;
 	e->job = job;
 	kd_fifo_push_tail(&c->nvmeq, &e->nvmeq);
@@ -407,8 +426,10 @@ static void kc_nvme_room(struct kd_cache *c)
  * order, while slots are free.  When none is free and none will come back
  * (kc_nvme_coming()), a cold block may still give its slot
  * (kc_nvme_room()); else the writes in line fail and their blocks are
- * dropped, as a write that found no slot always was.  At shutdown
- * (fail_all) every one in line fails.
+ * dropped, as a write that found no slot always was.  A write whose
+ * hash's called-off write still runs waits for it at the head of the
+ * line (kc_nvme_slot()): that write's end runs the pump again.  At
+ * shutdown (fail_all) every one in line fails.
  */
 void kc_nvme_pump(struct kd_cache *c, bool fail_all)
 {
@@ -419,6 +440,8 @@ void kc_nvme_pump(struct kd_cache *c, bool fail_all)
 		int err = -ESHUTDOWN;
 
 		if (!fail_all) {
+			if (kc_nvme_write_off(c, e->hash))
+				return;
 			err = kc_nvme_reserve(c, job);
 			if (err && kc_nvme_coming(c))
 				return;
@@ -613,6 +636,10 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 	c->st.migrations_in_flight--;
 	e->job = NULL;
+	/* a write a publish called off: its slot is freed below (a write
+	 * of its hash waiting in line goes at the pump after this reap) */
+	if (kd_fifo_linked(&c->nvme_off, &e->nvme_off))
+		kd_fifo_unlink(&c->nvme_off, &e->nvme_off);
 	if (job->nvme_reserved) {
 		/* never written (failed before, cancelled): unused */
 		tier_nvme_unreserve(c->nvme);

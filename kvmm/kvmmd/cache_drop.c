@@ -94,8 +94,11 @@ static enum kc_keep kc_drop_keep(struct kd_cache *c, const struct kc_entry *e,
 	const struct pol_block *b =
 		e->in_pol ? pol_cache_lookup(c->pol, e->hash) : NULL;
 
-	/* a copy down, a restore (staged, running or not settled yet) */
-	if (e->job || e->rblk || e->restore_pinned)
+	/* a copy down, a restore (staged, running or not settled yet), or
+	 * an old write of the block a publish called off (its NVMe slot
+	 * becomes a stale copy when it ends, after this drop's walk) */
+	if (e->job || e->rblk || e->restore_pinned ||
+	    kc_nvme_write_off(c, e->hash))
 		return KEEP_BUSY;
 	/* before the policy's pins: a client's plain pin is one of them */
 	if ((b && b->ttl_expiry > now) ||

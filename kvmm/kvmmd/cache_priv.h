@@ -128,6 +128,9 @@ struct kc_entry {
 	 * (job not submitted: the bytes are only in its host slot, which it
 	 * keeps) */
 	struct kd_fifo_node nvmeq;
+	/* in kd_cache.nvme_off: an entry only its running host -> NVMe
+	 * write knows, which a publish called off (kc_call_off_copy()) */
+	struct kd_fifo_node nvme_off;
 	/* in kd_cache.cold: recovered from NVMe at start, outside the
 	 * policy (unlinked lazily once it is not cold any more) */
 	struct kd_fifo_node cold;
@@ -337,6 +340,11 @@ struct kd_cache {
 	 * may give one back (kc_nvme_pump()) */
 	struct kd_fifo nvmeq;
 	uint64_t nvme_in_flight;
+	/* the host -> NVMe writes a publish called off that still run
+	 * (kc_entry.nvme_off; an all-zero fifo is an empty one): a write of
+	 * the same hash waits until theirs has ended and its slot is freed
+	 * (kc_nvme_write_off()) */
+	struct kd_fifo nvme_off;
 	/* the blocks recovered from NVMe at start, in the order they were
 	 * written (kc_nvme_room() gives the oldest's slot first) */
 	struct kd_fifo cold;
@@ -499,6 +507,8 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job);
 int kc_queued_slot(struct kd_cache *c, struct migrate_job *job, bool fail_all);
 void kc_demote_pump(struct kd_cache *c, bool fail_all);
 bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e);
+/* A write of hash a publish called off still runs (kd_cache.nvme_off). */
+bool kc_nvme_write_off(struct kd_cache *c, uint64_t hash);
 void kc_nvme_pump(struct kd_cache *c, bool fail_all);
 void kc_nvme_kick(struct kd_cache *c);
 uint64_t kc_pool_free(struct kd_daemon *d);
