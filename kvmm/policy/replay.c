@@ -259,8 +259,8 @@ static void daemon_request(struct pol_cache *c, const uint64_t *h, uint32_t n,
 			 * GPU copy (kc_publish_promote(), pinned while it
 			 * moves up), when the GPU tier has a victim other
 			 * than the block's parent, kvmmd's own test; kvmmd
-			 * too while its copy down runs (kc_call_off_copy()),
-			 * not while a host -> NVMe write of it runs */
+			 * too while its copy down or its host -> NVMe write
+			 * runs (kc_call_off_copy()) */
 			daemon_touch(c, h, i, few, tenant, refd, &nref, down,
 				     &ndown);
 			(void)pol_cache_unpin(c, h[i]);
