@@ -36,7 +36,7 @@
 #include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
-#define WRITE_MS 1500
+#define WRITE_MS 3000
 #define TA 81
 #define BLOCK ((uint64_t)CC_PPB * CC_PAGE)
 
