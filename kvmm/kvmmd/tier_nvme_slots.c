@@ -2,8 +2,8 @@
 /*
  * NVMe tier slot metadata: which slot holds which hash (a chained hash
  * index), which slots are free (a stack), each slot's state, and the
- * counters.  Nothing here touches the disk; the batch engine
- * (tier_nvme_io.c) and the recovery scan (tier_nvme_recover.c) move slots
+ * counters.  Nothing here touches the disk; the batch calls
+ * (tier_nvme_batch.c) and the recovery scan (tier_nvme_recover.c) move slots
  * between states, the public lookups below read them.  Everything runs
  * under t->lock (tier_nvme_get_stats() reads the engine's two counters
  * without it: nvme_count()).
