@@ -342,6 +342,27 @@ void kd_cache_pages_back(struct kd_daemon *d)
 		kc_park_arm(c);
 }
 
+/*
+ * A collected extend's reply that will never go out: the holds its run
+ * took on its new pages (kd_seq_fill()) go now.  Those pages were never
+ * sent, so no process maps them; left held, a session that ended without
+ * BYE while its process lived had them quarantined with the pages it did
+ * map, until the process exited.  The pages go with the sequence's
+ * blocks when the session's regions do.
+ */
+static void kc_collected_unhold(struct kd_session *s, struct kc_park *pk)
+{
+	const struct kvmm_seq_extend_reply *rep = pk->rep;
+	uint32_t n;
+
+	if (pk->status || !rep || pk->cmd != KVMM_CMD_SEQ_EXTEND)
+		return;
+	n = rep->nr_blocks * rep->pages_per_block;
+	for (uint32_t k = 0; k < n; k++)
+		if (!(rep->page_ids[k] & KVMM_PAGE_HELD))
+			kd_unhold_page(s, rep->page_ids[k]);
+}
+
 /* The session ends (kd_cache_session_end()): its parked command goes. */
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 {
@@ -364,8 +385,10 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 	while (pk) {
 		struct kc_park *next = kc_park_of(kd_fifo_next(&pk->link));
 
-		if (pk->s == s)
+		if (pk->s == s) {
+			kc_collected_unhold(s, pk);
 			kc_collected_drop(c, pk);
+		}
 		pk = next;
 	}
 	/* the pages it waited for may be enough for the next in line */
