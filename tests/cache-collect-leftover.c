@@ -3,7 +3,8 @@
  * timeout: 90
  * What a parked COLLECT extend or prefix open (ABI 1.17) leaves behind, on
  * a real kvmmd whose pool (8 blocks, a GPU cache of 4) is full and whose
- * demotion copies each wait DELAY_MS, with a raw client (libkvmm in 4):
+ * demotion copies each wait DELAY_MS, with a raw client (libkvmm in 3's
+ * second half and in 4):
  *   1. A COLLECT extend that got its pages but was never collected: its
  *      client closes its socket without BYE and lives on.  Only the pages
  *      it mapped (its filler's 8) are quarantined; the extend's 12, never
@@ -24,7 +25,10 @@
  *      parked, and the connection goes on (NOP, an extend of a new
  *      sequence into the entries given back).  (At the park's 5 s bound
  *      a parked open does not fail: it goes on with the blocks it can
- *      restore, a shorter prefix.)
+ *      restore, a shorter prefix.)  The same through libkvmm:
+ *      kvmm_seq_open_prefix() returns -ENOBUFS and libkvmm keeps no
+ *      sequence of it either (the filler's and the extend's open, 2 in
+ *      kvmmd too).
  *   4. While a COLLECT extend waits (parked, then waiting to be
  *      collected), the ring's SEQ_EXTEND of its sequence moves the length
  *      within the block it has (-ENODATA past it), while a socket
@@ -306,6 +310,62 @@ static void prefix_left(void)
 	cc_stop(&d);
 }
 
+struct opener {
+	struct kvmm_region *r;
+	uint32_t seq, nb;
+	int err;
+};
+
+static void *open_prefix(void *arg)
+{
+	struct opener *o = arg;
+	uint64_t h[NB];
+
+	for (int b = 0; b < NB; b++)
+		h[b] = hash_of(0, b);
+	o->err = kvmm_seq_open_prefix(o->r, h, NB, &o->seq, &o->nb);
+	return NULL;
+}
+
+/* 3 through libkvmm: the open's call fails, and libkvmm has not kept the
+ * sequence the pending reply named either. */
+static void prefix_error_lib(void)
+{
+	struct kvmm_region_opts ro = cc_region_opts();
+	struct opener o = { .err = 1 };
+	struct kvmm_status_reply st;
+	uint32_t fill, other, open = 0;
+	struct kvmm_conn *c;
+	struct td_daemon d;
+	pthread_t t;
+
+	start(&d, DELAY_MS, "12");
+	c = cc_connect_lib(d.sock, "prefix-error");
+	t_ok(kvmm_region_create(c, &ro, &o.r));
+	t_ok(kvmm_seq_open(o.r, &fill));
+	t_ok(kvmm_seq_extend(o.r, fill, NB * CC_TPB));
+	t_assert_eq(pthread_create(&t, NULL, open_prefix, &o), 0);
+	cc_wait_parked(&d, 1);
+	t_ok(kvmm_seq_open(o.r, &other));
+	t_ok(kvmm_seq_extend(o.r, other, CC_TPB));
+	t_assert_eq(pthread_join(t, NULL), 0);
+	t_assert_eq(o.err, -ENOBUFS);
+	for (uint32_t i = 0; i < o.r->max_seqs; i++)
+		open += o.r->seqs[i].open;
+	t_assert_eq(open, 2);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.sequences, 2);
+	t_ok(kvmm_seq_close(o.r, other));
+	t_ok(kvmm_seq_close(o.r, fill));
+	kvmm_disconnect(c);
+	t_assert_eq(td_wait_sessions(&d, 1, 5000, &st), 0);
+	wait_moved(&d);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_quarantined, 0);
+	t_assert_eq(st.sequences, 0);
+	cc_stop(&d);
+}
+
 /* SEQ_EXTEND of r's sequence seq to len through the ring: the result,
  * the length in *len. */
 static int ring_extend(struct kvmm_region *r, uint32_t seq, uint64_t to,
@@ -395,6 +455,7 @@ int main(void)
 	extend_left();
 	prefix_left();
 	prefix_error();
+	prefix_error_lib();
 	ring_while_waiting();
 	return 0;
 }
