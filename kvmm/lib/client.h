@@ -274,6 +274,9 @@ void kc_import_init(struct kc_import *im, struct kvmm_conn *c,
 int kc_import_request(struct kc_import *im, uint16_t cmd, const void *req,
 		      size_t req_len, void *reply, size_t reply_cap,
 		      size_t *reply_len);
+int kc_import_collect(struct kc_import *im, uint16_t cmd,
+		      const struct kvmm_region_ref *ref, uint32_t seen,
+		      void *reply, size_t reply_cap, size_t *reply_len);
 void kc_import_end(struct kc_import *im);
 
 /* access.c: remember hashes of blocks [first, first + n) of an open

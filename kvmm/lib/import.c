@@ -111,6 +111,37 @@ int kc_import_request(struct kc_import *im, uint16_t cmd, const void *req,
 	return err;
 }
 
+/*
+ * The request was answered "pending" (ABI 1.16, 1.17: the daemon parked
+ * it, or a restore runs): sleep on the ring's notify word without the
+ * socket, so the connection's other threads go on, then ask for the
+ * reply with cmd (PREFIX_COLLECT, SEQ_COLLECT) naming ref, until it is
+ * there.  Its pages are imported as the request's would have been.
+ * sock_lock held on entry and on return; seen: the notify word as read
+ * before the request was sent.
+ */
+int kc_import_collect(struct kc_import *im, uint16_t cmd,
+		      const struct kvmm_region_ref *ref, uint32_t seen,
+		      void *reply, size_t reply_cap, size_t *reply_len)
+{
+	struct kvmm_conn *c = im->c;
+	int err;
+
+	do {
+		/* from here on what the reply says is this request's */
+		kc_import_init(im, c, im->check, im->arg);
+		pthread_mutex_unlock(&c->sock_lock);
+		err = kc_notify_wait(c, seen);
+		pthread_mutex_lock(&c->sock_lock);
+		if (err)
+			break;
+		seen = kc_notify_seen(c); /* before the daemon looks */
+		err = kc_import_request(im, cmd, ref, sizeof(*ref), reply,
+					reply_cap, reply_len);
+	} while (err == -EAGAIN && !im->body_ok);
+	return err;
+}
+
 void kc_import_end(struct kc_import *im)
 {
 	struct kvmm_conn *c = im->c;

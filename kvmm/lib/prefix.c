@@ -150,9 +150,9 @@ static int prefix_check(struct kc_import *im, const void *body, size_t len)
  * sent.  An error the collection answers means the open failed (as a
  * deferred open's error reply does: no sequence is ours).
  */
-static int prefix_collect(struct kvmm_conn *c, struct kc_import *im,
-			  struct prefix_args *pa, uint32_t seen,
-			  struct kvmm_prefix_open_reply *rep, size_t *len)
+static int prefix_collect(struct kc_import *im, struct prefix_args *pa,
+			  uint32_t seen, struct kvmm_prefix_open_reply *rep,
+			  size_t *len)
 {
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
 	int err;
@@ -161,18 +161,8 @@ static int prefix_collect(struct kvmm_conn *c, struct kc_import *im,
 		return -EPROTO;
 	ref.region_id = pa->r->id;
 	ref.seq_id = rep->seq_id;
-	do {
-		/* from here on what the reply says is this request's */
-		kc_import_init(im, c, prefix_check, pa);
-		pthread_mutex_unlock(&c->sock_lock);
-		err = kc_notify_wait(c, seen);
-		pthread_mutex_lock(&c->sock_lock);
-		if (err)
-			break;
-		seen = kc_notify_seen(c); /* before the daemon looks */
-		err = kc_import_request(im, KVMM_CMD_PREFIX_COLLECT, &ref,
-					sizeof(ref), rep, KVMM_MSG_MAX, len);
-	} while (err == -EAGAIN && !im->body_ok);
+	err = kc_import_collect(im, KVMM_CMD_PREFIX_COLLECT, &ref, seen, rep,
+				KVMM_MSG_MAX, len);
 	if (!err && (rep->seq_id != ref.seq_id ||
 		     (rep->flags & KVMM_PREFIX_REPLY_PENDING)))
 		err = -EPROTO;
@@ -256,7 +246,7 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *r, const uint64_t *hashes,
 	err = kc_import_request(&im, KVMM_CMD_PREFIX_OPEN, req, rlen, rep,
 				KVMM_MSG_MAX, &len);
 	if (!err && (rep->flags & KVMM_PREFIX_REPLY_PENDING))
-		err = collect ? prefix_collect(c, &im, &pa, seen, rep, &len) :
+		err = collect ? prefix_collect(&im, &pa, seen, rep, &len) :
 				-EPROTO;
 	if (err && !im.body_ok)
 		goto out_unlock; /* no sequence opened that we know of */

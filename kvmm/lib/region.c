@@ -559,17 +559,8 @@ static int extend_collect(struct kvmm_region *r, uint32_t seq,
 	pthread_mutex_unlock(&c->lock);
 	ref.region_id = r->id;
 	ref.seq_id = seq;
-	do {
-		kc_import_init(im, c, extend_check, r);
-		pthread_mutex_unlock(&c->sock_lock);
-		err = kc_notify_wait(c, seen);
-		pthread_mutex_lock(&c->sock_lock);
-		if (err)
-			break;
-		seen = kc_notify_seen(c); /* before the daemon looks */
-		err = kc_import_request(im, KVMM_CMD_SEQ_COLLECT, &ref,
-					sizeof(ref), rep, cap, len);
-	} while (err == -EAGAIN && !im->body_ok);
+	err = kc_import_collect(im, KVMM_CMD_SEQ_COLLECT, &ref, seen, rep, cap,
+				len);
 	if (!err && (rep->flags & KVMM_EXTEND_REPLY_PENDING))
 		err = -EPROTO;
 	return err;
