@@ -302,7 +302,7 @@ void kc_park_run(struct kd_cache *c)
 			continue;
 		if (pk->collect && pk->status > 0) {
 			/* a prefix open that went on: its pending record
-			 * answers the collect (cache_prefix.c) */
+			 * answers the collect (cache_pending.c) */
 			kc_park_drop(c, pk);
 			moved = true;
 			continue;

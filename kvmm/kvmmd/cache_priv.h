@@ -15,8 +15,10 @@
  *                    pool-pressure reclaim
  *   cache_restore.c  restore jobs (host or NVMe -> fresh pages): submit,
  *                    NVMe staging, completion, settling into the GPU tier
- *   cache_prefix.c   PREFIX_OPEN: the prefix walk, the opens waiting for
- *                    restores (pending) and their replies (kc_settle())
+ *   cache_prefix.c   PREFIX_OPEN: the prefix walk that makes a pending
+ *                    open's record, the session's opens at its end
+ *   cache_pending.c  the opens waiting for restores (pending) and their
+ *                    replies (kc_settle())
  *   cache_park.c     commands parked until demotion copies give pool
  *                    pages back: run again from the loop
  *   cache_ready.c    early opens after their reply: SEQ_WAIT_READY, the
@@ -535,6 +537,14 @@ void kc_prefix_attach(struct kd_region *r, struct kd_seq *q, uint32_t b,
 void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
 
 /* cache_prefix.c */
+/* Block i of an early open no longer holds the pages of the restore it
+ * waits for: another early open may take them */
+void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i);
+/* restores of pending opens that waited for the park line's earmarks */
+void kc_busy_retry(struct kd_cache *c);
+
+/* cache_pending.c */
+struct kc_pending *kc_pending_new(uint32_t n);
 void kc_settle(struct kd_cache *c);
 void kc_pending_free(struct kc_pending *pr);
 bool kc_restore_wanted(struct kd_cache *c, uint64_t hash);

@@ -3,7 +3,7 @@
  * The block cache's way up: restore jobs that bring a block from the host
  * or NVMe tier into fresh pool pages, the host slots NVMe restores stage
  * in, and settling a finished restore: the waiting PREFIX_OPENs
- * (cache_prefix.c) get the pages, the block joins the GPU tier.
+ * (cache_pending.c) get the pages, the block joins the GPU tier.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 

@@ -580,7 +580,7 @@ struct kd_session {
 	bool doomed; /* end at the next safe point (hostile input) */
 	bool revoke_timed_out;
 	/* A command's reply is deferred (a PREFIX_OPEN waiting for its
-	 * restores, cache_prefix.c): the socket is not read until it is sent, so
+	 * restores, cache_pending.c): the socket is not read until it is sent, so
 	 * replies stay in request order. */
 	bool reply_deferred;
 	uint64_t deferred_ns; /* when it was deferred */
