@@ -47,56 +47,6 @@ static void start(struct cr_env *env, const char *spec, int delay_ms,
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
 }
 
-/* Content k's first nb blocks published by a writer process. */
-static void publish(const char *sock, int k, uint32_t nb)
-{
-	uint64_t h[CR_NB];
-
-	for (uint32_t b = 0; b < nb; b++)
-		h[b] = cr_hash(k, (int)b);
-	t_assert_eq(cc_publish_content(sock, h, nb, 200 + k, NULL), 0);
-}
-
-/*
- * A reader process: a prefix open of content k's blocks [first, CR_NB)
- * must find want blocks, holding content k's bytes (block first + i at
- * i).
- */
-static void open_from(const char *sock, int k, uint32_t first, uint32_t want)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CR_NB * CC_PPB];
-		struct kvmm_prefix_open_reply rep;
-		uint32_t n = CR_NB - first;
-		uint64_t h[CR_NB];
-		struct cc c;
-
-		for (uint32_t b = 0; b < n; b++)
-			h[b] = cr_hash(k, (int)(first + b));
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, n, &rep, ids);
-		if (rep.nr_blocks != want)
-			t_fail("content %d from block %u: %u blocks, expected %u",
-			       k, first, rep.nr_blocks, want);
-		for (uint32_t b = 0; b < want; b++)
-			for (uint32_t pg = 0; pg < CC_PPB; pg++)
-				for (uint32_t o = 0; o < CC_PAGE; o++)
-					if (c.map[ids[b * CC_PPB + pg]][o] !=
-					    cc_pat(200 + k, first + b, pg, o))
-						t_fail("content %d block %u page %u byte %u differs",
-						       k, first + b, pg, o);
-		if (want)
-			cc_seq_close(&c, rep.seq_id, ids, want * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
 /* Nothing in transit, nothing leaked: only the cached GPU blocks (and
  * extra_pages of a live holder) hold pool pages. */
 static void check_clean(struct cr_env *env, struct kvmm_tier_stats_reply *ts,
@@ -190,8 +140,8 @@ static void gpu_host(void)
 	struct cr_env env;
 
 	start(&env, "gpu-host:2", 0, false);
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 3); /* demotes content 0's blocks 0-2 */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, 3); /* demotes content 0's blocks 0-2 */
 	check_clean(&env, &ts, 0, 0);
 	say("GPU->host copy failed", &ts);
 	t_assert_eq(ts.migrations_failed, 1);
@@ -202,12 +152,12 @@ static void gpu_host(void)
 	t_assert_eq(ts.tiers[0].used_blocks, 8);
 	t_assert_eq(ts.tiers[1].used_blocks, 2);
 	/* block 1 is a miss: the prefix is block 0; the rest is intact */
-	open_from(env.d.sock, 0, 0, 1);
-	open_from(env.d.sock, 0, 2, CR_NB - 2);
+	cr_open_from(env.d.sock, 0, 0, CR_NB, 1);
+	cr_open_from(env.d.sock, 0, 2, CR_NB - 2, CR_NB - 2);
 	/* the daemon goes on: new content, and content 1 */
-	publish(env.d.sock, 2, 3);
-	open_from(env.d.sock, 1, 0, 3); /* 3 of the 8 hashes asked */
-	open_from(env.d.sock, 2, 0, 3);
+	cr_write_blocks(env.d.sock, 2, 3);
+	cr_open_from(env.d.sock, 1, 0, CR_NB, 3); /* 3 of the 8 hashes asked */
+	cr_open_from(env.d.sock, 2, 0, CR_NB, 3);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(cr_drops(&ts), 1);
@@ -225,9 +175,9 @@ static void gpu_host_waited(void)
 	setenv("KVMMD_TEST_DEMOTE_DELAY_MS", "400", 1);
 	start(&env, "gpu-host:2", 0, false);
 	unsetenv("KVMMD_TEST_DEMOTE_DELAY_MS");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 3); /* replies while the copies run */
-	open_from(env.d.sock, 0, 0, 1);
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, 3); /* replies while the copies run */
+	cr_open_from(env.d.sock, 0, 0, CR_NB, 1);
 	check_clean(&env, &ts, 0, 0);
 	say("GPU->host copy failed while an open waited", &ts);
 	t_assert_eq(ts.busy_misses, 1);
@@ -235,7 +185,7 @@ static void gpu_host_waited(void)
 	t_assert_eq(ts.tiers[1].drops, 1);
 	t_assert_eq(cr_drops(&ts), 1);
 	t_assert_eq(cr_cached(&ts), CR_NB + 3 - 1);
-	open_from(env.d.sock, 0, 2, CR_NB - 2);
+	cr_open_from(env.d.sock, 0, 2, CR_NB - 2, CR_NB - 2);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(cr_drops(&ts), 1);
@@ -252,8 +202,8 @@ static void gpu_host_then_nvme(void)
 	setenv("KVMMD_TEST_DEMOTE_DELAY_MS", "300", 1);
 	start(&env, "gpu-host:1", 0, false);
 	unsetenv("KVMMD_TEST_DEMOTE_DELAY_MS");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 7); /* blocks 0-6 down, 0 on to NVMe */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, 7); /* blocks 0-6 down, 0 on to NVMe */
 	check_clean(&env, &ts, 0, 0);
 	say("GPU->host copy failed, block moved on to NVMe", &ts);
 	t_assert_eq(ts.migrations_failed, 1);
@@ -264,8 +214,8 @@ static void gpu_host_then_nvme(void)
 	t_assert_eq(cr_cached(&ts), CR_NB + 7 - 1);
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
 	t_assert_eq(ts.tiers[2].used_blocks, 0);
-	open_from(env.d.sock, 0, 0, 0);
-	open_from(env.d.sock, 0, 1, CR_NB - 1);
+	cr_open_from(env.d.sock, 0, 0, CR_NB, 0);
+	cr_open_from(env.d.sock, 0, 1, CR_NB - 1, CR_NB - 1);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);
@@ -284,8 +234,9 @@ static void host_nvme(void)
 	struct cr_env env;
 
 	start(&env, "host-nvme:1", 0, false);
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 7); /* blocks 0-6 to host, 0 on to NVMe */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1,
+			7); /* blocks 0-6 to host, 0 on to NVMe */
 	check_clean(&env, &ts, 0, 0);
 	say("host->NVMe write failed", &ts);
 	t_assert_eq(ts.migrations_failed, 1);
@@ -297,7 +248,8 @@ static void host_nvme(void)
 	t_assert_eq(cr_cached(&ts), CR_NB + 7);
 	t_assert_eq(ts.tiers[1].used_blocks, 6);
 	t_assert_eq(ts.tiers[2].used_blocks, 1);
-	open_from(env.d.sock, 0, 0, CR_NB); /* block 0 from host, 1 NVMe */
+	cr_open_from(env.d.sock, 0, 0, CR_NB,
+		     CR_NB); /* block 0 from host, 1 NVMe */
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(ts.tiers[1].hits, 6);
@@ -373,15 +325,15 @@ static void restore_fails(int tier, bool early)
 
 	/* early: every restore waits 100 ms, so all land after the reply */
 	start(&env, spec, early ? 100 : 0, early);
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, nb1);
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, nb1);
 	check_clean(&env, &ts0, 0, 0);
 	t_assert_eq(cr_drops(&ts0), 0);
 	t_assert_eq(ts0.tiers[2].used_blocks, tier == 2 ? 2 : 0);
 	if (!early) {
 		/* the prefix ends at block 1; block 0 and those after 1
 		 * are restored anyway (and stay cached on the GPU) */
-		open_from(env.d.sock, 0, 0, 1);
+		cr_open_from(env.d.sock, 0, 0, CR_NB, 1);
 	} else {
 		static uint32_t ids[CR_NB * CC_PPB];
 		struct kvmm_prefix_open_reply rep;
@@ -459,7 +411,7 @@ static void restore_fails(int tier, bool early)
 			    ts0.tiers[2].promotions_out,
 		    lower - 1);
 	/* the failed block stayed in its tier: a later open has it all */
-	open_from(env.d.sock, 0, 0, CR_NB);
+	cr_open_from(env.d.sock, 0, 0, CR_NB, CR_NB);
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(ts.migrations_failed, 1);
 	t_assert_eq(cr_drops(&ts), 0);
@@ -512,7 +464,8 @@ static void held(void)
 	cc_seq_close(&c, seq, pages, (CR_NB + 1) * CC_PPB);
 	cc_disconnect(&c);
 	check_clean(&env, &ts, 0, 0);
-	open_from(env.d.sock, 0, 0, CR_NB); /* 8 of the 9 asked: whole */
+	cr_open_from(env.d.sock, 0, 0, CR_NB,
+		     CR_NB); /* 8 of the 9 asked: whole */
 	check_clean(&env, &ts, 0, 0);
 	t_assert_eq(cr_drops(&ts), 1);
 	cr_stop(&env);

@@ -45,52 +45,6 @@ static void start(struct cr_env *env, const char *spec, const char *retry_ms)
 	unsetenv("KVMMD_TEST_CACHE_RETRY_MS");
 }
 
-static void publish(const char *sock, int k, uint32_t nb)
-{
-	uint64_t h[CR_NB];
-
-	for (uint32_t b = 0; b < nb; b++)
-		h[b] = cr_hash(k, (int)b);
-	t_assert_eq(cc_publish_content(sock, h, nb, 200 + k, NULL), 0);
-}
-
-/* A reader process: content k's blocks [first, first + n) open as a
- * prefix of want blocks, byte-identical. */
-static void open_from(const char *sock, int k, uint32_t first, uint32_t n,
-		      uint32_t want)
-{
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CR_NB * CC_PPB];
-		struct kvmm_prefix_open_reply rep;
-		uint64_t h[CR_NB];
-		struct cc c;
-
-		for (uint32_t b = 0; b < n; b++)
-			h[b] = cr_hash(k, (int)(first + b));
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, n, &rep, ids);
-		if (rep.nr_blocks != want)
-			t_fail("content %d from block %u: %u blocks, expected %u",
-			       k, first, rep.nr_blocks, want);
-		for (uint32_t b = 0; b < want; b++)
-			for (uint32_t pg = 0; pg < CC_PPB; pg++)
-				for (uint32_t o = 0; o < CC_PAGE; o++)
-					if (c.map[ids[b * CC_PPB + pg]][o] !=
-					    cc_pat(200 + k, first + b, pg, o))
-						t_fail("content %d block %u page %u byte %u differs",
-						       k, first + b, pg, o);
-		if (want)
-			cc_seq_close(&c, rep.seq_id, ids, want * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
 /* stdout of `kvmmctl --socket sock args` (exit 0), malloc'd */
 static char *kvmmctl(const char *sock, const char *args)
 {
@@ -149,8 +103,8 @@ static void check_clean(struct cr_env *env, struct kvmm_tier_stats_reply *ts)
  */
 static void four_fail(struct cr_env *env, struct kvmm_tier_stats_reply *ts)
 {
-	publish(env->d.sock, 0, CR_NB);
-	publish(env->d.sock, 1, 7);
+	cr_write_blocks(env->d.sock, 0, CR_NB);
+	cr_write_blocks(env->d.sock, 1, 7);
 	check_clean(env, ts);
 	printf("GPU %llu, host %llu, NVMe %llu blocks; drops %llu/%llu/%llu; writes failed %llu, back on host %llu, out %llu (errno %llu, retry %llu ms)\n",
 	       (unsigned long long)ts->tiers[0].used_blocks,
@@ -210,8 +164,8 @@ static void all_fail(void)
 	has(out, "\nkvmm_cache_nvme_write_error 5\n");
 	free(out);
 	/* blocks 0-3 from host, block 4 a miss, 5-6 host, 7 GPU */
-	open_from(env.d.sock, 0, 0, CR_NB, 4);
-	open_from(env.d.sock, 0, 5, 3, 3);
+	cr_open_from(env.d.sock, 0, 0, CR_NB, 4);
+	cr_open_from(env.d.sock, 0, 5, 3, 3);
 	check_clean(&env, &ts);
 	t_assert_eq(ts.tiers[2].used_blocks, 0);
 	/* the tier stays out: the content 1 blocks the opens pushed down
@@ -237,7 +191,7 @@ static void back_in(void)
 	t_assert_eq(ts.nvme_write_retry_ms, 0);
 	t_assert_eq(ts.nvme_write_error, EIO);
 	/* one more GPU block: a GPU victim to host, a host victim to NVMe */
-	publish(env.d.sock, 2, 1);
+	cr_write_blocks(env.d.sock, 2, 1);
 	check_clean(&env, &ts);
 	t_assert_eq(ts.nvme_write_error, 0);
 	t_assert_eq(ts.nvme_write_retry_ms, 0);
@@ -255,9 +209,9 @@ static void back_in(void)
 	/* content 0's block 5 went on to NVMe (the host LRU once 0-3 came
 	 * back and 4 was dropped): 0-3 open from host, 4 is the miss, 5
 	 * comes from NVMe */
-	open_from(env.d.sock, 0, 0, CR_NB, 4);
-	open_from(env.d.sock, 0, 5, 3, 3);
-	open_from(env.d.sock, 2, 0, 1, 1);
+	cr_open_from(env.d.sock, 0, 0, CR_NB, 4);
+	cr_open_from(env.d.sock, 0, 5, 3, 3);
+	cr_open_from(env.d.sock, 2, 0, 1, 1);
 	check_clean(&env, &ts);
 	t_assert_eq(ts.tiers[2].hits, 1);
 	t_assert_eq(ts.nvme_write_error, 0);

@@ -35,17 +35,6 @@ static void start(struct cr_env *env, const char *spec)
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
 }
 
-/* Content k's first nb blocks published by a writer process (it replies
- * while the copies down it caused still run). */
-static void publish(const char *sock, int k, uint32_t nb)
-{
-	uint64_t h[CR_NB];
-
-	for (uint32_t b = 0; b < nb; b++)
-		h[b] = cr_hash(k, (int)b);
-	t_assert_eq(cc_publish_content(sock, h, nb, 200 + k, NULL), 0);
-}
-
 /* Plain pin of content 0's block b, made while its copy down runs (no
  * migration has failed yet): the reply names tier. */
 static struct kvmm_conn *pin(const char *sock, int b, unsigned int tier)
@@ -85,8 +74,8 @@ static void gpu_host(void)
 	struct cr_env env;
 
 	start(&env, "gpu-host:2");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 3); /* demotes content 0's blocks 0-2 */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, 3); /* demotes content 0's blocks 0-2 */
 	c = pin(env.d.sock, 1, 1); /* host */
 	cc_settled_stats(env.d.sock, &ts);
 	say("pinned block's GPU->host copy failed", &ts);
@@ -109,8 +98,9 @@ static void host_nvme(void)
 	struct cr_env env;
 
 	start(&env, "host-nvme:1");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 7); /* blocks 0-6 to host, 0 on to NVMe */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1,
+			7); /* blocks 0-6 to host, 0 on to NVMe */
 	c = pin(env.d.sock, 0, 2); /* NVMe */
 	cc_settled_stats(env.d.sock, &ts);
 	say("pinned block's host->NVMe write failed", &ts);
@@ -133,8 +123,8 @@ static void gpu_host_keeps_failing(void)
 	struct cr_env env;
 
 	start(&env, "gpu-host:2,gpu-host:4,gpu-host:5");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 3);
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, 3);
 	c = pin(env.d.sock, 1, 1); /* host */
 	cc_settled_stats(env.d.sock, &ts);
 	say("pinned block's GPU->host copy failed 3 times", &ts);

@@ -45,17 +45,6 @@ static void start(struct cr_env *env, int nvme_slots, const char *knob,
 	unsetenv(knob);
 }
 
-/* Content k's first nb blocks published by a writer process (it replies
- * while the copies down it caused still run). */
-static void publish(const char *sock, int k, uint32_t nb)
-{
-	uint64_t h[CR_NB];
-
-	for (uint32_t b = 0; b < nb; b++)
-		h[b] = cr_hash(k, (int)b);
-	t_assert_eq(cc_publish_content(sock, h, nb, 200 + k, NULL), 0);
-}
-
 /* Plain pin of content 0's block b while its move waits in line (nothing
  * failed or dropped yet): the reply names tier. */
 static struct kvmm_conn *pin(struct cr_env *env, int b, unsigned int tier)
@@ -123,8 +112,8 @@ static void host_slot(void)
 	struct cr_env env;
 
 	start(&env, 40, "KVMMD_TEST_HOST_SLOTS_HELD", "3");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 6); /* demotes content 0's blocks 0-5 */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1, 6); /* demotes content 0's blocks 0-5 */
 	c = pin(&env, 5, 1); /* host */
 	cc_settled_stats(env.d.sock, &ts);
 	say("pinned demotion found no host slot", &ts);
@@ -151,13 +140,14 @@ static void nvme_slot(void)
 	struct cr_env env;
 
 	start(&env, 4, "KVMMD_TEST_NVME_SLOTS_HELD", "2");
-	publish(env.d.sock, 0, CR_NB);
-	publish(env.d.sock, 1, 7); /* blocks 0-6 to host, 0 on to NVMe */
+	cr_write_blocks(env.d.sock, 0, CR_NB);
+	cr_write_blocks(env.d.sock, 1,
+			7); /* blocks 0-6 to host, 0 on to NVMe */
 	cc_settled_stats(env.d.sock, &ts);
 	t_assert_eq(ts.tiers[2].used_blocks, 1);
 	/* two more GPU victims push blocks 1 and 2 on to NVMe: 1's write
 	 * takes the last free slot, 2's waits */
-	publish(env.d.sock, 2, 2);
+	cr_write_blocks(env.d.sock, 2, 2);
 	c = pin(&env, 2, 2); /* NVMe */
 	cc_settled_stats(env.d.sock, &ts);
 	say("pinned write found no NVMe slot", &ts);

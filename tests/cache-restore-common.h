@@ -102,14 +102,61 @@ static inline void cr_stop(struct cr_env *env)
 	unlink(env->nvme);
 }
 
-/* A writer process: content k (CR_NB blocks) published, then closed. */
-static inline void cr_write_content(const char *sock, int k)
+/* Content k's first nb blocks published by a writer process (it replies
+ * while the copies down it caused still run). */
+static inline void cr_write_blocks(const char *sock, int k, uint32_t nb)
 {
 	uint64_t h[CR_NB];
 
-	for (int b = 0; b < CR_NB; b++)
-		h[b] = cr_hash(k, b);
-	t_assert_eq(cc_publish_content(sock, h, CR_NB, 200 + k, NULL), 0);
+	for (uint32_t b = 0; b < nb; b++)
+		h[b] = cr_hash(k, (int)b);
+	t_assert_eq(cc_publish_content(sock, h, nb, 200 + k, NULL), 0);
+}
+
+/*
+ * A reader process: content k's blocks [first, first + n) open as a
+ * prefix of want blocks, each holding content k's bytes; the sequence
+ * closed again.
+ */
+static inline void cr_open_from(const char *sock, int k, uint32_t first,
+				uint32_t n, uint32_t want)
+{
+	pid_t p = fork();
+
+	t_assert(p >= 0);
+	if (p == 0) {
+		static uint32_t ids[CR_NB * CC_PPB];
+		struct kvmm_prefix_open_reply rep;
+		uint64_t h[CR_NB];
+		struct cc c;
+
+		for (uint32_t b = 0; b < n; b++)
+			h[b] = cr_hash(k, (int)(first + b));
+		cc_connect(&c, sock);
+		cc_region(&c);
+		cc_prefix(&c, h, n, &rep, ids);
+		if (rep.nr_blocks != want)
+			t_fail("content %d from block %u: %u blocks, expected %u",
+			       k, first, rep.nr_blocks, want);
+		for (uint32_t b = 0; b < want; b++)
+			for (uint32_t pg = 0; pg < CC_PPB; pg++)
+				for (uint32_t o = 0; o < CC_PAGE; o++)
+					if (c.map[ids[b * CC_PPB + pg]][o] !=
+					    cc_pat(200 + k, first + b, pg, o))
+						t_fail("content %d block %u page %u byte %u differs",
+						       k, first + b, pg, o);
+		if (want)
+			cc_seq_close(&c, rep.seq_id, ids, want * CC_PPB);
+		cc_disconnect(&c);
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* A writer process: content k (CR_NB blocks) published, then closed. */
+static inline void cr_write_content(const char *sock, int k)
+{
+	cr_write_blocks(sock, k, CR_NB);
 }
 
 /* Content k is cached whole (all CR_NB blocks open as a prefix) and its
