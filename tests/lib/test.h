@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #define T_PASS 0
@@ -46,13 +47,21 @@
 			       _b);                                           \
 	} while (0)
 
-/* A call that must return 0; prints the -errno otherwise. */
-#define t_ok(call)                                                 \
-	do {                                                       \
-		long long _r = (long long)(call);                  \
-		if (_r != 0)                                       \
-			t_fail("%s returned %lld (%s)", #call, _r, \
-			       _r < 0 ? strerror((int)-_r) : "");  \
+/* A call that must return 0; prints the -errno otherwise.  -1 is both a
+ * libc failure (errno says why) and -EPERM: both are said, so a failed
+ * connect() is not reported as "Operation not permitted" alone. */
+#define t_ok(call)                                                          \
+	do {                                                                \
+		errno = 0;                                                  \
+		long long _r = (long long)(call);                           \
+		int _e = errno;                                             \
+		if (_r == -1)                                               \
+			t_fail("%s returned -1 (errno: %s; as -errno: %s)", \
+			       #call, _e ? strerror(_e) : "0",              \
+			       strerror(EPERM));                            \
+		if (_r != 0)                                                \
+			t_fail("%s returned %lld (%s)", #call, _r,          \
+			       _r < 0 ? strerror((int)-_r) : "");           \
 	} while (0)
 
 /* How often needle occurs in hay (a daemon's log, say). */
