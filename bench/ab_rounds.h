@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "tests/lib/daemon.h"
 
 #define AB_MAX_ROUNDS 64
 
@@ -58,6 +59,31 @@ static inline int ab_parse(int argc, char **argv, const char *prog,
 		return 2;
 	}
 	return 0;
+}
+
+/*
+ * Start a side's kvmmd with args: this build's, or with build the kvmmd
+ * of that build directory (td_start() takes KVMM_BUILD's), the caller's
+ * KVMM_BUILD put back afterwards.  td_start()'s 0 or -errno.
+ */
+static inline int ab_start(struct td_daemon *d, const char *const *args,
+			   const char *build)
+{
+	const char *own = getenv("KVMM_BUILD");
+	char *saved = own ? strdup(own) : NULL;
+	int e;
+
+	if (build)
+		setenv("KVMM_BUILD", build, 1);
+	e = td_start(d, args);
+	if (build) {
+		if (saved)
+			setenv("KVMM_BUILD", saved, 1);
+		else
+			unsetenv("KVMM_BUILD");
+	}
+	free(saved);
+	return e;
 }
 
 /* What one side costs: ns per operation over n of them. */

@@ -43,24 +43,13 @@ static int setup(struct side *s, const char *build, bool old)
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "bench",
 					.map_ahead_set = 1 };
-	const char *own = getenv("KVMM_BUILD");
-	char *saved = own ? strdup(own) : NULL;
 	int e;
 
 	s->name = build ? "baseline" : old ? "abi-1.16" : "this";
-	if (build)
-		setenv("KVMM_BUILD", build, 1); /* td_start()'s kvmmd */
 	if (old)
 		setenv("KVMMD_TEST_ABI_1_16", "1", 1);
-	e = td_start(&s->d, NULL);
+	e = ab_start(&s->d, NULL, build);
 	unsetenv("KVMMD_TEST_ABI_1_16");
-	if (build) {
-		if (saved)
-			setenv("KVMM_BUILD", saved, 1);
-		else
-			unsetenv("KVMM_BUILD");
-	}
-	free(saved);
 	if (e)
 		return e;
 	co.socket_path = s->d.sock;

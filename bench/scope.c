@@ -44,22 +44,11 @@ static int setup(struct side *s, const char *scope, const char *build)
 {
 	const char *args[] = { "--cache-scope", scope, NULL };
 	struct kvmm_connect_opts co = { .size = sizeof(co), .name = "bench" };
-	const char *own = getenv("KVMM_BUILD");
-	char *saved = own ? strdup(own) : NULL;
 	uint32_t seq;
 	int e;
 
 	s->name = build ? "baseline" : scope;
-	if (build)
-		setenv("KVMM_BUILD", build, 1); /* td_start()'s kvmmd */
-	e = td_start(&s->d, args);
-	if (build) {
-		if (saved)
-			setenv("KVMM_BUILD", saved, 1);
-		else
-			unsetenv("KVMM_BUILD");
-	}
-	free(saved);
+	e = ab_start(&s->d, args, build);
 	if (e)
 		return e;
 	co.socket_path = s->d.sock;
