@@ -667,6 +667,23 @@ static inline void cc_start_with_delay(struct td_daemon *d,
 		t_fail("kvmmd did not start: %d", r);
 }
 
+/* Contents 0 .. nk - 1 published by writer processes, nb blocks each
+ * (content k's block b named hash(k, b), with the pattern tag + k). */
+static inline void cc_publish_contents(const char *sock, int nk, int nb,
+				       uint64_t (*hash)(int k, int b),
+				       uint64_t tag)
+{
+	for (int k = 0; k < nk; k++) {
+		uint64_t h[nb];
+
+		for (int b = 0; b < nb; b++)
+			h[b] = hash(k, b);
+		t_assert_eq(cc_publish_content(sock, h, (uint32_t)nb, tag + k,
+					       NULL),
+			    0);
+	}
+}
+
 /* Wait (up to 10 s) until kvmmd has n commands parked. */
 static inline void cc_wait_parked(struct td_daemon *d, uint64_t n)
 {

@@ -50,14 +50,7 @@ static void start(struct td_daemon *d, int delay_ms)
 	struct kvmm_tier_stats_reply ts;
 
 	cc_start_with_delay(d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", delay_ms);
-	for (int k = 0; k < 2; k++) {
-		uint64_t h[NB];
-
-		for (int b = 0; b < NB; b++)
-			h[b] = hash_of(k, b);
-		t_assert_eq(cc_publish_content(d->sock, h, NB, 700 + k, NULL),
-			    0);
-	}
+	cc_publish_contents(d->sock, 2, NB, hash_of, 700);
 	cc_settled_stats(d->sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB); /* the whole pool */
 }
