@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The migration engine's names: its kinds and states as strings (the
+ * daemon's log lines name a failed move's kind), and the test knob that
+ * makes jobs fail (KVMMD_TEST_MIGRATE_FAIL, migrate_fault_parse()) read
+ * back into kinds.  No engine state here: the faults parsed are counted
+ * by the workers (migrate.c).
+ */
+#include "migrate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *migrate_kind_string(enum migrate_kind kind)
+{
+	switch (kind) {
+	case MIGRATE_GPU_TO_HOST:
+		return "gpu_to_host";
+	case MIGRATE_HOST_TO_NVME:
+		return "host_to_nvme";
+	case MIGRATE_NVME_TO_HOST:
+		return "nvme_to_host";
+	case MIGRATE_HOST_TO_GPU:
+		return "host_to_gpu";
+	case MIGRATE_NVME_TO_GPU:
+		return "nvme_to_gpu";
+	case MIGRATE_NVME_INVALIDATE:
+		return "nvme_invalidate";
+	case MIGRATE_KIND_COUNT:
+		break;
+	}
+	return "unknown";
+}
+
+/* The knob's names for the kinds (KVMMD_TEST_MIGRATE_FAIL). */
+static const char *const fault_names[MIGRATE_KIND_COUNT] = {
+	[MIGRATE_GPU_TO_HOST] = "gpu-host",
+	[MIGRATE_HOST_TO_NVME] = "host-nvme",
+	[MIGRATE_NVME_TO_HOST] = "nvme-host",
+	[MIGRATE_HOST_TO_GPU] = "host-gpu",
+	[MIGRATE_NVME_TO_GPU] = "nvme-gpu",
+	[MIGRATE_NVME_INVALIDATE] = "nvme-invalidate",
+};
+
+int migrate_fault_parse(const char *spec, struct migrate_fault *f,
+			unsigned int *n, char *err, size_t errlen)
+{
+	const char *p = spec;
+
+	*n = 0;
+	if (!*p) {
+		snprintf(err, errlen, "empty (expected KIND:N[,KIND:N...])");
+		return -EINVAL;
+	}
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		unsigned long long nth, last;
+		char *end;
+		int k;
+
+		for (k = 0; k < MIGRATE_KIND_COUNT; k++)
+			if (strlen(fault_names[k]) == len &&
+			    !strncmp(p, fault_names[k], len))
+				break;
+		if (k == MIGRATE_KIND_COUNT || !colon) {
+			snprintf(
+				err, errlen,
+				"'%.*s': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate",
+				(int)strcspn(p, ","), p);
+			return -EINVAL;
+		}
+		errno = 0;
+		nth = strtoull(colon + 1, &end, 10);
+		last = nth;
+		if (*end == '+') {
+			last = UINT64_MAX;
+			end++;
+		} else if (*end == '-' && end[1] >= '0' && end[1] <= '9') {
+			last = strtoull(end + 1, &end, 10);
+		}
+		if (colon[1] < '0' || colon[1] > '9' || errno || !nth ||
+		    last < nth || (*end && *end != ',')) {
+			snprintf(
+				err, errlen,
+				"'%.*s': N must be a whole number >= 1 (N-M: M >= N; N+)",
+				(int)strcspn(p, ","), p);
+			return -EINVAL;
+		}
+		if (*n == MIGRATE_FAULTS_MAX) {
+			snprintf(err, errlen, "more than %d entries",
+				 MIGRATE_FAULTS_MAX);
+			return -EINVAL;
+		}
+		f[*n].kind = (enum migrate_kind)k;
+		f[*n].last = last;
+		f[(*n)++].nth = nth;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+const char *migrate_state_string(enum migrate_state state)
+{
+	switch (state) {
+	case MIGRATE_QUEUED:
+		return "queued";
+	case MIGRATE_RUNNING:
+		return "running";
+	case MIGRATE_DONE:
+		return "done";
+	case MIGRATE_FAILED:
+		return "failed";
+	case MIGRATE_CANCELLED:
+		return "cancelled";
+	}
+	return "unknown";
+}
+
+const char *migrate_evict_state_string(enum migrate_evict_state state)
+{
+	switch (state) {
+	case MIGRATE_EVICT_COPYING_MAPPED:
+		return "copying_mapped";
+	case MIGRATE_EVICT_COPYING:
+		return "copying";
+	case MIGRATE_EVICT_MAPPED:
+		return "mapped";
+	case MIGRATE_EVICT_REUSABLE:
+		return "reusable";
+	case MIGRATE_EVICT_ABORTED:
+		return "aborted";
+	}
+	return "unknown";
+}
