@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The one place a CUresult becomes an errno.  Every driver call in
- * vmm/cuda.c goes through vmm_cuda_result_to_errno(), which logs the call,
- * the raw code and the driver's own name for it, so an operator can look
- * the code up while the rest of kvmm only ever sees 0 / -errno.
+ * vmm/cuda.c and vmm/cuda_open.c goes through vmm_cuda_result_to_errno(),
+ * which logs the call, the raw code and the driver's own name for it, so
+ * an operator can look the code up while the rest of kvmm only ever sees
+ * 0 / -errno.
  *
  * The table uses the numeric codes so it builds (and is tested) without
  * cuda.h; with cuda.h every number is checked against the header's enum at
@@ -77,7 +78,7 @@ static const struct {
 #undef ENTRY
 };
 
-/* Set by vmm/cuda.c once libcuda is loaded; NULL before. */
+/* Set by vmm/cuda_open.c once libcuda is loaded; NULL before. */
 vmm_cuda_error_name_fn vmm_cuda_error_name;
 
 const char *vmm_cuda_result_name(int result)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared between vmm/cuda.c and vmm/cuda_err.c. */
+/* Shared between vmm/cuda.c, vmm/cuda_open.c and vmm/cuda_err.c; no
+ * cuda.h here (vmm/cuda_backend.h has what needs it). */
 #ifndef KVMM_VMM_CUDA_PRIV_H
 #define KVMM_VMM_CUDA_PRIV_H
 
