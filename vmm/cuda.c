@@ -38,12 +38,12 @@ static struct cuda_backend *to_cuda(struct vmm_backend *b)
 	return (struct cuda_backend *)b;
 }
 
-int ctx_enter(struct cuda_backend *c)
+int cuda_ctx_enter(struct cuda_backend *c)
 {
 	return CUCHECK(c->api.p_cuCtxPushCurrent(c->ctx), "cuCtxPushCurrent");
 }
 
-void ctx_leave(struct cuda_backend *c)
+void cuda_ctx_leave(struct cuda_backend *c)
 {
 	CUcontext popped;
 
@@ -56,7 +56,7 @@ static int enter(struct cuda_backend *c)
 	int err;
 
 	pthread_mutex_lock(&c->lock);
-	err = ctx_enter(c);
+	err = cuda_ctx_enter(c);
 	if (err)
 		pthread_mutex_unlock(&c->lock);
 	return err;
@@ -64,7 +64,7 @@ static int enter(struct cuda_backend *c)
 
 static void leave(struct cuda_backend *c)
 {
-	ctx_leave(c);
+	cuda_ctx_leave(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -477,7 +477,7 @@ static int cuda_synchronize(struct vmm_backend *b)
 	 * -EINPROGRESS says the copies may still be in flight.
 	 */
 	for (int i = 0;; i++) {
-		err = ctx_enter(c);
+		err = cuda_ctx_enter(c);
 		if (!err)
 			break;
 		if (i + 1 == CUDA_SYNC_ENTER_TRIES) {
@@ -490,7 +490,7 @@ static int cuda_synchronize(struct vmm_backend *b)
 	}
 	err = CUCHECK(c->api.p_cuStreamSynchronize(c->stream),
 		      "cuStreamSynchronize");
-	ctx_leave(c);
+	cuda_ctx_leave(c);
 	return err;
 }
 
@@ -501,13 +501,13 @@ static int cuda_host_register(struct vmm_backend *b, void *ptr, size_t len)
 
 	if (!ptr || !len)
 		return -EINVAL;
-	err = ctx_enter(c);
+	err = cuda_ctx_enter(c);
 	if (err)
 		return err;
 	err = CUCHECK(c->api.p_cuMemHostRegister(ptr, len,
 						 CU_MEMHOSTREGISTER_PORTABLE),
 		      "cuMemHostRegister");
-	ctx_leave(c);
+	cuda_ctx_leave(c);
 	return err;
 }
 
@@ -516,20 +516,20 @@ static int cuda_host_unregister(struct vmm_backend *b, void *ptr)
 	struct cuda_backend *c = to_cuda(b);
 	int err;
 
-	err = ctx_enter(c);
+	err = cuda_ctx_enter(c);
 	if (err)
 		return err;
 	err = CUCHECK(c->api.p_cuMemHostUnregister(ptr), "cuMemHostUnregister");
-	ctx_leave(c);
+	cuda_ctx_leave(c);
 	return err;
 }
 
 static void cuda_destroy(struct vmm_backend *b)
 {
-	cuda_teardown(to_cuda(b));
+	vmm_cuda_teardown(to_cuda(b));
 }
 
-const struct vmm_ops cuda_ops = {
+const struct vmm_ops vmm_cuda_ops = {
 	.name = "cuda",
 	.granularity = cuda_granularity,
 	.reserve = cuda_reserve,

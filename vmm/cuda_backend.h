@@ -79,11 +79,11 @@ struct cuda_backend {
 #define CUCHECK(res, name) vmm_cuda_result_to_errno((int)(res), name)
 
 /* vmm/cuda.c */
-extern const struct vmm_ops cuda_ops;
-int ctx_enter(struct cuda_backend *c);
-void ctx_leave(struct cuda_backend *c);
+extern const struct vmm_ops vmm_cuda_ops;
+int cuda_ctx_enter(struct cuda_backend *c);
+void cuda_ctx_leave(struct cuda_backend *c);
 
 /* vmm/cuda_open.c: undo whatever vmm_cuda_open got as far as */
-void cuda_teardown(struct cuda_backend *c);
+void vmm_cuda_teardown(struct cuda_backend *c);
 
 #endif

@@ -3,7 +3,7 @@
  * The cuda backend's life: libcuda loaded, the device the config names
  * picked, the backend opened (its primary context, stream, scratch range
  * and page size) and torn down again.  What an open backend does is
- * vmm/cuda.c's (its ops table, cuda_ops).
+ * vmm/cuda.c's (its ops table, vmm_cuda_ops).
  *
  * libcuda is loaded with dlopen (cfg->libcuda_path or "libcuda.so.1") and
  * every entry point comes from cuGetProcAddress, so nothing links against
@@ -39,11 +39,11 @@ static int error_name_wrapper(int result, const char **name)
 }
 
 /* Undo whatever vmm_cuda_open got as far as; fields not set are zero. */
-void cuda_teardown(struct cuda_backend *c)
+void vmm_cuda_teardown(struct cuda_backend *c)
 {
 	struct vmm_backend_usage u;
 
-	if (c->ctx && !ctx_enter(c)) {
+	if (c->ctx && !cuda_ctx_enter(c)) {
 		if (c->scratch)
 			CUCHECK(c->api.p_cuMemAddressFree(c->scratch,
 							  c->base.page_size),
@@ -51,7 +51,7 @@ void cuda_teardown(struct cuda_backend *c)
 		if (c->stream)
 			CUCHECK(c->api.p_cuStreamDestroy(c->stream),
 				"cuStreamDestroy");
-		ctx_leave(c);
+		cuda_ctx_leave(c);
 	}
 	if (c->ctx)
 		CUCHECK(c->api.p_cuDevicePrimaryCtxRelease(c->dev),
@@ -257,7 +257,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 	c->access_none.location = c->prop.location;
 	c->access_none.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
 
-	err = ctx_enter(c);
+	err = cuda_ctx_enter(c);
 	if (err)
 		goto err_teardown;
 	err = CUCHECK(c->api.p_cuMemGetAllocationGranularity(
@@ -284,7 +284,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 	}
 	if (bad_size) {
 		vmm_log(VMM_LOG_ERR, "vmm cuda: %s", why);
-		ctx_leave(c);
+		cuda_ctx_leave(c);
 		goto err_teardown_why;
 	}
 	if (!err) {
@@ -298,11 +298,11 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 				      &c->scratch, c->base.page_size,
 				      c->base.page_size, 0, 0),
 			      "cuMemAddressReserve");
-	ctx_leave(c);
+	cuda_ctx_leave(c);
 	if (err)
 		goto err_teardown;
 
-	c->base.ops = &cuda_ops;
+	c->base.ops = &vmm_cuda_ops;
 	c->base.kind = VMM_BACKEND_CUDA;
 	c->base.priv = c;
 	snprintf(c->base.device_name, sizeof(c->base.device_name), "%s %s",
@@ -323,7 +323,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 err_teardown:
 	snprintf(why, why_len, "device setup failed: %s", strerror(-err));
 err_teardown_why:
-	cuda_teardown(c);
+	vmm_cuda_teardown(c);
 	return err;
 err_free:
 	pthread_mutex_destroy(&c->lock);

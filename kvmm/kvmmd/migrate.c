@@ -256,20 +256,20 @@ static void *worker(void *arg)
 		}
 		switch (batch[0]->kind) {
 		case MIGRATE_GPU_TO_HOST:
-			batch[0]->result = run_gpu_to_host(m, batch[0]);
+			batch[0]->result = migrate_run_gpu_to_host(m, batch[0]);
 			break;
 		case MIGRATE_HOST_TO_GPU:
-			batch[0]->result = run_host_to_gpu(m, batch[0]);
+			batch[0]->result = migrate_run_host_to_gpu(m, batch[0]);
 			break;
 		case MIGRATE_HOST_TO_NVME:
-			run_nvme_writes(m, batch, n);
+			migrate_run_nvme_writes(m, batch, n);
 			break;
 		case MIGRATE_NVME_TO_HOST:
 		case MIGRATE_NVME_TO_GPU:
-			run_nvme_reads(m, batch, n);
+			migrate_run_nvme_reads(m, batch, n);
 			break;
 		case MIGRATE_NVME_INVALIDATE:
-			run_nvme_invalidations(m, batch, n);
+			migrate_run_nvme_invalidations(m, batch, n);
 			break;
 		default:
 			batch[0]->result = -EINVAL;

@@ -50,13 +50,13 @@ struct migrate {
 /* migrate_run.c, on a worker without m->lock: one job (the result
  * returned), or n NVMe jobs of one class as one batch (each job's result
  * set). */
-int run_gpu_to_host(struct migrate *m, struct migrate_job *job);
-int run_host_to_gpu(struct migrate *m, struct migrate_job *job);
-void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
-		     unsigned int n);
-void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
-		    unsigned int n);
-void run_nvme_invalidations(struct migrate *m, struct migrate_job **jobs,
+int migrate_run_gpu_to_host(struct migrate *m, struct migrate_job *job);
+int migrate_run_host_to_gpu(struct migrate *m, struct migrate_job *job);
+void migrate_run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
+			     unsigned int n);
+void migrate_run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 			    unsigned int n);
+void migrate_run_nvme_invalidations(struct migrate *m,
+				    struct migrate_job **jobs, unsigned int n);
 
 #endif

@@ -115,7 +115,7 @@ static int copy_pages_in(struct migrate *m, struct migrate_job *job,
 	return 0;
 }
 
-int run_gpu_to_host(struct migrate *m, struct migrate_job *job)
+int migrate_run_gpu_to_host(struct migrate *m, struct migrate_job *job)
 {
 	unsigned char *dst;
 	int r;
@@ -132,7 +132,7 @@ int run_gpu_to_host(struct migrate *m, struct migrate_job *job)
 				 job->length);
 }
 
-int run_host_to_gpu(struct migrate *m, struct migrate_job *job)
+int migrate_run_host_to_gpu(struct migrate *m, struct migrate_job *job)
 {
 	const unsigned char *src =
 		tier_host_read_addr(m->host, job->host_slot, job->hash);
@@ -144,8 +144,8 @@ int run_host_to_gpu(struct migrate *m, struct migrate_job *job)
 
 /* n HOST_TO_NVME jobs as one batch (a job the test knob fails is left
  * out of it: its write fails with -EIO, as a failed I/O would). */
-void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
-		     unsigned int n)
+void migrate_run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
+			     unsigned int n)
 {
 	struct tier_nvme_io ios[n];
 	unsigned int k = 0;
@@ -187,8 +187,8 @@ void run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 
 /* n NVME_TO_HOST or NVME_TO_GPU jobs as one batch (a job the test knob
  * fails is left out of it: its read fails with -EIO). */
-void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
-		    unsigned int n)
+void migrate_run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
+			    unsigned int n)
 {
 	struct tier_nvme_io ios[n];
 	unsigned int k = 0;
@@ -232,15 +232,15 @@ void run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 					      job->hash, job->length);
 		}
 		if (!r && job->kind == MIGRATE_NVME_TO_GPU)
-			r = run_host_to_gpu(m, job);
+			r = migrate_run_host_to_gpu(m, job);
 		job->result = r;
 	}
 }
 
 /* n NVME_INVALIDATE jobs as one batch (a job the test knob fails is left
  * out of it: -EIO, its slot untouched, as when its write cannot start). */
-void run_nvme_invalidations(struct migrate *m, struct migrate_job **jobs,
-			    unsigned int n)
+void migrate_run_nvme_invalidations(struct migrate *m,
+				    struct migrate_job **jobs, unsigned int n)
 {
 	struct tier_nvme_io ios[n];
 	unsigned int k = 0;
