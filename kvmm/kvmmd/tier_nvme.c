@@ -230,10 +230,27 @@ static void log_shrink(struct tier_nvme *t, const char *path,
 		path, old_slots, t->nslots, lost);
 }
 
+/* Tests only: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS holds every invalidation
+ * batch back this long, so that a test can stop kvmmd (SIGKILL) while a
+ * drop's header writes wait (tests/cache-drop-mark-crash.c). */
+static void test_invalidate_delay(struct tier_nvme *t)
+{
+	const char *v = getenv("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS");
+	int ms = v ? atoi(v) : 0;
+
+	if (ms <= 0)
+		return;
+	vmm_log(VMM_LOG_WARN,
+		"tier_nvme: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS=%d: invalidations delayed (tests only)",
+		ms);
+	t->invalidate_delay_us = (uint32_t)ms * 1000u;
+}
+
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
 	struct nvme_superblock sb;
+	struct nvme_marks *marks = NULL;
 	uint64_t bytes = 0, nslots;
 	bool keep, trim = false;
 	int r;
@@ -248,6 +265,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->io_lock, NULL);
+	pthread_mutex_init(&t->sb_lock, NULL);
 	pthread_cond_init(&t->io_wake, NULL);
 	pthread_cond_init(&t->slot_cond, NULL);
 	t->qd = cfg->queue_depth ? cfg->queue_depth : 8;
@@ -263,6 +281,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->stride = TIER_NVME_HEADER_BYTES + cfg->payload_bytes;
 	t->reg_base = cfg->reg_base;
 	t->reg_len = cfg->reg_len;
+	test_invalidate_delay(t);
 
 	if (cfg->fd_held) {
 		t->fd = cfg->fd;
@@ -330,7 +349,18 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->st.capacity_bytes = (uint64_t)t->nslots * t->stride;
 	t->st.registered_buffers = t->registered;
 
-	r = cfg->reformat ? -ENODATA : nvme_sb_read(t, &sb);
+	marks = calloc(1, sizeof(*marks));
+	if (!marks) {
+		r = -ENOMEM;
+		goto err_ring;
+	}
+	r = cfg->reformat ? -ENODATA : nvme_sb_read(t, &sb, marks);
+	if (r == -EBADMSG && nvme_sb_valid(&sb))
+		/* a drop's mark we cannot read: its blocks must not come
+		 * back, and which they are is lost with it */
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s: its drop marks are damaged: formatting it anew",
+			cfg->path);
 	/* the file's blocks are kept if they fit and are named as ours */
 	keep = r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
 	       sb.payload_bytes == t->payload_bytes;
@@ -344,6 +374,8 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		uint32_t cleared;
 
 		t->format_id = sb.format_id;
+		/* before the scan, which leaves out the slots they drop */
+		t->marks = *marks;
 		/* a grown tier: what lies past the old end is stale */
 		t->known_slots = sb.slot_count < t->nslots ?
 					 (uint32_t)sb.slot_count :
@@ -352,6 +384,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		nvme_free_stack_rebuild(t);
 		if (r)
 			goto err_ring;
+		/* writes from now on above every mark, even where the
+		 * scan found none of the generations below them */
+		nvme_marks_raise_generation(t);
 		if (sb.slot_count != t->nslots) {
 			/* after the stale headers' clearing was synced */
 			r = nvme_sb_write(t);
@@ -368,9 +403,10 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 					   (uint32_t)sb.slot_count);
 		}
 		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s: recovered %llu of %u slots (%llu damaged headers)",
+			"tier_nvme: %s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out)",
 			cfg->path, (unsigned long long)t->st.recovered_slots,
-			t->nslots, (unsigned long long)t->st.header_failures);
+			t->nslots, (unsigned long long)t->st.header_failures,
+			(unsigned long long)t->st.drop_marked_slots);
 	} else {
 		if (getrandom(&t->format_id, sizeof(t->format_id), 0) !=
 		    sizeof(t->format_id))
@@ -400,6 +436,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_ring;
 	}
+	free(marks);
 	*out = t;
 	return 0;
 
@@ -409,11 +446,13 @@ err_close:
 	if (!t->fd_held)
 		close(t->fd);
 err_free:
+	free(marks);
 	free_hdr_bufs(t);
 	nvme_engine_fini(t);
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
 	pthread_cond_destroy(&t->slot_cond);
+	pthread_mutex_destroy(&t->sb_lock);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -504,6 +543,7 @@ void tier_nvme_close(struct tier_nvme *t)
 	nvme_slots_fini(t);
 	pthread_cond_destroy(&t->io_wake);
 	pthread_cond_destroy(&t->slot_cond);
+	pthread_mutex_destroy(&t->sb_lock);
 	pthread_mutex_destroy(&t->io_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -593,6 +633,17 @@ void tier_nvme_unreserve(struct tier_nvme *t)
 uint64_t tier_nvme_next_generation(struct tier_nvme *t)
 {
 	return 0;
+}
+
+uint64_t tier_nvme_drop_generation(struct tier_nvme *t)
+{
+	return 0;
+}
+
+int tier_nvme_mark_drop(struct tier_nvme *t, bool all, uint32_t tenant,
+			uint64_t generation)
+{
+	return -ENOTSUP;
 }
 
 int tier_nvme_free(struct tier_nvme *t, uint32_t slot)

@@ -8,11 +8,12 @@
  *
  *   offset 0          superblock (4 KiB): magic "KVMMNVM1", version,
  *                     slot stride, payload bytes, slot count, a random
- *                     format id, CRC32C of the superblock
+ *                     format id, cache scope, drop marks, CRC32C of the
+ *                     superblock; at 1024 the tenants' drop marks
  *   4096 + i*stride   slot i: a 4 KiB header (magic "KVMMSLOT", version,
  *                     format id, slot index, block hash, payload length,
  *                     generation, layout id, CRC32C of the payload, CRC32C
- *                     of the header) followed by the payload
+ *                     of the header, tenant) followed by the payload
  *
  * A slot is FREE -> FILLING (its write is in flight; lookups do not see it)
  * -> READY (header and payload written; served) -> FREE.  Opening an
@@ -37,7 +38,9 @@
  * in use any more too, the tier remembers, in memory, each free slot
  * whose header may still be valid (a stale copy: which hash, and which
  * tenant the caller freed it under) until the slot is written again or
- * invalidated (tier_nvme_stale_claim()).
+ * invalidated (tier_nvme_stale_claim()).  Neither survives a crash
+ * before the header writes, or a header write that failed: a drop mark
+ * in the superblock does (tier_nvme_mark_drop(), below).
  *
  * Thread-safe: metadata under one mutex, the I/O engine under another.
  * Batches are synchronous for the caller, and several callers' batches run
@@ -72,8 +75,16 @@ struct tier_nvme_slot_header {
 	uint64_t layout_id; /* region layout the block belongs to */
 	uint32_t payload_crc; /* CRC32C of the payload */
 	uint32_t header_crc; /* CRC32C of this struct with header_crc = 0 */
-	uint64_t reserved[6];
+	/* the tenant id the block was written for (tier_nvme_io.tenant),
+	 * when flags has TIER_NVME_HDR_TENANT: files written before it
+	 * existed have zeros, a block of unknown tenant, which every
+	 * tenant's drop mark covers (tier_nvme_mark_drop()) */
+	uint32_t tenant;
+	uint32_t flags;
+	uint64_t reserved[5];
 };
+
+#define TIER_NVME_HDR_TENANT 0x1u /* tier_nvme_slot_header.tenant is set */
 
 struct tier_nvme_config {
 	size_t size; /* sizeof(struct tier_nvme_config) */
@@ -129,6 +140,9 @@ struct tier_nvme_stats {
 	uint64_t read_error_drops;
 	uint64_t checksum_failures; /* payload CRC mismatch: slot dropped */
 	uint64_t header_failures; /* bad header on read or at recovery */
+	/* valid headers the restart's scan left out: their blocks were
+	 * written before a drop mark that covers them (tier_nvme_mark_drop()) */
+	uint64_t drop_marked_slots;
 	uint64_t frees;
 	/* headers zeroed by tier_nvme_invalidate_batch(), and those whose
 	 * write (or the sync after it) failed */
@@ -159,6 +173,9 @@ struct tier_nvme_io {
 	/* write: the header's generation, from tier_nvme_next_generation();
 	 * 0: the next one when the write runs */
 	uint64_t generation;
+	/* write: the tenant id the header names (a drop mark of that
+	 * tenant covers the block; TIER_NVME_NOBODY: no tenant's) */
+	uint32_t tenant;
 	int result; /* 0 or -errno: -ENOSPC full, -EBADMSG corrupt,
 		     * -EEXIST already being written, -EIO */
 	/* read: the tier dropped the block (it failed a check, -EBADMSG, or
@@ -187,6 +204,10 @@ struct tier_nvme_peek {
 	uint64_t payload_bytes; /* the size of the blocks it holds */
 	uint32_t scope; /* tier_nvme_config.scope it was written under */
 	uint8_t scope_key[16];
+	/* its drop marks (tier_nvme_mark_drop()): every block of a smaller
+	 * generation is dropped (0: none), and tenants with a mark */
+	uint64_t drop_all;
+	uint32_t tenant_marks;
 };
 
 /*
@@ -316,6 +337,31 @@ int tier_nvme_stale_claim(struct tier_nvme *t,
 					uint32_t tenant),
 			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
 			  uint32_t *left);
+/*
+ * Drop marks: what makes an operator's drop stick on disk, whatever
+ * becomes of the header writes of tier_nvme_invalidate_batch() (a crash
+ * before they ran, an I/O error).  The superblock says "every slot
+ * written with a generation below G is dropped", for every block or for
+ * one tenant's (the tenant the header names; a header of no known
+ * tenant, from a file written before, is every tenant's), and a restart's
+ * scan leaves those slots free (stats.drop_marked_slots).  A mark only
+ * ever rises; the generations of later writes start above every mark,
+ * in this run and after a restart.
+ *
+ * tier_nvme_drop_generation(): the G for a drop now: every block written
+ * or being written has a smaller generation.  tier_nvme_mark_drop():
+ * record it (of tenant, or of every block when all) and write the
+ * superblock (O_DIRECT, then fdatasync): 0 once it is durable, or the
+ * write's -errno (the mark stays in memory, and the next superblock
+ * write carries it).  Blocking: not for the daemon's loop thread.  At
+ * most TIER_NVME_TENANT_MARKS tenants have a mark of their own; one more
+ * raises the mark of every block to the lowest of theirs (more dropped,
+ * never fewer).
+ */
+#define TIER_NVME_TENANT_MARKS 128
+uint64_t tier_nvme_drop_generation(struct tier_nvme *t);
+int tier_nvme_mark_drop(struct tier_nvme *t, bool all, uint32_t tenant,
+			uint64_t generation);
 enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot);
 /* The write order of a READY slot's block (its header's generation,
  * recovered at open; later writes have larger ones), 0 otherwise. */

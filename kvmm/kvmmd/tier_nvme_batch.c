@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if HAVE_LIBURING
 
@@ -336,6 +337,8 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 	if (n == 0)
 		return 0;
+	if (t->invalidate_delay_us) /* tests only (tier_nvme.c) */
+		usleep(t->invalidate_delay_us);
 	if (batch_alloc(&b, ios, n, true, true))
 		return (int)n;
 	pthread_mutex_lock(&t->lock);

@@ -53,6 +53,8 @@ void nvme_header_fill(const struct tier_nvme *t, void *hb,
 		.generation = generation,
 		.layout_id = io->layout_id,
 		.payload_crc = payload_crc,
+		.tenant = io->tenant,
+		.flags = TIER_NVME_HDR_TENANT,
 	};
 
 	h.header_crc = nvme_header_crc(&h);
@@ -60,7 +62,28 @@ void nvme_header_fill(const struct tier_nvme *t, void *hb,
 	memcpy(hb, &h, sizeof(h));
 }
 
-int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb)
+/* The tenants' marks of the superblock block buf says sb has: 0, or
+ * -EBADMSG (more than fit, or their CRC is wrong). */
+static int marks_parse(const struct nvme_superblock *sb, const void *buf,
+		       struct nvme_marks *marks)
+{
+	size_t len = (size_t)sb->tenant_marks * sizeof(marks->m[0]);
+
+	memset(marks, 0, sizeof(*marks));
+	marks->drop_all = sb->drop_all;
+	if (!sb->tenant_marks)
+		return 0; /* a file of before the marks: zeros */
+	if (sb->tenant_marks > TIER_NVME_TENANT_MARKS ||
+	    tier_crc32c(0, (const char *)buf + NVME_MARKS_OFFSET, len) !=
+		    sb->marks_crc)
+		return -EBADMSG;
+	memcpy(marks->m, (const char *)buf + NVME_MARKS_OFFSET, len);
+	marks->n = sb->tenant_marks;
+	return 0;
+}
+
+int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb,
+		 struct nvme_marks *marks)
 {
 	void *buf;
 	ssize_t n;
@@ -75,6 +98,8 @@ int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb)
 		r = -ENODATA;
 	else
 		memcpy(sb, buf, sizeof(*sb));
+	if (!r && marks)
+		r = marks_parse(sb, buf, marks);
 	free(buf);
 	return r;
 }
@@ -91,15 +116,25 @@ int nvme_sb_write(struct tier_nvme *t)
 		.format_id = t->format_id,
 		.scope = t->scope,
 	};
+	size_t len;
 	void *buf;
 	ssize_t n;
 	int r = 0;
 
-	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
-	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
 	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
 		return -ENOMEM;
 	memset(buf, 0, NVME_ALIGN);
+	pthread_mutex_lock(&t->lock);
+	sb.drop_all = t->marks.drop_all;
+	sb.tenant_marks = t->marks.n;
+	len = (size_t)t->marks.n * sizeof(t->marks.m[0]);
+	memcpy((char *)buf + NVME_MARKS_OFFSET, t->marks.m, len);
+	pthread_mutex_unlock(&t->lock);
+	if (len)
+		sb.marks_crc = tier_crc32c(
+			0, (const char *)buf + NVME_MARKS_OFFSET, len);
+	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
+	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
 	memcpy(buf, &sb, sizeof(sb));
 	n = pwrite(t->fd, buf, NVME_ALIGN, 0);
 	if (n < 0)
@@ -139,6 +174,8 @@ int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
 	if (n < (ssize_t)sizeof(sb) || !nvme_sb_valid(&sb) ||
 	    sb.stride != TIER_NVME_HEADER_BYTES + sb.payload_bytes)
 		return -ENODATA;
+	out->drop_all = sb.drop_all;
+	out->tenant_marks = sb.tenant_marks;
 	out->payload_bytes = sb.payload_bytes;
 	out->scope = sb.scope;
 	memcpy(out->scope_key, sb.scope_key, sizeof(out->scope_key));

@@ -14,6 +14,8 @@
  *                        the I/O, a block's publish or check after it
  *   tier_nvme_recover.c  the restart scan that rebuilds the index from the
  *                        slot headers
+ *   tier_nvme_mark.c     drop marks: an operator's drop kept in the
+ *                        superblock, which the restart scan obeys
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
@@ -21,7 +23,8 @@
  * several threads, share one queue; see tier_nvme_io.c).  After open only
  * the tier's completion thread touches the ring, and it waits for
  * completions without io_lock.  io_lock is taken before lock when both
- * are held.  Two counters are outside both: io_sqes and io_submits (see
+ * are held.  sb_lock orders the superblock writes of drop marks; lock is
+ * taken inside it, only to copy the marks.  Two counters are outside both: io_sqes and io_submits (see
  * nvme_count()).
  */
 #ifndef KVMM_KVMMD_TIER_NVME_PRIV_H
@@ -66,7 +69,34 @@ struct nvme_superblock {
 	uint32_t scope;
 	uint32_t crc; /* CRC32C of this struct with crc = 0 */
 	uint8_t scope_key[16];
-	uint64_t reserved[6];
+	/* drop marks (tier_nvme_mark_drop(); zeros in files written before
+	 * them: none): every slot of a smaller generation is dropped, and
+	 * tenant_marks entries at NVME_MARKS_OFFSET, whose CRC32C is
+	 * marks_crc */
+	uint64_t drop_all;
+	uint32_t tenant_marks;
+	uint32_t marks_crc;
+	uint64_t reserved[4];
+};
+
+/* One tenant's drop mark, as stored in the superblock's 4 KiB. */
+struct nvme_tenant_mark {
+	uint32_t tenant;
+	uint32_t pad; /* 0 */
+	uint64_t generation; /* the tenant's slots below it are dropped */
+};
+
+#define NVME_MARKS_OFFSET 1024u /* in the superblock's 4 KiB */
+_Static_assert(NVME_MARKS_OFFSET + TIER_NVME_TENANT_MARKS *
+					   sizeof(struct nvme_tenant_mark) <=
+		       NVME_ALIGN,
+	       "the tenants' drop marks fit in the superblock's 4 KiB");
+
+/* The drop marks in memory (t->lock), as the superblock stores them. */
+struct nvme_marks {
+	uint64_t drop_all;
+	uint32_t n;
+	struct nvme_tenant_mark m[TIER_NVME_TENANT_MARKS];
 };
 
 /*
@@ -140,6 +170,13 @@ struct tier_nvme {
 	uint32_t scope; /* the superblock's scope and key (cfg) */
 	uint8_t scope_key[16];
 	uint64_t next_generation;
+	/* lock; written to the superblock under sb_lock, which orders the
+	 * superblock writes of several drops (tier_nvme_mark.c) */
+	struct nvme_marks marks;
+	pthread_mutex_t sb_lock;
+	/* tests: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS, a sleep before each
+	 * invalidation batch's writes (a crash while they wait) */
+	uint32_t invalidate_delay_us;
 	struct nvme_slot *slots;
 	uint32_t *buckets;
 	uint32_t bucket_mask;
@@ -255,9 +292,21 @@ bool nvme_header_valid(const struct tier_nvme *t,
 void nvme_header_fill(const struct tier_nvme *t, void *hb,
 		      const struct tier_nvme_io *io, uint64_t generation,
 		      uint32_t payload_crc);
-int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb);
+/* The superblock, and the tenants' drop marks when marks is not NULL
+ * (-EBADMSG: their CRC is wrong). */
+int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb,
+		 struct nvme_marks *marks);
+/* Write the superblock with t's geometry and drop marks (a snapshot
+ * under t->lock), then fdatasync. */
 int nvme_sb_write(struct tier_nvme *t);
 bool nvme_sb_valid(const struct nvme_superblock *sb);
+
+/* tier_nvme_mark.c (t->lock held): whether a valid header's block is
+ * dropped by a mark; after the restart scan, next_generation above every
+ * mark. */
+bool nvme_header_marked(const struct tier_nvme *t,
+			const struct tier_nvme_slot_header *h);
+void nvme_marks_raise_generation(struct tier_nvme *t);
 /* Whether sb was written under this scope and key. */
 bool nvme_sb_same_scope(const struct nvme_superblock *sb, uint32_t scope,
 			const uint8_t key[16]);

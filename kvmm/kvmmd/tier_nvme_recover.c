@@ -5,7 +5,9 @@
  * through the ring, into the header buffers) and each valid one makes its
  * slot READY again.  A header is valid when magic, version, format id,
  * slot index, length and header CRC are right; of two slots with one hash
- * the newer generation wins.  Payloads are not read here: their CRC is
+ * the newer generation wins.  A valid header below a drop mark
+ * (tier_nvme_mark.c) names a block an operator dropped: left out, its
+ * slot free.  Payloads are not read here: their CRC is
  * checked on every read, so a damaged payload is found when it is used.
  *
  * Only the slots the superblock says the last run had (known_slots) are
@@ -106,7 +108,12 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 		return 0;
 	}
 	pthread_mutex_lock(&t->lock);
-	recover_one(t, slot, &h);
+	/* an operator dropped it, whether or not its header's invalidation
+	 * ran: free, and no stale copy (the mark covers it for good) */
+	if (nvme_header_marked(t, &h))
+		t->st.drop_marked_slots++;
+	else
+		recover_one(t, slot, &h);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
@@ -272,7 +279,8 @@ uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots)
 		if (!nvme_header_valid(t, &h, slot))
 			continue;
 		pthread_mutex_lock(&t->lock);
-		lost += nvme_idx_find(t, h.hash) == NVME_NONE;
+		lost += nvme_idx_find(t, h.hash) == NVME_NONE &&
+			!nvme_header_marked(t, &h);
 		pthread_mutex_unlock(&t->lock);
 	}
 	free(buf);
