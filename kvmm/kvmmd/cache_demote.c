@@ -73,6 +73,8 @@ static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
 	/* stamped in the order the loop sends blocks down (the policy's,
 	 * a stop's save too), not the order two workers run the writes */
 	job->nvme_generation = tier_nvme_next_generation(c->nvme);
+	/* in its header: a drop of that tenant's blocks covers it on disk */
+	job->nvme_tenant = kc_entry_tenant(c, job->owner);
 	return 0;
 }
 
@@ -571,6 +573,9 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		return;
 	}
 	if (from == POL_TIER_HOST && to == POL_TIER_NVME) {
+		/* for its header (kc_nvme_reserve()): in this call the
+		 * policy's lookup of b may not find it */
+		e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
 		if (e->job) {
 			e->then_nvme = true;
 			return;
@@ -617,7 +622,8 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	bool ok = job->state == MIGRATE_DONE, retry, back = false;
 	enum migrate_kind kind;
 
-	if (job->kind == MIGRATE_NVME_INVALIDATE) {
+	if (job->kind == MIGRATE_NVME_INVALIDATE ||
+	    job->kind == MIGRATE_NVME_MARK) {
 		kc_drop_job_done(c, job); /* its owner is a drop, no entry */
 		return;
 	}

@@ -51,6 +51,7 @@
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,10 @@ struct kc_drop {
 	uint64_t *hashes;
 	size_t nhashes, cap;
 	bool hashes_lost;
+	/* the NVMe drop mark's generation (kc_drop_mark()), 0: none;
+	 * mark_done: it is on disk */
+	uint64_t mark;
+	bool mark_done;
 };
 
 /* Which stale NVMe copies a drop invalidates (kc_drop_stale()). */
@@ -250,6 +255,46 @@ static void kc_drop_stale(struct kd_cache *c, struct kc_drop *dr,
 	kc_nvme_kick(c);
 }
 
+/* A drop's NVMe header or mark not written: counted, for its reply too. */
+static void kc_drop_failed(struct kd_cache *c, struct kc_drop *dr)
+{
+	dr->rep.nvme_invalidate_failures++;
+	c->st.nvme_invalidate_failures++;
+}
+
+/*
+ * The drop's mark on the NVMe tier (tier_nvme_mark_drop()): every slot
+ * written before now, of the tenant's with `--uid`, is dropped for a
+ * restart's scan, whether or not the invalidations of its walk ever
+ * reach the disk.  A job, as those are, so the loop never waits for the
+ * disk, and the reply waits for it; queued first, so that it is not
+ * behind them.  Blocks written from now on have larger generations.
+ */
+static void kc_drop_mark(struct kd_cache *c, struct kc_drop *dr, bool by_tenant,
+			 uint32_t tenant)
+{
+	struct migrate_job *job;
+
+	if (!c->nvme || !c->mig || c->closing)
+		return;
+	job = migrate_job_new(MIGRATE_NVME_MARK, 0);
+	if (job) {
+		job->nvme_generation = tier_nvme_drop_generation(c->nvme);
+		job->nvme_tenant = by_tenant ? tenant : TIER_NVME_NOBODY;
+		job->owner = dr;
+		if (!migrate_submit(c->mig, job)) {
+			dr->mark = job->nvme_generation;
+			dr->left++;
+			return;
+		}
+		migrate_job_free(job);
+	}
+	vmm_log(VMM_LOG_WARN,
+		"cache: drop by uid %u: no NVMe drop mark (no job); a restart may find blocks whose headers are not invalidated",
+		dr->uid);
+	kc_drop_failed(c, dr);
+}
+
 /* Drop e (of tier) for dr, or count why it stays. */
 static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 			struct kc_entry *e, unsigned tier, uint64_t now)
@@ -267,10 +312,8 @@ static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 		return;
 	}
 	if (tier == POL_TIER_NVME && e->nvme_slot != MIGRATE_NO_SLOT &&
-	    c->nvme && !kc_drop_invalidate(c, dr, e)) {
-		dr->rep.nvme_invalidate_failures++;
-		c->st.nvme_invalidate_failures++;
-	}
+	    c->nvme && !kc_drop_invalidate(c, dr, e))
+		kc_drop_failed(c, dr);
 	kc_drop_note_hash(dr, e->hash);
 	dr->rep.dropped[tier]++;
 	c->d->ctr.cache_drop_blocks++;
@@ -299,16 +342,21 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
+	char mark[64] = "";
 
+	if (dr->mark_done)
+		snprintf(mark, sizeof(mark),
+			 "; NVMe slots below generation %llu dropped on disk",
+			 (unsigned long long)dr->mark);
 	vmm_log(r->nvme_invalidate_failures ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"cache: drop by uid %u: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers not invalidated",
+		"cache: drop by uid %u: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s",
 		dr->uid, (unsigned long long)r->dropped[0],
 		(unsigned long long)r->dropped[1],
 		(unsigned long long)r->dropped[2],
 		(unsigned long long)r->kept[0], (unsigned long long)r->kept[1],
 		(unsigned long long)r->kept[2],
 		(unsigned long long)r->nvme_stale_invalidated,
-		(unsigned long long)r->nvme_invalidate_failures);
+		(unsigned long long)r->nvme_invalidate_failures, mark);
 	dr->rep.size = sizeof(dr->rep);
 	if (dr->s)
 		kd_session_reply(dr->s, &dr->h, 0, &dr->rep, sizeof(dr->rep),
@@ -354,6 +402,10 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		goto reply;
 	now = kd_now_ns();
 	pol_cache_set_clock(c->pol, now); /* TTL pins against now */
+	/* before the walks: every block they find is written before it;
+	 * of a tenant with no row too (its blocks of an earlier run) */
+	if (a.tiers & KVMM_CACHE_DROP_NVME)
+		kc_drop_mark(c, dr, by_tenant, a.tenant);
 	if (by_tenant) {
 		/* a tenant with no row of its own has no block */
 		int r = pol_cache_tenant_row(c->pol, a.tenant);
@@ -405,20 +457,57 @@ reply:
 	return 0;
 }
 
+/* One of dr's jobs was reaped: the reply when it was the last. */
+static void kc_drop_left(struct kd_cache *c, struct kc_drop *dr)
+{
+	struct kc_drop **pp;
+
+	if (--dr->left)
+		return;
+	for (pp = &c->drops; *pp != dr; pp = &(*pp)->next)
+		;
+	*pp = dr->next;
+	kc_drop_reply(dr);
+	if (dr->s)
+		kd_session_resume(dr->s); /* it may end the session */
+	free(dr);
+}
+
+/* The drop's mark job (kc_drop_mark()) was reaped. */
+static void kc_drop_mark_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_drop *dr = job->owner;
+
+	if (job->state == MIGRATE_DONE) {
+		dr->mark_done = true;
+	} else {
+		kc_drop_failed(c, dr);
+		vmm_log(VMM_LOG_WARN,
+			"cache: drop by uid %u: NVMe drop mark (generation %llu) not written (%s); a restart may find blocks whose headers are not invalidated",
+			dr->uid, (unsigned long long)job->nvme_generation,
+			strerror(job->result ? -job->result : ECANCELED));
+	}
+	migrate_job_free(job);
+	kc_drop_left(c, dr);
+}
+
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 {
-	struct kc_drop *dr = job->owner, **pp;
+	struct kc_drop *dr = job->owner;
 
+	if (job->kind == MIGRATE_NVME_MARK) {
+		kc_drop_mark_done(c, job);
+		return;
+	}
 	c->nvme_in_flight--;
 	if (job->state == MIGRATE_DONE) {
 		c->st.nvme_invalidated_blocks++;
 		if (job->nvme_stale)
 			dr->rep.nvme_stale_invalidated++;
 	} else {
-		dr->rep.nvme_invalidate_failures++;
-		c->st.nvme_invalidate_failures++;
+		kc_drop_failed(c, dr);
 		vmm_log(VMM_LOG_WARN,
-			"cache: %s NVMe block %016llx (slot %u): header not invalidated (%s); a restart may find it again",
+			"cache: %s NVMe block %016llx (slot %u): header not invalidated (%s); a restart may find it again, unless the drop's mark covers it",
 			job->nvme_stale ? "stale copy of" : "dropped",
 			(unsigned long long)job->hash, job->nvme_slot,
 			strerror(-job->result));
@@ -434,15 +523,7 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 	kc_nvme_kick(c);
 	migrate_job_free(job);
-	if (--dr->left)
-		return;
-	for (pp = &c->drops; *pp != dr; pp = &(*pp)->next)
-		;
-	*pp = dr->next;
-	kc_drop_reply(dr);
-	if (dr->s)
-		kd_session_resume(dr->s); /* it may end the session */
-	free(dr);
+	kc_drop_left(c, dr);
 }
 
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s)

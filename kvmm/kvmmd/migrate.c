@@ -181,7 +181,7 @@ static void complete_locked(struct migrate *m, struct migrate_job *job,
 		p->jobs++;
 		p->bytes += job->length;
 		p->busy_ns += job->end_ns - job->start_ns;
-		if (job->kind != MIGRATE_NVME_INVALIDATE)
+		if (job->kind < MIGRATE_NVME_INVALIDATE)
 			trace_done(job);
 	} else if (s == MIGRATE_FAILED) {
 		p->failed++;
@@ -249,8 +249,8 @@ static void *worker(void *arg)
 		} else if (batch[0]->kind == MIGRATE_HOST_TO_NVME &&
 			   m->nvme_write_delay_us) {
 			usleep(m->nvme_write_delay_us);
-		} else if (batch[0]->kind != MIGRATE_NVME_TO_HOST &&
-			   batch[0]->kind != MIGRATE_NVME_INVALIDATE &&
+		} else if (batch[0]->kind < MIGRATE_NVME_INVALIDATE &&
+			   batch[0]->kind != MIGRATE_NVME_TO_HOST &&
 			   m->demote_delay_us) {
 			usleep(m->demote_delay_us);
 		}
@@ -270,6 +270,9 @@ static void *worker(void *arg)
 			break;
 		case MIGRATE_NVME_INVALIDATE:
 			migrate_run_nvme_invalidations(m, batch, n);
+			break;
+		case MIGRATE_NVME_MARK:
+			batch[0]->result = migrate_run_nvme_mark(m, batch[0]);
 			break;
 		default:
 			batch[0]->result = -EINVAL;
@@ -423,12 +426,15 @@ int migrate_submit(struct migrate *m, struct migrate_job *job)
 		/* no host slot, no length: a slot and its hash */
 		if (job->nvme_slot == MIGRATE_NO_SLOT)
 			return -EINVAL;
+	} else if (job->kind == MIGRATE_NVME_MARK) {
+		if (!m->nvme) /* a generation and a tenant */
+			return -ENODEV;
 	} else if (job->host_slot == MIGRATE_NO_SLOT) {
 		return -EINVAL;
 	}
-	if (job->kind != MIGRATE_NVME_TO_HOST &&
-	    job->kind != MIGRATE_NVME_TO_GPU &&
-	    job->kind != MIGRATE_NVME_INVALIDATE && !job->length)
+	if (job->kind < MIGRATE_NVME_INVALIDATE &&
+	    job->kind != MIGRATE_NVME_TO_HOST &&
+	    job->kind != MIGRATE_NVME_TO_GPU && !job->length)
 		return -EINVAL;
 	if ((job->kind == MIGRATE_NVME_TO_HOST ||
 	     job->kind == MIGRATE_NVME_TO_GPU) &&

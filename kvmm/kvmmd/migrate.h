@@ -14,6 +14,9 @@
  *   NVME_INVALIDATE  a READY NVMe slot's header zeroed on disk, the slot
  *                 freed (a block an operator dropped: no restart finds
  *                 it; tier_nvme_invalidate_batch())
+ *   NVME_MARK     an operator drop's mark written to the NVMe tier's
+ *                 superblock and synced (tier_nvme_mark_drop()): no
+ *                 block, no slot
  *
  * Job states: QUEUED -> RUNNING -> DONE | FAILED, or QUEUED -> CANCELLED.
  * A job is the caller's from migrate_job_new() to migrate_submit(), the
@@ -63,7 +66,9 @@ enum migrate_kind {
 	MIGRATE_NVME_TO_HOST,
 	MIGRATE_HOST_TO_GPU,
 	MIGRATE_NVME_TO_GPU,
+	/* from here on the kinds move no bytes (no probe, no delay) */
 	MIGRATE_NVME_INVALIDATE,
+	MIGRATE_NVME_MARK,
 	MIGRATE_KIND_COUNT,
 };
 
@@ -103,7 +108,7 @@ struct migrate_fault {
 
 /*
  * Parse "KIND:N[,KIND:N...]" (KIND: gpu-host, host-nvme, nvme-host,
- * host-gpu, nvme-gpu, nvme-invalidate; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
+ * host-gpu, nvme-gpu, nvme-invalidate, nvme-mark; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
  * f[] and *n.  N-M fails the N-th to the M-th job of the kind (M >= N),
  * N+ every one from the N-th on (a device that keeps failing).  -EINVAL with a message in err (errlen bytes) for anything
  * else, an empty string included.
@@ -134,6 +139,10 @@ struct migrate_job {
 	/* HOST_TO_NVME: the header's generation (tier_nvme_next_generation()
 	 * when the caller queued it; 0: when the write runs) */
 	uint64_t nvme_generation;
+	/* HOST_TO_NVME: the block's tenant id, which its header names.
+	 * NVME_MARK: the tenant whose blocks below nvme_generation are
+	 * dropped, TIER_NVME_NOBODY: every block */
+	uint32_t nvme_tenant;
 	/* NVME_INVALIDATE: the slot is a stale copy (tier_nvme_stale_claim()),
 	 * not a dropped block's own slot (the engine does not look) */
 	bool nvme_stale;

@@ -28,6 +28,8 @@ const char *migrate_kind_string(enum migrate_kind kind)
 		return "nvme_to_gpu";
 	case MIGRATE_NVME_INVALIDATE:
 		return "nvme_invalidate";
+	case MIGRATE_NVME_MARK:
+		return "nvme_mark";
 	case MIGRATE_KIND_COUNT:
 		break;
 	}
@@ -42,6 +44,7 @@ static const char *const fault_names[MIGRATE_KIND_COUNT] = {
 	[MIGRATE_HOST_TO_GPU] = "host-gpu",
 	[MIGRATE_NVME_TO_GPU] = "nvme-gpu",
 	[MIGRATE_NVME_INVALIDATE] = "nvme-invalidate",
+	[MIGRATE_NVME_MARK] = "nvme-mark",
 };
 
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,
@@ -68,7 +71,7 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 		if (k == MIGRATE_KIND_COUNT || !colon) {
 			snprintf(
 				err, errlen,
-				"'%.*s': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate",
+				"'%.*s': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate, nvme-mark",
 				(int)strcspn(p, ","), p);
 			return -EINVAL;
 		}

@@ -5,7 +5,8 @@
  * host slot (through the daemon's own mappings of the pages when the
  * engine keeps them, map_pages > 0, else the backend's by-handle copies),
  * a destination host slot published READY once its copy is complete, and
- * the NVMe jobs of one class run as one tier_nvme batch.  A job's result
+ * the NVMe jobs of one class run as one tier_nvme batch (an operator
+ * drop's NVME_MARK alone: a superblock write).  A job's result
  * is returned (one job) or set in it (a batch); the engine counts it and
  * hands the job back.
  */
@@ -164,6 +165,7 @@ void migrate_run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 			.headroom = true, /* host slots have it */
 			.reserved = jobs[i]->nvme_reserved,
 			.generation = jobs[i]->nvme_generation,
+			.tenant = jobs[i]->nvme_tenant,
 		};
 		jobs[i]->nvme_reserved = false; /* the write uses it up */
 	}
@@ -265,4 +267,16 @@ void migrate_run_nvme_invalidations(struct migrate *m,
 		jobs[i]->result = io->result;
 		jobs[i]->nvme_dropped = io->dropped;
 	}
+}
+
+/* An operator drop's mark into the NVMe tier's superblock: the tenant's,
+ * or every block's (TIER_NVME_NOBODY); m->nvme was checked at submit. */
+int migrate_run_nvme_mark(struct migrate *m, struct migrate_job *job)
+{
+	bool all = job->nvme_tenant == TIER_NVME_NOBODY;
+
+	if (job->fault)
+		return -EIO;
+	return tier_nvme_mark_drop(m->nvme, all, job->nvme_tenant,
+				   job->nvme_generation);
 }
