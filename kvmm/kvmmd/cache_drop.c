@@ -47,6 +47,19 @@
  * stale copy (of its tenant with `--uid`: those freed under it).  The
  * reply counts those zeroed apart (nvme_stale_invalidated); their jobs
  * and failures are in the same counters as the dropped blocks'.
+ *
+ * Drop mark: none of the above survives a crash before the header
+ * writes ran, and a write that failed leaves its header for the restart.
+ * So a drop that includes the NVMe tier first queues an NVME_MARK job
+ * (kc_drop_mark()): the tier's superblock says, durably before the
+ * reply, that every slot written before the drop (of the tenant's blocks
+ * with `--uid`: the slot header names its tenant) is dropped, and the
+ * restart's scan leaves them out (tier_nvme_mark.c).  The header writes
+ * still free the slots at once; nothing depends on them any more.  A
+ * `--tier gpu` or `--tier host` drop writes no mark: the old NVMe copies
+ * of what it dropped rely on their invalidations alone.  A block the drop
+ * keeps on NVMe is below the mark too: kept for the run, not recovered
+ * after a restart.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
