@@ -12,7 +12,8 @@
  *   - kvmm_get_stats() takes its size the same way: every size below
  *     KVMM_STATS_SIZE_VER0 (inside a field, or short of the last one) is
  *     -EINVAL and writes nothing, a newer caller's larger struct gets our
- *     96 bytes, size says so, and its bytes past them stay;
+ *     120 bytes (KVMM_STATS_SIZE_VER1), size says so, and its bytes past
+ *     them stay; an older caller's 96-byte struct gets 96;
  *   - a pin with KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE (ABI 1.3) works on
  *     this daemon; on one that says ABI 1.2 it is -EOPNOTSUPP, not the
  *     -EINVAL a bogus flag gets, and nothing is sent (no record to
@@ -145,7 +146,7 @@ static void stats_sizes(struct kvmm_conn *c)
 	} big;
 	struct kvmm_stats st = { .size = sizeof(st) };
 
-	t_assert_eq(sizeof(struct kvmm_stats), KVMM_STATS_SIZE_VER0);
+	t_assert_eq(sizeof(struct kvmm_stats), KVMM_STATS_SIZE_VER1);
 	t_ok(kvmm_get_stats(c, &st));
 	t_assert_eq(st.size, sizeof(st));
 	t_assert(st.session_id != 0);
@@ -165,10 +166,18 @@ static void stats_sizes(struct kvmm_conn *c)
 	memset(&big, 0xa5, sizeof(big));
 	big.s.size = sizeof(big);
 	t_ok(kvmm_get_stats(c, &big.s));
-	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER0);
+	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER1);
 	t_assert_eq(big.s.page_size, 64 * 1024);
 	t_assert_eq(big.newer[0], 0xa5a5a5a5a5a5a5a5ull);
 	t_assert_eq(big.newer[1], 0xa5a5a5a5a5a5a5a5ull);
+	/* an older caller's, up to pages_held: nothing written past it */
+	memset(&big, 0xa5, sizeof(big));
+	big.s.size = KVMM_STATS_SIZE_VER0;
+	t_ok(kvmm_get_stats(c, &big.s));
+	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER0);
+	t_assert_eq(big.s.page_size, 64 * 1024);
+	t_assert_eq(big.s.blocks_lent, 0xa5a5a5a5a5a5a5a5ull);
+	t_assert_eq(big.s.map_ahead_backoffs, 0xa5a5a5a5a5a5a5a5ull);
 	st.size = sizeof(st);
 	t_assert_eq(kvmm_get_stats(NULL, &st), -EINVAL);
 	t_assert_eq(kvmm_get_stats(c, NULL), -EINVAL);

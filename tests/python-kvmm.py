@@ -586,7 +586,9 @@ def case_stats():
         check_eq(st.cmds_socket, 3, "socket commands after connect")
         check_eq((st.extends, st.extend_waits, st.pages_imported,
                   st.pages_mapped, st.pages_revoked, st.map_ahead_blocks,
-                  st.cmds_ring, st.pages_held), (0,) * 8, "fresh counters")
+                  st.cmds_ring, st.pages_held, st.blocks_lent,
+                  st.extends_lent, st.map_ahead_backoffs), (0,) * 11,
+                 "fresh counters")
         keys = list(st.as_dict())
         check_eq(keys, [f for f, _ in kvmm.StatsStruct._fields_[1:]],
                  "dict keys in C order")

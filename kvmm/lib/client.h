@@ -14,6 +14,7 @@
 #ifndef KVMM_LIB_CLIENT_H
 #define KVMM_LIB_CLIENT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,6 +55,12 @@ struct kc_seq {
 	 * -EBUSY to socket commands naming the sequence until it has
 	 * collected it (kc_seq_wait_collect(); lock) */
 	bool collecting;
+	/* lend.c gives its blocks ahead back (set by the sock_lock holder):
+	 * a ring extend of it waits for the end (lend_cond); lock */
+	bool lending;
+	/* seq_extend(): ring extends of it sent and not answered yet, which
+	 * lend.c waits out before it reads the length; lock */
+	uint32_t ring_extends;
 	uint32_t **block_pages; /* max_blocks; NULL or pages_per_block ids */
 	/* readonly.c: which blocks are mapped read-only (a prefix open's
 	 * shared or reloaded cached blocks: immutable, the same pages as in
@@ -131,7 +138,15 @@ struct kvmm_conn {
 	uint32_t map_ahead;
 	pthread_t ma_thread;
 	bool ma_started, ma_stop, ma_kick;
-	pthread_cond_t ma_cond;
+	pthread_cond_t ma_cond; /* CLOCK_MONOTONIC */
+	/* after a shortage nothing is mapped ahead before ma_hold_until
+	 * (CLOCK_MONOTONIC ns; 0: no hold), ma_backoff_ms after the last
+	 * (0: none since room was shown); lock (mapahead.c) */
+	uint64_t ma_hold_until;
+	uint32_t ma_backoff_ms;
+	/* broadcast (with lock) when a sequence stops lending, and when a
+	 * ring extend of one that lends is answered (lend.c) */
+	pthread_cond_t lend_cond;
 	/* broadcast (with lock) when a sequence stops collecting */
 	pthread_cond_t collect_cond;
 
@@ -361,6 +376,33 @@ static inline bool kc_block_ro(const struct kc_seq *q, uint32_t b)
 int kc_mapahead_start(struct kvmm_conn *c);
 void kc_mapahead_stop(struct kvmm_conn *c);
 void kc_mapahead_kick(struct kvmm_conn *c);
+/*
+ * lock held: the uid's quota, the pool or its block tables were short
+ * (kc_mapahead_hold(): map nothing ahead for a backoff, doubling from
+ * KC_MA_BACKOFF_MIN_MS to KC_MA_BACKOFF_MAX_MS while shortages go on);
+ * there is room again (kc_mapahead_room(): this process closed or
+ * truncated a sequence, or an extend got its blocks ahead: map ahead
+ * again at once).
+ */
+#define KC_MA_BACKOFF_MIN_MS 100
+#define KC_MA_BACKOFF_MAX_MS 2000
+void kc_mapahead_hold(struct kvmm_conn *c);
+void kc_mapahead_room(struct kvmm_conn *c);
+/* An extend's error that says the uid's quota, the pool or the uid's
+ * block tables were short (not -E2BIG: no lending makes a request
+ * smaller). */
+static inline bool kc_short_of_blocks(int err)
+{
+	return err == -EDQUOT || err == -ENOMEM || err == -ENOBUFS;
+}
+
+/*
+ * lend.c (sock_lock held, from the engine's extend of xr's sequence xseq
+ * to need blocks): give kvmmd back the blocks mapped ahead of the
+ * process's other sequences, the most first, until the blocks xseq lacks
+ * are covered; how many were given.
+ */
+uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need);
 
 static inline uint32_t kc_blocks_for(const struct kvmm_region *r, uint32_t len)
 {

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ebpf/telemetry_shm.h"
@@ -230,6 +231,7 @@ static int open_socket(const char *path)
 static struct kvmm_conn *conn_alloc(void)
 {
 	struct kvmm_conn *c = calloc(1, sizeof(*c));
+	pthread_condattr_t mono;
 
 	if (!c)
 		return NULL;
@@ -238,8 +240,13 @@ static struct kvmm_conn *conn_alloc(void)
 	pthread_mutex_init(&c->sock_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ring_lock, NULL);
-	pthread_cond_init(&c->ma_cond, NULL);
+	pthread_condattr_init(&mono);
+	/* the map-ahead backoff's deadline: a clock step must not move it */
+	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->ma_cond, &mono);
+	pthread_condattr_destroy(&mono);
 	pthread_cond_init(&c->collect_cond, NULL);
+	pthread_cond_init(&c->lend_cond, NULL);
 	return c;
 }
 
@@ -268,6 +275,7 @@ static void conn_free(struct kvmm_conn *c)
 	free(c->tel_recs);
 	pthread_cond_destroy(&c->ma_cond);
 	pthread_cond_destroy(&c->collect_cond);
+	pthread_cond_destroy(&c->lend_cond);
 	pthread_mutex_destroy(&c->sock_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->ring_lock);

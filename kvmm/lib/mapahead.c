@@ -5,10 +5,20 @@
  * one ring round trip and never waits for the daemon's pages or for mmap.
  * Kicked by kvmm_seq_extend() when a sequence gets close to its mapped
  * end; scans every region then sleeps.
+ *
+ * After a shortage (an extend or a fetch of ours short of quota, pool or
+ * block tables; the blocks ahead it gave back, lend.c) the thread holds
+ * off: mapping ahead again at once would take back the very blocks an
+ * extend needs, and each try would be a socket round trip kvmmd answers
+ * -EDQUOT.  It goes on when the process shows room (a close or truncate,
+ * an extend that got its blocks ahead: kc_mapahead_room()) or when the
+ * backoff runs out (room another process made: we cannot see it), and
+ * doubles the backoff when its try is short again.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "kvmm/lib/client.h"
 
@@ -50,6 +60,53 @@ static bool region_alive(struct kvmm_conn *c, struct target *t)
 	return false;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+void kc_mapahead_hold(struct kvmm_conn *c)
+{
+	if (!c->ma_started)
+		return;
+	c->ma_backoff_ms = c->ma_backoff_ms ? 2 * c->ma_backoff_ms :
+					      KC_MA_BACKOFF_MIN_MS;
+	if (c->ma_backoff_ms > KC_MA_BACKOFF_MAX_MS)
+		c->ma_backoff_ms = KC_MA_BACKOFF_MAX_MS;
+	c->ma_hold_until = mono_ns() + c->ma_backoff_ms * 1000000ull;
+	c->st.map_ahead_backoffs++;
+}
+
+void kc_mapahead_room(struct kvmm_conn *c)
+{
+	bool held = c->ma_hold_until;
+
+	c->ma_hold_until = 0;
+	c->ma_backoff_ms = 0;
+	if (held)
+		kc_mapahead_kick(c);
+}
+
+/* Sleep until the hold runs out (lock held); true while it holds. */
+static bool held(struct kvmm_conn *c)
+{
+	struct timespec ts;
+
+	if (!c->ma_hold_until)
+		return false;
+	if (mono_ns() >= c->ma_hold_until) {
+		c->ma_hold_until = 0; /* one try, backoff kept */
+		return false;
+	}
+	ts.tv_sec = c->ma_hold_until / 1000000000ull;
+	ts.tv_nsec = c->ma_hold_until % 1000000000ull;
+	pthread_cond_timedwait(&c->ma_cond, &c->lock, &ts);
+	return true;
+}
+
 static void *mapahead_main(void *arg)
 {
 	struct kvmm_conn *c = arg;
@@ -63,6 +120,8 @@ static void *mapahead_main(void *arg)
 			pthread_cond_wait(&c->ma_cond, &c->lock);
 			continue;
 		}
+		if (held(c))
+			continue; /* the kick stays for when it ends */
 		c->ma_kick = false;
 		n = collect(c, t, 64);
 		if (n == 64)
@@ -71,27 +130,36 @@ static void *mapahead_main(void *arg)
 		for (size_t i = 0; i < n; i++) {
 			uint32_t before = 0;
 			bool go;
+			int err;
 
 			pthread_mutex_lock(&c->sock_lock);
 			pthread_mutex_lock(&c->lock);
-			go = !c->ma_stop && region_alive(c, &t[i]) &&
+			/* a shortage since (an extend's, or ours just now)
+			 * holds off the rest of the round */
+			go = !c->ma_stop && !c->ma_hold_until &&
+			     region_alive(c, &t[i]) &&
 			     t[i].r->seqs[t[i].seq].open &&
 			     t[i].r->seqs[t[i].seq].backed < t[i].want;
 			if (go)
 				before = t[i].r->seqs[t[i].seq].backed;
 			pthread_mutex_unlock(&c->lock);
-			if (go && kc_fetch(t[i].r, t[i].seq, 0, t[i].want,
-					   true) == 0) {
+			err = go ? kc_fetch(t[i].r, t[i].seq, 0, t[i].want,
+					    true) :
+				   -ECANCELED;
+			pthread_mutex_lock(&c->lock);
+			if (!err) {
 				/* what this fetch mapped, in blocks; a
 				 * revocation may have cut the sequence since */
-				uint32_t now;
+				uint32_t now = t[i].r->seqs[t[i].seq].backed;
 
-				pthread_mutex_lock(&c->lock);
-				now = t[i].r->seqs[t[i].seq].backed;
 				if (now > before)
 					c->st.map_ahead_blocks += now - before;
-				pthread_mutex_unlock(&c->lock);
+				c->ma_backoff_ms = 0;
+			} else if (kc_short_of_blocks(err)) {
+				kc_mapahead_hold(c);
+				c->ma_kick = true; /* once it ends */
 			}
+			pthread_mutex_unlock(&c->lock);
 			pthread_mutex_unlock(&c->sock_lock);
 		}
 		pthread_mutex_lock(&c->lock);

@@ -681,6 +681,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	struct kvmm_conn *c;
 	struct kc_seq *q;
 	uint32_t need, want;
+	bool short_ahead, lent = false;
 	int err;
 
 	if (!r)
@@ -700,14 +701,29 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		goto out_unlock;
 	}
 	c->st.extends++;
+	/* its blocks ahead are being given back for another extend (lend.c):
+	 * whether they are still there is known once that ends */
+	while (need <= q->backed && q->lending) {
+		pthread_cond_wait(&c->lend_cond, &c->lock);
+		err = kc_seq_get(r, seq, &q);
+		if (err)
+			goto out_unlock;
+	}
 	if (need <= q->backed) {
 		bool kick = c->map_ahead && q->backed < need + c->map_ahead &&
 			    q->backed < r->max_blocks;
 
 		had = q->len; /* under the lock: a step may cut it */
+		q->ring_extends++; /* lend.c waits for its answer */
 		pthread_mutex_unlock(&c->lock);
 		err = kc_ring_cmd(c, KVMM_CMD_SEQ_EXTEND, r->id, seq, new_len,
 				  NULL);
+		pthread_mutex_lock(&c->lock);
+		/* 0 already: the engine closed it meanwhile */
+		if (q->ring_extends)
+			q->ring_extends--;
+		if (q->lending)
+			pthread_cond_broadcast(&c->lend_cond);
 		if (err != -ENODATA) {
 			if (!err) {
 				/*
@@ -716,15 +732,15 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 				 * the old one, find nothing to map and wait
 				 * for the next extend.
 				 */
-				pthread_mutex_lock(&c->lock);
 				if (new_len > q->len)
 					q->len = new_len;
 				if (kick)
 					kc_mapahead_kick(c);
-				pthread_mutex_unlock(&c->lock);
 			}
+			pthread_mutex_unlock(&c->lock);
 			return err;
 		}
+		pthread_mutex_unlock(&c->lock);
 		/*
 		 * Revoked under us: give the pages back, then fetch.  The
 		 * fetch backs the blocks the revocation took with fresh
@@ -749,14 +765,28 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sock_lock);
 	err = kc_fetch(r, seq, new_len, want, false);
+	short_ahead = want > need && (kc_short_of_blocks(err) || err == -E2BIG);
 	/*
 	 * The blocks ahead are best effort: SEQ_EXTEND is all or nothing, so
 	 * an extend that fits the quota, the pool or the uid's block tables
 	 * exactly failed because of them.  Ask again for what is needed.
 	 */
-	if (want > need && (err == -EDQUOT || err == -ENOMEM ||
-			    err == -ENOBUFS || err == -E2BIG))
+	if (short_ahead)
 		err = kc_fetch(r, seq, new_len, need, false);
+	/* Nor may the blocks ahead of the other sequences make it fail: they
+	 * go back (lend.c), and it asks once more. */
+	if (kc_short_of_blocks(err) && kc_lend(r, seq, need)) {
+		err = kc_fetch(r, seq, new_len, need, false);
+		lent = true;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (short_ahead || lent)
+		kc_mapahead_hold(c);
+	else if (!err && want > need)
+		kc_mapahead_room(c); /* it got its blocks ahead */
+	if (!err && lent)
+		c->st.extends_lent++;
+	pthread_mutex_unlock(&c->lock);
 	if (!err) {
 		/* The daemon sends only blocks it had not backed: those an
 		 * earlier failed reply gave stay unmapped here until the
@@ -829,6 +859,9 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		kc_seq_hashes_trim(q, new_len / r->tokens_per_block);
 		q->len = new_len;
 	}
+	/* blocks go back: the map-ahead thread held off by a shortage may
+	 * map ahead again */
+	kc_mapahead_room(c);
 	pthread_mutex_unlock(&c->lock);
 	if (cmd == KVMM_CMD_SEQ_CLOSE) {
 		ref.region_id = r->id;

@@ -171,6 +171,9 @@ class StatsStruct(ctypes.Structure):
         ("cmds_ring", ctypes.c_uint64),
         ("cmds_socket", ctypes.c_uint64),
         ("pages_held", ctypes.c_uint64),
+        ("blocks_lent", ctypes.c_uint64),
+        ("extends_lent", ctypes.c_uint64),
+        ("map_ahead_backoffs", ctypes.c_uint64),
     ]
 
 
@@ -557,6 +560,9 @@ class Stats:
     cmds_ring: int
     cmds_socket: int
     pages_held: int
+    blocks_lent: int
+    extends_lent: int
+    map_ahead_backoffs: int
     backend_id: int = dataclasses.field(default=0, repr=False,
                                         compare=False)
 

@@ -432,6 +432,13 @@ struct kvmm_stats {
 	uint64_t map_ahead_blocks; /* blocks the background thread mapped */
 	uint64_t cmds_ring, cmds_socket;
 	uint64_t pages_held; /* daemon's view (one STATS round trip) */
+	/* since 6 December (Documentation/lifecycle.md, "Map-ahead gives
+	 * way"): blocks mapped ahead of other sequences given back for an
+	 * extend that was short of blocks; extends that succeeded only
+	 * then; times the map-ahead thread held off after a shortage */
+	uint64_t blocks_lent;
+	uint64_t extends_lent;
+	uint64_t map_ahead_backoffs;
 };
 
 int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
@@ -462,6 +469,7 @@ const char *kvmm_strerror(int err);
 #define KVMM_PIN_OPTS_SIZE_VER0 40
 #define KVMM_DAEMON_INFO_SIZE_VER0 64
 #define KVMM_STATS_SIZE_VER0 96 /* out: up to pages_held */
+#define KVMM_STATS_SIZE_VER1 120 /* up to map_ahead_backoffs (6 December) */
 
 /*
  * What the daemon said when the connection was made (its HELLO reply), so

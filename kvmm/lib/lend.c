@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libkvmm lending: the blocks the map-ahead thread keeps mapped past the
+ * other sequences' lengths go back to kvmmd when an extend's own blocks
+ * do not fit the uid's quota, the pool or the uid's block tables.
+ *
+ * Map-ahead is an optimisation: it must never make an extend fail that
+ * would have succeeded without it.  seq_extend() already drops its own
+ * blocks ahead when they do not fit; what it could not drop were the
+ * blocks held ahead for every other open sequence of the process (64
+ * sequences with map_ahead 2: 128 blocks), so near a quota an extend
+ * failed -EDQUOT for blocks nobody used.  kc_lend() truncates other
+ * sequences to their own lengths (SEQ_TRUNCATE, as the engine's truncate
+ * does: unmapped here first, then given back), the sequences with the
+ * most blocks ahead first, until the blocks the extend lacks are covered;
+ * a sequence gives all its blocks ahead or none (a truncate cannot keep
+ * some).  Never a block below a sequence's length.
+ *
+ * What may change a sequence meanwhile: the caller holds sock_lock, so
+ * no socket command (another extend, a truncate, a close, the map-ahead
+ * thread's fetch, revocations applied) runs; a ring extend moves its
+ * length within its mapped blocks without the socket, so kc_lend() marks
+ * the sequences it looks at (q->lending: a new ring extend of them waits,
+ * seq_extend()) and waits out those in flight (q->ring_extends) before it
+ * reads their lengths.  Skipped: a sequence whose extend waits to be
+ * collected (kvmmd answers -EBUSY), and one a revocation in our ring or
+ * pages kept for it (defer.c) name: kvmmd may have cut it below the
+ * length we know and backed blocks past that again, which a truncate to
+ * our length would leave there while we unmapped them.
+ *
+ * The map-ahead thread must not take the blocks back at once: after a
+ * shortage it holds off (kc_mapahead_hold(), mapahead.c) until this
+ * process closes or truncates a sequence, an extend gets its blocks ahead
+ * again, or the backoff runs out.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvmm/lib/client.h"
+
+struct lend_pick {
+	struct kvmm_region *r;
+	uint32_t seq;
+	uint32_t len; /* the length it is truncated to (its own) */
+	uint32_t surplus; /* mapped blocks past it */
+};
+
+/* Does a revocation waiting in our ring name r's sequence seq?  lock and
+ * sock_lock held (the ring's head moves under both). */
+static bool rq_names(struct kvmm_conn *c, struct kvmm_region *r, uint32_t seq)
+{
+	const struct kvmm_rqe *rqes = c->r.rq.array;
+	uint32_t tail = kr_load_acquire(c->r.rq.tail);
+
+	for (uint32_t h = c->rq_head; h != tail; h++) {
+		const struct kvmm_rqe *e = &rqes[h & c->r.rq.mask];
+
+		if (e->region_id == r->id && e->seq_id == seq)
+			return true;
+	}
+	return false;
+}
+
+static bool may_lend(struct kvmm_conn *c, struct kvmm_region *r, uint32_t s)
+{
+	struct kc_seq *q = &r->seqs[s];
+
+	return q->open && !q->collecting && !q->nr_deferred &&
+	       q->backed > kc_blocks_for(r, q->len) && !rq_names(c, r, s);
+}
+
+static int by_surplus(const void *a, const void *b)
+{
+	const struct lend_pick *x = a, *y = b;
+
+	return (x->surplus < y->surplus) - (x->surplus > y->surplus);
+}
+
+static void lend_end(struct kvmm_conn *c, struct lend_pick *p)
+{
+	p->r->seqs[p->seq].lending = false;
+	pthread_cond_broadcast(&c->lend_cond);
+}
+
+uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
+{
+	struct kvmm_conn *c = xr->conn;
+	struct kvmm_seq_extend tr = { .size = sizeof(tr) };
+	struct lend_pick *p = NULL;
+	uint32_t missing, lent = 0, n = 0, k = 0;
+	struct kc_seq *q;
+
+	pthread_mutex_lock(&c->lock);
+	if (kc_seq_get(xr, xseq, &q) || q->backed >= need)
+		goto out_unlock;
+	missing = need - q->backed;
+	for (struct kvmm_region *r = c->regions; r; r = r->next)
+		for (uint32_t s = 0; s < r->max_seqs; s++)
+			n += (r != xr || s != xseq) && may_lend(c, r, s);
+	if (!n)
+		goto out_unlock;
+	p = calloc(n, sizeof(*p));
+	if (!p)
+		goto out_unlock;
+	n = 0;
+	for (struct kvmm_region *r = c->regions; r; r = r->next) {
+		for (uint32_t s = 0; s < r->max_seqs; s++) {
+			if ((r == xr && s == xseq) || !may_lend(c, r, s))
+				continue;
+			r->seqs[s].lending = true;
+			p[n++] = (struct lend_pick){ .r = r, .seq = s };
+		}
+	}
+	/*
+	 * Ring extends of them already sent may still move their lengths:
+	 * wait for their answers (no close or truncate can free them
+	 * meanwhile: those need sock_lock).  Then the lengths hold still.
+	 */
+	for (uint32_t i = 0; i < n; i++) {
+		q = &p[i].r->seqs[p[i].seq];
+		while (q->ring_extends)
+			pthread_cond_wait(&c->lend_cond, &c->lock);
+		p[i].len = q->len;
+		p[i].surplus = q->backed > kc_blocks_for(p[i].r, q->len) ?
+				       q->backed - kc_blocks_for(p[i].r, q->len) :
+				       0;
+	}
+	qsort(p, n, sizeof(*p), by_surplus);
+	for (k = 0; k < n && lent < missing && p[k].surplus; k++) {
+		kc_unmap_blocks(p[k].r, p[k].seq,
+				kc_blocks_for(p[k].r, p[k].len));
+		lent += p[k].surplus;
+	}
+	/* the others may extend again at once */
+	for (uint32_t i = k; i < n; i++)
+		lend_end(c, &p[i]);
+	c->st.blocks_lent += lent;
+	pthread_mutex_unlock(&c->lock);
+
+	/* kvmmd drops the blocks from the first past each length on */
+	for (uint32_t i = 0; i < k; i++) {
+		tr.region_id = p[i].r->id;
+		tr.seq_id = p[i].seq;
+		tr.new_len = p[i].len;
+		kc_request_locked(c, KVMM_CMD_SEQ_TRUNCATE, &tr, sizeof(tr),
+				  NULL, 0, NULL, NULL, 0, NULL);
+	}
+
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < k; i++)
+		lend_end(c, &p[i]);
+out_unlock:
+	pthread_mutex_unlock(&c->lock);
+	free(p);
+	return lent;
+}
