@@ -10,10 +10,11 @@
  *     -EINVAL, a larger struct gets our bytes, size says how many, and
  *     its own bytes past them stay as they were;
  *   - kvmm_get_stats() takes its size the same way: every size below
- *     KVMM_STATS_SIZE_VER0 (inside a field, or short of the last one) is
- *     -EINVAL and writes nothing, a newer caller's larger struct gets our
- *     120 bytes (KVMM_STATS_SIZE_VER1), size says so, and its bytes past
- *     them stay; an older caller's 96-byte struct gets 96;
+ *     KVMM_STATS_SIZE_VER0 (inside a field, or short of the last one), or
+ *     inside a field added since, is -EINVAL and writes nothing, a newer
+ *     caller's larger struct gets our 120 bytes (KVMM_STATS_SIZE_VER1),
+ *     size says so, and its bytes past them stay; an older caller's
+ *     96-byte struct gets 96 and one of 104 gets 104;
  *   - a pin with KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE (ABI 1.3) works on
  *     this daemon; on one that says ABI 1.2 it is -EOPNOTSUPP, not the
  *     -EINVAL a bogus flag gets, and nothing is sent (no record to
@@ -139,7 +140,9 @@ static void stats_sizes(struct kvmm_conn *c)
 				      offsetof(struct kvmm_stats, page_size) +
 					      4,
 				      KVMM_STATS_SIZE_VER0 - 4,
-				      KVMM_STATS_SIZE_VER0 - 1 };
+				      KVMM_STATS_SIZE_VER0 - 1,
+				      KVMM_STATS_SIZE_VER0 + 4,
+				      KVMM_STATS_SIZE_VER1 - 1 };
 	struct {
 		struct kvmm_stats s;
 		uint64_t newer[2];
@@ -178,6 +181,13 @@ static void stats_sizes(struct kvmm_conn *c)
 	t_assert_eq(big.s.page_size, 64 * 1024);
 	t_assert_eq(big.s.blocks_lent, 0xa5a5a5a5a5a5a5a5ull);
 	t_assert_eq(big.s.map_ahead_backoffs, 0xa5a5a5a5a5a5a5a5ull);
+	/* up to a field past it: that one too, none in part */
+	memset(&big, 0xa5, sizeof(big));
+	big.s.size = KVMM_STATS_SIZE_VER0 + 8;
+	t_ok(kvmm_get_stats(c, &big.s));
+	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER0 + 8);
+	t_assert_eq(big.s.blocks_lent, 0);
+	t_assert_eq(big.s.extends_lent, 0xa5a5a5a5a5a5a5a5ull);
 	st.size = sizeof(st);
 	t_assert_eq(kvmm_get_stats(NULL, &st), -EINVAL);
 	t_assert_eq(kvmm_get_stats(c, NULL), -EINVAL);

@@ -542,6 +542,8 @@ int kvmm_nop(struct kvmm_conn *c, int via_socket)
 _Static_assert(offsetof(struct kvmm_stats, pages_held) + sizeof(uint64_t) ==
 		       KVMM_STATS_SIZE_VER0,
 	       "the first published struct kvmm_stats ends at pages_held");
+_Static_assert(sizeof(struct kvmm_stats) == KVMM_STATS_SIZE_VER1,
+	       "struct kvmm_stats ends at map_ahead_backoffs");
 
 int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 {
@@ -553,6 +555,10 @@ int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 	/* an out struct, as kvmm_daemon_info (info.c): a size inside ours
 	 * would cut a field, a larger one keeps its bytes past ours */
 	if (!c || !st || st->size < KVMM_STATS_SIZE_VER0)
+		return -EINVAL;
+	/* the fields past the first size are u64s: none filled in part */
+	if (st->size < sizeof(local) &&
+	    (st->size - KVMM_STATS_SIZE_VER0) % sizeof(uint64_t))
 		return -EINVAL;
 	if (kc_inherited(c))
 		return -ECHILD; /* before c->lock, which a lost thread may hold */

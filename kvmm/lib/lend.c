@@ -121,9 +121,10 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
 		while (q->ring_extends)
 			pthread_cond_wait(&c->lend_cond, &c->lock);
 		p[i].len = q->len;
-		p[i].surplus = q->backed > kc_blocks_for(p[i].r, q->len) ?
-				       q->backed - kc_blocks_for(p[i].r, q->len) :
-				       0;
+		p[i].surplus =
+			q->backed > kc_blocks_for(p[i].r, q->len) ?
+				q->backed - kc_blocks_for(p[i].r, q->len) :
+				0;
 	}
 	qsort(p, n, sizeof(*p), by_surplus);
 	for (k = 0; k < n && lent < missing && p[k].surplus; k++) {

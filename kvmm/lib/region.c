@@ -681,7 +681,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	struct kvmm_conn *c;
 	struct kc_seq *q;
 	uint32_t need, want;
-	bool short_ahead, lent = false;
+	bool short_of, lent = false;
 	int err;
 
 	if (!r)
@@ -765,40 +765,38 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sock_lock);
 	err = kc_fetch(r, seq, new_len, want, false);
-	short_ahead = want > need && (kc_short_of_blocks(err) || err == -E2BIG);
+	short_of = kc_short_of_blocks(err);
 	/*
 	 * The blocks ahead are best effort: SEQ_EXTEND is all or nothing, so
 	 * an extend that fits the quota, the pool or the uid's block tables
 	 * exactly failed because of them.  Ask again for what is needed.
 	 */
-	if (short_ahead)
+	if (want > need && (short_of || err == -E2BIG))
 		err = kc_fetch(r, seq, new_len, need, false);
 	/* Nor may the blocks ahead of the other sequences make it fail: they
 	 * go back (lend.c), and it asks once more. */
-	if (kc_short_of_blocks(err) && kc_lend(r, seq, need)) {
-		err = kc_fetch(r, seq, new_len, need, false);
-		lent = true;
+	if (kc_short_of_blocks(err)) {
+		short_of = true;
+		lent = kc_lend(r, seq, need);
+		if (lent)
+			err = kc_fetch(r, seq, new_len, need, false);
 	}
 	pthread_mutex_lock(&c->lock);
-	if (short_ahead || lent)
+	/* the map-ahead thread must not take back what it just gave */
+	if (short_of)
 		kc_mapahead_hold(c);
 	else if (!err && want > need)
 		kc_mapahead_room(c); /* it got its blocks ahead */
 	if (!err && lent)
 		c->st.extends_lent++;
+	/* The daemon sends only blocks it had not backed: those an earlier
+	 * failed reply gave stay unmapped here until the sequence is
+	 * truncated or closed.  Never report them usable. */
+	if (!err && !kc_seq_get(r, seq, &q) && q->backed < need)
+		err = -ENODATA;
+	else if (!err && q->len > intact)
+		q->len = intact;
 	pthread_mutex_unlock(&c->lock);
-	if (!err) {
-		/* The daemon sends only blocks it had not backed: those an
-		 * earlier failed reply gave stay unmapped here until the
-		 * sequence is truncated or closed.  Never report them
-		 * usable. */
-		pthread_mutex_lock(&c->lock);
-		if (!kc_seq_get(r, seq, &q) && q->backed < need)
-			err = -ENODATA;
-		else if (!err && q->len > intact)
-			q->len = intact;
-		pthread_mutex_unlock(&c->lock);
-	}
 	pthread_mutex_unlock(&c->sock_lock);
 	return err;
 
