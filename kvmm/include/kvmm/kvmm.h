@@ -432,8 +432,8 @@ struct kvmm_stats {
 	uint64_t map_ahead_blocks; /* blocks the background thread mapped */
 	uint64_t cmds_ring, cmds_socket;
 	uint64_t pages_held; /* daemon's view (one STATS round trip) */
-	/* since 6 December (Documentation/lifecycle.md, "Map-ahead gives
-	 * way"): blocks mapped ahead of other sequences given back for an
+	/* since 6 December (Documentation/lifecycle.md, "In the client
+	 * process"): blocks mapped ahead of other sequences given back for an
 	 * extend that was short of blocks; extends that succeeded only
 	 * then; times the map-ahead thread held off after a shortage */
 	uint64_t blocks_lent;
