@@ -225,7 +225,7 @@ const char *kc_hello_refusal(int err);
 const char *kc_default_socket(void);
 
 /*
- * region.c: fetch pages for blocks up to want (sock_lock held).  From the
+ * extend.c: fetch pages for blocks up to want (sock_lock held).  From the
  * engine's own extend (background false) fresh pages for blocks revoked
  * since the last boundary replace the old ones at once and the length is
  * cut before them.  From the map-ahead thread (background true) nothing

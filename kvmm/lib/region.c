@@ -11,7 +11,7 @@
  * them; extending within mapped blocks is a ring round trip.  A background
  * thread keeps map_ahead blocks mapped beyond each sequence's length so
  * the engine's extend normally never waits (st.extend_waits counts the
- * times it did).
+ * times it did).  The extend itself and its fetch are extend.c's.
  */
 #include <errno.h>
 #include <stdlib.h>
