@@ -35,7 +35,7 @@ static void seed(const char *path, uint64_t size)
 	struct tier_nvme_io io[NB + 4];
 	struct tier_nvme *t;
 	uint64_t h[NB];
-	void *buf;
+	void *buf = NULL;
 
 	t_ok(posix_memalign(&buf, 4096, PAYLOAD));
 	memset(buf, 0xee, PAYLOAD);

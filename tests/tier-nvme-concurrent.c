@@ -162,7 +162,7 @@ int main(void)
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	static const unsigned int batches[NTHREADS] = { 1, 3, 5, 16 };
 	char path[256];
-	unsigned char *reg, *unreg;
+	unsigned char *reg = NULL, *unreg = NULL;
 	struct tier_nvme *t;
 	struct tier_nvme_stats st;
 	struct worker w[NTHREADS];
@@ -257,7 +257,7 @@ int main(void)
 	struct tier_nvme_stats before;
 	struct twin tw[2];
 	pthread_barrier_t two;
-	unsigned char *tbuf;
+	unsigned char *tbuf = NULL;
 
 	for (int b = 0; b < 8; b++)
 		t_ok(tier_nvme_free(t, w[0].slots[b]));

@@ -34,7 +34,7 @@ int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	char path[256];
-	unsigned char *map, *region, *rd;
+	unsigned char *map = NULL, *region = NULL, *rd = NULL;
 	struct tier_nvme *t;
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[NBLOCKS];

@@ -64,7 +64,7 @@ int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	struct timespec pause = { .tv_nsec = 100 * 1000 * 1000 };
-	unsigned char *old, *new, *rd;
+	unsigned char *old = NULL, *new = NULL, *rd = NULL;
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io, inv;
 	struct writer w = { 0 };

@@ -58,7 +58,7 @@ static void another_process(const char *path)
 	p = fork();
 	t_assert(p >= 0);
 	if (p == 0) {
-		unsigned char *buf;
+		unsigned char *buf = NULL;
 
 		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
 		t = nt_open(cfg, NULL, NULL);

@@ -78,7 +78,7 @@ int main(void)
 	uint32_t slot_of[NWRITTEN];
 	char copy[300];
 	struct tier_nvme_stats st;
-	unsigned char *data, *buf;
+	unsigned char *data = NULL, *buf = NULL;
 	struct tier_nvme *t;
 	char path[256];
 

@@ -88,7 +88,7 @@ int main(void)
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[NSLOTS];
 	uint32_t slots[NSLOTS];
-	unsigned char *buf;
+	unsigned char *buf = NULL;
 	int n;
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-rec-%d",

@@ -104,7 +104,7 @@ int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	char path[256];
-	unsigned char *buf;
+	unsigned char *buf = NULL;
 	struct tier_nvme *t;
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[2];

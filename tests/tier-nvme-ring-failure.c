@@ -213,7 +213,7 @@ int main(void)
 	struct tier_nvme_io *io = calloc(NSMALL, sizeof(*io));
 	struct tier_nvme_stats st;
 	struct tier_nvme *t;
-	unsigned char *small;
+	unsigned char *small = NULL;
 	char path[256];
 	int r, fd;
 

@@ -33,7 +33,7 @@ int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	char path[256];
-	unsigned char *region, *other, *rd;
+	unsigned char *region = NULL, *other = NULL, *rd = NULL;
 	struct tier_nvme *t;
 	struct tier_nvme_stats st;
 	struct tier_nvme_io io[NSLOTS + 1];

@@ -93,7 +93,7 @@ int main(void)
 	struct tier_nvme_stats st;
 	uint32_t sa, sb, sc, se;
 	struct tier_nvme *t;
-	unsigned char *buf;
+	unsigned char *buf = NULL;
 	char path[256];
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-stale-%d",

@@ -35,7 +35,7 @@ int main(void)
 	};
 	r = tier_nvme_open(&cfg, &t);
 	if (r == 0) {
-		unsigned char *buf;
+		unsigned char *buf = NULL;
 		struct tier_nvme_io io = { .hash = 1, .length = 65536 };
 
 		t_ok(posix_memalign((void **)&buf, 4096, 65536));
