@@ -72,6 +72,17 @@
  * page) the kept fds are dropped, but those handed out since the caller's
  * last vmm_pool_readonly_sent(), and the open or creation is tried again,
  * rather than failing a reply or a page for fds that are only a cache.
+ *
+ * Headroom.  Kept fds never crowd out the fds the rest of the process
+ * needs (kvmmd: accepted sockets, pidfds, ring memfds and eventfds, tier
+ * files): the pool keeps at most ro_fd_cap of them (vmm_pool_set_ro_fd_cap();
+ * kvmmd sizes it from the RLIMIT_NOFILE it obtained, daemon.c).  Past the
+ * cap a read-only hand-out opens an fd for that batch alone (unkept),
+ * closed by vmm_pool_readonly_sent() once the caller has sent it: what
+ * every hand-out did before fds were kept, correct and a few us slower.
+ * The kept ones are not evicted for newer pages: under a cap every
+ * hand-out past it costs one open either way, and an LRU swap would add a
+ * close and churn the fds readers of the kept pages still get.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -116,6 +127,11 @@ struct vmm_pool {
 	/* read-only fds handed out in this batch are not dropped under fd
 	 * pressure: the caller has not sent them yet */
 	uint64_t ro_batch;
+	/* fds opened for this batch alone (past ro_fd_cap), closed when it
+	 * is sent: unkept[0..nr_unkept) of room_unkept */
+	int *unkept;
+	uint32_t nr_unkept, room_unkept;
+	bool cap_logged; /* the cap's first refusal was logged */
 	struct vmm_pool_stats st;
 };
 
@@ -173,6 +189,7 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 	pool->backend = b;
 	pool->st.page_size = b->page_size;
 	pool->st.capacity = capacity_pages;
+	pool->st.ro_fd_cap = b->ops->page_fd_readonly ? capacity_pages : 0;
 	*out = pool;
 	return 0;
 }
@@ -180,6 +197,22 @@ int vmm_pool_create(struct vmm_backend *b, uint64_t capacity_pages,
 unsigned int vmm_pool_fds_per_page(const struct vmm_backend *b)
 {
 	return b->ops->page_fd_readonly ? 2 : 1;
+}
+
+void vmm_pool_set_ro_fd_cap(struct vmm_pool *pool, uint64_t cap)
+{
+	if (!pool->backend->ops->page_fd_readonly)
+		cap = 0; /* none is ever made */
+	else if (cap > pool->st.capacity)
+		cap = pool->st.capacity; /* one a page at most anyway */
+	pool->st.ro_fd_cap = cap;
+}
+
+/* Close the fds opened for the batch alone (past the cap). */
+static void close_unkept(struct vmm_pool *pool)
+{
+	while (pool->nr_unkept)
+		close(pool->unkept[--pool->nr_unkept]);
 }
 
 /* Close the page's kept read-only fd, if it has one. */
@@ -265,6 +298,8 @@ void vmm_pool_destroy(struct vmm_pool *pool)
 		vmm_log(VMM_LOG_WARN,
 			"vmm pool: destroyed with %llu pages still allocated",
 			(unsigned long long)leaked);
+	close_unkept(pool);
+	free(pool->unkept);
 	free(pool->pages);
 	free(pool->free_ids);
 	free(pool);
@@ -576,6 +611,48 @@ int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain)
 	return p->fd;
 }
 
+/* Open the page's read-only fd into *fd: tried again once the kept fds of
+ * other batches are closed when the process is short of fds. */
+static int open_readonly(struct vmm_pool *pool, struct pool_page *p, int *fd)
+{
+	struct vmm_backend *b = pool->backend;
+	int err = b->ops->page_fd_readonly(b, p->handle, fd);
+
+	if (fd_shortage(err) && drop_ro_fds(pool))
+		err = b->ops->page_fd_readonly(b, p->handle, fd);
+	if (err && err != -EOPNOTSUPP)
+		pool->st.failures++;
+	return err;
+}
+
+/* Past the cap: an fd for this batch alone, closed when it is sent. */
+static int open_unkept(struct vmm_pool *pool, struct pool_page *p, int *fd)
+{
+	int err;
+
+	if (pool->nr_unkept == pool->room_unkept) {
+		uint32_t room = pool->room_unkept ? 2 * pool->room_unkept : 64;
+		int *grown = realloc(pool->unkept, room * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		pool->unkept = grown;
+		pool->room_unkept = room;
+	}
+	err = open_readonly(pool, p, fd);
+	if (err)
+		return err;
+	pool->unkept[pool->nr_unkept++] = *fd;
+	pool->st.ro_fd_unkept_opens++;
+	if (!pool->cap_logged) {
+		pool->cap_logged = true;
+		vmm_log(VMM_LOG_INFO,
+			"vmm pool: %llu read-only page fds kept, the cap (RLIMIT_NOFILE); readers of other pages get one opened per reply",
+			(unsigned long long)pool->st.ro_fd_cap);
+	}
+	return 0;
+}
+
 int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 			      uint64_t domain, int *fd)
 {
@@ -590,21 +667,23 @@ int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 	/* a page freed is not handed out (REVOKING), nor a FREE one */
 	if (p->state != VMM_PAGE_ALLOCATED)
 		return -EINVAL;
-	if (p->ro_fd < 0) {
-		err = b->ops->page_fd_readonly(b, p->handle, &p->ro_fd);
-		if (fd_shortage(err) && drop_ro_fds(pool))
-			err = b->ops->page_fd_readonly(b, p->handle, &p->ro_fd);
+	if (p->ro_fd >= 0) {
+		*fd = p->ro_fd;
+	} else if (pool->st.ro_fds >= pool->st.ro_fd_cap) {
+		err = open_unkept(pool, p, fd);
+		if (err)
+			return err;
+	} else {
+		err = open_readonly(pool, p, &p->ro_fd);
 		if (err) {
 			p->ro_fd = -1;
-			if (err != -EOPNOTSUPP)
-				pool->st.failures++;
 			return err;
 		}
 		pool->st.ro_fds++;
 		pool->st.ro_fd_opens++;
+		*fd = p->ro_fd;
 	}
 	p->ro_batch = pool->ro_batch;
-	*fd = p->ro_fd;
 	/* the receiver reads the page's memory: a domain it reached, as
 	 * with vmm_pool_page_fd() (a reader of another domain would read
 	 * what the next owner writes unless the page is renewed) */
@@ -614,6 +693,7 @@ int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 
 void vmm_pool_readonly_sent(struct vmm_pool *pool)
 {
+	close_unkept(pool);
 	pool->ro_batch++;
 }
 

@@ -303,6 +303,11 @@ struct vmm_pool_stats {
 	uint64_t ro_fds;
 	uint64_t ro_fd_opens;
 	uint64_t ro_fd_drops;
+	/* the most kept at once (vmm_pool_set_ro_fd_cap(); the capacity by
+	 * default, 0 where the backend makes none), and the fds opened past
+	 * it for one batch alone (closed by vmm_pool_readonly_sent()) */
+	uint64_t ro_fd_cap;
+	uint64_t ro_fd_unkept_opens;
 };
 
 struct vmm_pool;
@@ -348,7 +353,9 @@ int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain);
  * time: pass it as is, never close it.  It stays valid until the page is
  * freed, or until vmm_pool_readonly_sent() ends the batch it was handed
  * out in, after which an fd shortage in the pool may close it (then it is
- * reopened at the next call).  The domain is recorded as by
+ * reopened at the next call).  With the cap's worth kept
+ * (vmm_pool_set_ro_fd_cap()), another page's comes opened for the batch
+ * alone and vmm_pool_readonly_sent() closes it.  The domain is recorded as by
  * vmm_pool_page_fd().  -EOPNOTSUPP where the backend cannot (cuda: an
  * importer sets its own access; the caller then sends vmm_pool_page_fd()'s
  * fd, which any receiver can map writable), -EINVAL for an unknown page or
@@ -357,8 +364,15 @@ int vmm_pool_page_fd(struct vmm_pool *pool, uint32_t page_id, uint64_t domain);
 int vmm_pool_page_fd_readonly(struct vmm_pool *pool, uint32_t page_id,
 			      uint64_t domain, int *fd);
 /* The read-only fds handed out since the last call are sent (or will not
- * be): from now on an fd shortage may close them. */
+ * be): from now on an fd shortage may close them, and those opened past
+ * the cap for this batch alone are closed now. */
 void vmm_pool_readonly_sent(struct vmm_pool *pool);
+/* Keep at most cap read-only fds (default: one per page of the capacity):
+ * past it vmm_pool_page_fd_readonly() opens one for the batch alone, which
+ * vmm_pool_readonly_sent() closes.  Bounds the fds the pool takes from the
+ * rest of its process when RLIMIT_NOFILE is short (kvmmd, daemon.c).
+ * Clamped to the capacity; 0 where the backend makes no read-only fd. */
+void vmm_pool_set_ro_fd_cap(struct vmm_pool *pool, uint64_t cap);
 vmm_handle_t vmm_pool_page_handle(struct vmm_pool *pool, uint32_t page_id);
 enum vmm_page_state vmm_pool_page_state(struct vmm_pool *pool,
 					uint32_t page_id);

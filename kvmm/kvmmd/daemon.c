@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -182,6 +183,12 @@ static bool prepare_sleep(void *data, bool arm)
  * objects, stdio. */
 #define KD_FIXED_FDS 256
 
+/* What kvmmd's own fds may take besides the pool's: every session, the
+ * pidfds of quarantined processes, the fixed ones. */
+#define KD_RESERVED_FDS                                                      \
+	((uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS + KD_MAX_ZOMBIE_PIDFDS + \
+	 KD_FIXED_FDS)
+
 /*
  * Size RLIMIT_NOFILE for a full pool, every session and the pidfds of
  * quarantined processes (zombie.c) before the pool exists (so its own
@@ -194,8 +201,7 @@ static void raise_nofile(struct kd_daemon *d)
 	 * while it is allocated (kd_session_reply_pages()); cuda: one */
 	unsigned int per_page = vmm_pool_fds_per_page(d->backend);
 	uint64_t pool_fds = d->capacity * per_page;
-	uint64_t need = pool_fds + (uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS +
-			KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS;
+	uint64_t need = pool_fds + KD_RESERVED_FDS;
 	struct vmm_nofile r;
 	int err = vmm_nofile_raise(need, &r);
 
@@ -239,6 +245,31 @@ static void raise_nofile(struct kd_daemon *d)
 		r.hard_err == -EPERM ? " (needs CAP_SYS_RESOURCE)" : "",
 		(unsigned long long)need, (unsigned long long)need,
 		need > r.nr_open ? ", and sysctl fs.nr_open above it" : "");
+}
+
+/*
+ * The read-only page fds the pool may keep (vmm_pool_set_ro_fd_cap()), from
+ * the RLIMIT_NOFILE obtained: what is left of it after the pool's own fds
+ * (one a page of the capacity) and KD_RESERVED_FDS.  That is the capacity
+ * (no cap) exactly when raise_nofile() got what it asked for.  Below it,
+ * one message's worth of fds less (KVMM_MSG_MAX_FDS), for those a reply
+ * opens past the cap and closes once sent.  So kept fds never take the
+ * fds an accept(), a pidfd, a ring or a tier file needs.
+ */
+static void cap_ro_fds(struct kd_daemon *d)
+{
+	uint64_t own = d->capacity + KD_RESERVED_FDS, room = 0;
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+		uint64_t soft = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX :
+							       rl.rlim_cur;
+
+		room = soft > own ? soft - own : 0;
+	}
+	if (room < d->capacity)
+		room = room > KVMM_MSG_MAX_FDS ? room - KVMM_MSG_MAX_FDS : 0;
+	vmm_pool_set_ro_fd_cap(d->pool, room);
 }
 
 /*
@@ -309,7 +340,8 @@ static int check_block_size(struct kd_daemon *d)
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 {
 	struct vmm_config vc = { 0 };
-	char where[300];
+	struct vmm_pool_stats ps;
+	char where[300], ro_cap[80] = "";
 	sigset_t mask;
 	int err;
 
@@ -427,6 +459,7 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));
 		goto err_quotas;
 	}
+	cap_ro_fds(d);
 	err = kd_scope_init(d);
 	if (err)
 		goto err_pool;
@@ -454,11 +487,17 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	err = kd_session_listen(d);
 	if (err)
 		goto err_metrics;
+	vmm_pool_get_stats(d->pool, &ps);
+	if (vmm_pool_fds_per_page(d->backend) > 1 && ps.ro_fd_cap < d->capacity)
+		snprintf(
+			ro_cap, sizeof(ro_cap),
+			" (read-only fds kept for %llu of them: RLIMIT_NOFILE)",
+			(unsigned long long)ps.ro_fd_cap);
 	vmm_log(VMM_LOG_INFO,
-		"kvmmd %s: backend %s (%s), page %zu bytes, %llu pages, socket %s",
+		"kvmmd %s: backend %s (%s), page %zu bytes, %llu pages%s, socket %s",
 		KVMM_VERSION, vmm_backend_kind_string(d->backend->kind),
 		d->backend->device_name, d->page_size,
-		(unsigned long long)d->capacity, cfg->socket_path);
+		(unsigned long long)d->capacity, ro_cap, cfg->socket_path);
 	return 0;
 
 err_metrics:
