@@ -19,16 +19,22 @@
  *      new writer) and opened: read-only fds again, NB * CC_PPB of them
  *      kept, the bytes the new writer's.
  *
+ * The pool's counters on the wire (ADMIN_STATUS, ABI 1.18) say the same
+ * at each step: page_ro_fds what /proc shows kept, page_ro_fd_opens
+ * NB * CC_PPB after step 2 and twice that after step 4, no drop, nothing
+ * opened past the cap, which is the pool's capacity (RLIMIT_NOFILE is
+ * enough here); kvmmctl status (human and --json) and the metrics show
+ * them.
+ *
  * Before 6 December kvmmd opened a read-only fd per page per reply and
  * closed it once sent (no fd kept: step 2's count was before + 0); with a
  * kept fd that were writable, step 2's mmap and kvmmd's fdinfo flags say
  * so; with one not closed at free, step 3's count.
  */
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 
 #include "tests/cache-common.h"
+#include "tests/shared-fd-common.h"
 
 #define NB 4
 #define OPENS 64
@@ -37,67 +43,68 @@
 
 static const uint64_t hx[NB] = { 0x7e0f001, 0x7e0f002, 0x7e0f003, 0x7e0f004 };
 
-struct fd_count {
-	int total;
-	int ro_pages; /* kvmm page memfds opened O_RDONLY */
-	int rw_pages; /* kvmm page memfds opened O_RDWR */
-};
-
-/* kvmmd's fds, and its kvmm page fds by access mode. */
-static struct fd_count count_fds(pid_t pid)
+/* ADMIN_STATUS's read-only fd counters are kept (and /proc's count) and
+ * opens; none dropped, none opened past the cap (the capacity) */
+static void check_counters(const struct td_daemon *d, uint64_t kept,
+			   uint64_t opens)
 {
-	struct fd_count n = { 0 };
-	char path[64], link[320], target[256], line[128];
-	struct dirent *e;
-	DIR *d;
+	struct kvmm_status_reply st;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	if (!d)
-		t_fail("%s: %s", path, strerror(errno));
-	while ((e = readdir(d))) {
-		unsigned int flags = ~0u;
-		ssize_t len;
-		FILE *f;
+	t_ok(td_status(d, &st));
+	t_assert_eq(st.size, sizeof(st));
+	t_assert_eq(st.page_ro_fds, kept);
+	t_assert_eq(st.page_ro_fds, (uint64_t)sf_count(d->pid).ro_pages);
+	t_assert_eq(st.page_ro_fd_opens, opens);
+	t_assert_eq(st.page_ro_fd_drops, 0);
+	t_assert_eq(st.page_ro_fd_unkept_opens, 0);
+	t_assert_eq(st.page_ro_fd_cap, st.pages_total);
+}
 
-		if (e->d_name[0] == '.')
-			continue;
-		n.total++;
-		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-		len = readlink(link, target, sizeof(target) - 1);
-		if (len < 0)
-			continue;
-		target[len] = '\0';
-		if (strncmp(target, "/memfd:kvmm-page", 16))
-			continue;
-		snprintf(link, sizeof(link), "/proc/%d/fdinfo/%s", (int)pid,
-			 e->d_name);
-		f = fopen(link, "re");
-		if (!f)
-			continue; /* closed since the readdir */
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "flags: %o", &flags) == 1)
-				break;
-		fclose(f);
-		if ((flags & O_ACCMODE) == O_RDONLY)
-			n.ro_pages++;
-		else if ((flags & O_ACCMODE) == O_RDWR)
-			n.rw_pages++;
-		else
-			t_fail("kvmmd page fd %s: flags %o", e->d_name, flags);
-	}
-	closedir(d);
-	return n;
+/* kvmmctl status, --json and metrics show the counters */
+static void check_kvmmctl(const struct td_daemon *d, uint64_t kept,
+			  uint64_t opens, uint64_t cap)
+{
+	static char out[1 << 16];
+	char want[256];
+
+	t_assert_eq(td_kvmmctl(d->sock, "status --json", out, sizeof(out)), 0);
+	snprintf(
+		want, sizeof(want),
+		"\"ro_fds\":%llu,\"ro_fd_cap\":%llu,\"ro_fd_opens\":%llu,\"ro_fd_drops\":0,\"ro_fd_unkept_opens\":0}",
+		(unsigned long long)kept, (unsigned long long)cap,
+		(unsigned long long)opens);
+	if (!strstr(out, want))
+		t_fail("status --json lacks %s: %s", want, out);
+	t_assert_eq(td_kvmmctl(d->sock, "status", out, sizeof(out)), 0);
+	snprintf(
+		want, sizeof(want),
+		"read-only    %llu page fds kept (at most %llu), %llu opened, 0 closed short of fds, 0 opened for one reply alone\n",
+		(unsigned long long)kept, (unsigned long long)cap,
+		(unsigned long long)opens);
+	if (!strstr(out, want))
+		t_fail("status lacks %s: %s", want, out);
+	t_assert_eq(td_kvmmctl(d->sock, "metrics", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "\nkvmm_pool_ro_fds %llu\n",
+		 (unsigned long long)kept);
+	t_assert(strstr(out, want));
+	snprintf(want, sizeof(want), "\nkvmm_pool_ro_fd_cap %llu\n",
+		 (unsigned long long)cap);
+	t_assert(strstr(out, want));
+	snprintf(want, sizeof(want), "\nkvmm_pool_ro_fd_opens_total %llu\n",
+		 (unsigned long long)opens);
+	t_assert(strstr(out, want));
+	t_assert(strstr(out, "\nkvmm_pool_ro_fd_drops_total 0\n"));
+	t_assert(strstr(out, "\nkvmm_pool_ro_fd_unkept_opens_total 0\n"));
 }
 
 /* kvmmd's fds once they are total, ro_pages read-only page fds among
  * them (a finished kvmmctl's connection may still be closing: 5 s). */
-static struct fd_count wait_fds(pid_t pid, int total, int ro_pages)
+static struct sf_fds wait_fds(pid_t pid, int total, int ro_pages)
 {
-	struct fd_count n;
+	struct sf_fds n;
 
 	for (int i = 0; i < 500; i++) {
-		n = count_fds(pid);
+		n = sf_count(pid);
 		if (n.total == total && n.ro_pages == ro_pages)
 			break;
 		usleep(10 * 1000);
@@ -145,7 +152,7 @@ int main(void)
 	const char *args[] = { NULL };
 	struct kvmm_status_reply st;
 	uint32_t ids[NB * CC_PPB], seq;
-	struct fd_count before, n = { 0 };
+	struct sf_fds before, n = { 0 };
 	struct td_daemon d;
 	char out[4096];
 	struct cc c;
@@ -154,15 +161,16 @@ int main(void)
 	t_assert_eq(cc_publish_content(d.sock, hx, NB, TAG, NULL), 0);
 	cc_connect(&c, d.sock);
 	cc_region(&c);
-	before = wait_fds(d.pid, count_fds(d.pid).total, 0);
+	before = wait_fds(d.pid, sf_count(d.pid).total, 0);
 	t_assert_eq(before.ro_pages, 0);
 	t_assert(before.rw_pages >= NB * CC_PPB);
+	check_counters(&d, 0, 0);
 
 	/* 2: one read-only fd kept per page, whatever the opens */
 	for (int i = 0; i < OPENS; i++) {
 		open_prefix(&c, TAG, &seq, ids);
 		if (i == 0 || i == OPENS - 1) {
-			n = count_fds(d.pid);
+			n = sf_count(d.pid);
 			t_assert_eq(n.ro_pages, NB * CC_PPB);
 			t_assert_eq(n.rw_pages, before.rw_pages);
 			t_assert_eq(n.total, before.total + NB * CC_PPB);
@@ -172,6 +180,9 @@ int main(void)
 	printf("%d opens of %d pages: kvmmd holds %d read-only page fds, %d fds (%d before)\n",
 	       OPENS, NB * CC_PPB, n.ro_pages, n.total, before.total);
 	fflush(stdout);
+	check_counters(&d, NB * CC_PPB, NB * CC_PPB);
+	t_ok(td_status(&d, &st));
+	check_kvmmctl(&d, NB * CC_PPB, NB * CC_PPB, st.pages_total);
 
 	/* 3: the pages freed, their read-only fds closed */
 	t_assert_eq(td_kvmmctl(d.sock, "cache-drop", out, sizeof(out)), 0);
@@ -186,6 +197,7 @@ int main(void)
 	t_assert_eq(n.ro_pages, 0);
 	t_assert_eq(n.total, before.total);
 	t_assert_eq(n.rw_pages, before.rw_pages);
+	check_counters(&d, 0, NB * CC_PPB);
 
 	/* 4: the pages reused for new bytes: read-only again, kept again */
 	t_assert_eq(cc_publish_content(d.sock, hx, NB, TAG_AGAIN, NULL), 0);
@@ -193,9 +205,10 @@ int main(void)
 		open_prefix(&c, TAG_AGAIN, &seq, ids);
 		cc_seq_close(&c, seq, ids, NB * CC_PPB);
 	}
-	n = count_fds(d.pid);
+	n = sf_count(d.pid);
 	t_assert_eq(n.ro_pages, NB * CC_PPB);
 	t_assert_eq(n.rw_pages, before.rw_pages);
+	check_counters(&d, NB * CC_PPB, 2 * NB * CC_PPB);
 	printf("after a drop: 0 read-only page fds; published again: %d\n",
 	       n.ro_pages);
 	cc_disconnect(&c);

@@ -84,6 +84,12 @@ static const struct map status_map[] = {
 	{ "kvmm_pool_scrub_failures_total", "", "pages.scrub_failures" },
 	{ "kvmm_pool_renewed_pages_total", "", "pages.renewed" },
 	{ "kvmm_pool_renew_failures_total", "", "pages.renew_failures" },
+	{ "kvmm_pool_ro_fds", "", "pages.ro_fds" },
+	{ "kvmm_pool_ro_fd_cap", "", "pages.ro_fd_cap" },
+	{ "kvmm_pool_ro_fd_opens_total", "", "pages.ro_fd_opens" },
+	{ "kvmm_pool_ro_fd_drops_total", "", "pages.ro_fd_drops" },
+	{ "kvmm_pool_ro_fd_unkept_opens_total", "",
+	  "pages.ro_fd_unkept_opens" },
 	/* kvmmctl's session is open when it asks */
 	{ "kvmm_sessions", "", "sessions", AS_IS, 1 },
 	{ "kvmm_regions", "", "regions" },

@@ -145,6 +145,21 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_pool_renew_failures_total", KD_COUNTER,
 	  "Page swaps that failed (the allocation failed with them).", "",
 	  ST(page_renew_failures) },
+	/* ABI 1.18: left out when the reply ends before */
+	{ "kvmm_pool_ro_fds", KD_GAUGE,
+	  "Read-only page fds kept for shared pages' readers now.", "",
+	  ST(page_ro_fds) },
+	{ "kvmm_pool_ro_fd_cap", KD_GAUGE,
+	  "The most read-only page fds kept at once (from RLIMIT_NOFILE; the capacity when it was enough).",
+	  "", ST(page_ro_fd_cap) },
+	{ "kvmm_pool_ro_fd_opens_total", KD_COUNTER,
+	  "Read-only page fds opened to be kept.", "", ST(page_ro_fd_opens) },
+	{ "kvmm_pool_ro_fd_drops_total", KD_COUNTER,
+	  "Kept read-only page fds closed under an fd shortage.", "",
+	  ST(page_ro_fd_drops) },
+	{ "kvmm_pool_ro_fd_unkept_opens_total", KD_COUNTER,
+	  "Read-only page fds opened past the cap for one reply alone.", "",
+	  ST(page_ro_fd_unkept_opens) },
 };
 
 /* only when kvmmd keeps a --policy-state (ABI 1.9) */

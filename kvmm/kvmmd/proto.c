@@ -505,6 +505,11 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->page_scrub_failures = ps.scrub_failures;
 	st->pages_renewed = ps.renewed;
 	st->page_renew_failures = ps.renew_failures;
+	st->page_ro_fds = ps.ro_fds;
+	st->page_ro_fd_cap = ps.ro_fd_cap;
+	st->page_ro_fd_opens = ps.ro_fd_opens;
+	st->page_ro_fd_drops = ps.ro_fd_drops;
+	st->page_ro_fd_unkept_opens = ps.ro_fd_unkept_opens;
 	st->sessions = d->nr_sessions;
 	st->regions = regions;
 	st->sequences = seqs;

@@ -362,6 +362,16 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			printf(",\"renewed\":%llu,\"renew_failures\":%llu",
 			       (unsigned long long)st.pages_renewed,
 			       (unsigned long long)st.page_renew_failures);
+		/* ABI 1.18: absent from an older daemon */
+		if (KVMMCTL_ST_HAS(&st, page_ro_fd_unkept_opens))
+			printf(",\"ro_fds\":%llu,\"ro_fd_cap\":%llu,"
+			       "\"ro_fd_opens\":%llu,\"ro_fd_drops\":%llu,"
+			       "\"ro_fd_unkept_opens\":%llu",
+			       (unsigned long long)st.page_ro_fds,
+			       (unsigned long long)st.page_ro_fd_cap,
+			       (unsigned long long)st.page_ro_fd_opens,
+			       (unsigned long long)st.page_ro_fd_drops,
+			       (unsigned long long)st.page_ro_fd_unkept_opens);
 		printf("},\"sessions\":%llu,\"regions\":%llu,\"sequences\":%llu,"
 		       "\"sessions_total\":%llu,\"sessions_cut_off\":%llu,"
 		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
@@ -453,6 +463,18 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		printf("             %llu renewed for another cache scope, %llu renewals failed\n",
 		       (unsigned long long)st.pages_renewed,
 		       (unsigned long long)st.page_renew_failures);
+	/* ABI 1.18; a backend without read-only fds (cuda) makes none */
+	if (KVMMCTL_ST_HAS(&st, page_ro_fd_unkept_opens) &&
+	    (st.page_ro_fd_cap || st.page_ro_fd_unkept_opens ||
+	     st.backend == KVMM_BACKEND_HOST))
+		printf("read-only    %llu page fds kept (at most %llu%s), %llu opened, %llu closed short of fds, %llu opened for one reply alone\n",
+		       (unsigned long long)st.page_ro_fds,
+		       (unsigned long long)st.page_ro_fd_cap,
+		       st.page_ro_fd_cap < st.pages_total ? ": RLIMIT_NOFILE" :
+							    "",
+		       (unsigned long long)st.page_ro_fd_opens,
+		       (unsigned long long)st.page_ro_fd_drops,
+		       (unsigned long long)st.page_ro_fd_unkept_opens);
 	printf("sessions     %llu (%llu since start, %llu cut off)\n",
 	       (unsigned long long)st.sessions,
 	       (unsigned long long)st.sessions_total,

@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 17
+#define KVMM_ABI_MINOR 18
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -412,6 +412,17 @@ struct kvmm_status_reply {
 	 * (the allocation failed with them; the page stayed free) */
 	uint64_t pages_renewed;
 	uint64_t page_renew_failures;
+	/* ABI 1.18 (40 more bytes, 576 in all; 0 from a daemon that sends
+	 * 536 or less): the read-only page fds kvmmd keeps for shared pages'
+	 * readers now, the most it keeps (from its RLIMIT_NOFILE; the pool's
+	 * capacity when that was enough, 0 on a backend with none), those it
+	 * opened to keep, those it closed under an fd shortage, and those
+	 * it opened past the cap for one reply alone (closed once sent) */
+	uint64_t page_ro_fds;
+	uint64_t page_ro_fd_cap;
+	uint64_t page_ro_fd_opens;
+	uint64_t page_ro_fd_drops;
+	uint64_t page_ro_fd_unkept_opens;
 };
 
 enum kvmm_policy_state {
