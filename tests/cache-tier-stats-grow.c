@@ -31,7 +31,8 @@
  *     the first 560 bytes of a 1.15 daemon's 616, the same as they are;
  *   - the same against a 1.16 daemon (616 bytes): the NVMe tier's opens
  *     shown, 1.17's failed NVMe writes (nvme_write_*) absent from all
- *     three; a client built for 1.16 reads the first 616 bytes of a
+ *     three, and with its 536-byte ADMIN_STATUS the 1.18 read-only fd
+ *     counters (ro_fd*, the `read-only` line, kvmm_pool_ro_fd*) too; a client built for 1.16 reads the first 616 bytes of a
  *     1.17 daemon's 648, the same as they are;
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
@@ -54,6 +55,8 @@
 #define TS_SIZE_1_14 offsetof(struct kvmm_tier_stats_reply, lower_free_refused)
 /* ... and before 1.17 */
 #define TS_SIZE_1_16 offsetof(struct kvmm_tier_stats_reply, nvme_write_returns)
+/* ADMIN_STATUS's before 1.18 */
+#define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
 /* stdout of `kvmmctl --socket sock args` (which must exit 0), malloc'd */
 static char *kvmmctl(const char *sock, const char *args)
@@ -310,8 +313,11 @@ static void old_daemon(int l, int nconn, uint16_t minor, size_t ts_len)
 					.pid = (uint32_t)getpid()
 				};
 
+				/* before 1.18: no read-only fd counters */
+				if (minor < 18)
+					r.size = ST_SIZE_1_17;
 				snprintf(r.device, sizeof(r.device), "host");
-				old_reply(s, &h, 0, &r, sizeof(r));
+				old_reply(s, &h, 0, &r, r.size);
 			} else if (h.cmd == KVMM_CMD_TIER_STATS) {
 				struct kvmm_tier_stats_reply r;
 
@@ -440,19 +446,24 @@ static void daemon_1_16_kvmmctl(void)
 	out = kvmmctl(sa.sun_path, "status --json");
 	has(out, "\"nvme_open_attempts\":0,");
 	lacks(out, "nvme_write");
+	has(out, "\"renewed\":0,\"renew_failures\":0}");
+	lacks(out, "ro_fd"); /* ADMIN_STATUS's 1.18 fields */
 	free(out);
 	out = kvmmctl(sa.sun_path, "status");
 	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
 	lacks(out, "for writes");
 	lacks(out, "takes writes");
+	lacks(out, "read-only    ");
 	free(out);
 	out = kvmmctl(sa.sun_path, "metrics");
 	has(out, ",abi=\"1.16\"} 1\n");
 	has(out, "\nkvmm_cache_nvme_open_attempts_total 0\n");
 	lacks(out, "kvmm_cache_nvme_write");
+	has(out, "\nkvmm_pool_renew_failures_total 0\n");
+	lacks(out, "kvmm_pool_ro_fd");
 	free(out);
 	old_daemon_stop(p, &sa, dir);
-	printf("kvmmctl against a 1.16 daemon: the 1.17 fields absent\n");
+	printf("kvmmctl against a 1.16 daemon: the 1.17 fields absent, and ADMIN_STATUS's 1.18 read-only fd counters\n");
 }
 
 static void early_after_hole(void)
