@@ -719,7 +719,8 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
  * page there (ro[i] != KD_PAGE_AS_IS): that page is for a process that
  * may only read it (a cached block a prefix open shares), and goes as a
  * read-only fd (vmm_pool_page_fd_readonly(): the pool's, kept while the
- * page is allocated), or as fds[i] where the backend cannot make one
+ * page is allocated, or past the pool's cap of kept fds one opened for
+ * the message alone), or as fds[i] where the backend cannot make one
  * (cuda) or the client's library may map the page writable (a HELLO
  * below KD_RO_FDS_MINOR).  One that cannot be opened fails the reply,
  * which dooms the session (its body announced the fd).

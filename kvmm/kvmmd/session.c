@@ -291,6 +291,8 @@ static uint64_t slow_cmd_ns(void)
  * allocated (opened at its first read-only hand-out, raise_nofile()
  * counts it) and may close under an fd shortage only once put_fds() says
  * the message went (the backend's own fd where it has no read-only one).
+ * Past the pool's cap of kept fds (cap_ro_fds(), daemon.c) the fd is
+ * opened for this message alone and put_fds() closes it.
  * -errno when one cannot be opened.
  */
 static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
@@ -321,7 +323,8 @@ static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
 }
 
 /* The message's read-only fds went (or will not): the pool may close
- * them again when it is short of fds. */
+ * the kept ones again when it is short of fds, and closes those opened
+ * for the message alone now. */
 static void put_fds(struct kd_session *s)
 {
 	vmm_pool_readonly_sent(s->d->pool);
