@@ -2,6 +2,8 @@
 #
 #   make              build everything into build/
 #   make check        install missing packages, build, run every test
+#   make clean-test-dirs  remove the temporary directories of test suites
+#                     that no longer run (never rm -rf /tmp/kvmm-run.*)
 #   make demo         the main job: tinylm clients on a real kvmmd
 #   make bench        build and run the benchmarks (each prints a ratio)
 #   make deps         install the Debian packages the build and tests need
@@ -136,8 +138,8 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/config.h | $(BUILD)/install_paths.h
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-.PHONY: all check demo bench deps install uninstall format format-check \
-	clean configure FORCE
+.PHONY: all check clean-test-dirs demo bench deps install uninstall \
+	format format-check clean configure FORCE
 
 all: $(PROGRAMS)
 
@@ -151,6 +153,10 @@ check:
 	$(Q)tools/deps.sh --ensure
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)KVMM_BUILD=$(BUILD) tests/run.sh $(T)
+
+# Only suites whose tests/run.sh has ended: a running one holds its lock.
+clean-test-dirs:
+	$(Q)tests/runner/clean-dirs.sh
 
 demo:
 	$(Q)tools/deps.sh --ensure

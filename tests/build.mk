@@ -24,3 +24,15 @@ $(BUILD)/tests/shims/%.so: tests/shims/%.c
 	$(call msg,CC,$@)
 	$(Q)$(CC) -std=gnu11 -O2 -g -fPIC -shared $(WARN) -o $@ $< -ldl
 PROGRAMS += $(SHIMS)
+
+# tests/run.sh's launcher, the subreaper each test runs under
+# (tests/runner/reaper.c -> build/tests/runner/reaper; the runner skips
+# the folder).  Built without the sanitizers: it is the runner's, not
+# under test, and LeakSanitizer's exit status would be taken for the
+# test's.
+RUNNER_REAPER := $(BUILD)/tests/runner/reaper
+$(RUNNER_REAPER): tests/runner/reaper.c
+	@mkdir -p $(@D)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g $(WARN) -o $@ $<
+PROGRAMS += $(RUNNER_REAPER)
