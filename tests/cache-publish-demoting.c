@@ -33,6 +33,7 @@
  * the host tier, so the next open reloaded it.
  */
 #include "tests/cache-drop-common.h"
+#include "tests/cache-publish-common.h"
 
 #define DELAY_MS 600
 #define TA 61
@@ -60,13 +61,10 @@ static void start(struct td_daemon *d, const char *knob, const char *value)
 static void push_a_down(const char *sock)
 {
 	struct kvmm_tier_stats_reply ts;
-	struct cc c;
 
 	t_assert_eq(cc_publish_content(sock, ha, 1, TA, NULL), 0);
 	t_assert_eq(cc_publish_content(sock, hbc, 2, TBC, NULL), 0);
-	cc_connect(&c, sock);
-	cc_tier_stats(&c, &ts);
-	cc_disconnect(&c);
+	cp_stats(sock, &ts);
 	t_assert_eq(ts.migrations_in_flight, 1);
 	t_assert_eq(ts.tiers[1].demotions_in, 1);
 	t_assert_eq(ts.tiers[1].bytes_in, 0); /* A's copy has not ended */
@@ -85,11 +83,7 @@ static void publish_a(const char *sock, struct kvmm_block_publish_reply *rep,
 	uint32_t seq;
 
 	cc_connect(&c, sock);
-	cc_region(&c);
-	seq = cc_seq_open(&c);
-	cc_extend(&c, seq, CC_TPB, ids);
-	cc_fill(&c, ids, 1, TA);
-	t_ok(cc_publish(&c, seq, 0, ha, 1, rep));
+	seq = cp_publish_own(&c, ha, 1, TA, ids, rep);
 	cc_tier_stats(&c, &ts);
 	/* the old copy still runs: the publish did not wait for it */
 	t_assert_eq(ts.tiers[1].bytes_in, 0);
@@ -111,11 +105,7 @@ static void publish_a_again(const char *sock)
 	uint32_t seq;
 
 	cc_connect(&c, sock);
-	cc_region(&c);
-	seq = cc_seq_open(&c);
-	cc_extend(&c, seq, CC_TPB, ids);
-	cc_fill(&c, ids, 1, TA);
-	t_ok(cc_publish(&c, seq, 0, ha, 1, &rep));
+	seq = cp_publish_own(&c, ha, 1, TA, ids, &rep);
 	t_assert_eq(rep.duplicates, 1);
 	t_assert_eq(rep.published + rep.promoted + rep.not_cached, 0);
 	cc_tier_stats(&c, &ts);
@@ -135,48 +125,7 @@ static void expect_promoted(const struct kvmm_block_publish_reply *rep)
 /* A new process opens A: from the GPU, on pages want, content TA. */
 static void read_a_gpu(const char *sock, const uint32_t *want)
 {
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[CC_PPB];
-		struct cc c;
-
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, ha, 1, &rep, ids);
-		if (rep.nr_blocks != 1 || rep.from_gpu != 1)
-			t_fail("open of A: %u blocks: gpu %u host %u nvme %u",
-			       rep.nr_blocks, rep.from_gpu, rep.from_host,
-			       rep.from_nvme);
-		t_assert_eq(cc_overlap(ids, CC_PPB, want, CC_PPB), CC_PPB);
-		cc_check(&c, ids, 1, TA);
-		cc_seq_close(&c, rep.seq_id, ids, CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* Once every client is gone: no sequence, nothing mapped, the pool holds
- * the cached GPU blocks' pages and no more. */
-static void expect_no_leak(struct td_daemon *d,
-			   const struct kvmm_tier_stats_reply *ts)
-{
-	struct kvmm_status_reply st;
-
-	for (int i = 0; i < 1000; i++) {
-		t_ok(td_status(d, &st));
-		if (st.sessions <= 1 && !st.sequences)
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(st.sequences, 0);
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(st.pages_allocated, ts->tiers[0].used_blocks * CC_PPB);
-	t_assert_eq(st.demotions_queued, 0);
+	cp_read(sock, ha, 1, TA, 0, want, "open of A");
 }
 
 /* The tiers once the copies ended: A and C on the GPU, B in host memory
@@ -205,26 +154,7 @@ static void expect_settled(struct td_daemon *d, uint64_t failed, uint64_t dups,
 	t_assert_eq(ts->publishes, 4 + dups);
 	t_assert_eq(ts->duplicates, dups);
 	t_assert_eq(ts->not_cached, 0);
-	expect_no_leak(d, ts);
-}
-
-/* Wait (10 s) until kvmmd has one PREFIX_OPEN pending. */
-static void wait_pending(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-	struct cc c;
-	int i;
-
-	cc_connect(&c, sock);
-	for (i = 0; i < 1000; i++) {
-		cc_tier_stats(&c, &ts);
-		if (ts.prefix_opens_pending == 1)
-			break;
-		usleep(10000);
-	}
-	cc_disconnect(&c);
-	if (i == 1000)
-		t_fail("the open of A never became pending");
+	cp_expect_no_leak(d, ts);
 }
 
 static void promoted_during_copy(void)
@@ -242,7 +172,7 @@ static void promoted_during_copy(void)
 	cc_connect(&r, d.sock);
 	cc_region(&r);
 	cc_prefix_send(&r, ha, 1);
-	wait_pending(d.sock);
+	cp_wait_pending(d.sock, "the open of A");
 	publish_a(d.sock, &rep, ids);
 	expect_promoted(&rep);
 	publish_a_again(d.sock);
@@ -281,11 +211,9 @@ static void dropped_during_copy(void)
 {
 	struct kvmm_admin_cache_drop_reply dr;
 	struct kvmm_block_publish_reply rep;
-	struct kvmm_prefix_open_reply po;
 	struct kvmm_tier_stats_reply ts;
 	uint32_t ids[CC_PPB];
 	struct td_daemon d;
-	struct cc c;
 
 	start(&d, NULL, NULL);
 	push_a_down(d.sock);
@@ -293,23 +221,16 @@ static void dropped_during_copy(void)
 	expect_promoted(&rep);
 	dr = cd_kvmmctl(d.sock, "--tier gpu"); /* A and C, idle */
 	cd_expect(&dr, 2, 0, 0, 0, 0, 0);
-	cc_connect(&c, d.sock);
-	cc_tier_stats(&c, &ts);
-	cc_disconnect(&c);
+	cp_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[1].bytes_in, 0); /* A's old copy still runs */
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 0);
 	t_assert_eq(ts.tiers[1].used_blocks, 1); /* B */
 	t_assert_eq(ts.tiers[1].bytes_in, 2 * (uint64_t)CC_PPB * CC_PAGE);
 	t_assert_eq(ts.migrations_failed, 0);
-	expect_no_leak(&d, &ts);
+	cp_expect_no_leak(&d, &ts);
 	t_assert_eq(ts.tiers[0].used_blocks, 0);
-	cc_connect(&c, d.sock);
-	cc_region(&c);
-	cc_prefix(&c, ha, 1, &po, ids);
-	t_assert_eq(po.nr_blocks, 0); /* gone, as dropped */
-	cc_seq_close(&c, po.seq_id, ids, 0);
-	cc_disconnect(&c);
+	cp_expect_miss(d.sock, ha); /* gone, as dropped */
 	cc_stop(&d);
 }
 
@@ -341,11 +262,7 @@ static void promoted_while_queued(void)
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.tiers[1].capacity_blocks, 8);
 	t_assert_eq(ts.migrations_in_flight, 1); /* A1's */
-	cc_region(&c);
-	seq = cc_seq_open(&c);
-	cc_extend(&c, seq, CC_TPB, ids);
-	cc_fill(&c, ids, 1, TA);
-	t_ok(cc_publish(&c, seq, 0, ha, 1, &rep));
+	seq = cp_publish_own(&c, ha, 1, TA, ids, &rep);
 	expect_promoted(&rep);
 	cc_tier_stats(&c, &ts);
 	t_assert_eq(ts.tiers[1].bytes_in, 0); /* A1's copy still runs */
@@ -367,7 +284,7 @@ static void promoted_while_queued(void)
 	t_assert_eq(ts.tiers[1].promotions_by_publish, 1);
 	t_assert_eq(ts.migrations_failed, 0);
 	t_assert_eq(ts.duplicates, 0);
-	expect_no_leak(&d, &ts);
+	cp_expect_no_leak(&d, &ts);
 	read_a_gpu(d.sock, ids);
 	cc_stop(&d);
 }

@@ -33,6 +33,7 @@
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
 #include "tests/cache-drop-common.h"
+#include "tests/cache-publish-common.h"
 #include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
@@ -69,22 +70,13 @@ static void publish1(const char *sock, int k)
 	t_assert_eq(cc_publish_content(sock, &h, 1, TA + k, NULL), 0);
 }
 
-static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
-{
-	struct cc c;
-
-	cc_connect(&c, sock);
-	cc_tier_stats(&c, ts);
-	cc_disconnect(&c);
-}
-
 /* Wait (10 s) until only n migrations are in flight and the host tier
  * took `host_in` blocks' bytes. */
 static void wait_flight(const char *sock, uint64_t n, uint64_t host_in,
 			struct kvmm_tier_stats_reply *ts)
 {
 	for (int i = 0; i < 1000; i++) {
-		stats(sock, ts);
+		cp_stats(sock, ts);
 		if (ts->migrations_in_flight == n &&
 		    ts->tiers[1].bytes_in == host_in * BLOCK)
 			return;
@@ -121,11 +113,7 @@ static void publish_a(const char *sock, uint32_t *ids)
 	uint32_t seq;
 
 	cc_connect(&c, sock);
-	cc_region(&c);
-	seq = cc_seq_open(&c);
-	cc_extend(&c, seq, CC_TPB, ids);
-	cc_fill(&c, ids, 1, TA);
-	t_ok(cc_publish(&c, seq, 0, ha, 1, &rep));
+	seq = cp_publish_own(&c, ha, 1, TA, ids, &rep);
 	printf("publish during A's NVMe write: published %u promoted %u duplicates %u not cached %u\n",
 	       rep.published, rep.promoted, rep.duplicates, rep.not_cached);
 	t_assert_eq(rep.published, 1);
@@ -144,67 +132,14 @@ static void publish_a(const char *sock, uint32_t *ids)
  * content TA. */
 static void read_a(const char *sock, int from, const uint32_t *want)
 {
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[CC_PPB], got[3];
-		struct cc c;
-
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, ha, 1, &rep, ids);
-		got[0] = rep.from_gpu;
-		got[1] = rep.from_host;
-		got[2] = rep.from_nvme;
-		if (rep.nr_blocks != 1 || got[from] != 1)
-			t_fail("open of A: %u blocks: gpu %u host %u nvme %u",
-			       rep.nr_blocks, got[0], got[1], got[2]);
-		if (want)
-			t_assert_eq(cc_overlap(ids, CC_PPB, want, CC_PPB),
-				    CC_PPB);
-		cc_check(&c, ids, 1, TA);
-		cc_seq_close(&c, rep.seq_id, ids, CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
+	cp_read(sock, ha, 1, TA, from, want, "open of A");
 }
 
-/* A is a miss for a new client. */
-static void miss_a(const char *sock)
-{
-	struct kvmm_prefix_open_reply rep;
-	uint32_t ids[CC_PPB];
-	struct cc c;
-
-	cc_connect(&c, sock);
-	cc_region(&c);
-	cc_prefix(&c, ha, 1, &rep, ids);
-	t_assert_eq(rep.nr_blocks, 0);
-	cc_seq_close(&c, rep.seq_id, ids, 0);
-	cc_disconnect(&c);
-}
-
-/* Once every client is gone: no sequence, nothing mapped, the pool holds
- * the cached GPU blocks' pages and no more. */
+/* Nothing leaks (cp_expect_no_leak()), and no slot was refused. */
 static void expect_no_leak(struct td_daemon *d,
 			   const struct kvmm_tier_stats_reply *ts)
 {
-	struct kvmm_status_reply st;
-
-	for (int i = 0; i < 1000; i++) {
-		t_ok(td_status(d, &st));
-		if (st.sessions <= 1 && !st.sequences)
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(st.sequences, 0);
-	t_assert_eq(st.pages_mapped, 0);
-	t_assert_eq(st.pages_revoking, 0);
-	t_assert_eq(st.pages_allocated, ts->tiers[0].used_blocks * CC_PPB);
-	t_assert_eq(st.demotions_queued, 0);
+	cp_expect_no_leak(d, ts);
 	t_assert_eq(ts->lower_free_refused, 0);
 }
 
@@ -286,7 +221,7 @@ static void stale_copy_dropped(const char *nvme)
 	dr = cd_kvmmctl(d.sock, "--tier gpu");
 	cd_expect(&dr, 0, 0, 0, 1, 0, 0);
 	t_assert_eq(dr.kept_busy, 1);
-	stats(d.sock, &ts);
+	cp_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[2].bytes_in, 0);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[2].bytes_in, BLOCK); /* it ended */
@@ -300,7 +235,7 @@ static void stale_copy_dropped(const char *nvme)
 
 	start(&d, nvme);
 	t_assert_eq(cd_recovered(d.sock), 0);
-	miss_a(d.sock);
+	cp_expect_miss(d.sock, ha);
 	cc_stop(&d);
 	printf("the old write's slot is a stale copy a drop of A invalidates\n");
 }

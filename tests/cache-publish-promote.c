@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 
 #include "tests/cache-common.h"
+#include "tests/cache-publish-common.h"
 #include "tests/lib/daemon.h"
 
 #define NB 2
@@ -143,29 +144,7 @@ static int recompute_publish(const char *sock, const uint64_t *h, uint32_t n,
 static void read_gpu(const char *sock, const uint64_t *h, uint32_t n,
 		     uint64_t tag, const uint32_t *want)
 {
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[NB * CC_PPB];
-		struct cc c;
-
-		cc_connect(&c, sock);
-		cc_region(&c);
-		cc_prefix(&c, h, n, &rep, ids);
-		if (rep.nr_blocks != n || rep.from_gpu != n)
-			t_fail("reader: %u blocks: gpu %u host %u nvme %u",
-			       rep.nr_blocks, rep.from_gpu, rep.from_host,
-			       rep.from_nvme);
-		t_assert_eq(cc_overlap(ids, n * CC_PPB, want, n * CC_PPB),
-			    n * CC_PPB);
-		cc_check(&c, ids, n, tag);
-		cc_seq_close(&c, rep.seq_id, ids, n * CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
+	cp_read(sock, h, n, tag, 0, want, "reader");
 }
 
 /* A writer publishing h[0..n) from fresh pages of its own: the reply. */
@@ -177,11 +156,7 @@ static void publish_again(const char *sock, const uint64_t *h, uint32_t n,
 	uint32_t seq;
 
 	cc_connect(&c, sock);
-	cc_region(&c);
-	seq = cc_seq_open(&c);
-	cc_extend(&c, seq, n * CC_TPB, ids);
-	cc_fill(&c, ids, n, tag);
-	t_ok(cc_publish(&c, seq, 0, h, n, out));
+	seq = cp_publish_own(&c, h, n, tag, ids, out);
 	cc_seq_close(&c, seq, ids, n * CC_PPB);
 	cc_disconnect(&c);
 }
@@ -301,25 +276,6 @@ static void promote_host_and_nvme(const char *nvme)
 	unlink(nvme);
 }
 
-/* Wait (10 s) until kvmmd has one PREFIX_OPEN pending (its restore). */
-static void wait_pending(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-	struct cc c;
-	int i;
-
-	cc_connect(&c, sock);
-	for (i = 0; i < 1000; i++) {
-		cc_tier_stats(&c, &ts);
-		if (ts.prefix_opens_pending == 1)
-			break;
-		usleep(10000);
-	}
-	cc_disconnect(&c);
-	if (i == 1000)
-		t_fail("the reloading open never became pending");
-}
-
 static void restore_keeps_duplicate(void)
 {
 	const char *args[] = { "--gpu-mem",
@@ -352,7 +308,7 @@ static void restore_keeps_duplicate(void)
 	cc_connect(&r, d.sock);
 	cc_region(&r);
 	cc_prefix_send(&r, hb, 1);
-	wait_pending(d.sock);
+	cp_wait_pending(d.sock, "the reloading open");
 	t_assert_eq(recompute_publish(d.sock, hb, 1, TAG + 1, &pr, pub), 0);
 	t_assert_eq(pr.published, 0);
 	t_assert_eq(pr.promoted, 0);
