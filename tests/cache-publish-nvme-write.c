@@ -143,18 +143,27 @@ static void expect_no_leak(struct td_daemon *d,
 	t_assert_eq(ts->lower_free_refused, 0);
 }
 
-static void promoted_then_written_again(const char *nvme)
+/* kvmmd on nvme; A's write in flight, C, D and B dropped by an operator,
+ * A published meanwhile (promoted) on the pages ids. */
+static void promote_during_write(struct td_daemon *d, const char *nvme,
+				 uint32_t *ids)
 {
 	struct kvmm_admin_cache_drop_reply dr;
+
+	start(d, nvme);
+	write_a(d->sock);
+	dr = cd_kvmmctl(d->sock, "--tier gpu,host"); /* C, D; B */
+	cd_expect(&dr, 2, 1, 0, 0, 0, 0);
+	publish_a(d->sock, ids);
+}
+
+static void promoted_then_written_again(const char *nvme)
+{
 	struct kvmm_tier_stats_reply ts;
 	uint32_t ids[CC_PPB];
 	struct td_daemon d;
 
-	start(&d, nvme);
-	write_a(d.sock);
-	dr = cd_kvmmctl(d.sock, "--tier gpu,host"); /* C, D; B */
-	cd_expect(&dr, 2, 1, 0, 0, 0, 0);
-	publish_a(d.sock, ids);
+	promote_during_write(&d, nvme, ids);
 	read_a(d.sock, 0, ids);
 	/* E, F: A goes to host memory; G: E too, and A on to NVMe, whose
 	 * write waits for the old one */
@@ -212,11 +221,7 @@ static void stale_copy_dropped(const char *nvme)
 	uint32_t ids[CC_PPB];
 	struct td_daemon d;
 
-	start(&d, nvme);
-	write_a(d.sock);
-	dr = cd_kvmmctl(d.sock, "--tier gpu,host");
-	cd_expect(&dr, 2, 1, 0, 0, 0, 0);
-	publish_a(d.sock, ids);
+	promote_during_write(&d, nvme, ids);
 	/* A's old write still runs: A is kept */
 	dr = cd_kvmmctl(d.sock, "--tier gpu");
 	cd_expect(&dr, 0, 0, 0, 1, 0, 0);
