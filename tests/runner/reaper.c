@@ -208,19 +208,28 @@ static void proc_drain(void)
 	}
 }
 
-static bool is_descendant(pid_t pid)
+/* A live process below the reaper, by its parents in /proc. */
+static bool in_tree(pid_t pid)
 {
 	pid_t self = getpid();
 	int depth;
 
-	if (forked_here(pid))
-		return true;
 	for (depth = 0; pid > 1 && depth < 64; depth++) {
 		pid = parent_of(pid);
 		if (pid == self)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * Whether pid, which created an entry, is or was below the reaper: the
+ * fork events place one that has gone.  Not for kill(): a pid that ended
+ * may be another process's by now, its fork event not read yet.
+ */
+static bool is_descendant(pid_t pid)
+{
+	return forked_here(pid) || in_tree(pid);
 }
 
 static void read_comm(pid_t pid, char *buf, size_t len)
@@ -462,7 +471,7 @@ static int descendants(pid_t *pids, int max)
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
 		pid = (pid_t)atoi(e->d_name);
-		if (pid != getpid() && is_descendant(pid))
+		if (pid != getpid() && in_tree(pid))
 			pids[n++] = pid;
 	}
 	closedir(d);
@@ -511,8 +520,10 @@ static void kill_leftovers(FILE *report, int sfd)
 			;
 		wait_some(sfd, 100);
 	}
-	/* what ignored SIGTERM, and what it left, however deep */
-	while (has_children()) {
+	/* what ignored SIGTERM, and what it left, however deep; one stuck
+	 * in the kernel (D state) is given up on after 10 s */
+	until = now_ms() + 10000;
+	while (has_children() && now_ms() < until) {
 		n = descendants(pids, 256);
 		for (i = 0; i < n; i++)
 			kill(pids[i], SIGKILL);
