@@ -7,7 +7,11 @@
 #   fail MESSAGE             print it and kvmmd's log tail, exit 1
 #   start_daemon SOCK ARGS   kvmmd --backend host --socket SOCK ARGS in the
 #                            foreground (log $tmp/kvmmd.log, pid $daemon),
-#                            waiting up to 20 s for its socket
+#                            waiting up to 20 s for its socket; telemetry
+#                            off unless ARGS ask for it, as td_start()'s:
+#                            as root BPF telemetry pinned its maps under
+#                            the machine's /sys/fs/bpf/kvmm (the runner
+#                            found tinylm-revoke's left there)
 #   stop_daemon              stop it and wait for it
 #   check_output NAME        the tokens of tinylm's output $tmp/kv-NAME
 #                            must equal $tmp/ref (sorted '^tok' lines of
@@ -41,7 +45,8 @@ fail() {
 start_daemon() {
 	local sock=$1
 	shift
-	"$B/kvmmd" --backend host --socket "$sock" "$@" --foreground \
+	"$B/kvmmd" --backend host --socket "$sock" --telemetry off "$@" \
+		--foreground \
 		>"$tmp/kvmmd.log" 2>&1 &
 	daemon=$!
 	for _ in $(seq 400); do
