@@ -15,7 +15,8 @@
  *   region.c   regions, sequences, blocks (a block owns 2L pool pages and
  *              is reference counted, so later sharing fits), held pages
  *   ring.c     the session memfd rings, daemon side
- *   proto.c    command validation and dispatch (socket and ring)
+ *   proto.c    command validation and dispatch (socket and ring); the
+ *              status and admin commands in proto_admin.c
  *   revoke.c   revocation: post, acknowledge, time out
  *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h;
  *              set-up, stop, demotion, restores and prefix open in
@@ -778,6 +779,7 @@ void kd_proto_socket(struct kd_session *s, void *buf, size_t len, int *fds,
 /* Handle one submission; fills the completion's res and value. */
 void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 		   struct kvmm_cqe *cqe);
+/* proto_admin.c: ADMIN_STATUS's reply (also the metrics' snapshot) */
 int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /* ---- pin.c ---- */
