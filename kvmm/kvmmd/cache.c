@@ -138,14 +138,6 @@ void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
 		(unsigned long long)n);
 }
 
-uint32_t kc_entry_tenant(struct kd_cache *c, const struct kc_entry *e)
-{
-	const struct pol_block *b =
-		e->in_pol ? pol_cache_lookup(c->pol, e->hash) : NULL;
-
-	return b ? pol_cache_tenant_id(c->pol, b->tenant) : e->tenant;
-}
-
 /*
  * Free the entry's host and NVMe slots (its GPU copy, if any, stays).
  * The NVMe slot is freed in memory only: its header on disk still names
@@ -167,8 +159,7 @@ void kc_release_lower(struct kd_cache *c, struct kc_entry *e)
 		e->host_slot = MIGRATE_NO_SLOT;
 	}
 	if (e->nvme_slot != MIGRATE_NO_SLOT) {
-		err = tier_nvme_free_tenant(c->nvme, e->nvme_slot,
-					    kc_entry_tenant(c, e));
+		err = tier_nvme_free_tenant(c->nvme, e->nvme_slot, e->tenant);
 		if (err)
 			kc_free_refused(c, "NVMe", e->nvme_slot, e->hash, err);
 		e->nvme_slot = MIGRATE_NO_SLOT;
@@ -208,7 +199,6 @@ void kc_reap_dead(struct kd_cache *c)
 
 		c->dead = e->dead_next;
 		if (e->in_pol) {
-			e->tenant = kc_entry_tenant(c, e); /* for its slots */
 			e->in_pol = false;
 			pol_cache_remove_dropped(c->pol, e->hash);
 			kd_pin_block_gone(c->d, e->hash, e->gen);
@@ -410,7 +400,7 @@ static int kc_call_off_copy(struct kd_cache *c, struct kc_entry *e)
 		return -ENOMEM;
 	copy->hash = e->hash;
 	copy->nvme_slot = MIGRATE_NO_SLOT;
-	copy->tenant = kc_entry_tenant(c, e);
+	copy->tenant = e->tenant;
 	copy->drop_after = true;
 	copy->unhashed = true;
 	copy->held_copy = e->held_copy;

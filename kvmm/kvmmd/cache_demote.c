@@ -67,6 +67,8 @@ static bool kc_nvme_coming(struct kd_cache *c)
 /* A free NVMe slot set aside for job's write: 0, or -ENOSPC. */
 static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
 {
+	const struct kc_entry *e = job->owner;
+
 	if (tier_nvme_reserve(c->nvme))
 		return -ENOSPC;
 	job->nvme_reserved = true;
@@ -74,7 +76,7 @@ static int kc_nvme_reserve(struct kd_cache *c, struct migrate_job *job)
 	 * a stop's save too), not the order two workers run the writes */
 	job->nvme_generation = tier_nvme_next_generation(c->nvme);
 	/* in its header: a drop of that tenant's blocks covers it on disk */
-	job->nvme_tenant = kc_entry_tenant(c, job->owner);
+	job->nvme_tenant = e->tenant;
 	return 0;
 }
 
@@ -489,13 +491,25 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 	struct kd_cache *c = arg;
 	struct kc_entry *e = kc_find(c, b->hash);
 
-	if (!e || e->dead)
+	if (!e)
+		return;
+	/*
+	 * The tenant the policy charges b to, kept on the entry for its
+	 * NVMe header (kc_nvme_reserve()) and the stale copy its freed
+	 * slot leaves (kc_release_lower()).  The policy reports a move
+	 * between taking b out of its tier and putting it into the next
+	 * one, so during this call pol_cache_lookup() does not find b
+	 * (it answers NULL for a block in no tier): asking the policy
+	 * here named nobody.  b is the one place that knows; every block
+	 * the policy holds came in through here (its admission, from
+	 * POL_TIER_NONE), and its tenant never changes while it is held.
+	 */
+	e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
+	if (e->dead)
 		return; /* being removed by kc_reap_dead() */
 	if (to == POL_TIER_NONE) {
 		c->st.tiers[from].drops++;
 		kvmm_tel_evict(c->d->tel_local, b->hash, from, c->block_bytes);
-		/* its NVMe slot, freed below, is a stale copy of b's tenant */
-		e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
 		e->in_pol = false;
 		kd_pin_block_gone(c->d, e->hash, e->gen);
 		/* a demotion still waiting for a host slot is called off */
@@ -573,9 +587,6 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		return;
 	}
 	if (from == POL_TIER_HOST && to == POL_TIER_NVME) {
-		/* for its header (kc_nvme_reserve()): in this call the
-		 * policy's lookup of b may not find it */
-		e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
 		if (e->job) {
 			e->then_nvme = true;
 			return;

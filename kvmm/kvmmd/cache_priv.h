@@ -72,9 +72,12 @@ struct kc_entry {
 	/* the tenant whose open started its restore (kd_tenant_charge()):
 	 * charged for its admission if no open takes it */
 	uint32_t restore_tenant;
-	/* the tenant id the block is charged to once the policy no longer
-	 * says (kc_entry_tenant()): an NVMe slot it frees stays on the
-	 * tier's record of stale copies as that tenant's (cache_drop.c) */
+	/* the tenant id the policy charges the block to, set from the
+	 * policy's block at each move it reports (kc_move(): its admission
+	 * first), when the policy's lookup cannot find it; TIER_NVME_NOBODY
+	 * for a cold NVMe block until an open's restore names the tenant.
+	 * Its NVMe header names it, and a slot it frees stays on the tier's
+	 * record of stale copies as that tenant's (cache_drop.c) */
 	uint32_t tenant;
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
 	bool dead; /* to be removed from the policy after its call */
@@ -409,9 +412,6 @@ void kc_put_block(struct kd_cache *c, struct kc_entry *e);
 void kc_leave_block(struct kd_cache *c, struct kc_entry *e);
 void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
 		     uint64_t hash, int err);
-/* The tenant id e is charged to: its policy block's row's while it is
- * in the policy, else e->tenant (TIER_NVME_NOBODY: a cold block's). */
-uint32_t kc_entry_tenant(struct kd_cache *c, const struct kc_entry *e);
 void kc_release_lower(struct kd_cache *c, struct kc_entry *e);
 void kc_release(struct kd_cache *c, struct kc_entry *e);
 void kc_kill(struct kd_cache *c, struct kc_entry *e);
