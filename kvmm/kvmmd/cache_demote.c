@@ -635,7 +635,7 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 
 	if (job->kind == MIGRATE_NVME_INVALIDATE ||
 	    job->kind == MIGRATE_NVME_MARK) {
-		kc_drop_job_done(c, job); /* its owner is a drop, no entry */
+		kc_drop_job_done(c, job); /* a drop's, or none: no entry */
 		return;
 	}
 	if (job->kind == MIGRATE_HOST_TO_NVME ||

@@ -512,6 +512,10 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 		kc_drop_mark_done(c, job);
 		return;
 	}
+	if (!dr) {
+		kc_marked_job_done(c, job); /* a restart's marked slot */
+		return;
+	}
 	c->nvme_in_flight--;
 	if (job->state == MIGRATE_DONE) {
 		c->st.nvme_invalidated_blocks++;

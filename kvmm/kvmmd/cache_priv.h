@@ -364,6 +364,12 @@ struct kd_cache {
 	/* ADMIN_CACHE_DROPs waiting for their NVMe invalidations
 	 * (cache_drop.c) */
 	struct kc_drop *drops;
+	/* the slot headers a restart left under a drop mark, being zeroed
+	 * (cache_nvme_marked.c): jobs in the engine, and how many were
+	 * zeroed or not since the start (its log line) */
+	uint64_t marked_left;
+	uint64_t marked_zeroed;
+	uint64_t marked_failed;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -593,6 +599,12 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 struct kc_drop;
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
+
+/* cache_nvme_marked.c: zero the slot headers the restart's scan left
+ * under a drop mark (the NVMe tier opened or joined, the engine up); an
+ * NVME_INVALIDATE job of theirs (owner NULL) was reaped */
+void kc_nvme_clear_marked(struct kd_cache *c);
+void kc_marked_job_done(struct kd_cache *c, struct migrate_job *job);
 
 /* cache_learned.c: --policy-state (load right after the policy is made,
  * fini before it is destroyed: cancels the periodic save, saves) */

@@ -364,6 +364,7 @@ no_nvme:
 	kc_hold_slots(c);
 	c->opened = true;
 	kc_open_done(c);
+	kc_nvme_clear_marked(c); /* the engine's jobs: nothing to undo */
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
 		c->st.tiers[t].block_bytes = c->block_bytes;

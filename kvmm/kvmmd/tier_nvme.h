@@ -338,6 +338,17 @@ int tier_nvme_stale_claim(struct tier_nvme *t,
 			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
 			  uint32_t *left);
 /*
+ * tier_nvme_stale_claim() of the slots the restart's scan left out under
+ * a drop mark (stats.drop_marked_slots) and that are still free, not
+ * written again: their headers stay valid on disk, and each later
+ * restart read and counted them again.  The caller zeroes them with
+ * tier_nvme_invalidate_batch() (or gives a slot back with
+ * tier_nvme_invalidate_unclaim(): marked still, for the next start).
+ * A drop's claim may take them too (they are stale copies, nobody's).
+ */
+int tier_nvme_marked_claim(struct tier_nvme *t, struct tier_nvme_stale **out,
+			   uint32_t *n, uint32_t *left);
+/*
  * Drop marks: what makes an operator's drop stick on disk, whatever
  * becomes of the header writes of tier_nvme_invalidate_batch() (a crash
  * before they ran, an I/O error).  The superblock says "every slot

@@ -138,6 +138,11 @@ struct nvme_slot {
 	 * and freed as what it is (slot_free()).
 	 */
 	bool stale;
+	/* a stale copy the restart's scan found below a drop mark
+	 * (tier_nvme_mark.c): never recovered, whatever becomes of it, and
+	 * claimed apart (tier_nvme_marked_claim()) so that its header is
+	 * zeroed and later restarts stop reading and counting it */
+	bool marked;
 	uint32_t stale_tenant;
 	uint32_t next; /* hash chain */
 	uint64_t hash;
@@ -272,8 +277,10 @@ int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot);
  * copy: its header is valid, a newer copy of its block won) */
 void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot);
 /* during the restart scan: FREE slot holds a valid header of hash that
- * lost to a newer copy: remembered as a stale copy, nobody's */
-void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash);
+ * lost to a newer copy, or (marked) that a drop mark covers: remembered
+ * as a stale copy, nobody's */
+void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash,
+			  bool marked);
 /* after the restart scan: free stack from the slots' states */
 void nvme_free_stack_rebuild(struct tier_nvme *t);
 void nvme_slot_release(struct tier_nvme *t, uint32_t slot);

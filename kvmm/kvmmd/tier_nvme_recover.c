@@ -7,7 +7,8 @@
  * slot index, length and header CRC are right; of two slots with one hash
  * the newer generation wins.  A valid header below a drop mark
  * (tier_nvme_mark.c) names a block an operator dropped: left out, its
- * slot free.  Payloads are not read here: their CRC is
+ * slot free, a stale copy flagged marked that the daemon zeroes once the
+ * tier is the cache's (tier_nvme_marked_claim()).  Payloads are not read here: their CRC is
  * checked on every read, so a damaged payload is found when it is used.
  *
  * Only the slots the superblock says the last run had (known_slots) are
@@ -43,7 +44,7 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 		 * which a drop of its block must find (the winner's
 		 * invalidation would let it win at the next restart) */
 		if (t->slots[old].generation >= h->generation) {
-			nvme_slot_mark_stale(t, slot, h->hash);
+			nvme_slot_mark_stale(t, slot, h->hash, false);
 			return;
 		}
 		nvme_slot_release_recovered(t, old);
@@ -109,11 +110,15 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 	}
 	pthread_mutex_lock(&t->lock);
 	/* an operator dropped it, whether or not its header's invalidation
-	 * ran: free, and no stale copy (the mark covers it for good) */
-	if (nvme_header_marked(t, &h))
+	 * ran: free, never recovered (the mark covers it for good), and a
+	 * stale copy the daemon has zeroed (tier_nvme_marked_claim()), so
+	 * that the next restart does not read and count it again */
+	if (nvme_header_marked(t, &h)) {
 		t->st.drop_marked_slots++;
-	else
+		nvme_slot_mark_stale(t, slot, h.hash, true);
+	} else {
 		recover_one(t, slot, &h);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }

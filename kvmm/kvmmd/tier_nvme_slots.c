@@ -137,7 +137,7 @@ static void slot_free(struct tier_nvme *t, uint32_t slot, bool push, bool stale,
 		      uint32_t tenant)
 {
 	struct nvme_slot *s = &t->slots[slot];
-	bool was_stale = s->stale;
+	bool was_stale = s->stale, was_marked = s->marked;
 	uint64_t hash = s->hash;
 
 	if (s->state == TIER_SLOT_FREE)
@@ -151,6 +151,7 @@ static void slot_free(struct tier_nvme *t, uint32_t slot, bool push, bool stale,
 	*s = (struct nvme_slot){ .state = TIER_SLOT_FREE, .next = NVME_NONE };
 	if (stale) {
 		s->stale = true;
+		s->marked = was_marked; /* its clearing failed: still so */
 		s->hash = hash;
 		s->stale_tenant = tenant;
 	}
@@ -178,11 +179,13 @@ void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot)
 	slot_free(t, slot, false, true, TIER_NVME_NOBODY);
 }
 
-void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash)
+void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash,
+			  bool marked)
 {
 	struct nvme_slot *s = &t->slots[slot];
 
 	s->stale = true;
+	s->marked = marked;
 	s->hash = hash;
 	s->stale_tenant = TIER_NVME_NOBODY;
 }
@@ -310,11 +313,25 @@ int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot)
 	return r;
 }
 
-int tier_nvme_stale_claim(struct tier_nvme *t,
-			  bool (*match)(void *arg, uint64_t hash,
-					uint32_t tenant),
-			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
-			  uint32_t *left)
+/* Which stale copies a claim takes (under the tier's lock). */
+struct stale_pick {
+	bool (*match)(void *arg, uint64_t hash, uint32_t tenant);
+	void *arg;
+	bool marked; /* those a drop mark covers, not match()'s */
+};
+
+static bool stale_picked(const struct stale_pick *p, const struct nvme_slot *s)
+{
+	if (s->state != TIER_SLOT_FREE || !s->stale)
+		return false;
+	if (p->marked)
+		return s->marked;
+	return p->match(p->arg, s->hash, s->stale_tenant);
+}
+
+static int stale_claim(struct tier_nvme *t, const struct stale_pick *p,
+		       struct tier_nvme_stale **out, uint32_t *n,
+		       uint32_t *left)
 {
 	struct tier_nvme_stale *v = NULL;
 	uint32_t want = 0, got = 0, k = 0;
@@ -324,13 +341,8 @@ int tier_nvme_stale_claim(struct tier_nvme *t,
 	*n = 0;
 	*left = 0;
 	pthread_mutex_lock(&t->lock);
-	for (uint32_t i = 0; i < t->nslots; i++) {
-		const struct nvme_slot *s = &t->slots[i];
-
-		if (s->state == TIER_SLOT_FREE && s->stale &&
-		    match(arg, s->hash, s->stale_tenant))
-			want++;
-	}
+	for (uint32_t i = 0; i < t->nslots; i++)
+		want += stale_picked(p, &t->slots[i]);
 	if (!want)
 		goto out;
 	v = malloc(want * sizeof(*v));
@@ -341,8 +353,7 @@ int tier_nvme_stale_claim(struct tier_nvme *t,
 	for (uint32_t i = 0; i < t->nslots && got + *left < want; i++) {
 		struct nvme_slot *s = &t->slots[i];
 
-		if (s->state != TIER_SLOT_FREE || !s->stale ||
-		    !match(arg, s->hash, s->stale_tenant))
+		if (!stale_picked(p, s))
 			continue;
 		/* the free slots set aside for reserved writes stay free:
 		 * such a write would fail for want of one (-ENOSPC) */
@@ -375,6 +386,25 @@ out:
 	*out = v;
 	*n = got;
 	return r;
+}
+
+int tier_nvme_stale_claim(struct tier_nvme *t,
+			  bool (*match)(void *arg, uint64_t hash,
+					uint32_t tenant),
+			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
+			  uint32_t *left)
+{
+	const struct stale_pick p = { .match = match, .arg = arg };
+
+	return stale_claim(t, &p, out, n, left);
+}
+
+int tier_nvme_marked_claim(struct tier_nvme *t, struct tier_nvme_stale **out,
+			   uint32_t *n, uint32_t *left)
+{
+	const struct stale_pick p = { .marked = true };
+
+	return stale_claim(t, &p, out, n, left);
 }
 
 enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot)

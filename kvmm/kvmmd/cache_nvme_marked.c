@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The slot headers a restart's scan left out under a drop mark
+ * (tier_nvme_mark.c), zeroed once the NVMe tier is the cache's.  The mark
+ * keeps their blocks from coming back whatever becomes of those headers,
+ * but a header stays valid on disk until its slot is written again, so
+ * every later restart read it and counted it again (drop_marked_slots).
+ * So when the tier opens, or joins a running cache, its marked slots are
+ * claimed on the loop thread (tier_nvme_marked_claim(): off the free
+ * stack, so no write takes one while its job waits) and zeroed by
+ * NVME_INVALIDATE jobs on the migration engine's workers, as a drop's
+ * stale copies are (cache_drop.c): the loop never waits for the disk.
+ * A job that fails, or that a stop cancels, leaves its slot free and
+ * marked: the mark still covers it, and the next start tries again.
+ *
+ * These jobs belong to no drop (job->owner NULL): they are not in a
+ * drop's reply nor in TIER_STATS's nvme_invalidate_* counters, which
+ * count what operators' drops did; one log line says how it went.
+ *
+ * A mark itself is never lowered or retired here: once none of its slots
+ * is left on disk it covers nothing, and it costs one comparison per
+ * header at a restart.  Retiring it would need every slot below it to be
+ * known zeroed or written again, across crashes, while the next
+ * generation already goes above it (nvme_marks_raise_generation()); a
+ * header a failed or cancelled invalidation left behind would then come
+ * back.  Nothing is gained that is worth that risk.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/tier_nvme.h"
+
+/* The marked slots' invalidations are over: say how it went. */
+static void kc_marked_say(struct kd_cache *c)
+{
+	vmm_log(c->marked_failed ? VMM_LOG_WARN : VMM_LOG_INFO,
+		"cache: %llu NVMe slot headers below a drop mark zeroed, %llu not (left for the next start)",
+		(unsigned long long)c->marked_zeroed,
+		(unsigned long long)c->marked_failed);
+}
+
+void kc_nvme_clear_marked(struct kd_cache *c)
+{
+	struct tier_nvme_stale *v;
+	uint32_t n, left;
+	int err;
+
+	if (!c->nvme || !c->mig || c->closing)
+		return;
+	err = tier_nvme_marked_claim(c->nvme, &v, &n, &left);
+	if (err) {
+		vmm_log(VMM_LOG_WARN,
+			"cache: NVMe slot headers below a drop mark not cleared (%s): the next start reads them again",
+			strerror(-err));
+		return;
+	}
+	c->marked_failed += left;
+	for (uint32_t i = 0; i < n; i++) {
+		struct migrate_job *job =
+			migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
+
+		if (job) {
+			job->hash = v[i].hash;
+			job->nvme_slot = v[i].slot;
+			job->nvme_stale = true;
+			job->owner = NULL; /* no drop's */
+			if (!migrate_submit(c->mig, job)) {
+				c->marked_left++;
+				c->nvme_in_flight++; /* gives a slot back */
+				continue;
+			}
+			migrate_job_free(job);
+		}
+		/* free again, and marked: for the next start */
+		err = tier_nvme_invalidate_unclaim(c->nvme, v[i].slot);
+		if (err)
+			kc_free_refused(c, "NVMe", v[i].slot, v[i].hash, err);
+		c->marked_failed++;
+	}
+	free(v);
+	if ((n || left) && !c->marked_left)
+		kc_marked_say(c);
+	kc_nvme_kick(c);
+}
+
+void kc_marked_job_done(struct kd_cache *c, struct migrate_job *job)
+{
+	c->nvme_in_flight--;
+	if (job->state == MIGRATE_DONE)
+		c->marked_zeroed++;
+	else
+		c->marked_failed++;
+	/* not taken by the tier (cancelled at a stop, the test knob): still
+	 * claimed there */
+	if (!job->nvme_dropped) {
+		int err = tier_nvme_invalidate_unclaim(c->nvme, job->nvme_slot);
+
+		if (err)
+			kc_free_refused(c, "NVMe", job->nvme_slot, job->hash,
+					err);
+	}
+	kc_nvme_kick(c);
+	migrate_job_free(job);
+	if (!--c->marked_left)
+		kc_marked_say(c);
+}
