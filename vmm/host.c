@@ -64,7 +64,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,154 +71,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vmm/host_priv.h"
 #include "vmm/track.h"
 #include "vmm/vmm.h"
 
 #define HOST_DEFAULT_PAGE_SIZE (64 * 1024)
 #define HOST_MIN_PAGE_SIZE 4096
 #define HOST_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-
-/* Imported-page handles: bit 63, an 18-bit generation in bits 45..62, the
- * anchor's address / 4096 in bits 0..44 (user addresses stay below 2^57,
- * also with 5-level page tables).  An fd never has bit 63 set. */
-#define HOST_ANCHOR_TAG (1ULL << 63)
-#define HOST_ANCHOR_SHIFT 12
-#define HOST_ANCHOR_ADDR_BITS 45
-#define HOST_ANCHOR_GEN_MASK ((1ULL << 18) - 1)
-
-/* Created-page handles: the memfd in bits 0..31, a 31-bit generation in
- * bits 32..62 (bit 63 clear).  The kernel hands a released page's fd
- * number to the next memfd at once, so without the generation a stale
- * handle would silently name the next page created. */
-#define HOST_MEMFD_SHIFT 32
-#define HOST_MEMFD_GEN_MASK ((1ULL << 31) - 1)
-
-struct host_backend {
-	struct vmm_backend base;
-	pthread_mutex_t lock; /* protects track, anchor_gen and memfd_gen */
-	struct vmm_track track;
-	uint64_t anchor_gen; /* imports so far: the next handle's generation */
-	uint64_t memfd_gen; /* pages created so far: the same for those */
-	/* mremap() cannot duplicate a mapping here: an import keeps a dup
-	 * of its fd, as a created page does, instead of an anchor (set once
-	 * at open, read-only after) */
-	bool import_keeps_fd;
-	/* /proc/self/fd/N cannot be opened (no /proc): page_fd_readonly
-	 * answers -EOPNOTSUPP from then on (lock held) */
-	bool no_readonly_fd;
-};
-
-static struct host_backend *to_host(struct vmm_backend *b)
-{
-	return (struct host_backend *)b;
-}
-
-static bool is_anchor(vmm_handle_t page)
-{
-	return page & HOST_ANCHOR_TAG;
-}
-
-/* The memfd behind a created page's handle. */
-static int page_memfd(vmm_handle_t page)
-{
-	return (int)(page & 0xffffffffu);
-}
-
-static void *anchor_addr(vmm_handle_t page)
-{
-	return (void *)(uintptr_t)((page &
-				    ((1ULL << HOST_ANCHOR_ADDR_BITS) - 1))
-				   << HOST_ANCHOR_SHIFT);
-}
-
-/* Read fd to its end: the number of newlines in it, or -1; its first
- * first_len - 1 bytes go to first when given.  No allocation: at the
- * mapping limit, malloc may need a VMA too. */
-static long count_lines(int fd, char *first, size_t first_len)
-{
-	char buf[4096];
-	size_t have = 0;
-	long lines = 0;
-	ssize_t r;
-
-	for (;;) {
-		r = read(fd, buf, sizeof(buf));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (!r)
-			return lines;
-		for (ssize_t i = 0; i < r; i++)
-			lines += buf[i] == '\n';
-		if (first && have + 1 < first_len) {
-			size_t n = (size_t)r < first_len - 1 - have ?
-					   (size_t)r :
-					   first_len - 1 - have;
-
-			memcpy(first + have, buf, n);
-			have += n;
-			first[have] = 0;
-		}
-	}
-}
-
-/* /proc/sys/vm/max_map_count and the VMAs this process holds (the lines of
- * /proc/self/maps, near enough: it adds [vsyscall] where there is one). */
-static int map_count(long *count, long *max)
-{
-	char num[32] = "";
-	int fd;
-
-	fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (count_lines(fd, num, sizeof(num)) < 0) {
-		close(fd);
-		return -EIO;
-	}
-	close(fd);
-	*max = strtol(num, NULL, 10);
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	*count = count_lines(fd, NULL, 0);
-	close(fd);
-	return *count < 0 || *max <= 0 ? -EIO : 0;
-}
-
-/* How close to vm.max_map_count counts as "at" it: a MAP_FIXED in the middle
- * of a range needs 2 VMAs, mremap wants 3 spare (mremap_to), and other
- * threads may map meanwhile. */
-#define HOST_MAP_COUNT_SLACK 16
-
-/*
- * Log a failed mmap, mremap or mprotect (err: its errno; fmt: what was
- * being done).  ENOMEM from these is also the kernel's answer at
- * vm.max_map_count, which no caller can tell from a full pool or real
- * memory pressure: when the process is at (or within a few VMAs of) the
- * limit, say so and what to do instead of "Cannot allocate memory".  Only
- * ever on a failure path: it reads all of /proc/self/maps.
- */
-static void __attribute__((format(printf, 2, 3)))
-map_err_log(int err, const char *fmt, ...)
-{
-	char what[160];
-	long count = 0, max = 0;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	if (err == ENOMEM && !map_count(&count, &max) &&
-	    count + HOST_MAP_COUNT_SLACK >= max) {
-		vmm_log(VMM_LOG_ERR,
-			"vmm host: %s: out of mappings: %ld in /proc/self/maps, vm.max_map_count is %ld (an imported page takes 1, each mapping 1 more); raise it (sysctl vm.max_map_count=N, root) or use fewer or larger pages",
-			what, count, max);
-		return;
-	}
-	vmm_log(VMM_LOG_ERR, "vmm host: %s: %s", what, strerror(err));
-}
 
 static int host_granularity(struct vmm_backend *b, size_t *page_size)
 {
@@ -243,7 +101,7 @@ static int host_reserve(struct vmm_backend *b, size_t size, uint64_t *va)
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		map_err_log(-err, "reserve %zu bytes", size);
+		host_map_err_log(-err, "reserve %zu bytes", size);
 		goto out;
 	}
 	{
@@ -539,7 +397,7 @@ static int host_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 	p = mmap(NULL, b->page_size, PROT_NONE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		map_err_log(-err, "import fd %d (map its anchor)", fd);
+		host_map_err_log(-err, "import fd %d (map its anchor)", fd);
 		return err;
 	}
 	if ((uint64_t)(uintptr_t)p >>
@@ -564,197 +422,6 @@ static int host_page_import(struct vmm_backend *b, int fd, vmm_handle_t *page)
 	return 0;
 }
 
-static int host_map(struct vmm_backend *b, uint64_t va, vmm_handle_t page)
-{
-	struct host_backend *h = to_host(b);
-	void *p;
-	int err;
-
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_map(&h->track, va);
-	if (err)
-		goto out;
-	if (!vmm_track_page_live(&h->track, page)) {
-		err = -EBADF;
-		goto out;
-	}
-	if (is_anchor(page))
-		/* A second mapping of the anchor's pages, PROT_NONE as it is;
-		 * MREMAP_FIXED replaces the reserved slot as MAP_FIXED does. */
-		p = mremap(anchor_addr(page), 0, b->page_size,
-			   MREMAP_MAYMOVE | MREMAP_FIXED,
-			   (void *)(uintptr_t)va);
-	else
-		p = mmap((void *)(uintptr_t)va, b->page_size, PROT_NONE,
-			 MAP_SHARED | MAP_FIXED, page_memfd(page), 0);
-	if (p == MAP_FAILED) {
-		err = -errno;
-		map_err_log(-err, "map page %#llx at %#llx",
-			    (unsigned long long)page, (unsigned long long)va);
-		goto out;
-	}
-	vmm_track_set_mapped(&h->track, va, true);
-out:
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-static int host_unmap(struct vmm_backend *b, uint64_t va)
-{
-	struct host_backend *h = to_host(b);
-	void *p;
-	int err;
-
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_unmap(&h->track, va);
-	if (err)
-		goto out;
-	p = mmap((void *)(uintptr_t)va, b->page_size, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
-		 0);
-	if (p == MAP_FAILED) {
-		err = -errno;
-		map_err_log(-err, "unmap at %#llx", (unsigned long long)va);
-		goto out;
-	}
-	vmm_track_set_mapped(&h->track, va, false);
-out:
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-static int host_set_access(struct vmm_backend *b, uint64_t va, size_t size,
-			   int prot)
-{
-	struct host_backend *h = to_host(b);
-	int err, mprot = PROT_NONE;
-
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_access(&h->track, va, size, prot);
-	if (err)
-		goto out;
-	if (prot == VMM_PROT_READ)
-		mprot = PROT_READ;
-	else if (prot == VMM_PROT_RW)
-		mprot = PROT_READ | PROT_WRITE;
-	if (mprotect((void *)(uintptr_t)va, size, mprot)) {
-		err = -errno;
-		map_err_log(-err, "mprotect %#llx+%zu", (unsigned long long)va,
-			    size);
-	}
-out:
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-/*
- * Copy through an imported page's anchor (lock held): open it, copy, close
- * it again, so that the anchor faults at any other time and a concurrent
- * release cannot unmap it under the memcpy.
- */
-static int anchor_copy(struct vmm_backend *b, vmm_handle_t page, void *dst,
-		       const void *src, size_t len, int prot)
-{
-	void *a = anchor_addr(page);
-	int err = 0;
-
-	if (!len)
-		return 0;
-	if (mprotect(a, b->page_size, prot)) {
-		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: open anchor %p: %s", a,
-			strerror(errno));
-		return err;
-	}
-	memcpy(dst, src, len);
-	if (mprotect(a, b->page_size, PROT_NONE)) {
-		err = -errno;
-		vmm_log(VMM_LOG_ERR, "vmm host: close anchor %p: %s", a,
-			strerror(errno));
-	}
-	return err;
-}
-
-/*
- * Copy between a page and host memory: through the anchor for an imported
- * page, with pread/pwrite on the memfd for a created one.  Both under the
- * lock: a release must not unmap the anchor, or close the memfd and let
- * the next page created take its number, between the handle check and
- * the copy.  With write, buf is only read.
- */
-static int page_rw(struct vmm_backend *b, vmm_handle_t page, size_t offset,
-		   void *buf, size_t len, bool write)
-{
-	struct host_backend *h = to_host(b);
-	char *at, *p = buf;
-	size_t done = 0;
-	int err;
-
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_copy(&h->track, page, offset, len);
-	if (!err && is_anchor(page)) {
-		at = (char *)anchor_addr(page) + offset;
-		err = write ? anchor_copy(b, page, at, buf, len,
-					  PROT_READ | PROT_WRITE) :
-			      anchor_copy(b, page, buf, at, len, PROT_READ);
-		pthread_mutex_unlock(&h->lock);
-		return err;
-	}
-	while (!err && done < len) {
-		int fd = page_memfd(page);
-		off_t off = (off_t)(offset + done);
-		ssize_t r = write ? pwrite(fd, p + done, len - done, off) :
-				    pread(fd, p + done, len - done, off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			err = r < 0 ? -errno : -EIO;
-		else
-			done += (size_t)r;
-	}
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-static int host_copy_to_host(struct vmm_backend *b, void *dst,
-			     vmm_handle_t page, size_t offset, size_t len)
-{
-	return page_rw(b, page, offset, dst, len, false);
-}
-
-static int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page,
-			       size_t offset, const void *src, size_t len)
-{
-	return page_rw(b, page, offset, (void *)src, len, true);
-}
-
-/*
- * A created page gives its memory back to the kernel (a hole punched over
- * the whole memfd: later reads see zeros, and the next writer faults fresh
- * zeroed memory in), which costs no copy on the loop.  An imported page
- * has no fd here, and a filesystem may not punch holes: -EOPNOTSUPP, and
- * the pool writes the zeros through copy_from_host (pool.c scrub()).
- */
-static int host_page_zero(struct vmm_backend *b, vmm_handle_t page)
-{
-	struct host_backend *h = to_host(b);
-	int err;
-
-	/* under the lock, as a copy: a release must not close the memfd and
-	 * let the next page created take its number meanwhile */
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_copy(&h->track, page, 0, b->page_size);
-	if (!err && is_anchor(page))
-		err = -EOPNOTSUPP;
-	else if (!err && fallocate(page_memfd(page),
-				   FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				   0, (off_t)b->page_size))
-		err = -errno;
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
 static int host_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 {
 	struct host_backend *h = to_host(b);
@@ -763,41 +430,6 @@ static int host_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 	vmm_track_usage(&h->track, u);
 	pthread_mutex_unlock(&h->lock);
 	return 0;
-}
-
-/* Whether [va, va + len) lies in mapped pages that allow prot (the
- * whole pages it touches). */
-static int check_va_span(struct host_backend *h, uint64_t va, size_t len,
-			 int prot)
-{
-	int err;
-
-	pthread_mutex_lock(&h->lock);
-	err = vmm_track_check_span(&h->track, va, len, prot);
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-/* The async copies are plain memcpy here: the caller's mapping must allow
- * the access, exactly as a device copy would need it to. */
-static int host_copy_va_to_host_async(struct vmm_backend *b, void *dst,
-				      uint64_t va, size_t len)
-{
-	int err = check_va_span(to_host(b), va, len, VMM_PROT_READ);
-
-	if (!err)
-		memcpy(dst, (const void *)(uintptr_t)va, len);
-	return err;
-}
-
-static int host_copy_host_to_va_async(struct vmm_backend *b, uint64_t va,
-				      const void *src, size_t len)
-{
-	int err = check_va_span(to_host(b), va, len, VMM_PROT_RW);
-
-	if (!err)
-		memcpy((void *)(uintptr_t)va, src, len);
-	return err;
 }
 
 static int host_synchronize(struct vmm_backend *b)
