@@ -28,6 +28,7 @@
 /* every file of asym: the linker then takes none from the library */
 #include "kvmm/policy/pol_asym.c"
 #include "kvmm/policy/pol_asym_stats.c"
+#include "kvmm/policy/pol_asym_victim.c"
 #include "kvmm/policy/pol_asym_win.c"
 
 #include <stdlib.h>

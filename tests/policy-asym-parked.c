@@ -23,6 +23,7 @@
 #include "kvmm/policy/pol_asym.c"
 #undef pol_asym_ops
 #include "kvmm/policy/pol_asym_stats.c"
+#include "kvmm/policy/pol_asym_victim.c"
 #include "kvmm/policy/pol_asym_win.c"
 
 #include "tests/lib/policy_random.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * asym's shortcuts against what they stand for.  All of asym
- * (pol_asym.c, pol_asym_stats.c, pol_asym_win.c) is built into this test
+ * (pol_asym.c, pol_asym_stats.c, pol_asym_victim.c, pol_asym_win.c) is built into this test
  * with POL_ASYM_CHECK, which asserts after every list change that the
  * end windows hold the blocks (and keys) a walk of the list would visit, at every recount that the histogram counts what a direct
  * count of the lives gives, and at every return that the life record is
@@ -15,6 +15,7 @@
 /* every file of asym: the linker then takes none from the library */
 #include "kvmm/policy/pol_asym.c"
 #include "kvmm/policy/pol_asym_stats.c"
+#include "kvmm/policy/pol_asym_victim.c"
 #include "kvmm/policy/pol_asym_win.c"
 
 #include "tests/lib/policy_random.h"

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the asym policy: the state its files share and the calls
- * between them.  pol_asym.c keeps the lists and chooses the victims (its
- * top comment is the overview), pol_asym_stats.c learns the return
- * hazards and values the blocks, pol_asym_win.c keeps the end windows of
- * the lists.  What one file runs at every decision on another's data is
- * static inline here: the class and age of a block, and the windows'
- * deque steps that every list change takes.
+ * between them.  pol_asym.c keeps the lists (its top comment is the
+ * overview), pol_asym_victim.c chooses the victims, pol_asym_stats.c
+ * learns the return hazards and values the blocks, pol_asym_win.c keeps
+ * the end windows of the lists.  What one file runs at every decision on
+ * another's data is static inline here: the class and age of a block,
+ * whether it is held, and the windows' deque steps that every list
+ * change takes.
  */
 #ifndef KVMM_POLICY_POL_ASYM_PRIV_H
 #define KVMM_POLICY_POL_ASYM_PRIV_H
@@ -193,6 +194,16 @@ static inline int64_t block_key(const struct pol_block *b)
 }
 
 /*
+ * Pinned or referenced (an in-flight step, an open sequence): such a
+ * block stays out of the lists while held (parked), so that a decision
+ * never walks past it, however many a tier holds.
+ */
+static inline bool held(const struct pol_block *b)
+{
+	return b->pins || b->refcount;
+}
+
+/*
  * A block's position in the windows, with a bit for a partial block (the
  * victim scan reads the windows alone).  A partial block is the last of
  * its request, the deepest of its key, so the bit keeps every order.
@@ -342,5 +353,12 @@ static inline void asym_win_check(struct asym *s, struct asym_list *l)
 	(void)l;
 }
 #endif
+
+/* pol_asym.c: make index i of l's tail window, of value v, the candidate */
+void asym_cand_set(const struct asym *s, struct asym_list *l, uint32_t i,
+		   double v, uint64_t now, bool fresh);
+
+/* pol_asym_victim.c: pol_ops.victim */
+struct pol_block *asym_victim(void *priv);
 
 #endif
