@@ -32,6 +32,12 @@
  *                    (NVMe ones invalidated on disk before the reply)
  *   cache_open.c     a set-up of the tiers that failed after the start:
  *                    undone, and tried again after a wait
+ *   cache_nvme_join.c  an NVMe tier that could not open: out of the
+ *                    cache while it waits, joining when a later attempt
+ *                    opens it
+ *   cache_nvme_write.c  host -> NVMe writes that fail: the block back to
+ *                    the host tier, a tier whose writes keep failing out
+ *                    of service for writes
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the

@@ -19,10 +19,21 @@
  *              status and admin commands in proto_admin.c
  *   revoke.c   revocation: post, acknowledge, time out
  *   cache.c    published blocks, prefix sharing, host/NVMe tiers (cache.h;
- *              set-up, stop, demotion, restores and prefix open in
- *              cache_setup.c, cache_stop.c, cache_demote.c,
- *              cache_restore.c, cache_prefix.c: cache_priv.h)
+ *              set-up, stop, demotion, restores, prefix open and the rest
+ *              in cache_*.c: cache_priv.h lists them; the restore
+ *              plans in cache_plan.c, cache_plan.h)
  *   pin.c      BLOCK_PIN / BLOCK_UNPIN: per-session pins, TTLs, priorities
+ *   telemetry.c  the telemetry source the --telemetry options choose,
+ *              polled from a loop timer into the policy's feed
+ *   fd_closer.c  the fds clients send, closed on a thread of their own
+ *
+ * The other files: main.c (options, config file, daemonizing), and
+ * those with a header of their own: options.c, paths.c, log_sink.c,
+ * sd_notify.c, htab.c, crc32c.c, siphash.c, salt.c, scope.c, tenant.c,
+ * tier_host.c and tier_host_slab.c (tier_host.h), tier_nvme*.c
+ * (tier_nvme_priv.h lists them), migrate*.c (migrate_priv.h),
+ * metrics_text.c, metrics_gzip.c and metrics_http.c with the other
+ * metrics_*.c (metrics_http_priv.h).
  *
  * Everything runs on the one event-loop thread; nothing here is locked.
  */

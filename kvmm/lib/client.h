@@ -1,6 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libkvmm internals.
+ * libkvmm internals, shared by its files:
+ *
+ *   conn.c      connect and HELLO, socket requests, goodbye, statistics
+ *   info.c      kvmm_get_daemon_info(): what the HELLO reply said
+ *   region.c    regions and sequences: the reserved ranges, open, close
+ *   extend.c    kvmm_seq_extend() and the fetch of pages past the mapped
+ *               blocks (the engine's and the map-ahead thread's)
+ *   import.c    the pages a reply brings, imported as their fds arrive
+ *   mapahead.c  the map-ahead thread and its backoff
+ *   lend.c      blocks mapped ahead given back to an extend short of them
+ *   prefix.c    publishing blocks and opening a sequence on a prefix
+ *   readonly.c  cached blocks mapped read-only
+ *   pin.c       BLOCK_PIN / BLOCK_UNPIN
+ *   access.c    the step-level access probe
+ *   revoke.c    revocations and step boundaries
+ *   defer.c     pages the map-ahead thread got for blocks still mapped
+ *   retire.c    pages the engine's extend unmapped, kept until revoked
+ *   fork.c      connections a process inherited through fork()
+ *   ring.c      the ring client: submissions and completions
+ *   hash.c      kvmm_hash_*: block identity in the public API
+ *   wire.c      message and ring layout helpers, shared with kvmmd
  *
  * Locks, always taken in this order:
  *   sock_lock  one socket request/reply at a time; also held while the
