@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmm.h"
+#include "tests/shared-fd-common.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
@@ -32,78 +33,9 @@
  * fd kept for a shared page's readers) + 1024 sessions x 6 fds + 1024
  * pidfds of quarantined processes + 256 fixed */
 #define NEED (PAGES * 2 + 1024 * 6 + 1024 + 256)
-#define CAP_SYS_RESOURCE_BIT 24
 
 static const char *const args[] = { "--page-size", "4K",   "--gpu-mem", "12M",
 				    "--log-level", "info", NULL };
-
-/* The process's fds, and how many of them are pool pages (host backend:
- * memfds named kvmm-page). */
-static int count_fds(pid_t pid, int *page_fds)
-{
-	char path[64], target[256];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	if (!d)
-		t_fail("%s: %s", path, strerror(errno));
-	*page_fds = 0;
-	while ((e = readdir(d))) {
-		char link[320];
-		ssize_t len;
-
-		if (e->d_name[0] == '.')
-			continue;
-		n++;
-		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-		len = readlink(link, target, sizeof(target) - 1);
-		if (len < 0)
-			continue;
-		target[len] = '\0';
-		if (!strncmp(target, "/memfd:kvmm-page", 16))
-			(*page_fds)++;
-	}
-	closedir(d);
-	return n;
-}
-
-/* The process's "Max open files" soft and hard limits. */
-static void proc_limits(pid_t pid, unsigned long long *soft,
-			unsigned long long *hard)
-{
-	char path[64], line[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		t_fail("%s: %s", path, strerror(errno));
-	*soft = *hard = 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Max open files %llu %llu", soft, hard) == 2)
-			break;
-	fclose(f);
-}
-
-static bool has_cap_sys_resource(pid_t pid)
-{
-	char path[64], line[256];
-	unsigned long long caps = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		t_fail("%s: %s", path, strerror(errno));
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &caps) == 1)
-			break;
-	fclose(f);
-	return caps & (1ull << CAP_SYS_RESOURCE_BIT);
-}
 
 static void log_has(const struct td_daemon *d, const char *what, bool want)
 {
@@ -162,9 +94,10 @@ static void fill_under_low_soft(unsigned long long hard)
 	char line[256];
 	uint32_t s, tpb, blocks = PAGES / 2;
 	int before, after, page_fds;
+	struct sf_fds fds;
 
 	start(&d, 1024);
-	proc_limits(d.pid, &soft_now, &hard_now);
+	sf_limits(d.pid, &soft_now, &hard_now);
 	t_assert_eq(soft_now, hard);
 	t_assert_eq(hard_now, hard);
 	snprintf(
@@ -182,8 +115,9 @@ static void fill_under_low_soft(unsigned long long hard)
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.pages_total, PAGES);
 	t_assert_eq(st.pages_created, 0);
-	before = count_fds(d.pid, &page_fds);
-	t_assert_eq(page_fds, 0);
+	fds = sf_count(d.pid);
+	before = fds.total;
+	t_assert_eq(fds.ro_pages + fds.rw_pages, 0);
 
 	/* Every page of the pool at once: more fds than 1024 in both. */
 	t_ok(kvmm_seq_extend(r, s, blocks * tpb));
@@ -207,7 +141,9 @@ static void fill_under_low_soft(unsigned long long hard)
 	t_assert_eq(st.pages_created, PAGES);
 	t_assert_eq(st.pages_allocated, PAGES);
 	t_assert_eq(st.pages_mapped, PAGES);
-	after = count_fds(d.pid, &page_fds);
+	fds = sf_count(d.pid);
+	after = fds.total;
+	page_fds = fds.ro_pages + fds.rw_pages;
 	/* One fd per page in the daemon: the host backend sends each page's
 	 * memfd itself (an exported dup made it two per page before). */
 	t_assert_eq(page_fds, PAGES);
@@ -234,7 +170,7 @@ static void enough_already(unsigned long long hard)
 	char line[256];
 
 	start(&d, soft);
-	proc_limits(d.pid, &soft_now, &hard_now);
+	sf_limits(d.pid, &soft_now, &hard_now);
 	t_assert_eq(soft_now, soft);
 	t_assert_eq(hard_now, hard);
 	snprintf(
@@ -254,8 +190,8 @@ static int low_hard_child(void)
 
 	set_nofile(1024, 2048);
 	t_ok(td_start(&d, args));
-	proc_limits(d.pid, &soft_now, &hard_now);
-	if (has_cap_sys_resource(d.pid)) {
+	sf_limits(d.pid, &soft_now, &hard_now);
+	if (sf_has_cap_sys_resource(d.pid)) {
 		t_assert_eq(soft_now, NEED);
 		t_assert_eq(hard_now, NEED);
 		snprintf(

@@ -4,7 +4,8 @@
  * kvmm page memfds by access mode (read-only page fds are those kept or
  * opened for a shared page's readers), its RLIMIT_NOFILE, and whether it
  * runs with CAP_SYS_RESOURCE (which lets it raise its hard limit).
- * Shared by the tests of read-only page fds (cache-shared-fd-*).
+ * Shared by the tests of read-only page fds (cache-shared-fd-*) and
+ * daemon-fd-limit.
  */
 #ifndef KVMM_TESTS_SHARED_FD_COMMON_H
 #define KVMM_TESTS_SHARED_FD_COMMON_H
