@@ -8,52 +8,8 @@
 # compiler has no ThreadSanitizer runtime.
 # timeout: 300
 set -u
-src=${KVMM_SRC:-.}
-build=${KVMM_BUILD:-$src/build}
-cd "$src" || exit 1
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-tsan.XXXXXX")
-trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
-daemon=0
+. "${KVMM_SRC:-.}/tests/lib/tsan.sh"
 
-cc=${CC:-cc}
-if ! echo 'int main(void){return 0;}' |
-	"$cc" -x c -fsanitize=thread -o "$tmp/probe" - 2>/dev/null; then
-	echo "skip: $cc has no ThreadSanitizer runtime (-fsanitize=thread)"
-	exit 77
-fi
-libs=$(sed -n 's/^LIBKVMM_LIBS := //p' "$build/config.mk")
-cuda_inc=
-if grep -q '^HAVE_CUDA_H := 1' "$build/config.mk"; then
-	cuda_inc=-I$(sed -n 's/^CUDA_HOME := //p' "$build/config.mk")/include
-fi
-# (the rings' fences are not modelled by TSan: -Wno-tsan; no race is
-# reported through them here)
-# shellcheck disable=SC2086
-if ! "$cc" -D_GNU_SOURCE -I. -Ikvmm/include -I"$build" $cuda_inc \
-	-include "$build/config.h" -DKVMM_VERSION='"tsan"' \
-	-std=gnu11 -O1 -g -pthread -fsanitize=thread -Wno-tsan \
-	-o "$tmp/step-boundaries" tests/tsan/step-boundaries.c \
-	kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c kvmm/policy/*.c $libs -ldl -lm -lrt \
-	>"$tmp/cc.log" 2>&1; then
-	cat "$tmp/cc.log"
-	echo "FAIL: the ThreadSanitizer build failed"
-	exit 1
-fi
-
-"$build/kvmmd" --foreground --backend host --socket "$tmp/kvmm.sock" \
-	--page-size 64K --gpu-mem 64M --telemetry off >"$tmp/kvmmd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 300); do
-	[ -S "$tmp/kvmm.sock" ] && break
-	sleep 0.1
-done
-
-TSAN_OPTIONS="exitcode=66 halt_on_error=0" \
-	"$tmp/step-boundaries" "$tmp/kvmm.sock" "$build/kvmmctl"
-rc=$?
-if [ $rc = 66 ]; then
-	echo "FAIL: ThreadSanitizer reported a data race (above)"
-	exit 1
-fi
-[ $rc = 0 ] || { echo "FAIL: exit status $rc"; tail -20 "$tmp/kvmmd.log"; exit 1; }
-echo "ok: no race reported"
+tsan_build step-boundaries
+tsan_daemon
+tsan_run "$tmp/step-boundaries" "$tmp/kvmm.sock" "$build/kvmmctl"
