@@ -529,8 +529,15 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 			(unsigned long long)job->hash, job->nvme_slot,
 			strerror(-job->result));
 	}
+	kc_invalidate_job_end(c, job);
+	kc_drop_left(c, dr);
+}
+
+void kc_invalidate_job_end(struct kd_cache *c, struct migrate_job *job)
+{
 	/* not taken by the tier (the test knob, cancelled at a stop): the
-	 * slot is still claimed there (kc_drop_invalidate()), and nobody's */
+	 * slot is still claimed there (kc_drop_invalidate(),
+	 * kc_nvme_clear_marked()), and nobody's */
 	if (!job->nvme_dropped) {
 		int err = tier_nvme_invalidate_unclaim(c->nvme, job->nvme_slot);
 
@@ -540,7 +547,6 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 	kc_nvme_kick(c);
 	migrate_job_free(job);
-	kc_drop_left(c, dr);
 }
 
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s)

@@ -93,17 +93,7 @@ void kc_marked_job_done(struct kd_cache *c, struct migrate_job *job)
 		c->marked_zeroed++;
 	else
 		c->marked_failed++;
-	/* not taken by the tier (cancelled at a stop, the test knob): still
-	 * claimed there */
-	if (!job->nvme_dropped) {
-		int err = tier_nvme_invalidate_unclaim(c->nvme, job->nvme_slot);
-
-		if (err)
-			kc_free_refused(c, "NVMe", job->nvme_slot, job->hash,
-					err);
-	}
-	kc_nvme_kick(c);
-	migrate_job_free(job);
+	kc_invalidate_job_end(c, job);
 	if (!--c->marked_left)
 		kc_marked_say(c);
 }

@@ -605,6 +605,10 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 struct kc_drop;
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
+/* An NVME_INVALIDATE job reaped, a drop's or a marked slot's: the slot
+ * back to the tier if the job never took it, writes waiting for a slot
+ * kicked, the job freed. */
+void kc_invalidate_job_end(struct kd_cache *c, struct migrate_job *job);
 
 /* cache_nvme_marked.c: zero the slot headers the restart's scan left
  * under a drop mark (the NVMe tier opened or joined, the engine up); an
