@@ -2,351 +2,28 @@
 /*
  * The tiered cache (see policy.h): index + per-tier policy instances +
  * the bookkeeping every policy shares (tier membership, child counts for
- * the prefix rule, pins, TTLs, move reporting).
+ * the prefix rule, pins, TTLs, move reporting) and the moves between
+ * tiers (pol_cache_access(), make_room(), move_down(), and
+ * pol_cache_tenant_room_slow() for a tenant over its limit).
  *
  * Admission inserts first and evicts after, so a policy may pick the
  * block it was just given (a bypass, which belady needs to be optimal).
  * Entry pointers are not kept across pol_index_get(), which may move the
  * entry array; ids are.
+ *
+ * Beside it: cache_create.c (creation and the accessors), cache_lookup.c
+ * (lookups by hash), cache_tenant.c (tenant rows and limits),
+ * cache_kind.c (policy kinds and the learned state), and
+ * pol_cache_priv.h (struct pol_cache and what they share).  The pins,
+ * refs and TTLs stay here, beside the moves that read them: the
+ * compiler inlines the same calls on an access as when they were one file.
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "kvmm/policy/policy.h"
-#include "kvmm/policy/pol_tenant.h"
-
-struct pol_cache {
-	struct pol_index ix;
-	enum pol_kind kind;
-	bool prefix_rule;
-	bool msa; /* pol_cache_opts.msa */
-	unsigned last_tier; /* lowest tier with a capacity */
-	uint64_t cap[POL_TIER_COUNT];
-	uint64_t count[POL_TIER_COUNT];
-	const struct pol_ops *ops;
-	void *priv[POL_TIER_COUNT];
-	pol_move_fn move_fn;
-	void *move_arg;
-	uint64_t now;
-	uint64_t ticks;
-	const struct pol_cost_model *cost;
-	uint64_t block_bytes;
-	/* make_room's second pass: demotable TTLs do not hold a block */
-	bool ttl_demoting;
-	/* blocks set aside (POL_BLOCK_ASIDE) by the calls under way, by id:
-	 * a stack, each call releasing what it pushed (fits()) */
-	uint32_t *aside;
-	uint32_t naside, cap_aside;
-	struct pol_cache_stats st;
-	struct pol_tenants tenants; /* who brought what each tier holds */
-};
-
-static const char *const kind_names[POL_KIND_COUNT] = {
-	[POL_LRU] = "lru",	 [POL_LFU] = "lfu",   [POL_ARC] = "arc",
-	[POL_BELADY] = "belady", [POL_ASYM] = "asym",
-};
-
-const char *pol_kind_string(enum pol_kind kind)
-{
-	return (unsigned)kind < POL_KIND_COUNT ? kind_names[kind] : "?";
-}
-
-int pol_kind_parse(const char *name, enum pol_kind *kind)
-{
-	for (int k = 0; k < POL_KIND_COUNT; k++)
-		if (name && !strcmp(name, kind_names[k])) {
-			*kind = (enum pol_kind)k;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-extern const struct pol_ops pol_lru_ops, pol_lfu_ops, pol_arc_ops,
-	pol_belady_ops, pol_asym_ops;
-
-const struct pol_ops *pol_ops_get(enum pol_kind kind)
-{
-	switch (kind) {
-	case POL_LRU:
-		return &pol_lru_ops;
-	case POL_LFU:
-		return &pol_lfu_ops;
-	case POL_ARC:
-		return &pol_arc_ops;
-	case POL_BELADY:
-		return &pol_belady_ops;
-	case POL_ASYM:
-		return &pol_asym_ops;
-	default:
-		return NULL;
-	}
-}
-
-/* The lowest tier with a capacity (the GPU tier when none has one):
- * blocks are dropped from it. */
-static void set_last_tier(struct pol_cache *c)
-{
-	c->last_tier = POL_TIER_GPU;
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		if (c->cap[t])
-			c->last_tier = t;
-}
-
-int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)
-{
-	struct pol_cache *c;
-	int r;
-
-	if (!o || !out || o->size < sizeof(*o) || !pol_ops_get(o->kind))
-		return -EINVAL;
-	if (!o->capacity[POL_TIER_GPU])
-		return -EINVAL;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->kind = o->kind;
-	c->ops = pol_ops_get(o->kind);
-	/* with MSA a block after a missing one is still served: belady
-	 * needs no rule; asym keeps it (a parent is worth at least what its
-	 * child is, which its per-class values do not see) */
-	c->prefix_rule = o->prefix_rule < 0 ?
-				 o->kind == POL_ASYM ||
-					 (!o->msa && o->kind == POL_BELADY) :
-				 o->prefix_rule != 0;
-	c->msa = o->msa;
-	c->cost = o->cost;
-	c->block_bytes = o->block_bytes ? o->block_bytes : 64ull << 20;
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
-		if (o->capacity[t] && (o->joins_later & (1u << t)))
-			goto err_inval;
-		c->cap[t] = o->capacity[t];
-	}
-	set_last_tier(c);
-	r = pol_index_init(&c->ix, o->expected_blocks);
-	if (r)
-		goto err_free;
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
-		if (!c->cap[t] && !(o->joins_later & (1u << t)))
-			continue;
-		r = c->ops->create(c, t, &c->priv[t]);
-		if (r)
-			goto err_policies;
-	}
-	*out = c;
-	return 0;
-
-err_policies:
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		if (c->priv[t])
-			c->ops->destroy(c->priv[t]);
-	pol_index_fini(&c->ix);
-err_free:
-	free(c);
-	return r;
-err_inval:
-	free(c);
-	return -EINVAL;
-}
-
-void pol_cache_destroy(struct pol_cache *c)
-{
-	if (!c)
-		return;
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		if (c->priv[t])
-			c->ops->destroy(c->priv[t]);
-	pol_index_fini(&c->ix);
-	free(c->aside);
-	free(c);
-}
-
-void pol_cache_set_move_handler(struct pol_cache *c, pol_move_fn fn, void *arg)
-{
-	c->move_fn = fn;
-	c->move_arg = arg;
-}
-
-void pol_cache_set_clock(struct pol_cache *c, uint64_t now)
-{
-	c->now = now;
-}
-
-uint64_t pol_cache_clock(const struct pol_cache *c)
-{
-	return c->now;
-}
-
-uint64_t pol_cache_ticks(const struct pol_cache *c)
-{
-	return c->ticks;
-}
-
-/* pol_cache_learned_save()'s header, little-endian. */
-struct pol_learned_hdr {
-	char magic[8]; /* "KVMMLRN1" */
-	uint32_t version; /* 1 */
-	uint32_t kind; /* enum pol_kind */
-	uint64_t payload_bytes; /* the policy's bytes after the header */
-	uint64_t checksum; /* FNV-1a 64 of those bytes */
-};
-
-static const char learned_magic[8] = "KVMMLRN1";
-
-/* FNV-1a 64: catches a torn or damaged file, not a forged one (the file
- * is the daemon's own, like its NVMe tier). */
-static uint64_t fnv1a64(const void *buf, size_t len)
-{
-	const unsigned char *p = buf;
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-size_t pol_cache_learned_save(struct pol_cache *c, void *buf, size_t len)
-{
-	struct pol_learned_hdr h = { .version = 1, .kind = c->kind };
-	size_t n;
-
-	if (!c->ops->learned_save)
-		return 0;
-	n = c->ops->learned_save(c->priv[POL_TIER_GPU], NULL, 0);
-	if (!n || len < sizeof(h) + n)
-		return n ? sizeof(h) + n : 0;
-	c->ops->learned_save(c->priv[POL_TIER_GPU], (char *)buf + sizeof(h), n);
-	memcpy(h.magic, learned_magic, sizeof(h.magic));
-	h.version = htole32(h.version);
-	h.kind = htole32(h.kind);
-	h.payload_bytes = htole64(n);
-	h.checksum = htole64(fnv1a64((char *)buf + sizeof(h), n));
-	memcpy(buf, &h, sizeof(h));
-	return sizeof(h) + n;
-}
-
-/* The header of saved bytes, checked: 0, -EINVAL, -ESTALE (version). */
-static int learned_header(const void *buf, size_t len,
-			  struct pol_learned_hdr *h)
-{
-	if (!buf || len < sizeof(*h))
-		return -EINVAL;
-	memcpy(h, buf, sizeof(*h));
-	h->version = le32toh(h->version);
-	h->kind = le32toh(h->kind);
-	h->payload_bytes = le64toh(h->payload_bytes);
-	h->checksum = le64toh(h->checksum);
-	if (memcmp(h->magic, learned_magic, sizeof(h->magic)) ||
-	    h->payload_bytes != len - sizeof(*h) ||
-	    h->checksum !=
-		    fnv1a64((const char *)buf + sizeof(*h), len - sizeof(*h)))
-		return -EINVAL;
-	return h->version != 1 ? -ESTALE : 0;
-}
-
-int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
-			   uint64_t *lives)
-{
-	struct pol_learned_hdr h;
-	int e;
-
-	if (!c->ops->learned_load)
-		return -EOPNOTSUPP;
-	e = learned_header(buf, len, &h);
-	if (e)
-		return e;
-	if (h.kind != (uint32_t)c->kind)
-		return -ESTALE;
-	return c->ops->learned_load(c->priv[POL_TIER_GPU],
-				    (const char *)buf + sizeof(h),
-				    len - sizeof(h), lives);
-}
-
-int pol_learned_describe(const void *buf, size_t len,
-			 struct pol_learned_summary *out)
-{
-	const struct pol_ops *ops;
-	struct pol_learned_hdr h;
-	int e = learned_header(buf, len, &h);
-
-	if (e)
-		return e;
-	memset(out, 0, sizeof(*out));
-	out->kind = (enum pol_kind)h.kind;
-	out->version = h.version;
-	out->bytes = len;
-	ops = h.kind < POL_KIND_COUNT ? pol_ops_get((enum pol_kind)h.kind) :
-					NULL;
-	if (!ops || !ops->learned_describe)
-		return -ESTALE;
-	return ops->learned_describe((const char *)buf + sizeof(h),
-				     len - sizeof(h), out);
-}
-
-void *pol_cache_gpu_policy(struct pol_cache *c)
-{
-	return c->priv[POL_TIER_GPU];
-}
-
-struct pol_index *pol_cache_index(struct pol_cache *c)
-{
-	return &c->ix;
-}
-
-const struct pol_cost_model *pol_cache_cost(const struct pol_cache *c)
-{
-	return c->cost;
-}
-
-enum pol_kind pol_cache_kind(const struct pol_cache *c)
-{
-	return c->kind;
-}
-
-bool pol_cache_prefix_rule(const struct pol_cache *c)
-{
-	return c->prefix_rule;
-}
-
-bool pol_cache_msa(const struct pol_cache *c)
-{
-	return c->msa;
-}
-
-uint64_t pol_cache_count(const struct pol_cache *c, unsigned tier)
-{
-	return tier < POL_TIER_COUNT ? c->count[tier] : 0;
-}
-
-uint64_t pol_cache_capacity(const struct pol_cache *c, unsigned tier)
-{
-	return tier < POL_TIER_COUNT ? c->cap[tier] : 0;
-}
-
-bool pol_cache_has_tier(const struct pol_cache *c, unsigned tier)
-{
-	return tier < POL_TIER_COUNT && c->priv[tier];
-}
+#include "kvmm/policy/pol_cache_priv.h"
 
 static int make_room(struct pol_cache *c, unsigned t);
-static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
-			     struct pol_block *in, bool in_may_go);
-
-/*
- * Bring tenant row within its limit in tier t (tenant_room_slow(), only
- * for a limited row: one test for the others).  in (may be NULL): the
- * block whose entry or use made the check, which goes itself only when
- * in_may_go and none of the tenant's others there can.
- */
-static inline void tenant_room(struct pol_cache *c, uint16_t row, unsigned t,
-			       struct pol_block *in, bool in_may_go)
-{
-	if (__builtin_expect(c->tenants.row[row].limited, 0))
-		tenant_room_slow(c, row, t, in, in_may_go);
-}
 
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 {
@@ -361,79 +38,11 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 	 * with it what may be dropped (leaf_in()) and what the instances
 	 * keep of it (asym's tie-break, arc's target).
 	 */
-	set_last_tier(c);
+	pol_cache_set_last_tier(c);
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
 		if (c->priv[t] && c->ops->on_capacity)
 			c->ops->on_capacity(c->priv[t]);
 	return make_room(c, tier);
-}
-
-void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s)
-{
-	*s = c->st;
-}
-
-int pol_cache_tenant_limit(struct pol_cache *c, uint32_t id,
-			   const uint64_t limit[POL_TIER_COUNT])
-{
-	struct pol_tenant_count *r;
-	bool any = false;
-	uint16_t row;
-	int err;
-
-	if (id == POL_TENANT_OTHERS)
-		return -EINVAL;
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++) {
-		if (limit[t] && !pol_cache_has_tier(c, t))
-			return -EINVAL;
-		any |= limit[t] != 0;
-	}
-	/* a new row for a tenant not seen yet, unless they are all taken
-	 * (then nothing is made); lifting a limit it never had, nothing */
-	row = pol_tenant_row_lookup(&c->tenants, id);
-	if (row == POL_TENANT_NO_ROW) {
-		if (!any)
-			return 0;
-		if (!pol_tenant_room(&c->tenants))
-			return -ENOSPC;
-		row = pol_tenant_row(&c->tenants, id);
-	}
-	r = &c->tenants.row[row];
-	if (any && !r->limited) {
-		err = pol_tenant_list_build(&c->tenants, &c->ix, row);
-		if (err)
-			return err;
-	}
-	r->limited = any;
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		r->limit[t] = limit[t];
-	/* higher tiers first: what they send down counts below */
-	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
-		tenant_room(c, row, t, NULL, false);
-	return 0;
-}
-
-size_t pol_cache_tenants(const struct pol_cache *c,
-			 struct pol_tenant_count *out, size_t max)
-{
-	size_t n = c->tenants.nr;
-
-	if (out && max)
-		memcpy(out, c->tenants.row, (n < max ? n : max) * sizeof(*out));
-	return n;
-}
-
-int pol_cache_tenant_row(const struct pol_cache *c, uint32_t id)
-{
-	uint16_t row = pol_tenant_row_lookup(&c->tenants, id);
-
-	return id == POL_TENANT_OTHERS || row == POL_TENANT_NO_ROW ? -ENOENT :
-								     row;
-}
-
-uint32_t pol_cache_tenant_id(const struct pol_cache *c, uint16_t row)
-{
-	return row < c->tenants.nr ? c->tenants.row[row].id : POL_TENANT_OTHERS;
 }
 
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
@@ -912,8 +521,8 @@ static struct pol_block *tenant_victim(struct pol_cache *c, uint16_t row,
  * while an older idle block stays, until the rotation brings that one
  * up (one copy either way; bounded work comes first).
  */
-static void tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
-			     struct pol_block *in, bool in_may_go)
+void pol_cache_tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
+				struct pol_block *in, bool in_may_go)
 {
 	struct pol_tenant_count *r = &c->tenants.row[row];
 
@@ -1040,57 +649,6 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		return -ENOSPC;
 	}
 	return 0;
-}
-
-void pol_cache_prefetch(const struct pol_cache *c, uint64_t hash)
-{
-	pol_index_prefetch(&c->ix, hash);
-}
-
-bool pol_cache_few_new(struct pol_cache *c, const uint64_t *hashes, uint32_t n)
-{
-	uint32_t unknown = 0;
-
-	for (uint32_t i = 0; i < n && unknown <= POL_FEW_NEW_MAX; i++)
-		unknown += pol_index_find(&c->ix, hashes[i]) == POL_NONE;
-	return unknown >= 1 && unknown <= POL_FEW_NEW_MAX;
-}
-
-struct pol_block *pol_cache_lookup(struct pol_cache *c, uint64_t hash)
-{
-	uint32_t id = pol_index_find(&c->ix, hash);
-	struct pol_block *b;
-
-	if (id == POL_NONE)
-		return NULL;
-	b = pol_index_at(&c->ix, id);
-	return b->tier == POL_TIER_NONE ? NULL : b;
-}
-
-unsigned pol_cache_tier_of(struct pol_cache *c, uint64_t hash)
-{
-	struct pol_block *b = pol_cache_lookup(c, hash);
-
-	return b ? b->tier : POL_TIER_NONE;
-}
-
-/* Index slots loaded ahead of a prefix lookup (the request's blocks are
- * all accessed after it, so none is loaded in vain). */
-#define PREFIX_AHEAD 8
-
-size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n)
-{
-	size_t k = 0;
-
-	/* the slots of the next few hashes load while one is looked up */
-	for (size_t i = 0; i < n && i < PREFIX_AHEAD; i++)
-		pol_index_prefetch(&c->ix, hashes[i]);
-	while (k < n && pol_cache_lookup(c, hashes[k])) {
-		if (k + PREFIX_AHEAD < n)
-			pol_index_prefetch(&c->ix, hashes[k + PREFIX_AHEAD]);
-		k++;
-	}
-	return k;
 }
 
 static int remove_block(struct pol_cache *c, uint64_t hash, bool dropped)
