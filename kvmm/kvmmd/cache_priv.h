@@ -11,8 +11,9 @@
  *   cache_stop.c     the stop: blocks saved to NVMe, everything closed
  *   cache_demote.c   the policy's move handler: demotion jobs (GPU ->
  *                    host -> NVMe) and their waits for host or NVMe
- *                    slots, every migration job's completion,
- *                    pool-pressure reclaim
+ *                    slots, every migration job's completion
+ *   cache_reclaim.c  pool-pressure reclaim: GPU victims moved down until
+ *                    an extend's or an open's pages are free
  *   cache_restore.c  restore jobs (host or NVMe -> fresh pages): submit,
  *                    NVMe staging, completion, settling into the GPU tier
  *   cache_prefix.c   PREFIX_OPEN: the prefix walk that makes a pending
@@ -525,6 +526,8 @@ bool kc_demote_unqueue(struct kd_cache *c, struct kc_entry *e);
 bool kc_nvme_write_off(struct kd_cache *c, uint64_t hash);
 void kc_nvme_pump(struct kd_cache *c, bool fail_all);
 void kc_nvme_kick(struct kd_cache *c);
+
+/* cache_reclaim.c */
 uint64_t kc_pool_free(struct kd_daemon *d);
 /*
  * kd_cache_reclaim() in two steps, so a PREFIX_OPEN pins its prefix only
