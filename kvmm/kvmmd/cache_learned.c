@@ -32,6 +32,7 @@
 
 #include "kvmm/kvmmd/cache_priv.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/test_knob.h"
 
 /* ten minutes: a crash loses at most that much learning */
 #define KC_LEARNED_SAVE_MS (10 * 60 * 1000u)
@@ -241,17 +242,9 @@ void kc_learned_load(struct kd_cache *c)
 		vmm_log(VMM_LOG_WARN,
 			"policy state: KVMMD_TEST_POLICY_SAVE_MS: saved every %llu ms (tests only)",
 			(unsigned long long)(save_every_ns() / 1000000));
-	{
-		const char *v = getenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS");
-		long ms = v ? atol(v) : 0;
-
-		if (ms > 0) {
-			c->learned_write_delay_us = (uint32_t)ms * 1000u;
-			vmm_log(VMM_LOG_WARN,
-				"policy state: KVMMD_TEST_POLICY_WRITE_DELAY_MS=%ld: periodic saves delayed (tests only)",
-				ms);
-		}
-	}
+	c->learned_write_delay_us =
+		kd_test_delay_us("KVMMD_TEST_POLICY_WRITE_DELAY_MS",
+				 "policy state", "periodic saves");
 	c->learned_timer.fn = kc_on_learned_timer;
 	c->learned_timer.data = c;
 	kd_timer_arm(&c->d->loop, &c->learned_timer,

@@ -24,6 +24,7 @@
 
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "kvmm/kvmmd/test_knob.h"
 
 void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events, void *data)
 {
@@ -68,14 +69,7 @@ static int kc_unpin(void *arg, void *addr)
  * before it runs (Documentation/tiers.md), from kvmmd's environment. */
 static uint32_t kc_test_delay(const char *name)
 {
-	const char *v = getenv(name);
-	int ms = v ? atoi(v) : 0;
-
-	if (ms <= 0)
-		return 0;
-	vmm_log(VMM_LOG_WARN, "cache: %s=%d: migrations delayed (tests only)",
-		name, ms);
-	return (uint32_t)ms * 1000u;
+	return kd_test_delay_us(name, "cache", "migrations");
 }
 
 /*

@@ -16,6 +16,7 @@
 
 #include "tier_host.h"
 #include "tier_nvme.h"
+#include "test_knob.h"
 #include "ebpf/probes.h"
 
 #include <errno.h>
@@ -292,19 +293,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* A test knob's delay in ms, as microseconds (0: unset); said once. */
-static uint32_t migrate_test_delay_us(const char *name)
-{
-	const char *v = getenv(name);
-	int ms = v ? atoi(v) : 0;
-
-	if (ms <= 0)
-		return 0;
-	vmm_log(VMM_LOG_WARN, "migrate: %s=%d: migrations delayed (tests only)",
-		name, ms);
-	return (uint32_t)ms * 1000u;
-}
-
 int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 {
 	struct migrate *m;
@@ -324,8 +312,8 @@ int migrate_open(const struct migrate_config *cfg, struct migrate **out)
 	m->nvme_batch = cfg->nvme_batch ? cfg->nvme_batch : 8;
 	m->restore_delay_us = cfg->restore_delay_us;
 	m->demote_delay_us = cfg->demote_delay_us;
-	m->nvme_write_delay_us =
-		migrate_test_delay_us("KVMMD_TEST_NVME_WRITE_DELAY_MS");
+	m->nvme_write_delay_us = kd_test_delay_us(
+		"KVMMD_TEST_NVME_WRITE_DELAY_MS", "migrate", "migrations");
 	m->nfaults = cfg->nfaults < MIGRATE_FAULTS_MAX ? cfg->nfaults :
 							 MIGRATE_FAULTS_MAX;
 	memcpy(m->faults, cfg->faults, sizeof(m->faults));

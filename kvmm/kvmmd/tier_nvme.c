@@ -11,6 +11,7 @@
  * what.
  */
 #include "tier_nvme_priv.h"
+#include "test_knob.h"
 
 #include "vmm/vmm.h"
 
@@ -235,15 +236,9 @@ static void log_shrink(struct tier_nvme *t, const char *path,
  * drop's header writes wait (tests/cache-drop-mark-crash.c). */
 static void test_invalidate_delay(struct tier_nvme *t)
 {
-	const char *v = getenv("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS");
-	int ms = v ? atoi(v) : 0;
-
-	if (ms <= 0)
-		return;
-	vmm_log(VMM_LOG_WARN,
-		"tier_nvme: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS=%d: invalidations delayed (tests only)",
-		ms);
-	t->invalidate_delay_us = (uint32_t)ms * 1000u;
+	t->invalidate_delay_us =
+		kd_test_delay_us("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS",
+				 "tier_nvme", "invalidations");
 }
 
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
