@@ -148,6 +148,20 @@ static void batch_free(struct nvme_batch *b)
 	pthread_cond_destroy(&b->done);
 }
 
+/* The batch is over: how many of its ios failed (each io's result says
+ * which), its memory freed. */
+static int batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
+		     unsigned int n)
+{
+	int failed = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (ios[i].result)
+			failed++;
+	batch_free(b);
+	return failed;
+}
+
 static int batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
 		       unsigned int n, bool write, bool invalidate)
 {
@@ -209,7 +223,6 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			  unsigned int n)
 {
 	struct nvme_batch b;
-	int failed = 0;
 
 	if (n == 0)
 		return 0;
@@ -270,18 +283,13 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	}
 	pthread_mutex_unlock(&t->lock);
 	nvme_run_batch(t, &b);
-	for (unsigned int i = 0; i < n; i++)
-		if (ios[i].result)
-			failed++;
-	batch_free(&b);
-	return failed;
+	return batch_end(&b, ios, n);
 }
 
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n)
 {
 	struct nvme_batch b;
-	int failed = 0;
 
 	if (n == 0)
 		return 0;
@@ -313,11 +321,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	}
 	pthread_mutex_unlock(&t->lock);
 	nvme_run_batch(t, &b);
-	for (unsigned int i = 0; i < n; i++)
-		if (ios[i].result)
-			failed++;
-	batch_free(&b);
-	return failed;
+	return batch_end(&b, ios, n);
 }
 
 /*
@@ -333,7 +337,6 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 {
 	struct nvme_batch b;
 	bool any = false;
-	int failed = 0;
 
 	if (n == 0)
 		return 0;
@@ -383,11 +386,7 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		}
 		pthread_mutex_unlock(&t->lock);
 	}
-	for (unsigned int i = 0; i < n; i++)
-		if (ios[i].result)
-			failed++;
-	batch_free(&b);
-	return failed;
+	return batch_end(&b, ios, n);
 }
 
 #endif /* HAVE_LIBURING */
