@@ -29,7 +29,7 @@
  *
  * The other files: main.c (options, config file, daemonizing), and
  * those with a header of their own: options.c, paths.c, log_sink.c,
- * sd_notify.c, htab.c, crc32c.c, siphash.c, salt.c, scope.c, tenant.c,
+ * sd_notify.c, htab.c, crc32c.c, siphash.c, salt.c, scope.c, tenant.c, test_knob.c,
  * tier_host.c and tier_host_slab.c (tier_host.h), tier_nvme*.c
  * (tier_nvme_priv.h lists them), migrate*.c (migrate_priv.h),
  * metrics_text.c, metrics_gzip.c and metrics_http.c with the other
