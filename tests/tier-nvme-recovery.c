@@ -61,11 +61,13 @@ static void flip_byte(const char *path, uint64_t off)
 }
 
 static int count_cb(void *arg, uint32_t slot, uint64_t hash, uint64_t len,
-		    uint64_t layout)
+		    uint64_t layout, uint32_t tenant)
 {
 	(*(int *)arg)++;
 	t_assert_eq(len, PAYLOAD);
 	t_assert_eq(layout, 40 + (hash & 0xff));
+	/* the tenant the header names, given to the cache */
+	t_assert_eq(tenant, 2000 + (hash & 0xff));
 	return 0;
 }
 
@@ -101,6 +103,7 @@ int main(void)
 		fill(data + i * PAYLOAD, PAYLOAD, 77 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0x5000 + i,
 					       .layout_id = 40 + i,
+					       .tenant = 2000 + i,
 					       .buf = data + i * PAYLOAD,
 					       .length = PAYLOAD };
 	}

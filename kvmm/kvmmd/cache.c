@@ -57,6 +57,7 @@ void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier)
 void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
 	kc_set_tier(c, e, POL_TIER_GPU); /* off the lists below */
+	kc_cold_end(c, e, true); /* left the cache while cold */
 	if (kd_fifo_linked(&c->cold, &e->cold))
 		kd_fifo_unlink(&c->cold, &e->cold);
 	if (!e->unhashed)
@@ -290,6 +291,8 @@ int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,
 	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs against now */
 	err = pol_cache_tenant_limit(c->pol, id, limit);
 	kc_reap_dead(c);
+	if (!err)
+		kc_cold_limit(c, id, 0); /* its blocks the restart found */
 	return err;
 }
 

@@ -407,22 +407,8 @@ static void kc_nvme_room(struct kd_cache *c)
 			kd_fifo_unlink(&c->cold, n);
 			continue;
 		}
-		/*
-		 * A cold block holds its slot.  One being read stays (its
-		 * restore needs it), and so does one the policy dropped
-		 * earlier in this policy call (a publish of several
-		 * blocks): its slot is free already and it waits on
-		 * c->dead for kc_reap_dead(), which would read it after a
-		 * kc_free() here.
-		 */
-		if (e->job || e->rblk || e->dead)
-			continue;
-		c->st.tiers[POL_TIER_NVME].drops++;
-		kvmm_tel_evict(c->d->tel_local, e->hash, KVMM_TEL_TIER_NVME,
-			       c->block_bytes);
-		kc_release(c, e);
-		kc_free(c, e);
-		return;
+		if (kc_cold_evict(c, e))
+			return;
 	}
 }
 
@@ -494,6 +480,9 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 
 	if (!e)
 		return;
+	/* a cold block's first move is its admission: the policy counts it
+	 * from here (charged to the tenant its header named) */
+	kc_cold_end(c, e, false);
 	/*
 	 * The tenant the policy charges b to, kept on the entry for its
 	 * NVMe header (kc_nvme_reserve()) and the stale copy its freed
@@ -592,6 +581,9 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 			e->then_nvme = true;
 			return;
 		}
+		/* its tenant's cold blocks count against its NVMe limit
+		 * (the policy counts b there once this call is over) */
+		kc_cold_limit(c, e->tenant, 1);
 		kc_nvme_room(c);
 		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
 			kc_lose(c, e);

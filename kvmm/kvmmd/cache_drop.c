@@ -336,10 +336,13 @@ static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 }
 
 /* Whether e is a block of the drop: cached (not on its way out) in tier,
- * of the tenant's row when one is asked for (cold NVMe blocks, found at
- * start and outside the policy, are nobody's). */
+ * of tenant (row: its row in the policy, -1 when it has none) when one is
+ * asked for: the policy's blocks charged to that row, and the cold NVMe
+ * blocks (found at start, outside the policy) whose header named it
+ * (cache_recover.c; one from before the tenants is nobody's). */
 static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
-			  unsigned tier, bool by_tenant, uint16_t row)
+			  unsigned tier, bool by_tenant, uint32_t tenant,
+			  int row)
 {
 	const struct pol_block *b;
 
@@ -347,7 +350,9 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 		return false;
 	if (!by_tenant)
 		return true;
-	b = e->in_pol ? pol_cache_lookup(c->pol, e->hash) : NULL;
+	if (e->cold_counted)
+		return e->tenant == tenant;
+	b = e->in_pol && row >= 0 ? pol_cache_lookup(c->pol, e->hash) : NULL;
 	return b && b->tenant == row;
 }
 
@@ -386,8 +391,8 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	struct kd_fifo_node *n, *next;
 	struct kc_stale_match m;
 	struct kc_drop *dr;
-	uint16_t row = 0;
 	bool by_tenant;
+	int row = -1;
 	uint64_t now;
 	int err;
 
@@ -419,14 +424,10 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	 * of a tenant with no row too (its blocks of an earlier run) */
 	if (a.tiers & KVMM_CACHE_DROP_NVME)
 		kc_drop_mark(c, dr, by_tenant, a.tenant);
-	if (by_tenant) {
-		/* a tenant with no row of its own has no block */
-		int r = pol_cache_tenant_row(c->pol, a.tenant);
-
-		if (r < 0)
-			goto reply;
-		row = (uint16_t)r;
-	}
+	/* a tenant with no row of its own in the policy has none of its
+	 * blocks, but may have cold ones: row -1 */
+	if (by_tenant)
+		row = pol_cache_tenant_row(c->pol, a.tenant);
 	/* walks of the lists of each tier's entries: kc_lose() only marks
 	 * an entry dead (kc_reap_dead() unlinks and frees it after) */
 	if (a.tiers & KVMM_CACHE_DROP_GPU)
@@ -434,7 +435,8 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			struct kc_entry *e =
 				kd_fifo_entry(n, struct kc_entry, gpu);
 
-			if (kc_drop_match(c, e, POL_TIER_GPU, by_tenant, row))
+			if (kc_drop_match(c, e, POL_TIER_GPU, by_tenant,
+					  a.tenant, row))
 				kc_drop_one(c, dr, e, POL_TIER_GPU, now);
 		}
 	for (unsigned t = POL_TIER_HOST; t < POL_TIER_COUNT; t++) {
@@ -445,7 +447,7 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				kd_fifo_entry(n, struct kc_entry, below);
 
 			next = kd_fifo_next(n);
-			if (kc_drop_match(c, e, t, by_tenant, row))
+			if (kc_drop_match(c, e, t, by_tenant, a.tenant, row))
 				kc_drop_one(c, dr, e, t, now);
 		}
 	}

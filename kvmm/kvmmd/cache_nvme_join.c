@@ -196,6 +196,7 @@ static void kc_nvme_join(struct kd_cache *c)
 	c->st.tiers[POL_TIER_NVME].block_bytes = c->block_bytes;
 	kc_hold_slots(c);
 	kc_nvme_clear_marked(c);
+	kc_cold_limits(c);
 	vmm_log(VMM_LOG_INFO,
 		"cache: the NVMe tier %s opened at attempt %llu (the last one failed: %s) and joined the cache: %llu of %llu slots, %llu blocks recovered",
 		c->d->cfg.nvme_path, (unsigned long long)c->nvme_attempts,

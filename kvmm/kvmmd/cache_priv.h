@@ -81,12 +81,17 @@ struct kc_entry {
 	uint32_t restore_tenant;
 	/* the tenant id the policy charges the block to, set from the
 	 * policy's block at each move it reports (kc_move(): its admission
-	 * first), when the policy's lookup cannot find it; TIER_NVME_NOBODY
-	 * for a cold NVMe block until an open's restore names the tenant.
-	 * Its NVMe header names it, and a slot it frees stays on the tier's
-	 * record of stale copies as that tenant's (cache_drop.c) */
+	 * first), when the policy's lookup cannot find it.  A cold NVMe
+	 * block has the tenant its header names (cold_counted), or
+	 * TIER_NVME_NOBODY for a header from before the tenants until an
+	 * open's restore names the tenant.  Its NVMe header names it, and a
+	 * slot it frees stays on the tier's record of stale copies as that
+	 * tenant's (cache_drop.c) */
 	uint32_t tenant;
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
+	/* cold, counted in its tenant's kd_tenant_counts.cold_blocks until
+	 * it leaves the cache or the policy takes it (kc_cold_end()) */
+	bool cold_counted;
 	bool dead; /* to be removed from the policy after its call */
 	bool then_nvme; /* moved on to NVMe while its host copy ran */
 	bool drop_after; /* dropped while a job ran */
@@ -494,9 +499,21 @@ void kc_nvme_write_return(struct kd_cache *c, struct kc_entry *e);
 void kc_nvme_write_stats(const struct kd_cache *c,
 			 struct kvmm_tier_stats_reply *st);
 /* cache_recover.c, for a set-up and a tier that joins: its blocks into
- * the index (cold), in the order they were written */
+ * the index (cold), in the order they were written, each its header's
+ * tenant's; then (kc_cold_limits()) every tenant's NVMe limit applied to
+ * them */
 int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns);
 int kc_order_cold(struct kd_cache *c);
+void kc_cold_limits(struct kd_cache *c);
+/* A cold block is no longer cold: gone from the cache (dropped: counted
+ * in its tenant's dropped), or the policy's now */
+void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped);
+/* Evict a cold block for room (false: a restore reads it, or it is on its
+ * way out already) */
+bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e);
+/* Tenant id's cold blocks over its NVMe limit, counted with the policy's
+ * blocks of it there and `coming` more on their way: the oldest go */
+void kc_cold_limit(struct kd_cache *c, uint32_t id, uint64_t coming);
 /* cache_setup.c */
 /* Set up the tiers and the policy for blocks of ppb pages, if not yet
  * (0; -EXDEV when set up for another size; -EIO while the cache is off

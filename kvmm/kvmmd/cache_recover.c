@@ -7,12 +7,24 @@
  * c->cold; the slots of the others (another layout, a hash met twice)
  * are freed.  Its own file because both set-ups share it and it touches
  * only the index and the NVMe tier's slot walk.
+ *
+ * A cold block is the tenant's its header names (a header from before the
+ * tenants: nobody's), as if that tenant had cached it: counted in its
+ * row (kd_tenant_counts.cold_blocks, added to the policy's counts in
+ * ADMIN_TENANTS), dropped by a `--uid` drop of it (cache_drop.c),
+ * counted against its NVMe limit (kc_cold_limit()), and charged to it
+ * when an open brings it up (cache_restore.c), whoever opens it.  The
+ * policy does not see cold blocks, so these counts live here until it
+ * does.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+#include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/tenant.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
 /* What tier_nvme_foreach() found that the cache cannot use: freed after
@@ -24,7 +36,7 @@ struct kc_recover {
 };
 
 static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
-			uint64_t length, uint64_t layout_id)
+			uint64_t length, uint64_t layout_id, uint32_t tenant)
 {
 	struct kc_recover *rc = arg;
 	struct kd_cache *c = rc->c;
@@ -48,7 +60,109 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	e->nvme_slot = slot;
 	kd_fifo_push_tail(&c->cold, &e->cold); /* kc_order_cold() sorts */
 	c->st.recovered_blocks++;
+	if (tenant != TIER_NVME_NOBODY) {
+		/* the id a session of that tenant is charged under (its row
+		 * made now if it has none: a tenant not connected in this
+		 * run is listed too), the others' past the 255th */
+		struct pol_tenants *map = &c->d->tenants.map;
+
+		e->tenant = map->row[pol_tenant_row(map, tenant)].id;
+		e->cold_counted = true;
+		kd_tenant(c->d, e->tenant)->cold_blocks++;
+	}
 	return 0;
+}
+
+void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped)
+{
+	struct kd_tenant_counts *k;
+
+	if (!e->cold_counted)
+		return;
+	e->cold_counted = false;
+	k = kd_tenant(c->d, e->tenant);
+	k->cold_blocks--;
+	if (dropped)
+		k->cold_dropped++;
+}
+
+bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
+{
+	/*
+	 * A cold block holds its slot.  One being read stays (its restore
+	 * needs it), and so does one the policy dropped earlier in this
+	 * policy call (a publish of several blocks): its slot is free
+	 * already and it waits on c->dead for kc_reap_dead(), which would
+	 * read it after a kc_free() here.
+	 */
+	if (e->job || e->rblk || e->dead)
+		return false;
+	c->st.tiers[POL_TIER_NVME].drops++;
+	kvmm_tel_evict(c->d->tel_local, e->hash, KVMM_TEL_TIER_NVME,
+		       c->block_bytes);
+	kc_release(c, e);
+	kc_free(c, e);
+	return true;
+}
+
+/* The policy's blocks of tenant id on NVMe (0 when it has no row there). */
+static uint64_t kc_pol_nvme_blocks(struct kd_cache *c, uint32_t id)
+{
+	int row = c->pol ? pol_cache_tenant_row(c->pol, id) : -ENOENT;
+	struct pol_tenant_count *pt;
+	uint64_t n = 0;
+
+	if (row < 0)
+		return 0;
+	pt = calloc((size_t)row + 1, sizeof(*pt));
+	if (!pt)
+		return 0;
+	if (pol_cache_tenants(c->pol, pt, (size_t)row + 1) > (size_t)row)
+		n = pt[row].blocks[POL_TIER_NVME];
+	free(pt);
+	return n;
+}
+
+/*
+ * The policy enforces a tenant's NVMe limit on the blocks it holds; its
+ * cold ones count there too (`kvmmctl tenants` shows them cached), so
+ * while both with `coming` pass the limit the tenant's oldest cold block
+ * goes: the blocks the NVMe tier gives up first for room anyway
+ * (kc_nvme_room()), and the ones its limit would pick, as nothing used
+ * them in this run.  The walk of c->cold passes other tenants' blocks;
+ * it runs only for a tenant with an NVMe limit and cold blocks.
+ */
+void kc_cold_limit(struct kd_cache *c, uint32_t id, uint64_t coming)
+{
+	struct kd_daemon *d = c->d;
+	uint16_t row = pol_tenant_row_lookup(&d->tenants.map, id);
+	struct kd_fifo_node *n, *next;
+	struct kd_tenant_counts *k;
+	uint64_t held;
+
+	if (id == KVMM_TENANT_OTHERS || row == POL_TENANT_NO_ROW)
+		return;
+	k = &d->tenants.row[row];
+	if (!k->limit[POL_TIER_NVME] || !k->cold_blocks)
+		return;
+	held = kc_pol_nvme_blocks(c, id) + coming;
+	for (n = c->cold.head;
+	     n && held + k->cold_blocks > k->limit[POL_TIER_NVME]; n = next) {
+		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
+
+		next = n->next;
+		if (e->cold_counted && e->tenant == id && !e->in_pol &&
+		    kc_cold_evict(c, e))
+			k->cold_limit_drops++;
+	}
+}
+
+void kc_cold_limits(struct kd_cache *c)
+{
+	struct pol_tenants *map = &c->d->tenants.map;
+
+	for (uint32_t i = 0; i < map->nr; i++)
+		kc_cold_limit(c, map->row[i].id, 0);
 }
 
 /* The NVMe tier's blocks from the last run that the cache can serve

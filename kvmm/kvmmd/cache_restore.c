@@ -457,8 +457,9 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	}
 	/* the block is on the GPU now; the lower copy goes (exclusive).  A
 	 * cold block is about to be charged to tenant: its NVMe slot's
-	 * stale copy is that tenant's */
-	if (!e->in_pol)
+	 * stale copy is that tenant's; one whose header named its tenant
+	 * stays that tenant's (cache_recover.c) */
+	if (!e->in_pol && !e->cold_counted)
 		e->tenant = tenant;
 	kc_release_lower(c, e);
 	/* the sequences take the block first, so the policy cannot pick it
@@ -479,10 +480,14 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e)
 	kc_set_tier(c, e, POL_TIER_GPU);
 	/* the policy: a promotion (an admission for a recovered block), and
 	 * a reference per sequence that took it */
-	struct pol_block_desc desc = { .hash = e->hash,
-				       .parent_hash = e->parent,
-				       .position = pos,
-				       .tenant = tenant };
+	struct pol_block_desc desc = {
+		.hash = e->hash,
+		.parent_hash = e->parent,
+		.position = pos,
+		/* a recovered block is charged to its header's tenant, as a
+		 * block stays charged to whoever cached it */
+		.tenant = e->cold_counted ? e->tenant : tenant
+	};
 
 	if (e->parent)
 		desc.flags = POL_BLOCK_HAS_PARENT;

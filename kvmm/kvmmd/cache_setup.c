@@ -359,6 +359,7 @@ no_nvme:
 	c->opened = true;
 	kc_open_done(c);
 	kc_nvme_clear_marked(c); /* the engine's jobs: nothing to undo */
+	kc_cold_limits(c); /* the limits count the recovered blocks too */
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
 		c->st.tiers[t].block_bytes = c->block_bytes;

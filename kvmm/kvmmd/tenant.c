@@ -168,6 +168,12 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		t->published_blocks += k->published_blocks;
 		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
 			t->limit_blocks[tier] = k->limit[tier];
+		/* its recovered blocks no open used yet, outside the
+		 * policy: cached on NVMe, admitted when they were found */
+		t->cached_blocks[POL_TIER_NVME] += k->cold_blocks;
+		t->admitted_blocks += k->cold_blocks + k->cold_dropped;
+		t->dropped_blocks += k->cold_dropped;
+		t->limit_moves += k->cold_limit_drops;
 	}
 	for (size_t i = 0; i < np && i < POL_TENANT_ROWS; i++) {
 		struct kvmm_tenant_info *t = entry(r, pt[i].id);

@@ -6,9 +6,10 @@
  * policy (pol_cache_tenants(): charged to whoever admitted them, in
  * whichever tier they are now); what the sessions got is counted here:
  * prefix opens, the blocks they found in each tier, the blocks their
- * publishes cached.  A tenant's row is made when one of its sessions
- * first opens a prefix or publishes, or a limit is set for it, and is
- * kept; the rows are the policy's (pol_tenant.h): 255 tenants, then a
+ * publishes cached; and the blocks the restart recovered for it, cold
+ * until an open uses them.  A tenant's row is made when one of its
+ * sessions first opens a prefix or publishes, a limit is set for it, or
+ * the restart finds a block of it on NVMe, and is kept; the rows are the policy's (pol_tenant.h): 255 tenants, then a
  * shared one.
  *
  * Limits (--tenant-limit, ADMIN_SET_TENANT_LIMIT) are kept here and given
@@ -33,6 +34,19 @@ struct kd_tenant_counts {
 	uint64_t hit_blocks[POL_TIER_COUNT]; /* by the tier found in */
 	uint64_t published_blocks;
 	uint64_t limit[POL_TIER_COUNT]; /* its limit per tier; 0: none */
+	/*
+	 * Its blocks the restart found on NVMe (their headers name it) that
+	 * no open has used yet: "cold", outside the policy, so counted here
+	 * (cache_recover.c) and added to the policy's counts in ADMIN_TENANTS
+	 * as cached NVMe blocks; cold_dropped of them left the cache while
+	 * cold (an eviction for room, a drop, its NVMe limit:
+	 * cold_limit_drops of those), so that admitted - dropped stays what
+	 * it has cached.  One an open uses is the policy's from then on,
+	 * still this tenant's.
+	 */
+	uint64_t cold_blocks;
+	uint64_t cold_dropped;
+	uint64_t cold_limit_drops;
 };
 
 struct kd_tenants {

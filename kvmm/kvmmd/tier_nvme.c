@@ -675,7 +675,8 @@ uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot)
 
 int tier_nvme_foreach(struct tier_nvme *t,
 		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
-				uint64_t length, uint64_t layout_id),
+				uint64_t length, uint64_t layout_id,
+				uint32_t tenant),
 		      void *arg)
 {
 	return 0;

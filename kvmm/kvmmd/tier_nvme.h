@@ -378,10 +378,13 @@ enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot);
  * recovered at open; later writes have larger ones), 0 otherwise. */
 uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot);
 /* Call fn for every READY slot (the daemon rebuilds its block index from
- * this after a restart); stops early when fn returns non-zero. */
+ * this after a restart), with the tenant its header names
+ * (TIER_NVME_NOBODY: a header from before the tenants); stops early when
+ * fn returns non-zero. */
 int tier_nvme_foreach(struct tier_nvme *t,
 		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
-				uint64_t length, uint64_t layout_id),
+				uint64_t length, uint64_t layout_id,
+				uint32_t tenant),
 		      void *arg);
 /* Make what was written durable (fdatasync: the device's write cache, and
  * the file's extents that O_DIRECT writes turned from preallocated to

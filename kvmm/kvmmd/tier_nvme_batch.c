@@ -276,6 +276,7 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			.generation = io->generation ? io->generation :
 						       t->next_generation++,
 			.layout_id = io->layout_id,
+			.tenant = io->tenant,
 		};
 		nvme_idx_insert(t, io->slot);
 		b.gens[i] = t->slots[io->slot].generation;

@@ -144,6 +144,11 @@ struct nvme_slot {
 	 * zeroed and later restarts stop reading and counting it */
 	bool marked;
 	uint32_t stale_tenant;
+	/* the tenant its header names (tier_nvme_io.tenant of the write,
+	 * or the header the restart read), TIER_NVME_NOBODY when none:
+	 * tier_nvme_foreach() gives it to the cache, and a copy freed by
+	 * the tier itself stays a stale copy of that tenant */
+	uint32_t tenant;
 	uint32_t next; /* hash chain */
 	uint64_t hash;
 	uint64_t length;
@@ -278,9 +283,9 @@ int nvme_slot_alloc(struct tier_nvme *t, uint32_t *slot);
 void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot);
 /* during the restart scan: FREE slot holds a valid header of hash that
  * lost to a newer copy, or (marked) that a drop mark covers: remembered
- * as a stale copy, nobody's */
+ * as a stale copy of the tenant its header names (TIER_NVME_NOBODY: none) */
 void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash,
-			  bool marked);
+			  bool marked, uint32_t tenant);
 /* after the restart scan: free stack from the slots' states */
 void nvme_free_stack_rebuild(struct tier_nvme *t);
 void nvme_slot_release(struct tier_nvme *t, uint32_t slot);

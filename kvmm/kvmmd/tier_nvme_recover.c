@@ -33,6 +33,13 @@
 
 #if HAVE_LIBURING
 
+/* The tenant a valid header names: TIER_NVME_NOBODY for one written
+ * before headers said (its tenant word zero and no flag). */
+static uint32_t header_tenant(const struct tier_nvme_slot_header *h)
+{
+	return h->flags & TIER_NVME_HDR_TENANT ? h->tenant : TIER_NVME_NOBODY;
+}
+
 /* Keep a recovered header: newest generation of each hash wins. */
 static void recover_one(struct tier_nvme *t, uint32_t slot,
 			const struct tier_nvme_slot_header *h)
@@ -40,11 +47,13 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 	uint32_t old = nvme_idx_find(t, h->hash);
 
 	if (old != NVME_NONE) {
-		/* the loser's header stays valid on disk: a stale copy,
-		 * which a drop of its block must find (the winner's
+		/* the loser's header stays valid on disk: a stale copy of
+		 * its header's tenant, which a drop of its block (or a
+		 * --uid drop of that tenant) must find (the winner's
 		 * invalidation would let it win at the next restart) */
 		if (t->slots[old].generation >= h->generation) {
-			nvme_slot_mark_stale(t, slot, h->hash, false);
+			nvme_slot_mark_stale(t, slot, h->hash, false,
+					     header_tenant(h));
 			return;
 		}
 		nvme_slot_release_recovered(t, old);
@@ -60,6 +69,7 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 		.generation = h->generation,
 		.layout_id = h->layout_id,
 		.payload_crc = h->payload_crc,
+		.tenant = header_tenant(h),
 	};
 	nvme_idx_insert(t, slot);
 	t->st.ready_slots++;
@@ -115,7 +125,7 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 	 * that the next restart does not read and count it again */
 	if (nvme_header_marked(t, &h)) {
 		t->st.drop_marked_slots++;
-		nvme_slot_mark_stale(t, slot, h.hash, true);
+		nvme_slot_mark_stale(t, slot, h.hash, true, header_tenant(&h));
 	} else {
 		recover_one(t, slot, &h);
 	}

@@ -176,18 +176,18 @@ void nvme_slot_release_stale(struct tier_nvme *t, uint32_t slot,
 
 void nvme_slot_release_recovered(struct tier_nvme *t, uint32_t slot)
 {
-	slot_free(t, slot, false, true, TIER_NVME_NOBODY);
+	slot_free(t, slot, false, true, t->slots[slot].tenant);
 }
 
 void nvme_slot_mark_stale(struct tier_nvme *t, uint32_t slot, uint64_t hash,
-			  bool marked)
+			  bool marked, uint32_t tenant)
 {
 	struct nvme_slot *s = &t->slots[slot];
 
 	s->stale = true;
 	s->marked = marked;
 	s->hash = hash;
-	s->stale_tenant = TIER_NVME_NOBODY;
+	s->stale_tenant = tenant;
 }
 
 /* ---- public lookups ---- */
@@ -435,7 +435,8 @@ uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot)
 
 int tier_nvme_foreach(struct tier_nvme *t,
 		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
-				uint64_t length, uint64_t layout_id),
+				uint64_t length, uint64_t layout_id,
+				uint32_t tenant),
 		      void *arg)
 {
 	int r = 0;
@@ -446,7 +447,7 @@ int tier_nvme_foreach(struct tier_nvme *t,
 
 		if (s.state != TIER_SLOT_READY || s.bad)
 			continue;
-		r = fn(arg, i, s.hash, s.length, s.layout_id);
+		r = fn(arg, i, s.hash, s.length, s.layout_id, s.tenant);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return r;
