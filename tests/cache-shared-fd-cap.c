@@ -8,7 +8,7 @@
  * root; without root it never had it).  Its start line names the cap.
  *
  *   A. RLIMIT_NOFILE 1000, below the pool's own fds and the reserve
- *      (1024 sessions x 6, 1024 pidfds, 256 fixed): the cap is 0.  NC
+ *      (--max-sessions 1024 x 6, 1024 pidfds, 256 fixed): the cap is 0.  NC
  *      writers publish NC chains of 16 blocks (640 pages, their memfds
  *      in kvmmd); a reader opens every prefix of every chain (k = 1..16
  *      blocks), as long as kvmmd's fds leave room for the next block's 4
@@ -26,6 +26,18 @@
  *      other 24 a reply opened for itself each time (72 in all); kvmmctl
  *      status says "at most 40: RLIMIT_NOFILE", --json and the metrics
  *      the same numbers; a new client connects and extends.
+ *   C. --max-sessions 32 and RLIMIT_NOFILE 1024 + 1472 + 253 + 60 (the
+ *      reserve for 32 sessions: 32 x 6, 1024 pidfds, 256 fixed): the cap
+ *      is 60 (0 when the reserve was 1024 sessions' whatever the option
+ *      said).  prlimit() lowers kvmmd's soft limit by 50 (as `prlimit
+ *      --pid` does; the hard one stays: raising it needs
+ *      CAP_SYS_RESOURCE): `kvmmctl --json status` says ro_fd_cap 10
+ *      within 2 s, and the chain opened keeps 10; raised back: cap 60,
+ *      the next open keeps 60; lowered again: cap 10, the 60 kept stay
+ *      while their pages are cached (an open then keeps none more); a
+ *      new client connects and extends; `cache-drop` frees the pages
+ *      and their fds (0 kept), and the chain published and opened again
+ *      keeps 10.  (The limit was read at start only: the cap stayed 60.)
  */
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -42,6 +54,11 @@
 #define LIMIT_A 1000
 #define CAP_B 40
 #define LIMIT_B (POOL_PAGES + RESERVED + MSG_FDS + CAP_B)
+#define SESSIONS_C 32
+#define RESERVED_C (SESSIONS_C * 6 + 1024 + 256)
+#define CAP_C 60
+#define LIMIT_C (POOL_PAGES + RESERVED_C + MSG_FDS + CAP_C)
+#define LOW_C 10 /* the cap with the soft limit 50 lower */
 
 static uint64_t chain_hash(int j, uint32_t b)
 {
@@ -282,6 +299,103 @@ static int case_b(void)
 	return 0;
 }
 
+/* kvmmd's soft limit set to soft from outside (as `prlimit --pid` does),
+ * its hard one LIMIT_C; `kvmmctl --json status` must show ro_fd_cap cap
+ * within 2 s: the ms it took. */
+static uint64_t move_limit(const struct td_daemon *d, rlim_t soft, uint64_t cap)
+{
+	struct rlimit rl = { .rlim_cur = soft, .rlim_max = LIMIT_C };
+	static char out[1 << 16];
+	uint64_t t0 = cc_now_ms(), took;
+	char want[64];
+
+	if (prlimit(d->pid, RLIMIT_NOFILE, &rl, NULL))
+		t_fail("prlimit %llu: %s", (unsigned long long)soft,
+		       strerror(errno));
+	snprintf(want, sizeof(want), "\"ro_fd_cap\":%llu,",
+		 (unsigned long long)cap);
+	for (;;) {
+		t_assert_eq(td_kvmmctl(d->sock, "--json status", out,
+				       sizeof(out)),
+			    0);
+		took = cc_now_ms() - t0;
+		if (strstr(out, want))
+			return took;
+		if (took > 2000)
+			t_fail("RLIMIT_NOFILE %llu: no '%s' after %llu ms: %s",
+			       (unsigned long long)soft, want,
+			       (unsigned long long)took, out);
+		usleep(100000);
+	}
+}
+
+/* The chain's 16 blocks opened, checked and closed. */
+static void open_all(struct cc *c)
+{
+	static uint32_t ids[CB * CC_PPB];
+	uint32_t seq = open_chain(c, 0, CB, ids);
+
+	cc_check(c, ids, CB, 100);
+	cc_seq_close(c, seq, ids, CB * CC_PPB);
+}
+
+static int case_c(void)
+{
+	const char *args[] = { "--max-sessions", "32", NULL };
+	const int pages = CB * CC_PPB;
+	uint64_t h[CB], down, up, again, unkept = 0;
+	struct td_daemon d;
+	const char *what;
+	char want[256];
+	struct cc c;
+	int err;
+
+	start_limited(&d, LIMIT_C, args);
+	snprintf(want, sizeof(want),
+		 " (read-only fds kept for %d of them: RLIMIT_NOFILE)", CAP_C);
+	log_has(&d, want);
+	for (uint32_t b = 0; b < CB; b++)
+		h[b] = chain_hash(0, b);
+	t_assert_eq(cc_publish_content(d.sock, h, CB, 100, NULL), 0);
+	cc_connect(&c, d.sock);
+	cc_region(&c);
+
+	down = move_limit(&d, LIMIT_C - 50, LOW_C);
+	open_all(&c);
+	unkept += pages - LOW_C;
+	check_status(&d, LOW_C, LOW_C, LOW_C, unkept);
+
+	/* raised: 50 more kept at the next open */
+	up = move_limit(&d, LIMIT_C, CAP_C);
+	open_all(&c);
+	unkept += pages - CAP_C;
+	check_status(&d, CAP_C, CAP_C, CAP_C, unkept);
+
+	/* lowered below what is kept: those stay with their pages */
+	again = move_limit(&d, LIMIT_C - 50, LOW_C);
+	open_all(&c);
+	unkept += pages - CAP_C;
+	check_status(&d, CAP_C, LOW_C, CAP_C, unkept);
+	err = new_client(d.sock, &what);
+	if (err)
+		t_fail("new client: %s: %s", what, strerror(-err));
+
+	/* the pages freed: their fds closed; then LOW_C kept */
+	t_assert_eq(td_kvmmctl(d.sock, "cache-drop", want, sizeof(want)), 0);
+	check_status(&d, 0, LOW_C, CAP_C, unkept);
+	t_assert_eq(cc_publish_content(d.sock, h, CB, 100, NULL), 0);
+	open_all(&c);
+	unkept += pages - LOW_C;
+	check_status(&d, LOW_C, LOW_C, CAP_C + LOW_C, unkept);
+	printf("C: --max-sessions %d, RLIMIT_NOFILE %d: cap %d (0 with the reserve of 1024 sessions); soft limit 50 lower: cap %d in %llu ms; back up: cap %d in %llu ms; lower again: cap %d in %llu ms, %d kept until their pages were freed, then %d\n",
+	       SESSIONS_C, LIMIT_C, CAP_C, LOW_C, (unsigned long long)down,
+	       CAP_C, (unsigned long long)up, LOW_C, (unsigned long long)again,
+	       CAP_C, LOW_C);
+	cc_disconnect(&c);
+	cc_stop(&d);
+	return 0;
+}
+
 /* Each case in a child: the limit and the bounding set stay lowered. */
 static void run(int (*fn)(void))
 {
@@ -309,6 +423,7 @@ int main(void)
 		       (unsigned long long)rl.rlim_max, LIMIT_B);
 	run(case_a);
 	run(case_b);
+	run(case_c);
 	printf("ok\n");
 	return 0;
 }

@@ -11,7 +11,10 @@
  *     sent HELLO is not closed by the timeout;
  *   - with no per-uid limit, 1100 connections take 1008 sessions, the
  *     last 16 of the 1024 are kept for admin uids: kvmmctl status works
- *     and another unprivileged uid's HELLO is answered -EBUSY.
+ *     and another unprivileged uid's HELLO is answered -EBUSY;
+ *   - under --max-sessions 24 the same with 30 connections: 8 sessions
+ *     (the last 16 kept for admin uids), -EBUSY for another uid, kvmmctl
+ *     still in; the fd budget logged at start counts 24 sessions.
  * Before these limits the flood of 1100 took all 1024 sessions, kvmmctl
  * status failed (connection reset) until the flooder died, and idle
  * connections were never closed.  Each refusal and HELLO timeout is
@@ -249,6 +252,42 @@ static void admin_reserve(void)
 	cc_stop(&d);
 }
 
+/* --max-sessions: fewer sessions in all, the admins' 16 still kept. */
+static void max_sessions(void)
+{
+	const char *args[] = { "--socket-mode",
+			       "0666",
+			       "--gpu-mem",
+			       "8M",
+			       "--max-sessions-per-uid",
+			       "0",
+			       "--max-sessions",
+			       "24",
+			       "--hello-timeout",
+			       "600000",
+			       NULL };
+	static char log[1 << 16];
+	struct kvmm_conn *admin;
+	struct td_daemon d;
+	pid_t p;
+
+	cu_start(&d, args);
+	t_assert(td_read_log(&d, log, sizeof(log)) > 0);
+	if (!strstr(log, " fds each, 24 sessions)"))
+		t_fail("kvmmd's fd budget does not count 24 sessions:\n%s",
+		       log);
+	p = flood(d.sock, 30);
+	/* 24 - 16 of the flooder's, and the status connection */
+	wait_sessions(&d, 24 - 16 + 1, 5000);
+	cu_hello_as(d.sock, UID_G, -EBUSY);
+	t_ok(kc_connect_admin(d.sock, &admin));
+	kvmm_disconnect(admin);
+	check_counts(&d, 0, 30 - (24 - 16) + 1, 0);
+	stop_flood(p);
+	cc_stop(&d);
+	printf("--max-sessions 24: 8 sessions for the flood of 30, admins still in\n");
+}
+
 int main(void)
 {
 	if (geteuid() != 0)
@@ -256,6 +295,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	per_uid();
 	admin_reserve();
+	max_sessions();
 	printf("ok\n");
 	return 0;
 }

@@ -39,6 +39,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->cache_policy = POL_ASYM;
 	cfg->host_numa_node = -1;
 	cfg->socket_group = (gid_t)-1;
+	cfg->max_sessions = KD_MAX_SESSIONS;
 	cfg->max_sessions_per_uid = KD_SESSIONS_PER_UID;
 	cfg->hello_timeout_ms = KD_HELLO_TIMEOUT_MS;
 }
@@ -183,11 +184,30 @@ static bool prepare_sleep(void *data, bool arm)
  * objects, stdio. */
 #define KD_FIXED_FDS 256
 
-/* What kvmmd's own fds may take besides the pool's: every session, the
- * pidfds of quarantined processes, the fixed ones. */
-#define KD_RESERVED_FDS                                                      \
-	((uint64_t)KD_MAX_SESSIONS * KD_SESSION_FDS + KD_MAX_ZOMBIE_PIDFDS + \
-	 KD_FIXED_FDS)
+/*
+ * What kvmmd's own fds may take besides the pool's: every session it
+ * admits (--max-sessions, 1024 by default) with its socket, pidfd, ring
+ * memfd and eventfds (KD_SESSION_FDS each), the pidfds of quarantined
+ * processes (KD_MAX_ZOMBIE_PIDFDS: zombie.c keeps them after their
+ * sessions end, so they do not shrink with the sessions), and the fixed
+ * ones.  It was sized for 1024 sessions whatever the option said (7424
+ * fds), so a limit below pages + 7424 kept no read-only fd at all.
+ */
+static uint64_t reserved_fds(const struct kd_daemon *d)
+{
+	return (uint64_t)d->cfg.max_sessions * KD_SESSION_FDS +
+	       KD_MAX_ZOMBIE_PIDFDS + KD_FIXED_FDS;
+}
+
+/* The soft RLIMIT_NOFILE (UINT64_MAX for none), 0 when it cannot be read. */
+static uint64_t nofile_soft(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur;
+}
 
 /*
  * Size RLIMIT_NOFILE for a full pool, every session and the pidfds of
@@ -201,7 +221,7 @@ static void raise_nofile(struct kd_daemon *d)
 	 * while it is allocated (kd_session_reply_pages()); cuda: one */
 	unsigned int per_page = vmm_pool_fds_per_page(d->backend);
 	uint64_t pool_fds = d->capacity * per_page;
-	uint64_t need = pool_fds + KD_RESERVED_FDS;
+	uint64_t need = pool_fds + reserved_fds(d);
 	struct vmm_nofile r;
 	int err = vmm_nofile_raise(need, &r);
 
@@ -220,7 +240,7 @@ static void raise_nofile(struct kd_daemon *d)
 			"fds: need about %llu (%llu pages, %u fds each, %u sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
 			(unsigned long long)need,
 			(unsigned long long)d->capacity, per_page,
-			KD_MAX_SESSIONS, (unsigned long long)r.soft,
+			d->cfg.max_sessions, (unsigned long long)r.soft,
 			(unsigned long long)r.hard);
 		return;
 	}
@@ -229,7 +249,7 @@ static void raise_nofile(struct kd_daemon *d)
 			"fds: need about %llu (%llu pages, %u fds each, %u sessions); RLIMIT_NOFILE raised from %llu (hard %llu) to %llu (hard %llu)",
 			(unsigned long long)need,
 			(unsigned long long)d->capacity, per_page,
-			KD_MAX_SESSIONS, (unsigned long long)r.old_soft,
+			d->cfg.max_sessions, (unsigned long long)r.old_soft,
 			(unsigned long long)r.old_hard,
 			(unsigned long long)r.soft, (unsigned long long)r.hard);
 		return;
@@ -237,7 +257,7 @@ static void raise_nofile(struct kd_daemon *d)
 	vmm_log(VMM_LOG_WARN,
 		"fds: need about %llu (%llu pages, %u fds each, %u sessions) but RLIMIT_NOFILE is %llu (hard %llu; was %llu), %llu short%s%s%s: start kvmmd with LimitNOFILE=%llu (systemd) or after ulimit -n %llu%s",
 		(unsigned long long)need, (unsigned long long)d->capacity,
-		per_page, KD_MAX_SESSIONS, (unsigned long long)r.soft,
+		per_page, d->cfg.max_sessions, (unsigned long long)r.soft,
 		(unsigned long long)r.hard, (unsigned long long)r.old_soft,
 		(unsigned long long)(need - r.soft),
 		r.hard_err ? "; raising the hard limit: " : "",
@@ -249,27 +269,55 @@ static void raise_nofile(struct kd_daemon *d)
 
 /*
  * The read-only page fds the pool may keep (vmm_pool_set_ro_fd_cap()), from
- * the RLIMIT_NOFILE obtained: what is left of it after the pool's own fds
- * (one a page of the capacity) and KD_RESERVED_FDS.  That is the capacity
- * (no cap) exactly when raise_nofile() got what it asked for.  Below it,
- * one message's worth of fds less (KVMM_MSG_MAX_FDS), for those a reply
- * opens past the cap and closes once sent.  So kept fds never take the
- * fds an accept(), a pidfd, a ring or a tier file needs.
+ * the soft RLIMIT_NOFILE (d->nofile_soft): what is left of it after the
+ * pool's own fds (one a page of the capacity) and reserved_fds().  That
+ * is the capacity (no cap) exactly when raise_nofile() got what it asked
+ * for.  Below it, one message's worth of fds less (KVMM_MSG_MAX_FDS), for
+ * those a reply opens past the cap and closes once sent.  So kept fds
+ * never take the fds an accept(), a pidfd, a ring or a tier file needs.
  */
 static void cap_ro_fds(struct kd_daemon *d)
 {
-	uint64_t own = d->capacity + KD_RESERVED_FDS, room = 0;
-	struct rlimit rl;
+	uint64_t own = d->capacity + reserved_fds(d), room;
 
-	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
-		uint64_t soft = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX :
-							       rl.rlim_cur;
-
-		room = soft > own ? soft - own : 0;
-	}
+	room = d->nofile_soft > own ? d->nofile_soft - own : 0;
 	if (room < d->capacity)
 		room = room > KVMM_MSG_MAX_FDS ? room - KVMM_MSG_MAX_FDS : 0;
 	vmm_pool_set_ro_fd_cap(d->pool, room);
+}
+
+/*
+ * An operator may change a running kvmmd's limit (prlimit --pid): read it
+ * again, at most once a second (one getrlimit), from the places that use
+ * the cap: a reply that hands out read-only fds and the status (which the
+ * metrics read too).  A lower cap keeps the fds above it until their
+ * pages are freed (vmm_pool_free() closes them; new ones are not kept
+ * meanwhile), so none is closed while a reply uses it; a higher one keeps
+ * more from the next hand-out on.  (It was read only at start, and a
+ * lowered limit was seen through EMFILE alone: every kept fd closed.)
+ */
+void kd_nofile_check(struct kd_daemon *d)
+{
+	uint64_t now = kd_now_ns(), soft, old_soft, old_cap;
+	struct vmm_pool_stats ps;
+
+	if (!d->pool || now - d->nofile_checked_ns < 1000000000ull)
+		return;
+	d->nofile_checked_ns = now;
+	soft = nofile_soft();
+	if (!soft || soft == d->nofile_soft)
+		return;
+	vmm_pool_get_stats(d->pool, &ps);
+	old_cap = ps.ro_fd_cap;
+	old_soft = d->nofile_soft;
+	d->nofile_soft = soft;
+	cap_ro_fds(d);
+	vmm_pool_get_stats(d->pool, &ps);
+	vmm_log(VMM_LOG_INFO,
+		"fds: RLIMIT_NOFILE now %llu (was %llu): read-only page fds kept for at most %llu of %llu pages (was %llu)",
+		(unsigned long long)soft, (unsigned long long)old_soft,
+		(unsigned long long)ps.ro_fd_cap,
+		(unsigned long long)d->capacity, (unsigned long long)old_cap);
 }
 
 /*
@@ -459,6 +507,8 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 		vmm_log(VMM_LOG_ERR, "page pool: %s", strerror(-err));
 		goto err_quotas;
 	}
+	d->nofile_soft = nofile_soft();
+	d->nofile_checked_ns = kd_now_ns();
 	cap_ro_fds(d);
 	err = kd_scope_init(d);
 	if (err)

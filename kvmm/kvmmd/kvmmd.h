@@ -111,6 +111,9 @@ void kd_timer_arm(struct kd_loop *loop, struct kd_timer *t, uint64_t when_ns);
 void kd_timer_cancel(struct kd_loop *loop, struct kd_timer *t);
 int kd_loop_run(struct kd_loop *loop);
 uint64_t kd_now_ns(void);
+/* RLIMIT_NOFILE read again, at most once a second: a changed soft limit
+ * moves the pool's cap of kept read-only page fds (daemon.c). */
+void kd_nofile_check(struct kd_daemon *d);
 
 /* ---- daemon.c ---- */
 
@@ -227,8 +230,12 @@ struct kd_config {
 	uint32_t restore_mode; /* --restore-mode, enum kd_restore_mode */
 	uint32_t pin_quota; /* --pin-quota: pin records per session, 0 =
 			     * a quarter of the GPU cache (pin.c) */
+	/* --max-sessions: live sessions in all, the last KD_ADMIN_SESSIONS
+	 * of them for admin uids (session.c); at most KD_MAX_SESSIONS, the
+	 * default.  The fds kvmmd keeps for them (daemon.c) follow it */
+	uint32_t max_sessions;
 	/* --max-sessions-per-uid: live sessions of one non-admin uid,
-	 * 0 = no limit but KD_MAX_SESSIONS (session.c) */
+	 * 0 = no limit but max_sessions (session.c) */
 	uint32_t max_sessions_per_uid;
 	/* --hello-timeout: ms a connection may take to send HELLO */
 	uint32_t hello_timeout_ms;
@@ -311,6 +318,10 @@ struct kd_daemon {
 	struct vmm_backend *backend;
 	struct vmm_pool *pool;
 	uint64_t capacity; /* pages */
+	/* the soft RLIMIT_NOFILE the pool's cap of kept read-only fds was
+	 * sized for, and when kd_nofile_check() last read it (daemon.c) */
+	uint64_t nofile_soft;
+	uint64_t nofile_checked_ns;
 	size_t page_size;
 	int listen_fd;
 	struct kd_file listen_file;
@@ -554,9 +565,10 @@ struct kd_revoke {
 
 struct kd_ring;
 
-/* At most this many client sessions (accept refuses more), the last
- * KD_ADMIN_SESSIONS of them only for admin uids: kvmmctl gets in to list
- * and kill sessions however many other uids opened. */
+/* At most this many client sessions (accept refuses more; --max-sessions
+ * may say fewer), the last KD_ADMIN_SESSIONS of them only for admin uids:
+ * kvmmctl gets in to list and kill sessions however many other uids
+ * opened. */
 #define KD_MAX_SESSIONS 1024
 #define KD_ADMIN_SESSIONS 16
 /* --max-sessions-per-uid's default */

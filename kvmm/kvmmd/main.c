@@ -88,6 +88,9 @@ static void usage(FILE *f)
 		"                         processes of one uid, or of one group\n"
 		"  --pin-quota N          blocks one session may pin (a quarter\n"
 		"                         of the GPU cache)\n"
+		"  --max-sessions N       live sessions in all (1024, the most;\n"
+		"                         above 16), the last 16 for uid 0 and\n"
+		"                         kvmmd's own; its fd budget follows it\n"
 		"  --max-sessions-per-uid N  live sessions of one uid (256;\n"
 		"                         0: no limit; uid 0 and kvmmd's own\n"
 		"                         are exempt and keep the last 16 of\n"
@@ -152,6 +155,7 @@ static const struct option long_opts[] = {
 	{ "tenant-limit", required_argument, NULL, KD_OPT_TENANT_LIMIT },
 	{ "max-sessions-per-uid", required_argument, NULL,
 	  KD_OPT_SESSIONS_PER_UID },
+	{ "max-sessions", required_argument, NULL, KD_OPT_MAX_SESSIONS },
 	{ "hello-timeout", required_argument, NULL, KD_OPT_HELLO_TIMEOUT },
 	{ "max-table-entries-per-uid", required_argument, NULL,
 	  KD_OPT_TABLE_ENTRIES },

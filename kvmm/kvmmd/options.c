@@ -382,6 +382,16 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 	case KD_OPT_SESSIONS_PER_UID:
 		return parse_u32("--max-sessions-per-uid", val,
 				 &cfg->max_sessions_per_uid, 10);
+	case KD_OPT_MAX_SESSIONS:
+		err = parse_u32("--max-sessions", val, &u, 10);
+		if (!err && (u <= KD_ADMIN_SESSIONS || u > KD_MAX_SESSIONS)) {
+			fprintf(stderr,
+				"kvmmd: --max-sessions: %u: must be above %u (the admin uids' sessions) and at most %u\n",
+				u, KD_ADMIN_SESSIONS, KD_MAX_SESSIONS);
+			return -EINVAL;
+		}
+		cfg->max_sessions = u;
+		return err;
 	case KD_OPT_HELLO_TIMEOUT:
 		err = parse_u32("--hello-timeout", val, &u, 10);
 		if (!err && !u) {

@@ -60,6 +60,8 @@ int kd_parse_name(const char *option, const char *const *names, size_t n,
 #define KD_OPT_SESSIONS_PER_UID 0x20d
 #define KD_OPT_HELLO_TIMEOUT 0x20e
 #define KD_OPT_TABLE_ENTRIES 0x20f
+/* ... and for --max-sessions */
+#define KD_OPT_MAX_SESSIONS 0x210
 
 /*
  * A tenant limit, "gpu:N,host:N,nvme:N" (any of them, in any order; N

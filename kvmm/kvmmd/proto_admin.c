@@ -48,6 +48,8 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	struct vmm_pool_stats ps;
 	uint64_t regions = 0, seqs = 0;
 
+	/* the cap shown is the limit's now (a prlimit from outside) */
+	kd_nofile_check(d);
 	/* counters only: a scrape or status costs the same on any pool */
 	vmm_pool_get_stats(d->pool, &ps);
 	for (struct kd_session *s = d->sessions; s; s = s->next) {

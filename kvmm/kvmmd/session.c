@@ -25,7 +25,7 @@
  * and a live process that dropped connection after connection without BYE
  * would otherwise take the whole pool past its quota).
  *
- * Who gets a session at all: at most KD_MAX_SESSIONS, the last
+ * Who gets a session at all: at most --max-sessions (KD_MAX_SESSIONS), the last
  * KD_ADMIN_SESSIONS kept for admin uids; at most --max-sessions-per-uid
  * live ones for any other uid, and none for a new process of a uid with
  * KD_ZOMBIES_PER_UID quarantined ones (zombie.c); and a connection that
@@ -291,8 +291,9 @@ static uint64_t slow_cmd_ns(void)
  * allocated (opened at its first read-only hand-out, raise_nofile()
  * counts it) and may close under an fd shortage only once put_fds() says
  * the message went (the backend's own fd where it has no read-only one).
- * Past the pool's cap of kept fds (cap_ro_fds(), daemon.c) the fd is
- * opened for this message alone and put_fds() closes it.
+ * Past the pool's cap of kept fds (cap_ro_fds(), daemon.c; moved by a
+ * changed RLIMIT_NOFILE, kd_nofile_check()) the fd is opened for this
+ * message alone and put_fds() closes it.
  * -errno when one cannot be opened.
  */
 static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
@@ -301,6 +302,8 @@ static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
 	uint64_t domain = kd_cache_owner(s);
 	int err;
 
+	if (ro)
+		kd_nofile_check(s->d); /* the cap follows a changed limit */
 	for (unsigned int i = 0; i < n; i++) {
 		out[i] = fds[i];
 		if (!ro || ro[i] == KD_PAGE_AS_IS ||
@@ -506,7 +509,7 @@ static const char *refusal_string(enum kd_refusal why)
 	case KD_REFUSED_ADMIN_RESERVED:
 		return "the last sessions are kept for admin uids";
 	case KD_REFUSED_FULL:
-		return "kvmmd has its most sessions (1024)";
+		return "kvmmd has its most sessions (--max-sessions)";
 	case KD_REFUSED_NO_MEMORY:
 		return "no memory for its quota";
 	case KD_REFUSED_QUARANTINE:
@@ -560,11 +563,11 @@ static int session_refusal(struct kd_daemon *d, bool admin,
 {
 	uint32_t per_uid = d->cfg.max_sessions_per_uid;
 
-	if (d->nr_sessions >= KD_MAX_SESSIONS)
+	if (d->nr_sessions >= d->cfg.max_sessions)
 		return KD_REFUSED_FULL;
 	if (admin)
 		return -1;
-	if (d->nr_sessions >= KD_MAX_SESSIONS - KD_ADMIN_SESSIONS)
+	if (d->nr_sessions >= d->cfg.max_sessions - KD_ADMIN_SESSIONS)
 		return KD_REFUSED_ADMIN_RESERVED;
 	if (per_uid && q->connected >= per_uid)
 		return KD_REFUSED_UID_LIMIT;
