@@ -6,7 +6,8 @@
  *              with bounded adaptive spinning over the session rings
  *   daemon.c   daemon start/stop: backend, pool, listener, signals
  *   session.c  sessions: accept, SO_PEERCRED, quotas, death and cut-off;
- *              who gets one (per-uid limit, admin slots, HELLO deadline)
+ *              who gets one (per-uid limit, admin slots, HELLO deadline);
+ *              their replies and fds in session_reply.c
  *   refuse.c   connections refused at accept: their HELLO is answered
  *              with why, in a bounded number of waiting slots
  *   zombie.c   quarantine: pages of a live cut-off process stay held, and
@@ -734,6 +735,12 @@ void kd_session_resume(struct kd_session *s);
  * restores), false when it replied (then the caller resumes it). */
 bool kd_session_rerun(struct kd_session *s, void *msg, size_t len);
 struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id);
+/* KVMMD_SLOW_CMD_US in ns (0: not set): the commands session.c times and
+ * the sendmsg of their replies (session_reply.c) */
+uint64_t slow_cmd_ns(void);
+
+/* ---- session_reply.c ---- */
+
 int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
 		     int status, const void *body, size_t len, const int *fds,
 		     unsigned int nfds);
