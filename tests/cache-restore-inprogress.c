@@ -150,6 +150,14 @@ static int dying_client(int go, int wr)
 	msg[0] = act;
 	if (kvmm_seq_block_pages(r, seq, 0, msg + 1, PPB) != PPB)
 		return 3;
+	/* The reload is queued when the early open replies, and a worker
+	 * takes it and sleeps its 300 ms there.  Killed before a worker took
+	 * it, the reload would be called off (restores_cancelled), nothing
+	 * would stall and the test would wait for a second "kept out of
+	 * use" in vain: it happened once under ASan on a loaded machine.
+	 * Nothing says a worker took it, so give the workers 100 ms of the
+	 * 300; dying later in the sleep, or after it, ends the same way. */
+	usleep(100000);
 	if (write(wr, msg, sizeof(msg)) != sizeof(msg))
 		return 4;
 	/* killed here, or the parent failed (end of file): exit */
