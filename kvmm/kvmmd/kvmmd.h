@@ -737,7 +737,7 @@ bool kd_session_rerun(struct kd_session *s, void *msg, size_t len);
 struct kd_session *kd_session_by_id(struct kd_daemon *d, uint32_t id);
 /* KVMMD_SLOW_CMD_US in ns (0: not set): the commands session.c times and
  * the sendmsg of their replies (session_reply.c) */
-uint64_t slow_cmd_ns(void);
+uint64_t kd_slow_cmd_ns(void);
 
 /* ---- session_reply.c ---- */
 

@@ -236,7 +236,7 @@ void kd_session_free_all(struct kd_daemon *d)
  * command whose handling took N microseconds or more, with the part spent
  * in sendmsg of its reply: a diagnostic for where an open's time goes.
  */
-uint64_t slow_cmd_ns(void)
+uint64_t kd_slow_cmd_ns(void)
 {
 	static uint64_t ns = UINT64_MAX;
 
@@ -307,7 +307,7 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			hung_up(s, strerror((int)-n));
 			return;
 		} else {
-			uint64_t t0 = slow_cmd_ns() ? kd_now_ns() : 0, dt;
+			uint64_t t0 = kd_slow_cmd_ns() ? kd_now_ns() : 0, dt;
 			uint16_t cmd = ((const struct kvmm_msg_hdr *)buf)->cmd;
 
 			s->d->ctr.cmds_socket++;
@@ -320,7 +320,7 @@ static void on_readable(struct kd_loop *loop, int fd, uint32_t events,
 			if (s->hello_done)
 				kd_timer_cancel(&s->d->loop, &s->hello_timer);
 			dt = t0 ? kd_now_ns() - t0 : 0;
-			if (t0 && dt >= slow_cmd_ns())
+			if (t0 && dt >= kd_slow_cmd_ns())
 				vmm_log(VMM_LOG_INFO,
 					"session %u: command 0x%x took %llu us, %llu us of it sending the reply",
 					s->id, cmd,

@@ -133,7 +133,7 @@ int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
 	memcpy(buf, &h, sizeof(h));
 	if (len)
 		memcpy(buf + sizeof(h), body, len);
-	t0 = slow_cmd_ns() ? kd_now_ns() : 0; /* the clock only when asked */
+	t0 = kd_slow_cmd_ns() ? kd_now_ns() : 0; /* the clock only when asked */
 	err = take_fds(s, fds, ro, first, msg_fds);
 	if (!err)
 		err = kw_send(s->fd, buf, h.size, msg_fds, first, MSG_DONTWAIT);
