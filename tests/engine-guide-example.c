@@ -236,7 +236,9 @@ static int request_step(struct engine *e, struct request *rq)
 			rq->written = (uint32_t)len; /* revoked from there on */
 		if (len == rq->len)
 			break;
-		kvmm_step_end(e->conn); /* cut meanwhile: back it again */
+		ret = kvmm_step_end(e->conn); /* cut meanwhile: back it again */
+		if (ret)
+			return ret;
 	}
 	/* The step's kernels: recompute what a revocation took, then the
 	 * new tokens.  Every block from rq->written on is the sequence's
@@ -261,9 +263,9 @@ static int request_publish(struct engine *e, struct request *rq)
 		len = kvmm_seq_len(e->region, rq->seq);
 		if (len < 0)
 			return (int)len;
+		/* revoked since the step: the next step redoes it */
 		if (len < rq->written)
-			rq->written =
-				(uint32_t)len; /* the next step redoes it */
+			rq->written = (uint32_t)len;
 		full = rq->written / e->tpb;
 		if (full <= first)
 			return 0;
