@@ -32,7 +32,9 @@
  *   - the same against a 1.16 daemon (616 bytes): the NVMe tier's opens
  *     shown, 1.17's failed NVMe writes (nvme_write_*) absent from all
  *     three, and with its 536-byte ADMIN_STATUS the 1.18 read-only fd
- *     counters (ro_fd*, the `read-only` line, kvmm_pool_ro_fd*) too; a client built for 1.16 reads the first 616 bytes of a
+ *     counters (ro_fd*, the `read-only` line, kvmm_pool_ro_fd*) and
+ *     1.19's blocks ahead asked back (lend, `blocks ahead`, kvmm_lend_*)
+ *     too; a client built for 1.16 reads the first 616 bytes of a
  *     1.17 daemon's 648, the same as they are;
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
@@ -448,12 +450,14 @@ static void daemon_1_16_kvmmctl(void)
 	lacks(out, "nvme_write");
 	has(out, "\"renewed\":0,\"renew_failures\":0}");
 	lacks(out, "ro_fd"); /* ADMIN_STATUS's 1.18 fields */
+	lacks(out, "\"lend\""); /* ... and 1.19's */
 	free(out);
 	out = kvmmctl(sa.sun_path, "status");
 	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
 	lacks(out, "for writes");
 	lacks(out, "takes writes");
 	lacks(out, "read-only    ");
+	lacks(out, "blocks ahead ");
 	free(out);
 	out = kvmmctl(sa.sun_path, "metrics");
 	has(out, ",abi=\"1.16\"} 1\n");
@@ -461,6 +465,7 @@ static void daemon_1_16_kvmmctl(void)
 	lacks(out, "kvmm_cache_nvme_write");
 	has(out, "\nkvmm_pool_renew_failures_total 0\n");
 	lacks(out, "kvmm_pool_ro_fd");
+	lacks(out, "kvmm_lend_");
 	free(out);
 	old_daemon_stop(p, &sa, dir);
 	printf("kvmmctl against a 1.16 daemon: the 1.17 fields absent, and ADMIN_STATUS's 1.18 read-only fd counters\n");

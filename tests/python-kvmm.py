@@ -587,7 +587,8 @@ def case_stats():
         check_eq((st.extends, st.extend_waits, st.pages_imported,
                   st.pages_mapped, st.pages_revoked, st.map_ahead_blocks,
                   st.cmds_ring, st.pages_held, st.blocks_lent,
-                  st.extends_lent, st.map_ahead_backoffs), (0,) * 11,
+                  st.extends_lent, st.map_ahead_backoffs,
+                  st.blocks_lent_on_request), (0,) * 12,
                  "fresh counters")
         keys = list(st.as_dict())
         check_eq(keys, [f for f, _ in kvmm.StatsStruct._fields_[1:]],

@@ -128,6 +128,23 @@ int kd_cache_reclaim(struct kd_daemon *d, uint64_t pages);
 int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages);
 
 /*
+ * An extend of s short of `pages` (err: -EDQUOT from the uid's quota,
+ * or the pool's -ENOSPC/-ENOMEM) asks the other processes of s's uid
+ * (ABI 1.19 clients) for the blocks they map past their sequences'
+ * lengths (cache_lend.c): -EINPROGRESS when it asked, or asked before and
+ * may still get them (the caller parks its command, as after
+ * kd_cache_reclaim(), for kvmmd --lend-wait at most), else err.
+ * kd_cache_lend_filled(): the extend got its pages (counted when it had
+ * asked).
+ */
+int kd_cache_lend_ask(struct kd_session *s, uint64_t pages, int err);
+void kd_cache_lend_filled(struct kd_session *s);
+/* s truncated its sequence's blocks [from, ...) of r: counted as given
+ * back when kvmmd had asked s for its blocks ahead. */
+void kd_cache_lend_truncated(struct kd_session *s, struct kd_region *r,
+			     uint32_t seq, uint32_t from);
+
+/*
  * Park the command s is handling (header h, body p of len bytes) after
  * kd_cache_reclaim() said -EINPROGRESS: the session is deferred and the
  * request runs again from the loop, as if just received, whenever

@@ -127,7 +127,12 @@ static struct kc_park *kc_park_add(struct kd_session *s,
 		return NULL;
 	pk->s = s;
 	pk->need = c->park_need;
-	pk->deadline_ns = kd_now_ns() + KD_PARK_MAX_MS * 1000000ull;
+	/* one waiting for blocks ahead waits --lend-wait (cache_lend.c) */
+	pk->deadline_ns =
+		kd_now_ns() + (c->park_ms ?: KD_PARK_MAX_MS) * 1000000ull;
+	pk->lend_asked = c->park_lend;
+	c->park_lend = false;
+	c->park_ms = 0;
 	pk->status = -EIO; /* kd_cache_park_done() says what it was */
 	pk->cmd = h->cmd;
 	pk->len = sizeof(*h) + len;
@@ -146,6 +151,8 @@ static bool kc_park_again(struct kd_cache *c, struct kd_session *s)
 {
 	if (!c->rerun || c->rerun->s != s)
 		return false;
+	c->park_lend = false; /* a rerun's record says it (cache_lend.c) */
+	c->park_ms = 0;
 	c->rerun->need = c->park_need;
 	c->rerun_parked = true;
 	return true;

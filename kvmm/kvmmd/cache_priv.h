@@ -27,6 +27,8 @@
  *                    publish of a block still loading
  *   cache_learned.c  --policy-state: what the policy learned, loaded when
  *                    it is made, saved periodically and at the stop
+ *   cache_lend.c     an extend short of blocks asks the other processes
+ *                    of its uid for their blocks mapped ahead, and parks
  *   cache_quota.c    a uid over its quota reclaims its own idle GPU
  *                    blocks before it is told -EDQUOT
  *   cache_drop.c     ADMIN_CACHE_DROP: an operator drops cached blocks
@@ -245,6 +247,9 @@ struct kc_park {
 	 * is forgotten: its pending record answers).
 	 */
 	bool collect;
+	/* it asked other processes of its uid for their blocks ahead
+	 * (cache_lend.c): counted as a lend extend or timeout when it ends */
+	bool lend_asked;
 	uint16_t cmd; /* the request's (SEQ_EXTEND or PREFIX_OPEN) */
 	int status;
 	uint32_t region_id, seq;
@@ -395,6 +400,11 @@ struct kd_cache {
 	 * the parked commands from the loop at once (kd_cache_pages_back()) */
 	bool park_kicked;
 	uint64_t park_need; /* pages of the last -EINPROGRESS (the park) */
+	/* that -EINPROGRESS asked for blocks ahead (cache_lend.c): the new
+	 * record is lend_asked, and waits park_ms (0: KD_PARK_MAX_MS) at
+	 * most; kc_park_add() takes both back to 0 */
+	bool park_lend;
+	uint32_t park_ms;
 	/* blocks of pending opens whose restore waits for the commands
 	 * parked before it to leave the line (kc_busy_retry()) */
 	uint64_t busy_in_line;

@@ -33,6 +33,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->backend = VMM_BACKEND_AUTO;
 	cfg->log_level = VMM_LOG_INFO;
 	cfg->revoke_timeout_ms = 2000;
+	cfg->lend_wait_ms = 1000;
 	cfg->spin_us = 50;
 	cfg->socket_mode = 0660;
 	cfg->cpu = -1;

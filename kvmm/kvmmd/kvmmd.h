@@ -190,6 +190,10 @@ struct kd_config {
 	bool foreground;
 	int log_level;
 	uint32_t revoke_timeout_ms;
+	/* --lend-wait: ms an extend short of blocks waits for the blocks
+	 * ahead it asked other processes of its uid for (cache_lend.c);
+	 * 0 = it asks none */
+	uint32_t lend_wait_ms;
 	uint32_t spin_us;
 	uint32_t socket_mode;
 	int cuda_device;
@@ -308,6 +312,10 @@ struct kd_counters {
 	uint64_t revocations_cancelled;
 	/* cached blocks ADMIN_CACHE_DROP dropped (cache_drop.c) */
 	uint64_t cache_drop_blocks;
+	/* cache_lend.c: give-ahead requests posted, blocks given back while
+	 * asked, extends that got their pages after asking, and those that
+	 * failed once their wait was over */
+	uint64_t lend_requests, lend_blocks, lend_extends, lend_failures;
 };
 
 struct kd_daemon {
@@ -631,6 +639,9 @@ struct kd_session {
 	uint64_t reply_send_ns;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked;
+	/* cache_lend.c: asked for its blocks ahead; truncates until then
+	 * count as blocks given back (CLOCK_MONOTONIC ns, 0: never) */
+	uint64_t lend_asked_until;
 };
 
 int kd_session_listen(struct kd_daemon *d);

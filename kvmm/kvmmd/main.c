@@ -38,6 +38,10 @@ static void usage(FILE *f)
 		"                         nvidia-smi -L prints it; cuda backend)\n"
 		"  --cpu N                pin the event loop to CPU N\n"
 		"  --revoke-timeout MS    cut off clients that do not answer (2000)\n"
+		"  --lend-wait MS         an extend short of quota or pool waits\n"
+		"                         this long for the blocks ahead it asks\n"
+		"                         other processes of its uid for (1000;\n"
+		"                         0: asks none)\n"
 		"  --quota UID=SIZE       memory quota of a uid (repeatable)\n"
 		"  --spin-us N            ring polling before sleeping (50)\n"
 		"  --socket-mode OCTAL    socket permissions (0660)\n"
@@ -123,6 +127,7 @@ static const struct option long_opts[] = {
 	{ "cuda-device", required_argument, NULL, 'd' },
 	{ "cpu", required_argument, NULL, 'C' },
 	{ "revoke-timeout", required_argument, NULL, 'r' },
+	{ "lend-wait", required_argument, NULL, KD_OPT_LEND_WAIT },
 	{ "quota", required_argument, NULL, 'q' },
 	{ "spin-us", required_argument, NULL, 'S' },
 	{ "socket-mode", required_argument, NULL, 'M' },

@@ -160,6 +160,22 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_pool_ro_fd_unkept_opens_total", KD_COUNTER,
 	  "Read-only page fds opened past the cap for one reply alone.", "",
 	  ST(page_ro_fd_unkept_opens) },
+	/* ABI 1.19: left out when the reply ends before */
+	{ "kvmm_lend_requests_total", KD_COUNTER,
+	  "Requests to other processes of a uid for their blocks mapped ahead, for an extend short of blocks.",
+	  "", ST(lend_requests) },
+	{ "kvmm_lend_blocks_total", KD_COUNTER,
+	  "Blocks mapped ahead that processes gave back when asked.", "",
+	  ST(lend_blocks) },
+	{ "kvmm_lend_extends_total", KD_COUNTER,
+	  "Extends that asked for blocks ahead and then got their blocks.", "",
+	  ST(lend_extends) },
+	{ "kvmm_lend_failures_total", KD_COUNTER,
+	  "Extends that asked for blocks ahead and failed all the same.", "",
+	  ST(lend_failures) },
+	{ "kvmm_lend_wait_seconds", KD_GAUGE,
+	  "How long an extend waits for the blocks ahead it asked for (--lend-wait; 0: none asks).",
+	  "", ST(lend_wait_ms), KD_MS },
 };
 
 /* only when kvmmd keeps a --policy-state (ABI 1.9) */

@@ -329,6 +329,8 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 		return err;
 	case 'S':
 		return parse_u32("--spin-us", val, &cfg->spin_us, 10);
+	case KD_OPT_LEND_WAIT:
+		return parse_u32("--lend-wait", val, &cfg->lend_wait_ms, 10);
 	case 'M':
 		err = parse_u32("--socket-mode", val, &u, 8);
 		if (!err && u > 0777) {

@@ -417,6 +417,7 @@ static int do_seq_truncate(struct req *rq)
 	if (ex.new_len > q->len)
 		return 0;
 	kd_cache_seq_cut(r, ex.seq_id, blocks_for(r, ex.new_len));
+	kd_cache_lend_truncated(rq->s, r, ex.seq_id, blocks_for(r, ex.new_len));
 	kd_seq_drop_blocks(r, ex.seq_id, blocks_for(r, ex.new_len), true);
 	q->len = ex.new_len;
 	return 0;

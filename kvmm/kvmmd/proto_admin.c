@@ -100,6 +100,11 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->revocations_timed_out = d->ctr.revocations_timed_out;
 	st->revocations_cancelled = d->ctr.revocations_cancelled;
 	st->cache_drop_blocks = d->ctr.cache_drop_blocks;
+	st->lend_requests = d->ctr.lend_requests;
+	st->lend_blocks = d->ctr.lend_blocks;
+	st->lend_extends = d->ctr.lend_extends;
+	st->lend_failures = d->ctr.lend_failures;
+	st->lend_wait_ms = d->cfg.lend_wait_ms;
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;

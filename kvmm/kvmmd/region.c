@@ -422,6 +422,10 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	 * (-EDQUOT when they cannot; -EINPROGRESS: the caller parks until
 	 * their copies down are done) */
 	err = kd_cache_quota_reclaim(s, need);
+	/* ... then the blocks other processes of the uid map ahead, asked
+	 * back (cache_lend.c; -EINPROGRESS: the caller parks) */
+	if (err == -EDQUOT)
+		err = kd_cache_lend_ask(s, need, err);
 	if (err)
 		return err;
 	/* the table first, so nothing fails once pages are taken; when the
@@ -438,6 +442,10 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	err = kd_cache_reclaim(s->d, need);
 	if (err == -EINPROGRESS)
 		return err;
+	/* nothing the cache holds frees enough: blocks ahead may (else the
+	 * allocation fails below, as it did) */
+	if (err == -ENOSPC && kd_cache_lend_ask(s, need, err) == -EINPROGRESS)
+		return -EINPROGRESS;
 	err = 0;
 	made = calloc(missing, sizeof(*made));
 	if (!made)
@@ -457,6 +465,7 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 			kd_hold_page(s, q->blocks[b]->pages[i]);
 	}
 	free(made);
+	kd_cache_lend_filled(s); /* counted when it had asked */
 	return 0;
 
 err_put:

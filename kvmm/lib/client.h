@@ -423,6 +423,13 @@ static inline bool kc_short_of_blocks(int err)
  * are covered; how many were given.
  */
 uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need);
+/*
+ * lend.c (sock_lock held, lock not): kvmmd asked for the blocks mapped
+ * ahead (a KVMM_RQE_F_GIVE_AHEAD entry, ABI 1.19: an extend of another
+ * process of our uid is short): the same truncates, of any sequence,
+ * until `pages` pages are covered; how many blocks were given.
+ */
+uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages);
 
 static inline uint32_t kc_blocks_for(const struct kvmm_region *r, uint32_t len)
 {

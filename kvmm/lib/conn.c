@@ -282,13 +282,26 @@ static void conn_free(struct kvmm_conn *c)
 	free(c);
 }
 
+/*
+ * Test knob: KVMM_TEST_HELLO_1_18=1 in a client's environment makes its
+ * HELLO say ABI 1.18, so that a test sees kvmmd treat the process as an
+ * older libkvmm (never asked for its blocks mapped ahead: abi.md, 1.19).
+ * What this library does is unchanged.  Tests only.
+ */
+static uint16_t hello_minor(void)
+{
+	const char *v = getenv("KVMM_TEST_HELLO_1_18");
+
+	return v && !strcmp(v, "1") ? 18 : KVMM_ABI_MINOR;
+}
+
 static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
 		 uint32_t sq_entries, int fds[4], unsigned int *nfds)
 {
 	struct kvmm_hello h = { .size = sizeof(h) };
 
 	h.abi_major = KVMM_ABI_MAJOR;
-	h.abi_minor = KVMM_ABI_MINOR;
+	h.abi_minor = hello_minor();
 	h.flags = flags;
 	h.sq_entries = sq_entries;
 	if (name)
@@ -542,8 +555,8 @@ int kvmm_nop(struct kvmm_conn *c, int via_socket)
 _Static_assert(offsetof(struct kvmm_stats, pages_held) + sizeof(uint64_t) ==
 		       KVMM_STATS_SIZE_VER0,
 	       "the first published struct kvmm_stats ends at pages_held");
-_Static_assert(sizeof(struct kvmm_stats) == KVMM_STATS_SIZE_VER1,
-	       "struct kvmm_stats ends at map_ahead_backoffs");
+_Static_assert(sizeof(struct kvmm_stats) == KVMM_STATS_SIZE_VER2,
+	       "struct kvmm_stats ends at blocks_lent_on_request");
 
 int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 {

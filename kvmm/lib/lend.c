@@ -28,6 +28,15 @@
  * length we know and backed blocks past that again, which a truncate to
  * our length would leave there while we unmapped them.
  *
+ * kvmmd may ask for the same (ABI 1.19): an extend of another process
+ * of our uid is short of blocks, and kvmmd sees this process hold blocks
+ * past its lengths.  It cannot take them itself (a ring extend may have
+ * moved a length over them that it has not read yet), so it posts a
+ * KVMM_RQE_F_GIVE_AHEAD entry into our revocation ring, and the boundary
+ * that applies revocations (revoke.c) answers it with kc_give_ahead():
+ * the same truncates, of every sequence, until the pages it asked for
+ * are covered.
+ *
  * The map-ahead thread must not take the blocks back at once: after a
  * shortage it holds off (kc_mapahead_hold(), mapahead.c) until this
  * process closes or truncates a sequence, an extend gets its blocks ahead
@@ -55,6 +64,8 @@ static bool rq_names(struct kvmm_conn *c, struct kvmm_region *r, uint32_t seq)
 	for (uint32_t h = c->rq_head; h != tail; h++) {
 		const struct kvmm_rqe *e = &rqes[h & c->r.rq.mask];
 
+		if (e->flags & KVMM_RQE_F_GIVE_AHEAD)
+			continue; /* a request, naming nothing (ABI 1.19) */
 		if (e->region_id == r->id && e->seq_id == seq)
 			return true;
 	}
@@ -82,26 +93,29 @@ static void lend_end(struct kvmm_conn *c, struct lend_pick *p)
 	pthread_cond_broadcast(&c->lend_cond);
 }
 
-uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
+/*
+ * Truncate sequences of c to their lengths, the most ahead first, until
+ * `missing` is covered: in blocks when xr is the extend's region (its
+ * sequence xseq lends nothing), in pages when xr is NULL (kvmmd asked).
+ * Blocks given back.
+ */
+static uint32_t lend(struct kvmm_conn *c, struct kvmm_region *xr, uint32_t xseq,
+		     uint64_t missing)
 {
-	struct kvmm_conn *c = xr->conn;
 	struct kvmm_seq_extend tr = { .size = sizeof(tr) };
 	struct lend_pick *p = NULL;
-	uint32_t missing, lent = 0, n = 0, k = 0;
+	uint32_t lent = 0, n = 0, k = 0;
+	uint64_t covered = 0;
 	struct kc_seq *q;
 
-	pthread_mutex_lock(&c->lock);
-	if (kc_seq_get(xr, xseq, &q) || q->backed >= need)
-		goto out_unlock;
-	missing = need - q->backed;
 	for (struct kvmm_region *r = c->regions; r; r = r->next)
 		for (uint32_t s = 0; s < r->max_seqs; s++)
 			n += (r != xr || s != xseq) && may_lend(c, r, s);
 	if (!n)
-		goto out_unlock;
+		return 0;
 	p = calloc(n, sizeof(*p));
 	if (!p)
-		goto out_unlock;
+		return 0;
 	n = 0;
 	for (struct kvmm_region *r = c->regions; r; r = r->next) {
 		for (uint32_t s = 0; s < r->max_seqs; s++) {
@@ -127,15 +141,17 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
 				0;
 	}
 	qsort(p, n, sizeof(*p), by_surplus);
-	for (k = 0; k < n && lent < missing && p[k].surplus; k++) {
+	for (k = 0; k < n && covered < missing && p[k].surplus; k++) {
 		kc_unmap_blocks(p[k].r, p[k].seq,
 				kc_blocks_for(p[k].r, p[k].len));
 		lent += p[k].surplus;
+		covered +=
+			xr ? p[k].surplus :
+			     (uint64_t)p[k].surplus * p[k].r->pages_per_block;
 	}
 	/* the others may extend again at once */
 	for (uint32_t i = k; i < n; i++)
 		lend_end(c, &p[i]);
-	c->st.blocks_lent += lent;
 	pthread_mutex_unlock(&c->lock);
 
 	/* kvmmd drops the blocks from the first past each length on */
@@ -150,8 +166,36 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t i = 0; i < k; i++)
 		lend_end(c, &p[i]);
-out_unlock:
-	pthread_mutex_unlock(&c->lock);
 	free(p);
 	return lent;
+}
+
+uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
+{
+	struct kvmm_conn *c = xr->conn;
+	uint32_t lent = 0;
+	struct kc_seq *q;
+
+	pthread_mutex_lock(&c->lock);
+	if (!kc_seq_get(xr, xseq, &q) && q->backed < need) {
+		lent = lend(c, xr, xseq, need - q->backed);
+		c->st.blocks_lent += lent;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return lent;
+}
+
+uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages)
+{
+	uint32_t given;
+
+	pthread_mutex_lock(&c->lock);
+	given = lend(c, NULL, 0, pages);
+	c->st.blocks_lent_on_request += given;
+	/* nor may the map-ahead thread take them back at once: the other
+	 * process's extend waits for them */
+	if (given)
+		kc_mapahead_hold(c);
+	pthread_mutex_unlock(&c->lock);
+	return given;
 }

@@ -13,6 +13,10 @@
  * step boundaries (no kernel of ours reads the pages then) or on request;
  * so are the fresh pages the map-ahead thread got for revoked blocks
  * meanwhile (defer.c), which it must not map under a running step.
+ * An entry flagged KVMM_RQE_F_GIVE_AHEAD (ABI 1.19) is no revocation but
+ * kvmmd's request for the blocks mapped ahead of our sequences' lengths,
+ * which another process of our uid lacks: answered once the revocations
+ * before it are applied, by truncates (lend.c), and never acknowledged.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -104,6 +108,7 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 	uint64_t cookies[64];
 	uint32_t nr_cookies = 0;
 	int pages = 0, counted = 0, err = 0;
+	uint64_t give = 0; /* pages kvmmd asked for (lend.c) */
 	bool more;
 	uint64_t v;
 
@@ -125,9 +130,11 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		while (c->rq_head != tail && nr_cookies < 64) {
 			struct kvmm_rqe e = rqes[c->rq_head & c->r.rq.mask];
 
-			if (drop_page(c, &e) == 2)
+			if (e.flags & KVMM_RQE_F_GIVE_AHEAD)
+				give += e.page_id ? e.page_id : UINT32_MAX;
+			else if (drop_page(c, &e) == 2)
 				counted++;
-			pages++;
+			pages += !(e.flags & KVMM_RQE_F_GIVE_AHEAD);
 			/* read unlocked by kc_revocations_pending() */
 			__atomic_store_n(&c->rq_head, c->rq_head + 1,
 					 __ATOMIC_RELAXED);
@@ -159,6 +166,8 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		if (e && !err)
 			err = e;
 	}
+	if (give)
+		kc_give_ahead(c, give);
 	pthread_mutex_unlock(&c->sock_lock);
 	return err ? err : pages;
 }

@@ -174,6 +174,7 @@ class StatsStruct(ctypes.Structure):
         ("blocks_lent", ctypes.c_uint64),
         ("extends_lent", ctypes.c_uint64),
         ("map_ahead_backoffs", ctypes.c_uint64),
+        ("blocks_lent_on_request", ctypes.c_uint64),
     ]
 
 
@@ -563,6 +564,7 @@ class Stats:
     blocks_lent: int
     extends_lent: int
     map_ahead_backoffs: int
+    blocks_lent_on_request: int
     backend_id: int = dataclasses.field(default=0, repr=False,
                                         compare=False)
 

@@ -407,6 +407,16 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		if (KVMMCTL_ST_HAS(&st, cache_drop_blocks))
 			printf(",\"cache_drop_blocks\":%llu",
 			       (unsigned long long)st.cache_drop_blocks);
+		/* ABI 1.19: absent from an older daemon */
+		if (KVMMCTL_ST_HAS(&st, lend_wait_ms))
+			printf(",\"lend\":{\"requests\":%llu,\"blocks\":%llu,"
+			       "\"extends\":%llu,\"failures\":%llu,"
+			       "\"wait_ms\":%llu}",
+			       (unsigned long long)st.lend_requests,
+			       (unsigned long long)st.lend_blocks,
+			       (unsigned long long)st.lend_extends,
+			       (unsigned long long)st.lend_failures,
+			       (unsigned long long)st.lend_wait_ms);
 		refusals_json(&st);
 		if (st.cache_policy[0]) {
 			printf(",\"cache_policy\":");
@@ -496,6 +506,16 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		printf(", %llu cancelled with their session",
 		       (unsigned long long)st.revocations_cancelled);
 	printf(" (timeout %u ms)\n", st.revoke_timeout_ms);
+	/* ABI 1.19 */
+	if (KVMMCTL_ST_HAS(&st, lend_wait_ms) && st.lend_wait_ms)
+		printf("blocks ahead %llu asked of the uid's other processes, %llu blocks given back, %llu extends served, %llu failed all the same (wait %llu ms)\n",
+		       (unsigned long long)st.lend_requests,
+		       (unsigned long long)st.lend_blocks,
+		       (unsigned long long)st.lend_extends,
+		       (unsigned long long)st.lend_failures,
+		       (unsigned long long)st.lend_wait_ms);
+	else if (KVMMCTL_ST_HAS(&st, lend_wait_ms))
+		printf("blocks ahead not asked back (--lend-wait 0)\n");
 	printf("pid          %u, up %llu ms\n", st.pid,
 	       (unsigned long long)st.uptime_ms);
 	printf("pins         %llu records, %llu bytes of blocks pinned\n",

@@ -439,6 +439,10 @@ struct kvmm_stats {
 	uint64_t blocks_lent;
 	uint64_t extends_lent;
 	uint64_t map_ahead_backoffs;
+	/* since ABI 1.19: blocks mapped ahead given back because kvmmd
+	 * asked (an extend of another process of the uid was short of
+	 * blocks; answered at a boundary, kvmm_process_revocations()) */
+	uint64_t blocks_lent_on_request;
 };
 
 int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
@@ -470,6 +474,7 @@ const char *kvmm_strerror(int err);
 #define KVMM_DAEMON_INFO_SIZE_VER0 64
 #define KVMM_STATS_SIZE_VER0 96 /* out: up to pages_held */
 #define KVMM_STATS_SIZE_VER1 120 /* up to map_ahead_backoffs (6 December) */
+#define KVMM_STATS_SIZE_VER2 128 /* up to blocks_lent_on_request (ABI 1.19) */
 
 /*
  * What the daemon said when the connection was made (its HELLO reply), so

@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 18
+#define KVMM_ABI_MINOR 19
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -423,6 +423,20 @@ struct kvmm_status_reply {
 	uint64_t page_ro_fd_opens;
 	uint64_t page_ro_fd_drops;
 	uint64_t page_ro_fd_unkept_opens;
+	/* ABI 1.19 (40 more bytes, 616 in all; 0 from a daemon that sends
+	 * 576 or less): for extends short of the uid's quota or of the
+	 * pool, the requests to other processes of the uid for their
+	 * blocks mapped ahead (KVMM_RQE_F_GIVE_AHEAD entries posted, one
+	 * per process asked), the blocks those processes gave back
+	 * (truncated past their lengths) while asked, the extends that
+	 * asked and then got their blocks, those that asked and failed all
+	 * the same (their wait was over, or nothing was left ahead), and
+	 * kvmmd --lend-wait (ms such an extend waits; 0: none asks) */
+	uint64_t lend_requests;
+	uint64_t lend_blocks;
+	uint64_t lend_extends;
+	uint64_t lend_failures;
+	uint64_t lend_wait_ms;
 };
 
 enum kvmm_policy_state {
@@ -1117,6 +1131,20 @@ struct kvmm_rqe {
 };
 
 #define KVMM_RQE_F_LAST 0x1
+/*
+ * ABI 1.19, sent only to a client whose HELLO says abi_minor >= 19: not
+ * a revocation but a request.  An extend of another process of the same
+ * uid is short of the uid's quota or of the pool, and this process maps
+ * blocks ahead of its sequences' lengths (libkvmm's map-ahead): give
+ * them back, by truncating sequences to their own lengths (SEQ_TRUNCATE,
+ * never below a length), the sequences with the most blocks ahead first,
+ * until page_id pages (a count here, not a page) are given or none is
+ * left ahead.  cookie, region_id, seq_id, block and seq_gen are 0, and
+ * the entry is never acknowledged (no KVMM_RQE_F_LAST): kvmmd learns the
+ * answer from the truncates, and a client that does not answer only
+ * makes the other extend fail once its wait is over.
+ */
+#define KVMM_RQE_F_GIVE_AHEAD 0x2
 
 #ifdef __cplusplus
 #pragma GCC diagnostic pop

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Blocks mapped ahead by the other processes of a uid, asked back for an
+ * extend short of blocks (ABI 1.19).
+ *
+ * libkvmm maps blocks ahead of each sequence's length (its map-ahead
+ * thread), and since 6 December an extend short of blocks takes back its
+ * own process's blocks ahead (kvmm/lib/lend.c).  A tensor-parallel engine
+ * runs one process per GPU, all of one uid: one process's extend still
+ * failed -EDQUOT (or the pool's -ENOMEM) while another process of the
+ * uid held blocks ahead that nobody used.
+ *
+ * kvmmd cannot take those blocks itself.  It knows each sequence's
+ * length and blocks, but a ring extend the client made and kvmmd has not
+ * read yet (or one the client is about to make within its mapped blocks)
+ * moves the length over them without asking: a block past the length
+ * kvmmd knows may already hold the client's KV.  So it asks.  The extend
+ * that is short posts a KVMM_RQE_F_GIVE_AHEAD entry into the revocation
+ * ring of each other process of its uid (of ABI 1.19 or later: an older
+ * libkvmm would take the entry for a revocation) that kvmmd sees holding
+ * blocks past its lengths, the most first, until those cover what the
+ * extend lacks; the client's libkvmm answers at its next boundary by
+ * truncating those sequences to the lengths *it* knows (lend.c's rule:
+ * never below a length), and the truncates free the pages.  The extend
+ * parks meanwhile (cache_park.c: the same line, earmark and
+ * -EINPROGRESS), runs again whenever pages come back, and fails as it
+ * did before once --lend-wait (1000 ms by default) is over, or at once
+ * when nothing is left ahead to wait for: a client that does not answer
+ * (stopped, or never at a boundary) costs the extend that wait, never
+ * its session (no acknowledgement is due, nothing times out but the
+ * park).  A process is asked again only once its last request's wait is
+ * over; what it truncates past its lengths meanwhile is counted as given
+ * back.
+ *
+ * kvmmd's count of blocks ahead (its lengths may lag the client's) only
+ * decides whom to ask and whether to wait; what goes back is the
+ * client's choice.
+ */
+#include "kvmm/kvmmd/cache_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* libkvmm answers KVMM_RQE_F_GIVE_AHEAD from this minor on */
+#define KD_LEND_MINOR 19
+
+static uint32_t blocks_for(const struct kd_region *r, uint32_t len)
+{
+	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
+}
+
+/* Pages of q's own blocks past its length: what a truncate to it frees
+ * (a block another sequence or the cache holds too stays). */
+static uint64_t seq_ahead(const struct kd_region *r, const struct kd_seq *q)
+{
+	uint64_t pages = 0;
+
+	if (!q->open || q->opening || q->extending)
+		return 0;
+	for (uint32_t b = blocks_for(r, q->len); b < q->nr_slots; b++)
+		if (q->blocks[b] && q->blocks[b]->refcnt == 1)
+			pages += q->blocks[b]->nr_pages;
+	return pages;
+}
+
+static uint64_t session_ahead(const struct kd_session *t)
+{
+	uint64_t pages = 0;
+
+	for (const struct kd_region *r = t->regions; r; r = r->next)
+		for (uint32_t i = 0; i < r->max_seqs; i++)
+			pages += seq_ahead(r, &r->seqs[i]);
+	return pages;
+}
+
+/* May t be asked for s's extend: another live process of s's uid whose
+ * libkvmm answers the entry. */
+static bool may_ask(const struct kd_session *s, const struct kd_session *t)
+{
+	return t != s && t->uid == s->uid && t->hello_done && !t->admin_only &&
+	       t->ring && !t->doomed && t->client_minor >= KD_LEND_MINOR;
+}
+
+/* The pages s's extend of `pages` lacks: over the uid's quota (err
+ * -EDQUOT), else short of the pool's pages not earmarked. */
+static uint64_t lend_short(struct kd_session *s, uint64_t pages, int err)
+{
+	struct kd_cache *c = s->d->cache;
+	const struct kd_quota *q = s->quota;
+	uint64_t want, free;
+
+	if (err == -EDQUOT) {
+		if (!q || !q->limit_pages ||
+		    q->used_pages + pages <= q->limit_pages)
+			return 0;
+		return q->used_pages + pages - q->limit_pages;
+	}
+	want = pages + kc_reserved(c);
+	free = kc_pool_free(s->d);
+	return free < want ? want - free : 0;
+}
+
+struct lend_ask {
+	struct kd_session *t;
+	uint64_t ahead; /* pages */
+};
+
+static int by_ahead(const void *a, const void *b)
+{
+	const struct lend_ask *x = a, *y = b;
+
+	return (x->ahead < y->ahead) - (x->ahead > y->ahead);
+}
+
+/*
+ * Ask the processes of s's uid with blocks ahead, the most first, until
+ * they cover `missing` pages; those asked before whose wait is not over
+ * count without a new request.  Whether any is to be waited for.
+ */
+static bool lend_post(struct kd_session *s, uint64_t missing)
+{
+	struct kd_daemon *d = s->d;
+	uint64_t now = kd_now_ns(), covered = 0;
+	struct lend_ask *a;
+	uint32_t n = 0, k = 0;
+
+	for (struct kd_session *t = d->sessions; t; t = t->next)
+		n += may_ask(s, t);
+	if (!n)
+		return false;
+	a = calloc(n, sizeof(*a));
+	if (!a)
+		return false;
+	for (struct kd_session *t = d->sessions; t && k < n; t = t->next) {
+		if (!may_ask(s, t))
+			continue;
+		a[k].t = t;
+		a[k].ahead = session_ahead(t);
+		k += a[k].ahead > 0;
+	}
+	qsort(a, k, sizeof(*a), by_ahead);
+	n = 0;
+	for (uint32_t i = 0; i < k && covered < missing; i++) {
+		struct kd_session *t = a[i].t;
+		uint64_t want = missing - covered;
+		struct kvmm_rqe e = { .flags = KVMM_RQE_F_GIVE_AHEAD };
+
+		if (now >= t->lend_asked_until) {
+			e.page_id = want < UINT32_MAX ? (uint32_t)want :
+							UINT32_MAX;
+			/* a full ring: that one is not asked this time */
+			if (kd_ring_post_revokes(t, &e, 1))
+				continue;
+			t->lend_asked_until =
+				now + d->cfg.lend_wait_ms * 1000000ull;
+			d->ctr.lend_requests++;
+			vmm_log(VMM_LOG_DEBUG,
+				"session %u: asked session %u (pid %d) for %u pages mapped ahead",
+				s->id, t->id, (int)t->pid, e.page_id);
+		}
+		covered += a[i].ahead;
+		n++;
+	}
+	free(a);
+	return n > 0;
+}
+
+int kd_cache_lend_ask(struct kd_session *s, uint64_t pages, int err)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_cache *c = d->cache;
+	struct kc_park *pk;
+	uint64_t missing;
+
+	if (!c || !d->cfg.lend_wait_ms)
+		return err;
+	pk = c->rerun && c->rerun->s == s ? c->rerun : NULL;
+	missing = pk && c->rerun_final ? 0 : lend_short(s, pages, err);
+	if (!missing || !lend_post(s, missing)) {
+		/* its wait is over, or nothing is left ahead to wait for */
+		if (pk && pk->lend_asked) {
+			pk->lend_asked = false;
+			d->ctr.lend_failures++;
+		}
+		return err;
+	}
+	if (pk) {
+		pk->lend_asked = true; /* its deadline stays */
+	} else {
+		c->park_lend = true;
+		c->park_ms = d->cfg.lend_wait_ms;
+	}
+	c->park_need = pages;
+	return -EINPROGRESS;
+}
+
+void kd_cache_lend_filled(struct kd_session *s)
+{
+	struct kd_cache *c = s->d->cache;
+
+	if (!c || !c->rerun || c->rerun->s != s || !c->rerun->lend_asked)
+		return;
+	c->rerun->lend_asked = false;
+	s->d->ctr.lend_extends++;
+}
+
+void kd_cache_lend_truncated(struct kd_session *s, struct kd_region *r,
+			     uint32_t seq, uint32_t from)
+{
+	const struct kd_seq *q = &r->seqs[seq];
+	uint32_t b = blocks_for(r, q->len);
+
+	if (!s->lend_asked_until || kd_now_ns() >= s->lend_asked_until)
+		return;
+	for (b = b > from ? b : from; b < q->nr_slots; b++)
+		s->d->ctr.lend_blocks += q->blocks[b] != NULL;
+}

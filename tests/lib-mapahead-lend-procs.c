@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+/*
+ * An extend short of blocks gets the blocks another process of its uid
+ * maps ahead (ABI 1.19: kvmmd asks that process with a
+ * KVMM_RQE_F_GIVE_AHEAD entry, its libkvmm truncates to its own lengths
+ * at its next boundary, and the extend, parked meanwhile, takes the
+ * pages), where it failed -EDQUOT (-ENOMEM for a full pool) before.
+ *
+ * Process B (a child, map-ahead 2) opens 4 sequences of 502 tokens (2
+ * blocks, 2 more mapped ahead each: 16 blocks, the uid's quota or the
+ * pool), grows one of them into its blocks ahead over the ring (no block
+ * ahead left there), writes a pattern into every token, and then waits
+ * for revocations as an engine does (poll on kvmm_poll_fd(),
+ * kvmm_process_revocations()).  Process A (this one, no map-ahead) then
+ * extends a new sequence to 2 blocks:
+ *   - against kvmmd --quota, and against a pool of 16 blocks: it
+ *     succeeds well within --lend-wait; B gave back the 2 blocks ahead of
+ *     exactly one sequence (blocks_lent_on_request 2, one request posted,
+ *     lend_blocks 2, lend_extends 1, no failure), its lengths and every
+ *     byte of its tokens intact, the sequence it grew over the ring
+ *     untouched;
+ *   - B stopped (SIGSTOP): the extend fails -EDQUOT after --lend-wait
+ *     (not sooner, and it does not hang), lend_failures 1; B, let go,
+ *     answers late and keeps its session and its data;
+ *   - B's HELLO says ABI 1.18 (KVMM_TEST_HELLO_1_18=1): never asked
+ *     (lend_requests 0), the extend fails -EDQUOT at once, as before;
+ *   - kvmmd --lend-wait 0: the same (-EDQUOT; -ENOMEM for the pool).
+ * kvmmctl status --json shows the counters.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/lend.h"
+#include "tests/lib/test.h"
+
+#define NSEQ 4
+#define WAIT_MS 1000 /* kvmmd's --lend-wait (the default) */
+
+enum b_mode { B_ANSWERS, B_STOPPED, B_OLD };
+
+struct b_proc {
+	pid_t pid;
+	int cmd; /* A -> B: a byte says "check and exit" */
+	int ans; /* B -> A: 'r' when ready, then its stats */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool mapped(struct kvmm_region *r, uint32_t s, uint32_t b)
+{
+	uint32_t ids[LD_PPB];
+	int n = kvmm_seq_block_pages(r, s, b, ids, LD_PPB);
+
+	if (n != LD_PPB && n != -ENODATA)
+		t_fail("kvmm_seq_block_pages(%u, %u): %d", s, b, n);
+	return n == LD_PPB;
+}
+
+/* The block that holds token len - 1. */
+static uint32_t last_block(uint32_t len)
+{
+	return (len - 1) / LD_TPB;
+}
+
+/* Process B: hold blocks ahead, answer kvmmd at boundaries, check. */
+static void b_main(int cmd, int ans)
+{
+	uint32_t s[NSEQ], len[NSEQ], kept = 0;
+	struct kvmm_stats st;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	char x = 'r';
+
+	ld_connect(2, &c, &r);
+	for (int i = 0; i < NSEQ; i++) {
+		t_ok(kvmm_seq_open(r, &s[i]));
+		len[i] = 2 * LD_TPB - 10;
+		t_ok(kvmm_seq_extend(r, s[i], len[i]));
+		ld_fill(r, s[i], 0, len[i], i);
+		t_assert(mapped(r, s[i], 3) && !mapped(r, s[i], 4));
+	}
+	/* over the ring, into its blocks ahead: none ahead left there */
+	t_ok(kvmm_seq_extend(r, s[1], 4 * LD_TPB - 10));
+	ld_fill(r, s[1], len[1], 4 * LD_TPB - 10, 1);
+	len[1] = 4 * LD_TPB - 10;
+	t_assert_eq(write(ans, &x, 1), 1);
+	for (;;) {
+		struct pollfd p[2] = { { .fd = kvmm_poll_fd(c),
+					 .events = POLLIN },
+				       { .fd = cmd, .events = POLLIN } };
+
+		if (poll(p, 2, 100) < 0 && errno != EINTR)
+			t_fail("poll: %s", strerror(errno));
+		t_assert(kvmm_process_revocations(c) >= 0);
+		if (p[1].revents)
+			break;
+	}
+	for (int i = 0; i < NSEQ; i++) {
+		t_assert_eq(kvmm_seq_len(r, s[i]), len[i]);
+		t_assert_eq(ld_intact(r, s[i], len[i], i), len[i]);
+		t_assert(mapped(r, s[i], last_block(len[i])));
+		kept += mapped(r, s[i], last_block(len[i]) + 1);
+	}
+	t_assert(mapped(r, s[1], 3));
+	st = ld_stats(c);
+	t_assert_eq(write(ans, &st.blocks_lent_on_request,
+			  sizeof(st.blocks_lent_on_request)),
+		    (ssize_t)sizeof(st.blocks_lent_on_request));
+	t_assert_eq(write(ans, &kept, sizeof(kept)), (ssize_t)sizeof(kept));
+	for (int i = 0; i < NSEQ; i++)
+		t_ok(kvmm_seq_close(r, s[i]));
+	kvmm_disconnect(c);
+	exit(0);
+}
+
+static struct b_proc b_start(enum b_mode mode)
+{
+	int cmd[2], ans[2];
+	struct b_proc b;
+	char x;
+
+	t_assert(!pipe(cmd) && !pipe(ans));
+	fflush(stdout); /* not printed again by the child */
+	b.pid = fork();
+	t_assert(b.pid >= 0);
+	if (!b.pid) {
+		close(cmd[1]);
+		close(ans[0]);
+		if (mode == B_OLD)
+			setenv("KVMM_TEST_HELLO_1_18", "1", 1);
+		b_main(cmd[0], ans[1]);
+	}
+	close(cmd[0]);
+	close(ans[1]);
+	b.cmd = cmd[1];
+	b.ans = ans[0];
+	t_assert_eq(read(b.ans, &x, 1), 1);
+	t_assert_eq(x, 'r');
+	return b;
+}
+
+/* B checks its sequences and exits: what it gave on request, and how many
+ * of its sequences still have a block mapped past their last one. */
+static void b_end(struct b_proc *b, uint64_t *given, uint32_t *kept)
+{
+	int status;
+
+	t_assert_eq(write(b->cmd, "c", 1), 1);
+	t_assert_eq(read(b->ans, given, sizeof(*given)),
+		    (ssize_t)sizeof(*given));
+	t_assert_eq(read(b->ans, kept, sizeof(*kept)), (ssize_t)sizeof(*kept));
+	t_assert_eq(waitpid(b->pid, &status, 0), b->pid);
+	t_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(b->cmd);
+	close(b->ans);
+}
+
+static void run(const char *const *args, enum b_mode mode, int want_err)
+{
+	struct kvmm_status_reply ds;
+	struct td_daemon d;
+	struct b_proc b;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint64_t t0, ms, given;
+	uint32_t s, kept;
+	bool off = want_err && mode == B_ANSWERS;
+	char out[8192];
+	int err;
+
+	td_start_ok(&d, args);
+	b = b_start(mode);
+	t_ok(td_status(&d, &ds));
+	t_assert_eq(ds.pages_allocated, 16 * LD_PPB);
+	if (mode == B_STOPPED)
+		t_ok(kill(b.pid, SIGSTOP));
+
+	ld_connect(0, &c, &r);
+	t_ok(kvmm_seq_open(r, &s));
+	t0 = now_ms();
+	err = kvmm_seq_extend(r, s, 2 * LD_TPB - 5);
+	ms = now_ms() - t0;
+	printf("mode %d%s: extend %d after %llu ms\n", mode,
+	       off ? " (off)" : "", err, (unsigned long long)ms);
+	t_assert_eq(err, want_err);
+	if (!err) {
+		ld_fill(r, s, 0, 2 * LD_TPB - 5, 9);
+		t_assert_eq(ld_intact(r, s, 2 * LD_TPB - 5, 9), 2 * LD_TPB - 5);
+		t_assert(ms < WAIT_MS / 2);
+	} else if (mode == B_STOPPED) {
+		t_assert(ms >= WAIT_MS - 50 && ms < WAIT_MS + 3000);
+	} else {
+		t_assert(ms < WAIT_MS / 2); /* never asked: at once */
+	}
+
+	t_ok(td_status(&d, &ds));
+	t_assert_eq(ds.size, sizeof(ds));
+	t_assert_eq(ds.lend_wait_ms, off ? 0 : WAIT_MS);
+	t_assert_eq(ds.lend_requests, mode == B_OLD || off ? 0 : 1);
+	t_assert_eq(ds.lend_extends, err ? 0 : 1);
+	t_assert_eq(ds.lend_failures, mode == B_STOPPED ? 1 : 0);
+	if (!err) {
+		t_assert_eq(ds.lend_blocks, 2);
+		/* 14 of B's, 2 of A's */
+		t_assert_eq(ds.pages_allocated, 16 * LD_PPB);
+	}
+	if (mode == B_STOPPED) {
+		t_ok(kill(b.pid, SIGCONT));
+		t_assert_eq(ds.lend_blocks, 0);
+	}
+	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
+	t_assert(strstr(out, "\"lend\":{\"requests\":"));
+
+	b_end(&b, &given, &kept);
+	/* B of 1.18, or kvmmd not asking: nothing given; else the 2 blocks
+	 * ahead of one sequence (a late answer too: B, let go, still had
+	 * the request in its ring) */
+	t_assert_eq(given, mode == B_OLD || off ? 0 : 2);
+	if (mode == B_ANSWERS && !off)
+		t_assert_eq(kept, 2); /* s[1] has none ahead, one gave */
+	t_ok(kvmm_seq_close(r, s));
+	kvmm_disconnect(c);
+	t_ok(td_wait_idle(&d, 5000, NULL));
+	td_stop_ok(&d);
+}
+
+int main(void)
+{
+	char quota[64];
+	const char *q[] = { "--quota", quota, NULL };
+	const char *q_off[] = { "--quota", quota, "--lend-wait", "0", NULL };
+	/* 64 pages of 64 KiB: 16 blocks */
+	const char *pool[] = { "--gpu-mem", "4M", NULL };
+	const char *pool_off[] = { "--gpu-mem", "4M", "--lend-wait", "0",
+				   NULL };
+
+	snprintf(quota, sizeof(quota), "%u=4M", (unsigned)getuid());
+	run(q, B_ANSWERS, 0);
+	run(pool, B_ANSWERS, 0);
+	run(q, B_STOPPED, -EDQUOT);
+	run(q, B_OLD, -EDQUOT);
+	run(q_off, B_ANSWERS, -EDQUOT);
+	run(pool_off, B_ANSWERS, -ENOMEM);
+	return 0;
+}
