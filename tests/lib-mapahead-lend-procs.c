@@ -54,12 +54,12 @@ struct b_proc {
 	int ans; /* B -> A: 'r' when ready, then its stats */
 };
 
-static uint64_t now_ms(void)
+static uint64_t now_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static bool mapped(struct kvmm_region *r, uint32_t s, uint32_t b)
@@ -193,11 +193,16 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 
 	ld_connect(0, &c, &r);
 	t_ok(kvmm_seq_open(r, &s));
-	t0 = now_ms();
+	t0 = now_us();
 	err = kvmm_seq_extend(r, s, 2 * LD_TPB - 5);
-	ms = now_ms() - t0;
-	printf("mode %d%s: extend %d after %llu ms\n", mode,
-	       off ? " (off)" : "", err, (unsigned long long)ms);
+	ms = (now_us() - t0) / 1000;
+	printf("%s, B %s: the extend by 2 blocks: %d (%s) after %.3f ms\n",
+	       args[1][0] == '4' ? "pool of 16 blocks" : "quota of 16 blocks",
+	       off		 ? "answers, --lend-wait 0" :
+	       mode == B_ANSWERS ? "answers" :
+	       mode == B_STOPPED ? "stopped" :
+				   "of ABI 1.18",
+	       err, err ? strerror(-err) : "ok", (now_us() - t0) / 1000.0);
 	t_assert_eq(err, want_err);
 	if (!err) {
 		ld_fill(r, s, 0, 2 * LD_TPB - 5, 9);
