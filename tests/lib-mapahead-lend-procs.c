@@ -11,14 +11,18 @@
  * pool), grows one of them into its blocks ahead over the ring (no block
  * ahead left there), writes a pattern into every token, and then waits
  * for revocations as an engine does (poll on kvmm_poll_fd(),
- * kvmm_process_revocations()).  Process A (this one, no map-ahead) then
- * extends a new sequence to 2 blocks:
+ * kvmm_process_revocations()).  Process A (this one, map-ahead 2 too)
+ * then extends a new sequence to 2 blocks (its first ask, with 2 blocks
+ * ahead, fails at once and asks nobody: kvmmd asks only for blocks below
+ * a length; libkvmm asks again for the 2 alone):
  *   - against kvmmd --quota, and against a pool of 16 blocks: it
  *     succeeds well within --lend-wait; B gave back the 2 blocks ahead of
  *     exactly one sequence (blocks_lent_on_request 2, one request posted,
  *     lend_blocks 2, lend_extends 1, no failure), its lengths and every
  *     byte of its tokens intact, the sequence it grew over the ring
- *     untouched;
+ *     untouched; 300 ms later, both map-ahead threads having tried to
+ *     map ahead again (short: blocks ahead are never asked for), still
+ *     one request, 16 blocks held;
  *   - B stopped (SIGSTOP): the extend fails -EDQUOT after --lend-wait
  *     (not sooner, and it does not hang), lend_failures 1; B, let go,
  *     answers late and keeps its session and its data;
@@ -191,7 +195,7 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	if (mode == B_STOPPED)
 		t_ok(kill(b.pid, SIGSTOP));
 
-	ld_connect(0, &c, &r);
+	ld_connect(2, &c, &r);
 	t_ok(kvmm_seq_open(r, &s));
 	t0 = now_us();
 	err = kvmm_seq_extend(r, s, 2 * LD_TPB - 5);
@@ -214,6 +218,8 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 		t_assert(ms < WAIT_MS / 2); /* never asked: at once */
 	}
 
+	if (!err)
+		usleep(300 * 1000); /* the map-ahead threads' holds end */
 	t_ok(td_status(&d, &ds));
 	t_assert_eq(ds.size, sizeof(ds));
 	t_assert_eq(ds.lend_wait_ms, off ? 0 : WAIT_MS);

@@ -512,8 +512,12 @@ void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold);
  * changes.  New blocks are held by the session.  -EINPROGRESS: the pool
  * is short until demotion copies in flight end, or its free pages are
  * earmarked for commands parked before (the caller parks its command,
- * kd_cache_park()). */
-int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to);
+ * kd_cache_park()).  ask: short of the uid's quota or of the pool, the
+ * blocks other processes of the uid map ahead are asked back
+ * (cache_lend.c: -EINPROGRESS too); not for blocks wanted ahead of the
+ * length, which the client asks again without. */
+int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to,
+		bool ask);
 /* Drop blocks [from, end): the client unmapped them already. */
 void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
 			bool unhold);

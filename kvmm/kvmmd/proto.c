@@ -306,7 +306,10 @@ static int seq_extend_fill(struct req *rq, bool rerun,
 	}
 	for (uint32_t b = first; b < to; b++)
 		was[b - first] = kd_seq_block(q, b) != NULL;
-	err = kd_seq_fill(r, ex.seq_id, first, to);
+	/* another process's blocks ahead only for blocks below the length:
+	 * one that wants blocks ahead too (the map-ahead thread's, or the
+	 * first ask of libkvmm's extend) asks again without them */
+	err = kd_seq_fill(r, ex.seq_id, first, to, to <= need);
 	if (err == -EINPROGRESS) {
 		/* the pages come back when demotion copies end: run again
 		 * and answered from the loop (cache_park.c), which serves

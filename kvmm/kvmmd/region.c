@@ -404,7 +404,8 @@ err_free_pages:
 	return err;
 }
 
-int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
+int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to,
+		bool ask)
 {
 	struct kd_session *s = r->owner;
 	struct kd_seq *q = &r->seqs[seq];
@@ -424,7 +425,7 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 	err = kd_cache_quota_reclaim(s, need);
 	/* ... then the blocks other processes of the uid map ahead, asked
 	 * back (cache_lend.c; -EINPROGRESS: the caller parks) */
-	if (err == -EDQUOT)
+	if (err == -EDQUOT && ask)
 		err = kd_cache_lend_ask(s, need, err);
 	if (err)
 		return err;
@@ -444,7 +445,8 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to)
 		return err;
 	/* nothing the cache holds frees enough: blocks ahead may (else the
 	 * allocation fails below, as it did) */
-	if (err == -ENOSPC && kd_cache_lend_ask(s, need, err) == -EINPROGRESS)
+	if (err == -ENOSPC && ask &&
+	    kd_cache_lend_ask(s, need, err) == -EINPROGRESS)
 		return -EINPROGRESS;
 	err = 0;
 	made = calloc(missing, sizeof(*made));
