@@ -29,7 +29,8 @@
  *   - B's HELLO says ABI 1.18 (KVMM_TEST_HELLO_1_18=1): never asked
  *     (lend_requests 0), the extend fails -EDQUOT at once, as before;
  *   - kvmmd --lend-wait 0: the same (-EDQUOT; -ENOMEM for the pool).
- * kvmmctl status --json shows the counters.
+ * kvmmctl status (text and --json) and kvmmctl metrics show the
+ * counters.
  */
 #include <errno.h>
 #include <poll.h>
@@ -185,7 +186,7 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	uint64_t t0, ms, given;
 	uint32_t s, kept;
 	bool off = want_err && mode == B_ANSWERS;
-	char out[8192];
+	char out[65536], want[256];
 	int err;
 
 	td_start_ok(&d, args);
@@ -236,7 +237,35 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 		t_assert_eq(ds.lend_blocks, 0);
 	}
 	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
-	t_assert(strstr(out, "\"lend\":{\"requests\":"));
+	snprintf(
+		want, sizeof(want),
+		"\"lend\":{\"requests\":%llu,\"blocks\":%llu,\"extends\":%llu,\"failures\":%llu,\"wait_ms\":%llu}",
+		(unsigned long long)ds.lend_requests,
+		(unsigned long long)ds.lend_blocks,
+		(unsigned long long)ds.lend_extends,
+		(unsigned long long)ds.lend_failures,
+		(unsigned long long)ds.lend_wait_ms);
+	t_assert(strstr(out, want));
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
+	if (off)
+		snprintf(want, sizeof(want),
+			 "\nblocks ahead not asked back (--lend-wait 0)\n");
+	else
+		snprintf(
+			want, sizeof(want),
+			"\nblocks ahead %llu asked of the uid's other processes, %llu blocks given back, %llu extends served, %llu failed all the same (wait %d ms)\n",
+			(unsigned long long)ds.lend_requests,
+			(unsigned long long)ds.lend_blocks,
+			(unsigned long long)ds.lend_extends,
+			(unsigned long long)ds.lend_failures, WAIT_MS);
+	t_assert(strstr(out, want));
+	t_assert_eq(td_kvmmctl(d.sock, "metrics", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "\nkvmm_lend_requests_total %llu\n",
+		 (unsigned long long)ds.lend_requests);
+	t_assert(strstr(out, want));
+	snprintf(want, sizeof(want), "\nkvmm_lend_failures_total %llu\n",
+		 (unsigned long long)ds.lend_failures);
+	t_assert(strstr(out, want));
 
 	b_end(&b, &given, &kept);
 	/* B of 1.18, or kvmmd not asking: nothing given; else the 2 blocks
