@@ -23,6 +23,8 @@
  *     untouched; 300 ms later, both map-ahead threads having tried to
  *     map ahead again (short: blocks ahead are never asked for), still
  *     one request, 16 blocks held;
+ *   - the same with B answering at the step boundaries of 5 ms steps
+ *     (kvmm_step_begin()/_end()) instead;
  *   - B stopped (SIGSTOP): the extend fails -EDQUOT after --lend-wait
  *     (not sooner, and it does not hang), lend_failures 1; B, let go,
  *     answers late and keeps its session and its data;
@@ -51,7 +53,9 @@
 #define NSEQ 4
 #define WAIT_MS 1000 /* kvmmd's --lend-wait (the default) */
 
-enum b_mode { B_ANSWERS, B_STOPPED, B_OLD };
+/* B answers on kvmm_poll_fd(), at the step boundaries of 5 ms steps, not
+ * at all for a while (stopped), or is an older libkvmm */
+enum b_mode { B_ANSWERS, B_STEPS, B_STOPPED, B_OLD };
 
 struct b_proc {
 	pid_t pid;
@@ -84,7 +88,7 @@ static uint32_t last_block(uint32_t len)
 }
 
 /* Process B: hold blocks ahead, answer kvmmd at boundaries, check. */
-static void b_main(int cmd, int ans)
+static void b_main(enum b_mode mode, int cmd, int ans)
 {
 	uint32_t s[NSEQ], len[NSEQ], kept = 0;
 	struct kvmm_stats st;
@@ -110,6 +114,15 @@ static void b_main(int cmd, int ans)
 					 .events = POLLIN },
 				       { .fd = cmd, .events = POLLIN } };
 
+		if (mode == B_STEPS) {
+			/* an engine's steps: the boundaries answer */
+			t_ok(kvmm_step_begin(c));
+			usleep(5000);
+			t_ok(kvmm_step_end(c));
+			if (poll(&p[1], 1, 0) > 0)
+				break;
+			continue;
+		}
 		if (poll(p, 2, 100) < 0 && errno != EINTR)
 			t_fail("poll: %s", strerror(errno));
 		t_assert(kvmm_process_revocations(c) >= 0);
@@ -149,7 +162,7 @@ static struct b_proc b_start(enum b_mode mode)
 		close(ans[0]);
 		if (mode == B_OLD)
 			setenv("KVMM_TEST_HELLO_1_18", "1", 1);
-		b_main(cmd[0], ans[1]);
+		b_main(mode, cmd[0], ans[1]);
 	}
 	close(cmd[0]);
 	close(ans[1]);
@@ -185,7 +198,7 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	struct kvmm_region *r;
 	uint64_t t0, ms, given;
 	uint32_t s, kept;
-	bool off = want_err && mode == B_ANSWERS;
+	bool off = want_err && mode <= B_STEPS;
 	char out[65536], want[256];
 	int err;
 
@@ -205,6 +218,7 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	       args[1][0] == '4' ? "pool of 16 blocks" : "quota of 16 blocks",
 	       off		 ? "answers, --lend-wait 0" :
 	       mode == B_ANSWERS ? "answers" :
+	       mode == B_STEPS	 ? "answers at its step boundaries" :
 	       mode == B_STOPPED ? "stopped" :
 				   "of ABI 1.18",
 	       err, err ? strerror(-err) : "ok", (now_us() - t0) / 1000.0);
@@ -272,7 +286,7 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	 * ahead of one sequence (a late answer too: B, let go, still had
 	 * the request in its ring) */
 	t_assert_eq(given, mode == B_OLD || off ? 0 : 2);
-	if (mode == B_ANSWERS && !off)
+	if (mode <= B_STEPS && !off)
 		t_assert_eq(kept, 2); /* s[1] has none ahead, one gave */
 	t_ok(kvmm_seq_close(r, s));
 	kvmm_disconnect(c);
@@ -293,6 +307,7 @@ int main(void)
 	snprintf(quota, sizeof(quota), "%u=4M", (unsigned)getuid());
 	run(q, B_ANSWERS, 0);
 	run(pool, B_ANSWERS, 0);
+	run(q, B_STEPS, 0);
 	run(q, B_STOPPED, -EDQUOT);
 	run(q, B_OLD, -EDQUOT);
 	run(q_off, B_ANSWERS, -EDQUOT);
