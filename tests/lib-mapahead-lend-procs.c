@@ -253,7 +253,7 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
 	snprintf(
 		want, sizeof(want),
-		"\"lend\":{\"requests\":%llu,\"blocks\":%llu,\"extends\":%llu,\"failures\":%llu,\"wait_ms\":%llu}",
+		"\"lend\":{\"asked\":%llu,\"blocks_given\":%llu,\"extends_served\":%llu,\"extends_failed\":%llu,\"wait_ms\":%llu}",
 		(unsigned long long)ds.lend_requests,
 		(unsigned long long)ds.lend_blocks,
 		(unsigned long long)ds.lend_extends,

@@ -34,7 +34,9 @@
  *
  * kvmmd's count of blocks ahead (its lengths may lag the client's) only
  * decides whom to ask and whether to wait; what goes back is the
- * client's choice.
+ * client's choice.  Only an extend that wants no block ahead asks
+ * (kd_seq_fill()'s ask, proto.c): a map-ahead fetch taking another
+ * process's blocks ahead for its own would only move them about.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 

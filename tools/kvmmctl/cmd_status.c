@@ -409,9 +409,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			       (unsigned long long)st.cache_drop_blocks);
 		/* ABI 1.19: absent from an older daemon */
 		if (KVMMCTL_ST_HAS(&st, lend_wait_ms))
-			printf(",\"lend\":{\"requests\":%llu,\"blocks\":%llu,"
-			       "\"extends\":%llu,\"failures\":%llu,"
-			       "\"wait_ms\":%llu}",
+			printf(",\"lend\":{\"asked\":%llu,"
+			       "\"blocks_given\":%llu,"
+			       "\"extends_served\":%llu,"
+			       "\"extends_failed\":%llu,\"wait_ms\":%llu}",
 			       (unsigned long long)st.lend_requests,
 			       (unsigned long long)st.lend_blocks,
 			       (unsigned long long)st.lend_extends,

@@ -396,7 +396,8 @@ int kvmm_block_unpin(struct kvmm_conn *conn, uint64_t hash);
 int kvmm_step_begin(struct kvmm_conn *conn);
 int kvmm_step_end(struct kvmm_conn *conn);
 
-/* Readable when the daemon has posted revocations. */
+/* Readable when the daemon has posted revocations (or, ABI 1.19, asks
+ * for the blocks mapped ahead: kvmm_process_revocations() answers). */
 int kvmm_poll_fd(struct kvmm_conn *conn);
 /* Apply pending revocations now; returns how many mappings were given
  * back: one per revocation entry applied, so a page mapped at two places
@@ -404,7 +405,11 @@ int kvmm_poll_fd(struct kvmm_conn *conn);
  * the pages an extend already counted when it replaced them).  A call
  * applies at most 64 revocation requests; when more are pending,
  * kvmm_poll_fd() stays readable for the next call.  Safe from any thread,
- * as are kvmm_step_begin() and kvmm_step_end(). */
+ * as are kvmm_step_begin() and kvmm_step_end().  It (and so each step
+ * boundary) also answers kvmmd's requests for the blocks mapped ahead of
+ * the sequences' lengths, which an extend of another process of the uid
+ * lacks (ABI 1.19): those sequences are truncated to their lengths,
+ * never below (kvmm_stats.blocks_lent_on_request counts the blocks). */
 int kvmm_process_revocations(struct kvmm_conn *conn);
 
 /* A no-op round trip (through the ring, or the socket with via_socket). */
