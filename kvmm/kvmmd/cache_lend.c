@@ -5,10 +5,11 @@
  *
  * libkvmm maps blocks ahead of each sequence's length (its map-ahead
  * thread), and since 6 December an extend short of blocks takes back its
- * own process's blocks ahead (kvmm/lib/lend.c).  A tensor-parallel engine
- * runs one process per GPU, all of one uid: one process's extend still
- * failed -EDQUOT (or the pool's -ENOMEM) while another process of the
- * uid held blocks ahead that nobody used.
+ * own process's blocks ahead (kvmm/lib/lend.c).  Several engine processes
+ * of one uid on one GPU (replicas, one per model, a scheduler's workers)
+ * share this kvmmd's quota for the uid and its pool: one process's
+ * extend still failed -EDQUOT (or the pool's -ENOMEM) while another
+ * process of the uid held blocks ahead that nobody used.
  *
  * kvmmd cannot take those blocks itself.  It knows each sequence's
  * length and blocks, but a ring extend the client made and kvmmd has not
