@@ -69,14 +69,16 @@ static void wait_sessions(const struct td_daemon *d, uint64_t n, int ms)
 		       (unsigned long long)got, (unsigned long long)n);
 }
 
-/* The refusal and HELLO-timeout counts of ADMIN_STATUS, and kvmmctl
- * status (text, --json) and metrics showing the same. */
+/* The refusal and HELLO-timeout counts of ADMIN_STATUS and the bounds
+ * kvmmd was given (ABI 1.19), and kvmmctl status (text, --json) and
+ * metrics showing the same. */
 static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
-			 uint64_t admin_reserved, uint64_t hello_timeouts)
+			 uint64_t admin_reserved, uint64_t hello_timeouts,
+			 uint64_t max_sessions, uint64_t per_uid)
 {
 	static char out[65536]; /* all of kvmmctl metrics */
 	struct kvmm_status_reply st;
-	char want[256];
+	char want[320], bound[32] = "";
 
 	t_ok(td_status(d, &st));
 	t_assert_eq(st.size, sizeof(st));
@@ -85,6 +87,8 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 	t_assert_eq(st.sessions_refused_full, 0);
 	t_assert_eq(st.sessions_refused_no_memory, 0);
 	t_assert_eq(st.sessions_hello_timeouts, hello_timeouts);
+	t_assert_eq(st.max_sessions, max_sessions);
+	t_assert_eq(st.max_sessions_per_uid, per_uid);
 
 	t_assert_eq(td_kvmmctl(d->sock, "status", out, sizeof(out)), 0);
 	snprintf(want, sizeof(want),
@@ -93,21 +97,27 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 		 (unsigned long long)hello_timeouts);
 	if (!strstr(out, want))
 		t_fail("kvmmctl status lacks \"%s\":\n%s", want, out);
+	/* the per-uid bound is named only when there is one */
+	if (per_uid)
+		snprintf(bound, sizeof(bound), " (%llu)",
+			 (unsigned long long)per_uid);
 	snprintf(
 		want, sizeof(want),
-		"refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, 0 at kvmmd's most (1024), 0 for want of memory, 0 over their uid's 256 quarantined processes\n",
-		(unsigned long long)uid_limit,
-		(unsigned long long)admin_reserved);
+		"refused      %llu over their uid's --max-sessions-per-uid%s, %llu kept out of the admin uids' sessions, 0 at kvmmd's most (--max-sessions %llu), 0 for want of memory, 0 over their uid's 256 quarantined processes\n",
+		(unsigned long long)uid_limit, bound,
+		(unsigned long long)admin_reserved,
+		(unsigned long long)max_sessions);
 	if (!strstr(out, want))
 		t_fail("kvmmctl status lacks \"%s\":\n%s", want, out);
 
 	t_assert_eq(td_kvmmctl(d->sock, "status --json", out, sizeof(out)), 0);
 	snprintf(
 		want, sizeof(want),
-		"\"sessions_refused\":{\"uid_limit\":%llu,\"admin_reserved\":%llu,\"full\":0,\"no_memory\":0,\"quarantine\":0},\"sessions_hello_timeouts\":%llu",
+		"\"sessions_refused\":{\"uid_limit\":%llu,\"admin_reserved\":%llu,\"full\":0,\"no_memory\":0,\"quarantine\":0},\"sessions_hello_timeouts\":%llu,\"max_sessions\":%llu,\"max_sessions_per_uid\":%llu",
 		(unsigned long long)uid_limit,
 		(unsigned long long)admin_reserved,
-		(unsigned long long)hello_timeouts);
+		(unsigned long long)hello_timeouts,
+		(unsigned long long)max_sessions, (unsigned long long)per_uid);
 	if (!strstr(out, want))
 		t_fail("status --json lacks %s:\n%s", want, out);
 
@@ -120,6 +130,16 @@ static void check_counts(const struct td_daemon *d, uint64_t uid_limit,
 		 "kvmm_sessions_refused_total{reason=\"quarantine\"} 0\n",
 		 (unsigned long long)uid_limit,
 		 (unsigned long long)admin_reserved);
+	if (!strstr(out, want))
+		t_fail("kvmmctl metrics lacks %s", want);
+	snprintf(want, sizeof(want),
+		 "\nkvmm_max_sessions %llu\n"
+		 "# HELP kvmm_max_sessions_per_uid ",
+		 (unsigned long long)max_sessions);
+	if (!strstr(out, want))
+		t_fail("kvmmctl metrics lacks %s", want);
+	snprintf(want, sizeof(want), "\nkvmm_max_sessions_per_uid %llu\n",
+		 (unsigned long long)per_uid);
 	if (!strstr(out, want))
 		t_fail("kvmmctl metrics lacks %s", want);
 	snprintf(want, sizeof(want),
@@ -214,7 +234,7 @@ static void per_uid(void)
 	close(c.sock);
 	stop_flood(p);
 	/* 12 of the flood and the 9th HELLO over the limit; the 8 idle */
-	check_counts(&d, 20 - PER_UID + 1, 0, PER_UID);
+	check_counts(&d, 20 - PER_UID + 1, 0, PER_UID, 1024, PER_UID);
 	cc_stop(&d);
 }
 
@@ -247,7 +267,7 @@ static void admin_reserve(void)
 	t_assert(strstr(out, "sessions") != NULL);
 	/* the flood's 92 past 1008 and UID_G's; the status checks connect
 	 * as root, which the reserve lets in */
-	check_counts(&d, 0, 1100 - (1024 - 16) + 1, 0);
+	check_counts(&d, 0, 1100 - (1024 - 16) + 1, 0, 1024, 0);
 	stop_flood(p);
 	cc_stop(&d);
 }
@@ -282,7 +302,7 @@ static void max_sessions(void)
 	cu_hello_as(d.sock, UID_G, -EBUSY);
 	t_ok(kc_connect_admin(d.sock, &admin));
 	kvmm_disconnect(admin);
-	check_counts(&d, 0, 30 - (24 - 16) + 1, 0);
+	check_counts(&d, 0, 30 - (24 - 16) + 1, 0, 24, 0);
 	stop_flood(p);
 	cc_stop(&d);
 	printf("--max-sessions 24: 8 sessions for the flood of 30, admins still in\n");

@@ -126,6 +126,8 @@ static const struct map status_map[] = {
 	{ "kvmm_lend_extends_total", "", "lend.extends_served" },
 	{ "kvmm_lend_failures_total", "", "lend.extends_failed" },
 	{ "kvmm_lend_wait_seconds", "", "lend.wait_ms", MS },
+	{ "kvmm_max_sessions", "", "max_sessions" },
+	{ "kvmm_max_sessions_per_uid", "", "max_sessions_per_uid" },
 	{ "kvmm_cache_publishes_total", "", "cache.publishes" },
 	{ "kvmm_cache_duplicates_total", "", "cache.duplicates" },
 	{ "kvmm_cache_not_cached_total", "", "cache.not_cached" },

@@ -176,6 +176,12 @@ static const struct kd_metric status_metrics[] = {
 	{ "kvmm_lend_wait_seconds", KD_GAUGE,
 	  "How long an extend waits for the blocks ahead it asked for (--lend-wait; 0: none asks).",
 	  "", ST(lend_wait_ms), KD_MS },
+	{ "kvmm_max_sessions", KD_GAUGE,
+	  "Sessions kvmmd admits at once (--max-sessions).", "",
+	  ST(max_sessions) },
+	{ "kvmm_max_sessions_per_uid", KD_GAUGE,
+	  "Sessions kvmmd admits at once per uid (--max-sessions-per-uid; 0: no limit but --max-sessions).",
+	  "", ST(max_sessions_per_uid) },
 };
 
 /* only when kvmmd keeps a --policy-state (ABI 1.9) */

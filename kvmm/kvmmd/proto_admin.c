@@ -105,6 +105,8 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->lend_extends = d->ctr.lend_extends;
 	st->lend_failures = d->ctr.lend_failures;
 	st->lend_wait_ms = d->cfg.lend_wait_ms;
+	st->max_sessions = d->cfg.max_sessions;
+	st->max_sessions_per_uid = d->cfg.max_sessions_per_uid;
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;

@@ -241,6 +241,10 @@ static void refusals_json(const struct kvmm_status_reply *st)
 		       (unsigned long long)st->sessions_refused_quarantine);
 	printf("},\"sessions_hello_timeouts\":%llu",
 	       (unsigned long long)st->sessions_hello_timeouts);
+	if (KVMMCTL_ST_HAS(st, max_sessions_per_uid))
+		printf(",\"max_sessions\":%llu,\"max_sessions_per_uid\":%llu",
+		       (unsigned long long)st->max_sessions,
+		       (unsigned long long)st->max_sessions_per_uid);
 }
 
 static void refusals_text(const struct kvmm_status_reply *st)
@@ -259,10 +263,20 @@ static void refusals_text(const struct kvmm_status_reply *st)
 	       (unsigned long long)st->sessions_hello_timeouts);
 	if (!refused)
 		return;
-	printf("refused      %llu over their uid's --max-sessions-per-uid, %llu kept out of the admin uids' sessions, %llu at kvmmd's most (1024), %llu for want of memory",
-	       (unsigned long long)st->sessions_refused_uid_limit,
+	printf("refused      %llu over their uid's --max-sessions-per-uid",
+	       (unsigned long long)st->sessions_refused_uid_limit);
+	if (KVMMCTL_ST_HAS(st, max_sessions_per_uid) &&
+	    st->max_sessions_per_uid)
+		printf(" (%llu)", (unsigned long long)st->max_sessions_per_uid);
+	printf(", %llu kept out of the admin uids' sessions, %llu at kvmmd's most",
 	       (unsigned long long)st->sessions_refused_admin_reserved,
-	       (unsigned long long)st->sessions_refused_full,
+	       (unsigned long long)st->sessions_refused_full);
+	/* a daemon before 1.19 does not say its bound: it was 1024 then */
+	printf(" (--max-sessions %llu)",
+	       KVMMCTL_ST_HAS(st, max_sessions) ?
+		       (unsigned long long)st->max_sessions :
+		       1024ull);
+	printf(", %llu for want of memory",
 	       (unsigned long long)st->sessions_refused_no_memory);
 	if (KVMMCTL_ST_HAS(st, sessions_refused_quarantine))
 		printf(", %llu over their uid's 256 quarantined processes",

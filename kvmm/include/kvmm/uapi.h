@@ -423,7 +423,7 @@ struct kvmm_status_reply {
 	uint64_t page_ro_fd_opens;
 	uint64_t page_ro_fd_drops;
 	uint64_t page_ro_fd_unkept_opens;
-	/* ABI 1.19 (40 more bytes, 616 in all; 0 from a daemon that sends
+	/* ABI 1.19 (56 more bytes, 632 in all; 0 from a daemon that sends
 	 * 576 or less): for extends short of the uid's quota or of the
 	 * pool, the requests to other processes of the uid for their
 	 * blocks mapped ahead (KVMM_RQE_F_GIVE_AHEAD entries posted, one
@@ -437,6 +437,12 @@ struct kvmm_status_reply {
 	uint64_t lend_extends;
 	uint64_t lend_failures;
 	uint64_t lend_wait_ms;
+	/* ABI 1.19 too (16 more bytes, 632 in all): kvmmd --max-sessions
+	 * and --max-sessions-per-uid, the sessions it admits at once in all
+	 * and per uid (0: no limit per uid but max_sessions), so that the
+	 * refusals above can be read against them */
+	uint64_t max_sessions;
+	uint64_t max_sessions_per_uid;
 };
 
 enum kvmm_policy_state {
