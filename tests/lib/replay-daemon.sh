@@ -15,6 +15,19 @@
 #   stop                  stop it, failing on a non-zero exit
 #   strip                 filter a replay's JSON down to what both
 #                         replays count alike
+#   job COMMAND...        run COMMAND (a function that starts and stops
+#                         its own kvmmd) in the background with a $D and
+#                         a PID of its own, at most $J at once
+#                         ($KVMM_REPLAY_JOBS, 2): the replays are two
+#                         processes taking turns, each about one core's
+#                         worth together, so two pairs fill a 2-core
+#                         machine; their counts do not depend on timing
+#                         (the daemon settles restores in submission
+#                         order), but the wall times they print do:
+#                         KVMM_REPLAY_JOBS=1 for those
+#   collect               wait for every job, print each one's output
+#                         in the order they were started, exit 1 after
+#                         the first that failed
 B=${KVMM_BUILD:-build}
 R=$B/kvmm-replay
 K=$B/kvmmd
@@ -56,6 +69,34 @@ stop() {
 	kill "$PID" && wait "$PID" || fail "kvmmd exit status $?"
 	PID=
 	rm -f "$D/s"
+}
+J=${KVMM_REPLAY_JOBS:-2}
+NJOB=0 # jobs started, $D/jN each
+CJOB=0 # jobs collected
+job() {
+	local dir=$D/j$NJOB
+	NJOB=$((NJOB + 1))
+	mkdir "$dir" || fail "mkdir $dir"
+	while [ "$(jobs -rp | wc -l)" -ge "$J" ]; do wait -n; done
+	{
+		(
+			D=$dir
+			PID=
+			trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null' EXIT
+			"$@"
+		) >"$dir/out" 2>&1
+		echo $? >"$dir/rc"
+	} &
+}
+collect() {
+	wait
+	while [ "$CJOB" -lt "$NJOB" ]; do
+		cat "$D/j$CJOB/out"
+		local rc
+		rc=$(cat "$D/j$CJOB/rc" 2>/dev/null)
+		[ "$rc" == 0 ] || { echo "FAIL: job $CJOB exited ${rc:-without a status}"; exit 1; }
+		CJOB=$((CJOB + 1))
+	done
 }
 # the JSON without the counters the two count differently (demotions,
 # drops: the daemon counts copies made, the policy its decisions) and the
