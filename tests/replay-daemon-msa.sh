@@ -123,10 +123,13 @@ conv() { # policy gpu host holes|-
 	fi
 	echo "ok $1 gpu=$2 host=$3: $hit hits ($lead leading) $(grep -o '"hits":{[^}]*}' "$D/a")"
 }
-conv lru 2000 0 holes
-conv lru 1000 4000 holes
-conv lru 300 600 -
-conv asym 1000 0 -
-conv asym 1000 2000 -
-N=1700 conv asym 40 100 -
+# two at a time, each with its kvmmd (job, collect:
+# tests/lib/replay-daemon.sh), the longest first
+N=1700 job conv asym 40 100 -
+job conv lru 1000 4000 holes
+job conv asym 1000 2000 -
+job conv lru 2000 0 holes
+job conv asym 1000 0 -
+job conv lru 300 600 -
+collect
 echo "ok: --daemon --msa and --model-daemon --msa agree on $N requests"
