@@ -6,7 +6,8 @@
 #   tsan_build NAME          build tests/tsan/NAME.c with libkvmm's sources
 #                            (and what they link against) under
 #                            -fsanitize=thread into $tmp/NAME; exit 1 if
-#                            that fails
+#                            that fails; the sources' objects are kept in
+#                            $build/tsan for the next test (tsan_objs)
 #   tsan_daemon ARGS         kvmmd --backend host --socket $tmp/kvmm.sock
 #                            --page-size 64K --gpu-mem 64M --telemetry off
 #                            ARGS in the foreground (log $tmp/kvmmd.log,
@@ -18,8 +19,10 @@ src=${KVMM_SRC:-.}
 build=${KVMM_BUILD:-$src/build}
 cd "$src" || exit 1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-tsan.XXXXXX")
-trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 daemon=0
+# (not kill 0 before a daemon started: that would signal the whole
+# process group, the test's runner with it)
+trap '[ "$daemon" != 0 ] && kill $daemon 2>/dev/null && wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 
 cc=${CC:-cc}
 if ! echo 'int main(void){return 0;}' |
@@ -27,6 +30,49 @@ if ! echo 'int main(void){return 0;}' |
 	echo "skip: $cc has no ThreadSanitizer runtime (-fsanitize=thread)"
 	exit 77
 fi
+
+# libkvmm's sources and what they link against, compiled once into
+# $build/tsan/KEY (KEY: a hash of the compiler, the flags, config.h and
+# every source and header under kvmm/, vmm/ and ebpf/), $(nproc) at a
+# time: both tests link the same objects, and any change to the tree
+# compiles them again.  Sets tsan_objdir.
+tsan_objs()
+{
+	local key new s o
+
+	key=$({
+		echo "$cc ${tsan_flags[*]}"
+		"$cc" --version
+		cat "$build"/*.h "$build/config.mk"
+		find kvmm vmm ebpf -name '*.[ch]' -print0 | sort -z | xargs -0 sha256sum
+	} | sha256sum | cut -c1-16)
+	tsan_objdir=$build/tsan/$key
+	[ -d "$tsan_objdir" ] && return 0
+	# another tree's objects go
+	for o in "$build"/tsan/*; do
+		case $o in */new.*) ;; *) rm -rf "$o" ;; esac
+	done
+	new=$build/tsan/new.$$
+	mkdir -p "$new" || exit 1
+	for s in kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c \
+		kvmm/policy/*.c; do
+		while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+		"$cc" "${tsan_flags[@]}" -c -o "$new/${s//\//_}.o" "$s" \
+			>"$new/${s//\//_}.log" 2>&1 &
+	done
+	wait
+	for s in kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c \
+		kvmm/policy/*.c; do
+		[ -f "$new/${s//\//_}.o" ] && continue
+		cat "$new/${s//\//_}.log"
+		rm -rf "$new"
+		echo "FAIL: the ThreadSanitizer build of $s failed"
+		exit 1
+	done
+	rm -f "$new"/*.log
+	# a tree that made the same objects meanwhile keeps its own
+	mv -T "$new" "$tsan_objdir" 2>/dev/null || rm -rf "$new"
+}
 
 tsan_build()
 {
@@ -38,13 +84,14 @@ tsan_build()
 	fi
 	# (the rings' fences are not modelled by TSan: -Wno-tsan; no race
 	# is reported through them in these tests)
+	tsan_flags=(-D_GNU_SOURCE -I. -Ikvmm/include -I"$build"
+		-include "$build/config.h" -DKVMM_VERSION='"tsan"'
+		-std=gnu11 -O1 -g -pthread -fsanitize=thread -Wno-tsan)
+	[ -n "$cuda_inc" ] && tsan_flags+=("$cuda_inc")
+	tsan_objs
 	# shellcheck disable=SC2086
-	if ! "$cc" -D_GNU_SOURCE -I. -Ikvmm/include -I"$build" $cuda_inc \
-		-include "$build/config.h" -DKVMM_VERSION='"tsan"' \
-		-std=gnu11 -O1 -g -pthread -fsanitize=thread -Wno-tsan \
-		-o "$tmp/$1" "tests/tsan/$1.c" \
-		kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c \
-		kvmm/policy/*.c $libs -ldl -lm -lrt >"$tmp/cc.log" 2>&1; then
+	if ! "$cc" "${tsan_flags[@]}" -o "$tmp/$1" "tests/tsan/$1.c" \
+		"$tsan_objdir"/*.o $libs -ldl -lm -lrt >"$tmp/cc.log" 2>&1; then
 		cat "$tmp/cc.log"
 		echo "FAIL: the ThreadSanitizer build failed"
 		exit 1
