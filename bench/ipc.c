@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
@@ -84,8 +85,16 @@ int main(int argc, char **argv)
 	long ncpu;
 	int err;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		int v = atoi(argv[i + 1]);
+	static const char usage[] =
+		"usage: ipc [--ring N] [--socket N] [--batched N] [--batch B]\n";
+
+	if (bench_help(argc, argv, usage))
+		return 0;
+	for (int i = 1; i < argc; i += 2) {
+		int v = i + 1 < argc ? atoi(argv[i + 1]) : 0;
+
+		if (i + 1 >= argc)
+			return bench_usage_error("ipc", argv[i], usage);
 
 		if (!strcmp(argv[i], "--ring"))
 			n_ring = v;
@@ -95,11 +104,8 @@ int main(int argc, char **argv)
 			n_batched = v;
 		else if (!strcmp(argv[i], "--batch"))
 			batch = v;
-		else {
-			fprintf(stderr,
-				"usage: ipc [--ring N] [--socket N] [--batched N] [--batch B]\n");
-			return 2;
-		}
+		else
+			return bench_usage_error("ipc", argv[i], usage);
 	}
 	if (n_ring < 100 || n_sock < 100 || batch < 1 || batch > 512 ||
 	    n_batched < batch) {

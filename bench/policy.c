@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "kvmm/policy/policy.h"
 
 static double now(void)
@@ -143,13 +144,25 @@ static double run(enum pol_kind kind, uint64_t resident, uint64_t decisions,
 
 int main(int argc, char **argv)
 {
-	uint64_t resident = argc > 1 ? strtoull(argv[1], NULL, 0) : 1000000;
-	uint64_t decisions = argc > 2 ? strtoull(argv[2], NULL, 0) : 2000000;
+	static const char usage[] =
+		"usage: policy [RESIDENT [DECISIONS [POLICY...]]]  (1000000 resident blocks and 2000000 decisions by default; POLICY lru, lfu, arc, belady or asym, all by default)\n";
+	uint64_t resident = 1000000, decisions = 2000000;
 	/* blocks held at the cold end in the second run of each policy */
-	uint64_t held = resident / 100;
+	uint64_t held;
 	double rate[POL_KIND_COUNT] = { 0 }, rate_held[POL_KIND_COUNT] = { 0 };
 	bool want[POL_KIND_COUNT] = { 0 };
 
+	if (bench_help(argc, argv, usage))
+		return 0;
+	for (int i = 1; i < argc && i < 3; i++) {
+		char *end;
+		uint64_t v = strtoull(argv[i], &end, 0);
+
+		if (*end || !v)
+			return bench_usage_error("policy", argv[i], usage);
+		*(i == 1 ? &resident : &decisions) = v;
+	}
+	held = resident / 100;
 	for (int i = 3; i < argc; i++) {
 		enum pol_kind k;
 

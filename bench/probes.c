@@ -19,6 +19,7 @@
 
 #include "ebpf/probes.h"
 #include "ebpf/telemetry.h"
+#include "bench/bench.h"
 #include "bench/bench_tel.h"
 
 #define SEQS 256
@@ -98,7 +99,7 @@ static double time_loop(void (*fn)(uint64_t, unsigned), uint64_t n,
 	return best;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const uint64_t n_call = 10000000, n_step = 100000, n_att = 20000,
 		       n_att_step = 4000;
@@ -107,6 +108,14 @@ int main(void)
 	struct kvmm_counters c;
 	struct tel *t = NULL;
 	int i;
+
+	static const char usage[] =
+		"usage: probes  (no options; as root it also attaches BPF)\n";
+
+	if (bench_help(argc, argv, usage))
+		return 0;
+	if (argc > 1)
+		return bench_usage_error("probes", argv[1], usage);
 
 	/* Interleave so drift hits both sides alike. */
 	base_call = un_call = base_step = un_step = 1e30;

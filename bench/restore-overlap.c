@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench/bench.h"
 #include "tests/cache-restore-common.h"
 
 #define NBLK 16
@@ -151,11 +152,19 @@ int main(int argc, char **argv)
 	pid_t p;
 	int fd;
 
+	static const char usage[] =
+		"usage: restore-overlap [--rounds 1..4] [--host-mem SIZE]\n";
+
+	if (bench_help(argc, argv, usage))
+		return 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--host-mem") && i + 1 < argc)
 			host_mem = argv[++i];
+		else
+			return bench_usage_error("restore-overlap", argv[i],
+						 usage);
 	}
 	if (rounds < 1 || rounds > 4)
 		rounds = 4;

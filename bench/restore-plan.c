@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "kvmm/policy/restore_plan.h"
 
 static double now(void)
@@ -24,19 +25,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp);
-	return v[n / 2];
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -66,13 +54,26 @@ int main(int argc, char **argv)
 		{ "mixed", 1000, false, true },
 		{ "mixed", POL_RESTORE_MAX_BLOCKS, false, true },
 	};
-	unsigned rounds = argc > 1 ? (unsigned)atoi(argv[1]) : 21;
+	static const char usage[] =
+		"usage: restore-plan [ROUNDS]  (1..64, 21 by default)\n";
+	unsigned rounds = 21;
 	struct pol_cost_model m;
 	static uint8_t tiers[POL_RESTORE_MAX_BLOCKS];
 	double plan[64], eval[64];
 
-	if (rounds < 1 || rounds > 64)
-		rounds = 21;
+	if (bench_help(argc, argv, usage))
+		return 0;
+	if (argc > 2)
+		return bench_usage_error("restore-plan", argv[2], usage);
+	if (argc > 1) {
+		char *end;
+		unsigned long v = strtoul(argv[1], &end, 10);
+
+		if (*end || !v || v > 64)
+			return bench_usage_error("restore-plan", argv[1],
+						 usage);
+		rounds = (unsigned)v;
+	}
 	pol_cost_reference(&m);
 	printf("{\"bench\": \"restore-plan\", \"rows\": [");
 	for (unsigned r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {

@@ -128,7 +128,15 @@ int main(int argc, char **argv)
 	char pin[128];
 	struct tel *t, *ref;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
+	static const char usage[] =
+		"usage: tel-poll-delta [--blocks 1024..] [--changed 1..blocks] [--rounds 2..64] [--polls N]\n";
+
+	if (bench_help(argc, argv, usage))
+		return 0;
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			return bench_usage_error("tel-poll-delta", argv[i],
+						 usage);
 		if (!strcmp(argv[i], "--blocks"))
 			blocks = (unsigned int)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--changed"))
@@ -137,6 +145,9 @@ int main(int argc, char **argv)
 			rounds = (unsigned int)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--polls"))
 			polls = (unsigned int)atoi(argv[i + 1]);
+		else
+			return bench_usage_error("tel-poll-delta", argv[i],
+						 usage);
 	}
 	if (blocks < 1024 || !changed || changed > blocks || rounds < 2 ||
 	    rounds > MAX_ROUNDS || !polls) {

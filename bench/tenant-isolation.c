@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench.h"
 #include "kvmm/policy/policy.h"
 #include "kvmm/policy/trace.h"
 
@@ -165,7 +166,13 @@ int main(int argc, char **argv)
 	struct pol_trace t;
 	char err[256];
 	int e;
+	static const char usage[] =
+		"usage: tenant-isolation [TRACE [NOISE]]  (TRACE: $KVMM_TRACE or ../shared/traces/mooncake/conversation_trace.jsonl; NOISE in (0, 100], 1 by default)\n";
 
+	if (bench_help(argc, argv, usage))
+		return 0;
+	if (argc > 3)
+		return bench_usage_error("tenant-isolation", argv[3], usage);
 	if (!path || !*path)
 		path = "../shared/traces/mooncake/conversation_trace.jsonl";
 	if (!(noise > 0) || noise > 100) {
