@@ -253,6 +253,13 @@ def case_share():
         check_eq(c.page_size, 64 * 1024, "page size")
         r = c.region(**REGION)
         check_eq(r.tokens_per_block, TPB, "tokens per block")
+        # asked first, without opening: both blocks on the GPU, a chain
+        # cut at its first block never cached, nothing imported
+        check_eq(r.query_prefix(HASHES), ["gpu", "gpu"], "query_prefix")
+        check_eq(r.query_prefix([HASHES[0], 0x5eed, HASHES[1]]), ["gpu"],
+                 "query_prefix cut at a miss")
+        check_eq(r.query_prefix([0x5eed]), [], "query_prefix of a miss")
+        check_eq(c.stats().pages_imported, 0, "nothing imported by a query")
         p = r.open_prefix(HASHES)
         check_eq(p.nr_blocks, 2, "prefix blocks")
         check_eq(p.actions, None, "no actions without plan")

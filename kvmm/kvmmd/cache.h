@@ -47,6 +47,10 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		     const void *p, size_t len);
 int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			 const void *p, size_t len);
+/* PREFIX_QUERY (ABI 1.19): the cached prefix's tiers, nothing changed
+ * (cache_query.c). */
+int kd_cache_prefix_query(struct kd_session *s, const struct kvmm_msg_hdr *h,
+			  const void *p, size_t len);
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len);

@@ -510,6 +510,8 @@ static int dispatch(struct req *rq)
 		return kd_cache_prefix_collect(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_SEQ_COLLECT:
 		return do_seq_collect(rq);
+	case KVMM_CMD_PREFIX_QUERY:
+		return kd_cache_prefix_query(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_TIER_STATS:
 		return kd_cmd_tier_stats(rq);
 	case KVMM_CMD_BLOCK_PIN:

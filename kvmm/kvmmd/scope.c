@@ -159,6 +159,12 @@ static uint64_t region_salt(struct kd_session *s, const char *p, size_t len,
 	return kd_region_lookup(s, id, &r) ? 0 : r->salt;
 }
 
+_Static_assert(offsetof(struct kvmm_prefix_query, region_id) ==
+			       offsetof(struct kvmm_prefix_open, region_id) &&
+		       offsetof(struct kvmm_prefix_query, hashes) ==
+			       offsetof(struct kvmm_prefix_open, hashes),
+	       "PREFIX_QUERY is renamed as PREFIX_OPEN");
+
 void kd_scope_request(struct kd_session *s, uint16_t cmd, void *p, size_t len)
 {
 	char *b = p;
@@ -180,6 +186,8 @@ void kd_scope_request(struct kd_session *s, uint16_t cmd, void *p, size_t len)
 			    SIZE_MAX);
 		break;
 	case KVMM_CMD_PREFIX_OPEN:
+	case KVMM_CMD_PREFIX_QUERY:
+		/* one layout: a query names its blocks as an open does */
 		salt = region_salt(s, b, len,
 				   offsetof(struct kvmm_prefix_open,
 					    region_id));

@@ -8,7 +8,7 @@
  * under any hash, so a client that publishes wrong bytes under a popular
  * hash changes the outputs of every engine that opens it.  With
  * --cache-scope uid the daemon renames every hash a client sends
- * (BLOCK_PUBLISH, PREFIX_OPEN, BLOCK_PIN, BLOCK_UNPIN; after mixing in
+ * (BLOCK_PUBLISH, PREFIX_OPEN, PREFIX_QUERY, BLOCK_PIN, BLOCK_UNPIN; after mixing in
  * the salt of the client's region, salt.h) to
  * SipHash-2-4(key, uid || hash) before anything looks at it: processes of
  * one uid still share blocks, those of different uids cannot reach each

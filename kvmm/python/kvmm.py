@@ -273,6 +273,9 @@ _PROTOS = {
     "kvmm_seq_open_prefix_opts": (_int, [_vp, _P(_u64), _u32, _P(_u32),
                                          _P(_u32), _P(PrefixOpts)]),
     "kvmm_block_action_string": (ctypes.c_char_p, [ctypes.c_uint8]),
+    "kvmm_prefix_query": (_int, [_vp, _P(_u64), _u32, _P(ctypes.c_uint8),
+                                 _u32]),
+    "kvmm_query_tier_string": (ctypes.c_char_p, [ctypes.c_uint8]),
     "kvmm_seq_wait_ready": (_int, [_vp, _u32, _u32, _u32, _P(_u32), _u32,
                                    _P(_u32)]),
     "kvmm_block_pin": (_int, [_vp, _u64, _P(PinOpts)]),
@@ -1174,6 +1177,18 @@ class Region:
                                      failed, cap, ctypes.byref(pending)),
                    "kvmm_seq_wait_ready")
         return Readiness(list(failed[:min(n, cap)]), pending.value)
+
+    def query_prefix(self, hashes):
+        """kvmm_prefix_query() (ABI 1.19): the tiers of the longest cached
+        prefix of hashes, one name a block ("gpu", "host", "nvme",
+        "moving"); [] when the first block is not cached.  Opens nothing
+        and changes nothing (no restore, pin or policy use)."""
+        h = self._handle()
+        arr, n = _hash_array("hashes", hashes)
+        tiers = (ctypes.c_uint8 * max(n, 1))()
+        nr = _check(_c.prefix_query(h, arr, n, tiers, 0), "kvmm_prefix_query")
+        return [_c.query_tier_string(t).decode("ascii", "replace")
+                for t in tiers[:nr]]
 
     def open_prefix(self, hashes, plan=False, segments=False, early=False):
         """kvmm_seq_open_prefix(), or with plan=True

@@ -342,6 +342,29 @@ int kvmm_seq_open_prefix_opts(struct kvmm_region *region,
 const char *kvmm_block_action_string(uint8_t action);
 
 /*
+ * Ask what the cache holds of a chain without opening a sequence (ABI
+ * 1.19; a router or scheduler choosing the replica, or the request, that
+ * needs least recomputed): the length, in blocks, of the longest cached
+ * prefix of hashes (named as region's, its salt and kvmmd's
+ * --cache-scope applied as for an open: another uid's blocks are never
+ * seen), and in tiers[0..that) (NULL: not wanted; room for nr_hashes)
+ * one enum kvmm_query_tier (kvmm/uapi.h) per block: KVMM_QUERY_GPU (an
+ * open shares it), _HOST or _NVME (an open reloads it), _MOVING (being
+ * copied between tiers: an open waits for it).  Nothing changes: no
+ * restore, no pin, no policy access (the eviction order stays as it
+ * was), no hit counted in TIER_STATS or telemetry.  The answer is a
+ * snapshot; an open that follows may find less.  nr_hashes is cut as an
+ * open's is (the region's blocks).  flags must be 0.  Returns the
+ * number of blocks (0 before the cache's first use) or -errno:
+ * -EOPNOTSUPP from a daemon older than ABI 1.19, -ENOENT no such region
+ * (-EINVAL for no hashes, more than KVMM_PREFIX_MAX_BLOCKS, or flags).
+ */
+int kvmm_prefix_query(struct kvmm_region *region, const uint64_t *hashes,
+		      uint32_t nr_hashes, uint8_t *tiers, uint32_t flags);
+/* "gpu", "host", "nvme", "moving" */
+const char *kvmm_query_tier_string(uint8_t tier);
+
+/*
  * After a KVMM_PREFIX_OPEN_EARLY open: wait until no block below
  * upto_block of the sequence is still being reloaded (with
  * KVMM_WAIT_READY_POLL in flags: do not wait; *pending, if not NULL, gets

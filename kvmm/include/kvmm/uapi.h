@@ -81,6 +81,7 @@ enum kvmm_cmd {
 	KVMM_CMD_BLOCK_UNPIN = 0x54,
 	KVMM_CMD_PREFIX_COLLECT = 0x55, /* ABI 1.16 */
 	KVMM_CMD_SEQ_COLLECT = 0x56, /* ABI 1.17 */
+	KVMM_CMD_PREFIX_QUERY = 0x57, /* ABI 1.19 */
 	KVMM_CMD_TIER_STATS = 0x58,
 	/* administration (root or the daemon's uid) */
 	KVMM_CMD_ADMIN_STATUS = 0x80,
@@ -816,6 +817,51 @@ struct kvmm_prefix_open_reply {
 	uint32_t page_ids[]; /* nr_blocks * pages_per_block, KVMM_PAGE_HELD */
 	/* then, with KVMM_PREFIX_OPEN_ACTIONS: u8 actions[nr_blocks], padded
 	 * to 4 bytes */
+};
+
+/*
+ * PREFIX_QUERY (ABI 1.19): how long a prefix of hashes[] the cache holds
+ * and in which tier each of its blocks is, without opening anything (a
+ * router or scheduler asking where a prompt is cached).  The message is
+ * laid out as PREFIX_OPEN's and its hashes are named the same way (the
+ * region's salt, then --cache-scope: a uid learns only of its own
+ * blocks); nr_hashes is bounded as there (<= KVMM_PREFIX_MAX_BLOCKS, then
+ * cut to the region's max_blocks and to KVMM_EXTEND_MAX_PAGES pages).
+ * The answer is the leading blocks found in some tier, as a prefix open
+ * without KVMM_PREFIX_OPEN_SEGMENTS would walk them; nothing is changed:
+ * no restore, no pin, no policy access (what the cache keeps, and in
+ * which order it evicts, is the same as without the query), no TIER_STATS
+ * or telemetry count.  It is a snapshot: a block may move or go before an
+ * open that follows it.  Before the cache's first use (no region has
+ * opened it, tiers unset) and for a region whose blocks are not the
+ * cache's size, the answer is 0 blocks.
+ */
+enum kvmm_query_tier {
+	KVMM_QUERY_GPU = 0, /* on the GPU: an open shares it */
+	KVMM_QUERY_HOST = 1, /* in host memory: an open reloads it */
+	KVMM_QUERY_NVME = 2, /* on NVMe: an open reloads it */
+	/* being copied between tiers (a demotion or a restore in flight, or
+	 * waiting for a slot): an open waits for the copy */
+	KVMM_QUERY_MOVING = 3,
+};
+
+struct kvmm_prefix_query {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t nr_hashes; /* <= KVMM_PREFIX_MAX_BLOCKS */
+	uint32_t flags; /* must be 0 */
+	uint64_t reserved[2];
+	uint64_t hashes[];
+};
+
+struct kvmm_prefix_query_reply {
+	uint32_t size;
+	uint32_t nr_blocks; /* cached prefix length in blocks */
+	/* of nr_blocks, how many are in each enum kvmm_query_tier */
+	uint32_t gpu, host, nvme, moving;
+	uint64_t reserved[2];
+	/* then u8 tiers[nr_blocks] (enum kvmm_query_tier), padded with
+	 * zeros to a multiple of 4 bytes */
 };
 
 /*
