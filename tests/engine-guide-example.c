@@ -164,6 +164,37 @@ static struct kv_ptrs seq_kv(const struct engine *e, uint32_t seq)
 	return kv;
 }
 
+/* snippet: query */
+/*
+ * Before admitting (or to route a request to the replica that has it):
+ * how many of the prompt's blocks are cached, and how many on the GPU.
+ * Nothing is opened or restored, and the cache does not count it as a
+ * use.
+ */
+static int request_cached(struct engine *e, struct request *rq,
+			  uint32_t *on_gpu)
+{
+	uint8_t tiers[MAX_BLOCKS];
+	uint32_t ask = (rq->len - 1) / e->tpb;
+	int ret;
+
+	*on_gpu = 0;
+	if (!ask)
+		return 0;
+	ret = kvmm_hash_chain(e->seed, 0, rq->tokens, (size_t)ask * e->tpb,
+			      e->tpb, rq->hashes, MAX_BLOCKS);
+	if (ret < 0)
+		return ret;
+	ret = kvmm_prefix_query(e->region, rq->hashes, ask, tiers, 0);
+	if (ret == -EOPNOTSUPP)
+		return 0; /* kvmmd before ABI 1.19: nothing known */
+	for (int b = 0; b < ret; b++)
+		if (tiers[b] == KVMM_QUERY_GPU)
+			(*on_gpu)++;
+	return ret; /* cached blocks, or -errno */
+}
+/* snippet end */
+
 /* snippet: admit */
 static int request_admit(struct engine *e, struct request *rq)
 {
@@ -486,7 +517,7 @@ int main(void)
 				     .ttl_ns = 60000000000ULL };
 	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct request a, a_prompt, a2, a2_prompt, s, s_prompt;
-	uint32_t had = 0;
+	uint32_t had = 0, on_gpu;
 	struct td_daemon d;
 	struct engine e;
 	int status;
@@ -536,6 +567,10 @@ int main(void)
 	a2.len = a.len + 12;
 	a2.written = a2.published = a2.revoked_tokens = 0;
 	a2_prompt = a2;
+	/* asked first: 4 blocks, all on the GPU, and no hit counted */
+	t_assert_eq(request_cached(&e, &a2, &on_gpu), 4);
+	t_assert_eq(on_gpu, 4);
+	t_assert_eq(status_u64(d.sock, NULL, "prefix_blocks_hit"), 2);
 	t_ok(request_admit(&e, &a2));
 	t_assert_eq(a2.cached_blocks, 4); /* the answer's block too */
 	t_assert_eq(a2.shared, 4);
@@ -571,6 +606,9 @@ int main(void)
 	wait_settled(d.sock);
 	request_init(&a2, 40, 2, 10, 12);
 	a2_prompt = a2;
+	/* the system prompt's 2 blocks, one of them at most on the GPU */
+	t_assert_eq(request_cached(&e, &a2, &on_gpu), 2);
+	t_assert(on_gpu <= 1);
 	t_ok(request_serve(&e, &a2));
 	check_output(&a2_prompt, &a2, "B after demotions");
 	t_assert_eq(a2.cached_blocks, 2);
