@@ -834,6 +834,9 @@ struct kd_pins;
 /* BLOCK_PIN / BLOCK_UNPIN (socket); 1 when replied, else the status. */
 int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	       const void *p, size_t len);
+/* BLOCK_PIN_MANY (ABI 1.19): a pin per hash, one reply (pin.c) */
+int kd_pin_many_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		    const void *buf, size_t len);
 int kd_unpin_cmd(struct kd_session *s, const void *p, size_t len);
 /* Session end: release every pin record of the session. */
 void kd_pin_release_all(struct kd_session *s);

@@ -47,6 +47,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/htab.h"
@@ -550,57 +551,53 @@ static int pin_quota_reply(struct kd_session *s, const struct kvmm_msg_hdr *h)
 	return 1;
 }
 
-int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
-	       const void *buf, size_t len)
+/*
+ * One pin of a checked request (BLOCK_PIN's, or one hash of
+ * BLOCK_PIN_MANY's, bp->hash the client's name): 0 with where the block
+ * is and the record's expiry, or -errno (-EDQUOT: the session holds its
+ * quota of records).  Nothing is replied.
+ */
+static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
+		   uint64_t now, unsigned *tier_out, uint64_t *expires)
 {
 	struct kd_daemon *d = s->d;
-	struct kvmm_block_pin bp;
-	struct kvmm_block_pin_reply rep = { .size = sizeof(rep) };
 	struct pol_cache *pol;
 	struct kd_pins *ps;
 	struct pin_block *b;
 	struct kd_pin *p;
-	uint64_t gen, now = kd_now_ns(), ttl;
+	uint64_t gen, ttl;
 	uint64_t names[KD_MAX_REGIONS_PER_SESSION];
 	uint32_t nr_names;
 	unsigned tier;
 	bool was_hard;
 	int prio, err;
 
-	err = kw_copy_struct(&bp, sizeof(bp), sizeof(bp), buf, len);
-	if (err)
-		return err;
-	err = pin_check(&bp);
-	if (err)
-		return err;
-	if (bp.flags & KVMM_PIN_F_TTL && now + bp.ttl_ns < now)
-		return -EOVERFLOW;
 	/* the first of the hash's names (one per salt of the session's
 	 * regions, scope.h) that the cache holds */
-	nr_names = kd_scope_pin_names(s, bp.hash, names);
+	nr_names = kd_scope_pin_names(s, bp->hash, names);
 	err = -ENOENT;
 	for (uint32_t i = 0; err == -ENOENT && i < nr_names; i++) {
 		err = kd_cache_pin_target(d, names[i], &pol, &tier, &gen);
 		if (!err)
-			bp.hash = names[i];
+			bp->hash = names[i];
 	}
 	if (err)
 		return err;
 	ps = pins_get(d);
 	if (!ps)
 		return -ENOMEM;
-	if (bp.flags & KVMM_PIN_F_TTL) {
+	if (bp->flags & KVMM_PIN_F_TTL) {
 		err = heap_reserve(ps);
 		if (err)
 			goto out;
 	}
-	p = pin_lookup(ps, s, bp.hash, now);
+	p = pin_lookup(ps, s, bp->hash, now);
 	if (!p) {
 		if (s->nr_pins >= pin_quota(d))
 			pin_purge(ps, s);
 		err = s->nr_pins >= pin_quota(d) ?
-			      pin_quota_reply(s, h) :
-			      pin_new(ps, s, bp.hash, gen, &p);
+			      -EDQUOT :
+			      pin_new(ps, s, bp->hash, gen, &p);
 		if (err)
 			goto out;
 		was_hard = false;
@@ -616,30 +613,130 @@ int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	block_drop_share(b, p);
 	if (p->heap != PIN_NO_HEAP)
 		heap_del(ps, p);
-	p->flags = bp.flags;
-	p->priority = bp.priority;
-	p->expires = bp.flags & KVMM_PIN_F_TTL ? now + bp.ttl_ns : 0;
+	p->flags = bp->flags;
+	p->priority = bp->priority;
+	p->expires = bp->flags & KVMM_PIN_F_TTL ? now + bp->ttl_ns : 0;
 	block_link(b, p);
 	block_add_share(b, p);
 	if (p->expires)
 		heap_add(ps, p); /* room reserved above */
 	if (pin_is_hard(p) && !was_hard)
-		(void)pol_cache_pin(pol, bp.hash);
+		(void)pol_cache_pin(pol, bp->hash);
 	else if (!pin_is_hard(p) && was_hard)
-		(void)pol_cache_unpin(pol, bp.hash);
+		(void)pol_cache_unpin(pol, bp->hash);
 	pol_cache_set_clock(pol, now);
 	block_push(d, b, ttl, prio);
 	pins_rearm(ps);
-	rep.tier = tier;
-	rep.pins = s->nr_pins;
-	rep.pin_quota = pin_quota(d);
-	rep.expires_ns = p->expires;
-	kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
-	return 1;
+	*tier_out = tier;
+	*expires = p->expires;
+	return 0;
 out:
 	pins_rearm(ps);
 	pins_put_if_empty(d);
 	return err;
+}
+
+int kd_pin_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
+	       const void *buf, size_t len)
+{
+	struct kvmm_block_pin bp;
+	struct kvmm_block_pin_reply rep = { .size = sizeof(rep) };
+	uint64_t now = kd_now_ns(), expires;
+	unsigned tier;
+	int err;
+
+	err = kw_copy_struct(&bp, sizeof(bp), sizeof(bp), buf, len);
+	if (err)
+		return err;
+	err = pin_check(&bp);
+	if (err)
+		return err;
+	if (bp.flags & KVMM_PIN_F_TTL && now + bp.ttl_ns < now)
+		return -EOVERFLOW;
+	err = pin_one(s, &bp, now, &tier, &expires);
+	if (err == -EDQUOT)
+		return pin_quota_reply(s, h);
+	if (err)
+		return err;
+	rep.tier = tier;
+	rep.pins = s->nr_pins;
+	rep.pin_quota = pin_quota(s->d);
+	rep.expires_ns = expires;
+	kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
+	return 1;
+}
+
+/*
+ * BLOCK_PIN_MANY (ABI 1.19): one pin per hash, in order, each exactly as
+ * a BLOCK_PIN of it with the request's flags, TTL and priority would be
+ * (the same records, the same quota: past it, the rest are -EDQUOT),
+ * answered in one reply with a result per hash.  Only a malformed request
+ * fails as a whole, before any pin.
+ */
+int kd_pin_many_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
+		    const void *buf, size_t len)
+{
+	struct kvmm_block_pin_many pm;
+	struct kvmm_block_pin_many_reply rep = { .size = sizeof(rep) };
+	struct kvmm_block_pin bp = { .size = sizeof(bp) };
+	uint64_t now = kd_now_ns(), expires;
+	const char *hashes;
+	size_t out_len;
+	int32_t *res;
+	char *out;
+	unsigned tier;
+	uint32_t size;
+	int err;
+
+	if (len < sizeof(pm))
+		return -EINVAL;
+	memcpy(&pm, buf, sizeof(pm));
+	size = pm.size;
+	if (size < sizeof(pm) || !pm.nr_hashes ||
+	    pm.nr_hashes > KVMM_PIN_MANY_MAX ||
+	    len != size + (uint64_t)pm.nr_hashes * sizeof(uint64_t))
+		return -EINVAL;
+	/* a newer client's larger struct: what we do not know must be 0 */
+	for (size_t i = sizeof(pm); i < size; i++)
+		if (((const unsigned char *)buf)[i])
+			return -E2BIG;
+	if (!kw_all_zero(pm.reserved, sizeof(pm.reserved)))
+		return -EINVAL;
+	bp.flags = pm.flags;
+	bp.ttl_ns = pm.ttl_ns;
+	bp.priority = pm.priority;
+	bp.hash = 1; /* the hashes are checked one by one below */
+	err = pin_check(&bp);
+	if (err)
+		return err;
+	if (bp.flags & KVMM_PIN_F_TTL && now + bp.ttl_ns < now)
+		return -EOVERFLOW;
+	out_len = sizeof(rep) +
+		  (((size_t)pm.nr_hashes * sizeof(int32_t) + 7) & ~(size_t)7);
+	out = calloc(1, out_len);
+	if (!out)
+		return -ENOMEM;
+	res = (int32_t *)(out + sizeof(rep));
+	hashes = (const char *)buf + size;
+	for (uint32_t i = 0; i < pm.nr_hashes; i++) {
+		memcpy(&bp.hash, hashes + (size_t)i * sizeof(uint64_t),
+		       sizeof(bp.hash));
+		err = bp.hash ? pin_one(s, &bp, now, &tier, &expires) : -EINVAL;
+		if (err) {
+			res[i] = err;
+			continue;
+		}
+		res[i] = (int32_t)tier;
+		rep.pinned++;
+		rep.expires_ns = expires;
+	}
+	rep.nr_hashes = pm.nr_hashes;
+	rep.pins = s->nr_pins;
+	rep.pin_quota = pin_quota(s->d);
+	memcpy(out, &rep, sizeof(rep));
+	kd_session_reply(s, h, 0, out, out_len, NULL, 0);
+	free(out);
+	return 1;
 }
 
 int kd_unpin_cmd(struct kd_session *s, const void *buf, size_t len)

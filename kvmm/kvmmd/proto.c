@@ -518,6 +518,8 @@ static int dispatch(struct req *rq)
 		return kd_pin_cmd(s, rq->h, rq->p, rq->len);
 	case KVMM_CMD_BLOCK_UNPIN:
 		return kd_unpin_cmd(s, rq->p, rq->len);
+	case KVMM_CMD_BLOCK_PIN_MANY:
+		return kd_pin_many_cmd(s, rq->h, rq->p, rq->len);
 	case KVMM_CMD_RESTORE_PLAN:
 		return -EOPNOTSUPP;
 	case KVMM_CMD_ADMIN_STATUS:

@@ -3,10 +3,12 @@
  * libkvmm block pins: keep a cached block where it is for this session
  * (until unpinned, until a TTL passes, or with a priority only), or with
  * a demotable TTL only cached.  Thin
- * wrappers over BLOCK_PIN / BLOCK_UNPIN; the semantics are the daemon's
+ * wrappers over BLOCK_PIN / BLOCK_UNPIN (and BLOCK_PIN_MANY, ABI 1.19:
+ * many hashes, one round trip); the semantics are the daemon's
  * (kvmm/kvmmd/pin.c, Documentation/abi.md).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kvmm/lib/client.h"
@@ -92,4 +94,69 @@ int kvmm_block_unpin(struct kvmm_conn *c, uint64_t hash)
 		return -EINVAL;
 	return kc_request(c, KVMM_CMD_BLOCK_UNPIN, &bu, sizeof(bu), NULL, 0,
 			  NULL);
+}
+
+int kvmm_block_pin_many(struct kvmm_conn *c, const uint64_t *hashes,
+			uint32_t nr_hashes, struct kvmm_pin_opts *o,
+			int32_t *results)
+{
+	struct kvmm_block_pin_many pm = { .size = sizeof(pm) };
+	const struct kvmm_block_pin_many_reply *rep;
+	struct kvmm_pin_opts po = { 0 };
+	size_t rlen, cap, len = 0, n = 0;
+	char *req = NULL, *buf = NULL;
+	int err;
+
+	if (!c || !hashes || !nr_hashes || nr_hashes > KVMM_PIN_MANY_MAX)
+		return -EINVAL;
+	if (o) {
+		err = kc_opts_size(o, o->size, KVMM_PIN_OPTS_SIZE_VER0,
+				   sizeof(po), &n);
+		if (err)
+			return err;
+		memcpy(&po, o, n);
+	}
+	err = pin_flags_supported(c, po.flags);
+	if (err)
+		return err;
+	/* a daemon before 1.19 would answer -ENOTTY: say it is too old */
+	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 19)
+		return -EOPNOTSUPP;
+	pm.flags = po.flags;
+	pm.nr_hashes = nr_hashes;
+	pm.ttl_ns = po.ttl_ns;
+	pm.priority = po.priority;
+	rlen = sizeof(pm) + (size_t)nr_hashes * sizeof(uint64_t);
+	cap = sizeof(*rep) + (size_t)nr_hashes * sizeof(int32_t) + 8;
+	req = malloc(rlen);
+	buf = malloc(cap);
+	err = -ENOMEM;
+	if (!req || !buf)
+		goto out;
+	memcpy(req, &pm, sizeof(pm));
+	memcpy(req + sizeof(pm), hashes, (size_t)nr_hashes * sizeof(uint64_t));
+	err = kc_request(c, KVMM_CMD_BLOCK_PIN_MANY, req, rlen, buf, cap, &len);
+	if (err == -ENOTTY)
+		err = -EOPNOTSUPP; /* a 1.19 daemon of before the command */
+	if (err)
+		goto out;
+	rep = (const struct kvmm_block_pin_many_reply *)buf;
+	err = -EPROTO;
+	if (len < sizeof(*rep) + (size_t)nr_hashes * sizeof(int32_t) ||
+	    rep->nr_hashes != nr_hashes || rep->pinned > nr_hashes)
+		goto out;
+	if (results)
+		memcpy(results, buf + sizeof(*rep),
+		       (size_t)nr_hashes * sizeof(int32_t));
+	po.tier = 0;
+	po.pins = rep->pins;
+	po.pin_quota = rep->pin_quota;
+	po.expires_ns = rep->expires_ns;
+	if (o)
+		memcpy(o, &po, n);
+	err = (int)rep->pinned;
+out:
+	free(req);
+	free(buf);
+	return err;
 }

@@ -413,6 +413,21 @@ struct kvmm_pin_opts {
 int kvmm_block_pin(struct kvmm_conn *conn, uint64_t hash,
 		   struct kvmm_pin_opts *opts);
 int kvmm_block_unpin(struct kvmm_conn *conn, uint64_t hash);
+/*
+ * kvmm_block_pin() of nr_hashes hashes (1..KVMM_PIN_MANY_MAX) in one
+ * round trip (ABI 1.19; -EOPNOTSUPP from an older daemon: pin one by
+ * one there), every one with opts' flags, ttl_ns and priority (opts may
+ * be NULL: plain pins).  Each is pinned, in order, as kvmm_block_pin()
+ * would pin it, against the same --pin-quota: results[i] (NULL: not
+ * wanted; room for nr_hashes) gets hash i's tier (0 GPU, 1 host, 2 NVMe)
+ * or the -errno its own pin would have had (-ENOENT not cached, -EDQUOT
+ * past the quota, -EINVAL for hash 0).  Returns how many were pinned, or
+ * -errno for the whole call (bad flags, as kvmm_block_pin()'s: nothing
+ * pinned); opts->pins, pin_quota and expires_ns are filled (tier 0).
+ */
+int kvmm_block_pin_many(struct kvmm_conn *conn, const uint64_t *hashes,
+			uint32_t nr_hashes, struct kvmm_pin_opts *opts,
+			int32_t *results);
 
 /* A step uses every open sequence of the connection; revocations are
  * applied before a step begins and after it ends. */

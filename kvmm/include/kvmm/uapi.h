@@ -83,6 +83,7 @@ enum kvmm_cmd {
 	KVMM_CMD_SEQ_COLLECT = 0x56, /* ABI 1.17 */
 	KVMM_CMD_PREFIX_QUERY = 0x57, /* ABI 1.19 */
 	KVMM_CMD_TIER_STATS = 0x58,
+	KVMM_CMD_BLOCK_PIN_MANY = 0x59, /* ABI 1.19 */
 	/* administration (root or the daemon's uid) */
 	KVMM_CMD_ADMIN_STATUS = 0x80,
 	KVMM_CMD_ADMIN_SESSIONS = 0x81,
@@ -938,6 +939,42 @@ struct kvmm_block_pin_reply {
 	uint32_t pin_quota; /* ... and how many it may hold */
 	uint64_t expires_ns; /* TTL pins: the daemon's CLOCK_MONOTONIC; else 0 */
 	uint64_t reserved[2];
+};
+
+/*
+ * BLOCK_PIN_MANY (ABI 1.19): BLOCK_PIN of nr_hashes hashes in one round
+ * trip (a conversation's blocks), with one flags/ttl_ns/priority for all
+ * (checked as BLOCK_PIN's: an error there fails the whole request, before
+ * any pin).  Each hash is pinned in order exactly as a BLOCK_PIN of it
+ * would be (same records, same --pin-quota: once the session holds its
+ * quota, the rest are -EDQUOT), and the reply says per hash the tier
+ * (0 GPU, 1 host, 2 NVMe) or the -errno a BLOCK_PIN would have got
+ * (-ENOENT not cached, -EDQUOT, -EINVAL for hash 0).  The message: this
+ * struct, then nr_hashes u64; the reply: kvmm_block_pin_many_reply, then
+ * nr_hashes s32 results padded with zeros to a multiple of 8 bytes.
+ */
+#define KVMM_PIN_MANY_MAX KVMM_PREFIX_MAX_BLOCKS
+
+struct kvmm_block_pin_many {
+	uint32_t size;
+	uint32_t flags; /* KVMM_PIN_F_*, for every hash */
+	uint32_t nr_hashes; /* 1..KVMM_PIN_MANY_MAX */
+	int32_t priority; /* KVMM_PIN_F_PRIORITY: -128..127; else 0 */
+	uint64_t ttl_ns; /* KVMM_PIN_F_TTL: 1..KVMM_PIN_TTL_MAX_NS; else 0 */
+	uint64_t reserved[2];
+	uint64_t hashes[];
+};
+
+struct kvmm_block_pin_many_reply {
+	uint32_t size;
+	uint32_t nr_hashes; /* as asked */
+	uint32_t pinned; /* results that are a tier (>= 0) */
+	uint32_t pins; /* this session's pin records now */
+	uint32_t pin_quota; /* ... and how many it may hold */
+	uint32_t pad;
+	uint64_t expires_ns; /* TTL pins: the daemon's CLOCK_MONOTONIC; else 0 */
+	uint64_t reserved[2];
+	int32_t results[]; /* per hash: tier, or -errno */
 };
 
 /* BLOCK_UNPIN: drop this session's record for a hash (-ENOENT: none, or
