@@ -13,7 +13,9 @@
  *     own tier;
  *   - no side effect: TIER_STATS is the same, byte for byte, before and
  *     after 10 queries of every content (no hit, no restore, no open
- *     counted); and what the policy evicts next is the same with and
+ *     counted); kvmm_tier_stats() from the querying (not admin) session
+ *     reads the same bytes, or the first ones only for a caller built
+ *     for ABI 1.6; and what the policy evicts next is the same with and
  *     without them: two kvmmds run the same writes, one of them queried
  *     before content 4 comes in (content 1, the next to go down, queried
  *     last, as an access would keep it), and every block ends in the
@@ -163,6 +165,26 @@ static void ask_all(const char *sock, struct qc *q)
 	for (int i = 0; i < 3; i++)
 		t_assert_eq(after.tiers[i].hits, before.tiers[i].hits);
 	t_assert(!memcmp(&before, &after, sizeof(before)));
+	/* the same counters through the public call, from this (not admin)
+	 * session: whole, and as a client built for ABI 1.6 reads them */
+	{
+		struct kvmm_tier_stats_reply mine;
+		size_t old =
+			offsetof(struct kvmm_tier_stats_reply, prefix_holes);
+
+		memset(&mine, 0xee, sizeof(mine));
+		t_ok(kvmm_tier_stats(q->c, &mine, sizeof(mine)));
+		t_assert_eq(mine.size, sizeof(mine));
+		t_assert(!memcmp(&mine, &after, sizeof(mine)));
+		memset(&mine, 0xee, sizeof(mine));
+		t_ok(kvmm_tier_stats(q->c, &mine, old));
+		t_assert_eq(mine.size, old);
+		t_assert(!memcmp((char *)&mine + 4, (char *)&after + 4,
+				 old - 4));
+		t_assert_eq(((unsigned char *)&mine)[old],
+			    0xee); /* untouched */
+		t_assert_eq(kvmm_tier_stats(q->c, &mine, old - 1), -EINVAL);
+	}
 }
 
 /* Writes contents 0..3, (queries), then content 4; the tiers after. */

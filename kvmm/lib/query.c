@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * libkvmm's question to the cache that changes nothing: PREFIX_QUERY
- * (where a chain's leading blocks are, ABI 1.19), one socket round trip
- * that maps or opens nothing.
+ * libkvmm's questions to the cache that change nothing: PREFIX_QUERY
+ * (where a chain's leading blocks are, ABI 1.19) and TIER_STATS (the
+ * daemon's cache counters).  Both are one socket round trip; neither
+ * maps or opens anything.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -81,4 +82,32 @@ const char *kvmm_query_tier_string(uint8_t tier)
 	default:
 		return "unknown";
 	}
+}
+
+int kvmm_tier_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st,
+		    size_t size)
+{
+	struct kvmm_tier_stats_reply local;
+	size_t len = 0;
+	int err;
+
+	/* at least the reply of ABI 1.0-1.6 (everything up to the tiers):
+	 * a size inside a field would get half of it */
+	if (!c || !st ||
+	    size < offsetof(struct kvmm_tier_stats_reply, prefix_holes))
+		return -EINVAL;
+	memset(&local, 0, sizeof(local));
+	err = kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &local, sizeof(local),
+			 &len);
+	if (err)
+		return err;
+	if (len < offsetof(struct kvmm_tier_stats_reply, prefix_holes))
+		return -EPROTO;
+	/* an older daemon's reply is shorter: the fields it lacks are 0,
+	 * and size says where its bytes end */
+	if (size > sizeof(local))
+		size = sizeof(local);
+	local.size = (uint32_t)(len < size ? len : size);
+	memcpy(st, &local, size);
+	return 0;
 }

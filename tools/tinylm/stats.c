@@ -2,9 +2,8 @@
 /*
  * tinylm --kvmm-stats: one JSON line with kvmmd's block-cache counters
  * (TIER_STATS), for the demo's report: what was shared on the GPU, demoted
- * to host and NVMe, and restored from each.  libkvmm has no public call
- * for it yet, so this uses the client library's internal request helper
- * (tinylm links the static archive).
+ * to host and NVMe, and restored from each, through libkvmm's
+ * kvmm_tier_stats().
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,7 +11,6 @@
 #include <stdio.h>
 
 #include "kvmm/kvmm.h"
-#include "kvmm/lib/client.h"
 #include "kvmm/uapi.h"
 
 int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f);
@@ -30,15 +28,13 @@ int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f)
 	ret = kvmm_connect(&co, &conn);
 	if (ret)
 		return ret;
-	ret = kc_request(conn, KVMM_CMD_TIER_STATS, NULL, 0, &st, sizeof(st),
-			 &len);
+	/* a 1.6 daemon's reply ends before prefix_holes: accepted, and
+	 * st.size says so */
+	ret = kvmm_tier_stats(conn, &st, sizeof(st));
 	kvmm_disconnect(conn);
 	if (ret)
 		return ret;
-	/* a 1.6 daemon's reply ends before prefix_holes, which we do not
-	 * print: accept it */
-	if (len < offsetof(struct kvmm_tier_stats_reply, prefix_holes))
-		return -EPROTO;
+	len = st.size;
 	const struct kvmm_tier_info *g = &st.tiers[0], *h = &st.tiers[1],
 				    *n = &st.tiers[2];
 	fprintf(f,

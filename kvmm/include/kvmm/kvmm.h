@@ -489,6 +489,20 @@ struct kvmm_stats {
 };
 
 int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
+
+/*
+ * kvmmd's cache counters (one TIER_STATS round trip, any session): the
+ * whole daemon's, every uid's opens together, not this connection's:
+ * prefix opens, blocks asked and hit, hits per tier (tiers[0] GPU, [1]
+ * host, [2] NVMe), demotions, restores, drops (kvmm/uapi.h says what
+ * each field counts).  size is sizeof(*st) as the caller was built (at
+ * least the ABI 1.6 reply, offsetof(..., prefix_holes); -EINVAL below);
+ * libkvmm fills min(size, its own) bytes, the fields an older daemon
+ * does not send as 0, and st->size says how many bytes the daemon sent
+ * (up to that).  PREFIX_QUERY is counted nowhere here.
+ */
+int kvmm_tier_stats(struct kvmm_conn *conn, struct kvmm_tier_stats_reply *st,
+		    size_t size);
 const char *kvmm_strerror(int err);
 
 /*
