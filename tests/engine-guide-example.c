@@ -360,6 +360,15 @@ static int conversation_pin(struct engine *e, const struct request *rq,
 				    .ttl_ns = ttl_s * 1000000000ULL };
 	int ret;
 
+	if (!rq->published)
+		return 0;
+	/* one round trip; past the session's pin quota the rest are
+	 * -EDQUOT (the oldest kept), a block dropped already -ENOENT */
+	ret = kvmm_block_pin_many(e->conn, rq->hashes, rq->published, &po,
+				  NULL);
+	if (ret != -EOPNOTSUPP)
+		return ret < 0 ? ret : 0;
+	/* kvmmd before ABI 1.19: one pin a round trip */
 	for (uint32_t b = 0; b < rq->published; b++) {
 		ret = kvmm_block_pin(e->conn, rq->hashes[b], &po);
 		if (ret == -EDQUOT)
