@@ -139,6 +139,12 @@ int main(void)
 	cc_write_content(d.sock, &contents, 1);
 	cc_content_hashes(&contents, 0, c0);
 	cc_content_hashes(&contents, 1, c1);
+	{
+		/* content 0's copy down done: in host memory, not moving */
+		struct kvmm_tier_stats_reply ts;
+
+		cc_settled_stats(d.sock, &ts);
+	}
 	c = cc_connect_lib(d.sock, "pin-many");
 	t_ok(kvmm_region_create(c, &ro, &r));
 	t_assert_eq(kvmm_prefix_query(r, c0, NB, tiers, 0), NB);

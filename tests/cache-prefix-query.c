@@ -248,7 +248,7 @@ static void eviction_order(void)
 	}
 }
 
-/* A block whose copy down is slowed (500 ms) is reported moving, then in
+/* A block whose copy down is slowed (2 s) is reported moving, then in
  * host memory once the copy is done. */
 static void moving(void)
 {
@@ -258,7 +258,7 @@ static void moving(void)
 	struct td_daemon d;
 	struct qc q;
 
-	cc_start_with_delay(&d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", 500);
+	cc_start_with_delay(&d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", 2000);
 	cc_write_content(d.sock, &contents, 0);
 	qc_open(&q, d.sock, 0);
 	expect_content(&q, 0, KVMM_QUERY_GPU);
