@@ -547,10 +547,7 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = kd_region_lookup(s, po.region_id, &r);
 	if (err)
 		goto out;
-	if (n > r->max_blocks)
-		n = r->max_blocks;
-	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
-		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	n = kc_prefix_bound(r, n);
 	/* what can fail cheaply fails before any room is made: a region
 	 * with no free sequence slot answers kd_seq_open()'s -ENOSPC
 	 * without demoting anything */

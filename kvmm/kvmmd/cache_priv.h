@@ -584,6 +584,17 @@ void kc_restore_settle(struct kd_cache *c, struct kc_entry *e);
 void kc_early_unlend(struct kd_cache *c, struct kc_pending *pr, uint32_t i);
 /* restores of pending opens that waited for the park line's earmarks */
 void kc_busy_retry(struct kd_cache *c);
+/* The hashes of a chain of n that a prefix of r may cover: no more
+ * blocks than r has, no more pages than an extend may take
+ * (PREFIX_OPEN, PREFIX_QUERY). */
+static inline uint32_t kc_prefix_bound(const struct kd_region *r, uint32_t n)
+{
+	if (n > r->max_blocks)
+		n = r->max_blocks;
+	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
+		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	return n;
+}
 
 /* cache_pending.c */
 struct kc_pending *kc_pending_new(uint32_t n);

@@ -80,11 +80,7 @@ int kd_cache_prefix_query(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	err = kd_region_lookup(s, pq.region_id, &r);
 	if (err)
 		goto out;
-	/* the bounds of a prefix open (cache_prefix.c) */
-	if (n > r->max_blocks)
-		n = r->max_blocks;
-	if ((uint64_t)n * r->pages_per_block > KVMM_EXTEND_MAX_PAGES)
-		n = KVMM_EXTEND_MAX_PAGES / r->pages_per_block;
+	n = kc_prefix_bound(r, n); /* the bounds of a prefix open */
 	/* the cache's blocks have one size, set at its first use */
 	if (!c || !c->opened || c->ppb != r->pages_per_block)
 		n = 0;

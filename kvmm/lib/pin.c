@@ -36,6 +36,26 @@ static int pin_flags_supported(const struct kvmm_conn *c, uint32_t flags)
 	return 0;
 }
 
+/* The caller's options (NULL: none) in *po, checked as above; *n: the
+ * bytes of them both know, which the reply's fields go back into. */
+static int pin_opts_get(const struct kvmm_conn *c,
+			const struct kvmm_pin_opts *o, struct kvmm_pin_opts *po,
+			size_t *n)
+{
+	int err;
+
+	memset(po, 0, sizeof(*po));
+	*n = 0;
+	if (o) {
+		err = kc_opts_size(o, o->size, KVMM_PIN_OPTS_SIZE_VER0,
+				   sizeof(*po), n);
+		if (err)
+			return err;
+		memcpy(po, o, *n);
+	}
+	return pin_flags_supported(c, po->flags);
+}
+
 int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 {
 	struct kvmm_block_pin bp = { .size = sizeof(bp), .hash = hash };
@@ -46,14 +66,7 @@ int kvmm_block_pin(struct kvmm_conn *c, uint64_t hash, struct kvmm_pin_opts *o)
 
 	if (!c || !hash)
 		return -EINVAL;
-	if (o) {
-		err = kc_opts_size(o, o->size, KVMM_PIN_OPTS_SIZE_VER0,
-				   sizeof(po), &n);
-		if (err)
-			return err;
-		memcpy(&po, o, n);
-	}
-	err = pin_flags_supported(c, po.flags);
+	err = pin_opts_get(c, o, &po, &n);
 	if (err)
 		return err;
 	bp.flags = po.flags;
@@ -109,14 +122,7 @@ int kvmm_block_pin_many(struct kvmm_conn *c, const uint64_t *hashes,
 
 	if (!c || !hashes || !nr_hashes || nr_hashes > KVMM_PIN_MANY_MAX)
 		return -EINVAL;
-	if (o) {
-		err = kc_opts_size(o, o->size, KVMM_PIN_OPTS_SIZE_VER0,
-				   sizeof(po), &n);
-		if (err)
-			return err;
-		memcpy(&po, o, n);
-	}
-	err = pin_flags_supported(c, po.flags);
+	err = pin_opts_get(c, o, &po, &n);
 	if (err)
 		return err;
 	/* a daemon before 1.19 would answer -ENOTTY: say it is too old */
