@@ -100,6 +100,27 @@ static void log_has(const struct td_daemon *d, const char *what)
 	}
 }
 
+/*
+ * kvmmd under limit (start_limited()), its log saying it keeps cap
+ * read-only fds, one content of CB blocks (chain 0) published, and c
+ * connected with a region: where cases B and C start.
+ */
+static void start_published(struct td_daemon *d, rlim_t limit, int cap,
+			    const char *const *args, uint64_t *h, struct cc *c)
+{
+	char want[128];
+
+	start_limited(d, limit, args);
+	snprintf(want, sizeof(want),
+		 " (read-only fds kept for %d of them: RLIMIT_NOFILE)", cap);
+	log_has(d, want);
+	for (uint32_t b = 0; b < CB; b++)
+		h[b] = chain_hash(0, b);
+	t_assert_eq(cc_publish_content(d->sock, h, CB, 100, NULL), 0);
+	cc_connect(c, d->sock);
+	cc_region(c);
+}
+
 /* A prefix open of chain j's first k blocks: every fd O_RDONLY, the pages
  * mapped; ids gets them, the sequence is returned. */
 static uint32_t open_chain(struct cc *c, int j, uint32_t k, uint32_t *ids)
@@ -251,15 +272,7 @@ static int case_b(void)
 	struct cc c;
 	int err;
 
-	start_limited(&d, LIMIT_B, args);
-	snprintf(want, sizeof(want),
-		 " (read-only fds kept for %d of them: RLIMIT_NOFILE)", CAP_B);
-	log_has(&d, want);
-	for (uint32_t b = 0; b < CB; b++)
-		h[b] = chain_hash(0, b);
-	t_assert_eq(cc_publish_content(d.sock, h, CB, 100, NULL), 0);
-	cc_connect(&c, d.sock);
-	cc_region(&c);
+	start_published(&d, LIMIT_B, CAP_B, args, h, &c);
 	for (int i = 1; i <= 3; i++) {
 		uint32_t seq = open_chain(&c, 0, CB, ids);
 
@@ -350,15 +363,7 @@ static int case_c(void)
 	struct cc c;
 	int err;
 
-	start_limited(&d, LIMIT_C, args);
-	snprintf(want, sizeof(want),
-		 " (read-only fds kept for %d of them: RLIMIT_NOFILE)", CAP_C);
-	log_has(&d, want);
-	for (uint32_t b = 0; b < CB; b++)
-		h[b] = chain_hash(0, b);
-	t_assert_eq(cc_publish_content(d.sock, h, CB, 100, NULL), 0);
-	cc_connect(&c, d.sock);
-	cc_region(&c);
+	start_published(&d, LIMIT_C, CAP_C, args, h, &c);
 
 	down = move_limit(&d, LIMIT_C - 50, LOW_C);
 	open_all(&c);

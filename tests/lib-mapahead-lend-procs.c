@@ -71,16 +71,6 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static bool mapped(struct kvmm_region *r, uint32_t s, uint32_t b)
-{
-	uint32_t ids[LD_PPB];
-	int n = kvmm_seq_block_pages(r, s, b, ids, LD_PPB);
-
-	if (n != LD_PPB && n != -ENODATA)
-		t_fail("kvmm_seq_block_pages(%u, %u): %d", s, b, n);
-	return n == LD_PPB;
-}
-
 /* The block that holds token len - 1. */
 static uint32_t last_block(uint32_t len)
 {
@@ -102,7 +92,7 @@ static void b_main(enum b_mode mode, int cmd, int ans)
 		len[i] = 2 * LD_TPB - 10;
 		t_ok(kvmm_seq_extend(r, s[i], len[i]));
 		ld_fill(r, s[i], 0, len[i], i);
-		t_assert(mapped(r, s[i], 3) && !mapped(r, s[i], 4));
+		t_assert(ld_mapped(r, s[i], 3) && !ld_mapped(r, s[i], 4));
 	}
 	/* over the ring, into its blocks ahead: none ahead left there */
 	t_ok(kvmm_seq_extend(r, s[1], 4 * LD_TPB - 10));
@@ -132,10 +122,10 @@ static void b_main(enum b_mode mode, int cmd, int ans)
 	for (int i = 0; i < NSEQ; i++) {
 		t_assert_eq(kvmm_seq_len(r, s[i]), len[i]);
 		t_assert_eq(ld_intact(r, s[i], len[i], i), len[i]);
-		t_assert(mapped(r, s[i], last_block(len[i])));
-		kept += mapped(r, s[i], last_block(len[i]) + 1);
+		t_assert(ld_mapped(r, s[i], last_block(len[i])));
+		kept += ld_mapped(r, s[i], last_block(len[i]) + 1);
 	}
-	t_assert(mapped(r, s[1], 3));
+	t_assert(ld_mapped(r, s[1], 3));
 	st = ld_stats(c);
 	t_assert_eq(write(ans, &st.blocks_lent_on_request,
 			  sizeof(st.blocks_lent_on_request)),

@@ -32,16 +32,6 @@
 
 #define NSEQ 4
 
-static bool mapped(struct kvmm_region *r, uint32_t s, uint32_t b)
-{
-	uint32_t ids[LD_PPB];
-	int n = kvmm_seq_block_pages(r, s, b, ids, LD_PPB);
-
-	if (n != LD_PPB && n != -ENODATA)
-		t_fail("kvmm_seq_block_pages(%u, %u): %d", s, b, n);
-	return n == LD_PPB;
-}
-
 static void check_all(struct kvmm_region *r, const uint32_t *s,
 		      const uint32_t *len)
 {
@@ -66,7 +56,7 @@ static void run(const struct td_daemon *d, int short_err)
 		/* the socket extend maps its 2 blocks ahead itself */
 		t_ok(kvmm_seq_extend(r, s[i], len[i]));
 		ld_fill(r, s[i], 0, len[i], i);
-		t_assert(mapped(r, s[i], 3) && !mapped(r, s[i], 4));
+		t_assert(ld_mapped(r, s[i], 3) && !ld_mapped(r, s[i], 4));
 	}
 	t_ok(td_status(d, &ds));
 	t_assert_eq(ds.pages_allocated, 16 * LD_PPB);
@@ -85,11 +75,11 @@ static void run(const struct td_daemon *d, int short_err)
 	t_assert_eq(st.extends_lent, 1);
 	t_assert(st.map_ahead_backoffs >= 1);
 	/* one of the two with 2 ahead gave them, the one with 1 kept it */
-	t_assert(mapped(r, s[1], 3) != mapped(r, s[3], 3));
-	lender = mapped(r, s[1], 3) ? s[3] : s[1];
+	t_assert(ld_mapped(r, s[1], 3) != ld_mapped(r, s[3], 3));
+	lender = ld_mapped(r, s[1], 3) ? s[3] : s[1];
 	other = lender == s[1] ? s[3] : s[1];
-	t_assert(!mapped(r, lender, 2) && mapped(r, lender, 1));
-	t_assert(mapped(r, s[2], 3));
+	t_assert(!ld_mapped(r, lender, 2) && ld_mapped(r, lender, 1));
+	t_assert(ld_mapped(r, s[2], 3));
 	t_ok(td_status(d, &ds));
 	t_assert_eq(ds.pages_allocated, 16 * LD_PPB);
 
@@ -99,7 +89,7 @@ static void run(const struct td_daemon *d, int short_err)
 		lender == s[1] ? 1 : 3);
 	len[lender == s[1] ? 1 : 3] = 3 * LD_TPB;
 	check_all(r, s, len);
-	t_assert(!mapped(r, other, 2) && mapped(r, other, 1));
+	t_assert(!ld_mapped(r, other, 2) && ld_mapped(r, other, 1));
 	st = ld_stats(c);
 	t_assert_eq(st.blocks_lent, 4);
 	t_assert_eq(st.extends_lent, 2);

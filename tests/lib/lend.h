@@ -4,11 +4,13 @@
  * takes back the blocks mapped ahead of the process's other sequences)
  * share: a region of 256-token blocks of 4 pages of 64 KiB (2 layers, K
  * and V), room for 8 sequences of 16 blocks; a connection with a given
- * map-ahead; a pattern written into a sequence's tokens and checked.
+ * map-ahead; whether a block is mapped; a pattern written into a sequence's tokens and checked.
  */
 #ifndef KVMM_TESTS_LEND_H
 #define KVMM_TESTS_LEND_H
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvmm/kvmm.h"
@@ -39,6 +41,17 @@ static inline void ld_connect(uint32_t ahead, struct kvmm_conn **c,
 	t_ok(kvmm_connect(&co, c));
 	t_ok(kvmm_region_create(*c, &ld_region, r));
 	t_assert_eq(kvmm_region_tokens_per_block(*r), LD_TPB);
+}
+
+/* Whether block b of sequence s has its pages mapped here. */
+static inline bool ld_mapped(struct kvmm_region *r, uint32_t s, uint32_t b)
+{
+	uint32_t ids[LD_PPB];
+	int n = kvmm_seq_block_pages(r, s, b, ids, LD_PPB);
+
+	if (n != LD_PPB && n != -ENODATA)
+		t_fail("kvmm_seq_block_pages(%u, %u): %d", s, b, n);
+	return n == LD_PPB;
 }
 
 static inline unsigned char ld_byte(uint32_t tag, uint32_t range, uint32_t t,
