@@ -793,6 +793,18 @@ def case_pinquota():
         c.unpin(HASHES[0])
         pin = c.pin(HASHES[2])
         check_eq((pin.pins, pin.pin_quota), (2, 2), "pin after an unpin")
+        # pin_many (ABI 1.19): one round trip, one result a hash, in
+        # order: a repin keeps its record (the quota is not passed), a
+        # hash never cached is -ENOENT, a new pin past the quota -EDQUOT
+        c.unpin(HASHES[1])
+        check_eq(c.pin_many([HASHES[2], 0x5eed, HASHES[0], HASHES[1]]),
+                 [0, -errno.ENOENT, 0, -errno.EDQUOT], "pin_many results")
+        raises(kvmm.KvmmError, errno.ENOENT, c.unpin, HASHES[1])
+        c.unpin(HASHES[0])
+        check_eq(c.pin_many([HASHES[1]], ttl_ns=10**9), [0],
+                 "pin_many with a TTL")
+        check_eq(c.pin_many([0]), [-errno.EINVAL], "pin_many of hash 0")
+        raises(kvmm.KvmmError, errno.EINVAL, c.pin_many, [])
         c.close()
         d.wait_idle()
 

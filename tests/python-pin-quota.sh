@@ -3,7 +3,9 @@
 # pin past the connection's quota raises PinQuotaError (a KvmmError,
 # EDQUOT) carrying the pins held and the quota from the daemon's refusal,
 # with "pin quota" in its message, and survives pickling; nothing was
-# pinned, and an unpin makes room. Cases live in tests/python-kvmm.py.
+# pinned, and an unpin makes room; pin_many() (ABI 1.19) gives one result
+# a hash, in order (tier, -ENOENT, -EDQUOT, -EINVAL). Cases live in
+# tests/python-kvmm.py.
 # Skips (77) without python3.
 # timeout: 90
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 not installed"; exit 77; }

@@ -280,6 +280,8 @@ _PROTOS = {
                                    _P(_u32)]),
     "kvmm_block_pin": (_int, [_vp, _u64, _P(PinOpts)]),
     "kvmm_block_unpin": (_int, [_vp, _u64]),
+    "kvmm_block_pin_many": (_int, [_vp, _P(_u64), _u32, _P(PinOpts),
+                                   _P(ctypes.c_int32)]),
     "kvmm_step_begin": (_int, [_vp]),
     "kvmm_step_end": (_int, [_vp]),
     "kvmm_poll_fd": (_int, [_vp]),
@@ -619,6 +621,24 @@ class Readiness:
 
 # ---- connection ------------------------------------------------------------
 
+def _pin_opts(ttl_ns, priority, priority_only, demote):
+    """struct kvmm_pin_opts for pin() and pin_many()."""
+    o = PinOpts()
+    o.size = ctypes.sizeof(o)
+    if ttl_ns is not None:
+        o.flags |= PIN_F_TTL
+        o.ttl_ns = _u64_arg("ttl_ns", ttl_ns)
+    if priority is not None:
+        o.flags |= PIN_F_PRIORITY
+        o.priority = _int_arg("priority", priority, -(1 << 31),
+                              (1 << 31) - 1)
+    if priority_only:
+        o.flags |= PIN_F_PRIORITY_ONLY
+    if demote:
+        o.flags |= PIN_F_DEMOTE
+    return o
+
+
 class Connection:
     """kvmm_connect() .. kvmm_disconnect(); a context manager.
 
@@ -839,20 +859,8 @@ class Connection:
         KVMM_PIN_F_DEMOTE.  Returns a PinInfo.  At the connection's
         quota of pins: PinQuotaError (a KvmmError, EDQUOT) with .pins and
         .pin_quota."""
-        o = PinOpts()
-        o.size = ctypes.sizeof(o)
+        o = _pin_opts(ttl_ns, priority, priority_only, demote)
         hash = _u64_arg("hash", hash)
-        if ttl_ns is not None:
-            o.flags |= PIN_F_TTL
-            o.ttl_ns = _u64_arg("ttl_ns", ttl_ns)
-        if priority is not None:
-            o.flags |= PIN_F_PRIORITY
-            o.priority = _int_arg("priority", priority, -(1 << 31),
-                                  (1 << 31) - 1)
-        if priority_only:
-            o.flags |= PIN_F_PRIORITY_ONLY
-        if demote:
-            o.flags |= PIN_F_DEMOTE
         rc = _c.block_pin(self._handle(), hash, ctypes.byref(o))
         if rc == -_errno.EDQUOT:
             # libkvmm fills pins and pin_quota from the refusal (ABI
@@ -860,6 +868,23 @@ class Connection:
             raise PinQuotaError("kvmm_block_pin", o.pins, o.pin_quota)
         _check(rc, "kvmm_block_pin")
         return PinInfo(o.tier, o.pins, o.pin_quota, o.expires_ns)
+
+    def pin_many(self, hashes, *, ttl_ns=None, priority=None,
+                 priority_only=False, demote=False):
+        """kvmm_block_pin_many() (ABI 1.19): pin() of each hash, in order,
+        in one round trip, with the same options.  Returns a list with
+        one entry per hash: its tier (0 GPU, 1 host, 2 NVMe) when pinned,
+        else the negative errno its own pin() would have had (-ENOENT not
+        cached, -EDQUOT past the quota).  KvmmError for the whole call
+        (bad options; EOPNOTSUPP from a daemon before 1.19)."""
+        hashes = [_u64_arg("hash", h) for h in hashes]
+        n = len(hashes)
+        o = _pin_opts(ttl_ns, priority, priority_only, demote)
+        arr = (_u64 * max(n, 1))(*hashes)
+        res = (ctypes.c_int32 * max(n, 1))()
+        _check(_c.block_pin_many(self._handle(), arr, n, ctypes.byref(o),
+                                 res), "kvmm_block_pin_many")
+        return list(res[:n])
 
     def unpin(self, hash):
         """kvmm_block_unpin()."""
