@@ -23,7 +23,9 @@
  *              set-up, stop, demotion, restores, prefix open and the rest
  *              in cache_*.c: cache_priv.h lists them; the restore
  *              plans in cache_plan.c, cache_plan.h)
- *   pin.c      BLOCK_PIN / BLOCK_UNPIN: per-session pins, TTLs, priorities
+ *   pin.c      BLOCK_PIN / BLOCK_UNPIN / BLOCK_PIN_MANY: per-session pins,
+ *              TTLs, priorities (pin_heap.c: the TTL records' min-heap;
+ *              pin_priv.h what the two share)
  *   telemetry.c  the telemetry source the --telemetry options choose,
  *              polled from a loop timer into the policy's feed
  *   fd_closer.c  the fds clients send, closed on a thread of their own

@@ -20,7 +20,7 @@
  *
  * Those are kept per block (struct pin_block, one per pinned cache
  * entry, with the list of its records), so a pin, an unpin or an expiry
- * costs O(1) (O(log n) for a TTL record: the heap below), plus, when the
+ * costs O(1) (O(log n) for a TTL record: the heap, pin_heap.c), plus, when the
  * record that set the block's latest expiry or highest priority goes, a
  * walk of that block's own records (one per session pinning it).  A
  * session's end costs O(its records), not O(its records * all records).
@@ -52,47 +52,9 @@
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/pin_priv.h"
 #include "kvmm/policy/policy.h"
 
-struct pin_block;
-
-struct kd_pin {
-	struct kd_hnode node; /* kd_pins.recs: key (session, hash) */
-	struct kd_session *s;
-	struct kd_pin *s_prev, *s_next; /* the session's records */
-	struct kd_pin *b_prev, *b_next; /* the block's records */
-	struct pin_block *blk;
-	uint64_t hash;
-	uint64_t expires; /* TTL pins: kd_now_ns() deadline, else 0 */
-	uint32_t flags; /* KVMM_PIN_F_* as asked */
-	int32_t priority;
-	uint32_t heap; /* index in kd_pins.heap, PIN_NO_HEAP if not TTL */
-};
-
-/* The records on one cache entry, and what they told the policy. */
-struct pin_block {
-	struct kd_hnode node; /* kd_pins.blocks: key (hash, gen) */
-	uint64_t hash, gen;
-	struct kd_pin *recs;
-	uint32_t nr_prio; /* records with KVMM_PIN_F_PRIORITY */
-	uint32_t nr_hold; /* TTL records without KVMM_PIN_F_DEMOTE */
-	uint64_t ttl; /* latest expiry of its TTL records, 0 none */
-	int prio; /* highest priority of those with one, 0 none */
-	bool demote; /* told the policy: its TTL may move it down a tier */
-};
-
-/* The daemon's pins (d->pins); freed when a session ends and none is
- * left. */
-struct kd_pins {
-	struct kd_daemon *d;
-	struct kd_htab recs, blocks;
-	struct kd_pin **heap; /* TTL records, earliest expiry at [0] */
-	uint32_t heap_n, heap_cap;
-	uint64_t nr_recs;
-	struct kd_timer timer; /* at heap[0]'s expiry */
-};
-
-#define PIN_NO_HEAP UINT32_MAX
 #define PIN_TAB_MIN 64u
 
 #define PIN_FLAGS                                                          \
@@ -109,85 +71,6 @@ static uint64_t pin_mix(uint64_t a, uint64_t b)
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
 	return x;
-}
-
-/* ---- the TTL heap ---- */
-
-static void heap_set(struct kd_pins *ps, uint32_t i, struct kd_pin *p)
-{
-	ps->heap[i] = p;
-	p->heap = i;
-}
-
-static void heap_up(struct kd_pins *ps, uint32_t i)
-{
-	struct kd_pin *p = ps->heap[i];
-
-	while (i) {
-		uint32_t up = (i - 1) / 2;
-
-		if (ps->heap[up]->expires <= p->expires)
-			break;
-		heap_set(ps, i, ps->heap[up]);
-		i = up;
-	}
-	heap_set(ps, i, p);
-}
-
-static void heap_down(struct kd_pins *ps, uint32_t i)
-{
-	struct kd_pin *p = ps->heap[i];
-
-	for (;;) {
-		uint32_t c = 2 * i + 1;
-
-		if (c >= ps->heap_n)
-			break;
-		if (c + 1 < ps->heap_n &&
-		    ps->heap[c + 1]->expires < ps->heap[c]->expires)
-			c++;
-		if (p->expires <= ps->heap[c]->expires)
-			break;
-		heap_set(ps, i, ps->heap[c]);
-		i = c;
-	}
-	heap_set(ps, i, p);
-}
-
-/* After heap_reserve(). */
-static void heap_add(struct kd_pins *ps, struct kd_pin *p)
-{
-	heap_set(ps, ps->heap_n++, p);
-	heap_up(ps, p->heap);
-}
-
-static void heap_del(struct kd_pins *ps, struct kd_pin *p)
-{
-	uint32_t i = p->heap;
-	struct kd_pin *last = ps->heap[--ps->heap_n];
-
-	p->heap = PIN_NO_HEAP;
-	if (last == p)
-		return;
-	heap_set(ps, i, last);
-	heap_up(ps, i);
-	heap_down(ps, last->heap);
-}
-
-/* Room for one more TTL record, so that adding one cannot fail later. */
-static int heap_reserve(struct kd_pins *ps)
-{
-	uint32_t cap = ps->heap_cap ? 2 * ps->heap_cap : 64;
-	struct kd_pin **h;
-
-	if (ps->heap_n < ps->heap_cap)
-		return 0;
-	h = realloc(ps->heap, cap * sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	ps->heap = h;
-	ps->heap_cap = cap;
-	return 0;
 }
 
 /* ---- state ---- */
@@ -422,7 +305,7 @@ static void pin_drop(struct kd_pins *ps, struct kd_pin *p)
 		free(b);
 	}
 	if (p->heap != PIN_NO_HEAP)
-		heap_del(ps, p);
+		pin_heap_del(ps, p);
 	kd_htab_del(&ps->recs, &p->node);
 	if (p->s_prev)
 		p->s_prev->s_next = p->s_next;
@@ -587,7 +470,7 @@ static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
 	if (!ps)
 		return -ENOMEM;
 	if (bp->flags & KVMM_PIN_F_TTL) {
-		err = heap_reserve(ps);
+		err = pin_heap_reserve(ps);
 		if (err)
 			goto out;
 	}
@@ -612,14 +495,14 @@ static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
 	block_unlink(b, p);
 	block_drop_share(b, p);
 	if (p->heap != PIN_NO_HEAP)
-		heap_del(ps, p);
+		pin_heap_del(ps, p);
 	p->flags = bp->flags;
 	p->priority = bp->priority;
 	p->expires = bp->flags & KVMM_PIN_F_TTL ? now + bp->ttl_ns : 0;
 	block_link(b, p);
 	block_add_share(b, p);
 	if (p->expires)
-		heap_add(ps, p); /* room reserved above */
+		pin_heap_add(ps, p); /* room reserved above */
 	if (pin_is_hard(p) && !was_hard)
 		(void)pol_cache_pin(pol, bp->hash);
 	else if (!pin_is_hard(p) && was_hard)
