@@ -241,26 +241,11 @@ static void kc_drop_stale(struct kd_cache *c, struct kc_drop *dr,
 	dr->rep.nvme_invalidate_failures += left;
 	c->st.nvme_invalidate_failures += left;
 	for (uint32_t i = 0; i < n; i++) {
-		struct migrate_job *job =
-			migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
-
-		if (job) {
-			job->hash = v[i].hash;
-			job->nvme_slot = v[i].slot;
-			job->nvme_stale = true;
-			job->owner = dr;
-			if (!migrate_submit(c->mig, job)) {
-				c->st.nvme_invalidate_jobs++;
-				dr->left++;
-				c->nvme_in_flight++;
-				continue;
-			}
-			migrate_job_free(job);
+		if (kc_invalidate_stale(c, v[i].hash, v[i].slot, dr)) {
+			c->st.nvme_invalidate_jobs++;
+			dr->left++;
+			continue;
 		}
-		/* a stale copy again, for a later drop */
-		err = tier_nvme_invalidate_unclaim(c->nvme, v[i].slot);
-		if (err)
-			kc_free_refused(c, "NVMe", v[i].slot, v[i].hash, err);
 		dr->rep.nvme_invalidate_failures++;
 		c->st.nvme_invalidate_failures++;
 	}
@@ -533,6 +518,29 @@ void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 	kc_invalidate_job_end(c, job);
 	kc_drop_left(c, dr);
+}
+
+bool kc_invalidate_stale(struct kd_cache *c, uint64_t hash, uint32_t slot,
+			 void *owner)
+{
+	struct migrate_job *job = migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
+	int err;
+
+	if (job) {
+		job->hash = hash;
+		job->nvme_slot = slot;
+		job->nvme_stale = true;
+		job->owner = owner;
+		if (!migrate_submit(c->mig, job)) {
+			c->nvme_in_flight++; /* gives a slot back */
+			return true;
+		}
+		migrate_job_free(job);
+	}
+	err = tier_nvme_invalidate_unclaim(c->nvme, slot);
+	if (err)
+		kc_free_refused(c, "NVMe", slot, hash, err);
+	return false;
 }
 
 void kc_invalidate_job_end(struct kd_cache *c, struct migrate_job *job)

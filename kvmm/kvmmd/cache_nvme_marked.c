@@ -59,26 +59,12 @@ void kc_nvme_clear_marked(struct kd_cache *c)
 	}
 	c->marked_failed += left;
 	for (uint32_t i = 0; i < n; i++) {
-		struct migrate_job *job =
-			migrate_job_new(MIGRATE_NVME_INVALIDATE, 0);
-
-		if (job) {
-			job->hash = v[i].hash;
-			job->nvme_slot = v[i].slot;
-			job->nvme_stale = true;
-			job->owner = NULL; /* no drop's */
-			if (!migrate_submit(c->mig, job)) {
-				c->marked_left++;
-				c->nvme_in_flight++; /* gives a slot back */
-				continue;
-			}
-			migrate_job_free(job);
-		}
-		/* free again, and marked: for the next start */
-		err = tier_nvme_invalidate_unclaim(c->nvme, v[i].slot);
-		if (err)
-			kc_free_refused(c, "NVMe", v[i].slot, v[i].hash, err);
-		c->marked_failed++;
+		/* no drop's; one that cannot run stays marked: for the next
+		 * start */
+		if (kc_invalidate_stale(c, v[i].hash, v[i].slot, NULL))
+			c->marked_left++;
+		else
+			c->marked_failed++;
 	}
 	free(v);
 	if ((n || left) && !c->marked_left)

@@ -650,6 +650,13 @@ void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
  * back to the tier if the job never took it, writes waiting for a slot
  * kicked, the job freed. */
 void kc_invalidate_job_end(struct kd_cache *c, struct migrate_job *job);
+/* A stale copy's slot the tier's claim took (tier_nvme_stale_claim(),
+ * tier_nvme_marked_claim()) invalidated by a job of owner's (a drop, or
+ * NULL): true when the job runs (its end gives the slot back: counted in
+ * nvme_in_flight); false when none could, the slot unclaimed again (a
+ * stale copy still, for a later drop or the next start). */
+bool kc_invalidate_stale(struct kd_cache *c, uint64_t hash, uint32_t slot,
+			 void *owner);
 
 /* cache_nvme_marked.c: zero the slot headers the restart's scan left
  * under a drop mark (the NVMe tier opened or joined, the engine up); an
