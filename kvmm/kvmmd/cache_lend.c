@@ -47,11 +47,6 @@
 /* libkvmm answers KVMM_RQE_F_GIVE_AHEAD from this minor on */
 #define KD_LEND_MINOR 19
 
-static uint32_t blocks_for(const struct kd_region *r, uint32_t len)
-{
-	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
-}
-
 /* Pages of q's own blocks past its length: what a truncate to it frees
  * (a block another sequence or the cache holds too stays). */
 static uint64_t seq_ahead(const struct kd_region *r, const struct kd_seq *q)
@@ -60,7 +55,7 @@ static uint64_t seq_ahead(const struct kd_region *r, const struct kd_seq *q)
 
 	if (!q->open || q->opening || q->extending)
 		return 0;
-	for (uint32_t b = blocks_for(r, q->len); b < q->nr_slots; b++)
+	for (uint32_t b = kd_region_blocks_for(r, q->len); b < q->nr_slots; b++)
 		if (q->blocks[b] && q->blocks[b]->refcnt == 1)
 			pages += q->blocks[b]->nr_pages;
 	return pages;
@@ -211,7 +206,7 @@ void kd_cache_lend_truncated(struct kd_session *s, struct kd_region *r,
 			     uint32_t seq, uint32_t from)
 {
 	const struct kd_seq *q = &r->seqs[seq];
-	uint32_t b = blocks_for(r, q->len);
+	uint32_t b = kd_region_blocks_for(r, q->len);
 
 	if (!s->lend_asked_until || kd_now_ns() >= s->lend_asked_until)
 		return;

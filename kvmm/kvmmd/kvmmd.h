@@ -479,6 +479,13 @@ struct kd_region {
 	struct kd_seq *seqs; /* max_seqs */
 };
 
+/* The blocks len tokens of r take (the last one partly filled). */
+static inline uint32_t kd_region_blocks_for(const struct kd_region *r,
+					    uint32_t len)
+{
+	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
+}
+
 /* REGION_CREATE answers -EMFILE past it */
 #define KD_MAX_REGIONS_PER_SESSION 64
 

@@ -194,11 +194,6 @@ static int do_seq_close(struct req *rq)
 	return 0;
 }
 
-static uint32_t blocks_for(struct kd_region *r, uint32_t len)
-{
-	return (len + r->tokens_per_block - 1) / r->tokens_per_block;
-}
-
 /* flags_ok: the flags the command takes (SEQ_TRUNCATE none) */
 static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
 		      uint32_t flags_ok, struct kd_region **r,
@@ -286,7 +281,7 @@ static int seq_extend_fill(struct req *rq, bool rerun,
 	err = get_extend(rq, &ex, KVMM_SEQ_EXTEND_COLLECT, &r, &q);
 	if (err)
 		return err;
-	need = blocks_for(r, ex.new_len);
+	need = kd_region_blocks_for(r, ex.new_len);
 	to = ex.want_blocks > need ? ex.want_blocks : need;
 	if (to > r->max_blocks)
 		to = r->max_blocks;
@@ -409,7 +404,7 @@ static int do_seq_truncate(struct req *rq)
 	if (ex.want_blocks)
 		return -EINVAL;
 	kd_revoke_unmapped(rq->s, r->id, ex.seq_id, q->gen,
-			   blocks_for(r, ex.new_len));
+			   kd_region_blocks_for(r, ex.new_len));
 	/*
 	 * Longer than the sequence: a revocation shortened it after the
 	 * client last looked (libkvmm refuses a truncate past the length it
@@ -419,9 +414,11 @@ static int do_seq_truncate(struct req *rq)
 	 */
 	if (ex.new_len > q->len)
 		return 0;
-	kd_cache_seq_cut(r, ex.seq_id, blocks_for(r, ex.new_len));
-	kd_cache_lend_truncated(rq->s, r, ex.seq_id, blocks_for(r, ex.new_len));
-	kd_seq_drop_blocks(r, ex.seq_id, blocks_for(r, ex.new_len), true);
+	kd_cache_seq_cut(r, ex.seq_id, kd_region_blocks_for(r, ex.new_len));
+	kd_cache_lend_truncated(rq->s, r, ex.seq_id,
+				kd_region_blocks_for(r, ex.new_len));
+	kd_seq_drop_blocks(r, ex.seq_id, kd_region_blocks_for(r, ex.new_len),
+			   true);
 	q->len = ex.new_len;
 	return 0;
 }
@@ -606,8 +603,8 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 		 * Blocks below the current length always have pages
 		 * (revocation shortens the length), so only newer ones are
 		 * checked. */
-		for (uint32_t b = blocks_for(r, q->len);
-		     b < blocks_for(r, sqe->arg0); b++) {
+		for (uint32_t b = kd_region_blocks_for(r, q->len);
+		     b < kd_region_blocks_for(r, sqe->arg0); b++) {
 			if (!kd_seq_block(q, b)) {
 				res = -ENODATA;
 				break;
