@@ -16,7 +16,10 @@
  *     4, the expiry is the daemon's clock plus the TTL), and each is a
  *     record kvmm_block_unpin() drops;
  *   - bad flags fail the whole call and pin nothing; malformed requests
- *     on the wire are -EINVAL.
+ *     on the wire are -EINVAL;
+ *   - ADMIN_STATUS (ABI 1.20) counts the calls answered, the hashes they
+ *     named and the pins made, and the queries: the same in kvmmctl
+ *     status, --json status and metrics (counted()).
  */
 #include <time.h>
 
@@ -119,6 +122,53 @@ static void bad_wire(const char *sock)
 		t_assert_eq(res[1], -ENOENT);
 	}
 	cc_disconnect(&c);
+}
+
+/*
+ * ADMIN_STATUS (ABI 1.20) counted the calls kvmmd answered, and only
+ * those: the first (7 hashes, 4 pinned), the TTL one and the one without
+ * opts (3 and 3 each), and bad_wire()'s well-formed one (2, none pinned);
+ * not those libkvmm refused or kvmmd answered with an error.  kvmmctl
+ * status, --json status and metrics show the same numbers.
+ */
+static void counted(const struct td_daemon *d)
+{
+	static char out[1 << 18]; /* the metrics are long */
+	struct kvmm_status_reply st;
+
+	t_ok(td_status(d, &st));
+	t_assert_eq(st.size, sizeof(st));
+	t_assert_eq(st.pin_many_calls, 4);
+	t_assert_eq(st.pin_many_hashes, 7 + 3 + 3 + 2);
+	t_assert_eq(st.pin_many_pinned, 4 + 3 + 3);
+	/* the three queries of main() (content 0's 3 blocks and first, in
+	 * host memory; content 1's 3, on the GPU) */
+	t_assert_eq(st.prefix_queries, 3);
+	t_assert_eq(st.prefix_query_hashes, NB + NB + 1);
+	t_assert_eq(st.prefix_query_gpu, NB);
+	t_assert_eq(st.prefix_query_host, NB + 1);
+	t_assert_eq(st.prefix_query_nvme, 0);
+	t_assert_eq(st.prefix_query_moving, 0);
+	t_assert_eq(td_kvmmctl(d->sock, "status", out, sizeof(out)), 0);
+	if (!strstr(out,
+		    "\npin many     4 calls named 15 hashes, pinned 10\n") ||
+	    !strstr(out,
+		    "\nqueries      3 prefix queries of 7 hashes found 7 blocks (3 gpu, 4 host, 0 nvme, 0 moving); "))
+		t_fail("kvmmctl status:\n%s", out);
+	t_assert_eq(td_kvmmctl(d->sock, "--json status", out, sizeof(out)), 0);
+	if (!strstr(out,
+		    ",\"router\":{\"prefix_queries\":3,\"prefix_query_hashes\":7,"
+		    "\"prefix_query_blocks\":{\"gpu\":3,\"host\":4,\"nvme\":0,"
+		    "\"moving\":0},\"pin_many_calls\":4,\"pin_many_hashes\":15,"
+		    "\"pin_many_pinned\":10,\"tier_stats_calls\":"))
+		t_fail("kvmmctl --json status:\n%s", out);
+	t_assert_eq(td_kvmmctl(d->sock, "metrics", out, sizeof(out)), 0);
+	if (!strstr(out, "\nkvmm_pin_many_total 4\n") ||
+	    !strstr(out, "\nkvmm_pin_many_hashes_total 15\n") ||
+	    !strstr(out, "\nkvmm_pin_many_pinned_total 10\n") ||
+	    !strstr(out, "\nkvmm_prefix_queries_total 3\n") ||
+	    !strstr(out, "\nkvmm_prefix_query_blocks_total{tier=\"host\"} 4\n"))
+		t_fail("kvmmctl metrics:\n%s", out);
 }
 
 int main(void)
@@ -226,6 +276,7 @@ int main(void)
 	kvmm_region_destroy(r);
 	kvmm_disconnect(c);
 	bad_wire(d.sock);
+	counted(&d);
 	cc_stop(&d);
 	return 0;
 }

@@ -70,6 +70,35 @@ static void qc_close(struct qc *q)
 	kvmm_disconnect(q->c);
 }
 
+/* ADMIN_STATUS of the kvmmd on sock. */
+static void status_of(const char *sock, struct kvmm_status_reply *st)
+{
+	struct kvmm_conn *admin;
+
+	t_ok(kc_connect_admin(sock, &admin));
+	memset(st, 0, sizeof(*st));
+	t_ok(kc_request(admin, KVMM_CMD_ADMIN_STATUS, NULL, 0, st, sizeof(*st),
+			NULL));
+	t_assert_eq(st->size, sizeof(*st));
+	kvmm_disconnect(admin);
+}
+
+/* The query counters of ADMIN_STATUS (ABI 1.20) moved from a to b by
+ * exactly: queries, hashes, and blocks found on the GPU, in host memory,
+ * on NVMe, moving. */
+static void expect_counted(const struct kvmm_status_reply *a,
+			   const struct kvmm_status_reply *b, uint64_t queries,
+			   uint64_t hashes, uint64_t gpu, uint64_t host,
+			   uint64_t nvme, uint64_t moving)
+{
+	t_assert_eq(b->prefix_queries - a->prefix_queries, queries);
+	t_assert_eq(b->prefix_query_hashes - a->prefix_query_hashes, hashes);
+	t_assert_eq(b->prefix_query_gpu - a->prefix_query_gpu, gpu);
+	t_assert_eq(b->prefix_query_host - a->prefix_query_host, host);
+	t_assert_eq(b->prefix_query_nvme - a->prefix_query_nvme, nvme);
+	t_assert_eq(b->prefix_query_moving - a->prefix_query_moving, moving);
+}
+
 /* Content k must be reported as nb blocks, every one in tier. */
 static void expect_content(struct qc *q, int k, int tier)
 {
@@ -119,10 +148,12 @@ static void tier_map(const char *sock, struct qc *q, uint8_t *map)
 static void ask_all(const char *sock, struct qc *q)
 {
 	struct kvmm_tier_stats_reply before, after;
+	struct kvmm_status_reply st0, st1, st2;
 	uint64_t h[8];
 	uint8_t t[8];
 
 	cc_settled_stats(sock, &before);
+	status_of(sock, &st0);
 	/* cut at the first block in no tier */
 	cc_content_hashes(&contents, 0, h);
 	h[3] = h[2];
@@ -165,8 +196,16 @@ static void ask_all(const char *sock, struct qc *q)
 	for (int i = 0; i < 3; i++)
 		t_assert_eq(after.tiers[i].hits, before.tiers[i].hits);
 	t_assert(!memcmp(&before, &after, sizeof(before)));
+	/* ADMIN_STATUS counted each query kvmmd answered (not the three
+	 * libkvmm refused): 2 of 4 hashes found in host memory, 5 of 6 (2
+	 * GPU, 3 host), 3 of 3 (the same chain: 2 GPU, 1 host), then 40 of
+	 * 3 hashes, half of them on the GPU, half in host memory */
+	status_of(sock, &st1);
+	expect_counted(&st0, &st1, 3 + 40, 4 + 6 + 3 + 40 * NB, 2 + 2 + 20 * NB,
+		       2 + 3 + 1 + 20 * NB, 0, 0);
 	/* the same counters through the public call, from this (not admin)
-	 * session: whole, and as a client built for ABI 1.6 reads them */
+	 * session: whole, and as a client built for ABI 1.6 reads them;
+	 * ADMIN_STATUS counts the two sent, not the one refused here */
 	{
 		struct kvmm_tier_stats_reply mine;
 		size_t old =
@@ -185,6 +224,9 @@ static void ask_all(const char *sock, struct qc *q)
 			    0xee); /* untouched */
 		t_assert_eq(kvmm_tier_stats(q->c, &mine, old - 1), -EINVAL);
 	}
+	status_of(sock, &st2);
+	t_assert_eq(st2.tier_stats_calls - st1.tier_stats_calls, 2);
+	expect_counted(&st1, &st2, 0, 0, 0, 0, 0, 0);
 }
 
 /* Writes contents 0..3, (queries), then content 4; the tiers after. */
@@ -219,7 +261,17 @@ static void run(bool queries, uint8_t *map)
 	if (queries)
 		ask_all(d.sock, &q);
 	cc_write_content(d.sock, &contents, 4);
-	tier_map(d.sock, &q, map);
+	{
+		struct kvmm_status_reply a, b;
+
+		status_of(d.sock, &a);
+		tier_map(d.sock, &q, map);
+		status_of(d.sock, &b);
+		/* one query a block, all found but content 0's, on NVMe
+		 * (eviction_order() checks where each is) */
+		expect_counted(&a, &b, NCONTENT * NB, NCONTENT * NB, 2 * NB,
+			       2 * NB, NB, 0);
+	}
 	qc_close(&q);
 	cc_stop(&d);
 	unlink(nvme);
@@ -268,6 +320,13 @@ static void moving(void)
 	expect_content(&q, 1, KVMM_QUERY_GPU);
 	cc_settled_stats(d.sock, &ts);
 	expect_content(&q, 0, KVMM_QUERY_HOST);
+	{
+		struct kvmm_status_reply zero = { 0 }, st;
+
+		/* ADMIN_STATUS (ABI 1.20): the four queries by where */
+		status_of(d.sock, &st);
+		expect_counted(&zero, &st, 4, 4 * NB, 2 * NB, NB, 0, NB);
+	}
 	qc_close(&q);
 	cc_stop(&d);
 }
@@ -369,6 +428,13 @@ static void bad_input(void)
 	t_assert_eq(cc_call(&c, KVMM_CMD_PREFIX_QUERY, &m, sizeof(m), rep,
 			    sizeof(rep), NULL, NULL),
 		    -ENOENT);
+	{
+		struct kvmm_status_reply zero = { 0 }, st;
+
+		/* only the one answered is counted (ABI 1.20) */
+		status_of(d.sock, &st);
+		expect_counted(&zero, &st, 1, 2, 0, 0, 0, 0);
+	}
 	cc_disconnect(&c);
 	cc_stop(&d);
 }

@@ -126,11 +126,14 @@ int main(void)
 	t_assert_eq(st.size, sizeof(st));
 	t_assert_eq(st.sessions_refused_quarantine, 1);
 	t_assert_eq(st.sessions_refused_uid_limit, 0);
+	/* the bound, said since ABI 1.20 (KD_ZOMBIES_PER_UID) */
+	t_assert_eq(st.quarantine_per_uid, 256);
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
 	if (!strstr(out, ", 1 over their uid's 256 quarantined processes\n"))
 		t_fail("kvmmctl status does not count the refusal:\n%s", out);
 	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
-	if (!strstr(out, "\"no_memory\":0,\"quarantine\":1}"))
+	if (!strstr(out, "\"no_memory\":0,\"quarantine\":1}") ||
+	    !strstr(out, ",\"quarantine_per_uid\":256"))
 		t_fail("kvmmctl status --json does not count it:\n%s", out);
 
 	/* one exits: its record goes (polled), and there is room again */

@@ -5,7 +5,8 @@
  * change it by asking.  The walk is a prefix open's first look
  * (kc_prefix_tiers() without segments) and touches nothing but the index:
  * no policy call (an access would reorder what the policy evicts), no
- * restore, no pin, no TIER_STATS or telemetry count, no kc_open() (a
+ * restore, no pin, no TIER_STATS or telemetry count (ADMIN_STATUS counts
+ * the queries, ABI 1.20), no kc_open() (a
  * query before the cache's first use does not set its block size).  The
  * hashes arrive renamed as a PREFIX_OPEN's are (salt, scope: scope.c).
  */
@@ -92,6 +93,14 @@ int kd_cache_prefix_query(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	out_len = sizeof(rep) + ((rep.nr_blocks + 3u) & ~3u);
 	memcpy(out, &rep, sizeof(rep));
 	kd_session_reply(s, h, 0, out, out_len, NULL, 0);
+	/* ADMIN_STATUS's (ABI 1.20), not TIER_STATS's: a query is no use of
+	 * the cache, but an operator sees the routers asking */
+	s->d->ctr.prefix_queries++;
+	s->d->ctr.prefix_query_hashes += pq.nr_hashes;
+	s->d->ctr.prefix_query_found[KVMM_QUERY_GPU] += rep.gpu;
+	s->d->ctr.prefix_query_found[KVMM_QUERY_HOST] += rep.host;
+	s->d->ctr.prefix_query_found[KVMM_QUERY_NVME] += rep.nvme;
+	s->d->ctr.prefix_query_found[KVMM_QUERY_MOVING] += rep.moving;
 	err = 0;
 out:
 	free(out);

@@ -318,6 +318,14 @@ struct kd_counters {
 	 * asked, extends that got their pages after asking, and those that
 	 * failed once their wait was over */
 	uint64_t lend_requests, lend_blocks, lend_extends, lend_failures;
+	/* answered PREFIX_QUERYs (cache_query.c), the hashes they asked
+	 * and the blocks found, by the reply's tier (KVMM_QUERY_*);
+	 * answered BLOCK_PIN_MANYs (pin.c), their hashes and pins; and
+	 * answered TIER_STATS: ADMIN_STATUS's ABI 1.20 fields */
+	uint64_t prefix_queries, prefix_query_hashes;
+	uint64_t prefix_query_found[4];
+	uint64_t pin_many_calls, pin_many_hashes, pin_many_pinned;
+	uint64_t tier_stats_calls;
 };
 
 struct kd_daemon {

@@ -619,6 +619,9 @@ int kd_pin_many_cmd(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	memcpy(out, &rep, sizeof(rep));
 	kd_session_reply(s, h, 0, out, out_len, NULL, 0);
 	free(out);
+	s->d->ctr.pin_many_calls++; /* ADMIN_STATUS, ABI 1.20 */
+	s->d->ctr.pin_many_hashes += pm.nr_hashes;
+	s->d->ctr.pin_many_pinned += rep.pinned;
 	return 1;
 }
 

@@ -107,6 +107,19 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->lend_wait_ms = d->cfg.lend_wait_ms;
 	st->max_sessions = d->cfg.max_sessions;
 	st->max_sessions_per_uid = d->cfg.max_sessions_per_uid;
+	st->prefix_queries = d->ctr.prefix_queries;
+	st->prefix_query_hashes = d->ctr.prefix_query_hashes;
+	st->prefix_query_gpu = d->ctr.prefix_query_found[KVMM_QUERY_GPU];
+	st->prefix_query_host = d->ctr.prefix_query_found[KVMM_QUERY_HOST];
+	st->prefix_query_nvme = d->ctr.prefix_query_found[KVMM_QUERY_NVME];
+	st->prefix_query_moving = d->ctr.prefix_query_found[KVMM_QUERY_MOVING];
+	st->pin_many_calls = d->ctr.pin_many_calls;
+	st->pin_many_hashes = d->ctr.pin_many_hashes;
+	st->pin_many_pinned = d->ctr.pin_many_pinned;
+	st->tier_stats_calls = d->ctr.tier_stats_calls;
+	/* a constant today; said so that a flag setting it later needs no
+	 * new field and no kvmmctl change */
+	st->quarantine_per_uid = KD_ZOMBIES_PER_UID;
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;
@@ -400,5 +413,6 @@ int kd_cmd_tier_stats(struct req *rq)
 	if (err)
 		return err;
 	reply(rq, 0, &st, sizeof(st), NULL, 0);
+	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */
 	return 1;
 }

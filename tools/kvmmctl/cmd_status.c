@@ -245,6 +245,54 @@ static void refusals_json(const struct kvmm_status_reply *st)
 		printf(",\"max_sessions\":%llu,\"max_sessions_per_uid\":%llu",
 		       (unsigned long long)st->max_sessions,
 		       (unsigned long long)st->max_sessions_per_uid);
+	if (KVMMCTL_ST_HAS(st, quarantine_per_uid))
+		printf(",\"quarantine_per_uid\":%llu",
+		       (unsigned long long)st->quarantine_per_uid);
+}
+
+/* ABI 1.20: what routers and schedulers asked (PREFIX_QUERY,
+ * BLOCK_PIN_MANY, TIER_STATS) */
+static void router_json(const struct kvmm_status_reply *st)
+{
+	if (!KVMMCTL_ST_HAS(st, tier_stats_calls))
+		return;
+	printf(",\"router\":{\"prefix_queries\":%llu,"
+	       "\"prefix_query_hashes\":%llu,\"prefix_query_blocks\":{"
+	       "\"gpu\":%llu,\"host\":%llu,\"nvme\":%llu,\"moving\":%llu},"
+	       "\"pin_many_calls\":%llu,\"pin_many_hashes\":%llu,"
+	       "\"pin_many_pinned\":%llu,\"tier_stats_calls\":%llu}",
+	       (unsigned long long)st->prefix_queries,
+	       (unsigned long long)st->prefix_query_hashes,
+	       (unsigned long long)st->prefix_query_gpu,
+	       (unsigned long long)st->prefix_query_host,
+	       (unsigned long long)st->prefix_query_nvme,
+	       (unsigned long long)st->prefix_query_moving,
+	       (unsigned long long)st->pin_many_calls,
+	       (unsigned long long)st->pin_many_hashes,
+	       (unsigned long long)st->pin_many_pinned,
+	       (unsigned long long)st->tier_stats_calls);
+}
+
+static void router_text(const struct kvmm_status_reply *st)
+{
+	if (!KVMMCTL_ST_HAS(st, tier_stats_calls))
+		return;
+	printf("queries      %llu prefix queries of %llu hashes found %llu blocks (%llu gpu, %llu host, %llu nvme, %llu moving); %llu tier stats asked\n",
+	       (unsigned long long)st->prefix_queries,
+	       (unsigned long long)st->prefix_query_hashes,
+	       (unsigned long long)(st->prefix_query_gpu +
+				    st->prefix_query_host +
+				    st->prefix_query_nvme +
+				    st->prefix_query_moving),
+	       (unsigned long long)st->prefix_query_gpu,
+	       (unsigned long long)st->prefix_query_host,
+	       (unsigned long long)st->prefix_query_nvme,
+	       (unsigned long long)st->prefix_query_moving,
+	       (unsigned long long)st->tier_stats_calls);
+	printf("pin many     %llu calls named %llu hashes, pinned %llu\n",
+	       (unsigned long long)st->pin_many_calls,
+	       (unsigned long long)st->pin_many_hashes,
+	       (unsigned long long)st->pin_many_pinned);
 }
 
 static void refusals_text(const struct kvmm_status_reply *st)
@@ -278,9 +326,13 @@ static void refusals_text(const struct kvmm_status_reply *st)
 		       1024ull);
 	printf(", %llu for want of memory",
 	       (unsigned long long)st->sessions_refused_no_memory);
+	/* a daemon before 1.20 does not say its bound: it was 256 then */
 	if (KVMMCTL_ST_HAS(st, sessions_refused_quarantine))
-		printf(", %llu over their uid's 256 quarantined processes",
-		       (unsigned long long)st->sessions_refused_quarantine);
+		printf(", %llu over their uid's %llu quarantined processes",
+		       (unsigned long long)st->sessions_refused_quarantine,
+		       KVMMCTL_ST_HAS(st, quarantine_per_uid) ?
+			       (unsigned long long)st->quarantine_per_uid :
+			       256ull);
 	printf("\n");
 }
 
@@ -433,6 +485,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			       (unsigned long long)st.lend_failures,
 			       (unsigned long long)st.lend_wait_ms);
 		refusals_json(&st);
+		router_json(&st);
 		if (st.cache_policy[0]) {
 			printf(",\"cache_policy\":");
 			kvmmctl_json_str(policy);
@@ -536,6 +589,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	printf("pins         %llu records, %llu bytes of blocks pinned\n",
 	       (unsigned long long)st.pins,
 	       (unsigned long long)st.pinned_bytes);
+	router_text(&st);
 	if (KVMMCTL_ST_HAS(&st, cache_drop_blocks) && st.cache_drop_blocks)
 		printf("cache drops  %llu blocks dropped by kvmmctl cache-drop\n",
 		       (unsigned long long)st.cache_drop_blocks);

@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 19
+#define KVMM_ABI_MINOR 20
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -445,6 +445,25 @@ struct kvmm_status_reply {
 	 * refusals above can be read against them */
 	uint64_t max_sessions;
 	uint64_t max_sessions_per_uid;
+	/* ABI 1.20 (88 more bytes, 720 in all; 0 from a daemon that sends
+	 * 632 or less): what routers and schedulers ask of the cache, which
+	 * changes nothing and so showed nowhere: PREFIX_QUERYs answered, the
+	 * hashes they asked about and the leading blocks they found, by
+	 * where (the query reply's four tiers); BLOCK_PIN_MANYs answered,
+	 * the hashes they named and the pins they made (each also one
+	 * BLOCK_PIN record, in pins above); TIER_STATS answered (kvmmctl
+	 * status sends one after its ADMIN_STATUS); and the quarantined
+	 * processes of one uid past which its new processes are refused
+	 * (sessions_refused_quarantine) */
+	uint64_t prefix_queries;
+	uint64_t prefix_query_hashes;
+	uint64_t prefix_query_gpu, prefix_query_host;
+	uint64_t prefix_query_nvme, prefix_query_moving;
+	uint64_t pin_many_calls;
+	uint64_t pin_many_hashes;
+	uint64_t pin_many_pinned;
+	uint64_t tier_stats_calls;
+	uint64_t quarantine_per_uid;
 };
 
 enum kvmm_policy_state {
