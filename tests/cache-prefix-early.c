@@ -27,7 +27,8 @@
  *     started waits for them (its reply comes when they are done) and
  *     shares the pages (restores_waited);
  *   - revoked by the admin from block 1 while its client waits in
- *     SEQ_WAIT_READY for all 8: the wait ends with -ERANGE, nothing leaks;
+ *     SEQ_WAIT_READY for all 8: the wait ends with -ESTALE (ABI 1.20;
+ *     -ERANGE for a client of 1.19), nothing leaks;
  *   - a client killed after its early reply while it waits in
  *     SEQ_WAIT_READY leaks nothing: every reload ends in the cache or is
  *     cancelled, nothing mapped, allocated beyond the cached GPU blocks,
@@ -493,30 +494,35 @@ int main(void)
 	}
 
 	/* 6. revoked (by the admin) while its client waits for the reloads:
-	 * the wait ends with -ERANGE, the cut reloads are called off */
-	cc_connect(&c, env.d.sock);
-	cc_region(&c);
-	open_send(&c, 2, EARLY);
-	open_recv(&c, &rep, ids, acts);
-	t_assert_eq(rep.nr_blocks, CR_NB);
-	t_assert(rep.from_host + rep.from_nvme > 1);
-	{
-		struct kvmm_seq_wait_ready w = { .size = sizeof(w),
-						 .region_id = c.region,
-						 .seq_id = rep.seq_id,
-						 .upto_block = CR_NB };
-		struct kvmm_stats_reply sr;
-		struct rc_ids rid;
+	 * the wait ends with -ESTALE (ABI 1.20: the blocks were revoked),
+	 * -ERANGE for a client of 1.19, the cut reloads are called off */
+	for (int old = 0; old < 2; old++) {
+		cc_connect_minor(&c, env.d.sock, old ? 19 : KVMM_ABI_MINOR);
+		cc_region(&c);
+		open_send(&c, 2, EARLY);
+		open_recv(&c, &rep, ids, acts);
+		t_assert_eq(rep.nr_blocks, CR_NB);
+		t_assert(rep.from_host + rep.from_nvme > 1);
+		{
+			struct kvmm_seq_wait_ready w = { .size = sizeof(w),
+							 .region_id = c.region,
+							 .seq_id = rep.seq_id,
+							 .upto_block = CR_NB };
+			struct kvmm_stats_reply sr;
+			struct rc_ids rid;
 
-		t_ok(cc_call(&c, KVMM_CMD_STATS, NULL, 0, &sr, sizeof(sr), NULL,
-			     NULL));
-		rid = (struct rc_ids){ sr.session_id, c.region, rep.seq_id };
-		cc_send(&c, KVMM_CMD_SEQ_WAIT_READY, &w, sizeof(w));
-		rc_admin_revoke(env.d.sock, &rid, 1);
-		t_assert_eq(cc_recv(&c, NULL, 0, NULL, NULL), -ERANGE);
+			t_ok(cc_call(&c, KVMM_CMD_STATS, NULL, 0, &sr,
+				     sizeof(sr), NULL, NULL));
+			rid = (struct rc_ids){ sr.session_id, c.region,
+					       rep.seq_id };
+			cc_send(&c, KVMM_CMD_SEQ_WAIT_READY, &w, sizeof(w));
+			rc_admin_revoke(env.d.sock, &rid, 1);
+			t_assert_eq(cc_recv(&c, NULL, 0, NULL, NULL),
+				    old ? -ERANGE : -ESTALE);
+		}
+		cc_disconnect(&c);
+		check_clean(&env, &ts);
 	}
-	cc_disconnect(&c);
-	check_clean(&env, &ts);
 
 	/* 7. a client killed while it waits for its reloads */
 	cc_settled_stats(env.d.sock, &ts0);

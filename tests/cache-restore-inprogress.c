@@ -11,7 +11,8 @@
  * X (2 blocks) and Y are published, X goes down to host, a plain open of
  * X's first block brings it back (copies 1-2), then an early open of
  * both blocks shares block 0 and reloads block 1 (copies 3-4: stalled):
- *   - SEQ_WAIT_READY over both blocks is -ERANGE and the client gets a
+ *   - SEQ_WAIT_READY over both blocks is -ESTALE (ABI 1.20: revoked;
+ *     -ERANGE before) and the client gets a
  *     revocation of block 1's pages (before, it was told block 1 failed
  *     and recomputed it in the pages the copy was still to land in);
  *   - the client extends onto fresh pages (none of the stalled copy's)
@@ -267,7 +268,7 @@ int main(void)
 		 * a client does with it, to show where that goes) */
 		fill(r, seq, 1, 3);
 	} else {
-		t_assert_eq(n, -ERANGE);
+		t_assert_eq(n, -ESTALE); /* revoked (-ERANGE before 1.20) */
 		t_assert_eq(kvmm_process_revocations(c), PPB);
 		t_assert_eq(kvmm_seq_len(r, seq), TPB);
 		t_ok(kvmm_seq_extend(r, seq, 2 * TPB));
@@ -289,7 +290,7 @@ int main(void)
 	if (bad >= 0)
 		t_fail("the recomputed block 1 was overwritten (byte %ld) by the copy that landed late",
 		       bad);
-	t_assert_eq(n, -ERANGE);
+	t_assert_eq(n, -ESTALE);
 	t_ok(kvmm_get_stats(c, &ks));
 	t_assert_eq(ks.pages_revoked, PPB);
 	t_ok(kvmm_seq_close(r, seq));

@@ -310,10 +310,12 @@ static int request_publish(struct engine *e, struct request *rq)
 					 first ? rq->hashes[first - 1] : 0,
 					 rq->hashes + first);
 		/*
-		 * -EINVAL: a revocation posted since took some of these
-		 * blocks.  Apply it (the length drops) and publish the rest.
+		 * -ESTALE: a revocation posted since took some of these
+		 * blocks (-EINVAL from a daemon before ABI 1.20, which
+		 * said that of any bad publish).  Apply it (the length
+		 * drops) and publish the rest.
 		 */
-		if (ret != -EINVAL || tries == 3 ||
+		if ((ret != -ESTALE && ret != -EINVAL) || tries == 3 ||
 		    kvmm_process_revocations(e->conn) <= 0)
 			break;
 	}

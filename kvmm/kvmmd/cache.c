@@ -549,7 +549,8 @@ static bool kc_unhash_dropped(struct kd_cache *c, struct kc_entry *e)
  * BLOCK_PUBLISH's checks of the request, before kd_cache_publish_busy()
  * and kd_cache_publish(), which rely on them: a malformed publish is -EINVAL
  * (the size rule's -E2BIG, the ids' -ENOENT / -EPERM) whatever state its
- * blocks are in.  kd_cache_publish_busy()'s -EBUSY, which says to try
+ * blocks are in; one of a block a revocation took is -ESTALE for a client
+ * of ABI 1.20 (kd_seq_revoked()), -EINVAL as before for an older one.  kd_cache_publish_busy()'s -EBUSY, which says to try
  * again later, used to come first: a bad request over a block still
  * loading was told to retry.
  */
@@ -560,6 +561,7 @@ int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
 	struct kvmm_block_publish bp;
 	struct kd_region *r;
 	struct kd_seq *q;
+	bool stale = false;
 	int err;
 
 	if (len < known)
@@ -585,12 +587,18 @@ int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
 		uint64_t hash;
 
 		memcpy(&hash, p + bp.size + i * 8ull, sizeof(hash));
-		if (!hash || !blk ||
-		    (uint64_t)(b + 1) * r->tokens_per_block > q->len ||
-		    (blk->hash && blk->hash != hash))
+		if (!hash || (blk && blk->hash && blk->hash != hash))
 			return -EINVAL;
+		if (blk && (uint64_t)(b + 1) * r->tokens_per_block <= q->len)
+			continue;
+		/* not the client's (any more): a revocation's doing is said
+		 * apart from a request that was never right, once every
+		 * block's hash was checked (ABI 1.20) */
+		if (!kd_seq_revoked(q, b) || s->client_minor < KD_REVOKED_MINOR)
+			return -EINVAL;
+		stale = true;
 	}
-	return 0;
+	return stale ? -ESTALE : 0;
 }
 
 int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,

@@ -103,10 +103,28 @@ static bool kc_ready_failed(const struct kc_pending *pr)
 }
 
 /*
+ * -ERANGE when a block below upto of q has no pages, -ESTALE instead for a
+ * client of ABI 1.20 when a revocation took it (kd_seq_revoked(): the
+ * error a publish of it gets), else 0.
+ */
+static int kc_ready_missing(const struct kd_session *s, const struct kd_seq *q,
+			    uint32_t upto)
+{
+	for (uint32_t b = 0; b < upto; b++)
+		if (!kd_seq_block(q, b))
+			return kd_seq_revoked(q, b) &&
+					       s->client_minor >=
+						       KD_REVOKED_MINOR ?
+				       -ESTALE :
+				       -ERANGE;
+	return 0;
+}
+
+/*
  * Reply to a SEQ_WAIT_READY (header h) of s over blocks [0, upto) of
  * sequence seq of region r: the blocks still loading (nonzero only for a
  * poll) and those whose reload failed.  -ERANGE when one of the blocks has
- * no pages (any more).  0 when it replied, else -errno to reply.
+ * no pages (any more; -ESTALE: kc_ready_missing()).  0 when it replied, else -errno to reply.
  */
 static int kc_ready_reply(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			  struct kd_region *r, uint32_t seq, uint32_t upto,
@@ -118,12 +136,9 @@ static int kc_ready_reply(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	size_t len;
 	int err;
 
-	err = kd_seq_lookup(r, seq, &q);
+	err = kd_seq_lookup(r, seq, &q) ?: kc_ready_missing(s, q, upto);
 	if (err)
 		return err;
-	for (uint32_t b = 0; b < upto; b++)
-		if (!kd_seq_block(q, b))
-			return -ERANGE;
 	for (uint32_t i = 0; pr && i < pr->lim && i < upto; i++)
 		nfailed += pr->state[i] == KC_SLOT_FAILED;
 	len = sizeof(*rep) + (size_t)nfailed * sizeof(uint32_t);
@@ -171,9 +186,9 @@ int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	    !kc_ready_pending(pr, w.upto_block))
 		return kc_ready_reply(s, h, r, w.seq_id, w.upto_block, pr);
 	/* but first the cheap error: a block without pages */
-	for (uint32_t b = 0; b < w.upto_block; b++)
-		if (!kd_seq_block(q, b))
-			return -ERANGE;
+	err = kc_ready_missing(s, q, w.upto_block);
+	if (err)
+		return err;
 	pr->waiting = true;
 	pr->wh = *h;
 	pr->wupto = w.upto_block;

@@ -445,6 +445,14 @@ struct kd_seq {
 	bool few_new;
 	uint32_t gen; /* which opening of the slot (kvmm_rqe.seq_gen) */
 	uint32_t len; /* tokens */
+	/*
+	 * Revocations took blocks [revoked_from, revoked_to) in this opening
+	 * (revoked_gen == gen; 0: none since the last extend that gave it
+	 * blocks there again): a command naming such a block is told that
+	 * it was revoked, -ESTALE, where a block that never had pages is
+	 * -EINVAL (kd_seq_revoked(); a client of ABI 1.20 or later only).
+	 */
+	uint32_t revoked_gen, revoked_from, revoked_to;
 	uint32_t nr_slots; /* of blocks[] */
 	/* The block table: blocks[b] for b < nr_slots (NULL = no pages);
 	 * no block at or past nr_slots.  It grows as blocks get pages
@@ -454,6 +462,19 @@ struct kd_seq {
 	 * one-token blocks allocate 128 MB and each close scan 16M entries. */
 	struct kd_block **blocks;
 };
+
+/* Is block b of q missing because a revocation took it (struct kd_seq's
+ * revoked_from)? */
+static inline bool kd_seq_revoked(const struct kd_seq *q, uint32_t b)
+{
+	return q->revoked_gen == q->gen && b >= q->revoked_from &&
+	       b < q->revoked_to;
+}
+
+/* The errno of a command of s naming a block a revocation took:
+ * -ESTALE for a client of ABI 1.20 or later, -EINVAL, as any block
+ * without pages, before (abi.md, 1.20). */
+#define KD_REVOKED_MINOR 20
 
 /* Block b of q, NULL when it has no pages. */
 static inline struct kd_block *kd_seq_block(const struct kd_seq *q, uint32_t b)

@@ -322,6 +322,9 @@ static int seq_extend_fill(struct req *rq, bool rerun,
 	 * client's extends out of order. */
 	if (ex.new_len > q->len)
 		q->len = ex.new_len;
+	/* blocks where a revocation took them: the client knows of it */
+	if (q->revoked_gen == q->gen && to > q->revoked_from)
+		q->revoked_gen = 0;
 	rep->size = rep_len;
 	rep->first_block = first;
 	rep->nr_blocks = to - first;

@@ -111,7 +111,7 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	struct kd_daemon *d = s->d;
 	struct kvmm_rqe *e;
 	struct kd_seq *q;
-	uint32_t n = 0, k = 0, room, entries, start = r->max_blocks;
+	uint32_t n = 0, k = 0, room, entries, start = r->max_blocks, end = 0;
 	uint64_t cookie;
 	bool partial = false;
 	int err;
@@ -181,11 +181,24 @@ int kd_revoke_seq(struct kd_session *s, struct kd_region *r, uint32_t seq,
 	for (uint32_t b = start; b < q->nr_slots; b++) {
 		struct kd_block *blk = kd_seq_detach_block(r, seq, b);
 
-		if (blk)
+		if (blk) {
 			kd_block_put(d, blk);
+			end = b + 1;
+		}
 	}
 	if (q->len > start * r->tokens_per_block)
 		q->len = start * r->tokens_per_block;
+	/* a publish of these blocks is told why it fails (kd_seq_revoked()) */
+	if (q->revoked_gen != q->gen) {
+		q->revoked_gen = q->gen;
+		q->revoked_from = start;
+		q->revoked_to = end;
+	} else {
+		if (start < q->revoked_from)
+			q->revoked_from = start;
+		if (end > q->revoked_to)
+			q->revoked_to = end;
+	}
 	vmm_log(VMM_LOG_DEBUG,
 		"session %u: revoking %u pages of region %u seq %u from block %u (cookie %llu)%s",
 		s->id, n, r->id, seq, start, (unsigned long long)cookie,

@@ -283,16 +283,20 @@ static void conn_free(struct kvmm_conn *c)
 }
 
 /*
- * Test knob: KVMM_TEST_HELLO_1_18=1 in a client's environment makes its
+ * Test knobs: KVMM_TEST_HELLO_1_18=1 in a client's environment makes its
  * HELLO say ABI 1.18, so that a test sees kvmmd treat the process as an
- * older libkvmm (never asked for its blocks mapped ahead: abi.md, 1.19).
- * What this library does is unchanged.  Tests only.
+ * older libkvmm (never asked for its blocks mapped ahead: abi.md, 1.19);
+ * KVMM_TEST_HELLO_1_19=1 makes it say 1.19 (a revoked publish is -EINVAL
+ * as before 1.20).  What this library does is unchanged.  Tests only.
  */
 static uint16_t hello_minor(void)
 {
-	const char *v = getenv("KVMM_TEST_HELLO_1_18");
+	const char *v18 = getenv("KVMM_TEST_HELLO_1_18");
+	const char *v19 = getenv("KVMM_TEST_HELLO_1_19");
 
-	return v && !strcmp(v, "1") ? 18 : KVMM_ABI_MINOR;
+	if (v18 && !strcmp(v18, "1"))
+		return 18;
+	return v19 && !strcmp(v19, "1") ? 19 : KVMM_ABI_MINOR;
 }
 
 static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
@@ -607,6 +611,8 @@ const char *kvmm_strerror(int err)
 		return "no memory left in the page pool";
 	case ENODATA:
 		return "sequence range has no pages (revoked?)";
+	case ESTALE: /* ABI 1.20: a publish or wait of a revoked block */
+		return "block revoked by kvmmd: apply the revocations, then extend again";
 	case EPROTONOSUPPORT:
 		return "kvmmd speaks another ABI version";
 	case ECONNRESET:

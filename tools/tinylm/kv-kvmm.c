@@ -253,10 +253,11 @@ static int kvmm_kv_publish(struct tlm_kv *kv, int slot, const int *tokens,
 					 first ? k->hashes[first - 1] : 0,
 					 k->hashes + first);
 		/*
-		 * -EINVAL when a revocation was posted after we looked: the
-		 * daemon already detached those blocks.  Apply it and retry.
+		 * -ESTALE (-EINVAL from a daemon before ABI 1.20) when a
+		 * revocation was posted after we looked: the daemon already
+		 * detached those blocks.  Apply it and retry.
 		 */
-		if (ret != -EINVAL || tries == 3)
+		if ((ret != -ESTALE && ret != -EINVAL) || tries == 3)
 			break;
 		int applied = kvmm_process_revocations(k->conn);
 		if (applied <= 0)
@@ -352,11 +353,11 @@ static int kvmm_kv_wait_ready(struct tlm_kv *kv, int slot, int upto_block,
 		n = kvmm_seq_wait_ready(k->region, (uint32_t)slot,
 					(uint32_t)upto_block, 0, k->failed32,
 					(uint32_t)k->max_blocks, NULL);
-		if (n != -ERANGE || tries == 1000)
+		if ((n != -ERANGE && n != -ESTALE) || tries == 1000)
 			break;
 		/*
-		 * A block below upto_block has no pages: revoked after the
-		 * early reply (kvmmd posts a revocation before it detaches
+		 * A block below upto_block has no pages (-ESTALE since ABI
+		 * 1.20, -ERANGE before): revoked after the early reply (kvmmd posts a revocation before it detaches
 		 * the blocks, so it is in our ring).  Apply it, as a step
 		 * boundary would: the length is cut to the first revoked
 		 * block, the engine's next step() sees fewer tokens backed
