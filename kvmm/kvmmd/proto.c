@@ -37,9 +37,16 @@
  * libkvmm fall back to what it did with a daemon before 1.16 (waiting for
  * restores holding the socket); KVMMD_TEST_ABI_1_16=1 makes them say 1.16
  * (the notify word stays), so libkvmm falls back to what it did with a
- * daemon before 1.17 (an extend parked for pool pages holds the socket).
- * Never set them in production; they are logged as a warning.  The
- * minor HELLO says.
+ * daemon before 1.17 (an extend parked for pool pages holds the socket);
+ * KVMMD_TEST_ABI_1_18=1 makes them say 1.18, so a test sees libkvmm and
+ * the Python binding answer the 1.19 calls -EOPNOTSUPP without asking.
+ * Under any of them kvmmd also plays the older daemon where a client can
+ * see it: the commands that came later are unknown (-ENOTTY,
+ * kd_test_cmd_unknown()), ADMIN_STATUS ends where it ended then
+ * (kd_test_status_size()), and each client is served as one of at most
+ * that minor (s->client_minor: no give-ahead entry, a revoked publish
+ * -EINVAL).  Never set them in production; they are logged as a warning.
+ * The minor HELLO says.
  */
 static uint16_t test_abi_minor(void)
 {
@@ -48,12 +55,15 @@ static uint16_t test_abi_minor(void)
 	if (minor < 0) {
 		const char *v15 = getenv("KVMMD_TEST_ABI_1_15");
 		const char *v16 = getenv("KVMMD_TEST_ABI_1_16");
+		const char *v18 = getenv("KVMMD_TEST_ABI_1_18");
 
 		minor = KVMM_ABI_MINOR;
 		if (v15 && !strcmp(v15, "1"))
 			minor = 15;
 		else if (v16 && !strcmp(v16, "1"))
 			minor = 16;
+		else if (v18 && !strcmp(v18, "1"))
+			minor = 18;
 		if (minor != KVMM_ABI_MINOR)
 			vmm_log(VMM_LOG_WARN,
 				"KVMMD_TEST_ABI_1_%d=1: HELLO says ABI 1.%d%s (tests only)",
@@ -61,6 +71,43 @@ static uint16_t test_abi_minor(void)
 				minor < 16 ? ", no notify word" : "");
 	}
 	return (uint16_t)minor;
+}
+
+/* Under a KVMMD_TEST_ABI_1_* knob: is cmd one the daemon it plays did not
+ * have?  (The commands of 1.16 and later; the older ones are older than
+ * any knob.) */
+static bool kd_test_cmd_unknown(uint16_t cmd)
+{
+	uint16_t since;
+
+	switch (cmd) {
+	case KVMM_CMD_PREFIX_COLLECT:
+		since = 16;
+		break;
+	case KVMM_CMD_SEQ_COLLECT:
+		since = 17;
+		break;
+	case KVMM_CMD_PREFIX_QUERY:
+	case KVMM_CMD_BLOCK_PIN_MANY:
+		since = 19;
+		break;
+	default:
+		return false;
+	}
+	return test_abi_minor() < since;
+}
+
+size_t kd_test_status_size(void)
+{
+	uint16_t minor = test_abi_minor();
+
+	if (minor < 18)
+		return offsetof(struct kvmm_status_reply, page_ro_fds);
+	if (minor < 19)
+		return offsetof(struct kvmm_status_reply, lend_requests);
+	if (minor < 20)
+		return offsetof(struct kvmm_status_reply, prefix_queries);
+	return sizeof(struct kvmm_status_reply);
 }
 
 static int do_hello(struct req *rq)
@@ -84,7 +131,10 @@ static int do_hello(struct req *rq)
 	memcpy(s->name, h.name, sizeof(s->name));
 	s->name[sizeof(s->name) - 1] = '\0';
 	s->admin_only = h.flags & KVMM_HELLO_F_ADMIN;
-	s->client_minor = h.abi_minor;
+	/* what it is sent follows the older of the two (a test knob's
+	 * minor: test_abi_minor()) */
+	s->client_minor = h.abi_minor < test_abi_minor() ? h.abi_minor :
+							   test_abi_minor();
 	rep.size = sizeof(rep);
 	if (!s->admin_only) {
 		err = kd_ring_create(s, &h, &rep.ring, fds);
@@ -465,6 +515,8 @@ static int dispatch(struct req *rq)
 	 * goes on using the session */
 	if (cmd != KVMM_CMD_BYE)
 		s->said_bye = false;
+	if (kd_test_cmd_unknown(cmd))
+		return -ENOTTY;
 	switch (cmd) {
 	case KVMM_CMD_HELLO:
 		return do_hello(rq);

@@ -32,6 +32,9 @@ static inline int reply(struct req *rq, int status, const void *body,
 int kd_cmd_stats(struct req *rq);
 int kd_cmd_tier_stats(struct req *rq);
 int kd_cmd_admin_status(struct req *rq);
+/* The bytes of ADMIN_STATUS a daemon of a KVMMD_TEST_ABI_1_* knob's minor
+ * sent (proto.c); sizeof(struct kvmm_status_reply) without one. */
+size_t kd_test_status_size(void);
 int kd_cmd_admin_sessions(struct req *rq);
 int kd_cmd_admin_tenants(struct req *rq);
 int kd_cmd_admin_kill(struct req *rq);
