@@ -23,6 +23,12 @@ Run by the tests/python-*.sh wrappers, one case each:
                           a hang and connects on its own; the parent's
                           session goes on, and is quarantined when cut
                           off
+  python-kvmm.py tierstats  Connection.tier_stats() (kvmm_tier_stats()):
+                          the counters after a publish and an open, as
+                          kvmmctl shows them
+  python-kvmm.py olddaemon  against kvmmd playing ABI 1.18: query_prefix
+                          and pin_many raise EOPNOTSUPP without a round
+                          trip, what 1.18 had works
   python-kvmm.py example  the example of Documentation/python.md runs and
                           prints what the document says
   python-kvmm.py hash     hash_seed/block_hash/hash_chain give the golden
@@ -134,7 +140,7 @@ def pattern(tag, n):
 
 
 class Daemon:
-    def __init__(self, *extra):
+    def __init__(self, *extra, env=None):
         self.dir = tempfile.mkdtemp(prefix="kvmm-py-")
         self.sock = os.path.join(self.dir, "kvmm.sock")
         self.log = os.path.join(self.dir, "kvmmd.log")
@@ -142,8 +148,9 @@ class Daemon:
                 "host", "--socket", self.sock, "--page-size", "64K",
                 "--gpu-mem", "64M", "--telemetry", "off"] + list(extra)
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                env=dict(os.environ, **env) if env else None)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -661,6 +668,97 @@ def case_stats():
         d.wait_idle()
 
 
+# ---- tier stats and an older daemon ----------------------------------------
+
+def published_by_writer(d):
+    """A writer process publishes HASHES[:2] and waits: returns it."""
+    w = subprocess.Popen([sys.executable, __file__, "writer", d.sock],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    line = w.stdout.readline()
+    if not line:
+        w.wait()
+        d.dump()
+        fail("writer failed: %d" % w.returncode)
+    check_eq(json.loads(line)["published"], 2, "blocks the writer published")
+    return w
+
+
+def writer_done(w):
+    w.stdin.write("\n")
+    w.stdin.flush()
+    check_eq(w.wait(), 0, "writer exit status")
+
+
+def case_tierstats():
+    with Daemon() as d:
+        c = kvmm.Connection(d.sock, "py-tierstats")
+        ts = c.tier_stats()
+        check_eq(ts["size"], kvmm.ctypes.sizeof(kvmm.TierStatsStruct),
+                 "bytes the daemon sent")
+        check_eq(list(ts), [f for f, _ in kvmm.TierStatsStruct._fields_],
+                 "keys in C order")
+        check_eq((ts["nr_tiers"], ts["publishes"], ts["prefix_opens"]),
+                 (3, 0, 0), "a fresh cache")
+        check_eq(len(ts["tiers"]), 3, "three tiers")
+        check_eq(list(ts["tiers"][0]),
+                 [f for f, _ in kvmm.TierInfoStruct._fields_],
+                 "tier keys in C order")
+        w = published_by_writer(d)
+        r = c.region(**REGION)
+        g = r.open_prefix(HASHES, plan=True)
+        check_eq(g.nr_blocks, 2, "prefix blocks")
+        g.seq.close()
+        ts = c.tier_stats()
+        check_eq((ts["publishes"], ts["prefix_opens"],
+                  ts["prefix_blocks_asked"], ts["prefix_blocks_hit"],
+                  ts["misses"]), (2, 1, 3, 2, 1), "after a publish and "
+                 "an open")
+        check_eq((ts["tiers"][0]["used_blocks"], ts["tiers"][0]["hits"],
+                  ts["tiers"][0]["block_bytes"]), (2, 2, PPB * 64 * 1024),
+                 "the GPU tier")
+        # the same numbers kvmmctl shows, and the calls are counted in
+        # ADMIN_STATUS (ABI 1.20): the two above, not kvmmctl's own yet
+        st = d.status()
+        check_eq((st["cache"]["publishes"], st["cache"]["prefix_blocks_hit"]),
+                 (2, 2), "kvmmctl --json status's cache")
+        check_eq(st["router"]["tier_stats_calls"], 2,
+                 "TIER_STATS counted in ADMIN_STATUS")
+        writer_done(w)
+        r.destroy()
+        c.close()
+        raises(ValueError, None, c.tier_stats)  # closed: no call made
+
+
+def case_olddaemon():
+    """kvmmd playing ABI 1.18 (KVMMD_TEST_ABI_1_18=1): the 1.19 calls are
+    EOPNOTSUPP without a round trip (the session's socket commands do not
+    move), what 1.18 had works."""
+    with Daemon(env={"KVMMD_TEST_ABI_1_18": "1"}) as d:
+        w = published_by_writer(d)
+        c = kvmm.Connection(d.sock, "py-old", map_ahead_blocks=0)
+        check_eq(c.daemon_info()["abi_minor"], 18, "the daemon's minor")
+        r = c.region(**REGION)
+        before = c.stats().cmds_socket
+        raises(kvmm.KvmmError, errno.EOPNOTSUPP, r.query_prefix, HASHES)
+        raises(kvmm.KvmmError, errno.EOPNOTSUPP, c.pin_many, HASHES[:2])
+        check_eq(c.stats().cmds_socket, before + 1, "nothing sent but STATS")
+        # what 1.18 had
+        g = r.open_prefix(HASHES, plan=True)
+        check_eq((g.nr_blocks, g.actions), (2, ["gpu-shared"] * 2),
+                 "prefix open")
+        g.seq.close()
+        check_eq(c.pin(HASHES[0]).tier, 0, "a single pin")
+        c.unpin(HASHES[0])
+        ts = c.tier_stats()
+        check_eq((ts["publishes"], ts["prefix_blocks_hit"]), (2, 2),
+                 "tier stats")
+        check("router" not in d.status(), "no ABI 1.20 counters")
+        writer_done(w)
+        r.destroy()
+        c.close()
+
+
 # ---- fork ------------------------------------------------------------------
 
 def fork_child(sock, c, r, s, view):
@@ -1124,7 +1222,8 @@ def case_example():
 CASES = {"example": case_example, "share": case_share, "errors": case_errors,
          "layout": case_layout, "stats": case_stats, "revoke": case_revoke,
          "viewrace": case_viewrace, "hash": case_hash, "fork": case_fork,
-         "pinquota": case_pinquota}
+         "pinquota": case_pinquota, "tierstats": case_tierstats,
+         "olddaemon": case_olddaemon}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":

@@ -178,6 +178,79 @@ class StatsStruct(ctypes.Structure):
     ]
 
 
+class TierInfoStruct(ctypes.Structure):
+    """struct kvmm_tier_info (kvmm/uapi.h): one tier of TIER_STATS."""
+    _fields_ = [
+        ("capacity_blocks", ctypes.c_uint64),
+        ("used_blocks", ctypes.c_uint64),
+        ("block_bytes", ctypes.c_uint64),
+        ("hits", ctypes.c_uint64),
+        ("demotions_in", ctypes.c_uint64),
+        ("promotions_out", ctypes.c_uint64),
+        ("drops", ctypes.c_uint64),
+        ("bytes_in", ctypes.c_uint64),
+        ("bytes_out", ctypes.c_uint64),
+        ("restore_ns", ctypes.c_uint64),
+        ("restore_max_ns", ctypes.c_uint64),
+        ("promotions_by_publish", ctypes.c_uint64),
+    ]
+
+
+class TierStatsStruct(ctypes.Structure):
+    """struct kvmm_tier_stats_reply (kvmm/uapi.h), as kvmm_tier_stats()
+    fills it: the fields a daemon's shorter reply lacks read 0, size says
+    where its bytes end."""
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("nr_tiers", ctypes.c_uint32),
+        ("publishes", ctypes.c_uint64),
+        ("duplicates", ctypes.c_uint64),
+        ("not_cached", ctypes.c_uint64),
+        ("prefix_opens", ctypes.c_uint64),
+        ("prefix_blocks_asked", ctypes.c_uint64),
+        ("prefix_blocks_hit", ctypes.c_uint64),
+        ("misses", ctypes.c_uint64),
+        ("busy_misses", ctypes.c_uint64),
+        ("checksum_failures", ctypes.c_uint64),
+        ("recovered_blocks", ctypes.c_uint64),
+        ("migrations_failed", ctypes.c_uint64),
+        ("migrations_in_flight", ctypes.c_uint64),
+        ("slot_waits", ctypes.c_uint64),
+        ("nvme_admission_rejects", ctypes.c_uint64),
+        ("pressure_reclaims", ctypes.c_uint64),
+        ("restores_waited", ctypes.c_uint64),
+        ("prefix_opens_pending", ctypes.c_uint64),
+        ("restores_cancelled", ctypes.c_uint64),
+        ("tiers", TierInfoStruct * 3),
+        ("prefix_holes", ctypes.c_uint64),
+        ("prefix_blocks_after_hole", ctypes.c_uint64),
+        ("plan_recomputes_host", ctypes.c_uint64),
+        ("plan_recomputes_nvme", ctypes.c_uint64),
+        ("held_copies", ctypes.c_uint64),
+        ("early_opens", ctypes.c_uint64),
+        ("early_reloads", ctypes.c_uint64),
+        ("early_reload_failures", ctypes.c_uint64),
+        ("nvme_read_error_drops", ctypes.c_uint64),
+        ("cache_open_error", ctypes.c_uint64),
+        ("nvme_open_error", ctypes.c_uint64),
+        ("quota_reclaims", ctypes.c_uint64),
+        ("cache_open_attempts", ctypes.c_uint64),
+        ("cache_open_last_error", ctypes.c_uint64),
+        ("cache_open_retry_ms", ctypes.c_uint64),
+        ("lower_free_refused", ctypes.c_uint64),
+        ("nvme_invalidate_jobs", ctypes.c_uint64),
+        ("nvme_invalidated_blocks", ctypes.c_uint64),
+        ("nvme_invalidate_failures", ctypes.c_uint64),
+        ("nvme_open_attempts", ctypes.c_uint64),
+        ("nvme_open_last_error", ctypes.c_uint64),
+        ("nvme_open_retry_ms", ctypes.c_uint64),
+        ("nvme_write_returns", ctypes.c_uint64),
+        ("nvme_write_outs", ctypes.c_uint64),
+        ("nvme_write_error", ctypes.c_uint64),
+        ("nvme_write_retry_ms", ctypes.c_uint64),
+    ]
+
+
 class HashLayout(ctypes.Structure):
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -200,6 +273,8 @@ STRUCTS = {
     "kvmm_stats": StatsStruct,
     "kvmm_hash_layout": HashLayout,
     "kvmm_daemon_info": DaemonInfoStruct,
+    "kvmm_tier_info": TierInfoStruct,
+    "kvmm_tier_stats_reply": TierStatsStruct,
 }
 
 
@@ -289,6 +364,7 @@ _PROTOS = {
     "kvmm_nop": (_int, [_vp, _int]),
     "kvmm_get_stats": (_int, [_vp, _P(StatsStruct)]),
     "kvmm_get_daemon_info": (_int, [_vp, _P(DaemonInfoStruct)]),
+    "kvmm_tier_stats": (_int, [_vp, _P(TierStatsStruct), ctypes.c_size_t]),
     "kvmm_strerror": (ctypes.c_char_p, [_int]),
     "kvmm_hash_seed": (_int, [_P(HashLayout), _P(_u64)]),
     "kvmm_region_hash_seed": (_int, [_vp, ctypes.c_char_p, _P(_u64)]),
@@ -850,6 +926,26 @@ class Connection:
         info["backend_id"] = info["backend"]
         info["backend"] = _backend_name(info["backend"])
         return info
+
+    def tier_stats(self):
+        """kvmm_tier_stats() (ABI 1.19's public call; TIER_STATS, which
+        any session may send): kvmmd's block cache counters as a dict, the
+        C fields by name in C order ("size": the bytes the daemon sent,
+        fields past them read 0) and "tiers" a list of three dicts (GPU,
+        host, NVMe) of struct kvmm_tier_info's fields.  The daemon's, not
+        this connection's: every engine of the kvmmd together."""
+        st = TierStatsStruct()
+        _check(_c.tier_stats(self._handle(), ctypes.byref(st),
+                             ctypes.sizeof(st)), "kvmm_tier_stats")
+        out = {}
+        for f, _ in TierStatsStruct._fields_:
+            if f == "tiers":
+                out[f] = [{t: getattr(ti, t)
+                           for t, _ in TierInfoStruct._fields_}
+                          for ti in st.tiers]
+            else:
+                out[f] = getattr(st, f)
+        return out
 
     # -- pins
     def pin(self, hash, *, ttl_ns=None, priority=None, priority_only=False,
