@@ -269,7 +269,10 @@ int kvmm_hash_chain(uint64_t seed, uint64_t salt, const uint32_t *tokens,
  * kvmm_hash_chain() below; parent_hash = h_{first_block-1}, 0 for block
  * 0): they become immutable
  * and other sequences, in any process, can share them.  Returns how many
- * of them the cache now holds, or -errno.
+ * of them the cache now holds, or -errno: -ESTALE (ABI 1.20; -EINVAL from
+ * an older daemon) when a revocation took some of the named blocks since
+ * the caller looked (apply it, kvmm_process_revocations(), and publish
+ * what is left), -EINVAL for a malformed request.
  */
 int kvmm_block_publish(struct kvmm_region *region, uint32_t seq,
 		       uint32_t first_block, uint32_t nr_blocks,
@@ -374,7 +377,8 @@ const char *kvmm_query_tier_string(uint8_t tier);
  * then; recompute them, in ascending order, before reading past them;
  * asking again reports them again), their
  * numbers in failed[0..max_failed), ascending; or -errno: -ERANGE when a
- * block below upto_block has no pages, -ENOENT no such sequence, -EINVAL
+ * block below upto_block has no pages (-ESTALE, ABI 1.20: a revocation
+ * took it; apply it), -ENOENT no such sequence, -EINVAL
  * upto_block past the region's blocks, -EOPNOTSUPP a daemon older than
  * ABI 1.8.  A sequence not opened early is ready at once (0).  While it
  * waits the connection's socket is free for other threads (ABI 1.16: it
