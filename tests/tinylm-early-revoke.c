@@ -3,8 +3,9 @@
  * timeout: 120
  * A revocation that reaches an early prefix open (KVMM_PREFIX_OPEN_EARLY)
  * before the engine waited for its reloads does not fail the turn:
- * kvmm_seq_wait_ready() answers -ERANGE for blocks that have no pages any
- * more, and tinylm applies the revocation, waits only for the blocks
+ * kvmm_seq_wait_ready() answers -ESTALE (-ERANGE before ABI 1.20) for
+ * blocks that have no pages any more, and tinylm applies the revocation,
+ * waits only for the blocks
  * still backed and recomputes the rest, printing bitwise the tokens and
  * logit checksums of the private-memory reference.  (It used to fail the
  * turn: "waiting for reloads: Numerical result out of range".)
