@@ -550,9 +550,10 @@ static bool kc_unhash_dropped(struct kd_cache *c, struct kc_entry *e)
  * and kd_cache_publish(), which rely on them: a malformed publish is -EINVAL
  * (the size rule's -E2BIG, the ids' -ENOENT / -EPERM) whatever state its
  * blocks are in; one of a block a revocation took is -ESTALE for a client
- * of ABI 1.20 (kd_seq_revoked()), -EINVAL as before for an older one.  kd_cache_publish_busy()'s -EBUSY, which says to try
- * again later, used to come first: a bad request over a block still
- * loading was told to retry.
+ * of ABI 1.20 (kd_seq_revoked()), -EINVAL as before for an older one.
+ * kd_cache_publish_busy()'s -EBUSY, which says to try again later, used
+ * to come first: a bad request over a block still loading was told to
+ * retry.
  */
 int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
 {
