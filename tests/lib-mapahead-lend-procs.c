@@ -25,12 +25,27 @@
  *     one request, 16 blocks held;
  *   - the same with B answering at the step boundaries of 5 ms steps
  *     (kvmm_step_begin()/_end()) instead;
+ *   - the same with B doing nothing at all (no step, no poll: blocked in
+ *     a read()): its map-ahead thread answers (ABI 1.20), within
+ *     milliseconds, where before the extend failed after --lend-wait;
+ *   - B of ABI 1.19 (KVMM_TEST_HELLO_1_19=1: it names and acknowledges
+ *     nothing, and answers at its boundaries only) answering on
+ *     kvmm_poll_fd(): served as before;
+ *   - B answers with too little (KVMM_TEST_GIVE_AHEAD_MAX=0: nothing, as
+ *     a process whose blocks ahead kvmmd over-counted): its
+ *     acknowledgement (ABI 1.20) fails the extend -EDQUOT at once, well
+ *     within --lend-wait, lend_failures 1;
  *   - B stopped (SIGSTOP): the extend fails -EDQUOT after --lend-wait
- *     (not sooner, and it does not hang), lend_failures 1; B, let go,
- *     answers late and keeps its session and its data;
+ *     (not sooner, and it does not hang), lend_failures 1; a second one
+ *     fails at once, B not asked again (silent: no command since it was
+ *     asked); B, let go, answers late (its blocks count as given) and
+ *     keeps its session and its data, and the next extend that is short
+ *     asks it again and is served;
  *   - B's HELLO says ABI 1.18 (KVMM_TEST_HELLO_1_18=1): never asked
  *     (lend_requests 0), the extend fails -EDQUOT at once, as before;
  *   - kvmmd --lend-wait 0: the same (-EDQUOT; -ENOMEM for the pool).
+ * Every time, lend_blocks is exactly what B says it gave on request
+ * (blocks_lent_on_request), and B's lengths and bytes are intact.
  * kvmmctl status (text and --json) and kvmmctl metrics show the
  * counters.
  */
@@ -53,9 +68,21 @@
 #define NSEQ 4
 #define WAIT_MS 1000 /* kvmmd's --lend-wait (the default) */
 
-/* B answers on kvmm_poll_fd(), at the step boundaries of 5 ms steps, not
- * at all for a while (stopped), or is an older libkvmm */
-enum b_mode { B_ANSWERS, B_STEPS, B_STOPPED, B_OLD };
+/* B answers on kvmm_poll_fd(), at the step boundaries of 5 ms steps,
+ * doing nothing (its map-ahead thread answers), as a libkvmm of 1.19 on
+ * kvmm_poll_fd(), with nothing to give, not at all for a while
+ * (stopped), or is a libkvmm of 1.18 */
+enum b_mode { B_ANSWERS, B_STEPS, B_IDLE, B_19, B_SHORT, B_STOPPED, B_OLD };
+
+static const char *const b_says[] = {
+	[B_ANSWERS] = "answers",
+	[B_STEPS] = "answers at its step boundaries",
+	[B_IDLE] = "idle (no step, no poll)",
+	[B_19] = "of ABI 1.19, answers",
+	[B_SHORT] = "answers with nothing to give",
+	[B_STOPPED] = "stopped",
+	[B_OLD] = "of ABI 1.18",
+};
 
 struct b_proc {
 	pid_t pid;
@@ -104,6 +131,11 @@ static void b_main(enum b_mode mode, int cmd, int ans)
 					 .events = POLLIN },
 				       { .fd = cmd, .events = POLLIN } };
 
+		if (mode == B_IDLE) {
+			/* no boundary, no poll: only libkvmm's thread */
+			t_assert_eq(read(cmd, &x, 1), 1);
+			break;
+		}
 		if (mode == B_STEPS) {
 			/* an engine's steps: the boundaries answer */
 			t_ok(kvmm_step_begin(c));
@@ -152,6 +184,10 @@ static struct b_proc b_start(enum b_mode mode)
 		close(ans[0]);
 		if (mode == B_OLD)
 			setenv("KVMM_TEST_HELLO_1_18", "1", 1);
+		if (mode == B_19)
+			setenv("KVMM_TEST_HELLO_1_19", "1", 1);
+		if (mode == B_SHORT)
+			setenv("KVMM_TEST_GIVE_AHEAD_MAX", "0", 1);
 		b_main(mode, cmd[0], ans[1]);
 	}
 	close(cmd[0]);
@@ -179,6 +215,68 @@ static void b_end(struct b_proc *b, uint64_t *given, uint32_t *kept)
 	close(b->ans);
 }
 
+/* Admin status until its lend_blocks reaches `blocks` (B's late answer),
+ * within 5 s. */
+static void wait_given(struct td_daemon *d, uint64_t blocks)
+{
+	struct kvmm_status_reply ds;
+
+	for (int i = 0; i < 5000; i++) {
+		t_ok(td_status(d, &ds));
+		if (ds.lend_blocks >= blocks)
+			return;
+		usleep(1000);
+	}
+	t_fail("lend_blocks %llu, never %llu", (unsigned long long)ds.lend_blocks,
+	       (unsigned long long)blocks);
+}
+
+/* A's extend of s to len: its error, its time in ms (printed). */
+static int timed_extend(struct kvmm_region *r, uint32_t s, uint32_t len,
+			const char *what, enum b_mode mode, double *ms)
+{
+	uint64_t t0 = now_us();
+	int err = kvmm_seq_extend(r, s, len);
+
+	*ms = (now_us() - t0) / 1000.0;
+	printf("%s, B %s: %s: %d (%s) after %.3f ms\n", what, b_says[mode],
+	       len > 2 * LD_TPB ? "the extend to 4 blocks" :
+				  "the extend by 2 blocks",
+	       err, err ? strerror(-err) : "ok", *ms);
+	return err;
+}
+
+/*
+ * B stopped: the first extend waited the whole --lend-wait.  A second one
+ * fails at once (B is silent: not asked, not waited for); B, let go,
+ * answers late, and the next extend that is short (to 4 blocks: 2 more
+ * than B's late answer freed) asks it again and is served.
+ */
+static void stopped_more(struct td_daemon *d, const struct b_proc *b,
+			 struct kvmm_region *r, uint32_t s, const char *what)
+{
+	struct kvmm_status_reply ds;
+	double ms;
+
+	t_assert_eq(timed_extend(r, s, 2 * LD_TPB - 5, what, B_STOPPED, &ms),
+		    -EDQUOT);
+	t_assert(ms < 100);
+	t_ok(td_status(d, &ds));
+	/* nobody asked: no extend that asked and failed */
+	t_assert_eq(ds.lend_requests, 1);
+	t_assert_eq(ds.lend_failures, 1);
+	t_ok(kill(b->pid, SIGCONT));
+	wait_given(d, 2);
+	t_ok(timed_extend(r, s, 4 * LD_TPB - 5, what, B_STOPPED, &ms));
+	t_assert(ms < 200);
+	ld_fill(r, s, 0, 4 * LD_TPB - 5, 9);
+	t_assert_eq(ld_intact(r, s, 4 * LD_TPB - 5, 9), 4 * LD_TPB - 5);
+	t_ok(td_status(d, &ds));
+	t_assert_eq(ds.lend_requests, 2);
+	t_assert_eq(ds.lend_extends, 1);
+	t_assert_eq(ds.lend_failures, 1);
+}
+
 static void run(const char *const *args, enum b_mode mode, int want_err)
 {
 	struct kvmm_status_reply ds;
@@ -186,10 +284,14 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	struct b_proc b;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
-	uint64_t t0, ms, given;
+	uint64_t given;
 	uint32_t s, kept;
-	bool off = want_err && mode <= B_STEPS;
+	bool off = want_err && mode <= B_IDLE;
+	bool asked = mode != B_OLD && !off;
 	char out[65536], want[256];
+	const char *what = args[1][0] == '4' ? "pool of 16 blocks" :
+					       "quota of 16 blocks";
+	double ms;
 	int err;
 
 	td_start_ok(&d, args);
@@ -201,17 +303,8 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 
 	ld_connect(2, &c, &r);
 	t_ok(kvmm_seq_open(r, &s));
-	t0 = now_us();
-	err = kvmm_seq_extend(r, s, 2 * LD_TPB - 5);
-	ms = (now_us() - t0) / 1000;
-	printf("%s, B %s: the extend by 2 blocks: %d (%s) after %.3f ms\n",
-	       args[1][0] == '4' ? "pool of 16 blocks" : "quota of 16 blocks",
-	       off		 ? "answers, --lend-wait 0" :
-	       mode == B_ANSWERS ? "answers" :
-	       mode == B_STEPS	 ? "answers at its step boundaries" :
-	       mode == B_STOPPED ? "stopped" :
-				   "of ABI 1.18",
-	       err, err ? strerror(-err) : "ok", (now_us() - t0) / 1000.0);
+	err = timed_extend(r, s, 2 * LD_TPB - 5,
+			   off ? "--lend-wait 0" : what, mode, &ms);
 	t_assert_eq(err, want_err);
 	if (!err) {
 		ld_fill(r, s, 0, 2 * LD_TPB - 5, 9);
@@ -219,6 +312,9 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 		t_assert(ms < WAIT_MS / 2);
 	} else if (mode == B_STOPPED) {
 		t_assert(ms >= WAIT_MS - 50 && ms < WAIT_MS + 3000);
+	} else if (mode == B_SHORT) {
+		/* answered: not the wait, well within it */
+		t_assert(ms < 200);
 	} else {
 		t_assert(ms < WAIT_MS / 2); /* never asked: at once */
 	}
@@ -228,16 +324,15 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	t_ok(td_status(&d, &ds));
 	t_assert_eq(ds.size, sizeof(ds));
 	t_assert_eq(ds.lend_wait_ms, off ? 0 : WAIT_MS);
-	t_assert_eq(ds.lend_requests, mode == B_OLD || off ? 0 : 1);
+	t_assert_eq(ds.lend_requests, asked ? 1 : 0);
 	t_assert_eq(ds.lend_extends, err ? 0 : 1);
-	t_assert_eq(ds.lend_failures, mode == B_STOPPED ? 1 : 0);
+	t_assert_eq(ds.lend_failures,
+		    mode == B_STOPPED || mode == B_SHORT ? 1 : 0);
 	if (!err) {
 		t_assert_eq(ds.lend_blocks, 2);
 		/* 14 of B's, 2 of A's */
 		t_assert_eq(ds.pages_allocated, 16 * LD_PPB);
-	}
-	if (mode == B_STOPPED) {
-		t_ok(kill(b.pid, SIGCONT));
+	} else {
 		t_assert_eq(ds.lend_blocks, 0);
 	}
 	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
@@ -271,12 +366,20 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 		 (unsigned long long)ds.lend_failures);
 	t_assert(strstr(out, want));
 
+	if (mode == B_STOPPED)
+		stopped_more(&d, &b, r, s, what);
+	t_ok(td_status(&d, &ds));
 	b_end(&b, &given, &kept);
-	/* B of 1.18, or kvmmd not asking: nothing given; else the 2 blocks
-	 * ahead of one sequence (a late answer too: B, let go, still had
-	 * the request in its ring) */
-	t_assert_eq(given, mode == B_OLD || off ? 0 : 2);
-	if (mode <= B_STEPS && !off)
+	/* what B gave on request is what kvmmd counted: B of 1.18, kvmmd
+	 * not asking, or B giving nothing: 0; else the 2 blocks ahead of
+	 * one sequence (stopped: at least 4, its late answer and the one
+	 * after) */
+	t_assert_eq(given, ds.lend_blocks);
+	if (mode == B_STOPPED)
+		t_assert(given >= 4);
+	else
+		t_assert_eq(given, asked && mode != B_SHORT ? 2 : 0);
+	if (mode <= B_19 && !off)
 		t_assert_eq(kept, 2); /* s[1] has none ahead, one gave */
 	t_ok(kvmm_seq_close(r, s));
 	kvmm_disconnect(c);
@@ -298,6 +401,10 @@ int main(void)
 	run(q, B_ANSWERS, 0);
 	run(pool, B_ANSWERS, 0);
 	run(q, B_STEPS, 0);
+	run(q, B_IDLE, 0);
+	run(pool, B_IDLE, 0);
+	run(q, B_19, 0);
+	run(q, B_SHORT, -EDQUOT);
 	run(q, B_STOPPED, -EDQUOT);
 	run(q, B_OLD, -EDQUOT);
 	run(q_off, B_ANSWERS, -EDQUOT);

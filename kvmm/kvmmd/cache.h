@@ -143,10 +143,16 @@ int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages);
  */
 int kd_cache_lend_ask(struct kd_session *s, uint64_t pages, int err);
 void kd_cache_lend_filled(struct kd_session *s);
-/* s truncated its sequence's blocks [from, ...) of r: counted as given
- * back when kvmmd had asked s for its blocks ahead. */
+/* s truncated its sequence's blocks [from, ...) of r, naming the request
+ * `cookie` (ABI 1.20; 0: none): counted as given back when it answers
+ * kvmmd's request for its blocks ahead. */
 void kd_cache_lend_truncated(struct kd_session *s, struct kd_region *r,
-			     uint32_t seq, uint32_t from);
+			     uint32_t seq, uint32_t from, uint64_t cookie);
+/* A REVOKE_ACK of s's `cookie`: true when it answers kvmmd's request for
+ * its blocks ahead (ABI 1.20), having given `blocks`; false when the
+ * cookie is no such request's (a revocation's, maybe). */
+bool kd_cache_lend_acked(struct kd_session *s, uint64_t cookie,
+			 uint64_t blocks);
 
 /*
  * Park the command s is handling (header h, body p of len bytes) after

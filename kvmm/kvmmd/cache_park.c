@@ -107,7 +107,7 @@ static void kc_park_arm(struct kd_cache *c)
 	     pk = kc_park_of(kd_fifo_next(&pk->link)))
 		if (pk->deadline_ns < when)
 			when = pk->deadline_ns;
-	if (when != UINT64_MAX && c->park_kicked)
+	if (when != UINT64_MAX && (c->park_kicked || c->park_answered))
 		when = 0;
 	if (when == UINT64_MAX)
 		kd_timer_cancel(&c->d->loop, &c->park_timer);
@@ -127,6 +127,7 @@ static struct kc_park *kc_park_add(struct kd_session *s,
 		return NULL;
 	pk->s = s;
 	pk->need = c->park_need;
+	pk->parked_ns = kd_now_ns();
 	/* one waiting for blocks ahead waits --lend-wait (cache_lend.c) */
 	pk->deadline_ns =
 		kd_now_ns() + (c->park_ms ?: KD_PARK_MAX_MS) * 1000000ull;
@@ -274,6 +275,7 @@ void kc_park_run(struct kd_cache *c)
 	bool moved = false;
 
 	c->park_kicked = false;
+	c->park_answered = false;
 	for (;;) {
 		struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked));
 		struct kd_session *s;
@@ -403,6 +405,20 @@ void kc_park_session_end(struct kd_cache *c, struct kd_session *s)
 		c->park_kicked = true;
 	if (!c->rerun)
 		kc_park_arm(c);
+}
+
+void kc_park_lend_answered(struct kd_cache *c)
+{
+	for (struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked)); pk;
+	     pk = kc_park_of(kd_fifo_next(&pk->link))) {
+		if (!pk->lend_asked)
+			continue;
+		c->park_answered = true;
+		/* during a pass, kc_park_run() arms it when the pass ends */
+		if (!c->rerun)
+			kc_park_arm(c);
+		return;
+	}
 }
 
 void kc_park_fini(struct kd_cache *c)

@@ -236,6 +236,7 @@ struct kc_park {
 	struct kd_fifo_node link; /* in kd_cache.parked */
 	struct kd_session *s; /* NULL: its session ended while it ran */
 	uint64_t deadline_ns; /* then it runs without waiting any more */
+	uint64_t parked_ns; /* when it parked (cache_lend.c) */
 	uint64_t round; /* the kc_park_run() pass that ran it last */
 	uint64_t need; /* pool pages it waits for (its last run's count) */
 	/*
@@ -399,6 +400,10 @@ struct kd_cache {
 	/* pages came back and the first parked command's need is free: run
 	 * the parked commands from the loop at once (kd_cache_pages_back()) */
 	bool park_kicked;
+	/* a process asked for its blocks ahead answered (ABI 1.20): the
+	 * parked commands that asked run again from the loop at once, to
+	 * fail when nobody they wait for is left (cache_lend.c) */
+	bool park_answered;
 	uint64_t park_need; /* pages of the last -EINPROGRESS (the park) */
 	/* that -EINPROGRESS asked for blocks ahead (cache_lend.c): the new
 	 * record is lend_asked, and waits park_ms (0: KD_PARK_MAX_MS) at
@@ -633,6 +638,9 @@ uint64_t kc_reserved(struct kd_cache *c);
  * outside kd_cache_reclaim() checks before it takes pool pages. */
 bool kc_pages_in_line(struct kd_cache *c, uint64_t pages);
 void kc_park_session_end(struct kd_cache *c, struct kd_session *s);
+/* A process asked for its blocks ahead answered: the parked commands
+ * that asked run again from the loop (cache_lend.c). */
+void kc_park_lend_answered(struct kd_cache *c);
 void kc_park_fini(struct kd_cache *c);
 
 /* cache_quota.c: kd_cache_quota_reclaim() with the cache open, the blocks

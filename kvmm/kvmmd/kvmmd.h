@@ -681,9 +681,20 @@ struct kd_session {
 	uint64_t reply_send_ns;
 	uint64_t cmds_socket, cmds_ring;
 	uint64_t revocations_posted, revocations_acked;
-	/* cache_lend.c: asked for its blocks ahead; truncates until then
-	 * count as blocks given back (CLOCK_MONOTONIC ns, 0: never) */
+	/*
+	 * cache_lend.c, the last request for its blocks ahead: when its
+	 * wait ends (CLOCK_MONOTONIC ns, 0: none waits), its cookie (ABI
+	 * 1.20: the client answers it; 0 before), when the client answered
+	 * it (0: not yet), and its commands (cmds_socket + cmds_ring) when
+	 * asked.  silent: a wait ran out with no answer and no command
+	 * since it was asked (stopped, hung): not waited for again until
+	 * its commands move.
+	 */
 	uint64_t lend_asked_until;
+	uint64_t lend_cookie;
+	uint64_t lend_answered_ns;
+	uint64_t lend_cmds;
+	bool lend_silent;
 };
 
 int kd_session_listen(struct kd_daemon *d);
@@ -846,6 +857,11 @@ int kd_ring_rq_room(struct kd_session *s, uint32_t *room, uint32_t *entries);
 /* Post n revocation entries; -EBUSY when they do not fit. */
 int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
 			 uint32_t n);
+/* The furthest length the ring SEQ_EXTENDs of (region_id, seq) the
+ * client submitted and kvmmd has not read yet ask for (0: none): a hint
+ * read from client memory, never trusted beyond that (cache_lend.c). */
+uint32_t kd_ring_extend_unread(struct kd_session *s, uint32_t region_id,
+			       uint32_t seq);
 
 /* ---- fd_closer.c ---- */
 

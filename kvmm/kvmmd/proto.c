@@ -245,14 +245,21 @@ static int do_seq_close(struct req *rq)
 }
 
 /* flags_ok: the flags the command takes (SEQ_TRUNCATE none) */
+/* cookie: where a SEQ_TRUNCATE's reserved[0] goes, the request for blocks
+ * ahead it answers (ABI 1.20, from a client of 1.20 or later); NULL: the
+ * reserved words must be 0. */
 static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
-		      uint32_t flags_ok, struct kd_region **r,
+		      uint32_t flags_ok, uint64_t *cookie, struct kd_region **r,
 		      struct kd_seq **q)
 {
 	int err = COPY_IN(rq, *ex);
 
 	if (err)
 		return err;
+	if (cookie && rq->s->client_minor >= 20) {
+		*cookie = ex->reserved[0];
+		ex->reserved[0] = 0;
+	}
 	if ((ex->flags & ~flags_ok) ||
 	    !kw_all_zero(ex->reserved, sizeof(ex->reserved)))
 		return -EINVAL;
@@ -328,7 +335,7 @@ static int seq_extend_fill(struct req *rq, bool rerun,
 	int err;
 	size_t rep_len;
 
-	err = get_extend(rq, &ex, KVMM_SEQ_EXTEND_COLLECT, &r, &q);
+	err = get_extend(rq, &ex, KVMM_SEQ_EXTEND_COLLECT, NULL, &r, &q);
 	if (err)
 		return err;
 	need = kd_region_blocks_for(r, ex.new_len);
@@ -450,7 +457,8 @@ static int do_seq_truncate(struct req *rq)
 	struct kvmm_seq_extend ex;
 	struct kd_region *r;
 	struct kd_seq *q;
-	int err = get_extend(rq, &ex, 0, &r, &q);
+	uint64_t cookie = 0;
+	int err = get_extend(rq, &ex, 0, &cookie, &r, &q);
 
 	if (err)
 		return err;
@@ -469,7 +477,7 @@ static int do_seq_truncate(struct req *rq)
 		return 0;
 	kd_cache_seq_cut(r, ex.seq_id, kd_region_blocks_for(r, ex.new_len));
 	kd_cache_lend_truncated(rq->s, r, ex.seq_id,
-				kd_region_blocks_for(r, ex.new_len));
+				kd_region_blocks_for(r, ex.new_len), cookie);
 	kd_seq_drop_blocks(r, ex.seq_id, kd_region_blocks_for(r, ex.new_len),
 			   true);
 	q->len = ex.new_len;
@@ -496,6 +504,10 @@ static int do_revoke_ack(struct req *rq)
 
 	if (err)
 		return err;
+	/* ABI 1.20: the answer to a request for blocks ahead says in
+	 * reserved[0] how many it gave */
+	if (kd_cache_lend_acked(rq->s, a.cookie, a.reserved[0]))
+		return a.pad || a.reserved[1] ? -EINVAL : 0;
 	if (a.pad || !kw_all_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	return kd_revoke_ack(rq->s, a.cookie);
@@ -676,7 +688,10 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 		s->in_step = false;
 		break;
 	case KVMM_CMD_REVOKE_ACK:
-		res = kd_revoke_ack(s, sqe->arg0);
+		/* ABI 1.20: or the answer to a request for blocks ahead,
+		 * arg1 the blocks it gave */
+		if (!kd_cache_lend_acked(s, sqe->arg0, sqe->arg1))
+			res = kd_revoke_ack(s, sqe->arg0);
 		break;
 	default:
 		res = -ENOTTY;

@@ -245,6 +245,33 @@ bool kd_ring_poll(struct kd_session *s)
 	return true;
 }
 
+uint32_t kd_ring_extend_unread(struct kd_session *s, uint32_t region_id,
+			       uint32_t seq)
+{
+	struct kd_ring *kr = s->ring;
+	const struct kvmm_sqe *sqes;
+	uint32_t tail, n, len = 0;
+
+	if (!kr || s->doomed)
+		return 0;
+	sqes = kr->r.sq.array;
+	tail = kr_load_acquire(kr->r.sq.tail);
+	n = tail - kr->sq_head;
+	/* a tail out of range dooms the session at its next poll */
+	if (n > kr->r.sq.entries)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvmm_sqe e;
+
+		/* copied out once, as kd_ring_poll() does */
+		memcpy(&e, &sqes[(kr->sq_head + i) & kr->r.sq.mask], sizeof(e));
+		if (e.cmd == KVMM_CMD_SEQ_EXTEND && e.region_id == region_id &&
+		    e.seq_id == seq && e.arg0 > len && e.arg0 <= UINT32_MAX)
+			len = (uint32_t)e.arg0;
+	}
+	return len;
+}
+
 int kd_ring_rq_room(struct kd_session *s, uint32_t *room, uint32_t *entries)
 {
 	struct kd_ring *kr = s->ring;

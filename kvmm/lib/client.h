@@ -133,6 +133,10 @@ struct kvmm_conn {
 	int sq_efd, cq_efd, rv_efd;
 	/* ours; rq_head also read without a lock (relaxed atomics) */
 	uint32_t sq_tail, cq_head, rq_head;
+	/* lend.c: the requests for blocks ahead in the revocation ring
+	 * before this index are answered (the map-ahead thread answers
+	 * those behind revocations it may not apply); sock_lock and lock */
+	uint32_t rq_given;
 	/* telemetry fallback counters in the ring memfd, NULL if none */
 	struct kvmm_tel_shm *tel;
 	uint64_t tel_step; /* kvmm_step_end() calls; relaxed atomics */
@@ -158,7 +162,16 @@ struct kvmm_conn {
 	uint32_t map_ahead;
 	pthread_t ma_thread;
 	bool ma_started, ma_stop, ma_kick;
-	pthread_cond_t ma_cond; /* CLOCK_MONOTONIC */
+	/* it sleeps in epoll_wait() on ma_epfd: ma_wake_efd (a kick, a stop)
+	 * and, edge-triggered, rv_efd (kvmmd posted into the revocation
+	 * ring: a request for blocks ahead it answers, lend.c) */
+	int ma_epfd, ma_wake_efd;
+	/* the thread answers kvmmd's requests for blocks ahead (false: a
+	 * HELLO test knob plays an older libkvmm, which answers only at its
+	 * boundaries, conn.c) */
+	bool give_watch;
+	/* test knob (conn.c): at most this many blocks given on request */
+	uint32_t give_max;
 	/* after a shortage nothing is mapped ahead before ma_hold_until
 	 * (CLOCK_MONOTONIC ns; 0: no hold), ma_backoff_ms after the last
 	 * (0: none since room was shown); lock (mapahead.c) */
@@ -427,9 +440,20 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need);
  * lend.c (sock_lock held, lock not): kvmmd asked for the blocks mapped
  * ahead (a KVMM_RQE_F_GIVE_AHEAD entry, ABI 1.19: an extend of another
  * process of our uid is short): the same truncates, of any sequence,
- * until `pages` pages are covered; how many blocks were given.
+ * until `pages` pages are covered, naming the request `cookie` (ABI
+ * 1.20; 0: none); how many blocks were given.  kc_give_ack(): tell
+ * kvmmd the request `cookie` is answered (KVMM_RQE_F_GIVE_ACK).
  */
-uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages);
+uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages, uint64_t cookie);
+void kc_give_ack(struct kvmm_conn *c, uint64_t cookie, uint32_t given);
+/*
+ * lend.c, the map-ahead thread: are requests for blocks ahead in the
+ * revocation ring that nobody answered (lock held)?  Answer them, with
+ * no lock held: without a boundary, since giving blocks ahead touches
+ * nothing below a length (revocations stay for the boundary).
+ */
+bool kc_give_pending(struct kvmm_conn *c);
+void kc_give_ahead_ring(struct kvmm_conn *c);
 
 static inline uint32_t kc_blocks_for(const struct kvmm_region *r, uint32_t len)
 {

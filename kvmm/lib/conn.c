@@ -231,20 +231,15 @@ static int open_socket(const char *path)
 static struct kvmm_conn *conn_alloc(void)
 {
 	struct kvmm_conn *c = calloc(1, sizeof(*c));
-	pthread_condattr_t mono;
 
 	if (!c)
 		return NULL;
 	c->sock = c->sq_efd = c->cq_efd = c->rv_efd = -1;
+	c->ma_epfd = c->ma_wake_efd = -1;
 	kc_fork_track(c);
 	pthread_mutex_init(&c->sock_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ring_lock, NULL);
-	pthread_condattr_init(&mono);
-	/* the map-ahead backoff's deadline: a clock step must not move it */
-	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->ma_cond, &mono);
-	pthread_condattr_destroy(&mono);
 	pthread_cond_init(&c->collect_cond, NULL);
 	pthread_cond_init(&c->lend_cond, NULL);
 	return c;
@@ -262,6 +257,11 @@ void kc_conn_release_fds(struct kvmm_conn *c)
 		close(c->cq_efd);
 	if (c->rv_efd >= 0)
 		close(c->rv_efd);
+	/* the map-ahead thread's (a forked child has no thread, only them) */
+	if (c->ma_epfd >= 0)
+		close(c->ma_epfd);
+	if (c->ma_wake_efd >= 0)
+		close(c->ma_wake_efd);
 	if (c->sock >= 0)
 		close(c->sock);
 }
@@ -273,7 +273,6 @@ static void conn_free(struct kvmm_conn *c)
 		vmm_backend_close(c->backend);
 	free(c->pages);
 	free(c->tel_recs);
-	pthread_cond_destroy(&c->ma_cond);
 	pthread_cond_destroy(&c->collect_cond);
 	pthread_cond_destroy(&c->lend_cond);
 	pthread_mutex_destroy(&c->sock_lock);
@@ -287,16 +286,32 @@ static void conn_free(struct kvmm_conn *c)
  * HELLO say ABI 1.18, so that a test sees kvmmd treat the process as an
  * older libkvmm (never asked for its blocks mapped ahead: abi.md, 1.19);
  * KVMM_TEST_HELLO_1_19=1 makes it say 1.19 (a revoked publish is -EINVAL
- * as before 1.20).  What this library does is unchanged.  Tests only.
+ * as before 1.20; asked for its blocks ahead, it names and acknowledges
+ * nothing), and its map-ahead thread leaves kvmmd's requests for blocks
+ * ahead to the boundaries, as a libkvmm of 1.19 does (abi.md, 1.20).
+ * KVMM_TEST_GIVE_AHEAD_MAX=N gives at most N blocks a request, as a
+ * process whose blocks ahead kvmmd over-counted would.  Otherwise what
+ * this library does is unchanged.  Tests only.
  */
+static bool test_knob(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && !strcmp(v, "1");
+}
+
 static uint16_t hello_minor(void)
 {
-	const char *v18 = getenv("KVMM_TEST_HELLO_1_18");
-	const char *v19 = getenv("KVMM_TEST_HELLO_1_19");
-
-	if (v18 && !strcmp(v18, "1"))
+	if (test_knob("KVMM_TEST_HELLO_1_18"))
 		return 18;
-	return v19 && !strcmp(v19, "1") ? 19 : KVMM_ABI_MINOR;
+	return test_knob("KVMM_TEST_HELLO_1_19") ? 19 : KVMM_ABI_MINOR;
+}
+
+static uint32_t give_max(void)
+{
+	const char *v = getenv("KVMM_TEST_GIVE_AHEAD_MAX");
+
+	return v && *v ? (uint32_t)strtoul(v, NULL, 10) : UINT32_MAX;
 }
 
 static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
@@ -503,6 +518,8 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 				top = fds[i];
 		vmm_fd_table_reserve((uint64_t)top + KVMM_MSG_MAX_FDS + 16);
 	}
+	c->give_watch = hello_minor() >= 20;
+	c->give_max = give_max();
 	if (c->map_ahead) {
 		err = kc_mapahead_start(c);
 		if (err)

@@ -37,6 +37,23 @@
  * the same truncates, of every sequence, until the pages it asked for
  * are covered.
  *
+ * Since ABI 1.20 the map-ahead thread answers too, as soon as kvmmd
+ * posts the request (kc_give_ahead_ring(), woken by the ring's eventfd),
+ * so that a process that runs no steps and does not poll answers within
+ * a millisecond rather than never.  Giving blocks ahead needs no
+ * boundary: the truncates touch only blocks past the lengths we know,
+ * which no kernel of the engine reads or writes before an extend covers
+ * them, and an extend in flight is waited for (the marks above), exactly
+ * as when the engine's own extend in the middle of a step takes back the
+ * blocks ahead of its other sequences.  What needs a boundary is a
+ * revocation (it takes blocks below a length): the thread applies none,
+ * and it skips the sequences a revocation still in the ring names, as
+ * kc_lend() does; the boundary that applies those revocations finds the
+ * request answered (c->rq_given) and does not answer it again.  To a
+ * daemon of 1.20 (the entry flagged KVMM_RQE_F_GIVE_ACK) the truncates
+ * name the request (its cookie in reserved[0]) and a REVOKE_ACK of the
+ * cookie says what was given, so kvmmd stops waiting for us at once.
+ *
  * The map-ahead thread must not take the blocks back at once: after a
  * shortage it holds off (kc_mapahead_hold(), mapahead.c) until this
  * process closes or truncates a sequence, an extend gets its blocks ahead
@@ -100,7 +117,7 @@ static void lend_end(struct kvmm_conn *c, struct lend_pick *p)
  * Blocks given back.
  */
 static uint32_t lend(struct kvmm_conn *c, struct kvmm_region *xr, uint32_t xseq,
-		     uint64_t missing)
+		     uint64_t missing, uint64_t cookie)
 {
 	struct kvmm_seq_extend tr = { .size = sizeof(tr) };
 	struct lend_pick *p = NULL;
@@ -141,7 +158,9 @@ static uint32_t lend(struct kvmm_conn *c, struct kvmm_region *xr, uint32_t xseq,
 				0;
 	}
 	qsort(p, n, sizeof(*p), by_surplus);
-	for (k = 0; k < n && covered < missing && p[k].surplus; k++) {
+	for (k = 0; k < n && covered < missing && p[k].surplus &&
+		    (xr || lent + p[k].surplus <= c->give_max);
+	     k++) {
 		kc_unmap_blocks(p[k].r, p[k].seq,
 				kc_blocks_for(p[k].r, p[k].len));
 		lent += p[k].surplus;
@@ -159,6 +178,7 @@ static uint32_t lend(struct kvmm_conn *c, struct kvmm_region *xr, uint32_t xseq,
 		tr.region_id = p[i].r->id;
 		tr.seq_id = p[i].seq;
 		tr.new_len = p[i].len;
+		tr.reserved[0] = cookie; /* the request it answers (1.20) */
 		kc_request_locked(c, KVMM_CMD_SEQ_TRUNCATE, &tr, sizeof(tr),
 				  NULL, 0, NULL, NULL, 0, NULL);
 	}
@@ -178,19 +198,19 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
 
 	pthread_mutex_lock(&c->lock);
 	if (!kc_seq_get(xr, xseq, &q) && q->backed < need) {
-		lent = lend(c, xr, xseq, need - q->backed);
+		lent = lend(c, xr, xseq, need - q->backed, 0);
 		c->st.blocks_lent += lent;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return lent;
 }
 
-uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages)
+uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages, uint64_t cookie)
 {
 	uint32_t given;
 
 	pthread_mutex_lock(&c->lock);
-	given = lend(c, NULL, 0, pages);
+	given = lend(c, NULL, 0, pages, cookie);
 	c->st.blocks_lent_on_request += given;
 	/* nor may the map-ahead thread take them back at once: the other
 	 * process's extend waits for them */
@@ -198,4 +218,71 @@ uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages)
 		kc_mapahead_hold(c);
 	pthread_mutex_unlock(&c->lock);
 	return given;
+}
+
+void kc_give_ack(struct kvmm_conn *c, uint64_t cookie, uint32_t given)
+{
+	struct kvmm_sqe sqe = { .cmd = KVMM_CMD_REVOKE_ACK,
+				.arg0 = cookie,
+				.arg1 = given };
+	struct kvmm_cqe cqe = { 0 };
+
+	/* an answer kvmmd no longer waits for (it asked again since) is
+	 * -ENOENT: nothing to do about it, and no revocation's business */
+	(void)kc_ring_submit_wait(c, &sqe, &cqe, 1);
+}
+
+/* Where the requests nobody answered yet begin (lock held). */
+static uint32_t give_from(const struct kvmm_conn *c)
+{
+	return (int32_t)(c->rq_given - c->rq_head) > 0 ? c->rq_given :
+							 c->rq_head;
+}
+
+bool kc_give_pending(struct kvmm_conn *c)
+{
+	return c->ring_mem && kr_load_acquire(c->r.rq.tail) != give_from(c);
+}
+
+void kc_give_ahead_ring(struct kvmm_conn *c)
+{
+	const struct kvmm_rqe *rqes = c->r.rq.array;
+	uint64_t pages = 0, cookie = 0;
+	uint32_t tail, given = 0;
+
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	tail = kr_load_acquire(c->r.rq.tail);
+	/* a ring kvmmd filled past its size: the boundary's business */
+	if (tail - c->rq_head > c->r.rq.entries) {
+		c->rq_given = c->rq_head;
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->sock_lock);
+		return;
+	}
+	for (uint32_t h = give_from(c); h != tail; h++) {
+		const struct kvmm_rqe *e = &rqes[h & c->r.rq.mask];
+
+		if (!(e->flags & KVMM_RQE_F_GIVE_AHEAD))
+			continue; /* a revocation: for the boundary */
+		pages += e->page_id ? e->page_id : UINT32_MAX;
+		if (e->flags & KVMM_RQE_F_GIVE_ACK)
+			cookie = e->cookie; /* the latest is the one kvmmd
+					     * waits for */
+	}
+	c->rq_given = tail;
+	/* requests at the ring's head leave it now (room for kvmmd's next
+	 * posts); those behind a revocation wait for the boundary, marked
+	 * answered */
+	while (c->rq_head != tail &&
+	       (rqes[c->rq_head & c->r.rq.mask].flags & KVMM_RQE_F_GIVE_AHEAD))
+		/* read unlocked by kc_revocations_pending() */
+		__atomic_store_n(&c->rq_head, c->rq_head + 1, __ATOMIC_RELAXED);
+	kr_store_release(c->r.rq.head, c->rq_head);
+	pthread_mutex_unlock(&c->lock);
+	if (pages)
+		given = kc_give_ahead(c, pages, cookie);
+	if (cookie)
+		kc_give_ack(c, cookie, given);
+	pthread_mutex_unlock(&c->sock_lock);
 }

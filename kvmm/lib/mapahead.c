@@ -14,11 +14,21 @@
  * an extend that got its blocks ahead: kc_mapahead_room()) or when the
  * backoff runs out (room another process made: we cannot see it), and
  * doubles the backoff when its try is short again.
+ *
+ * The thread also answers kvmmd's requests for the blocks mapped ahead
+ * (KVMM_RQE_F_GIVE_AHEAD, lend.c) as soon as they are posted, so that a
+ * process that runs no steps and does not poll answers too: it sleeps in
+ * epoll_wait() on the revocation ring's eventfd (edge-triggered: every
+ * post of kvmmd wakes it, and it does not read the eventfd, which stays
+ * the engine's kvmm_poll_fd()) and on an eventfd of its own for kicks.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvmm/lib/client.h"
 
@@ -90,20 +100,50 @@ void kc_mapahead_room(struct kvmm_conn *c)
 		kc_mapahead_kick(c);
 }
 
+/* Wake the thread (lock held, or what it is to see is set already). */
+static void wake(struct kvmm_conn *c)
+{
+	uint64_t one = 1;
+
+	if (write(c->ma_wake_efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, it wakes anyway */
+	}
+}
+
+/*
+ * Sleep until kicked or stopped (wake()), until kvmmd posts into the
+ * revocation ring, or for ms (-1: no bound); lock held, dropped while
+ * asleep.  What woke it is looked at under the lock afterwards: a kick
+ * sets its flag under the lock before it writes the eventfd, so none is
+ * lost between the caller's look and the sleep.
+ */
+static void sleep_unlocked(struct kvmm_conn *c, int ms)
+{
+	struct epoll_event ev[2];
+	uint64_t v;
+
+	pthread_mutex_unlock(&c->lock);
+	if (epoll_wait(c->ma_epfd, ev, 2, ms) < 0) {
+		/* EINTR: look again */
+	}
+	if (read(c->ma_wake_efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: no kick */
+	}
+	pthread_mutex_lock(&c->lock);
+}
+
 /* Sleep until the hold runs out (lock held); true while it holds. */
 static bool held(struct kvmm_conn *c)
 {
-	struct timespec ts;
+	uint64_t now = mono_ns();
 
 	if (!c->ma_hold_until)
 		return false;
-	if (mono_ns() >= c->ma_hold_until) {
+	if (now >= c->ma_hold_until) {
 		c->ma_hold_until = 0; /* one try, backoff kept */
 		return false;
 	}
-	ts.tv_sec = c->ma_hold_until / 1000000000ull;
-	ts.tv_nsec = c->ma_hold_until % 1000000000ull;
-	pthread_cond_timedwait(&c->ma_cond, &c->lock, &ts);
+	sleep_unlocked(c, (int)((c->ma_hold_until - now + 999999) / 1000000));
 	return true;
 }
 
@@ -116,8 +156,15 @@ static void *mapahead_main(void *arg)
 	while (!c->ma_stop) {
 		size_t n;
 
+		/* kvmmd asked for our blocks ahead: first, whatever else */
+		if (c->give_watch && kc_give_pending(c)) {
+			pthread_mutex_unlock(&c->lock);
+			kc_give_ahead_ring(c);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
 		if (!c->ma_kick) {
-			pthread_cond_wait(&c->ma_cond, &c->lock);
+			sleep_unlocked(c, -1);
 			continue;
 		}
 		if (held(c))
@@ -175,19 +222,48 @@ static void *mapahead_main(void *arg)
  * kvmm_connect() and takes it in a sigwait() thread was killed by it
  * instead, the map-ahead thread having taken it with the default action.
  */
+static void close_fds(struct kvmm_conn *c)
+{
+	if (c->ma_epfd >= 0)
+		close(c->ma_epfd);
+	if (c->ma_wake_efd >= 0)
+		close(c->ma_wake_efd);
+	c->ma_epfd = c->ma_wake_efd = -1;
+}
+
 int kc_mapahead_start(struct kvmm_conn *c)
 {
+	struct epoll_event ev = { .events = EPOLLIN };
 	sigset_t all, caller;
 	int err;
 
+	c->ma_epfd = epoll_create1(EPOLL_CLOEXEC);
+	c->ma_wake_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->ma_epfd < 0 || c->ma_wake_efd < 0)
+		goto err_fds;
+	if (epoll_ctl(c->ma_epfd, EPOLL_CTL_ADD, c->ma_wake_efd, &ev))
+		goto err_fds;
+	/* edge-triggered: the engine may leave the eventfd readable for
+	 * as long as it likes; each post of kvmmd is an edge */
+	ev.events = EPOLLIN | EPOLLET;
+	if (c->rv_efd >= 0 &&
+	    epoll_ctl(c->ma_epfd, EPOLL_CTL_ADD, c->rv_efd, &ev))
+		goto err_fds;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &caller);
 	err = pthread_create(&c->ma_thread, NULL, mapahead_main, c);
 	pthread_sigmask(SIG_SETMASK, &caller, NULL);
-	if (err)
-		return -err;
+	if (err) {
+		errno = err;
+		goto err_fds;
+	}
 	c->ma_started = true;
 	return 0;
+
+err_fds:
+	err = -errno;
+	close_fds(c);
+	return err;
 }
 
 void kc_mapahead_stop(struct kvmm_conn *c)
@@ -196,10 +272,11 @@ void kc_mapahead_stop(struct kvmm_conn *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->ma_stop = true;
-	pthread_cond_signal(&c->ma_cond);
+	wake(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->ma_thread, NULL);
 	c->ma_started = false;
+	close_fds(c);
 }
 
 /* lock held */
@@ -208,5 +285,5 @@ void kc_mapahead_kick(struct kvmm_conn *c)
 	if (!c->ma_started || c->ma_kick)
 		return;
 	c->ma_kick = true;
-	pthread_cond_signal(&c->ma_cond);
+	wake(c);
 }

@@ -16,7 +16,9 @@
  * An entry flagged KVMM_RQE_F_GIVE_AHEAD (ABI 1.19) is no revocation but
  * kvmmd's request for the blocks mapped ahead of our sequences' lengths,
  * which another process of our uid lacks: answered once the revocations
- * before it are applied, by truncates (lend.c), and never acknowledged.
+ * before it are applied, by truncates (lend.c), unless the map-ahead
+ * thread answered it already (c->rq_given), and acknowledged only when
+ * kvmmd flags it KVMM_RQE_F_GIVE_ACK (ABI 1.20).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -109,6 +111,8 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 	uint32_t nr_cookies = 0;
 	int pages = 0, counted = 0, err = 0;
 	uint64_t give = 0; /* pages kvmmd asked for (lend.c) */
+	uint64_t give_cookie = 0; /* the request to acknowledge (1.20) */
+	uint32_t given = 0;
 	bool more;
 	uint64_t v;
 
@@ -130,9 +134,16 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		while (c->rq_head != tail && nr_cookies < 64) {
 			struct kvmm_rqe e = rqes[c->rq_head & c->r.rq.mask];
 
-			if (e.flags & KVMM_RQE_F_GIVE_AHEAD)
-				give += e.page_id ? e.page_id : UINT32_MAX;
-			else if (drop_page(c, &e) == 2)
+			if (e.flags & KVMM_RQE_F_GIVE_AHEAD) {
+				/* the map-ahead thread answered those
+				 * before rq_given (lend.c) */
+				if ((int32_t)(c->rq_head - c->rq_given) >= 0) {
+					give += e.page_id ? e.page_id :
+							    UINT32_MAX;
+					if (e.flags & KVMM_RQE_F_GIVE_ACK)
+						give_cookie = e.cookie;
+				}
+			} else if (drop_page(c, &e) == 2)
 				counted++;
 			pages += !(e.flags & KVMM_RQE_F_GIVE_AHEAD);
 			/* read unlocked by kc_revocations_pending() */
@@ -144,6 +155,9 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 		kr_store_release(c->r.rq.head, c->rq_head);
 	}
 	c->st.pages_revoked += pages - counted;
+	/* kept within 2^31 of the head, for the comparisons above */
+	if ((int32_t)(c->rq_given - c->rq_head) < 0)
+		c->rq_given = c->rq_head;
 	more = kr_load_acquire(c->r.rq.tail) != c->rq_head;
 	/* Pages kept for revoked blocks go in once every revocation before
 	 * them is applied: one still in the ring may name them. */
@@ -167,7 +181,9 @@ int kvmm_process_revocations(struct kvmm_conn *c)
 			err = e;
 	}
 	if (give)
-		kc_give_ahead(c, give);
+		given = kc_give_ahead(c, give, give_cookie);
+	if (give_cookie)
+		kc_give_ack(c, give_cookie, given);
 	pthread_mutex_unlock(&c->sock_lock);
 	return err ? err : pages;
 }

@@ -1254,6 +1254,22 @@ struct kvmm_rqe {
  */
 #define KVMM_RQE_F_GIVE_AHEAD 0x2
 
+/*
+ * ABI 1.20: set with KVMM_RQE_F_GIVE_AHEAD only in an entry to a client
+ * whose HELLO says abi_minor >= 20, which answers it.  cookie names the
+ * request (non-zero, from the revocation cookies' sequence, so never a
+ * revocation's).  The SEQ_TRUNCATEs the client sends to give blocks for
+ * it carry the cookie in kvmm_seq_extend.reserved[0] (kvmmd counts the
+ * blocks they drop past its lengths in ADMIN_STATUS lend_blocks); once
+ * it has given what it will, nothing maybe, the client sends REVOKE_ACK
+ * with arg0 = cookie (ring) or kvmm_revoke_ack.cookie (socket) and the
+ * blocks it gave in arg1 (reserved[0]).  kvmmd then stops waiting for
+ * it: an extend whose asked processes have all answered fails at once
+ * when its pages are still short, rather than at the end of --lend-wait.
+ * No answer is due in any time: nothing is cut off for want of one.
+ */
+#define KVMM_RQE_F_GIVE_ACK 0x4
+
 #ifdef __cplusplus
 #pragma GCC diagnostic pop
 #endif
