@@ -227,8 +227,8 @@ static void wait_given(struct td_daemon *d, uint64_t blocks)
 			return;
 		usleep(1000);
 	}
-	t_fail("lend_blocks %llu, never %llu", (unsigned long long)ds.lend_blocks,
-	       (unsigned long long)blocks);
+	t_fail("lend_blocks %llu, never %llu",
+	       (unsigned long long)ds.lend_blocks, (unsigned long long)blocks);
 }
 
 /* A's extend of s to len: its error, its time in ms (printed). */
@@ -303,8 +303,8 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 
 	ld_connect(2, &c, &r);
 	t_ok(kvmm_seq_open(r, &s));
-	err = timed_extend(r, s, 2 * LD_TPB - 5,
-			   off ? "--lend-wait 0" : what, mode, &ms);
+	err = timed_extend(r, s, 2 * LD_TPB - 5, off ? "--lend-wait 0" : what,
+			   mode, &ms);
 	t_assert_eq(err, want_err);
 	if (!err) {
 		ld_fill(r, s, 0, 2 * LD_TPB - 5, 9);

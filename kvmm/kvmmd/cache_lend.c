@@ -297,8 +297,7 @@ void kd_cache_lend_filled(struct kd_session *s)
 	s->d->ctr.lend_extends++;
 }
 
-bool kd_cache_lend_acked(struct kd_session *s, uint64_t cookie,
-			 uint64_t blocks)
+bool kd_cache_lend_acked(struct kd_session *s, uint64_t cookie, uint64_t blocks)
 {
 	struct kd_cache *c = s->d->cache;
 
