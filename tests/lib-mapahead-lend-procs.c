@@ -387,11 +387,69 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	td_stop_ok(&d);
 }
 
+/*
+ * A prefix open short of the quota asks too (ABI 1.20).  Before B
+ * starts, A publishes 2 blocks (tag 7) and closes its sequence; B's 16
+ * blocks then push them down to the host tier (the uid's idle cached
+ * blocks make room first).  A's open of that prefix needs 2 blocks of
+ * fresh pages for their restores, the uid's quota has none: kvmmd asks
+ * idle B, which gives the 2 blocks ahead of one sequence, and the open
+ * reloads both blocks, byte for byte.  Before, the walk stopped at the
+ * quota: an open of 0 blocks, the prefix to recompute.
+ */
+static void prefix_run(const char *const *args)
+{
+	static const uint64_t h[2] = { 0x1e7d0001ull, 0x1e7d0002ull };
+	struct kvmm_prefix_opts po = { .size = sizeof(po) };
+	struct kvmm_status_reply ds;
+	struct td_daemon d;
+	struct b_proc b;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+	uint32_t s, nb = 9, kept;
+	uint64_t t0, given;
+	double ms;
+
+	td_start_ok(&d, args);
+	ld_connect(0, &c, &r);
+	t_ok(kvmm_seq_open(r, &s));
+	t_ok(kvmm_seq_extend(r, s, 2 * LD_TPB));
+	ld_fill(r, s, 0, 2 * LD_TPB, 7);
+	t_assert_eq(kvmm_block_publish(r, s, 0, 2, 0, h), 2);
+	t_ok(kvmm_seq_close(r, s));
+	b = b_start(B_IDLE);
+	t_ok(td_status(&d, &ds));
+	t_assert_eq(ds.lend_requests, 0);
+
+	t0 = now_us();
+	t_ok(kvmm_seq_open_prefix_opts(r, h, 2, &s, &nb, &po));
+	ms = (now_us() - t0) / 1000.0;
+	printf("quota of 16 blocks, B idle: a prefix open of 2 blocks in the host tier: %u blocks (%u reloaded) after %.3f ms\n",
+	       nb, po.reloaded_host, ms);
+	t_assert_eq(nb, 2);
+	t_assert_eq(po.reloaded_host, 2);
+	t_assert(ms < WAIT_MS / 2);
+	t_assert_eq(ld_intact(r, s, 2 * LD_TPB, 7), 2 * LD_TPB);
+	t_ok(td_status(&d, &ds));
+	t_assert_eq(ds.lend_requests, 1);
+	t_assert_eq(ds.lend_extends, 1);
+	t_assert_eq(ds.lend_failures, 0);
+	t_assert_eq(ds.lend_blocks, 2);
+	b_end(&b, &given, &kept);
+	t_assert_eq(given, 2);
+	t_ok(kvmm_seq_close(r, s));
+	kvmm_disconnect(c);
+	/* its 2 blocks stay cached */
+	t_ok(td_wait_sessions(&d, 1, 5000, &ds));
+	td_stop_ok(&d);
+}
+
 int main(void)
 {
 	char quota[64];
 	const char *q[] = { "--quota", quota, NULL };
 	const char *q_off[] = { "--quota", quota, "--lend-wait", "0", NULL };
+	const char *q_host[] = { "--quota", quota, "--host-mem", "4M", NULL };
 	/* 64 pages of 64 KiB: 16 blocks */
 	const char *pool[] = { "--gpu-mem", "4M", NULL };
 	const char *pool_off[] = { "--gpu-mem", "4M", "--lend-wait", "0",
@@ -407,6 +465,7 @@ int main(void)
 	run(q, B_SHORT, -EDQUOT);
 	run(q, B_STOPPED, -EDQUOT);
 	run(q, B_OLD, -EDQUOT);
+	prefix_run(q_host);
 	run(q_off, B_ANSWERS, -EDQUOT);
 	run(pool_off, B_ANSWERS, -ENOMEM);
 	return 0;

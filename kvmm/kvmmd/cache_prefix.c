@@ -118,7 +118,12 @@ static void kc_prefix_unpin(struct kd_cache *c, const uint64_t *hashes,
  * (Restores count in full, as before segments.)  Short of quota for the
  * restores and holes, the uid's own idle cached blocks make room first,
  * the prefix pinned as for the pool (kc_quota_reclaim(): -EINPROGRESS
- * parks the open too).
+ * parks the open too).  Short still, of the quota or of the pool, the
+ * open asks the other processes of the uid for their blocks mapped
+ * ahead, as an extend does (ABI 1.20, cache_lend.c: -EINPROGRESS parks
+ * it for --lend-wait at most, and run again it asks nobody new and goes
+ * on with what room there is once that wait is over or nobody is left
+ * to wait for: the walk stops at the quota, or restores become misses).
  */
 static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 			  const uint64_t *hashes, uint32_t n, uint32_t mode,
@@ -141,6 +146,8 @@ static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 		kc_prefix_pin(c, hashes, lim, pinned);
 		err = kc_quota_reclaim(c, s, need + holes, true);
 		kc_prefix_unpin(c, hashes, lim, pinned);
+		if (err == -EDQUOT)
+			err = kd_cache_lend_ask(s, need + holes, err);
 		if (err == -EINPROGRESS)
 			return err;
 	}
@@ -157,11 +164,13 @@ static int kc_prefix_room(struct kd_cache *c, struct kd_session *s,
 	if (!need)
 		return 0;
 	err = kc_reclaim_check(c->d, need);
-	if (err != 1)
-		return err;
-	kc_prefix_pin(c, hashes, lim, pinned);
-	err = kc_reclaim_take(c, need);
-	kc_prefix_unpin(c, hashes, lim, pinned);
+	if (err == 1) {
+		kc_prefix_pin(c, hashes, lim, pinned);
+		err = kc_reclaim_take(c, need);
+		kc_prefix_unpin(c, hashes, lim, pinned);
+	}
+	if (err == -ENOSPC)
+		err = kd_cache_lend_ask(s, need, err);
 	return err;
 }
 
@@ -589,6 +598,8 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 				      kd_cache_park(s, h, p, len);
 			goto out;
 		}
+		/* counted when it had asked for blocks ahead and got them */
+		kd_cache_lend_filled(s);
 	}
 	err = rerun ? 0 : kd_seq_open(r, &seq);
 	if (err)
