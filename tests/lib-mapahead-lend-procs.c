@@ -298,8 +298,14 @@ static void run(const char *const *args, enum b_mode mode, int want_err)
 	b = b_start(mode);
 	t_ok(td_status(&d, &ds));
 	t_assert_eq(ds.pages_allocated, 16 * LD_PPB);
-	if (mode == B_STOPPED)
+	if (mode == B_STOPPED) {
+		int st;
+
 		t_ok(kill(b.pid, SIGSTOP));
+		/* stopped, every thread of it: kill() returns before */
+		t_assert_eq(waitpid(b.pid, &st, WUNTRACED), b.pid);
+		t_assert(WIFSTOPPED(st));
+	}
 
 	ld_connect(2, &c, &r);
 	t_ok(kvmm_seq_open(r, &s));

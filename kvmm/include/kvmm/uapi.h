@@ -1250,7 +1250,8 @@ struct kvmm_rqe {
  * left ahead.  cookie, region_id, seq_id, block and seq_gen are 0, and
  * the entry is never acknowledged (no KVMM_RQE_F_LAST): kvmmd learns the
  * answer from the truncates, and a client that does not answer only
- * makes the other extend fail once its wait is over.
+ * makes the other extend fail once its wait is over.  (ABI 1.20: unless
+ * it is flagged KVMM_RQE_F_GIVE_ACK too, below, with a cookie.)
  */
 #define KVMM_RQE_F_GIVE_AHEAD 0x2
 
