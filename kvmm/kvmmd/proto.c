@@ -504,11 +504,13 @@ static int do_revoke_ack(struct req *rq)
 
 	if (err)
 		return err;
+	if (a.pad || a.reserved[1])
+		return -EINVAL;
 	/* ABI 1.20: the answer to a request for blocks ahead says in
 	 * reserved[0] how many it gave */
 	if (kd_cache_lend_acked(rq->s, a.cookie, a.reserved[0]))
-		return a.pad || a.reserved[1] ? -EINVAL : 0;
-	if (a.pad || !kw_all_zero(a.reserved, sizeof(a.reserved)))
+		return 0;
+	if (a.reserved[0])
 		return -EINVAL;
 	return kd_revoke_ack(rq->s, a.cookie);
 }

@@ -253,9 +253,10 @@ void kc_give_ahead_ring(struct kvmm_conn *c)
 	pthread_mutex_lock(&c->sock_lock);
 	pthread_mutex_lock(&c->lock);
 	tail = kr_load_acquire(c->r.rq.tail);
-	/* a ring kvmmd filled past its size: the boundary's business */
+	/* a ring kvmmd filled past its size: the boundary's business (and
+	 * nothing for us to look at again until kvmmd posts) */
 	if (tail - c->rq_head > c->r.rq.entries) {
-		c->rq_given = c->rq_head;
+		c->rq_given = tail;
 		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_unlock(&c->sock_lock);
 		return;
