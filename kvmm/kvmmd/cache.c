@@ -13,6 +13,7 @@
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,37 +220,133 @@ void kc_reap_dead(struct kd_cache *c)
 
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r)
 {
-	uint32_t ppb = c->opened ? c->ppb : c->d->cfg.cache_block_pages;
+	struct kd_daemon *d = c->d;
+	char sizes[16 * KD_CACHE_SIZES] = "";
+	size_t at = 0;
+	uint32_t i;
 
 	if (r->uncached_logged)
 		return;
 	r->uncached_logged = true;
+	kc_for_each(d, c, i)
+	{
+		uint32_t ppb = c->opened ? c->ppb : c->named_ppb;
+
+		if (ppb && at < sizeof(sizes))
+			at += snprintf(sizes + at, sizeof(sizes) - at, "%s%u",
+				       at ? "," : "", ppb);
+	}
 	vmm_log(VMM_LOG_WARN,
-		"cache: region %u of session %u (%s) has blocks of %u pages, the cache's have %u (%s): its blocks are not cached",
-		r->id, r->owner->id, r->owner->name, r->pages_per_block, ppb,
-		c->d->cfg.cache_block_pages ? "--cache-block-pages" :
-					      "the first region to use it");
+		"cache: region %u of session %u (%s) has blocks of %u pages, the cache's have %s (%s%s): its blocks are not cached",
+		r->id, r->owner->id, r->owner->name, r->pages_per_block, sizes,
+		d->cfg.cache_block_pages ?
+			"--cache-block-pages" :
+		d->nr_caches > 1 ?
+			"the first regions to use it, sizes at most " :
+			"the first region to use it",
+		d->cfg.cache_block_pages || d->nr_caches < 2 ?
+			"" :
+			KD_CACHE_SIZES_STR);
+}
+
+/*
+ * One cache a block size: the one opened for ppb, or named for it; else
+ * the first while no region has taken it (as when one model ran); else a
+ * new one while fewer than KD_CACHE_SIZES are, and none was named (the
+ * operator's list is the whole list).
+ */
+int kc_for(struct kd_daemon *d, uint32_t ppb, struct kd_cache **out)
+{
+	struct kd_cache *c;
+	uint32_t i;
+
+	*out = d->cache;
+	if (!d->cache)
+		return -EXDEV;
+	kc_for_each(d, c, i)
+	{
+		if ((c->opened && c->ppb == ppb) || c->named_ppb == ppb) {
+			*out = c;
+			return kc_open(c, ppb);
+		}
+	}
+	if (d->cfg.cache_block_pages)
+		return -EXDEV; /* the operator's list is the whole list */
+	if (!d->cache->opened)
+		return kc_open(d->cache, ppb); /* the first size */
+	if (d->nr_caches == KD_CACHE_SIZES)
+		return -EXDEV;
+	c = kc_new(d);
+	if (!c)
+		return -ENOMEM;
+	c->idx = d->nr_caches;
+	c->named_ppb = ppb; /* its size from now on */
+	if (kc_open_test_init(c)) {
+		kd_htab_fini(&c->index);
+		free(c);
+		return -EXDEV;
+	}
+	d->caches[d->nr_caches++] = c;
+	*out = c;
+	return kc_open(c, ppb);
+}
+
+struct kd_cache *kc_of_region(struct kd_daemon *d, const struct kd_region *r)
+{
+	struct kd_cache *c;
+	uint32_t i;
+
+	kc_for_each(d, c,
+		    i) if (c->opened && c->ppb == r->pages_per_block) return c;
+	return NULL;
 }
 
 void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk)
 {
-	struct kd_cache *c = d->cache;
+	struct kd_cache *c;
 	struct kc_entry *e;
+	uint32_t i;
 
-	if (!c || !c->pol || !blk->hash)
+	if (!blk->hash)
 		return;
-	e = kc_find(c, blk->hash);
-	/* a held block being copied down (held_copy) is not the policy's
-	 * GPU block any more: its references were never taken */
-	if (e && e->blk == blk && e->in_pol && e->tier == POL_TIER_GPU)
-		pol_cache_unref(c->pol, blk->hash);
+	kc_for_each(d, c, i)
+	{
+		if (!c->pol || c->ppb != blk->nr_pages)
+			continue;
+		e = kc_find(c, blk->hash);
+		/* a held block being copied down (held_copy) is not the
+		 * policy's GPU block any more: its references were never
+		 * taken */
+		if (e && e->blk == blk && e->in_pol && e->tier == POL_TIER_GPU)
+			pol_cache_unref(c->pol, blk->hash);
+	}
+}
+
+/* The cached entry of hash in any size's cache (hashes of two sizes
+ * never meet: their layouts seed them), and its cache. */
+static struct kc_entry *kc_find_any(struct kd_daemon *d, uint64_t hash,
+				    struct kd_cache **out)
+{
+	struct kd_cache *c;
+	struct kc_entry *e;
+	uint32_t i;
+
+	kc_for_each(d, c, i)
+	{
+		e = c->pol ? kc_find(c, hash) : NULL;
+		if (e) {
+			*out = c;
+			return e;
+		}
+	}
+	return NULL;
 }
 
 int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
 			struct pol_cache **pol, unsigned *tier, uint64_t *gen)
 {
-	struct kd_cache *c = d->cache;
-	struct kc_entry *e = c && c->pol ? kc_find(c, hash) : NULL;
+	struct kd_cache *c = NULL;
+	struct kc_entry *e = kc_find_any(d, hash, &c);
 
 	if (!e || !e->in_pol || e->dead || e->drop_after)
 		return -ENOENT;
@@ -262,17 +359,21 @@ int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
 struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
 				      uint64_t gen)
 {
-	struct kd_cache *c = d->cache;
-	struct kc_entry *e = c && c->pol ? kc_find(c, hash) : NULL;
+	struct kd_cache *c = NULL;
+	struct kc_entry *e = kc_find_any(d, hash, &c);
 
 	return e && e->gen == gen && e->in_pol ? c->pol : NULL;
 }
 
 uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
 {
-	struct kd_cache *c = d->cache;
+	struct kd_cache *c;
+	uint64_t sum = 0;
+	uint32_t i;
 
-	return c && c->pol ? pol_cache_capacity(c->pol, POL_TIER_GPU) : 0;
+	kc_for_each(d, c, i) if (c->pol)
+		sum += pol_cache_capacity(c->pol, POL_TIER_GPU);
+	return sum;
 }
 
 uint64_t kd_cache_block_bytes(struct kd_daemon *d)
@@ -283,22 +384,42 @@ uint64_t kd_cache_block_bytes(struct kd_daemon *d)
 int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,
 			  const uint64_t limit[POL_TIER_COUNT])
 {
-	struct kd_cache *c = d->cache;
-	int err;
+	struct kd_cache *c;
+	uint32_t i;
+	int err = 0;
 
-	if (!c || !c->pol)
-		return 0; /* kd_tenant_limits_apply() when it is made */
-	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs against now */
-	err = pol_cache_tenant_limit(c->pol, id, limit);
-	kc_reap_dead(c);
-	if (!err)
+	/* blocks of each size count against the limit apart (a size
+	 * not open yet: kd_tenant_limits_apply() when it is made) */
+	kc_for_each(d, c, i)
+	{
+		uint64_t lim[POL_TIER_COUNT];
+
+		if (!c->pol)
+			continue;
+		/* a later size without the host (or NVMe) tier has no
+		 * limit there */
+		for (int t = 0; t < POL_TIER_COUNT; t++)
+			lim[t] = i && !pol_cache_has_tier(c->pol, t) ? 0 :
+								       limit[t];
+		pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs: now */
+		err = pol_cache_tenant_limit(c->pol, id, lim);
+		kc_reap_dead(c);
+		if (err)
+			break;
 		kc_cold_limit(c, id, 0); /* its blocks the restart found */
+	}
 	return err;
 }
 
 const struct pol_cache *kd_cache_policy(const struct kd_daemon *d)
 {
 	return d->cache ? d->cache->pol : NULL;
+}
+
+const struct pol_cache *kd_cache_policy_at(const struct kd_daemon *d,
+					   uint32_t i)
+{
+	return i < d->nr_caches ? d->caches[i]->pol : NULL;
 }
 
 /* A variable-length command: the struct, then n u64 (copied into a new
@@ -605,7 +726,7 @@ int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
 int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		     const void *p, size_t len)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
 	struct kvmm_block_publish bp;
 	struct kvmm_block_publish_reply rep = { .size = sizeof(rep) };
 	uint64_t *hashes = NULL;
@@ -624,10 +745,10 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		      kd_seq_lookup_client(r, bp.seq_id, &q);
 	if (err)
 		goto out;
-	err = kc_open(c, r->pages_per_block);
+	err = kc_for(s->d, r->pages_per_block, &c);
 	if (err == -EXDEV) {
 		kc_say_uncached(c, r);
-		err = -EOPNOTSUPP; /* another block size owns the cache */
+		err = -EOPNOTSUPP; /* no cache may take this block size */
 	}
 	if (err)
 		goto out;
@@ -735,12 +856,10 @@ out:
 	return err;
 }
 
-int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
+/* One size's TIER_STATS. */
+static void kc_tier_stats_one(struct kd_cache *c,
+			      struct kvmm_tier_stats_reply *st)
 {
-	struct kd_cache *c = d->cache;
-
-	if (!c)
-		return -ENODEV;
 	*st = c->st;
 	/* reaped, not yet settled: still in flight for whoever waits */
 	st->migrations_in_flight += c->nr_restored;
@@ -773,6 +892,87 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 		tier_host_get_stats(c->host, &hs);
 		st->tiers[POL_TIER_HOST].used_blocks = hs.used_slots;
 		st->tiers[POL_TIER_HOST].capacity_blocks = hs.capacity_slots;
+	}
+}
+
+/*
+ * Another size's counters added to the first's (what TIER_STATS has room
+ * for is one figure each: the sum; block_bytes stays the first size's,
+ * restore_max_ns the largest; the NVMe tier and the set-up's errors are
+ * the first size's, kvmmd's log and metrics say the others').
+ */
+static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
+			      const struct kvmm_tier_stats_reply *o)
+{
+#define ADD(f) (st->f += o->f)
+	ADD(publishes);
+	ADD(duplicates);
+	ADD(not_cached);
+	ADD(prefix_opens);
+	ADD(prefix_blocks_asked);
+	ADD(prefix_blocks_hit);
+	ADD(misses);
+	ADD(busy_misses);
+	ADD(migrations_failed);
+	ADD(migrations_in_flight);
+	ADD(slot_waits);
+	ADD(pressure_reclaims);
+	ADD(restores_waited);
+	ADD(prefix_opens_pending);
+	ADD(restores_cancelled);
+	ADD(prefix_holes);
+	ADD(prefix_blocks_after_hole);
+	ADD(plan_recomputes_host);
+	ADD(plan_recomputes_nvme);
+	ADD(held_copies);
+	ADD(early_opens);
+	ADD(early_reloads);
+	ADD(early_reload_failures);
+	ADD(quota_reclaims);
+	ADD(lower_free_refused);
+	for (int t = 0; t < POL_TIER_COUNT; t++) {
+		struct kvmm_tier_info *a = &st->tiers[t];
+		const struct kvmm_tier_info *b = &o->tiers[t];
+
+		if (t != POL_TIER_NVME) { /* the first size's file */
+			a->capacity_blocks += b->capacity_blocks;
+			a->used_blocks += b->used_blocks;
+		}
+		if (!a->block_bytes)
+			a->block_bytes = b->block_bytes;
+		a->hits += b->hits;
+		a->demotions_in += b->demotions_in;
+		a->promotions_out += b->promotions_out;
+		a->drops += b->drops;
+		a->bytes_in += b->bytes_in;
+		a->bytes_out += b->bytes_out;
+		a->restore_ns += b->restore_ns;
+		if (b->restore_max_ns > a->restore_max_ns)
+			a->restore_max_ns = b->restore_max_ns;
+		a->promotions_by_publish += b->promotions_by_publish;
+	}
+	if (!st->cache_open_error)
+		st->cache_open_error = o->cache_open_error;
+	ADD(cache_open_attempts);
+#undef ADD
+}
+
+int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
+{
+	struct kd_cache *c;
+	uint32_t i;
+
+	if (!d->cache)
+		return -ENODEV;
+	kc_tier_stats_one(d->cache, st);
+	kc_for_each(d, c, i)
+	{
+		struct kvmm_tier_stats_reply o;
+
+		if (!i)
+			continue;
+		kc_tier_stats_one(c, &o);
+		kc_tier_stats_add(st, &o);
 	}
 	return 0;
 }

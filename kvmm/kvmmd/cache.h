@@ -24,10 +24,20 @@
  * waited for and restored from where it landed; busy_misses counts those
  * dropped meanwhile.
  *
- * The tiers are opened when the first block is published or looked up,
- * with that region's block size (2L pages); blocks of other sizes are only
- * cached on the GPU.  NVMe blocks found at startup (restart recovery) are
- * kept in the map outside the policy ("cold") until a prefix uses them.
+ * One cache a block size (2L pages: a model and its draft, two models on
+ * one GPU have two), KD_CACHE_SIZES at most, each with its index, policy,
+ * host tier and migrations: opened at start for the sizes
+ * --cache-block-pages names (--host-mem shared equally), else when the
+ * first block of a size is published or looked up (the first size takes
+ * all of --host-mem, later ones keep their blocks on the GPU).  A
+ * region's commands go to its size's cache; hashes of two sizes never
+ * meet (their layouts seed them).  The first size's cache also keeps
+ * what the sizes share: the line of commands parked for pool pages (the
+ * pool is one), the NVMe tier (one file of one payload size),
+ * --policy-state and telemetry's reuse counts.  Blocks of a size past
+ * the limit, or not named, are not cached.  NVMe blocks found at startup
+ * (restart recovery) are kept in the map outside the policy ("cold")
+ * until a prefix uses them.
  */
 #ifndef KVMM_KVMMD_CACHE_H
 #define KVMM_KVMMD_CACHE_H
@@ -228,8 +238,12 @@ struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
 uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
 /* Bytes of one cached block (0 before the first publish). */
 uint64_t kd_cache_block_bytes(struct kd_daemon *d);
-/* The cache's policy, for reading (NULL before the first publish). */
+/* The cache's policy, for reading (NULL before the first publish): the
+ * first block size's; kd_cache_policy_at(): the i-th size's (NULL
+ * before its first publish, or past the sizes). */
 const struct pol_cache *kd_cache_policy(const struct kd_daemon *d);
+const struct pol_cache *kd_cache_policy_at(const struct kd_daemon *d,
+					   uint32_t i);
 /*
  * ADMIN_CACHE_DROP (cache_drop.c), request body p of len bytes: the
  * reply is sent now, or once the dropped NVMe blocks' headers are

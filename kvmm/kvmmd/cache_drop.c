@@ -366,19 +366,70 @@ static void kc_drop_reply(struct kc_drop *dr)
 				 NULL, 0);
 }
 
+/*
+ * The drop in one size's cache: its blocks of the tiers asked for
+ * dropped or counted as kept; with its NVMe tier (the first size's), the
+ * drop's mark and the headers' invalidations submitted (dr->left).
+ */
+static void kc_drop_walk(struct kd_cache *c, struct kc_drop *dr,
+			 const struct kvmm_admin_cache_drop *a, bool by_tenant,
+			 uint64_t now)
+{
+	struct kd_fifo_node *n, *next;
+	struct kc_stale_match m;
+	int row = -1;
+
+	pol_cache_set_clock(c->pol, now); /* TTL pins against now */
+	/* before the walks: every block they find is written before it;
+	 * of a tenant with no row too (its blocks of an earlier run) */
+	if (a->tiers & KVMM_CACHE_DROP_NVME)
+		kc_drop_mark(c, dr, by_tenant, a->tenant);
+	/* a tenant with no row of its own in the policy has none of its
+	 * blocks, but may have cold ones: row -1 */
+	if (by_tenant)
+		row = pol_cache_tenant_row(c->pol, a->tenant);
+	/* walks of the lists of each tier's entries: kc_lose() only marks
+	 * an entry dead (kc_reap_dead() unlinks and frees it after) */
+	if (a->tiers & KVMM_CACHE_DROP_GPU)
+		for (n = kd_fifo_first(&c->gpu); n; n = kd_fifo_next(n)) {
+			struct kc_entry *e =
+				kd_fifo_entry(n, struct kc_entry, gpu);
+
+			if (kc_drop_match(c, e, POL_TIER_GPU, by_tenant,
+					  a->tenant, row))
+				kc_drop_one(c, dr, e, POL_TIER_GPU, now);
+		}
+	for (unsigned t = POL_TIER_HOST; t < POL_TIER_COUNT; t++) {
+		if (!(a->tiers & (1u << t)))
+			continue;
+		for (n = kd_fifo_first(&c->below[t]); n; n = next) {
+			struct kc_entry *e =
+				kd_fifo_entry(n, struct kc_entry, below);
+
+			next = kd_fifo_next(n);
+			if (kc_drop_match(c, e, t, by_tenant, a->tenant, row))
+				kc_drop_one(c, dr, e, t, now);
+		}
+	}
+	kc_reap_dead(c);
+	m = (struct kc_stale_match){ .dr = dr,
+				     .all = a->tiers & KVMM_CACHE_DROP_NVME,
+				     .by_tenant = by_tenant,
+				     .tenant = a->tenant };
+	kc_drop_stale(c, dr, &m);
+}
+
 int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		  const void *p, size_t len)
 {
 	const unsigned all = KVMM_CACHE_DROP_GPU | KVMM_CACHE_DROP_HOST |
 			     KVMM_CACHE_DROP_NVME;
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
 	struct kvmm_admin_cache_drop a;
-	struct kd_fifo_node *n, *next;
-	struct kc_stale_match m;
 	struct kc_drop *dr;
 	bool by_tenant;
-	int row = -1;
 	uint64_t now;
+	uint32_t i;
 	int err;
 
 	err = kw_copy_struct(&a, sizeof(a), sizeof(a), p, len);
@@ -398,51 +449,14 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	dr->s = s;
 	dr->h = *h;
 	dr->uid = s->uid;
-	/* before the first region the tiers are not open: nothing cached
-	 * (the blocks an NVMe file holds from the last run are read into
-	 * the cache when it opens) */
-	if (!c || !c->pol || !c->opened || c->closing)
-		goto reply;
+	/* every size's cache, one reply with their sums; before a size's
+	 * first region its tiers are not open: nothing cached (the blocks
+	 * an NVMe file holds from the last run are read into the cache
+	 * when it opens) */
 	now = kd_now_ns();
-	pol_cache_set_clock(c->pol, now); /* TTL pins against now */
-	/* before the walks: every block they find is written before it;
-	 * of a tenant with no row too (its blocks of an earlier run) */
-	if (a.tiers & KVMM_CACHE_DROP_NVME)
-		kc_drop_mark(c, dr, by_tenant, a.tenant);
-	/* a tenant with no row of its own in the policy has none of its
-	 * blocks, but may have cold ones: row -1 */
-	if (by_tenant)
-		row = pol_cache_tenant_row(c->pol, a.tenant);
-	/* walks of the lists of each tier's entries: kc_lose() only marks
-	 * an entry dead (kc_reap_dead() unlinks and frees it after) */
-	if (a.tiers & KVMM_CACHE_DROP_GPU)
-		for (n = kd_fifo_first(&c->gpu); n; n = kd_fifo_next(n)) {
-			struct kc_entry *e =
-				kd_fifo_entry(n, struct kc_entry, gpu);
-
-			if (kc_drop_match(c, e, POL_TIER_GPU, by_tenant,
-					  a.tenant, row))
-				kc_drop_one(c, dr, e, POL_TIER_GPU, now);
-		}
-	for (unsigned t = POL_TIER_HOST; t < POL_TIER_COUNT; t++) {
-		if (!(a.tiers & (1u << t)))
-			continue;
-		for (n = kd_fifo_first(&c->below[t]); n; n = next) {
-			struct kc_entry *e =
-				kd_fifo_entry(n, struct kc_entry, below);
-
-			next = kd_fifo_next(n);
-			if (kc_drop_match(c, e, t, by_tenant, a.tenant, row))
-				kc_drop_one(c, dr, e, t, now);
-		}
-	}
-	kc_reap_dead(c);
-	m = (struct kc_stale_match){ .dr = dr,
-				     .all = a.tiers & KVMM_CACHE_DROP_NVME,
-				     .by_tenant = by_tenant,
-				     .tenant = a.tenant };
-	kc_drop_stale(c, dr, &m);
-reply:
+	kc_for_each(s->d, c, i) if (c->pol && c->opened && !c->closing)
+		kc_drop_walk(c, dr, &a, by_tenant, now);
+	c = s->d->cache; /* the NVMe tier's jobs are the first size's */
 	free(dr->hashes);
 	dr->hashes = NULL;
 	if (dr->left) {

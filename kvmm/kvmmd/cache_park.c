@@ -62,6 +62,7 @@ uint64_t kc_reserved(struct kd_cache *c)
 {
 	uint64_t sum = 0;
 
+	c = kc_line(c); /* one line for the pool every size takes from */
 	for (struct kc_park *pk = kc_park_of(kd_fifo_first(&c->parked));
 	     pk && pk != c->rerun; pk = kc_park_of(kd_fifo_next(&pk->link)))
 		if (pk->s)
@@ -78,9 +79,13 @@ bool kc_pages_in_line(struct kd_cache *c, uint64_t pages)
  * A command left the line: restores of pending opens that waited for the
  * earmarks ahead of them (kc_busy_retry()) are tried again, from the loop.
  */
-static void kc_park_line_moved(struct kd_cache *c)
+static void kc_park_line_moved(struct kd_cache *line)
 {
-	if (c->busy_in_line && !c->closing && !c->settle_timer.armed)
+	struct kd_cache *c;
+	uint32_t i;
+
+	kc_for_each(line->d, c, i) if (c->busy_in_line && !c->closing &&
+				       !c->settle_timer.armed)
 		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 }
 
@@ -433,10 +438,13 @@ void kc_park_fini(struct kd_cache *c)
 void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
 {
 	struct kd_cache *c = d->cache;
+	uint32_t i;
 
 	if (!c)
 		return;
 	st->cmds_parked = c->cmds_parked;
 	st->cmds_parked_now = c->cmds_parked_now;
-	st->demotions_queued = c->demotions_queued;
+	st->demotions_queued = 0;
+	kc_for_each(d, c, i) /* every size's */
+		st->demotions_queued += c->demotions_queued;
 }

@@ -365,8 +365,8 @@ void kc_settle(struct kd_cache *c)
 	kc_ready_sweep(c);
 	/* copies that ended gave pool pages back: the commands parked for
 	 * them run again */
-	if (!kd_fifo_empty(&c->parked))
-		kc_park_run(c);
+	if (!kd_fifo_empty(&kc_line(c)->parked))
+		kc_park_run(kc_line(c));
 }
 
 /* Does a pending open (or an early one after its reply) still wait for

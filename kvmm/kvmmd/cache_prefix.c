@@ -287,7 +287,7 @@ static int kc_busy_quota(struct kd_cache *c, struct kd_session *s,
 {
 	struct kd_quota *q = s->quota;
 	/* a park's count: this is no park (kd_cache_park() reads it) */
-	uint64_t park_need = c->park_need;
+	uint64_t park_need = kc_line(c)->park_need;
 	bool pinned;
 	int err;
 
@@ -297,7 +297,7 @@ static int kc_busy_quota(struct kd_cache *c, struct kd_session *s,
 	err = kc_quota_reclaim(c, s, c->ppb, false);
 	if (pinned)
 		(void)pol_cache_unpin(c->pol, e->hash);
-	c->park_need = park_need;
+	kc_line(c)->park_need = park_need;
 	return err;
 }
 
@@ -379,14 +379,11 @@ void kc_busy_retry(struct kd_cache *c)
 	}
 }
 
-void kd_cache_session_end(struct kd_session *s)
+/* The session's opens and drops in one size's cache. */
+static void kc_session_end_one(struct kd_cache *c, struct kd_session *s)
 {
-	struct kd_cache *c = s->d->cache;
 	struct kc_pending **pp, *gone = NULL;
 
-	if (!c)
-		return;
-	kc_park_session_end(c, s);
 	kc_drop_session_end(c, s);
 	for (pp = &c->pending; *pp;) {
 		struct kc_pending *pr = *pp;
@@ -410,6 +407,18 @@ void kd_cache_session_end(struct kd_session *s)
 		kc_pending_call_off(c, pr, 0, pr->lim);
 		kc_pending_free(pr);
 	}
+}
+
+void kd_cache_session_end(struct kd_session *s)
+{
+	struct kd_daemon *d = s->d;
+	struct kd_cache *c;
+	uint32_t i;
+
+	if (!d->cache)
+		return;
+	kc_park_session_end(d->cache, s);
+	kc_for_each(d, c, i) kc_session_end_one(c, s);
 }
 
 /*
@@ -575,7 +584,9 @@ int kd_cache_prefix_open(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	pinned = calloc(n + 1, sizeof(*pinned));
 	if (!pr || !tiers || !plan || !pinned)
 		goto out;
-	opened = n ? kc_open(c, r->pages_per_block) : -ENOENT;
+	/* the cache of the region's block size (or the first, which
+	 * answers for an open no cache serves) */
+	opened = n ? kc_for(d, r->pages_per_block, &c) : -ENOENT;
 	if (opened == -EXDEV)
 		kc_say_uncached(c, r);
 	if (!opened) {

@@ -4,8 +4,8 @@
  *
  *   cache.c          the entry index (hash -> entry), publish, pins,
  *                    tier counters
- *   cache_setup.c    setting up the cache at start and the tiers and the
- *                    policy for the first block size (kc_open())
+ *   cache_setup.c    setting up the caches at start and the tiers and the
+ *                    policy of each block size (kc_open())
  *   cache_recover.c  the NVMe tier's blocks from the last run into the
  *                    index, cold, oldest written first
  *   cache_stop.c     the stop: blocks saved to NVMe, everything closed
@@ -323,6 +323,14 @@ struct kd_cache {
 	bool nvme_made; /* the claim made the file (it did not exist) */
 	uint32_t ppb; /* pages per block of the tiers */
 	size_t block_bytes;
+	/* its place in kd_daemon.caches (0: the first, which keeps what
+	 * the sizes share: the park line, the NVMe tier, --policy-state);
+	 * the size --cache-block-pages named for it (0: the first region
+	 * that uses it names it); its share of --host-mem (all of it for
+	 * the first size when none is named, none for later ones) */
+	uint32_t idx;
+	uint32_t named_ppb;
+	uint64_t host_budget;
 	struct pol_cache *pol;
 	struct kd_timer learned_timer; /* cache_learned.c: periodic save */
 	/* cache_learned.c, for ADMIN_STATUS: the policy learns nothing;
@@ -424,6 +432,25 @@ struct kd_cache {
 	 * nvme_invalidate_*: cache_drop.c) */
 	struct kvmm_tier_stats_reply st;
 };
+
+/* The cache that keeps the line of commands parked for pool pages (the
+ * pool is one for every block size): the first. */
+static inline struct kd_cache *kc_line(const struct kd_cache *c)
+{
+	return c->d->cache;
+}
+
+/* Every cache of d, one a block size (i: an unsigned index). */
+#define kc_for_each(d, c, i) \
+	for ((i) = 0; (i) < (d)->nr_caches && ((c) = (d)->caches[(i)]); (i)++)
+
+/* cache.c: the cache of blocks of ppb pages (*out; 0 or kc_open()'s
+ * answer, -EXDEV when no cache may take that size, *out then the first:
+ * kc_say_uncached()); the opened cache of r's size, or NULL */
+int kc_for(struct kd_daemon *d, uint32_t ppb, struct kd_cache **out);
+struct kd_cache *kc_of_region(struct kd_daemon *d, const struct kd_region *r);
+/* cache_setup.c: one cache's structures (NULL: no memory) */
+struct kd_cache *kc_new(struct kd_daemon *d);
 
 /* cache.c: the entry index and an entry's life */
 /* Block of pr found in tier: the cache's count and its tenant's. */

@@ -60,7 +60,7 @@ static uint32_t kc_query_walk(struct kd_cache *c, const uint64_t *hashes,
 int kd_cache_prefix_query(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			  const void *p, size_t len)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
 	struct kvmm_prefix_query_reply rep = { .size = sizeof(rep) };
 	struct kvmm_prefix_query pq;
 	uint64_t *hashes = NULL;
@@ -82,8 +82,9 @@ int kd_cache_prefix_query(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	if (err)
 		goto out;
 	n = kc_prefix_bound(r, n); /* the bounds of a prefix open */
-	/* the cache's blocks have one size, set at its first use */
-	if (!c || !c->opened || c->ppb != r->pages_per_block)
+	/* the cache of the region's block size, opened at its first use */
+	c = kc_of_region(s->d, r);
+	if (!c)
 		n = 0;
 	err = -ENOMEM;
 	out = calloc(1, sizeof(rep) + n + 4);

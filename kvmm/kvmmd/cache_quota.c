@@ -275,7 +275,7 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 		     bool partial)
 {
 	struct kd_quota *q = s->quota;
-	bool final = c->rerun && c->rerun_final;
+	bool final = kc_line(c)->rerun && kc_line(c)->rerun_final;
 	uint64_t over, idle, leaving, taken;
 
 	if (!q || !q->limit_pages || q->used_pages + pages <= q->limit_pages)
@@ -305,7 +305,7 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 	/* their pages come back when the copies are done: run again then
 	 * (not once its time is up) */
 	if (leaving && !final) {
-		c->park_need = pages;
+		kc_line(c)->park_need = pages;
 		return -EINPROGRESS;
 	}
 	return -EDQUOT;
@@ -314,11 +314,21 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages)
 {
 	struct kd_quota *q = s->quota;
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
+	int err = -EDQUOT;
+	uint32_t i;
 
 	if (!q || !q->limit_pages || q->used_pages + pages <= q->limit_pages)
 		return 0;
-	if (!c || !c->pol)
-		return -EDQUOT;
-	return kc_quota_reclaim(c, s, pages, false);
+	/* each size's idle blocks of the uid in turn, until one frees
+	 * enough (or its copies down will: -EINPROGRESS) */
+	kc_for_each(s->d, c, i)
+	{
+		if (!c->pol)
+			continue;
+		err = kc_quota_reclaim(c, s, pages, false);
+		if (err != -EDQUOT)
+			break;
+	}
+	return err;
 }

@@ -47,40 +47,57 @@ static struct kc_pending *kc_ready_find(struct kd_cache *c,
 	return NULL;
 }
 
+/* The cache of r's block size, whose records its opens have (the first
+ * for a size no cache serves: its opens' records are there). */
+static struct kd_cache *kc_region_cache(struct kd_daemon *d,
+					const struct kd_region *r)
+{
+	struct kd_cache *c = kc_of_region(d, r);
+
+	return c ? c : d->cache;
+}
+
 bool kd_cache_session_waits(struct kd_session *s)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
+	uint32_t i;
 
-	for (struct kc_pending *pr = c ? c->pending : NULL; pr; pr = pr->next)
-		if (pr->s == s &&
-		    (pr->replied ? pr->nwait > 0 :
-				   pr->collect && !kc_pending_ready(pr)))
-			return true;
+	kc_for_each(s->d, c, i) for (
+		struct kc_pending *pr = c->pending; pr;
+		pr = pr->next) if (pr->s == s &&
+				   (pr->replied ?
+					    pr->nwait > 0 :
+					    pr->collect &&
+						    !kc_pending_ready(
+							    pr))) return true;
 	/* or one waits for a parked extend's reply (ABI 1.17) */
 	return kd_cache_park_waits(s);
 }
 
 bool kd_cache_region_opening(struct kd_session *s, uint32_t region_id)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
+	uint32_t i;
 
-	for (struct kc_pending *pr = c ? c->pending : NULL; pr; pr = pr->next)
-		if (!pr->replied && pr->s == s && pr->region_id == region_id)
-			return true;
+	kc_for_each(s->d, c,
+		    i) for (struct kc_pending *pr = c->pending; pr;
+			    pr = pr->next) if (!pr->replied && pr->s == s &&
+					       pr->region_id ==
+						       region_id) return true;
 	return false;
 }
 
 bool kd_cache_seq_opening(struct kd_session *s, uint32_t region_id,
 			  uint32_t seq)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
+	uint32_t i;
 
-	if (!c)
-		return false;
-	for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
-		if (!pr->replied && pr->s == s && pr->region_id == region_id &&
-		    pr->seq == seq)
-			return true;
+	kc_for_each(s->d, c,
+		    i) for (struct kc_pending *pr = c->pending; pr;
+			    pr = pr->next) if (!pr->replied && pr->s == s &&
+					       pr->region_id == region_id &&
+					       pr->seq == seq) return true;
 	return false;
 }
 
@@ -181,6 +198,7 @@ int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return err;
 	if (w.upto_block > r->max_blocks)
 		return -EINVAL;
+	c = kc_region_cache(s->d, r);
 	pr = kc_ready_find(c, s, w.region_id, w.seq_id, q->gen);
 	if (!pr || (w.flags & KVMM_WAIT_READY_POLL) ||
 	    !kc_ready_pending(pr, w.upto_block))
@@ -274,6 +292,7 @@ int kd_cache_prefix_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		return err;
 	if (ref.seq_id >= r->max_seqs)
 		return -EINVAL;
+	c = kc_region_cache(s->d, r);
 	for (pp = c ? &c->pending : NULL; pp && *pp; pp = &(*pp)->next) {
 		pr = *pp;
 		if (pr->s != s || pr->replied || !pr->collect ||
@@ -342,11 +361,14 @@ int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len)
 	struct kd_region *r;
 	struct kd_seq *q;
 
-	if (!c || !c->pending || len < sizeof(bp))
+	if (!c || len < sizeof(bp))
 		return 0; /* (the request passed kd_cache_publish_check()) */
 	memcpy(&bp, p, sizeof(bp));
 	if (kd_region_lookup(s, bp.region_id, &r) ||
 	    kd_seq_lookup(r, bp.seq_id, &q))
+		return 0;
+	c = kc_region_cache(s->d, r);
+	if (!c->pending)
 		return 0;
 	pr = kc_ready_find(c, s, bp.region_id, bp.seq_id, q->gen);
 	for (uint32_t i = bp.first_block;
@@ -364,6 +386,7 @@ void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from)
 
 	if (!c)
 		return;
+	c = kc_region_cache(s->d, r);
 	for (struct kc_pending *pr = c->pending; pr; pr = pr->next) {
 		uint32_t lim = pr->lim;
 

@@ -56,17 +56,34 @@ static uint64_t kc_reclaim_round(struct kd_cache *c, uint64_t pages,
 	return taken;
 }
 
-/* Copies in flight (or waiting for a slot) that may give pages back. */
+/* Copies in flight (or waiting for a slot), of any size's cache, that
+ * may give pages back. */
 static bool kc_copies_pending(struct kd_cache *c)
 {
-	return c->mig && (c->st.migrations_in_flight || c->demotions_queued);
+	struct kd_cache *o;
+	uint32_t i;
+
+	kc_for_each(c->d, o,
+		    i) if (o->mig && (o->st.migrations_in_flight ||
+				      o->demotions_queued)) return true;
+	return false;
 }
 
 /* The command parks for `pages` (kd_cache_park() records them). */
 static int kc_reclaim_park(struct kd_cache *c, uint64_t pages)
 {
-	c->park_need = pages;
+	kc_line(c)->park_need = pages;
 	return -EINPROGRESS;
+}
+
+/* Some size's cache is open: it has victims to give. */
+static bool kc_any_open(struct kd_daemon *d)
+{
+	struct kd_cache *c;
+	uint32_t i;
+
+	kc_for_each(d, c, i) if (c->pol && c->ppb) return true;
+	return false;
 }
 
 int kc_reclaim_check(struct kd_daemon *d, uint64_t pages)
@@ -77,7 +94,7 @@ int kc_reclaim_check(struct kd_daemon *d, uint64_t pages)
 	/* without parked commands (reserved 0) the test it always was */
 	if (kc_pool_free(d) >= pages + reserved)
 		return 0;
-	if (!c || !c->pol || !c->ppb)
+	if (!c || !kc_any_open(d))
 		return -ENOSPC;
 	if (c->rerun) {
 		/* a parked command run again: its time is up, or the copies
@@ -96,14 +113,24 @@ int kc_reclaim_take(struct kd_cache *c, uint64_t pages)
 {
 	struct kd_daemon *d = c->d;
 	uint64_t reserved = kc_reserved(c);
+	struct kd_cache *o;
+	uint32_t i;
 
-	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTL pins end on time */
+	kc_for_each(d, o, i) if (o->pol) /* TTL pins end on time */
+		pol_cache_set_clock(o->pol, kd_now_ns());
 	/* A victim whose pages a client still maps (its revocation is not
 	 * acknowledged yet) frees nothing now: they stay REVOKING.  Then
 	 * take more victims, while the policy has any, rather than fail
-	 * with evictable blocks left (every round takes at least one). */
+	 * with evictable blocks left (every round takes at least one).
+	 * The pool is every size's: c's victims first (the caller's own
+	 * size, or the first), then the other sizes' in turn. */
 	for (;;) {
-		uint64_t taken = kc_reclaim_round(c, pages, reserved);
+		uint64_t taken = c->pol ? kc_reclaim_round(c, pages, reserved) :
+					  0;
+
+		kc_for_each(d, o, i) if (o != c && o->pol &&
+					 kc_pool_free(d) < pages + reserved)
+			taken += kc_reclaim_round(o, pages, reserved);
 
 		if (kc_pool_free(d) >= pages + reserved)
 			return 0;

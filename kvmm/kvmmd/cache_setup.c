@@ -177,14 +177,16 @@ static void kc_no_host_tier(struct kd_cache *c)
 	char nvme[sizeof(cfg->nvme_path) + 128] = "";
 	struct stat st;
 
-	if (cfg->nvme_path[0])
+	if (cfg->nvme_path[0] && c == c->d->cache)
 		snprintf(
 			nvme, sizeof(nvme),
 			", so no NVMe tier either (--nvme-path %s: blocks reach it through the host tier)",
 			cfg->nvme_path);
 	vmm_log(VMM_LOG_WARN,
-		"cache: --host-mem %llu holds no block of the first region's size (%zu bytes): no host tier%s; the cache keeps blocks on the GPU only",
-		(unsigned long long)cfg->host_mem, c->block_bytes, nvme);
+		"cache: --host-mem %llu%s holds no block of the first region's size (%zu bytes): no host tier%s; the cache keeps blocks on the GPU only",
+		(unsigned long long)c->host_budget,
+		cfg->nr_cache_block_sizes > 1 ? " (this size's share)" : "",
+		c->block_bytes, nvme);
 	if (c->nvme_made && c->nvme_fd >= 0 && !fstat(c->nvme_fd, &st) &&
 	    S_ISREG(st.st_mode) && !st.st_size && !unlink(cfg->nvme_path))
 		c->nvme_made = false;
@@ -202,7 +204,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 	if (c->opened)
 		return c->ppb == ppb ? 0 : -EXDEV;
 	/* the operator named the size: no other region may claim the tiers */
-	if (cfg->cache_block_pages && ppb != cfg->cache_block_pages)
+	if (c->named_ppb && ppb != c->named_ppb)
 		return -EXDEV;
 	/*
 	 * After a failed set-up the cache is off (-EIO) until the next
@@ -218,18 +220,27 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		return r;
 	c->ppb = ppb;
 	c->block_bytes = (size_t)ppb * d->page_size;
-	po.capacity[POL_TIER_GPU] = cfg->cache_gpu_blocks ?
-					    cfg->cache_gpu_blocks :
-					    d->capacity / ppb / 2;
+	/* half the pool, shared by the sizes named (cached GPU blocks
+	 * are pool pages: an extend short of them takes victims of every
+	 * size, cache_reclaim.c); sizes no one named take half each, as
+	 * the first does */
+	po.capacity[POL_TIER_GPU] =
+		cfg->cache_gpu_blocks ?
+			cfg->cache_gpu_blocks :
+			d->capacity /
+				(cfg->nr_cache_block_sizes ?
+					 cfg->nr_cache_block_sizes :
+					 1) /
+				ppb / 2;
 	if (!po.capacity[POL_TIER_GPU])
 		po.capacity[POL_TIER_GPU] = 1;
 	po.prefix_rule = -1; /* the policy's default (off for lru) */
 	po.block_bytes = c->block_bytes;
-	if (cfg->host_mem && cfg->host_mem < c->block_bytes)
+	if (c->host_budget && c->host_budget < c->block_bytes)
 		kc_no_host_tier(c);
-	if (cfg->host_mem >= c->block_bytes) {
+	if (c->host_budget && c->host_budget >= c->block_bytes) {
 		struct tier_host_config hc = { .size = sizeof(hc),
-					       .capacity_bytes = cfg->host_mem,
+					       .capacity_bytes = c->host_budget,
 					       .slot_bytes = c->block_bytes,
 					       .numa_node = cfg->host_numa_node,
 					       .pci_addr =
@@ -249,11 +260,13 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		 * of NVMe restores stages there (kc_staging_pump()) */
 		po.capacity[POL_TIER_HOST] =
 			hs.capacity_slots > 4 ? hs.capacity_slots - 2 : 1;
-		if (cfg->nvme_path[0] &&
+		if (cfg->nvme_path[0] && c == d->cache &&
 		    hs.capacity_slots >= 8 * KC_STAGING_SLOTS)
 			po.capacity[POL_TIER_HOST] -= KC_STAGING_SLOTS;
 	}
-	if (c->host && cfg->nvme_path[0]) {
+	/* one NVMe file, formatted for one payload size: the first
+	 * size's (tiers.md, limits) */
+	if (c->host && cfg->nvme_path[0] && c == d->cache) {
 		struct tier_nvme_stats ns;
 
 		if (c->nvme) {
@@ -352,9 +365,15 @@ no_nvme:
 	/* nothing fails from here on: what points at the policy from
 	 * outside the cache comes last, so kc_open_undo() need not undo it
 	 * (a save of the learned state, a tenant's limit dropped, a timer) */
-	kc_learned_load(c); /* before its first block */
-	kd_tenant_limits_apply(d, c->pol);
-	d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
+	if (c == d->cache) {
+		/* one --policy-state file, one policy: the first size's */
+		kc_learned_load(c); /* before its first block */
+		d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
+	}
+	if (c == d->cache)
+		kd_tenant_limits_apply(d, c->pol);
+	else
+		kd_tenant_limits_apply_more(d, c->pol);
 	kc_hold_slots(c);
 	c->opened = true;
 	kc_open_done(c);
@@ -370,6 +389,7 @@ no_nvme:
 		"cache: blocks of %u pages (%s); GPU %llu, host %llu of %llu slots, NVMe %llu of %llu slots (%llu recovered)",
 		ppb,
 		cfg->cache_block_pages ? "--cache-block-pages" :
+		c->idx		       ? "the first region of a new size" :
 					 "the first region to use the cache",
 		(unsigned long long)po.capacity[POL_TIER_GPU],
 		(unsigned long long)po.capacity[POL_TIER_HOST],
@@ -425,6 +445,7 @@ static int kc_make_slab(struct kd_cache *c)
 {
 	struct kd_daemon *d = c->d;
 	const struct kd_config *cfg = &d->cfg;
+	uint64_t budget = c->host_budget;
 	size_t min_block = 2 * d->page_size;
 	struct tier_host_slab_config sc = {
 		.size = sizeof(sc),
@@ -437,13 +458,12 @@ static int kc_make_slab(struct kd_cache *c)
 	struct timespec t0, t1;
 	int r;
 
-	if (cfg->cache_block_pages)
-		min_block = (size_t)cfg->cache_block_pages * d->page_size;
-	if (!cfg->host_mem || cfg->host_mem < min_block)
+	if (c->named_ppb)
+		min_block = (size_t)c->named_ppb * d->page_size;
+	if (!budget || budget < min_block)
 		return 0; /* no slot would fit: no host tier */
-	sc.len = cfg->cache_block_pages ?
-			 tier_host_slab_len(cfg->host_mem, min_block) :
-			 tier_host_slab_len_max(cfg->host_mem, min_block);
+	sc.len = c->named_ppb ? tier_host_slab_len(budget, min_block) :
+				tier_host_slab_len_max(budget, min_block);
 	/* the host backend's registration is a no-op: nothing is pinned,
 	 * and the unused part can go back */
 	if (d->backend->kind == VMM_BACKEND_CUDA) {
@@ -507,14 +527,14 @@ int kc_open_nvme_early(struct kd_cache *c)
 		return 0; /* nothing saved there: formatted at first use */
 	payload = pk.payload_bytes;
 	kc_nvme_scope(c->d, &nc);
-	if (!payload || payload % c->d->page_size || payload > cfg->host_mem)
+	if (!payload || payload % c->d->page_size || payload > c->host_budget)
 		return 0;
 	tier_host_slab_get_info(c->slab, &si);
 	/* the host tier's slots for blocks of this size: the same region
 	 * its own open would register */
 	nc.payload_bytes = payload;
 	nc.reg_base = si.base;
-	nc.reg_len = tier_host_slab_len(cfg->host_mem, payload);
+	nc.reg_len = tier_host_slab_len(c->host_budget, payload);
 	if (nc.reg_len > si.len)
 		return 0;
 	r = tier_nvme_open(&nc, &c->nvme);
@@ -531,20 +551,15 @@ int kc_open_nvme_early(struct kd_cache *c)
 	return 0;
 }
 
-int kd_cache_init(struct kd_daemon *d)
+struct kd_cache *kc_new(struct kd_daemon *d)
 {
-	struct migrate_config mc = { .size = sizeof(mc) };
-	struct kd_cache *c;
-	int r;
+	struct kd_cache *c = calloc(1, sizeof(*c));
 
-	if (kc_test_faults(&mc, false))
-		return -EINVAL; /* refuse to start rather than ignore it */
-	c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
+		return NULL;
 	if (kd_htab_init(&c->index, KC_BUCKETS_MIN)) {
 		free(c);
-		return -ENOMEM;
+		return NULL;
 	}
 	c->d = d;
 	kd_fifo_init(&c->parked);
@@ -562,7 +577,63 @@ int kd_cache_init(struct kd_daemon *d)
 	c->park_timer.fn = kc_on_park_timer;
 	c->park_timer.data = c;
 	c->nvme_fd = -1;
+	c->learned_lock_fd = -1;
+	return c;
+}
+
+/*
+ * The caches of the sizes --cache-block-pages names after the first, at
+ * start: each with its share of --host-mem made now (the first's slab is
+ * made by kd_cache_init()), opened below with the first.
+ */
+static int kc_named_sizes(struct kd_daemon *d)
+{
+	const struct kd_config *cfg = &d->cfg;
+	uint64_t share;
+	int r;
+
+	if (cfg->nr_cache_block_sizes < 2)
+		return 0;
+	share = cfg->host_mem / cfg->nr_cache_block_sizes;
+	for (uint32_t i = 1; i < cfg->nr_cache_block_sizes; i++) {
+		struct kd_cache *c = kc_new(d);
+
+		if (!c)
+			return -ENOMEM;
+		c->idx = i;
+		c->named_ppb = cfg->cache_block_sizes[i];
+		c->host_budget = share;
+		d->caches[d->nr_caches++] = c;
+		r = kc_open_test_init(c);
+		if (r)
+			return r;
+		r = kc_make_slab(c);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int kd_cache_init(struct kd_daemon *d)
+{
+	struct migrate_config mc = { .size = sizeof(mc) };
+	struct kd_cache *c;
+	int r;
+
+	if (kc_test_faults(&mc, false))
+		return -EINVAL; /* refuse to start rather than ignore it */
+	c = kc_new(d);
+	if (!c)
+		return -ENOMEM;
 	d->cache = c;
+	d->caches[0] = c;
+	d->nr_caches = 1;
+	c->named_ppb = d->cfg.cache_block_pages;
+	/* named sizes share --host-mem equally; unnamed, the first size
+	 * takes it all, as when one model ran */
+	c->host_budget = d->cfg.nr_cache_block_sizes > 1 ?
+				 d->cfg.host_mem / d->cfg.nr_cache_block_sizes :
+				 d->cfg.host_mem;
 	r = kc_open_test_init(c);
 	if (r)
 		return r; /* refuse to start rather than ignore it */
@@ -595,6 +666,9 @@ int kd_cache_init(struct kd_daemon *d)
 	r = kc_open_nvme_early(c);
 	if (r)
 		return r;
+	r = kc_named_sizes(d);
+	if (r)
+		return r;
 	/*
 	 * The operator named the block size: open the tiers now (cut the
 	 * host tier's slots, open the NVMe file and recover its blocks)
@@ -603,11 +677,14 @@ int kd_cache_init(struct kd_daemon *d)
 	 * open stops the start, with its reason, instead of leaving a daemon
 	 * that caches nothing.
 	 */
-	if (d->cfg.cache_block_pages) {
+	for (uint32_t i = 0; d->cfg.cache_block_pages && i < d->nr_caches;
+	     i++) {
+		c = d->caches[i];
 		c->opening_at_start = true;
-		r = kc_open(c, d->cfg.cache_block_pages);
+		r = kc_open(c, c->named_ppb);
 		c->opening_at_start = false;
-		return r;
+		if (r)
+			return r;
 	}
 	return 0;
 }

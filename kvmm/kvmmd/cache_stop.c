@@ -111,12 +111,12 @@ static void kc_save_on_stop(struct kd_cache *c)
 			"");
 }
 
-void kd_cache_fini(struct kd_daemon *d)
+/* One size's cache stopped and freed (the first's last: the others'
+ * settles look at its park line). */
+static void kc_fini_one(struct kd_cache *c)
 {
-	struct kd_cache *c = d->cache;
+	struct kd_daemon *d = c->d;
 
-	if (!c)
-		return;
 	kd_timer_cancel(&d->loop, &c->nvme_timer);
 	c->nvme_for_good = true; /* no attempt from here on */
 	kc_save_on_stop(c);
@@ -148,8 +148,10 @@ void kd_cache_fini(struct kd_daemon *d)
 	}
 	migrate_close(c->mig);
 	kc_unhold_slots(c);
-	d->tel_feed.cache = NULL;
-	kc_learned_fini(c);
+	if (c == d->cache) {
+		d->tel_feed.cache = NULL;
+		kc_learned_fini(c);
+	}
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);
 	if (c->nvme_fd >= 0)
@@ -158,5 +160,18 @@ void kd_cache_fini(struct kd_daemon *d)
 	tier_host_slab_close(c->slab); /* no tier took it */
 	kd_htab_fini(&c->index);
 	free(c);
+}
+
+void kd_cache_fini(struct kd_daemon *d)
+{
+	if (!d->cache)
+		return;
+	while (d->nr_caches > 1) {
+		kc_fini_one(d->caches[--d->nr_caches]);
+		d->caches[d->nr_caches] = NULL;
+	}
+	kc_fini_one(d->cache);
 	d->cache = NULL;
+	d->caches[0] = NULL;
+	d->nr_caches = 0;
 }

@@ -336,13 +336,15 @@ static int check_block_size(struct kd_daemon *d)
 	uint64_t block = (uint64_t)cfg->cache_block_pages * d->page_size;
 	char where[300];
 
-	if (cfg->cache_block_pages > d->capacity) {
+	for (uint32_t i = 0; i < cfg->nr_cache_block_sizes; i++) {
+		if (cfg->cache_block_sizes[i] <= d->capacity)
+			continue;
 		vmm_log(VMM_LOG_ERR,
 			"%s--cache-block-pages %u: a block is larger than the pool (%llu pages of %zu bytes; --gpu-mem)",
 			kd_config_where(cfg, KD_ORIGIN_CACHE_BLOCK_PAGES, where,
 					sizeof(where)),
-			cfg->cache_block_pages, (unsigned long long)d->capacity,
-			d->page_size);
+			cfg->cache_block_sizes[i],
+			(unsigned long long)d->capacity, d->page_size);
 		d->bad_option = true;
 		return -EINVAL;
 	}

@@ -62,6 +62,11 @@ struct kd_loop;
 struct kd_daemon;
 struct kd_cache;
 
+/* block sizes kvmmd caches at once (a model and its draft, two models
+ * on one GPU): each has its own cache (cache_setup.c) */
+#define KD_CACHE_SIZES 4
+#define KD_CACHE_SIZES_STR "4"
+
 /* ---- loop.c ---- */
 
 typedef void (*kd_file_fn)(struct kd_loop *loop, int fd, uint32_t events,
@@ -225,9 +230,15 @@ struct kd_config {
 	char nvme_path[256]; /* --nvme-path, "" = no NVMe tier */
 	uint64_t nvme_size; /* --nvme-size bytes */
 	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */
-	/* --cache-block-pages: the block size (pages) the cache serves; 0 =
-	 * that of the first region to publish or look up a prefix */
+	/* --cache-block-pages A[,B...]: the block sizes (pages) the cache
+	 * serves, each with its share of --host-mem (cache_block_sizes[],
+	 * nr_cache_block_sizes of them; cache_block_pages is the first, the
+	 * NVMe tier's); 0 = those of the first regions to publish or look up
+	 * a prefix, KD_CACHE_SIZES at most, the first with the host and NVMe
+	 * tiers */
 	uint32_t cache_block_pages;
+	uint32_t cache_block_sizes[KD_CACHE_SIZES];
+	uint32_t nr_cache_block_sizes;
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	/* --nvme-save-on-stop: ms a stop may spend moving the GPU and host
 	 * tiers' blocks to NVMe (cache_stop.c), 0 (the default) = none */
@@ -364,7 +375,12 @@ struct kd_daemon {
 	struct kd_refused refused[KD_REFUSED_WAITING]; /* refuse.c */
 	struct kd_htab quotas; /* struct kd_quota by uid (daemon.c) */
 	struct kd_counters ctr;
-	struct kd_cache *cache; /* cache.c */
+	/* cache.c: one cache a block size (caches[0..nr_caches)); cache is
+	 * caches[0], which also keeps what the sizes share (the line of
+	 * commands parked for pool pages, the NVMe tier, --policy-state) */
+	struct kd_cache *cache;
+	struct kd_cache *caches[KD_CACHE_SIZES];
+	uint32_t nr_caches;
 	struct kd_scope scope; /* scope.c: whose hashes meet in the cache */
 	struct kd_tenants tenants; /* tenant.c: what each tenant got */
 	uint64_t start_ns;

@@ -148,6 +148,62 @@ static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 	return 0;
 }
 
+/*
+ * --cache-block-pages A[,B...]: the block sizes the cache serves, each
+ * with an equal share of --host-mem (cache_setup.c), KD_CACHE_SIZES at
+ * most, no size twice.
+ */
+static int parse_block_sizes(struct kd_config *cfg, const char *val)
+{
+	char buf[128], *save = NULL, *tok;
+	uint32_t n = 0, u;
+	int err;
+
+	if (strlen(val) >= sizeof(buf)) {
+		fprintf(stderr, "kvmmd: --cache-block-pages %s: too long\n",
+			val);
+		return -EINVAL;
+	}
+	strcpy(buf, val);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		err = parse_u32("--cache-block-pages", tok, &u, 10);
+		if (err)
+			return err;
+		/* a block is a K and a V page per layer: an odd count, or
+		 * 0, matched no region and every one was uncached */
+		if (u < 2 || u % 2) {
+			fprintf(stderr,
+				"kvmmd: --cache-block-pages %s: a block is 2 x layers pages (an even number, at least 2; leave the option out to take the first region's)\n",
+				tok);
+			return -EINVAL;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			if (cfg->cache_block_sizes[i] == u) {
+				fprintf(stderr,
+					"kvmmd: --cache-block-pages %s: %u named twice\n",
+					val, u);
+				return -EINVAL;
+			}
+		if (n == KD_CACHE_SIZES) {
+			fprintf(stderr,
+				"kvmmd: --cache-block-pages %s: at most %u sizes\n",
+				val, KD_CACHE_SIZES);
+			return -EINVAL;
+		}
+		cfg->cache_block_sizes[n++] = u;
+	}
+	if (!n) {
+		fprintf(stderr,
+			"kvmmd: --cache-block-pages '%s': no size named\n",
+			val);
+		return -EINVAL;
+	}
+	cfg->nr_cache_block_sizes = n;
+	cfg->cache_block_pages = cfg->cache_block_sizes[0];
+	return 0;
+}
+
 /* A path or name option into its fixed buffer: refused, with one line
  * naming the option, when it does not fit (never cut short). */
 static int copy_path(const char *what, char *dst, size_t len, const char *val)
@@ -421,19 +477,7 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 		cfg->host_numa_node = (int)u;
 		return 0;
 	case KD_OPT_CACHE_BLOCK_PAGES:
-		err = parse_u32("--cache-block-pages", val, &u, 10);
-		if (err)
-			return err;
-		/* a block is a K and a V page per layer: an odd count, or
-		 * 0, matched no region and every one was uncached */
-		if (u < 2 || u % 2) {
-			fprintf(stderr,
-				"kvmmd: --cache-block-pages %s: a block is 2 x layers pages (an even number, at least 2; leave the option out to take the first region's)\n",
-				val);
-			return -EINVAL;
-		}
-		cfg->cache_block_pages = u;
-		return 0;
+		return parse_block_sizes(cfg, val);
 	case 'Y': {
 		enum pol_kind k;
 

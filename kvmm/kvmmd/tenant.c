@@ -106,6 +106,23 @@ void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol)
 	}
 }
 
+void kd_tenant_limits_apply_more(struct kd_daemon *d, struct pol_cache *pol)
+{
+	for (uint32_t i = 0; i < d->tenants.map.nr; i++) {
+		const uint64_t *l = d->tenants.row[i].limit;
+		uint64_t lim[POL_TIER_COUNT];
+
+		if (!l[0] && !l[1] && !l[2])
+			continue;
+		for (unsigned t = 0; t < POL_TIER_COUNT; t++)
+			lim[t] = pol_cache_has_tier(pol, t) ? l[t] : 0;
+		if (pol_cache_tenant_limit(pol, d->tenants.map.row[i].id, lim))
+			vmm_log(VMM_LOG_WARN,
+				"cache: the limit of tenant %u is not applied to a later block size",
+				d->tenants.map.row[i].id);
+	}
+}
+
 /* Room in a reply: the rows here and in the policy (the same tenants
  * and the others' row: the policy is charged only ids that have a row
  * here, or KVMM_TENANT_OTHERS), then the tenants of live sessions not
@@ -132,10 +149,9 @@ static struct kvmm_tenant_info *entry(struct kvmm_tenants_reply *r, uint32_t id)
 int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		     size_t *len)
 {
-	const struct pol_cache *pol = kd_cache_policy(d);
-	struct pol_tenant_count *pt = NULL;
+	const struct pol_cache *pol;
+	struct pol_tenant_count *pt;
 	struct kvmm_tenants_reply *r;
-	size_t np = 0;
 
 	_Static_assert(
 		sizeof(struct kvmm_msg_hdr) +
@@ -144,11 +160,8 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 			KVMM_MSG_MAX,
 		"ADMIN_TENANTS fits a message");
 	r = calloc(1, sizeof(*r) + REPLY_MAX * sizeof(r->tenants[0]));
-	if (pol) {
-		pt = calloc(POL_TENANT_ROWS, sizeof(*pt));
-		np = pt ? pol_cache_tenants(pol, pt, POL_TENANT_ROWS) : 0;
-	}
-	if (!r || (pol && !pt)) {
+	pt = calloc(POL_TENANT_ROWS, sizeof(*pt));
+	if (!r || !pt) {
 		free(r);
 		free(pt);
 		return -ENOMEM;
@@ -175,16 +188,23 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		t->dropped_blocks += k->cold_dropped;
 		t->limit_moves += k->cold_limit_drops;
 	}
-	for (size_t i = 0; i < np && i < POL_TENANT_ROWS; i++) {
-		struct kvmm_tenant_info *t = entry(r, pt[i].id);
+	/* the blocks of every block size's cache (cache.h) */
+	for (uint32_t size = 0; size < KD_CACHE_SIZES; size++) {
+		size_t np;
 
-		if (!t)
-			break;
-		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
-			t->cached_blocks[tier] += pt[i].blocks[tier];
-		t->admitted_blocks += pt[i].admitted;
-		t->dropped_blocks += pt[i].dropped;
-		t->limit_moves += pt[i].limit_moves;
+		pol = kd_cache_policy_at(d, size);
+		np = pol ? pol_cache_tenants(pol, pt, POL_TENANT_ROWS) : 0;
+		for (size_t i = 0; i < np && i < POL_TENANT_ROWS; i++) {
+			struct kvmm_tenant_info *t = entry(r, pt[i].id);
+
+			if (!t)
+				break;
+			for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
+				t->cached_blocks[tier] += pt[i].blocks[tier];
+			t->admitted_blocks += pt[i].admitted;
+			t->dropped_blocks += pt[i].dropped;
+			t->limit_moves += pt[i].limit_moves;
+		}
 	}
 	free(pt);
 	/* a tenant connected but not yet served is listed too */

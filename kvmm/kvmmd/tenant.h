@@ -78,6 +78,11 @@ int kd_tenant_set_limit(struct kd_daemon *d, uint32_t id,
 /* Give every limit set so far to pol (made just now); a limit on a tier
  * it has not got, or one it refuses, is logged and dropped. */
 void kd_tenant_limits_apply(struct kd_daemon *d, struct pol_cache *pol);
+/* The same for the policy of a later block size's cache (cache.h): a
+ * tier it lacks (a later size has no NVMe tier, nor a host tier when no
+ * size was named) has no limit there, and the tenants' limits stay as
+ * they are. */
+void kd_tenant_limits_apply_more(struct kd_daemon *d, struct pol_cache *pol);
 
 /*
  * ADMIN_TENANTS: every tenant with a row here or in the policy, in the
