@@ -228,8 +228,7 @@ void kc_say_uncached(struct kd_cache *c, struct kd_region *r)
 	if (r->uncached_logged)
 		return;
 	r->uncached_logged = true;
-	kc_for_each(d, c, i)
-	{
+	kc_for_each(d, c, i) {
 		uint32_t ppb = c->opened ? c->ppb : c->named_ppb;
 
 		if (ppb && at < sizeof(sizes))
@@ -263,8 +262,7 @@ int kc_for(struct kd_daemon *d, uint32_t ppb, struct kd_cache **out)
 	*out = d->cache;
 	if (!d->cache)
 		return -EXDEV;
-	kc_for_each(d, c, i)
-	{
+	kc_for_each(d, c, i) {
 		if ((c->opened && c->ppb == ppb) || c->named_ppb == ppb) {
 			*out = c;
 			return kc_open(c, ppb);
@@ -296,8 +294,9 @@ struct kd_cache *kc_of_region(struct kd_daemon *d, const struct kd_region *r)
 	struct kd_cache *c;
 	uint32_t i;
 
-	kc_for_each(d, c,
-		    i) if (c->opened && c->ppb == r->pages_per_block) return c;
+	kc_for_each(d, c, i)
+		if (c->opened && c->ppb == r->pages_per_block)
+			return c;
 	return NULL;
 }
 
@@ -309,8 +308,7 @@ void kd_cache_block_unref(struct kd_daemon *d, struct kd_block *blk)
 
 	if (!blk->hash)
 		return;
-	kc_for_each(d, c, i)
-	{
+	kc_for_each(d, c, i) {
 		if (!c->pol || c->ppb != blk->nr_pages)
 			continue;
 		e = kc_find(c, blk->hash);
@@ -331,8 +329,7 @@ static struct kc_entry *kc_find_any(struct kd_daemon *d, uint64_t hash,
 	struct kc_entry *e;
 	uint32_t i;
 
-	kc_for_each(d, c, i)
-	{
+	kc_for_each(d, c, i) {
 		e = c->pol ? kc_find(c, hash) : NULL;
 		if (e) {
 			*out = c;
@@ -371,8 +368,9 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
 	uint64_t sum = 0;
 	uint32_t i;
 
-	kc_for_each(d, c, i) if (c->pol)
-		sum += pol_cache_capacity(c->pol, POL_TIER_GPU);
+	kc_for_each(d, c, i)
+		if (c->pol)
+			sum += pol_cache_capacity(c->pol, POL_TIER_GPU);
 	return sum;
 }
 
@@ -390,8 +388,7 @@ int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,
 
 	/* blocks of each size count against the limit apart (a size
 	 * not open yet: kd_tenant_limits_apply() when it is made) */
-	kc_for_each(d, c, i)
-	{
+	kc_for_each(d, c, i) {
 		uint64_t lim[POL_TIER_COUNT];
 
 		if (!c->pol)
@@ -957,6 +954,16 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 #undef ADD
 }
 
+int kd_cache_size_stats(struct kd_daemon *d, uint32_t i, uint32_t *pages,
+			struct kvmm_tier_stats_reply *st)
+{
+	if (i >= d->nr_caches || !d->caches[i]->opened)
+		return -ENOENT;
+	*pages = d->caches[i]->ppb;
+	kc_tier_stats_one(d->caches[i], st);
+	return 0;
+}
+
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 {
 	struct kd_cache *c;
@@ -965,8 +972,7 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 	if (!d->cache)
 		return -ENODEV;
 	kc_tier_stats_one(d->cache, st);
-	kc_for_each(d, c, i)
-	{
+	kc_for_each(d, c, i) {
 		struct kvmm_tier_stats_reply o;
 
 		if (!i)

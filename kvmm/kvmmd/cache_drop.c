@@ -454,8 +454,9 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	 * an NVMe file holds from the last run are read into the cache
 	 * when it opens) */
 	now = kd_now_ns();
-	kc_for_each(s->d, c, i) if (c->pol && c->opened && !c->closing)
-		kc_drop_walk(c, dr, &a, by_tenant, now);
+	kc_for_each(s->d, c, i)
+		if (c->pol && c->opened && !c->closing)
+			kc_drop_walk(c, dr, &a, by_tenant, now);
 	c = s->d->cache; /* the NVMe tier's jobs are the first size's */
 	free(dr->hashes);
 	dr->hashes = NULL;

@@ -84,9 +84,9 @@ static void kc_park_line_moved(struct kd_cache *line)
 	struct kd_cache *c;
 	uint32_t i;
 
-	kc_for_each(line->d, c, i) if (c->busy_in_line && !c->closing &&
-				       !c->settle_timer.armed)
-		kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
+	kc_for_each(line->d, c, i)
+		if (c->busy_in_line && !c->closing && !c->settle_timer.armed)
+			kd_timer_arm(&c->d->loop, &c->settle_timer, 0);
 }
 
 /* The first parked command's pages are free: it can be served now. */

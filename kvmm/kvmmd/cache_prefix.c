@@ -418,7 +418,8 @@ void kd_cache_session_end(struct kd_session *s)
 	if (!d->cache)
 		return;
 	kc_park_session_end(d->cache, s);
-	kc_for_each(d, c, i) kc_session_end_one(c, s);
+	kc_for_each(d, c, i)
+		kc_session_end_one(c, s);
 }
 
 /*

@@ -322,8 +322,7 @@ int kd_cache_quota_reclaim(struct kd_session *s, uint64_t pages)
 		return 0;
 	/* each size's idle blocks of the uid in turn, until one frees
 	 * enough (or its copies down will: -EINPROGRESS) */
-	kc_for_each(s->d, c, i)
-	{
+	kc_for_each(s->d, c, i) {
 		if (!c->pol)
 			continue;
 		err = kc_quota_reclaim(c, s, pages, false);

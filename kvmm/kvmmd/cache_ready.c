@@ -62,14 +62,13 @@ bool kd_cache_session_waits(struct kd_session *s)
 	struct kd_cache *c;
 	uint32_t i;
 
-	kc_for_each(s->d, c, i) for (
-		struct kc_pending *pr = c->pending; pr;
-		pr = pr->next) if (pr->s == s &&
-				   (pr->replied ?
-					    pr->nwait > 0 :
-					    pr->collect &&
-						    !kc_pending_ready(
-							    pr))) return true;
+	kc_for_each(s->d, c, i)
+		for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
+			if (pr->s == s &&
+			    (pr->replied ?
+				     pr->nwait > 0 :
+				     pr->collect && !kc_pending_ready(pr)))
+				return true;
 	/* or one waits for a parked extend's reply (ABI 1.17) */
 	return kd_cache_park_waits(s);
 }
@@ -79,11 +78,11 @@ bool kd_cache_region_opening(struct kd_session *s, uint32_t region_id)
 	struct kd_cache *c;
 	uint32_t i;
 
-	kc_for_each(s->d, c,
-		    i) for (struct kc_pending *pr = c->pending; pr;
-			    pr = pr->next) if (!pr->replied && pr->s == s &&
-					       pr->region_id ==
-						       region_id) return true;
+	kc_for_each(s->d, c, i)
+		for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
+			if (!pr->replied && pr->s == s &&
+			    pr->region_id == region_id)
+				return true;
 	return false;
 }
 
@@ -93,11 +92,11 @@ bool kd_cache_seq_opening(struct kd_session *s, uint32_t region_id,
 	struct kd_cache *c;
 	uint32_t i;
 
-	kc_for_each(s->d, c,
-		    i) for (struct kc_pending *pr = c->pending; pr;
-			    pr = pr->next) if (!pr->replied && pr->s == s &&
-					       pr->region_id == region_id &&
-					       pr->seq == seq) return true;
+	kc_for_each(s->d, c, i)
+		for (struct kc_pending *pr = c->pending; pr; pr = pr->next)
+			if (!pr->replied && pr->s == s &&
+			    pr->region_id == region_id && pr->seq == seq)
+				return true;
 	return false;
 }
 

@@ -63,9 +63,10 @@ static bool kc_copies_pending(struct kd_cache *c)
 	struct kd_cache *o;
 	uint32_t i;
 
-	kc_for_each(c->d, o,
-		    i) if (o->mig && (o->st.migrations_in_flight ||
-				      o->demotions_queued)) return true;
+	kc_for_each(c->d, o, i)
+		if (o->mig &&
+		    (o->st.migrations_in_flight || o->demotions_queued))
+			return true;
 	return false;
 }
 
@@ -82,7 +83,9 @@ static bool kc_any_open(struct kd_daemon *d)
 	struct kd_cache *c;
 	uint32_t i;
 
-	kc_for_each(d, c, i) if (c->pol && c->ppb) return true;
+	kc_for_each(d, c, i)
+		if (c->pol && c->ppb)
+			return true;
 	return false;
 }
 
@@ -116,22 +119,22 @@ int kc_reclaim_take(struct kd_cache *c, uint64_t pages)
 	struct kd_cache *o;
 	uint32_t i;
 
-	kc_for_each(d, o, i) if (o->pol) /* TTL pins end on time */
-		pol_cache_set_clock(o->pol, kd_now_ns());
+	kc_for_each(d, o, i)
+		if (o->pol) /* TTL pins end on time */
+			pol_cache_set_clock(o->pol, kd_now_ns());
 	/* A victim whose pages a client still maps (its revocation is not
 	 * acknowledged yet) frees nothing now: they stay REVOKING.  Then
 	 * take more victims, while the policy has any, rather than fail
 	 * with evictable blocks left (every round takes at least one).
-	 * The pool is every size's: c's victims first (the caller's own
-	 * size, or the first), then the other sizes' in turn. */
+	 * The pool is every size's: c's victims (the caller's own size, or
+	 * the first's), and only when it has none another size's. */
 	for (;;) {
 		uint64_t taken = c->pol ? kc_reclaim_round(c, pages, reserved) :
 					  0;
 
-		kc_for_each(d, o, i) if (o != c && o->pol &&
-					 kc_pool_free(d) < pages + reserved)
-			taken += kc_reclaim_round(o, pages, reserved);
-
+		kc_for_each(d, o, i)
+			if (!taken && o != c && o->pol)
+				taken = kc_reclaim_round(o, pages, reserved);
 		if (kc_pool_free(d) >= pages + reserved)
 			return 0;
 		/* commands parked before this one are served first: it
