@@ -18,8 +18,13 @@
  *     4 hits from each tier);
  *   - a region of a third size (6 pages) is served without the cache:
  *     -EOPNOTSUPP and one WARN naming both sizes;
+ *   - kvmmctl status shows the sums, kvmmd's metrics each size's too
+ *     (size="4", size="2");
  *   - kvmmctl cache-drop drops both sizes' blocks, one reply with the
  *     sums; the blocks are gone;
+ *   - the pool is one: the 2-page model's cached blocks in every page, an
+ *     extend of the 4-page model demotes them to host memory (parked
+ *     while the copies run), and they come back byte-identical;
  *   - without --cache-block-pages the first four sizes to publish are
  *     cached, the first with the host tier (its slots alone in TIER_STATS),
  *     and a fifth is refused with the WARN;
@@ -39,6 +44,7 @@
 #include <unistd.h>
 
 #include "tests/cache-drop-common.h"
+#include "tests/lib/metrics.h"
 #include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
@@ -207,8 +213,12 @@ static void named_sizes(void)
 			       "2",
 			       "--host-mem",
 			       "4M",
+			       "--metrics-listen",
+			       "127.0.0.1:0",
 			       NULL };
 	struct kvmm_admin_cache_drop_reply dr;
+	static struct tm_expo e;
+	struct tm_resp mr;
 	struct kvmm_tier_stats_reply ts;
 	static char log[1 << 16];
 	static char out[8192];
@@ -273,7 +283,32 @@ static void named_sizes(void)
 
 	/* kvmmctl status shows the sums */
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
-	printf("%s", out);
+	t_assert(strstr(out, "tier host    4/24 blocks, 4 hits, 8 in, 4 out"));
+	/* kvmmd's metrics each size's, labelled by its pages a block */
+	tm_scrape(tm_port(&d), &mr);
+	tm_parse(mr.body, &e);
+	t_assert_eq(tm_u64(&e, "kvmm_tier_capacity_blocks", "tier=\"host\""),
+		    24);
+	t_assert_eq(tm_u64(&e, "kvmm_size_tier_capacity_blocks",
+			   "size=\"4\",tier=\"host\""),
+		    8);
+	t_assert_eq(tm_u64(&e, "kvmm_size_tier_capacity_blocks",
+			   "size=\"2\",tier=\"host\""),
+		    16);
+	t_assert_eq(tm_u64(&e, "kvmm_size_tier_block_bytes",
+			   "size=\"2\",tier=\"gpu\""),
+		    131072);
+	for (int i = 0; i < 2; i++) {
+		char l[64];
+
+		snprintf(l, sizeof(l), "size=\"%u\"", 2 * layers[i]);
+		t_assert_eq(tm_u64(&e, "kvmm_size_publishes_total", l), 2 * NB);
+		snprintf(l, sizeof(l), "size=\"%u\",tier=\"host\"",
+			 2 * layers[i]);
+		t_assert_eq(tm_u64(&e, "kvmm_size_tier_hits_total", l), NB);
+		t_assert_eq(tm_u64(&e, "kvmm_size_tier_used_blocks", l), NB);
+	}
+	tm_resp_free(&mr);
 
 	/* a drop of every tier: both sizes' blocks, one reply */
 	cc_settled_stats(d.sock, &ts);
@@ -288,6 +323,49 @@ static void named_sizes(void)
 		}
 	cc_stop(&d);
 	printf("two named sizes: both cached, demoted and restored, dropped\n");
+}
+
+/*
+ * The pool is one for every size: with the 2-page size's cached blocks
+ * in all 32 pages, the 4-page model's extend demotes the other size's
+ * least recently used blocks (and parks while their copies run), and
+ * they come back from host memory byte-identical.
+ */
+static void pool_pressure(void)
+{
+	const char *args[] = { "--gpu-mem",
+			       "2M",
+			       "--cache-policy",
+			       "lru",
+			       "--cache-block-pages",
+			       "4,2",
+			       "--cache-gpu-blocks",
+			       "16",
+			       "--host-mem",
+			       "4M",
+			       NULL };
+	struct kvmm_tier_stats_reply ts;
+	struct td_daemon d;
+
+	cc_start(&d, args);
+	for (int k = 0; k < 8; k++) {
+		ms_write(d.sock, 1, k);
+		t_assert_eq(res->published, NB);
+	}
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.tiers[0].used_blocks, 8 * NB); /* the whole pool */
+	t_assert_eq(ts.pressure_reclaims, 0);
+	ms_write(d.sock, 2, 0);
+	t_assert_eq(res->status, 0);
+	t_assert_eq(res->published, NB);
+	cc_settled_stats(d.sock, &ts);
+	/* 8 pages: 4 blocks of the other size moved to host memory */
+	t_assert_eq(ts.pressure_reclaims, 4);
+	t_assert_eq(ts.tiers[1].used_blocks, 4);
+	ms_expect_read(d.sock, 1, 0, 1);
+	ms_expect_read(d.sock, 2, 0, 0);
+	cc_stop(&d);
+	printf("pool pressure: the other size's blocks demoted for an extend\n");
 }
 
 static void unnamed_sizes(void)
@@ -400,6 +478,7 @@ int main(void)
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(res != MAP_FAILED);
 	named_sizes();
+	pool_pressure();
 	unnamed_sizes();
 	cc_nvme_path(nvme, sizeof(nvme), "multi-size");
 	if (!t_nvme_usable(nvme)) {

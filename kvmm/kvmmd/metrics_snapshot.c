@@ -76,6 +76,7 @@ static int metrics_build(struct kd_metrics *m)
 {
 	struct kd_daemon *d = m->d;
 	struct kvmm_tier_stats_reply ts;
+	struct kd_metrics_size sz[KD_CACHE_SIZES];
 	struct kvmm_status_reply st;
 	struct kd_metrics_src src = {
 		.st = &st,
@@ -93,6 +94,11 @@ static int metrics_build(struct kd_metrics *m)
 	kd_status(d, &st);
 	if (!kd_cache_tier_stats(d, &ts))
 		src.ts = &ts;
+	for (uint32_t i = 0; i < KD_CACHE_SIZES; i++)
+		if (!kd_cache_size_stats(d, i, &sz[src.nr_sizes].pages,
+					 &sz[src.nr_sizes].ts))
+			src.nr_sizes++;
+	src.sizes = sz;
 	if (!kd_tenants_reply(d, &tn, &tn_len))
 		src.tn = tn;
 	f = open_memstream(&text, &len);

@@ -582,6 +582,40 @@ static void tiers(FILE *f, const struct kvmm_tier_stats_reply *ts)
 	}
 }
 
+/*
+ * The tier families again for each block size's cache, as
+ * kvmm_size_tier_*{size="PAGES",tier="..."} (the kvmm_tier_* ones are
+ * their sums), and each size's publishes.
+ */
+static void sizes(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
+{
+	const size_t n = sizeof(tier_metrics) / sizeof(tier_metrics[0]);
+	char name[96], label[64];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kd_metric *m = &tier_metrics[i];
+
+		snprintf(name, sizeof(name), "kvmm_size_%s",
+			 m->name + strlen("kvmm_"));
+		family(f, name, m->type, m->help);
+		for (uint32_t k = 0; k < nr; k++)
+			for (int t = 0; t < 3; t++) {
+				snprintf(label, sizeof(label),
+					 "size=\"%u\",tier=\"%s\"", sz[k].pages,
+					 tier_names[t]);
+				sample(f, name, NULL, label,
+				       field(&sz[k].ts.tiers[t], m), m->unit);
+			}
+	}
+	family(f, "kvmm_size_publishes_total", KD_COUNTER,
+	       "Blocks published of one block size (pages a block).");
+	for (uint32_t k = 0; k < nr; k++) {
+		snprintf(label, sizeof(label), "size=\"%u\"", sz[k].pages);
+		sample(f, "kvmm_size_publishes_total", NULL, label,
+		       sz[k].ts.publishes, KD_AS_IS);
+	}
+}
+
 /* One tenant's labels: kind="uid"|"gid",id="N"|"others". */
 static void tenant_labels(char *buf, size_t len, uint32_t kind, uint32_t id,
 			  const char *tier)
@@ -713,6 +747,8 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 		      src->ts->size);
 		tiers(f, src->ts);
 	}
+	if (src->sizes && src->nr_sizes > 1)
+		sizes(f, src->sizes, src->nr_sizes);
 	if (src->tn)
 		tenants(f, src->tn);
 	if (fflush(f) || ferror(f))

@@ -18,6 +18,12 @@
 /* Content-Type of the format, for an HTTP reply. */
 #define KD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
+/* One block size's cache (kvmmd's own exposition, cache.h). */
+struct kd_metrics_size {
+	uint32_t pages; /* pages a block */
+	struct kvmm_tier_stats_reply ts;
+};
+
 struct kd_metrics_src {
 	const struct kvmm_status_reply *st;
 	/* NULL: the daemon has no block cache stats (no cache families);
@@ -27,6 +33,12 @@ struct kd_metrics_src {
 	/* NULL: no tenant families (a daemon before ABI 1.10) */
 	const struct kvmm_tenants_reply *tn;
 	uint32_t abi_major, abi_minor; /* the daemon's wire ABI */
+	/* kvmmd --metrics-listen with more than one block size cached:
+	 * each size's counters (ts holds their sums), labelled size="N"
+	 * (NULL: one size, or kvmmctl metrics, which TIER_STATS' sums are
+	 * all it has) */
+	const struct kd_metrics_size *sizes;
+	uint32_t nr_sizes;
 };
 
 /* Write the exposition to f: 0, or -EIO when f reports an error. */
