@@ -587,16 +587,37 @@ static void tiers(FILE *f, const struct kvmm_tier_stats_reply *ts)
  * kvmm_size_tier_*{size="PAGES",tier="..."} (the kvmm_tier_* ones are
  * their sums), and each size's publishes.
  */
+static const char *const size_names[] = {
+	"kvmm_size_tier_capacity_blocks",
+	"kvmm_size_tier_used_blocks",
+	"kvmm_size_tier_block_bytes",
+	"kvmm_size_tier_hits_total",
+	"kvmm_size_tier_demotions_in_total",
+	"kvmm_size_tier_promotions_out_total",
+	"kvmm_size_tier_promotions_by_publish_total",
+	"kvmm_size_tier_drops_total",
+	"kvmm_size_tier_bytes_in_total",
+	"kvmm_size_tier_bytes_out_total",
+	"kvmm_size_tier_restore_seconds_total",
+	"kvmm_size_tier_restore_max_seconds",
+};
+
 static void sizes(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
 {
 	const size_t n = sizeof(tier_metrics) / sizeof(tier_metrics[0]);
-	char name[96], label[64];
+	char label[64];
 
+	_Static_assert(sizeof(size_names) / sizeof(size_names[0]) ==
+			       sizeof(tier_metrics) / sizeof(tier_metrics[0]),
+		       "a kvmm_size_tier_* family for each kvmm_tier_* one");
 	for (size_t i = 0; i < n; i++) {
 		const struct kd_metric *m = &tier_metrics[i];
+		const char *name = size_names[i];
 
-		snprintf(name, sizeof(name), "kvmm_size_%s",
-			 m->name + strlen("kvmm_"));
+		/* the same family, of one size */
+		if (strcmp(name + strlen("kvmm_size_"),
+			   m->name + strlen("kvmm_")))
+			continue;
 		family(f, name, m->type, m->help);
 		for (uint32_t k = 0; k < nr; k++)
 			for (int t = 0; t < 3; t++) {
