@@ -351,11 +351,19 @@ static int check_block_size(struct kd_daemon *d)
 	/* with --nvme-path, a refusal: blocks reach the NVMe tier only
 	 * through host slots, so that tier was silently off too (and an
 	 * empty file left behind) */
+	/* (named sizes share it equally: the first's share, which the
+	 * NVMe tier's I/O goes through, holds a block) */
 	if (cfg->nvme_path[0] && cfg->host_mem &&
-	    cfg->host_mem < (block ? block : 2ull * d->page_size)) {
-		char what[64] = "the smallest, 2 pages";
+	    cfg->host_mem < (block ? block * (cfg->nr_cache_block_sizes ?: 1) :
+				     2ull * d->page_size)) {
+		char what[96] = "the smallest, 2 pages";
 
-		if (block)
+		if (block && cfg->nr_cache_block_sizes > 1)
+			snprintf(what, sizeof(what),
+				 "--cache-block-pages %u in its share, 1/%u",
+				 cfg->cache_block_pages,
+				 cfg->nr_cache_block_sizes);
+		else if (block)
 			snprintf(what, sizeof(what), "--cache-block-pages %u",
 				 cfg->cache_block_pages);
 		else
