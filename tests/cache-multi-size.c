@@ -31,7 +31,8 @@
  *   - with --nvme-path (where the NVMe tier can run): the NVMe tier is the
  *     first size's; a stop saves that size's blocks there and a restart
  *     recovers them (the second size's, without an NVMe tier, are not
- *     kept), byte-identical; a cache-drop of both sizes' blocks (the
+ *     kept), byte-identical, even with the sizes named in the other order
+ *     (the file's payload size picks the size that is first); a cache-drop of both sizes' blocks (the
  *     restored ones' NVMe copies invalidated on disk) then leaves nothing
  *     for the next restart.
  */
@@ -434,6 +435,7 @@ static void nvme_first_size(const char *nvme)
 			       NULL };
 	struct kvmm_admin_cache_drop_reply dr;
 	struct kvmm_tier_stats_reply ts;
+	static char log[1 << 16];
 	struct td_daemon d;
 
 	cc_start(&d, args);
@@ -446,7 +448,15 @@ static void nvme_first_size(const char *nvme)
 	t_assert_eq(ts.tiers[2].capacity_blocks, 7);
 	cc_stop(&d); /* the first size's blocks saved to NVMe */
 
+	/* the sizes in the other order: the file's (4 pages) is still the
+	 * NVMe tier's */
+	args[3] = "2,4";
 	cc_start(&d, args);
+	t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
+	t_assert_eq(
+		t_count(log,
+			"cache: the NVMe tier's blocks from the last run have 4 pages, a size --cache-block-pages names: the tier is that size's"),
+		1);
 	t_assert_eq(cd_recovered(d.sock), NB);
 	ms_expect_read(d.sock, 2, 0, 2); /* from NVMe, byte-identical */
 	ms_read(d.sock, 1, 1, 0);
