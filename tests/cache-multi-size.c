@@ -20,6 +20,9 @@
  *     -EOPNOTSUPP and one WARN naming both sizes;
  *   - kvmmctl status shows the sums, kvmmd's metrics each size's too
  *     (size="4", size="2");
+ *   - a pin of a block of each size holds that block's bytes (ADMIN_STATUS
+ *     and kvmmctl sessions: 256 + 128 KiB, then 128 KiB once the larger is
+ *     unpinned);
  *   - kvmmctl cache-drop drops both sizes' blocks, one reply with the
  *     sums; the blocks are gone;
  *   - the pool is one: the 2-page model's cached blocks in every page, an
@@ -216,6 +219,8 @@ static void named_sizes(void)
 			       "4M",
 			       "--metrics-listen",
 			       "127.0.0.1:0",
+			       "--pin-quota",
+			       "4",
 			       NULL };
 	struct kvmm_admin_cache_drop_reply dr;
 	static struct tm_expo e;
@@ -310,6 +315,48 @@ static void named_sizes(void)
 		t_assert_eq(tm_u64(&e, "kvmm_size_tier_used_blocks", l), NB);
 	}
 	tm_resp_free(&mr);
+
+	/* a pin of a block of each size holds each its own bytes: 256 KiB
+	 * and 128 KiB, where kvmmd counted every pin at the first size's */
+	{
+		struct kvmm_block_pin bp = { .size = sizeof(bp) };
+		struct kvmm_block_pin_reply pr;
+		struct kvmm_status_reply st;
+		uint64_t h[NB];
+		struct cc c;
+
+		cc_connect(&c, d.sock);
+		for (int i = 0; i < 2; i++) {
+			ms_region(&c, layers[i]);
+			ms_hashes(layers[i], 1, h);
+			bp.hash = h[0];
+			t_ok(cc_call(&c, KVMM_CMD_BLOCK_PIN, &bp, sizeof(bp),
+				     &pr, sizeof(pr), NULL, NULL));
+		}
+		t_ok(cc_call(&c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st,
+			     sizeof(st), NULL, NULL));
+		t_assert_eq(st.pins, 2);
+		t_assert_eq(st.pinned_bytes, 262144 + 131072);
+		t_assert_eq(td_kvmmctl(d.sock, "sessions --json", out,
+				       sizeof(out)),
+			    0);
+		t_assert(strstr(out, "\"pinned_bytes\": 393216") ||
+			 strstr(out, "\"pinned_bytes\":393216"));
+		/* the 256 KiB block's pin gone: the 128 KiB one's left */
+		{
+			struct kvmm_block_unpin bu = { .size = sizeof(bu) };
+
+			ms_hashes(layers[0], 1, h);
+			bu.hash = h[0];
+			t_ok(cc_call(&c, KVMM_CMD_BLOCK_UNPIN, &bu, sizeof(bu),
+				     NULL, 0, NULL, NULL));
+		}
+		t_ok(cc_call(&c, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st,
+			     sizeof(st), NULL, NULL));
+		t_assert_eq(st.pins, 1);
+		t_assert_eq(st.pinned_bytes, 131072);
+		cc_disconnect(&c);
+	}
 
 	/* a drop of every tier: both sizes' blocks, one reply */
 	cc_settled_stats(d.sock, &ts);

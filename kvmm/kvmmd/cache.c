@@ -340,7 +340,8 @@ static struct kc_entry *kc_find_any(struct kd_daemon *d, uint64_t hash,
 }
 
 int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
-			struct pol_cache **pol, unsigned *tier, uint64_t *gen)
+			struct pol_cache **pol, unsigned *tier, uint64_t *gen,
+			uint64_t *bytes)
 {
 	struct kd_cache *c = NULL;
 	struct kc_entry *e = kc_find_any(d, hash, &c);
@@ -350,6 +351,7 @@ int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
 	*pol = c->pol;
 	*tier = e->tier;
 	*gen = e->gen;
+	*bytes = c->block_bytes;
 	return 0;
 }
 
@@ -372,11 +374,6 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d)
 		if (c->pol)
 			sum += pol_cache_capacity(c->pol, POL_TIER_GPU);
 	return sum;
-}
-
-uint64_t kd_cache_block_bytes(struct kd_daemon *d)
-{
-	return d->cache ? d->cache->block_bytes : 0;
 }
 
 int kd_cache_tenant_limit(struct kd_daemon *d, uint32_t id,

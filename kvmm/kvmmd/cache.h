@@ -228,8 +228,9 @@ void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
 void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
 
 /*
- * Pins (pin.c).  kd_cache_pin_target(): the policy, the tier and the
- * generation of a cached block the policy tracks; -ENOENT when the hash is
+ * Pins (pin.c).  kd_cache_pin_target(): the policy, the tier, the
+ * generation and the size in bytes (its cache's: kvmmd caches up to
+ * KD_CACHE_SIZES block sizes) of a cached block the policy tracks; -ENOENT when the hash is
  * not cached, is a cold NVMe block, or is on its way out.  The generation
  * tells a later entry with the same hash from the one pinned:
  * kd_cache_pin_policy() answers the policy only while that entry is still
@@ -237,13 +238,12 @@ void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
  */
 struct pol_cache;
 int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
-			struct pol_cache **pol, unsigned *tier, uint64_t *gen);
+			struct pol_cache **pol, unsigned *tier, uint64_t *gen,
+			uint64_t *bytes);
 struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
 				      uint64_t gen);
 /* Blocks the policy may keep on the GPU (0 before the first publish). */
 uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
-/* Bytes of one cached block (0 before the first publish). */
-uint64_t kd_cache_block_bytes(struct kd_daemon *d);
 /* The cache's policy, for reading (NULL before the first publish): the
  * first block size's; kd_cache_policy_at(): the i-th size's (NULL
  * before its first publish, or past the sizes). */

@@ -690,6 +690,7 @@ struct kd_session {
 	struct kd_revoke *revokes; /* pending, oldest first */
 	struct kd_pin *pins; /* pin.c: this session's pin records */
 	uint32_t nr_pins;
+	uint64_t pinned_bytes; /* its records' blocks, each its size */
 	struct kd_timer revoke_timer;
 	struct kd_timer hello_timer; /* armed until HELLO is answered */
 	/* time in sendmsg of replies since the command now served began

@@ -300,7 +300,9 @@ static void pin_drop(struct kd_pins *ps, struct kd_pin *p)
 	block_unlink(b, p);
 	block_drop_share(b, p);
 	block_push(ps->d, b, ttl, prio);
+	s->pinned_bytes -= b->bytes;
 	if (!b->recs) {
+		ps->pinned_bytes -= b->bytes;
 		kd_htab_del(&ps->blocks, &b->node);
 		free(b);
 	}
@@ -347,7 +349,7 @@ static void pin_on_timer(struct kd_loop *loop, struct kd_timer *t)
 
 /* A new record of s on (hash, gen), with no share yet. */
 static int pin_new(struct kd_pins *ps, struct kd_session *s, uint64_t hash,
-		   uint64_t gen, struct kd_pin **out)
+		   uint64_t gen, uint64_t bytes, struct kd_pin **out)
 {
 	struct pin_block *b = block_find(ps, hash, gen);
 	struct kd_pin *p = calloc(1, sizeof(*p));
@@ -362,6 +364,8 @@ static int pin_new(struct kd_pins *ps, struct kd_session *s, uint64_t hash,
 		}
 		b->hash = hash;
 		b->gen = gen;
+		b->bytes = bytes;
+		ps->pinned_bytes += bytes;
 		b->node.key = pin_mix(hash, gen);
 		kd_htab_add(&ps->blocks, &b->node);
 	}
@@ -376,6 +380,7 @@ static int pin_new(struct kd_pins *ps, struct kd_session *s, uint64_t hash,
 		s->pins->s_prev = p;
 	s->pins = p;
 	s->nr_pins++;
+	s->pinned_bytes += b->bytes;
 	ps->nr_recs++;
 	*out = p;
 	return 0;
@@ -448,7 +453,7 @@ static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
 	struct kd_pins *ps;
 	struct pin_block *b;
 	struct kd_pin *p;
-	uint64_t gen, ttl;
+	uint64_t gen, ttl, bytes;
 	uint64_t names[KD_MAX_REGIONS_PER_SESSION];
 	uint32_t nr_names;
 	unsigned tier;
@@ -460,7 +465,8 @@ static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
 	nr_names = kd_scope_pin_names(s, bp->hash, names);
 	err = -ENOENT;
 	for (uint32_t i = 0; err == -ENOENT && i < nr_names; i++) {
-		err = kd_cache_pin_target(d, names[i], &pol, &tier, &gen);
+		err = kd_cache_pin_target(d, names[i], &pol, &tier, &gen,
+					  &bytes);
 		if (!err)
 			bp->hash = names[i];
 	}
@@ -480,7 +486,7 @@ static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
 			pin_purge(ps, s);
 		err = s->nr_pins >= pin_quota(d) ?
 			      -EDQUOT :
-			      pin_new(ps, s, bp->hash, gen, &p);
+			      pin_new(ps, s, bp->hash, gen, bytes, &p);
 		if (err)
 			goto out;
 		was_hard = false;
@@ -700,7 +706,7 @@ void kd_pin_session_info(struct kd_session *s, struct kvmm_session_info *i)
 {
 	i->pins = s->nr_pins;
 	i->pin_quota = pin_quota(s->d);
-	i->pinned_bytes = (uint64_t)s->nr_pins * kd_cache_block_bytes(s->d);
+	i->pinned_bytes = s->pinned_bytes;
 }
 
 void kd_pin_status(struct kd_daemon *d, struct kvmm_status_reply *st)
@@ -710,5 +716,5 @@ void kd_pin_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	if (!ps)
 		return;
 	st->pins = ps->nr_recs;
-	st->pinned_bytes = ps->blocks.n * kd_cache_block_bytes(d);
+	st->pinned_bytes = ps->pinned_bytes;
 }

@@ -32,6 +32,7 @@ struct kd_pin {
 struct pin_block {
 	struct kd_hnode node; /* kd_pins.blocks: key (hash, gen) */
 	uint64_t hash, gen;
+	uint64_t bytes; /* the block's size: its cache's */
 	struct kd_pin *recs;
 	uint32_t nr_prio; /* records with KVMM_PIN_F_PRIORITY */
 	uint32_t nr_hold; /* TTL records without KVMM_PIN_F_DEMOTE */
@@ -48,6 +49,7 @@ struct kd_pins {
 	struct kd_pin **heap; /* TTL records, earliest expiry at [0] */
 	uint32_t heap_n, heap_cap;
 	uint64_t nr_recs;
+	uint64_t pinned_bytes; /* sum of blocks[].bytes */
 	struct kd_timer timer; /* at heap[0]'s expiry */
 };
 
