@@ -3,7 +3,7 @@
  * Every injected backend failure unwinds with nothing leaked.  A scenario
  * that uses every vmm operation the way the daemon and a client do (pool
  * prefill and alloc, a scrub and a renewal, reserve, map + set_access, export + import of a page,
- * copies, unmap, free) runs once to count its calls per operation; then,
+ * copies, a page-to-page copy, unmap, free) runs once to count its calls per operation; then,
  * for every operation and every call number N up to that count, it runs
  * again on a fresh backend whose Nth call of that operation fails.  Each
  * run must report the injected error, leave the pool with nothing
@@ -124,6 +124,18 @@ static int scenario(struct vmm_backend *b)
 	if (b->kind == VMM_BACKEND_HOST &&
 	    strcmp((char *)(uintptr_t)(va + NPAGES * ps + 8), "unwind"))
 		t_fail("copy did not reach the shared mapping");
+	/* page 0 into page 1, page to page (kvmmd: SEQ_UNSHARE's copy) */
+	err = vmm_page_copy(b, vmm_pool_page_handle(pool, ids[1]),
+			    vmm_pool_page_handle(pool, ids[0]));
+	if (err)
+		goto err_release_imported;
+	memset(buf, 0, sizeof(buf));
+	err = b->ops->copy_to_host(b, buf, vmm_pool_page_handle(pool, ids[1]),
+				   8, 7);
+	if (err)
+		goto err_release_imported;
+	if (strcmp(buf, "unwind"))
+		t_fail("page copy did not reach page 1");
 	/* The success path tears down through the same labels. */
 	ret = 0;
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Backend selection and the small helpers every backend shares: enum
- * strings, open/close, map-with-access.
+ * strings, open/close, map-with-access, a page copy that bounces through
+ * host memory where the backend has no page_copy.
  *
  * AUTO tries cuda first: a node with a driver and a GPU wants device
  * memory.  When cuda cannot open (no libcuda, no device, built without
@@ -9,6 +10,7 @@
  * operator never wonders which backend is serving.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vmm/cuda_priv.h"
@@ -32,6 +34,7 @@ const char *vmm_op_string(enum vmm_op op)
 		[VMM_OP_PAGE_FD] = "page_fd",
 		[VMM_OP_PAGE_ZERO] = "page_zero",
 		[VMM_OP_PAGE_FD_READONLY] = "page_fd_readonly",
+		[VMM_OP_PAGE_COPY] = "page_copy",
 	};
 
 	if ((unsigned int)op >= VMM_OP_COUNT)
@@ -106,6 +109,27 @@ int vmm_map_page(struct vmm_backend *b, uint64_t va, vmm_handle_t page,
 	err = b->ops->set_access(b, va, b->page_size, prot);
 	if (err)
 		b->ops->unmap(b, va);
+	return err;
+}
+
+int vmm_page_copy(struct vmm_backend *b, vmm_handle_t dst, vmm_handle_t src)
+{
+	void *buf;
+	int err = -EOPNOTSUPP;
+
+	if (dst == src)
+		return -EINVAL;
+	if (b->ops->page_copy)
+		err = b->ops->page_copy(b, dst, src);
+	if (err != -EOPNOTSUPP)
+		return err;
+	buf = malloc(b->page_size);
+	if (!buf)
+		return -ENOMEM;
+	err = b->ops->copy_to_host(b, buf, src, 0, b->page_size);
+	if (!err)
+		err = b->ops->copy_from_host(b, dst, 0, buf, b->page_size);
+	free(buf);
 	return err;
 }
 

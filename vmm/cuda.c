@@ -10,10 +10,12 @@
  *   import       cuMemImportFromShareableHandle (the fd stays the caller's)
  *   map / unmap  cuMemMap / cuMemUnmap of one page
  *   set_access   cuMemSetAccess for this device
- *   copies       the page is mapped into a private one-page scratch range,
+ *   copies       the page is mapped into a private scratch range,
  *                copied with cuMemcpyDtoH/HtoD, and unmapped again; the
  *                async variants copy from a caller's mapping on the
- *                backend's own non-blocking stream
+ *                backend's own non-blocking stream; page_copy maps both
+ *                pages into the scratch range (two pages of VA) and runs
+ *                cuMemcpyDtoD
  *
  * The backend's life (libcuda loaded, the device picked, the backend
  * opened and torn down) is in vmm/cuda_open.c; struct cuda_backend and
@@ -415,6 +417,61 @@ out:
 	return err;
 }
 
+/*
+ * Page src into page dst on the device (kvmmd's SEQ_UNSHARE): src mapped
+ * read-only at the scratch range, dst read-write one page after it,
+ * cuMemcpyDtoD (synchronous to the host, and ordered after the work the
+ * backend queued before), both unmapped again.  Never run on a GPU yet:
+ * only against the mock libcuda (tests/vmm-cuda-mock.sh).
+ */
+static int cuda_page_copy(struct vmm_backend *b, vmm_handle_t dst,
+			  vmm_handle_t src)
+{
+	struct cuda_backend *c = to_cuda(b);
+	CUdeviceptr to = c->scratch + b->page_size;
+	int err, err2 = 0;
+	bool src_mapped = false, dst_mapped = false;
+
+	if (dst == src)
+		return -EINVAL;
+	err = enter(c);
+	if (err)
+		return err;
+	err = vmm_track_check_copy(&c->track, dst, 0, b->page_size);
+	if (!err)
+		err = vmm_track_check_copy(&c->track, src, 0, b->page_size);
+	if (!err)
+		err = cuda_map_locked(c, c->scratch, src);
+	src_mapped = !err;
+	if (!err)
+		err = cuda_map_locked(c, to, dst);
+	dst_mapped = src_mapped && !err;
+	if (!err)
+		err = CUCHECK(c->api.p_cuMemSetAccess(c->scratch, b->page_size,
+						      &c->access_ro, 1),
+			      "cuMemSetAccess");
+	if (!err)
+		err = CUCHECK(c->api.p_cuMemSetAccess(to, b->page_size,
+						      &c->access_rw, 1),
+			      "cuMemSetAccess");
+	if (!err)
+		err = CUCHECK(c->api.p_cuMemcpyDtoD(to, c->scratch,
+						    b->page_size),
+			      "cuMemcpyDtoD");
+	if (dst_mapped)
+		err2 = CUCHECK(c->api.p_cuMemUnmap(to, b->page_size),
+			       "cuMemUnmap");
+	if (src_mapped) {
+		int err3 =
+			CUCHECK(c->api.p_cuMemUnmap(c->scratch, b->page_size),
+				"cuMemUnmap");
+
+		err2 = err2 ? err2 : err3;
+	}
+	leave(c);
+	return err ? err : err2;
+}
+
 static int cuda_usage(struct vmm_backend *b, struct vmm_backend_usage *u)
 {
 	struct cuda_backend *c = to_cuda(b);
@@ -551,6 +608,7 @@ const struct vmm_ops vmm_cuda_ops = {
 	.host_register = cuda_host_register,
 	.host_unregister = cuda_host_unregister,
 	.page_zero = cuda_page_zero,
+	.page_copy = cuda_page_copy,
 };
 
 #endif /* HAVE_CUDA_H */

@@ -46,6 +46,7 @@
 	X(cuMemSetAccess)                 \
 	X(cuMemcpyDtoH)                   \
 	X(cuMemcpyHtoD)                   \
+	X(cuMemcpyDtoD)                   \
 	X(cuMemcpyDtoHAsync)              \
 	X(cuMemcpyHtoDAsync)              \
 	X(cuMemsetD8Async)                \
@@ -72,7 +73,10 @@ struct cuda_backend {
 	CUmemAccessDesc access_rw, access_ro, access_none;
 	pthread_mutex_t lock; /* protects track and the scratch range */
 	struct vmm_track track;
-	CUdeviceptr scratch; /* one page of VA for the copy helpers */
+	/* two pages of VA for the copy helpers: a page copied to or from
+	 * the host at the first; page_copy maps its source there and its
+	 * destination at the second */
+	CUdeviceptr scratch;
 };
 
 /* One driver call's result as 0 / -errno, named in the log. */

@@ -45,8 +45,8 @@ void vmm_cuda_teardown(struct cuda_backend *c)
 
 	if (c->ctx && !cuda_ctx_enter(c)) {
 		if (c->scratch)
-			CUCHECK(c->api.p_cuMemAddressFree(c->scratch,
-							  c->base.page_size),
+			CUCHECK(c->api.p_cuMemAddressFree(
+					c->scratch, 2 * c->base.page_size),
 				"cuMemAddressFree");
 		if (c->stream)
 			CUCHECK(c->api.p_cuStreamDestroy(c->stream),
@@ -295,7 +295,7 @@ int vmm_cuda_open_why(const struct vmm_config *cfg, struct vmm_backend **out,
 	}
 	if (!err)
 		err = CUCHECK(c->api.p_cuMemAddressReserve(
-				      &c->scratch, c->base.page_size,
+				      &c->scratch, 2 * c->base.page_size,
 				      c->base.page_size, 0, 0),
 			      "cuMemAddressReserve");
 	cuda_ctx_leave(c);

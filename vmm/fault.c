@@ -218,6 +218,18 @@ static int fault_page_fd_readonly(struct vmm_backend *b, vmm_handle_t page,
 	return INNER(b)->ops->page_fd_readonly(INNER(b), page, fd);
 }
 
+static int fault_page_copy(struct vmm_backend *b, vmm_handle_t dst,
+			   vmm_handle_t src)
+{
+	int err = fault_hit(b, VMM_OP_PAGE_COPY);
+
+	if (err)
+		return err;
+	if (!INNER(b)->ops->page_copy)
+		return -EOPNOTSUPP;
+	return INNER(b)->ops->page_copy(INNER(b), dst, src);
+}
+
 static void fault_destroy(struct vmm_backend *b)
 {
 	vmm_backend_close(INNER(b));
@@ -248,6 +260,7 @@ static const struct vmm_ops fault_ops = {
 	.host_unregister = fault_host_unregister,
 	.page_zero = fault_page_zero,
 	.page_fd_readonly = fault_page_fd_readonly,
+	.page_copy = fault_page_copy,
 };
 
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out)

@@ -49,7 +49,9 @@
  *   copies       created page: pread/pwrite on the memfd, no mapping
  *                needed; imported page: memcpy through the anchor, opened
  *                by mprotect for the copy and closed again, under the lock
- *                (rare: libkvmm never copies, kvmmd copies its own pages)
+ *                (rare: libkvmm never copies, kvmmd copies its own pages);
+ *                page to page (page_copy): copy_file_range between the
+ *                memfds, in host_map.c
  *
  * A page handle is generation << 32 | memfd number (0..INT_MAX) for a
  * created page, and HOST_ANCHOR_TAG | generation | anchor address / 4096
@@ -488,6 +490,7 @@ static const struct vmm_ops host_ops = {
 	.host_unregister = host_host_unregister,
 	.page_zero = host_page_zero,
 	.page_fd_readonly = host_page_fd_readonly,
+	.page_copy = host_page_copy,
 };
 
 int vmm_host_open(const struct vmm_config *cfg, struct vmm_backend **out)

@@ -186,6 +186,46 @@ int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page, size_t offset,
 }
 
 /*
+ * One created page's bytes into another, in the kernel (copy_file_range
+ * between the two memfds: no bounce through this process); an imported
+ * page, or a kernel that cannot (ENOSYS, EXDEV, EINVAL, EOPNOTSUPP before
+ * any byte moved), is -EOPNOTSUPP and vmm_page_copy() bounces through
+ * copy_to_host / copy_from_host.  Under the lock, as the other copies.
+ */
+int host_page_copy(struct vmm_backend *b, vmm_handle_t dst, vmm_handle_t src)
+{
+	struct host_backend *h = to_host(b);
+	size_t done = 0;
+	int err;
+
+	pthread_mutex_lock(&h->lock);
+	err = vmm_track_check_copy(&h->track, dst, 0, b->page_size);
+	if (!err)
+		err = vmm_track_check_copy(&h->track, src, 0, b->page_size);
+	if (!err && (dst == src || is_anchor(dst) || is_anchor(src)))
+		err = dst == src ? -EINVAL : -EOPNOTSUPP;
+	while (!err && done < b->page_size) {
+		off64_t in = (off64_t)done, out = (off64_t)done;
+		ssize_t r = copy_file_range(page_memfd(src), &in,
+					    page_memfd(dst), &out,
+					    b->page_size - done, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && !done &&
+		    (errno == ENOSYS || errno == EXDEV || errno == EINVAL ||
+		     errno == EOPNOTSUPP))
+			err = -EOPNOTSUPP;
+		else if (r <= 0)
+			err = r < 0 ? -errno : -EIO;
+		else
+			done += (size_t)r;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
+/*
  * A created page gives its memory back to the kernel (a hole punched over
  * the whole memfd: later reads see zeros, and the next writer faults fresh
  * zeroed memory in), which costs no copy on the loop.  An imported page

@@ -81,6 +81,7 @@ int host_copy_to_host(struct vmm_backend *b, void *dst, vmm_handle_t page,
 int host_copy_from_host(struct vmm_backend *b, vmm_handle_t page, size_t offset,
 			const void *src, size_t len);
 int host_page_zero(struct vmm_backend *b, vmm_handle_t page);
+int host_page_copy(struct vmm_backend *b, vmm_handle_t dst, vmm_handle_t src);
 int host_copy_va_to_host_async(struct vmm_backend *b, void *dst, uint64_t va,
 			       size_t len);
 int host_copy_host_to_va_async(struct vmm_backend *b, uint64_t va,

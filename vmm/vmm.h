@@ -100,6 +100,7 @@ enum vmm_op {
 	VMM_OP_PAGE_FD,
 	VMM_OP_PAGE_ZERO,
 	VMM_OP_PAGE_FD_READONLY,
+	VMM_OP_PAGE_COPY,
 	VMM_OP_COUNT,
 };
 
@@ -187,6 +188,16 @@ struct vmm_ops {
 	 * its own access with cuMemSetAccess. */
 	int (*page_fd_readonly)(struct vmm_backend *b, vmm_handle_t page,
 				int *fd);
+	/* Copy every byte of page src into page dst, whether or not either
+	 * is mapped in this process, complete on return (kvmmd: a shared
+	 * cached block copied for one sequence, SEQ_UNSHARE).  Host:
+	 * copy_file_range between the two memfds (pread/pwrite where the
+	 * kernel cannot); -EOPNOTSUPP for an imported page.  Cuda: both
+	 * pages mapped into the scratch range, cuMemcpyDtoD.  Callers go
+	 * through vmm_page_copy(), which bounces through host memory where
+	 * this is NULL or -EOPNOTSUPP. */
+	int (*page_copy)(struct vmm_backend *b, vmm_handle_t dst,
+			 vmm_handle_t src);
 };
 
 struct vmm_backend {
@@ -221,6 +232,10 @@ int vmm_cuda_open(const struct vmm_config *cfg, struct vmm_backend **out);
 /* map + set_access in one call; on failure nothing stays mapped. */
 int vmm_map_page(struct vmm_backend *b, uint64_t va, vmm_handle_t page,
 		 int prot);
+/* vmm_ops.page_copy, or where the backend has none (or says -EOPNOTSUPP
+ * for these pages) copy_to_host then copy_from_host through a bounce
+ * buffer of one page.  dst and src must differ. */
+int vmm_page_copy(struct vmm_backend *b, vmm_handle_t dst, vmm_handle_t src);
 /* The backend's usage counters (all zero when it does not track them). */
 void vmm_backend_get_usage(struct vmm_backend *b, struct vmm_backend_usage *u);
 
@@ -238,9 +253,10 @@ int vmm_cuda_result_to_errno(int result, const char *call);
  * Arming resets op's call count, so nth counts from the arming.  The
  * wrapper owns inner once vmm_fault_wrap succeeds: closing the wrapper
  * closes inner.  Optional ops are passed through (and counted under no op),
- * except page_fd, page_zero and page_fd_readonly, counted and injectable
- * as VMM_OP_PAGE_FD, VMM_OP_PAGE_ZERO and VMM_OP_PAGE_FD_READONLY
- * (-EOPNOTSUPP, -ENOTSUP, -EOPNOTSUPP when inner has none).
+ * except page_fd, page_zero, page_fd_readonly and page_copy, counted and
+ * injectable as VMM_OP_PAGE_FD, VMM_OP_PAGE_ZERO, VMM_OP_PAGE_FD_READONLY
+ * and VMM_OP_PAGE_COPY (-EOPNOTSUPP, -ENOTSUP, -EOPNOTSUPP, -EOPNOTSUPP
+ * when inner has none).
  */
 int vmm_fault_wrap(struct vmm_backend *inner, struct vmm_backend **out);
 void vmm_fault_arm(struct vmm_backend *wrapped, enum vmm_op op,

@@ -752,6 +752,16 @@ CUresult mock_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 	return r;
 }
 
+MOCK(cuMemcpyDtoD);
+CUresult mock_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	CUresult r = need_ctx();
+
+	if (!r)
+		memcpy((void *)dst, (const void *)src, n);
+	return r;
+}
+
 MOCK(cuMemcpyDtoHAsync);
 CUresult mock_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
 				CUstream s)
@@ -903,23 +913,22 @@ static const struct {
 	const char *name;
 	void *fn;
 } table[] = {
-	ENTRY(cuGetErrorName) ENTRY(cuInit) ENTRY(cuDriverGetVersion) ENTRY(
-		cuDeviceGetCount) ENTRY(cuDeviceGet) ENTRY(cuDeviceGetName) ENTRY(cuDeviceGetUuid)
-		ENTRY(cuDeviceGetPCIBusId) ENTRY(cuDevicePrimaryCtxRetain) ENTRY(
-			cuDevicePrimaryCtxRelease) ENTRY(cuCtxPushCurrent) ENTRY(cuCtxPopCurrent)
-			ENTRY(cuMemGetAllocationGranularity) ENTRY(cuMemAddressReserve) ENTRY(
-				cuMemAddressFree) ENTRY(cuMemCreate) ENTRY(cuMemRelease)
-				ENTRY(cuMemExportToShareableHandle) ENTRY(
-					cuMemImportFromShareableHandle) ENTRY(cuMemMap)
-					ENTRY(cuMemUnmap) ENTRY(cuMemSetAccess) ENTRY(
-						cuMemcpyDtoH) ENTRY(cuMemcpyHtoD)
-						ENTRY(cuMemcpyDtoHAsync) ENTRY(
-							cuMemcpyHtoDAsync) ENTRY(cuStreamCreate)
-							ENTRY(cuStreamDestroy) ENTRY(
-								cuStreamSynchronize)
-								ENTRY(cuMemHostRegister) ENTRY(
-									cuMemHostUnregister)
-									ENTRY(cuMemsetD8Async)
+	ENTRY(cuGetErrorName) ENTRY(cuInit) ENTRY(cuDriverGetVersion) ENTRY(cuDeviceGetCount) ENTRY(
+		cuDeviceGet) ENTRY(cuDeviceGetName) ENTRY(cuDeviceGetUuid) ENTRY(cuDeviceGetPCIBusId)
+		ENTRY(cuDevicePrimaryCtxRetain) ENTRY(cuDevicePrimaryCtxRelease) ENTRY(
+			cuCtxPushCurrent) ENTRY(cuCtxPopCurrent) ENTRY(cuMemGetAllocationGranularity)
+			ENTRY(cuMemAddressReserve) ENTRY(cuMemAddressFree) ENTRY(
+				cuMemCreate) ENTRY(cuMemRelease) ENTRY(cuMemExportToShareableHandle)
+				ENTRY(cuMemImportFromShareableHandle) ENTRY(
+					cuMemMap) ENTRY(cuMemUnmap) ENTRY(cuMemSetAccess)
+					ENTRY(cuMemcpyDtoH) ENTRY(cuMemcpyHtoD) ENTRY(
+						cuMemcpyDtoHAsync) ENTRY(cuMemcpyHtoDAsync)
+						ENTRY(cuStreamCreate) ENTRY(
+							cuStreamDestroy) ENTRY(cuStreamSynchronize)
+							ENTRY(cuMemHostRegister) ENTRY(
+								cuMemHostUnregister)
+								ENTRY(cuMemsetD8Async)
+									ENTRY(cuMemcpyDtoD)
 };
 
 /* The only exported entry point of the API (kvmm_mock_* are the tests'),
