@@ -89,6 +89,12 @@ int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len);
  * no longer waits for them.
  */
 void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from);
+/* Block b of r's sequence seq waits for an early open's reload (its pages
+ * are not filled yet): SEQ_UNSHARE is -EBUSY, as BLOCK_PUBLISH is.  And
+ * TIER_STATS' blocks_unshared, counted (unshare.c). */
+bool kd_cache_block_loading(struct kd_session *s, struct kd_region *r,
+			    uint32_t seq, uint32_t b);
+void kd_cache_count_unshare(struct kd_daemon *d);
 /*
  * Sequence seq of s's region region_id is being opened by a PREFIX_OPEN
  * whose reply is not sent yet: it holds blocks whose page holds the session

@@ -377,6 +377,24 @@ int kd_cache_publish_busy(struct kd_session *s, const void *p, size_t len)
 	return 0;
 }
 
+bool kd_cache_block_loading(struct kd_session *s, struct kd_region *r,
+			    uint32_t seq, uint32_t b)
+{
+	struct kd_cache *c = s->d->cache;
+	struct kc_pending *pr;
+
+	if (!c || !c->pending)
+		return false;
+	pr = kc_ready_find(c, s, r->id, seq, r->seqs[seq].gen);
+	return pr && b < pr->lim && pr->state[b] == KC_SLOT_WAIT;
+}
+
+void kd_cache_count_unshare(struct kd_daemon *d)
+{
+	if (d->cache)
+		d->cache->st.blocks_unshared++;
+}
+
 void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from)
 {
 	struct kd_session *s = r->owner;

@@ -39,13 +39,16 @@
  * (the notify word stays), so libkvmm falls back to what it did with a
  * daemon before 1.17 (an extend parked for pool pages holds the socket);
  * KVMMD_TEST_ABI_1_18=1 makes them say 1.18, so a test sees libkvmm and
- * the Python binding answer the 1.19 calls -EOPNOTSUPP without asking.
- * Under any of them kvmmd also plays the older daemon where a client can
- * see it: the commands that came later are unknown (-ENOTTY,
- * kd_test_cmd_unknown()), ADMIN_STATUS ends where it ended then
- * (kd_test_status_size()), and each client is served as one of at most
- * that minor (s->client_minor: no give-ahead entry, a revoked publish
- * -EINVAL).  Never set them in production; they are logged as a warning.
+ * the Python binding answer the 1.19 calls -EOPNOTSUPP without asking;
+ * KVMMD_TEST_ABI_1_19=1 makes them say 1.19, so libkvmm does what it did
+ * with a daemon before 1.20 (no SEQ_UNSHARE: an extend into a shared
+ * block is -EROFS).  Under any of them kvmmd also plays the older
+ * daemon where a client can see it: the commands that came later are
+ * unknown (-ENOTTY, kd_test_cmd_unknown()), ADMIN_STATUS and TIER_STATS
+ * end where they ended then (kd_test_status_size(),
+ * kd_test_tier_stats_size()), and each client is served as one of at
+ * most that minor (s->client_minor: no give-ahead entry, a revoked
+ * publish -EINVAL).  Never set them in production; they are logged as a warning.
  * The minor HELLO says.
  */
 static uint16_t test_abi_minor(void)
@@ -56,6 +59,7 @@ static uint16_t test_abi_minor(void)
 		const char *v15 = getenv("KVMMD_TEST_ABI_1_15");
 		const char *v16 = getenv("KVMMD_TEST_ABI_1_16");
 		const char *v18 = getenv("KVMMD_TEST_ABI_1_18");
+		const char *v19 = getenv("KVMMD_TEST_ABI_1_19");
 
 		minor = KVMM_ABI_MINOR;
 		if (v15 && !strcmp(v15, "1"))
@@ -64,6 +68,8 @@ static uint16_t test_abi_minor(void)
 			minor = 16;
 		else if (v18 && !strcmp(v18, "1"))
 			minor = 18;
+		else if (v19 && !strcmp(v19, "1"))
+			minor = 19;
 		if (minor != KVMM_ABI_MINOR)
 			vmm_log(VMM_LOG_WARN,
 				"KVMMD_TEST_ABI_1_%d=1: HELLO says ABI 1.%d%s (tests only)",
@@ -91,6 +97,9 @@ static bool kd_test_cmd_unknown(uint16_t cmd)
 	case KVMM_CMD_BLOCK_PIN_MANY:
 		since = 19;
 		break;
+	case KVMM_CMD_SEQ_UNSHARE:
+		since = 20;
+		break;
 	default:
 		return false;
 	}
@@ -108,6 +117,21 @@ size_t kd_test_status_size(void)
 	if (minor < 20)
 		return offsetof(struct kvmm_status_reply, prefix_queries);
 	return sizeof(struct kvmm_status_reply);
+}
+
+size_t kd_test_tier_stats_size(void)
+{
+	uint16_t minor = test_abi_minor();
+
+	if (minor < 15)
+		return offsetof(struct kvmm_tier_stats_reply,
+				lower_free_refused);
+	if (minor < 17)
+		return offsetof(struct kvmm_tier_stats_reply,
+				nvme_write_returns);
+	if (minor < 20)
+		return offsetof(struct kvmm_tier_stats_reply, blocks_unshared);
+	return sizeof(struct kvmm_tier_stats_reply);
 }
 
 static int do_hello(struct req *rq)
@@ -279,9 +303,7 @@ static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
 	return 0;
 }
 
-/* An extend's reply (rep): each page id without KVMM_PAGE_HELD goes
- * with the pool's fd of the page.  1 (replied) or -ENOMEM. */
-static int extend_send(struct req *rq, const struct kvmm_seq_extend_reply *rep)
+int kd_extend_send(struct req *rq, const struct kvmm_seq_extend_reply *rep)
 {
 	struct kd_daemon *d = rq->s->d;
 	uint32_t nr_ids = rep->nr_blocks * rep->pages_per_block, nfds = 0;
@@ -423,7 +445,7 @@ static int do_seq_extend(struct req *rq)
 		return 1;
 	}
 	if (!err)
-		err = extend_send(rq, rep);
+		err = kd_extend_send(rq, rep);
 	free(rep);
 	return err;
 }
@@ -447,7 +469,7 @@ static int do_seq_collect(struct req *rq)
 					 &len);
 	if (err)
 		return err;
-	err = status ?: extend_send(rq, rep);
+	err = status ?: kd_extend_send(rq, rep);
 	free(rep);
 	return err;
 }
@@ -555,6 +577,8 @@ static int dispatch(struct req *rq)
 		return kd_cache_seq_wait_ready(s, rq->h, rq->p, rq->len) ?: 1;
 	case KVMM_CMD_SEQ_CLOSE:
 		return do_seq_close(rq);
+	case KVMM_CMD_SEQ_UNSHARE:
+		return kd_cmd_seq_unshare(rq);
 	case KVMM_CMD_STEP_BEGIN:
 		return do_step(rq, true);
 	case KVMM_CMD_STEP_END:

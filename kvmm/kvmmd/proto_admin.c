@@ -414,7 +414,8 @@ int kd_cmd_tier_stats(struct req *rq)
 	err = kd_cache_tier_stats(rq->s->d, &st);
 	if (err)
 		return err;
-	reply(rq, 0, &st, sizeof(st), NULL, 0);
+	st.size = (uint32_t)kd_test_tier_stats_size();
+	reply(rq, 0, &st, st.size, NULL, 0);
 	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */
 	return 1;
 }

@@ -25,6 +25,13 @@ static inline int reply(struct req *rq, int status, const void *body,
 	return kd_session_reply(rq->s, rq->h, status, body, len, fds, nfds);
 }
 
+/* proto.c: an extend's reply (rep), each page id without KVMM_PAGE_HELD
+ * sent with the pool's fd of the page (also SEQ_UNSHARE's).  1 (replied)
+ * or -ENOMEM. */
+int kd_extend_send(struct req *rq, const struct kvmm_seq_extend_reply *rep);
+/* unshare.c: SEQ_UNSHARE (ABI 1.20), 1 or the status to reply with. */
+int kd_cmd_seq_unshare(struct req *rq);
+
 /*
  * proto_admin.c: each returns 1 when it replied itself, else the status
  * to reply with (as every command in proto.c's dispatch()).
@@ -35,6 +42,8 @@ int kd_cmd_admin_status(struct req *rq);
 /* The bytes of ADMIN_STATUS a daemon of a KVMMD_TEST_ABI_1_* knob's minor
  * sent (proto.c); sizeof(struct kvmm_status_reply) without one. */
 size_t kd_test_status_size(void);
+/* ... and of TIER_STATS (ABI 1.20: blocks_unshared). */
+size_t kd_test_tier_stats_size(void);
 int kd_cmd_admin_sessions(struct req *rq);
 int kd_cmd_admin_tenants(struct req *rq);
 int kd_cmd_admin_kill(struct req *rq);

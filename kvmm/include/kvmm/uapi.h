@@ -67,6 +67,7 @@ enum kvmm_cmd {
 	KVMM_CMD_SEQ_TRUNCATE = 0x22,
 	KVMM_CMD_SEQ_CLOSE = 0x23,
 	KVMM_CMD_SEQ_WAIT_READY = 0x24,
+	KVMM_CMD_SEQ_UNSHARE = 0x25, /* ABI 1.20 */
 	/* steps and revocation (ring hot path) */
 	KVMM_CMD_STEP_BEGIN = 0x30,
 	KVMM_CMD_STEP_END = 0x31,
@@ -287,6 +288,38 @@ struct kvmm_seq_extend_reply {
 #define KVMM_PAGE_HELD 0x80000000u
 /* Most blocks one extend may add (keeps a reply inside KVMM_MSG_MAX). */
 #define KVMM_EXTEND_MAX_PAGES 8192
+
+/*
+ * SEQ_UNSHARE (ABI 1.20; a daemon before it answers -ENOTTY): copy-on-write
+ * of one block of a sequence.  When the sequence's block is a cached block
+ * (a prefix open shared it, or reloaded it for every open that waited:
+ * the cache's pages, mapped read-only by each reader), kvmmd takes fresh
+ * pages for the sequence, charged as an extend's are (the uid's quota,
+ * then pool pressure: -EDQUOT, -ENOMEM, parked while victims are copied
+ * down), copies the block's bytes into them, and puts them in the
+ * sequence in its place; the sequence no longer uses the cached block,
+ * whose pages, index entry and other readers are unchanged.  The reply is
+ * a SEQ_EXTEND reply (struct kvmm_seq_extend_reply) naming that one block
+ * (first_block = block, nr_blocks 1, pages_per_block fresh pages with
+ * their fds), which the client maps read-write in place of the old pages;
+ * the client unmaps the old pages before it asks (kvmmd drops the
+ * session's holds on them with the reply).  A block that is already the
+ * sequence's own (its pages no other sequence and no cache entry holds)
+ * is answered at once with nr_blocks 0 and no fds: nothing changed.
+ * -EINVAL: block >= max_blocks, flags or reserved not 0; -ENODATA: the
+ * block has no pages (past the length, or revoked: the revocation is in
+ * the client's ring); -EBUSY: an early open's reload into it has not
+ * landed, or a prefix open or collected extend still holds the sequence.
+ */
+struct kvmm_seq_unshare {
+	uint32_t size;
+	uint32_t region_id;
+	uint32_t seq_id;
+	uint32_t block;
+	uint32_t flags; /* 0 */
+	uint32_t pad;
+	uint64_t reserved[2];
+};
 
 /* ---- revocation ---------------------------------------------------------- */
 
@@ -1187,6 +1220,13 @@ struct kvmm_tier_stats_reply {
 	uint64_t nvme_write_outs;
 	uint64_t nvme_write_error;
 	uint64_t nvme_write_retry_ms;
+	/*
+	 * ABI 1.20 (8 more bytes, 656 in all; a daemon that sends 648 or
+	 * less ends before it).  Blocks SEQ_UNSHARE copied out of a shared
+	 * cached block into fresh pages of one sequence (one copy each;
+	 * those answered "already the sequence's own" are not counted).
+	 */
+	uint64_t blocks_unshared;
 };
 
 /* Host -> NVMe writes failed in a row that take the tier out of service
