@@ -9,8 +9,10 @@
  *       SIGSEGV (a forked child of the reader writes; its wait status is
  *       checked), and the byte is unchanged for the reader;
  *   (c) extending from a length inside a prefix block (truncated into it)
- *       is -EROFS, truncating to the block's start and extending gives it
- *       fresh writable pages;
+ *       makes that block the sequence's own first (ABI 1.20: kvmmd copies
+ *       it, tests/cache-unshare.c; -EROFS before, which that test checks
+ *       against a 1.19 daemon), truncating to the block's start and
+ *       extending gives it fresh writable pages;
  * and a later reader, in a third process, still gets the original bytes.
  * Until 5 December libkvmm mapped every block read-write: the child's
  * write succeeded and every later reader got the changed byte.
@@ -148,8 +150,9 @@ static int reader(void)
 		return 16;
 	/* (c) */
 	if (kvmm_seq_truncate(r, s, TPB + 10) ||
-	    kvmm_seq_extend(r, s, TPB + 11) != -EROFS ||
-	    kvmm_seq_len(r, s) != TPB + 10)
+	    kvmm_seq_extend(r, s, TPB + 11) || kvmm_seq_len(r, s) != TPB + 11 ||
+	    kvmm_seq_block_readonly(r, s, 1) != 0 ||
+	    kvmm_seq_block_readonly(r, s, 0) != 1 || prefix_differs(r, s))
 		return 17;
 	if (kvmm_seq_truncate(r, s, TPB) || kvmm_seq_extend(r, s, TPB + 11) ||
 	    kvmm_seq_block_readonly(r, s, 0) != 1 ||

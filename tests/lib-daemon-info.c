@@ -12,7 +12,7 @@
  *   - kvmm_get_stats() takes its size the same way: every size below
  *     KVMM_STATS_SIZE_VER0 (inside a field, or short of the last one), or
  *     inside a field added since, is -EINVAL and writes nothing, a newer
- *     caller's larger struct gets our 128 bytes (KVMM_STATS_SIZE_VER2),
+ *     caller's larger struct gets our 136 bytes (KVMM_STATS_SIZE_VER3),
  *     size says so, and its bytes past them stay; an older caller's
  *     96-byte struct gets 96 and one of 104 gets 104;
  *   - a pin with KVMM_PIN_F_TTL | KVMM_PIN_F_DEMOTE (ABI 1.3) works on
@@ -143,14 +143,15 @@ static void stats_sizes(struct kvmm_conn *c)
 				      KVMM_STATS_SIZE_VER0 - 1,
 				      KVMM_STATS_SIZE_VER0 + 4,
 				      KVMM_STATS_SIZE_VER1 - 1,
-				      KVMM_STATS_SIZE_VER2 - 1 };
+				      KVMM_STATS_SIZE_VER2 - 1,
+				      KVMM_STATS_SIZE_VER3 - 1 };
 	struct {
 		struct kvmm_stats s;
 		uint64_t newer[2];
 	} big;
 	struct kvmm_stats st = { .size = sizeof(st) };
 
-	t_assert_eq(sizeof(struct kvmm_stats), KVMM_STATS_SIZE_VER2);
+	t_assert_eq(sizeof(struct kvmm_stats), KVMM_STATS_SIZE_VER3);
 	t_ok(kvmm_get_stats(c, &st));
 	t_assert_eq(st.size, sizeof(st));
 	t_assert(st.session_id != 0);
@@ -170,7 +171,7 @@ static void stats_sizes(struct kvmm_conn *c)
 	memset(&big, 0xa5, sizeof(big));
 	big.s.size = sizeof(big);
 	t_ok(kvmm_get_stats(c, &big.s));
-	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER2);
+	t_assert_eq(big.s.size, KVMM_STATS_SIZE_VER3);
 	t_assert_eq(big.s.page_size, 64 * 1024);
 	t_assert_eq(big.newer[0], 0xa5a5a5a5a5a5a5a5ull);
 	t_assert_eq(big.newer[1], 0xa5a5a5a5a5a5a5a5ull);

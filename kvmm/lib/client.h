@@ -12,6 +12,7 @@
  *   lend.c      blocks mapped ahead given back to an extend short of them
  *   prefix.c    publishing blocks and opening a sequence on a prefix
  *   readonly.c  cached blocks mapped read-only
+ *   unshare.c   copy-on-write of a shared block (SEQ_UNSHARE)
  *   pin.c       BLOCK_PIN / BLOCK_UNPIN
  *   access.c    the step-level access probe
  *   revoke.c    revocations and step boundaries
@@ -393,7 +394,9 @@ void kc_conn_release_fds(struct kvmm_conn *c);
  * writable, its pages the sequence's own now (an early open's reload that
  * failed: the engine recomputes it in place).  kc_extend_readonly() says
  * whether extending seq to new_len would have the engine write into a
- * read-only block (its length ends inside one): -EROFS, else 0.
+ * read-only block (its length ends inside one): that block is unshared
+ * first (unshare.c; -EROFS from a daemon before 1.20, or its error),
+ * else 0.
  */
 int kc_ro_set(struct kvmm_region *r, struct kc_seq *q, uint32_t first,
 	      uint32_t n, const bool *ro);
@@ -404,6 +407,15 @@ static inline bool kc_block_ro(const struct kc_seq *q, uint32_t b)
 {
 	return q->ro && q->ro[b];
 }
+
+/*
+ * unshare.c: does the daemon have SEQ_UNSHARE (ABI 1.20)?  kc_unshare()
+ * (sock_lock held, lock not): make block b of seq the sequence's own,
+ * kvmmd copying the shared pages into fresh ones mapped read-write in
+ * their place; 0 at once for a block mapped read-write already.
+ */
+bool kc_can_unshare(const struct kvmm_conn *c);
+int kc_unshare(struct kvmm_region *r, uint32_t seq, uint32_t b);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);

@@ -576,8 +576,8 @@ int kvmm_nop(struct kvmm_conn *c, int via_socket)
 _Static_assert(offsetof(struct kvmm_stats, pages_held) + sizeof(uint64_t) ==
 		       KVMM_STATS_SIZE_VER0,
 	       "the first published struct kvmm_stats ends at pages_held");
-_Static_assert(sizeof(struct kvmm_stats) == KVMM_STATS_SIZE_VER2,
-	       "struct kvmm_stats ends at blocks_lent_on_request");
+_Static_assert(sizeof(struct kvmm_stats) == KVMM_STATS_SIZE_VER3,
+	       "struct kvmm_stats ends at blocks_unshared");
 
 int kvmm_get_stats(struct kvmm_conn *c, struct kvmm_stats *st)
 {

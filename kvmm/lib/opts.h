@@ -48,7 +48,7 @@ KC_NO_TAIL_PADDING(kvmm_region_opts, salt);
 KC_NO_TAIL_PADDING(kvmm_hash_layout, reserved);
 KC_NO_TAIL_PADDING(kvmm_prefix_opts, recompute);
 KC_NO_TAIL_PADDING(kvmm_pin_opts, expires_ns);
-KC_NO_TAIL_PADDING(kvmm_stats, blocks_lent_on_request);
+KC_NO_TAIL_PADDING(kvmm_stats, blocks_unshared);
 KC_NO_TAIL_PADDING(kvmm_daemon_info, gpu_uuid);
 
 /* 0 or -errno; *use gets min(size, known). */

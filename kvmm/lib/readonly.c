@@ -21,10 +21,13 @@
  *     writable (kc_ro_release());
  *   - a length that ends inside a read-only block (truncated into the
  *     prefix): extending from there would write the block's next tokens
- *     into the shared pages.  There is no copy-on-write (the pages are
- *     the daemon's, and copying 2L pages of device memory is the
- *     engine's job, not a library call's): the extend answers -EROFS, and
- *     the engine truncates to the block's start and recomputes.
+ *     into the shared pages.  The extend unshares the block first
+ *     (unshare.c, ABI 1.20: kvmmd, which owns the pages, copies them into
+ *     fresh ones of the sequence, mapped read-write at the same
+ *     addresses), then extends; against a daemon before 1.20 it answers
+ *     -EROFS, and the engine truncates to the block's start and
+ *     recomputes.  kvmm_seq_block_unshare() does the same for any block
+ *     the engine means to write (the one holding a prompt's last token).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -79,6 +82,8 @@ int kc_extend_readonly(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
 	struct kvmm_conn *c;
 	struct kc_seq *q;
+	uint32_t b = 0;
+	bool ro;
 	int err;
 
 	if (!r || kc_inherited(r->conn))
@@ -86,13 +91,22 @@ int kc_extend_readonly(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 	c = r->conn;
 	pthread_mutex_lock(&c->lock);
 	err = kc_seq_get(r, seq, &q);
-	if (!err && new_len > q->len && q->len % r->tokens_per_block &&
-	    kc_block_ro(q, q->len / r->tokens_per_block))
-		err = -EROFS;
-	else
-		err = 0; /* a bad sequence: the extend answers */
+	ro = !err && new_len > q->len && q->len % r->tokens_per_block &&
+	     kc_block_ro(q, q->len / r->tokens_per_block);
+	if (ro)
+		b = q->len / r->tokens_per_block;
 	pthread_mutex_unlock(&c->lock);
-	return err;
+	if (!ro)
+		return 0; /* (a bad sequence: the extend answers) */
+	if (!kc_can_unshare(c))
+		return -EROFS;
+	pthread_mutex_lock(&c->sock_lock);
+	err = kc_unshare(r, seq, b);
+	pthread_mutex_unlock(&c->sock_lock);
+	/* revoked meanwhile (the revocation waits in our ring): the extend
+	 * applies it and backs the block with fresh pages, the length cut
+	 * before it, as any extend over a revoked block */
+	return err == -ENODATA ? 0 : err;
 }
 
 int kvmm_seq_block_readonly(struct kvmm_region *r, uint32_t seq, uint32_t block)

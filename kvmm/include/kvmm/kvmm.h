@@ -146,11 +146,14 @@ int kvmm_seq_open(struct kvmm_region *region, uint32_t *seq);
 /* Grow to new_len tokens (the new length, not an increment; <=
  * max_tokens): every layer's K and V are backed up to new_len on return.
  * new_len below the sequence's length is -EINVAL (kvmm_seq_truncate()
- * shortens), the same length a no-op.  -EROFS when the length ends
- * inside a read-only block (a sequence truncated into its shared prefix,
- * see kvmm_seq_block_readonly()): the new tokens would be written into
- * pages other readers share.  Truncate to that block's start and
- * recompute its tokens on fresh pages instead.  When a revocation took
+ * shortens), the same length a no-op.  When the length ends inside a
+ * read-only block (a sequence truncated into its shared prefix, see
+ * kvmm_seq_block_readonly()), the new tokens would be written into pages
+ * other readers share: the extend unshares that block first
+ * (kvmm_seq_block_unshare(): one block copied by kvmmd, its errors, such
+ * as -EDQUOT, are the extend's and leave the block shared).  Against a
+ * daemon before ABI 1.20 that is -EROFS: truncate to that block's start
+ * and recompute its tokens on fresh pages instead.  When a revocation took
  * blocks below new_len meanwhile (applied by this call, or met at the
  * daemon), the range is backed up to new_len on return but
  * kvmm_seq_len() is shorter: the KV from there on is gone, recompute it
@@ -188,6 +191,28 @@ int kvmm_seq_block_pages(struct kvmm_region *region, uint32_t seq,
  */
 int kvmm_seq_block_readonly(struct kvmm_region *region, uint32_t seq,
 			    uint32_t block);
+
+/* ---- ABI 1.20: copy-on-write ---- */
+/*
+ * Make a read-only block of the sequence its own (SEQ_UNSHARE): kvmmd
+ * takes fresh pages for it, charged as an extend's are (the uid's quota,
+ * the pool: -EDQUOT, -ENOMEM, -ENOBUFS), copies the shared block's bytes
+ * into them, and libkvmm maps them read-write at the same addresses, so
+ * the engine's pointers stay valid; the cache's copy, which other readers
+ * and later prefix opens get, is unchanged.  Then write into it: the
+ * block holding a prompt's last token, recomputed after a prefix open
+ * that covered every full block of the prompt; a rewind into the shared
+ * prefix (kvmm_seq_extend() does it by itself when the length ends inside
+ * the block).  The cost is one block's copy (2L pages) in kvmmd and one
+ * round trip.  0 also when the block is the sequence's own already (mapped
+ * read-write: nothing asked); -ENODATA: not backed (or revoked under us:
+ * kvmm_process_revocations() applies it); -EBUSY: its early-open reload
+ * has not landed (kvmm_seq_wait_ready() first); -EINVAL: bad ids;
+ * -EOPNOTSUPP: a daemon before ABI 1.20, nothing sent.  On an error the
+ * block stays read-only and shared.  Not while a step reads the block.
+ */
+int kvmm_seq_block_unshare(struct kvmm_region *region, uint32_t seq,
+			   uint32_t block);
 
 /*
  * Block identity: the hashes that name full blocks in kvmmd's cache.  Two
@@ -490,6 +515,10 @@ struct kvmm_stats {
 	 * asked (an extend of another process of the uid was short of
 	 * blocks; answered at a boundary, kvmm_process_revocations()) */
 	uint64_t blocks_lent_on_request;
+	/* since ABI 1.20: shared blocks made this process's own
+	 * (kvmm_seq_block_unshare(), or an extend from inside one), each a
+	 * block copied by kvmmd */
+	uint64_t blocks_unshared;
 };
 
 int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
@@ -536,6 +565,7 @@ const char *kvmm_strerror(int err);
 #define KVMM_STATS_SIZE_VER0 96 /* out: up to pages_held */
 #define KVMM_STATS_SIZE_VER1 120 /* up to map_ahead_backoffs (6 December) */
 #define KVMM_STATS_SIZE_VER2 128 /* up to blocks_lent_on_request (ABI 1.19) */
+#define KVMM_STATS_SIZE_VER3 136 /* up to blocks_unshared (ABI 1.20) */
 
 /*
  * What the daemon said when the connection was made (its HELLO reply), so
