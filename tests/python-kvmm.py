@@ -322,6 +322,24 @@ def case_share():
         check_eq(s2.k_view(0)[2 * TPB * 256 + 255], 0x5a, "private write")
         del tail
         raises(ValueError, None, s2.k_view, 0, 2, 2 * TPB)  # past len
+        # copy-on-write (ABI 1.20): block 1 becomes s2's own, the same
+        # bytes, writable; s1 (the publisher's pages, the cache's copy)
+        # unchanged; a second unshare copies nothing
+        s2.block_unshare(1)
+        check_eq([s2.block_readonly(b) for b in range(3)],
+                 [True, False, False], "block 1 unshared")
+        mine = s2.k_view(0, tokens=TPB, start=TPB)
+        check(not mine.readonly, "the unshared block's view is writable")
+        check_eq(mine[7], pattern(0, 2 * TPB * 256)[TPB * 256 + 7],
+                 "unshared byte copied")
+        mine[7] = 0xee
+        check_eq(s2.k_view(0)[TPB * 256 + 7], 0xee, "write after unshare")
+        check_eq(s1.k_view(0)[TPB * 256 + 7],
+                 pattern(0, 2 * TPB * 256)[TPB * 256 + 7],
+                 "the cache's copy unchanged")
+        del mine
+        s2.block_unshare(1)
+        check_eq(c.stats().blocks_unshared, 1, "one block unshared")
 
         st = d.status()
         check_eq(st["cache"]["publishes"], 2, "daemon: blocks published")

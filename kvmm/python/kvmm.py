@@ -175,6 +175,7 @@ class StatsStruct(ctypes.Structure):
         ("extends_lent", ctypes.c_uint64),
         ("map_ahead_backoffs", ctypes.c_uint64),
         ("blocks_lent_on_request", ctypes.c_uint64),
+        ("blocks_unshared", ctypes.c_uint64),  # ABI 1.20
     ]
 
 
@@ -248,6 +249,7 @@ class TierStatsStruct(ctypes.Structure):
         ("nvme_write_outs", ctypes.c_uint64),
         ("nvme_write_error", ctypes.c_uint64),
         ("nvme_write_retry_ms", ctypes.c_uint64),
+        ("blocks_unshared", ctypes.c_uint64),  # ABI 1.20
     ]
 
 
@@ -342,6 +344,7 @@ _PROTOS = {
     "kvmm_seq_v_ptr": (_u64, [_vp, _u32, _u32]),
     "kvmm_seq_block_pages": (_int, [_vp, _u32, _u32, _P(_u32), _u32]),
     "kvmm_seq_block_readonly": (_int, [_vp, _u32, _u32]),
+    "kvmm_seq_block_unshare": (_int, [_vp, _u32, _u32]),
     "kvmm_block_publish": (_int, [_vp, _u32, _u32, _u32, _u64, _P(_u64)]),
     "kvmm_seq_open_prefix": (_int, [_vp, _P(_u64), _u32, _P(_u32),
                                     _P(_u32)]),
@@ -646,6 +649,7 @@ class Stats:
     extends_lent: int
     map_ahead_backoffs: int
     blocks_lent_on_request: int
+    blocks_unshared: int
     backend_id: int = dataclasses.field(default=0, repr=False,
                                         compare=False)
 
@@ -1219,6 +1223,20 @@ class Region:
             self._handle(), _u32_arg("seq", seq), _u32_arg("block", block)),
             "kvmm_seq_block_readonly"))
 
+    def block_unshare(self, seq, block):
+        """kvmm_seq_block_unshare() (ABI 1.20): make a read-only block
+        (a cached block a prefix open shared) the sequence's own: kvmmd
+        copies it into fresh pages, mapped read-write at the same
+        addresses, so block_readonly() is False and a view taken after
+        this is writable (one taken before stays read-only: take it
+        again).  The cache's copy, which other readers get, is unchanged.
+        Nothing to do for a block that is the sequence's own already.
+        Raises EDQUOT (the uid's quota, the block stays shared),
+        EOPNOTSUPP (a daemon before 1.20), ENODATA (not backed)."""
+        _check(_c.seq_block_unshare(self._handle(), _u32_arg("seq", seq),
+                                    _u32_arg("block", block)),
+               "kvmm_seq_block_unshare")
+
     def _release_views_locked(self, seq, length):
         """Release the views of seq that reach past length tokens."""
         ent = self._views.get(seq)
@@ -1395,6 +1413,9 @@ class Sequence:
 
     def block_readonly(self, block):
         return self.region.block_readonly(self.id, block)
+
+    def block_unshare(self, block):
+        return self.region.block_unshare(self.id, block)
 
     def block_pages(self, block):
         return self.region.block_pages(self.id, block)
