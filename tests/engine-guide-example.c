@@ -23,6 +23,9 @@
  *    included; kvmmctl revokes its sequence from block 1 in the middle
  *    of the decode, and the engine recomputes the lost tokens at the next
  *    step boundary.
+ *    Then a prompt of exactly A's four published blocks: all of it
+ *    comes shared, and only its last token is computed again, in the
+ *    sequence's own copy of the last block (ABI 1.20).
  * 4. Against a kvmmd that keeps 1 block on the GPU and hands out the
  *    rest for recomputation (--restore-mode recompute): B's prefix comes
  *    back with RECOMPUTE blocks, which the engine computes before reading
@@ -204,11 +207,8 @@ static int request_admit(struct engine *e, struct request *rq)
 	uint32_t ask, nb = 0;
 	int ret;
 
-	/*
-	 * Ask for the full blocks before the last prompt token's: that token
-	 * is computed in any case, for its logits.
-	 */
-	ask = (rq->len - 1) / e->tpb;
+	/* Ask for every full block of the prompt. */
+	ask = rq->len / e->tpb;
 	if (!ask) /* nothing to look up (nr_hashes 0 is -EINVAL) */
 		return kvmm_seq_open(e->region, &rq->seq);
 	ret = kvmm_hash_chain(e->seed, 0, rq->tokens, (size_t)ask * e->tpb,
@@ -238,6 +238,17 @@ static int request_admit(struct engine *e, struct request *rq)
 		rq->recomputed_blocks++;
 	}
 	rq->written = nb * e->tpb; /* the sequence's length now */
+	/*
+	 * The whole prompt was cached: its last token is computed again, for
+	 * its logits.  The step's extend over it copies that block out of
+	 * the cache (ABI 1.20): one block's copy, not the block recomputed.
+	 */
+	if (rq->written == rq->len) {
+		ret = kvmm_seq_truncate(e->region, rq->seq, rq->len - 1);
+		if (ret)
+			return ret;
+		rq->written = rq->len - 1;
+	}
 	return 0;
 }
 /* snippet end */
@@ -527,7 +538,7 @@ int main(void)
 					      KVMM_PIN_F_DEMOTE,
 				     .ttl_ns = 60000000000ULL };
 	struct kvmm_stats ks = { .size = sizeof(ks) };
-	struct request a, a_prompt, a2, a2_prompt, s, s_prompt;
+	struct request a, a_prompt, a2, a2_prompt, s, s_prompt, q, q_prompt;
 	uint32_t had = 0, on_gpu;
 	struct td_daemon d;
 	struct engine e;
@@ -605,6 +616,28 @@ int main(void)
 	t_ok(kvmm_seq_close(e.region, a2.seq));
 	check_output(&a2_prompt, &a2, "A's next turn");
 	t_assert_eq(status_u64(d.sock, NULL, "prefix_blocks_hit"), 6);
+
+	/* A prompt of A's 4 published blocks exactly: all shared, its last
+	 * token computed again in a copy of block 3, 3 blocks still shared */
+	memset(&q, 0, sizeof(q));
+	memcpy(q.tokens, a.tokens, 4 * e.tpb * sizeof(q.tokens[0]));
+	q.len = 4 * e.tpb;
+	q.max_len = q.len + 6;
+	q_prompt = q;
+	t_ok(request_admit(&e, &q));
+	t_assert_eq(q.cached_blocks, 4);
+	t_assert_eq(q.shared, 4);
+	t_assert_eq(q.written, q.len - 1);
+	t_ok(request_step(&e, &q));
+	for (uint32_t b = 0; b < 4; b++)
+		t_assert_eq(kvmm_seq_block_readonly(e.region, q.seq, b), b < 3);
+	t_ok(kvmm_get_stats(e.conn, &ks));
+	t_assert_eq(ks.blocks_unshared, 1);
+	while (q.len < q.max_len)
+		t_ok(request_step(&e, &q));
+	t_ok(kvmm_seq_close(e.region, q.seq));
+	check_output(&q_prompt, &q, "a prompt on a block boundary");
+	t_assert_eq(status_u64(d.sock, NULL, "prefix_blocks_hit"), 10);
 	kvmm_disconnect(e.conn);
 	td_stop_ok(&d);
 
