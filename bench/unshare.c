@@ -95,7 +95,8 @@ int main(int argc, char **argv)
 					.map_ahead_set = 1 };
 	struct ab_args ab = { .rounds = 9, .n = 50 };
 	struct side cp = { .copy = true }, fresh = { .copy = false };
-	struct ab_side a = { "unshare", &cp }, b = { "truncate+extend", &fresh };
+	struct ab_side a = { "unshare", &cp },
+		       b = { "truncate+extend", &fresh };
 	struct ab_result res;
 	struct td_daemon d;
 	struct kvmm_conn *c;
