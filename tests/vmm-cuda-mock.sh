@@ -56,7 +56,7 @@ run 0 "no read-only page fd on cuda (an importer sets its own access): the pool 
 run 0 "kvmmd and a client on the mock: host tier placed by the GPU's PCI address" \
 	env KVMM_TEST_GPU_PCI=1 LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/cache-host-numa"
-run 0 "kvmmd on the cuda backend: blocks written, shared, demoted and restored through cuMemcpy" \
+run 0 "kvmmd on the cuda backend: blocks written, shared, demoted and restored through cuMemcpy, one unshared through cuMemcpyDtoD" \
 	env KVMM_TEST_BACKEND=cuda LD_LIBRARY_PATH="$(dirname "$mock")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$build/tests/cache-backend-roundtrip"
 run 0 "kvmmd on the cuda backend: a reload whose wait gives up (-EINPROGRESS) is revoked from the early open, its pages never reused" \
