@@ -11,6 +11,8 @@
  *       (the test process) still gets the publisher's bytes from the
  *       cache; a second unshare is 0 and copies nothing; TIER_STATS and
  *       kvmm_stats count one block; bad blocks are -ENODATA / -EINVAL;
+ *       on the wire, kvmmd answers an own block with no block and bad
+ *       requests (flags, reserved, block, ids) with their errors;
  *   (b) a write into block 0, still shared, kills the writing child with
  *       SIGSEGV (tests/cache-shared-readonly.c covers the rest of that);
  *   (c) truncated into block 0, an extend unshares it by itself: the
@@ -201,6 +203,31 @@ static void third_reader_sees_pattern(void)
 	kvmm_disconnect(c);
 }
 
+/* SEQ_UNSHARE on the wire (no libkvmm call): the status, the reply's
+ * nr_blocks in *nr. */
+static int raw_unshare(struct kvmm_region *r, uint32_t region, uint32_t seq,
+		       uint32_t block, uint32_t flags, uint64_t reserved,
+		       uint32_t *nr)
+{
+	struct kvmm_seq_unshare un = { .size = sizeof(un),
+				       .region_id = region,
+				       .seq_id = seq,
+				       .block = block,
+				       .flags = flags,
+				       .reserved = { reserved } };
+	struct kvmm_seq_extend_reply rep = { 0 };
+	size_t len = 0;
+	int err = kc_request(r->conn, KVMM_CMD_SEQ_UNSHARE, &un, sizeof(un),
+			     &rep, sizeof(rep), &len);
+
+	*nr = err ? UINT32_MAX : rep.nr_blocks;
+	if (!err &&
+	    (len != sizeof(rep) || rep.first_block != block || rep.nr_fds))
+		t_fail("SEQ_UNSHARE of an own block: len %zu, block %u, %u fds",
+		       len, rep.first_block, rep.nr_fds);
+	return err;
+}
+
 /* The reader process: (a) to (d); answers on wr, waits on rd. */
 static int reader(const char *sock, int wr, int rd)
 {
@@ -241,6 +268,17 @@ static int reader(const char *sock, int wr, int rd)
 	t_assert_eq(kvmm_seq_block_unshare(r, s, 5), -ENODATA);
 	t_assert_eq(kvmm_seq_block_unshare(r, s, 8), -EINVAL);
 	t_assert_eq(kvmm_seq_block_unshare(r, 3, 0), -EINVAL);
+	/* kvmmd itself: an own block is answered with no block (nothing
+	 * copied), bad requests with their errors */
+	t_ok(raw_unshare(r, r->id, s, 1, 0, 0, &n));
+	t_assert_eq(n, 0);
+	t_assert_eq(raw_unshare(r, r->id, s, 0, 1, 0, &n), -EINVAL);
+	t_assert_eq(raw_unshare(r, r->id, s, 0, 0, 1, &n), -EINVAL);
+	t_assert_eq(raw_unshare(r, r->id, s, 8, 0, 0, &n), -EINVAL);
+	t_assert_eq(raw_unshare(r, r->id, s, 5, 0, 0, &n), -ENODATA);
+	t_assert_eq(raw_unshare(r, r->id, 3, 0, 0, 0, &n), -ENOENT);
+	t_assert_eq(raw_unshare(r, r->id + 1000, s, 0, 0, 0, &n), -ENOENT);
+	t_assert_eq(unshared_daemon(c), 1);
 	if (write(wr, "a", 1) != 1 || read(rd, &go, 1) != 1)
 		return 20;
 
