@@ -35,7 +35,8 @@
  *     counters (ro_fd*, the `read-only` line, kvmm_pool_ro_fd*) and
  *     1.19's blocks ahead asked back (lend, `blocks ahead`, kvmm_lend_*)
  *     too; a client built for 1.16 reads the first 616 bytes of a
- *     1.17 daemon's 648, the same as they are;
+ *     1.17 daemon's 648, the same as they are, and one built for 1.19
+ *     the first 648 bytes of a 1.20 daemon's 656 (blocks_unshared);
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -57,6 +58,8 @@
 #define TS_SIZE_1_14 offsetof(struct kvmm_tier_stats_reply, lower_free_refused)
 /* ... and before 1.17 */
 #define TS_SIZE_1_16 offsetof(struct kvmm_tier_stats_reply, nvme_write_returns)
+/* ... and before 1.20 */
+#define TS_SIZE_1_19 offsetof(struct kvmm_tier_stats_reply, blocks_unshared)
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
@@ -207,9 +210,11 @@ static void plan_recomputes(void)
 		t_assert_eq(TS_SIZE_1_14, 560);
 		t_assert_eq(TS_SIZE_1_16, TS_SIZE_1_14 + 32 + 24);
 		t_assert_eq(TS_SIZE_1_16, 616);
-		t_assert_eq(sizeof(full), TS_SIZE_1_16 + 32);
+		t_assert_eq(TS_SIZE_1_19, TS_SIZE_1_16 + 32);
+		t_assert_eq(sizeof(full), TS_SIZE_1_19 + 8);
 		{
-			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16];
+			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16],
+				old19[TS_SIZE_1_19];
 
 			len = 0;
 			t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old14,
@@ -222,6 +227,12 @@ static void plan_recomputes(void)
 					sizeof(old16), &len));
 			t_assert_eq(len, sizeof(full));
 			t_assert(!memcmp(old16, &full, sizeof(old16)));
+			/* a 1.19 client's: the 648 bytes before 1.20's */
+			len = 0;
+			t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old19,
+					sizeof(old19), &len));
+			t_assert_eq(len, sizeof(full));
+			t_assert(!memcmp(old19, &full, sizeof(old19)));
 		}
 		t_assert_eq(kc_request(a, KVMM_CMD_TIER_STATS, &body,
 				       sizeof(body), NULL, 0, NULL),
