@@ -441,8 +441,10 @@ static int publish(struct client *cl, struct soak_seq *s, uint32_t first,
 /*
  * Extend s to new_len: the blocks past its backed ones are fresh (zero
  * or ours); each that continues the family's contents gets them, the
- * others our own scratch words.  -EROFS exactly when the length ends in
- * a read-only block.  0, LOST, or the allowed -errno.
+ * others our own scratch words.  From a length inside a read-only block
+ * the extend first makes that block ours (copy-on-write, ABI 1.20: the
+ * same bytes, writable now; before, -EROFS).  0, LOST, or the allowed
+ * -errno.
  */
 static int extend(struct client *cl, struct soak_seq *s, uint32_t new_len)
 {
@@ -456,13 +458,12 @@ static int extend(struct client *cl, struct soak_seq *s, uint32_t new_len)
 
 	note("extend seq %u from %u to %u (valid %u): %d", s->id, s->len,
 	     new_len, s->valid, err);
-	if (rofs && !err && !revoked(cl))
+	if (rofs && !err && !revoked(cl) &&
+	    kvmm_seq_block_readonly(cl->r, s->id, s->len / SOAK_TPB) != 0)
 		soak_fail("slot %u: extend from %u (inside a read-only block) "
-			  "to %u succeeded, expected -EROFS",
+			  "to %u left that block read-only",
 			  cl->slot, s->len, new_len);
-	a = allowed(cl, err, "seq_extend",
-		    rofs ? "EROFS ENOMEM EDQUOT ENOBUFS" :
-			   "ENOMEM EDQUOT ENOBUFS");
+	a = allowed(cl, err, "seq_extend", "ENOMEM EDQUOT ENOBUFS");
 	if (a) {
 		if (a != LOST)
 			sync_lengths(cl);
@@ -621,7 +622,7 @@ static int op_prefix(struct client *cl)
 static int op_extend(struct client *cl)
 {
 	struct soak_seq *s = pick_open(cl);
-	uint32_t max = SOAK_MAX_BLOCKS * SOAK_TPB, len, cut;
+	uint32_t max = SOAK_MAX_BLOCKS * SOAK_TPB, len;
 	int err;
 
 	if (!s || s->len >= max)
@@ -630,20 +631,7 @@ static int op_extend(struct client *cl)
 	if (len > max)
 		len = max;
 	err = extend(cl, s, len);
-	if (err == LOST)
-		return LOST;
-	if (err != -EROFS)
-		return 0;
-	/* recompute the read-only block's tokens on fresh pages */
-	cut = s->len - s->len % SOAK_TPB;
-	err = allowed(cl, kvmm_seq_truncate(cl->r, s->id, cut), "seq_truncate",
-		      "");
-	if (err)
-		return err == LOST ? LOST : 0;
-	s->len = cut;
-	if (s->valid > cut / SOAK_TPB)
-		s->valid = cut / SOAK_TPB;
-	return 0;
+	return err == LOST ? LOST : 0;
 }
 
 static int op_truncate(struct client *cl)

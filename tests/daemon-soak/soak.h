@@ -50,7 +50,7 @@ enum soak_count {
 	SC_REVOKED, /* sequences an admin revocation shortened */
 	SC_ENOMEM,
 	SC_EDQUOT,
-	SC_OTHER_ALLOWED, /* ENOBUFS, ENOENT pins, EROFS where due, ... */
+	SC_OTHER_ALLOWED, /* ENOBUFS, ENOENT pins, ... */
 	SC_NR
 };
 
