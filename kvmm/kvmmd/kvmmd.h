@@ -572,6 +572,10 @@ void kd_seq_close(struct kd_region *r, uint32_t seq, bool unhold);
  * length, which the client asks again without. */
 int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to,
 		bool ask);
+/* The same with the new pages allocated for owner (KD_OWNER_*();
+ * kd_seq_fill(): the session's uid). */
+int kd_seq_fill_for(struct kd_region *r, uint32_t seq, uint32_t from,
+		    uint32_t to, bool ask, uint64_t owner);
 /* Drop blocks [from, end): the client unmapped them already. */
 void kd_seq_drop_blocks(struct kd_region *r, uint32_t seq, uint32_t from,
 			bool unhold);
@@ -590,6 +594,11 @@ struct kd_block *kd_seq_detach_block(struct kd_region *r, uint32_t seq,
 #define KD_OWNER_UID(uid) ((uint64_t)(uint32_t)(uid))
 #define KD_OWNER_GID(gid) ((1ull << 32) | (uint32_t)(gid))
 #define KD_OWNER_SHARED (2ull << 32)
+/* The pages SEQ_UNSHARE copies a cached block into for uid (unshare.c):
+ * an owner no allocation asks for, so whoever gets them next, that uid
+ * too, gets them zeroed: they hold the cache scope's bytes and what the
+ * sequence wrote after them. */
+#define KD_OWNER_COPY(uid) ((3ull << 32) | (uint32_t)(uid))
 /* The owner of the pages of a block s restores: its cache scope's.  Also
  * s's trust domain for the pool (vmm_pool_page_fd(), _alloc_for()): a
  * page whose fd went to a process of one scope reaches another scope's

@@ -407,6 +407,13 @@ err_free_pages:
 int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to,
 		bool ask)
 {
+	return kd_seq_fill_for(r, seq, from, to, ask,
+			       KD_OWNER_UID(r->owner->uid));
+}
+
+int kd_seq_fill_for(struct kd_region *r, uint32_t seq, uint32_t from,
+		    uint32_t to, bool ask, uint64_t owner)
+{
 	struct kd_session *s = r->owner;
 	struct kd_seq *q = &r->seqs[seq];
 	struct kd_block **made;
@@ -453,7 +460,7 @@ int kd_seq_fill(struct kd_region *r, uint32_t seq, uint32_t from, uint32_t to,
 	if (!made)
 		return -ENOMEM;
 	for (n = 0; n < missing; n++) {
-		err = kd_block_new(s, r->pages_per_block, &made[n]);
+		err = kd_block_new_for(s, r->pages_per_block, owner, &made[n]);
 		if (err)
 			goto err_put;
 	}

@@ -11,12 +11,16 @@
  * by page through the backend (vmm_page_copy(): copy_file_range between
  * memfds on the host backend, cuMemcpyDtoD on cuda):
  *
- *   1. the sequence's block is put aside and kd_seq_fill() backs the
- *      block with fresh pages, exactly as an extend would (the uid's
+ *   1. the sequence's block is put aside and kd_seq_fill_for() backs
+ *      the block with fresh pages, exactly as an extend would (the uid's
  *      quota and its idle cached blocks, blocks mapped ahead asked back,
  *      pool pressure; -EINPROGRESS parks the command and it runs again
  *      from the loop); on any failure the old block goes back and
- *      nothing changed;
+ *      nothing changed.  The pages are allocated for KD_OWNER_COPY(uid),
+ *      an owner nobody else allocates for: whoever gets them after this
+ *      sequence, its own uid included, gets them zeroed (they hold the
+ *      cache scope's bytes, then the sequence's own, and a fresh page
+ *      holds zeros or its uid's own writes: tests/daemon-soak.c);
  *   2. the old pages' bytes are copied into the fresh ones;
  *   3. the old block leaves the sequence (the session's holds on its
  *      pages go: the client unmapped them before it asked) and loses
@@ -82,7 +86,7 @@ static int unshare_block(struct kd_region *r, uint32_t seq, uint32_t b,
 	 * so no reclaim takes it) */
 	q->blocks[b] = NULL;
 	s->pages_owned -= old->nr_pages;
-	err = kd_seq_fill(r, seq, b, b + 1, true);
+	err = kd_seq_fill_for(r, seq, b, b + 1, true, KD_OWNER_COPY(s->uid));
 	if (!err) {
 		fresh = q->blocks[b];
 		err = copy_block(s->d, fresh, old);
@@ -144,6 +148,8 @@ int kd_cmd_seq_unshare(struct req *rq)
 		goto out;
 	}
 	err = unshare_block(r, un.seq_id, un.block, old);
+	if (err == -EINPROGRESS && !s->d->cache)
+		err = -ENOMEM; /* cannot happen: only the cache parks */
 	if (err == -EINPROGRESS) {
 		/* pool pages come back when the victims' copies end: run
 		 * again from the loop (cache_park.c) */
