@@ -171,14 +171,18 @@ int kc_unshare(struct kvmm_region *r, uint32_t seq, uint32_t b)
 
 	/* 3 (the sequence is still open: closing it takes sock_lock) */
 	pthread_mutex_lock(&c->lock);
-	if (!err && rep->nr_blocks) {
+	if (im.body_ok && rep->nr_blocks) {
+		/* kvmmd put the fresh pages in (its holds on the old ones
+		 * are gone), even when their fds did not all come */
 		for (uint32_t i = 0; i < r->pages_per_block; i++) {
 			kc_page_unref(c, old[i]);
 			q->block_pages[b][i] = KC_NO_PAGE;
 		}
 		/* read-write (ro NULL); on failure the block is unmapped
-		 * whole, and the sequence ends before it */
-		err = kc_map_blocks(r, seq, b, 1, rep->page_ids, NULL);
+		 * whole and the sequence ends before it, as after an
+		 * extend's failed reply */
+		if (!err)
+			err = kc_map_blocks(r, seq, b, 1, rep->page_ids, NULL);
 		if (err)
 			kc_seq_end_before(r, q, b);
 		else
