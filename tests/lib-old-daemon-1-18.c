@@ -4,8 +4,9 @@
  * libkvmm against a kvmmd that plays a daemon of ABI 1.18
  * (KVMMD_TEST_ABI_1_18=1, a kvmmd test knob): its HELLO says 1.18, the
  * commands of 1.19 (PREFIX_QUERY, BLOCK_PIN_MANY) are unknown to it
- * (-ENOTTY), its ADMIN_STATUS is the 576 bytes of 1.18, and each client
- * is served as one of at most 1.18.
+ * (-ENOTTY), its ADMIN_STATUS is the 576 bytes of 1.18 and its
+ * TIER_STATS the 648 of 1.17-1.19, and each client is served as one of
+ * at most 1.18.
  *
  *   - kvmm_prefix_query() and kvmm_block_pin_many() answer -EOPNOTSUPP
  *     without sending anything (the session's socket commands, as kvmmd
@@ -120,7 +121,10 @@ static void still_works(struct kvmm_conn *c, struct kvmm_region *r)
 		t_assert_eq(po.pins, (uint32_t)b + 1);
 	}
 	t_ok(kvmm_tier_stats(c, &ts, sizeof(ts)));
-	t_assert_eq(ts.size, sizeof(ts));
+	/* the 648 bytes of 1.17 to 1.19 (1.20 appended blocks_unshared) */
+	t_assert_eq(ts.size,
+		    offsetof(struct kvmm_tier_stats_reply, blocks_unshared));
+	t_assert_eq(ts.blocks_unshared, 0);
 	t_assert_eq(ts.publishes, NB);
 	t_assert_eq(ts.prefix_blocks_hit, NB);
 	for (int b = 0; b < NB; b++)
