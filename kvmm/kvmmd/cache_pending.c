@@ -227,6 +227,7 @@ void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 		struct kd_block *blk = q->blocks[b];
 		bool shared = kc_block_readonly(pr, b);
 
+		blk->ro_sent |= shared; /* SEQ_UNSHARE copies it (unshare.c) */
 		for (uint32_t i = 0; i < blk->nr_pages; i++, k++) {
 			rep->page_ids[k] = blk->pages[i];
 			if (s->held[blk->pages[i]]) {

@@ -441,6 +441,10 @@ struct kd_block {
 	/* a copy into the pages may still land (the backend could not wait
 	 * for it): the last put keeps them out of the pool for good */
 	bool abandoned;
+	/* its pages went out read-only (a prefix open's shared or reloaded
+	 * block): SEQ_UNSHARE copies it even once it is no cache entry's
+	 * and one sequence's alone, as no writable fd of it went out */
+	bool ro_sent;
 	uint64_t hash; /* 0 until published (issue #4) */
 	struct kd_quota *charged; /* whose quota pays for the pages */
 	uint32_t pages[];

@@ -43,12 +43,15 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/proto_priv.h"
 
-/* Nothing but this sequence holds blk's pages: it is the sequence's own
- * (a published block keeps its hash while the cache holds it, and a
- * copy down may still read a held one: those are copied). */
+/* Nothing but this sequence holds blk's pages, and they never went out
+ * read-only: it is the sequence's own (a published block keeps its hash
+ * while the cache holds it, and a copy down may still read a held one;
+ * a reloaded block the cache did not keep is one sequence's alone, but
+ * its client got read-only fds and cannot map it writable: those are
+ * copied; the soak found the last). */
 static bool block_own(const struct kd_block *blk)
 {
-	return blk->refcnt == 1 && !blk->hash;
+	return blk->refcnt == 1 && !blk->hash && !blk->ro_sent;
 }
 
 /* Copy old's pages into fresh's, page by page. */
