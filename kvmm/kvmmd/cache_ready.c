@@ -383,7 +383,10 @@ bool kd_cache_block_loading(struct kd_session *s, struct kd_region *r,
 	struct kd_cache *c = s->d->cache;
 	struct kc_pending *pr;
 
-	if (!c || !c->pending)
+	if (!c)
+		return false;
+	c = kc_region_cache(s->d, r); /* the records of r's block size */
+	if (!c->pending)
 		return false;
 	pr = kc_ready_find(c, s, r->id, seq, r->seqs[seq].gen);
 	return pr && b < pr->lim && pr->state[b] == KC_SLOT_WAIT;
