@@ -448,6 +448,26 @@ static void race(struct td_daemon *d)
 	printf("race: %llu revocations posted, %llu blocks unshared\n",
 	       (unsigned long long)st.revocations_posted,
 	       (unsigned long long)ts.blocks_unshared);
+	/* kvmmctl shows kvmmd's count: JSON always, text when not 0 */
+	{
+		static char out[65536];
+		char want[96];
+
+		t_assert(ts.blocks_unshared > 0);
+		t_assert_eq(td_kvmmctl(d->sock, "status --json", out,
+				       sizeof(out)),
+			    0);
+		snprintf(want, sizeof(want), "\"blocks_unshared\":%llu,",
+			 (unsigned long long)ts.blocks_unshared);
+		if (!strstr(out, want))
+			t_fail("no %s in: %s", want, out);
+		t_assert_eq(td_kvmmctl(d->sock, "status", out, sizeof(out)), 0);
+		snprintf(want, sizeof(want),
+			 " %llu shared blocks copied for a sequence",
+			 (unsigned long long)ts.blocks_unshared);
+		if (!strstr(out, want))
+			t_fail("no '%s' in: %s", want, out);
+	}
 	kvmm_disconnect(c);
 }
 

@@ -94,7 +94,7 @@ void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from);
  * TIER_STATS' blocks_unshared, counted (unshare.c). */
 bool kd_cache_block_loading(struct kd_session *s, struct kd_region *r,
 			    uint32_t seq, uint32_t b);
-void kd_cache_count_unshare(struct kd_daemon *d);
+void kd_cache_count_unshare(struct kd_daemon *d, const struct kd_region *r);
 /*
  * Sequence seq of s's region region_id is being opened by a PREFIX_OPEN
  * whose reply is not sent yet: it holds blocks whose page holds the session

@@ -392,10 +392,14 @@ bool kd_cache_block_loading(struct kd_session *s, struct kd_region *r,
 	return pr && b < pr->lim && pr->state[b] == KC_SLOT_WAIT;
 }
 
-void kd_cache_count_unshare(struct kd_daemon *d)
+void kd_cache_count_unshare(struct kd_daemon *d, const struct kd_region *r)
 {
-	if (d->cache)
-		d->cache->st.blocks_unshared++;
+	struct kd_cache *c = kc_region_cache(d, r);
+
+	/* the size's own counters (kvmmd's per-size metrics), summed by
+	 * TIER_STATS */
+	if (c)
+		c->st.blocks_unshared++;
 }
 
 void kd_cache_seq_cut(struct kd_region *r, uint32_t seq, uint32_t from)

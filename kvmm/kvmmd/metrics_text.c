@@ -385,6 +385,10 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_early_reload_failures_total", KD_COUNTER,
 	  "Reloads that failed after an early reply (the client recomputed the block; not a hit).",
 	  "", TS(early_reload_failures) },
+	/* ABI 1.20: left out when the reply ends before it */
+	{ "kvmm_cache_blocks_unshared_total", KD_COUNTER,
+	  "Shared cached blocks copied into a sequence's own pages (SEQ_UNSHARE: copy-on-write, an extend from inside a read-only block).",
+	  "", TS(blocks_unshared) },
 };
 
 /* per tier, with a tier label */

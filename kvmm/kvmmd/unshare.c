@@ -165,7 +165,7 @@ int kd_cmd_seq_unshare(struct req *rq)
 	for (uint32_t i = 0; i < old->nr_pages; i++)
 		kd_unhold_page(s, old->pages[i]);
 	kd_block_put(s->d, old);
-	kd_cache_count_unshare(s->d);
+	kd_cache_count_unshare(s->d, r);
 	fresh = q->blocks[un.block];
 	rep->size = rep_len;
 	rep->nr_blocks = 1;

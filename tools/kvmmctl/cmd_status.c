@@ -102,6 +102,9 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 		       (unsigned long long)ts->nvme_write_outs,
 		       (unsigned long long)ts->nvme_write_error,
 		       (unsigned long long)ts->nvme_write_retry_ms);
+	if (KVMMCTL_TS_HAS(ts, blocks_unshared)) /* ABI 1.20 */
+		printf("\"blocks_unshared\":%llu,",
+		       (unsigned long long)ts->blocks_unshared);
 	printf("\"tiers\":{");
 	for (int t = 0; t < 3; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
@@ -617,6 +620,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	    ts.nvme_read_error_drops)
 		printf("             %llu NVMe blocks dropped after reads that kept failing\n",
 		       (unsigned long long)ts.nvme_read_error_drops);
+	if (KVMMCTL_TS_HAS(&ts, blocks_unshared) && ts.blocks_unshared)
+		printf("             %llu shared blocks copied for a sequence (copy-on-write)\n",
+		       (unsigned long long)ts.blocks_unshared);
 	/* a tier that could not be set up: the cache is off, or runs
 	 * without its NVMe tier (ABI 1.13) */
 	cache_open_text(&ts);
