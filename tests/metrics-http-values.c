@@ -207,6 +207,7 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_early_reloads_total", "", "cache.early_reloads" },
 	{ "kvmm_cache_early_reload_failures_total", "",
 	  "cache.early_reload_failures" },
+	{ "kvmm_cache_blocks_unshared_total", "", "cache.blocks_unshared" },
 };
 
 static const struct map tier_map[] = {
