@@ -401,8 +401,14 @@ static int seq_extend_fill(struct req *rq, bool rerun,
 	 * client's extends out of order. */
 	if (ex.new_len > q->len)
 		q->len = ex.new_len;
-	/* blocks where a revocation took them: the client knows of it */
-	if (q->revoked_gen == q->gen && to > q->revoked_from)
+	/*
+	 * Blocks where a revocation took them, within the length asked
+	 * for: the client knows of it.  An extend for blocks ahead alone
+	 * (libkvmm's map-ahead thread's, whose new_len names none) backs
+	 * them again without the engine knowing, which still has to be told
+	 * -ESTALE for them (it was -EINVAL: tests/daemon-fuzz phase 4).
+	 */
+	if (q->revoked_gen == q->gen && need > q->revoked_from)
 		q->revoked_gen = 0;
 	rep->size = rep_len;
 	rep->first_block = first;
