@@ -215,6 +215,16 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		mapped_len = (uint64_t)q->backed * r->tokens_per_block;
 		if (rep->len < mapped_len)
 			mapped_len = rep->len;
+		/*
+		 * ... nor past what this fetch asked for (the map-ahead
+		 * thread's asks for none): kvmmd's length stays where an
+		 * extend that met a revocation left it, above the intact
+		 * length seq_extend() told the engine, and taking it here
+		 * grew the sequence back over the fresh pages
+		 * (tests/daemon-fuzz phase 4).
+		 */
+		if (new_len < mapped_len)
+			mapped_len = new_len;
 		if (!err && mapped_len > q->len)
 			q->len = mapped_len;
 		/*
