@@ -9,7 +9,11 @@
  * opened fresh or on a cached prefix (plain, with actions,
  * KVMM_PREFIX_OPEN_SEGMENTS, KVMM_PREFIX_OPEN_EARLY with work done before
  * kvmm_seq_wait_ready), extended, truncated, closed, published; pins
- * (plain, TTL, demotable, priority) and unpins; steps.  A client ends with
+ * (plain, TTL, demotable, priority) and unpins; steps; what a router
+ * asks (ABI 1.19, tests/daemon-fuzz/router.c): kvmm_prefix_query() of a
+ * chain or of random hashes followed by a prefix open of it, and
+ * kvmm_block_pin_many() of chain blocks, random hashes and hash 0, each
+ * result checked.  A client ends with
  * BYE, exits without it, or is SIGKILLed by the parent mid-work; a new one
  * takes its place until KVMM_FUZZ_SECONDS (default 10) have passed.
  *
@@ -21,7 +25,7 @@
  * the seed, the hash, the block and where it came from.  A plain pin must
  * still be there when its client unpins it.
  *
- * Three phases, each on a daemon of its own (main() says why each is
+ * Four phases, each on a daemon of its own (main() says why each is
  * set up so): 1, --restore-mode plan, no fault, an NVMe tier that never
  * fills: no migration, reload or checksum may fail, nothing is dropped
  * from NVMe; 2, a restart on phase 1's NVMe file (at least the blocks it
@@ -31,7 +35,16 @@
  * that is always full: no migration, reload or checksum may fail (blocks
  * are dropped from NVMe, as the policy says), and (unless
  * KVMM_FUZZ_LIMITS=0) the parent keeps changing the clients' tenant limit meanwhile (at
- * least one block must move for it).  After each phase: no
+ * least one block must move for it); 4, the clients' uid under --quota
+ * with every client mapping 1-2 blocks ahead, so that extends and
+ * prefix opens short of it ask the others for their blocks ahead
+ * (ADMIN_STATUS must count lend_requests and lend_blocks), while the
+ * parent revokes random blocks of the clients' open sequences
+ * (ADMIN_REVOKE) every 20-120 ms: a publish racing one answers 0 or
+ * -ESTALE (ABI 1.20), never -EINVAL, and a client takes the length
+ * libkvmm gives after the revocation applied, never a longer one.
+ * After each phase: kvmmd counted at least the prefix queries and
+ * pin-many calls and pins the clients made (ADMIN_STATUS, ABI 1.20), no
  * tier holds more than its capacity (also checked while the clients run),
  * the daemon is idle but for its cached GPU blocks (nothing mapped,
  * revoking, quarantined or pinned, no sequence or client session), a
@@ -57,6 +70,7 @@
 #include <sys/wait.h>
 
 #include "tests/daemon-fuzz/fuzz.h"
+#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/nvme_probe.h"
 
@@ -66,11 +80,14 @@
 #define FZ_NVME_ALL 96
 #define FZ_NVME_SMALL 24
 #define FZ_SLOT (4096 + CC_PPB * CC_PAGE) /* NVMe slot stride */
+/* phase 4's --quota: the 4 clients' 3 sequences of up to 8 blocks and
+ * their blocks ahead would take more than 3 times as many */
+#define FZ_QUOTA_BLOCKS 28
 
 static const char *const op_names[OP_COUNT] = {
-	"open",	  "prefix",   "prefix-segments", "prefix-early",
-	"extend", "truncate", "close",		 "publish",
-	"verify", "pin",      "unpin",		 "step",
+	"open",	    "prefix", "prefix-segments", "prefix-early", "extend",
+	"truncate", "close",  "publish",	 "verify",	 "pin",
+	"unpin",    "step",   "query",		 "pin-many",
 };
 
 /* ---- the parent ----------------------------------------------------- */
@@ -161,11 +178,64 @@ static uint64_t fz_limit_moves(const struct fz_phase *ph)
 	return moves;
 }
 
+/*
+ * Revoke blocks of one open sequence of the clients (ADMIN_SESSIONS
+ * lists them), from a random block on (ADMIN_REVOKE, as kvmmctl revoke
+ * sends it; -EAGAIN while it posts a long one in pieces).  The
+ * sequence may close or its client end meanwhile, and a block past its
+ * length has nothing to take: kvmmd's refusals are counted, not
+ * asserted on; the phase asserts that some were taken.
+ */
+static void fz_revoke(struct fz_phase *ph, uint64_t *rng)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_sessions_reply *rep = (void *)buf;
+	const struct kvmm_sessions_regions *h;
+	uint32_t ids[64][3], n = 0, pick, first;
+	struct kvmm_conn *admin;
+	const char *p;
+	size_t len = 0;
+	int err, tries = 0;
+
+	t_ok(kc_connect_admin(ph->sock, &admin));
+	t_ok(kc_request(admin, KVMM_CMD_ADMIN_SESSIONS, NULL, 0, buf,
+			sizeof(buf), &len));
+	h = (const void *)(buf + sizeof(*rep) + rep->nr * rep->entry_size);
+	p = (const char *)(h + 1);
+	for (uint32_t i = 0; i < h->nr; i++) {
+		const struct kvmm_region_info *e = (const void *)p;
+		const uint32_t *seqs = (const void *)(p + h->entry_size);
+
+		for (uint32_t k = 0; k < e->nr_listed && n < 64; k++, n++) {
+			ids[n][0] = e->session_id;
+			ids[n][1] = e->region_id;
+			ids[n][2] = seqs[k];
+		}
+		p += KVMM_REGION_INFO_STRIDE(h->entry_size, e->nr_listed);
+	}
+	if (!n)
+		goto out;
+	pick = fz_below(rng, n);
+	first = fz_below(rng, FZ_CHAIN_BLOCKS);
+	do
+		err = ar_revoke_on(admin, ids[pick][0], ids[pick][1],
+				   ids[pick][2], first);
+	while (err == -EAGAIN && ++tries < 100);
+	if (fz_tracing)
+		fprintf(stderr,
+			"[%llu parent] revoke session %u region %u seq %u from block %u: %d\n",
+			(unsigned long long)cc_now_ms(), ids[pick][0],
+			ids[pick][1], ids[pick][2], first, err);
+	fz_add(err ? &ph->cnt->revokes_refused : &ph->cnt->revokes, 1);
+out:
+	kvmm_disconnect(admin);
+}
+
 static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 {
 	struct fz_child kids[FZ_CLIENTS] = { 0 };
 	uint64_t rng = ph->seed ^ ((uint64_t)ph->num << 56) ^ 0x5eedull;
-	uint64_t next_check = 0, next_limit = 0;
+	uint64_t next_check = 0, next_limit = 0, next_revoke = 0;
 	int num = 0, alive;
 	struct cc cc;
 
@@ -225,6 +295,11 @@ static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 		    now < ph->deadline_ms) {
 			fz_churn_limit(ph, &rng);
 			next_limit = now + 50 + fz_below(&rng, 200);
+		}
+		if (ph->revokes && now >= next_revoke &&
+		    now < ph->deadline_ms) {
+			fz_revoke(ph, &rng);
+			next_revoke = now + 20 + fz_below(&rng, 100);
 		}
 		usleep(2000);
 	} while (alive);
@@ -332,6 +407,17 @@ static void fz_print(const struct fz_phase *ph,
 	       (unsigned long long)n->early_cut, (unsigned long long)n->enomem,
 	       (unsigned long long)n->pin_missing,
 	       (unsigned long long)n->pin_quota);
+	printf("  router: queries %llu (random %llu) found %llu blocks, opens after them that found fewer %llu; pin-many %llu pinned %llu; -EDQUOT %llu; revocations %llu (refused %llu), sequences cut %llu, publishes -ESTALE %llu\n",
+	       (unsigned long long)n->queries,
+	       (unsigned long long)n->query_random,
+	       (unsigned long long)n->query_blocks,
+	       (unsigned long long)n->query_open_less,
+	       (unsigned long long)n->pin_many_calls,
+	       (unsigned long long)n->pin_many_pinned,
+	       (unsigned long long)n->dquot, (unsigned long long)n->revokes,
+	       (unsigned long long)n->revokes_refused,
+	       (unsigned long long)n->revoked_seen,
+	       (unsigned long long)n->publish_stale);
 	printf("  daemon: demotions host %llu nvme %llu, restores host %llu nvme %llu, drops %llu/%llu/%llu, pressure reclaims %llu, held copies %llu, migrations failed %llu, checksum failures %llu, early reload failures %llu, holes %llu, plan recomputes %llu, recovered %llu; the last reader found %llu blocks\n",
 	       (unsigned long long)ts->tiers[1].demotions_in,
 	       (unsigned long long)ts->tiers[2].demotions_in,
@@ -368,8 +454,66 @@ struct fz_setup {
 	 * when freed slots still hold their last block's header) */
 	int64_t min_recovered;
 	bool limit_churn; /* fz_phase.limit_churn */
+	bool revokes; /* fz_phase.revokes */
+	/* kvmmd --quota on the clients' uid, in blocks (0: none), and
+	 * --revoke-timeout (ms; 0: the default) */
+	uint32_t quota_blocks;
+	uint32_t revoke_timeout_ms;
 	uint64_t ms;
 };
+
+/*
+ * What kvmmd counted of the clients' router calls (ABI 1.20's
+ * ADMIN_STATUS) is at least what they counted (a client killed in a
+ * call may have been answered uncounted); with --quota, that the uid's
+ * processes lent blocks mapped ahead to each other.
+ */
+static void fz_check_status(const struct fz_phase *ph,
+			    const struct fz_setup *su, struct td_daemon *d)
+{
+	const struct fz_counts *n = ph->cnt;
+	struct kvmm_status_reply st;
+
+	t_ok(td_status(d, &st));
+	printf("  kvmmd: prefix queries %llu (%llu hashes, %llu gpu %llu host %llu nvme %llu moving), pin-many %llu (%llu hashes, %llu pins); lend requests %llu, blocks %llu, extends %llu, failures %llu\n",
+	       (unsigned long long)st.prefix_queries,
+	       (unsigned long long)st.prefix_query_hashes,
+	       (unsigned long long)st.prefix_query_gpu,
+	       (unsigned long long)st.prefix_query_host,
+	       (unsigned long long)st.prefix_query_nvme,
+	       (unsigned long long)st.prefix_query_moving,
+	       (unsigned long long)st.pin_many_calls,
+	       (unsigned long long)st.pin_many_hashes,
+	       (unsigned long long)st.pin_many_pinned,
+	       (unsigned long long)st.lend_requests,
+	       (unsigned long long)st.lend_blocks,
+	       (unsigned long long)st.lend_extends,
+	       (unsigned long long)st.lend_failures);
+	if (st.prefix_queries < n->queries ||
+	    st.prefix_query_gpu + st.prefix_query_host + st.prefix_query_nvme +
+			    st.prefix_query_moving <
+		    n->query_blocks ||
+	    st.pin_many_calls < n->pin_many_calls ||
+	    st.pin_many_pinned < n->pin_many_pinned)
+		t_fail("seed %llu phase %d: kvmmd counted fewer router calls than the clients made (queries %llu < %llu, blocks < %llu, pin-many %llu < %llu, pins %llu < %llu?)",
+		       (unsigned long long)ph->seed, ph->num,
+		       (unsigned long long)st.prefix_queries,
+		       (unsigned long long)n->queries,
+		       (unsigned long long)n->query_blocks,
+		       (unsigned long long)st.pin_many_calls,
+		       (unsigned long long)n->pin_many_calls,
+		       (unsigned long long)st.pin_many_pinned,
+		       (unsigned long long)n->pin_many_pinned);
+	if (su->quota_blocks && (!st.lend_requests || !st.lend_blocks))
+		t_fail("seed %llu phase %d: no lending under --quota (%llu requests, %llu blocks)",
+		       (unsigned long long)ph->seed, ph->num,
+		       (unsigned long long)st.lend_requests,
+		       (unsigned long long)st.lend_blocks);
+	if (su->revokes && !n->revokes)
+		t_fail("seed %llu phase %d: no revocation was taken (%llu refused)",
+		       (unsigned long long)ph->seed, ph->num,
+		       (unsigned long long)n->revokes_refused);
+}
 
 /*
  * One phase on a daemon of its own, on the NVMe file nvme.  Returns the
@@ -378,22 +522,23 @@ struct fz_setup {
 static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 			 const char *nvme)
 {
-	char pool[32], nvme_size[32];
-	const char *args[] = { "--gpu-mem",
-			       pool,
-			       "--cache-gpu-blocks",
-			       "8",
-			       "--host-mem",
-			       "3M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       nvme_size,
-			       "--restore-mode",
-			       su->restore_mode,
-			       "--cache-scope",
-			       ph->scope,
-			       NULL };
+	char pool[32], nvme_size[32], quota[64], rto[32];
+	const char *args[20] = { "--gpu-mem",
+				 pool,
+				 "--cache-gpu-blocks",
+				 "8",
+				 "--host-mem",
+				 "3M",
+				 "--nvme-path",
+				 nvme,
+				 "--nvme-size",
+				 nvme_size,
+				 "--restore-mode",
+				 su->restore_mode,
+				 "--cache-scope",
+				 ph->scope,
+				 NULL };
+	int na = 14;
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 	uint64_t found;
@@ -407,6 +552,24 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	       su->fail_spec ? su->fail_spec : "(unset)");
 	ph->strict = su->strict || su->no_fail;
 	ph->limit_churn = su->limit_churn;
+	ph->revokes = su->revokes;
+	ph->quota = su->quota_blocks != 0;
+	if (su->quota_blocks) {
+		snprintf(quota, sizeof(quota), "%u=%lluK", (unsigned)getuid(),
+			 (unsigned long long)su->quota_blocks * CC_PPB *
+				 (CC_PAGE / 1024));
+		args[na++] = "--quota";
+		args[na++] = quota;
+		printf("  --quota %s (%u blocks), map-ahead 1-2 blocks a client\n",
+		       quota, su->quota_blocks);
+	}
+	if (su->revoke_timeout_ms) {
+		snprintf(rto, sizeof(rto), "%u", su->revoke_timeout_ms);
+		args[na++] = "--revoke-timeout";
+		args[na++] = rto;
+	}
+	if (su->revokes)
+		printf("  the parent revokes blocks of the clients' sequences every 20-120 ms\n");
 	ph->limit_sets = 0;
 	if (su->fail_spec)
 		setenv("KVMMD_TEST_MIGRATE_FAIL", su->fail_spec, 1);
@@ -421,6 +584,7 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	found = fz_read_all(ph);
 	fz_settle(ph, &d, &ts);
 	fz_print(ph, &ts, found);
+	fz_check_status(ph, su, &d);
 	if (ph->limit_churn) {
 		uint64_t moves = fz_limit_moves(ph);
 
@@ -489,7 +653,7 @@ int main(void)
 	       limits ? ", tenant limits changing (KVMM_FUZZ_LIMITS)" : "");
 	cc_nvme_path(nvme, sizeof(nvme), "fuzz");
 	t_nvme_require(nvme);
-	cnt = mmap(NULL, 3 * sizeof(*cnt), PROT_READ | PROT_WRITE,
+	cnt = mmap(NULL, 4 * sizeof(*cnt), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(cnt != MAP_FAILED);
 
@@ -501,7 +665,7 @@ int main(void)
 				.restore_mode = "plan",
 				.strict = true,
 				.min_recovered = -1,
-				.ms = ms * 4 / 10 };
+				.ms = ms * 3 / 10 };
 	ph.num = 1;
 	ph.cnt = &cnt[0];
 	on_nvme = fz_phase(&ph, &su, nvme);
@@ -523,7 +687,7 @@ int main(void)
 				.fail_spec = spec,
 				.nfaults = 8,
 				.min_recovered = (int64_t)on_nvme,
-				.ms = ms * 3 / 10 };
+				.ms = ms * 2 / 10 };
 	ph.num = 2;
 	ph.cnt = &cnt[1];
 	fz_phase(&ph, &su, nvme);
@@ -546,9 +710,34 @@ int main(void)
 				.min_recovered = -1,
 				/* KVMM_FUZZ_LIMITS (see main()) */
 				.limit_churn = limits,
-				.ms = ms - ms * 7 / 10 };
+				.ms = ms * 2 / 10 };
 	ph.num = 3;
 	ph.cnt = &cnt[2];
+	fz_phase(&ph, &su, nvme);
+	unlink(nvme);
+
+	/*
+	 * 4: the uid's --quota of FZ_QUOTA_BLOCKS, below what the clients
+	 * open, with every client mapping 1-2 blocks ahead: an extend or a
+	 * prefix open short of the quota asks the uid's other processes
+	 * for their blocks ahead (KVMM_RQE_F_GIVE_AHEAD, answered by their
+	 * map-ahead threads) and the phase fails unless some were lent,
+	 * while every byte check holds (a lent block is never one below a
+	 * length).  Meanwhile the parent revokes random blocks of the
+	 * clients' sequences: their publishes race it (-ESTALE, never
+	 * -EINVAL), their lengths shrink at their boundaries.  No fault is
+	 * injected, so no migration may fail.
+	 */
+	su = (struct fz_setup){ .nvme_slots = FZ_NVME_ALL,
+				.restore_mode = "plan",
+				.no_fail = true,
+				.min_recovered = -1,
+				.revokes = true,
+				.quota_blocks = FZ_QUOTA_BLOCKS,
+				.revoke_timeout_ms = 5000,
+				.ms = ms - ms * 7 / 10 };
+	ph.num = 4;
+	ph.cnt = &cnt[3];
 	fz_phase(&ph, &su, nvme);
 	unlink(nvme);
 	printf("daemon-fuzz: seed %llu ok\n", (unsigned long long)seed);

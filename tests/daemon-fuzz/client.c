@@ -8,7 +8,10 @@
  * would and compares every block it is handed or still holds, byte for
  * byte, with what its hash says (fz_check()).  Any other byte, or any
  * call that fails where it may not, ends the process with status 1 and a
- * line naming the seed, the phase and the block.
+ * line naming the seed, the phase and the block.  Where the parent
+ * revokes (phase 4) a sequence's length is what libkvmm says once this
+ * thread applied the revocation (fz_sync()); elsewhere it must never
+ * differ from the client's own.  The router's calls are in router.c.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -36,8 +39,7 @@ void fz_fail(const struct fz_client *c, const char *fmt, ...)
 
 bool fz_tracing;
 
-static void __attribute__((format(printf, 2, 3)))
-fz_trace(const struct fz_client *c, const char *fmt, ...)
+void fz_trace(const struct fz_client *c, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -134,13 +136,56 @@ static uint32_t fz_len(struct fz_client *c, uint32_t min_blocks)
 	return len;
 }
 
-/* Publish some of s's full blocks: [first, full). */
+/*
+ * s's length as libkvmm has it now.  Only this thread applies
+ * revocations (a step boundary, an extend that met one: the map-ahead
+ * thread applies none), so the blocks below it keep their pages until
+ * this thread's next such call; a revocation cuts the length to the
+ * first block it took, and nothing else may change it under us.
+ */
+void fz_sync(struct fz_client *c, struct fz_seq *s)
+{
+	int64_t l = kvmm_seq_len(c->r, s->id);
+
+	if (l == (int64_t)s->len)
+		return;
+	if (l < 0 || l > (int64_t)s->len || !c->ph->revokes)
+		fz_fail(c, "seq %u (chain %d): length %lld, %u expected%s",
+			s->id, s->chain, (long long)l, s->len,
+			c->ph->revokes ? "" : " with no revocation");
+	fz_trace(c, "seq %u cut from %u to %lld tokens by a revocation", s->id,
+		 s->len, (long long)l);
+	s->len = (uint32_t)l;
+	fz_add(&c->ph->cnt->revoked_seen, 1);
+}
+
+/* A full pool (-ENOMEM) or, with --quota, the uid's quota (-EDQUOT):
+ * counted; any other error is not. */
+static bool fz_short(struct fz_client *c, int err)
+{
+	if (err == -ENOMEM) {
+		fz_add(&c->ph->cnt->enomem, 1);
+		return true;
+	}
+	if (err == -EDQUOT && c->ph->quota) {
+		fz_add(&c->ph->cnt->dquot, 1);
+		return true;
+	}
+	return false;
+}
+
+/* Publish some of s's full blocks: [first, full).  A revocation the
+ * parent posted and this client has not applied yet races it: kvmmd
+ * answers -ESTALE (ABI 1.20) when it took a block named, never
+ * -EINVAL for this well-formed request. */
 static void fz_publish(struct fz_client *c, struct fz_seq *s)
 {
-	uint32_t full = s->len / CC_TPB, first;
+	uint32_t full, first;
 	uint64_t h[FZ_CHAIN_BLOCKS];
 	int n;
 
+	fz_sync(c, s);
+	full = s->len / CC_TPB;
 	if (!full)
 		return;
 	first = fz_below(&c->rng, full);
@@ -149,7 +194,9 @@ static void fz_publish(struct fz_client *c, struct fz_seq *s)
 			       first ? h[first - 1] : 0, h + first);
 	fz_trace(c, "publish seq %u chain %d blocks %u..%u: %d", s->id,
 		 s->chain, first, full - 1, n);
-	if (n < 0 || n > (int)(full - first))
+	if (n == -ESTALE && c->ph->revokes)
+		fz_add(&c->ph->cnt->publish_stale, 1);
+	else if (n < 0 || n > (int)(full - first))
 		fz_fail(c, "publish of blocks %u..%u of chain %d: %d", first,
 			full - 1, s->chain, n);
 	fz_add(&c->ph->cnt->ops[OP_PUBLISH], 1);
@@ -183,22 +230,30 @@ static bool fz_extend(struct fz_client *c, struct fz_seq *s, uint32_t len)
 			"extend seq %u from its read-only block's start %u -> %u tokens: %d",
 			s->id, cut, len, err);
 	}
-	if (err == -ENOMEM) {
-		fz_add(&c->ph->cnt->enomem, 1);
-		if (kvmm_seq_len(c->r, s->id) != s->len)
-			fz_fail(c,
-				"seq %u: length %lld after a refused extend, was %u",
-				s->id, (long long)kvmm_seq_len(c->r, s->id),
-				s->len);
+	if (fz_short(c, err)) {
+		fz_sync(c, s); /* unchanged, but for a revocation */
 		return false;
 	}
 	if (err)
 		fz_fail(c, "extend of seq %u from %u to %u tokens: %d", s->id,
 			s->len, len, err);
+	/* a revocation it applied or met leaves the length shorter: the
+	 * KV from there on is gone, and the blocks below were ours */
 	s->len = len;
-	for (uint32_t b = from; b < fz_blocks(len); b++)
+	fz_sync(c, s);
+	for (uint32_t b = from; b < fz_blocks(s->len); b++)
 		fz_write(c, s, b);
 	return true;
+}
+
+/* Cut s to len tokens (< s->len). */
+static void fz_truncate(struct fz_client *c, struct fz_seq *s, uint32_t len)
+{
+	int err = kvmm_seq_truncate(c->r, s->id, len);
+
+	fz_trace(c, "truncate seq %u to %u tokens: %d", s->id, len, err);
+	fz_ok(c, err);
+	s->len = len;
 }
 
 static void fz_close(struct fz_client *c, struct fz_seq *s)
@@ -250,9 +305,7 @@ static bool fz_early_wait(struct fz_client *c, struct fz_seq *s,
 		if (s->len) {
 			uint32_t len = fz_below(&c->rng, s->len);
 
-			fz_trace(c, "truncate seq %u to %u tokens", s->id, len);
-			fz_ok(c, kvmm_seq_truncate(c->r, s->id, len));
-			s->len = len;
+			fz_truncate(c, s, len);
 			fz_add(&c->ph->cnt->early_cut, 1);
 		}
 		break;
@@ -265,10 +318,20 @@ static bool fz_early_wait(struct fz_client *c, struct fz_seq *s,
 							   s->len));
 		break;
 	}
-	upto = fz_blocks(s->len) < nr_blocks ? fz_blocks(s->len) : nr_blocks;
-	n = kvmm_seq_wait_ready(c->r, s->id, upto, 0, failed, FZ_CHAIN_BLOCKS,
-				NULL);
-	fz_trace(c, "wait_ready seq %u upto %u: %d", s->id, upto, n);
+	for (;;) {
+		fz_sync(c, s);
+		upto = fz_blocks(s->len) < nr_blocks ? fz_blocks(s->len) :
+						       nr_blocks;
+		n = kvmm_seq_wait_ready(c->r, s->id, upto, 0, failed,
+					FZ_CHAIN_BLOCKS, NULL);
+		fz_trace(c, "wait_ready seq %u upto %u: %d", s->id, upto, n);
+		if (n != -ESTALE || !c->ph->revokes)
+			break;
+		/* a revocation took a block below upto (ABI 1.20): apply
+		 * it, then wait for what is left below the cut */
+		if (kvmm_process_revocations(c->conn) < 0)
+			fz_fail(c, "revocations after wait_ready's -ESTALE");
+	}
 	if (n < 0 || (uint32_t)n > upto)
 		fz_fail(c, "wait_ready of seq %u upto %u: %d", s->id, upto, n);
 	if (n && c->ph->strict)
@@ -324,10 +387,8 @@ static void op_prefix(struct fz_client *c, int mode)
 		"prefix open (mode %d) chain %d of %u blocks: %d, seq %u, %u blocks, actions %u%u%u%u%u%u%u%u",
 		mode, s->chain, n, err, s->id, nr, acts[0], acts[1], acts[2],
 		acts[3], acts[4], acts[5], acts[6], acts[7]);
-	if (err == -ENOMEM) {
-		fz_add(&c->ph->cnt->enomem, 1);
+	if (fz_short(c, err))
 		return;
-	}
 	if (err)
 		fz_fail(c, "prefix open (mode %d) of %u blocks of chain %d: %d",
 			mode, n, s->chain, err);
@@ -342,6 +403,7 @@ static void op_prefix(struct fz_client *c, int mode)
 		memset(acts, KVMM_BLOCK_RELOADED_HOST, sizeof(acts));
 	if (mode >= 3 && !fz_early_wait(c, s, nr, acts))
 		goto done;
+	fz_sync(c, s);
 	for (uint32_t b = 0; b < fz_blocks(s->len) && b < nr; b++) {
 		if (acts[b] == KVMM_BLOCK_RECOMPUTE) {
 			fz_write(c, s, b);
@@ -364,7 +426,10 @@ static void op_extend(struct fz_client *c)
 	struct fz_seq *s = fz_open_seq(c);
 	uint32_t max = FZ_CHAIN_BLOCKS * CC_TPB;
 
-	if (!s || s->len >= max)
+	if (!s)
+		return;
+	fz_sync(c, s);
+	if (s->len >= max)
 		return;
 	if (fz_extend(c, s, s->len + 1 + fz_below(&c->rng, max - s->len)) &&
 	    fz_below(&c->rng, 2))
@@ -377,18 +442,20 @@ static void op_truncate(struct fz_client *c)
 	struct fz_seq *s = fz_open_seq(c);
 	uint32_t len;
 
-	if (!s || !s->len)
+	if (!s)
+		return;
+	fz_sync(c, s);
+	if (!s->len)
 		return;
 	len = fz_below(&c->rng, s->len);
-	fz_trace(c, "truncate seq %u to %u tokens", s->id, len);
-	fz_ok(c, kvmm_seq_truncate(c->r, s->id, len));
-	s->len = len;
+	fz_truncate(c, s, len);
 	fz_add(&c->ph->cnt->ops[OP_TRUNCATE], 1);
 }
 
 /* Every block of an open sequence still holds its bytes. */
 static void fz_verify(struct fz_client *c, struct fz_seq *s)
 {
+	fz_sync(c, s);
 	for (uint32_t b = 0; b < fz_blocks(s->len); b++)
 		fz_check(c, s, b, FZ_FROM_CLIENT);
 }
@@ -506,10 +573,14 @@ static void fz_step_once(struct fz_client *c)
 		op_verify(c);
 	else if (x < 90)
 		op_pin(c);
-	else if (x < 94)
+	else if (x < 92)
 		op_unpin(c);
-	else
+	else if (x < 95)
 		op_step(c);
+	else if (x < 98)
+		op_query(c);
+	else
+		op_pin_many(c);
 }
 
 void fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end)
@@ -526,8 +597,17 @@ void fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end)
 		(uint64_t)num;
 	fz_next(&c.rng);
 	co.map_ahead_blocks = fz_below(&c.rng, 3);
+	if (ph->quota) /* blocks ahead for the others to borrow */
+		co.map_ahead_blocks = 1 + fz_below(&c.rng, 2);
 	fz_ok(&c, kvmm_connect(&co, &c.conn));
 	fz_ok(&c, kvmm_region_create(c.conn, &ro, &c.r));
+	if (fz_tracing) {
+		struct kvmm_stats ks = { .size = sizeof(ks) };
+
+		fz_ok(&c, kvmm_get_stats(c.conn, &ks));
+		fz_trace(&c, "session %u, map-ahead %u blocks", ks.session_id,
+			 co.map_ahead_blocks);
+	}
 	for (uint32_t i = 0; i < ops && cc_now_ms() < ph->deadline_ms; i++)
 		fz_step_once(&c);
 	if (end == 1)

@@ -40,6 +40,8 @@ enum fz_op {
 	OP_PIN,
 	OP_UNPIN,
 	OP_STEP,
+	OP_QUERY,
+	OP_PIN_MANY,
 	OP_COUNT
 };
 
@@ -54,6 +56,15 @@ struct fz_counts {
 	uint64_t early_cut; /* early opens cut or closed before the wait */
 	uint64_t enomem; /* extends and opens the full pool refused */
 	uint64_t pin_missing, pin_quota;
+	/* prefix queries: answered, of random chains (always 0), blocks
+	 * they found, and the opens right after that found fewer */
+	uint64_t queries, query_random, query_blocks, query_open_less;
+	uint64_t pin_many_calls, pin_many_pinned; /* as kvmmd counts them */
+	uint64_t dquot; /* extends and opens past --quota (-EDQUOT) */
+	/* publishes a revocation took blocks of (-ESTALE), sequences a
+	 * revocation cut, as the client found them */
+	uint64_t publish_stale, revoked_seen;
+	uint64_t revokes, revokes_refused; /* the parent's ADMIN_REVOKEs */
 	uint64_t clients, byes, exits, kills;
 };
 
@@ -71,6 +82,11 @@ struct fz_phase {
 	/* the parent changes the clients' tenant limit every 50-250 ms */
 	bool limit_churn;
 	uint64_t limit_sets; /* how many it set (the parent's count) */
+	/* the parent revokes random blocks of the clients' open sequences
+	 * every 20-120 ms (ADMIN_REVOKE): publishes race them, lengths
+	 * shrink under the clients */
+	bool revokes;
+	bool quota; /* kvmmd --quota on the clients' uid: -EDQUOT is fine */
 };
 
 /* What a client process holds. */
@@ -163,6 +179,16 @@ fz_fail(const struct fz_client *c, const char *fmt, ...);
 		if (_e)                                                      \
 			fz_fail(c, "%s: %d (%s)", #call, _e, strerror(-_e)); \
 	} while (0)
+
+void __attribute__((format(printf, 2, 3)))
+fz_trace(const struct fz_client *c, const char *fmt, ...);
+
+/* s->len from libkvmm's length, which a revocation may have cut. */
+void fz_sync(struct fz_client *c, struct fz_seq *s);
+
+/* Prefix queries and pin-many (tests/daemon-fuzz/router.c). */
+void op_query(struct fz_client *c);
+void op_pin_many(struct fz_client *c);
 
 /* Block b of s must hold its hash's bytes; from says where they came
  * from (FZ_FROM_*, or a prefix open's action). */
