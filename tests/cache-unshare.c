@@ -177,15 +177,7 @@ static uint64_t unshared_daemon(struct kvmm_conn *c)
 
 static void set_quota(const char *sock, uint64_t bytes)
 {
-	struct kvmm_admin_quota q = { .size = sizeof(q),
-				      .uid = (uint32_t)getuid(),
-				      .bytes = bytes };
-	struct kvmm_conn *admin;
-
-	t_ok(kc_connect_admin(sock, &admin));
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_SET_QUOTA, &q, sizeof(q), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
+	t_ok(td_set_quota(sock, (uint32_t)getuid(), bytes));
 }
 
 /* A third reader: the cache still holds the publisher's bytes. */

@@ -23,62 +23,33 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/raw_ring.h"
 
 #define RQ 16
 #define WAIT_MS 1000
 
-struct raw {
-	struct cc c;
-	struct kvmm_ring_offsets off;
-	unsigned char *ring;
-};
-
-static void raw_connect(struct raw *r, const char *path, uint16_t minor)
+static void raw_connect(struct raw_ring *r, const char *path, uint16_t minor)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct kvmm_hello hello = { .size = sizeof(hello),
-				    .abi_major = KVMM_ABI_MAJOR,
-				    .abi_minor = minor,
-				    .rq_entries = RQ };
-	struct kvmm_hello_reply rep;
-	unsigned int n;
-
-	memset(r, 0, sizeof(*r));
-	r->c.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	t_assert(r->c.sock >= 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	t_ok(connect(r->c.sock, (struct sockaddr *)&sa, sizeof(sa)));
-	t_ok(cc_call(&r->c, KVMM_CMD_HELLO, &hello, sizeof(hello), &rep,
-		     sizeof(rep), r->c.ring_fds, &n));
-	t_assert_eq(n, 4);
-	r->off = rep.ring;
-	r->ring = mmap(NULL, r->off.mmap_size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED, r->c.ring_fds[0], 0);
-	t_assert(r->ring != MAP_FAILED);
+	raw_ring_connect(r, path, minor, RQ);
 	cc_region(&r->c);
 }
 
-static uint32_t *word(struct raw *r, uint32_t off)
-{
-	return (uint32_t *)(r->ring + off);
-}
-
 /* The one entry kvmmd posts within 2 s, taken off the ring. */
-static struct kvmm_rqe take_entry(struct raw *r)
+static struct kvmm_rqe take_entry(struct raw_ring *r)
 {
 	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
-	uint32_t head =
-		__atomic_load_n(word(r, r->off.rq_head), __ATOMIC_RELAXED);
+	uint32_t head = __atomic_load_n(raw_ring_word(r, r->off.rq_head),
+					__ATOMIC_RELAXED);
 	struct kvmm_rqe x;
 
 	for (int i = 0; i < 2000; i++) {
-		uint32_t tail = __atomic_load_n(word(r, r->off.rq_tail),
-						__ATOMIC_ACQUIRE);
+		uint32_t tail = __atomic_load_n(
+			raw_ring_word(r, r->off.rq_tail), __ATOMIC_ACQUIRE);
 
 		if (tail != head) {
 			t_assert_eq(tail, head + 1);
 			x = e[head & (RQ - 1)];
-			__atomic_store_n(word(r, r->off.rq_head), tail,
+			__atomic_store_n(raw_ring_word(r, r->off.rq_head), tail,
 					 __ATOMIC_RELEASE);
 			return x;
 		}
@@ -155,7 +126,7 @@ int main(void)
 	const char *args[] = { "--quota", quota, NULL };
 	struct kvmm_status_reply st;
 	struct td_daemon d;
-	struct raw b, old;
+	struct raw_ring b, old;
 	struct cc a;
 	struct kvmm_rqe e;
 	uint32_t sb[2], sa, so;

@@ -30,15 +30,7 @@
 
 static void set_quota(const char *sock, uint32_t uid, uint64_t bytes)
 {
-	struct kvmm_admin_quota q = { .size = sizeof(q),
-				      .uid = uid,
-				      .bytes = bytes };
-	struct kvmm_conn *admin;
-
-	t_ok(kc_connect_admin(sock, &admin));
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_SET_QUOTA, &q, sizeof(q), NULL, 0,
-			NULL));
-	kvmm_disconnect(admin);
+	t_ok(td_set_quota(sock, uid, bytes));
 }
 
 /*

@@ -22,52 +22,24 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/admin_revoke.h"
+#include "tests/lib/raw_ring.h"
 
 #define RQ 16
 
-struct raw {
-	struct cc c;
-	struct kvmm_ring_offsets off;
-	unsigned char *ring;
-};
-
-static void raw_connect(struct raw *r, const char *path)
+/* a client of ABI 1.0, whose revocations are acknowledged whole */
+static void raw_connect(struct raw_ring *r, const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct kvmm_hello hello = { .size = sizeof(hello),
-				    .abi_major = KVMM_ABI_MAJOR,
-				    .rq_entries = RQ };
-	struct kvmm_hello_reply rep;
-	unsigned int n;
-
-	memset(r, 0, sizeof(*r));
-	r->c.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	t_assert(r->c.sock >= 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	t_ok(connect(r->c.sock, (struct sockaddr *)&sa, sizeof(sa)));
-	t_ok(cc_call(&r->c, KVMM_CMD_HELLO, &hello, sizeof(hello), &rep,
-		     sizeof(rep), r->c.ring_fds, &n));
-	t_assert_eq(n, 4);
-	t_assert_eq(rep.ring.rq_entries, RQ);
-	r->off = rep.ring;
-	r->ring = mmap(NULL, r->off.mmap_size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED, r->c.ring_fds[0], 0);
-	t_assert(r->ring != MAP_FAILED);
-}
-
-static uint32_t *word(struct raw *r, uint32_t off)
-{
-	return (uint32_t *)(r->ring + off);
+	raw_ring_connect(r, path, 0, RQ);
 }
 
 /* Take every posted entry off the ring and acknowledge the requests they
  * end; returns the entries taken. */
-static uint32_t take_entries(struct raw *r)
+static uint32_t take_entries(struct raw_ring *r)
 {
-	uint32_t head =
-		__atomic_load_n(word(r, r->off.rq_head), __ATOMIC_RELAXED);
-	uint32_t tail =
-		__atomic_load_n(word(r, r->off.rq_tail), __ATOMIC_ACQUIRE);
+	uint32_t head = __atomic_load_n(raw_ring_word(r, r->off.rq_head),
+					__ATOMIC_RELAXED);
+	uint32_t tail = __atomic_load_n(raw_ring_word(r, r->off.rq_tail),
+					__ATOMIC_ACQUIRE);
 	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
 	uint32_t n = tail - head;
 
@@ -78,17 +50,18 @@ static uint32_t take_entries(struct raw *r)
 			struct kvmm_revoke_ack a = { .size = sizeof(a),
 						     .cookie = x->cookie };
 
-			__atomic_store_n(word(r, r->off.rq_head), head + 1,
-					 __ATOMIC_RELEASE);
+			__atomic_store_n(raw_ring_word(r, r->off.rq_head),
+					 head + 1, __ATOMIC_RELEASE);
 			t_ok(cc_call(&r->c, KVMM_CMD_REVOKE_ACK, &a, sizeof(a),
 				     NULL, 0, NULL, NULL));
 		}
 	}
-	__atomic_store_n(word(r, r->off.rq_head), tail, __ATOMIC_RELEASE);
+	__atomic_store_n(raw_ring_word(r, r->off.rq_head), tail,
+			 __ATOMIC_RELEASE);
 	return n;
 }
 
-static uint32_t session_id(struct raw *r)
+static uint32_t session_id(struct raw_ring *r)
 {
 	struct kvmm_stats_reply st;
 
@@ -98,7 +71,7 @@ static uint32_t session_id(struct raw *r)
 }
 
 /* A sequence of nblocks blocks of CC_PPB pages in region r->c.region. */
-static uint32_t filled_seq(struct raw *r, uint32_t nblocks)
+static uint32_t filled_seq(struct raw_ring *r, uint32_t nblocks)
 {
 	static uint32_t ids[16 * CC_PPB];
 	uint32_t seq = cc_seq_open(&r->c);
@@ -128,7 +101,7 @@ int main(void)
 	struct kvmm_status_reply st;
 	struct kvmm_conn *admin;
 	struct td_daemon d;
-	struct raw r;
+	struct raw_ring r;
 	uint32_t sid, seq;
 	int status;
 	pid_t pid;
@@ -205,7 +178,7 @@ int main(void)
 
 	/* a ring head out of range: cut off, not -EBUSY for good */
 	seq = filled_seq(&r, 1);
-	__atomic_store_n(word(&r, r.off.rq_head), 0x10000000u,
+	__atomic_store_n(raw_ring_word(&r, r.off.rq_head), 0x10000000u,
 			 __ATOMIC_RELEASE);
 	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -ECONNRESET);
 	for (int i = 0; i < 2000; i++) {

@@ -278,6 +278,22 @@ int td_status(const struct td_daemon *d, struct kvmm_status_reply *st)
 	return err;
 }
 
+int td_set_quota(const char *sock, uint32_t uid, uint64_t bytes)
+{
+	struct kvmm_admin_quota q = { .size = sizeof(q),
+				      .uid = uid,
+				      .bytes = bytes };
+	struct kvmm_conn *c;
+	int err = kc_connect_admin(sock, &c);
+
+	if (err)
+		return err;
+	err = kc_request(c, KVMM_CMD_ADMIN_SET_QUOTA, &q, sizeof(q), NULL, 0,
+			 NULL);
+	kvmm_disconnect(c);
+	return err;
+}
+
 int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 		 struct kvmm_status_reply *st)
 {

@@ -46,6 +46,9 @@ void td_dump_log(const struct td_daemon *d);
 int td_read_log(const struct td_daemon *d, char *buf, size_t len);
 /* ADMIN_STATUS over a fresh admin connection. */
 int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
+/* ADMIN_SET_QUOTA of uid to bytes (0: none) over a fresh admin
+ * connection to the socket at sock. */
+int td_set_quota(const char *sock, uint32_t uid, uint64_t bytes);
 /* Wait until no page is allocated, mapped or quarantined and no client
  * session is open (only the status connection itself); 0 or -ETIMEDOUT
  * (st then holds the last status). */
