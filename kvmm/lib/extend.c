@@ -253,11 +253,45 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	return err;
 }
 
-static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
+/*
+ * Fresh pages the map-ahead thread kept for blocks of seq revoked since
+ * (defer.c) are what kvmmd's sequence holds there already: no SEQ_EXTEND
+ * names those blocks again, and the ring's extend finds them backed.  An
+ * extend that went on over the old pages still mapped here grew the
+ * length over blocks whose KV is gone, and the engine's writes and
+ * publishes named kvmmd's fresh pages, not the ones it had written
+ * (tests/daemon-fuzz phase 4: a cached block with other bytes).  So the
+ * extend applies the revocations first, as it does when it meets one:
+ * the kept pages are mapped and the length cut.  Returns the length the
+ * revocation left when it cut the sequence's, UINT32_MAX otherwise.
+ */
+static uint32_t apply_kept(struct kvmm_region *r, uint32_t seq)
 {
-	/* the length a revocation applied here left, when it cut below the
-	 * length the engine had (UINT32_MAX: none did) */
-	uint32_t intact = UINT32_MAX, had;
+	struct kvmm_conn *c = r->conn;
+	uint32_t intact = UINT32_MAX, had = 0;
+	struct kc_seq *q;
+	bool kept;
+
+	pthread_mutex_lock(&c->lock);
+	kept = !kc_seq_get(r, seq, &q) && q->nr_deferred;
+	if (kept)
+		had = q->len;
+	pthread_mutex_unlock(&c->lock);
+	if (!kept)
+		return UINT32_MAX;
+	kvmm_process_revocations(c);
+	pthread_mutex_lock(&c->lock);
+	if (!kc_seq_get(r, seq, &q) && q->len < had)
+		intact = q->len;
+	pthread_mutex_unlock(&c->lock);
+	return intact;
+}
+
+/* intact: the length a revocation applied before left (apply_kept()) */
+static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
+		      uint32_t intact)
+{
+	uint32_t had;
 	struct kvmm_conn *c;
 	struct kc_seq *q;
 	uint32_t need, want;
@@ -314,6 +348,8 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 				 */
 				if (new_len > q->len)
 					q->len = new_len;
+				if (q->len > intact)
+					q->len = intact;
 				if (kick)
 					kc_mapahead_kick(c);
 			}
@@ -335,7 +371,7 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 		err = kc_seq_get(r, seq, &q);
 		if (err)
 			goto out_unlock;
-		if (q->len < had)
+		if (q->len < had && q->len < intact)
 			intact = q->len;
 	}
 	c->st.extend_waits++;
@@ -391,10 +427,14 @@ int kvmm_seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len)
 {
 	struct kvmm_tel_shm *tel = r ? r->conn->tel : NULL;
 	uint64_t t0 = kvmm_tel_want(tel, extend) ? kvmm_tel_now_ns() : 0;
+	/* before the read-only check: applied, the length may end at the
+	 * first block revoked, and kvmmd's copy there is the sequence's own */
+	uint32_t intact = r && !kc_inherited(r->conn) ? apply_kept(r, seq) :
+							UINT32_MAX;
 	int err = kc_extend_readonly(r, seq, new_len);
 
 	if (!err)
-		err = seq_extend(r, seq, new_len);
+		err = seq_extend(r, seq, new_len, intact);
 	if (t0 && !err)
 		kvmm_tel_extend(tel, (uint64_t)r->id << 32 | seq, new_len,
 				kc_blocks_for(r, new_len),
