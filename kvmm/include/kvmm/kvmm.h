@@ -13,7 +13,8 @@
  * (the daemon taking pages back) are applied at step boundaries
  * (kvmm_step_begin / kvmm_step_end) or by kvmm_process_revocations() when
  * kvmm_poll_fd() becomes readable; also by a kvmm_seq_extend() that finds
- * blocks it needs revoked: it applies every pending revocation of the
+ * blocks it needs revoked, or fresh pages the map-ahead thread kept for
+ * revoked blocks of its sequence: it applies every pending revocation of the
  * connection (other sequences' too), then maps fresh pages, and the
  * sequence's length stays where the revocation cut it.  An engine
  * that extends while kernels may still read its KV should therefore
