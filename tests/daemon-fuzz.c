@@ -641,12 +641,12 @@ int main(void)
 	bool limits = !limits_env || strcmp(limits_env, "0");
 	/*
 	 * Phase 4's revocations (KVMM_KNOWN_BUGS=1 turns them on): with
-	 * them, seed 12 at 60 s fails about 1 run in 2, on an extend from
-	 * a read-only block's start, just after a revocation below it,
-	 * that libkvmm answers -ENODATA (not among kvmm_seq_extend()'s
-	 * errnos), and once (under ASan) on a block an early prefix open
-	 * reloaded from host with other bytes than its hash's; neither is
-	 * understood yet (Documentation/build.md, "daemon-fuzz").
+	 * them seed 12 at 60 s failed about 1 run in 2 (an extend answered
+	 * -ENODATA, cached blocks with other bytes than their hash's) until
+	 * libkvmm's extends applied the revocations of blocks the map-ahead
+	 * thread kept fresh pages for; since, one run of seed 1 in 6 still
+	 * had a block reloaded from NVMe with other bytes, not understood
+	 * yet (Documentation/build.md, "daemon-fuzz").
 	 */
 	const char *bugs_env = getenv("KVMM_KNOWN_BUGS");
 	bool revokes = bugs_env && strcmp(bugs_env, "0");
