@@ -572,9 +572,10 @@ static int op_prefix(struct client *cl)
 					  "after 10 s",
 					  pending);
 		}
-		if (err == -ERANGE && revoked(cl)) {
+		if ((err == -ESTALE || err == -ERANGE) && revoked(cl)) {
 			/* revoked while it loaded (abi.md, PREFIX_OPEN): the
-			 * next step boundary shortens the sequence */
+			 * next step boundary shortens the sequence; -ESTALE
+			 * since ABI 1.20, -ERANGE to a 1.19 client */
 			soak_count(SC_OTHER_ALLOWED, 1);
 			s->valid = 0;
 			return 0;
