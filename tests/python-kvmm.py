@@ -242,16 +242,7 @@ def writer(sock):
 
 def case_share():
     with Daemon() as d:
-        w = subprocess.Popen([sys.executable, __file__, "writer", d.sock],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-        line = w.stdout.readline()
-        if not line:
-            w.wait()
-            d.dump()
-            fail("writer failed: %d" % w.returncode)
-        a = json.loads(line)
-        check_eq(a["published"], 2, "blocks the writer published")
+        w, a = published_by_writer(d)
         check(a["session"] != 0, "writer session id")
 
         c = kvmm.Connection(d.sock, "py-reader")
@@ -689,7 +680,8 @@ def case_stats():
 # ---- tier stats and an older daemon ----------------------------------------
 
 def published_by_writer(d):
-    """A writer process publishes HASHES[:2] and waits: returns it."""
+    """A writer process publishes HASHES[:2] and waits: returns it and
+    what it said (its session, the pages of each block)."""
     w = subprocess.Popen([sys.executable, __file__, "writer", d.sock],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True)
@@ -698,8 +690,9 @@ def published_by_writer(d):
         w.wait()
         d.dump()
         fail("writer failed: %d" % w.returncode)
-    check_eq(json.loads(line)["published"], 2, "blocks the writer published")
-    return w
+    a = json.loads(line)
+    check_eq(a["published"], 2, "blocks the writer published")
+    return w, a
 
 
 def writer_done(w):
@@ -722,7 +715,7 @@ def case_tierstats():
         check_eq(list(ts["tiers"][0]),
                  [f for f, _ in kvmm.TierInfoStruct._fields_],
                  "tier keys in C order")
-        w = published_by_writer(d)
+        w, _ = published_by_writer(d)
         r = c.region(**REGION)
         g = r.open_prefix(HASHES, plan=True)
         check_eq(g.nr_blocks, 2, "prefix blocks")
@@ -753,7 +746,7 @@ def case_olddaemon():
     EOPNOTSUPP without a round trip (the session's socket commands do not
     move), what 1.18 had works."""
     with Daemon(env={"KVMMD_TEST_ABI_1_18": "1"}) as d:
-        w = published_by_writer(d)
+        w, _ = published_by_writer(d)
         c = kvmm.Connection(d.sock, "py-old", map_ahead_blocks=0)
         check_eq(c.daemon_info()["abi_minor"], 18, "the daemon's minor")
         r = c.region(**REGION)
