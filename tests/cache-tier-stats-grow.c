@@ -19,7 +19,7 @@
  *     says so; a client built for 1.6 (a buffer of the 1.6 size: the
  *     request has no body, so the client cannot choose a size, as with
  *     ADMIN_STATUS) reads the same leading fields; a request with a body
- *     is -EINVAL, as before;
+ *     too short for 1.21's struct kvmm_tier_stats_req is -EINVAL;
  *   - kvmmctl against a 1.6 daemon (a stand-in process: no such daemon
  *     runs here) that answers HELLO with ABI 1.6 and TIER_STATS with the
  *     1.6 reply (440 bytes, known values): status, status --json and
@@ -36,7 +36,10 @@
  *     1.19's blocks ahead asked back (lend, `blocks ahead`, kvmm_lend_*)
  *     too; a client built for 1.16 reads the first 616 bytes of a
  *     1.17 daemon's 648, the same as they are, and one built for 1.19
- *     the first 648 bytes of a 1.20 daemon's 656 (blocks_unshared);
+ *     the first 648 bytes of a 1.20 daemon's 656 (blocks_unshared); a
+ *     client whose HELLO says 1.20 is sent those 656 bytes alone (the
+ *     680 of 1.21 end with the block size and the sizes cached), and
+ *     its TIER_STATS with a body is -EINVAL, as a 1.20 daemon's was;
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -58,8 +61,9 @@
 #define TS_SIZE_1_14 offsetof(struct kvmm_tier_stats_reply, lower_free_refused)
 /* ... and before 1.17 */
 #define TS_SIZE_1_16 offsetof(struct kvmm_tier_stats_reply, nvme_write_returns)
-/* ... and before 1.20 */
+/* ... and before 1.20, and before 1.21 */
 #define TS_SIZE_1_19 offsetof(struct kvmm_tier_stats_reply, blocks_unshared)
+#define TS_SIZE_1_20 offsetof(struct kvmm_tier_stats_reply, block_pages)
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
@@ -198,6 +202,11 @@ static void plan_recomputes(void)
 				sizeof(full), &len));
 		t_assert_eq(len, sizeof(full));
 		t_assert_eq(full.size, sizeof(full));
+		/* 1.21's tail: the sum (no body), one size cached */
+		t_assert_eq(full.block_pages, 0);
+		t_assert_eq(full.nr_sizes, 1);
+		t_assert(full.sizes[0] > 0);
+		t_assert_eq(full.sizes[1], 0);
 		t_assert_eq(TS_SIZE_1_6, 440);
 		len = 0;
 		t_ok(kc_request(a, KVMM_CMD_TIER_STATS, NULL, 0, old,
@@ -211,7 +220,9 @@ static void plan_recomputes(void)
 		t_assert_eq(TS_SIZE_1_16, TS_SIZE_1_14 + 32 + 24);
 		t_assert_eq(TS_SIZE_1_16, 616);
 		t_assert_eq(TS_SIZE_1_19, TS_SIZE_1_16 + 32);
-		t_assert_eq(sizeof(full), TS_SIZE_1_19 + 8);
+		t_assert_eq(TS_SIZE_1_20, TS_SIZE_1_19 + 8);
+		t_assert_eq(TS_SIZE_1_20, 656);
+		t_assert_eq(sizeof(full), TS_SIZE_1_20 + 24);
 		{
 			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16],
 				old19[TS_SIZE_1_19];
@@ -234,10 +245,34 @@ static void plan_recomputes(void)
 			t_assert_eq(len, sizeof(full));
 			t_assert(!memcmp(old19, &full, sizeof(old19)));
 		}
+		/* a body too short for 1.21's request: -EINVAL, as before */
 		t_assert_eq(kc_request(a, KVMM_CMD_TIER_STATS, &body,
 				       sizeof(body), NULL, 0, NULL),
 			    -EINVAL);
 		kvmm_disconnect(a);
+		/* a client of 1.20 (its HELLO says so): the 656 bytes of
+		 * before, the same as a 1.21 client's first 656, and a body
+		 * -EINVAL, as a 1.20 daemon answered it */
+		{
+			struct kvmm_tier_stats_req q = { .size = sizeof(q) };
+			struct kvmm_tier_stats_reply r20;
+			struct cc old20;
+
+			cc_connect_minor(&old20, env.d.sock, 20);
+			/* what the reply did not write stays 0xa5 */
+			memset(&r20, 0xa5, sizeof(r20));
+			t_ok(cc_call(&old20, KVMM_CMD_TIER_STATS, NULL, 0, &r20,
+				     sizeof(r20), NULL, NULL));
+			t_assert_eq(r20.size, TS_SIZE_1_20);
+			t_assert_eq(r20.block_pages, 0xa5a5a5a5u);
+			t_assert_eq(r20.sizes[3], 0xa5a5a5a5u);
+			t_assert(!memcmp((char *)&r20 + 4, (char *)&full + 4,
+					 TS_SIZE_1_20 - 4));
+			t_assert_eq(cc_call(&old20, KVMM_CMD_TIER_STATS, &q,
+					    sizeof(q), NULL, 0, NULL, NULL),
+				    -EINVAL);
+			cc_disconnect(&old20);
+		}
 		printf("TIER_STATS: %zu bytes (1.6: %zu), a 1.6 client reads the same prefix\n",
 		       sizeof(full), (size_t)TS_SIZE_1_6);
 	}

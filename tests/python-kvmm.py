@@ -23,7 +23,8 @@ Run by the tests/python-*.sh wrappers, one case each:
                           a hang and connects on its own; the parent's
                           session goes on, and is quarantined when cut
                           off
-  python-kvmm.py tierstats  Connection.tier_stats() (kvmm_tier_stats()):
+  python-kvmm.py tierstats  Connection.tier_stats() (kvmm_tier_stats(); of
+                            one block size, kvmm_tier_stats_size(), ABI 1.21):
                           the counters after a publish and an open, as
                           kvmmctl shows them
   python-kvmm.py olddaemon  against kvmmd playing ABI 1.18: query_prefix
@@ -735,6 +736,14 @@ def case_tierstats():
                  (2, 2), "kvmmctl --json status's cache")
         check_eq(st["router"]["tier_stats_calls"], 2,
                  "TIER_STATS counted in ADMIN_STATUS")
+        # ABI 1.21: the sizes cached, and one size's cache alone
+        check_eq((ts["block_pages"], ts["nr_sizes"], ts["sizes"]),
+                 (0, 1, [PPB]), "the sum, of the one size cached")
+        one = c.tier_stats(block_pages=PPB)
+        check_eq((one["block_pages"], one["publishes"],
+                  one["tiers"][0]["used_blocks"], one["sizes"]),
+                 (PPB, 2, 2, [PPB]), "that size's own")
+        raises(kvmm.KvmmError, errno.ENOENT, c.tier_stats, block_pages=PPB + 1)
         writer_done(w)
         r.destroy()
         c.close()
@@ -764,6 +773,11 @@ def case_olddaemon():
         ts = c.tier_stats()
         check_eq((ts["publishes"], ts["prefix_blocks_hit"]), (2, 2),
                  "tier stats")
+        check_eq(ts["sizes"], [], "no sizes listed before 1.21")
+        before = c.stats().cmds_socket
+        raises(kvmm.KvmmError, errno.EOPNOTSUPP, c.tier_stats,
+               block_pages=PPB)
+        check_eq(c.stats().cmds_socket, before + 1, "nothing sent but STATS")
         check("router" not in d.status(), "no ABI 1.20 counters")
         writer_done(w)
         r.destroy()

@@ -951,14 +951,40 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 #undef ADD
 }
 
+/* c's block size: opened, or named (--cache-block-pages, or a later
+ * size's cache before its tiers opened); 0 while the first is unknown. */
+static uint32_t kc_size(const struct kd_cache *c)
+{
+	return c->opened ? c->ppb : c->named_ppb;
+}
+
+/* the sizes TIER_STATS' sizes[] lists (kvmmctl metrics asks for each,
+ * and the two exporters agree) */
 int kd_cache_size_stats(struct kd_daemon *d, uint32_t i, uint32_t *pages,
 			struct kvmm_tier_stats_reply *st)
 {
-	if (i >= d->nr_caches || !d->caches[i]->opened)
+	if (i >= d->nr_caches || !kc_size(d->caches[i]))
 		return -ENOENT;
-	*pages = d->caches[i]->ppb;
+	*pages = kc_size(d->caches[i]);
 	kc_tier_stats_one(d->caches[i], st);
 	return 0;
+}
+
+/* TIER_STATS' tail (ABI 1.21): the sizes cached, the first first. */
+static void kc_tier_stats_sizes(struct kd_daemon *d, uint32_t block_pages,
+				struct kvmm_tier_stats_reply *st)
+{
+	struct kd_cache *c;
+	uint32_t i;
+
+	_Static_assert(KD_CACHE_SIZES <= KVMM_TIER_STATS_SIZES,
+		       "TIER_STATS has room for every size");
+	st->block_pages = block_pages;
+	st->nr_sizes = 0;
+	memset(st->sizes, 0, sizeof(st->sizes));
+	kc_for_each(d, c, i)
+		if (kc_size(c))
+			st->sizes[st->nr_sizes++] = kc_size(c);
 }
 
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
@@ -977,5 +1003,26 @@ int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)
 		kc_tier_stats_one(c, &o);
 		kc_tier_stats_add(st, &o);
 	}
+	kc_tier_stats_sizes(d, 0, st);
 	return 0;
+}
+
+int kd_cache_tier_stats_of(struct kd_daemon *d, uint32_t block_pages,
+			   struct kvmm_tier_stats_reply *st)
+{
+	struct kd_cache *c;
+	uint32_t i;
+
+	if (!block_pages)
+		return kd_cache_tier_stats(d, st);
+	if (!d->cache)
+		return -ENODEV;
+	kc_for_each(d, c, i) {
+		if (kc_size(c) != block_pages)
+			continue;
+		kc_tier_stats_one(c, st);
+		kc_tier_stats_sizes(d, block_pages, st);
+		return 0;
+	}
+	return -ENOENT;
 }

@@ -63,11 +63,15 @@ int kd_cache_prefix_query(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			  const void *p, size_t len);
 /* TIER_STATS: every block size's cache summed (the NVMe tier and the
  * set-up's errors are the first size's); kd_cache_size_stats(): the i-th
- * size's own (*pages a block), -ENOENT past the sizes or before its first
- * use (metrics, size="N"). */
+ * size's own (*pages a block), -ENOENT past the sizes or before the
+ * first size is known (metrics, size="N"; TIER_STATS' sizes[]). */
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st);
 int kd_cache_size_stats(struct kd_daemon *d, uint32_t i, uint32_t *pages,
 			struct kvmm_tier_stats_reply *st);
+/* TIER_STATS of one size (ABI 1.21): block_pages 0, the sum above;
+ * else the cache of blocks of that many pages alone (-ENOENT: none). */
+int kd_cache_tier_stats_of(struct kd_daemon *d, uint32_t block_pages,
+			   struct kvmm_tier_stats_reply *st);
 int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len);
 /* PREFIX_COLLECT (ABI 1.16): the reply of a KVMM_PREFIX_OPEN_COLLECT open

@@ -33,10 +33,10 @@ struct kd_metrics_src {
 	/* NULL: no tenant families (a daemon before ABI 1.10) */
 	const struct kvmm_tenants_reply *tn;
 	uint32_t abi_major, abi_minor; /* the daemon's wire ABI */
-	/* kvmmd --metrics-listen with more than one block size cached:
-	 * each size's counters (ts holds their sums), labelled size="N"
-	 * (NULL: one size, or kvmmctl metrics, which TIER_STATS' sums are
-	 * all it has) */
+	/* more than one block size cached: each size's counters (ts
+	 * holds their sums), labelled size="N"; kvmmd --metrics-listen's
+	 * own, kvmmctl metrics' from each size's TIER_STATS (NULL: one
+	 * size, or a daemon before ABI 1.21 to kvmmctl metrics) */
 	const struct kd_metrics_size *sizes;
 	uint32_t nr_sizes;
 };

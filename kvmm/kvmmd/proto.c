@@ -42,7 +42,9 @@
  * the Python binding answer the 1.19 calls -EOPNOTSUPP without asking;
  * KVMMD_TEST_ABI_1_19=1 makes them say 1.19, so libkvmm does what it did
  * with a daemon before 1.20 (no SEQ_UNSHARE: an extend into a shared
- * block is -EROFS).  Under any of them kvmmd also plays the older
+ * block is -EROFS); KVMMD_TEST_ABI_1_20=1 makes them say 1.20, so
+ * libkvmm answers a TIER_STATS of one block size -EOPNOTSUPP without
+ * asking (a 1.20 daemon answers a request body -EINVAL).  Under any of them kvmmd also plays the older
  * daemon where a client can see it: the commands that came later are
  * unknown (-ENOTTY, kd_test_cmd_unknown()), ADMIN_STATUS and TIER_STATS
  * end where they ended then (kd_test_status_size(),
@@ -60,6 +62,7 @@ static uint16_t test_abi_minor(void)
 		const char *v16 = getenv("KVMMD_TEST_ABI_1_16");
 		const char *v18 = getenv("KVMMD_TEST_ABI_1_18");
 		const char *v19 = getenv("KVMMD_TEST_ABI_1_19");
+		const char *v20 = getenv("KVMMD_TEST_ABI_1_20");
 
 		minor = KVMM_ABI_MINOR;
 		if (v15 && !strcmp(v15, "1"))
@@ -70,6 +73,8 @@ static uint16_t test_abi_minor(void)
 			minor = 18;
 		else if (v19 && !strcmp(v19, "1"))
 			minor = 19;
+		else if (v20 && !strcmp(v20, "1"))
+			minor = 20;
 		if (minor != KVMM_ABI_MINOR)
 			vmm_log(VMM_LOG_WARN,
 				"KVMMD_TEST_ABI_1_%d=1: HELLO says ABI 1.%d%s (tests only)",
@@ -131,6 +136,8 @@ size_t kd_test_tier_stats_size(void)
 				nvme_write_returns);
 	if (minor < 20)
 		return offsetof(struct kvmm_tier_stats_reply, blocks_unshared);
+	if (minor < 21)
+		return offsetof(struct kvmm_tier_stats_reply, block_pages);
 	return sizeof(struct kvmm_tier_stats_reply);
 }
 

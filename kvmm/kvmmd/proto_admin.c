@@ -406,15 +406,30 @@ int kd_cmd_admin_revoke(struct req *rq)
 /* Returns 1 when it replied itself, else the status to reply with. */
 int kd_cmd_tier_stats(struct req *rq)
 {
+	struct kvmm_tier_stats_req q = { 0 };
 	struct kvmm_tier_stats_reply st;
+	size_t size = kd_test_tier_stats_size();
 	int err;
 
-	if (rq->len)
+	/* a body since ABI 1.21: to a client of before, what 1.20 said */
+	if (rq->len && rq->s->client_minor < 21)
 		return -EINVAL;
-	err = kd_cache_tier_stats(rq->s->d, &st);
+	if (rq->len) {
+		err = COPY_IN(rq, q);
+		if (err)
+			return err;
+		if (q.flags || q.pad ||
+		    !kw_all_zero(q.reserved, sizeof(q.reserved)))
+			return -EINVAL;
+	}
+	err = kd_cache_tier_stats_of(rq->s->d, q.block_pages, &st);
 	if (err)
 		return err;
-	st.size = (uint32_t)kd_test_tier_stats_size();
+	/* a client of 1.20 or before gets the reply of before, exactly */
+	if (rq->s->client_minor < 21 &&
+	    size > offsetof(struct kvmm_tier_stats_reply, block_pages))
+		size = offsetof(struct kvmm_tier_stats_reply, block_pages);
+	st.size = (uint32_t)size;
 	reply(rq, 0, &st, st.size, NULL, 0);
 	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */
 	return 1;

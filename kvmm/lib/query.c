@@ -2,7 +2,8 @@
 /*
  * libkvmm's questions to the cache that change nothing: PREFIX_QUERY
  * (where a chain's leading blocks are, ABI 1.19) and TIER_STATS (the
- * daemon's cache counters).  Both are one socket round trip; neither
+ * daemon's cache counters, every block size summed or, from ABI 1.21,
+ * one size's).  Both are one socket round trip; neither
  * maps or opens anything.
  */
 #include <errno.h>
@@ -84,9 +85,23 @@ const char *kvmm_query_tier_string(uint8_t tier)
 	}
 }
 
+/* A daemon before 1.21 answers TIER_STATS' request body -EINVAL. */
+static bool tier_stats_size_supported(const struct kvmm_conn *c)
+{
+	return c->hello.abi_major != KVMM_ABI_MAJOR || c->hello.abi_minor >= 21;
+}
+
 int kvmm_tier_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st,
 		    size_t size)
 {
+	return kvmm_tier_stats_size(c, 0, st, size);
+}
+
+int kvmm_tier_stats_size(struct kvmm_conn *c, uint32_t block_pages,
+			 struct kvmm_tier_stats_reply *st, size_t size)
+{
+	struct kvmm_tier_stats_req q = { .size = sizeof(q),
+					 .block_pages = block_pages };
 	struct kvmm_tier_stats_reply local;
 	size_t len = 0;
 	int err;
@@ -96,8 +111,12 @@ int kvmm_tier_stats(struct kvmm_conn *c, struct kvmm_tier_stats_reply *st,
 	if (!c || !st ||
 	    size < offsetof(struct kvmm_tier_stats_reply, prefix_holes))
 		return -EINVAL;
+	if (block_pages && !tier_stats_size_supported(c))
+		return -EOPNOTSUPP;
 	memset(&local, 0, sizeof(local));
-	err = kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &local, sizeof(local),
+	/* every size summed: no body, what any daemon answers */
+	err = kc_request(c, KVMM_CMD_TIER_STATS, block_pages ? &q : NULL,
+			 block_pages ? sizeof(q) : 0, &local, sizeof(local),
 			 &len);
 	if (err)
 		return err;

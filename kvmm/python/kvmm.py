@@ -250,6 +250,9 @@ class TierStatsStruct(ctypes.Structure):
         ("nvme_write_error", ctypes.c_uint64),
         ("nvme_write_retry_ms", ctypes.c_uint64),
         ("blocks_unshared", ctypes.c_uint64),  # ABI 1.20
+        ("block_pages", ctypes.c_uint32),  # ABI 1.21
+        ("nr_sizes", ctypes.c_uint32),
+        ("sizes", ctypes.c_uint32 * 4),
     ]
 
 
@@ -368,6 +371,8 @@ _PROTOS = {
     "kvmm_get_stats": (_int, [_vp, _P(StatsStruct)]),
     "kvmm_get_daemon_info": (_int, [_vp, _P(DaemonInfoStruct)]),
     "kvmm_tier_stats": (_int, [_vp, _P(TierStatsStruct), ctypes.c_size_t]),
+    "kvmm_tier_stats_size": (_int, [_vp, _u32, _P(TierStatsStruct),
+                                    ctypes.c_size_t]),
     "kvmm_strerror": (ctypes.c_char_p, [_int]),
     "kvmm_hash_seed": (_int, [_P(HashLayout), _P(_u64)]),
     "kvmm_region_hash_seed": (_int, [_vp, ctypes.c_char_p, _P(_u64)]),
@@ -931,22 +936,32 @@ class Connection:
         info["backend"] = _backend_name(info["backend"])
         return info
 
-    def tier_stats(self):
+    def tier_stats(self, block_pages=0):
         """kvmm_tier_stats() (ABI 1.19's public call; TIER_STATS, which
         any session may send): kvmmd's block cache counters as a dict, the
         C fields by name in C order ("size": the bytes the daemon sent,
         fields past them read 0) and "tiers" a list of three dicts (GPU,
         host, NVMe) of struct kvmm_tier_info's fields.  The daemon's, not
-        this connection's: every engine of the kvmmd together."""
+        this connection's: every engine of the kvmmd together.
+
+        block_pages (ABI 1.21, kvmm_tier_stats_size()): 0, every block
+        size's cache summed; N, the cache of blocks of N pages alone
+        (ENOENT: no such size cached; EOPNOTSUPP: a daemon before 1.21,
+        nothing sent).  "sizes" lists the sizes cached (nr_sizes of
+        them; empty from a daemon before 1.21)."""
         st = TierStatsStruct()
-        _check(_c.tier_stats(self._handle(), ctypes.byref(st),
-                             ctypes.sizeof(st)), "kvmm_tier_stats")
+        _check(_c.tier_stats_size(self._handle(),
+                                  _u32_arg("block_pages", block_pages),
+                                  ctypes.byref(st), ctypes.sizeof(st)),
+               "kvmm_tier_stats_size" if block_pages else "kvmm_tier_stats")
         out = {}
         for f, _ in TierStatsStruct._fields_:
             if f == "tiers":
                 out[f] = [{t: getattr(ti, t)
                            for t, _ in TierInfoStruct._fields_}
                           for ti in st.tiers]
+            elif f == "sizes":
+                out[f] = [st.sizes[i] for i in range(min(st.nr_sizes, 4))]
             else:
                 out[f] = getattr(st, f)
         return out

@@ -537,6 +537,17 @@ int kvmm_get_stats(struct kvmm_conn *conn, struct kvmm_stats *st);
  */
 int kvmm_tier_stats(struct kvmm_conn *conn, struct kvmm_tier_stats_reply *st,
 		    size_t size);
+/*
+ * ABI 1.21: the same for the cache of one block size alone, blocks of
+ * block_pages pages (a draft beside its target model: one cache a size):
+ * st->block_pages says which, a tier's block_bytes is that size's, and
+ * st->sizes[0..nr_sizes) (in any reply of a 1.21 daemon) the sizes
+ * cached.  block_pages 0 is kvmm_tier_stats(), every size summed.
+ * -ENOENT: no cache has that size; -EOPNOTSUPP: a daemon before 1.21
+ * (nothing sent) and block_pages not 0.
+ */
+int kvmm_tier_stats_size(struct kvmm_conn *conn, uint32_t block_pages,
+			 struct kvmm_tier_stats_reply *st, size_t size);
 const char *kvmm_strerror(int err);
 
 /*

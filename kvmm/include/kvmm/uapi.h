@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 20
+#define KVMM_ABI_MINOR 21
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -1227,11 +1227,41 @@ struct kvmm_tier_stats_reply {
 	 * those answered "already the sequence's own" are not counted).
 	 */
 	uint64_t blocks_unshared;
+	/*
+	 * ABI 1.21 (24 more bytes, 680 in all; a daemon that sends 656 or
+	 * less ends before them, and a client whose HELLO said 1.20 or
+	 * less is sent the 656 bytes of before).  block_pages: the block
+	 * size (pages a block) whose cache alone the figures above are,
+	 * as the request's block_pages asked, or 0 for every size's
+	 * cache summed (a tier's block_bytes then the first size's).
+	 * sizes[0..nr_sizes): the block sizes cached, the first size
+	 * first (the one with the NVMe tier), whatever block_pages asked.
+	 */
+	uint32_t block_pages;
+	uint32_t nr_sizes;
+	uint32_t sizes[4]; /* KVMM_TIER_STATS_SIZES */
 };
 
 /* Host -> NVMe writes failed in a row that take the tier out of service
  * for writes (TIER_STATS nvme_write_error). */
 #define KVMM_NVME_WRITE_FAILS_OUT 4
+
+/* The most block sizes kvmmd caches at once (TIER_STATS' sizes[]). */
+#define KVMM_TIER_STATS_SIZES 4
+
+/*
+ * TIER_STATS' optional request (ABI 1.21; none before, and none still
+ * asks for every size summed).  block_pages: 0, every size's cache
+ * summed; N, the cache of blocks of N pages alone (-ENOENT when no
+ * cache has that size).  A daemon before 1.21 answers any body -EINVAL.
+ */
+struct kvmm_tier_stats_req {
+	uint32_t size;
+	uint32_t flags; /* 0 */
+	uint32_t block_pages;
+	uint32_t pad;
+	uint64_t reserved[2];
+};
 
 /* ---- rings ------------------------------------------------------------- */
 
