@@ -18,7 +18,12 @@
  *     4 hits from each tier);
  *   - a region of a third size (6 pages) is served without the cache:
  *     -EOPNOTSUPP and one WARN naming both sizes;
- *   - kvmmctl status shows the sums, kvmmd's metrics each size's too
+ *   - TIER_STATS of one size (ABI 1.21): each size's publishes, used
+ *     blocks, demotions and hits move with its own model's traffic only,
+ *     the two add up to the sum, a tier's block_bytes is the size's own,
+ *     the reply names both sizes (4 first); a size not cached is -ENOENT;
+ *   - kvmmctl status shows the sums, then each size's block (text and
+ *     --json); kvmmd's metrics and kvmmctl metrics each size's too
  *     (size="4", size="2");
  *   - a pin of a block of each size holds that block's bytes (ADMIN_STATUS
  *     and kvmmctl sessions: 256 + 128 KiB, then 128 KiB once the larger is
@@ -207,6 +212,60 @@ static uint64_t ms_host_bytes(const char *log, int *ntiers)
 	return sum;
 }
 
+/*
+ * TIER_STATS of the cache of blocks of `pages` alone (ABI 1.21,
+ * kvmm_tier_stats_size()), settled first (cc_settled_stats()).  The
+ * reply names the sizes cached either way.
+ */
+static void ms_size_stats(const char *sock, uint32_t pages,
+			  struct kvmm_tier_stats_reply *ts)
+{
+	struct kvmm_tier_stats_reply sum;
+	struct kvmm_conn *c;
+
+	cc_settled_stats(sock, &sum);
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kvmm_tier_stats_size(c, pages, ts, sizeof(*ts)));
+	kvmm_disconnect(c);
+	t_assert_eq(ts->size, sizeof(*ts));
+	t_assert_eq(ts->block_pages, pages);
+	t_assert_eq(ts->nr_sizes, 2);
+	t_assert_eq(ts->sizes[0], 4); /* the first named first */
+	t_assert_eq(ts->sizes[1], 2);
+}
+
+/*
+ * Each size's TIER_STATS against the sum's: every counter of a tier
+ * (but the NVMe tier's, the first size's file) and the publishes are
+ * the two sizes' added up, and a tier's block_bytes is each size's own.
+ */
+static void ms_sizes_add_up(const char *sock)
+{
+	struct kvmm_tier_stats_reply sum, a, b;
+
+	ms_size_stats(sock, 4, &a);
+	ms_size_stats(sock, 2, &b);
+	cc_settled_stats(sock, &sum);
+	t_assert_eq(sum.block_pages, 0);
+	t_assert_eq(sum.nr_sizes, 2);
+	t_assert_eq(a.publishes + b.publishes, sum.publishes);
+	t_assert_eq(a.prefix_blocks_hit + b.prefix_blocks_hit,
+		    sum.prefix_blocks_hit);
+	for (int t = 0; t < 2; t++) {
+		t_assert_eq(a.tiers[t].used_blocks + b.tiers[t].used_blocks,
+			    sum.tiers[t].used_blocks);
+		t_assert_eq(a.tiers[t].capacity_blocks +
+				    b.tiers[t].capacity_blocks,
+			    sum.tiers[t].capacity_blocks);
+		t_assert_eq(a.tiers[t].hits + b.tiers[t].hits,
+			    sum.tiers[t].hits);
+		t_assert_eq(a.tiers[t].demotions_in + b.tiers[t].demotions_in,
+			    sum.tiers[t].demotions_in);
+		t_assert_eq(a.tiers[t].block_bytes, 4 * CC_PAGE);
+		t_assert_eq(b.tiers[t].block_bytes, 2 * CC_PAGE);
+	}
+}
+
 static void named_sizes(void)
 {
 	const char *args[] = { "--cache-policy",
@@ -250,12 +309,39 @@ static void named_sizes(void)
 	t_assert_eq(ts.tiers[1].capacity_blocks, 8 + 16);
 	t_assert_eq(ts.tiers[0].capacity_blocks, 2 + 2);
 
-	for (int i = 0; i < 2; i++)
+	/* each size's own TIER_STATS: nothing yet; no cache of 6 pages */
+	{
+		struct kvmm_tier_stats_reply one;
+		struct kvmm_conn *c;
+
+		ms_size_stats(d.sock, 2, &one);
+		t_assert_eq(one.tiers[1].capacity_blocks, 16);
+		t_assert_eq(one.publishes, 0);
+		t_ok(kc_connect_admin(d.sock, &c));
+		t_assert_eq(kvmm_tier_stats_size(c, 6, &one, sizeof(one)),
+			    -ENOENT);
+		kvmm_disconnect(c);
+	}
+	for (int i = 0; i < 2; i++) {
+		struct kvmm_tier_stats_reply own, other;
+
 		for (int k = 0; k < 2; k++) {
 			ms_write(d.sock, layers[i], k);
 			t_assert_eq(res->status, 0);
 			t_assert_eq(res->published, NB);
 		}
+		/* this model's traffic moved its size's figures alone */
+		ms_size_stats(d.sock, 2 * layers[i], &own);
+		ms_size_stats(d.sock, 2 * layers[1 - i], &other);
+		t_assert_eq(own.publishes, 2 * NB);
+		t_assert_eq(own.tiers[0].used_blocks, NB);
+		t_assert_eq(own.tiers[1].used_blocks, NB);
+		t_assert_eq(own.tiers[1].demotions_in, NB);
+		t_assert_eq(other.publishes, i ? 2 * NB : 0);
+		t_assert_eq(other.tiers[0].used_blocks, i ? NB : 0);
+		t_assert_eq(other.tiers[1].demotions_in, i ? NB : 0);
+	}
+	ms_sizes_add_up(d.sock);
 	/* each size's GPU holds its second content, its host its first */
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.publishes, 4 * NB);
@@ -263,12 +349,24 @@ static void named_sizes(void)
 	t_assert_eq(ts.tiers[1].used_blocks, 2 * NB);
 	t_assert_eq(ts.tiers[1].demotions_in, 2 * NB);
 	for (int i = 0; i < 2; i++) {
+		struct kvmm_tier_stats_reply own, other;
+
 		ms_expect_read(d.sock, layers[i], 1, 0); /* shared */
 		ms_expect_read(d.sock, layers[i], 0, 1); /* restored */
 		/* the other size's blocks are not this size's */
 		ms_read(d.sock, layers[i], layers[1 - i], 0);
 		t_assert_eq(res->found, 0);
+		/* the hits are this size's; the other's move with its own
+		 * reads only (the second model's, after this one's) */
+		ms_size_stats(d.sock, 2 * layers[i], &own);
+		ms_size_stats(d.sock, 2 * layers[1 - i], &other);
+		t_assert_eq(own.tiers[0].hits, NB);
+		t_assert_eq(own.tiers[1].hits, NB);
+		t_assert_eq(own.tiers[1].promotions_out, NB);
+		t_assert_eq(other.tiers[0].hits, i ? NB : 0);
+		t_assert_eq(other.tiers[1].hits, i ? NB : 0);
 	}
+	ms_sizes_add_up(d.sock);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[0].hits, 2 * NB);
 	t_assert_eq(ts.tiers[1].hits, 2 * NB);
@@ -287,9 +385,47 @@ static void named_sizes(void)
 		2); /* one region each */
 	t_assert_eq(t_count(log, "its blocks are not cached"), 2);
 
-	/* kvmmctl status shows the sums */
+	/* kvmmctl status shows the sums, then each size's block */
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
-	t_assert(strstr(out, "tier host    4/24 blocks, 4 hits, 8 in, 4 out"));
+	t_assert(
+		strstr(out, "\ntier host    4/24 blocks, 4 hits, 8 in, 4 out"));
+	t_assert(strstr(out, "\nsizes        2 block sizes cached"));
+	t_assert(strstr(
+		out,
+		"\nsize 4       262144 bytes a block; 4 published, 4 prefix blocks hit of 6 asked, 1 misses\n"
+		"  tier gpu     2/2 blocks, 2 hits, 0 in, 0 out, 0 dropped\n"
+		"  tier host    2/8 blocks, 2 hits, 4 in, 2 out, 0 dropped"));
+	t_assert(strstr(
+		out,
+		"\nsize 2       131072 bytes a block; 4 published, 4 prefix blocks hit of 6 asked, 1 misses\n"
+		"  tier gpu     2/2 blocks, 2 hits, 0 in, 0 out, 0 dropped\n"
+		"  tier host    2/16 blocks, 2 hits, 4 in, 2 out, 0 dropped"));
+	t_assert_eq(td_kvmmctl(d.sock, "--json status", out, sizeof(out)), 0);
+	t_assert(
+		strstr(out, ",\"sizes\":[{\"block_pages\":4,\"publishes\":4,"));
+	t_assert(strstr(out, "},{\"block_pages\":2,\"publishes\":4,"));
+	t_assert(strstr(out,
+			"\"host\":{\"capacity_blocks\":16,\"used_blocks\":2,"
+			"\"block_bytes\":131072,"));
+	/* kvmmctl metrics: the per-size families of kvmmd's own, the same
+	 * values (both read each size's TIER_STATS) */
+	{
+		static struct tm_expo k;
+		static char mout[1 << 17];
+
+		t_assert_eq(td_kvmmctl(d.sock, "metrics", mout, sizeof(mout)),
+			    0);
+		tm_parse(mout, &k);
+		t_assert_eq(tm_u64(&k, "kvmm_size_tier_capacity_blocks",
+				   "size=\"2\",tier=\"host\""),
+			    16);
+		t_assert_eq(tm_u64(&k, "kvmm_size_tier_hits_total",
+				   "size=\"4\",tier=\"gpu\""),
+			    NB);
+		t_assert_eq(tm_u64(&k, "kvmm_size_publishes_total",
+				   "size=\"2\""),
+			    2 * NB);
+	}
 	/* kvmmd's metrics each size's, labelled by its pages a block */
 	tm_scrape(tm_port(&d), &mr);
 	tm_parse(mr.body, &e);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvmmctl metrics: the daemon's status (ADMIN_STATUS, TIER_STATS: what
- * `kvmmctl status` reads) in the Prometheus text format, by the formatter
+ * kvmmctl metrics: the daemon's status (ADMIN_STATUS, TIER_STATS and,
+ * with several block sizes cached, each size's TIER_STATS: what `kvmmctl
+ * status` reads) in the Prometheus text format, by the formatter
  * kvmmd's own --metrics-listen endpoint uses (kvmm/kvmmd/metrics_text.c).
  * For node_exporter's textfile collector, write it to a temporary file
  * and rename it into place (Documentation/admin.md).  Nothing is printed
@@ -20,6 +21,7 @@
 int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
+	struct kd_metrics_size sz[KVMM_TIER_STATS_SIZES];
 	struct kvmm_status_reply st = { 0 };
 	struct kd_metrics_src src = { .st = &st };
 	struct kvmm_tenants_reply *tn = NULL;
@@ -49,6 +51,12 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	 * error: its families are left out, as in `status` */
 	if (!ts_err)
 		src.ts = &ts;
+	/* with several block sizes cached (ABI 1.21): each size's, the
+	 * kvmm_size_tier_* families kvmmd's --metrics-listen prints too */
+	if (!err && !ts_err)
+		err = kvmmctl_fetch_sizes(c, &ts, sz, &src.nr_sizes);
+	if (src.nr_sizes)
+		src.sizes = sz;
 	/* before ABI 1.10 (-ENOTTY): no tenant families */
 	if (!err && !kvmmctl_fetch_tenants(c, &tn))
 		src.tn = tn;

@@ -7,9 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/metrics_text.h"
 #include "tools/kvmmctl/kvmmctl.h"
 
-static void tiers_json(const struct kvmm_tier_stats_reply *ts)
+/* The cache's object: ts (every size summed) and, with several block
+ * sizes cached, each size's (sz[0..nr), status_sizes.c). */
+static void tiers_json(const struct kvmm_tier_stats_reply *ts,
+		       const struct kd_metrics_size *sz, uint32_t nr)
 {
 	printf(",\"cache\":{\"publishes\":%llu,\"duplicates\":%llu,"
 	       "\"not_cached\":%llu,\"prefix_opens\":%llu,"
@@ -105,31 +109,9 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts)
 	if (KVMMCTL_TS_HAS(ts, blocks_unshared)) /* ABI 1.20 */
 		printf("\"blocks_unshared\":%llu,",
 		       (unsigned long long)ts->blocks_unshared);
-	printf("\"tiers\":{");
-	for (int t = 0; t < 3; t++) {
-		const struct kvmm_tier_info *i = &ts->tiers[t];
-
-		printf("%s\"%s\":{\"capacity_blocks\":%llu,\"used_blocks\":%llu,"
-		       "\"block_bytes\":%llu,\"hits\":%llu,"
-		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
-		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu,"
-		       "\"promotions_by_publish\":%llu}",
-		       t ? "," : "", kvmmctl_tier_names[t],
-		       (unsigned long long)i->capacity_blocks,
-		       (unsigned long long)i->used_blocks,
-		       (unsigned long long)i->block_bytes,
-		       (unsigned long long)i->hits,
-		       (unsigned long long)i->demotions_in,
-		       (unsigned long long)i->promotions_out,
-		       (unsigned long long)i->drops,
-		       (unsigned long long)i->bytes_in,
-		       (unsigned long long)i->bytes_out,
-		       (unsigned long long)i->restore_ns,
-		       (unsigned long long)i->restore_max_ns,
-		       (unsigned long long)i->promotions_by_publish);
-	}
-	printf("}}");
+	kvmmctl_tiers_json(ts);
+	kvmmctl_sizes_json(sz, nr);
+	printf("}");
 }
 
 /*
@@ -382,6 +364,8 @@ static void policy_state_text(const struct kvmm_status_reply *st)
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
+	struct kd_metrics_size sz[KVMM_TIER_STATS_SIZES];
+	uint32_t nr_sizes = 0;
 	int ts_err;
 	struct kvmm_status_reply st = { 0 };
 	char policy[sizeof(st.cache_policy) + 1] = "";
@@ -395,6 +379,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
 	err = kvmmctl_fetch_status(c, &st, &ts, &ts_err);
+	/* each block size's alone, when there are several (ABI 1.21) */
+	if (!err && !ts_err)
+		err = kvmmctl_fetch_sizes(c, &ts, sz, &nr_sizes);
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: status: %s\n",
@@ -501,7 +488,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			policy_state_json(&st);
 		}
 		if (!ts_err)
-			tiers_json(&ts);
+			tiers_json(&ts, sz, nr_sizes);
 		if (st.cost_host_bw)
 			printf(",\"cost_model\":{\"host_bw\":%llu,"
 			       "\"host_bw_profile\":%llu,\"nvme_bw\":%llu,"
@@ -654,22 +641,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.tiers[0].block_bytes,
 		       (unsigned long long)(ts.tiers[0].block_bytes /
 					    st.page_size));
-	for (int t = 0; t < 3; t++) {
-		printf("tier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped",
-		       kvmmctl_tier_names[t],
-		       (unsigned long long)ts.tiers[t].used_blocks,
-		       (unsigned long long)ts.tiers[t].capacity_blocks,
-		       (unsigned long long)ts.tiers[t].hits,
-		       (unsigned long long)ts.tiers[t].demotions_in,
-		       (unsigned long long)ts.tiers[t].promotions_out,
-		       (unsigned long long)ts.tiers[t].drops);
-		/* blocks a publish moved up from here (ABI 1.4) */
-		if (t)
-			printf(", %llu up by publish",
-			       (unsigned long long)ts.tiers[t]
-				       .promotions_by_publish);
-		printf("\n");
-	}
+	kvmmctl_tier_text("", &ts);
 	printf("demotions    %llu waited for a host slot (%llu now)",
 	       (unsigned long long)ts.slot_waits,
 	       (unsigned long long)st.demotions_queued);
@@ -701,5 +673,6 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.early_opens,
 		       (unsigned long long)ts.early_reloads,
 		       (unsigned long long)ts.early_reload_failures);
+	kvmmctl_sizes_text(sz, nr_sizes);
 	return 0;
 }

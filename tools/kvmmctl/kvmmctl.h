@@ -39,6 +39,25 @@ int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 #define KVMMCTL_TS_HAS(ts, f) \
 	((ts)->size >=        \
 	 offsetof(struct kvmm_tier_stats_reply, f) + sizeof((ts)->f))
+/*
+ * status_sizes.c: with two or more block sizes cached (ts, a TIER_STATS
+ * reply of ABI 1.21 or later, lists them), each size's TIER_STATS into
+ * out[0..*nr) (KVMM_TIER_STATS_SIZES at most); *nr 0 with one size or
+ * from an older daemon.  0 or the first request's -errno.
+ */
+struct kd_metrics_size;
+int kvmmctl_fetch_sizes(struct kvmm_conn *c,
+			const struct kvmm_tier_stats_reply *ts,
+			struct kd_metrics_size *out, uint32_t *nr);
+/* `"tiers":{...}` of ts, and `,"sizes":[...]` of each size (nothing for
+ * nr 0), for status --json. */
+void kvmmctl_tiers_json(const struct kvmm_tier_stats_reply *ts);
+void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr);
+/* The `tier gpu ...` lines of ts, each after indent; and each size's
+ * block (nothing for nr 0), for status. */
+void kvmmctl_tier_text(const char *indent,
+		       const struct kvmm_tier_stats_reply *ts);
+void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr);
 /* ADMIN_TENANTS over c into *out (malloc'ed); -ENOTTY from a daemon
  * older than ABI 1.10. */
 int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out);
