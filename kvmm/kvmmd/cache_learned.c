@@ -84,7 +84,92 @@ static void *learned_worker(void *arg)
 	return NULL;
 }
 
-/* The bytes to save (the policy is the loop's): NULL with nothing to. */
+/* Is ppb a size this run may cache: named, or any when none is named
+ * (a later size's region may come)? */
+static bool learned_size_kept(const struct kd_daemon *d, uint32_t ppb)
+{
+	if (!d->cfg.cache_block_pages)
+		return true;
+	for (uint32_t i = 0; i < d->cfg.nr_cache_block_sizes; i++)
+		if (d->cfg.cache_block_sizes[i] == ppb)
+			return true;
+	return false;
+}
+
+/*
+ * Several sizes' states in one file (cache_learned_sizes.c): each open
+ * size's policy's, and the sections read at the start of sizes not open
+ * yet (kept for when they are), into buf (malloc'd).  0, -ENODATA with
+ * none to save, or -ENOMEM.
+ */
+static int learned_sized_bytes(struct kd_cache *f, void **buf, size_t *len)
+{
+	struct kc_learned_sec secs[KD_CACHE_SIZES];
+	void *own[KD_CACHE_SIZES] = { NULL };
+	struct kd_daemon *d = f->d;
+	struct kd_cache *c;
+	uint32_t nr = 0, i;
+	int err = -ENOMEM;
+
+	kc_for_each(d, c, i) {
+		size_t n = c->pol ? pol_cache_learned_save(c->pol, NULL, 0) : 0;
+
+		if (!n)
+			continue;
+		own[nr] = malloc(n);
+		if (!own[nr])
+			goto out;
+		secs[nr].ppb = c->ppb;
+		secs[nr].len = pol_cache_learned_save(c->pol, own[nr], n);
+		secs[nr].buf = own[nr];
+		nr++;
+	}
+	for (uint32_t k = 0; k < f->nr_learned_secs; k++) {
+		const struct kc_learned_sec *s = &f->learned_secs[k];
+		bool open = false;
+
+		for (uint32_t j = 0; j < nr; j++)
+			open |= secs[j].ppb == s->ppb;
+		if (!open && nr < KD_CACHE_SIZES &&
+		    learned_size_kept(d, s->ppb))
+			secs[nr++] = *s;
+	}
+	err = -ENODATA;
+	if (!nr)
+		goto out;
+	*len = kc_learned_pack(secs, nr, NULL, 0);
+	*buf = malloc(*len);
+	err = *buf ? 0 : -ENOMEM;
+	if (*buf)
+		kc_learned_pack(secs, nr, *buf, *len);
+out:
+	for (uint32_t k = 0; k < KD_CACHE_SIZES; k++)
+		free(own[k]);
+	return err;
+}
+
+/* Block uses since the start, every size's policy's. */
+static uint64_t learned_ticks(struct kd_daemon *d)
+{
+	struct kd_cache *c;
+	uint64_t n = 0;
+	uint32_t i;
+
+	kc_for_each(d, c, i)
+		if (c->pol)
+			n += pol_cache_ticks(c->pol);
+	return n;
+}
+
+/* The file of several sizes: when more than one is cached, or the file
+ * read at the start was one (its other sizes' sections are kept). */
+static bool learned_is_sized(const struct kd_cache *f)
+{
+	return f->d->nr_caches > 1 || f->nr_learned_secs;
+}
+
+/* The bytes to save (the policies are the loop's): NULL with nothing to.
+ * c is the first size's cache, which saves for every size. */
 static struct kc_learned_write *learned_build(struct kd_cache *c,
 					      const char *why)
 {
@@ -101,7 +186,7 @@ static struct kc_learned_write *learned_build(struct kd_cache *c,
 	 * Nothing used since the start: the file says all this run knows,
 	 * and more (a loaded state weighs less than it was saved with).
 	 */
-	if (!pol_cache_ticks(c->pol)) {
+	if (!learned_ticks(c->d)) {
 		if (!strcmp(why, "stop"))
 			vmm_log(VMM_LOG_INFO,
 				"policy state %s: no block used since the start: left as it is",
@@ -128,6 +213,21 @@ static struct kc_learned_write *learned_build(struct kd_cache *c,
 	w->c = c;
 	w->why = why;
 	w->len = pol_cache_learned_save(c->pol, w->buf, len);
+	if (learned_is_sized(c)) {
+		int r;
+
+		free(w->buf);
+		w->buf = NULL;
+		r = learned_sized_bytes(c, &w->buf, &w->len);
+		if (r) {
+			if (r != -ENODATA)
+				vmm_log(VMM_LOG_WARN,
+					"policy state %s: saving (%s): %s",
+					path, why, strerror(-r));
+			free(w);
+			return NULL;
+		}
+	}
 	return w;
 }
 
@@ -192,52 +292,120 @@ static void kc_on_learned_timer(struct kd_loop *loop, struct kd_timer *t)
 	c->learned_thread_started = true;
 }
 
+/*
+ * The file, read once for every size (the first size's cache keeps it):
+ * when it holds several sizes' states, their sections; the sizes this run
+ * cannot cache (not in --cache-block-pages) are skipped with a log line.
+ */
+static void learned_read(struct kd_cache *f)
+{
+	struct kd_daemon *d = f->d;
+	const char *path = d->cfg.policy_state;
+	int r;
+
+	if (f->learned_read)
+		return;
+	f->learned_read = true;
+	r = pol_learned_read_file(path, &f->learned_file, &f->learned_file_len);
+	if (!r && kc_learned_sized(f->learned_file, f->learned_file_len))
+		r = kc_learned_parse(f->learned_file, f->learned_file_len,
+				     f->learned_secs, KD_CACHE_SIZES,
+				     &f->nr_learned_secs);
+	f->learned_file_err = r;
+	if (r)
+		return;
+	for (uint32_t k = 0; k < f->nr_learned_secs; k++)
+		if (!learned_size_kept(d, f->learned_secs[k].ppb))
+			vmm_log(VMM_LOG_INFO,
+				"policy state %s: blocks of %u pages are not cached (--cache-block-pages): their state is skipped",
+				path, f->learned_secs[k].ppb);
+}
+
+/*
+ * c's state from the file: 0, or pol_cache_learned_load()'s and
+ * pol_learned_read_file()'s errors; *sized when the file holds several
+ * sizes' or several are cached (c not the first size: a file of one
+ * size's state, the first's, is -ENOENT for it).
+ */
+static int learned_load_one(struct kd_cache *c, uint64_t *lives, bool *sized)
+{
+	struct kd_cache *f = c->d->cache;
+
+	learned_read(f);
+	*sized = f->nr_learned_secs || c != f ||
+		 c->d->cfg.nr_cache_block_sizes > 1;
+	if (f->learned_file_err)
+		return f->learned_file_err;
+	if (!f->nr_learned_secs && c != f)
+		return -ENOENT; /* the first size's state alone */
+	if (!f->nr_learned_secs) {
+		int r = pol_cache_learned_load(c->pol, f->learned_file,
+					       f->learned_file_len, lives);
+
+		free(f->learned_file); /* no other size's in it */
+		f->learned_file = NULL;
+		f->learned_file_len = 0;
+		return r;
+	}
+	for (uint32_t k = 0; k < f->nr_learned_secs; k++)
+		if (f->learned_secs[k].ppb == c->ppb)
+			return pol_cache_learned_load(c->pol,
+						      f->learned_secs[k].buf,
+						      f->learned_secs[k].len,
+						      lives);
+	return -ENOENT;
+}
+
 void kc_learned_load(struct kd_cache *c)
 {
 	const char *path = c->d->cfg.policy_state;
 	const char *kind =
 		pol_kind_string((enum pol_kind)c->d->cfg.cache_policy);
+	char size[48] = "";
 	uint64_t lives = 0;
-	size_t len = 0;
-	void *buf = NULL;
+	bool sized;
 	int r;
 
 	if (!path[0])
 		return;
 	if (!pol_cache_learned_save(c->pol, NULL, 0)) {
 		c->learned_unused = true;
-		vmm_log(VMM_LOG_INFO,
-			"policy state %s: %s learns nothing to keep: not used",
-			path, kind);
+		if (c == c->d->cache) /* one policy for every size */
+			vmm_log(VMM_LOG_INFO,
+				"policy state %s: %s learns nothing to keep: not used",
+				path, kind);
 		return;
 	}
-	r = pol_learned_read_file(path, &buf, &len);
-	if (!r)
-		r = pol_cache_learned_load(c->pol, buf, len, &lives);
-	free(buf);
+	r = learned_load_one(c, &lives, &sized);
+	/* with several sizes, each size's lines say which */
+	if (sized)
+		snprintf(size, sizeof(size), " blocks of %u pages:", c->ppb);
 	switch (r) {
 	case 0:
 		c->learned_lives = lives;
 		vmm_log(VMM_LOG_INFO,
-			"policy state %s: loaded what %s learned before (%llu block lives)",
-			path, kind, (unsigned long long)lives);
+			"policy state %s:%s loaded what %s learned before (%llu block lives)",
+			path, size, kind, (unsigned long long)lives);
 		break;
 	case -ENOENT:
 		vmm_log(VMM_LOG_INFO,
-			"policy state %s: none yet: %s learns from the start",
-			path, kind);
+			"policy state %s:%s none yet: %s learns from the start",
+			path, size, kind);
 		break;
 	case -ESTALE:
 		vmm_log(VMM_LOG_INFO,
-			"policy state %s: written by another policy or version: not used, %s learns anew",
-			path, kind);
+			"policy state %s:%s written by another policy or version: not used, %s learns anew",
+			path, size, kind);
 		break;
 	default:
 		vmm_log(VMM_LOG_WARN,
-			"policy state %s: %s: not used, %s learns anew (the next save replaces it)",
-			path, r == -EINVAL ? "damaged" : strerror(-r), kind);
+			"policy state %s:%s %s: not used, %s learns anew (the next save replaces it)",
+			path, size, r == -EINVAL ? "damaged" : strerror(-r),
+			kind);
 		break;
 	}
+	if (c != c->d->cache)
+		return; /* the first size's timer saves every size */
 	if (getenv("KVMMD_TEST_POLICY_SAVE_MS"))
 		vmm_log(VMM_LOG_WARN,
 			"policy state: KVMMD_TEST_POLICY_SAVE_MS: saved every %llu ms (tests only)",
@@ -281,17 +449,25 @@ int kc_learned_lock(struct kd_cache *c)
 
 void kc_learned_fini(struct kd_cache *c)
 {
+	if (c->learned_finished)
+		return;
+	c->learned_finished = true;
 	kd_timer_cancel(&c->d->loop, &c->learned_timer);
 	if (c->pol) /* joins the periodic save's worker first */
 		kc_learned_save(c, "stop");
 	if (c->learned_lock_fd >= 0)
 		close(c->learned_lock_fd);
 	c->learned_lock_fd = -1;
+	free(c->learned_file);
+	c->learned_file = NULL;
+	c->nr_learned_secs = 0;
 }
 
 void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
 {
 	const struct kd_cache *c = d->cache;
+	struct kd_cache *o;
+	uint32_t i;
 
 	st->policy_state_save_age_ms = UINT64_MAX;
 	if (!d->cfg.policy_state[0]) {
@@ -303,7 +479,10 @@ void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
 		return;
 	if (c->learned_unused)
 		st->policy_state = KVMM_POLICY_STATE_UNUSED;
-	st->policy_state_lives = c->learned_lives;
+	/* every size's loaded state */
+	st->policy_state_lives = 0;
+	kc_for_each(d, o, i)
+		st->policy_state_lives += o->learned_lives;
 	/* the worker counts its saves */
 	st->policy_state_saves =
 		__atomic_load_n(&c->learned_saves, __ATOMIC_ACQUIRE);

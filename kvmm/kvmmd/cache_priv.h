@@ -58,6 +58,7 @@
 
 #include "kvmm/kvmmd/fifo.h"
 #include "kvmm/kvmmd/htab.h"
+#include "kvmm/kvmmd/learned_sizes.h"
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/policy/policy.h"
 
@@ -346,6 +347,20 @@ struct kd_cache {
 	pthread_t learned_thread;
 	bool learned_thread_started;
 	uint32_t learned_write_delay_us; /* KVMMD_TEST_POLICY_WRITE_DELAY_MS */
+	/*
+	 * The first size's (the file is one for every size): the file as
+	 * read at the first load (learned_file, or its error), and when it
+	 * holds several sizes' states their sections, pointing into it
+	 * (cache_learned_sizes.c): each size's load takes its own, and a
+	 * save keeps those of sizes not open yet.  learned_finished: the
+	 * stop's save ran (before the other sizes' policies went).
+	 */
+	bool learned_read, learned_finished;
+	int learned_file_err;
+	void *learned_file;
+	size_t learned_file_len;
+	struct kc_learned_sec learned_secs[KD_CACHE_SIZES];
+	uint32_t nr_learned_secs;
 	/* the host tier's memory, made at start (kc_make_slab()) until the
 	 * tier takes it when it opens */
 	struct tier_host_slab *slab;

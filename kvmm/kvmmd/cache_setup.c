@@ -365,11 +365,10 @@ no_nvme:
 	/* nothing fails from here on: what points at the policy from
 	 * outside the cache comes last, so kc_open_undo() need not undo it
 	 * (a save of the learned state, a tenant's limit dropped, a timer) */
-	if (c == d->cache) {
-		/* one --policy-state file, one policy: the first size's */
-		kc_learned_load(c); /* before its first block */
+	/* one --policy-state file, each size's state in it */
+	kc_learned_load(c); /* before its first block */
+	if (c == d->cache)
 		d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
-	}
 	if (c == d->cache)
 		kd_tenant_limits_apply(d, c->pol);
 	else

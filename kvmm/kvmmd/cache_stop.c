@@ -166,6 +166,10 @@ void kd_cache_fini(struct kd_daemon *d)
 {
 	if (!d->cache)
 		return;
+	/* the stop's --policy-state save holds every size's policy: made
+	 * before the later sizes' go (one size: after its moves, below) */
+	if (d->nr_caches > 1)
+		kc_learned_fini(d->cache);
 	while (d->nr_caches > 1) {
 		kc_fini_one(d->caches[--d->nr_caches]);
 		d->caches[d->nr_caches] = NULL;

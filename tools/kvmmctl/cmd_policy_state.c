@@ -4,15 +4,17 @@
  * policy learned, per class (asym: the block's turn in its conversation
  * plus its uses, and whether its request brought few new blocks): how many
  * block lives were counted, how many came back within the history, and
- * after how many block uses half and 90 % of those had come back.  It
- * reads the file only (no daemon), so it works on a copy, and tells a
- * damaged file from another version's.
+ * after how many block uses half and 90 % of those had come back; in a
+ * file of several block sizes' states, each size's.  It reads the file
+ * only (no daemon), so it works on a copy, and tells a damaged file from
+ * another version's.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/learned_sizes.h"
 #include "kvmm/policy/policy.h"
 #include "tools/kvmmctl/kvmmctl.h"
 
@@ -43,9 +45,15 @@ static void print_text(const char *path, const struct pol_learned_summary *s)
 	       " cache's clock; \"came back\": within the history kvmmd follows; policy.md)\n");
 }
 
-static void print_json(const struct pol_learned_summary *s)
+/* One state's object, without a newline (block_pages 0: a file of one
+ * size's state, which does not say its size). */
+static void print_json(const struct pol_learned_summary *s,
+		       uint32_t block_pages)
 {
-	printf("{\"policy\":\"%s\",\"version\":%u,\"bytes\":%zu,"
+	printf("{");
+	if (block_pages)
+		printf("\"block_pages\":%u,", block_pages);
+	printf("\"policy\":\"%s\",\"version\":%u,\"bytes\":%zu,"
 	       "\"halving_in\":%llu,\"classes\":[",
 	       pol_kind_string(s->kind), s->version, s->bytes,
 	       (unsigned long long)s->decay_in);
@@ -59,7 +67,56 @@ static void print_json(const struct pol_learned_summary *s)
 		       c->lives, c->returns, (unsigned long long)c->median_age,
 		       (unsigned long long)c->p90_age);
 	}
-	printf("]}\n");
+	printf("]}");
+}
+
+/* One state described: 0, or 1 with the error printed. */
+static int describe(const char *path, const void *buf, size_t len,
+		    struct pol_learned_summary *s)
+{
+	int e = pol_learned_describe(buf, len, s);
+
+	if (e)
+		fprintf(stderr, "kvmmctl: %s: %s\n", path,
+			e == -ESTALE ? "written by another policy or version" :
+			e == -EINVAL ? "not a policy state, or damaged" :
+				       strerror(-e));
+	return e ? 1 : 0;
+}
+
+/*
+ * A file of several block sizes' states (kvmmd caching several sizes,
+ * ABI 1.21's kvmmd): each section described, headed by its size (text),
+ * or {"sizes":[...]} with each state's object and its block_pages.
+ */
+static int print_sized(const char *path, const void *buf, size_t len,
+		       struct pol_learned_summary *s, bool json)
+{
+	struct kc_learned_sec secs[KVMM_TIER_STATS_SIZES];
+	uint32_t nr;
+
+	if (kc_learned_parse(buf, len, secs, KVMM_TIER_STATS_SIZES, &nr)) {
+		fprintf(stderr,
+			"kvmmctl: %s: a file of several block sizes' states, damaged\n",
+			path);
+		return 1;
+	}
+	if (json)
+		printf("{\"sizes\":[");
+	for (uint32_t i = 0; i < nr; i++) {
+		if (describe(path, secs[i].buf, secs[i].len, s))
+			return 1;
+		if (json) {
+			printf("%s", i ? "," : "");
+			print_json(s, secs[i].ppb);
+			continue;
+		}
+		printf("%sblocks of %u pages:\n", i ? "\n" : "", secs[i].ppb);
+		print_text(path, s);
+	}
+	if (json)
+		printf("]}\n");
+	return 0;
 }
 
 int cmd_policy_state(int argc, char **argv, struct kvmmctl_ctx *ctx)
@@ -83,20 +140,18 @@ int cmd_policy_state(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		free(buf);
 		return 1;
 	}
-	e = pol_learned_describe(buf, len, s);
-	free(buf);
-	if (e) {
-		fprintf(stderr, "kvmmctl: %s: %s\n", argv[1],
-			e == -ESTALE ? "written by another policy or version" :
-			e == -EINVAL ? "not a policy state, or damaged" :
-				       strerror(-e));
-		free(s);
-		return 1;
+	if (kc_learned_sized(buf, len)) {
+		e = print_sized(argv[1], buf, len, s, ctx->json);
+	} else {
+		e = describe(argv[1], buf, len, s);
+		if (!e && ctx->json) {
+			print_json(s, 0);
+			printf("\n");
+		} else if (!e) {
+			print_text(argv[1], s);
+		}
 	}
-	if (ctx->json)
-		print_json(s);
-	else
-		print_text(argv[1], s);
+	free(buf);
 	free(s);
-	return 0;
+	return e;
 }
