@@ -22,14 +22,19 @@ void tel_policy_init(struct tel_policy *tp, struct pol_cache *cache,
 static void on_block(void *arg, uint64_t hash, const struct kvmm_block_stats *s)
 {
 	struct tel_policy *tp = arg;
-	struct pol_block *b;
+	struct pol_cache *owner = tp->cache;
+	struct pol_block *b = NULL;
 	uint32_t count;
 	bool changed = false;
 
 	tp->blocks_seen++;
-	if (!tp->cache)
-		return;
-	b = pol_cache_lookup(tp->cache, hash);
+	if (owner)
+		b = pol_cache_lookup(owner, hash);
+	for (int i = 0; !b && i < TEL_POLICY_MORE; i++) {
+		owner = tp->more[i];
+		if (owner)
+			b = pol_cache_lookup(owner, hash);
+	}
 	if (!b)
 		return;
 	count = s->count > UINT32_MAX ? UINT32_MAX : (uint32_t)s->count;
@@ -44,7 +49,7 @@ static void on_block(void *arg, uint64_t hash, const struct kvmm_block_stats *s)
 	if (!changed)
 		return;
 	/* Setting the unchanged priority is the cache's re-rank hook. */
-	pol_cache_set_priority(tp->cache, hash, b->priority);
+	pol_cache_set_priority(owner, hash, b->priority);
 	tp->blocks_updated++;
 }
 

@@ -27,8 +27,15 @@
 struct pol_cache;
 struct pol_cost_model;
 
+/* Caches beside the first whose blocks the reports may name. */
+#define TEL_POLICY_MORE 3
+
 struct tel_policy {
 	struct pol_cache *cache; /* may be NULL */
+	/* more caches (kvmmd: one a block size after the first, whose
+	 * hashes never meet; NULL entries skipped): a block reported is
+	 * looked up in cache, then in these */
+	struct pol_cache *more[TEL_POLICY_MORE];
 	struct pol_cost_model *cost; /* may be NULL */
 	bool monotonic_clock;
 	/* what was fed, for kvmmctl and tests */

@@ -3,8 +3,9 @@
  * Telemetry feeds the policy: after a client process ran the known
  * workload, one tel_poll() with the tel_policy sink raises the resident
  * blocks' reuse counts to the traced counts (the policy's view of a block
- * matches telemetry), moves their last access to the traced time, leaves
- * non-resident blocks alone, corrects the host reload bandwidth from the
+ * matches telemetry), moves their last access to the traced time, in
+ * each cache the sink feeds (kvmmd: one a block size) the blocks it
+ * holds, leaves non-resident blocks alone, corrects the host reload bandwidth from the
  * measured restores, and (BPF only, from the event ring) the compute
  * efficiency from the measured recomputation.  Runs the shm
  * source always and the BPF source when root and BPF are available.
@@ -42,14 +43,32 @@ static struct pol_cache *make_cache(struct pol_cost_model *cost)
 	return c;
 }
 
-/* Feed one poll into a fresh cache and model; check the policy's view. */
+/* A cache holding one block, hash. */
+static struct pol_cache *make_cache_of(struct pol_cost_model *cost,
+				       uint64_t hash)
+{
+	struct pol_cache_opts o = { .size = sizeof(o), .kind = POL_ASYM };
+	struct pol_block_desc d = { .hash = hash };
+	struct pol_cache *c;
+
+	o.capacity[POL_TIER_GPU] = 16;
+	o.capacity[POL_TIER_HOST] = 16;
+	o.cost = cost;
+	o.prefix_rule = 0;
+	t_ok(pol_cache_create(&o, &c));
+	pol_cache_set_clock(c, 1);
+	t_ok(pol_cache_access(c, &d, NULL));
+	return c;
+}
+
+/* Feed one poll into fresh caches and model; check the policy's view. */
 static void check_feed(struct tel *t, bool bpf)
 {
 	struct pol_cost_model cost;
 	struct tel_policy tp;
 	struct tel_sink sink;
 	struct kvmm_block_stats s;
-	struct pol_cache *c;
+	struct pol_cache *c, *c3;
 	struct pol_block *b;
 	double bw0, eff0;
 
@@ -57,13 +76,23 @@ static void check_feed(struct tel *t, bool bpf)
 	bw0 = cost.bandwidth[POL_TIER_HOST];
 	eff0 = cost.efficiency;
 	c = make_cache(&cost);
+	/* another block size's cache (kvmmd: one a size) holds H3 */
+	c3 = make_cache_of(&cost, H3);
 	tel_policy_init(&tp, c, &cost, true);
+	tp.more[1] = c3; /* more[0] NULL: skipped */
 	tel_policy_sink(&tp, &sink);
 	tel_set_sink(t, &sink);
 	t_ok(tel_poll(t));
 
 	t_assert_eq(tp.blocks_seen, 3 + NBULK);
-	t_assert_eq(tp.blocks_updated, 2); /* only H1, H2 are resident */
+	/* only H1, H2 are resident in c, H3 in c3 */
+	t_assert_eq(tp.blocks_updated, 3);
+	b = pol_cache_lookup(c3, H3);
+	t_assert(b);
+	t_ok(tel_block_lookup(t, H3, &s));
+	t_assert_eq(b->access_count, 1);
+	t_assert_eq(b->last_access, s.last_ns); /* moved up from 1 */
+	t_assert(!pol_cache_lookup(c3, H1));
 	b = pol_cache_lookup(c, H1);
 	t_assert(b);
 	t_ok(tel_block_lookup(t, H1, &s));
@@ -93,6 +122,7 @@ static void check_feed(struct tel *t, bool bpf)
 	t_ok(tel_poll(t));
 	t_assert_eq(tp.blocks_seen + tp.transfers, 0);
 	tel_set_sink(t, NULL);
+	pol_cache_destroy(c3);
 	pol_cache_destroy(c);
 }
 

@@ -367,8 +367,11 @@ no_nvme:
 	 * (a save of the learned state, a tenant's limit dropped, a timer) */
 	/* one --policy-state file, each size's state in it */
 	kc_learned_load(c); /* before its first block */
+	/* telemetry raises reuse counts, each size's in its policy */
 	if (c == d->cache)
-		d->tel_feed.cache = c->pol; /* telemetry raises reuse counts */
+		d->tel_feed.cache = c->pol;
+	else if (c->idx - 1 < TEL_POLICY_MORE)
+		d->tel_feed.more[c->idx - 1] = c->pol;
 	if (c == d->cache)
 		kd_tenant_limits_apply(d, c->pol);
 	else

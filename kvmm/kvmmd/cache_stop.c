@@ -151,6 +151,8 @@ static void kc_fini_one(struct kd_cache *c)
 	if (c == d->cache) {
 		d->tel_feed.cache = NULL;
 		kc_learned_fini(c);
+	} else if (c->idx - 1 < TEL_POLICY_MORE) {
+		d->tel_feed.more[c->idx - 1] = NULL;
 	}
 	pol_cache_destroy(c->pol);
 	tier_nvme_close(c->nvme);

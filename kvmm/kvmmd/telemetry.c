@@ -197,6 +197,7 @@ int kd_telemetry_start(struct kd_daemon *d)
 {
 	const char *targets[KD_MAX_TELEMETRY_ATTACH + 2];
 	char self[PATH_MAX];
+	struct pol_cache *more[TEL_POLICY_MORE];
 	struct tel_opts o = { .size = sizeof(o) };
 	struct tel_sink sink;
 	uint32_t i;
@@ -245,9 +246,12 @@ int kd_telemetry_start(struct kd_daemon *d)
 		}
 	}
 	/* The cache clock is not CLOCK_MONOTONIC ns: reuse counts only.
-	 * cache_setup.c sets .cache when its policy exists: already, when
+	 * cache_setup.c sets .cache (the first block size's policy) and
+	 * .more (the others') when each exists: already, when
 	 * --cache-block-pages opened the tiers at start. */
+	memcpy(more, d->tel_feed.more, sizeof(more));
 	tel_policy_init(&d->tel_feed, d->tel_feed.cache, d->cost, false);
+	memcpy(d->tel_feed.more, more, sizeof(more));
 	if (d->scope.mode != KD_SCOPE_SHARED)
 		/* the probes carry the clients' hashes, the cache its own */
 		tel_set_rename(d->tel, kd_scope_tel_rename, d);
