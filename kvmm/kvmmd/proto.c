@@ -501,21 +501,23 @@ static int do_seq_truncate(struct req *rq)
 		return -EINVAL;
 	kd_revoke_unmapped(rq->s, r->id, ex.seq_id, q->gen,
 			   kd_region_blocks_for(r, ex.new_len));
-	/*
-	 * Longer than the sequence: a revocation shortened it after the
-	 * client last looked (libkvmm refuses a truncate past the length it
-	 * knows before sending one, and has unmapped the blocks already).
-	 * Nothing of the sequence lies past its length: nothing to do
-	 * (get_extend() refused one past max_tokens).
-	 */
-	if (ex.new_len > q->len)
-		return 0;
 	kd_cache_seq_cut(r, ex.seq_id, kd_region_blocks_for(r, ex.new_len));
 	kd_cache_lend_truncated(rq->s, r, ex.seq_id,
 				kd_region_blocks_for(r, ex.new_len), cookie);
 	kd_seq_drop_blocks(r, ex.seq_id, kd_region_blocks_for(r, ex.new_len),
 			   true);
-	q->len = ex.new_len;
+	/*
+	 * Longer than the sequence: a revocation shortened it after the
+	 * client last looked (libkvmm refuses a truncate past the length it
+	 * knows before sending one), and the length stays where it cut.  The
+	 * blocks past new_len go all the same: libkvmm has unmapped them,
+	 * and the map-ahead thread's extend (which names no length) may have
+	 * backed them again since the revocation; kept, the next extend past
+	 * them was sent only the blocks above (-ENODATA, tests/daemon-revoke-
+	 * map-ahead-truncate.c).
+	 */
+	if (ex.new_len < q->len)
+		q->len = ex.new_len;
 	return 0;
 }
 
