@@ -167,6 +167,24 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	/* another thread's extend of it may wait for its reply (the
 	 * map-ahead thread's, the engine's) */
 	kc_seq_wait_collect(r, seq);
+	/*
+	 * The wait let go of sock_lock: the engine may have closed the
+	 * sequence meanwhile, and kvmm_seq_open() may have reopened its
+	 * slot in kvmmd and not marked it open here yet.  The map-ahead
+	 * thread's extend sent then backed blocks of that new sequence
+	 * which this reply, finding no sequence, did not map (the engine's
+	 * extend was -ENODATA), or parked it with no thread collecting it
+	 * (the engine's, -EBUSY): tests/daemon-fuzz phase 4, after an
+	 * extend parked for the quota failed and its sequence was closed.
+	 * A sequence this process does not hold open is not asked about.
+	 */
+	pthread_mutex_lock(&c->lock);
+	err = kc_seq_get(r, seq, &q) ? -ENOENT : 0;
+	pthread_mutex_unlock(&c->lock);
+	if (err) {
+		free(rep);
+		return err;
+	}
 	if (collect)
 		seen = kc_notify_seen(c);
 	/* Each message's pages are imported as its fds arrive. */
