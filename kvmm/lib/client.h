@@ -327,6 +327,17 @@ int kc_import_collect(struct kc_import *im, uint16_t cmd,
 		      const struct kvmm_region_ref *ref, uint32_t seen,
 		      void *reply, size_t reply_cap, size_t *reply_len);
 void kc_import_end(struct kc_import *im);
+/*
+ * extend.c: the checks every reply in SEQ_EXTEND's form (SEQ_EXTEND,
+ * SEQ_UNSHARE) must pass, for a check() to start with: r's block size,
+ * blocks within r's max_blocks, the body exactly as long as its page ids.
+ * 0 (im takes the ids and the fd count) or -EPROTO.  A check() that
+ * refuses the body after this returns its own error: the body is not
+ * accepted (body_ok stays false) and nothing was imported, so what im
+ * took is not used.
+ */
+int kc_extend_reply_check(struct kc_import *im, const struct kvmm_region *r,
+			  const void *body, size_t len);
 
 /* access.c: remember hashes of blocks [first, first + n) of an open
  * sequence (lock held; best effort, telemetry only); forget blocks from

@@ -51,11 +51,10 @@ static int map_background(struct kvmm_region *r, uint32_t seq,
 	return err;
 }
 
-/* kc_import check() of a SEQ_EXTEND reply; arg is the region. */
-static int extend_check(struct kc_import *im, const void *body, size_t len)
+int kc_extend_reply_check(struct kc_import *im, const struct kvmm_region *r,
+			  const void *body, size_t len)
 {
 	const struct kvmm_seq_extend_reply *rep = body;
-	struct kvmm_region *r = im->arg;
 
 	if (len < sizeof(*rep) || rep->pages_per_block != r->pages_per_block ||
 	    rep->first_block + (uint64_t)rep->nr_blocks > r->max_blocks ||
@@ -67,6 +66,12 @@ static int extend_check(struct kc_import *im, const void *body, size_t len)
 	im->nr_ids = rep->nr_blocks * rep->pages_per_block;
 	im->nr_fds = rep->nr_fds;
 	return 0;
+}
+
+/* kc_import check() of a SEQ_EXTEND reply; arg is the region. */
+static int extend_check(struct kc_import *im, const void *body, size_t len)
+{
+	return kc_extend_reply_check(im, im->arg, body, len);
 }
 
 void kc_seq_wait_collect(struct kvmm_region *r, uint32_t seq)

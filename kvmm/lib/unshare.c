@@ -49,21 +49,16 @@ static int unshare_check(struct kc_import *im, const void *body, size_t len)
 {
 	const struct kvmm_seq_extend_reply *rep = body;
 	const struct unshare_arg *a = im->arg;
+	int err = kc_extend_reply_check(im, a->r, body, len);
 
-	if (len < sizeof(*rep) ||
-	    rep->pages_per_block != a->r->pages_per_block ||
-	    rep->first_block != a->block || rep->nr_blocks > 1 || rep->flags ||
-	    len != sizeof(*rep) + (size_t)rep->nr_blocks *
-					  rep->pages_per_block *
-					  sizeof(uint32_t) ||
-	    rep->nr_fds > rep->nr_blocks * rep->pages_per_block)
+	if (err)
+		return err;
+	if (rep->first_block != a->block || rep->nr_blocks > 1 || rep->flags ||
+	    rep->nr_fds > im->nr_ids)
 		return -EPROTO;
-	for (uint32_t k = 0; k < rep->nr_blocks * rep->pages_per_block; k++)
-		if (rep->page_ids[k] & KVMM_PAGE_HELD)
+	for (uint32_t k = 0; k < im->nr_ids; k++)
+		if (im->ids[k] & KVMM_PAGE_HELD)
 			return -EPROTO; /* fresh pages, never held */
-	im->ids = rep->page_ids;
-	im->nr_ids = rep->nr_blocks * rep->pages_per_block;
-	im->nr_fds = rep->nr_fds;
 	return 0;
 }
 
