@@ -65,6 +65,11 @@ bad "kvmmd: --page-size: 6K is not a multiple of 4K" --page-size 6K
 # a connection that never sends HELLO must not keep its slot for ever
 bad "kvmmd: --hello-timeout: must be > 0" --hello-timeout 0
 bad "kvmmd: --max-sessions-per-uid: '-1' is not a number" --max-sessions-per-uid -1
+# a uid's quarantine records: 0 would refuse every process of every
+# non-admin uid; past 4096 the polls of those past the pidfds add up
+bad "kvmmd: --quarantine-per-uid: 0: must be at least 1 (0 refuses every process of a non-admin uid its session) and at most 4096" --quarantine-per-uid 0
+bad "kvmmd: --quarantine-per-uid: 4097: must be at least 1" --quarantine-per-uid 4097
+bad "kvmmd: --quarantine-per-uid: '-1' is not a number" --quarantine-per-uid -1
 bad "kvmmd: --max-table-entries-per-uid: '1M' is not a number" --max-table-entries-per-uid 1M
 
 # a block is 2 x layers pages: an odd count or 0 matched no region, every

@@ -42,6 +42,7 @@ void kd_config_defaults(struct kd_config *cfg)
 	cfg->socket_group = (gid_t)-1;
 	cfg->max_sessions = KD_MAX_SESSIONS;
 	cfg->max_sessions_per_uid = KD_SESSIONS_PER_UID;
+	cfg->quarantine_per_uid = KD_ZOMBIES_PER_UID;
 	cfg->hello_timeout_ms = KD_HELLO_TIMEOUT_MS;
 }
 

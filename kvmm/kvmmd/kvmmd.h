@@ -255,6 +255,9 @@ struct kd_config {
 	/* --max-sessions-per-uid: live sessions of one non-admin uid,
 	 * 0 = no limit but max_sessions (session.c) */
 	uint32_t max_sessions_per_uid;
+	/* --quarantine-per-uid: quarantined processes of one non-admin uid
+	 * past which its new processes get no session (zombie.c) */
+	uint32_t quarantine_per_uid;
 	/* --hello-timeout: ms a connection may take to send HELLO */
 	uint32_t hello_timeout_ms;
 	/* --max-table-entries-per-uid: block-table entries of one uid's
@@ -289,7 +292,7 @@ enum kd_refusal {
 	KD_REFUSED_ADMIN_RESERVED, /* only the admin uids' slots were left */
 	KD_REFUSED_FULL, /* KD_MAX_SESSIONS, admins too */
 	KD_REFUSED_NO_MEMORY, /* no quota record for its uid */
-	/* its uid had KD_ZOMBIES_PER_UID quarantined processes and it was
+	/* its uid had --quarantine-per-uid quarantined processes and it was
 	 * none of them (zombie.c) */
 	KD_REFUSED_QUARANTINE,
 	KD_REFUSED_COUNT,
@@ -754,15 +757,20 @@ void kd_refused_free_all(struct kd_daemon *d);
 /* Zombies of all uids that wait on a pidfd: in kvmmd's fd budget. */
 #define KD_MAX_ZOMBIE_PIDFDS 1024
 /*
- * Quarantined processes (zombies) of one non-admin uid past which a new
- * process of that uid gets no session (KD_REFUSED_QUARANTINE): what bounds
- * the records a uid makes, which otherwise grew with the processes it ran
- * (those past the pidfd caps cost a poll each every KD_ZOMBIE_POLL_MS).
- * Its sessions that live may still add one each, so a uid has at most
- * this + its --max-sessions-per-uid.  256, as many as the default of
- * the latter: a uid with that many live processes cut off is broken.
+ * --quarantine-per-uid's default: quarantined processes (zombies) of one
+ * non-admin uid past which a new process of that uid gets no session
+ * (KD_REFUSED_QUARANTINE): what bounds the records a uid makes, which
+ * otherwise grew with the processes it ran (those past the pidfd caps
+ * cost a poll each every KD_ZOMBIE_POLL_MS).  Its sessions that live may
+ * still add one each, so a uid has at most this + its
+ * --max-sessions-per-uid.  256, as many as the default of the latter: a
+ * uid with that many live processes cut off is broken.
  */
 #define KD_ZOMBIES_PER_UID KD_SESSIONS_PER_UID
+/* --quarantine-per-uid's most: a uid's records past its pidfds are
+ * polled, a kill(2) and a read of /proc/PID/stat each every
+ * KD_ZOMBIE_POLL_MS (about 20000 a second at this many) */
+#define KD_ZOMBIES_PER_UID_MAX 4096
 /* How often the zombies without a pidfd are looked at (kd_pid_exited). */
 #define KD_ZOMBIE_POLL_MS 200
 #define KD_ZPAGE_CHARGED 0x80000000u
@@ -806,7 +814,7 @@ void kd_zombie_quarantine(struct kd_session *s, bool cut_off);
  * charged until now), one zombie's for each page. */
 void kd_zombies_charge(struct kd_daemon *d, const uint32_t *pages, uint32_t n);
 /* Whether a new session of process pid of q's uid may come: the uid has
- * fewer than KD_ZOMBIES_PER_UID zombies, or one of them is pid's process
+ * fewer than --quarantine-per-uid zombies, or one of them is pid's process
  * (its sessions add to that one, no new record). */
 bool kd_zombie_room(struct kd_daemon *d, const struct kd_quota *q, pid_t pid);
 /* ADMIN_SESSIONS's entry for z (KVMM_SESSION_F_QUARANTINED). */

@@ -101,6 +101,10 @@ static void usage(FILE *f)
 		"                         0: no limit; uid 0 and kvmmd's own\n"
 		"                         are exempt and keep the last 16 of\n"
 		"                         the 1024 sessions for themselves)\n"
+		"  --quarantine-per-uid N  processes of one uid that lost their\n"
+		"                         sessions without BYE and live on,\n"
+		"                         past which its new processes get no\n"
+		"                         session (256; 1 to 4096)\n"
 		"  --hello-timeout MS     close a connection that has not sent\n"
 		"                         HELLO within MS (5000)\n"
 		"  --max-table-entries-per-uid N  block-table entries of one\n"
@@ -163,6 +167,8 @@ static const struct option long_opts[] = {
 	{ "max-sessions-per-uid", required_argument, NULL,
 	  KD_OPT_SESSIONS_PER_UID },
 	{ "max-sessions", required_argument, NULL, KD_OPT_MAX_SESSIONS },
+	{ "quarantine-per-uid", required_argument, NULL,
+	  KD_OPT_QUARANTINE_PER_UID },
 	{ "hello-timeout", required_argument, NULL, KD_OPT_HELLO_TIMEOUT },
 	{ "max-table-entries-per-uid", required_argument, NULL,
 	  KD_OPT_TABLE_ENTRIES },

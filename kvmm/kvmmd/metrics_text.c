@@ -87,7 +87,7 @@ static const struct kd_metric status_metrics[] = {
 	  "", ST(sessions_cut_off) },
 	/* ABI 1.13's last fields: left out when the reply ends before */
 	{ "kvmm_sessions_refused_total", KD_COUNTER,
-	  "Connections closed at accept, by why: the uid had --max-sessions-per-uid, only the admin uids' sessions were left, kvmmd had its --max-sessions (1024), no memory for the uid's quota, the uid had 256 quarantined processes.",
+	  "Connections closed at accept, by why: the uid had --max-sessions-per-uid, only the admin uids' sessions were left, kvmmd had its --max-sessions (1024), no memory for the uid's quota, the uid had its --quarantine-per-uid (256) quarantined processes.",
 	  "reason=\"uid_limit\"", ST(sessions_refused_uid_limit) },
 	{ "kvmm_sessions_refused_total", KD_COUNTER, NULL,
 	  "reason=\"admin_reserved\"", ST(sessions_refused_admin_reserved) },
@@ -210,7 +210,7 @@ static const struct kd_metric status_metrics[] = {
 	  "TIER_STATS requests answered (kvmm_tier_stats(), kvmmctl status).",
 	  "", ST(tier_stats_calls) },
 	{ "kvmm_quarantine_per_uid", KD_GAUGE,
-	  "Quarantined processes of one uid past which its new processes get no session.",
+	  "Quarantined processes of one uid past which its new processes get no session (--quarantine-per-uid).",
 	  "", ST(quarantine_per_uid) },
 };
 

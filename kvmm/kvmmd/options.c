@@ -440,6 +440,16 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 	case KD_OPT_SESSIONS_PER_UID:
 		return parse_u32("--max-sessions-per-uid", val,
 				 &cfg->max_sessions_per_uid, 10);
+	case KD_OPT_QUARANTINE_PER_UID:
+		err = parse_u32("--quarantine-per-uid", val, &u, 10);
+		if (!err && (!u || u > KD_ZOMBIES_PER_UID_MAX)) {
+			fprintf(stderr,
+				"kvmmd: --quarantine-per-uid: %u: must be at least 1 (0 refuses every process of a non-admin uid its session) and at most %u\n",
+				u, KD_ZOMBIES_PER_UID_MAX);
+			return -EINVAL;
+		}
+		cfg->quarantine_per_uid = u;
+		return err;
 	case KD_OPT_MAX_SESSIONS:
 		err = parse_u32("--max-sessions", val, &u, 10);
 		if (!err && (u <= KD_ADMIN_SESSIONS || u > KD_MAX_SESSIONS)) {

@@ -62,6 +62,8 @@ int kd_parse_name(const char *option, const char *const *names, size_t n,
 #define KD_OPT_TABLE_ENTRIES 0x20f
 /* ... and for --max-sessions */
 #define KD_OPT_MAX_SESSIONS 0x210
+/* ... and for --quarantine-per-uid */
+#define KD_OPT_QUARANTINE_PER_UID 0x211
 /* ... and for --lend-wait */
 #define KD_OPT_LEND_WAIT 0x220
 

@@ -117,9 +117,7 @@ int kd_status(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->pin_many_hashes = d->ctr.pin_many_hashes;
 	st->pin_many_pinned = d->ctr.pin_many_pinned;
 	st->tier_stats_calls = d->ctr.tier_stats_calls;
-	/* a constant today; said so that a flag setting it later needs no
-	 * new field and no kvmmctl change */
-	st->quarantine_per_uid = KD_ZOMBIES_PER_UID;
+	st->quarantine_per_uid = d->cfg.quarantine_per_uid;
 	st->uptime_ms = (kd_now_ns() - d->start_ns) / 1000000;
 	st->pid = getpid();
 	st->revoke_timeout_ms = d->cfg.revoke_timeout_ms;

@@ -28,7 +28,7 @@
  * Who gets a session at all: at most --max-sessions (KD_MAX_SESSIONS), the last
  * KD_ADMIN_SESSIONS kept for admin uids; at most --max-sessions-per-uid
  * live ones for any other uid, and none for a new process of a uid with
- * KD_ZOMBIES_PER_UID quarantined ones (zombie.c); and a connection that
+ * --quarantine-per-uid quarantined ones (zombie.c); and a connection that
  * has not sent HELLO
  * within --hello-timeout is closed.  Without them one uid that opened
  * 1024 connections and sent nothing kept every other client out, kvmmctl
@@ -347,7 +347,7 @@ static const char *refusal_string(enum kd_refusal why)
 	case KD_REFUSED_NO_MEMORY:
 		return "no memory for its quota";
 	case KD_REFUSED_QUARANTINE:
-		return "the uid has its most quarantined processes (256)";
+		return "the uid has its most quarantined processes (--quarantine-per-uid)";
 	default:
 		return "?";
 	}

@@ -28,9 +28,10 @@
  * get their pages back up to KD_ZOMBIE_POLL_MS later.
  *
  * What bounds the records: a uid (not an admin one) with
- * KD_ZOMBIES_PER_UID of them gets no session for a process that has none
- * (session.c refuses it, KD_REFUSED_QUARANTINE), so its records are at
- * most that many + its live sessions, each of which may add one.  Merging
+ * --quarantine-per-uid of them (KD_ZOMBIES_PER_UID, 256, by default)
+ * gets no session for a process that has none (session.c refuses it,
+ * KD_REFUSED_QUARANTINE), so its records are at most that many + its
+ * live sessions, each of which may add one.  Merging
  * records of several processes instead would not do: a record must know
  * every pid whose exit it waits for.
  *
@@ -435,7 +436,7 @@ bool kd_zombie_room(struct kd_daemon *d, const struct kd_quota *q, pid_t pid)
 {
 	uint64_t start = 0;
 
-	if (q->zombies < KD_ZOMBIES_PER_UID)
+	if (q->zombies < d->cfg.quarantine_per_uid)
 		return true;
 	for (const struct kd_zombie *z = d->zombies; z; z = z->next) {
 		if (z->pid != pid || z->quota != q)

@@ -344,7 +344,7 @@ const char *kc_hello_refusal(int err)
 	case ENOMEM:
 		return "kvmmd is out of memory";
 	case ETOOMANYREFS:
-		return "this uid has its most quarantined processes (256 that lost their sessions without BYE and live on)";
+		return "this uid has its most quarantined processes (kvmmd's --quarantine-per-uid, 256 by default: processes that lost their sessions without BYE and live on)";
 	default:
 		return NULL;
 	}
