@@ -27,7 +27,7 @@
  *                           [--scope shared|uid|both] [--verbose]
  *
  * Without arguments (make check) 24 s with seed 1.  Needs root (the
- * clients setresuid()); skips otherwise.  Documentation/performance.md,
+ * clients setresuid()); skips otherwise.  Documentation/build.md,
  * "The mixed-workload soak", says how to run it long.
  */
 
