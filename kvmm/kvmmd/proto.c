@@ -710,10 +710,17 @@ void kd_proto_ring(struct kd_session *s, const struct kvmm_sqe *sqe,
 		/* The ring never allocates: pages need the socket's fds.
 		 * Blocks below the current length always have pages
 		 * (revocation shortens the length), so only newer ones are
-		 * checked. */
+		 * checked.  A block a revocation took that an extend for
+		 * blocks ahead alone backed again (the map-ahead thread's)
+		 * holds fresh pages the client may not have mapped yet, its
+		 * old ones still where the engine writes: -ENODATA as for
+		 * one with no pages, until an extend whose length reaches
+		 * it says the client knows (seq_extend_fill()).  Answered
+		 * 0, the length grew over the old pages and a publish
+		 * cached the fresh ones (tests/daemon-fuzz phase 4). */
 		for (uint32_t b = kd_region_blocks_for(r, q->len);
 		     b < kd_region_blocks_for(r, sqe->arg0); b++) {
-			if (!kd_seq_block(q, b)) {
+			if (!kd_seq_block(q, b) || kd_seq_revoked(q, b)) {
 				res = -ENODATA;
 				break;
 			}
