@@ -288,6 +288,17 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
  * the kept pages are mapped and the length cut.  Returns the length the
  * revocation left when it cut the sequence's, UINT32_MAX otherwise.
  */
+static bool has_kept(struct kvmm_region *r, uint32_t seq)
+{
+	struct kc_seq *q;
+	bool kept;
+
+	pthread_mutex_lock(&r->conn->lock);
+	kept = !kc_seq_get(r, seq, &q) && q->nr_deferred;
+	pthread_mutex_unlock(&r->conn->lock);
+	return kept;
+}
+
 static uint32_t apply_kept(struct kvmm_region *r, uint32_t seq)
 {
 	struct kvmm_conn *c = r->conn;
@@ -403,6 +414,21 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		want = r->max_blocks;
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sock_lock);
+	/*
+	 * The map-ahead thread may have kept fresh pages for revoked blocks
+	 * of seq since apply_kept() looked: applied first, as there, or the
+	 * fetch grew the length over the old pages.  The thread fetches
+	 * under sock_lock, so none are kept while we hold it.
+	 */
+	while (has_kept(r, seq)) {
+		uint32_t now;
+
+		pthread_mutex_unlock(&c->sock_lock);
+		now = apply_kept(r, seq);
+		if (now < intact)
+			intact = now;
+		pthread_mutex_lock(&c->sock_lock);
+	}
 	err = kc_fetch(r, seq, new_len, want, false);
 	short_of = kc_short_of_blocks(err);
 	/*

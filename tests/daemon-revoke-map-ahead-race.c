@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 30
+ * The engine's extend that races the map-ahead thread's: the thread's
+ * SEQ_EXTEND reaches kvmmd after a revocation and gets fresh pages for
+ * the revoked blocks, but the engine's extend looked for kept pages
+ * (apply_kept(), kvmm/lib/extend.c) before the thread had kept them.
+ * tests/daemon-revoke-map-ahead-extend.c covers an extend that starts
+ * after the thread kept them; here it started before:
+ *   - the ring's extend (within the blocks mapped), sent while the
+ *     thread's reply was on its way, reached kvmmd after the thread's
+ *     extend: kvmmd found the revoked blocks backed again and answered
+ *     0, growing its length over them, so libkvmm's length grew over the
+ *     old pages and a publish cached kvmmd's fresh pages, not what the
+ *     engine had written.  It must answer -ENODATA, as for a block with
+ *     no pages, and the publish -ESTALE;
+ *   - the socket's extend (past the blocks mapped) waited for the
+ *     socket while the thread fetched, then sent only the blocks above
+ *     the fresh ones: the length grew to new_len over the old pages.  It
+ *     must apply the revocation first: length 0, the kept pages mapped.
+ * Both were tests/daemon-fuzz phase 4's blocks reloaded from NVMe with
+ * other bytes (seed 1, about 1 run in 4).
+ *
+ * The client maps nothing ahead and the test is the thread: it calls
+ * kc_fetch() for blocks ahead as the thread does, under the socket
+ * lock, at the point of the race the interleaving needs.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvmm/kvmm.h"
+#include "kvmm/lib/client.h"
+#include "tests/lib/admin_revoke.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/page_counts.h"
+#include "tests/lib/small_region.h"
+#include "tests/lib/test.h"
+
+#define TPB TR_TPB
+#define PPB 4 /* 2 layers, K and V */
+#define PAGE 65536
+
+static struct td_daemon d;
+
+/* The map-ahead thread's fetch of blocks ahead up to want (new_len 0);
+ * the caller holds the socket lock when held. */
+static void thread_fetch(struct kvmm_region *r, uint32_t seq, uint32_t want,
+			 bool held)
+{
+	if (!held)
+		pthread_mutex_lock(&r->conn->sock_lock);
+	t_ok(kc_fetch(r, seq, 0, want, true));
+	if (!held)
+		pthread_mutex_unlock(&r->conn->sock_lock);
+}
+
+/* A sequence of 2 blocks written with 0x5a, revoked from block 0 on
+ * (the entries wait in the ring); its block 0's pages in old. */
+static uint32_t written_revoked(struct kvmm_conn *c, struct kvmm_region *r,
+				uint32_t *old)
+{
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	unsigned char *k0;
+	uint32_t seq;
+
+	t_ok(kvmm_get_stats(c, &ks));
+	t_ok(kvmm_seq_open(r, &seq));
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB));
+	t_assert_eq(pc_backed(r, seq), 2);
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	memset(k0, 0x5a, 2 * PAGE);
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, old, PPB), PPB);
+	t_ok(ar_revoke(d.sock, ks.session_id, r->id, seq, 0));
+	return seq;
+}
+
+/* After the revocation applied: length 0, block 0 on kvmmd's fresh
+ * pages (not old), nothing kept, nothing revoking, the counts agree. */
+static void check_applied(struct kvmm_conn *c, struct kvmm_region *r,
+			  uint32_t seq, const uint32_t *old, uint32_t blocks)
+{
+	struct kvmm_status_reply st;
+	uint32_t now[PPB];
+
+	t_assert_eq(kvmm_seq_len(r, seq), 0);
+	t_assert_eq(c->nr_deferred, 0);
+	t_assert(pc_backed(r, seq) >= blocks);
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, now, PPB), PPB);
+	for (int i = 0; i < PPB; i++)
+		t_assert(now[i] != old[i]);
+	t_ok(td_status(&d, &st));
+	t_assert_eq(st.pages_revoking, 0);
+	t_assert_eq(pc_client_pages(c), pc_held(c));
+}
+
+/* Grown again from 0 and written: a publish caches these bytes. */
+static void rewrite_publish(struct kvmm_region *r, uint32_t seq,
+			    const uint64_t *h)
+{
+	unsigned char *k0 =
+		(unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	uint32_t pseq, nb = 0;
+
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB));
+	t_assert_eq(kvmm_seq_len(r, seq), 2 * TPB);
+	memset(k0, 0x33, 2 * PAGE);
+	t_assert_eq(kvmm_block_publish(r, seq, 0, 1, 0, h), 1);
+	t_ok(kvmm_seq_open_prefix(r, h, 1, &pseq, &nb));
+	t_assert_eq(nb, 1);
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, pseq, 0);
+	for (size_t off = 0; off < PAGE; off += 4093)
+		t_assert_eq(k0[off], 0x33);
+	t_ok(kvmm_seq_close(r, pseq));
+}
+
+/* The ring's extend reaches kvmmd after the thread's fetch. */
+static void ring_round(struct kvmm_conn *c, struct kvmm_region *r)
+{
+	const uint64_t h[1] = { 0x5eed0a01 };
+	uint32_t old[PPB], seq, pseq, nb = 5;
+	uint64_t v = 0;
+
+	seq = written_revoked(c, r, old);
+	thread_fetch(r, seq, 3, false);
+	t_assert_eq(c->nr_deferred, 2);
+	t_assert_eq(kvmm_seq_len(r, seq), 2 * TPB);
+	/* what seq_extend() sends within block 2, once apply_kept() had
+	 * found nothing kept */
+	t_assert_eq(kc_ring_cmd(c, KVMM_CMD_SEQ_EXTEND, r->id, seq, 2 * TPB + 1,
+				&v),
+		    -ENODATA);
+	/* kvmmd's length stayed where the revocation cut it */
+	t_assert_eq(kvmm_block_publish(r, seq, 0, 1, 0, h), -ESTALE);
+	t_ok(kvmm_seq_open_prefix(r, h, 1, &pseq, &nb));
+	t_assert_eq(nb, 0); /* nothing cached under h */
+	t_ok(kvmm_seq_close(r, pseq));
+	/* libkvmm's extend: the revocation applied, the kept pages mapped */
+	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 1));
+	check_applied(c, r, seq, old, 3);
+	rewrite_publish(r, seq, h);
+	t_ok(kvmm_seq_close(r, seq));
+}
+
+struct engine {
+	struct kvmm_region *r;
+	uint32_t seq, new_len;
+	int err;
+};
+
+static void *engine_extend(void *arg)
+{
+	struct engine *e = arg;
+
+	e->err = kvmm_seq_extend(e->r, e->seq, e->new_len);
+	return NULL;
+}
+
+/* The socket's extend waits for the socket while the thread fetches. */
+static void socket_round(struct kvmm_conn *c, struct kvmm_region *r)
+{
+	const uint64_t h[1] = { 0x5eed0b01 };
+	struct engine e = { .r = r, .new_len = 4 * TPB + 1 };
+	uint32_t old[PPB];
+	uint64_t waits;
+	pthread_t t;
+
+	e.seq = written_revoked(c, r, old);
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	waits = c->st.extend_waits;
+	pthread_mutex_unlock(&c->lock);
+	t_ok(pthread_create(&t, NULL, engine_extend, &e));
+	/* past apply_kept(), which found nothing kept: it counts the wait
+	 * just before it takes the socket lock, which we hold */
+	for (int tries = 0;; tries++) {
+		uint64_t now;
+
+		t_assert(tries < 5000);
+		pthread_mutex_lock(&c->lock);
+		now = c->st.extend_waits;
+		pthread_mutex_unlock(&c->lock);
+		if (now > waits)
+			break;
+		usleep(1000);
+	}
+	thread_fetch(r, e.seq, 3, true);
+	t_assert_eq(c->nr_deferred, 2);
+	pthread_mutex_unlock(&c->sock_lock);
+	t_ok(pthread_join(t, NULL));
+	t_ok(e.err);
+	check_applied(c, r, e.seq, old, 5);
+	rewrite_publish(r, e.seq, h);
+	t_ok(kvmm_seq_close(r, e.seq));
+}
+
+int main(void)
+{
+	struct kvmm_connect_opts co = { .size = sizeof(co),
+					.name = "revmaprace",
+					.map_ahead_set = 1,
+					.map_ahead_blocks = 0 };
+	struct kvmm_region_opts ro = tr_small_region;
+	struct kvmm_status_reply st;
+	struct kvmm_conn *c;
+	struct kvmm_region *r;
+
+	td_start_ok(&d, NULL);
+	co.socket_path = d.sock;
+	t_ok(kvmm_connect(&co, &c));
+	t_ok(kvmm_region_create(c, &ro, &r));
+	ring_round(c, r);
+	socket_round(c, r);
+	t_assert_eq(pc_held(c), 0);
+	kvmm_disconnect(c);
+	/* the 2 cached blocks keep their pages; nothing else is held */
+	t_ok(td_wait_sessions(&d, 1, 5000, &st));
+	t_assert_eq(st.pages_revoking, 0);
+	t_assert_eq(st.pages_mapped, 0);
+	td_stop_ok(&d);
+	return T_PASS;
+}
