@@ -238,6 +238,24 @@ int kc_ring_cmd(struct kvmm_conn *c, uint16_t cmd, uint32_t region,
 		uint32_t seq, uint64_t arg0, uint64_t *value);
 bool kc_revocations_pending(struct kvmm_conn *c);
 /*
+ * revoke.c: a truncate of seq to first_block blocks was answered 0 (lock
+ * and sock_lock held): the entries in the ring that name its blocks from
+ * there on, in this opening, take nothing when applied.  kvmmd marked
+ * those places gone and dropped their holds at the truncate
+ * (kd_revoke_unmapped()), so the pool could hand the same page to the
+ * same place again, and the entry applied later took that new mapping:
+ * the block unmapped here while kvmmd's sequence still held it, the
+ * length cut, the next extend -ENODATA (tests/daemon-fuzz phase 4 with
+ * revocations; tests/daemon-revoke-truncate-reuse.c).  Every entry kvmmd
+ * posted before it ran the truncate is in the ring once its reply is
+ * read, and none posted since names those blocks: they have no pages
+ * until our next extend, which waits for sock_lock.  A daemon that names
+ * no opening (seq_gen 0) kept the holds until the ack, so no page came
+ * back, and its entries are matched by page anywhere: left alone.
+ */
+void kc_revoke_truncated(struct kvmm_region *r, uint32_t seq,
+			 uint32_t first_block);
+/*
  * The ring's notify word (ABI 1.16; kc_can_notify() false before it, and
  * on an admin connection): a thread that waits for a deferred reply
  * without the socket reads it (kc_notify_seen()), asks over the socket,

@@ -69,6 +69,7 @@ struct lend_pick {
 	uint32_t seq;
 	uint32_t len; /* the length it is truncated to (its own) */
 	uint32_t surplus; /* mapped blocks past it */
+	int err; /* its truncate's */
 };
 
 /* Does a revocation waiting in our ring name r's sequence seq?  lock and
@@ -179,13 +180,18 @@ static uint32_t lend(struct kvmm_conn *c, struct kvmm_region *xr, uint32_t xseq,
 		tr.seq_id = p[i].seq;
 		tr.new_len = p[i].len;
 		tr.reserved[0] = cookie; /* the request it answers (1.20) */
-		kc_request_locked(c, KVMM_CMD_SEQ_TRUNCATE, &tr, sizeof(tr),
-				  NULL, 0, NULL, NULL, 0, NULL);
+		p[i].err = kc_request_locked(c, KVMM_CMD_SEQ_TRUNCATE, &tr,
+					     sizeof(tr), NULL, 0, NULL, NULL, 0,
+					     NULL);
 	}
 
 	pthread_mutex_lock(&c->lock);
-	for (uint32_t i = 0; i < k; i++)
+	for (uint32_t i = 0; i < k; i++) {
+		if (!p[i].err)
+			kc_revoke_truncated(p[i].r, p[i].seq,
+					    kc_blocks_for(p[i].r, p[i].len));
 		lend_end(c, &p[i]);
+	}
 	free(p);
 	return lent;
 }

@@ -497,6 +497,10 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 		ex.new_len = new_len;
 		err = kc_request_locked(c, cmd, &ex, sizeof(ex), NULL, 0, NULL,
 					NULL, 0, NULL);
+		pthread_mutex_lock(&c->lock);
+		if (!err && !kc_seq_get(r, seq, &q))
+			kc_revoke_truncated(r, seq, kc_blocks_for(r, new_len));
+		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->sock_lock);
 	return err;

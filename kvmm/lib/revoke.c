@@ -104,6 +104,23 @@ static int drop_page(struct kvmm_conn *c, const struct kvmm_rqe *e)
 	return 0;
 }
 
+void kc_revoke_truncated(struct kvmm_region *r, uint32_t seq,
+			 uint32_t first_block)
+{
+	struct kvmm_conn *c = r->conn;
+	struct kvmm_rqe *rqes = c->r.rq.array;
+	uint32_t tail = kr_load_acquire(c->r.rq.tail), gen = r->seqs[seq].gen;
+
+	for (uint32_t i = c->rq_head; gen && i != tail; i++) {
+		struct kvmm_rqe *e = &rqes[i & c->r.rq.mask];
+
+		if (!(e->flags & KVMM_RQE_F_GIVE_AHEAD) &&
+		    e->region_id == r->id && e->seq_id == seq &&
+		    e->seq_gen == gen && e->block >= first_block)
+			e->block = UINT32_MAX; /* drop_page(): no such place */
+	}
+}
+
 int kvmm_process_revocations(struct kvmm_conn *c)
 {
 	struct kvmm_rqe *rqes;
