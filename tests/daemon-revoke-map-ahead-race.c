@@ -132,6 +132,9 @@ static void ring_round(struct kvmm_conn *c, struct kvmm_region *r)
 		    -ENODATA);
 	/* kvmmd's length stayed where the revocation cut it */
 	t_assert_eq(kvmm_block_publish(r, seq, 0, 1, 0, h), -ESTALE);
+	/* nor are the blocks ready: the old pages are no longer the
+	 * sequence's (an early open's reload may not have landed) */
+	t_assert_eq(kvmm_seq_wait_ready(r, seq, 2, 0, NULL, 0, NULL), -ESTALE);
 	t_ok(kvmm_seq_open_prefix(r, h, 1, &pseq, &nb));
 	t_assert_eq(nb, 0); /* nothing cached under h */
 	t_ok(kvmm_seq_close(r, pseq));
