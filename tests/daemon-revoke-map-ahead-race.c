@@ -145,6 +145,42 @@ static void ring_round(struct kvmm_conn *c, struct kvmm_region *r)
 	t_ok(kvmm_seq_close(r, seq));
 }
 
+/* An unshare of a read-only block (a prefix open's) after the thread's
+ * fetch backed it again: the block is revoked, not the sequence's own. */
+static void unshare_round(struct kvmm_conn *c, struct kvmm_region *r)
+{
+	const uint64_t h[1] = { 0x5eed0d01 };
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+	uint32_t old[PPB], wseq, seq, nb = 0;
+	unsigned char *k0;
+
+	t_ok(kvmm_get_stats(c, &ks));
+	t_ok(kvmm_seq_open(r, &wseq));
+	t_ok(kvmm_seq_extend(r, wseq, TPB));
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, wseq, 0);
+	memset(k0, 0x44, PAGE);
+	t_assert_eq(kvmm_block_publish(r, wseq, 0, 1, 0, h), 1);
+	t_ok(kvmm_seq_open_prefix(r, h, 1, &seq, &nb));
+	t_assert_eq(nb, 1);
+	t_ok(kvmm_seq_truncate(r, seq, 13)); /* into the shared block */
+	t_assert_eq(kvmm_seq_block_readonly(r, seq, 0), 1);
+	t_assert_eq(kvmm_seq_block_pages(r, seq, 0, old, PPB), PPB);
+	t_ok(ar_revoke(d.sock, ks.session_id, r->id, seq, 0));
+	thread_fetch(r, seq, 2, false);
+	t_assert_eq(c->nr_deferred, 1);
+	t_assert_eq(kvmm_seq_block_unshare(r, seq, 0), -ENODATA);
+	t_assert_eq(kvmm_seq_block_readonly(r, seq, 0), 1);
+	/* the cached block's bytes are untouched */
+	k0 = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
+	t_assert_eq(k0[0], 0x44);
+	/* libkvmm's extend: the revocation applied, the kept pages mapped */
+	t_ok(kvmm_seq_extend(r, seq, TPB + 1));
+	check_applied(c, r, seq, old, 2);
+	t_assert_eq(kvmm_seq_block_readonly(r, seq, 0), 0);
+	t_ok(kvmm_seq_close(r, seq));
+	t_ok(kvmm_seq_close(r, wseq));
+}
+
 struct engine {
 	struct kvmm_region *r;
 	uint32_t seq, new_len;
@@ -214,6 +250,7 @@ int main(void)
 	t_ok(kvmm_region_create(c, &ro, &r));
 	ring_round(c, r);
 	socket_round(c, r);
+	unshare_round(c, r);
 	t_assert_eq(pc_held(c), 0);
 	kvmm_disconnect(c);
 	/* the 2 cached blocks keep their pages; nothing else is held */

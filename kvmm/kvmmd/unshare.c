@@ -134,7 +134,11 @@ int kd_cmd_seq_unshare(struct req *rq)
 	if (un.block >= r->max_blocks)
 		return -EINVAL;
 	old = kd_seq_block(q, un.block);
-	if (!old)
+	/* also revoked where an extend for blocks ahead alone (the
+	 * map-ahead thread's) backed it again: those fresh pages are not
+	 * what the client maps there yet, and answered "your own" it mapped
+	 * its old, shared pages writable where the backend lets it */
+	if (!old || kd_seq_revoked(q, un.block))
 		return -ENODATA;
 	if (kd_cache_block_loading(s, r, un.seq_id, un.block))
 		return -EBUSY;
