@@ -9,6 +9,7 @@
 # Environment knobs (defaults in brackets):
 #   DEMO_CLIENTS [3]  DEMO_CONVERSATIONS [12]  DEMO_TURNS [4]
 #   DEMO_SYSTEM_TOKENS [256]  DEMO_USER_TOKENS [32]  DEMO_GEN_TOKENS [16]
+#   DEMO_REPEAT_EVERY [7] every Nth turn asked twice (regenerate; 0: none)
 #   DEMO_GPU_MEM [4M with tiers, else 8M]  DEMO_CACHE_GPU_BLOCKS [48]
 #   DEMO_MODEL [default model] tinylm model options, e.g. "--dim 128 --layers 2"
 #   DEMO_HOST_MEM [1M]  DEMO_NVME_SIZE [64M]  DEMO_PAGE_SIZE [4096]
@@ -24,6 +25,7 @@ turns=${DEMO_TURNS:-4}
 sys_tokens=${DEMO_SYSTEM_TOKENS:-256}
 user_tokens=${DEMO_USER_TOKENS:-32}
 gen_tokens=${DEMO_GEN_TOKENS:-16}
+repeat_every=${DEMO_REPEAT_EVERY:-7}
 gpu_mem=${DEMO_GPU_MEM:-}
 host_mem=${DEMO_HOST_MEM:-1M}
 nvme_size=${DEMO_NVME_SIZE:-64M}
@@ -51,7 +53,15 @@ trap cleanup EXIT
 workload=("${model[@]}" --conversations "$convs" --turns "$turns" --system-prompts 2
 	--system-tokens "$sys_tokens" --user-tokens "$user_tokens"
 	--gen-tokens "$gen_tokens")
-total_tokens=$((convs * turns * gen_tokens))
+# Some turns asked twice (a user's regenerate): tinylm without the option
+# has no repeats.
+"$B/tinylm" --help 2>&1 | grep -q -- --repeat-every || repeat_every=0
+repeats=0
+if [ "$repeat_every" -gt 0 ]; then
+	workload+=(--repeat-every "$repeat_every")
+	repeats=$((convs * turns / repeat_every))
+fi
+total_tokens=$(((convs * turns + repeats) * gen_tokens))
 
 now() { date +%s.%N; }
 elapsed() { awk "BEGIN { printf \"%.2f\", $2 - $1 }"; }
@@ -98,7 +108,8 @@ print(sum(json.loads(l).get(key, 0) for l in sys.stdin))' "$2"
 }
 
 echo "kvmm demo: $clients tinylm clients, $convs conversations x $turns turns," \
-	"$sys_tokens-token shared system prompts, $gen_tokens tokens per answer"
+	"$sys_tokens-token shared system prompts, $gen_tokens tokens per answer," \
+	"$repeats turns asked twice"
 if [ ${#model[@]} = 0 ]; then
 	echo "model: dim 256, hidden 768, 4 layers, 8 q / 2 kv heads, vocab 2048, weights from seed 1"
 else
@@ -179,7 +190,7 @@ fi
 
 sequences=$(sum_json ref sequences)
 generated=$(sum_json ref tokens_generated)
-shared=0 restored_host=0 restored_nvme=0 recomputed=0 demoted=0
+shared=0 restored_host=0 restored_nvme=0 recomputed=0 demoted=0 copied=0
 if [ $have_kvmm = 1 ]; then
 	skipped=$(sum_json kv prefill_tokens_skipped)
 	prompt=$(sum_json kv prompt_tokens)
@@ -189,6 +200,9 @@ if [ $have_kvmm = 1 ]; then
 	demoted=$(($(tier demoted_to_host) + $(tier demoted_to_nvme)))
 	restored_host=$(tier restored_host)
 	restored_nvme=$(tier restored_nvme)
+	# Prompts found whole: the last token's block copied, one token
+	# recomputed (kvmmd's count, ABI 1.20).
+	copied=$(tier blocks_unshared)
 	# Patched by recomputation: blocks a client had published that the
 	# cache had dropped, blocks it lost to revocations, restore-plan ones.
 	recomputed=$(($(sum_json kv evicted_blocks_recomputed) +
@@ -208,15 +222,16 @@ echo "  prefix hit ratio     $hit_ratio ($skipped of $prompt prompt tokens not r
 wk=$wall_kvmm
 [ "$wk" = n/a ] || wk=${wk}s
 echo "  blocks               $shared shared zero-copy, $demoted demoted," \
-	"$restored_host restored from host, $restored_nvme from NVMe, $recomputed recomputed"
+	"$restored_host restored from host, $restored_nvme from NVMe, $recomputed recomputed," \
+	"$copied copied (whole prompts: one token recomputed)"
 echo "  wall time            reference ${wall_ref}s, with kvmm $wk"
 if [ "$wall_kvmm" = n/a ]; then
 	wall_json=null
 else
 	wall_json=$wall_kvmm
 fi
-printf '{"sequences":%d,"tokens_generated":%d,"prefix_hit_ratio":%s,"shared_blocks":%d,"demoted_blocks":%d,"restored_host":%d,"restored_nvme":%d,"recomputed_blocks":%d,"prefill_tokens_skipped":%d,"wall_s_with_kvmm":%s,"wall_s_reference":%s,"mismatches":%d}\n' \
+printf '{"sequences":%d,"tokens_generated":%d,"prefix_hit_ratio":%s,"shared_blocks":%d,"demoted_blocks":%d,"restored_host":%d,"restored_nvme":%d,"recomputed_blocks":%d,"blocks_unshared":%d,"prefill_tokens_skipped":%d,"wall_s_with_kvmm":%s,"wall_s_reference":%s,"mismatches":%d}\n' \
 	"$sequences" "$generated" "$hit_ratio" "$shared" "$demoted" \
-	"$restored_host" "$restored_nvme" "$recomputed" "$skipped" \
+	"$restored_host" "$restored_nvme" "$recomputed" "$copied" "$skipped" \
 	"$wall_json" "$wall_ref" "$mismatches"
 [ "$mismatches" = 0 ]

@@ -412,9 +412,12 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 		if (ret)
 			goto out_close;
 	}
-	/* the prefill attends over the whole prefix */
+	/* the prefill attends over the whole prefix (and copies the block
+	 * of the last prompt token, when the prefix has it) */
 	if (r.early) {
-		ret = ready_upto(e, &t, &r, &done, cached / r.tokens_per_block);
+		ret = ready_upto(e, &t, &r, &done,
+				 (cached + r.tokens_per_block - 1) /
+					 r.tokens_per_block);
 		if (ret)
 			goto out_close;
 	}
@@ -423,6 +426,7 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	ret = step(e, &t, cached, len - cached);
 	if (ret)
 		goto out_close;
+	e->st.blocks_unshared += r.last_block_copied;
 	/*
 	 * The prefix tokens whose KV the turn did not compute up to here:
 	 * not the plan's blocks, the failed reloads, nor what a revocation
@@ -512,6 +516,14 @@ int tlm_engine_run_workload(struct tlm_engine *e,
 			len[i] += wl->user_tokens;
 			ret = tlm_engine_run_turn(e, b, len[i], wl->gen_tokens,
 						  c, k);
+			/*
+			 * Asked again: the same prompt, the same answer (the
+			 * sampling is a function of conversation, turn and
+			 * index), its blocks all published by the first.
+			 */
+			if (!ret && tlm_workload_repeated(wl, c, k))
+				ret = tlm_engine_run_turn(e, b, len[i],
+							  wl->gen_tokens, c, k);
 			len[i] += wl->gen_tokens;
 		}
 	}
@@ -538,6 +550,7 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		"\"revocations_seen\":%ld,"
 		"\"revoked_blocks_recomputed\":%ld,"
 		"\"revoked_tokens_recomputed\":%ld,"
+		"\"blocks_unshared\":%ld,"
 		"\"wall_s\":%.3f,\"tokens_per_s\":%.1f}\n",
 		e->kv->ops->name, s->sequences, s->tokens_generated,
 		s->prompt_tokens, s->prefill_tokens, s->prefill_tokens_skipped,
@@ -547,7 +560,7 @@ void tlm_engine_print_stats(const struct tlm_engine *e, double wall_s, FILE *f)
 		s->recomputed_tokens, s->prefix_blocks,
 		s->evicted_blocks_recomputed, s->pool_waits,
 		s->revocations_seen, s->revoked_blocks_recomputed,
-		s->revoked_tokens_recomputed, wall_s,
+		s->revoked_tokens_recomputed, s->blocks_unshared, wall_s,
 		wall_s > 0 ?
 			(s->prefill_tokens + s->tokens_generated) / wall_s :
 			0.0);
@@ -571,8 +584,11 @@ void tlm_workload_print(const struct tlm_workload_params *wl, FILE *f)
 			fprintf(f, "conv %d turn %d user:", c, k);
 			for (int i = 0; i < wl->user_tokens; i++)
 				fprintf(f, " %d", buf[i]);
-			fprintf(f, " then %d generated tokens\n",
-				wl->gen_tokens);
+			fprintf(f, " then %d generated tokens%s\n",
+				wl->gen_tokens,
+				tlm_workload_repeated(wl, c, k) ?
+					", asked twice" :
+					"");
 		}
 	}
 	free(buf);

@@ -60,6 +60,9 @@ struct tlm_engine_stats {
 	long revocations_seen; /* steps that found pages taken back */
 	long revoked_blocks_recomputed; /* ... and the blocks recomputed */
 	long revoked_tokens_recomputed;
+	/* prompts found whole: the last token recomputed in a copy of its
+	 * block (kvmm ABI 1.20) */
+	long blocks_unshared;
 };
 
 struct tlm_engine;

@@ -19,9 +19,13 @@
  * by the daemon from host or NVMe, or fresh pages to recompute (the
  * daemon's restore plan, kvmmd --restore-mode).  The engine recomputes
  * the RECOMPUTE blocks at their original positions before the prefill and
- * publishes them again afterwards.  The
- * block holding the last prompt token is never asked for: its logits are
- * needed, so it is computed.  Full blocks are published with
+ * publishes them again afterwards.  Every full block of the prompt is
+ * asked for (Documentation/engines.md): when all are cached (a repeated
+ * prompt ending on a block boundary), the sequence is truncated by one
+ * token, whose logits are needed, and the step's extend over it copies
+ * its shared block (kvmmd ABI 1.20): one token recomputed, not a block.
+ * Against an older kvmmd, whose extend there is -EROFS, the block of the
+ * last prompt token is not asked for.  Full blocks are published with
  * kvmm_block_publish after the prefill and at close, so later turns and
  * other processes find them.
  */
@@ -62,6 +66,8 @@ struct kv_kvmm {
 	/* KVMM_PREFIX_OPEN_EARLY with it (off: --no-prefix-early, or kvmmd
 	 * before ABI 1.8) */
 	bool early;
+	/* kvmmd copies shared blocks (ABI 1.20): ask for the last block */
+	bool unshare;
 	uint32_t *failed32; /* scratch: kvmm_seq_wait_ready()'s answer */
 	int *failed; /* ... as ints */
 	int *published; /* per slot: leading blocks the cache already has */
@@ -163,8 +169,13 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 	ret = answer_revocations(k);
 	if (ret)
 		return ret;
-	/* Never the block of the last prompt token: it is computed. */
-	nfull = k->hashing && k->tpb ? (ntokens - 1) / k->tpb : 0;
+	/*
+	 * Every full block; without copy-on-write, never the block of the
+	 * last prompt token, whose logits are computed.
+	 */
+	nfull = k->hashing && k->tpb ?
+			(k->unshare ? ntokens : ntokens - 1) / k->tpb :
+			0;
 	if (nfull > 0) {
 		ret = chain(k, tokens, nfull);
 		if (ret)
@@ -192,6 +203,19 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 	if ((int)seq >= kv->max_seqs || (int)nb > nfull) {
 		kvmm_seq_close(k->region, seq);
 		return -EPROTO;
+	}
+	if (nb && (int)nb * k->tpb == ntokens &&
+	    k->actions[nb - 1] == KVMM_BLOCK_RECOMPUTE) {
+		/*
+		 * The whole prompt, but its last block is fresh pages to
+		 * compute anyway: leave it to the prefill, as if not found.
+		 */
+		ret = kvmm_seq_truncate(k->region, seq, (nb - 1) * k->tpb);
+		if (ret) {
+			kvmm_seq_close(k->region, seq);
+			return ret;
+		}
+		nb--;
 	}
 	first_pub = (int)nb;
 	for (int b = 0; b < (int)nb; b++) {
@@ -222,6 +246,20 @@ static int kvmm_kv_seq_open(struct tlm_kv *kv, const int *tokens, int ntokens,
 	for (int b = (int)nb; b < nfull; b++)
 		if (mine_has(k, k->hashes[b]))
 			r->evicted_blocks++;
+	if (r->cached == ntokens) {
+		/*
+		 * Every block: the last token again, for its logits.  Its
+		 * block stays mapped (an early reload of it is waited for
+		 * before the prefill); the prefill's extend copies it.
+		 */
+		ret = kvmm_seq_truncate(k->region, seq, (uint32_t)ntokens - 1);
+		if (ret) {
+			kvmm_seq_close(k->region, seq);
+			return ret;
+		}
+		r->cached = ntokens - 1;
+		r->last_block_copied = true;
+	}
 	k->published[seq] = first_pub;
 	k->intact[seq] = kv->max_tokens;
 	return 0;
@@ -484,6 +522,9 @@ int tlm_kv_kvmm_create(const struct tlm_model *m, int max_seqs, int max_tokens,
 		goto err_disconnect;
 	}
 	k->poll_fd = kvmm_poll_fd(k->conn);
+	struct kvmm_daemon_info di = { .size = sizeof(di) };
+	k->unshare = !kvmm_get_daemon_info(k->conn, &di) &&
+		     di.abi_major == KVMM_ABI_MAJOR && di.abi_minor >= 20;
 	k->tpb = (int)kvmm_region_tokens_per_block(k->region);
 	k->kv.tokens_per_block = k->tpb;
 	if (k->tpb > 0) {

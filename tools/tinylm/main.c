@@ -73,6 +73,8 @@ static const char usage[] =
 	"  --system-tokens N     system prompt length (default 192)\n"
 	"  --user-tokens N       user message length per turn (default 24)\n"
 	"  --gen-tokens N        tokens generated per turn (default 16)\n"
+	"  --repeat-every N      every Nth turn is asked twice, the same prompt\n"
+	"                        (a regenerate or a retry; default 0: none)\n"
 	"  --client I --clients C  run conversations c with c mod C == I\n"
 	"  --print-workload      print the prompts' token ids and exit\n"
 	"\n"
@@ -120,6 +122,7 @@ enum {
 	OPT_SYSPROMPTS,
 	OPT_SYSTOKENS,
 	OPT_USERTOKENS,
+	OPT_REPEAT_EVERY,
 	OPT_GENTOKENS,
 	OPT_CLIENT,
 	OPT_CLIENTS,
@@ -158,6 +161,7 @@ static const struct option long_opts[] = {
 	{ "system-prompts", required_argument, NULL, OPT_SYSPROMPTS },
 	{ "system-tokens", required_argument, NULL, OPT_SYSTOKENS },
 	{ "user-tokens", required_argument, NULL, OPT_USERTOKENS },
+	{ "repeat-every", required_argument, NULL, OPT_REPEAT_EVERY },
 	{ "gen-tokens", required_argument, NULL, OPT_GENTOKENS },
 	{ "client", required_argument, NULL, OPT_CLIENT },
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
@@ -416,6 +420,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_USERTOKENS:
 			wl.user_tokens = parse_long(c, optarg, 1, 1 << 20);
+			break;
+		case OPT_REPEAT_EVERY:
+			wl.repeat_every = parse_long(c, optarg, 0, 1 << 20);
 			break;
 		case OPT_GENTOKENS:
 			wl.gen_tokens = parse_long(c, optarg, 1, 1 << 20);

@@ -64,6 +64,10 @@ int tlm_kvmm_print_tier_stats(const char *socket_path, FILE *f)
 			st.prefix_holes, st.prefix_blocks_after_hole,
 			st.held_copies, st.early_opens, st.early_reloads,
 			st.early_reload_failures);
+	/* ABI 1.20: shared blocks copied (copy-on-write) */
+	if (len >= offsetof(struct kvmm_tier_stats_reply, blocks_unshared) +
+			   sizeof(st.blocks_unshared))
+		fprintf(f, ",\"blocks_unshared\":%" PRIu64, st.blocks_unshared);
 	fputs("}\n", f);
 	return 0;
 }

@@ -110,6 +110,13 @@ struct tlm_restore {
 	 * their original positions (patching by recomputation).
 	 */
 	long evicted_blocks;
+	/*
+	 * Every block of the prompt was cached (a repeated prompt ending on
+	 * a block boundary): cached is ntokens - 1, the last token is
+	 * computed again for its logits, and the extend over it makes its
+	 * shared block the sequence's own copy first (kvmm ABI 1.20).
+	 */
+	bool last_block_copied;
 };
 
 struct tlm_kv_ops {
@@ -236,6 +243,9 @@ struct tlm_workload_params {
 	int user_tokens;
 	int gen_tokens;
 	int vocab;
+	/* every repeat_every-th turn (0: none) is asked twice, the same
+	 * prompt again: a user's regenerate, a client's retry */
+	int repeat_every;
 };
 
 void tlm_workload_default(struct tlm_workload_params *p);
@@ -245,5 +255,7 @@ void tlm_workload_system(const struct tlm_workload_params *p, int c, int *out);
 /* User message of turn k of conversation c (out: user_tokens). */
 void tlm_workload_user(const struct tlm_workload_params *p, int c, int k,
 		       int *out);
+/* Is turn k of conversation c asked twice (repeat_every)? */
+bool tlm_workload_repeated(const struct tlm_workload_params *p, int c, int k);
 
 #endif

@@ -21,6 +21,7 @@ void tlm_workload_default(struct tlm_workload_params *p)
 	p->user_tokens = 24;
 	p->gen_tokens = 16;
 	p->vocab = 2048;
+	p->repeat_every = 0;
 }
 
 int tlm_workload_max_tokens(const struct tlm_workload_params *p)
@@ -41,6 +42,17 @@ void tlm_workload_system(const struct tlm_workload_params *p, int c, int *out)
 	fill_tokens(p->seed * 0x100000001b3ull ^ (0x5157ull << 32) ^
 			    (uint64_t)which,
 		    out, p->system_tokens, p->vocab);
+}
+
+/*
+ * Turns are numbered across conversations (c * turns + k), so the repeats
+ * fall on every turn index and every client alike.
+ */
+bool tlm_workload_repeated(const struct tlm_workload_params *p, int c, int k)
+{
+	return p->repeat_every > 0 &&
+	       ((long)c * p->turns + k) % p->repeat_every ==
+		       p->repeat_every - 1;
 }
 
 void tlm_workload_user(const struct tlm_workload_params *p, int c, int k,
