@@ -478,6 +478,13 @@ static inline bool kc_short_of_blocks(int err)
  */
 uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need);
 /*
+ * lend.c (sock_lock held): an unshare short of blocks (unshare.c) needs
+ * one block: the blocks mapped ahead of any sequence, the unshared one's
+ * too (its copy is within its length), until one is covered; how many
+ * were given.
+ */
+uint32_t kc_lend_block(struct kvmm_region *r);
+/*
  * lend.c (sock_lock held, lock not): kvmmd asked for the blocks mapped
  * ahead (a KVMM_RQE_F_GIVE_AHEAD entry, ABI 1.19: an extend of another
  * process of our uid is short): the same truncates, of any sequence,

@@ -211,6 +211,22 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
 	return lent;
 }
 
+uint32_t kc_lend_block(struct kvmm_region *r)
+{
+	struct kvmm_conn *c = r->conn;
+	uint32_t lent;
+
+	pthread_mutex_lock(&c->lock);
+	/* one block, no sequence left out (UINT32_MAX names none) */
+	lent = lend(c, r, UINT32_MAX, 1, 0);
+	c->st.blocks_lent += lent;
+	/* the map-ahead thread must not take them back at once */
+	if (lent)
+		kc_mapahead_hold(c);
+	pthread_mutex_unlock(&c->lock);
+	return lent;
+}
+
 uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages, uint64_t cookie)
 {
 	uint32_t given;

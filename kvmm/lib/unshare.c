@@ -26,7 +26,9 @@
  * block's copy in kvmmd and one round trip, where an engine used to
  * truncate to the block's start and recompute the block.  A daemon before
  * 1.20 has no SEQ_UNSHARE: -EOPNOTSUPP without asking, and the extend
- * stays -EROFS.
+ * stays -EROFS.  Short of blocks (the uid's quota, the pool), the blocks
+ * mapped ahead go back and it asks once more (kc_unshare()), as an
+ * extend does (lend.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -106,7 +108,7 @@ static int map_back(struct kvmm_region *r, uint32_t seq, uint32_t b,
 	return 0;
 }
 
-int kc_unshare(struct kvmm_region *r, uint32_t seq, uint32_t b)
+static int unshare_once(struct kvmm_region *r, uint32_t seq, uint32_t b)
 {
 	struct kvmm_conn *c = r->conn;
 	struct vmm_backend *be = c->backend;
@@ -194,6 +196,21 @@ out_unlock:
 	pthread_mutex_unlock(&c->lock);
 	free(rep);
 	free(old);
+	return err;
+}
+
+/*
+ * The copy is charged as an extend's blocks are: short of the uid's quota
+ * or the pool, the blocks mapped ahead go back first (lend.c) and it asks
+ * once more, as an extend does, since map-ahead must never make a call
+ * fail that would have succeeded without it.
+ */
+int kc_unshare(struct kvmm_region *r, uint32_t seq, uint32_t b)
+{
+	int err = unshare_once(r, seq, b);
+
+	if (kc_short_of_blocks(err) && kc_lend_block(r))
+		err = unshare_once(r, seq, b);
 	return err;
 }
 

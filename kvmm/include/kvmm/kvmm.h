@@ -197,7 +197,8 @@ int kvmm_seq_block_readonly(struct kvmm_region *region, uint32_t seq,
 /*
  * Make a read-only block of the sequence its own (SEQ_UNSHARE): kvmmd
  * takes fresh pages for it, charged as an extend's are (the uid's quota,
- * the pool: -EDQUOT, -ENOMEM, -ENOBUFS), copies the shared block's bytes
+ * the pool: -EDQUOT, -ENOMEM, -ENOBUFS, once the blocks mapped ahead
+ * were given back and it asked again, as an extend does), copies the shared block's bytes
  * into them, and libkvmm maps them read-write at the same addresses, so
  * the engine's pointers stay valid; the cache's copy, which other readers
  * and later prefix opens get, is unchanged.  Then write into it: the
