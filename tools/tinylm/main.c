@@ -91,7 +91,8 @@ static const char usage[] =
 	"  DEMO_SYSTEM_TOKENS (256), DEMO_USER_TOKENS (32), DEMO_GEN_TOKENS (16),\n"
 	"  DEMO_MODEL (tinylm model options), pressure: DEMO_GPU_MEM (4M),\n"
 	"  DEMO_CACHE_GPU_BLOCKS (48), DEMO_HOST_MEM (1M), DEMO_NVME_SIZE (64M),\n"
-	"  DEMO_PAGE_SIZE (4096), DEMO_POLICY (kvmmd --cache-policy, asym).\n"
+	"  DEMO_PAGE_SIZE (4096), DEMO_POLICY (kvmmd --cache-policy, asym),\n"
+	"  DEMO_REPEAT_EVERY (7: every 7th turn asked twice).\n"
 	"See Documentation/tinylm.md.\n";
 
 enum {
