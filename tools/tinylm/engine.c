@@ -424,10 +424,10 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	e->st.prefix_ready_ns += now_ns() - t_open;
 	e->st.prefill_tokens += len - cached;
 	/* a copy only of a block still shared (a failed reload is ours) */
-	bool copy = r.last_block_copied &&
-		    (!kv->ops->readonly ||
-		     kv->ops->readonly(kv, slot, cached / r.tokens_per_block) ==
-			     1);
+	bool copy =
+		r.last_block_copied &&
+		(!kv->ops->readonly ||
+		 kv->ops->readonly(kv, slot, cached / r.tokens_per_block) == 1);
 	ret = step(e, &t, cached, len - cached);
 	if (ret)
 		goto out_close;
