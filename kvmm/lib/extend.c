@@ -418,11 +418,21 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	 * The map-ahead thread may have kept fresh pages for revoked blocks
 	 * of seq since apply_kept() looked: applied first, as there, or the
 	 * fetch grew the length over the old pages.  The thread fetches
-	 * under sock_lock, so none are kept while we hold it.
+	 * under sock_lock, so none are kept while we hold it, but for an
+	 * extend of its that kvmmd parked: that one waits for its reply
+	 * without sock_lock (extend_collect()), and kc_fetch() would wait
+	 * for it after we looked, letting go of sock_lock, while its reply
+	 * kept pages (tests/daemon-revoke-map-ahead-race.c; daemon-fuzz
+	 * phase 4: a block shared from host cached with other bytes).  So
+	 * the collect is waited for first; kc_fetch()'s wait then finds
+	 * none, since only a thread holding sock_lock starts one.
 	 */
-	while (has_kept(r, seq)) {
+	for (;;) {
 		uint32_t now;
 
+		kc_seq_wait_collect(r, seq);
+		if (!has_kept(r, seq))
+			break;
 		pthread_mutex_unlock(&c->sock_lock);
 		now = apply_kept(r, seq);
 		if (now < intact)
