@@ -288,17 +288,6 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
  * the kept pages are mapped and the length cut.  Returns the length the
  * revocation left when it cut the sequence's, UINT32_MAX otherwise.
  */
-static bool has_kept(struct kvmm_region *r, uint32_t seq)
-{
-	struct kc_seq *q;
-	bool kept;
-
-	pthread_mutex_lock(&r->conn->lock);
-	kept = !kc_seq_get(r, seq, &q) && q->nr_deferred;
-	pthread_mutex_unlock(&r->conn->lock);
-	return kept;
-}
-
 static uint32_t apply_kept(struct kvmm_region *r, uint32_t seq)
 {
 	struct kvmm_conn *c = r->conn;
@@ -319,6 +308,18 @@ static uint32_t apply_kept(struct kvmm_region *r, uint32_t seq)
 		intact = q->len;
 	pthread_mutex_unlock(&c->lock);
 	return intact;
+}
+
+/* Has the map-ahead thread kept fresh pages for revoked blocks of seq? */
+static bool has_kept(struct kvmm_region *r, uint32_t seq)
+{
+	struct kc_seq *q;
+	bool kept;
+
+	pthread_mutex_lock(&r->conn->lock);
+	kept = !kc_seq_get(r, seq, &q) && q->nr_deferred;
+	pthread_mutex_unlock(&r->conn->lock);
+	return kept;
 }
 
 /* intact: the length a revocation applied before left (apply_kept()) */
