@@ -10,27 +10,23 @@
 #include "kvmm/kvmmd/metrics_text.h"
 #include "tools/kvmmctl/kvmmctl.h"
 
-/* The cache's object: ts (every size summed) and, with several block
- * sizes cached, each size's (sz[0..nr), status_sizes.c). */
+/*
+ * The cache's object of ts (every size summed): the counts each size's
+ * object starts with too (status_cache.c), the sums' own figures, the
+ * tiers as each size's, and with several block sizes cached each size's
+ * object (sz[0..nr), status_sizes.c).
+ */
 static void tiers_json(const struct kvmm_tier_stats_reply *ts,
 		       const struct kd_metrics_size *sz, uint32_t nr)
 {
-	printf(",\"cache\":{\"publishes\":%llu,\"duplicates\":%llu,"
-	       "\"not_cached\":%llu,\"prefix_opens\":%llu,"
-	       "\"prefix_blocks_asked\":%llu,\"prefix_blocks_hit\":%llu,"
-	       "\"misses\":%llu,\"busy_misses\":%llu,"
+	printf(",\"cache\":{");
+	kvmmctl_cache_counts_json(ts);
+	printf("\"busy_misses\":%llu,"
 	       "\"checksum_failures\":%llu,\"recovered_blocks\":%llu,"
 	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
 	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
-	       "\"pressure_reclaims\":%llu,\"restores_waited\":%llu,"
+	       "\"restores_waited\":%llu,"
 	       "\"prefix_opens_pending\":%llu,\"restores_cancelled\":%llu,",
-	       (unsigned long long)ts->publishes,
-	       (unsigned long long)ts->duplicates,
-	       (unsigned long long)ts->not_cached,
-	       (unsigned long long)ts->prefix_opens,
-	       (unsigned long long)ts->prefix_blocks_asked,
-	       (unsigned long long)ts->prefix_blocks_hit,
-	       (unsigned long long)ts->misses,
 	       (unsigned long long)ts->busy_misses,
 	       (unsigned long long)ts->checksum_failures,
 	       (unsigned long long)ts->recovered_blocks,
@@ -38,7 +34,6 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts,
 	       (unsigned long long)ts->migrations_in_flight,
 	       (unsigned long long)ts->slot_waits,
 	       (unsigned long long)ts->nvme_admission_rejects,
-	       (unsigned long long)ts->pressure_reclaims,
 	       (unsigned long long)ts->restores_waited,
 	       (unsigned long long)ts->prefix_opens_pending,
 	       (unsigned long long)ts->restores_cancelled);
@@ -66,9 +61,6 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts,
 		printf("\"cache_open_error\":%llu,\"nvme_open_error\":%llu,",
 		       (unsigned long long)ts->cache_open_error,
 		       (unsigned long long)ts->nvme_open_error);
-	if (KVMMCTL_TS_HAS(ts, quota_reclaims)) /* ABI 1.13 */
-		printf("\"quota_reclaims\":%llu,",
-		       (unsigned long long)ts->quota_reclaims);
 	if (KVMMCTL_TS_HAS(ts, cache_open_retry_ms)) { /* ABI 1.14 */
 		printf("\"cache_open_attempts\":%llu,\"cache_open_last_error\":%llu,\"cache_open_retry_ms\":",
 		       (unsigned long long)ts->cache_open_attempts,
@@ -106,9 +98,6 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts,
 		       (unsigned long long)ts->nvme_write_outs,
 		       (unsigned long long)ts->nvme_write_error,
 		       (unsigned long long)ts->nvme_write_retry_ms);
-	if (KVMMCTL_TS_HAS(ts, blocks_unshared)) /* ABI 1.20 */
-		printf("\"blocks_unshared\":%llu,",
-		       (unsigned long long)ts->blocks_unshared);
 	kvmmctl_tiers_json(ts);
 	kvmmctl_sizes_json(sz, nr);
 	printf("}");
@@ -597,10 +586,9 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)st.tel_events_dropped);
 	if (ts_err)
 		return 0;
-	printf("cache        %llu published, %llu prefix blocks hit of %llu asked, %llu checksum failures, %llu recovered\n",
-	       (unsigned long long)ts.publishes,
-	       (unsigned long long)ts.prefix_blocks_hit,
-	       (unsigned long long)ts.prefix_blocks_asked,
+	printf("cache        ");
+	kvmmctl_cache_counts_text(&ts);
+	printf(", %llu checksum failures, %llu recovered\n",
 	       (unsigned long long)ts.checksum_failures,
 	       (unsigned long long)ts.recovered_blocks);
 	if (KVMMCTL_TS_HAS(&ts, nvme_read_error_drops) &&

@@ -49,14 +49,22 @@ struct kd_metrics_size;
 int kvmmctl_fetch_sizes(struct kvmm_conn *c,
 			const struct kvmm_tier_stats_reply *ts,
 			struct kd_metrics_size *out, uint32_t *nr);
-/* `"tiers":{...}` of ts, and `,"sizes":[...]` of each size (nothing for
- * nr 0), for status --json. */
+/*
+ * status_cache.c: the figures status prints for the sums and for each
+ * size alike.  For --json, the cache object's counts (`"publishes":N,`
+ * to `"blocks_unshared":N,`, each key with its comma, those an older
+ * daemon lacks left out) and `"tiers":{...}` of ts; for the text, "N
+ * published, N prefix blocks hit of N asked" (no newline) and the `tier
+ * gpu ...` lines of ts, each after indent.
+ */
+void kvmmctl_cache_counts_json(const struct kvmm_tier_stats_reply *ts);
 void kvmmctl_tiers_json(const struct kvmm_tier_stats_reply *ts);
-void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr);
-/* The `tier gpu ...` lines of ts, each after indent; and each size's
- * block (nothing for nr 0), for status. */
+void kvmmctl_cache_counts_text(const struct kvmm_tier_stats_reply *ts);
 void kvmmctl_tier_text(const char *indent,
 		       const struct kvmm_tier_stats_reply *ts);
+/* `,"sizes":[...]` and the text's block of each size (nothing for nr
+ * 0), for status. */
+void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr);
 void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr);
 /* ADMIN_TENANTS over c into *out (malloc'ed); -ENOTTY from a daemon
  * older than ABI 1.10. */

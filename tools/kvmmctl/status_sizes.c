@@ -38,35 +38,6 @@ int kvmmctl_fetch_sizes(struct kvmm_conn *c,
 	return 0;
 }
 
-void kvmmctl_tiers_json(const struct kvmm_tier_stats_reply *ts)
-{
-	printf("\"tiers\":{");
-	for (int t = 0; t < KVMMCTL_TIERS; t++) {
-		const struct kvmm_tier_info *i = &ts->tiers[t];
-
-		printf("%s\"%s\":{\"capacity_blocks\":%llu,\"used_blocks\":%llu,"
-		       "\"block_bytes\":%llu,\"hits\":%llu,"
-		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
-		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu,"
-		       "\"promotions_by_publish\":%llu}",
-		       t ? "," : "", kvmmctl_tier_names[t],
-		       (unsigned long long)i->capacity_blocks,
-		       (unsigned long long)i->used_blocks,
-		       (unsigned long long)i->block_bytes,
-		       (unsigned long long)i->hits,
-		       (unsigned long long)i->demotions_in,
-		       (unsigned long long)i->promotions_out,
-		       (unsigned long long)i->drops,
-		       (unsigned long long)i->bytes_in,
-		       (unsigned long long)i->bytes_out,
-		       (unsigned long long)i->restore_ns,
-		       (unsigned long long)i->restore_max_ns,
-		       (unsigned long long)i->promotions_by_publish);
-	}
-	printf("}");
-}
-
 void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr)
 {
 	if (!nr)
@@ -75,48 +46,12 @@ void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr)
 	for (uint32_t k = 0; k < nr; k++) {
 		const struct kvmm_tier_stats_reply *ts = &sz[k].ts;
 
-		printf("%s{\"block_pages\":%u,\"publishes\":%llu,"
-		       "\"duplicates\":%llu,\"not_cached\":%llu,"
-		       "\"prefix_opens\":%llu,\"prefix_blocks_asked\":%llu,"
-		       "\"prefix_blocks_hit\":%llu,\"misses\":%llu,"
-		       "\"pressure_reclaims\":%llu,\"quota_reclaims\":%llu,"
-		       "\"blocks_unshared\":%llu,",
-		       k ? "," : "", sz[k].pages,
-		       (unsigned long long)ts->publishes,
-		       (unsigned long long)ts->duplicates,
-		       (unsigned long long)ts->not_cached,
-		       (unsigned long long)ts->prefix_opens,
-		       (unsigned long long)ts->prefix_blocks_asked,
-		       (unsigned long long)ts->prefix_blocks_hit,
-		       (unsigned long long)ts->misses,
-		       (unsigned long long)ts->pressure_reclaims,
-		       (unsigned long long)ts->quota_reclaims,
-		       (unsigned long long)ts->blocks_unshared);
+		printf("%s{\"block_pages\":%u,", k ? "," : "", sz[k].pages);
+		kvmmctl_cache_counts_json(ts);
 		kvmmctl_tiers_json(ts);
 		printf("}");
 	}
 	printf("]");
-}
-
-void kvmmctl_tier_text(const char *indent,
-		       const struct kvmm_tier_stats_reply *ts)
-{
-	for (int t = 0; t < KVMMCTL_TIERS; t++) {
-		printf("%stier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped",
-		       indent, kvmmctl_tier_names[t],
-		       (unsigned long long)ts->tiers[t].used_blocks,
-		       (unsigned long long)ts->tiers[t].capacity_blocks,
-		       (unsigned long long)ts->tiers[t].hits,
-		       (unsigned long long)ts->tiers[t].demotions_in,
-		       (unsigned long long)ts->tiers[t].promotions_out,
-		       (unsigned long long)ts->tiers[t].drops);
-		/* blocks a publish moved up from here (ABI 1.4) */
-		if (t)
-			printf(", %llu up by publish",
-			       (unsigned long long)ts->tiers[t]
-				       .promotions_by_publish);
-		printf("\n");
-	}
 }
 
 void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr)
@@ -128,13 +63,10 @@ void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr)
 	for (uint32_t k = 0; k < nr; k++) {
 		const struct kvmm_tier_stats_reply *ts = &sz[k].ts;
 
-		printf("size %-7u %llu bytes a block; %llu published, %llu prefix blocks hit of %llu asked, %llu misses\n",
-		       sz[k].pages,
-		       (unsigned long long)ts->tiers[0].block_bytes,
-		       (unsigned long long)ts->publishes,
-		       (unsigned long long)ts->prefix_blocks_hit,
-		       (unsigned long long)ts->prefix_blocks_asked,
-		       (unsigned long long)ts->misses);
+		printf("size %-7u %llu bytes a block; ", sz[k].pages,
+		       (unsigned long long)ts->tiers[0].block_bytes);
+		kvmmctl_cache_counts_text(ts);
+		printf(", %llu misses\n", (unsigned long long)ts->misses);
 		kvmmctl_tier_text("  ", ts);
 	}
 }

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The block cache's figures that `kvmmctl status` prints alike for the
+ * sums of every cached block size (cmd_status.c) and for each size alone
+ * (status_sizes.c): the counts of publishes and prefix opens, the GPU
+ * blocks moved down or copied, and the tiers.  One printer each, so the
+ * sums and the sizes cannot name or order a figure two ways; what only
+ * the sums show (the tiers' failures, restores, early opens) stays in
+ * cmd_status.c.
+ */
+#include <stdio.h>
+
+#include "tools/kvmmctl/kvmmctl.h"
+
+void kvmmctl_cache_counts_json(const struct kvmm_tier_stats_reply *ts)
+{
+	printf("\"publishes\":%llu,\"duplicates\":%llu,"
+	       "\"not_cached\":%llu,\"prefix_opens\":%llu,"
+	       "\"prefix_blocks_asked\":%llu,\"prefix_blocks_hit\":%llu,"
+	       "\"misses\":%llu,\"pressure_reclaims\":%llu,",
+	       (unsigned long long)ts->publishes,
+	       (unsigned long long)ts->duplicates,
+	       (unsigned long long)ts->not_cached,
+	       (unsigned long long)ts->prefix_opens,
+	       (unsigned long long)ts->prefix_blocks_asked,
+	       (unsigned long long)ts->prefix_blocks_hit,
+	       (unsigned long long)ts->misses,
+	       (unsigned long long)ts->pressure_reclaims);
+	/* absent from an older daemon; a size's reply (ABI 1.21) has both */
+	if (KVMMCTL_TS_HAS(ts, quota_reclaims)) /* ABI 1.13 */
+		printf("\"quota_reclaims\":%llu,",
+		       (unsigned long long)ts->quota_reclaims);
+	if (KVMMCTL_TS_HAS(ts, blocks_unshared)) /* ABI 1.20 */
+		printf("\"blocks_unshared\":%llu,",
+		       (unsigned long long)ts->blocks_unshared);
+}
+
+void kvmmctl_tiers_json(const struct kvmm_tier_stats_reply *ts)
+{
+	printf("\"tiers\":{");
+	for (int t = 0; t < KVMMCTL_TIERS; t++) {
+		const struct kvmm_tier_info *i = &ts->tiers[t];
+
+		printf("%s\"%s\":{\"capacity_blocks\":%llu,\"used_blocks\":%llu,"
+		       "\"block_bytes\":%llu,\"hits\":%llu,"
+		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
+		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
+		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu,"
+		       "\"promotions_by_publish\":%llu}",
+		       t ? "," : "", kvmmctl_tier_names[t],
+		       (unsigned long long)i->capacity_blocks,
+		       (unsigned long long)i->used_blocks,
+		       (unsigned long long)i->block_bytes,
+		       (unsigned long long)i->hits,
+		       (unsigned long long)i->demotions_in,
+		       (unsigned long long)i->promotions_out,
+		       (unsigned long long)i->drops,
+		       (unsigned long long)i->bytes_in,
+		       (unsigned long long)i->bytes_out,
+		       (unsigned long long)i->restore_ns,
+		       (unsigned long long)i->restore_max_ns,
+		       (unsigned long long)i->promotions_by_publish);
+	}
+	printf("}");
+}
+
+void kvmmctl_cache_counts_text(const struct kvmm_tier_stats_reply *ts)
+{
+	printf("%llu published, %llu prefix blocks hit of %llu asked",
+	       (unsigned long long)ts->publishes,
+	       (unsigned long long)ts->prefix_blocks_hit,
+	       (unsigned long long)ts->prefix_blocks_asked);
+}
+
+void kvmmctl_tier_text(const char *indent,
+		       const struct kvmm_tier_stats_reply *ts)
+{
+	for (int t = 0; t < KVMMCTL_TIERS; t++) {
+		printf("%stier %-7s %llu/%llu blocks, %llu hits, %llu in, %llu out, %llu dropped",
+		       indent, kvmmctl_tier_names[t],
+		       (unsigned long long)ts->tiers[t].used_blocks,
+		       (unsigned long long)ts->tiers[t].capacity_blocks,
+		       (unsigned long long)ts->tiers[t].hits,
+		       (unsigned long long)ts->tiers[t].demotions_in,
+		       (unsigned long long)ts->tiers[t].promotions_out,
+		       (unsigned long long)ts->tiers[t].drops);
+		/* blocks a publish moved up from here (ABI 1.4) */
+		if (t)
+			printf(", %llu up by publish",
+			       (unsigned long long)ts->tiers[t]
+				       .promotions_by_publish);
+		printf("\n");
+	}
+}
