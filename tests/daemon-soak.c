@@ -5,7 +5,7 @@
  * GPU pool, host tier and NVMe file all small, so blocks are evicted,
  * demoted and restored all the time) under everything at once, with its
  * invariants checked the whole time:
- *   - client processes of SOAK_UIDS uids (tests/daemon-soak/client.c)
+ *   - client processes of SOAK_UIDS uids (tests/daemon-soak/client*.c)
  *     open, extend, truncate and close sequences, write KV named by its
  *     hash, publish it, open each other's prefixes (plain, with actions,
  *     early + SEQ_WAIT_READY), pin with TTLs, fork children that use the

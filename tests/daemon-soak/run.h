@@ -4,7 +4,8 @@
  * parts share.  daemon-soak.c runs the epochs and the clients;
  * kvmmd.c starts, stops and restarts kvmmd and checks it idle; admin.c
  * is the admin loop (kvmmctl); proc.c reads /proc.  The clients
- * (client.c) see none of this: they share soak.h.
+ * (client.c, client-ops.c, client-check.c, sharing client.h) see none
+ * of this: they share soak.h.
  */
 #ifndef KVMM_TESTS_DAEMON_SOAK_RUN_H
 #define KVMM_TESTS_DAEMON_SOAK_RUN_H

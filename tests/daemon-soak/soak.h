@@ -3,7 +3,8 @@
  * The mixed-workload soak (tests/daemon-soak.c): what its parts share.
  * The orchestrator (daemon-soak.c, with kvmmd.c, admin.c and proc.c,
  * which share run.h) runs kvmmd, the admin loop and the chaos; each
- * client process (client.c) runs one engine-like workload
+ * client process (client.c, with its ops in client-ops.c and its
+ * checks in client-check.c) runs one engine-like workload
  * as one of SOAK_UIDS uids and checks every byte it reads.  They talk
  * through one MAP_SHARED page (struct soak_shared): the stop flag, the
  * socket path, counters, and the first broken invariant in words.
