@@ -121,6 +121,17 @@ static void rewrite_publish(struct kvmm_region *r, uint32_t seq,
 	t_ok(kvmm_seq_close(r, pseq));
 }
 
+/* A round's end: the revocation applied (blocks backed), the sequence
+ * grown again and written publishes its new bytes, and closes. */
+static void check_republish_close(struct kvmm_conn *c, struct kvmm_region *r,
+				  uint32_t seq, const uint32_t *old,
+				  uint32_t blocks, const uint64_t *h)
+{
+	check_applied(c, r, seq, old, blocks);
+	rewrite_publish(r, seq, h);
+	t_ok(kvmm_seq_close(r, seq));
+}
+
 /* The ring's extend reaches kvmmd after the thread's fetch. */
 static void ring_round(struct kvmm_conn *c, struct kvmm_region *r)
 {
@@ -147,14 +158,18 @@ static void ring_round(struct kvmm_conn *c, struct kvmm_region *r)
 	t_ok(kvmm_seq_close(r, pseq));
 	/* libkvmm's extend: the revocation applied, the kept pages mapped */
 	t_ok(kvmm_seq_extend(r, seq, 2 * TPB + 1));
-	check_applied(c, r, seq, old, 3);
-	rewrite_publish(r, seq, h);
-	t_ok(kvmm_seq_close(r, seq));
+	check_republish_close(c, r, seq, old, 3, h);
 }
 
+/* The engine of the socket and collect rounds: its kvmm_seq_extend() of
+ * a written_revoked() sequence, in a thread of its own, races the
+ * map-ahead thread's fetch (the test). */
 struct engine {
+	struct kvmm_conn *c;
 	struct kvmm_region *r;
 	uint32_t seq, new_len;
+	uint32_t old[PPB]; /* block 0's pages before the revocation */
+	pthread_t thread;
 	int err;
 };
 
@@ -185,6 +200,40 @@ static void wait_extend_waits(struct kvmm_conn *c, uint64_t waits)
 }
 
 /*
+ * Start e's extend past the blocks mapped (to 4 blocks and a token) of a
+ * written_revoked() sequence while holding the socket lock, and return
+ * once it waits for the socket, past apply_kept(); the socket lock is
+ * still held.  collecting marks the sequence as the map-ahead thread's
+ * parked extend does before the engine starts.
+ */
+static void engine_start(struct engine *e, struct kvmm_conn *c,
+			 struct kvmm_region *r, bool collecting)
+{
+	uint64_t waits;
+
+	*e = (struct engine){ .c = c, .r = r, .new_len = 4 * TPB + 1 };
+	e->seq = written_revoked(c, r, e->old);
+	pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	waits = c->st.extend_waits;
+	if (collecting)
+		r->seqs[e->seq].collecting = true;
+	pthread_mutex_unlock(&c->lock);
+	t_ok(pthread_create(&e->thread, NULL, engine_extend, e));
+	wait_extend_waits(c, waits);
+}
+
+/* Let go of the socket; the engine's extend succeeds with the revocation
+ * applied (its 5 blocks backed), and the round ends as every round. */
+static void engine_finish(struct engine *e, const uint64_t *h)
+{
+	pthread_mutex_unlock(&e->c->sock_lock);
+	t_ok(pthread_join(e->thread, NULL));
+	t_ok(e->err);
+	check_republish_close(e->c, e->r, e->seq, e->old, 5, h);
+}
+
+/*
  * The socket's extend takes the socket while the thread's parked extend
  * waits for its reply without it (extend_collect(), q->collecting), then
  * waits for the collect in kc_fetch(); the thread's reply keeps fresh
@@ -193,21 +242,11 @@ static void wait_extend_waits(struct kvmm_conn *c, uint64_t waits)
 static void collect_round(struct kvmm_conn *c, struct kvmm_region *r)
 {
 	const uint64_t h[1] = { 0x5eed0c01 };
-	struct engine e = { .r = r, .new_len = 4 * TPB + 1 };
-	uint32_t old[PPB];
-	uint64_t waits;
-	pthread_t t;
+	struct engine e;
 
-	e.seq = written_revoked(c, r, old);
 	/* the thread's extend answered KVMM_EXTEND_REPLY_PENDING: it marks
 	 * the sequence collecting and lets go of the socket to wait */
-	pthread_mutex_lock(&c->sock_lock);
-	pthread_mutex_lock(&c->lock);
-	waits = c->st.extend_waits;
-	r->seqs[e.seq].collecting = true;
-	pthread_mutex_unlock(&c->lock);
-	t_ok(pthread_create(&t, NULL, engine_extend, &e));
-	wait_extend_waits(c, waits);
+	engine_start(&e, c, r, true);
 	pthread_mutex_unlock(&c->sock_lock);
 	/* the engine takes the socket, finds nothing kept and waits for the
 	 * collect, letting go of the socket again */
@@ -223,12 +262,7 @@ static void collect_round(struct kvmm_conn *c, struct kvmm_region *r)
 	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->collect_cond);
 	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&c->sock_lock);
-	t_ok(pthread_join(t, NULL));
-	t_ok(e.err);
-	check_applied(c, r, e.seq, old, 5);
-	rewrite_publish(r, e.seq, h);
-	t_ok(kvmm_seq_close(r, e.seq));
+	engine_finish(&e, h);
 }
 
 /* An unshare of a read-only block (a prefix open's) after the thread's
@@ -271,26 +305,12 @@ static void unshare_round(struct kvmm_conn *c, struct kvmm_region *r)
 static void socket_round(struct kvmm_conn *c, struct kvmm_region *r)
 {
 	const uint64_t h[1] = { 0x5eed0b01 };
-	struct engine e = { .r = r, .new_len = 4 * TPB + 1 };
-	uint32_t old[PPB];
-	uint64_t waits;
-	pthread_t t;
+	struct engine e;
 
-	e.seq = written_revoked(c, r, old);
-	pthread_mutex_lock(&c->sock_lock);
-	pthread_mutex_lock(&c->lock);
-	waits = c->st.extend_waits;
-	pthread_mutex_unlock(&c->lock);
-	t_ok(pthread_create(&t, NULL, engine_extend, &e));
-	wait_extend_waits(c, waits);
+	engine_start(&e, c, r, false);
 	thread_fetch(r, e.seq, 3, true);
 	t_assert_eq(c->nr_deferred, 2);
-	pthread_mutex_unlock(&c->sock_lock);
-	t_ok(pthread_join(t, NULL));
-	t_ok(e.err);
-	check_applied(c, r, e.seq, old, 5);
-	rewrite_publish(r, e.seq, h);
-	t_ok(kvmm_seq_close(r, e.seq));
+	engine_finish(&e, h);
 }
 
 int main(void)
