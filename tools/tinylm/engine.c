@@ -8,8 +8,8 @@
  * pass bracketed by step_begin/step_end so the cache can apply revocations
  * only between passes.  Every generated token is printed with the FNV
  * checksum of the logits it was sampled from.  Sampling randomness is a
- * function of (sample seed, conversation, turn, index) only, so a run's
- * output does not depend on what was cached.
+ * function of (sample seed, conversation, turn, repeat, index) only, so a
+ * run's output does not depend on what was cached.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -339,7 +339,7 @@ static int ready_upto(struct tlm_engine *e, struct turn *t,
 }
 
 int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
-			int conv, int turn)
+			int conv, int turn, int repeat)
 {
 	struct tlm_kv *kv = e->kv;
 	struct tlm_restore r;
@@ -448,8 +448,11 @@ int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
 	for (int g = 0; g < gen; g++) {
 		int vocab = e->m->cfg.vocab_size;
 		uint64_t sum = tlm_checksum(e->logits, vocab);
-		uint64_t rs = e->o.sample_seed ^ ((uint64_t)conv << 40) ^
-			      ((uint64_t)turn << 24) ^ (uint64_t)g;
+		/* a repeat (a regenerate) draws anew: repeat 0, the
+		 * first ask, keeps the seeds of a run without repeats */
+		uint64_t rs = e->o.sample_seed ^ ((uint64_t)repeat << 56) ^
+			      ((uint64_t)conv << 40) ^ ((uint64_t)turn << 24) ^
+			      (uint64_t)g;
 		int tok = tlm_sample(e->logits, vocab, e->o.temperature,
 				     tlm_mix64(&rs));
 		tokens[len + g] = tok;
@@ -480,7 +483,7 @@ int tlm_engine_run_prompt(struct tlm_engine *e, const int *prompt, int len,
 	if (!buf)
 		return fail(e, -ENOMEM, "prompt buffer");
 	memcpy(buf, prompt, len * sizeof(int));
-	ret = tlm_engine_run_turn(e, buf, len, gen, 0, 0);
+	ret = tlm_engine_run_turn(e, buf, len, gen, 0, 0, 0);
 	free(buf);
 	return ret;
 }
@@ -520,15 +523,19 @@ int tlm_engine_run_workload(struct tlm_engine *e,
 			tlm_workload_user(wl, c, k, b + len[i]);
 			len[i] += wl->user_tokens;
 			ret = tlm_engine_run_turn(e, b, len[i], wl->gen_tokens,
-						  c, k);
+						  c, k, 0);
 			/*
-			 * Asked again: the same prompt, the same answer (the
-			 * sampling is a function of conversation, turn and
-			 * index), its blocks all published by the first.
+			 * Asked again (a regenerate): the same prompt, its
+			 * blocks all published by the first ask, sampled
+			 * anew (repeat 1: greedy decoding gives the same
+			 * answer, --temperature > 0 another).  Its answer
+			 * overwrites the first's, and the conversation goes
+			 * on from it, as a chat goes on from the reply
+			 * regenerated.
 			 */
 			if (!ret && tlm_workload_repeated(wl, c, k))
-				ret = tlm_engine_run_turn(e, b, len[i],
-							  wl->gen_tokens, c, k);
+				ret = tlm_engine_run_turn(
+					e, b, len[i], wl->gen_tokens, c, k, 1);
 			len[i] += wl->gen_tokens;
 		}
 	}

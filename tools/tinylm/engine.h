@@ -75,10 +75,13 @@ const struct tlm_engine_stats *tlm_engine_stats(const struct tlm_engine *e);
 
 /*
  * One turn: tokens[0, len) is the prompt; gen tokens are generated and
- * appended at tokens[len, len + gen) (the buffer must hold them).
+ * appended at tokens[len, len + gen) (the buffer must hold them).  The
+ * sampling draws from (sample seed, conv, turn, repeat, index): repeat 0
+ * for a turn's first ask, 1 for the same prompt asked again (a
+ * regenerate), which samples anew.
  */
 int tlm_engine_run_turn(struct tlm_engine *e, int *tokens, int len, int gen,
-			int conv, int turn);
+			int conv, int turn, int repeat);
 int tlm_engine_run_prompt(struct tlm_engine *e, const int *prompt, int len,
 			  int gen);
 int tlm_engine_run_workload(struct tlm_engine *e,

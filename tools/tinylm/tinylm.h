@@ -244,7 +244,9 @@ struct tlm_workload_params {
 	int gen_tokens;
 	int vocab;
 	/* every repeat_every-th turn (0: none) is asked twice, the same
-	 * prompt again: a user's regenerate, a client's retry */
+	 * prompt again: a user's regenerate, a client's retry, sampled
+	 * anew (tlm_engine_run_turn()'s repeat); the conversation goes on
+	 * from the second answer */
 	int repeat_every;
 };
 
