@@ -231,6 +231,63 @@ static void log_shrink(struct tier_nvme *t, const char *path,
 		path, old_slots, t->nslots, lost);
 }
 
+/*
+ * The tier's partition of a file of bytes (tier_nvme_config.part_*):
+ * equal shares of whole 4 KiB pages, partition i at i shares; a tier
+ * with the whole file has one share, all of it.  The bytes a share
+ * leaves at the end stay unused.
+ */
+static void cut_partition(struct tier_nvme *t, uint64_t bytes)
+{
+	if (!t->part_count) {
+		t->part_base = 0;
+		t->part_bytes = bytes;
+		return;
+	}
+	t->part_bytes = bytes / t->part_count / NVME_ALIGN * NVME_ALIGN;
+	t->part_base = (uint64_t)t->part_index * t->part_bytes;
+}
+
+/*
+ * Whether the superblock at the partition's start names this partition
+ * of this layout.  A tier with the whole file takes a superblock of one
+ * (the partitions' fields zeros, as every file written before them); a
+ * partition takes one of the same index, count and bytes, and a layout
+ * id: partition 0 any (its superblock, at the file's start, never lies
+ * in another layout's slots; formatted, it draws a new one), the others
+ * partition 0's (layout_id): a superblock at their start from another
+ * layout, or from the bytes of a block another layout's slots held
+ * there, never names it.  *why says what differs.
+ */
+static bool same_partition(const struct tier_nvme *t,
+			   const struct nvme_superblock *sb, uint64_t layout_id,
+			   const char **why)
+{
+	if (!t->part_count) {
+		*why = "it was cut in partitions for several block sizes";
+		return sb->part_count <= 1;
+	}
+	*why = "it was not cut for this list of block sizes and --nvme-size";
+	if (sb->part_count != t->part_count ||
+	    sb->part_index != t->part_index ||
+	    sb->part_bytes != t->part_bytes || !sb->layout_id)
+		return false;
+	*why = "partition 0 was formatted anew since its blocks were written";
+	return !t->part_index || sb->layout_id == layout_id;
+}
+
+/* A new layout id, never 0 (0: none). */
+static uint64_t new_layout_id(void)
+{
+	uint64_t id = 0;
+
+	while (!id)
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = ((uint64_t)time(NULL) << 20) ^
+			     ((uint64_t)getpid() << 40) ^ (uint64_t)clock();
+	return id;
+}
+
 /* Tests only: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS holds every invalidation
  * batch back this long, so that a test can stop kvmmd (SIGKILL) while a
  * drop's header writes wait (tests/cache-drop-mark-crash.c). */
@@ -248,10 +305,14 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	struct nvme_marks *marks = NULL;
 	uint64_t bytes = 0, nslots;
 	bool keep, trim = false;
+	const char *why = "";
+	char part[64] = "";
 	int r;
 
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path ||
 	    !cfg->payload_bytes || cfg->payload_bytes % NVME_ALIGN)
+		return -EINVAL;
+	if (cfg->part_count > 1 && cfg->part_index >= cfg->part_count)
 		return -EINVAL;
 	if (cfg->reg_base && ((uintptr_t)cfg->reg_base % NVME_ALIGN))
 		return -EINVAL;
@@ -276,6 +337,13 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->stride = TIER_NVME_HEADER_BYTES + cfg->payload_bytes;
 	t->reg_base = cfg->reg_base;
 	t->reg_len = cfg->reg_len;
+	if (cfg->part_count > 1) {
+		t->part_count = cfg->part_count;
+		t->part_index = cfg->part_index;
+		/* in every line that names the file */
+		snprintf(part, sizeof(part), " (partition %u of %u)",
+			 t->part_index, t->part_count);
+	}
 	test_invalidate_delay(t);
 
 	if (cfg->fd_held) {
@@ -302,16 +370,17 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_close;
 	}
-	nslots = bytes > NVME_DATA_OFFSET ?
-			 (bytes - NVME_DATA_OFFSET) / t->stride :
+	cut_partition(t, bytes);
+	nslots = t->part_bytes > NVME_DATA_OFFSET ?
+			 (t->part_bytes - NVME_DATA_OFFSET) / t->stride :
 			 0;
 	if (nslots == 0 || nslots >= NVME_NONE) {
 		/* a setting, not a full disk: no wait mends it (-ENOSPC
 		 * until 1.15, which the cache now waits out) */
 		r = -EINVAL;
 		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: %s: %llu bytes hold no slot of %llu bytes",
-			cfg->path, (unsigned long long)bytes,
+			"tier_nvme: %s%s: %llu bytes hold no slot of %llu bytes",
+			cfg->path, part, (unsigned long long)t->part_bytes,
 			(unsigned long long)t->stride);
 		goto err_close;
 	}
@@ -354,21 +423,37 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		/* a drop's mark we cannot read: its blocks must not come
 		 * back, and which they are is lost with it */
 		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: %s: its drop marks are damaged: formatting it anew",
-			cfg->path);
+			"tier_nvme: %s%s: its drop marks are damaged: formatting it anew",
+			cfg->path, part);
 	/* the file's blocks are kept if they fit and are named as ours */
 	keep = r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
 	       sb.payload_bytes == t->payload_bytes;
+	if (r == 0 && nvme_sb_valid(&sb) && !keep)
+		/* a change of model, or of the list of block sizes */
+		vmm_log(VMM_LOG_INFO,
+			"tier_nvme: %s%s: its blocks have %llu bytes, the tier's %llu: formatting it anew",
+			cfg->path, part, (unsigned long long)sb.payload_bytes,
+			(unsigned long long)t->payload_bytes);
 	if (keep && !nvme_sb_same_scope(&sb, t->scope, t->scope_key)) {
 		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s: its blocks were cached under another cache scope or key: formatting it anew",
-			cfg->path);
+			"tier_nvme: %s%s: its blocks were cached under another cache scope or key: formatting it anew",
+			cfg->path, part);
+		keep = false;
+	}
+	if (r == 0 && nvme_sb_valid(&sb) &&
+	    !same_partition(t, &sb, cfg->layout_id, &why)) {
+		/* whatever its block size: a partition's superblock where
+		 * another layout's is expected (or the other way round)
+		 * never says what the slots there hold */
+		vmm_log(VMM_LOG_INFO, "tier_nvme: %s%s: %s: formatting it anew",
+			cfg->path, part, why);
 		keep = false;
 	}
 	if (keep) {
 		uint32_t cleared;
 
 		t->format_id = sb.format_id;
+		t->layout_id = sb.layout_id;
 		/* before the scan, which leaves out the slots they drop */
 		t->marks = *marks;
 		/* a grown tier: what lies past the old end is stale */
@@ -398,25 +483,33 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 					   (uint32_t)sb.slot_count);
 		}
 		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out)",
-			cfg->path, (unsigned long long)t->st.recovered_slots,
-			t->nslots, (unsigned long long)t->st.header_failures,
+			"tier_nvme: %s%s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out)",
+			cfg->path, part,
+			(unsigned long long)t->st.recovered_slots, t->nslots,
+			(unsigned long long)t->st.header_failures,
 			(unsigned long long)t->st.drop_marked_slots);
 	} else {
 		if (getrandom(&t->format_id, sizeof(t->format_id), 0) !=
 		    sizeof(t->format_id))
 			t->format_id = (uint64_t)time(NULL) ^
 				       ((uint64_t)getpid() << 32);
+		/* partition 0 names a new layout; the others keep the one
+		 * they were given (0 without partition 0: formatted again
+		 * at the next start) */
+		if (t->part_count)
+			t->layout_id = t->part_index ? cfg->layout_id :
+						       new_layout_id();
 		r = nvme_sb_write(t);
 		if (r) {
 			vmm_log(VMM_LOG_ERR,
-				"tier_nvme: writing the superblock of %s: %s",
-				cfg->path, strerror(-r));
+				"tier_nvme: writing the superblock of %s%s: %s",
+				cfg->path, part, strerror(-r));
 			goto err_ring;
 		}
 		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s: formatted %u slots of %llu bytes",
-			cfg->path, t->nslots, (unsigned long long)t->stride);
+			"tier_nvme: %s%s: formatted %u slots of %llu bytes",
+			cfg->path, part, t->nslots,
+			(unsigned long long)t->stride);
 	}
 	/* counted above: now the file may lose its tail */
 	if (trim && ftruncate(t->fd, (off_t)bytes)) {
@@ -524,6 +617,17 @@ int tier_nvme_claim(const char *path, bool format_any, int *fd)
 int tier_nvme_sync(struct tier_nvme *t)
 {
 	return fdatasync(t->fd) ? -errno : 0;
+}
+
+void tier_nvme_partition(struct tier_nvme *t, uint64_t *base, uint64_t *bytes)
+{
+	*base = t->part_base;
+	*bytes = t->part_bytes;
+}
+
+uint64_t tier_nvme_layout_id(struct tier_nvme *t)
+{
+	return t->layout_id;
 }
 
 void tier_nvme_close(struct tier_nvme *t)
@@ -683,6 +787,17 @@ int tier_nvme_foreach(struct tier_nvme *t,
 }
 
 uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot)
+{
+	return 0;
+}
+
+void tier_nvme_partition(struct tier_nvme *t, uint64_t *base, uint64_t *bytes)
+{
+	*base = 0;
+	*bytes = 0;
+}
+
+uint64_t tier_nvme_layout_id(struct tier_nvme *t)
 {
 	return 0;
 }

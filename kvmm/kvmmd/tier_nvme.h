@@ -4,11 +4,15 @@
  * slots, written and read with io_uring, O_DIRECT, registered buffers and
  * several requests in flight.
  *
- * On-disk format (all integers little-endian, every offset 4 KiB aligned):
+ * On-disk format (all integers little-endian, every offset 4 KiB aligned;
+ * offsets from the start of the tier's partition, the file's start when
+ * it has the whole file: tier_nvme_config.part_count):
  *
  *   offset 0          superblock (4 KiB): magic "KVMMNVM1", version,
  *                     slot stride, payload bytes, slot count, a random
- *                     format id, cache scope, drop marks, CRC32C of the
+ *                     format id, cache scope, drop marks, the
+ *                     partition (index, count, bytes, layout id: zeros
+ *                     for the whole file), CRC32C of the
  *                     superblock; at 1024 the tenants' drop marks
  *   4096 + i*stride   slot i: a 4 KiB header (magic "KVMMSLOT", version,
  *                     format id, slot index, block hash, payload length,
@@ -115,6 +119,23 @@ struct tier_nvme_config {
 	 */
 	bool fd_held;
 	int fd;
+	/*
+	 * One partition of the file: kvmmd caching several named block
+	 * sizes gives each its own tier in an equal share of the file
+	 * (capacity_bytes, or a block device's size, cut in part_count
+	 * shares of whole 4 KiB pages), partition i at i shares from the
+	 * start, each with its own superblock, slots and drop marks.
+	 * part_count 0 or 1: the whole file, as before the partitions
+	 * (their superblock fields are zeros: files written before them
+	 * open unchanged).  A partition's blocks are kept only when its
+	 * superblock names the same partition of the same layout
+	 * (index, count, share, and partition 0's layout id, layout_id
+	 * here for the others: tier_nvme_layout_id() of partition 0 as
+	 * this run opened it); else it is formatted anew.
+	 */
+	uint32_t part_index;
+	uint32_t part_count;
+	uint64_t layout_id;
 };
 
 struct tier_nvme_stats {
@@ -208,6 +229,10 @@ struct tier_nvme_peek {
 	 * generation is dropped (0: none), and tenants with a mark */
 	uint64_t drop_all;
 	uint32_t tenant_marks;
+	/* the partitions it is cut in (tier_nvme_config.part_count; 0 or
+	 * 1: one, the whole file) and the bytes of each */
+	uint32_t part_count;
+	uint64_t part_bytes;
 };
 
 /*
@@ -392,6 +417,12 @@ int tier_nvme_foreach(struct tier_nvme *t,
 int tier_nvme_sync(struct tier_nvme *t);
 /* Byte offset of a slot's header in the file (tests corrupt it). */
 uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot);
+/* Where the tier's partition starts in the file, and its bytes. */
+void tier_nvme_partition(struct tier_nvme *t, uint64_t *base, uint64_t *bytes);
+/* The file's layout id, which partition 0 keeps in its superblock
+ * (tier_nvme_config.layout_id of the other partitions); 0 for a tier
+ * that has the whole file. */
+uint64_t tier_nvme_layout_id(struct tier_nvme *t);
 void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st);
 
 #endif

@@ -91,7 +91,7 @@ int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb,
 
 	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
 		return -ENOMEM;
-	n = pread(t->fd, buf, NVME_ALIGN, 0);
+	n = pread(t->fd, buf, NVME_ALIGN, (off_t)t->part_base);
 	if (n < 0)
 		r = -errno;
 	else if (n != NVME_ALIGN)
@@ -115,6 +115,10 @@ int nvme_sb_write(struct tier_nvme *t)
 		.slot_count = t->nslots,
 		.format_id = t->format_id,
 		.scope = t->scope,
+		.part_index = t->part_index,
+		.part_count = t->part_count,
+		.part_bytes = t->part_count ? t->part_bytes : 0,
+		.layout_id = t->layout_id,
 	};
 	size_t len;
 	void *buf;
@@ -136,7 +140,7 @@ int nvme_sb_write(struct tier_nvme *t)
 	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
 	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
 	memcpy(buf, &sb, sizeof(sb));
-	n = pwrite(t->fd, buf, NVME_ALIGN, 0);
+	n = pwrite(t->fd, buf, NVME_ALIGN, (off_t)t->part_base);
 	if (n < 0)
 		r = -errno;
 	else if (n != NVME_ALIGN)
@@ -178,6 +182,8 @@ int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
 	out->tenant_marks = sb.tenant_marks;
 	out->payload_bytes = sb.payload_bytes;
 	out->scope = sb.scope;
+	out->part_count = sb.part_count;
+	out->part_bytes = sb.part_bytes;
 	memcpy(out->scope_key, sb.scope_key, sizeof(out->scope_key));
 	return 0;
 }

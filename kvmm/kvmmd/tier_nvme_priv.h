@@ -76,8 +76,20 @@ struct nvme_superblock {
 	uint64_t drop_all;
 	uint32_t tenant_marks;
 	uint32_t marks_crc;
-	uint64_t reserved[4];
+	/* the partition (tier_nvme_config.part_*; zeros in files written
+	 * before the partitions, and for a tier with the whole file):
+	 * which, of how many, each part_bytes long, and partition 0's
+	 * layout id, which names the layout they were cut in together */
+	uint32_t part_index;
+	uint32_t part_count;
+	uint64_t part_bytes;
+	uint64_t layout_id;
+	uint64_t reserved[1];
 };
+
+_Static_assert(
+	sizeof(struct nvme_superblock) == 120,
+	"the superblock keeps its size (sb_bytes): files of before the partitions stay valid");
 
 /* One tenant's drop mark, as stored in the superblock's 4 KiB. */
 struct nvme_tenant_mark {
@@ -172,6 +184,13 @@ struct tier_nvme {
 	bool fd_held; /* the caller's (tier_nvme_claim()): not closed here */
 	uint64_t stride;
 	uint64_t payload_bytes;
+	/* the partition the tier has (tier_nvme_config.part_*): every
+	 * offset below is from part_base; part_count 0: the whole file */
+	uint64_t part_base;
+	uint64_t part_bytes;
+	uint32_t part_index;
+	uint32_t part_count;
+	uint64_t layout_id;
 	uint32_t nslots;
 	/* of the nslots, those the superblock found at open counted (the
 	 * last run's); recovery takes no slot past them (recover.c) */
@@ -255,7 +274,7 @@ static inline void nvme_count(uint64_t *counter)
 static inline uint64_t nvme_slot_offset(const struct tier_nvme *t,
 					uint32_t slot)
 {
-	return NVME_DATA_OFFSET + (uint64_t)slot * t->stride;
+	return t->part_base + NVME_DATA_OFFSET + (uint64_t)slot * t->stride;
 }
 
 /* The fd to put in an SQE: index 0 when the file is registered (the
