@@ -892,8 +892,10 @@ static void kc_tier_stats_one(struct kd_cache *c,
 /*
  * Another size's counters added to the first's (what TIER_STATS has room
  * for is one figure each: the sum; block_bytes stays the first size's,
- * restore_max_ns the largest; the NVMe tier and the set-up's errors are
- * the first size's, kvmmd's log and metrics say the others').
+ * restore_max_ns the largest; the NVMe tier's open and write errors and
+ * the set-up's are the first size's, TIER_STATS of one size says the
+ * others').  Each named size's NVMe partition adds its slots, as its
+ * host tier does.
  */
 static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 			      const struct kvmm_tier_stats_reply *o)
@@ -924,14 +926,15 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 	ADD(early_reload_failures);
 	ADD(quota_reclaims);
 	ADD(lower_free_refused);
+	ADD(checksum_failures);
+	ADD(nvme_read_error_drops);
+	ADD(recovered_blocks);
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		struct kvmm_tier_info *a = &st->tiers[t];
 		const struct kvmm_tier_info *b = &o->tiers[t];
 
-		if (t != POL_TIER_NVME) { /* the first size's file */
-			a->capacity_blocks += b->capacity_blocks;
-			a->used_blocks += b->used_blocks;
-		}
+		a->capacity_blocks += b->capacity_blocks;
+		a->used_blocks += b->used_blocks;
 		if (!a->block_bytes)
 			a->block_bytes = b->block_bytes;
 		a->hits += b->hits;

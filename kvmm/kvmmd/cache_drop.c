@@ -368,8 +368,9 @@ static void kc_drop_reply(struct kc_drop *dr)
 
 /*
  * The drop in one size's cache: its blocks of the tiers asked for
- * dropped or counted as kept; with its NVMe tier (the first size's), the
- * drop's mark and the headers' invalidations submitted (dr->left).
+ * dropped or counted as kept; with its NVMe tier (the first size's, and
+ * with several sizes named each size's partition), the drop's mark and
+ * the headers' invalidations submitted to its engine (dr->left).
  */
 static void kc_drop_walk(struct kd_cache *c, struct kc_drop *dr,
 			 const struct kvmm_admin_cache_drop *a, bool by_tenant,
@@ -457,7 +458,8 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	kc_for_each(s->d, c, i)
 		if (c->pol && c->opened && !c->closing)
 			kc_drop_walk(c, dr, &a, by_tenant, now);
-	c = s->d->cache; /* the NVMe tier's jobs are the first size's */
+	/* the list of drops waiting for jobs of any size's engine */
+	c = s->d->cache;
 	free(dr->hashes);
 	dr->hashes = NULL;
 	if (dr->left) {
@@ -479,7 +481,8 @@ static void kc_drop_left(struct kd_cache *c, struct kc_drop *dr)
 
 	if (--dr->left)
 		return;
-	for (pp = &c->drops; *pp != dr; pp = &(*pp)->next)
+	/* on the first size's list, whichever size's engine ran the job */
+	for (pp = &c->d->cache->drops; *pp != dr; pp = &(*pp)->next)
 		;
 	*pp = dr->next;
 	kc_drop_reply(dr);

@@ -81,6 +81,40 @@ static const char *kc_nvme_unmendable(int err)
 	return NULL;
 }
 
+bool kc_has_nvme(const struct kd_cache *c)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+
+	return cfg->nvme_path[0] &&
+	       (c == c->d->cache || cfg->nr_cache_block_sizes > 1);
+}
+
+int kc_nvme_fd(const struct kd_cache *c)
+{
+	return c->d->cache ? c->d->cache->nvme_fd : -1;
+}
+
+/*
+ * The tier's partition for c: with several sizes named, the size's index
+ * among them, each an equal share of the file (tiers.md, "Several block
+ * sizes"), and the first size's layout id when its tier is open (else
+ * 0: this partition is formatted, and formatted again at the next
+ * start); else the whole file.
+ */
+static void kc_nvme_partition(const struct kd_cache *c,
+			      struct tier_nvme_config *nc)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+	const struct kd_cache *f = c->d->cache;
+
+	if (cfg->nr_cache_block_sizes < 2)
+		return;
+	nc->part_count = cfg->nr_cache_block_sizes;
+	nc->part_index = c->idx;
+	if (c != f && f->nvme)
+		nc->layout_id = tier_nvme_layout_id(f->nvme);
+}
+
 int kc_nvme_claim(struct kd_cache *c)
 {
 	const struct kd_config *cfg = &c->d->cfg;
@@ -120,11 +154,12 @@ int kc_nvme_open_tier(struct kd_cache *c)
 				       .payload_bytes = c->block_bytes,
 				       .reg_base = reg,
 				       .reg_len = reg_len,
-				       .fd_held = c->nvme_fd >= 0,
-				       .fd = c->nvme_fd };
+				       .fd_held = kc_nvme_fd(c) >= 0,
+				       .fd = kc_nvme_fd(c) };
 
 	nc.scope = c->d->scope.mode;
 	memcpy(nc.scope_key, c->d->scope.key, sizeof(nc.scope_key));
+	kc_nvme_partition(c, &nc);
 	return tier_nvme_open(&nc, &c->nvme);
 }
 
@@ -205,12 +240,69 @@ static void kc_nvme_join(struct kd_cache *c)
 		(unsigned long long)c->st.recovered_blocks);
 }
 
+/*
+ * A later size's attempt (its own partition): on the first size's claim,
+ * once the first's attempt is over (its tier opened, or failed), so that
+ * its layout id is known; the first's attempts run these when they end.
+ */
+static void kc_nvme_retry_part(struct kd_cache *c)
+{
+	const struct kd_cache *f = c->d->cache;
+	int r;
+
+	c->nvme_attempts++;
+	if (f->nvme_fd < 0) {
+		/* the first size's claim failed: the same reason */
+		kc_nvme_failed(c, f->nvme_last_error ? f->nvme_last_error :
+						       -ENOENT);
+		return;
+	}
+	c->nvme_error = 0;
+	c->nvme_retry_ns = 0;
+	if (!c->opened || !c->host || !c->mig)
+		return; /* it opens with the cache's tiers (kc_open()) */
+	r = kc_nvme_open_tier(c);
+	if (r) {
+		kc_nvme_failed(c, r);
+		return;
+	}
+	kc_nvme_join(c);
+}
+
+/* The first size's attempt is over: the later sizes' that wait try now. */
+static void kc_nvme_retry_parts(struct kd_daemon *d)
+{
+	struct kd_cache *o;
+	uint32_t i;
+
+	kc_for_each(d, o, i) {
+		if (!i || !kc_has_nvme(o) || o->closing || o->nvme ||
+		    o->nvme_for_good)
+			continue;
+		kd_timer_cancel(&d->loop, &o->nvme_timer);
+		kc_nvme_retry_part(o);
+	}
+}
+
+static void kc_nvme_retry_first(struct kd_cache *c);
+
 void kc_nvme_retry(struct kd_cache *c)
+{
+	if (c->closing || c->nvme || c->nvme_for_good)
+		return;
+	if (c != c->d->cache) {
+		kc_nvme_retry_part(c);
+		return;
+	}
+	kc_nvme_retry_first(c);
+	if (c->nvme_fd >= 0 || c->nvme_for_good)
+		kc_nvme_retry_parts(c->d);
+}
+
+static void kc_nvme_retry_first(struct kd_cache *c)
 {
 	int r;
 
-	if (c->closing || c->nvme || c->nvme_for_good)
-		return;
 	c->nvme_attempts++;
 	if (c->nvme_fd < 0) {
 		r = kc_nvme_claim(c);

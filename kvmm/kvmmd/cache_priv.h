@@ -530,7 +530,17 @@ void kc_open_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
  * failed attempt and arms the next (or says no wait mends it);
  * kc_nvme_retry() is the timer's attempt, which joins an opened tier to
  * the running cache.  kc_nvme_stats() fills TIER_STATS' nvme_open_*.
+ *
+ * Which sizes have an NVMe tier (kc_has_nvme()): the first, with the
+ * whole file; with several sizes named (--cache-block-pages N,M...)
+ * each, in its own partition of the file (tier_nvme_config.part_*), on
+ * the first size's claim (its nvme_fd, kc_nvme_fd(): one lock).  The
+ * first size's partition opens first: the others take its layout id;
+ * a later size's attempts wait for the first's claim
+ * (kc_nvme_retry()).
  */
+bool kc_has_nvme(const struct kd_cache *c);
+int kc_nvme_fd(const struct kd_cache *c);
 int kc_nvme_claim(struct kd_cache *c);
 int kc_nvme_claim_at_start(struct kd_cache *c);
 int kc_nvme_open_tier(struct kd_cache *c);

@@ -177,7 +177,7 @@ static void kc_no_host_tier(struct kd_cache *c)
 	char nvme[sizeof(cfg->nvme_path) + 128] = "";
 	struct stat st;
 
-	if (cfg->nvme_path[0] && c == c->d->cache)
+	if (kc_has_nvme(c))
 		snprintf(
 			nvme, sizeof(nvme),
 			", so no NVMe tier either (--nvme-path %s: blocks reach it through the host tier)",
@@ -187,8 +187,10 @@ static void kc_no_host_tier(struct kd_cache *c)
 		(unsigned long long)c->host_budget,
 		cfg->nr_cache_block_sizes > 1 ? " (this size's share)" : "",
 		c->block_bytes, nvme);
-	if (c->nvme_made && c->nvme_fd >= 0 && !fstat(c->nvme_fd, &st) &&
-	    S_ISREG(st.st_mode) && !st.st_size && !unlink(cfg->nvme_path))
+	/* the file is every size's with several named: kept */
+	if (c->nvme_made && cfg->nr_cache_block_sizes < 2 && c->nvme_fd >= 0 &&
+	    !fstat(c->nvme_fd, &st) && S_ISREG(st.st_mode) && !st.st_size &&
+	    !unlink(cfg->nvme_path))
 		c->nvme_made = false;
 }
 
@@ -260,13 +262,12 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		 * of NVMe restores stages there (kc_staging_pump()) */
 		po.capacity[POL_TIER_HOST] =
 			hs.capacity_slots > 4 ? hs.capacity_slots - 2 : 1;
-		if (cfg->nvme_path[0] && c == d->cache &&
-		    hs.capacity_slots >= 8 * KC_STAGING_SLOTS)
+		if (kc_has_nvme(c) && hs.capacity_slots >= 8 * KC_STAGING_SLOTS)
 			po.capacity[POL_TIER_HOST] -= KC_STAGING_SLOTS;
 	}
-	/* one NVMe file, formatted for one payload size: the first
-	 * size's (tiers.md, limits) */
-	if (c->host && cfg->nvme_path[0] && c == d->cache) {
+	/* one NVMe file: the first size's, or with several sizes named
+	 * each size's partition of it (tiers.md, "Several block sizes") */
+	if (c->host && kc_has_nvme(c)) {
 		struct tier_nvme_stats ns;
 
 		if (c->nvme) {
@@ -284,7 +285,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		/* opened here for the cache's block size; a file not
 		 * claimed yet is left to the retries' timer, which opens it
 		 * and joins it to the cache (cache_nvme_join.c) */
-		if (!c->nvme && c->nvme_fd >= 0 && !c->nvme_for_good) {
+		if (!c->nvme && kc_nvme_fd(c) >= 0 && !c->nvme_for_good) {
 			c->nvme_attempts++;
 			r = kc_nvme_open_tier(c);
 			if (r && c->opening_at_start)
@@ -302,6 +303,15 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 				c->nvme_error = 0;
 				c->nvme_retry_ns = 0;
 			}
+		}
+		if (!c->nvme && kc_nvme_fd(c) < 0 && c != d->cache &&
+		    !c->nvme_for_good) {
+			/* the first size's claim failed: its retries open
+			 * this size's partition too (kc_nvme_retry()); its
+			 * reason is this size's */
+			c->nvme_error = c->nvme_last_error =
+				d->cache->nvme_last_error;
+			c->nvme_retry_ns = d->cache->nvme_retry_ns;
 		}
 		if (!c->nvme) {
 			/* the policy's NVMe tier waits at capacity 0 for the

@@ -28,68 +28,45 @@ static bool kc_moves_pending(struct kd_cache *c)
 	       c->nvme_in_flight || !kd_fifo_empty(&c->nvmeq);
 }
 
-/*
- * A stop keeps what it can: the blocks of the GPU and host tiers go with
- * the process, the NVMe tier's stay on disk and come back at the next
- * start.  So, the sessions gone, push every block down as far as the
- * policy takes it: with the GPU and host tiers' capacity at 0 it demotes
- * all of them through the usual copies, and the NVMe tier keeps the ones
- * it ranks highest (dropping its lowest, as it would for room).  The
- * loop no longer runs: the engine's completions are taken here, for at
- * most --nvme-save-on-stop ms; a move that has not ended by then is
- * lost, as every block was before.
- */
-static void kc_save_on_stop(struct kd_cache *c)
+/* Whether c's stop saves its blocks to NVMe (kc_save_on_stop()). */
+static bool kc_saves(struct kd_cache *c)
 {
-	uint32_t ms = c->d->cfg.nvme_save_ms;
-	uint64_t gpu, host, in0, t0, now, next;
-	struct tier_nvme_stats ns;
-	int fd, r;
+	return c->d->cfg.nvme_save_ms && c->nvme && c->pol && c->mig;
+}
 
-	if (!ms || !c->nvme || !c->pol || !c->mig)
-		return;
-	gpu = pol_cache_count(c->pol, POL_TIER_GPU);
-	host = pol_cache_count(c->pol, POL_TIER_HOST);
-	if (!gpu && !host && !kc_moves_pending(c))
-		return;
-	in0 = c->st.tiers[POL_TIER_NVME].bytes_in;
-	t0 = kd_now_ns();
+/* The first steps of c's save: what there is, the policy's GPU and host
+ * tiers at capacity 0 (they demote every block); false: nothing to do. */
+static bool kc_save_begin(struct kd_cache *c, uint64_t *gpu, uint64_t *host,
+			  uint64_t *in0)
+{
+	*gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	*host = pol_cache_count(c->pol, POL_TIER_HOST);
+	if (!*gpu && !*host && !kc_moves_pending(c))
+		return false;
+	*in0 = c->st.tiers[POL_TIER_NVME].bytes_in;
 	vmm_log(VMM_LOG_INFO,
-		"cache: stopping: moving %llu GPU and %llu host blocks to NVMe (up to %u ms)",
-		(unsigned long long)gpu, (unsigned long long)host, ms);
+		"cache: stopping: moving %llu GPU and %llu host blocks to NVMe (up to %u ms; blocks of %u pages)",
+		(unsigned long long)*gpu, (unsigned long long)*host,
+		c->d->cfg.nvme_save_ms, c->ppb);
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_GPU, 0);
 	(void)pol_cache_set_capacity(c->pol, POL_TIER_HOST, 0);
 	kc_reap_dead(c);
-	fd = migrate_eventfd(c->mig);
-	next = t0 + 1000000000ull;
-	while (kc_moves_pending(c)) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+	return true;
+}
 
-		now = kd_now_ns();
-		if (now - t0 >= (uint64_t)ms * 1000000ull)
-			break;
-		if (now >= next) {
-			/* a long save says how far it is, to systemd too */
-			uint64_t done =
-				(c->st.tiers[POL_TIER_NVME].bytes_in - in0) /
-				c->block_bytes;
-			char state[128];
+/* The blocks c's save wrote so far. */
+static uint64_t kc_saved(const struct kd_cache *c, uint64_t in0)
+{
+	return (c->st.tiers[POL_TIER_NVME].bytes_in - in0) / c->block_bytes;
+}
 
-			vmm_log(VMM_LOG_INFO,
-				"cache: stopping: %llu of %llu blocks written to NVMe",
-				(unsigned long long)done,
-				(unsigned long long)(gpu + host));
-			snprintf(
-				state, sizeof(state),
-				"STATUS=saving the cache: %llu of %llu blocks written to NVMe",
-				(unsigned long long)done,
-				(unsigned long long)(gpu + host));
-			(void)kd_sd_notify(state);
-			next = now + 1000000000ull;
-		}
-		(void)poll(&p, 1, 100);
-		kc_on_migrate(NULL, fd, POLLIN, c);
-	}
+/* The end of c's save: the tier synced, and what it did said. */
+static void kc_save_end(struct kd_cache *c, uint64_t in0, uint64_t t0)
+{
+	struct tier_nvme_stats ns;
+	uint64_t now;
+	int r;
+
 	/* a stop is often followed by a reboot: make the saved blocks
 	 * durable (the writes themselves are never synced) */
 	r = tier_nvme_sync(c->nvme);
@@ -100,15 +77,90 @@ static void kc_save_on_stop(struct kd_cache *c)
 	now = kd_now_ns();
 	tier_nvme_get_stats(c->nvme, &ns);
 	vmm_log(kc_moves_pending(c) ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"cache: stopping: %llu blocks written to NVMe in %llu ms, %llu blocks on it%s",
-		(unsigned long long)((c->st.tiers[POL_TIER_NVME].bytes_in -
-				      in0) /
-				     c->block_bytes),
+		"cache: stopping: %llu blocks written to NVMe in %llu ms, %llu blocks on it (blocks of %u pages)%s",
+		(unsigned long long)kc_saved(c, in0),
 		(unsigned long long)((now - t0) / 1000000),
-		(unsigned long long)ns.ready_slots,
+		(unsigned long long)ns.ready_slots, c->ppb,
 		kc_moves_pending(c) ?
 			"; out of time (--nvme-save-on-stop), the moves still running are lost" :
 			"");
+}
+
+/*
+ * A stop keeps what it can: the blocks of the GPU and host tiers go with
+ * the process, the NVMe tier's stay on disk and come back at the next
+ * start.  So, the sessions gone, push every block down as far as the
+ * policy takes it: with the GPU and host tiers' capacity at 0 it demotes
+ * all of them through the usual copies, and the NVMe tier keeps the ones
+ * it ranks highest (dropping its lowest, as it would for room).  The
+ * loop no longer runs: the engine's completions are taken here, for at
+ * most --nvme-save-on-stop ms; a move that has not ended by then is
+ * lost, as every block was before.  Every size with an NVMe tier (each
+ * its partition, with several named) saves at once, within the one
+ * --nvme-save-on-stop: their engines and partitions work side by side.
+ */
+static void kc_save_on_stop(struct kd_daemon *d)
+{
+	uint32_t ms = d->cfg.nvme_save_ms;
+	uint64_t gpu[KD_CACHE_SIZES], host[KD_CACHE_SIZES], in0[KD_CACHE_SIZES];
+	bool saving[KD_CACHE_SIZES] = { false };
+	uint64_t t0 = kd_now_ns(), now, next = t0 + 1000000000ull;
+	uint64_t all = 0;
+	struct kd_cache *c;
+	uint32_t i;
+	bool any = false;
+
+	kc_for_each(d, c, i) {
+		if (!kc_saves(c))
+			continue;
+		saving[i] = kc_save_begin(c, &gpu[i], &host[i], &in0[i]);
+		any = any || saving[i];
+		if (saving[i])
+			all += gpu[i] + host[i];
+	}
+	if (!any)
+		return;
+	for (;;) {
+		struct pollfd p[KD_CACHE_SIZES];
+		uint64_t done = 0;
+		nfds_t n = 0;
+
+		kc_for_each(d, c, i)
+			if (saving[i] && kc_moves_pending(c))
+				p[n++] = (struct pollfd){ .fd = migrate_eventfd(
+								  c->mig),
+							  .events = POLLIN };
+		now = kd_now_ns();
+		if (!n || now - t0 >= (uint64_t)ms * 1000000ull)
+			break;
+		if (now >= next) {
+			/* a long save says how far it is, to systemd too */
+			char state[128];
+
+			kc_for_each(d, c, i)
+				if (saving[i])
+					done += kc_saved(c, in0[i]);
+			vmm_log(VMM_LOG_INFO,
+				"cache: stopping: %llu of %llu blocks written to NVMe",
+				(unsigned long long)done,
+				(unsigned long long)all);
+			snprintf(
+				state, sizeof(state),
+				"STATUS=saving the cache: %llu of %llu blocks written to NVMe",
+				(unsigned long long)done,
+				(unsigned long long)all);
+			(void)kd_sd_notify(state);
+			next = now + 1000000000ull;
+		}
+		(void)poll(p, n, 100);
+		kc_for_each(d, c, i)
+			if (saving[i])
+				kc_on_migrate(NULL, migrate_eventfd(c->mig),
+					      POLLIN, c);
+	}
+	kc_for_each(d, c, i)
+		if (saving[i])
+			kc_save_end(c, in0[i], t0);
 }
 
 /* One size's cache stopped and freed (the first's last: the others'
@@ -117,9 +169,6 @@ static void kc_fini_one(struct kd_cache *c)
 {
 	struct kd_daemon *d = c->d;
 
-	kd_timer_cancel(&d->loop, &c->nvme_timer);
-	c->nvme_for_good = true; /* no attempt from here on */
-	kc_save_on_stop(c);
 	if (c->mig) {
 		struct migrate_job *jobs[32];
 		unsigned int n;
@@ -166,8 +215,16 @@ static void kc_fini_one(struct kd_cache *c)
 
 void kd_cache_fini(struct kd_daemon *d)
 {
+	struct kd_cache *c;
+	uint32_t i;
+
 	if (!d->cache)
 		return;
+	kc_for_each(d, c, i) {
+		kd_timer_cancel(&d->loop, &c->nvme_timer);
+		c->nvme_for_good = true; /* no attempt from here on */
+	}
+	kc_save_on_stop(d); /* every size's at once */
 	/* the stop's --policy-state save holds every size's policy: made
 	 * before the later sizes' go (one size: after its moves, below) */
 	if (d->nr_caches > 1)
