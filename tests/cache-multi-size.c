@@ -36,13 +36,7 @@
  *   - without --cache-block-pages the first four sizes to publish are
  *     cached, the first with the host tier (its slots alone in TIER_STATS),
  *     and a fifth is refused with the WARN;
- *   - with --nvme-path (where the NVMe tier can run): the NVMe tier is the
- *     first size's; a stop saves that size's blocks there and a restart
- *     recovers them (the second size's, without an NVMe tier, are not
- *     kept), byte-identical, even with the sizes named in the other order
- *     (the file's payload size picks the size that is first); a cache-drop of both sizes' blocks (the
- *     restored ones' NVMe copies invalidated on disk) then leaves nothing
- *     for the next restart.
+ *   - the NVMe tier of each named size: tests/cache-multi-size-nvme.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,145 +46,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/cache-drop-common.h"
+#include "tests/cache-multi-size-common.h"
 #include "tests/lib/metrics.h"
-#include "tests/lib/nvme_cache_args.h"
-#include "tests/lib/nvme_probe.h"
-
-#define NB 2 /* blocks a content */
-#define MAX_PPB 10
-
-/* What a child found (MAP_SHARED, made before any fork). */
-struct ms_result {
-	int status; /* the publish's or open's -errno, or 0 */
-	uint32_t published;
-	uint32_t found;
-	uint32_t from[3];
-};
-
-static struct ms_result *res;
-
-/* A region of `layers` (2 x layers pages a block) into c->region. */
-static void ms_region(struct cc *c, uint32_t layers)
-{
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = layers,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = 4,
-					 .max_tokens = 4 * CC_TPB };
-	struct kvmm_region_create_reply rep;
-
-	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
-		     sizeof(rep), NULL, NULL));
-	t_assert_eq(rep.tokens_per_block, CC_TPB);
-	t_assert_eq(rep.pages_per_block, 2 * layers);
-	c->region = rep.region_id;
-}
-
-/* The hashes of content k of the model with `layers`. */
-static void ms_hashes(uint32_t layers, int k, uint64_t *h)
-{
-	for (uint32_t b = 0; b < NB; b++)
-		h[b] = 0x3500000ull * layers + 0x100ull * (k + 1) + b + 1;
-}
-
-static uint64_t ms_tag(uint32_t layers, int k)
-{
-	return 10 * layers + k;
-}
-
-/* Every byte of nb blocks of ppb pages (ids) written or checked. */
-static void ms_bytes(struct cc *c, const uint32_t *ids, uint32_t nb,
-		     uint32_t ppb, uint64_t tag, bool write)
-{
-	for (uint32_t b = 0; b < nb; b++)
-		for (uint32_t p = 0; p < ppb; p++)
-			for (uint32_t o = 0; o < CC_PAGE; o++) {
-				unsigned char *m = &c->map[ids[b * ppb + p]][o];
-
-				if (write)
-					*m = cc_pat(tag, b, p, o);
-				else if (*m != cc_pat(tag, b, p, o))
-					t_fail("layers %u block %u page %u byte %u differs",
-					       ppb / 2, b, p, o);
-			}
-}
-
-/* A writer process: content k of the model with `layers` written and
- * published (res: the publish's status and count). */
-static void ms_write(const char *sock, uint32_t layers, int k)
-{
-	pid_t p;
-
-	memset(res, 0, sizeof(*res));
-	p = fork();
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_block_publish_reply rep = { 0 };
-		uint32_t ids[NB * MAX_PPB];
-		uint64_t h[NB];
-		struct cc c;
-		uint32_t seq;
-
-		ms_hashes(layers, k, h);
-		cc_connect(&c, sock);
-		ms_region(&c, layers);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, ids);
-		ms_bytes(&c, ids, NB, 2 * layers, ms_tag(layers, k), true);
-		res->status = cc_publish(&c, seq, 0, h, NB, &rep);
-		res->published = rep.published;
-		cc_seq_close(&c, seq, ids, NB * 2 * layers);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* A reader process: content k of the model with `content_layers` opened
- * in a region of `layers`; what it found (res), every byte checked. */
-static void ms_read(const char *sock, uint32_t layers, uint32_t content_layers,
-		    int k)
-{
-	pid_t p;
-
-	memset(res, 0, sizeof(*res));
-	p = fork();
-	t_assert(p >= 0);
-	if (p == 0) {
-		struct kvmm_prefix_open_reply rep;
-		uint32_t ids[NB * MAX_PPB];
-		uint64_t h[NB];
-		struct cc c;
-
-		ms_hashes(content_layers, k, h);
-		cc_connect(&c, sock);
-		ms_region(&c, layers);
-		cc_prefix(&c, h, NB, &rep, ids);
-		res->found = rep.nr_blocks;
-		res->from[0] = rep.from_gpu;
-		res->from[1] = rep.from_host;
-		res->from[2] = rep.from_nvme;
-		ms_bytes(&c, ids, rep.nr_blocks, 2 * layers,
-			 ms_tag(content_layers, k), false);
-		cc_seq_close(&c, rep.seq_id, ids, rep.nr_blocks * 2 * layers);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-}
-
-/* Content k of `layers` found whole, all from tier. */
-static void ms_expect_read(const char *sock, uint32_t layers, int k, int tier)
-{
-	ms_read(sock, layers, layers, k);
-	if (res->found != NB || res->from[tier] != NB)
-		t_fail("layers %u content %d: %u found (gpu %u host %u nvme %u), expected %u from tier %d",
-		       layers, k, res->found, res->from[0], res->from[1],
-		       res->from[2], NB, tier);
-}
 
 /* The bytes of the host tiers' slots the log says were cut (one
  * "tier_host: N slots of B bytes" line a tier), and how many tiers. */
@@ -599,87 +456,11 @@ static void unnamed_sizes(void)
 	printf("unnamed: four sizes cached, the fifth refused\n");
 }
 
-static void nvme_first_size(const char *nvme)
-{
-	const char *args[] = { "--cache-policy",
-			       "lru",
-			       "--cache-block-pages",
-			       "4,2",
-			       "--cache-gpu-blocks",
-			       "2",
-			       "--host-mem",
-			       "4M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       NCA_NVME_SIZE,
-			       "--nvme-save-on-stop",
-			       "5000",
-			       NULL };
-	struct kvmm_admin_cache_drop_reply dr;
-	struct kvmm_tier_stats_reply ts;
-	static char log[1 << 16];
-	struct td_daemon d;
-
-	cc_start(&d, args);
-	ms_write(d.sock, 2, 0);
-	t_assert_eq(res->published, NB);
-	ms_write(d.sock, 1, 0);
-	t_assert_eq(res->published, NB);
-	cc_settled_stats(d.sock, &ts);
-	/* the NVMe tier is the first size's (7 slots of 256 KiB) */
-	t_assert_eq(ts.tiers[2].capacity_blocks, 7);
-	cc_stop(&d); /* the first size's blocks saved to NVMe */
-
-	/* the sizes in the other order: the file's (4 pages) is still the
-	 * NVMe tier's */
-	args[3] = "2,4";
-	cc_start(&d, args);
-	t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
-	t_assert_eq(
-		t_count(log,
-			"cache: the NVMe tier's blocks from the last run have 4 pages, a size --cache-block-pages names: the tier is that size's"),
-		1);
-	t_assert_eq(cd_recovered(d.sock), NB);
-	ms_expect_read(d.sock, 2, 0, 2); /* from NVMe, byte-identical */
-	ms_read(d.sock, 1, 1, 0);
-	t_assert_eq(res->found, 0); /* no NVMe tier for the second size */
-	ms_write(d.sock, 1, 1);
-	t_assert_eq(res->published, NB);
-	/* every tier of both sizes */
-	dr = cd_kvmmctl(d.sock, "");
-	/* both sizes' GPU blocks; the restored ones' NVMe copies (stale
-	 * since the restore) invalidated on disk */
-	cd_expect(&dr, 2 * NB, 0, 0, 0, 0, 0);
-	t_assert_eq(dr.nvme_stale_invalidated, NB);
-	t_assert_eq(dr.nvme_invalidate_failures, 0);
-	cc_stop(&d);
-
-	cc_start(&d, args);
-	t_assert_eq(cd_recovered(d.sock), 0);
-	ms_read(d.sock, 2, 2, 0);
-	t_assert_eq(res->found, 0);
-	cc_stop(&d);
-	printf("NVMe: the first size's blocks saved, recovered, dropped for good\n");
-}
-
 int main(void)
 {
-	char nvme[256];
-
-	res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE,
-		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	t_assert(res != MAP_FAILED);
+	ms_res_init();
 	named_sizes();
 	pool_pressure();
 	unnamed_sizes();
-	cc_nvme_path(nvme, sizeof(nvme), "multi-size");
-	if (!t_nvme_usable(nvme)) {
-		printf("NVMe part left out: %s takes no O_DIRECT io_uring\n",
-		       nvme);
-		return 0;
-	}
-	nvme_first_size(nvme);
-	unlink(nvme);
 	return 0;
 }

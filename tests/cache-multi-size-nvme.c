@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 180
+ * With several block sizes named (--cache-block-pages 4,2) and
+ * --nvme-path, each size has its own NVMe tier, in its own partition of
+ * the one file (half of --nvme-size each: 7 slots of 256 KiB blocks, 15
+ * of 128 KiB ones), where only the first size had one:
+ *   1. both partitions formatted at start (a log line each, naming the
+ *      partition); TIER_STATS of one size shows that size's NVMe tier,
+ *      the sum both; a stop with --nvme-save-on-stop saves both sizes'
+ *      blocks;
+ *   2. a restart with the same sizes recovers both partitions' blocks,
+ *      each size's its own (TIER_STATS of each size, and the log), read
+ *      back from NVMe byte-identical; blocks of each size pushed out of
+ *      the GPU and host tiers go down to their size's partition and come
+ *      back from it byte-identical; kvmmctl status shows each size's
+ *      NVMe tier; kvmmctl cache-drop drops both sizes' NVMe blocks and
+ *      marks both partitions;
+ *   3. the next restart recovers nothing (both drop marks held);
+ *   4. a restart with one size (4): the file is its whole, the
+ *      partitioned superblock at its start is formatted anew, though its
+ *      blocks have the same size: nothing recovered nor served;
+ *   5. and back to 4,2: the file of one size is cut anew, both
+ *      partitions formatted: nothing of the one-size run is served.
+ * Skips (77) where the NVMe tier cannot run (no O_DIRECT io_uring).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cache-multi-size-common.h"
+#include "tests/lib/nvme_probe.h"
+
+#define NVME_SIZE "4194304" /* 2 MiB a partition */
+#define SLOTS_4 7 /* (2 MiB - 4 KiB) / (256 + 4 KiB) */
+#define SLOTS_2 15 /* (2 MiB - 4 KiB) / (128 + 4 KiB) */
+
+static char nvme[256];
+static const char *args[] = { "--cache-policy",
+			      "lru",
+			      "--cache-block-pages",
+			      "4,2",
+			      "--cache-gpu-blocks",
+			      "2",
+			      "--host-mem",
+			      "4M",
+			      "--nvme-path",
+			      nvme,
+			      "--nvme-size",
+			      NVME_SIZE,
+			      "--nvme-save-on-stop",
+			      "5000",
+			      NULL };
+
+/* TIER_STATS of the size of `pages` alone (kvmm_tier_stats_size()). */
+static void size_stats(const char *sock, uint32_t pages,
+		       struct kvmm_tier_stats_reply *ts)
+{
+	struct kvmm_tier_stats_reply sum;
+	struct kvmm_conn *c;
+
+	cc_settled_stats(sock, &sum);
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kvmm_tier_stats_size(c, pages, ts, sizeof(*ts)));
+	kvmm_disconnect(c);
+	t_assert_eq(ts->block_pages, pages);
+}
+
+/* The log's count of needle. */
+static int log_count(struct td_daemon *d, const char *needle)
+{
+	static char log[1 << 17];
+
+	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
+	return t_count(log, needle);
+}
+
+/* kvmmd stopped cleanly; its whole log kept in stop_log. */
+static char stop_log[1 << 17];
+
+static void stop_keep_log(struct td_daemon *d)
+{
+	t_assert_eq(td_stop_log(d, stop_log, sizeof(stop_log)), 0);
+}
+
+/* The line tier_nvme logs for partition i's format or recovery. */
+static int part_line(struct td_daemon *d, unsigned int i, const char *what)
+{
+	char line[512];
+
+	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of 2): %s",
+		 nvme, i, what);
+	return log_count(d, line);
+}
+
+static void fresh_and_save(void)
+{
+	struct kvmm_tier_stats_reply a, b, sum;
+	struct td_daemon d;
+
+	cc_start(&d, args);
+	t_assert_eq(part_line(&d, 0, "formatted 7 slots of 266240 bytes"), 1);
+	t_assert_eq(part_line(&d, 1, "formatted 15 slots of 135168 bytes"), 1);
+	for (uint32_t layers = 1; layers <= 2; layers++) {
+		ms_write(d.sock, layers, 0);
+		t_assert_eq(res->status, 0);
+		t_assert_eq(res->published, NB);
+	}
+	/* each size its own NVMe tier (no longer 0/0 for the second) */
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.tiers[2].capacity_blocks, SLOTS_4);
+	t_assert_eq(b.tiers[2].capacity_blocks, SLOTS_2);
+	t_assert_eq(a.tiers[2].block_bytes, 4 * CC_PAGE);
+	t_assert_eq(b.tiers[2].block_bytes, 2 * CC_PAGE);
+	t_assert_eq(a.nvme_open_error, 0);
+	t_assert_eq(b.nvme_open_error, 0);
+	cc_settled_stats(d.sock, &sum);
+	t_assert_eq(sum.tiers[2].capacity_blocks, SLOTS_4 + SLOTS_2);
+	stop_keep_log(&d);
+	/* both sizes' blocks saved, each in its partition */
+	t_assert_eq(t_count(stop_log,
+			    "cache: stopping: moving 2 GPU and 0 host blocks to NVMe"),
+		    2);
+	t_assert_eq(t_count(stop_log,
+			    "cache: stopping: 2 blocks written to NVMe in"),
+		    2);
+	printf("fresh: two partitions formatted, both sizes' blocks saved\n");
+}
+
+static void restart_recovers_both(void)
+{
+	struct kvmm_tier_stats_reply a, b, sum;
+	struct kvmm_admin_cache_drop_reply dr;
+	static char out[8192];
+	struct td_daemon d;
+
+	cc_start(&d, args);
+	t_assert_eq(part_line(&d, 0, "recovered 2 of 7 slots"), 1);
+	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
+	t_assert_eq(log_count(&d, "formatted"), 0);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.recovered_blocks, NB);
+	t_assert_eq(b.recovered_blocks, NB);
+	t_assert_eq(a.tiers[2].used_blocks, NB);
+	t_assert_eq(b.tiers[2].used_blocks, NB);
+	cc_settled_stats(d.sock, &sum);
+	t_assert_eq(sum.recovered_blocks, 2 * NB);
+	/* each from its own partition, every byte the writer's */
+	ms_expect_read(d.sock, 2, 0, 2);
+	ms_expect_read(d.sock, 1, 0, 2);
+	/* a size's blocks are not the other's */
+	ms_read(d.sock, 2, 1, 0);
+	t_assert_eq(res->found, 0);
+
+	/*
+	 * Demotion: GPU 2 and host 6 blocks of 4 pages, GPU 2 and host 14
+	 * of 2 pages; contents 1..N written past both, content 1 (the
+	 * least recently used after content 0, read above) goes down to
+	 * NVMe, and comes back from it.
+	 */
+	for (int k = 1; k <= 5; k++) {
+		ms_write(d.sock, 2, k);
+		t_assert_eq(res->published, NB);
+	}
+	for (int k = 1; k <= 9; k++) {
+		ms_write(d.sock, 1, k);
+		t_assert_eq(res->published, NB);
+	}
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.tiers[2].demotions_in, 2 * NB);
+	t_assert_eq(b.tiers[2].demotions_in, 2 * NB);
+	t_assert_eq(a.tiers[2].used_blocks, 2 * NB);
+	t_assert_eq(b.tiers[2].used_blocks, 2 * NB);
+	ms_expect_read(d.sock, 2, 1, 2);
+	ms_expect_read(d.sock, 1, 1, 2);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.tiers[2].hits, 2 * NB);
+	t_assert_eq(b.tiers[2].hits, 2 * NB);
+
+	/*
+	 * kvmmctl status: each size's NVMe tier, and their sum.  The
+	 * restore of content 1 pushed the GPU's last content down to host
+	 * and content 2 on to NVMe: contents 0 and 2 there (4 blocks), in
+	 * 6 (content 0 twice), out 4 (contents 0 and 1).
+	 */
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
+	if (!strstr(out, "\ntier nvme    8/22 blocks, 8 hits, 12 in, 8 out") ||
+	    !strstr(out, "\n  tier nvme    4/7 blocks, 4 hits, 6 in, 4 out") ||
+	    !strstr(out, "\n  tier nvme    4/15 blocks, 4 hits, 6 in, 4 out"))
+		t_fail("kvmmctl status:\n%s", out);
+
+	/* a drop of every tier: both partitions' blocks and marks */
+	dr = cd_kvmmctl(d.sock, "");
+	t_assert_eq(dr.dropped[2], 4 * NB);
+	t_assert_eq(dr.nvme_invalidate_failures, 0);
+	t_assert_eq(log_count(&d, "NVMe slots below generation"), 1);
+	cc_stop(&d);
+	printf("restart: both partitions recovered, demoted to, read back, dropped\n");
+}
+
+static void restart_after_drop(void)
+{
+	struct kvmm_tier_stats_reply a, b;
+	struct td_daemon d;
+
+	cc_start(&d, args);
+	t_assert_eq(part_line(&d, 0, "recovered 0 of 7 slots"), 1);
+	t_assert_eq(part_line(&d, 1, "recovered 0 of 15 slots"), 1);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.recovered_blocks, 0);
+	t_assert_eq(b.recovered_blocks, 0);
+	for (uint32_t layers = 1; layers <= 2; layers++)
+		for (int k = 0; k < 2; k++) {
+			ms_read(d.sock, layers, layers, k);
+			t_assert_eq(res->found, 0);
+		}
+	/* blocks for the next run to find (or not) */
+	ms_write(d.sock, 2, 7);
+	t_assert_eq(res->published, NB);
+	ms_write(d.sock, 1, 7);
+	t_assert_eq(res->published, NB);
+	cc_stop(&d);
+	printf("after a drop: both partitions' marks held\n");
+}
+
+static void one_size_and_back(void)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct td_daemon d;
+	char line[512];
+
+	/* one size, the first partition's: the file is its whole */
+	args[3] = "4";
+	cc_start(&d, args);
+	snprintf(line, sizeof(line),
+		 "tier_nvme: %s: it was cut in partitions for several block sizes: formatting it anew",
+		 nvme);
+	t_assert_eq(log_count(&d, line), 1);
+	snprintf(line, sizeof(line),
+		 "tier_nvme: %s: formatted 15 slots of 266240 bytes", nvme);
+	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(cd_recovered(d.sock), 0);
+	ms_read(d.sock, 2, 2, 7);
+	t_assert_eq(res->found, 0);
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.tiers[2].capacity_blocks, 15);
+	/* 5 contents: all in the file at the stop, up to its end */
+	for (int k = 8; k < 13; k++) {
+		ms_write(d.sock, 2, k);
+		t_assert_eq(res->published, NB);
+	}
+	cc_stop(&d);
+
+	/* back to two: cut anew, nothing of the one-size run served */
+	args[3] = "4,2";
+	cc_start(&d, args);
+	t_assert_eq(part_line(&d, 0,
+			      "it was not cut for this list of block sizes and --nvme-size: formatting it anew"),
+		    1);
+	t_assert_eq(part_line(&d, 0, "formatted 7 slots"), 1);
+	t_assert_eq(part_line(&d, 1, "formatted 15 slots"), 1);
+	t_assert_eq(cd_recovered(d.sock), 0);
+	for (int k = 8; k < 13; k++) {
+		ms_read(d.sock, 2, 2, k);
+		t_assert_eq(res->found, 0);
+	}
+	cc_stop(&d);
+	printf("one size and back: formatted each time, nothing misread\n");
+}
+
+int main(void)
+{
+	ms_res_init();
+	cc_nvme_path(nvme, sizeof(nvme), "multi-size-nvme");
+	if (!t_nvme_usable(nvme))
+		t_skip("no O_DIRECT io_uring I/O in %s", nvme);
+	unlink(nvme);
+	fresh_and_save();
+	restart_recovers_both();
+	restart_after_drop();
+	one_size_and_back();
+	unlink(nvme);
+	return 0;
+}
