@@ -61,7 +61,7 @@ static inline uint64_t ms_tag(uint32_t layers, int k)
 
 /* Every byte of nb blocks of ppb pages (ids) written or checked. */
 static inline void ms_bytes(struct cc *c, const uint32_t *ids, uint32_t nb,
-		     uint32_t ppb, uint64_t tag, bool write)
+			    uint32_t ppb, uint64_t tag, bool write)
 {
 	for (uint32_t b = 0; b < nb; b++)
 		for (uint32_t p = 0; p < ppb; p++)
@@ -109,8 +109,8 @@ static inline void ms_write(const char *sock, uint32_t layers, int k)
 
 /* A reader process: content k of the model with `content_layers` opened
  * in a region of `layers`; what it found (res), every byte checked. */
-static inline void ms_read(const char *sock, uint32_t layers, uint32_t content_layers,
-		    int k)
+static inline void ms_read(const char *sock, uint32_t layers,
+			   uint32_t content_layers, int k)
 {
 	pid_t p;
 
@@ -141,7 +141,8 @@ static inline void ms_read(const char *sock, uint32_t layers, uint32_t content_l
 }
 
 /* Content k of `layers` found whole, all from tier. */
-static inline void ms_expect_read(const char *sock, uint32_t layers, int k, int tier)
+static inline void ms_expect_read(const char *sock, uint32_t layers, int k,
+				  int tier)
 {
 	ms_read(sock, layers, layers, k);
 	if (res->found != NB || res->from[tier] != NB)

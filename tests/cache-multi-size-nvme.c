@@ -122,9 +122,10 @@ static void fresh_and_save(void)
 	t_assert_eq(sum.tiers[2].capacity_blocks, SLOTS_4 + SLOTS_2);
 	stop_keep_log(&d);
 	/* both sizes' blocks saved, each in its partition */
-	t_assert_eq(t_count(stop_log,
-			    "cache: stopping: moving 2 GPU and 0 host blocks to NVMe"),
-		    2);
+	t_assert_eq(
+		t_count(stop_log,
+			"cache: stopping: moving 2 GPU and 0 host blocks to NVMe"),
+		2);
 	t_assert_eq(t_count(stop_log,
 			    "cache: stopping: 2 blocks written to NVMe in"),
 		    2);
@@ -240,9 +241,10 @@ static void one_size_and_back(void)
 	/* one size, the first partition's: the file is its whole */
 	args[3] = "4";
 	cc_start(&d, args);
-	snprintf(line, sizeof(line),
-		 "tier_nvme: %s: it was cut in partitions for several block sizes: formatting it anew",
-		 nvme);
+	snprintf(
+		line, sizeof(line),
+		"tier_nvme: %s: it was cut in partitions for several block sizes: formatting it anew",
+		nvme);
 	t_assert_eq(log_count(&d, line), 1);
 	snprintf(line, sizeof(line),
 		 "tier_nvme: %s: formatted 15 slots of 266240 bytes", nvme);
@@ -262,9 +264,11 @@ static void one_size_and_back(void)
 	/* back to two: cut anew, nothing of the one-size run served */
 	args[3] = "4,2";
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 0,
-			      "it was not cut for this list of block sizes and --nvme-size: formatting it anew"),
-		    1);
+	t_assert_eq(
+		part_line(
+			&d, 0,
+			"it was not cut for this list of block sizes and --nvme-size: formatting it anew"),
+		1);
 	t_assert_eq(part_line(&d, 0, "formatted 7 slots"), 1);
 	t_assert_eq(part_line(&d, 1, "formatted 15 slots"), 1);
 	t_assert_eq(cd_recovered(d.sock), 0);

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Two NVMe tiers in two partitions of one file (kvmmd's named block
+ * sizes, tier_nvme_config.part_*), on one claimed fd (one lock):
+ *   1. partition 0 (blocks of 16 KiB) and 1 (8 KiB) formatted, each half
+ *      the file: partition 1's slot 0 is right after its superblock, at
+ *      half the file; every slot of both written with bytes of its own
+ *      and read back;
+ *   2. both opened again: all recovered, every byte read back (the
+ *      partitions never overlap);
+ *   3. partition 1 opened with a layout id that is not partition 0's:
+ *      formatted ("partition 0 was formatted anew since its blocks were
+ *      written"), nothing recovered; 2 blocks written under that id;
+ *   4. the whole file opened as one tier of 16 KiB blocks (one size):
+ *      formatted ("it was cut in partitions"), though partition 0 holds
+ *      blocks of its size; its superblock's partition words are zeros
+ *      (a one-size file's bytes as before the partitions);
+ *   5. the two partitions again: partition 0 formatted ("not cut for
+ *      this list"), with a new layout id; partition 1 formatted too,
+ *      though the superblock of step 3 is still at its start: nothing
+ *      of steps 3 and 4 is found.
+ * Skips (77) where the file system cannot do O_DIRECT io_uring I/O.
+ */
+#include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_tier.h"
+#include "tests/lib/test.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PA (16 * 1024) /* partition 0's blocks */
+#define PB (8 * 1024) /* partition 1's */
+#define PART (4096 + 8 * (4096 + PA)) /* 8 slots of PA; 13 of PB */
+#define NA 8
+#define NB 13
+
+static char path[256];
+static int fd;
+static unsigned char *data, *back;
+static char log[8192];
+
+static unsigned char pat(int part, int i, size_t o)
+{
+	return (unsigned char)(o * 31 + (size_t)i * 7 + (size_t)part * 101 +
+			       o / 4096);
+}
+
+static size_t payload(int part)
+{
+	return part ? PB : PA;
+}
+
+/* Partition part of 2 (part_count 0: the whole file), layout id given
+ * to it; its slots and recovered blocks asserted, the log kept. */
+static struct tier_nvme *open_part(int part, uint32_t count, uint64_t layout,
+				   uint32_t slots, uint32_t recovered)
+{
+	struct tier_nvme_config cfg = {
+		.path = path,
+		.capacity_bytes = 2 * (uint64_t)PART,
+		.payload_bytes = payload(part),
+		.fd_held = true,
+		.fd = fd,
+		.part_index = count ? (uint32_t)part : 0,
+		.part_count = count,
+		.layout_id = layout,
+	};
+	struct tier_nvme_stats st;
+	struct tier_nvme *t;
+	FILE *f = tmpfile();
+	size_t n;
+	int r;
+
+	t_assert(f != NULL);
+	vmm_log_to_fd(fileno(f));
+	t = nt_open(cfg, NULL, &r);
+	vmm_log_to_fd(STDERR_FILENO);
+	rewind(f);
+	n = fread(log, 1, sizeof(log) - 1, f);
+	log[n] = '\0';
+	fclose(f);
+	if (r)
+		t_fail("open of partition %d: %d:\n%s", part, r, log);
+	tier_nvme_get_stats(t, &st);
+	t_assert_eq(st.capacity_slots, slots);
+	if (st.recovered_slots != recovered)
+		t_fail("partition %d: %llu recovered, expected %u:\n%s", part,
+		       (unsigned long long)st.recovered_slots, recovered, log);
+	return t;
+}
+
+static void expect_line(const char *want)
+{
+	if (!strstr(log, want))
+		t_fail("no '%s' in the log:\n%s", want, log);
+}
+
+/* n blocks of partition part written (write) or read back and checked. */
+static void blocks(struct tier_nvme *t, int part, int n, bool write)
+{
+	size_t len = payload(part);
+
+	for (int i = 0; i < n; i++) {
+		struct tier_nvme_io io = { .hash = 0x9a00 + 0x100 * part + i,
+					   .layout_id = 5,
+					   .buf = write ? data : back,
+					   .length = len };
+
+		for (size_t o = 0; write && o < len; o++)
+			data[o] = pat(part, i, o);
+		if (write) {
+			t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
+			continue;
+		}
+		t_ok(tier_nvme_lookup(t, io.hash, &io.slot, &io.length, NULL));
+		t_assert_eq(io.length, len);
+		t_assert_eq(tier_nvme_read_batch(t, &io, 1), 0);
+		for (size_t o = 0; o < len; o++)
+			if (back[o] != pat(part, i, o))
+				t_fail("partition %d block %d byte %zu differs",
+				       part, i, o);
+	}
+}
+
+int main(void)
+{
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	struct tier_nvme *a, *b;
+	uint64_t base, bytes, layout;
+	unsigned char *sb;
+
+	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-partition-%d",
+		 dir ? dir : "/var/tmp", getpid());
+	unlink(path);
+	if (!t_nvme_usable(path))
+		t_skip("no O_DIRECT io_uring I/O in %s", path);
+	t_ok(tier_nvme_claim(path, false, &fd));
+	t_ok(posix_memalign((void **)&data, 4096, PA));
+	t_ok(posix_memalign((void **)&back, 4096, PA));
+	t_ok(posix_memalign((void **)&sb, 4096, 4096));
+
+	/* 1 */
+	a = open_part(0, 2, 0, NA, 0);
+	expect_line(" (partition 0 of 2): formatted 8 slots of 20480 bytes");
+	layout = tier_nvme_layout_id(a);
+	t_assert(layout != 0);
+	b = open_part(1, 2, layout, NB, 0);
+	expect_line(" (partition 1 of 2): formatted 13 slots of 12288 bytes");
+	t_assert_eq(tier_nvme_layout_id(b), layout);
+	tier_nvme_partition(b, &base, &bytes);
+	t_assert_eq(base, PART);
+	t_assert_eq(bytes, PART);
+	t_assert_eq(tier_nvme_slot_offset(a, 0), 4096);
+	t_assert_eq(tier_nvme_slot_offset(b, 0), PART + 4096);
+	blocks(a, 0, NA, true);
+	blocks(b, 1, NB, true);
+	blocks(a, 0, NA, false);
+	blocks(b, 1, NB, false);
+	tier_nvme_close(b);
+	tier_nvme_close(a);
+
+	/* 2 */
+	a = open_part(0, 2, 0, NA, NA);
+	t_assert_eq(tier_nvme_layout_id(a), layout);
+	b = open_part(1, 2, layout, NB, NB);
+	expect_line(" (partition 1 of 2): recovered 13 of 13 slots");
+	blocks(a, 0, NA, false);
+	blocks(b, 1, NB, false);
+	tier_nvme_close(b);
+
+	/* 3 */
+	b = open_part(1, 2, layout + 1, NB, 0);
+	expect_line(
+		" (partition 1 of 2): partition 0 was formatted anew since its blocks were written: formatting it anew");
+	blocks(b, 1, 2, true);
+	tier_nvme_close(b);
+	tier_nvme_close(a);
+
+	/* 4 */
+	a = open_part(0, 0, 0, 16, 0);
+	expect_line(
+		": it was cut in partitions for several block sizes: formatting it anew");
+	t_assert(!strstr(log, "(partition"));
+	t_assert_eq(tier_nvme_layout_id(a), 0);
+	blocks(a, 0, NA, true); /* slots 0-7: partition 1's start untouched */
+	t_assert_eq(pread(fd, sb, 4096, 0), 4096);
+	for (int o = 88; o < 120; o++) /* part_*, layout_id, reserved */
+		t_assert_eq(sb[o], 0);
+	tier_nvme_close(a);
+
+	/* 5 */
+	a = open_part(0, 2, 0, NA, 0);
+	expect_line(
+		" (partition 0 of 2): it was not cut for this list of block sizes and --nvme-size: formatting it anew");
+	t_assert(tier_nvme_layout_id(a) != layout);
+	t_assert(tier_nvme_layout_id(a) != 0);
+	b = open_part(1, 2, tier_nvme_layout_id(a), NB, 0);
+	expect_line(
+		" (partition 1 of 2): partition 0 was formatted anew since its blocks were written: formatting it anew");
+	t_assert_eq(tier_nvme_lookup(b, 0x9a00 + 0x100, NULL, NULL, NULL),
+		    -ENOENT);
+	t_assert_eq(tier_nvme_lookup(a, 0x9a00, NULL, NULL, NULL), -ENOENT);
+	tier_nvme_close(b);
+	tier_nvme_close(a);
+
+	close(fd);
+	unlink(path);
+	free(sb);
+	free(back);
+	free(data);
+	return 0;
+}
