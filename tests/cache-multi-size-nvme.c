@@ -21,13 +21,19 @@
  *      partitioned superblock at its start is formatted anew, though its
  *      blocks have the same size: nothing recovered nor served;
  *   5. and back to 4,2: the file of one size is cut anew, both
- *      partitions formatted: nothing of the one-size run is served.
+ *      partitions formatted: nothing of the one-size run is served;
+ *   6. --nvme-path in a directory that is not there at start: both
+ *      sizes' TIER_STATS say ENOENT; the directory made, the first
+ *      size's retries claim the file and both partitions join their
+ *      caches (7 and 15 slots), where blocks of each size then go down
+ *      and come back from NVMe byte-identical.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT io_uring).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -280,6 +286,64 @@ static void one_size_and_back(void)
 	printf("one size and back: formatted each time, nothing misread\n");
 }
 
+/* Wait (at most 15 s) for both sizes' partitions to join. */
+static void wait_both_joined(const char *sock)
+{
+	struct kvmm_tier_stats_reply a, b;
+	uint64_t t0 = cc_now_ms();
+
+	for (;;) {
+		size_stats(sock, 4, &a);
+		size_stats(sock, 2, &b);
+		if (a.tiers[2].capacity_blocks && b.tiers[2].capacity_blocks)
+			break;
+		if (cc_now_ms() - t0 > 15000)
+			t_fail("not joined in 15 s: errors %llu and %llu",
+			       (unsigned long long)a.nvme_open_error,
+			       (unsigned long long)b.nvme_open_error);
+		usleep(50000);
+	}
+	t_assert_eq(a.tiers[2].capacity_blocks, SLOTS_4);
+	t_assert_eq(b.tiers[2].capacity_blocks, SLOTS_2);
+	t_assert_eq(a.nvme_open_error, 0);
+	t_assert_eq(b.nvme_open_error, 0);
+}
+
+static void join_late(void)
+{
+	struct kvmm_tier_stats_reply a, b;
+	char dir[300], file[320];
+	struct td_daemon d;
+
+	snprintf(dir, sizeof(dir), "%s.d", nvme);
+	snprintf(file, sizeof(file), "%s/tier", dir);
+	args[9] = file;
+	cc_start_with_delay(&d, args, "KVMMD_TEST_CACHE_RETRY_MS", 100);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.nvme_open_error, ENOENT);
+	t_assert_eq(b.nvme_open_error, ENOENT);
+	t_assert_eq(b.tiers[2].capacity_blocks, 0);
+	t_ok(mkdir(dir, 0700));
+	wait_both_joined(d.sock);
+	/* each size's blocks down to its partition and back */
+	for (int k = 0; k <= 4; k++) {
+		ms_write(d.sock, 2, k);
+		t_assert_eq(res->published, NB);
+	}
+	for (int k = 0; k <= 8; k++) {
+		ms_write(d.sock, 1, k);
+		t_assert_eq(res->published, NB);
+	}
+	ms_expect_read(d.sock, 2, 0, 2);
+	ms_expect_read(d.sock, 1, 0, 2);
+	cc_stop(&d);
+	args[9] = nvme;
+	unlink(file);
+	rmdir(dir);
+	printf("late join: both partitions joined their caches\n");
+}
+
 int main(void)
 {
 	ms_res_init();
@@ -292,5 +356,6 @@ int main(void)
 	restart_after_drop();
 	one_size_and_back();
 	unlink(nvme);
+	join_late();
 	return 0;
 }
