@@ -14,9 +14,12 @@
  *      back from NVMe byte-identical; blocks of each size pushed out of
  *      the GPU and host tiers go down to their size's partition and come
  *      back from it byte-identical; kvmmctl status shows each size's
- *      NVMe tier; kvmmctl cache-drop drops both sizes' NVMe blocks and
+ *      NVMe tier, kvmmctl metrics each size's NVMe families;
+ *      kvmmctl cache-drop drops both sizes' NVMe blocks and
  *      marks both partitions;
  *   3. the next restart recovers nothing (both drop marks held);
+ *   3b. the sizes named in the other order (2,4): the size partition 0
+ *      holds is put first, both partitions recovered and read back;
  *   4. a restart with one size (4): the file is its whole, the
  *      partitioned superblock at its start is formatted anew, though its
  *      blocks have the same size: nothing recovered nor served;
@@ -38,6 +41,7 @@
 #include <unistd.h>
 
 #include "tests/cache-multi-size-common.h"
+#include "tests/lib/metrics.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NVME_SIZE "4194304" /* 2 MiB a partition */
@@ -203,6 +207,25 @@ static void restart_recovers_both(void)
 	    !strstr(out, "\n  tier nvme    4/15 blocks, 4 hits, 6 in, 4 out"))
 		t_fail("kvmmctl status:\n%s", out);
 
+	/* kvmmctl metrics: each size's NVMe partition */
+	{
+		static struct tm_expo k;
+		static char mout[1 << 17];
+
+		t_assert_eq(td_kvmmctl(d.sock, "metrics", mout, sizeof(mout)),
+			    0);
+		tm_parse(mout, &k);
+		t_assert_eq(tm_u64(&k, "kvmm_size_tier_capacity_blocks",
+				   "size=\"4\",tier=\"nvme\""),
+			    SLOTS_4);
+		t_assert_eq(tm_u64(&k, "kvmm_size_tier_capacity_blocks",
+				   "size=\"2\",tier=\"nvme\""),
+			    SLOTS_2);
+		t_assert_eq(tm_u64(&k, "kvmm_size_tier_used_blocks",
+				   "size=\"2\",tier=\"nvme\""),
+			    2 * NB);
+	}
+
 	/* a drop of every tier: both partitions' blocks and marks */
 	dr = cd_kvmmctl(d.sock, "");
 	t_assert_eq(dr.dropped[2], 4 * NB);
@@ -236,6 +259,29 @@ static void restart_after_drop(void)
 	t_assert_eq(res->published, NB);
 	cc_stop(&d);
 	printf("after a drop: both partitions' marks held\n");
+}
+
+/* The sizes named in the other order: the one partition 0 holds is put
+ * first, and both partitions are recovered. */
+static void other_order(void)
+{
+	struct td_daemon d;
+
+	args[3] = "2,4";
+	cc_start(&d, args);
+	t_assert_eq(
+		log_count(
+			&d,
+			"cache: the NVMe tier's blocks from the last run have 4 pages, a size --cache-block-pages names: the tier is that size's"),
+		1);
+	t_assert_eq(part_line(&d, 0, "recovered 2 of 7 slots"), 1);
+	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
+	t_assert_eq(cd_recovered(d.sock), 2 * NB);
+	ms_expect_read(d.sock, 2, 7, 2);
+	ms_expect_read(d.sock, 1, 7, 2);
+	cc_stop(&d);
+	args[3] = "4,2";
+	printf("other order: both partitions recovered\n");
 }
 
 static void one_size_and_back(void)
@@ -354,6 +400,7 @@ int main(void)
 	fresh_and_save();
 	restart_recovers_both();
 	restart_after_drop();
+	other_order();
 	one_size_and_back();
 	unlink(nvme);
 	join_late();
