@@ -627,10 +627,13 @@ static int kc_named_sizes(struct kd_daemon *d)
 }
 
 /*
- * The NVMe file is formatted for one payload size, and the tier is the
- * first size's: with named sizes, the one the file's blocks have (a
- * restart that lists the sizes in another order) comes first, so its
- * blocks are recovered rather than formatted away.
+ * With named sizes each has its partition of the NVMe file, the first
+ * size partition 0 (tier_nvme_config.part_*): the size whose blocks
+ * partition 0 holds (a restart that lists the sizes in another order)
+ * comes first, so that partition 0's blocks are recovered rather than
+ * formatted away, and the other partitions', whose superblocks name
+ * the same layout, too.  A file cut for another number of sizes (or one
+ * size's) is formatted anyway: the order is left as named.
  */
 static void kc_nvme_size_first(struct kd_cache *c)
 {
@@ -638,7 +641,8 @@ static void kc_nvme_size_first(struct kd_cache *c)
 	struct tier_nvme_peek pk;
 
 	if (cfg->nr_cache_block_sizes < 2 || c->nvme_fd < 0 ||
-	    tier_nvme_peek_fd(c->nvme_fd, &pk))
+	    tier_nvme_peek_fd(c->nvme_fd, &pk) ||
+	    pk.part_count != cfg->nr_cache_block_sizes)
 		return;
 	for (uint32_t i = 1; i < cfg->nr_cache_block_sizes; i++) {
 		uint32_t ppb = cfg->cache_block_sizes[i];

@@ -226,7 +226,8 @@ void kd_cache_fini(struct kd_daemon *d)
 	}
 	kc_save_on_stop(d); /* every size's at once */
 	/* the stop's --policy-state save holds every size's policy: made
-	 * before the later sizes' go (one size: after its moves, below) */
+	 * after the saves' moves and before the later sizes' caches go
+	 * (one size: in kc_fini_one(), after its engine's last jobs) */
 	if (d->nr_caches > 1)
 		kc_learned_fini(d->cache);
 	while (d->nr_caches > 1) {
