@@ -284,6 +284,22 @@ static void kc_nvme_retry_parts(struct kd_daemon *d)
 	}
 }
 
+/* The first size's attempt failed and waits: the later sizes, which
+ * wait for it, say its reason and its next attempt in TIER_STATS. */
+static void kc_nvme_parts_wait(struct kd_daemon *d)
+{
+	const struct kd_cache *f = d->cache;
+	struct kd_cache *o;
+	uint32_t i;
+
+	kc_for_each(d, o, i) {
+		if (!i || !kc_has_nvme(o) || o->nvme || o->nvme_for_good)
+			continue;
+		o->nvme_error = o->nvme_last_error = f->nvme_error;
+		o->nvme_retry_ns = f->nvme_retry_ns;
+	}
+}
+
 static void kc_nvme_retry_first(struct kd_cache *c);
 
 void kc_nvme_retry(struct kd_cache *c)
@@ -297,6 +313,8 @@ void kc_nvme_retry(struct kd_cache *c)
 	kc_nvme_retry_first(c);
 	if (c->nvme_fd >= 0 || c->nvme_for_good)
 		kc_nvme_retry_parts(c->d);
+	else
+		kc_nvme_parts_wait(c->d);
 }
 
 static void kc_nvme_retry_first(struct kd_cache *c)
