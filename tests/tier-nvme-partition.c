@@ -133,7 +133,7 @@ int main(void)
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
 	struct tier_nvme *a, *b;
 	uint64_t base, bytes, layout;
-	unsigned char *sb;
+	unsigned char *sb = NULL;
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-partition-%d",
 		 dir ? dir : "/var/tmp", getpid());

@@ -231,63 +231,6 @@ static void log_shrink(struct tier_nvme *t, const char *path,
 		path, old_slots, t->nslots, lost);
 }
 
-/*
- * The tier's partition of a file of bytes (tier_nvme_config.part_*):
- * equal shares of whole 4 KiB pages, partition i at i shares; a tier
- * with the whole file has one share, all of it.  The bytes a share
- * leaves at the end stay unused.
- */
-static void cut_partition(struct tier_nvme *t, uint64_t bytes)
-{
-	if (!t->part_count) {
-		t->part_base = 0;
-		t->part_bytes = bytes;
-		return;
-	}
-	t->part_bytes = bytes / t->part_count / NVME_ALIGN * NVME_ALIGN;
-	t->part_base = (uint64_t)t->part_index * t->part_bytes;
-}
-
-/*
- * Whether the superblock at the partition's start names this partition
- * of this layout.  A tier with the whole file takes a superblock of one
- * (the partitions' fields zeros, as every file written before them); a
- * partition takes one of the same index, count and bytes, and a layout
- * id: partition 0 any (its superblock, at the file's start, never lies
- * in another layout's slots; formatted, it draws a new one), the others
- * partition 0's (layout_id): a superblock at their start from another
- * layout, or from the bytes of a block another layout's slots held
- * there, never names it.  *why says what differs.
- */
-static bool same_partition(const struct tier_nvme *t,
-			   const struct nvme_superblock *sb, uint64_t layout_id,
-			   const char **why)
-{
-	if (!t->part_count) {
-		*why = "it was cut in partitions for several block sizes";
-		return sb->part_count <= 1;
-	}
-	*why = "it was not cut for this list of block sizes and --nvme-size";
-	if (sb->part_count != t->part_count ||
-	    sb->part_index != t->part_index ||
-	    sb->part_bytes != t->part_bytes || !sb->layout_id)
-		return false;
-	*why = "partition 0 was formatted anew since its blocks were written";
-	return !t->part_index || sb->layout_id == layout_id;
-}
-
-/* A new layout id, never 0 (0: none). */
-static uint64_t new_layout_id(void)
-{
-	uint64_t id = 0;
-
-	while (!id)
-		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-			id = ((uint64_t)time(NULL) << 20) ^
-			     ((uint64_t)getpid() << 40) ^ (uint64_t)clock();
-	return id;
-}
-
 /* Tests only: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS holds every invalidation
  * batch back this long, so that a test can stop kvmmd (SIGKILL) while a
  * drop's header writes wait (tests/cache-drop-mark-crash.c). */
@@ -370,7 +313,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_close;
 	}
-	cut_partition(t, bytes);
+	nvme_cut_partition(t, bytes);
 	nslots = t->part_bytes > NVME_DATA_OFFSET ?
 			 (t->part_bytes - NVME_DATA_OFFSET) / t->stride :
 			 0;
@@ -441,7 +384,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		keep = false;
 	}
 	if (r == 0 && nvme_sb_valid(&sb) &&
-	    !same_partition(t, &sb, cfg->layout_id, &why)) {
+	    !nvme_same_partition(t, &sb, cfg->layout_id, &why)) {
 		/* whatever its block size: a partition's superblock where
 		 * another layout's is expected (or the other way round)
 		 * never says what the slots there hold */
@@ -498,7 +441,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		 * at the next start) */
 		if (t->part_count)
 			t->layout_id = t->part_index ? cfg->layout_id :
-						       new_layout_id();
+						       nvme_new_layout_id();
 		r = nvme_sb_write(t);
 		if (r) {
 			vmm_log(VMM_LOG_ERR,
@@ -617,17 +560,6 @@ int tier_nvme_claim(const char *path, bool format_any, int *fd)
 int tier_nvme_sync(struct tier_nvme *t)
 {
 	return fdatasync(t->fd) ? -errno : 0;
-}
-
-void tier_nvme_partition(struct tier_nvme *t, uint64_t *base, uint64_t *bytes)
-{
-	*base = t->part_base;
-	*bytes = t->part_bytes;
-}
-
-uint64_t tier_nvme_layout_id(struct tier_nvme *t)
-{
-	return t->layout_id;
 }
 
 void tier_nvme_close(struct tier_nvme *t)
@@ -787,17 +719,6 @@ int tier_nvme_foreach(struct tier_nvme *t,
 }
 
 uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot)
-{
-	return 0;
-}
-
-void tier_nvme_partition(struct tier_nvme *t, uint64_t *base, uint64_t *bytes)
-{
-	*base = 0;
-	*bytes = 0;
-}
-
-uint64_t tier_nvme_layout_id(struct tier_nvme *t)
 {
 	return 0;
 }

@@ -16,6 +16,8 @@
  *                        slot headers
  *   tier_nvme_mark.c     drop marks: an operator's drop kept in the
  *                        superblock, which the restart scan obeys
+ *   tier_nvme_part.c     partitions: where the tier's share of the file
+ *                        lies, and whether a superblock names it
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
@@ -384,6 +386,16 @@ struct nvme_batch {
 void nvme_run_batch(struct tier_nvme *t, struct nvme_batch *b);
 void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
 		       unsigned int idx, bool ring_failed);
+
+/* tier_nvme_part.c: the partition of a file of bytes (part_base,
+ * part_bytes; the whole file without partitions); whether sb names this
+ * partition of the layout layout_id (*why: what differs); a new layout
+ * id, never 0 */
+void nvme_cut_partition(struct tier_nvme *t, uint64_t bytes);
+bool nvme_same_partition(const struct tier_nvme *t,
+			 const struct nvme_superblock *sb, uint64_t layout_id,
+			 const char **why);
+uint64_t nvme_new_layout_id(void);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
  * *cleared is how many stale headers past known_slots it zeroed */
