@@ -372,6 +372,15 @@ static void join_late(void)
 	t_assert_eq(b.tiers[2].capacity_blocks, 0);
 	t_ok(mkdir(dir, 0700));
 	wait_both_joined(d.sock);
+	for (int ppb = 2; ppb <= 4; ppb += 2) {
+		char line[512];
+
+		snprintf(
+			line, sizeof(line),
+			"cache: the NVMe tier %s (the partition of blocks of %d pages) opened at attempt",
+			file, ppb);
+		t_assert_eq(log_count(&d, line), 1);
+	}
 	/* each size's blocks down to its partition and back */
 	for (int k = 0; k <= 4; k++) {
 		ms_write(d.sock, 2, k);

@@ -168,9 +168,23 @@ static void kc_nvme_on_timer(struct kd_loop *loop, struct kd_timer *t)
 	kc_nvme_retry(t->data);
 }
 
+/* The NVMe tier's name in c's lines: the path, and with several sizes
+ * named which size's partition it is. */
+static const char *kc_nvme_name(const struct kd_cache *c, char *buf, size_t len)
+{
+	const struct kd_config *cfg = &c->d->cfg;
+
+	if (cfg->nr_cache_block_sizes < 2)
+		return cfg->nvme_path;
+	snprintf(buf, len, "%s (the partition of blocks of %u pages)",
+		 cfg->nvme_path, c->opened ? c->ppb : c->named_ppb);
+	return buf;
+}
+
 void kc_nvme_failed(struct kd_cache *c, int err)
 {
-	const char *path = c->d->cfg.nvme_path;
+	char name[sizeof(c->d->cfg.nvme_path) + 64];
+	const char *path = kc_nvme_name(c, name, sizeof(name));
 	const char *why = kc_nvme_unmendable(err);
 	uint64_t ms;
 
@@ -204,6 +218,7 @@ void kc_nvme_failed(struct kd_cache *c, int err)
  */
 static void kc_nvme_join(struct kd_cache *c)
 {
+	char name[sizeof(c->d->cfg.nvme_path) + 64];
 	struct tier_nvme_stats ns;
 	uint64_t cap;
 	int r;
@@ -234,7 +249,8 @@ static void kc_nvme_join(struct kd_cache *c)
 	kc_cold_limits(c);
 	vmm_log(VMM_LOG_INFO,
 		"cache: the NVMe tier %s opened at attempt %llu (the last one failed: %s) and joined the cache: %llu of %llu slots, %llu blocks recovered",
-		c->d->cfg.nvme_path, (unsigned long long)c->nvme_attempts,
+		kc_nvme_name(c, name, sizeof(name)),
+		(unsigned long long)c->nvme_attempts,
 		strerror(-c->nvme_last_error), (unsigned long long)cap,
 		(unsigned long long)ns.capacity_slots,
 		(unsigned long long)c->st.recovered_blocks);

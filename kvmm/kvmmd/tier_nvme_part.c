@@ -47,8 +47,8 @@ void nvme_cut_partition(struct tier_nvme *t, uint64_t bytes)
  * there, never names it.  *why says what differs.
  */
 bool nvme_same_partition(const struct tier_nvme *t,
-			   const struct nvme_superblock *sb, uint64_t layout_id,
-			   const char **why)
+			 const struct nvme_superblock *sb, uint64_t layout_id,
+			 const char **why)
 {
 	if (!t->part_count) {
 		*why = "it was cut in partitions for several block sizes";
