@@ -25,7 +25,11 @@
  *      blocks have the same size: nothing recovered nor served;
  *   5. and back to 4,2: the file of one size is cut anew, both
  *      partitions formatted: nothing of the one-size run is served;
- *   6. --nvme-path in a directory that is not there at start: both
+ *   6. every host -> NVMe write failing: the 4-page size's demotions
+ *      take its partition out of service for writes (its TIER_STATS),
+ *      the 2-page size's still takes them; the blocks whose writes
+ *      failed read back from host memory;
+ *   7. --nvme-path in a directory that is not there at start: both
  *      sizes' TIER_STATS say ENOENT; the directory made, the first
  *      size's retries claim the file and both partitions join their
  *      caches (7 and 15 slots), where blocks of each size then go down
@@ -399,6 +403,48 @@ static void join_late(void)
 	printf("late join: both partitions joined their caches\n");
 }
 
+/*
+ * Every host -> NVMe write failing (KVMMD_TEST_MIGRATE_FAIL, counted by
+ * each size's engine): the 4-page size's demotions take its partition
+ * out of service for writes, and TIER_STATS of that size says so; the
+ * 2-page size's partition, whose writes have not run, still takes
+ * writes.
+ */
+static void write_failures_per_size(void)
+{
+	struct kvmm_tier_stats_reply a, b;
+	struct td_daemon d;
+
+	unlink(nvme);
+	setenv("KVMMD_TEST_MIGRATE_FAIL", "host-nvme:1+", 1);
+	cc_start(&d, args);
+	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+	for (int k = 0; k <= 4; k++) {
+		ms_write(d.sock, 2, k);
+		t_assert_eq(res->published, NB);
+	}
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.nvme_write_error, EIO);
+	t_assert_eq(a.nvme_write_outs, 1);
+	t_assert(a.nvme_write_returns >= 1);
+	t_assert_eq(a.tiers[2].used_blocks, 0);
+	t_assert_eq(b.nvme_write_error, 0);
+	t_assert_eq(b.nvme_write_outs, 0);
+	/* what is still cached reads back byte-identical, none from NVMe
+	 * (the blocks whose writes failed went back to host memory; the
+	 * policy dropped host victims once the partition was out) */
+	ms_expect_read(d.sock, 2, 4, 0);
+	for (int k = 0; k < 4; k++) {
+		ms_read(d.sock, 2, 2, k);
+		t_assert_eq(res->from[2], 0);
+	}
+	t_assert(a.tiers[1].drops >= 1);
+	cc_stop(&d);
+	unlink(nvme);
+	printf("write failures: one size's partition out of service, the other's not\n");
+}
+
 int main(void)
 {
 	ms_res_init();
@@ -412,6 +458,7 @@ int main(void)
 	other_order();
 	one_size_and_back();
 	unlink(nvme);
+	write_failures_per_size();
 	join_late();
 	return 0;
 }
