@@ -7,19 +7,30 @@
  *   1. Pages another client gives back wake a parked extend at once:
  *      client A's 2-block extend parks for 2 demotion copies of DELAY
  *      (1500 ms); client C then closes its 2-block sequence (a) or is
- *      killed (b): A gets its pages within 300 ms of that, long before
- *      the copies end, which then land in the host tier as usual.
+ *      killed (b): A gets its pages before the copies could have ended
+ *      (less than DELAY after A sent its extend, the copies starting
+ *      only once it came), and the copies then land in the host tier as
+ *      usual.
  *   2. A stream of later small extends cannot starve a parked one:
  *      A's 3-block extend parks; another process then extends its own
  *      sequence one block at a time, five times.  The pages that come
- *      back are A's first: A is served with its own victims' pages (2
- *      rounds of copies), before the stream's second extend, and the
- *      reclaim took exactly the 3 + 5 victims the 8 blocks needed.
+ *      back are A's first: A is served with its own victims' pages
+ *      (before a third round of copies could have ended after it sent
+ *      its extend), before the stream's second extend, and the reclaim
+ *      took exactly the 3 + 5 victims the 8 blocks needed.
  *      And when the first in line goes away (killed) while part of its
- *      pages are free, the next one gets them at once.
+ *      pages are free, the next one gets them at once: before the copies
+ *      still running (the second round) could have ended.
  *   3. A PREFIX_OPEN into a region with no free sequence slot fails at
  *      once with the slot's -ENOSPC, although its restores would need
  *      room in the full pool: nothing is demoted or parked for it.
+ *
+ * The time bounds are what a blocking or unfair kvmmd cannot meet (a
+ * copy of DELAY that started after the request was sent), measured from
+ * the client's own send, not a fixed few hundred ms after the test's
+ * signal: on a loaded 2-core machine the hops between the test, the
+ * clients and kvmmd took up to 85 ms, and "within 300 ms" of the signal
+ * failed now and then (Documentation/build.md, "Timing in tests").
  */
 #include <signal.h>
 #include <stdio.h>
@@ -53,12 +64,18 @@ static void publish(struct td_daemon *d, int k, uint32_t nb)
 	t_assert_eq(cc_publish_content(d->sock, h, nb, 800 + k, NULL), 0);
 }
 
+/* What an extender process reports for each of its extends. */
+struct ext_res {
+	int64_t status;
+	int64_t sent_ms; /* cc_now_ms() before the request went */
+	int64_t reply_ms; /* cc_now_ms() once the reply came */
+};
+
 /*
  * A process that extends a new sequence by nb blocks, one block at a
  * time when `steps`, else at once.  For each extend it writes to out_fd
- * its status and the time (cc_now_ms()) its reply came; then it checks the
- * pages' bytes, keeps them until it reads a byte from hold_fd (when not
- * -1), closes the sequence and exits.
+ * a struct ext_res; then it checks the pages' bytes, keeps them until it
+ * reads a byte from hold_fd (when not -1), closes the sequence and exits.
  */
 static pid_t extender(const char *sock, uint32_t nb, bool steps, int out_fd,
 		      int hold_fd)
@@ -68,7 +85,7 @@ static pid_t extender(const char *sock, uint32_t nb, bool steps, int out_fd,
 	t_assert(p >= 0);
 	if (p == 0) {
 		uint32_t ids[16 * CC_PPB];
-		int64_t res[2 * 16];
+		struct ext_res res[16];
 		uint32_t seq, got = 0, n = 0;
 		struct cc c;
 
@@ -78,15 +95,18 @@ static pid_t extender(const char *sock, uint32_t nb, bool steps, int out_fd,
 		cc_region(&c);
 		seq = cc_seq_open(&c);
 		for (uint32_t to = steps ? 1 : nb; to <= nb; to++) {
-			res[2 * n] = cc_try_extend(&c, seq, to * CC_TPB, ids);
-			res[2 * n + 1] = (int64_t)cc_now_ms();
-			if (!res[2 * n])
+			res[n].sent_ms = (int64_t)cc_now_ms();
+			res[n].status =
+				cc_try_extend(&c, seq, to * CC_TPB, ids);
+			res[n].reply_ms = (int64_t)cc_now_ms();
+			if (!res[n].status)
 				got = to;
 			n++;
 		}
 		cc_fill(&c, ids, got, 9);
 		cc_check(&c, ids, got, 9);
-		t_assert_eq(write(out_fd, res, n * 16), (ssize_t)n * 16);
+		t_assert_eq(write(out_fd, res, n * sizeof(res[0])),
+			    (ssize_t)(n * sizeof(res[0])));
 		if (hold_fd >= 0)
 			t_assert_eq(read(hold_fd, res, 1), 1);
 		cc_seq_close(&c, seq, ids, got * CC_PPB);
@@ -106,7 +126,7 @@ static void wake_on_free(bool kill_c)
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
 	struct td_daemon d;
-	int64_t res[2];
+	struct ext_res res;
 	uint64_t t_free;
 	int fd[2], up[2], down[2];
 	pid_t a, cp;
@@ -159,14 +179,18 @@ static void wake_on_free(bool kill_c)
 		t_assert_eq(ch, 'y');
 	}
 	t_assert_eq(cc_wait_child(a), 0);
-	t_assert_eq(read(fd[0], res, sizeof(res)), sizeof(res));
-	t_assert_eq(res[0], 0);
-	printf("%s: extend served %lld ms after the pages came back (copies take %d ms)\n",
+	t_assert_eq(read(fd[0], &res, sizeof(res)), sizeof(res));
+	t_assert_eq(res.status, 0);
+	printf("%s: extend served %lld ms after the pages came back, %lld ms after it was sent (copies take %d ms)\n",
 	       kill_c ? "client killed" : "sequence closed",
-	       (long long)(res[1] - (int64_t)t_free), delay);
-	if (res[1] - (int64_t)t_free > 300)
-		t_fail("the parked extend took %lld ms after the pages came back",
-		       (long long)(res[1] - (int64_t)t_free));
+	       (long long)(res.reply_ms - (int64_t)t_free),
+	       (long long)(res.reply_ms - res.sent_ms), delay);
+	/* the copies started once the extend came: waiting for them (not
+	 * for C's pages) takes at least DELAY from its send */
+	if (res.reply_ms - res.sent_ms >= delay)
+		t_fail("the parked extend took %lld ms (%lld ms after the pages came back): it waited for the copies",
+		       (long long)(res.reply_ms - res.sent_ms),
+		       (long long)(res.reply_ms - (int64_t)t_free));
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.cmds_parked, 1);
 	t_assert_eq(st.cmds_parked_now, 0);
@@ -197,9 +221,9 @@ static void no_starvation(void)
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
 	struct td_daemon d;
-	int64_t ra[2], rs[2 * 5];
+	struct ext_res ra, rs[5];
 	int fa[2], fs[2], hold[2];
-	uint64_t t0;
+	int64_t t0;
 	pid_t a, s;
 
 	start(&d, delay);
@@ -208,34 +232,39 @@ static void no_starvation(void)
 	t_ok(pipe(fa));
 	t_ok(pipe(fs));
 	t_ok(pipe(hold));
-	t0 = cc_now_ms();
 	/* A keeps its pages until the stream is done */
 	a = extender(d.sock, 3, false, fa[1], hold[0]);
 	cc_wait_parked(&d, 1);
 	s = extender(d.sock, 5, true, fs[1], -1);
-	t_assert_eq(read(fa[0], ra, sizeof(ra)), sizeof(ra));
+	t_assert_eq(read(fa[0], &ra, sizeof(ra)), sizeof(ra));
 	t_assert_eq(cc_wait_child(s), 0);
 	t_assert_eq(read(fs[0], rs, sizeof(rs)), sizeof(rs));
 	t_assert_eq(write(hold[1], "r", 1), 1);
 	t_assert_eq(cc_wait_child(a), 0);
+	/* times from A's send */
+	t0 = ra.sent_ms;
 	printf("parked extend (3 blocks): status %lld after %lld ms; the stream's 5 extends: %lld %lld %lld %lld %lld ms\n",
-	       (long long)ra[0], (long long)(ra[1] - (int64_t)t0),
-	       (long long)(rs[1] - (int64_t)t0),
-	       (long long)(rs[3] - (int64_t)t0),
-	       (long long)(rs[5] - (int64_t)t0),
-	       (long long)(rs[7] - (int64_t)t0),
-	       (long long)(rs[9] - (int64_t)t0));
-	t_assert_eq(ra[0], 0);
+	       (long long)ra.status, (long long)(ra.reply_ms - t0),
+	       (long long)(rs[0].reply_ms - t0),
+	       (long long)(rs[1].reply_ms - t0),
+	       (long long)(rs[2].reply_ms - t0),
+	       (long long)(rs[3].reply_ms - t0),
+	       (long long)(rs[4].reply_ms - t0));
+	t_assert_eq(ra.status, 0);
 	for (int i = 0; i < 5; i++)
-		t_assert_eq(rs[2 * i], 0);
-	/* its own victims' copies: two rounds of two workers */
-	if (ra[1] - (int64_t)t0 > 3 * delay)
+		t_assert_eq(rs[i].status, 0);
+	/* its own victims' copies: two rounds of two workers, which started
+	 * once its extend came; a third round (a victim of the stream's)
+	 * could not have ended before 3 * DELAY */
+	if (ra.reply_ms - t0 >= 3 * delay)
 		t_fail("the parked extend took %lld ms, its copies %d ms",
-		       (long long)(ra[1] - (int64_t)t0), 2 * delay);
-	if (ra[1] > rs[3])
+		       (long long)(ra.reply_ms - t0), 2 * delay);
+	/* each of the stream's extends waits for a copy of its own, so
+	 * its second reply comes a DELAY after A's when A is served first */
+	if (ra.reply_ms > rs[1].reply_ms)
 		t_fail("the stream's second extend (%lld) came before the parked one (%lld)",
-		       (long long)(rs[3] - (int64_t)t0),
-		       (long long)(ra[1] - (int64_t)t0));
+		       (long long)(rs[1].reply_ms - t0),
+		       (long long)(ra.reply_ms - t0));
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.cmds_parked_now, 0);
 	cc_settled_stats(d.sock, &ts);
@@ -261,8 +290,9 @@ static void head_dies(void)
 	const int delay = 1000;
 	struct kvmm_status_reply st;
 	struct td_daemon d;
-	int64_t rb[2];
+	struct ext_res rb;
 	uint64_t t_kill;
+	int64_t a_sent;
 	int fa[2], fb[2], hold[2];
 	pid_t a, b;
 	int i;
@@ -273,6 +303,7 @@ static void head_dies(void)
 	t_ok(pipe(fa));
 	t_ok(pipe(fb));
 	t_ok(pipe(hold));
+	a_sent = (int64_t)cc_now_ms();
 	a = extender(d.sock, 3, false, fa[1], hold[0]);
 	cc_wait_parked(&d, 1);
 	b = extender(d.sock, 1, false, fb[1], -1);
@@ -291,13 +322,18 @@ static void head_dies(void)
 	t_ok(kill(a, SIGKILL));
 	t_assert_eq(cc_wait_child(a), 128 + SIGKILL);
 	t_assert_eq(cc_wait_child(b), 0);
-	t_assert_eq(read(fb[0], rb, sizeof(rb)), sizeof(rb));
-	t_assert_eq(rb[0], 0);
-	printf("first in line killed: the next served %lld ms later (copies end %d ms later)\n",
-	       (long long)(rb[1] - (int64_t)t_kill), delay);
-	if (rb[1] - (int64_t)t_kill > 300)
-		t_fail("the next in line waited %lld ms",
-		       (long long)(rb[1] - (int64_t)t_kill));
+	t_assert_eq(read(fb[0], &rb, sizeof(rb)), sizeof(rb));
+	t_assert_eq(rb.status, 0);
+	printf("first in line killed: the next served %lld ms later, %lld ms after A was forked (the second round of copies ends %d ms after the first)\n",
+	       (long long)(rb.reply_ms - (int64_t)t_kill),
+	       (long long)(rb.reply_ms - a_sent), delay);
+	/* the second round of copies started when the first ended, which
+	 * started once A's extend came: waiting for it takes 2 * DELAY
+	 * from A's send (a_sent is before it) */
+	if (rb.reply_ms - a_sent >= 2 * delay)
+		t_fail("the next in line waited %lld ms after the kill, %lld ms after A was forked: it waited for the copies",
+		       (long long)(rb.reply_ms - (int64_t)t_kill),
+		       (long long)(rb.reply_ms - a_sent));
 	t_ok(td_status(&d, &st));
 	t_assert_eq(st.cmds_parked, 2);
 	t_assert_eq(st.cmds_parked_now, 0);
@@ -357,7 +393,9 @@ static void prefix_open_full_region(void)
 	dt = cc_now_ms() - t0;
 	printf("prefix open into a full region: -ENOSPC in %llu ms\n",
 	       (unsigned long long)dt);
-	if (dt >= delay / 2)
+	/* demoting for its restores first would take a copy of DELAY
+	 * (and show in the counters below) */
+	if (dt >= (uint64_t)delay)
 		t_fail("the open's slot error took %llu ms",
 		       (unsigned long long)dt);
 	cc_settled_stats(d.sock, &after);
