@@ -49,7 +49,13 @@ pid=$(cat "$dir/pid")
 "$b/kvmmctl" --socket "$dir/kvmm.sock" status >/dev/null
 kill -TERM "$pid"
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-sleep 0.2
+# its datagrams are queued on /dev/log by now: wait until the fake
+# syslogd has written the last one (a fixed 0.2 s may not do on a loaded
+# machine), then stop it
+for _ in $(seq 200); do
+	grep -q "stopped: 0 pages allocated" "$dir/syslog" && break
+	sleep 0.05
+done
 kill "$syslogd"
 echo "$pid" >"$dir/daemon-pid"
 INNER
