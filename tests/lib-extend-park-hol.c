@@ -34,8 +34,11 @@
  *     KVMMD_TEST_ABI_1_15=1, 1.15 and no notify word, for the open, whose
  *     COLLECT flag is 1.16's): libkvmm falls back to a park that holds
  *     the socket, so the pages still come and are right, and the main
- *     thread's first socket call waits for most of the park (at most one
- *     round ends before it).
+ *     thread's first socket call waits for most of the park (no round
+ *     ends in its first half; rounds may end between the reply, when
+ *     libkvmm lets go of the socket, and the call's return, which maps
+ *     the blocks first: "at most one round" failed on a loaded machine
+ *     in lib-prefix-restore-hol, Documentation/build.md).
  * It prints the slowest round (the figure Documentation/performance.md
  * quotes) and how many rounds ran while the extend was parked.
  */
@@ -223,8 +226,10 @@ static void judge(const char *what, bool old, int n, double first_before,
 	t_assert(took > DELAY_MS * 0.8);
 	if (old) {
 		/* before ABI 1.17 the first socket call waited for the
-		 * whole park (the round it ended may beat `done`) */
-		t_assert(n <= 1);
+		 * whole park: no round ended in its first half */
+		if (n && first_before > took / 2)
+			t_fail("a round ended %.0f ms before the end of a park of %.0f ms that held the socket",
+			       first_before, took);
 		t_assert(slowest > took / 2);
 	} else {
 		t_assert(n >= 10);
