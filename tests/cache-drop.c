@@ -182,9 +182,15 @@ static void bad_input(const char *sock)
 	t_assert_eq(cd_raw(sock, &a, sizeof(a), &r), -EINVAL);
 	a.tenant = 0;
 	a.flags = 0;
-	a.reserved[1] = 1;
+	a.reserved[0] = 1;
 	t_assert_eq(cd_raw(sock, &a, sizeof(a), &r), -EINVAL);
-	a.reserved[1] = 0;
+	a.reserved[0] = 0;
+	a.pad = 1; /* ABI 1.22: the word after block_pages */
+	t_assert_eq(cd_raw(sock, &a, sizeof(a), &r), -EINVAL);
+	a.pad = 0;
+	a.block_pages = 3; /* no cache of blocks of 3 pages */
+	t_assert_eq(cd_raw(sock, &a, sizeof(a), &r), -ENOENT);
+	a.block_pages = 0;
 
 	before = dropped_total(sock);
 	if (geteuid() == 0)

@@ -416,6 +416,11 @@ const struct pol_cache *kd_cache_policy_at(const struct kd_daemon *d,
 	return i < d->nr_caches ? d->caches[i]->pol : NULL;
 }
 
+uint32_t kd_cache_size_at(const struct kd_daemon *d, uint32_t i)
+{
+	return i < d->nr_caches ? kc_size(d->caches[i]) : 0;
+}
+
 /* A variable-length command: the struct, then n u64 (copied into a new
  * array the caller frees: the message buffer need not be aligned). */
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
@@ -956,11 +961,6 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 
 /* c's block size: opened, or named (--cache-block-pages, or a later
  * size's cache before its tiers opened); 0 while the first is unknown. */
-static uint32_t kc_size(const struct kd_cache *c)
-{
-	return c->opened ? c->ppb : c->named_ppb;
-}
-
 /* the sizes TIER_STATS' sizes[] lists (kvmmctl metrics asks for each,
  * and the two exporters agree) */
 int kd_cache_size_stats(struct kd_daemon *d, uint32_t i, uint32_t *pages,

@@ -232,7 +232,7 @@ bool kd_cache_park_waits(struct kd_session *s);
  * from the loop.  Cheap when nothing is parked. */
 void kd_cache_pages_back(struct kd_daemon *d);
 /* ADMIN_STATUS: commands parked since start and now, demotions waiting
- * for a host slot now. */
+ * for a host slot now, summed and (ABI 1.22) of each size. */
 void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
 /* --policy-state's fields of ADMIN_STATUS (cache_learned.c) */
 void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
@@ -260,11 +260,15 @@ uint64_t kd_cache_gpu_capacity(struct kd_daemon *d);
 const struct pol_cache *kd_cache_policy(const struct kd_daemon *d);
 const struct pol_cache *kd_cache_policy_at(const struct kd_daemon *d,
 					   uint32_t i);
+/* The block size (pages a block) of the i-th size's cache: 0 past the
+ * sizes, or before its size is known. */
+uint32_t kd_cache_size_at(const struct kd_daemon *d, uint32_t i);
 /*
  * ADMIN_CACHE_DROP (cache_drop.c), request body p of len bytes: the
  * reply is sent now, or once the dropped NVMe blocks' headers are
  * invalidated on disk (the session is deferred meanwhile).  0 (replied or
- * deferred), or -errno for the caller to reply (-EINVAL, -E2BIG, -ENOMEM).
+ * deferred), or -errno for the caller to reply (-EINVAL, -E2BIG, -ENOMEM,
+ * -ENOENT for a block size no cache has).
  */
 int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 		  const void *p, size_t len);

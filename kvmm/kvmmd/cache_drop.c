@@ -64,6 +64,7 @@
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,9 @@ struct kc_drop {
 	 * mark_done: it is on disk */
 	uint64_t mark;
 	bool mark_done;
+	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
+	 * client of 1.21 or before (no sizes[]) */
+	size_t rep_size;
 };
 
 /* Which stale NVMe copies a drop invalidates (kc_drop_stale()). */
@@ -345,25 +349,28 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
-	char mark[64] = "";
+	char mark[64] = "", size[48] = "";
 
 	if (dr->mark_done)
 		snprintf(mark, sizeof(mark),
 			 "; NVMe slots below generation %llu dropped on disk",
 			 (unsigned long long)dr->mark);
+	if (r->block_pages)
+		snprintf(size, sizeof(size), " of blocks of %u pages",
+			 r->block_pages);
 	vmm_log(r->nvme_invalidate_failures ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"cache: drop by uid %u: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s",
-		dr->uid, (unsigned long long)r->dropped[0],
+		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s",
+		dr->uid, size, (unsigned long long)r->dropped[0],
 		(unsigned long long)r->dropped[1],
 		(unsigned long long)r->dropped[2],
 		(unsigned long long)r->kept[0], (unsigned long long)r->kept[1],
 		(unsigned long long)r->kept[2],
 		(unsigned long long)r->nvme_stale_invalidated,
 		(unsigned long long)r->nvme_invalidate_failures, mark);
-	dr->rep.size = sizeof(dr->rep);
+	dr->rep.size = (uint32_t)dr->rep_size;
 	if (dr->s)
-		kd_session_reply(dr->s, &dr->h, 0, &dr->rep, sizeof(dr->rep),
-				 NULL, 0);
+		kd_session_reply(dr->s, &dr->h, 0, &dr->rep, dr->rep_size, NULL,
+				 0);
 }
 
 /*
@@ -376,10 +383,16 @@ static void kc_drop_walk(struct kd_cache *c, struct kc_drop *dr,
 			 const struct kvmm_admin_cache_drop *a, bool by_tenant,
 			 uint64_t now)
 {
+	struct kvmm_cache_drop_size *sz = NULL;
+	struct kvmm_admin_cache_drop_reply before = dr->rep;
 	struct kd_fifo_node *n, *next;
 	struct kc_stale_match m;
 	int row = -1;
 
+	if (dr->rep.nr_sizes < KVMM_TIER_STATS_SIZES) {
+		sz = &dr->rep.sizes[dr->rep.nr_sizes++];
+		sz->block_pages = kc_size(c);
+	}
 	pol_cache_set_clock(c->pol, now); /* TTL pins against now */
 	/* before the walks: every block they find is written before it;
 	 * of a tenant with no row too (its blocks of an earlier run) */
@@ -413,6 +426,11 @@ static void kc_drop_walk(struct kd_cache *c, struct kc_drop *dr,
 		}
 	}
 	kc_reap_dead(c);
+	/* this size's part of the sums (ABI 1.22) */
+	for (unsigned t = 0; sz && t < POL_TIER_COUNT; t++) {
+		sz->dropped[t] = dr->rep.dropped[t] - before.dropped[t];
+		sz->kept[t] = dr->rep.kept[t] - before.kept[t];
+	}
 	m = (struct kc_stale_match){ .dr = dr,
 				     .all = a->tiers & KVMM_CACHE_DROP_NVME,
 				     .by_tenant = by_tenant,
@@ -439,9 +457,21 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	by_tenant = a.flags & KVMM_CACHE_DROP_F_TENANT;
 	if ((a.tiers & ~all) || (a.flags & ~KVMM_CACHE_DROP_F_TENANT) ||
 	    (!by_tenant && a.tenant) ||
-	    (by_tenant && a.tenant == KVMM_TENANT_OTHERS) ||
+	    (by_tenant && a.tenant == KVMM_TENANT_OTHERS) || a.pad ||
 	    !kw_all_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
+	/* block_pages was a reserved word before 1.22: to a client of
+	 * before (or under KVMMD_TEST_ABI_1_21), what 1.21 said */
+	if (a.block_pages && s->client_minor < 22)
+		return -EINVAL;
+	if (a.block_pages) {
+		bool cached = false;
+
+		kc_for_each(s->d, c, i)
+			cached |= kc_size(c) == a.block_pages;
+		if (!cached)
+			return -ENOENT;
+	}
 	if (!a.tiers)
 		a.tiers = all;
 	dr = calloc(1, sizeof(*dr));
@@ -450,13 +480,19 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	dr->s = s;
 	dr->h = *h;
 	dr->uid = s->uid;
-	/* every size's cache, one reply with their sums; before a size's
-	 * first region its tiers are not open: nothing cached (the blocks
-	 * an NVMe file holds from the last run are read into the cache
-	 * when it opens) */
+	dr->rep.block_pages = a.block_pages;
+	dr->rep_size = s->client_minor < 22 ?
+			       offsetof(struct kvmm_admin_cache_drop_reply,
+					block_pages) :
+			       sizeof(dr->rep);
+	/* every size's cache (or the one asked), one reply with their sums
+	 * and each size's part; before a size's first region its tiers are
+	 * not open: nothing cached (the blocks an NVMe file holds from the
+	 * last run are read into the cache when it opens) */
 	now = kd_now_ns();
 	kc_for_each(s->d, c, i)
-		if (c->pol && c->opened && !c->closing)
+		if (c->pol && c->opened && !c->closing &&
+		    (!a.block_pages || kc_size(c) == a.block_pages))
 			kc_drop_walk(c, dr, &a, by_tenant, now);
 	/* the list of drops waiting for jobs of any size's engine */
 	c = s->d->cache;

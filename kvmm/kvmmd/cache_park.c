@@ -445,6 +445,12 @@ void kd_cache_park_stats(struct kd_daemon *d, struct kvmm_status_reply *st)
 	st->cmds_parked = c->cmds_parked;
 	st->cmds_parked_now = c->cmds_parked_now;
 	st->demotions_queued = 0;
-	kc_for_each(d, c, i) /* every size's */
+	st->nr_sizes = 0;
+	kc_for_each(d, c, i) { /* every size's, and each apart (ABI 1.22) */
 		st->demotions_queued += c->demotions_queued;
+		if (!kc_size(c) || st->nr_sizes == KVMM_TIER_STATS_SIZES)
+			continue;
+		st->sizes[st->nr_sizes] = kc_size(c);
+		st->demotions_queued_size[st->nr_sizes++] = c->demotions_queued;
+	}
 }

@@ -455,6 +455,13 @@ static inline struct kd_cache *kc_line(const struct kd_cache *c)
 	return c->d->cache;
 }
 
+/* The block size (pages a block) c caches: its tiers', or the one
+ * --cache-block-pages named before they open; 0 before either. */
+static inline uint32_t kc_size(const struct kd_cache *c)
+{
+	return c->opened ? c->ppb : c->named_ppb;
+}
+
 /* Every cache of d, one a block size (i: an unsigned index). */
 #define kc_for_each(d, c, i) \
 	for ((i) = 0; (i) < (d)->nr_caches && ((c) = (d)->caches[(i)]); (i)++)

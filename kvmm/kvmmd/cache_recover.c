@@ -69,6 +69,7 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 		e->tenant = map->row[pol_tenant_row(map, tenant)].id;
 		e->cold_counted = true;
 		kd_tenant(c->d, e->tenant)->cold_blocks++;
+		kd_tenant(c->d, e->tenant)->cold_of[c->idx].blocks++;
 	}
 	return 0;
 }
@@ -82,8 +83,11 @@ void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped)
 	e->cold_counted = false;
 	k = kd_tenant(c->d, e->tenant);
 	k->cold_blocks--;
-	if (dropped)
+	k->cold_of[c->idx].blocks--;
+	if (dropped) {
 		k->cold_dropped++;
+		k->cold_of[c->idx].dropped++;
+	}
 }
 
 bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
@@ -152,8 +156,10 @@ void kc_cold_limit(struct kd_cache *c, uint32_t id, uint64_t coming)
 
 		next = n->next;
 		if (e->cold_counted && e->tenant == id && !e->in_pol &&
-		    kc_cold_evict(c, e))
+		    kc_cold_evict(c, e)) {
 			k->cold_limit_drops++;
+			k->cold_of[c->idx].limit_drops++;
+		}
 	}
 }
 

@@ -99,7 +99,7 @@ static int metrics_build(struct kd_metrics *m)
 					 &sz[src.nr_sizes].ts))
 			src.nr_sizes++;
 	src.sizes = sz;
-	if (!kd_tenants_reply(d, &tn, &tn_len))
+	if (!kd_tenants_reply(d, 0, &tn, &tn_len))
 		src.tn = tn;
 	f = open_memstream(&text, &len);
 	if (!f) {

@@ -44,7 +44,11 @@
  * with a daemon before 1.20 (no SEQ_UNSHARE: an extend into a shared
  * block is -EROFS); KVMMD_TEST_ABI_1_20=1 makes them say 1.20, so
  * libkvmm answers a TIER_STATS of one block size -EOPNOTSUPP without
- * asking (a 1.20 daemon answers a request body -EINVAL).  Under any of them kvmmd also plays the older
+ * asking (a 1.20 daemon answers a request body -EINVAL);
+ * KVMMD_TEST_ABI_1_21=1 makes them say 1.21, so kvmmctl answers a
+ * cache-drop or tenants of one block size -EOPNOTSUPP without asking (a
+ * 1.21 daemon answers the word -EINVAL) and status shows no queued
+ * demotions per size.  Under any of them kvmmd also plays the older
  * daemon where a client can see it: the commands that came later are
  * unknown (-ENOTTY, kd_test_cmd_unknown()), ADMIN_STATUS and TIER_STATS
  * end where they ended then (kd_test_status_size(),
@@ -63,6 +67,7 @@ static uint16_t test_abi_minor(void)
 		const char *v18 = getenv("KVMMD_TEST_ABI_1_18");
 		const char *v19 = getenv("KVMMD_TEST_ABI_1_19");
 		const char *v20 = getenv("KVMMD_TEST_ABI_1_20");
+		const char *v21 = getenv("KVMMD_TEST_ABI_1_21");
 
 		minor = KVMM_ABI_MINOR;
 		if (v15 && !strcmp(v15, "1"))
@@ -75,6 +80,8 @@ static uint16_t test_abi_minor(void)
 			minor = 19;
 		else if (v20 && !strcmp(v20, "1"))
 			minor = 20;
+		else if (v21 && !strcmp(v21, "1"))
+			minor = 21;
 		if (minor != KVMM_ABI_MINOR)
 			vmm_log(VMM_LOG_WARN,
 				"KVMMD_TEST_ABI_1_%d=1: HELLO says ABI 1.%d%s (tests only)",
@@ -121,6 +128,8 @@ size_t kd_test_status_size(void)
 		return offsetof(struct kvmm_status_reply, lend_requests);
 	if (minor < 20)
 		return offsetof(struct kvmm_status_reply, prefix_queries);
+	if (minor < 22)
+		return offsetof(struct kvmm_status_reply, nr_sizes);
 	return sizeof(struct kvmm_status_reply);
 }
 

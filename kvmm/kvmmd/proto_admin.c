@@ -150,8 +150,12 @@ int kd_cmd_admin_status(struct req *rq)
 	if (rq->len)
 		return -EINVAL;
 	kd_status(rq->s->d, &st);
-	/* sizeof(st) but under a KVMMD_TEST_ABI_1_* knob (proto.c) */
+	/* sizeof(st) but under a KVMMD_TEST_ABI_1_* knob (proto.c); a
+	 * client of 1.21 or before gets the reply of before, exactly */
 	st.size = (uint32_t)kd_test_status_size();
+	if (rq->s->client_minor < 22 &&
+	    st.size > offsetof(struct kvmm_status_reply, nr_sizes))
+		st.size = offsetof(struct kvmm_status_reply, nr_sizes);
 	reply(rq, 0, &st, st.size, NULL, 0);
 	return 1;
 }
@@ -295,13 +299,23 @@ int kd_cmd_admin_sessions(struct req *rq)
 
 int kd_cmd_admin_tenants(struct req *rq)
 {
+	struct kvmm_admin_tenants_req q = { 0 };
 	struct kvmm_tenants_reply *rep;
 	size_t len;
 	int err;
 
-	if (rq->len)
+	/* a body since ABI 1.22: to a client of before, what 1.21 said */
+	if (rq->len && rq->s->client_minor < 22)
 		return -EINVAL;
-	err = kd_tenants_reply(rq->s->d, &rep, &len);
+	if (rq->len) {
+		err = COPY_IN(rq, q);
+		if (err)
+			return err;
+		if (q.flags || q.pad ||
+		    !kw_all_zero(q.reserved, sizeof(q.reserved)))
+			return -EINVAL;
+	}
+	err = kd_tenants_reply(rq->s->d, q.block_pages, &rep, &len);
 	if (err)
 		return err;
 	reply(rq, 0, rep, len, NULL, 0);

@@ -146,12 +146,25 @@ static struct kvmm_tenant_info *entry(struct kvmm_tenants_reply *r, uint32_t id)
 	return t;
 }
 
-int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
-		     size_t *len)
+/* The index of the cache of blocks of block_pages pages (every one for
+ * 0: -1), or -ENOENT. */
+static int size_index(struct kd_daemon *d, uint32_t block_pages)
+{
+	if (!block_pages)
+		return -1;
+	for (uint32_t i = 0; i < KD_CACHE_SIZES; i++)
+		if (kd_cache_size_at(d, i) == block_pages)
+			return (int)i;
+	return -ENOENT;
+}
+
+int kd_tenants_reply(struct kd_daemon *d, uint32_t block_pages,
+		     struct kvmm_tenants_reply **out, size_t *len)
 {
 	const struct pol_cache *pol;
 	struct pol_tenant_count *pt;
 	struct kvmm_tenants_reply *r;
+	int only = size_index(d, block_pages);
 
 	_Static_assert(
 		sizeof(struct kvmm_msg_hdr) +
@@ -159,6 +172,10 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 				REPLY_MAX * sizeof(struct kvmm_tenant_info) <=
 			KVMM_MSG_MAX,
 		"ADMIN_TENANTS fits a message");
+	_Static_assert(KD_CACHE_SIZES <= KVMM_TIER_STATS_SIZES,
+		       "a tenant's cold counts have room for every size");
+	if (only == -ENOENT)
+		return -ENOENT;
 	r = calloc(1, sizeof(*r) + REPLY_MAX * sizeof(r->tenants[0]));
 	pt = calloc(POL_TENANT_ROWS, sizeof(*pt));
 	if (!r || !pt) {
@@ -182,16 +199,29 @@ int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
 		for (unsigned tier = 0; tier < POL_TIER_COUNT; tier++)
 			t->limit_blocks[tier] = k->limit[tier];
 		/* its recovered blocks no open used yet, outside the
-		 * policy: cached on NVMe, admitted when they were found */
-		t->cached_blocks[POL_TIER_NVME] += k->cold_blocks;
-		t->admitted_blocks += k->cold_blocks + k->cold_dropped;
-		t->dropped_blocks += k->cold_dropped;
-		t->limit_moves += k->cold_limit_drops;
+		 * policy: cached on NVMe, admitted when they were found
+		 * (those of every size, or of the one asked) */
+		if (only < 0) {
+			t->cached_blocks[POL_TIER_NVME] += k->cold_blocks;
+			t->admitted_blocks += k->cold_blocks + k->cold_dropped;
+			t->dropped_blocks += k->cold_dropped;
+			t->limit_moves += k->cold_limit_drops;
+		} else {
+			const uint64_t blocks = k->cold_of[only].blocks;
+			const uint64_t dropped = k->cold_of[only].dropped;
+
+			t->cached_blocks[POL_TIER_NVME] += blocks;
+			t->admitted_blocks += blocks + dropped;
+			t->dropped_blocks += dropped;
+			t->limit_moves += k->cold_of[only].limit_drops;
+		}
 	}
-	/* the blocks of every block size's cache (cache.h) */
+	/* the blocks of every block size's cache (cache.h), or of one */
 	for (uint32_t size = 0; size < KD_CACHE_SIZES; size++) {
 		size_t np;
 
+		if (only >= 0 && size != (uint32_t)only)
+			continue;
 		pol = kd_cache_policy_at(d, size);
 		np = pol ? pol_cache_tenants(pol, pt, POL_TENANT_ROWS) : 0;
 		for (size_t i = 0; i < np && i < POL_TENANT_ROWS; i++) {

@@ -47,6 +47,12 @@ struct kd_tenant_counts {
 	uint64_t cold_blocks;
 	uint64_t cold_dropped;
 	uint64_t cold_limit_drops;
+	/* the same three in each size's cache (its place in kd_daemon.caches:
+	 * each size has its NVMe partition), for ADMIN_TENANTS of one size
+	 * (ABI 1.22); they add up to the three above */
+	struct {
+		uint64_t blocks, dropped, limit_drops;
+	} cold_of[KVMM_TIER_STATS_SIZES];
 };
 
 struct kd_tenants {
@@ -86,10 +92,13 @@ void kd_tenant_limits_apply_more(struct kd_daemon *d, struct pol_cache *pol);
 
 /*
  * ADMIN_TENANTS: every tenant with a row here or in the policy, in the
- * order they were first seen.  *out is malloc'ed (*len bytes); 0 or
+ * order they were first seen; their cached blocks (per tier, admitted,
+ * dropped, limit moves) those of every size's cache (block_pages 0) or
+ * of the cache of blocks of block_pages pages alone (ABI 1.22).  *out
+ * is malloc'ed (*len bytes); 0, -ENOENT (no cache of that size) or
  * -ENOMEM.
  */
-int kd_tenants_reply(struct kd_daemon *d, struct kvmm_tenants_reply **out,
-		     size_t *len);
+int kd_tenants_reply(struct kd_daemon *d, uint32_t block_pages,
+		     struct kvmm_tenants_reply **out, size_t *len);
 
 #endif

@@ -39,7 +39,7 @@
 #endif
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 21
+#define KVMM_ABI_MINOR 22
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where
@@ -497,6 +497,15 @@ struct kvmm_status_reply {
 	uint64_t pin_many_pinned;
 	uint64_t tier_stats_calls;
 	uint64_t quarantine_per_uid;
+	/* ABI 1.22 (56 more bytes, 776 in all; a client whose HELLO said
+	 * 1.21 or less is sent the 720 bytes of before): the block sizes
+	 * cached (pages a block, as TIER_STATS' sizes[], the first size
+	 * first) and, for each, its demotions waiting for a free host slot
+	 * now (they add up to demotions_queued) */
+	uint32_t nr_sizes;
+	uint32_t sizes[4]; /* KVMM_TIER_STATS_SIZES */
+	uint32_t pad_sizes;
+	uint64_t demotions_queued_size[4];
 };
 
 enum kvmm_policy_state {
@@ -637,6 +646,24 @@ struct kvmm_tenant_info {
  * limit_blocks, which were reserved. */
 #define KVMM_TENANT_INFO_SIZE_1_10 120u
 
+/*
+ * ADMIN_TENANTS' optional request (ABI 1.22; none before, and none still
+ * asks for every size summed).  block_pages: 0, the blocks of every
+ * size's cache summed; N, each tenant's figures in the cache of blocks
+ * of N pages alone (-ENOENT when no cache has that size): its cached
+ * blocks per tier, admitted, dropped and limit_moves.  The rest of an
+ * entry (sessions, prefix opens, hits, publishes, limits, quota) is kept
+ * for the daemon, not per size, and is the same in either reply.  A
+ * daemon before 1.22 answers any body -EINVAL.
+ */
+struct kvmm_admin_tenants_req {
+	uint32_t size;
+	uint32_t flags; /* 0 */
+	uint32_t block_pages;
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
 struct kvmm_tenants_reply {
 	uint32_t size;
 	uint32_t nr;
@@ -687,7 +714,21 @@ struct kvmm_admin_cache_drop {
 	uint32_t tiers; /* KVMM_CACHE_DROP_* mask, 0: all */
 	uint32_t flags; /* KVMM_CACHE_DROP_F_* */
 	uint32_t tenant; /* with KVMM_CACHE_DROP_F_TENANT; else 0 */
-	uint64_t reserved[2];
+	/* ABI 1.22 (a reserved word before: a daemon before 1.22 answers
+	 * one not 0 -EINVAL): 0, every size's cache; N, the cache of blocks
+	 * of N pages alone, its NVMe partition included, the other sizes'
+	 * blocks untouched (-ENOENT when no cache has that size) */
+	uint32_t block_pages;
+	uint32_t pad;
+	uint64_t reserved[1];
+};
+
+/* One size's part of an ADMIN_CACHE_DROP (its reply's sizes[]). */
+struct kvmm_cache_drop_size {
+	uint32_t block_pages;
+	uint32_t pad;
+	uint64_t dropped[3]; /* gpu, host, nvme */
+	uint64_t kept[3];
 };
 
 struct kvmm_admin_cache_drop_reply {
@@ -711,6 +752,15 @@ struct kvmm_admin_cache_drop_reply {
 	 * nvme_invalidate_failures */
 	uint64_t nvme_stale_invalidated;
 	uint64_t reserved[1];
+	/* ABI 1.22 (232 more bytes, 336 in all; a client whose HELLO said
+	 * 1.21 or less is sent the 104 bytes of before): block_pages, the
+	 * request's (0: every size); sizes[0..nr_sizes), each size the drop
+	 * walked (the one asked, or every size cached, the first first)
+	 * with its blocks dropped and kept per tier: they add up to
+	 * dropped[] and kept[] above */
+	uint32_t block_pages;
+	uint32_t nr_sizes;
+	struct kvmm_cache_drop_size sizes[4]; /* KVMM_TIER_STATS_SIZES */
 };
 
 /* Revoke blocks [first_block, end) of one sequence of one session. */
