@@ -157,7 +157,7 @@ static void bad_input(const char *sock)
 		if (td_kvmmctl(sock, cmd, out, sizeof(out)) != 2 ||
 		    !strstr(out, named[i].says) ||
 		    !strstr(out,
-			    "\nusage: kvmmctl cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] [--json]\n"))
+			    "\nusage: kvmmctl cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] [--block-pages N] [--json]\n"))
 			t_fail("kvmmctl %s: no '%s' and usage in: %s", cmd,
 			       named[i].says, out);
 	}

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvmmctl cache-drop [--tier gpu|host|nvme[,...]] [--uid ID]: drop cached
- * blocks, those of the tiers named (all without --tier) and of one
- * tenant (a uid, a gid under --cache-scope gid; all without --uid)
- * (ADMIN_CACHE_DROP, ABI 1.14).  Prints how many went per tier, and how
+ * kvmmctl cache-drop [--tier gpu|host|nvme[,...]] [--uid ID]
+ * [--block-pages N]: drop cached blocks, those of the tiers named (all
+ * without --tier), of one tenant (a uid, a gid under --cache-scope gid;
+ * all without --uid) and of one block size's cache (blocks of N pages,
+ * one model's: ABI 1.22; every size without --block-pages)
+ * (ADMIN_CACHE_DROP, ABI 1.14).  Prints how many went per tier (and per
+ * size, with several sizes cached), and how
  * many stayed because they are in use (a live sequence, a client's pin,
  * a copy in flight); dropped NVMe blocks, and the older NVMe copies of
  * what was dropped (stale copies: slots freed earlier whose header still
@@ -11,13 +14,15 @@
  * restart does not bring them back.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tools/kvmmctl/kvmmctl.h"
 
-#define CACHE_DROP_USAGE \
-	"cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] [--json]"
+#define CACHE_DROP_USAGE                                      \
+	"cache-drop [--tier gpu|host|nvme[,...]] [--uid ID] " \
+	"[--block-pages N] [--json]"
 
 /* After a line that says what was wrong: the usage, and exit status 2
  * (as kvmmctl_args() ends). */
@@ -75,24 +80,36 @@ static int parse_uid(const char *s, uint32_t *id)
 	return err;
 }
 
+/* The options that take a value. */
+enum drop_opt { OPT_TIER, OPT_UID, OPT_BLOCK_PAGES, OPT_COUNT };
+
+static const char *const drop_opt_names[OPT_COUNT] = {
+	"--tier",
+	"--uid",
+	"--block-pages",
+};
+
 /*
  * The command line into *a: 0, or 2 (the exit status) after a line that
- * names the word at fault.  The words that are not --tier, --uid or
- * their values go to kvmmctl_args(), which names an unknown option or an
- * extra word as every kvmmctl command does.
+ * names the word at fault.  The words that are not --tier, --uid,
+ * --block-pages or their values go to kvmmctl_args(), which names an
+ * unknown option or an extra word as every kvmmctl command does.
  */
 static int parse_args(int argc, char **argv, struct kvmm_admin_cache_drop *a)
 {
+	bool given[OPT_COUNT] = { false };
 	char *rest[argc + 1];
-	bool tiers_set = false;
 	int n = 0;
 
 	rest[n++] = argv[0];
 	for (int i = 1; i < argc; i++) {
 		const char *opt = argv[i];
-		bool tier = !strcmp(opt, "--tier");
+		int o, err;
 
-		if (!tier && strcmp(opt, "--uid")) {
+		for (o = 0; o < OPT_COUNT; o++)
+			if (!strcmp(opt, drop_opt_names[o]))
+				break;
+		if (o == OPT_COUNT) {
 			rest[n++] = argv[i];
 			continue;
 		}
@@ -101,25 +118,59 @@ static int parse_args(int argc, char **argv, struct kvmm_admin_cache_drop *a)
 				"kvmmctl: cache-drop: %s needs a value\n", opt);
 			return usage_error();
 		}
-		if (tier ? tiers_set :
-			   !!(a->flags & KVMM_CACHE_DROP_F_TENANT)) {
+		if (given[o]) {
 			fprintf(stderr, "kvmmctl: cache-drop: %s given twice\n",
 				opt);
 			return usage_error();
 		}
-		if (tier ? parse_tiers(argv[++i], &a->tiers) :
-			   parse_uid(argv[++i], &a->tenant))
-			return usage_error();
-		if (tier)
-			tiers_set = true;
+		given[o] = true;
+		i++;
+		if (o == OPT_TIER)
+			err = parse_tiers(argv[i], &a->tiers);
+		else if (o == OPT_UID)
+			err = parse_uid(argv[i], &a->tenant);
 		else
+			err = kvmmctl_parse_block_pages("cache-drop", argv[i],
+							&a->block_pages);
+		if (err)
+			return usage_error();
+		if (o == OPT_UID)
 			a->flags |= KVMM_CACHE_DROP_F_TENANT;
 	}
 	rest[n] = NULL;
 	return kvmmctl_args("cache-drop", n, rest, 0, 0, CACHE_DROP_USAGE);
 }
 
-static void print_json(const struct kvmm_admin_cache_drop_reply *r)
+/* Does the reply r (got bytes) have each size's part (ABI 1.22)? */
+static bool has_sizes(const struct kvmm_admin_cache_drop_reply *r, size_t got)
+{
+	return got >= sizeof(*r) && r->nr_sizes <= KVMM_TIER_STATS_SIZES;
+}
+
+/* ,"block_pages":N,"sizes":[{"block_pages":N,"dropped":{..},"kept":{..}}] */
+static void print_sizes_json(const struct kvmm_admin_cache_drop_reply *r)
+{
+	printf(",\"block_pages\":%u,\"sizes\":[", r->block_pages);
+	for (uint32_t k = 0; k < r->nr_sizes; k++) {
+		const struct kvmm_cache_drop_size *z = &r->sizes[k];
+
+		printf("%s{\"block_pages\":%u,\"dropped\":{", k ? "," : "",
+		       z->block_pages);
+		for (int t = 0; t < 3; t++)
+			printf("%s\"%s\":%llu", t ? "," : "",
+			       kvmmctl_tier_names[t],
+			       (unsigned long long)z->dropped[t]);
+		printf("},\"kept\":{");
+		for (int t = 0; t < 3; t++)
+			printf("%s\"%s\":%llu", t ? "," : "",
+			       kvmmctl_tier_names[t],
+			       (unsigned long long)z->kept[t]);
+		printf("}}");
+	}
+	printf("]");
+}
+
+static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 {
 	printf("{\"dropped\":{");
 	for (int t = 0; t < 3; t++)
@@ -131,15 +182,18 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r)
 		       (unsigned long long)r->kept[t]);
 	printf("},\"kept_in_use\":%llu,\"kept_pinned\":%llu,"
 	       "\"kept_busy\":%llu,\"nvme_invalidate_failures\":%llu,"
-	       "\"nvme_stale_invalidated\":%llu}\n",
+	       "\"nvme_stale_invalidated\":%llu",
 	       (unsigned long long)r->kept_in_use,
 	       (unsigned long long)r->kept_pinned,
 	       (unsigned long long)r->kept_busy,
 	       (unsigned long long)r->nvme_invalidate_failures,
 	       (unsigned long long)r->nvme_stale_invalidated);
+	if (has_sizes(r, got))
+		print_sizes_json(r);
+	printf("}\n");
 }
 
-static void print_text(const struct kvmm_admin_cache_drop_reply *r)
+static void print_text(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 {
 	printf("dropped      gpu %llu, host %llu, nvme %llu blocks\n",
 	       (unsigned long long)r->dropped[0],
@@ -151,6 +205,22 @@ static void print_text(const struct kvmm_admin_cache_drop_reply *r)
 	       (unsigned long long)r->kept_in_use,
 	       (unsigned long long)r->kept_pinned,
 	       (unsigned long long)r->kept_busy);
+	/* each size's part, when one was asked or several were walked (one
+	 * size alone: the lines above are it) */
+	for (uint32_t k = 0;
+	     has_sizes(r, got) && (r->block_pages || r->nr_sizes > 1) &&
+	     k < r->nr_sizes;
+	     k++) {
+		const struct kvmm_cache_drop_size *z = &r->sizes[k];
+
+		printf("size %-7u dropped gpu %llu, host %llu, nvme %llu blocks; kept gpu %llu, host %llu, nvme %llu\n",
+		       z->block_pages, (unsigned long long)z->dropped[0],
+		       (unsigned long long)z->dropped[1],
+		       (unsigned long long)z->dropped[2],
+		       (unsigned long long)z->kept[0],
+		       (unsigned long long)z->kept[1],
+		       (unsigned long long)z->kept[2]);
+	}
 	/* older copies on NVMe of what was dropped (ABI 1.15; 0 before) */
 	if (r->nvme_stale_invalidated)
 		printf("invalidated  %llu stale NVMe copies (slots freed earlier whose header still named a dropped block)\n",
@@ -165,6 +235,7 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_admin_cache_drop a = { .size = sizeof(a) };
 	struct kvmm_admin_cache_drop_reply r = { 0 };
 	struct kvmm_conn *c;
+	size_t got = 0;
 	int err;
 
 	err = parse_args(argc, argv, &a);
@@ -174,9 +245,12 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 1;
 	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 14)
 		err = -ENOTTY;
+	else if (a.block_pages && c->hello.abi_major == KVMM_ABI_MAJOR &&
+		 c->hello.abi_minor < 22)
+		err = -EOPNOTSUPP; /* a 1.21 daemon: a reserved word */
 	else
 		err = kc_request(c, KVMM_CMD_ADMIN_CACHE_DROP, &a, sizeof(a),
-				 &r, sizeof(r), NULL);
+				 &r, sizeof(r), &got);
 	kvmm_disconnect(c);
 	switch (err) {
 	case 0:
@@ -185,6 +259,15 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		fprintf(stderr,
 			"kvmmctl: cache-drop: kvmmd is older than ABI 1.14 (no cache drop)\n");
 		return 1;
+	case -EOPNOTSUPP:
+		fprintf(stderr,
+			"kvmmctl: cache-drop: --block-pages: kvmmd is older than ABI 1.22 (no drop of one block size)\n");
+		return 1;
+	case -ENOENT:
+		fprintf(stderr,
+			"kvmmctl: cache-drop: --block-pages %u: kvmmd caches no blocks of %u pages (kvmmctl status lists the sizes)\n",
+			a.block_pages, a.block_pages);
+		return 1;
 	default:
 		/* -EPERM: who may (kvmmctl_strerror()), as every command says */
 		fprintf(stderr, "kvmmctl: cache-drop: %s\n",
@@ -192,8 +275,8 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 1;
 	}
 	if (ctx->json)
-		print_json(&r);
+		print_json(&r, got);
 	else
-		print_text(&r);
+		print_text(&r, got);
 	return 0;
 }

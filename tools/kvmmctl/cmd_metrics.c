@@ -58,7 +58,7 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (src.nr_sizes)
 		src.sizes = sz;
 	/* before ABI 1.10 (-ENOTTY): no tenant families */
-	if (!err && !kvmmctl_fetch_tenants(c, &tn))
+	if (!err && !kvmmctl_fetch_tenants(c, 0, &tn))
 		src.tn = tn;
 	kvmm_disconnect(c);
 	if (err) {

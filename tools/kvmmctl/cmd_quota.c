@@ -42,7 +42,7 @@ static int show(struct kvmmctl_ctx *ctx, struct kvmm_conn *c, uint32_t uid)
 {
 	struct kvmm_tenants_reply *rep = NULL;
 	uint64_t page = c->hello.page_size;
-	int err = kvmmctl_fetch_tenants(c, &rep);
+	int err = kvmmctl_fetch_tenants(c, 0, &rep);
 
 	if (err == -ENOTTY || (!err && c->hello.abi_minor < 13)) {
 		fprintf(stderr,

@@ -16,7 +16,8 @@
  * tiers as each size's, and with several block sizes cached each size's
  * object (sz[0..nr), status_sizes.c).
  */
-static void tiers_json(const struct kvmm_tier_stats_reply *ts,
+static void tiers_json(const struct kvmm_status_reply *st,
+		       const struct kvmm_tier_stats_reply *ts,
 		       const struct kd_metrics_size *sz, uint32_t nr)
 {
 	printf(",\"cache\":{");
@@ -99,7 +100,7 @@ static void tiers_json(const struct kvmm_tier_stats_reply *ts,
 		       (unsigned long long)ts->nvme_write_error,
 		       (unsigned long long)ts->nvme_write_retry_ms);
 	kvmmctl_tiers_json(ts);
-	kvmmctl_sizes_json(sz, nr);
+	kvmmctl_sizes_json(st, sz, nr);
 	printf("}");
 }
 
@@ -477,7 +478,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			policy_state_json(&st);
 		}
 		if (!ts_err)
-			tiers_json(&ts, sz, nr_sizes);
+			tiers_json(&st, &ts, sz, nr_sizes);
 		if (st.cost_host_bw)
 			printf(",\"cost_model\":{\"host_bw\":%llu,"
 			       "\"host_bw_profile\":%llu,\"nvme_bw\":%llu,"
@@ -661,6 +662,6 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.early_opens,
 		       (unsigned long long)ts.early_reloads,
 		       (unsigned long long)ts.early_reload_failures);
-	kvmmctl_sizes_text(sz, nr_sizes);
+	kvmmctl_sizes_text(&st, sz, nr_sizes);
 	return 0;
 }

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvmmctl tenants [--json]: per tenant (uid, or gid under --cache-scope
- * gid), the blocks the cache holds for it in each tier and what its
- * sessions got: prefix opens, blocks found per tier, blocks published
- * (ADMIN_TENANTS, ABI 1.10), and its limits (ABI 1.11).
+ * kvmmctl tenants [--block-pages N] [--json]: per tenant (uid, or gid
+ * under --cache-scope gid), the blocks the cache holds for it in each
+ * tier and what its sessions got: prefix opens, blocks found per tier,
+ * blocks published (ADMIN_TENANTS, ABI 1.10), and its limits (ABI 1.11).
+ * The blocks are every size's summed; with several block sizes cached
+ * each size's table follows (ABI 1.22), and --block-pages N shows the
+ * cache of blocks of N pages alone (the sessions' counts, limits and
+ * quotas are the daemon's, the same in every table).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,18 +38,27 @@ static int widen(struct kvmm_tenants_reply **rep)
 	return 0;
 }
 
-int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out)
+int kvmmctl_fetch_tenants(struct kvmm_conn *c, uint32_t block_pages,
+			  struct kvmm_tenants_reply **out)
 {
+	struct kvmm_admin_tenants_req q = { .size = sizeof(q),
+					    .block_pages = block_pages };
 	size_t cap = KVMM_MSG_MAX, len = 0;
 	struct kvmm_tenants_reply *rep;
 	int err;
 
 	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 10)
 		return -ENOTTY; /* before ADMIN_TENANTS */
+	/* a 1.21 daemon answers a body -EINVAL: not sent */
+	if (block_pages && c->hello.abi_major == KVMM_ABI_MAJOR &&
+	    c->hello.abi_minor < 22)
+		return -EOPNOTSUPP;
 	rep = calloc(1, cap);
 	if (!rep)
 		return -ENOMEM;
-	err = kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, rep, cap, &len);
+	/* no body for every size: what any daemon takes */
+	err = kc_request(c, KVMM_CMD_ADMIN_TENANTS, block_pages ? &q : NULL,
+			 block_pages ? sizeof(q) : 0, rep, cap, &len);
 	/* a later daemon's entries may be longer: read the fields we know;
 	 * a 1.10 daemon's end before the limits */
 	if (!err && (len < sizeof(*rep) ||
@@ -83,9 +97,10 @@ static void print_tiers(const uint64_t v[3])
 	putchar('}');
 }
 
-static void print_json(const struct kvmm_tenants_reply *rep)
+/* [{"id":..},...]: rep's entries */
+static void print_json_entries(const struct kvmm_tenants_reply *rep)
 {
-	printf("{\"kind\":\"%s\",\"tenants\":[", kind_name(rep->kind));
+	putchar('[');
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		const struct kvmm_tenant_info *t = tenant_at(rep, i);
 
@@ -116,7 +131,7 @@ static void print_json(const struct kvmm_tenants_reply *rep)
 			       (unsigned long long)t->quota_cached_pages);
 		putchar('}');
 	}
-	printf("]}\n");
+	putchar(']');
 }
 
 /* "gpu:2,host:5", or "-" without a limit */
@@ -180,32 +195,142 @@ static void print_text(const struct kvmm_tenants_reply *rep)
 	}
 }
 
+#define TENANTS_USAGE "tenants [--block-pages N] [--json]"
+
+/* Each block size's table when several are cached (ABI 1.22). */
+struct tenants_sizes {
+	uint32_t nr;
+	uint32_t pages[KVMM_TIER_STATS_SIZES];
+	struct kvmm_tenants_reply *rep[KVMM_TIER_STATS_SIZES];
+};
+
+/*
+ * With no --block-pages and two or more sizes cached (TIER_STATS lists
+ * them, ABI 1.21), each size's ADMIN_TENANTS too, from a daemon of 1.22
+ * or later; nothing otherwise (the sums are the one size's).  0 or the
+ * first failure's -errno.
+ */
+static int fetch_sizes(struct kvmm_conn *c, struct tenants_sizes *z)
+{
+	struct kvmm_tier_stats_reply ts = { 0 };
+	uint32_t n;
+
+	z->nr = 0;
+	if (c->hello.abi_major != KVMM_ABI_MAJOR || c->hello.abi_minor < 22)
+		return 0;
+	/* a daemon without the block cache refuses TIER_STATS: no sizes */
+	if (kvmm_tier_stats(c, &ts, sizeof(ts)) ||
+	    !KVMMCTL_TS_HAS(&ts, sizes) || ts.nr_sizes < 2)
+		return 0;
+	n = ts.nr_sizes < KVMM_TIER_STATS_SIZES ? ts.nr_sizes :
+						  KVMM_TIER_STATS_SIZES;
+	for (uint32_t i = 0; i < n; i++) {
+		int err = kvmmctl_fetch_tenants(c, ts.sizes[i], &z->rep[i]);
+
+		if (err)
+			return err;
+		z->pages[i] = ts.sizes[i];
+		z->nr++;
+	}
+	return 0;
+}
+
+static void print_json(const struct kvmm_tenants_reply *rep,
+		       uint32_t block_pages, const struct tenants_sizes *z)
+{
+	printf("{\"kind\":\"%s\",", kind_name(rep->kind));
+	if (block_pages)
+		printf("\"block_pages\":%u,", block_pages);
+	printf("\"tenants\":");
+	print_json_entries(rep);
+	if (z->nr) {
+		printf(",\"sizes\":[");
+		for (uint32_t i = 0; i < z->nr; i++) {
+			printf("%s{\"block_pages\":%u,\"tenants\":",
+			       i ? "," : "", z->pages[i]);
+			print_json_entries(z->rep[i]);
+			putchar('}');
+		}
+		putchar(']');
+	}
+	printf("}\n");
+}
+
+/* --block-pages N into *block_pages, the rest to kvmmctl_args(): 0, or 2
+ * (the exit status) after a line naming what was wrong. */
+static int parse_args(int argc, char **argv, uint32_t *block_pages)
+{
+	char *rest[argc + 1];
+	bool given = false;
+	int n = 0;
+
+	rest[n++] = argv[0];
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--block-pages")) {
+			rest[n++] = argv[i];
+			continue;
+		}
+		if (i + 1 == argc || given) {
+			fprintf(stderr, "kvmmctl: tenants: --block-pages %s\n",
+				given ? "given twice" : "needs a value");
+			fprintf(stderr, "usage: kvmmctl %s\n", TENANTS_USAGE);
+			return 2;
+		}
+		given = true;
+		if (kvmmctl_parse_block_pages("tenants", argv[++i],
+					      block_pages)) {
+			fprintf(stderr, "usage: kvmmctl %s\n", TENANTS_USAGE);
+			return 2;
+		}
+	}
+	rest[n] = NULL;
+	return kvmmctl_args("tenants", n, rest, 0, 0, TENANTS_USAGE);
+}
+
 int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tenants_reply *rep = NULL;
+	struct tenants_sizes z = { 0 };
+	uint32_t block_pages = 0;
 	struct kvmm_conn *c;
 	int err;
 
-	if (kvmmctl_args("tenants", argc, argv, 0, 0, "tenants [--json]"))
-		return 2;
+	err = parse_args(argc, argv, &block_pages);
+	if (err)
+		return err;
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
-	err = kvmmctl_fetch_tenants(c, &rep);
+	err = kvmmctl_fetch_tenants(c, block_pages, &rep);
+	if (!err && !block_pages)
+		err = fetch_sizes(c, &z);
 	kvmm_disconnect(c);
 	if (err == -ENOTTY) {
 		fprintf(stderr,
 			"kvmmctl: tenants: kvmmd is older than ABI 1.10 (no ADMIN_TENANTS)\n");
-		return 1;
-	}
-	if (err) {
+	} else if (err == -EOPNOTSUPP) {
+		fprintf(stderr,
+			"kvmmctl: tenants: --block-pages: kvmmd is older than ABI 1.22 (no tenants of one block size)\n");
+	} else if (err == -ENOENT) {
+		fprintf(stderr,
+			"kvmmctl: tenants: --block-pages %u: kvmmd caches no blocks of %u pages (kvmmctl status lists the sizes)\n",
+			block_pages, block_pages);
+	} else if (err) {
 		fprintf(stderr, "kvmmctl: tenants: %s\n",
 			kvmmctl_strerror(ctx, err));
-		return 1;
-	}
-	if (ctx->json)
-		print_json(rep);
-	else
+	} else if (ctx->json) {
+		print_json(rep, block_pages, &z);
+	} else {
+		if (block_pages)
+			printf("blocks of %u pages alone:\n", block_pages);
 		print_text(rep);
+		for (uint32_t i = 0; i < z.nr; i++) {
+			printf("\nblocks of %u pages alone (of the sums above):\n",
+			       z.pages[i]);
+			print_text(z.rep[i]);
+		}
+	}
+	for (uint32_t i = 0; i < z.nr; i++)
+		free(z.rep[i]);
 	free(rep);
-	return 0;
+	return err ? 1 : 0;
 }

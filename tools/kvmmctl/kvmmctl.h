@@ -63,12 +63,18 @@ void kvmmctl_cache_counts_text(const struct kvmm_tier_stats_reply *ts);
 void kvmmctl_tier_text(const char *indent,
 		       const struct kvmm_tier_stats_reply *ts);
 /* `,"sizes":[...]` and the text's block of each size (nothing for nr
- * 0), for status. */
-void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr);
-void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr);
-/* ADMIN_TENANTS over c into *out (malloc'ed); -ENOTTY from a daemon
- * older than ABI 1.10. */
-int kvmmctl_fetch_tenants(struct kvmm_conn *c, struct kvmm_tenants_reply **out);
+ * 0), for status; with each size's queued demotions from st, the
+ * ADMIN_STATUS reply, when it has them (ABI 1.22). */
+void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
+			const struct kd_metrics_size *sz, uint32_t nr);
+void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
+			const struct kd_metrics_size *sz, uint32_t nr);
+/* ADMIN_TENANTS over c into *out (malloc'ed): every size's blocks
+ * summed (block_pages 0) or one size's (ABI 1.22); -ENOTTY from a daemon
+ * older than ABI 1.10, -EOPNOTSUPP for a size from one older than 1.22
+ * (nothing asked), -ENOENT for a size not cached. */
+int kvmmctl_fetch_tenants(struct kvmm_conn *c, uint32_t block_pages,
+			  struct kvmm_tenants_reply **out);
 /*
  * sessions_reply.c: ADMIN_SESSIONS, checked.  rep is malloc'ed; regions
  * the header of the region list that follows the entries (ABI 1.13),
@@ -123,6 +129,9 @@ extern const char *const kvmmctl_tier_names[KVMMCTL_TIERS];
 /* A decimal u32 argument; prints an error and returns -EINVAL if not a
  * number, -ERANGE if past 2^32 - 1. */
 int kvmmctl_parse_u32(const char *s, uint32_t *out);
+/* --block-pages' value for cmd: a decimal number of pages, 1 or more;
+ * -EINVAL after a line naming cmd and the word. */
+int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out);
 /* Print s as a JSON string (quotes and escapes). */
 void kvmmctl_json_str(const char *s);
 

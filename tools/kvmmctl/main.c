@@ -37,16 +37,18 @@ static const struct command commands[] = {
 	  "status in the Prometheus text format (textfile collector)" },
 	{ "sessions", cmd_sessions, "list client sessions" },
 	{ "tenants", cmd_tenants,
-	  "per uid (gid): blocks cached, prefix hits, publishes" },
+	  "[--block-pages N]: per uid (gid): blocks cached, prefix\n"
+	  "               hits, publishes (of one block size with N)" },
 	{ "kill", cmd_kill, "kill SESSION_ID: cut a session off" },
 	{ "tenant-limit", cmd_tenant_limit,
 	  "tenant-limit ID TIER:N[,TIER:N...]|none: most cached\n"
 	  "               blocks a tenant may hold per tier named\n"
 	  "               (TIER gpu, host or nvme, any order)" },
 	{ "cache-drop", cmd_cache_drop,
-	  "[--tier gpu|host|nvme[,...]] [--uid ID]: drop cached\n"
-	  "               blocks (those in use stay), of the tiers and the\n"
-	  "               tenant named (all without)" },
+	  "[--tier gpu|host|nvme[,...]] [--uid ID] [--block-pages N]:\n"
+	  "               drop cached blocks (those in use stay), of the\n"
+	  "               tiers, the tenant and the block size named (all\n"
+	  "               without)" },
 	{ "quota", cmd_quota,
 	  "quota UID [SIZE]: set a uid's memory quota, or show it" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
@@ -221,6 +223,24 @@ int kvmmctl_parse_u32(const char *s, uint32_t *out)
 	}
 	*out = v;
 	return 0;
+}
+
+int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (isdigit((unsigned char)*s) && !*end && !errno && v &&
+	    v <= 0xffffffffu) {
+		*out = (uint32_t)v;
+		return 0;
+	}
+	fprintf(stderr,
+		"kvmmctl: %s: --block-pages '%s': not a block size (pages a block, 1 to 4294967295; kvmmctl status lists those cached)\n",
+		cmd, s);
+	return -EINVAL;
 }
 
 void kvmmctl_json_str(const char *s)

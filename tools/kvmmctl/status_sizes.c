@@ -9,6 +9,7 @@
  * each is asked for and shown in a block of its own.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "kvmm/kvmmd/metrics_text.h"
@@ -38,8 +39,29 @@ int kvmmctl_fetch_sizes(struct kvmm_conn *c,
 	return 0;
 }
 
-void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr)
+/*
+ * The demotions of blocks of `pages` waiting for a host slot now, from
+ * ADMIN_STATUS' sizes (ABI 1.22): false from an older daemon, or when
+ * it does not list the size.
+ */
+static bool queued_of(const struct kvmm_status_reply *st, uint32_t pages,
+		      uint64_t *queued)
 {
+	if (!KVMMCTL_ST_HAS(st, demotions_queued_size))
+		return false;
+	for (uint32_t i = 0; i < st->nr_sizes && i < KVMM_TIER_STATS_SIZES; i++)
+		if (st->sizes[i] == pages) {
+			*queued = st->demotions_queued_size[i];
+			return true;
+		}
+	return false;
+}
+
+void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
+			const struct kd_metrics_size *sz, uint32_t nr)
+{
+	uint64_t queued;
+
 	if (!nr)
 		return;
 	printf(",\"sizes\":[");
@@ -47,6 +69,9 @@ void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr)
 		const struct kvmm_tier_stats_reply *ts = &sz[k].ts;
 
 		printf("%s{\"block_pages\":%u,", k ? "," : "", sz[k].pages);
+		if (queued_of(st, sz[k].pages, &queued))
+			printf("\"demotions_queued\":%llu,",
+			       (unsigned long long)queued);
 		kvmmctl_cache_counts_json(ts);
 		kvmmctl_tiers_json(ts);
 		printf("}");
@@ -54,8 +79,11 @@ void kvmmctl_sizes_json(const struct kd_metrics_size *sz, uint32_t nr)
 	printf("]");
 }
 
-void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr)
+void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
+			const struct kd_metrics_size *sz, uint32_t nr)
 {
+	uint64_t queued;
+
 	if (!nr)
 		return;
 	printf("sizes        %u block sizes cached, the figures above their sums; each alone:\n",
@@ -66,7 +94,11 @@ void kvmmctl_sizes_text(const struct kd_metrics_size *sz, uint32_t nr)
 		printf("size %-7u %llu bytes a block; ", sz[k].pages,
 		       (unsigned long long)ts->tiers[0].block_bytes);
 		kvmmctl_cache_counts_text(ts);
-		printf(", %llu misses\n", (unsigned long long)ts->misses);
+		printf(", %llu misses", (unsigned long long)ts->misses);
+		if (queued_of(st, sz[k].pages, &queued))
+			printf(", %llu demotions queued",
+			       (unsigned long long)queued);
+		printf("\n");
 		kvmmctl_tier_text("  ", ts);
 	}
 }
