@@ -33,7 +33,12 @@
  *      sizes' TIER_STATS say ENOENT; the directory made, the first
  *      size's retries claim the file and both partitions join their
  *      caches (7 and 15 slots), where blocks of each size then go down
- *      and come back from NVMe byte-identical.
+ *      and come back from NVMe byte-identical;
+ *   8. a drop of the 2-page size alone (kvmmctl cache-drop --block-pages
+ *      2, ABI 1.22): its NVMe blocks dropped and its partition marked,
+ *      the 4-page size's blocks read back from NVMe byte-identical, in
+ *      the run and after a restart that recovers none of the 2-page
+ *      size's.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT io_uring).
  */
 #include <errno.h>
@@ -445,6 +450,66 @@ static void write_failures_per_size(void)
 	printf("write failures: one size's partition out of service, the other's not\n");
 }
 
+/*
+ * A drop of one size (ABI 1.22, kvmmctl cache-drop --block-pages 2)
+ * takes that size's NVMe blocks and marks its partition alone: the
+ * other size's blocks are read back from NVMe byte-identical, in this
+ * run and after a restart, which recovers nothing of the dropped size.
+ */
+static void drop_one_partition(void)
+{
+	struct kvmm_tier_stats_reply a, b;
+	static char out[8192];
+	struct td_daemon d;
+
+	unlink(nvme);
+	cc_start(&d, args);
+	ms_write(d.sock, 2, 0);
+	ms_write(d.sock, 1, 0);
+	cc_stop(&d); /* both saved to their partitions */
+	cc_start(&d, args);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.tiers[2].used_blocks, NB);
+	t_assert_eq(b.tiers[2].used_blocks, NB);
+	t_assert_eq(td_kvmmctl(d.sock, "--json cache-drop --block-pages 2", out,
+			       sizeof(out)),
+		    0);
+	if (!strstr(out, "\"dropped\":{\"gpu\":0,\"host\":0,\"nvme\":2}") ||
+	    !strstr(out,
+		    "\"sizes\":[{\"block_pages\":2,\"dropped\":{\"gpu\":0,\"host\":0,\"nvme\":2}") ||
+	    strstr(out, "\"block_pages\":4"))
+		t_fail("kvmmctl --json cache-drop --block-pages 2:\n%s", out);
+	t_assert_eq(
+		log_count(
+			&d,
+			"of blocks of 2 pages: dropped gpu 0, host 0, nvme 2 blocks"),
+		1);
+	t_assert_eq(log_count(&d, "NVMe slots below generation"), 1);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert_eq(a.tiers[2].used_blocks, NB);
+	t_assert_eq(b.tiers[2].used_blocks, 0);
+	ms_expect_read(d.sock, 2, 0, 2); /* from NVMe, byte-identical */
+	ms_read(d.sock, 1, 1, 0);
+	t_assert_eq(res->found, 0);
+	cc_stop(&d);
+
+	/* the dropped size's mark holds, the other's blocks come back */
+	cc_start(&d, args);
+	t_assert_eq(part_line(&d, 1, "recovered 0 of 15 slots"), 1);
+	size_stats(d.sock, 4, &a);
+	size_stats(d.sock, 2, &b);
+	t_assert(a.recovered_blocks >= NB);
+	t_assert_eq(b.recovered_blocks, 0);
+	ms_expect_read(d.sock, 2, 0, 2);
+	ms_read(d.sock, 1, 1, 0);
+	t_assert_eq(res->found, 0);
+	cc_stop(&d);
+	unlink(nvme);
+	printf("drop of one size: its partition dropped and marked, the other's blocks read back\n");
+}
+
 int main(void)
 {
 	ms_res_init();
@@ -460,5 +525,6 @@ int main(void)
 	unlink(nvme);
 	write_failures_per_size();
 	join_late();
+	drop_one_partition();
 	return 0;
 }
