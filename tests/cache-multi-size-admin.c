@@ -189,16 +189,18 @@ static void option_errors(const char *sock)
 		  "kvmmctl: cache-drop: --block-pages given twice");
 	ctl_error(sock, "cache-drop --tier host --block-pages", 2,
 		  "kvmmctl: cache-drop: --block-pages needs a value");
-	ctl_error(sock, "cache-drop --block-pages 6", 1,
-		  "kvmmctl: cache-drop: --block-pages 6: kvmmd caches no blocks of 6 pages");
+	ctl_error(
+		sock, "cache-drop --block-pages 6", 1,
+		"kvmmctl: cache-drop: --block-pages 6: kvmmd caches no blocks of 6 pages");
 	ctl_error(sock, "tenants --block-pages 0", 2,
 		  "kvmmctl: tenants: --block-pages '0': not a block size");
 	ctl_error(sock, "tenants --block-pages x", 2,
 		  "kvmmctl: tenants: --block-pages 'x': not a block size");
 	ctl_error(sock, "tenants --block-pages", 2,
 		  "kvmmctl: tenants: --block-pages needs a value");
-	ctl_error(sock, "tenants --block-pages 6", 1,
-		  "kvmmctl: tenants: --block-pages 6: kvmmd caches no blocks of 6 pages");
+	ctl_error(
+		sock, "tenants --block-pages 6", 1,
+		"kvmmctl: tenants: --block-pages 6: kvmmd caches no blocks of 6 pages");
 	cc_settled_stats(sock, &after);
 	for (int t = 0; t < 2; t++)
 		t_assert_eq(after.tiers[t].used_blocks,
@@ -217,8 +219,7 @@ static void drop_one_size(const char *sock)
 	t_assert_eq(td_kvmmctl(sock, "--json cache-drop --block-pages 2", out,
 			       sizeof(out)),
 		    0);
-	if (!strstr(out,
-		    "\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},") ||
+	if (!strstr(out, "\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},") ||
 	    !strstr(out,
 		    ",\"block_pages\":2,\"sizes\":[{\"block_pages\":2,\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},\"kept\":{\"gpu\":0,\"host\":0,\"nvme\":0}}]}"))
 		t_fail("kvmmctl --json cache-drop --block-pages 2:\n%s", out);
@@ -265,8 +266,7 @@ static void drop_one_size(const char *sock)
 	for (int t = 0; t < 3; t++) {
 		t_assert_eq(r.sizes[0].dropped[t] + r.sizes[1].dropped[t],
 			    r.dropped[t]);
-		t_assert_eq(r.sizes[0].kept[t] + r.sizes[1].kept[t],
-			    r.kept[t]);
+		t_assert_eq(r.sizes[0].kept[t] + r.sizes[1].kept[t], r.kept[t]);
 	}
 	t_assert_eq(r.sizes[0].dropped[0], NB);
 	t_assert_eq(r.sizes[1].dropped[0] + r.sizes[1].dropped[1], 2 * NB);

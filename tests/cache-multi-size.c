@@ -261,7 +261,9 @@ static void named_sizes(void)
 	t_assert(strstr(
 		out,
 		",\"sizes\":[{\"block_pages\":4,\"demotions_queued\":0,\"publishes\":4,"));
-	t_assert(strstr(out, "},{\"block_pages\":2,\"demotions_queued\":0,\"publishes\":4,"));
+	t_assert(strstr(
+		out,
+		"},{\"block_pages\":2,\"demotions_queued\":0,\"publishes\":4,"));
 	t_assert(strstr(out,
 			"\"host\":{\"capacity_blocks\":16,\"used_blocks\":2,"
 			"\"block_bytes\":131072,"));

@@ -48,8 +48,8 @@ static void ctl(const char *sock, const char *args, int status,
 	t_assert_eq(td_kvmmctl(sock, cmd, out, sizeof(out)), status);
 	if (what && !strstr(out, what))
 		t_fail("kvmmctl %s: no '%s' in:\n%s", args, what, out);
-	if (!what && (strstr(out, "pages alone") ||
-		      strstr(out, "demotions queued")))
+	if (!what &&
+	    (strstr(out, "pages alone") || strstr(out, "demotions queued")))
 		t_fail("kvmmctl %s against 1.21 shows sizes:\n%s", args, out);
 }
 
