@@ -38,7 +38,8 @@
  *      2, ABI 1.22): its NVMe blocks dropped and its partition marked,
  *      the 4-page size's blocks read back from NVMe byte-identical, in
  *      the run and after a restart that recovers none of the 2-page
- *      size's.
+ *      size's; ADMIN_TENANTS of each size counts the uid's recovered
+ *      (cold) NVMe blocks of that size alone.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT io_uring).
  */
 #include <errno.h>
@@ -450,6 +451,26 @@ static void write_failures_per_size(void)
 	printf("write failures: one size's partition out of service, the other's not\n");
 }
 
+/* The test uid's NVMe blocks in ADMIN_TENANTS of one size (0: the sums,
+ * ABI 1.22). */
+static uint64_t tenant_nvme(const char *sock, uint32_t block_pages)
+{
+	static char buf[KVMM_MSG_MAX];
+	struct kvmm_admin_tenants_req q = { .size = sizeof(q),
+					    .block_pages = block_pages };
+	struct kvmm_tenants_reply *r = (void *)buf;
+	struct kvmm_conn *c;
+
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kc_request(c, KVMM_CMD_ADMIN_TENANTS, block_pages ? &q : NULL,
+			block_pages ? sizeof(q) : 0, buf, sizeof(buf), NULL));
+	kvmm_disconnect(c);
+	for (uint32_t i = 0; i < r->nr; i++)
+		if (r->tenants[i].id == (uint32_t)getuid())
+			return r->tenants[i].cached_blocks[2];
+	return 0;
+}
+
 /*
  * A drop of one size (ABI 1.22, kvmmctl cache-drop --block-pages 2)
  * takes that size's NVMe blocks and marks its partition alone: the
@@ -472,6 +493,10 @@ static void drop_one_partition(void)
 	size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
 	t_assert_eq(b.tiers[2].used_blocks, NB);
+	/* the recovered blocks, cold, charged to the uid in each size */
+	t_assert_eq(tenant_nvme(d.sock, 4), NB);
+	t_assert_eq(tenant_nvme(d.sock, 2), NB);
+	t_assert_eq(tenant_nvme(d.sock, 0), 2 * NB);
 	t_assert_eq(td_kvmmctl(d.sock, "--json cache-drop --block-pages 2", out,
 			       sizeof(out)),
 		    0);
@@ -490,6 +515,8 @@ static void drop_one_partition(void)
 	size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
 	t_assert_eq(b.tiers[2].used_blocks, 0);
+	t_assert_eq(tenant_nvme(d.sock, 2), 0);
+	t_assert_eq(tenant_nvme(d.sock, 4), NB);
 	ms_expect_read(d.sock, 2, 0, 2); /* from NVMe, byte-identical */
 	ms_read(d.sock, 1, 1, 0);
 	t_assert_eq(res->found, 0);
