@@ -702,7 +702,9 @@ struct kvmm_admin_tenant_limit {
  * header still names one), and with NVMe among the tiers every stale
  * copy (of the tenant, with the flag).  -EINVAL: reserved bits or
  * words, tier bits past NVMe, a tenant without the flag or
- * KVMM_TENANT_OTHERS with it.
+ * KVMM_TENANT_OTHERS with it.  ABI 1.22: block_pages names one block
+ * size's cache, the others untouched (-ENOENT when none has it); the
+ * reply then lists each size's part (struct kvmm_cache_drop_size).
  */
 #define KVMM_CACHE_DROP_GPU 0x1u
 #define KVMM_CACHE_DROP_HOST 0x2u
