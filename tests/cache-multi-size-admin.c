@@ -293,7 +293,9 @@ static void named_sizes(void)
 	cc_stop(&d);
 }
 
-#define DELAY_MS 3000
+/* each copy down's wait: the queued demotion stays queued this long,
+ * a margin for the status requests on a loaded machine */
+#define DELAY_MS 5000
 
 /* One demotion of the 2-page size waits for a host slot. */
 static void queued_per_size(void)

@@ -72,6 +72,15 @@
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
+/*
+ * Block sizes (ABI 1.22): a drop walks every size's cache (kc_drop_walk()
+ * once a size, each with its own NVMe partition, mark and engine) or,
+ * with the request's block_pages, that size's alone, so that an operator
+ * drops one model's blocks and leaves the others'.  The reply keeps the
+ * sums and lists each size's part of them (sizes[]), for a client whose
+ * HELLO said 1.22 or later; an older one gets the 104 bytes of before.
+ */
+
 /* An ADMIN_CACHE_DROP whose reply waits for its NVMe invalidations. */
 struct kc_drop {
 	struct kc_drop *next; /* in kd_cache.drops */
