@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Option parsing for kvmmd: sizes with K/M/G/T suffixes, backend and log
- * level names, quotas "uid=SIZE".  Every error prints one line naming the
- * option and what was wrong.
+ * Option parsing for kvmmd: each option of the command line or the
+ * config file applied to struct kd_config as it is read
+ * (kd_option_apply()), with the file and line that set it kept for the
+ * later errors about it.  Every error prints one line naming the option
+ * and what was wrong.  The value syntaxes shared with kvmmctl (sizes,
+ * log levels, names, tenant limits) are in options_values.c, the checks
+ * across options once all are read in options_check.c.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -12,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/log_sink.h"
@@ -22,106 +24,6 @@
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_host.h"
 #include "kvmm/policy/policy.h"
-
-int kd_parse_size(const char *what, const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned int shift = 0;
-
-	/* a digit first: strtoull skips blanks and takes a sign, so " -1"
-	 * was 2^64 - 1 */
-	if (!s || !isdigit((unsigned char)*s))
-		goto bad;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		goto bad;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		end++;
-		break;
-	}
-	if (shift && (*end == 'i' || *end == 'I'))
-		end++;
-	if (*end == 'b' || *end == 'B')
-		end++;
-	if (*end)
-		goto bad;
-	if (shift && v > (~0ull >> shift)) {
-		fprintf(stderr, "%s: '%s' is too large\n", what, s);
-		return -ERANGE;
-	}
-	*out = v << shift;
-	return 0;
-bad:
-	fprintf(stderr,
-		"%s: '%s' is not a size (a number with an optional K, M, G or T suffix)\n",
-		what, s ? s : "");
-	return -EINVAL;
-}
-
-int kd_parse_tenant_limit(const char *what, const char *spec,
-			  uint64_t blocks[3])
-{
-	if (!pol_tenant_limit_parse(spec, blocks))
-		return 0;
-	fprintf(stderr,
-		"%s'%s' is not gpu:N, host:N, nvme:N or some of them (comma-separated, in any order, each tier at most once, N blocks > 0), nor none\n",
-		what, spec);
-	return -EINVAL;
-}
-
-int kd_parse_log_level(const char *s)
-{
-	static const char *const names[] = { "err", "warn", "info", "debug" };
-
-	for (int i = 0; i < 4; i++)
-		if (!strcmp(s, names[i]))
-			return i;
-	if (!strcmp(s, "error"))
-		return VMM_LOG_ERR;
-	if (!strcmp(s, "warning"))
-		return VMM_LOG_WARN;
-	if (s[0] >= '0' && s[0] <= '3' && !s[1])
-		return s[0] - '0';
-	return -EINVAL;
-}
-
-int kd_parse_name(const char *option, const char *const *names, size_t n,
-		  const char *val, uint32_t *out)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (val && !strcmp(val, names[i])) {
-			*out = (uint32_t)i;
-			return 0;
-		}
-	}
-	fprintf(stderr, "kvmmd: %s: '%s' is not ", option, val ? val : "");
-	for (size_t i = 0; i < n; i++)
-		fprintf(stderr, "%s%s", names[i],
-			i + 2 < n ? ", " :
-			i + 1 < n ? " or " :
-				    "\n");
-	return -EINVAL;
-}
 
 static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 {
@@ -656,163 +558,4 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 	default:
 		return -EINVAL;
 	}
-}
-
-/*
- * --nvme-path at option time: what the tier's open would find only at the
- * first publish without --cache-block-pages (a path whose directory is
- * no directory, a file with no size to make it; tiers.md).  A directory
- * that does not exist yet is waited for.  Whether another kvmmd holds it and
- * what it holds is the start's to say (cache_setup.c, kc_nvme_claim()).
- */
-static int check_nvme_path(const struct kd_config *cfg)
-{
-	char where[300], dir[sizeof(cfg->nvme_path)], *slash;
-	const char *w =
-		kd_config_where(cfg, KD_ORIGIN_NVME_PATH, where, sizeof(where));
-	const char *path = cfg->nvme_path;
-	struct stat st;
-
-	if (!stat(path, &st)) {
-		if (S_ISBLK(st.st_mode))
-			return 0;
-		if (!S_ISREG(st.st_mode)) {
-			fprintf(stderr,
-				"kvmmd: %s--nvme-path %s: not a file or a block device\n",
-				w, path);
-			return -EINVAL;
-		}
-		/* a file a run before made opens at its own size */
-		if (!cfg->nvme_size && !st.st_size) {
-			fprintf(stderr,
-				"kvmmd: %s--nvme-path %s is an empty file: give --nvme-size\n",
-				w, path);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	if (errno != ENOENT) {
-		fprintf(stderr, "kvmmd: %s--nvme-path %s: %s\n", w, path,
-			strerror(errno));
-		return -errno;
-	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash) {
-		slash[slash == dir] = '\0';
-		/*
-		 * A directory that is not there yet (a file system mounted
-		 * later at boot, a directory made later): the start goes
-		 * on, and the tier joins when it can be claimed
-		 * (cache_nvme_join.c).  One that is no directory is a path
-		 * no wait mends.
-		 */
-		if (stat(dir, &st) ? errno != ENOENT : !S_ISDIR(st.st_mode)) {
-			fprintf(stderr,
-				"kvmmd: %s--nvme-path %s: %s is not a directory\n",
-				w, path, dir);
-			return -ENOTDIR;
-		}
-	}
-	if (!cfg->nvme_size) {
-		fprintf(stderr,
-			"kvmmd: %s--nvme-path %s does not exist: give --nvme-size\n",
-			w, path);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* --cpu N: one this process may run on (a WARN and an unpinned loop at
- * start, before; admin.md says a bad value stops the start). */
-static int check_cpu(const struct kd_config *cfg)
-{
-	char where[300];
-	cpu_set_t set;
-	int first = -1, last = -1;
-
-	if (cfg->cpu < 0 || sched_getaffinity(0, sizeof(set), &set))
-		return 0;
-	if (CPU_ISSET(cfg->cpu, &set))
-		return 0;
-	for (int i = 0; i < CPU_SETSIZE; i++) {
-		if (!CPU_ISSET(i, &set))
-			continue;
-		if (first < 0)
-			first = i;
-		last = i;
-	}
-	fprintf(stderr,
-		"kvmmd: %s--cpu %d: not a CPU kvmmd may run on (%d of them, %d to %d)\n",
-		kd_config_where(cfg, KD_ORIGIN_CPU, where, sizeof(where)),
-		cfg->cpu, CPU_COUNT(&set), first, last);
-	return -EINVAL;
-}
-
-int kd_config_check(const struct kd_config *cfg)
-{
-	char why[sizeof(cfg->policy_state) + 200], where[300];
-	int err;
-
-#define WHERE(o) kd_config_where(cfg, o, where, sizeof(where))
-	/* a file someone gave as --socket was unlinked for the socket */
-	if (kd_socket_path_check(cfg->socket_path) == -EEXIST) {
-		fprintf(stderr,
-			"kvmmd: %s--socket %s: exists and is not a socket\n",
-			WHERE(KD_ORIGIN_SOCKET), cfg->socket_path);
-		return -EEXIST;
-	}
-	err = check_cpu(cfg);
-	if (err)
-		return err;
-	/* a FIFO there hung the start (its open waited for a writer, and
-	 * SIGTERM with it); a directory or a link the saves cannot keep */
-	if (cfg->policy_state[0] &&
-	    pol_learned_check_path(cfg->policy_state, why, sizeof(why))) {
-		fprintf(stderr, "kvmmd: %s--policy-state: %s\n",
-			WHERE(KD_ORIGIN_POLICY_STATE), why);
-		return -EINVAL;
-	}
-	/* it was ignored without a word */
-	if (cfg->nvme_size && !cfg->nvme_path[0]) {
-		fprintf(stderr,
-			"kvmmd: %s--nvme-size without --nvme-path: there is no NVMe tier to size\n",
-			WHERE(KD_ORIGIN_NVME_SIZE));
-		return -EINVAL;
-	}
-	/* blocks reach NVMe only through host slots (tiers.md) */
-	if (cfg->nvme_path[0] && !cfg->host_mem) {
-		fprintf(stderr,
-			"kvmmd: %s--nvme-path %s needs --host-mem: blocks reach the NVMe tier through the host tier\n",
-			WHERE(KD_ORIGIN_NVME_PATH), cfg->nvme_path);
-		return -EINVAL;
-	}
-	if (cfg->nvme_path[0]) {
-		err = check_nvme_path(cfg);
-		if (err)
-			return err;
-	}
-	for (uint32_t i = 0; i < cfg->nr_tenant_limits; i++) {
-		const struct kd_tenant_limit *l = &cfg->tenant_limits[i];
-		const struct kd_opt_origin *o = &cfg->tenant_limit_origin[i];
-		const char *no = l->blocks[1] && !cfg->host_mem ?
-					 "host tier (--host-mem)" :
-				 l->blocks[2] && !cfg->nvme_path[0] ?
-					 "NVMe tier (--nvme-path)" :
-					 NULL;
-
-		if (o->file)
-			snprintf(where, sizeof(where), "%s:%d: ", o->file,
-				 o->line);
-		else
-			where[0] = '\0';
-		if (no) {
-			fprintf(stderr,
-				"kvmmd: %s--tenant-limit %u: there is no %s to limit\n",
-				where, l->id, no);
-			return -EINVAL;
-		}
-	}
-#undef WHERE
-	return 0;
 }
