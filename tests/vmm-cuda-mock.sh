@@ -1,6 +1,6 @@
 #!/bin/bash
 # The cuda backend's own code, end to end, without a GPU: build the mock
-# libcuda (tests/vmm-cuda-mock/libcuda.c: the Driver API VMM calls on
+# libcuda (tests/vmm-cuda-mock/*.c: the Driver API VMM calls on
 # memfds, strict about contexts, handle types and sizes, failing the
 # process on any leaked allocation, range, mapping, stream or context
 # reference) and run the GPU tests, the fault-injection sweep and the
@@ -21,7 +21,7 @@ mock=$build/vmm-cuda-mock/libcuda.so.1
 mkdir -p "$(dirname "$mock")"
 ${CC:-cc} -std=gnu11 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter \
 	-D_GNU_SOURCE -I"$cuda_inc" -shared -fPIC -pthread \
-	"$src/tests/vmm-cuda-mock/libcuda.c" -o "$mock" || { echo "mock libcuda did not build"; exit 1; }
+	"$src"/tests/vmm-cuda-mock/*.c -o "$mock" || { echo "mock libcuda did not build"; exit 1; }
 export KVMM_LIBCUDA=$mock
 fail=0
 
