@@ -6,8 +6,9 @@
  * byte layout, which NVMe-tier slots persist across restarts, fails
  * here), equal the policy library's pol_hash_* that kvmmd and
  * kvmm-replay use, and refuse bad arguments with -EINVAL / -E2BIG.  The
- * golden values were computed independently as well: tests/python-kvmm.py
- * packs the same bytes with struct and hashes them with libxxhash itself.
+ * golden values were computed independently as well:
+ * tests/python-kvmm/cases_share.py packs the same bytes with struct and
+ * hashes them with libxxhash itself.
  * kvmm_region_hash_seed() needs a region, so it is checked in
  * tests/hash-share.c against a real kvmmd.
  */
@@ -27,7 +28,8 @@
 			       _b);                                           \
 	} while (0)
 
-/* The golden values (Documentation/abi.md, tests/python-kvmm.py). */
+/* The golden values (Documentation/abi.md,
+ * tests/python-kvmm/cases_share.py). */
 #define SEED_LLAMA 0xf234da226931a53dULL /* layout below, "llama-3-8b" */
 #define SEED_NONAME 0x949cc5b8f5a0bbbaULL /* 2, 2, 64, 2, 256, no model */
 static const uint64_t chain_salt0[3] = { 0x9b181b5d6511112fULL,

@@ -4,7 +4,7 @@
 # (also computed from the documented byte layout with libxxhash alone);
 # bad token ids are ValueError/TypeError; Region.hash_seed() and a writer
 # process's published blocks found by this process's own chain. Cases live
-# in tests/python-kvmm.py.  Skips (77) without python3.
+# in tests/python-kvmm/cases_share.py.  Skips (77) without python3.
 # timeout: 90
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 not installed"; exit 77; }
 exec python3 "${KVMM_SRC:-.}/tests/python-kvmm.py" hash

@@ -2,7 +2,8 @@
 # Python binding (kvmm/python/kvmm.py) against a kvmmd playing ABI 1.18
 # (KVMMD_TEST_ABI_1_18=1): Region.query_prefix() and Connection.pin_many()
 # raise EOPNOTSUPP without a round trip; prefix opens, single pins and
-# tier_stats() work as with 1.18. Cases live in tests/python-kvmm.py.
+# tier_stats() work as with 1.18. Cases live in
+# tests/python-kvmm/cases_api.py.
 # Skips (77) without python3.
 # timeout: 60
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 not installed"; exit 77; }

@@ -5,7 +5,7 @@
 # with "pin quota" in its message, and survives pickling; nothing was
 # pinned, and an unpin makes room; pin_many() (ABI 1.19) gives one result
 # a hash, in order (tier, -ENOENT, -EDQUOT, -EINVAL). Cases live in
-# tests/python-kvmm.py.
+# tests/python-kvmm/cases_sessions.py.
 # Skips (77) without python3.
 # timeout: 90
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 not installed"; exit 77; }

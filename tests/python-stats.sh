@@ -2,7 +2,7 @@
 # Python binding (kvmm/python/kvmm.py), real kvmmd: kvmm_get_stats() values
 # (commands by channel, extends and waits, pages imported, mapped, held)
 # after known operations, with map-ahead off and on. Cases live in
-# tests/python-kvmm.py.  Skips (77) without python3.
+# tests/python-kvmm/cases_api.py.  Skips (77) without python3.
 # timeout: 90
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 not installed"; exit 77; }
 exec python3 "${KVMM_SRC:-.}/tests/python-kvmm.py" stats
