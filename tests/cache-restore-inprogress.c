@@ -151,14 +151,8 @@ static int dying_client(int go, int wr)
 	msg[0] = act;
 	if (kvmm_seq_block_pages(r, seq, 0, msg + 1, PPB) != PPB)
 		return 3;
-	/* The reload is queued when the early open replies, and a worker
-	 * takes it and sleeps its 300 ms there.  Killed before a worker took
-	 * it, the reload would be called off (restores_cancelled), nothing
-	 * would stall and the test would wait for a second "kept out of
-	 * use" in vain: it happened once under ASan on a loaded machine.
-	 * Nothing says a worker took it, so give the workers 100 ms of the
-	 * 300; dying later in the sleep, or after it, ends the same way. */
-	usleep(100000);
+	/* the parent kills this process once a worker has taken the
+	 * reload (restore_taken()) */
 	if (write(wr, msg, sizeof(msg)) != sizeof(msg))
 		return 4;
 	/* killed here, or the parent failed (end of file): exit */
@@ -166,6 +160,9 @@ static int dying_client(int go, int wr)
 		;
 	return 5;
 }
+
+/* kvmmd's line when a worker takes a restore (KVMMD_TEST_RESTORE_DELAY_MS) */
+#define RESTORE_TAKEN "test knob: a restore of"
 
 /* How often kvmmd has logged needle so far. */
 static int log_count(const struct td_daemon *d, const char *needle)
@@ -300,6 +297,17 @@ int main(void)
 	t_assert_eq(write(go[1], d.sock, sizeof(d.sock)), sizeof(d.sock));
 	t_assert_eq(read(back[0], child_msg, sizeof(child_msg)),
 		    sizeof(child_msg));
+	/* The reload is queued when the early open replies, and a worker
+	 * takes it and sleeps its 300 ms there.  Killed before a worker took
+	 * it, the reload would be called off (restores_cancelled), nothing
+	 * would stall and the test would wait for a second "kept out of
+	 * use" in vain (once under ASan on a loaded machine, when the child
+	 * slept 100 ms for the worker instead): kill it once kvmmd's log
+	 * says the fourth restore was taken.  Dying later in the sleep, or
+	 * after it, ends the same way. */
+	for (int i = 0; i < 3000 && log_count(&d, RESTORE_TAKEN) < 4; i++)
+		usleep(10000);
+	t_assert_eq(log_count(&d, RESTORE_TAKEN), 4);
 	t_ok(kill(child, SIGKILL));
 	t_assert(waitpid(child, &ws, 0) == child && WIFSIGNALED(ws));
 	t_assert_eq(child_msg[0], KVMM_BLOCK_RELOADED_HOST);

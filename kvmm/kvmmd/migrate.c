@@ -245,8 +245,15 @@ static void *worker(void *arg)
 
 		if (batch[0]->kind == MIGRATE_HOST_TO_GPU ||
 		    batch[0]->kind == MIGRATE_NVME_TO_GPU) {
-			if (m->restore_delay_us)
+			/* the line tells a test that a worker has taken
+			 * the restore (it can no longer be called off),
+			 * where it had to guess with a sleep */
+			if (m->restore_delay_us) {
+				vmm_log(VMM_LOG_INFO,
+					"migrate: test knob: a restore of %u jobs taken, waiting %u ms (KVMMD_TEST_RESTORE_DELAY_MS)",
+					n, m->restore_delay_us / 1000);
 				usleep(m->restore_delay_us);
+			}
 		} else if (batch[0]->kind == MIGRATE_HOST_TO_NVME &&
 			   m->nvme_write_delay_us) {
 			usleep(m->nvme_write_delay_us);
