@@ -31,7 +31,9 @@
  *   fd_closer.c  the fds clients send, closed on a thread of their own
  *
  * The other files: main.c (options, config file, daemonizing), and
- * those with a header of their own: options.c, paths.c, log_sink.c,
+ * those with a header of their own: options.c (with options_values.c,
+ * the value parsers kvmmctl shares, and options_check.c, the checks
+ * across options: options.h), paths.c, log_sink.c,
  * sd_notify.c, htab.c, crc32c.c, siphash.c, salt.c, scope.c, tenant.c, test_knob.c,
  * tier_host.c and tier_host_slab.c (tier_host.h), tier_nvme*.c
  * (tier_nvme_priv.h lists them), migrate*.c (migrate_priv.h),
