@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
  * The text that scrapes share.  Building it is the endpoint's one real
- * cost to the loop (over a millisecond for 255 tenants' rows, ~240 KB),
- * so it is bounded however the scrapes come: a text built less than
- * KD_METRICS_REUSE_MS ago answers every GET and HEAD (a Prometheus
- * scrapes every 15 s or so: a second's age is nothing to it, and it is
- * not worth rebuilding whenever the state changes, since under load it
- * changes with every command); a HEAD never builds; builds run only from
- * one timer, so at most one per loop turn serves every GET waiting, and
- * the next waits until the loop has run KD_METRICS_BUILD_GAP times as
- * long as this one took (1% of the loop at most).  Cache-Control:
+ * cost to the loop (over a millisecond for 255 tenants' rows, ~240 KB;
+ * with several block sizes cached, their tenants' rows of each size add to
+ * it, metrics_sizes.c), so it is bounded however the scrapes come: a text
+ * built less than KD_METRICS_REUSE_MS ago answers every GET and HEAD (a
+ * Prometheus scrapes every 15 s or so: a second's age is nothing to it,
+ * and it is not worth rebuilding whenever the state changes, since under
+ * load it changes with every command); a HEAD never builds; builds run
+ * only from one timer, so at most one per loop turn serves every GET
+ * waiting, and the next waits until the loop has run KD_METRICS_BUILD_GAP
+ * times as long as this one took (1% of the loop at most).  Cache-Control:
  * no-cache asks for a text built after the request (tests use it to see
  * what they just did).  A scrape whose Accept-Encoding takes gzip (a
- * Prometheus's does) gets the text compressed, made once per built text
- * at the first such scrape and counted against the 1% like a build
+ * Prometheus's does) gets the text compressed, made once per built text at
+ * the first such scrape and counted against the 1% like a build
  * (metrics_gzip.c): the loop then copies a tenth of the bytes into each
  * socket.
  */
@@ -76,7 +77,8 @@ static int metrics_build(struct kd_metrics *m)
 {
 	struct kd_daemon *d = m->d;
 	struct kvmm_tier_stats_reply ts;
-	struct kd_metrics_size sz[KD_CACHE_SIZES];
+	struct kd_metrics_size sz[KD_CACHE_SIZES] = { 0 };
+	struct kvmm_tenants_reply *size_tn[KD_CACHE_SIZES] = { 0 };
 	struct kvmm_status_reply st;
 	struct kd_metrics_src src = {
 		.st = &st,
@@ -101,6 +103,12 @@ static int metrics_build(struct kd_metrics *m)
 	src.sizes = sz;
 	if (!kd_tenants_reply(d, 0, &tn, &tn_len))
 		src.tn = tn;
+	/* each size's tenants, for the kvmm_size_tenant_* families: only
+	 * with several sizes (one size's are the sums) */
+	for (uint32_t i = 0; src.tn && src.nr_sizes > 1 && i < src.nr_sizes;
+	     i++)
+		if (!kd_tenants_reply(d, sz[i].pages, &size_tn[i], &tn_len))
+			sz[i].tn = size_tn[i];
 	f = open_memstream(&text, &len);
 	if (!f) {
 		err = -errno;
@@ -126,6 +134,8 @@ static int metrics_build(struct kd_metrics *m)
 out:
 	free(text);
 	free(tn);
+	for (uint32_t i = 0; i < KD_CACHE_SIZES; i++)
+		free(size_tn[i]);
 	cost = kd_now_ns() - t0;
 	gap = cost * KD_METRICS_BUILD_GAP;
 	if (gap > KD_METRICS_REUSE_MS * 1000000ull)

@@ -16,27 +16,8 @@
 #include <string.h>
 
 #include "kvmm/kvmmd/metrics_text.h"
+#include "kvmm/kvmmd/metrics_text_priv.h"
 #include "vmm/vmm.h"
-
-enum kd_mtype { KD_GAUGE, KD_COUNTER };
-
-/* how a u64 of the reply becomes the sample's value */
-enum kd_munit {
-	KD_AS_IS, /* integer */
-	KD_MS, /* milliseconds printed as seconds */
-	KD_NS, /* nanoseconds printed as seconds */
-	KD_MS32, /* a u32 of milliseconds printed as seconds */
-	KD_MS_INF, /* milliseconds as seconds, UINT64_MAX as +Inf (never) */
-};
-
-struct kd_metric {
-	const char *name;
-	enum kd_mtype type;
-	const char *help; /* NULL: another series of the row above's family */
-	const char *labels; /* "" or 'key="value"' without braces */
-	size_t off; /* offset of the u64 in the reply */
-	enum kd_munit unit;
-};
 
 #define ST(f) offsetof(struct kvmm_status_reply, f)
 #define TS(f) offsetof(struct kvmm_tier_stats_reply, f)
@@ -391,8 +372,8 @@ static const struct kd_metric cache_metrics[] = {
 	  "", TS(blocks_unshared) },
 };
 
-/* per tier, with a tier label */
-static const struct kd_metric tier_metrics[] = {
+/* per tier, with a tier label (their size is fixed in metrics_text_priv.h) */
+const struct kd_metric kd_mt_tier_metrics[] = {
 	{ "kvmm_tier_capacity_blocks", KD_GAUGE,
 	  "Blocks the tier may hold (0: no such tier).", "",
 	  TI(capacity_blocks) },
@@ -424,7 +405,7 @@ static const struct kd_metric tier_metrics[] = {
 	  KD_NS },
 };
 
-static const char *const tier_names[3] = { "gpu", "host", "nvme" };
+const char *const kd_mt_tier_names[3] = { "gpu", "host", "nvme" };
 
 static const char *type_string(enum kd_mtype t)
 {
@@ -454,16 +435,16 @@ static void value(FILE *f, uint64_t v, enum kd_munit unit)
 	}
 }
 
-static void family(FILE *f, const char *name, enum kd_mtype type,
-		   const char *help)
+void kd_mt_family(FILE *f, const char *name, enum kd_mtype type,
+		  const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
 		type_string(type));
 }
 
 /* labels (may be NULL or "") and an extra pair (may be NULL) */
-static void sample(FILE *f, const char *name, const char *labels,
-		   const char *extra, uint64_t v, enum kd_munit unit)
+void kd_mt_sample(FILE *f, const char *name, const char *labels,
+		  const char *extra, uint64_t v, enum kd_munit unit)
 {
 	bool l = labels && *labels;
 
@@ -476,7 +457,7 @@ static void sample(FILE *f, const char *name, const char *labels,
 	fputc('\n', f);
 }
 
-static uint64_t field(const void *base, const struct kd_metric *m)
+uint64_t kd_mt_field(const void *base, const struct kd_metric *m)
 {
 	const char *p = (const char *)base + m->off;
 	uint64_t v;
@@ -499,9 +480,9 @@ static void table(FILE *f, const struct kd_metric *m, size_t n,
 		if (m[i].off + sizeof(uint64_t) > len)
 			continue;
 		if (m[i].help)
-			family(f, m[i].name, m[i].type, m[i].help);
-		sample(f, m[i].name, m[i].labels, NULL, field(base, &m[i]),
-		       m[i].unit);
+			kd_mt_family(f, m[i].name, m[i].type, m[i].help);
+		kd_mt_sample(f, m[i].name, m[i].labels, NULL,
+			     kd_mt_field(base, &m[i]), m[i].unit);
 	}
 }
 
@@ -534,24 +515,27 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 {
 	const struct kvmm_status_reply *st = src->st;
 
-	family(f, "kvmm_up", KD_GAUGE,
-	       "1 when the daemon answered (kvmmctl metrics prints nothing and fails when it does not).");
+	kd_mt_family(
+		f, "kvmm_up", KD_GAUGE,
+		"1 when the daemon answered (kvmmctl metrics prints nothing and fails when it does not).");
 	fputs("kvmm_up 1\n", f);
-	family(f, "kvmm_build_info", KD_GAUGE,
-	       "Always 1; the exporter's version and the daemon's wire ABI as labels.");
+	kd_mt_family(
+		f, "kvmm_build_info", KD_GAUGE,
+		"Always 1; the exporter's version and the daemon's wire ABI as labels.");
 	fprintf(f, "kvmm_build_info{version=\"");
 	label_value(f, KVMM_VERSION);
 	fprintf(f, "\",abi=\"%u.%u\"} 1\n", src->abi_major, src->abi_minor);
-	family(f, "kvmm_backend_info", KD_GAUGE,
-	       "Always 1; the memory backend and its device as labels.");
+	kd_mt_family(f, "kvmm_backend_info", KD_GAUGE,
+		     "Always 1; the memory backend and its device as labels.");
 	fprintf(f, "kvmm_backend_info{backend=\"%s\",device=\"",
 		vmm_backend_kind_string((enum vmm_backend_kind)st->backend));
 	padded_value(f, st->device, sizeof(st->device));
 	fputs("\"} 1\n", f);
 	/* a daemon before ABI 1.5 does not say (the fields read "") */
 	if (st->cache_policy[0] && st->restore_mode[0]) {
-		family(f, "kvmm_cache_policy_info", KD_GAUGE,
-		       "Always 1; --cache-policy and --restore-mode as labels.");
+		kd_mt_family(
+			f, "kvmm_cache_policy_info", KD_GAUGE,
+			"Always 1; --cache-policy and --restore-mode as labels.");
 		fputs("kvmm_cache_policy_info{policy=\"", f);
 		padded_value(f, st->cache_policy, sizeof(st->cache_policy));
 		fputs("\",restore_mode=\"", f);
@@ -560,8 +544,8 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 	}
 	/* ABI 1.9 */
 	if (st->cache_scope[0]) {
-		family(f, "kvmm_cache_scope_info", KD_GAUGE,
-		       "Always 1; --cache-scope as a label.");
+		kd_mt_family(f, "kvmm_cache_scope_info", KD_GAUGE,
+			     "Always 1; --cache-scope as a label.");
 		fputs("kvmm_cache_scope_info{scope=\"", f);
 		padded_value(f, st->cache_scope, sizeof(st->cache_scope));
 		fputs("\"} 1\n", f);
@@ -570,80 +554,26 @@ static void info(FILE *f, const struct kd_metrics_src *src)
 
 static void tiers(FILE *f, const struct kvmm_tier_stats_reply *ts)
 {
-	const size_t n = sizeof(tier_metrics) / sizeof(tier_metrics[0]);
+	const size_t n =
+		sizeof(kd_mt_tier_metrics) / sizeof(kd_mt_tier_metrics[0]);
 	char label[32];
 
 	for (size_t i = 0; i < n; i++) {
-		const struct kd_metric *m = &tier_metrics[i];
+		const struct kd_metric *m = &kd_mt_tier_metrics[i];
 
-		family(f, m->name, m->type, m->help);
+		kd_mt_family(f, m->name, m->type, m->help);
 		for (int t = 0; t < 3; t++) {
 			snprintf(label, sizeof(label), "tier=\"%s\"",
-				 tier_names[t]);
-			sample(f, m->name, NULL, label, field(&ts->tiers[t], m),
-			       m->unit);
+				 kd_mt_tier_names[t]);
+			kd_mt_sample(f, m->name, NULL, label,
+				     kd_mt_field(&ts->tiers[t], m), m->unit);
 		}
 	}
 }
 
-/*
- * The tier families again for each block size's cache, as
- * kvmm_size_tier_*{size="PAGES",tier="..."} (the kvmm_tier_* ones are
- * their sums), and each size's publishes.
- */
-static const char *const size_names[] = {
-	"kvmm_size_tier_capacity_blocks",
-	"kvmm_size_tier_used_blocks",
-	"kvmm_size_tier_block_bytes",
-	"kvmm_size_tier_hits_total",
-	"kvmm_size_tier_demotions_in_total",
-	"kvmm_size_tier_promotions_out_total",
-	"kvmm_size_tier_promotions_by_publish_total",
-	"kvmm_size_tier_drops_total",
-	"kvmm_size_tier_bytes_in_total",
-	"kvmm_size_tier_bytes_out_total",
-	"kvmm_size_tier_restore_seconds_total",
-	"kvmm_size_tier_restore_max_seconds",
-};
-
-static void sizes(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
-{
-	const size_t n = sizeof(tier_metrics) / sizeof(tier_metrics[0]);
-	char label[64];
-
-	_Static_assert(sizeof(size_names) / sizeof(size_names[0]) ==
-			       sizeof(tier_metrics) / sizeof(tier_metrics[0]),
-		       "a kvmm_size_tier_* family for each kvmm_tier_* one");
-	for (size_t i = 0; i < n; i++) {
-		const struct kd_metric *m = &tier_metrics[i];
-		const char *name = size_names[i];
-
-		/* the same family, of one size */
-		if (strcmp(name + strlen("kvmm_size_"),
-			   m->name + strlen("kvmm_")))
-			continue;
-		family(f, name, m->type, m->help);
-		for (uint32_t k = 0; k < nr; k++)
-			for (int t = 0; t < 3; t++) {
-				snprintf(label, sizeof(label),
-					 "size=\"%u\",tier=\"%s\"", sz[k].pages,
-					 tier_names[t]);
-				sample(f, name, NULL, label,
-				       field(&sz[k].ts.tiers[t], m), m->unit);
-			}
-	}
-	family(f, "kvmm_size_publishes_total", KD_COUNTER,
-	       "Blocks published of one block size (pages a block).");
-	for (uint32_t k = 0; k < nr; k++) {
-		snprintf(label, sizeof(label), "size=\"%u\"", sz[k].pages);
-		sample(f, "kvmm_size_publishes_total", NULL, label,
-		       sz[k].ts.publishes, KD_AS_IS);
-	}
-}
-
 /* One tenant's labels: kind="uid"|"gid",id="N"|"others". */
-static void tenant_labels(char *buf, size_t len, uint32_t kind, uint32_t id,
-			  const char *tier)
+void kd_mt_tenant_labels(char *buf, size_t len, uint32_t kind, uint32_t id,
+			 const char *tier)
 {
 	char idbuf[16];
 
@@ -710,7 +640,7 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 	for (size_t k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
 		if (fams[k].uid && tn->kind != KVMM_TENANT_UID)
 			continue;
-		family(f, fams[k].name, fams[k].type, fams[k].help);
+		kd_mt_family(f, fams[k].name, fams[k].type, fams[k].help);
 		for (uint32_t i = 0; i < tn->nr; i++) {
 			const struct kvmm_tenant_info *t =
 				(const void *)((const char *)tn->tenants +
@@ -725,11 +655,12 @@ static void tenants(FILE *f, const struct kvmm_tenants_reply *tn)
 					       (const char *)t + fams[k].off +
 						       j * sizeof(v),
 					       sizeof(v));
-				tenant_labels(
+				kd_mt_tenant_labels(
 					labels, sizeof(labels), tn->kind, t->id,
-					fams[k].tiers ? tier_names[j] : NULL);
-				sample(f, fams[k].name, NULL, labels, v,
-				       KD_AS_IS);
+					fams[k].tiers ? kd_mt_tier_names[j] :
+							NULL);
+				kd_mt_sample(f, fams[k].name, NULL, labels, v,
+					     KD_AS_IS);
 			}
 		}
 	}
@@ -751,11 +682,14 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 			      sizeof(policy_state_metrics[0]),
 		      st, sizeof(*st));
 		if (st->policy_state_save_age_ms != UINT64_MAX) {
-			family(f, "kvmm_policy_state_last_save_age_seconds",
-			       KD_GAUGE,
-			       "Time since the last save of the policy state that worked.");
-			sample(f, "kvmm_policy_state_last_save_age_seconds",
-			       NULL, NULL, st->policy_state_save_age_ms, KD_MS);
+			kd_mt_family(
+				f, "kvmm_policy_state_last_save_age_seconds",
+				KD_GAUGE,
+				"Time since the last save of the policy state that worked.");
+			kd_mt_sample(f,
+				     "kvmm_policy_state_last_save_age_seconds",
+				     NULL, NULL, st->policy_state_save_age_ms,
+				     KD_MS);
 		}
 	}
 	if (st->cost_host_bw)
@@ -772,10 +706,10 @@ int kd_metrics_write(FILE *f, const struct kd_metrics_src *src)
 		      src->ts->size);
 		tiers(f, src->ts);
 	}
-	if (src->sizes && src->nr_sizes > 1)
-		sizes(f, src->sizes, src->nr_sizes);
+	kd_mt_sizes(f, src);
 	if (src->tn)
 		tenants(f, src->tn);
+	kd_mt_size_tenants(f, src);
 	if (fflush(f) || ferror(f))
 		return -EIO;
 	return 0;

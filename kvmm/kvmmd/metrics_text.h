@@ -2,10 +2,11 @@
 /*
  * The Prometheus text exposition format (version 0.0.4) of kvmmd's state,
  * written from the two replies `kvmmctl status` reads (ADMIN_STATUS and
- * TIER_STATS) and the one `kvmmctl tenants` reads (ADMIN_TENANTS).  One formatter for both exporters: `kvmmctl metrics` (over
- * the control socket) and kvmmd --metrics-listen (GET /metrics,
- * metrics_http.c), so the two print the same families with the same
- * values.  Every metric is listed in Documentation/admin.md.
+ * TIER_STATS) and the one `kvmmctl tenants` reads (ADMIN_TENANTS), with
+ * several block sizes cached each size's too.  One formatter for both
+ * exporters: `kvmmctl metrics` (over the control socket) and kvmmd
+ * --metrics-listen (GET /metrics, metrics_http.c), so the two print the
+ * same families with the same values.  Every metric is listed in Documentation/admin.md.
  */
 #ifndef KVMM_KVMMD_METRICS_TEXT_H
 #define KVMM_KVMMD_METRICS_TEXT_H
@@ -22,6 +23,10 @@
 struct kd_metrics_size {
 	uint32_t pages; /* pages a block */
 	struct kvmm_tier_stats_reply ts;
+	/* ADMIN_TENANTS of this size alone (ABI 1.22), for the
+	 * kvmm_size_tenant_* families; NULL: none (one size, or a daemon
+	 * before 1.22 to kvmmctl metrics) */
+	const struct kvmm_tenants_reply *tn;
 };
 
 struct kd_metrics_src {

@@ -2,8 +2,10 @@
 /*
  * kvmmctl metrics: the daemon's status (ADMIN_STATUS, TIER_STATS and,
  * with several block sizes cached, each size's TIER_STATS: what `kvmmctl
- * status` reads) in the Prometheus text format, by the formatter
- * kvmmd's own --metrics-listen endpoint uses (kvmm/kvmmd/metrics_text.c).
+ * status` reads) and tenants (ADMIN_TENANTS, with several sizes each
+ * size's too: what `kvmmctl tenants` reads) in the Prometheus text
+ * format, by the formatter kvmmd's own --metrics-listen endpoint uses
+ * (kvmm/kvmmd/metrics_text.c).
  * For node_exporter's textfile collector, write it to a temporary file
  * and rename it into place (Documentation/admin.md).  Nothing is printed
  * unless the whole exposition was built, and a failed write of stdout
@@ -21,7 +23,8 @@
 int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
-	struct kd_metrics_size sz[KVMM_TIER_STATS_SIZES];
+	struct kd_metrics_size sz[KVMM_TIER_STATS_SIZES] = { 0 };
+	struct kvmm_tenants_reply *size_tn[KVMM_TIER_STATS_SIZES] = { 0 };
 	struct kvmm_status_reply st = { 0 };
 	struct kd_metrics_src src = { .st = &st };
 	struct kvmm_tenants_reply *tn = NULL;
@@ -60,20 +63,24 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	/* before ABI 1.10 (-ENOTTY): no tenant families */
 	if (!err && !kvmmctl_fetch_tenants(c, 0, &tn))
 		src.tn = tn;
+	/* and, with several sizes, each size's (ABI 1.22; an older daemon
+	 * is not asked, -EOPNOTSUPP): the kvmm_size_tenant_* families */
+	for (uint32_t i = 0; !err && src.tn && i < src.nr_sizes; i++)
+		if (!kvmmctl_fetch_tenants(c, sz[i].pages, &size_tn[i]))
+			sz[i].tn = size_tn[i];
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: metrics: %s\n",
 			kvmmctl_strerror(ctx, err));
-		return 1;
+		goto out;
 	}
 	f = open_memstream(&text, &len);
 	if (!f) {
 		perror("kvmmctl: metrics");
-		free(tn);
-		return 1;
+		err = -ENOMEM;
+		goto out;
 	}
 	err = kd_metrics_write(f, &src);
-	free(tn);
 	if (fclose(f))
 		err = err ? err : -EIO;
 	/* the write's own errno: a full disk is ENOSPC, not EIO */
@@ -81,10 +88,12 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (!err && (fwrite(text, 1, len, stdout) != len || fflush(stdout)))
 		err = errno ? -errno : -EIO;
 	free(text);
-	if (err) {
+	if (err)
 		fprintf(stderr, "kvmmctl: metrics: writing: %s\n",
 			strerror(-err));
-		return 1;
-	}
-	return 0;
+out:
+	free(tn);
+	for (uint32_t i = 0; i < KVMM_TIER_STATS_SIZES; i++)
+		free(size_tn[i]);
+	return err ? 1 : 0;
 }

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The kvmm_size_* families (metrics_text_priv.h): with more than one
+ * block size cached, each size's share of the figures the other
+ * families sum over every size, labelled size="PAGES" (pages a block),
+ * so a dashboard can tell one model's blocks from another's.  With one
+ * size the sums are that size's and none of these is printed.
+ *
+ * The per-size tenant families multiply the tenant rows (~280 KB of text
+ * for 255 tenants already) by the sizes: a tenant with nothing in one
+ * size's cache (no block there now, none admitted, dropped or moved
+ * down for its limit) has no series of that size, so a deployment where
+ * each tenant serves one model pays about once for them.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "kvmm/kvmmd/metrics_text_priv.h"
+
+/*
+ * The tier families again for each block size's cache, as
+ * kvmm_size_tier_*{size="PAGES",tier="..."} (the kvmm_tier_* ones are
+ * their sums), and each size's publishes.
+ */
+static const char *const size_names[] = {
+	"kvmm_size_tier_capacity_blocks",
+	"kvmm_size_tier_used_blocks",
+	"kvmm_size_tier_block_bytes",
+	"kvmm_size_tier_hits_total",
+	"kvmm_size_tier_demotions_in_total",
+	"kvmm_size_tier_promotions_out_total",
+	"kvmm_size_tier_promotions_by_publish_total",
+	"kvmm_size_tier_drops_total",
+	"kvmm_size_tier_bytes_in_total",
+	"kvmm_size_tier_bytes_out_total",
+	"kvmm_size_tier_restore_seconds_total",
+	"kvmm_size_tier_restore_max_seconds",
+};
+
+static void size_tiers(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
+{
+	char label[64];
+
+	_Static_assert(sizeof(size_names) / sizeof(size_names[0]) ==
+			       KD_MT_NR_TIER_METRICS,
+		       "a kvmm_size_tier_* family for each kvmm_tier_* one");
+	for (size_t i = 0; i < KD_MT_NR_TIER_METRICS; i++) {
+		const struct kd_metric *m = &kd_mt_tier_metrics[i];
+		const char *name = size_names[i];
+
+		/* the same family, of one size */
+		if (strcmp(name + strlen("kvmm_size_"),
+			   m->name + strlen("kvmm_")))
+			continue;
+		kd_mt_family(f, name, m->type, m->help);
+		for (uint32_t k = 0; k < nr; k++)
+			for (int t = 0; t < 3; t++) {
+				snprintf(label, sizeof(label),
+					 "size=\"%u\",tier=\"%s\"", sz[k].pages,
+					 kd_mt_tier_names[t]);
+				kd_mt_sample(f, name, NULL, label,
+					     kd_mt_field(&sz[k].ts.tiers[t], m),
+					     m->unit);
+			}
+	}
+	kd_mt_family(f, "kvmm_size_publishes_total", KD_COUNTER,
+		     "Blocks published of one block size (pages a block).");
+	for (uint32_t k = 0; k < nr; k++) {
+		snprintf(label, sizeof(label), "size=\"%u\"", sz[k].pages);
+		kd_mt_sample(f, "kvmm_size_publishes_total", NULL, label,
+			     sz[k].ts.publishes, KD_AS_IS);
+	}
+}
+
+/*
+ * kvmm_size_demotions_queued{size}: ADMIN_STATUS' demotions waiting for
+ * a free host slot, of each size (ABI 1.22; they add up to
+ * kvmm_demotions_queued).  Left out for a reply that ends before them
+ * (an older daemon, to kvmmctl metrics).
+ */
+static void size_demotions(FILE *f, const struct kvmm_status_reply *st)
+{
+	size_t len = st->size && st->size < sizeof(*st) ? st->size :
+							  sizeof(*st);
+	uint32_t nr = st->nr_sizes < KVMM_TIER_STATS_SIZES ?
+			      st->nr_sizes :
+			      KVMM_TIER_STATS_SIZES;
+	char label[32];
+
+	if (len < offsetof(struct kvmm_status_reply, demotions_queued_size) +
+			    sizeof(st->demotions_queued_size) ||
+	    nr < 2)
+		return;
+	kd_mt_family(
+		f, "kvmm_size_demotions_queued", KD_GAUGE,
+		"Demotions of blocks of one block size (pages a block) waiting for a free host slot now; only with more than one size cached.");
+	for (uint32_t k = 0; k < nr; k++) {
+		snprintf(label, sizeof(label), "size=\"%u\"", st->sizes[k]);
+		kd_mt_sample(f, "kvmm_size_demotions_queued", NULL, label,
+			     st->demotions_queued_size[k], KD_AS_IS);
+	}
+}
+
+void kd_mt_sizes(FILE *f, const struct kd_metrics_src *src)
+{
+	if (src->sizes && src->nr_sizes > 1)
+		size_tiers(f, src->sizes, src->nr_sizes);
+	size_demotions(f, src->st);
+}
+
+/* The figures of a tenant entry that ADMIN_TENANTS gives per block size
+ * (Documentation/abi.md, "ABI 1.22"); the rest is the daemon's. */
+static const struct {
+	const char *name, *help;
+	enum kd_mtype type;
+	size_t off; /* of the first u64 */
+	int tiers; /* 3: one u64 per tier from off on, 0: one */
+} size_tenant_fams[] = {
+	{ "kvmm_size_tenant_cached_blocks",
+	  "Cached blocks of one block size (pages a block) charged to the tenant, by tier; only with more than one size cached, and only for a tenant with something in that size's cache.",
+	  KD_GAUGE, offsetof(struct kvmm_tenant_info, cached_blocks), 3 },
+	{ "kvmm_size_tenant_admitted_blocks_total",
+	  "Blocks of one block size the tenant's accesses brought into the cache (as kvmm_size_tenant_cached_blocks: several sizes, a tenant with something there).",
+	  KD_COUNTER, offsetof(struct kvmm_tenant_info, admitted_blocks), 0 },
+	{ "kvmm_size_tenant_dropped_blocks_total",
+	  "Blocks of one block size charged to the tenant that the cache dropped (as kvmm_size_tenant_cached_blocks: several sizes, a tenant with something there).",
+	  KD_COUNTER, offsetof(struct kvmm_tenant_info, dropped_blocks), 0 },
+	{ "kvmm_size_tenant_limit_moves_total",
+	  "The tenant's blocks of one block size moved down a tier (or dropped) for its limit (as kvmm_size_tenant_cached_blocks: several sizes, a tenant with something there).",
+	  KD_COUNTER, offsetof(struct kvmm_tenant_info, limit_moves), 0 },
+};
+
+static uint64_t tenant_u64(const struct kvmm_tenant_info *t, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)t + off, sizeof(v));
+	return v;
+}
+
+/* Has tenant t anything in this size's cache (a per-size figure not 0)? */
+static bool tenant_in_size(const struct kvmm_tenant_info *t)
+{
+	for (int j = 0; j < 3; j++)
+		if (t->cached_blocks[j])
+			return true;
+	return t->admitted_blocks || t->dropped_blocks || t->limit_moves;
+}
+
+/* Entry i of a reply, entry_size bytes apart (a later daemon's may be
+ * longer; kvmmctl widens an older one's). */
+static const struct kvmm_tenant_info *
+tenant_at(const struct kvmm_tenants_reply *tn, uint32_t i)
+{
+	return (const void *)((const char *)tn->tenants +
+			      (size_t)i * tn->entry_size);
+}
+
+/* Family k's series of one size's tenants (ADMIN_TENANTS of that size). */
+static void size_tenant_rows(FILE *f, size_t k, uint32_t pages,
+			     const struct kvmm_tenants_reply *tn)
+{
+	int n = size_tenant_fams[k].tiers ? size_tenant_fams[k].tiers : 1;
+	char labels[128];
+	uint64_t v;
+	int len;
+
+	for (uint32_t i = 0; i < tn->nr; i++) {
+		const struct kvmm_tenant_info *t = tenant_at(tn, i);
+
+		if (!tenant_in_size(t))
+			continue;
+		for (int j = 0; j < n; j++) {
+			len = snprintf(labels, sizeof(labels), "size=\"%u\",",
+				       pages);
+			kd_mt_tenant_labels(labels + len, sizeof(labels) - len,
+					    tn->kind, t->id,
+					    size_tenant_fams[k].tiers ?
+						    kd_mt_tier_names[j] :
+						    NULL);
+			v = tenant_u64(t, size_tenant_fams[k].off +
+						  j * sizeof(uint64_t));
+			kd_mt_sample(f, size_tenant_fams[k].name, NULL, labels,
+				     v, KD_AS_IS);
+		}
+	}
+}
+
+void kd_mt_size_tenants(FILE *f, const struct kd_metrics_src *src)
+{
+	const size_t nr_fams =
+		sizeof(size_tenant_fams) / sizeof(size_tenant_fams[0]);
+	bool any = false;
+
+	if (!src->tn || !src->sizes || src->nr_sizes < 2)
+		return;
+	/* kvmmctl against a daemon before ABI 1.22 has the sums alone */
+	for (uint32_t s = 0; s < src->nr_sizes; s++)
+		any |= src->sizes[s].tn != NULL;
+	if (!any)
+		return;
+	for (size_t k = 0; k < nr_fams; k++) {
+		kd_mt_family(f, size_tenant_fams[k].name,
+			     size_tenant_fams[k].type,
+			     size_tenant_fams[k].help);
+		for (uint32_t s = 0; s < src->nr_sizes; s++)
+			if (src->sizes[s].tn)
+				size_tenant_rows(f, k, src->sizes[s].pages,
+						 src->sizes[s].tn);
+	}
+}
