@@ -11,6 +11,10 @@
  *     blocks add up to the sums; a size not cached is -ENOENT, a flag
  *     -EINVAL; kvmmctl tenants prints the sums' table, then each size's,
  *     and --block-pages N that size's alone;
+ *   - the per-size Prometheus families, of kvmmd's --metrics-listen and
+ *     of kvmmctl metrics: each size's kvmm_size_tenant_* series equal
+ *     ADMIN_TENANTS of that size and add up to the kvmm_tenant_* ones,
+ *     and kvmm_size_demotions_queued to kvmm_demotions_queued;
  *   - kvmmctl's option errors: --block-pages 0, not a number, given
  *     twice, without a value (exit 2, a line naming the option); a size
  *     not cached (exit 1, a line naming it); nothing dropped by them;
@@ -26,7 +30,7 @@
  *     (KVMMD_TEST_HOST_SLOTS_HELD), the 2-page model's second content
  *     pushes its first down: one copy runs, one waits in line, counted
  *     for size 2 alone (0 for size 4), and kvmmctl status shows it on
- *     the size's line.
+ *     the size's line, kvmmctl metrics in kvmm_size_demotions_queued.
  * The NVMe partition of a size dropped alone: cache-multi-size-nvme.c;
  * against a 1.21 daemon: lib-old-daemon-1-21.c.
  */
@@ -37,6 +41,7 @@
 #include <unistd.h>
 
 #include "tests/cache-multi-size-common.h"
+#include "tests/lib/metrics.h"
 
 static const uint32_t layers[2] = { 2, 1 }; /* 4 and 2 pages a block */
 
@@ -272,6 +277,118 @@ static void drop_one_size(const char *sock)
 	t_assert_eq(r.sizes[1].dropped[0] + r.sizes[1].dropped[1], 2 * NB);
 }
 
+/* The series count of family name in x (0: no such family). */
+static unsigned int family_samples(struct tm_expo *x, const char *name)
+{
+	struct tm_family *f = tm_family(x, name, strlen(name), false);
+
+	return f ? f->samples : 0;
+}
+
+/*
+ * One exposition's per-size families (kvmmd's own or kvmmctl metrics'):
+ * each size's tenant series equal ADMIN_TENANTS of that size (rep[]) and
+ * add up to the kvmm_tenant_* sums; a series for each tenant with
+ * something in that size alone; the queued demotions per size add up to
+ * kvmm_demotions_queued.
+ */
+static void check_size_families(struct tm_expo *x,
+				struct kvmm_tenants_reply *const rep[2])
+{
+	static const struct {
+		const char *size_name, *sum_name;
+		size_t off;
+		int tiers;
+	} fams[] = {
+		{ "kvmm_size_tenant_cached_blocks", "kvmm_tenant_cached_blocks",
+		  offsetof(struct kvmm_tenant_info, cached_blocks), 3 },
+		{ "kvmm_size_tenant_admitted_blocks_total",
+		  "kvmm_tenant_admitted_blocks_total",
+		  offsetof(struct kvmm_tenant_info, admitted_blocks), 1 },
+		{ "kvmm_size_tenant_dropped_blocks_total",
+		  "kvmm_tenant_dropped_blocks_total",
+		  offsetof(struct kvmm_tenant_info, dropped_blocks), 1 },
+		{ "kvmm_size_tenant_limit_moves_total",
+		  "kvmm_tenant_limit_moves_total",
+		  offsetof(struct kvmm_tenant_info, limit_moves), 1 },
+	};
+	static const char *const tier[3] = { "gpu", "host", "nvme" };
+	uint32_t uid = (uint32_t)getuid();
+	unsigned long long sum, v, want;
+	char l[160], lt[32];
+
+	for (size_t k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
+		for (int t = 0; t < fams[k].tiers; t++) {
+			if (fams[k].tiers > 1)
+				snprintf(lt, sizeof(lt), ",tier=\"%s\"",
+					 tier[t]);
+			else
+				lt[0] = '\0';
+			sum = 0;
+			for (int s = 0; s < 2; s++) {
+				const struct kvmm_tenant_info *ti =
+					tenant_of(rep[s], uid);
+
+				memcpy(&want,
+				       (const char *)ti + fams[k].off +
+					       t * sizeof(uint64_t),
+				       sizeof(want));
+				snprintf(l, sizeof(l),
+					 "size=\"%u\",kind=\"uid\",id=\"%u\"%s",
+					 2 * layers[s], uid, lt);
+				v = tm_u64(x, fams[k].size_name, l);
+				t_assert_eq(v, want);
+				sum += v;
+			}
+			snprintf(l, sizeof(l), "kind=\"uid\",id=\"%u\"%s", uid,
+				 lt);
+			t_assert_eq(sum, tm_u64(x, fams[k].sum_name, l));
+		}
+		/* the test's uid is the one tenant, in both sizes */
+		t_assert_eq(family_samples(x, fams[k].size_name),
+			    2 * fams[k].tiers);
+	}
+	sum = 0;
+	for (int s = 0; s < 2; s++) {
+		snprintf(l, sizeof(l), "size=\"%u\"", 2 * layers[s]);
+		sum += tm_u64(x, "kvmm_size_demotions_queued", l);
+	}
+	t_assert_eq(sum, tm_u64(x, "kvmm_demotions_queued", NULL));
+	t_assert_eq(family_samples(x, "kvmm_size_demotions_queued"), 2);
+}
+
+/* kvmmd's metrics and kvmmctl metrics, per size (after publish_both:
+ * nothing moves). */
+static void metrics_per_size(const struct td_daemon *d)
+{
+	static char a_buf[KVMM_MSG_MAX], b_buf[KVMM_MSG_MAX], mout[1 << 17];
+	struct kvmm_tenants_reply *const rep[2] = { (void *)a_buf,
+						    (void *)b_buf };
+	static struct tm_expo e, k;
+	uint32_t uid = (uint32_t)getuid();
+	struct tm_resp mr;
+	char l[96];
+
+	t_ok(tenants(d->sock, 4, 0, rep[0], sizeof(a_buf)));
+	t_ok(tenants(d->sock, 2, 0, rep[1], sizeof(b_buf)));
+	tm_scrape(tm_port(d), &mr);
+	tm_parse(mr.body, &e);
+	check_size_families(&e, rep);
+	/* what publish_both left: 2 GPU and 2 host blocks of each size */
+	snprintf(l, sizeof(l),
+		 "size=\"2\",kind=\"uid\",id=\"%u\",tier=\"host\"", uid);
+	t_assert_eq(tm_u64(&e, "kvmm_size_tenant_cached_blocks", l), NB);
+	snprintf(l, sizeof(l), "size=\"4\",kind=\"uid\",id=\"%u\"", uid);
+	t_assert_eq(tm_u64(&e, "kvmm_size_tenant_admitted_blocks_total", l),
+		    2 * NB);
+	t_assert_eq(tm_u64(&e, "kvmm_size_demotions_queued", "size=\"2\""), 0);
+	printf("metrics per size: %zu series, %zu bytes\n", e.n, mr.body_len);
+	tm_resp_free(&mr);
+	t_assert_eq(td_kvmmctl(d->sock, "metrics", mout, sizeof(mout)), 0);
+	tm_parse(mout, &k);
+	check_size_families(&k, rep);
+}
+
 static void named_sizes(void)
 {
 	const char *args[] = { "--cache-policy",
@@ -282,12 +399,15 @@ static void named_sizes(void)
 			       "2",
 			       "--host-mem",
 			       "4M",
+			       "--metrics-listen",
+			       "127.0.0.1:0",
 			       NULL };
 	struct td_daemon d;
 
 	cc_start(&d, args);
 	publish_both(d.sock);
 	tenants_per_size(d.sock);
+	metrics_per_size(&d);
 	option_errors(d.sock);
 	drop_one_size(d.sock);
 	cc_stop(&d);
@@ -337,6 +457,26 @@ static void queued_per_size(void)
 	    (st.demotions_queued_size[1] == 1 &&
 	     !strstr(out, " 1 demotions queued\n")))
 		t_fail("kvmmctl status, queued per size:\n%s", out);
+	/* kvmmctl metrics: the same per size (from one ADMIN_STATUS, so
+	 * they add up to the sum however the copy went) */
+	{
+		static char mout[1 << 17];
+		static struct tm_expo k;
+		unsigned long long q2;
+
+		t_assert_eq(td_kvmmctl(d.sock, "metrics", mout, sizeof(mout)),
+			    0);
+		t_ok(td_status(&d, &st));
+		tm_parse(mout, &k);
+		t_assert_eq(tm_u64(&k, "kvmm_size_demotions_queued",
+				   "size=\"4\""),
+			    0);
+		q2 = tm_u64(&k, "kvmm_size_demotions_queued", "size=\"2\"");
+		t_assert_eq(q2, tm_u64(&k, "kvmm_demotions_queued", NULL));
+		/* still queued after the metrics: queued while they ran */
+		if (st.demotions_queued_size[1] == 1)
+			t_assert_eq(q2, 1);
+	}
 	printf("queued per size: 4 pages 0, 2 pages 1\n");
 	cc_stop(&d);
 }

@@ -9,7 +9,9 @@
  *     --block-pages and tenants --block-pages say the daemon is older
  *     than 1.22 without asking (exit 1; nothing dropped, kvmmd counts no
  *     command from them but those of a connection that asks nothing); kvmmctl tenants prints the sums' table alone
- *     and status no queued demotions per size; the requests sent raw
+ *     and status no queued demotions per size, metrics each size's
+ *     tier families but no kvmm_size_tenant_* or
+ *     kvmm_size_demotions_queued; the requests sent raw
  *     (the drop's word, a tenants body) are -EINVAL, as a 1.21 daemon
  *     answered them; ADMIN_STATUS is its 720 bytes and a drop's reply
  *     its 104;
@@ -77,6 +79,19 @@ static void tools(const struct td_daemon *d)
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
 	ctl(d->sock, "tenants", 0, NULL);
 	ctl(d->sock, "status", 0, NULL);
+	/* kvmmctl metrics: each size's tier families (1.21 has them), not
+	 * the tenants' or queued demotions' of each size (1.22) */
+	{
+		static char out[1 << 17];
+
+		t_assert_eq(td_kvmmctl(d->sock, "metrics", out, sizeof(out)),
+			    0);
+		if (!strstr(out, "\nkvmm_size_tier_used_blocks{size=\"4\","
+				 "tier=\"gpu\"} 3\n") ||
+		    strstr(out, "kvmm_size_tenant_") ||
+		    strstr(out, "kvmm_size_demotions_queued"))
+			t_fail("kvmmctl metrics against 1.21:\n%s", out);
+	}
 }
 
 /* A client of 1.minor (the daemon's, or 1.21 against this one). */

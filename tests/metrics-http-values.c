@@ -9,7 +9,8 @@
  * counts that work implies, and every series equals the field of
  * `kvmmctl status --json` it comes from (the status command's own
  * session and commands accounted for); `kvmmctl metrics` prints the same
- * series with the same values.  A text kept for reuse does not hide a
+ * series with the same values; with one block size cached there is no
+ * kvmm_size_* family.  A text kept for reuse does not hide a
  * change from a fresh scrape.  Prints what a scrape costs against the
  * status command over a fresh admin connection, and what the builds cost
  * the loop.
@@ -466,6 +467,11 @@ int main(void)
 	t_assert_eq(tm_u64(&e, "kvmm_pool_allocated_pages", NULL), 8);
 	t_assert_eq(tm_u64(&e, "kvmm_pool_mapped_pages", NULL), 8);
 	t_assert_eq(tm_u64(&e, "kvmm_pool_free_pages", NULL), 1024 - 8);
+	/* one block size cached: no kvmm_size_* family (the sums are its;
+	 * kvmm_size_tenant_* and kvmm_size_demotions_queued included) */
+	for (size_t i = 0; i < e.nf; i++)
+		if (!strncmp(e.f[i].name, "kvmm_size_", strlen("kvmm_size_")))
+			t_fail("one block size cached, yet %s", e.f[i].name);
 
 	/* every series equals what status --json says right after */
 	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json",
