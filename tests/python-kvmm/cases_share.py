@@ -18,24 +18,6 @@ from kvmm_test import (kvmm, Daemon, HASHES, PPB, REGION, RUNNER, TPB, check,
 
 # ---- share -----------------------------------------------------------------
 
-def writer(sock):
-    """The other process: fill a sequence, publish its two full blocks,
-    say their page ids on stdout, wait for a line on stdin."""
-    with kvmm.Connection(sock, "py-writer") as c, \
-            c.region(**REGION) as r, r.open_seq() as s:
-        s.extend(2 * TPB + 10)
-        for layer in range(REGION["layers"]):
-            s.k_view(layer, 2 * TPB)[:] = pattern(2 * layer, 2 * TPB * 256)
-            s.v_view(layer, 2 * TPB)[:] = pattern(2 * layer + 1,
-                                                  2 * TPB * 256)
-        n = s.publish(0, HASHES[:2])
-        ids = [s.block_pages(0), s.block_pages(1)]
-        print(json.dumps({"published": n, "ids": ids,
-                          "session": c.session_id}), flush=True)
-        sys.stdin.readline()
-    return 0
-
-
 def case_share():
     with Daemon() as d:
         w, a = published_by_writer(d)
