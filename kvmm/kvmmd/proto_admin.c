@@ -297,25 +297,53 @@ int kd_cmd_admin_sessions(struct req *rq)
 	return 1;
 }
 
+/*
+ * The optional request of a command that may name one cached block size
+ * (TIER_STATS since ABI 1.21, ADMIN_TENANTS since 1.22: the two requests
+ * have one layout, read here as TIER_STATS'): *block_pages 0 without a
+ * body (every size), -EINVAL for a body from a client before `since`
+ * (its command had none) or with flags or reserved words set.
+ */
+_Static_assert(sizeof(struct kvmm_admin_tenants_req) ==
+			       sizeof(struct kvmm_tier_stats_req) &&
+		       offsetof(struct kvmm_admin_tenants_req, block_pages) ==
+			       offsetof(struct kvmm_tier_stats_req,
+					block_pages) &&
+		       offsetof(struct kvmm_admin_tenants_req, reserved) ==
+			       offsetof(struct kvmm_tier_stats_req, reserved),
+	       "ADMIN_TENANTS' request has TIER_STATS' layout");
+
+static int size_req_in(struct req *rq, uint32_t since, uint32_t *block_pages)
+{
+	struct kvmm_tier_stats_req q = { 0 };
+	int err;
+
+	*block_pages = 0;
+	if (!rq->len)
+		return 0;
+	if (rq->s->client_minor < since)
+		return -EINVAL;
+	err = COPY_IN(rq, q);
+	if (err)
+		return err;
+	if (q.flags || q.pad || !kw_all_zero(q.reserved, sizeof(q.reserved)))
+		return -EINVAL;
+	*block_pages = q.block_pages;
+	return 0;
+}
+
 int kd_cmd_admin_tenants(struct req *rq)
 {
-	struct kvmm_admin_tenants_req q = { 0 };
 	struct kvmm_tenants_reply *rep;
+	uint32_t block_pages;
 	size_t len;
 	int err;
 
 	/* a body since ABI 1.22: to a client of before, what 1.21 said */
-	if (rq->len && rq->s->client_minor < 22)
-		return -EINVAL;
-	if (rq->len) {
-		err = COPY_IN(rq, q);
-		if (err)
-			return err;
-		if (q.flags || q.pad ||
-		    !kw_all_zero(q.reserved, sizeof(q.reserved)))
-			return -EINVAL;
-	}
-	err = kd_tenants_reply(rq->s->d, q.block_pages, &rep, &len);
+	err = size_req_in(rq, 22, &block_pages);
+	if (err)
+		return err;
+	err = kd_tenants_reply(rq->s->d, block_pages, &rep, &len);
 	if (err)
 		return err;
 	reply(rq, 0, rep, len, NULL, 0);
@@ -418,23 +446,16 @@ int kd_cmd_admin_revoke(struct req *rq)
 /* Returns 1 when it replied itself, else the status to reply with. */
 int kd_cmd_tier_stats(struct req *rq)
 {
-	struct kvmm_tier_stats_req q = { 0 };
 	struct kvmm_tier_stats_reply st;
 	size_t size = kd_test_tier_stats_size();
+	uint32_t block_pages;
 	int err;
 
 	/* a body since ABI 1.21: to a client of before, what 1.20 said */
-	if (rq->len && rq->s->client_minor < 21)
-		return -EINVAL;
-	if (rq->len) {
-		err = COPY_IN(rq, q);
-		if (err)
-			return err;
-		if (q.flags || q.pad ||
-		    !kw_all_zero(q.reserved, sizeof(q.reserved)))
-			return -EINVAL;
-	}
-	err = kd_cache_tier_stats_of(rq->s->d, q.block_pages, &st);
+	err = size_req_in(rq, 21, &block_pages);
+	if (err)
+		return err;
+	err = kd_cache_tier_stats_of(rq->s->d, block_pages, &st);
 	if (err)
 		return err;
 	/* a client of 1.20 or before gets the reply of before, exactly */
