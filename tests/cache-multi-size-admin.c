@@ -76,19 +76,6 @@ tenant_of(const struct kvmm_tenants_reply *rep, uint32_t uid)
 	return NULL;
 }
 
-/* TIER_STATS of one size (ABI 1.21). */
-static int size_stats(const char *sock, uint32_t pages,
-		      struct kvmm_tier_stats_reply *ts)
-{
-	struct kvmm_conn *c;
-	int err;
-
-	t_ok(kc_connect_admin(sock, &c));
-	err = kvmm_tier_stats_size(c, pages, ts, sizeof(*ts));
-	kvmm_disconnect(c);
-	return err;
-}
-
 static void publish_both(const char *sock)
 {
 	for (int i = 0; i < 2; i++)
@@ -228,9 +215,8 @@ static void drop_one_size(const char *sock)
 	    !strstr(out,
 		    ",\"block_pages\":2,\"sizes\":[{\"block_pages\":2,\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},\"kept\":{\"gpu\":0,\"host\":0,\"nvme\":0}}]}"))
 		t_fail("kvmmctl --json cache-drop --block-pages 2:\n%s", out);
-	cc_settled_stats(sock, &four); /* the copies settled */
-	t_ok(size_stats(sock, 4, &four));
-	t_ok(size_stats(sock, 2, &two));
+	ms_size_stats(sock, 4, &four); /* the copies settled */
+	ms_size_stats(sock, 2, &two);
 	t_assert_eq(four.tiers[0].used_blocks, NB);
 	t_assert_eq(four.tiers[1].used_blocks, NB);
 	t_assert_eq(two.tiers[0].used_blocks, 0);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the tests of several cached block sizes share (cache-multi-size,
- * cache-multi-size-nvme): a region of a model of `layers` (2 x layers
- * pages a block), each model's contents of NB blocks with their own
- * hashes and bytes, and child processes that write and publish one, or
- * prefix-open one and check every byte (res: what they found).
+ * cache-multi-size-nvme, cache-multi-size-admin): a region of a model of
+ * `layers` (2 x layers pages a block), each model's contents of NB
+ * blocks with their own hashes and bytes, child processes that write
+ * and publish one, or prefix-open one and check every byte (res: what
+ * they found), and one size's TIER_STATS (ms_size_stats()).
  */
 #ifndef KVMM_TESTS_CACHE_MULTI_SIZE_COMMON_H
 #define KVMM_TESTS_CACHE_MULTI_SIZE_COMMON_H
@@ -157,6 +158,24 @@ static inline void ms_res_init(void)
 	res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(res != MAP_FAILED);
+}
+
+/*
+ * TIER_STATS of the cache of blocks of `pages` alone (ABI 1.21,
+ * kvmm_tier_stats_size()), settled first (cc_settled_stats()).
+ */
+static inline void ms_size_stats(const char *sock, uint32_t pages,
+				 struct kvmm_tier_stats_reply *ts)
+{
+	struct kvmm_tier_stats_reply sum;
+	struct kvmm_conn *c;
+
+	cc_settled_stats(sock, &sum);
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kvmm_tier_stats_size(c, pages, ts, sizeof(*ts)));
+	kvmm_disconnect(c);
+	t_assert_eq(ts->size, sizeof(*ts));
+	t_assert_eq(ts->block_pages, pages);
 }
 
 #endif

@@ -75,20 +75,6 @@ static const char *args[] = { "--cache-policy",
 			      "5000",
 			      NULL };
 
-/* TIER_STATS of the size of `pages` alone (kvmm_tier_stats_size()). */
-static void size_stats(const char *sock, uint32_t pages,
-		       struct kvmm_tier_stats_reply *ts)
-{
-	struct kvmm_tier_stats_reply sum;
-	struct kvmm_conn *c;
-
-	cc_settled_stats(sock, &sum);
-	t_ok(kc_connect_admin(sock, &c));
-	t_ok(kvmm_tier_stats_size(c, pages, ts, sizeof(*ts)));
-	kvmm_disconnect(c);
-	t_assert_eq(ts->block_pages, pages);
-}
-
 /* The log's count of needle. */
 static int log_count(struct td_daemon *d, const char *needle)
 {
@@ -130,8 +116,8 @@ static void fresh_and_save(void)
 		t_assert_eq(res->published, NB);
 	}
 	/* each size its own NVMe tier (no longer 0/0 for the second) */
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].capacity_blocks, SLOTS_4);
 	t_assert_eq(b.tiers[2].capacity_blocks, SLOTS_2);
 	t_assert_eq(a.tiers[2].block_bytes, 4 * CC_PAGE);
@@ -163,8 +149,8 @@ static void restart_recovers_both(void)
 	t_assert_eq(part_line(&d, 0, "recovered 2 of 7 slots"), 1);
 	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
 	t_assert_eq(log_count(&d, "formatted"), 0);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.recovered_blocks, NB);
 	t_assert_eq(b.recovered_blocks, NB);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
@@ -192,16 +178,16 @@ static void restart_recovers_both(void)
 		ms_write(d.sock, 1, k);
 		t_assert_eq(res->published, NB);
 	}
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].demotions_in, 2 * NB);
 	t_assert_eq(b.tiers[2].demotions_in, 2 * NB);
 	t_assert_eq(a.tiers[2].used_blocks, 2 * NB);
 	t_assert_eq(b.tiers[2].used_blocks, 2 * NB);
 	ms_expect_read(d.sock, 2, 1, 2);
 	ms_expect_read(d.sock, 1, 1, 2);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].hits, 2 * NB);
 	t_assert_eq(b.tiers[2].hits, 2 * NB);
 
@@ -253,8 +239,8 @@ static void restart_after_drop(void)
 	cc_start(&d, args);
 	t_assert_eq(part_line(&d, 0, "recovered 0 of 7 slots"), 1);
 	t_assert_eq(part_line(&d, 1, "recovered 0 of 15 slots"), 1);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.recovered_blocks, 0);
 	t_assert_eq(b.recovered_blocks, 0);
 	for (uint32_t layers = 1; layers <= 2; layers++)
@@ -349,8 +335,8 @@ static void wait_both_joined(const char *sock)
 	uint64_t t0 = cc_now_ms();
 
 	for (;;) {
-		size_stats(sock, 4, &a);
-		size_stats(sock, 2, &b);
+		ms_size_stats(sock, 4, &a);
+		ms_size_stats(sock, 2, &b);
 		if (a.tiers[2].capacity_blocks && b.tiers[2].capacity_blocks)
 			break;
 		if (cc_now_ms() - t0 > 15000)
@@ -375,8 +361,8 @@ static void join_late(void)
 	snprintf(file, sizeof(file), "%s/tier", dir);
 	args[9] = file;
 	cc_start_with_delay(&d, args, "KVMMD_TEST_CACHE_RETRY_MS", 100);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.nvme_open_error, ENOENT);
 	t_assert_eq(b.nvme_open_error, ENOENT);
 	t_assert_eq(b.tiers[2].capacity_blocks, 0);
@@ -429,8 +415,8 @@ static void write_failures_per_size(void)
 		ms_write(d.sock, 2, k);
 		t_assert_eq(res->published, NB);
 	}
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.nvme_write_error, EIO);
 	t_assert_eq(a.nvme_write_outs, 1);
 	t_assert(a.nvme_write_returns >= 1);
@@ -489,8 +475,8 @@ static void drop_one_partition(void)
 	ms_write(d.sock, 1, 0);
 	cc_stop(&d); /* both saved to their partitions */
 	cc_start(&d, args);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
 	t_assert_eq(b.tiers[2].used_blocks, NB);
 	/* the recovered blocks, cold, charged to the uid in each size */
@@ -511,8 +497,8 @@ static void drop_one_partition(void)
 			"of blocks of 2 pages: dropped gpu 0, host 0, nvme 2 blocks"),
 		1);
 	t_assert_eq(log_count(&d, "NVMe slots below generation"), 1);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
 	t_assert_eq(b.tiers[2].used_blocks, 0);
 	t_assert_eq(tenant_nvme(d.sock, 2), 0);
@@ -525,8 +511,8 @@ static void drop_one_partition(void)
 	/* the dropped size's mark holds, the other's blocks come back */
 	cc_start(&d, args);
 	t_assert_eq(part_line(&d, 1, "recovered 0 of 15 slots"), 1);
-	size_stats(d.sock, 4, &a);
-	size_stats(d.sock, 2, &b);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
 	t_assert(a.recovered_blocks >= NB);
 	t_assert_eq(b.recovered_blocks, 0);
 	ms_expect_read(d.sock, 2, 0, 2);

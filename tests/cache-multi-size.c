@@ -70,22 +70,13 @@ static uint64_t ms_host_bytes(const char *log, int *ntiers)
 }
 
 /*
- * TIER_STATS of the cache of blocks of `pages` alone (ABI 1.21,
- * kvmm_tier_stats_size()), settled first (cc_settled_stats()).  The
- * reply names the sizes cached either way.
+ * TIER_STATS of the cache of blocks of `pages` alone (ms_size_stats()),
+ * whose reply names the sizes cached either way: 4 and 2 here.
  */
-static void ms_size_stats(const char *sock, uint32_t pages,
-			  struct kvmm_tier_stats_reply *ts)
+static void named_size_stats(const char *sock, uint32_t pages,
+			     struct kvmm_tier_stats_reply *ts)
 {
-	struct kvmm_tier_stats_reply sum;
-	struct kvmm_conn *c;
-
-	cc_settled_stats(sock, &sum);
-	t_ok(kc_connect_admin(sock, &c));
-	t_ok(kvmm_tier_stats_size(c, pages, ts, sizeof(*ts)));
-	kvmm_disconnect(c);
-	t_assert_eq(ts->size, sizeof(*ts));
-	t_assert_eq(ts->block_pages, pages);
+	ms_size_stats(sock, pages, ts);
 	t_assert_eq(ts->nr_sizes, 2);
 	t_assert_eq(ts->sizes[0], 4); /* the first named first */
 	t_assert_eq(ts->sizes[1], 2);
@@ -100,8 +91,8 @@ static void ms_sizes_add_up(const char *sock)
 {
 	struct kvmm_tier_stats_reply sum, a, b;
 
-	ms_size_stats(sock, 4, &a);
-	ms_size_stats(sock, 2, &b);
+	named_size_stats(sock, 4, &a);
+	named_size_stats(sock, 2, &b);
 	cc_settled_stats(sock, &sum);
 	t_assert_eq(sum.block_pages, 0);
 	t_assert_eq(sum.nr_sizes, 2);
@@ -171,7 +162,7 @@ static void named_sizes(void)
 		struct kvmm_tier_stats_reply one;
 		struct kvmm_conn *c;
 
-		ms_size_stats(d.sock, 2, &one);
+		named_size_stats(d.sock, 2, &one);
 		t_assert_eq(one.tiers[1].capacity_blocks, 16);
 		t_assert_eq(one.publishes, 0);
 		t_ok(kc_connect_admin(d.sock, &c));
@@ -188,8 +179,8 @@ static void named_sizes(void)
 			t_assert_eq(res->published, NB);
 		}
 		/* this model's traffic moved its size's figures alone */
-		ms_size_stats(d.sock, 2 * layers[i], &own);
-		ms_size_stats(d.sock, 2 * layers[1 - i], &other);
+		named_size_stats(d.sock, 2 * layers[i], &own);
+		named_size_stats(d.sock, 2 * layers[1 - i], &other);
 		t_assert_eq(own.publishes, 2 * NB);
 		t_assert_eq(own.tiers[0].used_blocks, NB);
 		t_assert_eq(own.tiers[1].used_blocks, NB);
@@ -215,8 +206,8 @@ static void named_sizes(void)
 		t_assert_eq(res->found, 0);
 		/* the hits are this size's; the other's move with its own
 		 * reads only (the second model's, after this one's) */
-		ms_size_stats(d.sock, 2 * layers[i], &own);
-		ms_size_stats(d.sock, 2 * layers[1 - i], &other);
+		named_size_stats(d.sock, 2 * layers[i], &own);
+		named_size_stats(d.sock, 2 * layers[1 - i], &other);
 		t_assert_eq(own.tiers[0].hits, NB);
 		t_assert_eq(own.tiers[1].hits, NB);
 		t_assert_eq(own.tiers[1].promotions_out, NB);
