@@ -38,6 +38,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/client_seq.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
@@ -131,9 +132,7 @@ int main(void)
 
 	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &seq));
+	cs_open(&co, &ro, &c, &r, &seq);
 	wait_until(sleeps, NULL, "slept");
 
 	/* as if the engine's extend of seq waited to be collected: the

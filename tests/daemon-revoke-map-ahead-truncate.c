@@ -26,6 +26,7 @@
 
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
+#include "tests/lib/client_seq.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
 #include "tests/lib/revoke_client.h"
@@ -51,9 +52,7 @@ int main(void)
 
 	td_start_ok(&d, NULL);
 	co.socket_path = d.sock;
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_seq_open(r, &seq));
+	cs_open(&co, &ro, &c, &r, &seq);
 	t_ok(kvmm_seq_extend(r, seq, TPB)); /* blocks 0 and 1 (1 ahead) */
 
 	/* the thread maps block 2, keeps fresh pages for 0 and 1; kvmmd's
