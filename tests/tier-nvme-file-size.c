@@ -57,18 +57,9 @@ static struct tier_nvme *open_tier(uint32_t nslots, uint32_t slots,
 	};
 	struct tier_nvme *t;
 	struct tier_nvme_stats st;
-	FILE *f = tmpfile();
-	size_t n;
 	int r;
 
-	t_assert(f != NULL);
-	vmm_log_to_fd(fileno(f));
-	t = nt_open(cfg, NULL, &r);
-	vmm_log_to_fd(STDERR_FILENO);
-	rewind(f);
-	n = fread(log, 1, cap - 1, f);
-	log[n] = '\0';
-	fclose(f);
+	t = nt_open_logged(cfg, log, cap, &r);
 	if (r)
 		fputs(log, stderr);
 	t_ok(r);

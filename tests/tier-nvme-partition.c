@@ -73,18 +73,9 @@ static struct tier_nvme *open_part(int part, uint32_t count, uint64_t layout,
 	};
 	struct tier_nvme_stats st;
 	struct tier_nvme *t;
-	FILE *f = tmpfile();
-	size_t n;
 	int r;
 
-	t_assert(f != NULL);
-	vmm_log_to_fd(fileno(f));
-	t = nt_open(cfg, NULL, &r);
-	vmm_log_to_fd(STDERR_FILENO);
-	rewind(f);
-	n = fread(log, 1, sizeof(log) - 1, f);
-	log[n] = '\0';
-	fclose(f);
+	t = nt_open_logged(cfg, log, sizeof(log), &r);
 	if (r)
 		t_fail("open of partition %d: %d:\n%s", part, r, log);
 	tier_nvme_get_stats(t, &st);

@@ -11,10 +11,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
+#include "vmm/vmm.h"
 
 /* The capacity_bytes of a tier of nslots slots of payload bytes each: a
  * 4 KiB superblock, then a 4 KiB header and the payload per slot. */
@@ -41,6 +44,29 @@ static inline struct tier_nvme *nt_open(struct tier_nvme_config cfg,
 	else
 		t_ok(r);
 	return r ? NULL : t;
+}
+
+/*
+ * nt_open() with *err given, the log lines the open wrote (recovery,
+ * formatting and why) caught into log (cap bytes, NUL-terminated) for
+ * the test to check, and still going to stderr after it.
+ */
+static inline struct tier_nvme *nt_open_logged(struct tier_nvme_config cfg,
+					       char *log, size_t cap, int *err)
+{
+	struct tier_nvme *t;
+	FILE *f = tmpfile();
+	size_t n;
+
+	t_assert(f != NULL);
+	vmm_log_to_fd(fileno(f));
+	t = nt_open(cfg, NULL, err);
+	vmm_log_to_fd(STDERR_FILENO);
+	rewind(f);
+	n = fread(log, 1, cap - 1, f);
+	log[n] = '\0';
+	fclose(f);
+	return t;
 }
 
 /* nt_open() of a tier of nslots slots of payload bytes at path, with
