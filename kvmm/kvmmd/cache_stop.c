@@ -102,7 +102,7 @@ static void kc_save_end(struct kd_cache *c, uint64_t in0, uint64_t t0)
 static void kc_save_on_stop(struct kd_daemon *d)
 {
 	uint32_t ms = d->cfg.nvme_save_ms;
-	uint64_t gpu[KD_CACHE_SIZES], host[KD_CACHE_SIZES], in0[KD_CACHE_SIZES];
+	uint64_t in0[KD_CACHE_SIZES], gpu, host;
 	bool saving[KD_CACHE_SIZES] = { false };
 	uint64_t t0 = kd_now_ns(), now, next = t0 + 1000000000ull;
 	uint64_t all = 0;
@@ -113,10 +113,10 @@ static void kc_save_on_stop(struct kd_daemon *d)
 	kc_for_each(d, c, i) {
 		if (!kc_saves(c))
 			continue;
-		saving[i] = kc_save_begin(c, &gpu[i], &host[i], &in0[i]);
+		saving[i] = kc_save_begin(c, &gpu, &host, &in0[i]);
 		any = any || saving[i];
 		if (saving[i])
-			all += gpu[i] + host[i];
+			all += gpu + host;
 	}
 	if (!any)
 		return;
