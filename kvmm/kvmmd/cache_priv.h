@@ -92,7 +92,7 @@ struct kc_entry {
 	 * tenant's (cache_drop.c) */
 	uint32_t tenant;
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
-	/* cold, counted in its tenant's kd_tenant_counts.cold_blocks until
+	/* cold, counted in its tenant's kd_tenant_counts.cold_of[] until
 	 * it leaves the cache or the policy takes it (kc_cold_end()) */
 	bool cold_counted;
 	bool dead; /* to be removed from the policy after its call */

@@ -10,7 +10,7 @@
  *
  * A cold block is the tenant's its header names (a header from before the
  * tenants: nobody's), as if that tenant had cached it: counted in its
- * row (kd_tenant_counts.cold_blocks, added to the policy's counts in
+ * row (kd_tenant_counts.cold_of[], added to the policy's counts in
  * ADMIN_TENANTS), dropped by a `--uid` drop of it (cache_drop.c),
  * counted against its NVMe limit (kc_cold_limit()), and charged to it
  * when an open brings it up (cache_restore.c), whoever opens it.  The
@@ -68,7 +68,6 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 
 		e->tenant = map->row[pol_tenant_row(map, tenant)].id;
 		e->cold_counted = true;
-		kd_tenant(c->d, e->tenant)->cold_blocks++;
 		kd_tenant(c->d, e->tenant)->cold_of[c->idx].blocks++;
 	}
 	return 0;
@@ -82,12 +81,9 @@ void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped)
 		return;
 	e->cold_counted = false;
 	k = kd_tenant(c->d, e->tenant);
-	k->cold_blocks--;
 	k->cold_of[c->idx].blocks--;
-	if (dropped) {
-		k->cold_dropped++;
+	if (dropped)
 		k->cold_of[c->idx].dropped++;
-	}
 }
 
 bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
@@ -147,19 +143,18 @@ void kc_cold_limit(struct kd_cache *c, uint32_t id, uint64_t coming)
 	if (id == KVMM_TENANT_OTHERS || row == POL_TENANT_NO_ROW)
 		return;
 	k = &d->tenants.row[row];
-	if (!k->limit[POL_TIER_NVME] || !k->cold_blocks)
+	if (!k->limit[POL_TIER_NVME] || !kd_tenant_cold_blocks(k))
 		return;
 	held = kc_pol_nvme_blocks(c, id) + coming;
 	for (n = c->cold.head;
-	     n && held + k->cold_blocks > k->limit[POL_TIER_NVME]; n = next) {
+	     n && held + kd_tenant_cold_blocks(k) > k->limit[POL_TIER_NVME];
+	     n = next) {
 		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
 
 		next = n->next;
 		if (e->cold_counted && e->tenant == id && !e->in_pol &&
-		    kc_cold_evict(c, e)) {
-			k->cold_limit_drops++;
+		    kc_cold_evict(c, e))
 			k->cold_of[c->idx].limit_drops++;
-		}
 	}
 }
 

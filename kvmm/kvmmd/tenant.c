@@ -201,19 +201,16 @@ int kd_tenants_reply(struct kd_daemon *d, uint32_t block_pages,
 		/* its recovered blocks no open used yet, outside the
 		 * policy: cached on NVMe, admitted when they were found
 		 * (those of every size, or of the one asked) */
-		if (only < 0) {
-			t->cached_blocks[POL_TIER_NVME] += k->cold_blocks;
-			t->admitted_blocks += k->cold_blocks + k->cold_dropped;
-			t->dropped_blocks += k->cold_dropped;
-			t->limit_moves += k->cold_limit_drops;
-		} else {
-			const uint64_t blocks = k->cold_of[only].blocks;
-			const uint64_t dropped = k->cold_of[only].dropped;
+		for (uint32_t size = 0; size < KD_CACHE_SIZES; size++) {
+			const uint64_t blocks = k->cold_of[size].blocks;
+			const uint64_t dropped = k->cold_of[size].dropped;
 
+			if (only >= 0 && size != (uint32_t)only)
+				continue;
 			t->cached_blocks[POL_TIER_NVME] += blocks;
 			t->admitted_blocks += blocks + dropped;
 			t->dropped_blocks += dropped;
-			t->limit_moves += k->cold_of[only].limit_drops;
+			t->limit_moves += k->cold_of[size].limit_drops;
 		}
 	}
 	/* the blocks of every block size's cache (cache.h), or of one */

@@ -38,22 +38,28 @@ struct kd_tenant_counts {
 	 * Its blocks the restart found on NVMe (their headers name it) that
 	 * no open has used yet: "cold", outside the policy, so counted here
 	 * (cache_recover.c) and added to the policy's counts in ADMIN_TENANTS
-	 * as cached NVMe blocks; cold_dropped of them left the cache while
-	 * cold (an eviction for room, a drop, its NVMe limit:
-	 * cold_limit_drops of those), so that admitted - dropped stays what
-	 * it has cached.  One an open uses is the policy's from then on,
-	 * still this tenant's.
+	 * as cached NVMe blocks; dropped of them left the cache while cold
+	 * (an eviction for room, a drop, its NVMe limit: limit_drops of
+	 * those), so that admitted - dropped stays what it has cached.  One
+	 * an open uses is the policy's from then on, still this tenant's.
+	 * Kept per size (its place in kd_daemon.caches: each size has its
+	 * NVMe partition), for ADMIN_TENANTS of one size (ABI 1.22); every
+	 * size's is their sum (kd_tenant_cold_blocks()).
 	 */
-	uint64_t cold_blocks;
-	uint64_t cold_dropped;
-	uint64_t cold_limit_drops;
-	/* the same three in each size's cache (its place in kd_daemon.caches:
-	 * each size has its NVMe partition), for ADMIN_TENANTS of one size
-	 * (ABI 1.22); they add up to the three above */
 	struct {
 		uint64_t blocks, dropped, limit_drops;
 	} cold_of[KVMM_TIER_STATS_SIZES];
 };
+
+/* The tenant's cold blocks in every size's cache. */
+static inline uint64_t kd_tenant_cold_blocks(const struct kd_tenant_counts *k)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < KVMM_TIER_STATS_SIZES; i++)
+		n += k->cold_of[i].blocks;
+	return n;
+}
 
 struct kd_tenants {
 	struct pol_tenants map; /* id -> row (its block counts unused) */
