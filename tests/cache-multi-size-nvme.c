@@ -468,6 +468,7 @@ static void drop_one_partition(void)
 	struct kvmm_tier_stats_reply a, b;
 	static char out[8192];
 	struct td_daemon d;
+	char cmd[64];
 
 	unlink(nvme);
 	cc_start(&d, args);
@@ -483,6 +484,14 @@ static void drop_one_partition(void)
 	t_assert_eq(tenant_nvme(d.sock, 4), NB);
 	t_assert_eq(tenant_nvme(d.sock, 2), NB);
 	t_assert_eq(tenant_nvme(d.sock, 0), 2 * NB);
+	/* a tenant limit holds for each size apart: NB on NVMe keeps each
+	 * size's NB cold blocks (the other size's do not count) */
+	snprintf(cmd, sizeof(cmd), "tenant-limit %u nvme:%d", getuid(), NB);
+	t_assert_eq(td_kvmmctl(d.sock, cmd, out, sizeof(out)), 0);
+	t_assert_eq(tenant_nvme(d.sock, 4), NB);
+	t_assert_eq(tenant_nvme(d.sock, 2), NB);
+	snprintf(cmd, sizeof(cmd), "tenant-limit %u none", getuid());
+	t_assert_eq(td_kvmmctl(d.sock, cmd, out, sizeof(out)), 0);
 	t_assert_eq(td_kvmmctl(d.sock, "--json cache-drop --block-pages 2", out,
 			       sizeof(out)),
 		    0);

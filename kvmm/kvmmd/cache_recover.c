@@ -124,8 +124,10 @@ static uint64_t kc_pol_nvme_blocks(struct kd_cache *c, uint32_t id)
 }
 
 /*
- * The policy enforces a tenant's NVMe limit on the blocks it holds; its
- * cold ones count there too (`kvmmctl tenants` shows them cached), so
+ * The policy of c's block size enforces a tenant's NVMe limit on the
+ * blocks it holds; its cold ones in c's partition count there too
+ * (`kvmmctl tenants` shows them cached; a limit applies to each size
+ * apart, so another size's cold blocks do not), so
  * while both with `coming` pass the limit the tenant's oldest cold block
  * goes: the blocks the NVMe tier gives up first for room anyway
  * (kc_nvme_room()), and the ones its limit would pick, as nothing used
@@ -143,11 +145,11 @@ void kc_cold_limit(struct kd_cache *c, uint32_t id, uint64_t coming)
 	if (id == KVMM_TENANT_OTHERS || row == POL_TENANT_NO_ROW)
 		return;
 	k = &d->tenants.row[row];
-	if (!k->limit[POL_TIER_NVME] || !kd_tenant_cold_blocks(k))
+	if (!k->limit[POL_TIER_NVME] || !k->cold_of[c->idx].blocks)
 		return;
 	held = kc_pol_nvme_blocks(c, id) + coming;
 	for (n = c->cold.head;
-	     n && held + kd_tenant_cold_blocks(k) > k->limit[POL_TIER_NVME];
+	     n && held + k->cold_of[c->idx].blocks > k->limit[POL_TIER_NVME];
 	     n = next) {
 		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
 

@@ -43,23 +43,14 @@ struct kd_tenant_counts {
 	 * those), so that admitted - dropped stays what it has cached.  One
 	 * an open uses is the policy's from then on, still this tenant's.
 	 * Kept per size (its place in kd_daemon.caches: each size has its
-	 * NVMe partition), for ADMIN_TENANTS of one size (ABI 1.22); every
-	 * size's is their sum (kd_tenant_cold_blocks()).
+	 * NVMe partition, and its tenant limits apply to each size apart),
+	 * for ADMIN_TENANTS of one size (ABI 1.22) and kc_cold_limit();
+	 * every size's is their sum.
 	 */
 	struct {
 		uint64_t blocks, dropped, limit_drops;
 	} cold_of[KVMM_TIER_STATS_SIZES];
 };
-
-/* The tenant's cold blocks in every size's cache. */
-static inline uint64_t kd_tenant_cold_blocks(const struct kd_tenant_counts *k)
-{
-	uint64_t n = 0;
-
-	for (uint32_t i = 0; i < KVMM_TIER_STATS_SIZES; i++)
-		n += k->cold_of[i].blocks;
-	return n;
-}
 
 struct kd_tenants {
 	struct pol_tenants map; /* id -> row (its block counts unused) */
