@@ -2,8 +2,11 @@
 /*
  * Block cache internals, shared by the files that implement cache.h:
  *
- *   cache.c          the entry index (hash -> entry), publish, pins,
- *                    tier counters
+ *   cache.c          the entry index (hash -> entry) and an entry's
+ *                    life, the cache of each block size, pins' lookups
+ *   cache_publish.c  BLOCK_PUBLISH: new entries, duplicates, promotions
+ *                    of blocks idle below
+ *   cache_stats.c    TIER_STATS: the counters of one size or of all
  *   cache_setup.c    setting up the caches at start and the tiers and the
  *                    policy of each block size (kc_open())
  *   cache_recover.c  the NVMe tier's blocks from the last run into the
@@ -490,6 +493,9 @@ void kc_free(struct kd_cache *c, struct kc_entry *e);
 /* e->tier = tier, on the list of that tier below the GPU (kd_cache.below) */
 void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier);
 void kc_set_block(struct kd_cache *c, struct kc_entry *e, struct kd_block *blk);
+/* e no longer holds its GPU copy, returned (NULL: it had none); the
+ * caller puts the reference or hands it on (cache_publish.c) */
+struct kd_block *kc_unset_block(struct kd_cache *c, struct kc_entry *e);
 void kc_put_block(struct kd_cache *c, struct kc_entry *e);
 void kc_leave_block(struct kd_cache *c, struct kc_entry *e);
 void kc_free_refused(struct kd_cache *c, const char *tier, uint32_t slot,
@@ -506,6 +512,8 @@ uint64_t kc_tier_shed(struct kd_cache *c, unsigned tier, uint64_t want);
 uint64_t kc_gpu_shed(struct kd_cache *c, uint64_t want);
 /* kc_open() said -EXDEV for r: a WARN line, once per region. */
 void kc_say_uncached(struct kd_cache *c, struct kd_region *r);
+/* cache.c: a variable-length command's struct and its u64 tail
+ * (BLOCK_PUBLISH, PREFIX_OPEN, PREFIX_QUERY) */
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 		uint32_t n_off, uint64_t **tail, uint32_t *n);
 

@@ -26,8 +26,8 @@ void kd_htab_fini(struct kd_htab *t)
  * the chains longer.  Bucket i splits into i and i + the old count, each
  * keeping its nodes in their order: a key may be in the table twice (the
  * cache adds a new entry for a hash whose dying one waits for the end of
- * the call, cache.c), and a lookup must still find the newer, which was
- * added in front.
+ * the call, cache_publish.c), and a lookup must still find the newer,
+ * which was added in front.
  */
 static void kd_htab_grow(struct kd_htab *t)
 {

@@ -5,15 +5,16 @@
  * a prefix open, the restores, the publish and the close, in its order,
  * and its restore plan for a segmented open.  Apart from replay.c, which
  * drives the trace through it, because it follows kvmmd's cache code
- * (cache_prefix.c, cache_restore.c, cache.c) and changes with it.
+ * (cache_prefix.c, cache_restore.c, cache_publish.c, cache.c) and changes
+ * with it.
  */
 #include <string.h>
 
 #include "kvmm/policy/replay_priv.h"
 #include "kvmm/policy/restore_plan.h"
 
-/* One block as kvmmd's cache.c touches it: access, then a reference
- * from the sequence if the block stayed resident. */
+/* One block as kvmmd's cache_publish.c touches it: access, then a
+ * reference from the sequence if the block stayed resident. */
 static void daemon_touch(struct pol_cache *c, const uint64_t *h, uint32_t i,
 			 unsigned few, uint32_t tenant, uint64_t *refd,
 			 uint32_t *nref, uint64_t *down, uint32_t *ndown)
@@ -101,7 +102,8 @@ void replay_daemon_plan(const struct pol_cost_model *m, uint8_t *where,
  * A request as kvmmd sees it (pol_replay_opts.daemon_model): act[0..n)
  * says what its open did with each block (the hits a leading run without
  * msa); refd has room for 2 * n hashes.  The order of the policy calls
- * is kvmmd's (cache_prefix.c, cache_restore.c, cache.c):
+ * is kvmmd's (cache_prefix.c, cache_restore.c, cache_publish.c,
+ * cache.c):
  *
  *   PREFIX_OPEN (kc_prefix_walk)  pin every cached block of the matched
  *                                 prefix (past holes); share the GPU
