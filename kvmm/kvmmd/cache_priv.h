@@ -30,12 +30,16 @@
  *                    publish of a block still loading
  *   cache_learned.c  --policy-state: what the policy learned, loaded when
  *                    it is made, saved periodically and at the stop
+ *   cache_learned_sizes.c  --policy-state with several block sizes: one
+ *                    file, a section for each size
  *   cache_lend.c     an extend short of blocks asks the other processes
  *                    of its uid for their blocks mapped ahead, and parks
  *   cache_quota.c    a uid over its quota reclaims its own idle GPU
  *                    blocks before it is told -EDQUOT
  *   cache_drop.c     ADMIN_CACHE_DROP: an operator drops cached blocks
  *                    (NVMe ones invalidated on disk before the reply)
+ *   cache_query.c    PREFIX_QUERY: where a chain's leading blocks are,
+ *                    looked up without changing anything
  *   cache_open.c     a set-up of the tiers that failed after the start:
  *                    undone, and tried again after a wait
  *   cache_nvme_join.c  an NVMe tier that could not open: out of the
@@ -44,6 +48,10 @@
  *   cache_nvme_write.c  host -> NVMe writes that fail: the block back to
  *                    the host tier, a tier whose writes keep failing out
  *                    of service for writes
+ *   cache_nvme_marked.c  the slot headers a restart's scan left out
+ *                    under a drop mark, zeroed once the tier is the cache's
+ *
+ * The restore plans of PREFIX_OPEN are cache_plan.c's (cache_plan.h).
  *
  * Everything here runs on the event-loop thread; the migration workers
  * only touch job memory and tier slots, and hand jobs back through the
