@@ -247,6 +247,11 @@ static void drop_one_size(const char *sock)
 	 * both, adding up to its sums */
 	for (int k = 0; k < 2; k++)
 		ms_write(sock, layers[1], k);
+	/* content 0's copy down, started by content 1's publish, ended: a
+	 * block in flight is kept, not dropped */
+	ms_size_stats(sock, 2, &two);
+	t_assert_eq(two.tiers[0].used_blocks + two.tiers[1].used_blocks,
+		    2 * NB);
 	a.tiers = 0;
 	a.block_pages = 0;
 	t_ok(cd_raw(sock, &a, sizeof(a), &r));
