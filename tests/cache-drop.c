@@ -125,7 +125,7 @@ static void bad_input(const char *sock)
 		  "--tier 'host,gpux': unknown tier 'gpux'" },
 		{ "--tier gpu,gpu", "--tier 'gpu,gpu': tier gpu named twice" },
 		{ "--uid abc", "--uid 'abc': not a uid or gid" },
-		{ "--uid x", "'x' is not a number" },
+		{ "--uid x", "--uid 'x': not a uid or gid" },
 		{ "--uid 4294967295", "--uid '4294967295': not a uid or gid" },
 		{ "--uid 1 --uid 2", "cache-drop: --uid given twice" },
 		{ "--tier", "cache-drop: --tier needs a value" },

@@ -22,9 +22,11 @@ refused() { # expected-line args...
 refused "kvmmctl: trace: --interval '0': milliseconds between refreshes (1 to 4294967295)" --interval 0
 refused "kvmmctl: trace: --top '0': blocks to list (1 to 100000)" --top 0
 refused "kvmmctl: trace: --top '100001': blocks to list (1 to 100000)" --top 100001
-refused "'x' is not a number" --count x
-# and then the option's line: what it takes (a sign, or no digit, said
-# only "'-1' is not a number")
+# a word that is no number gets the option's line alone (a vaguer
+# "'x' is not a number" came first); a sign, or no digit, said only
+# "'-1' is not a number" before the option's line existed
+refused "kvmmctl: trace: --count 'x': refreshes, 0 for no end (0 to 4294967295)" --count x
+grep -q "is not a number" "$err" && fail "trace --count x: a second line: $(cat "$err")"
 refused "kvmmctl: trace: --count '-1': refreshes, 0 for no end (0 to 4294967295)" --count -1
 refused "kvmmctl: trace: --interval '-5': milliseconds between refreshes (1 to 4294967295)" --interval -5
 refused "usage: kvmmctl [--json] trace" --top

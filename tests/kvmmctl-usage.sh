@@ -2,7 +2,8 @@
 # kvmmctl's usage errors and refusals say what was wrong, with the right
 # exit status: an option without its value or unknown (they were
 # "unknown command"), a bad log level, a tenant id that is the others'
-# row, a number out of range (was "not a number"): each names the value;
+# row, a number out of range (was "not a number"), a word that is no
+# number (with its command and argument, once): each names the value;
 # a word a command does not take (an option, one too many, one missing)
 # is named too (they printed only the usage); metrics refuses --json;
 # trace --help is trace's own help; the help names --version, help and
@@ -32,8 +33,27 @@ expect 2 "kvmmctl: unknown option '--bogus'" --bogus
 expect 2 "kvmmctl: unknown command 'frob'" frob
 expect 2 "kvmmctl: log-level: 'loud' is not err, warn, info or debug" log-level loud
 expect 2 "kvmmctl: tenant-limit: 4294967295 is no tenant" tenant-limit 4294967295 gpu:1
-expect 2 "kvmmctl: '4294967296' is out of range (at most 4294967295)" quota 4294967296 1G
-expect 2 "kvmmctl: '12x' is not a number" quota 12x 1G
+expect 2 "kvmmctl: quota: UID '4294967296' is out of range (at most 4294967295)" quota 4294967296 1G
+expect 2 "kvmmctl: quota: UID '12x' is not a number" quota 12x 1G
+# a number that is none names its command and which argument it is
+# ("kvmmctl: 'x' is not a number" said neither: revoke takes four), in
+# one line before the usage (tenant-limit printed it twice, cache-drop
+# --uid and trace's options a second, vaguer line beside their own)
+expect 2 "kvmmctl: revoke: REGION 'x' is not a number" revoke 1 x 2
+expect 2 "kvmmctl: revoke: FIRST_BLOCK '-1' is not a number" revoke 1 2 3 -1
+expect 2 "kvmmctl: kill: SESSION_ID 'abc' is not a number" kill abc
+expect 2 "kvmmctl: tenant-limit: ID 'abc' is not a number" tenant-limit abc gpu:1
+expect 2 "kvmmctl: cache-drop: --uid 'abc': not a uid or gid" cache-drop --uid abc
+for a in "tenant-limit abc gpu:1" "cache-drop --uid abc" "kill abc" "trace --count x"; do
+	# shellcheck disable=SC2086
+	"$b/kvmmctl" $a 2>"$dir/err" >/dev/null
+	n=$(grep -vc '^usage: \|^  ' "$dir/err")
+	[ "$n" = 1 ] || fail "$a: $n lines before the usage: $(cat "$dir/err")"
+done
+# log-level without its level, or with two, says so (it printed the
+# usage line alone)
+expect 2 "kvmmctl: log-level: arguments missing" log-level
+expect 2 "kvmmctl: log-level: unexpected argument 'info'" log-level warn info
 # each usage error names the word (they printed only the usage line);
 # metrics --json said nothing and printed text
 expect 2 "kvmmctl: status: unknown option '--jsn'" status --jsn

@@ -69,7 +69,7 @@ static int parse_tiers(const char *spec, uint32_t *mask)
  * message naming it. */
 static int parse_uid(const char *s, uint32_t *id)
 {
-	int err = kvmmctl_parse_u32(s, id);
+	int err = kvmmctl_u32(s, id);
 
 	if (!err && *id == KVMM_TENANT_OTHERS)
 		err = -EINVAL;

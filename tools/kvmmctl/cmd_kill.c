@@ -17,7 +17,7 @@ int cmd_kill(int argc, char **argv, struct kvmmctl_ctx *ctx)
 
 	if (kvmmctl_args("kill", argc, argv, 1, 1, "kill SESSION_ID"))
 		return 2;
-	if (kvmmctl_parse_u32(argv[1], &a.session_id)) {
+	if (kvmmctl_parse_u32("kill", "SESSION_ID", argv[1], &a.session_id)) {
 		fprintf(stderr, "usage: kvmmctl kill SESSION_ID\n");
 		return 2;
 	}

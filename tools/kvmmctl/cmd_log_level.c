@@ -13,15 +13,19 @@ static const char *const log_names[] = { "err", "warn", "info", "debug" };
 int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_admin_log_level a = { .size = sizeof(a) };
-	int l = argc == 2 ? kd_parse_log_level(argv[1]) : -EINVAL;
+	int l;
 
-	if (l < 0 && argc == 2)
-		fprintf(stderr,
-			"kvmmctl: log-level: '%s' is not err, warn, info or debug\n",
-			argv[1]);
+	/* a missing or extra word is named as other commands' are (a bare
+	 * usage line said nothing of what was wrong) */
+	if (kvmmctl_args("log-level", argc, argv, 1, 1,
+			 "log-level err|warn|info|debug"))
+		return 2;
+	l = kd_parse_log_level(argv[1]);
 	if (l < 0) {
 		fprintf(stderr,
-			"usage: kvmmctl log-level err|warn|info|debug\n");
+			"kvmmctl: log-level: '%s' is not err, warn, info or debug\n"
+			"usage: kvmmctl log-level err|warn|info|debug\n",
+			argv[1]);
 		return 2;
 	}
 	a.level = l;

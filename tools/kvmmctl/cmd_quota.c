@@ -88,7 +88,7 @@ int cmd_quota(int argc, char **argv, struct kvmmctl_ctx *ctx)
 
 	if (kvmmctl_args("quota", argc, argv, 1, 2, QUOTA_USAGE))
 		return 2;
-	if (kvmmctl_parse_u32(argv[1], &a.uid) ||
+	if (kvmmctl_parse_u32("quota", "UID", argv[1], &a.uid) ||
 	    (argc == 3 && kd_parse_size("kvmmctl: quota", argv[2], &bytes))) {
 		fprintf(stderr, "usage: kvmmctl " QUOTA_USAGE "\n");
 		return 2;

@@ -115,10 +115,11 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (kvmmctl_args("revoke", argc, argv, 3, 4,
 			 "revoke SESSION REGION SEQ [FIRST_BLOCK]"))
 		return 2;
-	if (kvmmctl_parse_u32(argv[1], &a.session_id) ||
-	    kvmmctl_parse_u32(argv[2], &a.region_id) ||
-	    kvmmctl_parse_u32(argv[3], &a.seq_id) ||
-	    (argc == 5 && kvmmctl_parse_u32(argv[4], &a.first_block))) {
+	if (kvmmctl_parse_u32("revoke", "SESSION", argv[1], &a.session_id) ||
+	    kvmmctl_parse_u32("revoke", "REGION", argv[2], &a.region_id) ||
+	    kvmmctl_parse_u32("revoke", "SEQ", argv[3], &a.seq_id) ||
+	    (argc == 5 && kvmmctl_parse_u32("revoke", "FIRST_BLOCK", argv[4],
+					    &a.first_block))) {
 		fprintf(stderr,
 			"usage: kvmmctl revoke SESSION REGION SEQ [FIRST_BLOCK]\n");
 		return 2;

@@ -39,29 +39,36 @@ static bool no_tier(struct kvmm_conn *c,
 	return false;
 }
 
+#define USAGE \
+	"tenant-limit ID TIER:N[,TIER:N...] | none (TIER gpu, host or nvme)"
+
+/* After a line saying what was wrong: the usage, exit status 2. */
+static int usage(void)
+{
+	fprintf(stderr, "usage: kvmmctl " USAGE "\n");
+	return 2;
+}
+
 int cmd_tenant_limit(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_admin_tenant_limit a = { .size = sizeof(a) };
 	struct kvmm_conn *c;
 	int err;
 
-	if (kvmmctl_args(
-		    "tenant-limit", argc, argv, 2, 2,
-		    "tenant-limit ID TIER:N[,TIER:N...] | none (TIER gpu, host or nvme)"))
+	if (kvmmctl_args("tenant-limit", argc, argv, 2, 2, USAGE))
 		return 2;
-	if (!kvmmctl_parse_u32(argv[1], &a.id) && a.id == KVMM_TENANT_OTHERS) {
+	/* parsed once: a second parse printed its error line twice */
+	if (kvmmctl_parse_u32("tenant-limit", "ID", argv[1], &a.id))
+		return usage();
+	if (a.id == KVMM_TENANT_OTHERS) {
 		fprintf(stderr,
 			"kvmmctl: tenant-limit: %u is no tenant (the row of those past the first 255 seen; ids go up to %u)\n",
 			a.id, KVMM_TENANT_OTHERS - 1);
 		return 2;
 	}
-	if (kvmmctl_parse_u32(argv[1], &a.id) ||
-	    kd_parse_tenant_limit("kvmmctl: tenant-limit: ", argv[2],
-				  a.limit_blocks)) {
-		fprintf(stderr,
-			"usage: kvmmctl tenant-limit ID TIER:N[,TIER:N...] | none (TIER gpu, host or nvme)\n");
-		return 2;
-	}
+	if (kd_parse_tenant_limit("kvmmctl: tenant-limit: ", argv[2],
+				  a.limit_blocks))
+		return usage();
 	if (kvmmctl_connect(ctx, &c))
 		return 1;
 	if (c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor < 11)

@@ -40,8 +40,8 @@ static void trace_usage(FILE *f)
 
 /*
  * The value of a numeric option, in [min, max]; else says which option
- * took what and what it takes (kvmmctl_parse_u32() says it of a word
- * that is no number), and fails.
+ * took what and what it takes (one line, also for a word that is no
+ * number: a second line saying only that was noise), and fails.
  */
 static int trace_number(const char *opt, const char *s, uint32_t min,
 			uint32_t max, const char *what, uint32_t *out)
@@ -49,7 +49,7 @@ static int trace_number(const char *opt, const char *s, uint32_t min,
 	uint32_t v;
 
 	/* no number at all (-1, x) gets the option's line too */
-	if (kvmmctl_parse_u32(s, &v) || v < min || v > max) {
+	if (kvmmctl_u32(s, &v) || v < min || v > max) {
 		fprintf(stderr, "kvmmctl: trace: %s '%s': %s (%u to %u)\n", opt,
 			s, what, min, max);
 		return -1;

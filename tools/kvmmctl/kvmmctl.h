@@ -126,9 +126,16 @@ const char *kvmmctl_strerror(struct kvmmctl_ctx *ctx, int err);
  * (TIER_STATS's tiers[], the KVMM_CACHE_DROP_* bits). */
 #define KVMMCTL_TIERS 3
 extern const char *const kvmmctl_tier_names[KVMMCTL_TIERS];
-/* A decimal u32 argument; prints an error and returns -EINVAL if not a
- * number, -ERANGE if past 2^32 - 1. */
-int kvmmctl_parse_u32(const char *s, uint32_t *out);
+/* A decimal u32 argument: -EINVAL if s is not a number, -ERANGE if past
+ * 2^32 - 1; says nothing (for a caller whose own line names the option
+ * and what it takes). */
+int kvmmctl_u32(const char *s, uint32_t *out);
+/* The same, with one line on error naming the command and the argument
+ * (what: "UID", "SESSION_ID", ...): "kvmmctl: kill: SESSION_ID 'x' is
+ * not a number" (it said "kvmmctl: 'x' is not a number", whichever of
+ * revoke's four it was). */
+int kvmmctl_parse_u32(const char *cmd, const char *what, const char *s,
+		      uint32_t *out);
 /* --block-pages' value for cmd: a decimal number of pages, 1 or more;
  * -EINVAL after a line naming cmd and the word. */
 int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out);

@@ -203,7 +203,7 @@ usage:
 	return 2;
 }
 
-int kvmmctl_parse_u32(const char *s, uint32_t *out)
+int kvmmctl_u32(const char *s, uint32_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -211,18 +211,27 @@ int kvmmctl_parse_u32(const char *s, uint32_t *out)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	/* a digit first: strtoull skips blanks and takes a sign */
-	if (!isdigit((unsigned char)*s) || *end) {
-		fprintf(stderr, "kvmmctl: '%s' is not a number\n", s);
+	if (!isdigit((unsigned char)*s) || *end)
 		return -EINVAL;
-	}
-	if (errno || v > 0xffffffffu) {
-		fprintf(stderr,
-			"kvmmctl: '%s' is out of range (at most 4294967295)\n",
-			s);
+	if (errno || v > 0xffffffffu)
 		return -ERANGE;
-	}
 	*out = v;
 	return 0;
+}
+
+int kvmmctl_parse_u32(const char *cmd, const char *what, const char *s,
+		      uint32_t *out)
+{
+	int err = kvmmctl_u32(s, out);
+
+	if (err == -EINVAL)
+		fprintf(stderr, "kvmmctl: %s: %s '%s' is not a number\n", cmd,
+			what, s);
+	else if (err)
+		fprintf(stderr,
+			"kvmmctl: %s: %s '%s' is out of range (at most 4294967295)\n",
+			cmd, what, s);
+	return err;
 }
 
 int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out)
