@@ -26,7 +26,12 @@
 #     families `kvmmctl metrics` prints (each one, its type);
 #     telemetry.md: the probe tables against ebpf/probes.h and the
 #     binaries' USDT notes (names, argument sizes); README.md: the
-#     fresh-machine set-up is exactly `make demo`, `make check`.
+#     fresh-machine set-up is exactly `make demo`, `make check`;
+#   - sample outputs in code blocks: a `kvmmctl sessions` or `tenants`
+#     header line is the one kvmmctl prints, and a `status --json` or
+#     `cache-drop --json` object has the keys it prints, in its order
+#     (admin.md's tenants table had lost five columns, two JSON samples
+#     a key each, and nothing said so).
 # It first checks itself: each of a list of wrong names and values (and
 # a few wrong values put into a copy of admin.md) must be reported, and
 # each kind of check must have found something to check.
@@ -72,7 +77,10 @@ grep -q '^#define HAVE_LIBURING 1' "$b/config.h" && nvme=(--nvme-path "$d/nvme" 
 pid=$!
 for _ in $(seq 200); do [ -S "$d/s" ] && break; sleep 0.05; done
 "$b/kvmmctl" --socket "$d/s" --json status >"$d/status.json" &&
-	"$b/kvmmctl" --socket "$d/s" metrics >"$d/metrics.txt" ||
+	"$b/kvmmctl" --socket "$d/s" metrics >"$d/metrics.txt" &&
+	"$b/kvmmctl" --socket "$d/s" sessions >"$d/sessions.txt" &&
+	"$b/kvmmctl" --socket "$d/s" tenants >"$d/tenants.txt" &&
+	"$b/kvmmctl" --socket "$d/s" --json cache-drop >"$d/cache-drop.json" ||
 	{ echo "FAIL: kvmmctl against kvmmd"; cat "$d/kvmmd.log"; exit 1; }
 kill $pid && wait $pid
 pid=
@@ -721,6 +729,87 @@ def check_probe_tables(doc, text):
                 bad(where, "probe `%s` takes arguments of %s bytes, not %s" % (
                     names[0], sorted(probe_args[names[0]]), sizes))
 
+# What kvmmctl prints today, for the sample outputs the docs show: its
+# tables' header lines by their first word, and its JSON objects by
+# their first key.
+table_heads = {}
+for name in ("sessions", "tenants"):
+    head = open(os.path.join(tmp, name + ".txt")).readline().rstrip()
+    table_heads[head.split()[0]] = head
+json_replies = {}
+for name in ("status.json", "cache-drop.json"):
+    obj = json.load(open(os.path.join(tmp, name)))
+    json_replies[next(iter(obj))] = obj
+
+def json_keys_differ(sample, real, path=""):
+    """Where the sample's keys are not the reply's (each object the sample
+    spells out: the same keys in the same order), else None."""
+    if isinstance(sample, dict) and isinstance(real, dict) and sample:
+        if list(sample) != list(real):
+            lacks = [k for k in real if k not in sample]
+            extra = [k for k in sample if k not in real]
+            return "%s: %s" % (path or "the object", "; ".join(
+                ["lacks %s" % ",".join(lacks)] * bool(lacks) +
+                ["has %s, which kvmmctl does not print" % ",".join(extra)] * bool(extra))
+                or "keys in another order than kvmmctl's %s" % ",".join(real))
+        for k in sample:
+            why = json_keys_differ(sample[k], real[k], path + "." + k)
+            if why:
+                return why
+    if isinstance(sample, list) and isinstance(real, list) and sample and real:
+        return json_keys_differ(sample[0], real[0], path + "[0]")
+    return None
+
+def check_samples(doc, text):
+    """Sample outputs in code blocks against what kvmmctl prints: a
+    table's header line (`kvmmctl sessions`, `tenants`) is kvmmctl's, every
+    column in its place; a JSON object of `status --json` or
+    `cache-drop --json` has its keys in its order wherever the sample
+    spells an object out ({...} and [...] stand for any)."""
+    lines = text.split("\n")
+    in_code = False
+    n = 0
+    while n < len(lines):
+        line = lines[n]
+        n += 1
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        if not in_code:
+            continue
+        where = "%s:%d" % (doc, n)
+        words = line.split()
+        if (words and words[0] in table_heads and len(words) > 3 and
+                all(re.fullmatch(r"[A-Z][A-Z-]*", w) for w in words)):
+            count("sample header")
+            if line.rstrip() != table_heads[words[0]]:
+                bad(where, "kvmmctl's %s header is now `%s`, not `%s`" % (
+                    words[0], table_heads[words[0]], line.rstrip()))
+            continue
+        m = re.match(r'\{"(\w+)"', line)
+        if not m or m.group(1) not in json_replies:
+            continue
+        body, depth = "", 0
+        for k in range(n - 1, len(lines)):
+            if lines[k].startswith("```"):
+                break
+            body += lines[k] + "\n"
+            depth += lines[k].count("{") - lines[k].count("}")
+            if depth <= 0:
+                n = k + 1
+                break
+        count("sample JSON")
+        body = body.replace("{...}", "{}").replace("[...]", "[]")
+        body = re.sub(r",\s*\.\.\.\s*([}\]])", r"\1", body)
+        try:
+            sample = json.loads(body)
+        except ValueError as e:
+            bad(where, "a JSON sample that does not parse (%s)" % e)
+            continue
+        why = json_keys_differ(sample, json_replies[m.group(1)])
+        if why:
+            bad(where, "JSON sample: %s" % why)
+
 def check_readme_setup(doc, text):
     """README.md sets a fresh machine up with exactly two commands."""
     m = re.search(r"^## Set up on a fresh machine.*?\n```sh\n(.*?)```", text, re.S | re.M)
@@ -735,6 +824,7 @@ def run_all(texts):
         check_struct_fields(doc, text)
         check_section_refs(doc, text)
         check_tables(doc, text)
+        check_samples(doc, text)
         if doc == "README.md":
             check_readme_setup(doc, text)
         if doc.endswith("abi.md"):
@@ -764,8 +854,14 @@ NEGATIVE = [
     "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |",
     "`../shared/traces/no-such-trace.jsonl`",
     "| cmd | name |\n|---|---|\n| 0x25 | SEQ_WAIT_READY |",
+    "```\nTENANT       SESSIONS      GPU     HOST     NVME  ADMITTED    OPENS  HIT-GPU HIT-HOST HIT-NVME PUBLISHED  DROPPED\n```",
+    "```\n" + table_heads["SESSION"].replace("PINNED", "PIN") + "\n```",
+    '```\n{"dropped":{"gpu":2,"host":2,"nvme":0},"kept":{"gpu":0,"host":0,"nvme":0},"kept_in_use":0}\n```',
+    '```\n{"backend":"host","device":"host","page_size":65536,\n "pages":{"total":1024,"free":1004},"cache":{...}}\n```',
 ]
-POSITIVE = ["`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
+POSITIVE = ["```\n" + table_heads["TENANT"] + "\n```",
+            "```\n" + json.dumps(json_replies["dropped"], separators=(",", ":")) + "\n```",
+            "`tests/run.sh`", "`make check T=vmm-`", "`kvmmd --gpu-mem SIZE`",
             "`kvmm_seq_extend()`", "`kvmm_up`", "`cache.tiers.T.hits`",
             "[x](admin.md#kvmmd)", "`kvmm-replay --msa`", "`build/kvmmctl`"]
 for i, t in enumerate(NEGATIVE):
@@ -774,6 +870,7 @@ for i, t in enumerate(NEGATIVE):
     check_struct_fields("Documentation/self-check.md", t)
     check_section_refs("Documentation/self-check.md", t)
     check_tables("Documentation/self-check.md", t)
+    check_samples("Documentation/self-check.md", t)
     check_abi_tables("Documentation/self-check.md", t)
     check_probe_tables("Documentation/self-check.md", t)
     if not errors:
@@ -785,6 +882,7 @@ for t in POSITIVE:
     check_struct_fields("Documentation/self-check.md", t)
     check_section_refs("Documentation/self-check.md", t)
     check_tables("Documentation/self-check.md", t)
+    check_samples("Documentation/self-check.md", t)
     check_abi_tables("Documentation/self-check.md", t)
     if errors:
         print("FAIL: self-check: %s was reported: %s" % (t, errors))
@@ -820,7 +918,7 @@ for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "link", "command number", "struct size", "kvmmd option",
              "kvmmd default", "file name", "variable", "struct fields",
              "metric family", "probe", "probe arguments", "set-up command",
-             "section reference", "table"):
+             "section reference", "table", "sample header", "sample JSON"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
 print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
