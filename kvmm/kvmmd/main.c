@@ -48,6 +48,7 @@ static void usage(FILE *f)
 		"  --socket-group NAME    the socket's group: engine users are\n"
 		"                         in it (default kvmmd's own)\n"
 		"  --log-level err|warn|info|debug\n"
+		"                         the least severe lines logged (info)\n"
 		"  --config FILE          'option value' lines, '#' comments\n"
 		"                         (repeatable; read first: the command line wins)\n"
 		"  --pid-file PATH        write the daemon's pid there\n"
