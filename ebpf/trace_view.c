@@ -348,7 +348,11 @@ int tel_trace_print(struct tel *t, FILE *out, bool json, bool by_uid,
 	return 0;
 }
 
-/* Open the pins under o's root; 0 or -errno (said on stderr). */
+/*
+ * Open the pins under o's root; 0 or -errno (said on stderr).  The
+ * view's lines start "kvmmctl: trace:", as every other kvmmctl error
+ * does (kvmmctl is its one caller; they started "trace:").
+ */
 static int open_pins(const struct tel_trace_opts *o, struct tel **t)
 {
 	struct tel_opts to = { .size = sizeof(to), .mode = TEL_MODE_PINNED };
@@ -358,7 +362,7 @@ static int open_pins(const struct tel_trace_opts *o, struct tel **t)
 	err = tel_open(&to, t);
 	if (err)
 		fprintf(stderr,
-			"trace: cannot read the telemetry maps under "
+			"kvmmctl: trace: cannot read the telemetry maps under "
 			"%s: %s\n",
 			o->pin_root ? o->pin_root : TEL_DEFAULT_PIN_ROOT,
 			strerror(-err));
@@ -384,7 +388,7 @@ static int check_pins(const struct tel_trace_opts *o, struct tel **t,
 	snprintf(dir, sizeof(dir), "%s", tel_pin_dir(*t));
 	if (err != -ESTALE) {
 		fprintf(stderr,
-			"trace: the pinned maps in %s are gone (%s): kvmmd "
+			"kvmmctl: trace: the pinned maps in %s are gone (%s): kvmmd "
 			"stopped or ended its BPF telemetry\n",
 			dir, strerror(-err));
 		return err;
@@ -395,7 +399,7 @@ static int check_pins(const struct tel_trace_opts *o, struct tel **t,
 	if (err)
 		return err;
 	fprintf(stderr,
-		"trace: other maps are pinned in %s now (kvmmd restarted): "
+		"kvmmctl: trace: other maps are pinned in %s now (kvmmd restarted): "
 		"reading those, counted from their start\n",
 		dir);
 	*reopened = true;
@@ -428,7 +432,7 @@ int tel_trace_run(const struct tel_trace_opts *opts)
 	for (;;) {
 		err = tel_poll(t);
 		if (err) {
-			fprintf(stderr, "trace: reading maps: %s\n",
+			fprintf(stderr, "kvmmctl: trace: reading maps: %s\n",
 				strerror(-err));
 			break;
 		}

@@ -36,4 +36,8 @@ refused "usage: kvmmctl [--json] trace" --top
 	--pin-root /nonexistent/kvmm >/dev/null 2>"$err"
 rc=$?
 [ $rc = 1 ] || fail "in-range values: exit $rc ($(cat "$err"))"
+# which says where it looked, in a line that starts as every other
+# kvmmctl error does (it started "trace:")
+grep -qF "kvmmctl: trace: cannot read the telemetry maps under /nonexistent/kvmm: No such file or directory" "$err" ||
+	fail "missing pins: $(cat "$err")"
 echo ok
