@@ -9,7 +9,8 @@
 # trace --help is trace's own help; the help names --version, help and
 # every option trace --help names (--by-uid was missing).  Against a kvmmd: metrics to a full device says
 # ENOSPC (was EIO), and a host limit on a kvmmd whose --host-mem holds
-# no block says so (was "host needs --host-mem" although it was given).
+# no block says so (was "host needs --host-mem" although it was given),
+# and before the cache opens the tier it lacks (it named the GPU's).
 set -u
 b=${KVMM_BUILD:-build}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-ctl-usage-XXXXXX")
@@ -102,6 +103,26 @@ rc=$?
 [ $rc = 1 ] || fail "metrics to /dev/full: exit $rc"
 grep -qF "kvmmctl: metrics: writing: No space left on device" "$dir/err" ||
 	fail "metrics to /dev/full: $(cat "$dir/err")"
+kill $pid
+wait $pid || fail "kvmmd exit status $?"
+pid=
+
+# Before a region opens the cache every tier reads 0 in TIER_STATS: a
+# kvmmd without --nvme-path refused gpu:1,nvme:1 and kvmmctl blamed the
+# GPU tier ("no such tier: gpu (... one block, 0 bytes)"), and host:1,
+# nvme:1 the host tier it had
+"$b/kvmmd" --foreground --backend host --socket "$dir/s" --gpu-mem 16M \
+	--telemetry off --host-mem 1M 2>"$dir/log" &
+pid=$!
+for _ in $(seq 600); do [ -S "$dir/s" ] && break; sleep 0.05; done
+[ -S "$dir/s" ] || fail "no socket: $(cat "$dir/log")"
+expect 1 "kvmmctl: tenant-limit: refused: kvmmd has no NVMe tier (it was started without --nvme-path)" \
+	--socket "$dir/s" tenant-limit 1000 gpu:1,nvme:1
+expect 1 "kvmmctl: tenant-limit: refused: kvmmd has no host tier or no NVMe tier (it was started without --host-mem or without --nvme-path)" \
+	--socket "$dir/s" tenant-limit 1000 host:1,nvme:1
+grep -q "0 bytes" "$dir/err" && fail "tenant-limit: $(cat "$dir/err")"
+"$b/kvmmctl" --socket "$dir/s" tenant-limit 1000 gpu:1,host:1 2>"$dir/err" ||
+	fail "tenant-limit 1000 gpu:1,host:1: $(cat "$dir/err")"
 kill $pid
 wait $pid || fail "kvmmd exit status $?"
 pid=

@@ -26,6 +26,30 @@ static bool no_tier(struct kvmm_conn *c,
 
 	if (kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts, sizeof(ts), NULL))
 		return false;
+	if (!ts.tiers[0].capacity_blocks) {
+		/*
+		 * No cache yet (no region has opened it, no
+		 * --cache-block-pages; or its set-up failed): every tier
+		 * reads 0, and kvmmd refused a host or NVMe limit for want
+		 * of --host-mem or --nvme-path, never a GPU one.  Which of
+		 * the two, when both were named, TIER_STATS cannot tell.
+		 * (This named the first tier asked, "gpu" for gpu:1,nvme:1,
+		 * and "one block, 0 bytes".)
+		 */
+		bool host = a->limit_blocks[1], nvme = a->limit_blocks[2];
+
+		if (!host && !nvme)
+			return false;
+		fprintf(stderr,
+			"kvmmctl: tenant-limit: refused: kvmmd has no %s (it was started without %s)\n",
+			host && nvme ? "host tier or no NVMe tier" :
+			host	     ? "host tier" :
+				       "NVMe tier",
+			host && nvme ? "--host-mem or without --nvme-path" :
+			host	     ? "--host-mem" :
+				       "--nvme-path");
+		return true;
+	}
 	for (unsigned t = 0; t < 3; t++) {
 		if (!a->limit_blocks[t] || ts.tiers[t].capacity_blocks)
 			continue;
