@@ -98,6 +98,9 @@ out=$("$b/kvmmctl" --socket "$sock" quota 4243) || fail "quota of a uid without 
 case $out in "uid 4243: no quota (unlimited), 0 pages"*) ;; *) fail "quota 4243: $out" ;; esac
 out=$("$b/kvmmctl" --socket "$sock" log-level debug) || fail "log-level"
 [ "$out" = "kvmmd's log level: debug" ] || fail "log-level said: $out"
+# --json was ignored: the text came out
+out=$("$b/kvmmctl" --socket "$sock" --json log-level debug) || fail "--json log-level"
+[ "$out" = '{"log_level":"debug"}' ] || fail "--json log-level said: $out"
 # a uid that is neither 0 nor kvmmd's: the refusal says why, and names
 # the command (log-level and quota printed a bare "Operation not
 # permitted")

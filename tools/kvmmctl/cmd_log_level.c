@@ -31,7 +31,11 @@ int cmd_log_level(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	a.level = l;
 	if (kvmmctl_simple(ctx, KVMM_CMD_ADMIN_SET_LOG_LEVEL, &a, sizeof(a)))
 		return 1;
-	/* it printed nothing: say what kvmmd logs now */
-	printf("kvmmd's log level: %s\n", log_names[l]);
+	/* it printed nothing: say what kvmmd logs now (in JSON too under
+	 * --json, which it ignored, printing this text) */
+	if (ctx->json)
+		printf("{\"log_level\":\"%s\"}\n", log_names[l]);
+	else
+		printf("kvmmd's log level: %s\n", log_names[l]);
 	return 0;
 }
