@@ -22,7 +22,9 @@
 #     */" struct comment against sizeof (a C program built here), the
 #     ABI version it says it describes; admin.md: the kvmmd option block
 #     against kvmmd --help (each option, each stated default), every
-#     kvmmd option documented somewhere, the metrics table against the
+#     kvmmd option documented somewhere, the kvmmctl command block
+#     against kvmmctl --help (each command, no other, and the options
+#     its help line names), the metrics table against the
 #     families `kvmmctl metrics` prints (each one, its type);
 #     telemetry.md: the probe tables against ebpf/probes.h and the
 #     binaries' USDT notes (names, argument sizes); README.md: the
@@ -634,6 +636,39 @@ def check_abi(doc, text):
             if tuple(map(int, v.split("."))) > tuple(map(int, abi.split("."))):
                 bad("%s:%d" % (doc, n), "ABI %s is newer than uapi.h's %s" % (v, abi))
 
+def command_entries(block):
+    """A command list ("  NAME  text", continued by deeper lines): each
+    NAME and the --options its entry names."""
+    out, cur = {}, None
+    for line in block.split("\n"):
+        m = re.match(r"^  ([a-z][a-z-]*)\b", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = set()
+        if cur:
+            out[cur] |= set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line))
+    return out
+
+def check_admin_kvmmctl(doc, text):
+    """admin.md's kvmmctl block lists every command `kvmmctl --help`
+    lists, no other, each with the options its help line names."""
+    m = re.search(r"```\nkvmmctl \[--socket PATH\][^\n]*\n[^\n]*\n(.*?)```", text, re.S)
+    if not m:
+        bad(doc, "no kvmmctl command block (```kvmmctl [--socket PATH] ...```)")
+        return
+    khelp = open(os.path.join(tmp, "help", "kvmmctl")).read()
+    helped = command_entries(khelp.split("commands:", 1)[-1])
+    listed = command_entries(m.group(1))
+    for c in sorted(set(helped) | set(listed)):
+        count("kvmmctl command documented")
+        if c not in listed:
+            bad(doc, "kvmmctl %s (in its --help) is not in the kvmmctl block" % c)
+        elif c not in helped:
+            bad(doc, "kvmmctl block: %s is no command of kvmmctl --help" % c)
+        else:
+            for o in sorted(helped[c] - listed[c]):
+                bad(doc, "kvmmctl block: %s lacks %s (its --help names it)" % (c, o))
+
 def check_admin(doc, text):
     m = re.search(r"```\nkvmmd \[OPTIONS\]\n(.*?)```", text, re.S)
     if not m:
@@ -662,6 +697,7 @@ def check_admin(doc, text):
             norm = lambda x: re.sub(r"\s+", " ", x.split(":")[0]).strip()
             if norm(hv) not in norm(dv) and norm(dv) not in norm(hv):
                 bad(doc, "kvmmd %s: default `%s` here, `%s` in --help" % (o, dv, hv))
+    check_admin_kvmmctl(doc, text)
     for o in sorted(helps["kvmmd"] - documented - {"--help", "--version"}):
         count("kvmmd option documented")
         if not any(re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(o), open(x).read())
@@ -890,6 +926,10 @@ for t in POSITIVE:
 # ... and so must a wrong value in a copy of the real admin.md.
 admin = open("Documentation/admin.md").read()
 for fn, old, new in ((check_admin, "(default 2000)", "(default 2001)"),
+                     (check_admin, "\n  tenants [--block-pages N]\n", "\n  tenants\n"),
+                     (check_admin, "\n  help                   this list\n",
+                      "\n  help                   this list\n  frob                   no such command\n"),
+                     (check_admin, "\n  policy-state FILE ", "\n  policy-stat FILE "),
                      (check_metric_table, "| `kvmm_up` | gauge |", "| `kvmm_up` | counter |"),
                      (check_metric_table, "| `kvmm_pins` | gauge |", "| `kvmm_no_such_pins` | gauge |")):
     errors.clear()
@@ -918,7 +958,8 @@ for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "link", "command number", "struct size", "kvmmd option",
              "kvmmd default", "file name", "variable", "struct fields",
              "metric family", "probe", "probe arguments", "set-up command",
-             "section reference", "table", "sample header", "sample JSON"):
+             "section reference", "table", "sample header", "sample JSON",
+             "kvmmctl command documented"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
 print("checked %s" % ", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
