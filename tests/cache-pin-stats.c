@@ -79,7 +79,8 @@ static void expect_status(struct cc *adm, uint64_t pins, uint64_t blocks)
 }
 
 /* kvmmctl sessions --json has the pin fields json in the object that
- * holds jkey, and the text the columns text on the line holding tkey. */
+ * holds jkey, and the text the columns text on the line holding tkey
+ * (a text ending in "\n": the line's last columns, no flag after them). */
 static void kvmmctl_shows(const char *sock, const char *jkey, const char *json,
 			  const char *tkey, const char *text)
 {
@@ -204,7 +205,7 @@ int main(void)
 	snprintf(out, sizeof(out), "\"pid\":%d,", (int)p);
 	kvmmctl_shows(d.sock, out,
 		      "\"pins\":3,\"pin_quota\":3,\"pinned_bytes\":786432,",
-		      " pinner ", " 3/3       786432 ");
+		      " pinner ", " 3/3       786432\n");
 	t_assert_eq(td_kvmmctl(d.sock, "status --json", out, sizeof(out)), 0);
 	if (!strstr(out, "\"pins\":4,\"pinned_bytes\":786432"))
 		t_fail("status --json: %s", out);
@@ -243,7 +244,7 @@ int main(void)
 	expect_status(&adm, 1, 1);
 	kvmmctl_shows(d.sock, "\"name\":\"second\"",
 		      "\"pins\":1,\"pin_quota\":3,\"pinned_bytes\":262144,",
-		      " second ", " 1/3       262144 ");
+		      " second ", " 1/3       262144\n");
 	t_assert_eq(kvmm_block_unpin(q, hash_of(2)), -ENOENT);
 	/* the pinned block is still there, byte for byte */
 	{

@@ -78,6 +78,9 @@ PY
 "$b/kvmmctl" --socket "$sock" status | grep -q '^block size   not known yet: the first region to publish' || fail "text status: block size"
 "$b/kvmmctl" --socket "$sock" sessions --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s)==1 and s[0]["name"]=="kvmmctl" and s[0]["pins"]==0 and s[0]["pin_quota"]>=1 and s[0]["pinned_bytes"]==0, s' || fail "sessions"
 "$b/kvmmctl" --socket "$sock" sessions | grep -q '^SESSION .* PINS  *PINNED FLAGS$' || fail "sessions text header"
+# no line ends in a blank (each flag carried one: "... 0 admin ")
+"$b/kvmmctl" --socket "$sock" sessions | grep -q ' admin$' || fail "sessions: no admin flag"
+"$b/kvmmctl" --socket "$sock" sessions | grep -q ' $' && fail "sessions: a line ends in a blank"
 # quota and log-level say what they set (they printed nothing), and a
 # uid's quota reads back: kvmmctl quota UID, and tenants and metrics list
 # a uid that has one (a uid with only a quota was shown nowhere)

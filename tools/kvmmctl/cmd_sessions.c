@@ -75,6 +75,29 @@ static void print_regions(const struct kvmmctl_sessions *ss, uint32_t sid,
 		printf("]");
 }
 
+/*
+ * The FLAGS column and the line's end: each flag a word after one blank,
+ * nothing after the last (the words used to carry their blanks, so a
+ * line ended in one, or two words ran together: "revokingquarantined").
+ */
+static void print_flags(uint32_t flags)
+{
+	static const struct {
+		uint32_t bit;
+		const char *word;
+	} names[] = {
+		{ KVMM_SESSION_F_ADMIN, "admin" },
+		{ KVMM_SESSION_F_IN_STEP, "step" },
+		{ KVMM_SESSION_F_REVOKING, "revoking" },
+		{ KVMM_SESSION_F_QUARANTINED, "quarantined" },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flags & names[i].bit)
+			printf(" %s", names[i].word);
+	printf("\n");
+}
+
 int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmmctl_sessions ss;
@@ -131,19 +154,13 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				snprintf(bytes, sizeof(bytes), "%llu",
 					 (unsigned long long)s->pinned_bytes);
 			}
-			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s %s%s%s%s\n",
+			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s",
 			       s->session_id, s->pid, s->uid,
 			       s->name[0] ? s->name : "-",
 			       (unsigned long long)s->pages_held,
 			       (unsigned long long)s->pages_owned,
-			       (unsigned long long)s->sequences, pins, bytes,
-			       s->flags & KVMM_SESSION_F_ADMIN ? "admin " : "",
-			       s->flags & KVMM_SESSION_F_IN_STEP ? "step " : "",
-			       s->flags & KVMM_SESSION_F_REVOKING ? "revoking" :
-								    "",
-			       s->flags & KVMM_SESSION_F_QUARANTINED ?
-				       "quarantined" :
-				       "");
+			       (unsigned long long)s->sequences, pins, bytes);
+			print_flags(s->flags);
 			print_regions(&ss, s->session_id, false);
 		}
 	}
