@@ -25,10 +25,12 @@
  *      blocks have the same size: nothing recovered nor served;
  *   5. and back to 4,2: the file of one size is cut anew, both
  *      partitions formatted: nothing of the one-size run is served;
- *   6. every host -> NVMe write failing: the 4-page size's demotions
+ *   6. every host -> NVMe write failing: the 2-page size's demotions
  *      take its partition out of service for writes (its TIER_STATS),
- *      the 2-page size's still takes them; the blocks whose writes
- *      failed read back from host memory;
+ *      the 4-page size's still takes them; the sums say so (TIER_STATS,
+ *      kvmmctl status, kvmmctl metrics' kvmm_cache_nvme_write_error);
+ *      the blocks whose writes failed read back from host memory; the
+ *      4-page size's partition out too, the sums add both outs;
  *   7. --nvme-path in a directory that is not there at start: both
  *      sizes' TIER_STATS say ENOENT; the directory made, the first
  *      size's retries claim the file and both partitions join their
@@ -395,46 +397,112 @@ static void join_late(void)
 	printf("late join: both partitions joined their caches\n");
 }
 
+/* kvmmctl status' line (from "\n"), in the block of size pages when
+ * given, else in the sums above the sizes' blocks. */
+static bool status_has(const char *out, int pages, const char *line)
+{
+	char head[32];
+	const char *from = out, *to = strstr(out, "\nsize ");
+	const char *p;
+
+	if (pages) {
+		snprintf(head, sizeof(head), "\nsize %-7d", pages);
+		from = strstr(out, head);
+		t_assert(from != NULL);
+		to = strstr(from + 1, "\nsize ");
+	}
+	p = strstr(from, line);
+	return p && (!to || p < to);
+}
+
 /*
  * Every host -> NVMe write failing (KVMMD_TEST_MIGRATE_FAIL, counted by
- * each size's engine): the 4-page size's demotions take its partition
+ * each size's engine): the 2-page size's demotions take its partition
  * out of service for writes, and TIER_STATS of that size says so; the
- * 2-page size's partition, whose writes have not run, still takes
- * writes.
+ * 4-page size's partition, whose writes have not run, still takes
+ * writes.  The sums say it too, the all-sizes TIER_STATS, kvmmctl
+ * status and the metrics (until 6 December they kept the first size's
+ * error, 0 here).  Then the 4-page size's demotions take its partition
+ * out too, and the sums add both sizes' outs.
  */
 static void write_failures_per_size(void)
 {
-	struct kvmm_tier_stats_reply a, b;
+	struct kvmm_tier_stats_reply a, b, sum;
+	static char out[1 << 15];
+	static struct tm_expo k;
+	static char mout[1 << 17];
+	const char *p2, *p4;
 	struct td_daemon d;
 
 	unlink(nvme);
 	setenv("KVMMD_TEST_MIGRATE_FAIL", "host-nvme:1+", 1);
 	cc_start(&d, args);
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
-	for (int k = 0; k <= 4; k++) {
-		ms_write(d.sock, 2, k);
+	for (int c = 0; c <= 8; c++) {
+		ms_write(d.sock, 1, c);
 		t_assert_eq(res->published, NB);
 	}
 	ms_size_stats(d.sock, 4, &a);
 	ms_size_stats(d.sock, 2, &b);
-	t_assert_eq(a.nvme_write_error, EIO);
-	t_assert_eq(a.nvme_write_outs, 1);
-	t_assert(a.nvme_write_returns >= 1);
-	t_assert_eq(a.tiers[2].used_blocks, 0);
-	t_assert_eq(b.nvme_write_error, 0);
-	t_assert_eq(b.nvme_write_outs, 0);
+	t_assert_eq(b.nvme_write_error, EIO);
+	t_assert_eq(b.nvme_write_outs, 1);
+	t_assert(b.nvme_write_returns >= 1);
+	t_assert_eq(b.tiers[2].used_blocks, 0);
+	t_assert_eq(a.nvme_write_error, 0);
+	t_assert_eq(a.nvme_write_outs, 0);
+	t_assert_eq(a.nvme_write_returns, 0);
+	/* the sums: the second size's partition out shows there */
+	cc_settled_stats(d.sock, &sum);
+	t_assert_eq(sum.nvme_write_error, EIO);
+	t_assert_eq(sum.nvme_write_outs, 1);
+	t_assert_eq(sum.nvme_write_returns, b.nvme_write_returns);
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
+	if (!status_has(
+		    out, 0,
+		    "\ntier nvme    OUT of service for writes: Input/output error (writes failed in a row; out 1 times;") ||
+	    !status_has(
+		    out, 2,
+		    "\n  tier nvme    OUT of service for writes: Input/output error") ||
+	    status_has(out, 4, "\n  tier nvme    OUT of service"))
+		t_fail("kvmmctl status:\n%s", out);
+	t_assert_eq(td_kvmmctl(d.sock, "--json status", out, sizeof(out)), 0);
+	p2 = strstr(out, "{\"block_pages\":2,");
+	p4 = strstr(out, "{\"block_pages\":4,");
+	if (!p2 || !p4 || p4 > p2 ||
+	    !strstr(out, "\"nvme_write_outs\":1,\"nvme_write_error\":5,") ||
+	    !strstr(p2, "\"nvme_write_error\":5,\"nvme_write_outs\":1,") ||
+	    !strstr(p4, "\"nvme_write_error\":0,\"nvme_write_outs\":0,") ||
+	    strstr(p4, "\"nvme_write_error\":0,\"nvme_write_outs\":0,") > p2)
+		t_fail("kvmmctl --json status:\n%s", out);
+	t_assert_eq(td_kvmmctl(d.sock, "metrics", mout, sizeof(mout)), 0);
+	tm_parse(mout, &k);
+	t_assert_eq(tm_u64(&k, "kvmm_cache_nvme_write_error", NULL), EIO);
+	t_assert_eq(tm_u64(&k, "kvmm_cache_nvme_write_outs_total", NULL), 1);
 	/* what is still cached reads back byte-identical, none from NVMe
 	 * (the blocks whose writes failed went back to host memory; the
 	 * policy dropped host victims once the partition was out) */
-	ms_expect_read(d.sock, 2, 4, 0);
-	for (int k = 0; k < 4; k++) {
-		ms_read(d.sock, 2, 2, k);
+	ms_expect_read(d.sock, 1, 8, 0);
+	for (int c = 0; c < 4; c++) {
+		ms_read(d.sock, 1, 1, c);
 		t_assert_eq(res->from[2], 0);
 	}
-	t_assert(a.tiers[1].drops >= 1);
+	t_assert(b.tiers[1].drops >= 1);
+
+	/* the first size's partition out too: both outs in the sums */
+	for (int c = 0; c <= 4; c++) {
+		ms_write(d.sock, 2, c);
+		t_assert_eq(res->published, NB);
+	}
+	ms_size_stats(d.sock, 4, &a);
+	t_assert_eq(a.nvme_write_error, EIO);
+	t_assert_eq(a.nvme_write_outs, 1);
+	t_assert_eq(a.tiers[2].used_blocks, 0);
+	cc_settled_stats(d.sock, &sum);
+	t_assert_eq(sum.nvme_write_error, EIO);
+	t_assert_eq(sum.nvme_write_outs, 2);
 	cc_stop(&d);
 	unlink(nvme);
-	printf("write failures: one size's partition out of service, the other's not\n");
+	printf("write failures: one size's partition out of service, the other's not, the sums say it\n");
 }
 
 /* The test uid's NVMe blocks in ADMIN_TENANTS of one size (0: the sums,

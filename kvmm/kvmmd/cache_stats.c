@@ -58,10 +58,11 @@ static void kc_tier_stats_one(struct kd_cache *c,
 /*
  * Another size's counters added to the first's (what TIER_STATS has room
  * for is one figure each: the sum; block_bytes stays the first size's,
- * restore_max_ns the largest; the NVMe tier's open and write errors and
- * the set-up's are the first size's, TIER_STATS of one size says the
- * others').  Each named size's NVMe partition adds its slots, as its
- * host tier does.
+ * restore_max_ns the largest).  Each named size's NVMe partition adds
+ * its slots, as its host tier does, and its failures: an error (the
+ * set-up's, the NVMe tier's open or writes) is the first size's that
+ * has one, with that size's retry, so that a later size's partition
+ * out of service shows in the sum; TIER_STATS of one size says whose.
  */
 static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 			      const struct kvmm_tier_stats_reply *o)
@@ -95,6 +96,13 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 	ADD(checksum_failures);
 	ADD(nvme_read_error_drops);
 	ADD(recovered_blocks);
+	ADD(nvme_admission_rejects);
+	ADD(nvme_invalidate_jobs);
+	ADD(nvme_invalidated_blocks);
+	ADD(nvme_invalidate_failures);
+	ADD(nvme_write_returns);
+	ADD(nvme_write_outs);
+	ADD(blocks_unshared);
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		struct kvmm_tier_info *a = &st->tiers[t];
 		const struct kvmm_tier_info *b = &o->tiers[t];
@@ -114,9 +122,29 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 			a->restore_max_ns = b->restore_max_ns;
 		a->promotions_by_publish += b->promotions_by_publish;
 	}
-	if (!st->cache_open_error)
-		st->cache_open_error = o->cache_open_error;
 	ADD(cache_open_attempts);
+#define FIRST_ERROR(err, retry)               \
+	do {                                  \
+		if (!st->err && o->err) {     \
+			st->err = o->err;     \
+			st->retry = o->retry; \
+		}                             \
+	} while (0)
+	FIRST_ERROR(cache_open_error, cache_open_retry_ms);
+	if (!st->cache_open_last_error)
+		st->cache_open_last_error = o->cache_open_last_error;
+	/* the NVMe opens' four figures of one size, which kvmmctl status
+	 * reads together: the first out now, else the first that failed */
+	if ((!st->nvme_open_error && o->nvme_open_error) ||
+	    (!st->nvme_open_error && !st->nvme_open_last_error &&
+	     o->nvme_open_last_error)) {
+		st->nvme_open_error = o->nvme_open_error;
+		st->nvme_open_attempts = o->nvme_open_attempts;
+		st->nvme_open_last_error = o->nvme_open_last_error;
+		st->nvme_open_retry_ms = o->nvme_open_retry_ms;
+	}
+	FIRST_ERROR(nvme_write_error, nvme_write_retry_ms);
+#undef FIRST_ERROR
 #undef ADD
 }
 

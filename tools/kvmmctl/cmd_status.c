@@ -142,27 +142,28 @@ static void cache_open_text(const struct kvmm_tier_stats_reply *ts)
  * cache), out for good, or joined after attempts that failed.  A 1.13
  * or 1.14 daemon's tier stays out until it restarts.
  */
-static void nvme_open_text(const struct kvmm_tier_stats_reply *ts)
+static void nvme_open_text(const char *indent,
+			   const struct kvmm_tier_stats_reply *ts)
 {
 	unsigned long long k = ts->nvme_open_attempts;
 	uint64_t ms = ts->nvme_open_retry_ms;
 
 	if (!KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) {
 		if (KVMMCTL_TS_HAS(ts, nvme_open_error) && ts->nvme_open_error)
-			printf("tier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
-			       strerror((int)ts->nvme_open_error));
+			printf("%stier nvme    FAILED to open: %s (the cache runs without it; see kvmmd's log)\n",
+			       indent, strerror((int)ts->nvme_open_error));
 		return;
 	}
 	if (ts->nvme_open_error && ms == UINT64_MAX)
-		printf("tier nvme    FAILED to open: %s, which no wait mends (attempt %llu; the cache runs without it; see kvmmd's log, restart it)\n",
-		       strerror((int)ts->nvme_open_error), k);
+		printf("%stier nvme    FAILED to open: %s, which no wait mends (attempt %llu; the cache runs without it; see kvmmd's log, restart it)\n",
+		       indent, strerror((int)ts->nvme_open_error), k);
 	else if (ts->nvme_open_error)
-		printf("tier nvme    WAITING: %s (attempt %llu; retry in %llu s; the cache runs without it until then)\n",
-		       strerror((int)ts->nvme_open_error), k,
+		printf("%stier nvme    WAITING: %s (attempt %llu; retry in %llu s; the cache runs without it until then)\n",
+		       indent, strerror((int)ts->nvme_open_error), k,
 		       (unsigned long long)((ms + 999) / 1000));
 	else if (ts->nvme_open_last_error)
-		printf("tier nvme    joined at attempt %llu (the one before failed: %s)\n",
-		       k, strerror((int)ts->nvme_open_last_error));
+		printf("%stier nvme    joined at attempt %llu (the one before failed: %s)\n",
+		       indent, k, strerror((int)ts->nvme_open_last_error));
 }
 
 /*
@@ -170,25 +171,33 @@ static void nvme_open_text(const struct kvmm_tier_stats_reply *ts)
  * them (host victims dropped, its blocks still read), or back after
  * having been; failed writes whose blocks went back to the host tier.
  */
-static void nvme_write_text(const struct kvmm_tier_stats_reply *ts)
+static void nvme_write_text(const char *indent,
+			    const struct kvmm_tier_stats_reply *ts)
 {
 	uint64_t ms = ts->nvme_write_retry_ms;
 
 	if (!KVMMCTL_TS_HAS(ts, nvme_write_retry_ms))
 		return;
 	if (ts->nvme_write_error && ms)
-		printf("tier nvme    OUT of service for writes: %s (writes failed in a row; out %llu times; a write tries it again in %llu s; host victims are dropped, its blocks still read)\n",
-		       strerror((int)ts->nvme_write_error),
+		printf("%stier nvme    OUT of service for writes: %s (writes failed in a row; out %llu times; a write tries it again in %llu s; host victims are dropped, its blocks still read)\n",
+		       indent, strerror((int)ts->nvme_write_error),
 		       (unsigned long long)ts->nvme_write_outs,
 		       (unsigned long long)((ms + 999) / 1000));
 	else if (ts->nvme_write_error)
-		printf("tier nvme    OUT of service for writes: %s (writes failed in a row; out %llu times; the next move down is written to try it; host victims are dropped, its blocks still read)\n",
-		       strerror((int)ts->nvme_write_error),
+		printf("%stier nvme    OUT of service for writes: %s (writes failed in a row; out %llu times; the next move down is written to try it; host victims are dropped, its blocks still read)\n",
+		       indent, strerror((int)ts->nvme_write_error),
 		       (unsigned long long)ts->nvme_write_outs);
 	else if (ts->nvme_write_outs || ts->nvme_write_returns)
-		printf("tier nvme    takes writes (out of service %llu times; %llu failed writes went back to the host tier)\n",
-		       (unsigned long long)ts->nvme_write_outs,
+		printf("%stier nvme    takes writes (out of service %llu times; %llu failed writes went back to the host tier)\n",
+		       indent, (unsigned long long)ts->nvme_write_outs,
 		       (unsigned long long)ts->nvme_write_returns);
+}
+
+void kvmmctl_nvme_text(const char *indent,
+		       const struct kvmm_tier_stats_reply *ts)
+{
+	nvme_open_text(indent, ts);
+	nvme_write_text(indent, ts);
 }
 
 static const char *policy_state_mode(uint64_t v)
@@ -602,8 +611,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	/* a tier that could not be set up: the cache is off, or runs
 	 * without its NVMe tier (ABI 1.13) */
 	cache_open_text(&ts);
-	nvme_open_text(&ts);
-	nvme_write_text(&ts);
+	kvmmctl_nvme_text("", &ts);
 	/* ABI 1.15: cache-drop's NVMe headers, and slots a tier kept */
 	if (KVMMCTL_TS_HAS(&ts, nvme_invalidate_failures) &&
 	    ts.nvme_invalidate_jobs + ts.nvme_invalidate_failures)

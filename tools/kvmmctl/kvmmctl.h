@@ -62,6 +62,11 @@ void kvmmctl_tiers_json(const struct kvmm_tier_stats_reply *ts);
 void kvmmctl_cache_counts_text(const struct kvmm_tier_stats_reply *ts);
 void kvmmctl_tier_text(const char *indent,
 		       const struct kvmm_tier_stats_reply *ts);
+/* The NVMe tier's `tier nvme    WAITING`, `FAILED to open`, `OUT of
+ * service for writes` ... lines of ts when it has any, each after
+ * indent: the sums' in status, and each size's under it. */
+void kvmmctl_nvme_text(const char *indent,
+		       const struct kvmm_tier_stats_reply *ts);
 /* `,"sizes":[...]` and the text's block of each size (nothing for nr
  * 0), for status; with each size's queued demotions from st, the
  * ADMIN_STATUS reply, when it has them (ABI 1.22). */

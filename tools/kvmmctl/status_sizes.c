@@ -73,6 +73,12 @@ void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 			printf("\"demotions_queued\":%llu,",
 			       (unsigned long long)queued);
 		kvmmctl_cache_counts_json(ts);
+		/* whose NVMe partition is out (the sums' say a size's) */
+		if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms))
+			printf("\"nvme_open_error\":%llu,\"nvme_write_error\":%llu,\"nvme_write_outs\":%llu,",
+			       (unsigned long long)ts->nvme_open_error,
+			       (unsigned long long)ts->nvme_write_error,
+			       (unsigned long long)ts->nvme_write_outs);
 		kvmmctl_tiers_json(ts);
 		printf("}");
 	}
@@ -100,5 +106,6 @@ void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
 			       (unsigned long long)queued);
 		printf("\n");
 		kvmmctl_tier_text("  ", ts);
+		kvmmctl_nvme_text("  ", ts);
 	}
 }
