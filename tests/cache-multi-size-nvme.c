@@ -41,7 +41,12 @@
  *      the 4-page size's blocks read back from NVMe byte-identical, in
  *      the run and after a restart that recovers none of the 2-page
  *      size's; ADMIN_TENANTS of each size counts the uid's recovered
- *      (cold) NVMe blocks of that size alone.
+ *      (cold) NVMe blocks of that size alone;
+ *   9. partition 0's open failing once after a late claim
+ *      (KVMMD_TEST_NVME_OPEN_FAIL=1): the 2-page size's partition opens
+ *      first and makes the file's start name the cut; partition 0
+ *      joins later keeping that layout, and a restart recovers both
+ *      sizes' blocks.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT io_uring).
  */
 #include <errno.h>
@@ -600,6 +605,69 @@ static void drop_one_partition(void)
 	printf("drop of one size: its partition dropped and marked, the other's blocks read back\n");
 }
 
+/*
+ * Partition 0's tier not open while the 2-page size's partition opens:
+ * the file's directory made after the start, the first size's open of
+ * it failing once (KVMMD_TEST_NVME_OPEN_FAIL=1), the later partition's
+ * attempt runs then.  It takes the layout id the file's start names,
+ * written there by it ("partition 0's tier is not open"); partition 0
+ * joins at its next attempt (formatted, keeping the id), and a restart
+ * recovers both sizes' blocks (until 6 December the later partition had
+ * layout id 0 then and was formatted at the next start).
+ */
+static void partition_zero_late(void)
+{
+	char dir[300], file[320], line[512];
+	struct td_daemon d;
+
+	snprintf(dir, sizeof(dir), "%s.d", nvme);
+	snprintf(file, sizeof(file), "%s/tier", dir);
+	args[9] = file;
+	setenv("KVMMD_TEST_NVME_OPEN_FAIL", "1", 1);
+	cc_start_with_delay(&d, args, "KVMMD_TEST_CACHE_RETRY_MS", 100);
+	unsetenv("KVMMD_TEST_NVME_OPEN_FAIL");
+	t_ok(mkdir(dir, 0700));
+	wait_both_joined(d.sock);
+	snprintf(
+		line, sizeof(line),
+		"cache: the NVMe tier %s (the partition of blocks of 4 pages) cannot open (attempt 2): Input/output error",
+		file);
+	t_assert_eq(log_count(&d, line), 1);
+	snprintf(
+		line, sizeof(line),
+		"tier_nvme: %s (partition 1 of 2): partition 0's tier is not open: the file's start now names this cut of it in 2 partitions",
+		file);
+	t_assert_eq(log_count(&d, line), 1);
+	snprintf(
+		line, sizeof(line),
+		"tier_nvme: %s (partition 0 of 2): it holds no slot yet, only the partitions' layout: formatting it",
+		file);
+	t_assert_eq(log_count(&d, line), 1);
+	ms_write(d.sock, 2, 0);
+	t_assert_eq(res->published, NB);
+	ms_write(d.sock, 1, 0);
+	t_assert_eq(res->published, NB);
+	cc_stop(&d); /* both saved to their partitions */
+
+	cc_start(&d, args);
+	snprintf(line, sizeof(line),
+		 "tier_nvme: %s (partition 1 of 2): recovered 2 of 15 slots",
+		 file);
+	t_assert_eq(log_count(&d, line), 1);
+	snprintf(line, sizeof(line),
+		 "tier_nvme: %s (partition 0 of 2): recovered 2 of 7 slots",
+		 file);
+	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(log_count(&d, "is not open"), 0);
+	ms_expect_read(d.sock, 2, 0, 2);
+	ms_expect_read(d.sock, 1, 0, 2);
+	cc_stop(&d);
+	args[9] = nvme;
+	unlink(file);
+	rmdir(dir);
+	printf("partition 0 late: the later partition's blocks recovered at the restart\n");
+}
+
 int main(void)
 {
 	ms_res_init();
@@ -616,5 +684,6 @@ int main(void)
 	write_failures_per_size();
 	join_late();
 	drop_one_partition();
+	partition_zero_late();
 	return 0;
 }

@@ -18,7 +18,18 @@
  *   5. the two partitions again: partition 0 formatted ("not cut for
  *      this list"), with a new layout id; partition 1 formatted too,
  *      though the superblock of step 3 is still at its start: nothing
- *      of steps 3 and 4 is found.
+ *      of steps 3 and 4 is found;
+ *   6. a new file, partition 1 opened while partition 0's tier is not
+ *      (layout id 0: kvmmd's first size without a host tier, or its
+ *      partition failed to open): the file's start gets a superblock
+ *      of partition 0 with no slot and a new layout id, which
+ *      partition 1 takes; opened so again, its blocks are recovered
+ *      (until 6 December it had layout id 0 and was formatted at every
+ *      open); partition 0 opened then is formatted ("no slot yet")
+ *      with that layout id, and partition 1 is still recovered;
+ *   7. the whole file as one size's tier, then partition 1 alone again:
+ *      the file's start gets a new layout id, and the superblock of
+ *      step 6 at partition 1's start is not read: formatted.
  * Skips (77) where the file system cannot do O_DIRECT io_uring I/O.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -199,6 +210,43 @@ int main(void)
 	t_assert_eq(tier_nvme_lookup(a, 0x9a00, NULL, NULL, NULL), -ENOENT);
 	tier_nvme_close(b);
 	tier_nvme_close(a);
+
+	/* 6 */
+	t_ok(ftruncate(fd, 0));
+	b = open_part(1, 2, 0, NB, 0);
+	expect_line(
+		" (partition 1 of 2): partition 0's tier is not open: the file's start now names this cut of it in 2 partitions");
+	expect_line(" (partition 1 of 2): formatted 13 slots");
+	layout = tier_nvme_layout_id(b);
+	t_assert(layout != 0);
+	blocks(b, 1, 2, true);
+	tier_nvme_close(b);
+	b = open_part(1, 2, 0, NB, 2);
+	t_assert(!strstr(log, "is not open"));
+	t_assert_eq(tier_nvme_layout_id(b), layout);
+	blocks(b, 1, 2, false);
+	tier_nvme_close(b);
+	a = open_part(0, 2, 0, NA, 0);
+	expect_line(
+		" (partition 0 of 2): it holds no slot yet, only the partitions' layout: formatting it");
+	t_assert_eq(tier_nvme_layout_id(a), layout);
+	b = open_part(1, 2, layout, NB, 2);
+	blocks(b, 1, 2, false);
+	tier_nvme_close(b);
+	tier_nvme_close(a);
+
+	/* 7 */
+	a = open_part(0, 0, 0, 16, 0);
+	tier_nvme_close(a);
+	b = open_part(1, 2, 0, NB, 0);
+	expect_line(" (partition 1 of 2): partition 0's tier is not open");
+	expect_line(
+		" (partition 1 of 2): partition 0 was formatted anew since its blocks were written: formatting it anew");
+	t_assert(tier_nvme_layout_id(b) != layout);
+	t_assert(tier_nvme_layout_id(b) != 0);
+	t_assert_eq(tier_nvme_lookup(b, 0x9a00 + 0x100, NULL, NULL, NULL),
+		    -ENOENT);
+	tier_nvme_close(b);
 
 	close(fd);
 	unlink(path);

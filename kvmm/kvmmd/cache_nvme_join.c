@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -98,8 +99,9 @@ int kc_nvme_fd(const struct kd_cache *c)
  * The tier's partition for c: with several sizes named, the size's index
  * among them, each an equal share of the file (tiers.md, "Several block
  * sizes"), and the first size's layout id when its tier is open (else
- * 0: this partition is formatted, and formatted again at the next
- * start); else the whole file.
+ * 0: the tier reads it from partition 0's superblock, writing one there
+ * when the file was not cut so, tier_nvme_config.layout_id; both run on
+ * the loop, as every open of partition 0 does); else the whole file.
  */
 static void kc_nvme_partition(const struct kd_cache *c,
 			      struct tier_nvme_config *nc)
@@ -143,6 +145,35 @@ int kc_nvme_claim_at_start(struct kd_cache *c)
 	return 0;
 }
 
+/*
+ * Test knob: KVMMD_TEST_NVME_OPEN_FAIL=N fails the first N opens of the
+ * first size's tier (partition 0 with named sizes) made by the retries
+ * after the start, with -EIO (at start a failure stops the start), so
+ * that a test can have a later size's partition open without it.
+ */
+static bool kc_nvme_test_open_fail(const struct kd_cache *c)
+{
+	static long left = -1;
+	const char *v;
+
+	if (c != c->d->cache || c->opening_at_start)
+		return false;
+	if (left < 0) {
+		v = getenv("KVMMD_TEST_NVME_OPEN_FAIL");
+		left = v ? atol(v) : 0;
+		if (left > 0)
+			vmm_log(VMM_LOG_WARN,
+				"cache: KVMMD_TEST_NVME_OPEN_FAIL=%s: the first %ld opens of the first size's NVMe tier after the start fail on purpose (tests only)",
+				v, left);
+		if (left < 0)
+			left = 0;
+	}
+	if (!left)
+		return false;
+	left--;
+	return true;
+}
+
 int kc_nvme_open_tier(struct kd_cache *c)
 {
 	const struct kd_config *cfg = &c->d->cfg;
@@ -160,6 +191,8 @@ int kc_nvme_open_tier(struct kd_cache *c)
 	nc.scope = c->d->scope.mode;
 	memcpy(nc.scope_key, c->d->scope.key, sizeof(nc.scope_key));
 	kc_nvme_partition(c, &nc);
+	if (kc_nvme_test_open_fail(c))
+		return -EIO;
 	return tier_nvme_open(&nc, &c->nvme);
 }
 

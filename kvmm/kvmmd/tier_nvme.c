@@ -245,8 +245,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
 	struct nvme_superblock sb;
+	const struct nvme_superblock *had;
 	struct nvme_marks *marks = NULL;
-	uint64_t bytes = 0, nslots;
+	uint64_t bytes = 0, nslots, layout = cfg ? cfg->layout_id : 0;
 	bool keep, trim = false;
 	const char *why = "";
 	char part[64] = "";
@@ -361,7 +362,16 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		r = -ENOMEM;
 		goto err_ring;
 	}
+	if (t->part_index && !layout) {
+		/* partition 0's tier is not open: its superblock says */
+		r = nvme_part0_layout(t, cfg->path, part, &layout);
+		if (r)
+			goto err_ring;
+	}
+	memset(&sb, 0, sizeof(sb));
 	r = cfg->reformat ? -ENODATA : nvme_sb_read(t, &sb, marks);
+	/* damaged drop marks (-EBADMSG) still name the partition */
+	had = r == 0 || r == -EBADMSG ? &sb : NULL;
 	if (r == -EBADMSG && nvme_sb_valid(&sb))
 		/* a drop's mark we cannot read: its blocks must not come
 		 * back, and which they are is lost with it */
@@ -371,7 +381,12 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	/* the file's blocks are kept if they fit and are named as ours */
 	keep = r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
 	       sb.payload_bytes == t->payload_bytes;
-	if (r == 0 && nvme_sb_valid(&sb) && !keep)
+	if (r == 0 && nvme_sb_valid(&sb) && !keep && !sb.payload_bytes)
+		/* nvme_part0_layout() wrote it, partition 0 not open then */
+		vmm_log(VMM_LOG_INFO,
+			"tier_nvme: %s%s: it holds no slot yet, only the partitions' layout: formatting it",
+			cfg->path, part);
+	else if (r == 0 && nvme_sb_valid(&sb) && !keep)
 		/* a change of model, or of the list of block sizes */
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: %s%s: its blocks have %llu bytes, the tier's %llu: formatting it anew",
@@ -384,7 +399,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		keep = false;
 	}
 	if (r == 0 && nvme_sb_valid(&sb) &&
-	    !nvme_same_partition(t, &sb, cfg->layout_id, &why)) {
+	    !nvme_same_partition(t, &sb, layout, &why)) {
 		/* whatever its block size: a partition's superblock where
 		 * another layout's is expected (or the other way round)
 		 * never says what the slots there hold */
@@ -436,12 +451,14 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		    sizeof(t->format_id))
 			t->format_id = (uint64_t)time(NULL) ^
 				       ((uint64_t)getpid() << 32);
-		/* partition 0 names a new layout; the others keep the one
-		 * they were given (0 without partition 0: formatted again
-		 * at the next start) */
+		/* partition 0 names a new layout, unless the file was
+		 * cut so already (its blocks' size, or the cache scope,
+		 * changed; or nvme_part0_layout() wrote it); the others
+		 * keep partition 0's */
 		if (t->part_count)
-			t->layout_id = t->part_index ? cfg->layout_id :
-						       nvme_new_layout_id();
+			t->layout_id = t->part_index ?
+					       layout :
+					       nvme_part0_format_layout(t, had);
 		r = nvme_sb_write(t);
 		if (r) {
 			vmm_log(VMM_LOG_ERR,

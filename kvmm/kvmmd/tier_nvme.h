@@ -131,7 +131,13 @@ struct tier_nvme_config {
 	 * superblock names the same partition of the same layout
 	 * (index, count, share, and partition 0's layout id, layout_id
 	 * here for the others: tier_nvme_layout_id() of partition 0 as
-	 * this run opened it); else it is formatted anew.
+	 * this run opened it); else it is formatted anew.  layout_id 0
+	 * for a later partition: partition 0's tier is not open in this
+	 * process, and the id is read from its superblock, which is
+	 * written first (no slot of partition 0 in it yet) when it does
+	 * not name this cut of the file; no other tier may be open on
+	 * partition 0 then.  Partition 0 formatted where its superblock
+	 * names this cut keeps its layout id (and the others' blocks).
 	 */
 	uint32_t part_index;
 	uint32_t part_count;

@@ -11,7 +11,12 @@
  */
 #include "tier_nvme_priv.h"
 
+#include "crc32c.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +66,121 @@ bool nvme_same_partition(const struct tier_nvme *t,
 		return false;
 	*why = "partition 0 was formatted anew since its blocks were written";
 	return !t->part_index || sb->layout_id == layout_id;
+}
+
+/* Whether sb, read at the file's start, is partition 0's of t's cut
+ * (the same count and share) and names its layout. */
+static bool part0_names_cut(const struct tier_nvme *t,
+			    const struct nvme_superblock *sb)
+{
+	return nvme_sb_valid(sb) && sb->part_count == t->part_count &&
+	       !sb->part_index && sb->part_bytes == t->part_bytes &&
+	       sb->layout_id;
+}
+
+uint64_t nvme_part0_format_layout(const struct tier_nvme *t,
+				  const struct nvme_superblock *sb)
+{
+	/* the same cut: no other layout wrote in the other partitions
+	 * since this id was drawn, whatever partition 0 held */
+	if (sb && part0_names_cut(t, sb))
+		return sb->layout_id;
+	return nvme_new_layout_id();
+}
+
+/* The superblock at the file's start: 0 (*sb as read, valid or not),
+ * or the read's -errno. */
+static int part0_read(const struct tier_nvme *t, struct nvme_superblock *sb)
+{
+	void *buf;
+	ssize_t n;
+	int r = 0;
+
+	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
+		return -ENOMEM;
+	n = pread(t->fd, buf, NVME_ALIGN, 0);
+	if (n < 0)
+		r = -errno;
+	else if (n != NVME_ALIGN)
+		memset(sb, 0, sizeof(*sb)); /* a new file: none there */
+	else
+		memcpy(sb, buf, sizeof(*sb));
+	free(buf);
+	return r;
+}
+
+/*
+ * Partition 0's superblock holding no slot (payload 0, which partition
+ * 0's own open formats, keeping its layout id: nvme_part0_format_layout()),
+ * naming t's cut, the layout id and t's cache scope and key (read at the
+ * next start, scope.c, which the partitions' blocks are named under).
+ */
+static int part0_write(const struct tier_nvme *t, uint64_t layout_id)
+{
+	struct nvme_superblock sb = {
+		.magic = TIER_NVME_SB_MAGIC,
+		.version = TIER_NVME_VERSION,
+		.sb_bytes = sizeof(sb),
+		.stride = TIER_NVME_HEADER_BYTES,
+		.format_id = nvme_new_layout_id(),
+		.scope = t->scope,
+		.part_count = t->part_count,
+		.part_bytes = t->part_bytes,
+		.layout_id = layout_id,
+	};
+	void *buf;
+	ssize_t n;
+	int r = 0;
+
+	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
+	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
+	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
+		return -ENOMEM;
+	memset(buf, 0, NVME_ALIGN);
+	memcpy(buf, &sb, sizeof(sb));
+	n = pwrite(t->fd, buf, NVME_ALIGN, 0);
+	if (n < 0)
+		r = -errno;
+	else if (n != NVME_ALIGN)
+		r = -EIO;
+	else if (fdatasync(t->fd))
+		r = -errno;
+	free(buf);
+	return r;
+}
+
+int nvme_part0_layout(struct tier_nvme *t, const char *path, const char *part,
+		      uint64_t *layout_id)
+{
+	struct nvme_superblock sb;
+	uint64_t id;
+	int r;
+
+	r = part0_read(t, &sb);
+	if (r)
+		goto err;
+	if (part0_names_cut(t, &sb) &&
+	    nvme_sb_same_scope(&sb, t->scope, t->scope_key)) {
+		*layout_id = sb.layout_id;
+		return 0;
+	}
+	/* no layout of this cut there (a new file, another cut, one
+	 * size's tier), or another cache scope, whose blocks partition 0's
+	 * open would format anyway: this cut's, as that open would leave it */
+	id = nvme_part0_format_layout(t, &sb);
+	r = part0_write(t, id);
+	if (r)
+		goto err;
+	vmm_log(VMM_LOG_INFO,
+		"tier_nvme: %s%s: partition 0's tier is not open: the file's start now names this cut of it in %u partitions, with no slot of partition 0 yet",
+		path, part, t->part_count);
+	*layout_id = id;
+	return 0;
+err:
+	vmm_log(VMM_LOG_ERR,
+		"tier_nvme: %s%s: partition 0's superblock, which names the partitions' layout: %s",
+		path, part, strerror(-r));
+	return r;
 }
 
 /* A new layout id, never 0 (0: none). */

@@ -396,6 +396,19 @@ bool nvme_same_partition(const struct tier_nvme *t,
 			 const struct nvme_superblock *sb, uint64_t layout_id,
 			 const char **why);
 uint64_t nvme_new_layout_id(void);
+/*
+ * A later partition opened while partition 0's tier is not
+ * (tier_nvme_config.layout_id 0): *layout_id is the one partition 0's
+ * superblock names for this cut of the file, written there first when
+ * it names none (or another cache scope); 0, or the read's or write's
+ * -errno.  path and part name the tier in the log lines.
+ */
+int nvme_part0_layout(struct tier_nvme *t, const char *path, const char *part,
+		      uint64_t *layout_id);
+/* The layout id partition 0 is formatted with: sb's (the superblock it
+ * had; NULL for none) when it names this cut, else a new one. */
+uint64_t nvme_part0_format_layout(const struct tier_nvme *t,
+				  const struct nvme_superblock *sb);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
  * *cleared is how many stale headers past known_slots it zeroed */
