@@ -25,7 +25,9 @@
 #     kvmmd option documented somewhere, the kvmmctl command block
 #     against kvmmctl --help (each command, no other, and the options
 #     its help line names), the metrics table against the
-#     families `kvmmctl metrics` prints (each one, its type);
+#     families `kvmmctl metrics` prints (each one, its type), the
+#     per-size ones (kvmm_size_*) too, from build/bench/metrics-sizes
+#     --text (a kvmmd caching one size prints none of them);
 #     telemetry.md: the probe tables against ebpf/probes.h and the
 #     binaries' USDT notes (names, argument sizes); README.md: the
 #     fresh-machine set-up is exactly `make demo`, `make check`;
@@ -86,6 +88,11 @@ for _ in $(seq 200); do [ -S "$d/s" ] && break; sleep 0.05; done
 	{ echo "FAIL: kvmmctl against kvmmd"; cat "$d/kvmmd.log"; exit 1; }
 kill $pid && wait $pid
 pid=
+# The per-size families (kvmm_size_*), which a kvmmd caching one size
+# never prints: the one formatter's text with two sizes cached and a
+# tenant in each (build/bench/metrics-sizes --text).
+"$b/bench/metrics-sizes" --text --tenants 1 >"$d/metrics-sizes.txt" ||
+	{ echo "FAIL: $b/bench/metrics-sizes --text"; exit 1; }
 
 # sizeof every struct of the wire ABI.
 {
@@ -203,6 +210,10 @@ kvmmctl_cmds = set(re.findall(r"^  ([a-z-]+) ", open(os.path.join(
 metrics = set()
 for line in open(os.path.join(tmp, "metrics.txt")):
     m = re.match(r"^(?:# (?:HELP|TYPE) )?([a-z_:][a-z0-9_:]*)", line)
+    if m:
+        metrics.add(m.group(1))
+for line in open(os.path.join(tmp, "metrics-sizes.txt")):
+    m = re.match(r"^(?:# (?:HELP|TYPE) )?(kvmm_size_[a-z0-9_:]*)", line)
     if m:
         metrics.add(m.group(1))
 
@@ -709,6 +720,13 @@ for line in open(os.path.join(tmp, "metrics.txt")):
     m = re.match(r"^# TYPE (\S+) (\S+)", line)
     if m:
         families[m.group(1)] = m.group(2)
+# ... and the per-size ones, with several sizes (metrics-sizes --text)
+size_families = {}
+for line in open(os.path.join(tmp, "metrics-sizes.txt")):
+    m = re.match(r"^# TYPE (kvmm_size_\S+) (\S+)", line)
+    if m:
+        size_families[m.group(1)] = m.group(2)
+families.update(size_families)
 
 def check_metric_table(doc, text):
     """admin.md's table lists every family `kvmmctl metrics` prints, with
@@ -720,7 +738,7 @@ def check_metric_table(doc, text):
         if m:
             rows[m.group(1)] = (n, m.group(2))
     for f, t in sorted(families.items()):
-        count("metric family")
+        count("per-size metric family" if f in size_families else "metric family")
         if f not in rows:
             bad(doc, "metric %s (%s) is not in the metrics table" % (f, t))
         elif rows[f][1] != t:
@@ -931,7 +949,11 @@ for fn, old, new in ((check_admin, "(default 2000)", "(default 2001)"),
                       "\n  help                   this list\n  frob                   no such command\n"),
                      (check_admin, "\n  policy-state FILE ", "\n  policy-stat FILE "),
                      (check_metric_table, "| `kvmm_up` | gauge |", "| `kvmm_up` | counter |"),
-                     (check_metric_table, "| `kvmm_pins` | gauge |", "| `kvmm_no_such_pins` | gauge |")):
+                     (check_metric_table, "| `kvmm_pins` | gauge |", "| `kvmm_no_such_pins` | gauge |"),
+                     (check_metric_table, "| `kvmm_size_tenant_limit_moves_total{size,kind,id}` | counter |",
+                      "| `kvmm_size_tenant_limit_moves_total{size,kind,id}` | gauge |"),
+                     (check_metric_table, "| `kvmm_size_demotions_queued{size}` | gauge |",
+                      "| `kvmm_demotions_queued{size}` | gauge |")):
     errors.clear()
     if old not in admin:
         print("FAIL: self-check: admin.md has no %r to alter" % old)
@@ -957,8 +979,9 @@ for kind in ("path", "build path", "test", "test pattern", "option", "name",
              "make target", "kvmmctl command", "status field", "python name",
              "link", "command number", "struct size", "kvmmd option",
              "kvmmd default", "file name", "variable", "struct fields",
-             "metric family", "probe", "probe arguments", "set-up command",
-             "section reference", "table", "sample header", "sample JSON",
+             "metric family", "per-size metric family", "probe",
+             "probe arguments", "set-up command", "section reference",
+             "table", "sample header", "sample JSON",
              "kvmmctl command documented"):
     if not counts.get(kind):
         bad("tests/doc-names.sh", "no %s found in the documents to check" % kind)
