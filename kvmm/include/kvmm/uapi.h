@@ -1285,7 +1285,8 @@ struct kvmm_tier_stats_reply {
 	 * less is sent the 656 bytes of before).  block_pages: the block
 	 * size (pages a block) whose cache alone the figures above are,
 	 * as the request's block_pages asked, or 0 for every size's
-	 * cache summed (a tier's block_bytes then the first size's).
+	 * cache summed (a tier's block_bytes then the first size's, each
+	 * errno the first size's that has one: abi.md).
 	 * sizes[0..nr_sizes): the block sizes cached, the first size
 	 * first (the one with the NVMe tier), whatever block_pages asked.
 	 */
