@@ -46,7 +46,10 @@
  *      (KVMMD_TEST_NVME_OPEN_FAIL=1): the 2-page size's partition opens
  *      first and makes the file's start name the cut; partition 0
  *      joins later keeping that layout, and a restart recovers both
- *      sizes' blocks.
+ *      sizes' blocks;
+ *  10. the first size replaced (4,2 then 8,2): partition 0 formatted,
+ *      keeping the layout id, the 2-page size's blocks recovered and
+ *      read back from NVMe.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT io_uring).
  */
 #include <errno.h>
@@ -668,6 +671,39 @@ static void partition_zero_late(void)
 	printf("partition 0 late: the later partition's blocks recovered at the restart\n");
 }
 
+/*
+ * The first size replaced (4,2, then 8,2): partition 0 is formatted for
+ * the new size and keeps the file's layout id, since the file is cut
+ * as before, so the 2-page size's blocks are recovered (until 6
+ * December partition 0 drew a new id and partition 1 was formatted
+ * too).
+ */
+static void first_size_replaced(void)
+{
+	struct td_daemon d;
+
+	unlink(nvme);
+	cc_start(&d, args);
+	ms_write(d.sock, 2, 0);
+	t_assert_eq(res->published, NB);
+	ms_write(d.sock, 1, 0);
+	t_assert_eq(res->published, NB);
+	cc_stop(&d); /* both saved to their partitions */
+	args[3] = "8,2";
+	cc_start(&d, args);
+	t_assert_eq(
+		part_line(
+			&d, 0,
+			"its blocks have 262144 bytes, the tier's 524288: formatting it anew"),
+		1);
+	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
+	ms_expect_read(d.sock, 1, 0, 2);
+	cc_stop(&d);
+	args[3] = "4,2";
+	unlink(nvme);
+	printf("first size replaced: the other size's partition recovered\n");
+}
+
 int main(void)
 {
 	ms_res_init();
@@ -685,5 +721,6 @@ int main(void)
 	join_late();
 	drop_one_partition();
 	partition_zero_late();
+	first_size_replaced();
 	return 0;
 }
