@@ -11,7 +11,8 @@
  *     took them off, the rest (0).  Before, every such request was -EBUSY
  *     for good, even with the ring empty;
  *   - a block of more pages than the ring holds: -E2BIG;
- *   - `kvmmctl revoke` does the pieces itself ("revoked in 2 pieces")
+ *   - `kvmmctl revoke` does the pieces itself ("revoked in 2 pieces";
+ *     with --json the object naming the sequence and `"pieces":2`)
  *     while the client takes entries and acknowledges them;
  *   - a client that moves its RQ head out of range is cut off at the next
  *     revocation (-ECONNRESET to the admin; it was -EBUSY for good and
@@ -88,6 +89,55 @@ static uint64_t pages_allocated(struct td_daemon *d)
 	return st.pages_allocated;
 }
 
+/*
+ * `kvmmctl CMD` (revoke or --json revoke) of a new 8-block sequence,
+ * while this process takes the entries off the ring: its output must be
+ * want (NULL: the JSON object naming the sequence and 2 pieces).
+ */
+static void ctl_revoke(struct td_daemon *d, struct raw_ring *r, uint32_t sid,
+		       const char *cmd, const char *want)
+{
+	uint32_t seq = filled_seq(r, 8), taken = 0;
+	char json[256];
+	int status;
+	pid_t pid;
+
+	if (!want) {
+		snprintf(
+			json, sizeof(json),
+			"{\"session\":%u,\"region\":%u,\"seq\":%u,\"first_block\":0,\"pieces\":2}\n",
+			sid, r->c.region, seq);
+		want = json;
+	}
+	pid = fork();
+	if (pid == 0) {
+		static char out[4096];
+		char args[128];
+
+		snprintf(args, sizeof(args), "%s %u %u %u", cmd, sid,
+			 r->c.region, seq);
+		if (td_kvmmctl(d->sock, args, out, sizeof(out)) != 0) {
+			fprintf(stderr, "kvmmctl %s failed:\n%s", args, out);
+			_exit(1);
+		}
+		if (strcmp(out, want)) {
+			fprintf(stderr, "kvmmctl %s printed:\n%s\nnot:\n%s",
+				args, out, want);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		taken += take_entries(r);
+		usleep(1000);
+	}
+	taken += take_entries(r);
+	t_assert_eq(taken, 8 * CC_PPB);
+	t_assert(WIFEXITED(status));
+	t_assert_eq(WEXITSTATUS(status), 0);
+	t_assert_eq(pages_allocated(d), 0);
+}
+
 int main(void)
 {
 	struct kvmm_region_create big = { .size = sizeof(big),
@@ -148,33 +198,10 @@ int main(void)
 			     NULL, 0, NULL, NULL));
 	}
 
-	/* kvmmctl revoke does the pieces while the client takes them */
-	seq = filled_seq(&r, 8);
-	pid = fork();
-	if (pid == 0) {
-		static char out[4096];
-		char args[128];
-
-		snprintf(args, sizeof(args), "revoke %u %u %u", sid, r.c.region,
-			 seq);
-		_exit(td_kvmmctl(d.sock, args, out, sizeof(out)) == 0 &&
-				      strstr(out, "revoked in 2 pieces") ?
-			      0 :
-			      1);
-	}
-	{
-		uint32_t taken = 0;
-
-		while (waitpid(pid, &status, WNOHANG) == 0) {
-			taken += take_entries(&r);
-			usleep(1000);
-		}
-		taken += take_entries(&r);
-		t_assert_eq(taken, 8 * CC_PPB);
-	}
-	t_assert(WIFEXITED(status));
-	t_assert_eq(WEXITSTATUS(status), 0);
-	t_assert_eq(pages_allocated(&d), 0);
+	/* kvmmctl revoke does the pieces while the client takes them, and
+	 * says how many in text and in JSON */
+	ctl_revoke(&d, &r, sid, "revoke", "revoked in 2 pieces\n");
+	ctl_revoke(&d, &r, sid, "--json revoke", NULL);
 
 	/* a ring head out of range: cut off, not -EBUSY for good */
 	seq = filled_seq(&r, 1);
@@ -188,8 +215,8 @@ int main(void)
 		usleep(1000);
 	}
 	t_assert_eq(st.sessions_cut_off, 1);
-	t_assert_eq(st.revocations_posted, 4);
-	t_assert_eq(st.revocations_acked, 4);
+	t_assert_eq(st.revocations_posted, 6);
+	t_assert_eq(st.revocations_acked, 6);
 
 	close(r.c.sock);
 	kvmm_disconnect(admin);

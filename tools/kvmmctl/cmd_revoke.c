@@ -166,7 +166,13 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	kvmm_disconnect(c);
 	if (err)
 		return 1;
-	if (pieces)
+	/* --json: always one object, where the text says nothing for a
+	 * revocation of one piece */
+	if (ctx->json)
+		printf("{\"session\":%u,\"region\":%u,\"seq\":%u,\"first_block\":%u,\"pieces\":%u}\n",
+		       a.session_id, a.region_id, a.seq_id, a.first_block,
+		       pieces + 1);
+	else if (pieces)
 		printf("revoked in %u pieces\n", pieces + 1);
 	return 0;
 }
