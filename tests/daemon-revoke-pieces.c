@@ -153,8 +153,6 @@ int main(void)
 	struct td_daemon d;
 	struct raw_ring r;
 	uint32_t sid, seq;
-	int status;
-	pid_t pid;
 
 	t_ok(td_start(&d,
 		      (const char *[]){ "--revoke-timeout", "60000", NULL }));
