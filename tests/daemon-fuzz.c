@@ -15,17 +15,19 @@
  * kvmm_block_pin_many() of chain blocks, random hashes and hash 0, each
  * result checked.  A client ends with
  * BYE, exits without it, or is SIGKILLed by the parent mid-work; a new one
- * takes its place until KVMM_FUZZ_SECONDS (default 10) have passed.
+ * takes its place until KVMM_FUZZ_SECONDS (default 10; phases 1-5 share
+ * it 25:15:20:20:20) have passed.
  *
- * The bytes of a block are a function of its hash alone (fz_page_fill()),
- * so every block a prefix open hands out as shared or reloaded must hold
+ * The bytes of a block are a function of its hash and its block size
+ * alone (fz_page_fill()), so every block a prefix open hands out as
+ * shared or reloaded must hold
  * exactly those bytes, and so must every block of an open sequence at any
  * time (the client writes its own and RECOMPUTE blocks, as an engine
  * would, and checks them again later).  Any other byte fails the test with
  * the seed, the hash, the block and where it came from.  A plain pin must
  * still be there when its client unpins it.
  *
- * Four phases, each on a daemon of its own (main() says why each is
+ * Six phases, each on a daemon of its own (main() says why each is
  * set up so): 1, --restore-mode plan, no fault, an NVMe tier that never
  * fills: no migration, reload or checksum may fail, nothing is dropped
  * from NVMe; 2, a restart on phase 1's NVMe file (at least the blocks it
@@ -43,13 +45,27 @@
  * random blocks of the clients' open sequences
  * (ADMIN_REVOKE) every 20-120 ms: a publish racing one answers 0 or
  * -ESTALE (ABI 1.20), never -EINVAL, and a client takes the length
- * libkvmm gives after the revocation applied, never a longer one.
+ * libkvmm gives after the revocation applied, never a longer one; 5,
+ * two block sizes on one kvmmd (--cache-block-pages 4,2: a target and
+ * its draft model), each with its GPU share, half the host tier and an
+ * NVMe partition of its own, every client with a region of each size
+ * and its sequences, prefix opens, pins and queries on either
+ * (tests/daemon-fuzz/sizes.c), while the parent drops one size's
+ * cached blocks (or every size's) from random tiers every 50-300 ms
+ * (ADMIN_CACHE_DROP's block_pages, ABI 1.22; each reply checked:
+ * its size, its parts adding up) and changes the tenant limit as in 3:
+ * nothing may fail, each size's TIER_STATS and ADMIN_TENANTS must add
+ * up to the sums, and both sizes' blocks must have gone to NVMe and
+ * come back; 6, a restart on phase 5's file (its stop saved every
+ * cached block, --nvme-save-on-stop): each partition recovers at least
+ * what was saved in it, and a reader finds every recovered block of
+ * each size, opened by itself, with its bytes.
  * After each phase: kvmmd counted at least the prefix queries and
  * pin-many calls and pins the clients made (ADMIN_STATUS, ABI 1.20), no
  * tier holds more than its capacity (also checked while the clients run),
  * the daemon is idle but for its cached GPU blocks (nothing mapped,
  * revoking, quarantined or pinned, no sequence or client session), a
- * last reader finds every cached chain intact, and kvmmd
+ * last reader finds every cached chain of every size intact, and kvmmd
  * stops cleanly.  Odd seeds (the default 1 among them) run every phase
  * with --cache-scope uid, even ones in the shared scope: the clients are
  * one uid, so the same invariants hold, and phase 2 recovers blocks
@@ -63,23 +79,27 @@
  *
  * This file is the parent (the phases, the daemons, the checks between
  * and after the clients); tests/daemon-fuzz/client.c is a client process
- * (its operations and byte checks), tests/daemon-fuzz/fuzz.h what the
- * two share.
+ * (its operations and byte checks; router.c its router calls),
+ * admin.c the parent's admin requests while the clients run, sizes.c
+ * the checks of two sizes and the last reader, tests/daemon-fuzz/fuzz.h
+ * what they share.
  */
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "tests/daemon-fuzz/fuzz.h"
-#include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/nvme_probe.h"
 
 #define FZ_CLIENTS 4
 #define FZ_POOL_BLOCKS 64
-/* NVMe slots: more than the chains' 72 distinct blocks, or a few */
+/* NVMe slots: more than the chains' 72 distinct blocks (or a few:
+ * FZ_NVME_SMALL, fuzz.h) */
 #define FZ_NVME_ALL 96
-#define FZ_NVME_SMALL 24
+/* phase 5: slots of 4-page blocks in each size's NVMe partition (its
+ * 72 distinct blocks do not fit; 78 slots of the 2-page size's do) */
+#define FZ_NVME_PART 40
 #define FZ_SLOT (4096 + CC_PPB * CC_PAGE) /* NVMe slot stride */
 /* phase 4's --quota: the 4 clients' 3 sequences of up to 8 blocks and
  * their blocks ahead would take more than 3 times as many */
@@ -137,106 +157,12 @@ static void fz_reap(const struct fz_phase *ph, struct fz_child *ch, int st,
 
 /* Run clients until the deadline, FZ_CLIENTS at a time; check the tiers'
  * capacities while they run. */
-/*
- * A random limit for the clients' tenant (their uid; 0 in a tier: none
- * there): blocks move down for it while the clients work, and every
- * invariant of the phase must still hold.
- */
-static void fz_churn_limit(struct fz_phase *ph, uint64_t *rng)
-{
-	struct kvmm_admin_tenant_limit a = {
-		.size = sizeof(a),
-		.id = (uint32_t)getuid(),
-		.limit_blocks = { fz_below(rng, 9), fz_below(rng, 7),
-				  fz_below(rng, FZ_NVME_SMALL + 1) },
-	};
-	struct kvmm_conn *c;
-
-	t_ok(kc_connect_admin(ph->sock, &c));
-	t_ok(kc_request(c, KVMM_CMD_ADMIN_SET_TENANT_LIMIT, &a, sizeof(a), NULL,
-			0, NULL));
-	kvmm_disconnect(c);
-	ph->limit_sets++;
-}
-
-/* The clients' tenant's blocks moved for its limits so far. */
-static uint64_t fz_limit_moves(const struct fz_phase *ph)
-{
-	struct kvmm_tenants_reply *r = calloc(1, KVMM_MSG_MAX);
-	struct kvmm_conn *c;
-	uint64_t moves = 0;
-	size_t len = 0;
-
-	t_assert(r);
-	t_ok(kc_connect_admin(ph->sock, &c));
-	t_ok(kc_request(c, KVMM_CMD_ADMIN_TENANTS, NULL, 0, r, KVMM_MSG_MAX,
-			&len));
-	kvmm_disconnect(c);
-	for (uint32_t i = 0; i < r->nr; i++)
-		if (r->tenants[i].id == (uint32_t)getuid())
-			moves = r->tenants[i].limit_moves;
-	free(r);
-	return moves;
-}
-
-/*
- * Revoke blocks of one open sequence of the clients (ADMIN_SESSIONS
- * lists them), from a random block on (ADMIN_REVOKE, as kvmmctl revoke
- * sends it; -EAGAIN while it posts a long one in pieces).  The
- * sequence may close or its client end meanwhile, and a block past its
- * length has nothing to take: kvmmd's refusals are counted, not
- * asserted on; the phase asserts that some were taken.
- */
-static void fz_revoke(struct fz_phase *ph, uint64_t *rng)
-{
-	static char buf[KVMM_MSG_MAX];
-	struct kvmm_sessions_reply *rep = (void *)buf;
-	const struct kvmm_sessions_regions *h;
-	uint32_t ids[64][3], n = 0, pick, first;
-	struct kvmm_conn *admin;
-	const char *p;
-	size_t len = 0;
-	int err, tries = 0;
-
-	t_ok(kc_connect_admin(ph->sock, &admin));
-	t_ok(kc_request(admin, KVMM_CMD_ADMIN_SESSIONS, NULL, 0, buf,
-			sizeof(buf), &len));
-	h = (const void *)(buf + sizeof(*rep) + rep->nr * rep->entry_size);
-	p = (const char *)(h + 1);
-	for (uint32_t i = 0; i < h->nr; i++) {
-		const struct kvmm_region_info *e = (const void *)p;
-		const uint32_t *seqs = (const void *)(p + h->entry_size);
-
-		for (uint32_t k = 0; k < e->nr_listed && n < 64; k++, n++) {
-			ids[n][0] = e->session_id;
-			ids[n][1] = e->region_id;
-			ids[n][2] = seqs[k];
-		}
-		p += KVMM_REGION_INFO_STRIDE(h->entry_size, e->nr_listed);
-	}
-	if (!n)
-		goto out;
-	pick = fz_below(rng, n);
-	first = fz_below(rng, FZ_CHAIN_BLOCKS);
-	do
-		err = ar_revoke_on(admin, ids[pick][0], ids[pick][1],
-				   ids[pick][2], first);
-	while (err == -EAGAIN && ++tries < 100);
-	if (fz_tracing)
-		fprintf(stderr,
-			"[%llu parent] revoke session %u region %u seq %u from block %u: %d\n",
-			(unsigned long long)cc_now_ms(), ids[pick][0],
-			ids[pick][1], ids[pick][2], first, err);
-	fz_add(err ? &ph->cnt->revokes_refused : &ph->cnt->revokes, 1);
-out:
-	kvmm_disconnect(admin);
-}
-
 static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 {
 	struct fz_child kids[FZ_CLIENTS] = { 0 };
 	uint64_t rng = ph->seed ^ ((uint64_t)ph->num << 56) ^ 0x5eedull;
 	uint64_t next_check = 0, next_limit = 0, next_revoke = 0;
+	uint64_t next_drop = 0;
 	int num = 0, alive;
 	struct cc cc;
 
@@ -290,6 +216,8 @@ static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 			cc_tier_stats(&cc, &ts);
 			t_ok(td_status(d, &st));
 			fz_check_caps(ph, &ts, &st);
+			if (ph->nr_sizes > 1)
+				fz_size_caps(ph);
 			next_check = now + 100;
 		}
 		if (ph->limit_churn && now >= next_limit &&
@@ -302,9 +230,33 @@ static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 			fz_revoke(ph, &rng);
 			next_revoke = now + 20 + fz_below(&rng, 100);
 		}
+		if (ph->drop_churn && now >= next_drop &&
+		    now < ph->deadline_ms) {
+			/* not at once: let blocks reach NVMe first */
+			if (next_drop)
+				fz_churn_drop(ph, &rng);
+			next_drop = now + 50 + fz_below(&rng, 250);
+		}
 		usleep(2000);
 	} while (alive);
 	cc_disconnect(&cc);
+}
+
+/* The pool pages the cached GPU blocks hold: each size's blocks times
+ * its pages a block. */
+static uint64_t fz_cached_pages(const struct fz_phase *ph,
+				const struct kvmm_tier_stats_reply *ts)
+{
+	struct kvmm_tier_stats_reply one;
+	uint64_t pages = 0;
+
+	if (ph->nr_sizes == 1)
+		return ts->tiers[0].used_blocks * CC_PPB;
+	for (int sz = 0; sz < ph->nr_sizes; sz++) {
+		fz_size_stats(ph->sock, sz, &one);
+		pages += one.tiers[0].used_blocks * fz_ppb(sz);
+	}
+	return pages;
 }
 
 /*
@@ -324,7 +276,7 @@ static void fz_settle(const struct fz_phase *ph, struct td_daemon *d,
 		fz_check_caps(ph, ts, &st);
 		if (st.sessions <= 1 && !st.sequences && !st.pages_mapped &&
 		    !st.pages_revoking && !st.pages_quarantined && !st.pins &&
-		    st.pages_allocated == ts->tiers[0].used_blocks * CC_PPB)
+		    st.pages_allocated == fz_cached_pages(ph, ts))
 			break;
 		usleep(10000);
 	}
@@ -341,49 +293,6 @@ static void fz_settle(const struct fz_phase *ph, struct td_daemon *d,
 		       (unsigned long long)st.pages_quarantined,
 		       (unsigned long long)st.pins);
 	}
-}
-
-/* A last reader: every chain opened whole without actions (every block
- * comes with its bytes) and checked; the cached blocks it found. */
-static uint64_t fz_read_all(struct fz_phase *ph)
-{
-	int fd[2];
-	uint64_t found = 0;
-	pid_t p;
-
-	t_ok(pipe(fd));
-	fflush(NULL);
-	p = fork();
-	t_assert(p >= 0);
-	if (!p) {
-		struct kvmm_region_opts ro = cc_region_opts();
-		struct fz_client c = { .ph = ph, .num = -1 };
-		uint64_t h[FZ_CHAIN_BLOCKS];
-		struct fz_seq s = { 0 };
-		uint32_t nr;
-		uint64_t n = 0;
-
-		c.conn = cc_connect_lib(ph->sock, "fuzz-reader");
-		fz_ok(&c, kvmm_region_create(c.conn, &ro, &c.r));
-		for (s.chain = 0; s.chain < FZ_CHAINS; s.chain++) {
-			fz_chain(s.chain, h);
-			fz_ok(&c, kvmm_seq_open_prefix(c.r, h, FZ_CHAIN_BLOCKS,
-						       &s.id, &nr));
-			s.len = nr * CC_TPB;
-			for (uint32_t b = 0; b < nr; b++)
-				fz_check(&c, &s, b, FZ_FROM_PREFIX);
-			n += nr;
-			fz_ok(&c, kvmm_seq_close(c.r, s.id));
-		}
-		kvmm_disconnect(c.conn);
-		t_assert_eq(write(fd[1], &n, sizeof(n)), sizeof(n));
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
-	t_assert_eq(read(fd[0], &found, sizeof(found)), sizeof(found));
-	close(fd[0]);
-	close(fd[1]);
-	return found;
 }
 
 static void fz_print(const struct fz_phase *ph,
@@ -440,29 +349,6 @@ static void fz_print(const struct fz_phase *ph,
 	fflush(stdout);
 }
 
-/* How a phase's daemon runs, and what the phase may assert. */
-struct fz_setup {
-	uint32_t nvme_slots;
-	const char *restore_mode;
-	const char *fail_spec; /* KVMMD_TEST_MIGRATE_FAIL, or NULL */
-	unsigned int nfaults; /* entries in it */
-	/* no migration, reload or checksum may fail (no fault injected) */
-	bool no_fail;
-	/* ... and nothing is dropped from NVMe (the tier never fills: see
-	 * main()) */
-	bool strict;
-	/* blocks found on NVMe at start, at least (-1: any; more come back
-	 * when freed slots still hold their last block's header) */
-	int64_t min_recovered;
-	bool limit_churn; /* fz_phase.limit_churn */
-	bool revokes; /* fz_phase.revokes */
-	/* kvmmd --quota on the clients' uid, in blocks (0: none), and
-	 * --revoke-timeout (ms; 0: the default) */
-	uint32_t quota_blocks;
-	uint32_t revoke_timeout_ms;
-	uint64_t ms;
-};
-
 /*
  * What kvmmd counted of the clients' router calls (ABI 1.20's
  * ADMIN_STATUS) is at least what they counted (a client killed in a
@@ -518,13 +404,15 @@ static void fz_check_status(const struct fz_phase *ph,
 
 /*
  * One phase on a daemon of its own, on the NVMe file nvme.  Returns the
- * blocks left on the NVMe tier when it stopped.
+ * blocks left on the NVMe tier when it stopped; with two sizes, left[]
+ * (may be NULL) gets what a restart must recover of each
+ * (fz_sizes_end()).
  */
 static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
-			 const char *nvme)
+			 const char *nvme, uint64_t left[FZ_SIZES])
 {
-	char pool[32], nvme_size[32], quota[64], rto[32];
-	const char *args[20] = { "--gpu-mem",
+	char pool[32], nvme_size[32], quota[64], rto[32], sizes[32], save[32];
+	const char *args[28] = { "--gpu-mem",
 				 pool,
 				 "--cache-gpu-blocks",
 				 "8",
@@ -541,13 +429,19 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 				 NULL };
 	int na = 14;
 	struct kvmm_tier_stats_reply ts;
+	uint64_t found, size_found[FZ_SIZES], size_left[FZ_SIZES];
 	struct td_daemon d;
-	uint64_t found;
 	int r;
 
 	snprintf(pool, sizeof(pool), "%uK", FZ_POOL_BLOCKS * CC_PPB * 64);
+	/* with two sizes, each partition (an equal share) has nvme_slots
+	 * slots of the first size's blocks, about twice as many of the
+	 * second's */
 	snprintf(nvme_size, sizeof(nvme_size), "%llu",
-		 4096ull + (unsigned long long)su->nvme_slots * FZ_SLOT);
+		 (unsigned long long)(su->nr_sizes > 1 ? su->nr_sizes : 1) *
+			 (4096ull +
+			  (unsigned long long)su->nvme_slots * FZ_SLOT));
+	ph->nr_sizes = su->nr_sizes > 1 ? su->nr_sizes : 1;
 	printf("phase %d: %u NVMe slots, --restore-mode %s, --cache-scope %s, KVMMD_TEST_MIGRATE_FAIL=%s\n",
 	       ph->num, su->nvme_slots, su->restore_mode, ph->scope,
 	       su->fail_spec ? su->fail_spec : "(unset)");
@@ -555,6 +449,22 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	ph->limit_churn = su->limit_churn;
 	ph->revokes = su->revokes;
 	ph->quota = su->quota_blocks != 0;
+	ph->drop_churn = su->drop_churn;
+	if (ph->nr_sizes > 1) {
+		snprintf(sizes, sizeof(sizes), "%u,%u", fz_ppb(0), fz_ppb(1));
+		args[na++] = "--cache-block-pages";
+		args[na++] = sizes;
+		printf("  --cache-block-pages %s (a region of each a client)%s\n",
+		       sizes,
+		       su->drop_churn ?
+			       ", the parent drops one size's blocks (or all) every 50-300 ms" :
+			       "");
+	}
+	if (su->save_ms) {
+		snprintf(save, sizeof(save), "%u", su->save_ms);
+		args[na++] = "--nvme-save-on-stop";
+		args[na++] = save;
+	}
 	if (su->quota_blocks) {
 		snprintf(quota, sizeof(quota), "%u=%lluK", (unsigned)getuid(),
 			 (unsigned long long)su->quota_blocks * CC_PPB *
@@ -581,11 +491,17 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	ph->sock = d.sock;
 	ph->deadline_ms = cc_now_ms() + su->ms;
 	fz_run_clients(ph, &d);
+	/* a stop's save keeps every cached block only with no limit left
+	 * (it would drop those over the last one set) */
+	if (ph->limit_churn && su->save_ms)
+		fz_set_limit(ph, 0, 0, 0);
 	fz_settle(ph, &d, &ts);
-	found = fz_read_all(ph);
+	found = fz_read_all(ph, su->read_alone, size_found);
 	fz_settle(ph, &d, &ts);
 	fz_print(ph, &ts, found);
 	fz_check_status(ph, su, &d);
+	if (ph->nr_sizes > 1)
+		fz_sizes_end(ph, su, size_found, left ? left : size_left);
 	if (ph->limit_churn) {
 		uint64_t moves = fz_limit_moves(ph);
 
@@ -663,7 +579,7 @@ int main(void)
 	struct fz_setup su;
 	char nvme[256], spec[256];
 	struct fz_counts *cnt;
-	uint64_t rng = seed, on_nvme;
+	uint64_t rng = seed, on_nvme, left[FZ_SIZES];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	fz_tracing = getenv("KVMM_FUZZ_TRACE") != NULL;
@@ -672,7 +588,7 @@ int main(void)
 	       limits ? ", tenant limits changing (KVMM_FUZZ_LIMITS)" : "");
 	cc_nvme_path(nvme, sizeof(nvme), "fuzz");
 	t_nvme_require(nvme);
-	cnt = mmap(NULL, 4 * sizeof(*cnt), PROT_READ | PROT_WRITE,
+	cnt = mmap(NULL, 6 * sizeof(*cnt), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(cnt != MAP_FAILED);
 
@@ -684,10 +600,10 @@ int main(void)
 				.restore_mode = "plan",
 				.strict = true,
 				.min_recovered = -1,
-				.ms = ms * 3 / 10 };
+				.ms = ms * 25 / 100 };
 	ph.num = 1;
 	ph.cnt = &cnt[0];
-	on_nvme = fz_phase(&ph, &su, nvme);
+	on_nvme = fz_phase(&ph, &su, nvme, NULL);
 
 	/*
 	 * 2: restart on phase 1's file (every block it left there is
@@ -706,10 +622,10 @@ int main(void)
 				.fail_spec = spec,
 				.nfaults = 8,
 				.min_recovered = (int64_t)on_nvme,
-				.ms = ms * 2 / 10 };
+				.ms = ms * 15 / 100 };
 	ph.num = 2;
 	ph.cnt = &cnt[1];
-	fz_phase(&ph, &su, nvme);
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 
 	/*
@@ -729,10 +645,10 @@ int main(void)
 				.min_recovered = -1,
 				/* KVMM_FUZZ_LIMITS (see main()) */
 				.limit_churn = limits,
-				.ms = ms * 2 / 10 };
+				.ms = ms * 20 / 100 };
 	ph.num = 3;
 	ph.cnt = &cnt[2];
-	fz_phase(&ph, &su, nvme);
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 
 	/*
@@ -754,10 +670,63 @@ int main(void)
 				.revokes = revokes,
 				.quota_blocks = FZ_QUOTA_BLOCKS,
 				.revoke_timeout_ms = 5000,
-				.ms = ms - ms * 7 / 10 };
+				.ms = ms * 20 / 100 };
 	ph.num = 4;
 	ph.cnt = &cnt[3];
-	fz_phase(&ph, &su, nvme);
+	fz_phase(&ph, &su, nvme, NULL);
+	unlink(nvme);
+
+	/*
+	 * 5: two block sizes on one kvmmd, as a draft model beside its
+	 * target (--cache-block-pages 4,2: each size its own GPU share,
+	 * half of --host-mem, and half of the NVMe file, a partition of
+	 * FZ_NVME_PART slots of 4-page blocks and 78 of 2-page ones, so
+	 * both partitions fill and drop): every client has a region of
+	 * each size and picks one for each sequence, prefix open, pin and
+	 * query; a block's bytes are its hash's and its size's.  The
+	 * parent meanwhile drops one size's blocks (or every size's) from
+	 * random tiers every 50-300 ms (ADMIN_CACHE_DROP's block_pages, ABI
+	 * 1.22), each reply checked, and (unless KVMM_FUZZ_LIMITS=0) changes
+	 * the clients' tenant limit, which holds for each size apart.  No
+	 * fault is injected, so nothing may fail; after it, each size's
+	 * TIER_STATS and ADMIN_TENANTS add up to the sums and both sizes'
+	 * blocks must have gone to NVMe and come back from it.  kvmmd stops
+	 * with --nvme-save-on-stop, moving every size's cached blocks to
+	 * its partition.
+	 */
+	su = (struct fz_setup){ .nvme_slots = FZ_NVME_PART,
+				.restore_mode = "plan",
+				.no_fail = true,
+				.min_recovered = -1,
+				.limit_churn = limits,
+				.nr_sizes = 2,
+				.drop_churn = true,
+				.save_ms = 5000,
+				.min_recovered_size = { -1, -1 },
+				.ms = ms - ms * 80 / 100 };
+	ph.num = 5;
+	ph.cnt = &cnt[4];
+	fz_phase(&ph, &su, nvme, left);
+
+	/*
+	 * 6: a restart on phase 5's file with the same sizes: each
+	 * partition recovers at least what the stop left in it, and a
+	 * reader finds every recovered block of each size (each opened by
+	 * itself: a block behind a dropped one is recovered too) with its
+	 * hash's and size's bytes.
+	 */
+	su = (struct fz_setup){ .nvme_slots = FZ_NVME_PART,
+				.restore_mode = "reload",
+				.no_fail = true,
+				.min_recovered = -1,
+				.nr_sizes = 2,
+				.read_alone = true,
+				.min_recovered_size = { (int64_t)left[0],
+							(int64_t)left[1] },
+				.ms = 0 };
+	ph.num = 6;
+	ph.cnt = &cnt[5];
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 	printf("daemon-fuzz: seed %llu ok\n", (unsigned long long)seed);
 	return 0;

@@ -6,7 +6,9 @@
  * or on a cached prefix, extended, truncated, closed, published; pins and
  * unpins; steps.  It writes its own and RECOMPUTE blocks as an engine
  * would and compares every block it is handed or still holds, byte for
- * byte, with what its hash says (fz_check()).  Any other byte, or any
+ * byte, with what its hash and size say (fz_check()); in phase 5 it has
+ * a region of each of two block sizes, and each sequence, prefix open,
+ * pin and query picks one.  Any other byte, or any
  * call that fails where it may not, ends the process with status 1 and a
  * line naming the seed, the phase and the block.  Where the parent
  * revokes (phase 4) a sequence's length is what libkvmm says once this
@@ -60,11 +62,12 @@ void fz_trace(const struct fz_client *c, const char *fmt, ...)
 		return;
 }
 
-static unsigned char *fz_page(struct fz_client *c, uint32_t seq, uint32_t b,
-			      uint32_t pg)
+static unsigned char *fz_page(struct fz_client *c, const struct fz_seq *s,
+			      uint32_t b, uint32_t pg)
 {
-	uint64_t base = pg & 1 ? kvmm_seq_v_ptr(c->r, seq, pg / 2) :
-				 kvmm_seq_k_ptr(c->r, seq, pg / 2);
+	struct kvmm_region *r = c->r[s->sz];
+	uint64_t base = pg & 1 ? kvmm_seq_v_ptr(r, s->id, pg / 2) :
+				 kvmm_seq_k_ptr(r, s->id, pg / 2);
 
 	return (unsigned char *)(uintptr_t)(base + (uint64_t)b * CC_PAGE);
 }
@@ -72,29 +75,36 @@ static unsigned char *fz_page(struct fz_client *c, uint32_t seq, uint32_t b,
 /* Write block b of s as an engine computing it would. */
 static void fz_write(struct fz_client *c, const struct fz_seq *s, uint32_t b)
 {
-	for (uint32_t pg = 0; pg < CC_PPB; pg++) {
-		fz_page_fill(fz_hash(s->chain, b), pg, c->want);
-		memcpy(fz_page(c, s->id, b, pg), c->want, CC_PAGE);
+	for (uint32_t pg = 0; pg < fz_ppb(s->sz); pg++) {
+		fz_page_fill(fz_hash(s->sz, s->chain, b), s->sz, pg, c->want);
+		memcpy(fz_page(c, s, b, pg), c->want, CC_PAGE);
 	}
 }
 
 void fz_check(struct fz_client *c, const struct fz_seq *s, uint32_t b, int from)
 {
-	uint64_t h = fz_hash(s->chain, b);
+	fz_check_as(c, s, b, b, from);
+}
 
-	for (uint32_t pg = 0; pg < CC_PPB; pg++) {
-		const unsigned char *m = fz_page(c, s->id, b, pg);
+void fz_check_as(struct fz_client *c, const struct fz_seq *s, uint32_t hb,
+		 uint32_t b, int from)
+{
+	uint64_t h = fz_hash(s->sz, s->chain, hb);
+
+	for (uint32_t pg = 0; pg < fz_ppb(s->sz); pg++) {
+		const unsigned char *m = fz_page(c, s, b, pg);
 		const unsigned char *w = (const unsigned char *)c->want;
 
-		fz_page_fill(h, pg, c->want);
+		fz_page_fill(h, s->sz, pg, c->want);
 		if (!memcmp(m, w, CC_PAGE))
 			continue;
 		for (uint32_t o = 0; o < CC_PAGE; o++)
 			if (m[o] != w[o])
 				fz_fail(c,
-					"chain %d block %u (hash %#llx, seq %u) page %u byte %u is %#x, expected %#x; the block came %s",
-					s->chain, b, (unsigned long long)h,
-					s->id, pg, o, m[o], w[o],
+					"chain %d block %u of %u pages (hash %#llx, seq %u block %u) page %u byte %u is %#x, expected %#x; the block came %s",
+					s->chain, hb, fz_ppb(s->sz),
+					(unsigned long long)h, s->id, b, pg, o,
+					m[o], w[o],
 					from == FZ_FROM_CLIENT ?
 						"from this client's own writes" :
 					from == FZ_FROM_PREFIX ?
@@ -103,6 +113,7 @@ void fz_check(struct fz_client *c, const struct fz_seq *s, uint32_t b, int from)
 							(uint8_t)from));
 	}
 	fz_add(&c->ph->cnt->checked[from], 1);
+	fz_add(&c->ph->cnt->checked_size[s->sz], 1);
 }
 
 static struct fz_seq *fz_free_slot(struct fz_client *c)
@@ -145,7 +156,7 @@ static uint32_t fz_len(struct fz_client *c, uint32_t min_blocks)
  */
 void fz_sync(struct fz_client *c, struct fz_seq *s)
 {
-	int64_t l = kvmm_seq_len(c->r, s->id);
+	int64_t l = kvmm_seq_len(c->r[s->sz], s->id);
 
 	if (l == (int64_t)s->len)
 		return;
@@ -189,11 +200,11 @@ static void fz_publish(struct fz_client *c, struct fz_seq *s)
 	if (!full)
 		return;
 	first = fz_below(&c->rng, full);
-	fz_chain(s->chain, h);
-	n = kvmm_block_publish(c->r, s->id, first, full - first,
+	fz_chain(s->sz, s->chain, h);
+	n = kvmm_block_publish(c->r[s->sz], s->id, first, full - first,
 			       first ? h[first - 1] : 0, h + first);
-	fz_trace(c, "publish seq %u chain %d blocks %u..%u: %d", s->id,
-		 s->chain, first, full - 1, n);
+	fz_trace(c, "publish seq %u chain %d size %d blocks %u..%u: %d", s->id,
+		 s->chain, s->sz, first, full - 1, n);
 	if (n == -ESTALE && c->ph->revokes)
 		fz_add(&c->ph->cnt->publish_stale, 1);
 	else if (n < 0 || n > (int)(full - first))
@@ -207,24 +218,24 @@ static void fz_publish(struct fz_client *c, struct fz_seq *s)
 static bool fz_extend(struct fz_client *c, struct fz_seq *s, uint32_t len)
 {
 	uint32_t from = fz_blocks(s->len);
-	int err = kvmm_seq_extend(c->r, s->id, len);
+	int err = kvmm_seq_extend(c->r[s->sz], s->id, len);
 
-	fz_trace(c, "extend seq %u chain %d %u -> %u tokens: %d", s->id,
-		 s->chain, s->len, len, err);
+	fz_trace(c, "extend seq %u chain %d size %d %u -> %u tokens: %d", s->id,
+		 s->chain, s->sz, s->len, len, err);
 	if (err == -EROFS) {
 		/* the length ends inside a shared block, which is read-only
 		 * here: an engine truncates to its start and computes it
 		 * again on pages of its own */
 		uint32_t cut = s->len - s->len % CC_TPB;
 
-		if (s->len == cut ||
-		    kvmm_seq_block_readonly(c->r, s->id, cut / CC_TPB) != 1)
+		if (s->len == cut || kvmm_seq_block_readonly(c->r[s->sz], s->id,
+							     cut / CC_TPB) != 1)
 			fz_fail(c, "extend of seq %u from %u tokens: -EROFS",
 				s->id, s->len);
-		fz_ok(c, kvmm_seq_truncate(c->r, s->id, cut));
+		fz_ok(c, kvmm_seq_truncate(c->r[s->sz], s->id, cut));
 		s->len = cut;
 		from = fz_blocks(cut);
-		err = kvmm_seq_extend(c->r, s->id, len);
+		err = kvmm_seq_extend(c->r[s->sz], s->id, len);
 		fz_trace(
 			c,
 			"extend seq %u from its read-only block's start %u -> %u tokens: %d",
@@ -249,7 +260,7 @@ static bool fz_extend(struct fz_client *c, struct fz_seq *s, uint32_t len)
 /* Cut s to len tokens (< s->len). */
 static void fz_truncate(struct fz_client *c, struct fz_seq *s, uint32_t len)
 {
-	int err = kvmm_seq_truncate(c->r, s->id, len);
+	int err = kvmm_seq_truncate(c->r[s->sz], s->id, len);
 
 	fz_trace(c, "truncate seq %u to %u tokens: %d", s->id, len, err);
 	fz_ok(c, err);
@@ -259,7 +270,7 @@ static void fz_truncate(struct fz_client *c, struct fz_seq *s, uint32_t len)
 static void fz_close(struct fz_client *c, struct fz_seq *s)
 {
 	fz_trace(c, "close seq %u", s->id);
-	fz_ok(c, kvmm_seq_close(c->r, s->id));
+	fz_ok(c, kvmm_seq_close(c->r[s->sz], s->id));
 	s->open = false;
 }
 
@@ -270,10 +281,11 @@ static void op_open(struct fz_client *c)
 
 	if (!s)
 		return;
-	fz_ok(c, kvmm_seq_open(c->r, &s->id));
+	s->sz = fz_pick_size(c->ph, &c->rng);
+	fz_ok(c, kvmm_seq_open(c->r[s->sz], &s->id));
 	s->open = true;
 	s->chain = (int)fz_below(&c->rng, FZ_CHAINS);
-	fz_trace(c, "open seq %u chain %d", s->id, s->chain);
+	fz_trace(c, "open seq %u chain %d size %d", s->id, s->chain, s->sz);
 	s->len = 0;
 	len = fz_len(c, 1);
 	if (!fz_extend(c, s, len)) {
@@ -322,7 +334,7 @@ static bool fz_early_wait(struct fz_client *c, struct fz_seq *s,
 		fz_sync(c, s);
 		upto = fz_blocks(s->len) < nr_blocks ? fz_blocks(s->len) :
 						       nr_blocks;
-		n = kvmm_seq_wait_ready(c->r, s->id, upto, 0, failed,
+		n = kvmm_seq_wait_ready(c->r[s->sz], s->id, upto, 0, failed,
 					FZ_CHAIN_BLOCKS, NULL);
 		fz_trace(c, "wait_ready seq %u upto %u: %d", s->id, upto, n);
 		if (n != -ESTALE || !c->ph->revokes)
@@ -375,18 +387,19 @@ static void op_prefix(struct fz_client *c, int mode)
 
 	if (!s)
 		return;
+	s->sz = fz_pick_size(c->ph, &c->rng);
 	s->chain = (int)fz_below(&c->rng, FZ_CHAINS);
 	n = 1 + fz_below(&c->rng, FZ_CHAIN_BLOCKS);
-	fz_chain(s->chain, h);
+	fz_chain(s->sz, s->chain, h);
 	memset(acts, KVMM_BLOCK_RELOADED_HOST, sizeof(acts));
 	o.actions = acts;
-	err = kvmm_seq_open_prefix_opts(c->r, h, n, &s->id, &nr,
+	err = kvmm_seq_open_prefix_opts(c->r[s->sz], h, n, &s->id, &nr,
 					mode ? &o : NULL);
 	fz_trace(
 		c,
-		"prefix open (mode %d) chain %d of %u blocks: %d, seq %u, %u blocks, actions %u%u%u%u%u%u%u%u",
-		mode, s->chain, n, err, s->id, nr, acts[0], acts[1], acts[2],
-		acts[3], acts[4], acts[5], acts[6], acts[7]);
+		"prefix open (mode %d) chain %d size %d of %u blocks: %d, seq %u, %u blocks, actions %u%u%u%u%u%u%u%u",
+		mode, s->chain, s->sz, n, err, s->id, nr, acts[0], acts[1],
+		acts[2], acts[3], acts[4], acts[5], acts[6], acts[7]);
 	if (fz_short(c, err))
 		return;
 	if (err)
@@ -396,9 +409,9 @@ static void op_prefix(struct fz_client *c, int mode)
 		fz_fail(c, "prefix open of %u blocks gave %u", n, nr);
 	s->open = true;
 	s->len = nr * CC_TPB;
-	if (kvmm_seq_len(c->r, s->id) != s->len)
+	if (kvmm_seq_len(c->r[s->sz], s->id) != s->len)
 		fz_fail(c, "prefix open: seq %u has length %lld, %u blocks",
-			s->id, (long long)kvmm_seq_len(c->r, s->id), nr);
+			s->id, (long long)kvmm_seq_len(c->r[s->sz], s->id), nr);
 	if (!mode)
 		memset(acts, KVMM_BLOCK_RELOADED_HOST, sizeof(acts));
 	if (mode >= 3 && !fz_early_wait(c, s, nr, acts))
@@ -494,7 +507,8 @@ static void op_pin(struct fz_client *c)
 		KVMM_PIN_F_TTL | KVMM_PIN_F_PRIORITY
 	};
 	uint32_t flags = kinds[fz_below(&c->rng, 5)];
-	uint64_t h = fz_hash((int)fz_below(&c->rng, FZ_CHAINS),
+	int sz = fz_pick_size(c->ph, &c->rng);
+	uint64_t h = fz_hash(sz, (int)fz_below(&c->rng, FZ_CHAINS),
 			     fz_below(&c->rng, FZ_CHAIN_BLOCKS));
 	struct kvmm_pin_opts o;
 	int err;
@@ -589,7 +603,6 @@ void fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end)
 					.socket_path = ph->sock,
 					.name = "fuzz",
 					.map_ahead_set = 1 };
-	struct kvmm_region_opts ro = cc_region_opts();
 	struct fz_client c = { .ph = ph, .num = num };
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -600,7 +613,11 @@ void fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end)
 	if (ph->quota) /* blocks ahead for the others to borrow */
 		co.map_ahead_blocks = 1 + fz_below(&c.rng, 2);
 	fz_ok(&c, kvmm_connect(&co, &c.conn));
-	fz_ok(&c, kvmm_region_create(c.conn, &ro, &c.r));
+	for (int sz = 0; sz < ph->nr_sizes; sz++) {
+		struct kvmm_region_opts ro = fz_region_opts(sz);
+
+		fz_ok(&c, kvmm_region_create(c.conn, &ro, &c.r[sz]));
+	}
 	if (fz_tracing) {
 		struct kvmm_stats ks = { .size = sizeof(ks) };
 

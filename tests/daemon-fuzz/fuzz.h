@@ -3,9 +3,9 @@
  * tests/daemon-fuzz: what the parent (tests/daemon-fuzz.c: phases,
  * daemons, capacity and idle checks) and the client processes
  * (tests/daemon-fuzz/client.c: the operations and the byte checks)
- * share.  The bytes of a block are a function of its hash alone
- * (fz_page_fill()), the PRNG is splitmix64, and every counter lives in
- * shared memory so a SIGKILLed client's counts survive it.
+ * share.  The bytes of a block are a function of its hash and its size
+ * alone (fz_page_fill()), the PRNG is splitmix64, and every counter
+ * lives in shared memory so a SIGKILLed client's counts survive it.
  */
 #ifndef KVMM_TESTS_DAEMON_FUZZ_H
 #define KVMM_TESTS_DAEMON_FUZZ_H
@@ -19,7 +19,28 @@
 #define FZ_CHAINS 12
 #define FZ_CHAIN_BLOCKS 8 /* blocks per chain, and the longest sequence */
 #define FZ_SEQS 3 /* open sequences per client */
+/* phase 3's NVMe slots, a few (its limits' NVMe figures go up to it) */
+#define FZ_NVME_SMALL 24
 #define FZ_WORDS (CC_PAGE / 8)
+/*
+ * Block sizes: size 0 is every phase's (CC_L layers, CC_PPB pages a
+ * block); phase 5 also caches size 1, a model of one layer (2 pages a
+ * block, a draft beside its target), in regions of its own.
+ */
+#define FZ_SIZES 2
+#define FZ_MAX_PPB CC_PPB
+
+static const char *const fz_tier_names[3] = { "gpu", "host", "nvme" };
+
+static inline uint32_t fz_layers(int sz)
+{
+	return sz ? 1 : CC_L;
+}
+
+static inline uint32_t fz_ppb(int sz)
+{
+	return 2 * fz_layers(sz);
+}
 
 /* Where a block's bytes came from, besides the enum kvmm_block_action
  * values (1-4) of a prefix open with actions. */
@@ -45,6 +66,13 @@ enum fz_op {
 	OP_COUNT
 };
 
+/* The parent's per-size admin churn (phase 5), per size asked (the
+ * last: a drop of every size). */
+struct fz_drop_counts {
+	uint64_t drops; /* ADMIN_CACHE_DROPs answered */
+	uint64_t dropped[3], kept[3]; /* gpu, host, nvme, from its replies */
+};
+
 /* Counters every client adds to (shared memory: they survive SIGKILL). */
 struct fz_counts {
 	uint64_t ops[OP_COUNT];
@@ -66,6 +94,9 @@ struct fz_counts {
 	uint64_t publish_stale, revoked_seen;
 	uint64_t revokes, revokes_refused; /* the parent's ADMIN_REVOKEs */
 	uint64_t clients, byes, exits, kills;
+	/* blocks checked (any source), by size (phase 5: both) */
+	uint64_t checked_size[FZ_SIZES];
+	struct fz_drop_counts size_drops[FZ_SIZES + 1];
 };
 
 /* What a phase runs with. */
@@ -87,11 +118,51 @@ struct fz_phase {
 	 * shrink under the clients */
 	bool revokes;
 	bool quota; /* kvmmd --quota on the clients' uid: -EDQUOT is fine */
+	/* block sizes the clients use (1, or FZ_SIZES in phase 5: a region
+	 * of each, their sequences interleaved) */
+	int nr_sizes;
+	/* the parent drops one size's cached blocks (or every size's) every
+	 * 50-300 ms (ADMIN_CACHE_DROP with block_pages, ABI 1.22) */
+	bool drop_churn;
+};
+
+/* How a phase's daemon runs, and what the phase may assert (main() in
+ * tests/daemon-fuzz.c says why each is set up so). */
+struct fz_setup {
+	uint32_t nvme_slots;
+	const char *restore_mode;
+	const char *fail_spec; /* KVMMD_TEST_MIGRATE_FAIL, or NULL */
+	unsigned int nfaults; /* entries in it */
+	/* no migration, reload or checksum may fail (no fault injected) */
+	bool no_fail;
+	/* ... and nothing is dropped from NVMe (the tier never fills) */
+	bool strict;
+	/* blocks found on NVMe at start, at least (-1: any; more come back
+	 * when freed slots still hold their last block's header) */
+	int64_t min_recovered;
+	bool limit_churn; /* fz_phase.limit_churn */
+	bool revokes; /* fz_phase.revokes */
+	/* kvmmd --quota on the clients' uid, in blocks (0: none), and
+	 * --revoke-timeout (ms; 0: the default) */
+	uint32_t quota_blocks;
+	uint32_t revoke_timeout_ms;
+	uint64_t ms;
+	/* block sizes (2: --cache-block-pages naming fz_ppb(0) and
+	 * fz_ppb(1), nvme_slots slots of the first in each size's NVMe
+	 * partition) and the parent's drops of one size (fz_phase) */
+	int nr_sizes;
+	bool drop_churn;
+	uint32_t save_ms; /* --nvme-save-on-stop (0: off) */
+	/* no clients: a restart read back, each block by itself; each
+	 * size's recovered blocks, at least (sizes, as min_recovered) */
+	bool read_alone;
+	int64_t min_recovered_size[FZ_SIZES];
 };
 
 /* What a client process holds. */
 struct fz_seq {
 	bool open;
+	int sz; /* its block size (its region: fz_client.r[sz]) */
 	uint32_t id;
 	int chain;
 	uint32_t len; /* tokens; every block below fz_blocks(len) is valid */
@@ -102,7 +173,7 @@ struct fz_client {
 	int num;
 	uint64_t rng;
 	struct kvmm_conn *conn;
-	struct kvmm_region *r;
+	struct kvmm_region *r[FZ_SIZES]; /* a region of each size used */
 	struct fz_seq seqs[FZ_SEQS];
 	uint64_t pinned; /* a plain pin of ours (0: none) */
 	uint64_t want[FZ_WORDS];
@@ -129,30 +200,37 @@ static inline uint32_t fz_below(uint64_t *s, uint32_t n)
 }
 
 /*
- * Block b of chain k.  Chains 4-7 share their first 2 blocks with chain
- * k % 4, chains 8-11 their first 4, so prefix opens share blocks across
- * chains; a hash names one prefix (equal hashes, equal blocks before).
+ * Block b of chain k of block size sz.  Chains 4-7 share their first 2
+ * blocks with chain k % 4, chains 8-11 their first 4, so prefix opens
+ * share blocks across chains; a hash names one prefix (equal hashes,
+ * equal blocks before).  The sizes' chains have other hashes, as a real
+ * client's do (their layouts seed them, abi.md): a pin names a hash
+ * alone, and kvmmd finds it in whichever size's cache has it.
  */
-static inline uint64_t fz_hash(int k, uint32_t b)
+static inline uint64_t fz_hash(int sz, int k, uint32_t b)
 {
 	uint32_t share = (uint32_t)(k / 4) * 2;
 	uint64_t owner = b < share ? (uint64_t)(k % 4) : (uint64_t)k;
-	uint64_t s = 0xf022000000ull + (owner << 8) + b;
+	uint64_t s = 0xf022000000ull + ((uint64_t)sz << 36) + (owner << 8) + b;
 	uint64_t h = fz_next(&s);
 
 	return h ? h : 1;
 }
 
-static inline void fz_chain(int k, uint64_t *h)
+static inline void fz_chain(int sz, int k, uint64_t *h)
 {
 	for (uint32_t b = 0; b < FZ_CHAIN_BLOCKS; b++)
-		h[b] = fz_hash(k, b);
+		h[b] = fz_hash(sz, k, b);
 }
 
-/* Page pg of the block named hash: a function of the two alone. */
-static inline void fz_page_fill(uint64_t hash, uint32_t pg, uint64_t *out)
+/* Page pg of the block of size sz named hash: a function of the three
+ * alone, so a block of one size served for the other (a page of the
+ * other's, a slot of the other's NVMe partition) has other bytes. */
+static inline void fz_page_fill(uint64_t hash, int sz, uint32_t pg,
+				uint64_t *out)
 {
-	uint64_t s = hash ^ (0x2545f4914f6cdd1dull * (pg + 1));
+	uint64_t s = hash ^ (0x2545f4914f6cdd1dull * (pg + 1)) ^
+		     (0x9e3779b97f4a7c15ull * (uint64_t)sz);
 
 	for (uint32_t i = 0; i < FZ_WORDS; i++)
 		out[i] = fz_next(&s);
@@ -161,6 +239,24 @@ static inline void fz_page_fill(uint64_t hash, uint32_t pg, uint64_t *out)
 static inline uint32_t fz_blocks(uint32_t len)
 {
 	return (len + CC_TPB - 1) / CC_TPB;
+}
+
+/* A size for what a client does next: 0 but in phase 5 (no draw then,
+ * so phases 1-4 draw what they drew with one size). */
+static inline int fz_pick_size(const struct fz_phase *ph, uint64_t *rng)
+{
+	return ph->nr_sizes > 1 ? (int)fz_below(rng, (uint32_t)ph->nr_sizes) :
+				  0;
+}
+
+/* libkvmm region options of block size sz (cc_region_opts()'s with
+ * fz_layers(sz) layers). */
+static inline struct kvmm_region_opts fz_region_opts(int sz)
+{
+	struct kvmm_region_opts ro = cc_region_opts();
+
+	ro.layers = fz_layers(sz);
+	return ro;
 }
 
 /* ---- a client process (client.c) ----------------------------------- */
@@ -194,6 +290,9 @@ void op_pin_many(struct fz_client *c);
  * from (FZ_FROM_*, or a prefix open's action). */
 void fz_check(struct fz_client *c, const struct fz_seq *s, uint32_t b,
 	      int from);
+/* ... block b of s those of block hb of its chain. */
+void fz_check_as(struct fz_client *c, const struct fz_seq *s, uint32_t hb,
+		 uint32_t b, int from);
 
 /*
  * Client number num of a phase: ops operations (or until the deadline),
@@ -202,5 +301,42 @@ void fz_check(struct fz_client *c, const struct fz_seq *s, uint32_t b,
  */
 void __attribute__((noreturn))
 fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end);
+
+/* ---- the parent (daemon-fuzz.c; admin.c, sizes.c) ------------------- */
+
+/* The parent's admin requests (admin.c): a tenant limit on the clients'
+ * uid (0 in a tier: none there), a random one, the blocks moved for
+ * them so far; a revocation of random blocks of an open sequence; a
+ * drop of one random size's cached blocks (or every size's) in random
+ * tiers, its reply checked and counted in ph->cnt->size_drops[]. */
+void fz_set_limit(const struct fz_phase *ph, uint64_t gpu, uint64_t host,
+		  uint64_t nvme);
+void fz_churn_limit(struct fz_phase *ph, uint64_t *rng);
+uint64_t fz_limit_moves(const struct fz_phase *ph);
+void fz_revoke(struct fz_phase *ph, uint64_t *rng);
+void fz_churn_drop(struct fz_phase *ph, uint64_t *rng);
+
+/* TIER_STATS of size sz's cache alone (ABI 1.21). */
+void fz_size_stats(const char *sock, int sz, struct kvmm_tier_stats_reply *ts);
+/* Each size's tiers within their capacities (while the clients run). */
+void fz_size_caps(const struct fz_phase *ph);
+/* Once idle: the sizes' TIER_STATS and ADMIN_TENANTS add up to the
+ * sums, each size within its capacities; ts[] each size's stats. */
+void fz_check_sizes(const struct fz_phase *ph,
+		    struct kvmm_tier_stats_reply ts[FZ_SIZES]);
+/*
+ * A last reader process: every chain of every size the phase uses
+ * opened whole without actions (alone: each block by itself) and every
+ * block found checked; the blocks found, each size's in found[] (may be
+ * NULL).
+ */
+uint64_t fz_read_all(const struct fz_phase *ph, bool alone,
+		     uint64_t found[FZ_SIZES]);
+/*
+ * After a phase of two sizes: the sums (fz_check_sizes()) and what each
+ * size did (see sizes.c); left[]: what a restart must recover of each.
+ */
+void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
+		  const uint64_t found[FZ_SIZES], uint64_t left[FZ_SIZES]);
 
 #endif

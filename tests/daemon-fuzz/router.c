@@ -41,19 +41,22 @@ void op_query(struct fz_client *c)
 	bool random = !fz_below(&c->rng, 4);
 	uint32_t n = 1 + fz_below(&c->rng, FZ_CHAIN_BLOCKS), nr = 0;
 	struct fz_seq s = { .chain = (int)fz_below(&c->rng, FZ_CHAINS) };
+	struct kvmm_region *r;
 	struct kvmm_prefix_opts o = { .size = sizeof(o) };
 	uint8_t acts[FZ_CHAIN_BLOCKS];
 	int q, err;
 
+	s.sz = fz_pick_size(c->ph, &c->rng);
+	r = c->r[s.sz];
 	if (random)
 		for (uint32_t b = 0; b < n; b++)
 			h[b] = fz_random_hash(c);
 	else
-		fz_chain(s.chain, h);
+		fz_chain(s.sz, s.chain, h);
 	memset(tiers, 0xff, sizeof(tiers));
-	q = kvmm_prefix_query(c->r, h, n, tiers, 0);
-	fz_trace(c, "query %s chain %d of %u blocks: %d",
-		 random ? "random" : "", s.chain, n, q);
+	q = kvmm_prefix_query(r, h, n, tiers, 0);
+	fz_trace(c, "query %s chain %d size %d of %u blocks: %d",
+		 random ? "random" : "", s.chain, s.sz, n, q);
 	if (q < 0 || q > (int)n)
 		fz_fail(c, "prefix query of %u blocks of chain %d: %d", n,
 			s.chain, q);
@@ -73,7 +76,7 @@ void op_query(struct fz_client *c)
 		n = 1;
 	}
 	o.actions = acts;
-	err = kvmm_seq_open_prefix_opts(c->r, h, n, &s.id, &nr, &o);
+	err = kvmm_seq_open_prefix_opts(r, h, n, &s.id, &nr, &o);
 	fz_trace(c, "prefix open after the query: %d, seq %u, %u blocks", err,
 		 s.id, nr);
 	if (err == -ENOMEM || (err == -EDQUOT && c->ph->quota))
@@ -89,7 +92,7 @@ void op_query(struct fz_client *c)
 	for (uint32_t b = 0; b < nr; b++)
 		if (acts[b] != KVMM_BLOCK_RECOMPUTE)
 			fz_check(c, &s, b, acts[b]);
-	fz_ok(c, kvmm_seq_close(c->r, s.id));
+	fz_ok(c, kvmm_seq_close(r, s.id));
 }
 
 /*
@@ -113,10 +116,14 @@ void op_pin_many(struct fz_client *c)
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t x = fz_below(&c->rng, 10);
 
-		h[i] = x < 7 ? fz_hash((int)fz_below(&c->rng, FZ_CHAINS),
-				       fz_below(&c->rng, FZ_CHAIN_BLOCKS)) :
-		       x < 9 ? fz_random_hash(c) :
-			       0;
+		if (x < 7) {
+			int sz = fz_pick_size(c->ph, &c->rng);
+
+			h[i] = fz_hash(sz, (int)fz_below(&c->rng, FZ_CHAINS),
+				       fz_below(&c->rng, FZ_CHAIN_BLOCKS));
+		} else {
+			h[i] = x < 9 ? fz_random_hash(c) : 0;
+		}
 		res[i] = 99;
 	}
 	err = kvmm_block_pin_many(c->conn, h, n, &o, res);

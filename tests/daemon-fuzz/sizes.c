@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/daemon-fuzz: the parent's side of two block sizes on one kvmmd
+ * (phase 5, --cache-block-pages naming both, Documentation/tiers.md
+ * "Several block sizes"; its per-size drops are in admin.c), and the
+ * last reader of every phase.
+ *
+ *   - fz_size_caps(): each size's TIER_STATS, no tier above its capacity
+ *     (the sum's check cannot see one size over while the other is
+ *     under);
+ *   - fz_check_sizes(): once the daemon is idle, each size's TIER_STATS
+ *     adds up to the all-sizes one wherever the sum is a sum, and each
+ *     size's ADMIN_TENANTS to the all-sizes table and to the size's
+ *     cached blocks;
+ *   - fz_sizes_end(): after phase 5, both sizes' blocks checked, moved
+ *     to NVMe and back, dropped by the parent; after its restart (phase
+ *     6) each partition's blocks recovered and read back;
+ *   - fz_read_all(): a reader process that opens every chain of every
+ *     size (or every block of them alone, after a restart) and checks
+ *     each block it is handed.
+ */
+#include <unistd.h>
+
+#include "tests/daemon-fuzz/fuzz.h"
+#include "tests/lib/daemon.h"
+
+void fz_size_stats(const char *sock, int sz, struct kvmm_tier_stats_reply *ts)
+{
+	struct kvmm_conn *c;
+
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kvmm_tier_stats_size(c, fz_ppb(sz), ts, sizeof(*ts)));
+	kvmm_disconnect(c);
+	t_assert_eq(ts->block_pages, fz_ppb(sz));
+}
+
+void fz_size_caps(const struct fz_phase *ph)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	for (int sz = 0; sz < ph->nr_sizes; sz++) {
+		fz_size_stats(ph->sock, sz, &ts);
+		for (int t = 0; t < 3; t++)
+			if (ts.tiers[t].used_blocks >
+			    ts.tiers[t].capacity_blocks)
+				t_fail("seed %llu phase %d: blocks of %u pages: tier %s holds %llu blocks, capacity %llu",
+				       (unsigned long long)ph->seed, ph->num,
+				       fz_ppb(sz), fz_tier_names[t],
+				       (unsigned long long)ts.tiers[t]
+					       .used_blocks,
+				       (unsigned long long)ts.tiers[t]
+					       .capacity_blocks);
+	}
+}
+
+/* ADMIN_TENANTS of one size (block_pages) or every size summed (0). */
+static void fz_tenants(const char *sock, uint32_t block_pages,
+		       struct kvmm_tenants_reply *rep)
+{
+	struct kvmm_admin_tenants_req q = { .size = sizeof(q),
+					    .block_pages = block_pages };
+	struct kvmm_conn *c;
+	size_t len = 0;
+
+	memset(rep, 0, KVMM_MSG_MAX);
+	t_ok(kc_connect_admin(sock, &c));
+	t_ok(kc_request(c, KVMM_CMD_ADMIN_TENANTS, block_pages ? &q : NULL,
+			block_pages ? sizeof(q) : 0, rep, KVMM_MSG_MAX, &len));
+	kvmm_disconnect(c);
+	t_assert_eq(rep->entry_size, sizeof(rep->tenants[0]));
+}
+
+static const struct kvmm_tenant_info *
+fz_tenant_of(const struct kvmm_tenants_reply *rep, uint32_t id)
+{
+	for (uint32_t i = 0; i < rep->nr; i++)
+		if (rep->tenants[i].id == id)
+			return &rep->tenants[i];
+	return NULL;
+}
+
+/*
+ * The fields where TIER_STATS of every size is the sizes' sum
+ * (kc_tier_stats_add()); the NVMe open and write errors and the set-up's
+ * are the first size's, restore_max_ns the largest, so not here.
+ */
+#define FZ_SUMMED(X)                                                         \
+	X(publishes)                                                         \
+	X(duplicates)                                                        \
+	X(not_cached)                                                        \
+	X(prefix_opens)                                                      \
+	X(prefix_blocks_asked)                                               \
+	X(prefix_blocks_hit)                                                 \
+	X(misses)                                                            \
+	X(busy_misses)                                                       \
+	X(migrations_failed)                                                 \
+	X(migrations_in_flight)                                              \
+	X(pressure_reclaims)                                                 \
+	X(restores_waited)                                                   \
+	X(prefix_opens_pending)                                              \
+	X(restores_cancelled)                                                \
+	X(prefix_holes)                                                      \
+	X(plan_recomputes_host)                                              \
+	X(plan_recomputes_nvme)                                              \
+	X(held_copies)                                                       \
+	X(early_opens)                                                       \
+	X(early_reloads)                                                     \
+	X(early_reload_failures)                                             \
+	X(quota_reclaims)                                                    \
+	X(lower_free_refused)                                                \
+	X(checksum_failures)                                                 \
+	X(nvme_read_error_drops)                                             \
+	X(recovered_blocks)
+
+#define FZ_TIER_SUMMED(X)                                                    \
+	X(capacity_blocks)                                                   \
+	X(used_blocks)                                                       \
+	X(hits)                                                              \
+	X(demotions_in)                                                      \
+	X(promotions_out)                                                    \
+	X(drops)                                                             \
+	X(bytes_in)                                                          \
+	X(bytes_out)                                                         \
+	X(restore_ns)                                                        \
+	X(promotions_by_publish)
+
+/* The first field where sum is not a[0] + a[1] (NULL: none); its tier
+ * in *tier (-1: not a tier's), the three figures in v[]. */
+static const char *fz_sum_differs(const struct kvmm_tier_stats_reply *sum,
+				  const struct kvmm_tier_stats_reply *a,
+				  int *tier, uint64_t v[3])
+{
+	*tier = -1;
+#define FZ_CMP(f)                                        \
+	if (sum->f != a[0].f + a[1].f) {                 \
+		v[0] = sum->f, v[1] = a[0].f, v[2] = a[1].f; \
+		return #f;                               \
+	}
+	FZ_SUMMED(FZ_CMP)
+#undef FZ_CMP
+	for (int t = 0; t < 3; t++) {
+		*tier = t;
+#define FZ_CMP(f)                                                         \
+	if (sum->tiers[t].f != a[0].tiers[t].f + a[1].tiers[t].f) {       \
+		v[0] = sum->tiers[t].f, v[1] = a[0].tiers[t].f,           \
+		v[2] = a[1].tiers[t].f;                                   \
+		return #f;                                                \
+	}
+		FZ_TIER_SUMMED(FZ_CMP)
+#undef FZ_CMP
+	}
+	return NULL;
+}
+
+/*
+ * Each size's TIER_STATS against the sum: asked between two asks of the
+ * sum that agree (nothing moved meanwhile), the sizes must add up to it;
+ * each size within its capacities.  Each size's ADMIN_TENANTS: every
+ * tenant's cached, admitted and dropped blocks and limit moves add up
+ * over the sizes to the all-sizes table, and a size's tenants' cached
+ * blocks are the blocks its tiers hold.  ts[] gets each size's stats.
+ */
+void fz_check_sizes(const struct fz_phase *ph,
+		    struct kvmm_tier_stats_reply ts[FZ_SIZES])
+{
+	struct kvmm_tier_stats_reply sum, again;
+	struct kvmm_tenants_reply *all = malloc(KVMM_MSG_MAX),
+				  *one[FZ_SIZES];
+	const char *field = NULL;
+	uint64_t v[3] = { 0 };
+	int tier = -1, i;
+
+	for (i = 0; i < 100; i++) {
+		cc_settled_stats(ph->sock, &sum);
+		for (int sz = 0; sz < FZ_SIZES; sz++)
+			fz_size_stats(ph->sock, sz, &ts[sz]);
+		cc_settled_stats(ph->sock, &again);
+		if (memcmp(&sum, &again, sizeof(sum)))
+			continue; /* something moved: ask again */
+		field = fz_sum_differs(&sum, ts, &tier, v);
+		if (!field)
+			break;
+	}
+	if (field)
+		t_fail("seed %llu phase %d: TIER_STATS of every size: %s%s%s%s %llu, the sizes' %llu + %llu",
+		       (unsigned long long)ph->seed, ph->num,
+		       tier >= 0 ? "tier " : "",
+		       tier >= 0 ? fz_tier_names[tier] : "", tier >= 0 ? " " : "",
+		       field,
+		       (unsigned long long)v[0], (unsigned long long)v[1],
+		       (unsigned long long)v[2]);
+	if (i == 100)
+		t_fail("seed %llu phase %d: TIER_STATS never the same twice in a row when idle",
+		       (unsigned long long)ph->seed, ph->num);
+	if (sum.nr_sizes != FZ_SIZES || sum.sizes[0] != fz_ppb(0) ||
+	    sum.sizes[1] != fz_ppb(1))
+		t_fail("seed %llu phase %d: TIER_STATS lists %u sizes (%u, %u), expected %u and %u",
+		       (unsigned long long)ph->seed, ph->num, sum.nr_sizes,
+		       sum.sizes[0], sum.sizes[1], fz_ppb(0), fz_ppb(1));
+	for (int sz = 0; sz < FZ_SIZES; sz++)
+		for (int t = 0; t < 3; t++)
+			if (ts[sz].tiers[t].used_blocks >
+			    ts[sz].tiers[t].capacity_blocks)
+				t_fail("seed %llu phase %d: blocks of %u pages: tier %s holds %llu, capacity %llu",
+				       (unsigned long long)ph->seed, ph->num,
+				       fz_ppb(sz), fz_tier_names[t],
+				       (unsigned long long)ts[sz]
+					       .tiers[t]
+					       .used_blocks,
+				       (unsigned long long)ts[sz]
+					       .tiers[t]
+					       .capacity_blocks);
+
+	t_assert(all);
+	fz_tenants(ph->sock, 0, all);
+	for (int sz = 0; sz < FZ_SIZES; sz++) {
+		uint64_t cached[3] = { 0 };
+
+		one[sz] = malloc(KVMM_MSG_MAX);
+		t_assert(one[sz]);
+		fz_tenants(ph->sock, fz_ppb(sz), one[sz]);
+		for (uint32_t k = 0; k < one[sz]->nr; k++)
+			for (int t = 0; t < 3; t++)
+				cached[t] += one[sz]->tenants[k].cached_blocks[t];
+		for (int t = 0; t < 3; t++)
+			if (cached[t] != ts[sz].tiers[t].used_blocks)
+				t_fail("seed %llu phase %d: blocks of %u pages: the tenants hold %llu in tier %s, TIER_STATS says %llu",
+				       (unsigned long long)ph->seed, ph->num,
+				       fz_ppb(sz),
+				       (unsigned long long)cached[t],
+				       fz_tier_names[t],
+				       (unsigned long long)ts[sz]
+					       .tiers[t]
+					       .used_blocks);
+	}
+	for (uint32_t k = 0; k < all->nr; k++) {
+		const struct kvmm_tenant_info *s = &all->tenants[k];
+		const struct kvmm_tenant_info *a = fz_tenant_of(one[0], s->id);
+		const struct kvmm_tenant_info *b = fz_tenant_of(one[1], s->id);
+		bool ok = a && b;
+
+		for (int t = 0; ok && t < 3; t++)
+			ok = s->cached_blocks[t] ==
+			     a->cached_blocks[t] + b->cached_blocks[t];
+		ok = ok &&
+		     s->admitted_blocks ==
+			     a->admitted_blocks + b->admitted_blocks &&
+		     s->dropped_blocks == a->dropped_blocks + b->dropped_blocks &&
+		     s->limit_moves == a->limit_moves + b->limit_moves;
+		if (!ok)
+			t_fail("seed %llu phase %d: tenant %u: its two sizes' cached, admitted, dropped blocks and limit moves do not add up to the sums (%s)",
+			       (unsigned long long)ph->seed, ph->num, s->id,
+			       a && b ? "see kvmmctl tenants" :
+					"missing in a size's table");
+	}
+	printf("  sizes: %u pages: gpu %llu/%llu host %llu/%llu nvme %llu/%llu, nvme in %llu out %llu drops %llu; %u pages: gpu %llu/%llu host %llu/%llu nvme %llu/%llu, nvme in %llu out %llu drops %llu; the sums add up\n",
+	       fz_ppb(0), (unsigned long long)ts[0].tiers[0].used_blocks,
+	       (unsigned long long)ts[0].tiers[0].capacity_blocks,
+	       (unsigned long long)ts[0].tiers[1].used_blocks,
+	       (unsigned long long)ts[0].tiers[1].capacity_blocks,
+	       (unsigned long long)ts[0].tiers[2].used_blocks,
+	       (unsigned long long)ts[0].tiers[2].capacity_blocks,
+	       (unsigned long long)ts[0].tiers[2].demotions_in,
+	       (unsigned long long)ts[0].tiers[2].promotions_out,
+	       (unsigned long long)ts[0].tiers[2].drops, fz_ppb(1),
+	       (unsigned long long)ts[1].tiers[0].used_blocks,
+	       (unsigned long long)ts[1].tiers[0].capacity_blocks,
+	       (unsigned long long)ts[1].tiers[1].used_blocks,
+	       (unsigned long long)ts[1].tiers[1].capacity_blocks,
+	       (unsigned long long)ts[1].tiers[2].used_blocks,
+	       (unsigned long long)ts[1].tiers[2].capacity_blocks,
+	       (unsigned long long)ts[1].tiers[2].demotions_in,
+	       (unsigned long long)ts[1].tiers[2].promotions_out,
+	       (unsigned long long)ts[1].tiers[2].drops);
+	for (int sz = 0; sz < FZ_SIZES; sz++)
+		free(one[sz]);
+	free(all);
+}
+
+/*
+ * After a phase of two sizes: the per-size sums (fz_check_sizes()); with
+ * clients, both sizes' blocks checked, moved to NVMe and read back from
+ * it, and the parent's drops of each size dropped some; after a restart,
+ * each size recovered at least what the phase before left it
+ * (su->min_recovered_size) and the reader found every recovered block.
+ * left[]: what a restart must recover of each size (its NVMe blocks, or
+ * with --nvme-save-on-stop every cached block, as far as its partition
+ * holds them).
+ */
+void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
+			 const uint64_t found[FZ_SIZES],
+			 uint64_t left[FZ_SIZES])
+{
+	struct kvmm_tier_stats_reply ts[FZ_SIZES];
+	const struct fz_counts *n = ph->cnt;
+
+	fz_check_sizes(ph, ts);
+	for (int sz = 0; sz < FZ_SIZES; sz++) {
+		const struct fz_drop_counts *dr = &n->size_drops[sz];
+		const struct kvmm_tier_info *nv = &ts[sz].tiers[2];
+		uint64_t cached = ts[sz].tiers[0].used_blocks +
+				  ts[sz].tiers[1].used_blocks + nv->used_blocks;
+		uint32_t pages = fz_ppb(sz);
+
+		left[sz] = su->save_ms && cached < nv->capacity_blocks ?
+				   cached :
+			   su->save_ms ? nv->capacity_blocks :
+					 nv->used_blocks;
+		printf("  blocks of %u pages: %llu checked; the parent's drops %llu: dropped %llu/%llu/%llu, kept %llu/%llu/%llu; recovered %llu, found %llu; a restart finds at least %llu\n",
+		       pages, (unsigned long long)n->checked_size[sz],
+		       (unsigned long long)dr->drops,
+		       (unsigned long long)dr->dropped[0],
+		       (unsigned long long)dr->dropped[1],
+		       (unsigned long long)dr->dropped[2],
+		       (unsigned long long)dr->kept[0],
+		       (unsigned long long)dr->kept[1],
+		       (unsigned long long)dr->kept[2],
+		       (unsigned long long)ts[sz].recovered_blocks,
+		       (unsigned long long)found[sz],
+		       (unsigned long long)left[sz]);
+		if (su->ms &&
+		    (!n->checked_size[sz] || !nv->demotions_in ||
+		     !nv->promotions_out ||
+		     (su->drop_churn &&
+		      !(dr->dropped[0] + dr->dropped[1] + dr->dropped[2]))))
+			t_fail("seed %llu phase %d: blocks of %u pages: %llu checked, %llu moved to NVMe, %llu read back, %llu dropped by the parent: each must be more than 0",
+			       (unsigned long long)ph->seed, ph->num, pages,
+			       (unsigned long long)n->checked_size[sz],
+			       (unsigned long long)nv->demotions_in,
+			       (unsigned long long)nv->promotions_out,
+			       (unsigned long long)(dr->dropped[0] +
+						    dr->dropped[1] +
+						    dr->dropped[2]));
+		if ((int64_t)ts[sz].recovered_blocks <
+		    su->min_recovered_size[sz])
+			t_fail("seed %llu phase %d: blocks of %u pages: %llu recovered from NVMe, %lld were there or saved at the stop",
+			       (unsigned long long)ph->seed, ph->num, pages,
+			       (unsigned long long)ts[sz].recovered_blocks,
+			       (long long)su->min_recovered_size[sz]);
+		if (su->read_alone && found[sz] < ts[sz].recovered_blocks)
+			t_fail("seed %llu phase %d: blocks of %u pages: %llu recovered from NVMe, the reader found %llu",
+			       (unsigned long long)ph->seed, ph->num, pages,
+			       (unsigned long long)ts[sz].recovered_blocks,
+			       (unsigned long long)found[sz]);
+	}
+}
+
+/* A chain whole, as a prefix open without actions finds it: the blocks
+ * found, each checked. */
+static uint32_t fz_read_chain(struct fz_client *c, struct fz_seq *s)
+{
+	struct kvmm_region *r = c->r[s->sz];
+	uint64_t h[FZ_CHAIN_BLOCKS];
+	uint32_t nr;
+
+	fz_chain(s->sz, s->chain, h);
+	fz_ok(c, kvmm_seq_open_prefix(r, h, FZ_CHAIN_BLOCKS, &s->id, &nr));
+	s->len = nr * CC_TPB;
+	for (uint32_t b = 0; b < nr; b++)
+		fz_check(c, s, b, FZ_FROM_PREFIX);
+	fz_ok(c, kvmm_seq_close(r, s->id));
+	return nr;
+}
+
+/*
+ * Each block of a chain that no chain before it has (chains 4-11 share
+ * their first 2 or 4 blocks with chain k % 4: fz_hash()), opened by
+ * itself, a prefix of one hash: a restart recovers blocks whatever
+ * their parents, so one behind a block that is gone is found too.  Its
+ * bytes are chain block b's, read as the sequence's block 0.
+ */
+static uint32_t fz_read_alone(struct fz_client *c, struct fz_seq *s)
+{
+	struct kvmm_region *r = c->r[s->sz];
+	uint64_t h[FZ_CHAIN_BLOCKS];
+	uint32_t nr, n = 0;
+
+	fz_chain(s->sz, s->chain, h);
+	for (uint32_t b = s->chain < 4 ? 0 : (uint32_t)(s->chain / 4) * 2;
+	     b < FZ_CHAIN_BLOCKS; b++) {
+		fz_ok(c, kvmm_seq_open_prefix(r, &h[b], 1, &s->id, &nr));
+		s->len = nr * CC_TPB;
+		if (nr)
+			fz_check_as(c, s, b, 0, FZ_FROM_PREFIX);
+		n += nr;
+		fz_ok(c, kvmm_seq_close(r, s->id));
+	}
+	return n;
+}
+
+uint64_t fz_read_all(const struct fz_phase *ph, bool alone,
+		     uint64_t found[FZ_SIZES])
+{
+	uint64_t n[FZ_SIZES] = { 0 };
+	int fd[2];
+	pid_t p;
+
+	t_ok(pipe(fd));
+	fflush(NULL);
+	p = fork();
+	t_assert(p >= 0);
+	if (!p) {
+		struct fz_client c = { .ph = ph, .num = -1 };
+		struct fz_seq s = { 0 };
+
+		c.conn = cc_connect_lib(ph->sock, "fuzz-reader");
+		for (s.sz = 0; s.sz < ph->nr_sizes; s.sz++) {
+			struct kvmm_region_opts ro = fz_region_opts(s.sz);
+
+			fz_ok(&c, kvmm_region_create(c.conn, &ro, &c.r[s.sz]));
+			for (s.chain = 0; s.chain < FZ_CHAINS; s.chain++)
+				n[s.sz] += alone ? fz_read_alone(&c, &s) :
+						   fz_read_chain(&c, &s);
+		}
+		kvmm_disconnect(c.conn);
+		t_assert_eq(write(fd[1], n, sizeof(n)), sizeof(n));
+		_exit(0);
+	}
+	t_assert_eq(cc_wait_child(p), 0);
+	t_assert_eq(read(fd[0], n, sizeof(n)), sizeof(n));
+	close(fd[0]);
+	close(fd[1]);
+	if (found)
+		memcpy(found, n, sizeof(n));
+	return n[0] + n[1];
+}
