@@ -639,13 +639,13 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		/* Everything else is pinned: the new block is not cached
 		 * (one from below stays over, should it not be droppable:
 		 * promotable() said there was room, which the lower tiers'
-		 * answer can get wrong only when over their capacity) */
+		 * answer can get wrong only when over their capacity).  A
+		 * drop, counted as one (its tenant admitted it above): the
+		 * owner counts the report as a GPU drop, and a tenant's
+		 * admitted less dropped must stay what it has cached */
 		if (b->tier == POL_TIER_GPU &&
-		    (from == POL_TIER_NONE || droppable(c, b))) {
-			leave_tier(c, b);
-			report(c, b, POL_TIER_GPU, POL_TIER_NONE);
-			maybe_free(c, b);
-		}
+		    (from == POL_TIER_NONE || droppable(c, b)))
+			drop(c, b);
 		return -ENOSPC;
 	}
 	return 0;
