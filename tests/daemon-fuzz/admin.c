@@ -15,7 +15,7 @@
 
 /* ADMIN_SET_TENANT_LIMIT of the clients' uid (0 in a tier: none). */
 void fz_set_limit(const struct fz_phase *ph, uint64_t gpu, uint64_t host,
-			 uint64_t nvme)
+		  uint64_t nvme)
 {
 	struct kvmm_admin_tenant_limit a = {
 		.size = sizeof(a),
@@ -167,11 +167,13 @@ void fz_churn_drop(struct fz_phase *ph, uint64_t *rng)
 		if (r.sizes[i].block_pages != pages)
 			t_fail("seed %llu phase %d: a cache-drop of block_pages %u: part %u is of %u pages, expected %u",
 			       (unsigned long long)ph->seed, ph->num,
-			       a.block_pages, i, r.sizes[i].block_pages,
-			       pages);
+			       a.block_pages, i, r.sizes[i].block_pages, pages);
 		for (int t = 0; t < 3; t++) {
 			dropped[t] += r.sizes[i].dropped[t];
 			kept[t] += r.sizes[i].kept[t];
+			if (!a.tiers || a.tiers & KVMM_CACHE_DROP_NVME)
+				ph->cnt->size_drops[pages == fz_ppb(0) ? 0 : 1]
+					.kept_marked += r.sizes[i].kept[t];
 		}
 	}
 	for (int t = 0; t < 3; t++) {

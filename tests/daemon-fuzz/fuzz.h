@@ -71,6 +71,11 @@ enum fz_op {
 struct fz_drop_counts {
 	uint64_t drops; /* ADMIN_CACHE_DROPs answered */
 	uint64_t dropped[3], kept[3]; /* gpu, host, nvme, from its replies */
+	/* blocks of this size (its part of any drop) kept, in any tier, by
+	 * drops that wrote its partition's drop mark (those with the NVMe
+	 * tier): one kept on NVMe, or on its way there, is below the mark,
+	 * and a restart leaves it out (tiers.md, "Drop mark") */
+	uint64_t kept_marked;
 };
 
 /* Counters every client adds to (shared memory: they survive SIGKILL). */
@@ -124,6 +129,9 @@ struct fz_phase {
 	/* the parent drops one size's cached blocks (or every size's) every
 	 * 50-300 ms (ADMIN_CACHE_DROP with block_pages, ABI 1.22) */
 	bool drop_churn;
+	/* the log of the last phase's kvmmd, read at its stop (printed when
+	 * a restart finds less than it saved) */
+	const char *stop_log;
 };
 
 /* How a phase's daemon runs, and what the phase may assert (main() in
@@ -157,6 +165,9 @@ struct fz_setup {
 	 * size's recovered blocks, at least (sizes, as min_recovered) */
 	bool read_alone;
 	int64_t min_recovered_size[FZ_SIZES];
+	/* ... of which a drop mark may have covered that many (as far as
+	 * the restart's scan says it left them out) */
+	uint64_t marked_slack[FZ_SIZES];
 };
 
 /* What a client process holds. */
@@ -334,9 +345,12 @@ uint64_t fz_read_all(const struct fz_phase *ph, bool alone,
 		     uint64_t found[FZ_SIZES]);
 /*
  * After a phase of two sizes: the sums (fz_check_sizes()) and what each
- * size did (see sizes.c); left[]: what a restart must recover of each.
+ * size did (see sizes.c); left[]: what a restart must recover of each,
+ * slack[]: how many of those a drop mark may cover.
  */
+struct td_daemon;
 void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
-		  const uint64_t found[FZ_SIZES], uint64_t left[FZ_SIZES]);
+		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
+		  uint64_t left[FZ_SIZES], uint64_t slack[FZ_SIZES]);
 
 #endif
