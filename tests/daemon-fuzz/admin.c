@@ -171,6 +171,8 @@ void fz_churn_drop(struct fz_phase *ph, uint64_t *rng)
 		for (int t = 0; t < 3; t++) {
 			dropped[t] += r.sizes[i].dropped[t];
 			kept[t] += r.sizes[i].kept[t];
+			ph->cnt->size_drops[pages == fz_ppb(0) ? 0 : 1]
+				.part_dropped[t] += r.sizes[i].dropped[t];
 			if (!a.tiers || a.tiers & KVMM_CACHE_DROP_NVME)
 				ph->cnt->size_drops[pages == fz_ppb(0) ? 0 : 1]
 					.kept_marked += r.sizes[i].kept[t];

@@ -76,6 +76,9 @@ struct fz_drop_counts {
 	 * tier): one kept on NVMe, or on its way there, is below the mark,
 	 * and a restart leaves it out (tiers.md, "Drop mark") */
 	uint64_t kept_marked;
+	/* blocks of this size dropped by any drop (its part of it), per
+	 * tier: at most the size's TIER_STATS drops */
+	uint64_t part_dropped[3];
 };
 
 /* Counters every client adds to (shared memory: they survive SIGKILL). */
