@@ -340,7 +340,9 @@ size_t pol_cache_prefix(struct pol_cache *c, const uint64_t *hashes, size_t n);
  * does when it is needed last; any policy does when every other block is
  * pinned): it is then demoted or not cached, which pol_cache_tier_of()
  * tells.  Returns 0, -ENOSPC when no block at all could be evicted (the
- * block is not cached), or -ENOMEM.
+ * block is not cached: a new one counts as admitted and dropped, in its
+ * tenant's row and stats.drops, as the move to POL_TIER_NONE reported
+ * says), or -ENOMEM.
  */
 int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 		     unsigned *was_tier);
