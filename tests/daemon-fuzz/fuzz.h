@@ -74,7 +74,7 @@ struct fz_drop_counts {
 	/* blocks of this size (its part of any drop) kept, in any tier, by
 	 * drops that wrote its partition's drop mark (those with the NVMe
 	 * tier): one kept on NVMe, or on its way there, is below the mark,
-	 * and a restart leaves it out (tiers.md, "Drop mark") */
+	 * and a restart leaves it out (tiers.md, "Drop marks") */
 	uint64_t kept_marked;
 	/* blocks of this size dropped by any drop (its part of it), per
 	 * tier: at most the size's TIER_STATS drops */

@@ -348,7 +348,7 @@ static uint64_t fz_marked_out(const struct td_daemon *d, int part)
  * every cached block, as far as its partition holds them); slack[]: how
  * many of them may be below a drop mark: blocks a drop with the NVMe
  * tier kept (in use, pinned, moving) stay on NVMe under its mark
- * (tiers.md, "Drop mark"), at most the NVMe blocks left.
+ * (tiers.md, "Drop marks"), at most the NVMe blocks left.
  */
 void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
