@@ -104,6 +104,18 @@ int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb,
 	return r;
 }
 
+int nvme_sb_block_write(int fd, const void *buf, off_t off)
+{
+	ssize_t n = pwrite(fd, buf, NVME_ALIGN, off);
+
+	if (n < 0)
+		return -errno;
+	if (n != NVME_ALIGN)
+		return -EIO;
+	/* on the device before anything that relies on it is written */
+	return fdatasync(fd) ? -errno : 0;
+}
+
 int nvme_sb_write(struct tier_nvme *t)
 {
 	struct nvme_superblock sb = {
@@ -122,7 +134,6 @@ int nvme_sb_write(struct tier_nvme *t)
 	};
 	size_t len;
 	void *buf;
-	ssize_t n;
 	int r = 0;
 
 	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
@@ -140,13 +151,7 @@ int nvme_sb_write(struct tier_nvme *t)
 	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
 	sb.crc = tier_crc32c(0, &sb, sizeof(sb));
 	memcpy(buf, &sb, sizeof(sb));
-	n = pwrite(t->fd, buf, NVME_ALIGN, (off_t)t->part_base);
-	if (n < 0)
-		r = -errno;
-	else if (n != NVME_ALIGN)
-		r = -EIO;
-	else if (fdatasync(t->fd))
-		r = -errno;
+	r = nvme_sb_block_write(t->fd, buf, (off_t)t->part_base);
 	free(buf);
 	return r;
 }

@@ -129,7 +129,6 @@ static int part0_write(const struct tier_nvme *t, uint64_t layout_id)
 		.layout_id = layout_id,
 	};
 	void *buf;
-	ssize_t n;
 	int r = 0;
 
 	memcpy(sb.scope_key, t->scope_key, sizeof(sb.scope_key));
@@ -138,13 +137,7 @@ static int part0_write(const struct tier_nvme *t, uint64_t layout_id)
 		return -ENOMEM;
 	memset(buf, 0, NVME_ALIGN);
 	memcpy(buf, &sb, sizeof(sb));
-	n = pwrite(t->fd, buf, NVME_ALIGN, 0);
-	if (n < 0)
-		r = -errno;
-	else if (n != NVME_ALIGN)
-		r = -EIO;
-	else if (fdatasync(t->fd))
-		r = -errno;
+	r = nvme_sb_block_write(t->fd, buf, 0);
 	free(buf);
 	return r;
 }

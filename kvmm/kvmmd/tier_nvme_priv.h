@@ -332,6 +332,9 @@ int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb,
 /* Write the superblock with t's geometry and drop marks (a snapshot
  * under t->lock), then fdatasync. */
 int nvme_sb_write(struct tier_nvme *t);
+/* One superblock's NVME_ALIGN bytes (buf, aligned for O_DIRECT) at off,
+ * then fdatasync: 0 or -errno (-EIO: a short write). */
+int nvme_sb_block_write(int fd, const void *buf, off_t off);
 bool nvme_sb_valid(const struct nvme_superblock *sb);
 
 /* tier_nvme_mark.c (t->lock held): whether a valid header's block is
