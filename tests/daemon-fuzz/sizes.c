@@ -291,25 +291,23 @@ void fz_check_sizes(const struct fz_phase *ph,
 			       a && b ? "see kvmmctl tenants" :
 					"missing in a size's table");
 	}
-	printf("  sizes: %u pages: gpu %llu/%llu host %llu/%llu nvme %llu/%llu, nvme in %llu out %llu drops %llu; %u pages: gpu %llu/%llu host %llu/%llu nvme %llu/%llu, nvme in %llu out %llu drops %llu; the sums add up\n",
-	       fz_ppb(0), (unsigned long long)ts[0].tiers[0].used_blocks,
-	       (unsigned long long)ts[0].tiers[0].capacity_blocks,
-	       (unsigned long long)ts[0].tiers[1].used_blocks,
-	       (unsigned long long)ts[0].tiers[1].capacity_blocks,
-	       (unsigned long long)ts[0].tiers[2].used_blocks,
-	       (unsigned long long)ts[0].tiers[2].capacity_blocks,
-	       (unsigned long long)ts[0].tiers[2].demotions_in,
-	       (unsigned long long)ts[0].tiers[2].promotions_out,
-	       (unsigned long long)ts[0].tiers[2].drops, fz_ppb(1),
-	       (unsigned long long)ts[1].tiers[0].used_blocks,
-	       (unsigned long long)ts[1].tiers[0].capacity_blocks,
-	       (unsigned long long)ts[1].tiers[1].used_blocks,
-	       (unsigned long long)ts[1].tiers[1].capacity_blocks,
-	       (unsigned long long)ts[1].tiers[2].used_blocks,
-	       (unsigned long long)ts[1].tiers[2].capacity_blocks,
-	       (unsigned long long)ts[1].tiers[2].demotions_in,
-	       (unsigned long long)ts[1].tiers[2].promotions_out,
-	       (unsigned long long)ts[1].tiers[2].drops);
+	printf("  sizes:");
+	for (int sz = 0; sz < FZ_SIZES; sz++) {
+		const struct kvmm_tier_stats_reply *t = &ts[sz];
+
+		printf("%s %u pages: gpu %llu/%llu host %llu/%llu nvme %llu/%llu, nvme in %llu out %llu drops %llu",
+		       sz ? ";" : "", fz_ppb(sz),
+		       (unsigned long long)t->tiers[0].used_blocks,
+		       (unsigned long long)t->tiers[0].capacity_blocks,
+		       (unsigned long long)t->tiers[1].used_blocks,
+		       (unsigned long long)t->tiers[1].capacity_blocks,
+		       (unsigned long long)t->tiers[2].used_blocks,
+		       (unsigned long long)t->tiers[2].capacity_blocks,
+		       (unsigned long long)t->tiers[2].demotions_in,
+		       (unsigned long long)t->tiers[2].promotions_out,
+		       (unsigned long long)t->tiers[2].drops);
+	}
+	printf("; the sums add up\n");
 	for (int sz = 0; sz < FZ_SIZES; sz++)
 		free(one[sz]);
 	free(all);
