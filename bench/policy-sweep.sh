@@ -67,7 +67,8 @@ res = {"bench": "policy-sweep", "baseline": "lru"}
 for cap in l:
     res[f"asym_vs_lru_hit_{cap}"] = round(a[cap]["hit_ratio_blocks"] / l[cap]["hit_ratio_blocks"], 4)
     res[f"asym_vs_lru_prefill_{cap}"] = round(a[cap]["modeled_prefill_s"] / l[cap]["modeled_prefill_s"], 4)
-print(json.dumps(res))
+with open(f"{out}/result.json", "w") as f:
+    f.write(json.dumps(res) + "\n")
 P
 
 if command -v gnuplot >/dev/null; then
@@ -101,3 +102,6 @@ G
 else
 	echo "policy-sweep: gnuplot missing (make deps): no plots" >&2
 fi
+# the JSON line last, after the plots' line (stderr), as every benchmark
+# ends: it was printed before them
+cat "$OUT/result.json"
