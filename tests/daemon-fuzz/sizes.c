@@ -83,36 +83,44 @@ fz_tenant_of(const struct kvmm_tenants_reply *rep, uint32_t id)
 
 /*
  * The fields where TIER_STATS of every size is the sizes' sum
- * (kc_tier_stats_add()); the NVMe open and write errors and the set-up's
- * are the first size's, restore_max_ns the largest, so not here.
+ * (kc_tier_stats_add()); an error (the set-up's, the NVMe tier's open or
+ * writes) is the first size's that has one, restore_max_ns the largest,
+ * so not here.
  */
-#define FZ_SUMMED(X)             \
-	X(publishes)             \
-	X(duplicates)            \
-	X(not_cached)            \
-	X(prefix_opens)          \
-	X(prefix_blocks_asked)   \
-	X(prefix_blocks_hit)     \
-	X(misses)                \
-	X(busy_misses)           \
-	X(migrations_failed)     \
-	X(migrations_in_flight)  \
-	X(pressure_reclaims)     \
-	X(restores_waited)       \
-	X(prefix_opens_pending)  \
-	X(restores_cancelled)    \
-	X(prefix_holes)          \
-	X(plan_recomputes_host)  \
-	X(plan_recomputes_nvme)  \
-	X(held_copies)           \
-	X(early_opens)           \
-	X(early_reloads)         \
-	X(early_reload_failures) \
-	X(quota_reclaims)        \
-	X(lower_free_refused)    \
-	X(checksum_failures)     \
-	X(nvme_read_error_drops) \
-	X(recovered_blocks)
+#define FZ_SUMMED(X)                \
+	X(publishes)                \
+	X(duplicates)               \
+	X(not_cached)               \
+	X(prefix_opens)             \
+	X(prefix_blocks_asked)      \
+	X(prefix_blocks_hit)        \
+	X(misses)                   \
+	X(busy_misses)              \
+	X(migrations_failed)        \
+	X(migrations_in_flight)     \
+	X(pressure_reclaims)        \
+	X(restores_waited)          \
+	X(prefix_opens_pending)     \
+	X(restores_cancelled)       \
+	X(prefix_holes)             \
+	X(plan_recomputes_host)     \
+	X(plan_recomputes_nvme)     \
+	X(held_copies)              \
+	X(early_opens)              \
+	X(early_reloads)            \
+	X(early_reload_failures)    \
+	X(quota_reclaims)           \
+	X(lower_free_refused)       \
+	X(checksum_failures)        \
+	X(nvme_read_error_drops)    \
+	X(recovered_blocks)         \
+	X(nvme_admission_rejects)   \
+	X(nvme_invalidate_jobs)     \
+	X(nvme_invalidated_blocks)  \
+	X(nvme_invalidate_failures) \
+	X(nvme_write_returns)       \
+	X(nvme_write_outs)          \
+	X(blocks_unshared)
 
 #define FZ_TIER_SUMMED(X)  \
 	X(capacity_blocks) \
