@@ -361,6 +361,21 @@ static void wait_both_joined(const char *sock)
 	t_assert_eq(b.nvme_open_error, 0);
 }
 
+/*
+ * The end of a run on a file in a directory of its own: both sizes'
+ * content 0 read back byte-identical, kvmmd stopped, the file and the
+ * directory removed, --nvme-path back to the usual file.
+ */
+static void end_in_dir(struct td_daemon *d, const char *dir, const char *file)
+{
+	ms_expect_read(d->sock, 2, 0, 2);
+	ms_expect_read(d->sock, 1, 0, 2);
+	cc_stop(d);
+	args[9] = nvme;
+	unlink(file);
+	rmdir(dir);
+}
+
 static void join_late(void)
 {
 	struct kvmm_tier_stats_reply a, b;
@@ -396,12 +411,7 @@ static void join_late(void)
 		ms_write(d.sock, 1, k);
 		t_assert_eq(res->published, NB);
 	}
-	ms_expect_read(d.sock, 2, 0, 2);
-	ms_expect_read(d.sock, 1, 0, 2);
-	cc_stop(&d);
-	args[9] = nvme;
-	unlink(file);
-	rmdir(dir);
+	end_in_dir(&d, dir, file);
 	printf("late join: both partitions joined their caches\n");
 }
 
@@ -662,12 +672,7 @@ static void partition_zero_late(void)
 		 file);
 	t_assert_eq(log_count(&d, line), 1);
 	t_assert_eq(log_count(&d, "is not open"), 0);
-	ms_expect_read(d.sock, 2, 0, 2);
-	ms_expect_read(d.sock, 1, 0, 2);
-	cc_stop(&d);
-	args[9] = nvme;
-	unlink(file);
-	rmdir(dir);
+	end_in_dir(&d, dir, file);
 	printf("partition 0 late: the later partition's blocks recovered at the restart\n");
 }
 
