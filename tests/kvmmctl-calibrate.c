@@ -229,6 +229,17 @@ int main(void)
 	t_assert_eq(run(dir, "PATH= %s/bin/kvmmctl calibrate --help", dir), 0);
 	t_assert(strstr(out, "usage: kvmm-calibrate"));
 	t_assert(strstr(out, "--quick"));
+	/* --json after the command is kvmmctl's refusal, as before it, not
+	 * kvmm-calibrate's "bad option" */
+	t_assert_eq(
+		run(dir,
+		    "PATH= %s/bin/kvmmctl calibrate --tiny --json --out %s/json.profile",
+		    dir, dir),
+		2);
+	t_assert(strstr(
+		out,
+		"kvmmctl: calibrate has no --json output (the profile is the result)"));
+	not_written("json.profile");
 
 	/* a dead socket: refused before measuring */
 	rc = run(

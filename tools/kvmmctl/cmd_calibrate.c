@@ -150,6 +150,10 @@ int cmd_calibrate(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	char path[PATH_MAX], self[PATH_MAX];
 	int rc;
 
+	/* after the command too: kvmm-calibrate, which gets the rest of the
+	 * line, would refuse it as an unknown option of its own */
+	for (int i = 1; i < argc && !ctx->json; i++)
+		ctx->json = !strcmp(argv[i], "--json");
 	if (ctx->json) {
 		fprintf(stderr,
 			"kvmmctl: calibrate has no --json output (the profile is the result)\n");
