@@ -198,12 +198,13 @@ INSTALL_BUILT := $(INSTALL_BINS) $(BUILD)/libkvmm.a \
 
 install: $(INSTALL_BUILT)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
-		$(DESTDIR)$(INCLUDEDIR)/kvmm $(DESTDIR)$(DATADIR)/profiles
+		$(DESTDIR)$(INCLUDEDIR)/kvmm/uapi $(DESTDIR)$(DATADIR)/profiles
 	install -m 755 $(INSTALL_BINS) $(DESTDIR)$(BINDIR)
 	install -m 644 $(BUILD)/libkvmm.a $(DESTDIR)$(LIBDIR)
 	install -m 755 $(BUILD)/libkvmm.so.$(KVMM_ABI_MAJOR) $(DESTDIR)$(LIBDIR)
 	ln -sf libkvmm.so.$(KVMM_ABI_MAJOR) $(DESTDIR)$(LIBDIR)/libkvmm.so
 	install -m 644 kvmm/include/kvmm/*.h $(DESTDIR)$(INCLUDEDIR)/kvmm
+	install -m 644 kvmm/include/kvmm/uapi/*.h $(DESTDIR)$(INCLUDEDIR)/kvmm/uapi
 	install -m 644 $(BUILD)/libkvmm.pc $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 kvmm/policy/profiles/*.profile $(DESTDIR)$(DATADIR)/profiles
 	install -d $(DESTDIR)$(PYTHONDIR)
@@ -233,11 +234,13 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libkvmm.so \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/libkvmm.pc \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmm/,$(notdir $(wildcard kvmm/include/kvmm/*.h))) \
+		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmm/uapi/,$(notdir $(wildcard kvmm/include/kvmm/uapi/*.h))) \
 		$(addprefix $(DESTDIR)$(DATADIR)/profiles/,$(notdir $(wildcard kvmm/policy/profiles/*.profile))) \
 		$(DESTDIR)$(PYTHONDIR)/kvmm.py \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd@.service
-	for d in $(DESTDIR)$(INCLUDEDIR)/kvmm $(DESTDIR)$(DATADIR)/profiles \
+	for d in $(DESTDIR)$(INCLUDEDIR)/kvmm/uapi $(DESTDIR)$(INCLUDEDIR)/kvmm \
+		$(DESTDIR)$(DATADIR)/profiles \
 		$(DESTDIR)$(DATADIR); do rmdir $$d 2>/dev/null || true; done
 	@[ ! -e $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf ] || \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf (yours to remove)"

@@ -17,7 +17,8 @@
 #     in `kvmmctl metrics` of a running kvmmd; status fields (cache.NAME,
 #     pages.NAME, ...) in its `kvmmctl --json status`; Python names and
 #     keyword arguments (kvmm.NAME, region.NAME(x=...)) in kvmm.py;
-#   - struct field lists the docs spell out against uapi.h / kvmm.h;
+#   - struct field lists the docs spell out against uapi.h (its parts in
+#     kvmm/include/kvmm/uapi/) / kvmm.h;
 #     abi.md: the command table against enum kvmm_cmd, every "/* N bytes
 #     */" struct comment against sizeof (a C program built here), the
 #     ABI version it says it describes; admin.md: the kvmmd option block
@@ -99,7 +100,8 @@ pid=
 	echo '#include <stdio.h>'
 	echo '#include "kvmm/uapi.h"'
 	echo 'int main(void) {'
-	grep -o '^struct kvmm_[a-z0-9_]* {' kvmm/include/kvmm/uapi.h |
+	cat kvmm/include/kvmm/uapi.h kvmm/include/kvmm/uapi/*.h |
+		grep -o '^struct kvmm_[a-z0-9_]* {' |
 		awk '{ printf "\tprintf(\"%s %%zu\\n\", sizeof(struct %s));\n", $2, $2 }'
 	echo '	return 0; }'
 } >"$d/sizes.c"
@@ -588,7 +590,8 @@ def fields_of(body):
     return names
 
 c_structs = {}
-for hdr in ("kvmm/include/kvmm/uapi.h", "kvmm/include/kvmm/kvmm.h"):
+for hdr in ["kvmm/include/kvmm/uapi.h", "kvmm/include/kvmm/kvmm.h"] + \
+        sorted(glob.glob("kvmm/include/kvmm/uapi/*.h")):
     for name, body in re.findall(r"^struct (kvmm_\w+) \{(.*?)^\};", open(hdr).read(), re.S | re.M):
         c_structs[name] = fields_of(body)
 

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Every public header (kvmm/include/kvmm/*.h, what make install puts in
-# INCLUDEDIR/kvmm) compiles alone, first in a file, in C11 and C++17 with
+# Every public header (kvmm/include/kvmm/*.h and the parts of uapi.h in
+# kvmm/include/kvmm/uapi/, what make install puts in INCLUDEDIR/kvmm)
+# compiles alone, first in a file, in C11 and C++17 with
 # -Wall -Wextra -pedantic -Werror, with gcc/g++ and, where installed,
 # clang/clang++ (uapi.h's flexible array members made g++ -pedantic fail);
 # and kvmm.h alone gives the names its comments point to (the KVMM_PIN_F_*
@@ -19,8 +20,8 @@ compilers="gcc:c11 g++:c++17"
 command -v clang >/dev/null && compilers="$compilers clang:c11"
 command -v clang++ >/dev/null && compilers="$compilers clang++:c++17"
 n=0
-for h in "$inc"/kvmm/*.h; do
-	name=$(basename "$h")
+for h in "$inc"/kvmm/*.h "$inc"/kvmm/uapi/*.h; do
+	name=${h#"$inc"/kvmm/}
 	for cs in $compilers; do
 		cc=${cs%%:*} std=${cs#*:}
 		ext=c

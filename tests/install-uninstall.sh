@@ -4,7 +4,9 @@
 # install never overwrites either: an edited one survives a second
 # install and the uninstall), and no directory install made for kvmm
 # alone (include/kvmm, share/kvmm).  Each kind of file install puts there
-# is checked to be there first.
+# is checked to be there first, every public header (uapi.h's parts in
+# include/kvmm/uapi/ too), and that a C and a C++ program including
+# <kvmm/uapi.h> build with the installed include directory alone.
 # timeout: 120
 set -u
 source "${KVMM_SRC:-.}/tests/lib/install-tree.sh"
@@ -20,6 +22,29 @@ for f in "$PREFIX/bin/kvmmd" "$PREFIX/bin/kvmmctl" "$LIBDIR/libkvmm.a" \
 	grep -qx ".$f" "$D/installed" || fail "make install did not put $f"
 done
 grep -q '/kvmm\.py$' "$D/installed" || fail "no kvmm.py installed"
+# every public header, uapi.h's parts (kvmm/uapi/) too, and a program
+# using a struct of each part builds from the installed tree alone
+for h in $(cd "$SRC/kvmm/include" && echo kvmm/*.h kvmm/uapi/*.h); do
+	grep -qx ".$INCLUDEDIR/$h" "$D/installed" || fail "make install did not put $INCLUDEDIR/$h"
+done
+cat >"$D/hdr.c" <<'C'
+#include <kvmm/uapi.h>
+int main(void)
+{
+	return !(sizeof(struct kvmm_hello) && sizeof(struct kvmm_seq_extend_reply) &&
+		 sizeof(struct kvmm_status_reply) && sizeof(struct kvmm_tenants_reply) &&
+		 sizeof(struct kvmm_prefix_open) && sizeof(struct kvmm_tier_stats_reply) &&
+		 sizeof(struct kvmm_rqe) && KVMM_ABI_MAJOR == 1);
+}
+C
+cp "$D/hdr.c" "$D/hdr.cpp"
+for cc in "${CC:-cc}" "${CXX:-c++}"; do
+	command -v "$cc" >/dev/null || continue
+	src=$D/hdr.c
+	[ "$cc" = "${CXX:-c++}" ] && src=$D/hdr.cpp
+	"$cc" -Wall -Werror -I"$r$INCLUDEDIR" -o "$D/hdr" "$src" && "$D/hdr" ||
+		fail "$cc: a program including the installed <kvmm/uapi.h> does not build or run"
+done
 grep -q '/kvmmd\.service$' "$D/installed" && grep -q '/kvmmd@\.service$' "$D/installed" ||
 	fail "no systemd units installed"
 conf=$(grep '/kvmm/kvmmd\.conf$' "$D/installed") || fail "no kvmmd.conf installed"
