@@ -8,9 +8,10 @@
 #   make bench        build and run the benchmarks (each prints a ratio)
 #   make deps         install the Debian packages the build and tests need
 #   make install      build and install what is installed, nothing else:
-#                     PREFIX=/usr/local DESTDIR= (PYTHONDIR= for kvmm.py,
-#                     SYSCONFDIR= SYSTEMDUNITDIR= for kvmmd.conf,
-#                     kvmmd.service and kvmmd@.service, one per GPU)
+#                     PREFIX=/usr/local DESTDIR= (PYTHONDIR= for the
+#                     Python package kvmm, SYSCONFDIR= SYSTEMDUNITDIR= for
+#                     kvmmd.conf, kvmmd.service and kvmmd@.service, one
+#                     per GPU)
 #   make uninstall    the same variables: remove what install put there
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
@@ -38,8 +39,8 @@ BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/kvmm
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
-# The Python binding (kvmm/python/kvmm.py): where Debian's python3 looks,
-# /usr/lib/python3/dist-packages for PREFIX=/usr, else
+# The Python binding (the package kvmm/python/kvmm/): where Debian's
+# python3 looks, /usr/lib/python3/dist-packages for PREFIX=/usr, else
 # PREFIX/lib/python3.X/dist-packages (Documentation/python.md).
 PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
 
@@ -207,10 +208,11 @@ install: $(INSTALL_BUILT)
 	install -m 644 kvmm/include/kvmm/uapi/*.h $(DESTDIR)$(INCLUDEDIR)/kvmm/uapi
 	install -m 644 $(BUILD)/libkvmm.pc $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 kvmm/policy/profiles/*.profile $(DESTDIR)$(DATADIR)/profiles
-	install -d $(DESTDIR)$(PYTHONDIR)
+	@# the package, whose library.py learns where libkvmm is installed
+	install -d $(DESTDIR)$(PYTHONDIR)/kvmm
+	install -m 644 kvmm/python/kvmm/*.py $(DESTDIR)$(PYTHONDIR)/kvmm
 	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvmm.so.$(KVMM_ABI_MAJOR)"|' \
-		kvmm/python/kvmm.py >$(DESTDIR)$(PYTHONDIR)/kvmm.py
-	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvmm.py
+		kvmm/python/kvmm/library.py >$(DESTDIR)$(PYTHONDIR)/kvmm/library.py
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/kvmm
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
 		kvmm/kvmmd/systemd/kvmmd.service.in \
@@ -227,6 +229,7 @@ install: $(INSTALL_BUILT)
 
 # What install put there, and the directories it made if they are empty
 # now; an operator's kvmmd.conf stays (as install never overwrites it).
+# PYTHONDIR/kvmm.py is what an install before the package put there.
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(INSTALL_BINS))) \
 		$(DESTDIR)$(LIBDIR)/libkvmm.a \
@@ -236,11 +239,14 @@ uninstall:
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmm/,$(notdir $(wildcard kvmm/include/kvmm/*.h))) \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmm/uapi/,$(notdir $(wildcard kvmm/include/kvmm/uapi/*.h))) \
 		$(addprefix $(DESTDIR)$(DATADIR)/profiles/,$(notdir $(wildcard kvmm/policy/profiles/*.profile))) \
+		$(addprefix $(DESTDIR)$(PYTHONDIR)/kvmm/,$(notdir $(wildcard kvmm/python/kvmm/*.py))) \
 		$(DESTDIR)$(PYTHONDIR)/kvmm.py \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmmd@.service
+	@# the bytecode python3 wrote for the package when it was imported
+	rm -rf $(DESTDIR)$(PYTHONDIR)/kvmm/__pycache__
 	for d in $(DESTDIR)$(INCLUDEDIR)/kvmm/uapi $(DESTDIR)$(INCLUDEDIR)/kvmm \
-		$(DESTDIR)$(DATADIR)/profiles \
+		$(DESTDIR)$(PYTHONDIR)/kvmm $(DESTDIR)$(DATADIR)/profiles \
 		$(DESTDIR)$(DATADIR); do rmdir $$d 2>/dev/null || true; done
 	@[ ! -e $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf ] || \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/kvmm/kvmmd.conf (yours to remove)"

@@ -16,7 +16,8 @@
 #     ...), $VARIABLES and BPF maps in the sources, kvmm_* metric names
 #     in `kvmmctl metrics` of a running kvmmd; status fields (cache.NAME,
 #     pages.NAME, ...) in its `kvmmctl --json status`; Python names and
-#     keyword arguments (kvmm.NAME, region.NAME(x=...)) in kvmm.py;
+#     keyword arguments (kvmm.NAME, region.NAME(x=...)) in the package
+#     kvmm/python/kvmm/;
 #   - struct field lists the docs spell out against uapi.h (its parts in
 #     kvmm/include/kvmm/uapi/) / kvmm.h;
 #     abi.md: the command table against enum kvmm_cmd, every "/* N bytes
@@ -233,7 +234,7 @@ for k in list(status_keys):  # cache.tiers.T.NAME stands for every tier
 # --json, tinylm's counters): checked by the source words instead.
 STATUS_HEADS = ("cache.", "pages.", "revocations.")
 
-py = open("kvmm/python/kvmm.py").read()
+py = "".join(open(f).read() for f in sorted(glob.glob("kvmm/python/kvmm/*.py")))
 py_names = set(re.findall(r"^\s*(?:def|class)\s+(\w+)", py, re.M))
 py_names |= set(re.findall(r"^\s*(\w+)\s*=", py, re.M))
 py_names |= set(re.findall(r"self\.(\w+)\s*=", py))
@@ -474,12 +475,12 @@ def check_span(where, s):
             continue
         count("python name")
         if attr not in py_names:
-            bad(where, "`%s.%s`: not in kvmm/python/kvmm.py" % (obj, attr))
+            bad(where, "`%s.%s`: not in kvmm/python/kvmm/" % (obj, attr))
     for call in re.findall(r"(?<![\w.])(?:kvmm|conn|region|seq)\.\w+\(([^()]*)\)", s):
         for kw in re.findall(r"(\w+)=", call):  # keyword arguments
             count("python name")
             if kw not in py_words:
-                bad(where, "`%s=`: no such parameter in kvmm/python/kvmm.py" % kw)
+                bad(where, "`%s=`: no such parameter in kvmm/python/kvmm/" % kw)
     for p in re.findall(r"\bkvmm:(\w+)", s):
         count("probe")
         if p not in probes:

@@ -8,9 +8,9 @@
 # and DATADIR's included) and KVMM_PROFILE_DIR; with KVMM_PROFILE_DIR at
 # the tree's profiles it runs.  kvmmd, where DATADIR is elsewhere, falls
 # back to the built-in reference cost model with a WARN naming the
-# directories (it was silent).  The installed
-# kvmm.py, with no library at LIBDIR, raises an ImportError whose "Tried:"
-# list names LIBDIR's path (it left it out).  Skips (77) when profiles or
+# directories (it was silent).  The installed Python package kvmm, with
+# no library at LIBDIR, raises an ImportError whose "Tried:" list names
+# LIBDIR's path (it left it out).  Skips (77) when profiles or
 # libkvmm are installed on this machine (then they are found).
 # timeout: 120
 set -u
@@ -67,10 +67,10 @@ else
 fi
 
 if command -v python3 >/dev/null; then
-	py=$(find "$D/root" -name kvmm.py)
-	[ -n "$py" ] || fail "no kvmm.py installed"
+	py=$(find "$D/root" -path '*/kvmm/__init__.py')
+	[ -n "$py" ] || fail "no Python package kvmm installed"
 	[ -e "$LIBDIR/libkvmm.so.1" ] && { echo "skip: $LIBDIR/libkvmm.so.1 is installed here"; exit 77; }
-	err=$(PYTHONPATH=$(dirname "$py") python3 -c 'import kvmm' 2>&1) &&
+	err=$(PYTHONPATH=$(dirname "$(dirname "$py")") python3 -c 'import kvmm' 2>&1) &&
 		fail "import kvmm found a library"
 	echo "python: ${err##*$'\n'}"
 	[[ $err == *"Tried: "*"$LIBDIR/libkvmm.so.1 (make install's LIBDIR)"* ]] ||

@@ -5,8 +5,10 @@
 # install and the uninstall), and no directory install made for kvmm
 # alone (include/kvmm, share/kvmm).  Each kind of file install puts there
 # is checked to be there first, every public header (uapi.h's parts in
-# include/kvmm/uapi/ too), and that a C and a C++ program including
-# <kvmm/uapi.h> build with the installed include directory alone.
+# include/kvmm/uapi/ too) and module of the Python package, and that a C
+# and a C++ program including <kvmm/uapi.h> build with the installed
+# include directory alone.  The package's __pycache__ goes too, and an
+# older install's kvmm.py.
 # timeout: 120
 set -u
 source "${KVMM_SRC:-.}/tests/lib/install-tree.sh"
@@ -21,7 +23,9 @@ for f in "$PREFIX/bin/kvmmd" "$PREFIX/bin/kvmmctl" "$LIBDIR/libkvmm.a" \
 	"$INCLUDEDIR/kvmm/kvmm.h" "$DATADIR/profiles/h200-llama3-8b.profile"; do
 	grep -qx ".$f" "$D/installed" || fail "make install did not put $f"
 done
-grep -q '/kvmm\.py$' "$D/installed" || fail "no kvmm.py installed"
+for f in "$SRC"/kvmm/python/kvmm/*.py; do
+	grep -q "/kvmm/${f##*/}\$" "$D/installed" || fail "no kvmm/${f##*/} (the Python package) installed"
+done
 # every public header, uapi.h's parts (kvmm/uapi/) too, and a program
 # using a struct of each part builds from the installed tree alone
 for h in $(cd "$SRC/kvmm/include" && echo kvmm/*.h kvmm/uapi/*.h); do
@@ -53,6 +57,16 @@ echo "# edited" >>"$r/$conf"
 install_tree "$r"
 files | cmp -s - "$D/installed" || fail "a second install changed the file list"
 grep -qx "# edited" "$r/$conf" || fail "install overwrote an edited $conf"
+
+# the bytecode python3 writes beside the package when it is imported
+# goes with it, and so does a kvmm.py an install from before the package
+# left in PYTHONDIR
+init=$(grep '/kvmm/__init__\.py$' "$D/installed")
+: >"$r/${init%/kvmm/__init__.py}/kvmm.py"
+if command -v python3 >/dev/null; then
+	python3 -m compileall -q "$r/${init%/__init__.py}" || fail "compileall of the installed package"
+	[ -d "$r/${init%/__init__.py}/__pycache__" ] || fail "no __pycache__ after compileall"
+fi
 
 uninstall_tree "$r"
 left=$(files)
