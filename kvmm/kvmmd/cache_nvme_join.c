@@ -29,7 +29,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -145,32 +144,12 @@ int kc_nvme_claim_at_start(struct kd_cache *c)
 	return 0;
 }
 
-/*
- * Test knob: KVMMD_TEST_NVME_OPEN_FAIL=N fails the first N opens of the
- * first size's tier (partition 0 with named sizes) made by the retries
- * after the start, with -EIO (at start a failure stops the start), so
- * that a test can have a later size's partition open without it.
- */
-static bool kc_nvme_test_open_fail(const struct kd_cache *c)
+/* KVMMD_TEST_NVME_OPEN_FAIL (kc_open_test_init()): this open fails. */
+static bool kc_nvme_test_open_fail(struct kd_cache *c)
 {
-	static long left = -1;
-	const char *v;
-
-	if (c != c->d->cache || c->opening_at_start)
+	if (c != c->d->cache || c->opening_at_start || !c->nvme_open_fail_left)
 		return false;
-	if (left < 0) {
-		v = getenv("KVMMD_TEST_NVME_OPEN_FAIL");
-		left = v ? atol(v) : 0;
-		if (left > 0)
-			vmm_log(VMM_LOG_WARN,
-				"cache: KVMMD_TEST_NVME_OPEN_FAIL=%s: the first %ld opens of the first size's NVMe tier after the start fail on purpose (tests only)",
-				v, left);
-		if (left < 0)
-			left = 0;
-	}
-	if (!left)
-		return false;
-	left--;
+	c->nvme_open_fail_left--;
 	return true;
 }
 

@@ -52,12 +52,46 @@ static const struct {
 };
 
 /*
+ * KVMMD_TEST_NVME_OPEN_FAIL=N fails the first N opens of the first
+ * size's NVMe tier (partition 0 with named sizes) that the retries make
+ * after the start (kc_nvme_open_tier(); at start a failure stops the
+ * start), so that a test can have a later size's partition open without
+ * it.  Read for every size's cache, so that a bad value stops the start
+ * at the first, but kept and said by the first alone (this runs once a
+ * size).
+ */
+static int kc_nvme_test_init(struct kd_cache *c)
+{
+	const char *v = getenv("KVMMD_TEST_NVME_OPEN_FAIL");
+	char *end;
+	long n;
+
+	if (!v)
+		return 0;
+	n = strtol(v, &end, 10);
+	if (end == v || *end || n < 0 || n > 1000000) {
+		vmm_log(VMM_LOG_ERR,
+			"KVMMD_TEST_NVME_OPEN_FAIL=%s: not a number of opens from 0 to 1000000",
+			v);
+		return -EINVAL;
+	}
+	if (c != c->d->cache || !n)
+		return 0;
+	c->nvme_open_fail_left = (uint32_t)n;
+	vmm_log(VMM_LOG_WARN,
+		"cache: KVMMD_TEST_NVME_OPEN_FAIL=%ld: the first %ld opens of the first size's NVMe tier after the start fail on purpose (tests only)",
+		n, n);
+	return 0;
+}
+
+/*
  * Test knobs, from kvmmd's environment: KVMMD_TEST_CACHE_OPEN_FAIL=ERRNO:N
  * fails the first N set-ups after everything they build is built (so
  * kc_open_undo() takes down all of it), with -ERRNO (ENOMEM, EMFILE,
  * EAGAIN, ENOSPC, ENOTSUP, EINVAL); KVMMD_TEST_CACHE_RETRY_MS=MS waits MS
- * instead of 1 s after the first failure (60 MS at most).  A bad value
- * stops the start (-EINVAL).
+ * instead of 1 s after the first failure (60 MS at most);
+ * KVMMD_TEST_NVME_OPEN_FAIL=N (kc_nvme_test_init()).  A bad value stops
+ * the start (-EINVAL).
  */
 int kc_open_test_init(struct kd_cache *c)
 {
@@ -66,7 +100,11 @@ int kc_open_test_init(struct kd_cache *c)
 	const char *colon;
 	char *end;
 	long n;
+	int r;
 
+	r = kc_nvme_test_init(c);
+	if (r)
+		return r;
 	c->open_retry_base_ms = KC_RETRY_FIRST_MS;
 	if (ms) {
 		n = strtol(ms, &end, 10);

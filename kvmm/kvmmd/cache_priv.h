@@ -329,6 +329,9 @@ struct kd_cache {
 	uint64_t open_retry_base_ms;
 	uint32_t open_fail_left;
 	int open_fail_err;
+	/* KVMMD_TEST_NVME_OPEN_FAIL: the NVMe tier's opens after the start
+	 * still to fail on purpose (the first size's cache alone) */
+	uint32_t nvme_open_fail_left;
 	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
 	 * without one: the tier's fd whenever it opens (cache_setup.c) */
 	int nvme_fd;
