@@ -641,11 +641,14 @@ static void partition_zero_late(void)
 	unsetenv("KVMMD_TEST_NVME_OPEN_FAIL");
 	t_ok(mkdir(dir, 0700));
 	wait_both_joined(d.sock);
+	/* the knob's failure, once, after the claim (attempt 2, or later
+	 * on a loaded machine whose mkdir came after the 100 ms wait) */
+	t_assert_eq(log_count(&d, "): Input/output error; the cache runs"), 1);
 	snprintf(
 		line, sizeof(line),
-		"cache: the NVMe tier %s (the partition of blocks of 4 pages) cannot open (attempt 2): Input/output error",
+		"cache: the NVMe tier %s (the partition of blocks of 4 pages) cannot open (attempt",
 		file);
-	t_assert_eq(log_count(&d, line), 1);
+	t_assert(log_count(&d, line) >= 2);
 	snprintf(
 		line, sizeof(line),
 		"tier_nvme: %s (partition 1 of 2): partition 0's tier is not open: the file's start now names this cut of it in 2 partitions",
