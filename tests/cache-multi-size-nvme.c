@@ -28,7 +28,8 @@
  *   6. every host -> NVMe write failing: the 2-page size's demotions
  *      take its partition out of service for writes (its TIER_STATS),
  *      the 4-page size's still takes them; the sums say so (TIER_STATS,
- *      kvmmctl status, kvmmctl metrics' kvmm_cache_nvme_write_error);
+ *      kvmmctl status, kvmmctl metrics' kvmm_cache_nvme_write_error),
+ *      and the 2-page size's own families (kvmm_size_nvme_write_*);
  *      the blocks whose writes failed read back from host memory; the
  *      4-page size's partition out too, the sums add both outs;
  *   7. --nvme-path in a directory that is not there at start: both
@@ -496,6 +497,17 @@ static void write_failures_per_size(void)
 	tm_parse(mout, &k);
 	t_assert_eq(tm_u64(&k, "kvmm_cache_nvme_write_error", NULL), EIO);
 	t_assert_eq(tm_u64(&k, "kvmm_cache_nvme_write_outs_total", NULL), 1);
+	/* and each size's families whose partition it is */
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_write_error", "size=\"2\""),
+		    EIO);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_write_error", "size=\"4\""), 0);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_write_outs_total", "size=\"2\""),
+		    1);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_write_outs_total", "size=\"4\""),
+		    0);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_write_returns_total",
+			   "size=\"2\""),
+		    b.nvme_write_returns);
 	/* what is still cached reads back byte-identical, none from NVMe
 	 * (the blocks whose writes failed went back to host memory; the
 	 * policy dropped host victims once the partition was out) */

@@ -13,6 +13,7 @@
  * each tenant serves one model pays about once for them.
  */
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kvmm/kvmmd/metrics_text_priv.h"
@@ -73,6 +74,64 @@ static void size_tiers(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
 }
 
 /*
+ * Each size's NVMe partition's opens and writes (that size's TIER_STATS),
+ * as kvmm_size_nvme_*{size="PAGES"}: the kvmm_cache_* families of them
+ * show the first size that has an error, so an alert on one model's
+ * partition (out, waiting for an attempt, out of service for writes)
+ * needs these.  A field a size's reply ends before is left out (it
+ * cannot: the sizes came with ABI 1.21, these with 1.15 and 1.17).
+ */
+#define TS(f) offsetof(struct kvmm_tier_stats_reply, f)
+static const struct kd_metric size_nvme_metrics[] = {
+	{ "kvmm_size_nvme_open_error", KD_GAUGE,
+	  "Errno of one block size's (pages a block) NVMe partition that could not open, while it is out (0: open, or no NVMe tier); only with more than one size cached.",
+	  "", TS(nvme_open_error) },
+	{ "kvmm_size_nvme_open_attempts_total", KD_COUNTER,
+	  "Opens of one block size's NVMe partition tried (a failed claim at start and the one that worked included).",
+	  "", TS(nvme_open_attempts) },
+	{ "kvmm_size_nvme_open_last_error", KD_GAUGE,
+	  "Errno of the last open of one block size's NVMe partition that failed, kept once one works (0: none failed).",
+	  "", TS(nvme_open_last_error) },
+	{ "kvmm_size_nvme_open_retry_seconds", KD_GAUGE,
+	  "While one block size's NVMe partition is out: seconds until kvmmd tries to open it again (+Inf: it will not, a failure no wait mends).",
+	  "", TS(nvme_open_retry_ms), KD_MS_INF },
+	{ "kvmm_size_nvme_write_error", KD_GAUGE,
+	  "While one block size's NVMe partition is out of service for writes: the errno of the last one (0: it takes writes).",
+	  "", TS(nvme_write_error) },
+	{ "kvmm_size_nvme_write_retry_seconds", KD_GAUGE,
+	  "While one block size's NVMe partition is out of service for writes: seconds until a move down is written to try it again (0: the next one).",
+	  "", TS(nvme_write_retry_ms), KD_MS },
+	{ "kvmm_size_nvme_write_outs_total", KD_COUNTER,
+	  "Times one block size's NVMe partition was taken out of service for writes.",
+	  "", TS(nvme_write_outs) },
+	{ "kvmm_size_nvme_write_returns_total", KD_COUNTER,
+	  "Blocks of one block size whose host -> NVMe write failed that went back to the host tier with their host copy.",
+	  "", TS(nvme_write_returns) },
+};
+#undef TS
+
+static void size_nvme(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
+{
+	const size_t n =
+		sizeof(size_nvme_metrics) / sizeof(size_nvme_metrics[0]);
+	char label[32];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kd_metric *m = &size_nvme_metrics[i];
+
+		kd_mt_family(f, m->name, m->type, m->help);
+		for (uint32_t k = 0; k < nr; k++) {
+			if (m->off + sizeof(uint64_t) > sz[k].ts.size)
+				continue;
+			snprintf(label, sizeof(label), "size=\"%u\"",
+				 sz[k].pages);
+			kd_mt_sample(f, m->name, NULL, label,
+				     kd_mt_field(&sz[k].ts, m), m->unit);
+		}
+	}
+}
+
+/*
  * kvmm_size_demotions_queued{size}: ADMIN_STATUS' demotions waiting for
  * a free host slot, of each size (ABI 1.22; they add up to
  * kvmm_demotions_queued).  Left out for a reply that ends before them
@@ -103,8 +162,10 @@ static void size_demotions(FILE *f, const struct kvmm_status_reply *st)
 
 void kd_mt_sizes(FILE *f, const struct kd_metrics_src *src)
 {
-	if (src->sizes && src->nr_sizes > 1)
+	if (src->sizes && src->nr_sizes > 1) {
 		size_tiers(f, src->sizes, src->nr_sizes);
+		size_nvme(f, src->sizes, src->nr_sizes);
+	}
 	size_demotions(f, src->st);
 }
 
