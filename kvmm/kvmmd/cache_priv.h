@@ -528,6 +528,12 @@ void kc_say_uncached(struct kd_cache *c, struct kd_region *r);
 int kc_copy_var(void *out, size_t known, const void *p, size_t len,
 		uint32_t n_off, uint64_t **tail, uint32_t *n);
 
+/* cache_nvme_order.c: with named sizes and a file claimed at start, the
+ * list put in the order of the NVMe partitions whose blocks it names
+ * (cfg->cache_block_sizes[], before the later sizes' caches are made),
+ * so that a restart listing them in another order recovers each. */
+void kc_nvme_order_sizes(struct kd_cache *c);
+
 /* cache_open.c: a set-up that failed after the start, undone and tried
  * again.  kc_open_test_init() reads the test knobs at start (-EINVAL
  * for a bad value); kc_open_begin() is -EIO while the cache is off and

@@ -626,40 +626,6 @@ static int kc_named_sizes(struct kd_daemon *d)
 	return 0;
 }
 
-/*
- * With named sizes each has its partition of the NVMe file, the first
- * size partition 0 (tier_nvme_config.part_*): the size whose blocks
- * partition 0 holds (a restart that lists the sizes in another order)
- * comes first, so that partition 0's blocks are recovered rather than
- * formatted away, and the other partitions', whose superblocks name
- * the same layout, too.  A file cut for another number of sizes (or one
- * size's) is formatted anyway: the order is left as named.
- */
-static void kc_nvme_size_first(struct kd_cache *c)
-{
-	struct kd_config *cfg = &c->d->cfg;
-	struct tier_nvme_peek pk;
-
-	if (cfg->nr_cache_block_sizes < 2 || c->nvme_fd < 0 ||
-	    tier_nvme_peek_fd(c->nvme_fd, &pk) ||
-	    pk.part_count != cfg->nr_cache_block_sizes)
-		return;
-	for (uint32_t i = 1; i < cfg->nr_cache_block_sizes; i++) {
-		uint32_t ppb = cfg->cache_block_sizes[i];
-
-		if ((uint64_t)ppb * c->d->page_size != pk.payload_bytes)
-			continue;
-		cfg->cache_block_sizes[i] = cfg->cache_block_sizes[0];
-		cfg->cache_block_sizes[0] = ppb;
-		cfg->cache_block_pages = ppb;
-		c->named_ppb = ppb;
-		vmm_log(VMM_LOG_INFO,
-			"cache: the NVMe tier's blocks from the last run have %u pages, a size --cache-block-pages names: the tier is that size's",
-			ppb);
-		return;
-	}
-}
-
 int kd_cache_init(struct kd_daemon *d)
 {
 	struct migrate_config mc = { .size = sizeof(mc) };
@@ -705,7 +671,7 @@ int kd_cache_init(struct kd_daemon *d)
 			d->bad_option = true;
 		if (r)
 			return r;
-		kc_nvme_size_first(c);
+		kc_nvme_order_sizes(c); /* cache_nvme_order.c */
 	}
 	r = kc_make_slab(c);
 	if (r)

@@ -651,6 +651,11 @@ int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
 	return -ENOTSUP;
 }
 
+int tier_nvme_peek_at(int fd, uint64_t offset, struct tier_nvme_peek *out)
+{
+	return -ENOTSUP;
+}
+
 int tier_nvme_claim(const char *path, bool format_any, int *fd)
 {
 	vmm_log(VMM_LOG_ERR, "tier_nvme: built without liburing");

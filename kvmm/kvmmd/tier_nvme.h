@@ -236,9 +236,12 @@ struct tier_nvme_peek {
 	uint64_t drop_all;
 	uint32_t tenant_marks;
 	/* the partitions it is cut in (tier_nvme_config.part_count; 0 or
-	 * 1: one, the whole file) and the bytes of each */
+	 * 1: one, the whole file), the bytes of each, which one this
+	 * superblock is and the layout id of the cut (0: none) */
 	uint32_t part_count;
 	uint64_t part_bytes;
+	uint32_t part_index;
+	uint64_t layout_id;
 };
 
 /*
@@ -251,6 +254,9 @@ int tier_nvme_peek(const char *path, struct tier_nvme_peek *out);
 /* tier_nvme_peek() on a claimed fd (peek's own close would drop the
  * lock): 0, -ENODATA. */
 int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out);
+/* The same for the superblock at offset (a partition's start, a
+ * multiple of 4 KiB): 0, -ENODATA, -EINVAL (offset not aligned). */
+int tier_nvme_peek_at(int fd, uint64_t offset, struct tier_nvme_peek *out);
 void tier_nvme_close(struct tier_nvme *t);
 
 /*

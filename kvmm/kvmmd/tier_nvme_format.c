@@ -169,14 +169,21 @@ int tier_nvme_peek(const char *path, struct tier_nvme_peek *out)
 
 int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
 {
+	return tier_nvme_peek_at(fd, 0, out);
+}
+
+int tier_nvme_peek_at(int fd, uint64_t offset, struct tier_nvme_peek *out)
+{
 	struct nvme_superblock sb;
 	void *buf;
 	ssize_t n;
 
+	if (offset % NVME_ALIGN)
+		return -EINVAL;
 	/* aligned and whole: a claimed fd is O_DIRECT */
 	if (posix_memalign(&buf, NVME_ALIGN, NVME_ALIGN))
 		return -ENOMEM;
-	n = pread(fd, buf, NVME_ALIGN, 0);
+	n = pread(fd, buf, NVME_ALIGN, (off_t)offset);
 	if (n >= (ssize_t)sizeof(sb))
 		memcpy(&sb, buf, sizeof(sb));
 	free(buf);
@@ -189,6 +196,8 @@ int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
 	out->scope = sb.scope;
 	out->part_count = sb.part_count;
 	out->part_bytes = sb.part_bytes;
+	out->part_index = sb.part_index;
+	out->layout_id = sb.layout_id;
 	memcpy(out->scope_key, sb.scope_key, sizeof(out->scope_key));
 	return 0;
 }
