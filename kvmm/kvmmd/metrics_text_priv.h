@@ -56,8 +56,8 @@ void kd_mt_tenant_labels(char *buf, size_t len, uint32_t kind, uint32_t id,
 
 /*
  * metrics_sizes.c, with more than one block size cached (one size's
- * figures are the sums): kd_mt_sizes() the tier families, publishes and
- * queued demotions of each size; kd_mt_size_tenants() the tenants'
+ * figures are the sums): kd_mt_sizes() the tier families, publishes,
+ * NVMe partition opens and writes and queued demotions of each size; kd_mt_size_tenants() the tenants'
  * figures that ADMIN_TENANTS gives per size.
  */
 void kd_mt_sizes(FILE *f, const struct kd_metrics_src *src);
