@@ -47,10 +47,7 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 {
-	for (unsigned t = tier + 1; t < POL_TIER_COUNT; t++)
-		if (c->cap[t])
-			return t;
-	return POL_TIER_NONE;
+	return tier < POL_TIER_COUNT ? lower_tier(c, tier) : POL_TIER_NONE;
 }
 
 /* Would b be a leaf in tier t (the prefix rule)? */
@@ -191,26 +188,41 @@ static void report(struct pol_cache *c, const struct pol_block *b,
 		c->move_fn(c->move_arg, b, from, to);
 }
 
-/* make_room()'s choice: the policy's victim, or with a lower tier one
- * that only a demotable TTL holds (counted by the caller). */
-static struct pol_block *room_victim(struct pol_cache *c, unsigned t, bool *ttl)
+/* room_victim()'s second pass, with a lower tier: a block that only a
+ * demotable TTL holds (apart: it is rarely needed). */
+static __attribute__((noinline)) struct pol_block *
+ttl_victim(struct pol_cache *c, unsigned t, bool *ttl)
+{
+	struct pol_block *v;
+
+	/*
+	 * Nothing else can go: rather than refuse the block that needs the
+	 * room (a running request's), move a block whose TTL allows it down
+	 * a tier.  It stays cached and comes back by a reload, not a
+	 * recompute.
+	 */
+	c->ttl_demoting = true;
+	v = c->ops->victim(c->priv[t]);
+	c->ttl_demoting = false;
+	*ttl = v != NULL;
+	return v;
+}
+
+/*
+ * make_room()'s choice: the policy's victim, or with a lower tier one
+ * that only a demotable TTL holds (counted by the caller).  Inline: a
+ * call here cost each decision 13 instructions (bench/policy's callgrind
+ * count).
+ */
+static inline __attribute__((always_inline)) struct pol_block *
+room_victim(struct pol_cache *c, unsigned t, bool *ttl)
 {
 	struct pol_block *v = c->ops->victim(c->priv[t]);
 
 	*ttl = false;
-	if (!v && pol_cache_lower_tier(c, t) != POL_TIER_NONE) {
-		/*
-		 * Nothing else can go: rather than refuse the block that
-		 * needs the room (a running request's), move a block whose
-		 * TTL allows it down a tier.  It stays cached and comes back
-		 * by a reload, not a recompute.
-		 */
-		c->ttl_demoting = true;
-		v = c->ops->victim(c->priv[t]);
-		c->ttl_demoting = false;
-		*ttl = v != NULL;
-	}
-	return v;
+	if (v || lower_tier(c, t) == POL_TIER_NONE)
+		return v;
+	return ttl_victim(c, t, ttl);
 }
 
 /*
@@ -265,7 +277,7 @@ static bool evictable_in(const struct pol_cache *c, const struct pol_block *b,
 		return false;
 	if (b->ttl_expiry && b->ttl_expiry > c->now &&
 	    !((b->flags & POL_BLOCK_TTL_DEMOTE) &&
-	      pol_cache_lower_tier(c, t) != POL_TIER_NONE))
+	      lower_tier(c, t) != POL_TIER_NONE))
 		return false;
 	return leaf_in(c, b, t);
 }
@@ -281,7 +293,7 @@ static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v,
  * evictability there says no child stays anywhere), or into the next? */
 static bool way_down(struct pol_cache *c, struct pol_block *x, unsigned t)
 {
-	unsigned lower = pol_cache_lower_tier(c, t);
+	unsigned lower = lower_tier(c, t);
 
 	return lower == POL_TIER_NONE || fits(c, lower, x, true);
 }
@@ -393,7 +405,10 @@ static bool droppable(const struct pol_cache *c, const struct pol_block *b)
 	       leaf_in(c, b, c->last_tier);
 }
 
-static void drop(struct pol_cache *c, struct pol_block *v)
+/* inline: each decision of a one-tier cache ends in it (move_down()),
+ * where the call cost 20 instructions (bench/policy's callgrind count) */
+static inline __attribute__((always_inline)) void drop(struct pol_cache *c,
+						       struct pol_block *v)
 {
 	unsigned from = v->tier;
 
@@ -405,35 +420,30 @@ static void drop(struct pol_cache *c, struct pol_block *v)
 }
 
 /*
- * Move v (evictable, in tier t) down a tier, or drop it from the last:
- * 0.  -ENOSPC, and nothing done, when the tier below is full and could
- * make no room for v (fits()): everything there is pinned, referenced,
- * held by a TTL or a parent of a cached child, and v cannot pass through
- * it either.  Dropping v instead could drop a parent whose children are
- * cached below (v is a leaf of t, not of the tiers under it), or break
- * a TTL, so the caller picks another victim (make_room()).
+ * Start the misses of what follows while the policy takes v out of its
+ * structures: its parent's child counts.
  */
-static int move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
+static inline void prefetch_parent(struct pol_cache *c,
+				   const struct pol_block *v)
 {
-	unsigned lower = pol_cache_lower_tier(c, t);
+	if (v->counted != POL_TIER_NONE && v->parent_id < c->ix.high_water)
+		pol_index_prefetch_entry(&c->ix, v->parent_id, 1);
+}
 
-	if (lower != POL_TIER_NONE && c->count[lower] >= c->cap[lower] &&
-	    !fits(c, lower, v, true)) {
+/*
+ * move_down() into lower, the tier below t.  Apart from the drop from
+ * the last tier, which every decision of a one-tier cache makes and
+ * which then needs no room for the many registers of this one (bench
+ * policy's callgrind count).
+ */
+static __attribute__((noinline)) int
+demote(struct pol_cache *c, struct pol_block *v, unsigned t, unsigned lower)
+{
+	if (c->count[lower] >= c->cap[lower] && !fits(c, lower, v, true)) {
 		c->st.refused++;
 		return -ENOSPC;
 	}
-	/*
-	 * Start the misses of what follows while the policy takes v out of
-	 * its structures: its parent's child counts and, for a drop, v's
-	 * slot in the index table.
-	 */
-	if (v->counted != POL_TIER_NONE && v->parent_id < c->ix.high_water)
-		pol_index_prefetch_entry(&c->ix, v->parent_id, 1);
-	if (lower == POL_TIER_NONE) {
-		pol_index_prefetch(&c->ix, v->hash);
-		drop(c, v);
-		return 0;
-	}
+	prefetch_parent(c, v);
 	leave_tier(c, v);
 	c->st.demotions[t]++;
 	report(c, v, t, lower);
@@ -448,16 +458,70 @@ static int move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
 }
 
 /*
+ * Move v (evictable, in tier t) down a tier, or drop it from the last:
+ * 0.  -ENOSPC, and nothing done, when the tier below is full and could
+ * make no room for v (fits()): everything there is pinned, referenced,
+ * held by a TTL or a parent of a cached child, and v cannot pass through
+ * it either.  Dropping v instead could drop a parent whose children are
+ * cached below (v is a leaf of t, not of the tiers under it), or break
+ * a TTL, so the caller picks another victim (make_room()).
+ */
+static int move_down(struct pol_cache *c, struct pol_block *v, unsigned t)
+{
+	unsigned lower = lower_tier(c, t);
+
+	if (lower != POL_TIER_NONE)
+		return demote(c, v, t, lower);
+	/* and v's slot in the index table, which the drop frees */
+	prefetch_parent(c, v);
+	pol_index_prefetch(&c->ix, v->hash);
+	drop(c, v);
+	return 0;
+}
+
+static int make_room_aside(struct pol_cache *c, unsigned t,
+			   struct pol_block *refused);
+
+/*
  * Bring tier t back within its capacity by moving victims down (or
  * dropping them from the last tier).  Victims go into the lower tier
  * first, which then makes room the same way.  A victim that cannot go
- * down (move_down()) is set aside and the policy asked for another.
+ * down (move_down()) is set aside and the policy asked for another
+ * (make_room_aside()).
  */
 static int make_room(struct pol_cache *c, unsigned t)
+{
+	while (c->count[t] > c->cap[t]) {
+		bool ttl;
+		struct pol_block *v = room_victim(c, t, &ttl);
+
+		if (!v) {
+			c->st.no_victim++;
+			return -ENOSPC;
+		}
+		if (move_down(c, v, t))
+			return make_room_aside(c, t, v);
+		if (ttl)
+			c->st.ttl_demotions++;
+	}
+	return 0;
+}
+
+/*
+ * make_room() from its first victim that could not go down (refused) on,
+ * setting aside each such victim until the tier is within its capacity
+ * or nothing is left to ask for.  Apart, so that the loop every decision
+ * runs keeps no aside mark: what calls nested in make_room() set aside
+ * they release, so the mark taken here is the one it would have taken.
+ */
+static __attribute__((noinline)) int
+make_room_aside(struct pol_cache *c, unsigned t, struct pol_block *refused)
 {
 	uint32_t mark = c->naside;
 	int r = 0;
 
+	if (!set_aside(c, refused))
+		return -ENOSPC;
 	while (c->count[t] > c->cap[t]) {
 		bool ttl;
 		struct pol_block *v = room_victim(c, t, &ttl);
@@ -559,17 +623,6 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 	from = b->tier;
 	if (was_tier)
 		*was_tier = from;
-	/*
-	 * Cached below, and the GPU could make no room for it (everything
-	 * there in use, pinned, held, or only its parent): it stays where
-	 * it is, untouched, and the access is a miss.  Moving it up would
-	 * leave it nowhere to go but out, lower copy, pins and all.
-	 */
-	if (from != POL_TIER_NONE && from != POL_TIER_GPU &&
-	    !promotable(c, b, POL_TIER_GPU, true)) {
-		c->st.refused++;
-		return -ENOSPC;
-	}
 	if (from == POL_TIER_NONE) {
 		b->parent_hash = d->parent_hash;
 		b->position = d->position;
@@ -596,6 +649,17 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 				b->turn = turn < 255 ? turn : 255;
 			}
 		}
+	} else if (from != POL_TIER_GPU &&
+		   !promotable(c, b, POL_TIER_GPU, true)) {
+		/*
+		 * Cached below, and the GPU could make no room for it
+		 * (everything there in use, pinned, held, or only its
+		 * parent): it stays where it is, untouched, and the access
+		 * is a miss.  Moving it up would leave it nowhere to go but
+		 * out, lower copy, pins and all.
+		 */
+		c->st.refused++;
+		return -ENOSPC;
 	}
 	b->next_use = d->next_use;
 	b->last_access = c->now;

@@ -12,13 +12,22 @@
 #include "kvmm/policy/pol_cache_priv.h"
 
 /* The lowest tier with a capacity (the GPU tier when none has one):
- * blocks are dropped from it. */
+ * blocks are dropped from it; and below each tier, the next one with a
+ * capacity (pol_cache_lower_tier()), where its victims go.  Worked out
+ * whenever a capacity changes, not on each move. */
 void pol_cache_set_last_tier(struct pol_cache *c)
 {
+	unsigned below = POL_TIER_NONE;
+
 	c->last_tier = POL_TIER_GPU;
 	for (unsigned t = 0; t < POL_TIER_COUNT; t++)
 		if (c->cap[t])
 			c->last_tier = t;
+	for (unsigned t = POL_TIER_COUNT; t-- > 0;) {
+		c->lower[t] = (uint8_t)below;
+		if (c->cap[t])
+			below = t;
+	}
 }
 
 int pol_cache_create(const struct pol_cache_opts *o, struct pol_cache **out)

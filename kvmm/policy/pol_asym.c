@@ -437,7 +437,8 @@ static void note_use(struct asym *s, const struct pol_block *b)
  * child (a new block, most of the time): that one is a leaf whatever the
  * prefix rule and the tier.
  */
-static bool is_leaf(const struct asym *s, const struct pol_block *b)
+static inline __attribute__((always_inline)) bool
+is_leaf(const struct asym *s, const struct pol_block *b)
 {
 	_Static_assert(POL_TIER_COUNT == 3, "is_leaf: three tiers");
 	if (!(b->nchild[0] | b->nchild[1] | b->nchild[2]))
@@ -447,9 +448,12 @@ static bool is_leaf(const struct asym *s, const struct pol_block *b)
 
 /*
  * Should b be in a list: a block that may be evicted structurally (with
- * the prefix rule, a leaf) and is not held.
+ * the prefix rule, a leaf) and is not held.  Inline: out of line (gcc
+ * chose so once held() came in) it cost each insert and change 20
+ * instructions (bench/policy's callgrind count, performance.md).
  */
-static bool listed(const struct asym *s, const struct pol_block *b)
+static inline __attribute__((always_inline)) bool
+listed(const struct asym *s, const struct pol_block *b)
 {
 	return !held(b) && is_leaf(s, b);
 }

@@ -17,6 +17,9 @@ struct pol_cache {
 	bool prefix_rule;
 	bool msa; /* pol_cache_opts.msa */
 	unsigned last_tier; /* lowest tier with a capacity */
+	/* each tier's next one down with a capacity, POL_TIER_NONE for
+	 * none: worked out with last_tier, read on every move down */
+	uint8_t lower[POL_TIER_COUNT];
 	uint64_t cap[POL_TIER_COUNT];
 	uint64_t count[POL_TIER_COUNT];
 	const struct pol_ops *ops;
@@ -38,6 +41,12 @@ struct pol_cache {
 };
 
 void pol_cache_set_last_tier(struct pol_cache *c);
+
+/* pol_cache_lower_tier() for a tier that exists (t < POL_TIER_COUNT) */
+static inline unsigned lower_tier(const struct pol_cache *c, unsigned t)
+{
+	return c->lower[t];
+}
 void pol_cache_tenant_room_slow(struct pol_cache *c, uint16_t row, unsigned t,
 				struct pol_block *in, bool in_may_go);
 
