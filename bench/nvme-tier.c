@@ -28,7 +28,8 @@
  * own start-up adds about 0.3 s).  Each round gives a kvmm/fio ratio of
  * neighbouring runs; the JSON line has the medians (throughputs, ratios,
  * CPU microseconds per MB of each side, and the disk's queue depth while
- * busy, from /sys/dev/block/MAJ:MIN/stat), the smallest and largest
+ * busy, and the share of the run it was busy at all, both from
+ * /sys/dev/block/MAJ:MIN/stat), the smallest and largest
  * ratio, how many I/Os and io_uring_enter calls kvmm needed per block,
  * how many I/Os the block layer merged into each disk request
  * (*_ios_per_req) and how many physically contiguous pieces (DMA
@@ -100,6 +101,20 @@ static double disk_depth(const struct disk_snap *a, const struct disk_snap *b)
 }
 
 /*
+ * The share of a run's time [a, b] the disk had a request in flight
+ * (io_ticks over the run's ms): below 1 when the queue ran dry between
+ * I/Os, which the busy depth (disk_depth()) does not show, since it
+ * counts busy time only.  A submitter that waits for a core on a loaded
+ * machine leaves the disk idle meanwhile.  Other processes' I/O on the
+ * same disk counts too.
+ */
+static double disk_busy(const struct disk_snap *a, const struct disk_snap *b,
+			double ms)
+{
+	return ms > 0 ? (b->busy_ms - a->busy_ms) / ms : 0;
+}
+
+/*
  * I/Os per disk request over a run, reads or writes: above 1 when the
  * block layer merged neighbouring I/Os into one request (in a plug, or
  * while they waited in the I/O scheduler), so that the disk saw fewer,
@@ -124,13 +139,13 @@ static const char *fio_mem;
  */
 static double run_fio(const char *file, const char *rw, size_t bs,
 		      unsigned int qd, uint64_t offset, uint64_t size,
-		      double *cpu, double depth[2])
+		      double *cpu, double disk[3])
 {
 	bool rd = strcmp(rw, "read") == 0;
 	struct disk_snap d0, d1;
 	char cmd[1024], line[8192];
 	FILE *p;
-	double bw = -1;
+	double bw = -1, runtime_ms = 0;
 
 	*cpu = 0;
 	snprintf(cmd, sizeof(cmd),
@@ -160,13 +175,16 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 				f++;
 		}
 		bw = v[rd ? 7 : 48] * 1024.0;
-		*cpu = (v[88] + v[89]) / 100.0 * v[rd ? 9 : 50] / 1000.0;
+		runtime_ms = v[rd ? 9 : 50];
+		*cpu = (v[88] + v[89]) / 100.0 * runtime_ms / 1000.0;
 	}
 	if (pclose(p) != 0)
 		return -1;
 	disk_snap(&d1);
-	depth[0] = disk_depth(&d0, &d1);
-	depth[1] = disk_ios_per_req(&d0, &d1, !rd);
+	disk[0] = disk_depth(&d0, &d1);
+	disk[1] = disk_ios_per_req(&d0, &d1, !rd);
+	/* over fio's own runtime: its start-up and exit are not I/O time */
+	disk[2] = disk_busy(&d0, &d1, runtime_ms);
 	return bw;
 }
 
@@ -270,7 +288,7 @@ static void *kvmm_worker_run(void *arg)
 /* One phase (every block written, or read) on nthreads threads, as
  * kvmmd's migration workers call the tier; its wall and CPU seconds. */
 static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
-		      double *wall, double *cpu, double depth[2])
+		      double *wall, double *cpu, double disk[3])
 {
 	int failures = 0;
 	struct disk_snap d0, d1;
@@ -294,8 +312,9 @@ static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
 	*wall = now_s() - t0;
 	*cpu = cpu_s() - c0;
 	disk_snap(&d1);
-	depth[0] = disk_depth(&d0, &d1);
-	depth[1] = disk_ios_per_req(&d0, &d1, write);
+	disk[0] = disk_depth(&d0, &d1);
+	disk[1] = disk_ios_per_req(&d0, &d1, write);
+	disk[2] = disk_busy(&d0, &d1, *wall * 1000.0);
 	return failures;
 }
 
@@ -321,7 +340,7 @@ static void settle(unsigned int ms)
 static int kvmm_round(struct kvmm_worker *w, unsigned int nthreads,
 		      uint32_t *slots, uint64_t nblocks, uint64_t block,
 		      unsigned int round, unsigned int settle_ms,
-		      double v[NRUNS][4])
+		      double v[NRUNS][5])
 {
 	static uint64_t gen = 1;
 	int failures = 0;
@@ -481,8 +500,9 @@ int main(int argc, char **argv)
 	uint32_t *slots = calloc(nblocks, sizeof(*slots));
 	/* per counted round, for each run (kvmm write, kvmm read, fio
 	 * write, fio read): MB/s, CPU us per MB, the disk's busy depth */
-	double *bw[NRUNS], *cpu[NRUNS], *depth[NRUNS], *ioreq[NRUNS], *ratio[2];
-	double dummy_cpu, dummy_depth[2];
+	double *bw[NRUNS], *cpu[NRUNS], *depth[NRUNS], *ioreq[NRUNS],
+		*busy[NRUNS], *ratio[2];
+	double dummy_cpu, dummy_disk[3];
 	struct tier_nvme_stats st0, st;
 	struct stat fst;
 	unsigned int nratio = 0;
@@ -501,7 +521,8 @@ int main(int argc, char **argv)
 		cpu[i] = calloc(rounds, sizeof(double));
 		depth[i] = calloc(rounds, sizeof(double));
 		ioreq[i] = calloc(rounds, sizeof(double));
-		if (!bw[i] || !cpu[i] || !depth[i] || !ioreq[i])
+		busy[i] = calloc(rounds, sizeof(double));
+		if (!bw[i] || !cpu[i] || !depth[i] || !ioreq[i] || !busy[i])
 			return 1;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -523,7 +544,7 @@ int main(int argc, char **argv)
 	/* Warm the file: write every byte once (fio and us both overwrite
 	 * allocated, written extents afterwards). */
 	(void)run_fio(file, "write", stride, qd, 0, 4096 + nblocks * stride,
-		      &dummy_cpu, dummy_depth);
+		      &dummy_cpu, dummy_disk);
 
 	/* Round 0 warms caches and the ring and is not counted.  Then the
 	 * order alternates, kvmm first in odd rounds and fio first in even
@@ -532,8 +553,8 @@ int main(int argc, char **argv)
 	 * JSON has their medians.  Every run starts settle_ms after the
 	 * previous one ended (fio's start-up adds about 0.3 s more). */
 	for (unsigned int round = 0; round <= rounds; round++) {
-		/* bytes/s, CPU s, depth, I/Os per disk request */
-		double v[NRUNS][4] = { { 0 } };
+		/* bytes/s, CPU s, depth, I/Os per disk request, busy share */
+		double v[NRUNS][5] = { { 0 } };
 		bool fio_first = round && round % 2 == 0;
 
 		if (round == 1)
@@ -567,20 +588,22 @@ int main(int argc, char **argv)
 			cpu[r][nratio] = v[r][1] * 1e12 / bytes;
 			depth[r][nratio] = v[r][2];
 			ioreq[r][nratio] = v[r][3];
+			busy[r][nratio] = v[r][4];
 		}
 		for (int i = 0; i < 2; i++)
 			ratio[i][nratio] =
 				v[F_WRITE + i][0] > 0 ?
 					v[K_WRITE + i][0] / v[F_WRITE + i][0] :
 					0;
-		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f | I/Os per request kvmm %.2f/%.2f fio %.2f/%.2f\n",
+		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f | I/Os per request kvmm %.2f/%.2f fio %.2f/%.2f | disk busy kvmm %.2f/%.2f fio %.2f/%.2f\n",
 		       round, fio_first ? "fio" : "kvmm", v[K_WRITE][0] / 1e6,
 		       v[K_READ][0] / 1e6, v[F_WRITE][0] / 1e6,
 		       v[F_READ][0] / 1e6, ratio[0][nratio], ratio[1][nratio],
 		       cpu[K_WRITE][nratio], cpu[K_READ][nratio],
 		       cpu[F_WRITE][nratio], cpu[F_READ][nratio], v[K_WRITE][2],
 		       v[K_READ][2], v[F_WRITE][2], v[F_READ][2], v[K_WRITE][3],
-		       v[K_READ][3], v[F_WRITE][3], v[F_READ][3]);
+		       v[K_READ][3], v[F_WRITE][3], v[F_READ][3], v[K_WRITE][4],
+		       v[K_READ][4], v[F_WRITE][4], v[F_READ][4]);
 		fflush(stdout);
 		nratio++;
 	}
@@ -593,13 +616,14 @@ int main(int argc, char **argv)
 	/* I/Os and io_uring_enter calls per block over the counted rounds:
 	 * 1 SQE per block means header and payload moved as one I/O */
 	double blocks_moved = 2.0 * (double)nblocks * nratio;
-	double mb[NRUNS], mc[NRUNS], md[NRUNS], mq[NRUNS], mr[2];
+	double mb[NRUNS], mc[NRUNS], md[NRUNS], mq[NRUNS], mu[NRUNS], mr[2];
 
 	for (int r = 0; r < NRUNS; r++) {
 		mb[r] = median(bw[r], nratio);
 		mc[r] = median(cpu[r], nratio);
 		md[r] = median(depth[r], nratio);
 		mq[r] = median(ioreq[r], nratio);
+		mu[r] = median(busy[r], nratio);
 	}
 	for (int i = 0; i < 2; i++)
 		mr[i] = median(ratio[i],
@@ -618,6 +642,8 @@ int main(int argc, char **argv)
 	       "\"kvmm_read_disk_depth\":%.2f,\"fio_read_disk_depth\":%.2f,"
 	       "\"kvmm_write_ios_per_req\":%.2f,\"fio_write_ios_per_req\":%.2f,"
 	       "\"kvmm_read_ios_per_req\":%.2f,\"fio_read_ios_per_req\":%.2f,"
+	       "\"kvmm_write_disk_busy\":%.2f,\"fio_write_disk_busy\":%.2f,"
+	       "\"kvmm_read_disk_busy\":%.2f,\"fio_read_disk_busy\":%.2f,"
 	       "\"sqes_per_block\":%.2f,\"enters_per_block\":%.2f,"
 	       "\"checksum_failures\":%llu,\"failures\":%d,"
 	       "\"registered_buffers\":%s,\"reg_huge_bytes\":%llu,"
@@ -630,8 +656,8 @@ int main(int argc, char **argv)
 	       ratio[0][nratio - 1], ratio[1][0], ratio[1][nratio - 1],
 	       mc[K_WRITE], mc[F_WRITE], mc[K_READ], mc[F_READ], md[K_WRITE],
 	       md[F_WRITE], md[K_READ], md[F_READ], mq[K_WRITE], mq[F_WRITE],
-	       mq[K_READ], mq[F_READ],
-	       (double)(st.sqes - st0.sqes) / blocks_moved,
+	       mq[K_READ], mq[F_READ], mu[K_WRITE], mu[F_WRITE], mu[K_READ],
+	       mu[F_READ], (double)(st.sqes - st0.sqes) / blocks_moved,
 	       (double)(st.submits - st0.submits) / blocks_moved,
 	       (unsigned long long)st.checksum_failures, failures,
 	       st.registered_buffers ? "true" : "false",
@@ -645,6 +671,7 @@ int main(int argc, char **argv)
 		free(cpu[i]);
 		free(depth[i]);
 		free(ioreq[i]);
+		free(busy[i]);
 	}
 	for (int i = 0; i < 2; i++)
 		free(ratio[i]);
