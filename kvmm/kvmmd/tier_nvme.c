@@ -239,6 +239,12 @@ static void test_invalidate_delay(struct tier_nvme *t)
 	t->invalidate_delay_us =
 		kd_test_delay_us("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS",
 				 "tier_nvme", "invalidations");
+	/* the same for the header writes of the blocks a drop kept: a
+	 * crash after the drop's mark, before them
+	 * (tests/cache-drop-kept-nvme.c) */
+	t->restamp_delay_us =
+		kd_test_delay_us("KVMMD_TEST_NVME_RESTAMP_DELAY_MS",
+				 "tier_nvme", "kept blocks' header writes");
 }
 
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
@@ -621,6 +627,12 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			       unsigned int n)
+{
+	return -ENOTSUP;
+}
+
+int tier_nvme_restamp_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			    unsigned int n)
 {
 	return -ENOTSUP;
 }

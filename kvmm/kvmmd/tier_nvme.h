@@ -175,6 +175,10 @@ struct tier_nvme_stats {
 	 * write (or the sync after it) failed */
 	uint64_t invalidations;
 	uint64_t invalidate_errors;
+	/* headers written again above a drop mark by
+	 * tier_nvme_restamp_batch(), and those whose write or sync failed */
+	uint64_t restamps;
+	uint64_t restamp_errors;
 	uint64_t submits; /* io_uring_submit calls */
 	uint64_t sqes; /* I/Os issued */
 	/* of the caller's registered region (reg_base): bytes in 2 MiB pages
@@ -299,6 +303,27 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  */
 int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			       unsigned int n);
+/*
+ * Write the header of each io's READY slot (io.slot, io.hash set) again,
+ * the same block with io.generation (from tier_nvme_next_generation(),
+ * taken when the caller queued it; 0: the next one now): a block an
+ * operator's drop kept, whose header was written below the drop's mark
+ * (tier_nvme_mark_drop()), so that a restart's scan recovers it.  Only
+ * the 4 KiB header moves (the payload and its CRC stay); reads of the
+ * slot wait for it, and a free or an invalidation's claim of it
+ * meanwhile is carried out once it ended.  A header of no known tenant
+ * stays so (every tenant's mark covers it).  Fsyncs the file after the
+ * writes; a failed sync fails every io that wrote.  io.result: 0 (also
+ * when the slot's generation is io.generation or above already: written
+ * since, nothing to do); -ENOENT (not READY with that hash: freed,
+ * dropped, claimed), -EINVAL: nothing written; or the write's -errno:
+ * the header on disk may be the old one, the new one, or neither (a torn
+ * write fails its CRC at a restart: the block is lost there, never
+ * another served); the slot stays READY for the run whatever it was, its
+ * reads accepting either generation.  Returns how many failed.
+ */
+int tier_nvme_restamp_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
+			    unsigned int n);
 /*
  * Take READY slot (holding hash) out of use now for an invalidation to
  * come (an operator drop, whose job a worker runs later): FILLING, so a

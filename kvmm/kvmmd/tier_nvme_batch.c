@@ -40,6 +40,13 @@ void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
 	struct nvme_slot *s = &t->slots[io->slot];
 	int err = b->errs[idx];
 
+	if (b->restamp) {
+		pthread_mutex_lock(&t->lock);
+		io->result = err;
+		nvme_restamp_finish(t, b, idx);
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
 	if (b->invalidate) {
 		/* free whatever the write did: an old header left on disk
 		 * is only a block that may come back after a restart, so
@@ -83,9 +90,13 @@ void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
 	bool bad_crc = false, bad_hdr = false;
 
 	if (!err) {
-		/* s's identity does not change while readers > 0 */
+		/* s's identity does not change while readers > 0 (nor its
+		 * generations: a restamp waits for them) */
 		if (!nvme_header_valid(t, h, io->slot) || h->hash != s->hash ||
-		    h->generation != s->generation || h->length != s->length)
+		    (h->generation != s->generation &&
+		     (!s->alt_generation ||
+		      h->generation != s->alt_generation)) ||
+		    h->length != s->length)
 			bad_hdr = true;
 		else if (h->payload_crc != s->payload_crc ||
 			 tier_crc32c(0, io->buf, h->length) != h->payload_crc)
@@ -125,11 +136,15 @@ void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
 		io->layout_id = h->layout_id;
 		io->result = 0;
 	}
+	/* a restamp waits for the last read of its slot */
+	if (s->restamping && !s->readers && t->slot_waiters)
+		pthread_cond_broadcast(&t->slot_cond);
 	/* this read's caller too must forget the slot, whichever reader
 	 * found it bad: it goes when the last one leaves */
 	io->dropped = s->bad;
-	if (s->bad && s->readers == 0) {
-		/* its header may still pass a restart's scan */
+	if (s->bad && s->readers == 0 && !s->restamping) {
+		/* its header may still pass a restart's scan (a restamp
+		 * waiting for this read frees it: nvme_restamp_settle()) */
 		nvme_slot_release_stale(t, io->slot, TIER_NVME_NOBODY);
 		if (t->slot_waiters)
 			pthread_cond_broadcast(&t->slot_cond);
@@ -150,8 +165,8 @@ static void batch_free(struct nvme_batch *b)
 
 /* The batch is over: how many of its ios failed (each io's result says
  * which), its memory freed. */
-static int batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
-		     unsigned int n)
+int nvme_batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
+		   unsigned int n)
 {
 	int failed = 0;
 
@@ -162,8 +177,8 @@ static int batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
 	return failed;
 }
 
-static int batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
-		       unsigned int n, bool write, bool invalidate)
+int nvme_batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
+		     unsigned int n, bool write, bool invalidate)
 {
 	*b = (struct nvme_batch){
 		.ios = ios, .n = n, .write = write, .invalidate = invalidate
@@ -190,6 +205,13 @@ static int batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
 	return 0;
 }
 
+void nvme_slot_wait(struct tier_nvme *t)
+{
+	t->slot_waiters++;
+	pthread_cond_wait(&t->slot_cond, &t->lock);
+	t->slot_waiters--;
+}
+
 /*
  * Wait (t->lock held, no slot of this batch taken yet, so batches cannot
  * wait for each other in a cycle) until none of the batch's hashes is
@@ -211,11 +233,8 @@ static void wait_hashes_settled(struct tier_nvme *t,
 			       (t->slots[slot].state == TIER_SLOT_FILLING ||
 				t->slots[slot].bad);
 		}
-		if (busy) {
-			t->slot_waiters++;
-			pthread_cond_wait(&t->slot_cond, &t->lock);
-			t->slot_waiters--;
-		}
+		if (busy)
+			nvme_slot_wait(t);
 	} while (busy);
 }
 
@@ -226,7 +245,7 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 	if (n == 0)
 		return 0;
-	if (batch_alloc(&b, ios, n, true, false)) {
+	if (nvme_batch_alloc(&b, ios, n, true, false)) {
 		/* a reservation is used up whatever the write does, also when
 		 * it cannot start: give it back, or its slot stays set aside
 		 * for good (the caller forgot it when it handed it over) */
@@ -284,7 +303,7 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	}
 	pthread_mutex_unlock(&t->lock);
 	nvme_run_batch(t, &b);
-	return batch_end(&b, ios, n);
+	return nvme_batch_end(&b, ios, n);
 }
 
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
@@ -294,9 +313,13 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 
 	if (n == 0)
 		return 0;
-	if (batch_alloc(&b, ios, n, false, false))
+	if (nvme_batch_alloc(&b, ios, n, false, false))
 		return (int)n;
 	pthread_mutex_lock(&t->lock);
+	/* before any read is taken, so that a restamp waiting for the reads
+	 * of its slots never waits for this batch */
+	while (nvme_any_restamping(t, ios, n))
+		nvme_slot_wait(t);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
 		struct nvme_slot *s;
@@ -322,7 +345,7 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	}
 	pthread_mutex_unlock(&t->lock);
 	nvme_run_batch(t, &b);
-	return batch_end(&b, ios, n);
+	return nvme_batch_end(&b, ios, n);
 }
 
 /*
@@ -343,9 +366,12 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		return 0;
 	if (t->invalidate_delay_us) /* tests only (tier_nvme.c) */
 		usleep(t->invalidate_delay_us);
-	if (batch_alloc(&b, ios, n, true, true))
+	if (nvme_batch_alloc(&b, ios, n, true, true))
 		return (int)n;
 	pthread_mutex_lock(&t->lock);
+	/* a slot claimed while its restamp wrote: the zeros go after */
+	while (nvme_any_restamping(t, ios, n))
+		nvme_slot_wait(t);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
 		struct nvme_slot *s;
@@ -387,7 +413,7 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		}
 		pthread_mutex_unlock(&t->lock);
 	}
-	return batch_end(&b, ios, n);
+	return nvme_batch_end(&b, ios, n);
 }
 
 #endif /* HAVE_LIBURING */

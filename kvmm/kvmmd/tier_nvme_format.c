@@ -40,7 +40,7 @@ bool nvme_header_valid(const struct tier_nvme *t,
 
 void nvme_header_fill(const struct tier_nvme *t, void *hb,
 		      const struct tier_nvme_io *io, uint64_t generation,
-		      uint32_t payload_crc)
+		      uint32_t payload_crc, bool tenant_known)
 {
 	struct tier_nvme_slot_header h = {
 		.magic = TIER_NVME_SLOT_MAGIC,
@@ -53,8 +53,8 @@ void nvme_header_fill(const struct tier_nvme *t, void *hb,
 		.generation = generation,
 		.layout_id = io->layout_id,
 		.payload_crc = payload_crc,
-		.tenant = io->tenant,
-		.flags = TIER_NVME_HDR_TENANT,
+		.tenant = tenant_known ? io->tenant : 0,
+		.flags = tenant_known ? TIER_NVME_HDR_TENANT : 0,
 	};
 
 	h.header_crc = nvme_header_crc(&h);

@@ -174,14 +174,19 @@ static void start_block(struct tier_nvme *t, unsigned int ai,
 		a->mem = io->buf;
 		a->disk_off =
 			nvme_slot_offset(t, io->slot) + TIER_NVME_HEADER_BYTES;
-		a->total = io->length;
+		/* a restamp's length is its header's: no payload moves */
+		a->total = b->restamp ? 0 : io->length;
 		a->sep_hdr = true;
 	}
 	if (b->invalidate)
 		memset(hdr_mem(t, a, ai), 0, NVME_ALIGN);
 	else if (b->write)
+		/* a restamp of a block whose tenant is not known (a header
+		 * from before the tenants) keeps it unknown: every tenant's
+		 * mark covers it, as before */
 		nvme_header_fill(t, hdr_mem(t, a, ai), io, b->gens[idx],
-				 b->crcs[idx]);
+				 b->crcs[idx],
+				 !b->restamp || io->tenant != TIER_NVME_NOBODY);
 	t->active++;
 }
 
@@ -614,7 +619,8 @@ void nvme_run_batch(struct tier_nvme *t, struct nvme_batch *b)
 	for (unsigned int i = 0; i < b->n; i++)
 		b->left += b->pending[i];
 	b->next = skip_idle(b, 0);
-	b->prepared = b->write && !b->invalidate ? b->next : b->n;
+	b->prepared = b->write && !b->invalidate && !b->restamp ? b->next :
+								  b->n;
 	if (t->ring_err) {
 		for (unsigned int i = b->next; i < b->n;
 		     i = skip_idle(b, i + 1))

@@ -16,6 +16,8 @@
  *                        slot headers
  *   tier_nvme_mark.c     drop marks: an operator's drop kept in the
  *                        superblock, which the restart scan obeys
+ *   tier_nvme_restamp.c  a block a drop kept: its header written again
+ *                        above the drop's mark
  *   tier_nvme_part.c     partitions: where the tier's share of the file
  *                        lies, and whether a superblock names it
  *
@@ -163,10 +165,26 @@ struct nvme_slot {
 	 * tier_nvme_foreach() gives it to the cache, and a copy freed by
 	 * the tier itself stays a stale copy of that tenant */
 	uint32_t tenant;
+	/*
+	 * Its header is being written again with a newer generation
+	 * (tier_nvme_restamp_batch(): a block an operator's drop kept, so
+	 * that the drop's mark does not cover it): no read starts meanwhile
+	 * (a read would check the header against one generation while the
+	 * disk holds the other, or catch it half written), and the slot is
+	 * not handed to another block.  A free meanwhile is done when the
+	 * write ended (restamp_free, as restamp_tenant's stale copy); an
+	 * invalidation's claim is taken, and its batch waits.
+	 */
+	bool restamping;
+	bool restamp_free;
+	uint32_t restamp_tenant;
 	uint32_t next; /* hash chain */
 	uint64_t hash;
 	uint64_t length;
 	uint64_t generation;
+	/* a restamp that failed: its header on disk may carry this
+	 * generation instead of generation (0: none), which a read accepts */
+	uint64_t alt_generation;
 	uint64_t layout_id;
 	uint32_t payload_crc; /* from the header written or recovered */
 };
@@ -208,6 +226,10 @@ struct tier_nvme {
 	/* tests: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS, a sleep before each
 	 * invalidation batch's writes (a crash while they wait) */
 	uint32_t invalidate_delay_us;
+	/* tests: KVMMD_TEST_NVME_RESTAMP_DELAY_MS, the same before each
+	 * restamp batch's writes (a crash between a drop's mark and the
+	 * header writes of the blocks it kept) */
+	uint32_t restamp_delay_us;
 	struct nvme_slot *slots;
 	uint32_t *buckets;
 	uint32_t bucket_mask;
@@ -321,10 +343,12 @@ uint32_t nvme_header_crc(const struct tier_nvme_slot_header *h);
 bool nvme_header_valid(const struct tier_nvme *t,
 		       const struct tier_nvme_slot_header *h, uint32_t slot);
 /* Fill the 4 KiB header block at hb for a write of io whose payload has
- * CRC32C payload_crc (computed by the caller, outside the engine's lock). */
+ * CRC32C payload_crc (computed by the caller, outside the engine's lock);
+ * !tenant_known: a header that names no tenant (flags 0), as those of
+ * before the tenants. */
 void nvme_header_fill(const struct tier_nvme *t, void *hb,
 		      const struct tier_nvme_io *io, uint64_t generation,
-		      uint32_t payload_crc);
+		      uint32_t payload_crc, bool tenant_known);
 /* The superblock, and the tenants' drop marks when marks is not NULL
  * (-EBADMSG: their CRC is wrong). */
 int nvme_sb_read(struct tier_nvme *t, struct nvme_superblock *sb,
@@ -369,6 +393,9 @@ struct nvme_batch {
 	/* a write of zeroed headers alone (tier_nvme_invalidate_batch()):
 	 * no payload, no CRC to compute first */
 	bool invalidate;
+	/* a write of headers alone, each its READY slot's with a newer
+	 * generation (tier_nvme_restamp_batch()): no payload, no CRC */
+	bool restamp;
 	bool *pending; /* io i takes part */
 	uint64_t *gens; /* write: generation stamped */
 	uint32_t *crcs; /* write: payload CRC32C, known below prepared */
@@ -389,6 +416,23 @@ struct nvme_batch {
 void nvme_run_batch(struct tier_nvme *t, struct nvme_batch *b);
 void nvme_finish_block(struct tier_nvme *t, struct nvme_batch *b,
 		       unsigned int idx, bool ring_failed);
+/* tier_nvme_batch.c: a batch's memory (write: generations and CRCs) and
+ * its release; how many of its ios failed */
+int nvme_batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
+		     unsigned int n, bool write, bool invalidate);
+int nvme_batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
+		   unsigned int n);
+/* Wait on slot_cond (t->lock held) */
+void nvme_slot_wait(struct tier_nvme *t);
+/* tier_nvme_restamp.c (t->lock held): a restamp's header write of io
+ * idx ended; slot's restamp is over (restamping cleared, a free or a bad
+ * slot's release done that waited for it) */
+void nvme_restamp_finish(struct tier_nvme *t, struct nvme_batch *b,
+			 unsigned int idx);
+void nvme_restamp_settle(struct tier_nvme *t, uint32_t slot);
+/* Whether any of ios' slots is being restamped (t->lock held) */
+bool nvme_any_restamping(const struct tier_nvme *t,
+			 const struct tier_nvme_io *ios, unsigned int n);
 
 /* tier_nvme_part.c: the partition of a file of bytes (part_base,
  * part_bytes; the whole file without partitions); whether sb names this

@@ -257,12 +257,21 @@ int tier_nvme_free_tenant(struct tier_nvme *t, uint32_t slot, uint32_t tenant)
 	if (slot >= t->nslots)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	if (t->slots[slot].state != TIER_SLOT_READY)
+	if (t->slots[slot].state != TIER_SLOT_READY) {
 		r = -ENOENT;
-	else if (t->slots[slot].readers)
+	} else if (t->slots[slot].readers) {
 		r = -EBUSY;
-	else /* memory only: its header still names the block */
+	} else if (t->slots[slot].restamping) {
+		/* its header is being written: free once that ended
+		 * (nvme_restamp_settle()), out of use meanwhile (FILLING: a
+		 * write of its hash waits rather than deduplicate onto it) */
+		t->slots[slot].state = TIER_SLOT_FILLING;
+		t->slots[slot].restamp_free = true;
+		t->slots[slot].restamp_tenant = tenant;
+		t->st.ready_slots--;
+	} else { /* memory only: its header still names the block */
 		nvme_slot_release_stale(t, slot, tenant);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return r;
 }
@@ -300,7 +309,14 @@ int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
 	if (t->slots[slot].state == TIER_SLOT_FILLING &&
-	    t->slots[slot].dropping) {
+	    t->slots[slot].dropping && t->slots[slot].restamping) {
+		/* freed when its restamp's write ended */
+		t->slots[slot].dropping = false;
+		t->slots[slot].restamp_free = true;
+		t->slots[slot].restamp_tenant = TIER_NVME_NOBODY;
+		r = 0;
+	} else if (t->slots[slot].state == TIER_SLOT_FILLING &&
+		   t->slots[slot].dropping) {
 		/* FILLING: ready_slots was counted down by the claim; a
 		 * write of its hash may be waiting for it.  Nothing was
 		 * written: its header still names the block */
