@@ -10,9 +10,10 @@
  *   - kvmmd (lru, 3 GPU blocks, 6 host, 6 NVMe, nothing saved at the
  *     stop): 5 contents of 3 blocks put contents 0 and 1 on NVMe; a
  *     client pins content 1's first block; `--tier nvme` drops the 5
- *     others and keeps it (the tier holds it); SIGTERM; a new kvmmd on the same file recovers none (the
- *     kept one was written before the mark: kept for the run, the pin's
- *     promise, not past it);
+ *     others and keeps it (the tier holds it); SIGTERM; a new kvmmd on
+ *     the same file recovers the kept one alone (its header was written
+ *     again above the drop's mark; none before:
+ *     tests/cache-drop-kept-nvme.c has the rest);
  *   - the same with the second invalidation failing on purpose
  *     (KVMMD_TEST_MIGRATE_FAIL=nvme-invalidate:2): the reply says 1
  *     failed (kvmmctl warns, kvmmd logs it), and the restart recovers
@@ -107,11 +108,11 @@ static void dropped_stay_dropped(const char *nvme)
 	cc_stop(&d);
 
 	start(&d, nvme);
-	t_assert_eq(cd_recovered(d.sock), 0);
+	t_assert_eq(cd_recovered(d.sock), 1);
 	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
-	cd_open_expect(d.sock, &contents, 1, 0, 0, 0, 0);
+	cd_open_expect(d.sock, &contents, 1, 1, 0, 0, 1);
 	cc_stop(&d);
-	printf("5 NVMe blocks dropped, the pinned one kept for the run; none recovered\n");
+	printf("5 NVMe blocks dropped, the pinned one kept; it alone recovered\n");
 }
 
 static void failed_invalidation(const char *nvme)

@@ -746,8 +746,9 @@ int main(void)
 	/*
 	 * 6: a restart on phase 5's file with the same sizes: each
 	 * partition recovers at least what the stop left in it (but for
-	 * blocks the parent's drops kept on NVMe: below the drop mark,
-	 * left out by the scan, as tiers.md "Drop marks" says), and a
+	 * blocks the parent's drops kept busy on their way to NVMe: below
+	 * the drop mark, left out by the scan, as tiers.md "Drop marks"
+	 * says; those kept in use or pinned survive), and a
 	 * reader finds every recovered block of each size (each opened by
 	 * itself: a block behind a dropped one is recovered too) with its
 	 * hash's and size's bytes.

@@ -627,7 +627,8 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	enum migrate_kind kind;
 
 	if (job->kind == MIGRATE_NVME_INVALIDATE ||
-	    job->kind == MIGRATE_NVME_MARK) {
+	    job->kind == MIGRATE_NVME_MARK ||
+	    job->kind == MIGRATE_NVME_RESTAMP) {
 		kc_drop_job_done(c, job); /* a drop's, or none: no entry */
 		return;
 	}

@@ -57,9 +57,23 @@
  * restart's scan leaves them out (tier_nvme_mark.c).  The header writes
  * still free the slots at once; nothing depends on them any more.  A
  * `--tier gpu` or `--tier host` drop writes no mark: the old NVMe copies
- * of what it dropped rely on their invalidations alone.  A block the drop
- * keeps on NVMe is below the mark too: kept for the run, not recovered
- * after a restart.
+ * of what it dropped rely on their invalidations alone.
+ *
+ * Kept blocks: a block the drop keeps on NVMe (in use, pinned, busy) was
+ * written below the mark, and a restart's scan would leave it out: the
+ * drop said it was kept, and the restart lost it.  So each one's header
+ * is written again with a generation taken now, after the mark's (an
+ * NVME_RESTAMP job, tier_nvme_restamp_batch(): the same slot, payload and
+ * CRC), and the reply waits for those too: once answered, the blocks it
+ * kept survive a restart as the ones it dropped stay dropped.  The
+ * restamp never brings a dropped block back: it writes only a READY
+ * slot of the hash it kept (a dropped block's slot is claimed, FILLING,
+ * before the job is queued), and a later drop's mark is above its
+ * generation, so that drop covers it.  SIGKILL between the mark and the
+ * restamps loses the kept blocks whose header was not written yet (and
+ * only those); a restamp that fails is logged and counted
+ * (kd_cache.nvme_restamp_failures, the drop's log line), its block
+ * still served for the run.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -101,6 +115,9 @@ struct kc_drop {
 	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
 	 * client of 1.21 or before (no sizes[]) */
 	size_t rep_size;
+	/* its kept NVMe blocks (kc_drop_restamp()): headers written above
+	 * the mark, not written, gone from NVMe before their job ran */
+	uint64_t restamped, restamp_failed, restamp_gone;
 };
 
 /* Which stale NVMe copies a drop invalidates (kc_drop_stale()). */
@@ -306,6 +323,50 @@ static void kc_drop_mark(struct kd_cache *c, struct kc_drop *dr, bool by_tenant,
 	kc_drop_failed(c, dr);
 }
 
+/* A kept NVMe block's header not written above dr's mark: said, counted. */
+static void kc_drop_restamp_failed(struct kd_cache *c, struct kc_drop *dr,
+				   uint64_t hash, uint32_t slot, int err)
+{
+	dr->restamp_failed++;
+	c->nvme_restamp_failures++;
+	vmm_log(VMM_LOG_WARN,
+		"cache: drop by uid %u: kept NVMe block %016llx (slot %u): header not written above the drop mark (%s); served in this run, a restart will not find it (%llu such since the start)",
+		dr->uid, (unsigned long long)hash, slot, strerror(-err),
+		(unsigned long long)c->nvme_restamp_failures);
+}
+
+/*
+ * e, kept on NVMe by dr, has its header written again above dr's mark
+ * (a job: the loop never waits for the disk; the reply waits for it).
+ * The generation is taken now: above the mark, which the walk took
+ * before it, and below the mark of any later drop.
+ */
+static void kc_drop_restamp(struct kd_cache *c, struct kc_drop *dr,
+			    struct kc_entry *e)
+{
+	struct migrate_job *job;
+
+	if (!c->mig || c->closing)
+		return;
+	job = migrate_job_new(MIGRATE_NVME_RESTAMP, 0);
+	if (job) {
+		job->hash = e->hash;
+		job->nvme_slot = e->nvme_slot;
+		job->nvme_generation = tier_nvme_next_generation(c->nvme);
+		job->owner = dr;
+		if (!migrate_submit(c->mig, job)) {
+			dr->left++;
+			/* a free of the slot while the header is written is
+			 * done when it ended (tier_nvme_restamp_batch()):
+			 * writes short of a slot wait for it */
+			c->nvme_in_flight++;
+			return;
+		}
+		migrate_job_free(job);
+	}
+	kc_drop_restamp_failed(c, dr, e->hash, e->nvme_slot, -ENOMEM);
+}
+
 /* Drop e (of tier) for dr, or count why it stays. */
 static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 			struct kc_entry *e, unsigned tier, uint64_t now)
@@ -320,6 +381,11 @@ static void kc_drop_one(struct kd_cache *c, struct kc_drop *dr,
 			dr->rep.kept_pinned++;
 		else
 			dr->rep.kept_busy++;
+		/* kept on NVMe, its header below dr's mark: past a
+		 * restart too */
+		if (tier == POL_TIER_NVME && e->nvme_slot != MIGRATE_NO_SLOT &&
+		    c->nvme)
+			kc_drop_restamp(c, dr, e);
 		return;
 	}
 	if (tier == POL_TIER_NVME && e->nvme_slot != MIGRATE_NO_SLOT &&
@@ -358,24 +424,33 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
-	char mark[64] = "", size[48] = "";
+	char mark[64] = "", size[48] = "", kept[160] = "";
 
 	if (dr->mark_done)
 		snprintf(mark, sizeof(mark),
 			 "; NVMe slots below generation %llu dropped on disk",
 			 (unsigned long long)dr->mark);
+	if (dr->restamped || dr->restamp_failed || dr->restamp_gone)
+		snprintf(
+			kept, sizeof(kept),
+			"; kept NVMe blocks: %llu headers written above the drop mark, %llu not, %llu left NVMe first",
+			(unsigned long long)dr->restamped,
+			(unsigned long long)dr->restamp_failed,
+			(unsigned long long)dr->restamp_gone);
 	if (r->block_pages)
 		snprintf(size, sizeof(size), " of blocks of %u pages",
 			 r->block_pages);
-	vmm_log(r->nvme_invalidate_failures ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s",
+	vmm_log(r->nvme_invalidate_failures || dr->restamp_failed ?
+			VMM_LOG_WARN :
+			VMM_LOG_INFO,
+		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s%s",
 		dr->uid, size, (unsigned long long)r->dropped[0],
 		(unsigned long long)r->dropped[1],
 		(unsigned long long)r->dropped[2],
 		(unsigned long long)r->kept[0], (unsigned long long)r->kept[1],
 		(unsigned long long)r->kept[2],
 		(unsigned long long)r->nvme_stale_invalidated,
-		(unsigned long long)r->nvme_invalidate_failures, mark);
+		(unsigned long long)r->nvme_invalidate_failures, mark, kept);
 	dr->rep.size = (uint32_t)dr->rep_size;
 	if (dr->s)
 		kd_session_reply(dr->s, &dr->h, 0, &dr->rep, dr->rep_size, NULL,
@@ -554,12 +629,39 @@ static void kc_drop_mark_done(struct kd_cache *c, struct migrate_job *job)
 	kc_drop_left(c, dr);
 }
 
+/* A kept block's restamp (kc_drop_restamp()) was reaped. */
+static void kc_drop_restamp_done(struct kd_cache *c, struct migrate_job *job)
+{
+	struct kc_drop *dr = job->owner;
+
+	c->nvme_in_flight--;
+	if (job->state == MIGRATE_DONE) {
+		dr->restamped++;
+		c->nvme_restamped++;
+	} else if (job->result == -ENOENT) {
+		/* freed, evicted or dropped since the walk: nothing kept
+		 * on NVMe any more (a later drop's mark covers its slot) */
+		dr->restamp_gone++;
+		c->nvme_restamp_gone++;
+	} else {
+		kc_drop_restamp_failed(c, dr, job->hash, job->nvme_slot,
+				       job->result ? job->result : -ECANCELED);
+	}
+	migrate_job_free(job);
+	kc_nvme_kick(c);
+	kc_drop_left(c, dr);
+}
+
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)
 {
 	struct kc_drop *dr = job->owner;
 
 	if (job->kind == MIGRATE_NVME_MARK) {
 		kc_drop_mark_done(c, job);
+		return;
+	}
+	if (job->kind == MIGRATE_NVME_RESTAMP) {
+		kc_drop_restamp_done(c, job);
 		return;
 	}
 	if (!dr) {

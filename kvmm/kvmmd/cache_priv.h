@@ -425,6 +425,14 @@ struct kd_cache {
 	uint64_t marked_left;
 	uint64_t marked_zeroed;
 	uint64_t marked_failed;
+	/* the NVMe blocks operators' drops kept, since the start: headers
+	 * written again above the drop's mark (cache_drop.c, NVME_RESTAMP
+	 * jobs), those that could not be (a restart will not find them),
+	 * and those that left NVMe before their job ran; in each drop's log
+	 * line, not on the wire (TIER_STATS has no words for them yet) */
+	uint64_t nvme_restamped;
+	uint64_t nvme_restamp_failures;
+	uint64_t nvme_restamp_gone;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -733,8 +741,9 @@ void kc_park_fini(struct kd_cache *c);
 int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 		     bool partial);
 
-/* cache_drop.c: an NVME_INVALIDATE job of a drop was reaped; a session
- * ends (its drop still frees its slots, and answers nobody) */
+/* cache_drop.c: an NVME_INVALIDATE, NVME_MARK or NVME_RESTAMP job of a
+ * drop was reaped; a session ends (its drop still frees its slots, and
+ * answers nobody) */
 struct kc_drop;
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);

@@ -125,6 +125,8 @@ static int nvme_class(enum migrate_kind k)
 		return 2;
 	case MIGRATE_NVME_INVALIDATE:
 		return 3;
+	case MIGRATE_NVME_RESTAMP:
+		return 4;
 	default:
 		return 0;
 	}
@@ -282,6 +284,9 @@ static void *worker(void *arg)
 		case MIGRATE_NVME_MARK:
 			batch[0]->result = migrate_run_nvme_mark(m, batch[0]);
 			break;
+		case MIGRATE_NVME_RESTAMP:
+			migrate_run_nvme_restamps(m, batch, n);
+			break;
 		default:
 			batch[0]->result = -EINVAL;
 			break;
@@ -417,7 +422,8 @@ int migrate_submit(struct migrate *m, struct migrate_job *job)
 	}
 	if (uses_nvme(job->kind) && !m->nvme)
 		return -ENODEV;
-	if (job->kind == MIGRATE_NVME_INVALIDATE) {
+	if (job->kind == MIGRATE_NVME_INVALIDATE ||
+	    job->kind == MIGRATE_NVME_RESTAMP) {
 		/* no host slot, no length: a slot and its hash */
 		if (job->nvme_slot == MIGRATE_NO_SLOT)
 			return -EINVAL;

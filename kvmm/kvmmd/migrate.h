@@ -17,6 +17,9 @@
  *   NVME_MARK     an operator drop's mark written to the NVMe tier's
  *                 superblock and synced (tier_nvme_mark_drop()): no
  *                 block, no slot
+ *   NVME_RESTAMP  the header of a READY NVMe slot a drop kept written
+ *                 again above the drop's mark, and synced
+ *                 (tier_nvme_restamp_batch()): a restart recovers it
  *
  * Job states: QUEUED -> RUNNING -> DONE | FAILED, or QUEUED -> CANCELLED.
  * A job is the caller's from migrate_job_new() to migrate_submit(), the
@@ -69,6 +72,7 @@ enum migrate_kind {
 	/* from here on the kinds move no bytes (no probe, no delay) */
 	MIGRATE_NVME_INVALIDATE,
 	MIGRATE_NVME_MARK,
+	MIGRATE_NVME_RESTAMP,
 	MIGRATE_KIND_COUNT,
 };
 
@@ -108,7 +112,8 @@ struct migrate_fault {
 
 /*
  * Parse "KIND:N[,KIND:N...]" (KIND: gpu-host, host-nvme, nvme-host,
- * host-gpu, nvme-gpu, nvme-invalidate, nvme-mark; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
+ * host-gpu, nvme-gpu, nvme-invalidate, nvme-mark,
+ * nvme-restamp; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
  * f[] and *n.  N-M fails the N-th to the M-th job of the kind (M >= N),
  * N+ every one from the N-th on (a device that keeps failing).  -EINVAL with a message in err (errlen bytes) for anything
  * else, an empty string included.
@@ -137,7 +142,9 @@ struct migrate_job {
 	 * cancelled): the caller gives the reservation back. */
 	bool nvme_reserved;
 	/* HOST_TO_NVME: the header's generation (tier_nvme_next_generation()
-	 * when the caller queued it; 0: when the write runs) */
+	 * when the caller queued it; 0: when the write runs).  NVME_MARK:
+	 * the mark's.  NVME_RESTAMP: the header's new one, taken when the
+	 * caller queued it */
 	uint64_t nvme_generation;
 	/* HOST_TO_NVME: the block's tenant id, which its header names.
 	 * NVME_MARK: the tenant whose blocks below nvme_generation are

@@ -30,6 +30,8 @@ const char *migrate_kind_string(enum migrate_kind kind)
 		return "nvme_invalidate";
 	case MIGRATE_NVME_MARK:
 		return "nvme_mark";
+	case MIGRATE_NVME_RESTAMP:
+		return "nvme_restamp";
 	case MIGRATE_KIND_COUNT:
 		break;
 	}
@@ -45,6 +47,7 @@ static const char *const fault_names[MIGRATE_KIND_COUNT] = {
 	[MIGRATE_NVME_TO_GPU] = "nvme-gpu",
 	[MIGRATE_NVME_INVALIDATE] = "nvme-invalidate",
 	[MIGRATE_NVME_MARK] = "nvme-mark",
+	[MIGRATE_NVME_RESTAMP] = "nvme-restamp",
 };
 
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,

@@ -58,6 +58,8 @@ void migrate_run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 			    unsigned int n);
 void migrate_run_nvme_invalidations(struct migrate *m,
 				    struct migrate_job **jobs, unsigned int n);
+void migrate_run_nvme_restamps(struct migrate *m, struct migrate_job **jobs,
+			       unsigned int n);
 /* An NVME_MARK job: its result */
 int migrate_run_nvme_mark(struct migrate *m, struct migrate_job *job);
 

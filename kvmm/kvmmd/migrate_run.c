@@ -6,7 +6,8 @@
  * engine keeps them, map_pages > 0, else the backend's by-handle copies),
  * a destination host slot published READY once its copy is complete, and
  * the NVMe jobs of one class run as one tier_nvme batch (an operator
- * drop's NVME_MARK alone: a superblock write).  A job's result
+ * drop's NVME_MARK alone: a superblock write; its NVME_RESTAMPs, headers
+ * alone).  A job's result
  * is returned (one job) or set in it (a batch); the engine counts it and
  * hands the job back.
  */
@@ -267,6 +268,28 @@ void migrate_run_nvme_invalidations(struct migrate *m,
 		jobs[i]->result = io->result;
 		jobs[i]->nvme_dropped = io->dropped;
 	}
+}
+
+/* n NVME_RESTAMP jobs as one batch (a job the test knob fails is left
+ * out: -EIO, its header untouched). */
+void migrate_run_nvme_restamps(struct migrate *m, struct migrate_job **jobs,
+			       unsigned int n)
+{
+	struct tier_nvme_io ios[n];
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (!jobs[i]->fault)
+			ios[k++] = (struct tier_nvme_io){
+				.hash = jobs[i]->hash,
+				.slot = jobs[i]->nvme_slot,
+				.generation = jobs[i]->nvme_generation,
+			};
+	if (k)
+		(void)tier_nvme_restamp_batch(m->nvme, ios, k);
+	k = 0;
+	for (unsigned int i = 0; i < n; i++)
+		jobs[i]->result = jobs[i]->fault ? -EIO : ios[k++].result;
 }
 
 /* An operator drop's mark into the NVMe tier's superblock: the tenant's,

@@ -71,10 +71,13 @@ enum fz_op {
 struct fz_drop_counts {
 	uint64_t drops; /* ADMIN_CACHE_DROPs answered */
 	uint64_t dropped[3], kept[3]; /* gpu, host, nvme, from its replies */
-	/* blocks of this size (its part of any drop) kept, in any tier, by
-	 * drops that wrote its partition's drop mark (those with the NVMe
-	 * tier): one kept on NVMe, or on its way there, is below the mark,
-	 * and a restart leaves it out (tiers.md, "Drop marks") */
+	/* blocks of this size (its part of any drop) kept on NVMe by drops
+	 * that wrote its partition's drop mark (those with the NVMe tier),
+	 * as far as the drop's kept_busy allows: one on its way there (its
+	 * write's generation taken before the drop) lands below the mark,
+	 * and a restart leaves it out; those in use or pinned have their
+	 * headers written again above the mark and survive (tiers.md,
+	 * "Drop marks") */
 	uint64_t kept_marked;
 	/* blocks of this size dropped by any drop (its part of it), per
 	 * tier: at most the size's TIER_STATS drops */

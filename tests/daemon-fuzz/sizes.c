@@ -353,8 +353,9 @@ static uint64_t fz_marked_out(const struct td_daemon *d, int part)
  * recover of each size (its NVMe blocks, or with --nvme-save-on-stop
  * every cached block, as far as its partition holds them); slack[]: how
  * many of them may be below a drop mark: blocks a drop with the NVMe
- * tier kept (in use, pinned, moving) stay on NVMe under its mark
- * (tiers.md, "Drop marks"), at most the NVMe blocks left.
+ * tier kept busy on NVMe (a write on its way there, numbered before the
+ * drop) land under its mark (tiers.md, "Drop marks"; those kept in use
+ * or pinned are written again above it), at most the NVMe blocks left.
  */
 void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
