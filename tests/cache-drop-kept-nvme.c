@@ -21,6 +21,12 @@
  *     mark on disk, the reply not come, SIGKILL: the restart recovers
  *     nothing: the kept block is lost in that window, and none of the 5
  *     dropped comes back;
+ *   - host -> NVMe writes held in flight (KVMMD_TEST_NVME_WRITE_DELAY_MS:
+ *     content 5 published pushes content 2 down while contents 0 and 1
+ *     fill NVMe), numbered before the drop: the drop keeps them busy;
+ *     once they landed their headers are written above the mark too, and
+ *     the restart recovers exactly those, byte-identical from NVMe (0
+ *     before: they landed under the mark);
  *   - the header write failing (KVMMD_TEST_MIGRATE_FAIL=nvme-restamp:1):
  *     the reply still comes (no failure counted on the wire: those are
  *     the dropped blocks'), a WARN line names the block, it is still
@@ -170,6 +176,42 @@ static void crash_before_restamp(const char *nvme)
 	printf("SIGKILL between the mark and the kept block's header write: the kept block lost, no dropped one back\n");
 }
 
+static void writes_in_flight(const char *nvme)
+{
+	static char log[1 << 16];
+	struct kvmm_admin_cache_drop_reply r;
+	struct td_daemon d;
+	uint32_t from[3], found = 0;
+
+	setenv("KVMMD_TEST_NVME_WRITE_DELAY_MS", "1500", 1);
+	start(&d, nvme, false);
+	unsetenv("KVMMD_TEST_NVME_WRITE_DELAY_MS");
+	cd_fill_to_nvme(d.sock, &contents);
+	/* content 5 on the GPU: content 2 from the host down to NVMe, its
+	 * writes held 1.5 s, numbered now */
+	cc_write_content(d.sock, &contents, 5);
+	r = cd_kvmmctl(d.sock, "--tier nvme");
+	t_assert(r.kept[2] >= 1 && r.kept[2] <= NB);
+	t_assert_eq(r.kept_busy, r.kept[2]);
+	/* (content 0's stale copies whose slots the writes reserved are
+	 * left, counted as failures: the mark covers them) */
+	t_ok(td_stop_log(&d, log, sizeof(log))); /* after the writes */
+
+	start(&d, nvme, false);
+	t_assert_eq(cd_recovered(d.sock), r.kept[2]);
+	for (int k = 0; k < 6; k++) {
+		if (cd_open(d.sock, &contents, k, from) && k != 2)
+			t_fail("content %d found after the restart", k);
+		found += from[2];
+	}
+	/* content 2's prefix: the blocks that landed, from NVMe */
+	t_assert_eq(found, r.kept[2]);
+	cc_stop(&d);
+	unlink(nvme);
+	printf("%llu NVMe writes in flight through a drop, numbered before it: recovered after a restart\n",
+	       (unsigned long long)r.kept[2]);
+}
+
 static void failed_restamp(const char *nvme)
 {
 	static char log[1 << 16];
@@ -217,6 +259,7 @@ int main(void)
 	/* the GPU holds one content, the host the other two */
 	kept_survives(nvme, "", true, NB, 2 * NB);
 	crash_before_restamp(nvme);
+	writes_in_flight(nvme);
 	failed_restamp(nvme);
 	return 0;
 }

@@ -726,6 +726,8 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		kc_lose(c, e); /* and in migrations_failed */
 		return;
 	}
+	if (kind == MIGRATE_HOST_TO_NVME)
+		kc_nvme_restamp_landed(c, e);
 	if (e->then_nvme) {
 		e->then_nvme = false;
 		kc_nvme_room(c);

@@ -73,7 +73,10 @@
  * restamps loses the kept blocks whose header was not written yet (and
  * only those); a restamp that fails is logged and counted
  * (kd_cache.nvme_restamp_failures, the drop's log line), its block
- * still served for the run.
+ * still served for the run.  A block kept busy on its way down has no
+ * slot yet, and its write was numbered before the drop: it is restamped
+ * when the write lands (kc_nvme_restamp_landed(), a job of no drop's).
+ * At a stop the loop writes what the shut-down engine cannot.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -312,6 +315,9 @@ static void kc_drop_mark(struct kd_cache *c, struct kc_drop *dr, bool by_tenant,
 		job->owner = dr;
 		if (!migrate_submit(c->mig, job)) {
 			dr->mark = job->nvme_generation;
+			/* writes queued before it land below it */
+			if (c->nvme_mark_high < dr->mark)
+				c->nvme_mark_high = dr->mark;
 			dr->left++;
 			return;
 		}
@@ -323,23 +329,30 @@ static void kc_drop_mark(struct kd_cache *c, struct kc_drop *dr, bool by_tenant,
 	kc_drop_failed(c, dr);
 }
 
-/* A kept NVMe block's header not written above dr's mark: said, counted. */
+/* A kept NVMe block's header not written above a drop's mark (of dr, or
+ * NULL: a write that landed after the drop): said, counted. */
 static void kc_drop_restamp_failed(struct kd_cache *c, struct kc_drop *dr,
 				   uint64_t hash, uint32_t slot, int err)
 {
-	dr->restamp_failed++;
+	char who[32] = "";
+
+	if (dr) {
+		dr->restamp_failed++;
+		snprintf(who, sizeof(who), "drop by uid %u: ", dr->uid);
+	}
 	c->nvme_restamp_failures++;
 	vmm_log(VMM_LOG_WARN,
-		"cache: drop by uid %u: kept NVMe block %016llx (slot %u): header not written above the drop mark (%s); served in this run, a restart will not find it (%llu such since the start)",
-		dr->uid, (unsigned long long)hash, slot, strerror(-err),
+		"cache: %skept NVMe block %016llx (slot %u): header not written above the drop mark (%s); served in this run, a restart will not find it (%llu such since the start)",
+		who, (unsigned long long)hash, slot, strerror(-err),
 		(unsigned long long)c->nvme_restamp_failures);
 }
 
 /*
- * e, kept on NVMe by dr, has its header written again above dr's mark
- * (a job: the loop never waits for the disk; the reply waits for it).
- * The generation is taken now: above the mark, which the walk took
- * before it, and below the mark of any later drop.
+ * e, kept on NVMe by dr (NULL: kept busy by a drop that may have answered
+ * already, kc_nvme_restamp_landed()), has its header written again above
+ * the drop's mark (a job: the loop never waits for the disk; dr's reply
+ * waits for it).  The generation is taken now: above the mark, which the
+ * walk took before it, and below the mark of any later drop.
  */
 static void kc_drop_restamp(struct kd_cache *c, struct kc_drop *dr,
 			    struct kc_entry *e)
@@ -355,7 +368,8 @@ static void kc_drop_restamp(struct kd_cache *c, struct kc_drop *dr,
 		job->nvme_generation = tier_nvme_next_generation(c->nvme);
 		job->owner = dr;
 		if (!migrate_submit(c->mig, job)) {
-			dr->left++;
+			if (dr)
+				dr->left++;
 			/* a free of the slot while the header is written is
 			 * done when it ended (tier_nvme_restamp_batch()):
 			 * writes short of a slot wait for it */
@@ -365,6 +379,46 @@ static void kc_drop_restamp(struct kd_cache *c, struct kc_drop *dr,
 		migrate_job_free(job);
 	}
 	kc_drop_restamp_failed(c, dr, e->hash, e->nvme_slot, -ENOMEM);
+}
+
+/*
+ * A restamp at the stop (kc_fini_one()): the engine is shut down, its
+ * queued restamps were cancelled, and the stop waits for the disk anyway,
+ * so the loop thread writes the header itself.  0 or -errno.
+ */
+static int kc_restamp_at_stop(struct kd_cache *c, uint64_t hash, uint32_t slot,
+			      uint64_t generation)
+{
+	struct tier_nvme_io io = { .hash = hash,
+				   .slot = slot,
+				   .generation = generation };
+
+	tier_nvme_restamp_batch(c->nvme, &io, 1);
+	return io.result;
+}
+
+void kc_nvme_restamp_landed(struct kd_cache *c, struct kc_entry *e)
+{
+	uint64_t g;
+	int err;
+
+	if (!c->nvme || e->nvme_slot == MIGRATE_NO_SLOT)
+		return;
+	g = tier_nvme_slot_generation(c->nvme, e->nvme_slot);
+	if (!g || g >= c->nvme_mark_high)
+		return;
+	if (!c->closing) {
+		kc_drop_restamp(c, NULL, e);
+		return;
+	}
+	/* a write that ran through the stop */
+	err = kc_restamp_at_stop(c, e->hash, e->nvme_slot, 0);
+	if (!err)
+		c->nvme_restamped++;
+	else if (err == -ENOENT)
+		c->nvme_restamp_gone++;
+	else
+		kc_drop_restamp_failed(c, NULL, e->hash, e->nvme_slot, err);
 }
 
 /* Drop e (of tier) for dr, or count why it stays. */
@@ -635,13 +689,22 @@ static void kc_drop_restamp_done(struct kd_cache *c, struct migrate_job *job)
 	struct kc_drop *dr = job->owner;
 
 	c->nvme_in_flight--;
+	/* cancelled by a stop (kc_fini_one()): written here */
+	if (job->state == MIGRATE_CANCELLED && c->closing && c->nvme) {
+		job->result = kc_restamp_at_stop(c, job->hash, job->nvme_slot,
+						 job->nvme_generation);
+		if (!job->result)
+			job->state = MIGRATE_DONE;
+	}
 	if (job->state == MIGRATE_DONE) {
-		dr->restamped++;
+		if (dr)
+			dr->restamped++;
 		c->nvme_restamped++;
 	} else if (job->result == -ENOENT) {
 		/* freed, evicted or dropped since the walk: nothing kept
 		 * on NVMe any more (a later drop's mark covers its slot) */
-		dr->restamp_gone++;
+		if (dr)
+			dr->restamp_gone++;
 		c->nvme_restamp_gone++;
 	} else {
 		kc_drop_restamp_failed(c, dr, job->hash, job->nvme_slot,
@@ -649,7 +712,8 @@ static void kc_drop_restamp_done(struct kd_cache *c, struct migrate_job *job)
 	}
 	migrate_job_free(job);
 	kc_nvme_kick(c);
-	kc_drop_left(c, dr);
+	if (dr)
+		kc_drop_left(c, dr);
 }
 
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job)

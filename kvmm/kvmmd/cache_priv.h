@@ -433,6 +433,10 @@ struct kd_cache {
 	uint64_t nvme_restamped;
 	uint64_t nvme_restamp_failures;
 	uint64_t nvme_restamp_gone;
+	/* the highest drop mark queued on its NVMe tier in this run: a host
+	 * -> NVMe write numbered below it lands under it
+	 * (kc_nvme_restamp_landed()) */
+	uint64_t nvme_mark_high;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -746,6 +750,11 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
  * answers nobody) */
 struct kc_drop;
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
+/* A host -> NVMe write of e landed (its slot READY): numbered before a
+ * drop's mark (queued before the drop, which kept the block busy), its
+ * header is written again above it, as the drop does for the blocks it
+ * kept on NVMe, or the next start would leave it out. */
+void kc_nvme_restamp_landed(struct kd_cache *c, struct kc_entry *e);
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
 /* An NVME_INVALIDATE job reaped, a drop's or a marked slot's: the slot
  * back to the tier if the job never took it, writes waiting for a slot
