@@ -433,8 +433,7 @@ static int fz_stop(struct fz_phase *ph, struct td_daemon *d)
  * (fz_sizes_end()).
  */
 static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
-			 const char *nvme, uint64_t left[FZ_SIZES],
-			 uint64_t slack[FZ_SIZES])
+			 const char *nvme, uint64_t left[FZ_SIZES])
 {
 	char pool[32], nvme_size[32], quota[64], rto[32], sizes[32], save[32];
 	const char *args[28] = { "--gpu-mem",
@@ -455,7 +454,6 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	int na = 14;
 	struct kvmm_tier_stats_reply ts;
 	uint64_t found, size_found[FZ_SIZES], size_left[FZ_SIZES];
-	uint64_t size_slack[FZ_SIZES];
 	struct td_daemon d;
 	int r;
 
@@ -527,8 +525,7 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	fz_print(ph, &ts, found);
 	fz_check_status(ph, su, &d);
 	if (ph->nr_sizes > 1)
-		fz_sizes_end(ph, su, &d, size_found, left ? left : size_left,
-			     slack ? slack : size_slack);
+		fz_sizes_end(ph, su, &d, size_found, left ? left : size_left);
 	if (ph->limit_churn) {
 		uint64_t moves = fz_limit_moves(ph);
 
@@ -612,7 +609,7 @@ int main(void)
 	struct fz_setup su;
 	char nvme[256], spec[256];
 	struct fz_counts *cnt;
-	uint64_t rng = seed, on_nvme, left[FZ_SIZES], slack[FZ_SIZES];
+	uint64_t rng = seed, on_nvme, left[FZ_SIZES];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	fz_tracing = getenv("KVMM_FUZZ_TRACE") != NULL;
@@ -636,7 +633,7 @@ int main(void)
 				.ms = ms * 25 / 100 };
 	ph.num = 1;
 	ph.cnt = &cnt[0];
-	on_nvme = fz_phase(&ph, &su, nvme, NULL, NULL);
+	on_nvme = fz_phase(&ph, &su, nvme, NULL);
 
 	/*
 	 * 2: restart on phase 1's file (every block it left there is
@@ -658,7 +655,7 @@ int main(void)
 				.ms = ms * 15 / 100 };
 	ph.num = 2;
 	ph.cnt = &cnt[1];
-	fz_phase(&ph, &su, nvme, NULL, NULL);
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 
 	/*
@@ -681,7 +678,7 @@ int main(void)
 				.ms = ms * 20 / 100 };
 	ph.num = 3;
 	ph.cnt = &cnt[2];
-	fz_phase(&ph, &su, nvme, NULL, NULL);
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 
 	/*
@@ -706,7 +703,7 @@ int main(void)
 				.ms = ms * 20 / 100 };
 	ph.num = 4;
 	ph.cnt = &cnt[3];
-	fz_phase(&ph, &su, nvme, NULL, NULL);
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 
 	/*
@@ -741,14 +738,15 @@ int main(void)
 				.ms = ms - ms * 80 / 100 };
 	ph.num = 5;
 	ph.cnt = &cnt[4];
-	fz_phase(&ph, &su, nvme, left, slack);
+	fz_phase(&ph, &su, nvme, left);
 
 	/*
 	 * 6: a restart on phase 5's file with the same sizes: each
-	 * partition recovers at least what the stop left in it (but for
-	 * blocks the parent's drops kept busy on their way to NVMe: below
-	 * the drop mark, left out by the scan, as tiers.md "Drop marks"
-	 * says; those kept in use or pinned survive), and a
+	 * partition recovers at least what the stop left in it (the
+	 * blocks the parent's drops kept on NVMe too: their headers were
+	 * written again above the drop's mark, tiers.md "Drop marks";
+	 * until 7 December they were left out, and this allowed for as
+	 * many as the drops kept), and a
 	 * reader finds every recovered block of each size (each opened by
 	 * itself: a block behind a dropped one is recovered too) with its
 	 * hash's and size's bytes.
@@ -761,11 +759,10 @@ int main(void)
 				.read_alone = true,
 				.min_recovered_size = { (int64_t)left[0],
 							(int64_t)left[1] },
-				.marked_slack = { slack[0], slack[1] },
 				.ms = 0 };
 	ph.num = 6;
 	ph.cnt = &cnt[5];
-	fz_phase(&ph, &su, nvme, NULL, NULL);
+	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
 	printf("daemon-fuzz: seed %llu ok\n", (unsigned long long)seed);
 	return 0;

@@ -174,14 +174,6 @@ void fz_churn_drop(struct fz_phase *ph, uint64_t *rng)
 			ph->cnt->size_drops[pages == fz_ppb(0) ? 0 : 1]
 				.part_dropped[t] += r.sizes[i].dropped[t];
 		}
-		/* kept on NVMe and busy, at most: those in use or pinned
-		 * had their headers written again above the mark */
-		if (!a.tiers || a.tiers & KVMM_CACHE_DROP_NVME)
-			ph->cnt->size_drops[pages == fz_ppb(0) ? 0 : 1]
-				.kept_marked += r.sizes[i].kept[2] <
-								r.kept_busy ?
-							r.sizes[i].kept[2] :
-							r.kept_busy;
 	}
 	for (int t = 0; t < 3; t++) {
 		if (dropped[t] != r.dropped[t] || kept[t] != r.kept[t])

@@ -71,14 +71,6 @@ enum fz_op {
 struct fz_drop_counts {
 	uint64_t drops; /* ADMIN_CACHE_DROPs answered */
 	uint64_t dropped[3], kept[3]; /* gpu, host, nvme, from its replies */
-	/* blocks of this size (its part of any drop) kept on NVMe by drops
-	 * that wrote its partition's drop mark (those with the NVMe tier),
-	 * as far as the drop's kept_busy allows: one on its way there (its
-	 * write's generation taken before the drop) lands below the mark,
-	 * and a restart leaves it out; those in use or pinned have their
-	 * headers written again above the mark and survive (tiers.md,
-	 * "Drop marks") */
-	uint64_t kept_marked;
 	/* blocks of this size dropped by any drop (its part of it), per
 	 * tier: at most the size's TIER_STATS drops */
 	uint64_t part_dropped[3];
@@ -171,9 +163,6 @@ struct fz_setup {
 	 * size's recovered blocks, at least (sizes, as min_recovered) */
 	bool read_alone;
 	int64_t min_recovered_size[FZ_SIZES];
-	/* ... of which a drop mark may have covered that many (as far as
-	 * the restart's scan says it left them out) */
-	uint64_t marked_slack[FZ_SIZES];
 };
 
 /* What a client process holds. */
@@ -351,12 +340,11 @@ uint64_t fz_read_all(const struct fz_phase *ph, bool alone,
 		     uint64_t found[FZ_SIZES]);
 /*
  * After a phase of two sizes: the sums (fz_check_sizes()) and what each
- * size did (see sizes.c); left[]: what a restart must recover of each,
- * slack[]: how many of those a drop mark may cover.
+ * size did (see sizes.c); left[]: what a restart must recover of each.
  */
 struct td_daemon;
 void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
-		  uint64_t left[FZ_SIZES], uint64_t slack[FZ_SIZES]);
+		  uint64_t left[FZ_SIZES]);
 
 #endif

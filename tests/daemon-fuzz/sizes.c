@@ -347,19 +347,18 @@ static uint64_t fz_marked_out(const struct td_daemon *d, int part)
  * clients, both sizes' blocks checked, moved to NVMe and read back from
  * it, and the parent's drops of each size dropped some; after a restart,
  * each size recovered at least what the phase before left it
- * (su->min_recovered_size), less those of them a drop mark covers
- * (su->marked_slack, at most what the scan says it left out), and the
- * reader found every recovered block.  left[]: what a restart must
- * recover of each size (its NVMe blocks, or with --nvme-save-on-stop
- * every cached block, as far as its partition holds them); slack[]: how
- * many of them may be below a drop mark: blocks a drop with the NVMe
- * tier kept busy on NVMe (a write on its way there, numbered before the
- * drop) land under its mark (tiers.md, "Drop marks"; those kept in use
- * or pinned are written again above it), at most the NVMe blocks left.
+ * (su->min_recovered_size: the blocks the parent's drops kept on NVMe
+ * too, whose headers are written again above the drop's mark, tiers.md
+ * "Drop marks"; until 7 December they were left out, and this allowed
+ * for as many as the drops kept), and the reader found every recovered
+ * block.  left[]: what a restart must recover of each size (its NVMe
+ * blocks, or with --nvme-save-on-stop every cached block, as far as its
+ * partition holds them).  The scan's count of headers it left out under
+ * a drop mark is printed: stale copies of dropped or evicted blocks.
  */
 void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
-		  uint64_t left[FZ_SIZES], uint64_t slack[FZ_SIZES])
+		  uint64_t left[FZ_SIZES])
 {
 	struct kvmm_tier_stats_reply ts[FZ_SIZES];
 	const struct fz_counts *n = ph->cnt;
@@ -370,7 +369,7 @@ void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		const struct kvmm_tier_info *nv = &ts[sz].tiers[2];
 		uint64_t cached = ts[sz].tiers[0].used_blocks +
 				  ts[sz].tiers[1].used_blocks + nv->used_blocks;
-		uint64_t marked = 0, may_miss = 0;
+		uint64_t marked = 0;
 		uint32_t pages = fz_ppb(sz);
 
 		/* the policy keeps one NVMe slot spare (cache_setup.c:
@@ -382,16 +381,9 @@ void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		left[sz] = su->save_ms && cached < room ? cached :
 			   su->save_ms			? room :
 							  nv->used_blocks;
-		slack[sz] = dr->kept_marked < nv->used_blocks ?
-				    dr->kept_marked :
-				    nv->used_blocks;
-		if (su->min_recovered_size[sz] > 0) {
+		if (su->min_recovered_size[sz] > 0)
 			marked = fz_marked_out(d, sz);
-			may_miss = marked < su->marked_slack[sz] ?
-					   marked :
-					   su->marked_slack[sz];
-		}
-		printf("  blocks of %u pages: %llu checked; the parent's drops %llu: dropped %llu/%llu/%llu, kept %llu/%llu/%llu; recovered %llu (%llu left out by a drop mark), found %llu; a restart finds at least %llu, %llu of them maybe below a drop mark\n",
+		printf("  blocks of %u pages: %llu checked; the parent's drops %llu: dropped %llu/%llu/%llu, kept %llu/%llu/%llu; recovered %llu (%llu left out by a drop mark), found %llu; a restart finds at least %llu\n",
 		       pages, (unsigned long long)n->checked_size[sz],
 		       (unsigned long long)dr->drops,
 		       (unsigned long long)dr->dropped[0],
@@ -403,8 +395,7 @@ void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 		       (unsigned long long)ts[sz].recovered_blocks,
 		       (unsigned long long)marked,
 		       (unsigned long long)found[sz],
-		       (unsigned long long)left[sz],
-		       (unsigned long long)slack[sz]);
+		       (unsigned long long)left[sz]);
 		if (su->ms &&
 		    (!n->checked_size[sz] || !nv->demotions_in ||
 		     !nv->promotions_out ||
@@ -418,18 +409,17 @@ void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 			       (unsigned long long)(dr->dropped[0] +
 						    dr->dropped[1] +
 						    dr->dropped[2]));
-		if ((int64_t)(ts[sz].recovered_blocks + may_miss) <
+		if ((int64_t)ts[sz].recovered_blocks <
 		    su->min_recovered_size[sz]) {
 			if (ph->stop_log)
 				fprintf(stderr,
 					"the last phase's kvmmd's log:\n%s",
 					ph->stop_log);
 			td_dump_log(d);
-			t_fail("seed %llu phase %d: blocks of %u pages: %llu recovered from NVMe (%llu left out by a drop mark, %llu of them allowed), %lld were there or saved at the stop",
+			t_fail("seed %llu phase %d: blocks of %u pages: %llu recovered from NVMe (%llu left out by a drop mark), %lld were there or saved at the stop",
 			       (unsigned long long)ph->seed, ph->num, pages,
 			       (unsigned long long)ts[sz].recovered_blocks,
 			       (unsigned long long)marked,
-			       (unsigned long long)may_miss,
 			       (long long)su->min_recovered_size[sz]);
 		}
 		if (su->read_alone && found[sz] < ts[sz].recovered_blocks)
