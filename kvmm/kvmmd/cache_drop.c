@@ -76,7 +76,8 @@
  * still served for the run.  A block kept busy on its way down has no
  * slot yet, and its write was numbered before the drop: it is restamped
  * when the write lands (kc_nvme_restamp_landed(), a job of no drop's).
- * At a stop the loop writes what the shut-down engine cannot.
+ * At a stop the loop writes what the shut-down engine cannot
+ * (cache_drop_kept.c).
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -329,96 +330,26 @@ static void kc_drop_mark(struct kd_cache *c, struct kc_drop *dr, bool by_tenant,
 	kc_drop_failed(c, dr);
 }
 
-/* A kept NVMe block's header not written above a drop's mark (of dr, or
- * NULL: a write that landed after the drop): said, counted. */
-static void kc_drop_restamp_failed(struct kd_cache *c, struct kc_drop *dr,
-				   uint64_t hash, uint32_t slot, int err)
+/* The drop in the failure log lines of its restamps (cache_drop_kept.c). */
+static void kc_drop_who(const struct kc_drop *dr, char *who, size_t len)
 {
-	char who[32] = "";
-
-	if (dr) {
-		dr->restamp_failed++;
-		snprintf(who, sizeof(who), "drop by uid %u: ", dr->uid);
-	}
-	c->nvme_restamp_failures++;
-	vmm_log(VMM_LOG_WARN,
-		"cache: %skept NVMe block %016llx (slot %u): header not written above the drop mark (%s); served in this run, a restart will not find it (%llu such since the start)",
-		who, (unsigned long long)hash, slot, strerror(-err),
-		(unsigned long long)c->nvme_restamp_failures);
+	snprintf(who, len, "drop by uid %u: ", dr->uid);
 }
 
-/*
- * e, kept on NVMe by dr (NULL: kept busy by a drop that may have answered
- * already, kc_nvme_restamp_landed()), has its header written again above
- * the drop's mark (a job: the loop never waits for the disk; dr's reply
- * waits for it).  The generation is taken now: above the mark, which the
- * walk took before it, and below the mark of any later drop.
- */
+/* e, kept on NVMe by dr: its header written again above dr's mark, the
+ * reply waiting for it (kc_restamp()). */
 static void kc_drop_restamp(struct kd_cache *c, struct kc_drop *dr,
 			    struct kc_entry *e)
 {
-	struct migrate_job *job;
+	char who[32];
+	int r;
 
-	if (!c->mig || c->closing)
-		return;
-	job = migrate_job_new(MIGRATE_NVME_RESTAMP, 0);
-	if (job) {
-		job->hash = e->hash;
-		job->nvme_slot = e->nvme_slot;
-		job->nvme_generation = tier_nvme_next_generation(c->nvme);
-		job->owner = dr;
-		if (!migrate_submit(c->mig, job)) {
-			if (dr)
-				dr->left++;
-			/* a free of the slot while the header is written is
-			 * done when it ended (tier_nvme_restamp_batch()):
-			 * writes short of a slot wait for it */
-			c->nvme_in_flight++;
-			return;
-		}
-		migrate_job_free(job);
-	}
-	kc_drop_restamp_failed(c, dr, e->hash, e->nvme_slot, -ENOMEM);
-}
-
-/*
- * A restamp at the stop (kc_fini_one()): the engine is shut down, its
- * queued restamps were cancelled, and the stop waits for the disk anyway,
- * so the loop thread writes the header itself.  0 or -errno.
- */
-static int kc_restamp_at_stop(struct kd_cache *c, uint64_t hash, uint32_t slot,
-			      uint64_t generation)
-{
-	struct tier_nvme_io io = { .hash = hash,
-				   .slot = slot,
-				   .generation = generation };
-
-	tier_nvme_restamp_batch(c->nvme, &io, 1);
-	return io.result;
-}
-
-void kc_nvme_restamp_landed(struct kd_cache *c, struct kc_entry *e)
-{
-	uint64_t g;
-	int err;
-
-	if (!c->nvme || e->nvme_slot == MIGRATE_NO_SLOT)
-		return;
-	g = tier_nvme_slot_generation(c->nvme, e->nvme_slot);
-	if (!g || g >= c->nvme_mark_high)
-		return;
-	if (!c->closing) {
-		kc_drop_restamp(c, NULL, e);
-		return;
-	}
-	/* a write that ran through the stop */
-	err = kc_restamp_at_stop(c, e->hash, e->nvme_slot, 0);
-	if (!err)
-		c->nvme_restamped++;
-	else if (err == -ENOENT)
-		c->nvme_restamp_gone++;
-	else
-		kc_drop_restamp_failed(c, NULL, e->hash, e->nvme_slot, err);
+	kc_drop_who(dr, who, sizeof(who));
+	r = kc_restamp(c, e, dr, who);
+	if (r > 0)
+		dr->left++;
+	else if (r < 0)
+		dr->restamp_failed++;
 }
 
 /* Drop e (of tier) for dr, or count why it stays. */
@@ -687,32 +618,25 @@ static void kc_drop_mark_done(struct kd_cache *c, struct migrate_job *job)
 static void kc_drop_restamp_done(struct kd_cache *c, struct migrate_job *job)
 {
 	struct kc_drop *dr = job->owner;
+	char who[32] = "";
 
-	c->nvme_in_flight--;
-	/* cancelled by a stop (kc_fini_one()): written here */
-	if (job->state == MIGRATE_CANCELLED && c->closing && c->nvme) {
-		job->result = kc_restamp_at_stop(c, job->hash, job->nvme_slot,
-						 job->nvme_generation);
-		if (!job->result)
-			job->state = MIGRATE_DONE;
-	}
-	if (job->state == MIGRATE_DONE) {
+	if (dr)
+		kc_drop_who(dr, who, sizeof(who));
+	switch (kc_restamp_reaped(c, job, who)) {
+	case KC_RESTAMP_WRITTEN:
 		if (dr)
 			dr->restamped++;
-		c->nvme_restamped++;
-	} else if (job->result == -ENOENT) {
-		/* freed, evicted or dropped since the walk: nothing kept
-		 * on NVMe any more (a later drop's mark covers its slot) */
+		break;
+	case KC_RESTAMP_GONE:
 		if (dr)
 			dr->restamp_gone++;
-		c->nvme_restamp_gone++;
-	} else {
-		kc_drop_restamp_failed(c, dr, job->hash, job->nvme_slot,
-				       job->result ? job->result : -ECANCELED);
+		break;
+	case KC_RESTAMP_FAILED:
+		if (dr)
+			dr->restamp_failed++;
+		break;
 	}
-	migrate_job_free(job);
-	kc_nvme_kick(c);
-	if (dr)
+	if (dr) /* none: a write that landed after its drop */
 		kc_drop_left(c, dr);
 }
 

@@ -750,10 +750,26 @@ int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
  * answers nobody) */
 struct kc_drop;
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
-/* A host -> NVMe write of e landed (its slot READY): numbered before a
- * drop's mark (queued before the drop, which kept the block busy), its
- * header is written again above it, as the drop does for the blocks it
- * kept on NVMe, or the next start would leave it out. */
+/*
+ * cache_drop_kept.c: the headers of NVMe blocks a drop kept written again
+ * above its mark.  kc_restamp(): e's, by a job of owner's (a drop, or
+ * NULL); 1 queued, 0 not (no engine, a stop), -errno (said, counted).
+ * kc_restamp_reaped(): its job reaped (and freed; one a stop cancelled
+ * is written on this thread): how it ended, a failure said (who: the
+ * owner, "" for none) and counted.  kc_nvme_restamp_landed(): a host ->
+ * NVMe write of e landed (its slot READY), numbered before a drop's mark
+ * (queued before the drop, which kept the block busy): restamped, or
+ * the next start would leave it out.
+ */
+enum kc_restamp_end {
+	KC_RESTAMP_WRITTEN,
+	KC_RESTAMP_GONE, /* the block left NVMe first */
+	KC_RESTAMP_FAILED,
+};
+int kc_restamp(struct kd_cache *c, struct kc_entry *e, void *owner,
+	       const char *who);
+enum kc_restamp_end kc_restamp_reaped(struct kd_cache *c,
+				      struct migrate_job *job, const char *who);
 void kc_nvme_restamp_landed(struct kd_cache *c, struct kc_entry *e);
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
 /* An NVME_INVALIDATE job reaped, a drop's or a marked slot's: the slot
