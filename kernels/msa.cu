@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/launch.cuh"
 #include "kernels/msa.h"
 #include "kernels/msa_config.h"
 
@@ -108,31 +109,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 #endif
-
-/*
- * Launch k(args...) with the argument types of k (no deduction from the
- * call site): cudaLaunchKernel on a GPU, the fiber emulator otherwise.
- * Not <<< >>>, which clang-format (Cpp03) would mangle.
- */
-template <typename T> struct Same {
-	typedef T type;
-};
-
-template <typename... P>
-cudaError_t launch_kernel(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
-			  cudaStream_t st, typename Same<P>::type... a)
-{
-#ifdef MSA_EMULATE
-	(void)st;
-	return emu_launch(reinterpret_cast<const void *>(k), grid, block, smem,
-			  [&]() { k(a...); });
-#else
-	void *args[] = { static_cast<void *>(&a)... };
-
-	return cudaLaunchKernel(reinterpret_cast<const void *>(k), grid, block,
-				args, smem, st);
-#endif
-}
 
 /* Eight 2-byte elements (one 16-byte chunk) to floats. */
 template <bool BF16> __device__ __forceinline__ void cvt8(uint4 raw, float *f)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include "kernels/launch.cuh"
 #include "kernels/msa.h"
 
 namespace
@@ -44,27 +45,6 @@ __global__ void __launch_bounds__(KCOPY_THREADS)
 		for (; i < bytes; i += step)
 			dst[i] = src[i];
 	}
-}
-
-/* As in msa.cu: cudaLaunchKernel on a GPU, the emulator otherwise. */
-template <typename T> struct Same {
-	typedef T type;
-};
-
-template <typename... P>
-cudaError_t launch_kernel(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
-			  cudaStream_t st, typename Same<P>::type... a)
-{
-#ifdef MSA_EMULATE
-	(void)st;
-	return emu_launch(reinterpret_cast<const void *>(k), grid, block, smem,
-			  [&]() { k(a...); });
-#else
-	void *args[] = { static_cast<void *>(&a)... };
-
-	return cudaLaunchKernel(reinterpret_cast<const void *>(k), grid, block,
-				args, smem, st);
-#endif
 }
 
 int cuda_errno_copy(cudaError_t e)
