@@ -20,24 +20,23 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		       const struct kvmm_tier_stats_reply *ts,
 		       const struct kd_metrics_size *sz, uint32_t nr)
 {
+	const struct kvmmctl_json_u64 sums[] = {
+		{ "busy_misses", ts->busy_misses },
+		{ "checksum_failures", ts->checksum_failures },
+		{ "recovered_blocks", ts->recovered_blocks },
+		{ "migrations_failed", ts->migrations_failed },
+		{ "migrations_in_flight", ts->migrations_in_flight },
+		{ "slot_waits", ts->slot_waits },
+		{ "nvme_admission_rejects", ts->nvme_admission_rejects },
+		{ "restores_waited", ts->restores_waited },
+		{ "prefix_opens_pending", ts->prefix_opens_pending },
+		{ "restores_cancelled", ts->restores_cancelled },
+	};
+
 	printf(",\"cache\":{");
 	kvmmctl_cache_counts_json(ts);
-	printf("\"busy_misses\":%llu,"
-	       "\"checksum_failures\":%llu,\"recovered_blocks\":%llu,"
-	       "\"migrations_failed\":%llu,\"migrations_in_flight\":%llu,"
-	       "\"slot_waits\":%llu,\"nvme_admission_rejects\":%llu,"
-	       "\"restores_waited\":%llu,"
-	       "\"prefix_opens_pending\":%llu,\"restores_cancelled\":%llu,",
-	       (unsigned long long)ts->busy_misses,
-	       (unsigned long long)ts->checksum_failures,
-	       (unsigned long long)ts->recovered_blocks,
-	       (unsigned long long)ts->migrations_failed,
-	       (unsigned long long)ts->migrations_in_flight,
-	       (unsigned long long)ts->slot_waits,
-	       (unsigned long long)ts->nvme_admission_rejects,
-	       (unsigned long long)ts->restores_waited,
-	       (unsigned long long)ts->prefix_opens_pending,
-	       (unsigned long long)ts->restores_cancelled);
+	KVMMCTL_JSON_U64S(sums);
+	printf(",");
 	/* ABI 1.7; absent from an older daemon */
 	if (KVMMCTL_TS_HAS(ts, held_copies))
 		printf("\"prefix_holes\":%llu,\"prefix_blocks_after_hole\":%llu,"
@@ -238,23 +237,32 @@ static void refusals_json(const struct kvmm_status_reply *st)
  * BLOCK_PIN_MANY, TIER_STATS) */
 static void router_json(const struct kvmm_status_reply *st)
 {
+	const struct kvmmctl_json_u64 queries[] = {
+		{ "prefix_queries", st->prefix_queries },
+		{ "prefix_query_hashes", st->prefix_query_hashes },
+	};
+	const struct kvmmctl_json_u64 blocks[] = {
+		{ "gpu", st->prefix_query_gpu },
+		{ "host", st->prefix_query_host },
+		{ "nvme", st->prefix_query_nvme },
+		{ "moving", st->prefix_query_moving },
+	};
+	const struct kvmmctl_json_u64 calls[] = {
+		{ "pin_many_calls", st->pin_many_calls },
+		{ "pin_many_hashes", st->pin_many_hashes },
+		{ "pin_many_pinned", st->pin_many_pinned },
+		{ "tier_stats_calls", st->tier_stats_calls },
+	};
+
 	if (!KVMMCTL_ST_HAS(st, tier_stats_calls))
 		return;
-	printf(",\"router\":{\"prefix_queries\":%llu,"
-	       "\"prefix_query_hashes\":%llu,\"prefix_query_blocks\":{"
-	       "\"gpu\":%llu,\"host\":%llu,\"nvme\":%llu,\"moving\":%llu},"
-	       "\"pin_many_calls\":%llu,\"pin_many_hashes\":%llu,"
-	       "\"pin_many_pinned\":%llu,\"tier_stats_calls\":%llu}",
-	       (unsigned long long)st->prefix_queries,
-	       (unsigned long long)st->prefix_query_hashes,
-	       (unsigned long long)st->prefix_query_gpu,
-	       (unsigned long long)st->prefix_query_host,
-	       (unsigned long long)st->prefix_query_nvme,
-	       (unsigned long long)st->prefix_query_moving,
-	       (unsigned long long)st->pin_many_calls,
-	       (unsigned long long)st->pin_many_hashes,
-	       (unsigned long long)st->pin_many_pinned,
-	       (unsigned long long)st->tier_stats_calls);
+	printf(",\"router\":{");
+	KVMMCTL_JSON_U64S(queries);
+	printf(",\"prefix_query_blocks\":{");
+	KVMMCTL_JSON_U64S(blocks);
+	printf("},");
+	KVMMCTL_JSON_U64S(calls);
+	printf("}");
 }
 
 static void router_text(const struct kvmm_status_reply *st)
@@ -360,6 +368,120 @@ static void policy_state_text(const struct kvmm_status_reply *st)
 		       (double)st->policy_state_save_age_ms / 1000.0);
 }
 
+/* ,"page_size":N,"pages":{...}: the pool's pages, with the renewals
+ * (ABI 1.15) and the read-only fds (ABI 1.18) of a daemon that has them */
+static void pages_json(const struct kvmm_status_reply *st)
+{
+	const struct kvmmctl_json_u64 pages[] = {
+		{ "total", st->pages_total },
+		{ "created", st->pages_created },
+		{ "free", st->pages_free },
+		{ "allocated", st->pages_allocated },
+		{ "mapped", st->pages_mapped },
+		{ "revoking", st->pages_revoking },
+		{ "quarantined", st->pages_quarantined },
+		{ "scrubbed", st->pages_scrubbed },
+		{ "scrub_failures", st->page_scrub_failures },
+	};
+	const struct kvmmctl_json_u64 renewals[] = {
+		{ "renewed", st->pages_renewed },
+		{ "renew_failures", st->page_renew_failures },
+	};
+	const struct kvmmctl_json_u64 ro_fds[] = {
+		{ "ro_fds", st->page_ro_fds },
+		{ "ro_fd_cap", st->page_ro_fd_cap },
+		{ "ro_fd_opens", st->page_ro_fd_opens },
+		{ "ro_fd_drops", st->page_ro_fd_drops },
+		{ "ro_fd_unkept_opens", st->page_ro_fd_unkept_opens },
+	};
+
+	printf(",\"page_size\":%llu,\"pages\":{",
+	       (unsigned long long)st->page_size);
+	KVMMCTL_JSON_U64S(pages);
+	if (KVMMCTL_ST_HAS(st, page_renew_failures)) {
+		printf(",");
+		KVMMCTL_JSON_U64S(renewals);
+	}
+	if (KVMMCTL_ST_HAS(st, page_ro_fd_unkept_opens)) {
+		printf(",");
+		KVMMCTL_JSON_U64S(ro_fds);
+	}
+	printf("}");
+}
+
+/* ,"sessions":N ... "pinned_bytes":N: sessions, commands, revocations
+ * (their cancelled ones from ABI 1.13), the daemon's own, pins */
+static void sessions_json(const struct kvmm_status_reply *st)
+{
+	const struct kvmmctl_json_u64 sessions[] = {
+		{ "sessions", st->sessions },
+		{ "regions", st->regions },
+		{ "sequences", st->sequences },
+		{ "sessions_total", st->sessions_total },
+		{ "sessions_cut_off", st->sessions_cut_off },
+		{ "cmds_socket", st->cmds_socket },
+		{ "cmds_ring", st->cmds_ring },
+	};
+	const struct kvmmctl_json_u64 revocations[] = {
+		{ "posted", st->revocations_posted },
+		{ "acked", st->revocations_acked },
+		{ "timed_out", st->revocations_timed_out },
+	};
+	const struct kvmmctl_json_u64 daemon[] = {
+		{ "revoke_timeout_ms", st->revoke_timeout_ms },
+		{ "pid", st->pid },
+		{ "uptime_ms", st->uptime_ms },
+		{ "cmds_parked", st->cmds_parked },
+		{ "cmds_parked_now", st->cmds_parked_now },
+		{ "demotions_queued", st->demotions_queued },
+		{ "pins", st->pins },
+		{ "pinned_bytes", st->pinned_bytes },
+	};
+
+	printf(",");
+	KVMMCTL_JSON_U64S(sessions);
+	printf(",\"revocations\":{");
+	KVMMCTL_JSON_U64S(revocations);
+	if (KVMMCTL_ST_HAS(st, revocations_cancelled))
+		printf(",\"cancelled\":%llu",
+		       (unsigned long long)st->revocations_cancelled);
+	printf("},");
+	KVMMCTL_JSON_U64S(daemon);
+}
+
+/* ,"lend":{...}: blocks ahead asked back of the uid's other processes
+ * (ABI 1.19) */
+static void lend_json(const struct kvmm_status_reply *st)
+{
+	const struct kvmmctl_json_u64 lend[] = {
+		{ "asked", st->lend_requests },
+		{ "blocks_given", st->lend_blocks },
+		{ "extends_served", st->lend_extends },
+		{ "extends_failed", st->lend_failures },
+		{ "wait_ms", st->lend_wait_ms },
+	};
+
+	printf(",\"lend\":{");
+	KVMMCTL_JSON_U64S(lend);
+	printf("}");
+}
+
+/* ,"cost_model":{...}: the bandwidths the policy's cost model uses */
+static void cost_model_json(const struct kvmm_status_reply *st)
+{
+	const struct kvmmctl_json_u64 cost[] = {
+		{ "host_bw", st->cost_host_bw },
+		{ "host_bw_profile", st->cost_host_bw_profile },
+		{ "nvme_bw", st->cost_nvme_bw },
+		{ "nvme_bw_profile", st->cost_nvme_bw_profile },
+		{ "transfers", st->cost_transfers },
+	};
+
+	printf(",\"cost_model\":{");
+	KVMMCTL_JSON_U64S(cost);
+	printf("}");
+}
+
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
@@ -398,81 +520,15 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       vmm_backend_kind_string(
 			       (enum vmm_backend_kind)st.backend));
 		kvmmctl_json_str(st.device);
-		printf(",\"page_size\":%llu,\"pages\":{\"total\":%llu,"
-		       "\"created\":%llu,\"free\":%llu,\"allocated\":%llu,"
-		       "\"mapped\":%llu,\"revoking\":%llu,\"quarantined\":%llu,"
-		       "\"scrubbed\":%llu,\"scrub_failures\":%llu",
-		       (unsigned long long)st.page_size,
-		       (unsigned long long)st.pages_total,
-		       (unsigned long long)st.pages_created,
-		       (unsigned long long)st.pages_free,
-		       (unsigned long long)st.pages_allocated,
-		       (unsigned long long)st.pages_mapped,
-		       (unsigned long long)st.pages_revoking,
-		       (unsigned long long)st.pages_quarantined,
-		       (unsigned long long)st.pages_scrubbed,
-		       (unsigned long long)st.page_scrub_failures);
-		/* ABI 1.15: absent from an older daemon */
-		if (KVMMCTL_ST_HAS(&st, page_renew_failures))
-			printf(",\"renewed\":%llu,\"renew_failures\":%llu",
-			       (unsigned long long)st.pages_renewed,
-			       (unsigned long long)st.page_renew_failures);
-		/* ABI 1.18: absent from an older daemon */
-		if (KVMMCTL_ST_HAS(&st, page_ro_fd_unkept_opens))
-			printf(",\"ro_fds\":%llu,\"ro_fd_cap\":%llu,"
-			       "\"ro_fd_opens\":%llu,\"ro_fd_drops\":%llu,"
-			       "\"ro_fd_unkept_opens\":%llu",
-			       (unsigned long long)st.page_ro_fds,
-			       (unsigned long long)st.page_ro_fd_cap,
-			       (unsigned long long)st.page_ro_fd_opens,
-			       (unsigned long long)st.page_ro_fd_drops,
-			       (unsigned long long)st.page_ro_fd_unkept_opens);
-		printf("},\"sessions\":%llu,\"regions\":%llu,\"sequences\":%llu,"
-		       "\"sessions_total\":%llu,\"sessions_cut_off\":%llu,"
-		       "\"cmds_socket\":%llu,\"cmds_ring\":%llu,"
-		       "\"revocations\":{\"posted\":%llu,\"acked\":%llu,"
-		       "\"timed_out\":%llu",
-		       (unsigned long long)st.sessions,
-		       (unsigned long long)st.regions,
-		       (unsigned long long)st.sequences,
-		       (unsigned long long)st.sessions_total,
-		       (unsigned long long)st.sessions_cut_off,
-		       (unsigned long long)st.cmds_socket,
-		       (unsigned long long)st.cmds_ring,
-		       (unsigned long long)st.revocations_posted,
-		       (unsigned long long)st.revocations_acked,
-		       (unsigned long long)st.revocations_timed_out);
-		/* ABI 1.13's last field: absent from an older daemon */
-		if (KVMMCTL_ST_HAS(&st, revocations_cancelled))
-			printf(",\"cancelled\":%llu",
-			       (unsigned long long)st.revocations_cancelled);
-		printf("},\"revoke_timeout_ms\":%u,\"pid\":%u,"
-		       "\"uptime_ms\":%llu,"
-		       "\"cmds_parked\":%llu,\"cmds_parked_now\":%llu,"
-		       "\"demotions_queued\":%llu,"
-		       "\"pins\":%llu,\"pinned_bytes\":%llu",
-		       st.revoke_timeout_ms, st.pid,
-		       (unsigned long long)st.uptime_ms,
-		       (unsigned long long)st.cmds_parked,
-		       (unsigned long long)st.cmds_parked_now,
-		       (unsigned long long)st.demotions_queued,
-		       (unsigned long long)st.pins,
-		       (unsigned long long)st.pinned_bytes);
+		pages_json(&st);
+		sessions_json(&st);
 		/* ABI 1.14: absent from an older daemon */
 		if (KVMMCTL_ST_HAS(&st, cache_drop_blocks))
 			printf(",\"cache_drop_blocks\":%llu",
 			       (unsigned long long)st.cache_drop_blocks);
 		/* ABI 1.19: absent from an older daemon */
 		if (KVMMCTL_ST_HAS(&st, lend_wait_ms))
-			printf(",\"lend\":{\"asked\":%llu,"
-			       "\"blocks_given\":%llu,"
-			       "\"extends_served\":%llu,"
-			       "\"extends_failed\":%llu,\"wait_ms\":%llu}",
-			       (unsigned long long)st.lend_requests,
-			       (unsigned long long)st.lend_blocks,
-			       (unsigned long long)st.lend_extends,
-			       (unsigned long long)st.lend_failures,
-			       (unsigned long long)st.lend_wait_ms);
+			lend_json(&st);
 		refusals_json(&st);
 		router_json(&st);
 		if (st.cache_policy[0]) {
@@ -489,14 +545,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		if (!ts_err)
 			tiers_json(&st, &ts, sz, nr_sizes);
 		if (st.cost_host_bw)
-			printf(",\"cost_model\":{\"host_bw\":%llu,"
-			       "\"host_bw_profile\":%llu,\"nvme_bw\":%llu,"
-			       "\"nvme_bw_profile\":%llu,\"transfers\":%llu}",
-			       (unsigned long long)st.cost_host_bw,
-			       (unsigned long long)st.cost_host_bw_profile,
-			       (unsigned long long)st.cost_nvme_bw,
-			       (unsigned long long)st.cost_nvme_bw_profile,
-			       (unsigned long long)st.cost_transfers);
+			cost_model_json(&st);
 		if (st.telemetry[0])
 			printf(",\"telemetry\":{\"source\":\"%.*s\","
 			       "\"dropped\":{\"access\":%llu,\"blocks\":%llu,"

@@ -146,6 +146,17 @@ int kvmmctl_parse_u32(const char *cmd, const char *what, const char *s,
 int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out);
 /* Print s as a JSON string (quotes and escapes). */
 void kvmmctl_json_str(const char *s);
+/* A JSON member whose value is a count: its name and the reply's field. */
+struct kvmmctl_json_u64 {
+	const char *name;
+	uint64_t value;
+};
+/* Print `"name":value` for each of m[0..n), separated by commas, with
+ * none before the first or after the last: the caller writes what joins
+ * them to the members around them.  One table a block of members, so a
+ * name stands next to its field, never a format string's count away. */
+void kvmmctl_json_u64s(const struct kvmmctl_json_u64 *m, size_t n);
+#define KVMMCTL_JSON_U64S(m) kvmmctl_json_u64s(m, sizeof(m) / sizeof((m)[0]))
 
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx);

@@ -268,6 +268,13 @@ void kvmmctl_json_str(const char *s)
 	putchar('"');
 }
 
+void kvmmctl_json_u64s(const struct kvmmctl_json_u64 *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		printf("%s\"%s\":%llu", i ? "," : "", m[i].name,
+		       (unsigned long long)m[i].value);
+}
+
 #define KVMMCTL_MAX_ARGS 63
 
 /* Never run a command with part of what was asked: too many is an error. */

@@ -14,18 +14,19 @@
 
 void kvmmctl_cache_counts_json(const struct kvmm_tier_stats_reply *ts)
 {
-	printf("\"publishes\":%llu,\"duplicates\":%llu,"
-	       "\"not_cached\":%llu,\"prefix_opens\":%llu,"
-	       "\"prefix_blocks_asked\":%llu,\"prefix_blocks_hit\":%llu,"
-	       "\"misses\":%llu,\"pressure_reclaims\":%llu,",
-	       (unsigned long long)ts->publishes,
-	       (unsigned long long)ts->duplicates,
-	       (unsigned long long)ts->not_cached,
-	       (unsigned long long)ts->prefix_opens,
-	       (unsigned long long)ts->prefix_blocks_asked,
-	       (unsigned long long)ts->prefix_blocks_hit,
-	       (unsigned long long)ts->misses,
-	       (unsigned long long)ts->pressure_reclaims);
+	const struct kvmmctl_json_u64 counts[] = {
+		{ "publishes", ts->publishes },
+		{ "duplicates", ts->duplicates },
+		{ "not_cached", ts->not_cached },
+		{ "prefix_opens", ts->prefix_opens },
+		{ "prefix_blocks_asked", ts->prefix_blocks_asked },
+		{ "prefix_blocks_hit", ts->prefix_blocks_hit },
+		{ "misses", ts->misses },
+		{ "pressure_reclaims", ts->pressure_reclaims },
+	};
+
+	KVMMCTL_JSON_U64S(counts);
+	printf(",");
 	/* absent from an older daemon; a size's reply (ABI 1.21) has both */
 	if (KVMMCTL_TS_HAS(ts, quota_reclaims)) /* ABI 1.13 */
 		printf("\"quota_reclaims\":%llu,",
@@ -40,26 +41,24 @@ void kvmmctl_tiers_json(const struct kvmm_tier_stats_reply *ts)
 	printf("\"tiers\":{");
 	for (int t = 0; t < KVMMCTL_TIERS; t++) {
 		const struct kvmm_tier_info *i = &ts->tiers[t];
+		const struct kvmmctl_json_u64 tier[] = {
+			{ "capacity_blocks", i->capacity_blocks },
+			{ "used_blocks", i->used_blocks },
+			{ "block_bytes", i->block_bytes },
+			{ "hits", i->hits },
+			{ "demotions_in", i->demotions_in },
+			{ "promotions_out", i->promotions_out },
+			{ "drops", i->drops },
+			{ "bytes_in", i->bytes_in },
+			{ "bytes_out", i->bytes_out },
+			{ "restore_ns", i->restore_ns },
+			{ "restore_max_ns", i->restore_max_ns },
+			{ "promotions_by_publish", i->promotions_by_publish },
+		};
 
-		printf("%s\"%s\":{\"capacity_blocks\":%llu,\"used_blocks\":%llu,"
-		       "\"block_bytes\":%llu,\"hits\":%llu,"
-		       "\"demotions_in\":%llu,\"promotions_out\":%llu,"
-		       "\"drops\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-		       "\"restore_ns\":%llu,\"restore_max_ns\":%llu,"
-		       "\"promotions_by_publish\":%llu}",
-		       t ? "," : "", kvmmctl_tier_names[t],
-		       (unsigned long long)i->capacity_blocks,
-		       (unsigned long long)i->used_blocks,
-		       (unsigned long long)i->block_bytes,
-		       (unsigned long long)i->hits,
-		       (unsigned long long)i->demotions_in,
-		       (unsigned long long)i->promotions_out,
-		       (unsigned long long)i->drops,
-		       (unsigned long long)i->bytes_in,
-		       (unsigned long long)i->bytes_out,
-		       (unsigned long long)i->restore_ns,
-		       (unsigned long long)i->restore_max_ns,
-		       (unsigned long long)i->promotions_by_publish);
+		printf("%s\"%s\":{", t ? "," : "", kvmmctl_tier_names[t]);
+		KVMMCTL_JSON_U64S(tier);
+		printf("}");
 	}
 	printf("}");
 }
