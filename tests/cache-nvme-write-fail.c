@@ -45,27 +45,6 @@ static void start(struct cr_env *env, const char *spec, const char *retry_ms)
 	unsetenv("KVMMD_TEST_CACHE_RETRY_MS");
 }
 
-/* stdout of `kvmmctl --socket sock args` (exit 0), malloc'd */
-static char *kvmmctl(const char *sock, const char *args)
-{
-	char bin[256], cmd[512];
-	char *out;
-	int st;
-
-	td_build_path("kvmmctl", bin, sizeof(bin));
-	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
-	out = tm_run(cmd, &st);
-	if (st)
-		t_fail("%s: exit %d", cmd, st);
-	return out;
-}
-
-static void has(const char *text, const char *what)
-{
-	if (!strstr(text, what))
-		t_fail("no '%s' in:\n%s", what, text);
-}
-
 /* How many times what is in kvmmd's log. */
 static int log_count(struct cr_env *env, const char *what)
 {
@@ -150,18 +129,20 @@ static void all_fail(void)
 	start(&env, "host-nvme:1+", "60000");
 	four_fail(&env, &ts);
 	t_assert(ts.nvme_write_retry_ms > 0 && ts.nvme_write_retry_ms <= 60000);
-	out = kvmmctl(env.d.sock, "status");
-	has(out,
-	    "tier nvme    OUT of service for writes: Input/output error (writes failed in a row; out 1 times; a write tries it again in ");
+	out = tm_kvmmctl(env.d.sock, "status");
+	t_assert_has(
+		out,
+		"tier nvme    OUT of service for writes: Input/output error (writes failed in a row; out 1 times; a write tries it again in ");
 	free(out);
-	out = kvmmctl(env.d.sock, "status --json");
-	has(out,
-	    "\"nvme_write_returns\":4,\"nvme_write_outs\":1,\"nvme_write_error\":5,");
+	out = tm_kvmmctl(env.d.sock, "status --json");
+	t_assert_has(
+		out,
+		"\"nvme_write_returns\":4,\"nvme_write_outs\":1,\"nvme_write_error\":5,");
 	free(out);
-	out = kvmmctl(env.d.sock, "metrics");
-	has(out, "\nkvmm_cache_nvme_write_returns_total 4\n");
-	has(out, "\nkvmm_cache_nvme_write_outs_total 1\n");
-	has(out, "\nkvmm_cache_nvme_write_error 5\n");
+	out = tm_kvmmctl(env.d.sock, "metrics");
+	t_assert_has(out, "\nkvmm_cache_nvme_write_returns_total 4\n");
+	t_assert_has(out, "\nkvmm_cache_nvme_write_outs_total 1\n");
+	t_assert_has(out, "\nkvmm_cache_nvme_write_error 5\n");
 	free(out);
 	/* blocks 0-3 from host, block 4 a miss, 5-6 host, 7 GPU */
 	cr_open_from(env.d.sock, 0, 0, CR_NB, 4);
@@ -202,9 +183,10 @@ static void back_in(void)
 	t_assert_eq(cr_drops(&ts), 1);
 	t_assert_eq(cr_cached(&ts), CR_NB + 7 + 1 - 1);
 	t_assert_eq(log_count(&env, "takes writes again: a write worked"), 1);
-	out = kvmmctl(env.d.sock, "status");
-	has(out,
-	    "tier nvme    takes writes (out of service 1 times; 4 failed writes went back to the host tier)");
+	out = tm_kvmmctl(env.d.sock, "status");
+	t_assert_has(
+		out,
+		"tier nvme    takes writes (out of service 1 times; 4 failed writes went back to the host tier)");
 	free(out);
 	/* content 0's block 5 went on to NVMe (the host LRU once 0-3 came
 	 * back and 4 was dropped): 0-3 open from host, 4 is the miss, 5

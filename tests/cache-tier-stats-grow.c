@@ -67,33 +67,6 @@
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
-/* stdout of `kvmmctl --socket sock args` (which must exit 0), malloc'd */
-static char *kvmmctl(const char *sock, const char *args)
-{
-	char bin[256], cmd[512];
-	char *out;
-	int st;
-
-	td_build_path("kvmmctl", bin, sizeof(bin));
-	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
-	out = tm_run(cmd, &st);
-	if (st)
-		t_fail("%s: exit %d", cmd, st);
-	return out;
-}
-
-static void has(const char *text, const char *what)
-{
-	if (!strstr(text, what))
-		t_fail("no '%s' in:\n%s", what, text);
-}
-
-static void lacks(const char *text, const char *what)
-{
-	if (strstr(text, what))
-		t_fail("'%s' in:\n%s", what, text);
-}
-
 static void plan_recomputes(void)
 {
 	struct kvmm_tier_stats_reply ts0, ts;
@@ -171,22 +144,25 @@ static void plan_recomputes(void)
 		    0);
 	t_assert_eq(ts.held_copies, 0);
 
-	out = kvmmctl(env.d.sock, "status --json");
-	has(out, "\"plan_recomputes\":{\"host\":7,\"nvme\":2}");
-	has(out, "\"prefix_holes\":1,\"prefix_blocks_after_hole\":1,");
-	has(out, "\"held_copies\":0,");
+	out = tm_kvmmctl(env.d.sock, "status --json");
+	t_assert_has(out, "\"plan_recomputes\":{\"host\":7,\"nvme\":2}");
+	t_assert_has(out, "\"prefix_holes\":1,\"prefix_blocks_after_hole\":1,");
+	t_assert_has(out, "\"held_copies\":0,");
 	free(out);
-	out = kvmmctl(env.d.sock, "status");
-	has(out,
-	    "recompute    1 holes, 1 blocks reused after one; 7 host, 2 NVMe blocks recomputed instead of reloaded\n");
-	has(out, ", 0 held blocks copied down\n");
+	out = tm_kvmmctl(env.d.sock, "status");
+	t_assert_has(
+		out,
+		"recompute    1 holes, 1 blocks reused after one; 7 host, 2 NVMe blocks recomputed instead of reloaded\n");
+	t_assert_has(out, ", 0 held blocks copied down\n");
 	free(out);
-	out = kvmmctl(env.d.sock, "metrics");
-	has(out, "\nkvmm_cache_plan_recomputes_total{tier=\"host\"} 7\n");
-	has(out, "\nkvmm_cache_plan_recomputes_total{tier=\"nvme\"} 2\n");
-	has(out, "\nkvmm_cache_prefix_holes_total 1\n");
-	has(out, "\nkvmm_cache_prefix_blocks_after_hole_total 1\n");
-	has(out, "\nkvmm_cache_held_copies_total 0\n");
+	out = tm_kvmmctl(env.d.sock, "metrics");
+	t_assert_has(out,
+		     "\nkvmm_cache_plan_recomputes_total{tier=\"host\"} 7\n");
+	t_assert_has(out,
+		     "\nkvmm_cache_plan_recomputes_total{tier=\"nvme\"} 2\n");
+	t_assert_has(out, "\nkvmm_cache_prefix_holes_total 1\n");
+	t_assert_has(out, "\nkvmm_cache_prefix_blocks_after_hole_total 1\n");
+	t_assert_has(out, "\nkvmm_cache_held_copies_total 0\n");
 	free(out);
 
 	/* the reply's length, and a 1.6 client's view of it */
@@ -423,31 +399,33 @@ static void old_daemon_kvmmctl(void)
 	char dir[64], *out;
 	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), 6, TS_SIZE_1_6);
 
-	out = kvmmctl(sa.sun_path, "status --json");
-	has(out, "\"cache\":{\"publishes\":11,");
-	has(out, "\"prefix_blocks_hit\":5,");
-	has(out, "\"restores_cancelled\":2,\"tiers\":{");
-	has(out, "\"host\":{\"capacity_blocks\":8,");
-	lacks(out, "prefix_holes");
-	lacks(out, "after_hole");
-	lacks(out, "plan_recomputes");
-	lacks(out, "held_copies");
+	out = tm_kvmmctl(sa.sun_path, "status --json");
+	t_assert_has(out, "\"cache\":{\"publishes\":11,");
+	t_assert_has(out, "\"prefix_blocks_hit\":5,");
+	t_assert_has(out, "\"restores_cancelled\":2,\"tiers\":{");
+	t_assert_has(out, "\"host\":{\"capacity_blocks\":8,");
+	t_assert_lacks(out, "prefix_holes");
+	t_assert_lacks(out, "after_hole");
+	t_assert_lacks(out, "plan_recomputes");
+	t_assert_lacks(out, "held_copies");
 	free(out);
-	out = kvmmctl(sa.sun_path, "status");
-	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
-	has(out, "demotions    0 waited for a host slot (0 now)\n");
-	lacks(out, "held blocks");
-	lacks(out, "\nrecompute ");
+	out = tm_kvmmctl(sa.sun_path, "status");
+	t_assert_has(
+		out,
+		"cache        11 published, 5 prefix blocks hit of 9 asked");
+	t_assert_has(out, "demotions    0 waited for a host slot (0 now)\n");
+	t_assert_lacks(out, "held blocks");
+	t_assert_lacks(out, "\nrecompute ");
 	free(out);
-	out = kvmmctl(sa.sun_path, "metrics");
-	has(out, ",abi=\"1.6\"} 1\n");
-	has(out, "\nkvmm_cache_publishes_total 11\n");
-	has(out, "\nkvmm_cache_restores_cancelled_total 2\n");
-	has(out, "\nkvmm_tier_hits_total{tier=\"nvme\"} 5\n");
-	lacks(out, "kvmm_cache_prefix_holes");
-	lacks(out, "kvmm_cache_prefix_blocks_after_hole");
-	lacks(out, "kvmm_cache_plan_recomputes");
-	lacks(out, "kvmm_cache_held_copies");
+	out = tm_kvmmctl(sa.sun_path, "metrics");
+	t_assert_has(out, ",abi=\"1.6\"} 1\n");
+	t_assert_has(out, "\nkvmm_cache_publishes_total 11\n");
+	t_assert_has(out, "\nkvmm_cache_restores_cancelled_total 2\n");
+	t_assert_has(out, "\nkvmm_tier_hits_total{tier=\"nvme\"} 5\n");
+	t_assert_lacks(out, "kvmm_cache_prefix_holes");
+	t_assert_lacks(out, "kvmm_cache_prefix_blocks_after_hole");
+	t_assert_lacks(out, "kvmm_cache_plan_recomputes");
+	t_assert_lacks(out, "kvmm_cache_held_copies");
 	free(out);
 	old_daemon_stop(p, &sa, dir);
 	printf("kvmmctl against a 1.6 daemon: the 1.7 fields absent\n");
@@ -461,23 +439,25 @@ static void daemon_1_14_kvmmctl(void)
 	char dir[64], *out;
 	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), 14, TS_SIZE_1_14);
 
-	out = kvmmctl(sa.sun_path, "status --json");
-	has(out, "\"cache_open_attempts\":1,");
-	has(out, "\"held_copies\":0,");
-	lacks(out, "lower_free_refused");
-	lacks(out, "nvme_invalidate");
-	lacks(out, "nvme_invalidated");
+	out = tm_kvmmctl(sa.sun_path, "status --json");
+	t_assert_has(out, "\"cache_open_attempts\":1,");
+	t_assert_has(out, "\"held_copies\":0,");
+	t_assert_lacks(out, "lower_free_refused");
+	t_assert_lacks(out, "nvme_invalidate");
+	t_assert_lacks(out, "nvme_invalidated");
 	free(out);
-	out = kvmmctl(sa.sun_path, "status");
-	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
-	lacks(out, "invalidated on disk");
-	lacks(out, "not freed by their tier");
+	out = tm_kvmmctl(sa.sun_path, "status");
+	t_assert_has(
+		out,
+		"cache        11 published, 5 prefix blocks hit of 9 asked");
+	t_assert_lacks(out, "invalidated on disk");
+	t_assert_lacks(out, "not freed by their tier");
 	free(out);
-	out = kvmmctl(sa.sun_path, "metrics");
-	has(out, ",abi=\"1.14\"} 1\n");
-	has(out, "\nkvmm_cache_open_attempts_total 1\n");
-	lacks(out, "kvmm_cache_lower_free_refused");
-	lacks(out, "kvmm_cache_nvme_invalidate");
+	out = tm_kvmmctl(sa.sun_path, "metrics");
+	t_assert_has(out, ",abi=\"1.14\"} 1\n");
+	t_assert_has(out, "\nkvmm_cache_open_attempts_total 1\n");
+	t_assert_lacks(out, "kvmm_cache_lower_free_refused");
+	t_assert_lacks(out, "kvmm_cache_nvme_invalidate");
 	free(out);
 	old_daemon_stop(p, &sa, dir);
 	printf("kvmmctl against a 1.14 daemon: the 1.15 fields absent\n");
@@ -491,27 +471,29 @@ static void daemon_1_16_kvmmctl(void)
 	char dir[64], *out;
 	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), 16, TS_SIZE_1_16);
 
-	out = kvmmctl(sa.sun_path, "status --json");
-	has(out, "\"nvme_open_attempts\":0,");
-	lacks(out, "nvme_write");
-	has(out, "\"renewed\":0,\"renew_failures\":0}");
-	lacks(out, "ro_fd"); /* ADMIN_STATUS's 1.18 fields */
-	lacks(out, "\"lend\""); /* ... and 1.19's */
+	out = tm_kvmmctl(sa.sun_path, "status --json");
+	t_assert_has(out, "\"nvme_open_attempts\":0,");
+	t_assert_lacks(out, "nvme_write");
+	t_assert_has(out, "\"renewed\":0,\"renew_failures\":0}");
+	t_assert_lacks(out, "ro_fd"); /* ADMIN_STATUS's 1.18 fields */
+	t_assert_lacks(out, "\"lend\""); /* ... and 1.19's */
 	free(out);
-	out = kvmmctl(sa.sun_path, "status");
-	has(out, "cache        11 published, 5 prefix blocks hit of 9 asked");
-	lacks(out, "for writes");
-	lacks(out, "takes writes");
-	lacks(out, "read-only    ");
-	lacks(out, "blocks ahead ");
+	out = tm_kvmmctl(sa.sun_path, "status");
+	t_assert_has(
+		out,
+		"cache        11 published, 5 prefix blocks hit of 9 asked");
+	t_assert_lacks(out, "for writes");
+	t_assert_lacks(out, "takes writes");
+	t_assert_lacks(out, "read-only    ");
+	t_assert_lacks(out, "blocks ahead ");
 	free(out);
-	out = kvmmctl(sa.sun_path, "metrics");
-	has(out, ",abi=\"1.16\"} 1\n");
-	has(out, "\nkvmm_cache_nvme_open_attempts_total 0\n");
-	lacks(out, "kvmm_cache_nvme_write");
-	has(out, "\nkvmm_pool_renew_failures_total 0\n");
-	lacks(out, "kvmm_pool_ro_fd");
-	lacks(out, "kvmm_lend_");
+	out = tm_kvmmctl(sa.sun_path, "metrics");
+	t_assert_has(out, ",abi=\"1.16\"} 1\n");
+	t_assert_has(out, "\nkvmm_cache_nvme_open_attempts_total 0\n");
+	t_assert_lacks(out, "kvmm_cache_nvme_write");
+	t_assert_has(out, "\nkvmm_pool_renew_failures_total 0\n");
+	t_assert_lacks(out, "kvmm_pool_ro_fd");
+	t_assert_lacks(out, "kvmm_lend_");
 	free(out);
 	old_daemon_stop(p, &sa, dir);
 	printf("kvmmctl against a 1.16 daemon: the 1.17 fields absent, and ADMIN_STATUS's 1.18 read-only fd counters\n");

@@ -465,4 +465,20 @@ static inline char *tm_run(const char *cmd, int *status)
 	return buf;
 }
 
+/* The whole standard output of `kvmmctl --socket sock args` (malloc'd),
+ * which must exit 0: the test fails naming the command otherwise. */
+static inline char *tm_kvmmctl(const char *sock, const char *args)
+{
+	char bin[256], cmd[512];
+	char *out;
+	int st;
+
+	td_build_path("kvmmctl", bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", bin, sock, args);
+	out = tm_run(cmd, &st);
+	if (st)
+		t_fail("%s: exit %d", cmd, st);
+	return out;
+}
+
 #endif

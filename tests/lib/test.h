@@ -64,6 +64,21 @@
 			       _r < 0 ? strerror((int)-_r) : "");           \
 	} while (0)
 
+/* Fail unless text (a command's output, say) holds what; the failure
+ * shows the text. */
+static inline void t_assert_has(const char *text, const char *what)
+{
+	if (!strstr(text, what))
+		t_fail("no '%s' in:\n%s", what, text);
+}
+
+/* Fail if text holds what; the failure shows the text. */
+static inline void t_assert_lacks(const char *text, const char *what)
+{
+	if (strstr(text, what))
+		t_fail("'%s' in:\n%s", what, text);
+}
+
 /* How often needle occurs in hay (a daemon's log, say). */
 static inline int t_count(const char *hay, const char *needle)
 {
