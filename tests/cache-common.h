@@ -143,22 +143,34 @@ static void cc_connect(struct cc *c, const char *path)
 	cc_connect_minor(c, path, KVMM_ABI_MINOR);
 }
 
-static void cc_region(struct cc *c)
+/*
+ * A region of `layers` (2 x layers pages a block, CC_TPB tokens a block)
+ * into c->region: max_seqs sequences, max_tokens of max_seqs blocks.
+ */
+static inline void cc_region_sized(struct cc *c, uint32_t layers,
+				   uint32_t max_seqs)
 {
 	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = CC_L,
+					 .layers = layers,
 					 .kv_heads = 2,
 					 .head_dim = 64,
 					 .dtype_bytes = 2,
-					 .max_seqs = 16,
-					 .max_tokens = 16 * CC_TPB };
+					 .max_seqs = max_seqs,
+					 .max_tokens = max_seqs * CC_TPB };
 	struct kvmm_region_create_reply rep;
 
 	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
 		     sizeof(rep), NULL, NULL));
 	t_assert_eq(rep.tokens_per_block, CC_TPB);
-	t_assert_eq(rep.pages_per_block, CC_PPB);
+	t_assert_eq(rep.pages_per_block, 2 * layers);
 	c->region = rep.region_id;
+}
+
+/* The tests' usual region: CC_L layers (CC_PPB pages a block), 16
+ * sequences. */
+static void cc_region(struct cc *c)
+{
+	cc_region_sized(c, CC_L, 16);
 }
 
 /* Map the fds of a reply onto the page ids that lack the HELD bit. */

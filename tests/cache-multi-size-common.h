@@ -32,20 +32,7 @@ static struct ms_result *res; /* ms_res_init() */
 /* A region of `layers` (2 x layers pages a block) into c->region. */
 static inline void ms_region(struct cc *c, uint32_t layers)
 {
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = layers,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = 4,
-					 .max_tokens = 4 * CC_TPB };
-	struct kvmm_region_create_reply rep;
-
-	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
-		     sizeof(rep), NULL, NULL));
-	t_assert_eq(rep.tokens_per_block, CC_TPB);
-	t_assert_eq(rep.pages_per_block, 2 * layers);
-	c->region = rep.region_id;
+	cc_region_sized(c, layers, 4);
 }
 
 /* The hashes of content k of the model with `layers`. */
