@@ -121,18 +121,12 @@ int main(void)
 {
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "midstep" }; /* 1 ahead */
-	struct kvmm_region_opts ro = tr_small_region;
-	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_status_reply st;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 
 	td_start_ok(&d, NULL);
-	co.socket_path = d.sock;
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_get_stats(c, &ks));
-	session_id = ks.session_id;
+	session_id = rc_connect_small(d.sock, &co, &c, &r);
 	step_round(c, r, false);
 	step_round(c, r, true);
 	kvmm_disconnect(c);

@@ -123,18 +123,12 @@ int main(void)
 	struct kvmm_connect_opts co = { .size = sizeof(co),
 					.name = "revext",
 					.map_ahead_set = 1 }; /* no map-ahead */
-	struct kvmm_region_opts ro = tr_small_region;
-	struct kvmm_stats ks = { .size = sizeof(ks) };
 	struct kvmm_status_reply st;
 	struct kvmm_conn *c;
 	struct kvmm_region *r;
 
 	td_start_ok(&d, NULL);
-	co.socket_path = d.sock;
-	t_ok(kvmm_connect(&co, &c));
-	t_ok(kvmm_region_create(c, &ro, &r));
-	t_ok(kvmm_get_stats(c, &ks));
-	session_id = ks.session_id;
+	session_id = rc_connect_small(d.sock, &co, &c, &r);
 	round_trip(c, r, OPEN_AT_ONCE, 0x5eed0100);
 	round_trip(c, r, CLOSE_FIRST, 0x5eed0200);
 	round_trip(c, r, TRUNCATE_FIRST, 0x5eed0300);

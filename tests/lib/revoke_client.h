@@ -17,12 +17,33 @@
 #include "tests/lib/admin_revoke.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
+#include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
 
 /* Where the client's sequence is, for the admin's revocation. */
 struct rc_ids {
 	uint32_t session, region, seq;
 };
+
+/*
+ * Connect to sock with co (its socket_path set here) and create a region
+ * of tr_small_region's shape into *c and *r; the session's id, which the
+ * admin's revocations name.  The test fails on any error.
+ */
+static inline uint32_t rc_connect_small(const char *sock,
+					struct kvmm_connect_opts *co,
+					struct kvmm_conn **c,
+					struct kvmm_region **r)
+{
+	struct kvmm_region_opts ro = tr_small_region;
+	struct kvmm_stats ks = { .size = sizeof(ks) };
+
+	co->socket_path = sock;
+	t_ok(kvmm_connect(co, c));
+	t_ok(kvmm_region_create(*c, &ro, r));
+	t_ok(kvmm_get_stats(*c, &ks));
+	return ks.session_id;
+}
 
 /*
  * Revoke sequence ids->seq of ids->region from first_block on, as the
