@@ -476,6 +476,19 @@ static inline void cc_settled_stats(const char *sock,
 		       (unsigned long long)queued);
 }
 
+/* The GPU and host tiers' use, drops and host demotions after `when`,
+ * for the log of a test that asserts on them. */
+static inline void cc_print_gpu_host(const char *when,
+				     const struct kvmm_tier_stats_reply *ts)
+{
+	printf("%s: GPU %llu, host %llu blocks; drops %llu/%llu; host demotions in %llu\n",
+	       when, (unsigned long long)ts->tiers[0].used_blocks,
+	       (unsigned long long)ts->tiers[1].used_blocks,
+	       (unsigned long long)ts->tiers[0].drops,
+	       (unsigned long long)ts->tiers[1].drops,
+	       (unsigned long long)ts->tiers[1].demotions_in);
+}
+
 /* How many of want[0..nw) are among ids[0..n). */
 static inline uint32_t cc_overlap(const uint32_t *ids, uint32_t n,
 				  const uint32_t *want, uint32_t nw)

@@ -63,12 +63,7 @@ int main(void)
 
 	cc_read_content(d.sock, &contents, 0, NB, 1);
 	cc_settled_stats(d.sock, &ts);
-	printf("after the reload: GPU %llu, host %llu blocks; drops %llu/%llu; host demotions in %llu\n",
-	       (unsigned long long)ts.tiers[0].used_blocks,
-	       (unsigned long long)ts.tiers[1].used_blocks,
-	       (unsigned long long)ts.tiers[0].drops,
-	       (unsigned long long)ts.tiers[1].drops,
-	       (unsigned long long)ts.tiers[1].demotions_in);
+	cc_print_gpu_host("after the reload", &ts);
 	t_assert_eq(ts.tiers[1].promotions_out, NB);
 	t_assert_eq(ts.tiers[0].drops + ts.tiers[1].drops, 0);
 	t_assert_eq(ts.tiers[0].used_blocks, NB);
