@@ -412,6 +412,14 @@ void kc_retired_forget(struct kvmm_region *r, struct kc_seq *q);
 void kc_fork_track(struct kvmm_conn *c);
 bool kc_inherited(const struct kvmm_conn *c);
 bool kc_inherited_or_cloned(const struct kvmm_conn *c);
+/* What every call on a region checks first: -EINVAL for no region,
+ * -ECHILD in a child that inherited r's connection across fork(), 0. */
+static inline int kc_region_usable(const struct kvmm_region *r)
+{
+	if (!r)
+		return -EINVAL;
+	return kc_inherited(r->conn) ? -ECHILD : 0;
+}
 void kc_conn_drop_inherited(struct kvmm_conn *c);
 /* Unmap c's ring and close its fds (conn.c). */
 void kc_conn_release_fds(struct kvmm_conn *c);

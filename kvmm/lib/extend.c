@@ -333,10 +333,9 @@ static int seq_extend(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	bool short_of, lent = false;
 	int err;
 
-	if (!r)
-		return -EINVAL;
-	if (kc_inherited(r->conn))
-		return -ECHILD;
+	err = kc_region_usable(r);
+	if (err)
+		return err;
 	c = r->conn;
 	if (new_len > r->max_tokens)
 		return -EINVAL;

@@ -114,10 +114,9 @@ int kvmm_seq_block_readonly(struct kvmm_region *r, uint32_t seq, uint32_t block)
 	struct kc_seq *q;
 	int err;
 
-	if (!r)
-		return -EINVAL;
-	if (kc_inherited(r->conn))
-		return -ECHILD;
+	err = kc_region_usable(r);
+	if (err)
+		return err;
 	pthread_mutex_lock(&r->conn->lock);
 	err = kc_seq_get(r, seq, &q);
 	if (!err && block >= r->max_blocks)

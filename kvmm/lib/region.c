@@ -213,10 +213,9 @@ int kvmm_region_destroy(struct kvmm_region *r)
 	struct kvmm_conn *c;
 	int err;
 
-	if (!r)
-		return -EINVAL;
-	if (kc_inherited(r->conn))
-		return -ECHILD;
+	err = kc_region_usable(r);
+	if (err)
+		return err;
 	c = r->conn;
 	ref.region_id = r->id;
 	pthread_mutex_lock(&c->sock_lock);
@@ -456,10 +455,9 @@ static int shrink(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	struct kc_seq *q;
 	int err;
 
-	if (!r)
-		return -EINVAL;
-	if (kc_inherited(r->conn))
-		return -ECHILD;
+	err = kc_region_usable(r);
+	if (err)
+		return err;
 	c = r->conn;
 	/* sock_lock first, and no thread waiting for an extend's reply of
 	 * it without the socket: no fetch for this sequence may be in
@@ -521,10 +519,9 @@ int64_t kvmm_seq_len(struct kvmm_region *r, uint32_t seq)
 	struct kc_seq *q;
 	int64_t len;
 
-	if (!r)
-		return -EINVAL;
-	if (kc_inherited(r->conn))
-		return -ECHILD;
+	len = kc_region_usable(r);
+	if (len)
+		return len;
 	pthread_mutex_lock(&r->conn->lock);
 	len = kc_seq_get(r, seq, &q);
 	if (!len)

@@ -219,11 +219,10 @@ int kvmm_seq_block_unshare(struct kvmm_region *r, uint32_t seq, uint32_t block)
 	struct kvmm_conn *c;
 	int err;
 
-	if (!r)
-		return -EINVAL;
+	err = kc_region_usable(r);
+	if (err)
+		return err;
 	c = r->conn;
-	if (kc_inherited(c))
-		return -ECHILD;
 	if (!kc_can_unshare(c))
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&c->sock_lock);
