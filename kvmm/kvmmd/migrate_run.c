@@ -144,6 +144,21 @@ int migrate_run_host_to_gpu(struct migrate *m, struct migrate_job *job)
 	return job->fault ? -EIO : copy_pages_in(m, job, src);
 }
 
+/*
+ * After a batch that left the jobs the test knob fails out: job's io in
+ * ios[] (*k counts the ios handed out so far), or NULL for a failed job,
+ * whose result is then -EIO, as a failed I/O's would be.
+ */
+static struct tier_nvme_io *batch_io(struct migrate_job *job,
+				     struct tier_nvme_io *ios, unsigned int *k)
+{
+	if (job->fault) {
+		job->result = -EIO;
+		return NULL;
+	}
+	return &ios[(*k)++];
+}
+
 /* n HOST_TO_NVME jobs as one batch (a job the test knob fails is left
  * out of it: its write fails with -EIO, as a failed I/O would). */
 void migrate_run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
@@ -175,13 +190,10 @@ void migrate_run_nvme_writes(struct migrate *m, struct migrate_job **jobs,
 		(void)tier_nvme_write_batch(m->nvme, ios, k);
 	k = 0;
 	for (unsigned int i = 0; i < n; i++) {
-		struct tier_nvme_io *io;
+		struct tier_nvme_io *io = batch_io(jobs[i], ios, &k);
 
-		if (jobs[i]->fault) {
-			jobs[i]->result = -EIO;
+		if (!io)
 			continue;
-		}
-		io = &ios[k++];
 		jobs[i]->result = io->buf ? io->result : -ENOENT;
 		if (!jobs[i]->result)
 			jobs[i]->nvme_slot = io->slot;
@@ -216,14 +228,11 @@ void migrate_run_nvme_reads(struct migrate *m, struct migrate_job **jobs,
 	k = 0;
 	for (unsigned int i = 0; i < n; i++) {
 		struct migrate_job *job = jobs[i];
-		struct tier_nvme_io *io;
+		struct tier_nvme_io *io = batch_io(job, ios, &k);
 		int r;
 
-		if (job->fault) {
-			job->result = -EIO;
+		if (!io)
 			continue;
-		}
-		io = &ios[k++];
 		job->nvme_dropped = io->dropped;
 		r = io->buf ? io->result : -EBUSY;
 		if (!r && job->length && io->length != job->length)
@@ -258,13 +267,10 @@ void migrate_run_nvme_invalidations(struct migrate *m,
 		(void)tier_nvme_invalidate_batch(m->nvme, ios, k);
 	k = 0;
 	for (unsigned int i = 0; i < n; i++) {
-		struct tier_nvme_io *io;
+		struct tier_nvme_io *io = batch_io(jobs[i], ios, &k);
 
-		if (jobs[i]->fault) {
-			jobs[i]->result = -EIO;
+		if (!io)
 			continue;
-		}
-		io = &ios[k++];
 		jobs[i]->result = io->result;
 		jobs[i]->nvme_dropped = io->dropped;
 	}
