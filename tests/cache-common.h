@@ -145,10 +145,10 @@ static void cc_connect(struct cc *c, const char *path)
 
 /*
  * A region of `layers` (2 x layers pages a block, CC_TPB tokens a block)
- * into c->region: max_seqs sequences, max_tokens of max_seqs blocks.
+ * into c->region: max_seqs sequences, max_tokens of `blocks` blocks.
  */
 static inline void cc_region_sized(struct cc *c, uint32_t layers,
-				   uint32_t max_seqs)
+				   uint32_t max_seqs, uint32_t blocks)
 {
 	struct kvmm_region_create rc = { .size = sizeof(rc),
 					 .layers = layers,
@@ -156,7 +156,7 @@ static inline void cc_region_sized(struct cc *c, uint32_t layers,
 					 .head_dim = 64,
 					 .dtype_bytes = 2,
 					 .max_seqs = max_seqs,
-					 .max_tokens = max_seqs * CC_TPB };
+					 .max_tokens = blocks * CC_TPB };
 	struct kvmm_region_create_reply rep;
 
 	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
@@ -170,7 +170,7 @@ static inline void cc_region_sized(struct cc *c, uint32_t layers,
  * sequences. */
 static void cc_region(struct cc *c)
 {
-	cc_region_sized(c, CC_L, 16);
+	cc_region_sized(c, CC_L, 16, 16);
 }
 
 /* Map the fds of a reply onto the page ids that lack the HELD bit. */

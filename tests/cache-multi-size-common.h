@@ -32,7 +32,7 @@ static struct ms_result *res; /* ms_res_init() */
 /* A region of `layers` (2 x layers pages a block) into c->region. */
 static inline void ms_region(struct cc *c, uint32_t layers)
 {
-	cc_region_sized(c, layers, 4);
+	cc_region_sized(c, layers, 4, 4);
 }
 
 /* The hashes of content k of the model with `layers`. */

@@ -12,19 +12,7 @@
 
 static void st_region(struct cc *c, uint32_t max_seqs, uint32_t nb)
 {
-	struct kvmm_region_create rc = { .size = sizeof(rc),
-					 .layers = CC_L,
-					 .kv_heads = 2,
-					 .head_dim = 64,
-					 .dtype_bytes = 2,
-					 .max_seqs = max_seqs,
-					 .max_tokens = nb * CC_TPB };
-	struct kvmm_region_create_reply rep;
-
-	t_ok(cc_call(c, KVMM_CMD_REGION_CREATE, &rc, sizeof(rc), &rep,
-		     sizeof(rep), NULL, NULL));
-	t_assert_eq(rep.pages_per_block, CC_PPB);
-	c->region = rep.region_id;
+	cc_region_sized(c, CC_L, max_seqs, nb);
 }
 
 /* A process publishes nb blocks under hashes[] and goes. */
