@@ -14,8 +14,9 @@
 #define QR_NB 8 /* a quota's worth of blocks */
 
 /* A process of uid extends one new sequence block by block: `fit` blocks
- * must fit, the next must be -EDQUOT. */
-static inline void qr_extend_as(const char *sock, uid_t uid, uint32_t fit)
+ * must fit; with then_full, the next must be -EDQUOT. */
+static inline void qr_extend_blocks_as(const char *sock, uid_t uid,
+				       uint32_t fit, bool then_full)
 {
 	pid_t p = fork();
 
@@ -36,13 +37,22 @@ static inline void qr_extend_as(const char *sock, uid_t uid, uint32_t fit)
 				t_fail("uid %u: extend to %u blocks: %s",
 				       (unsigned)uid, b, strerror(-r));
 		}
-		t_assert_eq(cc_try_extend(&c, seq, (fit + 1) * CC_TPB, ids),
-			    -EDQUOT);
+		if (then_full)
+			t_assert_eq(cc_try_extend(&c, seq, (fit + 1) * CC_TPB,
+						  ids),
+				    -EDQUOT);
 		cc_seq_close(&c, seq, ids, fit * CC_PPB);
 		cc_disconnect(&c);
 		_exit(0);
 	}
 	t_assert_eq(cc_wait_child(p), 0);
+}
+
+/* A process of uid extends to its quota: `fit` blocks must fit, the next
+ * must be -EDQUOT. */
+static inline void qr_extend_as(const char *sock, uid_t uid, uint32_t fit)
+{
+	qr_extend_blocks_as(sock, uid, fit, true);
 }
 
 /* A process of uid (0: this one's, no quota) opens chain h: nb blocks,
@@ -77,24 +87,7 @@ static inline void qr_open_as(const char *sock, uid_t uid, const uint64_t *h,
  * (over its quota, the reclaim must make the room). */
 static inline void qr_extend_one_as(const char *sock, uid_t uid)
 {
-	pid_t p = fork();
-
-	t_assert(p >= 0);
-	if (p == 0) {
-		static uint32_t ids[CC_MAX_PAGES];
-		struct cc c;
-		uint32_t seq;
-
-		cu_become(uid, uid);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		t_assert_eq(cc_try_extend(&c, seq, CC_TPB, ids), 0);
-		cc_seq_close(&c, seq, ids, CC_PPB);
-		cc_disconnect(&c);
-		_exit(0);
-	}
-	t_assert_eq(cc_wait_child(p), 0);
+	qr_extend_blocks_as(sock, uid, 1, false);
 }
 
 /* The tiers' blocks, and the blocks moved down for quotas so far. */
