@@ -115,9 +115,10 @@ int kc_open_test_init(struct kd_cache *c)
 			return -EINVAL;
 		}
 		c->open_retry_base_ms = (uint64_t)n;
-		vmm_log(VMM_LOG_WARN,
-			"cache: KVMMD_TEST_CACHE_RETRY_MS=%ld: a failed set-up is tried again after %ld ms at first (tests only)",
-			n, n);
+		if (c == c->d->cache) /* said once, however many sizes */
+			vmm_log(VMM_LOG_WARN,
+				"cache: KVMMD_TEST_CACHE_RETRY_MS=%ld: a failed set-up of each size's cache is tried again after %ld ms at first (tests only)",
+				n, n);
 	}
 	if (!v)
 		return 0;
@@ -133,9 +134,10 @@ int kc_open_test_init(struct kd_cache *c)
 			break;
 		c->open_fail_err = -kc_fail_errnos[i].err;
 		c->open_fail_left = (uint32_t)n;
-		vmm_log(VMM_LOG_WARN,
-			"cache: KVMMD_TEST_CACHE_OPEN_FAIL=%s: the first %ld set-ups of the tiers fail on purpose (tests only)",
-			v, n);
+		if (c == c->d->cache) /* said once, however many sizes */
+			vmm_log(VMM_LOG_WARN,
+				"cache: KVMMD_TEST_CACHE_OPEN_FAIL=%s: the first %ld set-ups of each size's tiers fail on purpose (tests only)",
+				v, n);
 		return 0;
 	}
 	vmm_log(VMM_LOG_ERR,
