@@ -72,7 +72,7 @@
  * generation, so that drop covers it.  SIGKILL between the mark and the
  * restamps loses the kept blocks whose header was not written yet (and
  * only those); a restamp that fails is logged and counted
- * (kd_cache.nvme_restamp_failures, the drop's log line), its block
+ * (TIER_STATS' nvme_restamp_failures, the drop's reply and log line), its block
  * still served for the run.  A block kept busy on its way down has no
  * slot yet, and its write was numbered before the drop: it is restamped
  * when the write lands (kc_nvme_restamp_landed(), a job of no drop's).
@@ -117,11 +117,10 @@ struct kc_drop {
 	uint64_t mark;
 	bool mark_done;
 	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
-	 * client of 1.21 or before (no sizes[]) */
+	 * client of 1.21 or before (no sizes[]), of 1.22 for one of 1.22
+	 * (no restamp counts); its kept NVMe blocks (kc_drop_restamp()) are
+	 * in rep.nvme_restamp* for the log line whatever the client */
 	size_t rep_size;
-	/* its kept NVMe blocks (kc_drop_restamp()): headers written above
-	 * the mark, not written, gone from NVMe before their job ran */
-	uint64_t restamped, restamp_failed, restamp_gone;
 };
 
 /* Which stale NVMe copies a drop invalidates (kc_drop_stale()). */
@@ -349,7 +348,7 @@ static void kc_drop_restamp(struct kd_cache *c, struct kc_drop *dr,
 	if (r > 0)
 		dr->left++;
 	else if (r < 0)
-		dr->restamp_failed++;
+		dr->rep.nvme_restamp_failures++;
 }
 
 /* Drop e (of tier) for dr, or count why it stays. */
@@ -415,17 +414,18 @@ static void kc_drop_reply(struct kc_drop *dr)
 		snprintf(mark, sizeof(mark),
 			 "; NVMe slots below generation %llu dropped on disk",
 			 (unsigned long long)dr->mark);
-	if (dr->restamped || dr->restamp_failed || dr->restamp_gone)
+	if (r->nvme_restamped || r->nvme_restamp_failures ||
+	    r->nvme_restamp_gone)
 		snprintf(
 			kept, sizeof(kept),
 			"; kept NVMe blocks: %llu headers written above the drop mark, %llu not, %llu left NVMe first",
-			(unsigned long long)dr->restamped,
-			(unsigned long long)dr->restamp_failed,
-			(unsigned long long)dr->restamp_gone);
+			(unsigned long long)r->nvme_restamped,
+			(unsigned long long)r->nvme_restamp_failures,
+			(unsigned long long)r->nvme_restamp_gone);
 	if (r->block_pages)
 		snprintf(size, sizeof(size), " of blocks of %u pages",
 			 r->block_pages);
-	vmm_log(r->nvme_invalidate_failures || dr->restamp_failed ?
+	vmm_log(r->nvme_invalidate_failures || r->nvme_restamp_failures ?
 			VMM_LOG_WARN :
 			VMM_LOG_INFO,
 		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s%s",
@@ -550,10 +550,14 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	dr->h = *h;
 	dr->uid = s->uid;
 	dr->rep.block_pages = a.block_pages;
-	dr->rep_size = s->client_minor < 22 ?
-			       offsetof(struct kvmm_admin_cache_drop_reply,
-					block_pages) :
-			       sizeof(dr->rep);
+	if (s->client_minor < 22)
+		dr->rep_size = offsetof(struct kvmm_admin_cache_drop_reply,
+					block_pages);
+	else if (s->client_minor < 23)
+		dr->rep_size = offsetof(struct kvmm_admin_cache_drop_reply,
+					nvme_restamped);
+	else
+		dr->rep_size = sizeof(dr->rep);
 	/* every size's cache (or the one asked), one reply with their sums
 	 * and each size's part; before a size's first region its tiers are
 	 * not open: nothing cached (the blocks an NVMe file holds from the
@@ -625,15 +629,15 @@ static void kc_drop_restamp_done(struct kd_cache *c, struct migrate_job *job)
 	switch (kc_restamp_reaped(c, job, who)) {
 	case KC_RESTAMP_WRITTEN:
 		if (dr)
-			dr->restamped++;
+			dr->rep.nvme_restamped++;
 		break;
 	case KC_RESTAMP_GONE:
 		if (dr)
-			dr->restamp_gone++;
+			dr->rep.nvme_restamp_gone++;
 		break;
 	case KC_RESTAMP_FAILED:
 		if (dr)
-			dr->restamp_failed++;
+			dr->rep.nvme_restamp_failures++;
 		break;
 	}
 	if (dr) /* none: a write that landed after its drop */

@@ -15,8 +15,9 @@
  * engine is shut down first: a restamp it cancelled, and a write that ran
  * through it, are written by the loop thread itself then, as the stop
  * waits for the disk anyway.  A restamp that fails is logged and counted
- * (kd_cache.nvme_restamp_failures; not on the wire), its block still
- * served for the run: the next start does not find it.
+ * (TIER_STATS' nvme_restamp_failures, the drop's reply when it waited
+ * for it; ABI 1.23), its block still served for the run: the next start
+ * does not find it.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
@@ -30,11 +31,11 @@
 static void kc_restamp_failed(struct kd_cache *c, const char *who,
 			      uint64_t hash, uint32_t slot, int err)
 {
-	c->nvme_restamp_failures++;
+	c->st.nvme_restamp_failures++;
 	vmm_log(VMM_LOG_WARN,
 		"cache: %skept NVMe block %016llx (slot %u): header not written above the drop mark (%s); served in this run, a restart will not find it (%llu such since the start)",
 		who, (unsigned long long)hash, slot, strerror(-err),
-		(unsigned long long)c->nvme_restamp_failures);
+		(unsigned long long)c->st.nvme_restamp_failures);
 }
 
 int kc_restamp(struct kd_cache *c, struct kc_entry *e, void *owner,
@@ -80,7 +81,7 @@ static enum kc_restamp_end kc_restamp_end(struct kd_cache *c, const char *who,
 					  uint64_t hash, uint32_t slot, int err)
 {
 	if (!err) {
-		c->nvme_restamped++;
+		c->st.nvme_restamped++;
 		return KC_RESTAMP_WRITTEN;
 	}
 	if (err == -ENOENT) {

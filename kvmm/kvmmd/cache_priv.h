@@ -425,13 +425,11 @@ struct kd_cache {
 	uint64_t marked_left;
 	uint64_t marked_zeroed;
 	uint64_t marked_failed;
-	/* the NVMe blocks operators' drops kept, since the start: headers
-	 * written again above the drop's mark (cache_drop.c, NVME_RESTAMP
-	 * jobs), those that could not be (a restart will not find them),
-	 * and those that left NVMe before their job ran; in each drop's log
-	 * line, not on the wire (TIER_STATS has no words for them yet) */
-	uint64_t nvme_restamped;
-	uint64_t nvme_restamp_failures;
+	/* the NVMe blocks operators' drops kept that left NVMe before their
+	 * restamp ran (cache_drop_kept.c), since the start; those whose
+	 * header was written again above the drop's mark and those whose
+	 * header could not be are st.nvme_restamped and
+	 * st.nvme_restamp_failures (TIER_STATS, ABI 1.23) */
 	uint64_t nvme_restamp_gone;
 	/* the highest drop mark queued on its NVMe tier in this run: a host
 	 * -> NVMe write numbered below it lands under it

@@ -103,6 +103,8 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 	ADD(nvme_write_returns);
 	ADD(nvme_write_outs);
 	ADD(blocks_unshared);
+	ADD(nvme_restamped);
+	ADD(nvme_restamp_failures);
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		struct kvmm_tier_info *a = &st->tiers[t];
 		const struct kvmm_tier_info *b = &o->tiers[t];

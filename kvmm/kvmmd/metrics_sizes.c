@@ -78,8 +78,10 @@ static void size_tiers(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
  * as kvmm_size_nvme_*{size="PAGES"}: the kvmm_cache_* families of them
  * show the first size that has an error, so an alert on one model's
  * partition (out, waiting for an attempt, out of service for writes)
- * needs these.  A field a size's reply ends before is left out (it
- * cannot: the sizes came with ABI 1.21, these with 1.15 and 1.17).
+ * needs these, and so does one on a drop's kept blocks that the next
+ * start will not find (the restamp failures).  A field a size's reply
+ * ends before is left out (only the restamps can be: the sizes came
+ * with ABI 1.21, the others with 1.15 and 1.17, the restamps 1.23).
  */
 #define TS(f) offsetof(struct kvmm_tier_stats_reply, f)
 static const struct kd_metric size_nvme_metrics[] = {
@@ -107,6 +109,12 @@ static const struct kd_metric size_nvme_metrics[] = {
 	{ "kvmm_size_nvme_write_returns_total", KD_COUNTER,
 	  "Blocks of one block size whose host -> NVMe write failed that went back to the host tier with their host copy.",
 	  "", TS(nvme_write_returns) },
+	{ "kvmm_size_nvme_restamped_total", KD_COUNTER,
+	  "NVMe blocks of one block size that kvmmctl cache-drop kept (in use) whose header was written again above the drop's mark: the next start finds them.",
+	  "", TS(nvme_restamped) },
+	{ "kvmm_size_nvme_restamp_failures_total", KD_COUNTER,
+	  "NVMe blocks of one block size that kvmmctl cache-drop kept (in use) whose header could not be written above the drop's mark: lost at the next start.",
+	  "", TS(nvme_restamp_failures) },
 };
 #undef TS
 

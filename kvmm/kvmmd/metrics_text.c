@@ -370,6 +370,13 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_blocks_unshared_total", KD_COUNTER,
 	  "Shared cached blocks copied into a sequence's own pages (SEQ_UNSHARE: copy-on-write, an extend from inside a read-only block).",
 	  "", TS(blocks_unshared) },
+	/* ABI 1.23: left out when the reply ends before them */
+	{ "kvmm_cache_nvme_restamped_total", KD_COUNTER,
+	  "NVMe blocks kvmmctl cache-drop kept (in use) whose header was written again above the drop's mark: the next start finds them.",
+	  "", TS(nvme_restamped) },
+	{ "kvmm_cache_nvme_restamp_failures_total", KD_COUNTER,
+	  "NVMe blocks kvmmctl cache-drop kept (in use) whose header could not be written above the drop's mark: served in this run, lost at the next start.",
+	  "", TS(nvme_restamp_failures) },
 };
 
 /* per tier, with a tier label (their size is fixed in metrics_text_priv.h) */

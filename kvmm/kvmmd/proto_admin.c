@@ -458,10 +458,14 @@ int kd_cmd_tier_stats(struct req *rq)
 	err = kd_cache_tier_stats_of(rq->s->d, block_pages, &st);
 	if (err)
 		return err;
-	/* a client of 1.20 or before gets the reply of before, exactly */
+	/* a client of 1.20 or before gets the reply of before, exactly;
+	 * one of 1.22 or before that of 1.22 (no restamp counts) */
 	if (rq->s->client_minor < 21 &&
 	    size > offsetof(struct kvmm_tier_stats_reply, block_pages))
 		size = offsetof(struct kvmm_tier_stats_reply, block_pages);
+	if (rq->s->client_minor < 23 &&
+	    size > offsetof(struct kvmm_tier_stats_reply, nvme_restamped))
+		size = offsetof(struct kvmm_tier_stats_reply, nvme_restamped);
 	st.size = (uint32_t)size;
 	reply(rq, 0, &st, st.size, NULL, 0);
 	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */

@@ -168,6 +168,8 @@ class TierStatsStruct(ctypes.Structure):
         ("block_pages", ctypes.c_uint32),  # ABI 1.21
         ("nr_sizes", ctypes.c_uint32),
         ("sizes", ctypes.c_uint32 * 4),
+        ("nvme_restamped", ctypes.c_uint64),  # ABI 1.23
+        ("nvme_restamp_failures", ctypes.c_uint64),
     ]
 
 

@@ -272,6 +272,19 @@ struct kvmm_admin_cache_drop_reply {
 	uint32_t block_pages;
 	uint32_t nr_sizes;
 	struct kvmm_cache_drop_size sizes[4]; /* KVMM_TIER_STATS_SIZES */
+	/* ABI 1.23 (24 more bytes, 360 in all; a client whose HELLO said
+	 * 1.22 or less is sent the 336 bytes of before): the blocks of
+	 * kept[2] that were on NVMe, each one's header written again above
+	 * the drop's mark so that the next start finds it
+	 * (nvme_restamped), not written (an I/O error, no memory, the stop
+	 * first: the next start will not find it, though it is served in
+	 * this run), or gone from NVMe before its write ran (freed,
+	 * evicted, dropped: nothing left to keep).  A block kept busy on
+	 * its way down to NVMe is in none: it is restamped when its write
+	 * lands, after the reply (TIER_STATS counts it) */
+	uint64_t nvme_restamped;
+	uint64_t nvme_restamp_failures;
+	uint64_t nvme_restamp_gone;
 };
 
 /* Revoke blocks [first_block, end) of one sequence of one session. */

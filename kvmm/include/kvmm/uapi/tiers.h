@@ -216,6 +216,18 @@ struct kvmm_tier_stats_reply {
 	uint32_t block_pages;
 	uint32_t nr_sizes;
 	uint32_t sizes[4]; /* KVMM_TIER_STATS_SIZES */
+	/*
+	 * ABI 1.23 (16 more bytes, 696 in all; a daemon that sends 680 or
+	 * less ends before them, and a client whose HELLO said 1.22 or
+	 * less is sent the 680 bytes of before).  The NVMe blocks
+	 * operators' drops kept (ADMIN_CACHE_DROP), since the start: those
+	 * whose header was written again above the drop's mark (found by
+	 * the next start), and those whose header could not be (served in
+	 * this run, lost at the next start).  Those that left NVMe before
+	 * their write ran are in neither.
+	 */
+	uint64_t nvme_restamped;
+	uint64_t nvme_restamp_failures;
 };
 
 /* Host -> NVMe writes failed in a row that take the tier out of service
