@@ -11,7 +11,9 @@
  * a copy in flight); dropped NVMe blocks, and the older NVMe copies of
  * what was dropped (stale copies: slots freed earlier whose header still
  * names the block), are invalidated on disk before kvmmd answers, so a
- * restart does not bring them back.
+ * restart does not bring them back; the blocks kept on NVMe have their
+ * header written again above the drop's mark, and those that could not
+ * be are a WARNING line (ABI 1.23: a restart will not find them).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -144,7 +146,9 @@ static int parse_args(int argc, char **argv, struct kvmm_admin_cache_drop *a)
 /* Does the reply r (got bytes) have each size's part (ABI 1.22)? */
 static bool has_sizes(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 {
-	return got >= sizeof(*r) && r->nr_sizes <= KVMM_TIER_STATS_SIZES;
+	return got >= offsetof(struct kvmm_admin_cache_drop_reply,
+			       nvme_restamped) &&
+	       r->nr_sizes <= KVMM_TIER_STATS_SIZES;
 }
 
 /* ,"block_pages":N,"sizes":[{"block_pages":N,"dropped":{..},"kept":{..}}] */
@@ -190,6 +194,13 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 	       (unsigned long long)r->nvme_stale_invalidated);
 	if (has_sizes(r, got))
 		print_sizes_json(r);
+	/* the kept NVMe blocks' restamps (ABI 1.23): always, 0 from an
+	 * older kvmmd (the reply ends before them; its log line has them) */
+	printf(",\"nvme_restamped\":%llu,\"nvme_restamp_failures\":%llu,"
+	       "\"nvme_restamp_gone\":%llu",
+	       (unsigned long long)r->nvme_restamped,
+	       (unsigned long long)r->nvme_restamp_failures,
+	       (unsigned long long)r->nvme_restamp_gone);
 	printf("}\n");
 }
 
@@ -228,6 +239,15 @@ static void print_text(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 	if (r->nvme_invalidate_failures)
 		printf("WARNING      %llu dropped NVMe blocks or stale copies could not be invalidated on disk: a restart of kvmmd may find them again (see its log)\n",
 		       (unsigned long long)r->nvme_invalidate_failures);
+	/* the NVMe blocks kept, each one's header written again above the
+	 * drop's mark or not (ABI 1.23; 0 before) */
+	if (r->nvme_restamped || r->nvme_restamp_gone)
+		printf("restamped    %llu kept NVMe blocks' headers written above the drop mark (a restart finds them), %llu left NVMe first\n",
+		       (unsigned long long)r->nvme_restamped,
+		       (unsigned long long)r->nvme_restamp_gone);
+	if (r->nvme_restamp_failures)
+		printf("WARNING      %llu kept NVMe blocks' headers could not be written above the drop mark: served until kvmmd stops, a restart will not find them (see its log)\n",
+		       (unsigned long long)r->nvme_restamp_failures);
 }
 
 int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)

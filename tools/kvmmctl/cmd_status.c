@@ -81,6 +81,10 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		       (unsigned long long)ts->nvme_invalidate_jobs,
 		       (unsigned long long)ts->nvme_invalidated_blocks,
 		       (unsigned long long)ts->nvme_invalidate_failures);
+	if (KVMMCTL_TS_HAS(ts, nvme_restamp_failures)) /* ABI 1.23 */
+		printf("\"nvme_restamped\":%llu,\"nvme_restamp_failures\":%llu,",
+		       (unsigned long long)ts->nvme_restamped,
+		       (unsigned long long)ts->nvme_restamp_failures);
 	if (KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) { /* ABI 1.15 */
 		printf("\"nvme_open_attempts\":%llu,\"nvme_open_last_error\":%llu,\"nvme_open_retry_ms\":",
 		       (unsigned long long)ts->nvme_open_attempts,
@@ -668,6 +672,15 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.nvme_invalidated_blocks,
 		       (unsigned long long)ts.nvme_invalidate_jobs,
 		       (unsigned long long)ts.nvme_invalidate_failures);
+	/* ABI 1.23: the NVMe blocks drops kept, their headers written
+	 * again above the drop's mark or not (lost at the next start) */
+	if (KVMMCTL_TS_HAS(&ts, nvme_restamp_failures) &&
+	    ts.nvme_restamped + ts.nvme_restamp_failures)
+		printf("%s %llu kept NVMe blocks restamped above a drop mark, %llu not (a restart will not find those; see kvmmd's log)\n",
+		       ts.nvme_restamp_failures ? "WARNING     " :
+						  "            ",
+		       (unsigned long long)ts.nvme_restamped,
+		       (unsigned long long)ts.nvme_restamp_failures);
 	if (KVMMCTL_TS_HAS(&ts, lower_free_refused) && ts.lower_free_refused)
 		printf("WARNING      %llu host or NVMe slots the cache let go of were not freed by their tier (a kvmmd bug; see its log)\n",
 		       (unsigned long long)ts.lower_free_refused);
