@@ -71,6 +71,10 @@ static inline struct kvmm_admin_cache_drop_reply cd_kvmmctl(const char *sock,
 	r.nvme_invalidate_failures =
 		cd_json_u64(out, "nvme_invalidate_failures");
 	r.nvme_stale_invalidated = cd_json_u64(out, "nvme_stale_invalidated");
+	/* ABI 1.23: the kept NVMe blocks' restamps (always printed) */
+	r.nvme_restamped = cd_json_u64(out, "nvme_restamped");
+	r.nvme_restamp_failures = cd_json_u64(out, "nvme_restamp_failures");
+	r.nvme_restamp_gone = cd_json_u64(out, "nvme_restamp_gone");
 	return r;
 }
 

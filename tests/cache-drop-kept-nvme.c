@@ -10,9 +10,13 @@
  * contents 0 and 1 of 3 blocks end on NVMe), content 1's first block
  * pinned:
  *   - `--tier nvme`: 5 dropped, 1 kept; kvmmd logs the header written
- *     above the mark; SIGTERM; the restart recovers exactly that block
- *     (0 before), which a new client opens from NVMe byte-identical, and
- *     none of the 5;
+ *     above the mark, and says it (ABI 1.23): the reply
+ *     (`kvmmctl --json cache-drop`'s nvme_restamped 1), a second drop's
+ *     text line (`restamped    1 kept NVMe blocks' headers ...`), and
+ *     the totals of TIER_STATS, `kvmmctl metrics` and `kvmmctl status`
+ *     (1 then 2 restamped, 0 failed); SIGTERM; the restart recovers
+ *     exactly that block (0 before), which a new client opens from NVMe
+ *     byte-identical, and none of the 5;
  *   - `--uid` of the test's own uid (the tenant's mark): the same;
  *   - every tier dropped, with --nvme-save-on-stop 1 (nothing left to
  *     save but the kept block, which the stop does not write again): the
@@ -24,12 +28,14 @@
  *   - host -> NVMe writes held in flight (KVMMD_TEST_NVME_WRITE_DELAY_MS:
  *     content 5 published pushes content 2 down while contents 0 and 1
  *     fill NVMe), numbered before the drop: the drop keeps them busy;
- *     once they landed their headers are written above the mark too, and
- *     the restart recovers exactly those, byte-identical from NVMe (0
+ *     once they landed their headers are written above the mark too
+ *     (in no reply; TIER_STATS' total says them), and the restart recovers exactly those, byte-identical from NVMe (0
  *     before: they landed under the mark);
  *   - the header write failing (KVMMD_TEST_MIGRATE_FAIL=nvme-restamp:1):
- *     the reply still comes (no failure counted on the wire: those are
- *     the dropped blocks'), a WARN line names the block, it is still
+ *     the reply still comes, its nvme_invalidate_failures 0 (those are
+ *     the dropped blocks') and its nvme_restamp_failures 1 (ABI 1.23,
+ *     the wire's bytes), as TIER_STATS', the metrics' and kvmmctl
+ *     status's totals say; a WARN line names the block, it is still
  *     served from NVMe in this run, and the restart does not find it.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
@@ -88,6 +94,47 @@ static void expect_log(const char *log, const char *what)
 		t_fail("no \"%s\" in kvmmd's log:\n%s", what, log);
 }
 
+static void expect_in(const char *out, const char *what, const char *whose)
+{
+	if (!strstr(out, what))
+		t_fail("no \"%s\" in %s:\n%s", what, whose, out);
+}
+
+/* The kept NVMe blocks' restamps since the start, written and failed, as
+ * TIER_STATS, kvmmctl metrics and kvmmctl status say them (ABI 1.23). */
+static void expect_restamp_totals(const char *sock, uint64_t written,
+				  uint64_t failed)
+{
+	static char out[1 << 20];
+	struct kvmm_tier_stats_reply ts;
+	char want[160];
+
+	cc_settled_stats(sock, &ts);
+	t_assert_eq(ts.size, sizeof(ts));
+	t_assert_eq(ts.nvme_restamped, written);
+	t_assert_eq(ts.nvme_restamp_failures, failed);
+
+	t_assert_eq(td_kvmmctl(sock, "metrics", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "\nkvmm_cache_nvme_restamped_total %llu\n",
+		 (unsigned long long)written);
+	expect_in(out, want, "kvmmctl metrics");
+	snprintf(want, sizeof(want),
+		 "\nkvmm_cache_nvme_restamp_failures_total %llu\n",
+		 (unsigned long long)failed);
+	expect_in(out, want, "kvmmctl metrics");
+
+	t_assert_eq(td_kvmmctl(sock, "--json status", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want),
+		 "\"nvme_restamped\":%llu,\"nvme_restamp_failures\":%llu",
+		 (unsigned long long)written, (unsigned long long)failed);
+	expect_in(out, want, "kvmmctl --json status");
+	t_assert_eq(td_kvmmctl(sock, "status", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want),
+		 "%llu kept NVMe blocks restamped above a drop mark, %llu not",
+		 (unsigned long long)written, (unsigned long long)failed);
+	expect_in(out, want, "kvmmctl status");
+}
+
 /* One drop (kvmmctl cache-drop ARGS) keeping the pinned block, a stop,
  * a restart that finds it. */
 static void kept_survives(const char *nvme, const char *args, bool save_on_stop,
@@ -104,6 +151,28 @@ static void kept_survives(const char *nvme, const char *args, bool save_on_stop,
 	cd_expect(&r, dg, dh, 2 * NB - 1, 0, 0, 1);
 	t_assert_eq(r.kept_pinned, 1);
 	t_assert_eq(r.nvme_invalidate_failures, 0);
+	t_assert_eq(r.nvme_restamped, 1);
+	t_assert_eq(r.nvme_restamp_failures, 0);
+	t_assert_eq(r.nvme_restamp_gone, 0);
+	expect_restamp_totals(d.sock, 1, 0);
+	if (!strcmp(args, "--tier nvme")) {
+		static char out[4096];
+
+		/* again, kvmmctl's text: the pinned block kept and restamped
+		 * once more, the totals 2 */
+		t_assert_eq(td_kvmmctl(d.sock, "cache-drop --tier nvme", out,
+				       sizeof(out)),
+			    0);
+		printf("%s", out);
+		expect_in(
+			out,
+			"\nrestamped    1 kept NVMe blocks' headers written above the drop mark (a restart finds them), 0 left NVMe first\n",
+			"kvmmctl cache-drop");
+		if (strstr(out, "WARNING"))
+			t_fail("a WARNING line in kvmmctl cache-drop:\n%s",
+			       out);
+		expect_restamp_totals(d.sock, 2, 0);
+	}
 	kvmm_disconnect(pin);
 	t_ok(td_stop_log(&d, log, sizeof(log)));
 	expect_log(
@@ -195,6 +264,22 @@ static void writes_in_flight(const char *nvme)
 	t_assert_eq(r.kept_busy, r.kept[2]);
 	/* (content 0's stale copies whose slots the writes reserved are
 	 * left, counted as failures: the mark covers them) */
+	/* restamped when they land, after the reply: in no drop's reply,
+	 * in TIER_STATS' total (10 s at most for the writes held 1.5 s) */
+	t_assert_eq(r.nvme_restamped + r.nvme_restamp_failures, 0);
+	for (int i = 0; i < 1000; i++) {
+		struct kvmm_tier_stats_reply ts;
+
+		cc_settled_stats(d.sock, &ts);
+		if (ts.nvme_restamped == r.kept[2])
+			break;
+		if (i == 999)
+			t_fail("TIER_STATS: %llu restamped, expected %llu",
+			       (unsigned long long)ts.nvme_restamped,
+			       (unsigned long long)r.kept[2]);
+		usleep(10000);
+	}
+	expect_restamp_totals(d.sock, r.kept[2], 0);
 	t_ok(td_stop_log(&d, log, sizeof(log))); /* after the writes */
 
 	start(&d, nvme, false);
@@ -215,6 +300,7 @@ static void writes_in_flight(const char *nvme)
 static void failed_restamp(const char *nvme)
 {
 	static char log[1 << 16];
+	struct kvmm_admin_cache_drop a = { .size = sizeof(a) };
 	struct kvmm_admin_cache_drop_reply r;
 	struct kvmm_conn *pin;
 	struct td_daemon d;
@@ -223,10 +309,15 @@ static void failed_restamp(const char *nvme)
 	start(&d, nvme, false);
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
 	pin = fill_and_pin(d.sock);
-	/* every tier: the open below then moves nothing else down to NVMe */
-	r = cd_kvmmctl(d.sock, "");
+	/* every tier: the open below then moves nothing else down to NVMe;
+	 * the reply's bytes (cd_raw(): all 360 of ABI 1.23) */
+	t_ok(cd_raw(d.sock, &a, sizeof(a), &r));
 	cd_expect(&r, NB, 2 * NB, 2 * NB - 1, 0, 0, 1);
 	t_assert_eq(r.nvme_invalidate_failures, 0);
+	t_assert_eq(r.nvme_restamped, 0);
+	t_assert_eq(r.nvme_restamp_failures, 1);
+	t_assert_eq(r.nvme_restamp_gone, 0);
+	expect_restamp_totals(d.sock, 0, 1);
 	/* served in this run */
 	cd_open_expect(d.sock, &contents, 1, 1, 0, 0, 1);
 	kvmm_disconnect(pin);
