@@ -21,6 +21,8 @@
  *   - every tier dropped, with --nvme-save-on-stop 1 (nothing left to
  *     save but the kept block, which the stop does not write again): the
  *     same (0 before: the stop did not help it);
+ *   - a client of ABI 1.22 (its HELLO says so): the drop's reply is the
+ *     336 bytes of before, the kept block restamped all the same;
  *   - the header write held back (KVMMD_TEST_NVME_RESTAMP_DELAY_MS), the
  *     mark on disk, the reply not come, SIGKILL: the restart recovers
  *     nothing: the kept block is lost in that window, and none of the 5
@@ -187,6 +189,41 @@ static void kept_survives(const char *nvme, const char *args, bool save_on_stop,
 	       args, save_on_stop ? " (--nvme-save-on-stop 1)" : "");
 }
 
+/* A client of ABI 1.22 (its HELLO says so): a --tier nvme drop's reply is
+ * the 336 bytes of before, without the restamp counts, though the kept
+ * block was restamped (TIER_STATS says so to a client of 1.23). */
+static void old_client(const char *nvme)
+{
+	struct kvmm_admin_cache_drop a = { .size = sizeof(a),
+					   .tiers = KVMM_CACHE_DROP_NVME };
+	struct kvmm_admin_cache_drop_reply r;
+	struct kvmm_conn *pin;
+	struct td_daemon d;
+	struct cc old;
+
+	start(&d, nvme, false);
+	pin = fill_and_pin(d.sock);
+	cc_connect_minor(&old, d.sock, 22);
+	memset(&r, 0xa5, sizeof(r)); /* what the reply did not write */
+	t_ok(cc_call(&old, KVMM_CMD_ADMIN_CACHE_DROP, &a, sizeof(a), &r,
+		     sizeof(r), NULL, NULL));
+	cc_disconnect(&old);
+	t_assert_eq(r.size, 336);
+	t_assert_eq(offsetof(struct kvmm_admin_cache_drop_reply,
+			     nvme_restamped),
+		    336);
+	t_assert_eq(sizeof(r), 360);
+	cd_expect(&r, 0, 0, 2 * NB - 1, 0, 0, 1);
+	t_assert_eq(r.nvme_restamped, 0xa5a5a5a5a5a5a5a5ull);
+	t_assert_eq(r.nvme_restamp_failures, 0xa5a5a5a5a5a5a5a5ull);
+	t_assert_eq(r.nvme_restamp_gone, 0xa5a5a5a5a5a5a5a5ull);
+	expect_restamp_totals(d.sock, 1, 0);
+	kvmm_disconnect(pin);
+	cc_stop(&d);
+	unlink(nvme);
+	printf("a 1.22 client's drop: the 336 bytes of before, the kept block restamped all the same\n");
+}
+
 /* A process that sends a drop of every tier and must not get its reply:
  * kvmmd is killed first (exit 0); a reply is exit 1. */
 static pid_t drop_unanswered(const char *sock)
@@ -349,6 +386,7 @@ int main(void)
 	kept_survives(nvme, uid, false, 0, 0);
 	/* the GPU holds one content, the host the other two */
 	kept_survives(nvme, "", true, NB, 2 * NB);
+	old_client(nvme);
 	crash_before_restamp(nvme);
 	writes_in_flight(nvme);
 	failed_restamp(nvme);

@@ -40,6 +40,8 @@
  *     client whose HELLO says 1.20 is sent those 656 bytes alone (the
  *     680 of 1.21 end with the block size and the sizes cached), and
  *     its TIER_STATS with a body is -EINVAL, as a 1.20 daemon's was;
+ *     one whose HELLO says 1.22 the 680 bytes alone (the 696 of 1.23
+ *     end with the kept NVMe blocks' restamp totals);
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -64,6 +66,8 @@
 /* ... and before 1.20, and before 1.21 */
 #define TS_SIZE_1_19 offsetof(struct kvmm_tier_stats_reply, blocks_unshared)
 #define TS_SIZE_1_20 offsetof(struct kvmm_tier_stats_reply, block_pages)
+/* ... and before 1.23 */
+#define TS_SIZE_1_22 offsetof(struct kvmm_tier_stats_reply, nvme_restamped)
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
@@ -198,7 +202,8 @@ static void plan_recomputes(void)
 		t_assert_eq(TS_SIZE_1_19, TS_SIZE_1_16 + 32);
 		t_assert_eq(TS_SIZE_1_20, TS_SIZE_1_19 + 8);
 		t_assert_eq(TS_SIZE_1_20, 656);
-		t_assert_eq(sizeof(full), TS_SIZE_1_20 + 24);
+		t_assert_eq(TS_SIZE_1_22, TS_SIZE_1_20 + 24);
+		t_assert_eq(sizeof(full), TS_SIZE_1_22 + 16);
 		{
 			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16],
 				old19[TS_SIZE_1_19];
@@ -248,6 +253,24 @@ static void plan_recomputes(void)
 					    sizeof(q), NULL, 0, NULL, NULL),
 				    -EINVAL);
 			cc_disconnect(&old20);
+		}
+		/* a client of 1.22: the 680 bytes of before (no restamp
+		 * counts), the same as a 1.23 client's first 680 */
+		{
+			struct kvmm_tier_stats_reply r22;
+			struct cc old22;
+
+			cc_connect_minor(&old22, env.d.sock, 22);
+			memset(&r22, 0xa5, sizeof(r22));
+			t_ok(cc_call(&old22, KVMM_CMD_TIER_STATS, NULL, 0, &r22,
+				     sizeof(r22), NULL, NULL));
+			t_assert_eq(r22.size, TS_SIZE_1_22);
+			t_assert_eq(r22.nvme_restamped, 0xa5a5a5a5a5a5a5a5ull);
+			t_assert_eq(r22.nvme_restamp_failures,
+				    0xa5a5a5a5a5a5a5a5ull);
+			t_assert(!memcmp((char *)&r22 + 4, (char *)&full + 4,
+					 TS_SIZE_1_22 - 4));
+			cc_disconnect(&old22);
 		}
 		printf("TIER_STATS: %zu bytes (1.6: %zu), a 1.6 client reads the same prefix\n",
 		       sizeof(full), (size_t)TS_SIZE_1_6);

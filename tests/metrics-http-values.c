@@ -209,6 +209,9 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_early_reload_failures_total", "",
 	  "cache.early_reload_failures" },
 	{ "kvmm_cache_blocks_unshared_total", "", "cache.blocks_unshared" },
+	{ "kvmm_cache_nvme_restamped_total", "", "cache.nvme_restamped" },
+	{ "kvmm_cache_nvme_restamp_failures_total", "",
+	  "cache.nvme_restamp_failures" },
 };
 
 static const struct map tier_map[] = {
