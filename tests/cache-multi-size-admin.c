@@ -213,7 +213,7 @@ static void drop_one_size(const char *sock)
 		    0);
 	if (!strstr(out, "\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},") ||
 	    !strstr(out,
-		    ",\"block_pages\":2,\"sizes\":[{\"block_pages\":2,\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},\"kept\":{\"gpu\":0,\"host\":0,\"nvme\":0}}]}"))
+		    ",\"block_pages\":2,\"sizes\":[{\"block_pages\":2,\"dropped\":{\"gpu\":2,\"host\":2,\"nvme\":0},\"kept\":{\"gpu\":0,\"host\":0,\"nvme\":0}}],\"nvme_restamped\":0,\"nvme_restamp_failures\":0,\"nvme_restamp_gone\":0}"))
 		t_fail("kvmmctl --json cache-drop --block-pages 2:\n%s", out);
 	ms_size_stats(sock, 4, &four); /* the copies settled */
 	ms_size_stats(sock, 2, &two);
