@@ -32,6 +32,12 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		{ "prefix_opens_pending", ts->prefix_opens_pending },
 		{ "restores_cancelled", ts->restores_cancelled },
 	};
+	/* the NVMe blocks drops kept, their headers written again above the
+	 * drop's mark or not (ABI 1.23) */
+	const struct kvmmctl_json_u64 restamps[] = {
+		{ "nvme_restamped", ts->nvme_restamped },
+		{ "nvme_restamp_failures", ts->nvme_restamp_failures },
+	};
 
 	printf(",\"cache\":{");
 	kvmmctl_cache_counts_json(ts);
@@ -81,10 +87,10 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		       (unsigned long long)ts->nvme_invalidate_jobs,
 		       (unsigned long long)ts->nvme_invalidated_blocks,
 		       (unsigned long long)ts->nvme_invalidate_failures);
-	if (KVMMCTL_TS_HAS(ts, nvme_restamp_failures)) /* ABI 1.23 */
-		printf("\"nvme_restamped\":%llu,\"nvme_restamp_failures\":%llu,",
-		       (unsigned long long)ts->nvme_restamped,
-		       (unsigned long long)ts->nvme_restamp_failures);
+	if (KVMMCTL_TS_HAS(ts, nvme_restamp_failures)) { /* ABI 1.23 */
+		KVMMCTL_JSON_U64S(restamps);
+		printf(",");
+	}
 	if (KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) { /* ABI 1.15 */
 		printf("\"nvme_open_attempts\":%llu,\"nvme_open_last_error\":%llu,\"nvme_open_retry_ms\":",
 		       (unsigned long long)ts->nvme_open_attempts,
