@@ -165,6 +165,30 @@ static void batch_free(struct nvme_batch *b)
 
 /* The batch is over: how many of its ios failed (each io's result says
  * which), its memory freed. */
+/*
+ * Run header-only batch b (invalidations, restamps) and make it durable
+ * (any: it wrote something): a header is promised to a restart only
+ * once synced, so when the fsync fails each write that had succeeded
+ * fails with -EIO, moved from the tier's counter of its kind (*done) to
+ * that kind's failures (*failed).
+ */
+void nvme_run_batch_synced(struct tier_nvme *t, struct nvme_batch *b, bool any,
+			   uint64_t *done, uint64_t *failed)
+{
+	nvme_run_batch(t, b);
+	if (!any || !tier_nvme_sync(t))
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (unsigned int i = 0; i < b->n; i++) {
+		if (!b->pending[i] || b->ios[i].result)
+			continue;
+		b->ios[i].result = -EIO;
+		(*done)--;
+		(*failed)++;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 int nvme_batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
 		   unsigned int n)
 {
@@ -401,18 +425,8 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		any = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	nvme_run_batch(t, &b);
-	if (any && tier_nvme_sync(t)) {
-		pthread_mutex_lock(&t->lock);
-		for (unsigned int i = 0; i < n; i++) {
-			if (!b.pending[i] || ios[i].result)
-				continue;
-			ios[i].result = -EIO;
-			t->st.invalidations--;
-			t->st.invalidate_errors++;
-		}
-		pthread_mutex_unlock(&t->lock);
-	}
+	nvme_run_batch_synced(t, &b, any, &t->st.invalidations,
+			      &t->st.invalidate_errors);
 	return nvme_batch_end(&b, ios, n);
 }
 

@@ -422,6 +422,10 @@ int nvme_batch_alloc(struct nvme_batch *b, struct tier_nvme_io *ios,
 		     unsigned int n, bool write, bool invalidate);
 int nvme_batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
 		   unsigned int n);
+/* tier_nvme_batch.c: run a header-only batch, then fsync; a failed sync
+ * fails the writes that had succeeded (*done -> *failed) */
+void nvme_run_batch_synced(struct tier_nvme *t, struct nvme_batch *b, bool any,
+			   uint64_t *done, uint64_t *failed);
 /* Wait on slot_cond (t->lock held) */
 void nvme_slot_wait(struct tier_nvme *t);
 /* tier_nvme_restamp.c (t->lock held): a restamp's header write of io

@@ -172,19 +172,9 @@ int tier_nvme_restamp_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	 * written yet (a crash then; a read or free meanwhile) */
 	if (any && t->restamp_delay_us)
 		usleep(t->restamp_delay_us);
-	nvme_run_batch(t, &b);
 	/* durable before the caller says the block is kept past a restart */
-	if (any && tier_nvme_sync(t)) {
-		pthread_mutex_lock(&t->lock);
-		for (unsigned int i = 0; i < n; i++) {
-			if (!b.pending[i] || ios[i].result)
-				continue;
-			ios[i].result = -EIO;
-			t->st.restamps--;
-			t->st.restamp_errors++;
-		}
-		pthread_mutex_unlock(&t->lock);
-	}
+	nvme_run_batch_synced(t, &b, any, &t->st.restamps,
+			      &t->st.restamp_errors);
 	return nvme_batch_end(&b, ios, n);
 }
 
