@@ -43,6 +43,10 @@
  *      the run and after a restart that recovers none of the 2-page
  *      size's; ADMIN_TENANTS of each size counts the uid's recovered
  *      (cold) NVMe blocks of that size alone;
+ *   8b. the same drop keeping one of the 2-page size's NVMe blocks (a
+ *      pin): its header written again above that size's mark, which the
+ *      reply and that size's kvmm_size_nvme_restamped_total say (1, the
+ *      4-page size's 0), and the restart recovers it there;
  *   9. partition 0's open failing once after a late claim
  *      (KVMMD_TEST_NVME_OPEN_FAIL=1): the 2-page size's partition opens
  *      first and makes the file's start name the cut; partition 0
@@ -631,6 +635,73 @@ static void drop_one_partition(void)
 }
 
 /*
+ * A drop of one size that keeps one of its NVMe blocks (a client's pin):
+ * the kept block's header is written again above that size's mark (ABI
+ * 1.23), which the reply and that size's own families say
+ * (kvmm_size_nvme_restamped_total{size="2"} 1, the other size's 0), and
+ * the restart recovers it in the dropped size's partition.
+ */
+static void drop_keeps_pinned_per_size(void)
+{
+	struct kvmm_tier_stats_reply a, b;
+	static struct tm_expo k;
+	static char mout[1 << 17];
+	static char out[8192];
+	struct kvmm_pin_opts po;
+	struct kvmm_conn *pin;
+	struct td_daemon d;
+	uint64_t h[NB];
+
+	unlink(nvme);
+	cc_start(&d, args);
+	ms_write(d.sock, 2, 0);
+	/* the 2-page size's content 0 pushed down to NVMe in this run (a
+	 * block recovered at start is not in the policy until used, and
+	 * a pin does not find it) */
+	for (int c = 0; c <= 8; c++)
+		ms_write(d.sock, 1, c);
+	ms_size_stats(d.sock, 2, &b);
+	t_assert(b.tiers[2].used_blocks >= NB);
+	pin = cc_connect_lib(d.sock, "pinner");
+	ms_hashes(1, 0, h);
+	t_ok(cc_pin(pin, h[0], 0, 0, 0, &po));
+	t_assert_eq(td_kvmmctl(d.sock, "--json cache-drop --block-pages 2", out,
+			       sizeof(out)),
+		    0);
+	if (!strstr(out, "\"kept\":{\"gpu\":0,\"host\":0,\"nvme\":1}}],") ||
+	    !strstr(out, "\"nvme_restamped\":1,\"nvme_restamp_failures\":0,"))
+		t_fail("kvmmctl --json cache-drop --block-pages 2:\n%s", out);
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
+	t_assert_eq(b.nvme_restamped, 1);
+	t_assert_eq(a.nvme_restamped, 0);
+	t_assert_eq(td_kvmmctl(d.sock, "metrics", mout, sizeof(mout)), 0);
+	tm_parse(mout, &k);
+	t_assert_eq(tm_u64(&k, "kvmm_cache_nvme_restamped_total", NULL), 1);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_restamped_total", "size=\"2\""),
+		    1);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_restamped_total", "size=\"4\""),
+		    0);
+	t_assert_eq(tm_u64(&k, "kvmm_size_nvme_restamp_failures_total",
+			   "size=\"2\""),
+		    0);
+	kvmm_disconnect(pin);
+	cc_stop(&d);
+
+	/* the kept block alone comes back in the 2-page size's partition */
+	cc_start(&d, args);
+	t_assert_eq(part_line(&d, 1, "recovered 1 of 15 slots"), 1);
+	ms_size_stats(d.sock, 2, &b);
+	t_assert_eq(b.recovered_blocks, 1);
+	ms_read(d.sock, 1, 1, 0); /* its first block, from NVMe, checked */
+	t_assert_eq(res->found, 1);
+	t_assert_eq(res->from[2], 1);
+	cc_stop(&d);
+	unlink(nvme);
+	printf("drop of one size keeping a pinned NVMe block: restamped in that size's families, recovered\n");
+}
+
+/*
  * Partition 0's tier not open while the 2-page size's partition opens:
  * the file's directory made after the start, the first size's open of
  * it failing once (KVMMD_TEST_NVME_OPEN_FAIL=1), the later partition's
@@ -740,6 +811,7 @@ int main(void)
 	write_failures_per_size();
 	join_late();
 	drop_one_partition();
+	drop_keeps_pinned_per_size();
 	partition_zero_late();
 	first_size_replaced();
 	return 0;
