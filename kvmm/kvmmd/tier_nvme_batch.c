@@ -330,6 +330,22 @@ int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	return nvme_batch_end(&b, ios, n);
 }
 
+struct nvme_slot *nvme_ready_slot(struct tier_nvme *t, struct tier_nvme_io *io)
+{
+	struct nvme_slot *s;
+
+	if (io->slot >= t->nslots) {
+		io->result = -EINVAL;
+		return NULL;
+	}
+	s = &t->slots[io->slot];
+	if (s->state != TIER_SLOT_READY || s->bad || s->hash != io->hash) {
+		io->result = -ENOENT;
+		return NULL;
+	}
+	return s;
+}
+
 int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 			 unsigned int n)
 {
@@ -349,16 +365,9 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		struct nvme_slot *s;
 
 		io->dropped = false;
-		if (io->slot >= t->nslots) {
-			io->result = -EINVAL;
+		s = nvme_ready_slot(t, io);
+		if (!s)
 			continue;
-		}
-		s = &t->slots[io->slot];
-		if (s->state != TIER_SLOT_READY || s->bad ||
-		    s->hash != io->hash) {
-			io->result = -ENOENT;
-			continue;
-		}
 		if (!io->buf || (uintptr_t)io->buf % NVME_ALIGN) {
 			io->result = -EINVAL;
 			continue;

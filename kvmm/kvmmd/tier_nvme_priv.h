@@ -434,6 +434,10 @@ void nvme_slot_wait(struct tier_nvme *t);
 void nvme_restamp_finish(struct tier_nvme *t, struct nvme_batch *b,
 			 unsigned int idx);
 void nvme_restamp_settle(struct tier_nvme *t, uint32_t slot);
+/* tier_nvme_batch.c (t->lock held): the slot io names if it is READY
+ * and holds io's block (a read's, a restamp's); else NULL, io->result
+ * -EINVAL (no such slot) or -ENOENT (another block, bad, not ready) */
+struct nvme_slot *nvme_ready_slot(struct tier_nvme *t, struct tier_nvme_io *io);
 /* Whether any of ios' slots is being restamped (t->lock held) */
 bool nvme_any_restamping(const struct tier_nvme *t,
 			 const struct tier_nvme_io *ios, unsigned int n);

@@ -103,16 +103,9 @@ static void restamp_take(struct tier_nvme *t, struct nvme_batch *b)
 		struct nvme_slot *s;
 
 		io->dropped = false;
-		if (io->slot >= t->nslots) {
-			io->result = -EINVAL;
+		s = nvme_ready_slot(t, io);
+		if (!s)
 			continue;
-		}
-		s = &t->slots[io->slot];
-		if (s->state != TIER_SLOT_READY || s->bad ||
-		    s->hash != io->hash) {
-			io->result = -ENOENT;
-			continue;
-		}
 		if (s->restamping) { /* twice in this batch */
 			io->result = -EBUSY;
 			continue;
