@@ -36,19 +36,10 @@ static struct tier_nvme *open_tier(const char *path, bool reformat)
 	return nt_open_slots(path, NSLOTS, PAYLOAD, 0, reformat);
 }
 
-/* Write hash for tenant: its slot. */
+/* Write hash for tenant (tests/lib/nvme_tier.h): its slot. */
 static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
 {
-	struct tier_nvme_io io = { .hash = hash,
-				   .layout_id = 7,
-				   .buf = buf,
-				   .length = PAYLOAD,
-				   .tenant = tenant };
-
-	memset(buf, (int)(hash & 0xff), PAYLOAD);
-	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-	t_ok(io.result);
-	return io.slot;
+	return nt_put(t, hash, tenant, buf, PAYLOAD);
 }
 
 static bool has(struct tier_nvme *t, uint64_t hash)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -86,6 +87,26 @@ static inline struct tier_nvme *nt_open_slots(const char *path, uint32_t nslots,
 	};
 
 	return nt_open(cfg, NULL, NULL);
+}
+
+/*
+ * Write the block hash for tenant (layout id 7): payload bytes, each
+ * hash & 0xff, through buf; the write must work.  Its slot.
+ */
+static inline uint32_t nt_put(struct tier_nvme *t, uint64_t hash,
+			      uint32_t tenant, unsigned char *buf,
+			      size_t payload)
+{
+	struct tier_nvme_io io = { .hash = hash,
+				   .layout_id = 7,
+				   .buf = buf,
+				   .length = payload,
+				   .tenant = tenant };
+
+	memset(buf, (int)(hash & 0xff), payload);
+	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
+	t_ok(io.result);
+	return io.slot;
 }
 
 #endif
