@@ -116,7 +116,9 @@ void kc_nvme_restamp_landed(struct kd_cache *c, struct kc_entry *e)
 {
 	uint64_t g;
 
-	if (!c->nvme || e->nvme_slot == MIGRATE_NO_SLOT)
+	/* no drop marked this run (the common case): nothing to ask the
+	 * tier, whose lock every landed write would take otherwise */
+	if (!c->nvme || !c->nvme_mark_high || e->nvme_slot == MIGRATE_NO_SLOT)
 		return;
 	g = tier_nvme_slot_generation(c->nvme, e->nvme_slot);
 	if (!g || g >= c->nvme_mark_high)
