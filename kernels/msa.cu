@@ -512,28 +512,6 @@ __global__ void __launch_bounds__(256)
 		lse_out[row] = lse;
 }
 
-/* The one place CUDA runtime errors become errno values. */
-int cuda_errno(cudaError_t e)
-{
-	switch (e) {
-	case cudaSuccess:
-		return 0;
-	case cudaErrorMemoryAllocation:
-		return -ENOMEM;
-	case cudaErrorInvalidValue:
-	case cudaErrorInvalidConfiguration:
-	case cudaErrorInvalidDeviceFunction:
-	case cudaErrorInvalidResourceHandle:
-		return -EINVAL;
-	case cudaErrorNoDevice:
-	case cudaErrorInsufficientDriver:
-	case cudaErrorNoKernelImageForDevice:
-		return -ENODEV;
-	default:
-		return -EIO;
-	}
-}
-
 template <bool BF16, int D, int KIND>
 int launch_one(const MsaArgs &a, const struct msa_plan *pl, cudaStream_t st)
 {

@@ -47,18 +47,6 @@ __global__ void __launch_bounds__(KCOPY_THREADS)
 	}
 }
 
-int cuda_errno_copy(cudaError_t e)
-{
-	if (e == cudaSuccess)
-		return 0;
-	if (e == cudaErrorInvalidValue || e == cudaErrorInvalidConfiguration)
-		return -EINVAL;
-	if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-	    e == cudaErrorNoKernelImageForDevice)
-		return -ENODEV;
-	return -EIO;
-}
-
 int page_copy(char *const *pages, char *staging, uint32_t n, size_t bytes,
 	      bool to_pages, cudaStream_t st)
 {
@@ -87,7 +75,7 @@ int page_copy(char *const *pages, char *staging, uint32_t n, size_t bytes,
 
 		for (uint32_t i = 0; i < m; i++)
 			list.p[i] = pages[first + i];
-		int err = cuda_errno_copy(
+		int err = cuda_errno(
 			vec ? launch_kernel(page_copy_kernel<true>, grid,
 					    dim3(KCOPY_THREADS), 0, st, list,
 					    stage, bytes, to_pages) :
