@@ -17,10 +17,13 @@
  * say the K restamped (nvme_restamped K) on this build and failed
  * (nvme_restamp_failures K) on the baseline, so the figure cannot
  * measure a drop that restamped nothing; an untimed drop after the
- * unpins empties the cache again.  The daemons of a round run one after
- * the other, their order alternating; medians per daemon, the ratio of
- * the medians per round, the median of those, and the load average.
- * The tier file is in $KVMM_NVME_TEST_DIR (default /var/tmp).
+ * unpins empties the cache again.  Both daemons of a round run at once,
+ * each on its own tier file (in $KVMM_NVME_TEST_DIR, default /var/tmp),
+ * and take the drops in turn, which one goes first alternating (one
+ * after the other, a daemon a round as bench/cache-drop-mark.c does,
+ * the load's drift between them moved single rounds from 0.6 to 3.0);
+ * medians per daemon, the ratio of the medians per round, the median of
+ * those, and the load average at the start and the end.
  *
  *   build/bench/cache-drop-restamp [DROPS] [ROUNDS]   (default 30, 6)
  */
