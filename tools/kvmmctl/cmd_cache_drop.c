@@ -158,49 +158,43 @@ static void print_sizes_json(const struct kvmm_admin_cache_drop_reply *r)
 	for (uint32_t k = 0; k < r->nr_sizes; k++) {
 		const struct kvmm_cache_drop_size *z = &r->sizes[k];
 
-		printf("%s{\"block_pages\":%u,\"dropped\":{", k ? "," : "",
+		printf("%s{\"block_pages\":%u,\"dropped\":", k ? "," : "",
 		       z->block_pages);
-		for (int t = 0; t < 3; t++)
-			printf("%s\"%s\":%llu", t ? "," : "",
-			       kvmmctl_tier_names[t],
-			       (unsigned long long)z->dropped[t]);
-		printf("},\"kept\":{");
-		for (int t = 0; t < 3; t++)
-			printf("%s\"%s\":%llu", t ? "," : "",
-			       kvmmctl_tier_names[t],
-			       (unsigned long long)z->kept[t]);
-		printf("}}");
+		kvmmctl_json_tiers(z->dropped);
+		printf(",\"kept\":");
+		kvmmctl_json_tiers(z->kept);
+		printf("}");
 	}
 	printf("]");
 }
 
 static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 {
-	printf("{\"dropped\":{");
-	for (int t = 0; t < 3; t++)
-		printf("%s\"%s\":%llu", t ? "," : "", kvmmctl_tier_names[t],
-		       (unsigned long long)r->dropped[t]);
-	printf("},\"kept\":{");
-	for (int t = 0; t < 3; t++)
-		printf("%s\"%s\":%llu", t ? "," : "", kvmmctl_tier_names[t],
-		       (unsigned long long)r->kept[t]);
-	printf("},\"kept_in_use\":%llu,\"kept_pinned\":%llu,"
-	       "\"kept_busy\":%llu,\"nvme_invalidate_failures\":%llu,"
-	       "\"nvme_stale_invalidated\":%llu",
-	       (unsigned long long)r->kept_in_use,
-	       (unsigned long long)r->kept_pinned,
-	       (unsigned long long)r->kept_busy,
-	       (unsigned long long)r->nvme_invalidate_failures,
-	       (unsigned long long)r->nvme_stale_invalidated);
-	if (has_sizes(r, got))
-		print_sizes_json(r);
+	const struct kvmmctl_json_u64 kept_why[] = {
+		{ "kept_in_use", r->kept_in_use },
+		{ "kept_pinned", r->kept_pinned },
+		{ "kept_busy", r->kept_busy },
+		{ "nvme_invalidate_failures", r->nvme_invalidate_failures },
+		{ "nvme_stale_invalidated", r->nvme_stale_invalidated },
+	};
 	/* the kept NVMe blocks' restamps (ABI 1.23): always, 0 from an
 	 * older kvmmd (the reply ends before them; its log line has them) */
-	printf(",\"nvme_restamped\":%llu,\"nvme_restamp_failures\":%llu,"
-	       "\"nvme_restamp_gone\":%llu",
-	       (unsigned long long)r->nvme_restamped,
-	       (unsigned long long)r->nvme_restamp_failures,
-	       (unsigned long long)r->nvme_restamp_gone);
+	const struct kvmmctl_json_u64 restamps[] = {
+		{ "nvme_restamped", r->nvme_restamped },
+		{ "nvme_restamp_failures", r->nvme_restamp_failures },
+		{ "nvme_restamp_gone", r->nvme_restamp_gone },
+	};
+
+	printf("{\"dropped\":");
+	kvmmctl_json_tiers(r->dropped);
+	printf(",\"kept\":");
+	kvmmctl_json_tiers(r->kept);
+	printf(",");
+	KVMMCTL_JSON_U64S(kept_why);
+	if (has_sizes(r, got))
+		print_sizes_json(r);
+	printf(",");
+	KVMMCTL_JSON_U64S(restamps);
 	printf("}\n");
 }
 

@@ -88,15 +88,6 @@ static const char *kind_name(uint32_t kind)
 	return kind == KVMM_TENANT_GID ? "gid" : "uid";
 }
 
-/* {"gpu":N,"host":N,"nvme":N} */
-static void print_tiers(const uint64_t v[3])
-{
-	for (int k = 0; k < 3; k++)
-		printf("%s\"%s\":%llu", k ? "," : "{", kvmmctl_tier_names[k],
-		       (unsigned long long)v[k]);
-	putchar('}');
-}
-
 /* [{"id":..},...]: rep's entries */
 static void print_json_entries(const struct kvmm_tenants_reply *rep)
 {
@@ -109,17 +100,17 @@ static void print_json_entries(const struct kvmm_tenants_reply *rep)
 		else
 			printf("%s{\"id\":%u", i ? "," : "", t->id);
 		printf(",\"sessions\":%u,\"cached_blocks\":", t->sessions);
-		print_tiers(t->cached_blocks);
+		kvmmctl_json_tiers(t->cached_blocks);
 		printf(",\"admitted_blocks\":%llu,\"prefix_opens\":%llu,"
 		       "\"hit_blocks\":",
 		       (unsigned long long)t->admitted_blocks,
 		       (unsigned long long)t->prefix_opens);
-		print_tiers(t->hit_blocks);
+		kvmmctl_json_tiers(t->hit_blocks);
 		printf(",\"published_blocks\":%llu,\"dropped_blocks\":%llu,"
 		       "\"limit_blocks\":",
 		       (unsigned long long)t->published_blocks,
 		       (unsigned long long)t->dropped_blocks);
-		print_tiers(t->limit_blocks);
+		kvmmctl_json_tiers(t->limit_blocks);
 		printf(",\"limit_moves\":%llu",
 		       (unsigned long long)t->limit_moves);
 		/* a uid's quota (ABI 1.13; 0 before, and under gid) */

@@ -157,6 +157,9 @@ struct kvmmctl_json_u64 {
  * name stands next to its field, never a format string's count away. */
 void kvmmctl_json_u64s(const struct kvmmctl_json_u64 *m, size_t n);
 #define KVMMCTL_JSON_U64S(m) kvmmctl_json_u64s(m, sizeof(m) / sizeof((m)[0]))
+/* tiers.c: {"gpu":N,"host":N,"nvme":N}, a count per tier in the wire's
+ * order (a drop's dropped[] and kept[], a tenant's cached_blocks[]). */
+void kvmmctl_json_tiers(const uint64_t v[KVMMCTL_TIERS]);
 
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx);
 int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx);

@@ -6,6 +6,8 @@
  * One table, so that status, tenants, tenant-limit and cache-drop cannot
  * spell a tier two ways.
  */
+#include <stdio.h>
+
 #include "tools/kvmmctl/kvmmctl.h"
 
 _Static_assert(KVMM_CACHE_DROP_GPU == 1u << 0 &&
@@ -14,3 +16,16 @@ _Static_assert(KVMM_CACHE_DROP_GPU == 1u << 0 &&
 	       "the cache-drop bits follow the tier numbers");
 
 const char *const kvmmctl_tier_names[KVMMCTL_TIERS] = { "gpu", "host", "nvme" };
+
+void kvmmctl_json_tiers(const uint64_t v[KVMMCTL_TIERS])
+{
+	const struct kvmmctl_json_u64 m[KVMMCTL_TIERS] = {
+		{ kvmmctl_tier_names[0], v[0] },
+		{ kvmmctl_tier_names[1], v[1] },
+		{ kvmmctl_tier_names[2], v[2] },
+	};
+
+	putchar('{');
+	KVMMCTL_JSON_U64S(m);
+	putchar('}');
+}
