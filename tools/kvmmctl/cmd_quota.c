@@ -16,14 +16,19 @@
 static void print_quota(struct kvmmctl_ctx *ctx, uint32_t uid, uint64_t limit,
 			uint64_t used, uint64_t cached, uint64_t page)
 {
+	const struct kvmmctl_json_u64 quota[] = {
+		{ "uid", uid },
+		{ "quota_pages", limit },
+		{ "quota_bytes", limit * page },
+		{ "used_pages", used },
+		{ "cached_pages", cached },
+		{ "page_size", page },
+	};
+
 	if (ctx->json) {
-		printf("{\"uid\":%u,\"quota_pages\":%llu,\"quota_bytes\":%llu,"
-		       "\"used_pages\":%llu,\"cached_pages\":%llu,"
-		       "\"page_size\":%llu}\n",
-		       uid, (unsigned long long)limit,
-		       (unsigned long long)(limit * page),
-		       (unsigned long long)used, (unsigned long long)cached,
-		       (unsigned long long)page);
+		printf("{");
+		KVMMCTL_JSON_U64S(quota);
+		printf("}\n");
 		return;
 	}
 	if (limit)

@@ -125,18 +125,21 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       "PINS", "PINNED", "FLAGS");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		struct kvmm_session_info *s = kvmmctl_session_at(&ss, i);
+		const struct kvmmctl_json_u64 held[] = {
+			{ "pages_held", s->pages_held },
+			{ "pages_owned", s->pages_owned },
+			{ "regions", s->regions },
+			{ "sequences", s->sequences },
+		};
 
 		s->name[sizeof(s->name) - 1] = '\0';
 		if (ctx->json) {
 			printf("%s{\"session\":%u,\"pid\":%u,\"uid\":%u,\"name\":",
 			       i ? "," : "", s->session_id, s->pid, s->uid);
 			kvmmctl_json_str(s->name);
-			printf(",\"pages_held\":%llu,\"pages_owned\":%llu,"
-			       "\"regions\":%llu,\"sequences\":%llu,",
-			       (unsigned long long)s->pages_held,
-			       (unsigned long long)s->pages_owned,
-			       (unsigned long long)s->regions,
-			       (unsigned long long)s->sequences);
+			printf(",");
+			KVMMCTL_JSON_U64S(held);
+			printf(",");
 			if (s->pin_quota)
 				printf("\"pins\":%u,\"pin_quota\":%u,"
 				       "\"pinned_bytes\":%llu,",

@@ -20,6 +20,7 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		       const struct kvmm_tier_stats_reply *ts,
 		       const struct kd_metrics_size *sz, uint32_t nr)
 {
+	/* the members' tables, in the order they are printed */
 	const struct kvmmctl_json_u64 sums[] = {
 		{ "busy_misses", ts->busy_misses },
 		{ "checksum_failures", ts->checksum_failures },
@@ -32,11 +33,31 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		{ "prefix_opens_pending", ts->prefix_opens_pending },
 		{ "restores_cancelled", ts->restores_cancelled },
 	};
+	/* former reserved words: an older daemon's 0 (absent before 1.7) */
+	const struct kvmmctl_json_u64 early[] = {
+		{ "early_opens", ts->early_opens },
+		{ "early_reloads", ts->early_reloads },
+		{ "early_reload_failures", ts->early_reload_failures },
+	};
+	/* ABI 1.15 */
+	const struct kvmmctl_json_u64 invalidations[] = {
+		{ "lower_free_refused", ts->lower_free_refused },
+		{ "nvme_invalidate_jobs", ts->nvme_invalidate_jobs },
+		{ "nvme_invalidated_blocks", ts->nvme_invalidated_blocks },
+		{ "nvme_invalidate_failures", ts->nvme_invalidate_failures },
+	};
 	/* the NVMe blocks drops kept, their headers written again above the
 	 * drop's mark or not (ABI 1.23) */
 	const struct kvmmctl_json_u64 restamps[] = {
 		{ "nvme_restamped", ts->nvme_restamped },
 		{ "nvme_restamp_failures", ts->nvme_restamp_failures },
+	};
+	/* ABI 1.17 */
+	const struct kvmmctl_json_u64 nvme_writes[] = {
+		{ "nvme_write_returns", ts->nvme_write_returns },
+		{ "nvme_write_outs", ts->nvme_write_outs },
+		{ "nvme_write_error", ts->nvme_write_error },
+		{ "nvme_write_retry_ms", ts->nvme_write_retry_ms },
 	};
 
 	printf(",\"cache\":{");
@@ -53,13 +74,10 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		       (unsigned long long)ts->plan_recomputes_host,
 		       (unsigned long long)ts->plan_recomputes_nvme,
 		       (unsigned long long)ts->held_copies);
-	/* former reserved words: an older daemon's 0 (absent before 1.7) */
-	if (KVMMCTL_TS_HAS(ts, early_reload_failures))
-		printf("\"early_opens\":%llu,\"early_reloads\":%llu,"
-		       "\"early_reload_failures\":%llu,",
-		       (unsigned long long)ts->early_opens,
-		       (unsigned long long)ts->early_reloads,
-		       (unsigned long long)ts->early_reload_failures);
+	if (KVMMCTL_TS_HAS(ts, early_reload_failures)) {
+		KVMMCTL_JSON_U64S(early);
+		printf(",");
+	}
 	if (KVMMCTL_TS_HAS(ts, nvme_read_error_drops)) /* ABI 1.13 */
 		printf("\"nvme_read_error_drops\":%llu,",
 		       (unsigned long long)ts->nvme_read_error_drops);
@@ -78,15 +96,10 @@ static void tiers_json(const struct kvmm_status_reply *st,
 			printf("%llu,",
 			       (unsigned long long)ts->cache_open_retry_ms);
 	}
-	if (KVMMCTL_TS_HAS(ts, nvme_invalidate_failures)) /* ABI 1.15 */
-		printf("\"lower_free_refused\":%llu,"
-		       "\"nvme_invalidate_jobs\":%llu,"
-		       "\"nvme_invalidated_blocks\":%llu,"
-		       "\"nvme_invalidate_failures\":%llu,",
-		       (unsigned long long)ts->lower_free_refused,
-		       (unsigned long long)ts->nvme_invalidate_jobs,
-		       (unsigned long long)ts->nvme_invalidated_blocks,
-		       (unsigned long long)ts->nvme_invalidate_failures);
+	if (KVMMCTL_TS_HAS(ts, nvme_invalidate_failures)) {
+		KVMMCTL_JSON_U64S(invalidations);
+		printf(",");
+	}
 	if (KVMMCTL_TS_HAS(ts, nvme_restamp_failures)) { /* ABI 1.23 */
 		KVMMCTL_JSON_U64S(restamps);
 		printf(",");
@@ -101,13 +114,10 @@ static void tiers_json(const struct kvmm_status_reply *st,
 			printf("%llu,",
 			       (unsigned long long)ts->nvme_open_retry_ms);
 	}
-	if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms)) /* ABI 1.17 */
-		printf("\"nvme_write_returns\":%llu,\"nvme_write_outs\":%llu,"
-		       "\"nvme_write_error\":%llu,\"nvme_write_retry_ms\":%llu,",
-		       (unsigned long long)ts->nvme_write_returns,
-		       (unsigned long long)ts->nvme_write_outs,
-		       (unsigned long long)ts->nvme_write_error,
-		       (unsigned long long)ts->nvme_write_retry_ms);
+	if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms)) {
+		KVMMCTL_JSON_U64S(nvme_writes);
+		printf(",");
+	}
 	kvmmctl_tiers_json(ts);
 	kvmmctl_sizes_json(st, sz, nr);
 	printf("}");
@@ -221,14 +231,17 @@ static const char *policy_state_mode(uint64_t v)
  * fields: only when the daemon sends them). */
 static void refusals_json(const struct kvmm_status_reply *st)
 {
+	const struct kvmmctl_json_u64 refused[] = {
+		{ "uid_limit", st->sessions_refused_uid_limit },
+		{ "admin_reserved", st->sessions_refused_admin_reserved },
+		{ "full", st->sessions_refused_full },
+		{ "no_memory", st->sessions_refused_no_memory },
+	};
+
 	if (!KVMMCTL_ST_HAS(st, sessions_hello_timeouts))
 		return;
-	printf(",\"sessions_refused\":{\"uid_limit\":%llu,"
-	       "\"admin_reserved\":%llu,\"full\":%llu,\"no_memory\":%llu",
-	       (unsigned long long)st->sessions_refused_uid_limit,
-	       (unsigned long long)st->sessions_refused_admin_reserved,
-	       (unsigned long long)st->sessions_refused_full,
-	       (unsigned long long)st->sessions_refused_no_memory);
+	printf(",\"sessions_refused\":{");
+	KVMMCTL_JSON_U64S(refused);
 	if (KVMMCTL_ST_HAS(st, sessions_refused_quarantine))
 		printf(",\"quarantine\":%llu",
 		       (unsigned long long)st->sessions_refused_quarantine);
@@ -492,6 +505,24 @@ static void cost_model_json(const struct kvmm_status_reply *st)
 	printf("}");
 }
 
+/* ,"telemetry":{"source":"..","dropped":{...}}: the source and what it
+ * lost */
+static void telemetry_json(const struct kvmm_status_reply *st)
+{
+	const struct kvmmctl_json_u64 dropped[] = {
+		{ "access", st->tel_access_dropped },
+		{ "blocks", st->tel_blocks_dropped },
+		{ "hist", st->tel_hist_dropped },
+		{ "events", st->tel_events_dropped },
+	};
+
+	printf(",\"telemetry\":{\"source\":\"%.*s\",\"dropped\":{",
+	       (int)strnlen(st->telemetry, sizeof(st->telemetry)),
+	       st->telemetry);
+	KVMMCTL_JSON_U64S(dropped);
+	printf("}}");
+}
+
 int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
@@ -557,15 +588,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		if (st.cost_host_bw)
 			cost_model_json(&st);
 		if (st.telemetry[0])
-			printf(",\"telemetry\":{\"source\":\"%.*s\","
-			       "\"dropped\":{\"access\":%llu,\"blocks\":%llu,"
-			       "\"hist\":%llu,\"events\":%llu}}",
-			       (int)strnlen(st.telemetry, sizeof(st.telemetry)),
-			       st.telemetry,
-			       (unsigned long long)st.tel_access_dropped,
-			       (unsigned long long)st.tel_blocks_dropped,
-			       (unsigned long long)st.tel_hist_dropped,
-			       (unsigned long long)st.tel_events_dropped);
+			telemetry_json(&st);
 		printf("}\n");
 		return 0;
 	}

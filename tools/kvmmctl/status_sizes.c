@@ -67,6 +67,11 @@ void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 	printf(",\"sizes\":[");
 	for (uint32_t k = 0; k < nr; k++) {
 		const struct kvmm_tier_stats_reply *ts = &sz[k].ts;
+		const struct kvmmctl_json_u64 nvme_out[] = {
+			{ "nvme_open_error", ts->nvme_open_error },
+			{ "nvme_write_error", ts->nvme_write_error },
+			{ "nvme_write_outs", ts->nvme_write_outs },
+		};
 
 		printf("%s{\"block_pages\":%u,", k ? "," : "", sz[k].pages);
 		if (queued_of(st, sz[k].pages, &queued))
@@ -74,11 +79,10 @@ void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 			       (unsigned long long)queued);
 		kvmmctl_cache_counts_json(ts);
 		/* whose NVMe partition is out (the sums' say a size's) */
-		if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms))
-			printf("\"nvme_open_error\":%llu,\"nvme_write_error\":%llu,\"nvme_write_outs\":%llu,",
-			       (unsigned long long)ts->nvme_open_error,
-			       (unsigned long long)ts->nvme_write_error,
-			       (unsigned long long)ts->nvme_write_outs);
+		if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms)) {
+			KVMMCTL_JSON_U64S(nvme_out);
+			printf(",");
+		}
 		kvmmctl_tiers_json(ts);
 		printf("}");
 	}
