@@ -48,6 +48,20 @@ static const uint32_t kept_k[NR_K] = { 1, 2 * NB };
 
 static const struct cc_contents cs = { .base = 0xe2000, .tag0 = 9, .nb = NB };
 
+/* The two daemons' tier files, removed at the exit, a failed check's
+ * included (t_fail() exits), by this process alone: a writer process
+ * it forked that fails exits too, while the daemons still use them. */
+static char nvme[2][256];
+static pid_t nvme_owner;
+
+static void remove_tier_files(void)
+{
+	if (getpid() != nvme_owner)
+		return;
+	unlink(nvme[0]);
+	unlink(nvme[1]);
+}
+
 /* The 1-minute load average, or -1 where /proc/loadavg cannot be read. */
 static double loadavg(void)
 {
@@ -113,9 +127,9 @@ static double timed_drop(const char *sock, uint32_t k, bool restamp)
 	return us;
 }
 
-/* A kvmmd of this build on the tier file nvme, its restamps written
+/* A kvmmd of this build on the tier file path, its restamps written
  * (restamp) or failed at once. */
-static void start(struct td_daemon *d, const char *nvme, bool restamp)
+static void start(struct td_daemon *d, const char *path, bool restamp)
 {
 	const char *argv[24];
 	struct nca_args na;
@@ -123,13 +137,13 @@ static void start(struct td_daemon *d, const char *nvme, bool restamp)
 
 	/* the set-up's options, and room for every NVMe block's pin (the
 	 * default quota is a quarter of the 3 GPU blocks: 1) */
-	for (const char *const *p = nca_args(&na, nvme, 3, 0); *p; p++)
+	for (const char *const *p = nca_args(&na, path, 3, 0); *p; p++)
 		argv[i++] = *p;
 	argv[i++] = "--pin-quota";
 	argv[i++] = "6";
 	argv[i] = NULL;
 
-	unlink(nvme);
+	unlink(path);
 	if (!restamp)
 		setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-restamp:1+", 1);
 	cc_start(d, argv);
@@ -143,7 +157,7 @@ static void start(struct td_daemon *d, const char *nvme, bool restamp)
  * machine's load falls on both: med[side][j], the median µs of K
  * kept_k[j]'s.
  */
-static void round_pair(char nvme[2][256], int n, double med[2][NR_K])
+static void round_pair(int n, double med[2][NR_K])
 {
 	static double t[2][NR_K][MAX_DROPS];
 	struct td_daemon d[2];
@@ -172,7 +186,6 @@ int main(int argc, char **argv)
 		without[NR_K][MAX_ROUNDS];
 	int n = 30, rounds = 6;
 	double load0, load1;
-	char nvme[2][256];
 
 	if (bench_help(argc, argv, usage))
 		return 0;
@@ -191,11 +204,13 @@ int main(int argc, char **argv)
 	cc_nvme_path(nvme[0], sizeof(nvme[0]), "bench-drop-restamp-failed");
 	cc_nvme_path(nvme[1], sizeof(nvme[1]), "bench-drop-restamp");
 	t_nvme_require(nvme[1]);
+	nvme_owner = getpid();
+	atexit(remove_tier_files);
 	load0 = loadavg();
 	for (int r = 0; r < rounds; r++) {
 		double m[2][NR_K]; /* [0] restamps failed, [1] written */
 
-		round_pair(nvme, n, m);
+		round_pair(n, m);
 		printf("round %d:", r);
 		for (int j = 0; j < NR_K; j++) {
 			with[j][r] = m[1][j];
