@@ -17,13 +17,11 @@
  * drop's reply nor in TIER_STATS's nvme_invalidate_* counters, which
  * count what operators' drops did; one log line says how it went.
  *
- * A mark itself is never lowered or retired here: once none of its slots
- * is left on disk it covers nothing, and it costs one comparison per
- * header at a restart.  Retiring it would need every slot below it to be
- * known zeroed or written again, across crashes, while the next
- * generation already goes above it (nvme_marks_raise_generation()); a
- * header a failed or cancelled invalidation left behind would then come
- * back.  Nothing is gained that is worth that risk.
+ * The mark itself is not retired here, when these jobs end: the next
+ * start's scan retires it if it finds none of its headers left
+ * (tier_nvme_mark.c, nvme_marks_retire()), so that a header a failed or
+ * cancelled zeroing left behind, or one a crash cut short, keeps it:
+ * the scan reads what is on disk, whatever this run believed it wrote.
  */
 #include "kvmm/kvmmd/cache_priv.h"
 

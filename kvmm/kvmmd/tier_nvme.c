@@ -414,7 +414,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		keep = false;
 	}
 	if (keep) {
-		uint32_t cleared;
+		uint32_t cleared, retired;
 
 		t->format_id = sb.format_id;
 		t->layout_id = sb.layout_id;
@@ -431,8 +431,11 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 		/* writes from now on above every mark, even where the
 		 * scan found none of the generations below them */
 		nvme_marks_raise_generation(t);
+		/* the marks the scan found nothing below, after it */
+		retired = nvme_marks_retire(t, cfg->path, part);
 		if (sb.slot_count != t->nslots) {
-			/* after the stale headers' clearing was synced */
+			/* after the stale headers' clearing was synced; the
+			 * retired marks go with it */
 			r = nvme_sb_write(t);
 			if (r)
 				goto err_ring;
@@ -445,7 +448,24 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			else
 				log_shrink(t, cfg->path,
 					   (uint32_t)sb.slot_count);
+		} else if (retired) {
+			r = nvme_sb_write(t);
+			if (r) {
+				/* on disk they stay, covering nothing: the
+				 * next superblock write (a drop's) forgets
+				 * them */
+				vmm_log(VMM_LOG_WARN,
+					"tier_nvme: %s%s: writing the superblock without %u retired drop marks: %s",
+					cfg->path, part, retired, strerror(-r));
+				retired = 0;
+				r = 0;
+			}
 		}
+		if (retired)
+			vmm_log(VMM_LOG_INFO,
+				"tier_nvme: %s%s: %u drop marks retired: no header below them left on disk (%u kept)",
+				cfg->path, part, retired,
+				t->marks.n + (t->marks.drop_all != 0));
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: %s%s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out)",
 			cfg->path, part,

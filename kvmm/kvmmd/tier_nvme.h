@@ -417,9 +417,10 @@ int tier_nvme_marked_claim(struct tier_nvme *t, struct tier_nvme_stale **out,
  * written with a generation below G is dropped", for every block or for
  * one tenant's (the tenant the header names; a header of no known
  * tenant, from a file written before, is every tenant's), and a restart's
- * scan leaves those slots free (stats.drop_marked_slots).  A mark only
- * ever rises; the generations of later writes start above every mark,
- * in this run and after a restart.
+ * scan leaves those slots free (stats.drop_marked_slots).  Within a run
+ * a mark only rises; the generations of later writes start above every
+ * mark, in this run and after a restart.  A start whose scan finds no
+ * valid header below a mark retires it (tier_nvme_mark.c).
  *
  * tier_nvme_drop_generation(): the G for a drop now: every block written
  * or being written has a smaller generation.  tier_nvme_mark_drop():

@@ -15,22 +15,45 @@
  * they are is not known, so every tenant's mark covers them; more
  * dropped, never fewer).
  *
- * The table holds TIER_NVME_TENANT_MARKS tenants.  One more raises
- * drop_all to the lowest of the tenants' marks and forgets those it
- * covers: blocks of other tenants below it go too, which a cache can
- * afford, where a dropped block served again it cannot.  A mark never
- * goes down; a reformat (another geometry or cache scope) starts a new
- * format id, whose slots no earlier header names, with no marks.
+ * The table holds TIER_NVME_TENANT_MARKS tenants.  One more in a run
+ * raises drop_all to the lowest of the tenants' marks and forgets those
+ * it covers: blocks of other tenants below it go too, which a cache can
+ * afford, where a dropped block served again it cannot.  Within a run a
+ * mark never goes down; a reformat (another geometry or cache scope)
+ * starts a new format id, whose slots no earlier header names, with no
+ * marks.
  *
  * After the restart scan next_generation goes above every mark
  * (nvme_marks_raise_generation()): a drop that invalidated every header
  * leaves no generation on disk to continue from, and a write after the
  * restart numbered below the mark would be dropped by the next one.
+ *
+ * A mark retires at a start whose scan found no valid header below it
+ * (nvme_marks_hold(), nvme_marks_retire()): it covers nothing on disk,
+ * and nothing written from then on goes below it (the generation is
+ * above it already).  The scan read every slot the tier has; the headers
+ * it found below a mark are zeroed during that run (cache_nvme_marked.c)
+ * and the mark retires at the start after, once that scan finds none.
+ * A zeroing that failed, or that a crash or a stop cut short, leaves a
+ * valid header, which the next scan finds: the mark stays.  What the
+ * scan read as zeros or as no header of ours is synced before the
+ * superblock without the mark is written, so that a zeroing of the run
+ * before whose sync never ran cannot be lost behind it in the device's
+ * cache.  A header read that failed retires nothing.  Slots the scan
+ * does not read are safe without a mark: past the last run's end
+ * (known_slots) their headers are zeroed before any recovery takes them
+ * (tier_nvme_recover.c), and past a shrunk tier's end they lie beyond the
+ * slot count the superblock then says, so past known_slots if it grows
+ * again.  So a table filled over a node's life with old marks makes
+ * room at a start, and the one-more rule above only bites when more
+ * than TIER_NVME_TENANT_MARKS tenants' marks are in it at once: set
+ * since the last start, or kept by headers not zeroed yet.
  */
 #include "tier_nvme_priv.h"
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vmm/vmm.h"
 
@@ -49,6 +72,57 @@ bool nvme_header_marked(const struct tier_nvme *t,
 		    (!known || h->tenant == mk->m[i].tenant))
 			return true;
 	return false;
+}
+
+void nvme_marks_hold(struct tier_nvme *t, const struct tier_nvme_slot_header *h)
+{
+	const struct nvme_marks *mk = &t->marks;
+	bool known = h->flags & TIER_NVME_HDR_TENANT;
+
+	/* every mark that covers it: each alone would drop it */
+	if (h->generation < mk->drop_all)
+		t->held.all = true;
+	for (uint32_t i = 0; i < mk->n; i++)
+		if (h->generation < mk->m[i].generation &&
+		    (!known || h->tenant == mk->m[i].tenant))
+			t->held.tenant[i] = true;
+}
+
+uint32_t nvme_marks_retire(struct tier_nvme *t, const char *path,
+			   const char *part)
+{
+	struct nvme_marks *mk = &t->marks;
+	struct nvme_marks_held *hd = &t->held;
+	uint32_t n = 0, k = 0;
+
+	if (hd->unsure)
+		goto out;
+	n = mk->drop_all && !hd->all;
+	for (uint32_t i = 0; i < mk->n; i++)
+		n += !hd->tenant[i];
+	if (!n)
+		goto out;
+	/* the zeros the scan read durable before a superblock that no
+	 * longer covers what they replaced */
+	if (fdatasync(t->fd)) {
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s%s: syncing before retiring %u drop marks: %s (they stay)",
+			path, part, n, strerror(errno));
+		n = 0;
+		goto out;
+	}
+	pthread_mutex_lock(&t->lock);
+	if (!hd->all)
+		mk->drop_all = 0;
+	for (uint32_t i = 0; i < mk->n; i++)
+		if (hd->tenant[i])
+			mk->m[k++] = mk->m[i];
+	mk->n = k;
+	pthread_mutex_unlock(&t->lock);
+out:
+	/* its indices were the marks' as read; they are no more */
+	memset(hd, 0, sizeof(*hd));
+	return n;
 }
 
 void nvme_marks_raise_generation(struct tier_nvme *t)

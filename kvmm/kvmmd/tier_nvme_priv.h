@@ -115,6 +115,15 @@ struct nvme_marks {
 	struct nvme_tenant_mark m[TIER_NVME_TENANT_MARKS];
 };
 
+/* Which marks the restart scan found a valid header below (t->lock):
+ * the others retire (nvme_marks_retire()); unsure: a header read failed,
+ * so none does. */
+struct nvme_marks_held {
+	bool unsure;
+	bool all; /* below drop_all */
+	bool tenant[TIER_NVME_TENANT_MARKS]; /* below m[i] */
+};
+
 /*
  * Reads of one slot in a row that may fail with an I/O error (or a short
  * read) before the slot is dropped, as a slot that fails its CRC is.  An
@@ -222,6 +231,7 @@ struct tier_nvme {
 	/* lock; written to the superblock under sb_lock, which orders the
 	 * superblock writes of several drops (tier_nvme_mark.c) */
 	struct nvme_marks marks;
+	struct nvme_marks_held held; /* the open's scan alone */
 	pthread_mutex_t sb_lock;
 	/* tests: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS, a sleep before each
 	 * invalidation batch's writes (a crash while they wait) */
@@ -367,6 +377,16 @@ bool nvme_sb_valid(const struct nvme_superblock *sb);
 bool nvme_header_marked(const struct tier_nvme *t,
 			const struct tier_nvme_slot_header *h);
 void nvme_marks_raise_generation(struct tier_nvme *t);
+/* The scan found h, a valid header nvme_header_marked() says is dropped:
+ * every mark that covers it stays (t->held). */
+void nvme_marks_hold(struct tier_nvme *t,
+		     const struct tier_nvme_slot_header *h);
+/* After the scan and nvme_marks_raise_generation() (t->lock not held):
+ * the file synced, then the marks nothing on disk is below forgotten in
+ * memory; how many (drop_all counts one), 0 when the sync failed.  The
+ * caller writes the superblock. */
+uint32_t nvme_marks_retire(struct tier_nvme *t, const char *path,
+			   const char *part);
 /* Whether sb was written under this scope and key. */
 bool nvme_sb_same_scope(const struct nvme_superblock *sb, uint32_t scope,
 			const uint8_t key[16]);

@@ -8,8 +8,10 @@
  * the newer generation wins.  A valid header below a drop mark
  * (tier_nvme_mark.c) names a block an operator dropped: left out, its
  * slot free, a stale copy flagged marked that the daemon zeroes once the
- * tier is the cache's (tier_nvme_marked_claim()).  Payloads are not read here: their CRC is
- * checked on every read, so a damaged payload is found when it is used.
+ * tier is the cache's (tier_nvme_marked_claim()); the marks it found no
+ * such header below retire (nvme_marks_retire()).  Payloads are not read
+ * here: their CRC is checked on every read, so a damaged payload is found
+ * when it is used.
  *
  * Only the slots the superblock says the last run had (known_slots) are
  * recovered.  A tier that grew (a larger --nvme-size on a block device,
@@ -98,6 +100,12 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 {
 	struct tier_nvme_slot_header h;
 
+	if (res < 0) {
+		/* what it holds is not known: it may be a header below a
+		 * mark, which the next scan reads (nvme_marks_retire()) */
+		t->held.unsure = true;
+		return 0;
+	}
 	if (res != NVME_ALIGN)
 		return 0; /* unwritten tail of a sparse file */
 	memcpy(&h, buf, sizeof(h));
@@ -125,6 +133,7 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 	 * that the next restart does not read and count it again */
 	if (nvme_header_marked(t, &h)) {
 		t->st.drop_marked_slots++;
+		nvme_marks_hold(t, &h); /* its marks stay, for now */
 		nvme_slot_mark_stale(t, slot, h.hash, true, header_tenant(&h));
 	} else {
 		recover_one(t, slot, &h);
