@@ -51,11 +51,14 @@ static uint64_t h_of(int k)
 /* kvmmd on the tier file nvme, its NVMe writes slowed down. */
 static void start(struct td_daemon *d, const char *nvme)
 {
+	char size[NT_SIZE_ARG_LEN];
 	const char *args[] = { "--cache-policy", "lru", "--cache-block-pages",
 			       "4", "--cache-gpu-blocks", "2",
 			       /* 4 slots: 1 in the policy's count */
 			       "--host-mem", "1M", "--nvme-path", nvme,
-			       "--nvme-size", NCA_NVME_SIZE,
+			       "--nvme-size",
+			       nt_size_arg(size, sizeof(size), NCA_NVME_SLOTS,
+					   NCA_BLOCK_BYTES),
 			       "--nvme-save-on-stop", "0", NULL };
 
 	cc_start_with_delay(d, args, "KVMMD_TEST_NVME_WRITE_DELAY_MS",

@@ -2,8 +2,8 @@
 /*
  * kvmmd's options for the small three-tier cache the NVMe cache tests
  * run: lru, blocks of 4 pages of 64 KiB, a few GPU blocks, 2 MiB of host
- * memory (8 slots, 6 for the policy), an NVMe tier file of 1867776 bytes
- * (7 slots, 6 for the policy) and nothing saved at the stop, so what a
+ * memory (8 slots, 6 for the policy), an NVMe tier file of 7 slots (6
+ * for the policy: 1867776 bytes) and nothing saved at the stop, so what a
  * restart on the same file recovers is what the tier held then.
  */
 #ifndef KVMM_TESTS_NVME_CACHE_ARGS_H
@@ -11,9 +11,11 @@
 
 #include <stdio.h>
 
-/* The tier file's size: a 4 KiB header and 7 slots of a 4 KiB header and
- * a 256 KiB block. */
-#define NCA_NVME_SIZE "1867776"
+#include "tests/lib/nvme_layout.h"
+
+/* The tier file: 7 slots of a 256 KiB block (4 pages of 64 KiB). */
+#define NCA_NVME_SLOTS 7
+#define NCA_BLOCK_BYTES (4 * 65536)
 
 enum {
 	/* --socket-mode 0666: clients of other uids reach the socket */
@@ -25,6 +27,7 @@ enum {
 struct nca_args {
 	const char *argv[20];
 	char gpu[16];
+	char nvme_size[NT_SIZE_ARG_LEN];
 };
 
 /* The options, NULL-terminated in a->argv (td_start()'s extra), for the
@@ -53,7 +56,8 @@ static inline const char *const *nca_args(struct nca_args *a, const char *nvme,
 	*p++ = "--nvme-path";
 	*p++ = nvme;
 	*p++ = "--nvme-size";
-	*p++ = NCA_NVME_SIZE;
+	*p++ = nt_size_arg(a->nvme_size, sizeof(a->nvme_size), NCA_NVME_SLOTS,
+			   NCA_BLOCK_BYTES);
 	*p++ = "--nvme-save-on-stop";
 	*p++ = "0";
 	*p = NULL;

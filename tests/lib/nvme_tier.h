@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An NVMe tier opened in the test's process, as the tier-nvme-* and
- * tier-migrate-* tests open one: the file size for a number of slots,
- * and tier_nvme_open() with the one skip rule (tests/lib/nvme_probe.h:
- * 77 only where the file system cannot do O_DIRECT io_uring I/O) and
- * the one failure rule, instead of the same lines in each test.
+ * tier-migrate-* tests open one: tier_nvme_open() with the one skip
+ * rule (tests/lib/nvme_probe.h: 77 only where the file system cannot
+ * do O_DIRECT io_uring I/O) and the one failure rule, sized with
+ * tests/lib/nvme_layout.h, instead of the same lines in each test.
  */
 #ifndef KVMM_TESTS_NVME_TIER_H
 #define KVMM_TESTS_NVME_TIER_H
@@ -16,14 +16,10 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_layout.h" /* NT_CAPACITY() */
 #include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
-
-/* The capacity_bytes of a tier of nslots slots of payload bytes each: a
- * 4 KiB superblock, then a 4 KiB header and the payload per slot. */
-#define NT_CAPACITY(nslots, payload) \
-	(4096 + (uint64_t)(nslots) * (4096 + (uint64_t)(payload)))
 
 /*
  * tier_nvme_open() of cfg (its size is set here).  Skips the test where
