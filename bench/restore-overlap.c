@@ -178,8 +178,7 @@ int main(int argc, char **argv)
 	}
 	close(fd);
 	unlink(nvme);
-	snprintf(size, sizeof(size), "%llu",
-		 4096ull + 100ull * (4096 + CC_PPB * CC_PAGE));
+	nt_size_arg(size, sizeof(size), 100, CC_PPB * CC_PAGE);
 	const char *args[] = {
 		"--cache-gpu-blocks", "16",   "--host-mem",  host_mem,
 		"--nvme-path",	      nvme,   "--nvme-size", size,

@@ -48,6 +48,7 @@
 #include "kvmm/lib/client.h"
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
@@ -481,9 +482,7 @@ int main(void)
 	snprintf(ps, sizeof(ps), "%zu", sh->page_size);
 	snprintf(gpu_mem, sizeof(gpu_mem), "%zu", 16 * block_bytes);
 	snprintf(host_mem, sizeof(host_mem), "%zu", 8 * block_bytes);
-	/* a 4 KiB file header, then 7 slots of a 4 KiB header + a block */
-	snprintf(nvme_size, sizeof(nvme_size), "%zu",
-		 4096 + 7 * (4096 + block_bytes));
+	nt_size_arg(nvme_size, sizeof(nvme_size), 7, block_bytes); /* 7 slots */
 	snprintf(nvme, sizeof(nvme), "%s/kvmm-roundtrip-%d", dir,
 		 (int)getpid());
 	args[n++] = "--backend";

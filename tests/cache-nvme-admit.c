@@ -13,6 +13,7 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 
 #define NB 3
 
@@ -22,16 +23,16 @@ static const struct cc_contents contents = { .base = 0x200000,
 
 int main(void)
 {
-	char nvme[256];
+	char nvme[256], size[NT_SIZE_ARG_LEN];
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-admit");
-	const char *args[] = {
-		"--cache-gpu-blocks", "3",  "--host-mem",  "2M",
-		"--nvme-path",	      nvme, "--nvme-size", "1867776",
-		"--nvme-admit-uses",  "2",  NULL
-	};
+	/* block = 4 pages of 64 KiB; NVMe 7 slots */
+	nt_size_arg(size, sizeof(size), 7, 4 * CC_PAGE);
+	const char *args[] = { "--cache-gpu-blocks", "3",  "--host-mem",  "2M",
+			       "--nvme-path",	     nvme, "--nvme-size", size,
+			       "--nvme-admit-uses",  "2",  NULL };
 	cc_start(&d, args);
 
 	cc_write_content(d.sock, &contents, 0);

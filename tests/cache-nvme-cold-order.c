@@ -15,6 +15,7 @@
  * kvmmd).
  */
 #include "tests/cache-common.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
@@ -42,8 +43,7 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-nvme-cold-order");
 	t_nvme_require(nvme);
-	snprintf(size, sizeof(size), "%d",
-		 4096 + NVME_SLOTS * (4096 + 4 * CC_PAGE));
+	nt_size_arg(size, sizeof(size), NVME_SLOTS, 4 * CC_PAGE);
 	const char *args[] = { "--cache-block-pages",
 			       "4",
 			       "--cache-gpu-blocks",

@@ -57,7 +57,7 @@ int main(void)
 {
 	struct kvmm_tier_stats_reply ts;
 	char nvme[256], size[32], log[16384];
-	uint64_t bytes = 4096 + NVME_SLOTS * (4096 + PAYLOAD);
+	uint64_t bytes = NT_CAPACITY(NVME_SLOTS, PAYLOAD);
 	struct td_daemon d;
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-nvme-layout");

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 
 #include "tests/cache-common.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
@@ -57,8 +58,8 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-nvme-read-error");
 	t_nvme_require(nvme);
-	bytes = 4096 + NVME_SLOTS * (4096 + CC_PPB * CC_PAGE);
-	snprintf(size, sizeof(size), "%lld", (long long)bytes);
+	bytes = NT_CAPACITY(NVME_SLOTS, CC_PPB * CC_PAGE);
+	nt_size_arg(size, sizeof(size), NVME_SLOTS, CC_PPB * CC_PAGE);
 	const char *args[] = { "--cache-block-pages",
 			       "4",
 			       "--cache-gpu-blocks",

@@ -24,13 +24,12 @@
  *   - kvmmd then holds one fd and two threads more (the engine's).
  */
 #include "tests/cache-open-common.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
 #define FAILS 12
 #define SAVED 2 /* contents saved on NVMe by the first kvmmd */
-/* a 4 KiB file header, then slots of a 4 KiB header + a 256 KiB block */
-#define NVME_BYTES(slots) (4096 + (slots) * (4096 + 4 * CC_PAGE))
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CO_ASAN 1
@@ -86,7 +85,7 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "open-retry-undo");
 	t_nvme_require(nvme);
-	snprintf(size, sizeof(size), "%d", NVME_BYTES(16));
+	nt_size_arg(size, sizeof(size), 16, 4 * CC_PAGE);
 
 	/* a run that leaves SAVED contents on NVMe at its stop */
 	cc_start(&d, first);

@@ -170,16 +170,20 @@ static void corrupt_slot(const char *path, uint64_t hash)
 
 	t_assert(fd >= 0);
 	for (int i = 0; i < NVME_SLOTS && !found; i++) {
-		off_t off = 4096 + (off_t)i * CR_SLOT;
+		off_t off = NT_SLOT_OFFSET(i, CC_PPB * CC_PAGE);
+		off_t byte = NT_PAYLOAD_OFFSET(i, CC_PPB * CC_PAGE) + 777;
 		uint64_t h;
 		unsigned char ch;
 
-		t_assert_eq(pread(fd, &h, 8, off + 32), 8);
+		t_assert_eq(pread(fd, &h, 8,
+				  off + offsetof(struct tier_nvme_slot_header,
+						 hash)),
+			    8);
 		if (h != hash)
 			continue;
-		t_assert_eq(pread(fd, &ch, 1, off + 4096 + 777), 1);
+		t_assert_eq(pread(fd, &ch, 1, byte), 1);
 		ch ^= 0x20;
-		t_assert_eq(pwrite(fd, &ch, 1, off + 4096 + 777), 1);
+		t_assert_eq(pwrite(fd, &ch, 1, byte), 1);
 		found = true;
 	}
 	t_ok(fsync(fd));

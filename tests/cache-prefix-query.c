@@ -35,6 +35,7 @@
 
 #include "tests/cache-uids.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 
 #define NB 3
 #define NCONTENT 5
@@ -232,13 +233,14 @@ static void ask_all(const char *sock, struct qc *q)
 /* Writes contents 0..3, (queries), then content 4; the tiers after. */
 static void run(bool queries, uint8_t *map)
 {
-	char nvme[256];
+	char nvme[256], size[NT_SIZE_ARG_LEN];
 	struct td_daemon d;
 	struct qc q;
 
 	cc_nvme_path(nvme, sizeof(nvme), queries ? "pq-asked" : "pq-plain");
 	/* block = 4 pages of 64 KiB; GPU 6 blocks; host 8 slots (policy:
 	 * 6); NVMe 7 (6); LRU: a use would change the victim */
+	nt_size_arg(size, sizeof(size), 7, 4 * CC_PAGE);
 	const char *args[] = { "--cache-policy",
 			       "lru",
 			       "--cache-gpu-blocks",
@@ -248,7 +250,7 @@ static void run(bool queries, uint8_t *map)
 			       "--nvme-path",
 			       nvme,
 			       "--nvme-size",
-			       "1867776",
+			       size,
 			       "--nvme-save-on-stop",
 			       "0",
 			       NULL };

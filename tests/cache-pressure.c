@@ -20,6 +20,7 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 
 #define NB 2
 
@@ -78,7 +79,7 @@ static pid_t writer(const char *sock, int k, int ready_fd, bool linger)
 int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
-	char nvme[256];
+	char nvme[256], size[NT_SIZE_ARG_LEN];
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_status_reply st;
@@ -87,6 +88,7 @@ int main(void)
 	snprintf(nvme, sizeof(nvme), "%s/kvmm-cache-pressure-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	/* block = 4 x 64 KiB; GPU 2, host 6 slots (policy 4), NVMe 4 (3) */
+	nt_size_arg(size, sizeof(size), 4, 4 * CC_PAGE);
 	const char *args[] = { "--cache-gpu-blocks",
 			       "2",
 			       "--host-mem",
@@ -94,7 +96,7 @@ int main(void)
 			       "--nvme-path",
 			       nvme,
 			       "--nvme-size",
-			       "1069056",
+			       size,
 			       NULL };
 	td_start_ok(&d, args);
 	t_ok(pipe(pfd));

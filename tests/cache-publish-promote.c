@@ -27,6 +27,7 @@
 #include "tests/cache-common.h"
 #include "tests/cache-publish-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 
 #define NB 2
 #define TAG 41
@@ -184,6 +185,7 @@ static void kvmmctl_shows(const char *sock, bool json, const char *const *want)
 
 static void promote_host_and_nvme(const char *nvme)
 {
+	char size[NT_SIZE_ARG_LEN];
 	/* a pool of 8 blocks; host: 4 slots, the policy keeps 1 there;
 	 * NVMe: 7 slots */
 	const char *args[] = { "--gpu-mem",
@@ -195,7 +197,7 @@ static void promote_host_and_nvme(const char *nvme)
 			       "--nvme-path",
 			       nvme,
 			       "--nvme-size",
-			       "1867776",
+			       nt_size_arg(size, sizeof(size), 7, 4 * CC_PAGE),
 			       "--restore-mode",
 			       "recompute",
 			       "--cache-policy",

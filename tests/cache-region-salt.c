@@ -22,6 +22,7 @@
  * reader found all 3 blocks.
  */
 #include "tests/cache-common.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
@@ -154,7 +155,7 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-region-salt");
 	t_nvme_require(nvme);
-	snprintf(size, sizeof(size), "%d", 4096 + 32 * (4096 + 4 * CC_PAGE));
+	nt_size_arg(size, sizeof(size), 32, 4 * CC_PAGE);
 	a[n++] = "--cache-block-pages";
 	a[n++] = "4";
 	a[n++] = "--cache-gpu-blocks";

@@ -18,15 +18,15 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define CR_NB 8 /* blocks per content */
-#define CR_SLOT (4096 + CC_PPB * CC_PAGE) /* NVMe slot stride */
 
 struct cr_env {
 	struct td_daemon d;
 	char nvme[256];
-	char nvme_size[32];
+	char nvme_size[NT_SIZE_ARG_LEN];
 	char delay[16];
 };
 
@@ -63,8 +63,8 @@ static inline void cr_start_args(struct cr_env *env, int nvme_slots,
 	snprintf(env->nvme, sizeof(env->nvme), "%s/kvmm-restore-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	t_nvme_require(env->nvme);
-	snprintf(env->nvme_size, sizeof(env->nvme_size), "%llu",
-		 4096ull + (unsigned long long)nvme_slots * CR_SLOT);
+	nt_size_arg(env->nvme_size, sizeof(env->nvme_size), nvme_slots,
+		    CC_PPB * CC_PAGE);
 	snprintf(env->delay, sizeof(env->delay), "%d", delay_ms);
 	setenv("KVMMD_TEST_RESTORE_DELAY_MS", env->delay, 1);
 	const char *args[] = { extra1 ? extra1 : "--log-level",

@@ -24,12 +24,11 @@
  *     are that size; a region of another size has it formatted anew.
  */
 #include "tests/cache-common.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NCONTENT 4
 #define NB 2
-/* a 4 KiB file header, then slots of a 4 KiB header + a 256 KiB block */
-#define NVME_BYTES(slots) (4096 + (slots) * (4096 + 4 * CC_PAGE))
 
 static const struct cc_contents contents = { .base = 0x5a7e000,
 					     .tag0 = 60,
@@ -150,8 +149,8 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-save-on-stop");
 	t_nvme_require(nvme);
-	snprintf(size16, sizeof(size16), "%d", NVME_BYTES(16));
-	snprintf(size5, sizeof(size5), "%d", NVME_BYTES(6)); /* policy: 5 */
+	nt_size_arg(size16, sizeof(size16), 16, 4 * CC_PAGE);
+	nt_size_arg(size5, sizeof(size5), 6, 4 * CC_PAGE); /* policy: 5 */
 	{
 		const char *a[16], **args = args_for(a, nvme, size16, "10000");
 

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 
 #include "tests/cache-uids.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NVME_SLOTS 16
@@ -85,13 +86,11 @@ int main(void)
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 	uint64_t host_drops;
-	off_t bytes;
 	int k, fd;
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-tenant-drops");
 	t_nvme_require(nvme);
-	bytes = 4096 + NVME_SLOTS * (4096 + CC_PPB * CC_PAGE);
-	snprintf(size, sizeof(size), "%lld", (long long)bytes);
+	nt_size_arg(size, sizeof(size), NVME_SLOTS, CC_PPB * CC_PAGE);
 	const char *args[] = { "--cache-policy",
 			       "lru",
 			       "--cache-block-pages",

@@ -37,8 +37,7 @@
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
-#define STRIDE (4096 + 262144) /* a slot: its header and a 256 KiB block */
-#define NSLOTS 7
+#define NSLOTS NCA_NVME_SLOTS
 #define UID_A 61341
 #define UID_B 61342
 
@@ -179,7 +178,7 @@ static int make_old(const char *nvme, const uint64_t *h, int n)
 
 	t_assert(fd >= 0);
 	for (int i = 0; i < NSLOTS; i++) {
-		off_t off = 4096 + (off_t)i * STRIDE;
+		off_t off = NT_SLOT_OFFSET(i, NCA_BLOCK_BYTES);
 		bool ours = false;
 
 		t_assert_eq(pread(fd, &hd, sizeof(hd), off),

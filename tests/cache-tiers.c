@@ -20,6 +20,7 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 
 #define NCONTENT 5
 #define NB 3
@@ -40,14 +41,15 @@ static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
 
 int main(void)
 {
-	char nvme[256];
+	char nvme[256], size[NT_SIZE_ARG_LEN];
 	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-tiers");
 	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 7 (6) */
+	nt_size_arg(size, sizeof(size), 7, 4 * CC_PAGE);
 	const char *args[] = { "--cache-gpu-blocks", "3", "--host-mem", "2M",
-			       "--nvme-path", nvme, "--nvme-size", "1867776",
+			       "--nvme-path", nvme, "--nvme-size", size,
 			       /* a restart finds what the tiers had put on
 			        * NVMe, nothing more (cache-save-on-stop
 			        * tests the save at a stop) */
@@ -108,8 +110,7 @@ int main(void)
 
 		t_assert(fd >= 0);
 		for (int i = 0; i < 7; i++) {
-			off_t off = 4096 + (off_t)i * (4096 + 4 * CC_PAGE) +
-				    4096 + 777;
+			off_t off = NT_PAYLOAD_OFFSET(i, 4 * CC_PAGE) + 777;
 
 			t_assert_eq(pread(fd, &ch, 1, off), 1);
 			ch ^= 0x20;

@@ -92,6 +92,7 @@
 
 #include "tests/daemon-fuzz/fuzz.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
 #define FZ_CLIENTS 4
@@ -102,7 +103,6 @@
 /* phase 5: slots of 4-page blocks in each size's NVMe partition (its
  * 72 distinct blocks do not fit; 78 slots of the 2-page size's do) */
 #define FZ_NVME_PART 40
-#define FZ_SLOT (4096 + CC_PPB * CC_PAGE) /* NVMe slot stride */
 /* phase 4's --quota: the 4 clients' 3 sequences of up to 8 blocks and
  * their blocks ahead would take more than 3 times as many */
 #define FZ_QUOTA_BLOCKS 28
@@ -463,8 +463,7 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	 * second's */
 	snprintf(nvme_size, sizeof(nvme_size), "%llu",
 		 (unsigned long long)(su->nr_sizes > 1 ? su->nr_sizes : 1) *
-			 (4096ull +
-			  (unsigned long long)su->nvme_slots * FZ_SLOT));
+			 NT_CAPACITY(su->nvme_slots, CC_PPB * CC_PAGE));
 	ph->nr_sizes = su->nr_sizes > 1 ? su->nr_sizes : 1;
 	printf("phase %d: %u NVMe slots, --restore-mode %s, --cache-scope %s, KVMMD_TEST_MIGRATE_FAIL=%s\n",
 	       ph->num, su->nvme_slots, su->restore_mode, ph->scope,
