@@ -109,8 +109,7 @@ static void run_mode(uint32_t map_pages)
 		 dir ? dir : "/var/tmp", getpid());
 	struct tier_nvme_config nc = { .size = sizeof(nc),
 				       .path = path,
-				       .capacity_bytes =
-					       4096 + 4 * (4096 + BLOCK),
+				       .capacity_bytes = NT_CAPACITY(4, BLOCK),
 				       .payload_bytes = BLOCK,
 				       .reg_base = reg,
 				       .reg_len = reg_len };

@@ -129,7 +129,7 @@ int main(void)
 	struct tier_nvme_config nc = { .size = sizeof(nc),
 				       .path = path,
 				       .capacity_bytes =
-					       4096 + NJOBS * (4096 + BLOCK),
+					       NT_CAPACITY(NJOBS, BLOCK),
 				       .payload_bytes = BLOCK };
 	nvme = nt_open(nc, NULL, NULL);
 	struct migrate_config mc = { .size = sizeof(mc),

@@ -52,14 +52,6 @@ static uint64_t hash_of(int id, int j)
 	return 0x5000 + (uint64_t)id * 100 + (uint64_t)j;
 }
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 static void *run(void *arg)
 {
 	struct worker *w = arg;
@@ -180,7 +172,7 @@ int main(void)
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + (uint64_t)NBLOCKS * (4096 + PAYLOAD),
+		.capacity_bytes = NT_CAPACITY(NBLOCKS, PAYLOAD),
 		.payload_bytes = PAYLOAD,
 		.queue_depth = 3, /* fewer than any thread's blocks */
 		.io_bytes = 32 * 1024, /* 2-3 I/Os per block */
@@ -204,8 +196,8 @@ int main(void)
 			.dst = base + (size_t)PER_THREAD * AREA
 		};
 		for (int b = 0; b < PER_THREAD; b++)
-			fill(w[i].src + (size_t)b * AREA + 4096, PAYLOAD,
-			     hash_of(i, b));
+			nt_fill(w[i].src + (size_t)b * AREA + 4096, PAYLOAD,
+				hash_of(i, b));
 	}
 
 	phase(w, true);
@@ -225,16 +217,8 @@ int main(void)
 	t_assert_eq(st.checksum_failures, 0);
 
 	/* one payload byte of thread 1's block 7 flipped on disk */
-	int fd = open(path, O_RDWR);
-	unsigned char c;
-	uint64_t off = tier_nvme_slot_offset(t, w[1].slots[7]) + 4096 + 1000;
-
-	t_assert(fd >= 0);
-	t_assert_eq(pread(fd, &c, 1, (off_t)off), 1);
-	c ^= 0x40;
-	t_assert_eq(pwrite(fd, &c, 1, (off_t)off), 1);
-	t_ok(fsync(fd));
-	close(fd);
+	nt_flip_byte(path, tier_nvme_slot_offset(t, w[1].slots[7]) +
+				   TIER_NVME_HEADER_BYTES + 1000);
 	w[1].bad_hash = hash_of(1, 7);
 
 	phase(w, false);
@@ -262,7 +246,7 @@ int main(void)
 	for (int b = 0; b < 8; b++)
 		t_ok(tier_nvme_free(t, w[0].slots[b]));
 	t_ok(posix_memalign((void **)&tbuf, 4096, 8 * PAYLOAD));
-	fill(tbuf, 8 * PAYLOAD, 77);
+	nt_fill(tbuf, 8 * PAYLOAD, 77);
 	t_assert_eq(pthread_barrier_init(&two, NULL, 2), 0);
 	tier_nvme_get_stats(t, &before);
 	for (int i = 0; i < 2; i++) {

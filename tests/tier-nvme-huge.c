@@ -62,7 +62,7 @@ int main(void)
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + NBLOCKS * (4096 + PAYLOAD),
+		.capacity_bytes = NT_CAPACITY(NBLOCKS, PAYLOAD),
 		.payload_bytes = PAYLOAD,
 		.queue_depth = 4,
 		.io_bytes = PAYLOAD,

@@ -34,14 +34,6 @@ struct writer {
 	int done; /* __atomic: the write returned */
 };
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 static void *write_again(void *arg)
 {
 	struct writer *w = arg;
@@ -81,12 +73,12 @@ int main(void)
 	t_ok(posix_memalign((void **)&old, 4096, PAYLOAD));
 	t_ok(posix_memalign((void **)&new, 4096, PAYLOAD));
 	t_ok(posix_memalign((void **)&rd, 4096, PAYLOAD));
-	fill(old, PAYLOAD, 1);
-	fill(new, PAYLOAD, 2);
+	nt_fill(old, PAYLOAD, 1);
+	nt_fill(new, PAYLOAD, 2);
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
+		.capacity_bytes = NT_CAPACITY(NSLOTS, PAYLOAD),
 		.payload_bytes = PAYLOAD,
 		.queue_depth = 4,
 	};

@@ -27,24 +27,13 @@
 #define PAYLOAD (64 * 1024)
 #define NSLOTS 4
 
-static void write_one(struct tier_nvme *t, unsigned char *buf, uint64_t hash)
-{
-	struct tier_nvme_io io = {
-		.hash = hash, .layout_id = 1, .buf = buf, .length = PAYLOAD
-	};
-
-	memset(buf, (int)(hash & 0xff), PAYLOAD);
-	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-	t_ok(io.result);
-}
-
 /* Another process holds the tier open until told to close it. */
 static void another_process(const char *path)
 {
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
+		.capacity_bytes = NT_CAPACITY(NSLOTS, PAYLOAD),
 		.payload_bytes = PAYLOAD,
 	};
 	int up[2], go[2], st;
@@ -62,10 +51,11 @@ static void another_process(const char *path)
 
 		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
 		t = nt_open(cfg, NULL, NULL);
-		write_one(t, buf, 0x101);
+		nt_put(t, 0x101, 0, buf, PAYLOAD);
 		t_assert_eq(write(up[1], "u", 1), 1);
 		t_assert_eq(read(go[0], &c, 1), 1);
-		write_one(t, buf, 0x102); /* unharmed by the refused open */
+		nt_put(t, 0x102, 0, buf,
+		       PAYLOAD); /* unharmed by the refused open */
 		tier_nvme_close(t);
 		_exit(0);
 	}

@@ -47,7 +47,7 @@
 
 #define PA (16 * 1024) /* partition 0's blocks */
 #define PB (8 * 1024) /* partition 1's */
-#define PART (4096 + 8 * (4096 + PA)) /* 8 slots of PA; 13 of PB */
+#define PART NT_CAPACITY(8, PA) /* 8 slots of PA; 13 of PB */
 #define NA 8
 #define NB 13
 
@@ -97,12 +97,6 @@ static struct tier_nvme *open_part(int part, uint32_t count, uint64_t layout,
 	return t;
 }
 
-static void expect_line(const char *want)
-{
-	if (!strstr(log, want))
-		t_fail("no '%s' in the log:\n%s", want, log);
-}
-
 /* n blocks of partition part written (write) or read back and checked. */
 static void blocks(struct tier_nvme *t, int part, int n, bool write)
 {
@@ -149,17 +143,19 @@ int main(void)
 
 	/* 1 */
 	a = open_part(0, 2, 0, NA, 0);
-	expect_line(" (partition 0 of 2): formatted 8 slots of 20480 bytes");
+	t_assert_has(log,
+		     " (partition 0 of 2): formatted 8 slots of 20480 bytes");
 	layout = tier_nvme_layout_id(a);
 	t_assert(layout != 0);
 	b = open_part(1, 2, layout, NB, 0);
-	expect_line(" (partition 1 of 2): formatted 13 slots of 12288 bytes");
+	t_assert_has(log,
+		     " (partition 1 of 2): formatted 13 slots of 12288 bytes");
 	t_assert_eq(tier_nvme_layout_id(b), layout);
 	tier_nvme_partition(b, &base, &bytes);
 	t_assert_eq(base, PART);
 	t_assert_eq(bytes, PART);
-	t_assert_eq(tier_nvme_slot_offset(a, 0), 4096);
-	t_assert_eq(tier_nvme_slot_offset(b, 0), PART + 4096);
+	t_assert_eq(tier_nvme_slot_offset(a, 0), NT_SLOT_OFFSET(0, PA));
+	t_assert_eq(tier_nvme_slot_offset(b, 0), PART + NT_SLOT_OFFSET(0, PB));
 	blocks(a, 0, NA, true);
 	blocks(b, 1, NB, true);
 	blocks(a, 0, NA, false);
@@ -171,14 +167,15 @@ int main(void)
 	a = open_part(0, 2, 0, NA, NA);
 	t_assert_eq(tier_nvme_layout_id(a), layout);
 	b = open_part(1, 2, layout, NB, NB);
-	expect_line(" (partition 1 of 2): recovered 13 of 13 slots");
+	t_assert_has(log, " (partition 1 of 2): recovered 13 of 13 slots");
 	blocks(a, 0, NA, false);
 	blocks(b, 1, NB, false);
 	tier_nvme_close(b);
 
 	/* 3 */
 	b = open_part(1, 2, layout + 1, NB, 0);
-	expect_line(
+	t_assert_has(
+		log,
 		" (partition 1 of 2): partition 0 was formatted anew since its blocks were written: formatting it anew");
 	blocks(b, 1, 2, true);
 	tier_nvme_close(b);
@@ -186,7 +183,8 @@ int main(void)
 
 	/* 4 */
 	a = open_part(0, 0, 0, 16, 0);
-	expect_line(
+	t_assert_has(
+		log,
 		": it was cut in partitions for several block sizes: formatting it anew");
 	t_assert(!strstr(log, "(partition"));
 	t_assert_eq(tier_nvme_layout_id(a), 0);
@@ -198,12 +196,14 @@ int main(void)
 
 	/* 5 */
 	a = open_part(0, 2, 0, NA, 0);
-	expect_line(
+	t_assert_has(
+		log,
 		" (partition 0 of 2): it was not cut for this list of block sizes and --nvme-size: formatting it anew");
 	t_assert(tier_nvme_layout_id(a) != layout);
 	t_assert(tier_nvme_layout_id(a) != 0);
 	b = open_part(1, 2, tier_nvme_layout_id(a), NB, 0);
-	expect_line(
+	t_assert_has(
+		log,
 		" (partition 1 of 2): partition 0 was formatted anew since its blocks were written: formatting it anew");
 	t_assert_eq(tier_nvme_lookup(b, 0x9a00 + 0x100, NULL, NULL, NULL),
 		    -ENOENT);
@@ -214,9 +214,10 @@ int main(void)
 	/* 6 */
 	t_ok(ftruncate(fd, 0));
 	b = open_part(1, 2, 0, NB, 0);
-	expect_line(
+	t_assert_has(
+		log,
 		" (partition 1 of 2): partition 0's tier is not open: the file's start now names this cut of it in 2 partitions");
-	expect_line(" (partition 1 of 2): formatted 13 slots");
+	t_assert_has(log, " (partition 1 of 2): formatted 13 slots");
 	layout = tier_nvme_layout_id(b);
 	t_assert(layout != 0);
 	blocks(b, 1, 2, true);
@@ -227,7 +228,8 @@ int main(void)
 	blocks(b, 1, 2, false);
 	tier_nvme_close(b);
 	a = open_part(0, 2, 0, NA, 0);
-	expect_line(
+	t_assert_has(
+		log,
 		" (partition 0 of 2): it holds no slot yet, only the partitions' layout: formatting it");
 	t_assert_eq(tier_nvme_layout_id(a), layout);
 	b = open_part(1, 2, layout, NB, 2);
@@ -239,8 +241,10 @@ int main(void)
 	a = open_part(0, 0, 0, 16, 0);
 	tier_nvme_close(a);
 	b = open_part(1, 2, 0, NB, 0);
-	expect_line(" (partition 1 of 2): partition 0's tier is not open");
-	expect_line(
+	t_assert_has(log,
+		     " (partition 1 of 2): partition 0's tier is not open");
+	t_assert_has(
+		log,
 		" (partition 1 of 2): partition 0 was formatted anew since its blocks were written: formatting it anew");
 	t_assert(tier_nvme_layout_id(b) != layout);
 	t_assert(tier_nvme_layout_id(b) != 0);

@@ -30,19 +30,11 @@
 #define PAYLOAD (64 * 1024)
 #define NSLOTS 4
 #define NBLOCKS 3
-#define FILE_BYTES (4096 + NSLOTS * (4096 + PAYLOAD))
+#define FILE_BYTES NT_CAPACITY(NSLOTS, PAYLOAD)
 
 static unsigned char *data; /* NBLOCKS payloads */
 /* a read buffer with 4 KiB of headroom in front (header in line) */
 static unsigned char *rbuf;
-
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
 
 /* Read block i from its slot; returns the io (result, dropped). */
 static struct tier_nvme_io read_block(struct tier_nvme *t, int i, uint32_t slot,
@@ -90,7 +82,7 @@ int main(void)
 	t_ok(posix_memalign((void **)&rbuf, 4096, 4096 + PAYLOAD));
 	t = nt_open(cfg, NULL, NULL);
 	for (int i = 0; i < NBLOCKS; i++) {
-		fill(data + (size_t)i * PAYLOAD, PAYLOAD, 500 + i);
+		nt_fill(data + (size_t)i * PAYLOAD, PAYLOAD, 500 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0xe10 + i,
 					       .layout_id = 7,
 					       .buf = data +
@@ -102,7 +94,8 @@ int main(void)
 	slot = io[NBLOCKS - 1].slot;
 	for (int i = 0; i < NBLOCKS - 1; i++)
 		t_assert(io[i].slot < slot);
-	cut = tier_nvme_slot_offset(t, slot) + 4096 + PAYLOAD / 2;
+	cut = tier_nvme_slot_offset(t, slot) + TIER_NVME_HEADER_BYTES +
+	      PAYLOAD / 2;
 	tail_len = FILE_BYTES - cut;
 	tail = malloc(tail_len);
 	t_assert(tail);

@@ -47,29 +47,15 @@ static unsigned char *payload(int i)
 	return data + (size_t)i * PAYLOAD;
 }
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 static struct tier_nvme *open_tier(const char *path, bool reformat)
 {
 	return nt_open_slots(path, NSLOTS, PAYLOAD, 0, reformat);
 }
 
-/* Write one block; returns its slot. */
+/* Write one block, payload data_i; returns its slot. */
 static uint32_t write_one(struct tier_nvme *t, uint64_t hash, int data_i)
 {
-	struct tier_nvme_io io = { .hash = hash,
-				   .layout_id = 4,
-				   .buf = payload(data_i),
-				   .length = PAYLOAD };
-
-	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-	return io.slot;
+	return nt_write(t, hash, 4, 0, payload(data_i), PAYLOAD);
 }
 
 /* hash reads back as payload data_i from slot (0), or the read's error. */
@@ -77,20 +63,10 @@ static int read_one(struct tier_nvme *t, uint64_t hash, uint32_t slot,
 		    int data_i)
 {
 	static unsigned char *buf;
-	struct tier_nvme_io io = { .hash = hash };
-	uint32_t s;
 
 	if (!buf)
 		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
-	t_ok(tier_nvme_lookup(t, hash, &s, NULL, NULL));
-	t_assert_eq(s, slot);
-	io.slot = s;
-	io.buf = buf;
-	memset(buf, 0, PAYLOAD);
-	if (tier_nvme_read_batch(t, &io, 1))
-		return io.result;
-	t_assert(memcmp(buf, payload(data_i), PAYLOAD) == 0);
-	return 0;
+	return nt_read_check(t, hash, slot, buf, payload(data_i), PAYLOAD);
 }
 
 /* H twice on disk, copy 1 in slot 0 and copy 2 in slot 1 (step 1). */
@@ -120,7 +96,7 @@ int main(void)
 	t_ok(posix_memalign((void **)&data, 4096,
 			    (size_t)(OTHERS + NSLOTS) * PAYLOAD));
 	for (int i = 0; i < OTHERS + NSLOTS; i++)
-		fill(payload(i), PAYLOAD, 1000 + i);
+		nt_fill(payload(i), PAYLOAD, 1000 + i);
 
 	/* 1, 2 */
 	two_copies(path);
@@ -163,7 +139,8 @@ int main(void)
 	/* 4: copy 2's payload torn, the filler's second half still there */
 	two_copies(path);
 	t = open_tier(path, false);
-	uint64_t half = tier_nvme_slot_offset(t, 1) + 4096 + PAYLOAD / 2;
+	uint64_t half = tier_nvme_slot_offset(t, 1) + TIER_NVME_HEADER_BYTES +
+			PAYLOAD / 2;
 	tier_nvme_close(t);
 	{
 		int fd = open(path, O_RDWR);

@@ -37,28 +37,21 @@ static struct tier_nvme *open_tier(const char *path)
 	return nt_open_slots(path, NSLOTS, PAYLOAD, 4, false);
 }
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 /* A copy of the tier's file: its superblock and the even slots (header
  * and payload), holes elsewhere. */
 static void copy_some(struct tier_nvme *t, const char *from, const char *to)
 {
-	size_t stride = 4096 + PAYLOAD;
+	size_t stride = NT_SLOT_BYTES(PAYLOAD);
 	unsigned char *b = malloc(stride);
 	int in = open(from, O_RDONLY), out;
 
 	t_assert(b && in >= 0);
 	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	t_assert(out >= 0);
-	t_ok(ftruncate(out, 4096 + (off_t)NSLOTS * stride));
-	t_assert_eq(pread(in, b, 4096, 0), 4096);
-	t_assert_eq(pwrite(out, b, 4096, 0), 4096);
+	t_ok(ftruncate(out, NT_CAPACITY(NSLOTS, PAYLOAD)));
+	t_assert_eq(pread(in, b, NT_SUPERBLOCK_BYTES, 0), NT_SUPERBLOCK_BYTES);
+	t_assert_eq(pwrite(out, b, NT_SUPERBLOCK_BYTES, 0),
+		    NT_SUPERBLOCK_BYTES);
 	for (uint32_t s = 0; s < NSLOTS; s += 2) {
 		off_t off = (off_t)tier_nvme_slot_offset(t, s);
 
@@ -90,7 +83,7 @@ int main(void)
 
 	t = open_tier(path);
 	for (int i = 0; i < NWRITTEN; i++) {
-		fill(data + (size_t)i * PAYLOAD, PAYLOAD, 1000 + i);
+		nt_fill(data + (size_t)i * PAYLOAD, PAYLOAD, 1000 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0x7000 + i,
 					       .layout_id = 3,
 					       .buf = data +

@@ -24,14 +24,6 @@
 
 static unsigned char *data;
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 /* Always the file of PAYLOAD-byte slots: opened with another payload, it
  * is that one's to refuse. */
 static struct tier_nvme *open_tier(const char *path, size_t payload,
@@ -45,19 +37,6 @@ static struct tier_nvme *open_tier(const char *path, size_t payload,
 	};
 
 	return nt_open(cfg, NULL, NULL);
-}
-
-static void flip_byte(const char *path, uint64_t off)
-{
-	int fd = open(path, O_RDWR);
-	unsigned char c;
-
-	t_assert(fd >= 0);
-	t_assert_eq(pread(fd, &c, 1, (off_t)off), 1);
-	c ^= 0x40;
-	t_assert_eq(pwrite(fd, &c, 1, (off_t)off), 1);
-	t_ok(fsync(fd));
-	close(fd);
 }
 
 static int count_cb(void *arg, uint32_t slot, uint64_t hash, uint64_t len,
@@ -100,7 +79,7 @@ int main(void)
 
 	t = open_tier(path, PAYLOAD, false);
 	for (int i = 0; i < 5; i++) {
-		fill(data + i * PAYLOAD, PAYLOAD, 77 + i);
+		nt_fill(data + i * PAYLOAD, PAYLOAD, 77 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0x5000 + i,
 					       .layout_id = 40 + i,
 					       .tenant = 2000 + i,
@@ -130,7 +109,7 @@ int main(void)
 	}
 	/* new writes land in free slots, not over recovered ones */
 	for (int i = 5; i < NSLOTS; i++) {
-		fill(data + i * PAYLOAD, PAYLOAD, 77 + i);
+		nt_fill(data + i * PAYLOAD, PAYLOAD, 77 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0x5000 + i,
 					       .layout_id = 40 + i,
 					       .buf = data + i * PAYLOAD,
@@ -150,8 +129,8 @@ int main(void)
 	uint64_t off2 = tier_nvme_slot_offset(t, slots[2]);
 	uint64_t off6 = tier_nvme_slot_offset(t, slots[6]);
 	tier_nvme_close(t);
-	flip_byte(path, off2 + 4096 + 12345);
-	flip_byte(path, off6 + 40); /* inside the hash field */
+	nt_flip_byte(path, off2 + TIER_NVME_HEADER_BYTES + 12345);
+	nt_flip_byte(path, off6 + 40); /* inside the hash field */
 
 	t = open_tier(path, PAYLOAD, false);
 	tier_nvme_get_stats(t, &st);

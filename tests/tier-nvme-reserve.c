@@ -117,7 +117,7 @@ int main(void)
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD),
+		.capacity_bytes = NT_CAPACITY(NSLOTS, PAYLOAD),
 		.payload_bytes = PAYLOAD,
 	};
 	t = nt_open(cfg, NULL, NULL);

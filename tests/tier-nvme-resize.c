@@ -36,19 +36,10 @@
 #include <unistd.h>
 
 #define PAYLOAD (16 * 1024)
-#define SLOT (4096 + PAYLOAD)
 #define BIG 16
 #define SMALL 8
 
 static unsigned char *data; /* BIG + 2 payloads */
-
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
 
 static uint64_t hash_of(int i)
 {
@@ -69,7 +60,7 @@ static struct tier_nvme *open_tier(const char *dev, uint32_t nslots)
 {
 	struct tier_nvme_config cfg = {
 		.path = dev,
-		.capacity_bytes = 4096 + (uint64_t)nslots * SLOT,
+		.capacity_bytes = NT_CAPACITY(nslots, PAYLOAD),
 		.payload_bytes = PAYLOAD,
 	};
 	struct tier_nvme *t = nt_open(cfg, backing_path, NULL);
@@ -84,16 +75,11 @@ static struct tier_nvme *open_tier(const char *dev, uint32_t nslots)
 static void has_block(struct tier_nvme *t, int i, int slot)
 {
 	static unsigned char *buf;
-	struct tier_nvme_io io = { .hash = hash_of(i) };
 
 	if (!buf)
 		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
-	io.buf = buf;
-	t_ok(tier_nvme_lookup(t, io.hash, &io.slot, NULL, NULL));
-	if (slot >= 0)
-		t_assert_eq(io.slot, slot);
-	t_assert_eq(tier_nvme_read_batch(t, &io, 1), 0);
-	t_assert(memcmp(buf, data + (size_t)i * PAYLOAD, PAYLOAD) == 0);
+	t_ok(nt_read_check(t, hash_of(i), slot, buf, data + (size_t)i * PAYLOAD,
+			   PAYLOAD));
 }
 
 /* A loop device over backing, its path in dev; its fd (-1: skip). */
@@ -150,7 +136,7 @@ int main(void)
 	backing_path = backing;
 	fd = open(backing, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	t_assert(fd >= 0);
-	t_ok(ftruncate(fd, 4096 + BIG * SLOT));
+	t_ok(ftruncate(fd, NT_CAPACITY(BIG, PAYLOAD)));
 	close(fd);
 	lfd = loop_attach(backing, dev, sizeof(dev));
 	if (lfd < 0) {
@@ -159,7 +145,7 @@ int main(void)
 	}
 	t_ok(posix_memalign((void **)&data, 4096, (BIG + 2) * PAYLOAD));
 	for (int i = 0; i < BIG + 2; i++)
-		fill(data + (size_t)i * PAYLOAD, PAYLOAD, 300 + i);
+		nt_fill(data + (size_t)i * PAYLOAD, PAYLOAD, 300 + i);
 
 	/* 1. */
 	t = open_tier(dev, BIG);

@@ -95,8 +95,7 @@ static struct tier_nvme_slot_header on_disk(const char *path, uint32_t slot)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	t_assert(fd >= 0);
-	t_assert_eq(pread(fd, &h, sizeof(h),
-			  4096 + (off_t)slot * (4096 + PAYLOAD)),
+	t_assert_eq(pread(fd, &h, sizeof(h), NT_SLOT_OFFSET(slot, PAYLOAD)),
 		    (ssize_t)sizeof(h));
 	close(fd);
 	return h;
@@ -113,8 +112,7 @@ static void make_old(const char *path, uint32_t slot)
 	h.flags = 0;
 	h.header_crc = 0;
 	h.header_crc = tier_crc32c(0, &h, sizeof(h));
-	t_assert_eq(pwrite(fd, &h, sizeof(h),
-			   4096 + (off_t)slot * (4096 + PAYLOAD)),
+	t_assert_eq(pwrite(fd, &h, sizeof(h), NT_SLOT_OFFSET(slot, PAYLOAD)),
 		    (ssize_t)sizeof(h));
 	t_ok(fsync(fd));
 	close(fd);

@@ -97,14 +97,6 @@ static void fail_enter(unsigned int arg, uint32_t min, bool ge)
 		t_skip("seccomp filter: %s", strerror(errno));
 }
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 static struct tier_nvme *open_tier(const char *path, size_t payload,
 				   uint32_t nslots, unsigned int qd, int *err)
 {
@@ -146,7 +138,7 @@ static void engine_child(const char *path)
 
 	for (int i = 0; i < NBIG; i++) {
 		t_ok(posix_memalign((void **)&buf[i], 4096, BIG));
-		fill(buf[i], BIG, 900 + i);
+		nt_fill(buf[i], BIG, 900 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0xf00 + i,
 					       .layout_id = 1,
 					       .buf = buf[i],
@@ -232,7 +224,7 @@ int main(void)
 	t_ok(posix_memalign((void **)&small, 4096, (size_t)NSMALL * SMALL));
 	t = open_tier(path, SMALL, NSMALL, QD_SCAN, NULL);
 	for (int i = 0; i < NSMALL; i++) {
-		fill(small + (size_t)i * SMALL, SMALL, 40 + i);
+		nt_fill(small + (size_t)i * SMALL, SMALL, 40 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0xa00 + i,
 					       .layout_id = 1,
 					       .buf = small + (size_t)i * SMALL,
@@ -252,7 +244,7 @@ int main(void)
 	for (int i = 0; i < NSMALL; i++)
 		if (i % 8 &&
 		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      4096 + (off_t)i * (4096 + SMALL), 4096 + SMALL))
+			      NT_SLOT_OFFSET(i, SMALL), NT_SLOT_BYTES(SMALL)))
 			t_skip("no hole punching in %s: %s", path,
 			       strerror(errno));
 	t_ok(fsync(fd));

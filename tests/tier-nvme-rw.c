@@ -21,14 +21,6 @@
 #define PAYLOAD (192 * 1024)
 #define NSLOTS 6
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i += 8) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		memcpy(p + i, &seed, 8);
-	}
-}
-
 int main(void)
 {
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
@@ -48,7 +40,7 @@ int main(void)
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + NSLOTS * (4096 + PAYLOAD) + 100,
+		.capacity_bytes = NT_CAPACITY(NSLOTS, PAYLOAD) + 100,
 		.payload_bytes = PAYLOAD,
 		.queue_depth = 4,
 		.io_bytes = 64 * 1024, /* 3 payload I/Os per block */
@@ -60,14 +52,14 @@ int main(void)
 	t_assert_eq(sb.st_size, cfg.capacity_bytes);
 	tier_nvme_get_stats(t, &st);
 	t_assert_eq(st.capacity_slots, NSLOTS);
-	t_assert_eq(st.slot_bytes, 4096 + PAYLOAD);
+	t_assert_eq(st.slot_bytes, NT_SLOT_BYTES(PAYLOAD));
 	t_assert(st.registered_buffers);
 
 	/* five blocks from the registered region, one from elsewhere */
 	for (int i = 0; i < NSLOTS; i++) {
 		unsigned char *p = i < 5 ? region + i * PAYLOAD : other;
 
-		fill(p, PAYLOAD, 1000 + i);
+		nt_fill(p, PAYLOAD, 1000 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0xabc000 + i,
 					       .layout_id = 7,
 					       .buf = p,
@@ -86,7 +78,7 @@ int main(void)
 	t_assert(st.sqes >= NSLOTS * 4);
 
 	/* full: the cap holds; a known hash is deduplicated, not refused */
-	fill(other + PAYLOAD, PAYLOAD, 99);
+	nt_fill(other + PAYLOAD, PAYLOAD, 99);
 	io[NSLOTS] = (struct tier_nvme_io){ .hash = 0xdead,
 					    .buf = other + PAYLOAD,
 					    .length = PAYLOAD };

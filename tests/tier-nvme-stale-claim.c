@@ -51,13 +51,7 @@ static bool match(void *arg, uint64_t hash, uint32_t tenant)
 
 static uint32_t write_one(struct tier_nvme *t, uint64_t hash, void *buf)
 {
-	struct tier_nvme_io io = {
-		.hash = hash, .layout_id = LAYOUT, .buf = buf, .length = PAYLOAD
-	};
-
-	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-	t_assert_eq(io.result, 0);
-	return io.slot;
+	return nt_write(t, hash, LAYOUT, 0, buf, PAYLOAD);
 }
 
 /* tier_nvme_stale_claim() of w: n claimed (into *v), left not */

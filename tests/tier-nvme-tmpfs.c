@@ -6,6 +6,7 @@
  * Either way the outcome is a clear answer, not an I/O error later.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 
@@ -30,7 +31,7 @@ int main(void)
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
-		.capacity_bytes = 4096 + 2 * (4096 + 65536),
+		.capacity_bytes = NT_CAPACITY(2, 65536),
 		.payload_bytes = 65536,
 	};
 	r = tier_nvme_open(&cfg, &t);

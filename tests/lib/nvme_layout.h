@@ -28,7 +28,7 @@
 
 /* Where slot i starts (its header), from the start of the partition. */
 #define NT_SLOT_OFFSET(i, payload) \
-	(NT_SUPERBLOCK_BYTES + (uint64_t)(i) * NT_SLOT_BYTES(payload))
+	(NT_SUPERBLOCK_BYTES + (uint64_t)(i)*NT_SLOT_BYTES(payload))
 
 /* Where slot i's payload starts. */
 #define NT_PAYLOAD_OFFSET(i, payload) \

@@ -4,11 +4,16 @@
  * tier-migrate-* tests open one: tier_nvme_open() with the one skip
  * rule (tests/lib/nvme_probe.h: 77 only where the file system cannot
  * do O_DIRECT io_uring I/O) and the one failure rule, sized with
- * tests/lib/nvme_layout.h, instead of the same lines in each test.
+ * tests/lib/nvme_layout.h; and the blocks those tests write, read back
+ * and corrupt (nt_fill(), nt_write(), nt_put(), nt_read_check(),
+ * nt_flip_byte()), instead of the same lines in each test.  A test whose
+ * helper checks something more (a layout id, a read by slot, headroom)
+ * keeps its own.
  */
 #ifndef KVMM_TESTS_NVME_TIER_H
 #define KVMM_TESTS_NVME_TIER_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +21,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/tier_nvme.h"
-#include "tests/lib/nvme_layout.h" /* NT_CAPACITY() */
+#include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
@@ -86,6 +91,38 @@ static inline struct tier_nvme *nt_open_slots(const char *path, uint32_t nslots,
 }
 
 /*
+ * Fill p with n bytes (a multiple of 8) of a sequence seed picks: each
+ * block's own bytes, so that a block read back from another slot, or
+ * another block's payload, does not compare equal.
+ */
+static inline void nt_fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i += 8) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		memcpy(p + i, &seed, 8);
+	}
+}
+
+/*
+ * Write one block: hash in layout layout_id for tenant, length bytes
+ * from buf; the write must work.  Its slot.
+ */
+static inline uint32_t nt_write(struct tier_nvme *t, uint64_t hash,
+				uint64_t layout_id, uint32_t tenant, void *buf,
+				size_t length)
+{
+	struct tier_nvme_io io = { .hash = hash,
+				   .layout_id = layout_id,
+				   .buf = buf,
+				   .length = length,
+				   .tenant = tenant };
+
+	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
+	t_ok(io.result);
+	return io.slot;
+}
+
+/*
  * Write the block hash for tenant (layout id 7): payload bytes, each
  * hash & 0xff, through buf; the write must work.  Its slot.
  */
@@ -93,16 +130,45 @@ static inline uint32_t nt_put(struct tier_nvme *t, uint64_t hash,
 			      uint32_t tenant, unsigned char *buf,
 			      size_t payload)
 {
-	struct tier_nvme_io io = { .hash = hash,
-				   .layout_id = 7,
-				   .buf = buf,
-				   .length = payload,
-				   .tenant = tenant };
-
 	memset(buf, (int)(hash & 0xff), payload);
-	t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-	t_ok(io.result);
-	return io.slot;
+	return nt_write(t, hash, 7, tenant, buf, payload);
+}
+
+/*
+ * Read the block hash back into buf (payload bytes): the tier must have
+ * it, in slot when slot >= 0, and what the read gives must be want's
+ * payload bytes.  0, or the read's error (-EBADMSG: a payload that
+ * failed its CRC, the block dropped) for the test to check.
+ */
+static inline int nt_read_check(struct tier_nvme *t, uint64_t hash,
+				int64_t slot, unsigned char *buf,
+				const unsigned char *want, size_t payload)
+{
+	struct tier_nvme_io io = { .hash = hash, .buf = buf };
+
+	t_ok(tier_nvme_lookup(t, hash, &io.slot, NULL, NULL));
+	if (slot >= 0)
+		t_assert_eq(io.slot, slot);
+	memset(buf, 0, payload);
+	if (tier_nvme_read_batch(t, &io, 1))
+		return io.result;
+	t_assert(memcmp(buf, want, payload) == 0);
+	return 0;
+}
+
+/* Flip a bit of the byte at off of the file at path, on the disk: a
+ * payload or header the tier must find corrupted. */
+static inline void nt_flip_byte(const char *path, uint64_t off)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	unsigned char c;
+
+	t_assert(fd >= 0);
+	t_assert_eq(pread(fd, &c, 1, (off_t)off), 1);
+	c ^= 0x40;
+	t_assert_eq(pwrite(fd, &c, 1, (off_t)off), 1);
+	t_ok(fsync(fd));
+	close(fd);
 }
 
 #endif
