@@ -36,7 +36,9 @@ static unsigned char *data; /* NBLOCKS payloads */
 /* a read buffer with 4 KiB of headroom in front (header in line) */
 static unsigned char *rbuf;
 
-/* Read block i from its slot; returns the io (result, dropped). */
+/* Read block i from its slot; returns the io (result, dropped).  Its
+ * own, not nt_read_check(): the slot is given, not looked up (a dropped
+ * block's is gone), and headroom reads the header in line. */
 static struct tier_nvme_io read_block(struct tier_nvme *t, int i, uint32_t slot,
 				      bool headroom)
 {

@@ -50,6 +50,8 @@ static int count_cb(void *arg, uint32_t slot, uint64_t hash, uint64_t len,
 	return 0;
 }
 
+/* Block i reads back whole and in its layout id (40 + i).  Its own, not
+ * nt_read_check(): that helper does not see the io the read filled in. */
 static void read_ok(struct tier_nvme *t, int i, unsigned char *buf)
 {
 	struct tier_nvme_io io = { .hash = 0x5000 + i, .buf = buf };

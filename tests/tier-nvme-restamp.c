@@ -52,7 +52,9 @@ static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
 	return nt_put(t, hash, tenant, buf, PAYLOAD);
 }
 
-/* Read hash back from its slot: 0 and its bytes checked, or the error. */
+/* Read hash back from its slot: 0 and its bytes checked, or the error
+ * (-ENOENT: not in the index).  Its own, not nt_read_check(): a block a
+ * drop took is a miss here, which that helper would fail on. */
 static int get(struct tier_nvme *t, uint64_t hash)
 {
 	struct tier_nvme_io io = { .hash = hash, .buf = rbuf };
