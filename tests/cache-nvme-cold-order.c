@@ -15,7 +15,7 @@
  * kvmmd).
  */
 #include "tests/cache-common.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
@@ -36,36 +36,23 @@ static uint32_t found(const char *sock, int k)
 
 int main(void)
 {
-	char nvme[256], size[32];
+	struct nca_args saving, plain;
+	const char *const *args;
 	struct kvmm_tier_stats_reply ts;
+	char nvme[256];
 	struct td_daemon d;
 	uint32_t n[4];
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-nvme-cold-order");
 	t_nvme_require(nvme);
-	nt_size_arg(size, sizeof(size), NVME_SLOTS, 4 * CC_PAGE);
-	const char *args[] = { "--cache-block-pages",
-			       "4",
-			       "--cache-gpu-blocks",
-			       "2",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       size,
-			       "--nvme-save-on-stop",
-			       "10000",
-			       NULL };
-
-	cc_start(&d, args);
+	cc_start(&d, nca_save_args(&saving, nvme, 2, NVME_SLOTS, "10000", 0));
 	for (int k = 0; k < 4; k++)
 		cc_write_content(d.sock, &old, k);
 	cc_stop(&d); /* saves the 8 blocks, content 3's last */
 
 	/* from here on without the save: what the stop leaves on disk is
 	 * what the tier held */
-	args[10] = NULL; /* ends before --nvme-save-on-stop */
+	args = nca_save_args(&plain, nvme, 2, NVME_SLOTS, NULL, 0);
 	cc_start(&d, args);
 	for (int k = 0; k < 10; k++)
 		cc_write_content(d.sock, &fresh, k);

@@ -20,7 +20,7 @@
 #include <fcntl.h>
 
 #include "tests/cache-common.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
@@ -49,30 +49,19 @@ static uint32_t open_content(const char *sock)
 
 int main(void)
 {
-	char nvme[256], size[32];
 	struct kvmm_tier_stats_reply ts;
+	const char *const *args;
 	struct td_daemon d;
+	struct nca_args a;
 	uint64_t failed;
+	char nvme[256];
 	off_t bytes;
 	int fd;
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-nvme-read-error");
 	t_nvme_require(nvme);
-	bytes = NT_CAPACITY(NVME_SLOTS, CC_PPB * CC_PAGE);
-	nt_size_arg(size, sizeof(size), NVME_SLOTS, CC_PPB * CC_PAGE);
-	const char *args[] = { "--cache-block-pages",
-			       "4",
-			       "--cache-gpu-blocks",
-			       "2",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       size,
-			       "--nvme-save-on-stop",
-			       "10000",
-			       NULL };
+	bytes = NT_CAPACITY(NVME_SLOTS, NCA_BLOCK_BYTES);
+	args = nca_save_args(&a, nvme, 2, NVME_SLOTS, "10000", 0);
 
 	cc_start(&d, args);
 	cc_write_content(d.sock, &content, 0);

@@ -24,7 +24,7 @@
  *   - kvmmd then holds one fd and two threads more (the engine's).
  */
 #include "tests/cache-open-common.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
@@ -49,30 +49,9 @@ static const struct cc_contents contents = { .base = 0x0e7d0e,
 int main(void)
 {
 	static char log[1 << 16];
-	char nvme[256], size[32];
-	const char *first[] = { "--cache-block-pages",
-				"4",
-				"--cache-gpu-blocks",
-				"2",
-				"--host-mem",
-				"2M",
-				"--nvme-path",
-				nvme,
-				"--nvme-size",
-				size,
-				"--nvme-save-on-stop",
-				"10000",
-				NULL };
-	/* the block size unnamed: the first publish sets the tiers up */
-	const char *args[] = { "--cache-gpu-blocks",
-			       "2",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       size,
-			       NULL };
+	struct nca_args first, unnamed;
+	const char *const *args;
+	char nvme[256];
 	struct kvmm_block_publish_reply rep;
 	struct kvmm_tier_stats_reply ts;
 	struct co_usage u0, u2 = { 0 }, u;
@@ -85,10 +64,11 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "open-retry-undo");
 	t_nvme_require(nvme);
-	nt_size_arg(size, sizeof(size), 16, 4 * CC_PAGE);
+	/* the block size unnamed: the first publish sets the tiers up */
+	args = nca_save_args(&unnamed, nvme, 2, 16, NULL, NCA_BLOCK_UNNAMED);
 
 	/* a run that leaves SAVED contents on NVMe at its stop */
-	cc_start(&d, first);
+	cc_start(&d, nca_save_args(&first, nvme, 2, 16, "10000", 0));
 	for (int k = 0; k < SAVED; k++)
 		cc_write_content(d.sock, &contents, k);
 	cc_settled_stats(d.sock, &ts);

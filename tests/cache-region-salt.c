@@ -22,7 +22,7 @@
  * reader found all 3 blocks.
  */
 #include "tests/cache-common.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
@@ -148,27 +148,14 @@ static void pins(const char *sock)
 int main(void)
 {
 	struct kvmm_tier_stats_reply ts;
-	char nvme[256], size[32];
-	const char *a[16];
+	const char *const *a;
+	struct nca_args args;
 	struct td_daemon d;
-	int n = 0;
+	char nvme[256];
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-region-salt");
 	t_nvme_require(nvme);
-	nt_size_arg(size, sizeof(size), 32, 4 * CC_PAGE);
-	a[n++] = "--cache-block-pages";
-	a[n++] = "4";
-	a[n++] = "--cache-gpu-blocks";
-	a[n++] = "16";
-	a[n++] = "--host-mem";
-	a[n++] = "2M";
-	a[n++] = "--nvme-path";
-	a[n++] = nvme;
-	a[n++] = "--nvme-size";
-	a[n++] = size;
-	a[n++] = "--nvme-save-on-stop";
-	a[n++] = "10000";
-	a[n] = NULL;
+	a = nca_save_args(&args, nvme, 16, 32, "10000", 0);
 
 	cc_start(&d, a);
 	t_assert_eq(publish(d.sock, 11, hashes, 1), NB);

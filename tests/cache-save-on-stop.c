@@ -24,7 +24,7 @@
  *     are that size; a region of another size has it formatted anew.
  */
 #include "tests/cache-common.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NCONTENT 4
@@ -45,39 +45,6 @@ static void show(const char *log, const char *needle)
 		printf("%.*s\n", (int)(e ? e - b : (long)strlen(b)), b);
 		p = e ? e : p + strlen(p);
 	}
-}
-
-/*
- * kvmmd's options (into a[16]): the tiers open at start, 2 cached GPU blocks, 8 host
- * slots (6 for the policy), an NVMe file of nvme_size bytes, and
- * --nvme-save-on-stop save (NULL: the default, off; "unnamed": that and
- * no --cache-block-pages).
- */
-static const char **args_for(const char **a, const char *nvme,
-			     const char *nvme_size, const char *save)
-{
-	int n = 0;
-
-	if (save && !strcmp(save, "unnamed")) {
-		save = NULL; /* the first region names the block size */
-	} else {
-		a[n++] = "--cache-block-pages";
-		a[n++] = "4";
-	}
-	a[n++] = "--cache-gpu-blocks";
-	a[n++] = "2";
-	a[n++] = "--host-mem";
-	a[n++] = "2M";
-	a[n++] = "--nvme-path";
-	a[n++] = nvme;
-	a[n++] = "--nvme-size";
-	a[n++] = nvme_size;
-	if (save) {
-		a[n++] = "--nvme-save-on-stop";
-		a[n++] = save;
-	}
-	a[n] = NULL;
-	return a;
 }
 
 /* How many blocks of content k a prefix open finds (from NVMe). */
@@ -115,12 +82,14 @@ static int publish_small(const char *sock)
 }
 
 /*
- * Write the contents into a kvmmd started with args, stop it (its log
+ * Write the contents into a kvmmd started with args (nca_save_args(): 2
+ * cached GPU blocks, 8 host slots, 6 for the policy), stop it (its log
  * into log), start another on the same file; returns the blocks it
  * recovered and leaves it running in d.
  */
-static uint64_t stop_and_restart(struct td_daemon *d, const char **args,
-				 const char **args2, char *log, size_t len)
+static uint64_t stop_and_restart(struct td_daemon *d, const char *const *args,
+				 const char *const *args2, char *log,
+				 size_t len)
 {
 	struct kvmm_tier_stats_reply ts;
 
@@ -143,16 +112,16 @@ static uint64_t stop_and_restart(struct td_daemon *d, const char **args,
 int main(void)
 {
 	static char log[1 << 16];
-	char nvme[256], size16[32], size5[32];
+	char nvme[256];
 	struct td_daemon d;
 	uint32_t hits;
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-save-on-stop");
 	t_nvme_require(nvme);
-	nt_size_arg(size16, sizeof(size16), 16, 4 * CC_PAGE);
-	nt_size_arg(size5, sizeof(size5), 6, 4 * CC_PAGE); /* policy: 5 */
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, "10000");
+		struct nca_args a;
+		const char *const *args =
+			nca_save_args(&a, nvme, 2, 16, "10000", 0);
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    NCONTENT * NB);
@@ -170,7 +139,9 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, NULL);
+		struct nca_args a;
+		const char *const *args =
+			nca_save_args(&a, nvme, 2, 16, NULL, 0);
 
 		t_assert_eq(stop_and_restart(&d, args, args, log, sizeof(log)),
 			    0);
@@ -181,7 +152,9 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *a[16], **args = args_for(a, nvme, size5, "10000");
+		struct nca_args a;
+		const char *const *args = nca_save_args(&a, nvme, 2, 6, "10000",
+							0); /* policy: 5 */
 
 		uint64_t r = stop_and_restart(&d, args, args, log, sizeof(log));
 
@@ -196,7 +169,9 @@ int main(void)
 		unlink(nvme);
 	}
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, "100");
+		struct nca_args a;
+		const char *const *args =
+			nca_save_args(&a, nvme, 2, 16, "100", 0);
 		struct kvmm_tier_stats_reply ts;
 
 		/* its copies slowed down: 300 ms a batch */
@@ -219,7 +194,9 @@ int main(void)
 	/* a save longer than a second says how far it is (copies slowed
 	 * to 600 ms a batch, 5 s allowed) and still ends complete */
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, "5000");
+		struct nca_args a;
+		const char *const *args =
+			nca_save_args(&a, nvme, 2, 16, "5000", 0);
 		struct kvmm_tier_stats_reply ts;
 
 		cc_start_with_delay(&d, args, "KVMMD_TEST_DEMOTE_DELAY_MS",
@@ -243,9 +220,12 @@ int main(void)
 	 * all there.  Then one of 2 pages: the tier is formatted anew.
 	 */
 	{
-		const char *a[16], **args = args_for(a, nvme, size16, "10000");
-		const char *b[16];
-		const char **unnamed = args_for(b, nvme, size16, "unnamed");
+		struct nca_args a;
+		const char *const *args =
+			nca_save_args(&a, nvme, 2, 16, "10000", 0);
+		struct nca_args b;
+		const char *const *unnamed =
+			nca_save_args(&b, nvme, 2, 16, NULL, NCA_BLOCK_UNNAMED);
 		struct kvmm_tier_stats_reply ts;
 
 		/* the recovered blocks join the index at the first use;

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kvmmd's options for the small three-tier cache the NVMe cache tests
- * run: lru, blocks of 4 pages of 64 KiB, a few GPU blocks, 2 MiB of host
- * memory (8 slots, 6 for the policy), an NVMe tier file of 7 slots (6
- * for the policy: 1867776 bytes) and nothing saved at the stop, so what a
- * restart on the same file recovers is what the tier held then.
+ * run: blocks of 4 pages of 64 KiB, a few GPU blocks, 2 MiB of host
+ * memory (8 slots, 6 for the policy) and an NVMe tier file.  nca_args():
+ * lru, 7 slots (6 for the policy: 1867776 bytes) and nothing saved at
+ * the stop, so what a restart on the same file recovers is what the tier
+ * held then; nca_save_args(): the default policy, the test's number of
+ * slots and its --nvme-save-on-stop.
  */
 #ifndef KVMM_TESTS_NVME_CACHE_ARGS_H
 #define KVMM_TESTS_NVME_CACHE_ARGS_H
@@ -30,11 +32,17 @@ struct nca_args {
 	char nvme_size[NT_SIZE_ARG_LEN];
 };
 
-/* The options, NULL-terminated in a->argv (td_start()'s extra), for the
- * tier file at nvme and gpu_blocks GPU blocks. */
-static inline const char *const *nca_args(struct nca_args *a, const char *nvme,
-					  unsigned int gpu_blocks,
-					  unsigned int flags)
+/*
+ * The options, NULL-terminated in a->argv (td_start()'s extra): policy
+ * (NULL: kvmmd's default), 4-page blocks, gpu_blocks GPU blocks, 2 MiB
+ * of host memory, a tier file of nvme_slots slots at nvme and
+ * --nvme-save-on-stop save (NULL: left out, kvmmd's default).
+ */
+static inline const char *const *nca_build(struct nca_args *a,
+					   const char *policy, const char *nvme,
+					   unsigned int gpu_blocks,
+					   unsigned int nvme_slots,
+					   const char *save, unsigned int flags)
 {
 	const char **p = a->argv;
 
@@ -43,8 +51,10 @@ static inline const char *const *nca_args(struct nca_args *a, const char *nvme,
 		*p++ = "--socket-mode";
 		*p++ = "0666";
 	}
-	*p++ = "--cache-policy";
-	*p++ = "lru";
+	if (policy) {
+		*p++ = "--cache-policy";
+		*p++ = policy;
+	}
 	if (!(flags & NCA_BLOCK_UNNAMED)) {
 		*p++ = "--cache-block-pages";
 		*p++ = "4";
@@ -56,12 +66,37 @@ static inline const char *const *nca_args(struct nca_args *a, const char *nvme,
 	*p++ = "--nvme-path";
 	*p++ = nvme;
 	*p++ = "--nvme-size";
-	*p++ = nt_size_arg(a->nvme_size, sizeof(a->nvme_size), NCA_NVME_SLOTS,
+	*p++ = nt_size_arg(a->nvme_size, sizeof(a->nvme_size), nvme_slots,
 			   NCA_BLOCK_BYTES);
-	*p++ = "--nvme-save-on-stop";
-	*p++ = "0";
+	if (save) {
+		*p++ = "--nvme-save-on-stop";
+		*p++ = save;
+	}
 	*p = NULL;
 	return a->argv;
+}
+
+/* The options above (lru, NCA_NVME_SLOTS slots, nothing saved at the
+ * stop) for the tier file at nvme and gpu_blocks GPU blocks. */
+static inline const char *const *nca_args(struct nca_args *a, const char *nvme,
+					  unsigned int gpu_blocks,
+					  unsigned int flags)
+{
+	return nca_build(a, "lru", nvme, gpu_blocks, NCA_NVME_SLOTS, "0",
+			 flags);
+}
+
+/*
+ * The options of the tests that restart on what a stop saved to the
+ * tier (cache-save-on-stop and the tests like it): kvmmd's default
+ * policy, a tier file of nvme_slots slots, and --nvme-save-on-stop save
+ * (NULL: left out; kvmmd saves nothing then).
+ */
+static inline const char *const *
+nca_save_args(struct nca_args *a, const char *nvme, unsigned int gpu_blocks,
+	      unsigned int nvme_slots, const char *save, unsigned int flags)
+{
+	return nca_build(a, NULL, nvme, gpu_blocks, nvme_slots, save, flags);
 }
 
 #endif
