@@ -35,7 +35,7 @@
 
 #include "tests/cache-uids.h"
 #include "tests/lib/daemon.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 
 #define NB 3
 #define NCONTENT 5
@@ -233,28 +233,16 @@ static void ask_all(const char *sock, struct qc *q)
 /* Writes contents 0..3, (queries), then content 4; the tiers after. */
 static void run(bool queries, uint8_t *map)
 {
-	char nvme[256], size[NT_SIZE_ARG_LEN];
 	struct td_daemon d;
+	struct nca_args a;
+	char nvme[256];
 	struct qc q;
 
 	cc_nvme_path(nvme, sizeof(nvme), queries ? "pq-asked" : "pq-plain");
 	/* block = 4 pages of 64 KiB; GPU 6 blocks; host 8 slots (policy:
-	 * 6); NVMe 7 (6); LRU: a use would change the victim */
-	nt_size_arg(size, sizeof(size), 7, 4 * CC_PAGE);
-	const char *args[] = { "--cache-policy",
-			       "lru",
-			       "--cache-gpu-blocks",
-			       "6",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       size,
-			       "--nvme-save-on-stop",
-			       "0",
-			       NULL };
-	cc_start(&d, args);
+	 * 6); NVMe 7 (6), nothing saved at a stop; LRU: a use would change
+	 * the victim; the block size is the first region's */
+	cc_start(&d, nca_args(&a, nvme, 6, NCA_BLOCK_UNNAMED));
 	for (int k = 0; k < 4; k++)
 		cc_write_content(d.sock, &contents, k);
 	/* the same connection and region in both runs: only the queries

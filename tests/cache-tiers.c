@@ -20,7 +20,7 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
-#include "tests/lib/nvme_layout.h"
+#include "tests/lib/nvme_cache_args.h"
 
 #define NCONTENT 5
 #define NB 3
@@ -41,19 +41,19 @@ static void stats(const char *sock, struct kvmm_tier_stats_reply *ts)
 
 int main(void)
 {
-	char nvme[256], size[NT_SIZE_ARG_LEN];
-	struct td_daemon d;
 	struct kvmm_tier_stats_reply ts;
+	const char *const *args;
+	struct td_daemon d;
+	struct nca_args a;
+	char nvme[256];
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-tiers");
-	/* block = 4 pages of 64 KiB; host 8 slots (policy: 6); NVMe 7 (6) */
-	nt_size_arg(size, sizeof(size), 7, 4 * CC_PAGE);
-	const char *args[] = { "--cache-gpu-blocks", "3", "--host-mem", "2M",
-			       "--nvme-path", nvme, "--nvme-size", size,
-			       /* a restart finds what the tiers had put on
-			        * NVMe, nothing more (cache-save-on-stop
-			        * tests the save at a stop) */
-			       "--nvme-save-on-stop", "0", NULL };
+	/* block = 4 pages of 64 KiB (the first region's); host 8 slots
+	 * (policy: 6); NVMe 7 (6); a restart finds what the tiers had put
+	 * on NVMe, nothing more (cache-save-on-stop tests the save at a
+	 * stop) */
+	args = nca_save_args(&a, nvme, 3, NCA_NVME_SLOTS, "0",
+			     NCA_BLOCK_UNNAMED);
 	cc_start(&d, args);
 
 	for (int k = 0; k < 4; k++)
@@ -109,8 +109,8 @@ int main(void)
 		unsigned char ch;
 
 		t_assert(fd >= 0);
-		for (int i = 0; i < 7; i++) {
-			off_t off = NT_PAYLOAD_OFFSET(i, 4 * CC_PAGE) + 777;
+		for (int i = 0; i < NCA_NVME_SLOTS; i++) {
+			off_t off = NT_PAYLOAD_OFFSET(i, NCA_BLOCK_BYTES) + 777;
 
 			t_assert_eq(pread(fd, &ch, 1, off), 1);
 			ch ^= 0x20;
