@@ -38,7 +38,6 @@
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
-#define STRIDE (4096 + 262144) /* a slot: its header and a 256 KiB block */
 #define NSLOTS 7
 #define UID_A 61321
 #define UID_B 61322
@@ -267,7 +266,7 @@ static int make_old(const char *nvme)
 
 	t_assert(fd >= 0);
 	for (int i = 0; i < NSLOTS; i++) {
-		off_t off = 4096 + (off_t)i * STRIDE;
+		off_t off = (off_t)NT_SLOT_OFFSET(i, NCA_BLOCK_BYTES);
 
 		t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
 		if (h.magic != TIER_NVME_SLOT_MAGIC)

@@ -61,7 +61,7 @@ static struct tier_nvme_stats stats(struct tier_nvme *t)
 static void make_old(const char *path, uint32_t slot)
 {
 	struct tier_nvme_slot_header h;
-	off_t off = 4096 + (off_t)slot * (4096 + PAYLOAD);
+	off_t off = (off_t)NT_SLOT_OFFSET(slot, PAYLOAD);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 
 	t_assert(fd >= 0);

@@ -130,7 +130,7 @@ static void clear_marked(struct tier_nvme *t, uint32_t want, bool zero)
 static void make_old(const char *path, uint32_t slot)
 {
 	struct tier_nvme_slot_header h;
-	off_t off = 4096 + (off_t)slot * (4096 + PAYLOAD);
+	off_t off = (off_t)NT_SLOT_OFFSET(slot, PAYLOAD);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 
 	t_assert(fd >= 0);
