@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers the benchmarks share (host-tier.c, nvme-tier.c, scope.c): wall and
- * CPU clocks, and the median they report of their rounds.
+ * Helpers the benchmarks share (host-tier.c, nvme-tier.c, scope.c, ipc.c,
+ * cache-drop-*.c): wall and CPU clocks, the load they ran under, and the
+ * median they report of their rounds.
  */
 #ifndef KVMM_BENCH_BENCH_H
 #define KVMM_BENCH_BENCH_H
@@ -56,6 +57,21 @@ static inline double cpu_s(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* The 1-minute load average, or -1 where /proc/loadavg cannot be read:
+ * printed next to a ratio, since this machine's figures move with it. */
+static inline double bench_loadavg(void)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double l = -1;
+
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
 }
 
 static inline int cmp_double(const void *a, const void *b)

@@ -62,20 +62,6 @@ static void remove_tier_files(void)
 	unlink(nvme[1]);
 }
 
-/* The 1-minute load average, or -1 where /proc/loadavg cannot be read. */
-static double loadavg(void)
-{
-	FILE *f = fopen("/proc/loadavg", "r");
-	double l = -1;
-
-	if (f) {
-		if (fscanf(f, "%lf", &l) != 1)
-			l = -1;
-		fclose(f);
-	}
-	return l;
-}
-
 /* The NVMe blocks of contents 0 and 1, the first k of which get pinned. */
 static void nvme_hashes(uint64_t h[2 * NB])
 {
@@ -206,7 +192,7 @@ int main(int argc, char **argv)
 	t_nvme_require(nvme[1]);
 	nvme_owner = getpid();
 	atexit(remove_tier_files);
-	load0 = loadavg();
+	load0 = bench_loadavg();
 	for (int r = 0; r < rounds; r++) {
 		double m[2][NR_K]; /* [0] restamps failed, [1] written */
 
@@ -223,7 +209,7 @@ int main(int argc, char **argv)
 		printf("\n");
 		fflush(stdout);
 	}
-	load1 = loadavg();
+	load1 = bench_loadavg();
 	for (int j = 0; j < NR_K; j++) {
 		double rs[MAX_ROUNDS], mr, mw, mo;
 

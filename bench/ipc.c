@@ -165,14 +165,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ipc: %s\n", kvmm_strerror(err));
 		return 1;
 	}
-	{
-		FILE *f = fopen("/proc/loadavg", "r");
-
-		if (!f || fscanf(f, "%lf", &load) != 1)
-			load = -1;
-		if (f)
-			fclose(f);
-	}
+	load = bench_loadavg();
 	ratio = (double)r50 / s50;
 	cps = n_batched / (dt / 1e9);
 	printf("socket NOP round trip: p50 %.2f us, p99 %.2f us (%d calls)\n",
