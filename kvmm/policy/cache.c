@@ -770,6 +770,57 @@ int pol_cache_return(struct pol_cache *c, uint64_t hash, unsigned tier)
 	return 0;
 }
 
+int pol_cache_admit_at(struct pol_cache *c, const struct pol_block_desc *d,
+		       unsigned tier)
+{
+	uint32_t mark = c->naside, id;
+	struct pol_block *b;
+	bool created;
+
+	if (tier >= POL_TIER_COUNT || !c->priv[tier] || !c->cap[tier])
+		return -EINVAL;
+	id = pol_index_get(&c->ix, d->hash, &created);
+	if (id == POL_NONE)
+		return -ENOMEM;
+	b = pol_index_at(&c->ix, id);
+	if (b->tier != POL_TIER_NONE)
+		return -EEXIST;
+	/* what an admission by pol_cache_access() sets, but no use: the
+	 * tick and the use count stay (they count accesses), and a block
+	 * with history keeps it */
+	b->parent_hash = d->parent_hash;
+	b->position = d->position;
+	b->flags = (uint8_t)(d->flags &
+			     ~(POL_BLOCK_WARM_LINEAGE | POL_BLOCK_TTL_DEMOTE |
+			       POL_BLOCK_FEW_NEW | POL_BLOCK_ASIDE));
+	b->bytes = d->bytes ? d->bytes : c->block_bytes;
+	b->parent_id = POL_NONE;
+	b->few_new = 0;
+	b->next_use = d->next_use;
+	b->last_access = c->now;
+	b->tick = c->ticks;
+	if (!b->access_count)
+		b->turn = 1;
+	c->st.inserts++;
+	b->tenant = pol_tenant_row(&c->tenants, d->tenant);
+	c->tenants.row[b->tenant].admitted++;
+	/* not reported: the owner holds the bytes in tier already */
+	enter_tier(c, b, tier);
+	/*
+	 * The owner admits b to hold it (kvmmd pins it next): it is set
+	 * aside while the tier and its tenant make room, so the victim is
+	 * another block; with none that may go, the tier (or the tenant)
+	 * stays over until a block leaves, as pol_cache_return() leaves a
+	 * block that may not go.
+	 */
+	if (set_aside(c, b)) {
+		tenant_room(c, b->tenant, tier, b, false);
+		(void)make_room(c, tier);
+	}
+	release_aside(c, mark);
+	return 0;
+}
+
 #define RESIDENT_OR_ENOENT(c, hash, b)                   \
 	struct pol_block *b = pol_cache_lookup(c, hash); \
 	if (!b)                                          \

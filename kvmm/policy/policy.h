@@ -398,6 +398,24 @@ int pol_cache_remove_dropped(struct pol_cache *c, uint64_t hash);
  * (reported) if it may be, else the tier stays over its capacity.
  */
 int pol_cache_return(struct pol_cache *c, uint64_t hash, unsigned tier);
+/*
+ * Admit a block new to the cache (d->hash in no tier) straight into
+ * `tier`, where its owner holds its bytes already (kvmmd: a block a
+ * restart found on NVMe, which a client pins before any request used
+ * it).  Not a use: no hit, tick or use counted, so the policy ranks it
+ * as a block that came down there (lru: the most recent); an admission
+ * all the same, charged to d->tenant (stats.inserts, the tenant's
+ * admitted).  The admission is not reported (the owner has the bytes
+ * there); the room it takes is made as for any block entering the tier,
+ * and those moves are, but never by moving the block itself: when
+ * nothing else may go, the tier (or the tenant over its limit there)
+ * stays over until a block leaves.  d->parent_hash with
+ * POL_BLOCK_HAS_PARENT counts it in its parent as an access would.
+ * 0; -EEXIST (cached already); -EINVAL (no such tier, or one at
+ * capacity 0, which blocks pass by); -ENOMEM.
+ */
+int pol_cache_admit_at(struct pol_cache *c, const struct pol_block_desc *d,
+		       unsigned tier);
 
 /* Pins for in-flight steps and references from sequences; -ENOENT. */
 int pol_cache_pin(struct pol_cache *c, uint64_t hash);
