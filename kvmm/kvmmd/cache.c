@@ -342,15 +342,23 @@ static struct kc_entry *kc_find_any(struct kd_daemon *d, uint64_t hash,
 	return NULL;
 }
 
-int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
-			struct pol_cache **pol, unsigned *tier, uint64_t *gen,
-			uint64_t *bytes)
+int kd_cache_pin_target(struct kd_daemon *d, const struct kd_session *s,
+			uint64_t hash, bool admit, struct pol_cache **pol,
+			unsigned *tier, uint64_t *gen, uint64_t *bytes)
 {
 	struct kd_cache *c = NULL;
 	struct kc_entry *e = kc_find_any(d, hash, &c);
+	int err;
 
-	if (!e || !e->in_pol || e->dead || e->drop_after)
+	if (!e || e->dead || e->drop_after)
 		return -ENOENT;
+	/* a block a restart found on NVMe, which no open used yet: the
+	 * policy takes it in there, to hold it (cache_recover.c) */
+	if (!e->in_pol) {
+		err = admit ? kc_cold_admit(c, e, s) : -EDQUOT;
+		if (err)
+			return err;
+	}
 	*pol = c->pol;
 	*tier = e->tier;
 	*gen = e->gen;

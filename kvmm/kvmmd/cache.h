@@ -240,16 +240,20 @@ void kd_cache_learned_stats(struct kd_daemon *d, struct kvmm_status_reply *st);
 /*
  * Pins (pin.c).  kd_cache_pin_target(): the policy, the tier, the
  * generation and the size in bytes (its cache's: kvmmd caches up to
- * KD_CACHE_SIZES block sizes) of a cached block the policy tracks; -ENOENT when the hash is
- * not cached, is a cold NVMe block, or is on its way out.  The generation
+ * KD_CACHE_SIZES block sizes) of a cached block the policy tracks;
+ * -ENOENT when the hash is not cached or is on its way out.  A cold
+ * NVMe block (a restart found it, no open used it) is taken into the
+ * policy there first, charged to its header's tenant, or to the pinning
+ * session s's when it names none; without admit (the session holds its
+ * quota of pins) it stays cold and the answer is -EDQUOT.  The generation
  * tells a later entry with the same hash from the one pinned:
  * kd_cache_pin_policy() answers the policy only while that entry is still
  * cached, NULL when it has gone (its policy state went with it).
  */
 struct pol_cache;
-int kd_cache_pin_target(struct kd_daemon *d, uint64_t hash,
-			struct pol_cache **pol, unsigned *tier, uint64_t *gen,
-			uint64_t *bytes);
+int kd_cache_pin_target(struct kd_daemon *d, const struct kd_session *s,
+			uint64_t hash, bool admit, struct pol_cache **pol,
+			unsigned *tier, uint64_t *gen, uint64_t *bytes);
 struct pol_cache *kd_cache_pin_policy(struct kd_daemon *d, uint64_t hash,
 				      uint64_t gen);
 /* Blocks the policy may keep on the GPU (0 before the first publish). */

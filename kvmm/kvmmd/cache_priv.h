@@ -617,8 +617,13 @@ void kc_cold_limits(struct kd_cache *c);
 /* A cold block is no longer cold: gone from the cache (dropped: counted
  * in its tenant's dropped), or the policy's now */
 void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped);
-/* Evict a cold block for room (false: a restore reads it, or it is on its
- * way out already) */
+/* A cold block session s pins, into the policy on NVMe, charged to its
+ * header's tenant or else to s's: 0, -ENOENT (on its way out) or the
+ * policy's -errno */
+int kc_cold_admit(struct kd_cache *c, struct kc_entry *e,
+		  const struct kd_session *s);
+/* Evict a cold block for room (false: a restore reads it, it is on its
+ * way out already, or the policy took it) */
 bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e);
 /* Tenant id's cold blocks over its NVMe limit, counted with the policy's
  * blocks of it there and `coming` more on their way: the oldest go */

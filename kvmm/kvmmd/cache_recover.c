@@ -93,9 +93,11 @@ bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
 	 * needs it), and so does one the policy dropped earlier in this
 	 * policy call (a publish of several blocks): its slot is free
 	 * already and it waits on c->dead for kc_reap_dead(), which would
-	 * read it after a kc_free() here.
+	 * read it after a kc_free() here.  One the policy took (an open
+	 * used it, a client pinned it: kc_cold_admit()) is not cold: only
+	 * the policy evicts it, and never while a pin holds it.
 	 */
-	if (e->job || e->rblk || e->dead)
+	if (e->job || e->rblk || e->dead || e->in_pol)
 		return false;
 	c->st.tiers[POL_TIER_NVME].drops++;
 	kvmm_tel_evict(c->d->tel_local, e->hash, KVMM_TEL_TIER_NVME,
@@ -103,6 +105,55 @@ bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
 	kc_release(c, e);
 	kc_free(c, e);
 	return true;
+}
+
+/*
+ * A client pins a cold block (BLOCK_PIN, BLOCK_PIN_MANY, a TTL or a
+ * priority, pin.c): the policy takes it in where it is, on NVMe
+ * (pol_cache_admit_at()), so that the pin holds it as any other.  It was
+ * -ENOENT, though PREFIX_QUERY said NVMe and an open would have served
+ * it: an engine re-pinning its blocks after a restart was told they were
+ * gone.
+ *
+ * Charged as an open's admission charges it: to the tenant its header
+ * named, else (a header from before the tenants) to the pinning
+ * session s's.  Its counts move from the cold row to the policy's (its
+ * tenant's NVMe and admitted blocks stay the same in ADMIN_TENANTS); it
+ * counted against its tenant's NVMe limit while cold, so the limit sees
+ * no more blocks than before.  No parent: a header does not name it, and
+ * an open admits a cold block without one too.  One being read up by an
+ * open is admitted all the same (its restore then settles as for any
+ * policy block on NVMe); one on its way out is not cached (-ENOENT).
+ */
+int kc_cold_admit(struct kd_cache *c, struct kc_entry *e,
+		  const struct kd_session *s)
+{
+	struct pol_block_desc desc = { .hash = e->hash };
+	struct pol_block *b;
+	int err;
+
+	if (e->in_pol)
+		return 0;
+	if (!c->pol || e->dead || e->drop_after || e->tier != POL_TIER_NVME ||
+	    e->nvme_slot == MIGRATE_NO_SLOT)
+		return -ENOENT;
+	desc.tenant = e->cold_counted ? e->tenant : kd_tenant_charge(c->d, s);
+	pol_cache_set_clock(c->pol, kd_now_ns()); /* TTLs: now */
+	err = pol_cache_admit_at(c->pol, &desc, POL_TIER_NVME);
+	if (err)
+		return err == -EEXIST ? -ENOENT : err;
+	e->in_pol = true;
+	kc_cold_end(c, e, false);
+	if (kd_fifo_linked(&c->cold, &e->cold))
+		kd_fifo_unlink(&c->cold, &e->cold);
+	/* the tenant the policy charged it to, as kc_move() keeps it: its
+	 * stale copy's when its slot is freed */
+	b = pol_cache_lookup(c->pol, e->hash);
+	if (b)
+		e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
+	/* the room it took: the policy's victims, dropped (kc_move()) */
+	kc_reap_dead(c);
+	return 0;
 }
 
 /* The policy's blocks of tenant id on NVMe (0 when it has no row there). */

@@ -440,6 +440,30 @@ static int pin_quota_reply(struct kd_session *s, const struct kvmm_msg_hdr *h)
 }
 
 /*
+ * The cache entry of the first of names[0..n) the cache holds, its name
+ * into *hash.  A block a restart found on NVMe, no open used yet, is
+ * taken into the policy by its pin (kd_cache_pin_target()), which must
+ * then be made: without room (the session holds its quota of records)
+ * it stays cold and the answer is -EDQUOT, as a new record of it would
+ * be (it cannot have one: its records went when it last left the
+ * policy, and a cold block was never in it).
+ */
+static int pin_target(struct kd_session *s, const uint64_t *names, uint32_t n,
+		      bool room, uint64_t *hash, struct pol_cache **pol,
+		      unsigned *tier, uint64_t *gen, uint64_t *bytes)
+{
+	int err = -ENOENT;
+
+	for (uint32_t i = 0; err == -ENOENT && i < n; i++) {
+		err = kd_cache_pin_target(s->d, s, names[i], room, pol, tier,
+					  gen, bytes);
+		if (!err)
+			*hash = names[i];
+	}
+	return err;
+}
+
+/*
  * One pin of a checked request (BLOCK_PIN's, or one hash of
  * BLOCK_PIN_MANY's, bp->hash the client's name): 0 with where the block
  * is and the record's expiry, or -errno (-EDQUOT: the session holds its
@@ -463,12 +487,17 @@ static int pin_one(struct kd_session *s, struct kvmm_block_pin *bp,
 	/* the first of the hash's names (one per salt of the session's
 	 * regions, scope.h) that the cache holds */
 	nr_names = kd_scope_pin_names(s, bp->hash, names);
-	err = -ENOENT;
-	for (uint32_t i = 0; err == -ENOENT && i < nr_names; i++) {
-		err = kd_cache_pin_target(d, names[i], &pol, &tier, &gen,
-					  &bytes);
-		if (!err)
-			bp->hash = names[i];
+	err = pin_target(s, names, nr_names, s->nr_pins < pin_quota(d),
+			 &bp->hash, &pol, &tier, &gen, &bytes);
+	if (err == -EDQUOT) {
+		/* a cold block past the quota: records past their TTL go
+		 * first, as for any new record (below) */
+		pin_purge(d->pins, s);
+		pins_rearm(d->pins);
+		if (s->nr_pins < pin_quota(d))
+			err = pin_target(s, names, nr_names, true, &bp->hash,
+					 &pol, &tier, &gen, &bytes);
+		pins_put_if_empty(d);
 	}
 	if (err)
 		return err;
