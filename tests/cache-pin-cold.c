@@ -34,13 +34,14 @@
  * As root, on another file: 2 blocks of uid A saved and recovered, one
  * pinned by a root client is charged to A, whose header named it (A's
  * row: 2 NVMe blocks, 2 admitted), as an open's admission charges it,
- * not to the pinning session's uid (which gets no blocks).
+ * not to the pinning session's uid (which gets no blocks); an operator's
+ * cache-drop then keeps it (kept pinned) and drops A's other one.
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
 #include <time.h>
 
 #include "tests/cache-common.h"
-#include "tests/cache-uids.h"
+#include "tests/cache-drop-common.h"
 #include "tests/lib/nvme_probe.h"
 
 #define NB 2
@@ -121,6 +122,7 @@ static void expect_pins(struct td_daemon *d, uint64_t n)
 static void pinned_by_another(const char *nvme, const char *const *args)
 {
 	const uint64_t h[NB] = { 0xa0a0001, 0xa0a0002 };
+	struct kvmm_admin_cache_drop_reply dr;
 	struct kvmm_tenants_reply *r;
 	const struct kvmm_tenant_info *t;
 	struct kvmm_pin_opts po;
@@ -145,6 +147,15 @@ static void pinned_by_another(const char *nvme, const char *const *args)
 	for (uint32_t i = 0; i < r->nr; i++)
 		if (r->tenants[i].id == getuid())
 			t_assert_eq(r->tenants[i].admitted_blocks, 0);
+	free(r);
+	/* an operator's drop keeps the pinned one, as any pinned block */
+	dr = cd_kvmmctl(d.sock, "");
+	cd_expect(&dr, 0, 0, 1, 0, 0, 1);
+	t_assert_eq(dr.kept_pinned, 1);
+	r = cu_tenants(d.sock);
+	t = cu_tenant(r, UID_A);
+	t_assert_eq(t->cached_blocks[2], 1);
+	t_assert_eq(t->dropped_blocks, 1);
 	free(r);
 	kvmm_disconnect(c);
 	cc_stop(&d);
