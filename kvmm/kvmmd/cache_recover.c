@@ -122,8 +122,10 @@ bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
  * counted against its tenant's NVMe limit while cold, so the limit sees
  * no more blocks than before.  No parent: a header does not name it, and
  * an open admits a cold block without one too.  One being read up by an
- * open is admitted all the same (its restore then settles as for any
- * policy block on NVMe); one on its way out is not cached (-ENOENT).
+ * open is admitted all the same, and held for its restore as one the
+ * policy had when the restore began (restore_pinned, which the settle
+ * lets go): it then settles as any policy block read from NVMe.  One on
+ * its way out is not cached (-ENOENT).
  */
 int kc_cold_admit(struct kd_cache *c, struct kc_entry *e,
 		  const struct kd_session *s)
@@ -151,6 +153,8 @@ int kc_cold_admit(struct kd_cache *c, struct kc_entry *e,
 	b = pol_cache_lookup(c->pol, e->hash);
 	if (b)
 		e->tenant = pol_cache_tenant_id(c->pol, b->tenant);
+	if (e->rblk && !e->restore_pinned)
+		e->restore_pinned = pol_cache_pin(c->pol, e->hash) == 0;
 	/* the room it took: the policy's victims, dropped (kc_move()) */
 	kc_reap_dead(c);
 	return 0;
