@@ -181,6 +181,13 @@ struct tier_nvme_stats {
 	uint64_t restamp_errors;
 	uint64_t submits; /* io_uring_submit calls */
 	uint64_t sqes; /* I/Os issued */
+	/* the completion thread's time in the kernel waiting for
+	 * completions, and of it the waits it began with queue_depth payload
+	 * I/Os in flight: the ring full as the tier sees it, up to the
+	 * thread's return (a wake-up late on a busy machine counts too);
+	 * bench/nvme-tier.c compares it with the time the disk was busy */
+	uint64_t ring_wait_ns;
+	uint64_t ring_wait_full_ns;
 	/* of the caller's registered region (reg_base): bytes in 2 MiB pages
 	 * after open, so that an I/O is a few DMA segments (tier_nvme.c) */
 	uint64_t reg_huge_bytes;

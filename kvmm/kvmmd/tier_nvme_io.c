@@ -452,6 +452,14 @@ static void kick(struct tier_nvme *t)
 	/* else the thread is between waits and fills the queue next */
 }
 
+static uint64_t nvme_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t nvme_now_ms(void)
 {
 	struct timespec ts;
@@ -538,17 +546,26 @@ static void *io_thread(void *arg)
 			continue;
 		}
 		if (!t->ring_err && (t->queued || t->unsubmitted)) {
+			uint64_t start, waited;
 			unsigned int n;
+			bool full;
 			int r;
 
 			arm_wake(t);
 			n = t->unsubmitted;
+			/* the wait's time: see tier_nvme_stats.ring_wait_ns */
+			full = t->inflight >= t->qd;
 			t->io_in_kernel = true;
 			t->kicked = false;
 			pthread_mutex_unlock(&t->io_lock);
+			start = nvme_now_ns();
 			r = io_uring_submit_and_wait(&t->ring, 1);
+			waited = nvme_now_ns() - start;
 			pthread_mutex_lock(&t->io_lock);
 			t->io_in_kernel = false;
+			nvme_count_add(&t->io_wait_ns, waited);
+			if (full)
+				nvme_count_add(&t->io_wait_full_ns, waited);
 			submitted(t, r, n);
 			reap(t);
 			continue;

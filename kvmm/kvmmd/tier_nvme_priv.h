@@ -281,11 +281,17 @@ struct tier_nvme {
 	 * tier_nvme_get_stats() (nvme_count()) */
 	uint64_t io_sqes;
 	uint64_t io_submits;
+	/* stats.ring_wait_ns and ring_wait_full_ns: io_thread's time in the
+	 * kernel waiting for completions, and of it the waits begun with
+	 * queue_depth payload I/Os in flight (io_thread alone, nvme_count()) */
+	uint64_t io_wait_ns;
+	uint64_t io_wait_full_ns;
 };
 
 /*
- * One more on a counter of the engine's (io_sqes, io_submits).  They
- * change on io_thread's fast path, once per I/O, and tier_nvme_get_stats()
+ * One more (or n more) on a counter of the engine's (io_sqes, io_submits,
+ * io_wait_ns, io_wait_full_ns).  They change on io_thread's fast path,
+ * once per I/O or wait, and tier_nvme_get_stats()
  * reads them without io_lock: relaxed atomics, not a lock.  Taking
  * io_lock in tier_nvme_get_stats() would make every reader (kvmmd asks
  * for the stats before each HOST_TO_NVME demotion, and on TIER_STATS)
@@ -295,14 +301,19 @@ struct tier_nvme {
  * is io_thread, so a relaxed load and store is a plain increment (no
  * locked instruction); a reader sees each counter whole and never going
  * back, with no ordering against the other counters (none is needed:
- * st's own fields are a snapshot under lock, these two may be a few I/Os
+ * st's own fields are a snapshot under lock, these may be a few I/Os
  * ahead of or behind it).
  */
-static inline void nvme_count(uint64_t *counter)
+static inline void nvme_count_add(uint64_t *counter, uint64_t n)
 {
 	__atomic_store_n(counter,
-			 __atomic_load_n(counter, __ATOMIC_RELAXED) + 1,
+			 __atomic_load_n(counter, __ATOMIC_RELAXED) + n,
 			 __ATOMIC_RELAXED);
+}
+
+static inline void nvme_count(uint64_t *counter)
+{
+	nvme_count_add(counter, 1);
 }
 
 static inline uint64_t nvme_slot_offset(const struct tier_nvme *t,

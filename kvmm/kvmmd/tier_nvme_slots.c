@@ -480,9 +480,12 @@ void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st)
 	*st = t->st;
 	st->reserved_slots = t->reserved;
 	pthread_mutex_unlock(&t->lock);
-	/* the engine's own two, without io_lock (nvme_count()) */
+	/* the engine's own, without io_lock (nvme_count()) */
 	st->sqes = __atomic_load_n(&t->io_sqes, __ATOMIC_RELAXED);
 	st->submits = __atomic_load_n(&t->io_submits, __ATOMIC_RELAXED);
+	st->ring_wait_ns = __atomic_load_n(&t->io_wait_ns, __ATOMIC_RELAXED);
+	st->ring_wait_full_ns =
+		__atomic_load_n(&t->io_wait_full_ns, __ATOMIC_RELAXED);
 }
 
 #endif /* HAVE_LIBURING */
