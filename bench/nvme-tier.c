@@ -32,8 +32,12 @@
  * /sys/dev/block/MAJ:MIN/stat), the smallest and largest
  * ratio, how many I/Os and io_uring_enter calls kvmm needed per block,
  * how many I/Os the block layer merged into each disk request
- * (*_ios_per_req) and how many physically contiguous pieces (DMA
- * segments) each of kvmm's I/O buffers is (kvmm_segments_per_io).
+ * (*_ios_per_req), how many physically contiguous pieces (DMA
+ * segments) each of kvmm's I/O buffers is (kvmm_segments_per_io), and
+ * the share of kvmm's runs its completion thread waited with the queue
+ * full (kvmm_*_ring_full, from the tier's ring_wait_full_ns): next to
+ * *_disk_busy, whether an idle disk had been left without blocks to
+ * start or had them queued in io_uring.
  * fio's buffers are malloc'd 4 KiB pages, as scattered as chance makes
  * them: on a virtio disk without indirect descriptors that alone halves
  * its reads (Documentation/tiers.md).  --fio-mem shmhuge gives fio 2 MiB
@@ -139,7 +143,7 @@ static const char *fio_mem;
  */
 static double run_fio(const char *file, const char *rw, size_t bs,
 		      unsigned int qd, uint64_t offset, uint64_t size,
-		      double *cpu, double disk[3])
+		      double *cpu, double disk[4])
 {
 	bool rd = strcmp(rw, "read") == 0;
 	struct disk_snap d0, d1;
@@ -185,6 +189,7 @@ static double run_fio(const char *file, const char *rw, size_t bs,
 	disk[1] = disk_ios_per_req(&d0, &d1, !rd);
 	/* over fio's own runtime: its start-up and exit are not I/O time */
 	disk[2] = disk_busy(&d0, &d1, runtime_ms);
+	disk[3] = 0; /* the tier's own figure (kvmm_phase()) */
 	return bw;
 }
 
@@ -285,14 +290,23 @@ static void *kvmm_worker_run(void *arg)
 	return NULL;
 }
 
-/* One phase (every block written, or read) on nthreads threads, as
- * kvmmd's migration workers call the tier; its wall and CPU seconds. */
+/*
+ * One phase (every block written, or read) on nthreads threads, as
+ * kvmmd's migration workers call the tier; its wall and CPU seconds, the
+ * disk's figures, and disk[3], the share of the phase the tier's
+ * completion thread waited in the kernel with queue_depth I/Os in flight
+ * (ring_wait_full_ns): the queue full as the tier sees it.  Well above
+ * the disk's busy share, the queue runs dry below io_uring, not for lack
+ * of blocks to start.
+ */
 static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
-		      double *wall, double *cpu, double disk[3])
+		      double *wall, double *cpu, double disk[4])
 {
 	int failures = 0;
 	struct disk_snap d0, d1;
+	struct tier_nvme_stats s0, s1;
 
+	tier_nvme_get_stats(w[0].t, &s0);
 	disk_snap(&d0);
 	double t0 = now_s(), c0 = cpu_s();
 
@@ -315,6 +329,9 @@ static int kvmm_phase(struct kvmm_worker *w, unsigned int nthreads, bool write,
 	disk[0] = disk_depth(&d0, &d1);
 	disk[1] = disk_ios_per_req(&d0, &d1, write);
 	disk[2] = disk_busy(&d0, &d1, *wall * 1000.0);
+	tier_nvme_get_stats(w[0].t, &s1);
+	disk[3] = (double)(s1.ring_wait_full_ns - s0.ring_wait_full_ns) /
+		  (*wall * 1e9);
 	return failures;
 }
 
@@ -340,7 +357,7 @@ static void settle(unsigned int ms)
 static int kvmm_round(struct kvmm_worker *w, unsigned int nthreads,
 		      uint32_t *slots, uint64_t nblocks, uint64_t block,
 		      unsigned int round, unsigned int settle_ms,
-		      double v[NRUNS][5])
+		      double v[NRUNS][6])
 {
 	static uint64_t gen = 1;
 	int failures = 0;
@@ -501,8 +518,8 @@ int main(int argc, char **argv)
 	/* per counted round, for each run (kvmm write, kvmm read, fio
 	 * write, fio read): MB/s, CPU us per MB, the disk's busy depth */
 	double *bw[NRUNS], *cpu[NRUNS], *depth[NRUNS], *ioreq[NRUNS],
-		*busy[NRUNS], *ratio[2];
-	double dummy_cpu, dummy_disk[3];
+		*busy[NRUNS], *full[NRUNS], *ratio[2];
+	double dummy_cpu, dummy_disk[4];
 	struct tier_nvme_stats st0, st;
 	struct stat fst;
 	unsigned int nratio = 0;
@@ -522,7 +539,9 @@ int main(int argc, char **argv)
 		depth[i] = calloc(rounds, sizeof(double));
 		ioreq[i] = calloc(rounds, sizeof(double));
 		busy[i] = calloc(rounds, sizeof(double));
-		if (!bw[i] || !cpu[i] || !depth[i] || !ioreq[i] || !busy[i])
+		full[i] = calloc(rounds, sizeof(double));
+		if (!bw[i] || !cpu[i] || !depth[i] || !ioreq[i] || !busy[i] ||
+		    !full[i])
 			return 1;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -553,8 +572,9 @@ int main(int argc, char **argv)
 	 * JSON has their medians.  Every run starts settle_ms after the
 	 * previous one ended (fio's start-up adds about 0.3 s more). */
 	for (unsigned int round = 0; round <= rounds; round++) {
-		/* bytes/s, CPU s, depth, I/Os per disk request, busy share */
-		double v[NRUNS][5] = { { 0 } };
+		/* bytes/s, CPU s, depth, I/Os per disk request, busy share,
+		 * the tier's ring full (kvmm only) */
+		double v[NRUNS][6] = { { 0 } };
 		bool fio_first = round && round % 2 == 0;
 
 		if (round == 1)
@@ -589,13 +609,14 @@ int main(int argc, char **argv)
 			depth[r][nratio] = v[r][2];
 			ioreq[r][nratio] = v[r][3];
 			busy[r][nratio] = v[r][4];
+			full[r][nratio] = v[r][5];
 		}
 		for (int i = 0; i < 2; i++)
 			ratio[i][nratio] =
 				v[F_WRITE + i][0] > 0 ?
 					v[K_WRITE + i][0] / v[F_WRITE + i][0] :
 					0;
-		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f | I/Os per request kvmm %.2f/%.2f fio %.2f/%.2f | disk busy kvmm %.2f/%.2f fio %.2f/%.2f\n",
+		printf("round %u (%s first): kvmm write %.0f MB/s read %.0f MB/s | fio write %.0f MB/s read %.0f MB/s | ratio write %.3f read %.3f | cpu us/MB kvmm %.0f/%.0f fio %.0f/%.0f | disk depth kvmm %.1f/%.1f fio %.1f/%.1f | I/Os per request kvmm %.2f/%.2f fio %.2f/%.2f | disk busy kvmm %.2f/%.2f fio %.2f/%.2f | ring full kvmm %.2f/%.2f\n",
 		       round, fio_first ? "fio" : "kvmm", v[K_WRITE][0] / 1e6,
 		       v[K_READ][0] / 1e6, v[F_WRITE][0] / 1e6,
 		       v[F_READ][0] / 1e6, ratio[0][nratio], ratio[1][nratio],
@@ -603,7 +624,8 @@ int main(int argc, char **argv)
 		       cpu[F_WRITE][nratio], cpu[F_READ][nratio], v[K_WRITE][2],
 		       v[K_READ][2], v[F_WRITE][2], v[F_READ][2], v[K_WRITE][3],
 		       v[K_READ][3], v[F_WRITE][3], v[F_READ][3], v[K_WRITE][4],
-		       v[K_READ][4], v[F_WRITE][4], v[F_READ][4]);
+		       v[K_READ][4], v[F_WRITE][4], v[F_READ][4], v[K_WRITE][5],
+		       v[K_READ][5]);
 		fflush(stdout);
 		nratio++;
 	}
@@ -616,7 +638,8 @@ int main(int argc, char **argv)
 	/* I/Os and io_uring_enter calls per block over the counted rounds:
 	 * 1 SQE per block means header and payload moved as one I/O */
 	double blocks_moved = 2.0 * (double)nblocks * nratio;
-	double mb[NRUNS], mc[NRUNS], md[NRUNS], mq[NRUNS], mu[NRUNS], mr[2];
+	double mb[NRUNS], mc[NRUNS], md[NRUNS], mq[NRUNS], mu[NRUNS], mf[NRUNS],
+		mr[2];
 
 	for (int r = 0; r < NRUNS; r++) {
 		mb[r] = median(bw[r], nratio);
@@ -624,6 +647,7 @@ int main(int argc, char **argv)
 		md[r] = median(depth[r], nratio);
 		mq[r] = median(ioreq[r], nratio);
 		mu[r] = median(busy[r], nratio);
+		mf[r] = median(full[r], nratio);
 	}
 	for (int i = 0; i < 2; i++)
 		mr[i] = median(ratio[i],
@@ -644,6 +668,7 @@ int main(int argc, char **argv)
 	       "\"kvmm_read_ios_per_req\":%.2f,\"fio_read_ios_per_req\":%.2f,"
 	       "\"kvmm_write_disk_busy\":%.2f,\"fio_write_disk_busy\":%.2f,"
 	       "\"kvmm_read_disk_busy\":%.2f,\"fio_read_disk_busy\":%.2f,"
+	       "\"kvmm_write_ring_full\":%.2f,\"kvmm_read_ring_full\":%.2f,"
 	       "\"sqes_per_block\":%.2f,\"enters_per_block\":%.2f,"
 	       "\"checksum_failures\":%llu,\"failures\":%d,"
 	       "\"registered_buffers\":%s,\"reg_huge_bytes\":%llu,"
@@ -657,7 +682,8 @@ int main(int argc, char **argv)
 	       mc[K_WRITE], mc[F_WRITE], mc[K_READ], mc[F_READ], md[K_WRITE],
 	       md[F_WRITE], md[K_READ], md[F_READ], mq[K_WRITE], mq[F_WRITE],
 	       mq[K_READ], mq[F_READ], mu[K_WRITE], mu[F_WRITE], mu[K_READ],
-	       mu[F_READ], (double)(st.sqes - st0.sqes) / blocks_moved,
+	       mu[F_READ], mf[K_WRITE], mf[K_READ],
+	       (double)(st.sqes - st0.sqes) / blocks_moved,
 	       (double)(st.submits - st0.submits) / blocks_moved,
 	       (unsigned long long)st.checksum_failures, failures,
 	       st.registered_buffers ? "true" : "false",
@@ -672,6 +698,7 @@ int main(int argc, char **argv)
 		free(depth[i]);
 		free(ioreq[i]);
 		free(busy[i]);
+		free(full[i]);
 	}
 	for (int i = 0; i < 2; i++)
 		free(ratio[i]);
