@@ -295,6 +295,10 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			 t->part_index, t->part_count);
 	}
 	test_invalidate_delay(t);
+	/* tests: failures of the restart scan (tier_nvme_fault.c) */
+	r = nvme_faults_read(t, cfg->path, part);
+	if (r)
+		goto err_free;
 
 	if (cfg->fd_held) {
 		t->fd = cfg->fd;
@@ -449,7 +453,8 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 				log_shrink(t, cfg->path,
 					   (uint32_t)sb.slot_count);
 		} else if (retired) {
-			r = nvme_sb_write(t);
+			/* tests: KVMMD_TEST_NVME_RETIRE_FAIL=superblock */
+			r = t->faults.retire_sb ? -EIO : nvme_sb_write(t);
 			if (r) {
 				/* on disk they stay, covering nothing: the
 				 * next superblock write (a drop's) forgets

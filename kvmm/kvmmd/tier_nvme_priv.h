@@ -20,6 +20,8 @@
  *                        above the drop's mark
  *   tier_nvme_part.c     partitions: where the tier's share of the file
  *                        lies, and whether a superblock names it
+ *   tier_nvme_fault.c    test knobs that fail the restart scan's reads
+ *                        and the drop marks' retirement on purpose
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
@@ -122,6 +124,15 @@ struct nvme_marks_held {
 	bool unsure;
 	bool all; /* below drop_all */
 	bool tenant[TIER_NVME_TENANT_MARKS]; /* below m[i] */
+};
+
+/* Tests only: what the open fails on purpose (tier_nvme_fault.c). */
+#define NVME_FAULT_SCAN_MAX 16
+struct nvme_faults {
+	uint32_t scan[NVME_FAULT_SCAN_MAX]; /* slots whose header read fails */
+	uint32_t n_scan;
+	bool retire_sync; /* the sync before marks retire */
+	bool retire_sb; /* the superblock write without them */
 };
 
 /*
@@ -240,6 +251,7 @@ struct tier_nvme {
 	 * restamp batch's writes (a crash between a drop's mark and the
 	 * header writes of the blocks it kept) */
 	uint32_t restamp_delay_us;
+	struct nvme_faults faults; /* tests: the open's knobs */
 	struct nvme_slot *slots;
 	uint32_t *buckets;
 	uint32_t bucket_mask;
@@ -503,6 +515,11 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared);
  * valid blocks lie past the new end with no copy in the kept slots (they
  * are lost; read one header at a time, before the file is cut). */
 uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots);
+
+/* tier_nvme_fault.c: the test knobs into t->faults (0, or -EINVAL for a
+ * bad value, said), and whether the scan's read of slot fails */
+int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part);
+bool nvme_fault_scan(const struct tier_nvme *t, uint32_t slot);
 
 #endif /* HAVE_LIBURING */
 #endif

@@ -266,7 +266,12 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 
 			seen++;
 			done++;
-			r = recover_header(t, slot, cqe->res,
+			r = cqe->res;
+			/* tests: KVMMD_TEST_NVME_SCAN_FAIL (tier_nvme_fault.c),
+			 * the completion of a read the disk failed */
+			if (nvme_fault_scan(t, slot))
+				r = -EIO;
+			r = recover_header(t, slot, r,
 					   t->hdr_bufs +
 						   (size_t)bi * NVME_ALIGN,
 					   zero, cleared);

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/*
+ * NVMe tier test knobs that make the open's restart scan and the drop
+ * marks' retirement fail on purpose, so that their safety paths run in
+ * the tests (tests/tier-nvme-scan-fail.c); never set in production.  Read
+ * from the environment at each tier_nvme_open(), each one set said in a
+ * WARN line:
+ *
+ *   KVMMD_TEST_NVME_SCAN_FAIL=N[,N...]   the scan's header read of slot N
+ *       completes with -EIO: the read is submitted and completes as any
+ *       other, and its completion's result is replaced before
+ *       recover_header() (tier_nvme_recover.c) looks at it, so the path a
+ *       failing disk takes is the one that runs;
+ *   KVMMD_TEST_NVME_RETIRE_FAIL=sync       the fdatasync before drop marks
+ *       retire fails with -EIO (nvme_marks_retire(): every mark stays);
+ *   KVMMD_TEST_NVME_RETIRE_FAIL=superblock the superblock write without
+ *       the retired marks fails with -EIO (tier_nvme_open(): a WARN, the
+ *       open goes on, the marks stay on disk).
+ *
+ * A value that is not one of those fails the open (-EINVAL) with a line
+ * saying what was wrong: a test that misspells one must not pass on a
+ * path that never failed.
+ */
+#include "tier_nvme_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmm/vmm.h"
+
+#if HAVE_LIBURING
+
+/* KVMMD_TEST_NVME_SCAN_FAIL's slots into f: 0, or -EINVAL. */
+static int parse_scan(const char *v, struct nvme_faults *f)
+{
+	const char *p = v;
+
+	for (;;) {
+		char *end;
+		unsigned long slot;
+
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		errno = 0;
+		slot = strtoul(p, &end, 10);
+		if (errno || slot >= NVME_NONE ||
+		    f->n_scan == NVME_FAULT_SCAN_MAX)
+			return -EINVAL;
+		f->scan[f->n_scan++] = (uint32_t)slot;
+		if (!*end)
+			return 0;
+		if (*end != ',')
+			return -EINVAL;
+		p = end + 1;
+	}
+}
+
+int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
+{
+	const char *scan = getenv("KVMMD_TEST_NVME_SCAN_FAIL");
+	const char *retire = getenv("KVMMD_TEST_NVME_RETIRE_FAIL");
+	struct nvme_faults *f = &t->faults;
+
+	memset(f, 0, sizeof(*f));
+	if (scan && parse_scan(scan, f)) {
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: KVMMD_TEST_NVME_SCAN_FAIL=%s: want slot numbers N[,N...] (at most %u)",
+			scan, NVME_FAULT_SCAN_MAX);
+		return -EINVAL;
+	}
+	if (scan)
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s%s: KVMMD_TEST_NVME_SCAN_FAIL=%s: the restart scan's header reads of these slots fail on purpose (tests only)",
+			path, part, scan);
+	if (!retire)
+		return 0;
+	if (!strcmp(retire, "sync")) {
+		f->retire_sync = true;
+	} else if (!strcmp(retire, "superblock")) {
+		f->retire_sb = true;
+	} else {
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: KVMMD_TEST_NVME_RETIRE_FAIL=%s: want sync or superblock",
+			retire);
+		return -EINVAL;
+	}
+	vmm_log(VMM_LOG_WARN,
+		"tier_nvme: %s%s: KVMMD_TEST_NVME_RETIRE_FAIL=%s: %s fails on purpose (tests only)",
+		path, part, retire,
+		f->retire_sync ?
+			"the sync before drop marks retire" :
+			"the superblock write without the retired drop marks");
+	return 0;
+}
+
+bool nvme_fault_scan(const struct tier_nvme *t, uint32_t slot)
+{
+	for (uint32_t i = 0; i < t->faults.n_scan; i++)
+		if (t->faults.scan[i] == slot)
+			return true;
+	return false;
+}
+
+#endif /* HAVE_LIBURING */
