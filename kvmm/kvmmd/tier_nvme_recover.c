@@ -22,7 +22,8 @@
  * such a stale copy would win over the block's newer one and take its
  * place in the eviction order.  Their headers are cleared (zeroed, and
  * synced before the superblock takes the new size), so that a later
- * open, whose superblock then counts them, does not find them either.
+ * open, whose superblock then counts them, does not find them either;
+ * so is the header of such a slot whose read failed, whatever it held.
  */
 #include "tier_nvme_priv.h"
 
@@ -100,6 +101,25 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 {
 	struct tier_nvme_slot_header h;
 
+	if (res < 0 && slot >= t->known_slots) {
+		/*
+		 * Past the last run's end, what it holds is not known: it may
+		 * be a valid header an earlier, larger life of the file left
+		 * (above).  Taken as never written, the slot would be this
+		 * run's, the superblock written after the scan would count
+		 * it, and a later scan whose read works would recover that
+		 * stale block (one a mark that retired since had covered,
+		 * maybe).  So it is zeroed whatever it held, and synced with
+		 * the others before that superblock.  A zeroing that fails
+		 * too fails the open, as one of a header read as valid does:
+		 * keeping the slot out of use for this run would not keep it
+		 * out of the next superblock's count, nor out of the next
+		 * scan.  Zeroed, it holds nothing a mark covers: no reason to
+		 * keep the marks (held.unsure).
+		 */
+		(*cleared)++;
+		return clear_stale(t, slot, zero);
+	}
 	if (res < 0) {
 		/* what it holds is not known: it may be a header below a
 		 * mark, which the next scan reads (nvme_marks_retire()) */

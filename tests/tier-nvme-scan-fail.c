@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The NVMe restart scan's failure paths (tier_nvme_recover.c,
+ * tier_nvme_mark.c), made to fail on purpose by the tier's test knobs
+ * (tier_nvme_fault.c), on a tier opened in this process, no kvmmd:
+ *   - a read that fails: tenant 1's one block below its mark, its
+ *     header's read failing (KVMMD_TEST_NVME_SCAN_FAIL): no mark retires
+ *     (none on the scan's word), the block is not recovered; the next
+ *     start reads it, leaves it out and has it zeroed; the one after
+ *     retires the mark;
+ *   - the sync before a retirement failing
+ *     (KVMMD_TEST_NVME_RETIRE_FAIL=sync): a WARN, every mark stays, on
+ *     disk and in memory (a later drop's superblock write carries it);
+ *   - the superblock write without the retired marks failing
+ *     (KVMMD_TEST_NVME_RETIRE_FAIL=superblock): a WARN, the open goes
+ *     on, the marks stay on disk until a later superblock write, no
+ *     dropped block comes back and one written in that run survives;
+ *   - a slot past the last run's end (a tier that grew) whose header
+ *     read fails: its header, a valid one a larger life of the file left
+ *     there, is zeroed (before the fix it stayed, and the next start,
+ *     whose superblock counted the slot, recovered that stale block);
+ *   - a knob value that is not one fails the open (-EINVAL).
+ */
+#include "kvmm/kvmmd/tier_nvme.h"
+#include "tests/lib/nvme_tier.h"
+#include "tests/lib/test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PAYLOAD (64 * 1024)
+#define NSLOTS 8
+
+static unsigned char *buf;
+static char log_buf[16384];
+
+/* Reopen path as a tier of nslots slots, its log lines in log_buf; the
+ * open's result in *err (NULL: it must work). */
+static struct tier_nvme *reopen_slots(const char *path, uint32_t nslots,
+				      int *err)
+{
+	struct tier_nvme_config cfg = {
+		.path = path,
+		.capacity_bytes = NT_CAPACITY(nslots, PAYLOAD),
+		.payload_bytes = PAYLOAD,
+	};
+	struct tier_nvme *t;
+	int r;
+
+	t = nt_open_logged(cfg, log_buf, sizeof(log_buf), &r);
+	if (err)
+		*err = r;
+	else
+		t_ok(r);
+	return t;
+}
+
+static struct tier_nvme *reopen(const char *path)
+{
+	return reopen_slots(path, NSLOTS, NULL);
+}
+
+/* The same, with the knob name=value set for that open alone. */
+static struct tier_nvme *reopen_with(const char *path, uint32_t nslots,
+				     const char *name, const char *value)
+{
+	struct tier_nvme *t;
+
+	t_ok(setenv(name, value, 1));
+	t = reopen_slots(path, nslots, NULL);
+	t_ok(unsetenv(name));
+	return t;
+}
+
+/* The last reopen's log says what, or not (has). */
+static void log_has(const char *what, bool has)
+{
+	if (!strstr(log_buf, what) != !has)
+		t_fail("the open's log %s \"%s\":\n%s", has ? "lacks" : "has",
+		       what, log_buf);
+}
+
+static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
+{
+	return nt_put(t, hash, tenant, buf, PAYLOAD);
+}
+
+static bool has(struct tier_nvme *t, uint64_t hash)
+{
+	uint32_t slot;
+
+	return tier_nvme_lookup(t, hash, &slot, NULL, NULL) == 0;
+}
+
+static struct tier_nvme_stats stats(struct tier_nvme *t)
+{
+	struct tier_nvme_stats st;
+
+	tier_nvme_get_stats(t, &st);
+	return st;
+}
+
+static uint32_t marks_on_disk(const char *path)
+{
+	struct tier_nvme_peek p;
+
+	t_ok(tier_nvme_peek(path, &p));
+	return p.tenant_marks + (p.drop_all != 0);
+}
+
+static void mark(struct tier_nvme *t, uint32_t tenant)
+{
+	t_ok(tier_nvme_mark_drop(t, false, tenant,
+				 tier_nvme_drop_generation(t)));
+}
+
+/* Zero the headers the open left out under a mark (want of them), as
+ * kvmmd's jobs do (cache_nvme_marked.c). */
+static void zero_marked(struct tier_nvme *t, uint32_t want)
+{
+	struct tier_nvme_stale *v;
+	uint32_t n, left;
+
+	t_ok(tier_nvme_marked_claim(t, &v, &n, &left));
+	t_assert_eq(n, want);
+	t_assert_eq(left, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct tier_nvme_io io = { .hash = v[i].hash,
+					   .slot = v[i].slot };
+
+		t_assert_eq(tier_nvme_invalidate_batch(t, &io, 1), 0);
+		t_assert(io.dropped);
+	}
+	free(v);
+}
+
+/* Slot's header on disk: its magic (0 for a zeroed one), and whether
+ * all its 4 KiB are zeros. */
+static uint64_t header_magic(const char *path, uint32_t slot, bool *zeros)
+{
+	unsigned char hb[TIER_NVME_HEADER_BYTES];
+	struct tier_nvme_slot_header h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	t_assert(fd >= 0);
+	t_assert_eq(pread(fd, hb, sizeof(hb),
+			  (off_t)NT_SLOT_OFFSET(slot, PAYLOAD)),
+		    (ssize_t)sizeof(hb));
+	close(fd);
+	*zeros = true;
+	for (size_t i = 0; i < sizeof(hb); i++)
+		*zeros = *zeros && !hb[i];
+	memcpy(&h, hb, sizeof(h));
+	return h.magic;
+}
+
+static void read_fails(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	char knob[16];
+	uint32_t slot;
+	bool zeros;
+
+	slot = put(t, 0x101, 1); /* the one header below 1's mark */
+	put(t, 0x201, 2);
+	mark(t, 1);
+	tier_nvme_close(t);
+	t_assert_eq(marks_on_disk(path), 1);
+
+	/* the scan cannot say whether a header lies below it: it stays */
+	snprintf(knob, sizeof(knob), "%u", slot);
+	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", knob);
+	log_has("KVMMD_TEST_NVME_SCAN_FAIL=", true);
+	log_has("fail on purpose (tests only)", true);
+	log_has("drop marks retired", false);
+	t_assert_eq(marks_on_disk(path), 1);
+	t_assert(!has(t, 0x101) && has(t, 0x201));
+	t_assert_eq(stats(t).recovered_slots, 1);
+	t_assert_eq(stats(t).drop_marked_slots, 0);
+	tier_nvme_close(t);
+	t_assert_eq(header_magic(path, slot, &zeros), TIER_NVME_SLOT_MAGIC);
+
+	/* read fine: found below the mark, left out and zeroed */
+	t = reopen(path);
+	log_has("drop marks retired", false);
+	t_assert_eq(stats(t).drop_marked_slots, 1);
+	t_assert(!has(t, 0x101) && has(t, 0x201));
+	zero_marked(t, 1);
+	tier_nvme_close(t);
+	t_assert_eq(header_magic(path, slot, &zeros), 0);
+	t_assert_eq(marks_on_disk(path), 1);
+
+	/* nothing below it now: it retires, as usual */
+	t = reopen(path);
+	log_has("1 drop marks retired: no header below them left on disk (0 kept)",
+		true);
+	t_assert_eq(marks_on_disk(path), 0);
+	t_assert(!has(t, 0x101) && has(t, 0x201));
+	tier_nvme_close(t);
+}
+
+/*
+ * Tenant 4's block under its mark, zeroed, and tenant 5's mark over
+ * nothing: tenant 4's mark is left over no header on disk, due to retire
+ * at the next start.  Tenant 3's block is kept.
+ */
+static void retire_ready(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+
+	put(t, 0x401, 4);
+	put(t, 0x301, 3);
+	mark(t, 4);
+	mark(t, 5);
+	tier_nvme_close(t);
+	t = reopen(path);
+	log_has("1 drop marks retired: no header below them left on disk (1 kept)",
+		true);
+	t_assert_eq(stats(t).drop_marked_slots, 1);
+	zero_marked(t, 1);
+	tier_nvme_close(t);
+	t_assert_eq(marks_on_disk(path), 1);
+}
+
+static void sync_fails(const char *path)
+{
+	struct tier_nvme *t;
+
+	retire_ready(path);
+	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_RETIRE_FAIL", "sync");
+	log_has("KVMMD_TEST_NVME_RETIRE_FAIL=sync: the sync before drop marks retire fails on purpose (tests only)",
+		true);
+	log_has("syncing before retiring 1 drop marks: Input/output error (they stay)",
+		true);
+	log_has("drop marks retired", false);
+	t_assert_eq(marks_on_disk(path), 1);
+	t_assert(!has(t, 0x401) && has(t, 0x301));
+	/* kept in memory too: the next superblock write carries it */
+	mark(t, 9);
+	t_assert_eq(marks_on_disk(path), 2);
+	tier_nvme_close(t);
+
+	t = reopen(path);
+	log_has("2 drop marks retired: no header below them left on disk (0 kept)",
+		true);
+	t_assert_eq(marks_on_disk(path), 0);
+	t_assert(!has(t, 0x401) && has(t, 0x301));
+	tier_nvme_close(t);
+}
+
+static void superblock_fails(const char *path)
+{
+	struct tier_nvme *t;
+
+	retire_ready(path);
+	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_RETIRE_FAIL",
+			"superblock");
+	log_has("writing the superblock without 1 retired drop marks: Input/output error",
+		true);
+	log_has("drop marks retired", false);
+	t_assert_eq(marks_on_disk(path), 1); /* on disk, covering nothing */
+	t_assert(!has(t, 0x401) && has(t, 0x301));
+	t_assert_eq(stats(t).recovered_slots, 1);
+	put(t, 0x402, 4); /* above the mark */
+	tier_nvme_close(t);
+	t_assert_eq(marks_on_disk(path), 1);
+
+	t = reopen(path);
+	log_has("1 drop marks retired: no header below them left on disk (0 kept)",
+		true);
+	t_assert_eq(marks_on_disk(path), 0);
+	t_assert(!has(t, 0x401) && has(t, 0x402) && has(t, 0x301));
+	t_assert_eq(stats(t).recovered_slots, 2);
+
+	/* the same failure, then a drop's superblock write: it writes the
+	 * marks memory has, the retired one no more */
+	mark(t, 6);
+	tier_nvme_close(t);
+	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_RETIRE_FAIL",
+			"superblock");
+	log_has("writing the superblock without 1 retired drop marks", true);
+	t_assert_eq(marks_on_disk(path), 1);
+	mark(t, 7);
+	t_assert_eq(marks_on_disk(path), 1); /* 7's, not 6's */
+	t_assert(has(t, 0x402) && has(t, 0x301) && !has(t, 0x401));
+	tier_nvme_close(t);
+}
+
+/*
+ * A tier of NSLOTS slots, every one written; cut to 4 slots; the bytes
+ * of slot 6 written back where they were, as a block device keeps them
+ * past a shrunk tier's end (a file is cut); grown to NSLOTS again with
+ * slot 6's header read failing.
+ */
+static void past_end(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	size_t len = NT_SLOT_BYTES(PAYLOAD);
+	off_t off = (off_t)NT_SLOT_OFFSET(6, PAYLOAD);
+	uint64_t stale = 0;
+	unsigned char *saved = malloc(len);
+	bool zeros;
+	int fd;
+
+	t_assert(saved != NULL);
+	for (uint64_t h = 0x800; h < 0x800 + NSLOTS; h++)
+		if (put(t, h, 1) == 6)
+			stale = h;
+	t_assert(stale != 0);
+	tier_nvme_close(t);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	t_assert(fd >= 0);
+	t_assert_eq(pread(fd, saved, len, off), (ssize_t)len);
+	close(fd);
+
+	t = reopen_slots(path, 4, NULL);
+	log_has("shrank from 8 to 4 slots", true);
+	t_assert(!has(t, stale));
+	tier_nvme_close(t);
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	t_assert(fd >= 0);
+	t_assert_eq(pwrite(fd, saved, len, off), (ssize_t)len);
+	t_ok(fsync(fd));
+	close(fd);
+	t_assert_eq(header_magic(path, 6, &zeros), TIER_NVME_SLOT_MAGIC);
+
+	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", "6");
+	log_has("grew from 4 to 8 slots (1 stale slot headers past the old end cleared)",
+		true);
+	t_assert(!has(t, stale));
+	t_assert_eq(stats(t).recovered_slots, 4);
+	tier_nvme_close(t);
+	/* zeroed, whatever it held: the next scan finds nothing there */
+	t_assert_eq(header_magic(path, 6, &zeros), 0);
+	t_assert(zeros);
+
+	t = reopen(path);
+	t_assert(!has(t, stale));
+	t_assert_eq(stats(t).recovered_slots, 4);
+	tier_nvme_close(t);
+	free(saved);
+}
+
+static void bad_values(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	static const char *const bad[][2] = {
+		{ "KVMMD_TEST_NVME_SCAN_FAIL", "x" },
+		{ "KVMMD_TEST_NVME_SCAN_FAIL", "3," },
+		{ "KVMMD_TEST_NVME_SCAN_FAIL", "-1" },
+		{ "KVMMD_TEST_NVME_RETIRE_FAIL", "fsync" },
+	};
+	int err;
+
+	tier_nvme_close(t);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t_ok(setenv(bad[i][0], bad[i][1], 1));
+		t = reopen_slots(path, NSLOTS, &err);
+		t_ok(unsetenv(bad[i][0]));
+		t_assert(t == NULL);
+		t_assert_eq(err, -EINVAL);
+		log_has(bad[i][0], true);
+		log_has(strstr(bad[i][0], "SCAN") ? "want slot numbers" :
+						    "want sync or superblock",
+			true);
+	}
+}
+
+int main(void)
+{
+	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	char path[256];
+
+	unsetenv("KVMMD_TEST_NVME_SCAN_FAIL");
+	unsetenv("KVMMD_TEST_NVME_RETIRE_FAIL");
+	snprintf(path, sizeof(path), "%s/kvmm-tier-scan-fail-%d",
+		 dir ? dir : "/var/tmp", (int)getpid());
+	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
+	read_fails(path);
+	unlink(path);
+	sync_fails(path);
+	unlink(path);
+	superblock_fails(path);
+	unlink(path);
+	past_end(path);
+	unlink(path);
+	bad_values(path);
+	unlink(path);
+	free(buf);
+	printf("the restart scan's failure paths: a failed header read keeps the marks, a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed\n");
+	return 0;
+}
