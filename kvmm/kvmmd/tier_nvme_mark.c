@@ -39,7 +39,8 @@
  * scan read as zeros or as no header of ours is synced before the
  * superblock without the mark is written, so that a zeroing of the run
  * before whose sync never ran cannot be lost behind it in the device's
- * cache.  A header read that failed retires nothing.  Slots the scan
+ * cache.  A header read that failed retires nothing (past known_slots
+ * the slot is zeroed instead, tier_nvme_recover.c).  Slots the scan
  * does not read are safe without a mark: past the last run's end
  * (known_slots) their headers are zeroed before any recovery takes them
  * (tier_nvme_recover.c), and past a shrunk tier's end they lie beyond the
