@@ -81,7 +81,7 @@ static uint32_t kc_test_delay(const char *name)
 static int kc_test_faults(struct migrate_config *mc, bool say)
 {
 	const char *v = getenv("KVMMD_TEST_MIGRATE_FAIL");
-	char err[160];
+	char err[MIGRATE_FAULT_ERR_LEN];
 
 	if (!v)
 		return 0;

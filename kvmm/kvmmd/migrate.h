@@ -120,6 +120,13 @@ struct migrate_fault {
  */
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			unsigned int *n, char *err, size_t errlen);
+/* The KIND names the knob takes, comma-separated, into buf (truncated to
+ * len; MIGRATE_FAULT_KINDS_LEN holds them all). */
+#define MIGRATE_FAULT_KINDS_LEN 160
+void migrate_fault_kinds(char *buf, size_t len);
+/* err's size that holds every message of migrate_fault_parse(): the kinds
+ * and the entry named (its first 200 bytes) */
+#define MIGRATE_FAULT_ERR_LEN 512
 const char *migrate_state_string(enum migrate_state state);
 const char *migrate_evict_state_string(enum migrate_evict_state state);
 
