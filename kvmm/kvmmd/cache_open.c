@@ -51,6 +51,76 @@ static const struct {
 	{ "ENOSPC", ENOSPC }, { "ENOTSUP", ENOTSUP }, { "EINVAL", EINVAL },
 };
 
+/* KVMMD_TEST_CACHE_OPEN_FAIL's N: set-ups to fail, from 1 */
+#define KC_OPEN_FAIL_MAX 1000000
+
+/*
+ * KVMMD_TEST_CACHE_OPEN_FAIL=ERRNO:N into *err (-ERRNO) and *n, or
+ * -EINVAL: the one parse of the value, for its reader
+ * (kc_open_test_init()) and the start's check of every knob
+ * (kc_open_fail_check(), test_knob.c).
+ */
+static int kc_open_fail_parse(const char *v, int *err, uint32_t *n)
+{
+	const char *colon = strchr(v, ':');
+	char *end;
+	long count;
+
+	for (size_t i = 0;
+	     colon && i < sizeof(kc_fail_errnos) / sizeof(kc_fail_errnos[0]);
+	     i++) {
+		if (strlen(kc_fail_errnos[i].name) != (size_t)(colon - v) ||
+		    strncmp(v, kc_fail_errnos[i].name, (size_t)(colon - v)))
+			continue;
+		if (colon[1] < '0' || colon[1] > '9')
+			return -EINVAL;
+		count = strtol(colon + 1, &end, 10);
+		if (*end || count < 1 || count > KC_OPEN_FAIL_MAX)
+			return -EINVAL;
+		*err = -kc_fail_errnos[i].err;
+		*n = (uint32_t)count;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* What KVMMD_TEST_CACHE_OPEN_FAIL takes, from kc_fail_errnos[] itself. */
+static void kc_open_fail_expected(char *buf, size_t len)
+{
+	size_t used = 0;
+	const size_t nr = sizeof(kc_fail_errnos) / sizeof(kc_fail_errnos[0]);
+	int w;
+
+	w = snprintf(buf, len, "ERRNO:N (ERRNO ");
+	for (size_t i = 0; w >= 0 && i < nr; i++) {
+		used += (size_t)w;
+		if (used >= len)
+			return;
+		w = snprintf(buf + used, len - used, "%s%s",
+			     i == 0	 ? "" :
+			     i == nr - 1 ? " or " :
+					   ", ",
+			     kc_fail_errnos[i].name);
+	}
+	used += w > 0 ? (size_t)w : 0;
+	if (used < len)
+		snprintf(buf + used, len - used, "; N from 1 to %d)",
+			 KC_OPEN_FAIL_MAX);
+}
+
+int kc_open_fail_check(const char *v, char *why, size_t len)
+{
+	char want[160];
+	uint32_t n;
+	int err;
+
+	if (!kc_open_fail_parse(v, &err, &n))
+		return 0;
+	kc_open_fail_expected(want, sizeof(want));
+	snprintf(why, len, "expected %s", want);
+	return -EINVAL;
+}
+
 /*
  * KVMMD_TEST_NVME_OPEN_FAIL=N fails the first N opens of the first
  * size's NVMe tier (partition 0 with named sizes) that the retries make
@@ -97,7 +167,6 @@ int kc_open_test_init(struct kd_cache *c)
 {
 	const char *v = getenv("KVMMD_TEST_CACHE_OPEN_FAIL");
 	const char *ms = getenv("KVMMD_TEST_CACHE_RETRY_MS");
-	const char *colon;
 	char *end;
 	long n;
 	int r;
@@ -122,28 +191,20 @@ int kc_open_test_init(struct kd_cache *c)
 	}
 	if (!v)
 		return 0;
-	colon = strchr(v, ':');
-	for (size_t i = 0;
-	     colon && i < sizeof(kc_fail_errnos) / sizeof(kc_fail_errnos[0]);
-	     i++) {
-		if (strlen(kc_fail_errnos[i].name) != (size_t)(colon - v) ||
-		    strncmp(v, kc_fail_errnos[i].name, (size_t)(colon - v)))
-			continue;
-		n = strtol(colon + 1, &end, 10);
-		if (end == colon + 1 || *end || n < 1 || n > 1000000)
-			break;
-		c->open_fail_err = -kc_fail_errnos[i].err;
-		c->open_fail_left = (uint32_t)n;
-		if (c == c->d->cache) /* said once, however many sizes */
-			vmm_log(VMM_LOG_WARN,
-				"cache: KVMMD_TEST_CACHE_OPEN_FAIL=%s: the first %ld set-ups of each size's tiers fail on purpose (tests only)",
-				v, n);
-		return 0;
+	r = kc_open_fail_parse(v, &c->open_fail_err, &c->open_fail_left);
+	if (r) {
+		char want[160];
+
+		kc_open_fail_expected(want, sizeof(want));
+		vmm_log(VMM_LOG_ERR,
+			"KVMMD_TEST_CACHE_OPEN_FAIL=%s: expected %s", v, want);
+		return r;
 	}
-	vmm_log(VMM_LOG_ERR,
-		"KVMMD_TEST_CACHE_OPEN_FAIL=%s: want ERRNO:N (ENOMEM, EMFILE, EAGAIN, ENOSPC, ENOTSUP or EINVAL; N from 1)",
-		v);
-	return -EINVAL;
+	if (c == c->d->cache) /* said once, however many sizes */
+		vmm_log(VMM_LOG_WARN,
+			"cache: KVMMD_TEST_CACHE_OPEN_FAIL=%s: the first %u set-ups of each size's tiers fail on purpose (tests only)",
+			v, c->open_fail_left);
+	return 0;
 }
 
 int kc_open_test_fault(struct kd_cache *c)

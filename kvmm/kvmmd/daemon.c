@@ -22,6 +22,7 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/metrics_http.h"
 #include "kvmm/kvmmd/options.h"
+#include "kvmm/kvmmd/test_knob.h"
 #include "kvmm/policy/hmap.h"
 #include "kvmm/policy/policy.h"
 
@@ -414,6 +415,13 @@ int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg)
 	d->start_ns = kd_now_ns();
 	d->uid = geteuid();
 	vmm_log_set_level(cfg->log_level);
+	/* a test knob's bad value or misspelt name: the test that set it
+	 * would run without the delay or fault it relies on */
+	err = kd_test_knobs_check();
+	if (err) {
+		d->bad_option = true;
+		return err;
+	}
 
 	/* Block the stop signals before anything can start a thread: the
 	 * CUDA driver starts its own in cuInit (vmm_backend_open), and a

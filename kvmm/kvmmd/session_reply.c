@@ -8,12 +8,14 @@
  * only the socket and the pool, not the session's life (session.c).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/test_knob.h"
 
 /*
  * A test knob: KVMMD_TEST_FDS_FAULT=cmd|id|flags|hangup in kvmmd's
@@ -31,20 +33,48 @@ enum fds_fault {
 	FDS_FAULT_HANGUP
 };
 
+/* The knob's values, by enum fds_fault ("" for none: never matched). */
+static const char *const fds_fault_names[] = {
+	[FDS_FAULT_NONE] = "",	       [FDS_FAULT_CMD] = "cmd",
+	[FDS_FAULT_ID] = "id",	       [FDS_FAULT_FLAGS] = "flags",
+	[FDS_FAULT_HANGUP] = "hangup",
+};
+#define FDS_FAULT_COUNT \
+	(int)(sizeof(fds_fault_names) / sizeof(fds_fault_names[0]))
+
+/* The fault v names, FDS_FAULT_NONE for none: the one parse of the knob,
+ * for fds_fault() and the start's check (kd_fds_fault_check()). */
+static enum fds_fault fds_fault_parse(const char *v)
+{
+	for (int i = FDS_FAULT_NONE + 1; v && i < FDS_FAULT_COUNT; i++)
+		if (!strcmp(v, fds_fault_names[i]))
+			return (enum fds_fault)i;
+	return FDS_FAULT_NONE;
+}
+
+int kd_fds_fault_check(const char *v, char *why, size_t len)
+{
+	size_t used;
+
+	if (fds_fault_parse(v) != FDS_FAULT_NONE)
+		return 0;
+	used = (size_t)snprintf(why, len, "expected one of ");
+	for (int i = FDS_FAULT_NONE + 1; i < FDS_FAULT_COUNT && used < len; i++)
+		used += (size_t)snprintf(why + used, len - used, "%s%s",
+					 fds_fault_names[i],
+					 i + 1 < FDS_FAULT_COUNT ? ", " : "");
+	return -EINVAL;
+}
+
 static enum fds_fault fds_fault(void)
 {
-	static const char *const names[] = { "", "cmd", "id", "flags",
-					     "hangup" };
 	static int fault = -1;
 	const char *v;
 
 	if (fault >= 0)
 		return (enum fds_fault)fault;
-	fault = FDS_FAULT_NONE;
 	v = getenv("KVMMD_TEST_FDS_FAULT");
-	for (int i = 1; v && i < 5; i++)
-		if (!strcmp(v, names[i]))
-			fault = i;
+	fault = fds_fault_parse(v);
 	if (fault != FDS_FAULT_NONE)
 		vmm_log(VMM_LOG_WARN,
 			"KVMMD_TEST_FDS_FAULT=%s: fd continuations are broken on purpose (tests only)",
