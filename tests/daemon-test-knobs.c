@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 120
+ * Every kvmmd test knob is checked at start against one table
+ * (kd_test_knobs_check(), test_knob.c): a bad value of any of them stops
+ * kvmmd with one ERR line "NAME=VALUE: ..." saying what was expected, and
+ * a KVMMD_TEST_* name that is no knob (a misspelt one) stops it with the
+ * knob it likely meant, or the list of them.  Until 7 December most were
+ * read with atoi()/atol(): "50ms", "abc" or "-1" read as 0, and a
+ * misspelt name was ignored, so the test that set it ran without its
+ * delay or fault.  Good values of every knob start kvmmd, and the
+ * readers read what the check took (leading zeros: 050 is 50 in the WARN
+ * lines).  KVMMD_TEST_MIGRATE_FAIL's message lists every kind
+ * (nvme-restamp was missing from the hand-written list).
+ */
+#include "tests/cache-common.h"
+#include "tests/lib/daemon.h"
+
+#include <string.h>
+
+enum grammar { NUMBER, PERIOD, FLAG, OWN };
+
+/* the knobs, as test_knob.c's table has them; max: NUMBER's, PERIOD's */
+static const struct {
+	const char *name;
+	enum grammar grammar;
+	const char *too_big; /* max + 1 */
+	const char *good;
+} knobs[] = {
+	{ "KVMMD_TEST_ABI_1_15", FLAG, NULL, "0" },
+	{ "KVMMD_TEST_ABI_1_16", FLAG, NULL, "0" },
+	{ "KVMMD_TEST_ABI_1_18", FLAG, NULL, "0" },
+	{ "KVMMD_TEST_ABI_1_19", FLAG, NULL, "0" },
+	{ "KVMMD_TEST_ABI_1_20", FLAG, NULL, "0" },
+	{ "KVMMD_TEST_ABI_1_21", FLAG, NULL, "1" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", OWN, NULL, "ENOSPC:2" },
+	{ "KVMMD_TEST_CACHE_RETRY_MS", PERIOD, "3600001", "3600000" },
+	{ "KVMMD_TEST_DEMOTE_DELAY_MS", NUMBER, "3600001", "050" },
+	{ "KVMMD_TEST_RESTORE_DELAY_MS", NUMBER, "3600001", "7" },
+	{ "KVMMD_TEST_FDS_FAULT", OWN, NULL, "hangup" },
+	{ "KVMMD_TEST_HOST_SLOTS_HELD", NUMBER, "65", "03" },
+	{ "KVMMD_TEST_NVME_SLOTS_HELD", NUMBER, "65", "0" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", OWN, NULL, "nvme-restamp:2+" },
+	{ "KVMMD_TEST_NVME_INVALIDATE_DELAY_MS", NUMBER, "3600001", "3600000" },
+	{ "KVMMD_TEST_NVME_RESTAMP_DELAY_MS", NUMBER, "3600001", "0" },
+	{ "KVMMD_TEST_NVME_OPEN_FAIL", NUMBER, "1000001", "1000000" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", OWN, NULL, "0,7,4294967295" },
+	{ "KVMMD_TEST_NVME_WRITE_DELAY_MS", NUMBER, "3600001", "0" },
+	{ "KVMMD_TEST_POLICY_SAVE_MS", PERIOD, "3600001", "050" },
+	{ "KVMMD_TEST_POLICY_WRITE_DELAY_MS", NUMBER, "3600001", "20" },
+	{ "KVMMD_TEST_SLAB_PROGRESS_MS", PERIOD, "3600001", "0100" },
+	{ "KVMMD_SLOW_CMD_US", NUMBER, "3600000001", "" },
+};
+#define NR_KNOBS (sizeof(knobs) / sizeof(knobs[0]))
+
+/* the bad values of every number, and of the others */
+static const char *const bad_number[] = { "",	"x",  "5ms", "-1",
+					  "+5", " 5", "5 ",  "0x10" };
+static const char *const bad_flag[] = { "", "2", "01", "yes", "true", " 1" };
+static const struct {
+	const char *name, *value;
+} bad_own[] = {
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "ENOMEM" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "ENOMEM:0" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "ENOMEM: 1" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "ENOMEM:+1" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "ENOMEM:1x" },
+	{ "KVMMD_TEST_CACHE_OPEN_FAIL", "EFOO:1" },
+	{ "KVMMD_TEST_FDS_FAULT", "" },
+	{ "KVMMD_TEST_FDS_FAULT", "CMD" },
+	{ "KVMMD_TEST_FDS_FAULT", "cmd " },
+	{ "KVMMD_TEST_FDS_FAULT", "hang-up" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "gpu-host:1," },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-restamp:x" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "x" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "1," },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", ",1" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "1,,2" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "1, 2" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "-1" },
+	{ "KVMMD_TEST_NVME_SCAN_FAIL", "4294967296" },
+};
+
+static char log_buf[1 << 16];
+
+/* kvmmd refuses to start with var=value; its log has exactly one ERR
+ * line, which holds "var=value: " and want (when not NULL). */
+static void refused(const char *var, const char *value, const char *want)
+{
+	const char *args[] = { "--host-mem", "2M", NULL };
+	char head[512];
+	struct td_daemon d;
+
+	snprintf(head, sizeof(head), "%s=%s: ", var, value);
+	setenv(var, value, 1);
+	if (!td_start(&d, args)) {
+		unsetenv(var);
+		td_stop(&d);
+		t_fail("kvmmd started with %s='%s'", var, value);
+	}
+	unsetenv(var);
+	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
+	if (t_count(log_buf, " ERR ") != 1 || !strstr(log_buf, head))
+		t_fail("not one ERR line with '%s' in:\n%s", head, log_buf);
+	if (want && !strstr(log_buf, want))
+		t_fail("'%s' not in:\n%s", want, log_buf);
+	unlink(d.log);
+	unlink(d.sock);
+	rmdir(d.dir);
+}
+
+static void bad_values(void)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < NR_KNOBS; i++) {
+		const char *name = knobs[i].name;
+
+		if (knobs[i].grammar == FLAG) {
+			for (size_t j = 0; j < sizeof(bad_flag) / sizeof(*bad_flag);
+			     j++, n++)
+				refused(name, bad_flag[j],
+					"expected 1 (on) or 0 (off)");
+			continue;
+		}
+		if (knobs[i].grammar == OWN)
+			continue;
+		for (size_t j = 0; j < sizeof(bad_number) / sizeof(*bad_number);
+		     j++) {
+			/* the diagnostic's empty value is unset (admin.md) */
+			if (!bad_number[j][0] && !knobs[i].good[0])
+				continue;
+			refused(name, bad_number[j], "(digits only)");
+			n++;
+		}
+		refused(name, knobs[i].too_big, "(digits only)");
+		n++;
+		if (knobs[i].grammar == PERIOD) {
+			refused(name, "0", "from 1 to");
+			n++;
+		}
+	}
+	for (size_t i = 0; i < sizeof(bad_own) / sizeof(*bad_own); i++, n++)
+		refused(bad_own[i].name, bad_own[i].value, NULL);
+	printf("bad values refused at start, one ERR line each: %d\n", n);
+}
+
+/* KVMMD_TEST_MIGRATE_FAIL's messages name every kind, the newest too */
+static void migrate_fail_kinds(void)
+{
+	static const char *const kinds[] = {
+		"gpu-host",	   "host-nvme", "nvme-host",   "host-gpu",
+		"nvme-gpu",	   "nvme-invalidate", "nvme-mark",
+		"nvme-restamp",
+	};
+
+	refused("KVMMD_TEST_MIGRATE_FAIL", "foo:1",
+		"'foo:1': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate, nvme-mark, nvme-restamp");
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++)
+		t_assert(strstr(log_buf, kinds[i]));
+	refused("KVMMD_TEST_MIGRATE_FAIL", "nvme-restamp:x",
+		"'nvme-restamp:x': N must be a whole number >= 1");
+	printf("KVMMD_TEST_MIGRATE_FAIL: foo:1 lists the %zu kinds, nvme-restamp:x says N\n",
+	       sizeof(kinds) / sizeof(*kinds));
+}
+
+/* A name that is no knob: the one it likely meant, or all of them */
+static void misspelt(void)
+{
+	refused("KVMMD_TEST_NVME_WRTE_DELAY_MS", "50",
+		"not a kvmmd test knob; did you mean KVMMD_TEST_NVME_WRITE_DELAY_MS?");
+	refused("KVMMD_TEST_DEMOTE_DELAY", "50",
+		"did you mean KVMMD_TEST_DEMOTE_DELAY_MS?");
+	refused("KVMMD_TEST_HOST_SLOT_HELD", "3",
+		"did you mean KVMMD_TEST_HOST_SLOTS_HELD?");
+	refused("KVMMD_TEST_ABI_1_17", "1",
+		"did you mean one of KVMMD_TEST_ABI_1_15, KVMMD_TEST_ABI_1_16, KVMMD_TEST_ABI_1_18, KVMMD_TEST_ABI_1_19?");
+	refused("KVMMD_TEST_SOMETHING_ELSE", "", "not a kvmmd test knob (they are ");
+	/* the list is the table: every test knob this test knows is in it */
+	for (size_t i = 0; i < NR_KNOBS; i++)
+		if (!strncmp(knobs[i].name, "KVMMD_TEST_", 11) &&
+		    !strstr(log_buf, knobs[i].name))
+			t_fail("%s not listed in:\n%s", knobs[i].name,
+			       log_buf);
+	printf("misspelt names refused with the knob meant, or the list\n");
+}
+
+/* Every knob at a good value: kvmmd starts, the readers read what the
+ * check took. */
+static void good_values(void)
+{
+	const char *lazy[] = { "--host-mem", "2M", NULL };
+	char dir[256], state[300];
+	const char *named[] = { "--host-mem",	      "2M",	 "--cache-block-pages",
+				"4",		      "--policy-state", state,
+				"--cache-gpu-blocks", "4",	 NULL };
+	struct td_daemon d;
+
+	td_tmp_path("kvmm-knobs-XXXXXX", dir, sizeof(dir));
+	t_assert(mkdtemp(dir));
+	snprintf(state, sizeof(state), "%s/policy.state", dir);
+	/* all at once; the tiers open at the first publish */
+	for (size_t i = 0; i < NR_KNOBS; i++)
+		setenv(knobs[i].name, knobs[i].good, 1);
+	td_start_ok(&d, lazy);
+	td_stop_ok(&d);
+	printf("every knob at a good value: kvmmd starts\n");
+
+	/* the tiers open at start (a failed set-up would stop it): what
+	 * the readers made of the values */
+	unsetenv("KVMMD_TEST_CACHE_OPEN_FAIL");
+	td_start_ok(&d, named);
+	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
+	t_assert_eq(t_count(log_buf, " ERR "), 0);
+	t_assert_eq(
+		t_count(log_buf,
+			"cache: KVMMD_TEST_DEMOTE_DELAY_MS=50: migrations delayed (tests only)"),
+		1);
+	t_assert_eq(
+		t_count(log_buf,
+			"cache: KVMMD_TEST_RESTORE_DELAY_MS=7: migrations delayed"),
+		1);
+	t_assert_eq(t_count(log_buf, "KVMMD_TEST_NVME_WRITE_DELAY_MS"), 0);
+	t_assert_eq(
+		t_count(log_buf,
+			"cache: KVMMD_TEST_HOST_SLOTS_HELD=3: slots held back"),
+		1);
+	t_assert_eq(t_count(log_buf, "KVMMD_TEST_NVME_SLOTS_HELD"), 0);
+	t_assert_eq(
+		t_count(log_buf,
+			"host tier: KVMMD_TEST_SLAB_PROGRESS_MS=100 (tests only)"),
+		1);
+	t_assert_eq(
+		t_count(log_buf,
+			"policy state: KVMMD_TEST_POLICY_SAVE_MS: saved every 50 ms"),
+		1);
+	t_assert_eq(
+		t_count(log_buf,
+			"policy state: KVMMD_TEST_POLICY_WRITE_DELAY_MS=20: periodic saves delayed"),
+		1);
+	t_assert_eq(
+		t_count(log_buf,
+			"cache: KVMMD_TEST_MIGRATE_FAIL=nvme-restamp:2+: migrations fail"),
+		1);
+	t_assert_eq(t_count(log_buf, "KVMMD_TEST_CACHE_RETRY_MS=3600000: "),
+		    1);
+	t_assert_eq(t_count(log_buf, "KVMMD_TEST_NVME_OPEN_FAIL=1000000: "),
+		    1);
+	td_stop_ok(&d);
+	for (size_t i = 0; i < NR_KNOBS; i++)
+		unsetenv(knobs[i].name);
+	unlink(state);
+	strcat(state, ".lock"); /* kvmmd's lock beside it (cache_learned.c) */
+	unlink(state);
+	t_ok(rmdir(dir));
+	printf("the readers read what the check took (050 is 50, 03 is 3, 0100 is 100, 0 is off)\n");
+}
+
+int main(void)
+{
+	bad_values();
+	migrate_fail_kinds();
+	misspelt();
+	good_values();
+	return 0;
+}
