@@ -120,8 +120,8 @@ static void bad_values(void)
 		const char *name = knobs[i].name;
 
 		if (knobs[i].grammar == FLAG) {
-			for (size_t j = 0; j < sizeof(bad_flag) / sizeof(*bad_flag);
-			     j++, n++)
+			for (size_t j = 0;
+			     j < sizeof(bad_flag) / sizeof(*bad_flag); j++, n++)
 				refused(name, bad_flag[j],
 					"expected 1 (on) or 0 (off)");
 			continue;
@@ -152,9 +152,8 @@ static void bad_values(void)
 static void migrate_fail_kinds(void)
 {
 	static const char *const kinds[] = {
-		"gpu-host",	   "host-nvme", "nvme-host",   "host-gpu",
-		"nvme-gpu",	   "nvme-invalidate", "nvme-mark",
-		"nvme-restamp",
+		"gpu-host", "host-nvme",       "nvme-host", "host-gpu",
+		"nvme-gpu", "nvme-invalidate", "nvme-mark", "nvme-restamp",
 	};
 
 	refused("KVMMD_TEST_MIGRATE_FAIL", "foo:1",
@@ -178,13 +177,13 @@ static void misspelt(void)
 		"did you mean KVMMD_TEST_HOST_SLOTS_HELD?");
 	refused("KVMMD_TEST_ABI_1_17", "1",
 		"did you mean one of KVMMD_TEST_ABI_1_15, KVMMD_TEST_ABI_1_16, KVMMD_TEST_ABI_1_18, KVMMD_TEST_ABI_1_19?");
-	refused("KVMMD_TEST_SOMETHING_ELSE", "", "not a kvmmd test knob (they are ");
+	refused("KVMMD_TEST_SOMETHING_ELSE", "",
+		"not a kvmmd test knob (they are ");
 	/* the list is the table: every test knob this test knows is in it */
 	for (size_t i = 0; i < NR_KNOBS; i++)
 		if (!strncmp(knobs[i].name, "KVMMD_TEST_", 11) &&
 		    !strstr(log_buf, knobs[i].name))
-			t_fail("%s not listed in:\n%s", knobs[i].name,
-			       log_buf);
+			t_fail("%s not listed in:\n%s", knobs[i].name, log_buf);
 	printf("misspelt names refused with the knob meant, or the list\n");
 }
 
@@ -194,9 +193,15 @@ static void good_values(void)
 {
 	const char *lazy[] = { "--host-mem", "2M", NULL };
 	char dir[256], state[300];
-	const char *named[] = { "--host-mem",	      "2M",	 "--cache-block-pages",
-				"4",		      "--policy-state", state,
-				"--cache-gpu-blocks", "4",	 NULL };
+	const char *named[] = { "--host-mem",
+				"2M",
+				"--cache-block-pages",
+				"4",
+				"--policy-state",
+				state,
+				"--cache-gpu-blocks",
+				"4",
+				NULL };
 	struct td_daemon d;
 
 	td_tmp_path("kvmm-knobs-XXXXXX", dir, sizeof(dir));
@@ -245,10 +250,8 @@ static void good_values(void)
 		t_count(log_buf,
 			"cache: KVMMD_TEST_MIGRATE_FAIL=nvme-restamp:2+: migrations fail"),
 		1);
-	t_assert_eq(t_count(log_buf, "KVMMD_TEST_CACHE_RETRY_MS=3600000: "),
-		    1);
-	t_assert_eq(t_count(log_buf, "KVMMD_TEST_NVME_OPEN_FAIL=1000000: "),
-		    1);
+	t_assert_eq(t_count(log_buf, "KVMMD_TEST_CACHE_RETRY_MS=3600000: "), 1);
+	t_assert_eq(t_count(log_buf, "KVMMD_TEST_NVME_OPEN_FAIL=1000000: "), 1);
 	td_stop_ok(&d);
 	for (size_t i = 0; i < NR_KNOBS; i++)
 		unsetenv(knobs[i].name);
