@@ -124,7 +124,7 @@ static const struct kd_test_knob kd_test_knobs[] = {
 
 #define KD_TEST_KNOBS_COUNT (sizeof(kd_test_knobs) / sizeof(kd_test_knobs[0]))
 
-/* the names no knob of the table may have but one: a misspelt one */
+/* a variable of this prefix that the table lacks: a misspelt knob */
 #define KD_TEST_PREFIX "KVMMD_TEST_"
 
 /* v is digits alone, a number from min to max, into *out */
@@ -139,7 +139,7 @@ static bool kd_knob_number(const char *v, uint64_t min, uint64_t max,
 		if (*p < '0' || *p > '9')
 			return false;
 		n = n * 10 + (uint64_t)(*p - '0');
-		if (n > max) /* before it could overflow: max < 2^60 */
+		if (n > max) /* before it could overflow: every max < 2^60 */
 			return false;
 	}
 	if (n < min)
