@@ -71,6 +71,7 @@ struct kd_test_knob {
 
 static int kd_migrate_fail_check(const char *v, char *why, size_t len);
 static int kd_slot_list_check(const char *v, char *why, size_t len);
+static int kd_retire_fail_check(const char *v, char *why, size_t len);
 
 /*
  * Every knob kvmmd reads, where it is read, and what it does
@@ -106,9 +107,13 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	{ "KVMMD_TEST_NVME_RESTAMP_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
 	/* cache_open.c: the first N opens of the NVMe tier after the start */
 	{ "KVMMD_TEST_NVME_OPEN_FAIL", KD_KNOB_NUMBER, &kd_opens },
-	/* tier_nvme_recover.c: the recovery's read of these slots fails */
+	/* tier_nvme_fault.c (a helper's, not on main yet): the restart
+	 * scan's header read of these slots fails; the fdatasync before
+	 * drop marks retire, or the superblock write without them, fails */
 	{ "KVMMD_TEST_NVME_SCAN_FAIL", KD_KNOB_CHECK, NULL,
 	  kd_slot_list_check },
+	{ "KVMMD_TEST_NVME_RETIRE_FAIL", KD_KNOB_CHECK, NULL,
+	  kd_retire_fail_check },
 	/* migrate.c: host -> NVMe writes wait */
 	{ "KVMMD_TEST_NVME_WRITE_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
 	/* cache_learned.c: the policy state saved this often; each periodic
@@ -156,21 +161,26 @@ static int kd_migrate_fail_check(const char *v, char *why, size_t len)
 	return migrate_fault_parse(v, f, &n, why, len);
 }
 
-/* "N[,N...]": slot numbers, each below 2^32, none empty */
+/* KVMMD_TEST_NVME_SCAN_FAIL's most slots (the tier's
+ * NVME_FAULT_SCAN_MAX), each below UINT32_MAX (the tier's NVME_NONE) */
+#define KD_SCAN_FAIL_MAX 16
+
+/* "N[,N...]": slot numbers, none empty */
 static int kd_slot_list_check(const char *v, char *why, size_t len)
 {
 	const char *p = v;
+	unsigned int nr = 0;
 	uint64_t slot;
 	char one[16];
 
 	for (;;) {
 		size_t n = strcspn(p, ",");
 
-		if (!n || n >= sizeof(one))
+		if (!n || n >= sizeof(one) || ++nr > KD_SCAN_FAIL_MAX)
 			break;
 		memcpy(one, p, n);
 		one[n] = '\0';
-		if (!kd_knob_number(one, 0, UINT32_MAX, &slot))
+		if (!kd_knob_number(one, 0, UINT32_MAX - 1, &slot))
 			break;
 		if (!p[n])
 			return 0;
@@ -178,8 +188,16 @@ static int kd_slot_list_check(const char *v, char *why, size_t len)
 	}
 	snprintf(
 		why, len,
-		"expected a slot number list N[,N...] (each from 0 to %u, no blanks)",
-		UINT32_MAX);
+		"expected a slot number list N[,N...] (at most %u slots, each from 0 to %u, no blanks)",
+		KD_SCAN_FAIL_MAX, UINT32_MAX - 1);
+	return -EINVAL;
+}
+
+static int kd_retire_fail_check(const char *v, char *why, size_t len)
+{
+	if (!strcmp(v, "sync") || !strcmp(v, "superblock"))
+		return 0;
+	snprintf(why, len, "expected sync or superblock");
 	return -EINVAL;
 }
 
