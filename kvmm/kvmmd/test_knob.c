@@ -28,6 +28,7 @@
 
 #include "kvmm/kvmmd/cache_priv.h"
 #include "kvmm/kvmmd/migrate.h"
+#include "kvmm/kvmmd/tier_nvme.h"
 #include "vmm/vmm.h"
 
 /* the longest delay or period a knob takes: an hour, in ms (and a delay
@@ -107,9 +108,9 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	{ "KVMMD_TEST_NVME_RESTAMP_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
 	/* cache_open.c: the first N opens of the NVMe tier after the start */
 	{ "KVMMD_TEST_NVME_OPEN_FAIL", KD_KNOB_NUMBER, &kd_opens },
-	/* tier_nvme_fault.c (a helper's, not on main yet): the restart
-	 * scan's header read of these slots fails; the fdatasync before
-	 * drop marks retire, or the superblock write without them, fails */
+	/* tier_nvme_fault.c: the restart scan's header read of these
+	 * slots fails; the fdatasync before drop marks retire, or the
+	 * superblock write without them, fails */
 	{ "KVMMD_TEST_NVME_SCAN_FAIL", KD_KNOB_CHECK, NULL,
 	  kd_slot_list_check },
 	{ "KVMMD_TEST_NVME_RETIRE_FAIL", KD_KNOB_CHECK, NULL,
@@ -161,41 +162,26 @@ static int kd_migrate_fail_check(const char *v, char *why, size_t len)
 	return migrate_fault_parse(v, f, &n, why, len);
 }
 
-/* KVMMD_TEST_NVME_SCAN_FAIL's most slots (the tier's
- * NVME_FAULT_SCAN_MAX), each below UINT32_MAX (the tier's NVME_NONE) */
-#define KD_SCAN_FAIL_MAX 16
-
-/* "N[,N...]": slot numbers, none empty */
+/* KVMMD_TEST_NVME_SCAN_FAIL and _RETIRE_FAIL: the tier's own parse, the
+ * one its open reads them with (tier_nvme_fault.c) */
 static int kd_slot_list_check(const char *v, char *why, size_t len)
 {
-	const char *p = v;
-	unsigned int nr = 0;
-	uint64_t slot;
-	char one[16];
+	uint32_t slots[TIER_NVME_SCAN_FAIL_MAX], n;
 
-	for (;;) {
-		size_t n = strcspn(p, ",");
-
-		if (!n || n >= sizeof(one) || ++nr > KD_SCAN_FAIL_MAX)
-			break;
-		memcpy(one, p, n);
-		one[n] = '\0';
-		if (!kd_knob_number(one, 0, UINT32_MAX - 1, &slot))
-			break;
-		if (!p[n])
-			return 0;
-		p += n + 1;
-	}
+	if (!tier_nvme_scan_fail_parse(v, slots, &n))
+		return 0;
 	snprintf(
 		why, len,
 		"expected a slot number list N[,N...] (at most %u slots, each from 0 to %u, no blanks)",
-		KD_SCAN_FAIL_MAX, UINT32_MAX - 1);
+		TIER_NVME_SCAN_FAIL_MAX, UINT32_MAX - 1);
 	return -EINVAL;
 }
 
 static int kd_retire_fail_check(const char *v, char *why, size_t len)
 {
-	if (!strcmp(v, "sync") || !strcmp(v, "superblock"))
+	bool sync, superblock;
+
+	if (!tier_nvme_retire_fail_parse(v, &sync, &superblock))
 		return 0;
 	snprintf(why, len, "expected sync or superblock");
 	return -EINVAL;

@@ -470,4 +470,17 @@ void tier_nvme_partition(struct tier_nvme *t, uint64_t *base, uint64_t *bytes);
 uint64_t tier_nvme_layout_id(struct tier_nvme *t);
 void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st);
 
+/*
+ * The tier's test knobs' values (tier_nvme_fault.c), parsed by the tier
+ * at each open and by kvmmd's check at start (test_knob.c) with the one
+ * grammar: KVMMD_TEST_NVME_SCAN_FAIL=N[,N...], slot numbers below
+ * UINT32_MAX, at most TIER_NVME_SCAN_FAIL_MAX, into slots[] (*n of them);
+ * KVMMD_TEST_NVME_RETIRE_FAIL=sync|superblock.  0, or -EINVAL.
+ */
+#define TIER_NVME_SCAN_FAIL_MAX 16
+int tier_nvme_scan_fail_parse(const char *v,
+			      uint32_t slots[TIER_NVME_SCAN_FAIL_MAX],
+			      uint32_t *n);
+int tier_nvme_retire_fail_parse(const char *v, bool *sync, bool *superblock);
+
 #endif

@@ -29,13 +29,13 @@
 
 #include "vmm/vmm.h"
 
-#if HAVE_LIBURING
-
-/* KVMMD_TEST_NVME_SCAN_FAIL's slots into f: 0, or -EINVAL. */
-static int parse_scan(const char *v, struct nvme_faults *f)
+int tier_nvme_scan_fail_parse(const char *v,
+			      uint32_t slots[TIER_NVME_SCAN_FAIL_MAX],
+			      uint32_t *n)
 {
 	const char *p = v;
 
+	*n = 0;
 	for (;;) {
 		char *end;
 		unsigned long slot;
@@ -44,10 +44,10 @@ static int parse_scan(const char *v, struct nvme_faults *f)
 			return -EINVAL;
 		errno = 0;
 		slot = strtoul(p, &end, 10);
-		if (errno || slot >= NVME_NONE ||
-		    f->n_scan == NVME_FAULT_SCAN_MAX)
+		if (errno || slot >= UINT32_MAX ||
+		    *n == TIER_NVME_SCAN_FAIL_MAX)
 			return -EINVAL;
-		f->scan[f->n_scan++] = (uint32_t)slot;
+		slots[(*n)++] = (uint32_t)slot;
 		if (!*end)
 			return 0;
 		if (*end != ',')
@@ -56,6 +56,15 @@ static int parse_scan(const char *v, struct nvme_faults *f)
 	}
 }
 
+int tier_nvme_retire_fail_parse(const char *v, bool *sync, bool *superblock)
+{
+	*sync = !strcmp(v, "sync");
+	*superblock = !strcmp(v, "superblock");
+	return *sync || *superblock ? 0 : -EINVAL;
+}
+
+#if HAVE_LIBURING
+
 int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 {
 	const char *scan = getenv("KVMMD_TEST_NVME_SCAN_FAIL");
@@ -63,7 +72,7 @@ int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 	struct nvme_faults *f = &t->faults;
 
 	memset(f, 0, sizeof(*f));
-	if (scan && parse_scan(scan, f)) {
+	if (scan && tier_nvme_scan_fail_parse(scan, f->scan, &f->n_scan)) {
 		vmm_log(VMM_LOG_ERR,
 			"tier_nvme: KVMMD_TEST_NVME_SCAN_FAIL=%s: want slot numbers N[,N...] (at most %u)",
 			scan, NVME_FAULT_SCAN_MAX);
@@ -75,11 +84,8 @@ int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 			path, part, scan);
 	if (!retire)
 		return 0;
-	if (!strcmp(retire, "sync")) {
-		f->retire_sync = true;
-	} else if (!strcmp(retire, "superblock")) {
-		f->retire_sb = true;
-	} else {
+	if (tier_nvme_retire_fail_parse(retire, &f->retire_sync,
+					&f->retire_sb)) {
 		vmm_log(VMM_LOG_ERR,
 			"tier_nvme: KVMMD_TEST_NVME_RETIRE_FAIL=%s: want sync or superblock",
 			retire);

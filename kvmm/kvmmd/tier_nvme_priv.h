@@ -127,7 +127,7 @@ struct nvme_marks_held {
 };
 
 /* Tests only: what the open fails on purpose (tier_nvme_fault.c). */
-#define NVME_FAULT_SCAN_MAX 16
+#define NVME_FAULT_SCAN_MAX TIER_NVME_SCAN_FAIL_MAX
 struct nvme_faults {
 	uint32_t scan[NVME_FAULT_SCAN_MAX]; /* slots whose header read fails */
 	uint32_t n_scan;
