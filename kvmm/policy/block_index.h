@@ -57,7 +57,8 @@ enum pol_block_flags {
 	POL_BLOCK_FEW_NEW = 1 << 4,
 	/*
 	 * the cache's own, for the length of one call: set aside (not
-	 * evictable) while it looks for another victim (cache.c, fits())
+	 * evictable) while it looks for another victim (set_aside(),
+	 * pol_cache_priv.h)
 	 */
 	POL_BLOCK_ASIDE = 1 << 5,
 };

@@ -13,13 +13,15 @@
  *
  * Beside it: cache_create.c (creation and the accessors), cache_lookup.c
  * (lookups by hash), cache_tenant.c (tenant rows and limits),
- * cache_kind.c (policy kinds and the learned state), and
- * pol_cache_priv.h (struct pol_cache and what they share).  The pins,
- * refs and TTLs stay here, beside the moves that read them: the
- * compiler inlines the same calls on an access as when they were one file.
+ * cache_kind.c (policy kinds and the learned state), cache_fits.c (the
+ * checks before a move: pol_cache_fits(), pol_cache_promotable(),
+ * pol_cache_can_*()), and pol_cache_priv.h (struct pol_cache and what
+ * they share: the prefix rule's leaf test, setting blocks aside, the
+ * victim choice, inline).  The pins, refs and TTLs stay here, beside the
+ * moves that read them: the compiler inlines the same calls on an access
+ * as when they were one file.
  */
 #include <errno.h>
-#include <stdlib.h>
 
 #include "kvmm/policy/pol_cache_priv.h"
 
@@ -48,22 +50,6 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 {
 	return tier < POL_TIER_COUNT ? lower_tier(c, tier) : POL_TIER_NONE;
-}
-
-/* Would b be a leaf in tier t (the prefix rule)? */
-static bool leaf_in(const struct pol_cache *c, const struct pol_block *b,
-		    unsigned t)
-{
-	unsigned upto;
-
-	if (!c->prefix_rule)
-		return true;
-	/* From the last tier a block is dropped: no child may stay anywhere. */
-	upto = t == c->last_tier ? POL_TIER_COUNT - 1 : t;
-	for (unsigned u = 0; u <= upto; u++)
-		if (b->nchild[u])
-			return false;
-	return true;
 }
 
 bool pol_cache_is_leaf(const struct pol_cache *c, const struct pol_block *b)
@@ -97,12 +83,6 @@ void pol_cache_release(struct pol_cache *c, struct pol_block *b)
 	if (b->holds)
 		b->holds--;
 	maybe_free(c, b);
-}
-
-static void notify_change(struct pol_cache *c, struct pol_block *b)
-{
-	if (b->tier < POL_TIER_COUNT && c->ops->on_change)
-		c->ops->on_change(c->priv[b->tier], b);
 }
 
 /*
@@ -190,8 +170,8 @@ static void report(struct pol_cache *c, const struct pol_block *b,
 
 /* room_victim()'s second pass, with a lower tier: a block that only a
  * demotable TTL holds (apart: it is rarely needed). */
-static __attribute__((noinline)) struct pol_block *
-ttl_victim(struct pol_cache *c, unsigned t, bool *ttl)
+__attribute__((noinline)) struct pol_block *
+pol_cache_ttl_victim(struct pol_cache *c, unsigned t, bool *ttl)
 {
 	struct pol_block *v;
 
@@ -206,195 +186,6 @@ ttl_victim(struct pol_cache *c, unsigned t, bool *ttl)
 	c->ttl_demoting = false;
 	*ttl = v != NULL;
 	return v;
-}
-
-/*
- * make_room()'s choice: the policy's victim, or with a lower tier one
- * that only a demotable TTL holds (counted by the caller).  Inline: a
- * call here cost each decision 13 instructions (bench/policy's callgrind
- * count).
- */
-static inline __attribute__((always_inline)) struct pol_block *
-room_victim(struct pol_cache *c, unsigned t, bool *ttl)
-{
-	struct pol_block *v = c->ops->victim(c->priv[t]);
-
-	*ttl = false;
-	if (v || lower_tier(c, t) == POL_TIER_NONE)
-		return v;
-	return ttl_victim(c, t, ttl);
-}
-
-/*
- * Setting blocks aside: while the cache looks for a block that can make
- * room, the ones it has ruled out are flagged POL_BLOCK_ASIDE, which
- * pol_cache_evictable() reads, so that the policy's next victim is
- * another.  The policy is told (on_change: asym forgets a candidate's
- * value), nothing moves in its structures.  Each call releases what it
- * set aside before it returns (release_aside() to the mark it took).
- */
-static bool set_aside(struct pol_cache *c, struct pol_block *b)
-{
-	if (b->flags & POL_BLOCK_ASIDE)
-		return true;
-	if (c->naside == c->cap_aside) {
-		uint32_t n = c->cap_aside ? 2 * c->cap_aside : 16;
-		uint32_t *a = realloc(c->aside, n * sizeof(*a));
-
-		if (!a)
-			return false;
-		c->aside = a;
-		c->cap_aside = n;
-	}
-	c->aside[c->naside++] = pol_index_id(&c->ix, b);
-	b->flags |= POL_BLOCK_ASIDE;
-	notify_change(c, b);
-	return true;
-}
-
-static void release_aside(struct pol_cache *c, uint32_t mark)
-{
-	while (c->naside > mark) {
-		struct pol_block *b =
-			pol_index_at(&c->ix, c->aside[--c->naside]);
-
-		b->flags &= (uint8_t)~POL_BLOCK_ASIDE;
-		notify_change(c, b);
-	}
-}
-
-/*
- * pol_cache_evictable() for b as it would be in tier t (it is in another
- * one, or about to enter t): a live TTL lets it go only down a tier (the
- * second pass of room_victim()), never out of the last.
- */
-static bool evictable_in(const struct pol_cache *c, const struct pol_block *b,
-			 unsigned t)
-{
-	/* not POL_BLOCK_ASIDE: promotable() sets the block it asks about
-	 * aside in the tier it leaves */
-	if (b->pins || b->refcount)
-		return false;
-	if (b->ttl_expiry && b->ttl_expiry > c->now &&
-	    !((b->flags & POL_BLOCK_TTL_DEMOTE) &&
-	      lower_tier(c, t) != POL_TIER_NONE))
-		return false;
-	return leaf_in(c, b, t);
-}
-
-/* How many candidates fits() rules out before it gives up (a tier below
- * that is stuck would otherwise be searched through, block by block). */
-#define FITS_TRIES 16
-
-static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v,
-		 bool self);
-
-/* Can x, evictable in tier t, leave it: dropped from the last tier (its
- * evictability there says no child stays anywhere), or into the next? */
-static bool way_down(struct pol_cache *c, struct pol_block *x, unsigned t)
-{
-	unsigned lower = lower_tier(c, t);
-
-	return lower == POL_TIER_NONE || fits(c, lower, x, true);
-}
-
-/*
- * Could tier t take v (NULL: a block new to the cache, with no parent
- * there) and stay within its capacity, by moving down or dropping blocks
- * that may go (v itself among them, with self) as make_room() would?  Side-effect
- * free.  Exact but for a tier more than one block over its capacity and
- * for the bound on the candidates; a no refuses the move, which is safe.
- */
-static bool fits(struct pol_cache *c, unsigned t, struct pol_block *v,
-		 bool self)
-{
-	uint32_t mark = c->naside;
-	uint64_t need;
-	struct pol_block *p;
-	bool ttl;
-
-	if (c->count[t] < c->cap[t])
-		return true;
-	need = c->count[t] + 1 - c->cap[t];
-	/* v in t makes its parent, in t or below, a parent of a block
-	 * above it or beside it: no longer a victim there */
-	p = v && c->prefix_rule ? pol_cache_parent(c, v) : NULL;
-	if (p && p->tier != POL_TIER_NONE && p->tier >= t && !set_aside(c, p))
-		goto out;
-	if (v && self && evictable_in(c, v, t) && way_down(c, v, t))
-		need--;
-	for (unsigned i = 0; need && i < FITS_TRIES; i++) {
-		struct pol_block *x = room_victim(c, t, &ttl);
-
-		if (!x || x == v)
-			break;
-		if (way_down(c, x, t))
-			need--;
-		if (need && !set_aside(c, x))
-			break;
-	}
-out:
-	release_aside(c, mark);
-	return !need;
-}
-
-bool pol_cache_can_admit(struct pol_cache *c, unsigned tier)
-{
-	if (tier >= POL_TIER_COUNT || !c->priv[tier])
-		return false;
-	/* a victim choice has no side effect in any policy: asym only
-	 * remembers the values it computed */
-	return fits(c, tier, NULL, false);
-}
-
-/*
- * Can b, cached in a tier below t, move up into t?  Its place below is
- * free once it leaves (what goes down from t may take it), and it is not
- * a victim there meanwhile.  self: b may be its own victim (moved up and
- * straight back down, which an access does; kvmmd asks beforehand
- * whether anything else could go, pol_cache_can_promote()).
- */
-static bool promotable(struct pol_cache *c, struct pol_block *b, unsigned t,
-		       bool self)
-{
-	uint32_t mark = c->naside;
-	unsigned from = b->tier;
-	bool ok;
-
-	if (c->count[t] < c->cap[t])
-		return true;
-	/* a block that may go from t goes from there, wherever it came from:
-	 * if t's lower tier is full, b's own place may be its way down */
-	if (!set_aside(c, b))
-		return false;
-	c->count[from]--;
-	ok = fits(c, t, b, self);
-	c->count[from]++;
-	release_aside(c, mark);
-	return ok;
-}
-
-bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash)
-{
-	struct pol_block *b;
-
-	if (tier >= POL_TIER_COUNT || !c->priv[tier])
-		return false;
-	b = pol_cache_lookup(c, hash);
-	if (!b)
-		return fits(c, tier, NULL, false);
-	if (b->tier <= tier)
-		return true;
-	return promotable(c, b, tier, false);
-}
-
-bool pol_cache_can_access(struct pol_cache *c, uint64_t hash)
-{
-	struct pol_block *b = pol_cache_lookup(c, hash);
-
-	/* pol_cache_access()'s own test, before it changes anything */
-	return !b || b->tier == POL_TIER_GPU ||
-	       promotable(c, b, POL_TIER_GPU, true);
 }
 
 /* May b (in some tier) be dropped: evictable as from the last tier? */
@@ -439,7 +230,8 @@ static inline void prefetch_parent(struct pol_cache *c,
 static __attribute__((noinline)) int
 demote(struct pol_cache *c, struct pol_block *v, unsigned t, unsigned lower)
 {
-	if (c->count[lower] >= c->cap[lower] && !fits(c, lower, v, true)) {
+	if (c->count[lower] >= c->cap[lower] &&
+	    !pol_cache_fits(c, lower, v, true)) {
 		c->st.refused++;
 		return -ENOSPC;
 	}
@@ -449,7 +241,7 @@ demote(struct pol_cache *c, struct pol_block *v, unsigned t, unsigned lower)
 	report(c, v, t, lower);
 	enter_tier(c, v, lower);
 	tenant_room(c, v->tenant, lower, v, true);
-	/* fits() said there is room; should the lower tier have been over
+	/* pol_cache_fits() said there is room; should the lower tier have been over
 	 * its capacity already, v goes only if it may (else it stays, over) */
 	if (make_room(c, lower) == -ENOSPC && v->tier == lower &&
 	    droppable(c, v))
@@ -460,7 +252,7 @@ demote(struct pol_cache *c, struct pol_block *v, unsigned t, unsigned lower)
 /*
  * Move v (evictable, in tier t) down a tier, or drop it from the last:
  * 0.  -ENOSPC, and nothing done, when the tier below is full and could
- * make no room for v (fits()): everything there is pinned, referenced,
+ * make no room for v (pol_cache_fits()): everything there is pinned, referenced,
  * held by a TTL or a parent of a cached child, and v cannot pass through
  * it either.  Dropping v instead could drop a parent whose children are
  * cached below (v is a leaf of t, not of the tiers under it), or break
@@ -650,7 +442,7 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 			}
 		}
 	} else if (from != POL_TIER_GPU &&
-		   !promotable(c, b, POL_TIER_GPU, true)) {
+		   !pol_cache_promotable(c, b, POL_TIER_GPU, true)) {
 		/*
 		 * Cached below, and the GPU could make no room for it
 		 * (everything there in use, pinned, held, or only its
@@ -702,7 +494,7 @@ int pol_cache_access(struct pol_cache *c, const struct pol_block_desc *d,
 			return 0;
 		/* Everything else is pinned: the new block is not cached
 		 * (one from below stays over, should it not be droppable:
-		 * promotable() said there was room, which the lower tiers'
+		 * pol_cache_promotable() said there was room, which the lower tiers'
 		 * answer can get wrong only when over their capacity).  A
 		 * drop, counted as one (its tenant admitted it above): the
 		 * owner counts the report as a GPU drop, and a tenant's
