@@ -61,7 +61,7 @@ void kc_set_tier(struct kd_cache *c, struct kc_entry *e, unsigned tier)
 void kc_free(struct kd_cache *c, struct kc_entry *e)
 {
 	kc_set_tier(c, e, POL_TIER_GPU); /* off the lists below */
-	kc_cold_end(c, e, true); /* left the cache while cold */
+	kc_cold_end(c, e, KC_COLD_DROPPED); /* left the cache while cold */
 	if (kd_fifo_linked(&c->cold, &e->cold))
 		kd_fifo_unlink(&c->cold, &e->cold);
 	if (!e->unhashed)

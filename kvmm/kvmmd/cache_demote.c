@@ -482,7 +482,7 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		return;
 	/* a cold block's first move is its admission: the policy counts it
 	 * from here (charged to the tenant its header named) */
-	kc_cold_end(c, e, false);
+	kc_cold_end(c, e, KC_COLD_ADMITTED);
 	/*
 	 * The tenant the policy charges b to, kept on the entry for its
 	 * NVMe header (kc_nvme_reserve()) and the stale copy its freed

@@ -256,6 +256,8 @@ void kc_open_undo(struct kd_cache *c)
 		}
 	}
 	c->st.recovered_blocks = 0; /* counted again by the next attempt */
+	/* and so are they as cold (kc_free() counted them dropped) */
+	c->st.cold_blocks = c->st.cold_dropped = 0;
 	if (c->host) {
 		/* the NVMe tier's fixed buffers are in this slab: it stays */
 		c->slab = tier_host_close_keep_slab(c->host);

@@ -103,6 +103,10 @@ struct kc_entry {
 	 * tenant's (cache_drop.c) */
 	uint32_t tenant;
 	bool in_pol; /* tracked by the policy (cold NVMe blocks are not) */
+	/* recovered from NVMe and not yet admitted nor gone: counted in
+	 * st.cold_blocks until kc_cold_end() says how it stopped being
+	 * cold (TIER_STATS' cold_admitted, _evicted or _dropped) */
+	bool is_cold;
 	/* cold, counted in its tenant's kd_tenant_counts.cold_of[] until
 	 * it leaves the cache or the policy takes it (kc_cold_end()) */
 	bool cold_counted;
@@ -614,9 +618,16 @@ void kc_nvme_write_stats(const struct kd_cache *c,
 int kc_recover(struct kd_cache *c, const struct tier_nvme_stats *ns);
 int kc_order_cold(struct kd_cache *c);
 void kc_cold_limits(struct kd_cache *c);
-/* A cold block is no longer cold: gone from the cache (dropped: counted
- * in its tenant's dropped), or the policy's now */
-void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped);
+/* How a cold block stopped being cold (TIER_STATS' cold_* counters). */
+enum kc_cold_fate {
+	KC_COLD_ADMITTED, /* the policy's now: an open's restore, a pin */
+	KC_COLD_EVICTED, /* for NVMe room, or by its tenant's NVMe limit */
+	KC_COLD_DROPPED, /* left the cache any other way */
+};
+/* A cold block is no longer cold: the policy's now, or gone from the
+ * cache (evicted or dropped: counted in its tenant's dropped) */
+void kc_cold_end(struct kd_cache *c, struct kc_entry *e,
+		 enum kc_cold_fate fate);
 /* A cold block session s pins, into the policy on NVMe, charged to its
  * header's tenant or else to s's: 0, -ENOENT (on its way out) or the
  * policy's -errno */

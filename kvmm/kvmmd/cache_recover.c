@@ -60,6 +60,8 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	e->nvme_slot = slot;
 	kd_fifo_push_tail(&c->cold, &e->cold); /* kc_order_cold() sorts */
 	c->st.recovered_blocks++;
+	e->is_cold = true;
+	c->st.cold_blocks++;
 	if (tenant != TIER_NVME_NOBODY) {
 		/* the id a session of that tenant is charged under (its row
 		 * made now if it has none: a tenant not connected in this
@@ -73,16 +75,33 @@ static int kc_recovered(void *arg, uint32_t slot, uint64_t hash,
 	return 0;
 }
 
-void kc_cold_end(struct kd_cache *c, struct kc_entry *e, bool dropped)
+/*
+ * Each recovered block ends its cold life once, in one of three ways, so
+ * that TIER_STATS' recovered_blocks = cold_blocks + cold_admitted +
+ * cold_evicted + cold_dropped at every moment: what an operator reads to
+ * tell whether the engines use what a stop saved or new traffic pushes
+ * it out unused.
+ */
+void kc_cold_end(struct kd_cache *c, struct kc_entry *e, enum kc_cold_fate fate)
 {
 	struct kd_tenant_counts *k;
 
+	if (e->is_cold) {
+		e->is_cold = false;
+		c->st.cold_blocks--;
+		if (fate == KC_COLD_ADMITTED)
+			c->st.cold_admitted++;
+		else if (fate == KC_COLD_EVICTED)
+			c->st.cold_evicted++;
+		else
+			c->st.cold_dropped++;
+	}
 	if (!e->cold_counted)
 		return;
 	e->cold_counted = false;
 	k = kd_tenant(c->d, e->tenant);
 	k->cold_of[c->idx].blocks--;
-	if (dropped)
+	if (fate != KC_COLD_ADMITTED)
 		k->cold_of[c->idx].dropped++;
 }
 
@@ -102,6 +121,7 @@ bool kc_cold_evict(struct kd_cache *c, struct kc_entry *e)
 	c->st.tiers[POL_TIER_NVME].drops++;
 	kvmm_tel_evict(c->d->tel_local, e->hash, KVMM_TEL_TIER_NVME,
 		       c->block_bytes);
+	kc_cold_end(c, e, KC_COLD_EVICTED); /* before kc_free() says dropped */
 	kc_release(c, e);
 	kc_free(c, e);
 	return true;
@@ -145,7 +165,7 @@ int kc_cold_admit(struct kd_cache *c, struct kc_entry *e,
 	if (err)
 		return err == -EEXIST ? -ENOENT : err;
 	e->in_pol = true;
-	kc_cold_end(c, e, false);
+	kc_cold_end(c, e, KC_COLD_ADMITTED);
 	if (kd_fifo_linked(&c->cold, &e->cold))
 		kd_fifo_unlink(&c->cold, &e->cold);
 	/* the tenant the policy charged it to, as kc_move() keeps it: its

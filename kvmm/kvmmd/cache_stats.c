@@ -38,6 +38,7 @@ static void kc_tier_stats_one(struct kd_cache *c,
 		 * not known yet) */
 		if (!c->opened) {
 			st->recovered_blocks = ns.recovered_slots;
+			st->cold_blocks = ns.recovered_slots; /* none used */
 			st->tiers[POL_TIER_NVME].block_bytes = ns.payload_bytes;
 		}
 		st->checksum_failures = ns.checksum_failures;
@@ -105,6 +106,10 @@ static void kc_tier_stats_add(struct kvmm_tier_stats_reply *st,
 	ADD(blocks_unshared);
 	ADD(nvme_restamped);
 	ADD(nvme_restamp_failures);
+	ADD(cold_blocks);
+	ADD(cold_admitted);
+	ADD(cold_evicted);
+	ADD(cold_dropped);
 	for (int t = 0; t < POL_TIER_COUNT; t++) {
 		struct kvmm_tier_info *a = &st->tiers[t];
 		const struct kvmm_tier_info *b = &o->tiers[t];

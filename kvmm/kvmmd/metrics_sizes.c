@@ -79,9 +79,11 @@ static void size_tiers(FILE *f, const struct kd_metrics_size *sz, uint32_t nr)
  * show the first size that has an error, so an alert on one model's
  * partition (out, waiting for an attempt, out of service for writes)
  * needs these, and so does one on a drop's kept blocks that the next
- * start will not find (the restamp failures).  A field a size's reply
- * ends before is left out (only the restamps can be: the sizes came
- * with ABI 1.21, the others with 1.15 and 1.17, the restamps 1.23).
+ * start will not find (the restamp failures), and one on a model's
+ * recovered blocks going out unused (the cold ones).  A field a size's
+ * reply ends before is left out (only the restamps and the cold counts
+ * can be: the sizes came with ABI 1.21, the others with 1.15 and 1.17,
+ * the restamps 1.23, the cold counts 1.24).
  */
 #define TS(f) offsetof(struct kvmm_tier_stats_reply, f)
 static const struct kd_metric size_nvme_metrics[] = {
@@ -115,6 +117,18 @@ static const struct kd_metric size_nvme_metrics[] = {
 	{ "kvmm_size_nvme_restamp_failures_total", KD_COUNTER,
 	  "NVMe blocks of one block size that kvmmctl cache-drop kept (in use) whose header could not be written above the drop's mark: lost at the next start.",
 	  "", TS(nvme_restamp_failures) },
+	{ "kvmm_size_cold_blocks", KD_GAUGE,
+	  "Blocks of one block size recovered from NVMe at start that are still cold (neither used by an open nor pinned yet).",
+	  "", TS(cold_blocks) },
+	{ "kvmm_size_cold_admitted_total", KD_COUNTER,
+	  "Recovered NVMe blocks of one block size the cache took in, an open's restore or a client's pin.",
+	  "", TS(cold_admitted) },
+	{ "kvmm_size_cold_evicted_total", KD_COUNTER,
+	  "Recovered NVMe blocks of one block size evicted unused, for NVMe room or by their tenant's NVMe limit.",
+	  "", TS(cold_evicted) },
+	{ "kvmm_size_cold_dropped_total", KD_COUNTER,
+	  "Recovered NVMe blocks of one block size that left the cache unused any other way (kvmmctl cache-drop, a read that failed).",
+	  "", TS(cold_dropped) },
 };
 #undef TS
 

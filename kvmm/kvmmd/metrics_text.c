@@ -377,6 +377,21 @@ static const struct kd_metric cache_metrics[] = {
 	{ "kvmm_cache_nvme_restamp_failures_total", KD_COUNTER,
 	  "NVMe blocks kvmmctl cache-drop kept (in use) whose header could not be written above the drop's mark: served in this run, lost at the next start.",
 	  "", TS(nvme_restamp_failures) },
+	/* ABI 1.24: left out when the reply ends before them; with
+	 * kvmm_cache_recovered_blocks_total = cold + admitted + evicted +
+	 * dropped */
+	{ "kvmm_cache_cold_blocks", KD_GAUGE,
+	  "Blocks recovered from NVMe at start that are still cold: served by a prefix open, but neither used by one nor pinned yet.",
+	  "", TS(cold_blocks) },
+	{ "kvmm_cache_cold_admitted_total", KD_COUNTER,
+	  "Recovered NVMe blocks the cache took in, an open's restore or a client's pin.",
+	  "", TS(cold_admitted) },
+	{ "kvmm_cache_cold_evicted_total", KD_COUNTER,
+	  "Recovered NVMe blocks evicted unused, for NVMe room or by their tenant's NVMe limit.",
+	  "", TS(cold_evicted) },
+	{ "kvmm_cache_cold_dropped_total", KD_COUNTER,
+	  "Recovered NVMe blocks that left the cache unused any other way (kvmmctl cache-drop, a read that failed).",
+	  "", TS(cold_dropped) },
 };
 
 /* per tier, with a tier label (their size is fixed in metrics_text_priv.h) */

@@ -459,13 +459,17 @@ int kd_cmd_tier_stats(struct req *rq)
 	if (err)
 		return err;
 	/* a client of 1.20 or before gets the reply of before, exactly;
-	 * one of 1.22 or before that of 1.22 (no restamp counts) */
+	 * one of 1.22 or before that of 1.22 (no restamp counts), one of
+	 * 1.23 that of 1.23 (no cold counts) */
 	if (rq->s->client_minor < 21 &&
 	    size > offsetof(struct kvmm_tier_stats_reply, block_pages))
 		size = offsetof(struct kvmm_tier_stats_reply, block_pages);
 	if (rq->s->client_minor < 23 &&
 	    size > offsetof(struct kvmm_tier_stats_reply, nvme_restamped))
 		size = offsetof(struct kvmm_tier_stats_reply, nvme_restamped);
+	if (rq->s->client_minor < 24 &&
+	    size > offsetof(struct kvmm_tier_stats_reply, cold_blocks))
+		size = offsetof(struct kvmm_tier_stats_reply, cold_blocks);
 	st.size = (uint32_t)size;
 	reply(rq, 0, &st, st.size, NULL, 0);
 	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */

@@ -170,6 +170,10 @@ class TierStatsStruct(ctypes.Structure):
         ("sizes", ctypes.c_uint32 * 4),
         ("nvme_restamped", ctypes.c_uint64),  # ABI 1.23
         ("nvme_restamp_failures", ctypes.c_uint64),
+        ("cold_blocks", ctypes.c_uint64),  # ABI 1.24
+        ("cold_admitted", ctypes.c_uint64),
+        ("cold_evicted", ctypes.c_uint64),
+        ("cold_dropped", ctypes.c_uint64),
     ]
 
 

@@ -228,6 +228,25 @@ struct kvmm_tier_stats_reply {
 	 */
 	uint64_t nvme_restamped;
 	uint64_t nvme_restamp_failures;
+	/*
+	 * ABI 1.24 (32 more bytes, 728 in all; a daemon that sends 696 or
+	 * less ends before them, and a client whose HELLO said 1.23 or
+	 * less is sent the 696 bytes of before).  The blocks a start (or
+	 * an NVMe tier joining the running cache) recovered from NVMe
+	 * (recovered_blocks): cold_blocks, those still cold now (in the
+	 * index, served by an open, outside the policy); and since the
+	 * start, those the policy took in (an open's restore or a pin:
+	 * cold_admitted), those evicted cold for NVMe room or by their
+	 * tenant's NVMe limit (cold_evicted), and those that left the cache
+	 * cold any other way (an operator's drop, a read that failed, a
+	 * restore the cache could not keep: cold_dropped).  At every
+	 * moment recovered_blocks = cold_blocks + cold_admitted +
+	 * cold_evicted + cold_dropped.
+	 */
+	uint64_t cold_blocks;
+	uint64_t cold_admitted;
+	uint64_t cold_evicted;
+	uint64_t cold_dropped;
 };
 
 /* Host -> NVMe writes failed in a row that take the tier out of service
