@@ -52,6 +52,14 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		{ "nvme_restamped", ts->nvme_restamped },
 		{ "nvme_restamp_failures", ts->nvme_restamp_failures },
 	};
+	/* the blocks recovered from NVMe at start: still cold, and how the
+	 * others stopped being so (ABI 1.24) */
+	const struct kvmmctl_json_u64 cold[] = {
+		{ "cold_blocks", ts->cold_blocks },
+		{ "cold_admitted", ts->cold_admitted },
+		{ "cold_evicted", ts->cold_evicted },
+		{ "cold_dropped", ts->cold_dropped },
+	};
 	/* ABI 1.17 */
 	const struct kvmmctl_json_u64 nvme_writes[] = {
 		{ "nvme_write_returns", ts->nvme_write_returns },
@@ -102,6 +110,10 @@ static void tiers_json(const struct kvmm_status_reply *st,
 	}
 	if (KVMMCTL_TS_HAS(ts, nvme_restamp_failures)) { /* ABI 1.23 */
 		KVMMCTL_JSON_U64S(restamps);
+		printf(",");
+	}
+	if (KVMMCTL_TS_HAS(ts, cold_dropped)) { /* ABI 1.24 */
+		KVMMCTL_JSON_U64S(cold);
 		printf(",");
 	}
 	if (KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) { /* ABI 1.15 */
@@ -687,6 +699,14 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	    ts.nvme_read_error_drops)
 		printf("             %llu NVMe blocks dropped after reads that kept failing\n",
 		       (unsigned long long)ts.nvme_read_error_drops);
+	/* ABI 1.24: whether the engines use what the last stop saved, or
+	 * new traffic pushes it out unused */
+	if (KVMMCTL_TS_HAS(&ts, cold_dropped) && ts.recovered_blocks)
+		printf("             recovered: %llu still cold, %llu taken in (an open or a pin), %llu evicted unused, %llu dropped unused\n",
+		       (unsigned long long)ts.cold_blocks,
+		       (unsigned long long)ts.cold_admitted,
+		       (unsigned long long)ts.cold_evicted,
+		       (unsigned long long)ts.cold_dropped);
 	if (KVMMCTL_TS_HAS(&ts, blocks_unshared) && ts.blocks_unshared)
 		printf("             %llu shared blocks copied for a sequence (copy-on-write)\n",
 		       (unsigned long long)ts.blocks_unshared);
