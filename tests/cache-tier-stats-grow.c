@@ -41,7 +41,9 @@
  *     680 of 1.21 end with the block size and the sizes cached), and
  *     its TIER_STATS with a body is -EINVAL, as a 1.20 daemon's was;
  *     one whose HELLO says 1.22 the 680 bytes alone (the 696 of 1.23
- *     end with the kept NVMe blocks' restamp totals);
+ *     end with the kept NVMe blocks' restamp totals), and one whose
+ *     HELLO says 1.23 the 696 bytes alone (the 728 of 1.24 end with
+ *     the recovered blocks' cold counts);
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -68,6 +70,8 @@
 #define TS_SIZE_1_20 offsetof(struct kvmm_tier_stats_reply, block_pages)
 /* ... and before 1.23 */
 #define TS_SIZE_1_22 offsetof(struct kvmm_tier_stats_reply, nvme_restamped)
+/* ... and before 1.24 */
+#define TS_SIZE_1_23 offsetof(struct kvmm_tier_stats_reply, cold_blocks)
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
@@ -203,7 +207,9 @@ static void plan_recomputes(void)
 		t_assert_eq(TS_SIZE_1_20, TS_SIZE_1_19 + 8);
 		t_assert_eq(TS_SIZE_1_20, 656);
 		t_assert_eq(TS_SIZE_1_22, TS_SIZE_1_20 + 24);
-		t_assert_eq(sizeof(full), TS_SIZE_1_22 + 16);
+		t_assert_eq(TS_SIZE_1_23, TS_SIZE_1_22 + 16);
+		t_assert_eq(TS_SIZE_1_23, 696);
+		t_assert_eq(sizeof(full), TS_SIZE_1_23 + 32);
 		{
 			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16],
 				old19[TS_SIZE_1_19];
@@ -271,6 +277,23 @@ static void plan_recomputes(void)
 			t_assert(!memcmp((char *)&r22 + 4, (char *)&full + 4,
 					 TS_SIZE_1_22 - 4));
 			cc_disconnect(&old22);
+		}
+		/* a client of 1.23: the 696 bytes of before (no cold
+		 * counts), the same as a 1.24 client's first 696 */
+		{
+			struct kvmm_tier_stats_reply r23;
+			struct cc old23;
+
+			cc_connect_minor(&old23, env.d.sock, 23);
+			memset(&r23, 0xa5, sizeof(r23));
+			t_ok(cc_call(&old23, KVMM_CMD_TIER_STATS, NULL, 0, &r23,
+				     sizeof(r23), NULL, NULL));
+			t_assert_eq(r23.size, TS_SIZE_1_23);
+			t_assert_eq(r23.cold_blocks, 0xa5a5a5a5a5a5a5a5ull);
+			t_assert_eq(r23.cold_dropped, 0xa5a5a5a5a5a5a5a5ull);
+			t_assert(!memcmp((char *)&r23 + 4, (char *)&full + 4,
+					 TS_SIZE_1_23 - 4));
+			cc_disconnect(&old23);
 		}
 		printf("TIER_STATS: %zu bytes (1.6: %zu), a 1.6 client reads the same prefix\n",
 		       sizeof(full), (size_t)TS_SIZE_1_6);

@@ -212,6 +212,10 @@ static const struct map status_map[] = {
 	{ "kvmm_cache_nvme_restamped_total", "", "cache.nvme_restamped" },
 	{ "kvmm_cache_nvme_restamp_failures_total", "",
 	  "cache.nvme_restamp_failures" },
+	{ "kvmm_cache_cold_blocks", "", "cache.cold_blocks" },
+	{ "kvmm_cache_cold_admitted_total", "", "cache.cold_admitted" },
+	{ "kvmm_cache_cold_evicted_total", "", "cache.cold_evicted" },
+	{ "kvmm_cache_cold_dropped_total", "", "cache.cold_dropped" },
 };
 
 static const struct map tier_map[] = {
