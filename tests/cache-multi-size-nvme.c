@@ -10,8 +10,9 @@
  *      the sum both; a stop with --nvme-save-on-stop saves both sizes'
  *      blocks;
  *   2. a restart with the same sizes recovers both partitions' blocks,
- *      each size's its own (TIER_STATS of each size, and the log), read
- *      back from NVMe byte-identical; blocks of each size pushed out of
+ *      each size's its own (TIER_STATS of each size, and the log), all
+ *      cold until read back from NVMe byte-identical, which takes them
+ *      in (each size's cold_admitted, kvmm_size_cold_*); blocks of each size pushed out of
  *      the GPU and host tiers go down to their size's partition and come
  *      back from it byte-identical; kvmmctl status shows each size's
  *      NVMe tier, kvmmctl metrics each size's NVMe families;
@@ -170,11 +171,23 @@ static void restart_recovers_both(void)
 	t_assert_eq(b.recovered_blocks, NB);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
 	t_assert_eq(b.tiers[2].used_blocks, NB);
+	/* all cold, each size's and the sum (ABI 1.24) */
+	t_assert_eq(a.cold_blocks, NB);
+	t_assert_eq(b.cold_blocks, NB);
+	t_assert_eq(a.cold_admitted + b.cold_admitted, 0);
 	cc_settled_stats(d.sock, &sum);
 	t_assert_eq(sum.recovered_blocks, 2 * NB);
+	t_assert_eq(sum.cold_blocks, 2 * NB);
 	/* each from its own partition, every byte the writer's */
 	ms_expect_read(d.sock, 2, 0, 2);
 	ms_expect_read(d.sock, 1, 0, 2);
+	/* the reads took them in, each in its size */
+	ms_size_stats(d.sock, 4, &a);
+	ms_size_stats(d.sock, 2, &b);
+	t_assert_eq(a.cold_blocks, 0);
+	t_assert_eq(a.cold_admitted, NB);
+	t_assert_eq(b.cold_blocks, 0);
+	t_assert_eq(b.cold_admitted, NB);
 	/* a size's blocks are not the other's */
 	ms_read(d.sock, 2, 1, 0);
 	t_assert_eq(res->found, 0);
@@ -235,6 +248,17 @@ static void restart_recovers_both(void)
 		t_assert_eq(tm_u64(&k, "kvmm_size_tier_used_blocks",
 				   "size=\"2\",tier=\"nvme\""),
 			    2 * NB);
+		/* the recovered blocks, each size's taken in (ABI 1.24) */
+		t_assert_eq(tm_u64(&k, "kvmm_cache_cold_admitted_total", NULL),
+			    2 * NB);
+		t_assert_eq(tm_u64(&k, "kvmm_size_cold_admitted_total",
+				   "size=\"2\""),
+			    NB);
+		t_assert_eq(tm_u64(&k, "kvmm_size_cold_admitted_total",
+				   "size=\"4\""),
+			    NB);
+		t_assert_eq(tm_u64(&k, "kvmm_size_cold_blocks", "size=\"2\""),
+			    0);
 	}
 
 	/* a drop of every tier: both partitions' blocks and marks */
