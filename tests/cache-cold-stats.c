@@ -74,8 +74,8 @@ static void expect_cold(const char *sock, uint64_t recovered, uint64_t cold,
 	t_assert_eq(ts.cold_dropped, dropped);
 
 	t_assert_eq(td_kvmmctl(sock, "metrics", out, sizeof(out)), 0);
-	snprintf(want, sizeof(want),
-		 "\nkvmm_cache_cold_blocks %llu\n", (unsigned long long)cold);
+	snprintf(want, sizeof(want), "\nkvmm_cache_cold_blocks %llu\n",
+		 (unsigned long long)cold);
 	expect_in(out, want, "kvmmctl metrics");
 	snprintf(want, sizeof(want), "\nkvmm_cache_cold_admitted_total %llu\n",
 		 (unsigned long long)admitted);
@@ -88,16 +88,18 @@ static void expect_cold(const char *sock, uint64_t recovered, uint64_t cold,
 	expect_in(out, want, "kvmmctl metrics");
 
 	t_assert_eq(td_kvmmctl(sock, "--json status", out, sizeof(out)), 0);
-	snprintf(want, sizeof(want),
-		 "\"cold_blocks\":%llu,\"cold_admitted\":%llu,\"cold_evicted\":%llu,\"cold_dropped\":%llu,",
-		 (unsigned long long)cold, (unsigned long long)admitted,
-		 (unsigned long long)evicted, (unsigned long long)dropped);
+	snprintf(
+		want, sizeof(want),
+		"\"cold_blocks\":%llu,\"cold_admitted\":%llu,\"cold_evicted\":%llu,\"cold_dropped\":%llu,",
+		(unsigned long long)cold, (unsigned long long)admitted,
+		(unsigned long long)evicted, (unsigned long long)dropped);
 	expect_in(out, want, "kvmmctl --json status");
 	t_assert_eq(td_kvmmctl(sock, "status", out, sizeof(out)), 0);
-	snprintf(want, sizeof(want),
-		 "recovered: %llu still cold, %llu taken in (an open or a pin), %llu evicted unused, %llu dropped unused\n",
-		 (unsigned long long)cold, (unsigned long long)admitted,
-		 (unsigned long long)evicted, (unsigned long long)dropped);
+	snprintf(
+		want, sizeof(want),
+		"recovered: %llu still cold, %llu taken in (an open or a pin), %llu evicted unused, %llu dropped unused\n",
+		(unsigned long long)cold, (unsigned long long)admitted,
+		(unsigned long long)evicted, (unsigned long long)dropped);
 	expect_in(out, want, "kvmmctl status");
 }
 
