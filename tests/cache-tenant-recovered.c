@@ -19,6 +19,8 @@
  *     4 NVMe blocks left); `cache-drop --uid A` drops A's last one and
  *     claims the 2 stale copies, none of B's; B opens its 3 from NVMe
  *     byte-identical (then its 3 on the GPU, charged to it), A finds none;
+ *     TIER_STATS' cold counts (ABI 1.24) follow: the limit's 2 evicted,
+ *     the drop's 1 dropped, B's 3 admitted, 0 left cold;
  *     a third kvmmd recovers B's 3 only;
  *   - SIGKILLed instead, B's headers rewritten as kvmmd wrote them before
  *     the tenants (no tenant): A's 3 are A's, B's nobody's (no row for
@@ -100,6 +102,21 @@ static bool has_row(const struct kvmm_tenants_reply *r, uint32_t id)
 	return false;
 }
 
+/* TIER_STATS' recovered blocks' fate (ABI 1.24): still cold, taken in,
+ * evicted (here: by a tenant's limit) and dropped (a --uid drop). */
+static void expect_cold(const char *sock, uint64_t cold, uint64_t admitted,
+			uint64_t evicted, uint64_t dropped)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cc_settled_stats(sock, &ts);
+	t_assert_eq(ts.cold_blocks, cold);
+	t_assert_eq(ts.cold_admitted, admitted);
+	t_assert_eq(ts.cold_evicted, evicted);
+	t_assert_eq(ts.cold_dropped, dropped);
+	t_assert_eq(ts.recovered_blocks, cold + admitted + evicted + dropped);
+}
+
 static void stopped(const char *nvme)
 {
 	struct kvmm_admin_cache_drop_reply dr;
@@ -135,6 +152,7 @@ static void stopped(const char *nvme)
 	expect(r, UID_A, 0, 1, NB, 2, 2);
 	expect(r, UID_B, 0, NB, NB, 0, 0);
 	free(r);
+	expect_cold(d.sock, 2 * NB - 2, 0, 2, 0); /* evicted by the limit */
 
 	/* --uid A: its last block, and the 2 its limit left as its stale
 	 * copies (before: dropped 0, nothing of A's in this run) */
@@ -149,6 +167,7 @@ static void stopped(const char *nvme)
 	expect(r, UID_A, 0, 0, NB, NB, 2);
 	expect(r, UID_B, 0, NB, NB, 0, 0);
 	free(r);
+	expect_cold(d.sock, NB, 0, 2, 1); /* dropped by the operator */
 
 	/* B's are still there, byte-identical; the open makes them the
 	 * policy's, still B's */
@@ -157,6 +176,7 @@ static void stopped(const char *nvme)
 	r = cu_tenants(d.sock);
 	expect(r, UID_B, NB, 0, NB, 0, 0);
 	free(r);
+	expect_cold(d.sock, 0, NB, 2, 1); /* B's taken in by its open */
 	cc_stop(&d);
 
 	start(&d, nvme);
