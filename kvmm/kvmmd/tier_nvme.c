@@ -3,12 +3,12 @@
  * NVMe tier: opening and closing.  Open sizes the file (or measures the
  * block device), switches it to O_DIRECT, cuts it into slots, sets up the
  * ring and registers the header buffers and the caller's payload region
- * as fixed buffers, then either recovers the slots of a matching
- * superblock or formats.  The rest lives in tier_nvme_format.c (on-disk
- * format), tier_nvme_slots.c (slot metadata and lookups),
- * tier_nvme_io.c (the batch engine), tier_nvme_batch.c (the batch calls)
- * and tier_nvme_recover.c (restart scan); tier_nvme_priv.h says who owns
- * what.
+ * as fixed buffers, then lets tier_nvme_open.c either recover the slots
+ * of a matching superblock or format.  The rest lives in
+ * tier_nvme_format.c (on-disk format), tier_nvme_slots.c (slot metadata
+ * and lookups), tier_nvme_io.c (the batch engine), tier_nvme_batch.c (the
+ * batch calls) and tier_nvme_recover.c (restart scan); tier_nvme_priv.h
+ * says who owns what.
  */
 #include "tier_nvme_priv.h"
 #include "test_knob.h"
@@ -24,10 +24,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *path_fs_note(int fd) __attribute__((unused));
@@ -219,18 +217,6 @@ static void free_hdr_bufs(struct tier_nvme *t)
 	free(t->hdr_bufs);
 }
 
-/* A smaller --nvme-size than the last run's: a typo on a restart drops
- * cached blocks, which an operator should see (WARN when it did). */
-static void log_shrink(struct tier_nvme *t, const char *path,
-		       uint32_t old_slots)
-{
-	uint32_t lost = nvme_count_past_end(t, old_slots);
-
-	vmm_log(lost ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"tier_nvme: %s: shrank from %u to %u slots: %u cached blocks past the new end are lost",
-		path, old_slots, t->nslots, lost);
-}
-
 /* Tests only: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS holds every invalidation
  * batch back this long, so that a test can stop kvmmd (SIGKILL) while a
  * drop's header writes wait (tests/cache-drop-mark-crash.c). */
@@ -250,12 +236,8 @@ static void test_invalidate_delay(struct tier_nvme *t)
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
-	struct nvme_superblock sb;
-	const struct nvme_superblock *had;
-	struct nvme_marks *marks = NULL;
-	uint64_t bytes = 0, nslots, layout = cfg ? cfg->layout_id : 0;
-	bool keep, trim = false;
-	const char *why = "";
+	uint64_t bytes = 0, nslots;
+	bool trim = false;
 	char part[64] = "";
 	int r;
 
@@ -367,142 +349,12 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->st.capacity_bytes = (uint64_t)t->nslots * t->stride;
 	t->st.registered_buffers = t->registered;
 
-	marks = calloc(1, sizeof(*marks));
-	if (!marks) {
-		r = -ENOMEM;
+	/* keep the file's blocks, or format it (tier_nvme_open.c) */
+	r = nvme_open_superblock(t, cfg, part);
+	if (r)
 		goto err_ring;
-	}
-	if (t->part_index && !layout) {
-		/* partition 0's tier is not open: its superblock says */
-		r = nvme_part0_layout(t, cfg->path, part, &layout);
-		if (r)
-			goto err_ring;
-	}
-	memset(&sb, 0, sizeof(sb));
-	r = cfg->reformat ? -ENODATA : nvme_sb_read(t, &sb, marks);
-	/* damaged drop marks (-EBADMSG) still name the partition */
-	had = r == 0 || r == -EBADMSG ? &sb : NULL;
-	if (r == -EBADMSG && nvme_sb_valid(&sb))
-		/* a drop's mark we cannot read: its blocks must not come
-		 * back, and which they are is lost with it */
-		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: %s%s: its drop marks are damaged: formatting it anew",
-			cfg->path, part);
-	/* the file's blocks are kept if they fit and are named as ours */
-	keep = r == 0 && nvme_sb_valid(&sb) && sb.stride == t->stride &&
-	       sb.payload_bytes == t->payload_bytes;
-	if (r == 0 && nvme_sb_valid(&sb) && !keep && !sb.payload_bytes)
-		/* nvme_part0_layout() wrote it, partition 0 not open then */
-		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s%s: it holds no slot yet, only the partitions' layout: formatting it",
-			cfg->path, part);
-	else if (r == 0 && nvme_sb_valid(&sb) && !keep)
-		/* a change of model, or of the list of block sizes */
-		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s%s: its blocks have %llu bytes, the tier's %llu: formatting it anew",
-			cfg->path, part, (unsigned long long)sb.payload_bytes,
-			(unsigned long long)t->payload_bytes);
-	if (keep && !nvme_sb_same_scope(&sb, t->scope, t->scope_key)) {
-		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s%s: its blocks were cached under another cache scope or key: formatting it anew",
-			cfg->path, part);
-		keep = false;
-	}
-	if (r == 0 && nvme_sb_valid(&sb) &&
-	    !nvme_same_partition(t, &sb, layout, &why)) {
-		/* whatever its block size: a partition's superblock where
-		 * another layout's is expected (or the other way round)
-		 * never says what the slots there hold */
-		vmm_log(VMM_LOG_INFO, "tier_nvme: %s%s: %s: formatting it anew",
-			cfg->path, part, why);
-		keep = false;
-	}
-	if (keep) {
-		uint32_t cleared, retired;
-
-		t->format_id = sb.format_id;
-		t->layout_id = sb.layout_id;
-		/* before the scan, which leaves out the slots they drop */
-		t->marks = *marks;
-		/* a grown tier: what lies past the old end is stale */
-		t->known_slots = sb.slot_count < t->nslots ?
-					 (uint32_t)sb.slot_count :
-					 t->nslots;
-		r = nvme_recover(t, &cleared);
-		nvme_free_stack_rebuild(t);
-		if (r)
-			goto err_ring;
-		/* writes from now on above every mark, even where the
-		 * scan found none of the generations below them */
-		nvme_marks_raise_generation(t);
-		/* the marks the scan found nothing below, after it */
-		retired = nvme_marks_retire(t, cfg->path, part);
-		if (sb.slot_count != t->nslots) {
-			/* after the stale headers' clearing was synced; the
-			 * retired marks go with it */
-			r = nvme_sb_write(t);
-			if (r)
-				goto err_ring;
-			if (sb.slot_count < t->nslots)
-				vmm_log(VMM_LOG_INFO,
-					"tier_nvme: %s: grew from %llu to %u slots (%u stale slot headers past the old end cleared)",
-					cfg->path,
-					(unsigned long long)sb.slot_count,
-					t->nslots, cleared);
-			else
-				log_shrink(t, cfg->path,
-					   (uint32_t)sb.slot_count);
-		} else if (retired) {
-			/* tests: KVMMD_TEST_NVME_RETIRE_FAIL=superblock */
-			r = t->faults.retire_sb ? -EIO : nvme_sb_write(t);
-			if (r) {
-				/* on disk they stay, covering nothing: the
-				 * next superblock write (a drop's) forgets
-				 * them */
-				vmm_log(VMM_LOG_WARN,
-					"tier_nvme: %s%s: writing the superblock without %u retired drop marks: %s",
-					cfg->path, part, retired, strerror(-r));
-				retired = 0;
-				r = 0;
-			}
-		}
-		if (retired)
-			vmm_log(VMM_LOG_INFO,
-				"tier_nvme: %s%s: %u drop marks retired: no header below them left on disk (%u kept)",
-				cfg->path, part, retired,
-				t->marks.n + (t->marks.drop_all != 0));
-		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s%s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out)",
-			cfg->path, part,
-			(unsigned long long)t->st.recovered_slots, t->nslots,
-			(unsigned long long)t->st.header_failures,
-			(unsigned long long)t->st.drop_marked_slots);
-	} else {
-		if (getrandom(&t->format_id, sizeof(t->format_id), 0) !=
-		    sizeof(t->format_id))
-			t->format_id = (uint64_t)time(NULL) ^
-				       ((uint64_t)getpid() << 32);
-		/* partition 0 names a new layout, unless the file was
-		 * cut so already (its blocks' size, or the cache scope,
-		 * changed; or nvme_part0_layout() wrote it); the others
-		 * keep partition 0's */
-		if (t->part_count)
-			t->layout_id = t->part_index ?
-					       layout :
-					       nvme_part0_format_layout(t, had);
-		r = nvme_sb_write(t);
-		if (r) {
-			vmm_log(VMM_LOG_ERR,
-				"tier_nvme: writing the superblock of %s%s: %s",
-				cfg->path, part, strerror(-r));
-			goto err_ring;
-		}
-		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s%s: formatted %u slots of %llu bytes",
-			cfg->path, part, t->nslots,
-			(unsigned long long)t->stride);
-	}
-	/* counted above: now the file may lose its tail */
+	/* the blocks past the new end counted (nvme_open_superblock()):
+	 * now the file may lose its tail */
 	if (trim && ftruncate(t->fd, (off_t)bytes)) {
 		r = -errno;
 		vmm_log(VMM_LOG_ERR, "tier_nvme: sizing %s: %s", cfg->path,
@@ -515,7 +367,6 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_ring;
 	}
-	free(marks);
 	*out = t;
 	return 0;
 
@@ -525,7 +376,6 @@ err_close:
 	if (!t->fd_held)
 		close(t->fd);
 err_free:
-	free(marks);
 	free_hdr_bufs(t);
 	nvme_engine_fini(t);
 	nvme_slots_fini(t);

@@ -3,7 +3,10 @@
  * NVMe tier internals, shared by the files that implement tier_nvme.h:
  *
  *   tier_nvme.c          open (file sizing, O_DIRECT, ring, registered
- *                        buffers, format or recover) and close
+ *                        buffers) and close
+ *   tier_nvme_open.c     the open's superblock decision: keep the blocks
+ *                        (recover, grow, shrink, retire drop marks) or
+ *                        format the file anew
  *   tier_nvme_format.c   the on-disk format: slot header and superblock,
  *                        their CRC32C, reading and writing the superblock
  *   tier_nvme_slots.c    slot metadata: hash index, free stack, the
@@ -515,6 +518,16 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared);
  * valid blocks lie past the new end with no copy in the kept slots (they
  * are lost; read one header at a time, before the file is cut). */
 uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots);
+
+/*
+ * tier_nvme_open.c: the second half of tier_nvme_open(), the tier set up
+ * (slots, ring, buffers): keep the file's blocks when its superblock
+ * names this geometry, scope and partition (the restart scan, then the
+ * grown or shrunk slot count and the retired drop marks written), else
+ * format it.  0 or -errno, said; part names the partition in the lines.
+ */
+int nvme_open_superblock(struct tier_nvme *t,
+			 const struct tier_nvme_config *cfg, const char *part);
 
 /* tier_nvme_fault.c: the test knobs into t->faults (0, or -EINVAL for a
  * bad value, said), and whether the scan's read of slot fails */
