@@ -3,7 +3,7 @@
  * NVMe tier: opening and closing.  Open sizes the file (or measures the
  * block device), switches it to O_DIRECT, cuts it into slots, sets up the
  * ring and registers the header buffers and the caller's payload region
- * as fixed buffers, then lets tier_nvme_open.c either recover the slots
+ * as fixed buffers, then lets tier_nvme_keep.c either recover the slots
  * of a matching superblock or format.  The rest lives in
  * tier_nvme_format.c (on-disk format), tier_nvme_slots.c (slot metadata
  * and lookups), tier_nvme_io.c (the batch engine), tier_nvme_batch.c (the
@@ -349,7 +349,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->st.capacity_bytes = (uint64_t)t->nslots * t->stride;
 	t->st.registered_buffers = t->registered;
 
-	/* keep the file's blocks, or format it (tier_nvme_open.c) */
+	/* keep the file's blocks, or format it (tier_nvme_keep.c) */
 	r = nvme_open_superblock(t, cfg, part);
 	if (r)
 		goto err_ring;

@@ -4,7 +4,7 @@
  *
  *   tier_nvme.c          open (file sizing, O_DIRECT, ring, registered
  *                        buffers) and close
- *   tier_nvme_open.c     the open's superblock decision: keep the blocks
+ *   tier_nvme_keep.c     the open's superblock decision: keep the blocks
  *                        (recover, grow, shrink, retire drop marks) or
  *                        format the file anew
  *   tier_nvme_format.c   the on-disk format: slot header and superblock,
@@ -520,7 +520,7 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared);
 uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots);
 
 /*
- * tier_nvme_open.c: the second half of tier_nvme_open(), the tier set up
+ * tier_nvme_keep.c: the second half of tier_nvme_open(), the tier set up
  * (slots, ring, buffers): keep the file's blocks when its superblock
  * names this geometry, scope and partition (the restart scan, then the
  * grown or shrunk slot count and the retired drop marks written), else
