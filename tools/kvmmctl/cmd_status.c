@@ -46,20 +46,6 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		{ "nvme_invalidated_blocks", ts->nvme_invalidated_blocks },
 		{ "nvme_invalidate_failures", ts->nvme_invalidate_failures },
 	};
-	/* the NVMe blocks drops kept, their headers written again above the
-	 * drop's mark or not (ABI 1.23) */
-	const struct kvmmctl_json_u64 restamps[] = {
-		{ "nvme_restamped", ts->nvme_restamped },
-		{ "nvme_restamp_failures", ts->nvme_restamp_failures },
-	};
-	/* the blocks recovered from NVMe at start: still cold, and how the
-	 * others stopped being so (ABI 1.24) */
-	const struct kvmmctl_json_u64 cold[] = {
-		{ "cold_blocks", ts->cold_blocks },
-		{ "cold_admitted", ts->cold_admitted },
-		{ "cold_evicted", ts->cold_evicted },
-		{ "cold_dropped", ts->cold_dropped },
-	};
 	/* ABI 1.17 */
 	const struct kvmmctl_json_u64 nvme_writes[] = {
 		{ "nvme_write_returns", ts->nvme_write_returns },
@@ -108,14 +94,9 @@ static void tiers_json(const struct kvmm_status_reply *st,
 		KVMMCTL_JSON_U64S(invalidations);
 		printf(",");
 	}
-	if (KVMMCTL_TS_HAS(ts, nvme_restamp_failures)) { /* ABI 1.23 */
-		KVMMCTL_JSON_U64S(restamps);
-		printf(",");
-	}
-	if (KVMMCTL_TS_HAS(ts, cold_dropped)) { /* ABI 1.24 */
-		KVMMCTL_JSON_U64S(cold);
-		printf(",");
-	}
+	/* ABI 1.23 and 1.24, as each size's (status_cache.c) */
+	kvmmctl_restamp_json(ts);
+	kvmmctl_cold_json(ts);
 	if (KVMMCTL_TS_HAS(ts, nvme_open_retry_ms)) { /* ABI 1.15 */
 		printf("\"nvme_open_attempts\":%llu,\"nvme_open_last_error\":%llu,\"nvme_open_retry_ms\":",
 		       (unsigned long long)ts->nvme_open_attempts,
@@ -699,14 +680,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	    ts.nvme_read_error_drops)
 		printf("             %llu NVMe blocks dropped after reads that kept failing\n",
 		       (unsigned long long)ts.nvme_read_error_drops);
-	/* ABI 1.24: whether the engines use what the last stop saved, or
-	 * new traffic pushes it out unused */
-	if (KVMMCTL_TS_HAS(&ts, cold_dropped) && ts.recovered_blocks)
-		printf("             recovered: %llu still cold, %llu taken in (an open or a pin), %llu evicted unused, %llu dropped unused\n",
-		       (unsigned long long)ts.cold_blocks,
-		       (unsigned long long)ts.cold_admitted,
-		       (unsigned long long)ts.cold_evicted,
-		       (unsigned long long)ts.cold_dropped);
+	kvmmctl_cold_text("", &ts); /* ABI 1.24, when a start recovered any */
 	if (KVMMCTL_TS_HAS(&ts, blocks_unshared) && ts.blocks_unshared)
 		printf("             %llu shared blocks copied for a sequence (copy-on-write)\n",
 		       (unsigned long long)ts.blocks_unshared);
@@ -721,15 +695,7 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		       (unsigned long long)ts.nvme_invalidated_blocks,
 		       (unsigned long long)ts.nvme_invalidate_jobs,
 		       (unsigned long long)ts.nvme_invalidate_failures);
-	/* ABI 1.23: the NVMe blocks drops kept, their headers written
-	 * again above the drop's mark or not (lost at the next start) */
-	if (KVMMCTL_TS_HAS(&ts, nvme_restamp_failures) &&
-	    ts.nvme_restamped + ts.nvme_restamp_failures)
-		printf("%s %llu kept NVMe blocks restamped above a drop mark, %llu not (a restart will not find those; see kvmmd's log)\n",
-		       ts.nvme_restamp_failures ? "WARNING     " :
-						  "            ",
-		       (unsigned long long)ts.nvme_restamped,
-		       (unsigned long long)ts.nvme_restamp_failures);
+	kvmmctl_restamp_text("", &ts); /* ABI 1.23, once a drop kept any */
 	if (KVMMCTL_TS_HAS(&ts, lower_free_refused) && ts.lower_free_refused)
 		printf("WARNING      %llu host or NVMe slots the cache let go of were not freed by their tier (a kvmmd bug; see its log)\n",
 		       (unsigned long long)ts.lower_free_refused);

@@ -67,6 +67,21 @@ void kvmmctl_tier_text(const char *indent,
  * indent: the sums' in status, and each size's under it. */
 void kvmmctl_nvme_text(const char *indent,
 		       const struct kvmm_tier_stats_reply *ts);
+/*
+ * The NVMe blocks operators' drops kept (ABI 1.23) and the blocks a
+ * start recovered (ABI 1.24): for --json `"nvme_restamped":N,` ... and
+ * `"cold_blocks":N,` ... (each key with its comma; nothing from an
+ * older daemon); for the text the sums' `             recovered: ...`
+ * line (when a start recovered any) and `... kept NVMe blocks restamped
+ * above a drop mark, ...` line (a WARNING one when some were not; once
+ * a drop kept any), each after indent: the sums' and each size's.
+ */
+void kvmmctl_restamp_json(const struct kvmm_tier_stats_reply *ts);
+void kvmmctl_cold_json(const struct kvmm_tier_stats_reply *ts);
+void kvmmctl_cold_text(const char *indent,
+		       const struct kvmm_tier_stats_reply *ts);
+void kvmmctl_restamp_text(const char *indent,
+			  const struct kvmm_tier_stats_reply *ts);
 /* `,"sizes":[...]` and the text's block of each size (nothing for nr
  * 0), for status; with each size's queued demotions from st, the
  * ADMIN_STATUS reply, when it has them (ABI 1.22). */

@@ -3,10 +3,12 @@
  * The block cache's figures that `kvmmctl status` prints alike for the
  * sums of every cached block size (cmd_status.c) and for each size alone
  * (status_sizes.c): the counts of publishes and prefix opens, the GPU
- * blocks moved down or copied, and the tiers.  One printer each, so the
- * sums and the sizes cannot name or order a figure two ways; what only
- * the sums show (the tiers' failures, restores, early opens) stays in
- * cmd_status.c.
+ * blocks moved down or copied, the tiers, the NVMe blocks a drop kept
+ * and restamped, and what became of those a start recovered (an
+ * operator with two models sees whose saved blocks are used).  One
+ * printer each, so the sums and the sizes cannot name or order a
+ * figure two ways; what only the sums show (the tiers' failures,
+ * restores, early opens) stays in cmd_status.c.
  */
 #include <stdio.h>
 
@@ -90,4 +92,65 @@ void kvmmctl_tier_text(const char *indent,
 				       .promotions_by_publish);
 		printf("\n");
 	}
+}
+
+void kvmmctl_restamp_json(const struct kvmm_tier_stats_reply *ts)
+{
+	/* the NVMe blocks drops kept, their headers written again above the
+	 * drop's mark or not (ABI 1.23) */
+	const struct kvmmctl_json_u64 restamps[] = {
+		{ "nvme_restamped", ts->nvme_restamped },
+		{ "nvme_restamp_failures", ts->nvme_restamp_failures },
+	};
+
+	if (!KVMMCTL_TS_HAS(ts, nvme_restamp_failures))
+		return;
+	KVMMCTL_JSON_U64S(restamps);
+	printf(",");
+}
+
+void kvmmctl_cold_json(const struct kvmm_tier_stats_reply *ts)
+{
+	/* the blocks recovered from NVMe at start: still cold, and how the
+	 * others stopped being so (ABI 1.24) */
+	const struct kvmmctl_json_u64 cold[] = {
+		{ "cold_blocks", ts->cold_blocks },
+		{ "cold_admitted", ts->cold_admitted },
+		{ "cold_evicted", ts->cold_evicted },
+		{ "cold_dropped", ts->cold_dropped },
+	};
+
+	if (!KVMMCTL_TS_HAS(ts, cold_dropped))
+		return;
+	KVMMCTL_JSON_U64S(cold);
+	printf(",");
+}
+
+void kvmmctl_cold_text(const char *indent,
+		       const struct kvmm_tier_stats_reply *ts)
+{
+	/* ABI 1.24: whether the engines use what the last stop saved, or
+	 * new traffic pushes it out unused */
+	if (!KVMMCTL_TS_HAS(ts, cold_dropped) || !ts->recovered_blocks)
+		return;
+	printf("%s             recovered: %llu still cold, %llu taken in (an open or a pin), %llu evicted unused, %llu dropped unused\n",
+	       indent, (unsigned long long)ts->cold_blocks,
+	       (unsigned long long)ts->cold_admitted,
+	       (unsigned long long)ts->cold_evicted,
+	       (unsigned long long)ts->cold_dropped);
+}
+
+void kvmmctl_restamp_text(const char *indent,
+			  const struct kvmm_tier_stats_reply *ts)
+{
+	/* ABI 1.23: the NVMe blocks drops kept, their headers written
+	 * again above the drop's mark or not (lost at the next start) */
+	if (!KVMMCTL_TS_HAS(ts, nvme_restamp_failures) ||
+	    !(ts->nvme_restamped + ts->nvme_restamp_failures))
+		return;
+	printf("%s%s %llu kept NVMe blocks restamped above a drop mark, %llu not (a restart will not find those; see kvmmd's log)\n",
+	       indent,
+	       ts->nvme_restamp_failures ? "WARNING     " : "            ",
+	       (unsigned long long)ts->nvme_restamped,
+	       (unsigned long long)ts->nvme_restamp_failures);
 }

@@ -78,6 +78,10 @@ void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 			printf("\"demotions_queued\":%llu,",
 			       (unsigned long long)queued);
 		kvmmctl_cache_counts_json(ts);
+		/* which size's saved blocks a restart found and used, whose
+		 * kept blocks a drop restamped (ABI 1.24, 1.23) */
+		kvmmctl_restamp_json(ts);
+		kvmmctl_cold_json(ts);
 		/* whose NVMe partition is out (the sums' say a size's) */
 		if (KVMMCTL_TS_HAS(ts, nvme_write_retry_ms)) {
 			KVMMCTL_JSON_U64S(nvme_out);
@@ -109,7 +113,9 @@ void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
 			printf(", %llu demotions queued",
 			       (unsigned long long)queued);
 		printf("\n");
+		kvmmctl_cold_text("  ", ts);
 		kvmmctl_tier_text("  ", ts);
 		kvmmctl_nvme_text("  ", ts);
+		kvmmctl_restamp_text("  ", ts);
 	}
 }
