@@ -12,7 +12,10 @@
  *   2. a restart with the same sizes recovers both partitions' blocks,
  *      each size's its own (TIER_STATS of each size, and the log), all
  *      cold until read back from NVMe byte-identical, which takes them
- *      in (each size's cold_admitted, kvmm_size_cold_*); blocks of each size pushed out of
+ *      in (each size's cold_admitted, kvmm_size_cold_*, and kvmmctl
+ *      status' recovered line and cold keys in each size's block: the
+ *      4-page size's 2 taken in while the 2-page size's 2 are still
+ *      cold); blocks of each size pushed out of
  *      the GPU and host tiers go down to their size's partition and come
  *      back from it byte-identical; kvmmctl status shows each size's
  *      NVMe tier, kvmmctl metrics each size's NVMe families;
@@ -46,8 +49,9 @@
  *      (cold) NVMe blocks of that size alone;
  *   8b. the same drop keeping one of the 2-page size's NVMe blocks (a
  *      pin): its header written again above that size's mark, which the
- *      reply and that size's kvmm_size_nvme_restamped_total say (1, the
- *      4-page size's 0), and the restart recovers it there;
+ *      reply, that size's kvmm_size_nvme_restamped_total (1, the 4-page
+ *      size's 0) and kvmmctl status' restamp line and keys in that
+ *      size's block alone say, and the restart recovers it there;
  *   9. partition 0's open failing once after a late claim
  *      (KVMMD_TEST_NVME_OPEN_FAIL=1): the 2-page size's partition opens
  *      first and makes the file's start name the cut; partition 0
@@ -118,6 +122,24 @@ static int part_line(struct td_daemon *d, unsigned int i, const char *what)
 	return log_count(d, line);
 }
 
+/* kvmmctl status' line (from "\n"), in the block of size pages when
+ * given, else in the sums above the sizes' blocks. */
+static bool status_has(const char *out, int pages, const char *line)
+{
+	char head[32];
+	const char *from = out, *to = strstr(out, "\nsize ");
+	const char *p;
+
+	if (pages) {
+		snprintf(head, sizeof(head), "\nsize %-7d", pages);
+		from = strstr(out, head);
+		t_assert(from != NULL);
+		to = strstr(from + 1, "\nsize ");
+	}
+	p = strstr(from, line);
+	return p && (!to || p < to);
+}
+
 static void fresh_and_save(void)
 {
 	struct kvmm_tier_stats_reply a, b, sum;
@@ -154,6 +176,43 @@ static void fresh_and_save(void)
 	printf("fresh: two partitions formatted, both sizes' blocks saved\n");
 }
 
+/*
+ * kvmmctl status (text and --json) after the 4-page size's recovered
+ * blocks were read back and the 2-page size's not yet: each size's
+ * block has its own recovered line and cold keys, the sums' add both
+ * (until 7 December a size's block had neither, and an operator with
+ * two models could not tell whose saved blocks were used).
+ */
+static void status_cold_per_size(const char *sock)
+{
+	static char out[1 << 15];
+	const char *p2, *p4;
+
+	t_assert_eq(td_kvmmctl(sock, "status", out, sizeof(out)), 0);
+	if (!status_has(
+		    out, 0,
+		    "\n             recovered: 2 still cold, 2 taken in (an open or a pin), 0 evicted unused, 0 dropped unused\n") ||
+	    !status_has(
+		    out, 4,
+		    "\n               recovered: 0 still cold, 2 taken in (an open or a pin), 0 evicted unused, 0 dropped unused\n") ||
+	    !status_has(
+		    out, 2,
+		    "\n               recovered: 2 still cold, 0 taken in (an open or a pin), 0 evicted unused, 0 dropped unused\n"))
+		t_fail("kvmmctl status:\n%s", out);
+	t_assert_eq(td_kvmmctl(sock, "--json status", out, sizeof(out)), 0);
+	p4 = strstr(out, "{\"block_pages\":4,");
+	p2 = strstr(out, "{\"block_pages\":2,");
+	if (!p2 || !p4 || p4 > p2 ||
+	    !strstr(out,
+		    "\"cold_blocks\":2,\"cold_admitted\":2,\"cold_evicted\":0,\"cold_dropped\":0,") ||
+	    !strstr(p2,
+		    "\"cold_blocks\":2,\"cold_admitted\":0,\"cold_evicted\":0,\"cold_dropped\":0,") ||
+	    !strstr(p4,
+		    "\"cold_blocks\":0,\"cold_admitted\":2,\"cold_evicted\":0,\"cold_dropped\":0,") ||
+	    strstr(p4, "\"cold_blocks\":0,") > p2)
+		t_fail("kvmmctl --json status:\n%s", out);
+}
+
 static void restart_recovers_both(void)
 {
 	struct kvmm_tier_stats_reply a, b, sum;
@@ -178,8 +237,11 @@ static void restart_recovers_both(void)
 	cc_settled_stats(d.sock, &sum);
 	t_assert_eq(sum.recovered_blocks, 2 * NB);
 	t_assert_eq(sum.cold_blocks, 2 * NB);
-	/* each from its own partition, every byte the writer's */
+	/* each from its own partition, every byte the writer's; the
+	 * 4-page size's read first, kvmmctl status then tells the sizes
+	 * apart: its blocks taken in, the 2-page size's still cold */
 	ms_expect_read(d.sock, 2, 0, 2);
+	status_cold_per_size(d.sock);
 	ms_expect_read(d.sock, 1, 0, 2);
 	/* the reads took them in, each in its size */
 	ms_size_stats(d.sock, 4, &a);
@@ -444,24 +506,6 @@ static void join_late(void)
 	printf("late join: both partitions joined their caches\n");
 }
 
-/* kvmmctl status' line (from "\n"), in the block of size pages when
- * given, else in the sums above the sizes' blocks. */
-static bool status_has(const char *out, int pages, const char *line)
-{
-	char head[32];
-	const char *from = out, *to = strstr(out, "\nsize ");
-	const char *p;
-
-	if (pages) {
-		snprintf(head, sizeof(head), "\nsize %-7d", pages);
-		from = strstr(out, head);
-		t_assert(from != NULL);
-		to = strstr(from + 1, "\nsize ");
-	}
-	p = strstr(from, line);
-	return p && (!to || p < to);
-}
-
 /*
  * Every host -> NVMe write failing (KVMMD_TEST_MIGRATE_FAIL, counted by
  * each size's engine): the 2-page size's demotions take its partition
@@ -671,6 +715,8 @@ static void drop_keeps_pinned_per_size(void)
 	static struct tm_expo k;
 	static char mout[1 << 17];
 	static char out[8192];
+	static char sout[1 << 15];
+	const char *p2, *p4;
 	struct kvmm_pin_opts po;
 	struct kvmm_conn *pin;
 	struct td_daemon d;
@@ -699,6 +745,26 @@ static void drop_keeps_pinned_per_size(void)
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(b.nvme_restamped, 1);
 	t_assert_eq(a.nvme_restamped, 0);
+	/* kvmmctl status: the sums' line, and the 2-page size's alone */
+	t_assert_eq(td_kvmmctl(d.sock, "status", sout, sizeof(sout)), 0);
+	if (!status_has(
+		    sout, 0,
+		    "\n             1 kept NVMe blocks restamped above a drop mark, 0 not (") ||
+	    !status_has(
+		    sout, 2,
+		    "\n               1 kept NVMe blocks restamped above a drop mark, 0 not (") ||
+	    status_has(sout, 4, "kept NVMe blocks restamped"))
+		t_fail("kvmmctl status:\n%s", sout);
+	t_assert_eq(td_kvmmctl(d.sock, "--json status", sout, sizeof(sout)), 0);
+	p4 = strstr(sout, "{\"block_pages\":4,");
+	p2 = strstr(sout, "{\"block_pages\":2,");
+	if (!p2 || !p4 || p4 > p2 ||
+	    !strstr(sout,
+		    "\"nvme_restamped\":1,\"nvme_restamp_failures\":0,") ||
+	    !strstr(p2, "\"nvme_restamped\":1,\"nvme_restamp_failures\":0,") ||
+	    !strstr(p4, "\"nvme_restamped\":0,\"nvme_restamp_failures\":0,") ||
+	    strstr(p4, "\"nvme_restamped\":0,") > p2)
+		t_fail("kvmmctl --json status:\n%s", sout);
 	t_assert_eq(td_kvmmctl(d.sock, "metrics", mout, sizeof(mout)), 0);
 	tm_parse(mout, &k);
 	t_assert_eq(tm_u64(&k, "kvmm_cache_nvme_restamped_total", NULL), 1);
