@@ -238,8 +238,9 @@ struct kvmm_tier_stats_reply {
 	 * start, those the policy took in (an open's restore or a pin:
 	 * cold_admitted), those evicted cold for NVMe room or by their
 	 * tenant's NVMe limit (cold_evicted), and those that left the cache
-	 * cold any other way (an operator's drop, a read that failed, a
-	 * restore the cache could not keep: cold_dropped).  At every
+	 * cold any other way (an operator's drop, NVMe reads that failed:
+	 * cold_dropped; one an open read up is admitted, even where the
+	 * policy then drops it).  At every
 	 * moment recovered_blocks = cold_blocks + cold_admitted +
 	 * cold_evicted + cold_dropped.
 	 */
