@@ -28,7 +28,6 @@
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
-#define NSLOTS 7
 
 static const struct cc_contents contents = { .base = 0xd9000,
 					     .tag0 = 60,
@@ -42,50 +41,6 @@ static void start(struct td_daemon *d, const char *nvme, bool fail)
 		setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-invalidate:1+", 1);
 	cc_start(d, nca_args(&a, nvme, 3, 0));
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
-}
-
-/* Slot headers in the file that still name a block (their magic). */
-static int headers(const char *nvme)
-{
-	struct tier_nvme_slot_header h;
-	int n = 0, fd = open(nvme, O_RDONLY | O_CLOEXEC);
-
-	t_assert(fd >= 0);
-	for (int i = 0; i < NSLOTS; i++) {
-		off_t off = (off_t)NT_SLOT_OFFSET(i, NCA_BLOCK_BYTES);
-
-		t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
-		n += h.magic == TIER_NVME_SLOT_MAGIC;
-	}
-	close(fd);
-	return n;
-}
-
-/* Wait (10 s at most) for kvmmd's log to hold what. */
-static void wait_log(const struct td_daemon *d, const char *what)
-{
-	static char log[65536];
-
-	for (int i = 0; i < 1000; i++) {
-		t_assert(td_read_log(d, log, sizeof(log)) >= 0);
-		if (strstr(log, what))
-			return;
-		usleep(10000);
-	}
-	td_dump_log(d);
-	t_fail("kvmmd never said \"%s\"", what);
-}
-
-/* kvmmd's log holds what, or not (has). */
-static void log_has(const struct td_daemon *d, const char *what, bool has)
-{
-	static char log[65536];
-
-	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
-	if (!strstr(log, what) != !has) {
-		td_dump_log(d);
-		t_fail("kvmmd's log %s \"%s\"", has ? "lacks" : "has", what);
-	}
 }
 
 int main(void)
@@ -103,28 +58,30 @@ int main(void)
 	cd_expect(&r, 0, 0, 2 * NB, 0, 0, 0);
 	t_assert_eq(r.nvme_invalidate_failures, 2 * NB);
 	cc_stop(&d);
-	t_assert_eq(headers(nvme), 2 * NB);
+	t_assert_eq(nca_headers(nvme), 2 * NB);
 
 	/* their clearing fails: left for the next start */
 	start(&d, nvme, true);
 	t_assert_eq(cd_recovered(d.sock), 0);
-	log_has(&d, "6 dropped by an operator's drop mark", true);
-	wait_log(&d, "0 NVMe slot headers below a drop mark zeroed, 6 not");
+	td_log_has(&d, "6 dropped by an operator's drop mark", true);
+	td_wait_log(&d, "0 NVMe slot headers below a drop mark zeroed, 6 not",
+		    10000);
 	cc_stop(&d);
-	t_assert_eq(headers(nvme), 2 * NB);
+	t_assert_eq(nca_headers(nvme), 2 * NB);
 
 	start(&d, nvme, false);
 	t_assert_eq(cd_recovered(d.sock), 0);
-	log_has(&d, "6 dropped by an operator's drop mark", true);
-	wait_log(&d, "6 NVMe slot headers below a drop mark zeroed, 0 not");
-	t_assert_eq(headers(nvme), 0);
+	td_log_has(&d, "6 dropped by an operator's drop mark", true);
+	td_wait_log(&d, "6 NVMe slot headers below a drop mark zeroed, 0 not",
+		    10000);
+	t_assert_eq(nca_headers(nvme), 0);
 	cd_fill_to_nvme(d.sock, &contents); /* into the slots zeroed */
 	cc_stop(&d);
 
 	start(&d, nvme, false);
 	t_assert_eq(cd_recovered(d.sock), 2 * NB);
-	log_has(&d, "0 dropped by an operator's drop mark", true);
-	log_has(&d, "below a drop mark zeroed", false);
+	td_log_has(&d, "0 dropped by an operator's drop mark", true);
+	td_log_has(&d, "below a drop mark zeroed", false);
 	cd_open_expect(d.sock, &contents, 0, NB, 0, 0, NB);
 	cd_open_expect(d.sock, &contents, 1, NB, 0, 0, NB);
 	cc_stop(&d);

@@ -33,7 +33,6 @@
 #include "tests/lib/nvme_probe.h"
 
 #define NB 3
-#define NSLOTS 7
 #define TENANT0 71000 /* the tenants with no block, their marks alone */
 
 static const struct cc_contents contents = { .base = 0xda000,
@@ -73,50 +72,6 @@ static struct tier_nvme_peek peek(const char *nvme)
 	return p;
 }
 
-/* Slot headers in the file that still name a block (their magic). */
-static int headers(const char *nvme)
-{
-	struct tier_nvme_slot_header h;
-	int n = 0, fd = open(nvme, O_RDONLY | O_CLOEXEC);
-
-	t_assert(fd >= 0);
-	for (int i = 0; i < NSLOTS; i++) {
-		off_t off = (off_t)NT_SLOT_OFFSET(i, NCA_BLOCK_BYTES);
-
-		t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
-		n += h.magic == TIER_NVME_SLOT_MAGIC;
-	}
-	close(fd);
-	return n;
-}
-
-/* Wait (20 s at most) for kvmmd's log to hold what. */
-static void wait_log(const struct td_daemon *d, const char *what)
-{
-	static char log[65536];
-
-	for (int i = 0; i < 2000; i++) {
-		t_assert(td_read_log(d, log, sizeof(log)) >= 0);
-		if (strstr(log, what))
-			return;
-		usleep(10000);
-	}
-	td_dump_log(d);
-	t_fail("kvmmd never said \"%s\"", what);
-}
-
-/* kvmmd's log holds what, or not (has). */
-static void log_has(const struct td_daemon *d, const char *what, bool has)
-{
-	static char log[65536];
-
-	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
-	if (!strstr(log, what) != !has) {
-		td_dump_log(d);
-		t_fail("kvmmd's log %s \"%s\"", has ? "lacks" : "has", what);
-	}
-}
-
 /* ADMIN_CACHE_DROP of tenant's blocks, every tier: its mark. */
 static void drop_tenant(const char *sock, uint32_t tenant)
 {
@@ -144,39 +99,42 @@ static void retire_after_zeroing(const char *nvme)
 	cd_expect(&r, 0, 0, 2 * NB, 0, 0, 0);
 	t_assert_eq(r.nvme_invalidate_failures, 2 * NB);
 	cc_stop(&d);
-	t_assert_eq(headers(nvme), 2 * NB);
+	t_assert_eq(nca_headers(nvme), 2 * NB);
 	t_assert_eq(peek(nvme).tenant_marks, 1);
 
 	/* the zeroing fails: the mark stays */
 	start(&d, nvme, "KVMMD_TEST_MIGRATE_FAIL=nvme-invalidate:1+");
-	log_has(&d, "6 dropped by an operator's drop mark", true);
-	log_has(&d, "drop marks retired", false);
-	wait_log(&d, "0 NVMe slot headers below a drop mark zeroed, 6 not");
+	td_log_has(&d, "6 dropped by an operator's drop mark", true);
+	td_log_has(&d, "drop marks retired", false);
+	td_wait_log(&d, "0 NVMe slot headers below a drop mark zeroed, 6 not",
+		    20000);
 	cc_stop(&d);
-	t_assert_eq(headers(nvme), 2 * NB);
+	t_assert_eq(nca_headers(nvme), 2 * NB);
 	t_assert_eq(peek(nvme).tenant_marks, 1);
 
 	/* the zeroing cut short by a crash: it stays */
 	start(&d, nvme, "KVMMD_TEST_NVME_INVALIDATE_DELAY_MS=60000");
-	log_has(&d, "6 dropped by an operator's drop mark", true);
+	td_log_has(&d, "6 dropped by an operator's drop mark", true);
 	crash(&d);
-	t_assert_eq(headers(nvme), 2 * NB);
+	t_assert_eq(nca_headers(nvme), 2 * NB);
 	t_assert_eq(peek(nvme).tenant_marks, 1);
 
 	/* zeroed, then a crash before the next start: it stays */
 	start(&d, nvme, NULL);
-	log_has(&d, "6 dropped by an operator's drop mark", true);
-	log_has(&d, "drop marks retired", false);
-	wait_log(&d, "6 NVMe slot headers below a drop mark zeroed, 0 not");
+	td_log_has(&d, "6 dropped by an operator's drop mark", true);
+	td_log_has(&d, "drop marks retired", false);
+	td_wait_log(&d, "6 NVMe slot headers below a drop mark zeroed, 0 not",
+		    20000);
 	crash(&d);
-	t_assert_eq(headers(nvme), 0);
+	t_assert_eq(nca_headers(nvme), 0);
 	t_assert_eq(peek(nvme).tenant_marks, 1);
 
 	start(&d, nvme, NULL);
-	log_has(&d,
+	td_log_has(
+		&d,
 		"1 drop marks retired: no header below them left on disk (0 kept)",
 		true);
-	log_has(&d, "0 dropped by an operator's drop mark", true);
+	td_log_has(&d, "0 dropped by an operator's drop mark", true);
 	t_assert_eq(peek(nvme).tenant_marks, 0);
 	t_assert_eq(peek(nvme).drop_all, 0);
 	t_assert_eq(cd_recovered(d.sock), 0);
@@ -186,7 +144,7 @@ static void retire_after_zeroing(const char *nvme)
 
 	/* and after that: still none */
 	start(&d, nvme, NULL);
-	log_has(&d, "drop marks retired", false);
+	td_log_has(&d, "drop marks retired", false);
 	t_assert_eq(cd_recovered(d.sock), 0);
 	cc_stop(&d);
 	printf("a failed, a cut short, a crashed-after zeroing keep the mark; the start after the zeroing retires it, nothing back\n");
@@ -211,7 +169,7 @@ static void table_of_old_marks(const char *nvme)
 		line, sizeof(line),
 		"%u drop marks retired: no header below them left on disk (0 kept)",
 		TIER_NVME_TENANT_MARKS);
-	log_has(&d, line, true);
+	td_log_has(&d, line, true);
 	t_assert_eq(peek(nvme).tenant_marks, 0);
 	/* the 129th and 130th tenants */
 	drop_tenant(d.sock, TENANT0 + TIER_NVME_TENANT_MARKS);
@@ -222,7 +180,7 @@ static void table_of_old_marks(const char *nvme)
 
 	start(&d, nvme, NULL);
 	t_assert_eq(cd_recovered(d.sock), 2 * NB);
-	log_has(&d, "0 dropped by an operator's drop mark", true);
+	td_log_has(&d, "0 dropped by an operator's drop mark", true);
 	cd_open_expect(d.sock, &contents, 0, NB, 0, 0, NB);
 	cd_open_expect(d.sock, &contents, 1, NB, 0, 0, NB);
 	cc_stop(&d);

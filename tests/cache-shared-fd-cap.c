@@ -90,16 +90,6 @@ static void start_limited(struct td_daemon *d, rlim_t limit,
 	t_assert_eq(hard, limit);
 }
 
-static void log_has(const struct td_daemon *d, const char *what)
-{
-	static char buf[1 << 16];
-
-	if (td_read_log(d, buf, sizeof(buf)) < 0 || !strstr(buf, what)) {
-		td_dump_log(d);
-		t_fail("kvmmd's log lacks '%s'", what);
-	}
-}
-
 /*
  * kvmmd under limit (start_limited()), its log saying it keeps cap
  * read-only fds, one content of CB blocks (chain 0) published, and c
@@ -113,7 +103,7 @@ static void start_published(struct td_daemon *d, rlim_t limit, int cap,
 	start_limited(d, limit, args);
 	snprintf(want, sizeof(want),
 		 " (read-only fds kept for %d of them: RLIMIT_NOFILE)", cap);
-	log_has(d, want);
+	td_log_has(d, want, true);
 	for (uint32_t b = 0; b < CB; b++)
 		h[b] = chain_hash(0, b);
 	t_assert_eq(cc_publish_content(d->sock, h, CB, 100, NULL), 0);
@@ -213,7 +203,8 @@ static int case_a(void)
 	struct cc c;
 
 	start_limited(&d, LIMIT_A, args);
-	log_has(&d, " (read-only fds kept for 0 of them: RLIMIT_NOFILE)");
+	td_log_has(&d, " (read-only fds kept for 0 of them: RLIMIT_NOFILE)",
+		   true);
 	for (int j = 0; j < NC; j++) {
 		uint64_t h[CB];
 

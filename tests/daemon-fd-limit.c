@@ -37,19 +37,6 @@
 static const char *const args[] = { "--page-size", "4K",   "--gpu-mem", "12M",
 				    "--log-level", "info", NULL };
 
-static void log_has(const struct td_daemon *d, const char *what, bool want)
-{
-	char buf[16384];
-	int n = td_read_log(d, buf, sizeof(buf));
-
-	if (n < 0)
-		t_fail("%s: %s", d->log, strerror(-n));
-	if (!strstr(buf, what) != !want) {
-		td_dump_log(d);
-		t_fail("kvmmd's log %s '%s'", want ? "lacks" : "has", what);
-	}
-}
-
 static void set_nofile(rlim_t soft, rlim_t hard)
 {
 	struct rlimit rl = { .rlim_cur = soft, .rlim_max = hard };
@@ -104,8 +91,8 @@ static void fill_under_low_soft(unsigned long long hard)
 		line, sizeof(line),
 		"fds: need about %d (%d pages, 2 fds each, 1024 sessions); RLIMIT_NOFILE raised from 1024 (hard %llu) to %llu (hard %llu)",
 		NEED, PAGES, hard, hard, hard);
-	log_has(&d, line, true);
-	log_has(&d, "vmm pool:", false);
+	td_log_has(&d, line, true);
+	td_log_has(&d, "vmm pool:", false);
 
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -177,7 +164,7 @@ static void enough_already(unsigned long long hard)
 		line, sizeof(line),
 		"fds: need about %d (%d pages, 2 fds each, 1024 sessions); RLIMIT_NOFILE %llu (hard %llu) is enough",
 		NEED, PAGES, soft, hard);
-	log_has(&d, line, true);
+	td_log_has(&d, line, true);
 	t_assert_eq(td_stop(&d), 0);
 }
 
@@ -198,8 +185,8 @@ static int low_hard_child(void)
 			line, sizeof(line),
 			"RLIMIT_NOFILE raised from 1024 (hard 2048) to %d (hard %d)",
 			NEED, NEED);
-		log_has(&d, line, true);
-		log_has(&d, "vmm pool:", false);
+		td_log_has(&d, line, true);
+		td_log_has(&d, "vmm pool:", false);
 		printf("hard limit raised to %d (CAP_SYS_RESOURCE)\n", NEED);
 	} else {
 		t_assert_eq(soft_now, 2048);
@@ -209,7 +196,7 @@ static int low_hard_child(void)
 			"WARN  kvmmd[%d]: fds: need about %d (%d pages, 2 fds each, 1024 sessions) but RLIMIT_NOFILE is 2048 (hard 2048; was 1024), %d short; raising the hard limit: %s (needs CAP_SYS_RESOURCE): start kvmmd with LimitNOFILE=%d (systemd) or after ulimit -n %d",
 			(int)d.pid, NEED, PAGES, NEED - 2048, strerror(EPERM),
 			NEED, NEED);
-		log_has(&d, line, true);
+		td_log_has(&d, line, true);
 		printf("no CAP_SYS_RESOURCE: soft limit raised to 2048, warned\n");
 	}
 	t_assert_eq(td_stop(&d), 0);

@@ -42,41 +42,6 @@ static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
 	return nt_put(t, hash, tenant, buf, PAYLOAD);
 }
 
-static bool has(struct tier_nvme *t, uint64_t hash)
-{
-	uint32_t slot;
-
-	return tier_nvme_lookup(t, hash, &slot, NULL, NULL) == 0;
-}
-
-static struct tier_nvme_stats stats(struct tier_nvme *t)
-{
-	struct tier_nvme_stats st;
-
-	tier_nvme_get_stats(t, &st);
-	return st;
-}
-
-/* Make slot's header one of before the tenant (zeros there). */
-static void make_old(const char *path, uint32_t slot)
-{
-	struct tier_nvme_slot_header h;
-	off_t off = (off_t)NT_SLOT_OFFSET(slot, PAYLOAD);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-
-	t_assert(fd >= 0);
-	t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
-	t_assert_eq(h.magic, TIER_NVME_SLOT_MAGIC);
-	t_assert_eq(h.flags, TIER_NVME_HDR_TENANT);
-	h.tenant = 0;
-	h.flags = 0;
-	h.header_crc = 0;
-	h.header_crc = tier_crc32c(0, &h, sizeof(h));
-	t_assert_eq(pwrite(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
-	t_ok(fsync(fd));
-	close(fd);
-}
-
 static void tenants(const char *path)
 {
 	struct tier_nvme *t = open_tier(path, true);
@@ -89,39 +54,40 @@ static void tenants(const char *path)
 	old = put(t, 0x301, 2);
 	t_ok(tier_nvme_mark_drop(t, false, 1, tier_nvme_drop_generation(t)));
 	tier_nvme_close(t);
-	make_old(path, old); /* its tenant unknown: every tenant's mark's */
+	nt_make_old(path, old,
+		    PAYLOAD); /* its tenant unknown: every tenant's mark's */
 	t_ok(tier_nvme_peek(path, &p));
 	t_assert_eq(p.drop_all, 0);
 	t_assert_eq(p.tenant_marks, 1);
 
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert_eq(stats(t).drop_marked_slots, 3);
-	t_assert(has(t, 0x201));
-	t_assert(!has(t, 0x101) && !has(t, 0x102) && !has(t, 0x301));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 3);
+	t_assert(nt_has(t, 0x201));
+	t_assert(!nt_has(t, 0x101) && !nt_has(t, 0x102) && !nt_has(t, 0x301));
 	put(t, 0x103, 1); /* after the mark */
 	tier_nvme_close(t);
 
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 2);
-	t_assert(has(t, 0x103) && has(t, 0x201));
+	t_assert_eq(nt_stats(t).recovered_slots, 2);
+	t_assert(nt_has(t, 0x103) && nt_has(t, 0x201));
 	t_ok(tier_nvme_mark_drop(t, true, 0, tier_nvme_drop_generation(t)));
 	tier_nvme_close(t);
 
 	/* nothing left, no generation on disk to go on from */
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 0);
+	t_assert_eq(nt_stats(t).recovered_slots, 0);
 	/* the 5 headers written, less the one 0x103 wrote over: a header
 	 * below a mark stays until its slot is written again */
-	t_assert_eq(stats(t).drop_marked_slots, 4);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 4);
 	t_ok(tier_nvme_peek(path, &p));
 	t_assert(tier_nvme_drop_generation(t) >= p.drop_all);
 	t_assert_eq(p.tenant_marks, 0); /* under the mark of all */
 	put(t, 0x104, 1);
 	tier_nvme_close(t);
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert(has(t, 0x104));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert(nt_has(t, 0x104));
 	tier_nvme_close(t);
 }
 

@@ -58,32 +58,9 @@ static struct tier_nvme *reopen(const char *path)
 	return t;
 }
 
-/* The last reopen's log says what, or not (has). */
-static void log_has(const char *what, bool has)
-{
-	if (!strstr(log_buf, what) != !has)
-		t_fail("the open's log %s \"%s\":\n%s", has ? "lacks" : "has",
-		       what, log_buf);
-}
-
 static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
 {
 	return nt_put(t, hash, tenant, buf, PAYLOAD);
-}
-
-static bool has(struct tier_nvme *t, uint64_t hash)
-{
-	uint32_t slot;
-
-	return tier_nvme_lookup(t, hash, &slot, NULL, NULL) == 0;
-}
-
-static struct tier_nvme_stats stats(struct tier_nvme *t)
-{
-	struct tier_nvme_stats st;
-
-	tier_nvme_get_stats(t, &st);
-	return st;
 }
 
 static struct tier_nvme_peek peek(const char *path)
@@ -126,25 +103,6 @@ static void clear_marked(struct tier_nvme *t, uint32_t want, bool zero)
 	free(v);
 }
 
-/* Make slot's header one of before the tenants (zeros there). */
-static void make_old(const char *path, uint32_t slot)
-{
-	struct tier_nvme_slot_header h;
-	off_t off = (off_t)NT_SLOT_OFFSET(slot, PAYLOAD);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-
-	t_assert(fd >= 0);
-	t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
-	t_assert_eq(h.magic, TIER_NVME_SLOT_MAGIC);
-	h.tenant = 0;
-	h.flags = 0;
-	h.header_crc = 0;
-	h.header_crc = tier_crc32c(0, &h, sizeof(h));
-	t_assert_eq(pwrite(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
-	t_ok(fsync(fd));
-	close(fd);
-}
-
 static void tenants(const char *path)
 {
 	struct tier_nvme *t = open_fresh(path);
@@ -161,30 +119,34 @@ static void tenants(const char *path)
 
 	/* 3's covers nothing: gone; 1's 2 headers are still there */
 	t = reopen(path);
-	log_has("1 drop marks retired: no header below them left on disk (1 kept)",
+	nt_log_has(
+		log_buf,
+		"1 drop marks retired: no header below them left on disk (1 kept)",
 		true);
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert_eq(stats(t).drop_marked_slots, 2);
-	t_assert(has(t, 0x201) && !has(t, 0x101) && !has(t, 0x102));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 2);
+	t_assert(nt_has(t, 0x201) && !nt_has(t, 0x101) && !nt_has(t, 0x102));
 	t_assert_eq(peek(path).tenant_marks, 1);
 	clear_marked(t, 2, false); /* a zeroing that failed */
 	tier_nvme_close(t);
 
 	t = reopen(path);
-	log_has("drop marks retired", false);
-	t_assert_eq(stats(t).drop_marked_slots, 2);
-	t_assert(!has(t, 0x101) && !has(t, 0x102));
+	nt_log_has(log_buf, "drop marks retired", false);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 2);
+	t_assert(!nt_has(t, 0x101) && !nt_has(t, 0x102));
 	t_assert_eq(peek(path).tenant_marks, 1);
 	clear_marked(t, 2, true);
 	tier_nvme_close(t);
 	t_assert_eq(peek(path).tenant_marks, 1); /* until the next start */
 
 	t = reopen(path);
-	log_has("1 drop marks retired: no header below them left on disk (0 kept)",
+	nt_log_has(
+		log_buf,
+		"1 drop marks retired: no header below them left on disk (0 kept)",
 		true);
-	t_assert_eq(stats(t).drop_marked_slots, 0);
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert(has(t, 0x201) && !has(t, 0x101) && !has(t, 0x102));
+	t_assert_eq(nt_stats(t).drop_marked_slots, 0);
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert(nt_has(t, 0x201) && !nt_has(t, 0x101) && !nt_has(t, 0x102));
 	t_assert_eq(peek(path).tenant_marks, 0);
 	t_assert_eq(peek(path).drop_all, 0);
 	/* nothing on disk goes back below the retired mark */
@@ -193,9 +155,9 @@ static void tenants(const char *path)
 	tier_nvme_close(t);
 
 	t = reopen(path);
-	log_has("drop marks retired", false);
-	t_assert_eq(stats(t).recovered_slots, 2);
-	t_assert(has(t, 0x103) && has(t, 0x201) && !has(t, 0x101));
+	nt_log_has(log_buf, "drop marks retired", false);
+	t_assert_eq(nt_stats(t).recovered_slots, 2);
+	t_assert(nt_has(t, 0x103) && nt_has(t, 0x201) && !nt_has(t, 0x101));
 	tier_nvme_close(t);
 }
 
@@ -207,25 +169,26 @@ static void tenantless(const char *path)
 	old = put(t, 0x401, 4);
 	put(t, 0x402, 4);
 	tier_nvme_close(t);
-	make_old(path, old); /* whose, not known: every tenant's mark's */
+	nt_make_old(path, old,
+		    PAYLOAD); /* whose, not known: every tenant's mark's */
 
 	t = reopen(path);
-	t_assert_eq(stats(t).recovered_slots, 2);
+	t_assert_eq(nt_stats(t).recovered_slots, 2);
 	mark(t, false, 5); /* no block of 5's, but the tenant-less one */
 	tier_nvme_close(t);
 
 	t = reopen(path);
-	log_has("drop marks retired", false);
-	t_assert_eq(stats(t).drop_marked_slots, 1);
-	t_assert(!has(t, 0x401) && has(t, 0x402));
+	nt_log_has(log_buf, "drop marks retired", false);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
+	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x402));
 	t_assert_eq(peek(path).tenant_marks, 1);
 	clear_marked(t, 1, true);
 	tier_nvme_close(t);
 
 	t = reopen(path);
-	log_has("1 drop marks retired", true);
+	nt_log_has(log_buf, "1 drop marks retired", true);
 	t_assert_eq(peek(path).tenant_marks, 0);
-	t_assert(!has(t, 0x401) && has(t, 0x402));
+	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x402));
 	tier_nvme_close(t);
 }
 
@@ -240,8 +203,8 @@ static void every_block(const char *path)
 	t_assert(peek(path).drop_all != 0);
 
 	t = reopen(path);
-	log_has("drop marks retired", false);
-	t_assert_eq(stats(t).drop_marked_slots, 2);
+	nt_log_has(log_buf, "drop marks retired", false);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 2);
 	t_assert(peek(path).drop_all != 0);
 	/* above it: a table entry over nothing */
 	(void)tier_nvme_next_generation(t);
@@ -251,16 +214,18 @@ static void every_block(const char *path)
 	t_assert_eq(peek(path).tenant_marks, 1);
 
 	t = reopen(path);
-	log_has("2 drop marks retired: no header below them left on disk (0 kept)",
+	nt_log_has(
+		log_buf,
+		"2 drop marks retired: no header below them left on disk (0 kept)",
 		true);
-	t_assert_eq(stats(t).recovered_slots, 0);
-	t_assert_eq(stats(t).drop_marked_slots, 0);
+	t_assert_eq(nt_stats(t).recovered_slots, 0);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 0);
 	t_assert_eq(peek(path).drop_all, 0);
 	t_assert_eq(peek(path).tenant_marks, 0);
 	put(t, 0x502, 5);
 	tier_nvme_close(t);
 	t = reopen(path);
-	t_assert(has(t, 0x502));
+	t_assert(nt_has(t, 0x502));
 	tier_nvme_close(t);
 }
 
@@ -280,8 +245,8 @@ static void overflow(const char *path)
 		line, sizeof(line),
 		"%u drop marks retired: no header below them left on disk (0 kept)",
 		TIER_NVME_TENANT_MARKS);
-	log_has(line, true);
-	t_assert(has(t, 0x701));
+	nt_log_has(log_buf, line, true);
+	t_assert(nt_has(t, 0x701));
 	t_assert_eq(peek(path).tenant_marks, 0);
 	/* the 129th and 130th tenants: room for both */
 	mark(t, false, 5000);
@@ -291,9 +256,9 @@ static void overflow(const char *path)
 	tier_nvme_close(t);
 
 	t = reopen(path);
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert_eq(stats(t).drop_marked_slots, 0);
-	t_assert(has(t, 0x701));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 0);
+	t_assert(nt_has(t, 0x701));
 	tier_nvme_close(t);
 }
 

@@ -83,14 +83,6 @@ static int restamp(struct tier_nvme *t, uint64_t hash, uint32_t slot,
 	return io.result;
 }
 
-static struct tier_nvme_stats stats(struct tier_nvme *t)
-{
-	struct tier_nvme_stats st;
-
-	tier_nvme_get_stats(t, &st);
-	return st;
-}
-
 static struct tier_nvme_slot_header on_disk(const char *path, uint32_t slot)
 {
 	struct tier_nvme_slot_header h;
@@ -101,23 +93,6 @@ static struct tier_nvme_slot_header on_disk(const char *path, uint32_t slot)
 		    (ssize_t)sizeof(h));
 	close(fd);
 	return h;
-}
-
-/* Make slot's header one of before the tenants (zeros there). */
-static void make_old(const char *path, uint32_t slot)
-{
-	struct tier_nvme_slot_header h = on_disk(path, slot);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-
-	t_assert(fd >= 0);
-	h.tenant = 0;
-	h.flags = 0;
-	h.header_crc = 0;
-	h.header_crc = tier_crc32c(0, &h, sizeof(h));
-	t_assert_eq(pwrite(fd, &h, sizeof(h), NT_SLOT_OFFSET(slot, PAYLOAD)),
-		    (ssize_t)sizeof(h));
-	t_ok(fsync(fd));
-	close(fd);
 }
 
 static uint32_t slot_of(struct tier_nvme *t, uint64_t hash)
@@ -138,44 +113,44 @@ static void above_the_mark(const char *path)
 	put(t, 0xb1, 1);
 	c = put(t, 0xc1, 2);
 	tier_nvme_close(t);
-	make_old(path, c);
+	nt_make_old(path, c, PAYLOAD);
 
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 3);
+	t_assert_eq(nt_stats(t).recovered_slots, 3);
 	t_ok(tier_nvme_mark_drop(t, true, 0, tier_nvme_drop_generation(t)));
 	g = tier_nvme_next_generation(t);
 	t_ok(restamp(t, 0xa1, a, g));
 	t_assert_eq(tier_nvme_slot_generation(t, a), g);
-	t_assert_eq(stats(t).restamps, 1);
+	t_assert_eq(nt_stats(t).restamps, 1);
 	t_ok(get(t, 0xa1));
 	tier_nvme_close(t);
 
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert_eq(stats(t).drop_marked_slots, 2);
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 2);
 	t_ok(get(t, 0xa1));
 	t_assert_eq(tier_nvme_slot_generation(t, a), g);
 	t_assert_eq(on_disk(path, a).tenant, 1);
 	t_assert_eq(on_disk(path, a).flags, TIER_NVME_HDR_TENANT);
 	c = put(t, 0xc1, 2); /* written again, then made tenant-less */
 	tier_nvme_close(t);
-	make_old(path, c);
+	nt_make_old(path, c, PAYLOAD);
 
 	/* a tenant-less block restamped stays tenant-less */
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 2);
+	t_assert_eq(nt_stats(t).recovered_slots, 2);
 	t_ok(tier_nvme_mark_drop(t, false, 5, tier_nvme_drop_generation(t)));
 	t_ok(restamp(t, 0xc1, slot_of(t, 0xc1), tier_nvme_next_generation(t)));
 	t_assert_eq(on_disk(path, c).flags, 0);
 	tier_nvme_close(t);
 	t = open_tier(path, false);
 	/* above tenant 5's mark: A was below it but names tenant 1 */
-	t_assert_eq(stats(t).recovered_slots, 2);
+	t_assert_eq(nt_stats(t).recovered_slots, 2);
 	t_ok(get(t, 0xc1));
 	t_ok(tier_nvme_mark_drop(t, false, 6, tier_nvme_drop_generation(t)));
 	tier_nvme_close(t);
 	t = open_tier(path, false);
-	t_assert_eq(stats(t).recovered_slots, 1); /* A: tenant 1's */
+	t_assert_eq(nt_stats(t).recovered_slots, 1); /* A: tenant 1's */
 	t_ok(get(t, 0xa1));
 	t_assert_eq(get(t, 0xc1), -ENOENT);
 	tier_nvme_close(t);
@@ -198,8 +173,8 @@ static void refused(const char *path)
 		    -EINVAL);
 	t_ok(restamp(t, 0xa2, a, ga)); /* not above: nothing to do */
 	t_assert_eq(tier_nvme_slot_generation(t, a), ga);
-	t_assert_eq(stats(t).restamps, 0);
-	t_assert_eq(stats(t).restamp_errors, 0);
+	t_assert_eq(nt_stats(t).restamps, 0);
+	t_assert_eq(nt_stats(t).restamp_errors, 0);
 	tier_nvme_close(t);
 }
 
@@ -297,7 +272,7 @@ static void held_back(const char *path)
 
 	/* a free meanwhile: done when the write ended */
 	a = put(t, 0xa4, 1);
-	used = stats(t).used_slots;
+	used = nt_stats(t).used_slots;
 	rs = (struct held){ .t = t,
 			    .hash = 0xa4,
 			    .slot = a,
@@ -306,10 +281,10 @@ static void held_back(const char *path)
 	wait_taken(t, a);
 	t_ok(tier_nvme_free_tenant(t, a, tenant));
 	t_assert_eq(get(t, 0xa4), -ENOENT);
-	t_assert_eq(stats(t).used_slots, used); /* nobody else's yet */
+	t_assert_eq(nt_stats(t).used_slots, used); /* nobody else's yet */
 	t_assert_eq(pthread_join(th_rs, NULL), 0);
 	t_ok(rs.result);
-	t_assert_eq(stats(t).used_slots, used - 1);
+	t_assert_eq(nt_stats(t).used_slots, used - 1);
 	t_assert_eq(tier_nvme_slot_state(t, a), TIER_SLOT_FREE);
 	/* its header names the block: a stale copy of the free's tenant */
 	t_ok(tier_nvme_stale_claim(t, stale_of, &tenant, &v, &n, &left));

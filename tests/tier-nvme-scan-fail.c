@@ -76,32 +76,9 @@ static struct tier_nvme *reopen_with(const char *path, uint32_t nslots,
 	return t;
 }
 
-/* The last reopen's log says what, or not (has). */
-static void log_has(const char *what, bool has)
-{
-	if (!strstr(log_buf, what) != !has)
-		t_fail("the open's log %s \"%s\":\n%s", has ? "lacks" : "has",
-		       what, log_buf);
-}
-
 static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
 {
 	return nt_put(t, hash, tenant, buf, PAYLOAD);
-}
-
-static bool has(struct tier_nvme *t, uint64_t hash)
-{
-	uint32_t slot;
-
-	return tier_nvme_lookup(t, hash, &slot, NULL, NULL) == 0;
-}
-
-static struct tier_nvme_stats stats(struct tier_nvme *t)
-{
-	struct tier_nvme_stats st;
-
-	tier_nvme_get_stats(t, &st);
-	return st;
 }
 
 static uint32_t marks_on_disk(const char *path)
@@ -174,21 +151,21 @@ static void read_fails(const char *path)
 	/* the scan cannot say whether a header lies below it: it stays */
 	snprintf(knob, sizeof(knob), "%u", slot);
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", knob);
-	log_has("KVMMD_TEST_NVME_SCAN_FAIL=", true);
-	log_has("fail on purpose (tests only)", true);
-	log_has("drop marks retired", false);
+	nt_log_has(log_buf, "KVMMD_TEST_NVME_SCAN_FAIL=", true);
+	nt_log_has(log_buf, "fail on purpose (tests only)", true);
+	nt_log_has(log_buf, "drop marks retired", false);
 	t_assert_eq(marks_on_disk(path), 1);
-	t_assert(!has(t, 0x101) && has(t, 0x201));
-	t_assert_eq(stats(t).recovered_slots, 1);
-	t_assert_eq(stats(t).drop_marked_slots, 0);
+	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 0);
 	tier_nvme_close(t);
 	t_assert_eq(header_magic(path, slot, &zeros), TIER_NVME_SLOT_MAGIC);
 
 	/* read fine: found below the mark, left out and zeroed */
 	t = reopen(path);
-	log_has("drop marks retired", false);
-	t_assert_eq(stats(t).drop_marked_slots, 1);
-	t_assert(!has(t, 0x101) && has(t, 0x201));
+	nt_log_has(log_buf, "drop marks retired", false);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
+	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
 	zero_marked(t, 1);
 	tier_nvme_close(t);
 	t_assert_eq(header_magic(path, slot, &zeros), 0);
@@ -196,10 +173,12 @@ static void read_fails(const char *path)
 
 	/* nothing below it now: it retires, as usual */
 	t = reopen(path);
-	log_has("1 drop marks retired: no header below them left on disk (0 kept)",
+	nt_log_has(
+		log_buf,
+		"1 drop marks retired: no header below them left on disk (0 kept)",
 		true);
 	t_assert_eq(marks_on_disk(path), 0);
-	t_assert(!has(t, 0x101) && has(t, 0x201));
+	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
 	tier_nvme_close(t);
 }
 
@@ -218,9 +197,11 @@ static void retire_ready(const char *path)
 	mark(t, 5);
 	tier_nvme_close(t);
 	t = reopen(path);
-	log_has("1 drop marks retired: no header below them left on disk (1 kept)",
+	nt_log_has(
+		log_buf,
+		"1 drop marks retired: no header below them left on disk (1 kept)",
 		true);
-	t_assert_eq(stats(t).drop_marked_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
 	zero_marked(t, 1);
 	tier_nvme_close(t);
 	t_assert_eq(marks_on_disk(path), 1);
@@ -232,23 +213,29 @@ static void sync_fails(const char *path)
 
 	retire_ready(path);
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_RETIRE_FAIL", "sync");
-	log_has("KVMMD_TEST_NVME_RETIRE_FAIL=sync: the sync before drop marks retire fails on purpose (tests only)",
+	nt_log_has(
+		log_buf,
+		"KVMMD_TEST_NVME_RETIRE_FAIL=sync: the sync before drop marks retire fails on purpose (tests only)",
 		true);
-	log_has("syncing before retiring 1 drop marks: Input/output error (they stay)",
+	nt_log_has(
+		log_buf,
+		"syncing before retiring 1 drop marks: Input/output error (they stay)",
 		true);
-	log_has("drop marks retired", false);
+	nt_log_has(log_buf, "drop marks retired", false);
 	t_assert_eq(marks_on_disk(path), 1);
-	t_assert(!has(t, 0x401) && has(t, 0x301));
+	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x301));
 	/* kept in memory too: the next superblock write carries it */
 	mark(t, 9);
 	t_assert_eq(marks_on_disk(path), 2);
 	tier_nvme_close(t);
 
 	t = reopen(path);
-	log_has("2 drop marks retired: no header below them left on disk (0 kept)",
+	nt_log_has(
+		log_buf,
+		"2 drop marks retired: no header below them left on disk (0 kept)",
 		true);
 	t_assert_eq(marks_on_disk(path), 0);
-	t_assert(!has(t, 0x401) && has(t, 0x301));
+	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x301));
 	tier_nvme_close(t);
 }
 
@@ -259,22 +246,26 @@ static void superblock_fails(const char *path)
 	retire_ready(path);
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_RETIRE_FAIL",
 			"superblock");
-	log_has("writing the superblock without 1 retired drop marks: Input/output error",
+	nt_log_has(
+		log_buf,
+		"writing the superblock without 1 retired drop marks: Input/output error",
 		true);
-	log_has("drop marks retired", false);
+	nt_log_has(log_buf, "drop marks retired", false);
 	t_assert_eq(marks_on_disk(path), 1); /* on disk, covering nothing */
-	t_assert(!has(t, 0x401) && has(t, 0x301));
-	t_assert_eq(stats(t).recovered_slots, 1);
+	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x301));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
 	put(t, 0x402, 4); /* above the mark */
 	tier_nvme_close(t);
 	t_assert_eq(marks_on_disk(path), 1);
 
 	t = reopen(path);
-	log_has("1 drop marks retired: no header below them left on disk (0 kept)",
+	nt_log_has(
+		log_buf,
+		"1 drop marks retired: no header below them left on disk (0 kept)",
 		true);
 	t_assert_eq(marks_on_disk(path), 0);
-	t_assert(!has(t, 0x401) && has(t, 0x402) && has(t, 0x301));
-	t_assert_eq(stats(t).recovered_slots, 2);
+	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x402) && nt_has(t, 0x301));
+	t_assert_eq(nt_stats(t).recovered_slots, 2);
 
 	/* the same failure, then a drop's superblock write: it writes the
 	 * marks memory has, the retired one no more */
@@ -282,11 +273,12 @@ static void superblock_fails(const char *path)
 	tier_nvme_close(t);
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_RETIRE_FAIL",
 			"superblock");
-	log_has("writing the superblock without 1 retired drop marks", true);
+	nt_log_has(log_buf,
+		   "writing the superblock without 1 retired drop marks", true);
 	t_assert_eq(marks_on_disk(path), 1);
 	mark(t, 7);
 	t_assert_eq(marks_on_disk(path), 1); /* 7's, not 6's */
-	t_assert(has(t, 0x402) && has(t, 0x301) && !has(t, 0x401));
+	t_assert(nt_has(t, 0x402) && nt_has(t, 0x301) && !nt_has(t, 0x401));
 	tier_nvme_close(t);
 }
 
@@ -318,8 +310,8 @@ static void past_end(const char *path)
 	close(fd);
 
 	t = reopen_slots(path, 4, NULL);
-	log_has("shrank from 8 to 4 slots", true);
-	t_assert(!has(t, stale));
+	nt_log_has(log_buf, "shrank from 8 to 4 slots", true);
+	t_assert(!nt_has(t, stale));
 	tier_nvme_close(t);
 
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -330,18 +322,20 @@ static void past_end(const char *path)
 	t_assert_eq(header_magic(path, 6, &zeros), TIER_NVME_SLOT_MAGIC);
 
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", "6");
-	log_has("grew from 4 to 8 slots (1 stale slot headers past the old end cleared)",
+	nt_log_has(
+		log_buf,
+		"grew from 4 to 8 slots (1 stale slot headers past the old end cleared)",
 		true);
-	t_assert(!has(t, stale));
-	t_assert_eq(stats(t).recovered_slots, 4);
+	t_assert(!nt_has(t, stale));
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	tier_nvme_close(t);
 	/* zeroed, whatever it held: the next scan finds nothing there */
 	t_assert_eq(header_magic(path, 6, &zeros), 0);
 	t_assert(zeros);
 
 	t = reopen(path);
-	t_assert(!has(t, stale));
-	t_assert_eq(stats(t).recovered_slots, 4);
+	t_assert(!nt_has(t, stale));
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	tier_nvme_close(t);
 	free(saved);
 }
@@ -364,10 +358,12 @@ static void bad_values(const char *path)
 		t_ok(unsetenv(bad[i][0]));
 		t_assert(t == NULL);
 		t_assert_eq(err, -EINVAL);
-		log_has(bad[i][0], true);
-		log_has(strstr(bad[i][0], "SCAN") ? "want slot numbers" :
-						    "want sync or superblock",
-			true);
+		nt_log_has(log_buf, bad[i][0], true);
+		nt_log_has(log_buf,
+			   strstr(bad[i][0], "SCAN") ?
+				   "want slot numbers" :
+				   "want sync or superblock",
+			   true);
 	}
 }
 

@@ -155,6 +155,31 @@ int td_read_log(const struct td_daemon *d, char *buf, size_t len)
 	return (int)n;
 }
 
+void td_log_has(const struct td_daemon *d, const char *what, bool want)
+{
+	static char log[1 << 16];
+
+	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
+	if (!strstr(log, what) != !want) {
+		td_dump_log(d);
+		t_fail("kvmmd's log %s \"%s\"", want ? "lacks" : "has", what);
+	}
+}
+
+void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms)
+{
+	static char log[1 << 16];
+
+	for (unsigned int i = 0; i <= ms / 10; i++) {
+		t_assert(td_read_log(d, log, sizeof(log)) >= 0);
+		if (strstr(log, what))
+			return;
+		usleep(10000);
+	}
+	td_dump_log(d);
+	t_fail("kvmmd never said \"%s\"", what);
+}
+
 int td_stop(struct td_daemon *d)
 {
 	return td_stop_log(d, NULL, 0);

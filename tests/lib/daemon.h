@@ -7,6 +7,7 @@
 #ifndef KVMM_TESTS_DAEMON_H
 #define KVMM_TESTS_DAEMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -44,6 +45,12 @@ void td_dump_log(const struct td_daemon *d);
 /* Read the daemon's log (its first len - 1 bytes) into buf as a string;
  * the bytes read, or -errno. */
 int td_read_log(const struct td_daemon *d, char *buf, size_t len);
+/* The daemon's log (its first 64 KiB) holds what, or not (want); else the
+ * test fails, the log printed. */
+void td_log_has(const struct td_daemon *d, const char *what, bool want);
+/* Wait (ms at most, polling every 10 ms) for the daemon's log to hold
+ * what; else the test fails, the log printed. */
+void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms);
 /* ADMIN_STATUS over a fresh admin connection. */
 int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
 /* ADMIN_SET_QUOTA of uid to bytes (0: none) over a fresh admin

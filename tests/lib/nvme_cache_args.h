@@ -11,9 +11,13 @@
 #ifndef KVMM_TESTS_NVME_CACHE_ARGS_H
 #define KVMM_TESTS_NVME_CACHE_ARGS_H
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 
+#include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_layout.h"
+#include "tests/lib/test.h"
 
 /* The tier file: 7 slots of a 256 KiB block (4 pages of 64 KiB). */
 #define NCA_NVME_SLOTS 7
@@ -97,6 +101,24 @@ nca_save_args(struct nca_args *a, const char *nvme, unsigned int gpu_blocks,
 	      unsigned int nvme_slots, const char *save, unsigned int flags)
 {
 	return nca_build(a, NULL, nvme, gpu_blocks, nvme_slots, save, flags);
+}
+
+/* The valid slot headers (the magic) in the NCA_NVME_SLOTS slots of the
+ * tier file at path, read from the disk. */
+static inline int nca_headers(const char *path)
+{
+	struct tier_nvme_slot_header h;
+	int n = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	t_assert(fd >= 0);
+	for (int i = 0; i < NCA_NVME_SLOTS; i++) {
+		off_t off = (off_t)NT_SLOT_OFFSET(i, NCA_BLOCK_BYTES);
+
+		t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
+		n += h.magic == TIER_NVME_SLOT_MAGIC;
+	}
+	close(fd);
+	return n;
 }
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/crc32c.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
@@ -167,6 +168,54 @@ static inline void nt_flip_byte(const char *path, uint64_t off)
 	t_assert_eq(pread(fd, &c, 1, (off_t)off), 1);
 	c ^= 0x40;
 	t_assert_eq(pwrite(fd, &c, 1, (off_t)off), 1);
+	t_ok(fsync(fd));
+	close(fd);
+}
+
+/* Whether the tier holds hash. */
+static inline bool nt_has(struct tier_nvme *t, uint64_t hash)
+{
+	uint32_t slot;
+
+	return tier_nvme_lookup(t, hash, &slot, NULL, NULL) == 0;
+}
+
+static inline struct tier_nvme_stats nt_stats(struct tier_nvme *t)
+{
+	struct tier_nvme_stats st;
+
+	tier_nvme_get_stats(t, &st);
+	return st;
+}
+
+/* An open's log (nt_open_logged()) says what, or not (has). */
+static inline void nt_log_has(const char *log, const char *what, bool has)
+{
+	if (!strstr(log, what) != !has)
+		t_fail("the open's log %s \"%s\":\n%s", has ? "lacks" : "has",
+		       what, log);
+}
+
+/*
+ * Make slot's header (a block written for a tenant, payload bytes a
+ * block) one of before the tenants: no tenant and no flag, its CRC made
+ * again, synced.
+ */
+static inline void nt_make_old(const char *path, uint32_t slot, size_t payload)
+{
+	struct tier_nvme_slot_header h;
+	off_t off = (off_t)NT_SLOT_OFFSET(slot, payload);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	t_assert(fd >= 0);
+	t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
+	t_assert_eq(h.magic, TIER_NVME_SLOT_MAGIC);
+	t_assert_eq(h.flags, TIER_NVME_HDR_TENANT);
+	h.tenant = 0;
+	h.flags = 0;
+	h.header_crc = 0;
+	h.header_crc = tier_crc32c(0, &h, sizeof(h));
+	t_assert_eq(pwrite(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
 	t_ok(fsync(fd));
 	close(fd);
 }
