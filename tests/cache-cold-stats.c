@@ -27,6 +27,7 @@
  * Fails on the kvmmd of before (no cold counts: cold_blocks 0 where 8).
  * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
  */
+#include "tests/lib/nvme_layout.h"
 #include "tests/cache-common.h"
 #include "tests/cache-drop-common.h"
 #include "tests/lib/nvme_probe.h"
@@ -147,8 +148,7 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-cold-stats");
 	t_nvme_require(nvme);
-	snprintf(size, sizeof(size), "%d",
-		 4096 + NVME_SLOTS * (4096 + 4 * CC_PAGE));
+	nt_size_arg(size, sizeof(size), NVME_SLOTS, 4 * CC_PAGE);
 	const char *args[] = { "--cache-policy",
 			       "lru",
 			       "--cache-block-pages",

@@ -40,6 +40,7 @@
  */
 #include <time.h>
 
+#include "tests/lib/nvme_layout.h"
 #include "tests/cache-common.h"
 #include "tests/cache-drop-common.h"
 #include "tests/lib/nvme_probe.h"
@@ -177,8 +178,7 @@ int main(void)
 
 	cc_nvme_path(nvme, sizeof(nvme), "cache-pin-cold");
 	t_nvme_require(nvme);
-	snprintf(size, sizeof(size), "%d",
-		 4096 + NVME_SLOTS * (4096 + 4 * CC_PAGE));
+	nt_size_arg(size, sizeof(size), NVME_SLOTS, 4 * CC_PAGE);
 	const char *args[] = { "--cache-policy",
 			       "lru",
 			       "--cache-block-pages",
