@@ -36,22 +36,11 @@ static char log_buf[1 << 16];
 static void refused(const char *const *args, const char *var, const char *value)
 {
 	char want[128];
-	struct td_daemon d;
 
 	snprintf(want, sizeof(want), "%s=%s:", var, value);
-	setenv(var, value, 1);
-	if (!td_start(&d, args)) {
-		unsetenv(var);
-		td_stop(&d);
-		t_fail("kvmmd started with %s='%s'", var, value);
-	}
-	unsetenv(var);
-	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
+	td_start_refused(args, var, value, log_buf, sizeof(log_buf));
 	if (!strstr(log_buf, "ERR") || !strstr(log_buf, want))
 		t_fail("no ERR line with '%s' in:\n%s", want, log_buf);
-	unlink(d.log);
-	unlink(d.sock);
-	rmdir(d.dir);
 }
 
 int main(void)

@@ -98,24 +98,13 @@ static void refused(const char *var, const char *value, const char *want)
 {
 	const char *args[] = { "--host-mem", "2M", NULL };
 	char head[512];
-	struct td_daemon d;
 
 	snprintf(head, sizeof(head), "%s=%s: ", var, value);
-	setenv(var, value, 1);
-	if (!td_start(&d, args)) {
-		unsetenv(var);
-		td_stop(&d);
-		t_fail("kvmmd started with %s='%s'", var, value);
-	}
-	unsetenv(var);
-	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
+	td_start_refused(args, var, value, log_buf, sizeof(log_buf));
 	if (t_count(log_buf, " ERR ") != 1 || !strstr(log_buf, head))
 		t_fail("not one ERR line with '%s' in:\n%s", head, log_buf);
 	if (want && !strstr(log_buf, want))
 		t_fail("'%s' not in:\n%s", want, log_buf);
-	unlink(d.log);
-	unlink(d.sock);
-	rmdir(d.dir);
 }
 
 static void bad_values(void)

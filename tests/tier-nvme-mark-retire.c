@@ -45,17 +45,8 @@ static struct tier_nvme *open_fresh(const char *path)
 /* Reopen path, its log lines in log_buf. */
 static struct tier_nvme *reopen(const char *path)
 {
-	struct tier_nvme_config cfg = {
-		.path = path,
-		.capacity_bytes = NT_CAPACITY(NSLOTS, PAYLOAD),
-		.payload_bytes = PAYLOAD,
-	};
-	struct tier_nvme *t;
-	int err;
-
-	t = nt_open_logged(cfg, log_buf, sizeof(log_buf), &err);
-	t_ok(err);
-	return t;
+	return nt_reopen_logged(path, NSLOTS, PAYLOAD, log_buf, sizeof(log_buf),
+				NULL);
 }
 
 static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)

@@ -43,20 +43,8 @@ static char log_buf[16384];
 static struct tier_nvme *reopen_slots(const char *path, uint32_t nslots,
 				      int *err)
 {
-	struct tier_nvme_config cfg = {
-		.path = path,
-		.capacity_bytes = NT_CAPACITY(nslots, PAYLOAD),
-		.payload_bytes = PAYLOAD,
-	};
-	struct tier_nvme *t;
-	int r;
-
-	t = nt_open_logged(cfg, log_buf, sizeof(log_buf), &r);
-	if (err)
-		*err = r;
-	else
-		t_ok(r);
-	return t;
+	return nt_reopen_logged(path, nslots, PAYLOAD, log_buf, sizeof(log_buf),
+				err);
 }
 
 static struct tier_nvme *reopen(const char *path)

@@ -180,6 +180,24 @@ void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms)
 	t_fail("kvmmd never said \"%s\"", what);
 }
 
+void td_start_refused(const char *const *extra, const char *var,
+		      const char *value, char *log, size_t len)
+{
+	struct td_daemon d;
+
+	setenv(var, value, 1);
+	if (!td_start(&d, extra)) {
+		unsetenv(var);
+		td_stop(&d);
+		t_fail("kvmmd started with %s='%s'", var, value);
+	}
+	unsetenv(var);
+	t_assert(td_read_log(&d, log, len) > 0);
+	unlink(d.log);
+	unlink(d.sock);
+	rmdir(d.dir);
+}
+
 int td_stop(struct td_daemon *d)
 {
 	return td_stop_log(d, NULL, 0);

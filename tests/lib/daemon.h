@@ -51,6 +51,11 @@ void td_log_has(const struct td_daemon *d, const char *what, bool want);
 /* Wait (ms at most, polling every 10 ms) for the daemon's log to hold
  * what; else the test fails, the log printed. */
 void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms);
+/* kvmmd with extra and var=value in its environment must refuse to start
+ * (else the test fails); its log into log (len bytes, a string), its
+ * directory removed. */
+void td_start_refused(const char *const *extra, const char *var,
+		      const char *value, char *log, size_t len);
 /* ADMIN_STATUS over a fresh admin connection. */
 int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
 /* ADMIN_SET_QUOTA of uid to bytes (0: none) over a fresh admin

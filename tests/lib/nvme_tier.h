@@ -72,6 +72,29 @@ static inline struct tier_nvme *nt_open_logged(struct tier_nvme_config cfg,
 	return t;
 }
 
+/* nt_open_logged() of the tier file at path as nslots slots of payload
+ * bytes (no reformat); the open's result in *err (NULL: it must work). */
+static inline struct tier_nvme *nt_reopen_logged(const char *path,
+						 uint32_t nslots,
+						 size_t payload, char *log,
+						 size_t cap, int *err)
+{
+	struct tier_nvme_config cfg = {
+		.path = path,
+		.capacity_bytes = NT_CAPACITY(nslots, payload),
+		.payload_bytes = payload,
+	};
+	struct tier_nvme *t;
+	int r;
+
+	t = nt_open_logged(cfg, log, cap, &r);
+	if (err)
+		*err = r;
+	else
+		t_ok(r);
+	return t;
+}
+
 /* nt_open() of a tier of nslots slots of payload bytes at path, with
  * queue_depth (0: the tier's default) and reformat; fails or skips the
  * test where it cannot be opened. */
