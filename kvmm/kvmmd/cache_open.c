@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/test_knob.h"
 #include "kvmm/kvmmd/tier_host.h"
 
 /* the first wait after a failure, and the longest, as multiples of it */
@@ -126,31 +127,23 @@ int kc_open_fail_check(const char *v, char *why, size_t len)
  * size's NVMe tier (partition 0 with named sizes) that the retries make
  * after the start (kc_nvme_open_tier(); at start a failure stops the
  * start), so that a test can have a later size's partition open without
- * it.  Read for every size's cache, so that a bad value stops the start
- * at the first, but kept and said by the first alone (this runs once a
- * size).
+ * it.  Kept and said by the first size's cache alone (this runs once a
+ * size); a bad value stopped the start (kd_test_knobs_check()), whose
+ * parse and range kd_test_knob_number() reads it with.
  */
 static int kc_nvme_test_init(struct kd_cache *c)
 {
-	const char *v = getenv("KVMMD_TEST_NVME_OPEN_FAIL");
-	char *end;
-	long n;
+	uint64_t n;
+	int r = kd_test_knob_number("KVMMD_TEST_NVME_OPEN_FAIL", &n);
 
-	if (!v)
-		return 0;
-	n = strtol(v, &end, 10);
-	if (end == v || *end || n < 0 || n > 1000000) {
-		vmm_log(VMM_LOG_ERR,
-			"KVMMD_TEST_NVME_OPEN_FAIL=%s: not a number of opens from 0 to 1000000",
-			v);
-		return -EINVAL;
-	}
+	if (r)
+		return r == -ENOENT ? 0 : r;
 	if (c != c->d->cache || !n)
 		return 0;
 	c->nvme_open_fail_left = (uint32_t)n;
 	vmm_log(VMM_LOG_WARN,
-		"cache: KVMMD_TEST_NVME_OPEN_FAIL=%ld: the first %ld opens of the first size's NVMe tier after the start fail on purpose (tests only)",
-		n, n);
+		"cache: KVMMD_TEST_NVME_OPEN_FAIL=%llu: the first %llu opens of the first size's NVMe tier after the start fail on purpose (tests only)",
+		(unsigned long long)n, (unsigned long long)n);
 	return 0;
 }
 
@@ -160,34 +153,29 @@ static int kc_nvme_test_init(struct kd_cache *c)
  * kc_open_undo() takes down all of it), with -ERRNO (ENOMEM, EMFILE,
  * EAGAIN, ENOSPC, ENOTSUP, EINVAL); KVMMD_TEST_CACHE_RETRY_MS=MS waits MS
  * instead of 1 s after the first failure (60 MS at most);
- * KVMMD_TEST_NVME_OPEN_FAIL=N (kc_nvme_test_init()).  A bad value stops
- * the start (-EINVAL).
+ * KVMMD_TEST_NVME_OPEN_FAIL=N (kc_nvme_test_init()).  A bad value stopped
+ * the start (kd_test_knobs_check(); -EINVAL here too, should one get
+ * past it).
  */
 int kc_open_test_init(struct kd_cache *c)
 {
 	const char *v = getenv("KVMMD_TEST_CACHE_OPEN_FAIL");
-	const char *ms = getenv("KVMMD_TEST_CACHE_RETRY_MS");
-	char *end;
-	long n;
+	uint64_t ms;
 	int r;
 
 	r = kc_nvme_test_init(c);
 	if (r)
 		return r;
 	c->open_retry_base_ms = KC_RETRY_FIRST_MS;
-	if (ms) {
-		n = strtol(ms, &end, 10);
-		if (end == ms || *end || n < 1 || n > 3600000) {
-			vmm_log(VMM_LOG_ERR,
-				"KVMMD_TEST_CACHE_RETRY_MS=%s: not a number of ms from 1 to 3600000",
-				ms);
-			return -EINVAL;
-		}
-		c->open_retry_base_ms = (uint64_t)n;
+	r = kd_test_knob_number("KVMMD_TEST_CACHE_RETRY_MS", &ms);
+	if (r && r != -ENOENT)
+		return r;
+	if (!r) {
+		c->open_retry_base_ms = ms;
 		if (c == c->d->cache) /* said once, however many sizes */
 			vmm_log(VMM_LOG_WARN,
-				"cache: KVMMD_TEST_CACHE_RETRY_MS=%ld: a failed set-up of each size's cache is tried again after %ld ms at first (tests only)",
-				n, n);
+				"cache: KVMMD_TEST_CACHE_RETRY_MS=%llu: a failed set-up of each size's cache is tried again after %llu ms at first (tests only)",
+				(unsigned long long)ms, (unsigned long long)ms);
 	}
 	if (!v)
 		return 0;

@@ -313,13 +313,30 @@ int kd_test_knobs_check(void)
 	return bad ? -EINVAL : 0;
 }
 
-uint32_t kd_test_delay_us(const char *name, const char *who, const char *what)
+int kd_test_knob_number(const char *name, uint64_t *out)
 {
 	const char *v = getenv(name);
+
+	if (!v)
+		return -ENOENT;
+	for (size_t i = 0; i < KD_TEST_KNOBS_COUNT; i++) {
+		const struct kd_test_knob *k = &kd_test_knobs[i];
+
+		if (strcmp(k->name, name) || k->grammar != KD_KNOB_NUMBER)
+			continue;
+		/* checked at start (kd_test_knobs_check()): the same parse */
+		return kd_knob_number(v, k->range->min, k->range->max, out) ?
+			       0 :
+			       -EINVAL;
+	}
+	return -EINVAL; /* not a number knob of the table */
+}
+
+uint32_t kd_test_delay_us(const char *name, const char *who, const char *what)
+{
 	uint64_t ms;
 
-	/* checked at start (kd_test_knobs_check()): the same parse */
-	if (!v || !kd_knob_number(v, 0, KD_KNOB_MS_MAX, &ms) || !ms)
+	if (kd_test_knob_number(name, &ms) || !ms)
 		return 0;
 	vmm_log(VMM_LOG_WARN, "%s: %s=%llu: %s delayed (tests only)", who, name,
 		(unsigned long long)ms, what);

@@ -24,6 +24,14 @@
  */
 int kd_test_knobs_check(void);
 
+/*
+ * The value of NAME, a number knob of the table, in *out: 0, -ENOENT when
+ * unset, -EINVAL when not a value the table takes (which the start's
+ * check has refused already) or not such a knob.  The one parse and the
+ * one range of each number knob, for its reader.
+ */
+int kd_test_knob_number(const char *name, uint64_t *out);
+
 /* NAME=MS from the environment in microseconds (0: unset, or 0); when
  * set, one warning "WHO: NAME=MS: WHAT delayed (tests only)". */
 uint32_t kd_test_delay_us(const char *name, const char *who, const char *what);
