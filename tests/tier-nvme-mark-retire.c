@@ -67,33 +67,6 @@ static void mark(struct tier_nvme *t, bool all, uint32_t tenant)
 	t_ok(tier_nvme_mark_drop(t, all, tenant, tier_nvme_drop_generation(t)));
 }
 
-/*
- * The headers the open left out under a mark (want of them): zeroed, as
- * kvmmd's jobs do (cache_nvme_marked.c), or given back unzeroed, as one
- * that failed or was cancelled does.
- */
-static void clear_marked(struct tier_nvme *t, uint32_t want, bool zero)
-{
-	struct tier_nvme_stale *v;
-	uint32_t n, left;
-
-	t_ok(tier_nvme_marked_claim(t, &v, &n, &left));
-	t_assert_eq(n, want);
-	t_assert_eq(left, 0);
-	for (uint32_t i = 0; i < n; i++) {
-		struct tier_nvme_io io = { .hash = v[i].hash,
-					   .slot = v[i].slot };
-
-		if (!zero) {
-			t_ok(tier_nvme_invalidate_unclaim(t, v[i].slot));
-			continue;
-		}
-		t_assert_eq(tier_nvme_invalidate_batch(t, &io, 1), 0);
-		t_assert(io.dropped);
-	}
-	free(v);
-}
-
 static void tenants(const char *path)
 {
 	struct tier_nvme *t = open_fresh(path);
@@ -118,7 +91,7 @@ static void tenants(const char *path)
 	t_assert_eq(nt_stats(t).drop_marked_slots, 2);
 	t_assert(nt_has(t, 0x201) && !nt_has(t, 0x101) && !nt_has(t, 0x102));
 	t_assert_eq(peek(path).tenant_marks, 1);
-	clear_marked(t, 2, false); /* a zeroing that failed */
+	nt_clear_marked(t, 2, false); /* a zeroing that failed */
 	tier_nvme_close(t);
 
 	t = reopen(path);
@@ -126,7 +99,7 @@ static void tenants(const char *path)
 	t_assert_eq(nt_stats(t).drop_marked_slots, 2);
 	t_assert(!nt_has(t, 0x101) && !nt_has(t, 0x102));
 	t_assert_eq(peek(path).tenant_marks, 1);
-	clear_marked(t, 2, true);
+	nt_clear_marked(t, 2, true);
 	tier_nvme_close(t);
 	t_assert_eq(peek(path).tenant_marks, 1); /* until the next start */
 
@@ -173,7 +146,7 @@ static void tenantless(const char *path)
 	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
 	t_assert(!nt_has(t, 0x401) && nt_has(t, 0x402));
 	t_assert_eq(peek(path).tenant_marks, 1);
-	clear_marked(t, 1, true);
+	nt_clear_marked(t, 1, true);
 	tier_nvme_close(t);
 
 	t = reopen(path);
@@ -200,7 +173,7 @@ static void every_block(const char *path)
 	/* above it: a table entry over nothing */
 	(void)tier_nvme_next_generation(t);
 	mark(t, false, 8);
-	clear_marked(t, 2, true);
+	nt_clear_marked(t, 2, true);
 	tier_nvme_close(t);
 	t_assert_eq(peek(path).tenant_marks, 1);
 

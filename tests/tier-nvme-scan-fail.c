@@ -83,26 +83,6 @@ static void mark(struct tier_nvme *t, uint32_t tenant)
 				 tier_nvme_drop_generation(t)));
 }
 
-/* Zero the headers the open left out under a mark (want of them), as
- * kvmmd's jobs do (cache_nvme_marked.c). */
-static void zero_marked(struct tier_nvme *t, uint32_t want)
-{
-	struct tier_nvme_stale *v;
-	uint32_t n, left;
-
-	t_ok(tier_nvme_marked_claim(t, &v, &n, &left));
-	t_assert_eq(n, want);
-	t_assert_eq(left, 0);
-	for (uint32_t i = 0; i < n; i++) {
-		struct tier_nvme_io io = { .hash = v[i].hash,
-					   .slot = v[i].slot };
-
-		t_assert_eq(tier_nvme_invalidate_batch(t, &io, 1), 0);
-		t_assert(io.dropped);
-	}
-	free(v);
-}
-
 /* Slot's header on disk: its magic (0 for a zeroed one), and whether
  * all its 4 KiB are zeros. */
 static uint64_t header_magic(const char *path, uint32_t slot, bool *zeros)
@@ -154,7 +134,7 @@ static void read_fails(const char *path)
 	nt_log_has(log_buf, "drop marks retired", false);
 	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
 	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
-	zero_marked(t, 1);
+	nt_clear_marked(t, 1, true);
 	tier_nvme_close(t);
 	t_assert_eq(header_magic(path, slot, &zeros), 0);
 	t_assert_eq(marks_on_disk(path), 1);
@@ -190,7 +170,7 @@ static void retire_ready(const char *path)
 		"1 drop marks retired: no header below them left on disk (1 kept)",
 		true);
 	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
-	zero_marked(t, 1);
+	nt_clear_marked(t, 1, true);
 	tier_nvme_close(t);
 	t_assert_eq(marks_on_disk(path), 1);
 }

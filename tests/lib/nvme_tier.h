@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -241,6 +242,34 @@ static inline void nt_make_old(const char *path, uint32_t slot, size_t payload)
 	t_assert_eq(pwrite(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
 	t_ok(fsync(fd));
 	close(fd);
+}
+
+/*
+ * The headers the open left out under a mark (want of them): zeroed, as
+ * kvmmd's jobs do (cache_nvme_marked.c), or given back unzeroed, as one
+ * that failed or was cancelled does.
+ */
+static inline void nt_clear_marked(struct tier_nvme *t, uint32_t want,
+				   bool zero)
+{
+	struct tier_nvme_stale *v;
+	uint32_t n, left;
+
+	t_ok(tier_nvme_marked_claim(t, &v, &n, &left));
+	t_assert_eq(n, want);
+	t_assert_eq(left, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct tier_nvme_io io = { .hash = v[i].hash,
+					   .slot = v[i].slot };
+
+		if (!zero) {
+			t_ok(tier_nvme_invalidate_unclaim(t, v[i].slot));
+			continue;
+		}
+		t_assert_eq(tier_nvme_invalidate_batch(t, &io, 1), 0);
+		t_assert(io.dropped);
+	}
+	free(v);
 }
 
 #endif
