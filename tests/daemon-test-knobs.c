@@ -206,13 +206,21 @@ static void good_values(void)
 	for (size_t i = 0; i < NR_KNOBS; i++)
 		setenv(knobs[i].name, knobs[i].good, 1);
 	td_start_ok(&d, lazy);
-	td_stop_ok(&d);
+	kvmm_disconnect(cc_connect_lib(d.sock, "knobs"));
+	/* KVMMD_SLOW_CMD_US empty: off (a line would be written before the
+	 * stop) */
+	t_assert_eq(td_stop_log(&d, log_buf, sizeof(log_buf)), 0);
+	t_assert_eq(t_count(log_buf, "us of it sending the reply"), 0);
 	printf("every knob at a good value: kvmmd starts\n");
 
 	/* the tiers open at start (a failed set-up would stop it): what
 	 * the readers made of the values */
 	unsetenv("KVMMD_TEST_CACHE_OPEN_FAIL");
+	setenv("KVMMD_SLOW_CMD_US", "01", 1); /* every command logged */
 	td_start_ok(&d, named);
+	kvmm_disconnect(cc_connect_lib(d.sock, "knobs"));
+	/* logged after the reply is sent */
+	td_wait_log(&d, "us of it sending the reply", 10000);
 	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
 	t_assert_eq(t_count(log_buf, " ERR "), 0);
 	t_assert_eq(
@@ -254,7 +262,7 @@ static void good_values(void)
 	strcat(state, ".lock"); /* kvmmd's lock beside it (cache_learned.c) */
 	unlink(state);
 	t_ok(rmdir(dir));
-	printf("the readers read what the check took (050 is 50, 03 is 3, 0100 is 100, 0 is off)\n");
+	printf("the readers read what the check took (050 is 50, 03 is 3, 0100 is 100, 0 and empty are off, 01 is 1)\n");
 }
 
 int main(void)

@@ -256,10 +256,11 @@ int kc_learned_save(struct kd_cache *c, const char *why)
 
 static uint64_t save_every_ns(void)
 {
-	const char *v = getenv("KVMMD_TEST_POLICY_SAVE_MS");
-	long ms = v ? atol(v) : 0;
+	uint64_t ms;
 
-	return (ms > 0 ? (uint64_t)ms : KC_LEARNED_SAVE_MS) * 1000000ull;
+	if (kd_test_knob_number("KVMMD_TEST_POLICY_SAVE_MS", &ms))
+		ms = KC_LEARNED_SAVE_MS;
+	return ms * 1000000ull;
 }
 
 /*
@@ -362,7 +363,7 @@ void kc_learned_load(struct kd_cache *c)
 	const char *kind =
 		pol_kind_string((enum pol_kind)c->d->cfg.cache_policy);
 	char size[48] = "";
-	uint64_t lives = 0;
+	uint64_t lives = 0, save_ms;
 	bool sized;
 	int r;
 
@@ -406,10 +407,10 @@ void kc_learned_load(struct kd_cache *c)
 	}
 	if (c != c->d->cache)
 		return; /* the first size's timer saves every size */
-	if (getenv("KVMMD_TEST_POLICY_SAVE_MS"))
+	if (!kd_test_knob_number("KVMMD_TEST_POLICY_SAVE_MS", &save_ms))
 		vmm_log(VMM_LOG_WARN,
 			"policy state: KVMMD_TEST_POLICY_SAVE_MS: saved every %llu ms (tests only)",
-			(unsigned long long)(save_every_ns() / 1000000));
+			(unsigned long long)save_ms);
 	c->learned_write_delay_us =
 		kd_test_delay_us("KVMMD_TEST_POLICY_WRITE_DELAY_MS",
 				 "policy state", "periodic saves");

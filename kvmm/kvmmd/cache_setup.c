@@ -107,14 +107,14 @@ static int kc_test_faults(struct migrate_config *mc, bool say)
  */
 static uint32_t kc_test_held(const char *name)
 {
-	const char *v = getenv(name);
-	int n = v ? atoi(v) : 0;
+	uint64_t n;
 
-	if (n <= 0)
+	/* at most KC_HELD_MAX: the start-time check's range */
+	if (kd_test_knob_number(name, &n) || !n)
 		return 0;
-	vmm_log(VMM_LOG_WARN, "cache: %s=%d: slots held back (tests only)",
-		name, n);
-	return n > (int)KC_HELD_MAX ? KC_HELD_MAX : (uint32_t)n;
+	vmm_log(VMM_LOG_WARN, "cache: %s=%llu: slots held back (tests only)",
+		name, (unsigned long long)n);
+	return (uint32_t)n;
 }
 
 void kc_hold_slots(struct kd_cache *c)
@@ -465,7 +465,7 @@ static int kc_make_slab(struct kd_cache *c)
 		.pci_addr = d->backend->pci_bus_id,
 		.progress = kc_slab_progress,
 	};
-	const char *knob = getenv("KVMMD_TEST_SLAB_PROGRESS_MS");
+	uint64_t progress_ms;
 	struct tier_host_slab_info si;
 	struct timespec t0, t1;
 	int r;
@@ -485,13 +485,11 @@ static int kc_make_slab(struct kd_cache *c)
 	}
 	/* a test knob: report progress this often (a small slab is
 	 * touched in well under the second between reports) */
-	if (knob) {
-		int ms = atoi(knob);
-
-		sc.progress_ms = ms > 0 ? (unsigned int)ms : 0;
+	if (!kd_test_knob_number("KVMMD_TEST_SLAB_PROGRESS_MS", &progress_ms)) {
+		sc.progress_ms = (unsigned int)progress_ms;
 		vmm_log(VMM_LOG_WARN,
-			"host tier: KVMMD_TEST_SLAB_PROGRESS_MS=%d (tests only)",
-			ms);
+			"host tier: KVMMD_TEST_SLAB_PROGRESS_MS=%u (tests only)",
+			sc.progress_ms);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = tier_host_slab_open(&sc, &c->slab);

@@ -49,6 +49,7 @@
 
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/test_knob.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -241,9 +242,11 @@ uint64_t kd_slow_cmd_ns(void)
 	static uint64_t ns = UINT64_MAX;
 
 	if (ns == UINT64_MAX) {
-		const char *v = getenv("KVMMD_SLOW_CMD_US");
+		uint64_t us;
 
-		ns = v && *v ? strtoull(v, NULL, 10) * 1000 : 0;
+		/* unset, empty or 0: off */
+		ns = kd_test_knob_number("KVMMD_SLOW_CMD_US", &us) ? 0 :
+								     us * 1000;
 	}
 	return ns;
 }

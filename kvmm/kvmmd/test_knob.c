@@ -12,8 +12,8 @@
  * testing anything.  The readers stay where they are; this table checks
  * the values first.  A value the table takes reads the same in its
  * reader: a number is digits alone, no sign, no blank, no suffix, within
- * the range the reader uses as is (atoi(), atol(), strtol() and
- * strtoull() agree on those); a flag is "0" or "1", which is what proto.c
+ * the table's range, and its reader reads it with the table's own parse
+ * (kd_test_knob_number()); a flag is "0" or "1", which is what proto.c
  * compares; the knobs with a grammar of their own are checked by their
  * reader's own parse.
  */
@@ -324,6 +324,8 @@ int kd_test_knob_number(const char *name, uint64_t *out)
 
 		if (strcmp(k->name, name) || k->grammar != KD_KNOB_NUMBER)
 			continue;
+		if (!*v && k->empty_is_unset)
+			return -ENOENT;
 		/* checked at start (kd_test_knobs_check()): the same parse */
 		return kd_knob_number(v, k->range->min, k->range->max, out) ?
 			       0 :

@@ -26,9 +26,10 @@ int kd_test_knobs_check(void);
 
 /*
  * The value of NAME, a number knob of the table, in *out: 0, -ENOENT when
- * unset, -EINVAL when not a value the table takes (which the start's
- * check has refused already) or not such a knob.  The one parse and the
- * one range of each number knob, for its reader.
+ * unset (or empty, for a knob whose empty value is unset), -EINVAL when
+ * not a value the table takes (which the start's check has refused
+ * already) or not such a knob.  The one parse and the one range of each
+ * number knob: every reader of one calls it.
  */
 int kd_test_knob_number(const char *name, uint64_t *out);
 
