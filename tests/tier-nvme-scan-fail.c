@@ -19,6 +19,14 @@
  *     read fails: its header, a valid one a larger life of the file left
  *     there, is zeroed (before the fix it stayed, and the next start,
  *     whose superblock counted the slot, recovered that stale block);
+ *   - the zeroing of a stale header past the last run's end failing
+ *     (KVMMD_TEST_NVME_CLEAR_FAIL), a valid one and one whose read
+ *     failed: the open fails with -EIO and a line naming the file, the
+ *     slot and the cause, the file's bytes up to its old end unchanged
+ *     and its superblock's slot count the old one; the next open without
+ *     the knob recovers every block before the old end, byte-identical,
+ *     clears the stale header and does not recover it (before the knob
+ *     the open could not be made to fail there);
  *   - a knob value that is not one fails the open (-EINVAL).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -308,6 +316,140 @@ static void past_end(const char *path)
 	free(saved);
 }
 
+/* The slot count the superblock on disk says. */
+static uint64_t sb_slots(const char *path)
+{
+	struct nvme_superblock sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	t_assert(fd >= 0);
+	t_assert_eq(pread(fd, &sb, sizeof(sb), 0), (ssize_t)sizeof(sb));
+	close(fd);
+	t_assert_eq(sb.magic, TIER_NVME_SB_MAGIC);
+	return sb.slot_count;
+}
+
+/* The file's first len bytes into a new buffer. */
+static unsigned char *file_bytes(const char *path, size_t len)
+{
+	unsigned char *b = malloc(len);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	t_assert(b != NULL && fd >= 0);
+	t_assert_eq(pread(fd, b, len, 0), (ssize_t)len);
+	close(fd);
+	return b;
+}
+
+/*
+ * A tier of NSLOTS slots, every one written, cut to 4 (slots 0-3's
+ * blocks into kept[]), slot 6's bytes written back past that end (as in
+ * past_end()), grown to NSLOTS again with the zeroing of slot 6's header
+ * failing; read_fails: its header's read fails first.  The open fails
+ * and changes nothing a block lives in; the next one, the knobs unset,
+ * recovers the 4 and clears slot 6.
+ */
+static void clear_fails(const char *path, bool read_fails)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	size_t len = NT_SLOT_BYTES(PAYLOAD), old_len;
+	off_t off = (off_t)NT_SLOT_OFFSET(6, PAYLOAD);
+	uint64_t stale = 0, kept[4] = { 0 };
+	unsigned char *saved = malloc(len), *before, *after, *want;
+	char line[512];
+	uint32_t slot;
+	bool zeros;
+	int fd, err;
+
+	t_assert(saved != NULL);
+	for (uint64_t h = 0x900; h < 0x900 + NSLOTS; h++) {
+		slot = put(t, h, 1);
+		if (slot == 6)
+			stale = h;
+		else if (slot < 4)
+			kept[slot] = h;
+	}
+	t_assert(stale != 0);
+	tier_nvme_close(t);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	t_assert(fd >= 0);
+	t_assert_eq(pread(fd, saved, len, off), (ssize_t)len);
+	close(fd);
+
+	t = reopen_slots(path, 4, NULL);
+	nt_log_has(log_buf, "shrank from 8 to 4 slots", true);
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
+	tier_nvme_close(t);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	t_assert(fd >= 0);
+	t_assert_eq(pwrite(fd, saved, len, off), (ssize_t)len);
+	t_ok(fsync(fd));
+	close(fd);
+	old_len = (size_t)off + len;
+	before = file_bytes(path, old_len);
+
+	if (read_fails)
+		t_ok(setenv("KVMMD_TEST_NVME_SCAN_FAIL", "6", 1));
+	t_ok(setenv("KVMMD_TEST_NVME_CLEAR_FAIL", "6", 1));
+	t = reopen_slots(path, NSLOTS, &err);
+	t_ok(unsetenv("KVMMD_TEST_NVME_CLEAR_FAIL"));
+	t_ok(unsetenv("KVMMD_TEST_NVME_SCAN_FAIL"));
+	t_assert(t == NULL);
+	t_assert_eq(err, -EIO);
+	nt_log_has(
+		log_buf,
+		"KVMMD_TEST_NVME_CLEAR_FAIL=6: the restart scan's zeroing of these slots' stale headers past the last run's end fails on purpose (tests only)",
+		true);
+	snprintf(
+		line, sizeof(line),
+		"%s: zeroing the stale header of slot 6, past the last run's end (4 slots, now 8; %s): Input/output error; the open fails, the superblock still says 4 slots and the next open clears it again",
+		path,
+		read_fails ? "its header's read failed" :
+			     "a valid header an earlier life of the file left");
+	nt_log_has(log_buf, line, true);
+	snprintf(
+		line, sizeof(line),
+		"%s: restart scan: clearing a stale slot header: Input/output error",
+		path);
+	nt_log_has(log_buf, line, true);
+	nt_log_has(log_buf, "grew from", false);
+	/* nothing written where the blocks live, nor to the superblock: the
+	 * failed open only grew the file (zeros past its old end) */
+	after = file_bytes(path, old_len);
+	t_assert(memcmp(before, after, old_len) == 0);
+	t_assert_eq(sb_slots(path), 4);
+	t_assert_eq(header_magic(path, 6, &zeros), TIER_NVME_SLOT_MAGIC);
+	free(after);
+
+	/* the knob unset: the 4 blocks back, byte-identical, slot 6 cleared */
+	t = reopen(path);
+	nt_log_has(
+		log_buf,
+		"grew from 4 to 8 slots (1 stale slot headers past the old end cleared)",
+		true);
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
+	t_assert(!nt_has(t, stale));
+	want = malloc(PAYLOAD);
+	t_assert(want != NULL);
+	for (uint32_t i = 0; i < 4; i++) {
+		t_assert(kept[i] != 0);
+		memset(want, (int)(kept[i] & 0xff), PAYLOAD);
+		t_ok(nt_read_check(t, kept[i], i, buf, want, PAYLOAD));
+	}
+	tier_nvme_close(t);
+	t_assert_eq(sb_slots(path), NSLOTS);
+	t_assert_eq(header_magic(path, 6, &zeros), 0);
+	t_assert(zeros);
+
+	t = reopen(path);
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
+	t_assert(!nt_has(t, stale));
+	tier_nvme_close(t);
+	free(want);
+	free(before);
+	free(saved);
+}
+
 static void bad_values(const char *path)
 {
 	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
@@ -316,6 +458,7 @@ static void bad_values(const char *path)
 		{ "KVMMD_TEST_NVME_SCAN_FAIL", "3," },
 		{ "KVMMD_TEST_NVME_SCAN_FAIL", "-1" },
 		{ "KVMMD_TEST_NVME_RETIRE_FAIL", "fsync" },
+		{ "KVMMD_TEST_NVME_CLEAR_FAIL", "6,x" },
 	};
 	int err;
 
@@ -328,7 +471,7 @@ static void bad_values(const char *path)
 		t_assert_eq(err, -EINVAL);
 		nt_log_has(log_buf, bad[i][0], true);
 		nt_log_has(log_buf,
-			   strstr(bad[i][0], "SCAN") ?
+			   !strstr(bad[i][0], "RETIRE") ?
 				   "want slot numbers" :
 				   "want sync or superblock",
 			   true);
@@ -342,6 +485,7 @@ int main(void)
 
 	unsetenv("KVMMD_TEST_NVME_SCAN_FAIL");
 	unsetenv("KVMMD_TEST_NVME_RETIRE_FAIL");
+	unsetenv("KVMMD_TEST_NVME_CLEAR_FAIL");
 	snprintf(path, sizeof(path), "%s/kvmm-tier-scan-fail-%d",
 		 dir ? dir : "/var/tmp", (int)getpid());
 	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
@@ -353,9 +497,13 @@ int main(void)
 	unlink(path);
 	past_end(path);
 	unlink(path);
+	clear_fails(path, false);
+	unlink(path);
+	clear_fails(path, true);
+	unlink(path);
 	bad_values(path);
 	unlink(path);
 	free(buf);
-	printf("the restart scan's failure paths: a failed header read keeps the marks, a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed\n");
+	printf("the restart scan's failure paths: a failed header read keeps the marks, a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed, a failed zeroing fails the open and loses nothing\n");
 	return 0;
 }

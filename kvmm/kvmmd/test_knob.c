@@ -115,6 +115,10 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	  kd_slot_list_check },
 	{ "KVMMD_TEST_NVME_RETIRE_FAIL", KD_KNOB_CHECK, NULL,
 	  kd_retire_fail_check },
+	/* tier_nvme_fault.c: zeroing these slots' stale headers past the
+	 * last run's end fails */
+	{ "KVMMD_TEST_NVME_CLEAR_FAIL", KD_KNOB_CHECK, NULL,
+	  kd_slot_list_check },
 	/* migrate.c: host -> NVMe writes wait */
 	{ "KVMMD_TEST_NVME_WRITE_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
 	/* cache_learned.c: the policy state saved this often; each periodic
@@ -162,8 +166,8 @@ static int kd_migrate_fail_check(const char *v, char *why, size_t len)
 	return migrate_fault_parse(v, f, &n, why, len);
 }
 
-/* KVMMD_TEST_NVME_SCAN_FAIL and _RETIRE_FAIL: the tier's own parse, the
- * one its open reads them with (tier_nvme_fault.c) */
+/* KVMMD_TEST_NVME_SCAN_FAIL, _CLEAR_FAIL and _RETIRE_FAIL: the tier's own
+ * parse, the one its open reads them with (tier_nvme_fault.c) */
 static int kd_slot_list_check(const char *v, char *why, size_t len)
 {
 	uint32_t slots[TIER_NVME_SCAN_FAIL_MAX], n;

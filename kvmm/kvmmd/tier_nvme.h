@@ -473,8 +473,9 @@ void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st);
 /*
  * The tier's test knobs' values (tier_nvme_fault.c), parsed by the tier
  * at each open and by kvmmd's check at start (test_knob.c) with the one
- * grammar: KVMMD_TEST_NVME_SCAN_FAIL=N[,N...], slot numbers below
- * UINT32_MAX, at most TIER_NVME_SCAN_FAIL_MAX, into slots[] (*n of them);
+ * grammar: KVMMD_TEST_NVME_SCAN_FAIL=N[,N...] and
+ * KVMMD_TEST_NVME_CLEAR_FAIL=N[,N...], slot numbers below UINT32_MAX, at
+ * most TIER_NVME_SCAN_FAIL_MAX, into slots[] (*n of them);
  * KVMMD_TEST_NVME_RETIRE_FAIL=sync|superblock.  0, or -EINVAL.
  */
 #define TIER_NVME_SCAN_FAIL_MAX 16

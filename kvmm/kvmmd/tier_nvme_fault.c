@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * NVMe tier test knobs that make the open's restart scan and the drop
- * marks' retirement fail on purpose, so that their safety paths run in
- * the tests (tests/tier-nvme-scan-fail.c); never set in production.  Read
+ * NVMe tier test knobs that make the open's restart scan, its clearing
+ * of stale headers and the drop marks' retirement fail on purpose, so
+ * that their safety paths run in the tests (tests/tier-nvme-scan-fail.c,
+ * tests/cache-nvme-clear-fail.c); never set in production.  Read
  * from the environment at each tier_nvme_open(), each one set said in a
  * WARN line:
  *
@@ -11,6 +12,10 @@
  *       other, and its completion's result is replaced before
  *       recover_header() (tier_nvme_recover.c) looks at it, so the path a
  *       failing disk takes is the one that runs;
+ *   KVMMD_TEST_NVME_CLEAR_FAIL=N[,N...]  the zeroing of slot N's header,
+ *       when the scan finds it past the last run's end (a tier that
+ *       grew) valid or unreadable, fails with -EIO without writing
+ *       (clear_stale(): the open fails, the file as it was);
  *   KVMMD_TEST_NVME_RETIRE_FAIL=sync       the fdatasync before drop marks
  *       retire fails with -EIO (nvme_marks_retire(): every mark stays);
  *   KVMMD_TEST_NVME_RETIRE_FAIL=superblock the superblock write without
@@ -68,6 +73,7 @@ int tier_nvme_retire_fail_parse(const char *v, bool *sync, bool *superblock)
 int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 {
 	const char *scan = getenv("KVMMD_TEST_NVME_SCAN_FAIL");
+	const char *clear = getenv("KVMMD_TEST_NVME_CLEAR_FAIL");
 	const char *retire = getenv("KVMMD_TEST_NVME_RETIRE_FAIL");
 	struct nvme_faults *f = &t->faults;
 
@@ -82,6 +88,16 @@ int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 		vmm_log(VMM_LOG_WARN,
 			"tier_nvme: %s%s: KVMMD_TEST_NVME_SCAN_FAIL=%s: the restart scan's header reads of these slots fail on purpose (tests only)",
 			path, part, scan);
+	if (clear && tier_nvme_scan_fail_parse(clear, f->clear, &f->n_clear)) {
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: KVMMD_TEST_NVME_CLEAR_FAIL=%s: want slot numbers N[,N...] (at most %u)",
+			clear, NVME_FAULT_SCAN_MAX);
+		return -EINVAL;
+	}
+	if (clear)
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s%s: KVMMD_TEST_NVME_CLEAR_FAIL=%s: the restart scan's zeroing of these slots' stale headers past the last run's end fails on purpose (tests only)",
+			path, part, clear);
 	if (!retire)
 		return 0;
 	if (tier_nvme_retire_fail_parse(retire, &f->retire_sync,
@@ -104,6 +120,14 @@ bool nvme_fault_scan(const struct tier_nvme *t, uint32_t slot)
 {
 	for (uint32_t i = 0; i < t->faults.n_scan; i++)
 		if (t->faults.scan[i] == slot)
+			return true;
+	return false;
+}
+
+bool nvme_fault_clear(const struct tier_nvme *t, uint32_t slot)
+{
+	for (uint32_t i = 0; i < t->faults.n_clear; i++)
+		if (t->faults.clear[i] == slot)
 			return true;
 	return false;
 }

@@ -105,7 +105,7 @@ int nvme_open_superblock(struct tier_nvme *t,
 		t->known_slots = sb.slot_count < t->nslots ?
 					 (uint32_t)sb.slot_count :
 					 t->nslots;
-		r = nvme_recover(t, &cleared);
+		r = nvme_recover(t, cfg->path, part, &cleared);
 		nvme_free_stack_rebuild(t);
 		if (r)
 			goto out;
@@ -118,8 +118,17 @@ int nvme_open_superblock(struct tier_nvme *t,
 			/* after the stale headers' clearing was synced; the
 			 * retired marks go with it */
 			r = nvme_sb_write(t);
-			if (r)
+			if (r) {
+				/* the old superblock stays: its slot count,
+				 * its marks; the next open scans the same
+				 * slots again, the cleared ones read zero */
+				vmm_log(VMM_LOG_ERR,
+					"tier_nvme: %s%s: writing the superblock with %u slots (it says %llu): %s; the open fails",
+					cfg->path, part, t->nslots,
+					(unsigned long long)sb.slot_count,
+					strerror(-r));
 				goto out;
+			}
 			if (sb.slot_count < t->nslots)
 				vmm_log(VMM_LOG_INFO,
 					"tier_nvme: %s: grew from %llu to %u slots (%u stale slot headers past the old end cleared)",

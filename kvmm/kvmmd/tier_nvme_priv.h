@@ -23,8 +23,9 @@
  *                        above the drop's mark
  *   tier_nvme_part.c     partitions: where the tier's share of the file
  *                        lies, and whether a superblock names it
- *   tier_nvme_fault.c    test knobs that fail the restart scan's reads
- *                        and the drop marks' retirement on purpose
+ *   tier_nvme_fault.c    test knobs that fail the restart scan's reads,
+ *                        its clearing of stale headers and the drop
+ *                        marks' retirement on purpose
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
@@ -134,6 +135,9 @@ struct nvme_marks_held {
 struct nvme_faults {
 	uint32_t scan[NVME_FAULT_SCAN_MAX]; /* slots whose header read fails */
 	uint32_t n_scan;
+	/* slots past the last run's end whose stale header's zeroing fails */
+	uint32_t clear[NVME_FAULT_SCAN_MAX];
+	uint32_t n_clear;
 	bool retire_sync; /* the sync before marks retire */
 	bool retire_sb; /* the superblock write without them */
 };
@@ -512,8 +516,10 @@ uint64_t nvme_part0_format_layout(const struct tier_nvme *t,
 				  const struct nvme_superblock *sb);
 
 /* tier_nvme_recover.c (t->io_lock not needed: runs before open returns):
- * *cleared is how many stale headers past known_slots it zeroed */
-int nvme_recover(struct tier_nvme *t, uint32_t *cleared);
+ * *cleared is how many stale headers past known_slots it zeroed; path
+ * and part name the tier in its ERR lines */
+int nvme_recover(struct tier_nvme *t, const char *path, const char *part,
+		 uint32_t *cleared);
 /* After nvme_recover() of a tier that shrank from old_slots: how many
  * valid blocks lie past the new end with no copy in the kept slots (they
  * are lost; read one header at a time, before the file is cut). */
@@ -533,6 +539,7 @@ int nvme_open_superblock(struct tier_nvme *t,
  * bad value, said), and whether the scan's read of slot fails */
 int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part);
 bool nvme_fault_scan(const struct tier_nvme *t, uint32_t slot);
+bool nvme_fault_clear(const struct tier_nvme *t, uint32_t slot);
 
 #endif /* HAVE_LIBURING */
 #endif

@@ -81,23 +81,51 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 		t->next_generation = h->generation + 1;
 }
 
-/* Zero the header of slot, a stale one past the last run's end: 0 or
- * -errno.  zero: NVME_ALIGN zero bytes, aligned for O_DIRECT. */
-static int clear_stale(struct tier_nvme *t, uint32_t slot, const void *zero)
-{
-	ssize_t n = pwrite(t->fd, zero, NVME_ALIGN,
-			   (off_t)nvme_slot_offset(t, slot));
+/* What the scan carries from one header to the next: the tier's name
+ * for its lines, the zeros it writes over stale headers, their count. */
+struct nvme_scan {
+	const char *path, *part;
+	const void *zero; /* NVME_ALIGN zero bytes, aligned for O_DIRECT */
+	uint32_t cleared;
+};
 
-	if (n == NVME_ALIGN)
-		return 0;
-	return n < 0 ? -errno : -EIO;
+/*
+ * Zero the header of slot, a stale one past the last run's end (why: its
+ * header read as valid, or its read failed): 0 or -errno, with an ERR
+ * line naming the file, the slot and the cause.  Nothing is lost when it
+ * fails: the open fails before the superblock is written, so it still
+ * counts the last run's slots alone, and the next open reads this one
+ * past that end again and clears it again.
+ */
+static int clear_stale(struct tier_nvme *t, struct nvme_scan *sc, uint32_t slot,
+		       const char *why)
+{
+	ssize_t n;
+	int r;
+
+	sc->cleared++;
+	/* tests: KVMMD_TEST_NVME_CLEAR_FAIL (tier_nvme_fault.c), a write
+	 * the disk failed, nothing written */
+	if (nvme_fault_clear(t, slot)) {
+		r = -EIO;
+	} else {
+		n = pwrite(t->fd, sc->zero, NVME_ALIGN,
+			   (off_t)nvme_slot_offset(t, slot));
+		if (n == NVME_ALIGN)
+			return 0;
+		r = n < 0 ? -errno : -EIO;
+	}
+	vmm_log(VMM_LOG_ERR,
+		"tier_nvme: %s%s: zeroing the stale header of slot %u, past the last run's end (%u slots, now %u; %s): %s; the open fails, the superblock still says %u slots and the next open clears it again",
+		sc->path, sc->part, slot, t->known_slots, t->nslots, why,
+		strerror(-r), t->known_slots);
+	return r;
 }
 
 /* One completed header read of slot, in buf: 0, or -errno when a stale
  * header could not be cleared. */
-static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
-			  const unsigned char *buf, const void *zero,
-			  uint32_t *cleared)
+static int recover_header(struct tier_nvme *t, struct nvme_scan *sc,
+			  uint32_t slot, int res, const unsigned char *buf)
 {
 	struct tier_nvme_slot_header h;
 
@@ -117,8 +145,7 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 		 * scan.  Zeroed, it holds nothing a mark covers: no reason to
 		 * keep the marks (held.unsure).
 		 */
-		(*cleared)++;
-		return clear_stale(t, slot, zero);
+		return clear_stale(t, sc, slot, "its header's read failed");
 	}
 	if (res < 0) {
 		/* what it holds is not known: it may be a header below a
@@ -135,8 +162,9 @@ static int recover_header(struct tier_nvme *t, uint32_t slot, int res,
 		/* past the last run's end: not this tier's (above) */
 		if (!nvme_header_valid(t, &h, slot))
 			return 0;
-		(*cleared)++;
-		return clear_stale(t, slot, zero);
+		return clear_stale(
+			t, sc, slot,
+			"a valid header an earlier life of the file left");
 	}
 	if (!nvme_header_valid(t, &h, slot)) {
 		/* a slot of this format whose header is damaged; a stale
@@ -204,20 +232,22 @@ static unsigned int drain(struct tier_nvme *t, unsigned int pending)
  * them, or keep the buffers (hdr_bufs_busy).  The SQEs it left in the SQ
  * (sq_ready) never run.
  */
-static void scan_stop(struct tier_nvme *t, const char *what, int err,
-		      unsigned int unreaped)
+static void scan_stop(struct tier_nvme *t, const struct nvme_scan *sc,
+		      const char *what, int err, unsigned int unreaped)
 {
 	unsigned int pending = unreaped - io_uring_sq_ready(&t->ring);
 
 	vmm_log(VMM_LOG_ERR,
-		"tier_nvme: restart scan: %s: %s (%u header reads in flight)",
-		what, strerror(-err), pending);
+		"tier_nvme: %s%s: restart scan: %s: %s (%u header reads in flight)",
+		sc->path, sc->part, what, strerror(-err), pending);
 	if (pending && drain(t, pending))
 		t->hdr_bufs_busy = true;
 }
 
-int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
+int nvme_recover(struct tier_nvme *t, const char *path, const char *part,
+		 uint32_t *cleared)
 {
+	struct nvme_scan sc = { .path = path, .part = part };
 	uint32_t next = 0, done = 0, *free_bufs;
 	unsigned int nfree = 0, busy_tries = 0;
 	void *zero = NULL;
@@ -233,6 +263,7 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 			return -ENOMEM;
 		}
 		memset(zero, 0, NVME_ALIGN);
+		sc.zero = zero;
 	}
 	while (nfree < t->qd) {
 		free_bufs[nfree] = nfree;
@@ -272,7 +303,7 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 			busy_tries = 0;
 		}
 		if (r < 0 && r != -EINTR) {
-			scan_stop(t, "io_uring", r, next - done);
+			scan_stop(t, &sc, "io_uring", r, next - done);
 			err = r;
 			break;
 		}
@@ -291,22 +322,28 @@ int nvme_recover(struct tier_nvme *t, uint32_t *cleared)
 			 * the completion of a read the disk failed */
 			if (nvme_fault_scan(t, slot))
 				r = -EIO;
-			r = recover_header(t, slot, r,
+			r = recover_header(t, &sc, slot, r,
 					   t->hdr_bufs +
-						   (size_t)bi * NVME_ALIGN,
-					   zero, cleared);
+						   (size_t)bi * NVME_ALIGN);
 			if (r && !err)
 				err = r;
 			free_bufs[nfree++] = bi;
 		}
 		io_uring_cq_advance(&t->ring, seen);
 		if (err)
-			scan_stop(t, "clearing a stale slot header", err,
+			scan_stop(t, &sc, "clearing a stale slot header", err,
 				  next - done);
 	}
-	/* cleared for good before the superblock counts those slots */
-	if (!err && *cleared && fdatasync(t->fd))
+	/* cleared for good before the superblock counts those slots; a
+	 * sync that fails fails the open as a zeroing does (the superblock
+	 * still says the last run's slots: the next open clears again) */
+	if (!err && sc.cleared && fdatasync(t->fd)) {
 		err = -errno;
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s%s: restart scan: syncing %u stale slot headers cleared past the last run's end: %s; the open fails, the superblock still says %u slots",
+			path, part, sc.cleared, strerror(-err), t->known_slots);
+	}
+	*cleared = sc.cleared;
 	free(zero);
 	free(free_bufs);
 	return err;
