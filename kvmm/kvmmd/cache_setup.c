@@ -288,8 +288,18 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		if (!c->nvme && kc_nvme_fd(c) >= 0 && !c->nvme_for_good) {
 			c->nvme_attempts++;
 			r = kc_nvme_open_tier(c);
-			if (r && c->opening_at_start)
+			if (r && c->opening_at_start) {
+				/* the start stops: which tier, for the line
+				 * after this one names only the errno */
+				vmm_log(VMM_LOG_ERR,
+					"cache: the NVMe tier %s%s cannot open at start: %s (the tier_nvme lines before this one say why); kvmmd does not start",
+					cfg->nvme_path,
+					cfg->nr_cache_block_sizes > 1 ?
+						" (a partition; the lines before name it)" :
+						"",
+					strerror(-r));
 				goto err;
+			}
 			if (r) {
 				/* what the start could not check (the file too
 				 * small for a block of this size, a full disk,
