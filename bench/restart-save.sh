@@ -28,13 +28,16 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 # one trace block is one kvmm block of two 4 KiB pages (8 KiB); tier
-# sizes as kvmm-replay's --daemon check wants them (policy.md, Replay)
+# sizes as kvmm-replay's --daemon check wants them (policy.md, Replay):
+# NV + 1 NVMe slots, the policy keeping one spare
+. bench/lib/nvme-size.sh
+nvme_size=$(kvmm_nvme_size $((NV + 1)) 8192)
 start() { # save-ms
 	"$B/kvmmd" --foreground --backend host --socket "$D/s" --page-size 4K \
 		--gpu-mem 64M --telemetry off --log-level warn \
 		--cache-policy asym --cache-gpu-blocks 300 \
 		--host-mem $((610 * 8192)) --nvme-path "$nvme" \
-		--nvme-size $(((NV + 2) * 12288)) --nvme-save-on-stop "$1" \
+		--nvme-size "$nvme_size" --nvme-save-on-stop "$1" \
 		$([ "$PS" = 1 ] && echo --policy-state "$D/policy.state") \
 		2>>"$D/kvmmd.log" &
 	PID=$!

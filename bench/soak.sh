@@ -20,11 +20,13 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 # one trace block is one kvmm block of two 4 KiB pages (8 KiB); the tier
-# sizes follow kvmm-replay's --daemon rule (policy.md, Replay)
+# sizes follow kvmm-replay's --daemon rule (policy.md, Replay): 2899 + 1
+# NVMe slots, the policy keeping one spare
+. bench/lib/nvme-size.sh
 "$B/kvmmd" --foreground --backend host --socket "$D/s" --page-size 4K \
 	--gpu-mem 64M --telemetry off --log-level warn --cache-policy asym \
 	--cache-gpu-blocks 300 --host-mem $((610 * 8192)) \
-	--nvme-path "$nvme" --nvme-size $((2901 * 12288)) 2>"$D/kvmmd.log" &
+	--nvme-path "$nvme" --nvme-size "$(kvmm_nvme_size 2900 8192)" 2>"$D/kvmmd.log" &
 PID=$!
 for _ in $(seq 200); do [ -S "$D/s" ] && break; sleep 0.05; done
 [ -S "$D/s" ] || { cat "$D/kvmmd.log"; echo "soak: kvmmd did not start"; exit 1; }
