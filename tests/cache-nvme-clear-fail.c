@@ -74,8 +74,7 @@ static int content_in(const char *path, uint32_t i)
 
 /* The file's first len bytes into a new buffer; the superblock's slot
  * count into *slots. */
-static unsigned char *file_bytes(const char *path, size_t len,
-				 uint64_t *slots)
+static unsigned char *file_bytes(const char *path, size_t len, uint64_t *slots)
 {
 	struct nvme_superblock sb;
 	unsigned char *b = malloc(len);
@@ -173,13 +172,15 @@ int main(void)
 	snprintf(knob, sizeof(knob), "%u", s);
 	td_start_refused(big, "KVMMD_TEST_NVME_CLEAR_FAIL", knob, log_buf,
 			 sizeof(log_buf));
-	snprintf(line, sizeof(line),
-		 "tier_nvme: %s: zeroing the stale header of slot %u, past the last run's end (4 slots, now 8; a valid header an earlier life of the file left): Input/output error; the open fails, the superblock still says 4 slots and the next open clears it again",
-		 nvme, s);
+	snprintf(
+		line, sizeof(line),
+		"tier_nvme: %s: zeroing the stale header of slot %u, past the last run's end (4 slots, now 8; a valid header an earlier life of the file left): Input/output error; the open fails, the superblock still says 4 slots and the next open clears it again",
+		nvme, s);
 	log_has(line);
-	snprintf(line, sizeof(line),
-		 "cache: the NVMe tier %s cannot open at start: Input/output error (the tier_nvme lines before this one say why); kvmmd does not start",
-		 nvme);
+	snprintf(
+		line, sizeof(line),
+		"cache: the NVMe tier %s cannot open at start: Input/output error (the tier_nvme lines before this one say why); kvmmd does not start",
+		nvme);
 	log_has(line);
 	if (!strstr(log_buf, "kvmmd: cannot start: Input/output error") ||
 	    strstr(log_buf, "grew from"))
