@@ -28,7 +28,7 @@
  *   - the same with B doing nothing at all (no step, no poll: blocked in
  *     a read()): its map-ahead thread answers (ABI 1.20), within
  *     milliseconds, where before the extend failed after --lend-wait;
- *   - B of ABI 1.19 (KVMM_TEST_HELLO_1_19=1: it names and acknowledges
+ *   - B of ABI 1.19 (KVMM_TEST_HELLO_MINOR=19: it names and acknowledges
  *     nothing, and answers at its boundaries only) answering on
  *     kvmm_poll_fd(): served as before;
  *   - B answers with too little (KVMM_TEST_GIVE_AHEAD_MAX=0: nothing, as
@@ -41,7 +41,7 @@
  *     asked); B, let go, answers late (its blocks count as given) and
  *     keeps its session and its data, and the next extend that is short
  *     asks it again and is served;
- *   - B's HELLO says ABI 1.18 (KVMM_TEST_HELLO_1_18=1): never asked
+ *   - B's HELLO says ABI 1.18 (KVMM_TEST_HELLO_MINOR=18): never asked
  *     (lend_requests 0), the extend fails -EDQUOT at once, as before;
  *   - kvmmd --lend-wait 0: the same (-EDQUOT; -ENOMEM for the pool).
  * Every time, lend_blocks is exactly what B says it gave on request
@@ -183,9 +183,9 @@ static struct b_proc b_start(enum b_mode mode)
 		close(cmd[1]);
 		close(ans[0]);
 		if (mode == B_OLD)
-			setenv("KVMM_TEST_HELLO_1_18", "1", 1);
+			setenv("KVMM_TEST_HELLO_MINOR", "18", 1);
 		if (mode == B_19)
-			setenv("KVMM_TEST_HELLO_1_19", "1", 1);
+			setenv("KVMM_TEST_HELLO_MINOR", "19", 1);
 		if (mode == B_SHORT)
 			setenv("KVMM_TEST_GIVE_AHEAD_MAX", "0", 1);
 		b_main(mode, cmd[0], ans[1]);

@@ -123,6 +123,8 @@ struct kvmm_conn {
 	pid_t owner_pid;
 	unsigned int fork_generation;
 	uint32_t next_id;
+	/* kvmmd's reply; its abi_minor the older of kvmmd's and the one
+	 * announced (KVMM_TEST_HELLO_MINOR, conn.c) */
 	struct kvmm_hello_reply hello;
 	struct vmm_backend *backend;
 	size_t page_size;
@@ -275,6 +277,16 @@ int kc_connect_admin(const char *socket_path, struct kvmm_conn **out);
  * such answer. */
 const char *kc_hello_refusal(int err);
 const char *kc_default_socket(void);
+
+/*
+ * test_knob.c: the KVMM_TEST_* environment, checked before a connection
+ * opens (0, or -EINVAL after one ERR line a bad variable), and the
+ * knobs' values: the minor HELLO announces (KVMM_ABI_MINOR unset), the
+ * most blocks given on one request (UINT32_MAX unset).  Tests only.
+ */
+int kc_test_knobs_check(void);
+uint16_t kc_test_hello_minor(void);
+uint32_t kc_test_give_max(void);
 
 /*
  * extend.c: fetch pages for blocks up to want (sock_lock held).  From the

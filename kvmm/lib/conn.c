@@ -282,51 +282,42 @@ static void conn_free(struct kvmm_conn *c)
 }
 
 /*
- * Test knobs: KVMM_TEST_HELLO_1_18=1 in a client's environment makes its
- * HELLO say ABI 1.18, so that a test sees kvmmd treat the process as an
- * older libkvmm (never asked for its blocks mapped ahead: abi.md, 1.19);
- * KVMM_TEST_HELLO_1_19=1 makes it say 1.19 (a revoked publish is -EINVAL
- * as before 1.20; asked for its blocks ahead, it names and acknowledges
- * nothing), and its map-ahead thread leaves kvmmd's requests for blocks
- * ahead to the boundaries, as a libkvmm of 1.19 does (abi.md, 1.20).
+ * Test knob (test_knob.c, tests only): KVMM_TEST_HELLO_MINOR=N in a
+ * client's environment makes its HELLO say ABI 1.N, any minor from 1.0
+ * (the oldest kvmmd serves) to KVMM_ABI_MINOR, so that a test sees kvmmd
+ * serve the process as a client of 1.N: replies cut to what 1.N knew,
+ * never asked for its blocks mapped ahead below 1.19, nothing named or
+ * acknowledged below 1.20, a revoked publish -EINVAL below 1.20 (abi.md).
+ * The library then plays one of 1.N too: c->hello.abi_minor is the
+ * older of kvmmd's and N, so every check of the daemon's minor here and
+ * in kvmmctl (a call answered -EOPNOTSUPP without asking, a command
+ * kvmmctl does not send) takes the path it takes with a daemon of 1.N,
+ * and below 1.20 the map-ahead thread leaves kvmmd's requests for blocks
+ * ahead to the boundaries, as a libkvmm of 1.19 did (give_watch).
  * KVMM_TEST_GIVE_AHEAD_MAX=N gives at most N blocks a request, as a
- * process whose blocks ahead kvmmd over-counted would.  Otherwise what
- * this library does is unchanged.  Tests only.
+ * process whose blocks ahead kvmmd over-counted would.  Unset, what this
+ * library does is unchanged.
  */
-static bool test_knob(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && !strcmp(v, "1");
-}
-
-static uint16_t hello_minor(void)
-{
-	if (test_knob("KVMM_TEST_HELLO_1_18"))
-		return 18;
-	return test_knob("KVMM_TEST_HELLO_1_19") ? 19 : KVMM_ABI_MINOR;
-}
-
-static uint32_t give_max(void)
-{
-	const char *v = getenv("KVMM_TEST_GIVE_AHEAD_MAX");
-
-	return v && *v ? (uint32_t)strtoul(v, NULL, 10) : UINT32_MAX;
-}
-
 static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
 		 uint32_t sq_entries, int fds[4], unsigned int *nfds)
 {
 	struct kvmm_hello h = { .size = sizeof(h) };
+	uint16_t minor = kc_test_hello_minor();
+	int err;
 
 	h.abi_major = KVMM_ABI_MAJOR;
-	h.abi_minor = hello_minor();
+	h.abi_minor = minor;
 	h.flags = flags;
 	h.sq_entries = sq_entries;
 	if (name)
 		snprintf(h.name, sizeof(h.name), "%s", name);
-	return kc_request_locked(c, KVMM_CMD_HELLO, &h, sizeof(h), &c->hello,
-				 sizeof(c->hello), NULL, fds, 4, nfds);
+	err = kc_request_locked(c, KVMM_CMD_HELLO, &h, sizeof(h), &c->hello,
+				sizeof(c->hello), NULL, fds, 4, nfds);
+	/* kvmmd serves us as the older of the two: so do we (the knob) */
+	if (!err && c->hello.abi_major == KVMM_ABI_MAJOR &&
+	    c->hello.abi_minor > minor)
+		c->hello.abi_minor = minor;
+	return err;
 }
 
 /*
@@ -352,9 +343,14 @@ const char *kc_hello_refusal(int err)
 
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
 {
-	struct kvmm_conn *c = conn_alloc();
+	struct kvmm_conn *c;
 	int err;
 
+	/* a misspelt or bad test knob: refused before anything is asked */
+	err = kc_test_knobs_check();
+	if (err)
+		return err;
+	c = conn_alloc();
 	if (!c)
 		return -ENOMEM;
 	c->admin = true;
@@ -457,6 +453,10 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	/* kvmmctl shows the name: refuse one it would show cut short */
 	if (o.name && strlen(o.name) >= sizeof(((struct kvmm_hello *)0)->name))
 		return -ENAMETOOLONG;
+	/* a misspelt or bad test knob: refused before anything is asked */
+	err = kc_test_knobs_check();
+	if (err)
+		return err;
 	c = conn_alloc();
 	if (!c)
 		return -ENOMEM;
@@ -518,8 +518,10 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 				top = fds[i];
 		vmm_fd_table_reserve((uint64_t)top + KVMM_MSG_MAX_FDS + 16);
 	}
-	c->give_watch = hello_minor() >= 20;
-	c->give_max = give_max();
+	/* the minor announced, not the daemon's: a libkvmm of 1.20 or later
+	 * answers requests for blocks ahead at once from any daemon */
+	c->give_watch = kc_test_hello_minor() >= 20;
+	c->give_max = kc_test_give_max();
 	if (c->map_ahead) {
 		err = kc_mapahead_start(c);
 		if (err)
