@@ -151,6 +151,15 @@ static bool has_sizes(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 	       r->nr_sizes <= KVMM_TIER_STATS_SIZES;
 }
 
+/* Does the reply r (got bytes) have the kept NVMe blocks' restamps
+ * (ABI 1.23)? */
+static bool has_restamps(size_t got)
+{
+	return got >=
+	       offsetof(struct kvmm_admin_cache_drop_reply, nvme_restamp_gone) +
+		       sizeof(uint64_t);
+}
+
 /* ,"block_pages":N,"sizes":[{"block_pages":N,"dropped":{..},"kept":{..}}] */
 static void print_sizes_json(const struct kvmm_admin_cache_drop_reply *r)
 {
@@ -177,8 +186,8 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 		{ "nvme_invalidate_failures", r->nvme_invalidate_failures },
 		{ "nvme_stale_invalidated", r->nvme_stale_invalidated },
 	};
-	/* the kept NVMe blocks' restamps (ABI 1.23): always, 0 from an
-	 * older kvmmd (the reply ends before them; its log line has them) */
+	/* the kept NVMe blocks' restamps (ABI 1.23): absent from an older
+	 * kvmmd, whose reply ends before them (no zeros it did not send) */
 	const struct kvmmctl_json_u64 restamps[] = {
 		{ "nvme_restamped", r->nvme_restamped },
 		{ "nvme_restamp_failures", r->nvme_restamp_failures },
@@ -193,8 +202,10 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 	KVMMCTL_JSON_U64S(kept_why);
 	if (has_sizes(r, got))
 		print_sizes_json(r);
-	printf(",");
-	KVMMCTL_JSON_U64S(restamps);
+	if (has_restamps(got)) {
+		printf(",");
+		KVMMCTL_JSON_U64S(restamps);
+	}
 	printf("}\n");
 }
 
