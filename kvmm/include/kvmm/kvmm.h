@@ -593,7 +593,9 @@ const char *kvmm_strerror(int err);
 struct kvmm_daemon_info {
 	size_t size; /* sizeof(struct kvmm_daemon_info), set by the caller */
 	uint32_t abi_major; /* KVMM_ABI_MAJOR */
-	uint32_t abi_minor; /* the daemon's; may differ from KVMM_ABI_MINOR */
+	/* the daemon's; may differ from KVMM_ABI_MINOR (under the test knob
+	 * KVMM_TEST_HELLO_MINOR=N, the older of it and N: abi.md, HELLO) */
+	uint32_t abi_minor;
 	uint32_t backend; /* KVMM_BACKEND_HOST or KVMM_BACKEND_CUDA */
 	uint32_t revoke_timeout_ms; /* revocations not acknowledged by then
 				     * end the connection */
