@@ -30,6 +30,13 @@
  *     1.20, per-size tier families but no per-size tenant or queued ones
  *     at 1.21, no cold families at 1.23; kvmm_build_info's abi label
  *     names the minor served.
+ * With an NVMe tier (where O_DIRECT io_uring runs; else those steps are
+ * left out, said so): a restart's recovered blocks, whose recovered
+ * lines (the sums' and each size's) status prints from 1.24 alone and
+ * cold keys are absent at 1.23; a drop of the 2-page size keeping a
+ * pinned NVMe block, whose restamp line the 1.22 cache-drop and status
+ * leave out and the 1.23 status prints in the sums and in that size's
+ * block.
  * Every figure asserted is the value the daemon holds (the blocks of
  * each size in each tier, what a drop took).
  */
@@ -352,6 +359,23 @@ static void cache_drop(const char *sock)
 		       "\"cached_blocks\":{\"gpu\":0,\"host\":0,\"nvme\":0}");
 }
 
+static char nvme[256];
+static const char *nvme_args[] = { "--cache-policy",
+				   "lru",
+				   "--cache-block-pages",
+				   "4,2",
+				   "--cache-gpu-blocks",
+				   "2",
+				   "--host-mem",
+				   "4M",
+				   "--nvme-path",
+				   nvme,
+				   "--nvme-size",
+				   "4194304",
+				   "--nvme-save-on-stop",
+				   "5000",
+				   NULL };
+
 /*
  * The blocks a restart recovered from NVMe (each size's 2, saved at the
  * stop before): status' recovered lines, the sums' and each size's, from
@@ -360,39 +384,17 @@ static void cache_drop(const char *sock)
  */
 static void recovered(void)
 {
-	static char nvme[256];
-	const char *args[] = { "--cache-policy",
-			       "lru",
-			       "--cache-block-pages",
-			       "4,2",
-			       "--cache-gpu-blocks",
-			       "2",
-			       "--host-mem",
-			       "4M",
-			       "--nvme-path",
-			       nvme,
-			       "--nvme-size",
-			       "4194304",
-			       "--nvme-save-on-stop",
-			       "5000",
-			       NULL };
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 
-	cc_nvme_path(nvme, sizeof(nvme), "kvmmctl-hello-minor");
-	if (!t_nvme_usable(nvme)) {
-		printf("no O_DIRECT io_uring I/O in %s: the recovered lines not checked\n",
-		       nvme);
-		return;
-	}
 	unlink(nvme);
-	cc_start(&d, args);
+	cc_start(&d, nvme_args);
 	for (int i = 0; i < 2; i++) {
 		ms_write(d.sock, layers[i], 0);
 		t_assert_eq(res->status, 0);
 	}
 	cc_stop(&d);
-	cc_start(&d, args);
+	cc_start(&d, nvme_args);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.recovered_blocks, 2 * NB);
 	t_assert_eq(ts.cold_blocks, 2 * NB);
@@ -416,7 +418,54 @@ static void recovered(void)
 	expect("recovered:", 0);
 	expect("\nsize ", 0);
 	cc_stop(&d);
+}
+
+/*
+ * A drop of the 2-page size keeping a pinned NVMe block restamps its
+ * header (ABI 1.23): a 1.22 cache-drop prints no restamp line (its reply
+ * ends before them), a 1.22 status neither; a 1.23 status has the line
+ * in the sums and in the 2-page size's block.
+ */
+static void restamped(void)
+{
+	static const char line[] =
+		" kept NVMe blocks restamped above a drop mark, 0 not (";
+	struct kvmm_tier_stats_reply b;
+	struct kvmm_pin_opts po;
+	struct kvmm_conn *pin;
+	struct td_daemon d;
+	uint64_t h[NB];
+
 	unlink(nvme);
+	cc_start(&d, nvme_args);
+	ms_write(d.sock, layers[0], 0);
+	/* the 2-page size's content 0 pushed down to NVMe in this run (a
+	 * pin does not find a block recovered at start) */
+	for (int k = 0; k <= 8; k++)
+		ms_write(d.sock, layers[1], k);
+	ms_size_stats(d.sock, 2, &b);
+	t_assert(b.tiers[2].used_blocks >= NB);
+	pin = cc_connect_lib(d.sock, "pinner");
+	ms_hashes(layers[1], 0, h);
+	t_ok(cc_pin(pin, h[0], 0, 0, 0, &po));
+
+	ctl_says(d.sock, 22, "cache-drop --block-pages 2", 0,
+		 "; kept gpu 0, host 0, nvme 1\n");
+	expect("restamped", 0);
+	ms_size_stats(d.sock, 2, &b);
+	t_assert_eq(b.nvme_restamped, 1); /* it was, all the same */
+	t_assert_eq(ctl(d.sock, 22, "status"), 0);
+	expect(line, 0);
+	t_assert_eq(ctl(d.sock, 23, "status"), 0);
+	expect("\n             1 kept NVMe blocks restamped above a drop mark, 0 not (",
+	       1);
+	expect("\n               1 kept NVMe blocks restamped above a drop mark, 0 not (",
+	       1);
+	/* the 2-page size's block, not the 4-page one's */
+	if (strstr(out, "\nsize 2 ") > strstr(out, "\n               1 kept"))
+		t_fail("the restamp line not in size 2's block:\n%s", out);
+	kvmm_disconnect(pin);
+	cc_stop(&d);
 }
 
 int main(void)
@@ -442,6 +491,15 @@ int main(void)
 	tenant_limit(d.sock);
 	cache_drop(d.sock); /* last: it drops the blocks */
 	cc_stop(&d);
+	/* with an NVMe tier, where it can run */
+	cc_nvme_path(nvme, sizeof(nvme), "kvmmctl-hello-minor");
+	if (!t_nvme_usable(nvme)) {
+		printf("no O_DIRECT io_uring I/O in %s: the recovered and restamp lines not checked\n",
+		       nvme);
+		return 0;
+	}
 	recovered();
+	restamped();
+	unlink(nvme);
 	return 0;
 }
