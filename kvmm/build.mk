@@ -8,9 +8,10 @@ KVMMD_SRCS := $(filter-out kvmm/kvmmd/main.c,$(wildcard kvmm/kvmmd/*.c))
 $(eval $(call archive_rule,$(BUILD)/libkvmmd.a,$(KVMMD_SRCS)))
 
 # salt.c and siphash.c too: libkvmm names the blocks it reports to
-# telemetry as kvmmd does (kvmm/kvmmd/salt.h)
+# telemetry as kvmmd does (kvmm/kvmmd/salt.h); knob_text.c: its test
+# knobs read as kvmmd's do
 LIBKVMM_SRCS := $(wildcard kvmm/lib/*.c) kvmm/kvmmd/salt.c \
-	kvmm/kvmmd/siphash.c
+	kvmm/kvmmd/siphash.c kvmm/kvmmd/knob_text.c
 $(eval $(call archive_rule,$(BUILD)/libkvmm-client.a,$(LIBKVMM_SRCS)))
 
 ARCHIVES += $(BUILD)/libkvmmd.a $(BUILD)/libkvmm-client.a \

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/cache_priv.h"
+#include "kvmm/kvmmd/knob_text.h"
 #include "kvmm/kvmmd/migrate.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "vmm/vmm.h"
@@ -137,27 +138,6 @@ static const struct kd_test_knob kd_test_knobs[] = {
 /* a variable of this prefix that the table lacks: a misspelt knob */
 #define KD_TEST_PREFIX "KVMMD_TEST_"
 
-/* v is digits alone, a number from min to max, into *out */
-static bool kd_knob_number(const char *v, uint64_t min, uint64_t max,
-			   uint64_t *out)
-{
-	uint64_t n = 0;
-
-	if (!*v)
-		return false;
-	for (const char *p = v; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return false;
-		n = n * 10 + (uint64_t)(*p - '0');
-		if (n > max) /* before it could overflow: every max < 2^60 */
-			return false;
-	}
-	if (n < min)
-		return false;
-	*out = n;
-	return true;
-}
-
 static int kd_migrate_fail_check(const char *v, char *why, size_t len)
 {
 	struct migrate_fault f[MIGRATE_FAULTS_MAX];
@@ -201,7 +181,7 @@ static int kd_knob_value_check(const struct kd_test_knob *k, const char *v,
 		return 0;
 	switch (k->grammar) {
 	case KD_KNOB_NUMBER:
-		if (kd_knob_number(v, k->range->min, k->range->max, &n))
+		if (knob_number(v, k->range->min, k->range->max, &n))
 			return 0;
 		snprintf(why, len,
 			 "expected %s from %llu to %llu (digits only)",
@@ -219,33 +199,6 @@ static int kd_knob_value_check(const struct kd_test_knob *k, const char *v,
 	return -EINVAL;
 }
 
-/* Levenshtein distance of a (alen bytes) and b, both under 64 bytes;
- * larger for longer ones (no likely name) */
-static unsigned int kd_name_distance(const char *a, size_t alen, const char *b)
-{
-	unsigned int row[64], prev;
-	size_t blen = strlen(b);
-
-	if (alen >= 64 || blen >= 64)
-		return 64;
-	for (size_t j = 0; j <= blen; j++)
-		row[j] = (unsigned int)j;
-	for (size_t i = 1; i <= alen; i++) {
-		prev = row[0];
-		row[0] = (unsigned int)i;
-		for (size_t j = 1; j <= blen; j++) {
-			unsigned int diag = prev + (a[i - 1] != b[j - 1]);
-			unsigned int best = row[j] + 1 < row[j - 1] + 1 ?
-						    row[j] + 1 :
-						    row[j - 1] + 1;
-
-			prev = row[j];
-			row[j] = diag < best ? diag : best;
-		}
-	}
-	return row[blen];
-}
-
 /*
  * An unknown KVMMD_TEST_ name: the knobs it likely meant (the closest,
  * at most 3 edits away), else every knob's name.
@@ -257,7 +210,7 @@ static void kd_unknown_knob(const char *name, size_t len, const char *v)
 	size_t used = 0;
 
 	for (size_t i = 0; i < KD_TEST_KNOBS_COUNT; i++) {
-		d = kd_name_distance(name, len, kd_test_knobs[i].name);
+		d = knob_name_distance(name, len, kd_test_knobs[i].name);
 		if (d < best)
 			best = d;
 	}
@@ -266,7 +219,7 @@ static void kd_unknown_knob(const char *name, size_t len, const char *v)
 	     i++) {
 		const char *k = kd_test_knobs[i].name;
 
-		if (best <= 3 && kd_name_distance(name, len, k) != best)
+		if (best <= 3 && knob_name_distance(name, len, k) != best)
 			continue;
 		if (best > 3 &&
 		    strncmp(k, KD_TEST_PREFIX, sizeof(KD_TEST_PREFIX) - 1))
@@ -331,7 +284,7 @@ int kd_test_knob_number(const char *name, uint64_t *out)
 		if (!*v && k->empty_is_unset)
 			return -ENOENT;
 		/* checked at start (kd_test_knobs_check()): the same parse */
-		return kd_knob_number(v, k->range->min, k->range->max, out) ?
+		return knob_number(v, k->range->min, k->range->max, out) ?
 			       0 :
 			       -EINVAL;
 	}

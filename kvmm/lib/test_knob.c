@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/knob_text.h"
 #include "kvmm/lib/client.h"
 
 /*
@@ -79,54 +80,6 @@ static const struct kc_test_knob kc_test_knobs[] = {
 #define KC_TEST_KNOBS_COUNT (sizeof(kc_test_knobs) / sizeof(kc_test_knobs[0]))
 #define KC_TEST_PREFIX "KVMM_TEST_"
 
-/* v is digits alone, a number from min to max, into *out */
-static bool knob_number(const char *v, uint64_t min, uint64_t max,
-			uint64_t *out)
-{
-	uint64_t n = 0;
-
-	if (!*v)
-		return false;
-	for (const char *p = v; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return false;
-		n = n * 10 + (uint64_t)(*p - '0');
-		if (n > max) /* before it could overflow: every max < 2^33 */
-			return false;
-	}
-	if (n < min)
-		return false;
-	*out = n;
-	return true;
-}
-
-/* Levenshtein distance of a (alen bytes) and b, both under 64 bytes;
- * 64 for longer ones (no likely name) */
-static unsigned int name_distance(const char *a, size_t alen, const char *b)
-{
-	unsigned int row[64], prev;
-	size_t blen = strlen(b);
-
-	if (alen >= 64 || blen >= 64)
-		return 64;
-	for (size_t j = 0; j <= blen; j++)
-		row[j] = (unsigned int)j;
-	for (size_t i = 1; i <= alen; i++) {
-		prev = row[0];
-		row[0] = (unsigned int)i;
-		for (size_t j = 1; j <= blen; j++) {
-			unsigned int diag = prev + (a[i - 1] != b[j - 1]);
-			unsigned int best = row[j] < row[j - 1] ?
-						    row[j] + 1 :
-						    row[j - 1] + 1;
-
-			prev = row[j];
-			row[j] = diag < best ? diag : best;
-		}
-	}
-	return row[blen];
-}
-
 /* An unknown KVMM_TEST_ name: the knob it likely meant (the closest, at
  * most 3 edits away), else the library's knobs. */
 static void unknown_knob(const char *name, size_t len, const char *v)
@@ -136,7 +89,7 @@ static void unknown_knob(const char *name, size_t len, const char *v)
 
 	for (size_t i = 0; i < KC_TEST_KNOBS_COUNT; i++) {
 		unsigned int d =
-			name_distance(name, len, kc_test_knobs[i].name);
+			knob_name_distance(name, len, kc_test_knobs[i].name);
 
 		if (d < best && kc_test_knobs[i].kind == KC_KNOB_NUMBER) {
 			best = d;
