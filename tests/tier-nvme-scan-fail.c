@@ -3,11 +3,12 @@
  * The NVMe restart scan's failure paths (tier_nvme_recover.c,
  * tier_nvme_mark.c), made to fail on purpose by the tier's test knobs
  * (tier_nvme_fault.c), on a tier opened in this process, no kvmmd:
- *   - a read that fails: tenant 1's one block below its mark, its
- *     header's read failing (KVMMD_TEST_NVME_SCAN_FAIL): no mark retires
- *     (none on the scan's word), the block is not recovered; the next
- *     start reads it, leaves it out and has it zeroed; the one after
- *     retires the mark;
+ *   - a read that fails (KVMMD_TEST_NVME_SCAN_FAIL) in the last run's
+ *     slots: the header is zeroed, its block not recovered.  The newest
+ *     header unread, a drop in that run takes its mark below it: the
+ *     next start does not recover the dropped block (before 7 December
+ *     the header stayed and came back).  Tenant 1's one block below its
+ *     mark unread: the mark retires at that start;
  *   - the sync before a retirement failing
  *     (KVMMD_TEST_NVME_RETIRE_FAIL=sync): a WARN, every mark stays, on
  *     disk and in memory (a later drop's superblock write carries it);
@@ -111,6 +112,70 @@ static uint64_t header_magic(const char *path, uint32_t slot, bool *zeros)
 	return h.magic;
 }
 
+/*
+ * Tenant 2's block, the newest header on disk, its read failing at the
+ * next start: zeroed, not recovered.  A drop of tenant 2 in that run
+ * takes its mark at the generation the run continues from, below that
+ * header's; the slot is not written again.  The start after reads every
+ * header fine and must not recover the dropped block: before 7 December
+ * the unread header stayed (the scan only kept every mark for it) and
+ * came back there.  First the zeroing fails too: the open fails, the
+ * header is left as it was.
+ */
+static void read_fails_newest(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	char knob[16], line[192];
+	uint32_t slot;
+	bool zeros;
+	int err;
+
+	put(t, 0x101, 1);
+	slot = put(t, 0x201, 2); /* the newest header */
+	tier_nvme_close(t);
+
+	snprintf(knob, sizeof(knob), "%u", slot);
+	/* the zeroing failing too: the open fails, the header stays for
+	 * the next open to read */
+	t_ok(setenv("KVMMD_TEST_NVME_SCAN_FAIL", knob, 1));
+	t_ok(setenv("KVMMD_TEST_NVME_CLEAR_FAIL", knob, 1));
+	t_assert(!reopen_slots(path, NSLOTS, &err));
+	t_assert_eq(err, -EIO);
+	t_ok(unsetenv("KVMMD_TEST_NVME_CLEAR_FAIL"));
+	snprintf(
+		line, sizeof(line),
+		"restart scan: reading the header of slot %u failed (Input/output error), and zeroing it too: Input/output error; the open fails",
+		slot);
+	nt_log_has(log_buf, line, true);
+	t_assert_eq(header_magic(path, slot, &zeros), TIER_NVME_SLOT_MAGIC);
+
+	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", knob);
+	nt_log_has(log_buf, "fail on purpose (tests only)", true);
+	snprintf(
+		line, sizeof(line),
+		"restart scan: reading the header of slot %u failed (Input/output error): zeroed",
+		slot);
+	nt_log_has(log_buf, line, true);
+	t_assert(nt_has(t, 0x101) && !nt_has(t, 0x201));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(header_magic(path, slot, &zeros), 0);
+	t_assert(zeros);
+	mark(t, 2); /* below the unread header's generation */
+	tier_nvme_close(t);
+
+	t = reopen(path);
+	t_assert(nt_has(t, 0x101));
+	t_assert(!nt_has(t, 0x201)); /* the dropped block: gone */
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	tier_nvme_close(t);
+}
+
+/*
+ * Tenant 1's one block below its mark, its header's read failing: zeroed
+ * at that start, so nothing lies below the mark and it retires there and
+ * then (before 7 December no mark retired at a start with a failed read,
+ * and the header stayed to be read and left out by the next).
+ */
 static void read_fails(const char *path)
 {
 	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
@@ -124,37 +189,26 @@ static void read_fails(const char *path)
 	tier_nvme_close(t);
 	t_assert_eq(marks_on_disk(path), 1);
 
-	/* the scan cannot say whether a header lies below it: it stays */
 	snprintf(knob, sizeof(knob), "%u", slot);
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", knob);
 	nt_log_has(log_buf, "KVMMD_TEST_NVME_SCAN_FAIL=", true);
 	nt_log_has(log_buf, "fail on purpose (tests only)", true);
-	nt_log_has(log_buf, "drop marks retired", false);
-	t_assert_eq(marks_on_disk(path), 1);
-	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
-	t_assert_eq(nt_stats(t).recovered_slots, 1);
-	t_assert_eq(nt_stats(t).drop_marked_slots, 0);
-	tier_nvme_close(t);
-	t_assert_eq(header_magic(path, slot, &zeros), TIER_NVME_SLOT_MAGIC);
-
-	/* read fine: found below the mark, left out and zeroed */
-	t = reopen(path);
-	nt_log_has(log_buf, "drop marks retired", false);
-	t_assert_eq(nt_stats(t).drop_marked_slots, 1);
-	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
-	nt_clear_marked(t, 1, true);
-	tier_nvme_close(t);
-	t_assert_eq(header_magic(path, slot, &zeros), 0);
-	t_assert_eq(marks_on_disk(path), 1);
-
-	/* nothing below it now: it retires, as usual */
-	t = reopen(path);
 	nt_log_has(
 		log_buf,
 		"1 drop marks retired: no header below them left on disk (0 kept)",
 		true);
 	t_assert_eq(marks_on_disk(path), 0);
 	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
+	t_assert_eq(nt_stats(t).drop_marked_slots, 0);
+	tier_nvme_close(t);
+	t_assert_eq(header_magic(path, slot, &zeros), 0);
+	t_assert(zeros);
+
+	/* read fine: nothing there */
+	t = reopen(path);
+	t_assert(!nt_has(t, 0x101) && nt_has(t, 0x201));
+	t_assert_eq(nt_stats(t).recovered_slots, 1);
 	tier_nvme_close(t);
 }
 
@@ -489,6 +543,8 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/kvmm-tier-scan-fail-%d",
 		 dir ? dir : "/var/tmp", (int)getpid());
 	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
+	read_fails_newest(path);
+	unlink(path);
 	read_fails(path);
 	unlink(path);
 	sync_fails(path);
@@ -504,6 +560,6 @@ int main(void)
 	bad_values(path);
 	unlink(path);
 	free(buf);
-	printf("the restart scan's failure paths: a failed header read keeps the marks, a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed, a failed zeroing fails the open and loses nothing\n");
+	printf("the restart scan's failure paths: a failed header read zeroes the header (a dropped block does not come back), a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed, a failed zeroing fails the open and loses nothing\n");
 	return 0;
 }

@@ -14,8 +14,9 @@
  *       failing disk takes is the one that runs;
  *   KVMMD_TEST_NVME_CLEAR_FAIL=N[,N...]  the zeroing of slot N's header,
  *       when the scan finds it past the last run's end (a tier that
- *       grew) valid or unreadable, fails with -EIO without writing
- *       (clear_stale(): the open fails, the file as it was);
+ *       grew) valid or unreadable, or cannot read it in the last run's
+ *       slots, fails with -EIO without writing (zero_header(): the open
+ *       fails, the file as it was);
  *   KVMMD_TEST_NVME_RETIRE_FAIL=sync       the fdatasync before drop marks
  *       retire fails with -EIO (nvme_marks_retire(): every mark stays);
  *   KVMMD_TEST_NVME_RETIRE_FAIL=superblock the superblock write without

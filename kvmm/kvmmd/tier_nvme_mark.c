@@ -39,8 +39,8 @@
  * scan read as zeros or as no header of ours is synced before the
  * superblock without the mark is written, so that a zeroing of the run
  * before whose sync never ran cannot be lost behind it in the device's
- * cache.  A header read that failed retires nothing (past known_slots
- * the slot is zeroed instead, tier_nvme_recover.c).  Slots the scan
+ * cache.  A header the scan could not read it zeroed, synced with the
+ * rest (tier_nvme_recover.c): it lies below no mark.  Slots the scan
  * does not read are safe without a mark: past the last run's end
  * (known_slots) their headers are zeroed before any recovery takes them
  * (tier_nvme_recover.c), and past a shrunk tier's end they lie beyond the
@@ -97,8 +97,6 @@ uint32_t nvme_marks_retire(struct tier_nvme *t, const char *path,
 	uint32_t n = 0, k = 0;
 	int r;
 
-	if (hd->unsure)
-		goto out;
 	n = mk->drop_all && !hd->all;
 	for (uint32_t i = 0; i < mk->n; i++)
 		n += !hd->tenant[i];

@@ -122,10 +122,9 @@ struct nvme_marks {
 };
 
 /* Which marks the restart scan found a valid header below (t->lock):
- * the others retire (nvme_marks_retire()); unsure: a header read failed,
- * so none does. */
+ * the others retire (nvme_marks_retire()).  A header it could not read
+ * it zeroed (tier_nvme_recover.c): that one is below none. */
 struct nvme_marks_held {
-	bool unsure;
 	bool all; /* below drop_all */
 	bool tenant[TIER_NVME_TENANT_MARKS]; /* below m[i] */
 };

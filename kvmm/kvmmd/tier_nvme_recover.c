@@ -82,12 +82,30 @@ static void recover_one(struct tier_nvme *t, uint32_t slot,
 }
 
 /* What the scan carries from one header to the next: the tier's name
- * for its lines, the zeros it writes over stale headers, their count. */
+ * for its lines, the zeros it writes over stale headers and over those
+ * of the last run's slots it could not read, their counts. */
 struct nvme_scan {
 	const char *path, *part;
 	const void *zero; /* NVME_ALIGN zero bytes, aligned for O_DIRECT */
-	uint32_t cleared;
+	uint32_t cleared; /* past the last run's end */
+	uint32_t unread; /* in the last run's slots */
 };
+
+/* Zero slot's header: 0 or -errno. */
+static int zero_header(struct tier_nvme *t, struct nvme_scan *sc, uint32_t slot)
+{
+	ssize_t n;
+
+	/* tests: KVMMD_TEST_NVME_CLEAR_FAIL (tier_nvme_fault.c), a write
+	 * the disk failed, nothing written */
+	if (nvme_fault_clear(t, slot))
+		return -EIO;
+	n = pwrite(t->fd, sc->zero, NVME_ALIGN,
+		   (off_t)nvme_slot_offset(t, slot));
+	if (n == NVME_ALIGN)
+		return 0;
+	return n < 0 ? -errno : -EIO;
+}
 
 /*
  * Zero the header of slot, a stale one past the last run's end (why: its
@@ -100,25 +118,49 @@ struct nvme_scan {
 static int clear_stale(struct tier_nvme *t, struct nvme_scan *sc, uint32_t slot,
 		       const char *why)
 {
-	ssize_t n;
 	int r;
 
 	sc->cleared++;
-	/* tests: KVMMD_TEST_NVME_CLEAR_FAIL (tier_nvme_fault.c), a write
-	 * the disk failed, nothing written */
-	if (nvme_fault_clear(t, slot)) {
-		r = -EIO;
-	} else {
-		n = pwrite(t->fd, sc->zero, NVME_ALIGN,
-			   (off_t)nvme_slot_offset(t, slot));
-		if (n == NVME_ALIGN)
-			return 0;
-		r = n < 0 ? -errno : -EIO;
-	}
-	vmm_log(VMM_LOG_ERR,
-		"tier_nvme: %s%s: zeroing the stale header of slot %u, past the last run's end (%u slots, now %u; %s): %s; the open fails, the superblock still says %u slots and the next open clears it again",
-		sc->path, sc->part, slot, t->known_slots, t->nslots, why,
-		strerror(-r), t->known_slots);
+	r = zero_header(t, sc, slot);
+	if (r)
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s%s: zeroing the stale header of slot %u, past the last run's end (%u slots, now %u; %s): %s; the open fails, the superblock still says %u slots and the next open clears it again",
+			sc->path, sc->part, slot, t->known_slots, t->nslots,
+			why, strerror(-r), t->known_slots);
+	return r;
+}
+
+/*
+ * The header of slot, one of the last run's, could not be read (res): zero
+ * it, so that no later scan finds what it held.  0 or -errno.
+ *
+ * What it held is not known: a block of the last run maybe, whose
+ * generation may be the largest on disk.  The generation this run
+ * continues from is the largest the scan read, so a drop in this run
+ * would take a mark below that unread header's, and a later scan that
+ * read it (the error a one-off) would recover a block the drop covered,
+ * had this run not written the slot again.  Zeroed, it holds nothing: the
+ * block, if there was one, is a miss, as it is already for this run (the
+ * slot is free), and no mark needs to stay for it.  Keeping it instead
+ * would take the largest generation ever written kept where a failed
+ * read cannot hide it, which the superblock does not hold.  A zeroing
+ * that fails too fails the open, as a stale header's past the last run's
+ * end does: the next open reads the slot again.
+ */
+static int clear_unread(struct tier_nvme *t, struct nvme_scan *sc,
+			uint32_t slot, int res)
+{
+	int r = zero_header(t, sc, slot);
+
+	sc->unread++;
+	if (r)
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s%s: restart scan: reading the header of slot %u failed (%s), and zeroing it too: %s; the open fails and the next open reads it again",
+			sc->path, sc->part, slot, strerror(-res), strerror(-r));
+	else
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s%s: restart scan: reading the header of slot %u failed (%s): zeroed, its block (if it held one) not recovered",
+			sc->path, sc->part, slot, strerror(-res));
 	return r;
 }
 
@@ -143,16 +185,12 @@ static int recover_header(struct tier_nvme *t, struct nvme_scan *sc,
 		 * keeping the slot out of use for this run would not keep it
 		 * out of the next superblock's count, nor out of the next
 		 * scan.  Zeroed, it holds nothing a mark covers: no reason to
-		 * keep the marks (held.unsure).
+		 * keep the marks.
 		 */
 		return clear_stale(t, sc, slot, "its header's read failed");
 	}
-	if (res < 0) {
-		/* what it holds is not known: it may be a header below a
-		 * mark, which the next scan reads (nvme_marks_retire()) */
-		t->held.unsure = true;
-		return 0;
-	}
+	if (res < 0)
+		return clear_unread(t, sc, slot, res);
 	if (res != NVME_ALIGN)
 		return 0; /* unwritten tail of a sparse file */
 	memcpy(&h, buf, sizeof(h));
@@ -257,14 +295,13 @@ int nvme_recover(struct tier_nvme *t, const char *path, const char *part,
 	free_bufs = malloc(t->qd * sizeof(*free_bufs));
 	if (!free_bufs)
 		return -ENOMEM;
-	if (t->known_slots < t->nslots) {
-		if (posix_memalign(&zero, NVME_ALIGN, NVME_ALIGN)) {
-			free(free_bufs);
-			return -ENOMEM;
-		}
-		memset(zero, 0, NVME_ALIGN);
-		sc.zero = zero;
+	/* for stale headers past the last run's end, and unreadable ones */
+	if (posix_memalign(&zero, NVME_ALIGN, NVME_ALIGN)) {
+		free(free_bufs);
+		return -ENOMEM;
 	}
+	memset(zero, 0, NVME_ALIGN);
+	sc.zero = zero;
 	while (nfree < t->qd) {
 		free_bufs[nfree] = nfree;
 		nfree++;
@@ -334,14 +371,16 @@ int nvme_recover(struct tier_nvme *t, const char *path, const char *part,
 			scan_stop(t, &sc, "clearing a stale slot header", err,
 				  next - done);
 	}
-	/* cleared for good before the superblock counts those slots; a
-	 * sync that fails fails the open as a zeroing does (the superblock
-	 * still says the last run's slots: the next open clears again) */
-	if (!err && sc.cleared && fdatasync(t->fd)) {
+	/* cleared for good before the superblock counts those slots (or
+	 * retires a mark); a sync that fails fails the open as a zeroing
+	 * does (the superblock still says the last run's slots: the next
+	 * open clears again) */
+	if (!err && (sc.cleared || sc.unread) && fdatasync(t->fd)) {
 		err = -errno;
 		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: %s%s: restart scan: syncing %u stale slot headers cleared past the last run's end: %s; the open fails, the superblock still says %u slots",
-			path, part, sc.cleared, strerror(-err), t->known_slots);
+			"tier_nvme: %s%s: restart scan: syncing %u stale slot headers cleared past the last run's end and %u unreadable ones zeroed: %s; the open fails, the superblock still says %u slots",
+			path, part, sc.cleared, sc.unread, strerror(-err),
+			t->known_slots);
 	}
 	*cleared = sc.cleared;
 	free(zero);
