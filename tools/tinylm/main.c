@@ -229,7 +229,9 @@ static int parse_prompt(const char *s, int **out)
 	int n = 0, cap = 16;
 	int *v = malloc(cap * sizeof(int));
 
-	while (v && *s) {
+	if (!v)
+		return -ENOMEM;
+	while (*s) {
 		char *end;
 		while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
 			s++;
@@ -242,16 +244,16 @@ static int parse_prompt(const char *s, int **out)
 				  s, NULL);
 		if (n == cap) {
 			int *nv = realloc(v, 2 * cap * sizeof(int));
-			if (!nv)
-				break;
+			if (!nv) {
+				free(v); /* not the prompt cut short */
+				return -ENOMEM;
+			}
 			v = nv;
 			cap *= 2;
 		}
 		v[n++] = (int)t;
 		s = end;
 	}
-	if (!v)
-		return -ENOMEM;
 	*out = v;
 	return n;
 }
@@ -516,7 +518,13 @@ int main(int argc, char **argv)
 	wl.vocab = model.cfg.vocab_size;
 	if (prompt) {
 		prompt_len = parse_prompt(prompt, &prompt_ids);
-		if (prompt_len <= 0)
+		if (prompt_len < 0) {
+			fprintf(stderr, "tinylm: --prompt: %s\n",
+				strerror(-prompt_len));
+			status = 1;
+			goto out_model;
+		}
+		if (!prompt_len)
 			die_usage("--prompt: no token ids in '%s'%s", prompt,
 				  "");
 		for (int i = 0; i < prompt_len; i++)
