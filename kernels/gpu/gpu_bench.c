@@ -87,15 +87,22 @@ int gpu_bench_setup(struct gpu_bench *b, uint32_t batch, uint32_t ctx,
 {
 	size_t nq = (size_t)batch * q_per_seq, ns = (size_t)batch * nseg;
 	size_t qn = nq * b->hq * b->dim;
-	uint32_t *qs = calloc(batch + 1, 4), *ss = calloc(batch + 1, 4);
-	int32_t *qp = calloc(nq + 1, 4);
-	struct msa_segment *sg = calloc(ns + 1, sizeof(*sg));
-	uint16_t *q = calloc(qn + 1, 2);
+	uint32_t *qs, *ss;
+	int32_t *qp;
+	struct msa_segment *sg;
+	uint16_t *q;
 	uint64_t seed = 42;
 
+	/* before the buffers, which a refused shape would leak: a caller
+	 * may skip one and go on (kvmm-calibrate's tables would) */
 	if ((size_t)batch * ctx > b->cap || !nseg || nseg > ctx ||
 	    (!decode && q_per_seq > ctx))
 		return -ENOSPC;
+	qs = calloc(batch + 1, 4);
+	ss = calloc(batch + 1, 4);
+	qp = calloc(nq + 1, 4);
+	sg = calloc(ns + 1, sizeof(*sg));
+	q = calloc(qn + 1, 2);
 	if (!qs || !ss || !qp || !sg || !q) {
 		fprintf(stderr, "out of memory\n");
 		exit(1);
