@@ -240,10 +240,13 @@ static inline int kvmm_tel_shm_check(const void *base, size_t size)
 static inline struct kvmm_tel_shm *kvmm_tel_shm_at(void *mem, size_t size,
 						   uint32_t off, uint32_t len)
 {
-	void *p = (char *)mem + off;
+	void *p;
 
-	if (!mem || !len || off % 64 || off > size || len > size - off ||
-	    kvmm_tel_shm_check(p, len))
+	/* p only once mem is known: NULL + off is undefined behaviour */
+	if (!mem || !len || off % 64 || off > size || len > size - off)
+		return NULL;
+	p = (char *)mem + off;
+	if (kvmm_tel_shm_check(p, len))
 		return NULL;
 	return p;
 }
