@@ -147,8 +147,10 @@ int pol_tenant_limit_parse(const char *spec, uint64_t limit[POL_TIER_COUNT])
 		char *end;
 		unsigned t;
 
+		if (!colon)
+			return -EINVAL;
 		for (t = 0; t < POL_TIER_COUNT; t++)
-			if (colon && (size_t)(colon - p) == strlen(tiers[t]) &&
+			if ((size_t)(colon - p) == strlen(tiers[t]) &&
 			    !strncmp(p, tiers[t], colon - p))
 				break;
 		if (t == POL_TIER_COUNT || !isdigit((unsigned char)colon[1]))
