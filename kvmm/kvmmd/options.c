@@ -89,7 +89,7 @@ static int parse_block_sizes(struct kd_config *cfg, const char *val)
 			}
 		if (n == KD_CACHE_SIZES) {
 			fprintf(stderr,
-				"kvmmd: --cache-block-pages %s: at most %u sizes\n",
+				"kvmmd: --cache-block-pages %s: at most %d sizes\n",
 				val, KD_CACHE_SIZES);
 			return -EINVAL;
 		}
@@ -346,7 +346,7 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 		err = parse_u32("--quarantine-per-uid", val, &u, 10);
 		if (!err && (!u || u > KD_ZOMBIES_PER_UID_MAX)) {
 			fprintf(stderr,
-				"kvmmd: --quarantine-per-uid: %u: must be at least 1 (0 refuses every process of a non-admin uid its session) and at most %u\n",
+				"kvmmd: --quarantine-per-uid: %u: must be at least 1 (0 refuses every process of a non-admin uid its session) and at most %d\n",
 				u, KD_ZOMBIES_PER_UID_MAX);
 			return -EINVAL;
 		}
@@ -356,7 +356,7 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 		err = parse_u32("--max-sessions", val, &u, 10);
 		if (!err && (u <= KD_ADMIN_SESSIONS || u > KD_MAX_SESSIONS)) {
 			fprintf(stderr,
-				"kvmmd: --max-sessions: %u: must be above %u (the admin uids' sessions) and at most %u\n",
+				"kvmmd: --max-sessions: %u: must be above %d (the admin uids' sessions) and at most %d\n",
 				u, KD_ADMIN_SESSIONS, KD_MAX_SESSIONS);
 			return -EINVAL;
 		}
