@@ -402,6 +402,8 @@ static void kc_nvme_room(struct kd_cache *c)
 
 		next = n->next;
 		/* a prefix used it: the policy's now (or on its way) */
+		/* cppcheck-suppress nullPointer ; n is not NULL here, nor
+		 * then e (kd_fifo_entry() maps a NULL node to NULL) */
 		if (e->in_pol || e->tier != POL_TIER_NVME ||
 		    e->nvme_slot == MIGRATE_NO_SLOT) {
 			kd_fifo_unlink(&c->cold, n);

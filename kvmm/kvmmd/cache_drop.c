@@ -394,6 +394,8 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 {
 	const struct pol_block *b;
 
+	/* cppcheck-suppress nullPointer ; the callers' e are of nodes
+	 * of a list, never NULL (kd_fifo_entry() maps NULL to NULL) */
 	if (e->tier != tier || e->dead || e->drop_after || e->unhashed)
 		return false;
 	if (!by_tenant)

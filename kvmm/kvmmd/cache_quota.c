@@ -206,6 +206,8 @@ static void kc_quota_pin_lower(struct kd_cache *c, unsigned mask, uint32_t own)
 				kd_fifo_entry(n, struct kc_entry, below);
 			const struct pol_block *b;
 
+			/* cppcheck-suppress nullPointer ; n is not NULL
+			 * here, nor then e (kd_fifo_entry()) */
 			if (!e->in_pol || e->dead || e->quota_pinned ||
 			    e->quota_lower_pinned)
 				continue;

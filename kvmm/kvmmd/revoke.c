@@ -212,6 +212,8 @@ int kd_revoke_ack(struct kd_session *s, uint64_t cookie)
 	struct kd_revoke **pp, *rv;
 
 	for (pp = &s->revokes; *pp; pp = &(*pp)->next)
+		/* cppcheck-suppress nullPointerRedundantCheck ; the loop
+		 * runs while *pp is not NULL */
 		if ((*pp)->cookie == cookie)
 			break;
 	rv = *pp;

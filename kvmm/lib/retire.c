@@ -54,6 +54,8 @@ static struct kc_retired *retired_grow(struct kvmm_region *r, struct kc_seq *q,
 	/* a block's pages, more only if it is replaced again before the
 	 * first revocation is applied */
 	cap = rt ? 2 * rt->cap : r->pages_per_block;
+	/* cppcheck-suppress memleakOnRealloc ; q->retired[b] still holds
+	 * the old one, freed with the sequence */
 	rt = realloc(rt, sizeof(*rt) + cap * sizeof(rt->ids[0]));
 	if (!rt)
 		return NULL;

@@ -388,6 +388,8 @@ int pol_cost_load(const char *what, struct pol_cost_model *m, char *err,
 		dirs[nd++] =
 			(struct profile_dir){ KVMM_PROFILE_DIR_DEFAULT, false };
 		for (size_t i = 0; i < nd && !text; i++) {
+			/* cppcheck-suppress compareBoolExpressionWithInt ;
+			 * sub 1 only in a source tree (true is 1) */
 			for (int sub = 0; sub <= dirs[i].source_root && !text;
 			     sub++) {
 				snprintf(path, sizeof(path), "%s/%s%s.profile",

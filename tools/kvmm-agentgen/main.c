@@ -246,6 +246,8 @@ static int set_num(struct opts *o, size_t i, const char *arg)
 	v = strtod(arg, NULL);
 	if (errno || !isfinite(v) || v < n->lo || v > n->hi)
 		goto bad;
+	/* cppcheck-suppress invalidPointerCast ; field is a double of
+	 * struct opts (num_opts[]'s offsetof and type 'd') */
 	*(double *)field = v;
 	return 0;
 bad:
@@ -376,6 +378,8 @@ int main(int argc, char **argv)
 			}
 			if (nreq == cap) {
 				cap = cap ? 2 * cap : 4096;
+				/* cppcheck-suppress memleakOnRealloc ; main()
+				 * returns at once, the exit frees it */
 				reqs = realloc(reqs, cap * sizeof(*reqs));
 				if (!reqs)
 					return 1;
