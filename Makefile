@@ -15,6 +15,9 @@
 #   make uninstall    the same variables: remove what install put there
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
+#   make analyze      gcc -fanalyzer (build/analyze) and cppcheck over the
+#                     daemon, libraries and tools; fails on a finding
+#                     tools/analyze.baseline does not list
 #   make WERROR=1     warnings are errors (CI)
 #   make V=1          show the commands
 #
@@ -27,8 +30,11 @@ KVMM_VERSION := 0.1.0
 KVMM_ABI_MAJOR := 1
 
 SANITIZE ?= 0
+ANALYZE ?= 0
 ifeq ($(SANITIZE),1)
 BUILD ?= build/asan
+else ifeq ($(ANALYZE),1)
+BUILD ?= build/analyze
 else
 BUILD ?= build
 endif
@@ -71,6 +77,12 @@ ifeq ($(SANITIZE),1)
 CFLAGS += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+endif
+# make analyze's objects: each compile's findings kept in OBJECT.warn
+ANALYZE_CC :=
+ifeq ($(ANALYZE),1)
+CFLAGS += -fanalyzer
+ANALYZE_CC := tools/analyze-cc.sh
 endif
 
 # $(call objs,SOURCES) -> object paths under $(BUILD)/obj
@@ -135,12 +147,12 @@ FORCE:
 $(BUILD)/obj/%.o: %.c $(BUILD)/config.h | $(BUILD)/install_paths.h
 	@mkdir -p $(@D)
 	$(call msg,CC,$<)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(ANALYZE_CC) $(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 .PHONY: all check clean-test-dirs demo bench deps install uninstall \
-	format format-check clean configure FORCE
+	format format-check clean configure analyze analyze-objs FORCE
 
 all: $(PROGRAMS)
 
@@ -169,6 +181,24 @@ bench: all
 
 deps:
 	$(Q)tools/deps.sh
+
+# What make analyze reads: the daemon, the libraries and the tools that
+# are built everywhere (kernels/gpu and kvmm-calibrate need nvcc), not the
+# tests and benchmarks (Documentation/build.md, "Static analysis", says
+# why and how to run it over them).
+ANALYZE_SRCS = $(VMM_SRCS) $(KVMMD_SRCS) kvmm/kvmmd/main.c $(LIBKVMM_SRCS) \
+	$(POLICY_SRCS) $(EBPF_SRCS) $(KERNELS_SRCS) \
+	$(foreach d,$(filter-out tools/kvmm-calibrate,$(TOOL_DIRS)),$(wildcard $(d)/*.c))
+ANALYZE_SRCS := $(sort $(ANALYZE_SRCS))
+
+analyze-objs: $(call objs,$(ANALYZE_SRCS))
+
+# a sub-make for the objects: ANALYZE=1 picks build/analyze and the flags
+analyze:
+	$(Q)tools/deps.sh --ensure
+	$(Q)$(MAKE) --no-print-directory ANALYZE=1 analyze-objs
+	$(Q)KVMM_BUILD=build/analyze tools/analyze.sh \
+		--gcc $(ANALYZE_SRCS) --cppcheck $(ANALYZE_SRCS)
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null || \
 	find kvmm vmm ebpf kernels tools tests bench -name '*.[ch]')

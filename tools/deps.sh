@@ -6,7 +6,7 @@
 set -u
 PKGS="build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev
 zlib1g-dev liburing-dev libnuma-dev libxxhash-dev systemtap-sdt-dev fio
-python3 gnuplot-nox valgrind clang-format util-linux"
+python3 gnuplot-nox valgrind clang-format util-linux cppcheck"
 
 if [ "${1:-}" = "--list" ]; then
 	echo $PKGS
@@ -36,5 +36,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq || exit 1
 $sudo apt-get install -y -qq --no-install-recommends $missing || exit 1
 # Features probed before the install must be probed again.
-rm -f build/config.mk build/asan/config.mk
+rm -f build/config.mk build/asan/config.mk build/analyze/config.mk
 exit 0

@@ -1,0 +1,132 @@
+#!/bin/bash
+# make analyze's gate (tools/analyze.sh, tools/analyze-cc.sh), copied into
+# a scratch tree with a baseline of its own, on two small sources that
+# gcc -fanalyzer and cppcheck really analyse: a leak on an error path is a
+# new finding of each (exit 1, its place and its key printed), known once
+# its keys are in the baseline (exit 0), a second one in the same function
+# is new again (a key counts its findings), a baseline key found no more
+# is named and does not fail, an inline cppcheck-suppress takes its
+# finding away, and a source the compile did not go through stops it
+# (exit 2).  The tree's own findings are make analyze's (not run here:
+# Documentation/build.md, "Static analysis").
+set -u
+src=${KVMM_SRC:-$PWD}
+cc=${CC:-gcc}
+command -v cppcheck >/dev/null 2>&1 || {
+	echo "skip: cppcheck not installed (make deps)"
+	exit 77
+}
+echo 'int main(void) { return 0; }' |
+	"$cc" -fanalyzer -x c -c -o /dev/null - 2>/dev/null || {
+	echo "skip: $cc has no -fanalyzer (gcc 10 or later)"
+	exit 77
+}
+s=$(mktemp -d "${TMPDIR:-/tmp}/analyze-selftest.XXXXXX") || exit 1
+trap 'rm -rf "$s"' EXIT
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+# run WANT_RC: the gate over the scratch tree, its output in $s/out
+run() {
+	(cd "$s/tree" && KVMM_BUILD=build/analyze tools/analyze.sh \
+		--gcc src/leak.c src/clean.c \
+		--cppcheck src/leak.c src/clean.c) >"$s/out" 2>&1
+	rc=$?
+	[ "$rc" = "$1" ] || fail "exit $rc, not $1: $(cat "$s/out")"
+}
+expect() { # what fixed-string
+	grep -qF -- "$2" "$s/out" || fail "$1: no line with '$2' in: $(cat "$s/out")"
+}
+compile() {
+	(cd "$s/tree" && mkdir -p build/analyze/obj/src &&
+		tools/analyze-cc.sh "$cc" -fanalyzer -c "src/$1.c" \
+			-o "build/analyze/obj/src/$1.o") ||
+		fail "compile of $1.c"
+}
+
+t=$s/tree
+mkdir -p "$t/tools" "$t/src" "$t/build/analyze"
+cp "$src/tools/analyze.sh" "$src/tools/analyze-cc.sh" "$t/tools/"
+: >"$t/build/analyze/config.h"
+echo '# the self-test baseline' >"$t/tools/analyze.baseline"
+cat >"$t/src/clean.c" <<'EOF'
+#include <stdlib.h>
+int clean(int n)
+{
+	char *p = malloc(16);
+
+	if (!p)
+		return -1;
+	free(p);
+	return n;
+}
+EOF
+leak_c() { # the leak on the error path, once or twice ($1)
+	{
+		echo '#include <stdlib.h>'
+		echo 'int leaky(int n)'
+		echo '{'
+		echo '	char *p = malloc(16);'
+		echo ''
+		echo '	if (!p)'
+		echo '		return -1;'
+		[ "$1" = 2 ] && printf '\tif (n > 9)\n\t\treturn -3;\n'
+		echo '	if (n > 3)'
+		[ "${2:-}" = suppressed ] &&
+			echo '		/* cppcheck-suppress memleak ; the test says so */'
+		echo '		return -2;'
+		echo '	free(p);'
+		echo '	return n;'
+		echo '}'
+	} >"$t/src/leak.c"
+}
+gkey="gcc | src/leak.c | leaky | -Wanalyzer-malloc-leak | leak of 'p'"
+ckey="cppcheck | src/leak.c | - | memleak | Memory leak: p"
+
+# 1. a leak: new to the baseline, for both tools
+leak_c 1
+compile leak
+compile clean
+run 1
+expect "the new gcc finding's key" "$gkey"
+expect "the new cppcheck finding's key" "$ckey"
+expect "its place" "src/leak.c:"
+expect "the verdict" "analyze: FAIL: 2 new, 2 found, 0 known"
+
+# 2. its keys in the baseline: known, the gate passes
+printf '# why (the test)\n%s\n%s\n' "$gkey" "$ckey" >>"$t/tools/analyze.baseline"
+run 0
+expect "known" "analyze: ok: 2 findings, all known"
+
+# 3. a second leak in the same function (cppcheck: one at each return,
+# gcc one for the allocation): one key more than known
+leak_c 2
+compile leak
+run 1
+expect "the second cppcheck finding" "$ckey"
+expect "the verdict" "analyze: FAIL: 1 new, 3 found, 2 known"
+grep -q "clean" "$s/out" && fail "the clean source named: $(cat "$s/out")"
+
+# 4. a baseline key no longer found: named, not a failure
+leak_c 1
+compile leak
+echo 'gcc | src/gone.c | f | -Wanalyzer-malloc-leak | leak of x' >>"$t/tools/analyze.baseline"
+run 0
+expect "the stale key" "but not found (fixed? remove the line):"
+expect "the stale key's text" "src/gone.c | f"
+
+# 5. cppcheck's inline suppression: its finding goes, the key is stale
+leak_c 1 suppressed
+compile leak
+run 0
+expect "the suppressed key named stale" "  $ckey"
+
+# 6. a source the compile did not go through
+rm "$t/build/analyze/obj/src/clean.o.warn"
+run 2
+expect "the source" "src/clean.c was not compiled by make ANALYZE=1"
+
+[ "$fails" = 0 ] || exit 1
+echo "analyze gate: new, known, counted, stale, suppressed and missing findings as expected"
