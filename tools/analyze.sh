@@ -133,7 +133,7 @@ if [ -n "$new" ]; then
 		grep -F -- "$k	" "$found" | cut -f2 | sed 's/^/  /'
 		echo "    $k"
 	done
-	echo "analyze: FAIL: $(printf '%s\n' "$new" | wc -l) new, $nfound found, $nknown known (gcc's paths: $B/obj/FILE.o.warn)"
+	echo "analyze: FAIL: $(printf '%s\n' "$new" | wc -l) new, $nfound found, $nknown known (gcc's paths: $B/obj/SRC.o.warn)"
 	exit 1
 fi
 echo "analyze: ok: $nfound findings, all known ($BASELINE)"
