@@ -194,7 +194,8 @@ for f in files:
 # Other programs' options the docs quote (fio, node_exporter, bpftool).
 FOREIGN_OPTS = {"--collector.textfile.directory", "--registerfiles",
                 "--mem", "--rw", "--bs", "--iodepth", "--direct",
-                "--ioengine", "--filename", "--size", "--name"}
+                "--ioengine", "--filename", "--size", "--name",
+                "--library"}  # cppcheck's (build.md, "Static analysis")
 # Files of other projects the docs name (CUDA headers, llama2.c's run.c).
 FOREIGN_FILES = {"cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_bf16.h",
                  "cuda_fp16.h", "run.c", "prometheus.yml"}
