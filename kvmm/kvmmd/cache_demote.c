@@ -121,9 +121,11 @@ static int kc_nvme_slot(struct kd_cache *c, struct kc_entry *e,
 	if (!off && kd_fifo_empty(&c->nvmeq) && !kc_nvme_reserve(c, job))
 		return 0;
 	/* a kept block waits: the pump makes room for it (we may be in a
-	 * policy call here, which must not be entered again) */
+	 * policy call here, which must not be entered again); so does any
+	 * while a cold block is left, which the pump may evict for room
+	 * once the policy's call made its own (kc_pol_nvme_full()) */
 	if (!off && kd_fifo_empty(&c->nvmeq) && !kc_nvme_coming(c) &&
-	    !kc_kept(c, e))
+	    !kc_kept(c, e) && kd_fifo_empty(&c->cold))
 		return -ENOSPC;
 	e->job = job;
 	kd_fifo_push_tail(&c->nvmeq, &e->nvmeq);
@@ -415,6 +417,28 @@ static void kc_nvme_room(struct kd_cache *c)
 }
 
 /*
+ * Will the policy drop one of its NVMe blocks in this call, right after
+ * it reports a move down to NVMe (kc_move())?  It reports the move
+ * before it makes room in the tier below (demote(), kvmm/policy/cache.c),
+ * so when its count there is at its capacity its victim's slot comes back
+ * a moment later, in the same call.  A cold block evicted for room then
+ * (kc_nvme_room()) was evicted for nothing: the write took one of the two
+ * slots and the other stayed free.  It happened when the block's copy to
+ * host had ended before the move, not when it still ran (then the room
+ * is made at its end, after the call: e->then_nvme), so the recovered
+ * blocks a restart kept, and TIER_STATS' cold_evicted, depended on the
+ * copy engine's timing (tests/cache-pin-cold.c step 2: 4 or 5 drops).
+ * The write waits in line instead (kc_nvme_slot()), and the pump, after
+ * the call, takes the victim's slot, or a cold block's when none came
+ * back (a victim with no slot, or none that may go: the tier stays over).
+ */
+static bool kc_pol_nvme_full(struct kd_cache *c)
+{
+	return c->pol && pol_cache_count(c->pol, POL_TIER_NVME) >=
+				 pol_cache_capacity(c->pol, POL_TIER_NVME);
+}
+
+/*
  * Start the writes waiting for an NVMe slot (kc_nvme_slot()), in line
  * order, while slots are free.  When none is free and none will come back
  * (kc_nvme_coming()), a cold block may still give its slot
@@ -586,7 +610,8 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		/* its tenant's cold blocks count against its NVMe limit
 		 * (the policy counts b there once this call is over) */
 		kc_cold_limit(c, e->tenant, 1);
-		kc_nvme_room(c);
+		if (!kc_pol_nvme_full(c))
+			kc_nvme_room(c);
 		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
 			kc_lose(c, e);
 		return;
