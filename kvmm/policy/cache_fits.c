@@ -50,10 +50,11 @@ static bool way_down(struct pol_cache *c, struct pol_block *x, unsigned t)
 
 /*
  * Could tier t take v (NULL: a block new to the cache, with no parent
- * there) and stay within its capacity, by moving down or dropping blocks
- * that may go (v itself among them, with self) as make_room() would?  Side-effect
- * free.  Exact but for a tier more than one block over its capacity and
- * for the bound on the candidates; a no refuses the move, which is safe.
+ * there) and end no fuller than it is, by moving down or dropping a block
+ * that may go (v itself among them, with self) as make_room() would?
+ * Within its capacity, for a tier at it; one over it stays so.  Side-effect
+ * free.  Exact but for the bound on the candidates; a no refuses the
+ * move, which is safe.
  */
 bool pol_cache_fits(struct pol_cache *c, unsigned t, struct pol_block *v,
 		    bool self)
@@ -65,7 +66,17 @@ bool pol_cache_fits(struct pol_cache *c, unsigned t, struct pol_block *v,
 
 	if (c->count[t] < c->cap[t])
 		return true;
-	need = c->count[t] + 1 - c->cap[t];
+	/*
+	 * One block must leave for v, even where t is over its capacity
+	 * already (an admission that found nothing else to go,
+	 * pol_cache_admit_at(): a pin of a recovered block into a tier full
+	 * of pinned ones).  This asked for every block over as well, so v
+	 * could not even pass through such a tier on its way out (dropped
+	 * from the last one, as at capacity): with the tiers above full, a
+	 * new block was not cached at all (tests/cache-cold-full.c).
+	 * make_room() still takes what more it can once v is in.
+	 */
+	need = 1;
 	/* v in t makes its parent, in t or below, a parent of a block
 	 * above it or beside it: no longer a victim there */
 	p = v && c->prefix_rule ? pol_cache_parent(c, v) : NULL;
