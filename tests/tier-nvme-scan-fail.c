@@ -313,25 +313,31 @@ static void superblock_fails(const char *path)
 }
 
 /*
- * A tier of NSLOTS slots, every one written; cut to 4 slots; the bytes
- * of slot 6 written back where they were, as a block device keeps them
- * past a shrunk tier's end (a file is cut); grown to NSLOTS again with
- * slot 6's header read failing.
+ * A tier of NSLOTS slots, every one written with hashes from base (slots
+ * 0-3's into kept[], when not NULL); cut to 4 slots; the bytes of slot 6
+ * written back where they were, as a block device keeps them past a
+ * shrunk tier's end (a file is cut).  Returns the hash slot 6 held.
  */
-static void past_end(const char *path)
+static uint64_t stale_past_end(const char *path, uint64_t base,
+			       uint64_t kept[4])
 {
 	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
 	size_t len = NT_SLOT_BYTES(PAYLOAD);
 	off_t off = (off_t)NT_SLOT_OFFSET(6, PAYLOAD);
-	uint64_t stale = 0;
 	unsigned char *saved = malloc(len);
+	uint64_t stale = 0;
+	uint32_t slot;
 	bool zeros;
 	int fd;
 
 	t_assert(saved != NULL);
-	for (uint64_t h = 0x800; h < 0x800 + NSLOTS; h++)
-		if (put(t, h, 1) == 6)
+	for (uint64_t h = base; h < base + NSLOTS; h++) {
+		slot = put(t, h, 1);
+		if (slot == 6)
 			stale = h;
+		else if (slot < 4 && kept)
+			kept[slot] = h;
+	}
 	t_assert(stale != 0);
 	tier_nvme_close(t);
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -341,6 +347,7 @@ static void past_end(const char *path)
 
 	t = reopen_slots(path, 4, NULL);
 	nt_log_has(log_buf, "shrank from 8 to 4 slots", true);
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	t_assert(!nt_has(t, stale));
 	tier_nvme_close(t);
 
@@ -350,6 +357,19 @@ static void past_end(const char *path)
 	t_ok(fsync(fd));
 	close(fd);
 	t_assert_eq(header_magic(path, 6, &zeros), TIER_NVME_SLOT_MAGIC);
+	free(saved);
+	return stale;
+}
+
+/*
+ * stale_past_end(), then grown to NSLOTS again with slot 6's header read
+ * failing.
+ */
+static void past_end(const char *path)
+{
+	uint64_t stale = stale_past_end(path, 0x800, NULL);
+	struct tier_nvme *t;
+	bool zeros;
 
 	t = reopen_with(path, NSLOTS, "KVMMD_TEST_NVME_SCAN_FAIL", "6");
 	nt_log_has(
@@ -367,7 +387,6 @@ static void past_end(const char *path)
 	t_assert(!nt_has(t, stale));
 	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	tier_nvme_close(t);
-	free(saved);
 }
 
 /* The slot count the superblock on disk says. */
@@ -396,49 +415,23 @@ static unsigned char *file_bytes(const char *path, size_t len)
 }
 
 /*
- * A tier of NSLOTS slots, every one written, cut to 4 (slots 0-3's
- * blocks into kept[]), slot 6's bytes written back past that end (as in
- * past_end()), grown to NSLOTS again with the zeroing of slot 6's header
- * failing; read_fails: its header's read fails first.  The open fails
+ * stale_past_end() (slots 0-3's blocks into kept[]), grown to NSLOTS
+ * again with the zeroing of slot 6's header failing; read_fails: its header's read fails first.  The open fails
  * and changes nothing a block lives in; the next one, the knobs unset,
  * recovers the 4 and clears slot 6.
  */
 static void clear_fails(const char *path, bool read_fails)
 {
-	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
 	size_t len = NT_SLOT_BYTES(PAYLOAD), old_len;
 	off_t off = (off_t)NT_SLOT_OFFSET(6, PAYLOAD);
-	uint64_t stale = 0, kept[4] = { 0 };
-	unsigned char *saved = malloc(len), *before, *after, *want;
+	uint64_t stale, kept[4] = { 0 };
+	unsigned char *before, *after, *want;
+	struct tier_nvme *t;
 	char line[512];
-	uint32_t slot;
 	bool zeros;
-	int fd, err;
+	int err;
 
-	t_assert(saved != NULL);
-	for (uint64_t h = 0x900; h < 0x900 + NSLOTS; h++) {
-		slot = put(t, h, 1);
-		if (slot == 6)
-			stale = h;
-		else if (slot < 4)
-			kept[slot] = h;
-	}
-	t_assert(stale != 0);
-	tier_nvme_close(t);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	t_assert(fd >= 0);
-	t_assert_eq(pread(fd, saved, len, off), (ssize_t)len);
-	close(fd);
-
-	t = reopen_slots(path, 4, NULL);
-	nt_log_has(log_buf, "shrank from 8 to 4 slots", true);
-	t_assert_eq(nt_stats(t).recovered_slots, 4);
-	tier_nvme_close(t);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	t_assert(fd >= 0);
-	t_assert_eq(pwrite(fd, saved, len, off), (ssize_t)len);
-	t_ok(fsync(fd));
-	close(fd);
+	stale = stale_past_end(path, 0x900, kept);
 	old_len = (size_t)off + len;
 	before = file_bytes(path, old_len);
 
@@ -452,7 +445,7 @@ static void clear_fails(const char *path, bool read_fails)
 	t_assert_eq(err, -EIO);
 	nt_log_has(
 		log_buf,
-		"KVMMD_TEST_NVME_CLEAR_FAIL=6: the restart scan's zeroing of these slots' stale headers past the last run's end fails on purpose (tests only)",
+		"KVMMD_TEST_NVME_CLEAR_FAIL=6: the restart scan's zeroing of these slots' headers (stale ones past the last run's end, unreadable ones) fails on purpose (tests only)",
 		true);
 	snprintf(
 		line, sizeof(line),
@@ -501,7 +494,6 @@ static void clear_fails(const char *path, bool read_fails)
 	tier_nvme_close(t);
 	free(want);
 	free(before);
-	free(saved);
 }
 
 static void bad_values(const char *path)

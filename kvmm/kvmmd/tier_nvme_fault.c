@@ -97,7 +97,7 @@ int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 	}
 	if (clear)
 		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: %s%s: KVMMD_TEST_NVME_CLEAR_FAIL=%s: the restart scan's zeroing of these slots' stale headers past the last run's end fails on purpose (tests only)",
+			"tier_nvme: %s%s: KVMMD_TEST_NVME_CLEAR_FAIL=%s: the restart scan's zeroing of these slots' headers (stale ones past the last run's end, unreadable ones) fails on purpose (tests only)",
 			path, part, clear);
 	if (!retire)
 		return 0;
