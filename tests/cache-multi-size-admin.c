@@ -76,16 +76,6 @@ tenant_of(const struct kvmm_tenants_reply *rep, uint32_t uid)
 	return NULL;
 }
 
-static void publish_both(const char *sock)
-{
-	for (int i = 0; i < 2; i++)
-		for (int k = 0; k < 2; k++) {
-			ms_write(sock, layers[i], k);
-			t_assert_eq(res->status, 0);
-			t_assert_eq(res->published, NB);
-		}
-}
-
 static void tenants_per_size(const char *sock)
 {
 	static char sum_buf[KVMM_MSG_MAX], a_buf[KVMM_MSG_MAX],
@@ -348,7 +338,7 @@ static void check_size_families(struct tm_expo *x,
 	t_assert_eq(family_samples(x, "kvmm_size_demotions_queued"), 2);
 }
 
-/* kvmmd's metrics and kvmmctl metrics, per size (after publish_both:
+/* kvmmd's metrics and kvmmctl metrics, per size (after ms_publish_both():
  * nothing moves). */
 static void metrics_per_size(const struct td_daemon *d)
 {
@@ -365,7 +355,7 @@ static void metrics_per_size(const struct td_daemon *d)
 	tm_scrape(tm_port(d), &mr);
 	tm_parse(mr.body, &e);
 	check_size_families(&e, rep);
-	/* what publish_both left: 2 GPU and 2 host blocks of each size */
+	/* what ms_publish_both() left: 2 GPU and 2 host blocks of each size */
 	snprintf(l, sizeof(l),
 		 "size=\"2\",kind=\"uid\",id=\"%u\",tier=\"host\"", uid);
 	t_assert_eq(tm_u64(&e, "kvmm_size_tenant_cached_blocks", l), NB);
@@ -396,7 +386,7 @@ static void named_sizes(void)
 	struct td_daemon d;
 
 	cc_start(&d, args);
-	publish_both(d.sock);
+	ms_publish_both(d.sock);
 	tenants_per_size(d.sock);
 	metrics_per_size(&d);
 	option_errors(d.sock);

@@ -95,6 +95,18 @@ static inline void ms_write(const char *sock, uint32_t layers, int k)
 	t_assert_eq(cc_wait_child(p), 0);
 }
 
+/* Contents 0 and 1 of the models of 2 layers and of 1 (4 and 2 pages a
+ * block) written and published, each wholly. */
+static inline void ms_publish_both(const char *sock)
+{
+	for (uint32_t layers = 2; layers >= 1; layers--)
+		for (int k = 0; k < 2; k++) {
+			ms_write(sock, layers, k);
+			t_assert_eq(res->status, 0);
+			t_assert_eq(res->published, NB);
+		}
+}
+
 /* A reader process: content k of the model with `content_layers` opened
  * in a region of `layers`; what it found (res), every byte checked. */
 static inline void ms_read(const char *sock, uint32_t layers,

@@ -99,16 +99,6 @@ static void ctl_says(const char *sock, unsigned int minor, const char *args,
 	expect(what, 1);
 }
 
-static void publish_both(const char *sock)
-{
-	for (int i = 0; i < 2; i++)
-		for (int k = 0; k < 2; k++) {
-			ms_write(sock, layers[i], k);
-			t_assert_eq(res->status, 0);
-			t_assert_eq(res->published, NB);
-		}
-}
-
 /*
  * status: the sizes (1.21: TIER_STATS lists them), their queued
  * demotions (1.22: ADMIN_STATUS' per size), the restamp keys (1.23) and
@@ -483,7 +473,7 @@ int main(void)
 
 	ms_res_init();
 	cc_start(&d, args);
-	publish_both(d.sock);
+	ms_publish_both(d.sock);
 	status(d.sock);
 	metrics(d.sock);
 	tenants(d.sock);
