@@ -73,25 +73,14 @@ static void expect_cold(const char *sock, const char *when,
 			uint64_t admitted, uint64_t nvme_used)
 {
 	cc_settled_stats(sock, ts);
-	printf("%s: cold %llu, admitted %llu, evicted %llu, dropped %llu; used %llu/%llu/%llu, drops %llu/%llu/%llu\n",
-	       when, (unsigned long long)ts->cold_blocks,
-	       (unsigned long long)ts->cold_admitted,
-	       (unsigned long long)ts->cold_evicted,
-	       (unsigned long long)ts->cold_dropped,
+	printf("%s: used %llu/%llu/%llu, drops %llu/%llu/%llu\n", when,
 	       (unsigned long long)ts->tiers[0].used_blocks,
 	       (unsigned long long)ts->tiers[1].used_blocks,
 	       (unsigned long long)ts->tiers[2].used_blocks,
 	       (unsigned long long)ts->tiers[0].drops,
 	       (unsigned long long)ts->tiers[1].drops,
 	       (unsigned long long)ts->tiers[2].drops);
-	t_assert_eq(ts->recovered_blocks, NOLD * NB);
-	t_assert_eq(ts->recovered_blocks, ts->cold_blocks + ts->cold_admitted +
-						  ts->cold_evicted +
-						  ts->cold_dropped);
-	t_assert_eq(ts->cold_blocks, cold);
-	t_assert_eq(ts->cold_admitted, admitted);
-	t_assert_eq(ts->cold_evicted, 0);
-	t_assert_eq(ts->cold_dropped, 0);
+	cc_cold_check(ts, NOLD * NB, cold, admitted, 0, 0);
 	t_assert_eq(ts->tiers[2].used_blocks, nvme_used);
 }
 

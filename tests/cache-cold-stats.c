@@ -59,21 +59,8 @@ static void expect_cold(const char *sock, uint64_t recovered, uint64_t cold,
 	char want[256];
 
 	cc_settled_stats(sock, &ts);
-	printf("recovered %llu: cold %llu, admitted %llu, evicted %llu, dropped %llu\n",
-	       (unsigned long long)ts.recovered_blocks,
-	       (unsigned long long)ts.cold_blocks,
-	       (unsigned long long)ts.cold_admitted,
-	       (unsigned long long)ts.cold_evicted,
-	       (unsigned long long)ts.cold_dropped);
 	t_assert_eq(ts.size, sizeof(ts));
-	t_assert_eq(ts.recovered_blocks, ts.cold_blocks + ts.cold_admitted +
-						 ts.cold_evicted +
-						 ts.cold_dropped);
-	t_assert_eq(ts.recovered_blocks, recovered);
-	t_assert_eq(ts.cold_blocks, cold);
-	t_assert_eq(ts.cold_admitted, admitted);
-	t_assert_eq(ts.cold_evicted, evicted);
-	t_assert_eq(ts.cold_dropped, dropped);
+	cc_cold_check(&ts, recovered, cold, admitted, evicted, dropped);
 
 	t_assert_eq(td_kvmmctl(sock, "metrics", out, sizeof(out)), 0);
 	snprintf(want, sizeof(want), "\nkvmm_cache_cold_blocks %llu\n",

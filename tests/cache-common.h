@@ -476,6 +476,33 @@ static inline void cc_settled_stats(const char *sock,
 		       (unsigned long long)queued);
 }
 
+/*
+ * What became of the blocks a restart recovered (TIER_STATS, ABI 1.24),
+ * printed and checked: recovered in all, each of them counted once (cold,
+ * taken in, evicted unused or dropped unused), and each count the one
+ * given.
+ */
+static inline void cc_cold_check(const struct kvmm_tier_stats_reply *ts,
+				 uint64_t recovered, uint64_t cold,
+				 uint64_t admitted, uint64_t evicted,
+				 uint64_t dropped)
+{
+	printf("recovered %llu: cold %llu, admitted %llu, evicted %llu, dropped %llu\n",
+	       (unsigned long long)ts->recovered_blocks,
+	       (unsigned long long)ts->cold_blocks,
+	       (unsigned long long)ts->cold_admitted,
+	       (unsigned long long)ts->cold_evicted,
+	       (unsigned long long)ts->cold_dropped);
+	t_assert_eq(ts->recovered_blocks, recovered);
+	t_assert_eq(ts->recovered_blocks, ts->cold_blocks + ts->cold_admitted +
+						  ts->cold_evicted +
+						  ts->cold_dropped);
+	t_assert_eq(ts->cold_blocks, cold);
+	t_assert_eq(ts->cold_admitted, admitted);
+	t_assert_eq(ts->cold_evicted, evicted);
+	t_assert_eq(ts->cold_dropped, dropped);
+}
+
 /* The GPU and host tiers' use, drops and host demotions after `when`,
  * for the log of a test that asserts on them. */
 static inline void cc_print_gpu_host(const char *when,

@@ -110,11 +110,8 @@ static void expect_cold(const char *sock, uint64_t cold, uint64_t admitted,
 	struct kvmm_tier_stats_reply ts;
 
 	cc_settled_stats(sock, &ts);
-	t_assert_eq(ts.cold_blocks, cold);
-	t_assert_eq(ts.cold_admitted, admitted);
-	t_assert_eq(ts.cold_evicted, evicted);
-	t_assert_eq(ts.cold_dropped, dropped);
-	t_assert_eq(ts.recovered_blocks, cold + admitted + evicted + dropped);
+	cc_cold_check(&ts, cold + admitted + evicted + dropped, cold, admitted,
+		      evicted, dropped);
 }
 
 static void stopped(const char *nvme)
