@@ -313,9 +313,12 @@ static int hello(struct kvmm_conn *c, const char *name, uint32_t flags,
 		snprintf(h.name, sizeof(h.name), "%s", name);
 	err = kc_request_locked(c, KVMM_CMD_HELLO, &h, sizeof(h), &c->hello,
 				sizeof(c->hello), NULL, fds, 4, nfds);
-	/* kvmmd serves us as the older of the two: so do we (the knob) */
-	if (!err && c->hello.abi_major == KVMM_ABI_MAJOR &&
-	    c->hello.abi_minor > minor)
+	/* kvmmd serves us as the older of the two: so do we (the knob).
+	 * Without it a newer kvmmd's minor stays what it said, for
+	 * kvmm_get_daemon_info(): every check here asks for at least a
+	 * minor this library knows, which a newer one passes. */
+	if (!err && minor < KVMM_ABI_MINOR &&
+	    c->hello.abi_major == KVMM_ABI_MAJOR && c->hello.abi_minor > minor)
 		c->hello.abi_minor = minor;
 	return err;
 }
