@@ -152,7 +152,8 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/config.h | $(BUILD)/install_paths.h
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 .PHONY: all check clean-test-dirs demo bench deps install uninstall \
-	format format-check clean configure analyze analyze-objs FORCE
+	format format-check clean configure analyze analyze-objs \
+	libkvmm-sources FORCE
 
 all: $(PROGRAMS)
 

@@ -17,6 +17,12 @@ $(eval $(call archive_rule,$(BUILD)/libkvmm-client.a,$(LIBKVMM_SRCS)))
 ARCHIVES += $(BUILD)/libkvmmd.a $(BUILD)/libkvmm-client.a \
 	$(BUILD)/libkvmmpolicy.a
 
+# What libkvmm is built from, one word a line, for the builds outside
+# make (tests/lib/tsan.sh compiles them under ThreadSanitizer): this
+# list, so that a source added here is in theirs too.
+libkvmm-sources:
+	@printf '%s\n' $(LIBKVMM_SRCS) $(VMM_SRCS) $(POLICY_SRCS)
+
 # The installable client library carries its own copy of vmm/ and policy/
 # (hashing) with every symbol hidden except those in the version map.
 LIBKVMM_OBJS := $(call objs,$(LIBKVMM_SRCS) $(VMM_SRCS) $(POLICY_SRCS))

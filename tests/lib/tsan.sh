@@ -39,6 +39,16 @@ fi
 tsan_objs()
 {
 	local key new s o
+	local -a tsan_srcs
+
+	# libkvmm's sources as the Makefile has them (kvmm/build.mk): a
+	# list here lacked kvmm/kvmmd/knob_text.c once it joined (7 December)
+	mapfile -t tsan_srcs < <(env -u MAKEFLAGS -u MAKELEVEL make -s \
+		--no-print-directory libkvmm-sources)
+	if [ "${#tsan_srcs[@]}" -lt 10 ]; then
+		echo "FAIL: make libkvmm-sources listed ${#tsan_srcs[@]} sources"
+		exit 1
+	fi
 
 	key=$({
 		echo "$cc ${tsan_flags[*]}"
@@ -54,15 +64,13 @@ tsan_objs()
 	done
 	new=$build/tsan/new.$$
 	mkdir -p "$new" || exit 1
-	for s in kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c \
-		kvmm/policy/*.c; do
+	for s in "${tsan_srcs[@]}"; do
 		while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
 		"$cc" "${tsan_flags[@]}" -c -o "$new/${s//\//_}.o" "$s" \
 			>"$new/${s//\//_}.log" 2>&1 &
 	done
 	wait
-	for s in kvmm/lib/*.c kvmm/kvmmd/salt.c kvmm/kvmmd/siphash.c vmm/*.c \
-		kvmm/policy/*.c; do
+	for s in "${tsan_srcs[@]}"; do
 		[ -f "$new/${s//\//_}.o" ] && continue
 		cat "$new/${s//\//_}.log"
 		rm -rf "$new"
