@@ -229,6 +229,8 @@ void kc_cold_limit(struct kd_cache *c, uint32_t id, uint64_t coming)
 		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
 
 		next = n->next;
+		/* cppcheck-suppress nullPointer ; the loop runs while n is not
+		 * NULL, nor then e (kd_fifo_entry() maps a NULL node to NULL) */
 		if (e->cold_counted && e->tenant == id && !e->in_pol &&
 		    kc_cold_evict(c, e))
 			k->cold_of[c->idx].limit_drops++;
@@ -305,13 +307,13 @@ int kc_order_cold(struct kd_cache *c)
 		return -ENOMEM;
 	while ((n = kd_fifo_first(&c->cold))) {
 		struct kc_entry *e = kd_fifo_entry(n, struct kc_entry, cold);
+		uint64_t gen;
 
 		kd_fifo_unlink(&c->cold, n);
-		v[k++] = (struct kc_cold_ref){
-			.generation = tier_nvme_slot_generation(c->nvme,
-								e->nvme_slot),
-			.e = e
-		};
+		/* cppcheck-suppress nullPointer ; the loop runs while n is not
+		 * NULL, nor then e (kd_fifo_entry() maps a NULL node to NULL) */
+		gen = tier_nvme_slot_generation(c->nvme, e->nvme_slot);
+		v[k++] = (struct kc_cold_ref){ .generation = gen, .e = e };
 	}
 	qsort(v, k, sizeof(*v), kc_cold_cmp);
 	for (uint64_t i = 0; i < k; i++)
