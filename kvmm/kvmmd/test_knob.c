@@ -156,7 +156,7 @@ static int kd_slot_list_check(const char *v, char *why, size_t len)
 		return 0;
 	snprintf(
 		why, len,
-		"expected a slot number list N[,N...] (at most %u slots, each from 0 to %u, no blanks)",
+		"expected a slot number list N[,N...] (at most %d slots, each from 0 to %u, no blanks)",
 		TIER_NVME_SCAN_FAIL_MAX, UINT32_MAX - 1);
 	return -EINVAL;
 }
