@@ -273,16 +273,18 @@ static int run_bench(const struct tlm_model *m, int chunk)
 	int *toks = malloc(n * sizeof(int));
 	float *logits = malloc(m->cfg.vocab_size * sizeof(float));
 
-	if (!toks || !logits)
-		return -ENOMEM;
+	if (!toks || !logits) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
 	for (int i = 0; i < n; i++)
 		toks[i] = 1 + i % (m->cfg.vocab_size - 1);
 	ret = tlm_state_create(m, chunk, &s);
 	if (ret)
-		return ret;
+		goto out_free;
 	ret = tlm_kv_private_create(m, 1, n, &kv);
 	if (ret)
-		return ret;
+		goto out_state;
 	double t0 = now_s();
 	tlm_forward(m, s, kv, 0, toks, 0, n, logits, false);
 	double t1 = now_s();
@@ -301,10 +303,12 @@ static int run_bench(const struct tlm_model *m, int chunk)
 	       m->cfg.dim, m->cfg.n_layers, m->cfg.n_heads, m->cfg.n_kv_heads,
 	       m->cfg.vocab_size, m->data_floats, pre, dec, pre / dec);
 	kv->ops->destroy(kv);
+out_state:
 	tlm_state_destroy(s);
+out_free:
 	free(toks);
 	free(logits);
-	return 0;
+	return ret;
 }
 
 int main(int argc, char **argv)
