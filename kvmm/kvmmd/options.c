@@ -212,7 +212,9 @@ int kd_option_apply(struct kd_config *cfg, int key, const char *val)
 static int apply(struct kd_config *cfg, int key, const char *val)
 {
 	uint64_t size;
-	uint32_t u;
+	/* the cases below store u and return parse_u32()'s error, which
+	 * leaves u unset: 0, not stack garbage, in cfg until kvmmd exits */
+	uint32_t u = 0;
 	int err;
 
 	switch (key) {
