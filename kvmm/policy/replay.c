@@ -215,8 +215,9 @@ int pol_replay_run(const struct pol_trace *t, const struct pol_replay_opts *o,
 	e = -ENOMEM;
 	next = malloc((t->nhashes + 1) * sizeof(*next));
 	nextout = malloc((t->nout_hashes + 1) * sizeof(*nextout));
-	prefill = malloc(t->nreqs * sizeof(*prefill));
-	ttft = malloc(t->nreqs * sizeof(*ttft));
+	/* + 1: an empty trace replays too, and malloc(0) may be NULL */
+	prefill = malloc((t->nreqs + 1) * sizeof(*prefill));
+	ttft = malloc((t->nreqs + 1) * sizeof(*ttft));
 	rc = malloc((maxblocks + 1) * sizeof(*rc));
 	where = malloc(maxblocks + 1);
 	free_at = calloc(servers, sizeof(*free_at));
