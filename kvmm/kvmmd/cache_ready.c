@@ -182,7 +182,7 @@ static int kc_ready_reply(struct kd_session *s, const struct kvmm_msg_hdr *h,
 int kd_cache_seq_wait_ready(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
 	struct kvmm_seq_wait_ready w;
 	struct kc_pending *pr;
 	struct kd_region *r;
@@ -281,7 +281,7 @@ static int kc_park_collect(struct kd_session *s, struct kd_region *r,
 int kd_cache_prefix_collect(struct kd_session *s, const struct kvmm_msg_hdr *h,
 			    const void *p, size_t len)
 {
-	struct kd_cache *c = s->d->cache;
+	struct kd_cache *c;
 	struct kvmm_region_ref ref;
 	struct kc_pending **pp, *pr;
 	struct kd_region *r;

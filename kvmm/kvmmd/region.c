@@ -455,7 +455,6 @@ int kd_seq_fill_for(struct kd_region *r, uint32_t seq, uint32_t from,
 	if (err == -ENOSPC && ask &&
 	    kd_cache_lend_ask(s, need, err) == -EINPROGRESS)
 		return -EINPROGRESS;
-	err = 0;
 	made = calloc(missing, sizeof(*made));
 	if (!made)
 		return -ENOMEM;
