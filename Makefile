@@ -15,9 +15,9 @@
 #   make uninstall    the same variables: remove what install put there
 #   make format       clang-format every C source in place
 #   make SANITIZE=1   ASan+UBSan build in build/asan (check works too)
-#   make analyze      gcc -fanalyzer (build/analyze) and cppcheck over the
-#                     daemon, libraries and tools; fails on a finding
-#                     tools/analyze.baseline does not list
+#   make analyze      gcc -fanalyzer (build/analyze), clang --analyze and
+#                     cppcheck over the daemon, libraries and tools; fails
+#                     on a finding tools/analyze.baseline does not list
 #   make WERROR=1     warnings are errors (CI)
 #   make V=1          show the commands
 #
@@ -78,11 +78,13 @@ CFLAGS += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
-# make analyze's objects: each compile's findings kept in OBJECT.warn
+# make analyze's objects: each compile's findings kept in OBJECT.warn,
+# and clang's analyzer's (where clang is installed) in OBJECT.clang
 ANALYZE_CC :=
 ifeq ($(ANALYZE),1)
 CFLAGS += -fanalyzer
 ANALYZE_CC := tools/analyze-cc.sh
+export KVMM_ANALYZE_CLANG := $(shell command -v clang 2>/dev/null)
 endif
 
 # $(call objs,SOURCES) -> object paths under $(BUILD)/obj
@@ -194,12 +196,25 @@ ANALYZE_SRCS := $(sort $(ANALYZE_SRCS))
 
 analyze-objs: $(call objs,$(ANALYZE_SRCS))
 
+ifeq ($(ANALYZE),1)
+# An object is analysed again when the analysis changes: clang installed
+# or upgraded (its version is in the stamp, rewritten only when it
+# changes), or tools/analyze-cc.sh's checkers
+$(BUILD)/analyze-clang.stamp: FORCE
+	@mkdir -p $(@D)
+	$(Q){ [ -n "$(KVMM_ANALYZE_CLANG)" ] && \
+		"$(KVMM_ANALYZE_CLANG)" --version | head -1 || echo none; } >$@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(call objs,$(ANALYZE_SRCS)): tools/analyze-cc.sh $(BUILD)/analyze-clang.stamp
+endif
+
 # a sub-make for the objects: ANALYZE=1 picks build/analyze and the flags
 analyze:
 	$(Q)tools/deps.sh --ensure
 	$(Q)$(MAKE) --no-print-directory ANALYZE=1 analyze-objs
 	$(Q)KVMM_BUILD=build/analyze tools/analyze.sh \
-		--gcc $(ANALYZE_SRCS) --cppcheck $(ANALYZE_SRCS)
+		--gcc $(ANALYZE_SRCS) --clang $(ANALYZE_SRCS) \
+		--cppcheck $(ANALYZE_SRCS)
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null || \
 	find kvmm vmm ebpf kernels tools tests bench -name '*.[ch]')

@@ -1,17 +1,23 @@
 #!/bin/sh
-# make analyze: the findings of gcc -fanalyzer and cppcheck over kvmm's C,
-# compared with the known ones (tools/analyze.baseline); exits 1 when
-# there is a finding the baseline does not list (Documentation/build.md,
-# "Static analysis").
+# make analyze: the findings of gcc -fanalyzer, clang's static analyzer
+# and cppcheck over kvmm's C, compared with the known ones
+# (tools/analyze.baseline); exits 1 when there is a finding the baseline
+# does not list (Documentation/build.md, "Static analysis").
 #
-#   KVMM_BUILD=build/analyze tools/analyze.sh --gcc SRC... --cppcheck SRC...
+#   KVMM_BUILD=build/analyze tools/analyze.sh --gcc SRC... \
+#	--clang SRC... --cppcheck SRC...
 #
 # --gcc: sources the Makefile compiled with -fanalyzer (ANALYZE=1), whose
 # compiler output tools/analyze-cc.sh kept in BUILD/obj/SRC.o.warn.
+# --clang: sources clang --analyze read in the same compile
+# (tools/analyze-cc.sh, BUILD/obj/SRC.o.clang); where clang is not
+# installed this part is skipped, with one line, and the baseline's clang
+# keys are not named as gone.
 # --cppcheck: sources cppcheck checks (incremental: BUILD/cppcheck).
 #
 # A finding is a key, one line: TOOL | FILE | FUNCTION | CHECK | MESSAGE
-# (gcc's function, '-' for cppcheck), without the line number, so that
+# (gcc's and clang's function, '-' for cppcheck), without the line
+# number, so that
 # an edit elsewhere in the file keeps it known; gcc's temporaries
 # (regions_81, _13) read _N.  A function with two findings of the same
 # key at two places has the key twice.  Every finding, its key and
@@ -21,22 +27,25 @@ cd "$(dirname "$0")/.."
 B=${KVMM_BUILD:-build/analyze}
 BASELINE=tools/analyze.baseline
 gcc_srcs=
+clang_srcs=
 cpp_srcs=
 mode=
 for a in "$@"; do
 	case "$a" in
 	--gcc) mode=gcc ;;
+	--clang) mode=clang ;;
 	--cppcheck) mode=cppcheck ;;
 	-*)
-		echo "analyze: unknown option '$a' (usage: tools/analyze.sh --gcc SRC... --cppcheck SRC...)" >&2
+		echo "analyze: unknown option '$a' (usage: tools/analyze.sh --gcc SRC... --clang SRC... --cppcheck SRC...)" >&2
 		exit 2
 		;;
 	*)
 		case "$mode" in
 		gcc) gcc_srcs="$gcc_srcs $a" ;;
+		clang) clang_srcs="$clang_srcs $a" ;;
 		cppcheck) cpp_srcs="$cpp_srcs $a" ;;
 		*)
-			echo "analyze: '$a' before --gcc or --cppcheck" >&2
+			echo "analyze: '$a' before --gcc, --clang or --cppcheck" >&2
 			exit 2
 			;;
 		esac
@@ -82,7 +91,26 @@ for s in $gcc_srcs; do
 		print "gcc | " file " | " fn " | " check " | " msg "\t" where
 	}' "$w" >>"$found.tmp"
 done
-# one place may be reported once per path that reaches it
+
+# clang: tools/analyze-plist.py's lines, kept beside each object
+# (KVMM_ANALYZE_CLANG: clang's path, the Makefile's; set and empty, none)
+skipped=
+clang=${KVMM_ANALYZE_CLANG-$(command -v clang 2>/dev/null)}
+if [ -n "$clang_srcs" ] && [ -z "$clang" ]; then
+	echo "analyze: clang not installed: its part skipped (make deps installs it)"
+	skipped=clang
+	clang_srcs=
+fi
+for s in $clang_srcs; do
+	w=$B/obj/${s%.c}.o.clang
+	[ -f "$w" ] || {
+		echo "analyze: no $w: $s was not read by clang --analyze in make ANALYZE=1" >&2
+		exit 2
+	}
+	cat "$w" >>"$found.tmp"
+done
+# one place may be reported once per path that reaches it (gcc), or once
+# per object that includes the header it is in (clang)
 sort -u "$found.tmp" -o "$found.tmp"
 
 if [ -n "$cpp_srcs" ]; then
@@ -117,7 +145,9 @@ rm -f "$found.tmp"
 
 # the keys, as a multiset: comm pairs equal lines one for one
 cut -f1 "$found" | sort >"$B/analyze-keys.txt"
-grep -v -e '^#' -e '^[[:space:]]*$' "$BASELINE" | sort >"$B/analyze-known.txt"
+# a tool skipped here: its keys are neither known nor gone
+grep -v -e '^#' -e '^[[:space:]]*$' "$BASELINE" |
+	grep -v "^${skipped:-@none@} | " | sort >"$B/analyze-known.txt"
 new=$(comm -13 "$B/analyze-known.txt" "$B/analyze-keys.txt")
 gone=$(comm -23 "$B/analyze-known.txt" "$B/analyze-keys.txt")
 nfound=$(wc -l <"$B/analyze-keys.txt")
@@ -133,7 +163,7 @@ if [ -n "$new" ]; then
 		grep -F -- "$k	" "$found" | cut -f2 | sed 's/^/  /'
 		echo "    $k"
 	done
-	echo "analyze: FAIL: $(printf '%s\n' "$new" | wc -l) new, $nfound found, $nknown known (gcc's paths: $B/obj/SRC.o.warn)"
+	echo "analyze: FAIL: $(printf '%s\n' "$new" | wc -l) new, $nfound found, $nknown known (gcc's paths: $B/obj/SRC.o.warn; clang's: tools/analyze-plist.py --path $B/obj/SRC.o.clang.plist)"
 	exit 1
 fi
 echo "analyze: ok: $nfound findings, all known ($BASELINE)"
