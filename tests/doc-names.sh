@@ -291,10 +291,12 @@ def check_build_path(where, p):
     # fresh checkout's make check has built
     q = re.sub(r"^asan/", "", q)
     # make analyze's build (make ANALYZE=1) mirrors this one's objects,
-    # with an OBJECT.warn beside each; its own files exist after a run
-    if q in ("analyze", "analyze/cppcheck", "analyze/analyze-findings.txt"):
+    # with an OBJECT.warn (gcc), OBJECT.clang and OBJECT.clang.plist
+    # (clang) beside each; its own files exist after a run
+    if q in ("analyze", "analyze/cppcheck", "analyze/analyze-findings.txt",
+             "analyze/analyze-clang.stamp"):
         return
-    q = re.sub(r"^analyze/(.*)\.warn$", r"\1", q)
+    q = re.sub(r"^analyze/(.*)\.(warn|clang|clang\.plist)$", r"\1", q)
     q = re.sub(r"^analyze/", "", q)
     count("build path")
     hits = glob.glob(os.path.join(build, q))
