@@ -35,7 +35,11 @@ fi
 mv "$out.warn.tmp" "$out.warn"
 
 clang=${KVMM_ANALYZE_CLANG:-}
-[ -n "$clang" ] || exit 0
+if [ -z "$clang" ]; then
+	# an earlier analysis's findings are not this source's
+	rm -f "$out.clang" "$out.clang.plist"
+	exit 0
+fi
 # The checkers (Documentation/build.md, "Static analysis", says why these):
 # clang's defaults for C (core, unix, deadcode, security, nullability,
 # apiModeling) without security.insecureAPI (memcpy, sprintf ...: every
