@@ -103,28 +103,6 @@ static void expect_pins(struct td_daemon *d, uint32_t n)
 	t_assert_eq(st.pins, n);
 }
 
-/* fresh content k published in this process: how many of its blocks
- * the cache did not take (the reply's not_cached). */
-static uint32_t publish_new(const char *sock, int k)
-{
-	struct kvmm_block_publish_reply rep;
-	uint32_t pages[NB * CC_PPB];
-	uint64_t h[NB];
-	struct cc c;
-	uint32_t seq;
-
-	cc_content_hashes(&fresh, k, h);
-	cc_connect(&c, sock);
-	cc_region(&c);
-	seq = cc_seq_open(&c);
-	cc_extend(&c, seq, NB * CC_TPB, pages);
-	cc_fill(&c, pages, NB, fresh.tag0 + k);
-	t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-	cc_seq_close(&c, seq, pages, NB * CC_PPB);
-	cc_disconnect(&c);
-	return rep.not_cached;
-}
-
 /* kvmmd started with args, and its region for PREFIX_QUERY. */
 static struct kvmm_conn *start(struct td_daemon *d, const char *const *args,
 			       struct kvmm_region **r)
@@ -197,7 +175,7 @@ static void pinned_full(const char *const *args)
 	/* a new content is cached as at capacity: the host tier's victims
 	 * pass through the NVMe tier, still one over, and are dropped
 	 * there (before: not cached, pol_cache_fits()) */
-	t_assert_eq(publish_new(d.sock, 5), 0);
+	t_assert_eq(cc_publish_any(d.sock, &fresh, 5), 0);
 	expect_cold(d.sock, "A. a new one cached", &ts, 0, NOLD * NB,
 		    NVME_SLOTS);
 	t_assert_eq(ts.tiers[2].drops, NB);

@@ -588,6 +588,33 @@ static inline void cc_content_hashes(const struct cc_contents *cs, int k,
 		h[b] = cs->base * (uint64_t)(k + 1) + b + 1;
 }
 
+/*
+ * Content k of cs published from this process, however much of it the
+ * cache takes (a tier pinned full may refuse some): the reply's
+ * not_cached.
+ */
+static inline uint32_t cc_publish_any(const char *sock,
+				      const struct cc_contents *cs, int k)
+{
+	struct kvmm_block_publish_reply rep;
+	uint32_t pages[64 * CC_PPB];
+	uint64_t h[64];
+	struct cc c;
+	uint32_t seq;
+
+	t_assert(cs->nb <= 64);
+	cc_content_hashes(cs, k, h);
+	cc_connect(&c, sock);
+	cc_region(&c);
+	seq = cc_seq_open(&c);
+	cc_extend(&c, seq, cs->nb * CC_TPB, pages);
+	cc_fill(&c, pages, cs->nb, cs->tag0 + k);
+	t_ok(cc_publish(&c, seq, 0, h, cs->nb, &rep));
+	cc_seq_close(&c, seq, pages, cs->nb * CC_PPB);
+	cc_disconnect(&c);
+	return rep.not_cached;
+}
+
 /* A writer process: content k published (cc_publish_content()). */
 static inline void cc_write_content(const char *sock,
 				    const struct cc_contents *cs, int k)

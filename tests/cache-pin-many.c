@@ -52,21 +52,7 @@ static void write_any(const char *sock, int k)
 
 	t_assert(p >= 0);
 	if (p == 0) {
-		struct kvmm_block_publish_reply rep;
-		uint32_t pages[NB * CC_PPB];
-		uint64_t h[NB];
-		struct cc c;
-		uint32_t seq;
-
-		cc_content_hashes(&contents, k, h);
-		cc_connect(&c, sock);
-		cc_region(&c);
-		seq = cc_seq_open(&c);
-		cc_extend(&c, seq, NB * CC_TPB, pages);
-		cc_fill(&c, pages, NB, contents.tag0 + k);
-		t_ok(cc_publish(&c, seq, 0, h, NB, &rep));
-		cc_seq_close(&c, seq, pages, NB * CC_PPB);
-		cc_disconnect(&c);
+		cc_publish_any(sock, &contents, k);
 		_exit(0);
 	}
 	t_assert_eq(cc_wait_child(p), 0);
