@@ -116,8 +116,8 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	  kd_slot_list_check },
 	{ "KVMMD_TEST_NVME_RETIRE_FAIL", KD_KNOB_CHECK, NULL,
 	  kd_retire_fail_check },
-	/* tier_nvme_fault.c: zeroing these slots' stale headers past the
-	 * last run's end fails */
+	/* tier_nvme_fault.c: zeroing these slots' headers (stale ones past
+	 * the last run's end, unreadable ones) fails */
 	{ "KVMMD_TEST_NVME_CLEAR_FAIL", KD_KNOB_CHECK, NULL,
 	  kd_slot_list_check },
 	/* migrate.c: host -> NVMe writes wait */

@@ -71,34 +71,44 @@ int tier_nvme_retire_fail_parse(const char *v, bool *sync, bool *superblock)
 
 #if HAVE_LIBURING
 
+/*
+ * A slot list knob, name, into slots and *n: 0 (unset: none), or -EINVAL
+ * after an ERR line; set, one WARN line: what, "on purpose".
+ */
+static int slot_knob_read(const char *name, const char *what, const char *path,
+			  const char *part, uint32_t slots[NVME_FAULT_SCAN_MAX],
+			  uint32_t *n)
+{
+	const char *v = getenv(name);
+
+	if (!v)
+		return 0;
+	if (tier_nvme_scan_fail_parse(v, slots, n)) {
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s=%s: want slot numbers N[,N...] (at most %u)",
+			name, v, NVME_FAULT_SCAN_MAX);
+		return -EINVAL;
+	}
+	vmm_log(VMM_LOG_WARN,
+		"tier_nvme: %s%s: %s=%s: %s on purpose (tests only)", path,
+		part, name, v, what);
+	return 0;
+}
+
 int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 {
-	const char *scan = getenv("KVMMD_TEST_NVME_SCAN_FAIL");
-	const char *clear = getenv("KVMMD_TEST_NVME_CLEAR_FAIL");
 	const char *retire = getenv("KVMMD_TEST_NVME_RETIRE_FAIL");
 	struct nvme_faults *f = &t->faults;
 
 	memset(f, 0, sizeof(*f));
-	if (scan && tier_nvme_scan_fail_parse(scan, f->scan, &f->n_scan)) {
-		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: KVMMD_TEST_NVME_SCAN_FAIL=%s: want slot numbers N[,N...] (at most %u)",
-			scan, NVME_FAULT_SCAN_MAX);
+	if (slot_knob_read("KVMMD_TEST_NVME_SCAN_FAIL",
+			   "the restart scan's header reads of these slots fail",
+			   path, part, f->scan, &f->n_scan) ||
+	    slot_knob_read(
+		    "KVMMD_TEST_NVME_CLEAR_FAIL",
+		    "the restart scan's zeroing of these slots' headers (stale ones past the last run's end, unreadable ones) fails",
+		    path, part, f->clear, &f->n_clear))
 		return -EINVAL;
-	}
-	if (scan)
-		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: %s%s: KVMMD_TEST_NVME_SCAN_FAIL=%s: the restart scan's header reads of these slots fail on purpose (tests only)",
-			path, part, scan);
-	if (clear && tier_nvme_scan_fail_parse(clear, f->clear, &f->n_clear)) {
-		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: KVMMD_TEST_NVME_CLEAR_FAIL=%s: want slot numbers N[,N...] (at most %u)",
-			clear, NVME_FAULT_SCAN_MAX);
-		return -EINVAL;
-	}
-	if (clear)
-		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: %s%s: KVMMD_TEST_NVME_CLEAR_FAIL=%s: the restart scan's zeroing of these slots' headers (stale ones past the last run's end, unreadable ones) fails on purpose (tests only)",
-			path, part, clear);
 	if (!retire)
 		return 0;
 	if (tier_nvme_retire_fail_parse(retire, &f->retire_sync,
@@ -117,20 +127,22 @@ int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 	return 0;
 }
 
-bool nvme_fault_scan(const struct tier_nvme *t, uint32_t slot)
+static bool slot_listed(const uint32_t *slots, uint32_t n, uint32_t slot)
 {
-	for (uint32_t i = 0; i < t->faults.n_scan; i++)
-		if (t->faults.scan[i] == slot)
+	for (uint32_t i = 0; i < n; i++)
+		if (slots[i] == slot)
 			return true;
 	return false;
 }
 
+bool nvme_fault_scan(const struct tier_nvme *t, uint32_t slot)
+{
+	return slot_listed(t->faults.scan, t->faults.n_scan, slot);
+}
+
 bool nvme_fault_clear(const struct tier_nvme *t, uint32_t slot)
 {
-	for (uint32_t i = 0; i < t->faults.n_clear; i++)
-		if (t->faults.clear[i] == slot)
-			return true;
-	return false;
+	return slot_listed(t->faults.clear, t->faults.n_clear, slot);
 }
 
 #endif /* HAVE_LIBURING */
