@@ -75,6 +75,24 @@
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
+/*
+ * TIER_STATS for a client of ABI 1.minor (old, connected here; the caller
+ * disconnects): the reply is size bytes, the same as full's first size
+ * bytes but its size field; what it did not write of r stays 0xa5.
+ */
+static void old_client_stats(struct cc *old, const char *sock, uint16_t minor,
+			     size_t size,
+			     const struct kvmm_tier_stats_reply *full,
+			     struct kvmm_tier_stats_reply *r)
+{
+	cc_connect_minor(old, sock, minor);
+	memset(r, 0xa5, sizeof(*r));
+	t_ok(cc_call(old, KVMM_CMD_TIER_STATS, NULL, 0, r, sizeof(*r), NULL,
+		     NULL));
+	t_assert_eq(r->size, size);
+	t_assert(!memcmp((char *)r + 4, (const char *)full + 4, size - 4));
+}
+
 static void plan_recomputes(void)
 {
 	struct kvmm_tier_stats_reply ts0, ts;
@@ -245,16 +263,10 @@ static void plan_recomputes(void)
 			struct kvmm_tier_stats_reply r20;
 			struct cc old20;
 
-			cc_connect_minor(&old20, env.d.sock, 20);
-			/* what the reply did not write stays 0xa5 */
-			memset(&r20, 0xa5, sizeof(r20));
-			t_ok(cc_call(&old20, KVMM_CMD_TIER_STATS, NULL, 0, &r20,
-				     sizeof(r20), NULL, NULL));
-			t_assert_eq(r20.size, TS_SIZE_1_20);
+			old_client_stats(&old20, env.d.sock, 20, TS_SIZE_1_20,
+					 &full, &r20);
 			t_assert_eq(r20.block_pages, 0xa5a5a5a5u);
 			t_assert_eq(r20.sizes[3], 0xa5a5a5a5u);
-			t_assert(!memcmp((char *)&r20 + 4, (char *)&full + 4,
-					 TS_SIZE_1_20 - 4));
 			t_assert_eq(cc_call(&old20, KVMM_CMD_TIER_STATS, &q,
 					    sizeof(q), NULL, 0, NULL, NULL),
 				    -EINVAL);
@@ -266,16 +278,11 @@ static void plan_recomputes(void)
 			struct kvmm_tier_stats_reply r22;
 			struct cc old22;
 
-			cc_connect_minor(&old22, env.d.sock, 22);
-			memset(&r22, 0xa5, sizeof(r22));
-			t_ok(cc_call(&old22, KVMM_CMD_TIER_STATS, NULL, 0, &r22,
-				     sizeof(r22), NULL, NULL));
-			t_assert_eq(r22.size, TS_SIZE_1_22);
+			old_client_stats(&old22, env.d.sock, 22, TS_SIZE_1_22,
+					 &full, &r22);
 			t_assert_eq(r22.nvme_restamped, 0xa5a5a5a5a5a5a5a5ull);
 			t_assert_eq(r22.nvme_restamp_failures,
 				    0xa5a5a5a5a5a5a5a5ull);
-			t_assert(!memcmp((char *)&r22 + 4, (char *)&full + 4,
-					 TS_SIZE_1_22 - 4));
 			cc_disconnect(&old22);
 		}
 		/* a client of 1.23: the 696 bytes of before (no cold
@@ -284,15 +291,10 @@ static void plan_recomputes(void)
 			struct kvmm_tier_stats_reply r23;
 			struct cc old23;
 
-			cc_connect_minor(&old23, env.d.sock, 23);
-			memset(&r23, 0xa5, sizeof(r23));
-			t_ok(cc_call(&old23, KVMM_CMD_TIER_STATS, NULL, 0, &r23,
-				     sizeof(r23), NULL, NULL));
-			t_assert_eq(r23.size, TS_SIZE_1_23);
+			old_client_stats(&old23, env.d.sock, 23, TS_SIZE_1_23,
+					 &full, &r23);
 			t_assert_eq(r23.cold_blocks, 0xa5a5a5a5a5a5a5a5ull);
 			t_assert_eq(r23.cold_dropped, 0xa5a5a5a5a5a5a5a5ull);
-			t_assert(!memcmp((char *)&r23 + 4, (char *)&full + 4,
-					 TS_SIZE_1_23 - 4));
 			cc_disconnect(&old23);
 		}
 		printf("TIER_STATS: %zu bytes (1.6: %zu), a 1.6 client reads the same prefix\n",
