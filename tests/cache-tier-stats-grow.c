@@ -479,6 +479,39 @@ static void old_daemon_kvmmctl(void)
 	printf("kvmmctl against a 1.6 daemon: the 1.7 fields absent\n");
 }
 
+/*
+ * kvmmctl against a daemon newer than itself: the daemon's minor is what
+ * it reports (kvmm_get_daemon_info(), metrics' abi label), not its own,
+ * unless KVMM_TEST_HELLO_MINOR asks it to play an older client.  On 7
+ * December libkvmm clamped the daemon's minor to its own without the
+ * knob for a while: abi="1.24" against a 1.25 daemon.
+ */
+static void newer_daemon_kvmmctl(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[64], *out, want[64];
+	pid_t p = old_daemon_start(&sa, dir, sizeof(dir), KVMM_ABI_MINOR + 1,
+				   sizeof(struct kvmm_tier_stats_reply));
+
+	out = tm_kvmmctl(sa.sun_path, "metrics");
+	snprintf(want, sizeof(want), ",abi=\"1.%d\"} 1\n", KVMM_ABI_MINOR + 1);
+	t_assert_has(out, want);
+	free(out);
+	t_ok(setenv("KVMM_TEST_HELLO_MINOR", "20", 1));
+	out = tm_kvmmctl(sa.sun_path, "metrics");
+	t_ok(unsetenv("KVMM_TEST_HELLO_MINOR"));
+	t_assert_has(out, ",abi=\"1.20\"} 1\n");
+	free(out);
+	out = tm_kvmmctl(sa.sun_path, "status");
+	t_assert_has(
+		out,
+		"cache        11 published, 5 prefix blocks hit of 9 asked");
+	free(out);
+	old_daemon_stop(p, &sa, dir);
+	printf("kvmmctl against a 1.%d daemon: its minor reported, 1.20 under the knob\n",
+	       KVMM_ABI_MINOR + 1);
+}
+
 /* kvmmctl against a 1.14 daemon: its fields shown, 1.15's absent, not
  * 0. */
 static void daemon_1_14_kvmmctl(void)
@@ -613,6 +646,7 @@ int main(void)
 	plan_recomputes();
 	early_after_hole();
 	old_daemon_kvmmctl();
+	newer_daemon_kvmmctl();
 	daemon_1_14_kvmmctl();
 	daemon_1_16_kvmmctl();
 	printf("ok\n");
