@@ -242,6 +242,25 @@ int main(void)
 		 1e-12);
 	pol_restore_plan_free(&p);
 
+	/*
+	 * A model made by hand with no compute rate (pol_cost_parse()
+	 * refuses one): serially no plan has a finite time.  Block 1 is in
+	 * no tier, so it is recomputed all the same, never "reloaded"
+	 * (the serial walk back took a reload for it, from an unset state).
+	 */
+	{
+		struct pol_cost_model dead = m;
+		struct pol_restore_opts ser = { .size = sizeof(ser),
+						.no_overlap = true };
+		uint8_t hx[2] = { H, X };
+
+		dead.peak_flops = 0;
+		t_ok(pol_restore_plan_build(&dead, hx, 2, &ser, &p));
+		t_assert_eq(p.action[1], POL_RESTORE_RECOMPUTE);
+		t_assert(isinf(p.total_s));
+		pol_restore_plan_free(&p);
+	}
+
 	t_assert_eq(pol_restore_plan_build(&m, NULL, 3, NULL, &p), -EINVAL);
 	return 0;
 }

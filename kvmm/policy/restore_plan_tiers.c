@@ -344,14 +344,20 @@ int restore_plan_serial(struct restore_sim *s, uint32_t f, uint8_t *act)
 	uint32_t *from;
 	int r = -ENOMEM;
 
+	if (!S)
+		return -EINVAL; /* a chunk holds one block at least */
 	if (S > n + 1)
 		S = n + 1; /* a chunk can hold no more */
 	if ((uint64_t)n * S > SERIAL_STATES_MAX)
 		return -E2BIG;
-	cur = malloc(S * sizeof(double));
+	/* calloc: with malloc gcc 12 warns that cur[0] may be unset below */
+	cur = calloc(S, sizeof(double));
 	nxt = malloc(S * sizeof(double));
 	rc = malloc((size_t)n * S + 1);
-	from = malloc((n + 1) * sizeof(uint32_t));
+	/* zeroed for the analyzers: the walk back reads from[i] only for a
+	 * block a tier holds (i < f, set below), a finite plan recomputing
+	 * every block past f */
+	from = calloc(n + 1, sizeof(uint32_t));
 	a = malloc(n + 1);
 	if (!cur || !nxt || !rc || !from || !a)
 		goto out;
@@ -400,9 +406,22 @@ int restore_plan_serial(struct restore_sim *s, uint32_t f, uint8_t *act)
 		memcpy(cur, nxt, S * sizeof(double));
 	}
 	st = 0;
+	v = cur[0];
 	for (uint32_t x = 1; x < S; x++)
-		if (cur[x] < cur[st])
+		if (cur[x] < v) {
+			v = cur[x];
 			st = x;
+		}
+	/*
+	 * No finite way through: a cost the model's parse would have
+	 * refused (pol_cost_parse()'s costs_finite()) in a model made by
+	 * hand.  The walk back would take reloads for blocks no tier
+	 * holds; -ERANGE has the caller plan by windows instead.
+	 */
+	if (!isfinite(v)) {
+		r = -ERANGE;
+		goto out;
+	}
 	for (i = n; i-- > 0;) {
 		if (rc[(size_t)i * S + st]) {
 			a[i] = POL_RESTORE_RECOMPUTE;
