@@ -28,6 +28,16 @@
  *     the knob recovers every block before the old end, byte-identical,
  *     clears the stale header and does not recover it (before the knob
  *     the open could not be made to fail there);
+ *   - the sync after that zeroing failing (KVMMD_TEST_NVME_CLEAR_SYNC_FAIL),
+ *     of a stale header past the old end or of one whose read failed in
+ *     the last run's slots, and the superblock write of a grown tier
+ *     failing (KVMMD_TEST_NVME_RESIZE_FAIL): the open fails with -EIO and
+ *     an ERR line, the superblock keeps its slot count and its drop mark,
+ *     the last run's slots are unchanged; the next open recovers every
+ *     block byte-identical (not the stale one, nor the unread one) and
+ *     retires the mark.  A shrunk tier's superblock write failing: the
+ *     file not cut, not changed; the next open at the old size recovers
+ *     all 8 (before these knobs neither path could fail in a test);
  *   - a knob value that is not one fails the open (-EINVAL).
  */
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -39,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PAYLOAD (64 * 1024)
@@ -316,10 +327,11 @@ static void superblock_fails(const char *path)
  * A tier of NSLOTS slots, every one written with hashes from base (slots
  * 0-3's into kept[], when not NULL); cut to 4 slots; the bytes of slot 6
  * written back where they were, as a block device keeps them past a
- * shrunk tier's end (a file is cut).  Returns the hash slot 6 held.
+ * shrunk tier's end (a file is cut); mark_tenant's mark taken on the 4
+ * slots first, when not 0.  Returns the hash slot 6 held.
  */
 static uint64_t stale_past_end(const char *path, uint64_t base,
-			       uint64_t kept[4])
+			       uint64_t kept[4], uint32_t mark_tenant)
 {
 	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
 	size_t len = NT_SLOT_BYTES(PAYLOAD);
@@ -349,6 +361,8 @@ static uint64_t stale_past_end(const char *path, uint64_t base,
 	nt_log_has(log_buf, "shrank from 8 to 4 slots", true);
 	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	t_assert(!nt_has(t, stale));
+	if (mark_tenant)
+		mark(t, mark_tenant);
 	tier_nvme_close(t);
 
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -367,7 +381,7 @@ static uint64_t stale_past_end(const char *path, uint64_t base,
  */
 static void past_end(const char *path)
 {
-	uint64_t stale = stale_past_end(path, 0x800, NULL);
+	uint64_t stale = stale_past_end(path, 0x800, NULL, 0);
 	struct tier_nvme *t;
 	bool zeros;
 
@@ -414,6 +428,20 @@ static unsigned char *file_bytes(const char *path, size_t len)
 	return b;
 }
 
+/* The 4 blocks of slots 0-3 (kept[]) back in t, byte-identical. */
+static void kept_read(struct tier_nvme *t, const uint64_t kept[4])
+{
+	unsigned char *want = malloc(PAYLOAD);
+
+	t_assert(want != NULL);
+	for (uint32_t i = 0; i < 4; i++) {
+		t_assert(kept[i] != 0);
+		memset(want, (int)(kept[i] & 0xff), PAYLOAD);
+		t_ok(nt_read_check(t, kept[i], i, buf, want, PAYLOAD));
+	}
+	free(want);
+}
+
 /*
  * stale_past_end() (slots 0-3's blocks into kept[]), grown to NSLOTS
  * again with the zeroing of slot 6's header failing; read_fails: its header's read fails first.  The open fails
@@ -425,13 +453,13 @@ static void clear_fails(const char *path, bool read_fails)
 	size_t len = NT_SLOT_BYTES(PAYLOAD), old_len;
 	off_t off = (off_t)NT_SLOT_OFFSET(6, PAYLOAD);
 	uint64_t stale, kept[4] = { 0 };
-	unsigned char *before, *after, *want;
+	unsigned char *before, *after;
 	struct tier_nvme *t;
 	char line[512];
 	bool zeros;
 	int err;
 
-	stale = stale_past_end(path, 0x900, kept);
+	stale = stale_past_end(path, 0x900, kept, 0);
 	old_len = (size_t)off + len;
 	before = file_bytes(path, old_len);
 
@@ -476,13 +504,7 @@ static void clear_fails(const char *path, bool read_fails)
 		true);
 	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	t_assert(!nt_has(t, stale));
-	want = malloc(PAYLOAD);
-	t_assert(want != NULL);
-	for (uint32_t i = 0; i < 4; i++) {
-		t_assert(kept[i] != 0);
-		memset(want, (int)(kept[i] & 0xff), PAYLOAD);
-		t_ok(nt_read_check(t, kept[i], i, buf, want, PAYLOAD));
-	}
+	kept_read(t, kept);
 	tier_nvme_close(t);
 	t_assert_eq(sb_slots(path), NSLOTS);
 	t_assert_eq(header_magic(path, 6, &zeros), 0);
@@ -492,7 +514,173 @@ static void clear_fails(const char *path, bool read_fails)
 	t_assert_eq(nt_stats(t).recovered_slots, 4);
 	t_assert(!nt_has(t, stale));
 	tier_nvme_close(t);
+	free(before);
+}
+
+/*
+ * stale_past_end(), tenant 5's mark over no block (due to retire), then
+ * grown to NSLOTS again with the sync after the zeroing of slot 6's
+ * stale header failing (KVMMD_TEST_NVME_CLEAR_SYNC_FAIL), or the
+ * superblock write with the new slot count (KVMMD_TEST_NVME_RESIZE_FAIL,
+ * the zeroing synced before it).  The open fails with -EIO and an ERR
+ * line; the superblock still says 4 slots and holds the mark, the last
+ * run's slots are as they were, slot 6's header is zeros (written, only
+ * its sync or the superblock failed).  The next open, the knob unset,
+ * grows the tier (the header already zeros: none to clear), recovers the
+ * 4 byte-identical, not the stale block, and retires the mark.  Before
+ * the knobs neither failure could be made in a test.
+ */
+static void grow_fails(const char *path, const char *knob)
+{
+	size_t first = NT_SLOT_OFFSET(4, PAYLOAD);
+	uint64_t stale, kept[4] = { 0 };
+	unsigned char *before, *after;
+	struct tier_nvme *t;
+	char line[512];
+	bool zeros;
+	int err;
+
+	stale = stale_past_end(path, 0xa00, kept, 5);
+	t_assert_eq(marks_on_disk(path), 1);
+	before = file_bytes(path, first);
+
+	t_ok(setenv(knob, "1", 1));
+	t = reopen_slots(path, NSLOTS, &err);
+	t_ok(unsetenv(knob));
+	t_assert(t == NULL);
+	t_assert_eq(err, -EIO);
+	snprintf(line, sizeof(line), "%s: %s=1: ", path, knob);
+	nt_log_has(log_buf, line, true);
+	nt_log_has(log_buf, "on purpose (tests only)", true);
+	if (strstr(knob, "SYNC"))
+		snprintf(
+			line, sizeof(line),
+			"%s: restart scan: syncing 1 stale slot headers cleared past the last run's end and 0 unreadable ones zeroed: Input/output error; the open fails, the superblock still says 4 slots",
+			path);
+	else
+		snprintf(
+			line, sizeof(line),
+			"%s: writing the superblock with 8 slots (it says 4): Input/output error; the open fails",
+			path);
+	nt_log_has(log_buf, line, true);
+	nt_log_has(log_buf, "grew from", false);
+	after = file_bytes(path, first);
+	t_assert(memcmp(before, after, first) == 0);
+	t_assert_eq(sb_slots(path), 4);
+	t_assert_eq(marks_on_disk(path), 1);
+	t_assert_eq(header_magic(path, 6, &zeros), 0);
+	t_assert(zeros);
+
+	t = reopen(path);
+	nt_log_has(
+		log_buf,
+		"grew from 4 to 8 slots (0 stale slot headers past the old end cleared)",
+		true);
+	nt_log_has(
+		log_buf,
+		"1 drop marks retired: no header below them left on disk (0 kept)",
+		true);
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
+	t_assert(!nt_has(t, stale));
+	kept_read(t, kept);
+	tier_nvme_close(t);
+	t_assert_eq(sb_slots(path), NSLOTS);
+	t_assert_eq(marks_on_disk(path), 0);
+	free(after);
+	free(before);
+}
+
+/*
+ * A header read failing in the last run's slots (slot 2) and the sync
+ * after its zeroing failing: the open fails, the superblock as it was;
+ * the next open finds the zeroed header (the block is lost, as it is for
+ * the run whose read failed) and recovers the other 7.
+ */
+static void unread_sync_fails(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	uint64_t in2 = 0;
+	int err;
+
+	for (uint64_t h = 0xb00; h < 0xb00 + NSLOTS; h++)
+		if (put(t, h, 1) == 2)
+			in2 = h;
+	tier_nvme_close(t);
+	t_assert(in2 != 0);
+
+	t_ok(setenv("KVMMD_TEST_NVME_SCAN_FAIL", "2", 1));
+	t_ok(setenv("KVMMD_TEST_NVME_CLEAR_SYNC_FAIL", "1", 1));
+	t = reopen_slots(path, NSLOTS, &err);
+	t_ok(unsetenv("KVMMD_TEST_NVME_CLEAR_SYNC_FAIL"));
+	t_ok(unsetenv("KVMMD_TEST_NVME_SCAN_FAIL"));
+	t_assert(t == NULL);
+	t_assert_eq(err, -EIO);
+	nt_log_has(
+		log_buf,
+		"restart scan: syncing 0 stale slot headers cleared past the last run's end and 1 unreadable ones zeroed: Input/output error; the open fails, the superblock still says 8 slots",
+		true);
+
+	t = reopen(path);
+	t_assert_eq(nt_stats(t).recovered_slots, NSLOTS - 1);
+	t_assert(!nt_has(t, in2));
+	tier_nvme_close(t);
+}
+
+/*
+ * Every slot written, then shrunk to 4 with the superblock write failing
+ * (KVMMD_TEST_NVME_RESIZE_FAIL): the open fails with -EIO, the file not
+ * cut and not changed (its superblock still says 8 slots); the next open
+ * at 8 recovers all 8, byte-identical, and one at 4 shrinks it as ever.
+ */
+static void shrink_fails(const char *path)
+{
+	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
+	size_t len = NT_SLOT_OFFSET(NSLOTS, PAYLOAD);
+	unsigned char *before, *after, *want;
+	uint64_t in[NSLOTS] = { 0 };
+	struct stat st;
+	int err;
+
+	for (uint64_t h = 0xc00; h < 0xc00 + NSLOTS; h++)
+		in[put(t, h, 1)] = h;
+	tier_nvme_close(t);
+	before = file_bytes(path, len);
+
+	t_ok(setenv("KVMMD_TEST_NVME_RESIZE_FAIL", "1", 1));
+	t = reopen_slots(path, 4, &err);
+	t_ok(unsetenv("KVMMD_TEST_NVME_RESIZE_FAIL"));
+	t_assert(t == NULL);
+	t_assert_eq(err, -EIO);
+	nt_log_has(
+		log_buf,
+		"writing the superblock with 4 slots (it says 8): Input/output error; the open fails",
+		true);
+	nt_log_has(log_buf, "shrank from", false);
+	t_ok(stat(path, &st));
+	t_assert_eq((uint64_t)st.st_size, (uint64_t)len);
+	after = file_bytes(path, len);
+	t_assert(memcmp(before, after, len) == 0);
+	t_assert_eq(sb_slots(path), NSLOTS);
+
+	t = reopen(path);
+	t_assert_eq(nt_stats(t).recovered_slots, NSLOTS);
+	want = malloc(PAYLOAD);
+	t_assert(want != NULL);
+	for (uint32_t i = 0; i < NSLOTS; i++) {
+		memset(want, (int)(in[i] & 0xff), PAYLOAD);
+		t_ok(nt_read_check(t, in[i], i, buf, want, PAYLOAD));
+	}
+	tier_nvme_close(t);
+	t = reopen_slots(path, 4, NULL);
+	nt_log_has(
+		log_buf,
+		"shrank from 8 to 4 slots: 4 cached blocks past the new end are lost",
+		true);
+	t_assert_eq(nt_stats(t).recovered_slots, 4);
+	tier_nvme_close(t);
+	t_assert_eq(sb_slots(path), 4);
 	free(want);
+	free(after);
 	free(before);
 }
 
@@ -505,6 +693,8 @@ static void bad_values(const char *path)
 		{ "KVMMD_TEST_NVME_SCAN_FAIL", "-1" },
 		{ "KVMMD_TEST_NVME_RETIRE_FAIL", "fsync" },
 		{ "KVMMD_TEST_NVME_CLEAR_FAIL", "6,x" },
+		{ "KVMMD_TEST_NVME_CLEAR_SYNC_FAIL", "yes" },
+		{ "KVMMD_TEST_NVME_RESIZE_FAIL", "01" },
 	};
 	int err;
 
@@ -517,9 +707,12 @@ static void bad_values(const char *path)
 		t_assert_eq(err, -EINVAL);
 		nt_log_has(log_buf, bad[i][0], true);
 		nt_log_has(log_buf,
-			   !strstr(bad[i][0], "RETIRE") ?
-				   "want slot numbers" :
-				   "want sync or superblock",
+			   strstr(bad[i][0], "RETIRE") ?
+				   "want sync or superblock" :
+			   strstr(bad[i][0], "SYNC") ||
+					   strstr(bad[i][0], "RESIZE") ?
+				   "want 1 (on) or 0 (off)" :
+				   "want slot numbers",
 			   true);
 	}
 }
@@ -532,6 +725,8 @@ int main(void)
 	unsetenv("KVMMD_TEST_NVME_SCAN_FAIL");
 	unsetenv("KVMMD_TEST_NVME_RETIRE_FAIL");
 	unsetenv("KVMMD_TEST_NVME_CLEAR_FAIL");
+	unsetenv("KVMMD_TEST_NVME_CLEAR_SYNC_FAIL");
+	unsetenv("KVMMD_TEST_NVME_RESIZE_FAIL");
 	snprintf(path, sizeof(path), "%s/kvmm-tier-scan-fail-%d",
 		 dir ? dir : "/var/tmp", (int)getpid());
 	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
@@ -549,9 +744,17 @@ int main(void)
 	unlink(path);
 	clear_fails(path, true);
 	unlink(path);
+	grow_fails(path, "KVMMD_TEST_NVME_CLEAR_SYNC_FAIL");
+	unlink(path);
+	grow_fails(path, "KVMMD_TEST_NVME_RESIZE_FAIL");
+	unlink(path);
+	unread_sync_fails(path);
+	unlink(path);
+	shrink_fails(path);
+	unlink(path);
 	bad_values(path);
 	unlink(path);
 	free(buf);
-	printf("the restart scan's failure paths: a failed header read zeroes the header (a dropped block does not come back), a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed, a failed zeroing fails the open and loses nothing\n");
+	printf("the restart scan's failure paths: a failed header read zeroes the header (a dropped block does not come back), a failed sync or superblock write keeps them on disk, a failed read past the old end is zeroed, a failed zeroing, its sync or a resized tier's superblock write fails the open and loses nothing\n");
 	return 0;
 }

@@ -120,6 +120,11 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	 * the last run's end, unreadable ones) fails */
 	{ "KVMMD_TEST_NVME_CLEAR_FAIL", KD_KNOB_CHECK, NULL,
 	  kd_slot_list_check },
+	/* tier_nvme_fault.c: the sync after those zeroings fails; the
+	 * superblock write of a grown or shrunk tier fails (the tier reads
+	 * the flag with tier_nvme_flag_parse(), the same "0" or "1") */
+	{ "KVMMD_TEST_NVME_CLEAR_SYNC_FAIL", KD_KNOB_FLAG },
+	{ "KVMMD_TEST_NVME_RESIZE_FAIL", KD_KNOB_FLAG },
 	/* migrate.c: host -> NVMe writes wait */
 	{ "KVMMD_TEST_NVME_WRITE_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
 	/* cache_learned.c: the policy state saved this often; each periodic

@@ -477,11 +477,15 @@ void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st);
  * KVMMD_TEST_NVME_CLEAR_FAIL=N[,N...], slot numbers below UINT32_MAX, at
  * most TIER_NVME_SCAN_FAIL_MAX, into slots[] (*n of them);
  * KVMMD_TEST_NVME_RETIRE_FAIL=sync|superblock.  0, or -EINVAL.
+ * KVMMD_TEST_NVME_CLEAR_SYNC_FAIL and KVMMD_TEST_NVME_RESIZE_FAIL are
+ * flags, "1" (on) or "0" (off, as unset): the table's own grammar
+ * (KD_KNOB_FLAG), read by the tier with tier_nvme_flag_parse().
  */
 #define TIER_NVME_SCAN_FAIL_MAX 16
 int tier_nvme_scan_fail_parse(const char *v,
 			      uint32_t slots[TIER_NVME_SCAN_FAIL_MAX],
 			      uint32_t *n);
 int tier_nvme_retire_fail_parse(const char *v, bool *sync, bool *superblock);
+int tier_nvme_flag_parse(const char *v, bool *on);
 
 #endif

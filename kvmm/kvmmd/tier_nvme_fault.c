@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * NVMe tier test knobs that make the open's restart scan, its clearing
- * of stale headers and the drop marks' retirement fail on purpose, so
- * that their safety paths run in the tests (tests/tier-nvme-scan-fail.c,
+ * of stale headers and their sync, the superblock write of a resized
+ * tier and the drop marks' retirement fail on purpose, so that their
+ * safety paths run in the tests (tests/tier-nvme-scan-fail.c,
  * tests/cache-nvme-clear-fail.c); never set in production.  Read
  * from the environment at each tier_nvme_open(), each one set said in a
  * WARN line:
@@ -21,7 +22,15 @@
  *       retire fails with -EIO (nvme_marks_retire(): every mark stays);
  *   KVMMD_TEST_NVME_RETIRE_FAIL=superblock the superblock write without
  *       the retired marks fails with -EIO (tier_nvme_open(): a WARN, the
- *       open goes on, the marks stay on disk).
+ *       open goes on, the marks stay on disk);
+ *   KVMMD_TEST_NVME_CLEAR_SYNC_FAIL=1    the fdatasync after the scan
+ *       zeroed stale or unreadable headers fails with -EIO, the zeros
+ *       written (nvme_recover(): the open fails, the superblock as it
+ *       was);
+ *   KVMMD_TEST_NVME_RESIZE_FAIL=1        the superblock write with a
+ *       grown or shrunk tier's slot count fails with -EIO, nothing
+ *       written (nvme_open_superblock(): the open fails, the old
+ *       superblock stays, a shrunk file is not cut).
  *
  * A value that is not one of those fails the open (-EINVAL) with a line
  * saying what was wrong: a test that misspells one must not pass on a
@@ -69,6 +78,12 @@ int tier_nvme_retire_fail_parse(const char *v, bool *sync, bool *superblock)
 	return *sync || *superblock ? 0 : -EINVAL;
 }
 
+int tier_nvme_flag_parse(const char *v, bool *on)
+{
+	*on = !strcmp(v, "1");
+	return *on || !strcmp(v, "0") ? 0 : -EINVAL;
+}
+
 #if HAVE_LIBURING
 
 /*
@@ -95,6 +110,30 @@ static int slot_knob_read(const char *name, const char *what, const char *path,
 	return 0;
 }
 
+/*
+ * A flag knob, name, into *on: 0 (unset or "0": off), or -EINVAL after an
+ * ERR line; "1", one WARN line: what, "on purpose".
+ */
+static int flag_knob_read(const char *name, const char *what, const char *path,
+			  const char *part, bool *on)
+{
+	const char *v = getenv(name);
+
+	*on = false;
+	if (!v)
+		return 0;
+	if (tier_nvme_flag_parse(v, on)) {
+		vmm_log(VMM_LOG_ERR, "tier_nvme: %s=%s: want 1 (on) or 0 (off)",
+			name, v);
+		return -EINVAL;
+	}
+	if (*on)
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: %s%s: %s=%s: %s on purpose (tests only)",
+			path, part, name, v, what);
+	return 0;
+}
+
 int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 {
 	const char *retire = getenv("KVMMD_TEST_NVME_RETIRE_FAIL");
@@ -107,7 +146,15 @@ int nvme_faults_read(struct tier_nvme *t, const char *path, const char *part)
 	    slot_knob_read(
 		    "KVMMD_TEST_NVME_CLEAR_FAIL",
 		    "the restart scan's zeroing of these slots' headers (stale ones past the last run's end, unreadable ones) fails",
-		    path, part, f->clear, &f->n_clear))
+		    path, part, f->clear, &f->n_clear) ||
+	    flag_knob_read(
+		    "KVMMD_TEST_NVME_CLEAR_SYNC_FAIL",
+		    "the restart scan's sync of the headers it zeroed (stale ones past the last run's end, unreadable ones) fails",
+		    path, part, &f->clear_sync) ||
+	    flag_knob_read(
+		    "KVMMD_TEST_NVME_RESIZE_FAIL",
+		    "the superblock write with a grown or shrunk tier's slot count fails",
+		    path, part, &f->resize_sb))
 		return -EINVAL;
 	if (!retire)
 		return 0;

@@ -24,7 +24,8 @@
  *   tier_nvme_part.c     partitions: where the tier's share of the file
  *                        lies, and whether a superblock names it
  *   tier_nvme_fault.c    test knobs that fail the restart scan's reads,
- *                        its clearing of stale headers and the drop
+ *                        its clearing of stale headers and its sync, the
+ *                        superblock write of a resized tier and the drop
  *                        marks' retirement on purpose
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
@@ -139,6 +140,8 @@ struct nvme_faults {
 	uint32_t n_clear;
 	bool retire_sync; /* the sync before marks retire */
 	bool retire_sb; /* the superblock write without them */
+	bool clear_sync; /* the sync after the scan's zeroings */
+	bool resize_sb; /* the superblock write of a grown or shrunk tier */
 };
 
 /*
