@@ -388,13 +388,29 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
 	}
 }
 
-/* Room on the NVMe tier for one more block: evict a cold block, the
- * oldest written (c->cold, kc_order_cold()). */
-static void kc_nvme_room(struct kd_cache *c)
+/*
+ * Room on the NVMe tier for e's write: evict a cold block, the oldest
+ * written (c->cold, kc_order_cold()).
+ *
+ * Not while the tier's last write failed (c->nvme_write_fails, failures
+ * in a row, out of service or not yet): the write will likely fail too,
+ * and a failed write's block goes back to the host tier anyway
+ * (cache_nvme_write.c), so a recovered block, good and readable, would
+ * be thrown away for nothing.  The write takes a free slot then, or one
+ * a write in flight gives back (it waits in line, kc_nvme_slot()), or is
+ * not made: its block is dropped, as a host victim is while the tier is
+ * out of service.  Until 7 December such writes each evicted a cold
+ * block (tests/cache-cold-write-fail.c).  The try of a tier out of
+ * service (e->nvme_probe) may still evict one, at most one per try: a
+ * tier whose slots are all cold blocks' would never be tried again.
+ */
+static void kc_nvme_room(struct kd_cache *c, const struct kc_entry *e)
 {
 	struct kd_fifo_node *n, *next;
 	struct tier_nvme_stats ns;
 
+	if (c->nvme_write_fails && !e->nvme_probe)
+		return;
 	tier_nvme_get_stats(c->nvme, &ns);
 	/* slots set aside for writes in flight are not free */
 	if (ns.used_slots + ns.reserved_slots < ns.capacity_slots)
@@ -463,7 +479,7 @@ void kc_nvme_pump(struct kd_cache *c, bool fail_all)
 			if (err && kc_nvme_coming(c))
 				return;
 			if (err) {
-				kc_nvme_room(c);
+				kc_nvme_room(c, e);
 				err = kc_nvme_reserve(c, job);
 			}
 			/* a slot is free now, or on its way (once) */
@@ -611,7 +627,7 @@ void kc_move(void *arg, const struct pol_block *b, unsigned from, unsigned to)
 		 * (the policy counts b there once this call is over) */
 		kc_cold_limit(c, e->tenant, 1);
 		if (!kc_pol_nvme_full(c))
-			kc_nvme_room(c);
+			kc_nvme_room(c, e);
 		if (!c->nvme || kc_submit(c, e, MIGRATE_HOST_TO_NVME))
 			kc_lose(c, e);
 		return;
@@ -740,7 +756,7 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 	}
 	if (retry) {
 		if (kind == MIGRATE_HOST_TO_NVME)
-			kc_nvme_room(c);
+			kc_nvme_room(c, e);
 		if (kc_submit(c, e, kind))
 			kc_lose(c, e);
 		return;
@@ -757,11 +773,15 @@ void kc_job_done(struct kd_cache *c, struct migrate_job *job)
 		kc_nvme_restamp_landed(c, e);
 	if (e->then_nvme) {
 		e->then_nvme = false;
-		kc_nvme_room(c);
 		/* a tier out of service for writes: dropped, as a host
-		 * victim then is (kc_move()) */
-		if (!c->nvme || kc_nvme_write_refused(c, e) ||
-		    kc_submit(c, e, MIGRATE_HOST_TO_NVME))
+		 * victim then is (kc_move()), before any cold block gives
+		 * its slot for the write */
+		if (!c->nvme || kc_nvme_write_refused(c, e)) {
+			kc_lose(c, e);
+			return;
+		}
+		kc_nvme_room(c, e);
+		if (kc_submit(c, e, MIGRATE_HOST_TO_NVME))
 			kc_lose(c, e);
 	}
 }
