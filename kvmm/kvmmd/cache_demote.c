@@ -400,16 +400,19 @@ void kc_demote_pump(struct kd_cache *c, bool fail_all)
  * a write in flight gives back (it waits in line, kc_nvme_slot()), or is
  * not made: its block is dropped, as a host victim is while the tier is
  * out of service.  Until 7 December such writes each evicted a cold
- * block (tests/cache-cold-write-fail.c).  The try of a tier out of
- * service (e->nvme_probe) may still evict one, at most one per try: a
- * tier whose slots are all cold blocks' would never be tried again.
+ * block (tests/cache-cold-write-fail.c).  Two may still evict one: the
+ * try of a tier out of service (e->nvme_probe), at most one per try (a
+ * tier whose slots are all cold blocks' would never be tried again), and
+ * the write of a block a client's pin keeps (kc_kept()), whose promise
+ * a recovered block nothing used does not outrank (else it is dropped
+ * when the NVMe tier has no victim for it, kc_nvme_make_room()).
  */
 static void kc_nvme_room(struct kd_cache *c, const struct kc_entry *e)
 {
 	struct kd_fifo_node *n, *next;
 	struct tier_nvme_stats ns;
 
-	if (c->nvme_write_fails && !e->nvme_probe)
+	if (c->nvme_write_fails && !e->nvme_probe && !kc_kept(c, e))
 		return;
 	tier_nvme_get_stats(c->nvme, &ns);
 	/* slots set aside for writes in flight are not free */
