@@ -244,7 +244,10 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path ||
 	    !cfg->payload_bytes || cfg->payload_bytes % NVME_ALIGN)
 		return -EINVAL;
-	if (cfg->part_count > 1 && cfg->part_index >= cfg->part_count)
+	if (cfg->part_count > 1 &&
+	    (cfg->part_index >= cfg->part_count ||
+	     tier_nvme_weights_pack(cfg->part_weights, cfg->part_count) ==
+		     UINT64_MAX))
 		return -EINVAL;
 	if (cfg->reg_base && ((uintptr_t)cfg->reg_base % NVME_ALIGN))
 		return -EINVAL;
@@ -272,6 +275,8 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	if (cfg->part_count > 1) {
 		t->part_count = cfg->part_count;
 		t->part_index = cfg->part_index;
+		t->part_weights = tier_nvme_weights_pack(cfg->part_weights,
+							 cfg->part_count);
 		/* in every line that names the file */
 		snprintf(part, sizeof(part), " (partition %u of %u)",
 			 t->part_index, t->part_count);

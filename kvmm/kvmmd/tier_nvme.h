@@ -11,8 +11,8 @@
  *   offset 0          superblock (4 KiB): magic "KVMMNVM1", version,
  *                     slot stride, payload bytes, slot count, a random
  *                     format id, cache scope, drop marks, the
- *                     partition (index, count, bytes, layout id: zeros
- *                     for the whole file), CRC32C of the
+ *                     partition (index, count, bytes, layout id,
+ *                     weights: zeros for the whole file), CRC32C of the
  *                     superblock; at 1024 the tenants' drop marks
  *   4096 + i*stride   slot i: a 4 KiB header (magic "KVMMSLOT", version,
  *                     format id, slot index, block hash, payload length,
@@ -65,6 +65,11 @@
 #define TIER_NVME_SLOT_MAGIC 0x544f4c534d4d564bull /* "KVMMSLOT" */
 #define TIER_NVME_VERSION 1
 #define TIER_NVME_HEADER_BYTES 4096
+/* Partitions of one file at most, and the largest weight of one
+ * (tier_nvme_config.part_weights): a weighted cut leaves less than the
+ * weights' sum of 4 KiB pages unused at the file's end. */
+#define TIER_NVME_PARTS_MAX 4
+#define TIER_NVME_WEIGHT_MAX 1000
 
 /* The slot header as stored (first bytes of the 4 KiB header block). */
 struct tier_nvme_slot_header {
@@ -121,7 +126,8 @@ struct tier_nvme_config {
 	int fd;
 	/*
 	 * One partition of the file: kvmmd caching several named block
-	 * sizes gives each its own tier in an equal share of the file
+	 * sizes gives each its own tier in a share of the file (equal
+	 * unless part_weights, below, say otherwise)
 	 * (capacity_bytes, or a block device's size, cut in part_count
 	 * shares of whole 4 KiB pages), partition i at i shares from the
 	 * start, each with its own superblock, slots and drop marks.
@@ -142,6 +148,18 @@ struct tier_nvme_config {
 	uint32_t part_index;
 	uint32_t part_count;
 	uint64_t layout_id;
+	/*
+	 * The partitions' weights, in partition order (kvmmd's
+	 * --cache-block-pages N:W, each from 1 to TIER_NVME_WEIGHT_MAX):
+	 * all zeros, or all equal, is the equal cut above, byte for byte;
+	 * else the file is cut in units of whole 4 KiB pages, a unit being
+	 * the bytes over the weights' sum (reduced by their gcd), partition
+	 * i taking weight i units after the units of those before it
+	 * (tier_nvme_weights_pack(), nvme_cut_partition()).  Kept in every
+	 * partition's superblock; a file cut with other weights is not the
+	 * same cut (formatted anew, a new layout id).
+	 */
+	uint32_t part_weights[TIER_NVME_PARTS_MAX];
 };
 
 struct tier_nvme_stats {
@@ -253,7 +271,24 @@ struct tier_nvme_peek {
 	uint64_t part_bytes;
 	uint32_t part_index;
 	uint64_t layout_id;
+	/* the cut's weights, tier_nvme_weights_pack()'s (0: equal) */
+	uint64_t part_weights;
 };
+
+/*
+ * The partitions' weights as a superblock keeps them: 0 when there are
+ * fewer than 2, or all are equal (the equal cut, as files written before
+ * the weights say); else each divided by their greatest common divisor,
+ * 16 bits a partition, partition 0's lowest.  -EINVAL (as a u64 never
+ * is: UINT64_MAX) for a weight 0 or above TIER_NVME_WEIGHT_MAX among
+ * nonzero ones, or more than TIER_NVME_PARTS_MAX partitions.
+ */
+uint64_t tier_nvme_weights_pack(const uint32_t *weights, uint32_t n);
+/* Partition i's weight in a packed cut (1 for the equal cut). */
+uint32_t tier_nvme_weight_of(uint64_t packed, uint32_t i);
+/* Where partition i of the cut partition 0's superblock names (peek of
+ * the file's start: its part_bytes, part_count, part_weights) starts. */
+uint64_t tier_nvme_part_base(const struct tier_nvme_peek *part0, uint32_t i);
 
 /*
  * Read a tier file's superblock (no O_DIRECT, nothing written): 0,

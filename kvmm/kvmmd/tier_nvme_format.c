@@ -131,6 +131,7 @@ int nvme_sb_write(struct tier_nvme *t)
 		.part_count = t->part_count,
 		.part_bytes = t->part_count ? t->part_bytes : 0,
 		.layout_id = t->layout_id,
+		.part_weights = t->part_weights,
 	};
 	size_t len;
 	void *buf;
@@ -198,6 +199,7 @@ int tier_nvme_peek_at(int fd, uint64_t offset, struct tier_nvme_peek *out)
 	out->part_bytes = sb.part_bytes;
 	out->part_index = sb.part_index;
 	out->layout_id = sb.layout_id;
+	out->part_weights = sb.part_weights;
 	memcpy(out->scope_key, sb.scope_key, sizeof(out->scope_key));
 	return 0;
 }

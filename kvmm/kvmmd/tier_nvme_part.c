@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * NVMe tier partitions: kvmmd caching several named block sizes gives
- * each its own tier in an equal share of the one file
- * (tier_nvme_config.part_*).  Here: where a partition lies, whether the
+ * each its own tier in a share of the one file (tier_nvme_config.part_*),
+ * equal, or by the weights the operator gave (--cache-block-pages 4:3,2:1).
+ * Here: where a partition lies, whether the
  * superblock at its start names it (else tier_nvme_open() formats it),
  * and the layout id partition 0 draws when it formats, which the other
  * partitions' superblocks must carry to be read.  Every offset the tier
@@ -21,23 +22,113 @@
 #include <time.h>
 #include <unistd.h>
 
+static uint32_t gcd32(uint32_t a, uint32_t b)
+{
+	while (b) {
+		uint32_t r = a % b;
+
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+/*
+ * One form for every list of weights that cuts the file alike (2:2 is
+ * 1:1, 6:2 is 3:1), so that comparing two superblocks' compares cuts;
+ * and 0 for the equal cut, which is what files written before the
+ * weights hold there, so that `--cache-block-pages 4,2` (or 4:1,2:1)
+ * reads and writes them byte for byte as before.
+ */
+uint64_t tier_nvme_weights_pack(const uint32_t *weights, uint32_t n)
+{
+	uint32_t g = 0, zeros = 0;
+	uint64_t packed = 0;
+	bool equal = true;
+
+	if (n < 2 || !weights)
+		return 0;
+	if (n > TIER_NVME_PARTS_MAX)
+		return UINT64_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		zeros += !weights[i];
+		if (weights[i] > TIER_NVME_WEIGHT_MAX)
+			return UINT64_MAX;
+		g = gcd32(g, weights[i]);
+		equal = equal && weights[i] == weights[0];
+	}
+	if (zeros == n) /* none given: the equal cut */
+		return 0;
+	if (zeros)
+		return UINT64_MAX;
+	if (equal)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		packed |= (uint64_t)(weights[i] / g) << (16 * i);
+	return packed;
+}
+
+uint32_t tier_nvme_weight_of(uint64_t packed, uint32_t i)
+{
+	if (!packed || i >= TIER_NVME_PARTS_MAX)
+		return 1;
+	return (uint32_t)(packed >> (16 * i)) & 0xffff;
+}
+
+/* The weights of partitions 0 to i - 1 (the units before partition i),
+ * and all of them (the units the file is cut in). */
+static uint64_t weights_before(uint64_t packed, uint32_t i)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t j = 0; j < i; j++)
+		sum += tier_nvme_weight_of(packed, j);
+	return sum;
+}
+
+/*
+ * A partition's start from its cut: the unit is the bytes of partition
+ * 0 over its weight (part_bytes of an equal cut, whose weights are 1),
+ * and partition i starts after the units of those before it.  So an
+ * equal cut's partition i is at i shares, as before the weights.
+ */
+static uint64_t part_base_of(uint64_t part0_bytes, uint64_t packed, uint32_t i)
+{
+	uint64_t unit = part0_bytes / tier_nvme_weight_of(packed, 0);
+
+	return unit * weights_before(packed, i);
+}
+
+uint64_t tier_nvme_part_base(const struct tier_nvme_peek *part0, uint32_t i)
+{
+	return part_base_of(part0->part_bytes, part0->part_weights, i);
+}
+
 #if HAVE_LIBURING
 
 /*
  * The tier's partition of a file of bytes (tier_nvme_config.part_*):
- * equal shares of whole 4 KiB pages, partition i at i shares; a tier
- * with the whole file has one share, all of it.  The bytes a share
- * leaves at the end stay unused.
+ * the file cut in units of whole 4 KiB pages, as many as the weights'
+ * sum (the part_count partitions' when equal: one unit a partition, the
+ * equal share of before the weights), partition i taking its weight's
+ * units after the units of those before it; a tier with the whole file
+ * has all of it.  The bytes the units leave at the end stay unused
+ * (less than the weights' sum of 4 KiB pages).
  */
 void nvme_cut_partition(struct tier_nvme *t, uint64_t bytes)
 {
+	uint64_t unit;
+
 	if (!t->part_count) {
 		t->part_base = 0;
 		t->part_bytes = bytes;
 		return;
 	}
-	t->part_bytes = bytes / t->part_count / NVME_ALIGN * NVME_ALIGN;
-	t->part_base = (uint64_t)t->part_index * t->part_bytes;
+	unit = bytes / weights_before(t->part_weights, t->part_count) /
+	       NVME_ALIGN * NVME_ALIGN;
+	t->part_bytes =
+		unit * tier_nvme_weight_of(t->part_weights, t->part_index);
+	t->part_base = unit * weights_before(t->part_weights, t->part_index);
 }
 
 /*
@@ -61,21 +152,43 @@ bool nvme_same_partition(const struct tier_nvme *t,
 	}
 	*why = "it was not cut for this list of block sizes and --nvme-size";
 	if (sb->part_count != t->part_count ||
-	    sb->part_index != t->part_index ||
-	    sb->part_bytes != t->part_bytes || !sb->layout_id)
+	    sb->part_index != t->part_index || !sb->layout_id)
+		return false;
+	/* another cut of as many partitions: every partition's start and
+	 * bytes may differ, this one's too */
+	*why = "it was cut for other shares of the block sizes (--cache-block-pages N:W)";
+	if (sb->part_weights != t->part_weights)
+		return false;
+	*why = "it was not cut for this list of block sizes and --nvme-size";
+	if (sb->part_bytes != t->part_bytes)
 		return false;
 	*why = "partition 0 was formatted anew since its blocks were written";
 	return !t->part_index || sb->layout_id == layout_id;
 }
 
-/* Whether sb, read at the file's start, is partition 0's of t's cut
- * (the same count and share) and names its layout. */
+/* The bytes of partition 0 of t's cut (t may be a later partition). */
+static uint64_t part0_bytes(const struct tier_nvme *t)
+{
+	uint64_t unit = t->part_bytes /
+			tier_nvme_weight_of(t->part_weights, t->part_index);
+
+	return unit * tier_nvme_weight_of(t->part_weights, 0);
+}
+
+/*
+ * Whether sb, read at the file's start, is partition 0's of t's cut (the
+ * same count, weights and unit) and names its layout.  The weights make
+ * the layout id the whole cut's: partition 0 keeps its bytes under other
+ * weights (4:2:2:2 is 2:1:1:1, beside 4:1:2:3, on 10 units), where the
+ * other partitions move, and a layout id kept then would let a later
+ * partition read a superblock the older cut left where it starts now.
+ */
 static bool part0_names_cut(const struct tier_nvme *t,
 			    const struct nvme_superblock *sb)
 {
 	return nvme_sb_valid(sb) && sb->part_count == t->part_count &&
-	       !sb->part_index && sb->part_bytes == t->part_bytes &&
-	       sb->layout_id;
+	       !sb->part_index && sb->part_bytes == part0_bytes(t) &&
+	       sb->part_weights == t->part_weights && sb->layout_id;
 }
 
 uint64_t nvme_part0_format_layout(const struct tier_nvme *t,
@@ -125,8 +238,9 @@ static int part0_write(const struct tier_nvme *t, uint64_t layout_id)
 		.format_id = nvme_new_layout_id(),
 		.scope = t->scope,
 		.part_count = t->part_count,
-		.part_bytes = t->part_bytes,
+		.part_bytes = part0_bytes(t),
 		.layout_id = layout_id,
+		.part_weights = t->part_weights,
 	};
 	void *buf;
 	int r = 0;

@@ -89,13 +89,15 @@ struct nvme_superblock {
 	uint32_t marks_crc;
 	/* the partition (tier_nvme_config.part_*; zeros in files written
 	 * before the partitions, and for a tier with the whole file):
-	 * which, of how many, each part_bytes long, and partition 0's
-	 * layout id, which names the layout they were cut in together */
+	 * which, of how many, this one part_bytes long, and partition 0's
+	 * layout id, which names the layout they were cut in together;
+	 * and the cut's weights (tier_nvme_weights_pack(): 0, as in files
+	 * written before them, for the equal cut) */
 	uint32_t part_index;
 	uint32_t part_count;
 	uint64_t part_bytes;
 	uint64_t layout_id;
-	uint64_t reserved[1];
+	uint64_t part_weights;
 };
 
 _Static_assert(
@@ -240,6 +242,7 @@ struct tier_nvme {
 	uint32_t part_index;
 	uint32_t part_count;
 	uint64_t layout_id;
+	uint64_t part_weights; /* tier_nvme_weights_pack()'s, 0: equal */
 	uint32_t nslots;
 	/* of the nslots, those the superblock found at open counted (the
 	 * last run's); recovery takes no slot past them (recover.c) */
