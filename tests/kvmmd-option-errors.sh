@@ -77,6 +77,18 @@ bad "kvmmd: --max-table-entries-per-uid: '1M' is not a number" --max-table-entri
 bad "kvmmd: --cache-block-pages 3: a block is 2 x layers pages (an even number, at least 2" --cache-block-pages 3
 bad "kvmmd: --cache-block-pages 1: a block is 2 x layers pages" --cache-block-pages 1
 bad "kvmmd: --cache-block-pages 0: a block is 2 x layers pages" --cache-block-pages 0
+# a size's weight (N:W, its share of --host-mem and --nvme-size): a
+# number from 1 to 1000, the item named
+bad "kvmmd: --cache-block-pages 4:0: a weight is at least 1 (a size without :W weighs 1)" --cache-block-pages 4:0,2
+bad "kvmmd: --cache-block-pages 2:-1: the weight '-1' is not a number (N:W, W from 1 to 1000)" --cache-block-pages 4,2:-1
+bad "kvmmd: --cache-block-pages 4:x: the weight 'x' is not a number" --cache-block-pages 4:x,2
+bad "kvmmd: --cache-block-pages 4:: the weight '' is not a number" --cache-block-pages 4:,2
+bad "kvmmd: --cache-block-pages 4:3:1: the weight '3:1' is not a number" --cache-block-pages 4:3:1,2
+bad "kvmmd: --cache-block-pages 4: 3: the weight ' 3' is not a number" --cache-block-pages "4: 3,2"
+bad "kvmmd: --cache-block-pages 4:1001: the weight 1001 is too large (at most 1000)" --cache-block-pages 4:1001,2
+bad "kvmmd: --cache-block-pages 2:99999999999999999999: the weight 99999999999999999999 is too large (at most 1000)" --cache-block-pages 4:3,2:99999999999999999999
+bad "kvmmd: --cache-block-pages :3: '' is not a number" --cache-block-pages 4,:3
+bad "kvmmd: --cache-block-pages 4x:3: '4x' is not a number" --cache-block-pages 4x:3,2
 # a CPU kvmmd may not run on: a WARN and an unpinned loop, before
 bad "kvmmd: --cpu 1023: not a CPU kvmmd may run on (" --cpu 1023
 # ignored without a word
@@ -140,6 +152,10 @@ start_fails "--host-mem 65536 holds no block (the smallest, 2 pages, 131072 byte
 	--host-mem 64K --nvme-path "$dir/tiny" --nvme-size 1M
 start_fails "--host-mem 196608 holds no block (--cache-block-pages 4, 262144 bytes): the NVMe tier (--nvme-path $dir/tiny) needs a host tier" \
 	--host-mem 192K --nvme-path "$dir/tiny" --nvme-size 1M --cache-block-pages 4
+# each named size's share by its weight: the 4-page size's 1/8 of 1 MiB
+# holds no block of 256 KiB (the equal cut's 512 KiB would)
+start_fails "--host-mem 1048576 holds no block (--cache-block-pages 4 in its share, 1/8: 131072 bytes, a block 262144 bytes): the NVMe tier (--nvme-path $dir/tiny) needs a host tier of at least one block for each size" \
+	--host-mem 1M --nvme-path "$dir/tiny" --nvme-size 4M --cache-block-pages 2:7,4:1
 [ -e "$dir/tiny" ] && fail "a refused start left the NVMe file"
 # too many pages for a pool: the maximum, and exit 2 (was 1)
 start_fails "--gpu-mem 1099511627776: 16777216 pages of 65536 bytes, more than a pool holds (16777215 pages: at most 1099511562240 bytes)" \
@@ -165,4 +181,10 @@ warns "--host-mem 1048576 holds no block of --cache-block-pages 32 (2097152 byte
 	--host-mem 1M --cache-block-pages 32
 warns "--host-mem 65536 is smaller than the smallest block (2 pages, 131072 bytes): no host tier" \
 	--host-mem 64K
+# without --nvme-path a size whose share holds no block is a WARN too;
+# a weight on a single size is taken (all of --host-mem is its share)
+warns "--host-mem 1048576 holds no block (--cache-block-pages 4 in its share, 1/8: 131072 bytes, a block 262144 bytes): no host tier for that size" \
+	--host-mem 1M --cache-block-pages 2:7,4:1
+warns "--host-mem 1048576 holds no block of --cache-block-pages 32 (2097152 bytes): no host tier" \
+	--host-mem 1M --cache-block-pages 32:5
 echo ok

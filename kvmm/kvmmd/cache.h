@@ -27,7 +27,8 @@
  * One cache a block size (2L pages: a model and its draft, two models on
  * one GPU have two), KD_CACHE_SIZES at most, each with its index, policy,
  * host tier and migrations: opened at start for the sizes
- * --cache-block-pages names (--host-mem shared equally), else when the
+ * --cache-block-pages names (--host-mem shared by their weights, equally
+ * unless given), else when the
  * first block of a size is published or looked up (the first size takes
  * all of --host-mem, later ones keep their blocks on the GPU).  A
  * region's commands go to its size's cache; hashes of two sizes never
@@ -51,6 +52,12 @@ struct kd_cache;
 
 int kd_cache_init(struct kd_daemon *d);
 void kd_cache_fini(struct kd_daemon *d);
+/* The share of --host-mem of the i-th size --cache-block-pages names:
+ * its weight over their sum (all of it with one size or none named). */
+uint64_t kd_cache_host_share(const struct kd_config *cfg, uint32_t i);
+/* The i-th size's weight and the weights' sum (1 and 1 with one size). */
+uint32_t kd_cache_weight(const struct kd_config *cfg, uint32_t i);
+uint32_t kd_cache_weights_sum(const struct kd_config *cfg);
 
 /* Socket commands (0 = replied, or -errno for the caller to reply). */
 int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,

@@ -96,7 +96,8 @@ int kc_nvme_fd(const struct kd_cache *c)
 
 /*
  * The tier's partition for c: with several sizes named, the size's index
- * among them, each an equal share of the file (tiers.md, "Several block
+ * among them, each a share of the file by the sizes' weights (equal
+ * unless --cache-block-pages N:W gives them; tiers.md, "Several block
  * sizes"), and the first size's layout id when its tier is open (else
  * 0: the tier reads it from partition 0's superblock, writing one there
  * when the file was not cut so, tier_nvme_config.layout_id; both run on
@@ -112,6 +113,8 @@ static void kc_nvme_partition(const struct kd_cache *c,
 		return;
 	nc->part_count = cfg->nr_cache_block_sizes;
 	nc->part_index = c->idx;
+	for (uint32_t i = 0; i < nc->part_count && i < TIER_NVME_PARTS_MAX; i++)
+		nc->part_weights[i] = kd_cache_weight(cfg, i);
 	if (c != f && f->nvme)
 		nc->layout_id = tier_nvme_layout_id(f->nvme);
 }

@@ -8,9 +8,14 @@
  * sizes listed in another order at the next start would format every
  * partition whose size moved.  So before the caches are made the list
  * is put in the file's order: each partition whose superblock names
- * this cut (partition 0's count, share and layout id) and holds blocks
- * of a size the list names gets that size; the sizes left take the
- * partitions left in the order named.
+ * this cut (partition 0's count, share, weights and layout id) and holds
+ * blocks of a size the list names gets that size, its weight with it;
+ * the sizes left take the partitions left, a size of the partition's
+ * weight in the file's cut first (so that the cut stays the file's and
+ * the partitions holding blocks are recovered), else in the order named.
+ * With weights (--cache-block-pages 4:3,2:1) partition i is where the
+ * file's cut put it (tier_nvme_part_base(), from partition 0's
+ * superblock), not at i shares.
  *
  * Until 7 December only partition 0's size was put first (a swap with
  * the first named), which left two cases formatting blocks that could
@@ -34,10 +39,18 @@
 
 #include "kvmm/kvmmd/tier_nvme.h"
 
+/* The bytes of partition i of the cut part0 names. */
+static uint64_t kc_part_bytes(const struct tier_nvme_peek *part0, uint32_t i)
+{
+	return tier_nvme_part_base(part0, i + 1) -
+	       tier_nvme_part_base(part0, i);
+}
+
 /*
  * The payload of the blocks partition i of the cut part0 names holds from
  * the last run: 0 when its superblock is not of that cut and layout, or
- * holds no slot.
+ * holds no slot.  With weights (--cache-block-pages N:W) partition i
+ * starts and ends where the file's cut put it, kept in part0.
  */
 static uint64_t kc_part_payload(int fd, const struct tier_nvme_peek *part0,
 				uint32_t i)
@@ -46,35 +59,64 @@ static uint64_t kc_part_payload(int fd, const struct tier_nvme_peek *part0,
 
 	if (!i)
 		return part0->payload_bytes;
-	if (tier_nvme_peek_at(fd, (uint64_t)i * part0->part_bytes, &pk) ||
+	if (tier_nvme_peek_at(fd, tier_nvme_part_base(part0, i), &pk) ||
 	    pk.part_index != i || pk.part_count != part0->part_count ||
-	    pk.part_bytes != part0->part_bytes ||
+	    pk.part_bytes != kc_part_bytes(part0, i) ||
+	    pk.part_weights != part0->part_weights ||
 	    pk.layout_id != part0->layout_id)
 		return 0;
 	return pk.payload_bytes;
 }
 
-/* The list as a string ("4,2"), for the log line. */
-static void kc_sizes_string(const uint32_t *sizes, uint32_t n, char *buf,
-			    size_t len)
+/* The list as a string ("4,2", "4:3,2:1" with weights), for the log
+ * line. */
+static void kc_sizes_string(const uint32_t *sizes, const uint32_t *weights,
+			    uint32_t n, bool weighted, char *buf, size_t len)
 {
 	size_t at = 0;
 
 	buf[0] = '\0';
-	for (uint32_t i = 0; i < n && at < len; i++)
+	for (uint32_t i = 0; i < n && at < len; i++) {
 		at += (size_t)snprintf(buf + at, len - at, "%s%u", i ? "," : "",
 				       sizes[i]);
+		if (weighted && at < len)
+			at += (size_t)snprintf(buf + at, len - at, ":%u",
+					       weights[i]);
+	}
+}
+
+/*
+ * The first size left (not used) whose weight is the file's partition
+ * p's, so that the cut stays the file's and the partitions already
+ * holding blocks are kept; else the first left, in the order named.
+ */
+static uint32_t kc_size_left(const struct kd_config *cfg, const bool *used,
+			     const struct tier_nvme_peek *part0, uint32_t p)
+{
+	const uint32_t n = cfg->nr_cache_block_sizes;
+	uint64_t ours = tier_nvme_weights_pack(cfg->cache_block_weights, n);
+	uint32_t first = n;
+
+	for (uint32_t k = 0; k < n; k++) {
+		if (used[k])
+			continue;
+		if (first == n)
+			first = k;
+		if (tier_nvme_weight_of(ours, k) ==
+		    tier_nvme_weight_of(part0->part_weights, p))
+			return k;
+	}
+	return first;
 }
 
 void kc_nvme_order_sizes(struct kd_cache *c)
 {
 	struct kd_config *cfg = &c->d->cfg;
 	const uint32_t n = cfg->nr_cache_block_sizes;
-	uint32_t order[KD_CACHE_SIZES] = { 0 };
-	bool used[KD_CACHE_SIZES] = { false };
-	char named[64], now[64];
+	uint32_t order[KD_CACHE_SIZES] = { 0 }, weight[KD_CACHE_SIZES] = { 0 };
+	bool used[KD_CACHE_SIZES] = { false }, by_blocks = false, weighted;
+	char named[96], now[96];
 	struct tier_nvme_peek part0;
-	uint32_t k = 0;
 
 	if (n < 2 || n > KD_CACHE_SIZES || c->nvme_fd < 0 ||
 	    tier_nvme_peek_fd(c->nvme_fd, &part0) || part0.part_count != n ||
@@ -89,32 +131,44 @@ void kc_nvme_order_sizes(struct kd_cache *c)
 					       payload)
 				continue;
 			order[p] = cfg->cache_block_sizes[i];
+			weight[p] = cfg->cache_block_weights[i];
 			used[i] = true;
+			by_blocks = true;
 			break;
 		}
 	}
-	/* the sizes no partition holds, in the order named */
+	/* the sizes no partition holds: of the partition's weight first */
 	for (uint32_t p = 0; p < n; p++) {
+		uint32_t k;
+
 		if (order[p])
 			continue;
-		while (used[k])
-			k++;
+		k = kc_size_left(cfg, used, &part0, p);
 		order[p] = cfg->cache_block_sizes[k];
+		weight[p] = cfg->cache_block_weights[k];
 		used[k] = true;
 	}
 	if (!memcmp(order, cfg->cache_block_sizes, n * sizeof(order[0])))
 		return;
-	kc_sizes_string(cfg->cache_block_sizes, n, named, sizeof(named));
-	kc_sizes_string(order, n, now, sizeof(now));
-	vmm_log(VMM_LOG_INFO,
-		"cache: the NVMe tier's partitions hold blocks of the sizes --cache-block-pages %s names in the order %s: each size takes its partition",
-		named, now);
+	weighted = tier_nvme_weights_pack(cfg->cache_block_weights, n) != 0;
+	kc_sizes_string(cfg->cache_block_sizes, cfg->cache_block_weights, n,
+			weighted, named, sizeof(named));
+	kc_sizes_string(order, weight, n, weighted, now, sizeof(now));
+	if (by_blocks)
+		vmm_log(VMM_LOG_INFO,
+			"cache: the NVMe tier's partitions hold blocks of the sizes --cache-block-pages %s names in the order %s: each size takes its partition",
+			named, now);
+	else
+		vmm_log(VMM_LOG_INFO,
+			"cache: the NVMe tier's partitions were cut for the shares --cache-block-pages %s names in the order %s: each size takes the partition of its share",
+			named, now);
 	if (order[0] != cfg->cache_block_sizes[0] &&
 	    (uint64_t)order[0] * c->d->page_size == part0.payload_bytes)
 		vmm_log(VMM_LOG_INFO,
 			"cache: the NVMe tier's blocks from the last run have %u pages, a size --cache-block-pages names: the tier is that size's",
 			order[0]);
 	memcpy(cfg->cache_block_sizes, order, n * sizeof(order[0]));
+	memcpy(cfg->cache_block_weights, weight, n * sizeof(weight[0]));
 	cfg->cache_block_pages = order[0];
 	c->named_ppb = order[0];
 }

@@ -201,6 +201,7 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 	const struct kd_config *cfg = &d->cfg;
 	struct pol_cache_opts po = { .size = sizeof(po),
 				     .kind = (enum pol_kind)cfg->cache_policy };
+	char share[96] = "";
 	int r;
 
 	if (c->opened)
@@ -405,15 +406,24 @@ no_nvme:
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
 		c->st.tiers[t].block_bytes = c->block_bytes;
 	}
+	/* the weighted share of --host-mem and the NVMe file, when the
+	 * operator gave one (the equal cut's line stays as it was) */
+	if (cfg->nr_cache_block_sizes > 1 &&
+	    tier_nvme_weights_pack(cfg->cache_block_weights,
+				   cfg->nr_cache_block_sizes))
+		snprintf(share, sizeof(share),
+			 ", a share of %u/%u of --host-mem and the NVMe file",
+			 kd_cache_weight(cfg, c->idx),
+			 kd_cache_weights_sum(cfg));
 	/* the policy's counts, and the slots they leave for moves in
 	 * flight and staging (what TIER_STATS reports as capacity) */
 	vmm_log(VMM_LOG_INFO,
-		"cache: blocks of %u pages (%s); GPU %llu, host %llu of %llu slots, NVMe %llu of %llu slots (%llu recovered)",
+		"cache: blocks of %u pages (%s%s); GPU %llu, host %llu of %llu slots, NVMe %llu of %llu slots (%llu recovered)",
 		ppb,
 		cfg->cache_block_pages ? "--cache-block-pages" :
 		c->idx		       ? "the first region of a new size" :
 					 "the first region to use the cache",
-		(unsigned long long)po.capacity[POL_TIER_GPU],
+		share, (unsigned long long)po.capacity[POL_TIER_GPU],
 		(unsigned long long)po.capacity[POL_TIER_HOST],
 		(unsigned long long)kc_slots(c, POL_TIER_HOST),
 		(unsigned long long)po.capacity[POL_TIER_NVME],
@@ -601,20 +611,50 @@ struct kd_cache *kc_new(struct kd_daemon *d)
 	return c;
 }
 
+uint32_t kd_cache_weight(const struct kd_config *cfg, uint32_t i)
+{
+	if (cfg->nr_cache_block_sizes < 2 || i >= cfg->nr_cache_block_sizes)
+		return 1;
+	return cfg->cache_block_weights[i] ? cfg->cache_block_weights[i] : 1;
+}
+
+uint32_t kd_cache_weights_sum(const struct kd_config *cfg)
+{
+	uint32_t sum = 0;
+
+	if (cfg->nr_cache_block_sizes < 2)
+		return 1;
+	for (uint32_t i = 0; i < cfg->nr_cache_block_sizes; i++)
+		sum += kd_cache_weight(cfg, i);
+	return sum;
+}
+
+/*
+ * host_mem x weight / sum, rounded down, without overflow: the remainder
+ * times a weight stays below sum x TIER_NVME_WEIGHT_MAX.  With equal
+ * weights it is host_mem / sizes, the equal cut's share to the byte.
+ */
+uint64_t kd_cache_host_share(const struct kd_config *cfg, uint32_t i)
+{
+	uint64_t sum = kd_cache_weights_sum(cfg), w = kd_cache_weight(cfg, i);
+
+	if (cfg->nr_cache_block_sizes < 2)
+		return cfg->host_mem;
+	return cfg->host_mem / sum * w + cfg->host_mem % sum * w / sum;
+}
+
 /*
  * The caches of the sizes --cache-block-pages names after the first, at
- * start: each with its share of --host-mem made now (the first's slab is
- * made by kd_cache_init()), opened below with the first.
+ * start: each with its share of --host-mem by its weight made now (the
+ * first's slab is made by kd_cache_init()), opened below with the first.
  */
 static int kc_named_sizes(struct kd_daemon *d)
 {
 	const struct kd_config *cfg = &d->cfg;
-	uint64_t share;
 	int r;
 
 	if (cfg->nr_cache_block_sizes < 2)
 		return 0;
-	share = cfg->host_mem / cfg->nr_cache_block_sizes;
 	for (uint32_t i = 1; i < cfg->nr_cache_block_sizes; i++) {
 		struct kd_cache *c = kc_new(d);
 
@@ -622,7 +662,7 @@ static int kc_named_sizes(struct kd_daemon *d)
 			return -ENOMEM;
 		c->idx = i;
 		c->named_ppb = cfg->cache_block_sizes[i];
-		c->host_budget = share;
+		c->host_budget = kd_cache_host_share(cfg, i);
 		d->caches[d->nr_caches++] = c;
 		r = kc_open_test_init(c);
 		if (r)
@@ -649,11 +689,10 @@ int kd_cache_init(struct kd_daemon *d)
 	d->caches[0] = c;
 	d->nr_caches = 1;
 	c->named_ppb = d->cfg.cache_block_pages;
-	/* named sizes share --host-mem equally; unnamed, the first size
-	 * takes it all, as when one model ran */
-	c->host_budget = d->cfg.nr_cache_block_sizes > 1 ?
-				 d->cfg.host_mem / d->cfg.nr_cache_block_sizes :
-				 d->cfg.host_mem;
+	/* named sizes share --host-mem by their weights (equally unless
+	 * given); unnamed, the first size takes it all, as when one model
+	 * ran.  Set again once the list is in the NVMe file's order. */
+	c->host_budget = kd_cache_host_share(&d->cfg, 0);
 	r = kc_open_test_init(c);
 	if (r)
 		return r; /* refuse to start rather than ignore it */
@@ -680,6 +719,7 @@ int kd_cache_init(struct kd_daemon *d)
 		if (r)
 			return r;
 		kc_nvme_order_sizes(c); /* cache_nvme_order.c */
+		c->host_budget = kd_cache_host_share(&d->cfg, 0);
 	}
 	r = kc_make_slab(c);
 	if (r)

@@ -352,44 +352,78 @@ static int check_block_size(struct kd_daemon *d)
 	}
 	/* with --nvme-path, a refusal: blocks reach the NVMe tier only
 	 * through host slots, so that tier was silently off too (and an
-	 * empty file left behind) */
-	/* (named sizes share it equally: the first's share, which the
-	 * NVMe tier's I/O goes through, holds a block) */
-	if (cfg->nvme_path[0] && cfg->host_mem &&
-	    cfg->host_mem < (block ? block * (cfg->nr_cache_block_sizes ?: 1) :
-				     2ull * d->page_size)) {
-		char what[96] = "the smallest, 2 pages";
-
-		if (block && cfg->nr_cache_block_sizes > 1)
-			snprintf(what, sizeof(what),
-				 "--cache-block-pages %u in its share, 1/%u",
-				 cfg->cache_block_pages,
-				 cfg->nr_cache_block_sizes);
-		else if (block)
-			snprintf(what, sizeof(what), "--cache-block-pages %u",
-				 cfg->cache_block_pages);
-		else
-			block = 2ull * d->page_size;
+	 * empty file left behind); named sizes each in their share (their
+	 * weight over the weights' sum, equal unless given), every size's
+	 * partition being written through its own share's slots */
+	if (cfg->nvme_path[0] && cfg->host_mem && !block &&
+	    cfg->host_mem < 2ull * d->page_size) {
 		vmm_log(VMM_LOG_ERR,
-			"%s--host-mem %llu holds no block (%s, %llu bytes): the NVMe tier (--nvme-path %s) needs a host tier of at least one block",
+			"%s--host-mem %llu holds no block (the smallest, 2 pages, %llu bytes): the NVMe tier (--nvme-path %s) needs a host tier of at least one block",
 			kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
 					sizeof(where)),
-			(unsigned long long)cfg->host_mem, what,
-			(unsigned long long)block, cfg->nvme_path);
+			(unsigned long long)cfg->host_mem, 2ull * d->page_size,
+			cfg->nvme_path);
 		d->bad_option = true;
 		return -EINVAL;
 	}
-	/* a WARN, not a refusal: a node may run so on purpose (a host
-	 * limit given for it is dropped, tests/cache-tenant-limit.c) */
-	if (cfg->cache_block_pages && cfg->host_mem && cfg->host_mem < block)
-		vmm_log(VMM_LOG_WARN,
-			"%s--host-mem %llu holds no block of --cache-block-pages %u (%llu bytes): no host tier, the cache keeps blocks on the GPU only",
-			kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
-					sizeof(where)),
-			(unsigned long long)cfg->host_mem,
-			cfg->cache_block_pages, (unsigned long long)block);
-	else if (!cfg->cache_block_pages && cfg->host_mem &&
-		 cfg->host_mem < 2ull * d->page_size)
+	for (uint32_t i = 0; block && i < (cfg->nr_cache_block_sizes ?: 1);
+	     i++) {
+		uint64_t share = kd_cache_host_share(cfg, i);
+		uint64_t size = cfg->nr_cache_block_sizes ?
+					cfg->cache_block_sizes[i] :
+					cfg->cache_block_pages;
+		uint64_t bytes = size * d->page_size;
+		char what[160];
+
+		if (!cfg->host_mem || share >= bytes)
+			continue;
+		if (cfg->nr_cache_block_sizes > 1)
+			snprintf(
+				what, sizeof(what),
+				"--cache-block-pages %llu in its share, %u/%u: %llu bytes, a block %llu bytes",
+				(unsigned long long)size,
+				kd_cache_weight(cfg, i),
+				kd_cache_weights_sum(cfg),
+				(unsigned long long)share,
+				(unsigned long long)bytes);
+		else
+			snprintf(what, sizeof(what),
+				 "--cache-block-pages %llu, %llu bytes",
+				 (unsigned long long)size,
+				 (unsigned long long)bytes);
+		if (cfg->nvme_path[0]) {
+			vmm_log(VMM_LOG_ERR,
+				"%s--host-mem %llu holds no block (%s): the NVMe tier (--nvme-path %s) needs a host tier of at least one block%s",
+				kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
+						sizeof(where)),
+				(unsigned long long)cfg->host_mem, what,
+				cfg->nvme_path,
+				cfg->nr_cache_block_sizes > 1 ?
+					" for each size" :
+					"");
+			d->bad_option = true;
+			return -EINVAL;
+		}
+		/* a WARN, not a refusal: a node may run so on purpose (a
+		 * host limit given for it is dropped,
+		 * tests/cache-tenant-limit.c) */
+		if (cfg->nr_cache_block_sizes > 1)
+			vmm_log(VMM_LOG_WARN,
+				"%s--host-mem %llu holds no block (%s): no host tier for that size, the cache keeps its blocks on the GPU only",
+				kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
+						sizeof(where)),
+				(unsigned long long)cfg->host_mem, what);
+		else
+			vmm_log(VMM_LOG_WARN,
+				"%s--host-mem %llu holds no block of --cache-block-pages %u (%llu bytes): no host tier, the cache keeps blocks on the GPU only",
+				kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,
+						sizeof(where)),
+				(unsigned long long)cfg->host_mem,
+				cfg->cache_block_pages,
+				(unsigned long long)bytes);
+	}
+	if (!cfg->cache_block_pages && cfg->host_mem &&
+	    cfg->host_mem < 2ull * d->page_size)
 		vmm_log(VMM_LOG_WARN,
 			"%s--host-mem %llu is smaller than the smallest block (2 pages, %zu bytes): no host tier, the cache keeps blocks on the GPU only",
 			kd_config_where(cfg, KD_ORIGIN_HOST_MEM, where,

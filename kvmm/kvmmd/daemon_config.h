@@ -100,14 +100,20 @@ struct kd_config {
 	char nvme_path[256]; /* --nvme-path, "" = no NVMe tier */
 	uint64_t nvme_size; /* --nvme-size bytes */
 	uint64_t cache_gpu_blocks; /* --cache-gpu-blocks, 0 = half the pool */
-	/* --cache-block-pages A[,B...]: the block sizes (pages) the cache
-	 * serves, each with its share of --host-mem (cache_block_sizes[],
+	/* --cache-block-pages A[:W][,B[:W]...]: the block sizes (pages) the
+	 * cache serves, each with its share of --host-mem (cache_block_sizes[],
 	 * nr_cache_block_sizes of them; cache_block_pages is the first, the
 	 * NVMe tier's); 0 = those of the first regions to publish or look up
 	 * a prefix, KD_CACHE_SIZES at most, the first with the host and NVMe
 	 * tiers */
 	uint32_t cache_block_pages;
 	uint32_t cache_block_sizes[KD_CACHE_SIZES];
+	/* each size's weight (--cache-block-pages N:W, 1 without :W): its
+	 * share of --host-mem and of the NVMe file is its weight over
+	 * their sum (kd_cache_host_share(), tier_nvme_part.c); kept
+	 * beside its size when the list is put in the file's order
+	 * (cache_nvme_order.c) */
+	uint32_t cache_block_weights[KD_CACHE_SIZES];
 	uint32_t nr_cache_block_sizes;
 	uint32_t nvme_admit_uses; /* --nvme-admit-uses, 0 or 1 = admit all */
 	/* --nvme-save-on-stop: ms a stop may spend moving the GPU and host

@@ -23,6 +23,7 @@
 #include "kvmm/kvmmd/options.h"
 #include "kvmm/kvmmd/scope.h"
 #include "kvmm/kvmmd/tier_host.h"
+#include "kvmm/kvmmd/tier_nvme.h"
 #include "kvmm/policy/policy.h"
 
 static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
@@ -51,14 +52,51 @@ static int parse_u32(const char *what, const char *s, uint32_t *out, int base)
 }
 
 /*
- * --cache-block-pages A[,B...]: the block sizes the cache serves, each
- * with an equal share of --host-mem (cache_setup.c), KD_CACHE_SIZES at
- * most, no size twice.
+ * The weight of a size in --cache-block-pages N:W (tok, for the
+ * message): 1 to TIER_NVME_WEIGHT_MAX, the size's share of --host-mem
+ * and --nvme-size being its weight over their sum.  0 or -EINVAL,
+ * -ERANGE, with one line naming the item and what was wrong.
+ */
+static int parse_block_weight(const char *tok, const char *w, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(w, &end, 10);
+	/* a digit first: no blanks, signs (strtoul takes -1) or 0x */
+	if (!isdigit((unsigned char)*w) || *end) {
+		fprintf(stderr,
+			"kvmmd: --cache-block-pages %s: the weight '%s' is not a number (N:W, W from 1 to %u)\n",
+			tok, w, TIER_NVME_WEIGHT_MAX);
+		return -EINVAL;
+	}
+	if (errno == ERANGE || v > TIER_NVME_WEIGHT_MAX) {
+		fprintf(stderr,
+			"kvmmd: --cache-block-pages %s: the weight %s is too large (at most %u)\n",
+			tok, w, TIER_NVME_WEIGHT_MAX);
+		return -ERANGE;
+	}
+	if (!v) {
+		fprintf(stderr,
+			"kvmmd: --cache-block-pages %s: a weight is at least 1 (a size without :W weighs 1)\n",
+			tok);
+		return -EINVAL;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * --cache-block-pages A[:W][,B[:W]...]: the block sizes the cache serves,
+ * each with its share of --host-mem and --nvme-size by its weight W (1
+ * unless given: equal shares, cache_setup.c, tier_nvme_part.c),
+ * KD_CACHE_SIZES at most, no size twice.
  */
 static int parse_block_sizes(struct kd_config *cfg, const char *val)
 {
-	char buf[128], *save = NULL, *tok;
-	uint32_t n = 0, u;
+	char buf[128], item[128], what[160], *save = NULL, *tok, *colon;
+	uint32_t n = 0, u, w;
 	int err;
 
 	if (strlen(val) >= sizeof(buf)) {
@@ -69,7 +107,19 @@ static int parse_block_sizes(struct kd_config *cfg, const char *val)
 	strcpy(buf, val);
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		err = parse_u32("--cache-block-pages", tok, &u, 10);
+		strcpy(item, tok); /* the item whole, for the messages */
+		w = 1;
+		colon = strchr(tok, ':');
+		if (colon) {
+			*colon = '\0';
+			err = parse_block_weight(item, colon + 1, &w);
+			if (err)
+				return err;
+		}
+		/* an item with a weight is named whole: "4x:3" */
+		snprintf(what, sizeof(what), "--cache-block-pages%s%s",
+			 colon ? " " : "", colon ? item : "");
+		err = parse_u32(what, tok, &u, 10);
 		if (err)
 			return err;
 		/* a block is a K and a V page per layer: an odd count, or
@@ -93,6 +143,7 @@ static int parse_block_sizes(struct kd_config *cfg, const char *val)
 				val, KD_CACHE_SIZES);
 			return -EINVAL;
 		}
+		cfg->cache_block_weights[n] = w;
 		cfg->cache_block_sizes[n++] = u;
 	}
 	if (!n) {
