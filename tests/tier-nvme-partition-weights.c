@@ -23,7 +23,13 @@
  *      it read that superblock and the slots after it, which step 3's
  *      partition 2 (5U to 8U) may have written over;
  *   5. the equal cut: weights 0,0,0 then 5:5:5 on the same file: one
- *      cut (the weights word 0 on disk), recovered.
+ *      cut (the weights word 0 on disk), recovered;
+ *   6. a new file, 2:1:1's partition 2 opened while partition 0's tier
+ *      is not (kvmmd's late claim): the superblock it writes at the
+ *      file's start names partition 0's 4U and the weights, so
+ *      partition 0 opened then keeps the layout id and partition 2's
+ *      blocks are recovered (with partition 2's 2U written there,
+ *      partition 0 drew a new id and they were lost).
  * Skips (77) where the file system cannot do O_DIRECT io_uring I/O.
  */
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -253,6 +259,27 @@ int main(void)
 	tier_nvme_close(t1);
 	tier_nvme_close(t0);
 	printf("5:5:5 on the equal cut: one cut, the weights word 0, recovered\n");
+
+	/* 6 */
+	t_ok(ftruncate(fd, 0));
+	t2 = open_part(2, a_w, 0, 6 * U, 2 * U, 6, 0);
+	t_assert_has(
+		log,
+		" (partition 2 of 3): partition 0's tier is not open: the file's start now names this cut of it in 3 partitions");
+	layout = tier_nvme_layout_id(t2);
+	blocks(t2, 2, 2, true);
+	tier_nvme_close(t2);
+	t_assert_eq(weights_at(0), a_packed);
+	t0 = open_part(0, a_w, 0, 0, 4 * U, 13, 0);
+	t_assert_has(
+		log,
+		" (partition 0 of 3): it holds no slot yet, only the partitions' layout: formatting it");
+	t_assert_eq(tier_nvme_layout_id(t0), layout);
+	t2 = open_part(2, a_w, layout, 6 * U, 2 * U, 6, 2);
+	blocks(t2, 2, 2, false);
+	tier_nvme_close(t2);
+	tier_nvme_close(t0);
+	printf("2:1:1, partition 2 first: partition 0's superblock names the cut, its layout id kept\n");
 
 	close(fd);
 	unlink(path);
