@@ -384,8 +384,9 @@ static void policy_state_text(const struct kvmm_status_reply *st)
 		       (double)st->policy_state_save_age_ms / 1000.0);
 }
 
-/* ,"page_size":N,"pages":{...}: the pool's pages, with the renewals
- * (ABI 1.15) and the read-only fds (ABI 1.18) of a daemon that has them */
+/* ,"page_size":N,"pages":{...}: the pool's pages, with the scrubs (ABI
+ * 1.13), the renewals (ABI 1.15) and the read-only fds (ABI 1.18) of a
+ * daemon that has them */
 static void pages_json(const struct kvmm_status_reply *st)
 {
 	const struct kvmmctl_json_u64 pages[] = {
@@ -396,6 +397,9 @@ static void pages_json(const struct kvmm_status_reply *st)
 		{ "mapped", st->pages_mapped },
 		{ "revoking", st->pages_revoking },
 		{ "quarantined", st->pages_quarantined },
+	};
+	/* ABI 1.13 */
+	const struct kvmmctl_json_u64 scrubs[] = {
 		{ "scrubbed", st->pages_scrubbed },
 		{ "scrub_failures", st->page_scrub_failures },
 	};
@@ -414,6 +418,10 @@ static void pages_json(const struct kvmm_status_reply *st)
 	printf(",\"page_size\":%llu,\"pages\":{",
 	       (unsigned long long)st->page_size);
 	KVMMCTL_JSON_U64S(pages);
+	if (KVMMCTL_ST_HAS(st, page_scrub_failures)) {
+		printf(",");
+		KVMMCTL_JSON_U64S(scrubs);
+	}
 	if (KVMMCTL_ST_HAS(st, page_renew_failures)) {
 		printf(",");
 		KVMMCTL_JSON_U64S(renewals);
@@ -426,7 +434,7 @@ static void pages_json(const struct kvmm_status_reply *st)
 }
 
 /* ,"sessions":N ... "pinned_bytes":N: sessions, commands, revocations
- * (their cancelled ones from ABI 1.13), the daemon's own, pins */
+ * (their cancelled ones from ABI 1.13), the daemon's own, pins (ABI 1.2) */
 static void sessions_json(const struct kvmm_status_reply *st)
 {
 	const struct kvmmctl_json_u64 sessions[] = {
@@ -450,6 +458,9 @@ static void sessions_json(const struct kvmm_status_reply *st)
 		{ "cmds_parked", st->cmds_parked },
 		{ "cmds_parked_now", st->cmds_parked_now },
 		{ "demotions_queued", st->demotions_queued },
+	};
+	/* ABI 1.2: absent from an older daemon */
+	const struct kvmmctl_json_u64 pins[] = {
 		{ "pins", st->pins },
 		{ "pinned_bytes", st->pinned_bytes },
 	};
@@ -463,6 +474,10 @@ static void sessions_json(const struct kvmm_status_reply *st)
 		       (unsigned long long)st->revocations_cancelled);
 	printf("},");
 	KVMMCTL_JSON_U64S(daemon);
+	if (KVMMCTL_ST_HAS(st, pinned_bytes)) {
+		printf(",");
+		KVMMCTL_JSON_U64S(pins);
+	}
 }
 
 /* ,"lend":{...}: blocks ahead asked back of the uid's other processes
@@ -650,9 +665,10 @@ int cmd_status(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		printf("blocks ahead not asked back (--lend-wait 0)\n");
 	printf("pid          %u, up %llu ms\n", st.pid,
 	       (unsigned long long)st.uptime_ms);
-	printf("pins         %llu records, %llu bytes of blocks pinned\n",
-	       (unsigned long long)st.pins,
-	       (unsigned long long)st.pinned_bytes);
+	if (KVMMCTL_ST_HAS(&st, pinned_bytes)) /* ABI 1.2 */
+		printf("pins         %llu records, %llu bytes of blocks pinned\n",
+		       (unsigned long long)st.pins,
+		       (unsigned long long)st.pinned_bytes);
 	router_text(&st);
 	if (KVMMCTL_ST_HAS(&st, cache_drop_blocks) && st.cache_drop_blocks)
 		printf("cache drops  %llu blocks dropped by kvmmctl cache-drop\n",
