@@ -4,7 +4,7 @@
  * parked: the round trip of a socket kvmm_seq_extend() by one block (the
  * reply, its fds imported and mapped; map-ahead off) and the truncate to
  * 0 after it, against a kvmmd of this build, over the same against a
- * kvmmd of this build started with KVMMD_TEST_ABI_1_16=1 (its HELLO says
+ * kvmmd of this build started with KVMMD_TEST_ABI_MINOR=16 (its HELLO says
  * 1.16, so libkvmm sends the extend without the flag, as before 1.17).
  * Both daemons run at once (host backend, 64 KiB pages), with nothing
  * else in their pools; rounds alternate which goes first, round 0 is a
@@ -47,9 +47,9 @@ static int setup(struct side *s, const char *build, bool old)
 
 	s->name = build ? "baseline" : old ? "abi-1.16" : "this";
 	if (old)
-		setenv("KVMMD_TEST_ABI_1_16", "1", 1);
+		setenv("KVMMD_TEST_ABI_MINOR", "16", 1);
 	e = ab_start(&s->d, NULL, build);
-	unsetenv("KVMMD_TEST_ABI_1_16");
+	unsetenv("KVMMD_TEST_ABI_MINOR");
 	if (e)
 		return e;
 	co.socket_path = s->d.sock;

@@ -23,7 +23,7 @@
  *       one: the block stays read-only (a write is SIGSEGV) with the
  *       publisher's bytes, no copy counted; with the quota lifted the
  *       extend unshares it;
- *   (e) against a kvmmd whose HELLO says 1.19 (KVMMD_TEST_ABI_1_19=1)
+ *   (e) against a kvmmd whose HELLO says 1.19 (KVMMD_TEST_ABI_MINOR=19)
  *       kvmm_seq_block_unshare() is -EOPNOTSUPP without a message sent,
  *       and the extend from inside a shared block -EROFS, as before;
  *   (f) ADMIN_REVOKE of the reader's sequence racing with its unshares
@@ -329,9 +329,9 @@ static void old_daemon(void)
 	uint64_t base;
 	uint32_t s, n;
 
-	setenv("KVMMD_TEST_ABI_1_19", "1", 1);
+	setenv("KVMMD_TEST_ABI_MINOR", "19", 1);
 	td_start_ok(&d, extra);
-	unsetenv("KVMMD_TEST_ABI_1_19");
+	unsetenv("KVMMD_TEST_ABI_MINOR");
 	connect_plain(&c);
 	t_ok(kvmm_get_daemon_info(c, &di));
 	t_assert_eq(di.abi_minor, 19);

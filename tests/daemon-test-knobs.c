@@ -11,14 +11,16 @@
  * delay or fault.  Good values of every knob start kvmmd, and the
  * readers read what the check took (leading zeros: 050 is 50 in the WARN
  * lines).  KVMMD_TEST_MIGRATE_FAIL's message lists every kind
- * (nvme-restamp was missing from the hand-written list).
+ * (nvme-restamp was missing from the hand-written list).  The six
+ * KVMMD_TEST_ABI_1_* flags that KVMMD_TEST_ABI_MINOR replaced are
+ * refused with the value to set instead.
  */
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
 
 #include <string.h>
 
-enum grammar { NUMBER, PERIOD, FLAG, OWN };
+enum grammar { NUMBER, PERIOD, OWN };
 
 /* the knobs, as test_knob.c's table has them; max: NUMBER's, PERIOD's */
 static const struct {
@@ -27,12 +29,7 @@ static const struct {
 	const char *too_big; /* max + 1 */
 	const char *good;
 } knobs[] = {
-	{ "KVMMD_TEST_ABI_1_15", FLAG, NULL, "0" },
-	{ "KVMMD_TEST_ABI_1_16", FLAG, NULL, "0" },
-	{ "KVMMD_TEST_ABI_1_18", FLAG, NULL, "0" },
-	{ "KVMMD_TEST_ABI_1_19", FLAG, NULL, "0" },
-	{ "KVMMD_TEST_ABI_1_20", FLAG, NULL, "0" },
-	{ "KVMMD_TEST_ABI_1_21", FLAG, NULL, "1" },
+	{ "KVMMD_TEST_ABI_MINOR", NUMBER, "24", "021" },
 	{ "KVMMD_TEST_CACHE_OPEN_FAIL", OWN, NULL, "ENOSPC:2" },
 	{ "KVMMD_TEST_CACHE_RETRY_MS", PERIOD, "3600001", "3600000" },
 	{ "KVMMD_TEST_DEMOTE_DELAY_MS", NUMBER, "3600001", "050" },
@@ -60,7 +57,6 @@ static const struct {
 /* the bad values of every number, and of the others */
 static const char *const bad_number[] = { "",	"x",  "5ms", "-1",
 					  "+5", " 5", "5 ",  "0x10" };
-static const char *const bad_flag[] = { "", "2", "01", "yes", "true", " 1" };
 static const struct {
 	const char *name, *value;
 } bad_own[] = {
@@ -120,13 +116,6 @@ static void bad_values(void)
 	for (size_t i = 0; i < NR_KNOBS; i++) {
 		const char *name = knobs[i].name;
 
-		if (knobs[i].grammar == FLAG) {
-			for (size_t j = 0;
-			     j < sizeof(bad_flag) / sizeof(*bad_flag); j++, n++)
-				refused(name, bad_flag[j],
-					"expected 1 (on) or 0 (off)");
-			continue;
-		}
 		if (knobs[i].grammar == OWN)
 			continue;
 		for (size_t j = 0; j < sizeof(bad_number) / sizeof(*bad_number);
@@ -176,8 +165,8 @@ static void misspelt(void)
 		"did you mean KVMMD_TEST_DEMOTE_DELAY_MS?");
 	refused("KVMMD_TEST_HOST_SLOT_HELD", "3",
 		"did you mean KVMMD_TEST_HOST_SLOTS_HELD?");
-	refused("KVMMD_TEST_ABI_1_17", "1",
-		"did you mean one of KVMMD_TEST_ABI_1_15, KVMMD_TEST_ABI_1_16, KVMMD_TEST_ABI_1_18, KVMMD_TEST_ABI_1_19?");
+	refused("KVMMD_TEST_ABI_MINR", "18",
+		"not a kvmmd test knob; did you mean KVMMD_TEST_ABI_MINOR?");
 	refused("KVMMD_TEST_SOMETHING_ELSE", "",
 		"not a kvmmd test knob (they are ");
 	/* the list is the table: every test knob this test knows is in it */
@@ -186,6 +175,31 @@ static void misspelt(void)
 		    !strstr(log_buf, knobs[i].name))
 			t_fail("%s not listed in:\n%s", knobs[i].name, log_buf);
 	printf("misspelt names refused with the knob meant, or the list\n");
+}
+
+/*
+ * The six flags of before KVMMD_TEST_ABI_MINOR (until 7 December): each
+ * refused, whatever its value, with the knob to set instead; a name
+ * near one (KVMMD_TEST_ABI_1_17) is never told to set a retired one.
+ */
+static void retired(void)
+{
+	static const int minors[] = { 15, 16, 18, 19, 20, 21 };
+	char name[32], want[96];
+
+	for (size_t i = 0; i < sizeof(minors) / sizeof(*minors); i++) {
+		snprintf(name, sizeof(name), "KVMMD_TEST_ABI_1_%d", minors[i]);
+		snprintf(
+			want, sizeof(want),
+			"a retired kvmmd test knob: set KVMMD_TEST_ABI_MINOR=%d",
+			minors[i]);
+		refused(name, "1", want);
+		refused(name, "0", want);
+	}
+	refused("KVMMD_TEST_ABI_1_17", "1", "not a kvmmd test knob (they are ");
+	if (strstr(strstr(log_buf, "(they are "), "ABI_1_"))
+		t_fail("a retired knob offered in:\n%s", log_buf);
+	printf("the six retired KVMMD_TEST_ABI_1_* refused with KVMMD_TEST_ABI_MINOR=N\n");
 }
 
 /* Every knob at a good value: kvmmd starts, the readers read what the
@@ -261,6 +275,10 @@ static void good_values(void)
 		1);
 	t_assert_eq(t_count(log_buf, "KVMMD_TEST_CACHE_RETRY_MS=3600000: "), 1);
 	t_assert_eq(t_count(log_buf, "KVMMD_TEST_NVME_OPEN_FAIL=1000000: "), 1);
+	t_assert_eq(
+		t_count(log_buf,
+			"KVMMD_TEST_ABI_MINOR=21: HELLO says ABI 1.21, kvmmd plays that daemon (tests only)"),
+		1);
 	td_stop_ok(&d);
 	for (size_t i = 0; i < NR_KNOBS; i++)
 		unsetenv(knobs[i].name);
@@ -268,7 +286,7 @@ static void good_values(void)
 	strcat(state, ".lock"); /* kvmmd's lock beside it (cache_learned.c) */
 	unlink(state);
 	t_ok(rmdir(dir));
-	printf("the readers read what the check took (050 is 50, 03 is 3, 0100 is 100, 0 and empty are off, 01 is 1)\n");
+	printf("the readers read what the check took (050 is 50, 03 is 3, 0100 is 100, 021 is 21, 0 and empty are off, 01 is 1)\n");
 }
 
 int main(void)
@@ -276,6 +294,7 @@ int main(void)
 	bad_values();
 	migrate_fail_kinds();
 	misspelt();
+	retired();
 	good_values();
 	return 0;
 }

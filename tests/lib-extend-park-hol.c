@@ -30,8 +30,8 @@
  *     open returns the 4 blocks with their bytes (a parked
  *     KVMM_PREFIX_OPEN_COLLECT open answers at once, ABI 1.17);
  *   - all three again against a kvmmd that stands in for an older one
- *     (KVMMD_TEST_ABI_1_16=1, HELLO says 1.16, for the extends;
- *     KVMMD_TEST_ABI_1_15=1, 1.15 and no notify word, for the open, whose
+ *     (KVMMD_TEST_ABI_MINOR=16, HELLO says 1.16, for the extends;
+ *     KVMMD_TEST_ABI_MINOR=15, 1.15 and no notify word, for the open, whose
  *     COLLECT flag is 1.16's): libkvmm falls back to a park that holds
  *     the socket, so the pages still come and are right, and the main
  *     thread's first socket call waits for most of the park (no round
@@ -75,17 +75,17 @@ static uint64_t hash_of(int content, int b)
 
 /* kvmmd with a pool of 8 blocks and demotions of DELAY_MS each; knob: a
  * test knob set to 1 for it (NULL: none). */
-static void start(struct td_daemon *d, const char *knob)
+/* minor: the one kvmmd plays (KVMMD_TEST_ABI_MINOR), NULL for its own */
+static void start(struct td_daemon *d, const char *minor)
 {
 	const char *args[] = { "--gpu-mem", "2M",	  "--cache-gpu-blocks",
 			       "8",	    "--host-mem", "2M",
 			       NULL };
 
-	if (knob)
-		setenv(knob, "1", 1);
+	if (minor)
+		setenv("KVMMD_TEST_ABI_MINOR", minor, 1);
 	cc_start_with_delay(d, args, "KVMMD_TEST_DEMOTE_DELAY_MS", DELAY_MS);
-	if (knob)
-		unsetenv(knob);
+	unsetenv("KVMMD_TEST_ABI_MINOR");
 }
 
 /* nb blocks of content k (tag 700 + k) cached, by a publisher process;
@@ -258,7 +258,7 @@ static void engine_extend(bool old)
 	pthread_t t;
 	int n;
 
-	start(&d, old ? "KVMMD_TEST_ABI_1_16" : NULL);
+	start(&d, old ? "16" : NULL);
 	c = cc_connect_lib(d.sock, "extend-park-hol");
 	t_ok(kvmm_get_daemon_info(c, &di));
 	t_assert_eq(di.abi_minor, old ? 16 : KVMM_ABI_MINOR);
@@ -323,7 +323,7 @@ static void map_ahead(bool old)
 	uint32_t own, seq;
 	int n;
 
-	start(&d, old ? "KVMMD_TEST_ABI_1_16" : NULL);
+	start(&d, old ? "16" : NULL);
 	co.socket_path = d.sock;
 	t_ok(kvmm_connect(&co, &c));
 	t_ok(kvmm_region_create(c, &ro, &r));
@@ -389,7 +389,7 @@ static void prefix_open(bool old)
 	int n;
 
 	/* before 1.16 libkvmm sent no KVMM_PREFIX_OPEN_COLLECT */
-	start(&d, old ? "KVMMD_TEST_ABI_1_15" : NULL);
+	start(&d, old ? "15" : NULL);
 	c = cc_connect_lib(d.sock, "extend-park-hol-prefix");
 	t_ok(kvmm_region_create(c, &ro, &r));
 	t_ok(kvmm_seq_open(r, &own));

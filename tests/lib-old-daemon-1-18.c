@@ -2,7 +2,7 @@
 /*
  * timeout: 60
  * libkvmm against a kvmmd that plays a daemon of ABI 1.18
- * (KVMMD_TEST_ABI_1_18=1, a kvmmd test knob): its HELLO says 1.18, the
+ * (KVMMD_TEST_ABI_MINOR=18, a kvmmd test knob): its HELLO says 1.18, the
  * commands of 1.19 (PREFIX_QUERY, BLOCK_PIN_MANY) are unknown to it
  * (-ENOTTY), its ADMIN_STATUS is the 576 bytes of 1.18 and its
  * TIER_STATS the 648 of 1.17-1.19, and each client is served as one of
@@ -181,7 +181,7 @@ int main(void)
 	struct kvmm_conn *c;
 	struct td_daemon d;
 
-	cc_start_with_delay(&d, NULL, "KVMMD_TEST_ABI_1_18", 1);
+	cc_start_with_delay(&d, NULL, "KVMMD_TEST_ABI_MINOR", 18);
 	cc_write_content(d.sock, &contents, 0);
 	c = cc_connect_lib(d.sock, "old-daemon");
 	t_ok(kvmm_region_create(c, &ro, &r));

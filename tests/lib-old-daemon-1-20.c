@@ -2,7 +2,7 @@
 /*
  * timeout: 60
  * libkvmm and kvmmctl against a kvmmd that plays a daemon of ABI 1.20
- * (KVMMD_TEST_ABI_1_20=1, a kvmmd test knob), caching two block sizes
+ * (KVMMD_TEST_ABI_MINOR=20, a kvmmd test knob), caching two block sizes
  * (--cache-block-pages 4,2): its TIER_STATS is the 656 bytes of 1.20
  * (every size summed, no sizes listed) and a request with a body is
  * -EINVAL, as a 1.20 daemon answered it.
@@ -102,7 +102,7 @@ int main(void)
 	struct td_daemon d;
 
 	_Static_assert(CC_PPB == 4, "the first named size is the tests'");
-	cc_start_with_delay(&d, args, "KVMMD_TEST_ABI_1_20", 1);
+	cc_start_with_delay(&d, args, "KVMMD_TEST_ABI_MINOR", 20);
 	cc_write_content(d.sock, &contents, 0);
 	c = cc_connect_lib(d.sock, "old-daemon-1-20");
 	lib(c);

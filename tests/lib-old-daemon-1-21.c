@@ -5,7 +5,7 @@
  * between a new and an old side, with two block sizes cached
  * (--cache-block-pages 4,2):
  *   - against a kvmmd that plays a daemon of ABI 1.21
- *     (KVMMD_TEST_ABI_1_21=1, a kvmmd test knob): kvmmctl cache-drop
+ *     (KVMMD_TEST_ABI_MINOR=21, a kvmmd test knob): kvmmctl cache-drop
  *     --block-pages and tenants --block-pages say the daemon is older
  *     than 1.22 without asking (exit 1; nothing dropped, kvmmd counts no
  *     command from them but those of a connection that asks nothing); kvmmctl tenants prints the sums' table alone
@@ -139,7 +139,7 @@ int main(void)
 	struct td_daemon d;
 
 	_Static_assert(CC_PPB == 4, "the first named size is the tests'");
-	cc_start_with_delay(&d, args, "KVMMD_TEST_ABI_1_21", 1);
+	cc_start_with_delay(&d, args, "KVMMD_TEST_ABI_MINOR", 21);
 	cc_write_content(d.sock, &contents, 0);
 	tools(&d);
 	wire(d.sock, KVMM_ABI_MINOR);

@@ -20,7 +20,7 @@
  *     on meanwhile as above; the wait returns no failed block, nothing
  *     pending, and the bytes are content 1's;
  *   - both again against a kvmmd that stands in for one before ABI 1.16
- *     (KVMMD_TEST_ABI_1_15=1: HELLO says 1.15, no notify word): libkvmm
+ *     (KVMMD_TEST_ABI_MINOR=15: HELLO says 1.15, no notify word): libkvmm
  *     falls back to waiting with the socket, so the calls still return
  *     the right blocks and bytes, and the main thread's first extend
  *     waits for most of each call (no round ends in its first half).
@@ -273,9 +273,9 @@ int main(void)
 
 	for (int old = 0; old < 2; old++) {
 		if (old)
-			setenv("KVMMD_TEST_ABI_1_15", "1", 1);
+			setenv("KVMMD_TEST_ABI_MINOR", "15", 1);
 		cr_start_args(&env, 40, DELAY_MS, "--restore-mode", "reload");
-		unsetenv("KVMMD_TEST_ABI_1_15");
+		unsetenv("KVMMD_TEST_ABI_MINOR");
 		cr_fill_tiers(&env, &ts);
 		co.socket_path = env.d.sock;
 		t_ok(kvmm_connect(&co, &c));

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Python binding (kvmm/python/kvmm.py) against a kvmmd playing ABI 1.18
-# (KVMMD_TEST_ABI_1_18=1): Region.query_prefix() and Connection.pin_many()
+# (KVMMD_TEST_ABI_MINOR=18): Region.query_prefix() and Connection.pin_many()
 # raise EOPNOTSUPP without a round trip; prefix opens, single pins and
 # tier_stats() work as with 1.18. Cases live in
 # tests/python-kvmm/cases_api.py.

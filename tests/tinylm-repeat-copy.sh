@@ -5,7 +5,7 @@
 # (copy-on-write, ABI 1.20), so each repeat computes one token, not the
 # block.  Against kvmmd: 4 repeats, 4 blocks copied (tinylm's count and
 # kvmmd's), 124 fewer prompt tokens computed (4 x 31) than against a kvmmd
-# that says 1.19 (KVMMD_TEST_ABI_1_19=1), where tinylm does not ask for
+# that says 1.19 (KVMMD_TEST_ABI_MINOR=19), where tinylm does not ask for
 # the last block and copies nothing; the tokens equal the private-memory
 # reference bitwise in both.
 # timeout: 60
@@ -21,10 +21,15 @@ work=(--dim 64 --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 300
 "$bin" "${work[@]}" | grep '^tok' | sort >"$tmp/ref" || fail "reference run"
 [ "$(wc -l <"$tmp/ref")" = 128 ] || fail "reference: $(wc -l <"$tmp/ref") tokens, expected 8 turns x 16"
 
-# run NAME ABI_1_19: one client on a fresh daemon (that says 1.19 when 1)
+# run NAME [MINOR]: one client on a fresh daemon (that plays 1.MINOR when
+# given: KVMMD_TEST_ABI_MINOR)
 run() {
 	local name=$1 sock=$tmp/kvmm-$1.sock
-	KVMMD_TEST_ABI_1_19=$2 start_daemon "$sock" --page-size 4096 --gpu-mem 4M
+	if [ -n "${2:-}" ]; then
+		KVMMD_TEST_ABI_MINOR=$2 start_daemon "$sock" --page-size 4096 --gpu-mem 4M
+	else
+		start_daemon "$sock" --page-size 4096 --gpu-mem 4M
+	fi
 	"$bin" "${work[@]}" --kv kvmm --socket "$sock" >"$tmp/kv-$name" 2>"$tmp/err-$name" ||
 		fail "$name: tinylm: $(tail -n 5 "$tmp/err-$name")"
 	"$bin" --kvmm-stats --socket "$sock" >"$tmp/tiers-$name" ||
@@ -33,8 +38,8 @@ run() {
 	check_output "$name"
 }
 
-run copy 0
-run old 1
+run copy
+run old 19
 python3 -c '
 import json, sys
 new, old, tiers, tiers_old = (json.loads(open(f).read()) for f in sys.argv[1:])

@@ -88,6 +88,7 @@
 #include <string.h>
 
 #include "ebpf/telemetry_shm.h"
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
 /*
@@ -439,6 +440,9 @@ static void kc_drop_reply(struct kc_drop *dr)
 		(unsigned long long)r->nvme_stale_invalidated,
 		(unsigned long long)r->nvme_invalidate_failures, mark, kept);
 	dr->rep.size = (uint32_t)dr->rep_size;
+	/* a reserved word to a client before 1.15 (abi_play.h) */
+	if (dr->s && KD_ABI_BEFORE(dr->s, KD_ABI_STALE_INVALIDATED))
+		dr->rep.nvme_stale_invalidated = 0;
 	if (dr->s)
 		kd_session_reply(dr->s, &dr->h, 0, &dr->rep, dr->rep_size, NULL,
 				 0);
@@ -532,7 +536,8 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	    !kw_all_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	/* block_pages was a reserved word before 1.22: to a client of
-	 * before (or under KVMMD_TEST_ABI_1_21), what 1.21 said */
+	 * before (or under KVMMD_TEST_ABI_MINOR=21 or less), what 1.21
+	 * said */
 	if (a.block_pages && s->client_minor < 22)
 		return -EINVAL;
 	if (a.block_pages) {
@@ -552,14 +557,9 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	dr->h = *h;
 	dr->uid = s->uid;
 	dr->rep.block_pages = a.block_pages;
-	if (s->client_minor < 22)
-		dr->rep_size = offsetof(struct kvmm_admin_cache_drop_reply,
-					block_pages);
-	else if (s->client_minor < 23)
-		dr->rep_size = offsetof(struct kvmm_admin_cache_drop_reply,
-					nvme_restamped);
-	else
-		dr->rep_size = sizeof(dr->rep);
+	/* 104 bytes to a client of 1.21 or before, 336 to one of 1.22
+	 * (abi_play.c's table) */
+	dr->rep_size = kd_abi_reply_size(KD_ABI_CACHE_DROP, s->client_minor);
 	/* every size's cache (or the one asked), one reply with their sums
 	 * and each size's part; before a size's first region its tiers are
 	 * not open: nothing cached (the blocks an NVMe file holds from the

@@ -15,6 +15,7 @@
 
 #include "ebpf/telemetry_shm.h"
 #include "kvmm/policy/restore_plan.h"
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/cache_plan.h"
 
 struct kc_pending *kc_pending_new(uint32_t n)
@@ -213,7 +214,8 @@ void kc_pending_finish(struct kd_cache *c, struct kc_pending *pr)
 	}
 	rep->size = rep_len;
 	rep->seq_id = pr->seq;
-	rep->seq_gen = q->gen;
+	/* 0 to a 1.0 client: no opening named (abi_play.h) */
+	rep->seq_gen = KD_ABI_BEFORE(s, KD_ABI_SEQ_GEN) ? 0 : q->gen;
 	rep->nr_blocks = hit;
 	rep->pages_per_block = r->pages_per_block;
 	rep->len = q->len;

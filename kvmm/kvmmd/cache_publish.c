@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/abi_play.h"
+
 /* blk (a sequence's block) becomes e's GPU copy: the cache's reference */
 static void kc_take_block(struct kd_cache *c, struct kc_entry *e,
 			  struct kd_block *blk)
@@ -416,6 +418,9 @@ int kd_cache_publish(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	c->st.not_cached += rep.not_cached;
 	kc_reap_dead(c);
 	kd_tenant(s->d, tenant)->published_blocks += rep.published;
+	/* a reserved word before 1.4 (abi_play.h) */
+	if (KD_ABI_BEFORE(s, KD_ABI_PROMOTED))
+		rep.promoted = 0;
 	if (!err)
 		kd_session_reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
 out:

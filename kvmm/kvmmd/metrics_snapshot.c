@@ -21,8 +21,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/metrics_gzip.h"
 #include "kvmm/kvmmd/metrics_http_priv.h"
@@ -83,8 +85,11 @@ static int metrics_build(struct kd_metrics *m)
 	struct kd_metrics_src src = {
 		.st = &st,
 		.abi_major = KVMM_ABI_MAJOR,
-		.abi_minor = KVMM_ABI_MINOR,
+		.abi_minor = kd_abi_minor(),
 	};
+	/* what kvmmctl metrics shows of the daemon it talks to: under
+	 * KVMMD_TEST_ABI_MINOR the one a test plays (abi_play.h) */
+	uint16_t minor = kd_abi_minor();
 	uint64_t t0 = kd_now_ns(), cost, gap;
 	struct kvmm_tenants_reply *tn = NULL;
 	struct kd_mtext *t;
@@ -94,19 +99,35 @@ static int metrics_build(struct kd_metrics *m)
 	int err;
 
 	kd_status(d, &st);
-	if (!kd_cache_tier_stats(d, &ts))
+	st.size = (uint32_t)kd_abi_reply_size(KD_ABI_ADMIN_STATUS, minor);
+	/* as a client reads the shorter reply into a zeroed buffer (the
+	 * strings' families go by their being set) */
+	memset((char *)&st + st.size, 0, sizeof(st) - st.size);
+	if (!kd_cache_tier_stats(d, &ts)) {
+		kd_abi_tier_stats(&ts, minor);
+		memset((char *)&ts + ts.size, 0, sizeof(ts) - ts.size);
 		src.ts = &ts;
-	for (uint32_t i = 0; i < KD_CACHE_SIZES; i++)
+	}
+	/* each size's figures since 1.21 */
+	for (uint32_t i = 0; minor >= 21 && i < KD_CACHE_SIZES; i++)
 		if (!kd_cache_size_stats(d, i, &sz[src.nr_sizes].pages,
-					 &sz[src.nr_sizes].ts))
+					 &sz[src.nr_sizes].ts)) {
+			struct kvmm_tier_stats_reply *t = &sz[src.nr_sizes].ts;
+
+			kd_abi_tier_stats(t, minor);
+			memset((char *)t + t->size, 0, sizeof(*t) - t->size);
 			src.nr_sizes++;
+		}
 	src.sizes = sz;
-	if (!kd_tenants_reply(d, 0, &tn, &tn_len))
+	/* the tenants since 1.10 (ADMIN_TENANTS) */
+	if (minor >= 10 && !kd_tenants_reply(d, 0, &tn, &tn_len)) {
+		kd_abi_tenants(tn, &tn_len, minor);
 		src.tn = tn;
+	}
 	/* each size's tenants, for the kvmm_size_tenant_* families: only
-	 * with several sizes (one size's are the sums) */
-	for (uint32_t i = 0; src.tn && src.nr_sizes > 1 && i < src.nr_sizes;
-	     i++)
+	 * with several sizes (one size's are the sums), since 1.22 */
+	for (uint32_t i = 0;
+	     minor >= 22 && src.tn && src.nr_sizes > 1 && i < src.nr_sizes; i++)
 		if (!kd_tenants_reply(d, sz[i].pages, &size_tn[i], &tn_len))
 			sz[i].tn = size_tn[i];
 	f = open_memstream(&text, &len);

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/kvmmd.h"
@@ -433,6 +434,9 @@ static int pin_quota_reply(struct kd_session *s, const struct kvmm_msg_hdr *h)
 {
 	struct kvmm_block_pin_reply rep = { .size = sizeof(rep) };
 
+	/* before 1.13 an error had no body (abi_play.h) */
+	if (KD_ABI_BEFORE(s, KD_ABI_1_13))
+		return -EDQUOT;
 	rep.pins = s->nr_pins;
 	rep.pin_quota = pin_quota(s->d);
 	kd_session_reply(s, h, -EDQUOT, &rep, sizeof(rep), NULL, 0);

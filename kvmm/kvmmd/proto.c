@@ -24,131 +24,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/proto_priv.h"
 #include "kvmm/policy/cost_model.h"
 #include "kvmm/policy/policy.h"
-
-/*
- * Test knobs: KVMMD_TEST_ABI_1_15=1 in kvmmd's environment makes its
- * HELLO replies say ABI 1.15 and name no notify word, so a test sees
- * libkvmm fall back to what it did with a daemon before 1.16 (waiting for
- * restores holding the socket); KVMMD_TEST_ABI_1_16=1 makes them say 1.16
- * (the notify word stays), so libkvmm falls back to what it did with a
- * daemon before 1.17 (an extend parked for pool pages holds the socket);
- * KVMMD_TEST_ABI_1_18=1 makes them say 1.18, so a test sees libkvmm and
- * the Python binding answer the 1.19 calls -EOPNOTSUPP without asking;
- * KVMMD_TEST_ABI_1_19=1 makes them say 1.19, so libkvmm does what it did
- * with a daemon before 1.20 (no SEQ_UNSHARE: an extend into a shared
- * block is -EROFS); KVMMD_TEST_ABI_1_20=1 makes them say 1.20, so
- * libkvmm answers a TIER_STATS of one block size -EOPNOTSUPP without
- * asking (a 1.20 daemon answers a request body -EINVAL);
- * KVMMD_TEST_ABI_1_21=1 makes them say 1.21, so kvmmctl answers a
- * cache-drop or tenants of one block size -EOPNOTSUPP without asking (a
- * 1.21 daemon answers the word -EINVAL) and status shows no queued
- * demotions per size.  Under any of them kvmmd also plays the older
- * daemon where a client can see it: the commands that came later are
- * unknown (-ENOTTY, kd_test_cmd_unknown()), ADMIN_STATUS and TIER_STATS
- * end where they ended then (kd_test_status_size(),
- * kd_test_tier_stats_size()), and each client is served as one of at
- * most that minor (s->client_minor: no give-ahead entry, a revoked
- * publish -EINVAL).  Never set them in production; they are logged as a warning.
- * The minor HELLO says.
- */
-static uint16_t test_abi_minor(void)
-{
-	static int minor = -1;
-
-	if (minor < 0) {
-		const char *v15 = getenv("KVMMD_TEST_ABI_1_15");
-		const char *v16 = getenv("KVMMD_TEST_ABI_1_16");
-		const char *v18 = getenv("KVMMD_TEST_ABI_1_18");
-		const char *v19 = getenv("KVMMD_TEST_ABI_1_19");
-		const char *v20 = getenv("KVMMD_TEST_ABI_1_20");
-		const char *v21 = getenv("KVMMD_TEST_ABI_1_21");
-
-		minor = KVMM_ABI_MINOR;
-		if (v15 && !strcmp(v15, "1"))
-			minor = 15;
-		else if (v16 && !strcmp(v16, "1"))
-			minor = 16;
-		else if (v18 && !strcmp(v18, "1"))
-			minor = 18;
-		else if (v19 && !strcmp(v19, "1"))
-			minor = 19;
-		else if (v20 && !strcmp(v20, "1"))
-			minor = 20;
-		else if (v21 && !strcmp(v21, "1"))
-			minor = 21;
-		if (minor != KVMM_ABI_MINOR)
-			vmm_log(VMM_LOG_WARN,
-				"KVMMD_TEST_ABI_1_%d=1: HELLO says ABI 1.%d%s (tests only)",
-				minor, minor,
-				minor < 16 ? ", no notify word" : "");
-	}
-	return (uint16_t)minor;
-}
-
-/* Under a KVMMD_TEST_ABI_1_* knob: is cmd one the daemon it plays did not
- * have?  (The commands of 1.16 and later; the older ones are older than
- * any knob.) */
-static bool kd_test_cmd_unknown(uint16_t cmd)
-{
-	uint16_t since;
-
-	switch (cmd) {
-	case KVMM_CMD_PREFIX_COLLECT:
-		since = 16;
-		break;
-	case KVMM_CMD_SEQ_COLLECT:
-		since = 17;
-		break;
-	case KVMM_CMD_PREFIX_QUERY:
-	case KVMM_CMD_BLOCK_PIN_MANY:
-		since = 19;
-		break;
-	case KVMM_CMD_SEQ_UNSHARE:
-		since = 20;
-		break;
-	default:
-		return false;
-	}
-	return test_abi_minor() < since;
-}
-
-size_t kd_test_status_size(void)
-{
-	uint16_t minor = test_abi_minor();
-
-	if (minor < 18)
-		return offsetof(struct kvmm_status_reply, page_ro_fds);
-	if (minor < 19)
-		return offsetof(struct kvmm_status_reply, lend_requests);
-	if (minor < 20)
-		return offsetof(struct kvmm_status_reply, prefix_queries);
-	if (minor < 22)
-		return offsetof(struct kvmm_status_reply, nr_sizes);
-	return sizeof(struct kvmm_status_reply);
-}
-
-size_t kd_test_tier_stats_size(void)
-{
-	uint16_t minor = test_abi_minor();
-
-	if (minor < 15)
-		return offsetof(struct kvmm_tier_stats_reply,
-				lower_free_refused);
-	if (minor < 17)
-		return offsetof(struct kvmm_tier_stats_reply,
-				nvme_write_returns);
-	if (minor < 20)
-		return offsetof(struct kvmm_tier_stats_reply, blocks_unshared);
-	if (minor < 21)
-		return offsetof(struct kvmm_tier_stats_reply, block_pages);
-	return sizeof(struct kvmm_tier_stats_reply);
-}
 
 static int do_hello(struct req *rq)
 {
@@ -171,10 +53,10 @@ static int do_hello(struct req *rq)
 	memcpy(s->name, h.name, sizeof(s->name));
 	s->name[sizeof(s->name) - 1] = '\0';
 	s->admin_only = h.flags & KVMM_HELLO_F_ADMIN;
-	/* what it is sent follows the older of the two (a test knob's
-	 * minor: test_abi_minor()) */
-	s->client_minor = h.abi_minor < test_abi_minor() ? h.abi_minor :
-							   test_abi_minor();
+	/* what it is sent follows the older of the two (the daemon's is
+	 * a test's older one under KVMMD_TEST_ABI_MINOR: abi_play.h) */
+	s->client_minor = h.abi_minor < kd_abi_minor() ? h.abi_minor :
+							 kd_abi_minor();
 	rep.size = sizeof(rep);
 	if (!s->admin_only) {
 		err = kd_ring_create(s, &h, &rep.ring, fds);
@@ -191,9 +73,12 @@ static int do_hello(struct req *rq)
 	rep.pages_total = d->capacity;
 	rep.quota_pages = s->quota ? s->quota->limit_pages : 0;
 	rep.revoke_timeout_ms = d->cfg.revoke_timeout_ms;
-	memcpy(rep.gpu_uuid, d->backend->gpu_uuid, sizeof(rep.gpu_uuid));
-	rep.abi_minor = test_abi_minor();
-	if (rep.abi_minor < 16)
+	rep.abi_minor = kd_abi_minor();
+	/* what the daemon played had (zero there: a reserved word then) */
+	if (rep.abi_minor >= KD_ABI_1_13)
+		memcpy(rep.gpu_uuid, d->backend->gpu_uuid,
+		       sizeof(rep.gpu_uuid));
+	if (rep.abi_minor < KD_ABI_NOTIFY)
 		rep.ring.notify = 0;
 	reply(rq, 0, &rep, sizeof(rep), fds, rep.nr_fds);
 	return 1;
@@ -261,7 +146,9 @@ static int do_seq_open(struct req *rq)
 	err = kd_seq_open(r, &rep.seq_id);
 	if (err)
 		return err;
-	rep.seq_gen = r->seqs[rep.seq_id].gen;
+	rep.seq_gen = KD_ABI_BEFORE(rq->s, KD_ABI_SEQ_GEN) ?
+			      0 :
+			      r->seqs[rep.seq_id].gen;
 	reply(rq, 0, &rep, sizeof(rep), NULL, 0);
 	return 1;
 }
@@ -575,8 +462,11 @@ static int dispatch(struct req *rq)
 	 * goes on using the session */
 	if (cmd != KVMM_CMD_BYE)
 		s->said_bye = false;
-	if (kd_test_cmd_unknown(cmd))
+	/* what came after the daemon a test plays (abi_play.h) */
+	if (kd_abi_cmd_unknown(cmd))
 		return -ENOTTY;
+	if (kd_abi_flags_check(cmd, rq->p, rq->len))
+		return -EINVAL;
 	switch (cmd) {
 	case KVMM_CMD_HELLO:
 		return do_hello(rq);

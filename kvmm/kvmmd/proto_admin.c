@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/cache.h"
 #include "kvmm/kvmmd/cache_plan.h"
 #include "kvmm/kvmmd/kvmmd.h"
@@ -150,12 +151,11 @@ int kd_cmd_admin_status(struct req *rq)
 	if (rq->len)
 		return -EINVAL;
 	kd_status(rq->s->d, &st);
-	/* sizeof(st) but under a KVMMD_TEST_ABI_1_* knob (proto.c); a
-	 * client of 1.21 or before gets the reply of before, exactly */
-	st.size = (uint32_t)kd_test_status_size();
-	if (rq->s->client_minor < 22 &&
-	    st.size > offsetof(struct kvmm_status_reply, nr_sizes))
-		st.size = offsetof(struct kvmm_status_reply, nr_sizes);
+	/* sizeof(st), but what the daemon a test plays sent
+	 * (KVMMD_TEST_ABI_MINOR), and a client of 1.21 or before gets the
+	 * reply of before, exactly (abi_play.c's table) */
+	st.size = (uint32_t)kd_abi_reply_size(KD_ABI_ADMIN_STATUS,
+					      rq->s->client_minor);
 	reply(rq, 0, &st, st.size, NULL, 0);
 	return 1;
 }
@@ -277,20 +277,26 @@ int kd_cmd_admin_sessions(struct req *rq)
 		i->regions = s->nr_regions;
 		i->sequences = s->nr_sequences;
 		i->quota_pages = s->quota ? s->quota->limit_pages : 0;
-		kd_pin_session_info(s, i);
+		/* the pin fields were reserved before 1.2 (abi_play.h) */
+		if (!KD_ABI_BEFORE(rq->s, KD_ABI_SESSION_PINS))
+			kd_pin_session_info(s, i);
 	}
 	/* then the quarantined processes, so an operator sees who keeps
-	 * pages (and fds) after their sessions */
-	for (struct kd_zombie *z = d->zombies; z; z = z->next) {
+	 * pages (and fds) after their sessions (since 1.13, as the regions
+	 * after the entries) */
+	for (struct kd_zombie *z = d->zombies;
+	     z && !KD_ABI_BEFORE(rq->s, KD_ABI_1_13); z = z->next) {
 		total++;
 		if (n < max)
 			kd_zombie_info(z, &rep->sessions[n++]);
 	}
 	len = sizeof(*rep) + n * sizeof(rep->sessions[0]);
-	sessions_regions(d, n, (char *)rep, room, &len);
+	if (!KD_ABI_BEFORE(rq->s, KD_ABI_1_13))
+		sessions_regions(d, n, (char *)rep, room, &len);
 	rep->size = len;
 	rep->nr = n;
-	rep->total = total;
+	/* pad before 1.12 */
+	rep->total = KD_ABI_BEFORE(rq->s, KD_ABI_SESSIONS_TOTAL) ? 0 : total;
 	rep->entry_size = sizeof(rep->sessions[0]);
 	reply(rq, 0, rep, len, NULL, 0);
 	free(rep);
@@ -346,6 +352,7 @@ int kd_cmd_admin_tenants(struct req *rq)
 	err = kd_tenants_reply(rq->s->d, block_pages, &rep, &len);
 	if (err)
 		return err;
+	kd_abi_tenants(rep, &len, rq->s->client_minor);
 	reply(rq, 0, rep, len, NULL, 0);
 	free(rep);
 	return 1;
@@ -447,7 +454,6 @@ int kd_cmd_admin_revoke(struct req *rq)
 int kd_cmd_tier_stats(struct req *rq)
 {
 	struct kvmm_tier_stats_reply st;
-	size_t size = kd_test_tier_stats_size();
 	uint32_t block_pages;
 	int err;
 
@@ -460,17 +466,9 @@ int kd_cmd_tier_stats(struct req *rq)
 		return err;
 	/* a client of 1.20 or before gets the reply of before, exactly;
 	 * one of 1.22 or before that of 1.22 (no restamp counts), one of
-	 * 1.23 that of 1.23 (no cold counts) */
-	if (rq->s->client_minor < 21 &&
-	    size > offsetof(struct kvmm_tier_stats_reply, block_pages))
-		size = offsetof(struct kvmm_tier_stats_reply, block_pages);
-	if (rq->s->client_minor < 23 &&
-	    size > offsetof(struct kvmm_tier_stats_reply, nvme_restamped))
-		size = offsetof(struct kvmm_tier_stats_reply, nvme_restamped);
-	if (rq->s->client_minor < 24 &&
-	    size > offsetof(struct kvmm_tier_stats_reply, cold_blocks))
-		size = offsetof(struct kvmm_tier_stats_reply, cold_blocks);
-	st.size = (uint32_t)size;
+	 * 1.23 that of 1.23 (no cold counts); the daemon a test plays
+	 * what it sent (abi_play.c's table) */
+	kd_abi_tier_stats(&st, rq->s->client_minor);
 	reply(rq, 0, &st, st.size, NULL, 0);
 	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */
 	return 1;

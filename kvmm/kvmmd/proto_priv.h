@@ -39,11 +39,6 @@ int kd_cmd_seq_unshare(struct req *rq);
 int kd_cmd_stats(struct req *rq);
 int kd_cmd_tier_stats(struct req *rq);
 int kd_cmd_admin_status(struct req *rq);
-/* The bytes of ADMIN_STATUS a daemon of a KVMMD_TEST_ABI_1_* knob's minor
- * sent (proto.c); sizeof(struct kvmm_status_reply) without one. */
-size_t kd_test_status_size(void);
-/* ... and of TIER_STATS (ABI 1.20: blocks_unshared). */
-size_t kd_test_tier_stats_size(void);
 int kd_cmd_admin_sessions(struct req *rq);
 int kd_cmd_admin_tenants(struct req *rq);
 int kd_cmd_admin_kill(struct req *rq);

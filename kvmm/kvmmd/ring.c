@@ -34,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/kvmmd.h"
 
 struct kd_ring {
@@ -305,9 +306,14 @@ int kd_ring_post_revokes(struct kd_session *s, const struct kvmm_rqe *e,
 	if (room < n)
 		return -EBUSY;
 	rqes = kr->r.rq.array;
-	for (uint32_t i = 0; i < n; i++)
-		memcpy(&rqes[(kr->rq_tail + i) & kr->r.rq.mask], &e[i],
-		       sizeof(*e));
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvmm_rqe *to = &rqes[(kr->rq_tail + i) & kr->r.rq.mask];
+
+		memcpy(to, &e[i], sizeof(*e));
+		/* a 1.0 client's ring had no opening to name (0: unknown) */
+		if (KD_ABI_BEFORE(s, KD_ABI_SEQ_GEN))
+			to->seq_gen = 0;
+	}
 	kr->rq_tail += n;
 	kr_store_release(kr->r.rq.tail, kr->rq_tail);
 	doorbell(kr->rv_efd);

@@ -13,9 +13,10 @@
  * the values first.  A value the table takes reads the same in its
  * reader: a number is digits alone, no sign, no blank, no suffix, within
  * the table's range, and its reader reads it with the table's own parse
- * (kd_test_knob_number()); a flag is "0" or "1", which is what proto.c
- * compares; the knobs with a grammar of their own are checked by their
- * reader's own parse.
+ * (kd_test_knob_number()); the knobs with a grammar of their own are
+ * checked by their reader's own parse.  A retired knob (one a later knob
+ * replaced) fails the start with the one to set instead, so that a test
+ * that still sets it does not run without what it asked for.
  */
 #include "kvmm/kvmmd/test_knob.h"
 
@@ -38,8 +39,8 @@
 
 enum kd_knob_grammar {
 	KD_KNOB_NUMBER, /* a whole number from min to max */
-	KD_KNOB_FLAG, /* "0" (off, as unset) or "1" */
 	KD_KNOB_CHECK, /* its own: check() */
+	KD_KNOB_RETIRED, /* gone: refused with what replaced it */
 };
 
 /* a number's range, and what it counts, in words */
@@ -59,6 +60,9 @@ static const struct kd_knob_range kd_opens = { "a number of opens", 0,
 					       1000000 };
 static const struct kd_knob_range kd_slow_us = { "a number of us", 0,
 						 3600000000ull };
+/* the minors before kvmmd's own (abi_play.c) */
+static const struct kd_knob_range kd_abi_minors = { "an older ABI minor", 0,
+						    KVMM_ABI_MINOR - 1 };
 
 struct kd_test_knob {
 	const char *name;
@@ -69,6 +73,8 @@ struct kd_test_knob {
 	int (*check)(const char *v, char *why, size_t len);
 	/* an empty value is unset (KVMMD_SLOW_CMD_US's reader says so) */
 	bool empty_is_unset;
+	/* KD_KNOB_RETIRED: what replaced it */
+	const char *replaced_by;
 };
 
 static int kd_migrate_fail_check(const char *v, char *why, size_t len);
@@ -80,13 +86,21 @@ static int kd_retire_fail_check(const char *v, char *why, size_t len);
  * (Documentation/build.md, "Test knobs", has the same table for people).
  */
 static const struct kd_test_knob kd_test_knobs[] = {
-	/* proto.c: HELLO says that minor, kvmmd plays that daemon */
-	{ "KVMMD_TEST_ABI_1_15", KD_KNOB_FLAG },
-	{ "KVMMD_TEST_ABI_1_16", KD_KNOB_FLAG },
-	{ "KVMMD_TEST_ABI_1_18", KD_KNOB_FLAG },
-	{ "KVMMD_TEST_ABI_1_19", KD_KNOB_FLAG },
-	{ "KVMMD_TEST_ABI_1_20", KD_KNOB_FLAG },
-	{ "KVMMD_TEST_ABI_1_21", KD_KNOB_FLAG },
+	/* abi_play.c: HELLO says 1.N, kvmmd plays that daemon */
+	{ "KVMMD_TEST_ABI_MINOR", KD_KNOB_NUMBER, &kd_abi_minors },
+	/* until 7 December: one flag a minor, six minors */
+	{ "KVMMD_TEST_ABI_1_15", KD_KNOB_RETIRED,
+	  .replaced_by = "KVMMD_TEST_ABI_MINOR=15" },
+	{ "KVMMD_TEST_ABI_1_16", KD_KNOB_RETIRED,
+	  .replaced_by = "KVMMD_TEST_ABI_MINOR=16" },
+	{ "KVMMD_TEST_ABI_1_18", KD_KNOB_RETIRED,
+	  .replaced_by = "KVMMD_TEST_ABI_MINOR=18" },
+	{ "KVMMD_TEST_ABI_1_19", KD_KNOB_RETIRED,
+	  .replaced_by = "KVMMD_TEST_ABI_MINOR=19" },
+	{ "KVMMD_TEST_ABI_1_20", KD_KNOB_RETIRED,
+	  .replaced_by = "KVMMD_TEST_ABI_MINOR=20" },
+	{ "KVMMD_TEST_ABI_1_21", KD_KNOB_RETIRED,
+	  .replaced_by = "KVMMD_TEST_ABI_MINOR=21" },
 	/* cache_open.c: the first N set-ups of the tiers fail */
 	{ "KVMMD_TEST_CACHE_OPEN_FAIL", KD_KNOB_CHECK, NULL,
 	  kc_open_fail_check },
@@ -193,13 +207,12 @@ static int kd_knob_value_check(const struct kd_test_knob *k, const char *v,
 			 k->range->what, (unsigned long long)k->range->min,
 			 (unsigned long long)k->range->max);
 		return -EINVAL;
-	case KD_KNOB_FLAG:
-		if (!strcmp(v, "0") || !strcmp(v, "1"))
-			return 0;
-		snprintf(why, len, "expected 1 (on) or 0 (off)");
-		return -EINVAL;
 	case KD_KNOB_CHECK:
 		return k->check(v, why, len);
+	case KD_KNOB_RETIRED:
+		snprintf(why, len, "a retired kvmmd test knob: set %s",
+			 k->replaced_by);
+		return -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -215,6 +228,8 @@ static void kd_unknown_knob(const char *name, size_t len, const char *v)
 	size_t used = 0;
 
 	for (size_t i = 0; i < KD_TEST_KNOBS_COUNT; i++) {
+		if (kd_test_knobs[i].grammar == KD_KNOB_RETIRED)
+			continue;
 		d = knob_name_distance(name, len, kd_test_knobs[i].name);
 		if (d < best)
 			best = d;
@@ -224,6 +239,8 @@ static void kd_unknown_knob(const char *name, size_t len, const char *v)
 	     i++) {
 		const char *k = kd_test_knobs[i].name;
 
+		if (kd_test_knobs[i].grammar == KD_KNOB_RETIRED)
+			continue; /* never the one to set */
 		if (best <= 3 && knob_name_distance(name, len, k) != best)
 			continue;
 		if (best > 3 &&

@@ -368,10 +368,10 @@ def case_tierstats():
 
 
 def case_olddaemon():
-    """kvmmd playing ABI 1.18 (KVMMD_TEST_ABI_1_18=1): the 1.19 calls are
+    """kvmmd playing ABI 1.18 (KVMMD_TEST_ABI_MINOR=18): the 1.19 calls are
     EOPNOTSUPP without a round trip (the session's socket commands do not
     move), what 1.18 had works."""
-    with Daemon(env={"KVMMD_TEST_ABI_1_18": "1"}) as d:
+    with Daemon(env={"KVMMD_TEST_ABI_MINOR": "18"}) as d:
         w, _ = published_by_writer(d)
         c = kvmm.Connection(d.sock, "py-old", map_ahead_blocks=0)
         check_eq(c.daemon_info()["abi_minor"], 18, "the daemon's minor")
