@@ -216,7 +216,7 @@ static void writer_and_reader(const char *sock)
 
 /*
  * 1b: a client of ABI 1.14, whose libkvmm mapped shared blocks
- * read-write, still gets read-write fds (KD_RO_FDS_MINOR): its mapping
+ * read-write, still gets read-write fds (KD_ABI_RO_FDS): its mapping
  * would fail with EACCES on a read-only one.  A client of this build's
  * minor got read-only ones above.
  */

@@ -82,7 +82,30 @@ void kd_abi_tenants(struct kvmm_tenants_reply *rep, size_t *len,
  * words; BLOCK_PIN's -EDQUOT body; HELLO's gpu_uuid */
 #define KD_ABI_1_13 13
 #define KD_ABI_STALE_INVALIDATED 15 /* CACHE_DROP's nvme_stale_invalidated */
+/*
+ * libkvmm has mapped shared blocks read-only since ABI 1.15; before it
+ * (ABI 1.14 and older) it mapped them read-write, which a read-only fd
+ * refuses (EACCES): a client that says it speaks an older minor keeps
+ * getting the read-write fd, as abi.md's compatibility rule asks.  The
+ * read-only fd guards against accidents (an engine's stray write into the
+ * cache's copy), not against a client that means harm, which can claim
+ * an old minor, or publish wrong bytes under hashes others use.
+ */
+#define KD_ABI_RO_FDS 15
 #define KD_ABI_NOTIFY 16 /* HELLO's ring.notify */
+/* libkvmm answers KVMM_RQE_F_GIVE_AHEAD from this minor on */
+#define KD_ABI_GIVE_AHEAD 19
+/* libkvmm answers it (KVMM_RQE_F_GIVE_ACK) from this minor on */
+#define KD_ABI_GIVE_ACK 20
+/* TIER_STATS' optional request (-EINVAL before) */
+#define KD_ABI_TIER_STATS_BODY 21
+/* ADMIN_TENANTS' optional request, CACHE_DROP's block_pages (-EINVAL
+ * before) */
+#define KD_ABI_SIZE_WORDS 22
+/* The errno of a command of s naming a block a revocation took:
+ * -ESTALE for a client of ABI 1.20 or later, -EINVAL, as any block
+ * without pages, before (abi.md, 1.20). */
+#define KD_ABI_REVOKED 20
 
 /* The session's minor is below `since` (it is sent what it was then). */
 #define KD_ABI_BEFORE(s, since) ((s)->client_minor < (since))

@@ -538,7 +538,7 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	/* block_pages was a reserved word before 1.22: to a client of
 	 * before (or under KVMMD_TEST_ABI_MINOR=21 or less), what 1.21
 	 * said */
-	if (a.block_pages && s->client_minor < 22)
+	if (a.block_pages && KD_ABI_BEFORE(s, KD_ABI_SIZE_WORDS))
 		return -EINVAL;
 	if (a.block_pages) {
 		bool cached = false;

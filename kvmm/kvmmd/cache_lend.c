@@ -60,12 +60,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* libkvmm answers KVMM_RQE_F_GIVE_AHEAD from this minor on */
-#define KD_LEND_MINOR 19
-
-/* libkvmm answers it (KVMM_RQE_F_GIVE_ACK) from this minor on */
-#define KD_LEND_ACK_MINOR 20
-
 /*
  * Pages of t's sequence i's own blocks past its length: what a truncate
  * to it frees (a block another sequence or the cache holds too stays).
@@ -146,7 +140,7 @@ static enum lend_state lend_state(struct kd_session *t, uint64_t now,
 static bool may_ask(const struct kd_session *s, const struct kd_session *t)
 {
 	return t != s && t->uid == s->uid && t->hello_done && !t->admin_only &&
-	       t->ring && !t->doomed && t->client_minor >= KD_LEND_MINOR;
+	       t->ring && !t->doomed && t->client_minor >= KD_ABI_GIVE_AHEAD;
 }
 
 /* The pages s's extend of `pages` lacks: over the uid's quota (err
@@ -187,7 +181,7 @@ static int lend_request(struct kd_session *t, uint64_t want, uint64_t now)
 	struct kvmm_rqe e = { .flags = KVMM_RQE_F_GIVE_AHEAD };
 
 	e.page_id = want < UINT32_MAX ? (uint32_t)want : UINT32_MAX;
-	if (t->client_minor >= KD_LEND_ACK_MINOR) {
+	if (t->client_minor >= KD_ABI_GIVE_ACK) {
 		e.flags |= KVMM_RQE_F_GIVE_ACK;
 		e.cookie = d->next_cookie++;
 	}
@@ -321,7 +315,7 @@ void kd_cache_lend_truncated(struct kd_session *s, struct kd_region *r,
 	const struct kd_seq *q = &r->seqs[seq];
 	uint32_t b = kd_region_blocks_for(r, q->len);
 
-	if (s->client_minor >= KD_LEND_ACK_MINOR) {
+	if (s->client_minor >= KD_ABI_GIVE_ACK) {
 		/* its answers name the request: only they count */
 		if (!cookie || cookie != s->lend_cookie)
 			return;

@@ -285,7 +285,7 @@ int kd_cache_publish_check(struct kd_session *s, const void *body, size_t len)
 		/* not the client's (any more): a revocation's doing is said
 		 * apart from a request that was never right, once every
 		 * block's hash was checked (ABI 1.20) */
-		if (!kd_seq_revoked(q, b) || s->client_minor < KD_REVOKED_MINOR)
+		if (!kd_seq_revoked(q, b) || s->client_minor < KD_ABI_REVOKED)
 			return -EINVAL;
 		stale = true;
 	}

@@ -131,7 +131,7 @@ static bool kc_ready_failed(const struct kc_pending *pr)
 static int kc_ready_missing(const struct kd_session *s, const struct kd_seq *q,
 			    uint32_t upto)
 {
-	bool stale_known = s->client_minor >= KD_REVOKED_MINOR;
+	bool stale_known = s->client_minor >= KD_ABI_REVOKED;
 
 	for (uint32_t b = 0; b < upto; b++) {
 		bool revoked = stale_known && kd_seq_revoked(q, b);

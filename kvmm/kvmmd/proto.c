@@ -183,7 +183,7 @@ static int get_extend(struct req *rq, struct kvmm_seq_extend *ex,
 
 	if (err)
 		return err;
-	if (cookie && rq->s->client_minor >= 20) {
+	if (cookie && !KD_ABI_BEFORE(rq->s, KD_ABI_GIVE_ACK)) {
 		*cookie = ex->reserved[0];
 		ex->reserved[0] = 0;
 	}

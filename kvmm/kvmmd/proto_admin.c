@@ -327,7 +327,7 @@ static int size_req_in(struct req *rq, uint32_t since, uint32_t *block_pages)
 	*block_pages = 0;
 	if (!rq->len)
 		return 0;
-	if (rq->s->client_minor < since)
+	if (KD_ABI_BEFORE(rq->s, since))
 		return -EINVAL;
 	err = COPY_IN(rq, q);
 	if (err)
@@ -346,7 +346,7 @@ int kd_cmd_admin_tenants(struct req *rq)
 	int err;
 
 	/* a body since ABI 1.22: to a client of before, what 1.21 said */
-	err = size_req_in(rq, 22, &block_pages);
+	err = size_req_in(rq, KD_ABI_SIZE_WORDS, &block_pages);
 	if (err)
 		return err;
 	err = kd_tenants_reply(rq->s->d, block_pages, &rep, &len);
@@ -458,7 +458,7 @@ int kd_cmd_tier_stats(struct req *rq)
 	int err;
 
 	/* a body since ABI 1.21: to a client of before, what 1.20 said */
-	err = size_req_in(rq, 21, &block_pages);
+	err = size_req_in(rq, KD_ABI_TIER_STATS_BODY, &block_pages);
 	if (err)
 		return err;
 	err = kd_cache_tier_stats_of(rq->s->d, block_pages, &st);

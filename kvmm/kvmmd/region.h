@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/uapi.h"
 
 struct kd_daemon;
@@ -76,11 +77,6 @@ static inline bool kd_seq_revoked(const struct kd_seq *q, uint32_t b)
 	return q->revoked_gen == q->gen && b >= q->revoked_from &&
 	       b < q->revoked_to;
 }
-
-/* The errno of a command of s naming a block a revocation took:
- * -ESTALE for a client of ABI 1.20 or later, -EINVAL, as any block
- * without pages, before (abi.md, 1.20). */
-#define KD_REVOKED_MINOR 20
 
 /* Block b of q, NULL when it has no pages. */
 static inline struct kd_block *kd_seq_block(const struct kd_seq *q, uint32_t b)

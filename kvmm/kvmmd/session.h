@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kvmm/kvmmd/abi_play.h"
 #include "kvmm/kvmmd/loop.h"
 #include "kvmm/uapi.h"
 
@@ -54,7 +55,7 @@ struct kd_session {
 	uint64_t start_time;
 	bool hello_done;
 	/* the client's abi_minor in its HELLO: what its library does with
-	 * what it is sent (KD_RO_FDS_MINOR) */
+	 * what it is sent (abi_play.h) */
 	uint16_t client_minor;
 	bool admin; /* may run admin commands */
 	bool admin_only; /* no rings (kvmmctl) */
@@ -149,20 +150,10 @@ int kd_session_reply(struct kd_session *s, const struct kvmm_msg_hdr *req,
  * page is allocated, or past the pool's cap of kept fds one opened for
  * the message alone), or as fds[i] where the backend cannot make one
  * (cuda) or the client's library may map the page writable (a HELLO
- * below KD_RO_FDS_MINOR).  One that cannot be opened fails the reply,
+ * below KD_ABI_RO_FDS, abi_play.h).  One that cannot be opened fails the reply,
  * which dooms the session (its body announced the fd).
  */
 #define KD_PAGE_AS_IS UINT32_MAX
-/*
- * libkvmm has mapped shared blocks read-only since ABI 1.15; before it
- * (ABI 1.14 and older) it mapped them read-write, which a read-only fd
- * refuses (EACCES): a client that says it speaks an older minor keeps
- * getting the read-write fd, as abi.md's compatibility rule asks.  The
- * read-only fd guards against accidents (an engine's stray write into the
- * cache's copy), not against a client that means harm, which can claim
- * an old minor, or publish wrong bytes under hashes others use.
- */
-#define KD_RO_FDS_MINOR 15
 int kd_session_reply_pages(struct kd_session *s, const struct kvmm_msg_hdr *req,
 			   int status, const void *body, size_t len,
 			   const int *fds, const uint32_t *ro,

@@ -104,7 +104,7 @@ static int take_fds(struct kd_session *s, const int *fds, const uint32_t *ro,
 	for (unsigned int i = 0; i < n; i++) {
 		out[i] = fds[i];
 		if (!ro || ro[i] == KD_PAGE_AS_IS ||
-		    s->client_minor < KD_RO_FDS_MINOR)
+		    s->client_minor < KD_ABI_RO_FDS)
 			continue;
 		err = vmm_pool_page_fd_readonly(s->d->pool, ro[i], domain,
 						&out[i]);
