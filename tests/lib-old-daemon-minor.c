@@ -22,7 +22,9 @@
  *     N had;
  *   - the wire, raw: HELLO says 1.N and names the ring's notify word from
  *     1.16 on; each command that came after N is -ENOTTY and no other;
- *     each request flag that came after N is -EINVAL and no other;
+ *     each request flag that came after N is -EINVAL and no other, and
+ *     so is a request's word that named one block size (TIER_STATS'
+ *     1.21, ADMIN_TENANTS' and ADMIN_CACHE_DROP's 1.22);
  *     SEQ_OPEN's seq_gen is 0 at 1.0 only; ADMIN_STATUS, TIER_STATS,
  *     ADMIN_CACHE_DROP's reply and ADMIN_TENANTS' entries are the sizes
  *     N had; ADMIN_SESSIONS has the pin quota from 1.2, `total` from
@@ -336,6 +338,10 @@ static void wire(const char *sock, int minor)
 	struct kvmm_admin_cache_drop drop = { .size = sizeof(drop),
 					      .flags = KVMM_CACHE_DROP_F_TENANT,
 					      .tenant = 54321 };
+	struct kvmm_tier_stats_req tq = { .size = sizeof(tq),
+					  .block_pages = CC_PPB };
+	struct kvmm_admin_tenants_req tnq = { .size = sizeof(tnq),
+					      .block_pages = CC_PPB };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
 	struct kvmm_seq_open_reply so;
 	struct kvmm_block_pin pin = { .size = sizeof(pin) };
@@ -388,6 +394,21 @@ static void wire(const char *sock, int minor)
 	po.po.flags = KVMM_PREFIX_OPEN_COLLECT;
 	ret = status_of(&c, KVMM_CMD_PREFIX_OPEN, &po, sizeof(po));
 	flag_check(ret, minor, 16, "PREFIX_OPEN with COLLECT");
+
+	/* the words of later minors in a request: one block size's */
+	ret = status_of(&c, KVMM_CMD_TIER_STATS, &tq, sizeof(tq));
+	flag_check(ret, minor, 21, "TIER_STATS of one size");
+	if (minor >= 10) {
+		ret = status_of(&c, KVMM_CMD_ADMIN_TENANTS, &tnq, sizeof(tnq));
+		flag_check(ret, minor, 22, "ADMIN_TENANTS of one size");
+	}
+	if (minor >= 14) {
+		drop.block_pages = CC_PPB;
+		ret = status_of(&c, KVMM_CMD_ADMIN_CACHE_DROP, &drop,
+				sizeof(drop));
+		flag_check(ret, minor, 22, "ADMIN_CACHE_DROP of one size");
+		drop.block_pages = 0;
+	}
 
 	/* SEQ_OPEN names its opening from 1.1 on */
 	t_ok(cc_call(&c, KVMM_CMD_SEQ_OPEN, &ref, sizeof(ref), &so, sizeof(so),
