@@ -20,7 +20,7 @@
 
 #include <string.h>
 
-enum grammar { NUMBER, PERIOD, OWN };
+enum grammar { NUMBER, PERIOD, FLAG, OWN };
 
 /* the knobs, as test_knob.c's table has them; max: NUMBER's, PERIOD's */
 static const struct {
@@ -57,6 +57,7 @@ static const struct {
 /* the bad values of every number, and of the others */
 static const char *const bad_number[] = { "",	"x",  "5ms", "-1",
 					  "+5", " 5", "5 ",  "0x10" };
+static const char *const bad_flag[] = { "", "2", "01", "yes", "true", " 1" };
 static const struct {
 	const char *name, *value;
 } bad_own[] = {
@@ -116,6 +117,13 @@ static void bad_values(void)
 	for (size_t i = 0; i < NR_KNOBS; i++) {
 		const char *name = knobs[i].name;
 
+		if (knobs[i].grammar == FLAG) {
+			for (size_t j = 0;
+			     j < sizeof(bad_flag) / sizeof(*bad_flag); j++, n++)
+				refused(name, bad_flag[j],
+					"expected 1 (on) or 0 (off)");
+			continue;
+		}
 		if (knobs[i].grammar == OWN)
 			continue;
 		for (size_t j = 0; j < sizeof(bad_number) / sizeof(*bad_number);

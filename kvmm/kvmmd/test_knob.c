@@ -13,7 +13,8 @@
  * the values first.  A value the table takes reads the same in its
  * reader: a number is digits alone, no sign, no blank, no suffix, within
  * the table's range, and its reader reads it with the table's own parse
- * (kd_test_knob_number()); the knobs with a grammar of their own are
+ * (kd_test_knob_number()); a flag is "0" or "1", which is what its
+ * reader (tier_nvme_flag_parse()) takes; the knobs with a grammar of their own are
  * checked by their reader's own parse.  A retired knob (one a later knob
  * replaced) fails the start with the one to set instead, so that a test
  * that still sets it does not run without what it asked for.
@@ -39,6 +40,7 @@
 
 enum kd_knob_grammar {
 	KD_KNOB_NUMBER, /* a whole number from min to max */
+	KD_KNOB_FLAG, /* "0" (off, as unset) or "1" */
 	KD_KNOB_CHECK, /* its own: check() */
 	KD_KNOB_RETIRED, /* gone: refused with what replaced it */
 };
@@ -206,6 +208,11 @@ static int kd_knob_value_check(const struct kd_test_knob *k, const char *v,
 			 "expected %s from %llu to %llu (digits only)",
 			 k->range->what, (unsigned long long)k->range->min,
 			 (unsigned long long)k->range->max);
+		return -EINVAL;
+	case KD_KNOB_FLAG:
+		if (!strcmp(v, "0") || !strcmp(v, "1"))
+			return 0;
+		snprintf(why, len, "expected 1 (on) or 0 (off)");
 		return -EINVAL;
 	case KD_KNOB_CHECK:
 		return k->check(v, why, len);
