@@ -69,7 +69,7 @@
  * (tier_nvme_config.part_weights): a weighted cut leaves less than the
  * weights' sum of 4 KiB pages unused at the file's end. */
 #define TIER_NVME_PARTS_MAX 4
-#define TIER_NVME_WEIGHT_MAX 1000
+#define TIER_NVME_WEIGHT_MAX 1000u
 
 /* The slot header as stored (first bytes of the 4 KiB header block). */
 struct tier_nvme_slot_header {
