@@ -32,6 +32,10 @@ Run by the tests/python-*.sh wrappers, one case each:
                           trip, what 1.18 had works
   python-kvmm.py example  the example of Documentation/python.md runs and
                           prints what the document says
+  python-kvmm.py parity   every function, struct and constant of kvmm.h
+                          has its Python counterpart: bound, named in
+                          its docstring and in python.md's table, the
+                          same value (no daemon)
   python-kvmm.py hash     hash_seed/block_hash/hash_chain give the golden
                           values of tests/hash-golden.c (and of the byte
                           layout packed here, hashed by libxxhash itself);
@@ -39,7 +43,8 @@ Run by the tests/python-*.sh wrappers, one case each:
                           this process opens the prefix with its own
 The cases live in tests/python-kvmm/ by area: cases_share.py (share,
 hash), cases_api.py (errors, layout, stats, tierstats, olddaemon,
-example), cases_sessions.py (fork, pinquota, revoke, viewrace), with
+example), cases_parity.py (parity), cases_sessions.py (fork, pinquota,
+revoke, viewrace), with
 what they share in kvmm_test.py.
 Each starts its own kvmmd (host backend, 64 KiB pages) on a socket in a
 temporary directory and stops it (exit status 0) at the end.
@@ -54,6 +59,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from kvmm_test import writer  # noqa: E402 (re-runs under ASan first)
 from cases_api import (case_errors, case_example, case_layout,  # noqa: E402
                        case_olddaemon, case_stats, case_tierstats)
+from cases_parity import case_parity  # noqa: E402
 from cases_sessions import (case_fork, case_pinquota,  # noqa: E402
                             case_revoke, case_viewrace)
 from cases_share import case_hash, case_share, hash_writer  # noqa: E402
@@ -62,7 +68,7 @@ CASES = {"example": case_example, "share": case_share, "errors": case_errors,
          "layout": case_layout, "stats": case_stats, "revoke": case_revoke,
          "viewrace": case_viewrace, "hash": case_hash, "fork": case_fork,
          "pinquota": case_pinquota, "tierstats": case_tierstats,
-         "olddaemon": case_olddaemon}
+         "olddaemon": case_olddaemon, "parity": case_parity}
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "writer":

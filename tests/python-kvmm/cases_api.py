@@ -139,6 +139,35 @@ def case_errors():
         raises(ValueError, None, kvmm.Connection, d.sock + "\0x")
         raises(TypeError, None, kvmm.Connection, 5)
         raises(TypeError, None, c.nop, 1)
+        # a flag is a bool: a truthy string set PIN_F_PRIORITY_ONLY (C's
+        # bare EINVAL) and demote=1 PIN_F_DEMOTE
+        e = raises(TypeError, None, c.pin, 0x4242, priority_only="no")
+        check_eq(str(e), "priority_only must be a bool, not str",
+                 "pin's flag")
+        raises(TypeError, None, c.pin, 0x4242, ttl_ns=10**9, demote=1)
+        raises(TypeError, None, c.pin_many, [0x4242], demote="yes")
+        raises(TypeError, None, r.open_prefix, [1], plan=1)
+        raises(TypeError, None, r.wait_ready, 0, 1, poll=None)
+        # pin_many's hashes are checked as publish's and open_prefix's
+        e = raises(TypeError, None, c.pin_many, 0x4242)
+        check_eq(str(e), "hashes must be a sequence of ints", "pin_many(int)")
+        raises(TypeError, None, c.pin_many, "ab")
+        e = raises(ValueError, None, c.pin_many, [1, -2])
+        check_eq(str(e), "hashes[1]=-2 is out of range [0, %d]"
+                 % ((1 << 64) - 1), "pin_many's bad hash")
+        # C's own refusals of a pin's values: their errno
+        raises(kvmm.KvmmError, errno.ERANGE, c.pin, 0x4242,
+               ttl_ns=kvmm.PIN_TTL_MAX_NS + 1)
+        raises(kvmm.KvmmError, errno.EINVAL, c.pin, 0x4242, demote=True)
+        raises(kvmm.KvmmError, errno.EINVAL, c.pin_many,
+               list(range(1, kvmm.PIN_MANY_MAX + 2)))
+        # block indexes past the region's: EINVAL, not a crash
+        with r.open_seq() as t:
+            t.extend(1)
+            for fn in (t.block_readonly, t.block_unshare, t.block_pages):
+                raises(kvmm.KvmmError, errno.EINVAL, fn, 10**6)
+            raises(kvmm.KvmmError, errno.EINVAL, t.wait_ready, 10**6)
+            raises(ValueError, None, t.block_pages, -1)
         # an exact integer type other than int is taken (numpy's are)
         check_eq(s2_len_after_index(r), 3, "an __index__ length")
         e = pickle.loads(pickle.dumps(kvmm.KvmmError(errno.ENODATA, "f")))

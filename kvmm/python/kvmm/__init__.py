@@ -33,10 +33,25 @@ C object is freed); other calls may come from several threads at once
 (libkvmm locks; ctypes drops the GIL during each call).
 
 Connect after fork: in a child of os.fork() (multiprocessing's fork start
-method too) every Connection and Region the parent had is closed at once,
-without a call into libkvmm (the session is the parent's; libkvmm would
-only answer ECHILD), and using it raises ValueError.  Its C memory is left
-to the child's exit.
+method too) every Connection and Region the parent had is closed at once
+(the session is the parent's), and using it raises ValueError.  The
+child's copy is dropped by libkvmm's disconnect of an inherited
+connection, which sends nothing and takes no lock: it closes and unmaps
+the child's copies of the socket, the ring and the KV ranges.
+
+When kvmmd dies: every call that talks to it raises KvmmError with errno
+ECONNRESET, and goes on doing so (a new kvmmd does not take the connection
+over); len(seq), the pointers, the views and daemon_info() still answer
+from the library's state, the bytes written still readable.  close() the
+connection, connect again and rebuild the regions.
+
+Each C function of kvmm.h has its Python counterpart, named in that
+counterpart's docstring (help(kvmm.Sequence.extend) says
+kvmm_seq_extend()); Documentation/python.md has the table, and
+tests/python-parity.sh checks that none is missing.  ABI_MINOR is the
+minor these mirrors follow; Connection.daemon_info()["abi_minor"] the
+daemon's, to check before a call a later minor added (the call raises
+KvmmError(EOPNOTSUPP) otherwise, without asking).
 
 The package's modules each hold one job (constants, structs, library,
 errors, hashing, results, connection, region); what an engine uses is
@@ -46,17 +61,20 @@ what this module exports, as when it was one file (kvmm.py).
 import ctypes  # noqa: F401 (tests use kvmm.ctypes, as with kvmm.py)
 
 from .constants import (  # noqa: F401
-    BACKEND_CUDA, BACKEND_HOST, BLOCK_GPU_SHARED, BLOCK_RECOMPUTE,
-    BLOCK_RELOADED_HOST, BLOCK_RELOADED_NVME, PIN_F_DEMOTE, PIN_F_PRIORITY,
-    PIN_F_PRIORITY_ONLY, PIN_F_TTL, PREFIX_MAX_BLOCKS, PREFIX_OPEN_EARLY,
-    PREFIX_OPEN_SEGMENTS, WAIT_READY_POLL)
+    ABI_MAJOR, ABI_MINOR, BACKEND_CUDA, BACKEND_HOST, BLOCK_GPU_SHARED,
+    BLOCK_RECOMPUTE, BLOCK_RELOADED_HOST, BLOCK_RELOADED_NVME, PIN_F_DEMOTE,
+    PIN_F_PRIORITY, PIN_F_PRIORITY_ONLY, PIN_F_TTL, PIN_MANY_MAX,
+    PIN_TTL_MAX_NS, PREFIX_MAX_BLOCKS, PREFIX_OPEN_EARLY,
+    PREFIX_OPEN_SEGMENTS, QUERY_GPU, QUERY_HOST, QUERY_MOVING, QUERY_NVME,
+    TIER_STATS_SIZES, WAIT_READY_POLL)
 from .structs import (  # noqa: F401
     STRUCTS, ConnectOpts, DaemonInfoStruct, HashLayout, PinOpts, PrefixOpts,
     RegionOpts, StatsStruct, TierInfoStruct, TierStatsStruct)
 # _c: the bound C calls (kvmm._c.NAME is kvmm_NAME()), for tests
 from .library import _c, library_path  # noqa: F401
 from .errors import (  # noqa: F401
-    KvmmError, LengthError, PinQuotaError, block_action_string, strerror)
+    KvmmError, LengthError, PinQuotaError, block_action_string,
+    query_tier_string, strerror)
 from .hashing import block_hash, hash_chain, hash_seed  # noqa: F401
 from .results import PinInfo, PrefixResult, Readiness, Stats  # noqa: F401
 from .region import Region, Sequence  # noqa: F401
@@ -72,11 +90,13 @@ del _cls
 __all__ = [
     "KvmmError", "PinQuotaError", "LengthError", "Connection", "Region", "Sequence",
     "PrefixResult", "PinInfo", "Stats", "strerror", "block_action_string",
-    "library_path",
+    "query_tier_string", "library_path",
     "hash_seed", "block_hash", "hash_chain",
     "BLOCK_GPU_SHARED", "BLOCK_RELOADED_HOST", "BLOCK_RELOADED_NVME",
     "BLOCK_RECOMPUTE", "PIN_F_TTL", "PIN_F_PRIORITY", "PIN_F_PRIORITY_ONLY",
     "PIN_F_DEMOTE", "PREFIX_MAX_BLOCKS", "PREFIX_OPEN_SEGMENTS",
     "PREFIX_OPEN_EARLY", "WAIT_READY_POLL", "Readiness",
-    "BACKEND_HOST", "BACKEND_CUDA",
+    "BACKEND_HOST", "BACKEND_CUDA", "ABI_MAJOR", "ABI_MINOR", "QUERY_GPU",
+    "QUERY_HOST", "QUERY_NVME", "QUERY_MOVING", "PIN_TTL_MAX_NS",
+    "PIN_MANY_MAX", "TIER_STATS_SIZES",
 ]

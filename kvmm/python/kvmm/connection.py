@@ -10,10 +10,10 @@ import os
 import weakref
 
 from .constants import (_NAME_MAX, PIN_F_DEMOTE, PIN_F_PRIORITY,
-                        PIN_F_PRIORITY_ONLY, PIN_F_TTL)
-from .errors import (KvmmError, PinQuotaError, _bytes_arg, _check, _int_arg,
-                     _u32_arg, _u64_arg)
-from .library import _c, _u64
+                        PIN_F_PRIORITY_ONLY, PIN_F_TTL, TIER_STATS_SIZES)
+from .errors import (KvmmError, PinQuotaError, _bool_arg, _bytes_arg,
+                     _check, _hash_array, _int_arg, _u32_arg, _u64_arg)
+from .library import _c
 from .region import Region
 from .results import PinInfo, Stats, _backend_name
 from .structs import (ConnectOpts, DaemonInfoStruct, PinOpts, RegionOpts,
@@ -36,6 +36,10 @@ if hasattr(os, "register_at_fork"):
 
 def _pin_opts(ttl_ns, priority, priority_only, demote):
     """struct kvmm_pin_opts for pin() and pin_many()."""
+    # a truthy string or number set a flag the caller never meant (an
+    # EINVAL from C naming nothing): bools only, as open_prefix()'s
+    priority_only = _bool_arg("priority_only", priority_only)
+    demote = _bool_arg("demote", demote)
     o = PinOpts()
     o.size = ctypes.sizeof(o)
     if ttl_ns is not None:
@@ -90,6 +94,8 @@ class Connection:
     # -- life cycle
     @property
     def closed(self):
+        """True after close() (or in a forked child): every call then
+        raises ValueError."""
         return self._h is None
 
     def _handle(self):
@@ -176,12 +182,17 @@ class Connection:
 
     # -- steps and revocations
     def step_begin(self):
+        """kvmm_step_begin(): a step (a decode or prefill pass over every
+        open sequence of the connection) begins; revocations pending are
+        applied first, and the views they cut released."""
         try:
             _check(_c.step_begin(self._handle()), "kvmm_step_begin")
         finally:
             self._revalidate_views()
 
     def step_end(self):
+        """kvmm_step_end(): the step ends; revocations that came during it
+        are applied now, and the views they cut released."""
         try:
             _check(_c.step_end(self._handle()), "kvmm_step_end")
         finally:
@@ -225,8 +236,7 @@ class Connection:
     # -- misc
     def nop(self, via_socket=False):
         """kvmm_nop(): one round trip through the ring (or the socket)."""
-        if not isinstance(via_socket, bool):
-            raise TypeError("via_socket must be a bool")
+        via_socket = _bool_arg("via_socket", via_socket)
         _check(_c.nop(self._handle(), int(via_socket)), "kvmm_nop")
 
     def stats(self):
@@ -289,7 +299,7 @@ class Connection:
                            for t, _ in TierInfoStruct._fields_}
                           for ti in st.tiers]
             elif f == "sizes":
-                out[f] = [st.sizes[i] for i in range(min(st.nr_sizes, 4))]
+                out[f] = [st.sizes[i] for i in range(min(st.nr_sizes, TIER_STATS_SIZES))]
             else:
                 out[f] = getattr(st, f)
         return out
@@ -320,10 +330,8 @@ class Connection:
         else the negative errno its own pin() would have had (-ENOENT not
         cached, -EDQUOT past the quota).  KvmmError for the whole call
         (bad options; EOPNOTSUPP from a daemon before 1.19)."""
-        hashes = [_u64_arg("hash", h) for h in hashes]
-        n = len(hashes)
+        arr, n = _hash_array("hashes", hashes)
         o = _pin_opts(ttl_ns, priority, priority_only, demote)
-        arr = (_u64 * max(n, 1))(*hashes)
         res = (ctypes.c_int32 * max(n, 1))()
         _check(_c.block_pin_many(self._handle(), arr, n, ctypes.byref(o),
                                  res), "kvmm_block_pin_many")

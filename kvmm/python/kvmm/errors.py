@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""kvmm_strerror() and the exceptions a failed call raises (KvmmError and
-its PinQuotaError and LengthError), and the checks that turn a Python
+"""kvmm_strerror(), the names of the C enums (kvmm_block_action_string(),
+kvmm_query_tier_string()), the exceptions a failed call raises (KvmmError
+and its PinQuotaError and LengthError), and the checks that turn a Python
 argument into the C parameter or raise TypeError / ValueError."""
 
 import array
@@ -23,6 +24,13 @@ def block_action_string(action):
     """kvmm_block_action_string(): "gpu-shared", ... or "unknown"."""
     action = _int_arg("action", action, 0, 255)
     return _c.block_action_string(action).decode("ascii", "replace")
+
+
+def query_tier_string(tier):
+    """kvmm_query_tier_string(): "gpu", "host", "nvme", "moving" (QUERY_*)
+    or "unknown"; also the name of a pin's tier (0..2)."""
+    tier = _int_arg("tier", tier, 0, 255)
+    return _c.query_tier_string(tier).decode("ascii", "replace")
 
 
 class KvmmError(OSError):
@@ -100,6 +108,16 @@ def _int_arg(name, v, lo, hi):
     if v < lo or v > hi:
         raise ValueError("%s=%d is out of range [%d, %d]" % (name, v, lo, hi))
     return v
+
+
+def _bool_arg(name, v):
+    """A flag argument: True or False only (numpy's bool_ too, not 1 or
+    "yes", which would set a flag the caller may not have meant)."""
+    if isinstance(v, bool):
+        return v
+    if type(v).__name__ == "bool_":  # numpy.bool_, without importing numpy
+        return bool(v)
+    raise TypeError("%s must be a bool, not %s" % (name, type(v).__name__))
 
 
 def _u32_arg(name, v):

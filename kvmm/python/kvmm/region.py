@@ -7,13 +7,15 @@ wait_ready."""
 
 import ctypes
 import errno as _errno
+import inspect
 import sys
 import threading
 
 from .constants import (PREFIX_MAX_BLOCKS, PREFIX_OPEN_EARLY,
                         PREFIX_OPEN_SEGMENTS, WAIT_READY_POLL)
-from .errors import (KvmmError, LengthError, _check, _hash_array, _model_arg,
-                     _u32_arg, _u64_arg, block_action_string)
+from .errors import (KvmmError, LengthError, _bool_arg, _check, _hash_array,
+                     _model_arg, _u32_arg, _u64_arg, block_action_string,
+                     query_tier_string)
 from .library import _c
 from .results import PrefixResult, Readiness
 from .structs import PrefixOpts
@@ -24,6 +26,11 @@ class Region:
 
     Methods taking a sequence id mirror the C calls; Sequence objects
     (open_seq(), open_prefix(), seq()) call them for one id.
+
+    Attributes: the layout it was made with (layers, kv_heads, head_dim,
+    dtype_bytes, max_seqs, max_tokens, salt), conn, tokens_per_block
+    (kvmm_region_tokens_per_block(), asked once), token_bytes (one
+    token of one layer's K or V) and pages_per_block (2 * layers).
     """
 
     def __init__(self, conn, handle, o):
@@ -47,6 +54,8 @@ class Region:
 
     @property
     def destroyed(self):
+        """True after destroy() (or the connection's close()): every call
+        then raises ValueError."""
         return self._h is None
 
     def _handle(self):
@@ -106,6 +115,15 @@ class Region:
         return Sequence(self, s.value)
 
     def seq_extend(self, seq, new_len):
+        """kvmm_seq_extend(): grow the sequence to new_len tokens (the new
+        length, not an increment; up to max_tokens): every layer's K and V
+        are backed up to new_len on return.  new_len below the length, or
+        past max_tokens, raises LengthError (a KvmmError EINVAL and a
+        ValueError) saying which; the same length does nothing.  From a
+        length inside a read-only block it unshares that block first
+        (block_unshare()).  When a revocation took blocks below new_len
+        meanwhile, the range is backed but len() is shorter: recompute
+        from there and extend again."""
         h = self._handle()
         seq = _u32_arg("seq", seq)
         new_len = _u32_arg("new_len", new_len)
@@ -135,6 +153,9 @@ class Region:
                 "(n = %d: truncate() shortens)" % (have, new_len))
 
     def seq_truncate(self, seq, new_len):
+        """kvmm_seq_truncate(): shorten the sequence to new_len tokens
+        (above the length: KvmmError EINVAL); whole blocks past it go back
+        to kvmmd, and the views reaching past it are released."""
         h = self._handle()
         seq = _u32_arg("seq", seq)
         new_len = _u32_arg("new_len", new_len)
@@ -146,6 +167,9 @@ class Region:
             self._revalidate_views(seq)
 
     def seq_close(self, seq):
+        """kvmm_seq_close(): unmap the sequence and give its blocks back
+        (published blocks stay cached); its views are released.  A closed
+        or unknown id: KvmmError EINVAL."""
         h = self._handle()
         seq = _u32_arg("seq", seq)
         try:
@@ -330,8 +354,7 @@ class Region:
         """kvmm_seq_wait_ready() (ABI 1.8): after an early open, wait until
         no block below upto_block still loads (poll=True: do not wait); a
         Readiness with the blocks whose reload failed."""
-        if not isinstance(poll, bool):
-            raise TypeError("poll must be a bool")
+        poll = _bool_arg("poll", poll)
         upto = _u32_arg("upto_block", upto_block)
         cap = max(min(upto, PREFIX_MAX_BLOCKS), 1)
         failed = (ctypes.c_uint32 * cap)()
@@ -351,8 +374,7 @@ class Region:
         arr, n = _hash_array("hashes", hashes)
         tiers = (ctypes.c_uint8 * max(n, 1))()
         nr = _check(_c.prefix_query(h, arr, n, tiers, 0), "kvmm_prefix_query")
-        return [_c.query_tier_string(t).decode("ascii", "replace")
-                for t in tiers[:nr]]
+        return [query_tier_string(t) for t in tiers[:nr]]
 
     def open_prefix(self, hashes, plan=False, segments=False, early=False):
         """kvmm_seq_open_prefix(), or with plan=True
@@ -363,12 +385,9 @@ class Region:
         PREFIX_OPEN_EARLY (ABI 1.8): it returns before the reloads are done;
         wait_ready() says when they are."""
         h = self._handle()
-        if not isinstance(plan, bool):
-            raise TypeError("plan must be a bool")
-        if not isinstance(segments, bool):
-            raise TypeError("segments must be a bool")
-        if not isinstance(early, bool):
-            raise TypeError("early must be a bool")
+        plan = _bool_arg("plan", plan)
+        segments = _bool_arg("segments", segments)
+        early = _bool_arg("early", early)
         plan = plan or segments or early
         arr, n = _hash_array("hashes", hashes)
         seq = ctypes.c_uint32()
@@ -397,7 +416,9 @@ class Region:
 class Sequence:
     """One sequence of a Region, by id; a context manager that closes it.
 
-    len(seq) is kvmm_seq_len(); the methods are Region's for this id.
+    len(seq) is kvmm_seq_len(); the methods are Region's for this id
+    (seq.extend(n) is region.seq_extend(seq.id, n), seq.k_view(layer)
+    region.k_view(seq.id, layer)), with Region's documentation.
     """
 
     def __init__(self, region, seq_id):
@@ -422,6 +443,7 @@ class Sequence:
 
     @property
     def length(self):
+        """kvmm_seq_len(): the length in tokens, as len(seq)."""
         return self.region.seq_len(self.id)
 
     def k_ptr(self, layer):
@@ -463,3 +485,21 @@ class Sequence:
     def __repr__(self):
         return "<kvmm.Sequence %d%s>" % (self.id,
                                          " closed" if self._closed else "")
+
+
+def _sequence_docs():
+    """Each Sequence method that is Region's for the sequence's id gets
+    Region's docstring (help(seq.extend) names kvmm_seq_extend() and says
+    what it does), under a line that says so."""
+    same = {"extend": "seq_extend", "truncate": "seq_truncate",
+            "k_ptr": "k_ptr", "v_ptr": "v_ptr", "k_view": "k_view",
+            "v_view": "v_view", "block_readonly": "block_readonly",
+            "block_unshare": "block_unshare", "block_pages": "block_pages",
+            "wait_ready": "wait_ready", "publish": "publish"}
+    for mine, theirs in same.items():
+        getattr(Sequence, mine).__doc__ = (
+            "Region.%s() for this sequence's id:\n\n%s"
+            % (theirs, inspect.cleandoc(getattr(Region, theirs).__doc__)))
+
+
+_sequence_docs()
