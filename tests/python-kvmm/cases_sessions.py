@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 """A session's end and its pages taken back: fork (a child finds the
-parent's objects closed), pinquota, revoke (an admin revocation) and
-viewrace (a revocation while a view is being made).  Split from
+parent's objects closed), pinquota, revoke (an admin revocation),
+viewrace (a revocation while a view is being made) and lost (kvmmd killed
+under the session).  Split from
 tests/python-kvmm.py, which runs them."""
 import errno
 import os
 import pickle
 import select
+import shutil
 import signal
 import sys
 import threading
@@ -287,3 +289,71 @@ def case_viewrace():
         s.close()
         c.close()
         d.wait_idle()
+
+
+# ---- kvmmd lost ------------------------------------------------------------
+
+def case_lost():
+    """kvmmd killed under a live session: every call that talks to it
+    raises KvmmError ECONNRESET, and again (no hang, no crash); what the
+    library knows still answers (lengths, pointers, page ids, views with
+    the bytes written, daemon_info()); close() ends it at once and
+    releases the views; a new Connection is refused (ECONNREFUSED)."""
+    d = Daemon()
+    try:
+        c = kvmm.Connection(d.sock, "py-lost", map_ahead_blocks=0)
+        r = c.region(**REGION)
+        s = r.open_seq()
+        s.extend(2 * TPB + 1)
+        s.k_view(1)[:] = pattern(5, (2 * TPB + 1) * 256)
+        check_eq(s.publish(0, HASHES[:2]), 2, "published")
+        view = s.k_view(1)
+        ptr, ids = s.k_ptr(1), s.block_pages(1)
+        seed = r.hash_seed("m")
+        d.proc.kill()
+        d.proc.wait()
+
+        talking = [
+            ("nop", c.nop), ("nop via socket", lambda: c.nop(True)),
+            ("stats", c.stats), ("tier_stats", c.tier_stats),
+            ("open_seq", r.open_seq), ("extend", lambda: s.extend(3 * TPB)),
+            ("publish", lambda: s.publish(0, HASHES[:1])),
+            ("pin", lambda: c.pin(HASHES[0])),
+            ("unpin", lambda: c.unpin(HASHES[0])),
+            ("pin_many", lambda: c.pin_many(HASHES)),
+            ("query_prefix", lambda: r.query_prefix(HASHES)),
+            ("open_prefix", lambda: r.open_prefix(HASHES)),
+            ("open_prefix plan", lambda: r.open_prefix(HASHES, plan=True)),
+            ("wait_ready", lambda: s.wait_ready(1)),
+            ("step_begin", c.step_begin), ("step_end", c.step_end),
+        ]
+        for _ in range(2):  # and it goes on doing so
+            for what, fn in talking:
+                e = raises(kvmm.KvmmError, errno.ECONNRESET, fn)
+                check(e.function.startswith("kvmm_"),
+                      "%s: the C function named: %r" % (what, e.function))
+        # the library's own state: as it was, bytes included
+        check_eq(len(s), 2 * TPB + 1, "length")
+        check_eq((s.k_ptr(1), s.block_pages(1)), (ptr, ids),
+                 "pointer and page ids")
+        check_eq(s.block_readonly(0), False, "the sequence's own block")
+        check(view[:] == pattern(5, (2 * TPB + 1) * 256),
+              "the bytes written, still readable")
+        check_eq(r.hash_seed("m"), seed, "the region's seed")
+        di = c.daemon_info()
+        check_eq((di["abi_major"], di["abi_minor"]),
+                 (kvmm.ABI_MAJOR, kvmm.ABI_MINOR), "daemon_info()")
+        t0 = time.monotonic()
+        c.close()
+        check(time.monotonic() - t0 < 5, "close() took %.1f s"
+              % (time.monotonic() - t0))
+        check(c.closed and r.destroyed, "closed")
+        raises(ValueError, None, view.__getitem__, 0)
+        raises(ValueError, None, c.nop)
+        # the socket's file is left: nobody listens
+        raises(kvmm.KvmmError, errno.ECONNREFUSED, kvmm.Connection, d.sock)
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+        shutil.rmtree(d.dir, ignore_errors=True)
