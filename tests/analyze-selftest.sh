@@ -4,7 +4,8 @@
 # its own, on two small sources that gcc -fanalyzer, clang --analyze and
 # cppcheck really analyse: a leak on an error path is a new finding of
 # each (exit 1, its place and its key printed), known once its keys are
-# in the baseline (exit 0), a second one in the same function is new
+# in the baseline (exit 0) or split over two baselines read as one
+# (--baseline, make analyze-tests'), a second one in the same function is new
 # again (a key counts its findings), a baseline key found no more is
 # named and does not fail, an inline cppcheck-suppress takes its finding
 # away, clang not installed skips its part with one line (its keys not
@@ -37,10 +38,12 @@ fail() {
 	echo "FAIL: $*"
 	fails=$((fails + 1))
 }
-# run WANT_RC: the gate over the scratch tree, its output in $s/out
+# run WANT_RC [CLANG]: the gate over the scratch tree, its output in
+# $s/out; the baselines it reads are bl's (none: its default)
+bl=()
 run() {
 	(cd "$s/tree" && KVMM_BUILD=build/analyze \
-		KVMM_ANALYZE_CLANG=${2-$clang} tools/analyze.sh \
+		KVMM_ANALYZE_CLANG=${2-$clang} tools/analyze.sh "${bl[@]}" \
 		--gcc src/leak.c src/clean.c --clang src/leak.c src/clean.c \
 		--cppcheck src/leak.c src/clean.c) >"$s/out" 2>&1
 	rc=$?
@@ -115,6 +118,22 @@ printf '# why (the test)\n%s\n%s\n' "$gkey" "$ckey" >>"$t/tools/analyze.baseline
 run 0
 expect "known" "analyze: ok: $((2 + nk)) findings, all known"
 
+# 2b. the same keys in two baselines read as one (--baseline, as make
+# analyze-tests reads the tests' own): known; the first alone is not
+# enough, and a baseline that is not there stops the run
+grep -F -- "$gkey" "$t/tools/analyze.baseline" >"$t/tools/second.baseline"
+grep -v -F -- "$gkey" "$t/tools/analyze.baseline" >"$t/tools/first.baseline"
+bl=(--baseline tools/first.baseline --baseline tools/second.baseline)
+run 0
+expect "two baselines" "analyze: ok: $((2 + nk)) findings, all known (tools/first.baseline and tools/second.baseline)"
+bl=(--baseline tools/first.baseline)
+run 1
+expect "the key only the second holds" "$gkey"
+bl=(--baseline tools/none.baseline)
+run 2
+expect "a missing baseline" "analyze: --baseline 'tools/none.baseline': no such file"
+bl=()
+
 # 3. a second leak in the same function (cppcheck: one at each return,
 # gcc and clang one for the allocation): one key more than known
 leak_c 2
@@ -161,4 +180,4 @@ run 2
 expect "the source" "src/clean.c was not compiled by make ANALYZE=1"
 
 [ "$fails" = 0 ] || exit 1
-echo "analyze gate: new, known, counted, stale, suppressed, skipped and missing findings as expected"
+echo "analyze gate: new, known (in one baseline or two), counted, stale, suppressed, skipped and missing findings as expected"

@@ -4,9 +4,12 @@
 # (tools/analyze.baseline); exits 1 when there is a finding the baseline
 # does not list (Documentation/build.md, "Static analysis").
 #
-#   KVMM_BUILD=build/analyze tools/analyze.sh --gcc SRC... \
-#	--clang SRC... --cppcheck SRC...
+#   KVMM_BUILD=build/analyze tools/analyze.sh [--baseline FILE]... \
+#	--gcc SRC... --clang SRC... --cppcheck SRC...
 #
+# --baseline: the known findings, one file or several read as one
+# (make analyze-tests: tools/analyze.baseline and
+# tools/analyze-tests.baseline); tools/analyze.baseline when none given.
 # --gcc: sources the Makefile compiled with -fanalyzer (ANALYZE=1), whose
 # compiler output tools/analyze-cc.sh kept in BUILD/obj/SRC.o.warn.
 # --clang: sources clang --analyze read in the same compile
@@ -25,18 +28,29 @@
 set -u
 cd "$(dirname "$0")/.."
 B=${KVMM_BUILD:-build/analyze}
-BASELINE=tools/analyze.baseline
+baselines=
 gcc_srcs=
 clang_srcs=
 cpp_srcs=
 mode=
+want_baseline=
 for a in "$@"; do
+	if [ -n "$want_baseline" ]; then
+		[ -f "$a" ] || {
+			echo "analyze: --baseline '$a': no such file" >&2
+			exit 2
+		}
+		baselines="$baselines $a"
+		want_baseline=
+		continue
+	fi
 	case "$a" in
+	--baseline) want_baseline=1 ;;
 	--gcc) mode=gcc ;;
 	--clang) mode=clang ;;
 	--cppcheck) mode=cppcheck ;;
 	-*)
-		echo "analyze: unknown option '$a' (usage: tools/analyze.sh --gcc SRC... --clang SRC... --cppcheck SRC...)" >&2
+		echo "analyze: unknown option '$a' (usage: tools/analyze.sh [--baseline FILE]... --gcc SRC... --clang SRC... --cppcheck SRC...)" >&2
 		exit 2
 		;;
 	*)
@@ -52,6 +66,19 @@ for a in "$@"; do
 		;;
 	esac
 done
+[ -z "$want_baseline" ] || {
+	echo "analyze: --baseline needs a file" >&2
+	exit 2
+}
+baselines=${baselines:- tools/analyze.baseline}
+# shellcheck disable=SC2086
+BASELINE=$(echo $baselines | sed 's/ / and /g')
+# where a new key goes: the baseline, or one of them
+case "$BASELINE" in
+*" and "*) # shellcheck disable=SC2086
+	add_to="one of $(echo $baselines | sed 's/ /, /g')" ;;
+*) add_to=$BASELINE ;;
+esac
 [ -f "$B/config.h" ] || {
 	echo "analyze: no $B/config.h: run make analyze" >&2
 	exit 2
@@ -60,7 +87,9 @@ done
 found=$B/analyze-findings.txt
 : >"$found.tmp"
 
-# gcc: FILE: In function 'F': names the function of the warnings after it
+# gcc: FILE: In function 'F': names the function of the warnings after
+# it, and In function 'F', (a header's static inline function, inlined
+# into the one named on the line after it) the function they are in
 for s in $gcc_srcs; do
 	w=$B/obj/${s%.c}.o.warn
 	[ -f "$w" ] || {
@@ -68,7 +97,7 @@ for s in $gcc_srcs; do
 		exit 2
 	}
 	awk '
-	/: In function / {
+	/(^|: )In function / {
 		fn = $0
 		sub(/^[^'"'"']*'"'"'/, "", fn)
 		sub(/'"'"'.*/, "", fn)
@@ -146,7 +175,8 @@ rm -f "$found.tmp"
 # the keys, as a multiset: comm pairs equal lines one for one
 cut -f1 "$found" | sort >"$B/analyze-keys.txt"
 # a tool skipped here: its keys are neither known nor gone
-grep -v -e '^#' -e '^[[:space:]]*$' "$BASELINE" |
+# shellcheck disable=SC2086
+cat $baselines | grep -v -e '^#' -e '^[[:space:]]*$' |
 	grep -v "^${skipped:-@none@} | " | sort >"$B/analyze-known.txt"
 new=$(comm -13 "$B/analyze-known.txt" "$B/analyze-keys.txt")
 gone=$(comm -23 "$B/analyze-known.txt" "$B/analyze-keys.txt")
@@ -158,7 +188,7 @@ if [ -n "$gone" ]; then
 	printf '%s\n' "$gone" | sed 's/^/  /'
 fi
 if [ -n "$new" ]; then
-	echo "analyze: new findings (fix them, or add the key with why it is wrong to $BASELINE):"
+	echo "analyze: new findings (fix them, or add the key with why it is wrong to $add_to):"
 	printf '%s\n' "$new" | sort -u | while IFS= read -r k; do
 		grep -F -- "$k	" "$found" | cut -f2 | sed 's/^/  /'
 		echo "    $k"
