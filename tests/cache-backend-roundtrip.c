@@ -384,7 +384,7 @@ static void reader(int k)
 	vt_now = NULL;
 	sh->recv_wall_us[k] = recv_wall;
 	if (nb != NB)
-		t_fail("content %d: a prefix of %u blocks, expected %u", k, nb,
+		t_fail("content %d: a prefix of %u blocks, expected %d", k, nb,
 		       NB);
 	for (uint32_t b = 0; b < NB; b++)
 		if (actions[b] == KVMM_BLOCK_RECOMPUTE)

@@ -167,7 +167,7 @@ static void table_of_old_marks(const char *nvme)
 	t_assert_eq(cd_recovered(d.sock), 2 * NB);
 	snprintf(
 		line, sizeof(line),
-		"%u drop marks retired: no header below them left on disk (0 kept)",
+		"%d drop marks retired: no header below them left on disk (0 kept)",
 		TIER_NVME_TENANT_MARKS);
 	td_log_has(&d, line, true);
 	t_assert_eq(peek(nvme).tenant_marks, 0);
@@ -184,7 +184,7 @@ static void table_of_old_marks(const char *nvme)
 	cd_open_expect(d.sock, &contents, 0, NB, 0, 0, NB);
 	cd_open_expect(d.sock, &contents, 1, NB, 0, 0, NB);
 	cc_stop(&d);
-	printf("%u tenants' old marks retired at the restart: two more drop none of the other tenants' blocks\n",
+	printf("%d tenants' old marks retired at the restart: two more drop none of the other tenants' blocks\n",
 	       TIER_NVME_TENANT_MARKS);
 }
 

@@ -158,7 +158,7 @@ static void by_uid(const char *nvme)
 	t_assert_eq(ts.tiers[0].used_blocks, 2 * NB);
 	t_assert_eq(ts.tiers[2].used_blocks, 0);
 
-	snprintf(cmd, sizeof(cmd), "--uid %u", UID_A);
+	snprintf(cmd, sizeof(cmd), "--uid %d", UID_A);
 	r = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&r, NB, 0, 0, 0, 0, 0);
 	t_assert_eq(r.nvme_stale_invalidated, NB);

@@ -84,7 +84,7 @@ int main(void)
 	t_assert_eq(ts.tiers[2].drops, 4);
 	t_assert_eq(ts.nvme_invalidate_jobs, 0);
 
-	snprintf(cmd, sizeof(cmd), "--uid %u", UID_A);
+	snprintf(cmd, sizeof(cmd), "--uid %d", UID_A);
 	r = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&r, 0, 0, 1, 0, 0, 0);
 	/* A's 2 evicted copies, not B's (0 when they were nobody's) */

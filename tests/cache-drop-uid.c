@@ -75,7 +75,7 @@ int main(void)
 	expect(d.sock, UID_A, 2, 2, 0);
 	expect(d.sock, UID_B, 2, 0, 0);
 
-	snprintf(cmd, sizeof(cmd), "--uid %u", UID_A);
+	snprintf(cmd, sizeof(cmd), "--uid %d", UID_A);
 	r = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&r, 2, 2, 0, 0, 0, 0);
 	cc_settled_stats(d.sock, &ts);
@@ -92,7 +92,7 @@ int main(void)
 	cu_open_as(d.sock, UID_B, UID_B, hb, 2, 2, 2, -1);
 
 	/* B has nothing on the host tier; nobody's blocks are 12345's */
-	snprintf(cmd, sizeof(cmd), "--uid %u --tier host", UID_B);
+	snprintf(cmd, sizeof(cmd), "--uid %d --tier host", UID_B);
 	r = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&r, 0, 0, 0, 0, 0, 0);
 	r = cd_kvmmctl(d.sock, "--uid 12345");
@@ -100,7 +100,7 @@ int main(void)
 	expect(d.sock, UID_B, 2, 0, 0);
 
 	/* and B's own drop takes its two */
-	snprintf(cmd, sizeof(cmd), "--tier gpu --uid %u", UID_B);
+	snprintf(cmd, sizeof(cmd), "--tier gpu --uid %d", UID_B);
 	r = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&r, 2, 0, 0, 0, 0, 0);
 	expect(d.sock, UID_B, 0, 0, 2);

@@ -98,10 +98,10 @@ static void not_admin(const char *sock)
 		/* kvmmctl_strerror()'s line, as every admin command's */
 		snprintf(
 			want, sizeof(want),
-			"kvmmctl: cache-drop: Operation not permitted: admin commands need uid 0 or kvmmd's own; this is uid %u\n",
+			"kvmmctl: cache-drop: Operation not permitted: admin commands need uid 0 or kvmmd's own; this is uid %d\n",
 			UID_X);
 		if (strcmp(out, want))
-			t_fail("kvmmctl as uid %u: %s", UID_X, out);
+			t_fail("kvmmctl as uid %d: %s", UID_X, out);
 		_exit(0);
 	}
 	t_assert_eq(cc_wait_child(p), 0);

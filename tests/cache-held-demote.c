@@ -53,7 +53,7 @@ static void open_check(const char *sock, int k)
 		cc_region(&c);
 		cc_prefix(&c, h, NB, &rep, ids);
 		if (rep.nr_blocks != NB)
-			t_fail("content %d: prefix open got %u of %u blocks", k,
+			t_fail("content %d: prefix open got %u of %d blocks", k,
 			       rep.nr_blocks, NB);
 		cc_check(&c, ids, NB, 200 + k);
 		cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
@@ -78,7 +78,7 @@ static uint32_t hold(struct cc *c, const char *sock, int k, uint32_t *pages)
 	cc_fill(c, pages, NB, 200 + k);
 	t_ok(cc_publish(c, seq, 0, h, NB, &rep));
 	if (rep.published != NB || rep.not_cached)
-		t_fail("content %d: published %u of %u, not cached %u", k,
+		t_fail("content %d: published %u of %d, not cached %u", k,
 		       rep.published, NB, rep.not_cached);
 	return seq;
 }

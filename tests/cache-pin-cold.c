@@ -140,7 +140,7 @@ static void pinned_by_another(const char *nvme, const char *const *args)
 	t_assert_eq(po.tier, 2);
 	r = cu_tenants(d.sock);
 	t = cu_tenant(r, UID_A);
-	printf("uid %u, pinned by uid %u: NVMe %llu, admitted %llu\n", UID_A,
+	printf("uid %d, pinned by uid %u: NVMe %llu, admitted %llu\n", UID_A,
 	       getuid(), (unsigned long long)t->cached_blocks[2],
 	       (unsigned long long)t->admitted_blocks);
 	t_assert_eq(t->cached_blocks[2], NB);

@@ -308,7 +308,7 @@ int main(void)
 		t_assert_eq(acts[b], KVMM_BLOCK_RELOADED_NVME);
 	t_ok(wait_ready(&c, rep.seq_id, CR_NB, KVMM_WAIT_READY_POLL, &wr,
 			NULL));
-	printf("early reply after %.1f ms, %u of %u blocks still loading\n",
+	printf("early reply after %.1f ms, %u of %d blocks still loading\n",
 	       t_reply, wr.nr_pending, CR_NB);
 	t_assert(wr.nr_pending > 0);
 	t_assert_eq(wr.nr_failed, 0);

@@ -121,7 +121,7 @@ static void run_round(struct cr_env *env, enum round what, int first)
 	}
 	if (what != ROUND_BYE) {
 		cc_prefix_recv(&c, &rep, ids);
-		printf("%s: the open got %u of %u blocks\n", round_name[what],
+		printf("%s: the open got %u of %d blocks\n", round_name[what],
 		       rep.nr_blocks, CR_NB);
 		/* its blocks were kept for it: a slot freed under its
 		 * restore would have been a miss */

@@ -52,7 +52,7 @@ int main(void)
 		if (!n)
 			first = seq;
 	}
-	printf("%u prefix opens of %u blocks, then %d\n", n, NB, err);
+	printf("%u prefix opens of %d blocks, then %d\n", n, NB, err);
 	t_assert_eq(err, -ENOBUFS);
 	t_assert_eq(n, BUDGET / NB);
 	stats(&c, &sr);

@@ -209,7 +209,7 @@ static void writer_and_reader(const char *sock)
 	t_assert_eq(cc_wait_child(a), 0);
 	close(a2b[0]);
 	close(b2a[0]);
-	printf("gpu share: %u read-only fds, the writer's still writable\n",
+	printf("gpu share: %d read-only fds, the writer's still writable\n",
 	       NB * CC_PPB);
 	fflush(stdout); /* not again from a forked child's copy */
 }

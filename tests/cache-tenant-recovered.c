@@ -140,7 +140,7 @@ static void stopped(const char *nvme)
 		UID_A);
 
 	/* A's limit sees them: 2 of them go (before: none, 3 stayed) */
-	snprintf(cmd, sizeof(cmd), "tenant-limit %u nvme:1", UID_A);
+	snprintf(cmd, sizeof(cmd), "tenant-limit %d nvme:1", UID_A);
 	t_assert_eq(td_kvmmctl(d.sock, cmd, out, sizeof(out)), 0);
 	cc_settled_stats(d.sock, &ts);
 	t_assert_eq(ts.tiers[2].used_blocks, 2 * NB - 2);
@@ -153,7 +153,7 @@ static void stopped(const char *nvme)
 
 	/* --uid A: its last block, and the 2 its limit left as its stale
 	 * copies (before: dropped 0, nothing of A's in this run) */
-	snprintf(cmd, sizeof(cmd), "--uid %u", UID_A);
+	snprintf(cmd, sizeof(cmd), "--uid %d", UID_A);
 	dr = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&dr, 0, 0, 1, 0, 0, 0);
 	t_assert_eq(dr.nvme_stale_invalidated, 2);
@@ -242,10 +242,10 @@ static void killed(const char *nvme)
 	free(r);
 	/* B's are nobody's in this run: --uid B drops none of them (its
 	 * mark covers them at the next start, as before) */
-	snprintf(cmd, sizeof(cmd), "--tier gpu --uid %u", UID_B);
+	snprintf(cmd, sizeof(cmd), "--tier gpu --uid %d", UID_B);
 	dr = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&dr, 0, 0, 0, 0, 0, 0);
-	snprintf(cmd, sizeof(cmd), "--tier nvme --uid %u", UID_A);
+	snprintf(cmd, sizeof(cmd), "--tier nvme --uid %d", UID_A);
 	dr = cd_kvmmctl(d.sock, cmd);
 	cd_expect(&dr, 0, 0, NB, 0, 0, 0);
 	cu_open_as(d.sock, UID_B, UID_B, hb, NB, NB, 2, 2);

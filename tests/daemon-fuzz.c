@@ -457,7 +457,7 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	struct td_daemon d;
 	int r;
 
-	snprintf(pool, sizeof(pool), "%uK", FZ_POOL_BLOCKS * CC_PPB * 64);
+	snprintf(pool, sizeof(pool), "%dK", FZ_POOL_BLOCKS * CC_PPB * 64);
 	/* with two sizes, each partition (an equal share) has nvme_slots
 	 * slots of the first size's blocks, about twice as many of the
 	 * second's */

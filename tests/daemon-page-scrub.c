@@ -52,7 +52,7 @@ static void as_uid(const char *sock, uid_t uid, uint64_t tag, bool want_zero)
 			for (size_t o = 0; o < CC_PAGE; o++)
 				nonzero += m[o] != 0;
 		}
-		printf("uid %u: %zu of %u bytes not zero in its new pages\n",
+		printf("uid %u: %zu of %d bytes not zero in its new pages\n",
 		       (unsigned)uid, nonzero, NB * CC_PPB * CC_PAGE);
 		fflush(stdout);
 		if (want_zero && nonzero)

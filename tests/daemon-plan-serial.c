@@ -126,7 +126,7 @@ int main(void)
 	open_acts(r, KVMM_PREFIX_OPEN_EARLY, acts, &po);
 	while (head < NB && acts[head] == KVMM_BLOCK_RECOMPUTE)
 		head++;
-	printf("early open: %u of %u blocks recomputed (the head), %u reloaded from host\n",
+	printf("early open: %u of %d blocks recomputed (the head), %u reloaded from host\n",
 	       po.recompute, NB, po.reloaded_host);
 	t_assert(head >= 1);
 	t_assert_eq(po.recompute, head); /* a head, nothing after it */

@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 		"EDQUOT",      "other allowed"
 	};
 	static const char usage[] =
-		"usage: %s [--seconds N (>= 2)] [--seed S] [--clients N (1-%d)] "
+		"usage: %s [--seconds N (>= 2)] [--seed S] [--clients N (1-%u)] "
 		"[--scope shared|uid|both] [--verbose]\n";
 	struct run r = { .seconds = 24, .clients = 6, .seed = 1 };
 	const char *scope = "both";

@@ -216,7 +216,7 @@ int main(void)
 	if (geteuid())
 		t_skip("needs root (clients of another uid)");
 	setvbuf(stdout, NULL, _IONBF, 0);
-	snprintf(quota, sizeof(quota), "%u=256K", FLOOD_UID);
+	snprintf(quota, sizeof(quota), "%d=256K", FLOOD_UID);
 	cc_start(&d, args);
 	t_ok(chmod(d.dir, 0777));
 	t_ok(chmod(d.sock, 0777));

@@ -118,7 +118,7 @@ int main(void)
 		 kvmmctl, b.pin);
 	out = bpf_test_run(cmd);
 	printf("%s", out);
-	snprintf(want, sizeof(want), "\n  %-10u %-12u %u\n  %-10u %-12u %u\n",
+	snprintf(want, sizeof(want), "\n  %-10u %-12d %d\n  %-10u %-12d %d\n",
 		 UID_A, 2, 4, UID_B, 1, 5);
 	t_assert(strstr(out, want));
 	snprintf(want, sizeof(want), "  0x%016llx uid %-10u count 5 ", HASH_1,

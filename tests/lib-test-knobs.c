@@ -139,7 +139,7 @@ static void good_minors(void)
 	t_ok(with_stderr(engine_connect, "KVMM_TEST_TAG", "anything"));
 	t_ok(with_stderr(engine_connect, "KVMM_TEST_BACKEND", "cuda"));
 	t_assert_eq(err_text[0], '\0');
-	printf("minors 0 to %u connect, each played\n", KVMM_ABI_MINOR);
+	printf("minors 0 to %d connect, each played\n", KVMM_ABI_MINOR);
 }
 
 /* kvmmd serves a connection of 1.21 as one: ADMIN_STATUS of 720 bytes */
