@@ -360,7 +360,8 @@ static void unshare_and_write(struct vmm_backend *be, struct kvmm_region *r,
 
 static void reader(int k)
 {
-	uint8_t actions[NB], actions2[NB];
+	/* 0 is no action: a block the open did not report reads as none */
+	uint8_t actions[NB] = { 0 }, actions2[NB] = { 0 };
 	struct kvmm_prefix_opts po = { .size = sizeof(po), .actions = actions };
 	struct kvmm_prefix_opts po2 = { .size = sizeof(po2),
 					.actions = actions2 };

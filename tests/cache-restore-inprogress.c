@@ -112,6 +112,9 @@ static uint32_t open_prefix(struct kvmm_region *r, const uint64_t *h,
 				      .actions = acts };
 	uint32_t seq, nb;
 
+	/* 0 is no action: an action this open did not write is not taken
+	 * for the one an earlier open wrote there */
+	memset(acts, 0, n);
 	t_ok(kvmm_seq_open_prefix_opts(r, h, n, &seq, &nb, &o));
 	t_assert_eq(nb, n);
 	return seq;

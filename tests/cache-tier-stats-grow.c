@@ -98,7 +98,8 @@ static void plan_recomputes(void)
 	struct kvmm_tier_stats_reply ts0, ts;
 	struct kvmm_region_opts ro = cc_region_opts();
 	struct kvmm_connect_opts co = { .size = sizeof(co) };
-	uint8_t acts[CR_NB];
+	/* 0 is no action: a block an open did not report reads as none */
+	uint8_t acts[CR_NB] = { 0 };
 	struct kvmm_prefix_opts po = { .size = sizeof(po), .actions = acts };
 	struct kvmm_region *reg;
 	struct kvmm_conn *c;
@@ -130,6 +131,7 @@ static void plan_recomputes(void)
 	h[1] = cr_hash(3, 0);
 	h[2] = cr_hash(2, 2);
 	po.flags = KVMM_PREFIX_OPEN_SEGMENTS;
+	memset(acts, 0, sizeof(acts)); /* not the first open's */
 	t_ok(kvmm_seq_open_prefix_opts(reg, h, 3, &seq, &nb, &po));
 	printf("segmented: %u blocks: %s %s %s\n", nb,
 	       kvmm_block_action_string(acts[0]),
@@ -585,7 +587,8 @@ static void early_after_hole(void)
 	struct kvmm_tier_stats_reply ts0, ts;
 	struct kvmm_region_opts ro = cc_region_opts();
 	struct kvmm_connect_opts co = { .size = sizeof(co) };
-	uint8_t acts[3];
+	/* 0 is no action: a block the open did not report reads as none */
+	uint8_t acts[3] = { 0 };
 	struct kvmm_prefix_opts po = { .size = sizeof(po),
 				       .flags = KVMM_PREFIX_OPEN_SEGMENTS |
 						KVMM_PREFIX_OPEN_EARLY,

@@ -68,6 +68,9 @@ static void open_acts(struct kvmm_region *r, uint32_t flags, uint8_t *acts,
 	po->size = sizeof(*po);
 	po->flags = flags;
 	po->actions = acts;
+	/* 0 is no action: an action this open did not write is not taken
+	 * for the one an earlier open wrote there */
+	memset(acts, 0, NB);
 	t_ok(kvmm_seq_open_prefix_opts(r, hashes, NB, &s, &n, po));
 	t_assert_eq(n, NB);
 	if (flags & KVMM_PREFIX_OPEN_EARLY) {
