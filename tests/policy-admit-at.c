@@ -87,8 +87,8 @@ int main(void)
 		t_assert_eq(moved(), 1);
 		pol_cache_get_stats(c, &st);
 		t_assert_eq(st.inserts, 7);
-		t_assert_eq(row(c, 7)->admitted, 1);
-		t_assert_eq(row(c, 7)->blocks[POL_TIER_NVME], 1);
+		t_assert_eq(row_present(c, 7)->admitted, 1);
+		t_assert_eq(row_present(c, 7)->blocks[POL_TIER_NVME], 1);
 		t_assert_eq(admit(c, 100, 7), -EEXIST);
 
 		/* tenant 7 over its limit of 1: its older block goes */
@@ -97,9 +97,9 @@ int main(void)
 		t_assert_eq(pol_cache_tier_of(c, 100), POL_TIER_NONE);
 		t_assert_eq(moves[2][3], 1);
 		t_assert_eq(moved(), 1);
-		t_assert_eq(row(c, 7)->blocks[POL_TIER_NVME], 1);
-		t_assert_eq(row(c, 7)->limit_moves, 1);
-		t_assert_eq(row(c, 7)->dropped, 1);
+		t_assert_eq(row_present(c, 7)->blocks[POL_TIER_NVME], 1);
+		t_assert_eq(row_present(c, 7)->limit_moves, 1);
+		t_assert_eq(row_present(c, 7)->dropped, 1);
 
 		/* every NVMe block pinned: one over, nothing moves */
 		for (uint64_t h = 1; h <= 101; h++)
@@ -122,7 +122,7 @@ int main(void)
 		}
 		t_assert_eq(was, POL_TIER_NVME);
 		t_assert(pol_cache_count(c, POL_TIER_NVME) <= 3);
-		t_assert_eq(row(c, 8)->admitted, 1);
+		t_assert_eq(row_present(c, 8)->admitted, 1);
 		pol_cache_destroy(c);
 		printf("%s: admitted on NVMe, victims elsewhere\n",
 		       pol_kind_string((enum pol_kind)k));

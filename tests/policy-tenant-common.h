@@ -2,7 +2,8 @@
 /*
  * What the policy's tenant tests (policy-tenants, policy-tenant-limit)
  * share: an access by a tenant one clock tick after the last, and a
- * tenant's row as pol_cache_tenants() copies it.
+ * tenant's row as pol_cache_tenants() copies it (row(), or row_present()
+ * where it must be there).
  */
 #ifndef KVMM_TESTS_POLICY_TENANT_COMMON_H
 #define KVMM_TESTS_POLICY_TENANT_COMMON_H
@@ -41,6 +42,18 @@ static inline const struct pol_tenant_count *row(const struct pol_cache *c,
 		if (rows[i].id == id)
 			return &rows[i];
 	return NULL;
+}
+
+/* The row of tenant id, which must be there: the test fails, saying
+ * which, where a tenant has none (not a NULL dereference). */
+static inline const struct pol_tenant_count *
+row_present(const struct pol_cache *c, uint32_t id)
+{
+	const struct pol_tenant_count *r = row(c, id);
+
+	if (!r)
+		t_fail("tenant %u has no row", id);
+	return r;
 }
 
 #endif

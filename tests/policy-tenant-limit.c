@@ -58,52 +58,52 @@ static void by_hand(void)
 
 	t_ok(pol_cache_create(&o, &c));
 	t_ok(limit(c, A, 2, 0, 0)); /* a row made for a tenant not seen */
-	t_assert(row(c, A) && row(c, A)->limited);
+	t_assert(row(c, A) && row_present(c, A)->limited);
 	touch(c, 1, A);
 	touch(c, 2, A);
 	touch(c, 3, A); /* A over: its least recent, 1, goes down */
 	expect_tiers(c, h, 3, "hgg");
-	t_assert_eq(row(c, A)->limit_moves, 1);
+	t_assert_eq(row_present(c, A)->limit_moves, 1);
 	touch(c, 10, B);
 	touch(c, 11, B); /* gpu {2 3 10 11}: full, no move */
 	expect_tiers(c, h, 6, "hgg-gg");
 	touch(c, 2, A); /* a hit: A's order on the GPU is 3, 2 */
 	touch(c, 4, A); /* A over: 3 goes, not 2 */
 	expect_tiers(c, h, 6, "hghggg");
-	t_assert_eq(row(c, A)->limit_moves, 2);
+	t_assert_eq(row_present(c, A)->limit_moves, 2);
 	/* B's block makes room the lru way: the GPU's least recent, 10 */
 	touch(c, 12, B);
 	expect_tiers(c, h, 7, "hghghgg");
-	t_assert_eq(row(c, A)->limit_moves, 2);
-	t_assert_eq(row(c, B)->limit_moves, 0);
+	t_assert_eq(row_present(c, A)->limit_moves, 2);
+	t_assert_eq(row_present(c, B)->limit_moves, 0);
 	/* a host hit promotes A's 1: A over again, 2 goes down */
 	touch(c, 1, A);
-	t_assert_eq(row(c, A)->limit_moves, 3);
+	t_assert_eq(row_present(c, A)->limit_moves, 3);
 	expect_tiers(c, h, 7, "ghhghgg");
-	t_assert_eq(row(c, A)->blocks[POL_TIER_GPU], 2);
-	t_assert_eq(row(c, A)->blocks[POL_TIER_HOST], 2);
+	t_assert_eq(row_present(c, A)->blocks[POL_TIER_GPU], 2);
+	t_assert_eq(row_present(c, A)->blocks[POL_TIER_HOST], 2);
 	/* at run time: A 1 host block at most; of {3 2}, 3 was used
 	 * least recently and is dropped (host is the last tier) */
 	t_ok(limit(c, A, 2, 1, 0));
 	expect_tiers(c, h, 7, "gh-ghgg");
-	t_assert_eq(row(c, A)->dropped, 1);
-	t_assert_eq(row(c, A)->limit_moves, 4);
+	t_assert_eq(row_present(c, A)->dropped, 1);
+	t_assert_eq(row_present(c, A)->limit_moves, 4);
 	/* B limited at run time: of its GPU blocks {11 12}, 11 is older */
 	t_ok(limit(c, B, 1, 0, 0));
 	expect_tiers(c, h, 7, "gh-ghhg");
-	t_assert_eq(row(c, B)->limit_moves, 1);
+	t_assert_eq(row_present(c, B)->limit_moves, 1);
 	/* A's limit cleared: its next block takes the GPU's room */
 	t_ok(limit(c, A, 0, 0, 0));
-	t_assert(!row(c, A)->limited);
+	t_assert(!row_present(c, A)->limited);
 	touch(c, 5, A); /* gpu {4 12 1 5}: there was room */
-	t_assert_eq(row(c, A)->blocks[POL_TIER_GPU], 3);
-	t_assert_eq(row(c, A)->limit_moves, 4);
+	t_assert_eq(row_present(c, A)->blocks[POL_TIER_GPU], 3);
+	t_assert_eq(row_present(c, A)->limit_moves, 4);
 	/* and limited again: the lists are built anew, 4 least recent */
 	t_ok(limit(c, A, 1, 0, 0));
 	t_assert_eq(pol_cache_tier_of(c, 5), POL_TIER_GPU);
 	t_assert_eq(pol_cache_tier_of(c, 4), POL_TIER_HOST);
 	t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_HOST);
-	t_assert_eq(row(c, A)->blocks[POL_TIER_GPU], 1);
+	t_assert_eq(row_present(c, A)->blocks[POL_TIER_GPU], 1);
 	pol_cache_destroy(c);
 }
 
@@ -133,21 +133,22 @@ static void pins_and_errors(void)
 	touch(c, 5, 7);
 	t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_HOST);
 	t_assert_eq(pol_cache_tier_of(c, 5), POL_TIER_GPU);
-	t_assert_eq(row(c, 7)->blocks[POL_TIER_GPU], 1);
+	t_assert_eq(row_present(c, 7)->blocks[POL_TIER_GPU], 1);
 	/* a limit set at run time below what pinned blocks hold */
 	touch(c, 6, 8);
 	touch(c, 9, 8);
 	t_ok(pol_cache_pin(c, 6));
 	t_ok(pol_cache_pin(c, 9));
 	t_ok(limit(c, 8, 1, 0, 0));
-	t_assert_eq(row(c, 8)->blocks[POL_TIER_GPU], 2); /* none could go */
-	t_assert_eq(row(c, 8)->limit_moves, 0);
+	t_assert_eq(row_present(c, 8)->blocks[POL_TIER_GPU],
+		    2); /* none could go */
+	t_assert_eq(row_present(c, 8)->limit_moves, 0);
 	t_ok(pol_cache_unpin(c, 6));
 	t_ok(pol_cache_unpin(c, 9));
 	touch(c, 20, 8); /* 6 and 9 go, 20 stays */
-	t_assert_eq(row(c, 8)->blocks[POL_TIER_GPU], 1);
+	t_assert_eq(row_present(c, 8)->blocks[POL_TIER_GPU], 1);
 	t_assert_eq(pol_cache_tier_of(c, 20), POL_TIER_GPU);
-	t_assert_eq(row(c, 8)->limit_moves, 2);
+	t_assert_eq(row_present(c, 8)->limit_moves, 2);
 	/* every row taken: a new tenant's limit is refused, a known one
 	 * is not */
 	for (uint32_t u = 0; u < POL_TENANT_ROWS - 3; u++)
@@ -183,11 +184,11 @@ static void hits_and_scan(void)
 	t_ok(pol_cache_ref(c, 1));
 	t_ok(pol_cache_ref(c, 2));
 	t_ok(limit(c, 5, 1, 0, 0)); /* both in use: 5 stays over */
-	t_assert_eq(row(c, 5)->blocks[POL_TIER_GPU], 2);
+	t_assert_eq(row_present(c, 5)->blocks[POL_TIER_GPU], 2);
 	t_ok(pol_cache_unref(c, 2));
 	touch(c, 2, 5); /* a hit: 2 is the only one that could go */
 	t_assert_eq(pol_cache_tier_of(c, 2), POL_TIER_GPU);
-	t_assert_eq(row(c, 5)->limit_moves, 0);
+	t_assert_eq(row_present(c, 5)->limit_moves, 0);
 	t_ok(pol_cache_unref(c, 1));
 	touch(c, 2, 5); /* now 1 can go */
 	t_assert_eq(pol_cache_tier_of(c, 1), POL_TIER_HOST);
@@ -203,23 +204,23 @@ static void hits_and_scan(void)
 	}
 	/* set: all 200 looked at, 151-200 go at once */
 	t_ok(limit(c, 6, 10, 0, 0));
-	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 150);
-	t_assert_eq(row(c, 6)->limit_moves, 50);
+	t_assert_eq(row_present(c, 6)->blocks[POL_TIER_GPU], 150);
+	t_assert_eq(row_present(c, 6)->limit_moves, 50);
 	for (uint64_t h = 151; h <= 200; h++)
 		t_assert_eq(pol_cache_tier_of(c, h), POL_TIER_HOST);
 	/* an access: 64 looked at (1-64, now at the recent end), all in
 	 * use: 1001 goes itself; then 65-128: 1002 */
 	touch(c, 1001, 6);
 	t_assert_eq(pol_cache_tier_of(c, 1001), POL_TIER_HOST);
-	t_assert_eq(row(c, 6)->limit_moves, 51);
+	t_assert_eq(row_present(c, 6)->limit_moves, 51);
 	touch(c, 1002, 6);
 	t_assert_eq(pol_cache_tier_of(c, 1002), POL_TIER_HOST);
-	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 150);
-	t_assert_eq(row(c, 6)->limit_moves, 52);
+	t_assert_eq(row_present(c, 6)->blocks[POL_TIER_GPU], 150);
+	t_assert_eq(row_present(c, 6)->limit_moves, 52);
 	for (uint64_t h = 1; h <= 150; h++)
 		t_ok(pol_cache_unref(c, h));
 	touch(c, 1003, 6); /* free: back to 10, the 9 last used and 1003 */
-	t_assert_eq(row(c, 6)->blocks[POL_TIER_GPU], 10);
+	t_assert_eq(row_present(c, 6)->blocks[POL_TIER_GPU], 10);
 	t_assert_eq(pol_cache_tier_of(c, 1003), POL_TIER_GPU);
 	pol_cache_destroy(c);
 
@@ -264,7 +265,7 @@ static void others_first(void)
 	t_ok(limit(c, 7000 + POL_TENANT_ROWS - 2, 1, 0, 0));
 	touch(c, 2, 9999); /* one more: the others' */
 	t_assert(!row(c, 9999));
-	t_assert_eq(row(c, POL_TENANT_OTHERS)->blocks[POL_TIER_GPU], 2);
+	t_assert_eq(row_present(c, POL_TENANT_OTHERS)->blocks[POL_TIER_GPU], 2);
 	t_assert_eq(limit(c, 9999, 1, 0, 0), -ENOSPC);
 	pol_cache_destroy(c);
 }

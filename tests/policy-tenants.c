@@ -75,23 +75,24 @@ static void by_hand(void)
 	touch(c, 5, 2000); /* gpu {4 5}, host {3 1}, 2 dropped */
 	expect(c, 1000, 0, 1, 2);
 	expect(c, 2000, 2, 1, 3);
-	t_assert_eq(row(c, 1000)->dropped, 1);
-	t_assert_eq(row(c, 2000)->dropped, 0);
+	t_assert_eq(row_present(c, 1000)->dropped, 1);
+	t_assert_eq(row_present(c, 2000)->dropped, 0);
 	/* 2 comes back through 3000: its block now */
 	touch(c, 2, 3000); /* gpu {5 2}, host {1 4}, 3 dropped */
 	expect(c, 1000, 0, 1, 2);
 	expect(c, 2000, 1, 1, 3);
 	expect(c, 3000, 1, 0, 1);
-	t_assert_eq(row(c, 2000)->dropped, 1);
+	t_assert_eq(row_present(c, 2000)->dropped, 1);
 	check_sums(c);
 	t_ok(pol_cache_remove(c, 1));
 	expect(c, 1000, 0, 0, 2); /* the row stays */
-	t_assert_eq(row(c, 1000)->dropped, 1); /* removed, not dropped */
+	t_assert_eq(row_present(c, 1000)->dropped,
+		    1); /* removed, not dropped */
 	check_sums(c);
 	/* the owner lost 4 (2000's, on the host): a drop all the same */
 	t_ok(pol_cache_remove_dropped(c, 4));
 	expect(c, 2000, 1, 0, 3);
-	t_assert_eq(row(c, 2000)->dropped, 2);
+	t_assert_eq(row_present(c, 2000)->dropped, 2);
 	t_assert_eq(pol_cache_remove_dropped(c, 4), -ENOENT);
 	check_sums(c);
 	pol_cache_destroy(c);
@@ -201,7 +202,7 @@ static void overflow(void)
 	t_assert_eq(r->admitted, 300 - (POL_TENANT_ROWS - 1));
 	/* a known tenant still finds its own row */
 	touch(c, 7, 5000);
-	t_assert_eq(row(c, 5000)->blocks[POL_TIER_GPU], 2);
+	t_assert_eq(row_present(c, 5000)->blocks[POL_TIER_GPU], 2);
 	check_sums(c);
 	pol_cache_destroy(c);
 }
