@@ -176,6 +176,8 @@ int main(int argc, char **argv)
 	uint32_t *slots = calloc(nblocks, sizeof(*slots));
 	struct migrate_job **jobs = calloc(nblocks, sizeof(*jobs));
 
+	if (!ids || !maps || !slots || !jobs)
+		return 1;
 	for (unsigned int i = 0; i < npages * nblocks; i++) {
 		if (vmm_pool_alloc(pool, &ids[i]))
 			return 1;

@@ -66,6 +66,10 @@ static size_t build(const struct kd_metrics_src *src, int rounds,
 	double *us = calloc((size_t)rounds, sizeof(*us));
 	size_t len = 0;
 
+	if (!us) {
+		fprintf(stderr, "metrics-sizes: out of memory\n");
+		exit(1);
+	}
 	for (int k = 0; k < rounds; k++) {
 		char *text = NULL;
 		double t0 = now_s();

@@ -98,6 +98,7 @@ static char *inflate_all(const char *gz, size_t len, size_t *out_len)
 	z.next_in = (Bytef *)gz;
 	z.avail_in = (uInt)len;
 	for (;;) {
+		char *grown;
 		int r;
 
 		z.next_out = (Bytef *)out + z.total_out;
@@ -107,9 +108,10 @@ static char *inflate_all(const char *gz, size_t len, size_t *out_len)
 			break;
 		if (r != Z_BUF_ERROR && r != Z_OK)
 			t_fail("inflate: %d", r);
+		grown = realloc(out, 2 * cap);
+		t_assert(grown);
+		out = grown;
 		cap *= 2;
-		out = realloc(out, cap);
-		t_assert(out);
 	}
 	t_assert_eq(z.avail_in, 0); /* one member, nothing after it */
 	*out_len = z.total_out;

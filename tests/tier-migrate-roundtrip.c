@@ -96,6 +96,7 @@ static void run_mode(uint32_t map_pages)
 	unsigned char *expect = malloc(BLOCK);
 	char path[256];
 
+	t_assert(expect);
 	t_ok(vmm_backend_open(&vc, &b));
 	t_ok(vmm_pool_create(b, 64, &pool));
 	struct tier_host_config hc = { .size = sizeof(hc),

@@ -124,9 +124,11 @@ static inline void tm_read_resp(int fd, struct tm_resp *r)
 	t_assert(buf);
 	for (;;) {
 		if (len == cap) {
+			char *grown = realloc(buf, 2 * cap + 1);
+
+			t_assert(grown);
+			buf = grown;
 			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			t_assert(buf);
 		}
 		n = recv(fd, buf + len, cap - len, 0);
 		if (n < 0 && errno == EINTR)
@@ -454,9 +456,11 @@ static inline char *tm_run(const char *cmd, int *status)
 	while ((n = fread(buf + len, 1, cap - len, p)) > 0) {
 		len += n;
 		if (len == cap) {
+			char *grown = realloc(buf, 2 * cap + 1);
+
+			t_assert(grown);
+			buf = grown;
 			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			t_assert(buf);
 		}
 	}
 	buf[len] = '\0';
