@@ -379,6 +379,18 @@ static int kvmm_round(struct kvmm_worker *w, unsigned int nthreads,
 	return failures;
 }
 
+/* A size option's value (tier_parse_size()'s forms: 4096, 256K, 1.5G);
+ * -EINVAL, said with the option and the value, for anything else. */
+static int size_arg(const char *opt, const char *val, uint64_t *size)
+{
+	int r = tier_parse_size(val, size);
+
+	if (r)
+		fprintf(stderr, "nvme-tier: %s: '%s' is not a size (%s)\n", opt,
+			val, strerror(-r));
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	const char *file = "/var/tmp/kvmm-nvme-bench";
@@ -388,17 +400,17 @@ int main(int argc, char **argv)
 		     settle_ms = 300;
 	struct tier_nvme *t;
 	struct tier_host *h;
-	int r;
+	int r = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--file") && i + 1 < argc)
 			file = argv[++i];
 		else if (!strcmp(argv[i], "--block-bytes") && i + 1 < argc)
-			r = tier_parse_size(argv[++i], &block);
+			r = size_arg("--block-bytes", argv[++i], &block);
 		else if (!strcmp(argv[i], "--total-bytes") && i + 1 < argc)
-			r = tier_parse_size(argv[++i], &total);
+			r = size_arg("--total-bytes", argv[++i], &total);
 		else if (!strcmp(argv[i], "--host-bytes") && i + 1 < argc)
-			r = tier_parse_size(argv[++i], &host_bytes);
+			r = size_arg("--host-bytes", argv[++i], &host_bytes);
 		else if (!strcmp(argv[i], "--qd") && i + 1 < argc)
 			qd = (unsigned int)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
@@ -417,6 +429,8 @@ int main(int argc, char **argv)
 				argv[0]);
 			return 2;
 		}
+		if (r)
+			return 2;
 	}
 	vmm_log_set_level(VMM_LOG_WARN);
 	if (block % 4096 || !block || !qd || !rounds || !batch || !nthreads ||
@@ -443,6 +457,12 @@ int main(int argc, char **argv)
 	}
 	uint64_t nblocks = total / block;
 	uint64_t stride = 4096 + block;
+	if (!nblocks) {
+		fprintf(stderr,
+			"nvme-tier: --total-bytes %llu is less than a block (--block-bytes %llu)\n",
+			(unsigned long long)total, (unsigned long long)block);
+		return 2;
+	}
 	if (batch > nblocks)
 		batch = (unsigned int)nblocks;
 	unsigned int hslots = batch * nthreads; /* each thread its own */

@@ -199,6 +199,11 @@ int main(int argc, char **argv)
 			max = (uint32_t)v;
 		p = *end ? end + 1 : end;
 	}
+	if (!nr) { /* the baseline is the first round's */
+		fprintf(stderr, "pins: no count in '%s' (100..1000000 each)\n",
+			list);
+		return 2;
+	}
 	/* 8 KiB blocks in the host tier, a slot to spare per batch */
 	snprintf(host_mem, sizeof(host_mem), "%llu",
 		 (unsigned long long)(max + 2 * BATCH) * 8192);

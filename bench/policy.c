@@ -160,6 +160,12 @@ int main(int argc, char **argv)
 
 		if (*end || !v)
 			return bench_usage_error("policy", argv[i], usage);
+		/* a hit goes to the older half of the resident blocks */
+		if (i == 1 && v < 2) {
+			fprintf(stderr, "policy: RESIDENT %s: 2 at least\n%s",
+				argv[i], usage);
+			return 2;
+		}
 		*(i == 1 ? &resident : &decisions) = v;
 	}
 	held = resident / 100;
