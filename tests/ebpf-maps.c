@@ -32,6 +32,8 @@ static char *run_bpftool(const char *args)
 	snprintf(cmd, sizeof(cmd), "bpftool %s 2>/dev/null", args);
 	p = popen(cmd, "r");
 	if (!p || !buf) {
+		if (p)
+			pclose(p);
 		free(buf);
 		return NULL;
 	}
