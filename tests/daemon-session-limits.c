@@ -60,7 +60,7 @@ static void wait_sessions(const struct td_daemon *d, uint64_t n, int ms)
 {
 	uint64_t end = now_ms() + ms, got;
 
-	while ((got = sessions(d)) != n && now_ms() < end)
+	while (sessions(d) != n && now_ms() < end)
 		usleep(5000);
 	usleep(300000);
 	got = sessions(d);

@@ -103,7 +103,6 @@ int main(void)
 	t_assert_eq(info.type, BPF_MAP_TYPE_LRU_HASH);
 	t_assert_eq(info.value_size, sizeof(struct kvmm_block_entry));
 	t_assert(info.btf_id != 0); /* bpftool can name the fields */
-	first_id = info.id;
 	tel_close(t);
 	t_assert(stat(path, &st) && errno == ENOENT);
 	t_assert(stat(cur, &st) && errno == ENOENT);
