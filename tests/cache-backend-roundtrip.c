@@ -441,6 +441,7 @@ int main(void)
 {
 	const char *want = getenv("KVMM_TEST_BACKEND");
 	const char *dir = getenv("KVMM_NVME_TEST_DIR");
+	const char *layers_env;
 	char ps[32], gpu_mem[32], host_mem[32], nvme_size[32], nvme[256];
 	const char *args[20];
 	struct kvmm_status_reply st;
@@ -466,11 +467,12 @@ int main(void)
 	if (!cuda)
 		sh->page_size = 64 * 1024;
 	sh->layers = 2;
-	if (getenv("KVMM_ROUNDTRIP_LAYERS")) {
-		sh->layers = (uint32_t)atoi(getenv("KVMM_ROUNDTRIP_LAYERS"));
+	layers_env = getenv("KVMM_ROUNDTRIP_LAYERS");
+	if (layers_env) {
+		sh->layers = (uint32_t)atoi(layers_env);
 		if (sh->layers < 1 || sh->layers > 128)
 			t_fail("KVMM_ROUNDTRIP_LAYERS=%s: not 1..128",
-			       getenv("KVMM_ROUNDTRIP_LAYERS"));
+			       layers_env);
 	}
 	block_bytes = PPB * sh->page_size;
 	dir = dir && *dir ? dir : "/var/tmp";

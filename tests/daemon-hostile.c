@@ -395,7 +395,7 @@ int main(void)
 			KVMM_CMD_ADMIN_REVOKE,
 			KVMM_CMD_ADMIN_SET_QUOTA,
 		};
-		uint8_t p[128];
+		uint8_t p[128] = { 0 }; /* len bytes of it sent */
 		size_t len = rand() % sizeof(p);
 		int r;
 

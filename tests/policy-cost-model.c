@@ -76,6 +76,7 @@ static void replace_line(char *text, size_t size, const char *key,
 int main(void)
 {
 	struct pol_cost_model m, f;
+	const char *src;
 	char err[256];
 	double rate = 0.6 * 989e12;
 
@@ -95,8 +96,8 @@ int main(void)
 	t_near(pol_cost_msa_factor(&m, 3), 1.1);
 
 	/* The profile file is the built-in reference, byte for value. */
-	setenv("KVMM_PROFILE_DIR",
-	       getenv("KVMM_SRC") ? getenv("KVMM_SRC") : ".", 1);
+	src = getenv("KVMM_SRC");
+	setenv("KVMM_PROFILE_DIR", src ? src : ".", 1);
 	t_ok(pol_cost_load("h200-llama3-8b-ref", &f, err, sizeof(err)));
 	t_ok(pol_cost_load("kvmm/policy/profiles/h200-llama3-8b-ref.profile",
 			   &f, err, sizeof(err)));

@@ -23,6 +23,8 @@ struct soak_seq *pick_open(struct client *cl)
 	for (uint32_t i = 0; i < SOAK_MAX_SEQS; i++)
 		if (cl->seq[i].open)
 			idx[n++] = i;
+	/* cppcheck-suppress uninitvar ; idx[0..n) are set, and
+	 * soak_below(n) is below n */
 	return n ? &cl->seq[idx[soak_below(&cl->rng, n)]] : NULL;
 }
 
