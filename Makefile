@@ -18,6 +18,8 @@
 #   make analyze      gcc -fanalyzer (build/analyze), clang --analyze and
 #                     cppcheck over the daemon, libraries and tools; fails
 #                     on a finding tools/analyze.baseline does not list
+#   make analyze-tests  the same over those and the tests and benchmarks
+#                     (tools/analyze-tests.baseline too)
 #   make WERROR=1     warnings are errors (CI)
 #   make V=1          show the commands
 #
@@ -155,6 +157,7 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/config.h | $(BUILD)/install_paths.h
 
 .PHONY: all check clean-test-dirs demo bench deps install uninstall \
 	format format-check clean configure analyze analyze-objs \
+	analyze-tests analyze-test-objs \
 	libkvmm-sources FORCE
 
 all: $(PROGRAMS)
@@ -186,15 +189,33 @@ deps:
 	$(Q)tools/deps.sh
 
 # What make analyze reads: the daemon, the libraries and the tools that
-# are built everywhere (kernels/gpu and kvmm-calibrate need nvcc), not the
-# tests and benchmarks (Documentation/build.md, "Static analysis", says
-# why and how to run it over them).
+# are built everywhere (kernels/gpu and kvmm-calibrate need nvcc).
 ANALYZE_SRCS = $(VMM_SRCS) $(KVMMD_SRCS) kvmm/kvmmd/main.c $(LIBKVMM_SRCS) \
 	$(POLICY_SRCS) $(EBPF_SRCS) $(KERNELS_SRCS) \
 	$(foreach d,$(filter-out tools/kvmm-calibrate,$(TOOL_DIRS)),$(wildcard $(d)/*.c))
 ANALYZE_SRCS := $(sort $(ANALYZE_SRCS))
+# What make analyze-tests reads besides: every test (tests/NAME.c and its
+# tests/NAME/*.c), the tests' helpers (tests/lib), the benchmarks, and
+# the test programs built by rules of their own (the LD_PRELOAD shims,
+# the runner's reaper, the ThreadSanitizer programs, and the mock
+# libcuda where cuda.h is there), each compiled here as an object with
+# the build's flags (Documentation/build.md, "Static analysis", says why
+# it is a target of its own).
+ANALYZE_TEST_SRCS = $(foreach t,$(TEST_SRCS),$(test_parts)) $(TESTLIB_SRCS) \
+	$(BENCH_SRCS) $(SHIM_SRCS) tests/runner/reaper.c \
+	$(wildcard tests/tsan/*.c)
+# the shims' and the reaper's own preprocessor flags (tests/build.mk's)
+$(call objs,$(SHIM_SRCS)): CPPFLAGS :=
+$(call objs,tests/runner/reaper.c): CPPFLAGS := -D_GNU_SOURCE
+ifeq ($(HAVE_CUDA_H),1)
+ANALYZE_TEST_SRCS += $(wildcard tests/vmm-cuda-mock/*.c)
+$(call objs,$(wildcard tests/vmm-cuda-mock/*.c)): CPPFLAGS := -D_GNU_SOURCE \
+	-I$(CUDA_HOME)/include
+endif
+ANALYZE_TEST_SRCS := $(sort $(ANALYZE_TEST_SRCS))
 
 analyze-objs: $(call objs,$(ANALYZE_SRCS))
+analyze-test-objs: $(call objs,$(ANALYZE_TEST_SRCS))
 
 ifeq ($(ANALYZE),1)
 # An object is analysed again when the analysis changes: clang installed
@@ -205,7 +226,8 @@ $(BUILD)/analyze-clang.stamp: FORCE
 	$(Q){ [ -n "$(KVMM_ANALYZE_CLANG)" ] && \
 		"$(KVMM_ANALYZE_CLANG)" --version | head -1 || echo none; } >$@.tmp
 	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
-$(call objs,$(ANALYZE_SRCS)): tools/analyze-cc.sh $(BUILD)/analyze-clang.stamp
+$(call objs,$(ANALYZE_SRCS) $(ANALYZE_TEST_SRCS)): tools/analyze-cc.sh \
+	$(BUILD)/analyze-clang.stamp
 endif
 
 # a sub-make for the objects: ANALYZE=1 picks build/analyze and the flags
@@ -215,6 +237,18 @@ analyze:
 	$(Q)KVMM_BUILD=build/analyze tools/analyze.sh \
 		--gcc $(ANALYZE_SRCS) --clang $(ANALYZE_SRCS) \
 		--cppcheck $(ANALYZE_SRCS)
+
+# the same over the code and the tests together, against both baselines
+# (the tests' findings in tools/analyze-tests.baseline)
+analyze-tests:
+	$(Q)tools/deps.sh --ensure
+	$(Q)$(MAKE) --no-print-directory ANALYZE=1 analyze-objs analyze-test-objs
+	$(Q)KVMM_BUILD=build/analyze tools/analyze.sh \
+		--baseline tools/analyze.baseline \
+		--baseline tools/analyze-tests.baseline \
+		--gcc $(ANALYZE_SRCS) $(ANALYZE_TEST_SRCS) \
+		--clang $(ANALYZE_SRCS) $(ANALYZE_TEST_SRCS) \
+		--cppcheck $(ANALYZE_SRCS) $(ANALYZE_TEST_SRCS)
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null || \
 	find kvmm vmm ebpf kernels tools tests bench -name '*.[ch]')
