@@ -146,7 +146,7 @@ static inline void ms_expect_read(const char *sock, uint32_t layers, int k,
 {
 	ms_read(sock, layers, layers, k);
 	if (res->found != NB || res->from[tier] != NB)
-		t_fail("layers %u content %d: %u found (gpu %u host %u nvme %u), expected %u from tier %d",
+		t_fail("layers %u content %d: %u found (gpu %u host %u nvme %u), expected %d from tier %d",
 		       layers, k, res->found, res->from[0], res->from[1],
 		       res->from[2], NB, tier);
 }

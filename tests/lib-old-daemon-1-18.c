@@ -102,7 +102,8 @@ static void still_works(struct kvmm_conn *c, struct kvmm_region *r)
 	struct kvmm_prefix_opts o = { .size = sizeof(o) };
 	struct kvmm_pin_opts po = { .size = sizeof(po) };
 	struct kvmm_tier_stats_reply ts;
-	uint8_t acts[NB];
+	/* 0 is no action: a block the open did not report reads as none */
+	uint8_t acts[NB] = { 0 };
 	uint32_t seq, n;
 	uint64_t h[NB];
 

@@ -207,7 +207,7 @@ static void overflow(const char *path)
 	t = reopen(path);
 	snprintf(
 		line, sizeof(line),
-		"%u drop marks retired: no header below them left on disk (0 kept)",
+		"%d drop marks retired: no header below them left on disk (0 kept)",
 		TIER_NVME_TENANT_MARKS);
 	nt_log_has(log_buf, line, true);
 	t_assert(nt_has(t, 0x701));
