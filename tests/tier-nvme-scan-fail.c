@@ -84,6 +84,29 @@ static struct tier_nvme *reopen_with(const char *path, uint32_t nslots,
 	return t;
 }
 
+/*
+ * Reopen path as a tier of nslots slots with the knobs set for that open
+ * alone (name2, or name too, NULL: not set): it must fail with want, its
+ * log lines in log_buf.
+ */
+static void reopen_fails(const char *path, uint32_t nslots, int want,
+			 const char *name, const char *value, const char *name2,
+			 const char *value2)
+{
+	int err = 0;
+
+	if (name)
+		t_ok(setenv(name, value, 1));
+	if (name2)
+		t_ok(setenv(name2, value2, 1));
+	t_assert(reopen_slots(path, nslots, &err) == NULL);
+	if (name2)
+		t_ok(unsetenv(name2));
+	if (name)
+		t_ok(unsetenv(name));
+	t_assert_eq(err, want);
+}
+
 static uint32_t put(struct tier_nvme *t, uint64_t hash, uint32_t tenant)
 {
 	return nt_put(t, hash, tenant, buf, PAYLOAD);
@@ -139,7 +162,6 @@ static void read_fails_newest(const char *path)
 	char knob[16], line[192];
 	uint32_t slot;
 	bool zeros;
-	int err;
 
 	put(t, 0x101, 1);
 	slot = put(t, 0x201, 2); /* the newest header */
@@ -148,11 +170,8 @@ static void read_fails_newest(const char *path)
 	snprintf(knob, sizeof(knob), "%u", slot);
 	/* the zeroing failing too: the open fails, the header stays for
 	 * the next open to read */
-	t_ok(setenv("KVMMD_TEST_NVME_SCAN_FAIL", knob, 1));
-	t_ok(setenv("KVMMD_TEST_NVME_CLEAR_FAIL", knob, 1));
-	t_assert(!reopen_slots(path, NSLOTS, &err));
-	t_assert_eq(err, -EIO);
-	t_ok(unsetenv("KVMMD_TEST_NVME_CLEAR_FAIL"));
+	reopen_fails(path, NSLOTS, -EIO, "KVMMD_TEST_NVME_SCAN_FAIL", knob,
+		     "KVMMD_TEST_NVME_CLEAR_FAIL", knob);
 	snprintf(
 		line, sizeof(line),
 		"restart scan: reading the header of slot %u failed (Input/output error), and zeroing it too: Input/output error; the open fails",
@@ -457,20 +476,14 @@ static void clear_fails(const char *path, bool read_fails)
 	struct tier_nvme *t;
 	char line[512];
 	bool zeros;
-	int err;
 
 	stale = stale_past_end(path, 0x900, kept, 0);
 	old_len = (size_t)off + len;
 	before = file_bytes(path, old_len);
 
-	if (read_fails)
-		t_ok(setenv("KVMMD_TEST_NVME_SCAN_FAIL", "6", 1));
-	t_ok(setenv("KVMMD_TEST_NVME_CLEAR_FAIL", "6", 1));
-	t = reopen_slots(path, NSLOTS, &err);
-	t_ok(unsetenv("KVMMD_TEST_NVME_CLEAR_FAIL"));
-	t_ok(unsetenv("KVMMD_TEST_NVME_SCAN_FAIL"));
-	t_assert(t == NULL);
-	t_assert_eq(err, -EIO);
+	reopen_fails(path, NSLOTS, -EIO,
+		     read_fails ? "KVMMD_TEST_NVME_SCAN_FAIL" : NULL, "6",
+		     "KVMMD_TEST_NVME_CLEAR_FAIL", "6");
 	nt_log_has(
 		log_buf,
 		"KVMMD_TEST_NVME_CLEAR_FAIL=6: the restart scan's zeroing of these slots' headers (stale ones past the last run's end, unreadable ones) fails on purpose (tests only)",
@@ -538,17 +551,12 @@ static void grow_fails(const char *path, const char *knob)
 	struct tier_nvme *t;
 	char line[512];
 	bool zeros;
-	int err;
 
 	stale = stale_past_end(path, 0xa00, kept, 5);
 	t_assert_eq(marks_on_disk(path), 1);
 	before = file_bytes(path, first);
 
-	t_ok(setenv(knob, "1", 1));
-	t = reopen_slots(path, NSLOTS, &err);
-	t_ok(unsetenv(knob));
-	t_assert(t == NULL);
-	t_assert_eq(err, -EIO);
+	reopen_fails(path, NSLOTS, -EIO, knob, "1", NULL, NULL);
 	snprintf(line, sizeof(line), "%s: %s=1: ", path, knob);
 	nt_log_has(log_buf, line, true);
 	nt_log_has(log_buf, "on purpose (tests only)", true);
@@ -600,7 +608,6 @@ static void unread_sync_fails(const char *path)
 {
 	struct tier_nvme *t = nt_open_slots(path, NSLOTS, PAYLOAD, 0, true);
 	uint64_t in2 = 0;
-	int err;
 
 	for (uint64_t h = 0xb00; h < 0xb00 + NSLOTS; h++)
 		if (put(t, h, 1) == 2)
@@ -608,13 +615,8 @@ static void unread_sync_fails(const char *path)
 	tier_nvme_close(t);
 	t_assert(in2 != 0);
 
-	t_ok(setenv("KVMMD_TEST_NVME_SCAN_FAIL", "2", 1));
-	t_ok(setenv("KVMMD_TEST_NVME_CLEAR_SYNC_FAIL", "1", 1));
-	t = reopen_slots(path, NSLOTS, &err);
-	t_ok(unsetenv("KVMMD_TEST_NVME_CLEAR_SYNC_FAIL"));
-	t_ok(unsetenv("KVMMD_TEST_NVME_SCAN_FAIL"));
-	t_assert(t == NULL);
-	t_assert_eq(err, -EIO);
+	reopen_fails(path, NSLOTS, -EIO, "KVMMD_TEST_NVME_SCAN_FAIL", "2",
+		     "KVMMD_TEST_NVME_CLEAR_SYNC_FAIL", "1");
 	nt_log_has(
 		log_buf,
 		"restart scan: syncing 0 stale slot headers cleared past the last run's end and 1 unreadable ones zeroed: Input/output error; the open fails, the superblock still says 8 slots",
@@ -639,18 +641,14 @@ static void shrink_fails(const char *path)
 	unsigned char *before, *after, *want;
 	uint64_t in[NSLOTS] = { 0 };
 	struct stat st;
-	int err;
 
 	for (uint64_t h = 0xc00; h < 0xc00 + NSLOTS; h++)
 		in[put(t, h, 1)] = h;
 	tier_nvme_close(t);
 	before = file_bytes(path, len);
 
-	t_ok(setenv("KVMMD_TEST_NVME_RESIZE_FAIL", "1", 1));
-	t = reopen_slots(path, 4, &err);
-	t_ok(unsetenv("KVMMD_TEST_NVME_RESIZE_FAIL"));
-	t_assert(t == NULL);
-	t_assert_eq(err, -EIO);
+	reopen_fails(path, 4, -EIO, "KVMMD_TEST_NVME_RESIZE_FAIL", "1", NULL,
+		     NULL);
 	nt_log_has(
 		log_buf,
 		"writing the superblock with 4 slots (it says 8): Input/output error; the open fails",
@@ -696,15 +694,11 @@ static void bad_values(const char *path)
 		{ "KVMMD_TEST_NVME_CLEAR_SYNC_FAIL", "yes" },
 		{ "KVMMD_TEST_NVME_RESIZE_FAIL", "01" },
 	};
-	int err;
 
 	tier_nvme_close(t);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		t_ok(setenv(bad[i][0], bad[i][1], 1));
-		t = reopen_slots(path, NSLOTS, &err);
-		t_ok(unsetenv(bad[i][0]));
-		t_assert(t == NULL);
-		t_assert_eq(err, -EINVAL);
+		reopen_fails(path, NSLOTS, -EINVAL, bad[i][0], bad[i][1], NULL,
+			     NULL);
 		nt_log_has(log_buf, bad[i][0], true);
 		nt_log_has(log_buf,
 			   strstr(bad[i][0], "RETIRE") ?
