@@ -98,25 +98,7 @@ static struct tier_nvme *open_part(int part, const uint32_t *w, uint64_t layout,
 /* n blocks of partition part written (write) or read back and checked. */
 static void blocks(struct tier_nvme *t, int part, int n, bool write)
 {
-	for (int i = 0; i < n; i++) {
-		struct tier_nvme_io io = { .hash = 0x7b00 + 0x100 * part + i,
-					   .layout_id = 5,
-					   .buf = write ? data : back,
-					   .length = P };
-
-		for (size_t o = 0; write && o < P; o++)
-			data[o] = pat(part, i, o);
-		if (write) {
-			t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-			continue;
-		}
-		t_ok(tier_nvme_lookup(t, io.hash, &io.slot, &io.length, NULL));
-		t_assert_eq(tier_nvme_read_batch(t, &io, 1), 0);
-		for (size_t o = 0; o < P; o++)
-			if (back[o] != pat(part, i, o))
-				t_fail("partition %d block %d byte %zu differs",
-				       part, i, o);
-	}
+	nt_part_blocks(t, 0x7b00, part, n, P, write, data, back, pat);
 }
 
 /* The weights word of the superblock at offset. */

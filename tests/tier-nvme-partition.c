@@ -100,28 +100,8 @@ static struct tier_nvme *open_part(int part, uint32_t count, uint64_t layout,
 /* n blocks of partition part written (write) or read back and checked. */
 static void blocks(struct tier_nvme *t, int part, int n, bool write)
 {
-	size_t len = payload(part);
-
-	for (int i = 0; i < n; i++) {
-		struct tier_nvme_io io = { .hash = 0x9a00 + 0x100 * part + i,
-					   .layout_id = 5,
-					   .buf = write ? data : back,
-					   .length = len };
-
-		for (size_t o = 0; write && o < len; o++)
-			data[o] = pat(part, i, o);
-		if (write) {
-			t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
-			continue;
-		}
-		t_ok(tier_nvme_lookup(t, io.hash, &io.slot, &io.length, NULL));
-		t_assert_eq(io.length, len);
-		t_assert_eq(tier_nvme_read_batch(t, &io, 1), 0);
-		for (size_t o = 0; o < len; o++)
-			if (back[o] != pat(part, i, o))
-				t_fail("partition %d block %d byte %zu differs",
-				       part, i, o);
-	}
+	nt_part_blocks(t, 0x9a00, part, n, payload(part), write, data, back,
+		       pat);
 }
 
 int main(void)

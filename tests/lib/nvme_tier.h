@@ -181,6 +181,42 @@ static inline int nt_read_check(struct tier_nvme *t, uint64_t hash,
 	return 0;
 }
 
+/*
+ * n blocks of partition part of a partitioned file: hashes base + 0x100
+ * x part + i, layout id 5, len bytes each, byte o of block i pat(part, i,
+ * o).  write: written from data; else looked up (its length len), read
+ * back into back and compared byte for byte, naming the first that
+ * differs.
+ */
+static inline void
+nt_part_blocks(struct tier_nvme *t, uint64_t base, int part, int n, size_t len,
+	       bool write, unsigned char *data, unsigned char *back,
+	       unsigned char (*pat)(int part, int i, size_t o))
+{
+	for (int i = 0; i < n; i++) {
+		struct tier_nvme_io io = {
+			.hash = base + 0x100 * (uint64_t)part + (uint64_t)i,
+			.layout_id = 5,
+			.buf = write ? data : back,
+			.length = len
+		};
+
+		for (size_t o = 0; write && o < len; o++)
+			data[o] = pat(part, i, o);
+		if (write) {
+			t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
+			continue;
+		}
+		t_ok(tier_nvme_lookup(t, io.hash, &io.slot, &io.length, NULL));
+		t_assert_eq(io.length, len);
+		t_assert_eq(tier_nvme_read_batch(t, &io, 1), 0);
+		for (size_t o = 0; o < len; o++)
+			if (back[o] != pat(part, i, o))
+				t_fail("partition %d block %d byte %zu differs",
+				       part, i, o);
+	}
+}
+
 /* Flip a bit of the byte at off of the file at path, on the disk: a
  * payload or header the tier must find corrupted. */
 static inline void nt_flip_byte(const char *path, uint64_t off)
