@@ -12,27 +12,34 @@
  *      time (else the test fails with its log);
  *   2. the check after the restart (below), on what every round before
  *      did;
- *   3. CF_CLIENTS client processes publish and open chains of blocks
- *      whose bytes are a function of their hash alone
- *      (tests/daemon-crash-fuzz/client.c), every block they open checked
- *      word for word; an operator process drops every 30-300 ms (every
- *      tier, --tier nvme/gpu/host, --uid of the clients or of nobody;
- *      over the admin call or kvmmctl) and records each drop answered,
- *      with the time it was sent; on odd rounds every NVMe header
- *      invalidation fails (KVMMD_TEST_MIGRATE_FAIL=nvme-invalidate:1+),
- *      so the drops of those rounds are kept out of a restart by their
- *      superblock mark alone;
- *   4. 50-1500 ms in (seeded), the clients and the operator are stopped,
- *      kvmmd SIGKILLed, then they are.
+ *   3. CF_CLIENTS client processes (as root, each of a uid of its own,
+ *      CF_UID_BASE + i, with a third of the chains: tenants a --uid drop
+ *      tells apart) publish and open chains of blocks whose bytes are a
+ *      function of their hash alone (tests/daemon-crash-fuzz/client.c),
+ *      every block they open checked word for word; an operator process
+ *      drops every 30-300 ms (every tier, --tier nvme/gpu/host, --uid
+ *      of a client or of nobody; over the admin call or kvmmctl) and
+ *      records each drop answered, with the time it was sent and the
+ *      hashes a client may have held meanwhile; on odd rounds every NVMe
+ *      header invalidation fails
+ *      (KVMMD_TEST_MIGRATE_FAIL=nvme-invalidate:1+), so the drops of
+ *      those rounds are kept out of a restart by their superblock mark
+ *      alone;
+ *   4. 50-1500 ms in (seeded), or in half the rounds at the first drop
+ *      of every block answered after that, the clients and the operator
+ *      are stopped (they never see kvmmd go: any error they met was a
+ *      live one's), kvmmd SIGKILLed, then they are.
  * The check, after each restart and once more after the last round: each
- * of the CF_HASHES hashes is opened alone; a block found must hold its
- * hash's bytes, word for word.  A drop of every tier (all, or --uid of
- * the clients) answered covers each hash whose every publish was
- * answered before the drop was sent: such a block comes back only if
- * that drop kept it (in use, pinned, busy), so at most the drop's kept
- * count of them may be found, and none when it kept none.
- * Printed per round: what kvmmd recovered, the blocks found (all
- * byte-identical), the covered hashes absent and back, the kill time.
+ * of the CF_HASHES hashes is opened alone, by a process of its chain's
+ * uid; a block found must hold its hash's bytes, word for word.  A drop
+ * of every tier (all tenants', or a client's uid: its chains) answered
+ * covers each of its hashes whose every publish was answered before the
+ * drop was sent: such a block comes back only if that drop kept it (in
+ * use, pinned, busy), so at most the drop's kept count of them may be
+ * found, of those no client held at most its busy and pinned count, and
+ * none when it kept none.
+ * Printed per round: the kill time, what kvmmd recovered, the blocks
+ * found (all byte-identical), the covered hashes absent and back.
  *
  *   KVMM_CRASH_FUZZ_SEED=7 KVMM_CRASH_FUZZ_ROUNDS=50 build/tests/daemon-crash-fuzz
  *
@@ -74,40 +81,51 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 	return n;
 }
 
-static void start_daemon(struct td_daemon *d, const char *nvme, uint64_t seed,
-			 uint32_t round)
+static void start_daemon(struct td_daemon *d, const struct cf_shared *sh,
+			 const char *nvme, uint64_t seed, uint32_t round)
 {
 	char nvme_size[NT_SIZE_ARG_LEN];
-	const char *argv[] = { "--cache-block-pages",
-			       "4",
-			       "--cache-gpu-blocks",
-			       "3",
-			       "--host-mem",
-			       "2M",
-			       "--nvme-path",
-			       nvme,
+	const char *argv[] = { "--cache-block-pages", "4", "--cache-gpu-blocks",
+			       "3", "--host-mem", "2M", "--nvme-path", nvme,
 			       "--nvme-size",
 			       nt_size_arg(nvme_size, sizeof(nvme_size),
 					   CF_NVME_SLOTS, CF_BLOCK_BYTES),
-			       "--nvme-save-on-stop",
-			       "0",
-			       "--cache-scope",
+			       "--nvme-save-on-stop", "0", "--cache-scope",
 			       seed & 1 ? "uid" : "shared",
+			       /* the clients' uids reach the socket */
+			       sh->uids ? "--socket-mode" : NULL, "0666",
 			       NULL };
 
 	if (round & 1)
 		setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-invalidate:1+", 1);
 	td_start_ok(d, argv);
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+	/* mkdtemp made it 0700 */
+	if (sh->uids)
+		t_ok(chmod(d->dir, 0711));
 }
 
-/* Whether drop d covers every block the clients published (a drop of
- * every tier, all tenants' or theirs). */
-static bool drop_covers_all(const struct cf_drop *d, uid_t uid)
+/* Whether drop d is one the check holds to: of every tier, and of
+ * every tenant or of a client's. */
+static bool drop_checked(const struct cf_shared *sh, const struct cf_drop *d)
 {
 	if (d->tiers)
 		return false;
-	return !(d->flags & KVMM_CACHE_DROP_F_TENANT) || d->tenant == uid;
+	if (!(d->flags & KVMM_CACHE_DROP_F_TENANT))
+		return true;
+	for (uint32_t k = 0; k < CF_CLIENTS; k++)
+		if (d->tenant == cf_chain_uid(sh, k))
+			return true;
+	return false;
+}
+
+/* Whether drop d covers every block of hash i published before it. */
+static bool drop_covers(const struct cf_shared *sh, const struct cf_drop *d,
+			uint32_t i)
+{
+	return drop_checked(sh, d) &&
+	       (!(d->flags & KVMM_CACHE_DROP_F_TENANT) ||
+		d->tenant == cf_chain_uid(sh, i / CF_CHAIN_BLOCKS));
 }
 
 static uint64_t drop_kept(const struct cf_drop *d)
@@ -134,6 +152,39 @@ static bool check_open(struct cc *c, uint32_t i)
 	}
 	cc_seq_close(c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
 	return rep.nr_blocks == 1;
+}
+
+/*
+ * The restart check's readers: a process of each client's uid (one of
+ * the test's when the clients share it) opens every hash of that uid's
+ * chains, into sh->found[].  A wrong byte fails the reader, and the
+ * test with it.
+ */
+static void read_all(const char *sock, struct cf_shared *sh)
+{
+	uint32_t readers = sh->uids ? CF_CLIENTS : 1;
+
+	for (uint32_t r = 0; r < readers; r++) {
+		pid_t p = fork();
+
+		t_assert(p >= 0);
+		if (p == 0) {
+			struct cc c;
+
+			if (sh->uids)
+				cu_become(CF_UID_BASE + r, CF_UID_BASE + r);
+			cc_connect(&c, sock);
+			cc_region(&c);
+			for (uint32_t i = 0; i < CF_HASHES; i++)
+				if (!sh->uids ||
+				    i / CF_CHAIN_BLOCKS % CF_CLIENTS == r)
+					sh->found[i] = check_open(&c, i);
+			cc_disconnect(&c);
+			_exit(0);
+		}
+		if (cc_wait_child(p))
+			t_fail("the restart check's reader %u failed", r);
+	}
 }
 
 /* The covered hashes found after the restart, per drop: all of them,
@@ -185,29 +236,27 @@ static void check_back(const struct cf_shared *sh, struct cf_back *bk,
  * it kept (check_back()).  Adds to t; prints the line of the round that
  * ended in the crash (round - 1).
  */
-static void check_restart(const char *sock, const struct cf_shared *sh,
-			  uid_t uid, uint32_t round, struct cf_totals *t)
+static void check_restart(const char *sock, struct cf_shared *sh,
+			  uint32_t round, struct cf_totals *t)
 {
 	static struct cf_back bk;
 	uint64_t recovered, found = 0, absent = 0, back_any = 0;
 	uint32_t nd = sh->ndrops, checked = 0;
-	struct cc c;
 
 	for (uint32_t j = 0; j < nd; j++)
-		checked += drop_covers_all(&sh->drops[j], uid);
+		checked += drop_checked(sh, &sh->drops[j]);
 	recovered = cd_recovered(sock);
 	memset(&bk, 0, sizeof(bk));
-	cc_connect(&c, sock);
-	cc_region(&c);
+	read_all(sock, sh);
 	for (uint32_t i = 0; i < CF_HASHES; i++) {
 		const struct cf_hash_rec *rec = &sh->h[i];
-		bool is = check_open(&c, i), covered = false;
+		bool is = sh->found[i], covered = false;
 
 		found += is;
 		for (uint32_t j = 0; j < nd; j++) {
 			const struct cf_drop *d = &sh->drops[j];
 
-			if (!drop_covers_all(d, uid) || !rec->last_end_us ||
+			if (!drop_covers(sh, d, i) || !rec->last_end_us ||
 			    rec->last_end_us >= d->sent_us)
 				continue;
 			covered = true;
@@ -217,7 +266,6 @@ static void check_restart(const char *sock, const struct cf_shared *sh,
 		absent += covered && !is;
 		back_any += covered && is;
 	}
-	cc_disconnect(&c);
 	printf("round %u, the restart: recovered %llu, found %llu (byte-identical); covered by %u drops: %llu absent, %llu back (kept)\n",
 	       round - 1, (unsigned long long)recovered,
 	       (unsigned long long)found, checked, (unsigned long long)absent,
@@ -235,6 +283,8 @@ static void stop_proc(pid_t pid, const char *what, const struct cf_shared *sh)
 	int st;
 
 	kill(pid, SIGKILL);
+	if (!strcmp(what, "operator"))
+		kill(-pid, SIGKILL); /* a kvmmctl it ran */
 	t_assert_eq(waitpid(pid, &st, 0), pid);
 	if (sh->bad)
 		t_fail("%s", sh->bad_msg);
@@ -250,7 +300,7 @@ static void stop_proc(pid_t pid, const char *what, const struct cf_shared *sh)
  * slots it dropped (in the rounds whose invalidations fail, the mark
  * alone keeps those out of the restart).  Whether one came.
  */
-static bool wait_covering_drop(struct cf_shared *sh, uint32_t n, uid_t uid)
+static bool wait_covering_drop(struct cf_shared *sh, uint32_t n)
 {
 	uint64_t end = cf_now_us() + 2000000;
 
@@ -258,7 +308,7 @@ static bool wait_covering_drop(struct cf_shared *sh, uint32_t n, uid_t uid)
 		uint32_t now = __atomic_load_n(&sh->ndrops, __ATOMIC_ACQUIRE);
 
 		for (; n < now; n++)
-			if (drop_covers_all(&sh->drops[n], uid))
+			if (drop_checked(sh, &sh->drops[n]))
 				return true;
 		usleep(100);
 	}
@@ -270,11 +320,9 @@ static bool wait_covering_drop(struct cf_shared *sh, uint32_t n, uid_t uid)
 static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 			  uint64_t seed, uint32_t round, uint64_t *rs)
 {
-	struct cf_proc p = { .sock = d->sock,
-			     .sh = sh,
-			     .seed = seed,
-			     .round = round,
-			     .uid = geteuid() };
+	struct cf_proc p = {
+		.sock = d->sock, .sh = sh, .seed = seed, .round = round
+	};
 	uint64_t kill_ms = 50 + cf_rand(rs) % 1451, start_us, kill_us;
 	bool after_drop = cf_rand(rs) & 1, came = false;
 	uint32_t ndrops = sh->ndrops;
@@ -287,10 +335,11 @@ static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 	pids[CF_CLIENTS] = cf_operator_start(&p);
 	usleep((useconds_t)(kill_ms * 1000));
 	if (after_drop)
-		came = wait_covering_drop(sh, sh->ndrops, p.uid);
+		came = wait_covering_drop(sh, sh->ndrops);
 	/* they never see kvmmd go: any error they met was a live one's */
-	for (int i = 0; i <= CF_CLIENTS; i++)
+	for (int i = 0; i < CF_CLIENTS; i++)
 		kill(pids[i], SIGSTOP);
+	kill(-pids[CF_CLIENTS], SIGSTOP); /* the operator and its kvmmctl */
 	if (sh->bad)
 		t_fail("%s", sh->bad_msg);
 	t_ok(kill(d->pid, SIGKILL));
@@ -347,16 +396,22 @@ int main(void)
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(sh != MAP_FAILED);
 	memset(sh, 0, sizeof(*sh));
+	sh->uid = geteuid();
+	/* tenants to tell apart: clients of their own uids */
+	sh->uids = sh->uid == 0;
+	printf("clients: %s\n", sh->uids ?
+					"uids 61400-61402, a chain set each" :
+					"all of the test's uid (not root)");
 	for (uint32_t r = 0; r <= rounds; r++) {
-		start_daemon(&d, nvme, seed, r);
+		start_daemon(&d, sh, nvme, seed, r);
 		if (r)
-			check_restart(d.sock, sh, geteuid(), r, &t);
+			check_restart(d.sock, sh, r, &t);
 		if (r == rounds)
 			break;
 		round_run(&d, sh, seed, r, &rs);
 	}
 	for (uint32_t j = 0; j < sh->ndrops; j++) {
-		if (!drop_covers_all(&sh->drops[j], geteuid()))
+		if (!drop_checked(sh, &sh->drops[j]))
 			continue;
 		t.drops_checked++;
 		t.drops_exact += !drop_kept(&sh->drops[j]);

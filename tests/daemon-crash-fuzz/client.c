@@ -69,14 +69,15 @@ static void client_publish(struct cc *c, struct cf_shared *sh, uint32_t seq,
 			   __ATOMIC_RELAXED);
 }
 
-/* One open, extend, publish and close of a chain of the round's window,
- * len blocks. */
+/* One open, extend, publish and close of one of client num's chains in
+ * the round's window (CF_ROUND_CHAINS from chain 6 x round on), len
+ * blocks. */
 static void client_step(struct cc *c, struct cf_shared *sh, uint32_t round,
-			uint64_t *rs)
+			int num, uint64_t *rs)
 {
 	static uint32_t ids[CF_CHAIN_BLOCKS * CC_PPB];
-	uint32_t k = (round * 5 + (uint32_t)(cf_rand(rs) % CF_ROUND_CHAINS)) %
-		     CF_CHAINS;
+	uint32_t j = (uint32_t)(cf_rand(rs) % (CF_ROUND_CHAINS / CF_CLIENTS));
+	uint32_t k = (round * 6 + j * CF_CLIENTS + (uint32_t)num) % CF_CHAINS;
 	uint32_t len = 1 + (uint32_t)(cf_rand(rs) % CF_CHAIN_BLOCKS);
 	struct kvmm_prefix_open_reply rep;
 	uint64_t h[CF_CHAIN_BLOCKS];
@@ -135,10 +136,13 @@ pid_t cf_client_start(const struct cf_proc *p, int num)
 			p->seed * 1000003 + p->round * 101 + (uint64_t)num;
 		struct cc c;
 
+		if (p->sh->uids)
+			cu_become(CF_UID_BASE + (uid_t)num,
+				  CF_UID_BASE + (gid_t)num);
 		cc_connect(&c, p->sock);
 		cc_region(&c);
 		for (;;)
-			client_step(&c, p->sh, p->round, &rs);
+			client_step(&c, p->sh, p->round, num, &rs);
 	}
 	return pid;
 }
@@ -170,7 +174,11 @@ static void operator_drop(const struct cf_proc *p, uint64_t *rs)
 	case CF_DROP_OWN_TENANT:
 	case CF_DROP_OTHER_TENANT:
 		d.flags = KVMM_CACHE_DROP_F_TENANT;
-		d.tenant = kind == CF_DROP_OWN_TENANT ? p->uid : p->uid + 7;
+		d.tenant =
+			kind == CF_DROP_OTHER_TENANT ?
+				(p->sh->uids ? CF_UID_NOBODY : p->sh->uid + 7) :
+				cf_chain_uid(p->sh, (uint32_t)cf_rand(rs) %
+							    CF_CLIENTS);
 		snprintf(args, sizeof(args), "--uid %u", d.tenant);
 		break;
 	case CF_DROP_NVME:
@@ -222,7 +230,14 @@ pid_t cf_operator_start(const struct cf_proc *p)
 	pid_t pid = fork();
 
 	t_assert(pid >= 0);
+	/* a group of its own, which the parent stops and kills whole: the
+	 * kvmmctl it runs with it (both sides set it, whichever runs
+	 * first) */
+	setpgid(pid, pid);
 	if (pid == 0) {
+		/* kvmmctl's JSON (cd_kvmmctl() prints it) is not the log's */
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(1);
 		uint64_t rs = p->seed * 7919 + p->round * 31 + 0x0de;
 
 		for (;;) {

@@ -24,6 +24,11 @@
 #define CF_CHAIN_BLOCKS 4 /* blocks per chain, the longest sequence */
 #define CF_HASHES (CF_CHAINS * CF_CHAIN_BLOCKS)
 #define CF_CLIENTS 3
+/* run as root: client i is uid CF_UID_BASE + i (the chains k with
+ * k % CF_CLIENTS == i are its), and a --uid drop has tenants to tell
+ * apart; CF_UID_NOBODY's drops cover none of them */
+#define CF_UID_BASE 61400
+#define CF_UID_NOBODY (CF_UID_BASE + 99)
 #define CF_MAX_DROPS 4096
 #define CF_WORDS (CC_PAGE / 8)
 
@@ -55,11 +60,16 @@ struct cf_drop {
 };
 
 struct cf_shared {
+	bool uids; /* clients of CF_UID_BASE + i, or all of uid */
+	uid_t uid; /* the test's */
 	struct cf_hash_rec h[CF_HASHES];
 	uint32_t ndrops; /* entries of drops[] written */
 	struct cf_drop drops[CF_MAX_DROPS];
 	/* what the clients did (all rounds) */
 	uint64_t opens, blocks_checked, publishes, blocks_published;
+	/* the check after a restart: whether hash i was found (its
+	 * readers are processes of the hashes' uids) */
+	uint8_t found[CF_HASHES];
 	/* a wrong byte a client saw: the first one's description */
 	uint32_t bad;
 	char bad_msg[256];
@@ -71,7 +81,6 @@ struct cf_proc {
 	struct cf_shared *sh;
 	uint64_t seed;
 	uint32_t round;
-	uid_t uid; /* the clients' (the tenant of their blocks) */
 };
 
 /* Microseconds on the monotonic clock (one clock for every process). */
@@ -102,6 +111,12 @@ static inline uint64_t cf_hash(uint32_t k, uint32_t b)
 static inline uint32_t cf_index(uint32_t k, uint32_t b)
 {
 	return k * CF_CHAIN_BLOCKS + b;
+}
+
+/* The uid whose client publishes chain k: its blocks' tenant. */
+static inline uid_t cf_chain_uid(const struct cf_shared *sh, uint32_t k)
+{
+	return sh->uids ? (uid_t)(CF_UID_BASE + k % CF_CLIENTS) : sh->uid;
 }
 
 /* Word w of page p of the block named hash: its bytes are a function of
@@ -141,7 +156,8 @@ static inline bool cf_drop_held(const struct cf_drop *d, uint32_t i)
 
 /* A client process (client.c), which loops until it is killed. */
 pid_t cf_client_start(const struct cf_proc *p, int num);
-/* The operator process (client.c): a drop every 30-300 ms. */
+/* The operator process (client.c): a drop every 30-300 ms; the leader
+ * of a process group (its kvmmctl runs in it). */
 pid_t cf_operator_start(const struct cf_proc *p);
 
 #endif
