@@ -165,7 +165,7 @@ static void read_all(const char *sock, struct cf_shared *sh)
 	uint32_t readers = sh->uids ? CF_CLIENTS : 1;
 
 	for (uint32_t r = 0; r < readers; r++) {
-		pid_t p = fork();
+		pid_t p = cf_fork();
 
 		t_assert(p >= 0);
 		if (p == 0) {

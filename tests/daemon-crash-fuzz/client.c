@@ -128,7 +128,7 @@ static void client_step(struct cc *c, struct cf_shared *sh, uint32_t round,
 
 pid_t cf_client_start(const struct cf_proc *p, int num)
 {
-	pid_t pid = fork();
+	pid_t pid = cf_fork();
 
 	t_assert(pid >= 0);
 	if (pid == 0) {
@@ -227,7 +227,7 @@ static void operator_drop(const struct cf_proc *p, uint64_t *rs)
 
 pid_t cf_operator_start(const struct cf_proc *p)
 {
-	pid_t pid = fork();
+	pid_t pid = cf_fork();
 
 	t_assert(pid >= 0);
 	/* a group of its own, which the parent stops and kills whole: the

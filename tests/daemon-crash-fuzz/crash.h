@@ -154,6 +154,16 @@ static inline bool cf_drop_held(const struct cf_drop *d, uint32_t i)
 	return d->held[i / 64] >> (i % 64) & 1;
 }
 
+/* fork() with nothing left in this process's stdio buffers: a child
+ * that flushes its copy (exit(), freopen()) would print the parent's
+ * lines again. */
+static inline pid_t cf_fork(void)
+{
+	fflush(stdout);
+	fflush(stderr);
+	return fork();
+}
+
 /* A client process (client.c), which loops until it is killed. */
 pid_t cf_client_start(const struct cf_proc *p, int num);
 /* The operator process (client.c): a drop every 30-300 ms; the leader
