@@ -113,6 +113,10 @@ struct kc_drop {
 	uint64_t *hashes;
 	size_t nhashes, cap;
 	bool hashes_lost;
+	/* of rep.nvme_invalidate_failures: stale NVMe copies not claimed,
+	 * left in free slots set aside for writes in flight
+	 * (kc_drop_stale()); the log line says them apart */
+	uint64_t stale_left;
 	/* the NVMe drop mark's generation (kc_drop_mark()), 0: none;
 	 * mark_done: it is on disk */
 	uint64_t mark;
@@ -272,6 +276,7 @@ static void kc_drop_stale(struct kd_cache *c, struct kc_drop *dr,
 		return;
 	}
 	/* left: kept free for the writes that reserved them */
+	dr->stale_left += left;
 	dr->rep.nvme_invalidate_failures += left;
 	c->st.nvme_invalidate_failures += left;
 	for (uint32_t i = 0; i < n; i++) {
@@ -407,11 +412,36 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 	return b && b->tenant == row;
 }
 
+/*
+ * The stale copies dr left in slots set aside for writes in flight
+ * (kc_drop_stale()), for its log line: what a restart makes of them.
+ * Under the drop's mark on disk, nothing: each was written before the
+ * drop, so its header's generation is below the mark (with `--uid`, the
+ * tenant's copies: their headers name the tenant).  With no mark (a
+ * `--tier gpu` or `host` drop, or its mark not written) only a write
+ * over the slot removes one, and the writes that reserved those slots
+ * do not name them: a write takes the free slot on top of the stack
+ * when it runs (nvme_slot_alloc()), one of them only if no slot was
+ * freed since the claim (the drop's own invalidations free theirs).
+ */
+static void kc_drop_left_text(const struct kc_drop *dr, char *buf, size_t len)
+{
+	if (!dr->stale_left)
+		return;
+	snprintf(
+		buf, len,
+		"; %llu of those not written: stale NVMe copies left in free slots set aside for writes in flight, %s",
+		(unsigned long long)dr->stale_left,
+		dr->mark_done ?
+			"below the drop mark: a restart does not recover them" :
+			"no drop mark on disk: a restart may recover them, unless a write took their slot first (a write takes the free slot on top, not the one it reserved)");
+}
+
 /* The drop is over: logged, answered when its session is still there. */
 static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
-	char mark[64] = "", size[48] = "", kept[160] = "";
+	char mark[64] = "", size[48] = "", kept[160] = "", left[320] = "";
 
 	if (dr->mark_done)
 		snprintf(mark, sizeof(mark),
@@ -428,17 +458,19 @@ static void kc_drop_reply(struct kc_drop *dr)
 	if (r->block_pages)
 		snprintf(size, sizeof(size), " of blocks of %u pages",
 			 r->block_pages);
+	kc_drop_left_text(dr, left, sizeof(left));
 	vmm_log(r->nvme_invalidate_failures || r->nvme_restamp_failures ?
 			VMM_LOG_WARN :
 			VMM_LOG_INFO,
-		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s%s",
+		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s%s%s",
 		dr->uid, size, (unsigned long long)r->dropped[0],
 		(unsigned long long)r->dropped[1],
 		(unsigned long long)r->dropped[2],
 		(unsigned long long)r->kept[0], (unsigned long long)r->kept[1],
 		(unsigned long long)r->kept[2],
 		(unsigned long long)r->nvme_stale_invalidated,
-		(unsigned long long)r->nvme_invalidate_failures, mark, kept);
+		(unsigned long long)r->nvme_invalidate_failures, left, mark,
+		kept);
 	dr->rep.size = (uint32_t)dr->rep_size;
 	/* a reserved word to a client before 1.15 (abi_play.h) */
 	if (dr->s && KD_ABI_BEFORE(dr->s, KD_ABI_STALE_INVALIDATED))
