@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/*
+ * timeout: 180
+ * A drop's stale NVMe copies that it cannot claim because their free
+ * slots are set aside for host -> NVMe writes in flight
+ * (tier_nvme_stale_claim()'s left, Documentation/tiers.md, "Stale
+ * copies"): counted in the reply's nvme_invalidate_failures, and the
+ * drop's log line says how many of those failures they are and what a
+ * restart makes of them.  kvmmd as tests/lib/nvme_cache_args.h sets it up
+ * (lru, 3 GPU blocks, 6 host, 7 NVMe slots, nothing saved at the stop),
+ * host -> NVMe writes held 3 s (KVMMD_TEST_NVME_WRITE_DELAY_MS):
+ *   - contents 0-4 published (0 and 1 on NVMe, slots 0-5), `--tier gpu`
+ *     drops content 4, content 0 opened: its 3 blocks restored to the
+ *     GPU, its 3 slots free with their headers (stale copies): 4 free
+ *     slots;
+ *   - content 5 published: content 0 down to the host, content 2 from
+ *     the host to NVMe, 3 writes in flight, each with a free slot set
+ *     aside: of the 4 free slots 3 are set aside;
+ *   - `cache-drop` (every tier): the mark, content 1's 3 dropped, content
+ *     2's 3 kept busy; of content 0's 3 stale copies 1 is claimed and
+ *     invalidated, 2 are left: the reply counts 1 stale invalidated and
+ *     2 failures, and kvmmd's log line says `2 of those not written:
+ *     stale NVMe copies left in free slots set aside for writes in
+ *     flight, below the drop mark: a restart does not recover them`
+ *     (without the change: the 2 failures alone);
+ *   - the writes land: they took the 3 free slots on top, the 2 left
+ *     among them (the drop's invalidations waited behind them for the
+ *     2 workers), so no header of content 0 is on disk at the stop; the
+ *     restart recovers content 2's 3 (written above the mark once they
+ *     landed), content 0 misses;
+ *   - the same with the writes failing (KVMMD_TEST_MIGRATE_FAIL=
+ *     host-nvme:7-9, before the tier: no slot taken): the 2 stale copies
+ *     are still on disk at the stop, valid headers of content 0, and the
+ *     restart recovers neither (the drop's mark covers them) nor
+ *     anything else: content 0 misses.
+ * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
+ */
+#include "tests/cache-drop-common.h"
+#include "tests/lib/nvme_cache_args.h"
+#include "tests/lib/nvme_probe.h"
+
+#define NB 3
+
+static const struct cc_contents contents = { .base = 0xe5000,
+					     .tag0 = 70,
+					     .nb = NB };
+
+static void start(struct td_daemon *d, const char *nvme, bool held,
+		  const char *fail)
+{
+	struct nca_args a;
+
+	if (held)
+		setenv("KVMMD_TEST_NVME_WRITE_DELAY_MS", "3000", 1);
+	if (fail)
+		setenv("KVMMD_TEST_MIGRATE_FAIL", fail, 1);
+	cu_start(d, nca_args(&a, nvme, 3, 0));
+	unsetenv("KVMMD_TEST_NVME_WRITE_DELAY_MS");
+	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+}
+
+/* Wait (10 s at most) until TIER_STATS says content 2's 3 host -> NVMe
+ * writes are in flight (queued: 9 blocks moved down to NVMe since the
+ * start) and nothing else is (content 0's copies to the host landed, its
+ * third waits for a host slot those writes hold). */
+static void wait_writes_held(const char *sock)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_conn *c;
+	int i;
+
+	t_ok(kc_connect_admin(sock, &c));
+	for (i = 0; i < 1000; i++) {
+		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
+				sizeof(ts), NULL));
+		if (ts.tiers[2].demotions_in == 3 * NB &&
+		    ts.migrations_in_flight == NB)
+			break;
+		usleep(10000);
+	}
+	kvmm_disconnect(c);
+	if (i == 1000)
+		t_fail("content 2's writes not in flight alone: %llu in flight, %llu moved down to NVMe",
+		       (unsigned long long)ts.migrations_in_flight,
+		       (unsigned long long)ts.tiers[2].demotions_in);
+}
+
+/* Wait (10 s at most) until the n writes kept busy by the drop landed
+ * and had their headers written above its mark. */
+static void wait_restamped(const char *sock, uint64_t n)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	for (int i = 0; i < 1000; i++) {
+		cc_settled_stats(sock, &ts);
+		if (ts.nvme_restamped == n)
+			return;
+		usleep(10000);
+	}
+	t_fail("TIER_STATS: %llu restamped, expected %llu",
+	       (unsigned long long)ts.nvme_restamped, (unsigned long long)n);
+}
+
+/* Valid slot headers in the tier file that name one of content k's
+ * blocks. */
+static int content_headers(const char *path, int k)
+{
+	struct tier_nvme_slot_header h;
+	uint64_t hashes[NB];
+	int n = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cc_content_hashes(&contents, k, hashes);
+	t_assert(fd >= 0);
+	for (int i = 0; i < NCA_NVME_SLOTS; i++) {
+		off_t off = (off_t)NT_SLOT_OFFSET(i, NCA_BLOCK_BYTES);
+
+		t_assert_eq(pread(fd, &h, sizeof(h), off), (ssize_t)sizeof(h));
+		for (int b = 0; b < NB && h.magic == TIER_NVME_SLOT_MAGIC; b++)
+			n += h.hash == hashes[b];
+	}
+	close(fd);
+	return n;
+}
+
+/*
+ * The drop with content 2's writes in flight; fail: they fail (the 7th to
+ * 9th host -> NVMe writes: contents 0 and 1 were the first 6), so no
+ * write takes a slot and the 2 stale copies stay on disk.
+ */
+static void drop_left(const char *nvme, bool fail)
+{
+	static char log[1 << 16];
+	struct kvmm_admin_cache_drop_reply r;
+	struct kvmm_tier_stats_reply ts;
+	struct td_daemon d;
+	uint64_t landed = fail ? 0 : NB;
+
+	start(&d, nvme, true, fail ? "host-nvme:7-9" : NULL);
+	cd_fill_to_nvme(d.sock, &contents);
+	r = cd_kvmmctl(d.sock, "--tier gpu"); /* content 4 */
+	cd_expect(&r, NB, 0, 0, 0, 0, 0);
+	/* content 0 back on the GPU: its 3 slots stale copies, 4 free */
+	cd_open_expect(d.sock, &contents, 0, NB, 0, 0, NB);
+	cc_write_content(d.sock, &contents, 5);
+	wait_writes_held(d.sock);
+	r = cd_kvmmctl(d.sock, "");
+	/* content 5 from the GPU, content 0's 2 landed from the host and
+	 * content 3's 3; content 1 from NVMe; kept busy: content 0's third
+	 * (waiting for a host slot) and content 2's 3 (written) */
+	cd_expect(&r, NB, 2 + NB, NB, 0, 1, NB);
+	t_assert_eq(r.kept_busy, 1 + NB);
+	t_assert_eq(r.nvme_stale_invalidated, 1);
+	t_assert_eq(r.nvme_invalidate_failures, 2);
+	t_assert(td_read_log(&d, log, sizeof(log)) > 0);
+	if (!strstr(log,
+		    "; 1 stale NVMe copies invalidated; 2 NVMe headers or marks not written; 2 of those not written: stale NVMe copies left in free slots set aside for writes in flight, below the drop mark: a restart does not recover them; NVMe slots below generation "))
+		t_fail("no line for the 2 stale copies left in kvmmd's log:\n%s",
+		       log);
+	if (landed)
+		wait_restamped(d.sock, landed);
+	cc_settled_stats(d.sock, &ts);
+	t_assert_eq(ts.nvme_restamped, landed);
+	cc_stop(&d);
+	/* the writes took the 3 free slots on top: the 2 left and slot 6
+	 * (the drop's invalidations ran after them, on the 2 workers they
+	 * held); failed, they took none */
+	t_assert_eq(content_headers(nvme, 0), fail ? 2 : 0);
+	t_assert_eq(content_headers(nvme, 2), landed);
+
+	start(&d, nvme, false, NULL);
+	t_assert_eq(cd_recovered(d.sock), landed);
+	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
+	cd_open_expect(d.sock, &contents, 2, landed, 0, 0, landed);
+	cc_stop(&d);
+	unlink(nvme);
+	printf("writes %s: 2 stale copies left for them, said in the log; %s\n",
+	       fail ? "failed" : "landed",
+	       fail ? "on disk, not recovered under the mark" :
+		      "overwritten by the writes");
+}
+
+int main(void)
+{
+	char nvme[256];
+
+	cc_nvme_path(nvme, sizeof(nvme), "cache-drop-stale-reserved");
+	t_nvme_require(nvme);
+	unlink(nvme);
+	drop_left(nvme, false);
+	drop_left(nvme, true);
+	return 0;
+}
