@@ -450,11 +450,58 @@ static void unnamed_sizes(void)
 	printf("unnamed: four sizes cached, the fifth refused\n");
 }
 
+/*
+ * Without --cache-gpu-blocks each named size caches at most its share of
+ * half the pool (64 MiB of 64 KiB pages: 512 pages), by its weight as
+ * --host-mem: 4,2 gives 256 pages each (64 blocks of 4 pages, 128 of 2),
+ * 4:3,2:1 gives 384 and 128 (96 and 64).  Until 7 December the GPU was
+ * split equally whatever the weights.
+ */
+static void gpu_shares(void)
+{
+	static const struct {
+		const char *sizes;
+		uint64_t gpu4, gpu2;
+	} runs[] = { { "4,2", 64, 128 }, { "4:3,2:1", 96, 64 } };
+
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		const char *args[] = { "--cache-policy",
+				       "lru",
+				       "--cache-block-pages",
+				       runs[i].sizes,
+				       "--host-mem",
+				       "4M",
+				       NULL };
+		struct kvmm_tier_stats_reply a, b, sum;
+		static char log[1 << 16];
+		struct td_daemon d;
+
+		cc_start(&d, args);
+		ms_size_stats(d.sock, 4, &a);
+		ms_size_stats(d.sock, 2, &b);
+		t_assert_eq(a.tiers[0].capacity_blocks, runs[i].gpu4);
+		t_assert_eq(b.tiers[0].capacity_blocks, runs[i].gpu2);
+		cc_settled_stats(d.sock, &sum);
+		t_assert_eq(sum.tiers[0].capacity_blocks,
+			    runs[i].gpu4 + runs[i].gpu2);
+		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
+		t_assert_eq(
+			t_count(log,
+				"a share of 3/4 of --host-mem, the NVMe file and half the GPU pool); GPU 96,"),
+			i == 1);
+		cc_stop(&d);
+		printf("--cache-block-pages %s: GPU %llu blocks of 4 pages, %llu of 2\n",
+		       runs[i].sizes, (unsigned long long)runs[i].gpu4,
+		       (unsigned long long)runs[i].gpu2);
+	}
+}
+
 int main(void)
 {
 	ms_res_init();
 	named_sizes();
 	pool_pressure();
 	unnamed_sizes();
+	gpu_shares();
 	return 0;
 }

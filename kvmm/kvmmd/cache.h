@@ -52,8 +52,12 @@ struct kd_cache;
 
 int kd_cache_init(struct kd_daemon *d);
 void kd_cache_fini(struct kd_daemon *d);
-/* The share of --host-mem of the i-th size --cache-block-pages names:
- * its weight over their sum (all of it with one size or none named). */
+/* The share of total (--host-mem, the pool's pages) of the i-th size
+ * --cache-block-pages names: its weight over their sum (all of it with
+ * one size or none named, or for a size past those named). */
+uint64_t kd_cache_share(const struct kd_config *cfg, uint32_t i,
+			uint64_t total);
+/* kd_cache_share() of --host-mem. */
 uint64_t kd_cache_host_share(const struct kd_config *cfg, uint32_t i);
 /* The i-th size's weight and the weights' sum (1 and 1 with one size). */
 uint32_t kd_cache_weight(const struct kd_config *cfg, uint32_t i);

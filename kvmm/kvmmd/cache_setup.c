@@ -223,18 +223,14 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		return r;
 	c->ppb = ppb;
 	c->block_bytes = (size_t)ppb * d->page_size;
-	/* half the pool, shared by the sizes named (cached GPU blocks
-	 * are pool pages: an extend short of them takes victims of every
-	 * size, cache_reclaim.c); sizes no one named take half each, as
-	 * the first does */
+	/* half the pool, shared by the sizes named by their weights, as
+	 * --host-mem is (cached GPU blocks are pool pages: an extend short
+	 * of them takes victims of every size, cache_reclaim.c); sizes no
+	 * one named take half each, as the first does */
 	po.capacity[POL_TIER_GPU] =
 		cfg->cache_gpu_blocks ?
 			cfg->cache_gpu_blocks :
-			d->capacity /
-				(cfg->nr_cache_block_sizes ?
-					 cfg->nr_cache_block_sizes :
-					 1) /
-				ppb / 2;
+			kd_cache_share(cfg, c->idx, d->capacity) / ppb / 2;
 	if (!po.capacity[POL_TIER_GPU])
 		po.capacity[POL_TIER_GPU] = 1;
 	po.prefix_rule = -1; /* the policy's default (off for lru) */
@@ -406,15 +402,18 @@ no_nvme:
 		c->st.tiers[t].capacity_blocks = po.capacity[t];
 		c->st.tiers[t].block_bytes = c->block_bytes;
 	}
-	/* the weighted share of --host-mem and the NVMe file, when the
-	 * operator gave one (the equal cut's line stays as it was) */
+	/* the weighted share of --host-mem and the NVMe file (and of the
+	 * pool's half, without --cache-gpu-blocks), when the operator gave
+	 * one (the equal cut's line stays as it was) */
 	if (cfg->nr_cache_block_sizes > 1 &&
 	    tier_nvme_weights_pack(cfg->cache_block_weights,
 				   cfg->nr_cache_block_sizes))
 		snprintf(share, sizeof(share),
-			 ", a share of %u/%u of --host-mem and the NVMe file",
+			 ", a share of %u/%u of --host-mem%s the NVMe file%s",
 			 kd_cache_weight(cfg, c->idx),
-			 kd_cache_weights_sum(cfg));
+			 kd_cache_weights_sum(cfg),
+			 cfg->cache_gpu_blocks ? " and" : ",",
+			 cfg->cache_gpu_blocks ? "" : " and half the GPU pool");
 	/* the policy's counts, and the slots they leave for moves in
 	 * flight and staging (what TIER_STATS reports as capacity) */
 	vmm_log(VMM_LOG_INFO,
@@ -630,17 +629,24 @@ uint32_t kd_cache_weights_sum(const struct kd_config *cfg)
 }
 
 /*
- * host_mem x weight / sum, rounded down, without overflow: the remainder
+ * total x weight / sum, rounded down, without overflow: the remainder
  * times a weight stays below sum x TIER_NVME_WEIGHT_MAX.  With equal
- * weights it is host_mem / sizes, the equal cut's share to the byte.
+ * weights it is total / sizes, the equal cut's share to the byte (and
+ * to the page for the pool's).
  */
+uint64_t kd_cache_share(const struct kd_config *cfg, uint32_t i, uint64_t total)
+{
+	uint64_t sum = kd_cache_weights_sum(cfg), w;
+
+	if (cfg->nr_cache_block_sizes < 2 || i >= cfg->nr_cache_block_sizes)
+		return total;
+	w = kd_cache_weight(cfg, i);
+	return total / sum * w + total % sum * w / sum;
+}
+
 uint64_t kd_cache_host_share(const struct kd_config *cfg, uint32_t i)
 {
-	uint64_t sum = kd_cache_weights_sum(cfg), w = kd_cache_weight(cfg, i);
-
-	if (cfg->nr_cache_block_sizes < 2)
-		return cfg->host_mem;
-	return cfg->host_mem / sum * w + cfg->host_mem % sum * w / sum;
+	return kd_cache_share(cfg, i, cfg->host_mem);
 }
 
 /*
