@@ -117,10 +117,11 @@ struct kc_drop {
 	 * left in free slots set aside for writes in flight
 	 * (kc_drop_stale()); the log line says them apart */
 	uint64_t stale_left;
-	/* the NVMe drop mark's generation (kc_drop_mark()), 0: none;
-	 * mark_done: it is on disk */
+	/* the NVMe drop marks (kc_drop_mark()): one a size's partition the
+	 * drop walked, marks queued, marks_done on disk; mark the last
+	 * one's generation (the log line's, with one mark) */
 	uint64_t mark;
-	bool mark_done;
+	uint32_t marks, marks_done;
 	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
 	 * client of 1.21 or before (no sizes[]), of 1.22 for one of 1.22
 	 * (no restamp counts); its kept NVMe blocks (kc_drop_restamp()) are
@@ -321,6 +322,7 @@ static void kc_drop_mark(struct kd_cache *c, struct kc_drop *dr, bool by_tenant,
 		job->owner = dr;
 		if (!migrate_submit(c->mig, job)) {
 			dr->mark = job->nvme_generation;
+			dr->marks++;
 			/* writes queued before it land below it */
 			if (c->nvme_mark_high < dr->mark)
 				c->nvme_mark_high = dr->mark;
@@ -412,6 +414,16 @@ static bool kc_drop_match(struct kd_cache *c, const struct kc_entry *e,
 	return b && b->tenant == row;
 }
 
+/* Every mark the drop queued is on disk (one a size's partition it
+ * walked): what a restart's scan drops is all the drop covered.  A
+ * multi-size drop whose one mark failed is not, though the other
+ * partition's mark holds (until 7 December one mark written was taken
+ * for all, and the line named the last one's generation alone). */
+static bool kc_drop_marked(const struct kc_drop *dr)
+{
+	return dr->marks && dr->marks_done == dr->marks;
+}
+
 /*
  * The stale copies dr left in slots set aside for writes in flight
  * (kc_drop_stale()), for its log line: what a restart makes of them.
@@ -432,8 +444,10 @@ static void kc_drop_left_text(const struct kc_drop *dr, char *buf, size_t len)
 		buf, len,
 		"; %llu of those not written: stale NVMe copies left in free slots set aside for writes in flight, %s",
 		(unsigned long long)dr->stale_left,
-		dr->mark_done ?
+		kc_drop_marked(dr) ?
 			"below the drop mark: a restart does not recover them" :
+		dr->marks_done ?
+			"not every partition's drop mark on disk: a restart may recover them, unless a write took their slot first (a write takes the free slot on top, not the one it reserved)" :
 			"no drop mark on disk: a restart may recover them, unless a write took their slot first (a write takes the free slot on top, not the one it reserved)");
 }
 
@@ -441,12 +455,22 @@ static void kc_drop_left_text(const struct kc_drop *dr, char *buf, size_t len)
 static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
-	char mark[64] = "", size[48] = "", kept[160] = "", left[320] = "";
+	char mark[128] = "", size[48] = "", kept[160] = "", left[320] = "";
 
-	if (dr->mark_done)
+	if (dr->marks == 1 && dr->marks_done)
 		snprintf(mark, sizeof(mark),
 			 "; NVMe slots below generation %llu dropped on disk",
 			 (unsigned long long)dr->mark);
+	else if (kc_drop_marked(dr))
+		snprintf(
+			mark, sizeof(mark),
+			"; NVMe slots below each partition's drop mark dropped on disk (%u partitions)",
+			dr->marks);
+	else if (dr->marks_done)
+		snprintf(
+			mark, sizeof(mark),
+			"; NVMe slots below the drop marks of %u of %u partitions dropped on disk",
+			dr->marks_done, dr->marks);
 	if (r->nvme_restamped || r->nvme_restamp_failures ||
 	    r->nvme_restamp_gone)
 		snprintf(
@@ -640,7 +664,7 @@ static void kc_drop_mark_done(struct kd_cache *c, struct migrate_job *job)
 	struct kc_drop *dr = job->owner;
 
 	if (job->state == MIGRATE_DONE) {
-		dr->mark_done = true;
+		dr->marks_done++;
 	} else {
 		kc_drop_failed(c, dr);
 		vmm_log(VMM_LOG_WARN,
