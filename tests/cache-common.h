@@ -116,14 +116,15 @@ static int cc_call(struct cc *c, uint16_t cmd, const void *body, size_t len,
 	return cc_recv(c, rep, cap, fds_out, nfds_out);
 }
 
-/* Connect as a client of ABI 1.minor (cc_connect(): this build's). */
-static void cc_connect_minor(struct cc *c, const char *path, uint16_t minor)
+/* Connect raw as a client of ABI 1.minor: the HELLO reply in *rep, its
+ * four ring fds in c. */
+static void cc_hello(struct cc *c, const char *path, uint16_t minor,
+		     struct kvmm_hello_reply *rep)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct kvmm_hello hello = { .size = sizeof(hello),
 				    .abi_major = KVMM_ABI_MAJOR,
 				    .abi_minor = minor };
-	struct kvmm_hello_reply rep;
 	unsigned int n;
 
 	memset(c, 0, sizeof(*c));
@@ -132,9 +133,17 @@ static void cc_connect_minor(struct cc *c, const char *path, uint16_t minor)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	t_ok(connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)));
 	snprintf(hello.name, sizeof(hello.name), "cache-test");
-	t_ok(cc_call(c, KVMM_CMD_HELLO, &hello, sizeof(hello), &rep,
-		     sizeof(rep), c->ring_fds, &n));
+	t_ok(cc_call(c, KVMM_CMD_HELLO, &hello, sizeof(hello), rep,
+		     sizeof(*rep), c->ring_fds, &n));
 	t_assert_eq(n, 4);
+}
+
+/* Connect as a client of ABI 1.minor (cc_connect(): this build's). */
+static void cc_connect_minor(struct cc *c, const char *path, uint16_t minor)
+{
+	struct kvmm_hello_reply rep;
+
+	cc_hello(c, path, minor, &rep);
 	t_assert_eq(rep.page_size, CC_PAGE);
 }
 

@@ -286,25 +286,6 @@ static void library(const char *sock, int minor)
 	kvmm_disconnect(c);
 }
 
-/* Connect raw as a client of this build: the HELLO reply in *rep. */
-static void hello(struct cc *c, const char *path, struct kvmm_hello_reply *rep)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct kvmm_hello hl = { .size = sizeof(hl),
-				 .abi_major = KVMM_ABI_MAJOR,
-				 .abi_minor = KVMM_ABI_MINOR };
-	unsigned int n;
-
-	memset(c, 0, sizeof(*c));
-	c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	t_assert(c->sock >= 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	t_ok(connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)));
-	t_ok(cc_call(c, KVMM_CMD_HELLO, &hl, sizeof(hl), rep, sizeof(*rep),
-		     c->ring_fds, &n));
-	t_assert_eq(n, 4);
-}
-
 /* A request's status, its reply and fds dropped. */
 static int status_of(struct cc *c, uint16_t cmd, const void *body, size_t len)
 {
@@ -356,7 +337,7 @@ static void wire(const char *sock, int minor)
 	int ret;
 
 	cc_content_hashes(&contents, 0, h);
-	hello(&c, sock, &hr);
+	cc_hello(&c, sock, KVMM_ABI_MINOR, &hr);
 	t_assert_eq(hr.abi_minor, minor);
 	if ((hr.ring.notify != 0) != (minor >= 16))
 		t_fail("1.%d: the ring's notify word at %u", minor,
