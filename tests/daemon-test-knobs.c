@@ -11,7 +11,8 @@
  * delay or fault.  Good values of every knob start kvmmd, and the
  * readers read what the check took (leading zeros: 050 is 50 in the WARN
  * lines).  KVMMD_TEST_MIGRATE_FAIL's message lists every kind
- * (nvme-restamp was missing from the hand-written list).  The six
+ * (nvme-restamp was missing from the hand-written list); its @PAGES
+ * takes a size --cache-block-pages names, or any without it.  The six
  * KVMMD_TEST_ABI_1_* flags that KVMMD_TEST_ABI_MINOR replaced are
  * refused with the value to set instead.
  */
@@ -75,6 +76,17 @@ static const struct {
 	{ "KVMMD_TEST_MIGRATE_FAIL", "" },
 	{ "KVMMD_TEST_MIGRATE_FAIL", "gpu-host:1," },
 	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-restamp:x" },
+	/* @PAGES: a block size, 2 x layers pages */
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@0" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@x" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@3" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@-2" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@2x" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@2@4" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1+@" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@4294967296" },
+	{ "KVMMD_TEST_MIGRATE_FAIL", "nvme-mark@2:1" },
 	{ "KVMMD_TEST_NVME_SCAN_FAIL", "" },
 	{ "KVMMD_TEST_NVME_SCAN_FAIL", "x" },
 	{ "KVMMD_TEST_NVME_SCAN_FAIL", "1," },
@@ -95,11 +107,11 @@ static const struct {
 
 static char log_buf[1 << 16];
 
-/* kvmmd refuses to start with var=value; its log has exactly one ERR
- * line, which holds "var=value: " and want (when not NULL). */
-static void refused(const char *var, const char *value, const char *want)
+/* kvmmd with args refuses to start with var=value; its log has exactly
+ * one ERR line, which holds "var=value: " and want (when not NULL). */
+static void refused_with(const char *const *args, const char *var,
+			 const char *value, const char *want)
 {
-	const char *args[] = { "--host-mem", "2M", NULL };
 	char head[512];
 
 	snprintf(head, sizeof(head), "%s=%s: ", var, value);
@@ -108,6 +120,14 @@ static void refused(const char *var, const char *value, const char *want)
 		t_fail("not one ERR line with '%s' in:\n%s", head, log_buf);
 	if (want && !strstr(log_buf, want))
 		t_fail("'%s' not in:\n%s", want, log_buf);
+}
+
+/* refused_with() a host tier and no size named */
+static void refused(const char *var, const char *value, const char *want)
+{
+	const char *args[] = { "--host-mem", "2M", NULL };
+
+	refused_with(args, var, value, want);
 }
 
 static void bad_values(void)
@@ -162,6 +182,47 @@ static void migrate_fail_kinds(void)
 		"'nvme-restamp:x': N must be a whole number >= 1");
 	printf("KVMMD_TEST_MIGRATE_FAIL: foo:1 lists the %zu kinds, nvme-restamp:x says N\n",
 	       sizeof(kinds) / sizeof(*kinds));
+}
+
+/*
+ * KVMMD_TEST_MIGRATE_FAIL's @PAGES: the cache of blocks of PAGES pages
+ * alone.  A size --cache-block-pages does not name is refused (no engine
+ * would fail those jobs); without --cache-block-pages any size is taken
+ * (the regions bring theirs).  Each size's WARN line says how many of
+ * the entries are its.
+ */
+static void migrate_fail_sizes(void)
+{
+	const char *named[] = { "--host-mem", "4M", "--cache-block-pages",
+				"4,2", NULL };
+	const char *lazy[] = { "--host-mem", "2M", NULL };
+	struct td_daemon d;
+
+	refused("KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@3",
+		"'nvme-mark:1@3': @PAGES must name a block size in pages, an even whole number >= 2");
+	refused_with(
+		named, "KVMMD_TEST_MIGRATE_FAIL", "host-nvme:1,nvme-mark:1@6",
+		"@6: no cache of blocks of 6 pages (--cache-block-pages 4,2): those jobs would never fail");
+
+	setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@2,host-nvme:2-3", 1);
+	td_start_ok(&d, named);
+	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
+	t_assert_eq(t_count(log_buf, " ERR "), 0);
+	t_assert_eq(
+		t_count(log_buf,
+			"cache: KVMMD_TEST_MIGRATE_FAIL=nvme-mark:1@2,host-nvme:2-3: migrations fail on purpose (tests only) in blocks of 4 pages: 1 of its 2 entries"),
+		1);
+	t_assert_eq(
+		t_count(log_buf,
+			"cache: KVMMD_TEST_MIGRATE_FAIL=nvme-mark:1@2,host-nvme:2-3: migrations fail on purpose (tests only) in blocks of 2 pages: 2 of its 2 entries"),
+		1);
+	td_stop_ok(&d);
+
+	setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-mark:1@6", 1);
+	td_start_ok(&d, lazy);
+	td_stop_ok(&d);
+	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
+	printf("KVMMD_TEST_MIGRATE_FAIL @PAGES: 3 refused, 6 refused with 4,2 named and taken with none, each size's line counts its entries\n");
 }
 
 /* A name that is no knob: the one it likely meant, or all of them */
@@ -301,6 +362,7 @@ int main(void)
 {
 	bad_values();
 	migrate_fail_kinds();
+	migrate_fail_sizes();
 	misspelt();
 	retired();
 	good_values();

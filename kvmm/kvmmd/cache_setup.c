@@ -73,27 +73,82 @@ static uint32_t kc_test_delay(const char *name)
 }
 
 /*
- * A test knob: KVMMD_TEST_MIGRATE_FAIL=KIND:N[,KIND:N...] makes the N-th
- * migration job of a kind fail with -EIO in the engine (migrate.h,
- * Documentation/tiers.md).  Checked when kvmmd starts (a bad value stops
- * it: -EINVAL), applied when the tiers open.  0 when unset.
+ * An entry of KVMMD_TEST_MIGRATE_FAIL qualified by a size the operator's
+ * --cache-block-pages does not name: -EINVAL after its ERR line.  That
+ * list is the whole list (kc_for()), so no engine would ever fail those
+ * jobs and a test relying on them would pass without its fault.  Without
+ * --cache-block-pages the sizes are the regions' (a cache a size, made
+ * at its first publish): any is taken, and each cache's WARN line says
+ * how many entries are its.
  */
-static int kc_test_faults(struct migrate_config *mc, bool say)
+static int kc_test_fault_sizes(const struct kd_config *cfg, const char *v,
+			       const struct migrate_fault *f, unsigned int n)
+{
+	char sizes[KD_CACHE_SIZES * 12] = "";
+	size_t used = 0;
+
+	if (!cfg->cache_block_pages)
+		return 0;
+	for (unsigned int i = 0; i < n; i++) {
+		bool named = !f[i].block_pages;
+
+		for (uint32_t j = 0; j < cfg->nr_cache_block_sizes; j++)
+			named |= cfg->cache_block_sizes[j] == f[i].block_pages;
+		if (named)
+			continue;
+		for (uint32_t j = 0; j < cfg->nr_cache_block_sizes; j++)
+			used += (size_t)snprintf(sizes + used,
+						 sizeof(sizes) - used, "%s%u",
+						 j ? "," : "",
+						 cfg->cache_block_sizes[j]);
+		vmm_log(VMM_LOG_ERR,
+			"KVMMD_TEST_MIGRATE_FAIL=%s: @%u: no cache of blocks of %u pages (--cache-block-pages %s): those jobs would never fail",
+			v, f[i].block_pages, f[i].block_pages, sizes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * A test knob: KVMMD_TEST_MIGRATE_FAIL=KIND:N[@PAGES][,...] makes the N-th
+ * migration job of a kind fail with -EIO in the engine (migrate.h,
+ * Documentation/tiers.md): in every size's engine, or with @PAGES in the
+ * engine of the cache of blocks of PAGES pages alone.  Checked when kvmmd
+ * starts (ppb 0: a bad value, or a size --cache-block-pages does not
+ * name, stops it: -EINVAL), applied when the tiers of the cache of blocks
+ * of ppb pages open (mc: the entries that are its).  0 when unset.
+ */
+static int kc_test_faults(const struct kd_config *cfg, uint32_t ppb,
+			  struct migrate_config *mc, bool say)
 {
 	const char *v = getenv("KVMMD_TEST_MIGRATE_FAIL");
-	char err[MIGRATE_FAULT_ERR_LEN];
+	struct migrate_fault all[MIGRATE_FAULTS_MAX];
+	char err[MIGRATE_FAULT_ERR_LEN], whose[96] = "";
+	unsigned int nall, sized = 0;
 
+	mc->nfaults = 0;
 	if (!v)
 		return 0;
-	if (migrate_fault_parse(v, mc->faults, &mc->nfaults, err,
-				sizeof(err))) {
+	if (migrate_fault_parse(v, all, &nall, err, sizeof(err))) {
 		vmm_log(VMM_LOG_ERR, "KVMMD_TEST_MIGRATE_FAIL=%s: %s", v, err);
 		return -EINVAL;
 	}
+	if (!ppb)
+		return kc_test_fault_sizes(cfg, v, all, nall);
+	for (unsigned int i = 0; i < nall; i++) {
+		sized += all[i].block_pages != 0;
+		if (!all[i].block_pages || all[i].block_pages == ppb)
+			mc->faults[mc->nfaults++] = all[i];
+	}
+	/* with sizes named in it, each size's line says which are its */
+	if (sized)
+		snprintf(whose, sizeof(whose),
+			 " in blocks of %u pages: %u of its %u entries", ppb,
+			 mc->nfaults, nall);
 	if (say)
 		vmm_log(VMM_LOG_WARN,
-			"cache: KVMMD_TEST_MIGRATE_FAIL=%s: migrations fail on purpose (tests only)",
-			v);
+			"cache: KVMMD_TEST_MIGRATE_FAIL=%s: migrations fail on purpose (tests only)%s",
+			v, whose);
 	return 0;
 }
 
@@ -363,7 +418,7 @@ no_nvme:
 			kc_test_delay("KVMMD_TEST_RESTORE_DELAY_MS");
 		mc.demote_delay_us =
 			kc_test_delay("KVMMD_TEST_DEMOTE_DELAY_MS");
-		r = kc_test_faults(&mc, true);
+		r = kc_test_faults(cfg, ppb, &mc, true);
 		if (r)
 			goto err;
 
@@ -686,8 +741,10 @@ int kd_cache_init(struct kd_daemon *d)
 	struct kd_cache *c;
 	int r;
 
-	if (kc_test_faults(&mc, false))
+	if (kc_test_faults(&d->cfg, 0, &mc, false)) {
+		d->bad_option = true; /* exit 2, as for a bad option */
 		return -EINVAL; /* refuse to start rather than ignore it */
+	}
 	c = kc_new(d);
 	if (!c)
 		return -ENOMEM;

@@ -108,15 +108,22 @@ struct migrate_fault {
 	enum migrate_kind kind;
 	uint64_t nth; /* >= 1 */
 	uint64_t last; /* >= nth: jobs nth..last fail (UINT64_MAX: all on) */
+	/* 0: every engine's jobs; else those of the cache of blocks of
+	 * this many pages alone.  The engine does not read it: kvmmd gives
+	 * each size's engine the entries that are its (kc_test_faults()) */
+	uint32_t block_pages;
 };
 
 /*
- * Parse "KIND:N[,KIND:N...]" (KIND: gpu-host, host-nvme, nvme-host,
- * host-gpu, nvme-gpu, nvme-invalidate, nvme-mark,
+ * Parse "KIND:N[@PAGES][,KIND:N[@PAGES]...]" (KIND: gpu-host, host-nvme,
+ * nvme-host, host-gpu, nvme-gpu, nvme-invalidate, nvme-mark,
  * nvme-restamp; N >= 1; at most MIGRATE_FAULTS_MAX entries) into
  * f[] and *n.  N-M fails the N-th to the M-th job of the kind (M >= N),
- * N+ every one from the N-th on (a device that keeps failing).  -EINVAL with a message in err (errlen bytes) for anything
- * else, an empty string included.
+ * N+ every one from the N-th on (a device that keeps failing).  @PAGES
+ * (an even number >= 2) fails them in the engine of the cache of blocks
+ * of PAGES pages alone (block_pages), where an entry without it fails
+ * them in each size's engine.  -EINVAL with a message in err (errlen
+ * bytes) for anything else, an empty string included.
  */
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			unsigned int *n, char *err, size_t errlen);

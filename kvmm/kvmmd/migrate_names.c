@@ -70,6 +70,28 @@ void migrate_fault_kinds(char *buf, size_t len)
 	}
 }
 
+/*
+ * An entry's "@PAGES" after its '@' (at s): the block size of the one
+ * cache whose engine fails its jobs.  Digits alone, even and at least 2:
+ * a block is a K and a V page per layer (a region's pages_per_block is
+ * 2 x layers), so an odd size or 0 would name no cache and its jobs
+ * would never fail, the test passing without its fault.  *end past it.
+ */
+static int fault_pages_parse(const char *s, uint32_t *pages, char **end)
+{
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, end, 10);
+	if (errno || v < 2 || v % 2 || v > UINT32_MAX ||
+	    (**end && **end != ','))
+		return -EINVAL;
+	*pages = (uint32_t)v;
+	return 0;
+}
+
 int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			unsigned int *n, char *err, size_t errlen)
 {
@@ -77,7 +99,8 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 
 	*n = 0;
 	if (!*p) {
-		snprintf(err, errlen, "empty (expected KIND:N[,KIND:N...])");
+		snprintf(err, errlen,
+			 "empty (expected KIND:N[@PAGES][,KIND:N[@PAGES]...])");
 		return -EINVAL;
 	}
 	for (;;) {
@@ -87,6 +110,7 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 		 * (MIGRATE_FAULT_ERR_LEN) */
 		int shown = (int)strcspn(p, ",");
 		unsigned long long nth, last;
+		uint32_t pages;
 		char *end;
 		int k;
 
@@ -115,10 +139,18 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			last = strtoull(end + 1, &end, 10);
 		}
 		if (colon[1] < '0' || colon[1] > '9' || errno || !nth ||
-		    last < nth || (*end && *end != ',')) {
+		    last < nth || (*end && *end != ',' && *end != '@')) {
 			snprintf(
 				err, errlen,
 				"'%.*s': N must be a whole number >= 1 (N-M: M >= N; N+)",
+				shown, p);
+			return -EINVAL;
+		}
+		pages = 0;
+		if (*end == '@' && fault_pages_parse(end + 1, &pages, &end)) {
+			snprintf(
+				err, errlen,
+				"'%.*s': @PAGES must name a block size in pages, an even whole number >= 2 (as --cache-block-pages)",
 				shown, p);
 			return -EINVAL;
 		}
@@ -128,6 +160,7 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			return -EINVAL;
 		}
 		f[*n].kind = (enum migrate_kind)k;
+		f[*n].block_pages = pages;
 		f[*n].last = last;
 		f[(*n)++].nth = nth;
 		if (!*end)
