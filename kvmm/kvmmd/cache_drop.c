@@ -662,14 +662,22 @@ static void kc_drop_left(struct kd_cache *c, struct kc_drop *dr)
 static void kc_drop_mark_done(struct kd_cache *c, struct migrate_job *job)
 {
 	struct kc_drop *dr = job->owner;
+	char part[64] = "";
 
 	if (job->state == MIGRATE_DONE) {
 		dr->marks_done++;
 	} else {
 		kc_drop_failed(c, dr);
+		/* with sizes named, one mark a size's partition: which one
+		 * (each partition numbers its own generations, so two marks
+		 * of a drop may have the same) */
+		if (c->d->cfg.nr_cache_block_sizes > 1)
+			snprintf(part, sizeof(part),
+				 " in the partition of blocks of %u pages",
+				 c->ppb);
 		vmm_log(VMM_LOG_WARN,
-			"cache: drop by uid %u: NVMe drop mark (generation %llu) not written (%s); a restart may find blocks whose headers are not invalidated",
-			dr->uid, (unsigned long long)job->nvme_generation,
+			"cache: drop by uid %u: NVMe drop mark (generation %llu)%s not written (%s); a restart may find blocks whose headers are not invalidated",
+			dr->uid, (unsigned long long)job->nvme_generation, part,
 			strerror(job->result ? -job->result : ECANCELED));
 	}
 	migrate_job_free(job);
