@@ -130,8 +130,11 @@ int main(int argc, char **argv)
 		one = build(&src, rounds, &one_us);
 
 	st.nr_sizes = (uint32_t)sizes;
+	ts.nr_sizes = (uint32_t)sizes; /* kvmm_size_weight{size} */
 	for (int i = 0; i < sizes; i++) {
 		st.sizes[i] = 64 >> i;
+		ts.sizes[i] = 64 >> i;
+		ts.weights[i] = (uint32_t)(sizes - i);
 		sz[i].pages = 64 >> i;
 		sz[i].tn = tenants_reply((uint32_t)tenants, 10 * (i + 1));
 	}

@@ -43,7 +43,9 @@
  *     one whose HELLO says 1.22 the 680 bytes alone (the 696 of 1.23
  *     end with the kept NVMe blocks' restamp totals), and one whose
  *     HELLO says 1.23 the 696 bytes alone (the 728 of 1.24 end with
- *     the recovered blocks' cold counts);
+ *     the recovered blocks' cold counts), and one whose HELLO says 1.24
+ *     the 728 bytes alone (the 744 of 1.25 end with each size's
+ *     weight);
  *   - an early segmented open (KVMM_PREFIX_OPEN_EARLY) of [never cached,
  *     two host blocks], restores slowed to 200 ms, the first host->GPU
  *     restore failing (KVMMD_TEST_MIGRATE_FAIL): right after the reply 1
@@ -70,8 +72,9 @@
 #define TS_SIZE_1_20 offsetof(struct kvmm_tier_stats_reply, block_pages)
 /* ... and before 1.23 */
 #define TS_SIZE_1_22 offsetof(struct kvmm_tier_stats_reply, nvme_restamped)
-/* ... and before 1.24 */
+/* ... and before 1.24, and before 1.25 */
 #define TS_SIZE_1_23 offsetof(struct kvmm_tier_stats_reply, cold_blocks)
+#define TS_SIZE_1_24 offsetof(struct kvmm_tier_stats_reply, weights)
 /* ADMIN_STATUS's before 1.18 */
 #define ST_SIZE_1_17 offsetof(struct kvmm_status_reply, page_ro_fds)
 
@@ -229,7 +232,9 @@ static void plan_recomputes(void)
 		t_assert_eq(TS_SIZE_1_22, TS_SIZE_1_20 + 24);
 		t_assert_eq(TS_SIZE_1_23, TS_SIZE_1_22 + 16);
 		t_assert_eq(TS_SIZE_1_23, 696);
-		t_assert_eq(sizeof(full), TS_SIZE_1_23 + 32);
+		t_assert_eq(TS_SIZE_1_24, TS_SIZE_1_23 + 32);
+		t_assert_eq(TS_SIZE_1_24, 728);
+		t_assert_eq(sizeof(full), TS_SIZE_1_24 + 16);
 		{
 			char old14[TS_SIZE_1_14], old16[TS_SIZE_1_16],
 				old19[TS_SIZE_1_19];
@@ -298,6 +303,19 @@ static void plan_recomputes(void)
 			t_assert_eq(r23.cold_blocks, 0xa5a5a5a5a5a5a5a5ull);
 			t_assert_eq(r23.cold_dropped, 0xa5a5a5a5a5a5a5a5ull);
 			cc_disconnect(&old23);
+		}
+		/* a client of 1.24: the 728 bytes of before (no weights),
+		 * the same as a 1.25 client's first 728 */
+		{
+			struct kvmm_tier_stats_reply r24;
+			struct cc old24;
+
+			old_client_stats(&old24, env.d.sock, 24, TS_SIZE_1_24,
+					 &full, &r24);
+			t_assert_eq(full.weights[0], 1);
+			t_assert_eq(r24.weights[0], 0xa5a5a5a5u);
+			t_assert_eq(r24.weights[3], 0xa5a5a5a5u);
+			cc_disconnect(&old24);
 		}
 		printf("TIER_STATS: %zu bytes (1.6: %zu), a 1.6 client reads the same prefix\n",
 		       sizeof(full), (size_t)TS_SIZE_1_6);

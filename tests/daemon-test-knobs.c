@@ -30,7 +30,7 @@ static const struct {
 	const char *too_big; /* max + 1 */
 	const char *good;
 } knobs[] = {
-	{ "KVMMD_TEST_ABI_MINOR", NUMBER, "24", "021" },
+	{ "KVMMD_TEST_ABI_MINOR", NUMBER, "25", "021" },
 	{ "KVMMD_TEST_CACHE_OPEN_FAIL", OWN, NULL, "ENOSPC:2" },
 	{ "KVMMD_TEST_CACHE_RETRY_MS", PERIOD, "3600001", "3600000" },
 	{ "KVMMD_TEST_DEMOTE_DELAY_MS", NUMBER, "3600001", "050" },

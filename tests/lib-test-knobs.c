@@ -163,15 +163,15 @@ static void served_as_announced(void)
 static void bad_values(void)
 {
 	static const char *const minors[] = {
-		"25", "x", "-1", "+5", " 19", "19x", "", "99999999999"
+		"26", "x", "-1", "+5", " 19", "19x", "", "99999999999"
 	};
 	static const char minor_line[] =
-		": expected an ABI minor (the HELLO says 1.N) from 0 to 24, digits only (the connection is refused, EINVAL)\n";
+		": expected an ABI minor (the HELLO says 1.N) from 0 to 25, digits only (the connection is refused, EINVAL)\n";
 	static const char give_line[] =
 		": expected a number of blocks from 0 to 4294967295, digits only (the connection is refused, EINVAL)\n";
 	char line[256];
 
-	_Static_assert(KVMM_ABI_MINOR == 24, "minor_line names 24");
+	_Static_assert(KVMM_ABI_MINOR == 25, "minor_line names 25");
 	for (size_t i = 0; i < sizeof(minors) / sizeof(minors[0]); i++) {
 		snprintf(
 			line, sizeof(line),

@@ -140,7 +140,8 @@ static const struct kd_abi_size kd_abi_tier_stats_sizes[] = {
 	{ 20, TS(block_pages) }, /* 656 */
 	{ 21, TS(nvme_restamped) },
 	{ 23, TS(cold_blocks) },
-	{ 24, sizeof(struct kvmm_tier_stats_reply) },
+	{ 24, TS(weights) }, /* 728 */
+	{ 25, sizeof(struct kvmm_tier_stats_reply) },
 };
 
 /* ADMIN_CACHE_DROP's reply (the command came with 1.14) */
@@ -177,7 +178,9 @@ _Static_assert(ST(pages_scrubbed) == 400 && ST(cache_drop_blocks) == 512 &&
 		       ST(nr_sizes) == 720,
 	       "ADMIN_STATUS' sizes as abi.md gives them");
 _Static_assert(TS(nvme_read_error_drops) == 504 &&
-		       TS(nvme_write_returns) == 616 && TS(block_pages) == 656,
+		       TS(nvme_write_returns) == 616 &&
+		       TS(block_pages) == 656 && TS(weights) == 728 &&
+		       sizeof(struct kvmm_tier_stats_reply) == 744,
 	       "TIER_STATS' sizes as abi.md gives them");
 _Static_assert(DR(block_pages) == 104, "CACHE_DROP's 1.14 reply");
 

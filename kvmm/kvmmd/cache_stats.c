@@ -3,8 +3,9 @@
  * TIER_STATS: the cache's counters and each tier's fill, of one block
  * size (kd_cache_size_stats(), kd_cache_tier_stats_of()) or summed over
  * the sizes (kd_cache_tier_stats()), with the list of sizes cached (ABI
- * 1.21).  The counters are kept where they happen (c->st); here they are
- * read, with what the tiers count themselves.
+ * 1.21) and their weights (ABI 1.25).  The counters are kept where they
+ * happen (c->st); here they are read, with what the tiers count
+ * themselves.
  *
  * Everything here runs on the event-loop thread.
  */
@@ -169,7 +170,25 @@ int kd_cache_size_stats(struct kd_daemon *d, uint32_t i, uint32_t *pages,
 	return 0;
 }
 
-/* TIER_STATS' tail (ABI 1.21): the sizes cached, the first first. */
+/*
+ * The weight of the block size of `pages` (ABI 1.25): as
+ * --cache-block-pages N:W gave it, found by the size (the list may have
+ * been put in the NVMe file's order since, cache_nvme_order.c), 1 for a
+ * size named without :W or not named at all (taken from a region).
+ */
+static uint32_t kc_size_weight(const struct kd_config *cfg, uint32_t pages)
+{
+	for (uint32_t i = 0; i < cfg->nr_cache_block_sizes; i++)
+		if (cfg->cache_block_sizes[i] == pages)
+			return cfg->cache_block_weights[i] ?
+				       cfg->cache_block_weights[i] :
+				       1;
+	return 1;
+}
+
+/* TIER_STATS' tail (ABI 1.21): the sizes cached, the first first, and
+ * (ABI 1.25) each one's weight, so that an operator sees why a size got
+ * its share of --host-mem, the NVMe file and the GPU pool. */
 static void kc_tier_stats_sizes(struct kd_daemon *d, uint32_t block_pages,
 				struct kvmm_tier_stats_reply *st)
 {
@@ -181,9 +200,14 @@ static void kc_tier_stats_sizes(struct kd_daemon *d, uint32_t block_pages,
 	st->block_pages = block_pages;
 	st->nr_sizes = 0;
 	memset(st->sizes, 0, sizeof(st->sizes));
-	kc_for_each(d, c, i)
-		if (kc_size(c))
-			st->sizes[st->nr_sizes++] = kc_size(c);
+	memset(st->weights, 0, sizeof(st->weights));
+	kc_for_each(d, c, i) {
+		if (!kc_size(c))
+			continue;
+		st->sizes[st->nr_sizes] = kc_size(c);
+		st->weights[st->nr_sizes++] =
+			kc_size_weight(&d->cfg, kc_size(c));
+	}
 }
 
 int kd_cache_tier_stats(struct kd_daemon *d, struct kvmm_tier_stats_reply *st)

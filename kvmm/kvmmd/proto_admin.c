@@ -466,8 +466,9 @@ int kd_cmd_tier_stats(struct req *rq)
 		return err;
 	/* a client of 1.20 or before gets the reply of before, exactly;
 	 * one of 1.22 or before that of 1.22 (no restamp counts), one of
-	 * 1.23 that of 1.23 (no cold counts); the daemon a test plays
-	 * what it sent (abi_play.c's table) */
+	 * 1.23 that of 1.23 (no cold counts), one of 1.24 that of 1.24
+	 * (no weights); the daemon a test plays what it sent (abi_play.c's
+	 * table) */
 	kd_abi_tier_stats(&st, rq->s->client_minor);
 	reply(rq, 0, &st, st.size, NULL, 0);
 	rq->s->d->ctr.tier_stats_calls++; /* ADMIN_STATUS, ABI 1.20 */

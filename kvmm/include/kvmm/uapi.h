@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define KVMM_ABI_MAJOR 1
-#define KVMM_ABI_MINOR 24
+#define KVMM_ABI_MINOR 25
 
 /* kvmm_hello_reply.backend, kvmm_status_reply.backend, and in kvmm.h
  * struct kvmm_stats.backend and struct kvmm_daemon_info.backend: where

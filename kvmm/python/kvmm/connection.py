@@ -286,7 +286,9 @@ class Connection:
         size's cache summed; N, the cache of blocks of N pages alone
         (ENOENT: no such size cached; EOPNOTSUPP: a daemon before 1.21,
         nothing sent).  "sizes" lists the sizes cached (nr_sizes of
-        them; empty from a daemon before 1.21)."""
+        them; empty from a daemon before 1.21), "weights" their weights
+        in the same order (ABI 1.25: --cache-block-pages N:W, 1 without
+        :W or for a size not named; empty from a daemon before 1.25)."""
         st = TierStatsStruct()
         _check(_c.tier_stats_size(self._handle(),
                                   _u32_arg("block_pages", block_pages),
@@ -298,8 +300,14 @@ class Connection:
                 out[f] = [{t: getattr(ti, t)
                            for t, _ in TierInfoStruct._fields_}
                           for ti in st.tiers]
-            elif f == "sizes":
-                out[f] = [st.sizes[i] for i in range(min(st.nr_sizes, TIER_STATS_SIZES))]
+            elif f in ("sizes", "weights"):
+                # nr_sizes of each; no weights from a daemon before 1.25
+                # (its reply ends before them)
+                n = min(st.nr_sizes, TIER_STATS_SIZES)
+                end = TierStatsStruct.weights.offset + ctypes.sizeof(st.weights)
+                if f == "weights" and st.size < end:
+                    n = 0
+                out[f] = [getattr(st, f)[i] for i in range(n)]
             else:
                 out[f] = getattr(st, f)
         return out

@@ -8,7 +8,7 @@ compiler's value."""
 # kvmm/include/kvmm/uapi.h: the ABI these mirrors follow (a daemon says
 # its own in Connection.daemon_info()["abi_minor"])
 ABI_MAJOR = 1
-ABI_MINOR = 24
+ABI_MINOR = 25
 # enum kvmm_block_action: a prefix open's restore plan, one a block
 BLOCK_GPU_SHARED = 1
 BLOCK_RELOADED_HOST = 2

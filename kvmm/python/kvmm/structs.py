@@ -174,6 +174,7 @@ class TierStatsStruct(ctypes.Structure):
         ("cold_admitted", ctypes.c_uint64),
         ("cold_evicted", ctypes.c_uint64),
         ("cold_dropped", ctypes.c_uint64),
+        ("weights", ctypes.c_uint32 * 4),  # ABI 1.25
     ]
 
 

@@ -248,6 +248,19 @@ struct kvmm_tier_stats_reply {
 	uint64_t cold_admitted;
 	uint64_t cold_evicted;
 	uint64_t cold_dropped;
+	/*
+	 * ABI 1.25 (16 more bytes, 744 in all; a daemon that sends 728 or
+	 * less ends before them, and a client whose HELLO said 1.24 or
+	 * less is sent the 728 bytes of before).  weights[i]: sizes[i]'s
+	 * weight as --cache-block-pages gave it (N:W; 1 for a size named
+	 * without :W, and for a size kvmmd took from a region, unnamed), 0
+	 * past nr_sizes.  Of two or more sizes --cache-block-pages named,
+	 * each has its weight over their weights' sum of --host-mem, of the
+	 * NVMe file and, without --cache-gpu-blocks, of half the GPU pool
+	 * (tiers.md, "Shares by weight"); sizes not named share by no
+	 * weight.
+	 */
+	uint32_t weights[4]; /* KVMM_TIER_STATS_SIZES */
 };
 
 /* Host -> NVMe writes failed in a row that take the tier out of service
