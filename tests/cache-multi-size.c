@@ -240,21 +240,21 @@ static void named_sizes(void)
 	t_assert(strstr(out, "\nsizes        2 block sizes cached"));
 	t_assert(strstr(
 		out,
-		"\nsize 4       262144 bytes a block; 4 published, 4 prefix blocks hit of 6 asked, 1 misses, 0 demotions queued\n"
+		"\nsize 4       262144 bytes a block, weight 1 of 2; 4 published, 4 prefix blocks hit of 6 asked, 1 misses, 0 demotions queued\n"
 		"  tier gpu     2/2 blocks, 2 hits, 0 in, 0 out, 0 dropped\n"
 		"  tier host    2/8 blocks, 2 hits, 4 in, 2 out, 0 dropped"));
 	t_assert(strstr(
 		out,
-		"\nsize 2       131072 bytes a block; 4 published, 4 prefix blocks hit of 6 asked, 1 misses, 0 demotions queued\n"
+		"\nsize 2       131072 bytes a block, weight 1 of 2; 4 published, 4 prefix blocks hit of 6 asked, 1 misses, 0 demotions queued\n"
 		"  tier gpu     2/2 blocks, 2 hits, 0 in, 0 out, 0 dropped\n"
 		"  tier host    2/16 blocks, 2 hits, 4 in, 2 out, 0 dropped"));
 	t_assert_eq(td_kvmmctl(d.sock, "--json status", out, sizeof(out)), 0);
 	t_assert(strstr(
 		out,
-		",\"sizes\":[{\"block_pages\":4,\"demotions_queued\":0,\"publishes\":4,"));
+		",\"sizes\":[{\"block_pages\":4,\"weight\":1,\"weights_total\":2,\"demotions_queued\":0,\"publishes\":4,"));
 	t_assert(strstr(
 		out,
-		"},{\"block_pages\":2,\"demotions_queued\":0,\"publishes\":4,"));
+		"},{\"block_pages\":2,\"weight\":1,\"weights_total\":2,\"demotions_queued\":0,\"publishes\":4,"));
 	t_assert(strstr(out,
 			"\"host\":{\"capacity_blocks\":16,\"used_blocks\":2,"
 			"\"block_bytes\":131072,"));

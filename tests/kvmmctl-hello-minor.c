@@ -14,8 +14,8 @@
  *     TIER_STATS of 1.20 names no sizes), its queued demotions from 1.22
  *     (ADMIN_STATUS of 1.21 ends before them), the restamp keys from 1.23
  *     and the cold keys from 1.24, in the sums' object and each size's,
- *     absent below (no zeros for what was not sent); the text's size
- *     lines likewise;
+ *     each size's weight from 1.25 (1 of 2), absent below (no zeros for
+ *     what was not sent); the text's size lines likewise;
  *   - tenants: refused below 1.10 (no ADMIN_TENANTS), the sums' table at
  *     1.10 and 1.21, each size's table from 1.22; --block-pages refused
  *     at 1.21 without asking, served at 1.22;
@@ -28,8 +28,8 @@
  *     each size's part at 1.22 and the restamp keys from 1.23;
  *   - metrics: no tenant families below 1.10, no per-size families at
  *     1.20, per-size tier families but no per-size tenant or queued ones
- *     at 1.21, no cold families at 1.23; kvmm_build_info's abi label
- *     names the minor served.
+ *     at 1.21, no cold families at 1.23, no kvmm_size_weight at 1.24;
+ *     kvmm_build_info's abi label names the minor served.
  * With an NVMe tier (where O_DIRECT io_uring runs; else those steps are
  * left out, said so): a restart's recovered blocks, whose recovered
  * lines (the sums' and each size's) status prints from 1.24 alone and
@@ -165,6 +165,17 @@ static void status(const char *sock)
 	expect("\"nvme_restamped\":0,\"nvme_restamp_failures\":0,", 3);
 	expect("\"cold_blocks\":0,\"cold_admitted\":0,\"cold_evicted\":0,\"cold_dropped\":0,",
 	       3);
+	expect("\"weight\":", 0);
+	t_assert_eq(ctl(sock, 24, "status"), 0);
+	expect(", weight ", 0);
+
+	/* each size's weight (4,2: 1 of 2) */
+	t_assert_eq(ctl(sock, 25, "--json status"), 0);
+	expect("{\"block_pages\":4,\"weight\":1,\"weights_total\":2,", 1);
+	expect("{\"block_pages\":2,\"weight\":1,\"weights_total\":2,", 1);
+	t_assert_eq(ctl(sock, 25, "status"), 0);
+	expect("\nsize 4       262144 bytes a block, weight 1 of 2; ", 1);
+	expect("\nsize 2       131072 bytes a block, weight 1 of 2; ", 1);
 }
 
 /* metrics: the families of what each minor's replies hold */
@@ -217,6 +228,11 @@ static void metrics(const char *sock)
 	       1);
 	expect("\nkvmm_cache_cold_blocks 0\n", 1);
 	expect("\nkvmm_size_cold_blocks{size=\"4\"} 0\n", 1);
+	expect("\nkvmm_size_weight", 0);
+
+	t_assert_eq(ctl(sock, 25, "metrics"), 0);
+	expect("\nkvmm_size_weight{size=\"4\"} 1\n", 1);
+	expect("\nkvmm_size_weight{size=\"2\"} 1\n", 1);
 }
 
 /* the test uid's row of `--json tenants` at 1.24 holds what (a row

@@ -6,7 +6,9 @@
  * one (kvmm_tier_stats_size()) gets that size's cache alone.  With one
  * size the sum is that size, so nothing more is asked and the output
  * stays what it was; with two or more (a draft beside its target model)
- * each is asked for and shown in a block of its own.
+ * each is asked for and shown in a block of its own, with its weight
+ * among the sizes' (ABI 1.25: --cache-block-pages N:W, which sets its
+ * share of --host-mem, the NVMe file and half the GPU pool).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -57,9 +59,37 @@ static bool queued_of(const struct kvmm_status_reply *st, uint32_t pages,
 	return false;
 }
 
+/*
+ * The weight of the size of `pages` and the weights' sum, from any
+ * TIER_STATS reply that lists the sizes (ABI 1.25: weights[]): false
+ * from an older daemon, whose reply ends before them, or when it does
+ * not list the size.
+ */
+static bool weight_of(const struct kvmm_tier_stats_reply *ts, uint32_t pages,
+		      uint32_t *weight, uint32_t *sum)
+{
+	uint32_t n = ts->nr_sizes < KVMM_TIER_STATS_SIZES ?
+			     ts->nr_sizes :
+			     KVMM_TIER_STATS_SIZES;
+	bool found = false;
+
+	if (!KVMMCTL_TS_HAS(ts, weights))
+		return false;
+	*sum = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		*sum += ts->weights[i];
+		if (ts->sizes[i] == pages) {
+			*weight = ts->weights[i];
+			found = true;
+		}
+	}
+	return found;
+}
+
 void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 			const struct kd_metrics_size *sz, uint32_t nr)
 {
+	uint32_t weight, sum;
 	uint64_t queued;
 
 	if (!nr)
@@ -74,6 +104,10 @@ void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 		};
 
 		printf("%s{\"block_pages\":%u,", k ? "," : "", sz[k].pages);
+		/* its share: weight / weights_total (ABI 1.25) */
+		if (weight_of(ts, sz[k].pages, &weight, &sum))
+			printf("\"weight\":%u,\"weights_total\":%u,", weight,
+			       sum);
 		if (queued_of(st, sz[k].pages, &queued))
 			printf("\"demotions_queued\":%llu,",
 			       (unsigned long long)queued);
@@ -96,6 +130,7 @@ void kvmmctl_sizes_json(const struct kvmm_status_reply *st,
 void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
 			const struct kd_metrics_size *sz, uint32_t nr)
 {
+	uint32_t weight, sum;
 	uint64_t queued;
 
 	if (!nr)
@@ -105,8 +140,13 @@ void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
 	for (uint32_t k = 0; k < nr; k++) {
 		const struct kvmm_tier_stats_reply *ts = &sz[k].ts;
 
-		printf("size %-7u %llu bytes a block; ", sz[k].pages,
+		printf("size %-7u %llu bytes a block", sz[k].pages,
 		       (unsigned long long)ts->tiers[0].block_bytes);
+		/* why it has its share of the host tier, the NVMe file and
+		 * the GPU (--cache-block-pages N:W; ABI 1.25) */
+		if (weight_of(ts, sz[k].pages, &weight, &sum))
+			printf(", weight %u of %u", weight, sum);
+		printf("; ");
 		kvmmctl_cache_counts_text(ts);
 		printf(", %llu misses", (unsigned long long)ts->misses);
 		if (queued_of(st, sz[k].pages, &queued))
