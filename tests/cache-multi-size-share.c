@@ -22,9 +22,10 @@
  *      read back from its partition byte-identical;
  *   5. 2:1,4:3 (the same weights, the list in another order): each size
  *      takes the partition holding its blocks, both recovered and read
- *      back;
+ *      back; TIER_STATS lists 4 and 2 in the file's order, each with its
+ *      weight (3 and 1, ABI 1.25; 3 and 1 at step 3 too);
  *   6. 4:1,2:3: both partitions formatted (partition 0: other shares),
- *      no block found.
+ *      no block found; the weights 1 and 3.
  * Fails on a kvmmd without the weights (4:3 a usage error) or one whose
  * weighted cut misreads the file.  The usage errors are
  * tests/kvmmd-option-errors.sh's.  Skips (77) where the NVMe tier cannot
@@ -146,6 +147,20 @@ static void expect_slots(struct td_daemon *d, uint64_t host4, uint64_t nvme4,
 	t_assert_eq(b.nvme_open_error, 0);
 }
 
+/* TIER_STATS' sizes, the NVMe file's order (4 first), and their weights
+ * (ABI 1.25), each beside its size whatever order the option gave. */
+static void expect_weights(struct td_daemon *d, uint32_t w4, uint32_t w2)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cc_settled_stats(d->sock, &ts);
+	t_assert_eq(ts.nr_sizes, 2);
+	t_assert_eq(ts.sizes[0], 4);
+	t_assert_eq(ts.sizes[1], 2);
+	t_assert_eq(ts.weights[0], w4);
+	t_assert_eq(ts.weights[1], w2);
+}
+
 /* A restart that recovers both sizes' 2 blocks, read back from NVMe. */
 static void expect_recovered(struct td_daemon *d, uint64_t nvme4,
 			     uint64_t nvme2)
@@ -257,6 +272,7 @@ static void weighted(void)
 			"cache: blocks of 2 pages (--cache-block-pages, a share of 1/4 of --host-mem and the NVMe file); GPU 2, host 6 of 8 slots, NVMe 6 of 7 slots"),
 		1);
 	expect_slots(&d, 12, 11, 8, 7);
+	expect_weights(&d, 3, 1);
 	expect_shown(&d);
 	publish_and_save(&d);
 	expect_cut(3 * MIB, 3 * MIB, 1 * MIB, 3 | 1ull << 16);
@@ -277,6 +293,7 @@ static void weighted(void)
 		1);
 	expect_recovered(&d, 11, 7);
 	expect_slots(&d, 12, 11, 8, 7);
+	expect_weights(&d, 3, 1); /* the list in the file's order */
 	t_assert_eq(td_stop_log(&d, log_buf, sizeof(log_buf)), 0);
 	expect_cut(3 * MIB, 3 * MIB, 1 * MIB, 3 | 1ull << 16);
 	printf("2:1,4:3: each size on the partition of its blocks, both recovered\n");
@@ -291,6 +308,7 @@ static void weighted(void)
 		    0);
 	/* 1 MiB and 3 MiB: (1 MiB - 4 KiB) / (256 + 4), (3 MiB - 4) / 132 */
 	expect_slots(&d, 4, 3, 24, 23);
+	expect_weights(&d, 1, 3);
 	for (uint32_t layers = 1; layers <= 2; layers++) {
 		ms_read(d.sock, layers, layers, 0);
 		t_assert_eq(res->found, 0);

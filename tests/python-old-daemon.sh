@@ -2,7 +2,8 @@
 # Python binding (kvmm/python/kvmm.py) against a kvmmd playing ABI 1.18
 # (KVMMD_TEST_ABI_MINOR=18): Region.query_prefix() and Connection.pin_many()
 # raise EOPNOTSUPP without a round trip; prefix opens, single pins and
-# tier_stats() work as with 1.18. Cases live in
+# tier_stats() work as with 1.18; against one playing 1.24 tier_stats()
+# lists the size cached without its weight (ABI 1.25). Cases live in
 # tests/python-kvmm/cases_api.py.
 # Skips (77) without python3.
 # timeout: 60

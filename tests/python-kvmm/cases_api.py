@@ -385,10 +385,13 @@ def case_tierstats():
         # ABI 1.21: the sizes cached, and one size's cache alone
         check_eq((ts["block_pages"], ts["nr_sizes"], ts["sizes"]),
                  (0, 1, [PPB]), "the sum, of the one size cached")
+        # ABI 1.25: its weight, 1 (no --cache-block-pages)
+        check_eq(ts["weights"], [1], "the one size's weight")
         one = c.tier_stats(block_pages=PPB)
         check_eq((one["block_pages"], one["publishes"],
-                  one["tiers"][0]["used_blocks"], one["sizes"]),
-                 (PPB, 2, 2, [PPB]), "that size's own")
+                  one["tiers"][0]["used_blocks"], one["sizes"],
+                  one["weights"]),
+                 (PPB, 2, 2, [PPB], [1]), "that size's own")
         raises(kvmm.KvmmError, errno.ENOENT, c.tier_stats, block_pages=PPB + 1)
         writer_done(w)
         r.destroy()
@@ -399,7 +402,8 @@ def case_tierstats():
 def case_olddaemon():
     """kvmmd playing ABI 1.18 (KVMMD_TEST_ABI_MINOR=18): the 1.19 calls are
     EOPNOTSUPP without a round trip (the session's socket commands do not
-    move), what 1.18 had works."""
+    move), what 1.18 had works.  Then kvmmd playing 1.24: tier_stats()
+    lists the size cached and no weight (ABI 1.25's weights[])."""
     with Daemon(env={"KVMMD_TEST_ABI_MINOR": "18"}) as d:
         w, _ = published_by_writer(d)
         c = kvmm.Connection(d.sock, "py-old", map_ahead_blocks=0)
@@ -427,6 +431,17 @@ def case_olddaemon():
         check("router" not in d.status(), "no ABI 1.20 counters")
         writer_done(w)
         r.destroy()
+        c.close()
+    # a kvmmd of 1.24: the size listed, its weight not (the reply ends
+    # before weights[]), where this build's daemon says [1]
+    with Daemon(env={"KVMMD_TEST_ABI_MINOR": "24"}) as d:
+        w, _ = published_by_writer(d)
+        c = kvmm.Connection(d.sock, "py-old-24")
+        ts = c.tier_stats()
+        check_eq((ts["size"], ts["sizes"], ts["weights"]),
+                 (kvmm.TierStatsStruct.weights.offset, [PPB], []),
+                 "1.24: 728 bytes, the size and no weight")
+        writer_done(w)
         c.close()
 
 
