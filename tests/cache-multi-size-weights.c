@@ -40,8 +40,8 @@ static char out[1 << 17];
 
 /* TIER_STATS summed and of each size: sizes[] and weights[] as want,
  * nr of them, 0 past nr; the reply's whole 744 bytes. */
-static void expect_weights(const char *sock, uint32_t nr,
-			   const uint32_t *sizes, const uint32_t *weights)
+static void expect_weights(const char *sock, uint32_t nr, const uint32_t *sizes,
+			   const uint32_t *weights)
 {
 	struct kvmm_tier_stats_reply ts;
 
@@ -93,14 +93,14 @@ static void expect_shown(const char *sock, int port, uint32_t nr,
 		expect_out("status", want, 1);
 	}
 	t_assert_eq(td_kvmmctl(sock, "--json status", out, sizeof(out)), 0);
-	expect_out("--json status", "\"weight\":",
-		   sum && nr > 1 ? (int)nr : 0);
-	expect_out("--json status", "\"weights_total\":",
-		   sum && nr > 1 ? (int)nr : 0);
+	expect_out("--json status", "\"weight\":", sum && nr > 1 ? (int)nr : 0);
+	expect_out("--json status",
+		   "\"weights_total\":", sum && nr > 1 ? (int)nr : 0);
 	for (uint32_t i = 0; sum && nr > 1 && i < nr; i++) {
-		snprintf(want, sizeof(want),
-			 "{\"block_pages\":%u,\"weight\":%u,\"weights_total\":%u,",
-			 sizes[i], weights[i], sum);
+		snprintf(
+			want, sizeof(want),
+			"{\"block_pages\":%u,\"weight\":%u,\"weights_total\":%u,",
+			sizes[i], weights[i], sum);
 		expect_out("--json status", want, 1);
 	}
 	t_assert_eq(td_kvmmctl(sock, "metrics", out, sizeof(out)), 0);
@@ -124,8 +124,7 @@ static void expect_shown(const char *sock, int port, uint32_t nr,
 			t_assert_eq(tm_u64(&e, "kvmm_size_weight", label),
 				    weights[i]);
 	}
-	expect_out("metrics", "# TYPE kvmm_size_weight gauge\n",
-		   sum && nr > 1);
+	expect_out("metrics", "# TYPE kvmm_size_weight gauge\n", sum && nr > 1);
 }
 
 /* kvmmd with --cache-block-pages `sizes`, --host-mem 4M and its own
