@@ -18,7 +18,9 @@
  *      block (one size: the sums are its own), so no weight, and no
  *      kvmm_size_weight family; 4:5 alone: weight 5, as given;
  *   5. no --cache-block-pages, a model of 4 pages and one of 2
- *      publishing: both sizes cached, weights 1 and 1;
+ *      publishing: both sizes cached, weights 0 and 0 (they share by no
+ *      weight), kvmmctl status "not shared by weight" on each line,
+ *      --json "weight":0;
  *   6. kvmmd playing 1.24 (KVMMD_TEST_ABI_MINOR=24) with 4:3,2:1: its
  *      728 bytes end before the weights (none sent), and
  *      kvmmctl status (text, --json), kvmmctl metrics and kvmmd's
@@ -200,7 +202,7 @@ static void equal(void)
 /* Without --cache-block-pages: the sizes the models' regions brought. */
 static void unnamed(void)
 {
-	static const uint32_t sizes[] = { 4, 2 }, weights[] = { 1, 1 };
+	static const uint32_t sizes[] = { 4, 2 }, weights[] = { 0, 0 };
 	const char *args[] = { "--cache-policy", "lru", "--host-mem", "4M",
 			       NULL };
 	struct td_daemon d;
@@ -212,8 +214,21 @@ static void unnamed(void)
 		t_assert_eq(res->published, NB);
 	}
 	expect_weights(d.sock, 2, sizes, weights);
+	/* kvmmctl says they share by no weight, on each size's line */
+	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
+	expect_out("status", ", weight ", 0);
+	expect_out(
+		"status",
+		"\nsize 4       262144 bytes a block, not shared by weight; ",
+		1);
+	expect_out(
+		"status",
+		"\nsize 2       131072 bytes a block, not shared by weight; ",
+		1);
+	t_assert_eq(td_kvmmctl(d.sock, "--json status", out, sizeof(out)), 0);
+	expect_out("--json status", "\"weight\":0,\"weights_total\":0,", 2);
 	cc_stop(&d);
-	printf("no --cache-block-pages, sizes 4 and 2 from regions: weights 1 and 1\n");
+	printf("no --cache-block-pages, sizes 4 and 2 from regions: weights 0 and 0, 'not shared by weight'\n");
 }
 
 /* A 1.24 client of this kvmmd: the 728 bytes of before; kvmmctl as one

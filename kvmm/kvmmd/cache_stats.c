@@ -174,7 +174,10 @@ int kd_cache_size_stats(struct kd_daemon *d, uint32_t i, uint32_t *pages,
  * The weight of the block size of `pages` (ABI 1.25): as
  * --cache-block-pages N:W gave it, found by the size (the list may have
  * been put in the NVMe file's order since, cache_nvme_order.c), 1 for a
- * size named without :W or not named at all (taken from a region).
+ * size named without :W.  0 for a size not named (taken from a region,
+ * without --cache-block-pages): such sizes share by no weight (the first
+ * has all of --host-mem and the NVMe tier, a later one the GPU alone),
+ * and a weight of 1 would tell the operator they split them.
  */
 static uint32_t kc_size_weight(const struct kd_config *cfg, uint32_t pages)
 {
@@ -183,7 +186,7 @@ static uint32_t kc_size_weight(const struct kd_config *cfg, uint32_t pages)
 			return cfg->cache_block_weights[i] ?
 				       cfg->cache_block_weights[i] :
 				       1;
-	return 1;
+	return 0;
 }
 
 /* TIER_STATS' tail (ABI 1.21): the sizes cached, the first first, and

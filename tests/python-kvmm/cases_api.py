@@ -385,13 +385,14 @@ def case_tierstats():
         # ABI 1.21: the sizes cached, and one size's cache alone
         check_eq((ts["block_pages"], ts["nr_sizes"], ts["sizes"]),
                  (0, 1, [PPB]), "the sum, of the one size cached")
-        # ABI 1.25: its weight, 1 (no --cache-block-pages)
-        check_eq(ts["weights"], [1], "the one size's weight")
+        # ABI 1.25: its weight, 0 (no --cache-block-pages: taken from
+        # the region, it shares by no weight)
+        check_eq(ts["weights"], [0], "the one size's weight")
         one = c.tier_stats(block_pages=PPB)
         check_eq((one["block_pages"], one["publishes"],
                   one["tiers"][0]["used_blocks"], one["sizes"],
                   one["weights"]),
-                 (PPB, 2, 2, [PPB], [1]), "that size's own")
+                 (PPB, 2, 2, [PPB], [0]), "that size's own")
         raises(kvmm.KvmmError, errno.ENOENT, c.tier_stats, block_pages=PPB + 1)
         writer_done(w)
         r.destroy()
@@ -433,7 +434,7 @@ def case_olddaemon():
         r.destroy()
         c.close()
     # a kvmmd of 1.24: the size listed, its weight not (the reply ends
-    # before weights[]), where this build's daemon says [1]
+    # before weights[]), where this build's daemon says [0]
     with Daemon(env={"KVMMD_TEST_ABI_MINOR": "24"}) as d:
         w, _ = published_by_writer(d)
         c = kvmm.Connection(d.sock, "py-old-24")

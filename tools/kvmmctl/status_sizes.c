@@ -144,8 +144,13 @@ void kvmmctl_sizes_text(const struct kvmm_status_reply *st,
 		       (unsigned long long)ts->tiers[0].block_bytes);
 		/* why it has its share of the host tier, the NVMe file and
 		 * the GPU (--cache-block-pages N:W; ABI 1.25) */
-		if (weight_of(ts, sz[k].pages, &weight, &sum))
+		if (weight_of(ts, sz[k].pages, &weight, &sum) && weight)
 			printf(", weight %u of %u", weight, sum);
+		else if (KVMMCTL_TS_HAS(ts, weights))
+			/* sizes from the regions (no --cache-block-pages):
+			 * the first has the host and NVMe tiers, a later
+			 * one the GPU alone (weight 0 on the wire) */
+			printf(", not shared by weight");
 		printf("; ");
 		kvmmctl_cache_counts_text(ts);
 		printf(", %llu misses", (unsigned long long)ts->misses);

@@ -288,7 +288,8 @@ class Connection:
         nothing sent).  "sizes" lists the sizes cached (nr_sizes of
         them; empty from a daemon before 1.21), "weights" their weights
         in the same order (ABI 1.25: --cache-block-pages N:W, 1 without
-        :W or for a size not named; empty from a daemon before 1.25)."""
+        :W, 0 for a size taken from a region, not named; empty from a
+        daemon before 1.25)."""
         st = TierStatsStruct()
         _check(_c.tier_stats_size(self._handle(),
                                   _u32_arg("block_pages", block_pages),

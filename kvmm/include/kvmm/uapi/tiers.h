@@ -253,12 +253,14 @@ struct kvmm_tier_stats_reply {
 	 * less ends before them, and a client whose HELLO said 1.24 or
 	 * less is sent the 728 bytes of before).  weights[i]: sizes[i]'s
 	 * weight as --cache-block-pages gave it (N:W; 1 for a size named
-	 * without :W, and for a size kvmmd took from a region, unnamed), 0
-	 * past nr_sizes.  Of two or more sizes --cache-block-pages named,
-	 * each has its weight over their weights' sum of --host-mem, of the
-	 * NVMe file and, without --cache-gpu-blocks, of half the GPU pool
-	 * (tiers.md, "Shares by weight"); sizes not named share by no
-	 * weight.
+	 * without :W), 0 for a size kvmmd took from a region without
+	 * --cache-block-pages (such sizes share by no weight: the first
+	 * has all of --host-mem and the NVMe tier, a later one the GPU
+	 * alone), 0 past nr_sizes.  Of two or more sizes
+	 * --cache-block-pages named, each has its weight over their
+	 * weights' sum of --host-mem, of the NVMe file and, without
+	 * --cache-gpu-blocks, of half the GPU pool (tiers.md, "Shares by
+	 * weight").
 	 */
 	uint32_t weights[4]; /* KVMM_TIER_STATS_SIZES */
 };
