@@ -222,7 +222,8 @@ static uint32_t cc_seq_open(struct cc *c)
 }
 
 /* Extend to len tokens (0 or -errno: the daemon's answer); ids gets the
- * page ids of blocks [0, nblocks). */
+ * page ids of the blocks the reply names, block b's at b x its region's
+ * pages a block. */
 static inline int cc_try_extend(struct cc *c, uint32_t seq, uint32_t len,
 				uint32_t *ids)
 {
@@ -245,9 +246,10 @@ static inline int cc_try_extend(struct cc *c, uint32_t seq, uint32_t len,
 	}
 	cc_map(c, rep->page_ids, rep->nr_blocks * rep->pages_per_block, fds,
 	       nfds);
+	/* the region's stride, which is CC_PPB only in the usual region */
 	for (uint32_t i = 0; i < rep->nr_blocks * rep->pages_per_block; i++)
-		ids[rep->first_block * CC_PPB + i] = rep->page_ids[i] &
-						     ~KVMM_PAGE_HELD;
+		ids[rep->first_block * rep->pages_per_block + i] =
+			rep->page_ids[i] & ~KVMM_PAGE_HELD;
 	return 0;
 }
 

@@ -44,7 +44,8 @@ static inline uint64_t cd_json_u64(const char *json, const char *key)
 	return strtoull(p + strlen(k), NULL, 10);
 }
 
-/* `kvmmctl --json cache-drop ARGS`, which must succeed, as the reply. */
+/* `kvmmctl --json cache-drop ARGS`, which must succeed, as the reply
+ * (each size's part in sizes[] too). */
 static inline struct kvmm_admin_cache_drop_reply cd_kvmmctl(const char *sock,
 							    const char *args)
 {
@@ -75,6 +76,28 @@ static inline struct kvmm_admin_cache_drop_reply cd_kvmmctl(const char *sock,
 	r.nvme_restamped = cd_json_u64(out, "nvme_restamped");
 	r.nvme_restamp_failures = cd_json_u64(out, "nvme_restamp_failures");
 	r.nvme_restamp_gone = cd_json_u64(out, "nvme_restamp_gone");
+	/* ABI 1.22: the size asked (the first "block_pages", before the
+	 * list) and each size's part, {"block_pages":N,"dropped":{..},
+	 * "kept":{..}} in "sizes":[...] */
+	r.block_pages = (uint32_t)cd_json_u64(out, "block_pages");
+	p = strstr(out, "\"sizes\":[");
+	t_assert(p);
+	while ((p = strstr(p, "{\"block_pages\":")) != NULL) {
+		struct kvmm_cache_drop_size *z = &r.sizes[r.nr_sizes++];
+		const char *q;
+
+		t_assert(r.nr_sizes <= KVMM_TIER_STATS_SIZES);
+		z->block_pages = (uint32_t)cd_json_u64(p, "block_pages");
+		q = strstr(p, "\"dropped\":{");
+		t_assert(q);
+		for (int t = 0; t < 3; t++)
+			z->dropped[t] = cd_json_u64(q, tier[t]);
+		q = strstr(p, "\"kept\":{");
+		t_assert(q);
+		for (int t = 0; t < 3; t++)
+			z->kept[t] = cd_json_u64(q, tier[t]);
+		p++;
+	}
 	return r;
 }
 
