@@ -5,20 +5,31 @@
  * tier file, must never serve a wrong byte nor bring back a block an
  * answered cache-drop of the NVMe tier covered (Documentation/tiers.md,
  * "Restart recovery", "Drop marks", "Not done / limits": a crash may lose
- * blocks, a cache miss, and nothing else).  Each round:
+ * blocks, a cache miss, and nothing else).  It runs twice, on a file
+ * each: with one block size (4 pages) and with several
+ * (--cache-block-pages of 2 or 3 of 2, 4 and 6 pages, weights 1-3 drawn
+ * from the seed: the file cut in a partition a size by weight, "The NVMe
+ * partitions", "Shares by weight").  Each round:
  *   1. kvmmd starts (host backend, 3 GPU blocks, 2 MiB of host memory: 6
  *      host slots, 16 NVMe slots, so blocks reach NVMe within the first
- *      100 ms) on the file the rounds before left; it must start, every
- *      time (else the test fails with its log);
+ *      100 ms; with several sizes 3 GPU blocks each, 4 MiB and a file
+ *      where each partition holds 4 slots at least) on the file the
+ *      rounds before left; it must start, every time (else the test fails
+ *      with its log).  With several sizes, a quarter of the restarts name
+ *      the same weights in another order (each size must recover exactly
+ *      what a start as before did) and a quarter other weights (every
+ *      partition formatted: 0 recovered), tests/daemon-crash-fuzz/restart.c;
  *   2. the check after the restart (below), on what every round before
  *      did;
  *   3. CF_CLIENTS client processes (as root, each of a uid of its own,
  *      CF_UID_BASE + i, with a third of the chains: tenants a --uid drop
- *      tells apart) publish and open chains of blocks whose bytes are a
- *      function of their hash alone (tests/daemon-crash-fuzz/client.c),
- *      every block they open checked word for word; an operator process
- *      drops every 30-300 ms (every tier, --tier nvme/gpu/host, --uid
- *      of a client or of nobody; over the admin call or kvmmctl) and
+ *      tells apart; with a region of each size, drawing one each step)
+ *      publish and open chains of blocks whose bytes are a function of
+ *      their hash alone (tests/daemon-crash-fuzz/client.c), every block
+ *      they open checked word for word; an operator process drops every
+ *      30-300 ms (every tier, --tier nvme/gpu/host, --uid of a client or
+ *      of nobody, a third of them of one size, --block-pages; over the
+ *      admin call or kvmmctl; the reply's sizes exact) and
  *      records each drop answered, with the time it was sent and the
  *      hashes a client may have held meanwhile; on odd rounds every NVMe
  *      header invalidation fails
@@ -30,22 +41,28 @@
  *      are stopped (they never see kvmmd go: any error they met was a
  *      live one's), kvmmd SIGKILLed, then they are.
  * The check, after each restart and once more after the last round: each
- * of the CF_HASHES hashes is opened alone, by a process of its chain's
- * uid; a block found must hold its hash's bytes, word for word.  A drop
- * of every tier (all tenants', or a client's uid: its chains) answered
+ * of the CF_HASHES hashes of each size is opened alone, by a process of
+ * its chain's uid, in a region of its size (and must not be found in the
+ * other sizes'); a block found must hold its hash's bytes, word for word,
+ * and no size have more found than its cache recovered.  A drop of every
+ * tier (all tenants', or a client's uid: its chains; every size, or one)
+ * answered
  * covers each of its hashes whose every publish was answered before the
  * drop was sent: such a block comes back only if that drop kept it (in
  * use, pinned, busy), so at most the drop's kept count of them may be
- * found, of those no client held at most its busy and pinned count, and
- * none when it kept none.
+ * found (of each size at most its kept count of that size), of those no
+ * client held at most its busy and pinned count, and none when it kept
+ * none.
  * Printed per round: the kill time, what kvmmd recovered, the blocks
  * found (all byte-identical), the covered hashes absent and back.
  *
  *   KVMM_CRASH_FUZZ_SEED=7 KVMM_CRASH_FUZZ_ROUNDS=50 build/tests/daemon-crash-fuzz
  *
- * reruns it longer (defaults: seed 1, 16 rounds).  Odd seeds run kvmmd
- * with --cache-scope uid, even ones in the shared scope.  Skips (77)
- * where the NVMe tier cannot run (no O_DIRECT there).
+ * reruns it longer (defaults: seed 1, 16 rounds, split between the two
+ * runs; KVMM_CRASH_FUZZ_SIZES=1 or =multi runs one of them, all the
+ * rounds).  Odd seeds run kvmmd with --cache-scope uid, even ones in the
+ * shared scope.  Skips (77) where the NVMe tier cannot run (no O_DIRECT
+ * there).
  */
 #include <signal.h>
 #include <sys/mman.h>
@@ -56,13 +73,10 @@
 #include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
 
-#define CF_NVME_SLOTS 16
-#define CF_BLOCK_BYTES (CC_PPB * CC_PAGE)
-
 /* What the run found, over its rounds. */
 struct cf_totals {
 	uint64_t recovered, found, covered_absent, covered_back;
-	uint64_t drops_checked, drops_exact;
+	uint64_t drops_checked, drops_sized, drops_exact;
 	uint64_t kept_in_use, kept_busy; /* of the covering drops */
 };
 
@@ -81,30 +95,6 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 	return n;
 }
 
-static void start_daemon(struct td_daemon *d, const struct cf_shared *sh,
-			 const char *nvme, uint64_t seed, uint32_t round)
-{
-	char nvme_size[NT_SIZE_ARG_LEN];
-	const char *argv[] = { "--cache-block-pages", "4", "--cache-gpu-blocks",
-			       "3", "--host-mem", "2M", "--nvme-path", nvme,
-			       "--nvme-size",
-			       nt_size_arg(nvme_size, sizeof(nvme_size),
-					   CF_NVME_SLOTS, CF_BLOCK_BYTES),
-			       "--nvme-save-on-stop", "0", "--cache-scope",
-			       seed & 1 ? "uid" : "shared",
-			       /* the clients' uids reach the socket */
-			       sh->uids ? "--socket-mode" : NULL, "0666",
-			       NULL };
-
-	if (round & 1)
-		setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-invalidate:1+", 1);
-	td_start_ok(d, argv);
-	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
-	/* mkdtemp made it 0700 */
-	if (sh->uids)
-		t_ok(chmod(d->dir, 0711));
-}
-
 /* Whether drop d is one the check holds to: of every tier, and of
  * every tenant or of a client's. */
 static bool drop_checked(const struct cf_shared *sh, const struct cf_drop *d)
@@ -119,13 +109,15 @@ static bool drop_checked(const struct cf_shared *sh, const struct cf_drop *d)
 	return false;
 }
 
-/* Whether drop d covers every block of hash i published before it. */
+/* Whether drop d covers every block of hash i published before it:
+ * of every tier, its tenant (or all) and its size (or all). */
 static bool drop_covers(const struct cf_shared *sh, const struct cf_drop *d,
 			uint32_t i)
 {
 	return drop_checked(sh, d) &&
 	       (!(d->flags & KVMM_CACHE_DROP_F_TENANT) ||
-		d->tenant == cf_chain_uid(sh, i / CF_CHAIN_BLOCKS));
+		d->tenant == cf_chain_uid(sh, cf_chain_of(i))) &&
+	       (!d->block_pages || d->block_pages == cf_ppb(sh, cf_size_of(i)));
 }
 
 static uint64_t drop_kept(const struct cf_drop *d)
@@ -133,16 +125,38 @@ static uint64_t drop_kept(const struct cf_drop *d)
 	return d->rep.kept[0] + d->rep.kept[1] + d->rep.kept[2];
 }
 
-/* Hash i opened alone by the client c: whether it was found; its bytes
- * must be the hash's. */
-static bool check_open(struct cc *c, uint32_t i)
+/* What drop d kept of blocks of pages a block (its reply's part of that
+ * size; operator_check_sizes() saw each size asked listed). */
+static uint64_t drop_kept_size(const struct cf_drop *d, uint32_t pages)
 {
-	uint64_t h = cf_hash(i / CF_CHAIN_BLOCKS, i % CF_CHAIN_BLOCKS);
+	for (uint32_t k = 0; k < d->rep.nr_sizes; k++)
+		if (d->rep.sizes[k].block_pages == pages)
+			return d->rep.sizes[k].kept[0] +
+			       d->rep.sizes[k].kept[1] +
+			       d->rep.sizes[k].kept[2];
+	return 0;
+}
+
+/*
+ * Hash i opened alone by the client c, whose region has ppb pages a
+ * block: whether it was found; its bytes must be the hash's.  own: c's
+ * region is of the hash's size; in another size's it must find nothing
+ * (the sizes' hashes never meet: a block of another size's partition
+ * recovered into this size's cache would show here).
+ */
+static bool check_open(struct cc *c, uint32_t ppb, uint32_t i, bool own)
+{
+	uint64_t h = cf_hash(i);
 	struct kvmm_prefix_open_reply rep;
-	uint32_t ids[CC_PPB];
+	uint32_t ids[CF_PPB_MAX];
 
 	cc_prefix(c, &h, 1, &rep, ids);
-	for (uint32_t p = 0; p < rep.nr_blocks * CC_PPB; p++) {
+	if (!own && rep.nr_blocks)
+		t_fail("after the restart, hash %#llx, another size's, found in a region of %u pages a block (from gpu %u host %u nvme %u)",
+		       (unsigned long long)h, ppb, rep.from_gpu, rep.from_host,
+		       rep.from_nvme);
+	t_assert_eq(rep.pages_per_block, ppb);
+	for (uint32_t p = 0; p < rep.nr_blocks * ppb; p++) {
 		int w = cf_first_bad(c->map[ids[p]], h, p);
 
 		if (w >= 0)
@@ -150,15 +164,16 @@ static bool check_open(struct cc *c, uint32_t i)
 			       (unsigned long long)h, p, w, rep.from_gpu,
 			       rep.from_host, rep.from_nvme);
 	}
-	cc_seq_close(c, rep.seq_id, ids, rep.nr_blocks * CC_PPB);
+	cc_seq_close(c, rep.seq_id, ids, rep.nr_blocks * ppb);
 	return rep.nr_blocks == 1;
 }
 
 /*
  * The restart check's readers: a process of each client's uid (one of
- * the test's when the clients share it) opens every hash of that uid's
- * chains, into sh->found[].  A wrong byte fails the reader, and the
- * test with it.
+ * the test's when the clients share it), with a region of each size,
+ * opens every hash of that uid's chains in its size's region, into
+ * sh->found[], and in every other size's, where it must find nothing.
+ * A wrong byte fails the reader, and the test with it.
  */
 static void read_all(const char *sock, struct cf_shared *sh)
 {
@@ -169,17 +184,29 @@ static void read_all(const char *sock, struct cf_shared *sh)
 
 		t_assert(p >= 0);
 		if (p == 0) {
-			struct cc c;
+			static struct cc c[CF_SIZES_MAX];
 
 			if (sh->uids)
 				cu_become(CF_UID_BASE + r, CF_UID_BASE + r);
-			cc_connect(&c, sock);
-			cc_region(&c);
-			for (uint32_t i = 0; i < CF_HASHES; i++)
-				if (!sh->uids ||
-				    i / CF_CHAIN_BLOCKS % CF_CLIENTS == r)
-					sh->found[i] = check_open(&c, i);
-			cc_disconnect(&c);
+			for (uint32_t s = 0; s < sh->nsizes; s++) {
+				cc_connect(&c[s], sock);
+				cc_region_sized(&c[s], sh->layers[s], 16, 16);
+			}
+			for (uint32_t i = 0; i < cf_nhashes(sh); i++) {
+				uint32_t own = cf_size_of(i);
+
+				if (sh->uids &&
+				    cf_chain_of(i) % CF_CLIENTS != r)
+					continue;
+				sh->found[i] = check_open(
+					&c[own], cf_ppb(sh, own), i, true);
+				for (uint32_t s = 0; s < sh->nsizes; s++)
+					if (s != own)
+						check_open(&c[s], cf_ppb(sh, s),
+							   i, false);
+			}
+			for (uint32_t s = 0; s < sh->nsizes; s++)
+				cc_disconnect(&c[s]);
 			_exit(0);
 		}
 		if (cc_wait_child(p))
@@ -188,71 +215,82 @@ static void read_all(const char *sock, struct cf_shared *sh)
 }
 
 /* The covered hashes found after the restart, per drop: all of them,
- * and those no client held while the drop ran. */
+ * those of each size, and those no client held while the drop ran. */
 struct cf_back {
 	uint32_t all[CF_MAX_DROPS], unheld[CF_MAX_DROPS];
+	uint32_t size[CF_MAX_DROPS][CF_SIZES_MAX];
 };
 
 /*
  * Drop j covers hash i, found after the restart: it must have kept it.
  * A drop keeps a block a sequence maps (the clients' holds), one a pin
  * keeps (none here) or one a copy or a restore of is in flight (busy);
- * so at most its kept count of covered hashes come back, and of those
- * no client held, at most its pinned and busy ones.
+ * so at most its kept count of covered hashes come back, of each size
+ * at most what its reply says it kept of that size, and of those no
+ * client held, at most its pinned and busy ones.
  */
 static void check_back(const struct cf_shared *sh, struct cf_back *bk,
 		       uint32_t j, uint32_t i, uint32_t round)
 {
 	const struct cf_drop *d = &sh->drops[j];
 	bool held = cf_drop_held(d, i);
+	uint32_t s = cf_size_of(i);
 	uint64_t kept = drop_kept(d);
 
 	bk->all[j]++;
 	bk->unheld[j] += !held;
+	bk->size[j][s]++;
 	if (bk->all[j] <= kept &&
+	    bk->size[j][s] <= drop_kept_size(d, cf_ppb(sh, s)) &&
 	    bk->unheld[j] <= d->rep.kept_busy + d->rep.kept_pinned)
 		return;
-	t_fail("after round %u: hash %#llx is back (%s while the drop ran), published (last answered at %llu us) before a drop of every block sent at %llu us in round %u and answered %llu us later, which kept %llu (in use %llu, pinned %llu, busy %llu; dropped %llu/%llu/%llu, %llu invalidations failed): %u covered hashes back, %u of them not held",
-	       round,
-	       (unsigned long long)cf_hash(i / CF_CHAIN_BLOCKS,
-					   i % CF_CHAIN_BLOCKS),
+	t_fail("after round %u: hash %#llx (%u pages a block) is back (%s while the drop ran), published (last answered at %llu us) before a drop of every block (of %u pages a block; 0: every size) sent at %llu us in round %u and answered %llu us later, which kept %llu, %llu of that size (in use %llu, pinned %llu, busy %llu; dropped %llu/%llu/%llu, %llu invalidations failed): %u covered hashes back, %u of that size, %u of them not held",
+	       round, (unsigned long long)cf_hash(i), cf_ppb(sh, s),
 	       held ? "held by a client" : "no client held it",
-	       (unsigned long long)sh->h[i].last_end_us,
+	       (unsigned long long)sh->h[i].last_end_us, d->block_pages,
 	       (unsigned long long)d->sent_us, d->round,
 	       (unsigned long long)(d->acked_us - d->sent_us),
-	       (unsigned long long)kept, (unsigned long long)d->rep.kept_in_use,
+	       (unsigned long long)kept,
+	       (unsigned long long)drop_kept_size(d, cf_ppb(sh, s)),
+	       (unsigned long long)d->rep.kept_in_use,
 	       (unsigned long long)d->rep.kept_pinned,
 	       (unsigned long long)d->rep.kept_busy,
 	       (unsigned long long)d->rep.dropped[0],
 	       (unsigned long long)d->rep.dropped[1],
 	       (unsigned long long)d->rep.dropped[2],
 	       (unsigned long long)d->rep.nvme_invalidate_failures, bk->all[j],
-	       bk->unheld[j]);
+	       bk->size[j][s], bk->unheld[j]);
 }
 
 /*
  * The check after a restart: every hash opened (byte-identical when
- * found), and no covering drop with more of its covered hashes back than
- * it kept (check_back()).  Adds to t; prints the line of the round that
+ * found, in its own size's region alone), no size with more found than
+ * its cache recovered (rc: nothing else holds a block after a start),
+ * none at all after other weights formatted every partition (lost_all),
+ * and no covering drop with more of its covered hashes back than it kept
+ * (check_back()).  Adds to t and z; prints the line of the round that
  * ended in the crash (round - 1).
  */
 static void check_restart(const char *sock, struct cf_shared *sh,
-			  uint32_t round, struct cf_totals *t)
+			  struct cf_sizes *z, const struct cf_restart *rc,
+			  bool lost_all, uint32_t round, struct cf_totals *t)
 {
 	static struct cf_back bk;
-	uint64_t recovered, found = 0, absent = 0, back_any = 0;
+	uint64_t recovered = 0, found = 0, absent = 0, back_any = 0;
+	uint64_t found_size[CF_SIZES_MAX] = { 0 };
 	uint32_t nd = sh->ndrops, checked = 0;
 
 	for (uint32_t j = 0; j < nd; j++)
 		checked += drop_checked(sh, &sh->drops[j]);
-	recovered = cd_recovered(sock);
 	memset(&bk, 0, sizeof(bk));
+	memset(sh->found, 0, sizeof(sh->found));
 	read_all(sock, sh);
-	for (uint32_t i = 0; i < CF_HASHES; i++) {
+	for (uint32_t i = 0; i < cf_nhashes(sh); i++) {
 		const struct cf_hash_rec *rec = &sh->h[i];
 		bool is = sh->found[i], covered = false;
 
 		found += is;
+		found_size[cf_size_of(i)] += is;
 		for (uint32_t j = 0; j < nd; j++) {
 			const struct cf_drop *d = &sh->drops[j];
 
@@ -266,10 +304,32 @@ static void check_restart(const char *sock, struct cf_shared *sh,
 		absent += covered && !is;
 		back_any += covered && is;
 	}
+	for (uint32_t s = 0; s < z->n; s++) {
+		recovered += rc->recovered[s];
+		z->recovered[s] += rc->recovered[s];
+		z->found[s] += found_size[s];
+		if (found_size[s] > rc->recovered[s] ||
+		    (lost_all && found_size[s]))
+			t_fail("after round %u: %llu blocks of %u pages found, where that size's cache recovered %llu%s",
+			       round - 1, (unsigned long long)found_size[s],
+			       z->pages[s],
+			       (unsigned long long)rc->recovered[s],
+			       lost_all ? " and every partition was formatted" :
+					  "");
+	}
 	printf("round %u, the restart: recovered %llu, found %llu (byte-identical); covered by %u drops: %llu absent, %llu back (kept)\n",
 	       round - 1, (unsigned long long)recovered,
 	       (unsigned long long)found, checked, (unsigned long long)absent,
 	       (unsigned long long)back_any);
+	if (z->n > 1) {
+		printf("  by size:");
+		for (uint32_t s = 0; s < z->n; s++)
+			printf(" %u pages %llu recovered %llu found;",
+			       z->pages[s],
+			       (unsigned long long)rc->recovered[s],
+			       (unsigned long long)found_size[s]);
+		printf("\n");
+	}
 	t->recovered += recovered;
 	t->found += found;
 	t->covered_absent += absent;
@@ -365,7 +425,7 @@ static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 	td_stop(d);
 	/* a publish whose answer was not read may have been done by the
 	 * killed kvmmd at any time before it died */
-	for (uint32_t i = 0; i < CF_HASHES; i++) {
+	for (uint32_t i = 0; i < cf_nhashes(sh); i++) {
 		if (sh->h[i].pending) {
 			sh->h[i].last_end_us = kill_us;
 			sh->h[i].pending = 0;
@@ -375,37 +435,54 @@ static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 	return kill_ms;
 }
 
-int main(void)
+/*
+ * One run of rounds on a file of its own: one block size, or several
+ * (multi).  Returns after the check of the last restart and a clean
+ * stop; prints what it did.
+ */
+static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
+		       uint64_t rounds)
 {
-	uint64_t seed = env_u64("KVMM_CRASH_FUZZ_SEED", 1);
-	uint64_t rounds = env_u64("KVMM_CRASH_FUZZ_ROUNDS", 16);
-	uint64_t rs = seed;
+	/* the sizes' draws apart from the kills', so that one-size runs
+	 * kill where they did before the sizes */
+	uint64_t rs = seed, zs = seed * 0x9e37 + 0x51e;
 	struct cf_totals t = { 0 };
-	struct cf_shared *sh;
+	struct cf_restart rc;
+	struct cf_sizes z;
 	struct td_daemon d;
 	char nvme[256];
+	bool lost_all;
 
-	printf("seed %llu, %llu rounds\n", (unsigned long long)seed,
-	       (unsigned long long)rounds);
-	if (!rounds)
-		t_fail("KVMM_CRASH_FUZZ_ROUNDS=0: no round to run");
-	cc_nvme_path(nvme, sizeof(nvme), "crash-fuzz");
-	t_nvme_require(nvme);
-	unlink(nvme);
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	t_assert(sh != MAP_FAILED);
 	memset(sh, 0, sizeof(*sh));
 	sh->uid = geteuid();
 	/* tenants to tell apart: clients of their own uids */
 	sh->uids = sh->uid == 0;
-	printf("clients: %s\n", sh->uids ?
-					"uids 61400-61402, a chain set each" :
-					"all of the test's uid (not root)");
+	cf_sizes_init(&z, sh, multi, &zs);
+	cc_nvme_path(nvme, sizeof(nvme),
+		     multi ? "crash-fuzz-sizes" : "crash-fuzz");
+	unlink(nvme);
+	printf("%s: seed %llu, %llu rounds; clients: %s\n",
+	       multi ? "several block sizes" : "one block size",
+	       (unsigned long long)seed, (unsigned long long)rounds,
+	       sh->uids ? "uids 61400-61402, a chain set each" :
+			  "all of the test's uid (not root)");
+	if (multi) {
+		printf("sizes (pages:weight, the file's partition order):");
+		for (uint32_t k = 0; k < z.n; k++)
+			printf(" %u:%u", z.pages[z.part[k]],
+			       z.weight[z.part[k]]);
+		printf("; --nvme-size %llu, --host-mem %llu\n",
+		       (unsigned long long)z.nvme_bytes,
+		       (unsigned long long)z.host_bytes);
+	}
 	for (uint32_t r = 0; r <= rounds; r++) {
-		start_daemon(&d, sh, nvme, seed, r);
-		if (r)
-			check_restart(d.sock, sh, r, &t);
+		if (!r) {
+			cf_start_daemon(&d, sh, &z, nvme, seed, r, true);
+		} else {
+			cf_restart(&d, sh, &z, nvme, seed, r, &zs, &rc,
+				   &lost_all);
+			check_restart(d.sock, sh, &z, &rc, lost_all, r, &t);
+		}
 		if (r == rounds)
 			break;
 		round_run(&d, sh, seed, r, &rs);
@@ -414,26 +491,73 @@ int main(void)
 		if (!drop_checked(sh, &sh->drops[j]))
 			continue;
 		t.drops_checked++;
+		t.drops_sized += sh->drops[j].block_pages != 0;
 		t.drops_exact += !drop_kept(&sh->drops[j]);
 		t.kept_in_use += sh->drops[j].rep.kept_in_use;
 		t.kept_busy += sh->drops[j].rep.kept_busy;
 	}
 	cc_stop(&d);
 	unlink(nvme);
-	printf("seed %llu: %llu rounds; %llu opens, %llu blocks checked, %llu publishes (%llu blocks new); %u drops answered, %llu covering every block (%llu kept none; kept in use %llu, busy %llu); after the restarts %llu recovered, %llu found byte-identical, %llu covered and absent, %llu covered and back (kept)\n",
+	printf("seed %llu: %llu rounds; %llu opens, %llu blocks checked, %llu publishes (%llu blocks new); %u drops answered, %llu covering every block (%llu of one size; %llu kept none; kept in use %llu, busy %llu); after the restarts %llu recovered, %llu found byte-identical, %llu covered and absent, %llu covered and back (kept)\n",
 	       (unsigned long long)seed, (unsigned long long)rounds,
 	       (unsigned long long)sh->opens,
 	       (unsigned long long)sh->blocks_checked,
 	       (unsigned long long)sh->publishes,
 	       (unsigned long long)sh->blocks_published, sh->ndrops,
 	       (unsigned long long)t.drops_checked,
+	       (unsigned long long)t.drops_sized,
 	       (unsigned long long)t.drops_exact,
 	       (unsigned long long)t.kept_in_use,
 	       (unsigned long long)t.kept_busy, (unsigned long long)t.recovered,
 	       (unsigned long long)t.found,
 	       (unsigned long long)t.covered_absent,
 	       (unsigned long long)t.covered_back);
+	if (multi) {
+		printf("seed %llu, sizes: %llu restarts as before, %llu in another order (%llu blocks recovered again, each on its size), %llu with other weights (%llu blocks a start as before recovered, none after);",
+		       (unsigned long long)seed, (unsigned long long)z.same,
+		       (unsigned long long)z.swaps,
+		       (unsigned long long)z.swapped_back,
+		       (unsigned long long)z.reweights,
+		       (unsigned long long)z.reweight_lost);
+		for (uint32_t s = 0; s < z.n; s++)
+			printf(" %u pages: %llu recovered, %llu found;",
+			       z.pages[s], (unsigned long long)z.recovered[s],
+			       (unsigned long long)z.found[s]);
+		printf("\n");
+	}
 	/* a run that checked nothing is no test */
 	t_assert(t.found > 0);
+}
+
+int main(void)
+{
+	uint64_t seed = env_u64("KVMM_CRASH_FUZZ_SEED", 1);
+	uint64_t rounds = env_u64("KVMM_CRASH_FUZZ_ROUNDS", 16);
+	const char *sizes = getenv("KVMM_CRASH_FUZZ_SIZES");
+	bool one = true, multi = true;
+	struct cf_shared *sh;
+	char nvme[256];
+
+	if (sizes && !strcmp(sizes, "1"))
+		multi = false;
+	else if (sizes && !strcmp(sizes, "multi"))
+		one = false;
+	else if (sizes && *sizes)
+		t_fail("KVMM_CRASH_FUZZ_SIZES=%s: 1 (one block size) or multi (several), or unset for both",
+		       sizes);
+	if (!rounds)
+		t_fail("KVMM_CRASH_FUZZ_ROUNDS=0: no round to run");
+	/* both: the rounds split between them (at least 1 each) */
+	if (one && multi)
+		rounds = rounds / 2 ? rounds / 2 : 1;
+	cc_nvme_path(nvme, sizeof(nvme), "crash-fuzz");
+	t_nvme_require(nvme);
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	t_assert(sh != MAP_FAILED);
+	if (one)
+		run_rounds(sh, false, seed, rounds);
+	if (multi)
+		run_rounds(sh, true, seed, rounds);
 	return 0;
 }

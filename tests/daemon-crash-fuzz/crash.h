@@ -16,13 +16,19 @@
 #include <stdint.h>
 
 #include "tests/cache-common.h"
+#include "tests/lib/daemon.h"
 
+/* the block sizes a multi-size run names (--cache-block-pages), at most:
+ * each size has chains of its own, CF_HASHES hashes */
+#define CF_SIZES_MAX 3
 #define CF_CHAINS 24
 /* the chains a round's clients use: a window that moves each round, so
  * blocks of earlier rounds stay unpublished and their drops checked */
 #define CF_ROUND_CHAINS 12
 #define CF_CHAIN_BLOCKS 4 /* blocks per chain, the longest sequence */
 #define CF_HASHES (CF_CHAINS * CF_CHAIN_BLOCKS)
+#define CF_HASHES_MAX (CF_SIZES_MAX * CF_HASHES)
+#define CF_PPB_MAX (2 * 3) /* pages a block: 3 layers at most */
 #define CF_CLIENTS 3
 /* run as root: client i is uid CF_UID_BASE + i (the chains k with
  * k % CF_CLIENTS == i are its), and a --uid drop has tenants to tell
@@ -52,24 +58,30 @@ struct cf_drop {
 	uint64_t sent_us, acked_us;
 	uint32_t round;
 	uint32_t tiers, flags, tenant;
+	uint32_t block_pages; /* one size's cache (--block-pages), or 0 */
 	bool via_kvmmctl;
 	/* the hashes a client may have held while kvmmd ran it: the drop
 	 * may have kept those as in use (its kept_in_use) */
-	uint64_t held[(CF_HASHES + 63) / 64];
+	uint64_t held[(CF_HASHES_MAX + 63) / 64];
 	struct kvmm_admin_cache_drop_reply rep;
 };
 
 struct cf_shared {
 	bool uids; /* clients of CF_UID_BASE + i, or all of uid */
 	uid_t uid; /* the test's */
-	struct cf_hash_rec h[CF_HASHES];
+	/* the block sizes: size s has 2 x layers[s] pages a block and the
+	 * hashes [s x CF_HASHES, (s + 1) x CF_HASHES); one size (4 pages)
+	 * unless the run is of several */
+	uint32_t nsizes;
+	uint32_t layers[CF_SIZES_MAX];
+	struct cf_hash_rec h[CF_HASHES_MAX];
 	uint32_t ndrops; /* entries of drops[] written */
 	struct cf_drop drops[CF_MAX_DROPS];
 	/* what the clients did (all rounds) */
 	uint64_t opens, blocks_checked, publishes, blocks_published;
 	/* the check after a restart: whether hash i was found (its
 	 * readers are processes of the hashes' uids) */
-	uint8_t found[CF_HASHES];
+	uint8_t found[CF_HASHES_MAX];
 	/* a wrong byte a client saw: the first one's description */
 	uint32_t bad;
 	char bad_msg[256];
@@ -102,15 +114,42 @@ static inline uint64_t cf_rand(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-/* The hash of block b of chain k (never 0), and back to its index. */
-static inline uint64_t cf_hash(uint32_t k, uint32_t b)
+/* Hash i's index: size s's block b of chain k, and back (the hashes
+ * of one run's sizes never meet, so a block found in a region of a size
+ * not its own shows). */
+static inline uint32_t cf_index(uint32_t s, uint32_t k, uint32_t b)
 {
-	return 0xc5a50000000ULL + (uint64_t)k * 16 + b + 1;
+	return s * CF_HASHES + k * CF_CHAIN_BLOCKS + b;
 }
 
-static inline uint32_t cf_index(uint32_t k, uint32_t b)
+static inline uint32_t cf_size_of(uint32_t i)
 {
-	return k * CF_CHAIN_BLOCKS + b;
+	return i / CF_HASHES;
+}
+
+static inline uint32_t cf_chain_of(uint32_t i)
+{
+	return i % CF_HASHES / CF_CHAIN_BLOCKS;
+}
+
+/* The hash of hash index i (never 0; size 0's those of the one-size
+ * runs before the sizes). */
+static inline uint64_t cf_hash(uint32_t i)
+{
+	return 0xc5a50000000ULL + (uint64_t)cf_size_of(i) * 0x1000 +
+	       (uint64_t)cf_chain_of(i) * 16 + i % CF_CHAIN_BLOCKS + 1;
+}
+
+/* The hashes of the run's sizes. */
+static inline uint32_t cf_nhashes(const struct cf_shared *sh)
+{
+	return sh->nsizes * CF_HASHES;
+}
+
+/* Pages a block of size s. */
+static inline uint32_t cf_ppb(const struct cf_shared *sh, uint32_t s)
+{
+	return 2 * sh->layers[s];
 }
 
 /* The uid whose client publishes chain k: its blocks' tenant. */
@@ -164,10 +203,68 @@ static inline pid_t cf_fork(void)
 	return fork();
 }
 
-/* A client process (client.c), which loops until it is killed. */
+/* A client process (client.c), which loops until it is killed: a
+ * connection and a region of each size, a chain of one drawn each step. */
 pid_t cf_client_start(const struct cf_proc *p, int num);
-/* The operator process (client.c): a drop every 30-300 ms; the leader
+/* The operator process (client.c): a drop every 30-300 ms (with several
+ * sizes, a third of them of one size's cache, --block-pages); the leader
  * of a process group (its kvmmctl runs in it). */
 pid_t cf_operator_start(const struct cf_proc *p);
+
+/*
+ * The parent's (tests/daemon-crash-fuzz/restart.c): the sizes kvmmd
+ * names and how each restart names them.  One size: 4 pages, no weight.
+ * Several (a multi-size run): each size's pages and weight, listed in
+ * order[] (indexes of pages[]); the NVMe file is cut in that list's
+ * partitions at the first start and keeps that partition order (part[])
+ * whatever order later starts name, since kvmmd puts each size on the
+ * partition that holds its blocks (Documentation/tiers.md, "The NVMe
+ * partitions").
+ */
+struct cf_sizes {
+	uint32_t n;
+	uint32_t pages[CF_SIZES_MAX], weight[CF_SIZES_MAX];
+	uint32_t order[CF_SIZES_MAX]; /* the list as kvmmd is given it */
+	uint32_t part[CF_SIZES_MAX]; /* the file's partitions' sizes */
+	uint64_t nvme_bytes, host_bytes;
+	/* what the restarts did: the same list, the same weights in
+	 * another order, other weights (every partition formatted) */
+	uint64_t same, swaps, reweights;
+	uint64_t swapped_back, reweight_lost; /* blocks recovered then */
+	uint64_t recovered[CF_SIZES_MAX], found[CF_SIZES_MAX];
+};
+
+/* What the restart check counted (its found[] by size). */
+struct cf_restart {
+	uint64_t recovered[CF_SIZES_MAX];
+};
+
+/* The run's sizes: one (4 pages) or, multi, 2 or 3 of 2, 4 and 6 pages
+ * (a third of the seeds 3), each of weight 1-3, drawn from *rs; sh's
+ * nsizes and layers[] set (in the order of pages[]). */
+void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
+		   uint64_t *rs);
+/* kvmmd started on nvme as z lists the sizes (odd rounds with every
+ * NVMe header invalidation failing); fails with its log if it does
+ * not start. */
+void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
+		     const struct cf_sizes *z, const char *nvme, uint64_t seed,
+		     uint32_t round, bool failing);
+/* The blocks the restart recovered in size s's cache (TIER_STATS of
+ * that size), or in all when z has one size. */
+uint64_t cf_recovered(const char *sock, const struct cf_sizes *z, uint32_t s);
+/*
+ * The start of round `round` after a crash: kvmmd started as z lists the
+ * sizes or, multi, in a quarter of the restarts with the same weights in
+ * another order and in a quarter with other weights, each after a start
+ * as before (its per-size recovered counts, then SIGKILL) that it must
+ * match exactly (another order) or lose wholly (other weights: 0 in every
+ * partition).  rc gets each size's recovered count; *lost_all says the
+ * restart must find nothing.
+ */
+void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
+		struct cf_sizes *z, const char *nvme, uint64_t seed,
+		uint32_t round, uint64_t *rs, struct cf_restart *rc,
+		bool *lost_all);
 
 #endif
