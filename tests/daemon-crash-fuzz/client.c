@@ -85,7 +85,7 @@ static void client_step(struct cc *cs, struct cf_shared *sh, uint32_t round,
 	uint32_t len = 1 + (uint32_t)(cf_rand(rs) % CF_CHAIN_BLOCKS);
 	uint32_t ppb = cf_ppb(sh, s);
 	struct kvmm_prefix_open_reply rep;
-	uint64_t h[CF_CHAIN_BLOCKS];
+	uint64_t h[CF_CHAIN_BLOCKS], key[CF_CHAIN_BLOCKS];
 	struct cc *c = &cs[s];
 	uint32_t found;
 	int r;
@@ -94,6 +94,7 @@ static void client_step(struct cc *cs, struct cf_shared *sh, uint32_t round,
 		struct cf_hash_rec *rec = &sh->h[cf_index(s, k, b)];
 
 		h[b] = cf_hash(cf_index(s, k, b));
+		key[b] = cf_key(cf_index(s, k, b));
 		__atomic_add_fetch(&rec->holders, 1, __ATOMIC_SEQ_CST);
 		atomic_max(&rec->last_acquire_us, cf_now_us());
 	}
@@ -103,7 +104,8 @@ static void client_step(struct cc *cs, struct cf_shared *sh, uint32_t round,
 	t_assert_eq(rep.pages_per_block, ppb);
 	for (uint32_t b = 0; b < found; b++) {
 		for (uint32_t p = 0; p < ppb; p++) {
-			int w = cf_first_bad(c->map[ids[b * ppb + p]], h[b], p);
+			int w = cf_first_bad(c->map[ids[b * ppb + p]], key[b],
+					     p);
 
 			if (w >= 0) {
 				client_bad(sh, h[b], p, w, "a client's open");
@@ -120,7 +122,7 @@ static void client_step(struct cc *cs, struct cf_shared *sh, uint32_t round,
 			       ppb, k, len, r);
 		for (uint32_t b = found; b < len; b++)
 			for (uint32_t p = 0; p < ppb; p++)
-				cf_fill(c->map[ids[b * ppb + p]], h[b], p);
+				cf_fill(c->map[ids[b * ppb + p]], key[b], p);
 		client_publish(c, sh, rep.seq_id, s, k, found, len, h);
 	}
 	/* sometimes hold the blocks a while: a drop then keeps them */

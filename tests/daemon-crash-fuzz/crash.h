@@ -114,9 +114,7 @@ static inline uint64_t cf_rand(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-/* Hash i's index: size s's block b of chain k, and back (the hashes
- * of one run's sizes never meet, so a block found in a region of a size
- * not its own shows). */
+/* Hash i's index: size s's block b of chain k, and back. */
 static inline uint32_t cf_index(uint32_t s, uint32_t k, uint32_t b)
 {
 	return s * CF_HASHES + k * CF_CHAIN_BLOCKS + b;
@@ -132,12 +130,22 @@ static inline uint32_t cf_chain_of(uint32_t i)
 	return i % CF_HASHES / CF_CHAIN_BLOCKS;
 }
 
-/* The hash of hash index i (never 0; size 0's those of the one-size
- * runs before the sizes). */
+/* The hash of hash index i (never 0): one for every size, since the
+ * sizes' hashes never meet (their layouts seed them, "Several block
+ * sizes" in Documentation/tiers.md), so each size publishes the same
+ * hashes, with bytes of its own (cf_key()). */
 static inline uint64_t cf_hash(uint32_t i)
 {
-	return 0xc5a50000000ULL + (uint64_t)cf_size_of(i) * 0x1000 +
-	       (uint64_t)cf_chain_of(i) * 16 + i % CF_CHAIN_BLOCKS + 1;
+	return 0xc5a50000000ULL + (uint64_t)cf_chain_of(i) * 16 +
+	       i % CF_CHAIN_BLOCKS + 1;
+}
+
+/* What the bytes of hash index i's block are a function of: its hash and
+ * its size (size 0's, the hash alone), so that a block of one size
+ * served under the hash in another size's region is wrong bytes. */
+static inline uint64_t cf_key(uint32_t i)
+{
+	return cf_hash(i) + (uint64_t)cf_size_of(i) * 0x1000;
 }
 
 /* The hashes of the run's sizes. */
@@ -158,32 +166,32 @@ static inline uid_t cf_chain_uid(const struct cf_shared *sh, uint32_t k)
 	return sh->uids ? (uid_t)(CF_UID_BASE + k % CF_CLIENTS) : sh->uid;
 }
 
-/* Word w of page p of the block named hash: its bytes are a function of
- * the hash alone, so every copy of it, in any tier, any round, is one
- * content. */
-static inline uint64_t cf_word(uint64_t hash, uint32_t p, uint32_t w)
+/* Word w of page p of the block of key (cf_key()): its bytes are a
+ * function of its hash and size alone, so every copy of it, in any
+ * tier, any round, is one content. */
+static inline uint64_t cf_word(uint64_t key, uint32_t p, uint32_t w)
 {
-	uint64_t s = hash * 0x100000001b3ULL + (uint64_t)p * 0x10001 + w;
+	uint64_t s = key * 0x100000001b3ULL + (uint64_t)p * 0x10001 + w;
 
 	return cf_rand(&s);
 }
 
-static inline void cf_fill(unsigned char *page, uint64_t hash, uint32_t p)
+static inline void cf_fill(unsigned char *page, uint64_t key, uint32_t p)
 {
 	uint64_t *q = (uint64_t *)page;
 
 	for (uint32_t w = 0; w < CF_WORDS; w++)
-		q[w] = cf_word(hash, p, w);
+		q[w] = cf_word(key, p, w);
 }
 
 /* The first word of page p that is not the block's: its index, or -1. */
-static inline int cf_first_bad(const unsigned char *page, uint64_t hash,
+static inline int cf_first_bad(const unsigned char *page, uint64_t key,
 			       uint32_t p)
 {
 	const uint64_t *q = (const uint64_t *)page;
 
 	for (uint32_t w = 0; w < CF_WORDS; w++)
-		if (q[w] != cf_word(hash, p, w))
+		if (q[w] != cf_word(key, p, w))
 			return (int)w;
 	return -1;
 }

@@ -54,8 +54,8 @@ void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
 			if (z->n == 3 || k != skip)
 				z->pages[s++] = all[k];
 		for (uint32_t s = 0; s < z->n; s++)
-			z->weight[s] = 1 + (uint32_t)(cf_rand(rs) %
-						      CF_WEIGHT_MAX);
+			z->weight[s] =
+				1 + (uint32_t)(cf_rand(rs) % CF_WEIGHT_MAX);
 		/* the file and host memory fixed for the run, so that only
 		 * the weights change a cut: each size's partition holds
 		 * CF_MIN_SLOTS and its host share one block even at weight 1
@@ -109,20 +109,18 @@ void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
 		     uint32_t round, bool failing)
 {
 	char sizes[64], nvme_size[32], host[32];
-	const char *argv[] = { "--cache-block-pages", sizes_arg(z, sizes,
-								sizeof(sizes)),
-			       "--cache-gpu-blocks", "3", "--host-mem", host,
-			       "--nvme-path", nvme, "--nvme-size", nvme_size,
-			       "--nvme-save-on-stop", "0", "--cache-scope",
-			       seed & 1 ? "uid" : "shared",
-			       /* the clients' uids reach the socket */
-			       sh->uids ? "--socket-mode" : NULL, "0666",
-			       NULL };
+	const char *argv[] = {
+		"--cache-block-pages", sizes_arg(z, sizes, sizeof(sizes)),
+		"--cache-gpu-blocks", "3", "--host-mem", host, "--nvme-path",
+		nvme, "--nvme-size", nvme_size, "--nvme-save-on-stop", "0",
+		"--cache-scope", seed & 1 ? "uid" : "shared",
+		/* the clients' uids reach the socket */
+		sh->uids ? "--socket-mode" : NULL, "0666", NULL
+	};
 
 	snprintf(nvme_size, sizeof(nvme_size), "%llu",
 		 (unsigned long long)z->nvme_bytes);
-	snprintf(host, sizeof(host), "%llu",
-		 (unsigned long long)z->host_bytes);
+	snprintf(host, sizeof(host), "%llu", (unsigned long long)z->host_bytes);
 	if (failing && (round & 1))
 		setenv("KVMMD_TEST_MIGRATE_FAIL", "nvme-invalidate:1+", 1);
 	td_start_ok(d, argv);
@@ -133,7 +131,8 @@ void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
 	/* the file's partition order kept, said when the list's is another */
 	if (z->n > 1)
 		td_log_has(d, cf_order_line,
-			   memcmp(z->order, z->part, z->n * sizeof(z->order[0])));
+			   memcmp(z->order, z->part,
+				  z->n * sizeof(z->order[0])));
 }
 
 uint64_t cf_recovered(const char *sock, const struct cf_sizes *z, uint32_t s)
@@ -192,8 +191,8 @@ static void reweigh(struct cf_sizes *z, uint64_t *rs)
 	} else {
 		do {
 			for (uint32_t s = 0; s < z->n; s++)
-				w[s] = 1 + (uint32_t)(cf_rand(rs) %
-						      CF_WEIGHT_MAX);
+				w[s] = 1 +
+				       (uint32_t)(cf_rand(rs) % CF_WEIGHT_MAX);
 		} while (same_cut(w, z->weight, z->n));
 	}
 	memcpy(z->weight, w, sizeof(w));
