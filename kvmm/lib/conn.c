@@ -344,7 +344,13 @@ const char *kc_hello_refusal(int err)
 	}
 }
 
-int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
+/*
+ * The start of every connection, kvmmctl's and an engine's: a bad test
+ * knob is refused before anything is asked, then a fresh connection with
+ * its socket to kvmmd open (socket_path, or the default).  0 with *out
+ * set, or -errno with nothing left behind.
+ */
+static int conn_open(const char *socket_path, struct kvmm_conn **out)
 {
 	struct kvmm_conn *c;
 	int err;
@@ -356,21 +362,32 @@ int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
 	c = conn_alloc();
 	if (!c)
 		return -ENOMEM;
-	c->admin = true;
 	c->sock = open_socket(socket_path ? socket_path : kc_default_socket());
 	if (c->sock < 0) {
 		err = c->sock;
-		goto err_free;
+		conn_free(c);
+		return err;
 	}
-	err = hello(c, "kvmmctl", KVMM_HELLO_F_ADMIN, 0, NULL, NULL);
-	if (err)
-		goto err_free;
 	*out = c;
 	return 0;
+}
 
-err_free:
-	conn_free(c);
-	return err;
+int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
+{
+	struct kvmm_conn *c;
+	int err;
+
+	err = conn_open(socket_path, &c);
+	if (err)
+		return err;
+	c->admin = true;
+	err = hello(c, "kvmmctl", KVMM_HELLO_F_ADMIN, 0, NULL, NULL);
+	if (err) {
+		conn_free(c);
+		return err;
+	}
+	*out = c;
+	return 0;
 }
 
 static int setup_rings(struct kvmm_conn *c, int fds[4])
@@ -456,21 +473,11 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	/* kvmmctl shows the name: refuse one it would show cut short */
 	if (o.name && strlen(o.name) >= sizeof(((struct kvmm_hello *)0)->name))
 		return -ENAMETOOLONG;
-	/* a misspelt or bad test knob: refused before anything is asked */
-	err = kc_test_knobs_check();
+	err = conn_open(o.socket_path, &c);
 	if (err)
 		return err;
-	c = conn_alloc();
-	if (!c)
-		return -ENOMEM;
 	c->map_ahead = o.map_ahead_set ? o.map_ahead_blocks : 1;
 	c->spin_us = o.spin_us ? o.spin_us : 20;
-	c->sock = open_socket(o.socket_path ? o.socket_path :
-					      kc_default_socket());
-	if (c->sock < 0) {
-		err = c->sock;
-		goto err_free;
-	}
 	err = hello(c, o.name, 0, o.sq_entries, fds, &nfds);
 	if (err) {
 		/* the errno alone does not say it was kvmmd's refusal */
