@@ -324,6 +324,11 @@ int kc_map_blocks(struct kvmm_region *r, uint32_t seq, uint32_t first,
 bool kc_block_mapped(struct kvmm_region *r, struct kc_seq *q, uint32_t b);
 /* -EINVAL unless seq is an open sequence of r. */
 int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q);
+/* kc_seq_get(), and block b of it mapped whole: -EINVAL for a bad
+ * sequence or a block past the region's, -ENODATA for one not backed.
+ * lock held. */
+int kc_seq_get_mapped(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		      struct kc_seq **q);
 
 /*
  * import.c: the pages a SEQ_EXTEND or PREFIX_OPEN reply brings new,

@@ -118,11 +118,7 @@ int kvmm_seq_block_readonly(struct kvmm_region *r, uint32_t seq, uint32_t block)
 	if (err)
 		return err;
 	pthread_mutex_lock(&r->conn->lock);
-	err = kc_seq_get(r, seq, &q);
-	if (!err && block >= r->max_blocks)
-		err = -EINVAL;
-	if (!err && !kc_block_mapped(r, q, block))
-		err = -ENODATA;
+	err = kc_seq_get_mapped(r, seq, block, &q);
 	if (!err)
 		err = kc_block_ro(q, block);
 	pthread_mutex_unlock(&r->conn->lock);

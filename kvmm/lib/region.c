@@ -280,6 +280,22 @@ int kc_seq_get(struct kvmm_region *r, uint32_t seq, struct kc_seq **q)
 }
 
 /*
+ * One block's pages asked for by the engine (its page ids, whether it is
+ * read-only) or unshared: the same lookup and the same errnos for each.
+ */
+int kc_seq_get_mapped(struct kvmm_region *r, uint32_t seq, uint32_t b,
+		      struct kc_seq **q)
+{
+	int err = kc_seq_get(r, seq, q);
+
+	if (!err && b >= r->max_blocks)
+		err = -EINVAL;
+	if (!err && !kc_block_mapped(r, *q, b))
+		err = -ENODATA;
+	return err;
+}
+
+/*
  * Map the pages of one reply block, imported already (lock held), without
  * access yet: kc_map_blocks() opens them.
  */
@@ -557,11 +573,7 @@ int kvmm_seq_block_pages(struct kvmm_region *r, uint32_t seq, uint32_t block,
 	if (kc_inherited(r->conn))
 		return -ECHILD;
 	pthread_mutex_lock(&r->conn->lock);
-	err = kc_seq_get(r, seq, &q);
-	if (!err && block >= r->max_blocks)
-		err = -EINVAL;
-	if (!err && !kc_block_mapped(r, q, block))
-		err = -ENODATA;
+	err = kc_seq_get_mapped(r, seq, block, &q);
 	if (!err) {
 		if (n > r->pages_per_block)
 			n = r->pages_per_block;

@@ -125,11 +125,7 @@ static int unshare_once(struct kvmm_region *r, uint32_t seq, uint32_t b)
 
 	kc_seq_wait_collect(r, seq);
 	pthread_mutex_lock(&c->lock);
-	err = kc_seq_get(r, seq, &q);
-	if (!err && b >= r->max_blocks)
-		err = -EINVAL;
-	if (!err && !kc_block_mapped(r, q, b))
-		err = -ENODATA;
+	err = kc_seq_get_mapped(r, seq, b, &q);
 	if (err || !kc_block_ro(q, b))
 		goto out_unlock; /* 0: writable, the sequence's own */
 	rep = malloc(cap);
