@@ -211,35 +211,37 @@ uint32_t kc_lend(struct kvmm_region *xr, uint32_t xseq, uint32_t need)
 	return lent;
 }
 
-uint32_t kc_lend_block(struct kvmm_region *r)
-{
-	struct kvmm_conn *c = r->conn;
-	uint32_t lent;
-
-	pthread_mutex_lock(&c->lock);
-	/* one block, no sequence left out (UINT32_MAX names none) */
-	lent = lend(c, r, UINT32_MAX, 1, 0);
-	c->st.blocks_lent += lent;
-	/* the map-ahead thread must not take them back at once */
-	if (lent)
-		kc_mapahead_hold(c);
-	pthread_mutex_unlock(&c->lock);
-	return lent;
-}
-
-uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages, uint64_t cookie)
+/*
+ * lend() (lock taken here), the blocks given counted in *given_stat; then
+ * the map-ahead thread must not take them back at once: the extend that
+ * lacked them, ours or another process's, waits for them.
+ */
+static uint32_t lend_and_hold(struct kvmm_conn *c, struct kvmm_region *xr,
+			      uint32_t xseq, uint64_t missing, uint64_t cookie,
+			      uint64_t *given_stat)
 {
 	uint32_t given;
 
 	pthread_mutex_lock(&c->lock);
-	given = lend(c, NULL, 0, pages, cookie);
-	c->st.blocks_lent_on_request += given;
-	/* nor may the map-ahead thread take them back at once: the other
-	 * process's extend waits for them */
+	given = lend(c, xr, xseq, missing, cookie);
+	*given_stat += given;
 	if (given)
 		kc_mapahead_hold(c);
 	pthread_mutex_unlock(&c->lock);
 	return given;
+}
+
+uint32_t kc_lend_block(struct kvmm_region *r)
+{
+	/* one block, no sequence left out (UINT32_MAX names none) */
+	return lend_and_hold(r->conn, r, UINT32_MAX, 1, 0,
+			     &r->conn->st.blocks_lent);
+}
+
+uint32_t kc_give_ahead(struct kvmm_conn *c, uint64_t pages, uint64_t cookie)
+{
+	return lend_and_hold(c, NULL, 0, pages, cookie,
+			     &c->st.blocks_lent_on_request);
 }
 
 void kc_give_ack(struct kvmm_conn *c, uint64_t cookie, uint32_t given)
