@@ -129,6 +129,19 @@ struct pol_block *hpol_victim(void *priv)
 }
 
 /*
+ * The ops of a heap-ranked policy: its name and its create (which picks
+ * the kind it ranks by) around this skeleton's hooks, the same for every
+ * one, so that a hook the skeleton gains reaches each of them.
+ */
+#define HPOL_OPS(policy_name, create_fn)                            \
+	{                                                           \
+		.name = (policy_name), .create = (create_fn),       \
+		.destroy = hpol_destroy, .on_insert = hpol_insert,  \
+		.on_access = hpol_access, .on_remove = hpol_remove, \
+		.on_change = hpol_change, .victim = hpol_victim,    \
+	}
+
+/*
  * LFU: fewest accesses since the block was first seen (the count survives
  * demotion to a lower tier), least recently used first among equals.
  * Recency is the cache's access counter (b->tick), not the owner's clock
@@ -161,16 +174,7 @@ static int lfu_create(struct pol_cache *c, unsigned tier, void **priv)
 	return hpol_create(c, tier, &lfu_kind, priv);
 }
 
-const struct pol_ops pol_lfu_ops = {
-	.name = "lfu",
-	.create = lfu_create,
-	.destroy = hpol_destroy,
-	.on_insert = hpol_insert,
-	.on_access = hpol_access,
-	.on_remove = hpol_remove,
-	.on_change = hpol_change,
-	.victim = hpol_victim,
-};
+const struct pol_ops pol_lfu_ops = HPOL_OPS("lfu", lfu_create);
 
 /*
  * Belady (offline): evict the block whose next use is farthest in the
@@ -217,13 +221,4 @@ static int belady_create(struct pol_cache *c, unsigned tier, void **priv)
 			   priv);
 }
 
-const struct pol_ops pol_belady_ops = {
-	.name = "belady",
-	.create = belady_create,
-	.destroy = hpol_destroy,
-	.on_insert = hpol_insert,
-	.on_access = hpol_access,
-	.on_remove = hpol_remove,
-	.on_change = hpol_change,
-	.victim = hpol_victim,
-};
+const struct pol_ops pol_belady_ops = HPOL_OPS("belady", belady_create);
