@@ -358,14 +358,11 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 	pthread_mutex_lock(&t->lock);
 	/* before any read is taken, so that a restamp waiting for the reads
 	 * of its slots never waits for this batch */
-	while (nvme_any_restamping(t, ios, n))
-		nvme_slot_wait(t);
+	nvme_batch_start(t, ios, n);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
-		struct nvme_slot *s;
+		struct nvme_slot *s = nvme_ready_slot(t, io);
 
-		io->dropped = false;
-		s = nvme_ready_slot(t, io);
 		if (!s)
 			continue;
 		if (!io->buf || (uintptr_t)io->buf % NVME_ALIGN) {
@@ -403,13 +400,11 @@ int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
 		return (int)n;
 	pthread_mutex_lock(&t->lock);
 	/* a slot claimed while its restamp wrote: the zeros go after */
-	while (nvme_any_restamping(t, ios, n))
-		nvme_slot_wait(t);
+	nvme_batch_start(t, ios, n);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
 		struct nvme_slot *s;
 
-		io->dropped = false;
 		if (io->slot >= t->nslots) {
 			io->result = -EINVAL;
 			continue;

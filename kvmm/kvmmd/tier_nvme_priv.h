@@ -493,9 +493,11 @@ void nvme_restamp_settle(struct tier_nvme *t, uint32_t slot);
  * and holds io's block (a read's, a restamp's); else NULL, io->result
  * -EINVAL (no such slot) or -ENOENT (another block, bad, not ready) */
 struct nvme_slot *nvme_ready_slot(struct tier_nvme *t, struct tier_nvme_io *io);
-/* Whether any of ios' slots is being restamped (t->lock held) */
-bool nvme_any_restamping(const struct tier_nvme *t,
-			 const struct tier_nvme_io *ios, unsigned int n);
+/* tier_nvme_restamp.c (t->lock held): the start of a batch on written
+ * slots: wait until none of ios' slots is being restamped, then clear
+ * each io's dropped */
+void nvme_batch_start(struct tier_nvme *t, struct tier_nvme_io *ios,
+		      unsigned int n);
 
 /* tier_nvme_part.c: the partition of a file of bytes (part_base,
  * part_bytes; the whole file without partitions); whether sb names this

@@ -37,13 +37,30 @@
 
 #if HAVE_LIBURING
 
-bool nvme_any_restamping(const struct tier_nvme *t,
-			 const struct tier_nvme_io *ios, unsigned int n)
+static bool any_restamping(const struct tier_nvme *t,
+			   const struct tier_nvme_io *ios, unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++)
 		if (ios[i].slot < t->nslots && t->slots[ios[i].slot].restamping)
 			return true;
 	return false;
+}
+
+/*
+ * Every batch on written slots (a read, an invalidation, a restamp)
+ * starts so, before it takes any of them: waiting with none taken, no
+ * two batches wait for each other in a cycle.  What each waits for is
+ * its own: a read must not get a header half rewritten, an invalidation's
+ * zeros go after the restamped header, one restamp of a slot at a time.
+ */
+void nvme_batch_start(struct tier_nvme *t, struct tier_nvme_io *ios,
+		      unsigned int n)
+{
+	while (any_restamping(t, ios, n))
+		nvme_slot_wait(t);
+	/* set again only where the batch drops the block */
+	for (unsigned int i = 0; i < n; i++)
+		ios[i].dropped = false;
 }
 
 void nvme_restamp_settle(struct tier_nvme *t, uint32_t slot)
@@ -95,15 +112,11 @@ static void restamp_take(struct tier_nvme *t, struct nvme_batch *b)
 	struct tier_nvme_io *ios = b->ios;
 	unsigned int n = b->n;
 
-	/* no slot of this batch taken while it waits: no cycle */
-	while (nvme_any_restamping(t, ios, n))
-		nvme_slot_wait(t);
+	nvme_batch_start(t, ios, n);
 	for (unsigned int i = 0; i < n; i++) {
 		struct tier_nvme_io *io = &ios[i];
-		struct nvme_slot *s;
+		struct nvme_slot *s = nvme_ready_slot(t, io);
 
-		io->dropped = false;
-		s = nvme_ready_slot(t, io);
 		if (!s)
 			continue;
 		if (s->restamping) { /* twice in this batch */
