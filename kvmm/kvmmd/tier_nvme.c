@@ -217,6 +217,22 @@ static void free_hdr_bufs(struct tier_nvme *t)
 	free(t->hdr_bufs);
 }
 
+/*
+ * The last of a tier, closed or failing to open (its ring, file and
+ * header buffers gone already): its slots, its locks and itself.  One
+ * place, so a lock or table the tier gains is freed on both ways out.
+ */
+static void free_tier(struct tier_nvme *t)
+{
+	nvme_slots_fini(t);
+	pthread_cond_destroy(&t->io_wake);
+	pthread_cond_destroy(&t->slot_cond);
+	pthread_mutex_destroy(&t->sb_lock);
+	pthread_mutex_destroy(&t->io_lock);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
 /* Tests only: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS holds every invalidation
  * batch back this long, so that a test can stop kvmmd (SIGKILL) while a
  * drop's header writes wait (tests/cache-drop-mark-crash.c). */
@@ -383,13 +399,7 @@ err_close:
 err_free:
 	free_hdr_bufs(t);
 	nvme_engine_fini(t);
-	nvme_slots_fini(t);
-	pthread_cond_destroy(&t->io_wake);
-	pthread_cond_destroy(&t->slot_cond);
-	pthread_mutex_destroy(&t->sb_lock);
-	pthread_mutex_destroy(&t->io_lock);
-	pthread_mutex_destroy(&t->lock);
-	free(t);
+	free_tier(t);
 	return r;
 }
 
@@ -474,13 +484,7 @@ void tier_nvme_close(struct tier_nvme *t)
 	if (!t->fd_held)
 		close(t->fd);
 	free_hdr_bufs(t);
-	nvme_slots_fini(t);
-	pthread_cond_destroy(&t->io_wake);
-	pthread_cond_destroy(&t->slot_cond);
-	pthread_mutex_destroy(&t->sb_lock);
-	pthread_mutex_destroy(&t->io_lock);
-	pthread_mutex_destroy(&t->lock);
-	free(t);
+	free_tier(t);
 }
 
 #else /* !HAVE_LIBURING */
