@@ -15,6 +15,7 @@
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/cache-common.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 
 #define NB 2
 #define NVME_SLOTS 16
@@ -37,7 +38,7 @@ static void seed(const char *path, uint64_t size)
 	uint64_t h[NB];
 	void *buf = NULL;
 
-	t_ok(posix_memalign(&buf, 4096, PAYLOAD));
+	buf = t_page_alloc(PAYLOAD);
 	memset(buf, 0xee, PAYLOAD);
 	cc_content_hashes(&content, 0, h);
 	t = nt_open(cfg, NULL, NULL);

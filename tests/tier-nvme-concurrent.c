@@ -15,6 +15,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -167,8 +168,8 @@ int main(void)
 	/* threads 0 and 1 in the registered region, 2 and 3 outside it */
 	size_t half = (size_t)2 * 2 * PER_THREAD * AREA;
 
-	t_ok(posix_memalign((void **)&reg, 4096, half));
-	t_ok(posix_memalign((void **)&unreg, 4096, half));
+	reg = t_page_alloc(half);
+	unreg = t_page_alloc(half);
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,
@@ -245,7 +246,7 @@ int main(void)
 
 	for (int b = 0; b < 8; b++)
 		t_ok(tier_nvme_free(t, w[0].slots[b]));
-	t_ok(posix_memalign((void **)&tbuf, 4096, 8 * PAYLOAD));
+	tbuf = t_page_alloc(8 * PAYLOAD);
 	nt_fill(tbuf, 8 * PAYLOAD, 77);
 	t_assert_eq(pthread_barrier_init(&two, NULL, 2), 0);
 	tier_nvme_get_stats(t, &before);

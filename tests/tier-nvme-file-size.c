@@ -17,6 +17,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
@@ -103,7 +104,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-file-size-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	unlink(path);
-	t_ok(posix_memalign((void **)&data, 4096, BIG * PAYLOAD));
+	data = t_page_alloc(BIG * PAYLOAD);
 	for (size_t i = 0; i < BIG * PAYLOAD; i++)
 		data[i] = (unsigned char)(i * 7 + i / PAYLOAD);
 

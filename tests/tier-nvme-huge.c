@@ -10,6 +10,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ int main(void)
 
 		memcpy(region + i * 8, &v, 8);
 	}
-	t_ok(posix_memalign((void **)&rd, 4096, PAYLOAD));
+	rd = t_page_alloc(PAYLOAD);
 
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),

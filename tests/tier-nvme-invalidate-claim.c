@@ -12,6 +12,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -70,9 +71,9 @@ int main(void)
 		dir = "/var/tmp";
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-claim-%d", dir,
 		 getpid());
-	t_ok(posix_memalign((void **)&old, 4096, PAYLOAD));
-	t_ok(posix_memalign((void **)&new, 4096, PAYLOAD));
-	t_ok(posix_memalign((void **)&rd, 4096, PAYLOAD));
+	old = t_page_alloc(PAYLOAD);
+	new = t_page_alloc(PAYLOAD);
+	rd = t_page_alloc(PAYLOAD);
 	nt_fill(old, PAYLOAD, 1);
 	nt_fill(new, PAYLOAD, 2);
 	struct tier_nvme_config cfg = {

@@ -15,6 +15,7 @@
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -49,7 +50,7 @@ static void another_process(const char *path)
 	if (p == 0) {
 		unsigned char *buf = NULL;
 
-		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
+		buf = t_page_alloc(PAYLOAD);
 		t = nt_open(cfg, NULL, NULL);
 		nt_put(t, 0x101, 0, buf, PAYLOAD);
 		t_assert_eq(write(up[1], "u", 1), 1);

@@ -23,6 +23,7 @@
 #include "kvmm/kvmmd/crc32c.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <fcntl.h>
@@ -233,7 +234,7 @@ int main(void)
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-mark-retire-%d",
 		 dir ? dir : "/var/tmp", (int)getpid());
-	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
+	buf = t_page_alloc(PAYLOAD);
 	tenants(path);
 	unlink(path);
 	tenantless(path);

@@ -34,6 +34,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -161,8 +162,8 @@ int main(void)
 	if (!t_nvme_usable(path))
 		t_skip("no O_DIRECT io_uring I/O in %s", path);
 	t_ok(tier_nvme_claim(path, false, &fd));
-	t_ok(posix_memalign((void **)&data, 4096, P));
-	t_ok(posix_memalign((void **)&back, 4096, P));
+	data = t_page_alloc(P);
+	back = t_page_alloc(P);
 
 	/* 1 */
 	pack();

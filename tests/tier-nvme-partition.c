@@ -34,6 +34,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 #include "vmm/vmm.h"
 
@@ -117,9 +118,9 @@ int main(void)
 	if (!t_nvme_usable(path))
 		t_skip("no O_DIRECT io_uring I/O in %s", path);
 	t_ok(tier_nvme_claim(path, false, &fd));
-	t_ok(posix_memalign((void **)&data, 4096, PA));
-	t_ok(posix_memalign((void **)&back, 4096, PA));
-	t_ok(posix_memalign((void **)&sb, 4096, 4096));
+	data = t_page_alloc(PA);
+	back = t_page_alloc(PA);
+	sb = t_page_alloc(4096);
 
 	/* 1 */
 	a = open_part(0, 2, 0, NA, 0);

@@ -18,6 +18,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -80,8 +81,8 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-rerr-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	cfg.path = path;
-	t_ok(posix_memalign((void **)&data, 4096, NBLOCKS * PAYLOAD));
-	t_ok(posix_memalign((void **)&rbuf, 4096, 4096 + PAYLOAD));
+	data = t_page_alloc(NBLOCKS * PAYLOAD);
+	rbuf = t_page_alloc(4096 + PAYLOAD);
 	t = nt_open(cfg, NULL, NULL);
 	for (int i = 0; i < NBLOCKS; i++) {
 		nt_fill(data + (size_t)i * PAYLOAD, PAYLOAD, 500 + i);

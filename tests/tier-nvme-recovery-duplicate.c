@@ -23,6 +23,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -65,7 +66,7 @@ static int read_one(struct tier_nvme *t, uint64_t hash, uint32_t slot,
 	static unsigned char *buf;
 
 	if (!buf)
-		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
+		buf = t_page_alloc(PAYLOAD);
 	return nt_read_check(t, hash, slot, buf, payload(data_i), PAYLOAD);
 }
 
@@ -93,8 +94,7 @@ int main(void)
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-dup-%d",
 		 dir ? dir : "/var/tmp", getpid());
-	t_ok(posix_memalign((void **)&data, 4096,
-			    (size_t)(OTHERS + NSLOTS) * PAYLOAD));
+	data = t_page_alloc((size_t)(OTHERS + NSLOTS) * PAYLOAD);
 	for (int i = 0; i < OTHERS + NSLOTS; i++)
 		nt_fill(payload(i), PAYLOAD, 1000 + i);
 

@@ -18,6 +18,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -78,8 +79,8 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-rec-order-%d",
 		 dir ? dir : "/var/tmp", getpid());
 	snprintf(copy, sizeof(copy), "%s.copy", path);
-	t_ok(posix_memalign((void **)&data, 4096, NWRITTEN * PAYLOAD));
-	t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
+	data = t_page_alloc(NWRITTEN * PAYLOAD);
+	buf = t_page_alloc(PAYLOAD);
 
 	t = open_tier(path);
 	for (int i = 0; i < NWRITTEN; i++) {

@@ -10,6 +10,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -76,8 +77,8 @@ int main(void)
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-rec-%d",
 		 dir ? dir : "/var/tmp", getpid());
-	t_ok(posix_memalign((void **)&data, 4096, NSLOTS * PAYLOAD));
-	t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
+	data = t_page_alloc(NSLOTS * PAYLOAD);
+	buf = t_page_alloc(PAYLOAD);
 
 	t = open_tier(path, PAYLOAD, false);
 	for (int i = 0; i < 5; i++) {

@@ -15,6 +15,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -113,7 +114,7 @@ int main(void)
 		dir = "/var/tmp";
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-reserve-%d", dir,
 		 getpid());
-	t_ok(posix_memalign((void **)&buf, 4096, 2 * PAYLOAD));
+	buf = t_page_alloc(2 * PAYLOAD);
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,

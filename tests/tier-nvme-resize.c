@@ -24,6 +24,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -77,7 +78,7 @@ static void has_block(struct tier_nvme *t, int i, int slot)
 	static unsigned char *buf;
 
 	if (!buf)
-		t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
+		buf = t_page_alloc(PAYLOAD);
 	t_ok(nt_read_check(t, hash_of(i), slot, buf, data + (size_t)i * PAYLOAD,
 			   PAYLOAD));
 }
@@ -143,7 +144,7 @@ int main(void)
 		unlink(backing);
 		t_skip("no loop device (root and /dev/loop-control needed)");
 	}
-	t_ok(posix_memalign((void **)&data, 4096, (BIG + 2) * PAYLOAD));
+	data = t_page_alloc((BIG + 2) * PAYLOAD);
 	for (int i = 0; i < BIG + 2; i++)
 		nt_fill(data + (size_t)i * PAYLOAD, PAYLOAD, 300 + i);
 

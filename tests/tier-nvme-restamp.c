@@ -25,6 +25,7 @@
 #include "kvmm/kvmmd/crc32c.h"
 #include "kvmm/kvmmd/tier_nvme_priv.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <fcntl.h>
@@ -303,8 +304,8 @@ int main(void)
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-restamp-%d",
 		 dir ? dir : "/var/tmp", (int)getpid());
-	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
-	t_assert(posix_memalign((void **)&rbuf, 4096, PAYLOAD) == 0);
+	buf = t_page_alloc(PAYLOAD);
+	rbuf = t_page_alloc(PAYLOAD);
 	above_the_mark(path);
 	unlink(path);
 	refused(path);

@@ -30,6 +30,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -137,7 +138,7 @@ static void engine_child(const char *path)
 	int changed = 0;
 
 	for (int i = 0; i < NBIG; i++) {
-		t_ok(posix_memalign((void **)&buf[i], 4096, BIG));
+		buf[i] = t_page_alloc(BIG);
 		nt_fill(buf[i], BIG, 900 + i);
 		io[i] = (struct tier_nvme_io){ .hash = 0xf00 + i,
 					       .layout_id = 1,
@@ -221,7 +222,7 @@ int main(void)
 	t_assert_eq(r, 0);
 
 	/* a tier of NSMALL written slots for the recovery */
-	t_ok(posix_memalign((void **)&small, 4096, (size_t)NSMALL * SMALL));
+	small = t_page_alloc((size_t)NSMALL * SMALL);
 	t = open_tier(path, SMALL, NSMALL, QD_SCAN, NULL);
 	for (int i = 0; i < NSMALL; i++) {
 		nt_fill(small + (size_t)i * SMALL, SMALL, 40 + i);

@@ -17,6 +17,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <pthread.h>
@@ -131,7 +132,7 @@ int main(void)
 		dir = "/var/tmp";
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-ring-full-%d", dir,
 		 getpid());
-	t_ok(posix_memalign((void **)&mem, 4096, bytes));
+	mem = t_page_alloc(bytes);
 	struct tier_nvme_config cfg = {
 		.path = path,
 		.capacity_bytes = NT_CAPACITY(NBLOCKS, PAYLOAD),

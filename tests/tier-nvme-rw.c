@@ -9,6 +9,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -34,9 +35,9 @@ int main(void)
 	if (!dir)
 		dir = "/var/tmp";
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-rw-%d", dir, getpid());
-	t_ok(posix_memalign((void **)&region, 4096, NSLOTS * PAYLOAD));
-	t_ok(posix_memalign((void **)&other, 4096, 2 * PAYLOAD));
-	t_ok(posix_memalign((void **)&rd, 4096, NSLOTS * PAYLOAD));
+	region = t_page_alloc(NSLOTS * PAYLOAD);
+	other = t_page_alloc(2 * PAYLOAD);
+	rd = t_page_alloc(NSLOTS * PAYLOAD);
 	struct tier_nvme_config cfg = {
 		.size = sizeof(cfg),
 		.path = path,

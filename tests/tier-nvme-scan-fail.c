@@ -42,6 +42,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -723,7 +724,7 @@ int main(void)
 	unsetenv("KVMMD_TEST_NVME_RESIZE_FAIL");
 	snprintf(path, sizeof(path), "%s/kvmm-tier-scan-fail-%d",
 		 dir ? dir : "/var/tmp", (int)getpid());
-	t_assert(posix_memalign((void **)&buf, 4096, PAYLOAD) == 0);
+	buf = t_page_alloc(PAYLOAD);
 	read_fails_newest(path);
 	unlink(path);
 	read_fails(path);

@@ -18,6 +18,7 @@
  */
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_tier.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -92,7 +93,7 @@ int main(void)
 
 	snprintf(path, sizeof(path), "%s/kvmm-tier-nvme-stale-%d",
 		 dir ? dir : "/var/tmp", getpid());
-	t_ok(posix_memalign((void **)&buf, 4096, PAYLOAD));
+	buf = t_page_alloc(PAYLOAD);
 	memset(buf, 0x5a, PAYLOAD);
 	t = open_tier(path);
 

@@ -8,6 +8,7 @@
 #include "kvmm/kvmmd/tier_nvme.h"
 #include "tests/lib/nvme_layout.h"
 #include "tests/lib/nvme_probe.h"
+#include "tests/lib/page_alloc.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -39,7 +40,7 @@ int main(void)
 		unsigned char *buf = NULL;
 		struct tier_nvme_io io = { .hash = 1, .length = 65536 };
 
-		t_ok(posix_memalign((void **)&buf, 4096, 65536));
+		buf = t_page_alloc(65536);
 		memset(buf, 0x5a, 65536);
 		io.buf = buf;
 		t_assert_eq(tier_nvme_write_batch(t, &io, 1), 0);
