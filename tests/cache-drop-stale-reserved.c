@@ -36,7 +36,8 @@
  *     anything else: content 0 misses;
  *   - `--tier gpu`, no mark: content 0 on the GPU as above, content 2
  *     sent down by `kvmmctl tenant-limit UID host:3`, its 3 writes held
- *     and failing; the drop takes content 0's 3, claims 1 stale copy and
+ *     and failing, and every write after them (host-nvme:7+: no retry
+ *     takes a slot); the drop takes content 0's 3, claims 1 stale copy and
  *     leaves 2 (reply 1 and 2), the line says `no drop mark on disk: a
  *     restart may recover them, unless a write took their slot first
  *     ...`, and the restart recovers 5: content 1's 3 and the 2 copies
@@ -58,6 +59,11 @@ enum {
 	HOLD_WRITES = 1 << 0, /* host -> NVMe writes held 3 s */
 	HOLD_INVALIDATIONS = 1 << 1, /* a drop's header zeroing held 5 s */
 	FAIL_WRITES = 1 << 2, /* the 7th to 9th host -> NVMe writes fail */
+	/* every host -> NVMe write from the 7th on fails: where a block
+	 * whose write failed comes back to a host over its limit, the next
+	 * block sent down, if its write landed, would take the free slot on
+	 * top, a stale copy's */
+	FAIL_WRITES_ON = 1 << 3,
 };
 
 static void start(struct td_daemon *d, const char *nvme, unsigned int knobs)
@@ -71,6 +77,8 @@ static void start(struct td_daemon *d, const char *nvme, unsigned int knobs)
 	/* contents 0 and 1 were the first 6 */
 	if (knobs & FAIL_WRITES)
 		setenv("KVMMD_TEST_MIGRATE_FAIL", "host-nvme:7-9", 1);
+	if (knobs & FAIL_WRITES_ON)
+		setenv("KVMMD_TEST_MIGRATE_FAIL", "host-nvme:7+", 1);
 	cu_start(d, nca_args(&a, nvme, 3, 0));
 	unsetenv("KVMMD_TEST_NVME_WRITE_DELAY_MS");
 	unsetenv("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS");
@@ -227,7 +235,12 @@ static void drop_left(const char *nvme, bool fail)
  * NVMe), content 2 sent down by a host limit of 3 blocks, its writes
  * held and failing: the drop takes content 0, claims 1 of its stale
  * copies and leaves 2, which stay on disk and come back at the restart
- * (with content 1's 3, which no drop took).
+ * (with content 1's 3, which no drop took).  Every later write fails
+ * too: a failed write's block goes back to the host, over the limit,
+ * which sends another block down; such a write that landed before the
+ * stop took a stale copy's slot (1 or 0 of them on disk in about one
+ * run in five with host-nvme:7-9; the file of such a run held content
+ * 3's blocks at generations 10 and 11 in slots 0 and 2).
  */
 static void gpu_drop_left(const char *nvme)
 {
@@ -235,7 +248,7 @@ static void gpu_drop_left(const char *nvme)
 	struct td_daemon d;
 	char cmd[64], out[4096];
 
-	start(&d, nvme, HOLD_WRITES | FAIL_WRITES);
+	start(&d, nvme, HOLD_WRITES | FAIL_WRITES_ON);
 	stale_content0(d.sock);
 	/* the host's least recently used 3 (content 2) down to NVMe */
 	snprintf(cmd, sizeof(cmd), "tenant-limit %u host:%d",

@@ -43,8 +43,8 @@
 #include "tests/cache-multi-size-common.h"
 #include "tests/lib/nvme_probe.h"
 
-#define SLOTS_4 7 /* (2 MiB - 4 KiB) / (256 + 4 KiB) */
-#define SLOTS_2 15 /* (2 MiB - 4 KiB) / (128 + 4 KiB) */
+#define SLOTS_4 7u /* (2 MiB - 4 KiB) / (256 + 4 KiB) */
+#define SLOTS_2 15u /* (2 MiB - 4 KiB) / (128 + 4 KiB) */
 #define ON_NVME (2 * NB) /* each size's blocks on NVMe: contents 0, 1 */
 
 static char nvme[256];
