@@ -175,7 +175,7 @@ static void migrate_fail_kinds(void)
 	};
 
 	refused("KVMMD_TEST_MIGRATE_FAIL", "foo:1",
-		"'foo:1': expected KIND:N, KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate, nvme-mark, nvme-restamp");
+		"'foo:1': expected KIND:N[@PAGES], KIND one of gpu-host, host-nvme, nvme-host, host-gpu, nvme-gpu, nvme-invalidate, nvme-mark, nvme-restamp");
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++)
 		t_assert(strstr(log_buf, kinds[i]));
 	refused("KVMMD_TEST_MIGRATE_FAIL", "nvme-restamp:x",

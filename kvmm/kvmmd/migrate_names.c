@@ -124,9 +124,10 @@ int migrate_fault_parse(const char *spec, struct migrate_fault *f,
 			char kinds[MIGRATE_FAULT_KINDS_LEN];
 
 			migrate_fault_kinds(kinds, sizeof(kinds));
-			snprintf(err, errlen,
-				 "'%.*s': expected KIND:N, KIND one of %s",
-				 shown, p, kinds);
+			snprintf(
+				err, errlen,
+				"'%.*s': expected KIND:N[@PAGES], KIND one of %s",
+				shown, p, kinds);
 			return -EINVAL;
 		}
 		errno = 0;

@@ -163,8 +163,6 @@ static void batch_free(struct nvme_batch *b)
 	pthread_cond_destroy(&b->done);
 }
 
-/* The batch is over: how many of its ios failed (each io's result says
- * which), its memory freed. */
 /*
  * Run header-only batch b (invalidations, restamps) and make it durable
  * (any: it wrote something): a header is promised to a restart only
@@ -189,6 +187,8 @@ void nvme_run_batch_synced(struct tier_nvme *t, struct nvme_batch *b, bool any,
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* The batch is over: how many of its ios failed (each io's result says
+ * which), its memory freed. */
 int nvme_batch_end(struct nvme_batch *b, const struct tier_nvme_io *ios,
 		   unsigned int n)
 {
@@ -382,8 +382,9 @@ int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
  * Each io's slot was taken out of use when it was claimed
  * (tier_nvme_invalidate_claim(): FILLING, so lookups and reads miss it and
  * a write of its hash waits in wait_hashes_settled()), so nothing reads
- * or reuses it while its zeroed header is on its way; the header goes as a block of the write engine's with no payload (a
- * separate-header block whose extent is empty), in the queue the other
+ * or reuses it while its zeroed header is on its way; the header goes as a block of the
+ * write engine's with no payload (a separate-header block whose extent
+ * is empty), in the queue the other
  * batches share.  nvme_finish_block() frees the slot when the write ended.
  */
 int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,

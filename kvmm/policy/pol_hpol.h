@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared skeleton of the heap-ranked policies (lfu, belady, asym): a
+ * Shared skeleton of the heap-ranked policies (lfu, belady; asym ranks
+ * its blocks in lists of its own, pol_asym.c): a
  * per-tier heap of the blocks that may be evicted structurally (every
  * block without the prefix rule, the leaves with it), ordered by a
  * policy-specific rule; pinned or TTL-pinned blocks at the top are set
