@@ -177,4 +177,25 @@ static inline void ms_size_stats(const char *sock, uint32_t pages,
 	t_assert_eq(ts->block_pages, pages);
 }
 
+/* How often needle stands in kvmmd's log so far. */
+static inline int ms_log_count(struct td_daemon *d, const char *needle)
+{
+	static char log[1 << 17];
+
+	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
+	return t_count(log, needle);
+}
+
+/* How often tier_nvme logged what for partition i of n of file (its
+ * format, its recovery). */
+static inline int ms_part_line(struct td_daemon *d, const char *file,
+			       unsigned int i, unsigned int n, const char *what)
+{
+	char line[512];
+
+	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of %u): %s",
+		 file, i, n, what);
+	return ms_log_count(d, line);
+}
+
 #endif

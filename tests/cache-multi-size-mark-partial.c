@@ -64,25 +64,6 @@ static const char *args[] = { "--cache-policy",
 			      "5000",
 			      NULL };
 
-static char log_buf[1 << 17];
-
-/* The log's count of needle. */
-static int log_count(struct td_daemon *d, const char *needle)
-{
-	t_assert(td_read_log(d, log_buf, sizeof(log_buf)) >= 0);
-	return t_count(log_buf, needle);
-}
-
-/* The count of tier_nvme's line for partition i of 2 that holds what. */
-static int part_line(struct td_daemon *d, unsigned int i, const char *what)
-{
-	char line[512];
-
-	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of 2): %s",
-		 nvme, i, what);
-	return log_count(d, line);
-}
-
 /*
  * A new file with contents 0 and 1 of each size on it (a stop saves what
  * the GPU and host tiers hold), then kvmmd started on it with knob in
@@ -112,7 +93,7 @@ static void start_with_nvme_blocks(struct td_daemon *d, const char *knob)
 		line, sizeof(line),
 		"cache: KVMMD_TEST_MIGRATE_FAIL=%s: migrations fail on purpose (tests only) in blocks of ",
 		knob);
-	t_assert_eq(log_count(d, line), 2);
+	t_assert_eq(ms_log_count(d, line), 2);
 }
 
 /*
@@ -154,17 +135,17 @@ static void drop_all(struct td_daemon *d, uint32_t unmarked, uint64_t failures,
 	t_assert_eq(s2.nvme_invalidate_failures, fail2);
 	/* one mark of two on disk, and the one not written said */
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			d,
 			"; NVMe slots below the drop marks of 1 of 2 partitions dropped on disk"),
 		1);
-	t_assert_eq(log_count(d, "below each partition's drop mark"), 0);
-	t_assert_eq(log_count(d, "NVMe drop mark (generation "), 1);
+	t_assert_eq(ms_log_count(d, "below each partition's drop mark"), 0);
+	t_assert_eq(ms_log_count(d, "NVMe drop mark (generation "), 1);
 	snprintf(
 		line, sizeof(line),
 		") in the partition of blocks of %u pages not written (Input/output error)",
 		unmarked);
-	t_assert_eq(log_count(d, line), 1);
+	t_assert_eq(ms_log_count(d, line), 1);
 }
 
 /* SIGKILL kvmmd: nothing of a stop (no save, no flush) reaches the
@@ -195,12 +176,12 @@ static void restart_expect(uint32_t n4, uint32_t n2, uint32_t marked4,
 		what, sizeof(what),
 		"recovered %u of %u slots (0 damaged headers; %u dropped by an operator's drop mark, left out)",
 		n4, SLOTS_4, marked4);
-	t_assert_eq(part_line(&d, 0, what), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, what), 1);
 	snprintf(
 		what, sizeof(what),
 		"recovered %u of %u slots (0 damaged headers; %u dropped by an operator's drop mark, left out)",
 		n2, SLOTS_2, marked2);
-	t_assert_eq(part_line(&d, 1, what), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, what), 1);
 	ms_size_stats(d.sock, 4, &a);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.recovered_blocks, n4);
@@ -226,12 +207,12 @@ static void marks_and_headers_fail(void)
 
 	start_with_nvme_blocks(&d, "nvme-mark:1@2,nvme-invalidate:1+");
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"migrations fail on purpose (tests only) in blocks of 4 pages: 1 of its 2 entries"),
 		1);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"migrations fail on purpose (tests only) in blocks of 2 pages: 2 of its 2 entries"),
 		1);

@@ -33,26 +33,6 @@
 #include "tests/cache-multi-size-common.h"
 #include "tests/lib/nvme_probe.h"
 
-static char log_buf[1 << 17];
-
-/* The log's count of needle. */
-static int log_count(struct td_daemon *d, const char *needle)
-{
-	t_assert(td_read_log(d, log_buf, sizeof(log_buf)) >= 0);
-	return t_count(log_buf, needle);
-}
-
-/* The line tier_nvme logs for partition i of n of file. */
-static int part_line(struct td_daemon *d, const char *file, unsigned int i,
-		     unsigned int n, const char *what)
-{
-	char line[512];
-
-	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of %u): %s",
-		 file, i, n, what);
-	return log_count(d, line);
-}
-
 static void partition_zero_empty(const char *nvme)
 {
 	const char *args[] = { "--cache-policy",
@@ -94,7 +74,7 @@ static void partition_zero_empty(const char *nvme)
 	t_assert_eq(a.nvme_open_error, EIO);
 	t_assert_eq(a.tiers[2].capacity_blocks, 0);
 	t_assert_eq(
-		part_line(
+		ms_part_line(
 			&d, file, 1, 2,
 			"partition 0's tier is not open: the file's start now names this cut of it in 2 partitions"),
 		1);
@@ -105,17 +85,17 @@ static void partition_zero_empty(const char *nvme)
 	args[3] = "2,4";
 	cc_start(&d, args);
 	t_assert_eq(
-		part_line(
+		ms_part_line(
 			&d, file, 0, 2,
 			"it holds no slot yet, only the partitions' layout: formatting it"),
 		1);
-	t_assert_eq(part_line(&d, file, 1, 2, "recovered 2 of 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, file, 1, 2, "recovered 2 of 15 slots"), 1);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"cache: the NVMe tier's partitions hold blocks of the sizes --cache-block-pages 2,4 names in the order 4,2: each size takes its partition"),
 		1);
-	t_assert_eq(log_count(&d, "formatting it anew"), 0);
+	t_assert_eq(ms_log_count(&d, "formatting it anew"), 0);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(b.recovered_blocks, NB);
 	ms_expect_read(d.sock, 1, 0, 2); /* from NVMe, byte-identical */
@@ -154,15 +134,15 @@ static void three_sizes(const char *nvme)
 
 	args[3] = "4,6,2";
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, nvme, 0, 3, "recovered 2 of"), 1);
-	t_assert_eq(part_line(&d, nvme, 1, 3, "recovered 2 of"), 1);
-	t_assert_eq(part_line(&d, nvme, 2, 3, "recovered 2 of"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 3, "recovered 2 of"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 3, "recovered 2 of"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 2, 3, "recovered 2 of"), 1);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"cache: the NVMe tier's partitions hold blocks of the sizes --cache-block-pages 4,6,2 names in the order 4,2,6: each size takes its partition"),
 		1);
-	t_assert_eq(log_count(&d, "formatt"), 0);
+	t_assert_eq(ms_log_count(&d, "formatt"), 0);
 	for (uint32_t layers = 1; layers <= 3; layers++)
 		ms_expect_read(d.sock, layers, 0, 2);
 	cc_stop(&d);

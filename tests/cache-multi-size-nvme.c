@@ -95,31 +95,12 @@ static const char *args[] = { "--cache-policy",
 			      "5000",
 			      NULL };
 
-/* The log's count of needle. */
-static int log_count(struct td_daemon *d, const char *needle)
-{
-	static char log[1 << 17];
-
-	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
-	return t_count(log, needle);
-}
-
 /* kvmmd stopped cleanly; its whole log kept in stop_log. */
 static char stop_log[1 << 17];
 
 static void stop_keep_log(struct td_daemon *d)
 {
 	t_assert_eq(td_stop_log(d, stop_log, sizeof(stop_log)), 0);
-}
-
-/* The line tier_nvme logs for partition i's format or recovery. */
-static int part_line(struct td_daemon *d, unsigned int i, const char *what)
-{
-	char line[512];
-
-	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of 2): %s",
-		 nvme, i, what);
-	return log_count(d, line);
 }
 
 /* kvmmctl status' line (from "\n"), in the block of size pages when
@@ -146,8 +127,12 @@ static void fresh_and_save(void)
 	struct td_daemon d;
 
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 0, "formatted 7 slots of 266240 bytes"), 1);
-	t_assert_eq(part_line(&d, 1, "formatted 15 slots of 135168 bytes"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2,
+				 "formatted 7 slots of 266240 bytes"),
+		    1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2,
+				 "formatted 15 slots of 135168 bytes"),
+		    1);
 	for (uint32_t layers = 1; layers <= 2; layers++) {
 		ms_write(d.sock, layers, 0);
 		t_assert_eq(res->status, 0);
@@ -221,9 +206,9 @@ static void restart_recovers_both(void)
 	struct td_daemon d;
 
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 0, "recovered 2 of 7 slots"), 1);
-	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
-	t_assert_eq(log_count(&d, "formatted"), 0);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, "recovered 2 of 7 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "recovered 2 of 15 slots"), 1);
+	t_assert_eq(ms_log_count(&d, "formatted"), 0);
 	ms_size_stats(d.sock, 4, &a);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.recovered_blocks, NB);
@@ -329,9 +314,9 @@ static void restart_recovers_both(void)
 	t_assert_eq(dr.nvme_invalidate_failures, 0);
 	/* two marks, one a partition: neither's generation alone (until 7
 	 * December the line named the last size's as the drop's) */
-	t_assert_eq(log_count(&d, "NVMe slots below generation"), 0);
+	t_assert_eq(ms_log_count(&d, "NVMe slots below generation"), 0);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"NVMe slots below each partition's drop mark dropped on disk (2 partitions)"),
 		1);
@@ -345,8 +330,8 @@ static void restart_after_drop(void)
 	struct td_daemon d;
 
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 0, "recovered 0 of 7 slots"), 1);
-	t_assert_eq(part_line(&d, 1, "recovered 0 of 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, "recovered 0 of 7 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "recovered 0 of 15 slots"), 1);
 	ms_size_stats(d.sock, 4, &a);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.recovered_blocks, 0);
@@ -374,12 +359,12 @@ static void other_order(void)
 	args[3] = "2,4";
 	cc_start(&d, args);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"cache: the NVMe tier's blocks from the last run have 4 pages, a size --cache-block-pages names: the tier is that size's"),
 		1);
-	t_assert_eq(part_line(&d, 0, "recovered 2 of 7 slots"), 1);
-	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, "recovered 2 of 7 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "recovered 2 of 15 slots"), 1);
 	t_assert_eq(cd_recovered(d.sock), 2 * NB);
 	ms_expect_read(d.sock, 2, 7, 2);
 	ms_expect_read(d.sock, 1, 7, 2);
@@ -401,10 +386,10 @@ static void one_size_and_back(void)
 		line, sizeof(line),
 		"tier_nvme: %s: it was cut in partitions for several block sizes: formatting it anew",
 		nvme);
-	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(ms_log_count(&d, line), 1);
 	snprintf(line, sizeof(line),
 		 "tier_nvme: %s: formatted 15 slots of 266240 bytes", nvme);
-	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(ms_log_count(&d, line), 1);
 	t_assert_eq(cd_recovered(d.sock), 0);
 	ms_read(d.sock, 2, 2, 7);
 	t_assert_eq(res->found, 0);
@@ -421,12 +406,12 @@ static void one_size_and_back(void)
 	args[3] = "4,2";
 	cc_start(&d, args);
 	t_assert_eq(
-		part_line(
-			&d, 0,
+		ms_part_line(
+			&d, nvme, 0, 2,
 			"it was not cut for this list of block sizes and --nvme-size: formatting it anew"),
 		1);
-	t_assert_eq(part_line(&d, 0, "formatted 7 slots"), 1);
-	t_assert_eq(part_line(&d, 1, "formatted 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, "formatted 7 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "formatted 15 slots"), 1);
 	t_assert_eq(cd_recovered(d.sock), 0);
 	for (int k = 8; k < 13; k++) {
 		ms_read(d.sock, 2, 2, k);
@@ -498,7 +483,7 @@ static void join_late(void)
 			line, sizeof(line),
 			"cache: the NVMe tier %s (the partition of blocks of %d pages) opened at attempt",
 			file, ppb);
-		t_assert_eq(log_count(&d, line), 1);
+		t_assert_eq(ms_log_count(&d, line), 1);
 	}
 	/* each size's blocks down to its partition and back */
 	for (int k = 0; k <= 4; k++) {
@@ -678,11 +663,11 @@ static void drop_one_partition(void)
 	    strstr(out, "\"block_pages\":4"))
 		t_fail("kvmmctl --json cache-drop --block-pages 2:\n%s", out);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"of blocks of 2 pages: dropped gpu 0, host 0, nvme 2 blocks"),
 		1);
-	t_assert_eq(log_count(&d, "NVMe slots below generation"), 1);
+	t_assert_eq(ms_log_count(&d, "NVMe slots below generation"), 1);
 	ms_size_stats(d.sock, 4, &a);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(a.tiers[2].used_blocks, NB);
@@ -696,7 +681,7 @@ static void drop_one_partition(void)
 
 	/* the dropped size's mark holds, the other's blocks come back */
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 1, "recovered 0 of 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "recovered 0 of 15 slots"), 1);
 	ms_size_stats(d.sock, 4, &a);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert(a.recovered_blocks >= NB);
@@ -787,7 +772,7 @@ static void drop_keeps_pinned_per_size(void)
 
 	/* the kept block alone comes back in the 2-page size's partition */
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 1, "recovered 1 of 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "recovered 1 of 15 slots"), 1);
 	ms_size_stats(d.sock, 2, &b);
 	t_assert_eq(b.recovered_blocks, 1);
 	ms_read(d.sock, 1, 1, 0); /* its first block, from NVMe, checked */
@@ -823,22 +808,23 @@ static void partition_zero_late(void)
 	wait_both_joined(d.sock);
 	/* the knob's failure, once, after the claim (attempt 2, or later
 	 * on a loaded machine whose mkdir came after the 100 ms wait) */
-	t_assert_eq(log_count(&d, "): Input/output error; the cache runs"), 1);
+	t_assert_eq(ms_log_count(&d, "): Input/output error; the cache runs"),
+		    1);
 	snprintf(
 		line, sizeof(line),
 		"cache: the NVMe tier %s (the partition of blocks of 4 pages) cannot open (attempt",
 		file);
-	t_assert(log_count(&d, line) >= 2);
+	t_assert(ms_log_count(&d, line) >= 2);
 	snprintf(
 		line, sizeof(line),
 		"tier_nvme: %s (partition 1 of 2): partition 0's tier is not open: the file's start now names this cut of it in 2 partitions",
 		file);
-	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(ms_log_count(&d, line), 1);
 	snprintf(
 		line, sizeof(line),
 		"tier_nvme: %s (partition 0 of 2): it holds no slot yet, only the partitions' layout: formatting it",
 		file);
-	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(ms_log_count(&d, line), 1);
 	ms_write(d.sock, 2, 0);
 	t_assert_eq(res->published, NB);
 	ms_write(d.sock, 1, 0);
@@ -849,12 +835,12 @@ static void partition_zero_late(void)
 	snprintf(line, sizeof(line),
 		 "tier_nvme: %s (partition 1 of 2): recovered 2 of 15 slots",
 		 file);
-	t_assert_eq(log_count(&d, line), 1);
+	t_assert_eq(ms_log_count(&d, line), 1);
 	snprintf(line, sizeof(line),
 		 "tier_nvme: %s (partition 0 of 2): recovered 2 of 7 slots",
 		 file);
-	t_assert_eq(log_count(&d, line), 1);
-	t_assert_eq(log_count(&d, "is not open"), 0);
+	t_assert_eq(ms_log_count(&d, line), 1);
+	t_assert_eq(ms_log_count(&d, "is not open"), 0);
 	end_in_dir(&d, dir, file);
 	printf("partition 0 late: the later partition's blocks recovered at the restart\n");
 }
@@ -880,11 +866,11 @@ static void first_size_replaced(void)
 	args[3] = "8,2";
 	cc_start(&d, args);
 	t_assert_eq(
-		part_line(
-			&d, 0,
+		ms_part_line(
+			&d, nvme, 0, 2,
 			"its blocks have 262144 bytes, the tier's 524288: formatting it anew"),
 		1);
-	t_assert_eq(part_line(&d, 1, "recovered 2 of 15 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "recovered 2 of 15 slots"), 1);
 	ms_expect_read(d.sock, 1, 0, 2);
 	cc_stop(&d);
 	args[3] = "4,2";

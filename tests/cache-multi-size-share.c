@@ -64,23 +64,6 @@ static const char *args[] = { "--cache-policy",
 
 static char log_buf[1 << 17];
 
-/* The log's count of needle. */
-static int log_count(struct td_daemon *d, const char *needle)
-{
-	t_assert(td_read_log(d, log_buf, sizeof(log_buf)) >= 0);
-	return t_count(log_buf, needle);
-}
-
-/* The line tier_nvme logs for partition i of 2. */
-static int part_line(struct td_daemon *d, unsigned int i, const char *what)
-{
-	char line[512];
-
-	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of 2): %s",
-		 nvme, i, what);
-	return log_count(d, line);
-}
-
 /* The superblock at offset in the file, read with kvmmd stopped. */
 static void sb_at(uint64_t offset, struct nvme_superblock *sb)
 {
@@ -169,11 +152,11 @@ static void expect_recovered(struct td_daemon *d, uint64_t nvme4,
 
 	snprintf(what, sizeof(what), "recovered 2 of %llu slots",
 		 (unsigned long long)nvme4);
-	t_assert_eq(part_line(d, 0, what), 1);
+	t_assert_eq(ms_part_line(d, nvme, 0, 2, what), 1);
 	snprintf(what, sizeof(what), "recovered 2 of %llu slots",
 		 (unsigned long long)nvme2);
-	t_assert_eq(part_line(d, 1, what), 1);
-	t_assert_eq(log_count(d, "formatt"), 0);
+	t_assert_eq(ms_part_line(d, nvme, 1, 2, what), 1);
+	t_assert_eq(ms_log_count(d, "formatt"), 0);
 	for (uint32_t layers = 1; layers <= 2; layers++)
 		ms_expect_read(d->sock, layers, 0, 2); /* byte-identical */
 }
@@ -184,10 +167,14 @@ static void equal_cut(void)
 
 	args[3] = "4,2";
 	cc_start(&d, args);
-	t_assert_eq(part_line(&d, 0, "formatted 7 slots of 266240 bytes"), 1);
-	t_assert_eq(part_line(&d, 1, "formatted 15 slots of 135168 bytes"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2,
+				 "formatted 7 slots of 266240 bytes"),
+		    1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2,
+				 "formatted 15 slots of 135168 bytes"),
+		    1);
 	expect_slots(&d, 8, 7, 16, 15);
-	t_assert_eq(log_count(&d, "a share of"), 0);
+	t_assert_eq(ms_log_count(&d, "a share of"), 0);
 	publish_and_save(&d);
 	expect_cut(2 * MIB, 2 * MIB, 2 * MIB, 0);
 	printf("4,2: two partitions of 2 MiB, the weights word 0 as before the weights\n");
@@ -254,20 +241,24 @@ static void weighted(void)
 	cc_start(&d, args);
 	/* partition 1 starts at 3 MiB now, in the slots of the equal
 	 * cut's partition 1: no superblock there, formatted */
-	t_assert_eq(part_line(&d, 0, why), 1);
-	t_assert_eq(part_line(&d, 0, "recovered") +
-			    part_line(&d, 1, "recovered"),
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, why), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, "recovered") +
+			    ms_part_line(&d, nvme, 1, 2, "recovered"),
 		    0);
 	/* (3 MiB - 4 KiB) / (256 + 4 KiB), (1 MiB - 4 KiB) / (128 + 4) */
-	t_assert_eq(part_line(&d, 0, "formatted 11 slots of 266240 bytes"), 1);
-	t_assert_eq(part_line(&d, 1, "formatted 7 slots of 135168 bytes"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2,
+				 "formatted 11 slots of 266240 bytes"),
+		    1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2,
+				 "formatted 7 slots of 135168 bytes"),
+		    1);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"cache: blocks of 4 pages (--cache-block-pages, a share of 3/4 of --host-mem and the NVMe file); GPU 2, host 10 of 12 slots, NVMe 10 of 11 slots"),
 		1);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"cache: blocks of 2 pages (--cache-block-pages, a share of 1/4 of --host-mem and the NVMe file); GPU 2, host 6 of 8 slots, NVMe 6 of 7 slots"),
 		1);
@@ -287,7 +278,7 @@ static void weighted(void)
 	args[3] = "2:1,4:3";
 	cc_start(&d, args);
 	t_assert_eq(
-		log_count(
+		ms_log_count(
 			&d,
 			"cache: the NVMe tier's partitions hold blocks of the sizes --cache-block-pages 2:1,4:3 names in the order 4:3,2:1: each size takes its partition"),
 		1);
@@ -301,10 +292,10 @@ static void weighted(void)
 	args[3] = "4:1,2:3";
 	cc_start(&d, args);
 	/* partition 1 starts at 1 MiB, in partition 0's slots */
-	t_assert_eq(part_line(&d, 0, why), 1);
-	t_assert_eq(part_line(&d, 1, "formatted 23 slots"), 1);
-	t_assert_eq(part_line(&d, 0, "recovered") +
-			    part_line(&d, 1, "recovered"),
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, why), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 1, 2, "formatted 23 slots"), 1);
+	t_assert_eq(ms_part_line(&d, nvme, 0, 2, "recovered") +
+			    ms_part_line(&d, nvme, 1, 2, "recovered"),
 		    0);
 	/* 1 MiB and 3 MiB: (1 MiB - 4 KiB) / (256 + 4), (3 MiB - 4) / 132 */
 	expect_slots(&d, 4, 3, 24, 23);
