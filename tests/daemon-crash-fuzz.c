@@ -15,10 +15,16 @@
  *      100 ms; with several sizes 3 GPU blocks each, 4 MiB and a file
  *      where each partition holds 4 slots at least) on the file the
  *      rounds before left; it must start, every time (else the test fails
- *      with its log).  With several sizes, a quarter of the restarts name
- *      the same weights in another order (each size must recover exactly
- *      what a start as before did) and a quarter other weights (every
- *      partition formatted: 0 recovered), tests/daemon-crash-fuzz/restart.c;
+ *      with its log).  With several sizes, 3 of 8 restarts name the
+ *      sizes as before and one of 8 each: the same weights in another
+ *      order after a start as before (each size must recover exactly
+ *      what it did), other weights (every partition formatted: 0
+ *      recovered), tests/daemon-crash-fuzz/restart.c; and straight
+ *      after the crash another order, a size removed, added or replaced
+ *      then the list as before, or another --nvme-size, each size's
+ *      count exactly what a start as before recovers from a copy of
+ *      the file, or 0 where the file was formatted (the table of "The
+ *      NVMe partitions"), tests/daemon-crash-fuzz/restart_change.c;
  *   2. the check after the restart (below), on what every round before
  *      did;
  *   3. CF_CLIENTS client processes (as root, each of a uid of its own,
@@ -257,14 +263,15 @@ static void check_back(const struct cf_shared *sh, struct cf_back *bk,
  * The check after a restart: every hash opened (byte-identical when
  * found, in its own size's region alone), no size with more found than
  * its cache recovered (rc: nothing else holds a block after a start),
- * none at all after other weights formatted every partition (lost_all),
+ * none of a size whose partition the restart formatted (lost: other
+ * weights, sizes or --nvme-size),
  * and no covering drop with more of its covered hashes back than it kept
  * (check_back()).  Adds to t and z; prints the line of the round that
  * ended in the crash (round - 1).
  */
 static void check_restart(const char *sock, struct cf_shared *sh,
 			  struct cf_sizes *z, const struct cf_restart *rc,
-			  bool lost_all, uint32_t round, struct cf_totals *t)
+			  uint32_t lost, uint32_t round, struct cf_totals *t)
 {
 	static struct cf_back bk;
 	uint64_t recovered = 0, found = 0, absent = 0, back_any = 0;
@@ -300,13 +307,14 @@ static void check_restart(const char *sock, struct cf_shared *sh,
 		z->recovered[s] += rc->recovered[s];
 		z->found[s] += found_size[s];
 		if (found_size[s] > rc->recovered[s] ||
-		    (lost_all && found_size[s]))
+		    ((lost >> s & 1) && found_size[s]))
 			t_fail("after round %u: %llu blocks of %u pages found, where that size's cache recovered %llu%s",
 			       round - 1, (unsigned long long)found_size[s],
 			       z->pages[s],
 			       (unsigned long long)rc->recovered[s],
-			       lost_all ? " and every partition was formatted" :
-					  "");
+			       lost >> s & 1 ?
+				       " and its partition was formatted" :
+				       "");
 	}
 	printf("round %u, the restart: recovered %llu, found %llu (byte-identical); covered by %u drops: %llu absent, %llu back (kept)\n",
 	       round - 1, (unsigned long long)recovered,
@@ -442,7 +450,7 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 	struct cf_sizes z;
 	struct td_daemon d;
 	char nvme[256];
-	bool lost_all;
+	uint32_t lost;
 
 	memset(sh, 0, sizeof(*sh));
 	sh->uid = geteuid();
@@ -470,9 +478,8 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 		if (!r) {
 			cf_start_daemon(&d, sh, &z, nvme, seed, r, true);
 		} else {
-			cf_restart(&d, sh, &z, nvme, seed, r, &zs, &rc,
-				   &lost_all);
-			check_restart(d.sock, sh, &z, &rc, lost_all, r, &t);
+			cf_restart(&d, sh, &z, nvme, seed, r, &zs, &rc, &lost);
+			check_restart(d.sock, sh, &z, &rc, lost, r, &t);
 		}
 		if (r == rounds)
 			break;
@@ -504,12 +511,21 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 	       (unsigned long long)t.covered_absent,
 	       (unsigned long long)t.covered_back);
 	if (multi) {
-		printf("seed %llu, sizes: %llu restarts as before, %llu in another order (%llu blocks recovered again, each on its size), %llu with other weights (%llu blocks a start as before recovered, none after);",
+		printf("seed %llu, sizes: %llu restarts as before, %llu in another order after a start as before (%llu blocks recovered again, each on its size), %llu with other weights (%llu blocks a start as before recovered, none after); straight after the crash: %llu in another order (%llu recovered again), %llu with a size removed, %llu added, %llu replaced (%llu lost, %llu kept), %llu with another --nvme-size (%llu lost);",
 		       (unsigned long long)seed, (unsigned long long)z.same,
 		       (unsigned long long)z.swaps,
 		       (unsigned long long)z.swapped_back,
 		       (unsigned long long)z.reweights,
-		       (unsigned long long)z.reweight_lost);
+		       (unsigned long long)z.reweight_lost,
+		       (unsigned long long)z.swaps_first,
+		       (unsigned long long)z.swapped_first_back,
+		       (unsigned long long)z.removes,
+		       (unsigned long long)z.adds,
+		       (unsigned long long)z.replaces,
+		       (unsigned long long)z.change_lost,
+		       (unsigned long long)z.replace_kept,
+		       (unsigned long long)z.resizes,
+		       (unsigned long long)z.resize_lost);
 		for (uint32_t s = 0; s < z.n; s++)
 			printf(" %u pages: %llu recovered, %llu found;",
 			       z.pages[s], (unsigned long long)z.recovered[s],

@@ -234,11 +234,21 @@ struct cf_sizes {
 	uint32_t pages[CF_SIZES_MAX], weight[CF_SIZES_MAX];
 	uint32_t order[CF_SIZES_MAX]; /* the list as kvmmd is given it */
 	uint32_t part[CF_SIZES_MAX]; /* the file's partitions' sizes */
-	uint64_t nvme_bytes, host_bytes;
+	/* --nvme-size: the run's, and the one kvmmd is given now (the
+	 * run's, or 1 MiB more after a restart that grew it) */
+	uint64_t nvme_base, nvme_bytes, host_bytes;
 	/* what the restarts did: the same list, the same weights in
-	 * another order, other weights (every partition formatted) */
-	uint64_t same, swaps, reweights;
-	uint64_t swapped_back, reweight_lost; /* blocks recovered then */
+	 * another order (after a start as before, or straight after the
+	 * crash), other weights, a size removed, added or replaced and
+	 * put back, another --nvme-size (every partition formatted but
+	 * for a replace's kept size) */
+	uint64_t same, swaps, reweights, swaps_first;
+	uint64_t removes, adds, replaces, resizes;
+	/* blocks recovered then: again in another order, lost to other
+	 * weights, a changed list or --nvme-size, kept through a replace
+	 * (both starts) */
+	uint64_t swapped_back, reweight_lost, swapped_first_back;
+	uint64_t change_lost, replace_kept, resize_lost;
 	uint64_t recovered[CF_SIZES_MAX], found[CF_SIZES_MAX];
 };
 
@@ -246,6 +256,10 @@ struct cf_sizes {
 struct cf_restart {
 	uint64_t recovered[CF_SIZES_MAX];
 };
+
+/* A kvmmd that just started SIGKILLed: nothing of it left but the
+ * file (restart.c). */
+void cf_kill_daemon(struct td_daemon *d);
 
 /* The run's sizes: one (4 pages) or, multi, 2 or 3 of 2, 4 and 6 pages
  * (a third of the seeds 3), each of weight 1-3, drawn from *rs; sh's
@@ -263,16 +277,48 @@ void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
 uint64_t cf_recovered(const char *sock, const struct cf_sizes *z, uint32_t s);
 /*
  * The start of round `round` after a crash: kvmmd started as z lists the
- * sizes or, multi, in a quarter of the restarts with the same weights in
- * another order and in a quarter with other weights, each after a start
- * as before (its per-size recovered counts, then SIGKILL) that it must
- * match exactly (another order) or lose wholly (other weights: 0 in every
- * partition).  rc gets each size's recovered count; *lost_all says the
- * restart must find nothing.
+ * sizes or, multi, in 3 of 8 restarts so, and in one of 8 each: the same
+ * weights in another order, after a start as before (its per-size
+ * recovered counts, then SIGKILL) that it must match exactly; other
+ * weights after such a start, which must lose every block (0 in every
+ * partition); another order straight after the crash, a size removed,
+ * added or replaced (then the list as before), or another --nvme-size,
+ * each checked against what a start as before recovers from a copy of
+ * the file (restart_change.c).  rc gets each size's recovered count;
+ * *lost has bit s set where size s's partition was formatted (the
+ * restart must find none of it).
  */
 void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		struct cf_sizes *z, const char *nvme, uint64_t seed,
 		uint32_t round, uint64_t *rs, struct cf_restart *rc,
-		bool *lost_all);
+		uint32_t *lost);
+
+/* restart_change.c: the restarts straight after the crash, each after
+ * a start as before on a copy of the file (before[]: its counts; the
+ * sum returned), so that the start checked is the file's first. */
+uint64_t cf_copy_recovered(const struct cf_shared *sh, const struct cf_sizes *z,
+			   const char *nvme, uint64_t seed, uint32_t round,
+			   uint64_t *before);
+/* Size s's recovered count at the start d (of the list z) must be want,
+ * else the test fails with the log, naming the list of before (was). */
+void cf_expect_recovered(const struct td_daemon *d, const struct cf_sizes *z,
+			 uint32_t s, uint64_t want, uint32_t round,
+			 const char *was, uint64_t had);
+/* --cache-block-pages as z lists the sizes: "4", or "4:3,2:1". */
+const char *cf_sizes_arg(const struct cf_sizes *z, char *buf, size_t len);
+/* Another order of the list (never the one it has). */
+void cf_reorder(struct cf_sizes *z, uint64_t *rs);
+/* The three kinds: another order, the sizes changed then put back,
+ * another --nvme-size; each sets *lost. */
+void cf_restart_order_first(struct td_daemon *d, const struct cf_shared *sh,
+			    struct cf_sizes *z, const char *nvme, uint64_t seed,
+			    uint32_t round, uint64_t *rs, uint32_t *lost);
+void cf_restart_sizes_changed(struct td_daemon *d, const struct cf_shared *sh,
+			      struct cf_sizes *z, const char *nvme,
+			      uint64_t seed, uint32_t round, uint64_t *rs,
+			      uint32_t *lost);
+void cf_restart_nvme_resized(struct td_daemon *d, const struct cf_shared *sh,
+			     struct cf_sizes *z, const char *nvme,
+			     uint64_t seed, uint32_t round, uint32_t *lost);
 
 #endif

@@ -69,6 +69,7 @@ void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
 				need = part * wsum_worst;
 		}
 		z->nvme_bytes = (need + (1 << 20) - 1) >> 20 << 20;
+		z->nvme_base = z->nvme_bytes;
 		z->host_bytes = 4 << 20;
 	}
 	for (uint32_t s = 0; s < z->n; s++) {
@@ -88,8 +89,7 @@ void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
 		sh->layers[s] = z->pages[s] / 2;
 }
 
-/* --cache-block-pages as z lists the sizes: "4", or "4:3,2:1". */
-static const char *sizes_arg(const struct cf_sizes *z, char *buf, size_t len)
+const char *cf_sizes_arg(const struct cf_sizes *z, char *buf, size_t len)
 {
 	size_t at = 0;
 
@@ -110,7 +110,7 @@ void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
 {
 	char sizes[64], nvme_size[32], host[32];
 	const char *argv[] = {
-		"--cache-block-pages", sizes_arg(z, sizes, sizeof(sizes)),
+		"--cache-block-pages", cf_sizes_arg(z, sizes, sizeof(sizes)),
 		"--cache-gpu-blocks", "3", "--host-mem", host, "--nvme-path",
 		nvme, "--nvme-size", nvme_size, "--nvme-save-on-stop", "0",
 		"--cache-scope", seed & 1 ? "uid" : "shared",
@@ -150,8 +150,7 @@ uint64_t cf_recovered(const char *sock, const struct cf_sizes *z, uint32_t s)
 	return ts.recovered_blocks;
 }
 
-/* A kvmmd that just started SIGKILLed: nothing of it left but the file. */
-static void kill_daemon(struct td_daemon *d)
+void cf_kill_daemon(struct td_daemon *d)
 {
 	int st;
 
@@ -198,8 +197,7 @@ static void reweigh(struct cf_sizes *z, uint64_t *rs)
 	memcpy(z->weight, w, sizeof(w));
 }
 
-/* Another order of the list (never the one it has). */
-static void reorder(struct cf_sizes *z, uint64_t *rs)
+void cf_reorder(struct cf_sizes *z, uint64_t *rs)
 {
 	uint32_t was[CF_SIZES_MAX];
 
@@ -218,16 +216,24 @@ static void reorder(struct cf_sizes *z, uint64_t *rs)
 void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		struct cf_sizes *z, const char *nvme, uint64_t seed,
 		uint32_t round, uint64_t *rs, struct cf_restart *rc,
-		bool *lost_all)
+		uint32_t *lost)
 {
-	uint32_t kind = z->n > 1 ? (uint32_t)(cf_rand(rs) % 4) : 0;
+	uint32_t kind = z->n > 1 ? (uint32_t)(cf_rand(rs) % 8) : 0;
 	uint64_t before[CF_SIZES_MAX] = { 0 }, sum = 0;
 	char was[64], now[64];
 
-	*lost_all = false;
-	if (kind < 2) {
+	*lost = 0;
+	if (kind < 3) {
 		z->same++;
 		cf_start_daemon(d, sh, z, nvme, seed, round, true);
+	} else if (kind == 5) {
+		cf_restart_order_first(d, sh, z, nvme, seed, round, rs, lost);
+	} else if (kind == 6) {
+		cf_restart_sizes_changed(d, sh, z, nvme, seed, round, rs, lost);
+	} else if (kind == 7) {
+		cf_restart_nvme_resized(d, sh, z, nvme, seed, round, lost);
+	}
+	if (kind < 3 || kind > 4) {
 		for (uint32_t s = 0; s < z->n; s++)
 			rc->recovered[s] = cf_recovered(d->sock, z, s);
 		return;
@@ -238,28 +244,20 @@ void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		before[s] = cf_recovered(d->sock, z, s);
 		sum += before[s];
 	}
-	kill_daemon(d);
-	sizes_arg(z, was, sizeof(was));
-	if (kind == 2)
-		reorder(z, rs);
+	cf_kill_daemon(d);
+	cf_sizes_arg(z, was, sizeof(was));
+	if (kind == 3)
+		cf_reorder(z, rs);
 	else
 		reweigh(z, rs);
 	cf_start_daemon(d, sh, z, nvme, seed, round, true);
-	sizes_arg(z, now, sizeof(now));
+	cf_sizes_arg(z, now, sizeof(now));
 	for (uint32_t s = 0; s < z->n; s++) {
-		uint64_t want = kind == 2 ? before[s] : 0;
-
 		rc->recovered[s] = cf_recovered(d->sock, z, s);
-		if (rc->recovered[s] != want) {
-			td_dump_log(d);
-			t_fail("round %u: --cache-block-pages %s after %s: size %u recovered %llu blocks, where %s recovered %llu (expected %llu)",
-			       round, now, was, z->pages[s],
-			       (unsigned long long)rc->recovered[s], was,
-			       (unsigned long long)before[s],
-			       (unsigned long long)want);
-		}
+		cf_expect_recovered(d, z, s, kind == 3 ? before[s] : 0, round,
+				    was, before[s]);
 	}
-	if (kind == 2) {
+	if (kind == 3) {
 		z->swaps++;
 		z->swapped_back += sum;
 	} else {
@@ -267,10 +265,27 @@ void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		td_log_has(d, cf_shares_line, true);
 		z->reweights++;
 		z->reweight_lost += sum;
-		*lost_all = true;
+		*lost = (1u << z->n) - 1;
 	}
 	printf("round %u, the restart: --cache-block-pages %s after %s (%llu recovered there): %s\n",
 	       round - 1, now, was, (unsigned long long)sum,
-	       kind == 2 ? "each size's recovered again" :
+	       kind == 3 ? "each size's recovered again" :
 			   "every partition formatted");
+}
+
+void cf_expect_recovered(const struct td_daemon *d, const struct cf_sizes *z,
+			 uint32_t s, uint64_t want, uint32_t round,
+			 const char *was, uint64_t had)
+{
+	uint64_t got = cf_recovered(d->sock, z, s);
+	char now[64];
+
+	if (got == want)
+		return;
+	td_dump_log(d);
+	t_fail("round %u: --cache-block-pages %s --nvme-size %llu after %s: size %u recovered %llu blocks, where %s recovered %llu (expected %llu)",
+	       round, cf_sizes_arg(z, now, sizeof(now)),
+	       (unsigned long long)z->nvme_bytes, was, z->pages[s],
+	       (unsigned long long)got, was, (unsigned long long)had,
+	       (unsigned long long)want);
 }

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/daemon-crash-fuzz's restarts that change the list of sizes or
+ * the file straight after the crash (Documentation/tiers.md, "The NVMe
+ * partitions" and its table):
+ *   - the same sizes and weights in another order: each size takes the
+ *     partition that holds its blocks, so each must recover exactly what
+ *     a start as before recovers;
+ *   - a size removed (three to two: another number of sizes, every
+ *     partition formatted; two to one: the whole file formatted, since a
+ *     one-size tier never reads a partitioned file's slots), a size
+ *     added (every partition formatted) or, of two, one replaced by the
+ *     third of 2, 4 and 6 pages at its weight (its partition formatted,
+ *     the other's blocks kept exactly), then the list as before, which
+ *     finds the same: 0 where the file was formatted, exactly as many of
+ *     a replace's kept size;
+ *   - another --nvme-size (1 MiB more, or the run's again after that):
+ *     partition 0 formatted with a new layout id, so every partition.
+ * Where a block comes back, the fuzzer cannot know from its own records
+ * how many reached the disk before the kill; a start as before on a
+ * copy of the file (made after the kill, SIGKILLed once it answered,
+ * removed) says it, so that the start checked is the file's first since
+ * the crash.  The restart check then opens every hash byte for byte.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "tests/cache-drop-common.h"
+#include "tests/daemon-crash-fuzz/crash.h"
+
+static const char cf_split_line[] =
+	"it was cut in partitions for several block sizes";
+static const char cf_cut_line[] =
+	"it was not cut for this list of block sizes and --nvme-size";
+static const char cf_payload_line[] = "its blocks have ";
+
+/* The file's bytes into to: SIGKILL leaves every write the kernel took
+ * in the page cache, which a read sees. */
+static void copy_file(const char *from, const char *to)
+{
+	static char buf[1 << 20];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n;
+
+	if (in < 0)
+		t_fail("%s: %s", from, strerror(errno));
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0)
+		t_fail("%s: %s", to, strerror(errno));
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		t_assert_eq(write(out, buf, (size_t)n), n);
+	t_assert_eq(n, 0);
+	close(in);
+	close(out);
+}
+
+uint64_t cf_copy_recovered(const struct cf_shared *sh,
+			   const struct cf_sizes *z, const char *nvme,
+			   uint64_t seed, uint32_t round, uint64_t *before)
+{
+	struct td_daemon d;
+	char copy[300];
+	uint64_t sum = 0;
+
+	snprintf(copy, sizeof(copy), "%s.copy", nvme);
+	copy_file(nvme, copy);
+	cf_start_daemon(&d, sh, z, copy, seed, round, false);
+	for (uint32_t s = 0; s < z->n; s++) {
+		before[s] = cf_recovered(d.sock, z, s);
+		sum += before[s];
+	}
+	cf_kill_daemon(&d);
+	unlink(copy);
+	return sum;
+}
+
+void cf_restart_order_first(struct td_daemon *d, const struct cf_shared *sh,
+			    struct cf_sizes *z, const char *nvme,
+			    uint64_t seed, uint32_t round, uint64_t *rs,
+			    uint32_t *lost)
+{
+	uint64_t before[CF_SIZES_MAX], sum;
+	char was[64], now[64];
+
+	sum = cf_copy_recovered(sh, z, nvme, seed, round, before);
+	cf_sizes_arg(z, was, sizeof(was));
+	cf_reorder(z, rs);
+	cf_start_daemon(d, sh, z, nvme, seed, round, true);
+	for (uint32_t s = 0; s < z->n; s++)
+		cf_expect_recovered(d, z, s, before[s], round, was, before[s]);
+	*lost = 0;
+	z->swaps_first++;
+	z->swapped_first_back += sum;
+	printf("round %u, the restart: --cache-block-pages %s straight after the crash of %s (%llu recovered from a copy of the file): each size's recovered again\n",
+	       round - 1, cf_sizes_arg(z, now, sizeof(now)), was,
+	       (unsigned long long)sum);
+}
+
+enum cf_change { CF_REMOVE, CF_ADD, CF_REPLACE };
+
+/* The index in z of the size of pages, or z->n. */
+static uint32_t size_index(const struct cf_sizes *z, uint32_t pages)
+{
+	uint32_t s = 0;
+
+	while (s < z->n && z->pages[s] != pages)
+		s++;
+	return s;
+}
+
+/*
+ * z's list in the file's partition order, changed: the size victim
+ * removed or replaced by spare (at its weight), or spare added last (at
+ * weight w).  The order is the file's, so no size moves: a replace's
+ * kept size is on its partition already.
+ */
+static void changed_list(const struct cf_sizes *z, struct cf_sizes *t,
+			 enum cf_change how, uint32_t victim, uint32_t spare,
+			 uint32_t w)
+{
+	memset(t, 0, sizeof(*t));
+	t->nvme_base = z->nvme_base;
+	t->nvme_bytes = z->nvme_bytes;
+	t->host_bytes = z->host_bytes;
+	for (uint32_t k = 0; k < z->n; k++) {
+		uint32_t s = z->part[k];
+
+		if (s == victim && how == CF_REMOVE)
+			continue;
+		t->pages[t->n] = s == victim && how == CF_REPLACE ?
+					 spare :
+					 z->pages[s];
+		t->weight[t->n++] = z->weight[s];
+	}
+	if (how == CF_ADD) {
+		t->pages[t->n] = spare;
+		t->weight[t->n++] = w;
+	}
+	for (uint32_t k = 0; k < t->n; k++)
+		t->order[k] = t->part[k] = k;
+}
+
+void cf_restart_sizes_changed(struct td_daemon *d,
+			      const struct cf_shared *sh, struct cf_sizes *z,
+			      const char *nvme, uint64_t seed, uint32_t round,
+			      uint64_t *rs, uint32_t *lost)
+{
+	static const char *const what[] = { "removed", "added", "replaced" };
+	uint64_t before[CF_SIZES_MAX], sum, kept = 0;
+	uint32_t spare = 2, victim, w = 1 + (uint32_t)(cf_rand(rs) % 3);
+	enum cf_change how = z->n == 3 ? CF_REMOVE :
+					 (enum cf_change)(cf_rand(rs) % 3);
+	char was[64], mid[64];
+	struct cf_sizes t;
+
+	victim = z->part[cf_rand(rs) % z->n];
+	/* the one of 2, 4 and 6 pages a two-size run does not name */
+	while (size_index(z, spare) < z->n)
+		spare += 2;
+	sum = cf_copy_recovered(sh, z, nvme, seed, round, before);
+	cf_sizes_arg(z, was, sizeof(was));
+	changed_list(z, &t, how, victim, spare, w);
+	cf_start_daemon(d, sh, &t, nvme, seed, round, true);
+	cf_sizes_arg(&t, mid, sizeof(mid));
+	for (uint32_t k = 0; k < t.n; k++) {
+		uint32_t s = size_index(z, t.pages[k]);
+		bool keeps = how == CF_REPLACE && s < z->n;
+
+		cf_expect_recovered(d, &t, k, keeps ? before[s] : 0, round, was,
+				    s < z->n ? before[s] : 0);
+		kept += keeps ? before[s] : 0;
+	}
+	/* why: a one-size tier on a partitioned file; partition 0 not cut
+	 * for this count of sizes; the replaced size's payload */
+	td_log_has(d,
+		   how == CF_REPLACE ? cf_payload_line :
+		   t.n == 1	     ? cf_split_line :
+				       cf_cut_line,
+		   true);
+	cf_kill_daemon(d);
+	/* the list as before: formatted again but for a replace's kept
+	 * size, whose partition the order logic finds; a file formatted
+	 * for another count of sizes is cut in the order named */
+	if (how != CF_REPLACE)
+		memcpy(z->part, z->order, sizeof(z->part));
+	cf_start_daemon(d, sh, z, nvme, seed, round, true);
+	for (uint32_t s = 0; s < z->n; s++)
+		cf_expect_recovered(d, z, s,
+				    how == CF_REPLACE && s != victim ?
+					    before[s] :
+					    0,
+				    round, mid, 0);
+	td_log_has(d, how == CF_REPLACE ? cf_payload_line : cf_cut_line,
+		   true);
+	*lost = how == CF_REPLACE ? 1u << victim : (1u << z->n) - 1;
+	z->removes += how == CF_REMOVE;
+	z->adds += how == CF_ADD;
+	z->replaces += how == CF_REPLACE;
+	z->change_lost += sum - kept;
+	z->replace_kept += kept;
+	printf("round %u, the restart: --cache-block-pages %s straight after the crash of %s (%s %u pages; %llu recovered from a copy of the file, %llu kept), then %s again: %s\n",
+	       round - 1, mid, was, what[how],
+	       how == CF_ADD ? spare : z->pages[victim],
+	       (unsigned long long)sum, (unsigned long long)kept, was,
+	       how == CF_REPLACE ? "the other size's recovered again" :
+				   "every partition formatted");
+}
+
+void cf_restart_nvme_resized(struct td_daemon *d, const struct cf_shared *sh,
+			     struct cf_sizes *z, const char *nvme,
+			     uint64_t seed, uint32_t round, uint32_t *lost)
+{
+	uint64_t before[CF_SIZES_MAX], sum, was_bytes = z->nvme_bytes;
+	char list[64];
+
+	sum = cf_copy_recovered(sh, z, nvme, seed, round, before);
+	/* grown by 1 MiB, or back to the run's: shrunk */
+	z->nvme_bytes = z->nvme_bytes == z->nvme_base ? z->nvme_base + (1 << 20) :
+							z->nvme_base;
+	cf_sizes_arg(z, list, sizeof(list));
+	cf_start_daemon(d, sh, z, nvme, seed, round, true);
+	for (uint32_t s = 0; s < z->n; s++)
+		cf_expect_recovered(d, z, s, 0, round, list, before[s]);
+	td_log_has(d, cf_cut_line, true);
+	*lost = (1u << z->n) - 1;
+	z->resizes++;
+	z->resize_lost += sum;
+	printf("round %u, the restart: --nvme-size %llu straight after the crash of %llu (%llu recovered from a copy of the file): every partition formatted\n",
+	       round - 1, (unsigned long long)z->nvme_bytes,
+	       (unsigned long long)was_bytes, (unsigned long long)sum);
+}
