@@ -54,9 +54,9 @@ static void copy_file(const char *from, const char *to)
 	close(out);
 }
 
-uint64_t cf_copy_recovered(const struct cf_shared *sh,
-			   const struct cf_sizes *z, const char *nvme,
-			   uint64_t seed, uint32_t round, uint64_t *before)
+uint64_t cf_copy_recovered(const struct cf_shared *sh, const struct cf_sizes *z,
+			   const char *nvme, uint64_t seed, uint32_t round,
+			   uint64_t *before)
 {
 	struct td_daemon d;
 	char copy[300];
@@ -75,9 +75,8 @@ uint64_t cf_copy_recovered(const struct cf_shared *sh,
 }
 
 void cf_restart_order_first(struct td_daemon *d, const struct cf_shared *sh,
-			    struct cf_sizes *z, const char *nvme,
-			    uint64_t seed, uint32_t round, uint64_t *rs,
-			    uint32_t *lost)
+			    struct cf_sizes *z, const char *nvme, uint64_t seed,
+			    uint32_t round, uint64_t *rs, uint32_t *lost)
 {
 	uint64_t before[CF_SIZES_MAX], sum;
 	char was[64], now[64];
@@ -127,9 +126,8 @@ static void changed_list(const struct cf_sizes *z, struct cf_sizes *t,
 
 		if (s == victim && how == CF_REMOVE)
 			continue;
-		t->pages[t->n] = s == victim && how == CF_REPLACE ?
-					 spare :
-					 z->pages[s];
+		t->pages[t->n] = s == victim && how == CF_REPLACE ? spare :
+								    z->pages[s];
 		t->weight[t->n++] = z->weight[s];
 	}
 	if (how == CF_ADD) {
@@ -140,10 +138,10 @@ static void changed_list(const struct cf_sizes *z, struct cf_sizes *t,
 		t->order[k] = t->part[k] = k;
 }
 
-void cf_restart_sizes_changed(struct td_daemon *d,
-			      const struct cf_shared *sh, struct cf_sizes *z,
-			      const char *nvme, uint64_t seed, uint32_t round,
-			      uint64_t *rs, uint32_t *lost)
+void cf_restart_sizes_changed(struct td_daemon *d, const struct cf_shared *sh,
+			      struct cf_sizes *z, const char *nvme,
+			      uint64_t seed, uint32_t round, uint64_t *rs,
+			      uint32_t *lost)
 {
 	static const char *const what[] = { "removed", "added", "replaced" };
 	uint64_t before[CF_SIZES_MAX], sum, kept = 0;
@@ -185,13 +183,11 @@ void cf_restart_sizes_changed(struct td_daemon *d,
 		memcpy(z->part, z->order, sizeof(z->part));
 	cf_start_daemon(d, sh, z, nvme, seed, round, true);
 	for (uint32_t s = 0; s < z->n; s++)
-		cf_expect_recovered(d, z, s,
-				    how == CF_REPLACE && s != victim ?
-					    before[s] :
-					    0,
-				    round, mid, 0);
-	td_log_has(d, how == CF_REPLACE ? cf_payload_line : cf_cut_line,
-		   true);
+		cf_expect_recovered(
+			d, z, s,
+			how == CF_REPLACE && s != victim ? before[s] : 0, round,
+			mid, 0);
+	td_log_has(d, how == CF_REPLACE ? cf_payload_line : cf_cut_line, true);
 	*lost = how == CF_REPLACE ? 1u << victim : (1u << z->n) - 1;
 	z->removes += how == CF_REMOVE;
 	z->adds += how == CF_ADD;
@@ -215,8 +211,9 @@ void cf_restart_nvme_resized(struct td_daemon *d, const struct cf_shared *sh,
 
 	sum = cf_copy_recovered(sh, z, nvme, seed, round, before);
 	/* grown by 1 MiB, or back to the run's: shrunk */
-	z->nvme_bytes = z->nvme_bytes == z->nvme_base ? z->nvme_base + (1 << 20) :
-							z->nvme_base;
+	z->nvme_bytes = z->nvme_bytes == z->nvme_base ?
+				z->nvme_base + (1 << 20) :
+				z->nvme_base;
 	cf_sizes_arg(z, list, sizeof(list));
 	cf_start_daemon(d, sh, z, nvme, seed, round, true);
 	for (uint32_t s = 0; s < z->n; s++)
