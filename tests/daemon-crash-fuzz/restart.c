@@ -4,17 +4,20 @@
  * and, in a run of several sizes, how each restart after a crash names
  * them (Documentation/tiers.md, "The NVMe partitions", "Shares by
  * weight"):
- *   - as before (half the restarts);
- *   - the same sizes and weights in another order: each size must take
- *     the partition that holds its blocks, so kvmmd is first started as
- *     before, its per-size recovered counts read, SIGKILLed, and started
- *     in the new order, which must recover exactly as many in each size;
- *   - other weights (not the same cut: 4:2,2:2 is 4:1,2:1): every
- *     partition is formatted, so after a start as before (what there was
- *     to lose) the new weights must recover 0 in every size.  With three
- *     sizes half of these keep partition 0's weight and the weights' sum
- *     and swap the other two, where partition 0 keeps its bytes and only
- *     the weights in its superblock say the cut changed.
+ *   - as before (3 of 8 restarts);
+ *   - the same sizes and weights in another order (one of 8): each size
+ *     must take the partition that holds its blocks, so kvmmd is first
+ *     started as before, its per-size recovered counts read, SIGKILLed,
+ *     and started in the new order, which must recover exactly as many
+ *     in each size;
+ *   - other weights (one of 8; not the same cut: 4:2,2:2 is 4:1,2:1):
+ *     every partition is formatted, so after a start as before (what
+ *     there was to lose) the new weights must recover 0 in every size.
+ *     With three sizes half of these keep partition 0's weight and the
+ *     weights' sum and swap the other two, where partition 0 keeps its
+ *     bytes and only the weights in its superblock say the cut changed.
+ * The other three of 8 start straight after the crash, checked against
+ * a start as before on a copy of the file: restart_change.c.
  * At every start the log says whether the sizes were put in the file's
  * partition order (`each size takes its partition`): exactly when the
  * list's order is not that one.
