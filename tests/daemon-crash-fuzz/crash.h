@@ -258,7 +258,7 @@ struct cf_restart {
 };
 
 /* A kvmmd that just started SIGKILLed: nothing of it left but the
- * file (restart.c). */
+ * file (restart.c); one that had ended by itself fails the test. */
 void cf_kill_daemon(struct td_daemon *d);
 
 /* The run's sizes: one (4 pages) or, multi, 2 or 3 of 2, 4 and 6 pages

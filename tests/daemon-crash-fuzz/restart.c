@@ -159,6 +159,13 @@ void cf_kill_daemon(struct td_daemon *d)
 
 	t_ok(kill(d->pid, SIGKILL));
 	t_assert_eq(waitpid(d->pid, &st, 0), d->pid);
+	/* one that ended by itself meanwhile (a sanitizer's report, an
+	 * abort in its recovery) is no start to count on */
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+		td_dump_log(d);
+		t_fail("kvmmd ended by itself (status %#x) before the kill",
+		       st);
+	}
 	d->pid = 0; /* reaped: td_stop() only removes its directory */
 	td_stop(d);
 }
