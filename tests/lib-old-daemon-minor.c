@@ -519,7 +519,7 @@ int main(void)
 {
 	const char *args[] = { "--pin-quota", "4", "--metrics-listen",
 			       "127.0.0.1:0", NULL };
-	char minor_s[8], quota[8];
+	char minor_s[12], quota[8]; /* minor_s: any int's digits */
 	uint64_t t0 = cc_now_ms();
 	struct td_daemon d;
 
