@@ -191,4 +191,35 @@ static inline uint64_t cd_recovered(const char *sock)
 	return ts.recovered_blocks;
 }
 
+/*
+ * After cd_fill_to_nvme() and a publish that sends content 2 down: wait
+ * (10 s at most) until TIER_STATS says content 2's nb host -> NVMe writes
+ * are in flight, each with its slot (3 x nb blocks moved down to NVMe
+ * since the start), and nothing else is (the copies to the host landed,
+ * or wait for a host slot those writes hold).  A drop sent before could
+ * find only some of them queued (the others waiting for a slot an
+ * eviction frees) and keep or leave that many.
+ */
+static inline void cd_wait_writes_held(const char *sock, uint32_t nb)
+{
+	struct kvmm_tier_stats_reply ts;
+	struct kvmm_conn *c;
+	int i;
+
+	t_ok(kc_connect_admin(sock, &c));
+	for (i = 0; i < 1000; i++) {
+		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
+				sizeof(ts), NULL));
+		if (ts.tiers[2].demotions_in == 3 * nb &&
+		    ts.migrations_in_flight == nb)
+			break;
+		usleep(10000);
+	}
+	kvmm_disconnect(c);
+	if (i == 1000)
+		t_fail("content 2's writes not in flight alone: %llu in flight, %llu moved down to NVMe",
+		       (unsigned long long)ts.migrations_in_flight,
+		       (unsigned long long)ts.tiers[2].demotions_in);
+}
+
 #endif

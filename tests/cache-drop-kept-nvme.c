@@ -283,34 +283,6 @@ static void crash_before_restamp(const char *nvme)
 	printf("SIGKILL between the mark and the kept block's header write: the kept block lost, no dropped one back\n");
 }
 
-/* Wait (10 s at most) until TIER_STATS says content 2's NB host -> NVMe
- * writes are in flight (queued, each with a slot: 3 * NB blocks moved
- * down to NVMe since the start) and nothing else is (content 4's copies
- * to the host landed or wait for a host slot those writes hold).  A drop
- * sent before could find only 1 or 2 of them queued (the others waiting
- * for a slot content 0's eviction frees) and keep that many. */
-static void wait_writes_held(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-	struct kvmm_conn *c;
-	int i;
-
-	t_ok(kc_connect_admin(sock, &c));
-	for (i = 0; i < 1000; i++) {
-		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
-				sizeof(ts), NULL));
-		if (ts.tiers[2].demotions_in == 3 * NB &&
-		    ts.migrations_in_flight == NB)
-			break;
-		usleep(10000);
-	}
-	kvmm_disconnect(c);
-	if (i == 1000)
-		t_fail("content 2's writes not in flight alone: %llu in flight, %llu moved down to NVMe",
-		       (unsigned long long)ts.migrations_in_flight,
-		       (unsigned long long)ts.tiers[2].demotions_in);
-}
-
 static void writes_in_flight(const char *nvme)
 {
 	static char log[1 << 16];
@@ -325,7 +297,7 @@ static void writes_in_flight(const char *nvme)
 	/* content 5 on the GPU: content 2 from the host down to NVMe, its
 	 * writes held 3 s, numbered once queued */
 	cc_write_content(d.sock, &contents, 5);
-	wait_writes_held(d.sock);
+	cd_wait_writes_held(d.sock, NB);
 	r = cd_kvmmctl(d.sock, "--tier nvme");
 	t_assert_eq(r.kept[2], NB);
 	t_assert_eq(r.kept_busy, NB);

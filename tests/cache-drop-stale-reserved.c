@@ -85,32 +85,6 @@ static void start(struct td_daemon *d, const char *nvme, unsigned int knobs)
 	unsetenv("KVMMD_TEST_MIGRATE_FAIL");
 }
 
-/* Wait (10 s at most) until TIER_STATS says content 2's 3 host -> NVMe
- * writes are in flight (queued: 9 blocks moved down to NVMe since the
- * start) and nothing else is (content 0's copies to the host landed, its
- * third waits for a host slot those writes hold). */
-static void wait_writes_held(const char *sock)
-{
-	struct kvmm_tier_stats_reply ts;
-	struct kvmm_conn *c;
-	int i;
-
-	t_ok(kc_connect_admin(sock, &c));
-	for (i = 0; i < 1000; i++) {
-		t_ok(kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts,
-				sizeof(ts), NULL));
-		if (ts.tiers[2].demotions_in == 3 * NB &&
-		    ts.migrations_in_flight == NB)
-			break;
-		usleep(10000);
-	}
-	kvmm_disconnect(c);
-	if (i == 1000)
-		t_fail("content 2's writes not in flight alone: %llu in flight, %llu moved down to NVMe",
-		       (unsigned long long)ts.migrations_in_flight,
-		       (unsigned long long)ts.tiers[2].demotions_in);
-}
-
 /* Wait (10 s at most) until the n writes kept busy by the drop landed
  * and had their headers written above its mark. */
 static void wait_restamped(const char *sock, uint64_t n)
@@ -200,7 +174,7 @@ static void drop_left(const char *nvme, bool fail)
 	stale_content0(d.sock);
 	/* content 0 down to the host, content 2 from the host to NVMe */
 	cc_write_content(d.sock, &contents, 5);
-	wait_writes_held(d.sock);
+	cd_wait_writes_held(d.sock, NB);
 	r = cd_kvmmctl(d.sock, "");
 	/* content 5 from the GPU, content 0's 2 landed from the host and
 	 * content 3's 3; content 1 from NVMe; kept busy: content 0's third
@@ -254,7 +228,7 @@ static void gpu_drop_left(const char *nvme)
 	snprintf(cmd, sizeof(cmd), "tenant-limit %u host:%d",
 		 (unsigned)getuid(), NB);
 	t_assert_eq(td_kvmmctl(d.sock, cmd, out, sizeof(out)), 0);
-	wait_writes_held(d.sock);
+	cd_wait_writes_held(d.sock, NB);
 	r = cd_kvmmctl(d.sock, "--tier gpu");
 	cd_expect(&r, NB, 0, 0, 0, 0, 0);
 	t_assert_eq(r.nvme_stale_invalidated, 1);
