@@ -185,8 +185,8 @@ static void size_demotions(FILE *f, const struct kvmm_status_reply *st)
 /*
  * kvmm_size_weight{size}: each size's weight (TIER_STATS' weights[], ABI
  * 1.25), the --cache-block-pages N:W that sets its share of --host-mem,
- * the NVMe file and half the GPU pool (1 unless given, and for a size
- * not named), so that a dashboard can tell why one model has 3/4 of the
+ * the NVMe file and half the GPU pool (1 unless given; 0 for a size
+ * taken from a region, which shares by no weight), so that a dashboard can tell why one model has 3/4 of the
  * host tier.  Left out for a reply that ends before them (an older
  * daemon, to kvmmctl metrics), and with one size, as the other
  * kvmm_size_* families are.
@@ -205,7 +205,7 @@ static void size_weights(FILE *f, const struct kvmm_tier_stats_reply *ts)
 		return;
 	kd_mt_family(
 		f, "kvmm_size_weight", KD_GAUGE,
-		"Weight of one block size (pages a block), as kvmmd --cache-block-pages N:W gave it (1 without :W, and for a size not named): with sizes named, its share of --host-mem, of the NVMe file and of half the GPU pool is its weight over their sum; only with more than one size cached.");
+		"Weight of one block size (pages a block), as kvmmd --cache-block-pages N:W gave it (1 without :W; 0 for a size taken from a region, which shares by no weight): with sizes named, its share of --host-mem, of the NVMe file and of half the GPU pool is its weight over their sum; only with more than one size cached.");
 	for (uint32_t k = 0; k < nr; k++) {
 		snprintf(label, sizeof(label), "size=\"%u\"", ts->sizes[k]);
 		kd_mt_sample(f, "kvmm_size_weight", NULL, label, ts->weights[k],
