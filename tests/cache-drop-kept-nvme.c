@@ -267,9 +267,7 @@ static void crash_before_restamp(const char *nvme)
 	pin = fill_and_pin(d.sock);
 	p = drop_unanswered(d.sock);
 	wait_mark(nvme);
-	t_ok(kill(d.pid, SIGKILL));
-	t_assert_eq(waitpid(d.pid, NULL, 0), d.pid);
-	d.pid = 0; /* reaped: td_stop() only removes its directory */
+	td_kill(&d);
 	t_assert_eq(cc_wait_child(p), 0); /* never answered */
 	kvmm_disconnect(pin);
 	td_stop(&d);

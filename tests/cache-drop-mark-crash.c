@@ -104,9 +104,7 @@ static void wait_mark(const char *nvme, bool all, uint32_t tenants)
 /* SIGKILL kvmmd (a crash): nothing it had queued reaches the disk. */
 static void crash(struct td_daemon *d, pid_t dropper)
 {
-	t_ok(kill(d->pid, SIGKILL));
-	t_assert_eq(waitpid(d->pid, NULL, 0), d->pid);
-	d->pid = 0; /* reaped: td_stop() only removes its directory */
+	td_kill(d);
 	t_assert_eq(cc_wait_child(dropper), 0); /* never answered */
 	td_stop(d);
 }

@@ -55,15 +55,6 @@ static void start(struct td_daemon *d, const char *nvme, const char *env)
 		unsetenv(name);
 }
 
-/* SIGKILL kvmmd (a crash): nothing it had queued reaches the disk. */
-static void crash(struct td_daemon *d)
-{
-	t_ok(kill(d->pid, SIGKILL));
-	t_assert_eq(waitpid(d->pid, NULL, 0), d->pid);
-	d->pid = 0; /* reaped: td_stop() only removes its directory */
-	td_stop(d);
-}
-
 static struct tier_nvme_peek peek(const char *nvme)
 {
 	struct tier_nvme_peek p;
@@ -115,7 +106,8 @@ static void retire_after_zeroing(const char *nvme)
 	/* the zeroing cut short by a crash: it stays */
 	start(&d, nvme, "KVMMD_TEST_NVME_INVALIDATE_DELAY_MS=60000");
 	td_log_has(&d, "6 dropped by an operator's drop mark", true);
-	crash(&d);
+	td_kill(&d); /* a crash: nothing it had queued reaches the disk */
+	td_stop(&d);
 	t_assert_eq(nca_headers(nvme), 2 * NB);
 	t_assert_eq(peek(nvme).tenant_marks, 1);
 
@@ -125,7 +117,8 @@ static void retire_after_zeroing(const char *nvme)
 	td_log_has(&d, "drop marks retired", false);
 	td_wait_log(&d, "6 NVMe slot headers below a drop mark zeroed, 0 not",
 		    20000);
-	crash(&d);
+	td_kill(&d); /* a crash: nothing it had queued reaches the disk */
+	td_stop(&d);
 	t_assert_eq(nca_headers(nvme), 0);
 	t_assert_eq(peek(nvme).tenant_marks, 1);
 

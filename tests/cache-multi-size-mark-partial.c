@@ -148,16 +148,6 @@ static void drop_all(struct td_daemon *d, uint32_t unmarked, uint64_t failures,
 	t_assert_eq(ms_log_count(d, line), 1);
 }
 
-/* SIGKILL kvmmd: nothing of a stop (no save, no flush) reaches the
- * disk, only what the answered drop made durable. */
-static void crash(struct td_daemon *d)
-{
-	t_ok(kill(d->pid, SIGKILL));
-	t_assert_eq(waitpid(d->pid, NULL, 0), d->pid);
-	d->pid = 0; /* reaped: td_stop() only removes its directory */
-	td_stop(d);
-}
-
 /*
  * kvmmd on the file again: n4 and n2 blocks recovered (each size's all
  * or none), the rest left out under their partition's mark (marked4,
@@ -218,7 +208,10 @@ static void marks_and_headers_fail(void)
 		1);
 	/* 8 headers and the 2-page size's mark not written */
 	drop_all(&d, 2, 2 * ON_NVME + 1, ON_NVME, ON_NVME + 1);
-	crash(&d);
+	/* SIGKILL: nothing of a stop (no save, no flush) reaches the
+	 * disk, only what the answered drop made durable */
+	td_kill(&d);
+	td_stop(&d);
 	restart_expect(0, ON_NVME, ON_NVME, 0);
 	printf("the 2-page size's mark and every header failing, SIGKILL: the 4-page size's %d left out under its mark, the 2-page size's %d back from NVMe\n",
 	       ON_NVME, ON_NVME);

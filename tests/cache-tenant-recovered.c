@@ -228,9 +228,7 @@ static void killed(const char *nvme)
 
 	start(&d, nvme);
 	fill(d.sock);
-	t_ok(kill(d.pid, SIGKILL));
-	t_assert_eq(waitpid(d.pid, NULL, 0), d.pid);
-	d.pid = 0; /* reaped: td_stop() only removes its directory */
+	td_kill(&d);
 	td_stop(&d);
 	t_assert_eq(make_old(nvme, hb, NB), NB);
 

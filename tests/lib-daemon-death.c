@@ -40,9 +40,7 @@ int main(void)
 	k = (unsigned char *)(uintptr_t)kvmm_seq_k_ptr(r, seq, 0);
 	memset(k, 0x3c, 2 * CC_PAGE);
 
-	t_ok(kill(d.pid, SIGKILL));
-	t_assert_eq(waitpid(d.pid, NULL, 0), d.pid);
-	d.pid = 0; /* reaped: td_stop() only removes its directory */
+	td_kill(&d);
 
 	for (int i = 0; i < 2; i++) {
 		t_assert_eq(kvmm_nop(c, 0), -ECONNRESET);

@@ -240,6 +240,13 @@ void td_start_ok(struct td_daemon *d, const char *const *extra)
 		t_fail("kvmmd did not start: %d", err);
 }
 
+void td_kill(struct td_daemon *d)
+{
+	t_ok(kill(d->pid, SIGKILL));
+	t_assert_eq(waitpid(d->pid, NULL, 0), d->pid);
+	d->pid = 0;
+}
+
 void td_stop_ok(struct td_daemon *d)
 {
 	static char log[1 << 16];

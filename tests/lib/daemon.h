@@ -31,6 +31,10 @@ int td_start(struct td_daemon *d, const char *const *extra);
 /* SIGTERM, wait; returns the exit status (0 = clean), -ETIMEDOUT after 15 s
  * (then SIGKILL).  Removes the directory. */
 int td_stop(struct td_daemon *d);
+/* SIGKILL the daemon and reap it (a crash: nothing it had queued reaches
+ * the disk, no stop runs); the test fails if either fails.  td_stop()
+ * then only removes its directory. */
+void td_kill(struct td_daemon *d);
 /* td_stop(), and the daemon's whole log (its first len - 1 bytes) read
  * into log before it is removed: what kvmmd said while it stopped. */
 int td_stop_log(struct td_daemon *d, char *log, size_t len);
