@@ -198,4 +198,21 @@ static inline int ms_part_line(struct td_daemon *d, const char *file,
 	return ms_log_count(d, line);
 }
 
+/* kvmmd of --cache-block-pages 4,2 (in that order) formatted file anew:
+ * partition 0 in slots4 slots of the 4-page size's (a 4 KiB header and
+ * the payload), partition 1 in slots2 of the 2-page size's, one line
+ * each. */
+static inline void ms_expect_formatted(struct td_daemon *d, const char *file,
+				       uint32_t slots4, uint32_t slots2)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "formatted %u slots of %u bytes", slots4,
+		 4 * CC_PAGE + 4096);
+	t_assert_eq(ms_part_line(d, file, 0, 2, what), 1);
+	snprintf(what, sizeof(what), "formatted %u slots of %u bytes", slots2,
+		 2 * CC_PAGE + 4096);
+	t_assert_eq(ms_part_line(d, file, 1, 2, what), 1);
+}
+
 #endif

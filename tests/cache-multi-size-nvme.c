@@ -127,12 +127,7 @@ static void fresh_and_save(void)
 	struct td_daemon d;
 
 	cc_start(&d, args);
-	t_assert_eq(ms_part_line(&d, nvme, 0, 2,
-				 "formatted 7 slots of 266240 bytes"),
-		    1);
-	t_assert_eq(ms_part_line(&d, nvme, 1, 2,
-				 "formatted 15 slots of 135168 bytes"),
-		    1);
+	ms_expect_formatted(&d, nvme, 7, 15);
 	for (uint32_t layers = 1; layers <= 2; layers++) {
 		ms_write(d.sock, layers, 0);
 		t_assert_eq(res->status, 0);

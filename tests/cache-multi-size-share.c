@@ -167,12 +167,7 @@ static void equal_cut(void)
 
 	args[3] = "4,2";
 	cc_start(&d, args);
-	t_assert_eq(ms_part_line(&d, nvme, 0, 2,
-				 "formatted 7 slots of 266240 bytes"),
-		    1);
-	t_assert_eq(ms_part_line(&d, nvme, 1, 2,
-				 "formatted 15 slots of 135168 bytes"),
-		    1);
+	ms_expect_formatted(&d, nvme, 7, 15);
 	expect_slots(&d, 8, 7, 16, 15);
 	t_assert_eq(ms_log_count(&d, "a share of"), 0);
 	publish_and_save(&d);
@@ -246,12 +241,7 @@ static void weighted(void)
 			    ms_part_line(&d, nvme, 1, 2, "recovered"),
 		    0);
 	/* (3 MiB - 4 KiB) / (256 + 4 KiB), (1 MiB - 4 KiB) / (128 + 4) */
-	t_assert_eq(ms_part_line(&d, nvme, 0, 2,
-				 "formatted 11 slots of 266240 bytes"),
-		    1);
-	t_assert_eq(ms_part_line(&d, nvme, 1, 2,
-				 "formatted 7 slots of 135168 bytes"),
-		    1);
+	ms_expect_formatted(&d, nvme, 11, 7);
 	t_assert_eq(
 		ms_log_count(
 			&d,
