@@ -9,7 +9,7 @@
  * each: with one block size (4 pages) and with several
  * (--cache-block-pages of 2 or 3 of 2, 4 and 6 pages, weights 1-3 drawn
  * from the seed: the file cut in a partition a size by weight, "The NVMe
- * partitions", "Shares by weight").  Each round:
+ * partitions", "Shares by weight"), and the two runs below.  Each round:
  *   1. kvmmd starts (host backend, 3 GPU blocks, 2 MiB of host memory: 6
  *      host slots, 16 NVMe slots, so blocks reach NVMe within the first
  *      100 ms; with several sizes 3 GPU blocks each, 4 MiB and a file
@@ -59,14 +59,23 @@
  * found (of each size at most its kept count of that size), of those no
  * client held at most its busy and pinned count, and none when it kept
  * none.
+ * Each size's found count must equal its recovered count.
+ * Two more runs of several sizes: `changed`, whose restarts remove, add
+ * or replace a size, change the weights or --nvme-size, and whose rounds
+ * then run on the new list (restart_change.c, cf_restart_sizes_kept());
+ * and `late`, whose restarts mostly start kvmmd with the NVMe file's
+ * directory moved aside, put back while the clients run so that the
+ * tier joins late, kvmmd killed before, during or after the join
+ * (tests/daemon-crash-fuzz/late.c); the one-size run starts late in a
+ * quarter of its restarts.
  * Printed per round: the kill time, what kvmmd recovered, the blocks
  * found (all byte-identical), the covered hashes absent and back.
  *
  *   KVMM_CRASH_FUZZ_SEED=7 KVMM_CRASH_FUZZ_ROUNDS=50 build/tests/daemon-crash-fuzz
  *
- * reruns it longer (defaults: seed 1, 16 rounds, split between the two
- * runs; KVMM_CRASH_FUZZ_SIZES=1 or =multi runs one of them, all the
- * rounds).  Odd seeds run kvmmd with --cache-scope uid, even ones in the
+ * reruns it longer (defaults: seed 1, 12 rounds, split between the four
+ * runs; KVMM_CRASH_FUZZ_SIZES=1, =multi, =changed or =late runs one of
+ * them, all the rounds).  Odd seeds run kvmmd with --cache-scope uid, even ones in the
  * shared scope.  Skips (77) where the NVMe tier cannot run (no O_DIRECT
  * there).
  */
@@ -105,7 +114,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
  * every tenant or of a client's. */
 static bool drop_checked(const struct cf_shared *sh, const struct cf_drop *d)
 {
-	if (d->tiers)
+	if (d->tiers || d->tier_out)
 		return false;
 	if (!(d->flags & KVMM_CACHE_DROP_F_TENANT))
 		return true;
@@ -159,7 +168,7 @@ static bool check_open(struct cc *c, uint32_t ppb, uint32_t i)
 	cc_prefix(c, &h, 1, &rep, ids);
 	t_assert_eq(rep.pages_per_block, ppb);
 	for (uint32_t p = 0; p < rep.nr_blocks * ppb; p++) {
-		int w = cf_first_bad(c->map[ids[p]], cf_key(i), p);
+		int w = cf_first_bad(c->map[ids[p]], cf_key(i, ppb), p);
 
 		if (w >= 0)
 			t_fail("after the restart, hash %#llx (a block of %u pages) page %u word %d: not its bytes (from gpu %u host %u nvme %u)",
@@ -304,9 +313,12 @@ static void check_restart(const char *sock, struct cf_shared *sh,
 	}
 	for (uint32_t s = 0; s < z->n; s++) {
 		recovered += rc->recovered[s];
-		z->recovered[s] += rc->recovered[s];
-		z->found[s] += found_size[s];
-		if (found_size[s] > rc->recovered[s] ||
+		z->recovered[z->pages[s] / 2 - 1] += rc->recovered[s];
+		z->found[z->pages[s] / 2 - 1] += found_size[s];
+		/* every block recovered is one of the hashes opened, of its
+		 * tenant, in its size; nothing drops it before the readers
+		 * come (every tier has room for it) */
+		if (found_size[s] != rc->recovered[s] ||
 		    ((lost >> s & 1) && found_size[s]))
 			t_fail("after round %u: %llu blocks of %u pages found, where that size's cache recovered %llu%s",
 			       round - 1, (unsigned long long)found_size[s],
@@ -375,9 +387,11 @@ static bool wait_covering_drop(struct cf_shared *sh, uint32_t n)
 }
 
 /* One round's work on a started kvmmd, then the crash: its kill time
- * (ms after the clients started). */
+ * (ms after the clients started).  After a late start (z->late) the
+ * NVMe tier's directory comes back while the clients run (late.c). */
 static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
-			  uint64_t seed, uint32_t round, uint64_t *rs)
+			  const struct cf_sizes *z, uint64_t seed,
+			  uint32_t round, uint64_t *rs)
 {
 	struct cf_proc p = {
 		.sock = d->sock, .sh = sh, .seed = seed, .round = round
@@ -392,7 +406,7 @@ static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 	for (int i = 0; i < CF_CLIENTS; i++)
 		pids[i] = cf_client_start(&p, i);
 	pids[CF_CLIENTS] = cf_operator_start(&p);
-	usleep((useconds_t)(kill_ms * 1000));
+	cf_late_sleep(z->late, d->sock, z, kill_ms, rs);
 	if (after_drop)
 		came = wait_covering_drop(sh, sh->ndrops);
 	/* they never see kvmmd go: any error they met was a live one's */
@@ -421,6 +435,8 @@ static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 	d->pid = 0; /* reaped: td_stop() only removes its directory */
 	for (int i = 0; i <= CF_CLIENTS; i++)
 		stop_proc(pids[i], i < CF_CLIENTS ? "client" : "operator", sh);
+	/* the log, before it goes: where the late join was */
+	cf_late_killed(z->late, d, sh, z, ndrops, round);
 	td_stop(d);
 	/* a publish whose answer was not read may have been done by the
 	 * killed kvmmd at any time before it died */
@@ -434,38 +450,107 @@ static uint64_t round_run(struct td_daemon *d, struct cf_shared *sh,
 	return kill_ms;
 }
 
+static const char *const cf_run_names[] = {
+	[CF_RUN_ONE] = "1",
+	[CF_RUN_MULTI] = "multi",
+	[CF_RUN_CHANGED] = "changed",
+	[CF_RUN_LATE] = "late",
+};
+
+/* What a run of several sizes did to the sizes and the late starts. */
+static void print_run(const struct cf_sizes *z, uint64_t seed)
+{
+	const struct cf_late *l = z->late;
+
+	if (z->run != CF_RUN_ONE) {
+		printf("seed %llu, sizes: %llu restarts as before, %llu in another order after a start as before (%llu blocks recovered again, each on its size), %llu with other weights (%llu blocks a start as before recovered, none after); straight after the crash: %llu in another order (%llu recovered again), %llu with a size removed, %llu added, %llu replaced (%llu lost, %llu kept), %llu with another --nvme-size (%llu lost); the rounds ran on %llu removes, %llu adds, %llu replaces and %llu other weights;",
+		       (unsigned long long)seed, (unsigned long long)z->same,
+		       (unsigned long long)z->swaps,
+		       (unsigned long long)z->swapped_back,
+		       (unsigned long long)z->reweights,
+		       (unsigned long long)z->reweight_lost,
+		       (unsigned long long)z->swaps_first,
+		       (unsigned long long)z->swapped_first_back,
+		       (unsigned long long)z->removes,
+		       (unsigned long long)z->adds,
+		       (unsigned long long)z->replaces,
+		       (unsigned long long)z->change_lost,
+		       (unsigned long long)z->replace_kept,
+		       (unsigned long long)z->resizes,
+		       (unsigned long long)z->resize_lost,
+		       (unsigned long long)z->ran_removed,
+		       (unsigned long long)z->ran_added,
+		       (unsigned long long)z->ran_replaced,
+		       (unsigned long long)z->ran_reweighed);
+		for (uint32_t c = 0; c < CF_SIZES_MAX; c++)
+			printf(" %u pages: %llu recovered, %llu found;",
+			       2 * (c + 1), (unsigned long long)z->recovered[c],
+			       (unsigned long long)z->found[c]);
+		printf("\n");
+	}
+	if (l)
+		printf("seed %llu, late starts: %llu (%llu with the first size's opens failing after the claim); killed %llu times before the directory came back, %llu after it before an attempt, %llu during the join, %llu after it; %llu files untouched, %llu blocks of unjoined partitions recovered exactly again; the joins recovered %llu blocks (%llu joins formatted the file: another key); %llu drops answered before every size was seen joined\n",
+		       (unsigned long long)seed, (unsigned long long)l->starts,
+		       (unsigned long long)l->starts_failing,
+		       (unsigned long long)l->kills_away,
+		       (unsigned long long)l->kills_before,
+		       (unsigned long long)l->kills_during,
+		       (unsigned long long)l->kills_after,
+		       (unsigned long long)l->untouched,
+		       (unsigned long long)l->exact_blocks,
+		       (unsigned long long)l->join_recovered,
+		       (unsigned long long)l->keyed_formats,
+		       (unsigned long long)l->drops_out);
+}
+
 /*
- * One run of rounds on a file of its own: one block size, or several
- * (multi).  Returns after the check of the last restart and a clean
- * stop; prints what it did.
+ * One run of rounds on a file of its own: one block size (with late
+ * starts), several (multi), several changed and run on (changed), or
+ * several with late starts (late).  Returns after the check of the last
+ * restart and a clean stop; prints what it did.
  */
-static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
+static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
 		       uint64_t rounds)
 {
+	static const char *const files[] = {
+		[CF_RUN_ONE] = "crash-fuzz",
+		[CF_RUN_MULTI] = "crash-fuzz-sizes",
+		[CF_RUN_CHANGED] = "crash-fuzz-changed",
+		[CF_RUN_LATE] = "crash-fuzz-late",
+	};
+	static const char *const what[] = {
+		[CF_RUN_ONE] = "one block size",
+		[CF_RUN_MULTI] = "several block sizes",
+		[CF_RUN_CHANGED] = "several block sizes, changed and run on",
+		[CF_RUN_LATE] = "several block sizes, late NVMe tiers",
+	};
 	/* the sizes' draws apart from the kills', so that one-size runs
 	 * kill where they did before the sizes */
 	uint64_t rs = seed, zs = seed * 0x9e37 + 0x51e;
 	struct cf_totals t = { 0 };
+	struct cf_late late;
 	struct cf_restart rc;
 	struct cf_sizes z;
 	struct td_daemon d;
-	char nvme[256];
+	char nvme[400];
 	uint32_t lost;
 
 	memset(sh, 0, sizeof(*sh));
 	sh->uid = geteuid();
 	/* tenants to tell apart: clients of their own uids */
 	sh->uids = sh->uid == 0;
-	cf_sizes_init(&z, sh, multi, &zs);
-	cc_nvme_path(nvme, sizeof(nvme),
-		     multi ? "crash-fuzz-sizes" : "crash-fuzz");
+	cf_sizes_init(&z, sh, run, &zs);
+	cc_nvme_path(nvme, sizeof(nvme), files[run]);
 	unlink(nvme);
-	printf("%s: seed %llu, %llu rounds; clients: %s\n",
-	       multi ? "several block sizes" : "one block size",
+	if (run == CF_RUN_ONE || run == CF_RUN_LATE) {
+		cf_late_init(&late, nvme, sizeof(nvme), seed & 1);
+		z.late = &late;
+	}
+	printf("%s: seed %llu, %llu rounds; clients: %s\n", what[run],
 	       (unsigned long long)seed, (unsigned long long)rounds,
 	       sh->uids ? "uids 61400-61402, a chain set each" :
 			  "all of the test's uid (not root)");
-	if (multi) {
+	if (run != CF_RUN_ONE) {
 		printf("sizes (pages:weight, the file's partition order):");
 		for (uint32_t k = 0; k < z.n; k++)
 			printf(" %u:%u", z.pages[z.part[k]],
@@ -478,12 +563,14 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 		if (!r) {
 			cf_start_daemon(&d, sh, &z, nvme, seed, r, true);
 		} else {
+			if (z.late)
+				z.late->last = r == rounds;
 			cf_restart(&d, sh, &z, nvme, seed, r, &zs, &rc, &lost);
 			check_restart(d.sock, sh, &z, &rc, lost, r, &t);
 		}
 		if (r == rounds)
 			break;
-		round_run(&d, sh, seed, r, &rs);
+		round_run(&d, sh, &z, seed, r, &rs);
 	}
 	for (uint32_t j = 0; j < sh->ndrops; j++) {
 		if (!drop_checked(sh, &sh->drops[j]))
@@ -495,10 +582,13 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 		t.kept_busy += sh->drops[j].rep.kept_busy;
 	}
 	cc_stop(&d);
-	unlink(nvme);
-	printf("seed %llu: %llu rounds; %llu opens, %llu blocks checked, %llu publishes (%llu blocks new); %u drops answered, %llu covering every block (%llu of one size; %llu kept none; kept in use %llu, busy %llu); after the restarts %llu recovered, %llu found byte-identical, %llu covered and absent, %llu covered and back (kept)\n",
-	       (unsigned long long)seed, (unsigned long long)rounds,
-	       (unsigned long long)sh->opens,
+	if (z.late)
+		cf_late_end(z.late);
+	else
+		unlink(nvme);
+	printf("seed %llu (%s): %llu rounds; %llu opens, %llu blocks checked, %llu publishes (%llu blocks new); %u drops answered, %llu covering every block (%llu of one size; %llu kept none; kept in use %llu, busy %llu); after the restarts %llu recovered, %llu found byte-identical, %llu covered and absent, %llu covered and back (kept)\n",
+	       (unsigned long long)seed, cf_run_names[run],
+	       (unsigned long long)rounds, (unsigned long long)sh->opens,
 	       (unsigned long long)sh->blocks_checked,
 	       (unsigned long long)sh->publishes,
 	       (unsigned long long)sh->blocks_published, sh->ndrops,
@@ -510,28 +600,7 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 	       (unsigned long long)t.found,
 	       (unsigned long long)t.covered_absent,
 	       (unsigned long long)t.covered_back);
-	if (multi) {
-		printf("seed %llu, sizes: %llu restarts as before, %llu in another order after a start as before (%llu blocks recovered again, each on its size), %llu with other weights (%llu blocks a start as before recovered, none after); straight after the crash: %llu in another order (%llu recovered again), %llu with a size removed, %llu added, %llu replaced (%llu lost, %llu kept), %llu with another --nvme-size (%llu lost);",
-		       (unsigned long long)seed, (unsigned long long)z.same,
-		       (unsigned long long)z.swaps,
-		       (unsigned long long)z.swapped_back,
-		       (unsigned long long)z.reweights,
-		       (unsigned long long)z.reweight_lost,
-		       (unsigned long long)z.swaps_first,
-		       (unsigned long long)z.swapped_first_back,
-		       (unsigned long long)z.removes,
-		       (unsigned long long)z.adds,
-		       (unsigned long long)z.replaces,
-		       (unsigned long long)z.change_lost,
-		       (unsigned long long)z.replace_kept,
-		       (unsigned long long)z.resizes,
-		       (unsigned long long)z.resize_lost);
-		for (uint32_t s = 0; s < z.n; s++)
-			printf(" %u pages: %llu recovered, %llu found;",
-			       z.pages[s], (unsigned long long)z.recovered[s],
-			       (unsigned long long)z.found[s]);
-		printf("\n");
-	}
+	print_run(&z, seed);
 	/* a run that checked nothing is no test */
 	t_assert(t.found > 0);
 }
@@ -539,32 +608,32 @@ static void run_rounds(struct cf_shared *sh, bool multi, uint64_t seed,
 int main(void)
 {
 	uint64_t seed = env_u64("KVMM_CRASH_FUZZ_SEED", 1);
-	uint64_t rounds = env_u64("KVMM_CRASH_FUZZ_ROUNDS", 16);
+	uint64_t rounds = env_u64("KVMM_CRASH_FUZZ_ROUNDS", 12);
 	const char *sizes = getenv("KVMM_CRASH_FUZZ_SIZES");
-	bool one = true, multi = true;
+	uint32_t runs = 0, nruns = 0;
 	struct cf_shared *sh;
 	char nvme[256];
 
-	if (sizes && !strcmp(sizes, "1"))
-		multi = false;
-	else if (sizes && !strcmp(sizes, "multi"))
-		one = false;
-	else if (sizes && *sizes)
-		t_fail("KVMM_CRASH_FUZZ_SIZES=%s: 1 (one block size) or multi (several), or unset for both",
+	for (uint32_t k = 0; k <= CF_RUN_LATE; k++)
+		if (sizes && !strcmp(sizes, cf_run_names[k]))
+			runs = 1u << k;
+	if (sizes && *sizes && !runs)
+		t_fail("KVMM_CRASH_FUZZ_SIZES=%s: 1 (one block size), multi (several), changed (several, changed and run on) or late (several, the NVMe tier joining late), or unset for all four",
 		       sizes);
+	if (!runs)
+		runs = (1u << (CF_RUN_LATE + 1)) - 1;
 	if (!rounds)
 		t_fail("KVMM_CRASH_FUZZ_ROUNDS=0: no round to run");
-	/* both: the rounds split between them (at least 1 each) */
-	if (one && multi)
-		rounds = rounds / 2 ? rounds / 2 : 1;
+	/* all: the rounds split between them (at least 1 each) */
+	nruns = (uint32_t)__builtin_popcount(runs);
+	rounds = rounds / nruns ? rounds / nruns : 1;
 	cc_nvme_path(nvme, sizeof(nvme), "crash-fuzz");
 	t_nvme_require(nvme);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	t_assert(sh != MAP_FAILED);
-	if (one)
-		run_rounds(sh, false, seed, rounds);
-	if (multi)
-		run_rounds(sh, true, seed, rounds);
+	for (uint32_t k = 0; k <= CF_RUN_LATE; k++)
+		if (runs >> k & 1)
+			run_rounds(sh, (enum cf_run)k, seed, rounds);
 	return 0;
 }

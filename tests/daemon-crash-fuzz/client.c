@@ -94,7 +94,7 @@ static void client_step(struct cc *cs, struct cf_shared *sh, uint32_t round,
 		struct cf_hash_rec *rec = &sh->h[cf_index(s, k, b)];
 
 		h[b] = cf_hash(cf_index(s, k, b));
-		key[b] = cf_key(cf_index(s, k, b));
+		key[b] = cf_key(cf_index(s, k, b), ppb);
 		__atomic_add_fetch(&rec->holders, 1, __ATOMIC_SEQ_CST);
 		atomic_max(&rec->last_acquire_us, cf_now_us());
 	}

@@ -60,6 +60,10 @@ struct cf_drop {
 	uint32_t tiers, flags, tenant;
 	uint32_t block_pages; /* one size's cache (--block-pages), or 0 */
 	bool via_kvmmctl;
+	/* sent before every size's NVMe tier had joined (a round whose
+	 * start had no tier, late.c): it dropped what the cache held, and
+	 * the file's blocks were not the cache's yet, so it covers none */
+	bool tier_out;
 	/* the hashes a client may have held while kvmmd ran it: the drop
 	 * may have kept those as in use (its kept_in_use) */
 	uint64_t held[(CF_HASHES_MAX + 63) / 64];
@@ -140,12 +144,14 @@ static inline uint64_t cf_hash(uint32_t i)
 	       i % CF_CHAIN_BLOCKS + 1;
 }
 
-/* What the bytes of hash index i's block are a function of: its hash and
- * its size (size 0's, the hash alone), so that a block of one size
- * served under the hash in another size's region is wrong bytes. */
-static inline uint64_t cf_key(uint32_t i)
+/* What the bytes of hash index i's block (ppb pages a block) are a
+ * function of: its hash and its size's pages (2 pages: the hash alone),
+ * so that a block of one size served under the hash in another size's
+ * region is wrong bytes.  Of the pages, not of the size's index, which
+ * a changed run's list moves (adopt_list()). */
+static inline uint64_t cf_key(uint32_t i, uint32_t ppb)
 {
-	return cf_hash(i) + (uint64_t)cf_size_of(i) * 0x1000;
+	return cf_hash(i) + (uint64_t)(ppb - 2) * 0x800;
 }
 
 /* The hashes of the run's sizes. */
@@ -249,7 +255,24 @@ struct cf_sizes {
 	 * (both starts) */
 	uint64_t swapped_back, reweight_lost, swapped_first_back;
 	uint64_t change_lost, replace_kept, resize_lost;
+	/* the changes the rounds then ran on (a changed run, below):
+	 * removes, adds and replaces, and the other weights' */
+	uint64_t ran_removed, ran_added, ran_replaced, ran_reweighed;
+	/* of the blocks of 2, 4 and 6 pages (by pages / 2 - 1) */
 	uint64_t recovered[CF_SIZES_MAX], found[CF_SIZES_MAX];
+	/* what the restarts do (run_rounds()'s runs): CF_RUN_ONE and
+	 * CF_RUN_MULTI as above, CF_RUN_CHANGED: every restart of several
+	 * sizes changes the list (a size removed, added or replaced, other
+	 * weights, another --nvme-size) and the rounds run on it;
+	 * CF_RUN_LATE: most restarts start without the NVMe tier, which
+	 * joins during the round (late.c) */
+	enum cf_run {
+		CF_RUN_ONE,
+		CF_RUN_MULTI,
+		CF_RUN_CHANGED,
+		CF_RUN_LATE
+	} run;
+	struct cf_late *late; /* the late starts' state, or NULL */
 };
 
 /* What the restart check counted (its found[] by size). */
@@ -261,10 +284,12 @@ struct cf_restart {
  * file (restart.c); one that had ended by itself fails the test. */
 void cf_kill_daemon(struct td_daemon *d);
 
-/* The run's sizes: one (4 pages) or, multi, 2 or 3 of 2, 4 and 6 pages
- * (a third of the seeds 3), each of weight 1-3, drawn from *rs; sh's
- * nsizes and layers[] set (in the order of pages[]). */
-void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
+/* The run's sizes: one (4 pages) or, of several (every run but
+ * CF_RUN_ONE), 2 or 3 of 2, 4 and 6 pages (a third of the seeds 3),
+ * each of weight 1-3, drawn from *rs; sh's nsizes and layers[] set (in
+ * the order of pages[]).  A changed run's file holds CF_MIN_SLOTS a
+ * partition for any list of 2, 4 and 6 pages, the others' for theirs. */
+void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, enum cf_run run,
 		   uint64_t *rs);
 /* kvmmd started on nvme as z lists the sizes (odd rounds with every
  * NVMe header invalidation failing); fails with its log if it does
@@ -288,10 +313,9 @@ uint64_t cf_recovered(const char *sock, const struct cf_sizes *z, uint32_t s);
  * *lost has bit s set where size s's partition was formatted (the
  * restart must find none of it).
  */
-void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
-		struct cf_sizes *z, const char *nvme, uint64_t seed,
-		uint32_t round, uint64_t *rs, struct cf_restart *rc,
-		uint32_t *lost);
+void cf_restart(struct td_daemon *d, struct cf_shared *sh, struct cf_sizes *z,
+		const char *nvme, uint64_t seed, uint32_t round, uint64_t *rs,
+		struct cf_restart *rc, uint32_t *lost);
 
 /* restart_change.c: the restarts straight after the crash, each after
  * a start as before on a copy of the file (before[]: its counts; the
@@ -320,5 +344,75 @@ void cf_restart_sizes_changed(struct td_daemon *d, const struct cf_shared *sh,
 void cf_restart_nvme_resized(struct td_daemon *d, const struct cf_shared *sh,
 			     struct cf_sizes *z, const char *nvme,
 			     uint64_t seed, uint32_t round, uint32_t *lost);
+/* A changed run's restart (restart_change.c): the list changed as
+ * cf_restart_sizes_changed() does it (from one size: one added), and
+ * kept: sh's hashes and the drops' held hashes moved to the new list's
+ * indexes (a size no longer named loses its records: its partition is
+ * formatted before it is named again). */
+void cf_restart_sizes_kept(struct td_daemon *d, struct cf_shared *sh,
+			   struct cf_sizes *z, const char *nvme, uint64_t seed,
+			   uint32_t round, uint64_t *rs, uint32_t *lost);
+
+/*
+ * late.c: starts without the NVMe tier.  The file lives in a directory
+ * of its own (dir/slots), moved aside (dir.away) for a late start:
+ * kvmmd starts without the tier (ENOENT in every size's TIER_STATS),
+ * the round puts the directory back at a drawn moment, and the tier
+ * joins at kvmmd's next attempt (KVMMD_TEST_CACHE_RETRY_MS=10; half of
+ * the starts with the first size's first open or two after the claim
+ * failing, KVMMD_TEST_NVME_OPEN_FAIL, so the join spans attempts).
+ */
+struct cf_late {
+	char dir[300], away[310], file[320];
+	/* --cache-scope uid: a late start names hashes under a new key,
+	 * so the file's blocks, named under its key, are formatted at the
+	 * join (tiers.md, "An NVMe tier that joins late") */
+	bool keyed;
+	/* the run's last restart, whose check ends it: never late (a late
+	 * start recovers nothing to check) */
+	bool last;
+	/* this start's: the tier out, the file's bytes (FNV-1a) then and
+	 * what a start as before recovered from a copy of it */
+	bool out;
+	uint32_t open_fails;
+	uint64_t file_sum, before[CF_SIZES_MAX];
+	/* the round's: the directory put back (ms after the clients
+	 * started; UINT64_MAX: not before the kill), when every size was
+	 * seen joined (cf_now_us(), 0: not seen) */
+	uint64_t appear_ms, start_us, appear_us, joined_us;
+	/* from the kill to the next start: the sizes whose partition had
+	 * not joined, which must recover exactly before[] again */
+	uint32_t expect_mask;
+	uint64_t expect[CF_SIZES_MAX];
+	/* what the run did */
+	uint64_t starts, starts_failing, kills_away, kills_before;
+	uint64_t kills_during, kills_after, untouched, exact_blocks;
+	uint64_t drops_out, join_recovered, keyed_formats;
+};
+
+/* The run's file in a directory of its own: nvme's path plus ".d",
+ * the file in it, written back into nvme. */
+void cf_late_init(struct cf_late *l, char *nvme, size_t len, bool keyed);
+/* The late start: the directory moved aside, kvmmd started without the
+ * tier; rc 0 in every size, *lost 0. */
+void cf_restart_late(struct td_daemon *d, const struct cf_shared *sh,
+		     struct cf_sizes *z, const char *nvme, uint64_t seed,
+		     uint32_t round, uint64_t *rs, uint32_t *lost);
+/* At any start as before: the sizes a late round left unjoined must
+ * recover what they did before it (rc: this start's counts). */
+void cf_late_expect(struct cf_late *l, const struct cf_sizes *z,
+		    const uint64_t *got, uint32_t round);
+/* The round's sleep until kill_ms, the directory put back on the way
+ * at its drawn moment (a late start's round), every size's join seen. */
+void cf_late_sleep(struct cf_late *l, const char *sock,
+		   const struct cf_sizes *z, uint64_t kill_ms, uint64_t *rs);
+/* After the kill, before the log goes: where the join was, what the
+ * file must hold, the round's drops before the join (from ndrops on)
+ * marked tier_out. */
+void cf_late_killed(struct cf_late *l, const struct td_daemon *d,
+		    struct cf_shared *sh, const struct cf_sizes *z,
+		    uint32_t ndrops, uint32_t round);
+/* The run's end: the file and its directory removed. */
+void cf_late_end(struct cf_late *l);
 
 #endif

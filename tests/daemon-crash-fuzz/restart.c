@@ -37,14 +37,25 @@ static const char cf_order_line[] = "each size takes its partition";
 static const char cf_shares_line[] =
 	"it was cut for other shares of the block sizes";
 
-void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
+/* The index in z of the size of pages, or z->n. */
+static uint32_t size_index_of(const struct cf_sizes *z, uint32_t pages)
+{
+	uint32_t s = 0;
+
+	while (s < z->n && z->pages[s] != pages)
+		s++;
+	return s;
+}
+
+void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, enum cf_run run,
 		   uint64_t *rs)
 {
 	static const uint32_t all[3] = { 2, 4, 6 };
 	uint64_t need = 0, wsum_worst;
 
 	memset(z, 0, sizeof(*z));
-	if (!multi) {
+	z->run = run;
+	if (run == CF_RUN_ONE) {
 		z->n = 1;
 		z->pages[0] = 4;
 		z->nvme_bytes = NT_CAPACITY(CF_NVME_SLOTS, 4 * CC_PAGE);
@@ -64,10 +75,16 @@ void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, bool multi,
 		 * CF_MIN_SLOTS and its host share one block even at weight 1
 		 * beside the others at CF_WEIGHT_MAX */
 		wsum_worst = 1 + CF_WEIGHT_MAX * (z->n - 1);
-		for (uint32_t s = 0; s < z->n; s++) {
-			uint64_t b = (uint64_t)z->pages[s] * CC_PAGE;
+		/* a changed run may name all three */
+		if (run == CF_RUN_CHANGED)
+			wsum_worst = 1 + CF_WEIGHT_MAX * 2;
+		for (uint32_t k = 0; k < 3; k++) {
+			uint64_t b = (uint64_t)all[k] * CC_PAGE;
 			uint64_t part = CF_MIN_SLOTS * (b + 4096) + 2 * 4096;
 
+			if (run != CF_RUN_CHANGED &&
+			    size_index_of(z, all[k]) == z->n)
+				continue;
 			if (part * wsum_worst > need)
 				need = part * wsum_worst;
 		}
@@ -223,12 +240,45 @@ void cf_reorder(struct cf_sizes *z, uint64_t *rs)
 	} while (!memcmp(was, z->order, z->n * sizeof(was[0])));
 }
 
-void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
-		struct cf_sizes *z, const char *nvme, uint64_t seed,
-		uint32_t round, uint64_t *rs, struct cf_restart *rc,
-		uint32_t *lost)
+/*
+ * The restart's kind, drawn (0-7): the multi run's as the comment on
+ * top says.  A changed run: as before (2 of 8), other weights after a
+ * start as before (4, 2 of 8; a list of one size: a size added), a size
+ * removed, added or replaced and kept (8, 3 of 8), another --nvme-size
+ * (7, 1 of 8).  A late run: a late start (9, 6 of 8), as before.  One
+ * size: a late start in one of 4 restarts.
+ */
+enum { CF_KIND_SAME = 0, CF_KIND_KEPT = 8, CF_KIND_LATE = 9 };
+
+static uint32_t restart_kind(const struct cf_sizes *z, uint64_t *rs)
 {
-	uint32_t kind = z->n > 1 ? (uint32_t)(cf_rand(rs) % 8) : 0;
+	uint32_t k;
+
+	if (z->late && z->late->last)
+		return CF_KIND_SAME;
+	switch (z->run) {
+	case CF_RUN_ONE:
+		return cf_rand(rs) % 4 == 0 ? CF_KIND_LATE : CF_KIND_SAME;
+	case CF_RUN_MULTI:
+		return (uint32_t)(cf_rand(rs) % 8);
+	case CF_RUN_LATE:
+		return cf_rand(rs) % 8 < 6 ? CF_KIND_LATE : CF_KIND_SAME;
+	case CF_RUN_CHANGED:
+		k = (uint32_t)(cf_rand(rs) % 8);
+		if (k < 2)
+			return CF_KIND_SAME;
+		if (k < 4 && z->n > 1)
+			return 4;
+		return k == 7 ? 7 : CF_KIND_KEPT;
+	}
+	return CF_KIND_SAME;
+}
+
+void cf_restart(struct td_daemon *d, struct cf_shared *sh, struct cf_sizes *z,
+		const char *nvme, uint64_t seed, uint32_t round, uint64_t *rs,
+		struct cf_restart *rc, uint32_t *lost)
+{
+	uint32_t kind = restart_kind(z, rs);
 	uint64_t before[CF_SIZES_MAX] = { 0 }, sum = 0;
 	char was[64], now[64];
 
@@ -242,10 +292,17 @@ void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		cf_restart_sizes_changed(d, sh, z, nvme, seed, round, rs, lost);
 	} else if (kind == 7) {
 		cf_restart_nvme_resized(d, sh, z, nvme, seed, round, lost);
+	} else if (kind == CF_KIND_KEPT) {
+		cf_restart_sizes_kept(d, sh, z, nvme, seed, round, rs, lost);
+	} else if (kind == CF_KIND_LATE) {
+		cf_restart_late(d, sh, z, nvme, seed, round, rs, lost);
 	}
-	if (kind < 3 || kind > 4) {
+	if (kind != 3 && kind != 4) {
 		for (uint32_t s = 0; s < z->n; s++)
 			rc->recovered[s] = cf_recovered(d->sock, z, s);
+		/* a late round's sizes that never joined: what they had */
+		if (z->late && kind != CF_KIND_LATE)
+			cf_late_expect(z->late, z, rc->recovered, round);
 		return;
 	}
 	/* what a start as before recovers: the other start's measure */
@@ -254,6 +311,8 @@ void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		before[s] = cf_recovered(d->sock, z, s);
 		sum += before[s];
 	}
+	if (z->late)
+		cf_late_expect(z->late, z, before, round);
 	cf_kill_daemon(d);
 	cf_sizes_arg(z, was, sizeof(was));
 	if (kind == 3)
@@ -274,6 +333,7 @@ void cf_restart(struct td_daemon *d, const struct cf_shared *sh,
 		/* partition 0 says why it is formatted anew */
 		td_log_has(d, cf_shares_line, true);
 		z->reweights++;
+		z->ran_reweighed += z->run == CF_RUN_CHANGED;
 		z->reweight_lost += sum;
 		*lost = (1u << z->n) - 1;
 	}

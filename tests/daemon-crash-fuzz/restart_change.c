@@ -138,43 +138,80 @@ static void changed_list(const struct cf_sizes *z, struct cf_sizes *t,
 		t->order[k] = t->part[k] = k;
 }
 
+/* A change drawn for z: how, the size changed (victim) and the one of
+ * 2, 4 and 6 pages added or put in its place (spare), at weight *w. */
+static enum cf_change draw_change(const struct cf_sizes *z, uint64_t *rs,
+				  uint32_t *victim, uint32_t *spare,
+				  uint32_t *w)
+{
+	enum cf_change how;
+
+	/* drawn in the order the multi run always drew them */
+	*w = 1 + (uint32_t)(cf_rand(rs) % 3);
+	how = z->n == 3 ? CF_REMOVE :
+	      z->n == 1 ? CF_ADD :
+			  (enum cf_change)(cf_rand(rs) % 3);
+	*victim = z->part[cf_rand(rs) % z->n];
+	/* the one of 2, 4 and 6 pages a two-size list does not name; of
+	 * one size, either other */
+	*spare = z->n == 1 ? 2 + 2 * (uint32_t)(cf_rand(rs) % 3) : 2;
+	while (z->n < 3 && size_index(z, *spare) < z->n)
+		*spare = *spare % 6 + 2;
+	return how;
+}
+
+/*
+ * The first start on the changed list t (z's, changed as how says),
+ * straight after the crash: each size recovers 0, but for a replace's
+ * kept size exactly what the copy's start as before recovered
+ * (before[], of z's indexes); the log says why.  The kept count
+ * returned.
+ */
+static uint64_t start_changed(struct td_daemon *d, const struct cf_shared *sh,
+			      const struct cf_sizes *z,
+			      const struct cf_sizes *t, enum cf_change how,
+			      const char *nvme, uint64_t seed, uint32_t round,
+			      const uint64_t *before, const char *was)
+{
+	uint64_t kept = 0;
+
+	cf_start_daemon(d, sh, t, nvme, seed, round, true);
+	for (uint32_t k = 0; k < t->n; k++) {
+		uint32_t s = size_index(z, t->pages[k]);
+		bool keeps = how == CF_REPLACE && s < z->n;
+
+		cf_expect_recovered(d, t, k, keeps ? before[s] : 0, round, was,
+				    s < z->n ? before[s] : 0);
+		kept += keeps ? before[s] : 0;
+	}
+	/* why: a one-size tier on a partitioned file; partition 0 not cut
+	 * for this count of sizes (or a one-size file); the replaced
+	 * size's payload */
+	td_log_has(d,
+		   how == CF_REPLACE ? cf_payload_line :
+		   t->n == 1	     ? cf_split_line :
+				       cf_cut_line,
+		   true);
+	return kept;
+}
+
 void cf_restart_sizes_changed(struct td_daemon *d, const struct cf_shared *sh,
 			      struct cf_sizes *z, const char *nvme,
 			      uint64_t seed, uint32_t round, uint64_t *rs,
 			      uint32_t *lost)
 {
 	static const char *const what[] = { "removed", "added", "replaced" };
-	uint64_t before[CF_SIZES_MAX], sum, kept = 0;
-	uint32_t spare = 2, victim, w = 1 + (uint32_t)(cf_rand(rs) % 3);
-	enum cf_change how = z->n == 3 ? CF_REMOVE :
-					 (enum cf_change)(cf_rand(rs) % 3);
+	uint64_t before[CF_SIZES_MAX], sum, kept;
+	uint32_t spare, victim, w;
+	enum cf_change how = draw_change(z, rs, &victim, &spare, &w);
 	char was[64], mid[64];
 	struct cf_sizes t;
 
-	victim = z->part[cf_rand(rs) % z->n];
-	/* the one of 2, 4 and 6 pages a two-size run does not name */
-	while (size_index(z, spare) < z->n)
-		spare += 2;
 	sum = cf_copy_recovered(sh, z, nvme, seed, round, before);
 	cf_sizes_arg(z, was, sizeof(was));
 	changed_list(z, &t, how, victim, spare, w);
-	cf_start_daemon(d, sh, &t, nvme, seed, round, true);
+	kept = start_changed(d, sh, z, &t, how, nvme, seed, round, before, was);
 	cf_sizes_arg(&t, mid, sizeof(mid));
-	for (uint32_t k = 0; k < t.n; k++) {
-		uint32_t s = size_index(z, t.pages[k]);
-		bool keeps = how == CF_REPLACE && s < z->n;
-
-		cf_expect_recovered(d, &t, k, keeps ? before[s] : 0, round, was,
-				    s < z->n ? before[s] : 0);
-		kept += keeps ? before[s] : 0;
-	}
-	/* why: a one-size tier on a partitioned file; partition 0 not cut
-	 * for this count of sizes; the replaced size's payload */
-	td_log_has(d,
-		   how == CF_REPLACE ? cf_payload_line :
-		   t.n == 1	     ? cf_split_line :
-				       cf_cut_line,
-		   true);
 	cf_kill_daemon(d);
 	/* the list as before: formatted again but for a replace's kept
 	 * size, whose partition the order logic finds; a file formatted
@@ -202,6 +239,88 @@ void cf_restart_sizes_changed(struct td_daemon *d, const struct cf_shared *sh,
 				   "every partition formatted");
 }
 
+/*
+ * sh's records and the drops' held hashes moved from z's indexes to
+ * t's: a size both name keeps its records (its hashes' publishes, which
+ * the drops before cover); a size t adds starts with none, since its
+ * partition is formatted (a size named again after a remove too).
+ */
+static void adopt_list(struct cf_shared *sh, struct cf_sizes *z,
+		       const struct cf_sizes *t)
+{
+	static struct cf_hash_rec h[CF_HASHES_MAX];
+	uint32_t from[CF_SIZES_MAX];
+
+	memset(h, 0, sizeof(h));
+	for (uint32_t k = 0; k < t->n; k++) {
+		from[k] = size_index(z, t->pages[k]);
+		if (from[k] < z->n)
+			memcpy(&h[k * CF_HASHES], &sh->h[from[k] * CF_HASHES],
+			       CF_HASHES * sizeof(h[0]));
+	}
+	memcpy(sh->h, h, sizeof(h));
+	for (uint32_t j = 0; j < sh->ndrops; j++) {
+		struct cf_drop *dr = &sh->drops[j];
+		uint64_t held[sizeof(dr->held) / sizeof(dr->held[0])] = { 0 };
+
+		for (uint32_t k = 0; k < t->n; k++) {
+			if (from[k] == z->n)
+				continue;
+			for (uint32_t x = 0; x < CF_HASHES; x++) {
+				uint32_t i = k * CF_HASHES + x;
+
+				if (cf_drop_held(dr, from[k] * CF_HASHES + x))
+					held[i / 64] |= 1ULL << (i % 64);
+			}
+		}
+		memcpy(dr->held, held, sizeof(held));
+	}
+	sh->nsizes = t->n;
+	for (uint32_t k = 0; k < t->n; k++)
+		sh->layers[k] = t->pages[k] / 2;
+	z->n = t->n;
+	memcpy(z->pages, t->pages, sizeof(z->pages));
+	memcpy(z->weight, t->weight, sizeof(z->weight));
+	memcpy(z->order, t->order, sizeof(z->order));
+	memcpy(z->part, t->part, sizeof(z->part));
+}
+
+void cf_restart_sizes_kept(struct td_daemon *d, struct cf_shared *sh,
+			   struct cf_sizes *z, const char *nvme, uint64_t seed,
+			   uint32_t round, uint64_t *rs, uint32_t *lost)
+{
+	static const char *const what[] = { "removed", "added", "replaced" };
+	uint64_t before[CF_SIZES_MAX], sum, kept;
+	uint32_t spare, victim, w, victim_pages;
+	enum cf_change how = draw_change(z, rs, &victim, &spare, &w);
+	char was[64], now[64];
+	struct cf_sizes t;
+
+	sum = cf_copy_recovered(sh, z, nvme, seed, round, before);
+	cf_sizes_arg(z, was, sizeof(was));
+	victim_pages = z->pages[victim];
+	changed_list(z, &t, how, victim, spare, w);
+	kept = start_changed(d, sh, z, &t, how, nvme, seed, round, before, was);
+	/* t's sizes that were formatted: all but a replace's kept one */
+	*lost = 0;
+	for (uint32_t k = 0; k < t.n; k++)
+		if (how != CF_REPLACE || t.pages[k] == spare)
+			*lost |= 1u << k;
+	adopt_list(sh, z, &t);
+	z->removes += how == CF_REMOVE;
+	z->adds += how == CF_ADD;
+	z->replaces += how == CF_REPLACE;
+	z->ran_removed += how == CF_REMOVE;
+	z->ran_added += how == CF_ADD;
+	z->ran_replaced += how == CF_REPLACE;
+	z->change_lost += sum - kept;
+	z->replace_kept += kept;
+	printf("round %u, the restart: --cache-block-pages %s straight after the crash of %s (%s %u pages; %llu recovered from a copy of the file, %llu kept): the rounds go on with it\n",
+	       round - 1, cf_sizes_arg(z, now, sizeof(now)), was, what[how],
+	       how == CF_ADD ? spare : victim_pages, (unsigned long long)sum,
+	       (unsigned long long)kept);
+}
+
 void cf_restart_nvme_resized(struct td_daemon *d, const struct cf_shared *sh,
 			     struct cf_sizes *z, const char *nvme,
 			     uint64_t seed, uint32_t round, uint32_t *lost)
@@ -216,11 +335,34 @@ void cf_restart_nvme_resized(struct td_daemon *d, const struct cf_shared *sh,
 				z->nvme_base;
 	cf_sizes_arg(z, list, sizeof(list));
 	cf_start_daemon(d, sh, z, nvme, seed, round, true);
+	z->resizes++;
+	if (z->n == 1) {
+		/* a changed run's list of one size: a one-size tier keeps
+		 * the blocks that still fit ("Restart recovery"): all when
+		 * grown, at most as many when shrunk */
+		uint64_t got = cf_recovered(d->sock, z, 0);
+
+		if (z->nvme_bytes > was_bytes)
+			cf_expect_recovered(d, z, 0, before[0], round, list,
+					    before[0]);
+		else if (got > before[0])
+			t_fail("round %u: --nvme-size %llu after %llu, one size: %llu recovered, more than the %llu before",
+			       round, (unsigned long long)z->nvme_bytes,
+			       (unsigned long long)was_bytes,
+			       (unsigned long long)got,
+			       (unsigned long long)before[0]);
+		*lost = 0;
+		z->resize_lost += sum - got;
+		printf("round %u, the restart: --nvme-size %llu straight after the crash of %llu, one size (%llu recovered from a copy of the file): %llu kept\n",
+		       round - 1, (unsigned long long)z->nvme_bytes,
+		       (unsigned long long)was_bytes, (unsigned long long)sum,
+		       (unsigned long long)got);
+		return;
+	}
 	for (uint32_t s = 0; s < z->n; s++)
 		cf_expect_recovered(d, z, s, 0, round, list, before[s]);
 	td_log_has(d, cf_cut_line, true);
 	*lost = (1u << z->n) - 1;
-	z->resizes++;
 	z->resize_lost += sum;
 	printf("round %u, the restart: --nvme-size %llu straight after the crash of %llu (%llu recovered from a copy of the file): every partition formatted\n",
 	       round - 1, (unsigned long long)z->nvme_bytes,
