@@ -183,10 +183,20 @@ void cf_late_sleep(struct cf_late *l, const char *sock,
 		usleep((useconds_t)(kill_ms * 1000));
 		return;
 	}
-	/* a quarter of the rounds end with the directory still aside */
-	l->appear_ms = cf_rand(rs) % 4 == 0 ?
-			       UINT64_MAX :
-			       cf_rand(rs) % (kill_ms * 3 / 4 + 1);
+	/* a quarter of the rounds end with the directory still aside, a
+	 * quarter put it back in the last 60 ms (the kill then lands
+	 * before an attempt or inside the join), the others at random */
+	switch (cf_rand(rs) % 4) {
+	case 0:
+		l->appear_ms = UINT64_MAX;
+		break;
+	case 1:
+		l->appear_ms =
+			kill_ms - cf_rand(rs) % (kill_ms < 60 ? kill_ms : 60);
+		break;
+	default:
+		l->appear_ms = cf_rand(rs) % (kill_ms * 3 / 4 + 1);
+	}
 	l->appear_us = l->joined_us = 0;
 	l->start_us = start;
 	while ((now = cf_now_us()) - start < kill_ms * 1000) {
