@@ -601,8 +601,11 @@ static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
 	       (unsigned long long)t.covered_absent,
 	       (unsigned long long)t.covered_back);
 	print_run(&z, seed);
-	/* a run that checked nothing is no test */
-	t_assert(t.found > 0);
+	/* a run that checked nothing is no test: a block found, or a late
+	 * round's file or unjoined partitions held to what they had (a
+	 * short late run may end on joins that formatted the file) */
+	t_assert(t.found > 0 ||
+		 (z.late && (z.late->untouched || z.late->exact_blocks)));
 }
 
 int main(void)
