@@ -136,11 +136,21 @@ static void pack(void)
 	t_assert_eq(tier_nvme_weights_pack(five, 5), UINT64_MAX);
 	t_assert_eq(tier_nvme_weight_of(0, 2), 1);
 	t_assert_eq(tier_nvme_weight_of(3 | 1ull << 16, 1), 1);
+	/* weights as read from a superblock: a cut of ours, or none */
+	t_assert(tier_nvme_weights_valid(0, 2));
+	t_assert(tier_nvme_weights_valid(3 | 1ull << 16, 2));
+	t_assert(tier_nvme_weights_valid(2 | 1ull << 16 | 1ull << 32, 3));
+	t_assert(!tier_nvme_weights_valid(1ull << 16, 2)); /* 0:1 */
+	t_assert(!tier_nvme_weights_valid(3, 2)); /* 3:0 */
+	t_assert(!tier_nvme_weights_valid(1001 | 1ull << 16, 2));
+	t_assert(!tier_nvme_weights_valid(3 | 1ull << 16 | 1ull << 32, 2));
+	t_assert(!tier_nvme_weights_valid(3 | 1ull << 16, 5));
+	t_assert(!tier_nvme_weights_valid(3, 1));
 	t_assert_eq(tier_nvme_open(&cfg, &t), -EINVAL);
 	cfg.part_weights[0] = 1001;
 	t_assert_eq(tier_nvme_open(&cfg, &t), -EINVAL);
 	t_assert(t == NULL);
-	printf("weights packed: equal ones 0, 6:2 as 3:1, 0 and 1001 refused\n");
+	printf("weights packed: equal ones 0, 6:2 as 3:1, 0 and 1001 refused; read back: 0:1, 3:0, 1001:1, bits past the count refused\n");
 }
 
 int main(void)

@@ -120,7 +120,8 @@ void kc_nvme_order_sizes(struct kd_cache *c)
 
 	if (n < 2 || n > KD_CACHE_SIZES || c->nvme_fd < 0 ||
 	    tier_nvme_peek_fd(c->nvme_fd, &part0) || part0.part_count != n ||
-	    part0.part_index || !part0.layout_id || !part0.part_bytes)
+	    part0.part_index || !part0.layout_id || !part0.part_bytes ||
+	    !tier_nvme_weights_valid(part0.part_weights, n))
 		return; /* not cut for as many sizes: formatted as named */
 	for (uint32_t p = 0; p < n; p++) {
 		uint64_t payload = kc_part_payload(c->nvme_fd, &part0, p);

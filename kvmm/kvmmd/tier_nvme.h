@@ -286,8 +286,13 @@ struct tier_nvme_peek {
 uint64_t tier_nvme_weights_pack(const uint32_t *weights, uint32_t n);
 /* Partition i's weight in a packed cut (1 for the equal cut). */
 uint32_t tier_nvme_weight_of(uint64_t packed, uint32_t i);
+/* Whether a superblock's packed weights are a cut of n partitions
+ * (tier_nvme_weights_pack()'s, 0 included): check before
+ * tier_nvme_part_base() on weights read from disk. */
+bool tier_nvme_weights_valid(uint64_t packed, uint32_t n);
 /* Where partition i of the cut partition 0's superblock names (peek of
- * the file's start: its part_bytes, part_count, part_weights) starts. */
+ * the file's start: its part_bytes, part_count, part_weights) starts;
+ * its weights tier_nvme_weights_valid(). */
 uint64_t tier_nvme_part_base(const struct tier_nvme_peek *part0, uint32_t i);
 
 /*

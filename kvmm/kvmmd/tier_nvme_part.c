@@ -75,6 +75,29 @@ uint32_t tier_nvme_weight_of(uint64_t packed, uint32_t i)
 	return (uint32_t)(packed >> (16 * i)) & 0xffff;
 }
 
+/*
+ * Whether packed, as read from a superblock, is a cut of n partitions
+ * tier_nvme_weights_pack() could have made: 0 (the equal cut), or n
+ * weights of 1 to TIER_NVME_WEIGHT_MAX and nothing past them.  A
+ * superblock whose CRC holds may still carry other bits (damaged so,
+ * or written by another program): partition 0's weight 0 there made
+ * tier_nvme_part_base() divide by zero at start (SIGFPE).
+ */
+bool tier_nvme_weights_valid(uint64_t packed, uint32_t n)
+{
+	if (!packed)
+		return true;
+	if (n < 2 || n > TIER_NVME_PARTS_MAX)
+		return false;
+	for (uint32_t i = 0; i < TIER_NVME_PARTS_MAX; i++) {
+		uint32_t w = (uint32_t)(packed >> (16 * i)) & 0xffff;
+
+		if (i < n ? !w || w > TIER_NVME_WEIGHT_MAX : w != 0)
+			return false;
+	}
+	return true;
+}
+
 /* The weights of partitions 0 to i - 1 (the units before partition i),
  * and all of them (the units the file is cut in). */
 static uint64_t weights_before(uint64_t packed, uint32_t i)
