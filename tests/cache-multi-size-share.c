@@ -25,12 +25,19 @@
  *      back; TIER_STATS lists 4 and 2 in the file's order, each with its
  *      weight (3 and 1, ABI 1.25; 3 and 1 at step 3 too);
  *   6. 4:1,2:3: both partitions formatted (partition 0: other shares),
- *      no block found; the weights 1 and 3.
+ *      no block found; the weights 1 and 3;
+ *   7. files too small for the cut refused at start, the line naming
+ *      the partition's share and the file that gives it a slot
+ *      (4:1000,2:999 on 4 MiB: partition 0 has 0 bytes; 4:3,2:1 on
+ *      384 KiB: partition 1 96 KiB), and the file it names starting
+ *      with a slot in each partition (the old line ended at the slot's
+ *      bytes).
  * Fails on a kvmmd without the weights (4:3 a usage error) or one whose
  * weighted cut misreads the file.  The usage errors are
  * tests/kvmmd-option-errors.sh's.  Skips (77) where the NVMe tier cannot
  * run (no O_DIRECT io_uring).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +306,53 @@ static void weighted(void)
 	printf("4:1,2:3: both partitions formatted (other shares), nothing found\n");
 }
 
+/* kvmmd must not start on args: its log's line for partition i of 2,
+ * which holds no slot, ends with what. */
+static void no_slot(uint32_t i, const char *what)
+{
+	char line[640];
+	struct td_daemon d;
+
+	unlink(nvme);
+	t_assert_eq(td_start(&d, args), -ECHILD);
+	t_assert(td_read_log(&d, log_buf, sizeof(log_buf)) > 0);
+	snprintf(line, sizeof(line), "tier_nvme: %s (partition %u of 2): %s",
+		 nvme, i, what);
+	if (!strstr(log_buf, line))
+		t_fail("no line '%s' in the log", line);
+	unlink(d.log);
+	rmdir(d.dir);
+}
+
+/*
+ * A file too small for the cut: the line that refuses the start says
+ * the partition's share and the file that gives it a slot.  Each
+ * partition is a whole number of units of 4 KiB pages, as many units as
+ * the weights' sum, so 1000:999 needs 1999 pages before any partition
+ * has a byte; 4:3,2:1 on 384 KiB leaves the 2-page size 96 KiB.  The
+ * size it names starts, with a slot in each partition.
+ */
+static void too_small(void)
+{
+	struct td_daemon d;
+
+	args[3] = "4:1000,2:999";
+	no_slot(0,
+		"0 bytes hold no slot of 266240 bytes (its share of the file's 4194304 bytes: 1000 of 1999 units of whole 4 KiB pages, as the block sizes' weights cut it; a file of at least 8187904 bytes gives it a slot)");
+	args[3] = "4:3,2:1";
+	args[11] = "393216";
+	no_slot(1,
+		"98304 bytes hold no slot of 135168 bytes (its share of the file's 393216 bytes: 1 of 4 units of whole 4 KiB pages, as the block sizes' weights cut it; a file of at least 557056 bytes gives it a slot)");
+	/* 34 pages a unit: 102 pages and 34, one slot each */
+	args[11] = "557056";
+	unlink(nvme);
+	cc_start(&d, args);
+	ms_expect_formatted(&d, nvme, 1, 1);
+	cc_stop(&d);
+	args[11] = "4194304";
+	printf("a file too small for the cut: the refusal says the share and the file that holds a slot\n");
+}
+
 int main(void)
 {
 	ms_res_init();
@@ -308,6 +362,7 @@ int main(void)
 	unlink(nvme);
 	equal_cut();
 	weighted();
+	too_small();
 	unlink(nvme);
 	return 0;
 }

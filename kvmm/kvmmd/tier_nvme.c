@@ -331,14 +331,26 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	nslots = t->part_bytes > NVME_DATA_OFFSET ?
 			 (t->part_bytes - NVME_DATA_OFFSET) / t->stride :
 			 0;
-	if (nslots == 0 || nslots >= NVME_NONE) {
+	if (nslots == 0) {
 		/* a setting, not a full disk: no wait mends it (-ENOSPC
 		 * until 1.15, which the cache now waits out) */
+		char share[256];
+
+		nvme_part_share_text(t, bytes, share, sizeof(share));
 		r = -EINVAL;
 		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: %s%s: %llu bytes hold no slot of %llu bytes",
+			"tier_nvme: %s%s: %llu bytes hold no slot of %llu bytes%s",
 			cfg->path, part, (unsigned long long)t->part_bytes,
-			(unsigned long long)t->stride);
+			(unsigned long long)t->stride, share);
+		goto err_close;
+	}
+	if (nslots >= NVME_NONE) {
+		r = -EINVAL;
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s%s: %llu bytes hold %llu slots of %llu bytes, more than the tier counts (at most %u)",
+			cfg->path, part, (unsigned long long)t->part_bytes,
+			(unsigned long long)nslots,
+			(unsigned long long)t->stride, NVME_NONE - 1);
 		goto err_close;
 	}
 	r = nvme_slots_init(t, (uint32_t)nslots);

@@ -16,6 +16,7 @@
 #include "vmm/vmm.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -152,6 +153,28 @@ void nvme_cut_partition(struct tier_nvme *t, uint64_t bytes)
 	t->part_bytes =
 		unit * tier_nvme_weight_of(t->part_weights, t->part_index);
 	t->part_base = unit * weights_before(t->part_weights, t->part_index);
+}
+
+void nvme_part_share_text(const struct tier_nvme *t, uint64_t bytes, char *buf,
+			  size_t len)
+{
+	uint64_t units, w, unit;
+
+	buf[0] = '\0';
+	if (!t->part_count)
+		return;
+	units = weights_before(t->part_weights, t->part_count);
+	w = tier_nvme_weight_of(t->part_weights, t->part_index);
+	/* the smallest unit whose w hold the superblock and one slot: a
+	 * file of fewer pages than units gives every partition 0 bytes,
+	 * whatever the block size */
+	unit = (NVME_DATA_OFFSET + t->stride + w - 1) / w;
+	unit = (unit + NVME_ALIGN - 1) / NVME_ALIGN * NVME_ALIGN;
+	snprintf(
+		buf, len,
+		" (its share of the file's %llu bytes: %llu of %llu units of whole 4 KiB pages, as the block sizes' weights cut it; a file of at least %llu bytes gives it a slot)",
+		(unsigned long long)bytes, (unsigned long long)w,
+		(unsigned long long)units, (unsigned long long)(unit * units));
 }
 
 /*

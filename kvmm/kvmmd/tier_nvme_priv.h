@@ -508,6 +508,11 @@ bool nvme_same_partition(const struct tier_nvme *t,
 			 const struct nvme_superblock *sb, uint64_t layout_id,
 			 const char **why);
 uint64_t nvme_new_layout_id(void);
+/* Why t's partition of a file of bytes is as small as it is, for the
+ * line that says it holds no slot: "" without partitions, else its
+ * share of the cut (its units of how many, a unit's bytes). */
+void nvme_part_share_text(const struct tier_nvme *t, uint64_t bytes, char *buf,
+			  size_t len);
 /*
  * A later partition opened while partition 0's tier is not
  * (tier_nvme_config.layout_id 0): *layout_id is the one partition 0's
