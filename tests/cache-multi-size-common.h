@@ -208,10 +208,10 @@ static inline void ms_expect_formatted(struct td_daemon *d, const char *file,
 	char what[64];
 
 	snprintf(what, sizeof(what), "formatted %u slots of %u bytes", slots4,
-		 4 * CC_PAGE + 4096);
+		 4u * CC_PAGE + 4096u);
 	t_assert_eq(ms_part_line(d, file, 0, 2, what), 1);
 	snprintf(what, sizeof(what), "formatted %u slots of %u bytes", slots2,
-		 2 * CC_PAGE + 4096);
+		 2u * CC_PAGE + 4096u);
 	t_assert_eq(ms_part_line(d, file, 1, 2, what), 1);
 }
 
