@@ -89,6 +89,10 @@ bad "kvmmd: --cache-block-pages 4:1001: the weight 1001 is too large (at most 10
 bad "kvmmd: --cache-block-pages 2:99999999999999999999: the weight 99999999999999999999 is too large (at most 1000)" --cache-block-pages 4:3,2:99999999999999999999
 bad "kvmmd: --cache-block-pages :3: '' is not a number" --cache-block-pages 4,:3
 bad "kvmmd: --cache-block-pages 4x:3: '4x' is not a number" --cache-block-pages 4x:3,2
+# an empty item is a typo, not a size left out (strtok_r took "4,,2" as 4,2)
+bad "kvmmd: --cache-block-pages '4,,2': an empty size (a comma too many: A[:W][,B[:W]...])" --cache-block-pages 4,,2
+bad "kvmmd: --cache-block-pages ',4': an empty size" --cache-block-pages ,4
+bad "kvmmd: --cache-block-pages '4,': an empty size" --cache-block-pages 4,
 # a CPU kvmmd may not run on: a WARN and an unpinned loop, before
 bad "kvmmd: --cpu 1023: not a CPU kvmmd may run on (" --cpu 1023
 # ignored without a word

@@ -95,7 +95,7 @@ static int parse_block_weight(const char *tok, const char *w, uint32_t *out)
  */
 static int parse_block_sizes(struct kd_config *cfg, const char *val)
 {
-	char buf[128], item[128], what[160], *save = NULL, *tok, *colon;
+	char buf[128], item[128], what[160], *rest, *tok, *colon;
 	uint32_t n = 0, u, w;
 	int err;
 
@@ -104,9 +104,23 @@ static int parse_block_sizes(struct kd_config *cfg, const char *val)
 			val);
 		return -EINVAL;
 	}
+	if (!*val) {
+		fprintf(stderr,
+			"kvmmd: --cache-block-pages '%s': no size named\n",
+			val);
+		return -EINVAL;
+	}
 	strcpy(buf, val);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
+	/* strsep, not strtok_r: "4,,2", ",4" and "4," name an empty size,
+	 * a typo strtok_r merged away without a word */
+	rest = buf;
+	while ((tok = strsep(&rest, ",")) != NULL) {
+		if (!*tok) {
+			fprintf(stderr,
+				"kvmmd: --cache-block-pages '%s': an empty size (a comma too many: A[:W][,B[:W]...])\n",
+				val);
+			return -EINVAL;
+		}
 		strcpy(item, tok); /* the item whole, for the messages */
 		w = 1;
 		colon = strchr(tok, ':');
@@ -145,12 +159,6 @@ static int parse_block_sizes(struct kd_config *cfg, const char *val)
 		}
 		cfg->cache_block_weights[n] = w;
 		cfg->cache_block_sizes[n++] = u;
-	}
-	if (!n) {
-		fprintf(stderr,
-			"kvmmd: --cache-block-pages '%s': no size named\n",
-			val);
-		return -EINVAL;
 	}
 	cfg->nr_cache_block_sizes = n;
 	cfg->cache_block_pages = cfg->cache_block_sizes[0];
