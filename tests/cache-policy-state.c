@@ -21,15 +21,25 @@
  *   - a run that used no block leaves the file as it is;
  *   - a periodic save still writing (KVMMD_TEST_POLICY_WRITE_DELAY_MS:
  *     a slow disk) makes the next ones skip, and the stop waits for it
- *     before its own save: one periodic save, then the stop's.
+ *     before its own save: one periodic save, then the stop's.  The
+ *     test stops kvmmd once it said the write is in flight and a save
+ *     was skipped, and kvmmd's stop says it waited.
  */
 #include <sys/stat.h>
 
 #include "tests/cache-common.h"
+#include "tests/lib/wait.h"
 
 #define NCONTENT 8
 #define NB 2
 #define STATE_BYTES 32816 /* header 32 + asym's 16 + 2 x 16 x 128 x 8 */
+
+/* the slow write's delay, and what kvmmd says of it */
+#define WRITE_DELAY_MS "3000"
+#define SAVE_IN_FLIGHT "test knob: a periodic save writing, waiting 3000 ms"
+#define SAVE_SKIPPED \
+	"the last periodic save is still writing: this one and the next wait for it"
+#define STOP_WAITS "the periodic save is still writing: waiting for it"
 
 static const struct cc_contents contents = { .base = 0x9e5700,
 					     .tag0 = 30,
@@ -125,13 +135,8 @@ int main(void)
 	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
 	cc_read_content(d.sock, &contents, 0, 0, -1); /* a new kvmmd: empty */
 	work(d.sock); /* a save needs a block used since the start */
-	for (int i = 0; i < 500; i++) {
-		td_read_log(&d, log, sizeof(log));
-		if (t_count(log, "(periodic, 32816 bytes)"))
-			break;
-		usleep(10000);
-	}
-	t_assert(t_count(log, "(periodic, 32816 bytes)") >= 1);
+	td_wait_log(&d, "(periodic, 32816 bytes)", 20000);
+	t_assert(td_read_log(&d, log, sizeof(log)) > 0);
 	t_assert_eq(
 		t_count(log,
 			": loaded what asym learned before (32 block lives)"),
@@ -208,13 +213,10 @@ int main(void)
 	cc_start(&d, args_for(a, "asym", bad));
 	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
 	work(d.sock);
-	for (int i = 0; i < 500; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.policy_state_save_errors)
-			break;
-		usleep(10000);
-	}
-	t_assert(st.policy_state_save_errors >= 1);
+	t_wait_until(20000, t_ok(td_status(&d, &st)),
+		     st.policy_state_save_errors >= 1,
+		     "no failed periodic save counted (%llu saves)",
+		     (unsigned long long)st.policy_state_saves);
 	t_assert_eq(st.policy_state_saves, 0);
 	t_assert_eq(st.policy_state_save_age_ms, UINT64_MAX);
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
@@ -227,17 +229,33 @@ int main(void)
 	t_assert(t_count(log, "policy.state.lock: No such file or directory") >=
 		 3);
 
-	/* a slow periodic write: the timer skips, the stop waits for it */
+	/*
+	 * A slow periodic write: the timer skips, the stop waits for it.
+	 * The stop comes once kvmmd said both (the write in flight, a save
+	 * skipped), well within the write's WRITE_DELAY_MS, and kvmmd's
+	 * "waiting for it" at the stop says the save was still in flight
+	 * then: without it the test would not test the wait.
+	 */
 	setenv("KVMMD_TEST_POLICY_SAVE_MS", "100", 1);
-	setenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS", "1500", 1);
+	setenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS", WRITE_DELAY_MS, 1);
 	cc_start(&d, args_for(a, "asym", state));
 	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
 	unsetenv("KVMMD_TEST_POLICY_WRITE_DELAY_MS");
 	work(d.sock);
-	usleep(500 * 1000); /* a periodic save has started (and sleeps) */
+	td_wait_log(&d, SAVE_IN_FLIGHT, 30000);
+	td_wait_log(&d, SAVE_SKIPPED, 30000);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
+	t_assert_eq(t_count(log, SAVE_IN_FLIGHT), 1);
+	t_assert_eq(t_count(log, SAVE_SKIPPED), 1);
+	if (!t_count(log, STOP_WAITS))
+		t_fail("the stop never said it waited for the periodic save (the stop did not wait, or the save ended first: a machine too loaded for %s ms?):\n%s",
+		       WRITE_DELAY_MS, log);
+	t_assert_eq(t_count(log, STOP_WAITS), 1);
 	t_assert_eq(t_count(log, "(periodic, 32816 bytes)"), 1);
 	t_assert_eq(t_count(log, "(stop, 32816 bytes)"), 1);
+	t_assert(strstr(log, SAVE_SKIPPED) < strstr(log, STOP_WAITS));
+	t_assert(strstr(log, STOP_WAITS) <
+		 strstr(log, "(periodic, 32816 bytes)"));
 	t_assert(strstr(log, "(periodic, 32816 bytes)") <
 		 strstr(log, "(stop, 32816 bytes)"));
 	t_assert_eq(file_size(state), STATE_BYTES);

@@ -76,9 +76,15 @@ static void *learned_worker(void *arg)
 	struct kc_learned_write *w = arg;
 	struct kd_cache *c = w->c;
 
-	/* a test knob: a slow disk (the stop must wait for this write) */
-	if (c->learned_write_delay_us)
+	/* a test knob: a slow disk (the stop must wait for this write).
+	 * The line tells a test the save is in flight, where it had to
+	 * guess with a sleep. */
+	if (c->learned_write_delay_us) {
+		vmm_log(VMM_LOG_INFO,
+			"policy state: test knob: a periodic save writing, waiting %u ms (KVMMD_TEST_POLICY_WRITE_DELAY_MS)",
+			c->learned_write_delay_us / 1000);
 		usleep(c->learned_write_delay_us);
+	}
 	learned_write(w);
 	free(w);
 	return NULL;
@@ -231,13 +237,22 @@ static struct kc_learned_write *learned_build(struct kd_cache *c,
 	return w;
 }
 
-/* Join the periodic save's worker, if one ran. */
+/*
+ * Join the periodic save's worker, if one ran.  One still writing holds
+ * the stop up (a slow disk): said, so that a stop that takes long says
+ * why.
+ */
 static void learned_join(struct kd_cache *c)
 {
-	if (c->learned_thread_started) {
+	if (!c->learned_thread_started)
+		return;
+	if (pthread_tryjoin_np(c->learned_thread, NULL) == EBUSY) {
+		vmm_log(VMM_LOG_INFO,
+			"policy state %s: the periodic save is still writing: waiting for it",
+			c->d->cfg.policy_state);
 		pthread_join(c->learned_thread, NULL);
-		c->learned_thread_started = false;
 	}
+	c->learned_thread_started = false;
 }
 
 int kc_learned_save(struct kd_cache *c, const char *why)
@@ -277,8 +292,16 @@ static void kc_on_learned_timer(struct kd_loop *loop, struct kd_timer *t)
 
 	kd_timer_arm(loop, t, kd_now_ns() + save_every_ns());
 	if (c->learned_thread_started) {
-		if (pthread_tryjoin_np(c->learned_thread, NULL) == EBUSY)
-			return; /* still writing */
+		if (pthread_tryjoin_np(c->learned_thread, NULL) == EBUSY) {
+			/* still writing: said once a write (a disk that
+			 * slow is worth knowing of) */
+			if (!c->learned_skip_said)
+				vmm_log(VMM_LOG_INFO,
+					"policy state %s: the last periodic save is still writing: this one and the next wait for it",
+					c->d->cfg.policy_state);
+			c->learned_skip_said = true;
+			return;
+		}
 		c->learned_thread_started = false;
 	}
 	w = learned_build(c, "periodic");
@@ -291,6 +314,7 @@ static void kc_on_learned_timer(struct kd_loop *loop, struct kd_timer *t)
 		return;
 	}
 	c->learned_thread_started = true;
+	c->learned_skip_said = false;
 }
 
 /*

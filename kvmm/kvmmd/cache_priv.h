@@ -364,6 +364,9 @@ struct kd_cache {
 	/* the periodic save's worker, started and not yet joined */
 	pthread_t learned_thread;
 	bool learned_thread_started;
+	/* a save due while the worker still writes was logged (once a
+	 * write) */
+	bool learned_skip_said;
 	uint32_t learned_write_delay_us; /* KVMMD_TEST_POLICY_WRITE_DELAY_MS */
 	/*
 	 * The first size's (the file is one for every size): the file as
