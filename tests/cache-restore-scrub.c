@@ -8,8 +8,11 @@
  * writes a secret into two blocks and closes them (its pages go back to
  * the pool, B's), then opens X without KVMM_PREFIX_OPEN_EARLY: the
  * restore's pages come from the pool.  While the copy is delayed a
- * process of uid C early-opens X and reads the pages it is given at once:
- * each page must be all zero or already X's bytes, never B's secret
+ * process of uid C early-opens X (once kvmmd logs that a worker took B's
+ * restore) and reads the pages it is given at once: it must have
+ * attached to that restore (X from the host tier, some page not copied
+ * yet: else the test tested nothing and fails), and each page must be
+ * all zero or already X's bytes, never B's secret
  * (before the fix the restore's pages were B's own, unscrubbed, and C
  * read B's bytes); then its reloads land and it reads X.  ADMIN_STATUS
  * counts the pages scrubbed for the restore.  Needs root (processes of
@@ -23,15 +26,20 @@
 #include "tests/cache-uids.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 #define NB 2
-#define DELAY_MS 600
+/* long enough that C's early open, started once a worker took B's
+ * restore, comes before the copy under load */
+#define DELAY_MS 2000
 #define UID_A 63301
 #define UID_B 63302
 #define UID_C 63303
 #define TAG_X 0x5c0
 #define TAG_Y 0x5c1
 #define TAG_SECRET 0xb5ec
+/* kvmmd's line when a worker takes a restore under the delay knob */
+#define RESTORE_TAKEN "migrate: test knob: a restore of"
 
 static void hashes(int content, uint64_t *h)
 {
@@ -50,6 +58,17 @@ static int page_kind(struct cc *c, uint32_t id, uint32_t b, uint32_t p)
 		x = x && m[o] == cc_pat(TAG_X, b, p, o);
 	}
 	return zero ? 1 : x ? 2 : 0;
+}
+
+/* How many pages of the open's blocks hold X's bytes. */
+static int count_x(struct cc *c, const uint32_t *ids)
+{
+	int x = 0;
+
+	for (uint32_t b = 0; b < NB; b++)
+		for (uint32_t p = 0; p < CC_PPB; p++)
+			x += page_kind(c, ids[b * CC_PPB + p], b, p) == 2;
+	return x;
 }
 
 /* B: secret written and freed, then a plain open of X; says when sent. */
@@ -84,7 +103,7 @@ static void uid_c(const char *sock)
 {
 	struct kvmm_prefix_open_reply rep;
 	uint32_t ids[NB * CC_PPB];
-	int kinds[3] = { 0 };
+	int kinds[3] = { 0 }, x;
 	uint64_t h[NB];
 	struct cc c;
 
@@ -99,23 +118,27 @@ static void uid_c(const char *sock)
 	for (uint32_t b = 0; b < NB; b++)
 		for (uint32_t p = 0; p < CC_PPB; p++)
 			kinds[page_kind(&c, ids[b * CC_PPB + p], b, p)]++;
-	printf("uid %d: pages at the early reply: %d zero, %d X, %d other\n",
-	       UID_C, kinds[1], kinds[2], kinds[0]);
+	printf("uid %d: pages at the early reply: %d zero, %d X, %d other (from gpu %u, host %u)\n",
+	       UID_C, kinds[1], kinds[2], kinds[0], rep.from_gpu,
+	       rep.from_host);
 	fflush(stdout);
 	if (kinds[0])
 		_exit(3); /* someone else's bytes */
-	/* the reloads land: X's bytes (SEQ_WAIT_READY's job; polled here) */
-	for (int i = 0; i < 100; i++) {
-		int x = 0;
-
-		for (uint32_t b = 0; b < NB; b++)
-			for (uint32_t p = 0; p < CC_PPB; p++)
-				x += page_kind(&c, ids[b * CC_PPB + p], b, p) ==
-				     2;
-		if (x == NB * CC_PPB)
-			break;
-		usleep(50000);
+	/*
+	 * Not vacuous: C attached to B's restore before its copies landed
+	 * (X not on the GPU yet, and some page still as the restore found
+	 * it), or it read nothing a scrub decides.
+	 */
+	if (rep.from_host != NB || !kinds[1]) {
+		printf("uid %d: the early reply came after B's restore landed: nothing tested (DELAY_MS %d too short for this machine?)\n",
+		       UID_C, DELAY_MS);
+		fflush(stdout);
+		_exit(4);
 	}
+	/* the reloads land: X's bytes (SEQ_WAIT_READY's job; polled here) */
+	t_wait_until(30000, x = count_x(&c, ids), x == NB * CC_PPB,
+		     "C's reloads of X never landed (%d of %d pages X)", x,
+		     NB * CC_PPB);
 	cc_check(&c, ids, NB, TAG_X);
 	cc_seq_close(&c, rep.seq_id, ids, NB * CC_PPB);
 	cc_disconnect(&c);
@@ -153,13 +176,15 @@ int main(void)
 	t_assert_eq(ts.tiers[1].used_blocks, NB);
 
 	t_ok(td_status(&d, &st0));
+	td_log_has(&d, RESTORE_TAKEN, false); /* X's first restore is B's */
 	t_ok(pipe(pipefd));
 	pb = fork();
 	t_assert(pb >= 0);
 	if (pb == 0)
 		uid_b(d.sock, pipefd[1]);
 	t_assert_eq(read(pipefd[0], &ch, 1), 1);
-	usleep(100000); /* B's open has started the (slowed) restore */
+	/* B's open has started the (slowed) restore: a worker took it */
+	td_wait_log(&d, RESTORE_TAKEN, 30000);
 	pc = fork();
 	t_assert(pc >= 0);
 	if (pc == 0)
