@@ -15,6 +15,7 @@
 
 #include "tests/cache-common.h"
 #include "tests/lib/daemon.h"
+#include "tests/lib/wait.h"
 
 static const uint64_t hashes[4] = { 0x1111, 0x2222, 0x3333, 0x4444 };
 
@@ -131,12 +132,12 @@ int main(void)
 		_exit(0);
 	}
 	t_assert_eq(cc_wait_child(cpid), 0);
-	for (int i = 0; i < 100; i++) {
-		t_ok(td_status(&d, &st));
-		if (st.pages_mapped == 0 && st.sessions == 1)
-			break;
-		usleep(20000);
-	}
+	t_wait_until(
+		20000, t_ok(td_status(&d, &st)),
+		st.pages_mapped == 0 && st.sessions == 1,
+		"the clients' sessions and mappings not gone (%llu pages mapped, %llu sessions)",
+		(unsigned long long)st.pages_mapped,
+		(unsigned long long)st.sessions);
 	t_assert_eq(st.pages_allocated, 3 * CC_PPB); /* the cached blocks */
 	t_assert_eq(st.pages_mapped, 0);
 	int rc = td_stop(&d);

@@ -46,6 +46,7 @@
 #include "tests/lib/daemon.h"
 #include "tests/lib/page_counts.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 #define TPB 256
 #define TOKEN_BYTES 256
@@ -427,12 +428,13 @@ static void race(struct td_daemon *d)
 	}
 	/* the racer is gone: only the cache's pages are allocated */
 	connect_plain(&c);
-	for (int i = 0; i < 200; i++) {
-		t_ok(td_status(d, &st));
-		if (st.sessions == 2 && !st.pages_mapped && !st.pages_revoking)
-			break;
-		usleep(10 * 1000);
-	}
+	t_wait_until(
+		20000, t_ok(td_status(d, &st)),
+		st.sessions == 2 && !st.pages_mapped && !st.pages_revoking,
+		"the racer's session and pages not gone (%llu sessions, %llu pages mapped, %llu revoking)",
+		(unsigned long long)st.sessions,
+		(unsigned long long)st.pages_mapped,
+		(unsigned long long)st.pages_revoking);
 	t_ok(kvmm_tier_stats(c, &ts, sizeof(ts)));
 	t_assert_eq(st.pages_mapped, 0);
 	t_assert_eq(st.pages_revoking, 0);

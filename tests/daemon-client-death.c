@@ -21,6 +21,7 @@
 #include "kvmm/kvmm.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 #define ROUNDS 40
 
@@ -101,13 +102,12 @@ int main(void)
 	if (sp == 0)
 		_exit(survivor(pfd[0]));
 	/* The survivor's pages: 1000 tokens = 4 blocks (+1 ahead) of 4. */
-	for (int i = 0; i < 200; i++) {
-		t_ok(td_status(&d, &held));
-		if (held.pages_allocated == 20 && held.pages_mapped == 20)
-			break;
-		usleep(10000);
-	}
-	t_assert_eq(held.pages_allocated, 20);
+	t_wait_until(
+		20000, t_ok(td_status(&d, &held)),
+		held.pages_allocated == 20 && held.pages_mapped == 20,
+		"the survivor's 20 pages not allocated and mapped (%llu, %llu)",
+		(unsigned long long)held.pages_allocated,
+		(unsigned long long)held.pages_mapped);
 
 	for (int round = 0; round < ROUNDS; round++) {
 		pid_t v = fork();
@@ -120,18 +120,21 @@ int main(void)
 		t_assert_eq(waitpid(v, &status, 0), v);
 		t_assert(WIFSIGNALED(status));
 	}
-	/* Everything the victims held comes back. */
-	for (int i = 0; i < 300; i++) {
+	/* Everything the victims held comes back (a deadline of time: the
+	 * log is dumped if it does not) */
+	for (unsigned long long end = t_now_ms() + 20000;;) {
 		t_ok(td_status(&d, &st));
 		if (st.pages_allocated == 20 && st.pages_mapped == 20 &&
 		    !st.pages_quarantined && st.sessions == 2)
+			break;
+		if (t_now_ms() > end)
 			break;
 		usleep(10000);
 	}
 	if (st.pages_allocated != 20 || st.pages_mapped != 20 ||
 	    st.sessions != 2 || st.pages_quarantined) {
 		td_dump_log(&d);
-		t_fail("after kills: allocated %llu mapped %llu quarantined %llu sessions %llu",
+		t_fail("after kills, not back within 20 s: allocated %llu mapped %llu quarantined %llu sessions %llu",
 		       (unsigned long long)st.pages_allocated,
 		       (unsigned long long)st.pages_mapped,
 		       (unsigned long long)st.pages_quarantined,
