@@ -20,6 +20,7 @@
 #include "kvmm/lib/client.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 const char *td_build_path(const char *name, char *buf, size_t len)
 {
@@ -169,15 +170,18 @@ void td_log_has(const struct td_daemon *d, const char *what, bool want)
 void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms)
 {
 	static char log[1 << 16];
+	unsigned long long end = t_now_ms() + ms;
 
-	for (unsigned int i = 0; i <= ms / 10; i++) {
+	for (;;) {
 		t_assert(td_read_log(d, log, sizeof(log)) >= 0);
 		if (strstr(log, what))
 			return;
+		if (t_now_ms() > end)
+			break;
 		usleep(10000);
 	}
 	td_dump_log(d);
-	t_fail("kvmmd never said \"%s\"", what);
+	t_fail("kvmmd never said \"%s\" (within %u ms)", what, ms);
 }
 
 void td_start_refused(const char *const *extra, const char *var,

@@ -52,8 +52,9 @@ int td_read_log(const struct td_daemon *d, char *buf, size_t len);
 /* The daemon's log (its first 64 KiB) holds what, or not (want); else the
  * test fails, the log printed. */
 void td_log_has(const struct td_daemon *d, const char *what, bool want);
-/* Wait (ms at most, polling every 10 ms) for the daemon's log to hold
- * what; else the test fails, the log printed. */
+/* Wait (ms of the clock at most, polling every 10 ms: tests/lib/wait.h)
+ * for the daemon's log to hold what; else the test fails, the log
+ * printed. */
 void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms);
 /* kvmmd with extra and var=value in its environment must refuse to start
  * (else the test fails); its log into log (len bytes, a string), its
