@@ -19,6 +19,7 @@
 #include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 /* Where the client's sequence is, for the admin's revocation. */
 struct rc_ids {
@@ -133,7 +134,8 @@ static inline int rc_client_steps(struct kvmm_conn *c, struct kvmm_region *r,
 /*
  * Fork client(arg, wr, rd) (its return value is its exit status), revoke
  * its sequence from block 1 on through an admin connection to d once it
- * says where it is, let it step 200 ms to acknowledge, tell it to stop,
+ * says where it is, let it step until kvmmd counts its acknowledgement,
+ * tell it to stop,
  * and fail (with d's log) unless it exits 0.
  */
 static inline void rc_run_client(struct td_daemon *d,
@@ -141,7 +143,9 @@ static inline void rc_run_client(struct td_daemon *d,
 				 void *arg)
 {
 	int to_parent[2], to_child[2], ws;
+	struct kvmm_status_reply st;
 	struct rc_ids ids;
+	uint64_t acked;
 	pid_t pid;
 
 	t_assert(pipe(to_parent) == 0 && pipe(to_child) == 0);
@@ -153,8 +157,17 @@ static inline void rc_run_client(struct td_daemon *d,
 	close(to_parent[1]);
 	close(to_child[0]);
 	t_assert_eq(read(to_parent[0], &ids, sizeof(ids)), sizeof(ids));
+	t_ok(td_status(d, &st));
+	acked = st.revocations_acked;
 	rc_admin_revoke(d->sock, &ids, 1);
-	usleep(200000); /* the client steps every 5 ms and acknowledges */
+	/* the client steps every 5 ms and acknowledges: kvmmd counts it,
+	 * where a 200 ms sleep guessed how long that takes */
+	t_wait_until(
+		20000, t_ok(td_status(d, &st)), st.revocations_acked > acked,
+		"the client never acknowledged the revocation (%llu posted, %llu acked, %llu timed out)",
+		(unsigned long long)st.revocations_posted,
+		(unsigned long long)st.revocations_acked,
+		(unsigned long long)st.revocations_timed_out);
 	t_assert_eq(write(to_child[1], "x", 1), 1);
 	t_assert(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws));
 	if (WEXITSTATUS(ws)) {
