@@ -13,7 +13,10 @@
  * asks (ABI 1.19, tests/daemon-fuzz/router.c): kvmm_prefix_query() of a
  * chain or of random hashes followed by a prefix open of it, and
  * kvmm_block_pin_many() of chain blocks, random hashes and hash 0, each
- * result checked.  A client ends with
+ * result checked; copy-on-write of a read-only (shared) block (ABI 1.20,
+ * tests/daemon-fuzz/unshare.c: the copy holds the shared bytes, writes
+ * into it show nowhere else, the shared block faults on a write).  A
+ * client ends with
  * BYE, exits without it, or is SIGKILLed by the parent mid-work; a new one
  * takes its place until KVMM_FUZZ_SECONDS (default 10; phases 1-5 share
  * it 25:15:20:20:20) have passed.
@@ -110,7 +113,7 @@
 static const char *const op_names[OP_COUNT] = {
 	"open",	    "prefix", "prefix-segments", "prefix-early", "extend",
 	"truncate", "close",  "publish",	 "verify",	 "pin",
-	"unpin",    "step",   "query",		 "pin-many",
+	"unpin",    "step",   "query",		 "pin-many",	 "unshare",
 };
 
 /* ---- the parent ----------------------------------------------------- */
@@ -330,6 +333,14 @@ static void fz_print(const struct fz_phase *ph,
 	       (unsigned long long)n->revokes_refused,
 	       (unsigned long long)n->revoked_seen,
 	       (unsigned long long)n->publish_stale);
+	printf("  copy-on-write: %llu read-only blocks copied (checked %llu), %llu short of room, %llu own blocks, %llu past the length; %llu writes into read-only blocks faulted; kvmmd copied %llu\n",
+	       (unsigned long long)n->unshared,
+	       (unsigned long long)n->checked[FZ_FROM_UNSHARE],
+	       (unsigned long long)n->unshare_short,
+	       (unsigned long long)n->unshare_own,
+	       (unsigned long long)n->unshare_nodata,
+	       (unsigned long long)n->ro_faults,
+	       (unsigned long long)ts->blocks_unshared);
 	printf("  daemon: demotions host %llu nvme %llu, restores host %llu nvme %llu, drops %llu/%llu/%llu, pressure reclaims %llu, held copies %llu, migrations failed %llu, checksum failures %llu, early reload failures %llu, holes %llu, plan recomputes %llu, recovered %llu; the last reader found %llu blocks\n",
 	       (unsigned long long)ts->tiers[1].demotions_in,
 	       (unsigned long long)ts->tiers[2].demotions_in,
@@ -358,7 +369,8 @@ static void fz_print(const struct fz_phase *ph,
  * processes lent blocks mapped ahead to each other.
  */
 static void fz_check_status(const struct fz_phase *ph,
-			    const struct fz_setup *su, struct td_daemon *d)
+			    const struct fz_setup *su, struct td_daemon *d,
+			    const struct kvmm_tier_stats_reply *ts)
 {
 	const struct fz_counts *n = ph->cnt;
 	struct kvmm_status_reply st;
@@ -398,6 +410,14 @@ static void fz_check_status(const struct fz_phase *ph,
 		       (unsigned long long)ph->seed, ph->num,
 		       (unsigned long long)st.lend_requests,
 		       (unsigned long long)st.lend_blocks);
+	/* each copy a client made is one of kvmmd's (which also counts
+	 * the extends that unshared a block, and copies a killed client
+	 * asked for) */
+	if (ts->blocks_unshared < n->unshared)
+		t_fail("seed %llu phase %d: kvmmd copied %llu blocks, the clients %llu",
+		       (unsigned long long)ph->seed, ph->num,
+		       (unsigned long long)ts->blocks_unshared,
+		       (unsigned long long)n->unshared);
 	if (su->revokes && !n->revokes)
 		t_fail("seed %llu phase %d: no revocation was taken (%llu refused)",
 		       (unsigned long long)ph->seed, ph->num,
@@ -522,7 +542,7 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 	found = fz_read_all(ph, su->read_alone, size_found);
 	fz_settle(ph, &d, &ts);
 	fz_print(ph, &ts, found);
-	fz_check_status(ph, su, &d);
+	fz_check_status(ph, su, &d, &ts);
 	if (ph->nr_sizes > 1)
 		fz_sizes_end(ph, su, &d, size_found, left ? left : size_left);
 	if (ph->limit_churn) {
@@ -763,6 +783,21 @@ int main(void)
 	ph.cnt = &cnt[5];
 	fz_phase(&ph, &su, nvme, NULL);
 	unlink(nvme);
+	/* the copy-on-write checks ran (unshare.c): a read-only block was
+	 * copied, and writes into read-only blocks faulted */
+	{
+		uint64_t copies = 0, faults = 0;
+
+		for (int i = 0; i < 6; i++) {
+			copies += cnt[i].unshared;
+			faults += cnt[i].ro_faults;
+		}
+		if (!copies || !faults)
+			t_fail("seed %llu: %llu blocks copied, %llu writes into read-only blocks faulted",
+			       (unsigned long long)seed,
+			       (unsigned long long)copies,
+			       (unsigned long long)faults);
+	}
 	printf("daemon-fuzz: seed %llu ok\n", (unsigned long long)seed);
 	return 0;
 }

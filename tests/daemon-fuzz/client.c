@@ -8,7 +8,8 @@
  * would and compares every block it is handed or still holds, byte for
  * byte, with what its hash and size say (fz_check()); in phase 5 it has
  * a region of each of two block sizes, and each sequence, prefix open,
- * pin and query picks one.  Any other byte, or any
+ * pin and query picks one; a read-only (shared) block is made a
+ * sequence's own now and then (unshare.c).  Any other byte, or any
  * call that fails where it may not, ends the process with status 1 and a
  * line naming the seed, the phase and the block.  Where the parent
  * revokes (phase 4) a sequence's length is what libkvmm says once this
@@ -62,8 +63,8 @@ void fz_trace(const struct fz_client *c, const char *fmt, ...)
 		return;
 }
 
-static unsigned char *fz_page(struct fz_client *c, const struct fz_seq *s,
-			      uint32_t b, uint32_t pg)
+unsigned char *fz_page(struct fz_client *c, const struct fz_seq *s, uint32_t b,
+		       uint32_t pg)
 {
 	struct kvmm_region *r = c->r[s->sz];
 	uint64_t base = pg & 1 ? kvmm_seq_v_ptr(r, s->id, pg / 2) :
@@ -73,7 +74,7 @@ static unsigned char *fz_page(struct fz_client *c, const struct fz_seq *s,
 }
 
 /* Write block b of s as an engine computing it would. */
-static void fz_write(struct fz_client *c, const struct fz_seq *s, uint32_t b)
+void fz_write(struct fz_client *c, const struct fz_seq *s, uint32_t b)
 {
 	for (uint32_t pg = 0; pg < fz_ppb(s->sz); pg++) {
 		fz_page_fill(fz_hash(s->sz, s->chain, b), s->sz, pg, c->want);
@@ -116,7 +117,7 @@ void fz_check_as(struct fz_client *c, const struct fz_seq *s, uint32_t hb,
 	fz_add(&c->ph->cnt->checked_size[s->sz], 1);
 }
 
-static struct fz_seq *fz_free_slot(struct fz_client *c)
+struct fz_seq *fz_free_slot(struct fz_client *c)
 {
 	for (int i = 0; i < FZ_SEQS; i++)
 		if (!c->seqs[i].open)
@@ -124,7 +125,7 @@ static struct fz_seq *fz_free_slot(struct fz_client *c)
 	return NULL;
 }
 
-static struct fz_seq *fz_open_seq(struct fz_client *c)
+struct fz_seq *fz_open_seq(struct fz_client *c)
 {
 	int i = (int)fz_below(&c->rng, FZ_SEQS);
 
@@ -172,7 +173,7 @@ void fz_sync(struct fz_client *c, struct fz_seq *s)
 
 /* A full pool (-ENOMEM) or, with --quota, the uid's quota (-EDQUOT):
  * counted; any other error is not. */
-static bool fz_short(struct fz_client *c, int err)
+bool fz_short(struct fz_client *c, int err)
 {
 	if (err == -ENOMEM) {
 		fz_add(&c->ph->cnt->enomem, 1);
@@ -267,7 +268,7 @@ static void fz_truncate(struct fz_client *c, struct fz_seq *s, uint32_t len)
 	s->len = len;
 }
 
-static void fz_close(struct fz_client *c, struct fz_seq *s)
+void fz_close(struct fz_client *c, struct fz_seq *s)
 {
 	fz_trace(c, "close seq %u", s->id);
 	fz_ok(c, kvmm_seq_close(c->r[s->sz], s->id));
@@ -466,7 +467,7 @@ static void op_truncate(struct fz_client *c)
 }
 
 /* Every block of an open sequence still holds its bytes. */
-static void fz_verify(struct fz_client *c, struct fz_seq *s)
+void fz_verify(struct fz_client *c, struct fz_seq *s)
 {
 	fz_sync(c, s);
 	for (uint32_t b = 0; b < fz_blocks(s->len); b++)
@@ -557,7 +558,9 @@ static void op_unpin(struct fz_client *c)
 
 static void fz_step_once(struct fz_client *c)
 {
-	uint32_t x = fz_below(&c->rng, 100);
+	/* 100 and up: ABI 1.20's copy-on-write, added after the others
+	 * (so every seed's draws changed with it) */
+	uint32_t x = fz_below(&c->rng, 105);
 
 	if (x < 12)
 		op_open(c);
@@ -593,8 +596,10 @@ static void fz_step_once(struct fz_client *c)
 		op_step(c);
 	else if (x < 98)
 		op_query(c);
-	else
+	else if (x < 100)
 		op_pin_many(c);
+	else
+		op_unshare(c);
 }
 
 void fz_client_run(const struct fz_phase *ph, int num, uint32_t ops, int end)

@@ -46,7 +46,8 @@ static inline uint32_t fz_ppb(int sz)
  * values (1-4) of a prefix open with actions. */
 #define FZ_FROM_CLIENT 0 /* written by this client */
 #define FZ_FROM_PREFIX 5 /* a prefix open without actions */
-#define FZ_FROM_COUNT 6
+#define FZ_FROM_UNSHARE 6 /* a copy kvmm_seq_block_unshare() made */
+#define FZ_FROM_COUNT 7
 
 enum fz_op {
 	OP_OPEN,
@@ -63,6 +64,7 @@ enum fz_op {
 	OP_STEP,
 	OP_QUERY,
 	OP_PIN_MANY,
+	OP_UNSHARE,
 	OP_COUNT
 };
 
@@ -91,6 +93,12 @@ struct fz_counts {
 	 * they found, and the opens right after that found fewer */
 	uint64_t queries, query_random, query_blocks, query_open_less;
 	uint64_t pin_many_calls, pin_many_pinned; /* as kvmmd counts them */
+	/* copy-on-write (unshare.c): read-only blocks copied (at most
+	 * kvmmd's blocks_unshared), asks short of room, blocks already the
+	 * sequence's own, blocks past the length (-ENODATA), and the
+	 * writes into a read-only block that faulted */
+	uint64_t unshared, unshare_short, unshare_own, unshare_nodata;
+	uint64_t ro_faults;
 	uint64_t dquot; /* extends and opens past --quota (-EDQUOT) */
 	/* publishes a revocation took blocks of (-ESTALE), sequences a
 	 * revocation cut, as the client found them */
@@ -291,6 +299,21 @@ void fz_sync(struct fz_client *c, struct fz_seq *s);
 /* Prefix queries and pin-many (tests/daemon-fuzz/router.c). */
 void op_query(struct fz_client *c);
 void op_pin_many(struct fz_client *c);
+/* Copy-on-write of a shared block (tests/daemon-fuzz/unshare.c). */
+void op_unshare(struct fz_client *c);
+
+/* client.c's pieces the other operations use: page pg of block b of s
+ * in this process; block b written as an engine would (its hash's
+ * bytes); every block of s checked; an open sequence (NULL: none) and
+ * a free slot (NULL: none); a short pool or quota (counted: true) */
+unsigned char *fz_page(struct fz_client *c, const struct fz_seq *s, uint32_t b,
+		       uint32_t pg);
+void fz_write(struct fz_client *c, const struct fz_seq *s, uint32_t b);
+void fz_verify(struct fz_client *c, struct fz_seq *s);
+struct fz_seq *fz_open_seq(struct fz_client *c);
+struct fz_seq *fz_free_slot(struct fz_client *c);
+bool fz_short(struct fz_client *c, int err);
+void fz_close(struct fz_client *c, struct fz_seq *s);
 
 /* Block b of s must hold its hash's bytes; from says where they came
  * from (FZ_FROM_*, or a prefix open's action). */
