@@ -22,6 +22,7 @@
 #include "kvmm/kvmm.h"
 #include "kvmm/lib/client.h"
 #include "kvmm/lib/wire.h"
+#include "tests/daemon-hostile/hostile.h"
 #include "tests/lib/client_seq.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
@@ -30,7 +31,7 @@
 static struct td_daemon d;
 static uint32_t next_id = 1;
 
-static int raw_connect(void)
+int raw_connect(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -43,8 +44,8 @@ static int raw_connect(void)
 
 /* Send bytes as one message; return the reply's status (or -1000 if the
  * reply is missing or malformed).  Reply fds are closed. */
-static int send_raw(int fd, const void *buf, size_t len, const int *fds,
-		    unsigned int nfds, void *body, size_t cap)
+int send_raw(int fd, const void *buf, size_t len, const int *fds,
+	     unsigned int nfds, void *body, size_t cap)
 {
 	static char rep[KVMM_MSG_MAX];
 	struct kvmm_msg_hdr h;
@@ -67,8 +68,7 @@ static int send_raw(int fd, const void *buf, size_t len, const int *fds,
 	return h.status;
 }
 
-static int cmd(int fd, uint16_t c, const void *p, size_t len, void *body,
-	       size_t cap)
+int cmd(int fd, uint16_t c, const void *p, size_t len, void *body, size_t cap)
 {
 	char buf[KVMM_MSG_MAX + 64];
 	struct kvmm_msg_hdr h = { .size = sizeof(h) + len,
@@ -145,6 +145,10 @@ static void unprivileged(void)
 		if (cmd(fd, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st)) !=
 		    -EPERM)
 			_exit(2);
+		if (cmd(fd, KVMM_CMD_ADMIN_CACHE_DROP,
+			&(struct kvmm_admin_cache_drop){ .size = 40 }, 40, NULL,
+			0) != -EPERM)
+			_exit(4);
 		/* a session without rings may not own pages: nothing could
 		 * revoke them (it used to create regions and extend) */
 		if (cmd(fd, KVMM_CMD_REGION_CREATE, &small_region,
@@ -378,6 +382,9 @@ int main(void)
 
 	check_good_client();
 	unprivileged();
+	/* the commands of ABI 1.14 on (tests/daemon-hostile/newer.c) */
+	hostile_newer_commands(rr.region_id);
+	check_good_client();
 
 	/* Random messages with valid headers and random payloads. */
 	srand(42);
