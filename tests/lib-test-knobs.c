@@ -194,7 +194,7 @@ static void bad_names(void)
 	refused("KVMM_TEST_GIVE_AHEAD_MX", "0",
 		"libkvmm: KVMM_TEST_GIVE_AHEAD_MX=0: not a libkvmm test knob; did you mean KVMM_TEST_GIVE_AHEAD_MAX?");
 	refused("KVMM_TEST_BOGUS", "1",
-		"libkvmm: KVMM_TEST_BOGUS=1: not a libkvmm test knob (they are KVMM_TEST_HELLO_MINOR and KVMM_TEST_GIVE_AHEAD_MAX; the connection is refused, EINVAL)\n");
+		"libkvmm: KVMM_TEST_BOGUS=1: not a libkvmm test knob (they are KVMM_TEST_HELLO_MINOR, KVMM_TEST_GIVE_AHEAD_MAX and KVMM_TEST_MAPAHEAD_DELAY_MS; the connection is refused, EINVAL)\n");
 	/* what cache-publish-revoked and lib-mapahead-lend-procs set
 	 * until 7 December: now refused, not run as the newest client */
 	refused("KVMM_TEST_HELLO_1_19", "1",

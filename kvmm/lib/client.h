@@ -287,6 +287,7 @@ const char *kc_default_socket(void);
 int kc_test_knobs_check(void);
 uint16_t kc_test_hello_minor(void);
 uint32_t kc_test_give_max(void);
+uint32_t kc_test_mapahead_delay_ms(void);
 
 /*
  * extend.c: fetch pages for blocks up to want (sock_lock held).  From the
@@ -473,6 +474,10 @@ int kc_unshare(struct kvmm_region *r, uint32_t seq, uint32_t b);
 
 /* mapahead.c */
 int kc_mapahead_start(struct kvmm_conn *c);
+/* The blocks q should have backed: its length's and c->map_ahead more,
+ * at most the region's (lock held). */
+uint32_t kc_mapahead_want(const struct kvmm_conn *c,
+			  const struct kvmm_region *r, const struct kc_seq *q);
 void kc_mapahead_stop(struct kvmm_conn *c);
 void kc_mapahead_kick(struct kvmm_conn *c);
 /*

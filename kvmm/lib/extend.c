@@ -163,7 +163,6 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	ex.region_id = r->id;
 	ex.seq_id = seq;
 	ex.new_len = new_len;
-	ex.want_blocks = want;
 	if (collect)
 		ex.flags = KVMM_SEQ_EXTEND_COLLECT;
 	rep = malloc(cap);
@@ -185,11 +184,30 @@ int kc_fetch(struct kvmm_region *r, uint32_t seq, uint32_t new_len,
 	 */
 	pthread_mutex_lock(&c->lock);
 	err = kc_seq_get(r, seq, &q) ? -ENOENT : 0;
+	/*
+	 * The map-ahead thread chose want from the length it saw, its lock
+	 * let go since (collect(), and the wait above): the engine may have
+	 * cut the sequence, or closed it and opened another in its slot.
+	 * Blocks past what is ahead of the length now stayed mapped, their
+	 * pages and quota held, until the sequence grew over them or
+	 * closed: tests/daemon-fuzz (seed 7) found a sequence of 0 tokens
+	 * with its block 5 backed, tests/lib-mapahead-truncate-stale.c.
+	 * The thread fetches what is ahead of the length now, or nothing.
+	 */
+	if (!err && background) {
+		uint32_t now = kc_mapahead_want(c, r, q);
+
+		if (want > now)
+			want = now;
+		if (q->backed >= want)
+			err = 1; /* nothing to fetch */
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (err) {
 		free(rep);
-		return err;
+		return err < 0 ? err : 0;
 	}
+	ex.want_blocks = want;
 	if (collect)
 		seen = kc_notify_seen(c);
 	/* Each message's pages are imported as its fds arrive. */

@@ -39,7 +39,17 @@ struct target {
 	uint32_t want;
 };
 
-/* Collect sequences that need blocks (lock held). */
+uint32_t kc_mapahead_want(const struct kvmm_conn *c,
+			  const struct kvmm_region *r, const struct kc_seq *q)
+{
+	uint32_t want = kc_blocks_for(r, q->len) + c->map_ahead;
+
+	return want < r->max_blocks ? want : r->max_blocks;
+}
+
+/* Collect sequences that need blocks (lock held).  What each wants is
+ * looked at again when its fetch is sent (kc_fetch()): the engine may
+ * cut or close it meanwhile. */
 static size_t collect(struct kvmm_conn *c, struct target *t, size_t max)
 {
 	size_t n = 0;
@@ -51,9 +61,7 @@ static size_t collect(struct kvmm_conn *c, struct target *t, size_t max)
 
 			if (!q->open)
 				continue;
-			want = kc_blocks_for(r, q->len) + c->map_ahead;
-			if (want > r->max_blocks)
-				want = r->max_blocks;
+			want = kc_mapahead_want(c, r, q);
 			if (q->backed >= want)
 				continue;
 			t[n++] = (struct target){ r, r->id, s, want };
@@ -151,6 +159,8 @@ static void *mapahead_main(void *arg)
 {
 	struct kvmm_conn *c = arg;
 	struct target t[64];
+	/* tests: a window between the choice and the fetches */
+	uint32_t delay_ms = kc_test_mapahead_delay_ms();
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->ma_stop) {
@@ -174,6 +184,8 @@ static void *mapahead_main(void *arg)
 		if (n == 64)
 			c->ma_kick = true; /* more next round */
 		pthread_mutex_unlock(&c->lock);
+		if (delay_ms && n)
+			usleep(delay_ms * 1000u);
 		for (size_t i = 0; i < n; i++) {
 			uint32_t before = 0;
 			bool go;

@@ -59,6 +59,10 @@ static const struct kc_test_knob kc_test_knobs[] = {
 	/* lend.c: at most N blocks given on one request of kvmmd's */
 	{ "KVMM_TEST_GIVE_AHEAD_MAX", KC_KNOB_NUMBER, 0, UINT32_MAX,
 	  "a number of blocks" },
+	/* mapahead.c: ms the map-ahead thread waits between choosing
+	 * what to map and mapping it (kc_test_mapahead_delay_ms()) */
+	{ "KVMM_TEST_MAPAHEAD_DELAY_MS", KC_KNOB_NUMBER, 0, 10000,
+	  "milliseconds" },
 	/* until 7 December: one flag a minor */
 	{ "KVMM_TEST_HELLO_1_18", KC_KNOB_RETIRED, 0, 0,
 	  "KVMM_TEST_HELLO_MINOR=18" },
@@ -102,7 +106,7 @@ static void unknown_knob(const char *name, size_t len, const char *v)
 			(int)len, name, v, near->name);
 	else
 		vmm_log(VMM_LOG_ERR,
-			"libkvmm: %.*s=%.100s: not a libkvmm test knob (they are KVMM_TEST_HELLO_MINOR and KVMM_TEST_GIVE_AHEAD_MAX; the connection is refused, EINVAL)",
+			"libkvmm: %.*s=%.100s: not a libkvmm test knob (they are KVMM_TEST_HELLO_MINOR, KVMM_TEST_GIVE_AHEAD_MAX and KVMM_TEST_MAPAHEAD_DELAY_MS; the connection is refused, EINVAL)",
 			(int)len, name, v);
 }
 
@@ -170,4 +174,9 @@ uint16_t kc_test_hello_minor(void)
 uint32_t kc_test_give_max(void)
 {
 	return (uint32_t)knob_value("KVMM_TEST_GIVE_AHEAD_MAX", UINT32_MAX);
+}
+
+uint32_t kc_test_mapahead_delay_ms(void)
+{
+	return (uint32_t)knob_value("KVMM_TEST_MAPAHEAD_DELAY_MS", 0);
 }
