@@ -17,7 +17,8 @@
  * Other clients' prefix opens and verifies of the same chains run
  * meanwhile: a copy that wrote into the shared pages would fail them
  * too.  A block already the sequence's own is answered 0 and left as it
- * is; one past the length (and the blocks mapped ahead) -ENODATA.  Short of room (-ENOMEM, or -EDQUOT
+ * is; one past the length (and the blocks mapped ahead) -ENODATA but
+ * in phase 4.  Short of room (-ENOMEM, or -EDQUOT
  * under --quota) the block stays read-only and shared with its bytes; a
  * revocation the parent posted (phase 4) may answer -ENODATA, and is
  * applied then.
@@ -177,7 +178,10 @@ void op_unshare(struct fz_client *c)
 		return;
 	fz_sync(c, s);
 	nb = fz_blocks(s->len);
-	if (!fz_below(&c->rng, 8)) {
+	/* not where the parent revokes: a revocation applied cuts the
+	 * length before the block it took, and the blocks after it stay
+	 * mapped until the sequence is cut or grows over them */
+	if (!fz_below(&c->rng, 8) && !c->ph->revokes) {
 		fz_unshare_past(c, s);
 		return;
 	}
