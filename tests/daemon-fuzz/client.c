@@ -110,6 +110,8 @@ void fz_check_as(struct fz_client *c, const struct fz_seq *s, uint32_t hb,
 						"from this client's own writes" :
 					from == FZ_FROM_PREFIX ?
 						"from a prefix open without actions" :
+					from == FZ_FROM_UNSHARE ?
+						"from a copy kvmm_seq_block_unshare() made" :
 						kvmm_block_action_string(
 							(uint8_t)from));
 	}

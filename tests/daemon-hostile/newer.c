@@ -63,6 +63,15 @@ static void hs_serving(int fd)
 	t_assert_eq(cmd(fd, KVMM_CMD_NOP, NULL, 0, NULL, 0), 0);
 }
 
+/* A call's status in hs_sizes(), failing with the command's number. */
+#define HS_EQ(call, want)                                                      \
+	do {                                                                   \
+		int _r = (call);                                               \
+		if (_r != (want))                                              \
+			t_fail("command %#x: %s == %d, expected %s", c, #call, \
+			       _r, #want);                                     \
+	} while (0)
+
 /*
  * The size rules of a fixed-size request (ok: a valid one of known
  * bytes, size first): a payload under its size word or cut short,
@@ -84,26 +93,26 @@ static void hs_sizes(int fd, uint16_t c, const void *ok, size_t known,
 	t_assert(known + 16 <= sizeof(buf));
 	memcpy(buf, ok, known);
 	if (!empty_ok)
-		t_assert_eq(cmd(fd, c, buf, 0, NULL, 0), -EINVAL);
-	t_assert_eq(cmd(fd, c, buf, 3, NULL, 0), -EINVAL);
+		HS_EQ(cmd(fd, c, buf, 0, NULL, 0), -EINVAL);
+	HS_EQ(cmd(fd, c, buf, 3, NULL, 0), -EINVAL);
 	size = known - 8; /* short, and says so */
 	memcpy(buf, &size, 4);
-	t_assert_eq(cmd(fd, c, buf, size, NULL, 0), -EINVAL);
+	HS_EQ(cmd(fd, c, buf, size, NULL, 0), -EINVAL);
 	size = known; /* says more than it is */
 	memcpy(buf, &size, 4);
-	t_assert_eq(cmd(fd, c, buf, known - 8, NULL, 0), -EINVAL);
+	HS_EQ(cmd(fd, c, buf, known - 8, NULL, 0), -EINVAL);
 	size = known + 8; /* says less */
 	memcpy(buf, &size, 4);
-	t_assert_eq(cmd(fd, c, buf, known, NULL, 0), -EINVAL);
+	HS_EQ(cmd(fd, c, buf, known, NULL, 0), -EINVAL);
 	size = known + 16; /* a newer client's, with a field we lack */
 	memcpy(buf, &size, 4);
 	buf[known + 5] = 1;
-	t_assert_eq(cmd(fd, c, buf, size, NULL, 0), -E2BIG);
+	HS_EQ(cmd(fd, c, buf, size, NULL, 0), -E2BIG);
 	/* fds on a command that takes none */
 	t_ok(pipe(pipefd));
 	memcpy(m, &h, sizeof(h));
 	memcpy(m + sizeof(h), ok, known);
-	t_assert_eq(send_raw(fd, m, h.size, pipefd, 1, NULL, 0), -EINVAL);
+	HS_EQ(send_raw(fd, m, h.size, pipefd, 1, NULL, 0), -EINVAL);
 	close(pipefd[1]);
 	t_assert_eq(read(pipefd[0], &ch, 1), 0); /* kvmmd closed its copy */
 	close(pipefd[0]);
