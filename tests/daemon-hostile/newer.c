@@ -524,7 +524,7 @@ static void hs_tier_stats(const struct hs *x)
 
 /*
  * ADMIN_CACHE_DROP: its fields; a drop of the block size's cache
- * (ABI 1.22) that keeps HS_HASH while keep_in_use (a sequence maps it)
+ * (ABI 1.22) that keeps HS_HASH while in_use (a sequence maps it)
  * and drops it after.
  */
 static void hs_cache_drop(int fd, bool in_use)
