@@ -126,6 +126,7 @@ static void check_good_client(void)
 static void unprivileged(void)
 {
 	struct kvmm_hello h = hello_msg();
+	struct kvmm_admin_cache_drop drop = { .size = sizeof(drop) };
 	struct kvmm_status_reply st;
 	int status;
 	pid_t p;
@@ -145,9 +146,8 @@ static void unprivileged(void)
 		if (cmd(fd, KVMM_CMD_ADMIN_STATUS, NULL, 0, &st, sizeof(st)) !=
 		    -EPERM)
 			_exit(2);
-		if (cmd(fd, KVMM_CMD_ADMIN_CACHE_DROP,
-			&(struct kvmm_admin_cache_drop){ .size = 40 }, 40, NULL,
-			0) != -EPERM)
+		if (cmd(fd, KVMM_CMD_ADMIN_CACHE_DROP, &drop, sizeof(drop),
+			NULL, 0) != -EPERM)
 			_exit(4);
 		/* a session without rings may not own pages: nothing could
 		 * revoke them (it used to create regions and extend) */
