@@ -7,14 +7,15 @@
  *
  * With 2 blocks ahead, a sequence of 1 block has 3 mapped; an extend to
  * 3 blocks within them kicks the thread, which chooses the sequence for
- * 5 and (KVMM_TEST_MAPAHEAD_DELAY_MS) waits 500 ms before it fetches.
- * Meanwhile the engine truncates the sequence to 0 tokens.  The thread
- * then fetches blocks 0 and 1 of it, and kvmmd's pool holds those
- * alone (8 pages); it used to fetch 0-4 (20 pages, and quota, held
- * past the length until the sequence grew over them or closed:
- * tests/daemon-fuzz seed 7 found a sequence of 0 tokens with its block
- * 5 backed).  The same with
- * a close and an open of a new sequence in the slot during the wait.
+ * 5 and (KVMM_TEST_MAPAHEAD_DELAY_MS) waits 1 s before it fetches.
+ * 150 ms in (the thread has chosen by then, even under ASan on a loaded
+ * machine, where it chose after the truncate otherwise), the engine
+ * truncates the sequence to 0 tokens.  The thread then fetches blocks
+ * 0 and 1 of it, and kvmmd's pool holds those alone (8 pages); it used
+ * to fetch 0-4 (20 pages, and quota, held past the length until the
+ * sequence grew over them or closed: tests/daemon-fuzz seed 7 found a
+ * sequence of 0 tokens with its block 5 backed).  The same with a
+ * close and an open of a new sequence in the slot during the wait.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -53,6 +54,8 @@ static void kick_for_five(struct kvmm_region *r, uint32_t s)
 	for (uint32_t b = 0; b < 1 + AHEAD; b++)
 		t_assert(ld_mapped(r, s, b));
 	t_ok(kvmm_seq_extend(r, s, 3 * LD_TPB));
+	/* the thread wakes and chooses within this, then waits 1 s */
+	usleep(150000);
 }
 
 /*
@@ -101,7 +104,7 @@ int main(void)
 	uint32_t s, s2, s3;
 	uint64_t before;
 
-	setenv("KVMM_TEST_MAPAHEAD_DELAY_MS", "500", 1);
+	setenv("KVMM_TEST_MAPAHEAD_DELAY_MS", "1000", 1);
 	td_start_ok(&d, NULL);
 	ld_connect(AHEAD, &c, &r);
 
