@@ -348,6 +348,30 @@ void kc_nvme_retry(struct kd_cache *c)
 		kc_nvme_parts_wait(c->d);
 }
 
+/*
+ * The file just claimed, before any partition opens: under a keyed
+ * scope, the start (which could not read it) made a new key, under
+ * which every partition would be formatted; its own key is taken
+ * instead when nothing was named yet (kd_scope_adopt(): no hash renamed
+ * for a client, no block in any size's cache).  Checked at the claim, so
+ * that every partition opens under one key.
+ */
+static void kc_nvme_take_key(struct kd_cache *c)
+{
+	struct kd_daemon *d = c->d;
+	struct tier_nvme_peek pk;
+	struct kd_cache *o;
+	uint64_t blocks = 0;
+	uint32_t i;
+
+	if (d->scope.mode == KD_SCOPE_SHARED ||
+	    tier_nvme_peek_fd(c->nvme_fd, &pk))
+		return; /* no key, or a new file: nothing of it to keep */
+	kc_for_each(d, o, i)
+		blocks += o->index.n;
+	(void)kd_scope_adopt(d, &pk, blocks);
+}
+
 static void kc_nvme_retry_first(struct kd_cache *c)
 {
 	int r;
@@ -359,6 +383,7 @@ static void kc_nvme_retry_first(struct kd_cache *c)
 			kc_nvme_failed(c, r);
 			return;
 		}
+		kc_nvme_take_key(c);
 	}
 	if (!c->opened) {
 		/* claimed before the block size is known: opened now for

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Cache scopes (see scope.h): the mode names, the key's origin, and the
- * renaming of the hashes in the four requests that carry them, a region's
+ * Cache scopes (see scope.h): the mode names, the key's origin (and its
+ * one change, to a late NVMe file's), and the renaming of the hashes in the four requests that carry them, a region's
  * salt (salt.h) mixed in first.
  */
 #include <endian.h>
@@ -16,6 +16,7 @@
 #include "kvmm/kvmmd/kvmmd.h"
 #include "kvmm/kvmmd/salt.h"
 #include "kvmm/kvmmd/scope.h"
+#include "kvmm/kvmmd/telemetry.h"
 #include "kvmm/kvmmd/tier_nvme.h"
 
 static const char *const mode_names[] = {
@@ -46,6 +47,14 @@ static bool key_is_zero(const uint8_t *key)
 	return true;
 }
 
+/* The key pk's file was written under, if it was written in mode. */
+static const uint8_t *file_key(const struct tier_nvme_peek *pk, uint32_t mode)
+{
+	if (pk->scope != mode || key_is_zero(pk->scope_key))
+		return NULL;
+	return pk->scope_key;
+}
+
 int kd_scope_init(struct kd_daemon *d)
 {
 	struct kd_scope *sc = &d->scope;
@@ -59,8 +68,7 @@ int kd_scope_init(struct kd_daemon *d)
 	}
 	/* the blocks a stop left on NVMe are named under that file's key */
 	if (d->cfg.nvme_path[0] && d->cfg.host_mem &&
-	    !tier_nvme_peek(d->cfg.nvme_path, &pk) && pk.scope == sc->mode &&
-	    !key_is_zero(pk.scope_key)) {
+	    !tier_nvme_peek(d->cfg.nvme_path, &pk) && file_key(&pk, sc->mode)) {
 		memcpy(sc->key, pk.scope_key, sizeof(sc->key));
 		vmm_log(VMM_LOG_INFO,
 			"cache scope: %s, with the key of the NVMe tier's file %s",
@@ -80,6 +88,35 @@ int kd_scope_init(struct kd_daemon *d)
 	vmm_log(VMM_LOG_INFO, "cache scope: %s, with a new key",
 		kd_scope_string(sc->mode));
 	return 0;
+}
+
+bool kd_scope_adopt(struct kd_daemon *d, const struct tier_nvme_peek *pk,
+		    uint64_t blocks_held)
+{
+	struct kd_scope *sc = &d->scope;
+	const uint8_t *key = file_key(pk, sc->mode);
+
+	if (sc->mode == KD_SCOPE_SHARED || !key ||
+	    !memcmp(key, sc->key, sizeof(sc->key)))
+		return false; /* no key to take, or already ours */
+	if (sc->names_given || blocks_held) {
+		/* a name given out under the start's key would then name
+		 * nothing, or another block: the file's blocks go instead */
+		vmm_log(VMM_LOG_WARN,
+			"cache scope: %s: the NVMe tier's file %s, claimed after the start, holds blocks cached under another key; this run's key has named %llu hashes and the cache holds %llu blocks (names already given out), so it keeps its key and the file is formatted anew",
+			kd_scope_string(sc->mode), d->cfg.nvme_path,
+			(unsigned long long)sc->names_given,
+			(unsigned long long)blocks_held);
+		return false;
+	}
+	/* telemetry's BPF poll thread renames with the key: joined, and
+	 * its next poll reads every entry again under the new one */
+	kd_telemetry_rename_again(d);
+	memcpy(sc->key, key, sizeof(sc->key));
+	vmm_log(VMM_LOG_INFO,
+		"cache scope: %s, now with the key of the NVMe tier's file %s, claimed after the start: nothing was named under the start's key yet, so the file's blocks are recovered",
+		kd_scope_string(sc->mode), d->cfg.nvme_path);
+	return true;
 }
 
 uint32_t kd_scope_id(const struct kd_scope *sc, const struct kd_session *s)
@@ -112,8 +149,10 @@ uint64_t kd_scope_hash(const struct kd_scope *sc, uint32_t id, uint64_t hash)
 static uint64_t scope_name(const struct kd_session *s, uint64_t salt,
 			   uint64_t hash)
 {
-	const struct kd_scope *sc = &s->d->scope;
+	struct kd_scope *sc = &s->d->scope;
 
+	if (sc->mode != KD_SCOPE_SHARED && hash)
+		sc->names_given++; /* see kd_scope_adopt() */
 	return kd_scope_hash(sc, kd_scope_id(sc, s), kd_salt_hash(salt, hash));
 }
 
@@ -252,6 +291,9 @@ bool kd_scope_tel_rename(void *arg, const struct tel_origin *o, uint64_t *hash)
 		if (!s)
 			return false;
 		id = kd_scope_id(&d->scope, s);
+		/* on the loop (a shm poll runs there): its totals outlive
+		 * the region under this name, so the key is spoken for */
+		d->scope.names_given++;
 	} else {
 		/* the kernel keeps a BPF entry per hash, uid and gid: the
 		 * ids are the entry's, whoever's session it was */

@@ -264,6 +264,13 @@ int kd_telemetry_start(struct kd_daemon *d)
 	return 0;
 }
 
+void kd_telemetry_rename_again(struct kd_daemon *d)
+{
+	/* tel_set_rename() joins a running poll and resyncs the map */
+	if (d->tel && d->scope.mode != KD_SCOPE_SHARED)
+		tel_set_rename(d->tel, kd_scope_tel_rename, d);
+}
+
 /* Only a daemon that reads shared memory gives sessions the room. */
 void kd_telemetry_ring_layout(struct kd_daemon *d,
 			      struct kvmm_ring_offsets *off)

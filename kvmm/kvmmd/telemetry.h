@@ -26,6 +26,11 @@ void kd_telemetry_ring_layout(struct kd_daemon *d,
 void kd_telemetry_session_add(struct kd_daemon *d, uint32_t id, pid_t pid,
 			      void *mem, const struct kvmm_ring_offsets *off);
 void kd_telemetry_session_remove(struct kd_daemon *d, uint32_t id);
+/* The scope's key is about to change (kd_scope_adopt(), on the loop):
+ * wait for a poll running on telemetry's thread, which renames with the
+ * key, and have the next poll read every entry again; none starts before
+ * the loop's next telemetry timer. */
+void kd_telemetry_rename_again(struct kd_daemon *d);
 /* ADMIN_STATUS: the telemetry source and its drop counters. */
 void kd_telemetry_status(struct kd_daemon *d, struct kvmm_status_reply *st);
 

@@ -366,7 +366,8 @@ struct cf_late {
 	char dir[300], away[310], file[320];
 	/* --cache-scope uid: a late start names hashes under a new key,
 	 * so the file's blocks, named under its key, are formatted at the
-	 * join (tiers.md, "An NVMe tier that joins late") */
+	 * join unless the claim took the file's key, nothing named yet
+	 * (tiers.md, "An NVMe tier that joins late") */
 	bool keyed;
 	/* the run's last restart, whose check ends it: never late (a late
 	 * start recovers nothing to check) */

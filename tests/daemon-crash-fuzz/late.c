@@ -44,6 +44,9 @@ static const char cf_claim_fail_line[] =
 static const char cf_claimed_line[] = "is claimed at attempt";
 static const char cf_key_line[] =
 	"its blocks were cached under another cache scope or key: formatting it anew";
+static const char cf_took_key_line[] =
+	"now with the key of the NVMe tier's file";
+static const char cf_kept_key_line[] = "(names already given out)";
 
 /* FNV-1a of the file's bytes. */
 static uint64_t file_sum(const char *path)
@@ -293,16 +296,27 @@ void cf_late_killed(struct cf_late *l, const struct td_daemon *d,
 	memcpy(l->expect, l->before, sizeof(l->expect));
 	/*
 	 * Under a key of its own (--cache-scope uid) a late start made a
-	 * new key, so a partition that joined formatted the blocks the
-	 * file's key named, and one that opened while partition 0 was not
-	 * wrote partition 0's superblock anew (another key is another
-	 * cut's start): nothing before the late start comes back.
+	 * new key.  At the claim, before any partition opens, kvmmd takes
+	 * the file's key when nothing was named under the start's yet (no
+	 * client's hash renamed, nothing cached): the file's blocks then
+	 * come back as in the shared scope, nothing formatted.  Else it
+	 * keeps its key, saying why, and a partition that joined formatted
+	 * the blocks the file's key named (one that opened while partition
+	 * 0 was not wrote partition 0's superblock anew: another key is
+	 * another cut's start): nothing before the late start comes back.
 	 */
-	if (l->keyed && joined) {
-		if (!strstr(log, cf_key_line) || joins_recovered(log)) {
+	if (l->keyed && joined && strstr(log, cf_took_key_line)) {
+		if (strstr(log, cf_key_line) || strstr(log, cf_kept_key_line)) {
 			td_dump_log(d);
-			t_fail("round %u: a late join under --cache-scope uid: the file's blocks, named under its key, must be formatted (the log's `%s`), none recovered",
+			t_fail("round %u: a late join under --cache-scope uid took the file's key, yet formatted a partition (the log's `%s`)",
 			       round, cf_key_line);
+		}
+	} else if (l->keyed && joined) {
+		if (!strstr(log, cf_key_line) ||
+		    !strstr(log, cf_kept_key_line) || joins_recovered(log)) {
+			td_dump_log(d);
+			t_fail("round %u: a late join under --cache-scope uid after names were given out: the file's blocks, named under its key, must be formatted (the log's `%s` and `%s`), none recovered",
+			       round, cf_kept_key_line, cf_key_line);
 		}
 		memset(l->expect, 0, sizeof(l->expect));
 		l->keyed_formats++;
