@@ -13,7 +13,9 @@
  *     TIER_STATS at ENOENT), the directory put back: the tier joins, the
  *     log says the file's key was taken, the 3 blocks are recovered; a
  *     process of A opens them from NVMe byte-identical, one of uid B
- *     gets nothing;
+ *     gets nothing; again with telemetry on (--telemetry auto: BPF where
+ *     it loads, whose poll thread renames with the key, else shared
+ *     memory);
  *   - the same, but A publishes a block before the directory comes back:
  *     a name was given out under the start's key, so the key stays, the
  *     log says why and the file is formatted (nothing recovered, A's
@@ -42,7 +44,8 @@ static const char kept_line[] =
 static const char format_line[] =
 	"cached under another cache scope or key: formatting it anew";
 
-static const char **args(const char **a, const char *nvme)
+static const char **args(const char **a, const char *nvme,
+			 const char *telemetry)
 {
 	int n = 0;
 
@@ -62,16 +65,20 @@ static const char **args(const char **a, const char *nvme)
 	a[n++] = "16M";
 	a[n++] = "--nvme-save-on-stop";
 	a[n++] = "10000";
+	if (telemetry) {
+		a[n++] = "--telemetry";
+		a[n++] = telemetry;
+	}
 	a[n] = NULL;
 	return a;
 }
 
-static void start(struct td_daemon *d, const char *nvme)
+static void start(struct td_daemon *d, const char *nvme, const char *telemetry)
 {
-	const char *a[20];
+	const char *a[24];
 
 	t_ok(setenv("KVMMD_TEST_CACHE_RETRY_MS", "100", 1));
-	cu_start(d, args(a, nvme));
+	cu_start(d, args(a, nvme, telemetry));
 	unsetenv("KVMMD_TEST_CACHE_RETRY_MS");
 }
 
@@ -94,13 +101,13 @@ static void wait_joined(const char *sock, struct kvmm_tier_stats_reply *ts)
 
 /* Start kvmmd with dir aside: it starts without the tier, a new key. */
 static void start_late(struct td_daemon *d, const char *dir, const char *away,
-		       const char *nvme)
+		       const char *nvme, const char *telemetry)
 {
 	static char log[1 << 16];
 	struct kvmm_tier_stats_reply ts;
 
 	t_ok(rename(dir, away));
-	start(d, nvme);
+	start(d, nvme, telemetry);
 	cc_settled_stats(d->sock, &ts);
 	t_assert_eq(ts.nvme_open_error, (uint64_t)ENOENT);
 	t_assert_eq(ts.tiers[2].capacity_blocks, 0);
@@ -114,20 +121,23 @@ static void save(const char *nvme)
 	static char log[1 << 16];
 	struct td_daemon d;
 
-	start(&d, nvme);
+	start(&d, nvme, NULL);
 	cu_publish_as(d.sock, UID_A, UID_A, hashes, NB, TAG_A, NB);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
 	t_assert_eq(t_count(log, "cache: stopping: 3 blocks written to NVMe"),
 		    1);
 }
 
-static void join_takes_key(const char *dir, const char *away, const char *nvme)
+/* telemetry: NULL (off), or "auto", whose polls rename with the key (a
+ * BPF poll on a thread of its own, joined before the key changes) */
+static void join_takes_key(const char *dir, const char *away, const char *nvme,
+			   const char *telemetry)
 {
 	static char log[1 << 16];
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 
-	start_late(&d, dir, away, nvme);
+	start_late(&d, dir, away, nvme, telemetry);
 	t_ok(rename(away, dir));
 	wait_joined(d.sock, &ts);
 	t_assert_eq(ts.recovered_blocks, NB);
@@ -142,7 +152,11 @@ static void join_takes_key(const char *dir, const char *away, const char *nvme)
 		t_fail("the late join did not take the file's key (`%s`)",
 		       adopted_line);
 	}
-	printf("a late join took the file's key: %d blocks of uid %d recovered, byte-identical\n",
+	printf("a late join took the file's key (telemetry %s%s): %d blocks of uid %d recovered, byte-identical\n",
+	       telemetry ? telemetry : "off",
+	       strstr(log, "telemetry: bpf") ? ", BPF" :
+	       telemetry		     ? ", shared memory" :
+					       "",
 	       NB, UID_A);
 }
 
@@ -152,7 +166,7 @@ static void join_keeps_key(const char *dir, const char *away, const char *nvme)
 	struct kvmm_tier_stats_reply ts;
 	struct td_daemon d;
 
-	start_late(&d, dir, away, nvme);
+	start_late(&d, dir, away, nvme, NULL);
 	/* a name given out under the start's key */
 	cu_publish_as(d.sock, UID_A, UID_A, &early, 1, TAG_A, 1);
 	t_ok(rename(away, dir));
@@ -185,7 +199,9 @@ int main(void)
 	rmdir(dir);
 	t_ok(mkdir(dir, 0700));
 	save(nvme);
-	join_takes_key(dir, away, nvme);
+	join_takes_key(dir, away, nvme, NULL);
+	/* the stop saved them again under the file's key */
+	join_takes_key(dir, away, nvme, "auto");
 	join_keeps_key(dir, away, nvme);
 	unlink(nvme);
 	rmdir(dir);
