@@ -15,10 +15,12 @@
  *     comes back from NVMe byte-identical in another process;
  *   - kvmmd restarted on that file made immutable (root: EPERM; else mode
  *     000, EACCES): it starts without the tier, a publish sets the cache
- *     up on the GPU and host tiers; the file made writable again, the
- *     tier joins and the blocks the file holds are recovered into the
- *     running cache: a content the last run left on NVMe comes back from
- *     NVMe byte-identical;
+ *     up on the GPU and host tiers; a drop of the NVMe tier then drops
+ *     nothing of the file's, and its log line says so (no mark); the
+ *     file made writable again, the tier joins and the blocks the file
+ *     holds are recovered into the running cache (the drop's too): a
+ *     content the last run left on NVMe comes back from NVMe
+ *     byte-identical;
  *   - the same before any publish: the tier opens for the size its
  *     blocks have, which are found before the cache is set up.
  * Waits shortened with KVMMD_TEST_CACHE_RETRY_MS=100 (100 ms doubling to
@@ -220,6 +222,38 @@ static int lock_out(const char *nvme, int *err, bool undo)
 	return r;
 }
 
+/* Drops of the NVMe tier while it is out: nothing of the file's is
+ * dropped (its blocks come back at the join), and kvmmctl's text and
+ * JSON and the log say so; a host drop does not. */
+static void drop_while_out(struct td_daemon *d)
+{
+	static char log[1 << 17];
+	char out[4096];
+
+	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier nvme", out,
+			       sizeof(out)),
+		    0);
+	t_assert(strstr(out, "dropped      gpu 0, host 0, nvme 0 blocks\n"));
+	if (!strstr(out,
+		    "NOTE         the NVMe tier is out (kvmmctl status): the blocks its file holds were not dropped, and come back when it joins or kvmmd restarts\n"))
+		t_fail("no NOTE in kvmmctl cache-drop's output:\n%s", out);
+	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier host --json", out,
+			       sizeof(out)),
+		    0);
+	t_assert(strstr(out, "nvme_tier_out") == NULL);
+	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier nvme --json", out,
+			       sizeof(out)),
+		    0);
+	t_assert(strstr(out, ",\"nvme_tier_out\":true}\n") != NULL);
+	t_assert(td_read_log(d, log, sizeof(log)) > 0);
+	if (t_count(log,
+		    "gpu 0, host 0, nvme 0; 0 stale NVMe copies invalidated; 0 NVMe headers or marks not written; the NVMe tier is out (1 size): the blocks its file holds were not dropped, no mark written, and come back when it joins or kvmmd restarts") !=
+	    2) {
+		fputs(log, stderr);
+		t_fail("the drop's log line does not say the file's blocks stay");
+	}
+}
+
 /* Part 2: the file is there, with blocks, but cannot be opened at first. */
 static void file_later(const char *nvme)
 {
@@ -243,6 +277,7 @@ static void file_later(const char *nvme)
 	t_assert_eq(ts.recovered_blocks, 0);
 	cc_read_content(d.sock, &contents, 3, 0, -1); /* not found yet */
 	expect_waiting(d.sock, err);
+	drop_while_out(&d);
 
 	t_assert_eq(lock_out(nvme, &err, true), 0);
 	wait_joined(d.sock, &ts);

@@ -122,6 +122,9 @@ struct kc_drop {
 	 * one's generation (the log line's, with one mark) */
 	uint64_t mark;
 	uint32_t marks, marks_done;
+	/* sizes walked whose NVMe tier is out: their files' blocks are not
+	 * dropped, no mark written (they come back when the tier joins) */
+	uint32_t nvme_out;
 	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
 	 * client of 1.21 or before (no sizes[]), of 1.22 for one of 1.22
 	 * (no restamp counts); its kept NVMe blocks (kc_drop_restamp()) are
@@ -456,6 +459,7 @@ static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
 	char mark[128] = "", size[48] = "", kept[160] = "", left[320] = "";
+	char out[192] = "";
 
 	if (dr->marks == 1 && dr->marks_done)
 		snprintf(mark, sizeof(mark),
@@ -483,10 +487,15 @@ static void kc_drop_reply(struct kc_drop *dr)
 		snprintf(size, sizeof(size), " of blocks of %u pages",
 			 r->block_pages);
 	kc_drop_left_text(dr, left, sizeof(left));
+	if (dr->nvme_out)
+		snprintf(
+			out, sizeof(out),
+			"; the NVMe tier is out (%u size%s): the blocks its file holds were not dropped, no mark written, and come back when it joins or kvmmd restarts",
+			dr->nvme_out, dr->nvme_out == 1 ? "" : "s");
 	vmm_log(r->nvme_invalidate_failures || r->nvme_restamp_failures ?
 			VMM_LOG_WARN :
 			VMM_LOG_INFO,
-		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s%s%s",
+		"cache: drop by uid %u%s: dropped gpu %llu, host %llu, nvme %llu blocks; kept in use gpu %llu, host %llu, nvme %llu; %llu stale NVMe copies invalidated; %llu NVMe headers or marks not written%s%s%s%s",
 		dr->uid, size, (unsigned long long)r->dropped[0],
 		(unsigned long long)r->dropped[1],
 		(unsigned long long)r->dropped[2],
@@ -494,7 +503,7 @@ static void kc_drop_reply(struct kc_drop *dr)
 		(unsigned long long)r->kept[2],
 		(unsigned long long)r->nvme_stale_invalidated,
 		(unsigned long long)r->nvme_invalidate_failures, left, mark,
-		kept);
+		kept, out);
 	dr->rep.size = (uint32_t)dr->rep_size;
 	/* a reserved word to a client before 1.15 (abi_play.h) */
 	if (dr->s && KD_ABI_BEFORE(dr->s, KD_ABI_STALE_INVALIDATED))
@@ -623,8 +632,11 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	now = kd_now_ns();
 	kc_for_each(s->d, c, i)
 		if (c->pol && c->opened && !c->closing &&
-		    (!a.block_pages || kc_size(c) == a.block_pages))
+		    (!a.block_pages || kc_size(c) == a.block_pages)) {
 			kc_drop_walk(c, dr, &a, by_tenant, now);
+			if ((a.tiers & KVMM_CACHE_DROP_NVME) && kc_nvme_out(c))
+				dr->nvme_out++;
+		}
 	/* the list of drops waiting for jobs of any size's engine */
 	c = s->d->cache;
 	free(dr->hashes);

@@ -418,6 +418,11 @@ static void kc_nvme_retry_first(struct kd_cache *c)
 	kc_nvme_join(c);
 }
 
+bool kc_nvme_out(const struct kd_cache *c)
+{
+	return kc_has_nvme(c) && !c->nvme && c->nvme_error;
+}
+
 void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st)
 {
 	uint64_t now = kd_now_ns();

@@ -596,6 +596,9 @@ int kc_nvme_open_tier(struct kd_cache *c);
 void kc_nvme_failed(struct kd_cache *c, int err);
 void kc_nvme_retry(struct kd_cache *c);
 void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
+/* Whether c's NVMe tier is out (waiting for an attempt, or failed for
+ * good): a drop then leaves what its file holds (cache_drop.c). */
+bool kc_nvme_out(const struct kd_cache *c);
 /*
  * Host -> NVMe writes that fail (cache_nvme_write.c).  kc_nvme_write_refused()
  * says, for the policy's move of e down to NVMe, whether the tier is out

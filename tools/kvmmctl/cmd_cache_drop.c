@@ -13,7 +13,11 @@
  * names the block), are invalidated on disk before kvmmd answers, so a
  * restart does not bring them back; the blocks kept on NVMe have their
  * header written again above the drop's mark, and those that could not
- * be are a WARNING line (ABI 1.23: a restart will not find them).
+ * be are a WARNING line (ABI 1.23: a restart will not find them).  A
+ * drop that includes NVMe while the NVMe tier is out (waiting to join,
+ * TIER_STATS' nvme_open_error asked after the drop) leaves what its
+ * file holds: a NOTE line says so (JSON: "nvme_tier_out":true), as the
+ * reply has no word for it.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -177,7 +181,8 @@ static void print_sizes_json(const struct kvmm_admin_cache_drop_reply *r)
 	printf("]");
 }
 
-static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
+static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got,
+		       bool nvme_out)
 {
 	const struct kvmmctl_json_u64 kept_why[] = {
 		{ "kept_in_use", r->kept_in_use },
@@ -206,10 +211,13 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 		printf(",");
 		KVMMCTL_JSON_U64S(restamps);
 	}
+	if (nvme_out)
+		printf(",\"nvme_tier_out\":true");
 	printf("}\n");
 }
 
-static void print_text(const struct kvmm_admin_cache_drop_reply *r, size_t got)
+static void print_text(const struct kvmm_admin_cache_drop_reply *r, size_t got,
+		       bool nvme_out)
 {
 	printf("dropped      gpu %llu, host %llu, nvme %llu blocks\n",
 	       (unsigned long long)r->dropped[0],
@@ -253,6 +261,27 @@ static void print_text(const struct kvmm_admin_cache_drop_reply *r, size_t got)
 	if (r->nvme_restamp_failures)
 		printf("WARNING      %llu kept NVMe blocks' headers could not be written above the drop mark: served until kvmmd stops, a restart will not find them (see its log)\n",
 		       (unsigned long long)r->nvme_restamp_failures);
+	if (nvme_out)
+		printf("NOTE         the NVMe tier is out (kvmmctl status): the blocks its file holds were not dropped, and come back when it joins or kvmmd restarts\n");
+}
+
+/*
+ * Whether the NVMe tier is out after a drop that includes it (so it was
+ * during the drop: a tier that joined stays in; one that joins between
+ * the two is missed): the reply cannot say it
+ * without a new word, TIER_STATS' nvme_open_error (ABI 1.15; 0 from an
+ * older kvmmd) can.  The first size's: the others' wait for its claim.
+ */
+static bool nvme_tier_out(struct kvmm_conn *c,
+			  const struct kvmm_admin_cache_drop *a)
+{
+	struct kvmm_tier_stats_reply ts = { 0 };
+
+	if (a->tiers && !(a->tiers & KVMM_CACHE_DROP_NVME))
+		return false;
+	if (kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, &ts, sizeof(ts), NULL))
+		return false;
+	return ts.nvme_open_error != 0;
 }
 
 int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
@@ -260,6 +289,7 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_admin_cache_drop a = { .size = sizeof(a) };
 	struct kvmm_admin_cache_drop_reply r = { 0 };
 	struct kvmm_conn *c;
+	bool nvme_out = false;
 	size_t got = 0;
 	int err;
 
@@ -276,6 +306,8 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	else
 		err = kc_request(c, KVMM_CMD_ADMIN_CACHE_DROP, &a, sizeof(a),
 				 &r, sizeof(r), &got);
+	if (!err)
+		nvme_out = nvme_tier_out(c, &a);
 	kvmm_disconnect(c);
 	switch (err) {
 	case 0:
@@ -300,8 +332,8 @@ int cmd_cache_drop(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		return 1;
 	}
 	if (ctx->json)
-		print_json(&r, got);
+		print_json(&r, got, nvme_out);
 	else
-		print_text(&r, got);
+		print_text(&r, got, nvme_out);
 	return 0;
 }
