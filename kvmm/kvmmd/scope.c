@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Cache scopes (see scope.h): the mode names, the key's origin (and its
- * one change, to a late NVMe file's), and the renaming of the hashes in the four requests that carry them, a region's
- * salt (salt.h) mixed in first.
+ * one change, to a late NVMe file's), and the renaming of the hashes in
+ * the four requests that carry them, a region's salt (salt.h) mixed in
+ * first.
  */
 #include <endian.h>
 #include <errno.h>
