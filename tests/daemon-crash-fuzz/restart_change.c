@@ -249,7 +249,8 @@ static void adopt_list(struct cf_shared *sh, struct cf_sizes *z,
 		       const struct cf_sizes *t)
 {
 	static struct cf_hash_rec h[CF_HASHES_MAX];
-	uint32_t from[CF_SIZES_MAX];
+	/* zeroed for cppcheck (uninitvar): each from[k] read is set first */
+	uint32_t from[CF_SIZES_MAX] = { 0 };
 
 	memset(h, 0, sizeof(h));
 	for (uint32_t k = 0; k < t->n; k++) {
