@@ -50,8 +50,10 @@ static int enable_direct(int fd, const char *path)
 /*
  * The tier's size: --nvme-size, else a block device whole and a file at
  * its own size (a tier a run before made; an empty one has none).  A file
- * grows here; one that shrinks is cut only once open has counted the
- * blocks past its new end (*trim), so that the line can say what was lost.
+ * grows only once open has found a slot in the size (grow_file()), so a
+ * size that holds none leaves the file as it was; one that shrinks is
+ * cut only once open has counted the blocks past its new end (*trim), so
+ * that the line can say what was lost.
  */
 static int size_file(struct tier_nvme *t, const struct tier_nvme_config *cfg,
 		     uint64_t *bytes, bool *trim)
@@ -77,17 +79,23 @@ static int size_file(struct tier_nvme *t, const struct tier_nvme_config *cfg,
 	*bytes = cfg->capacity_bytes ? cfg->capacity_bytes :
 				       (uint64_t)st.st_size;
 	*trim = (uint64_t)st.st_size > *bytes;
-	if ((uint64_t)st.st_size < *bytes) {
-		int r = posix_fallocate(t->fd, 0, (off_t)*bytes);
-
-		if (r == EOPNOTSUPP || r == EINVAL) {
-			if (ftruncate(t->fd, (off_t)*bytes))
-				return -errno;
-		} else if (r) {
-			return -r;
-		}
-	}
 	return 0;
+}
+
+/* Preallocate a file smaller than the tier's size (a device has its own). */
+static int grow_file(struct tier_nvme *t, uint64_t bytes)
+{
+	struct stat st;
+	int r;
+
+	if (fstat(t->fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size >= bytes)
+		return 0;
+	r = posix_fallocate(t->fd, 0, (off_t)bytes);
+	if (r == EOPNOTSUPP || r == EINVAL)
+		return ftruncate(t->fd, (off_t)bytes) ? -errno : 0;
+	return -r;
 }
 
 #ifndef MADV_COLLAPSE
@@ -353,6 +361,12 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			(unsigned long long)t->stride, NVME_NONE - 1);
 		goto err_close;
 	}
+	r = grow_file(t, bytes);
+	if (r) {
+		vmm_log(VMM_LOG_ERR, "tier_nvme: sizing %s: %s", cfg->path,
+			strerror(-r));
+		goto err_close;
+	}
 	r = nvme_slots_init(t, (uint32_t)nslots);
 	if (r)
 		goto err_close;
@@ -459,9 +473,46 @@ out:
 	return r;
 }
 
+/*
+ * Open path, made if missing; *made says whether this call made it.  A
+ * path that names a dangling symbolic link is made through the link,
+ * as open(O_CREAT) did, but not counted as made: only a file this call
+ * surely made is ever taken away.
+ */
+static int open_or_make(const char *path, bool *made)
+{
+	int f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	*made = f >= 0;
+	if (f >= 0 || errno != EEXIST)
+		return f;
+	f = open(path, O_RDWR | O_CLOEXEC);
+	if (f < 0 && errno == ENOENT)
+		f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	return f;
+}
+
+/*
+ * A claim that fails takes away the file it made (no O_DIRECT there, say:
+ * a refused start left an empty file behind), if the path still names
+ * it.  Not when the lock failed: another kvmmd opened the new file and
+ * locked it first, and it is that kvmmd's tier now.
+ */
+static void unmake_file(int fd, const char *path)
+{
+	struct stat fst, pst;
+
+	if (!fstat(fd, &fst) && !stat(path, &pst) && S_ISREG(fst.st_mode) &&
+	    fst.st_dev == pst.st_dev && fst.st_ino == pst.st_ino &&
+	    !unlink(path))
+		vmm_log(VMM_LOG_INFO,
+			"tier_nvme: removed %s, which this claim made", path);
+}
+
 int tier_nvme_claim(const char *path, bool format_any, int *fd)
 {
-	int r, f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	bool made;
+	int r, f = open_or_make(path, &made);
 
 	if (f < 0) {
 		r = -errno;
@@ -470,11 +521,16 @@ int tier_nvme_claim(const char *path, bool format_any, int *fd)
 		return r;
 	}
 	r = lock_file(f, path);
-	if (!r)
-		r = enable_direct(f, path);
+	if (r) {
+		close(f);
+		return r;
+	}
+	r = enable_direct(f, path);
 	if (!r)
 		r = check_contents(f, path, format_any);
 	if (r) {
+		if (made)
+			unmake_file(f, path); /* while the lock holds */
 		close(f);
 		return r;
 	}
