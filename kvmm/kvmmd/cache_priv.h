@@ -599,6 +599,9 @@ void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
 /* Whether c's NVMe tier is out (waiting for an attempt, or failed for
  * good): a drop then leaves what its file holds (cache_drop.c). */
 bool kc_nvme_out(const struct kd_cache *c);
+/* A failure of the NVMe tier at start that only the operator mends (the
+ * start exits 2 for it, cache_nvme_start.c). */
+bool kc_nvme_start_refusal(int err);
 /*
  * Host -> NVMe writes that fail (cache_nvme_write.c).  kc_nvme_write_refused()
  * says, for the policy's move of e down to NVMe, whether the tier is out

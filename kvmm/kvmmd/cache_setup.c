@@ -350,6 +350,11 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 						" (a partition; the lines before name it)" :
 						"",
 					strerror(-r));
+				/* exit 2 for a value the operator must change
+				 * (a size that holds no slot), 1 for a full
+				 * disk or an I/O error (cache_nvme_start.c) */
+				if (kc_nvme_start_refusal(r))
+					d->bad_option = true;
 				goto err;
 			}
 			if (r) {
@@ -777,8 +782,9 @@ int kd_cache_init(struct kd_daemon *d)
 		 * when a later attempt claims and opens it
 		 * (cache_nvme_join.c) */
 		r = kc_nvme_claim_at_start(c);
-		if (r == -ENOTEMPTY)
-			d->bad_option = true;
+		if (kc_nvme_start_refusal(r))
+			d->bad_option =
+				true; /* exit 2: the operator's to mend */
 		if (r)
 			return r;
 		kc_nvme_order_sizes(c); /* cache_nvme_order.c */

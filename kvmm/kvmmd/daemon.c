@@ -612,6 +612,7 @@ err_signal:
 	close(d->signal_fd);
 	d->signal_fd = -1;
 err_pool:
+	kd_cache_unmake_nvme(d); /* a refused start leaves no file it made */
 	kd_cache_fini(d);
 	vmm_pool_destroy(d->pool);
 	d->pool = NULL;
@@ -623,6 +624,12 @@ err_backend:
 err_loop:
 	kd_loop_fini(&d->loop);
 	return err;
+}
+
+void kd_daemon_stop_refused(struct kd_daemon *d)
+{
+	kd_cache_unmake_nvme(d);
+	kd_daemon_stop(d);
 }
 
 int kd_daemon_run(struct kd_daemon *d)

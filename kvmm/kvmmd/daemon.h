@@ -143,6 +143,9 @@ struct kd_daemon {
 int kd_daemon_start(struct kd_daemon *d, const struct kd_config *cfg);
 int kd_daemon_run(struct kd_daemon *d);
 void kd_daemon_stop(struct kd_daemon *d);
+/* A started daemon whose start is refused after all (its --pid-file):
+ * stopped, the NVMe file this start made removed. */
+void kd_daemon_stop_refused(struct kd_daemon *d);
 /* The quota of uid, made (unlimited) when it has none: NULL only when that
  * fails (no memory). */
 struct kd_quota *kd_quota_for(struct kd_daemon *d, uint32_t uid);

@@ -518,7 +518,7 @@ int main(int argc, char **argv)
 	if (cfg.pid_file[0] && write_pid_file(cfg.pid_file)) {
 		int e = errno;
 
-		kd_daemon_stop(&d);
+		kd_daemon_stop_refused(&d);
 		fprintf(stderr, "kvmmd: cannot start: --pid-file %s: %s\n",
 			cfg.pid_file, strerror(e));
 		if (ready_fd >= 0 && write(ready_fd, "\1", 1) < 0)
