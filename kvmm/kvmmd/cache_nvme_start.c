@@ -8,10 +8,10 @@
  * named size (kc_open()).  What fails there and is not waited out
  * (cache_nvme_join.c waits for a file or file system that is not there
  * yet) stops the start, and main() exits 2 for a value the operator must
- * change, 1 for anything else (admin.md, kvmmd options).  Both were 1
- * until 1.25, and a start refused after the claim made the file left it
- * behind, preallocated to --nvme-size: the next start found a file
- * nobody asked for (or a full disk).
+ * change, 1 for anything else (admin.md, the rule for a refused start).
+ * Both were 1 until 7 December, and a start refused after the claim made
+ * the file left it behind, preallocated to --nvme-size: the next start
+ * found a file nobody asked for (or a full disk).
  */
 #include "kvmm/kvmmd/cache_priv.h"
 
