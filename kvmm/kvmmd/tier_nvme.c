@@ -257,6 +257,78 @@ static void test_invalidate_delay(struct tier_nvme *t)
 				 "tier_nvme", "kept blocks' header writes");
 }
 
+/*
+ * The slots of t's partition of a file of bytes (t's stride and partition
+ * set), or -EINVAL with its line for none or more than the tier counts:
+ * a setting, not a full disk, which no wait mends (-ENOSPC until 1.15,
+ * which the cache now waits out).
+ */
+static int count_slots(struct tier_nvme *t, const char *path, const char *part,
+		       uint64_t bytes, uint64_t *nslots)
+{
+	char share[256];
+
+	nvme_cut_partition(t, bytes);
+	*nslots = t->part_bytes > NVME_DATA_OFFSET ?
+			  (t->part_bytes - NVME_DATA_OFFSET) / t->stride :
+			  0;
+	if (*nslots == 0) {
+		nvme_part_share_text(t, bytes, share, sizeof(share));
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s%s: %llu bytes hold no slot of %llu bytes%s",
+			path, part, (unsigned long long)t->part_bytes,
+			(unsigned long long)t->stride, share);
+		return -EINVAL;
+	}
+	if (*nslots >= NVME_NONE) {
+		vmm_log(VMM_LOG_ERR,
+			"tier_nvme: %s%s: %llu bytes hold %llu slots of %llu bytes, more than the tier counts (at most %u)",
+			path, part, (unsigned long long)t->part_bytes,
+			(unsigned long long)*nslots,
+			(unsigned long long)t->stride, NVME_NONE - 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * tier_nvme_open()'s size checks alone, on the claimed fd, writing
+ * nothing: kvmmd's start checks every named size's partition before it
+ * opens the first, which formats its partition when the file's blocks
+ * there have another size; a later partition that holds no slot then
+ * refused the start after the file had changed.
+ */
+int tier_nvme_check_size(const struct tier_nvme_config *cfg)
+{
+	struct tier_nvme *t;
+	uint64_t bytes = 0, nslots;
+	bool trim;
+	char part[64] = "";
+	int r;
+
+	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path || !cfg->fd_held ||
+	    !cfg->payload_bytes || cfg->payload_bytes % NVME_ALIGN)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->fd = cfg->fd;
+	t->stride = TIER_NVME_HEADER_BYTES + cfg->payload_bytes;
+	if (cfg->part_count > 1) {
+		t->part_count = cfg->part_count;
+		t->part_index = cfg->part_index;
+		t->part_weights = tier_nvme_weights_pack(cfg->part_weights,
+							 cfg->part_count);
+		snprintf(part, sizeof(part), " (partition %u of %u)",
+			 t->part_index, t->part_count);
+	}
+	r = size_file(t, cfg, &bytes, &trim);
+	if (!r)
+		r = count_slots(t, cfg->path, part, bytes, &nslots);
+	free(t);
+	return r;
+}
+
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 {
 	struct tier_nvme *t;
@@ -335,32 +407,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 			strerror(-r));
 		goto err_close;
 	}
-	nvme_cut_partition(t, bytes);
-	nslots = t->part_bytes > NVME_DATA_OFFSET ?
-			 (t->part_bytes - NVME_DATA_OFFSET) / t->stride :
-			 0;
-	if (nslots == 0) {
-		/* a setting, not a full disk: no wait mends it (-ENOSPC
-		 * until 1.15, which the cache now waits out) */
-		char share[256];
-
-		nvme_part_share_text(t, bytes, share, sizeof(share));
-		r = -EINVAL;
-		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: %s%s: %llu bytes hold no slot of %llu bytes%s",
-			cfg->path, part, (unsigned long long)t->part_bytes,
-			(unsigned long long)t->stride, share);
+	r = count_slots(t, cfg->path, part, bytes, &nslots);
+	if (r)
 		goto err_close;
-	}
-	if (nslots >= NVME_NONE) {
-		r = -EINVAL;
-		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: %s%s: %llu bytes hold %llu slots of %llu bytes, more than the tier counts (at most %u)",
-			cfg->path, part, (unsigned long long)t->part_bytes,
-			(unsigned long long)nslots,
-			(unsigned long long)t->stride, NVME_NONE - 1);
-		goto err_close;
-	}
 	r = grow_file(t, bytes);
 	if (r) {
 		vmm_log(VMM_LOG_ERR, "tier_nvme: sizing %s: %s", cfg->path,
@@ -623,6 +672,11 @@ int tier_nvme_peek_at(int fd, uint64_t offset, struct tier_nvme_peek *out)
 int tier_nvme_claim(const char *path, bool format_any, int *fd)
 {
 	vmm_log(VMM_LOG_ERR, "tier_nvme: built without liburing");
+	return -ENOTSUP;
+}
+
+int tier_nvme_check_size(const struct tier_nvme_config *cfg)
+{
 	return -ENOTSUP;
 }
 

@@ -246,6 +246,10 @@ struct tier_nvme;
 /* -EOPNOTSUPP when O_DIRECT is impossible there (tmpfs); -ENOTSUP when
  * built without liburing. */
 int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out);
+/* Whether the tier cfg would open has a slot (0), or -EINVAL with
+ * tier_nvme_open()'s line; reads the held fd's size, writes nothing
+ * (cfg->fd_held required). */
+int tier_nvme_check_size(const struct tier_nvme_config *cfg);
 /*
  * At kvmmd's start, before the block size is known: open path (created
  * if missing), take the lock the tier keeps (another kvmmd's tier on it:
