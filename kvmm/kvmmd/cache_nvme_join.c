@@ -103,8 +103,7 @@ int kc_nvme_fd(const struct kd_cache *c)
  * when the file was not cut so, tier_nvme_config.layout_id; both run on
  * the loop, as every open of partition 0 does); else the whole file.
  */
-static void kc_nvme_partition(const struct kd_cache *c,
-			      struct tier_nvme_config *nc)
+void kc_nvme_partition(const struct kd_cache *c, struct tier_nvme_config *nc)
 {
 	const struct kd_config *cfg = &c->d->cfg;
 	const struct kd_cache *f = c->d->cache;

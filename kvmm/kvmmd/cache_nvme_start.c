@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kvmm/kvmmd/tier_nvme.h"
+
 /*
  * A failure of the NVMe tier at start that only the operator mends, by
  * changing --nvme-path, --nvme-size or the sizes' weights: a size or
@@ -73,4 +75,47 @@ void kd_cache_unmake_nvme(struct kd_daemon *d)
 	vmm_log(VMM_LOG_INFO,
 		"cache: the start is refused: removed %s, which it made",
 		d->cfg.nvme_path);
+}
+
+/*
+ * With several sizes named, each opens its partition of the file in turn
+ * at start, and the first formats its partition when the blocks there
+ * have another size: a later partition that held no slot refused the
+ * start after a file that was there had changed.  Every partition is
+ * checked for a slot first (tier_nvme_check_size() writes nothing).
+ */
+int kc_nvme_check_at_start(struct kd_daemon *d)
+{
+	const struct kd_config *cfg = &d->cfg;
+	int r;
+
+	if (!cfg->cache_block_pages || cfg->nr_cache_block_sizes < 2 ||
+	    kc_nvme_fd(d->cache) < 0)
+		return 0;
+	for (uint32_t i = 0; i < d->nr_caches; i++) {
+		struct kd_cache *c = d->caches[i];
+		struct tier_nvme_config nc = {
+			.size = sizeof(nc),
+			.path = cfg->nvme_path,
+			.capacity_bytes = cfg->nvme_size,
+			.payload_bytes = (uint64_t)c->named_ppb * d->page_size,
+			.fd_held = true,
+			.fd = kc_nvme_fd(c),
+		};
+
+		/* kc_open() opens the tier only over a host tier */
+		if (!kc_has_nvme(c) || c->host_budget < nc.payload_bytes)
+			continue;
+		kc_nvme_partition(c, &nc);
+		r = tier_nvme_check_size(&nc);
+		if (!r)
+			continue;
+		vmm_log(VMM_LOG_ERR,
+			"cache: the NVMe tier %s (a partition; the line before names it) cannot open at start: %s; kvmmd does not start",
+			cfg->nvme_path, strerror(-r));
+		if (kc_nvme_start_refusal(r))
+			d->bad_option = true;
+		return r;
+	}
+	return 0;
 }

@@ -599,9 +599,14 @@ void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st);
 /* Whether c's NVMe tier is out (waiting for an attempt, or failed for
  * good): a drop then leaves what its file holds (cache_drop.c). */
 bool kc_nvme_out(const struct kd_cache *c);
+/* The tier's partition for c (tier_nvme_config.part_*, layout_id). */
+struct tier_nvme_config;
+void kc_nvme_partition(const struct kd_cache *c, struct tier_nvme_config *nc);
 /* A failure of the NVMe tier at start that only the operator mends (the
- * start exits 2 for it, cache_nvme_start.c). */
+ * start exits 2 for it); with several sizes named, each size's partition
+ * checked for a slot before the first opens (cache_nvme_start.c). */
 bool kc_nvme_start_refusal(int err);
+int kc_nvme_check_at_start(struct kd_daemon *d);
 /*
  * Host -> NVMe writes that fail (cache_nvme_write.c).  kc_nvme_write_refused()
  * says, for the policy's move of e down to NVMe, whether the tier is out

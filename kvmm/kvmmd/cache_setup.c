@@ -807,6 +807,9 @@ int kd_cache_init(struct kd_daemon *d)
 	 * open stops the start, with its reason, instead of leaving a daemon
 	 * that caches nothing.
 	 */
+	r = kc_nvme_check_at_start(d); /* nothing written if one fails */
+	if (r)
+		return r;
 	for (uint32_t i = 0; d->cfg.cache_block_pages && i < d->nr_caches;
 	     i++) {
 		c = d->caches[i];
