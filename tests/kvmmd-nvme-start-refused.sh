@@ -10,7 +10,8 @@
 #   - a partition of the file, by the sizes' weights, that holds no slot
 #     (two sizes, the second's partition and the first's);
 #   - a file that existed, too small for a slot of the size, with and
-#     without an --nvme-size that would have grown it: untouched;
+#     without an --nvme-size that would have grown it, and one whose
+#     second partition is too small (the first was formatted): untouched;
 #   - a file system without O_DIRECT (ramfs, in a mount namespace of its
 #     own; root): a new file, with no size named, one and two named;
 #     an existing file untouched;
@@ -107,6 +108,19 @@ timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
 rc=$?
 [ $rc = 2 ] || fail "an existing file, --nvme-size too small: exit $rc ($(cat "$dir/err"))"
 kept "$ndir/zeros" 4096 "$sum" "an existing file, --nvme-size too small"
+# two sizes over a file that was there, the second's partition too small:
+# every partition is checked before the first opens, which formatted its
+# own (a superblock written over the zeros) before the second refused
+head -c 4194304 /dev/zero >"$ndir/zeros"
+sum=$(md5sum <"$ndir/zeros")
+timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
+	--socket "$sock" --host-mem 8M --nvme-path "$ndir/zeros" \
+	--cache-block-pages 2,32 2>"$dir/err" </dev/null
+rc=$?
+[ $rc = 2 ] || fail "an existing file, a partition too small: exit $rc ($(cat "$dir/err"))"
+grep -qF "tier_nvme: $ndir/zeros (partition 1 of 2): 2097152 bytes hold no slot" "$dir/err" ||
+	fail "an existing file, a partition too small: $(cat "$dir/err")"
+kept "$ndir/zeros" 4194304 "$sum" "an existing file, a partition too small"
 
 # the cases that need file systems of their own: ramfs (no O_DIRECT) and
 # a small tmpfs (a full disk), in a mount namespace of this test's
