@@ -51,15 +51,28 @@
 static struct td_daemon d;
 
 /* The map-ahead thread's fetch of blocks ahead up to want (new_len 0);
- * the caller holds the socket lock when held. */
+ * the caller holds the socket lock when held.  kc_fetch() caps a
+ * thread's want at the length's blocks and the connection's map-ahead
+ * window when it sends (the engine may have cut the sequence since the
+ * thread chose it), and this client's window is 0 (no thread runs): it
+ * is want for the call.  An engine thread of the round computed its own
+ * want before it waited for the socket. */
 static void thread_fetch(struct kvmm_region *r, uint32_t seq, uint32_t want,
 			 bool held)
 {
+	struct kvmm_conn *c = r->conn;
+
 	if (!held)
-		pthread_mutex_lock(&r->conn->sock_lock);
+		pthread_mutex_lock(&c->sock_lock);
+	pthread_mutex_lock(&c->lock);
+	c->map_ahead = want;
+	pthread_mutex_unlock(&c->lock);
 	t_ok(kc_fetch(r, seq, 0, want, true));
+	pthread_mutex_lock(&c->lock);
+	c->map_ahead = 0;
+	pthread_mutex_unlock(&c->lock);
 	if (!held)
-		pthread_mutex_unlock(&r->conn->sock_lock);
+		pthread_mutex_unlock(&c->sock_lock);
 }
 
 /* A sequence of 2 blocks written with 0x5a, revoked from block 0 on
