@@ -14,7 +14,7 @@
  *     while restores wait for staging slots they get every slot given
  *     back first, so it stays there;
  *   - the loop thread is frozen (ptrace) until the running restores
- *     ended: they are reaped in one batch, so each restore's settle
+ *     ended (the workers' knob lines say so): they are reaped in one batch, so each restore's settle
  *     demotes a GPU block with nothing in flight and the line not yet
  *     pumped.  kvmmd 0.1.0 failed such a demotion with -ENOSPC (as if no
  *     slot would ever come back) and the block was gone, counted as no
@@ -28,6 +28,7 @@
 #include <sys/ptrace.h>
 
 #include "tests/cache-restore-common.h"
+#include "tests/lib/wait.h"
 
 #define DELAY_MS 400
 
@@ -55,6 +56,29 @@ static void thaw_loop(struct cr_env *env)
 	t_ok(ptrace(PTRACE_DETACH, env->d.pid, NULL, NULL));
 }
 
+/* The restore jobs kvmmd's workers said they took and completed under
+ * KVMMD_TEST_RESTORE_DELAY_MS, from one read of its log. */
+static void restore_jobs(const struct cr_env *env, unsigned int *taken,
+			 unsigned int *done)
+{
+	static const char line[] = "migrate: test knob: a restore of ";
+	static char log[1 << 20];
+	char word[16];
+	const char *p;
+	unsigned int n;
+
+	*taken = *done = 0;
+	t_assert(td_read_log(&env->d, log, sizeof(log)) >= 0);
+	for (p = log; (p = strstr(p, line)); p++) {
+		if (sscanf(p + strlen(line), "%u jobs %15[a-z]", &n, word) != 2)
+			continue;
+		if (!strcmp(word, "taken"))
+			*taken += n;
+		else if (!strcmp(word, "done"))
+			*done += n;
+	}
+}
+
 int main(void)
 {
 	struct kvmm_tier_stats_reply ts0, ts;
@@ -62,6 +86,7 @@ int main(void)
 	struct kvmm_status_reply st;
 	uint32_t ids[CR_NB * CC_PPB];
 	uint64_t h[CR_NB], h4;
+	unsigned int done0, taken, done;
 	struct cr_env env;
 	struct cc c, m;
 
@@ -69,6 +94,7 @@ int main(void)
 	cr_fill_tiers(&env, &ts0);
 
 	/* the open: restores 1 and 2 run, 3 to 8 wait for staging */
+	restore_jobs(&env, &taken, &done0);
 	for (int b = 0; b < CR_NB; b++)
 		h[b] = cr_hash(0, b);
 	cc_connect(&c, env.d.sock);
@@ -88,10 +114,21 @@ int main(void)
 	t_assert(ts.migrations_in_flight >= 2); /* the 2 restores, still */
 	cc_disconnect(&m);
 
-	/* every running copy ends while the loop cannot reap it */
+	/*
+	 * Every running copy ends while the loop cannot reap it: the
+	 * workers say so in the log, which they write themselves.  With the
+	 * loop stopped no job is queued; one queued before is taken at once
+	 * by an idle worker, and each taken is done DELAY_MS later.
+	 */
 	freeze_loop(&env);
-	usleep(3 * DELAY_MS * 1000);
+	t_wait_until(20000, restore_jobs(&env, &taken, &done),
+		     done == taken && done >= done0 + 2,
+		     "kvmmd's workers took %u restore jobs, completed %u (%u "
+		     "before the open)",
+		     taken, done, done0);
 	thaw_loop(&env);
+	printf("%u restore jobs of the open completed by the thaw\n",
+	       done - done0);
 
 	/* the open completes, byte-identical */
 	cc_prefix_recv(&c, &rep, ids);

@@ -218,6 +218,7 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&m->lock);
 	for (;;) {
 		unsigned int n = 0;
+		bool restore;
 
 		while (!m->stopping && !m->queue_head)
 			pthread_cond_wait(&m->wake, &m->lock);
@@ -292,6 +293,8 @@ static void *worker(void *arg)
 			break;
 		}
 
+		restore = batch[0]->kind == MIGRATE_HOST_TO_GPU ||
+			  batch[0]->kind == MIGRATE_NVME_TO_GPU;
 		pthread_mutex_lock(&m->lock);
 		for (unsigned int i = 0; i < n; i++)
 			complete_locked(m, batch[i],
@@ -300,6 +303,14 @@ static void *worker(void *arg)
 		m->st.running -= n;
 		pthread_cond_broadcast(&m->idle);
 		signal_done(m);
+		/* and once it ended, which a test that stopped the loop
+		 * reads where nothing answers on the socket (the jobs are
+		 * the loop's to free once completed: restore says what
+		 * they were) */
+		if (restore && m->restore_delay_us)
+			vmm_log(VMM_LOG_INFO,
+				"migrate: test knob: a restore of %u jobs done (KVMMD_TEST_RESTORE_DELAY_MS)",
+				n);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return NULL;
