@@ -51,6 +51,7 @@ static const struct {
 	{ "KVMMD_TEST_POLICY_SAVE_MS", PERIOD, "3600001", "050" },
 	{ "KVMMD_TEST_POLICY_WRITE_DELAY_MS", NUMBER, "3600001", "20" },
 	{ "KVMMD_TEST_SLAB_PROGRESS_MS", PERIOD, "3600001", "0100" },
+	{ "KVMMD_TEST_TEL_POLL_LOG", FLAG, NULL, "1" },
 	{ "KVMMD_SLOW_CMD_US", NUMBER, "3600000001", "" },
 };
 #define NR_KNOBS (sizeof(knobs) / sizeof(knobs[0]))

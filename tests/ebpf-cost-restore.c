@@ -50,6 +50,8 @@ int main(void)
 	size_t len;
 	FILE *p;
 
+	/* each telemetry tick that fed says so: the wait below */
+	setenv("KVMMD_TEST_TEL_POLL_LOG", "1", 1);
 	t_ok(td_start(&d, args));
 	setenv("KVMM_SOCKET", d.sock, 1);
 	t_ok(kvmm_connect(&co, &c));
@@ -67,7 +69,8 @@ int main(void)
 		td_dump_log(&d);
 	t_assert(n >= 1);
 	kvmm_disconnect(c);
-	usleep(600000); /* two telemetry polls */
+	/* the restores answered, so measured: a poll since feeds them */
+	td_wait_tel_polled(&d, td_tel_ticks(&d), 20000);
 
 	td_build_path("kvmmctl", kvmmctl, sizeof(kvmmctl));
 	snprintf(cmd, sizeof(cmd), "%s --socket %s --json status", kvmmctl,

@@ -65,6 +65,8 @@ int main(void)
 	pid_t pid;
 	int ws;
 
+	/* each telemetry tick that fed says so: the wait below */
+	setenv("KVMMD_TEST_TEL_POLL_LOG", "1", 1);
 	t_ok(td_start(&d, args));
 	pid = fork();
 	t_assert(pid >= 0);
@@ -75,10 +77,10 @@ int main(void)
 		td_dump_log(&d);
 		t_fail("client failed (%d)", ws);
 	}
-	/* the session ended, then two polls (every 250 ms): its end is in
-	 * the totals */
-	t_ok(td_wait_sessions(&d, 1, 5000, &st)); /* the status one's */
-	usleep(600 * 1000);
+	/* the session ended, then a poll begun after its end fed: its end
+	 * is in the totals */
+	t_ok(td_wait_sessions(&d, 1, 20000, &st)); /* the status one's */
+	td_wait_tel_polled(&d, td_tel_ticks(&d), 20000);
 	t_ok(td_status(&d, &st));
 	t_assert(!strcmp(st.telemetry, "shm"));
 	t_assert_eq(st.tel_access_dropped, OVER - KVMM_TEL_MAX_ACCESS_RECORDS);
@@ -107,12 +109,7 @@ int main(void)
 		t_fail("metrics: %s", out);
 
 	/* the tick that fed the poll said so */
-	for (int i = 0; i < 100; i++) {
-		t_assert(td_read_log(&d, log, sizeof(log)) >= 0);
-		if (strstr(log, "telemetry (shm) dropped "))
-			break;
-		usleep(20000);
-	}
+	td_wait_log(&d, "telemetry (shm) dropped ", 20000);
 	t_ok(td_stop_log(&d, log, sizeof(log)));
 	/* the warning says what the tick saw (a tick in the middle of the
 	 * client's work saw the access records alone, and the next warning

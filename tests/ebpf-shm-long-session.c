@@ -45,11 +45,14 @@ int main(void)
 			       "4K",	      "--gpu-mem", "512M",
 			       "--log-level", "info",	   NULL };
 	static char log[1 << 16];
+	struct kvmm_status_reply st;
 	struct td_daemon d;
 	char want[128];
 	pid_t pid;
 	int ws;
 
+	/* each telemetry tick that fed says so: the wait below */
+	setenv("KVMMD_TEST_TEL_POLL_LOG", "1", 1);
 	t_ok(td_start(&d, args));
 	pid = fork();
 	t_assert(pid >= 0);
@@ -60,7 +63,10 @@ int main(void)
 		td_dump_log(&d);
 		t_fail("client failed (%d)", ws);
 	}
-	usleep(300 * 1000); /* the session's end is polled */
+	/* the session's end is polled (the stop polls once more, but the
+	 * ticks are what counts a session's blocks while kvmmd runs) */
+	t_ok(td_wait_sessions(&d, 1, 20000, &st)); /* the status one's */
+	td_wait_tel_polled(&d, td_tel_ticks(&d), 20000);
 	t_ok(td_stop_log(&d, log, sizeof(log)));
 	snprintf(want, sizeof(want),
 		 "telemetry totals (shm): %d blocks, %d accesses;",

@@ -136,6 +136,9 @@ struct kd_daemon {
 	 * growth is logged at most every KD_TEL_DROP_LOG_MS) */
 	struct kvmm_counters tel_drops_logged;
 	uint64_t tel_drops_log_ns;
+	/* KVMMD_TEST_TEL_POLL_LOG=1: each tick that fed says so, counted */
+	bool tel_poll_log;
+	uint64_t tel_ticks_fed;
 	struct kd_pins *pins; /* pin.c: NULL while no session pins */
 	struct kd_metrics *metrics; /* metrics_http.c: NULL when off */
 };

@@ -147,6 +147,8 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	 * write waits */
 	{ "KVMMD_TEST_POLICY_SAVE_MS", KD_KNOB_NUMBER, &kd_period_ms },
 	{ "KVMMD_TEST_POLICY_WRITE_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
+	/* telemetry.c: each telemetry tick that fed a poll logs a line */
+	{ "KVMMD_TEST_TEL_POLL_LOG", KD_KNOB_FLAG },
 	/* cache_setup.c: the host slab's touch reports this often */
 	{ "KVMMD_TEST_SLAB_PROGRESS_MS", KD_KNOB_NUMBER, &kd_period_ms },
 	/* session.c: a diagnostic, not a test knob (admin.md): commands

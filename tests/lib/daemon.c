@@ -184,6 +184,34 @@ void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms)
 	t_fail("kvmmd never said \"%s\" (within %u ms)", what, ms);
 }
 
+#define TD_TEL_TICK "telemetry: test knob: tick "
+
+int td_tel_ticks(const struct td_daemon *d)
+{
+	static char log[1 << 20];
+
+	t_assert(td_read_log(d, log, sizeof(log)) >= 0);
+	return t_count(log, TD_TEL_TICK);
+}
+
+void td_wait_tel_polled(const struct td_daemon *d, int since, unsigned int ms)
+{
+	unsigned long long end = t_now_ms() + ms;
+	int now;
+
+	for (;;) {
+		now = td_tel_ticks(d);
+		if (now >= since + 2)
+			return;
+		if (t_now_ms() > end)
+			break;
+		usleep(10000);
+	}
+	td_dump_log(d);
+	t_fail("kvmmd logged %d telemetry ticks that fed, not %d (within %u ms; KVMMD_TEST_TEL_POLL_LOG=1 set?)",
+	       now, since + 2, ms);
+}
+
 void td_start_refused(const char *const *extra, const char *var,
 		      const char *value, char *log, size_t len)
 {

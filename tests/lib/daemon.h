@@ -56,6 +56,14 @@ void td_log_has(const struct td_daemon *d, const char *what, bool want);
  * for the daemon's log to hold what; else the test fails, the log
  * printed. */
 void td_wait_log(const struct td_daemon *d, const char *what, unsigned int ms);
+/* The telemetry ticks that fed, as kvmmd started with
+ * KVMMD_TEST_TEL_POLL_LOG=1 logs them (telemetry.c), in its log so far. */
+int td_tel_ticks(const struct td_daemon *d);
+/* Wait (ms at most) for two such ticks more than since, td_tel_ticks()
+ * read once what is to be counted happened in kvmmd (a session's end
+ * it counted, a restore it answered): the first begins a poll after it,
+ * the second has fed that poll.  Else the test fails, the log printed. */
+void td_wait_tel_polled(const struct td_daemon *d, int since, unsigned int ms);
 /* kvmmd with extra and var=value in its environment must refuse to start
  * (else the test fails); its log into log (len bytes, a string), its
  * directory removed. */
