@@ -33,7 +33,10 @@
  * lock, at the point of the race the interleaving needs.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "kvmm/kvmm.h"
@@ -43,6 +46,7 @@
 #include "tests/lib/page_counts.h"
 #include "tests/lib/small_region.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 #define TPB TR_TPB
 #define PPB 4 /* 2 layers, K and V */
@@ -183,6 +187,7 @@ struct engine {
 	uint32_t seq, new_len;
 	uint32_t old[PPB]; /* block 0's pages before the revocation */
 	pthread_t thread;
+	atomic_int tid; /* the engine thread's, for /proc */
 	int err;
 };
 
@@ -190,6 +195,7 @@ static void *engine_extend(void *arg)
 {
 	struct engine *e = arg;
 
+	atomic_store(&e->tid, (int)syscall(SYS_gettid));
 	e->err = kvmm_seq_extend(e->r, e->seq, e->new_len);
 	return NULL;
 }
@@ -199,17 +205,54 @@ static void *engine_extend(void *arg)
  * lock, so it waits there). */
 static void wait_extend_waits(struct kvmm_conn *c, uint64_t waits)
 {
-	for (int tries = 0;; tries++) {
-		uint64_t now;
+	uint64_t now;
 
-		t_assert(tries < 5000);
-		pthread_mutex_lock(&c->lock);
-		now = c->st.extend_waits;
-		pthread_mutex_unlock(&c->lock);
-		if (now > waits)
-			break;
-		usleep(1000);
-	}
+	t_wait_until(20000,
+		     (pthread_mutex_lock(&c->lock), now = c->st.extend_waits,
+		      pthread_mutex_unlock(&c->lock)),
+		     now > waits, "the engine's extend counted no wait (%llu)",
+		     (unsigned long long)now);
+}
+
+/* Whether thread tid of ours sleeps in futex() on a word of
+ * [obj, obj + len): what /proc says of its system call. */
+static bool futex_waits_on(int tid, const void *obj, size_t len)
+{
+	unsigned long long arg0 = 0;
+	char path[64], line[256];
+	bool on = false;
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(line, sizeof(line), f) &&
+	    sscanf(line, "%ld %llx", &nr, &arg0) == 2)
+		on = nr == SYS_futex && arg0 >= (uintptr_t)obj &&
+		     arg0 < (uintptr_t)obj + len;
+	fclose(f);
+	return on;
+}
+
+/*
+ * Wait for the engine's extend to sleep in kc_seq_wait_collect() on the
+ * collect's condition, having let go of the socket: its futex word is in
+ * c->collect_cond (where a wait for a mutex would name the mutex's).  A
+ * fixed 50 ms stood for it, which a loaded machine outlasts: the test
+ * then took the socket first and the engine found the collect over.
+ */
+static void wait_engine_collects(struct kvmm_conn *c, const struct engine *e)
+{
+	int tid = atomic_load(&e->tid);
+
+	t_wait_until(20000, (void)0,
+		     futex_waits_on(tid, &c->collect_cond,
+				    sizeof(c->collect_cond)),
+		     "the engine's extend (thread %d) never waited for the "
+		     "collect",
+		     tid);
 }
 
 /*
@@ -263,7 +306,7 @@ static void collect_round(struct kvmm_conn *c, struct kvmm_region *r)
 	pthread_mutex_unlock(&c->sock_lock);
 	/* the engine takes the socket, finds nothing kept and waits for the
 	 * collect, letting go of the socket again */
-	usleep(50 * 1000);
+	wait_engine_collects(c, &e);
 	pthread_mutex_lock(&c->sock_lock);
 	/* the thread's reply comes: kept for the revoked blocks, then the
 	 * collect ends (kc_fetch() clears collecting once it mapped) */
