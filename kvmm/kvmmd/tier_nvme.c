@@ -291,6 +291,32 @@ static int count_slots(struct tier_nvme *t, const char *path, const char *part,
 	return 0;
 }
 
+/* A partition of several names an index among them and weights the
+ * tier can pack (tier_nvme_part.c). */
+static bool partition_valid(const struct tier_nvme_config *cfg)
+{
+	return cfg->part_count <= 1 ||
+	       (cfg->part_index < cfg->part_count &&
+		tier_nvme_weights_pack(cfg->part_weights, cfg->part_count) !=
+			UINT64_MAX);
+}
+
+/* t's partition from cfg (partition_valid()), and its name for every
+ * line that names the file in part ("" for a file of one). */
+static void set_partition(struct tier_nvme *t,
+			  const struct tier_nvme_config *cfg, char *part,
+			  size_t len)
+{
+	if (cfg->part_count <= 1)
+		return;
+	t->part_count = cfg->part_count;
+	t->part_index = cfg->part_index;
+	t->part_weights =
+		tier_nvme_weights_pack(cfg->part_weights, cfg->part_count);
+	snprintf(part, len, " (partition %u of %u)", t->part_index,
+		 t->part_count);
+}
+
 /*
  * tier_nvme_open()'s size checks alone, on the claimed fd, writing
  * nothing: kvmmd's start checks every named size's partition before it
@@ -309,19 +335,14 @@ int tier_nvme_check_size(const struct tier_nvme_config *cfg)
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path || !cfg->fd_held ||
 	    !cfg->payload_bytes || cfg->payload_bytes % NVME_ALIGN)
 		return -EINVAL;
+	if (!partition_valid(cfg))
+		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->fd = cfg->fd;
 	t->stride = TIER_NVME_HEADER_BYTES + cfg->payload_bytes;
-	if (cfg->part_count > 1) {
-		t->part_count = cfg->part_count;
-		t->part_index = cfg->part_index;
-		t->part_weights = tier_nvme_weights_pack(cfg->part_weights,
-							 cfg->part_count);
-		snprintf(part, sizeof(part), " (partition %u of %u)",
-			 t->part_index, t->part_count);
-	}
+	set_partition(t, cfg, part, sizeof(part));
 	r = size_file(t, cfg, &bytes, &trim);
 	if (!r)
 		r = count_slots(t, cfg->path, part, bytes, &nslots);
@@ -340,10 +361,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->path ||
 	    !cfg->payload_bytes || cfg->payload_bytes % NVME_ALIGN)
 		return -EINVAL;
-	if (cfg->part_count > 1 &&
-	    (cfg->part_index >= cfg->part_count ||
-	     tier_nvme_weights_pack(cfg->part_weights, cfg->part_count) ==
-		     UINT64_MAX))
+	if (!partition_valid(cfg))
 		return -EINVAL;
 	if (cfg->reg_base && ((uintptr_t)cfg->reg_base % NVME_ALIGN))
 		return -EINVAL;
@@ -368,15 +386,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->stride = TIER_NVME_HEADER_BYTES + cfg->payload_bytes;
 	t->reg_base = cfg->reg_base;
 	t->reg_len = cfg->reg_len;
-	if (cfg->part_count > 1) {
-		t->part_count = cfg->part_count;
-		t->part_index = cfg->part_index;
-		t->part_weights = tier_nvme_weights_pack(cfg->part_weights,
-							 cfg->part_count);
-		/* in every line that names the file */
-		snprintf(part, sizeof(part), " (partition %u of %u)",
-			 t->part_index, t->part_count);
-	}
+	set_partition(t, cfg, part, sizeof(part));
 	test_invalidate_delay(t);
 	/* tests: failures of the restart scan (tier_nvme_fault.c) */
 	r = nvme_faults_read(t, cfg->path, part);
