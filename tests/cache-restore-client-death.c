@@ -23,7 +23,8 @@
 
 #define DELAY_MS 200
 /* kvmmd's line when a worker takes a restore under the delay knob */
-#define RESTORE_TAKEN "migrate: test knob: a restore of"
+/* the taken line alone: the worker also logs "... N jobs done" */
+#define RESTORE_TAKEN " jobs taken, waiting "
 
 /* A client process that sends a PREFIX_OPEN of content k and waits to be
  * killed; returns once the open was sent. */

@@ -165,7 +165,8 @@ static int dying_client(int go, int wr)
 }
 
 /* kvmmd's line when a worker takes a restore (KVMMD_TEST_RESTORE_DELAY_MS) */
-#define RESTORE_TAKEN "test knob: a restore of"
+/* the taken line alone: the worker also logs "... N jobs done" */
+#define RESTORE_TAKEN " jobs taken, waiting "
 
 /* How often kvmmd has logged needle so far. */
 static int log_count(const struct td_daemon *d, const char *needle)

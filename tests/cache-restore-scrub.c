@@ -39,7 +39,8 @@
 #define TAG_Y 0x5c1
 #define TAG_SECRET 0xb5ec
 /* kvmmd's line when a worker takes a restore under the delay knob */
-#define RESTORE_TAKEN "migrate: test knob: a restore of"
+/* the taken line alone: the worker also logs "... N jobs done" */
+#define RESTORE_TAKEN " jobs taken, waiting "
 
 static void hashes(int content, uint64_t *h)
 {

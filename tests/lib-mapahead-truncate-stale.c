@@ -28,7 +28,7 @@
 #include "tests/lib/lend.h"
 #include "tests/lib/test.h"
 
-#define AHEAD 2
+#define AHEAD 2u
 
 static double now_ms(void)
 {

@@ -755,6 +755,7 @@ void hostile_newer_commands(uint32_t foreign_region)
 {
 	struct hs x = { .foreign = foreign_region };
 	struct kvmm_region_ref ref = { .size = sizeof(ref) };
+	const char *burst;
 
 	hs_setup(&x);
 	hs_cache_drop(x.fd, true); /* the writer and the reader map it */
@@ -768,9 +769,8 @@ void hostile_newer_commands(uint32_t foreign_region)
 	/* 400 by default: each is a round trip, which on a loaded machine
 	 * costs what the rest of the test does per request;
 	 * KVMM_HOSTILE_BURST=N sends N */
-	hs_burst(&x, getenv("KVMM_HOSTILE_BURST") ?
-			     atoi(getenv("KVMM_HOSTILE_BURST")) :
-			     400);
+	burst = getenv("KVMM_HOSTILE_BURST");
+	hs_burst(&x, burst ? atoi(burst) : 400);
 	ref.region_id = x.region;
 	t_ok(cmd(x.fd, KVMM_CMD_REGION_DESTROY, &ref, sizeof(ref), NULL, 0));
 	close(x.fd);
