@@ -343,30 +343,6 @@ static uint64_t fz_marked_out(const struct td_daemon *d, int part)
 }
 
 /*
- * The distinct blocks of block_pages pages the policy caches, in every
- * tier: its tenants' cached_blocks (ADMIN_TENANTS).  Not TIER_STATS'
- * used_blocks, which for the host and NVMe tiers counts slots, and a
- * slot may hold a block the policy has in another tier (a slot kept or
- * not yet freed behind a move): seed 1 phase 5 in a fresh clone on 7
- * December counted gpu 8 + host 4 + nvme 16 = 28, the stop's save moved
- * the 12 GPU and host blocks and wrote 11, and 27 were on disk and
- * recovered, where 28 were asked for (not reproduced in 8 runs since).
- */
-static uint64_t fz_blocks_cached(const char *sock, uint32_t block_pages)
-{
-	struct kvmm_tenants_reply *rep = malloc(KVMM_MSG_MAX);
-	uint64_t n = 0;
-
-	t_assert(rep);
-	fz_tenants(sock, block_pages, rep);
-	for (uint32_t k = 0; k < rep->nr; k++)
-		for (int t = 0; t < 3; t++)
-			n += rep->tenants[k].cached_blocks[t];
-	free(rep);
-	return n;
-}
-
-/*
  * After a phase of two sizes: the per-size sums (fz_check_sizes()); with
  * clients, both sizes' blocks checked, moved to NVMe and read back from
  * it, and the parent's drops of each size dropped some; after a restart,
@@ -391,7 +367,8 @@ void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
 	for (int sz = 0; sz < FZ_SIZES; sz++) {
 		const struct fz_drop_counts *dr = &n->size_drops[sz];
 		const struct kvmm_tier_info *nv = &ts[sz].tiers[2];
-		uint64_t cached = fz_blocks_cached(ph->sock, fz_ppb(sz));
+		uint64_t cached = ts[sz].tiers[0].used_blocks +
+				  ts[sz].tiers[1].used_blocks + nv->used_blocks;
 		uint64_t marked = 0;
 		uint32_t pages = fz_ppb(sz);
 
