@@ -61,6 +61,7 @@ tmp_base=${TMPDIR:-/tmp}
 nvme_base=${KVMM_NVME_TEST_DIR:-/var/tmp}
 
 passed=0 failed=0 skipped=0
+fail_line='^(FAIL[: ]|runner: FAIL|[^ :]+\.(c|h):[0-9]+: )'
 failed_names=""
 leaked_names="" kept=""
 said_unwatched=""
@@ -280,6 +281,10 @@ run_one() { # name command source
 		failed_names="$failed_names $name"
 		printf 'FAIL  %-44s rc=%s %6ss%s\n' "$name" "$rc" "$secs" \
 			"${note:+  ($note)}"
+		# the failure's own lines first (a t_fail()'s file:line, a
+		# script's FAIL:, the runner's), so that a reader shown only
+		# the head of this block (a CI summary) sees why
+		grep -m 3 -E "$fail_line" "$log" | sed 's/^/      ! /'
 		tail -n 40 "$log" | sed 's/^/      | /' ;;
 	esac
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The runner catches what a test leaves: tests/run.sh, copied into a
-# scratch tree, runs tiny fake tests (a pass, a skip, failures, a timeout,
+# scratch tree, runs tiny fake tests (a pass, a skip, failures, one whose
+# failure line the runner shows first though 60 lines follow it, a timeout,
 # a daemon that escapes with env -i and setsid, files in TMPDIR, under a
 # literal /tmp or /var/tmp path and in /sys/fs/bpf, a TMPDIR deleted while
 # its test runs), and each verdict and note on its output is checked; then
@@ -55,6 +56,9 @@ printf '#!/bin/bash\nmkdir /sys/fs/bpf/kvmm-selftest-%s-pin || { echo no bpffs; 
 printf '#!/bin/bash\nrm -rf "$TMPDIR"\necho "connect: No such file or directory"\nexit 1\n' \
 	>"$t/i-tmpdir-gone.sh"
 printf '#!/bin/bash\n# timeout: 1\nsleep 30\n' >"$t/j-timeout.sh"
+# a failure followed by more than the 40 lines the runner's tail shows
+printf '#!/bin/bash\necho start\necho "tests/k.c:12: assertion failed: x == 1"\nseq 1 60\nexit 1\n' \
+	>"$t/k-fail-early.sh"
 chmod +x "$t"/*.sh
 
 (cd "$s/tree" && TMPDIR=$s/tmp KVMM_NVME_TEST_DIR=$s/nvme \
@@ -80,6 +84,8 @@ fi
 expect "file in TMPDIR" '^PASS  e-tmpdir-file .*(left 1 file(s): see its log)'
 expect "TMPDIR deleted" '^FAIL  i-tmpdir-gone .*rc=1 .*(its TMPDIR was deleted while it ran)'
 expect timeout '^FAIL  j-timeout  *rc=124 '
+expect "failure line first" '^      ! tests/k.c:12: assertion failed: x == 1$'
+expect "runner's failure line first" '^      ! runner: FAIL: left 1 process(es) running$'
 
 if grep -q '^run.sh: not watched for what tests leave there: /tmp ' "$s/out"; then
 	# not root, or a kernel or file system without what fanotify needs
@@ -114,10 +120,10 @@ else
 	fi
 fi
 expect "leaked line" "^leaked: $leaked passed or skipped but left files"
-expect "failed line" '^failed: c-fail d-env-i i-tmpdir-gone j-timeout '
+expect "failed line" '^failed: c-fail d-env-i i-tmpdir-gone j-timeout k-fail-early '
 last=$(tail -n 1 "$s/out")
 case $last in
-"5 passed, 4 failed, 1 skipped" | "4 passed, 4 failed, 2 skipped") ;;
+"5 passed, 5 failed, 1 skipped" | "4 passed, 5 failed, 2 skipped") ;;
 *)
 	echo "FAIL: last line '$last'"
 	fails=$((fails + 1))
