@@ -55,6 +55,9 @@ void kd_cache_fini(struct kd_daemon *d);
 /* The start is refused: remove the NVMe file this start made (before
  * kd_cache_fini(), which drops the lock; cache_nvme_start.c). */
 void kd_cache_unmake_nvme(struct kd_daemon *d);
+/* A normal stop: remove the NVMe file a claim of this run made when no
+ * tier was written into it (before kd_cache_fini() too). */
+void kd_cache_stop_nvme(struct kd_daemon *d);
 /* The share of total (--host-mem, the pool's pages) of the i-th size
  * --cache-block-pages names: its weight over their sum (all of it with
  * one size or none named, or for a size past those named). */

@@ -49,12 +49,11 @@ bool kc_nvme_start_refusal(int err)
 }
 
 /*
- * The start is refused: take away the NVMe file its claim made (never one
- * that was there, nor a block device), while the claim's fd still holds
- * the lock, and only if the path still names that file.  The tier may
- * have grown and formatted it: it holds no block anyone cached.
+ * Take away the NVMe file a claim of this run made (never one that was
+ * there, nor a block device), while the claim's fd still holds the lock,
+ * and only if the path still names that file.  why: the line's words.
  */
-void kd_cache_unmake_nvme(struct kd_daemon *d)
+static void kc_unmake_nvme(struct kd_daemon *d, const char *why)
 {
 	struct kd_cache *c = d->cache;
 	struct stat fst, pst;
@@ -68,13 +67,40 @@ void kd_cache_unmake_nvme(struct kd_daemon *d)
 		return;
 	if (unlink(d->cfg.nvme_path)) {
 		vmm_log(VMM_LOG_WARN,
-			"cache: the start is refused, but the NVMe file it made stays: unlink %s: %s",
-			d->cfg.nvme_path, strerror(errno));
+			"cache: %s, but the NVMe file it made stays: unlink %s: %s",
+			why, d->cfg.nvme_path, strerror(errno));
 		return;
 	}
-	vmm_log(VMM_LOG_INFO,
-		"cache: the start is refused: removed %s, which it made",
+	vmm_log(VMM_LOG_INFO, "cache: %s: removed %s, which it made", why,
 		d->cfg.nvme_path);
+}
+
+/* The start is refused: the file its claim made goes, even once the tier
+ * grew and formatted it: it holds no block anyone cached. */
+void kd_cache_unmake_nvme(struct kd_daemon *d)
+{
+	kc_unmake_nvme(d, "the start is refused");
+}
+
+/*
+ * A normal stop, before the tiers close (the claim's fd holds the lock):
+ * the file a claim of this run made goes when no tier was ever written
+ * into it (no kvmm superblock at its start: no block size came, the
+ * tier's open failed, or it waited for a full disk), as a refused start's
+ * does.  Until 7 December it stayed, empty, whenever no block size was
+ * named and no client published (the next start without --nvme-size then
+ * refused the empty file), while with named sizes the tier was written
+ * at start.  A file with a superblock keeps the blocks for the next start;
+ * a file that was there is never touched.
+ */
+void kd_cache_stop_nvme(struct kd_daemon *d)
+{
+	struct tier_nvme_peek pk;
+
+	if (!d->cache || !d->cache->nvme_made || d->cache->nvme_fd < 0 ||
+	    tier_nvme_peek_fd(d->cache->nvme_fd, &pk) != -ENODATA)
+		return;
+	kc_unmake_nvme(d, "no NVMe tier was written this run");
 }
 
 /*

@@ -643,6 +643,7 @@ void kd_daemon_stop(struct kd_daemon *d)
 
 	kd_metrics_stop(d);
 	kd_session_free_all(d);
+	kd_cache_stop_nvme(d); /* an empty file it made goes */
 	kd_cache_fini(d);
 	quotas_free_all(d); /* no block or session points at them now */
 	if (d->listen_fd >= 0) {
