@@ -2,7 +2,7 @@
 # An NVMe tier that stops kvmmd's start (Documentation/admin.md, kvmmd
 # options, "exit codes"; tiers.md, NVMe tier): a value the operator must
 # change exits 2 with its line and "kvmmd: cannot start: an option is
-# wrong (above)", anything else (a full disk) exits 1; either way the
+# wrong (above)", anything else (an unwritable pid file) exits 1; either way the
 # --nvme-path file this start made is gone, and a file that was there
 # before keeps its size and bytes.  Until 7 December each case exited 1,
 # and the file the start made stayed behind, preallocated to --nvme-size.
@@ -15,8 +15,11 @@
 #   - a file system without O_DIRECT (ramfs, in a mount namespace of its
 #     own; root): a new file, with no size named, one and two named;
 #     an existing file untouched;
-#   - a full disk as the tier grows the file (a 2 MiB tmpfs, where the
-#     kernel gives tmpfs O_DIRECT): exit 1, the file gone;
+#   - not refused: a full disk as the tier grows the file (a 2 MiB
+#     tmpfs, where the kernel gives tmpfs O_DIRECT), one size named and
+#     two: kvmmd starts without the tier (until 7 December: exit 1), its
+#     file gone at the stop; a file that was there kept; once the disk
+#     clears both partitions join and the file stays;
 #   - a --pid-file that cannot be written after all that: exit 1, the
 #     file gone.
 set -u
@@ -156,19 +159,72 @@ unshare -m bash -c '
 	kept "$dir/ram/old" 8192 "$sum" "an existing file without O_DIRECT"
 	echo "no O_DIRECT (ramfs): 4 cases passed"
 
-	# a full disk: not the operator'"'"'s option, exit 1; the file the
-	# start made (its preallocation failed) gone all the same
+	# a full disk as the tier grows the file: waited out, as at the
+	# claim (until 7 December the start stopped, exit 1): kvmmd starts,
+	# the tier out and waiting, and joins once there is room
 	mount -t tmpfs -o size=2M none "$dir/small" || fail "mount tmpfs"
 	if ! dd if=/dev/zero of="$dir/small/probe" bs=4096 count=1 oflag=direct 2>/dev/null; then
 		echo "full disk: skipped (no O_DIRECT on tmpfs before Linux 6.6)"
 		exit 0
 	fi
 	rm -f "$dir/small/probe"
-	refused 1 "kvmmd: cannot start: No space left on device" "$dir/small/a" \
-		--host-mem 16M --nvme-path "$dir/small/a" --nvme-size 8M --cache-block-pages 4
-	grep -qF "tier_nvme: sizing $dir/small/a: No space left on device" "$dir/err" ||
-		fail "full disk: $(cat "$dir/err")"
-	echo "full disk (tmpfs of 2 MiB): passed"
+	# starts f option...: kvmmd started (its pid in $pid, its log in
+	# $dir/err) with the NVMe tier waiting on a full disk
+	starts() {
+		local f=$1 i
+		shift
+		KVMMD_TEST_CACHE_RETRY_MS=100 "$b/kvmmd" --foreground \
+			--backend host --telemetry off --socket "$sock" \
+			--host-mem 16M --nvme-path "$f" "$@" 2>"$dir/err" </dev/null &
+		pid=$!
+		for i in $(seq 400); do [ -S "$sock" ] && break; sleep 0.05; done
+		[ -S "$sock" ] || fail "full disk, $*: no start: $(cat "$dir/err")"
+		grep -qF "tier_nvme: sizing $f: No space left on device" "$dir/err" ||
+			fail "full disk, $*: no sizing line: $(cat "$dir/err")"
+		grep -qF "cannot open (attempt 1): No space left on device; the cache runs without it and tries again" "$dir/err" ||
+			fail "full disk, $*: no line says it waits: $(cat "$dir/err")"
+		"$b/kvmmctl" --socket "$sock" status >"$dir/status" ||
+			fail "full disk, $*: kvmmctl status"
+		grep -q "^tier nvme    WAITING: No space left on device" "$dir/status" ||
+			fail "full disk, $*: status: $(cat "$dir/status")"
+	}
+	stops() {
+		kill $pid
+		wait $pid || fail "full disk: exit $? after SIGTERM: $(cat "$dir/err")"
+	}
+	for sizes in 4 2,4; do
+		starts "$dir/small/a" --nvme-size 8M --cache-block-pages $sizes
+		[ -f "$dir/small/a" ] || fail "full disk, $sizes: no file claimed"
+		stops
+		# never written: the file the claim made goes at the stop
+		[ -e "$dir/small/a" ] && fail "full disk, $sizes: the stop left the file the claim made"
+	done
+	# a file that was there: as it was (a preallocation that failed
+	# is cut back), the stop too
+	head -c 4096 /dev/zero >"$dir/small/old"
+	sum=$(md5sum <"$dir/small/old")
+	starts "$dir/small/old" --nvme-size 8M --cache-block-pages 4
+	stops
+	kept "$dir/small/old" 4096 "$sum" "full disk, a file that was there"
+	rm -f "$dir/small/old"
+	# the disk clears: the tier joins, and its file stays at the stop
+	head -c 1572864 /dev/zero >"$dir/small/filler"
+	starts "$dir/small/a" --nvme-size 1M --cache-block-pages 2,4
+	rm "$dir/small/filler"
+	for i in $(seq 200); do
+		[ "$(grep -c "joined the cache" "$dir/err")" = 2 ] && break
+		sleep 0.05
+	done
+	[ "$(grep -c "joined the cache" "$dir/err")" = 2 ] ||
+		fail "full disk cleared: the partitions did not join: $(cat "$dir/err")"
+	"$b/kvmmctl" --socket "$sock" status >"$dir/status" ||
+		fail "full disk cleared: kvmmctl status"
+	[ "$(grep -c "^  tier nvme    joined at attempt" "$dir/status")" = 2 ] ||
+		fail "full disk cleared: status: $(cat "$dir/status")"
+	stops
+	[ "$(stat -c %s "$dir/small/a" 2>/dev/null)" = 1048576 ] ||
+		fail "full disk cleared: the tier file after the stop: $(ls -l "$dir/small")"
+	echo "full disk (tmpfs of 2 MiB): waited out, 4 cases passed"
 	exit 0
 ' inner "$b" "$dir" || exit 1
 

@@ -7,8 +7,9 @@
  * locked, checked) and, with --cache-block-pages, opens the tier for each
  * named size (kc_open()).  What fails there and is not waited out
  * (cache_nvme_join.c waits for a file or file system that is not there
- * yet) stops the start, and main() exits 2 for a value the operator must
- * change, 1 for anything else (admin.md, the rule for a refused start).
+ * yet, a full disk) stops the start, and main() exits 2 for a value the
+ * operator must change, 1 for anything else (admin.md, the rule for a
+ * refused start).
  * Both were 1 until 7 December, and a start refused after the claim made
  * the file left it behind, preallocated to --nvme-size: the next start
  * found a file nobody asked for (or a full disk).
@@ -46,6 +47,20 @@ bool kc_nvme_start_refusal(int err)
 		return true;
 	}
 	return false;
+}
+
+/*
+ * A full disk when the tier's open grows the file (--cache-block-pages:
+ * the open runs at start) or a quota: the claim waits them out
+ * (cache_nvme_join.c), and so does the open, rather than stop the start
+ * with exit 1 (until 7 December) when the same disk at the claim, or at
+ * the first publish without named sizes, let kvmmd start and the tier
+ * join later.  A full disk may clear (logs rotated, another file
+ * deleted); an I/O error or io_uring's refusal still stops the start.
+ */
+bool kc_nvme_start_waits(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
 }
 
 /*

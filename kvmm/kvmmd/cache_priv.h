@@ -606,6 +606,9 @@ void kc_nvme_partition(const struct kd_cache *c, struct tier_nvme_config *nc);
  * start exits 2 for it); with several sizes named, each size's partition
  * checked for a slot before the first opens (cache_nvme_start.c). */
 bool kc_nvme_start_refusal(int err);
+/* A failure of the tier's open at start that the start waits out (a full
+ * disk), as the claim does: the tier joins later (cache_nvme_start.c). */
+bool kc_nvme_start_waits(int err);
 int kc_nvme_check_at_start(struct kd_daemon *d);
 /*
  * Host -> NVMe writes that fail (cache_nvme_write.c).  kc_nvme_write_refused()

@@ -340,7 +340,11 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 		if (!c->nvme && kc_nvme_fd(c) >= 0 && !c->nvme_for_good) {
 			c->nvme_attempts++;
 			r = kc_nvme_open_tier(c);
-			if (r && c->opening_at_start) {
+			/* a full disk at start waits, as at the claim: the
+			 * cache starts without the tier, which joins when a
+			 * later attempt opens it (cache_nvme_start.c) */
+			if (r && c->opening_at_start &&
+			    !kc_nvme_start_waits(r)) {
 				/* the start stops: which tier, for the line
 				 * after this one names only the errno */
 				vmm_log(VMM_LOG_ERR,
@@ -351,8 +355,8 @@ int kc_open(struct kd_cache *c, uint32_t ppb)
 						"",
 					strerror(-r));
 				/* exit 2 for a value the operator must change
-				 * (a size that holds no slot), 1 for a full
-				 * disk or an I/O error (cache_nvme_start.c) */
+				 * (a size that holds no slot), 1 for an I/O
+				 * error (cache_nvme_start.c) */
 				if (kc_nvme_start_refusal(r))
 					d->bad_option = true;
 				goto err;

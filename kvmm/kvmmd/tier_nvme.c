@@ -82,8 +82,14 @@ static int size_file(struct tier_nvme *t, const struct tier_nvme_config *cfg,
 	return 0;
 }
 
-/* Preallocate a file smaller than the tier's size (a device has its own). */
-static int grow_file(struct tier_nvme *t, uint64_t bytes)
+/*
+ * Preallocate a file smaller than the tier's size (a device has its own).
+ * A preallocation that fails (a full disk) may have grown the file part
+ * of the way (ext4 and xfs keep what they allocated): it is cut back to
+ * the size it had, so that a failed open leaves a file that was there as
+ * it was, and a new one empty, whether the start stops or waits.
+ */
+static int grow_file(struct tier_nvme *t, const char *path, uint64_t bytes)
 {
 	struct stat st;
 	int r;
@@ -95,6 +101,10 @@ static int grow_file(struct tier_nvme *t, uint64_t bytes)
 	r = posix_fallocate(t->fd, 0, (off_t)bytes);
 	if (r == EOPNOTSUPP || r == EINVAL)
 		return ftruncate(t->fd, (off_t)bytes) ? -errno : 0;
+	if (r && ftruncate(t->fd, st.st_size))
+		vmm_log(VMM_LOG_WARN,
+			"tier_nvme: cutting %s back to its %lld bytes after a failed preallocation: %s",
+			path, (long long)st.st_size, strerror(errno));
 	return -r;
 }
 
@@ -420,7 +430,7 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	r = count_slots(t, cfg->path, part, bytes, &nslots);
 	if (r)
 		goto err_close;
-	r = grow_file(t, bytes);
+	r = grow_file(t, cfg->path, bytes);
 	if (r) {
 		vmm_log(VMM_LOG_ERR, "tier_nvme: sizing %s: %s", cfg->path,
 			strerror(-r));
