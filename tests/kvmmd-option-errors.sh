@@ -99,6 +99,11 @@ bad "kvmmd: --cpu 1023: not a CPU kvmmd may run on (" --cpu 1023
 bad "kvmmd: --nvme-size without --nvme-path: there is no NVMe tier to size" --nvme-size 1G
 # a number too large is out of range, not "not a number"
 bad "kvmmd: --spin-us: '99999999999' is out of range (at most 4294967295)" --spin-us 99999999999
+# and a size past 2^64 - 1, with or without a suffix, is too large (it
+# was "not a size", as a typo is)
+bad "kvmmd: --gpu-mem: '18446744073709551616' is too large (at most 18446744073709551615 bytes)" --gpu-mem 18446744073709551616
+bad "kvmmd: --host-mem: '99999999999999999999K' is too large" --host-mem 99999999999999999999K
+bad "kvmmd: --host-mem: '18446744073709551616x' is not a size" --host-mem 18446744073709551616x
 # the limit, not only "too many"
 quotas=()
 for i in $(seq 1000 1064); do quotas+=(--quota "$i=1G"); done
@@ -130,6 +135,9 @@ bad "kvmmd: --nvme-path $dir/slots0 is an empty file: give --nvme-size" \
 grep -qF "kvmmctl: quota: ' -1' is not a size" "$dir/err" || fail "kvmmctl quota: $(cat "$dir/err")"
 "$b/kvmmctl" --socket "$sock" quota " 1000" 1G 2>"$dir/err"
 [ $? = 2 ] || fail "kvmmctl quota ' 1000' not a usage error"
+"$b/kvmmctl" --socket "$sock" quota 1000 99999999999999999999 2>"$dir/err"
+[ $? = 2 ] || fail "kvmmctl quota 99999999999999999999 not a usage error"
+grep -qF "kvmmctl: quota: '99999999999999999999' is too large" "$dir/err" || fail "kvmmctl quota: $(cat "$dir/err")"
 
 # --cache-block-pages against the pool and the host tier, at start
 # (exit 2, a bad option, though the page size it needs is the backend's):

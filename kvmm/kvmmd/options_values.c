@@ -21,6 +21,7 @@ int kd_parse_size(const char *what, const char *s, uint64_t *out)
 	char *end;
 	unsigned long long v;
 	unsigned int shift = 0;
+	bool range;
 
 	/* a digit first: strtoull skips blanks and takes a sign, so " -1"
 	 * was 2^64 - 1 */
@@ -28,7 +29,9 @@ int kd_parse_size(const char *what, const char *s, uint64_t *out)
 		goto bad;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	/* digits past 2^64 - 1 are a size too large, not "not a size" */
+	range = errno == ERANGE;
+	if ((errno && !range) || end == s)
 		goto bad;
 	switch (*end) {
 	case 'k':
@@ -58,12 +61,14 @@ int kd_parse_size(const char *what, const char *s, uint64_t *out)
 		end++;
 	if (*end)
 		goto bad;
-	if (shift && v > (~0ull >> shift)) {
-		fprintf(stderr, "%s: '%s' is too large\n", what, s);
-		return -ERANGE;
-	}
+	if (range || (shift && v > (~0ull >> shift)))
+		goto too_large;
 	*out = v << shift;
 	return 0;
+too_large:
+	fprintf(stderr, "%s: '%s' is too large (at most %llu bytes)\n", what, s,
+		~0ull);
+	return -ERANGE;
 bad:
 	fprintf(stderr,
 		"%s: '%s' is not a size (a number with an optional K, M, G or T suffix)\n",
