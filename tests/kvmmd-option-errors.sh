@@ -104,6 +104,8 @@ bad "kvmmd: --spin-us: '99999999999' is out of range (at most 4294967295)" --spi
 bad "kvmmd: --gpu-mem: '18446744073709551616' is too large (at most 18446744073709551615 bytes)" --gpu-mem 18446744073709551616
 bad "kvmmd: --host-mem: '99999999999999999999K' is too large" --host-mem 99999999999999999999K
 bad "kvmmd: --host-mem: '18446744073709551616x' is not a size" --host-mem 18446744073709551616x
+# an ordinal past CUDA's int: exit 2 without a word, before
+bad "kvmmd: --cuda-device: 2147483648 is out of range (an ordinal at most 2147483647, or a UUID)" --cuda-device 2147483648
 # the limit, not only "too many"
 quotas=()
 for i in $(seq 1000 1064); do quotas+=(--quota "$i=1G"); done

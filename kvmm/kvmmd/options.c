@@ -197,8 +197,14 @@ static int parse_device(struct kd_config *cfg, const char *val)
 	if (val[0] >= '0' && val[0] <= '9' && !strchr(val, '-')) {
 		int err = parse_u32("--cuda-device", val, &u, 10);
 
-		if (!err && u > INT32_MAX)
-			err = -EINVAL;
+		/* CUDA's ordinals are ints: 2147483648 to 4294967295 exited
+		 * 2 without a word */
+		if (!err && u > INT32_MAX) {
+			fprintf(stderr,
+				"kvmmd: --cuda-device: %s is out of range (an ordinal at most %d, or a UUID)\n",
+				val, INT32_MAX);
+			err = -ERANGE;
+		}
 		if (err)
 			return err;
 		cfg->cuda_device = (int)u;
