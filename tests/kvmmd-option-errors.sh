@@ -106,6 +106,10 @@ bad "kvmmd: --host-mem: '99999999999999999999K' is too large" --host-mem 9999999
 bad "kvmmd: --host-mem: '18446744073709551616x' is not a size" --host-mem 18446744073709551616x
 # an ordinal past CUDA's int: exit 2 without a word, before
 bad "kvmmd: --cuda-device: 2147483648 is out of range (an ordinal at most 2147483647, or a UUID)" --cuda-device 2147483648
+# an empty socket path: a socket bound as ".PID" where kvmmd started,
+# its rename to "" failed, exit 1
+bad "kvmmd: --socket: an empty path (give the socket's path, or leave the option out for /run/kvmm/kvmm.sock)" --socket ""
+bad "kvmmd: --socket: an empty path" --socket=
 # the limit, not only "too many"
 quotas=()
 for i in $(seq 1000 1064); do quotas+=(--quota "$i=1G"); done

@@ -284,6 +284,14 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 
 	switch (key) {
 	case 's':
+		/* there is no socket to turn off: "" bound a socket named
+		 * ".PID" where kvmmd started, whose rename to "" failed
+		 * (exit 1) */
+		if (!*val) {
+			fprintf(stderr,
+				"kvmmd: --socket: an empty path (give the socket's path, or leave the option out for /run/kvmm/kvmm.sock)\n");
+			return -EINVAL;
+		}
 		return copy_path("--socket", cfg->socket_path,
 				 sizeof(cfg->socket_path), val);
 	case 'b':
