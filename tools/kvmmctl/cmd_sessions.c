@@ -150,6 +150,7 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			printf("}");
 		} else {
 			char pins[24] = "-", bytes[24] = "-";
+			char name[4 * sizeof(s->name) + 1];
 
 			if (s->pin_quota) {
 				snprintf(pins, sizeof(pins), "%u/%u", s->pins,
@@ -159,7 +160,9 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			}
 			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s",
 			       s->session_id, s->pid, s->uid,
-			       s->name[0] ? s->name : "-",
+			       s->name[0] ? kvmmctl_text_str(s->name, name,
+							     sizeof(name)) :
+					    "-",
 			       (unsigned long long)s->pages_held,
 			       (unsigned long long)s->pages_owned,
 			       (unsigned long long)s->sequences, pins, bytes);

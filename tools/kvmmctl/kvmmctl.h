@@ -159,8 +159,13 @@ int kvmmctl_parse_u32(const char *cmd, const char *what, const char *s,
 /* --block-pages' value for cmd: a decimal number of pages, 1 or more;
  * -EINVAL after a line naming cmd and the word. */
 int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out);
-/* Print s as a JSON string (quotes and escapes). */
+/* Print s as a JSON string (quotes and escapes): valid UTF-8 as it is,
+ * a byte that is not (a client's session name) as U+FFFD. */
 void kvmmctl_json_str(const char *s);
+/* s for a terminal, into buf (len at least 4 x strlen(s) + 1): control
+ * bytes, C1 controls, bytes that are not UTF-8 and '\' as \xNN (and
+ * \\); buf. */
+const char *kvmmctl_text_str(const char *s, char *buf, size_t len);
 /* A JSON member whose value is a count: its name and the reply's field. */
 struct kvmmctl_json_u64 {
 	const char *name;

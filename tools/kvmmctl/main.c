@@ -252,20 +252,102 @@ int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out)
 	return -EINVAL;
 }
 
+/*
+ * The bytes of the UTF-8 sequence at s (1 to 4), or 0 where s holds no
+ * valid one (a stray continuation byte, an overlong form, a surrogate,
+ * past U+10FFFF, cut short).  The strings kvmmctl prints from kvmmd are
+ * a client's own bytes (its session name): anything at all.
+ */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0; /* overlong */
+	else if (s[0] == 0xed)
+		hi = 0x9f; /* surrogates */
+	else if (s[0] == 0xf0)
+		lo = 0x90; /* overlong */
+	else if (s[0] == 0xf4)
+		hi = 0x8f; /* past U+10FFFF */
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * A client's name went out as its bytes: one that is not UTF-8 made the
+ * JSON invalid (RFC 8259 wants UTF-8; python's json.load() refused it).
+ */
 void kvmmctl_json_str(const char *s)
 {
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = *s;
+	const unsigned char *p = (const unsigned char *)s;
 
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
+	putchar('"');
+	while (*p) {
+		size_t n = utf8_seq(p);
+
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			printf("\\u%04x", *p);
+		else if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)
+			printf("\\u%04x", p[1]); /* C1: valid, but obeyed */
+		else if (n)
+			fwrite(p, 1, n, stdout);
 		else
-			putchar(ch);
+			printf("\\ufffd");
+		p += n ? n : 1;
 	}
 	putchar('"');
+}
+
+/*
+ * A client's name went to the admin's terminal as its bytes: ESC
+ * sequences (a cleared screen, a retitled window) and a newline that
+ * forged a session's line.  UTF-8 stays readable; C1 controls (U+0080 to
+ * U+009F, which some terminals obey) are escaped with the rest.
+ */
+const char *kvmmctl_text_str(const char *s, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t used = 0;
+
+	while (*p && used + 5 <= len) {
+		size_t n = utf8_seq(p);
+
+		if (n > 1 && !(p[0] == 0xc2 && p[1] < 0xa0)) {
+			memcpy(buf + used, p, n);
+			used += n;
+			p += n;
+			continue;
+		}
+		if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\')
+			buf[used++] = (char)*p;
+		else if (*p == '\\')
+			used += (size_t)snprintf(buf + used, len - used,
+						 "\\\\");
+		else
+			used += (size_t)snprintf(buf + used, len - used,
+						 "\\x%02x", *p);
+		p++;
+	}
+	buf[used] = '\0';
+	return buf;
 }
 
 void kvmmctl_json_u64s(const struct kvmmctl_json_u64 *m, size_t n)
