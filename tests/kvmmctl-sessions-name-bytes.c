@@ -63,7 +63,8 @@ int main(void)
 	no_raw_bytes("sessions");
 	/* the header, the admin's own session and the two: no forged line */
 	t_assert_eq(lines(), 4);
-	t_assert(strstr(out, "\\x1b[2J\\x0a7 0 0 r\\x7f\\xff\\xfe\\xc2\\x9b\"\\\\"));
+	t_assert(strstr(out,
+			"\\x1b[2J\\x0a7 0 0 r\\x7f\\xff\\xfe\\xc2\\x9b\"\\\\"));
 	t_assert(strstr(out, " k\xc3\xa4se-\xe2\x82\xac "));
 
 	ctl(d.sock, "--json sessions");

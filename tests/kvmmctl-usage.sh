@@ -30,6 +30,11 @@ expect() { # status expected-line args...
 
 expect 2 "kvmmctl: --socket needs a PATH" --socket
 expect 2 "kvmmctl: --socket needs a PATH" --socket= status
+# an empty path and one no sockaddr_un holds are the word given (they
+# were connect()'s "Connection refused" and "File name too long", exit 1)
+expect 2 "kvmmctl: --socket needs a PATH (got '')" --socket "" status
+long=/tmp/$(printf '%0110d' 0)
+expect 2 "kvmmctl: --socket /tmp/00000000000000000000000000000000000...: 115 bytes, longer than a Unix socket's path may be (107)" --socket "$long" status
 expect 2 "kvmmctl: unknown option '--bogus'" --bogus
 expect 2 "kvmmctl: unknown command 'frob'" frob
 expect 2 "kvmmctl: log-level: 'loud' is not err, warn, info or debug" log-level loud

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tools/kvmmctl/kvmmctl.h"
@@ -372,6 +373,28 @@ static int push_arg(char **args, int *n, char *arg)
 	return 0;
 }
 
+/*
+ * --socket '' reached connect() ("kvmmctl: : Connection refused", exit 1)
+ * and a path longer than a sockaddr_un holds "File name too long", exit
+ * 1: both are the word given, a usage error (exit 2).
+ */
+static int check_socket_arg(const char *path)
+{
+	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+
+	if (!*path) {
+		fprintf(stderr, "kvmmctl: --socket needs a PATH (got '')\n");
+		return -EINVAL;
+	}
+	if (strlen(path) > max) {
+		fprintf(stderr,
+			"kvmmctl: --socket %.40s...: %zu bytes, longer than a Unix socket's path may be (%zu)\n",
+			path, strlen(path), max);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct kvmmctl_ctx ctx = { 0 };
@@ -421,6 +444,8 @@ int main(int argc, char **argv)
 		}
 	}
 	args[n] = NULL;
+	if (ctx.socket && check_socket_arg(ctx.socket))
+		return 2;
 	if (!n) {
 		usage(stderr);
 		return 2;
