@@ -3,7 +3,8 @@
 # whatever abbreviation of --config getopt takes, lines of any length,
 # and every line it cannot use refused with FILE:LINE and the reason
 # (exit 2); a repeatable option on the command line replaces the file's
-# list.  kvmmd reads its config files before it looks at --version, so
+# list; a control byte, a byte order mark and a file over 1 MiB (below).
+# kvmmd reads its config files before it looks at --version, so
 # "--config FILE --version" checks a file without starting anything.
 set -u
 b=${KVMM_BUILD:-build}
@@ -59,6 +60,18 @@ printf 'socket\n' >"$dir/noval.conf"
 expect 2 "kvmmd: $dir/noval.conf:1: 'socket' needs a value" --config "$dir/noval.conf"
 printf 'backend host\nlog-level info\0debug\n' >"$dir/nul.conf"
 expect 2 "kvmmd: $dir/nul.conf:2: a NUL byte" --config "$dir/nul.conf"
+# any other control byte (a binary file) is named, not echoed: its ESC
+# sequences reached the terminal in the "unknown option" line
+printf 'backend host\n\033[2Jgpu-mem 1M\n' >"$dir/esc.conf"
+expect 2 "kvmmd: $dir/esc.conf:2: a control byte 0x1b at column 1 (not a text file?)" --config "$dir/esc.conf"
+grep -q $'\033' "$dir/err" && fail "the ESC byte reached stderr"
+# an editor's byte order mark is no part of the first option's name
+printf '\357\273\277backend host\ngpu-mem 12X\n' >"$dir/bom.conf"
+expect 2 "kvmmd: $dir/bom.conf:2: bad value for 'gpu-mem'" --config "$dir/bom.conf"
+# a file of more than 1 MiB is no config file: refused at once (it was
+# read whole, one line at a time into memory)
+yes '# a comment' | head -c 2000000 >"$dir/big.conf"
+expect 2 "kvmmd: config $dir/big.conf: 2000000 bytes, more than a config file's 1048576 (not a config file?)" --config "$dir/big.conf"
 
 # repeatable: --telemetry-attach on the command line replaces the file's
 # list (it was added to it: four in the file and one more were too many)

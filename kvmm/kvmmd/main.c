@@ -248,14 +248,40 @@ static int config_line(struct kd_config *cfg, const char *path, int lineno,
 	return err;
 }
 
+/* the largest config file kvmmd reads: 1 MiB, some 20000 lines */
+#define KD_CONFIG_MAX_BYTES (1 << 20)
+
+/*
+ * A control byte in a line (not a tab, nor the CR and LF that end it):
+ * a binary file given as --config was echoed to the terminal in the
+ * "unknown option" line, ESC sequences and all.  Named by its value and
+ * column instead.
+ */
+static int config_control_byte(const char *path, int lineno, const char *line)
+{
+	for (const unsigned char *p = (const unsigned char *)line; *p; p++) {
+		if ((*p >= 0x20 && *p != 0x7f) || *p == '\t' || *p == '\r' ||
+		    *p == '\n')
+			continue;
+		fprintf(stderr,
+			"kvmmd: %s:%d: a control byte 0x%02x at column %zu (not a text file?)\n",
+			path, lineno, *p,
+			(size_t)(p - (const unsigned char *)line) + 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Lines of any length (fgets' 511 bytes cut a long one in two, and its
- * tail was read as an option of its own). */
+ * tail was read as an option of its own), in a file of at most
+ * KD_CONFIG_MAX_BYTES. */
 static int read_config(struct kd_config *cfg, const char *path)
 {
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
 	int lineno = 0, err = 0, fd;
+	size_t read_bytes = 0;
 	struct stat st;
 	FILE *f;
 
@@ -268,6 +294,16 @@ static int read_config(struct kd_config *cfg, const char *path)
 		if (fd >= 0)
 			close(fd);
 		return err;
+	}
+	/* a file this large is no config file (a log or an image named by
+	 * mistake): it was read whole, a line of it into memory at once,
+	 * holding the start for as long as that took */
+	if (S_ISREG(st.st_mode) && st.st_size > KD_CONFIG_MAX_BYTES) {
+		fprintf(stderr,
+			"kvmmd: config %s: %lld bytes, more than a config file's %d (not a config file?)\n",
+			path, (long long)st.st_size, KD_CONFIG_MAX_BYTES);
+		close(fd);
+		return -EFBIG;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		fprintf(stderr, "kvmmd: config %s: not a regular file (%s)\n",
@@ -288,7 +324,17 @@ static int read_config(struct kd_config *cfg, const char *path)
 	}
 	errno = 0;
 	while (!err && (n = getline(&line, &cap, f)) >= 0) {
+		char *text = line;
+
 		lineno++;
+		read_bytes += (size_t)n;
+		if (read_bytes > KD_CONFIG_MAX_BYTES) { /* it grew meanwhile */
+			fprintf(stderr,
+				"kvmmd: config %s: more than a config file's %d bytes (not a config file?)\n",
+				path, KD_CONFIG_MAX_BYTES);
+			err = -EFBIG;
+			break;
+		}
 		if (strlen(line) != (size_t)n) {
 			fprintf(stderr,
 				"kvmmd: %s:%d: a NUL byte (not a text file?)\n",
@@ -296,7 +342,13 @@ static int read_config(struct kd_config *cfg, const char *path)
 			err = -EINVAL;
 			break;
 		}
-		err = config_line(cfg, path, lineno, line);
+		/* an editor's UTF-8 byte order mark was "unknown option
+		 * '<BOM>backend'", the mark unseen */
+		if (lineno == 1 && !strncmp(text, "\xef\xbb\xbf", 3))
+			text += 3;
+		err = config_control_byte(path, lineno, text);
+		if (!err)
+			err = config_line(cfg, path, lineno, text);
 	}
 	if (!err && ferror(f)) {
 		err = errno ? -errno : -EIO;
