@@ -110,6 +110,10 @@ bad "kvmmd: --cuda-device: 2147483648 is out of range (an ordinal at most 214748
 # its rename to "" failed, exit 1
 bad "kvmmd: --socket: an empty path (give the socket's path, or leave the option out for /run/kvmm/kvmm.sock)" --socket ""
 bad "kvmmd: --socket: an empty path" --socket=
+# --nvme-size 0 was "not given": "does not exist: give --nvme-size" of a
+# new file, its own size for one that was there
+bad "kvmmd: --nvme-size: 0 is no tier (leave the option out to use an existing file at its own size, a block device whole)" \
+	--host-mem 16M --nvme-path "$dir/n0" --nvme-size 0
 # the limit, not only "too many"
 quotas=()
 for i in $(seq 1000 1064); do quotas+=(--quota "$i=1G"); done

@@ -399,8 +399,18 @@ static int apply(struct kd_config *cfg, int key, const char *val)
 		return copy_path("--nvme-path", cfg->nvme_path,
 				 sizeof(cfg->nvme_path), val);
 	case 'Z':
-		return kd_parse_size("kvmmd: --nvme-size", val,
-				     &cfg->nvme_size);
+		err = kd_parse_size("kvmmd: --nvme-size", val, &size);
+		if (err)
+			return err;
+		/* 0 read as "not given": "--nvme-size 0" then heard "does
+		 * not exist: give --nvme-size", or had the file's own size */
+		if (!size) {
+			fprintf(stderr,
+				"kvmmd: --nvme-size: 0 is no tier (leave the option out to use an existing file at its own size, a block device whole)\n");
+			return -EINVAL;
+		}
+		cfg->nvme_size = size;
+		return 0;
 	case 'G':
 		/* a count of blocks, not a size */
 		err = parse_u32("--cache-gpu-blocks", val, &u, 10);
