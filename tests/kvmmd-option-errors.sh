@@ -182,6 +182,14 @@ start_fails "--host-mem 1048576 holds no block (--cache-block-pages 4 in its sha
 # too many pages for a pool: the maximum, and exit 2 (was 1)
 start_fails "--gpu-mem 1099511627776: 16777216 pages of 65536 bytes, more than a pool holds (16777215 pages: at most 1099511562240 bytes)" \
 	--gpu-mem 1T
+# a --profile that is not there (or not a profile): exit 2, it was 1
+start_fails "ERR   kvmmd[" --telemetry shm --profile no-such-profile-kvmm
+grep -qF -- "--profile no-such-profile-kvmm: unknown profile 'no-such-profile-kvmm'" "$dir/err" ||
+	fail "--profile: $(cat "$dir/err")"
+grep -qxF "kvmmd: cannot start: an option is wrong (above)" "$dir/err" ||
+	fail "--profile: $(cat "$dir/err")"
+printf 'not a profile\n' >"$dir/bad.profile"
+start_fails "--profile $dir/bad.profile: " --telemetry shm --profile "$dir/bad.profile"
 # a host tier smaller than one block is none: said at start (WARN), the
 # cache runs on the GPU alone; without --cache-block-pages the block size
 # comes later, and only a tier below the smallest block (2 pages) is

@@ -54,6 +54,10 @@ static int load_cost(struct kd_daemon *d)
 		err = 0;
 	}
 	if (err) {
+		/* a profile that is not there or not one is the operator's
+		 * to mend: exit 2, as for any bad option (it was 1) */
+		if (err == -ENOENT || err == -EINVAL)
+			d->bad_option = true;
 		vmm_log(VMM_LOG_ERR, "--profile %s: %s", name,
 			msg[0] ? msg : strerror(-err));
 		free(d->cost);
