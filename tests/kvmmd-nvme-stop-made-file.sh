@@ -12,6 +12,9 @@
 #   - an empty file that was there, no size named: still there, empty;
 #   - a size named: the tier written at start, kept at its --nvme-size,
 #     and a start without --nvme-size opens it (the file is a tier);
+#   - through a dangling symbolic link: the file made where it leads
+#     goes, the link stays, at a stop and at a refused start (the link
+#     was removed, the file left);
 #   - a daemonized start and its stop: the same.
 set -u
 b=${KVMM_BUILD:-build}
@@ -68,6 +71,21 @@ run_stop "the tier again, no --nvme-size" --host-mem 16M --nvme-path "$ndir/b" \
 	--cache-block-pages 4
 grep -qF "removed" "$dir/log" && fail "a tier written: $(grep -F removed "$dir/log")"
 [ "$(stat -c %s "$ndir/b")" = 4194304 ] || fail "the tier's size after a restart: $(stat -c %s "$ndir/b")"
+
+# through a symbolic link that was there (dangling): the file the claim
+# made where it leads goes, the link stays (unlink of the path removed
+# the operator's link and left the file), at a stop and at a refused start
+ln -s "$ndir/target" "$ndir/link"
+run_stop "made through a link" --host-mem 16M --nvme-path "$ndir/link" --nvme-size 4M
+[ -L "$ndir/link" ] || fail "a normal stop removed the symbolic link --nvme-path named"
+[ -e "$ndir/target" ] && fail "a normal stop left the file made through the link"
+timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off --socket "$sock" \
+	--host-mem 16M --nvme-path "$ndir/link" --nvme-size 4M --cache-block-pages 4 \
+	--pid-file "$dir/nodir/pid" 2>"$dir/log" </dev/null
+rc=$?
+[ $rc = 1 ] || fail "a start refused for its --pid-file: exit $rc: $(cat "$dir/log")"
+[ -L "$ndir/link" ] || fail "a refused start removed the symbolic link --nvme-path named"
+[ -e "$ndir/target" ] && fail "a refused start left the file made through the link"
 
 # daemonized: the same stop path
 "$b/kvmmd" --backend host --telemetry off --socket "$sock" --host-mem 16M \

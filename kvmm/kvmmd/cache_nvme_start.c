@@ -66,24 +66,24 @@ bool kc_nvme_start_waits(int err)
 /*
  * Take away the NVMe file a claim of this run made (never one that was
  * there, nor a block device), while the claim's fd still holds the lock,
- * and only if the path still names that file.  why: the line's words.
+ * and only if the path still names that file; a symbolic link on the way
+ * stays (tier_nvme_unmake()).  why: the line's words.
  */
 static void kc_unmake_nvme(struct kd_daemon *d, const char *why)
 {
 	struct kd_cache *c = d->cache;
-	struct stat fst, pst;
+	int r;
 
 	if (!c || !c->nvme_made || c->nvme_fd < 0)
 		return;
 	c->nvme_made = false;
-	if (fstat(c->nvme_fd, &fst) || stat(d->cfg.nvme_path, &pst) ||
-	    !S_ISREG(fst.st_mode) || fst.st_dev != pst.st_dev ||
-	    fst.st_ino != pst.st_ino)
-		return;
-	if (unlink(d->cfg.nvme_path)) {
+	r = tier_nvme_unmake(c->nvme_fd, d->cfg.nvme_path);
+	if (r == -ESTALE || r == -ENOENT)
+		return; /* the path names another file now, or none */
+	if (r) {
 		vmm_log(VMM_LOG_WARN,
 			"cache: %s, but the NVMe file it made stays: unlink %s: %s",
-			why, d->cfg.nvme_path, strerror(errno));
+			why, d->cfg.nvme_path, strerror(-r));
 		return;
 	}
 	vmm_log(VMM_LOG_INFO, "cache: %s: removed %s, which it made", why,

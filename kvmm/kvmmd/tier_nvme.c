@@ -569,13 +569,38 @@ static int open_or_make(const char *path, bool *made)
  */
 static void unmake_file(int fd, const char *path)
 {
-	struct stat fst, pst;
-
-	if (!fstat(fd, &fst) && !stat(path, &pst) && S_ISREG(fst.st_mode) &&
-	    fst.st_dev == pst.st_dev && fst.st_ino == pst.st_ino &&
-	    !unlink(path))
+	if (!tier_nvme_unmake(fd, path))
 		vmm_log(VMM_LOG_INFO,
 			"tier_nvme: removed %s, which this claim made", path);
+}
+
+/*
+ * unlink(path) of a path through a symbolic link removed the link (an
+ * operator's, there before the start) and left the file the claim made
+ * through it: the file the link leads to goes instead.
+ */
+int tier_nvme_unmake(int fd, const char *path)
+{
+	struct stat fst, pst;
+	char *real = realpath(path, NULL);
+	int r = 0;
+
+	if (!real)
+		return -errno;
+	if (fstat(fd, &fst) || lstat(real, &pst)) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(fst.st_mode) || !S_ISREG(pst.st_mode) ||
+	    fst.st_dev != pst.st_dev || fst.st_ino != pst.st_ino) {
+		r = -ESTALE;
+		goto out;
+	}
+	if (unlink(real))
+		r = -errno;
+out:
+	free(real);
+	return r;
 }
 
 int tier_nvme_claim(const char *path, bool format_any, int *fd)

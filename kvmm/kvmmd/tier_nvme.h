@@ -259,6 +259,14 @@ int tier_nvme_check_size(const struct tier_nvme_config *cfg);
  * 0 with *fd, for tier_nvme_config.fd; each failure logs one line.
  */
 int tier_nvme_claim(const char *path, bool format_any, int *fd);
+/*
+ * Remove the regular file fd is open on, which path names (through
+ * symbolic links: the file they lead to goes, the links stay, as they
+ * were before the file was made); call it while fd holds the lock.  0,
+ * -ESTALE when path no longer leads to that file (nothing removed), or
+ * -errno.
+ */
+int tier_nvme_unmake(int fd, const char *path);
 /* What a tier file's superblock says (tier_nvme_peek). */
 struct tier_nvme_peek {
 	uint64_t payload_bytes; /* the size of the blocks it holds */
