@@ -110,6 +110,12 @@ bad "kvmmd: --cuda-device: 2147483648 is out of range (an ordinal at most 214748
 # its rename to "" failed, exit 1
 bad "kvmmd: --socket: an empty path (give the socket's path, or leave the option out for /run/kvmm/kvmm.sock)" --socket ""
 bad "kvmmd: --socket: an empty path" --socket=
+# a socket path under a file: no start makes it work (it was exit 1)
+: >"$dir/sockfile"
+bad "kvmmd: --socket $dir/sockfile/k.sock: Not a directory (a file on the path where a directory should be)" \
+	--socket "$dir/sockfile/k.sock"
+bad "kvmmd: --socket $dir/sockfile/sub/k.sock: Not a directory" \
+	--socket "$dir/sockfile/sub/k.sock"
 # --nvme-size 0 was "not given": "does not exist: give --nvme-size" of a
 # new file, its own size for one that was there
 bad "kvmmd: --nvme-size: 0 is no tier (leave the option out to use an existing file at its own size, a block device whole)" \

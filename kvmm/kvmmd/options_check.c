@@ -111,6 +111,7 @@ static int check_cpu(const struct kd_config *cfg)
 int kd_config_check(const struct kd_config *cfg)
 {
 	char why[sizeof(cfg->policy_state) + 200], where[300];
+	struct stat st;
 	int err;
 
 #define WHERE(o) kd_config_where(cfg, o, where, sizeof(where))
@@ -120,6 +121,14 @@ int kd_config_check(const struct kd_config *cfg)
 			"kvmmd: %s--socket %s: exists and is not a socket\n",
 			WHERE(KD_ORIGIN_SOCKET), cfg->socket_path);
 		return -EEXIST;
+	}
+	/* a path under a file: the start's mkdir -p found it (exit 1, as
+	 * if a later start could work) */
+	if (stat(cfg->socket_path, &st) && errno == ENOTDIR) {
+		fprintf(stderr,
+			"kvmmd: %s--socket %s: Not a directory (a file on the path where a directory should be)\n",
+			WHERE(KD_ORIGIN_SOCKET), cfg->socket_path);
+		return -ENOTDIR;
 	}
 	err = check_cpu(cfg);
 	if (err)
