@@ -138,6 +138,13 @@ struct fz_phase {
 	/* the log of the last phase's kvmmd, read at its stop (printed when
 	 * a restart finds less than it saved) */
 	const char *stop_log;
+	/* where each chain block of each size was before the last phase's
+	 * stop (fz_where(); stop_where_set: asked), so that a restart that
+	 * finds less names the blocks it lost and their tiers */
+	bool stop_where_set;
+	uint8_t stop_where[FZ_SIZES][FZ_CHAINS][FZ_CHAIN_BLOCKS];
+	/* ... and where they are after the restart, before its reader */
+	uint8_t restart_where[FZ_SIZES][FZ_CHAINS][FZ_CHAIN_BLOCKS];
 };
 
 /* How a phase's daemon runs, and what the phase may assert (main() in
@@ -361,12 +368,20 @@ void fz_check_sizes(const struct fz_phase *ph,
  */
 uint64_t fz_read_all(const struct fz_phase *ph, bool alone,
 		     uint64_t found[FZ_SIZES]);
+/* Where a block is: a KVMM_QUERY_* tier, or FZ_NOWHERE (not cached). */
+#define FZ_NOWHERE 0xff
+void fz_where(const struct fz_phase *ph,
+	      uint8_t where[FZ_SIZES][FZ_CHAINS][FZ_CHAIN_BLOCKS]);
+/* After a restart on a saving stop's file, before anything reads it:
+ * where the blocks are (ph->restart_where; nothing when the stop's
+ * were not asked). */
+void fz_restart_where(struct fz_phase *ph);
 /*
  * After a phase of two sizes: the sums (fz_check_sizes()) and what each
  * size did (see sizes.c); left[]: what a restart must recover of each.
  */
 struct td_daemon;
-void fz_sizes_end(const struct fz_phase *ph, const struct fz_setup *su,
+void fz_sizes_end(struct fz_phase *ph, const struct fz_setup *su,
 		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
 		  uint64_t left[FZ_SIZES]);
 
