@@ -28,6 +28,17 @@ static bool kc_moves_pending(struct kd_cache *c)
 	       c->nvme_in_flight || !kd_fifo_empty(&c->nvmeq);
 }
 
+/* What c's save lost on the way so far: blocks dropped from any tier
+ * (kc_lose(), the policy's drops) and moves that failed. */
+static uint64_t kc_save_losses(const struct kd_cache *c)
+{
+	uint64_t n = c->st.migrations_failed;
+
+	for (int t = 0; t < POL_TIER_COUNT; t++)
+		n += c->st.tiers[t].drops;
+	return n;
+}
+
 /* Whether c's stop saves its blocks to NVMe (kc_save_on_stop()). */
 static bool kc_saves(struct kd_cache *c)
 {
@@ -37,13 +48,14 @@ static bool kc_saves(struct kd_cache *c)
 /* The first steps of c's save: what there is, the policy's GPU and host
  * tiers at capacity 0 (they demote every block); false: nothing to do. */
 static bool kc_save_begin(struct kd_cache *c, uint64_t *gpu, uint64_t *host,
-			  uint64_t *in0)
+			  uint64_t *in0, uint64_t *lost0)
 {
 	*gpu = pol_cache_count(c->pol, POL_TIER_GPU);
 	*host = pol_cache_count(c->pol, POL_TIER_HOST);
 	if (!*gpu && !*host && !kc_moves_pending(c))
 		return false;
 	*in0 = c->st.tiers[POL_TIER_NVME].bytes_in;
+	*lost0 = kc_save_losses(c);
 	vmm_log(VMM_LOG_INFO,
 		"cache: stopping: moving %llu GPU and %llu host blocks to NVMe (up to %u ms; blocks of %u pages)",
 		(unsigned long long)*gpu, (unsigned long long)*host,
@@ -60,8 +72,76 @@ static uint64_t kc_saved(const struct kd_cache *c, uint64_t in0)
 	return (c->st.tiers[POL_TIER_NVME].bytes_in - in0) / c->block_bytes;
 }
 
+/* The blocks left above NVMe said, one line each, at most this many. */
+#define KC_SAVE_LEFT_SAID 8
+
+static const char *kc_tier_name(unsigned int t)
+{
+	static const char *const names[POL_TIER_COUNT] = { "GPU", "host",
+							   "NVMe" };
+
+	return t < POL_TIER_COUNT ? names[t] : "no";
+}
+
+/*
+ * The blocks c's save could not move down (the policy would not let them
+ * go, or no copy was made): they go with the process.  Each is said with
+ * what holds it in the policy (pins, references, a TTL against the
+ * policy's clock, cached children), so that a restart that finds fewer
+ * blocks than were cached explains itself.
+ */
+static void kc_save_left(struct kd_cache *c)
+{
+	uint64_t gpu = pol_cache_count(c->pol, POL_TIER_GPU);
+	uint64_t host = pol_cache_count(c->pol, POL_TIER_HOST);
+	uint64_t clock = pol_cache_clock(c->pol);
+	unsigned int said = 0;
+
+	if (!gpu && !host)
+		return;
+	vmm_log(VMM_LOG_WARN,
+		"cache: stopping: %llu GPU and %llu host blocks not moved down, lost with the process (blocks of %u pages)",
+		(unsigned long long)gpu, (unsigned long long)host, c->ppb);
+	for (uint64_t i = 0; i <= c->index.mask; i++) {
+		for (struct kd_hnode *n = c->index.b[i]; n; n = n->next) {
+			struct kc_entry *e = kc_of(n);
+			struct pol_block *b;
+
+			if (!e->in_pol || e->tier == POL_TIER_NVME ||
+			    said >= KC_SAVE_LEFT_SAID)
+				continue;
+			said++;
+			b = pol_cache_lookup(c->pol, e->hash);
+			if (!b) {
+				vmm_log(VMM_LOG_WARN,
+					"cache: stopping: block %016llx left in the %s tier: not in the policy",
+					(unsigned long long)e->hash,
+					kc_tier_name(e->tier));
+				continue;
+			}
+			vmm_log(VMM_LOG_WARN,
+				"cache: stopping: block %016llx left in the %s tier (the policy's %s): pins %u, references %u, TTL %s%lld ms, children gpu %u host %u nvme %u, flags %#x%s%s",
+				(unsigned long long)e->hash,
+				kc_tier_name(e->tier), kc_tier_name(b->tier),
+				b->pins, b->refcount,
+				b->ttl_expiry ? "past the policy's clock by " :
+						"none, ",
+				b->ttl_expiry ?
+					(long long)(b->ttl_expiry - clock) /
+						1000000 :
+					0ll,
+				b->nchild[POL_TIER_GPU],
+				b->nchild[POL_TIER_HOST],
+				b->nchild[POL_TIER_NVME], b->flags,
+				e->job ? ", a job in flight" : "",
+				e->dead ? ", dead" : "");
+		}
+	}
+}
+
 /* The end of c's save: the tier synced, and what it did said. */
-static void kc_save_end(struct kd_cache *c, uint64_t in0, uint64_t t0)
+static void kc_save_end(struct kd_cache *c, uint64_t in0, uint64_t lost0,
+			uint64_t t0)
 {
 	struct tier_nvme_stats ns;
 	uint64_t now;
@@ -77,13 +157,15 @@ static void kc_save_end(struct kd_cache *c, uint64_t in0, uint64_t t0)
 	now = kd_now_ns();
 	tier_nvme_get_stats(c->nvme, &ns);
 	vmm_log(kc_moves_pending(c) ? VMM_LOG_WARN : VMM_LOG_INFO,
-		"cache: stopping: %llu blocks written to NVMe in %llu ms, %llu blocks on it (blocks of %u pages)%s",
+		"cache: stopping: %llu blocks written to NVMe in %llu ms, %llu blocks on it, %llu dropped or failed on the way (blocks of %u pages)%s",
 		(unsigned long long)kc_saved(c, in0),
 		(unsigned long long)((now - t0) / 1000000),
-		(unsigned long long)ns.ready_slots, c->ppb,
+		(unsigned long long)ns.ready_slots,
+		(unsigned long long)(kc_save_losses(c) - lost0), c->ppb,
 		kc_moves_pending(c) ?
 			"; out of time (--nvme-save-on-stop), the moves still running are lost" :
 			"");
+	kc_save_left(c);
 }
 
 /*
@@ -102,7 +184,7 @@ static void kc_save_end(struct kd_cache *c, uint64_t in0, uint64_t t0)
 static void kc_save_on_stop(struct kd_daemon *d)
 {
 	uint32_t ms = d->cfg.nvme_save_ms;
-	uint64_t in0[KD_CACHE_SIZES], gpu, host;
+	uint64_t in0[KD_CACHE_SIZES], lost0[KD_CACHE_SIZES], gpu, host;
 	bool saving[KD_CACHE_SIZES] = { false };
 	uint64_t t0 = kd_now_ns(), now, next = t0 + 1000000000ull;
 	uint64_t all = 0;
@@ -113,7 +195,7 @@ static void kc_save_on_stop(struct kd_daemon *d)
 	kc_for_each(d, c, i) {
 		if (!kc_saves(c))
 			continue;
-		saving[i] = kc_save_begin(c, &gpu, &host, &in0[i]);
+		saving[i] = kc_save_begin(c, &gpu, &host, &in0[i], &lost0[i]);
 		any = any || saving[i];
 		if (saving[i])
 			all += gpu + host;
@@ -160,7 +242,7 @@ static void kc_save_on_stop(struct kd_daemon *d)
 	}
 	kc_for_each(d, c, i)
 		if (saving[i])
-			kc_save_end(c, in0[i], t0);
+			kc_save_end(c, in0[i], lost0[i], t0);
 }
 
 /* One size's cache stopped and freed (the first's last: the others'
