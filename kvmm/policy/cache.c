@@ -47,6 +47,35 @@ int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap)
 	return make_room(c, tier);
 }
 
+int pol_cache_drain(struct pol_cache *c, unsigned to)
+{
+	int err = 0;
+
+	if (to >= POL_TIER_COUNT || !c->priv[to])
+		return -EINVAL;
+	for (unsigned t = 0; t < to; t++) {
+		unsigned lower = t + 1;
+		int r;
+
+		if (!c->priv[t])
+			continue;
+		while (lower < to && !c->priv[lower])
+			lower++;
+		/* room in the tier below for every block of t: no move
+		 * down there asks whether it fits */
+		if (lower < to && c->cap[lower] < c->count[lower] + c->count[t])
+			(void)pol_cache_set_capacity(
+				c, lower, c->count[lower] + c->count[t]);
+		r = pol_cache_set_capacity(c, t, 0);
+		if (r && !err)
+			err = r;
+	}
+	for (unsigned t = 0; t < to; t++)
+		if (c->priv[t] && c->count[t])
+			return -ENOSPC;
+	return err;
+}
+
 unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier)
 {
 	return tier < POL_TIER_COUNT ? lower_tier(c, tier) : POL_TIER_NONE;

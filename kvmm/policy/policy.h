@@ -455,6 +455,19 @@ bool pol_cache_has_tier(const struct pol_cache *c, unsigned tier);
  * from) is the lowest with a capacity after the change.
  */
 int pol_cache_set_capacity(struct pol_cache *c, unsigned tier, uint64_t cap);
+/*
+ * Move every block of the tiers above tier to down into it, as a stop
+ * that keeps what it can does (kvmmd's --nvme-save-on-stop): each tier
+ * above to, from the GPU down, gets capacity 0 after the next one above
+ * to was raised to take all of its blocks.  At its capacity that tier
+ * could refuse a block (pol_cache_fits(): with the prefix rule, when
+ * none of its own blocks could make room for it then), and once its
+ * capacity is 0 the tier above is not asked again: such a block stayed
+ * where it was.  Tier to keeps its capacity (and drops its lowest for
+ * room, as it would).  -EINVAL when to is not a tier of c, -ENOSPC when
+ * blocks stay above it (pinned, referenced, held by a TTL).
+ */
+int pol_cache_drain(struct pol_cache *c, unsigned to);
 void pol_cache_get_stats(const struct pol_cache *c, struct pol_cache_stats *s);
 /* Copy up to max tenant rows, in the order the tenants were first seen;
  * returns how many rows there are (which may be more than max). */
