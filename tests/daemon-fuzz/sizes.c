@@ -456,14 +456,16 @@ void fz_restart_where(struct fz_phase *ph)
 
 /*
  * After a restart on the file a saving stop left (ph->stop_where): how
- * many blocks of size sz cached before the stop are not now.  When
- * some are, each is named with the tier it was in, and so is each one
- * back that was not cached then (a stale copy: it hides a loss from the
- * count).
+ * many blocks of size sz cached before the stop are not now.  With say,
+ * when some are, each is named with the tier it was in, and so is each
+ * one back that was not cached then (a stale copy: it hides a loss from
+ * the count); a save without room for all drops some, so the caller
+ * says them only when that is a failure.
  */
 static uint64_t
 fz_stop_lost(const struct fz_phase *ph,
-	     const uint8_t now[FZ_SIZES][FZ_CHAINS][FZ_CHAIN_BLOCKS], int sz)
+	     const uint8_t now[FZ_SIZES][FZ_CHAINS][FZ_CHAIN_BLOCKS], int sz,
+	     bool say)
 {
 	uint64_t lost = 0, stale = 0;
 
@@ -479,7 +481,7 @@ fz_stop_lost(const struct fz_phase *ph,
 				if (!pass) {
 					lost += is == FZ_NOWHERE;
 					stale += is != FZ_NOWHERE;
-				} else if (lost) {
+				} else if (lost && say) {
 					fprintf(stderr,
 						"seed %llu phase %d: blocks of %u pages: chain %d block %u hash %016llx: %s before the stop, %s after the restart\n",
 						(unsigned long long)ph->seed,
@@ -490,7 +492,7 @@ fz_stop_lost(const struct fz_phase *ph,
 						fz_where_name(is));
 				}
 			}
-	if (lost)
+	if (lost && say)
 		fprintf(stderr,
 			"seed %llu phase %d: blocks of %u pages: %llu cached before the stop not recovered, %llu recovered not cached then (stale copies)\n",
 			(unsigned long long)ph->seed, ph->num, fz_ppb(sz),
@@ -575,7 +577,7 @@ void fz_sizes_end(struct fz_phase *ph, const struct fz_setup *su,
 						    dr->dropped[1] +
 						    dr->dropped[2]));
 		if (su->min_recovered_size[sz] >= 0 && ph->stop_where_set)
-			lost = fz_stop_lost(ph, ph->restart_where, sz);
+			lost = fz_stop_lost(ph, ph->restart_where, sz, false);
 		/* the save had room for all (left[] is what was cached):
 		 * each block cached then is back, whatever stale copies
 		 * came back with them and made the count */
@@ -588,6 +590,10 @@ void fz_sizes_end(struct fz_phase *ph, const struct fz_setup *su,
 					"the last phase's kvmmd's log:\n%s",
 					ph->stop_log);
 			td_dump_log(d);
+			/* after the logs: next to the failure's line */
+			if (lost)
+				(void)fz_stop_lost(ph, ph->restart_where, sz,
+						   true);
 			t_fail("seed %llu phase %d: blocks of %u pages: %llu recovered from NVMe (%llu left out by a drop mark), %lld were there or saved at the stop; %llu cached then not back (listed above)",
 			       (unsigned long long)ph->seed, ph->num, pages,
 			       (unsigned long long)ts[sz].recovered_blocks,
