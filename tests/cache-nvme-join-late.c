@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
@@ -194,6 +195,47 @@ static void directory_later(const char *dir, const char *nvme)
 }
 
 /*
+ * The file lock_out() keeps out, while it does, and the process that
+ * did (a forked reader's exit() must not let it in).  An immutable file
+ * is one rm -rf cannot remove, nor its directory: a run that fails (a
+ * t_fail() is an exit()) or is stopped by the runner's SIGTERM before it
+ * let the file in again lets it in on the way out.
+ */
+static char locked_path[320];
+static pid_t locked_by;
+
+/* Immutable flag cleared, mode 0600: only system calls, as in a signal
+ * handler. */
+static void let_in(const char *nvme)
+{
+	int fd = open(nvme, O_RDONLY | O_CLOEXEC);
+	int flags;
+
+	if (fd >= 0) {
+		if (!ioctl(fd, FS_IOC_GETFLAGS, &flags) &&
+		    (flags & FS_IMMUTABLE_FL)) {
+			flags &= ~FS_IMMUTABLE_FL;
+			ioctl(fd, FS_IOC_SETFLAGS, &flags);
+		}
+		close(fd);
+	}
+	chmod(nvme, 0600);
+}
+
+static void let_in_at_exit(void)
+{
+	if (locked_path[0] && getpid() == locked_by)
+		let_in(locked_path);
+}
+
+static void let_in_on_signal(int sig)
+{
+	let_in_at_exit();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/*
  * Make the file unopenable for writing: immutable where this process may
  * (root on ext4, xfs, btrfs: EPERM), else mode 000 (EACCES, not for
  * root).  0 and *err, or -1 when neither works here.
@@ -204,6 +246,11 @@ static int lock_out(const char *nvme, int *err, bool undo)
 	int flags, r = -1;
 
 	t_assert(fd >= 0);
+	if (!undo) {
+		/* set before the lock, so that no exit comes between */
+		snprintf(locked_path, sizeof(locked_path), "%s", nvme);
+		locked_by = getpid();
+	}
 	if (!ioctl(fd, FS_IOC_GETFLAGS, &flags)) {
 		if (undo)
 			flags &= ~FS_IMMUTABLE_FL;
@@ -219,6 +266,8 @@ static int lock_out(const char *nvme, int *err, bool undo)
 		*err = EACCES;
 		r = 0;
 	}
+	if (undo ? !r : r)
+		locked_path[0] = 0; /* let in, or never kept out */
 	return r;
 }
 
@@ -322,6 +371,9 @@ int main(void)
 
 	cc_nvme_path(base, sizeof(base), "join-late");
 	t_nvme_require(base);
+	atexit(let_in_at_exit);
+	signal(SIGTERM, let_in_on_signal);
+	signal(SIGINT, let_in_on_signal);
 	snprintf(dir, sizeof(dir), "%s.d", base);
 	snprintf(nvme, sizeof(nvme), "%s/slots", dir);
 	directory_later(dir, nvme);
