@@ -48,6 +48,7 @@
 #include "tests/daemon-soak/soak.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
+#include "tests/lib/wait.h"
 
 static double now_s(void)
 {
@@ -134,15 +135,16 @@ static void epoch(struct run *r, bool scope_uid, int seconds)
 	}
 	atomic_store(&soak->stop, 1);
 	for (unsigned int i = 0; i < r->clients; i++) {
+		unsigned long long until = t_now_ms() + 30000;
 		int st = 0;
 		bool gone = false;
 
-		for (int t = 0; t < 3000 && !gone; t++) {
-			pid_t w = waitpid(r->client[i], &st, WNOHANG);
-
-			gone = w == r->client[i];
-			if (!gone)
-				sleep_ms(10);
+		for (;;) { /* 30 s of the clock, not 3000 tries */
+			gone = waitpid(r->client[i], &st, WNOHANG) ==
+			       r->client[i];
+			if (gone || t_now_ms() > until)
+				break;
+			sleep_ms(10);
 		}
 		if (!gone)
 			run_fail(r, "client %u did not stop in 30 s", i);

@@ -15,6 +15,7 @@
 #include "kvmm/kvmm.h"
 #include "tests/daemon-soak/client.h"
 #include "tests/daemon-soak/soak.h"
+#include "tests/lib/wait.h"
 
 struct soak_seq *pick_open(struct client *cl)
 {
@@ -181,9 +182,11 @@ int op_prefix(struct client *cl)
 			err = kvmm_seq_wait_ready(cl->r, id, nr, 0, failed,
 						  SOAK_MAX_BLOCKS, NULL);
 		} else {
+			unsigned long long end = t_now_ms() + 10000;
 			uint32_t pending = 1;
 
-			for (int i = 0; i < 20000 && pending; i++) {
+			/* 10 s of the clock, not 20000 tries of 500 us */
+			while (pending && t_now_ms() <= end) {
 				err = kvmm_seq_wait_ready(
 					cl->r, id, nr, KVMM_WAIT_READY_POLL,
 					failed, SOAK_MAX_BLOCKS, &pending);

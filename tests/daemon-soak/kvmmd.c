@@ -18,6 +18,10 @@
 #include "tests/lib/daemon.h"
 #include "tests/lib/wait.h"
 
+/* How long check_idle() waits for each idle fact: those that come end
+ * the wait at once, and a loaded machine may take seconds to them. */
+#define IDLE_WAIT_MS 20000
+
 /*
  * kvmmd's log has no ERR line that the chaos does not explain.  Nothing
  * the soak does (clients killed, sessions killed, restarts) is an error
@@ -168,13 +172,17 @@ void check_idle(struct run *r)
 {
 	struct kvmm_status_reply st;
 	long long gpu_blocks = -1;
+	unsigned long long end;
 	char path[256];
 	long fds, rss;
 	char *js;
 	int err;
 
-	/* cached GPU blocks keep their pages: td_wait_idle() would wait */
-	for (int i = 0; i < 2000; i++) {
+	/* cached GPU blocks keep their pages: td_wait_idle() would wait.
+	 * Deadlines of time (IDLE_WAIT_MS), not counts of tries: a status
+	 * on a loaded machine takes longer than the 10 ms between them */
+	end = t_now_ms() + IDLE_WAIT_MS;
+	for (;;) {
 		err = td_status(&r->d, &st);
 		if (err)
 			run_fail(r, "status: %s", strerror(-err));
@@ -184,6 +192,8 @@ void check_idle(struct run *r)
 		    !st.pages_revoking && !st.pages_quarantined &&
 		    st.pages_allocated == (uint64_t)gpu_blocks * SOAK_PPB &&
 		    !json_num(js, NULL, "migrations_in_flight"))
+			break;
+		if (t_now_ms() > end)
 			break;
 		sleep_ms(10);
 	}
@@ -198,10 +208,10 @@ void check_idle(struct run *r)
 				print_proc(strtol(p + 6, NULL, 10));
 		}
 		run_fail(r,
-			 "not idle after the load: %llu sessions, pages "
+			 "not idle %d s after the load: %llu sessions, pages "
 			 "%llu allocated (%lld cached GPU blocks), %llu "
 			 "mapped, %llu revoking, %llu quarantined",
-			 (unsigned long long)st.sessions,
+			 IDLE_WAIT_MS / 1000, (unsigned long long)st.sessions,
 			 (unsigned long long)st.pages_allocated, gpu_blocks,
 			 (unsigned long long)st.pages_mapped,
 			 (unsigned long long)st.pages_revoking,
@@ -223,23 +233,27 @@ void check_idle(struct run *r)
 			 soak->scope_uid ? "uid" : "shared");
 	if (ctl(r, NULL, "cache-drop"))
 		run_fail(r, "kvmmctl cache-drop failed");
-	for (int i = 0; i < 500; i++) {
+	end = t_now_ms() + IDLE_WAIT_MS;
+	for (;;) {
 		if (td_status(&r->d, &st))
 			run_fail(r, "status failed");
-		if (!st.pages_allocated)
+		if (!st.pages_allocated || t_now_ms() > end)
 			break;
 		sleep_ms(10);
 	}
 	if (st.pages_allocated || st.pins)
 		run_fail(r,
-			 "after a drop of every tier: %llu pages allocated, "
-			 "%llu pins",
+			 "%d s after a drop of every tier: %llu pages "
+			 "allocated, %llu pins",
+			 IDLE_WAIT_MS / 1000,
 			 (unsigned long long)st.pages_allocated,
 			 (unsigned long long)st.pins);
 	/* the last admin connection's close may still be on its way */
-	for (int i = 0; i < 200; i++) {
+	end = t_now_ms() + IDLE_WAIT_MS;
+	for (;;) {
 		fds = count_fds(r->d.pid);
-		if (fds <= r->fds_start + (long)st.pages_created)
+		if (fds <= r->fds_start + (long)st.pages_created ||
+		    t_now_ms() > end)
 			break;
 		sleep_ms(10);
 	}
@@ -257,9 +271,9 @@ void check_idle(struct run *r)
 		print_fds(r->d.pid);
 	if (fds > r->fds_start + (long)st.pages_created)
 		run_fail(r,
-			 "kvmmd holds %ld fds idle, %ld after its start and "
-			 "%llu pool pages",
-			 fds, r->fds_start,
+			 "kvmmd holds %ld fds idle %d s after the drop, %ld "
+			 "after its start and %llu pool pages",
+			 fds, IDLE_WAIT_MS / 1000, r->fds_start,
 			 (unsigned long long)st.pages_created);
 	/* ASan keeps up to 256 MiB of freed memory in its quarantine (a
 	 * leak is LeakSanitizer's at kvmmd's exit: stop_daemon()) */

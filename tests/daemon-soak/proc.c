@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tests/daemon-soak/run.h"
+#include "tests/lib/wait.h"
 
 long count_fds(pid_t pid)
 {
@@ -109,9 +110,10 @@ void print_proc(long pid)
  */
 void wait_orphans(struct run *r)
 {
+	unsigned long long end = t_now_ms() + 30000;
 	long pid = 0;
 
-	for (int t = 0; t < 3000; t++) {
+	for (;;) { /* 30 s of the clock: a /proc scan is slow under load */
 		DIR *d = opendir("/proc");
 		struct dirent *de;
 
@@ -138,6 +140,8 @@ void wait_orphans(struct run *r)
 			closedir(d);
 		if (!pid)
 			return;
+		if (t_now_ms() > end)
+			break;
 		sleep_ms(10);
 	}
 	print_proc(pid);

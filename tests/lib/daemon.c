@@ -381,9 +381,13 @@ int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 {
 	struct kvmm_status_reply tmp;
 
+	unsigned long long end = t_now_ms() + timeout_ms;
+
 	if (!st)
 		st = &tmp;
-	for (int t = 0; t <= timeout_ms; t += 10) {
+	/* a deadline of time: each status is a connection, which takes
+	 * longer than the 10 ms between them on a loaded machine */
+	for (;;) {
 		int err = td_status(d, st);
 
 		if (err)
@@ -392,24 +396,28 @@ int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 		    !st->pages_quarantined && st->sessions <= 1 &&
 		    !st->sequences)
 			return 0;
+		if (t_now_ms() > end)
+			return -ETIMEDOUT;
 		sleep_ms(10);
 	}
-	return -ETIMEDOUT;
 }
 
 int td_wait_sessions(const struct td_daemon *d, uint32_t n, int timeout_ms,
 		     struct kvmm_status_reply *st)
 {
-	for (int t = 0; t <= timeout_ms; t += 10) {
+	unsigned long long end = t_now_ms() + timeout_ms;
+
+	for (;;) { /* a deadline of time, as td_wait_idle()'s */
 		int err = td_status(d, st);
 
 		if (err)
 			return err;
 		if (st->sessions == n)
 			return 0;
+		if (t_now_ms() > end)
+			return -ETIMEDOUT;
 		sleep_ms(10);
 	}
-	return -ETIMEDOUT;
 }
 
 int td_kvmmctl(const char *sock, const char *args, char *out, size_t cap)

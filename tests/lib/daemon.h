@@ -76,11 +76,13 @@ int td_status(const struct td_daemon *d, struct kvmm_status_reply *st);
 int td_set_quota(const char *sock, uint32_t uid, uint64_t bytes);
 /* Wait until no page is allocated, mapped or quarantined and no client
  * session is open (only the status connection itself); 0 or -ETIMEDOUT
- * (st then holds the last status). */
+ * once timeout_ms of the clock have passed (st then holds the last
+ * status).  This and td_wait_sessions() poll every 10 ms. */
 int td_wait_idle(const struct td_daemon *d, int timeout_ms,
 		 struct kvmm_status_reply *st);
 /* Wait until kvmmd counts n sessions (the status connection is one);
- * 0 or -ETIMEDOUT (st then holds the last status). */
+ * 0 or -ETIMEDOUT once timeout_ms of the clock have passed (st then
+ * holds the last status). */
 int td_wait_sessions(const struct td_daemon *d, uint32_t n, int timeout_ms,
 		     struct kvmm_status_reply *st);
 /* Run kvmmctl --socket sock ARGS (split by the shell) and its stdout
