@@ -466,7 +466,9 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 	t->st.registered_buffers = t->registered;
 
 	/* keep the file's blocks, or format it (tier_nvme_keep.c) */
+	t->pending = cfg->pending_drop;
 	r = nvme_open_superblock(t, cfg, part);
+	t->pending = NULL;
 	if (r)
 		goto err_ring;
 	/* the blocks past the new end counted (nvme_open_superblock()):

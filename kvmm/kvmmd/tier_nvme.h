@@ -95,6 +95,27 @@ struct tier_nvme_slot_header {
 
 #define TIER_NVME_HDR_TENANT 0x1u /* tier_nvme_slot_header.tenant is set */
 
+/*
+ * A drop an operator made while the tier could not open (kvmmd's
+ * cache_drop_pending.c): when it opens, the restart scan leaves out
+ * every valid header it covers, as a drop mark's (counted in
+ * stats.drop_marked_slots and stats.pending_dropped_slots, the slots
+ * stale copies the daemon zeroes), and the open writes the marks the
+ * drop would have written, at a generation above every header on disk,
+ * before it returns: a later restart leaves them out too.  all: every
+ * block; else the n tenants' blocks (and those of headers that name no
+ * tenant, which every tenant's mark covers).  A superblock write that
+ * fails then fails the open (nothing it covered was handed out); a file
+ * formatted anew holds nothing it covers.  So an open that returns 0
+ * has applied it.
+ */
+#define TIER_NVME_PENDING_TENANTS 128 /* TIER_NVME_TENANT_MARKS */
+struct tier_nvme_drop_pending {
+	bool all;
+	uint32_t n;
+	uint32_t tenants[TIER_NVME_PENDING_TENANTS];
+};
+
 struct tier_nvme_config {
 	size_t size; /* sizeof(struct tier_nvme_config) */
 	const char *path; /* file (created, fallocated) or block device */
@@ -160,6 +181,8 @@ struct tier_nvme_config {
 	 * same cut (formatted anew, a new layout id).
 	 */
 	uint32_t part_weights[TIER_NVME_PARTS_MAX];
+	/* a drop answered while the tier was out, or NULL (above) */
+	const struct tier_nvme_drop_pending *pending_drop;
 };
 
 struct tier_nvme_stats {
@@ -188,6 +211,9 @@ struct tier_nvme_stats {
 	/* valid headers the restart's scan left out: their blocks were
 	 * written before a drop mark that covers them (tier_nvme_mark_drop()) */
 	uint64_t drop_marked_slots;
+	/* of those, the ones the open's pending drop covered (its marks
+	 * written by that open: tier_nvme_config.pending_drop) */
+	uint64_t pending_dropped_slots;
 	uint64_t frees;
 	/* headers zeroed by tier_nvme_invalidate_batch(), and those whose
 	 * write (or the sync after it) failed */

@@ -15,6 +15,7 @@
 #include "vmm/vmm.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -43,6 +44,7 @@ int nvme_open_superblock(struct tier_nvme *t,
 	struct nvme_marks *marks;
 	uint64_t layout = cfg->layout_id;
 	const char *why = "";
+	char pending_text[112] = "";
 	bool keep;
 	int r;
 
@@ -96,6 +98,7 @@ int nvme_open_superblock(struct tier_nvme *t,
 	}
 	if (keep) {
 		uint32_t cleared, retired;
+		bool pending;
 
 		t->format_id = sb.format_id;
 		t->layout_id = sb.layout_id;
@@ -114,6 +117,9 @@ int nvme_open_superblock(struct tier_nvme *t,
 		nvme_marks_raise_generation(t);
 		/* the marks the scan found nothing below, after it */
 		retired = nvme_marks_retire(t, cfg->path, part);
+		/* a drop answered while the tier was out: its marks, above
+		 * every header the scan saw (it left out those it covers) */
+		pending = nvme_marks_add_pending(t);
 		if (sb.slot_count != t->nslots) {
 			/* after the stale headers' clearing was synced; the
 			 * retired marks go with it (tests fail it on purpose:
@@ -139,6 +145,26 @@ int nvme_open_superblock(struct tier_nvme *t,
 			else
 				log_shrink(t, cfg->path,
 					   (uint32_t)sb.slot_count);
+		} else if (pending) {
+			r = nvme_sb_write(t);
+			if (r) {
+				/*
+				 * Durable before any block the drop spared is
+				 * handed out, or not at all: served in this run
+				 * and written over, the covered slots' headers
+				 * could still be found by a restart whose
+				 * superblock has no mark.  The open fails
+				 * (nothing was recovered into any cache yet),
+				 * and the caller tries again later, the drop
+				 * still pending.
+				 */
+				vmm_log(VMM_LOG_ERR,
+					"tier_nvme: %s%s: writing the drop marks of a drop answered while the tier was out: %s; the open fails, so that none of the %llu blocks it covers comes back",
+					cfg->path, part, strerror(-r),
+					(unsigned long long)
+						t->st.pending_dropped_slots);
+				goto out;
+			}
 		} else if (retired) {
 			/* tests: KVMMD_TEST_NVME_RETIRE_FAIL=superblock */
 			r = t->faults.retire_sb ? -EIO : nvme_sb_write(t);
@@ -153,17 +179,23 @@ int nvme_open_superblock(struct tier_nvme *t,
 				r = 0;
 			}
 		}
+		if (pending)
+			snprintf(
+				pending_text, sizeof(pending_text),
+				", %llu of them by a drop answered while the tier was out, its marks written now",
+				(unsigned long long)t->st.pending_dropped_slots);
 		if (retired)
 			vmm_log(VMM_LOG_INFO,
 				"tier_nvme: %s%s: %u drop marks retired: no header below them left on disk (%u kept)",
 				cfg->path, part, retired,
 				t->marks.n + (t->marks.drop_all != 0));
 		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: %s%s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out)",
+			"tier_nvme: %s%s: recovered %llu of %u slots (%llu damaged headers; %llu dropped by an operator's drop mark, left out%s)",
 			cfg->path, part,
 			(unsigned long long)t->st.recovered_slots, t->nslots,
 			(unsigned long long)t->st.header_failures,
-			(unsigned long long)t->st.drop_marked_slots);
+			(unsigned long long)t->st.drop_marked_slots,
+			pending_text);
 	} else {
 		if (getrandom(&t->format_id, sizeof(t->format_id), 0) !=
 		    sizeof(t->format_id))

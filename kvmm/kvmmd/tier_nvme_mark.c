@@ -75,6 +75,21 @@ bool nvme_header_marked(const struct tier_nvme *t,
 	return false;
 }
 
+bool nvme_header_pending(const struct tier_nvme *t,
+			 const struct tier_nvme_slot_header *h)
+{
+	const struct tier_nvme_drop_pending *p = t->pending;
+
+	if (!p)
+		return false;
+	if (p->all || !(h->flags & TIER_NVME_HDR_TENANT))
+		return p->all || p->n; /* tenant-less: every tenant's */
+	for (uint32_t i = 0; i < p->n; i++)
+		if (p->tenants[i] == h->tenant)
+			return true;
+	return false;
+}
+
 void nvme_marks_hold(struct tier_nvme *t, const struct tier_nvme_slot_header *h)
 {
 	const struct nvme_marks *mk = &t->marks;
@@ -179,6 +194,41 @@ static void marks_add_tenant(struct nvme_marks *mk, uint32_t tenant,
 						    .generation = generation };
 }
 
+/* A drop's mark in memory: of every block, or of tenant's (t->lock). */
+static void marks_add(struct nvme_marks *mk, bool all, uint32_t tenant,
+		      uint64_t generation)
+{
+	if (all) {
+		if (mk->drop_all < generation)
+			mk->drop_all = generation;
+		marks_prune(mk);
+	} else if (generation > mk->drop_all) {
+		marks_add_tenant(mk, tenant, generation);
+	}
+}
+
+/*
+ * The marks of a drop answered while the tier was out, at the open:
+ * next_generation is above every header on disk by now (the scan saw
+ * them all, those the drop covers included, and
+ * nvme_marks_raise_generation() ran), so a mark there covers exactly
+ * what the file held when the tier came in, and nothing written after.
+ */
+bool nvme_marks_add_pending(struct tier_nvme *t)
+{
+	const struct tier_nvme_drop_pending *p = t->pending;
+
+	if (!p || (!p->all && !p->n))
+		return false;
+	pthread_mutex_lock(&t->lock);
+	if (p->all)
+		marks_add(&t->marks, true, 0, t->next_generation);
+	for (uint32_t i = 0; !p->all && i < p->n; i++)
+		marks_add(&t->marks, false, p->tenants[i], t->next_generation);
+	pthread_mutex_unlock(&t->lock);
+	return true;
+}
+
 uint64_t tier_nvme_drop_generation(struct tier_nvme *t)
 {
 	uint64_t g;
@@ -196,13 +246,7 @@ int tier_nvme_mark_drop(struct tier_nvme *t, bool all, uint32_t tenant,
 	int r;
 
 	pthread_mutex_lock(&t->lock);
-	if (all) {
-		if (mk->drop_all < generation)
-			mk->drop_all = generation;
-		marks_prune(mk);
-	} else if (generation > mk->drop_all) {
-		marks_add_tenant(mk, tenant, generation);
-	}
+	marks_add(mk, all, tenant, generation);
 	pthread_mutex_unlock(&t->lock);
 	/* each write carries every mark set before it: a later drop's
 	 * write that went first wrote this one's too */

@@ -255,6 +255,9 @@ struct tier_nvme {
 	 * superblock writes of several drops (tier_nvme_mark.c) */
 	struct nvme_marks marks;
 	struct nvme_marks_held held; /* the open's scan alone */
+	/* the open's pending drop (tier_nvme_config.pending_drop), NULL
+	 * outside the open; read by the scan */
+	const struct tier_nvme_drop_pending *pending;
 	pthread_mutex_t sb_lock;
 	/* tests: KVMMD_TEST_NVME_INVALIDATE_DELAY_MS, a sleep before each
 	 * invalidation batch's writes (a crash while they wait) */
@@ -412,6 +415,14 @@ bool nvme_sb_valid(const struct nvme_superblock *sb);
 bool nvme_header_marked(const struct tier_nvme *t,
 			const struct tier_nvme_slot_header *h);
 void nvme_marks_raise_generation(struct tier_nvme *t);
+/* Whether the open's pending drop (t->pending) covers a valid header
+ * (t->lock held). */
+bool nvme_header_pending(const struct tier_nvme *t,
+			 const struct tier_nvme_slot_header *h);
+/* After the scan and nvme_marks_retire(): the pending drop's marks at
+ * next_generation, in memory (the caller writes the superblock); false
+ * when there is none. */
+bool nvme_marks_add_pending(struct tier_nvme *t);
 /* The scan found h, a valid header nvme_header_marked() says is dropped:
  * every mark that covers it stays (t->held). */
 void nvme_marks_hold(struct tier_nvme *t,

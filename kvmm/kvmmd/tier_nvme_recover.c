@@ -221,6 +221,15 @@ static int recover_header(struct tier_nvme *t, struct nvme_scan *sc,
 		t->st.drop_marked_slots++;
 		nvme_marks_hold(t, &h); /* its marks stay, for now */
 		nvme_slot_mark_stale(t, slot, h.hash, true, header_tenant(&h));
+	} else if (nvme_header_pending(t, &h)) {
+		/* a drop answered while the tier was out covers it: left
+		 * out as a marked one, its mark written after the scan
+		 * (nvme_marks_add_pending()), above this generation */
+		t->st.drop_marked_slots++;
+		t->st.pending_dropped_slots++;
+		nvme_slot_mark_stale(t, slot, h.hash, true, header_tenant(&h));
+		if (h.generation >= t->next_generation)
+			t->next_generation = h.generation + 1;
 	} else {
 		recover_one(t, slot, &h);
 	}
@@ -411,7 +420,8 @@ uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots)
 			continue;
 		pthread_mutex_lock(&t->lock);
 		lost += nvme_idx_find(t, h.hash) == NVME_NONE &&
-			!nvme_header_marked(t, &h);
+			!nvme_header_marked(t, &h) &&
+			!nvme_header_pending(t, &h);
 		pthread_mutex_unlock(&t->lock);
 	}
 	free(buf);
