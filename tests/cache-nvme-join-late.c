@@ -15,10 +15,10 @@
  *     comes back from NVMe byte-identical in another process;
  *   - kvmmd restarted on that file made immutable (root: EPERM; else mode
  *     000, EACCES): it starts without the tier, a publish sets the cache
- *     up on the GPU and host tiers; a drop of the NVMe tier then drops
- *     nothing of the file's, and its log line says so (no mark); the
- *     file made writable again, the tier joins and the blocks the file
- *     holds are recovered into the running cache (the drop's too): a
+ *     up on the GPU and host tiers; a drop of the NVMe tier (of a tenant
+ *     with no block there) is remembered for the join, and its log line
+ *     says so; the file made writable again, the tier joins and the
+ *     blocks the file holds are recovered into the running cache: a
  *     content the last run left on NVMe comes back from NVMe
  *     byte-identical;
  *   - the same before any publish: the tier opens for the size its
@@ -271,35 +271,40 @@ static int lock_out(const char *nvme, int *err, bool undo)
 	return r;
 }
 
-/* Drops of the NVMe tier while it is out: nothing of the file's is
- * dropped (its blocks come back at the join), and kvmmctl's text and
- * JSON and the log say so; a host drop does not. */
+/* Drops of the NVMe tier while it is out, of a tenant with no block on
+ * the file (so that its blocks come back at the join: a drop of them is
+ * cache-nvme-join-late-drop's): remembered for the join, and kvmmctl's
+ * text and JSON and the log say so; a host drop does not. */
 static void drop_while_out(struct td_daemon *d)
 {
 	static char log[1 << 17];
 	char out[4096];
 
-	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier nvme", out,
-			       sizeof(out)),
+	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier nvme --uid 12345",
+			       out, sizeof(out)),
 		    0);
 	t_assert(strstr(out, "dropped      gpu 0, host 0, nvme 0 blocks\n"));
 	if (!strstr(out,
-		    "NOTE         the NVMe tier is out (kvmmctl status): the blocks its file holds were not dropped, and come back when it joins or kvmmd restarts\n"))
+		    "NOTE         the NVMe tier is out (kvmmctl status): the blocks of its file this drop covers are dropped when it joins, before they are recovered (kvmmd's log says whether a restart before then keeps the drop)\n"))
 		t_fail("no NOTE in kvmmctl cache-drop's output:\n%s", out);
 	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier host --json", out,
 			       sizeof(out)),
 		    0);
 	t_assert(strstr(out, "nvme_tier_out") == NULL);
-	t_assert_eq(td_kvmmctl(d->sock, "cache-drop --tier nvme --json", out,
+	t_assert_eq(td_kvmmctl(d->sock,
+			       "cache-drop --tier nvme --uid 12345 --json", out,
 			       sizeof(out)),
 		    0);
-	t_assert(strstr(out, ",\"nvme_tier_out\":true}\n") != NULL);
+	t_assert(
+		strstr(out,
+		       ",\"nvme_tier_out\":true,\"nvme_drop_pending\":true}\n") !=
+		NULL);
 	t_assert(td_read_log(d, log, sizeof(log)) > 0);
 	if (t_count(log,
-		    "gpu 0, host 0, nvme 0; 0 stale NVMe copies invalidated; 0 NVMe headers or marks not written; the NVMe tier is out (1 size): the blocks its file holds were not dropped, no mark written, and come back when it joins or kvmmd restarts") !=
+		    "gpu 0, host 0, nvme 0; 0 stale NVMe copies invalidated; 0 NVMe headers or marks not written; the NVMe tier is out (1 size): the blocks of its file the drop covers (tenant 12345's) are dropped when it joins, before they are recovered (in memory alone: a restart before the join forgets it, no --policy-state to keep it in)") !=
 	    2) {
 		fputs(log, stderr);
-		t_fail("the drop's log line does not say the file's blocks stay");
+		t_fail("the drop's log line does not say it waits for the join");
 	}
 }
 

@@ -122,9 +122,12 @@ struct kc_drop {
 	 * one's generation (the log line's, with one mark) */
 	uint64_t mark;
 	uint32_t marks, marks_done;
-	/* sizes walked whose NVMe tier is out: their files' blocks are not
-	 * dropped, no mark written (they come back when the tier joins) */
+	/* sizes whose NVMe tier is out: the drop is remembered for the
+	 * tier's next open (cache_drop_pending.c), kept across a restart
+	 * when nvme_kept is 0 (kc_drop_pending_save()'s -errno else) */
 	uint32_t nvme_out;
+	int nvme_kept;
+	uint32_t tenant; /* of a --uid drop, KVMM_TENANT_OTHERS else */
 	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
 	 * client of 1.21 or before (no sizes[]), of 1.22 for one of 1.22
 	 * (no restamp counts); its kept NVMe blocks (kc_drop_restamp()) are
@@ -459,7 +462,7 @@ static void kc_drop_reply(struct kc_drop *dr)
 {
 	const struct kvmm_admin_cache_drop_reply *r = &dr->rep;
 	char mark[128] = "", size[48] = "", kept[160] = "", left[320] = "";
-	char out[192] = "";
+	char out[320] = "", whose[32] = "every block";
 
 	if (dr->marks == 1 && dr->marks_done)
 		snprintf(mark, sizeof(mark),
@@ -487,11 +490,21 @@ static void kc_drop_reply(struct kc_drop *dr)
 		snprintf(size, sizeof(size), " of blocks of %u pages",
 			 r->block_pages);
 	kc_drop_left_text(dr, left, sizeof(left));
+	if (dr->tenant != KVMM_TENANT_OTHERS)
+		snprintf(whose, sizeof(whose), "tenant %u's", dr->tenant);
 	if (dr->nvme_out)
 		snprintf(
 			out, sizeof(out),
-			"; the NVMe tier is out (%u size%s): the blocks its file holds were not dropped, no mark written, and come back when it joins or kvmmd restarts",
-			dr->nvme_out, dr->nvme_out == 1 ? "" : "s");
+			"; the NVMe tier is out (%u size%s): the blocks of its file the drop covers (%s) are dropped when it joins, before they are recovered (%s%s)",
+			dr->nvme_out, dr->nvme_out == 1 ? "" : "s", whose,
+			!dr->nvme_kept ?
+				"kept in --policy-state's FILE.nvme-drops across a restart" :
+			dr->nvme_kept == -ENOENT ?
+				"in memory alone: a restart before the join forgets it, no --policy-state to keep it in" :
+				"in memory alone: a restart before the join forgets it, writing --policy-state's FILE.nvme-drops failed: ",
+			dr->nvme_kept && dr->nvme_kept != -ENOENT ?
+				strerror(-dr->nvme_kept) :
+				"");
 	vmm_log(r->nvme_invalidate_failures || r->nvme_restamp_failures ?
 			VMM_LOG_WARN :
 			VMM_LOG_INFO,
@@ -621,6 +634,7 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	dr->s = s;
 	dr->h = *h;
 	dr->uid = s->uid;
+	dr->tenant = by_tenant ? a.tenant : KVMM_TENANT_OTHERS;
 	dr->rep.block_pages = a.block_pages;
 	/* 104 bytes to a client of 1.21 or before, 336 to one of 1.22
 	 * (abi_play.c's table) */
@@ -630,13 +644,21 @@ int kd_cache_drop(struct kd_session *s, const struct kvmm_msg_hdr *h,
 	 * not open: nothing cached (the blocks an NVMe file holds from the
 	 * last run are read into the cache when it opens) */
 	now = kd_now_ns();
-	kc_for_each(s->d, c, i)
-		if (c->pol && c->opened && !c->closing &&
-		    (!a.block_pages || kc_size(c) == a.block_pages)) {
+	kc_for_each(s->d, c, i) {
+		if (c->closing ||
+		    (a.block_pages && kc_size(c) != a.block_pages))
+			continue;
+		if (c->pol && c->opened)
 			kc_drop_walk(c, dr, &a, by_tenant, now);
-			if ((a.tiers & KVMM_CACHE_DROP_NVME) && kc_nvme_out(c))
-				dr->nvme_out++;
+		/* its file's blocks are out of reach: dropped when it joins
+		 * (a cache not set up yet too: its tier opens then) */
+		if ((a.tiers & KVMM_CACHE_DROP_NVME) && kc_nvme_out(c)) {
+			kc_drop_pending_add(c, by_tenant, a.tenant);
+			dr->nvme_out++;
 		}
+	}
+	if (dr->nvme_out) /* before the reply: kept, or said not to be */
+		dr->nvme_kept = kc_drop_pending_save(s->d);
 	/* the list of drops waiting for jobs of any size's engine */
 	c = s->d->cache;
 	free(dr->hashes);

@@ -146,6 +146,9 @@ int kc_nvme_claim_at_start(struct kd_cache *c)
 	return 0;
 }
 
+static const char *kc_nvme_name(const struct kd_cache *c, char *buf,
+				size_t len);
+
 /* KVMMD_TEST_NVME_OPEN_FAIL (kc_open_test_init()): this open fails. */
 static bool kc_nvme_test_open_fail(struct kd_cache *c)
 {
@@ -158,7 +161,9 @@ static bool kc_nvme_test_open_fail(struct kd_cache *c)
 int kc_nvme_open_tier(struct kd_cache *c)
 {
 	const struct kd_config *cfg = &c->d->cfg;
+	char name[sizeof(cfg->nvme_path) + 64];
 	size_t reg_len;
+	int r;
 	void *reg = tier_host_base(c->host, &reg_len);
 	struct tier_nvme_config nc = { .size = sizeof(nc),
 				       .path = cfg->nvme_path,
@@ -172,9 +177,14 @@ int kc_nvme_open_tier(struct kd_cache *c)
 	nc.scope = c->d->scope.mode;
 	memcpy(nc.scope_key, c->d->scope.key, sizeof(nc.scope_key));
 	kc_nvme_partition(c, &nc);
+	/* drops answered while it was out: applied before its recovery */
+	nc.pending_drop = kc_drop_pending_get(c);
 	if (kc_nvme_test_open_fail(c))
 		return -EIO;
-	return tier_nvme_open(&nc, &c->nvme);
+	r = tier_nvme_open(&nc, &c->nvme);
+	if (!r && nc.pending_drop)
+		kc_drop_pending_opened(c, kc_nvme_name(c, name, sizeof(name)));
+	return r;
 }
 
 static void kc_nvme_on_timer(struct kd_loop *loop, struct kd_timer *t)

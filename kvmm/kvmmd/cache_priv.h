@@ -38,6 +38,9 @@
  *                    blocks before it is told -EDQUOT
  *   cache_drop.c     ADMIN_CACHE_DROP: an operator drops cached blocks
  *                    (NVMe ones invalidated on disk before the reply)
+ *   cache_drop_pending.c  a drop of the NVMe tier answered while it is
+ *                    out: remembered (and kept in --policy-state's
+ *                    FILE.nvme-drops), applied by the tier's next open
  *   cache_query.c    PREFIX_QUERY: where a chain's leading blocks are,
  *                    looked up without changing anything
  *   cache_open.c     a set-up of the tiers that failed after the start:
@@ -71,6 +74,7 @@
 #include "kvmm/kvmmd/htab.h"
 #include "kvmm/kvmmd/learned_sizes.h"
 #include "kvmm/kvmmd/migrate.h"
+#include "kvmm/kvmmd/tier_nvme.h"
 #include "kvmm/policy/policy.h"
 
 struct tier_nvme_stats;
@@ -442,6 +446,10 @@ struct kd_cache {
 	 * -> NVMe write numbered below it lands under it
 	 * (kc_nvme_restamp_landed()) */
 	uint64_t nvme_mark_high;
+	/* drops of its NVMe tier answered while the tier was out, handed
+	 * to the tier's next open (cache_drop_pending.c); all false and n
+	 * 0: none */
+	struct tier_nvme_drop_pending nvme_pending;
 	/* commands waiting for pool pages (kc_park.link), the one run again
 	 * now (kd_cache_reclaim() and kd_cache_park() look at it) */
 	struct kd_fifo parked;
@@ -803,6 +811,25 @@ enum kc_restamp_end kc_restamp_reaped(struct kd_cache *c,
 				      struct migrate_job *job, const char *who);
 void kc_nvme_restamp_landed(struct kd_cache *c, struct kc_entry *e);
 void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
+/*
+ * cache_drop_pending.c: drops of the NVMe tier answered while it is out.
+ * kc_drop_pending_add(): c's tier is out, a drop of every block or of
+ * tenant's: remembered for its next open; true when kept across a
+ * restart too (the caller saves with kc_drop_pending_save(): 0, -ENOENT
+ * with nowhere to keep them, or the write's -errno).  kc_drop_pending_get():
+ * what the next open applies (tier_nvme_config.pending_drop), NULL for
+ * nothing.  kc_drop_pending_opened(): c's tier opened with it (name: the
+ * tier in the line): logged, forgotten, the file rewritten.
+ * kc_drop_pending_load(): at start, before any tier opens, the drops a
+ * run before kept.
+ */
+bool kc_drop_pending_any(const struct kd_cache *c);
+bool kc_drop_pending_add(struct kd_cache *c, bool by_tenant, uint32_t tenant);
+int kc_drop_pending_save(struct kd_daemon *d);
+const struct tier_nvme_drop_pending *
+kc_drop_pending_get(const struct kd_cache *c);
+void kc_drop_pending_opened(struct kd_cache *c, const char *name);
+int kc_drop_pending_load(struct kd_daemon *d);
 /* An NVME_INVALIDATE job reaped, a drop's or a marked slot's: the slot
  * back to the tier if the job never took it, writes waiting for a slot
  * kicked, the job freed. */

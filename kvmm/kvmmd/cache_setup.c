@@ -630,6 +630,7 @@ int kc_open_nvme_early(struct kd_cache *c)
 	nc.reg_len = tier_host_slab_len(c->host_budget, payload);
 	if (nc.reg_len > si.len)
 		return 0;
+	nc.pending_drop = kc_drop_pending_get(c);
 	r = tier_nvme_open(&nc, &c->nvme);
 	if (r) {
 		vmm_log(VMM_LOG_WARN,
@@ -638,6 +639,8 @@ int kc_open_nvme_early(struct kd_cache *c)
 		c->nvme = NULL;
 		return 0;
 	}
+	if (nc.pending_drop)
+		kc_drop_pending_opened(c, cfg->nvme_path);
 	vmm_log(VMM_LOG_INFO,
 		"cache: NVMe tier opened at start for blocks of %llu pages, the size it held",
 		(unsigned long long)(payload / c->d->page_size));
@@ -797,10 +800,17 @@ int kd_cache_init(struct kd_daemon *d)
 	r = kc_make_slab(c);
 	if (r)
 		return r;
-	r = kc_open_nvme_early(c);
+	r = kc_named_sizes(d);
 	if (r)
 		return r;
-	r = kc_named_sizes(d);
+	/* drops a run before answered while the tier was out, before any
+	 * size's tier opens (cache_drop_pending.c) */
+	r = kc_drop_pending_load(d);
+	if (r)
+		vmm_log(VMM_LOG_WARN,
+			"cache: reading the NVMe drops kept by a run before: %s (not applied)",
+			strerror(-r));
+	r = kc_open_nvme_early(c);
 	if (r)
 		return r;
 	/*

@@ -22,7 +22,9 @@
  *       retire fails with -EIO (nvme_marks_retire(): every mark stays);
  *   KVMMD_TEST_NVME_RETIRE_FAIL=superblock the superblock write without
  *       the retired marks fails with -EIO (tier_nvme_open(): a WARN, the
- *       open goes on, the marks stay on disk);
+ *       open goes on, the marks stay on disk), and so does the one with
+ *       the marks of a drop answered while the tier was out
+ *       (tier_nvme_config.pending_drop: an ERR, the open fails);
  *   KVMMD_TEST_NVME_CLEAR_SYNC_FAIL=1    the fdatasync after the scan
  *       zeroed stale or unreadable headers fails with -EIO, the zeros
  *       written (nvme_recover(): the open fails, the superblock as it

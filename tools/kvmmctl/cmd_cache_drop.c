@@ -15,9 +15,12 @@
  * header written again above the drop's mark, and those that could not
  * be are a WARNING line (ABI 1.23: a restart will not find them).  A
  * drop that includes NVMe while the NVMe tier is out (waiting to join,
- * TIER_STATS' nvme_open_error asked after the drop) leaves what its
- * file holds: a NOTE line says so (JSON: "nvme_tier_out":true), as the
- * reply has no word for it.
+ * TIER_STATS' nvme_open_error asked after the drop) cannot reach what
+ * its file holds: kvmmd remembers it and drops those blocks when the
+ * tier joins, before they are recovered.  A NOTE line says so (JSON:
+ * "nvme_tier_out":true,"nvme_drop_pending":true), as the reply has no
+ * word for it; whether the drop is kept across a restart of kvmmd
+ * before the join (--policy-state) is in kvmmd's log line.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -212,7 +215,7 @@ static void print_json(const struct kvmm_admin_cache_drop_reply *r, size_t got,
 		KVMMCTL_JSON_U64S(restamps);
 	}
 	if (nvme_out)
-		printf(",\"nvme_tier_out\":true");
+		printf(",\"nvme_tier_out\":true,\"nvme_drop_pending\":true");
 	printf("}\n");
 }
 
@@ -262,7 +265,7 @@ static void print_text(const struct kvmm_admin_cache_drop_reply *r, size_t got,
 		printf("WARNING      %llu kept NVMe blocks' headers could not be written above the drop mark: served until kvmmd stops, a restart will not find them (see its log)\n",
 		       (unsigned long long)r->nvme_restamp_failures);
 	if (nvme_out)
-		printf("NOTE         the NVMe tier is out (kvmmctl status): the blocks its file holds were not dropped, and come back when it joins or kvmmd restarts\n");
+		printf("NOTE         the NVMe tier is out (kvmmctl status): the blocks of its file this drop covers are dropped when it joins, before they are recovered (kvmmd's log says whether a restart before then keeps the drop)\n");
 }
 
 /*
