@@ -57,7 +57,9 @@
  * restart's scan leaves them out (tier_nvme_mark.c).  The header writes
  * still free the slots at once; nothing depends on them any more.  A
  * `--tier gpu` or `--tier host` drop writes no mark: the old NVMe copies
- * of what it dropped rely on their invalidations alone.
+ * of what it dropped rely on their invalidations alone.  A size whose
+ * NVMe tier is out (not open yet) cannot be marked: the drop is
+ * remembered and applied by the tier's next open (cache_drop_pending.c).
  *
  * Kept blocks: a block the drop keeps on NVMe (in use, pinned, busy) was
  * written below the mark, and a restart's scan would leave it out: the

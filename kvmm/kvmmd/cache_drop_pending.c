@@ -32,7 +32,10 @@
  * lock, FILE.lock) with the --nvme-path they are for, read back at the
  * next start before any tier opens, and removed once every size's open
  * applied its part.  Without --policy-state (or without its lock) they
- * are kept in memory alone, and the drop's log line says so.
+ * are kept in memory alone, and the drop's log line says so.  The file
+ * is rewritten after the open applied its part: a crash in between (or
+ * a rewrite that fails, logged) has the next start apply it again, which
+ * drops the blocks cached on NVMe since then too (more, never fewer).
  *
  * Everything here runs on the loop thread.
  */
@@ -135,7 +138,7 @@ int kc_drop_pending_save(struct kd_daemon *d)
 		r = unlink(path) && errno != ENOENT ? -errno : 0;
 		if (r)
 			vmm_log(VMM_LOG_WARN,
-				"cache: removing %s, the NVMe drops applied now: %s (the next start applies them again, which drops nothing more than they did)",
+				"cache: removing %s, the NVMe drops applied now: %s (the next start applies them again: blocks cached on NVMe since they were applied go too)",
 				path, strerror(-r));
 		return r;
 	}
@@ -282,6 +285,6 @@ void kc_drop_pending_opened(struct kd_cache *c, const char *name)
 	r = kc_drop_pending_save(c->d);
 	if (r && r != -ENOENT)
 		vmm_log(VMM_LOG_WARN,
-			"cache: keeping the NVMe drops still pending: %s",
+			"cache: rewriting the NVMe drops still pending: %s (the next start applies those just applied again: blocks cached on NVMe since then go too)",
 			strerror(-r));
 }
