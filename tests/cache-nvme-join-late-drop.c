@@ -21,7 +21,10 @@
  *     (the knob off) applies the kept drop: none back;
  *   - --uid A (root only: clients of other uids): B's 3 blocks come back
  *     at the join, from NVMe byte-identical, A's do not, nor after a
- *     restart.
+ *     restart;
+ *   - the same under --cache-scope uid (root only): the join adopts the
+ *     file's key first, then the open applies the drop: B's back, A's
+ *     not, nor after a restart.
  * On the code before, each join recovered every block of the file.
  * Waits shortened with KVMMD_TEST_CACHE_RETRY_MS=100.  Skips (77) where
  * the NVMe tier cannot run (no O_DIRECT there).
@@ -324,6 +327,78 @@ static void one_tenant(void)
 	printf("--uid A while the tier was out: B's back from NVMe, A's not, nor after a restart\n");
 }
 
+/* kvmmd under --cache-scope uid (each uid's hashes named with the key
+ * the file's superblock keeps), saving its blocks to NVMe at the stop. */
+static void start_scoped(struct td_daemon *d)
+{
+	const char *a[] = { "--socket-mode",
+			    "0666",
+			    "--cache-scope",
+			    "uid",
+			    "--cache-block-pages",
+			    "4",
+			    "--cache-gpu-blocks",
+			    "4",
+			    "--host-mem",
+			    "2M",
+			    "--nvme-path",
+			    nvme,
+			    "--nvme-size",
+			    "16M",
+			    "--nvme-save-on-stop",
+			    "10000",
+			    NULL };
+
+	cc_start_with_delay(d, a, "KVMMD_TEST_CACHE_RETRY_MS", 100);
+	t_ok(chmod(d->dir, 0711));
+}
+
+/*
+ * Under --cache-scope uid the join adopts the file's key at the claim
+ * (the start made a new one), then the open applies the --uid drop:
+ * B's blocks come back under the adopted key, A's do not.
+ */
+static void scoped_tenant(void)
+{
+	static const uint64_t ha[NB] = { 0xe7d0001, 0xe7d0002, 0xe7d0003 };
+	static const uint64_t hb[NB] = { 0xe7e0001, 0xe7e0002, 0xe7e0003 };
+	struct kvmm_admin_cache_drop_reply r;
+	struct td_daemon d;
+	char arg[64];
+
+	if (geteuid() != 0) {
+		printf("--cache-scope uid part skipped: needs root (clients of other uids)\n");
+		return;
+	}
+	start_scoped(&d);
+	cu_publish_as(d.sock, UID_A, UID_A, ha, NB, 1, NB);
+	cu_publish_as(d.sock, UID_B, UID_B, hb, NB, 2, NB);
+	cc_stop(&d); /* both saved to NVMe */
+
+	dir_aside();
+	start_scoped(&d);
+	expect_out(d.sock);
+	snprintf(arg, sizeof(arg), "--uid %u", UID_A);
+	r = cd_kvmmctl(d.sock, arg);
+	t_assert_eq(r.dropped[2], 0);
+	dir_back();
+	wait_joined(d.sock);
+	td_log_has(&d,
+		   "cache scope: uid, now with the key of the NVMe tier's file",
+		   true);
+	t_assert_eq(cd_recovered(d.sock), NB); /* B's */
+	cu_open_as(d.sock, UID_B, UID_B, hb, NB, NB, 2, 2);
+	cu_open_as(d.sock, UID_A, UID_A, ha, NB, 0, 1, -1);
+	cc_stop(&d);
+
+	start_scoped(&d);
+	t_assert_eq(cd_recovered(d.sock), NB);
+	cu_open_as(d.sock, UID_A, UID_A, ha, NB, 0, 1, -1);
+	cu_open_as(d.sock, UID_B, UID_B, hb, NB, NB, 2, -1);
+	cc_stop(&d);
+	printf("--cache-scope uid: the key adopted at the join, then --uid A applied: B's back, A's not\n");
+}
+
 int main(void)
 {
 	char base[256];
@@ -343,6 +418,8 @@ int main(void)
 	mark_write_fails();
 	unlink(nvme);
 	one_tenant();
+	unlink(nvme);
+	scoped_tenant();
 	unlink(nvme);
 	rmdir(dir);
 	unlink(state);
