@@ -169,6 +169,12 @@ static void every_block(void)
 		&d,
 		"the drop of every block answered while it was out is applied: 6 blocks of its file left out before the recovery, its drop marks on disk",
 		5000);
+	/* said before the open writes anything (daemon-crash-fuzz's late
+	 * run reads it: a kill after it may find the file changed) */
+	td_log_has(
+		&d,
+		": opening it with the drop of every block answered while it was out: its marks are written before any block of its file is recovered",
+		true);
 	td_log_has(
 		&d,
 		"6 dropped by an operator's drop mark, left out, 6 of them by a drop answered while the tier was out, its marks written now",

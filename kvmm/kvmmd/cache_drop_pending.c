@@ -268,6 +268,18 @@ bool kc_drop_pending_add(struct kd_cache *c, bool by_tenant, uint32_t tenant)
 	return kc_pending_kept(c->d);
 }
 
+void kc_drop_pending_opening(const struct kd_cache *c, const char *name)
+{
+	char what[96];
+
+	if (!kc_drop_pending_any(c))
+		return;
+	kc_pending_text(&c->nvme_pending, what, sizeof(what));
+	vmm_log(VMM_LOG_INFO,
+		"cache: the NVMe tier %s: opening it with the drop of %s answered while it was out: its marks are written before any block of its file is recovered",
+		name, what);
+}
+
 void kc_drop_pending_opened(struct kd_cache *c, const char *name)
 {
 	struct tier_nvme_stats ns;

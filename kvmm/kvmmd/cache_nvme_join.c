@@ -181,6 +181,8 @@ int kc_nvme_open_tier(struct kd_cache *c)
 	nc.pending_drop = kc_drop_pending_get(c);
 	if (kc_nvme_test_open_fail(c))
 		return -EIO;
+	if (nc.pending_drop)
+		kc_drop_pending_opening(c, kc_nvme_name(c, name, sizeof(name)));
 	r = tier_nvme_open(&nc, &c->nvme);
 	if (!r && nc.pending_drop)
 		kc_drop_pending_opened(c, kc_nvme_name(c, name, sizeof(name)));

@@ -818,7 +818,10 @@ void kc_drop_session_end(struct kd_cache *c, struct kd_session *s);
  * restart too (the caller saves with kc_drop_pending_save(): 0, -ENOENT
  * with nowhere to keep them, or the write's -errno).  kc_drop_pending_get():
  * what the next open applies (tier_nvme_config.pending_drop), NULL for
- * nothing.  kc_drop_pending_opened(): c's tier opened with it (name: the
+ * nothing.  kc_drop_pending_opening(): said before c's tier opens with
+ * it (before any of its marks can be written: a kill then leaves the
+ * file changed by this attempt alone, its line in the log says so).
+ * kc_drop_pending_opened(): c's tier opened with it (name: the
  * tier in the line): logged, forgotten, the file rewritten.
  * kc_drop_pending_load(): at start, before any tier opens, the drops a
  * run before kept.
@@ -828,6 +831,7 @@ bool kc_drop_pending_add(struct kd_cache *c, bool by_tenant, uint32_t tenant);
 int kc_drop_pending_save(struct kd_daemon *d);
 const struct tier_nvme_drop_pending *
 kc_drop_pending_get(const struct kd_cache *c);
+void kc_drop_pending_opening(const struct kd_cache *c, const char *name);
 void kc_drop_pending_opened(struct kd_cache *c, const char *name);
 int kc_drop_pending_load(struct kd_daemon *d);
 /* An NVME_INVALIDATE job reaped, a drop's or a marked slot's: the slot

@@ -631,6 +631,8 @@ int kc_open_nvme_early(struct kd_cache *c)
 	if (nc.reg_len > si.len)
 		return 0;
 	nc.pending_drop = kc_drop_pending_get(c);
+	if (nc.pending_drop)
+		kc_drop_pending_opening(c, cfg->nvme_path);
 	r = tier_nvme_open(&nc, &c->nvme);
 	if (r) {
 		vmm_log(VMM_LOG_WARN,

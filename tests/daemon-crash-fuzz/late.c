@@ -18,15 +18,22 @@
  * After the kill the log says where the join was: no attempt after the
  * directory came back (before), the file claimed or some partitions
  * joined (during), every size joined (after).  What must hold:
- *   - a partition that had not joined was never written: the next start
+ *   - a partition that had not joined (nor begun an open that applies
+ *     a drop answered while the tier was out, whose marks it writes
+ *     before it joins: its line says so) was never written: the next start
  *     as before recovers exactly what the copy's start did in that size;
  *     with no partition joined the file's bytes are the same as at the
  *     late start (nothing the cache held before the join reached it);
- *   - a drop answered before every size had joined covers nothing on
- *     the file (cf_drop.tier_out): it dropped what the cache held, and
- *     the file's blocks were not the cache's yet; the join brings them
- *     back (tiers.md says so).  Drops sent after every size was seen
- *     joined are checked as any;
+ *   - a drop answered before every size had joined is not held to
+ *     (cf_drop.tier_out): it dropped what the cache held, and the
+ *     partitions out then apply it at their join (tiers.md, "An NVMe
+ *     tier that joins late"), but the fuzzer's kvmmd runs without
+ *     --policy-state, so a kill before the join forgets it and the
+ *     file's blocks come back, as documented; which of the two a kill
+ *     during the join gives is not worked out here
+ *     (tests/cache-nvme-join-late-drop.c checks the drop at a join and
+ *     across a restart).  Drops sent after every size was seen joined
+ *     are checked as any;
  *   - the rest is the restart check's (byte-identical blocks, in their
  *     own size's partition, found equal to recovered, covered drops).
  */
@@ -238,7 +245,7 @@ void cf_late_killed(struct cf_late *l, const struct td_daemon *d,
 		    uint32_t ndrops, uint32_t round)
 {
 	static char log[1 << 20];
-	uint32_t joined = 0, all = (1u << z->n) - 1, out = 0;
+	uint32_t joined = 0, all = (1u << z->n) - 1, out = 0, marking = 0;
 	const char *where;
 	bool claimed;
 
@@ -261,6 +268,21 @@ void cf_late_killed(struct cf_late *l, const struct td_daemon *d,
 				l->file, z->pages[s]);
 		if (strstr(log, line))
 			joined |= 1u << s;
+		/* an open that applies a drop answered while the tier was
+		 * out writes its marks before the line above: a kill in
+		 * between leaves the partition changed, not joined */
+		if (z->n == 1)
+			snprintf(
+				line, sizeof(line),
+				"cache: the NVMe tier %s: opening it with the drop of",
+				l->file);
+		else
+			snprintf(
+				line, sizeof(line),
+				"cache: the NVMe tier %s (the partition of blocks of %u pages): opening it with the drop of",
+				l->file, z->pages[s]);
+		if (strstr(log, line))
+			marking |= 1u << s;
 	}
 	claimed = joined || strstr(log, cf_claim_fail_line) ||
 		  strstr(log, cf_claimed_line);
@@ -284,7 +306,7 @@ void cf_late_killed(struct cf_late *l, const struct td_daemon *d,
 		where = "after the join";
 	}
 	/* nothing the cache held before the join reached the file */
-	if (!joined) {
+	if (!joined && !marking) {
 		if (file_sum(l->file) != l->file_sum) {
 			td_dump_log(d);
 			t_fail("round %u: kvmmd killed %s: the file's bytes changed though no partition joined",
@@ -292,7 +314,7 @@ void cf_late_killed(struct cf_late *l, const struct td_daemon *d,
 		}
 		l->untouched++;
 	}
-	l->expect_mask = all & ~joined;
+	l->expect_mask = all & ~(joined | marking);
 	memcpy(l->expect, l->before, sizeof(l->expect));
 	/*
 	 * Under a key of its own (--cache-scope uid) a late start made a
