@@ -119,6 +119,11 @@ struct kvmm_region {
 struct kvmm_conn {
 	int sock;
 	bool admin;
+	/* each request's send and reply within this many ms (0: no
+	 * bound; kc_connect_admin_timed()); timed_out once one ran past
+	 * it, the socket shut down.  Read under sock_lock. */
+	unsigned int timeout_ms;
+	bool timed_out;
 	/* fork.c: who connected, and the fork count then */
 	pid_t owner_pid;
 	unsigned int fork_generation;
@@ -272,6 +277,15 @@ int kc_notify_wait(struct kvmm_conn *c, uint32_t seen);
 
 /* A connection without rings or a backend, for kvmmctl. */
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out);
+/*
+ * The same, each wait for kvmmd bounded by timeout_ms (0: none, as
+ * kc_connect_admin()): the connect (a full listen backlog), the HELLO
+ * and every later request's send and reply (conn.c).  A wait past it
+ * fails with -ETIMEDOUT and shuts the connection down; every later
+ * request on it fails with -ETIMEDOUT.
+ */
+int kc_connect_admin_timed(const char *socket_path, unsigned int timeout_ms,
+			   struct kvmm_conn **out);
 /* Why kvmmd refused a connection whose HELLO failed with err (abi.md's
  * HELLO: -EUSERS, -EBUSY, -ENOMEM, -ETOOMANYREFS), NULL when err is no
  * such answer. */

@@ -4,8 +4,21 @@
  * fds), synchronous socket requests (a reply's fds may continue in
  * KVMM_CMD_FDS messages, handed to the request's fd sink one message at a
  * time), goodbye, statistics and error strings.
+ *
+ * Reply timeout (c->timeout_ms, kc_connect_admin_timed(); 0 waits for
+ * ever, as engines' connections do): kvmmctl must not hang on a kvmmd
+ * that is stopped, wedged or not kvmmd at all.  The connect waits at
+ * most that long for room in the listen backlog (SO_SNDTIMEO, the only
+ * bound the kernel gives a Unix socket's connect), and each request's
+ * send and every message of its reply wait in poll() against one
+ * deadline.  A request that runs past it fails with -ETIMEDOUT and the
+ * connection is shut down: a reply that comes later, or the rest of one
+ * cut by the deadline, is never read as the answer to a later request
+ * (each later request fails with -ETIMEDOUT too).
  */
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +67,95 @@ static void deliver(struct kc_fd_sink *sink, int *err, bool lost, int *fds,
 	*err = sink->fds(sink, fds, n);
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The deadline of a request begun now on c (CLOCK_MONOTONIC ms), 0 for
+ * none. */
+static uint64_t request_deadline(const struct kvmm_conn *c)
+{
+	return c->timeout_ms ? now_ms() + c->timeout_ms : 0;
+}
+
+/*
+ * The request ran out of time: nothing more is read from or sent on c.
+ * shutdown() rather than close(): the fd stays c->sock's until
+ * kvmm_disconnect(), and kvmmd sees the hang-up once it runs again.
+ */
+static int conn_timed_out(struct kvmm_conn *c)
+{
+	c->timed_out = true;
+	c->broken = true;
+	shutdown(c->sock, SHUT_RDWR);
+	return -ETIMEDOUT;
+}
+
+/*
+ * Wait until c's socket has events (POLLIN, POLLOUT) or deadline (0:
+ * none, nothing to wait for: the blocking call waits).  0 when ready
+ * (a hang-up or an error too: the call that follows says which), or
+ * -ETIMEDOUT with c shut down.
+ */
+static int conn_wait(struct kvmm_conn *c, short events, uint64_t deadline)
+{
+	if (!deadline)
+		return 0;
+	for (;;) {
+		struct pollfd p = { .fd = c->sock, .events = events };
+		uint64_t now = now_ms();
+		int n;
+
+		if (now >= deadline)
+			return conn_timed_out(c);
+		n = poll(&p, 1,
+			 deadline - now > INT_MAX ? INT_MAX :
+						    (int)(deadline - now));
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR) {
+			c->broken = true;
+			return -errno;
+		}
+	}
+}
+
+/* The request in buf[0..len) to kvmmd, by the deadline (0: none). */
+static int send_request(struct kvmm_conn *c, const void *buf, size_t len,
+			uint64_t deadline)
+{
+	int err;
+
+	if (!deadline)
+		return kw_send(c->sock, buf, len, NULL, 0, 0);
+	for (;;) {
+		err = kw_send(c->sock, buf, len, NULL, 0, MSG_DONTWAIT);
+		if (err != -EAGAIN)
+			return err;
+		err = conn_wait(c, POLLOUT, deadline);
+		if (err)
+			return err;
+	}
+}
+
+/* One message of the reply (kw_recv_fds_lost()), by the deadline. */
+static ssize_t recv_reply(struct kvmm_conn *c, void *buf, size_t cap, int *fds,
+			  unsigned int *nfds, bool *lost, uint64_t deadline)
+{
+	int err = conn_wait(c, POLLIN, deadline);
+
+	if (err) {
+		*nfds = 0;
+		return err;
+	}
+	return kw_recv_fds_lost(c->sock, buf, cap, fds, nfds, KVMM_MSG_MAX_FDS,
+				lost);
+}
+
 int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 		    size_t req_len, void *reply, size_t reply_cap,
 		    size_t *reply_len, struct kc_fd_sink *sink)
@@ -62,12 +164,15 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	int fds[KVMM_MSG_MAX_FDS];
 	struct kvmm_msg_hdr h = { 0 };
 	unsigned int n = 0;
+	uint64_t deadline;
 	bool lost;
 	ssize_t len;
 	int err;
 
 	if (kc_inherited(c))
 		return -ECHILD; /* the parent's socket: fork.c */
+	if (c->timed_out)
+		return -ETIMEDOUT; /* what the caller saw first, again */
 	if (c->broken)
 		return -EPROTO;
 	if (sizeof(h) + req_len > KVMM_MSG_MAX)
@@ -79,11 +184,11 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	memcpy(buf, &h, sizeof(h));
 	if (req_len)
 		memcpy(buf + sizeof(h), req, req_len);
-	err = kw_send(c->sock, buf, h.size, NULL, 0, 0);
+	deadline = request_deadline(c);
+	err = send_request(c, buf, h.size, deadline);
 	if (err)
 		return err == -EPIPE ? -ECONNRESET : err;
-	len = kw_recv_fds_lost(c->sock, buf, sizeof(buf), fds, &n,
-			       KVMM_MSG_MAX_FDS, &lost);
+	len = recv_reply(c, buf, sizeof(buf), fds, &n, &lost, deadline);
 	if (len == 0)
 		return -ECONNRESET;
 	if (len < 0) {
@@ -131,8 +236,9 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	while (h.flags & KVMM_MSG_F_MORE_FDS) {
 		struct kvmm_msg_hdr fh;
 
-		len = kw_recv_fds_lost(c->sock, &fh, sizeof(fh), fds, &n,
-				       KVMM_MSG_MAX_FDS, &lost);
+		len = recv_reply(c, &fh, sizeof(fh), fds, &n, &lost, deadline);
+		if (len == -ETIMEDOUT)
+			return len; /* c is shut down: the rest never read */
 		if (len != sizeof(fh) || fh.cmd != KVMM_CMD_FDS ||
 		    fh.id != c->next_id || !(fh.flags & KVMM_MSG_F_REPLY)) {
 			kw_close_fds(fds, n);
@@ -208,10 +314,21 @@ int kc_request(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	return err;
 }
 
-static int open_socket(const char *path)
+/*
+ * A socket connected to path.  With timeout_ms (0: none) the connect
+ * waits that long at most for room in kvmmd's listen backlog, which
+ * fills while kvmmd does not accept (stopped, wedged): a Unix socket's
+ * connect() cannot be polled for (non-blocking, it fails at once with
+ * EAGAIN), but it waits no longer than the socket's send timeout and
+ * then fails with EAGAIN; the send timeout is put back to none after.
+ */
+static int open_socket(const char *path, unsigned int timeout_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (timeout_ms % 1000) * 1000 };
+	struct timeval none = { 0 };
+	int fd, err;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
@@ -219,13 +336,25 @@ static int open_socket(const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	if (timeout_ms &&
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+		goto err_close;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
+		/* a blocking connect fails with EAGAIN only past the
+		 * timeout, the backlog still full */
+		if (errno == EAGAIN && timeout_ms)
+			errno = ETIMEDOUT;
+		goto err_close;
 	}
+	if (timeout_ms &&
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) < 0)
+		goto err_close;
 	return fd;
+
+err_close:
+	err = -errno;
+	close(fd);
+	return err;
 }
 
 static struct kvmm_conn *conn_alloc(void)
@@ -347,10 +476,12 @@ const char *kc_hello_refusal(int err)
 /*
  * The start of every connection, kvmmctl's and an engine's: a bad test
  * knob is refused before anything is asked, then a fresh connection with
- * its socket to kvmmd open (socket_path, or the default).  0 with *out
- * set, or -errno with nothing left behind.
+ * its socket to kvmmd open (socket_path, or the default) and its reply
+ * timeout (0: none).  0 with *out set, or -errno with nothing left
+ * behind.
  */
-static int conn_open(const char *socket_path, struct kvmm_conn **out)
+static int conn_open(const char *socket_path, unsigned int timeout_ms,
+		     struct kvmm_conn **out)
 {
 	struct kvmm_conn *c;
 	int err;
@@ -362,22 +493,30 @@ static int conn_open(const char *socket_path, struct kvmm_conn **out)
 	c = conn_alloc();
 	if (!c)
 		return -ENOMEM;
-	c->sock = open_socket(socket_path ? socket_path : kc_default_socket());
+	c->sock = open_socket(socket_path ? socket_path : kc_default_socket(),
+			      timeout_ms);
 	if (c->sock < 0) {
 		err = c->sock;
 		conn_free(c);
 		return err;
 	}
+	c->timeout_ms = timeout_ms;
 	*out = c;
 	return 0;
 }
 
 int kc_connect_admin(const char *socket_path, struct kvmm_conn **out)
 {
+	return kc_connect_admin_timed(socket_path, 0, out);
+}
+
+int kc_connect_admin_timed(const char *socket_path, unsigned int timeout_ms,
+			   struct kvmm_conn **out)
+{
 	struct kvmm_conn *c;
 	int err;
 
-	err = conn_open(socket_path, &c);
+	err = conn_open(socket_path, timeout_ms, &c);
 	if (err)
 		return err;
 	c->admin = true;
@@ -473,7 +612,7 @@ int kvmm_connect(const struct kvmm_connect_opts *opts, struct kvmm_conn **out)
 	/* kvmmctl shows the name: refuse one it would show cut short */
 	if (o.name && strlen(o.name) >= sizeof(((struct kvmm_hello *)0)->name))
 		return -ENAMETOOLONG;
-	err = conn_open(o.socket_path, &c);
+	err = conn_open(o.socket_path, 0, &c);
 	if (err)
 		return err;
 	c->map_ahead = o.map_ahead_set ? o.map_ahead_blocks : 1;

@@ -60,14 +60,27 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		err = kvmmctl_fetch_sizes(c, &ts, sz, &src.nr_sizes);
 	if (src.nr_sizes)
 		src.sizes = sz;
-	/* before ABI 1.10 (-ENOTTY): no tenant families */
-	if (!err && !kvmmctl_fetch_tenants(c, 0, &tn))
-		src.tn = tn;
+	/* before ABI 1.10 (-ENOTTY): no tenant families; no answer (or
+	 * none that makes sense) fails the scrape, which must not lose
+	 * families without saying so */
+	if (!err) {
+		int tn_err = kvmmctl_fetch_tenants(c, 0, &tn);
+
+		if (!tn_err)
+			src.tn = tn;
+		else if (kvmmctl_conn_lost(tn_err))
+			err = tn_err;
+	}
 	/* and, with several sizes, each size's (ABI 1.22; an older daemon
 	 * is not asked, -EOPNOTSUPP): the kvmm_size_tenant_* families */
-	for (uint32_t i = 0; !err && src.tn && i < src.nr_sizes; i++)
-		if (!kvmmctl_fetch_tenants(c, sz[i].pages, &size_tn[i]))
+	for (uint32_t i = 0; !err && src.tn && i < src.nr_sizes; i++) {
+		int tn_err = kvmmctl_fetch_tenants(c, sz[i].pages, &size_tn[i]);
+
+		if (!tn_err)
 			sz[i].tn = size_tn[i];
+		else if (kvmmctl_conn_lost(tn_err))
+			err = tn_err;
+	}
 	kvmm_disconnect(c);
 	if (err) {
 		fprintf(stderr, "kvmmctl: metrics: %s\n",

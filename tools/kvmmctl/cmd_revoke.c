@@ -109,6 +109,7 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	struct kvmm_admin_revoke a = { .size = sizeof(a) };
 	unsigned int pieces = 0;
 	uint64_t deadline, said = 0;
+	bool client_slow = false;
 	struct kvmm_conn *c;
 	int err;
 
@@ -135,7 +136,9 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		else if (err != -EBUSY || !pieces)
 			break; /* done, or an error of the first request */
 		if (now_ms() > deadline) {
-			err = -ETIMEDOUT;
+			/* kvmmd answers each ask at once: it is the client
+			 * that did not make room (not --timeout's) */
+			client_slow = true;
 			break;
 		}
 		if (now_ms() - said >= 1000) {
@@ -147,7 +150,13 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		}
 		usleep(10000);
 	}
-	if (err == -ENOENT && pieces) {
+	if (client_slow) {
+		fprintf(stderr,
+			"kvmmctl: revoke: session %u region %u sequence %u: %u piece%s posted, the rest not taken within %d s (the client does not take its entries off its ring)\n",
+			a.session_id, a.region_id, a.seq_id, pieces,
+			pieces == 1 ? "" : "s", REVOKE_PIECES_MS / 1000);
+		err = -ETIMEDOUT;
+	} else if (err == -ENOENT && pieces) {
 		fprintf(stderr,
 			"kvmmctl: revoke: session %u ended (cut off?) after %u piece(s)\n",
 			a.session_id, pieces);
@@ -161,7 +170,7 @@ int cmd_revoke(int argc, char **argv, struct kvmmctl_ctx *ctx)
 		fprintf(stderr,
 			"kvmmctl: revoke: session %u region %u sequence %u: %s\n",
 			a.session_id, a.region_id, a.seq_id,
-			kvmm_strerror(err));
+			kvmmctl_strerror(ctx, err));
 	}
 	kvmm_disconnect(c);
 	if (err)

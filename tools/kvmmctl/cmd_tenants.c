@@ -205,19 +205,22 @@ static int fetch_sizes(struct kvmm_conn *c, struct tenants_sizes *z)
 {
 	struct kvmm_tier_stats_reply ts = { 0 };
 	uint32_t n;
+	int err;
 
 	z->nr = 0;
 	if (c->hello.abi_major != KVMM_ABI_MAJOR || c->hello.abi_minor < 22)
 		return 0;
-	/* a daemon without the block cache refuses TIER_STATS: no sizes */
-	if (kvmm_tier_stats(c, &ts, sizeof(ts)) ||
-	    !KVMMCTL_TS_HAS(&ts, sizes) || ts.nr_sizes < 2)
+	/* a daemon without the block cache refuses TIER_STATS: no sizes;
+	 * one that stopped answering is no such daemon */
+	err = kvmm_tier_stats(c, &ts, sizeof(ts));
+	if (kvmmctl_conn_lost(err))
+		return err;
+	if (err || !KVMMCTL_TS_HAS(&ts, sizes) || ts.nr_sizes < 2)
 		return 0;
 	n = ts.nr_sizes < KVMM_TIER_STATS_SIZES ? ts.nr_sizes :
 						  KVMM_TIER_STATS_SIZES;
 	for (uint32_t i = 0; i < n; i++) {
-		int err = kvmmctl_fetch_tenants(c, ts.sizes[i], &z->rep[i]);
-
+		err = kvmmctl_fetch_tenants(c, ts.sizes[i], &z->rep[i]);
 		if (err)
 			return err;
 		z->pages[i] = ts.sizes[i];

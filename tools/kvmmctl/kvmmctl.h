@@ -16,10 +16,28 @@ struct kvmmctl_ctx {
 	const char *socket; /* --socket, or NULL for the default */
 	bool json; /* --json anywhere on the line */
 	const char *cmd; /* the command's name, for its error lines */
+	/* how long each wait for kvmmd may take, in seconds: --timeout,
+	 * or the command's default (main.c's table); 0 waits for ever */
+	unsigned int timeout_s;
 };
 
-/* An admin connection to the daemon, with an error printed on failure. */
+/* --timeout's default: every command whose answer kvmmd gives at once
+ * (the commands' table in main.c names the longer ones), and its
+ * largest value (poll()'s int milliseconds hold 24 days). */
+#define KVMMCTL_TIMEOUT_S 30
+#define KVMMCTL_TIMEOUT_MAX_S 86400
+
+/* An admin connection to the daemon, with an error printed on failure;
+ * each of its waits for kvmmd within ctx->timeout_s. */
 int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out);
+/*
+ * Is err one after which the connection says nothing more (no answer
+ * within --timeout, kvmmd gone, a reply that made no sense)?  A command
+ * that takes some errors of a later request as "this daemon lacks it"
+ * (TIER_STATS without the cache, ADMIN_TENANTS before 1.10) must stop on
+ * these instead of printing what came before as the whole answer.
+ */
+bool kvmmctl_conn_lost(int err);
 /*
  * The daemon's state over c: ADMIN_STATUS into *st (its result returned)
  * and then, when that worked and ts is not NULL, TIER_STATS into *ts with
@@ -139,7 +157,9 @@ int kvmmctl_args(const char *cmd, int argc, char **argv, int min, int max,
 /*
  * kvmm_strerror(err), and for -EPERM who may run admin commands (kvmmd's
  * rule: uid 0 or its own; a bare "Operation not permitted" did not say
- * why).  A static buffer: use it before the next call.
+ * why), for -ETIMEDOUT which socket gave no answer in how long ("no
+ * answer from PATH in 30 s (kvmmd stopped or busy?; --timeout)").  A
+ * static buffer: use it before the next call.
  */
 const char *kvmmctl_strerror(struct kvmmctl_ctx *ctx, int err);
 /* tiers.c: "gpu", "host", "nvme", indexed by the wire's tier numbers

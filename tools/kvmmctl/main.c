@@ -2,12 +2,12 @@
 /*
  * kvmmctl: the operator's tool for kvmmd.
  *
- *   kvmmctl [--socket PATH] [--json] COMMAND [ARGS...]
+ *   kvmmctl [--socket PATH] [--timeout SECONDS] [--json] COMMAND [ARGS...]
  *   kvmmctl --version | --help | help
  *
  * Commands live in a table; each is one cmd_NAME.c file.  Exit status 0 on
- * success, 1 when the daemon refused or could not be reached, 2 on usage
- * errors.
+ * success, 1 when the daemon refused or could not be reached (no answer
+ * within --timeout included), 2 on usage errors.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -30,7 +30,22 @@ struct command {
 	/* --help or -h after the name is the command's (its own usage,
 	 * with its options), not kvmmctl's list */
 	bool own_help;
+	/* --timeout's default, when kvmmd may take longer than
+	 * KVMMCTL_TIMEOUT_S to answer by design (0: that default) */
+	unsigned int timeout_s;
 };
+
+/*
+ * cache-drop's reply waits for the drop's NVMe writes (each dropped
+ * block's header zeroed, each kept one's written again, the drop mark:
+ * writes and an fdatasync on a migration worker, behind the jobs queued
+ * before them): about 1 ms for 15 blocks here (performance.md), a few
+ * 4 KiB writes a block, so minutes for a tier of millions of blocks on
+ * a busy disk.  Every other command is answered at once by kvmmd's loop
+ * (revoke too: it posts and answers; its wait for the client is
+ * kvmmctl's own loop of requests, cmd_revoke.c).
+ */
+#define KVMMCTL_DROP_TIMEOUT_S 600
 
 static const struct command commands[] = {
 	{ "status", cmd_status, "daemon status: backend, pages, sessions" },
@@ -49,7 +64,8 @@ static const struct command commands[] = {
 	  "[--tier gpu|host|nvme[,...]] [--uid ID] [--block-pages N]:\n"
 	  "               drop cached blocks (those in use stay), of the\n"
 	  "               tiers, the tenant and the block size named (all\n"
-	  "               without)" },
+	  "               without)",
+	  false, false, KVMMCTL_DROP_TIMEOUT_S },
 	{ "quota", cmd_quota,
 	  "quota UID [SIZE]: set a uid's memory quota, or show it" },
 	{ "log-level", cmd_log_level, "log-level err|warn|info|debug" },
@@ -71,9 +87,15 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kvmmctl [--socket PATH] [--json] COMMAND [ARGS]\n"
-		   "       kvmmctl --version | --help | help\n"
-		   "commands:\n");
+	fprintf(f,
+		"usage: kvmmctl [--socket PATH] [--timeout SECONDS] [--json] COMMAND [ARGS]\n"
+		"       kvmmctl --version | --help | help\n"
+		"  --timeout SECONDS  wait at most this long for each answer of\n"
+		"               kvmmd, the connect's too (0: for ever; default %d,\n"
+		"               cache-drop %d: it waits for NVMe writes); past it\n"
+		"               the command fails, exit 1\n"
+		"commands:\n",
+		KVMMCTL_TIMEOUT_S, KVMMCTL_DROP_TIMEOUT_S);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 	fprintf(f, "  %-12s %s\n", "help", "this list");
@@ -90,9 +112,15 @@ static const struct command *find_command(const char *name)
 int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
 {
 	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
-	int err = kc_connect_admin(path, out);
+	int err = kc_connect_admin_timed(path, ctx->timeout_s * 1000u, out);
 	struct stat st;
 
+	if (err == -ETIMEDOUT) {
+		/* a full backlog, or a HELLO not answered */
+		fprintf(stderr, "kvmmctl: %s: %s\n", ctx->cmd,
+			kvmmctl_strerror(ctx, err));
+		return err;
+	}
 	/* connect(2) says "Connection refused" of a directory or a file */
 	if (err && !stat(path, &st) && !S_ISSOCK(st.st_mode))
 		fprintf(stderr,
@@ -127,6 +155,10 @@ int kvmmctl_fetch_status(struct kvmm_conn *c, struct kvmm_status_reply *st,
 	*ts_err = err ? err :
 			kc_request(c, KVMM_CMD_TIER_STATS, NULL, 0, ts,
 				   sizeof(*ts), &len);
+	/* a daemon without the cache refuses TIER_STATS: no tiers shown;
+	 * one that stopped answering is no such daemon */
+	if (!err && kvmmctl_conn_lost(*ts_err))
+		return *ts_err;
 	/* what the daemon filled: an older one's reply is shorter (the
 	 * fields it ends before are 0 here, and absent) */
 	if (!*ts_err && ts->size > len)
@@ -152,12 +184,26 @@ int kvmmctl_simple(struct kvmmctl_ctx *ctx, uint16_t cmd, const void *req,
 	return 0;
 }
 
+bool kvmmctl_conn_lost(int err)
+{
+	return err == -ETIMEDOUT || err == -ECONNRESET || err == -EPROTO;
+}
+
 const char *kvmmctl_strerror(struct kvmmctl_ctx *ctx, int err)
 {
-	static char buf[256];
+	static char buf[256 + sizeof(((struct sockaddr_un *)0)->sun_path)];
 	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
 	struct stat st;
 
+	/* the library's, of a connection with a timeout: kvmmd answers no
+	 * admin command with it */
+	if (err == -ETIMEDOUT) {
+		snprintf(
+			buf, sizeof(buf),
+			"no answer from %s in %u s (kvmmd stopped or busy?; --timeout)",
+			path, ctx->timeout_s);
+		return buf;
+	}
 	if (err != -EPERM)
 		return kvmm_strerror(err);
 	/* kvmmd made its socket: its owner is kvmmd's uid, unless an
@@ -395,11 +441,32 @@ static int check_socket_arg(const char *path)
 	return 0;
 }
 
+/*
+ * --timeout's SECONDS: digits alone, 0 (no bound) to
+ * KVMMCTL_TIMEOUT_MAX_S; "-1", "x", "1e9", "" and "2.5" are refused with
+ * one line naming the word (exit 2, the caller's).
+ */
+static int parse_timeout(const char *s, unsigned int *out)
+{
+	uint32_t v;
+	int err = kvmmctl_u32(s, &v);
+
+	if (!err && v <= KVMMCTL_TIMEOUT_MAX_S) {
+		*out = v;
+		return 0;
+	}
+	fprintf(stderr,
+		"kvmmctl: --timeout '%s': not a number of seconds (0 to %d; 0 waits for ever)\n",
+		s, KVMMCTL_TIMEOUT_MAX_S);
+	return -EINVAL;
+}
+
 int main(int argc, char **argv)
 {
 	struct kvmmctl_ctx ctx = { 0 };
 	const struct command *cmd = NULL;
 	char *args[KVMMCTL_MAX_ARGS + 1];
+	bool timeout_given = false;
 	int n = 0, i;
 
 	for (i = 1; i < argc; i++) {
@@ -416,6 +483,19 @@ int main(int argc, char **argv)
 			ctx.socket = argv[++i];
 		} else if (!strncmp(argv[i], "--socket=", 9)) {
 			ctx.socket = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--timeout")) {
+			if (i + 1 == argc) {
+				fprintf(stderr,
+					"kvmmctl: --timeout needs SECONDS\n");
+				return 2;
+			}
+			if (parse_timeout(argv[++i], &ctx.timeout_s))
+				return 2;
+			timeout_given = true;
+		} else if (!strncmp(argv[i], "--timeout=", 10)) {
+			if (parse_timeout(argv[i] + 10, &ctx.timeout_s))
+				return 2;
+			timeout_given = true;
 		} else if (cmd &&
 			   (cmd->pass_options || (help && cmd->own_help))) {
 			if (push_arg(args, &n, argv[i]))
@@ -452,6 +532,9 @@ int main(int argc, char **argv)
 	}
 	if (cmd) {
 		ctx.cmd = cmd->name;
+		if (!timeout_given)
+			ctx.timeout_s = cmd->timeout_s ? cmd->timeout_s :
+							 KVMMCTL_TIMEOUT_S;
 		return cmd->fn(n, args, &ctx);
 	}
 	if (!strcmp(args[0], "help")) {
