@@ -9,7 +9,7 @@
 # half a reply (a HELLO reply announcing fds that never come): the same
 # line, exit 1 (each hung for ever before).  Bad values are usage
 # errors, exit 2.  The longer default of cache-drop, whose reply waits
-# for NVMe writes: tests/kvmmctl-timeout-drop.c.
+# for NVMe writes: tests/kvmmctl-timeout-waits.c.
 set -u
 b=${KVMM_BUILD:-build}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kvmm-ctl-timeout-XXXXXX")

@@ -1,28 +1,38 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvmmctl --timeout and an answer kvmmd defers by design, and the
+ * kvmmctl --timeout and the commands that wait by design, and the
  * library's timed-out connection (Documentation/admin.md, "kvmmctl
- * --timeout").  kvmmd as tests/lib/nvme_cache_args.h sets it up, its NVMe
- * header invalidations held 2.5 s each batch
- * (KVMMD_TEST_NVME_INVALIDATE_DELAY_MS), contents 0 and 1 on NVMe:
- *   - `--timeout 1 cache-drop --tier nvme` fails after 1 s with the line
- *     naming the command, the socket and the wait, exit 1; the drop goes
- *     on in kvmmd, which answers a connection hung up (and lives on);
- *   - a plain `cache-drop --tier nvme` (cache-drop's default, 600 s)
- *     waits the 2.5 s and prints the drop: 6 NVMe blocks;
+ * --timeout").  First a kvmmd of the default shape and a raw client whose
+ * revocation ring has 16 entries (as tests/daemon-revoke-pieces.c's):
+ *   - `--timeout 1 revoke` of a sequence of 32 pages, which goes in two
+ *     pieces, while the client waits 2.5 s before it takes the first
+ *     piece's entries off its ring: revoked in 2 pieces, exit 0 (kvmmd
+ *     answers each ask at once; the wait for the client is kvmmctl's own,
+ *     bounded at 120 s, not --timeout's);
  *   - a request of an admin connection of 1 s (kc_connect_admin_timed())
  *     to a SIGSTOPped kvmmd fails with -ETIMEDOUT within seconds; after
  *     SIGCONT, with kvmmd's late answer on its way, the next request on
  *     it fails with -ETIMEDOUT too (never reads that answer as its
  *     own), and a new connection is answered.
- * Skips (77) where the NVMe tier cannot run (no O_DIRECT there).
+ * Then kvmmd as tests/lib/nvme_cache_args.h sets it up, its NVMe header
+ * invalidations held 2.5 s each batch (KVMMD_TEST_NVME_INVALIDATE_DELAY_MS),
+ * contents 0 and 1 on NVMe:
+ *   - `--timeout 1 cache-drop --tier nvme` fails after 1 s with the line
+ *     naming the command, the socket and the wait, exit 1; the drop goes
+ *     on in kvmmd, which answers a connection hung up (and lives on);
+ *   - a plain `cache-drop --tier nvme` (cache-drop's default, 600 s)
+ *     waits the 2.5 s and prints the drop: 6 NVMe blocks.
+ * The NVMe part skips (77) where the NVMe tier cannot run (no O_DIRECT
+ * there), after the rest passed.
  */
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "tests/cache-drop-common.h"
 #include "tests/lib/nvme_cache_args.h"
 #include "tests/lib/nvme_probe.h"
+#include "tests/lib/raw_ring.h"
 
 #define NB 3
 #define DELAY_MS 2500
@@ -128,20 +138,106 @@ static void late_reply(struct td_daemon *d)
 	printf("a timed-out connection stays timed out; a new one is answered\n");
 }
 
+#define RQ 16
+
+/* Take every posted entry off r's ring, acknowledging the requests they
+ * end (tests/daemon-revoke-pieces.c's); the entries taken. */
+static uint32_t take_entries(struct raw_ring *r)
+{
+	uint32_t head = __atomic_load_n(raw_ring_word(r, r->off.rq_head),
+					__ATOMIC_RELAXED);
+	uint32_t tail = __atomic_load_n(raw_ring_word(r, r->off.rq_tail),
+					__ATOMIC_ACQUIRE);
+	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
+	uint32_t n = tail - head;
+
+	for (; head != tail; head++) {
+		const struct kvmm_rqe *x = &e[head & (RQ - 1)];
+
+		if (x->flags & KVMM_RQE_F_LAST) {
+			struct kvmm_revoke_ack a = { .size = sizeof(a),
+						     .cookie = x->cookie };
+
+			__atomic_store_n(raw_ring_word(r, r->off.rq_head),
+					 head + 1, __ATOMIC_RELEASE);
+			t_ok(cc_call(&r->c, KVMM_CMD_REVOKE_ACK, &a, sizeof(a),
+				     NULL, 0, NULL, NULL));
+		}
+	}
+	__atomic_store_n(raw_ring_word(r, r->off.rq_head), tail,
+			 __ATOMIC_RELEASE);
+	return n;
+}
+
+static void slow_client_revoke(void)
+{
+	struct kvmm_stats_reply ks;
+	static uint32_t ids[8 * CC_PPB];
+	uint32_t seq, taken = 0;
+	struct td_daemon d;
+	struct raw_ring r;
+	uint64_t t0, ms;
+	int status;
+	pid_t pid;
+
+	t_ok(td_start(&d,
+		      (const char *[]){ "--revoke-timeout", "60000", NULL }));
+	raw_ring_connect(&r, d.sock, 0, RQ);
+	cc_region(&r.c);
+	t_ok(cc_call(&r.c, KVMM_CMD_STATS, NULL, 0, &ks, sizeof(ks), NULL,
+		     NULL));
+	seq = cc_seq_open(&r.c);
+	t_ok(cc_try_extend(&r.c, seq, 8 * CC_TPB, ids)); /* 32 pages */
+	t0 = now_ms();
+	pid = fork();
+	t_assert(pid >= 0);
+	if (pid == 0) {
+		static char out[4096];
+		char args[128];
+
+		snprintf(args, sizeof(args), "--timeout 1 revoke %u %u %u",
+			 ks.session_id, r.c.region, seq);
+		if (td_kvmmctl(d.sock, args, out, sizeof(out)) != 0 ||
+		    strcmp(out, "revoked in 2 pieces\n")) {
+			fprintf(stderr, "kvmmctl %s failed: %s\n", args, out);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	/* the first piece stays on the ring past --timeout */
+	usleep(DELAY_MS * 1000);
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		taken += take_entries(&r);
+		usleep(1000);
+	}
+	ms = now_ms() - t0;
+	taken += take_entries(&r);
+	printf("--timeout 1 revoke, the client 2.5 s late: exit %d in %llu ms\n",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+	       (unsigned long long)ms);
+	t_assert(WIFEXITED(status));
+	t_assert_eq(WEXITSTATUS(status), 0);
+	t_assert_eq(taken, 8 * CC_PPB);
+	t_assert(ms >= DELAY_MS);
+	close(r.c.sock);
+	late_reply(&d);
+	t_ok(td_stop(&d));
+}
+
 int main(void)
 {
 	struct td_daemon d;
 	struct nca_args a;
 	char nvme[256], v[16];
 
-	cc_nvme_path(nvme, sizeof(nvme), "kvmmctl-timeout-drop");
+	slow_client_revoke();
+	cc_nvme_path(nvme, sizeof(nvme), "kvmmctl-timeout-waits");
 	t_nvme_require(nvme);
 	snprintf(v, sizeof(v), "%d", DELAY_MS);
 	setenv("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS", v, 1);
 	cc_start(&d, nca_args(&a, nvme, 3, 0));
 	unsetenv("KVMMD_TEST_NVME_INVALIDATE_DELAY_MS");
 	drops(&d);
-	late_reply(&d);
 	cc_stop(&d);
 	unlink(nvme);
 	return 0;
