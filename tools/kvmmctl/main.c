@@ -24,8 +24,9 @@ struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv, struct kvmmctl_ctx *ctx);
 	const char *help;
-	/* options after the name are the command's own (only --socket is
-	 * still kvmmctl's): a wrapped program's --help reaches it */
+	/* options after the name are the command's own (only --socket and
+	 * --timeout are still kvmmctl's): a wrapped program's --help
+	 * reaches it */
 	bool pass_options;
 	/* --help or -h after the name is the command's (its own usage,
 	 * with its options), not kvmmctl's list */
