@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * timeout: 60
+ * timeout: 120
  * A stateful, randomized fuzz of a real kvmmd: small tiers (a GPU pool of
  * FZ_POOL_BLOCKS blocks with 8 kept for the cache, a host tier of a few
  * slots, an NVMe file) so demotion, restore and eviction never stop, and
@@ -68,6 +68,14 @@
  * before the stop and after the restart, and each one lost is named
  * with the tier it was in), and a reader finds every recovered block of
  * each size, opened by itself, with its bytes.
+ * A check that something happened at least once (the limits moved a
+ * block, a revocation was taken, blocks were lent, each size's blocks
+ * went to NVMe and back and its drops dropped some, a read-only block
+ * was copied) is not left to the luck of a phase's slice of time under
+ * load: once the slice is up, the clients and the parent's churn go on
+ * until every such fact has been seen (tests/daemon-fuzz/facts.c), for
+ * at most FZ_OVERTIME_MS more, and the checks after the phase fail with
+ * the values if one never came.
  * After each phase: kvmmd counted at least the prefix queries and
  * pin-many calls and pins the clients made (ADMIN_STATUS, ABI 1.20), no
  * tier holds more than its capacity (also checked while the clients run),
@@ -89,7 +97,8 @@
  * This file is the parent (the phases, the daemons, the checks between
  * and after the clients); tests/daemon-fuzz/client.c is a client process
  * (its operations and byte checks; router.c its router calls),
- * admin.c the parent's admin requests while the clients run, sizes.c
+ * admin.c the parent's admin requests while the clients run, facts.c
+ * what a phase waits to have seen before its clients stop, sizes.c
  * the checks of two sizes and the last reader, tests/daemon-fuzz/fuzz.h
  * what they share.
  */
@@ -164,14 +173,52 @@ static void fz_reap(const struct fz_phase *ph, struct fz_child *ch, int st,
 	ch->pid = 0;
 }
 
-/* Run clients until the deadline, FZ_CLIENTS at a time; check the tiers'
+/*
+ * Once the phase's time is up, and every FZ_FACTS_STEP_MS after it:
+ * whether the facts its checks want have been seen (facts.c).  If not,
+ * the deadline moves on, so that new clients start (each with
+ * FZ_FACTS_CLIENT_MS of work, not a step's worth of start-up) and the
+ * parent's churn goes on, until they are or FZ_OVERTIME_MS have passed;
+ * then the deadline is now, and the checks after the phase fail with
+ * what was still missing.
+ */
+#define FZ_FACTS_STEP_MS 100
+#define FZ_FACTS_CLIENT_MS 1000
+static void fz_overtime(struct fz_phase *ph, const struct td_daemon *d,
+			uint64_t now, uint64_t time_up, uint64_t *next,
+			char *first_why, size_t len)
+{
+	char why[512];
+
+	*next = now + FZ_FACTS_STEP_MS;
+	if (!fz_facts_seen(ph, d, why, sizeof(why))) {
+		if (!first_why[0])
+			snprintf(first_why, len, "%s", why);
+		if (now < time_up + FZ_OVERTIME_MS) {
+			ph->deadline_ms = now + FZ_FACTS_CLIENT_MS;
+			return;
+		}
+		printf("  phase %d: still missing %llu ms past its time (at its time: %s), the checks below fail: %s\n",
+		       ph->num, (unsigned long long)(now - time_up), first_why,
+		       why);
+	} else if (first_why[0]) {
+		printf("  phase %d: went on %llu ms past its time, for: %s\n",
+		       ph->num, (unsigned long long)(now - time_up), first_why);
+	}
+	ph->wait_facts = false;
+	ph->deadline_ms = now;
+}
+
+/* Run clients until the deadline (and past it until fz_overtime() has
+ * seen the phase's facts), FZ_CLIENTS at a time; check the tiers'
  * capacities while they run. */
 static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 {
 	struct fz_child kids[FZ_CLIENTS] = { 0 };
 	uint64_t rng = ph->seed ^ ((uint64_t)ph->num << 56) ^ 0x5eedull;
 	uint64_t next_check = 0, next_limit = 0, next_revoke = 0;
-	uint64_t next_drop = 0;
+	uint64_t next_drop = 0, time_up = ph->deadline_ms, next_facts = time_up;
+	char first_why[512] = "";
 	int num = 0, alive;
 	struct cc cc;
 
@@ -179,6 +226,9 @@ static void fz_run_clients(struct fz_phase *ph, struct td_daemon *d)
 	do {
 		uint64_t now = cc_now_ms();
 
+		if (ph->wait_facts && now >= next_facts)
+			fz_overtime(ph, d, now, time_up, &next_facts, first_why,
+				    sizeof(first_why));
 		alive = 0;
 		for (int i = 0; i < FZ_CLIENTS; i++) {
 			struct fz_child *ch = &kids[i];
@@ -537,6 +587,7 @@ static uint64_t fz_phase(struct fz_phase *ph, const struct fz_setup *su,
 		t_fail("kvmmd did not start: %d", r);
 	ph->sock = d.sock;
 	ph->deadline_ms = cc_now_ms() + su->ms;
+	ph->wait_facts = su->ms != 0;
 	fz_run_clients(ph, &d);
 	/* a stop's save keeps every cached block only with no limit left
 	 * (it would drop those over the last one set) */
@@ -785,7 +836,11 @@ int main(void)
 				.ms = ms - ms * 80 / 100 };
 	ph.num = 5;
 	ph.cnt = &cnt[4];
+	/* the last with clients: it waits for the run's copy-on-write
+	 * facts too (checked below when phases 1-4 ran) */
+	ph.run_cnt = from == 1 ? cnt : NULL;
 	fz_phase(&ph, &su, nvme, left);
+	ph.run_cnt = NULL;
 
 	/*
 	 * 6: a restart on phase 5's file with the same sizes: each

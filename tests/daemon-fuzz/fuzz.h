@@ -116,6 +116,13 @@ struct fz_phase {
 	uint64_t seed;
 	const char *sock;
 	uint64_t deadline_ms; /* clients stop starting new work */
+	/* once the phase's time is up, its clients and the parent's churn
+	 * go on until fz_facts_seen() (at most FZ_OVERTIME_MS more) */
+	bool wait_facts;
+	/* every phase's counts (main()'s, phase 1's first), set for the
+	 * last phase with clients of a run from phase 1: it also waits for
+	 * the run's copy-on-write facts (NULL: not this phase) */
+	const struct fz_counts *run_cnt;
 	bool strict; /* no reload may fail (fz_setup) */
 	/* --cache-scope of every phase's daemon: uid for odd seeds (the
 	 * clients are all one uid, so every invariant holds as in shared) */
@@ -352,6 +359,16 @@ uint64_t fz_limit_moves(const struct fz_phase *ph);
 void fz_revoke(struct fz_phase *ph, uint64_t *rng);
 void fz_churn_drop(struct fz_phase *ph, uint64_t *rng);
 
+/*
+ * Whether the facts the phase's checks want at least once have been
+ * seen (facts.c); if not, what is missing, with the values, in why.
+ * FZ_OVERTIME_MS: how long past its time a phase waits for them.
+ */
+#define FZ_OVERTIME_MS 20000
+struct td_daemon;
+bool fz_facts_seen(const struct fz_phase *ph, const struct td_daemon *d,
+		   char *why, size_t len);
+
 /* TIER_STATS of size sz's cache alone (ABI 1.21). */
 void fz_size_stats(const char *sock, int sz, struct kvmm_tier_stats_reply *ts);
 /* Each size's tiers within their capacities (while the clients run). */
@@ -380,7 +397,6 @@ void fz_restart_where(struct fz_phase *ph);
  * After a phase of two sizes: the sums (fz_check_sizes()) and what each
  * size did (see sizes.c); left[]: what a restart must recover of each.
  */
-struct td_daemon;
 void fz_sizes_end(struct fz_phase *ph, const struct fz_setup *su,
 		  const struct td_daemon *d, const uint64_t found[FZ_SIZES],
 		  uint64_t left[FZ_SIZES]);
