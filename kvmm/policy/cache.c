@@ -190,6 +190,25 @@ static void leave_tier(struct pol_cache *c, struct pol_block *b)
 	b->tier = POL_TIER_NONE;
 }
 
+/*
+ * b left the cache (dropped, or removed by its owner): its entry may stay
+ * as a policy's history (arc's ghosts, asym's return statistics), which
+ * keeps what ranks a block's return, never what held it.  Its owner let
+ * go of those with the block (kvmmd forgets its pin records and never
+ * gives back its sequences' references), so a block admitted again
+ * starts unheld, as one whose entry was freed (lru, lfu, belady); kept,
+ * they held it in its tier for good.  After leave_tier(): the policy
+ * takes b out of its structures by what held it there.
+ */
+static inline void forget_holds(struct pol_block *b)
+{
+	b->pins = 0;
+	b->refcount = 0;
+	b->ttl_expiry = 0;
+	b->priority = 0;
+	b->flags &= (uint8_t)~POL_BLOCK_TTL_DEMOTE;
+}
+
 static void report(struct pol_cache *c, const struct pol_block *b,
 		   unsigned from, unsigned to)
 {
@@ -233,6 +252,7 @@ static inline __attribute__((always_inline)) void drop(struct pol_cache *c,
 	unsigned from = v->tier;
 
 	leave_tier(c, v);
+	forget_holds(v);
 	c->st.drops++;
 	c->tenants.row[v->tenant].dropped++;
 	report(c, v, from, POL_TIER_NONE);
@@ -545,6 +565,7 @@ static int remove_block(struct pol_cache *c, uint64_t hash, bool dropped)
 		return -ENOENT;
 	from = b->tier;
 	leave_tier(c, b);
+	forget_holds(b);
 	if (dropped) {
 		c->st.drops++;
 		c->tenants.row[b->tenant].dropped++;

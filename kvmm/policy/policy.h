@@ -374,7 +374,13 @@ bool pol_cache_can_promote(struct pol_cache *c, unsigned tier, uint64_t hash);
  */
 bool pol_cache_can_access(struct pol_cache *c, uint64_t hash);
 
-/* Drop a block from whichever tier holds it; -ENOENT if none. */
+/*
+ * Drop a block from whichever tier holds it; -ENOENT if none.  Whatever
+ * held it (pins, references, its TTL and priority) goes with it, as for
+ * every block that leaves the cache: an entry a policy keeps as history
+ * (pol_cache_hold()) keeps none of them, so the hash admitted again
+ * starts unheld.
+ */
 int pol_cache_remove(struct pol_cache *c, uint64_t hash);
 /*
  * The same for a block its owner lost outside the policy's decisions (a
@@ -522,7 +528,9 @@ unsigned pol_cache_lower_tier(const struct pol_cache *c, unsigned tier);
 /*
  * Keep / release b as history after it leaves every tier (ARC ghosts,
  * asym reuse counts); the entry is freed when no policy holds it and it
- * is in no tier.
+ * is in no tier.  History is what ranks a return (hash, ticks, use
+ * counts, turn, parent): the cache clears the block's pins, references,
+ * TTL and priority when it leaves, so none comes back with it.
  */
 void pol_cache_hold(struct pol_cache *c, struct pol_block *b);
 void pol_cache_release(struct pol_cache *c, struct pol_block *b);
