@@ -68,6 +68,17 @@ static bool kc_save_begin(struct kd_cache *c, uint64_t *gpu, uint64_t *host,
 		"cache: stopping: moving %llu GPU and %llu host blocks to NVMe (up to %u ms; blocks of %u pages)",
 		(unsigned long long)*gpu, (unsigned long long)*host,
 		c->d->cfg.nvme_save_ms, c->ppb);
+	/*
+	 * TTLs against now, as every path that asks the policy to move
+	 * blocks does.  No pin's TTL is left by now (the sessions ended
+	 * first, and their records with them: pin.c clears the TTL each
+	 * held), so this changes no decision today: a TTL the policy kept
+	 * from a block's history once could be here, and a clock from the
+	 * last request held it past its end (policy.md, "A block that
+	 * leaves the cache leaves its holds").  kc_save_left() says a TTL
+	 * against this clock too.
+	 */
+	pol_cache_set_clock(c->pol, kd_now_ns());
 	/* what stays is said at the end (kc_save_left()) */
 	(void)pol_cache_drain(c->pol, POL_TIER_NVME);
 	kc_reap_dead(c);
