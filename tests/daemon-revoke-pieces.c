@@ -33,35 +33,6 @@ static void raw_connect(struct raw_ring *r, const char *path)
 	raw_ring_connect(r, path, 0, RQ);
 }
 
-/* Take every posted entry off the ring and acknowledge the requests they
- * end; returns the entries taken. */
-static uint32_t take_entries(struct raw_ring *r)
-{
-	uint32_t head = __atomic_load_n(raw_ring_word(r, r->off.rq_head),
-					__ATOMIC_RELAXED);
-	uint32_t tail = __atomic_load_n(raw_ring_word(r, r->off.rq_tail),
-					__ATOMIC_ACQUIRE);
-	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
-	uint32_t n = tail - head;
-
-	for (; head != tail; head++) {
-		const struct kvmm_rqe *x = &e[head & (RQ - 1)];
-
-		if (x->flags & KVMM_RQE_F_LAST) {
-			struct kvmm_revoke_ack a = { .size = sizeof(a),
-						     .cookie = x->cookie };
-
-			__atomic_store_n(raw_ring_word(r, r->off.rq_head),
-					 head + 1, __ATOMIC_RELEASE);
-			t_ok(cc_call(&r->c, KVMM_CMD_REVOKE_ACK, &a, sizeof(a),
-				     NULL, 0, NULL, NULL));
-		}
-	}
-	__atomic_store_n(raw_ring_word(r, r->off.rq_head), tail,
-			 __ATOMIC_RELEASE);
-	return n;
-}
-
 static uint32_t session_id(struct raw_ring *r)
 {
 	struct kvmm_stats_reply st;
@@ -128,10 +99,10 @@ static void ctl_revoke(struct td_daemon *d, struct raw_ring *r, uint32_t sid,
 		_exit(0);
 	}
 	while (waitpid(pid, &status, WNOHANG) == 0) {
-		taken += take_entries(r);
+		taken += raw_ring_take_entries(r);
 		usleep(1000);
 	}
-	taken += take_entries(r);
+	taken += raw_ring_take_entries(r);
 	t_assert_eq(taken, 8 * CC_PPB);
 	t_assert(WIFEXITED(status));
 	t_assert_eq(WEXITSTATUS(status), 0);
@@ -166,10 +137,10 @@ int main(void)
 	t_assert_eq(pages_allocated(&d), 8 * CC_PPB);
 	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -EAGAIN);
 	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -EBUSY);
-	t_assert_eq(take_entries(&r), RQ);
+	t_assert_eq(raw_ring_take_entries(&r), RQ);
 	t_assert_eq(pages_allocated(&d), 4 * CC_PPB); /* acked: freed */
 	t_ok(ar_revoke_on(admin, sid, r.c.region, seq, 0));
-	t_assert_eq(take_entries(&r), RQ);
+	t_assert_eq(raw_ring_take_entries(&r), RQ);
 	t_assert_eq(pages_allocated(&d), 0);
 	t_assert_eq(ar_revoke_on(admin, sid, r.c.region, seq, 0), -ENODATA);
 

@@ -140,35 +140,6 @@ static void late_reply(struct td_daemon *d)
 
 #define RQ 16
 
-/* Take every posted entry off r's ring, acknowledging the requests they
- * end (tests/daemon-revoke-pieces.c's); the entries taken. */
-static uint32_t take_entries(struct raw_ring *r)
-{
-	uint32_t head = __atomic_load_n(raw_ring_word(r, r->off.rq_head),
-					__ATOMIC_RELAXED);
-	uint32_t tail = __atomic_load_n(raw_ring_word(r, r->off.rq_tail),
-					__ATOMIC_ACQUIRE);
-	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
-	uint32_t n = tail - head;
-
-	for (; head != tail; head++) {
-		const struct kvmm_rqe *x = &e[head & (RQ - 1)];
-
-		if (x->flags & KVMM_RQE_F_LAST) {
-			struct kvmm_revoke_ack a = { .size = sizeof(a),
-						     .cookie = x->cookie };
-
-			__atomic_store_n(raw_ring_word(r, r->off.rq_head),
-					 head + 1, __ATOMIC_RELEASE);
-			t_ok(cc_call(&r->c, KVMM_CMD_REVOKE_ACK, &a, sizeof(a),
-				     NULL, 0, NULL, NULL));
-		}
-	}
-	__atomic_store_n(raw_ring_word(r, r->off.rq_head), tail,
-			 __ATOMIC_RELEASE);
-	return n;
-}
-
 static void slow_client_revoke(void)
 {
 	struct kvmm_stats_reply ks;
@@ -207,11 +178,11 @@ static void slow_client_revoke(void)
 	/* the first piece stays on the ring past --timeout */
 	usleep(DELAY_MS * 1000);
 	while (waitpid(pid, &status, WNOHANG) == 0) {
-		taken += take_entries(&r);
+		taken += raw_ring_take_entries(&r);
 		usleep(1000);
 	}
 	ms = now_ms() - t0;
-	taken += take_entries(&r);
+	taken += raw_ring_take_entries(&r);
 	printf("--timeout 1 revoke, the client 2.5 s late: exit %d in %llu ms\n",
 	       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 	       (unsigned long long)ms);

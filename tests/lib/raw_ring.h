@@ -52,4 +52,34 @@ static inline uint32_t *raw_ring_word(struct raw_ring *r, uint32_t off)
 	return (uint32_t *)(r->ring + off);
 }
 
+/* Take every posted entry off r's ring and acknowledge the requests they
+ * end (REVOKE_ACK, as a client of ABI 1.0 acknowledges a revocation
+ * whole); returns the entries taken. */
+static inline uint32_t raw_ring_take_entries(struct raw_ring *r)
+{
+	uint32_t head = __atomic_load_n(raw_ring_word(r, r->off.rq_head),
+					__ATOMIC_RELAXED);
+	uint32_t tail = __atomic_load_n(raw_ring_word(r, r->off.rq_tail),
+					__ATOMIC_ACQUIRE);
+	const struct kvmm_rqe *e = (const void *)(r->ring + r->off.rq_array);
+	uint32_t n = tail - head;
+
+	for (; head != tail; head++) {
+		const struct kvmm_rqe *x = &e[head & (r->off.rq_entries - 1)];
+
+		if (x->flags & KVMM_RQE_F_LAST) {
+			struct kvmm_revoke_ack a = { .size = sizeof(a),
+						     .cookie = x->cookie };
+
+			__atomic_store_n(raw_ring_word(r, r->off.rq_head),
+					 head + 1, __ATOMIC_RELEASE);
+			t_ok(cc_call(&r->c, KVMM_CMD_REVOKE_ACK, &a, sizeof(a),
+				     NULL, 0, NULL, NULL));
+		}
+	}
+	__atomic_store_n(raw_ring_word(r, r->off.rq_head), tail,
+			 __ATOMIC_RELEASE);
+	return n;
+}
+
 #endif /* KVMM_TESTS_LIB_RAW_RING_H */
