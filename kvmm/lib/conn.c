@@ -150,6 +150,7 @@ static ssize_t recv_reply(struct kvmm_conn *c, void *buf, size_t cap, int *fds,
 
 	if (err) {
 		*nfds = 0;
+		*lost = false;
 		return err;
 	}
 	return kw_recv_fds_lost(c->sock, buf, cap, fds, nfds, KVMM_MSG_MAX_FDS,
@@ -165,7 +166,7 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	struct kvmm_msg_hdr h = { 0 };
 	unsigned int n = 0;
 	uint64_t deadline;
-	bool lost;
+	bool lost = false;
 	ssize_t len;
 	int err;
 
@@ -234,12 +235,12 @@ int kc_request_sink(struct kvmm_conn *c, uint16_t cmd, const void *req,
 	 * request reads its own reply.
 	 */
 	while (h.flags & KVMM_MSG_F_MORE_FDS) {
-		struct kvmm_msg_hdr fh;
+		struct kvmm_msg_hdr fh = { 0 };
 
 		len = recv_reply(c, &fh, sizeof(fh), fds, &n, &lost, deadline);
 		if (len == -ETIMEDOUT)
 			return len; /* c is shut down: the rest never read */
-		if (len != sizeof(fh) || fh.cmd != KVMM_CMD_FDS ||
+		if (len != (ssize_t)sizeof(fh) || fh.cmd != KVMM_CMD_FDS ||
 		    fh.id != c->next_id || !(fh.flags & KVMM_MSG_F_REPLY)) {
 			kw_close_fds(fds, n);
 			if (len == 0)
