@@ -310,7 +310,7 @@ static void one_tenant(void)
 	dir_aside();
 	start(&d, NCA_ANY_UID, false);
 	expect_out(d.sock);
-	snprintf(arg, sizeof(arg), "--uid %u", UID_A);
+	snprintf(arg, sizeof(arg), "--uid %d", UID_A);
 	r = cd_kvmmctl(d.sock, arg);
 	t_assert_eq(r.dropped[2], 0);
 	dir_back();
@@ -384,7 +384,7 @@ static void scoped_tenant(void)
 	dir_aside();
 	start_scoped(&d);
 	expect_out(d.sock);
-	snprintf(arg, sizeof(arg), "--uid %u", UID_A);
+	snprintf(arg, sizeof(arg), "--uid %d", UID_A);
 	r = cd_kvmmctl(d.sock, arg);
 	t_assert_eq(r.dropped[2], 0);
 	dir_back();

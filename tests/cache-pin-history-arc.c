@@ -67,7 +67,7 @@ int main(void)
 	struct kvmm_tier_stats_reply ts;
 	struct kvmm_pin_opts o;
 	struct kvmm_conn *c;
-	struct cr_env env;
+	struct cr_env env = { 0 };
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	start(&env);
