@@ -290,21 +290,7 @@ static void one_tenant(void)
 	}
 	start(&d, NCA_ANY_UID, false);
 	/* A's and B's go down to NVMe under C's three contents (LRU) */
-	cu_publish_as(d.sock, UID_A, UID_A, ha, NB, 1, NB);
-	cu_publish_as(d.sock, UID_B, UID_B, hb, NB, 2, NB);
-	for (uint64_t k = 0; k < 3; k++) {
-		uint64_t hc[NB];
-
-		for (int b = 0; b < NB; b++)
-			hc[b] = 0xe7c0000 + 16 * k + (uint64_t)b;
-		cu_publish_as(d.sock, UID_C, UID_C, hc, NB, 3 + k, NB);
-	}
-	{
-		struct kvmm_tier_stats_reply ts;
-
-		cc_settled_stats(d.sock, &ts);
-		t_assert_eq(ts.tiers[2].used_blocks, 2 * NB);
-	}
+	cu_publish_two_down(d.sock, UID_A, ha, UID_B, hb, UID_C, 0xe7c0000, NB);
 	cc_stop(&d);
 
 	dir_aside();

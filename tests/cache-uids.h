@@ -93,6 +93,33 @@ static inline void cu_open_as(const char *sock, uid_t uid, gid_t gid,
 	t_assert_eq(cc_wait_child(p), 0);
 }
 
+/*
+ * Uid a publishes ha[0..n) (tag 1), uid b hb[0..n) (tag 2), then uid c
+ * three contents of n blocks on top (hashes c_base + 16 k + block, tags
+ * 3-5), so that a's and b's go down to NVMe under c's (a GPU and host
+ * tier of room for three contents, LRU): TIER_STATS must then count the
+ * 2 n on NVMe.
+ */
+static inline void cu_publish_two_down(const char *sock, uid_t a,
+				       const uint64_t *ha, uid_t b,
+				       const uint64_t *hb, uid_t c,
+				       uint64_t c_base, uint32_t n)
+{
+	struct kvmm_tier_stats_reply ts;
+
+	cu_publish_as(sock, a, a, ha, n, 1, n);
+	cu_publish_as(sock, b, b, hb, n, 2, n);
+	for (uint64_t k = 0; k < 3; k++) {
+		uint64_t hc[CU_MAX_BLOCKS];
+
+		for (uint32_t i = 0; i < n; i++)
+			hc[i] = c_base + 16 * k + i;
+		cu_publish_as(sock, c, c, hc, n, 3 + k, n);
+	}
+	cc_settled_stats(sock, &ts);
+	t_assert_eq(ts.tiers[2].used_blocks, 2 * n);
+}
+
 /* ADMIN_TENANTS, as an admin session gets it (malloc'ed). */
 static inline struct kvmm_tenants_reply *cu_tenants(const char *sock)
 {

@@ -59,6 +59,18 @@ kept() {
 	[ "$(stat -c %s "$1")" = "$2" ] || fail "$4: its size changed: $(stat -c %s "$1"), was $2"
 	[ "$(md5sum <"$1")" = "$3" ] || fail "$4: its bytes changed"
 }
+# refused_kept WHAT FILE SIZE ARGS...: kvmmd with ARGS over FILE, a file
+# of SIZE bytes that was there, exits 2 and leaves it as it was
+refused_kept() {
+	local what=$1 f=$2 size=$3 sum rc
+	shift 3
+	sum=$(md5sum <"$f")
+	timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
+		--socket "$sock" "$@" 2>"$dir/err" </dev/null
+	rc=$?
+	[ $rc = 2 ] || fail "$what: exit $rc ($(cat "$dir/err"))"
+	kept "$f" "$size" "$sum" "$what"
+}
 
 # the file system under $ndir must take O_DIRECT (else every case here
 # is the no-O_DIRECT one)
@@ -96,34 +108,20 @@ for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || fail "the 1 MiB tier did not start: $(cat "$dir/log")"
 kill $pid
 wait $pid
-sum=$(md5sum <"$ndir/old")
-timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
-	--socket "$sock" --host-mem 16M --nvme-path "$ndir/old" \
-	--cache-block-pages 32 2>"$dir/err" </dev/null
-rc=$?
-[ $rc = 2 ] || fail "an existing tier too small: exit $rc ($(cat "$dir/err"))"
-kept "$ndir/old" 1048576 "$sum" "an existing tier too small"
+refused_kept "an existing tier too small" "$ndir/old" 1048576 \
+	--host-mem 16M --nvme-path "$ndir/old" --cache-block-pages 32
 head -c 4096 /dev/zero >"$ndir/zeros"
-sum=$(md5sum <"$ndir/zeros")
-timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
-	--socket "$sock" --host-mem 16M --nvme-path "$ndir/zeros" \
-	--nvme-size 1M --cache-block-pages 32 2>"$dir/err" </dev/null
-rc=$?
-[ $rc = 2 ] || fail "an existing file, --nvme-size too small: exit $rc ($(cat "$dir/err"))"
-kept "$ndir/zeros" 4096 "$sum" "an existing file, --nvme-size too small"
+refused_kept "an existing file, --nvme-size too small" "$ndir/zeros" 4096 \
+	--host-mem 16M --nvme-path "$ndir/zeros" --nvme-size 1M \
+	--cache-block-pages 32
 # two sizes over a file that was there, the second's partition too small:
 # every partition is checked before the first opens, which formatted its
 # own (a superblock written over the zeros) before the second refused
 head -c 4194304 /dev/zero >"$ndir/zeros"
-sum=$(md5sum <"$ndir/zeros")
-timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
-	--socket "$sock" --host-mem 8M --nvme-path "$ndir/zeros" \
-	--cache-block-pages 2,32 2>"$dir/err" </dev/null
-rc=$?
-[ $rc = 2 ] || fail "an existing file, a partition too small: exit $rc ($(cat "$dir/err"))"
+refused_kept "an existing file, a partition too small" "$ndir/zeros" 4194304 \
+	--host-mem 8M --nvme-path "$ndir/zeros" --cache-block-pages 2,32
 grep -qF "tier_nvme: $ndir/zeros (partition 1 of 2): 2097152 bytes hold no slot" "$dir/err" ||
 	fail "an existing file, a partition too small: $(cat "$dir/err")"
-kept "$ndir/zeros" 4194304 "$sum" "an existing file, a partition too small"
 
 # the cases that need file systems of their own: ramfs (no O_DIRECT) and
 # a small tmpfs (a full disk), in a mount namespace of this test's
@@ -150,13 +148,9 @@ unshare -m bash -c '
 	refused 2 "tier_nvme: $dir/ram/a does not support O_DIRECT" "$dir/ram/a" \
 		--host-mem 16M --nvme-path "$dir/ram/a" --nvme-size 4M --cache-block-pages 2,4
 	head -c 8192 /dev/urandom >"$dir/ram/old"
-	sum=$(md5sum <"$dir/ram/old")
-	timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off \
-		--socket "$sock" --host-mem 16M --nvme-path "$dir/ram/old" \
-		--nvme-size 4M --cache-block-pages 4 2>"$dir/err" </dev/null
-	rc=$?
-	[ $rc = 2 ] || fail "an existing file without O_DIRECT: exit $rc ($(cat "$dir/err"))"
-	kept "$dir/ram/old" 8192 "$sum" "an existing file without O_DIRECT"
+	refused_kept "an existing file without O_DIRECT" "$dir/ram/old" 8192 \
+		--host-mem 16M --nvme-path "$dir/ram/old" --nvme-size 4M \
+		--cache-block-pages 4
 	echo "no O_DIRECT (ramfs): 4 cases passed"
 
 	# a full disk as the tier grows the file: waited out, as at the
