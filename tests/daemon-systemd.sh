@@ -12,8 +12,9 @@
 #     install` fills them, the template's command line with a UUID for %i
 #     is accepted, and every option line of the shipped kvmmd.conf is
 #     accepted when uncommented;
-#   - a --pid-file that cannot be written fails the start (exit 1, a
-#     message) and leaves no socket behind.
+#   - a --pid-file that cannot be written fails the start (under a
+#     missing directory: exit 2, its line and "an option is wrong"; 1
+#     until 7 December) and leaves no socket behind.
 # timeout: 60
 set -u
 b=${KVMM_BUILD:-build}
@@ -163,12 +164,15 @@ sed -n '/^#$/,$p' "$src/kvmm/kvmmd/systemd/kvmmd.conf" | sed -n 's/^# \([a-z]\)/
 "$b/kvmmd" --config "$src/kvmm/kvmmd/systemd/kvmmd.conf" --help >/dev/null ||
 	fail "shipped config refused"
 
-# A pid file that cannot be written fails the start.
+# A pid file that cannot be written fails the start: under a missing
+# directory, the operator's to change, exit 2 (RestartPreventExitStatus)
 "$b/kvmmd" --foreground --backend host --telemetry off --socket "$dir/s3" \
 	--pid-file "$dir/no/such/dir/kvmmd.pid" 2>"$dir/log.pid"
 rc=$?
-[ $rc = 1 ] || fail "unwritable --pid-file: exit $rc"
-grep -q "cannot start: --pid-file $dir/no/such/dir/kvmmd.pid: No such file or directory" "$dir/log.pid" ||
+[ $rc = 2 ] || fail "unwritable --pid-file: exit $rc"
+grep -q "^kvmmd: --pid-file $dir/no/such/dir/kvmmd.pid: No such file or directory" "$dir/log.pid" ||
+	fail "pid file message: $(tail -2 "$dir/log.pid")"
+grep -qx "kvmmd: cannot start: an option is wrong (above)" "$dir/log.pid" ||
 	fail "pid file message: $(tail -1 "$dir/log.pid")"
 [ -e "$dir/s3" ] && fail "the refused start left its socket"
 # ... and a writable one holds the pid while it runs, and goes at exit.

@@ -3,8 +3,10 @@
 # one would (Documentation/admin.md, kvmmd options): 2 for an option the
 # start finds bad (an NVMe file that holds something else than a kvmm
 # tier without --nvme-format; a --gpu-mem smaller than the backend's
-# page), 1 for another failure (a --pid-file it cannot write), 0 once
-# the socket accepts; the reason on stderr as in the foreground.  The
+# page; a --pid-file under a missing directory, found once the socket is
+# bound: 1 until 7 December), 1 for another failure (another kvmmd
+# holds the socket), 0 once the socket accepts; the reason on stderr as
+# in the foreground.  The
 # parent, which waits for the child's start report, exited 1 for every
 # failure: a script could not tell a bad option from a failure to retry.
 set -u
@@ -16,6 +18,7 @@ ndir=$(mktemp -d "${KVMM_NVME_TEST_DIR:-/var/tmp}/kvmm-dmnstat-XXXXXX")
 sock=$dir/k.sock
 cleanup() {
 	[ -s "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null
+	[ -s "$dir/live.pid" ] && kill "$(cat "$dir/live.pid")" 2>/dev/null
 	rm -rf "$dir" "$ndir"
 }
 trap cleanup EXIT
@@ -56,9 +59,18 @@ head -c 20M /dev/urandom >"$ndir/data"
 same 2 "holds something that is not a kvmm NVMe tier" \
 	--host-mem 16M --nvme-path "$ndir/data" --nvme-size 16M
 same 2 "is smaller than a page" --gpu-mem 1K --page-size 64K
-# another failure
-same 1 "kvmmd: cannot start: --pid-file $dir/none/pid" \
+same 2 "kvmmd: --pid-file $dir/none/pid: No such file or directory" \
 	--pid-file "$dir/none/pid"
+# another failure: a kvmmd serves the socket
+"$b/kvmmd" --backend host --telemetry off --socket "$dir/live.sock" \
+	--pid-file "$dir/live.pid" 2>"$dir/err.live" </dev/null ||
+	fail "the kvmmd on live.sock: exit $? ($(cat "$dir/err.live"))"
+same 1 "kvmmd: cannot start: Address already in use" \
+	--socket "$dir/live.sock"
+kill "$(cat "$dir/live.pid")"
+for _ in $(seq 200); do [ -e "$dir/live.sock" ] || break; sleep 0.05; done
+[ -e "$dir/live.sock" ] && fail "the kvmmd on live.sock did not stop"
+: >"$dir/live.pid"
 
 # a start that works: 0 once the socket accepts
 kvmmd "" --pid-file "$dir/pid"

@@ -3,8 +3,9 @@
 # lines, a WARN and the port --metrics-listen 0 picked land in PATH (and,
 # until the socket accepts, on the starter's stderr too); SIGHUP reopens
 # PATH (logrotate moved it: later lines go to the new file, the daemon
-# lives on); a log file that cannot be opened fails the start (exit 1,
-# naming it); without --log-file a daemon ignores SIGHUP.  It sent stdout
+# lives on); a log file that cannot be opened fails the start (exit 2
+# for a missing directory, naming it and "an option is wrong": exit 1
+# until 7 December); without --log-file a daemon ignores SIGHUP.  It sent stdout
 # and stderr to /dev/null once ready, and logged nowhere.
 set -u
 b=${KVMM_BUILD:-build}
@@ -55,8 +56,9 @@ grep -q "signal 15" "$log.1" && fail "stop line in the rotated log"
 "$b/kvmmd" --backend host --telemetry off --socket "$sock" \
 	--log-file "$dir/nodir/kvmmd.log" 2>"$dir/err"
 rc=$?
-[ $rc = 1 ] || fail "unopenable log file: exit $rc, expected 1"
+[ $rc = 2 ] || fail "unopenable log file: exit $rc, expected 2"
 grep -qF "kvmmd: --log-file $dir/nodir/kvmmd.log: No such file or directory" "$dir/err" || fail "message: $(cat "$dir/err")"
+grep -qxF "kvmmd: cannot start: an option is wrong (above)" "$dir/err" || fail "no rule line: $(cat "$dir/err")"
 [ -e "$sock" ] && fail "left a socket"
 
 # --log-file in the foreground too: the file gets the lines

@@ -2,7 +2,7 @@
 # An NVMe tier that stops kvmmd's start (Documentation/admin.md, kvmmd
 # options, "exit codes"; tiers.md, NVMe tier): a value the operator must
 # change exits 2 with its line and "kvmmd: cannot start: an option is
-# wrong (above)", anything else (an unwritable pid file) exits 1; either way the
+# wrong (above)", anything else exits 1; either way the
 # --nvme-path file this start made is gone, and a file that was there
 # before keeps its size and bytes.  Until 7 December each case exited 1,
 # and the file the start made stayed behind, preallocated to --nvme-size.
@@ -20,8 +20,8 @@
 #     two: kvmmd starts without the tier (until 7 December: exit 1), its
 #     file gone at the stop; a file that was there kept; once the disk
 #     clears both partitions join and the file stays;
-#   - a --pid-file that cannot be written after all that: exit 1, the
-#     file gone.
+#   - a --pid-file that cannot be written after all that (its directory
+#     missing: exit 2, 1 until 7 December), the file gone.
 set -u
 b=${KVMM_BUILD:-build}
 [ -x "$b/kvmmd" ] || { echo "skip: $b/kvmmd not built"; exit 77; }
@@ -223,8 +223,8 @@ unshare -m bash -c '
 ' inner "$b" "$dir" || exit 1
 
 # a start refused after the NVMe tier opened: its --pid-file cannot be
-# written (exit 1), the file it made and formatted gone
-refused 1 "kvmmd: cannot start: --pid-file $dir/nodir/pid: No such file or directory" "$ndir/c" \
+# written (exit 2: no such directory), the file it made and formatted gone
+refused 2 "kvmmd: --pid-file $dir/nodir/pid: No such file or directory" "$ndir/c" \
 	--host-mem 16M --nvme-path "$ndir/c" --nvme-size 4M --cache-block-pages 4 \
 	--pid-file "$dir/nodir/pid"
 echo ok

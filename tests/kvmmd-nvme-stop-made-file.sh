@@ -83,7 +83,7 @@ timeout 20 "$b/kvmmd" --foreground --backend host --telemetry off --socket "$soc
 	--host-mem 16M --nvme-path "$ndir/link" --nvme-size 4M --cache-block-pages 4 \
 	--pid-file "$dir/nodir/pid" 2>"$dir/log" </dev/null
 rc=$?
-[ $rc = 1 ] || fail "a start refused for its --pid-file: exit $rc: $(cat "$dir/log")"
+[ $rc = 2 ] || fail "a start refused for its --pid-file (no such directory): exit $rc: $(cat "$dir/log")"
 [ -L "$ndir/link" ] || fail "a refused start removed the symbolic link --nvme-path named"
 [ -e "$ndir/target" ] && fail "a refused start left the file made through the link"
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "kvmm/kvmmd/log_sink.h"
+#include "kvmm/kvmmd/paths.h"
 
 /* the log file's fd (vmm_log's sink), -1 without one */
 static int log_fd = -1;
@@ -55,8 +56,18 @@ int kd_log_start(const struct kd_config *cfg)
 		if (log_fd < 0) {
 			int err = -errno;
 
-			fprintf(stderr, "kvmmd: --log-file %s: %s\n",
-				cfg->log_file, strerror(-err));
+			/* the rule for a refused start (admin.md): a path
+			 * the operator must change (a directory, a missing
+			 * directory: it was exit 1 too) is exit 2 */
+			if (kd_path_err_is_operators(err))
+				fprintf(stderr,
+					"kvmmd: --log-file %s: %s\n"
+					"kvmmd: cannot start: an option is wrong (above)\n",
+					cfg->log_file, strerror(-err));
+			else
+				fprintf(stderr,
+					"kvmmd: cannot start: --log-file %s: %s\n",
+					cfg->log_file, strerror(-err));
 			return err;
 		}
 		vmm_log_to_fd(log_fd);

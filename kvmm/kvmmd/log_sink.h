@@ -14,8 +14,9 @@
 /*
  * Before daemonizing: open cfg->log_file (appending, made if missing) or
  * turn to syslog when kvmmd will leave the terminal, the lines still
- * copied to stderr until kd_log_ready().  0, or -errno with a line on
- * stderr naming the file.
+ * copied to stderr until kd_log_ready().  0, or -errno with the lines of
+ * a refused start on stderr naming the file (kd_path_err_is_operators():
+ * exit 2, else 1).
  */
 int kd_log_start(const struct kd_config *cfg);
 /*

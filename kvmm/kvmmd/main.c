@@ -531,8 +531,9 @@ int main(int argc, char **argv)
 		return 2;
 	if (!cfg.foreground && kd_config_paths_absolute(&cfg))
 		return 2;
-	if (kd_log_start(&cfg))
-		return 1;
+	err = kd_log_start(&cfg); /* its lines said why */
+	if (err)
+		return kd_path_err_is_operators(err) ? 2 : 1;
 	/*
 	 * A kvmmd that will take SIGHUP (to reopen --log-file, or to ignore
 	 * it once daemonized) ignores it until kd_log_ready() sets that up,
@@ -566,16 +567,26 @@ int main(int argc, char **argv)
 		return status;
 	}
 	/* a pid file that cannot be written fails the start: whoever asked
-	 * for it (an init script) would otherwise lose track of us */
+	 * for it (an init script) would otherwise lose track of us.  A path
+	 * the operator must change (a directory, a missing directory) is
+	 * exit 2, as any bad option (it was 1: a unit restarted it in vain) */
 	if (cfg.pid_file[0] && write_pid_file(cfg.pid_file)) {
 		int e = errno;
+		char status = kd_path_err_is_operators(e) ? 2 : 1;
 
 		kd_daemon_stop_refused(&d);
-		fprintf(stderr, "kvmmd: cannot start: --pid-file %s: %s\n",
-			cfg.pid_file, strerror(e));
-		if (ready_fd >= 0 && write(ready_fd, "\1", 1) < 0)
+		if (status == 2)
+			fprintf(stderr,
+				"kvmmd: --pid-file %s: %s\n"
+				"kvmmd: cannot start: an option is wrong (above)\n",
+				cfg.pid_file, strerror(e));
+		else
+			fprintf(stderr,
+				"kvmmd: cannot start: --pid-file %s: %s\n",
+				cfg.pid_file, strerror(e));
+		if (ready_fd >= 0 && write(ready_fd, &status, 1) < 0)
 			return 1;
-		return 1;
+		return status;
 	}
 	notify_ready(&cfg);
 	if (ready_fd >= 0) {

@@ -10,6 +10,10 @@
  * once every option (command line and config files: both are relative
  * to where kvmmd starts) is read.  In the foreground nothing moves, and
  * the paths stay as given.
+ *
+ * It also says which of the errors a path option's file gives at start
+ * are the operator's (exit 2) and which may pass (exit 1): admin.md,
+ * "The rule for a refused start".
  */
 #include <errno.h>
 #include <limits.h>
@@ -90,4 +94,21 @@ int kd_config_paths_absolute(struct kd_config *cfg)
 	if (profile_is_path(cfg->profile))
 		ABS("--profile", cfg->profile);
 	return 0;
+}
+
+bool kd_path_err_is_operators(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case EISDIR:
+	case ENOENT:
+	case ENOTDIR:
+	case ELOOP:
+	case EACCES:
+	case EPERM:
+	case EROFS:
+	case ENAMETOOLONG:
+		return true;
+	default:
+		return false;
+	}
 }

@@ -11,4 +11,14 @@
  */
 int kd_config_paths_absolute(struct kd_config *cfg);
 
+/*
+ * Whether err (an errno, either sign) that opening or writing a path
+ * option's file gave is the operator's to mend, the path itself being
+ * wrong (a directory, a missing or non-directory parent, a symlink loop,
+ * no permission, a read-only file system, too long): the start is
+ * refused with exit 2.  Any other (EMFILE, ENOMEM, EIO, ...) may pass
+ * with the same options later: exit 1.
+ */
+bool kd_path_err_is_operators(int err);
+
 #endif
