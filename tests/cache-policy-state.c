@@ -14,9 +14,12 @@
  *   - a damaged file is logged and not used, kvmmd starts and serves,
  *     and its stop writes a good file again, which the next start loads;
  *   - --cache-policy lru learns nothing: the file is not used or changed;
- *   - a file that cannot be written (its directory is missing, so its
- *     lock cannot be taken either) is a WARN at each save, counted as a
- *     failed save in the status, and the stop still ends cleanly;
+ *   - a FILE whose directory is missing (FILE.lock cannot be taken)
+ *     refuses the start, exit 2 (it was a WARN, "nothing will be
+ *     saved", and a run that saved nothing); a file that cannot be
+ *     written once kvmmd runs (its directory removed) is a WARN at each
+ *     save, counted as a failed save in the status, and the stop still
+ *     ends cleanly;
  *   - a second kvmmd on the same FILE does not start (FILE.lock);
  *   - a run that used no block leaves the file as it is;
  *   - a periodic save still writing (KVMMD_TEST_POLICY_WRITE_DELAY_MS:
@@ -207,11 +210,29 @@ int main(void)
 	t_assert_eq(t_count(log, "saved what"), 0);
 	t_assert_eq(file_size(state), STATE_BYTES);
 
-	/* nowhere to write: a WARN, a clean stop */
+	/* no directory for FILE.lock: the start is refused, exit 2 */
 	snprintf(bad, sizeof(bad), "%s/no-such-dir/policy.state", dir);
+	t_assert_eq(second_kvmmd(dir, bad, out, sizeof(out)), 2);
+	t_assert(strstr(out, "/no-such-dir/policy.state: cannot lock ") !=
+		 NULL);
+	t_assert(strstr(out, "policy.state.lock: No such file or directory") !=
+		 NULL);
+	t_assert(strstr(out, "kvmmd: cannot start: an option is wrong") !=
+		 NULL);
+	t_assert(strstr(out, "nothing will be saved") == NULL);
+
+	/* nowhere to write once it runs (the directory removed under it,
+	 * its FILE.lock with it): a WARN at each save, a clean stop */
+	snprintf(bad, sizeof(bad), "%s/gone", dir);
+	t_ok(mkdir(bad, 0700));
+	snprintf(bad, sizeof(bad), "%s/gone/policy.state", dir);
 	setenv("KVMMD_TEST_POLICY_SAVE_MS", "50", 1);
 	cc_start(&d, args_for(a, "asym", bad));
 	unsetenv("KVMMD_TEST_POLICY_SAVE_MS");
+	snprintf(out, sizeof(out), "%s.lock", bad);
+	t_ok(unlink(out));
+	snprintf(out, sizeof(out), "%s/gone", dir);
+	t_ok(rmdir(out));
 	work(d.sock);
 	t_wait_until(20000, t_ok(td_status(&d, &st)),
 		     st.policy_state_save_errors >= 1,
@@ -222,12 +243,12 @@ int main(void)
 	t_assert_eq(td_kvmmctl(d.sock, "status", out, sizeof(out)), 0);
 	t_assert(strstr(out, " failed), none yet\n") != NULL);
 	t_assert_eq(td_stop_log(&d, log, sizeof(log)), 0);
-	/* without FILE.lock nothing is written, each save is a failure */
-	t_assert_eq(t_count(log, "cannot lock "), 1);
-	t_assert_eq(t_count(log, "saving (stop): "), 1);
-	t_assert(t_count(log, "saving (periodic): ") >= 1);
-	t_assert(t_count(log, "policy.state.lock: No such file or directory") >=
-		 3);
+	/* without its directory nothing is written, each save fails */
+	t_assert_eq(t_count(log, "cannot lock "), 0);
+	t_assert_eq(t_count(log, "saving (stop): No such file or directory"),
+		    1);
+	t_assert(t_count(log, "saving (periodic): No such file or directory") >=
+		 1);
 
 	/*
 	 * A slow periodic write: the timer skips, the stop waits for it.

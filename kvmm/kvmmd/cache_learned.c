@@ -21,6 +21,9 @@
  * replaces it); it never stops the start.  Another kvmmd using the same
  * FILE does: each would overwrite the other's learning with its own (and
  * share FILE.tmp), so kvmmd holds an flock on FILE.lock while it runs.
+ * So does a FILE.lock that cannot be taken for any other reason (its
+ * directory missing): no save could work, and a whole run's learning
+ * would be lost.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +35,7 @@
 
 #include "kvmm/kvmmd/cache_priv.h"
 #include "kvmm/kvmmd/kvmmd.h"
+#include "kvmm/kvmmd/paths.h"
 #include "kvmm/kvmmd/test_knob.h"
 
 /* ten minutes: a crash loses at most that much learning */
@@ -460,13 +464,20 @@ int kc_learned_lock(struct kd_cache *c)
 		return fd;
 	}
 	if (fd < 0) {
-		/* a missing directory, a link in the way: nothing is saved
-		 * without the lock (another writer would share FILE.tmp) */
+		/*
+		 * Nothing could be saved without the lock (another writer
+		 * would share FILE.tmp): the start is refused.  It went on
+		 * with a WARN, and a whole run learned what no save kept.
+		 * A missing directory or a link in the way is the
+		 * operator's to mend: exit 2 (admin.md, the rule for a
+		 * refused start); EMFILE, EIO, ...: exit 1.
+		 */
 		c->learned_lock_err = fd;
-		vmm_log(VMM_LOG_WARN,
-			"policy state %s: cannot lock %s.lock: %s (nothing will be saved)",
+		if (kd_path_err_is_operators(fd))
+			c->d->bad_option = true;
+		vmm_log(VMM_LOG_ERR, "policy state %s: cannot lock %s.lock: %s",
 			path, path, strerror(-fd));
-		return 0;
+		return fd;
 	}
 	c->learned_lock_fd = fd;
 	return 0;
