@@ -30,6 +30,18 @@
 /* Drops are said at most this often (an overflow lasts, a log must not). */
 #define KD_TEL_DROP_LOG_MS 60000
 
+/* --profile name did not load (err, msg): its line; a profile that is
+ * not there or not one is the operator's to mend, exit 2 as for any bad
+ * option (it was 1) */
+static void profile_refused(struct kd_daemon *d, const char *name, int err,
+			    const char *msg)
+{
+	if (err == -ENOENT || err == -EINVAL)
+		d->bad_option = true;
+	vmm_log(VMM_LOG_ERR, "--profile %s: %s", name,
+		msg[0] ? msg : strerror(-err));
+}
+
 static int load_cost(struct kd_daemon *d)
 {
 	const char *name = d->cfg.profile[0] ? d->cfg.profile :
@@ -54,18 +66,43 @@ static int load_cost(struct kd_daemon *d)
 		err = 0;
 	}
 	if (err) {
-		/* a profile that is not there or not one is the operator's
-		 * to mend: exit 2, as for any bad option (it was 1) */
-		if (err == -ENOENT || err == -EINVAL)
-			d->bad_option = true;
-		vmm_log(VMM_LOG_ERR, "--profile %s: %s", name,
-			msg[0] ? msg : strerror(-err));
+		profile_refused(d, name, err, msg);
 		free(d->cost);
 		d->cost = NULL;
 		return err;
 	}
 	vmm_log(VMM_LOG_INFO, "cost model: %s", d->cost->name);
 	return 0;
+}
+
+/*
+ * --telemetry off: no cost model is loaded (restore plans use the
+ * built-in reference, admin.md), but a --profile named is still read, so
+ * that a name that is no profile refuses the start as with telemetry on:
+ * it was not read at all, and the mistake showed only once telemetry was
+ * turned on.
+ */
+static int check_profile(struct kd_daemon *d)
+{
+	const char *name = d->cfg.profile;
+	struct pol_cost_model *m;
+	char msg[512] = "";
+	int err;
+
+	if (!name[0])
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	err = pol_cost_load(name, m, msg, sizeof(msg));
+	if (err)
+		profile_refused(d, name, err, msg);
+	else
+		vmm_log(VMM_LOG_INFO,
+			"cost model: %s, not used: --telemetry off (restore plans use the built-in reference)",
+			m->name);
+	free(m);
+	return err;
 }
 
 static void log_cost(struct kd_daemon *d)
@@ -222,7 +259,7 @@ int kd_telemetry_start(struct kd_daemon *d)
 
 	o.mode = (enum tel_mode)d->cfg.telemetry;
 	if (o.mode == TEL_MODE_OFF)
-		return 0;
+		return check_profile(d);
 	err = load_cost(d);
 	if (err)
 		return err;
