@@ -195,6 +195,7 @@ static int config_line(struct kd_config *cfg, const char *path, int lineno,
 {
 	const struct option *o;
 	char *k, *v, *end;
+	bool eq = false; /* an '=' between the name and the value */
 	int err;
 
 	k = line + strspn(line, " \t");
@@ -206,8 +207,22 @@ static int config_line(struct kd_config *cfg, const char *path, int lineno,
 		return 0;
 	v = k + strcspn(k, " \t=");
 	if (*v) {
+		eq = *v == '=';
 		*v++ = '\0';
-		v += strspn(v, " \t=");
+		v += strspn(v, " \t");
+		if (!eq && *v == '=') {
+			eq = true;
+			v++;
+			v += strspn(v, " \t");
+		}
+	}
+	/* one '=' at most: "gpu-mem = = 1M" was read as "gpu-mem 1M", every
+	 * '=' and blank skipped, a typo taken for a value */
+	if (*v == '=') {
+		fprintf(stderr,
+			"kvmmd: %s:%d: '%s': a second '=' (one separates the name from its value)\n",
+			path, lineno, k);
+		return -EINVAL;
 	}
 	for (o = long_opts; o->name; o++)
 		if (!strcmp(o->name, k))
@@ -226,6 +241,13 @@ static int config_line(struct kd_config *cfg, const char *path, int lineno,
 				"");
 		return -EINVAL;
 	}
+	if (o->has_arg == no_argument && eq && !*v) {
+		/* "foreground =" turned it on, as the name alone does */
+		fprintf(stderr,
+			"kvmmd: %s:%d: '%s' takes no value (got '=' and nothing after it): the name alone turns it on\n",
+			path, lineno, k);
+		return -EINVAL;
+	}
 	if (o->has_arg == no_argument && *v) {
 		/* "foreground no" turned it on */
 		fprintf(stderr,
@@ -234,8 +256,8 @@ static int config_line(struct kd_config *cfg, const char *path, int lineno,
 		return -EINVAL;
 	}
 	if (o->has_arg == required_argument && !*v) {
-		fprintf(stderr, "kvmmd: %s:%d: '%s' needs a value\n", path,
-			lineno, k);
+		fprintf(stderr, "kvmmd: %s:%d: '%s' needs a value%s\n", path,
+			lineno, k, eq ? " (nothing after '=')" : "");
 		return -EINVAL;
 	}
 	/* the checks made once all options are read name this line too */
