@@ -81,9 +81,9 @@ for a in "status --jsn" "sessions extra" "trace --bogus" "kill"; do
 done
 # a --socket that is no socket: "Connection refused" misled
 mkdir "$dir/walk"
-expect 1 "kvmmctl: $dir/walk: not a socket (a directory): give kvmmd's --socket" --socket "$dir/walk" status
+expect 1 "kvmmctl: status: $dir/walk: not a socket (a directory): give kvmmd's --socket" --socket "$dir/walk" status
 : >"$dir/plain"
-expect 1 "kvmmctl: $dir/plain: not a socket (a regular file)" --socket "$dir/plain" sessions
+expect 1 "kvmmctl: sessions: $dir/plain: not a socket (a regular file)" --socket "$dir/plain" sessions
 expect 0 "usage: kvmmctl [--json] trace [--once]" trace --help
 grep -q "^usage: kvmmctl \[--socket" "$dir/out" && fail "trace --help printed kvmmctl's list"
 grep -qF -- "--pin-root DIR" "$dir/out" || fail "trace --help: no options: $(cat "$dir/out")"

@@ -181,7 +181,9 @@ pid=''
 rc=$?
 [ $rc = 1 ] || fail "kvmmctl metrics on a stopped daemon: exit $rc"
 [ -s "$dir/out" ] && fail "kvmmctl metrics printed something: $(head -3 "$dir/out")"
-grep -q "kvmmctl: metrics: is kvmmd running" "$dir/err" || fail "message: $(cat "$dir/err")"
+# one line, why (a second "is kvmmd running?" followed it)
+[ "$(cat "$dir/err")" = "kvmmctl: metrics: $sock: no such socket (is kvmmd running? with another --socket?)" ] ||
+	fail "message: $(cat "$dir/err")"
 recipe 2>/dev/null
 [ -z "$(ls "$dir/textfile")" ] || fail "recipe left $(ls "$dir/textfile") for a stopped daemon"
 "$b/kvmmctl" --socket "$sock" metrics extra 2>/dev/null; [ $? = 2 ] || fail "extra argument not a usage error"

@@ -43,10 +43,10 @@ int cmd_metrics(int argc, char **argv, struct kvmmctl_ctx *ctx)
 			"kvmmctl: metrics: --json is not supported: metrics prints the Prometheus text format (kvmmctl --json status and --json tenants have its numbers)\n");
 		return 2;
 	}
-	if (kvmmctl_connect(ctx, &c)) {
-		fprintf(stderr, "kvmmctl: metrics: is kvmmd running?\n");
+	/* its line said why (a second "is kvmmd running?" followed it,
+	 * also after a timeout of a kvmmd that was) */
+	if (kvmmctl_connect(ctx, &c))
 		return 1;
-	}
 	src.abi_major = c->hello.abi_major;
 	src.abi_minor = c->hello.abi_minor;
 	err = kvmmctl_fetch_status(c, &st, &ts, &ts_err);

@@ -110,33 +110,82 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
+/*
+ * Why no connection to path was made, for connect_error(): a cause the
+ * operator can act on, where connect(2)'s errno alone misled ("Connection
+ * refused" of a directory) or left the question open (is kvmmd running?).
+ */
+static const char *connect_hint(const char *path, int err, char *buf,
+				size_t len)
+{
+	struct stat st;
+
+	/* connect(2) says "Connection refused" of a directory or a file */
+	if (!stat(path, &st) && !S_ISSOCK(st.st_mode)) {
+		snprintf(buf, len, "not a socket (%s): give kvmmd's --socket",
+			 S_ISDIR(st.st_mode)  ? "a directory" :
+			 S_ISREG(st.st_mode)  ? "a regular file" :
+			 S_ISFIFO(st.st_mode) ? "a FIFO" :
+						"a device");
+		return buf;
+	}
+	if (kc_hello_refusal(err)) {
+		snprintf(buf, len, "kvmmd refused the connection: %s",
+			 kc_hello_refusal(err));
+		return buf;
+	}
+	switch (-err) {
+	case ENOENT:
+		return "no such socket (is kvmmd running? with another --socket?)";
+	case ECONNREFUSED:
+		/* kvmmd removes its socket when it stops: a killed one
+		 * leaves it with nobody listening */
+		return "connection refused (nobody listens on it: is kvmmd running? a killed one leaves its socket behind)";
+	case EPROTOTYPE:
+		return "not kvmmd's socket (a stream or datagram socket; kvmmd's is a seqpacket one): give kvmmd's --socket";
+	case EPROTO:
+	case ECONNRESET:
+		/* whoever listens took the connection and did not answer
+		 * the HELLO as kvmmd does */
+		snprintf(buf, len, "%s at the HELLO (is it kvmmd's socket?)",
+			 kvmm_strerror(err));
+		return buf;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Every command's one line for a connection that failed: the command, then
+ * what is wrong with the socket (kvmmctl: status: PATH: ...), or the
+ * timeout's line; the callers print nothing more (metrics added "is kvmmd
+ * running?" after each, a second line and a wrong guess after a timeout
+ * of a kvmmd that was running).
+ */
+static void connect_error(struct kvmmctl_ctx *ctx, const char *path, int err)
+{
+	char buf[256];
+	const char *hint;
+
+	/* a full backlog, or a HELLO not answered: the line names the
+	 * socket already */
+	if (err == -ETIMEDOUT) {
+		fprintf(stderr, "kvmmctl: %s: %s\n", ctx->cmd,
+			kvmmctl_strerror(ctx, err));
+		return;
+	}
+	hint = connect_hint(path, err, buf, sizeof(buf));
+	fprintf(stderr, "kvmmctl: %s: %s: %s\n", ctx->cmd, path,
+		hint ? hint : kvmmctl_strerror(ctx, err));
+}
+
 int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out)
 {
 	const char *path = ctx->socket ? ctx->socket : kc_default_socket();
 	int err = kc_connect_admin_timed(path, ctx->timeout_s * 1000u, out);
-	struct stat st;
 
-	if (err == -ETIMEDOUT) {
-		/* a full backlog, or a HELLO not answered */
-		fprintf(stderr, "kvmmctl: %s: %s\n", ctx->cmd,
-			kvmmctl_strerror(ctx, err));
-		return err;
-	}
-	/* connect(2) says "Connection refused" of a directory or a file */
-	if (err && !stat(path, &st) && !S_ISSOCK(st.st_mode))
-		fprintf(stderr,
-			"kvmmctl: %s: not a socket (%s): give kvmmd's --socket\n",
-			path,
-			S_ISDIR(st.st_mode)  ? "a directory" :
-			S_ISREG(st.st_mode)  ? "a regular file" :
-			S_ISFIFO(st.st_mode) ? "a FIFO" :
-					       "a device");
-	else if (err && kc_hello_refusal(err))
-		fprintf(stderr,
-			"kvmmctl: %s: kvmmd refused the connection: %s\n", path,
-			kc_hello_refusal(err));
-	else if (err)
-		fprintf(stderr, "kvmmctl: %s: %s\n", path, kvmm_strerror(err));
+	if (err)
+		connect_error(ctx, path, err);
 	return err;
 }
 
