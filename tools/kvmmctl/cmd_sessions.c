@@ -16,6 +16,10 @@
 #include <stdlib.h>
 
 #include "tools/kvmmctl/kvmmctl.h"
+#include "tools/kvmmctl/text_width.h"
+
+/* The NAME column's display columns (a longer name pushes the line on). */
+#define NAME_COLS 16
 
 /* Ids as ranges: "0-3,7"; "..." when the daemon listed fewer than open. */
 static void print_seq_ranges(const uint32_t *ids, uint32_t n, uint32_t open)
@@ -120,9 +124,9 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	if (ctx->json)
 		printf("[");
 	else
-		printf("%-8s %-8s %-6s %-16s %8s %8s %8s %13s %12s %s\n",
-		       "SESSION", "PID", "UID", "NAME", "HELD", "OWNED", "SEQS",
-		       "PINS", "PINNED", "FLAGS");
+		printf("%-8s %-8s %-6s %-*s %8s %8s %8s %13s %12s %s\n",
+		       "SESSION", "PID", "UID", NAME_COLS, "NAME", "HELD",
+		       "OWNED", "SEQS", "PINS", "PINNED", "FLAGS");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		struct kvmm_session_info *s = kvmmctl_session_at(&ss, i);
 		const struct kvmmctl_json_u64 held[] = {
@@ -158,11 +162,17 @@ int cmd_sessions(int argc, char **argv, struct kvmmctl_ctx *ctx)
 				snprintf(bytes, sizeof(bytes), "%llu",
 					 (unsigned long long)s->pinned_bytes);
 			}
-			printf("%-8u %-8u %-6u %-16s %8llu %8llu %8llu %13s %12s",
-			       s->session_id, s->pid, s->uid,
-			       s->name[0] ? kvmmctl_text_str(s->name, name,
-							     sizeof(name)) :
-					    "-",
+			printf("%-8u %-8u %-6u ", s->session_id, s->pid,
+			       s->uid);
+			/* by columns: "%-16s" padded a UTF-8 name by bytes,
+			 * short, and moved the columns after it */
+			kvmmctl_text_pad(
+				stdout,
+				s->name[0] ? kvmmctl_text_str(s->name, name,
+							      sizeof(name)) :
+					     "-",
+				NAME_COLS);
+			printf(" %8llu %8llu %8llu %13s %12s",
 			       (unsigned long long)s->pages_held,
 			       (unsigned long long)s->pages_owned,
 			       (unsigned long long)s->sequences, pins, bytes);

@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,6 +520,9 @@ int main(int argc, char **argv)
 	bool timeout_given = false;
 	int n = 0, i;
 
+	/* the user's character set, for the tables' columns
+	 * (text_width.c): a UTF-8 name's width, not its bytes */
+	setlocale(LC_CTYPE, "");
 	for (i = 1; i < argc; i++) {
 		bool help = !strcmp(argv[i], "--help") ||
 			    !strcmp(argv[i], "-h");
