@@ -27,8 +27,9 @@ struct kvmmctl_ctx {
 #define KVMMCTL_TIMEOUT_S 30
 #define KVMMCTL_TIMEOUT_MAX_S 86400
 
-/* An admin connection to the daemon, with an error printed on failure;
- * each of its waits for kvmmd within ctx->timeout_s. */
+/* An admin connection to the daemon, each of its waits for kvmmd within
+ * ctx->timeout_s.  On failure the one line that says why ("kvmmctl:
+ * CMD: PATH: ...", or the timeout's) is printed: the caller adds none. */
 int kvmmctl_connect(struct kvmmctl_ctx *ctx, struct kvmm_conn **out);
 /*
  * Is err one after which the connection says nothing more (no answer
