@@ -5,10 +5,12 @@
  * ring and registers the header buffers and the caller's payload region
  * as fixed buffers, then lets tier_nvme_keep.c either recover the slots
  * of a matching superblock or format.  The rest lives in
- * tier_nvme_format.c (on-disk format), tier_nvme_slots.c (slot metadata
- * and lookups), tier_nvme_io.c (the batch engine), tier_nvme_batch.c (the
- * batch calls) and tier_nvme_recover.c (restart scan); tier_nvme_priv.h
- * says who owns what.
+ * tier_nvme_claim.c (the file claimed at start: locked, O_DIRECT, its
+ * contents checked), tier_nvme_format.c (on-disk format),
+ * tier_nvme_slots.c (slot metadata and lookups), tier_nvme_io.c (the
+ * batch engine), tier_nvme_batch.c (the batch calls),
+ * tier_nvme_recover.c (restart scan) and tier_nvme_stubs.c (a build
+ * without liburing); tier_nvme_priv.h says who owns what.
  */
 #include "tier_nvme_priv.h"
 #include "test_knob.h"
@@ -18,34 +20,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
-static const char *path_fs_note(int fd) __attribute__((unused));
-
 #if HAVE_LIBURING
-
-/* O_DIRECT on fd, or -EOPNOTSUPP with a line saying why. */
-static int enable_direct(int fd, const char *path)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0)
-		return -errno;
-	if (fcntl(fd, F_SETFL, fl | O_DIRECT) == 0)
-		return 0;
-	vmm_log(VMM_LOG_ERR,
-		"tier_nvme: %s does not support O_DIRECT%s; put the NVMe tier on a disk-backed file system or a block device",
-		path, path_fs_note(fd));
-	return -EOPNOTSUPP;
-}
 
 /*
  * The tier's size: --nvme-size, else a block device whole and a file at
@@ -184,37 +167,6 @@ static int register_buffers(struct tier_nvme *t)
 	}
 	t->registered = true;
 	return 0;
-}
-
-/*
- * One tier per file: two daemons (one per GPU, say) on the same file would
- * write each other's slots and serve each other's bytes under their own
- * headers.  A POSIX record lock on the whole file, not flock(): the ring
- * holds the file registered and lets it go only when its teardown runs,
- * after close() and even after the process is gone, so a lock that lives
- * with the file (flock, OFD) would outlast the tier and refuse a quick
- * restart; a POSIX lock ends with close() of the fd or the process.
- */
-static int lock_file(int fd, const char *path)
-{
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-	int r;
-
-	if (!fcntl(fd, F_SETLK, &fl))
-		return 0;
-	r = -errno;
-	if (r == -EACCES || r == -EAGAIN) {
-		struct flock who = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-
-		if (fcntl(fd, F_GETLK, &who) || who.l_type == F_UNLCK)
-			who.l_pid = 0;
-		vmm_log(VMM_LOG_ERR,
-			"tier_nvme: %s is in use by another NVMe tier (process %d): each kvmmd needs its own --nvme-path",
-			path, (int)who.l_pid);
-		return -EBUSY;
-	}
-	vmm_log(VMM_LOG_ERR, "tier_nvme: %s: locking: %s", path, strerror(-r));
-	return r;
 }
 
 /*
@@ -414,11 +366,11 @@ int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
 				cfg->path, strerror(-r));
 			goto err_free;
 		}
-		r = lock_file(t->fd, cfg->path);
+		r = nvme_lock_file(t->fd, cfg->path);
 		if (r)
 			goto err_close;
 	}
-	r = enable_direct(t->fd, cfg->path);
+	r = nvme_enable_direct(t->fd, cfg->path);
 	if (r)
 		goto err_close;
 	r = size_file(t, cfg, &bytes, &trim);
@@ -500,140 +452,6 @@ err_free:
 	return r;
 }
 
-/* The first 4 KiB: zeros (never formatted), a kvmm superblock (ours,
- * whatever its geometry), or something else (-ENOTEMPTY). */
-static int check_contents(int fd, const char *path, bool format_any)
-{
-	uint64_t *buf, size = 0;
-	struct stat st;
-	ssize_t n;
-	bool zero = true;
-	int r = 0;
-
-	if (fstat(fd, &st))
-		return -errno;
-	if (S_ISREG(st.st_mode))
-		size = (uint64_t)st.st_size;
-	else if (S_ISBLK(st.st_mode) && ioctl(fd, BLKGETSIZE64, &size))
-		return -errno;
-	if (posix_memalign((void **)&buf, NVME_ALIGN, NVME_ALIGN))
-		return -ENOMEM;
-	n = pread(fd, buf, NVME_ALIGN, 0);
-	if (n < 0) {
-		r = -errno;
-		vmm_log(VMM_LOG_ERR, "tier_nvme: reading %s: %s", path,
-			strerror(-r));
-		goto out;
-	}
-	for (ssize_t i = 0; i < n / 8; i++)
-		zero = zero && !buf[i];
-	if (n < 8 || zero || buf[0] == TIER_NVME_SB_MAGIC)
-		goto out;
-	if (format_any) {
-		vmm_log(VMM_LOG_WARN,
-			"tier_nvme: %s holds no kvmm tier (%llu bytes): formatting it, as --nvme-format asks",
-			path, (unsigned long long)size);
-		goto out;
-	}
-	vmm_log(VMM_LOG_ERR,
-		"tier_nvme: %s holds something that is not a kvmm NVMe tier (%llu bytes, no kvmm superblock): not formatting it; give --nvme-format to format it (its contents are lost), or another --nvme-path",
-		path, (unsigned long long)size);
-	r = -ENOTEMPTY;
-out:
-	free(buf);
-	return r;
-}
-
-/*
- * Open path, made if missing; *made says whether this call made it.  A
- * path that names a dangling symbolic link is made through the link,
- * as open(O_CREAT) did, but not counted as made: only a file this call
- * surely made is ever taken away.
- */
-static int open_or_make(const char *path, bool *made)
-{
-	int f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-
-	*made = f >= 0;
-	if (f >= 0 || errno != EEXIST)
-		return f;
-	f = open(path, O_RDWR | O_CLOEXEC);
-	if (f < 0 && errno == ENOENT)
-		f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	return f;
-}
-
-/*
- * A claim that fails takes away the file it made (no O_DIRECT there, say:
- * a refused start left an empty file behind), if the path still names
- * it.  Not when the lock failed: another kvmmd opened the new file and
- * locked it first, and it is that kvmmd's tier now.
- */
-static void unmake_file(int fd, const char *path)
-{
-	if (!tier_nvme_unmake(fd, path))
-		vmm_log(VMM_LOG_INFO,
-			"tier_nvme: removed %s, which this claim made", path);
-}
-
-/*
- * unlink(path) of a path through a symbolic link removed the link (an
- * operator's, there before the start) and left the file the claim made
- * through it: the file the link leads to goes instead.
- */
-int tier_nvme_unmake(int fd, const char *path)
-{
-	struct stat fst, pst;
-	char *real = realpath(path, NULL);
-	int r = 0;
-
-	if (!real)
-		return -errno;
-	if (fstat(fd, &fst) || lstat(real, &pst)) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(fst.st_mode) || !S_ISREG(pst.st_mode) ||
-	    fst.st_dev != pst.st_dev || fst.st_ino != pst.st_ino) {
-		r = -ESTALE;
-		goto out;
-	}
-	if (unlink(real))
-		r = -errno;
-out:
-	free(real);
-	return r;
-}
-
-int tier_nvme_claim(const char *path, bool format_any, int *fd)
-{
-	bool made;
-	int r, f = open_or_make(path, &made);
-
-	if (f < 0) {
-		r = -errno;
-		vmm_log(VMM_LOG_ERR, "tier_nvme: open %s: %s", path,
-			strerror(-r));
-		return r;
-	}
-	r = lock_file(f, path);
-	if (r) {
-		close(f);
-		return r;
-	}
-	r = enable_direct(f, path);
-	if (!r)
-		r = check_contents(f, path, format_any);
-	if (r) {
-		if (made)
-			unmake_file(f, path); /* while the lock holds */
-		close(f);
-		return r;
-	}
-	*fd = f;
-	return 0;
-}
-
 int tier_nvme_sync(struct tier_nvme *t)
 {
 	return fdatasync(t->fd) ? -errno : 0;
@@ -651,187 +469,4 @@ void tier_nvme_close(struct tier_nvme *t)
 	free_tier(t);
 }
 
-#else /* !HAVE_LIBURING */
-
-struct tier_nvme {
-	int unused;
-};
-
-int tier_nvme_open(const struct tier_nvme_config *cfg, struct tier_nvme **out)
-{
-	vmm_log(VMM_LOG_ERR, "tier_nvme: built without liburing");
-	return -ENOTSUP;
-}
-
-void tier_nvme_close(struct tier_nvme *t)
-{
-}
-
-int tier_nvme_write_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
-			  unsigned int n)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_invalidate_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
-			       unsigned int n)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_restamp_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
-			    unsigned int n)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_invalidate_claim(struct tier_nvme *t, uint32_t slot,
-			       uint64_t hash)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_invalidate_unclaim(struct tier_nvme *t, uint32_t slot)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_sync(struct tier_nvme *t)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_peek(const char *path, struct tier_nvme_peek *out)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_peek_fd(int fd, struct tier_nvme_peek *out)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_peek_at(int fd, uint64_t offset, struct tier_nvme_peek *out)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_claim(const char *path, bool format_any, int *fd)
-{
-	vmm_log(VMM_LOG_ERR, "tier_nvme: built without liburing");
-	return -ENOTSUP;
-}
-
-int tier_nvme_check_size(const struct tier_nvme_config *cfg)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_read_batch(struct tier_nvme *t, struct tier_nvme_io *ios,
-			 unsigned int n)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_lookup(struct tier_nvme *t, uint64_t hash, uint32_t *slot,
-		     uint64_t *length, uint64_t *layout_id)
-{
-	return -ENOENT;
-}
-
-int tier_nvme_reserve(struct tier_nvme *t)
-{
-	return -ENOSPC;
-}
-
-void tier_nvme_unreserve(struct tier_nvme *t)
-{
-}
-
-uint64_t tier_nvme_next_generation(struct tier_nvme *t)
-{
-	return 0;
-}
-
-uint64_t tier_nvme_drop_generation(struct tier_nvme *t)
-{
-	return 0;
-}
-
-int tier_nvme_mark_drop(struct tier_nvme *t, bool all, uint32_t tenant,
-			uint64_t generation)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_free(struct tier_nvme *t, uint32_t slot)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_free_tenant(struct tier_nvme *t, uint32_t slot, uint32_t tenant)
-{
-	return -ENOTSUP;
-}
-
-int tier_nvme_stale_claim(struct tier_nvme *t,
-			  bool (*match)(void *arg, uint64_t hash,
-					uint32_t tenant),
-			  void *arg, struct tier_nvme_stale **out, uint32_t *n,
-			  uint32_t *left)
-{
-	*out = NULL;
-	*n = 0;
-	*left = 0;
-	return 0;
-}
-
-enum tier_slot_state tier_nvme_slot_state(struct tier_nvme *t, uint32_t slot)
-{
-	return TIER_SLOT_FREE;
-}
-
-uint64_t tier_nvme_slot_generation(struct tier_nvme *t, uint32_t slot)
-{
-	return 0;
-}
-
-int tier_nvme_foreach(struct tier_nvme *t,
-		      int (*fn)(void *arg, uint32_t slot, uint64_t hash,
-				uint64_t length, uint64_t layout_id,
-				uint32_t tenant),
-		      void *arg)
-{
-	return 0;
-}
-
-uint64_t tier_nvme_slot_offset(struct tier_nvme *t, uint32_t slot)
-{
-	return 0;
-}
-
-void tier_nvme_get_stats(struct tier_nvme *t, struct tier_nvme_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-}
-
 #endif /* HAVE_LIBURING */
-
-/* ", a tmpfs file system" etc. for the O_DIRECT error message. */
-static const char *path_fs_note(int fd)
-{
-	struct statfs sfs;
-
-	if (fstatfs(fd, &sfs))
-		return "";
-	switch ((unsigned long)sfs.f_type) {
-	case TMPFS_MAGIC:
-		return " (it is on tmpfs, which has no O_DIRECT)";
-	case RAMFS_MAGIC:
-		return " (it is on ramfs, which has no O_DIRECT)";
-	case OVERLAYFS_SUPER_MAGIC:
-		return " (it is on overlayfs)";
-	default:
-		return "";
-	}
-}

@@ -4,6 +4,9 @@
  *
  *   tier_nvme.c          open (file sizing, O_DIRECT, ring, registered
  *                        buffers) and close
+ *   tier_nvme_claim.c    the file claimed at start: made if missing,
+ *                        locked, O_DIRECT, its contents checked; taken
+ *                        away again when a claim that made it fails
  *   tier_nvme_keep.c     the open's superblock decision: keep the blocks
  *                        (recover, grow, shrink, retire drop marks) or
  *                        format the file anew
@@ -27,6 +30,8 @@
  *                        its clearing of stale headers and its sync, the
  *                        superblock write of a resized tier and the drop
  *                        marks' retirement on purpose
+ *   tier_nvme_stubs.c    a build without liburing: every call answers as
+ *                        a tier that cannot open
  *
  * Locking: t->lock protects slots, buckets, free stack and st; t->io_lock
  * the engine: the ring's submission side and completion side, the blocks
@@ -557,6 +562,12 @@ uint32_t nvme_count_past_end(struct tier_nvme *t, uint32_t old_slots);
  */
 int nvme_open_superblock(struct tier_nvme *t,
 			 const struct tier_nvme_config *cfg, const char *part);
+
+/* tier_nvme_claim.c, for tier_nvme_open() too: fd locked against another
+ * tier (-EBUSY, said, when another process holds it); fd switched to
+ * O_DIRECT (-EOPNOTSUPP, said with the file system that refuses it) */
+int nvme_lock_file(int fd, const char *path);
+int nvme_enable_direct(int fd, const char *path);
 
 /* tier_nvme_fault.c: the test knobs into t->faults (0, or -EINVAL for a
  * bad value, said), and whether the scan's read of slot fails */
