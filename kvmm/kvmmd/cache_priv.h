@@ -37,7 +37,10 @@
  *   cache_quota.c    a uid over its quota reclaims its own idle GPU
  *                    blocks before it is told -EDQUOT
  *   cache_drop.c     ADMIN_CACHE_DROP: an operator drops cached blocks
- *                    (NVMe ones invalidated on disk before the reply)
+ *                    (NVMe ones invalidated on disk before the reply):
+ *                    the request, its reply, its jobs reaped
+ *   cache_drop_walk.c  the drop in one size's cache: each block dropped
+ *                    or kept, the NVMe jobs the reply waits for queued
  *   cache_drop_pending.c  a drop of the NVMe tier answered while it is
  *                    out: remembered (and kept in --policy-state's
  *                    FILE.nvme-drops), applied by the tier's next open
@@ -784,11 +787,53 @@ void kc_park_fini(struct kd_cache *c);
 int kc_quota_reclaim(struct kd_cache *c, struct kd_session *s, uint64_t pages,
 		     bool partial);
 
+/* An ADMIN_CACHE_DROP whose reply waits for its NVMe invalidations
+ * (cache_drop.c, cache_drop_walk.c). */
+struct kc_drop {
+	struct kc_drop *next; /* in kd_cache.drops */
+	struct kd_session *s; /* NULL once its session ended */
+	struct kvmm_msg_hdr h; /* the request: the reply echoes its id */
+	struct kvmm_admin_cache_drop_reply rep;
+	uint64_t left; /* invalidation jobs not reaped yet */
+	uint32_t uid; /* who asked (the log line) */
+	/* the hashes of the blocks it dropped (sorted before the stale
+	 * copies are looked for); lost: an allocation failed */
+	uint64_t *hashes;
+	size_t nhashes, cap;
+	bool hashes_lost;
+	/* of rep.nvme_invalidate_failures: stale NVMe copies not claimed,
+	 * left in free slots set aside for writes in flight
+	 * (kc_drop_stale()); the log line says them apart */
+	uint64_t stale_left;
+	/* the NVMe drop marks (kc_drop_mark()): one a size's partition the
+	 * drop walked, marks queued, marks_done on disk; mark the last
+	 * one's generation (the log line's, with one mark) */
+	uint64_t mark;
+	uint32_t marks, marks_done;
+	/* sizes whose NVMe tier is out: the drop is remembered for the
+	 * tier's next open (cache_drop_pending.c), kept across a restart
+	 * when nvme_kept is 0 (kc_drop_pending_save()'s -errno else) */
+	uint32_t nvme_out;
+	int nvme_kept;
+	uint32_t tenant; /* of a --uid drop, KVMM_TENANT_OTHERS else */
+	/* the reply's bytes: sizeof(rep), or those of before 1.22 for a
+	 * client of 1.21 or before (no sizes[]), of 1.22 for one of 1.22
+	 * (no restamp counts); its kept NVMe blocks (kc_drop_restamp()) are
+	 * in rep.nvme_restamp* for the log line whatever the client */
+	size_t rep_size;
+};
 /* cache_drop.c: an NVME_INVALIDATE, NVME_MARK or NVME_RESTAMP job of a
  * drop was reaped; a session ends (its drop still frees its slots, and
  * answers nobody) */
-struct kc_drop;
 void kc_drop_job_done(struct kd_cache *c, struct migrate_job *job);
+/* cache_drop_walk.c: the drop in c, one size's cache (its part of dr's
+ * reply, its jobs counted in dr->left); a header or mark of dr's not
+ * written, counted; dr in its restamps' failure lines */
+void kc_drop_walk(struct kd_cache *c, struct kc_drop *dr,
+		  const struct kvmm_admin_cache_drop *a, bool by_tenant,
+		  uint64_t now);
+void kc_drop_failed(struct kd_cache *c, struct kc_drop *dr);
+void kc_drop_who(const struct kc_drop *dr, char *who, size_t len);
 /*
  * cache_drop_kept.c: the headers of NVMe blocks a drop kept written again
  * above its mark.  kc_restamp(): e's, by a job of owner's (a drop, or
@@ -834,15 +879,16 @@ kc_drop_pending_get(const struct kd_cache *c);
 void kc_drop_pending_opening(const struct kd_cache *c, const char *name);
 void kc_drop_pending_opened(struct kd_cache *c, const char *name);
 int kc_drop_pending_load(struct kd_daemon *d);
-/* An NVME_INVALIDATE job reaped, a drop's or a marked slot's: the slot
- * back to the tier if the job never took it, writes waiting for a slot
- * kicked, the job freed. */
+/* cache_drop.c: an NVME_INVALIDATE job reaped, a drop's or a marked
+ * slot's: the slot back to the tier if the job never took it, writes
+ * waiting for a slot kicked, the job freed. */
 void kc_invalidate_job_end(struct kd_cache *c, struct migrate_job *job);
-/* A stale copy's slot the tier's claim took (tier_nvme_stale_claim(),
- * tier_nvme_marked_claim()) invalidated by a job of owner's (a drop, or
- * NULL): true when the job runs (its end gives the slot back: counted in
- * nvme_in_flight); false when none could, the slot unclaimed again (a
- * stale copy still, for a later drop or the next start). */
+/* cache_drop_walk.c: a stale copy's slot the tier's claim took
+ * (tier_nvme_stale_claim(), tier_nvme_marked_claim()) invalidated by a
+ * job of owner's (a drop, or NULL): true when the job runs (its end
+ * gives the slot back: counted in nvme_in_flight); false when none
+ * could, the slot unclaimed again (a stale copy still, for a later drop
+ * or the next start). */
 bool kc_invalidate_stale(struct kd_cache *c, uint64_t hash, uint32_t slot,
 			 void *owner);
 
