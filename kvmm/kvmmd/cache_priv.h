@@ -7,8 +7,10 @@
  *   cache_publish.c  BLOCK_PUBLISH: new entries, duplicates, promotions
  *                    of blocks idle below
  *   cache_stats.c    TIER_STATS: the counters of one size or of all
- *   cache_setup.c    setting up the caches at start and the tiers and the
- *                    policy of each block size (kc_open())
+ *   cache_start.c    making the caches at start: the NVMe file claimed,
+ *                    the host slab, the NVMe tier opened early
+ *   cache_setup.c    the tiers and the policy of each block size
+ *                    (kc_open()), the sizes' shares by their weights
  *   cache_recover.c  the NVMe tier's blocks from the last run into the
  *                    index, cold, oldest written first
  *   cache_stop.c     the stop: blocks saved to NVMe, everything closed
@@ -56,6 +58,10 @@
  *                    of service for writes
  *   cache_nvme_marked.c  the slot headers a restart's scan left out
  *                    under a drop mark, zeroed once the tier is the cache's
+ *   cache_nvme_order.c  which named block size takes which NVMe
+ *                    partition, at start
+ *   cache_nvme_start.c  an NVMe tier that stops the start: its exit code,
+ *                    what becomes of the file
  *
  * The restore plans of PREFIX_OPEN are cache_plan.c's (cache_plan.h).
  *
@@ -344,7 +350,8 @@ struct kd_cache {
 	 * still to fail on purpose (the first size's cache alone) */
 	uint32_t nvme_open_fail_left;
 	/* --nvme-path as kc_nvme_claim() opened and locked it at start, -1
-	 * without one: the tier's fd whenever it opens (cache_setup.c) */
+	 * without one: the tier's fd whenever it opens (cache_setup.c,
+	 * cache_start.c) */
 	int nvme_fd;
 	bool nvme_made; /* the claim made the file (it did not exist) */
 	uint32_t ppb; /* pages per block of the tiers */
@@ -513,7 +520,7 @@ static inline uint32_t kc_size(const struct kd_cache *c)
  * kc_say_uncached()); the opened cache of r's size, or NULL */
 int kc_for(struct kd_daemon *d, uint32_t ppb, struct kd_cache **out);
 struct kd_cache *kc_of_region(struct kd_daemon *d, const struct kd_region *r);
-/* cache_setup.c: one cache's structures (NULL: no memory) */
+/* cache_start.c: one cache's structures (NULL: no memory) */
 struct kd_cache *kc_new(struct kd_daemon *d);
 
 /* cache.c: the entry index and an entry's life */
@@ -676,12 +683,18 @@ int kc_open(struct kd_cache *c, uint32_t ppb);
  * joins), given back at the stop */
 void kc_hold_slots(struct kd_cache *c);
 void kc_unhold_slots(struct kd_cache *c);
-/* the claimed NVMe file opened before the block size is known, for the
- * size its blocks have (0 also when it cannot: the set-up does) */
-int kc_open_nvme_early(struct kd_cache *c);
 /* the loop's callback for the migration engine's eventfd: completed jobs
  * into the cache (the stop calls it too, the loop no longer running) */
 void kc_on_migrate(struct kd_loop *loop, int fd, uint32_t events, void *data);
+/* KVMMD_TEST_MIGRATE_FAIL: checked at start (ppb 0: -EINVAL for a bad
+ * value or a size --cache-block-pages does not name, said), the entries
+ * of the cache of blocks of ppb pages into mc when its tiers open */
+int kc_test_faults(const struct kd_config *cfg, uint32_t ppb,
+		   struct migrate_config *mc, bool say);
+/* cache_start.c: the claimed NVMe file opened before the block size is
+ * known, for the size its blocks have (0 also when it cannot: the set-up
+ * does) */
+int kc_open_nvme_early(struct kd_cache *c);
 
 /* cache_demote.c */
 /* e is gone, outside the policy's decisions (a copy down that failed, an
