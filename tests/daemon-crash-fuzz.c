@@ -93,6 +93,9 @@ struct cf_totals {
 	uint64_t recovered, found, covered_absent, covered_back;
 	uint64_t drops_checked, drops_sized, drops_exact;
 	uint64_t kept_in_use, kept_busy; /* of the covering drops */
+	/* of them, answered while the NVMe tier was out (late.c): all, and
+	 * those a restart check found a hash covered by */
+	uint64_t drops_out, drops_out_covering;
 };
 
 static uint64_t env_u64(const char *name, uint64_t dflt)
@@ -111,10 +114,12 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 }
 
 /* Whether drop d is one the check holds to: of every tier, and of
- * every tenant or of a client's. */
+ * every tenant or of a client's; one answered while the NVMe tier was
+ * out too (cf_drop.tier_out: kept in --policy-state's FILE.nvme-drops,
+ * applied at a join). */
 static bool drop_checked(const struct cf_shared *sh, const struct cf_drop *d)
 {
-	if (d->tiers || d->tier_out)
+	if (d->tiers)
 		return false;
 	if (!(d->flags & KVMM_CACHE_DROP_F_TENANT))
 		return true;
@@ -305,6 +310,7 @@ static void check_restart(const char *sock, struct cf_shared *sh,
 			    rec->last_end_us >= d->sent_us)
 				continue;
 			covered = true;
+			sh->drops[j].covered_some = true;
 			if (is)
 				check_back(sh, &bk, j, i, round - 1);
 		}
@@ -489,7 +495,7 @@ static void print_run(const struct cf_sizes *z, uint64_t seed)
 		printf("\n");
 	}
 	if (l)
-		printf("seed %llu, late starts: %llu (%llu with the first size's opens failing after the claim); killed %llu times before the directory came back, %llu after it before an attempt, %llu during the join, %llu after it; %llu files untouched, %llu blocks of unjoined partitions recovered exactly again; the joins recovered %llu blocks (%llu joins formatted the file: another key); %llu drops answered before every size was seen joined\n",
+		printf("seed %llu, late starts: %llu (%llu with the first size's opens failing after the claim); killed %llu times before the directory came back, %llu after it before an attempt, %llu during the join, %llu after it; %llu files untouched, %llu blocks of unjoined partitions recovered exactly again; the joins recovered %llu blocks (%llu joins formatted the file: another key); %llu drops answered before every size was seen joined (%llu kept in FILE.nvme-drops by kvmmd's word; %llu blocks of unjoined partitions left out by them at the next start)\n",
 		       (unsigned long long)seed, (unsigned long long)l->starts,
 		       (unsigned long long)l->starts_failing,
 		       (unsigned long long)l->kills_away,
@@ -500,7 +506,9 @@ static void print_run(const struct cf_sizes *z, uint64_t seed)
 		       (unsigned long long)l->exact_blocks,
 		       (unsigned long long)l->join_recovered,
 		       (unsigned long long)l->keyed_formats,
-		       (unsigned long long)l->drops_out);
+		       (unsigned long long)l->drops_out,
+		       (unsigned long long)l->drops_kept,
+		       (unsigned long long)l->pending_left_out);
 }
 
 /*
@@ -510,7 +518,7 @@ static void print_run(const struct cf_sizes *z, uint64_t seed)
  * restart and a clean stop; prints what it did.
  */
 static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
-		       uint64_t rounds)
+		       uint64_t rounds, bool guard_out)
 {
 	static const char *const files[] = {
 		[CF_RUN_ONE] = "crash-fuzz",
@@ -537,6 +545,11 @@ static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
 
 	memset(sh, 0, sizeof(*sh));
 	sh->uid = geteuid();
+	/* a state of the run's own, kept across its restarts */
+	snprintf(nvme, sizeof(nvme), "kvmm-crash-fuzz-%s-%d.state",
+		 cf_run_names[run], (int)getpid());
+	td_tmp_path(nvme, sh->state, sizeof(sh->state));
+	cf_state_remove(sh->state);
 	/* tenants to tell apart: clients of their own uids */
 	sh->uids = sh->uid == 0;
 	cf_sizes_init(&z, sh, run, &zs);
@@ -580,13 +593,17 @@ static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
 		t.drops_exact += !drop_kept(&sh->drops[j]);
 		t.kept_in_use += sh->drops[j].rep.kept_in_use;
 		t.kept_busy += sh->drops[j].rep.kept_busy;
+		t.drops_out += sh->drops[j].tier_out;
+		t.drops_out_covering += sh->drops[j].tier_out &&
+					sh->drops[j].covered_some;
 	}
 	cc_stop(&d);
 	if (z.late)
 		cf_late_end(z.late);
 	else
 		unlink(nvme);
-	printf("seed %llu (%s): %llu rounds; %llu opens, %llu blocks checked, %llu publishes (%llu blocks new); %u drops answered, %llu covering every block (%llu of one size; %llu kept none; kept in use %llu, busy %llu); after the restarts %llu recovered, %llu found byte-identical, %llu covered and absent, %llu covered and back (kept)\n",
+	cf_state_remove(sh->state);
+	printf("seed %llu (%s): %llu rounds; %llu opens, %llu blocks checked, %llu publishes (%llu blocks new); %u drops answered, %llu covering every block (%llu of one size; %llu kept none; kept in use %llu, busy %llu; %llu answered while the NVMe tier was out, %llu of them covering a hash a restart checked); after the restarts %llu recovered, %llu found byte-identical, %llu covered and absent, %llu covered and back (kept)\n",
 	       (unsigned long long)seed, cf_run_names[run],
 	       (unsigned long long)rounds, (unsigned long long)sh->opens,
 	       (unsigned long long)sh->blocks_checked,
@@ -596,8 +613,9 @@ static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
 	       (unsigned long long)t.drops_sized,
 	       (unsigned long long)t.drops_exact,
 	       (unsigned long long)t.kept_in_use,
-	       (unsigned long long)t.kept_busy, (unsigned long long)t.recovered,
-	       (unsigned long long)t.found,
+	       (unsigned long long)t.kept_busy, (unsigned long long)t.drops_out,
+	       (unsigned long long)t.drops_out_covering,
+	       (unsigned long long)t.recovered, (unsigned long long)t.found,
 	       (unsigned long long)t.covered_absent,
 	       (unsigned long long)t.covered_back);
 	print_run(&z, seed);
@@ -609,12 +627,21 @@ static void run_rounds(struct cf_shared *sh, enum cf_run run, uint64_t seed,
 	 * short late run may end on joins that formatted the file) */
 	t_assert(t.found > 0 || z.change_lost > 0 ||
 		 (z.late && (z.late->untouched || z.late->exact_blocks)));
+	/* the late run's drops answered while the tier was out are held
+	 * to: with the default seed and rounds some must have covered a
+	 * hash a restart checked (else that check ran on nothing) */
+	if (run == CF_RUN_LATE && guard_out && !t.drops_out_covering)
+		t_fail("seed %llu (late): none of the %llu drops answered while the NVMe tier was out covered a hash a restart checked",
+		       (unsigned long long)seed,
+		       (unsigned long long)t.drops_out);
 }
 
 int main(void)
 {
 	uint64_t seed = env_u64("KVMM_CRASH_FUZZ_SEED", 1);
 	uint64_t rounds = env_u64("KVMM_CRASH_FUZZ_ROUNDS", 12);
+	/* the late run's guard holds at the defaults (checked there) */
+	bool guard_out = seed == 1 && rounds == 12;
 	const char *sizes = getenv("KVMM_CRASH_FUZZ_SIZES");
 	uint32_t runs = 0, nruns = 0;
 	struct cf_shared *sh;
@@ -640,6 +667,6 @@ int main(void)
 	t_assert(sh != MAP_FAILED);
 	for (uint32_t k = 0; k <= CF_RUN_LATE; k++)
 		if (runs >> k & 1)
-			run_rounds(sh, (enum cf_run)k, seed, rounds);
+			run_rounds(sh, (enum cf_run)k, seed, rounds, guard_out);
 	return 0;
 }

@@ -60,10 +60,14 @@ struct cf_drop {
 	uint32_t tiers, flags, tenant;
 	uint32_t block_pages; /* one size's cache (--block-pages), or 0 */
 	bool via_kvmmctl;
-	/* sent before every size's NVMe tier had joined (a round whose
-	 * start had no tier, late.c): it dropped what the cache held, and
-	 * the file's blocks were not the cache's yet, so it covers none */
+	/* sent before every size's NVMe tier was seen joined (a round
+	 * whose start had no tier, late.c): kvmmd kept it in the run's
+	 * --policy-state FILE.nvme-drops before it answered, and applies
+	 * it at the join, this run's or a later one's, so it is checked as
+	 * any drop */
 	bool tier_out;
+	/* a restart check found a hash it covers (published before it) */
+	bool covered_some;
 	/* the hashes a client may have held while kvmmd ran it: the drop
 	 * may have kept those as in use (its kept_in_use) */
 	uint64_t held[(CF_HASHES_MAX + 63) / 64];
@@ -73,6 +77,10 @@ struct cf_drop {
 struct cf_shared {
 	bool uids; /* clients of CF_UID_BASE + i, or all of uid */
 	uid_t uid; /* the test's */
+	/* kvmmd's --policy-state: one file a run, in the test's TMPDIR,
+	 * kept (with its FILE.lock and FILE.nvme-drops) across the run's
+	 * restarts, removed at its end (cf_state_remove()) */
+	char state[256];
 	/* the block sizes: size s has 2 x layers[s] pages a block and the
 	 * hashes [s x CF_HASHES, (s + 1) x CF_HASHES); one size (4 pages)
 	 * unless the run is of several */
@@ -292,11 +300,18 @@ void cf_kill_daemon(struct td_daemon *d);
 void cf_sizes_init(struct cf_sizes *z, struct cf_shared *sh, enum cf_run run,
 		   uint64_t *rs);
 /* kvmmd started on nvme as z lists the sizes (odd rounds with every
- * NVMe header invalidation failing); fails with its log if it does
- * not start. */
+ * NVMe header invalidation failing), with the run's --policy-state
+ * (sh->state); fails with its log if it does not start. */
 void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
 		     const struct cf_sizes *z, const char *nvme, uint64_t seed,
 		     uint32_t round, bool failing);
+/* The same with --policy-state state. */
+void cf_start_daemon_state(struct td_daemon *d, const struct cf_shared *sh,
+			   const struct cf_sizes *z, const char *nvme,
+			   uint64_t seed, uint32_t round, bool failing,
+			   const char *state);
+/* A --policy-state file and what kvmmd keeps beside it removed. */
+void cf_state_remove(const char *state);
 /* The blocks the restart recovered in size s's cache (TIER_STATS of
  * that size), or in all when z has one size. */
 uint64_t cf_recovered(const char *sock, const struct cf_sizes *z, uint32_t s);
@@ -318,8 +333,11 @@ void cf_restart(struct td_daemon *d, struct cf_shared *sh, struct cf_sizes *z,
 		struct cf_restart *rc, uint32_t *lost);
 
 /* restart_change.c: the restarts straight after the crash, each after
- * a start as before on a copy of the file (before[]: its counts; the
- * sum returned), so that the start checked is the file's first. */
+ * a start as before on the file's bytes (before[]: its counts; the sum
+ * returned), put back after it, so that the start checked is the
+ * file's first; that start applies the drops kvmmd kept for the file
+ * (the run's FILE.nvme-drops, copied to a state of its own) as the
+ * start checked will. */
 uint64_t cf_copy_recovered(const struct cf_shared *sh, const struct cf_sizes *z,
 			   const char *nvme, uint64_t seed, uint32_t round,
 			   uint64_t *before);
@@ -382,13 +400,19 @@ struct cf_late {
 	 * seen joined (cf_now_us(), 0: not seen) */
 	uint64_t appear_ms, start_us, appear_us, joined_us;
 	/* from the kill to the next start: the sizes whose partition had
-	 * not joined, which must recover exactly before[] again */
-	uint32_t expect_mask;
+	 * not joined, which must recover exactly before[] again; of those,
+	 * the ones a drop of the round answered while the tier was out
+	 * reached (pending_mask), which that start applies: at most
+	 * before[] then */
+	uint32_t expect_mask, pending_mask;
 	uint64_t expect[CF_SIZES_MAX];
 	/* what the run did */
 	uint64_t starts, starts_failing, kills_away, kills_before;
 	uint64_t kills_during, kills_after, untouched, exact_blocks;
 	uint64_t drops_out, join_recovered, keyed_formats;
+	/* the drops kvmmd said it kept in FILE.nvme-drops; the blocks of
+	 * unjoined partitions such drops left out at the next start */
+	uint64_t drops_kept, pending_left_out;
 };
 
 /* The run's file in a directory of its own: nvme's path plus ".d",

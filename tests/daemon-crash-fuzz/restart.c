@@ -24,6 +24,7 @@
  */
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/cache-drop-common.h"
 #include "tests/daemon-crash-fuzz/crash.h"
@@ -128,12 +129,36 @@ void cf_start_daemon(struct td_daemon *d, const struct cf_shared *sh,
 		     const struct cf_sizes *z, const char *nvme, uint64_t seed,
 		     uint32_t round, bool failing)
 {
+	cf_start_daemon_state(d, sh, z, nvme, seed, round, failing, sh->state);
+}
+
+void cf_state_remove(const char *state)
+{
+	static const char *const beside[] = { "", ".tmp", ".lock",
+					      ".nvme-drops",
+					      ".nvme-drops.tmp" };
+	char path[300];
+
+	for (size_t k = 0; k < sizeof(beside) / sizeof(beside[0]); k++) {
+		snprintf(path, sizeof(path), "%s%s", state, beside[k]);
+		unlink(path);
+	}
+}
+
+void cf_start_daemon_state(struct td_daemon *d, const struct cf_shared *sh,
+			   const struct cf_sizes *z, const char *nvme,
+			   uint64_t seed, uint32_t round, bool failing,
+			   const char *state)
+{
 	char sizes[64], nvme_size[32], host[32];
+	/* --policy-state: a drop answered while the NVMe tier is out is
+	 * kept in FILE.nvme-drops across the restarts (late.c) */
 	const char *argv[] = {
 		"--cache-block-pages", cf_sizes_arg(z, sizes, sizeof(sizes)),
 		"--cache-gpu-blocks", "3", "--host-mem", host, "--nvme-path",
 		nvme, "--nvme-size", nvme_size, "--nvme-save-on-stop", "0",
-		"--cache-scope", seed & 1 ? "uid" : "shared",
+		"--cache-scope", seed & 1 ? "uid" : "shared", "--policy-state",
+		state,
 		/* the clients' uids reach the socket */
 		sh->uids ? "--socket-mode" : NULL, "0666", NULL
 	};

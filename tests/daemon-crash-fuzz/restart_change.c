@@ -17,10 +17,12 @@
  *   - another --nvme-size (1 MiB more, or the run's again after that):
  *     partition 0 formatted with a new layout id, so every partition.
  * Where a block comes back, the fuzzer cannot know from its own records
- * how many reached the disk before the kill; a start as before on a
- * copy of the file (made after the kill, SIGKILLed once it answered,
- * removed) says it, so that the start checked is the file's first since
- * the crash.  The restart check then opens every hash byte for byte.
+ * how many reached the disk before the kill; a start as before says it
+ * (on the file itself, whose bytes are saved after the kill and put
+ * back after that start's, so that the start checked is the file's
+ * first since the crash; with the drops kvmmd kept for the file while
+ * its NVMe tier was out, cf_copy_recovered()).  The restart check then
+ * opens every hash byte for byte.
  */
 #include <fcntl.h>
 #include <unistd.h>
@@ -54,23 +56,40 @@ static void copy_file(const char *from, const char *to)
 	close(out);
 }
 
+/*
+ * The start as before runs on nvme itself, not on a copy's path: the
+ * drops kvmmd keeps in the run's FILE.nvme-drops (answered while the
+ * tier was out, late.c) name the --nvme-path, and a start on another
+ * path would not apply them, where the start checked will.  It gets a
+ * copy of those drops in a --policy-state of its own (the run's state
+ * plus ".copy", so the run's pending drops stay as they are), and the
+ * file's bytes, saved first to nvme.copy, are put back after its kill.
+ */
 uint64_t cf_copy_recovered(const struct cf_shared *sh, const struct cf_sizes *z,
 			   const char *nvme, uint64_t seed, uint32_t round,
 			   uint64_t *before)
 {
+	char saved[300], state[300], drops[310], drops_copy[320];
 	struct td_daemon d;
-	char copy[300];
 	uint64_t sum = 0;
 
-	snprintf(copy, sizeof(copy), "%s.copy", nvme);
-	copy_file(nvme, copy);
-	cf_start_daemon(&d, sh, z, copy, seed, round, false);
+	snprintf(saved, sizeof(saved), "%s.copy", nvme);
+	copy_file(nvme, saved);
+	snprintf(state, sizeof(state), "%s.copy", sh->state);
+	snprintf(drops, sizeof(drops), "%s.nvme-drops", sh->state);
+	snprintf(drops_copy, sizeof(drops_copy), "%s.nvme-drops", state);
+	cf_state_remove(state);
+	if (!access(drops, F_OK))
+		copy_file(drops, drops_copy);
+	cf_start_daemon_state(&d, sh, z, nvme, seed, round, false, state);
 	for (uint32_t s = 0; s < z->n; s++) {
 		before[s] = cf_recovered(d.sock, z, s);
 		sum += before[s];
 	}
 	cf_kill_daemon(&d);
-	unlink(copy);
+	/* what the start wrote (marks, a format) undone */
+	t_ok(rename(saved, nvme));
+	cf_state_remove(state);
 	return sum;
 }
 
