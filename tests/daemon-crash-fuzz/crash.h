@@ -263,6 +263,9 @@ struct cf_sizes {
 	 * (both starts) */
 	uint64_t swapped_back, reweight_lost, swapped_first_back;
 	uint64_t change_lost, replace_kept, resize_lost;
+	/* changed lists whose first start read drops answered while the
+	 * tier was out in FILE.nvme-drops (a late run's) */
+	uint64_t change_pending;
 	/* the changes the rounds then ran on (a changed run, below):
 	 * removes, adds and replaces, and the other weights' */
 	uint64_t ran_removed, ran_added, ran_replaced, ran_reweighed;
@@ -337,7 +340,8 @@ void cf_restart(struct td_daemon *d, struct cf_shared *sh, struct cf_sizes *z,
  * returned), put back after it, so that the start checked is the
  * file's first; that start applies the drops kvmmd kept for the file
  * (the run's FILE.nvme-drops, copied to a state of its own) as the
- * start checked will. */
+ * start checked will, and a late round's unjoined sizes are checked
+ * against it (cf_late_expect()). */
 uint64_t cf_copy_recovered(const struct cf_shared *sh, const struct cf_sizes *z,
 			   const char *nvme, uint64_t seed, uint32_t round,
 			   uint64_t *before);

@@ -270,8 +270,11 @@ void cf_reorder(struct cf_sizes *z, uint64_t *rs)
  * top says.  A changed run: as before (2 of 8), other weights after a
  * start as before (4, 2 of 8; a list of one size: a size added), a size
  * removed, added or replaced and kept (8, 3 of 8), another --nvme-size
- * (7, 1 of 8).  A late run: a late start (9, 6 of 8), as before.  One
- * size: a late start in one of 4 restarts.
+ * (7, 1 of 8).  A late run: a late start (9, 6 of 8), as before (1 of
+ * 8), a size removed, added or replaced then the list as before (6, 1 of
+ * 8: what a drop answered while the tier was out and still pending in
+ * --policy-state's FILE.nvme-drops does then, late.c).  One size: a late
+ * start in one of 4 restarts.
  */
 enum { CF_KIND_SAME = 0, CF_KIND_KEPT = 8, CF_KIND_LATE = 9 };
 
@@ -287,7 +290,8 @@ static uint32_t restart_kind(const struct cf_sizes *z, uint64_t *rs)
 	case CF_RUN_MULTI:
 		return (uint32_t)(cf_rand(rs) % 8);
 	case CF_RUN_LATE:
-		return cf_rand(rs) % 8 < 6 ? CF_KIND_LATE : CF_KIND_SAME;
+		k = (uint32_t)(cf_rand(rs) % 8);
+		return k < 6 ? CF_KIND_LATE : k == 6 ? CF_KIND_SAME : 6;
 	case CF_RUN_CHANGED:
 		k = (uint32_t)(cf_rand(rs) % 8);
 		if (k < 2)
