@@ -9,8 +9,8 @@
  * file (what it holds, with the drops still pending for it applied;
  * its bytes put back after, cf_copy_recovered()) and hashing its bytes,
  * then starts kvmmd with every size's TIER_STATS at ENOENT, no NVMe
- * capacity and nothing recovered.  The round puts DIR back at a drawn moment
- * while the clients run (or not before the kill), and polls every
+ * capacity and nothing recovered.  The round puts DIR back at a drawn
+ * moment while the clients run (or not before the kill), and polls every
  * size's TIER_STATS until each has its NVMe capacity: the join.  Half of
  * the starts fail the first size's first open or two after the claim
  * (KVMMD_TEST_NVME_OPEN_FAIL), so that the join spans attempts (the
@@ -25,9 +25,9 @@
  *     start as before recovers exactly what the late start's start as
  *     before did in that size, or at most that where a drop of the
  *     round answered while the tier was out reached it (that start
- *     applies it: pending_mask); with no
- *     partition joined the file's bytes are the same as at the late
- *     start (nothing the cache held before the join reached it);
+ *     applies it: pending_mask); with no partition joined the file's
+ *     bytes are the same as at the late start (nothing the cache held
+ *     before the join reached it);
  *   - a drop answered before every size was seen joined
  *     (cf_drop.tier_out) is held to as any drop: it dropped what the
  *     cache held, and the partitions out then apply it at their join
