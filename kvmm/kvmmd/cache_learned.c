@@ -203,6 +203,8 @@ static struct kc_learned_write *learned_build(struct kd_cache *c,
 				path);
 		return NULL;
 	}
+	/* a start without the lock is refused since 7 December
+	 * (kc_learned_lock()): kept so that no path saves unlocked */
 	if (c->learned_lock_fd < 0) {
 		__atomic_add_fetch(&c->learned_save_errors, 1,
 				   __ATOMIC_RELAXED);

@@ -9,7 +9,7 @@
  * claimed on the loop thread (tier_nvme_marked_claim(): off the free
  * stack, so no write takes one while its job waits) and zeroed by
  * NVME_INVALIDATE jobs on the migration engine's workers, as a drop's
- * stale copies are (cache_drop.c): the loop never waits for the disk.
+ * stale copies are (cache_drop_walk.c): the loop never waits for the disk.
  * A job that fails, or that a stop cancels, leaves its slot free and
  * marked: the mark still covers it, and the next start tries again.
  *

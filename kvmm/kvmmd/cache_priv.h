@@ -913,7 +913,8 @@ void kc_marked_job_done(struct kd_cache *c, struct migrate_job *job);
 
 /* cache_learned.c: --policy-state (load right after the policy is made,
  * fini before it is destroyed: cancels the periodic save, saves) */
-/* kc_learned_lock: at init; -EBUSY when another kvmmd holds FILE.lock */
+/* kc_learned_lock: at init; -EBUSY when another kvmmd holds FILE.lock,
+ * another -errno (the start refused) when FILE.lock cannot be made */
 int kc_learned_lock(struct kd_cache *c);
 void kc_learned_load(struct kd_cache *c);
 int kc_learned_save(struct kd_cache *c, const char *why);

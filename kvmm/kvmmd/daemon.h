@@ -62,7 +62,7 @@ struct kd_counters {
 	/* pending when their session ended, the one that timed out aside
 	 * (kd_revoke_free_all()) */
 	uint64_t revocations_cancelled;
-	/* cached blocks ADMIN_CACHE_DROP dropped (cache_drop.c) */
+	/* cached blocks ADMIN_CACHE_DROP dropped (cache_drop_walk.c) */
 	uint64_t cache_drop_blocks;
 	/* cache_lend.c: give-ahead requests posted, blocks given back while
 	 * asked, extends that got their pages after asking, and those that

@@ -18,7 +18,7 @@
 #define KD_DEFAULT_PROFILE "h200-llama3-8b"
 
 /* block sizes kvmmd caches at once (a model and its draft, two models
- * on one GPU): each has its own cache (cache_setup.c) */
+ * on one GPU): each has its own cache (cache_start.c, kc_new()) */
 #define KD_CACHE_SIZES 4
 #define KD_CACHE_SIZES_STR "4"
 

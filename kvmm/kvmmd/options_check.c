@@ -22,7 +22,7 @@
  * first publish without --cache-block-pages (a path whose directory is
  * no directory, a file with no size to make it; tiers.md).  A directory
  * that does not exist yet is waited for.  Whether another kvmmd holds it and
- * what it holds is the start's to say (cache_setup.c, kc_nvme_claim()).
+ * what it holds is the start's to say (cache_nvme_join.c, kc_nvme_claim()).
  */
 static int check_nvme_path(const struct kd_config *cfg)
 {

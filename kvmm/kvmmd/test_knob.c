@@ -149,7 +149,7 @@ static const struct kd_test_knob kd_test_knobs[] = {
 	{ "KVMMD_TEST_POLICY_WRITE_DELAY_MS", KD_KNOB_NUMBER, &kd_delay_ms },
 	/* telemetry.c: each telemetry tick that fed a poll logs a line */
 	{ "KVMMD_TEST_TEL_POLL_LOG", KD_KNOB_FLAG },
-	/* cache_setup.c: the host slab's touch reports this often */
+	/* cache_start.c: the host slab's touch reports this often */
 	{ "KVMMD_TEST_SLAB_PROGRESS_MS", KD_KNOB_NUMBER, &kd_period_ms },
 	/* session.c: a diagnostic, not a test knob (admin.md): commands
 	 * that took this long logged; 0 or empty: off */
