@@ -150,26 +150,53 @@ static void quota_text(const struct kvmm_tenants_reply *rep,
 		snprintf(buf, len, "%llu", (unsigned long long)t->quota_pages);
 }
 
-static void print_text(const struct kvmm_tenants_reply *rep)
+/* TENANT's text for t: "uid 1000", "gid others" */
+static void tenant_name(const struct kvmm_tenants_reply *rep,
+			const struct kvmm_tenant_info *t, char *buf, size_t len)
 {
-	printf("%-12s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s %9s %8s %8s %8s  %s\n",
-	       "TENANT", "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED", "OPENS",
-	       "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED", "DROPPED",
-	       "LIM-MOVED", "QUOTA", "Q-USED", "Q-CACHED", "LIMIT");
+	if (t->id == KVMM_TENANT_OTHERS)
+		snprintf(buf, len, "%s others", kind_name(rep->kind));
+	else
+		snprintf(buf, len, "%s %u", kind_name(rep->kind), t->id);
+}
+
+/*
+ * TENANT's width: its widest name in rep, or w if wider.  It was 12
+ * ("%-12s") whatever the names, and "uid 4294967294" (14) pushed its
+ * line's other columns 2 right of the header's.  12 stays the least
+ * (TENANT_MIN_COLS), so a table of uids below 100000000 reads as it
+ * always did, the samples in admin.md included.
+ */
+#define TENANT_MIN_COLS 12
+
+static int tenant_cols(const struct kvmm_tenants_reply *rep, int w)
+{
+	char name[24];
+
+	for (uint32_t i = 0; i < rep->nr; i++) {
+		tenant_name(rep, tenant_at(rep, i), name, sizeof(name));
+		if ((int)strlen(name) > w)
+			w = (int)strlen(name);
+	}
+	return w;
+}
+
+/* rep's table, TENANT cols wide (tenant_cols()) */
+static void print_text(const struct kvmm_tenants_reply *rep, int cols)
+{
+	printf("%-*s %8s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s %9s %8s %8s %8s  %s\n",
+	       cols, "TENANT", "SESSIONS", "GPU", "HOST", "NVME", "ADMITTED",
+	       "OPENS", "HIT-GPU", "HIT-HOST", "HIT-NVME", "PUBLISHED",
+	       "DROPPED", "LIM-MOVED", "QUOTA", "Q-USED", "Q-CACHED", "LIMIT");
 	for (uint32_t i = 0; i < rep->nr; i++) {
 		const struct kvmm_tenant_info *t = tenant_at(rep, i);
 		char name[24], limit[96], quota[24];
 
-		if (t->id == KVMM_TENANT_OTHERS)
-			snprintf(name, sizeof(name), "%s others",
-				 kind_name(rep->kind));
-		else
-			snprintf(name, sizeof(name), "%s %u",
-				 kind_name(rep->kind), t->id);
+		tenant_name(rep, t, name, sizeof(name));
 		limit_text(t, limit, sizeof(limit));
 		quota_text(rep, t, quota, sizeof(quota));
-		printf("%-12s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu %9llu %8s %8llu %8llu  %s\n",
-		       name, t->sessions,
+		printf("%-*s %8u %8llu %8llu %8llu %9llu %8llu %8llu %8llu %8llu %9llu %8llu %9llu %8s %8llu %8llu  %s\n",
+		       cols, name, t->sessions,
 		       (unsigned long long)t->cached_blocks[0],
 		       (unsigned long long)t->cached_blocks[1],
 		       (unsigned long long)t->cached_blocks[2],
@@ -314,13 +341,19 @@ int cmd_tenants(int argc, char **argv, struct kvmmctl_ctx *ctx)
 	} else if (ctx->json) {
 		print_json(rep, block_pages, &z);
 	} else {
+		/* one width for every table: each size's lines up with
+		 * the sums' */
+		int cols = tenant_cols(rep, TENANT_MIN_COLS);
+
+		for (uint32_t i = 0; i < z.nr; i++)
+			cols = tenant_cols(z.rep[i], cols);
 		if (block_pages)
 			printf("blocks of %u pages alone:\n", block_pages);
-		print_text(rep);
+		print_text(rep, cols);
 		for (uint32_t i = 0; i < z.nr; i++) {
 			printf("\nblocks of %u pages alone (of the sums above):\n",
 			       z.pages[i]);
-			print_text(z.rep[i]);
+			print_text(z.rep[i], cols);
 		}
 	}
 	for (uint32_t i = 0; i < z.nr; i++)
