@@ -18,6 +18,9 @@
  *   - a kvmmctl alone with an empty $PATH: one line naming kvmm-calibrate
  *     and nvcc, exit 1, nothing written; with $PATH holding it, found;
  *   - a socket nobody answers on: exit 1 before measuring anything;
+ *   - a kvmmd that refuses the status (kvmmctl run as uid 65534, as
+ *     root): exit 1 before measuring, one line "kvmmctl: calibrate: ..."
+ *     (it was "kvmmctl: status: ...");
  *     kvmm-calibrate's own usage error (2) and --help (0, the options
  *     explained) reach the operator.
  * Skips when the emulated calibration is not built.
@@ -29,6 +32,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,6 +147,46 @@ static void load(const char *path, struct pol_cost_model *m)
 		t_fail("%s rejected: %s", path, err);
 }
 
+/*
+ * A kvmmctl of another uid (65534) asks a kvmmd of root for its status
+ * before measuring: refused (EPERM), one line that names calibrate (it
+ * said "kvmmctl: status:" until 7 December, a command nobody ran), exit
+ * 1, nothing written.  Root only (to be another uid): copies of kvmmctl
+ * and the emulated kvmm-calibrate in a directory that uid can reach.
+ */
+static void status_refused(const char *ctl, const char *emu)
+{
+	const char *args[] = { "--socket-mode", "0666", NULL };
+	const char *want = "admin commands need uid 0 or kvmmd's own; "
+			   "this is uid 65534\n";
+	struct td_daemon d;
+	int rc;
+
+	if (geteuid() != 0 || system("command -v setpriv >/dev/null")) {
+		printf("calibrate as another uid skipped: needs root and setpriv\n");
+		return;
+	}
+	t_ok(td_start(&d, args));
+	t_ok(chmod(d.dir, 0711));
+	t_ok(chmod(dir, 0711));
+	t_assert_eq(
+		run(dir,
+		    "mkdir -m 0755 %s/uid && cp %s %s/uid/kvmmctl && cp %s %s/uid/kvmm-calibrate",
+		    dir, ctl, dir, emu, dir),
+		0);
+	rc = run(
+		dir,
+		"setpriv --reuid 65534 --regid 65534 --clear-groups env PATH= %s/uid/kvmmctl --socket %s calibrate --tiny --out %s/uid.profile",
+		dir, d.sock, dir);
+	t_assert_eq(rc, 1);
+	t_assert(!strncmp(out, "kvmmctl: calibrate: ", 20));
+	t_assert(strlen(out) > strlen(want) &&
+		 !strcmp(out + strlen(out) - strlen(want), want));
+	t_assert(strchr(out, '\n') == out + strlen(out) - 1); /* one line */
+	not_written("uid.profile");
+	t_assert_eq(td_stop(&d), 0);
+}
+
 int main(void)
 {
 	const char *src = getenv("KVMM_SRC");
@@ -248,6 +292,7 @@ int main(void)
 		dir, dir, dir);
 	t_assert_eq(rc, 1);
 	not_written("dead.profile");
+	status_refused(ctl, emu);
 
 	/* against a real kvmmd with a cost model */
 	t_ok(td_start(&d, extra));

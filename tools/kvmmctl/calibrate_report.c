@@ -183,7 +183,7 @@ int calibrate_report(struct kvmmctl_ctx *ctx, const char *path)
 	err = kvmmctl_fetch_status(c, &st, NULL, NULL);
 	kvmm_disconnect(c);
 	if (err) {
-		fprintf(stderr, "kvmmctl: status: %s\n",
+		fprintf(stderr, "kvmmctl: calibrate: %s\n",
 			kvmmctl_strerror(ctx, err));
 		return err;
 	}

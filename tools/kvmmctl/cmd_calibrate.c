@@ -111,7 +111,8 @@ static int run(const char *path, int argc, char **argv)
 	}
 	if (pid == 0) {
 		execv(path, args);
-		fprintf(stderr, "kvmmctl: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "kvmmctl: calibrate: %s: %s\n", path,
+			strerror(errno));
 		_exit(127);
 	}
 	while (waitpid(pid, &status, 0) < 0)
@@ -140,7 +141,7 @@ static int check_daemon(struct kvmmctl_ctx *ctx)
 	err = kvmmctl_fetch_status(c, &st, NULL, NULL);
 	kvmm_disconnect(c);
 	if (err)
-		fprintf(stderr, "kvmmctl: status: %s\n",
+		fprintf(stderr, "kvmmctl: calibrate: %s\n",
 			kvmmctl_strerror(ctx, err));
 	return err;
 }
