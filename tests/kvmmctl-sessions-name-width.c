@@ -11,6 +11,17 @@
  * columns after NAME 2 to 4 columns left of the others'.  Under LC_ALL=C
  * (no multibyte characters) a byte is a column, as before.  --json keeps
  * the names' UTF-8 as it is, and stays JSON.
+ *
+ * Names that hold a bidi control (U+202A, U+202E, U+2066, U+2069), a
+ * zero-width or mark character (U+200B, U+200F, U+061C, U+FEFF), a line
+ * or paragraph separator (U+2028, U+2029) or a C1 control (U+0085): the
+ * text shows each escaped as the control bytes are (U+202E is
+ * \xe2\x80\xae), its columns the escape's 12 or 8, and no byte
+ * sequence of any such character reaches stdout under either locale;
+ * --json has \u202e etc. (python reads the names back).  Until 7
+ * December they went out raw: a name holding U+202E printed the rest of
+ * its line backwards, and took no column, so HELD moved left.  U+00A0,
+ * U+2027 and U+2030, next to them, show as they are.
  */
 #include <locale.h>
 
@@ -25,6 +36,7 @@ static const struct {
 	const char *name; /* the client's HELLO name */
 	const char *shown; /* as the text shows it */
 	size_t bytes, cols; /* of shown */
+	const char *json; /* as --json shows it, if not name */
 } names[] = {
 	{ "caf\xc3\xa9-\xce\xb1", "caf\xc3\xa9-\xce\xb1", 8, 6 }, /* café-α */
 	/* 漢字かな */
@@ -35,8 +47,28 @@ static const struct {
 	/* ｆｕｌｌ (fullwidth) */
 	{ "\xef\xbd\x86\xef\xbd\x95\xef\xbd\x8c\xef\xbd\x8c",
 	  "\xef\xbd\x86\xef\xbd\x95\xef\xbd\x8c\xef\xbd\x8c", 12, 8 },
-	{ "bad\xffname", "bad\\xffname", 11, 11 },
+	{ "bad\xffname", "bad\\xffname", 11, 11, "bad\\ufffdname" },
 	{ "plain", "plain", 5, 5 },
+	/* bidi embedding, override, isolates: escaped, their columns the
+	 * escape's (they take none as characters) */
+	{ "a\xe2\x80\xaa", "a\\xe2\\x80\\xaa", 13, 13, "a\\u202a" }, /* LRE */
+	{ "r\xe2\x80\xaeol", "r\\xe2\\x80\\xaeol", 15, 15, "r\\u202eol" },
+	{ "i\xe2\x81\xa6", "i\\xe2\\x81\\xa6", 13, 13, "i\\u2066" }, /* LRI */
+	{ "p\xe2\x81\xa9", "p\\xe2\\x81\\xa9", 13, 13, "p\\u2069" }, /* PDI */
+	/* zero-width space, right-to-left mark, Arabic letter mark, BOM */
+	{ "z\xe2\x80\x8b", "z\\xe2\\x80\\x8b", 13, 13, "z\\u200b" },
+	{ "m\xe2\x80\x8f", "m\\xe2\\x80\\x8f", 13, 13, "m\\u200f" },
+	{ "alm\xd8\x9c", "alm\\xd8\\x9c", 11, 11, "alm\\u061c" },
+	{ "b\xef\xbb\xbf", "b\\xef\\xbb\\xbf", 13, 13, "b\\ufeff" },
+	/* line and paragraph separators */
+	{ "l\xe2\x80\xa8", "l\\xe2\\x80\\xa8", 13, 13, "l\\u2028" },
+	{ "q\xe2\x80\xa9", "q\\xe2\\x80\\xa9", 13, 13, "q\\u2029" },
+	/* a C1 control (NEL) */
+	{ "nel\xc2\x85", "nel\\xc2\\x85", 11, 11, "nel\\u0085" },
+	/* their neighbours show: U+00A0 (no-break space), U+2027, U+2030 */
+	{ "nb\xc2\xa0", "nb\xc2\xa0", 4, 3 },
+	{ "d\xe2\x80\xa7", "d\xe2\x80\xa7", 4, 2 },
+	{ "per\xe2\x80\xb0", "per\xe2\x80\xb0", 6, 4 },
 };
 #define NR_NAMES (sizeof(names) / sizeof(names[0]))
 
@@ -56,6 +88,29 @@ static size_t held_end(const char *line)
 			p++;
 	}
 	return (size_t)(p - line);
+}
+
+/* No byte sequence of out is the UTF-8 of a character kvmmctl escapes:
+ * C1 (0xc2 0x80-0x9f), U+061C, U+200B-U+200F, U+2028-U+202E,
+ * U+2066-U+2069, U+FEFF. */
+static void no_hidden(const char *what)
+{
+	const unsigned char *p = (const unsigned char *)out;
+
+	for (; *p; p++) {
+		bool hidden = (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) ||
+			      (p[0] == 0xd8 && p[1] == 0x9c) ||
+			      (p[0] == 0xe2 && p[1] == 0x80 &&
+			       ((p[2] >= 0x8b && p[2] <= 0x8f) ||
+				(p[2] >= 0xa8 && p[2] <= 0xae))) ||
+			      (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 &&
+			       p[2] <= 0xa9) ||
+			      (p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf);
+
+		if (hidden)
+			t_fail("%s: raw 0x%02x 0x%02x at byte %zu", what, p[0],
+			       p[1], (size_t)(p - (const unsigned char *)out));
+	}
 }
 
 /*
@@ -99,8 +154,10 @@ static void check_table(const char *sock, const char *lc, bool utf8)
 	t_assert_eq(lines, NR_NAMES + 2);
 	for (size_t i = 0; i < NR_NAMES; i++)
 		t_assert_eq(found[i], 1);
-	/* the byte that is no UTF-8 stays escaped, whatever the locale */
+	/* the byte that is no UTF-8 stays escaped, whatever the locale,
+	 * and so do the bidi controls and invisible characters */
 	t_assert(!strchr(out, 0xff));
+	no_hidden(lc);
 }
 
 int main(void)
@@ -129,18 +186,20 @@ int main(void)
 		char want[64];
 
 		snprintf(want, sizeof(want), "\"name\":\"%s\"",
-			 strcmp(names[i].name, "bad\xffname") ?
-				 names[i].name :
-				 "bad\\ufffdname");
+			 names[i].json ? names[i].json : names[i].name);
 		if (!strstr(out, want))
 			t_fail("--json: no %s", want);
 	}
+	no_hidden("--json");
+	/* JSON, and its \\u escapes read back as the names' characters */
 	td_build_path("kvmmctl", bin, sizeof(bin));
-	snprintf(cmd, sizeof(cmd),
-		 "command -v python3 >/dev/null || exit 0; "
-		 "'%s' --socket '%s' --json sessions | python3 -c "
-		 "'import json,sys; json.load(sys.stdin)'",
-		 bin, d.sock);
+	snprintf(
+		cmd, sizeof(cmd),
+		"command -v python3 >/dev/null || exit 0; "
+		"'%s' --socket '%s' --json sessions | python3 -c "
+		"'import json,sys; n=[s[\"name\"] for s in json.load(sys.stdin)]; "
+		"assert \"r\\u202eol\" in n and \"nel\\x85\" in n, n'",
+		bin, d.sock);
 	rc = system(cmd);
 	t_assert_eq(rc, 0);
 

@@ -180,12 +180,16 @@ int kvmmctl_parse_u32(const char *cmd, const char *what, const char *s,
 /* --block-pages' value for cmd: a decimal number of pages, 1 or more;
  * -EINVAL after a line naming cmd and the word. */
 int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out);
-/* Print s as a JSON string (quotes and escapes): valid UTF-8 as it is,
- * a byte that is not (a client's session name) as U+FFFD. */
+/* Print s as a JSON string (quotes and escapes): valid UTF-8 as it is
+ * but for the C1 controls, bidi controls and invisible characters
+ * kvmmctl_text_str() escapes (as \uXXXX), a byte that is not UTF-8 (a
+ * client's session name) as U+FFFD. */
 void kvmmctl_json_str(const char *s);
 /* s for a terminal, into buf (len at least 4 x strlen(s) + 1): control
- * bytes, C1 controls, bytes that are not UTF-8 and '\' as \xNN (and
- * \\); buf. */
+ * bytes, bytes that are not UTF-8, and the UTF-8 of C1 controls, bidi
+ * controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C),
+ * zero-width characters (U+200B-U+200D, U+FEFF) and U+2028, U+2029 as
+ * \xNN a byte (U+202E: \xe2\x80\xae); '\' as \\; buf. */
 const char *kvmmctl_text_str(const char *s, char *buf, size_t len);
 /* A JSON member whose value is a count: its name and the reply's field. */
 struct kvmmctl_json_u64 {

@@ -387,6 +387,35 @@ static size_t utf8_seq(const unsigned char *s)
 	return n;
 }
 
+/* The code point of the valid n-byte UTF-8 sequence at s (utf8_seq()). */
+static uint32_t utf8_char(const unsigned char *s, size_t n)
+{
+	static const unsigned char lead_bits[] = { 0x7f, 0x7f, 0x1f, 0x0f,
+						   0x07 };
+	uint32_t c = s[0] & lead_bits[n];
+
+	for (size_t i = 1; i < n; i++)
+		c = c << 6 | (s[i] & 0x3f);
+	return c;
+}
+
+/*
+ * Valid characters a terminal obeys or hides rather than shows: C1
+ * controls (U+0080 to U+009F, which some terminals read as ESC
+ * sequences), the bidi embeddings, overrides, isolates and marks
+ * (U+202A to U+202E, U+2066 to U+2069, U+200E, U+200F, U+061C: a
+ * session named with U+202E printed the rest of its line backwards),
+ * the zero-width characters (U+200B to U+200D, U+FEFF: two names that
+ * look the same) and the line and paragraph separators U+2028 and
+ * U+2029 (a line break to some terminals and to most viewers).
+ */
+static bool hidden_char(uint32_t c)
+{
+	return (c >= 0x80 && c <= 0x9f) || c == 0x61c ||
+	       (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) ||
+	       (c >= 0x2066 && c <= 0x2069) || c == 0xfeff;
+}
+
 /*
  * A client's name went out as its bytes: one that is not UTF-8 made the
  * JSON invalid (RFC 8259 wants UTF-8; python's json.load() refused it).
@@ -403,8 +432,8 @@ void kvmmctl_json_str(const char *s)
 			printf("\\%c", *p);
 		else if (*p < 0x20 || *p == 0x7f)
 			printf("\\u%04x", *p);
-		else if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)
-			printf("\\u%04x", p[1]); /* C1: valid, but obeyed */
+		else if (n > 1 && hidden_char(utf8_char(p, n)))
+			printf("\\u%04x", utf8_char(p, n));
 		else if (n)
 			fwrite(p, 1, n, stdout);
 		else
@@ -417,32 +446,37 @@ void kvmmctl_json_str(const char *s)
 /*
  * A client's name went to the admin's terminal as its bytes: ESC
  * sequences (a cleared screen, a retitled window) and a newline that
- * forged a session's line.  UTF-8 stays readable; C1 controls (U+0080 to
- * U+009F, which some terminals obey) are escaped with the rest.
+ * forged a session's line.  UTF-8 stays readable; the characters
+ * hidden_char() names are escaped byte by byte as the control bytes are
+ * (U+202E is \xe2\x80\xae), so the text holds only what shows and
+ * its width is what kvmmctl_text_width() counts.
  */
 const char *kvmmctl_text_str(const char *s, char *buf, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t used = 0;
 
-	while (*p && used + 5 <= len) {
+	while (*p) {
 		size_t n = utf8_seq(p);
+		bool shown = n == 1 ? *p >= 0x20 && *p != 0x7f :
+				      n && !hidden_char(utf8_char(p, n));
 
-		if (n > 1 && !(p[0] == 0xc2 && p[1] < 0xa0)) {
+		n = n ? n : 1; /* a byte that is not UTF-8: alone */
+		/* 4 bytes for each escaped: what len is sized for */
+		if (used + (shown ? 2 * n : 4 * n) >= len)
+			break;
+		if (shown && *p != '\\') {
 			memcpy(buf + used, p, n);
 			used += n;
-			p += n;
-			continue;
-		}
-		if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\')
-			buf[used++] = (char)*p;
-		else if (*p == '\\')
+		} else if (shown) {
 			used += (size_t)snprintf(buf + used, len - used,
 						 "\\\\");
-		else
-			used += (size_t)snprintf(buf + used, len - used,
-						 "\\x%02x", *p);
-		p++;
+		} else {
+			for (size_t i = 0; i < n; i++)
+				used += (size_t)snprintf(buf + used, len - used,
+							 "\\x%02x", p[i]);
+		}
+		p += n;
 	}
 	buf[used] = '\0';
 	return buf;

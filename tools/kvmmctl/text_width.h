@@ -16,8 +16,9 @@
  * sets the user's): each character's wcwidth(), 1 for one the locale
  * calls unprintable and for each byte it cannot decode (a non-UTF-8
  * locale: as many columns as bytes, what "%-Ns" counted).  s is what
- * kvmmctl_text_str() made of a client's bytes, so no control byte is
- * left in it.
+ * kvmmctl_text_str() made of a client's bytes, so no control byte,
+ * bidi control or zero-width character is left in it: an escape counts
+ * the columns it prints (\xe2\x80\xae: 12).
  */
 size_t kvmmctl_text_width(const char *s);
 /* s on f, then blanks up to width columns (none past it: a longer s
