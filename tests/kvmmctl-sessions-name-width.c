@@ -13,7 +13,8 @@
  * the names' UTF-8 as it is, and stays JSON.
  *
  * Names that hold a bidi control (U+202A, U+202E, U+2066, U+2069), a
- * zero-width or mark character (U+200B, U+200F, U+061C, U+FEFF), a line
+ * zero-width, invisible or mark character (U+200B, U+200F, U+061C,
+ * U+FEFF, U+2060, U+206F, U+180E), a line
  * or paragraph separator (U+2028, U+2029) or a C1 control (U+0085): the
  * text shows each escaped as the control bytes are (U+202E is
  * \xe2\x80\xae), its columns the escape's 12 or 8, and no byte
@@ -60,6 +61,11 @@ static const struct {
 	{ "m\xe2\x80\x8f", "m\\xe2\\x80\\x8f", 13, 13, "m\\u200f" },
 	{ "alm\xd8\x9c", "alm\\xd8\\x9c", 11, 11, "alm\\u061c" },
 	{ "b\xef\xbb\xbf", "b\\xef\\xbb\\xbf", 13, 13, "b\\ufeff" },
+	/* word joiner, the last deprecated format character, the
+	 * Mongolian vowel separator */
+	{ "w\xe2\x81\xa0", "w\\xe2\\x81\\xa0", 13, 13, "w\\u2060" },
+	{ "f\xe2\x81\xaf", "f\\xe2\\x81\\xaf", 13, 13, "f\\u206f" },
+	{ "v\xe1\xa0\x8e", "v\\xe1\\xa0\\x8e", 13, 13, "v\\u180e" },
 	/* line and paragraph separators */
 	{ "l\xe2\x80\xa8", "l\\xe2\\x80\\xa8", 13, 13, "l\\u2028" },
 	{ "q\xe2\x80\xa9", "q\\xe2\\x80\\xa9", 13, 13, "q\\u2029" },
@@ -92,7 +98,7 @@ static size_t held_end(const char *line)
 
 /* No byte sequence of out is the UTF-8 of a character kvmmctl escapes:
  * C1 (0xc2 0x80-0x9f), U+061C, U+200B-U+200F, U+2028-U+202E,
- * U+2066-U+2069, U+FEFF. */
+ * U+2060-U+206F, U+180E, U+FEFF. */
 static void no_hidden(const char *what)
 {
 	const unsigned char *p = (const unsigned char *)out;
@@ -103,8 +109,9 @@ static void no_hidden(const char *what)
 			      (p[0] == 0xe2 && p[1] == 0x80 &&
 			       ((p[2] >= 0x8b && p[2] <= 0x8f) ||
 				(p[2] >= 0xa8 && p[2] <= 0xae))) ||
-			      (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 &&
-			       p[2] <= 0xa9) ||
+			      (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa0 &&
+			       p[2] <= 0xaf) ||
+			      (p[0] == 0xe1 && p[1] == 0xa0 && p[2] == 0x8e) ||
 			      (p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf);
 
 		if (hidden)

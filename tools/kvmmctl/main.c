@@ -405,15 +405,17 @@ static uint32_t utf8_char(const unsigned char *s, size_t n)
  * sequences), the bidi embeddings, overrides, isolates and marks
  * (U+202A to U+202E, U+2066 to U+2069, U+200E, U+200F, U+061C: a
  * session named with U+202E printed the rest of its line backwards),
- * the zero-width characters (U+200B to U+200D, U+FEFF: two names that
- * look the same) and the line and paragraph separators U+2028 and
+ * the zero-width and invisible characters (U+200B to U+200D, U+FEFF,
+ * U+180E, the word joiner and invisible operators U+2060 to U+2064, the
+ * deprecated format characters U+206A to U+206F: two names that look
+ * the same) and the line and paragraph separators U+2028 and
  * U+2029 (a line break to some terminals and to most viewers).
  */
 static bool hidden_char(uint32_t c)
 {
 	return (c >= 0x80 && c <= 0x9f) || c == 0x61c ||
 	       (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) ||
-	       (c >= 0x2066 && c <= 0x2069) || c == 0xfeff;
+	       (c >= 0x2060 && c <= 0x206f) || c == 0x180e || c == 0xfeff;
 }
 
 /*
