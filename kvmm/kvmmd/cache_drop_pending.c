@@ -265,6 +265,13 @@ static void kc_pending_text(const struct tier_nvme_drop_pending *p, char *buf,
 bool kc_drop_pending_add(struct kd_cache *c, bool by_tenant, uint32_t tenant)
 {
 	kc_pending_merge(&c->nvme_pending, !by_tenant, tenant);
+	if (c->nvme && !c->opened) {
+		/* opened early for its blocks' size, none of them in the
+		 * cache yet: the set-up opens it again, and that open
+		 * applies the drop (kc_nvme_out()) */
+		tier_nvme_close(c->nvme);
+		c->nvme = NULL;
+	}
 	return kc_pending_kept(c->d);
 }
 

@@ -429,9 +429,17 @@ static void kc_nvme_retry_first(struct kd_cache *c)
 	kc_nvme_join(c);
 }
 
+/*
+ * Out for a drop too before the cache's set-up, even with the tier open
+ * for the size its blocks have (kc_open_nvme_early(), at start or at a
+ * late claim): none of its file's blocks is in the cache yet, so the
+ * drop has nothing to walk, and the set-up would recover them all.  The
+ * drop is remembered and applied when the set-up opens it
+ * (kc_drop_pending_add()).
+ */
 bool kc_nvme_out(const struct kd_cache *c)
 {
-	return kc_has_nvme(c) && !c->nvme && c->nvme_error;
+	return kc_has_nvme(c) && (!c->opened || (!c->nvme && c->nvme_error));
 }
 
 void kc_nvme_stats(const struct kd_cache *c, struct kvmm_tier_stats_reply *st)
