@@ -99,6 +99,30 @@ static bool kc_pending_kept(const struct kd_daemon *d)
 	       d->cache->learned_lock_fd >= 0;
 }
 
+/*
+ * Whether the file at path holds the drops of another --nvme-path (a
+ * start on another path left them, kc_drop_pending_load()): not this
+ * run's to rewrite or remove, or that file's blocks come back when a
+ * later start names its path again.
+ */
+static bool kc_pending_foreign(const struct kd_daemon *d, const char *path)
+{
+	char line[sizeof(d->cfg.nvme_path) + 16];
+	bool foreign = false;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return false;
+	if (fgets(line, sizeof(line), f) &&
+	    !strcmp(line, KC_PENDING_MAGIC "\n") &&
+	    fgets(line, sizeof(line), f) && !strncmp(line, "path ", 5)) {
+		line[strcspn(line, "\n")] = '\0';
+		foreign = strcmp(line + 5, d->cfg.nvme_path) != 0;
+	}
+	fclose(f);
+	return foreign;
+}
+
 int kc_drop_pending_save(struct kd_daemon *d)
 {
 	char path[sizeof(d->cfg.policy_state) + 16];
@@ -112,6 +136,12 @@ int kc_drop_pending_save(struct kd_daemon *d)
 	if (!kc_pending_kept(d))
 		return -ENOENT;
 	kc_pending_path(d, path, sizeof(path));
+	if (kc_pending_foreign(d, path)) {
+		vmm_log(VMM_LOG_WARN,
+			"cache: %s holds the NVMe drops of another --nvme-path: left as it is (this run's are kept in memory alone; remove it once that path's file is gone)",
+			path);
+		return -EEXIST;
+	}
 	cap = 64 + sizeof(d->cfg.nvme_path) +
 	      d->nr_caches * (32 + TIER_NVME_PENDING_TENANTS * 32);
 	buf = malloc(cap);
@@ -147,30 +177,48 @@ int kc_drop_pending_save(struct kd_daemon *d)
 	return r;
 }
 
-/* One line of the file after its header: "part P all" or "part P tenant
- * T", into the cache whose partition is P. */
+/* A decimal number of 32 bits at *s (no sign, blank or wrap: sscanf's
+ * %u took "-1" and 2^32 + 5 as numbers), *s moved past it. */
+static int kc_pending_u32(const char **s, uint32_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	if (**s < '0' || **s > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(*s, &end, 10);
+	if (errno || x > UINT32_MAX)
+		return -EINVAL;
+	*v = (uint32_t)x;
+	*s = end;
+	return 0;
+}
+
+/* One line of the file after its header, exactly "part P all" or "part
+ * P tenant T", into the cache whose partition is P: anything else is a
+ * damaged file, whose drops are not known. */
 static int kc_pending_line(struct kd_daemon *d, const char *line)
 {
-	unsigned int part, tenant = 0;
+	const char *s = line + 5;
+	uint32_t part, tenant = 0, i;
 	struct kd_cache *c;
-	char word[16];
-	uint32_t i;
-	int n = 0;
+	bool all;
 
-	if (sscanf(line, "part %u %15s %n", &part, word, &n) != 2)
+	if (strncmp(line, "part ", 5) || kc_pending_u32(&s, &part))
 		return -EINVAL;
-	if (!strcmp(word, "all")) {
-		if (line[n])
+	all = !strcmp(s, " all");
+	if (!all) {
+		if (strncmp(s, " tenant ", 8))
 			return -EINVAL;
-	} else if (strcmp(word, "tenant") ||
-		   sscanf(line + n, "%u", &tenant) != 1) {
-		return -EINVAL;
+		s += 8;
+		if (kc_pending_u32(&s, &tenant) || *s)
+			return -EINVAL;
 	}
 	kc_for_each(d, c, i) {
 		if (!kc_has_nvme(c) || kc_pending_part(c) != part)
 			continue;
-		kc_pending_merge(&c->nvme_pending, !strcmp(word, "all"),
-				 tenant);
+		kc_pending_merge(&c->nvme_pending, all, tenant);
 		return 0;
 	}
 	return -ENOENT;
@@ -195,7 +243,8 @@ int kc_drop_pending_load(struct kd_daemon *d)
 		r = -EINVAL;
 		goto out;
 	}
-	if (!fgets(line, sizeof(line), f) || strncmp(line, "path ", 5)) {
+	if (!fgets(line, sizeof(line), f) || strncmp(line, "path ", 5) ||
+	    !strchr(line, '\n')) {
 		r = -EINVAL;
 		goto out;
 	}
@@ -203,11 +252,17 @@ int kc_drop_pending_load(struct kd_daemon *d)
 	if (strcmp(line + 5, d->cfg.nvme_path)) {
 		/* another file's drops: nothing of this one's */
 		vmm_log(VMM_LOG_WARN,
-			"cache: %s holds NVMe drops answered while the tier %s was out; this run's --nvme-path is %s: they are not applied to it",
+			"cache: %s holds NVMe drops answered while the tier %s was out; this run's --nvme-path is %s: they are not applied to it, and the file is left for that path",
 			path, line + 5, d->cfg.nvme_path);
 		goto out;
 	}
 	while (fgets(line, sizeof(line), f)) {
+		/* a line cut short (the file's end, or longer than any line
+		 * a save writes): "tenant 12" may have been 123 */
+		if (!strchr(line, '\n')) {
+			r = -EINVAL;
+			goto out;
+		}
 		line[strcspn(line, "\n")] = '\0';
 		r = kc_pending_line(d, line);
 		if (r == -ENOENT) {
@@ -219,6 +274,11 @@ int kc_drop_pending_load(struct kd_daemon *d)
 		if (r)
 			goto out;
 		lines++;
+	}
+	if (!lines) {
+		/* every save writes one at least: cut short */
+		r = -EINVAL;
+		goto out;
 	}
 	vmm_log(VMM_LOG_INFO,
 		"cache: %s: %u NVMe drops answered while the tier was out in a run before, applied when it opens (%u of a partition this run does not have)",
@@ -302,7 +362,7 @@ void kc_drop_pending_opened(struct kd_cache *c, const char *name)
 		name, what, (unsigned long long)ns.pending_dropped_slots);
 	memset(&c->nvme_pending, 0, sizeof(c->nvme_pending));
 	r = kc_drop_pending_save(c->d);
-	if (r && r != -ENOENT)
+	if (r && r != -ENOENT && r != -EEXIST) /* -EEXIST: said */
 		vmm_log(VMM_LOG_WARN,
 			"cache: rewriting the NVMe drops still pending: %s (the next start applies those just applied again: blocks cached on NVMe since then go too)",
 			strerror(-r));
