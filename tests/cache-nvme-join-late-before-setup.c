@@ -8,9 +8,10 @@
  *   - the late join: kvmmd started with the file's directory missing,
  *     the directory back, the tier claimed and opened by the retries'
  *     timer (its blocks not in the cache yet), a drop of every block,
- *     the first region: none of the 6 comes back (recovered 0, both
- *     contents absent), nor after a restart (the file's superblock
- *     holds the mark);
+ *     the first region: none of the 6 comes back (the drop's line
+ *     says it waits for the tier's open; recovered 0, both contents
+ *     absent), nor after a restart (the file's superblock holds the
+ *     mark);
  *   - the same at start (the file there, opened at start for its
  *     blocks' size): none back.
  * On the code before, the drop found neither a cache to walk nor a tier
@@ -76,6 +77,10 @@ static void drop_then_setup(struct td_daemon *d)
 	struct tier_nvme_peek p;
 
 	(void)cd_kvmmctl(d->sock, "--tier nvme");
+	td_log_has(
+		d,
+		"the NVMe tier is out (1 size): the blocks of its file the drop covers (every block) are dropped when it joins, before they are recovered (in memory alone",
+		true);
 	cd_open_expect(d->sock, &contents, 0, 0, 0, 0, 0);
 	td_log_has(
 		d,
