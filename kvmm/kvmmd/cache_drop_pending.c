@@ -36,6 +36,10 @@
  * is rewritten after the open applied its part: a crash in between (or
  * a rewrite that fails, logged) has the next start apply it again, which
  * drops the blocks cached on NVMe since then too (more, never fewer).
+ * A file that is not exactly what a save writes (a number past 32 bits,
+ * a line cut short, no drop line) is damaged: every block is dropped.
+ * One for another --nvme-path is neither applied nor rewritten nor
+ * removed: that path's next start applies it.
  *
  * Everything here runs on the loop thread.
  */
