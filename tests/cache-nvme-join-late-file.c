@@ -12,6 +12,8 @@
  *     2^32-1), "tenant T+1 7" (trailing words), a last line cut short
  *     (no newline: T+1 may have been T+10), a file cut after its path
  *     line (no drop at all: every save writes one);
+ *   - a FIFO there (no writer): read as damaged, the start goes on
+ *     (until 7 December fopen() waited for a writer: no start);
  *   - another --nvme-path's file (a start on another path left it): the
  *     tier out, a drop of every block answered, the join: the file is
  *     left as it was (the drop's line says it was not written there),
@@ -112,6 +114,26 @@ static void lines(void)
 	printf("FILE.nvme-drops: its lines applied as written, a damaged one as every block\n");
 }
 
+/* A FIFO at FILE.nvme-drops (no writer): the start reads no list from
+ * it, so every block is dropped, and the save after the open replaces
+ * it.  Until 7 December fopen() waited for a writer: kvmmd never came
+ * up. */
+static void fifo(void)
+{
+	struct td_daemon d;
+	struct stat st;
+
+	fill();
+	t_ok(mkfifo(drops, 0600));
+	start(&d);
+	td_log_has(&d, " is damaged (not a list of NVMe drops)", true);
+	t_assert_eq(cd_recovered(d.sock), 0);
+	cd_open_expect(d.sock, &contents, 0, 0, 0, 0, 0);
+	cc_stop(&d);
+	t_assert(stat(drops, &st) && errno == ENOENT);
+	printf("a FIFO at FILE.nvme-drops: the start goes on, every block dropped\n");
+}
+
 static void another_path(void)
 {
 	static const char theirs[] =
@@ -170,6 +192,7 @@ int main(void)
 	snprintf(drops, sizeof(drops), "%s.nvme-drops", state);
 	t_ok(mkdir(dir, 0700));
 	lines();
+	fifo();
 	another_path();
 	unlink(nvme);
 	rmdir(dir);

@@ -46,9 +46,11 @@
 #include "kvmm/kvmmd/cache_priv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvmm/kvmmd/tier_nvme.h"
@@ -104,6 +106,30 @@ static bool kc_pending_kept(const struct kd_daemon *d)
 }
 
 /*
+ * The file at path opened to be read: 0, -ENOENT, -EINVAL for no
+ * regular file (not a list: a FIFO there held the start in fopen()
+ * until a writer came, for good without one), or the -errno.
+ */
+static int kc_pending_open(const char *path, FILE **out)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = fstat(fd, &st) ? -errno : S_ISREG(st.st_mode) ? 0 : -EINVAL;
+	if (!r) {
+		*out = fdopen(fd, "r");
+		if (!*out)
+			r = -errno;
+	}
+	if (r)
+		close(fd);
+	return r;
+}
+
+/*
  * Whether the file at path holds the drops of another --nvme-path (a
  * start on another path left them, kc_drop_pending_load()): not this
  * run's to rewrite or remove, or that file's blocks come back when a
@@ -113,9 +139,9 @@ static bool kc_pending_foreign(const struct kd_daemon *d, const char *path)
 {
 	char line[sizeof(d->cfg.nvme_path) + 16];
 	bool foreign = false;
-	FILE *f = fopen(path, "re");
+	FILE *f;
 
-	if (!f)
+	if (kc_pending_open(path, &f))
 		return false;
 	if (fgets(line, sizeof(line), f) &&
 	    !strcmp(line, KC_PENDING_MAGIC "\n") &&
@@ -239,9 +265,13 @@ int kc_drop_pending_load(struct kd_daemon *d)
 	if (!kc_pending_kept(d) || !d->cfg.nvme_path[0])
 		return 0;
 	kc_pending_path(d, path, sizeof(path));
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? 0 : -errno;
+	r = kc_pending_open(path, &f);
+	if (r == -ENOENT)
+		return 0;
+	if (r == -EINVAL)
+		goto damaged;
+	if (r)
+		return r;
 	if (!fgets(line, sizeof(line), f) ||
 	    strncmp(line, KC_PENDING_MAGIC "\n", sizeof(line))) {
 		r = -EINVAL;
@@ -289,6 +319,7 @@ int kc_drop_pending_load(struct kd_daemon *d)
 		path, lines, unknown);
 out:
 	fclose(f);
+damaged:
 	if (r == -EINVAL) {
 		/*
 		 * What it covered is not known: every block of every
