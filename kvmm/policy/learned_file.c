@@ -138,7 +138,8 @@ int pol_learned_check_path(const char *path, char *why, size_t len)
 	return check_one(tmp, true, why, len);
 }
 
-/* Write buf to path through path.tmp: fsync, rename, fsync the dir. */
+/* Write buf to path through path.tmp: fsync, rename, fsync the dir; a
+ * directory that could not be synced is an error, the new file in place. */
 int pol_learned_write_file(const char *path, const void *buf, size_t len)
 {
 	char tmp[PATH_MAX + 8];
@@ -188,14 +189,23 @@ int pol_learned_write_file(const char *path, const void *buf, size_t len)
 		unlink(tmp);
 		return r;
 	}
-	/* the rename itself must reach the disk */
+	/*
+	 * The rename itself must reach the disk: until it does, a power
+	 * loss may bring back the file before (or none), and a caller that
+	 * said "kept" (a drop answered while the NVMe tier was out,
+	 * FILE.nvme-drops) would have said it too soon.  So a directory
+	 * that cannot be opened or synced fails the write, the new file in
+	 * place; EINVAL is a file system that cannot sync a directory at
+	 * all, where the rename is as safe as it gets.
+	 */
 	snprintf(dir, sizeof(dir), "%s", path);
 	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-	return 0;
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) && errno != EINVAL)
+		r = -errno;
+	close(fd);
+	return r;
 }
 
 int pol_learned_lock_file(const char *path)

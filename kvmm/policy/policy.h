@@ -265,7 +265,8 @@ int pol_cache_learned_load(struct pol_cache *c, const void *buf, size_t len,
  * file, e.g. a FIFO, which is never waited on), or written through
  * path.tmp, fsync, rename and an fsync of the directory (0 or -errno;
  * -ENAMETOOLONG for a path of PATH_MAX bytes or more; -EISDIR or -EINVAL
- * when path.tmp is no regular file).  pol_learned_file_strerror() says
+ * when path.tmp is no regular file; the directory's open's or fsync's
+ * error, EINVAL aside, with the new file in place).  pol_learned_file_strerror() says
  * what their errors mean.
  */
 #define POL_LEARNED_FILE_MAX (1u << 20) /* asym's state is 32 KiB */
