@@ -740,6 +740,28 @@ static inline uint64_t cc_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * Wait (at most 15 s) for an NVMe tier that is out (its directory
+ * missing, an open failing) to join the running cache: TIER_STATS'
+ * nvme_open_error 0, the stats settled (cc_settled_stats()) into *ts.
+ */
+static inline void cc_wait_nvme_joined(const char *sock,
+				       struct kvmm_tier_stats_reply *ts)
+{
+	uint64_t t0 = cc_now_ms();
+
+	for (;;) {
+		cc_settled_stats(sock, ts);
+		if (!ts->nvme_open_error)
+			return;
+		if (cc_now_ms() - t0 > 15000)
+			t_fail("the NVMe tier did not join in 15 s (error %llu, attempt %llu)",
+			       (unsigned long long)ts->nvme_open_error,
+			       (unsigned long long)ts->nvme_open_attempts);
+		usleep(20000);
+	}
+}
+
 /* Start kvmmd with args and the test knob env_name (e.g.
  * KVMMD_TEST_DEMOTE_DELAY_MS) set to delay_ms for it alone. */
 static inline void cc_start_with_delay(struct td_daemon *d,

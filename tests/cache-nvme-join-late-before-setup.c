@@ -47,17 +47,8 @@ static void start(struct td_daemon *d, unsigned int flags)
 static void wait_joined(const char *sock)
 {
 	struct kvmm_tier_stats_reply ts;
-	uint64_t t0 = cc_now_ms();
 
-	for (;;) {
-		cc_settled_stats(sock, &ts);
-		if (!ts.nvme_open_error)
-			return;
-		if (cc_now_ms() - t0 > 15000)
-			t_fail("the NVMe tier did not join in 15 s (error %llu)",
-			       (unsigned long long)ts.nvme_open_error);
-		usleep(20000);
-	}
+	cc_wait_nvme_joined(sock, &ts);
 }
 
 /* A run that leaves contents 0 and 1 on the file (6 blocks). */

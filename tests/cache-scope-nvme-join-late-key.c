@@ -82,23 +82,6 @@ static void start(struct td_daemon *d, const char *nvme, const char *telemetry)
 	unsetenv("KVMMD_TEST_CACHE_RETRY_MS");
 }
 
-/* Wait (at most 15 s) for the tier to join: nvme_open_error 0. */
-static void wait_joined(const char *sock, struct kvmm_tier_stats_reply *ts)
-{
-	uint64_t t0 = cc_now_ms();
-
-	for (;;) {
-		cc_settled_stats(sock, ts);
-		if (!ts->nvme_open_error)
-			return;
-		if (cc_now_ms() - t0 > 15000)
-			t_fail("the NVMe tier did not join in 15 s (error %llu, attempt %llu)",
-			       (unsigned long long)ts->nvme_open_error,
-			       (unsigned long long)ts->nvme_open_attempts);
-		usleep(20000);
-	}
-}
-
 /* Start kvmmd with dir aside: it starts without the tier, a new key. */
 static void start_late(struct td_daemon *d, const char *dir, const char *away,
 		       const char *nvme, const char *telemetry)
@@ -139,7 +122,7 @@ static void join_takes_key(const char *dir, const char *away, const char *nvme,
 
 	start_late(&d, dir, away, nvme, telemetry);
 	t_ok(rename(away, dir));
-	wait_joined(d.sock, &ts);
+	cc_wait_nvme_joined(d.sock, &ts);
 	t_assert_eq(ts.recovered_blocks, NB);
 	t_assert_eq(ts.tiers[2].used_blocks, NB);
 	/* A's bytes from NVMe; B's name for the hashes is another */
@@ -170,7 +153,7 @@ static void join_keeps_key(const char *dir, const char *away, const char *nvme)
 	/* a name given out under the start's key */
 	cu_publish_as(d.sock, UID_A, UID_A, &early, 1, TAG_A, 1);
 	t_ok(rename(away, dir));
-	wait_joined(d.sock, &ts);
+	cc_wait_nvme_joined(d.sock, &ts);
 	t_assert_eq(ts.recovered_blocks, 0);
 	cu_open_as(d.sock, UID_A, UID_A, hashes, NB, 0, 0, -1);
 	cu_open_as(d.sock, UID_A, UID_A, &early, 1, 1, TAG_A, -1);
