@@ -115,14 +115,16 @@ static int kc_pending_open(const char *path, FILE **out)
 	struct stat st;
 	int fd, r;
 
+	/* 0 only with *out open: an errno of 0 is no success */
+	*out = NULL;
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
+		return errno ? -errno : -EIO;
 	r = fstat(fd, &st) ? -errno : S_ISREG(st.st_mode) ? 0 : -EINVAL;
 	if (!r) {
 		*out = fdopen(fd, "r");
 		if (!*out)
-			r = -errno;
+			r = errno ? -errno : -ENOMEM;
 	}
 	if (r)
 		close(fd);
@@ -139,7 +141,7 @@ static bool kc_pending_foreign(const struct kd_daemon *d, const char *path)
 {
 	char line[sizeof(d->cfg.nvme_path) + 16];
 	bool foreign = false;
-	FILE *f;
+	FILE *f = NULL;
 
 	if (kc_pending_open(path, &f))
 		return false;
@@ -260,7 +262,7 @@ int kc_drop_pending_load(struct kd_daemon *d)
 	char line[sizeof(d->cfg.nvme_path) + 16];
 	uint32_t lines = 0, unknown = 0;
 	int r = 0;
-	FILE *f;
+	FILE *f = NULL;
 
 	if (!kc_pending_kept(d) || !d->cfg.nvme_path[0])
 		return 0;
