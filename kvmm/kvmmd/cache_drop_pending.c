@@ -143,7 +143,8 @@ static bool kc_pending_foreign(const struct kd_daemon *d, const char *path)
 	bool foreign = false;
 	FILE *f = NULL;
 
-	if (kc_pending_open(path, &f))
+	/* !f: 0 comes with the file, which the analyzers do not follow */
+	if (kc_pending_open(path, &f) || !f)
 		return false;
 	if (fgets(line, sizeof(line), f) &&
 	    !strcmp(line, KC_PENDING_MAGIC "\n") &&
@@ -274,6 +275,8 @@ int kc_drop_pending_load(struct kd_daemon *d)
 		goto damaged;
 	if (r)
 		return r;
+	if (!f) /* 0 comes with the file (for the analyzers) */
+		return -EIO;
 	if (!fgets(line, sizeof(line), f) ||
 	    strncmp(line, KC_PENDING_MAGIC "\n", sizeof(line))) {
 		r = -EINVAL;
