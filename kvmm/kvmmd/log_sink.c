@@ -59,15 +59,7 @@ int kd_log_start(const struct kd_config *cfg)
 			/* the rule for a refused start (admin.md): a path
 			 * the operator must change (a directory, a missing
 			 * directory: it was exit 1 too) is exit 2 */
-			if (kd_path_err_is_operators(err))
-				fprintf(stderr,
-					"kvmmd: --log-file %s: %s\n"
-					"kvmmd: cannot start: an option is wrong (above)\n",
-					cfg->log_file, strerror(-err));
-			else
-				fprintf(stderr,
-					"kvmmd: cannot start: --log-file %s: %s\n",
-					cfg->log_file, strerror(-err));
+			(void)kd_path_refused("--log-file", cfg->log_file, err);
 			return err;
 		}
 		vmm_log_to_fd(log_fd);

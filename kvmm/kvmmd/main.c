@@ -594,18 +594,10 @@ int main(int argc, char **argv)
 	 * exit 2, as any bad option (it was 1: a unit restarted it in vain) */
 	if (cfg.pid_file[0] && write_pid_file(cfg.pid_file)) {
 		int e = errno;
-		char status = kd_path_err_is_operators(e) ? 2 : 1;
+		char status;
 
 		kd_daemon_stop_refused(&d);
-		if (status == 2)
-			fprintf(stderr,
-				"kvmmd: --pid-file %s: %s\n"
-				"kvmmd: cannot start: an option is wrong (above)\n",
-				cfg.pid_file, strerror(e));
-		else
-			fprintf(stderr,
-				"kvmmd: cannot start: --pid-file %s: %s\n",
-				cfg.pid_file, strerror(e));
+		status = (char)kd_path_refused("--pid-file", cfg.pid_file, e);
 		if (ready_fd >= 0 && write(ready_fd, &status, 1) < 0)
 			return 1;
 		return status;

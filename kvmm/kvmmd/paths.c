@@ -96,6 +96,21 @@ int kd_config_paths_absolute(struct kd_config *cfg)
 	return 0;
 }
 
+int kd_path_refused(const char *option, const char *path, int err)
+{
+	const char *why = strerror(err < 0 ? -err : err);
+
+	if (kd_path_err_is_operators(err)) {
+		fprintf(stderr,
+			"kvmmd: %s %s: %s\n"
+			"kvmmd: cannot start: an option is wrong (above)\n",
+			option, path, why);
+		return 2;
+	}
+	fprintf(stderr, "kvmmd: cannot start: %s %s: %s\n", option, path, why);
+	return 1;
+}
+
 bool kd_path_err_is_operators(int err)
 {
 	switch (err < 0 ? -err : err) {

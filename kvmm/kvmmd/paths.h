@@ -20,5 +20,13 @@ int kd_config_paths_absolute(struct kd_config *cfg);
  * with the same options later: exit 1.
  */
 bool kd_path_err_is_operators(int err);
+/*
+ * The lines of a start refused by the file of a path option (option
+ * "--pid-file", its path, the errno either sign) on stderr, by the rule
+ * above: "kvmmd: OPTION PATH: REASON" and "kvmmd: cannot start: an option
+ * is wrong (above)", exit status 2; or "kvmmd: cannot start: OPTION PATH:
+ * REASON", 1.  The exit status is returned.
+ */
+int kd_path_refused(const char *option, const char *path, int err);
 
 #endif
