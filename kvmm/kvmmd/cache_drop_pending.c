@@ -132,6 +132,17 @@ static int kc_pending_open(const char *path, FILE **out)
 }
 
 /*
+ * The file's header from f: true when its first line is the magic and
+ * its second starts "path ", that one left in line as read (its '\n'
+ * there unless it was cut short).
+ */
+static bool kc_pending_header(FILE *f, char *line, int len)
+{
+	return fgets(line, len, f) && !strcmp(line, KC_PENDING_MAGIC "\n") &&
+	       fgets(line, len, f) && !strncmp(line, "path ", 5);
+}
+
+/*
  * Whether the file at path holds the drops of another --nvme-path (a
  * start on another path left them, kc_drop_pending_load()): not this
  * run's to rewrite or remove, or that file's blocks come back when a
@@ -146,9 +157,7 @@ static bool kc_pending_foreign(const struct kd_daemon *d, const char *path)
 	/* !f: 0 comes with the file, which the analyzers do not follow */
 	if (kc_pending_open(path, &f) || !f)
 		return false;
-	if (fgets(line, sizeof(line), f) &&
-	    !strcmp(line, KC_PENDING_MAGIC "\n") &&
-	    fgets(line, sizeof(line), f) && !strncmp(line, "path ", 5)) {
+	if (kc_pending_header(f, line, sizeof(line))) {
 		line[strcspn(line, "\n")] = '\0';
 		foreign = strcmp(line + 5, d->cfg.nvme_path) != 0;
 	}
@@ -277,13 +286,7 @@ int kc_drop_pending_load(struct kd_daemon *d)
 		return r;
 	if (!f) /* 0 comes with the file (for the analyzers) */
 		return -EIO;
-	if (!fgets(line, sizeof(line), f) ||
-	    strncmp(line, KC_PENDING_MAGIC "\n", sizeof(line))) {
-		r = -EINVAL;
-		goto out;
-	}
-	if (!fgets(line, sizeof(line), f) || strncmp(line, "path ", 5) ||
-	    !strchr(line, '\n')) {
+	if (!kc_pending_header(f, line, sizeof(line)) || !strchr(line, '\n')) {
 		r = -EINVAL;
 		goto out;
 	}
