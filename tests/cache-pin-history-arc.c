@@ -27,10 +27,7 @@
 
 static void start(struct cr_env *env)
 {
-	const char *dir = getenv("KVMM_NVME_TEST_DIR");
-
-	snprintf(env->nvme, sizeof(env->nvme), "%s/kvmm-pin-history-%d",
-		 dir ? dir : "/var/tmp", getpid());
+	cc_nvme_path(env->nvme, sizeof(env->nvme), "pin-history");
 	t_nvme_require(env->nvme);
 	nt_size_arg(env->nvme_size, sizeof(env->nvme_size), NVME_SLOTS,
 		    CC_PPB * CC_PAGE);

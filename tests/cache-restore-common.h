@@ -58,10 +58,7 @@ static inline void cr_start_args(struct cr_env *env, int nvme_slots,
 				 int delay_ms, const char *extra1,
 				 const char *extra2)
 {
-	const char *dir = getenv("KVMM_NVME_TEST_DIR");
-
-	snprintf(env->nvme, sizeof(env->nvme), "%s/kvmm-restore-%d",
-		 dir ? dir : "/var/tmp", getpid());
+	cc_nvme_path(env->nvme, sizeof(env->nvme), "restore");
 	t_nvme_require(env->nvme);
 	nt_size_arg(env->nvme_size, sizeof(env->nvme_size), nvme_slots,
 		    CC_PPB * CC_PAGE);
