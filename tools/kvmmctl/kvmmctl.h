@@ -186,10 +186,10 @@ int kvmmctl_parse_block_pages(const char *cmd, const char *s, uint32_t *out);
  * client's session name) as U+FFFD. */
 void kvmmctl_json_str(const char *s);
 /* s for a terminal, into buf (len at least 4 x strlen(s) + 1): control
- * bytes, bytes that are not UTF-8, and the UTF-8 of C1 controls, bidi
- * controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C),
- * zero-width characters (U+200B-U+200D, U+FEFF) and U+2028, U+2029 as
- * \xNN a byte (U+202E: \xe2\x80\xae); '\' as \\; buf. */
+ * bytes, bytes that are not UTF-8, and the UTF-8 of the characters a
+ * terminal obeys or hides (main.c's hidden_char(): C1 and bidi controls,
+ * zero-width and invisible characters, U+2028, U+2029) as \xNN a byte
+ * (U+202E: \xe2\x80\xae); '\' as \\; buf. */
 const char *kvmmctl_text_str(const char *s, char *buf, size_t len);
 /* A JSON member whose value is a count: its name and the reply's field. */
 struct kvmmctl_json_u64 {
